@@ -1,0 +1,114 @@
+// Allocators and memory accounting. Every byte zt allocates is counted per device and
+// per tag (what the memory is for), current and peak, in a MemoryLedger. Each thread
+// charges the ledger installed by LedgerScope (thread ranks get one each), so per-rank
+// memory claims can be measured inside one process.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/device.h"
+
+namespace zt {
+
+/// What an allocation is for. Set with MemTagScope; default kOther.
+enum class MemTag : uint8_t {
+  kParamShard,
+  kGradShard,
+  kOptimState,
+  kGatheredParam,
+  kActivation,
+  kCommBuffer,
+  kOther,
+};
+constexpr int kNumMemTags = 7;
+const char* mem_tag_name(MemTag t);
+
+/// Byte counters for one device, per tag and in total.
+struct MemoryCounters {
+  std::array<int64_t, kNumMemTags> current{};
+  std::array<int64_t, kNumMemTags> peak{};
+  int64_t total_current = 0;
+  int64_t total_peak = 0;
+  int64_t cur(MemTag t) const { return current[static_cast<int>(t)]; }
+  int64_t pk(MemTag t) const { return peak[static_cast<int>(t)]; }
+};
+
+/// A set of counters (CPU + each GPU). Thread-safe.
+class MemoryLedger {
+ public:
+  static constexpr int kMaxDevices = 9;  // slot 0: CPU, 1..8: cuda:0..7
+  void add(Device d, MemTag t, int64_t bytes);
+  void sub(Device d, MemTag t, int64_t bytes);
+  /// A consistent copy of one device's counters.
+  MemoryCounters counters(Device d) const;
+  /// Sets every peak to the current value.
+  void reset_peaks();
+  /// One-line JSON object with current and peak bytes per tag for a device.
+  std::string report_json(Device d) const;
+
+ private:
+  struct Slot {
+    std::array<std::atomic<int64_t>, kNumMemTags> current{};
+    std::array<std::atomic<int64_t>, kNumMemTags> peak{};
+    std::atomic<int64_t> total_current{0};
+    std::atomic<int64_t> total_peak{0};
+  };
+  static int slot_of(Device d);
+  std::array<Slot, kMaxDevices> slots_;
+};
+
+/// The ledger this thread charges (the process-wide one unless a LedgerScope is active).
+const std::shared_ptr<MemoryLedger>& current_ledger();
+/// Counters of the current ledger for a device.
+MemoryCounters memory_stats(Device d = Device::cpu());
+/// Resets the peaks of the current ledger.
+void reset_peak_memory();
+
+/// Installs a ledger for this thread while in scope.
+class LedgerScope {
+ public:
+  explicit LedgerScope(std::shared_ptr<MemoryLedger> ledger);
+  ~LedgerScope();
+  LedgerScope(const LedgerScope&) = delete;
+  LedgerScope& operator=(const LedgerScope&) = delete;
+
+ private:
+  std::shared_ptr<MemoryLedger> prev_;
+};
+
+/// The tag new allocations on this thread get.
+MemTag current_mem_tag();
+/// Sets the allocation tag for this thread while in scope.
+class MemTagScope {
+ public:
+  explicit MemTagScope(MemTag t);
+  ~MemTagScope();
+  MemTagScope(const MemTagScope&) = delete;
+  MemTagScope& operator=(const MemTagScope&) = delete;
+
+ private:
+  MemTag prev_;
+};
+
+/// A raw allocator for one device type. Accounting is done by Storage, not here.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+  virtual void* allocate(size_t bytes, Device d) = 0;
+  virtual void deallocate(void* p, size_t bytes, Device d) = 0;
+  /// Bytes held in caches (CUDA); 0 for the CPU.
+  virtual int64_t cached_bytes() const { return 0; }
+  /// Returns cached blocks to the system.
+  virtual void empty_cache() {}
+};
+
+/// The allocator for a device type (CUDA's is registered by the CUDA backend).
+Allocator* allocator_for(DeviceType t);
+void register_allocator(DeviceType t, Allocator* a);
+
+}  // namespace zt

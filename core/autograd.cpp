@@ -1,0 +1,241 @@
+// The backward engine. Nodes run in decreasing sequence number (reverse creation
+// order) once every gradient flowing into them has arrived; gradients for the same
+// input slot are summed. Leaves accumulate through AccumulateGrad, which runs the
+// leaf's hooks, adds into .grad() and then runs its post-accumulate hooks.
+#include "core/autograd.h"
+
+#include <atomic>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/ops.h"
+
+namespace zt::autograd {
+
+static std::atomic<uint64_t> g_next_seq{0};
+
+Node::Node(std::string name, int num_outputs)
+    : name_(std::move(name)), num_outputs_(num_outputs), seq_(g_next_seq.fetch_add(1)) {}
+
+std::vector<Tensor> LambdaNode::apply(const std::vector<Tensor>& grad_outputs) {
+  ZT_CHECK(fn_ != nullptr, "backward through '", name(),
+           "' a second time: its saved tensors were freed. Pass retain_graph=true to the "
+           "first backward if you need to backpropagate twice");
+  return fn_(grad_outputs);
+}
+
+namespace {
+
+// Accumulates into a leaf's .grad().
+class AccumulateGrad : public Node {
+ public:
+  explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+      : Node("AccumulateGrad", 1), leaf_(std::move(leaf)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
+    Tensor g = grads[0];
+    if (!g.defined()) return {};
+    for (auto& hook : leaf_->leaf_hooks) {
+      Tensor r = hook(g);
+      if (r.defined()) g = r;
+    }
+    Tensor leaf(leaf_);
+    if (leaf_->grad) {
+      Tensor cur(leaf_->grad);
+      add_(cur, g);
+    } else {
+      // Own the gradient: the incoming tensor may be shared with other nodes.
+      leaf_->grad = g.detach().clone().impl_ptr();
+    }
+    for (auto& hook : leaf_->post_accumulate_hooks) hook(leaf);
+    return {};
+  }
+
+ private:
+  std::shared_ptr<TensorImpl> leaf_;
+};
+
+thread_local bool g_grad_enabled = true;
+
+struct BackwardState {
+  std::vector<std::function<void()>> callbacks;
+};
+thread_local BackwardState* g_backward = nullptr;
+
+}  // namespace
+
+bool grad_mode_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = true; }
+EnableGradGuard::~EnableGradGuard() { g_grad_enabled = prev_; }
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  return needs_grad(std::vector<Tensor>(inputs));
+}
+
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  TensorImpl* impl = t.impl();
+  if (impl->grad_fn) return {impl->grad_fn, impl->output_nr};
+  std::shared_ptr<Node> acc = impl->grad_accumulator.lock();
+  if (!acc) {
+    acc = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    impl->grad_accumulator = acc;
+  }
+  return {acc, 0};
+}
+
+void record(const char* name, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& outputs, BackwardFn backward) {
+  if (!needs_grad(inputs)) return;
+  auto node = std::make_shared<LambdaNode>(name, static_cast<int>(outputs.size()),
+                                           std::move(backward));
+  node->next_edges.reserve(inputs.size());
+  for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined()) continue;
+    TensorImpl* o = outputs[i].impl();
+    ZT_DCHECK(o->grad_fn == nullptr);
+    o->grad_fn = node;
+    o->output_nr = static_cast<int>(i);
+    o->requires_grad = true;
+  }
+}
+
+std::vector<Tensor> apply_function(
+    const std::string& name, const std::vector<Tensor>& inputs,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
+    BackwardFn backward) {
+  std::vector<Tensor> outputs;
+  {
+    NoGradGuard ng;
+    outputs = forward(inputs);
+  }
+  // Outputs that alias inputs (identity functions) get a fresh handle so the graph
+  // attaches to the output, not to the input.
+  for (Tensor& o : outputs) {
+    for (const Tensor& i : inputs)
+      if (o.defined() && o.same(i)) o = o.detach();
+    if (o.defined() && o.grad_fn()) o = o.detach();
+  }
+  size_t n_in = inputs.size();
+  record(name.c_str(), inputs, outputs,
+         [backward = std::move(backward), n_in, name](const std::vector<Tensor>& g) {
+           std::vector<Tensor> gi = backward(g);
+           ZT_CHECK(gi.size() == n_in, "custom function '", name, "' returned ", gi.size(),
+                    " gradients for ", n_in, " inputs");
+           return gi;
+         });
+  return outputs;
+}
+
+void queue_callback(std::function<void()> fn) {
+  ZT_CHECK(g_backward != nullptr, "queue_callback called outside of a backward pass");
+  g_backward->callbacks.push_back(std::move(fn));
+}
+
+bool in_backward() { return g_backward != nullptr; }
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  ZT_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
+           grads.size(), " gradients");
+  // Seed gradients.
+  std::vector<std::pair<Edge, Tensor>> seeds;
+  for (size_t i = 0; i < roots.size(); ++i) {
+    const Tensor& r = roots[i];
+    ZT_CHECK(r.defined() && r.requires_grad(),
+             "backward: tensor does not require grad and has no grad_fn (did you compute it "
+             "under NoGradGuard, or from tensors that do not require grad?)");
+    Tensor g = grads[i];
+    if (!g.defined()) {
+      ZT_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar "
+                               "outputs; this output has shape ", shape_str(r.sizes()),
+               " — pass a gradient of that shape");
+      g = ones(r.sizes(), r.dtype(), r.device());
+    } else {
+      ZT_CHECK(g.sizes() == r.sizes(), "backward: gradient shape ", shape_str(g.sizes()),
+               " does not match output shape ", shape_str(r.sizes()));
+    }
+    seeds.emplace_back(gradient_edge(r), g);
+  }
+
+  // Dependency counts over the reachable graph.
+  std::unordered_map<Node*, int> deps;
+  std::unordered_set<Node*> seen;
+  std::vector<Node*> stack;
+  for (auto& [e, g] : seeds) {
+    if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+  }
+  while (!stack.empty()) {
+    Node* n = stack.back();
+    stack.pop_back();
+    for (const Edge& e : n->next_edges) {
+      if (!e.fn) continue;
+      ++deps[e.fn.get()];
+      if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
+    }
+  }
+
+  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+  std::unordered_map<Node*, std::shared_ptr<Node>> owners;
+  auto accumulate = [&](const Edge& e, const Tensor& g) {
+    if (!e.fn || !g.defined()) return;
+    auto& buf = buffers[e.fn.get()];
+    owners[e.fn.get()] = e.fn;
+    if (buf.empty()) buf.resize(e.fn->num_outputs());
+    Tensor& slot = buf[e.input_nr];
+    slot = slot.defined() ? add(slot, g) : g;
+  };
+  auto cmp = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
+  for (auto& [e, g] : seeds) {
+    accumulate(e, g);
+    owners[e.fn.get()] = e.fn;
+  }
+  for (auto& [e, g] : seeds)
+    if (deps[e.fn.get()] == 0) ready.push(e.fn.get());
+
+  BackwardState state;
+  BackwardState* prev = g_backward;
+  g_backward = &state;
+  struct Restore {
+    BackwardState* prev;
+    ~Restore() { g_backward = prev; }
+  } restore{prev};
+
+  NoGradGuard ng;
+  std::unordered_set<Node*> done;
+  while (!ready.empty()) {
+    Node* n = ready.top();
+    ready.pop();
+    if (!done.insert(n).second) continue;
+    std::vector<Tensor> in = std::move(buffers[n]);
+    buffers.erase(n);
+    in.resize(n->num_outputs());
+    for (auto& [idx, hook] : n->pre_hooks) {
+      if (!in[idx].defined()) continue;
+      Tensor r = hook(in[idx]);
+      if (r.defined()) in[idx] = r;
+    }
+    std::vector<Tensor> out = n->apply(in);
+    if (!retain_graph) n->release();
+    for (size_t i = 0; i < n->next_edges.size(); ++i) {
+      const Edge& e = n->next_edges[i];
+      if (!e.fn) continue;
+      if (i < out.size()) accumulate(e, out[i]);
+      if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
+    }
+    owners.erase(n);
+  }
+  for (auto& cb : state.callbacks) cb();
+}
+
+}  // namespace zt::autograd

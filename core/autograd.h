@@ -1,0 +1,114 @@
+// Autograd: a define-by-run graph of Nodes. Each differentiable op records one Node
+// whose backward closure maps output gradients to input gradients; leaves that require
+// grad accumulate through an AccumulateGrad node. backward() runs nodes in reverse
+// creation order once all their inputs are ready (deterministic).
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace zt::autograd {
+
+/// Where a gradient goes: input slot `input_nr` of `fn`.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int input_nr = 0;
+};
+
+using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
+
+class Node : public std::enable_shared_from_this<Node> {
+ public:
+  Node(std::string name, int num_outputs);
+  virtual ~Node() = default;
+  /// Gradients for each input edge from gradients for each output (undefined = zero).
+  virtual std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) = 0;
+  /// Frees saved state after backward without retain_graph.
+  virtual void release() {}
+  const std::string& name() const { return name_; }
+  int num_outputs() const { return num_outputs_; }
+  uint64_t sequence_nr() const { return seq_; }
+
+  std::vector<Edge> next_edges;  // one per differentiable input
+  /// Hooks on an output's gradient before apply() (tensor hooks, retain_grad).
+  std::vector<std::pair<int, GradHook>> pre_hooks;
+
+ private:
+  std::string name_;
+  int num_outputs_;
+  uint64_t seq_;
+};
+
+/// A Node whose backward is a closure; the closure owns what it saved.
+class LambdaNode : public Node {
+ public:
+  LambdaNode(std::string name, int num_outputs, BackwardFn fn)
+      : Node(std::move(name), num_outputs), fn_(std::move(fn)) {}
+  std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
+  void release() override { fn_ = nullptr; }
+
+ private:
+  BackwardFn fn_;
+};
+
+/// True unless a NoGradGuard is active on this thread.
+bool grad_mode_enabled();
+
+/// Disables graph recording on this thread while in scope.
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+
+ private:
+  bool prev_;
+};
+
+/// Enables graph recording while in scope (inside a NoGradGuard).
+class EnableGradGuard {
+ public:
+  EnableGradGuard();
+  ~EnableGradGuard();
+
+ private:
+  bool prev_;
+};
+
+/// True if recording is on and any of `inputs` requires grad.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+/// The edge a gradient for `t` should flow into (empty if t needs no grad).
+Edge gradient_edge(const Tensor& t);
+
+/// Records an op: if any input requires grad (and grad mode is on), attaches a
+/// LambdaNode to `outputs` whose closure maps output grads to one grad per input
+/// (undefined grads are allowed). Outputs must be fresh tensors (no history).
+/// Saved tensors captured by the closure should be inputs or detach()ed outputs.
+void record(const char* name, const std::vector<Tensor>& inputs,
+            const std::vector<Tensor>& outputs, BackwardFn backward);
+
+/// A custom autograd function usable outside core: `forward` runs without recording
+/// and returns the outputs; `backward` maps output grads to one grad per input.
+std::vector<Tensor> apply_function(
+    const std::string& name, const std::vector<Tensor>& inputs,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
+    BackwardFn backward);
+
+/// Runs backward from `roots` with `grads` (undefined = ones for scalars).
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph = false);
+
+/// Queues a callback to run once when the current backward pass finishes
+/// (error if no backward is running on this thread).
+void queue_callback(std::function<void()> fn);
+/// True while this thread runs a backward pass.
+bool in_backward();
+
+}  // namespace zt::autograd

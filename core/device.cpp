@@ -1,0 +1,25 @@
+// Device parsing; CUDA queries answer "none" in a build without CUDA.
+#include "core/device.h"
+
+#include "core/error.h"
+
+namespace zt {
+
+Device Device::parse(const std::string& s) {
+  if (s == "cpu") return cpu();
+  if (s == "cuda") return cuda(0);
+  if (s.rfind("cuda:", 0) == 0) {
+    try {
+      return cuda(std::stoi(s.substr(5)));
+    } catch (...) {
+    }
+  }
+  ZT_FAIL("unknown device '", s, "': expected cpu, cuda or cuda:N");
+}
+
+#ifndef ZT_WITH_CUDA
+bool cuda_available() { return false; }
+int cuda_device_count() { return 0; }
+#endif
+
+}  // namespace zt

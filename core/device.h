@@ -1,0 +1,33 @@
+// Devices: the CPU always, CUDA GPUs when zt is built with ZT_CUDA.
+#pragma once
+
+#include <string>
+
+namespace zt {
+
+enum class DeviceType : uint8_t { CPU, CUDA };
+
+/// A device: type plus index (the CUDA ordinal; 0 for the CPU).
+struct Device {
+  DeviceType type = DeviceType::CPU;
+  int index = 0;
+
+  static Device cpu() { return {DeviceType::CPU, 0}; }
+  static Device cuda(int i = 0) { return {DeviceType::CUDA, i}; }
+  bool is_cpu() const { return type == DeviceType::CPU; }
+  bool is_cuda() const { return type == DeviceType::CUDA; }
+  bool operator==(const Device&) const = default;
+  /// "cpu" or "cuda:0".
+  std::string str() const {
+    return is_cpu() ? std::string("cpu") : "cuda:" + std::to_string(index);
+  }
+  /// Parses "cpu", "cuda", "cuda:1"; throws on anything else.
+  static Device parse(const std::string& s);
+};
+
+/// True when zt was built with CUDA and at least one GPU is visible.
+bool cuda_available();
+/// Number of visible GPUs (0 without CUDA).
+int cuda_device_count();
+
+}  // namespace zt

@@ -1,0 +1,18 @@
+// Device dispatch for the kernel table (core/kernels.h), shared by the op files.
+#pragma once
+
+#include "core/kernels.h"
+
+namespace zt::detail {
+
+#ifdef ZT_WITH_CUDA
+#define ZT_DISPATCH(dev, fn, ...) \
+  ((dev).is_cuda() ? ::zt::cuda::fn(__VA_ARGS__) : ::zt::cpu::fn(__VA_ARGS__))
+#else
+#define ZT_DISPATCH(dev, fn, ...) ::zt::cpu::fn(__VA_ARGS__)
+#endif
+
+/// Error unless all defined tensors share a device and dtype.
+void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype = true);
+
+}  // namespace zt::detail

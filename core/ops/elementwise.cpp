@@ -1,0 +1,292 @@
+// Elementwise ops: broadcasting, dtype/device checks, kernels and gradients.
+#include "core/ops/elementwise.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/dispatch.h"
+
+namespace zt {
+
+namespace detail {
+void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype) {
+  const Tensor* first = nullptr;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    if (!first) {
+      first = &t;
+      continue;
+    }
+    ZT_CHECK(t.device() == first->device(), op, ": expected all tensors on one device, got ",
+             first->device().str(), " and ", t.device().str());
+    ZT_CHECK(!same_dtype || t.dtype() == first->dtype(), op, ": dtype mismatch, ",
+             dtype_name(first->dtype()), " and ", dtype_name(t.dtype()),
+             " (convert with .to(dtype) first)");
+  }
+}
+}  // namespace detail
+
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
+  size_t n = std::max(a.size(), b.size());
+  Shape out(n);
+  for (size_t i = 0; i < n; ++i) {
+    int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
+    int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
+    ZT_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
+             shape_str(b), " cannot be broadcast together (dimension ", i, ": ", da, " vs ",
+             db, ")");
+    out[i] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+Tensor sum_to(const Tensor& t, const Shape& shape) {
+  if (t.sizes() == shape) return t;
+  std::vector<int64_t> dims;
+  size_t lead = t.dim() - shape.size();
+  for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i) {
+    if (i < lead || (shape[i - lead] == 1 && t.sizes()[i] != 1))
+      dims.push_back(static_cast<int64_t>(i));
+  }
+  Tensor s = dims.empty() ? t : sum(t, dims, true);
+  return s.reshape(shape);
+}
+
+namespace {
+
+Tensor unary_op(const char* name, UnaryOp op, const Tensor& a, double p0 = 0, double p1 = 0) {
+  ZT_CHECK(a.defined(), name, ": undefined input");
+  Tensor out = Tensor::empty(a.sizes(), a.dtype(), a.device());
+  ZT_DISPATCH(a.device(), unary, op, out, a, p0, p1);
+  return out;
+}
+
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
+                 DType out_dtype) {
+  detail::check_same(name, {a, b});
+  Shape s = broadcast_shapes(a.sizes(), b.sizes(), name);
+  Tensor out = Tensor::empty(s, out_dtype, a.device());
+  Tensor ea = a.sizes() == s ? a : a.detach().expand(s);
+  Tensor eb = b.sizes() == s ? b : b.detach().expand(s);
+  ZT_DISPATCH(a.device(), binary, op, out, ea, eb);
+  return out;
+}
+
+Tensor binary_float(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  return binary_op(name, op, a, b, a.dtype());
+}
+
+// Unary op whose gradient is grad_op(g, saved) with saved = input or output.
+Tensor unary_with_grad(const char* name, UnaryOp op, BinaryOp grad_op, const Tensor& a,
+                       bool save_output) {
+  Tensor out = unary_op(name, op, a);
+  if (autograd::needs_grad({a})) {
+    Tensor saved = save_output ? out.detach() : a;
+    autograd::record(name, {a}, {out}, [grad_op, saved, name](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{binary_float(name, grad_op, g[0], saved)};
+    });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_float("add", BinaryOp::kAdd, a, b);
+  if (autograd::needs_grad({a, b})) {
+    Shape sa = a.sizes(), sb = b.sizes();
+    autograd::record("add", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sum_to(g[0], sa), sum_to(g[0], sb)};
+    });
+  }
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_float("sub", BinaryOp::kSub, a, b);
+  if (autograd::needs_grad({a, b})) {
+    Shape sa = a.sizes(), sb = b.sizes();
+    autograd::record("sub", {a, b}, {out}, [sa, sb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sum_to(g[0], sa), sum_to(neg(g[0]), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_float("mul", BinaryOp::kMul, a, b);
+  if (autograd::needs_grad({a, b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    autograd::record("mul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ga ? sum_to(mul(g[0], b), a.sizes()) : Tensor(),
+                                 gb ? sum_to(mul(g[0], a), b.sizes()) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_float("div", BinaryOp::kDiv, a, b);
+  if (autograd::needs_grad({a, b})) {
+    bool gb = b.requires_grad();
+    Tensor o = out.detach();
+    autograd::record("div", {a, b}, {out}, [a, b, o, gb](const std::vector<Tensor>& g) {
+      Tensor ga = sum_to(div(g[0], b), a.sizes());
+      Tensor gbv = gb ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
+      return std::vector<Tensor>{ga, gbv};
+    });
+  }
+  return out;
+}
+
+Tensor add(const Tensor& a, double b) {
+  Tensor out = unary_op("add", UnaryOp::kAffine, a, 1.0, b);
+  autograd::record("add_scalar", {a}, {out},
+                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return out;
+}
+
+Tensor mul(const Tensor& a, double b) {
+  Tensor out = unary_op("mul", UnaryOp::kAffine, a, b, 0.0);
+  autograd::record("mul_scalar", {a}, {out}, [b](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], b)};
+  });
+  return out;
+}
+
+Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
+  detail::check_same("add_scaled", {a, b});
+  Shape s = broadcast_shapes(a.sizes(), b.sizes(), "add_scaled");
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  ZT_DISPATCH(a.device(), axpy, out, a.detach().expand(s), b.detach().expand(s), alpha);
+  if (autograd::needs_grad({a, b})) {
+    Shape sa = a.sizes(), sb = b.sizes();
+    autograd::record("add_scaled", {a, b}, {out}, [sa, sb, alpha](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{sum_to(g[0], sa), sum_to(mul(g[0], alpha), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor neg(const Tensor& a) { return mul(a, -1.0); }
+
+Tensor pow(const Tensor& a, double e) {
+  Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
+  autograd::record("pow", {a}, {out}, [a, e](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
+  });
+  return out;
+}
+
+Tensor exp(const Tensor& a) {
+  Tensor out = unary_op("exp", UnaryOp::kExp, a);
+  Tensor o = out.detach();
+  autograd::record("exp", {a}, {out}, [o](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], o)};
+  });
+  return out;
+}
+
+Tensor log(const Tensor& a) {
+  Tensor out = unary_op("log", UnaryOp::kLog, a);
+  autograd::record("log", {a}, {out}, [a](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{div(g[0], a)};
+  });
+  return out;
+}
+
+Tensor sqrt(const Tensor& a) {
+  Tensor out = unary_op("sqrt", UnaryOp::kSqrt, a);
+  Tensor o = out.detach();
+  autograd::record("sqrt", {a}, {out}, [o](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{div(mul(g[0], 0.5), o)};
+  });
+  return out;
+}
+
+Tensor rsqrt(const Tensor& a) {
+  Tensor out = unary_op("rsqrt", UnaryOp::kRsqrt, a);
+  Tensor o = out.detach();
+  autograd::record("rsqrt", {a}, {out}, [o](const std::vector<Tensor>& g) {
+    // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
+    return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
+  });
+  return out;
+}
+
+Tensor abs(const Tensor& a) {
+  Tensor out = unary_op("abs", UnaryOp::kAbs, a);
+  autograd::record("abs", {a}, {out}, [a](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{mul(g[0], unary_op("sign", UnaryOp::kSign, a))};
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  ZT_CHECK(lo <= hi, "clamp: lo (", lo, ") > hi (", hi, ")");
+  Tensor out = unary_op("clamp", UnaryOp::kClamp, a, lo, hi);
+  autograd::record("clamp", {a}, {out}, [a, lo, hi](const std::vector<Tensor>& g) {
+    Tensor inside = mul(ge(a, full({}, lo, a.dtype(), a.device())).to(a.dtype()),
+                        le(a, full({}, hi, a.dtype(), a.device())).to(a.dtype()));
+    return std::vector<Tensor>{mul(g[0], inside)};
+  });
+  return out;
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  ZT_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ",
+           dtype_name(cond.dtype()));
+  detail::check_same("where", {a, b});
+  Shape s = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(),
+                             "where");
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  ZT_DISPATCH(a.device(), where, out, cond.expand(s), a.detach().expand(s),
+              b.detach().expand(s));
+  if (autograd::needs_grad({a, b})) {
+    Shape sa = a.sizes(), sb = b.sizes();
+    autograd::record("where", {a, b}, {out}, [cond, sa, sb](const std::vector<Tensor>& g) {
+      Tensor z = zeros({}, g[0].dtype(), g[0].device());
+      return std::vector<Tensor>{sum_to(where(cond, g[0], z), sa),
+                                 sum_to(where(cond, z, g[0]), sb)};
+    });
+  }
+  return out;
+}
+
+Tensor relu(const Tensor& a) {
+  return unary_with_grad("relu", UnaryOp::kRelu, BinaryOp::kReluGrad, a, false);
+}
+Tensor silu(const Tensor& a) {
+  return unary_with_grad("silu", UnaryOp::kSilu, BinaryOp::kSiluGrad, a, false);
+}
+Tensor sigmoid(const Tensor& a) {
+  return unary_with_grad("sigmoid", UnaryOp::kSigmoid, BinaryOp::kSigmoidGrad, a, true);
+}
+Tensor tanh(const Tensor& a) {
+  return unary_with_grad("tanh", UnaryOp::kTanh, BinaryOp::kTanhGrad, a, true);
+}
+Tensor gelu(const Tensor& a, bool tanh_approx) {
+  return tanh_approx
+             ? unary_with_grad("gelu", UnaryOp::kGeluTanh, BinaryOp::kGeluTanhGrad, a, false)
+             : unary_with_grad("gelu", UnaryOp::kGelu, BinaryOp::kGeluGrad, a, false);
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::kEq, a, b, DType::b8); }
+Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::kNe, a, b, DType::b8); }
+Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::kLt, a, b, DType::b8); }
+Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::kLe, a, b, DType::b8); }
+Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::kGt, a, b, DType::b8); }
+Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::kGe, a, b, DType::b8); }
+Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, a.dtype(), a.device())); }
+Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+
+void add_(const Tensor& a, const Tensor& b, double alpha) {
+  detail::check_same("add_", {a, b});
+  Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
+  ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
+}
+
+void mul_(const Tensor& a, double s) { ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0); }
+
+}  // namespace zt

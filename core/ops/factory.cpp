@@ -1,0 +1,122 @@
+// Factories and random fills. Random element i of a draw at generator offset o uses
+// stream position o + i, on the CPU and the GPU alike.
+#include "core/ops/factory.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+
+namespace zt {
+
+Tensor empty(const Shape& sizes, DType dtype, Device device) {
+  return Tensor::empty(sizes, dtype, device);
+}
+
+Tensor full(const Shape& sizes, double value, DType dtype, Device device) {
+  Tensor t = Tensor::empty(sizes, dtype, device);
+  t.fill_(value);
+  return t;
+}
+
+Tensor zeros(const Shape& sizes, DType dtype, Device device) {
+  return full(sizes, 0.0, dtype, device);
+}
+Tensor ones(const Shape& sizes, DType dtype, Device device) {
+  return full(sizes, 1.0, dtype, device);
+}
+Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+
+Tensor scalar_tensor(double value, DType dtype, Device device) {
+  return full({}, value, dtype, device);
+}
+
+Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType dtype,
+                   Device device) {
+  ZT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(sizes), "from_vector: ",
+           values.size(), " values for shape ", shape_str(sizes));
+  Tensor host = Tensor::empty(sizes, DType::f64, Device::cpu());
+  std::copy(values.begin(), values.end(), host.data<double>());
+  Tensor out = Tensor::empty(sizes, dtype, device);
+  out.copy_(host);
+  return out;
+}
+
+Tensor arange(double start, double end, double step, DType dtype, Device device) {
+  ZT_CHECK(step != 0, "arange: step must be non-zero");
+  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  n = std::max<int64_t>(n, 0);
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;
+  return from_vector(v, {n}, dtype, device);
+}
+
+namespace {
+void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b) {
+  ZT_CHECK(is_floating(t.dtype()), "random fill needs a floating tensor, got ",
+           dtype_name(t.dtype()));
+  int64_t n = t.numel();
+  uint64_t off = g.advance(static_cast<uint64_t>(n));
+#ifdef ZT_WITH_CUDA
+  if (t.is_cuda()) {
+    Tensor c = t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype(), t.device());
+    cuda::random_fill(c, g.seed(), off, normal, a, b);
+    if (!c.same(t)) t.copy_(c);
+    return;
+  }
+#endif
+  Tensor c = Tensor::empty(t.sizes(), DType::f64, Device::cpu());
+  double* p = c.data<double>();
+  if (t.dtype() == DType::f64) {
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = normal ? a + b * g.normal64(off + i) : a + (b - a) * g.uniform64(off + i);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = normal ? a + b * static_cast<double>(g.normal(off + i))
+                    : a + (b - a) * static_cast<double>(g.uniform(off + i));
+  }
+  t.copy_(c);
+}
+}  // namespace
+
+void uniform_(const Tensor& t, double lo, double hi, Generator& g) {
+  random_fill(t, g, false, lo, hi);
+}
+void normal_(const Tensor& t, double mean, double std, Generator& g) {
+  random_fill(t, g, true, mean, std);
+}
+
+Tensor rand(const Shape& sizes, Generator& g, DType dtype, Device device) {
+  Tensor t = Tensor::empty(sizes, dtype, device);
+  uniform_(t, 0.0, 1.0, g);
+  return t;
+}
+Tensor randn(const Shape& sizes, Generator& g, DType dtype, Device device) {
+  Tensor t = Tensor::empty(sizes, dtype, device);
+  normal_(t, 0.0, 1.0, g);
+  return t;
+}
+Tensor rand(const Shape& sizes, DType dtype, Device device) {
+  return rand(sizes, default_generator(), dtype, device);
+}
+Tensor randn(const Shape& sizes, DType dtype, Device device) {
+  return randn(sizes, default_generator(), dtype, device);
+}
+
+Tensor randint(int64_t lo, int64_t hi, const Shape& sizes, Generator& g) {
+  ZT_CHECK(hi > lo, "randint: empty range [", lo, ", ", hi, ")");
+  Tensor t = Tensor::empty(sizes, DType::i64, Device::cpu());
+  int64_t n = t.numel();
+  uint64_t off = g.advance(static_cast<uint64_t>(n));
+  int64_t* p = t.data<int64_t>();
+  uint64_t range = static_cast<uint64_t>(hi - lo);
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = lo + static_cast<int64_t>(static_cast<uint64_t>(g.uniform64(off + i) *
+                                                           static_cast<double>(range)) %
+                                     range);
+  return t;
+}
+
+}  // namespace zt

@@ -1,0 +1,194 @@
+// matmul / bmm / linear on top of one GEMM entry point (BLAS on CPU, cuBLAS on GPU).
+#include "core/ops/linalg.h"
+
+#include <cblas.h>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/dispatch.h"
+
+namespace zt {
+
+namespace {
+void cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
+              int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
+              int64_t ldc) {
+  auto TA = ta ? CblasTrans : CblasNoTrans;
+  auto TB = tb ? CblasTrans : CblasNoTrans;
+  switch (c.dtype()) {
+    case DType::f32:
+      cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha), a.data<float>(),
+                  lda, b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+      return;
+    case DType::f64:
+      cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>(), lda,
+                  b.data<double>(), ldb, beta, c.data<double>(), ldc);
+      return;
+    default: ZT_FAIL("gemm on CPU supports f32 and f64, got ", dtype_name(c.dtype()));
+  }
+}
+
+// A 2-D operand as (data, leading dim, transposed) without copying when its strides
+// are BLAS-compatible.
+struct GemmOperand {
+  Tensor t;
+  int64_t ld;
+  bool trans;
+};
+GemmOperand as_gemm_operand(const Tensor& x) {
+  int64_t r = x.size(0), c = x.size(1);
+  if (x.stride(1) == 1 && x.stride(0) >= std::max<int64_t>(c, 1)) return {x, x.stride(0), false};
+  if (x.stride(0) == 1 && x.stride(1) >= std::max<int64_t>(r, 1)) return {x, x.stride(1), true};
+  Tensor y = x.contiguous();
+  return {y, std::max<int64_t>(c, 1), false};
+}
+
+// out (M, N) = a (M, K) @ b (K, N), both 2-D, no autograd.
+void mm_into(const Tensor& out, const Tensor& a, const Tensor& b, double beta = 0.0) {
+  GemmOperand A = as_gemm_operand(a), B = as_gemm_operand(b);
+  gemm(A.trans, B.trans, a.size(0), b.size(1), a.size(1), 1.0, A.t, A.ld, B.t, B.ld, beta, out,
+       std::max<int64_t>(out.size(1), 1));
+}
+
+Tensor mm_raw(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  if (a.size(1) == 0) {
+    out.zero_();
+    return out;
+  }
+  mm_into(out, a, b);
+  return out;
+}
+
+// Batched a (B, M, K) @ b (B, K, N), no autograd.
+Tensor bmm_raw(const Tensor& a, const Tensor& b) {
+  int64_t B = a.size(0);
+  Tensor out = Tensor::empty({B, a.size(1), b.size(2)}, a.dtype(), a.device());
+  if (a.size(2) == 0) {
+    out.zero_();
+    return out;
+  }
+  parallel_for(B, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) mm_into(out.select(0, i), a.select(0, i), b.select(0, i));
+  });
+  return out;
+}
+}  // namespace
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
+          const Tensor& c, int64_t ldc) {
+  detail::check_same("gemm", {a, b, c});
+  if (m == 0 || n == 0) return;
+#ifdef ZT_WITH_CUDA
+  if (c.is_cuda()) {
+    cuda::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    return;
+  }
+#endif
+  if (c.dtype() == DType::bf16 || c.dtype() == DType::f16) {
+    // Low-precision storage on CPU: compute in f32 (fp32 accumulation, as on GPUs).
+    Tensor af = a.to(DType::f32), bf = b.to(DType::f32), cf = c.to(DType::f32);
+    cpu_gemm(trans_a, trans_b, m, n, k, alpha, af, lda, bf, ldb, beta, cf, ldc);
+    c.copy_(cf);
+    return;
+  }
+  cpu_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  detail::check_same("bmm", {a, b});
+  ZT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", shape_str(a.sizes()),
+           " and ", shape_str(b.sizes()));
+  ZT_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: shapes ",
+           shape_str(a.sizes()), " and ", shape_str(b.sizes()), " do not match");
+  Tensor ad = a.detach(), bd = b.detach();
+  Tensor out = bmm_raw(ad, bd);
+  if (autograd::needs_grad({a, b})) {
+    bool ga = a.requires_grad(), gb = b.requires_grad();
+    autograd::record("bmm", {a, b}, {out}, [ad, bd, ga, gb](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{ga ? bmm_raw(g[0], bd.transpose(1, 2)) : Tensor(),
+                                 gb ? bmm_raw(ad.transpose(1, 2), g[0]) : Tensor()};
+    });
+  }
+  return out;
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  detail::check_same("matmul", {a, b});
+  ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: 0-dim operands");
+  if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
+  if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
+  int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
+  ZT_CHECK(b.size(-2) == K, "matmul: inner dimensions differ, ", shape_str(a.sizes()), " @ ",
+           shape_str(b.sizes()));
+  if (a.dim() == 2 && b.dim() == 2) {
+    Tensor out = mm_raw(a.detach(), b.detach());
+    if (autograd::needs_grad({a, b})) {
+      bool ga = a.requires_grad(), gb = b.requires_grad();
+      autograd::record("mm", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
+        return std::vector<Tensor>{ga ? mm_raw(g[0], b.detach().transpose(0, 1)) : Tensor(),
+                                   gb ? mm_raw(a.detach().transpose(0, 1), g[0]) : Tensor()};
+      });
+    }
+    return out;
+  }
+  Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape sa = batch, sb = batch;
+  sa.insert(sa.end(), {M, K});
+  sb.insert(sb.end(), {K, N});
+  int64_t B = shape_numel(batch);
+  Tensor a3 = a.expand(sa).reshape({B, M, K});
+  Tensor b3 = b.expand(sb).reshape({B, K, N});
+  Shape so = batch;
+  so.insert(so.end(), {M, N});
+  return bmm(a3, b3).reshape(so);
+}
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_same("linear", {x, weight, bias});
+  ZT_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got ",
+           shape_str(weight.sizes()));
+  int64_t fin = weight.size(1), fout = weight.size(0);
+  ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, "linear: input ", shape_str(x.sizes()),
+           " does not end in in_features = ", fin);
+  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == fout), "linear: bias ",
+           shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", fout, ")");
+  Tensor x2 = x.detach().reshape({-1, fin});
+  int64_t rows = x2.size(0);
+  Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
+  Tensor w = weight.detach();
+  double beta = 0.0;
+  if (bias.defined()) {
+    out2.copy_(bias.detach().expand({rows, fout}));
+    beta = 1.0;
+  }
+  if (fin > 0) {
+    mm_into(out2, x2, w.transpose(0, 1), beta);
+  } else if (!bias.defined()) {
+    out2.zero_();
+  }
+  Shape os = x.sizes();
+  os.back() = fout;
+  Tensor out = out2.view(os);
+  if (autograd::needs_grad({x, weight, bias})) {
+    bool gx = x.requires_grad(), gw = weight.requires_grad();
+    bool gb = bias.defined() && bias.requires_grad();
+    Shape xs = x.sizes();
+    // Save x and weight themselves (not views): a ZeRO engine re-gathers the weight
+    // into the same tensor before backward.
+    autograd::record("linear", {x, weight, bias}, {out},
+                     [x, weight, gx, gw, gb, fin, fout, xs](const std::vector<Tensor>& g) {
+                       Tensor g2 = g[0].reshape({-1, fout});
+                       Tensor dx, dw, db;
+                       if (gx) dx = mm_raw(g2, weight.detach()).view(xs);
+                       if (gw) dw = mm_raw(g2.transpose(0, 1), x.detach().reshape({-1, fin}));
+                       if (gb) db = sum(g2, {0});
+                       return std::vector<Tensor>{dx, dw, db};
+                     });
+  }
+  return out;
+}
+
+}  // namespace zt

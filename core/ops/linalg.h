@@ -1,0 +1,23 @@
+// Matrix products. CPU goes through BLAS (sgemm/dgemm), CUDA through cuBLAS.
+// Legend: B batch, M/N/K matrix dims, F_in/F_out features.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace zt {
+
+/// a (M, K) @ b (K, N) -> (M, N); also batched (..., M, K) @ (..., K, N) with
+/// broadcast batch dims, and 1-D operands as in NumPy.
+Tensor matmul(const Tensor& a, const Tensor& b);
+/// a (B, M, K) @ b (B, K, N) -> (B, M, N).
+Tensor bmm(const Tensor& a, const Tensor& b);
+/// x (..., F_in), weight (F_out, F_in), bias (F_out) or undefined -> (..., F_out).
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+
+/// Raw GEMM on contiguous row-major buffers: C = alpha * op(A) @ op(B) + beta * C.
+/// A is (M, K) after op, B (K, N), C (M, N). dtype f32 or f64; device from the tensors.
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
+          const Tensor& c, int64_t ldc);
+
+}  // namespace zt

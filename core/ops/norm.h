@@ -1,0 +1,26 @@
+// Normalization ops. Legend: N batch, C channels, * spatial dims, G groups.
+#pragma once
+
+#include "core/tensor.h"
+
+namespace zt {
+
+/// x (N, C, *), weight/bias (C) or undefined, G groups dividing C.
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                  double eps = 1e-5);
+
+/// x (N, C, *). training: normalize with batch statistics over (N, *), and if running
+/// stats are given update them in place: r = (1 - momentum) r + momentum * stat, the
+/// variance unbiased (PyTorch semantics). eval: use the running statistics.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps);
+
+/// x (..., D) normalized over the last dims given by `normalized_shape`.
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps = 1e-5);
+/// x (..., D): x / sqrt(mean(x^2) + eps) * weight.
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                double eps = 1e-6);
+
+}  // namespace zt

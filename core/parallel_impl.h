@@ -1,0 +1,25 @@
+// OpenMP implementation of parallel_for.
+#pragma once
+
+#include <omp.h>
+
+#include <algorithm>
+
+namespace zt {
+
+template <typename Fn>
+void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
+  int nt = num_threads();
+  if (nt <= 1 || n <= grain) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+  int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) {
+    int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
+    if (b < e) fn(b, e);
+  }
+}
+
+}  // namespace zt

@@ -1,0 +1,475 @@
+// Tensor metadata, views (with their backward rules), copies and autograd entry points.
+#include "core/tensor.h"
+
+#include <algorithm>
+#include <optional>
+#include <sstream>
+
+#include "core/autograd.h"
+#include "core/kernels.h"
+#include "core/ops.h"
+
+namespace zt {
+
+std::string shape_str(const Shape& s) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < s.size(); ++i) os << (i ? ", " : "") << s[i];
+  os << "]";
+  return os.str();
+}
+
+int64_t shape_numel(const Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+Shape contiguous_strides(const Shape& sizes) {
+  Shape st(sizes.size());
+  int64_t s = 1;
+  for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
+    st[i] = s;
+    s *= std::max<int64_t>(sizes[i], 1);
+  }
+  return st;
+}
+
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
+  int64_t n = std::max<int64_t>(ndim, 1);
+  ZT_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " out of range for a tensor with ",
+           ndim, " dims");
+  return dim < 0 ? dim + n : dim;
+}
+
+Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
+  for (int64_t d : sizes) ZT_CHECK(d >= 0, "negative size in shape ", shape_str(sizes));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = device;
+  impl->storage = std::make_shared<Storage>(shape_numel(sizes) * dtype_size(dtype), device);
+  return Tensor(std::move(impl));
+}
+
+int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
+int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+
+bool Tensor::is_contiguous() const {
+  int64_t expected = 1;
+  for (int64_t i = dim() - 1; i >= 0; --i) {
+    if (impl_->sizes[i] == 1) continue;
+    if (impl_->strides[i] != expected) return false;
+    expected *= impl_->sizes[i];
+  }
+  return true;
+}
+
+const std::shared_ptr<Storage>& Tensor::storage() const {
+  ZT_CHECK(impl_->storage != nullptr, "tensor '", impl_->name, "' is not available: ",
+           impl_->unavailable_hint);
+  return impl_->storage;
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "undefined";
+  return std::string(dtype_name(dtype())) + shape_str(sizes()) + " " + device().str();
+}
+
+void* Tensor::data_ptr() const {
+  ZT_CHECK(defined(), "data access on an undefined tensor");
+  if (!impl_->storage) {
+    ZT_FAIL("parameter '", impl_->name.empty() ? "<unnamed>" : impl_->name,
+            "' is not available (NOT_AVAILABLE: its data is partitioned across ranks). ",
+            impl_->unavailable_hint.empty() ? "Gather it first." : impl_->unavailable_hint);
+  }
+  return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(dtype());
+}
+
+std::vector<double> Tensor::to_vector() const {
+  Tensor c = detach().to(Device::cpu()).contiguous();
+  std::vector<double> out(c.numel());
+  dispatch_all(dtype(), [&]<typename T>() {
+    const T* p = static_cast<const T*>(c.data_ptr());
+    for (int64_t i = 0; i < c.numel(); ++i) out[i] = static_cast<double>(p[i]);
+  });
+  return out;
+}
+
+double Tensor::item() const {
+  ZT_CHECK(numel() == 1, "item() needs a one-element tensor, got shape ", shape_str(sizes()));
+  return to_vector()[0];
+}
+
+// ---------------------------------------------------------------- views
+
+Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offset) const {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = impl_->storage;
+  impl->sizes = sizes;
+  impl->strides = strides;
+  impl->offset = offset;
+  impl->dtype = impl_->dtype;
+  impl->device = impl_->device;
+  impl->name = impl_->name;
+  impl->unavailable_hint = impl_->unavailable_hint;
+  return Tensor(std::move(impl));
+}
+
+static Shape infer_size(const Shape& sizes, int64_t numel, const char* op) {
+  Shape out = sizes;
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (out[i] == -1) {
+      ZT_CHECK(infer < 0, op, ": only one dimension can be -1 in ", shape_str(sizes));
+      infer = static_cast<int64_t>(i);
+    } else {
+      ZT_CHECK(out[i] >= 0, op, ": invalid size in ", shape_str(sizes));
+      known *= out[i];
+    }
+  }
+  if (infer >= 0) {
+    ZT_CHECK(known > 0 && numel % known == 0, op, ": shape ", shape_str(sizes),
+             " is invalid for ", numel, " elements");
+    out[infer] = numel / known;
+  }
+  ZT_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(sizes), " is invalid for ",
+           numel, " elements");
+  return out;
+}
+
+// Strides for viewing (sizes, strides) as `target` without a copy, or nullopt if the
+// memory layout does not allow it (the chunk rule: each run of source dims that is
+// contiguous in memory must map onto whole target dims).
+static std::optional<Shape> view_strides(const Shape& sizes, const Shape& strides,
+                                         const Shape& target) {
+  Shape out(target.size(), 1);
+  if (sizes.empty()) return out;
+  int64_t view_d = static_cast<int64_t>(target.size()) - 1;
+  int64_t chunk_base = strides.back();
+  int64_t tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel *= sizes[d];
+    bool chunk_ends =
+        d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base);
+    if (!chunk_ends) continue;
+    while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
+      out[view_d] = view_numel * chunk_base;
+      view_numel *= target[view_d];
+      --view_d;
+    }
+    if (view_numel != tensor_numel) return std::nullopt;
+    if (d > 0) {
+      chunk_base = strides[d - 1];
+      tensor_numel = 1;
+      view_numel = 1;
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
+Tensor Tensor::view(const Shape& sizes) const {
+  Shape target = infer_size(sizes, numel(), "view");
+  Shape st;
+  if (is_contiguous()) {
+    st = contiguous_strides(target);
+  } else {
+    auto vs = view_strides(this->sizes(), strides(), target);
+    ZT_CHECK(vs.has_value(), "view: cannot view a non-contiguous tensor of shape ",
+             shape_str(this->sizes()), " as ", shape_str(target),
+             "; use reshape() or contiguous() first");
+    st = *vs;
+  }
+  Tensor out = make_view(target, st, offset());
+  Shape in_sizes = this->sizes();
+  autograd::record("view", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].reshape(in_sizes)};
+  });
+  return out;
+}
+
+Tensor Tensor::reshape(const Shape& sizes) const {
+  Shape target = infer_size(sizes, numel(), "reshape");
+  if (is_contiguous()) return view(target);
+  auto vs = view_strides(this->sizes(), strides(), target);
+  if (vs) return view(target);
+  return contiguous().view(target);
+}
+
+Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
+  ZT_CHECK(static_cast<int64_t>(dims.size()) == dim(), "permute: got ", dims.size(),
+           " dims for a tensor with ", dim());
+  Shape sz(dims.size()), st(dims.size());
+  std::vector<int64_t> inv(dims.size());
+  std::vector<bool> seen(dims.size(), false);
+  for (size_t i = 0; i < dims.size(); ++i) {
+    int64_t d = wrap_dim(dims[i], dim(), "permute");
+    ZT_CHECK(!seen[d], "permute: repeated dimension ", d);
+    seen[d] = true;
+    sz[i] = sizes()[d];
+    st[i] = strides()[d];
+    inv[d] = static_cast<int64_t>(i);
+  }
+  Tensor out = make_view(sz, st, offset());
+  autograd::record("permute", {*this}, {out}, [inv](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].permute(inv)};
+  });
+  return out;
+}
+
+Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  std::vector<int64_t> p(dim());
+  for (int64_t i = 0; i < dim(); ++i) p[i] = i;
+  std::swap(p[wrap_dim(d0, dim(), "transpose")], p[wrap_dim(d1, dim(), "transpose")]);
+  return permute(p);
+}
+
+Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const {
+  d = wrap_dim(d, dim(), "slice");
+  ZT_CHECK(step > 0, "slice: step must be positive, got ", step);
+  int64_t n = sizes()[d];
+  if (start < 0) start += n;
+  if (end < 0) end += n;
+  start = std::clamp<int64_t>(start, 0, n);
+  end = std::clamp<int64_t>(end, start, n);
+  Shape sz = sizes(), st = strides();
+  sz[d] = (end - start + step - 1) / step;
+  st[d] *= step;
+  Tensor out = make_view(sz, st, offset() + start * strides()[d]);
+  Shape in_sizes = sizes();
+  DType dt = dtype();
+  Device dev = device();
+  autograd::record("slice", {*this}, {out}, [=](const std::vector<Tensor>& g) {
+    Tensor gi = zeros(in_sizes, dt, dev);
+    gi.slice(d, start, end, step).copy_(g[0]);
+    return std::vector<Tensor>{gi};
+  });
+  return out;
+}
+
+Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
+  d = wrap_dim(d, dim(), "narrow");
+  int64_t n = sizes()[d];
+  if (start < 0) start += n;
+  ZT_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ",
+           start + length, ") out of bounds for dimension ", d, " of size ", n);
+  return slice(d, start, start + length, 1);
+}
+
+Tensor Tensor::select(int64_t d, int64_t index) const {
+  d = wrap_dim(d, dim(), "select");
+  int64_t n = sizes()[d];
+  ZT_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ",
+           d, " of size ", n);
+  if (index < 0) index += n;
+  return narrow(d, index, 1).squeeze(d);
+}
+
+Tensor Tensor::expand(const Shape& sizes) const {
+  ZT_CHECK(static_cast<int64_t>(sizes.size()) >= dim(), "expand: target ", shape_str(sizes),
+           " has fewer dims than ", shape_str(this->sizes()));
+  size_t lead = sizes.size() - dim();
+  Shape sz(sizes.size()), st(sizes.size());
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    if (i < lead) {
+      ZT_CHECK(sizes[i] >= 0, "expand: -1 not allowed for new leading dims");
+      sz[i] = sizes[i];
+      st[i] = 0;
+      continue;
+    }
+    int64_t cur = this->sizes()[i - lead];
+    int64_t want = sizes[i] == -1 ? cur : sizes[i];
+    ZT_CHECK(cur == want || cur == 1, "expand: cannot expand ", shape_str(this->sizes()),
+             " to ", shape_str(sizes));
+    sz[i] = want;
+    st[i] = (cur == want) ? strides()[i - lead] : 0;
+  }
+  Tensor out = make_view(sz, st, offset());
+  Shape in_sizes = this->sizes();
+  autograd::record("expand", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{sum_to(g[0], in_sizes)};
+  });
+  return out;
+}
+
+Tensor Tensor::squeeze(int64_t d) const {
+  d = wrap_dim(d, dim(), "squeeze");
+  if (sizes()[d] != 1) return *this;
+  Shape sz = sizes();
+  sz.erase(sz.begin() + d);
+  return reshape(sz);
+}
+
+Tensor Tensor::unsqueeze(int64_t d) const {
+  d = wrap_dim(d, dim() + 1, "unsqueeze");
+  Shape sz = sizes();
+  sz.insert(sz.begin() + d, 1);
+  return reshape(sz);
+}
+
+Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
+  if (dim() == 0) return reshape({1});
+  start_dim = wrap_dim(start_dim, dim(), "flatten");
+  end_dim = wrap_dim(end_dim, dim(), "flatten");
+  Shape sz;
+  for (int64_t i = 0; i < start_dim; ++i) sz.push_back(sizes()[i]);
+  int64_t m = 1;
+  for (int64_t i = start_dim; i <= end_dim; ++i) m *= sizes()[i];
+  sz.push_back(m);
+  for (int64_t i = end_dim + 1; i < dim(); ++i) sz.push_back(sizes()[i]);
+  return reshape(sz);
+}
+
+Tensor Tensor::contiguous() const {
+  if (is_contiguous()) return *this;
+  return clone();
+}
+
+// ---------------------------------------------------------------- copies
+
+Tensor Tensor::clone() const {
+  Tensor out = Tensor::empty(sizes(), dtype(), device());
+  {
+    autograd::NoGradGuard ng;
+    out.copy_(*this);
+  }
+  autograd::record("clone", {*this}, {out},
+                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  return out;
+}
+
+Tensor Tensor::to(DType dt) const {
+  if (dt == dtype()) return *this;
+  Tensor out = Tensor::empty(sizes(), dt, device());
+  out.copy_(*this);
+  if (is_floating(dt) && is_floating(dtype())) {
+    DType in_dt = dtype();
+    autograd::record("to_dtype", {*this}, {out}, [in_dt](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(in_dt)};
+    });
+  }
+  return out;
+}
+
+Tensor Tensor::to(Device dev) const {
+  if (dev == device()) return *this;
+  Tensor out = Tensor::empty(sizes(), dtype(), dev);
+  out.copy_(*this);
+  Device in_dev = device();
+  autograd::record("to_device", {*this}, {out}, [in_dev](const std::vector<Tensor>& g) {
+    return std::vector<Tensor>{g[0].to(in_dev)};
+  });
+  return out;
+}
+
+const Tensor& Tensor::copy_(const Tensor& src) const {
+  Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  if (device().is_cpu() && s.device().is_cpu()) {
+    cpu::copy(*this, s);
+    return *this;
+  }
+#ifdef ZT_WITH_CUDA
+  if (device().is_cuda() && s.device().is_cuda()) {
+    cuda::copy(*this, s);
+    return *this;
+  }
+  if (device().is_cuda()) {  // host -> device: stage a contiguous host copy in our dtype
+    Tensor host = Tensor::empty(sizes(), dtype(), Device::cpu());
+    cpu::copy(host, s);
+    if (is_contiguous()) {
+      cuda::memcpy_h2d(data_ptr(), host.data_ptr(), numel() * dtype_size(dtype()));
+    } else {
+      Tensor dev = Tensor::empty(sizes(), dtype(), device());
+      cuda::memcpy_h2d(dev.data_ptr(), host.data_ptr(), numel() * dtype_size(dtype()));
+      cuda::copy(*this, dev);
+    }
+    return *this;
+  }
+  // device -> host
+  Tensor dev = s.is_contiguous() ? s : Tensor::empty(sizes(), s.dtype(), s.device());
+  if (!s.is_contiguous()) cuda::copy(dev, s);
+  Tensor host = Tensor::empty(sizes(), s.dtype(), Device::cpu());
+  cuda::memcpy_d2h(host.data_ptr(), dev.data_ptr(), numel() * dtype_size(s.dtype()));
+  cpu::copy(*this, host);
+  return *this;
+#else
+  ZT_FAIL("copy between ", s.device().str(), " and ", device().str(),
+          " needs a CUDA build of zt");
+#endif
+}
+
+const Tensor& Tensor::fill_(double value) const {
+  if (device().is_cpu()) {
+    cpu::fill(*this, value);
+  } else {
+#ifdef ZT_WITH_CUDA
+    cuda::fill(*this, value);
+#endif
+  }
+  return *this;
+}
+
+// ---------------------------------------------------------------- autograd
+
+const Tensor& Tensor::set_requires_grad(bool r) const {
+  ZT_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be marked (this one is the "
+                      "output of '", impl_->grad_fn->name(), "'); use detach() first");
+  ZT_CHECK(!r || is_floating(dtype()), "set_requires_grad: only floating tensors can require "
+                                       "grad, got ", dtype_name(dtype()));
+  impl_->requires_grad = r;
+  return *this;
+}
+
+bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+
+Tensor Tensor::grad() const { return Tensor(impl_->grad); }
+
+void Tensor::set_grad(const Tensor& g) const {
+  if (g.defined()) {
+    ZT_CHECK(g.sizes() == sizes(), "set_grad: gradient shape ", shape_str(g.sizes()),
+             " does not match tensor shape ", shape_str(sizes()));
+  }
+  impl_->grad = g.impl_ptr();
+}
+
+void Tensor::backward(const Tensor& grad, bool retain_graph) const {
+  autograd::backward({*this}, {grad}, retain_graph);
+}
+
+Tensor Tensor::detach() const { return make_view(sizes(), strides(), offset()); }
+
+void Tensor::retain_grad() const {
+  if (is_leaf()) return;
+  if (impl_->retains_grad) return;
+  impl_->retains_grad = true;
+  std::weak_ptr<TensorImpl> weak = impl_;
+  impl_->grad_fn->pre_hooks.emplace_back(impl_->output_nr, [weak](const Tensor& g) {
+    if (auto self = weak.lock()) {
+      if (self->grad) {
+        self->grad = add(Tensor(self->grad), g).impl_ptr();
+      } else {
+        self->grad = g.detach().clone().impl_ptr();
+      }
+    }
+    return Tensor();
+  });
+}
+
+void Tensor::register_hook(GradHook hook) const {
+  ZT_CHECK(requires_grad(), "register_hook on a tensor that does not require grad");
+  if (is_leaf()) {
+    impl_->leaf_hooks.push_back(std::move(hook));
+  } else {
+    impl_->grad_fn->pre_hooks.emplace_back(impl_->output_nr, std::move(hook));
+  }
+}
+
+void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
+  ZT_CHECK(is_leaf() && requires_grad(),
+           "register_post_accumulate_grad_hook: only for leaves that require grad");
+  impl_->post_accumulate_hooks.push_back(std::move(hook));
+}
+
+}  // namespace zt

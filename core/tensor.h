@@ -1,0 +1,159 @@
+// Tensor: a cheap, shared handle to (storage, sizes, strides, offset, dtype) plus
+// autograd metadata. Views share storage. A tensor whose storage was released (a
+// ZeRO-3 parameter that is NOT_AVAILABLE) keeps its full shape and throws, naming
+// itself, when its data is touched.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/storage.h"
+
+namespace zt {
+
+using Shape = std::vector<int64_t>;
+std::string shape_str(const Shape& s);
+int64_t shape_numel(const Shape& s);
+
+namespace autograd {
+class Node;
+}
+class Tensor;
+using GradHook = std::function<Tensor(const Tensor&)>;  // may return undefined: keep grad
+using PostAccumulateHook = std::function<void(const Tensor& param)>;
+
+/// Opaque per-tensor data owned by other layers (the ZeRO engine's parameter state).
+struct TensorExtra {
+  virtual ~TensorExtra() = default;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;  // null: released (see unavailable_hint)
+  Shape sizes;
+  Shape strides;
+  int64_t offset = 0;  // in elements
+  DType dtype = DType::f32;
+  Device device;
+  std::string name;              // dotted parameter name, when it has one
+  std::string unavailable_hint;  // what to do when the storage is released
+
+  // autograd
+  bool requires_grad = false;
+  bool retains_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;
+  int output_nr = 0;
+  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
+  std::vector<GradHook> leaf_hooks;                // run before accumulation (leaves)
+  std::vector<PostAccumulateHook> post_accumulate_hooks;
+  std::shared_ptr<TensorExtra> extra;
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- factories (contiguous, on `device`, tagged by the current MemTag)
+  static Tensor empty(const Shape& sizes, DType dtype = DType::f32, Device device = Device::cpu());
+
+  // ---- metadata
+  bool defined() const { return impl_ != nullptr; }
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  const Shape& sizes() const { return impl_->sizes; }
+  const Shape& strides() const { return impl_->strides; }
+  /// Size of one dim; negative dims count from the end.
+  int64_t size(int64_t dim) const;
+  int64_t stride(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
+  int64_t numel() const { return shape_numel(impl_->sizes); }
+  int64_t offset() const { return impl_->offset; }
+  DType dtype() const { return impl_->dtype; }
+  Device device() const { return impl_->device; }
+  bool is_cuda() const { return impl_->device.is_cuda(); }
+  bool is_contiguous() const;
+  /// True while the storage is present (false for a released ZeRO parameter).
+  bool has_storage() const { return impl_ && impl_->storage != nullptr; }
+  const std::shared_ptr<Storage>& storage() const;
+  const std::string& name() const { return impl_->name; }
+  void set_name(std::string n) const { impl_->name = std::move(n); }
+  /// "f32[2, 3] cpu".
+  std::string str() const;
+
+  // ---- data access (throws if released, naming the tensor)
+  void* data_ptr() const;
+  template <typename T>
+  T* data() const {
+    ZT_CHECK(dtype_of<T>::value == dtype(), "data<", dtype_name(dtype_of<T>::value),
+             ">() on a tensor of dtype ", dtype_name(dtype()));
+    return static_cast<T*>(data_ptr());
+  }
+  /// The single element of a one-element tensor, converted to double (copies from GPU).
+  double item() const;
+  /// All elements as doubles, in logical order (copies from GPU); for tests and logging.
+  std::vector<double> to_vector() const;
+
+  // ---- views: share storage, differentiable
+  Tensor view(const Shape& sizes) const;     // requires compatible strides
+  Tensor reshape(const Shape& sizes) const;  // view if possible, else copy; one -1 allowed
+  Tensor permute(const std::vector<int64_t>& dims) const;
+  Tensor transpose(int64_t d0, int64_t d1) const;
+  Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// Python-style slice with step > 0; start/end clamped like Python.
+  Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
+  Tensor select(int64_t dim, int64_t index) const;
+  Tensor expand(const Shape& sizes) const;  // -1 keeps a size
+  Tensor squeeze(int64_t dim) const;
+  Tensor unsqueeze(int64_t dim) const;
+  Tensor flatten(int64_t start_dim = 0, int64_t end_dim = -1) const;
+  /// Self if contiguous, else a contiguous copy (differentiable).
+  Tensor contiguous() const;
+
+  // ---- copies
+  Tensor to(DType dtype) const;    // differentiable between floating types
+  Tensor to(Device device) const;  // differentiable
+  Tensor clone() const;            // differentiable, contiguous
+  /// Copies src into self (broadcast, cast, across devices). Not recorded by autograd.
+  const Tensor& copy_(const Tensor& src) const;
+  /// Fills self with a value. Not recorded by autograd.
+  const Tensor& fill_(double value) const;
+  const Tensor& zero_() const { return fill_(0.0); }
+
+  // ---- autograd
+  bool requires_grad() const { return impl_->requires_grad; }
+  /// Marks a leaf as requiring grad (error on non-leaves).
+  const Tensor& set_requires_grad(bool r = true) const;
+  bool is_leaf() const;
+  Tensor grad() const;
+  void set_grad(const Tensor& g) const;
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
+  /// Backward from this tensor: scalar, or with `grad` of the same shape.
+  void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
+  /// Same storage, no autograd history.
+  Tensor detach() const;
+  /// Keep .grad() for a non-leaf after backward.
+  void retain_grad() const;
+  /// Hook on this tensor's gradient (may return a replacement).
+  void register_hook(GradHook hook) const;
+  /// Leaf only: called after the gradient was accumulated into .grad().
+  void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+
+  bool same(const Tensor& o) const { return impl_ == o.impl_; }
+
+ private:
+  Tensor make_view(const Shape& sizes, const Shape& strides, int64_t offset) const;
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+/// Contiguous strides for sizes.
+Shape contiguous_strides(const Shape& sizes);
+/// Wraps a negative dim; error if out of range.
+int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "dim");
+
+}  // namespace zt

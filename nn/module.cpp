@@ -1,0 +1,230 @@
+// Module registration, traversal, hooks and printing.
+#include "nn/module.h"
+
+#include <algorithm>
+#include <sstream>
+
+namespace zt::nn {
+
+static std::vector<RegistrationObserver*>& observers() {
+  thread_local std::vector<RegistrationObserver*> v;
+  return v;
+}
+void push_registration_observer(RegistrationObserver* o) { observers().push_back(o); }
+void pop_registration_observer(RegistrationObserver* o) {
+  auto& v = observers();
+  ZT_CHECK(!v.empty() && v.back() == o, "registration scopes must be closed in reverse order");
+  v.pop_back();
+}
+RegistrationObserver* current_registration_observer() {
+  return observers().empty() ? nullptr : observers().back();
+}
+
+std::vector<Tensor> Module::call(std::vector<Tensor> inputs) {
+  for (auto& [id, h] : pre_hooks_) h(*this, inputs);
+  std::vector<Tensor> outputs = forward(inputs);
+  for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);
+  return outputs;
+}
+
+std::vector<Tensor> UnaryModule::forward(const std::vector<Tensor>& inputs) {
+  ZT_CHECK(inputs.size() == 1, type_name(), " takes one input, got ", inputs.size());
+  return {forward(inputs[0])};
+}
+
+static void check_name(const std::string& name, const std::string& type) {
+  ZT_CHECK(!name.empty() && name.find('.') == std::string::npos, type,
+           ": invalid name '", name, "' (must be non-empty and contain no '.')");
+}
+
+template <typename V>
+static bool has_name(const V& v, const std::string& n) {
+  return std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.first == n; });
+}
+
+Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
+  check_name(name, type_name_);
+  ZT_CHECK(t.defined(), type_name_, ": parameter '", name, "' is undefined");
+  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+           type_name_, ": '", name, "' is already registered");
+  if (!t.is_leaf()) t = t.detach();
+  t.set_requires_grad(requires_grad);
+  params_.emplace_back(name, t);
+  if (auto* o = current_registration_observer()) o->on_parameter(*this, name, t);
+  return t;
+}
+
+Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
+  check_name(name, type_name_);
+  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+           type_name_, ": '", name, "' is already registered");
+  buffers_.emplace_back(name, t);
+  if (!persistent) non_persistent_.push_back(name);
+  if (t.defined())
+    if (auto* o = current_registration_observer()) o->on_buffer(*this, name, t);
+  return t;
+}
+
+void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
+  check_name(name, type_name_);
+  ZT_CHECK(m != nullptr, type_name_, ": child '", name, "' is null");
+  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
+           type_name_, ": '", name, "' is already registered");
+  children_.emplace_back(name, std::move(m));
+}
+
+void Module::replace_tensor(const std::string& name, const Tensor& t) {
+  for (auto* v : {&params_, &buffers_})
+    for (auto& [n, x] : *v)
+      if (n == name) {
+        x = t;
+        return;
+      }
+  ZT_FAIL(type_name_, ": no parameter or buffer named '", name, "'");
+}
+
+bool Module::buffer_is_persistent(const std::string& local_name) const {
+  return std::find(non_persistent_.begin(), non_persistent_.end(), local_name) ==
+         non_persistent_.end();
+}
+
+void Module::collect(const std::string& prefix, bool params, bool recurse,
+                     std::vector<std::pair<std::string, Tensor>>& out) const {
+  for (const auto& [n, t] : params ? params_ : buffers_)
+    if (t.defined()) out.emplace_back(prefix + n, t);
+  if (!recurse) return;
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out);
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", true, recurse, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  collect("", false, recurse, out);
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(
+    const std::string& prefix) const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  out.emplace_back(prefix, std::const_pointer_cast<Module>(shared_from_this()));
+  for (const auto& [n, c] : children_) {
+    auto sub = c->named_modules(prefix.empty() ? n : prefix + "." + n);
+    out.insert(out.end(), sub.begin(), sub.end());
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  return children_;
+}
+
+std::vector<Tensor> Module::parameters(bool recurse) const {
+  std::vector<Tensor> out;
+  for (auto& [n, t] : named_parameters(recurse)) out.push_back(t);
+  return out;
+}
+
+std::shared_ptr<Module> Module::find(const std::string& path) const {
+  if (path.empty()) return std::const_pointer_cast<Module>(shared_from_this());
+  size_t dot = path.find('.');
+  std::string head = path.substr(0, dot);
+  for (const auto& [n, c] : children_)
+    if (n == head) return dot == std::string::npos ? c : c->find(path.substr(dot + 1));
+  return nullptr;
+}
+
+void Module::train(bool on) {
+  training_ = on;
+  for (auto& [n, c] : children_) c->train(on);
+}
+
+void Module::to(Device device) {
+  autograd::NoGradGuard ng;
+  for (auto* v : {&params_, &buffers_})
+    for (auto& [n, t] : *v) {
+      if (!t.defined() || t.device() == device) continue;
+      Tensor moved = t.to(device);
+      // Keep the same handle: swap the storage into the existing tensor.
+      TensorImpl* impl = t.impl();
+      impl->storage = moved.impl()->storage;
+      impl->strides = moved.strides();
+      impl->offset = 0;
+      impl->device = device;
+    }
+  for (auto& [n, c] : children_) c->to(device);
+}
+
+void Module::to(DType dtype) {
+  autograd::NoGradGuard ng;
+  for (auto* v : {&params_, &buffers_})
+    for (auto& [n, t] : *v) {
+      if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
+      Tensor cast = t.to(dtype);
+      TensorImpl* impl = t.impl();
+      impl->storage = cast.impl()->storage;
+      impl->strides = cast.strides();
+      impl->offset = 0;
+      impl->dtype = dtype;
+    }
+  for (auto& [n, c] : children_) c->to(dtype);
+}
+
+void Module::zero_grad() {
+  for (auto& [n, t] : named_parameters()) t.set_grad(Tensor());
+}
+
+void Module::requires_grad_(bool on) {
+  for (auto& [n, t] : named_parameters()) t.impl()->requires_grad = on;
+}
+
+int64_t Module::num_parameters() const {
+  int64_t n = 0;
+  for (auto& [name, t] : named_parameters()) n += t.numel();
+  return n;
+}
+
+int Module::add_forward_pre_hook(PreForwardHook h) {
+  pre_hooks_.emplace_back(next_hook_id_, std::move(h));
+  return next_hook_id_++;
+}
+
+int Module::add_forward_hook(PostForwardHook h) {
+  post_hooks_.emplace_back(next_hook_id_, std::move(h));
+  return next_hook_id_++;
+}
+
+void Module::remove_hook(int id) {
+  std::erase_if(pre_hooks_, [id](const auto& p) { return p.first == id; });
+  std::erase_if(post_hooks_, [id](const auto& p) { return p.first == id; });
+}
+
+void Module::print_into(std::string& out, const std::string& name, int depth) const {
+  std::ostringstream os;
+  os << std::string(2 * depth, ' ') << (name.empty() ? "" : "(" + name + "): ") << type_name_;
+  std::string extra = extra_repr();
+  if (!extra.empty()) os << "(" << extra << ")";
+  int64_t total = num_parameters();
+  if (total > 0) os << "  [" << total << " params]";
+  os << "\n";
+  for (auto& [n, t] : params_)
+    os << std::string(2 * depth + 2, ' ') << n << ": " << shape_str(t.sizes()) << "\n";
+  for (auto& [n, t] : buffers_)
+    if (t.defined())
+      os << std::string(2 * depth + 2, ' ') << n << " (buffer): " << shape_str(t.sizes())
+         << "\n";
+  out += os.str();
+  for (auto& [n, c] : children_) c->print_into(out, n, depth + 1);
+}
+
+std::string Module::pretty_print() const {
+  std::string out;
+  print_into(out, "", 0);
+  return out;
+}
+
+}  // namespace zt::nn

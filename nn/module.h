@@ -1,0 +1,140 @@
+// Module: the base of every layer, as libtorch users know it. Parameters, buffers and
+// children are named and ordered; names compose into dotted paths
+// ("encoder.down.0.block.1.conv1.weight"). Every call goes through one entry point,
+// call(), which runs the pre-forward hooks (they may replace the inputs), forward(),
+// then the post-forward hooks (they may replace the outputs): that is how the ZeRO
+// engine gathers and releases parameters from outside without nn knowing about it.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace zt::nn {
+
+class Module;
+
+/// Observes registrations on this thread (a zero::Init scope partitions parameters as
+/// they are registered). Observers stack; the innermost (last pushed) is asked first and
+/// decides alone.
+class RegistrationObserver {
+ public:
+  virtual ~RegistrationObserver() = default;
+  /// Called after `param` was registered as `name` on `owner`.
+  virtual void on_parameter(Module& owner, const std::string& name, const Tensor& param) = 0;
+  /// Called after `buffer` was registered as `name` on `owner`.
+  virtual void on_buffer(Module& owner, const std::string& name, const Tensor& buffer) = 0;
+};
+/// Pushes/pops a registration observer for this thread (used by RAII scopes).
+void push_registration_observer(RegistrationObserver* o);
+void pop_registration_observer(RegistrationObserver* o);
+/// The innermost observer on this thread, or null.
+RegistrationObserver* current_registration_observer();
+
+using PreForwardHook = std::function<void(Module&, std::vector<Tensor>& inputs)>;
+using PostForwardHook =
+    std::function<void(Module&, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs)>;
+
+class Module : public std::enable_shared_from_this<Module> {
+ public:
+  explicit Module(std::string type_name = "Module") : type_name_(std::move(type_name)) {}
+  virtual ~Module() = default;
+  Module(const Module&) = delete;
+  Module& operator=(const Module&) = delete;
+
+  /// The one entry point: hooks, then forward(), then hooks.
+  std::vector<Tensor> call(std::vector<Tensor> inputs);
+  Tensor operator()(const Tensor& x) { return first(call({x})); }
+  Tensor operator()(const Tensor& a, const Tensor& b) { return first(call({a, b})); }
+
+  // ---- registration (parameters are created initialized, then registered)
+  /// Registers a parameter (a leaf; requires_grad as given) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor t, bool requires_grad = true);
+  /// Registers a buffer; non-persistent buffers are left out of state_dict().
+  Tensor register_buffer(const std::string& name, Tensor t, bool persistent = true);
+  template <typename M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    add_child(name, m);
+    return m;
+  }
+  /// Replaces the tensor registered under `name` (same kind), e.g. after loading.
+  void replace_tensor(const std::string& name, const Tensor& t);
+
+  // ---- traversal (dotted names, registration order)
+  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
+  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
+      const std::string& prefix = "") const;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
+  std::vector<Tensor> parameters(bool recurse = true) const;
+  /// Child by dotted path ("encoder.down.0"); null if absent.
+  std::shared_ptr<Module> find(const std::string& path) const;
+  /// Own (non-recursive) parameters and buffers with local names.
+  const std::vector<std::pair<std::string, Tensor>>& local_parameters() const { return params_; }
+  const std::vector<std::pair<std::string, Tensor>>& local_buffers() const { return buffers_; }
+  bool buffer_is_persistent(const std::string& local_name) const;
+
+  // ---- modes and conversion
+  virtual void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Moves/casts every parameter and buffer (floating buffers only change dtype) in place.
+  void to(Device device);
+  void to(DType dtype);
+  /// Sets every parameter's grad to undefined.
+  void zero_grad();
+  /// requires_grad on every parameter (freezing).
+  void requires_grad_(bool on);
+  /// Total number of parameter elements.
+  int64_t num_parameters() const;
+
+  // ---- hooks (return an id for remove_hook)
+  int add_forward_pre_hook(PreForwardHook h);
+  int add_forward_hook(PostForwardHook h);
+  void remove_hook(int id);
+
+  const std::string& type_name() const { return type_name_; }
+  /// One line for the printed tree ("Conv2d(3, 32, kernel=3)").
+  virtual std::string extra_repr() const { return ""; }
+  /// The module tree with shapes and parameter counts.
+  std::string pretty_print() const;
+
+ protected:
+  /// The computation; called only through call().
+  virtual std::vector<Tensor> forward(const std::vector<Tensor>& inputs) = 0;
+  void add_child(const std::string& name, std::shared_ptr<Module> m);
+  static Tensor first(const std::vector<Tensor>& v) { return v.empty() ? Tensor() : v[0]; }
+
+ private:
+  void collect(const std::string& prefix, bool params, bool recurse,
+               std::vector<std::pair<std::string, Tensor>>& out) const;
+  void print_into(std::string& out, const std::string& name, int depth) const;
+
+  std::string type_name_;
+  bool training_ = true;
+  std::vector<std::pair<std::string, Tensor>> params_;
+  std::vector<std::pair<std::string, Tensor>> buffers_;
+  std::vector<std::string> non_persistent_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::vector<std::pair<int, PreForwardHook>> pre_hooks_;
+  std::vector<std::pair<int, PostForwardHook>> post_hooks_;
+  int next_hook_id_ = 0;
+};
+
+/// A module with one input and one output; subclasses implement forward(const Tensor&).
+class UnaryModule : public Module {
+ public:
+  using Module::Module;
+  using Module::operator();
+
+ protected:
+  virtual Tensor forward(const Tensor& x) = 0;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+};
+
+}  // namespace zt::nn

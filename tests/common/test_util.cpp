@@ -1,0 +1,95 @@
+// Tensor comparisons and the finite-difference gradient checker.
+#include "common/test_util.h"
+
+#include <cmath>
+#include <sstream>
+
+namespace zt::test {
+
+static ::testing::AssertionResult compare(const std::vector<double>& a,
+                                          const std::vector<double>& b, double rtol,
+                                          double atol) {
+  if (a.size() != b.size())
+    return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
+  std::ostringstream os;
+  int bad = 0;
+  double worst = 0;
+  size_t worst_i = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    double d = std::abs(a[i] - b[i]);
+    bool nan_mismatch = std::isnan(a[i]) != std::isnan(b[i]);
+    if (nan_mismatch || d > atol + rtol * std::abs(b[i])) {
+      if (bad < 5) os << "\n  [" << i << "] " << a[i] << " vs " << b[i];
+      ++bad;
+    }
+    if (d > worst || nan_mismatch) {
+      worst = nan_mismatch ? INFINITY : d;
+      worst_i = i;
+    }
+  }
+  if (bad == 0) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << bad << " of " << a.size()
+                                       << " elements differ; first mismatches:" << os.str()
+                                       << "\n  largest difference " << worst << " at ["
+                                       << worst_i << "]";
+}
+
+::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol,
+                                     double atol) {
+  if (a.sizes() != b.sizes())
+    return ::testing::AssertionFailure()
+           << "shapes differ: " << shape_str(a.sizes()) << " vs " << shape_str(b.sizes());
+  return compare(a.to_vector(), b.to_vector(), rtol, atol);
+}
+
+::testing::AssertionResult values_are(const Tensor& a, const std::vector<double>& expected,
+                                      double tol) {
+  return compare(a.to_vector(), expected, tol, tol);
+}
+
+Tensor rand_leaf(const Shape& sizes, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = randn(sizes, g, DType::f64);
+  t.set_requires_grad(true);
+  return t;
+}
+
+::testing::AssertionResult grad_check(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs, double eps, double tol) {
+  // Scalarize with fixed weights.
+  Tensor probe = fn(inputs);
+  Generator g(1234);
+  Tensor w = randn(probe.sizes(), g, DType::f64);
+  auto scalar = [&](const std::vector<Tensor>& in) { return sum(mul(fn(in), w)); };
+  for (const Tensor& t : inputs)
+    if (t.requires_grad()) t.set_grad(Tensor());
+  scalar(inputs).backward();
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    const Tensor& x = inputs[k];
+    if (!x.requires_grad()) continue;
+    if (x.dtype() != DType::f64)
+      return ::testing::AssertionFailure() << "grad_check needs f64 inputs (input " << k << ")";
+    Tensor analytic = x.grad();
+    if (!analytic.defined())
+      return ::testing::AssertionFailure() << "input " << k << " received no gradient";
+    std::vector<double> num(x.numel());
+    ZT_CHECK(x.is_contiguous(), "grad_check: contiguous leaves only");
+    double* p = x.data<double>();
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double orig = p[i];
+      autograd::NoGradGuard ng;
+      p[i] = orig + eps;
+      double fp = scalar(inputs).item();
+      p[i] = orig - eps;
+      double fm = scalar(inputs).item();
+      p[i] = orig;
+      num[i] = (fp - fm) / (2 * eps);
+    }
+    auto r = compare(analytic.to_vector(), num, tol, tol);
+    if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
+  }
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace zt::test

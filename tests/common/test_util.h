@@ -1,0 +1,35 @@
+// Test helpers: tensor comparisons that print the first mismatches and the largest
+// difference, and a finite-difference gradient checker (f64, central differences).
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/ops.h"
+
+namespace zt::test {
+
+/// Passes if |a - b| <= atol + rtol * |b| elementwise (same shape).
+::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol = 1e-5,
+                                     double atol = 1e-6);
+/// Passes if a equals `expected` (row-major) elementwise within tolerance.
+::testing::AssertionResult values_are(const Tensor& a, const std::vector<double>& expected,
+                                      double tol = 1e-5);
+
+/// Checks the analytic gradients of `fn` (a scalar-valued or any-shaped function of
+/// `inputs`, all f64 leaves) against central differences. A non-scalar output is reduced
+/// with a fixed random weighting so every output element matters.
+::testing::AssertionResult grad_check(
+    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+    const std::vector<Tensor>& inputs, double eps = 1e-6, double tol = 1e-5);
+
+/// An f64 leaf requiring grad with values from a seeded generator (normal).
+Tensor rand_leaf(const Shape& sizes, uint64_t seed);
+
+}  // namespace zt::test
+
+#define EXPECT_CLOSE(a, b, ...) EXPECT_TRUE(::zt::test::all_close(a, b, ##__VA_ARGS__))
+#define EXPECT_GRAD_OK(...) EXPECT_TRUE(::zt::test::grad_check(__VA_ARGS__))
