@@ -1,0 +1,134 @@
+// conv2d / conv3d: argument checks, output allocation and autograd. Both run the 3-D
+// CPU kernel (core/cpu/conv.h); a 2-D conv is a 3-D one with depth 1.
+// Legend: N batch, C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
+#include "core/ops/conv.h"
+
+#include "core/autograd.h"
+#include "core/cpu/conv.h"
+#include "core/ops.h"
+#include "core/ops/dispatch.h"
+
+namespace zt {
+
+namespace {
+
+// Output size along one axis; error naming the op and the axis when the padded input
+// is smaller than the kernel.
+int64_t out_size(const char* op, const char* axis, int64_t in, int64_t k, int64_t s, int64_t p0,
+                 int64_t p1, const Tensor& x, const Tensor& w) {
+  ZT_CHECK(k >= 1, op, ": kernel size along ", axis, " must be >= 1; weight ",
+           shape_str(w.sizes()));
+  ZT_CHECK(s >= 1, op, ": stride along ", axis, " must be >= 1, got ", s);
+  ZT_CHECK(p0 >= 0 && p1 >= 0, op, ": padding along ", axis, " must be >= 0, got (", p0, ", ", p1,
+           "); crop with narrow() first");
+  ZT_CHECK(in + p0 + p1 >= k, op, ": padded input ", axis, " (", in, " + ", p0, " + ", p1,
+           ") is smaller than the kernel (", k, "); input ", shape_str(x.sizes()), ", weight ",
+           shape_str(w.sizes()));
+  return (in + p0 + p1 - k) / s + 1;
+}
+
+void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const Tensor& weight,
+                       const Tensor& bias) {
+  ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
+  detail::check_same(op, {x, weight, bias});
+  const int64_t nd = spatial + 2;
+  ZT_CHECK(x.dim() == nd, op, ": input must be ", nd, "-D (N, C, ",
+           spatial == 2 ? "H, W" : "D, H, W", "), got ", shape_str(x.sizes()));
+  ZT_CHECK(weight.dim() == nd, op, ": weight must be ", nd, "-D (O, C, ",
+           spatial == 2 ? "kh, kw" : "kd, kh, kw", "), got ", shape_str(weight.sizes()));
+  ZT_CHECK(x.size(1) == weight.size(1), op, ": input has ", x.size(1),
+           " channels but weight expects ", weight.size(1), " (input ", shape_str(x.sizes()),
+           ", weight ", shape_str(weight.sizes()), ")");
+  ZT_CHECK(x.size(1) >= 1 && weight.size(0) >= 1, op,
+           ": need at least one input and output "
+           "channel, got input ",
+           shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()));
+  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), op, ": bias ",
+           shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", weight.size(0),
+           ") to match weight ", shape_str(weight.sizes()));
+  ZT_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op,
+           ": supports f32 and f64 on CPU, got ", dtype_name(x.dtype()),
+           " (convert with .to(DType::f32))");
+  ZT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(),
+           " yet; move the tensors to the CPU");
+}
+
+// Shared forward + autograd for both ranks; `g` is complete, `out_shape` its output.
+Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_shape,
+                  const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  Tensor xc = x.detach().contiguous();
+  Tensor wc = weight.detach().contiguous();
+  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  cpu::conv_forward(g, out, xc, wc, bc);
+  if (autograd::needs_grad({x, weight, bias})) {
+    const bool gx = x.requires_grad(), gw = weight.requires_grad();
+    const bool gb = bias.defined() && bias.requires_grad();
+    // Save x and weight themselves (not views or copies): a ZeRO engine swaps the
+    // weight's storage between forward and backward, so read it only here.
+    autograd::record(
+        op, {x, weight, bias}, {out}, [g, x, weight, gx, gw, gb](const std::vector<Tensor>& grads) {
+          if (!grads[0].defined()) return std::vector<Tensor>(3);
+          Tensor go = grads[0].contiguous();
+          Tensor xd = x.detach().contiguous();
+          Tensor wd = weight.detach().contiguous();
+          Tensor dx = gx ? Tensor::empty(xd.sizes(), xd.dtype(), xd.device()) : Tensor();
+          Tensor dw = gw ? Tensor::empty(wd.sizes(), wd.dtype(), wd.device()) : Tensor();
+          Tensor db = gb ? Tensor::empty({g.o}, wd.dtype(), wd.device()) : Tensor();
+          cpu::conv_backward(g, go, xd, wd, dx, dw, db);
+          return std::vector<Tensor>{dx, dw, db};
+        });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
+  check_conv_inputs("conv2d", 2, x, weight, bias);
+  const auto& s = args.stride;
+  const auto& p = args.padding;  // top, bottom, left, right
+  cpu::ConvGeometry g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.o = weight.size(0);
+  g.h = x.size(2);
+  g.w = x.size(3);
+  g.kh = weight.size(2);
+  g.kw = weight.size(3);
+  g.sh = s[0];
+  g.sw = s[1];
+  g.pad_h = p[0];
+  g.pad_w = p[2];
+  g.oh = out_size("conv2d", "H", g.h, g.kh, s[0], p[0], p[1], x, weight);
+  g.ow = out_size("conv2d", "W", g.w, g.kw, s[1], p[2], p[3], x, weight);
+  return conv_apply("conv2d", g, {g.n, g.o, g.oh, g.ow}, x, weight, bias);
+}
+
+Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dArgs& args) {
+  check_conv_inputs("conv3d", 3, x, weight, bias);
+  const auto& s = args.stride;
+  const auto& p = args.padding;  // front, back, top, bottom, left, right
+  cpu::ConvGeometry g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.o = weight.size(0);
+  g.d = x.size(2);
+  g.h = x.size(3);
+  g.w = x.size(4);
+  g.kd = weight.size(2);
+  g.kh = weight.size(3);
+  g.kw = weight.size(4);
+  g.sd = s[0];
+  g.sh = s[1];
+  g.sw = s[2];
+  g.pad_d = p[0];
+  g.pad_h = p[2];
+  g.pad_w = p[4];
+  g.od = out_size("conv3d", "D", g.d, g.kd, s[0], p[0], p[1], x, weight);
+  g.oh = out_size("conv3d", "H", g.h, g.kh, s[1], p[2], p[3], x, weight);
+  g.ow = out_size("conv3d", "W", g.w, g.kw, s[2], p[4], p[5], x, weight);
+  return conv_apply("conv3d", g, {g.n, g.o, g.od, g.oh, g.ow}, x, weight, bias);
+}
+
+}  // namespace zt

@@ -1,0 +1,324 @@
+// Shape ops that copy (pad, interpolate_nearest, repeat_interleave, repeat, cat, stack)
+// and the view-returning split/chunk. Most are a strided copy between views of the input
+// and the output (Tensor::copy_, any device), recorded as one autograd node whose
+// backward reads the matching view of the output gradient. Nearest interpolation has
+// its own CPU loop over precomputed index tables.
+#include "core/ops/shape.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/ops/dispatch.h"
+
+namespace zt {
+
+namespace {
+
+// The part of one dim that survives a (before, after) pad: `len` elements starting at
+// `src` in the input and at `dst` in the output (negative pads crop).
+struct PadRegion {
+  int64_t src, dst, len;
+};
+
+// PyTorch's 'nearest' source index: identity, halving, else floor(dst * (in / out)) in
+// float arithmetic, clamped to the last input element.
+std::vector<int64_t> nearest_indices(int64_t in, int64_t out) {
+  std::vector<int64_t> idx(out);
+  const float scale = static_cast<float>(in) / static_cast<float>(out);
+  for (int64_t o = 0; o < out; ++o) {
+    if (out == in) {
+      idx[o] = o;
+    } else if (out == 2 * in) {
+      idx[o] = o >> 1;
+    } else {
+      idx[o] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
+    }
+  }
+  return idx;
+}
+
+// Nearest-neighbour gather (forward) or scatter-add (backward) between an input viewed
+// as (planes, D, H, W) and an output (planes, Do, Ho, Wo), both contiguous.
+struct NearestPlan {
+  int64_t planes = 1;
+  Shape in{1, 1, 1}, out{1, 1, 1};
+  std::vector<int64_t> idx_d, idx_h, idx_w;
+};
+
+template <typename T>
+void nearest_forward(const NearestPlan& p, const T* x, T* y) {
+  const int64_t in_plane = p.in[0] * p.in[1] * p.in[2];
+  const int64_t out_plane = p.out[0] * p.out[1] * p.out[2];
+  parallel_for(p.planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(out_plane, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 for (int64_t b = b0; b < b1; ++b) {
+                   T* dst = y + b * out_plane;
+                   for (int64_t od = 0; od < p.out[0]; ++od) {
+                     for (int64_t oh = 0; oh < p.out[1]; ++oh, dst += p.out[2]) {
+                       const T* src =
+                           x + b * in_plane + (p.idx_d[od] * p.in[1] + p.idx_h[oh]) * p.in[2];
+                       for (int64_t ow = 0; ow < p.out[2]; ++ow) dst[ow] = src[p.idx_w[ow]];
+                     }
+                   }
+                 }
+               });
+}
+
+template <typename T>
+void nearest_backward(const NearestPlan& p, const T* gy, T* gx) {
+  const int64_t in_plane = p.in[0] * p.in[1] * p.in[2];
+  const int64_t out_plane = p.out[0] * p.out[1] * p.out[2];
+  parallel_for(p.planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(out_plane, 1)),
+               [&](int64_t b0, int64_t b1) {
+                 for (int64_t b = b0; b < b1; ++b) {
+                   const T* src = gy + b * out_plane;
+                   T* plane = gx + b * in_plane;
+                   std::fill_n(plane, in_plane, T(0));
+                   for (int64_t od = 0; od < p.out[0]; ++od) {
+                     for (int64_t oh = 0; oh < p.out[1]; ++oh, src += p.out[2]) {
+                       T* dst = plane + (p.idx_d[od] * p.in[1] + p.idx_h[oh]) * p.in[2];
+                       for (int64_t ow = 0; ow < p.out[2]; ++ow) {
+                         T& d = dst[p.idx_w[ow]];
+                         d = T(acc_t<T>(d) + acc_t<T>(src[ow]));
+                       }
+                     }
+                   }
+                 }
+               });
+}
+
+void check_split_size(const char* op, int64_t size) {
+  ZT_CHECK(size >= 1, op, ": piece size must be >= 1, got ", size);
+}
+
+}  // namespace
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
+  ZT_CHECK(x.defined(), "pad: undefined input");
+  ZT_CHECK(pads.size() % 2 == 0, "pad: pads must come in (before, after) pairs, got ", pads.size(),
+           " values");
+  const int64_t pairs = static_cast<int64_t>(pads.size()) / 2;
+  ZT_CHECK(pairs <= x.dim(), "pad: ", pairs, " (before, after) pairs for a ", x.dim(), "-D input ",
+           shape_str(x.sizes()), "; at most one pair per dim, last dim first");
+  Shape os = x.sizes();
+  std::vector<PadRegion> regions(x.dim());
+  bool grows = false;
+  for (int64_t d = 0; d < x.dim(); ++d) regions[d] = {0, 0, x.size(d)};
+  for (int64_t i = 0; i < pairs; ++i) {
+    const int64_t d = x.dim() - 1 - i, before = pads[2 * i], after = pads[2 * i + 1];
+    const int64_t n = x.size(d);
+    os[d] = n + before + after;
+    ZT_CHECK(os[d] >= 0, "pad: pads (", before, ", ", after, ") on dim ", d, " of input ",
+             shape_str(x.sizes()), " give a negative size ", os[d]);
+    const int64_t src = std::max<int64_t>(0, -before);
+    const int64_t len = std::max<int64_t>(0, n - src - std::max<int64_t>(0, -after));
+    regions[d] = {src, std::max<int64_t>(0, before), len};
+    grows = grows || before > 0 || after > 0;
+  }
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  if (grows) out.fill_(value);
+  auto view_of = [regions](Tensor t, bool in) {
+    for (size_t d = 0; d < regions.size(); ++d)
+      t = t.narrow(static_cast<int64_t>(d), in ? regions[d].src : regions[d].dst, regions[d].len);
+    return t;
+  };
+  if (x.numel() > 0 && out.numel() > 0) view_of(out, false).copy_(view_of(x.detach(), true));
+  if (autograd::needs_grad({x})) {
+    Shape xs = x.sizes();
+    bool crops = false;
+    for (size_t d = 0; d < regions.size(); ++d) crops = crops || regions[d].len != xs[d];
+    autograd::record("pad", {x}, {out}, [xs, crops, view_of](const std::vector<Tensor>& g) {
+      if (!g[0].defined()) return std::vector<Tensor>(1);
+      if (!crops) return std::vector<Tensor>{view_of(g[0], false)};
+      Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
+      if (g[0].numel() > 0) view_of(gx, true).copy_(view_of(g[0], false));
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return out;
+}
+
+Tensor interpolate_nearest(const Tensor& x, const Shape& size) {
+  ZT_CHECK(x.defined(), "interpolate_nearest: undefined input");
+  const int64_t sd = static_cast<int64_t>(size.size());
+  ZT_CHECK(sd >= 1 && sd <= 3, "interpolate_nearest: size must name 1, 2 or 3 spatial dims, got ",
+           shape_str(size));
+  ZT_CHECK(x.dim() == sd + 2, "interpolate_nearest: input ", shape_str(x.sizes()),
+           " must be (N, C, *spatial) with ", sd, " spatial dims to match size ", shape_str(size));
+  ZT_CHECK(x.device().is_cpu(), "interpolate_nearest: no kernel for ", x.device().str(),
+           " yet; move the tensor to the CPU");
+  NearestPlan p;
+  p.planes = x.size(0) * x.size(1);
+  Shape os = {x.size(0), x.size(1)};
+  for (int64_t i = 0; i < sd; ++i) {
+    const int64_t in = x.size(2 + i);
+    ZT_CHECK(size[i] >= 1, "interpolate_nearest: output sizes must be >= 1, got ", shape_str(size));
+    ZT_CHECK(in >= 1, "interpolate_nearest: cannot resize an empty spatial dim of input ",
+             shape_str(x.sizes()));
+    p.in[3 - sd + i] = in;
+    p.out[3 - sd + i] = size[i];
+    os.push_back(size[i]);
+  }
+  p.idx_d = nearest_indices(p.in[0], p.out[0]);
+  p.idx_h = nearest_indices(p.in[1], p.out[1]);
+  p.idx_w = nearest_indices(p.in[2], p.out[2]);
+  Tensor xc = x.detach().contiguous();
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  dispatch_all(x.dtype(), [&]<typename T>() {
+    nearest_forward<T>(p, static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()));
+  });
+  if (autograd::needs_grad({x})) {
+    Shape xs = x.sizes();
+    autograd::record("interpolate_nearest", {x}, {out}, [p, xs](const std::vector<Tensor>& g) {
+      if (!g[0].defined()) return std::vector<Tensor>(1);
+      Tensor gc = g[0].contiguous();
+      Tensor gx = Tensor::empty(xs, gc.dtype(), gc.device());
+      dispatch_floating(gc.dtype(), "interpolate_nearest backward",
+                        [&]<typename T>() { nearest_backward<T>(p, gc.data<T>(), gx.data<T>()); });
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return out;
+}
+
+Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
+  ZT_CHECK(x.defined(), "repeat_interleave: undefined input");
+  ZT_CHECK(repeats >= 0, "repeat_interleave: repeats must be >= 0, got ", repeats);
+  dim = wrap_dim(dim, x.dim(), "repeat_interleave");
+  // out viewed as (..., n, repeats, ...) is x broadcast along the new repeats dim.
+  Shape expanded = x.sizes();
+  expanded.insert(expanded.begin() + dim + 1, repeats);
+  Shape os = x.sizes();
+  os[dim] *= repeats;
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  if (out.numel() > 0) out.view(expanded).copy_(x.detach().unsqueeze(dim + 1).expand(expanded));
+  if (autograd::needs_grad({x})) {
+    autograd::record("repeat_interleave", {x}, {out},
+                     [expanded, dim](const std::vector<Tensor>& g) {
+                       if (!g[0].defined()) return std::vector<Tensor>(1);
+                       return std::vector<Tensor>{sum(g[0].reshape(expanded), {dim + 1})};
+                     });
+  }
+  return out;
+}
+
+Tensor repeat(const Tensor& x, const Shape& repeats) {
+  ZT_CHECK(x.defined(), "repeat: undefined input");
+  const int64_t r = static_cast<int64_t>(repeats.size());
+  ZT_CHECK(r >= x.dim(), "repeat: ", r, " repeat counts for a ", x.dim(), "-D input ",
+           shape_str(x.sizes()), "; give at least one per dim");
+  // out viewed as (r0, s0, r1, s1, ...) is x viewed as (1, s0, 1, s1, ...) broadcast.
+  Shape padded(r - x.dim(), 1);
+  padded.insert(padded.end(), x.sizes().begin(), x.sizes().end());
+  Shape interleaved, expanded, os;
+  std::vector<int64_t> tile_dims;
+  for (int64_t i = 0; i < r; ++i) {
+    ZT_CHECK(repeats[i] >= 0, "repeat: repeat counts must be >= 0, got ", shape_str(repeats));
+    interleaved.insert(interleaved.end(), {1, padded[i]});
+    expanded.insert(expanded.end(), {repeats[i], padded[i]});
+    tile_dims.push_back(2 * i);
+    os.push_back(repeats[i] * padded[i]);
+  }
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  if (out.numel() > 0) out.view(expanded).copy_(x.detach().reshape(interleaved).expand(expanded));
+  if (autograd::needs_grad({x})) {
+    Shape xs = x.sizes();
+    autograd::record("repeat", {x}, {out}, [expanded, tile_dims, xs](const std::vector<Tensor>& g) {
+      if (!g[0].defined()) return std::vector<Tensor>(1);
+      return std::vector<Tensor>{sum(g[0].reshape(expanded), tile_dims).reshape(xs)};
+    });
+  }
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& xs, int64_t dim) {
+  ZT_CHECK(!xs.empty(), "cat: needs at least one tensor");
+  const Tensor& ref = xs[0];
+  ZT_CHECK(ref.defined() && ref.dim() >= 1, "cat: tensors must be defined and at least 1-D");
+  dim = wrap_dim(dim, ref.dim(), "cat");
+  Shape os = ref.sizes();
+  os[dim] = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const Tensor& t = xs[i];
+    ZT_CHECK(t.defined(), "cat: tensor ", i, " is undefined");
+    detail::check_same("cat", {ref, t});
+    bool ok = t.dim() == ref.dim();
+    for (int64_t d = 0; ok && d < ref.dim(); ++d) ok = d == dim || t.size(d) == ref.size(d);
+    ZT_CHECK(ok, "cat: sizes must match except in dimension ", dim, ", but tensor ", i,
+             " has shape ", shape_str(t.sizes()), " and tensor 0 has shape ",
+             shape_str(ref.sizes()));
+    os[dim] += t.size(dim);
+  }
+  Tensor out = Tensor::empty(os, ref.dtype(), ref.device());
+  std::vector<int64_t> offsets;
+  int64_t off = 0;
+  for (const Tensor& t : xs) {
+    offsets.push_back(off);
+    if (t.numel() > 0) out.narrow(dim, off, t.size(dim)).copy_(t.detach());
+    off += t.size(dim);
+  }
+  if (autograd::needs_grad(xs)) {
+    std::vector<int64_t> lens;
+    for (const Tensor& t : xs) lens.push_back(t.size(dim));
+    autograd::record("cat", xs, {out}, [offsets, lens, dim](const std::vector<Tensor>& g) {
+      std::vector<Tensor> gx(lens.size());
+      if (!g[0].defined()) return gx;
+      for (size_t i = 0; i < lens.size(); ++i) gx[i] = g[0].narrow(dim, offsets[i], lens[i]);
+      return gx;
+    });
+  }
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
+  ZT_CHECK(!xs.empty(), "stack: needs at least one tensor");
+  const Tensor& ref = xs[0];
+  ZT_CHECK(ref.defined(), "stack: tensor 0 is undefined");
+  dim = wrap_dim(dim, ref.dim() + 1, "stack");
+  for (size_t i = 0; i < xs.size(); ++i) {
+    ZT_CHECK(xs[i].defined(), "stack: tensor ", i, " is undefined");
+    detail::check_same("stack", {ref, xs[i]});
+    ZT_CHECK(xs[i].sizes() == ref.sizes(), "stack: all tensors must have one shape, but tensor ", i,
+             " has shape ", shape_str(xs[i].sizes()), " and tensor 0 has shape ",
+             shape_str(ref.sizes()));
+  }
+  Shape os = ref.sizes();
+  os.insert(os.begin() + dim, static_cast<int64_t>(xs.size()));
+  Tensor out = Tensor::empty(os, ref.dtype(), ref.device());
+  if (ref.numel() > 0) {
+    for (size_t i = 0; i < xs.size(); ++i)
+      out.select(dim, static_cast<int64_t>(i)).copy_(xs[i].detach());
+  }
+  if (autograd::needs_grad(xs)) {
+    const int64_t n = static_cast<int64_t>(xs.size());
+    autograd::record("stack", xs, {out}, [n, dim](const std::vector<Tensor>& g) {
+      std::vector<Tensor> gx(n);
+      if (!g[0].defined()) return gx;
+      for (int64_t i = 0; i < n; ++i) gx[i] = g[0].select(dim, i);
+      return gx;
+    });
+  }
+  return out;
+}
+
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
+  ZT_CHECK(x.defined() && x.dim() >= 1, "split: input must be defined and at least 1-D");
+  check_split_size("split", size);
+  dim = wrap_dim(dim, x.dim(), "split");
+  const int64_t n = x.size(dim);
+  std::vector<Tensor> out;
+  for (int64_t start = 0; start < n || (n == 0 && out.empty()); start += size)
+    out.push_back(x.narrow(dim, start, std::min(size, n - start)));
+  return out;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
+  ZT_CHECK(x.defined() && x.dim() >= 1, "chunk: input must be defined and at least 1-D");
+  ZT_CHECK(chunks >= 1, "chunk: number of chunks must be >= 1, got ", chunks);
+  const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
+  // As torch.chunk: pieces of ceil(n / chunks), so there may be fewer than `chunks`.
+  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+}
+
+}  // namespace zt

@@ -1,0 +1,288 @@
+// conv2d / conv3d: hand-computed values, agreement with a direct (7-loop) reference on
+// shapes that exercise padding, stride, odd sizes and sample chunking, f64 gradient
+// checks (incl. non-contiguous inputs), backward reading the weight at backward time,
+// and argument errors.
+#include <string>
+
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+
+// Passes if fn throws zt::Error whose message contains `phrase`.
+template <typename Fn>
+::testing::AssertionResult throws_with(Fn&& fn, const std::string& phrase) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(phrase) != std::string::npos)
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message lacks '" << phrase << "': " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no zt::Error thrown (wanted '" << phrase << "')";
+}
+
+// Direct 3-D convolution in f64: x (N, C, D, H, W), w (O, C, kd, kh, kw), bias (O) or
+// undefined; stride s and front/top/left padding p0, output sizes `os` (Do, Ho, Wo).
+Tensor reference_conv3d(const Tensor& x, const Tensor& w, const Tensor& bias,
+                        std::array<int64_t, 3> s, std::array<int64_t, 3> p0,
+                        std::array<int64_t, 3> os) {
+  Tensor xc = x.detach().to(DType::f64).contiguous(), wc = w.detach().to(DType::f64).contiguous();
+  const int64_t n = x.size(0), c = x.size(1), o = w.size(0);
+  const int64_t d = x.size(2), h = x.size(3), wd = x.size(4);
+  const int64_t kd = w.size(2), kh = w.size(3), kw = w.size(4);
+  std::vector<double> xv = xc.to_vector(), wv = wc.to_vector();
+  std::vector<double> bv = bias.defined() ? bias.to_vector() : std::vector<double>(o, 0.0);
+  std::vector<double> out(n * o * os[0] * os[1] * os[2]);
+  size_t idx = 0;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t z = 0; z < os[0]; ++z)
+        for (int64_t y = 0; y < os[1]; ++y)
+          for (int64_t xx = 0; xx < os[2]; ++xx) {
+            double acc = bv[oc];
+            for (int64_t ic = 0; ic < c; ++ic)
+              for (int64_t i = 0; i < kd; ++i)
+                for (int64_t j = 0; j < kh; ++j)
+                  for (int64_t k = 0; k < kw; ++k) {
+                    int64_t zi = z * s[0] + i - p0[0], yi = y * s[1] + j - p0[1],
+                            xi = xx * s[2] + k - p0[2];
+                    if (zi < 0 || zi >= d || yi < 0 || yi >= h || xi < 0 || xi >= wd) continue;
+                    acc += xv[(((b * c + ic) * d + zi) * h + yi) * wd + xi] *
+                           wv[(((oc * c + ic) * kd + i) * kh + j) * kw + k];
+                  }
+            out[idx++] = acc;
+          }
+  return from_vector(out, {n, o, os[0], os[1], os[2]}, DType::f64);
+}
+
+}  // namespace
+
+TEST(Conv2d, HandComputedWindowSums) {
+  // x = [[1,2,3],[4,5,6],[7,8,9]], w = ones(2x2): each output sums a 2x2 window.
+  Tensor x = arange(1, 10).reshape({1, 1, 3, 3});
+  Tensor w = ones({1, 1, 2, 2});
+  EXPECT_TRUE(values_are(conv2d(x, w, Tensor()), {12, 16, 24, 28}));
+  // Pad top 1 and right 1, stride 2: padded rows are [0 0 0 0], [1 2 3 0], [4 5 6 0],
+  // [7 8 9 0]; windows at (0,0) (0,2) (2,0) (2,2) sum to 3, 3, 24, 15; bias adds 0.5.
+  Conv2dArgs a;
+  a.stride = {2, 2};
+  a.padding = {1, 0, 0, 1};
+  Tensor y = conv2d(x, w, full({1}, 0.5), a);
+  EXPECT_EQ(y.sizes(), (Shape{1, 1, 2, 2}));
+  EXPECT_TRUE(values_are(y, {3.5, 3.5, 24.5, 15.5}));
+}
+
+TEST(Conv2d, HandComputedPointwiseMixesChannels) {
+  // 1x1 conv: out[o] = sum_c w[o][c] x[c] + b[o]. Two samples (the second is 10x the
+  // first) so the batch runs as one chunk. w = [[1, 1], [2, -1]], b = [0, 1].
+  Tensor x =
+      from_vector({1, 2, 3, 4, 10, 20, 30, 40, 10, 20, 30, 40, 100, 200, 300, 400}, {2, 2, 2, 2});
+  Tensor w = from_vector({1, 1, 2, -1}, {2, 2, 1, 1});
+  Tensor y = conv2d(x, w, from_vector({0, 1}, {2}));
+  EXPECT_TRUE(values_are(
+      y, {11, 22, 33, 44, -7, -15, -23, -31, 110, 220, 330, 440, -79, -159, -239, -319}));
+}
+
+TEST(Conv3d, HandComputedCausalTime) {
+  // x (1,1,2,2,2) = 1..8, kernel along time [1, -1], one frame of front padding:
+  // out0 = 1*0 - x[t0] = -(1,2,3,4); out1 = x[t0] - x[t1] = -4 everywhere.
+  Tensor x = arange(1, 9).reshape({1, 1, 2, 2, 2});
+  Tensor w = from_vector({1, -1}, {1, 1, 2, 1, 1});
+  Conv3dArgs a;
+  a.padding = {1, 0, 0, 0, 0, 0};
+  Tensor y = conv3d(x, w, Tensor(), a);
+  EXPECT_EQ(y.sizes(), (Shape{1, 1, 2, 2, 2}));
+  EXPECT_TRUE(values_are(y, {-1, -2, -3, -4, -4, -4, -4, -4}));
+}
+
+TEST(Conv2d, MatchesReferenceAcrossShapes) {
+  struct Case {
+    Shape x, w;
+    std::array<int64_t, 2> stride;
+    std::array<int64_t, 4> pad;
+  };
+  // Odd sizes with stride 2, asymmetric pads, 1x1 (direct GEMM), 1x1 with stride, and
+  // batches that split into several chunks with a remainder (L = 100 -> 3 per chunk).
+  const std::vector<Case> cases = {
+      {{2, 3, 7, 5}, {4, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}},
+      {{3, 2, 6, 6}, {5, 2, 3, 3}, {2, 2}, {0, 1, 0, 1}},
+      {{2, 3, 4, 5}, {2, 3, 2, 3}, {1, 2}, {2, 0, 1, 3}},
+      {{3, 4, 3, 3}, {6, 4, 1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {{1, 4, 20, 20}, {3, 4, 1, 1}, {1, 1}, {0, 0, 0, 0}},
+      {{2, 4, 5, 5}, {3, 4, 1, 1}, {2, 2}, {0, 0, 0, 0}},
+      {{7, 2, 10, 10}, {3, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}},
+  };
+  Generator gen(7);
+  for (const Case& c : cases) {
+    Tensor x = randn(c.x, gen), w = randn(c.w, gen), b = randn({c.w[0]}, gen);
+    Conv2dArgs a;
+    a.stride = c.stride;
+    a.padding = c.pad;
+    Tensor y = conv2d(x, w, b, a);
+    Tensor ref = reference_conv3d(x.unsqueeze(2), w.unsqueeze(2), b, {1, c.stride[0], c.stride[1]},
+                                  {0, c.pad[0], c.pad[2]}, {1, y.size(2), y.size(3)})
+                     .squeeze(2);
+    EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4)
+        << "x " << shape_str(c.x) << " w " << shape_str(c.w);
+  }
+}
+
+TEST(Conv3d, MatchesReferenceTokenizerShapes) {
+  // The tokenizer's causal convs: k (3,3,3) s 1 and k (4,3,3) s (2,1,1), time padded
+  // (k - s, 0), space (1, 1); plus the time-only (3,1,1).
+  struct Case {
+    Shape w;
+    std::array<int64_t, 3> stride;
+    std::array<int64_t, 6> pad;
+  };
+  const std::vector<Case> cases = {{{4, 4, 3, 3, 3}, {1, 1, 1}, {2, 0, 1, 1, 1, 1}},
+                                   {{4, 4, 4, 3, 3}, {2, 1, 1}, {2, 0, 1, 1, 1, 1}},
+                                   {{3, 4, 3, 1, 1}, {1, 1, 1}, {2, 0, 0, 0, 0, 0}}};
+  Generator gen(8);
+  Tensor x = randn({2, 4, 4, 4, 4}, gen);
+  for (const Case& c : cases) {
+    Tensor w = randn(c.w, gen), b = randn({c.w[0]}, gen);
+    Conv3dArgs a;
+    a.stride = c.stride;
+    a.padding = c.pad;
+    Tensor y = conv3d(x, w, b, a);
+    Tensor ref = reference_conv3d(x, w, b, c.stride, {c.pad[0], c.pad[2], c.pad[4]},
+                                  {y.size(2), y.size(3), y.size(4)});
+    EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4) << "w " << shape_str(c.w);
+  }
+}
+
+TEST(Conv2d, GradCheckStridedAsymmetric) {
+  // Odd H/W with stride 2 and asymmetric padding; x, weight and bias.
+  Tensor x = test::rand_leaf({2, 2, 5, 4}, 1), w = test::rand_leaf({3, 2, 3, 2}, 2),
+         b = test::rand_leaf({3}, 3);
+  Conv2dArgs a;
+  a.stride = {2, 2};
+  a.padding = {1, 0, 2, 1};
+  EXPECT_GRAD_OK([a](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], a); },
+                 {x, w, b});
+}
+
+TEST(Conv2d, GradCheckNonContiguousInputs) {
+  // x arrives as a transposed view (N, H, C, W) -> (N, C, H, W), weight as (C, O, kh, kw)
+  // transposed to (O, C, kh, kw); no bias.
+  Tensor x = test::rand_leaf({2, 4, 3, 4}, 4), w = test::rand_leaf({3, 2, 3, 3}, 5);
+  Conv2dArgs a;
+  a.padding = {1, 1, 1, 1};
+  EXPECT_GRAD_OK(
+      [a](const std::vector<Tensor>& in) {
+        return conv2d(in[0].transpose(1, 2), in[1].transpose(0, 1), Tensor(), a);
+      },
+      {x, w});
+}
+
+TEST(Conv2d, GradCheckChunkedBatchAndPointwise) {
+  // 4 samples of 10x10 run as a chunk of 3 plus a remainder of 1.
+  Tensor x = test::rand_leaf({4, 1, 10, 10}, 6), w = test::rand_leaf({2, 1, 3, 3}, 7),
+         b = test::rand_leaf({2}, 8);
+  Conv2dArgs a;
+  a.padding = {1, 1, 1, 1};
+  EXPECT_GRAD_OK([a](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], a); },
+                 {x, w, b});
+  // 1x1: a batched chunk (small maps) and the in-place per-sample path (large map).
+  Tensor xs = test::rand_leaf({3, 3, 2, 3}, 9), ws = test::rand_leaf({2, 3, 1, 1}, 10);
+  EXPECT_GRAD_OK([](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2]); },
+                 {xs, ws, test::rand_leaf({2}, 11)});
+  Tensor xl = test::rand_leaf({1, 2, 16, 17}, 12), wl = test::rand_leaf({2, 2, 1, 1}, 13);
+  EXPECT_GRAD_OK([](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], Tensor()); },
+                 {xl, wl});
+}
+
+TEST(Conv3d, GradCheckCausalStrided) {
+  // Temporal downsample shape: k (4,3,3), stride (2,1,1), pads (2,0,1,1,1,1); odd W.
+  Tensor x = test::rand_leaf({2, 2, 4, 3, 3}, 14), w = test::rand_leaf({2, 2, 4, 3, 3}, 15),
+         b = test::rand_leaf({2}, 16);
+  Conv3dArgs a;
+  a.stride = {2, 1, 1};
+  a.padding = {2, 0, 1, 1, 1, 1};
+  EXPECT_GRAD_OK([a](const std::vector<Tensor>& in) { return conv3d(in[0], in[1], in[2], a); },
+                 {x, w, b});
+}
+
+TEST(Conv3d, GradCheckOnlyWeightNeedsGrad) {
+  // x does not require grad (a frozen input); only weight and bias get gradients.
+  Tensor x = test::rand_leaf({1, 2, 3, 3, 2}, 17).detach();
+  Tensor w = test::rand_leaf({2, 2, 2, 2, 2}, 18), b = test::rand_leaf({2}, 19);
+  Conv3dArgs a;
+  a.stride = {1, 2, 1};
+  a.padding = {1, 0, 0, 1, 1, 0};
+  EXPECT_GRAD_OK([x, a](const std::vector<Tensor>& in) { return conv3d(x, in[0], in[1], a); },
+                 {w, b});
+  EXPECT_FALSE(x.grad().defined());
+}
+
+TEST(Conv2d, BackwardReadsWeightAtBackwardTime) {
+  // A ZeRO engine re-fills the weight's storage before backward; dx must use the values
+  // present then. With a 1x1 conv and w = 2 at backward time, dx = 2 * upstream.
+  Tensor x = test::rand_leaf({1, 1, 2, 2}, 20);
+  Tensor w = full({1, 1, 1, 1}, 5.0, DType::f64).set_requires_grad(true);
+  Tensor y = conv2d(x, w, Tensor());
+  w.detach().fill_(2.0);
+  sum(y).backward();
+  EXPECT_TRUE(values_are(x.grad(), {2, 2, 2, 2}));
+}
+
+TEST(Conv2d, F32MatchesF64) {
+  Generator gen(21);
+  Tensor x = randn({3, 8, 9, 9}, gen, DType::f64), w = randn({16, 8, 3, 3}, gen, DType::f64);
+  Conv2dArgs a;
+  a.padding = {1, 1, 1, 1};
+  Tensor x32 = x.to(DType::f32).set_requires_grad(true);
+  Tensor w32 = w.to(DType::f32).set_requires_grad(true);
+  Tensor x64 = x.clone().set_requires_grad(true), w64 = w.clone().set_requires_grad(true);
+  sum(mul(conv2d(x32, w32, Tensor(), a), conv2d(x32, w32, Tensor(), a).detach())).backward();
+  sum(mul(conv2d(x64, w64, Tensor(), a), conv2d(x64, w64, Tensor(), a).detach())).backward();
+  EXPECT_CLOSE(x32.grad().to(DType::f64), x64.grad(), 1e-4, 1e-3);
+  EXPECT_CLOSE(w32.grad().to(DType::f64), w64.grad(), 1e-4, 1e-3);
+}
+
+TEST(Conv2d, ErrorsNameShapes) {
+  Tensor x = zeros({1, 3, 4, 4});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({2, 4, 3, 3}), Tensor());
+      },
+      "input has 3 channels but weight expects 4"));
+  Conv2dArgs neg;
+  neg.padding = {0, -1, 0, 0};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({2, 3, 3, 3}), Tensor(), neg);
+      },
+      "padding along H must be >= 0"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({2, 3, 5, 3}), Tensor());
+      },
+      "is smaller than the kernel"));
+  Conv2dArgs zero_stride;
+  zero_stride.stride = {1, 0};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({2, 3, 3, 3}), Tensor(), zero_stride);
+      },
+      "stride along W must be >= 1"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(x, zeros({2, 3, 3, 3}), zeros({3}));
+      },
+      "bias [3] must be (2)"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(zeros({3, 4, 4}), zeros({2, 3, 3, 3}), Tensor());
+      },
+      "input must be 4-D"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv3d(x, zeros({2, 3, 1, 3, 3}), Tensor());
+      },
+      "input must be 5-D"));
+}

@@ -1,0 +1,200 @@
+// Shape ops: pad, interpolate_nearest, repeat_interleave, repeat, cat, stack, split and
+// chunk. Hand-computed values, f64 gradient checks (incl. non-contiguous inputs and
+// uneven sizes), views that share storage, and argument errors.
+#include <string>
+
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+
+// Passes if fn throws zt::Error whose message contains `phrase`.
+template <typename Fn>
+::testing::AssertionResult throws_with(Fn&& fn, const std::string& phrase) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(phrase) != std::string::npos)
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message lacks '" << phrase << "': " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no zt::Error thrown (wanted '" << phrase << "')";
+}
+
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+}  // namespace
+
+TEST(Pad, AsymmetricConstant) {
+  // x = [[1,2],[3,4]]; pads {left 1, right 0, top 0, bottom 2}, value -1:
+  //  -1  1  2
+  //  -1  3  4
+  //  -1 -1 -1
+  //  -1 -1 -1
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 2});
+  Tensor y = pad(x, {1, 0, 0, 2}, -1.0);
+  EXPECT_EQ(y.sizes(), (Shape{4, 3}));
+  EXPECT_TRUE(values_are(y, {-1, 1, 2, -1, 3, 4, -1, -1, -1, -1, -1, -1}));
+  // Only the last dim of a 3-D tensor: right and bottom by 1 as in Downsample.
+  Tensor z = pad(arange(1, 5).reshape({1, 2, 2}), {0, 1, 0, 1});
+  EXPECT_TRUE(values_are(z, {1, 2, 0, 3, 4, 0, 0, 0, 0}));
+}
+
+TEST(Pad, NegativePadsCrop) {
+  // [1,2,3] with {-1, 1}: drop the first element, append one 7.
+  EXPECT_TRUE(values_are(pad(from_vector({1, 2, 3}, {3}), {-1, 1}, 7.0), {2, 3, 7}));
+}
+
+TEST(Pad, GradCheck) {
+  Tensor x = test::rand_leaf({2, 3, 4}, 1);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return pad(in[0], {1, 2, 0, 1}, 0.5);
+                 }),
+                 {x});
+  // Cropping on one side, padding on the other, input a transposed view.
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return pad(in[0].transpose(0, 2), {-1, 2, 1, -2, 0, 1});
+                 }),
+                 {x});
+}
+
+TEST(Pad, Errors) {
+  Tensor x = zeros({2, 3});
+  EXPECT_TRUE(throws_with([&] { pad(x, {1, 2, 3}); }, "(before, after) pairs"));
+  EXPECT_TRUE(throws_with([&] { pad(x, {1, 1, 1, 1, 1, 1}); }, "at most one pair per dim"));
+  EXPECT_TRUE(throws_with([&] { pad(x, {-2, -2}); }, "give a negative size"));
+}
+
+TEST(Interpolate, NearestIndexRule) {
+  // 1-D 3 -> 5: scale 0.6, sources floor(0, .6, 1.2, 1.8, 2.4) = 0, 0, 1, 1, 2.
+  Tensor x = from_vector({10, 20, 30}, {1, 1, 3});
+  EXPECT_TRUE(values_are(interpolate_nearest(x, {5}), {10, 10, 20, 20, 30}));
+  // 2-D x2: every pixel becomes a 2x2 block.
+  Tensor y = interpolate_nearest(from_vector({1, 2, 3, 4}, {1, 1, 2, 2}), {4, 4});
+  EXPECT_TRUE(values_are(y, {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4}));
+  // Downsample 4 -> 2 picks sources 0 and 2.
+  EXPECT_TRUE(values_are(interpolate_nearest(arange(0, 4).reshape({1, 1, 4}), {2}), {0, 2}));
+  // 3-D, time only: (2, 1, 2) -> (4, 1, 2) repeats frames f0 f0 f1 f1.
+  Tensor t = interpolate_nearest(arange(0, 4).reshape({1, 1, 2, 1, 2}), {4, 1, 2});
+  EXPECT_TRUE(values_are(t, {0, 1, 0, 1, 2, 3, 2, 3}));
+}
+
+TEST(Interpolate, GradCheck) {
+  // Uneven 2-D resize (3x2 -> 5x3) from a transposed view, and a 3-D x2 upsample.
+  Tensor x = test::rand_leaf({2, 2, 3, 2}, 2);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return interpolate_nearest(in[0].transpose(0, 1), {5, 3});
+                 }),
+                 {x});
+  Tensor v = test::rand_leaf({1, 2, 2, 2, 3}, 3);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return interpolate_nearest(in[0], {4, 4, 6});
+                 }),
+                 {v});
+  Tensor s = test::rand_leaf({1, 1, 7}, 4);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) { return interpolate_nearest(in[0], {3}); }),
+                 {s});
+}
+
+TEST(Interpolate, Errors) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        interpolate_nearest(zeros({1, 2, 3}), {4, 4});
+      },
+      "must be (N, C, *spatial) with 2 spatial dims"));
+  EXPECT_TRUE(throws_with([] { interpolate_nearest(zeros({1, 2, 3}), {0}); }, ">= 1"));
+}
+
+TEST(Repeat, InterleaveValues) {
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(values_are(repeat_interleave(x, 2, 0), {1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_TRUE(values_are(repeat_interleave(x, 2, -1), {1, 1, 2, 2, 3, 3, 4, 4}));
+  EXPECT_EQ(repeat_interleave(x, 3, 1).sizes(), (Shape{2, 6}));
+}
+
+TEST(Repeat, TileValues) {
+  // [1, 2] tiled (2, 2) gains a leading dim: [[1,2,1,2],[1,2,1,2]].
+  EXPECT_TRUE(values_are(repeat(from_vector({1, 2}, {2}), {2, 2}), {1, 2, 1, 2, 1, 2, 1, 2}));
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(values_are(repeat(x, {1, 2}), {1, 2, 1, 2, 3, 4, 3, 4}));
+  EXPECT_TRUE(values_are(repeat(x, {2, 1}), {1, 2, 3, 4, 1, 2, 3, 4}));
+}
+
+TEST(Repeat, GradCheck) {
+  Tensor x = test::rand_leaf({2, 3}, 5);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return repeat_interleave(in[0].transpose(0, 1), 2, 1);
+                 }),
+                 {x});
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return repeat(in[0].transpose(0, 1), {2, 1, 3});
+                 }),
+                 {x});
+  EXPECT_TRUE(throws_with([&] { repeat(x, {2}); }, "give at least one per dim"));
+}
+
+TEST(Cat, ValuesAndGrad) {
+  Tensor a = from_vector({1, 2, 3, 4}, {2, 2}), b = from_vector({5, 6}, {2, 1});
+  EXPECT_TRUE(values_are(cat({a, b}, 1), {1, 2, 5, 3, 4, 6}));
+  EXPECT_TRUE(values_are(cat({a, b.transpose(0, 1)}, 0), {1, 2, 3, 4, 5, 6}));
+  Tensor x = test::rand_leaf({2, 3}, 6), y = test::rand_leaf({3, 1}, 7),
+         z = test::rand_leaf({2, 2}, 8);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return cat({in[0], in[1].transpose(0, 1).expand({2, 3}), in[2]}, -1);
+                 }),
+                 {x, y, z});
+}
+
+TEST(Cat, ShapeMismatch) {
+  EXPECT_TRUE(throws_with(
+      [] {
+        cat({zeros({2, 3}), zeros({3, 3})}, 1);
+      },
+      "sizes must match except in dimension 1, but tensor 1 has shape [3, 3]"));
+  EXPECT_TRUE(throws_with([] { cat({zeros({2, 3}), zeros({2, 3, 1})}, 0); }, "tensor 1"));
+  EXPECT_TRUE(throws_with([] { cat({zeros({2}), zeros({2}, DType::f64)}, 0); }, "dtype"));
+}
+
+TEST(Stack, ValuesAndGrad) {
+  Tensor a = from_vector({1, 2}, {2}), b = from_vector({3, 4}, {2});
+  EXPECT_TRUE(values_are(stack({a, b}, 0), {1, 2, 3, 4}));
+  EXPECT_TRUE(values_are(stack({a, b}, 1), {1, 3, 2, 4}));
+  Tensor x = test::rand_leaf({2, 3}, 9), y = test::rand_leaf({3, 2}, 10);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   return stack({in[0], in[1].transpose(0, 1)}, 1);
+                 }),
+                 {x, y});
+  EXPECT_TRUE(throws_with([] { stack({zeros({2}), zeros({3})}, 0); }, "tensor 1 has shape [3]"));
+}
+
+TEST(Split, ViewsAndSizes) {
+  Tensor x = arange(0, 10).reshape({5, 2});
+  std::vector<Tensor> parts = split(x, 2, 0);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(parts[2].sizes(), (Shape{1, 2}));
+  EXPECT_TRUE(values_are(parts[1], {4, 5, 6, 7}));
+  parts[2].fill_(-1);  // a view: writes through to x
+  EXPECT_TRUE(values_are(x.narrow(0, 4, 1), {-1, -1}));
+  // torch.chunk rule: pieces of ceil(n / chunks), so 6 into 4 gives 3 pieces of 2.
+  EXPECT_EQ(chunk(arange(0, 6), 4, 0).size(), 3u);
+  std::vector<Tensor> c = chunk(arange(0, 5), 2, 0);
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_TRUE(values_are(c[1], {3, 4}));
+  EXPECT_TRUE(throws_with([&] { split(x, 0, 0); }, "piece size must be >= 1"));
+}
+
+TEST(Split, GradCheck) {
+  Tensor x = test::rand_leaf({5, 3}, 11);
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> p = split(in[0], 2, 0);
+                   return add(mul(p[0], 2.0), cat({p[2], p[2]}, 0));
+                 }),
+                 {x});
+  EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
+                   std::vector<Tensor> p = chunk(in[0].transpose(0, 1), 2, 1);
+                   return mul(p[0], p[0].narrow(1, 0, 3));
+                 }),
+                 {x});
+}
