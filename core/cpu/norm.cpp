@@ -1,0 +1,341 @@
+// CPU normalization kernels: GroupNorm and BatchNorm (statistics, normalization and
+// the analytic backward) and softmax / log-softmax along one dim.
+//
+// Numerics: statistics use one pass with a shift (the block's first element), summing
+// (x - k) and (x - k)^2 in double, so the variance does not suffer from cancellation
+// when |mean| >> std. Backward sums are taken against (x - mean) for the same reason.
+// Work is split over independent rows, each reduced serially, so results do not depend
+// on the number of threads.
+#include "core/cpu/norm.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/parallel.h"
+
+namespace zt::cpu {
+
+namespace {
+
+template <typename Fn>
+void dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::f64:
+      fn.template operator()<double>();
+      return;
+    default:
+      ZT_FAIL(op, ": CPU kernel supports f32 and f64, got ", dtype_name(t));
+  }
+}
+
+// Grain (items per chunk) so one chunk covers about 32K elements of work.
+int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1));
+}
+
+// Mean and biased variance of p[0..n) (n >= 1), one shifted pass in double.
+template <typename T>
+void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
+  for (int64_t i = 0; i < n; ++i) {
+    double d = static_cast<double>(p[i]) - k;
+    s1 += d;
+    s2 += d * d;
+  }
+}
+
+template <typename T>
+const T* ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+template <typename T>
+T* mut_ptr_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- GroupNorm
+
+void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
+                        int64_t G, double eps) {
+  dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pw = ptr_or_null<T>(weight);
+    const T* pb = ptr_or_null<T>(bias);
+    T* py = y.data<T>();
+    T* pm = mean.data<T>();
+    T* pr = rstd.data<T>();
+    const int64_t Cg = C / G, M = Cg * S;
+    parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
+      for (int64_t ng = b0; ng < b1; ++ng) {
+        int64_t n = ng / G, g = ng % G;
+        const T* blk = px + (n * C + g * Cg) * S;
+        double mu = 0, var = 0;
+        if (M > 0) {
+          double k = static_cast<double>(blk[0]), s1 = 0, s2 = 0;
+          shifted_moments(blk, M, s1, s2, k);
+          double m1 = s1 / static_cast<double>(M);
+          mu = k + m1;
+          var = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
+        }
+        double r = 1.0 / std::sqrt(var + eps);
+        pm[ng] = static_cast<T>(mu);
+        pr[ng] = static_cast<T>(r);
+        for (int64_t cc = 0; cc < Cg; ++cc) {
+          int64_t c = g * Cg + cc;
+          double a = r * (pw ? static_cast<double>(pw[c]) : 1.0);
+          double sh = (pb ? static_cast<double>(pb[c]) : 0.0) - mu * a;
+          const T* xr = blk + cc * S;
+          T* yr = py + (n * C + c) * S;
+          const T ta = static_cast<T>(a), tsh = static_cast<T>(sh);
+          for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] * ta + tsh;
+        }
+      }
+    });
+  });
+}
+
+void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G) {
+  dispatch_f32_f64(x.dtype(), "group_norm backward", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pdy = dy.data<T>();
+    const T* pm = mean.data<T>();
+    const T* pr = rstd.data<T>();
+    const T* pw = ptr_or_null<T>(weight);
+    const int64_t Cg = C / G, M = Cg * S;
+    // Phase 1, per (n, c): sum dy and sum dy * (x - mean).
+    std::vector<double> sdy(N * C), sdyx(N * C);
+    parallel_for(N * C, grain_for(S), [&](int64_t r0, int64_t r1) {
+      for (int64_t nc = r0; nc < r1; ++nc) {
+        int64_t n = nc / C, g = (nc % C) / Cg;
+        double mu = static_cast<double>(pm[n * G + g]);
+        const T* xr = px + nc * S;
+        const T* dr = pdy + nc * S;
+        double a = 0, b = 0;
+        for (int64_t s = 0; s < S; ++s) {
+          double d = static_cast<double>(dr[s]);
+          a += d;
+          b += d * (static_cast<double>(xr[s]) - mu);
+        }
+        sdy[nc] = a;
+        sdyx[nc] = b;
+      }
+    });
+    // Parameter gradients: dweight[c] = sum_n rstd * sum dy (x - mean); dbias = sum dy.
+    T* pdw = mut_ptr_or_null<T>(dweight);
+    T* pdb = mut_ptr_or_null<T>(dbias);
+    for (int64_t c = 0; c < C && (pdw || pdb); ++c) {
+      double w = 0, b = 0;
+      for (int64_t n = 0; n < N; ++n) {
+        w += static_cast<double>(pr[n * G + c / Cg]) * sdyx[n * C + c];
+        b += sdy[n * C + c];
+      }
+      if (pdw) pdw[c] = static_cast<T>(w);
+      if (pdb) pdb[c] = static_cast<T>(b);
+    }
+    if (!dx.defined()) return;
+    // Phase 2, per (n, g): with xhat = (x - mean) r and dxhat = dy w,
+    //   dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
+    //      = r w dy + c2 (x - mean) + c3.
+    T* pdx = dx.data<T>();
+    const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
+    parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
+      for (int64_t ng = b0; ng < b1; ++ng) {
+        int64_t n = ng / G, g = ng % G;
+        double r = static_cast<double>(pr[ng]), mu = static_cast<double>(pm[ng]);
+        double sum_dxhat = 0, sum_dxhat_xc = 0;  // xc = x - mean
+        for (int64_t cc = 0; cc < Cg; ++cc) {
+          int64_t c = g * Cg + cc;
+          double w = pw ? static_cast<double>(pw[c]) : 1.0;
+          sum_dxhat += w * sdy[n * C + c];
+          sum_dxhat_xc += w * sdyx[n * C + c];
+        }
+        double c2 = -r * r * r * sum_dxhat_xc * inv_m;
+        double c3 = -r * sum_dxhat * inv_m;
+        for (int64_t cc = 0; cc < Cg; ++cc) {
+          int64_t c = g * Cg + cc;
+          double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
+          const T* xr = px + (n * C + c) * S;
+          const T* dr = pdy + (n * C + c) * S;
+          T* o = pdx + (n * C + c) * S;
+          const T t1 = static_cast<T>(c1), t2 = static_cast<T>(c2), tmu = static_cast<T>(mu),
+                  t3 = static_cast<T>(c3);
+          for (int64_t s = 0; s < S; ++s) o[s] = t1 * dr[s] + t2 * (xr[s] - tmu) + t3;
+        }
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------- BatchNorm
+
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
+                      int64_t S) {
+  dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* pm = mean.data<T>();
+    T* pv = var.data<T>();
+    const int64_t M = N * S;
+    parallel_for(C, grain_for(M), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double mu = 0, v = 0;
+        if (M > 0) {
+          double k = static_cast<double>(px[c * S]), s1 = 0, s2 = 0;
+          for (int64_t n = 0; n < N; ++n) shifted_moments(px + (n * C + c) * S, S, s1, s2, k);
+          double m1 = s1 / static_cast<double>(M);
+          mu = k + m1;
+          v = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
+        }
+        pm[c] = static_cast<T>(mu);
+        pv[c] = static_cast<T>(v);
+      }
+    });
+  });
+}
+
+void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S) {
+  dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pm = mean.data<T>();
+    const T* pr = rstd.data<T>();
+    const T* pw = ptr_or_null<T>(weight);
+    const T* pb = ptr_or_null<T>(bias);
+    T* py = y.data<T>();
+    parallel_for(N * C, grain_for(S), [&](int64_t r0, int64_t r1) {
+      for (int64_t nc = r0; nc < r1; ++nc) {
+        int64_t c = nc % C;
+        double a = static_cast<double>(pr[c]) * (pw ? static_cast<double>(pw[c]) : 1.0);
+        double sh = (pb ? static_cast<double>(pb[c]) : 0.0) - static_cast<double>(pm[c]) * a;
+        const T ta = static_cast<T>(a), tsh = static_cast<T>(sh);
+        const T* xr = px + nc * S;
+        T* yr = py + nc * S;
+        for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] * ta + tsh;
+      }
+    });
+  });
+}
+
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, bool training) {
+  dispatch_f32_f64(x.dtype(), "batch_norm backward", [&]<typename T>() {
+    const T* px = x.data<T>();
+    const T* pdy = dy.data<T>();
+    const T* pm = mean.data<T>();
+    const T* pr = rstd.data<T>();
+    const T* pw = ptr_or_null<T>(weight);
+    const int64_t M = N * S;
+    // Phase 1, per channel: sum dy and sum dy * (x - mean).
+    std::vector<double> sdy(C), sdyx(C);
+    parallel_for(C, grain_for(M), [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) {
+        double mu = static_cast<double>(pm[c]), a = 0, b = 0;
+        for (int64_t n = 0; n < N; ++n) {
+          const T* xr = px + (n * C + c) * S;
+          const T* dr = pdy + (n * C + c) * S;
+          for (int64_t s = 0; s < S; ++s) {
+            double d = static_cast<double>(dr[s]);
+            a += d;
+            b += d * (static_cast<double>(xr[s]) - mu);
+          }
+        }
+        sdy[c] = a;
+        sdyx[c] = b;
+      }
+    });
+    T* pdw = mut_ptr_or_null<T>(dweight);
+    T* pdb = mut_ptr_or_null<T>(dbias);
+    for (int64_t c = 0; c < C; ++c) {
+      if (pdw) pdw[c] = static_cast<T>(sdyx[c] * static_cast<double>(pr[c]));
+      if (pdb) pdb[c] = static_cast<T>(sdy[c]);
+    }
+    if (!dx.defined()) return;
+    // Phase 2, per (n, c) row. training: dx = w r (dy - mean(dy) - xc r^2 mean(dy xc));
+    // eval: the statistics are constants, dx = w r dy.
+    T* pdx = dx.data<T>();
+    const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
+    parallel_for(N * C, grain_for(S), [&](int64_t r0, int64_t r1) {
+      for (int64_t nc = r0; nc < r1; ++nc) {
+        int64_t c = nc % C;
+        double r = static_cast<double>(pr[c]);
+        double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
+        double c2 = training ? -c1 * r * r * sdyx[c] * inv_m : 0.0;
+        double c3 = training ? -c1 * sdy[c] * inv_m : 0.0;
+        const T t1 = static_cast<T>(c1), t2 = static_cast<T>(c2), t3 = static_cast<T>(c3),
+                tmu = pm[c];
+        const T* xr = px + nc * S;
+        const T* dr = pdy + nc * S;
+        T* o = pdx + nc * S;
+        for (int64_t s = 0; s < S; ++s) o[s] = t1 * dr[s] + t2 * (xr[s] - tmu) + t3;
+      }
+    });
+  });
+}
+
+// ---------------------------------------------------------------- softmax
+
+void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log) {
+  dispatch_f32_f64(x.dtype(), log ? "log_softmax" : "softmax", [&]<typename T>() {
+    const T* px = x.data<T>();
+    T* py = y.data<T>();
+    parallel_for(R * I, grain_for(L), [&](int64_t b0, int64_t b1) {
+      for (int64_t ri = b0; ri < b1; ++ri) {
+        int64_t r = ri / I, i = ri % I;
+        const T* xr = px + r * L * I + i;
+        T* yr = py + r * L * I + i;
+        T mx = -INFINITY;
+        for (int64_t l = 0; l < L; ++l) mx = std::max(mx, xr[l * I]);
+        if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
+        double sum = 0;
+        for (int64_t l = 0; l < L; ++l) sum += static_cast<double>(std::exp(xr[l * I] - mx));
+        if (log) {
+          const T lse = static_cast<T>(std::log(sum)) + mx;
+          for (int64_t l = 0; l < L; ++l) yr[l * I] = xr[l * I] - lse;
+        } else {
+          const T inv = static_cast<T>(1.0 / sum);
+          for (int64_t l = 0; l < L; ++l) yr[l * I] = std::exp(xr[l * I] - mx) * inv;
+        }
+      }
+    });
+  });
+}
+
+void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t R, int64_t L,
+                      int64_t I, bool log) {
+  dispatch_f32_f64(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&]<typename T>() {
+    const T* pdy = dy.data<T>();
+    const T* py = y.data<T>();
+    T* pdx = dx.data<T>();
+    parallel_for(R * I, grain_for(L), [&](int64_t b0, int64_t b1) {
+      for (int64_t ri = b0; ri < b1; ++ri) {
+        int64_t off = (ri / I) * L * I + ri % I;
+        const T* g = pdy + off;
+        const T* yr = py + off;
+        T* o = pdx + off;
+        double s = 0;
+        if (log) {
+          // dx = dy - softmax * sum(dy)
+          for (int64_t l = 0; l < L; ++l) s += static_cast<double>(g[l * I]);
+          const T ts = static_cast<T>(s);
+          for (int64_t l = 0; l < L; ++l) o[l * I] = g[l * I] - std::exp(yr[l * I]) * ts;
+        } else {
+          // dx = y (dy - sum(dy y))
+          for (int64_t l = 0; l < L; ++l)
+            s += static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
+          const T ts = static_cast<T>(s);
+          for (int64_t l = 0; l < L; ++l) o[l * I] = yr[l * I] * (g[l * I] - ts);
+        }
+      }
+    });
+  });
+}
+
+}  // namespace zt::cpu

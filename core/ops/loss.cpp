@@ -1,0 +1,154 @@
+// Softmax family (fused CPU kernels over any dim), cross-entropy with ignore_index,
+// mean-reduced MSE / L1 losses and inverted dropout.
+// Legend: N batch, C classes, * extra positions; (R, L, I) the view of a tensor as
+// rows before the softmax dim, the dim itself, and the elements after it.
+#include "core/ops/loss.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "core/cpu/norm.h"
+#include "core/ops.h"
+
+namespace zt {
+
+namespace {
+
+Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
+  const char* op = log ? "log_softmax" : "softmax";
+  ZT_CHECK(x.defined(), op, ": undefined input");
+  ZT_CHECK(x.device().is_cpu(), op, ": only CPU tensors are supported for now, got ",
+           x.device().str());
+  ZT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
+  if (x.dtype() == DType::bf16 || x.dtype() == DType::f16)
+    return softmax_impl(x.to(DType::f32), dim, log).to(x.dtype());
+  if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
+  dim = wrap_dim(dim, x.dim(), op);
+  int64_t R = 1, L = x.size(dim), I = 1;
+  for (int64_t d = 0; d < dim; ++d) R *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) I *= x.size(d);
+  Tensor xc = x.detach().contiguous();
+  Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  cpu::softmax_forward(y, xc, R, L, I, log);
+  if (autograd::needs_grad({x})) {
+    Tensor ys = y.detach();
+    autograd::record(op, {x}, {y}, [ys, R, L, I, log](const std::vector<Tensor>& g) {
+      Tensor dy = g[0].contiguous();
+      Tensor dx = Tensor::empty(ys.sizes(), ys.dtype(), ys.device());
+      cpu::softmax_backward(dx, dy, ys, R, L, I, log);
+      return std::vector<Tensor>{dx};
+    });
+  }
+  return y;
+}
+
+void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
+  ZT_CHECK(x.defined() && y.defined(), op, ": undefined input");
+  ZT_CHECK(x.sizes() == y.sizes(), op, ": input ", shape_str(x.sizes()), " and target ",
+           shape_str(y.sizes()), " must have the same shape");
+}
+
+}  // namespace
+
+Tensor softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(x, dim, false);
+}
+Tensor log_softmax(const Tensor& x, int64_t dim) {
+  return softmax_impl(x, dim, true);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
+  ZT_CHECK(logits.device().is_cpu(), "cross_entropy: only CPU tensors are supported for now, got ",
+           logits.device().str());
+  ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
+           shape_str(logits.sizes()));
+  ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
+           "cross_entropy: target must hold class indices (i64), got ", dtype_name(target.dtype()));
+  Shape want = logits.sizes();
+  want.erase(want.begin() + 1);
+  ZT_CHECK(target.sizes() == want, "cross_entropy: target shape ", shape_str(target.sizes()),
+           " does not match logits ", shape_str(logits.sizes()), " (expected ", shape_str(want),
+           ")");
+  const int64_t C = logits.size(1);
+  // Class dim last: (P, C) with P = N * prod(*) positions.
+  std::vector<int64_t> perm{0};
+  for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
+  perm.push_back(1);
+  Tensor lsm;
+  {
+    autograd::NoGradGuard ng;
+    lsm = log_softmax(logits.detach().permute(perm).reshape({-1, C}).to(DType::f64), 1);
+  }
+  Tensor tgt = target.to(DType::i64).contiguous().reshape({-1});
+  const int64_t P = tgt.numel();
+  const int64_t* pt = tgt.data<int64_t>();
+  const double* pl = lsm.data<double>();
+  double total = 0;
+  int64_t count = 0;
+  for (int64_t p = 0; p < P; ++p) {
+    int64_t t = pt[p];
+    if (t == ignore_index) continue;
+    ZT_CHECK(t >= 0 && t < C, "cross_entropy: target ", t, " at position ", p,
+             " is out of range [0, ", C, ") (and is not ignore_index = ", ignore_index, ")");
+    total -= pl[p * C + t];
+    ++count;
+  }
+  // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
+  double loss =
+      count > 0 ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  Tensor out = full({}, loss, logits.dtype(), logits.device());
+  if (autograd::needs_grad({logits})) {
+    Shape ls = logits.sizes();
+    Shape permuted;
+    for (int64_t d : perm) permuted.push_back(ls[d]);
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+    DType dt = logits.dtype();
+    autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
+      // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
+      const int64_t* ti = tgt.data<int64_t>();
+      const double* lp = lsm.data<double>();
+      Tensor d = Tensor::empty({P, C}, DType::f64);
+      double* pd = d.data<double>();
+      double scale = count > 0 ? g[0].item() / static_cast<double>(count) : 0.0;
+      for (int64_t p = 0; p < P; ++p) {
+        int64_t t = ti[p];
+        double* row = pd + p * C;
+        if (t == ignore_index) {
+          std::fill(row, row + C, 0.0);
+          continue;
+        }
+        for (int64_t c = 0; c < C; ++c) row[c] = std::exp(lp[p * C + c]) * scale;
+        row[t] -= scale;
+      }
+      return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous().to(dt)};
+    });
+  }
+  return out;
+}
+
+Tensor mse_loss(const Tensor& x, const Tensor& y) {
+  check_same_shape("mse_loss", x, y);
+  Tensor d = sub(x, y);
+  return mean(mul(d, d));
+}
+
+Tensor l1_loss(const Tensor& x, const Tensor& y) {
+  check_same_shape("l1_loss", x, y);
+  return mean(abs(sub(x, y)));
+}
+
+Tensor dropout(const Tensor& x, double p, bool training, Generator& g) {
+  ZT_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
+  if (!training || p == 0.0) return x;
+  if (p == 1.0) return mul(x, 0.0);
+  // Keep element i when its uniform draw (stream position offset + i, f32 whatever
+  // x's dtype) is below 1 - p; kept values are scaled by 1 / (1 - p).
+  Tensor u = rand(x.sizes(), g, DType::f32, x.device());
+  Tensor mask = mul(lt(u, 1.0 - p).to(x.dtype()), 1.0 / (1.0 - p));
+  return mul(x, mask);
+}
+
+}  // namespace zt

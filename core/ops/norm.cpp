@@ -1,0 +1,194 @@
+// Normalization ops: argument checks, fused CPU kernels (core/cpu/norm.h) and their
+// autograd records. GroupNorm and BatchNorm have fused forward and backward kernels;
+// LayerNorm reuses the GroupNorm kernel (one group per row) and applies its
+// elementwise affine with broadcasting ops; RMSNorm is composed.
+// Legend: N batch, C channels, S spatial elements (product of *), G groups.
+// bf16/f16 inputs are normalized in f32 and cast back.
+#include "core/ops/norm.h"
+
+#include "core/autograd.h"
+#include "core/cpu/norm.h"
+#include "core/ops.h"
+#include "core/ops/dispatch.h"
+
+namespace zt {
+
+namespace {
+
+bool is_low_precision(DType t) {
+  return t == DType::bf16 || t == DType::f16;
+}
+
+Tensor to_f32(const Tensor& t) {
+  return t.defined() ? t.to(DType::f32) : t;
+}
+
+// x (N, C, *) -> N, C, S; checks the per-channel parameters.
+void channel_dims(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                  int64_t& N, int64_t& C, int64_t& S) {
+  ZT_CHECK(x.defined(), op, ": undefined input");
+  ZT_CHECK(x.dim() >= 2, op, ": expected input (N, C, *), got ", shape_str(x.sizes()));
+  ZT_CHECK(x.device().is_cpu(), op, ": only CPU tensors are supported for now, got ",
+           x.device().str());
+  detail::check_same(op, {x, weight, bias});
+  N = x.size(0);
+  C = x.size(1);
+  S = x.numel() / std::max<int64_t>(N * C, 1);
+  for (const Tensor* p : {&weight, &bias}) {
+    ZT_CHECK(!p->defined() || (p->dim() == 1 && p->size(0) == C), op, ": ",
+             p == &weight ? "weight" : "bias", " must have shape [", C,
+             "] (one per channel of input ", shape_str(x.sizes()), "), got ",
+             shape_str(p->sizes()));
+  }
+}
+
+bool wants_grad(const Tensor& t) {
+  return t.defined() && t.requires_grad();
+}
+
+}  // namespace
+
+Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
+                  double eps) {
+  int64_t N, C, S;
+  channel_dims("group_norm", x, weight, bias, N, C, S);
+  ZT_CHECK(groups > 0 && C % groups == 0, "group_norm: ", C, " channels cannot be split into ",
+           groups, " groups (groups must divide C)");
+  if (is_low_precision(x.dtype()))
+    return group_norm(x.to(DType::f32), groups, to_f32(weight), to_f32(bias), eps).to(x.dtype());
+  const int64_t G = groups;
+  Tensor xc = x.detach().contiguous();
+  Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  Tensor mean = Tensor::empty({N, G}, x.dtype(), x.device());
+  Tensor rstd = Tensor::empty({N, G}, x.dtype(), x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  cpu::group_norm_forward(y, mean, rstd, xc, w, b, N, C, S, G, eps);
+  if (autograd::needs_grad({x, weight, bias})) {
+    bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
+    // The weight itself is saved (not a view of it): a ZeRO engine may re-gather it
+    // into new storage before backward.
+    autograd::record("group_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
+      Tensor dy = g[0].contiguous();
+      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype()) : Tensor();
+      Tensor dw = gw ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor db = gb ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+      cpu::group_norm_backward(dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, G);
+      return std::vector<Tensor>{dx, dw, db};
+    });
+  }
+  return y;
+}
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, double momentum,
+                  double eps) {
+  int64_t N, C, S;
+  channel_dims("batch_norm", x, weight, bias, N, C, S);
+  ZT_CHECK(running_mean.defined() == running_var.defined(),
+           "batch_norm: pass both running_mean and running_var, or neither");
+  for (const Tensor* p : {&running_mean, &running_var}) {
+    ZT_CHECK(
+        !p->defined() || (p->numel() == C && is_floating(p->dtype()) && p->device() == x.device()),
+        "batch_norm: running statistics must be floating tensors of shape [", C, "] on ",
+        x.device().str(), ", got ", p->str());
+  }
+  ZT_CHECK(training || running_mean.defined(),
+           "batch_norm: evaluation mode needs running_mean and running_var "
+           "(or call it with training = true to use batch statistics)");
+  if (is_low_precision(x.dtype())) {
+    return batch_norm(x.to(DType::f32), running_mean, running_var, to_f32(weight), to_f32(bias),
+                      training, momentum, eps)
+        .to(x.dtype());
+  }
+  const int64_t M = N * S;
+  Tensor xc = x.detach().contiguous();
+  Tensor mean, rstd;
+  {
+    autograd::NoGradGuard ng;  // statistics and running-stat updates are not recorded
+    if (training) {
+      ZT_CHECK(M > 1,
+               "batch_norm: expected more than 1 value per channel when training, got "
+               "input ",
+               shape_str(x.sizes()));
+      mean = Tensor::empty({C}, x.dtype());
+      Tensor var = Tensor::empty({C}, x.dtype());
+      cpu::batch_norm_stats(mean, var, xc, N, C, S);
+      rstd = rsqrt(add(var, eps));
+      if (running_mean.defined()) {
+        // r = (1 - momentum) r + momentum * stat; the variance enters unbiased.
+        double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
+        Tensor rm = running_mean.detach(), rv = running_var.detach();
+        Tensor new_m =
+            add_scaled(mul(rm, 1.0 - momentum), mean.to(rm.dtype()).reshape(rm.sizes()), momentum);
+        Tensor new_v = add_scaled(mul(rv, 1.0 - momentum), var.to(rv.dtype()).reshape(rv.sizes()),
+                                  momentum * unbias);
+        rm.copy_(new_m);
+        rv.copy_(new_v);
+      }
+    } else {
+      mean = running_mean.detach().reshape({C}).to(x.dtype()).contiguous();
+      rstd = rsqrt(add(running_var.detach().reshape({C}).to(x.dtype()), eps)).contiguous();
+    }
+  }
+  Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  cpu::batch_norm_forward(y, xc, mean, rstd, w, b, N, C, S);
+  if (autograd::needs_grad({x, weight, bias})) {
+    bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
+    autograd::record("batch_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
+      Tensor dy = g[0].contiguous();
+      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype()) : Tensor();
+      Tensor dw = gw ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor db = gb ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+      cpu::batch_norm_backward(dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, training);
+      return std::vector<Tensor>{dx, dw, db};
+    });
+  }
+  return y;
+}
+
+namespace {
+// Number of leading rows when the trailing dims of x are `normalized_shape`.
+int64_t norm_rows(const char* op, const Tensor& x, const Shape& normalized_shape,
+                  const Tensor& weight, const Tensor& bias) {
+  ZT_CHECK(x.defined(), op, ": undefined input");
+  int64_t k = static_cast<int64_t>(normalized_shape.size());
+  ZT_CHECK(
+      k >= 1 && x.dim() >= k && Shape(x.sizes().end() - k, x.sizes().end()) == normalized_shape, op,
+      ": normalized_shape ", shape_str(normalized_shape), " must match the trailing dims of input ",
+      shape_str(x.sizes()));
+  for (const Tensor* p : {&weight, &bias}) {
+    ZT_CHECK(!p->defined() || p->sizes() == normalized_shape, op, ": ",
+             p == &weight ? "weight" : "bias", " must have shape ", shape_str(normalized_shape),
+             ", got ", shape_str(p->sizes()));
+  }
+  detail::check_same(op, {x, weight, bias});
+  return x.numel() / std::max<int64_t>(shape_numel(normalized_shape), 1);
+}
+}  // namespace
+
+Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
+                  const Tensor& bias, double eps) {
+  int64_t rows = norm_rows("layer_norm", x, normalized_shape, weight, bias);
+  int64_t d = shape_numel(normalized_shape);
+  // One group per row: (rows, 1, D) through the fused GroupNorm kernel.
+  Tensor y = group_norm(x.reshape({rows, 1, d}), 1, Tensor(), Tensor(), eps).reshape(x.sizes());
+  if (weight.defined()) y = mul(y, weight);
+  if (bias.defined()) y = add(y, bias);
+  return y;
+}
+
+Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
+  norm_rows("rms_norm", x, normalized_shape, weight, Tensor());
+  std::vector<int64_t> dims;
+  for (int64_t i = 0; i < static_cast<int64_t>(normalized_shape.size()); ++i)
+    dims.push_back(x.dim() - 1 - i);
+  Tensor y = mul(x, rsqrt(add(mean(mul(x, x), dims, true), eps)));
+  return weight.defined() ? mul(y, weight) : y;
+}
+
+}  // namespace zt
