@@ -1,0 +1,198 @@
+// CUDA caching allocator (see allocator.h) and the synchronous host <-> device copies.
+// The copies live here because Tensor's cross-device copy_ calls them: every program
+// that can move a tensor to the GPU therefore links this file, and with it the static
+// registration of the allocator (a static library drops unreferenced object files).
+#include "core/cuda/allocator.h"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "core/error.h"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr size_t kSmallLimit = size_t{1} << 20;  // below this, 512-byte granules
+constexpr size_t kGranule = 512;
+
+struct Block {
+  size_t size;
+  int device;
+  cudaStream_t stream;
+};
+
+using PoolKey = std::pair<int, cudaStream_t>;
+using FreeList = std::map<size_t, std::vector<void*>>;  // size class -> blocks
+
+struct State {
+  mutable std::mutex mu;
+  std::map<PoolKey, FreeList> pools;
+  std::unordered_map<void*, Block> live;
+  int64_t cached = 0;
+  int64_t allocated = 0;
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: tensors may be freed during exit
+  return *s;
+}
+
+// Frees the cached blocks of one device (all devices when device < 0). Caller holds mu.
+void release_cached(State& s, int device) {
+  std::vector<int> synced;
+  for (auto it = s.pools.begin(); it != s.pools.end();) {
+    int dev = it->first.first;
+    if (device >= 0 && dev != device) {
+      ++it;
+      continue;
+    }
+    DeviceGuard g(dev);
+    bool seen = false;
+    for (int d : synced) seen |= d == dev;
+    if (!seen) {
+      // Work queued before the blocks were returned may still use them.
+      CUDA_CHECK(cudaDeviceSynchronize());
+      synced.push_back(dev);
+    }
+    for (auto& [size, blocks] : it->second) {
+      for (void* p : blocks) {
+        CUDA_CHECK(cudaFree(p));
+        s.cached -= static_cast<int64_t>(size);
+      }
+    }
+    it = s.pools.erase(it);
+  }
+}
+
+struct Registrar {
+  Registrar() { register_allocator(DeviceType::CUDA, &caching_allocator()); }
+};
+Registrar g_registrar;
+
+// The device that owns a device pointer.
+int device_of(const void* p) {
+  cudaPointerAttributes attr{};
+  CUDA_CHECK(cudaPointerGetAttributes(&attr, p));
+  ZT_CHECK(attr.type == cudaMemoryTypeDevice || attr.type == cudaMemoryTypeManaged,
+           "expected a GPU pointer for a host <-> device copy");
+  return attr.device;
+}
+
+}  // namespace
+
+size_t CachingAllocator::round_size(size_t bytes) {
+  if (bytes < kSmallLimit) return std::max(kGranule, (bytes + kGranule - 1) / kGranule * kGranule);
+  size_t p = size_t{1} << (63 - __builtin_clzll(bytes));  // largest power of two <= bytes
+  size_t step = p / 4;
+  return (bytes + step - 1) / step * step;
+}
+
+void* CachingAllocator::allocate(size_t bytes, Device d) {
+  ZT_CHECK(d.is_cuda(), "CUDA allocator asked for ", d.str(), " memory");
+  State& s = state();
+  size_t size = round_size(bytes);
+  cudaStream_t stream = current_stream(d.index);
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    auto pool = s.pools.find({d.index, stream});
+    if (pool != s.pools.end()) {
+      auto it = pool->second.find(size);
+      if (it != pool->second.end() && !it->second.empty()) {
+        void* p = it->second.back();
+        it->second.pop_back();
+        s.cached -= static_cast<int64_t>(size);
+        s.allocated += static_cast<int64_t>(size);
+        s.live.emplace(p, Block{size, d.index, stream});
+        return p;
+      }
+    }
+  }
+  DeviceGuard g(d.index);
+  void* p = nullptr;
+  cudaError_t st = cudaMalloc(&p, size);
+  if (st == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    std::lock_guard<std::mutex> lock(s.mu);
+    release_cached(s, d.index);
+    st = cudaMalloc(&p, size);
+  }
+  if (st == cudaErrorMemoryAllocation) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    ZT_FAIL("out of GPU memory on ", d.str(), ": asked for ", bytes, " bytes (", size,
+            " rounded); ", free_b, " of ", total_b, " bytes free, ", allocated_bytes(),
+            " held by zt tensors. HINT: lower the batch size, or check memory_stats() for "
+            "the tag that grows");
+  }
+  CUDA_CHECK(st);
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.allocated += static_cast<int64_t>(size);
+  s.live.emplace(p, Block{size, d.index, stream});
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p, size_t, Device) {
+  if (p == nullptr) return;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  auto it = s.live.find(p);
+  ZT_CHECK(it != s.live.end(), "CUDA allocator: freeing a pointer it did not allocate");
+  Block b = it->second;
+  s.live.erase(it);
+  s.pools[{b.device, b.stream}][b.size].push_back(p);
+  s.allocated -= static_cast<int64_t>(b.size);
+  s.cached += static_cast<int64_t>(b.size);
+}
+
+int64_t CachingAllocator::cached_bytes() const {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.cached;
+}
+
+int64_t CachingAllocator::allocated_bytes() const {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  return s.allocated;
+}
+
+void CachingAllocator::empty_cache() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  release_cached(s, -1);
+}
+
+CachingAllocator& caching_allocator() {
+  static CachingAllocator* a = new CachingAllocator();  // outlives every tensor
+  return *a;
+}
+
+// Synchronous copies, ordered after the work already queued on the current stream.
+void memcpy_h2d(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  int dev = device_of(dst);
+  DeviceGuard g(dev);
+  cudaStream_t s = current_stream(dev);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+void memcpy_d2h(void* dst, const void* src, size_t bytes) {
+  if (bytes == 0) return;
+  int dev = device_of(src);
+  DeviceGuard g(dev);
+  cudaStream_t s = current_stream(dev);
+  CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
+  CUDA_CHECK(cudaStreamSynchronize(s));
+}
+
+}  // namespace zt::cuda

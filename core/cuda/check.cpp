@@ -1,0 +1,96 @@
+// Error messages for CUDA_CHECK, CUBLAS_CHECK and CUDNN_CHECK: the failed call, the
+// library's description of the status, and a hint for the common causes.
+#include "core/cuda/check.h"
+
+#include <cublas_api.h>
+#include <cudnn.h>
+
+#include <string>
+
+#include "core/error.h"
+
+namespace zt::cuda::detail {
+
+namespace {
+const char* cuda_hint(cudaError_t s) {
+  switch (s) {
+    case cudaErrorMemoryAllocation:
+      return "out of GPU memory: lower the batch size or activation memory, or release "
+             "cached blocks with allocator_for(DeviceType::CUDA)->empty_cache()";
+    case cudaErrorNoDevice:
+    case cudaErrorInvalidDevice:
+      return "no such GPU: check nvidia-smi and CUDA_VISIBLE_DEVICES, and use "
+             "zt::cuda_available() before touching the GPU";
+    case cudaErrorInsufficientDriver:
+      return "the NVIDIA driver is missing or older than the CUDA runtime zt was built "
+             "with: update the driver";
+    case cudaErrorNoKernelImageForDevice:
+    case cudaErrorUnsupportedPtxVersion:
+      return "zt was not compiled for this GPU: reconfigure with "
+             "-DCMAKE_CUDA_ARCHITECTURES=<your compute capability, e.g. 90>";
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+      return "a kernel touched invalid memory (errors are reported asynchronously, maybe by "
+             "a later call): rerun with CUDA_LAUNCH_BLOCKING=1 or compute-sanitizer";
+    case cudaErrorPeerAccessUnsupported:
+      return "the GPUs cannot access each other directly: copy through the host";
+    default:
+      return "rerun with CUDA_LAUNCH_BLOCKING=1 to find the failing call";
+  }
+}
+
+const char* cublas_hint(int s) {
+  switch (s) {
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "cuBLAS could not start: is a GPU visible and the driver loaded?";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "cuBLAS ran out of GPU memory for its workspace: free memory or empty the cache";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "bad GEMM arguments (sizes, leading dimensions, or an unsupported dtype mix)";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "this GPU lacks a feature the call needs (bf16 needs compute capability 8.0+)";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "this combination of types, layouts and compute mode is not supported";
+    default:
+      return "rerun with CUDA_LAUNCH_BLOCKING=1 to find the failing call";
+  }
+}
+
+const char* cudnn_hint(int s) {
+  switch (s) {
+    case CUDNN_STATUS_NOT_INITIALIZED:
+      return "cuDNN could not start: is a GPU visible and the driver loaded?";
+    case CUDNN_STATUS_BAD_PARAM:
+      return "bad tensor or convolution descriptor (shapes, strides, dtype)";
+    case CUDNN_STATUS_NOT_SUPPORTED:
+      return "no cuDNN engine supports this configuration; try another dtype or layout";
+    default:
+      return "set CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr for cuDNN's own log";
+  }
+}
+}  // namespace
+
+void throw_cuda_error(cudaError_t status, const char* call, const char* file, int line) {
+  cudaGetLastError();  // clear a non-sticky error so the process can go on
+  ::zt::detail::throw_error(
+      file, line,
+      ::zt::detail::cat("CUDA error ", cudaGetErrorName(status), " (", cudaGetErrorString(status),
+                        ") in ", call, ". HINT: ", cuda_hint(status)));
+}
+
+void throw_cublas_error(int status, const char* call, const char* file, int line) {
+  ::zt::detail::throw_error(
+      file, line,
+      ::zt::detail::cat("cuBLAS error ", cublasGetStatusName(static_cast<cublasStatus_t>(status)),
+                        " (", cublasGetStatusString(static_cast<cublasStatus_t>(status)), ") in ",
+                        call, ". HINT: ", cublas_hint(status)));
+}
+
+void throw_cudnn_error(int status, const char* call, const char* file, int line) {
+  ::zt::detail::throw_error(
+      file, line,
+      ::zt::detail::cat("cuDNN error ", cudnnGetErrorString(static_cast<cudnnStatus_t>(status)),
+                        " (", status, ") in ", call, ". HINT: ", cudnn_hint(status)));
+}
+
+}  // namespace zt::cuda::detail

@@ -1,0 +1,41 @@
+// Status-code checks for the CUDA runtime, cuBLAS and cuDNN. Each macro turns a failed
+// status into zt::Error("file:line: ...") naming the call, the library's own message and
+// a HINT on what to do about it. cuBLAS and cuDNN statuses are passed as integers so
+// that this header needs only the CUDA runtime.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace zt::cuda::detail {
+[[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file,
+                                   int line);
+[[noreturn]] void throw_cublas_error(int status, const char* call, const char* file, int line);
+[[noreturn]] void throw_cudnn_error(int status, const char* call, const char* file, int line);
+}  // namespace zt::cuda::detail
+
+/// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
+#define CUDA_CHECK(call)                                                           \
+  do {                                                                             \
+    cudaError_t zt_status_ = (call);                                               \
+    if (zt_status_ != cudaSuccess)                                                 \
+      ::zt::cuda::detail::throw_cuda_error(zt_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// Throws zt::Error unless the cuBLAS / cuBLASLt call returns CUBLAS_STATUS_SUCCESS.
+#define CUBLAS_CHECK(call)                                                           \
+  do {                                                                               \
+    int zt_status_ = static_cast<int>(call);                                         \
+    if (zt_status_ != 0)                                                             \
+      ::zt::cuda::detail::throw_cublas_error(zt_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// Throws zt::Error unless the cuDNN call returns CUDNN_STATUS_SUCCESS.
+#define CUDNN_CHECK(call)                                                           \
+  do {                                                                              \
+    int zt_status_ = static_cast<int>(call);                                        \
+    if (zt_status_ != 0)                                                            \
+      ::zt::cuda::detail::throw_cudnn_error(zt_status_, #call, __FILE__, __LINE__); \
+  } while (0)
+
+/// Checks the launch of the kernel just issued (bad configuration, missing sm_90 code).
+#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())

@@ -1,0 +1,463 @@
+// CUDA elementwise kernels: unary, binary (incl. backward helpers and comparisons),
+// axpy, where, copy, fill and row sums. The CPU kernels of the same names
+// (core/cpu/elementwise.cpp) are the specification: same formulas, same accumulation
+// types (float for 16-bit types, double for f64; double for sums), same conversions.
+#include <cstring>
+
+#include "core/cuda/loops.cuh"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+// ---------------------------------------------------------------- math (float/double)
+
+__device__ __forceinline__ float d_exp(float x) {
+  return expf(x);
+}
+__device__ __forceinline__ double d_exp(double x) {
+  return exp(x);
+}
+__device__ __forceinline__ float d_log(float x) {
+  return logf(x);
+}
+__device__ __forceinline__ double d_log(double x) {
+  return log(x);
+}
+__device__ __forceinline__ float d_sqrt(float x) {
+  return sqrtf(x);
+}
+__device__ __forceinline__ double d_sqrt(double x) {
+  return sqrt(x);
+}
+__device__ __forceinline__ float d_abs(float x) {
+  return fabsf(x);
+}
+__device__ __forceinline__ double d_abs(double x) {
+  return fabs(x);
+}
+__device__ __forceinline__ float d_tanh(float x) {
+  return tanhf(x);
+}
+__device__ __forceinline__ double d_tanh(double x) {
+  return tanh(x);
+}
+__device__ __forceinline__ float d_erf(float x) {
+  return erff(x);
+}
+__device__ __forceinline__ double d_erf(double x) {
+  return erf(x);
+}
+__device__ __forceinline__ float d_pow(float x, float p) {
+  return powf(x, p);
+}
+__device__ __forceinline__ double d_pow(double x, double p) {
+  return pow(x, p);
+}
+
+template <typename A>
+__device__ A sigmoid(A x) {
+  return A(1) / (A(1) + d_exp(-x));
+}
+
+template <typename A>
+__device__ A apply_unary(UnaryOp op, A x, A p0, A p1) {
+  switch (op) {
+    case UnaryOp::kNeg:
+      return -x;
+    case UnaryOp::kExp:
+      return d_exp(x);
+    case UnaryOp::kLog:
+      return d_log(x);
+    case UnaryOp::kSqrt:
+      return d_sqrt(x);
+    case UnaryOp::kRsqrt:
+      return A(1) / d_sqrt(x);
+    case UnaryOp::kAbs:
+      return d_abs(x);
+    case UnaryOp::kRelu:
+      return x > A(0) ? x : A(0);
+    case UnaryOp::kSilu:
+      return x * sigmoid(x);
+    case UnaryOp::kSigmoid:
+      return sigmoid(x);
+    case UnaryOp::kTanh:
+      return d_tanh(x);
+    case UnaryOp::kGelu:
+      return A(0.5) * x * (A(1) + d_erf(x * A(0.70710678118654752440)));
+    case UnaryOp::kGeluTanh: {
+      const A k = A(0.79788456080286535588);  // sqrt(2/pi)
+      return A(0.5) * x * (A(1) + d_tanh(k * (x + A(0.044715) * x * x * x)));
+    }
+    case UnaryOp::kPow:
+      return p0 == A(2) ? x * x : d_pow(x, p0);
+    case UnaryOp::kClamp:
+      return x < p0 ? p0 : (x > p1 ? p1 : x);
+    case UnaryOp::kAffine:
+      return x * p0 + p1;
+    case UnaryOp::kSign:
+      return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
+  }
+  return x;
+}
+
+template <typename A>
+__device__ A apply_binary(BinaryOp op, A a, A b) {
+  switch (op) {
+    case BinaryOp::kAdd:
+      return a + b;
+    case BinaryOp::kSub:
+      return a - b;
+    case BinaryOp::kMul:
+      return a * b;
+    case BinaryOp::kDiv:
+      return a / b;
+    case BinaryOp::kReluGrad:
+      return b > A(0) ? a : A(0);
+    case BinaryOp::kSiluGrad: {
+      A s = sigmoid(b);
+      return a * s * (A(1) + b * (A(1) - s));
+    }
+    case BinaryOp::kSigmoidGrad:
+      return a * b * (A(1) - b);
+    case BinaryOp::kTanhGrad:
+      return a * (A(1) - b * b);
+    case BinaryOp::kGeluGrad: {
+      A cdf = A(0.5) * (A(1) + d_erf(b * A(0.70710678118654752440)));
+      A pdf = d_exp(A(-0.5) * b * b) * A(0.39894228040143267794);
+      return a * (cdf + b * pdf);
+    }
+    case BinaryOp::kGeluTanhGrad: {
+      const A k = A(0.79788456080286535588);
+      A u = k * (b + A(0.044715) * b * b * b);
+      A t = d_tanh(u);
+      A du = k * (A(1) + A(3) * A(0.044715) * b * b);
+      return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * du);
+    }
+    default:
+      return a;  // comparisons are handled by CompareFn
+  }
+}
+
+template <typename A>
+__device__ bool apply_compare(BinaryOp op, A a, A b) {
+  switch (op) {
+    case BinaryOp::kEq:
+      return a == b;
+    case BinaryOp::kNe:
+      return a != b;
+    case BinaryOp::kLt:
+      return a < b;
+    case BinaryOp::kLe:
+      return a <= b;
+    case BinaryOp::kGt:
+      return a > b;
+    case BinaryOp::kGe:
+      return a >= b;
+    default:
+      return false;
+  }
+}
+
+bool is_compare(BinaryOp op) {
+  return op >= BinaryOp::kEq && op <= BinaryOp::kGe;
+}
+
+// ---------------------------------------------------------------- functors
+
+template <typename T>
+struct UnaryFn {
+  UnaryOp op;
+  T* out;
+  const T* in;
+  acc<T> p0, p1;
+  __device__ void operator()(const int64_t (&off)[2]) const {
+    out[off[0]] = convert<T>(apply_unary(op, convert<acc<T>>(in[off[1]]), p0, p1));
+  }
+};
+
+template <typename T>
+struct BinaryFn {
+  BinaryOp op;
+  T* out;
+  const T* a;
+  const T* b;
+  __device__ void operator()(const int64_t (&off)[3]) const {
+    using A = acc<T>;
+    out[off[0]] = convert<T>(apply_binary(op, convert<A>(a[off[1]]), convert<A>(b[off[2]])));
+  }
+};
+
+template <typename T>
+struct CompareFn {
+  BinaryOp op;
+  bool* out;
+  const T* a;
+  const T* b;
+  __device__ void operator()(const int64_t (&off)[3]) const {
+    using A = acc<T>;
+    out[off[0]] = apply_compare(op, convert<A>(a[off[1]]), convert<A>(b[off[2]]));
+  }
+};
+
+template <typename T>
+struct AxpyFn {
+  T* out;
+  const T* a;
+  const T* b;
+  acc<T> alpha;
+  __device__ void operator()(const int64_t (&off)[3]) const {
+    using A = acc<T>;
+    out[off[0]] = convert<T>(convert<A>(a[off[1]]) + alpha * convert<A>(b[off[2]]));
+  }
+};
+
+template <typename T>
+struct WhereFn {
+  T* out;
+  const bool* cond;
+  const T* a;
+  const T* b;
+  __device__ void operator()(const int64_t (&off)[4]) const {
+    out[off[0]] = cond[off[1]] ? a[off[2]] : b[off[3]];
+  }
+};
+
+template <typename D, typename S>
+struct CopyFn {
+  D* out;
+  const S* in;
+  __device__ void operator()(const int64_t (&off)[2]) const {
+    out[off[0]] = convert<D>(in[off[1]]);
+  }
+};
+
+template <typename T>
+struct FillFn {
+  T* out;
+  T value;
+  __device__ void operator()(const int64_t (&off)[1]) const { out[off[0]] = value; }
+};
+
+// The value cpu::fill writes, as the device type's bits.
+template <typename T>
+T fill_value(double v) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>) {
+    using Host = std::conditional_t<std::is_same_v<T, __half>, f16, bf16>;
+    Host h(static_cast<float>(v));
+    T t;
+    std::memcpy(&t, &h, sizeof(T));
+    return t;
+  } else {
+    return static_cast<T>(v);
+  }
+}
+
+// ---------------------------------------------------------------- row sums
+// Fixed reduction trees, so results are bitwise reproducible run to run.
+
+constexpr int64_t kWarpRowMax = 1024;  // rows up to this long: one warp per row
+constexpr int64_t kChunk = 65536;      // longer rows: one block per chunk of this size
+constexpr int kWarpsPerBlock = kThreads / 32;
+
+__device__ __forceinline__ double warp_sum(double s) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
+  return s;
+}
+
+// One warp per row of `in` (rows, inner); lane 0 writes the row's sum.
+template <typename In, typename Out>
+__global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64_t inner) {
+  int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + threadIdx.x / 32;
+  int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  const In* p = in + row * inner;
+  double s = 0;
+  for (int64_t i = lane; i < inner; i += 32) s += convert<double>(p[i]);
+  s = warp_sum(s);
+  if (lane == 0) out[row] = convert<Out>(static_cast<acc<Out>>(s));
+}
+
+// Block (r, c) sums chunk c of row r; writes out[r] directly when there is one chunk,
+// else partial[r * chunks + c].
+template <typename T>
+__global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int64_t inner,
+                                      int64_t chunks) {
+  __shared__ double warp_sums[kWarpsPerBlock];
+  int64_t row = blockIdx.x, c = blockIdx.y;
+  int64_t lo = c * kChunk, hi = min(inner, lo + kChunk);
+  const T* p = in + row * inner;
+  double s = 0;
+  for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) s += convert<double>(p[i]);
+  s = warp_sum(s);
+  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    s = threadIdx.x < kWarpsPerBlock ? warp_sums[threadIdx.x] : 0.0;
+    s = warp_sum(s);
+    if (threadIdx.x == 0) {
+      if (chunks == 1) {
+        out[row] = convert<T>(static_cast<acc<T>>(s));
+      } else {
+        partial[row * chunks + c] = s;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1) {
+  check_device("unary op", out.device(), {in});
+  dispatch_device_floating(in.dtype(), "unary op", [&]<typename T>() {
+    UnaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
+                 static_cast<acc<T>>(p0), static_cast<acc<T>>(p1)};
+    launch_elementwise<2>(out.device().index, out.sizes(), {&out.strides(), &in.strides()}, f);
+  });
+}
+
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
+  check_device("binary op", out.device(), {a, b});
+  std::array<const Shape*, 3> st{&out.strides(), &a.strides(), &b.strides()};
+  int dev = out.device().index;
+  if (is_compare(op)) {
+    ZT_CHECK(out.dtype() == DType::b8, "comparison output must be bool");
+    dispatch_device(a.dtype(), [&]<typename T>() {
+      CompareFn<T> f{op, static_cast<bool*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
+                     static_cast<const T*>(b.data_ptr())};
+      launch_elementwise<3>(dev, out.sizes(), st, f);
+    });
+    return;
+  }
+  dispatch_device_floating(a.dtype(), "binary op", [&]<typename T>() {
+    BinaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
+                  static_cast<const T*>(b.data_ptr())};
+    launch_elementwise<3>(dev, out.sizes(), st, f);
+  });
+}
+
+void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
+  check_device("axpy", out.device(), {a, b});
+  dispatch_device_floating(out.dtype(), "axpy", [&]<typename T>() {
+    AxpyFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
+                static_cast<const T*>(b.data_ptr()), static_cast<acc<T>>(alpha)};
+    launch_elementwise<3>(out.device().index, out.sizes(),
+                          {&out.strides(), &a.strides(), &b.strides()}, f);
+  });
+}
+
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b) {
+  check_device("where", out.device(), {cond, a, b});
+  ZT_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ",
+           dtype_name(cond.dtype()));
+  dispatch_device(out.dtype(), [&]<typename T>() {
+    WhereFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const bool*>(cond.data_ptr()),
+                 static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
+    launch_elementwise<4>(out.device().index, out.sizes(),
+                          {&out.strides(), &cond.strides(), &a.strides(), &b.strides()}, f);
+  });
+}
+
+void copy(const Tensor& dst, const Tensor& src) {
+  ZT_CHECK(dst.sizes() == src.sizes(), "copy: shapes ", shape_str(dst.sizes()), " and ",
+           shape_str(src.sizes()), " differ");
+  if (dst.numel() == 0) return;
+  int dev = dst.device().index;
+  if (src.device() != dst.device()) {
+    // Another GPU: bring a contiguous copy over (peer copy, staged by the driver when the
+    // GPUs cannot reach each other), then convert and scatter locally.
+    Tensor s = src.is_contiguous() ? src : Tensor::empty(src.sizes(), src.dtype(), src.device());
+    if (!s.same(src)) copy(s, src);
+    Tensor local = Tensor::empty(src.sizes(), src.dtype(), dst.device());
+    {
+      DeviceGuard g(src.device().index);
+      CUDA_CHECK(cudaStreamSynchronize(current_stream(src.device().index)));
+    }
+    DeviceGuard g(dev);
+    CUDA_CHECK(cudaMemcpyPeerAsync(local.data_ptr(), dev, s.data_ptr(), src.device().index,
+                                   s.numel() * dtype_size(s.dtype()), current_stream(dev)));
+    copy(dst, local);
+    return;
+  }
+  if (dst.dtype() == src.dtype() && dst.is_contiguous() && src.is_contiguous()) {
+    DeviceGuard g(dev);
+    CUDA_CHECK(cudaMemcpyAsync(dst.data_ptr(), src.data_ptr(),
+                               dst.numel() * dtype_size(dst.dtype()), cudaMemcpyDeviceToDevice,
+                               current_stream(dev)));
+    return;
+  }
+  dispatch_device(dst.dtype(), [&]<typename D>() {
+    dispatch_device(src.dtype(), [&]<typename S>() {
+      CopyFn<D, S> f{static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr())};
+      launch_elementwise<2>(dev, dst.sizes(), {&dst.strides(), &src.strides()}, f);
+    });
+  });
+}
+
+void fill(const Tensor& dst, double value) {
+  if (dst.numel() == 0) return;
+  int dev = dst.device().index;
+  dispatch_device(dst.dtype(), [&]<typename T>() {
+    T v = fill_value<T>(value);
+    unsigned char bytes[sizeof(T)];
+    std::memcpy(bytes, &v, sizeof(T));
+    bool zero = true;
+    for (unsigned char c : bytes) zero &= c == 0;
+    if (zero && dst.is_contiguous()) {
+      DeviceGuard g(dev);
+      CUDA_CHECK(cudaMemsetAsync(dst.data_ptr(), 0, dst.numel() * sizeof(T), current_stream(dev)));
+      return;
+    }
+    launch_elementwise<1>(dev, dst.sizes(), {&dst.strides()},
+                          FillFn<T>{static_cast<T*>(dst.data_ptr()), v});
+  });
+}
+
+void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) {
+  check_device("sum", out.device(), {in});
+  ZT_CHECK(in.is_contiguous() && out.is_contiguous(), "sum_rows: expects contiguous tensors");
+  if (rows == 0) return;
+  if (inner == 0) {
+    fill(out, 0.0);
+    return;
+  }
+  int dev = out.device().index;
+  dispatch_device_floating(in.dtype(), "sum", [&]<typename T>() {
+    DeviceGuard g(dev);
+    cudaStream_t stream = current_stream(dev);
+    const T* x = static_cast<const T*>(in.data_ptr());
+    T* o = static_cast<T*>(out.data_ptr());
+    if (inner <= kWarpRowMax) {
+      int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+      sum_rows_warp_kernel<T, T>
+          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, o, rows, inner);
+      CUDA_CHECK_LAUNCH();
+      return;
+    }
+    // Long rows: fixed-size chunks (independent of the GPU model), then a second pass
+    // over the per-chunk partial sums in double.
+    int64_t chunks = (inner + kChunk - 1) / kChunk;
+    ZT_CHECK(chunks <= 65535, "sum: rows of ", inner, " elements are too long for one pass");
+    Tensor partial;
+    double* pp = nullptr;
+    if (chunks > 1) {
+      partial = Tensor::empty({rows, chunks}, DType::f64, out.device());
+      pp = static_cast<double*>(partial.data_ptr());
+    }
+    dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
+    sum_rows_chunk_kernel<T><<<grid, kThreads, 0, stream>>>(x, o, pp, inner, chunks);
+    CUDA_CHECK_LAUNCH();
+    if (chunks > 1) {
+      int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
+      sum_rows_warp_kernel<double, T>
+          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(pp, o, rows, chunks);
+      CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace zt::cuda

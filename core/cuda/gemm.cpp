@@ -1,0 +1,110 @@
+// cuda::gemm through cuBLAS. zt is row-major and cuBLAS column-major: a row-major
+// (m, n) matrix is the column-major (n, m) one with the same leading dimension, so
+//   C = op(A) op(B)   (row-major)   <=>   C^T = op(B)^T op(A)^T   (column-major),
+// i.e. the same call with the operands (and m, n) swapped. f32 uses exact fp32 math
+// unless TF32 is allowed; bf16/f16 multiply on tensor cores with fp32 accumulation.
+#include "core/cuda/gemm.h"
+
+#include <array>
+#include <atomic>
+#include <limits>
+#include <memory>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+std::atomic<bool> g_allow_tf32{false};
+
+// An owned cuBLAS handle for one device.
+class CublasHandle {
+ public:
+  explicit CublasHandle(int device) {
+    DeviceGuard g(device);
+    CUBLAS_CHECK(cublasCreate(&handle_));
+  }
+  ~CublasHandle() { cublasDestroy(handle_); }
+  CublasHandle(const CublasHandle&) = delete;
+  CublasHandle& operator=(const CublasHandle&) = delete;
+  cublasHandle_t get() const { return handle_; }
+
+ private:
+  cublasHandle_t handle_ = nullptr;
+};
+
+constexpr int kMaxDevices = 16;
+
+int as_int(int64_t v, const char* what) {
+  ZT_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "gemm: ", what, " = ", v,
+           " does not fit cuBLAS's 32-bit sizes; split the product");
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+cublasHandle_t cublas_handle() {
+  thread_local std::array<std::unique_ptr<CublasHandle>, kMaxDevices> handles;
+  int dev = current_device();
+  ZT_CHECK(dev < kMaxDevices, "CUDA device ", dev, " out of range");
+  if (!handles[dev]) handles[dev] = std::make_unique<CublasHandle>(dev);
+  cublasHandle_t h = handles[dev]->get();
+  CUBLAS_CHECK(cublasSetStream(h, current_stream(dev)));
+  return h;
+}
+
+void set_allow_tf32(bool allow) {
+  g_allow_tf32.store(allow);
+}
+bool allow_tf32() {
+  return g_allow_tf32.load();
+}
+
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
+          int64_t ldc) {
+  ZT_CHECK(a.device() == c.device() && b.device() == c.device(), "gemm: operands on ",
+           a.device().str(), ", ", b.device().str(), " and ", c.device().str());
+  ZT_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), "gemm: mixed dtypes");
+  if (m == 0 || n == 0) return;
+  int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
+  int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
+  DeviceGuard g(c.device().index);
+  cublasHandle_t h = cublas_handle();
+  cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const void* pa = a.data_ptr();
+  const void* pb = b.data_ptr();
+  void* pc = c.data_ptr();
+
+  if (c.dtype() == DType::f64) {
+    CUBLAS_CHECK(cublasDgemm(h, op_b, op_a, in, im, ik, &alpha, static_cast<const double*>(pb),
+                             ildb, static_cast<const double*>(pa), ilda, &beta,
+                             static_cast<double*>(pc), ildc));
+    return;
+  }
+  cudaDataType_t type;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+  switch (c.dtype()) {
+    case DType::f32:
+      type = CUDA_R_32F;
+      if (allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+      break;
+    case DType::bf16:
+      type = CUDA_R_16BF;
+      break;
+    case DType::f16:
+      type = CUDA_R_16F;
+      break;
+    default:
+      ZT_FAIL("gemm on CUDA supports f32, f64, bf16 and f16, got ", dtype_name(c.dtype()));
+  }
+  float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);  // fp32 scaling
+  CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, in, im, ik, &fa, pb, type, ildb, pa, type, ilda, &fb, pc,
+                            type, ildc, compute, CUBLAS_GEMM_DEFAULT));
+}
+
+}  // namespace zt::cuda

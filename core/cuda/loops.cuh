@@ -1,0 +1,242 @@
+// Elementwise launch machinery for CUDA kernels, the twin of core/cpu/loops.h.
+// An op is a functor `f(off)` that reads and writes its operands at per-operand
+// element offsets. launch_elementwise coalesces the shape (dims contiguous for every
+// operand merge), passes sizes and strides by value (up to kMaxDims dims; more are
+// split on the host), and runs a grid-stride loop, with a fast path when every
+// operand is contiguous. Also: device-side dtypes, conversions that match the CPU's,
+// and a dtype dispatcher.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <type_traits>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "core/tensor.h"
+
+namespace zt::cuda {
+
+constexpr int kMaxDims = 8;
+constexpr int kThreads = 256;
+
+/// Sizes (innermost last) and per-operand strides, in elements, passed by value.
+template <int N>
+struct OffsetCalc {
+  int ndim;
+  int64_t numel;
+  int64_t base[N];
+  int64_t sizes[kMaxDims];
+  int64_t strides[kMaxDims][N];
+
+  __device__ void get(int64_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = base[k];
+    for (int d = ndim - 1; d >= 0; --d) {
+      int64_t q = i / sizes[d];
+      int64_t r = i - q * sizes[d];
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += r * strides[d][k];
+    }
+  }
+};
+
+template <int N, typename F>
+__global__ void strided_kernel(OffsetCalc<N> calc, F f) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < calc.numel;
+       i += step) {
+    int64_t off[N];
+    calc.get(i, off);
+    f(off);
+  }
+}
+
+// Every operand contiguous with the same layout: offset = base + i.
+template <int N, typename F>
+__global__ void contiguous_kernel(int64_t n, std::array<int64_t, N> base, F f) {
+  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += step) {
+    int64_t off[N];
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = base[k] + i;
+    f(off);
+  }
+}
+
+/// Blocks for a grid-stride loop over n elements on `device`.
+inline unsigned grid_for(int64_t n, int device) {
+  int64_t blocks = (n + kThreads - 1) / kThreads;
+  int64_t cap = static_cast<int64_t>(sm_count(device)) * 16;
+  return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, cap)));
+}
+
+namespace detail {
+struct Coalesced {
+  Shape sizes;
+  std::vector<Shape> strides;  // per dim, per operand
+};
+
+// Drops size-1 dims and merges dims that are contiguous for every operand.
+template <int N>
+Coalesced coalesce(const Shape& sizes, const std::array<const Shape*, N>& st) {
+  Coalesced c;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    if (sizes[d] == 1) continue;
+    bool merge = !c.sizes.empty();
+    for (int k = 0; k < N && merge; ++k) merge = c.strides.back()[k] == (*st[k])[d] * sizes[d];
+    if (merge) {
+      c.sizes.back() *= sizes[d];
+      for (int k = 0; k < N; ++k) c.strides.back()[k] = (*st[k])[d];
+    } else {
+      c.sizes.push_back(sizes[d]);
+      Shape s(N);
+      for (int k = 0; k < N; ++k) s[k] = (*st[k])[d];
+      c.strides.push_back(s);
+    }
+  }
+  return c;
+}
+
+template <int N, typename F>
+void launch_dims(const Coalesced& c, size_t first, std::array<int64_t, N> base, const F& f,
+                 int device, cudaStream_t stream) {
+  size_t nd = c.sizes.size() - first;
+  if (nd > static_cast<size_t>(kMaxDims)) {  // too many dims: peel the outermost on the host
+    for (int64_t i = 0; i < c.sizes[first]; ++i) {
+      std::array<int64_t, N> b = base;
+      for (int k = 0; k < N; ++k) b[k] += i * c.strides[first][k];
+      launch_dims<N>(c, first + 1, b, f, device, stream);
+    }
+    return;
+  }
+  OffsetCalc<N> calc{};
+  calc.ndim = static_cast<int>(nd);
+  calc.numel = 1;
+  for (int k = 0; k < N; ++k) calc.base[k] = base[k];
+  for (size_t d = 0; d < nd; ++d) {
+    calc.sizes[d] = c.sizes[first + d];
+    calc.numel *= calc.sizes[d];
+    for (int k = 0; k < N; ++k) calc.strides[d][k] = c.strides[first + d][k];
+  }
+  if (calc.numel == 0) return;
+  strided_kernel<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc, f);
+  CUDA_CHECK_LAUNCH();
+}
+}  // namespace detail
+
+/// Runs f(off) for every element of `sizes`, where off[k] is the element offset of
+/// operand k (strides[k]: its strides) from its data pointer. Launched on the current
+/// stream of `device`.
+template <int N, typename F>
+void launch_elementwise(int device, const Shape& sizes, const std::array<const Shape*, N>& strides,
+                        const F& f) {
+  std::array<int64_t, N> offsets{};
+  int64_t n = shape_numel(sizes);
+  if (n == 0) return;
+  DeviceGuard g(device);
+  cudaStream_t stream = current_stream(device);
+  detail::Coalesced c = detail::coalesce<N>(sizes, strides);
+  bool contiguous = c.sizes.size() <= 1;
+  for (size_t d = 0; d < c.sizes.size() && contiguous; ++d)
+    for (int k = 0; k < N; ++k) contiguous &= c.strides[d][k] == 1;
+  if (contiguous) {
+    contiguous_kernel<N><<<grid_for(n, device), kThreads, 0, stream>>>(n, offsets, f);
+    CUDA_CHECK_LAUNCH();
+    return;
+  }
+  detail::launch_dims<N>(c, 0, offsets, f, device, stream);
+}
+
+// ---------------------------------------------------------------- device dtypes
+
+template <typename T>
+constexpr bool kIsHalf = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
+
+/// Accumulation type: double for double, int64 for integers, float otherwise.
+template <typename T>
+struct AccType {
+  using type = float;
+};
+template <>
+struct AccType<double> {
+  using type = double;
+};
+template <>
+struct AccType<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<int32_t> {
+  using type = int64_t;
+};
+template <>
+struct AccType<bool> {
+  using type = int;
+};
+template <typename T>
+using acc = typename AccType<T>::type;
+
+/// S -> D exactly as cpu::copy converts: 16-bit floats go through float.
+template <typename D, typename S>
+__device__ __forceinline__ D convert(S x) {
+  if constexpr (std::is_same_v<D, S>) {
+    return x;
+  } else if constexpr (std::is_same_v<S, __nv_bfloat16>) {
+    return convert<D>(__bfloat162float(x));
+  } else if constexpr (std::is_same_v<S, __half>) {
+    return convert<D>(__half2float(x));
+  } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
+    return __float2bfloat16_rn(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<D, __half>) {
+    return __float2half_rn(static_cast<float>(x));
+  } else {
+    return static_cast<D>(x);
+  }
+}
+
+/// Calls fn.template operator()<T>() with the device type T of `t` (all dtypes).
+template <typename Fn>
+void dispatch_device(DType t, Fn&& fn) {
+  switch (t) {
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::bf16:
+      return fn.template operator()<__nv_bfloat16>();
+    case DType::f16:
+      return fn.template operator()<__half>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::b8:
+      return fn.template operator()<bool>();
+  }
+  ZT_FAIL("unknown dtype");
+}
+
+/// Like dispatch_device, floating types only; other types are an error naming `op`.
+template <typename Fn>
+void dispatch_device_floating(DType t, const char* op, Fn&& fn) {
+  ZT_CHECK(is_floating(t), op, ": expected a floating dtype, got ", dtype_name(t));
+  dispatch_device(t, [&]<typename T>() {
+    if constexpr (std::is_floating_point_v<T> || kIsHalf<T>) fn.template operator()<T>();
+  });
+}
+
+/// Error unless every tensor is on `dev` (kernels here run on one GPU).
+inline void check_device(const char* op, Device dev, std::initializer_list<Tensor> ts) {
+  for (const Tensor& t : ts)
+    ZT_CHECK(t.device() == dev, op, ": tensors on ", dev.str(), " and ", t.device().str(),
+             "; move them to one GPU first");
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,100 @@
+// Streams, events and the current device for CUDA work. Each thread has a current
+// compute stream per device (by default the legacy default stream, which orders all
+// zt work on a device and so lets the caching allocator reuse freed blocks safely).
+// Kernels and cuBLAS calls go to current_stream(). Side streams (NCCL's) order
+// themselves against it with events:
+//   Event e; e.record(current_stream()); stream_wait_event(nccl_stream, e);
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+namespace zt::cuda {
+
+/// The CUDA device this thread is using (cudaGetDevice).
+int current_device();
+
+/// Makes `device` current for this thread while in scope; restores the previous one.
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(int device);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int prev_;
+  int device_;
+};
+
+/// An owned CUDA stream on one device; destroyed (after its work finishes) with the object.
+class Stream {
+ public:
+  /// A new stream on `device` (-1: the current one); non-blocking streams do not
+  /// synchronize with the legacy default stream.
+  explicit Stream(int device = -1, bool non_blocking = true, int priority = 0);
+  ~Stream();
+  Stream(Stream&& o) noexcept;
+  Stream& operator=(Stream&& o) noexcept;
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+
+  cudaStream_t get() const { return stream_; }
+  int device() const { return device_; }
+  /// Blocks the host until all work queued on the stream is done.
+  void synchronize() const;
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  int device_ = 0;
+};
+
+/// An owned CUDA event (timing disabled unless asked: cheaper for ordering).
+class Event {
+ public:
+  /// An event on the current device.
+  explicit Event(bool enable_timing = false);
+  ~Event();
+  Event(Event&& o) noexcept;
+  Event& operator=(Event&& o) noexcept;
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  cudaEvent_t get() const { return event_; }
+  /// Captures the work queued on `stream` so far.
+  void record(cudaStream_t stream);
+  /// Blocks the host until the recorded work is done.
+  void synchronize() const;
+  /// True when the recorded work is done (never blocks).
+  bool query() const;
+  /// Milliseconds from `start` to this event (both recorded, timing enabled).
+  float elapsed_ms(const Event& start) const;
+
+ private:
+  cudaEvent_t event_ = nullptr;
+};
+
+/// Makes future work on `stream` wait for the work captured by `event` (no host block).
+void stream_wait_event(cudaStream_t stream, const Event& event);
+
+/// This thread's compute stream on `device` (-1: the current device).
+cudaStream_t current_stream(int device = -1);
+/// Sets this thread's compute stream on `device` (nullptr: the legacy default stream).
+void set_current_stream(cudaStream_t stream, int device = -1);
+
+/// Makes `stream` this thread's compute stream on its device while in scope.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& stream);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  cudaStream_t prev_;
+  int device_;
+};
+
+/// Multiprocessor count of `device` (cached): sizes persistent grids.
+int sm_count(int device);
+
+}  // namespace zt::cuda

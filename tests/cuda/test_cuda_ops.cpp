@@ -1,0 +1,414 @@
+// Every CUDA kernel against its CPU twin (core/cpu/elementwise.cpp is the
+// specification): unary and binary ops on broadcast and non-contiguous inputs,
+// comparisons, where, copies and casts between all dtypes, fill, sums, matmul,
+// Philox random fills (the same numbers as the CPU), streams and the caching
+// allocator. Without a GPU every test skips and says why; the device queries must then
+// answer "none" without crashing.
+//
+// To add a case: build the inputs on the CPU, run the CPU kernel and the CUDA kernel on
+// copies (.to(kGpu)), and compare with all_close at the dtype's tolerance.
+#include <thread>
+
+#include "common/test_util.h"
+#include "core/kernels.h"
+
+#ifdef ZT_WITH_CUDA
+#include <cuda_runtime_api.h>
+
+#include "core/cuda/allocator.h"
+#include "core/cuda/gemm.h"
+#include "core/cuda/stream.h"
+#endif
+
+using namespace zt;
+using zt::test::all_close;
+
+namespace {
+
+// Why there is no GPU, for the skip message.
+std::string reason() {
+#ifdef ZT_WITH_CUDA
+  int n = 0;
+  cudaError_t s = cudaGetDeviceCount(&n);
+  if (s != cudaSuccess) return cudaGetErrorString(s);
+  return "no GPU visible (check CUDA_VISIBLE_DEVICES)";
+#else
+  return "zt was built without CUDA (-DZT_CUDA=OFF)";
+#endif
+}
+
+}  // namespace
+
+TEST(CudaDevice, QueriesAnswerWithoutAGpu) {
+  bool available = false;
+  int count = -1;
+  EXPECT_NO_THROW(available = cuda_available());
+  EXPECT_NO_THROW(count = cuda_device_count());
+  EXPECT_GE(count, 0);
+  EXPECT_EQ(available, count > 0);
+  if (!available) {
+    // Touching the GPU anyway is an error with a message, not a crash.
+    EXPECT_THROW(Tensor::empty({4}, DType::f32, Device::cuda()), zt::Error);
+  }
+}
+
+#ifndef ZT_WITH_CUDA
+TEST(CudaOps, NeedACudaBuild) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+}
+#else
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const DType kFloatTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
+
+// Standard normals, rounded to dt.
+Tensor randn_cpu(const Shape& s, uint64_t seed, DType dt = DType::f32) {
+  Generator g(seed);
+  return randn(s, g, DType::f64).to(dt);
+}
+
+// Uniform in [0.1, 3.1), rounded to dt: for log, sqrt, rsqrt and fractional powers.
+Tensor positive_cpu(const Shape& s, uint64_t seed, DType dt = DType::f32) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(s, DType::f64);
+  uniform_(t, 0.1, 3.1, g);
+  return t.to(dt);
+}
+
+// Small multiples of 0.5 in [-2, 2], so comparisons see ties.
+Tensor ties_cpu(const Shape& s, uint64_t seed, DType dt) {
+  Generator g(seed);
+  Tensor t = Tensor::empty(s, DType::f64);
+  uniform_(t, 0.0, 9.0, g);
+  std::vector<double> v = t.to_vector();
+  for (double& x : v) x = std::floor(x) * 0.5 - 2.0;
+  return from_vector(v, s, dt);
+}
+
+double rtol_for(DType dt) {
+  switch (dt) {
+    case DType::f64:
+      return 1e-12;
+    case DType::f32:
+      return 2e-6;
+    default:
+      return 1e-2;  // 16-bit: a float-rounding difference can flip the last bit
+  }
+}
+
+// A non-contiguous (cols, rows) view of a (rows, cols) tensor.
+Tensor transposed(const Tensor& t) {
+  return t.transpose(0, 1);
+}
+
+}  // namespace
+
+TEST(CudaOps, UnaryMatchesCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  struct Case {
+    UnaryOp op;
+    double p0, p1;
+    bool positive;
+  };
+  const Case cases[] = {
+      {UnaryOp::kNeg, 0, 0, false},        {UnaryOp::kExp, 0, 0, false},
+      {UnaryOp::kLog, 0, 0, true},         {UnaryOp::kSqrt, 0, 0, true},
+      {UnaryOp::kRsqrt, 0, 0, true},       {UnaryOp::kAbs, 0, 0, false},
+      {UnaryOp::kRelu, 0, 0, false},       {UnaryOp::kSilu, 0, 0, false},
+      {UnaryOp::kSigmoid, 0, 0, false},    {UnaryOp::kTanh, 0, 0, false},
+      {UnaryOp::kGelu, 0, 0, false},       {UnaryOp::kGeluTanh, 0, 0, false},
+      {UnaryOp::kPow, 2, 0, false},        {UnaryOp::kPow, 2.5, 0, true},
+      {UnaryOp::kClamp, -0.5, 0.7, false}, {UnaryOp::kAffine, 1.5, -0.25, false},
+      {UnaryOp::kSign, 0, 0, false},
+  };
+  for (DType dt : kFloatTypes) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " unary op " +
+                   std::to_string(static_cast<int>(c.op)));
+      Tensor base = c.positive ? positive_cpu({17, 33}, 1, dt) : randn_cpu({17, 33}, 1, dt);
+      Tensor in = transposed(base);  // (33, 17), strided
+      Tensor ref = Tensor::empty(in.sizes(), dt);
+      cpu::unary(c.op, ref, in, c.p0, c.p1);
+      Tensor in_gpu = transposed(base.to(kGpu));
+      Tensor out = Tensor::empty(in.sizes(), dt, kGpu);
+      cuda::unary(c.op, out, in_gpu, c.p0, c.p1);
+      EXPECT_TRUE(all_close(out, ref, rtol_for(dt), 1e-6));
+    }
+  }
+}
+
+TEST(CudaOps, BinaryBroadcastAndStridedMatchCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  const BinaryOp ops[] = {BinaryOp::kAdd,         BinaryOp::kSub,      BinaryOp::kMul,
+                          BinaryOp::kDiv,         BinaryOp::kReluGrad, BinaryOp::kSiluGrad,
+                          BinaryOp::kSigmoidGrad, BinaryOp::kTanhGrad, BinaryOp::kGeluGrad,
+                          BinaryOp::kGeluTanhGrad};
+  const Shape s = {4, 3, 5};
+  for (DType dt : kFloatTypes) {
+    Tensor a_base = randn_cpu({4, 1, 5}, 2, dt);  // broadcast along dim 1
+    Tensor b_base = randn_cpu({5, 3, 4}, 3, dt);  // permuted: every stride differs
+    Tensor a = a_base.expand(s), b = b_base.permute({2, 1, 0});
+    Tensor ga = a_base.to(kGpu).expand(s), gb = b_base.to(kGpu).permute({2, 1, 0});
+    for (BinaryOp op : ops) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " binary op " +
+                   std::to_string(static_cast<int>(op)));
+      Tensor ref = Tensor::empty(s, dt);
+      cpu::binary(op, ref, a, b);
+      Tensor out = Tensor::empty(s, dt, kGpu);
+      cuda::binary(op, out, ga, gb);
+      EXPECT_TRUE(all_close(out, ref, rtol_for(dt), 1e-5));
+    }
+  }
+  // The public ops route through the same kernels.
+  Tensor x = randn_cpu({6, 7}, 4), y = randn_cpu({7}, 5);
+  EXPECT_TRUE(all_close(mul(add(x.to(kGpu), y.to(kGpu)), x.to(kGpu)), mul(add(x, y), x)));
+}
+
+TEST(CudaOps, ComparisonsMatchCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  const BinaryOp ops[] = {BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt,
+                          BinaryOp::kLe, BinaryOp::kGt, BinaryOp::kGe};
+  for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i64, DType::i32}) {
+    Tensor a = ties_cpu({8, 9}, 6, dt), b_row = ties_cpu({9}, 7, dt);
+    Tensor b = b_row.expand({8, 9});
+    Tensor ga = transposed(transposed(a).contiguous().to(kGpu));  // strided, equal to a
+    Tensor gb = b_row.to(kGpu).expand({8, 9});
+    for (BinaryOp op : ops) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " compare " +
+                   std::to_string(static_cast<int>(op)));
+      Tensor ref = Tensor::empty({8, 9}, DType::b8);
+      cpu::binary(op, ref, a, b);
+      Tensor out = Tensor::empty({8, 9}, DType::b8, kGpu);
+      cuda::binary(op, out, ga, gb);
+      EXPECT_TRUE(all_close(out, ref, 0, 0));
+    }
+  }
+}
+
+TEST(CudaOps, WhereAndAxpyMatchCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  Tensor x = randn_cpu({5, 6}, 8), y = randn_cpu({6}, 9);
+  Tensor cond = gt(x, 0.0);
+  for (DType dt : {DType::f32, DType::bf16, DType::i64}) {
+    Tensor a = randn_cpu({5, 6}, 10).to(dt), b = y.to(dt);
+    Tensor ref = where(cond, a, b);
+    Tensor got = where(cond.to(kGpu), a.to(kGpu), b.to(kGpu));
+    EXPECT_TRUE(all_close(got, ref, 0, 0)) << dtype_name(dt);
+  }
+  for (DType dt : kFloatTypes) {
+    Tensor a = randn_cpu({5, 6}, 11, dt), b = randn_cpu({6}, 12, dt);
+    Tensor ref = a.clone(), got = a.to(kGpu);
+    add_(ref, b, -0.75);  // in place: out aliases a, b broadcast
+    add_(got, b.to(kGpu), -0.75);
+    EXPECT_TRUE(all_close(got, ref, rtol_for(dt), 1e-6)) << dtype_name(dt);
+  }
+}
+
+TEST(CudaOps, CopyCastsBetweenAllDtypes) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  const DType all[] = {DType::f32, DType::f64, DType::bf16, DType::f16,
+                       DType::i64, DType::i32, DType::b8};
+  std::vector<double> v;
+  for (int i = 0; i < 6 * 7; ++i) v.push_back((i - 20) * 0.37);
+  Tensor src64 = from_vector(v, {6, 7}, DType::f64);
+  for (DType from : all) {
+    Tensor src = src64.to(from);
+    Tensor gsrc = src.to(kGpu);
+    for (DType to : all) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + dtype_name(to));
+      // Strided source into a contiguous destination.
+      Tensor ref = Tensor::empty({7, 6}, to);
+      cpu::copy(ref, transposed(src));
+      Tensor out = Tensor::empty({7, 6}, to, kGpu);
+      cuda::copy(out, transposed(gsrc));
+      EXPECT_TRUE(all_close(out, ref, 0, 0));
+      // Contiguous source into a strided destination.
+      Tensor ref2 = Tensor::empty({7, 6}, to);
+      cpu::copy(transposed(ref2), src);
+      Tensor out2 = Tensor::empty({7, 6}, to, kGpu);
+      cuda::copy(transposed(out2), gsrc);
+      EXPECT_TRUE(all_close(out2, ref2, 0, 0));
+    }
+  }
+  // Host <-> device round trips of strided views keep their values.
+  Tensor t = randn_cpu({9, 4}, 13);
+  EXPECT_TRUE(all_close(transposed(t).to(kGpu).to(Device::cpu()), transposed(t), 0, 0));
+  Tensor back = Tensor::empty({4, 9});
+  back.copy_(transposed(t.to(kGpu)));
+  EXPECT_TRUE(all_close(back, transposed(t), 0, 0));
+}
+
+TEST(CudaOps, FillMatchesCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  for (DType dt :
+       {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32, DType::b8}) {
+    for (double value : {0.0, 2.7, -1.0}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " fill " + std::to_string(value));
+      Tensor ref = zeros({6, 8}, dt), got = zeros({6, 8}, dt, kGpu);
+      cpu::fill(ref.slice(1, 0, 8, 2), value);  // every other column: strided
+      cuda::fill(got.slice(1, 0, 8, 2), value);
+      EXPECT_TRUE(all_close(got, ref, 0, 0));
+      cpu::fill(ref, value);
+      cuda::fill(got, value);
+      EXPECT_TRUE(all_close(got, ref, 0, 0));
+    }
+  }
+}
+
+TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  struct Case {
+    Shape shape;
+    std::vector<int64_t> dims;
+  };
+  const Case cases[] = {
+      {{1000}, {}},         // one row: warp path
+      {{7, 3000}, {1}},     // rows longer than a warp's share: one block per row
+      {{3, 200000}, {1}},   // several chunks per row, then a second pass
+      {{5, 6, 7}, {0, 2}},  // reduced dims permuted innermost
+      {{4096, 3}, {0}},     // many short rows
+  };
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " sum of " + shape_str(c.shape));
+      Tensor x = randn_cpu(c.shape, 14, dt);
+      Tensor ref = sum(x, c.dims);
+      Tensor gx = x.to(kGpu);
+      Tensor got = sum(gx, c.dims);
+      EXPECT_TRUE(all_close(got, ref, dt == DType::bf16 ? 1e-2 : 1e-6, 1e-5));
+      EXPECT_TRUE(all_close(sum(gx, c.dims), got, 0, 0)) << "not bitwise reproducible";
+    }
+  }
+}
+
+TEST(CudaOps, MatmulMatchesCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  ASSERT_FALSE(cuda::allow_tf32());  // exact fp32 by default
+  // f32 and f64: exact arithmetic, only the summation order differs.
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor a = randn_cpu({64, 96}, 15, dt), b = randn_cpu({80, 96}, 16, dt);
+    Tensor ref = matmul(a, transposed(b));  // transposed operand: cuBLAS op T
+    Tensor got = matmul(a.to(kGpu), transposed(b.to(kGpu)));
+    double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+    EXPECT_TRUE(all_close(got, ref, tol, tol)) << dtype_name(dt);
+  }
+  // Batched, broadcast, with a bias (linear): tolerance 1e-4 for f32.
+  Tensor x = randn_cpu({3, 5, 16}, 17), w = randn_cpu({8, 16}, 18), bias = randn_cpu({8}, 19);
+  EXPECT_TRUE(
+      all_close(linear(x.to(kGpu), w.to(kGpu), bias.to(kGpu)), linear(x, w, bias), 1e-4, 1e-4));
+  Tensor p = randn_cpu({2, 3, 5, 16}, 20), q = randn_cpu({16, 7}, 21);
+  EXPECT_TRUE(all_close(matmul(p.to(kGpu), q.to(kGpu)), matmul(p, q), 1e-4, 1e-4));
+  // bf16: fp32 accumulation on both sides; the result differs by at most a bf16 rounding
+  // (2^-8 relative), so rtol 1e-2, atol 1e-2.
+  Tensor ab = randn_cpu({48, 64}, 22, DType::bf16), bb = randn_cpu({64, 40}, 23, DType::bf16);
+  Tensor ref = matmul(ab, bb), got = matmul(ab.to(kGpu), bb.to(kGpu));
+  EXPECT_EQ(got.dtype(), DType::bf16);
+  EXPECT_TRUE(all_close(got, ref, 1e-2, 1e-2));
+}
+
+TEST(CudaOps, RandomFillEqualsCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    Generator gc(1234), gg(1234);
+    // Two draws each: the second starts at the generator's advanced offset.
+    for (int draw = 0; draw < 2; ++draw) {
+      Tensor uc = rand({1000}, gc, dt), ug = rand({1000}, gg, dt, kGpu);
+      EXPECT_TRUE(all_close(ug, uc, 0, 0)) << "uniform, draw " << draw;
+      // Normals use log/cos in double: equal up to the last bit of the math library.
+      Tensor nc = randn({1001}, gc, dt), ng = randn({1001}, gg, dt, kGpu);
+      EXPECT_TRUE(all_close(ng, nc, dt == DType::f64 ? 1e-12 : rtol_for(dt), 1e-12))
+          << "normal, draw " << draw;
+    }
+    EXPECT_EQ(gc.offset(), gg.offset());
+  }
+  // A strided destination is filled in logical order, as on the CPU.
+  Generator gc(5), gg(5);
+  Tensor c = zeros({6, 4}), g = zeros({6, 4}, DType::f32, kGpu);
+  normal_(transposed(c), 1.0, 2.0, gc);
+  normal_(transposed(g), 1.0, 2.0, gg);
+  EXPECT_TRUE(all_close(g, c, 1e-6, 1e-6));
+}
+
+TEST(CudaStreams, WorkOnASideStreamIsOrderedByEvents) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  Tensor x = randn_cpu({256, 256}, 24);
+  Tensor ref = sum(mul(x, x), {1});
+  Tensor gx = x.to(kGpu);
+  cuda::Stream side;
+  cuda::Event done;
+  Tensor got;
+  {
+    cuda::StreamGuard guard(side);
+    EXPECT_EQ(cuda::current_stream(), side.get());
+    got = sum(mul(gx, gx), {1});
+    done.record(side.get());
+  }
+  EXPECT_EQ(cuda::current_stream(), nullptr);  // back on the legacy default stream
+  cuda::stream_wait_event(cuda::current_stream(), done);
+  EXPECT_TRUE(all_close(got, ref, 1e-6, 1e-5));
+  done.synchronize();
+  EXPECT_TRUE(done.query());
+}
+
+TEST(CudaAllocator, ReusesFreedBlocksAndEmptiesItsCache) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  Allocator* alloc = allocator_for(DeviceType::CUDA);
+  ASSERT_EQ(alloc, &cuda::caching_allocator());
+  alloc->empty_cache();
+  EXPECT_EQ(alloc->cached_bytes(), 0);
+  int64_t before = memory_stats(kGpu).total_current;
+  void* p = nullptr;
+  {
+    Tensor t = Tensor::empty({1000}, DType::f32, kGpu);
+    p = t.data_ptr();
+    EXPECT_EQ(memory_stats(kGpu).total_current, before + 4000);  // Storage counts bytes
+  }
+  EXPECT_EQ(memory_stats(kGpu).total_current, before);
+  EXPECT_EQ(alloc->cached_bytes(), 4096);  // rounded to its size class and kept
+  {
+    Tensor t = Tensor::empty({999}, DType::f32, kGpu);  // same size class
+    EXPECT_EQ(t.data_ptr(), p);
+    EXPECT_EQ(alloc->cached_bytes(), 0);
+  }
+  alloc->empty_cache();
+  EXPECT_EQ(alloc->cached_bytes(), 0);
+}
+
+TEST(CudaAllocator, IsThreadSafe) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([t, &failures] {
+      for (int i = 0; i < 200; ++i) {
+        Tensor a = full({64 + (i % 7) * 100}, static_cast<double>(t), DType::f32, kGpu);
+        if (sum(a).item() != static_cast<double>(t) * a.numel()) ++failures;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(cuda::caching_allocator().allocated_bytes(), 0);
+}
+
+#endif  // ZT_WITH_CUDA
+
+#ifdef ZT_WITH_CUDA
+TEST(CudaAllocator, SizeClasses) {  // pure arithmetic: runs without a GPU
+  using A = cuda::CachingAllocator;
+  EXPECT_EQ(A::round_size(0), 512u);
+  EXPECT_EQ(A::round_size(1), 512u);
+  EXPECT_EQ(A::round_size(513), 1024u);
+  EXPECT_EQ(A::round_size((1u << 20) - 1), 1u << 20);
+  EXPECT_EQ(A::round_size(1u << 20), 1u << 20);
+  EXPECT_EQ(A::round_size((1u << 20) + 1), (1u << 20) + (1u << 18));
+  EXPECT_EQ(A::round_size(3u << 20), 3u << 20);
+  for (size_t b : {size_t{5000}, size_t{3} << 22, (size_t{1} << 33) + 7}) {
+    EXPECT_GE(A::round_size(b), b);
+    EXPECT_LE(A::round_size(b), b + b / 4 + 512);
+  }
+}
+#endif
