@@ -286,3 +286,25 @@ TEST(Conv2d, ErrorsNameShapes) {
       },
       "input must be 5-D"));
 }
+
+TEST(Conv2d, ThreadedMatchesSerial) {
+  // Large enough (about 9 MFLOP) that two threads split the batch into two groups; the
+  // per-group weight-gradient partial sums must add up to the serial result.
+  Generator gen(22);
+  Tensor x = randn({4, 16, 16, 16}, gen), w = randn({32, 16, 3, 3}, gen), b = randn({32}, gen);
+  Tensor go = randn({4, 32, 16, 16}, gen);
+  Conv2dArgs a;
+  a.padding = {1, 1, 1, 1};
+  auto run = [&](int threads) {
+    const int prev = num_threads();
+    set_num_threads(threads);
+    Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
+           bl = b.clone().set_requires_grad(true);
+    Tensor y = conv2d(xl, wl, bl, a);
+    y.backward(go);
+    set_num_threads(prev);
+    return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
+  };
+  std::vector<Tensor> serial = run(1), threaded = run(2);
+  for (size_t i = 0; i < serial.size(); ++i) EXPECT_CLOSE(threaded[i], serial[i], 1e-4, 1e-4) << i;
+}
