@@ -1,0 +1,281 @@
+// Reads an AppConfig from a config tree, section by section, then checks the
+// constraints that span fields and sections (the model's spatial and temporal factors
+// against the clip size, GPT sizes against the tokenizer). Each error points at the
+// key that has to change.
+#include "configs/app_config.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/error.h"
+
+namespace zt::config {
+
+namespace {
+
+const std::vector<std::pair<std::string, BufferSync>> kSyncNames = {
+    {"broadcast", BufferSync::broadcast},
+    {"average", BufferSync::average},
+    {"none", BufferSync::none}};
+
+bool is_pow2(int64_t v) {
+  return v > 0 && (v & (v - 1)) == 0;
+}
+
+void read_model(Section s, ModelConfig& m) {
+  s.get("codebook_size", m.codebook_size, 2, int64_t{1} << 30)
+      .get("embed_dim", m.embed_dim, 1, 4096)
+      .get("z_channels", m.z_channels, 1, 4096)
+      .get("in_channels", m.in_channels, 1, 64)
+      .get("out_channels", m.out_channels, 1, 64)
+      .get("temporal_downsample_factor", m.temporal_downsample_factor, 1, 64)
+      .get("ch", m.ch, 1, 1 << 16)
+      .get("ch_mult", m.ch_mult, 1, 64)
+      .get("num_res_blocks", m.num_res_blocks, 1, 64)
+      .get("attn_resolutions", m.attn_resolutions, 0, 63)
+      .get("dropout", m.dropout, 0.0, 0.99);
+  s.finish();
+  if (m.embed_dim != m.z_channels)
+    s.fail("embed_dim", "embed_dim (" + std::to_string(m.embed_dim) + ") must equal z_channels (" +
+                            std::to_string(m.z_channels) +
+                            "): the quantizer works on the encoder's z directly");
+  if (!is_pow2(m.temporal_downsample_factor))
+    s.fail("temporal_downsample_factor", "must be a power of two (1, 2, 4, ...), got " +
+                                             std::to_string(m.temporal_downsample_factor));
+  if (m.ch % 32 != 0)
+    s.fail("ch",
+           "must be a multiple of 32 (GroupNorm uses 32 groups), got " + std::to_string(m.ch));
+  if (m.ch_mult.empty() || m.ch_mult.size() > 8)
+    s.fail("ch_mult", "needs 1 to 8 levels, e.g. [1, 2, 2, 4]");
+  for (int64_t a : m.attn_resolutions)
+    if (a >= static_cast<int64_t>(m.ch_mult.size()))
+      s.fail("attn_resolutions", "level " + std::to_string(a) + " does not exist: ch_mult has " +
+                                     std::to_string(m.ch_mult.size()) +
+                                     " levels (attn_resolutions are level indices, not pixels)");
+}
+
+void read_data(Section s, DataConfig& d) {
+  s.get_enum("kind", d.kind,
+             {{"synthetic", DataKind::synthetic},
+              {"image_folder", DataKind::image_folder},
+              {"npy", DataKind::npy}})
+      .get("path", d.path)
+      .get("frames", d.frames, 1, 4096)
+      .get("height", d.height, 8, 1 << 15)
+      .get("width", d.width, 8, 1 << 15)
+      .get("num_samples", d.num_samples, 1)
+      .get("eval_samples", d.eval_samples, 0)
+      .get("seed", d.seed, 0)
+      .get("shuffle", d.shuffle)
+      .get("workers", d.workers, 1, 256)
+      .get("prefetch", d.prefetch, 1, 1024)
+      .get_enum("resize", d.resize,
+                {{"bilinear", ResizeFilter::bilinear}, {"bicubic", ResizeFilter::bicubic}})
+      .get("num_shapes", d.num_shapes, 1, 16);
+  s.finish();
+  if (d.kind != DataKind::synthetic && d.path.empty())
+    s.fail("path", std::string("data.kind ") + (d.kind == DataKind::npy
+                                                    ? "npy needs data.path: a .npy file"
+                                                    : "image_folder needs data.path: a directory"));
+}
+
+void read_train(Section s, TrainConfig& t) {
+  std::vector<double> betas(t.betas.begin(), t.betas.end());
+  s.get("steps", t.steps, 1)
+      .get("batch", t.batch, 1)
+      .get_enum("optimizer", t.optimizer,
+                {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}})
+      .get("lr", t.lr, 0.0, 10.0)
+      .get_enum("schedule", t.schedule,
+                {{"constant", Schedule::constant},
+                 {"cosine", Schedule::cosine},
+                 {"linear", Schedule::linear},
+                 {"step", Schedule::step}})
+      .get("warmup", t.warmup, 0)
+      .get("min_lr", t.min_lr, 0.0, 10.0)
+      .get("step_size", t.step_size, 1)
+      .get("gamma", t.gamma, 0.0, 1.0)
+      .get("weight_decay", t.weight_decay, 0.0, 10.0)
+      .get("betas", betas)
+      .get("eps", t.eps, 0.0, 1.0)
+      .get("momentum", t.momentum, 0.0, 1.0)
+      .get("gradient_clipping", t.gradient_clipping, 0.0)
+      .get("gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 1 << 20)
+      .get("log_every", t.log_every, 1)
+      .get("eval_every", t.eval_every, 0)
+      .get("eval_batches", t.eval_batches, 1)
+      .get("checkpoint_every", t.checkpoint_every, 0)
+      .get("keep_checkpoints", t.keep_checkpoints, 0)
+      .get("seed", t.seed, 0)
+      .get_enum("device", t.device, {"cpu", "cuda"})
+      .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
+      .get("resume", t.resume);
+  s.finish();
+  if (betas.size() != 2) s.fail("betas", "expected two values, e.g. [0.9, 0.999]");
+  for (double b : betas)
+    if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
+  t.betas = {betas[0], betas[1]};
+  if (t.min_lr > t.lr) s.fail("min_lr", "min_lr must not exceed lr");
+}
+
+void read_loss(Section s, LossConfig& l) {
+  s.get("l2", l.l2, 0.0)
+      .get("l1", l.l1, 0.0)
+      .get("vq", l.vq, 0.0)
+      .get("commitment", l.commitment, 0.0);
+  s.finish();
+  if (l.l1 == 0.0 && l.l2 == 0.0) s.fail("l2", "l1 and l2 are both 0: nothing to reconstruct");
+}
+
+void read_gpt(Section s, GptConfig& g) {
+  s.get("vocab_size", g.vocab_size, 0)
+      .get("n_layer", g.n_layer, 1, 1024)
+      .get("n_head", g.n_head, 1, 1024)
+      .get("n_embd", g.n_embd, 1, 1 << 16)
+      .get("block_size", g.block_size, 0, 1 << 24)
+      .get("dropout", g.dropout, 0.0, 0.99)
+      .get("tokenizer_checkpoint", g.tokenizer_checkpoint);
+  s.finish();
+  if (g.n_embd % g.n_head != 0)
+    s.fail("n_embd", "n_embd (" + std::to_string(g.n_embd) + ") must be a multiple of n_head (" +
+                         std::to_string(g.n_head) + ")");
+  if (g.tokenizer_checkpoint.empty())
+    s.fail("tokenizer_checkpoint",
+           "vqgpt needs gpt.tokenizer_checkpoint: the directory of a trained vqtok checkpoint");
+}
+
+void read_buffers(Section s, BuffersConfig& b) {
+  s.get_enum("sync", b.sync, kSyncNames).get("verify_every", b.verify_every, 0);
+  if (Node mods = s.raw("modules")) {
+    if (!mods.is_sequence())
+      mods.fail("expected a list of {module: path, sync: broadcast|average|none}");
+    for (size_t i = 0; i < mods.size(); ++i) {
+      Section m(mods.at(i));
+      BufferPolicy p;
+      p.sync = b.sync;
+      m.get("module", p.module).get_enum("sync", p.sync, kSyncNames);
+      m.finish();
+      if (!m.has("module")) m.fail("module", "each entry needs a module path");
+      b.modules.push_back(p);
+    }
+  }
+  s.finish();
+}
+
+// Cross-section checks: clip sizes against the model's factors, GPT against tokens.
+void check_app(Section& root, AppConfig& c) {
+  const ModelConfig& m = c.model;
+  const DataConfig& d = c.data;
+  Section data = Section(root.node()).sub("data");
+  const int64_t s = m.spatial_factor();
+  if (d.height % s != 0 || d.width % s != 0)
+    data.fail(d.height % s != 0 ? "height" : "width",
+              "height and width must be multiples of " + std::to_string(s) +
+                  " (2^(len(model.ch_mult) - 1)), got " + std::to_string(d.height) + "x" +
+                  std::to_string(d.width));
+  if (d.frames != 1 && d.frames % m.temporal_downsample_factor != 0)
+    data.fail("frames", "frames (" + std::to_string(d.frames) +
+                            ") must be 1 (an image) or a multiple of "
+                            "model.temporal_downsample_factor (" +
+                            std::to_string(m.temporal_downsample_factor) + ")");
+  if (c.gpt) {
+    Section gpt = Section(root.node()).sub("gpt");
+    GptConfig& g = *c.gpt;
+    if (g.vocab_size == 0) g.vocab_size = m.codebook_size + 1;
+    if (g.vocab_size < m.codebook_size)
+      gpt.fail("vocab_size", "vocab_size (" + std::to_string(g.vocab_size) +
+                                 ") must cover the codebook (" + std::to_string(m.codebook_size) +
+                                 ")");
+    const int64_t need = c.tokens_per_clip() + 1;
+    if (g.block_size == 0) g.block_size = need;
+    if (g.block_size < need)
+      gpt.fail("block_size", "block_size (" + std::to_string(g.block_size) +
+                                 ") must hold a clip's tokens plus BOS (" + std::to_string(need) +
+                                 ")");
+  }
+}
+
+}  // namespace
+
+int64_t ModelConfig::temporal_layers() const {
+  int64_t n = 0;
+  for (int64_t f = temporal_downsample_factor; f > 1; f >>= 1) ++n;
+  return n;
+}
+
+const char* buffer_sync_name(BufferSync s) {
+  switch (s) {
+    case BufferSync::broadcast:
+      return "broadcast";
+    case BufferSync::average:
+      return "average";
+    case BufferSync::none:
+      return "none";
+  }
+  return "?";
+}
+
+BufferSync BuffersConfig::sync_for(const std::string& buffer_name) const {
+  BufferSync best = sync;
+  size_t best_len = 0;
+  bool found = false;
+  for (const auto& p : modules) {
+    const std::string& m = p.module;
+    const bool match = m.empty() || buffer_name == m ||
+                       (buffer_name.size() > m.size() && buffer_name.compare(0, m.size(), m) == 0 &&
+                        buffer_name[m.size()] == '.');
+    if (match && (!found || m.size() >= best_len)) {
+      best = p.sync;
+      best_len = m.size();
+      found = true;
+    }
+  }
+  return best;
+}
+
+int64_t AppConfig::tokens_per_clip() const {
+  const int64_t t = data.frames == 1 ? 1 : data.frames / model.temporal_downsample_factor;
+  const int64_t s = model.spatial_factor();
+  return t * (data.height / s) * (data.width / s);
+}
+
+AppConfig parse_app_config(const Node& root, App app) {
+  ZT_CHECK(root, "parse_app_config: the config tree is absent (load it with load_yaml_file)");
+  AppConfig c;
+  c.root = root;
+  c.source = root ? root.file() : "<config>";
+  Section s(root);
+  read_model(s.sub("model"), c.model);
+  read_data(s.sub("data"), c.data);
+  read_train(s.sub("train"), c.train);
+  if (app == App::vqgpt && root.has("loss"))
+    s.fail("loss", "the loss section is for vqtok configs; vqgpt trains with cross-entropy");
+  if (app != App::vqgpt) read_loss(s.sub("loss"), c.loss);
+  if (app == App::vqtok && root.has("gpt"))
+    s.fail("gpt", "the gpt section is for vqgpt configs; vqtok does not read it");
+  if (app != App::vqtok && (root.has("gpt") || app == App::vqgpt)) {
+    c.gpt.emplace();
+    read_gpt(s.sub("gpt"), *c.gpt);
+  }
+  c.zero_optimization = s.raw("zero_optimization");
+  if (c.zero_optimization && !c.zero_optimization.is_map())
+    c.zero_optimization.fail("expected a mapping of DeepSpeed zero_optimization keys");
+  read_buffers(s.sub("buffers"), c.buffers);
+  s.get("replicated", c.replicated);
+  for (const auto& r : c.replicated)
+    if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");
+  const std::string stem = std::filesystem::path(c.source).stem().string();
+  c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
+  s.get("output_dir", c.output_dir);
+  if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
+  s.finish();
+  check_app(s, c);
+  return c;
+}
+
+AppConfig load_app_config(const std::string& path, const std::vector<std::string>& overrides,
+                          App app) {
+  return parse_app_config(load_yaml_file(path, overrides), app);
+}
+
+}  // namespace zt::config

@@ -1,0 +1,502 @@
+// The configuration tree, the YAML front end and the strict Section reader.
+//
+// yaml-cpp is used only here: its tree is converted once into NodeData (which keeps
+// file, line and key path per node), and everything else reads that. Config errors
+// are thrown as zt::Error directly rather than through ZT_CHECK: the location that
+// helps the user is the YAML file's line, not this source file's.
+#include "configs/config.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace zt::config {
+
+namespace detail {
+struct NodeData {
+  Node::Kind kind = Node::Kind::null;
+  std::string text;  // scalar text
+  std::vector<std::pair<std::string, std::shared_ptr<NodeData>>> map;
+  std::vector<std::shared_ptr<NodeData>> seq;
+  std::string file;
+  int line = 0;
+  std::string path;
+};
+}  // namespace detail
+
+using detail::NodeData;
+
+namespace {
+
+std::string join_path(const std::string& parent, const std::string& key) {
+  return parent.empty() ? key : parent + "." + key;
+}
+
+std::string location(const std::string& file, int line) {
+  return line > 0 ? file + ":" + std::to_string(line) : file;
+}
+
+[[noreturn]] void throw_at(const std::string& where, const std::string& path,
+                           const std::string& msg) {
+  std::string s = where.empty() ? std::string("<config>") : where;
+  if (!path.empty()) s += ": " + path;
+  throw Error(s + ": " + msg);
+}
+
+const NodeData& data_of(const std::shared_ptr<NodeData>& d) {
+  ZT_CHECK(d != nullptr, "config: access to an absent node (check operator bool first)");
+  return *d;
+}
+
+// Converts a yaml-cpp subtree. `line_override` >= 0 forces the line (overrides).
+std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
+                                  const std::string& path, int line_override) {
+  auto d = std::make_shared<NodeData>();
+  d->file = file;
+  d->path = path;
+  const YAML::Mark m = y.Mark();
+  d->line = line_override >= 0 ? line_override : (m.line >= 0 ? m.line + 1 : 0);
+  switch (y.Type()) {
+    case YAML::NodeType::Undefined:
+    case YAML::NodeType::Null:
+      d->kind = Node::Kind::null;
+      break;
+    case YAML::NodeType::Scalar:
+      d->kind = Node::Kind::scalar;
+      d->text = y.Scalar();
+      break;
+    case YAML::NodeType::Sequence:
+      d->kind = Node::Kind::sequence;
+      for (size_t i = 0; i < y.size(); ++i)
+        d->seq.push_back(convert(y[i], file, join_path(path, std::to_string(i)), line_override));
+      break;
+    case YAML::NodeType::Map:
+      d->kind = Node::Kind::map;
+      for (const auto& kv : y) {
+        if (!kv.first.IsScalar())
+          throw_at(location(file, d->line), path, "map keys must be plain strings");
+        const std::string key = kv.first.Scalar();
+        for (const auto& [k, v] : d->map)
+          if (k == key)
+            throw_at(location(file, kv.first.Mark().line + 1), join_path(path, key),
+                     "duplicate key (first given at line " + std::to_string(v->line) + ")");
+        auto child = convert(kv.second, file, join_path(path, key), line_override);
+        // A block mapping or list starts on the line after its key: point at the key.
+        if (line_override < 0 && kv.first.Mark().line >= 0) child->line = kv.first.Mark().line + 1;
+        d->map.emplace_back(key, child);
+      }
+      break;
+  }
+  return d;
+}
+
+YAML::Node parse_text(const std::string& text, const std::string& source) {
+  try {
+    return YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg);
+  } catch (const YAML::Exception& e) {
+    throw Error(source + ": YAML error: " + e.what());
+  }
+}
+
+YAML::Node to_yaml(const NodeData& d) {
+  switch (d.kind) {
+    case Node::Kind::null:
+      return YAML::Node(YAML::NodeType::Null);
+    case Node::Kind::scalar:
+      return YAML::Node(d.text);
+    case Node::Kind::sequence: {
+      YAML::Node n(YAML::NodeType::Sequence);
+      for (const auto& c : d.seq) n.push_back(to_yaml(*c));
+      return n;
+    }
+    case Node::Kind::map: {
+      YAML::Node n(YAML::NodeType::Map);
+      for (const auto& [k, c] : d.map) n[k] = to_yaml(*c);
+      return n;
+    }
+  }
+  return YAML::Node();
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+bool parse_double(const std::string& raw, double& out) {
+  std::string s = trim(raw);
+  if (!s.empty() && s[0] == '+') s = s.substr(1);
+  if (s == ".inf" || s == ".Inf") s = "inf";
+  if (s == "-.inf" || s == "-.Inf") s = "-inf";
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+}  // namespace
+
+// ---- Node
+
+Node::Kind Node::kind() const {
+  return data_of(d_).kind;
+}
+const std::string& Node::file() const {
+  return data_of(d_).file;
+}
+int Node::line() const {
+  return data_of(d_).line;
+}
+const std::string& Node::path() const {
+  return data_of(d_).path;
+}
+std::string Node::where() const {
+  return location(file(), line());
+}
+
+void Node::fail(const std::string& msg) const {
+  if (!d_) throw Error("<config>: " + msg);
+  throw_at(where(), path(), msg);
+}
+
+const std::string& Node::scalar() const {
+  if (kind() != Kind::scalar)
+    fail(std::string("expected a single value, got a ") + (kind() == Kind::map        ? "mapping"
+                                                           : kind() == Kind::sequence ? "list"
+                                                                                      : "null"));
+  return d_->text;
+}
+
+bool Node::as_bool() const {
+  const std::string s = trim(scalar());
+  for (const char* t : {"true", "True", "TRUE", "yes", "Yes", "on", "On"})
+    if (s == t) return true;
+  for (const char* f : {"false", "False", "FALSE", "no", "No", "off", "Off"})
+    if (s == f) return false;
+  fail("expected true or false, got '" + s + "'");
+}
+
+int64_t Node::as_int() const {
+  std::string s = trim(scalar());
+  if (!s.empty() && s[0] == '+') s = s.substr(1);
+  int64_t v = 0;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return v;
+  double dv = 0;
+  if (parse_double(s, dv) && std::isfinite(dv) && dv == std::floor(dv) && std::fabs(dv) < 9.2e18)
+    return static_cast<int64_t>(dv);
+  fail("expected an integer, got '" + scalar() + "'");
+}
+
+double Node::as_double() const {
+  double v = 0;
+  if (!parse_double(scalar(), v)) fail("expected a number, got '" + scalar() + "'");
+  return v;
+}
+
+std::string Node::as_string() const {
+  return scalar();
+}
+
+std::vector<std::string> Node::keys() const {
+  std::vector<std::string> out;
+  if (kind() == Kind::null) return out;
+  if (kind() != Kind::map) fail("expected a mapping (key: value lines)");
+  for (const auto& [k, v] : d_->map) out.push_back(k);
+  return out;
+}
+
+bool Node::has(const std::string& key) const {
+  return static_cast<bool>(get(key));
+}
+
+Node Node::get(const std::string& key) const {
+  if (kind() == Kind::null) return Node();
+  if (kind() != Kind::map) fail("expected a mapping (key: value lines), looking up '" + key + "'");
+  for (const auto& [k, v] : d_->map)
+    if (k == key) return Node(v);
+  return Node();
+}
+
+size_t Node::size() const {
+  switch (kind()) {
+    case Kind::sequence:
+      return d_->seq.size();
+    case Kind::map:
+      return d_->map.size();
+    case Kind::null:
+      return 0;
+    case Kind::scalar:
+      break;
+  }
+  fail("expected a list or mapping, got a single value");
+}
+
+Node Node::at(size_t i) const {
+  if (kind() != Kind::sequence) fail("expected a list");
+  if (i >= d_->seq.size())
+    fail("index " + std::to_string(i) + " out of range (list has " +
+         std::to_string(d_->seq.size()) + " elements)");
+  return Node(d_->seq[i]);
+}
+
+std::string Node::dump() const {
+  YAML::Emitter e;
+  e << to_yaml(data_of(d_));
+  return e.c_str();
+}
+
+// ---- loading
+
+Node parse_yaml(const std::string& text, const std::string& source) {
+  YAML::Node y = parse_text(text, source);
+  auto d = convert(y, source, "", -1);
+  if (d->kind == Node::Kind::null) d->kind = Node::Kind::map;  // empty document
+  if (d->kind != Node::Kind::map)
+    throw_at(location(source, d->line), "", "the top level must be a mapping (key: value lines)");
+  return Node(d);
+}
+
+Node load_yaml_file(const std::string& path, const std::vector<std::string>& overrides) {
+  std::ifstream f(path);
+  if (!f)
+    throw Error("cannot open config file '" + path + "': " + std::strerror(errno) +
+                " (pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  Node root = parse_yaml(ss.str(), path);
+  for (const auto& o : overrides) apply_override(root, o);
+  return root;
+}
+
+void apply_override(const Node& root, const std::string& assignment) {
+  const std::string source = "--set " + assignment;
+  const size_t eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    throw Error(source + ": expected key.path=value (e.g. --set train.lr=1e-3)");
+  const std::string key_path = trim(assignment.substr(0, eq));
+  const std::string value = assignment.substr(eq + 1);
+  if (trim(value).empty()) throw Error(source + ": missing value after '='");
+
+  std::vector<std::string> parts;
+  std::stringstream ks(key_path);
+  for (std::string part; std::getline(ks, part, '.');) {
+    if (part.empty()) throw Error(source + ": empty component in key path '" + key_path + "'");
+    parts.push_back(part);
+  }
+
+  auto fresh = [&](const std::string& path) {
+    return convert(parse_text(value, source), source, path, 0);
+  };
+  std::shared_ptr<NodeData> cur = root.data();
+  ZT_CHECK(cur != nullptr, "apply_override on an absent root");
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const bool last = i + 1 == parts.size();
+    const std::string& part = parts[i];
+    const std::string path = join_path(cur->path, part);
+    if (cur->kind == Node::Kind::null) {
+      cur->kind = Node::Kind::map;
+      cur->file = source;
+      cur->line = 0;
+    }
+    if (cur->kind == Node::Kind::map) {
+      auto it = std::find_if(cur->map.begin(), cur->map.end(),
+                             [&](const auto& kv) { return kv.first == part; });
+      std::shared_ptr<NodeData> next;
+      if (last) {
+        next = fresh(path);
+      } else if (it != cur->map.end()) {
+        next = it->second;
+      } else {
+        next = std::make_shared<NodeData>();
+        next->kind = Node::Kind::map;
+        next->file = source;
+        next->path = path;
+      }
+      if (it != cur->map.end()) {
+        it->second = next;
+      } else {
+        cur->map.emplace_back(part, next);
+      }
+      cur = next;
+    } else if (cur->kind == Node::Kind::sequence) {
+      size_t idx = 0;
+      auto [p, ec] = std::from_chars(part.data(), part.data() + part.size(), idx);
+      if (ec != std::errc() || p != part.data() + part.size() || idx >= cur->seq.size())
+        throw Error(source + ": '" + cur->path + "' is a list of " +
+                    std::to_string(cur->seq.size()) + " elements; '" + part +
+                    "' is not a valid index");
+      if (last) cur->seq[idx] = fresh(path);
+      cur = cur->seq[idx];
+    } else {
+      throw Error(source + ": cannot set '" + key_path + "': '" + cur->path +
+                  "' is a single value, not a mapping");
+    }
+  }
+}
+
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+// ---- Section
+
+Section::Section(Node node) : node_(std::move(node)) {
+  if (node_ && !node_.is_null() && !node_.is_map())
+    node_.fail("expected a mapping (key: value lines)");
+}
+
+Node Section::take(const std::string& key) {
+  known_.push_back(key);
+  if (!node_ || node_.is_null()) return Node();
+  Node n = node_.get(key);
+  if (!n || n.is_null()) return Node();
+  return n;
+}
+
+bool Section::has(const std::string& key) {
+  return static_cast<bool>(take(key));
+}
+
+void Section::fail(const std::string& key, const std::string& msg) const {
+  if (node_) {
+    Node n = node_.is_map() ? node_.get(key) : Node();
+    if (n) n.fail(msg);
+    throw_at(node_.where(), join_path(node_.path(), key), msg);
+  }
+  throw_at("", key, msg);
+}
+
+Section& Section::get(const std::string& key, int64_t& out, int64_t lo, int64_t hi) {
+  if (Node n = take(key)) {
+    const int64_t v = n.as_int();
+    if (v < lo || v > hi) {
+      n.fail(std::to_string(v) + " is out of range: must be " +
+             (hi == std::numeric_limits<int64_t>::max()
+                  ? ">= " + std::to_string(lo)
+                  : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"));
+    }
+    out = v;
+  }
+  return *this;
+}
+
+Section& Section::get(const std::string& key, int& out, int64_t lo, int64_t hi) {
+  int64_t v = out;
+  get(key, v, lo, std::min<int64_t>(hi, std::numeric_limits<int>::max()));
+  out = static_cast<int>(v);
+  return *this;
+}
+
+Section& Section::get(const std::string& key, double& out, double lo, double hi) {
+  if (Node n = take(key)) {
+    const double v = n.as_double();
+    if (!(v >= lo && v <= hi)) {
+      std::ostringstream os;
+      os << n.scalar() << " is out of range: must be ";
+      if (std::isinf(hi))
+        os << ">= " << lo;
+      else
+        os << "in [" << lo << ", " << hi << "]";
+      n.fail(os.str());
+    }
+    out = v;
+  }
+  return *this;
+}
+
+Section& Section::get(const std::string& key, std::vector<int64_t>& out, int64_t lo, int64_t hi) {
+  if (Node n = take(key)) {
+    if (!n.is_sequence()) n.fail("expected a list of integers, e.g. [1, 2]");
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < n.size(); ++i) {
+      Node e = n.at(i);
+      const int64_t x = e.as_int();
+      if (x < lo || x > hi)
+        e.fail(
+            std::to_string(x) + " is out of range: must be in [" + std::to_string(lo) + ", " +
+            (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) +
+            "]");
+      v.push_back(x);
+    }
+    out = std::move(v);
+  }
+  return *this;
+}
+
+Section& Section::get_enum(const std::string& key, std::string& out,
+                           const std::vector<std::string>& allowed) {
+  if (Node n = take(key)) {
+    const std::string v = n.as_string();
+    if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
+      std::string list, best;
+      size_t best_d = SIZE_MAX;
+      for (const auto& a : allowed) {
+        list += (list.empty() ? "" : ", ") + a;
+        const size_t d = edit_distance(v, a);
+        if (d < best_d) best_d = d, best = a;
+      }
+      n.fail("'" + v + "' is not one of: " + list + " (did you mean '" + best + "'?)");
+    }
+    out = v;
+  }
+  return *this;
+}
+
+Section Section::sub(const std::string& key) {
+  Node n = take(key);
+  if (n) return Section(n);
+  // An absent section reads as empty but keeps a location for its errors.
+  auto d = std::make_shared<NodeData>();
+  if (node_) {
+    d->file = node_.file();
+    d->line = node_.line();
+    d->path = join_path(node_.path(), key);
+  } else {
+    d->file = "<config>";
+    d->path = key;
+  }
+  return Section(Node(d));
+}
+
+Node Section::raw(const std::string& key) {
+  return take(key);
+}
+
+void Section::finish() const {
+  if (!node_ || !node_.is_map()) return;
+  for (const auto& key : node_.keys()) {
+    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    Node n = node_.get(key);
+    if (known_.empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
+    std::string best;
+    size_t best_d = SIZE_MAX;
+    for (const auto& k : known_) {
+      const size_t d = edit_distance(key, k);
+      if (d < best_d) best_d = d, best = k;
+    }
+    n.fail("unknown key; did you mean '" + join_path(node_.path(), best) + "'?");
+  }
+}
+
+}  // namespace zt::config

@@ -1,0 +1,283 @@
+// Config loading: the tree keeps file/line/path, Section reads strictly, --set
+// overrides any key, the shipped configs load, and a table of bad configs each fails
+// with the message a user needs (file:line, key path, and what to do).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "configs/app_config.h"
+#include "configs/config.h"
+#include "core/error.h"
+
+namespace zt::config {
+namespace {
+
+// Each test case gets its own directory: ctest may run cases in parallel.
+std::string write_temp(const std::string& sub, const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "zt_config_test" / sub;
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Config, TreeKeepsLocations) {
+  Node root = parse_yaml("train:\n  steps: 10\n  betas: [0.9, 0.99]\n", "x.yaml");
+  Node steps = root["train"]["steps"];
+  ASSERT_TRUE(steps);
+  EXPECT_EQ(steps.as_int(), 10);
+  EXPECT_EQ(steps.line(), 2);
+  EXPECT_EQ(steps.path(), "train.steps");
+  EXPECT_EQ(steps.where(), "x.yaml:2");
+  EXPECT_EQ(root["train"]["betas"].at(1).path(), "train.betas.1");
+  EXPECT_FALSE(root["nope"]);
+  EXPECT_EQ(root["train"].keys(), (std::vector<std::string>{"steps", "betas"}));
+}
+
+TEST(Config, ScalarConversions) {
+  Node r = parse_yaml("a: 5e8\nb: 1.5e-3\nc: yes\nd: hello\ne: -3\n");
+  EXPECT_EQ(r["a"].as_int(), 500000000);
+  EXPECT_DOUBLE_EQ(r["b"].as_double(), 1.5e-3);
+  EXPECT_TRUE(r["c"].as_bool());
+  EXPECT_EQ(r["d"].as_string(), "hello");
+  EXPECT_EQ(r["e"].as<int>(), -3);
+  EXPECT_NE(error_of([&] { r["b"].as_int(); }).find("expected an integer, got '1.5e-3'"),
+            std::string::npos);
+}
+
+TEST(Config, SectionReadsDeclaredKeysAndKeepsDefaults) {
+  struct {
+    int64_t steps = 7;
+    double lr = 0.5;
+    std::string schedule = "constant";
+    bool flag = false;
+  } cfg;
+  Node r = parse_yaml("steps: 3\nschedule: cosine\n");
+  Section s(r);
+  s.get("steps", cfg.steps, 1).get("lr", cfg.lr, 0.0, 1.0).get("flag", cfg.flag);
+  s.get_enum("schedule", cfg.schedule, {"constant", "cosine"});
+  s.finish();
+  EXPECT_EQ(cfg.steps, 3);
+  EXPECT_EQ(cfg.lr, 0.5);  // missing: default kept
+  EXPECT_EQ(cfg.schedule, "cosine");
+}
+
+TEST(Config, OverridesCreateAndReplace) {
+  Node r = parse_yaml("train:\n  lr: 0.1\nmodel:\n  ch_mult: [1, 2]\n", "o.yaml");
+  apply_override(r, "train.lr=0.01");
+  apply_override(r, "train.steps=5");
+  apply_override(r, "model.ch_mult.1=4");
+  apply_override(r, "data.frames=8");
+  EXPECT_DOUBLE_EQ(r["train"]["lr"].as_double(), 0.01);
+  EXPECT_EQ(r["train"]["lr"].file(), "--set train.lr=0.01");
+  EXPECT_EQ(r["train"]["steps"].as_int(), 5);
+  EXPECT_EQ(r["model"]["ch_mult"].as<std::vector<int64_t>>(), (std::vector<int64_t>{1, 4}));
+  EXPECT_EQ(r["data"]["frames"].as_int(), 8);
+  apply_override(r, "model.ch_mult=[1, 2, 2]");
+  EXPECT_EQ(r["model"]["ch_mult"].size(), 3u);
+  EXPECT_NE(error_of([&] { apply_override(r, "train.lr"); }).find("expected key.path=value"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { apply_override(r, "train.lr.x=1"); }).find("is a single value"),
+            std::string::npos);
+}
+
+TEST(Config, EditDistance) {
+  EXPECT_EQ(edit_distance("stpes", "steps"), 2u);
+  EXPECT_EQ(edit_distance("", "abc"), 3u);
+  EXPECT_EQ(edit_distance("lr", "lr"), 0u);
+}
+
+TEST(Config, ShippedConfigsLoad) {
+  const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
+  AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
+  EXPECT_EQ(tiny.model.codebook_size, 1024);
+  EXPECT_EQ(tiny.model.ch, 32);
+  EXPECT_EQ(tiny.model.ch_mult, (std::vector<int64_t>{1, 2, 2, 4}));
+  EXPECT_EQ(tiny.model.spatial_factor(), 8);
+  EXPECT_EQ(tiny.model.temporal_layers(), 2);
+  EXPECT_EQ(tiny.data.kind, DataKind::synthetic);
+  EXPECT_EQ(tiny.train.batch, 4);
+  EXPECT_EQ(tiny.train.schedule, Schedule::cosine);
+  EXPECT_EQ(tiny.tokens_per_clip(), 16);
+  EXPECT_EQ(tiny.output_dir, "runs/vqtok_tiny");
+  ASSERT_TRUE(tiny.zero_optimization);
+  EXPECT_EQ(tiny.zero_optimization["stage"].as_int(), 3);
+  EXPECT_TRUE(tiny.zero_optimization["overlap_comm"].as_bool());
+  EXPECT_FALSE(tiny.gpt.has_value());
+
+  AppConfig big = load_app_config(dir + "emu3_vision_tokenizer.yaml", {}, App::vqtok);
+  EXPECT_EQ(big.model.codebook_size, 32768);
+  EXPECT_EQ(big.model.ch, 256);
+  EXPECT_EQ(big.tokens_per_clip(), 4096);
+
+  AppConfig gpt = load_app_config(dir + "vqgpt_tiny.yaml", {}, App::vqgpt);
+  ASSERT_TRUE(gpt.gpt.has_value());
+  EXPECT_EQ(gpt.gpt->n_layer, 4);
+  EXPECT_EQ(gpt.gpt->vocab_size, 1025);
+  EXPECT_EQ(gpt.gpt->block_size, 17);
+  EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
+  EXPECT_EQ(gpt.buffers.sync, BufferSync::broadcast);
+
+  AppConfig o = load_app_config(dir + "vqtok_tiny.yaml",
+                                {"train.lr=5e-4", "train.steps=20", "buffers.sync=none"});
+  EXPECT_DOUBLE_EQ(o.train.lr, 5e-4);
+  EXPECT_EQ(o.train.steps, 20);
+  EXPECT_EQ(o.buffers.sync, BufferSync::none);
+  EXPECT_FALSE(o.root.dump().empty());
+}
+
+TEST(Config, BufferPolicyLongestPrefixWins) {
+  Node r = parse_yaml(
+      "buffers:\n  sync: average\n  modules:\n    - {module: decoder, sync: broadcast}\n"
+      "    - {module: decoder.time_res_stack.1, sync: none}\n");
+  AppConfig c = parse_app_config(r);
+  EXPECT_EQ(c.buffers.sync_for("encoder.time_res_stack.0.norm1.running_mean"), BufferSync::average);
+  EXPECT_EQ(c.buffers.sync_for("decoder.time_res_stack.0.norm1.running_mean"),
+            BufferSync::broadcast);
+  EXPECT_EQ(c.buffers.sync_for("decoder.time_res_stack.1.norm2.running_var"), BufferSync::none);
+  EXPECT_EQ(c.buffers.sync_for("decoderx.w"), BufferSync::average);
+}
+
+// Each bad config and the message it must produce (every fragment must appear).
+struct BadCase {
+  const char* name;
+  const char* yaml;
+  std::vector<std::string> overrides;
+  std::vector<std::string> expect;
+  App app = App::any;
+};
+
+const std::vector<BadCase> kBadConfigs = {
+    {"unknown_key",
+     "train:\n  steps: 10\n  stpes: 20\n",
+     {},
+     {"bad.yaml:3: train.stpes: unknown key; did you mean 'train.steps'?"}},
+    {"unknown_top",
+     "trian:\n  steps: 10\n",
+     {},
+     {"bad.yaml:1: trian: unknown key; did you mean 'train'?"}},
+    {"wrong_type",
+     "train:\n  steps: abc\n",
+     {},
+     {"bad.yaml:2: train.steps: expected an integer, got 'abc'"}},
+    {"float_for_int",
+     "train:\n  batch: 2.5\n",
+     {},
+     {"train.batch: expected an integer, got '2.5'"}},
+    {"below_min",
+     "train:\n  steps: 0\n",
+     {},
+     {"bad.yaml:2: train.steps: 0 is out of range: must be >= 1"}},
+    {"above_max", "train:\n  lr: 20\n", {}, {"train.lr: 20 is out of range: must be in [0, 10]"}},
+    {"bad_enum",
+     "train:\n  schedule: cosin\n",
+     {},
+     {"bad.yaml:2: train.schedule: 'cosin' is not one of: constant, cosine, linear, step",
+      "did you mean 'cosine'?"}},
+    {"bool",
+     "data:\n  shuffle: maybe\n",
+     {},
+     {"data.shuffle: expected true or false, got 'maybe'"}},
+    {"list_expected", "model:\n  ch_mult: 4\n", {}, {"model.ch_mult: expected a list of integers"}},
+    {"map_expected", "model: 5\n", {}, {"bad.yaml:1: model: expected a mapping"}},
+    {"embed_ne_z",
+     "model:\n  embed_dim: 8\n  z_channels: 4\n",
+     {},
+     {"bad.yaml:2: model.embed_dim: embed_dim (8) must equal z_channels (4)"}},
+    {"groupnorm", "model:\n  ch: 48\n", {}, {"model.ch: must be a multiple of 32 (GroupNorm"}},
+    {"temporal_pow2",
+     "model:\n  temporal_downsample_factor: 3\n",
+     {},
+     {"model.temporal_downsample_factor: must be a power of two"}},
+    {"attn_level",
+     "model:\n  attn_resolutions: [5]\n",
+     {},
+     {"model.attn_resolutions: level 5 does not exist", "level indices, not pixels"}},
+    {"height_multiple",
+     "data:\n  height: 36\n",
+     {},
+     {"bad.yaml:2: data.height: height and width must be multiples of 8"}},
+    {"frames_multiple",
+     "data:\n  frames: 6\n",
+     {},
+     {"data.frames: frames (6) must be 1 (an image) or a multiple of"}},
+    {"npy_needs_path", "data:\n  kind: npy\n", {}, {"data.path: data.kind npy needs data.path"}},
+    {"betas_len", "train:\n  betas: [0.9]\n", {}, {"train.betas: expected two values"}},
+    {"min_lr",
+     "train:\n  lr: 0.1\n  min_lr: 0.2\n",
+     {},
+     {"train.min_lr: min_lr must not exceed lr"}},
+    {"buffer_sync",
+     "buffers:\n  sync: avg\n",
+     {},
+     {"buffers.sync: 'avg' is not one of: broadcast, average, none", "did you mean 'average'?"}},
+    {"buffer_module_key",
+     "buffers:\n  modules:\n    - {modul: encoder, sync: none}\n",
+     {},
+     {"buffers.modules.0.modul: unknown key; did you mean 'buffers.modules.0.module'?"}},
+    {"duplicate",
+     "train:\n  steps: 1\n  steps: 2\n",
+     {},
+     {"bad.yaml:3: train.steps: duplicate key"}},
+    {"parse_error", "train: [1, 2\n", {}, {"bad.yaml:", "YAML parse error"}},
+    {"zero_not_map", "zero_optimization: 3\n", {}, {"zero_optimization: expected a mapping"}},
+    {"set_unknown",
+     "train:\n  steps: 10\n",
+     {"train.stpes=5"},
+     {"--set train.stpes=5: train.stpes: unknown key; did you mean 'train.steps'?"}},
+    {"set_wrong_type",
+     "train:\n  steps: 10\n",
+     {"train.steps=abc"},
+     {"--set train.steps=abc: train.steps: expected an integer, got 'abc'"}},
+    {"set_unknown_section", "", {"trainn.steps=5"}, {"trainn: unknown key; did you mean 'train'?"}},
+    {"gpt_in_vqtok",
+     "gpt:\n  n_layer: 2\n",
+     {},
+     {"bad.yaml:1: gpt: the gpt section is for vqgpt"},
+     App::vqtok},
+    {"gpt_heads",
+     "gpt:\n  n_head: 4\n  n_embd: 130\n  tokenizer_checkpoint: x\n",
+     {},
+     {"gpt.n_embd: n_embd (130) must be a multiple of n_head (4)"},
+     App::vqgpt},
+    {"gpt_needs_tokenizer", "gpt:\n  n_layer: 2\n", {}, {"gpt.tokenizer_checkpoint"}, App::vqgpt},
+    {"gpt_block",
+     "gpt:\n  block_size: 8\n  tokenizer_checkpoint: x\n",
+     {},
+     {"gpt.block_size: block_size (8) must hold a clip's tokens plus BOS (17)"},
+     App::vqgpt},
+};
+
+void PrintTo(const BadCase& c, std::ostream* os) {
+  *os << c.name;
+}
+
+class BadConfig : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadConfig, FailsWithMessage) {
+  const BadCase& c = GetParam();
+  const std::string path = write_temp(c.name, "bad.yaml", c.yaml);
+  const std::string msg = error_of([&] { load_app_config(path, c.overrides, c.app); });
+  for (const auto& frag : c.expect) EXPECT_NE(msg.find(frag), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadConfig, ::testing::ValuesIn(kBadConfigs),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Config, MissingFileNamesIt) {
+  const std::string msg = error_of([] { load_yaml_file("/nonexistent/cfg.yaml"); });
+  EXPECT_NE(msg.find("cannot open config file '/nonexistent/cfg.yaml'"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace zt::config
