@@ -117,6 +117,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same("matmul", {a, b});
   ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: 0-dim operands");
+  if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
   int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);

@@ -1,0 +1,204 @@
+// The autograd engine: explicit output gradients, accumulation into leaves, no-grad
+// mode, retain_grad, tensor and post-accumulate hooks, custom functions, callbacks at
+// the end of backward, and the errors for misuse.
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+Tensor leaf(const std::vector<double>& v) {
+  Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
+  t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+TEST(Autograd, BackwardWithExplicitGradient) {
+  // y = 3 x (non-scalar); dy = [1, 2] -> dx = [3, 6].
+  Tensor x = leaf({1, 2});
+  Tensor y = mul(x, 3.0);
+  y.backward(from_vector({1, 2}, {2}, DType::f64));
+  EXPECT_TRUE(values_are(x.grad(), {3, 6}));
+}
+
+TEST(Autograd, AccumulatesOverTwoBackwards) {
+  // d/dx sum(x^2) = 2x, twice -> 4x.
+  Tensor x = leaf({1, -2});
+  sum(mul(x, x)).backward();
+  EXPECT_TRUE(values_are(x.grad(), {2, -4}));
+  sum(mul(x, x)).backward();
+  EXPECT_TRUE(values_are(x.grad(), {4, -8}));
+  // A variable used twice in one graph gets both contributions: d/dx (x * x + x) = 2x + 1.
+  Tensor z = leaf({3});
+  add(mul(z, z), z).backward();
+  EXPECT_TRUE(values_are(z.grad(), {7}));
+}
+
+TEST(Autograd, NoGradGuard) {
+  Tensor x = leaf({1});
+  {
+    autograd::NoGradGuard ng;
+    EXPECT_FALSE(autograd::grad_mode_enabled());
+    Tensor y = mul(x, 2.0);
+    EXPECT_FALSE(y.requires_grad());
+    EXPECT_TRUE(y.is_leaf());
+    {
+      autograd::EnableGradGuard eg;
+      EXPECT_TRUE(mul(x, 2.0).requires_grad());
+    }
+  }
+  EXPECT_TRUE(autograd::grad_mode_enabled());
+  EXPECT_TRUE(mul(x, 2.0).requires_grad());
+  // detach() cuts the graph but shares storage.
+  Tensor d = x.detach();
+  EXPECT_FALSE(d.requires_grad());
+  EXPECT_EQ(d.data_ptr(), x.data_ptr());
+}
+
+TEST(Autograd, RetainGrad) {
+  // h = 2x, y = sum(h^2): dy/dh = 2h = 4x.
+  Tensor x = leaf({1, 3});
+  Tensor h = mul(x, 2.0);
+  h.retain_grad();
+  Tensor h2 = mul(x, 2.0);  // not retained
+  sum(add(mul(h, h), h2)).backward();
+  EXPECT_TRUE(values_are(h.grad(), {4, 12}));
+  EXPECT_FALSE(h2.grad().defined());
+  EXPECT_TRUE(values_are(x.grad(), {2 * 4 + 2, 2 * 12 + 2}));
+}
+
+TEST(Autograd, TensorHookReplacesGrad) {
+  // Hook on an intermediate doubles its gradient; hook on the leaf adds 1 before
+  // accumulation. y = sum(3 h), h = x * 1: dh = 3 -> hooked 6 -> dx = 6 -> leaf hook 7.
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, 1.0);
+  std::vector<double> seen;
+  h.register_hook([&](const Tensor& g) {
+    seen = g.to_vector();
+    return mul(g, 2.0);
+  });
+  x.register_hook([](const Tensor& g) { return add(g, 1.0); });
+  sum(mul(h, 3.0)).backward();
+  EXPECT_EQ(seen, (std::vector<double>{3, 3}));
+  EXPECT_TRUE(values_are(x.grad(), {7, 7}));
+  // A hook returning an undefined tensor keeps the gradient.
+  Tensor z = leaf({1});
+  Tensor hz = mul(z, 5.0);
+  hz.register_hook([](const Tensor&) { return Tensor(); });
+  sum(hz).backward();
+  EXPECT_TRUE(values_are(z.grad(), {5}));
+}
+
+TEST(Autograd, PostAccumulateGradHook) {
+  Tensor x = leaf({1, 2});
+  int calls = 0;
+  std::vector<double> at_call;
+  x.register_post_accumulate_grad_hook([&](const Tensor& p) {
+    ++calls;
+    at_call = p.grad().to_vector();  // the hook sees the accumulated gradient
+  });
+  sum(mul(x, 4.0)).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(at_call, (std::vector<double>{4, 4}));
+  sum(x).backward();
+  EXPECT_EQ(calls, 2);
+  EXPECT_EQ(at_call, (std::vector<double>{5, 5}));
+  EXPECT_THROW(mul(x, 2.0).register_post_accumulate_grad_hook([](const Tensor&) {}), Error);
+}
+
+TEST(Autograd, CustomFunction) {
+  // f(a, b) = a * b computed outside the graph, with a hand-written backward
+  // that scales the true gradient by 10 so we can tell it ran.
+  Tensor a = leaf({2, 3}), b = leaf({5, 7});
+  int backward_calls = 0;
+  std::vector<Tensor> out = autograd::apply_function(
+      "scaled_mul", {a, b},
+      [](const std::vector<Tensor>& in) {
+        EXPECT_FALSE(autograd::grad_mode_enabled());
+        return std::vector<Tensor>{mul(in[0], in[1])};
+      },
+      [&](const std::vector<Tensor>& g) {
+        ++backward_calls;
+        return std::vector<Tensor>{mul(mul(g[0], b.detach()), 10.0),
+                                   mul(mul(g[0], a.detach()), 10.0)};
+      });
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_TRUE(values_are(out[0], {10, 21}));
+  EXPECT_TRUE(out[0].requires_grad());
+  EXPECT_FALSE(out[0].is_leaf());
+  sum(out[0]).backward();
+  EXPECT_EQ(backward_calls, 1);
+  EXPECT_TRUE(values_are(a.grad(), {50, 70}));
+  EXPECT_TRUE(values_are(b.grad(), {20, 30}));
+  // An identity function gets a fresh output handle that carries the graph.
+  Tensor c = leaf({1});
+  std::vector<Tensor> id = autograd::apply_function(
+      "identity", {c}, [](const std::vector<Tensor>& in) { return in; },
+      [](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], 3.0)}; });
+  EXPECT_FALSE(id[0].same(c));
+  sum(id[0]).backward();
+  EXPECT_TRUE(values_are(c.grad(), {3}));
+}
+
+TEST(Autograd, QueueCallbackRunsAtEnd) {
+  Tensor x = leaf({1});
+  std::vector<std::string> order;
+  bool grad_ready_in_callback = false;
+  x.register_hook([&](const Tensor& g) {
+    order.push_back("hook");
+    EXPECT_TRUE(autograd::in_backward());
+    autograd::queue_callback([&] {
+      order.push_back("callback");
+      grad_ready_in_callback = x.grad().defined();
+    });
+    return Tensor();
+  });
+  sum(mul(x, 2.0)).backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"hook", "callback"}));
+  EXPECT_TRUE(grad_ready_in_callback);
+  EXPECT_FALSE(autograd::in_backward());
+  EXPECT_THROW(autograd::queue_callback([] {}), Error);
+}
+
+TEST(Autograd, NonScalarNeedsGradient) {
+  Tensor y = mul(leaf({1, 2}), 2.0);
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("only for scalar outputs"), std::string::npos);
+  }
+  EXPECT_THROW(y.backward(ones({3}, DType::f64)), Error);
+  EXPECT_THROW(zeros({1}).backward(), Error);  // nothing requires grad
+}
+
+TEST(Autograd, SecondBackwardNeedsRetainGraph) {
+  Tensor x = leaf({2});
+  Tensor y = sum(mul(x, x));
+  y.backward();
+  try {
+    y.backward();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("retain_graph"), std::string::npos);
+  }
+  // With retain_graph the graph survives: 4 + 4 + 4 after three passes.
+  Tensor z = leaf({2});
+  Tensor w = sum(mul(z, z));
+  w.backward(Tensor(), true);
+  w.backward(Tensor(), true);
+  w.backward();
+  EXPECT_TRUE(values_are(z.grad(), {12}));
+}
+
+TEST(Autograd, MultipleRootsAndNoGradInputs) {
+  // backward over two roots sums their contributions; constants get no gradient.
+  Tensor x = leaf({1, 2});
+  Tensor c = from_vector({10, 20}, {2}, DType::f64);
+  Tensor y1 = sum(mul(x, c)), y2 = sum(mul(x, 2.0));
+  autograd::backward({y1, y2}, {Tensor(), Tensor()});
+  EXPECT_TRUE(values_are(x.grad(), {12, 22}));
+  EXPECT_FALSE(c.grad().defined());
+  EXPECT_THROW(mul(x, 2.0).set_requires_grad(false), Error);  // not a leaf
+}

@@ -1,0 +1,164 @@
+// Elementwise ops: every op's forward value worked out by hand, broadcasting, in-place
+// updates, and a central-difference gradient check for every differentiable op,
+// including broadcast and non-contiguous (transposed) operands.
+#include <cmath>
+
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// An f64 leaf with values in [0.5, 2.5): safe for log, sqrt, rsqrt and fractional pow.
+Tensor pos_leaf(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  Tensor t = add(mul(rand(s, g, DType::f64), 2.0), 0.5);
+  t.set_requires_grad(true);
+  return t;
+}
+}  // namespace
+
+TEST(Elementwise, BinaryBroadcastValues) {
+  // a (2, 1) = [[1], [2]], b (3) = [10, 20, 30] broadcast to (2, 3).
+  Tensor a = from_vector({1, 2}, {2, 1});
+  Tensor b = from_vector({10, 20, 30}, {3});
+  EXPECT_TRUE(values_are(add(a, b), {11, 21, 31, 12, 22, 32}));
+  EXPECT_TRUE(values_are(sub(a, b), {-9, -19, -29, -8, -18, -28}));
+  EXPECT_TRUE(values_are(mul(a, b), {10, 20, 30, 20, 40, 60}));
+  EXPECT_TRUE(values_are(div(b, a), {10, 20, 30, 5, 10, 15}));
+  EXPECT_EQ(add(a, b).sizes(), (Shape{2, 3}));
+  // a + 2 * b = [[21, 41, 61], [22, 42, 62]].
+  EXPECT_TRUE(values_are(add_scaled(a, b, 2.0), {21, 41, 61, 22, 42, 62}));
+  EXPECT_TRUE(values_are(a + 0.5, {1.5, 2.5}));
+  EXPECT_TRUE(values_are(a * 3.0, {3, 6}));
+  EXPECT_TRUE(values_are(a / 4.0, {0.25, 0.5}));
+  EXPECT_TRUE(values_are(a - 1.0, {0, 1}));
+  EXPECT_TRUE(values_are(-a, {-1, -2}));
+  EXPECT_EQ(broadcast_shapes({4, 1, 3}, {2, 1}), (Shape{4, 2, 3}));
+}
+
+TEST(Elementwise, UnaryValues) {
+  Tensor x = from_vector({-1, 0.5, 2}, {3});
+  EXPECT_TRUE(values_are(neg(x), {1, -0.5, -2}));
+  EXPECT_TRUE(values_are(abs(x), {1, 0.5, 2}));
+  EXPECT_TRUE(values_are(relu(x), {0, 0.5, 2}));
+  EXPECT_TRUE(values_are(clamp(x, 0, 1), {0, 0.5, 1}));
+  // exp([0, 1, 2]) = [1, e, e^2]; log([1, e, 4]) = [0, 1, 2 ln 2].
+  EXPECT_TRUE(values_are(exp(from_vector({0, 1, 2}, {3})), {1, 2.718282, 7.389056}));
+  EXPECT_TRUE(values_are(log(from_vector({1, std::exp(1.0), 4}, {3})), {0, 1, 1.386294}));
+  EXPECT_TRUE(values_are(sqrt(from_vector({4, 9, 2}, {3})), {2, 3, 1.414214}));
+  EXPECT_TRUE(values_are(rsqrt(from_vector({4, 0.25}, {2})), {0.5, 2}));
+  EXPECT_TRUE(values_are(pow(from_vector({2, 3}, {2}), 3.0), {8, 27}));
+  EXPECT_TRUE(values_are(pow(from_vector({4, 9}, {2}), 0.5), {2, 3}));
+  // sigmoid(ln 3) = 1 / (1 + 1/3) = 0.75; silu(ln 3) = ln 3 * 0.75 = 0.823959.
+  Tensor l3 = from_vector({0, std::log(3.0)}, {2});
+  EXPECT_TRUE(values_are(sigmoid(l3), {0.5, 0.75}));
+  EXPECT_TRUE(values_are(silu(l3), {0, 0.823959}));
+  // tanh(ln 2) = (2 - 1/2) / (2 + 1/2) = 0.6.
+  EXPECT_TRUE(values_are(tanh(from_vector({0, std::log(2.0)}, {2})), {0, 0.6}));
+  // gelu(x) = x Phi(x): Phi(1) = 0.841345 -> [0.841345, -0.158655, 0];
+  // tanh form: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) -> [0.841192, -0.158808, 0].
+  Tensor g = from_vector({1, -1, 0}, {3});
+  EXPECT_TRUE(values_are(gelu(g), {0.841345, -0.158655, 0}));
+  EXPECT_TRUE(values_are(gelu(g, true), {0.841192, -0.158808, 0}));
+}
+
+TEST(Elementwise, WhereAndComparisons) {
+  Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({3, 2, 1}, {3});
+  EXPECT_TRUE(values_are(eq(a, b), {0, 1, 0}));
+  EXPECT_TRUE(values_are(ne(a, b), {1, 0, 1}));
+  EXPECT_TRUE(values_are(lt(a, b), {1, 0, 0}));
+  EXPECT_TRUE(values_are(le(a, b), {1, 1, 0}));
+  EXPECT_TRUE(values_are(gt(a, b), {0, 0, 1}));
+  EXPECT_TRUE(values_are(ge(a, b), {0, 1, 1}));
+  EXPECT_TRUE(values_are(gt(a, 1.5), {0, 1, 1}));
+  EXPECT_TRUE(values_are(lt(a, 1.5), {1, 0, 0}));
+  EXPECT_EQ(eq(a, b).dtype(), DType::b8);
+  // where(a > b, a, b) = elementwise max = [3, 2, 3].
+  EXPECT_TRUE(values_are(where(gt(a, b), a, b), {3, 2, 3}));
+}
+
+TEST(Elementwise, InPlaceAndSumTo) {
+  Tensor a = from_vector({1, 2, 3, 4}, {2, 2});
+  add_(a, from_vector({10, 20}, {2}), 0.5);  // a += 0.5 * [10, 20] per row
+  EXPECT_TRUE(values_are(a, {6, 12, 8, 14}));
+  mul_(a, 0.5);
+  EXPECT_TRUE(values_are(a, {3, 6, 4, 7}));
+  // sum_to (2, 2) -> (1, 2): column sums; -> (2): same values, leading dim dropped.
+  EXPECT_TRUE(values_are(sum_to(a, {1, 2}), {7, 13}));
+  EXPECT_TRUE(values_are(sum_to(a, {2}), {7, 13}));
+  EXPECT_TRUE(values_are(sum_to(a, {2, 1}), {9, 11}));
+}
+
+TEST(Elementwise, UnaryGradients) {
+  Tensor x = test::rand_leaf({2, 3}, 1);
+  Tensor p = pos_leaf({2, 3}, 2);
+  std::vector<std::pair<const char*, Fn>> any = {
+      {"neg", [](auto& in) { return neg(in[0]); }},
+      {"exp", [](auto& in) { return exp(in[0]); }},
+      {"abs", [](auto& in) { return abs(in[0]); }},
+      {"relu", [](auto& in) { return relu(in[0]); }},
+      {"silu", [](auto& in) { return silu(in[0]); }},
+      {"sigmoid", [](auto& in) { return sigmoid(in[0]); }},
+      {"tanh", [](auto& in) { return tanh(in[0]); }},
+      {"gelu", [](auto& in) { return gelu(in[0]); }},
+      {"gelu_tanh", [](auto& in) { return gelu(in[0], true); }},
+      {"clamp", [](auto& in) { return clamp(in[0], -0.5, 0.7); }},
+      {"pow2", [](auto& in) { return pow(in[0], 2.0); }},
+      {"pow3", [](auto& in) { return pow(in[0], 3.0); }},
+      {"add_scalar", [](auto& in) { return add(in[0], 1.5); }},
+      {"mul_scalar", [](auto& in) { return mul(in[0], -2.5); }},
+  };
+  for (auto& [name, fn] : any) {
+    SCOPED_TRACE(name);
+    EXPECT_GRAD_OK(fn, {x});
+  }
+  std::vector<std::pair<const char*, Fn>> positive = {
+      {"log", [](auto& in) { return log(in[0]); }},
+      {"sqrt", [](auto& in) { return sqrt(in[0]); }},
+      {"rsqrt", [](auto& in) { return rsqrt(in[0]); }},
+      {"pow_frac", [](auto& in) { return pow(in[0], 1.7); }},
+  };
+  for (auto& [name, fn] : positive) {
+    SCOPED_TRACE(name);
+    EXPECT_GRAD_OK(fn, {p});
+  }
+}
+
+TEST(Elementwise, BinaryGradientsWithBroadcasting) {
+  Tensor a = test::rand_leaf({2, 3}, 3);
+  Tensor b = test::rand_leaf({3}, 4);
+  Tensor c = test::rand_leaf({2, 1}, 5);
+  Tensor d = pos_leaf({1, 3}, 6);
+  std::vector<std::pair<const char*, Fn>> fns = {
+      {"add", [](auto& in) { return add(in[0], in[1]); }},
+      {"sub", [](auto& in) { return sub(in[0], in[1]); }},
+      {"mul", [](auto& in) { return mul(in[0], in[1]); }},
+      {"add_scaled", [](auto& in) { return add_scaled(in[0], in[1], -0.3); }},
+  };
+  for (auto& [name, fn] : fns) {
+    SCOPED_TRACE(name);
+    EXPECT_GRAD_OK(fn, {a, b});  // (2, 3) with (3)
+    EXPECT_GRAD_OK(fn, {c, b});  // (2, 1) with (3) -> (2, 3): both broadcast
+  }
+  EXPECT_GRAD_OK([](auto& in) { return div(in[0], in[1]); }, {a, d});
+  EXPECT_GRAD_OK([](auto& in) { return div(in[0], in[1]); }, {c, d});
+}
+
+TEST(Elementwise, NonContiguousGradients) {
+  // Transposed and sliced operands go through the strided kernel paths.
+  Tensor a = test::rand_leaf({3, 2}, 7);
+  Tensor b = test::rand_leaf({2, 3}, 8);
+  EXPECT_GRAD_OK([](auto& in) { return mul(in[0].transpose(0, 1), in[1]); }, {a, b});
+  EXPECT_GRAD_OK([](auto& in) { return sigmoid(in[0].transpose(0, 1)); }, {a});
+  EXPECT_GRAD_OK([](auto& in) { return sub(in[0].slice(1, 0, 3, 2), in[1].narrow(0, 1, 2)); },
+                 {b, a});
+}
+
+TEST(Elementwise, WhereGradient) {
+  Tensor a = test::rand_leaf({2, 3}, 9), b = test::rand_leaf({3}, 10);
+  Tensor cond = from_vector({1, 0, 1, 0, 0, 1}, {2, 3}).to(DType::b8);
+  EXPECT_GRAD_OK([&](auto& in) { return where(cond, in[0], in[1]); }, {a, b});
+}

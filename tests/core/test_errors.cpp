@@ -1,0 +1,62 @@
+// User errors are zt::Error exceptions whose message names the problem: each test
+// triggers one and checks a key phrase of the message.
+#include "common/test_util.h"
+
+using namespace zt;
+
+// Expects `stmt` to throw zt::Error with `phrase` in its message.
+#define EXPECT_ERROR_WITH(stmt, phrase)                                         \
+  do {                                                                          \
+    EXPECT_THROW(stmt, ::zt::Error);                                            \
+    try {                                                                       \
+      stmt;                                                                     \
+    } catch (const ::zt::Error& e) {                                            \
+      EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos)          \
+          << "message: " << e.what() << "\nexpected it to contain: " << phrase; \
+    }                                                                           \
+  } while (0)
+
+TEST(Errors, BroadcastShapeMismatch) {
+  EXPECT_ERROR_WITH(add(zeros({2, 3}), zeros({4})), "cannot be broadcast");
+  EXPECT_ERROR_WITH(mul(zeros({2, 3}), zeros({3, 2})), "[2, 3] and [3, 2]");
+  EXPECT_ERROR_WITH(zeros({2, 3}).expand({4, 3}), "cannot expand");
+}
+
+TEST(Errors, DtypeMismatch) {
+  EXPECT_ERROR_WITH(add(zeros({2}), zeros({2}, DType::f64)), "dtype mismatch");
+  EXPECT_ERROR_WITH(matmul(zeros({2, 2}), zeros({2, 2}, DType::f64)), "dtype mismatch");
+  EXPECT_ERROR_WITH(zeros({2}).data<double>(), "on a tensor of dtype f32");
+  EXPECT_ERROR_WITH(zeros({2}, DType::i64).set_requires_grad(true), "only floating tensors");
+  EXPECT_ERROR_WITH(where(zeros({2}), zeros({2}), zeros({2})), "condition must be bool");
+}
+
+TEST(Errors, OutOfRangeViews) {
+  Tensor x = zeros({2, 3});
+  EXPECT_ERROR_WITH(x.narrow(1, 2, 2), "out of bounds");
+  EXPECT_ERROR_WITH(x.select(0, 2), "out of range");
+  EXPECT_ERROR_WITH(x.select(0, -3), "out of range");
+  EXPECT_ERROR_WITH(x.slice(2, 0, 1), "dimension 2 out of range");
+  EXPECT_ERROR_WITH(x.slice(1, 0, 2, 0), "step must be positive");
+  EXPECT_ERROR_WITH(x.transpose(0, 5), "out of range");
+  EXPECT_ERROR_WITH(index_select(x, 0, from_vector({2}, {1}, DType::i64)), "out of range");
+  EXPECT_ERROR_WITH(gather(x, 1, from_vector({0, 3}, {1, 2}, DType::i64)), "out of range");
+}
+
+TEST(Errors, BadViews) {
+  Tensor x = zeros({2, 3});
+  EXPECT_ERROR_WITH(x.view({4, 2}), "is invalid for 6 elements");
+  EXPECT_ERROR_WITH(x.reshape({-1, -1}), "only one dimension can be -1");
+  EXPECT_ERROR_WITH(x.transpose(0, 1).view({6}), "use reshape() or contiguous()");
+  EXPECT_ERROR_WITH(x.permute({0, 0}), "repeated dimension");
+  EXPECT_ERROR_WITH(x.permute({0}), "got 1 dims");
+}
+
+TEST(Errors, OpArguments) {
+  EXPECT_ERROR_WITH(matmul(zeros({2, 3}), zeros({2, 3})), "inner dimensions differ");
+  EXPECT_ERROR_WITH(linear(zeros({2, 3}), zeros({4, 5})), "in_features = 5");
+  EXPECT_ERROR_WITH(bmm(zeros({2, 3}), zeros({2, 3})), "expected 3-D");
+  EXPECT_ERROR_WITH(zeros({2, 3}).item(), "one-element tensor");
+  EXPECT_ERROR_WITH(from_vector({1, 2, 3}, {2, 2}), "3 values for shape [2, 2]");
+  EXPECT_ERROR_WITH(var(zeros({1}), {0}), "at least 2 elements");
+  EXPECT_ERROR_WITH(clamp(zeros({2}), 1, 0), "lo (1) > hi (0)");
+}

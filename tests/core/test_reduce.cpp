@@ -1,0 +1,154 @@
+// Reductions (sum, mean, var, max/min, argmax/argmin, norm) and matrix products
+// (matmul, bmm, linear, gemm): values worked out by hand and central-difference
+// gradient checks.
+#include <cmath>
+
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
+// x = [[1, 2, 3], [4, 5, 6]].
+Tensor x23() {
+  return from_vector({1, 2, 3, 4, 5, 6}, {2, 3});
+}
+}  // namespace
+
+TEST(Reduce, SumMeanValues) {
+  Tensor x = x23();
+  EXPECT_TRUE(values_are(sum(x), {21}));
+  EXPECT_EQ(sum(x).dim(), 0);
+  EXPECT_TRUE(values_are(sum(x, {0}), {5, 7, 9}));
+  EXPECT_TRUE(values_are(sum(x, {-1}), {6, 15}));
+  EXPECT_EQ(sum(x, {1}, true).sizes(), (Shape{2, 1}));
+  EXPECT_TRUE(values_are(mean(x, {1}), {2, 5}));
+  EXPECT_TRUE(values_are(mean(x), {3.5}));
+  // Reducing a transposed view: column sums of x^T = row sums of x.
+  EXPECT_TRUE(values_are(sum(x.transpose(0, 1), {0}), {6, 15}));
+}
+
+TEST(Reduce, VarValues) {
+  Tensor x = x23();
+  // Rows [1, 2, 3] and [4, 5, 6]: squared deviations 1 + 0 + 1 = 2 ->
+  // unbiased 2 / 2 = 1, biased 2 / 3.
+  EXPECT_TRUE(values_are(var(x, {1}), {1, 1}));
+  EXPECT_TRUE(values_are(var(x, {1}, false), {2.0 / 3, 2.0 / 3}));
+  // All: mean 3.5, squared deviations 6.25 + 2.25 + 0.25 (twice) = 17.5, / 5 = 3.5.
+  EXPECT_TRUE(values_are(var(x), {3.5}));
+}
+
+TEST(Reduce, ExtremaValues) {
+  Tensor x = from_vector({1, 6, 3, 4, 5, 2}, {2, 3});
+  EXPECT_TRUE(values_are(max(x, 1), {6, 5}));
+  EXPECT_TRUE(values_are(min(x, 0), {1, 5, 2}));
+  EXPECT_TRUE(values_are(max(x), {6}));
+  EXPECT_TRUE(values_are(min(x), {1}));
+  EXPECT_TRUE(values_are(argmax(x, 1), {1, 1}));
+  EXPECT_TRUE(values_are(argmin(x, 0), {0, 1, 1}));
+  EXPECT_EQ(argmax(x, 1).dtype(), DType::i64);
+  EXPECT_EQ(max(x, 1, true).sizes(), (Shape{2, 1}));
+}
+
+TEST(Reduce, NormValues) {
+  Tensor x = x23();
+  // L2: sqrt(1 + 4 + 9 + 16 + 25 + 36) = sqrt(91); L1: 21; L3: 441^(1/3).
+  EXPECT_TRUE(values_are(norm(x), {9.539392}));
+  EXPECT_TRUE(values_are(norm(x, 1.0), {21}));
+  EXPECT_TRUE(values_are(norm(x, 3.0), {7.611663}));
+  // Per row L2: sqrt(14), sqrt(77).
+  EXPECT_TRUE(values_are(norm(x, 2.0, {1}), {3.741657, 8.774964}));
+}
+
+TEST(Reduce, MaxGradientGoesToFirstExtremum) {
+  // max([1, 3, 3]) = 3: the gradient flows to the first 3 only.
+  Tensor x = from_vector({1, 3, 3}, {3}, DType::f64).set_requires_grad(true);
+  max(x, 0).backward();
+  EXPECT_TRUE(values_are(x.grad(), {0, 1, 0}));
+}
+
+TEST(Reduce, Gradients) {
+  Tensor x = test::rand_leaf({2, 3, 4}, 1);
+  std::vector<std::pair<const char*, Fn>> fns = {
+      {"sum_all", [](auto& in) { return sum(in[0]); }},
+      {"sum_dims",
+       [](auto& in) {
+         return sum(in[0], {0, 2});
+       }},
+      {"sum_keepdim", [](auto& in) { return sum(in[0], {1}, true); }},
+      {"mean", [](auto& in) { return mean(in[0], {2}); }},
+      {"mean_all", [](auto& in) { return mean(in[0]); }},
+      {"var_unbiased", [](auto& in) { return var(in[0], {1}); }},
+      {"var_biased",
+       [](auto& in) {
+         return var(in[0], {0, 2}, false, true);
+       }},
+      {"max_dim", [](auto& in) { return max(in[0], 2); }},
+      {"min_dim", [](auto& in) { return min(in[0], 0, true); }},
+      {"max_all", [](auto& in) { return max(in[0]); }},
+      {"min_all", [](auto& in) { return min(in[0]); }},
+      {"norm2", [](auto& in) { return norm(in[0]); }},
+      {"norm1", [](auto& in) { return norm(in[0], 1.0, {1}); }},
+      {"norm3", [](auto& in) { return norm(in[0], 3.0, {2}); }},
+      {"sum_transposed", [](auto& in) { return sum(in[0].transpose(0, 2), {1}); }},
+  };
+  for (auto& [name, fn] : fns) {
+    SCOPED_TRACE(name);
+    EXPECT_GRAD_OK(fn, {x});
+  }
+}
+
+TEST(Linalg, MatmulValues) {
+  // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]].
+  Tensor a = from_vector({1, 2, 3, 4}, {2, 2}), b = from_vector({5, 6, 7, 8}, {2, 2});
+  EXPECT_TRUE(values_are(matmul(a, b), {19, 22, 43, 50}));
+  // a^T @ b = [[1, 3], [2, 4]] @ b = [[26, 30], [38, 44]] (transposed operand, no copy).
+  EXPECT_TRUE(values_are(matmul(a.transpose(0, 1), b), {26, 30, 38, 44}));
+  // Vector cases: [1, 2] @ a = [7, 10]; a @ [1, 1] = [3, 7]; [1, 2] @ [3, 4] = 11.
+  Tensor v = from_vector({1, 2}, {2});
+  EXPECT_TRUE(values_are(matmul(v, a), {7, 10}));
+  EXPECT_TRUE(values_are(matmul(a, ones({2})), {3, 7}));
+  EXPECT_TRUE(values_are(matmul(v, from_vector({3, 4}, {2})), {11}));
+  // Broadcast batch: (2, 2, 2) @ (2, 2): batch 0 = a, batch 1 = identity.
+  Tensor batch = from_vector({1, 2, 3, 4, 1, 0, 0, 1}, {2, 2, 2});
+  EXPECT_TRUE(values_are(matmul(batch, b), {19, 22, 43, 50, 5, 6, 7, 8}));
+  EXPECT_TRUE(values_are(bmm(batch, batch), {7, 10, 15, 22, 1, 0, 0, 1}));
+}
+
+TEST(Linalg, LinearValues) {
+  // x [1, 2], weight rows [1, 0], [0, 1], [1, 1], bias [0, 0, 1]: [1, 2, 1 + 2 + 1].
+  Tensor x = from_vector({1, 2}, {1, 2});
+  Tensor w = from_vector({1, 0, 0, 1, 1, 1}, {3, 2});
+  EXPECT_TRUE(values_are(linear(x, w, from_vector({0, 0, 1}, {3})), {1, 2, 4}));
+  EXPECT_TRUE(values_are(linear(x, w), {1, 2, 3}));
+  // Raw GEMM with beta: C = 2 * A @ B + 1 * C, A = [[1, 2]], B = [[3], [4]], C = [[1]]:
+  // 2 * 11 + 1 = 23.
+  Tensor c = ones({1, 1});
+  gemm(false, false, 1, 1, 2, 2.0, from_vector({1, 2}, {1, 2}), 2, from_vector({3, 4}, {2, 1}), 1,
+       1.0, c, 1);
+  EXPECT_TRUE(values_are(c, {23}));
+}
+
+TEST(Linalg, Gradients) {
+  Tensor a = test::rand_leaf({3, 4}, 1), b = test::rand_leaf({4, 2}, 2);
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0], in[1]); }, {a, b});
+  // Transposed (non-contiguous) operands.
+  Tensor at = test::rand_leaf({4, 3}, 3), bt = test::rand_leaf({2, 4}, 4);
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0].transpose(0, 1), in[1].transpose(0, 1)); },
+                 {at, bt});
+  // Vector operands and broadcast batch dims.
+  Tensor v = test::rand_leaf({4}, 5);
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0], in[1]); }, {a, v});
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0], in[0]); }, {v});
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0], in[1]); }, {v, b});
+  Tensor ba = test::rand_leaf({2, 1, 3, 4}, 6), bb = test::rand_leaf({3, 4, 2}, 7);
+  EXPECT_GRAD_OK([](auto& in) { return matmul(in[0], in[1]); }, {ba, bb});
+  Tensor x = test::rand_leaf({2, 3, 4}, 8), y = test::rand_leaf({2, 4, 5}, 9);
+  EXPECT_GRAD_OK([](auto& in) { return bmm(in[0], in[1]); }, {x, y});
+  Tensor w = test::rand_leaf({5, 4}, 10), bias = test::rand_leaf({5}, 11);
+  EXPECT_GRAD_OK([](auto& in) { return linear(in[0], in[1], in[2]); }, {x, w, bias});
+  EXPECT_GRAD_OK([](auto& in) { return linear(in[0], in[1]); }, {x, w});
+  EXPECT_GRAD_OK([](auto& in) { return linear(in[0].transpose(0, 1), in[1], in[2]); },
+                 {x, w, bias});
+}

@@ -1,0 +1,158 @@
+// The counter-based RNG (reproducible, position-addressed streams) and the allocators'
+// byte accounting per MemTag and per thread ledger; bf16/f16 conversions.
+#include <cmath>
+#include <thread>
+
+#include "common/test_util.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+TEST(Rng, SameSeedSameNumbers) {
+  Generator a(42), b(42), c(43);
+  std::vector<double> va = randn({100}, a).to_vector(), vb = randn({100}, b).to_vector();
+  EXPECT_EQ(va, vb);
+  EXPECT_NE(va, randn({100}, c).to_vector());
+  manual_seed(5);
+  std::vector<double> d1 = rand({10}).to_vector();
+  manual_seed(5);
+  EXPECT_EQ(d1, rand({10}).to_vector());
+}
+
+TEST(Rng, ElementDependsOnlyOnPosition) {
+  // Drawing 10 then 10 equals drawing 20: element i uses stream position offset + i.
+  Generator a(9), b(9);
+  std::vector<double> first = rand({10}, a).to_vector();
+  std::vector<double> second = rand({10}, a).to_vector();
+  std::vector<double> all = rand({20}, b).to_vector();
+  first.insert(first.end(), second.begin(), second.end());
+  EXPECT_EQ(first, all);
+  EXPECT_EQ(a.offset(), 20u);
+  // Same for normals and for a shaped draw (positions follow row-major order).
+  Generator c(9), d(9);
+  std::vector<double> n2 = randn({2, 3}, c).to_vector();
+  std::vector<double> n1 = randn({6}, d).to_vector();
+  EXPECT_EQ(n1, n2);
+  // set_state jumps straight to a position.
+  Generator e(9);
+  e.set_state(9, 10);
+  EXPECT_EQ(rand({10}, e).to_vector(), second);
+  // The generator's own accessor agrees with the tensor fill.
+  EXPECT_EQ(static_cast<double>(Generator(9).uniform(3)), all[3]);
+}
+
+TEST(Rng, Distributions) {
+  Generator g(1);
+  Tensor n = randn({20000}, g, DType::f64);
+  EXPECT_NEAR(mean(n).item(), 0.0, 0.03);
+  EXPECT_NEAR(std::sqrt(var(n).item()), 1.0, 0.03);
+  Tensor u = rand({20000}, g);
+  EXPECT_NEAR(mean(u).item(), 0.5, 0.01);
+  EXPECT_GE(min(u).item(), 0.0);
+  EXPECT_LT(max(u).item(), 1.0);
+  Tensor t = empty({20000});
+  normal_(t, 3.0, 2.0, g);
+  EXPECT_NEAR(mean(t).item(), 3.0, 0.06);
+  EXPECT_NEAR(std::sqrt(var(t).item()), 2.0, 0.06);
+  uniform_(t, -1.0, 1.0, g);
+  EXPECT_GE(min(t).item(), -1.0);
+  EXPECT_LT(max(t).item(), 1.0);
+  Tensor r = randint(3, 7, {1000}, g);
+  EXPECT_EQ(r.dtype(), DType::i64);
+  EXPECT_EQ(min(r.to(DType::f32)).item(), 3.0);
+  EXPECT_EQ(max(r.to(DType::f32)).item(), 6.0);
+}
+
+TEST(Alloc, BytesPerTag) {
+  auto ledger = std::make_shared<MemoryLedger>();
+  LedgerScope scope(ledger);
+  EXPECT_EQ(memory_stats().total_current, 0);
+  {
+    MemTagScope tag(MemTag::kActivation);
+    EXPECT_EQ(current_mem_tag(), MemTag::kActivation);
+    Tensor a = empty({100});  // 400 bytes
+    {
+      MemTagScope inner(MemTag::kParamShard);
+      Tensor p = empty({10}, DType::f64);  // 80 bytes
+      MemoryCounters c = memory_stats();
+      EXPECT_EQ(c.cur(MemTag::kActivation), 400);
+      EXPECT_EQ(c.cur(MemTag::kParamShard), 80);
+      EXPECT_EQ(c.total_current, 480);
+    }
+    EXPECT_EQ(current_mem_tag(), MemTag::kActivation);
+    MemoryCounters c = memory_stats();
+    EXPECT_EQ(c.cur(MemTag::kParamShard), 0);
+    EXPECT_EQ(c.pk(MemTag::kParamShard), 80);
+    EXPECT_EQ(c.total_peak, 480);
+    // A view allocates nothing.
+    Tensor v = a.narrow(0, 0, 10);
+    EXPECT_EQ(memory_stats().total_current, 400);
+  }
+  EXPECT_EQ(current_mem_tag(), MemTag::kOther);
+  MemoryCounters c = memory_stats();
+  EXPECT_EQ(c.total_current, 0);
+  EXPECT_EQ(c.total_peak, 480);
+  EXPECT_NE(ledger->report_json(Device::cpu()).find("\"param_shard_peak\":80"), std::string::npos);
+}
+
+TEST(Alloc, PeakReset) {
+  auto ledger = std::make_shared<MemoryLedger>();
+  LedgerScope scope(ledger);
+  Tensor keep = empty({25});      // 100 bytes
+  { Tensor tmp = empty({250}); }  // 1000 bytes, freed
+  EXPECT_EQ(memory_stats().total_peak, 1100);
+  reset_peak_memory();
+  EXPECT_EQ(memory_stats().total_peak, 100);
+  EXPECT_EQ(memory_stats().pk(MemTag::kOther), 100);
+}
+
+TEST(Alloc, PerThreadLedgers) {
+  // Each thread charges the ledger it installed; a tensor is uncharged from the ledger
+  // that paid for it, even when freed elsewhere.
+  auto l1 = std::make_shared<MemoryLedger>(), l2 = std::make_shared<MemoryLedger>();
+  Tensor from_t1;
+  std::thread t1([&] {
+    LedgerScope s(l1);
+    from_t1 = empty({64});  // 256 bytes
+  });
+  std::thread t2([&] {
+    LedgerScope s(l2);
+    Tensor x = empty({16}, DType::f64);  // 128 bytes
+    EXPECT_EQ(memory_stats().total_current, 128);
+  });
+  t1.join();
+  t2.join();
+  EXPECT_EQ(l1->counters(Device::cpu()).total_current, 256);
+  EXPECT_EQ(l2->counters(Device::cpu()).total_current, 0);
+  EXPECT_EQ(l2->counters(Device::cpu()).total_peak, 128);
+  from_t1 = Tensor();
+  EXPECT_EQ(l1->counters(Device::cpu()).total_current, 0);
+}
+
+TEST(Dtype, HalfConversions) {
+  // Values exactly representable in both bf16 and f16 survive a round trip.
+  std::vector<double> exact = {0, 1, -2, 0.5, 3.75, -0.125, 1024};
+  Tensor x = from_vector(exact, {7});
+  EXPECT_TRUE(values_are(x.to(DType::bf16).to(DType::f32), exact, 0));
+  EXPECT_TRUE(values_are(x.to(DType::f16).to(DType::f32), exact, 0));
+  // Others round to nearest: 1 + 2^-9 is below bf16's resolution at 1 (2^-7) -> 1,
+  // but representable in f16 (resolution 2^-10).
+  Tensor y = from_vector({1.0 + 1.0 / 512}, {1});
+  EXPECT_TRUE(values_are(y.to(DType::bf16).to(DType::f32), {1.0}, 0));
+  EXPECT_TRUE(values_are(y.to(DType::f16).to(DType::f32), {1.0 + 1.0 / 512}, 0));
+  // Relative error of a round trip is bounded by half an ulp: 2^-8 (bf16, 8 significant bits),
+  // 2^-11 (f16, 11).
+  Generator g(2);
+  Tensor r = randn({1000}, g);
+  std::vector<double> rv = r.to_vector(), b = r.to(DType::bf16).to_vector(),
+                      h = r.to(DType::f16).to_vector();
+  for (size_t i = 0; i < rv.size(); ++i) {
+    EXPECT_LE(std::abs(b[i] - rv[i]), std::abs(rv[i]) * (1.0 / 256) + 1e-30);
+    EXPECT_LE(std::abs(h[i] - rv[i]), std::abs(rv[i]) * (1.0 / 2048) + 1e-7);
+  }
+  // f16 overflow -> inf; sizes per dtype.
+  EXPECT_TRUE(std::isinf(from_vector({70000}, {1}).to(DType::f16).item()));
+  EXPECT_EQ(dtype_size(DType::bf16), 2u);
+  EXPECT_EQ(dtype_size(DType::f16), 2u);
+  EXPECT_EQ(empty({3}, DType::bf16).storage()->bytes(), 6u);
+}
