@@ -10,7 +10,9 @@ static std::vector<RegistrationObserver*>& observers() {
   thread_local std::vector<RegistrationObserver*> v;
   return v;
 }
-void push_registration_observer(RegistrationObserver* o) { observers().push_back(o); }
+void push_registration_observer(RegistrationObserver* o) {
+  observers().push_back(o);
+}
 void pop_registration_observer(RegistrationObserver* o) {
   auto& v = observers();
   ZT_CHECK(!v.empty() && v.back() == o, "registration scopes must be closed in reverse order");
@@ -33,8 +35,8 @@ std::vector<Tensor> UnaryModule::forward(const std::vector<Tensor>& inputs) {
 }
 
 static void check_name(const std::string& name, const std::string& type) {
-  ZT_CHECK(!name.empty() && name.find('.') == std::string::npos, type,
-           ": invalid name '", name, "' (must be non-empty and contain no '.')");
+  ZT_CHECK(!name.empty() && name.find('.') == std::string::npos, type, ": invalid name '", name,
+           "' (must be non-empty and contain no '.')");
 }
 
 template <typename V>
@@ -215,8 +217,7 @@ void Module::print_into(std::string& out, const std::string& name, int depth) co
     os << std::string(2 * depth + 2, ' ') << n << ": " << shape_str(t.sizes()) << "\n";
   for (auto& [n, t] : buffers_)
     if (t.defined())
-      os << std::string(2 * depth + 2, ' ') << n << " (buffer): " << shape_str(t.sizes())
-         << "\n";
+      os << std::string(2 * depth + 2, ' ') << n << " (buffer): " << shape_str(t.sizes()) << "\n";
   out += os.str();
   for (auto& [n, c] : children_) c->print_into(out, n, depth + 1);
 }

@@ -86,6 +86,11 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Moves/casts every parameter and buffer (floating buffers only change dtype) in place.
   void to(Device device);
   void to(DType dtype);
+  /// to(device), then to(dtype).
+  void to(Device device, DType dtype) {
+    to(device);
+    to(dtype);
+  }
   /// Sets every parameter's grad to undefined.
   void zero_grad();
   /// requires_grad on every parameter (freezing).

@@ -1,0 +1,93 @@
+// Conv2d/Conv3d: option validation, initialization and the mapping onto core's
+// per-side padding arguments.
+#include "nn/conv.h"
+
+#include <sstream>
+
+#include "nn/init.h"
+
+namespace zt::nn {
+
+template <size_t D>
+std::array<int64_t, 2 * D> ConvOptions<D>::padding_per_side() const {
+  if (explicit_padding_) return *explicit_padding_;
+  std::array<int64_t, 2 * D> p{};
+  for (size_t d = 0; d < D; ++d) p[2 * d] = p[2 * d + 1] = padding_[d];
+  return p;
+}
+
+template <size_t D>
+ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
+    : UnaryModule(type_name), options(opts) {
+  ZT_CHECK(opts.in_channels() > 0 && opts.out_channels() > 0, type_name,
+           ": channel counts must be positive, got ", opts.in_channels(), " -> ",
+           opts.out_channels());
+  for (size_t d = 0; d < D; ++d) {
+    ZT_CHECK(opts.kernel_size()[d] > 0, type_name, ": kernel sizes must be positive");
+    ZT_CHECK(opts.stride()[d] > 0, type_name, ": strides must be positive");
+  }
+  for (int64_t p : opts.padding_per_side())
+    ZT_CHECK(p >= 0, type_name, ": padding must be non-negative, got ", p);
+  Shape wshape{opts.out_channels(), opts.in_channels()};
+  for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
+  Tensor w = empty(wshape);
+  Tensor b = opts.bias() ? empty({opts.out_channels()}) : Tensor();
+  init::default_linear_init_(w, b);
+  weight = this->register_parameter("weight", w);
+  if (b.defined()) bias = this->register_parameter("bias", b);
+}
+
+template <size_t D>
+void ConvNd<D>::reset_parameters() {
+  autograd::NoGradGuard ng;
+  init::default_linear_init_(weight, bias);
+}
+
+template <size_t D>
+std::string ConvNd<D>::extra_repr() const {
+  auto list = [](const auto& a, size_t n) {
+    std::ostringstream os;
+    os << "(";
+    for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << a[i];
+    os << ")";
+    return os.str();
+  };
+  std::ostringstream os;
+  os << options.in_channels() << ", " << options.out_channels()
+     << ", kernel_size=" << list(options.kernel_size(), D)
+     << ", stride=" << list(options.stride(), D)
+     << ", padding=" << list(options.padding_per_side(), 2 * D);
+  if (!options.bias()) os << ", bias=false";
+  return os.str();
+}
+
+template <size_t D>
+void ConvNd<D>::check_input(const Tensor& x) const {
+  ZT_CHECK(x.dim() == static_cast<int64_t>(D) + 2, this->type_name(), ": expected a ", D + 2,
+           "-D input (N, C", D == 3 ? ", D" : "", ", H, W), got ", shape_str(x.sizes()));
+  ZT_CHECK(x.size(1) == options.in_channels(), this->type_name(), ": input ", shape_str(x.sizes()),
+           " has ", x.size(1), " channels, expected ", options.in_channels());
+}
+
+template class ConvNd<2>;
+template class ConvNd<3>;
+template struct ConvOptions<2>;
+template struct ConvOptions<3>;
+
+Tensor Conv2d::forward(const Tensor& x) {
+  check_input(x);
+  Conv2dArgs args;
+  args.stride = options.stride().values;
+  args.padding = options.padding_per_side();
+  return conv2d(x, weight, bias, args);
+}
+
+Tensor Conv3d::forward(const Tensor& x) {
+  check_input(x);
+  Conv3dArgs args;
+  args.stride = options.stride().values;
+  args.padding = options.padding_per_side();
+  return conv3d(x, weight, bias, args);
+}
+
+}  // namespace zt::nn

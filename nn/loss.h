@@ -1,0 +1,53 @@
+// Loss modules (mean reduction): MSELoss, L1Loss, CrossEntropyLoss. Each is called with
+// two inputs, loss(prediction, target), and returns a scalar.
+#pragma once
+
+#include "nn/module.h"
+
+namespace zt::nn {
+
+/// A module of two inputs (prediction, target) returning a scalar loss.
+class LossModule : public Module {
+ public:
+  using Module::Module;
+  using Module::operator();
+
+ protected:
+  virtual Tensor forward(const Tensor& input, const Tensor& target) = 0;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+};
+
+/// mean((x - y)^2); x, y same shape.
+class MSELoss : public LossModule {
+ public:
+  MSELoss() : LossModule("MSELoss") {}
+
+ protected:
+  Tensor forward(const Tensor& x, const Tensor& y) override;
+};
+
+/// mean(|x - y|); x, y same shape.
+class L1Loss : public LossModule {
+ public:
+  L1Loss() : LossModule("L1Loss") {}
+
+ protected:
+  Tensor forward(const Tensor& x, const Tensor& y) override;
+};
+
+/// logits (N, C) or (N, C, *), target i64 (N) or (N, *): mean of -log softmax at the
+/// target over targets != ignore_index.
+class CrossEntropyLoss : public LossModule {
+ public:
+  explicit CrossEntropyLoss(int64_t ignore_index = -100)
+      : LossModule("CrossEntropyLoss"), ignore_index_(ignore_index) {}
+  std::string extra_repr() const override;
+
+ protected:
+  Tensor forward(const Tensor& logits, const Tensor& target) override;
+
+ private:
+  int64_t ignore_index_;
+};
+
+}  // namespace zt::nn

@@ -1,0 +1,185 @@
+// Normalization layers. BatchNorm's plain path is core's fused batch_norm; with a
+// stats_reducer it is composed from differentiable ops over (possibly global) sums:
+//   mean = sum / n,  var = sum_sq / n - mean^2  (biased, used to normalize),
+//   running_var uses var * n / (n - 1)          (unbiased, as PyTorch).
+// E[x^2] - E[x]^2 loses precision when |mean| >> std; it is what synchronized BatchNorm
+// implementations do to need only one reduction, and var is clamped at 0.
+#include "nn/norm.h"
+
+#include <limits>
+#include <sstream>
+
+namespace zt::nn {
+
+BatchNorm::BatchNorm(const BatchNormOptions& opts, int64_t spatial_dims, const char* type_name)
+    : UnaryModule(type_name), options(opts), spatial_dims_(spatial_dims) {
+  const int64_t c = opts.num_features();
+  ZT_CHECK(c > 0, type_name, ": num_features must be positive, got ", c);
+  ZT_CHECK(opts.eps() > 0, type_name, ": eps must be positive, got ", opts.eps());
+  if (opts.affine()) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+  if (opts.track_running_stats()) {
+    running_mean = register_buffer("running_mean", zeros({c}));
+    running_var = register_buffer("running_var", ones({c}));
+    num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, DType::i64));
+  }
+}
+
+void BatchNorm::reset_running_stats() {
+  if (!options.track_running_stats()) return;
+  running_mean.fill_(0.0);
+  running_var.fill_(1.0);
+  num_batches_tracked.fill_(0.0);
+}
+
+void BatchNorm::reset_parameters() {
+  reset_running_stats();
+  if (options.affine()) {
+    weight.fill_(1.0);
+    bias.fill_(0.0);
+  }
+}
+
+std::string BatchNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.num_features() << ", eps=" << options.eps() << ", momentum=";
+  if (options.momentum())
+    os << *options.momentum();
+  else
+    os << "None";
+  os << ", affine=" << (options.affine() ? "true" : "false")
+     << ", track_running_stats=" << (options.track_running_stats() ? "true" : "false");
+  return os.str();
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  ZT_CHECK(x.dim() == spatial_dims_ + 2, type_name(), ": expected a ", spatial_dims_ + 2,
+           "-D input (N, C, ", spatial_dims_ == 3 ? "D, " : "", "H, W), got ",
+           shape_str(x.sizes()));
+  ZT_CHECK(x.size(1) == options.num_features(), type_name(), ": input ", shape_str(x.sizes()),
+           " has ", x.size(1), " channels, expected ", options.num_features());
+  const bool track = options.track_running_stats();
+  const bool batch_stats = is_training() || !track;
+  double factor = 0.0;
+  if (is_training() && track) {
+    autograd::NoGradGuard ng;
+    double n = num_batches_tracked.item() + 1;
+    num_batches_tracked.fill_(n);
+    factor = options.momentum() ? *options.momentum() : 1.0 / n;
+  }
+  if (batch_stats && stats_reducer) return forward_reduced(x, factor);
+  const bool update = is_training() && track;
+  return batch_norm(x, (update || !batch_stats) ? running_mean : Tensor(),
+                    (update || !batch_stats) ? running_var : Tensor(), weight, bias, batch_stats,
+                    factor, options.eps());
+}
+
+Tensor BatchNorm::forward_reduced(const Tensor& x, double factor) {
+  std::vector<int64_t> dims{0};
+  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  BatchNormStats local;
+  local.sum = sum(x, dims);
+  local.sum_sq = sum(mul(x, x), dims);
+  local.count = static_cast<double>(x.numel() / x.size(1));
+  BatchNormStats global = stats_reducer(local);
+  const int64_t c = options.num_features();
+  ZT_CHECK(global.sum.defined() && global.sum_sq.defined() && global.sum.numel() == c &&
+               global.sum_sq.numel() == c,
+           type_name(), ": stats_reducer must return sum and sum_sq of ", c, " elements");
+  ZT_CHECK(global.count > 1 || !is_training(), type_name(),
+           ": expected more than 1 value per channel when training, got ", global.count,
+           " (use a larger batch or eval())");
+  Tensor mean = mul(global.sum, 1.0 / global.count);
+  Tensor var = clamp(sub(mul(global.sum_sq, 1.0 / global.count), mul(mean, mean)), 0.0,
+                     std::numeric_limits<double>::infinity());
+  if (is_training() && options.track_running_stats()) {
+    autograd::NoGradGuard ng;
+    const double n = global.count;
+    Tensor m = mean.detach().to(running_mean.dtype());
+    Tensor v = mul(var.detach(), n / (n - 1)).to(running_var.dtype());
+    running_mean.copy_(add(mul(running_mean, 1.0 - factor), mul(m, factor)));
+    running_var.copy_(add(mul(running_var, 1.0 - factor), mul(v, factor)));
+  }
+  Shape bshape(x.dim(), 1);
+  bshape[1] = c;
+  Tensor y = mul(sub(x, mean.reshape(bshape)), rsqrt(add(var, options.eps())).reshape(bshape));
+  if (weight.defined()) y = add(mul(y, weight.reshape(bshape)), bias.reshape(bshape));
+  return y;
+}
+
+GroupNorm::GroupNorm(const GroupNormOptions& opts) : UnaryModule("GroupNorm"), options(opts) {
+  ZT_CHECK(opts.num_groups() > 0 && opts.num_channels() > 0 &&
+               opts.num_channels() % opts.num_groups() == 0,
+           "GroupNorm: num_channels (", opts.num_channels(),
+           ") must be a positive multiple of num_groups (", opts.num_groups(), ")");
+  if (opts.affine()) {
+    weight = register_parameter("weight", ones({opts.num_channels()}));
+    bias = register_parameter("bias", zeros({opts.num_channels()}));
+  }
+}
+
+std::string GroupNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.num_groups() << ", " << options.num_channels() << ", eps=" << options.eps()
+     << ", affine=" << (options.affine() ? "true" : "false");
+  return os.str();
+}
+
+Tensor GroupNorm::forward(const Tensor& x) {
+  ZT_CHECK(x.dim() >= 2 && x.size(1) == options.num_channels(), "GroupNorm: input ",
+           shape_str(x.sizes()), " must be (N, ", options.num_channels(), ", *)");
+  return group_norm(x, options.num_groups(), weight, bias, options.eps());
+}
+
+static void check_trailing(const char* type, const Tensor& x, const Shape& ns) {
+  bool ok = x.dim() >= static_cast<int64_t>(ns.size());
+  for (size_t i = 0; ok && i < ns.size(); ++i)
+    ok = x.size(x.dim() - static_cast<int64_t>(ns.size()) + static_cast<int64_t>(i)) == ns[i];
+  ZT_CHECK(ok, type, ": input ", shape_str(x.sizes()), " must end in normalized_shape ",
+           shape_str(ns));
+}
+
+LayerNorm::LayerNorm(const LayerNormOptions& opts) : UnaryModule("LayerNorm"), options(opts) {
+  ZT_CHECK(!opts.normalized_shape().empty() && shape_numel(opts.normalized_shape()) > 0,
+           "LayerNorm: normalized_shape must be non-empty, got ",
+           shape_str(opts.normalized_shape()));
+  if (opts.elementwise_affine()) {
+    weight = register_parameter("weight", ones(opts.normalized_shape()));
+    if (opts.bias()) bias = register_parameter("bias", zeros(opts.normalized_shape()));
+  }
+}
+
+std::string LayerNorm::extra_repr() const {
+  std::ostringstream os;
+  os << shape_str(options.normalized_shape()) << ", eps=" << options.eps()
+     << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false");
+  return os.str();
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  check_trailing("LayerNorm", x, options.normalized_shape());
+  return layer_norm(x, options.normalized_shape(), weight, bias, options.eps());
+}
+
+RMSNorm::RMSNorm(const RMSNormOptions& opts) : UnaryModule("RMSNorm"), options(opts) {
+  ZT_CHECK(!opts.normalized_shape().empty() && shape_numel(opts.normalized_shape()) > 0,
+           "RMSNorm: normalized_shape must be non-empty, got ", shape_str(opts.normalized_shape()));
+  if (opts.elementwise_affine())
+    weight = register_parameter("weight", ones(opts.normalized_shape()));
+}
+
+std::string RMSNorm::extra_repr() const {
+  std::ostringstream os;
+  os << shape_str(options.normalized_shape()) << ", eps=" << options.eps()
+     << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false");
+  return os.str();
+}
+
+Tensor RMSNorm::forward(const Tensor& x) {
+  check_trailing("RMSNorm", x, options.normalized_shape());
+  return rms_norm(x, options.normalized_shape(), weight, options.eps());
+}
+
+}  // namespace zt::nn

@@ -1,0 +1,36 @@
+// State dicts: a module's parameters and persistent buffers by dotted name, and loading
+// values back into the existing tensors in place (copy_), so tensor handles held by an
+// engine or optimizer stay valid.
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace zt::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// Parameters and persistent buffers with dotted names, in PyTorch's order: each module's
+/// own parameters, then its own buffers, then its children in registration order. The
+/// tensors are the module's own (not copies).
+NamedTensors state_dict(const Module& m);
+
+/// What a non-strict load skipped.
+struct LoadResult {
+  std::vector<std::string> missing_keys;     // in the model, absent from the dict
+  std::vector<std::string> unexpected_keys;  // in the dict, absent from the model
+};
+
+/// Copies each entry into the model's tensor of the same name (casting dtype, across
+/// devices). Shape mismatches are always an error; with `strict`, missing and unexpected
+/// keys are too. All problems are reported together, by name, in one error, and nothing
+/// is copied unless the load is valid.
+LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict = true);
+LoadResult load_state_dict(Module& m, const std::map<std::string, Tensor>& dict,
+                           bool strict = true);
+
+}  // namespace zt::nn

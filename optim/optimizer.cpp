@@ -1,0 +1,134 @@
+// Optimizer base: step bookkeeping, lazily created state, state dict save/load.
+#include "optim/optimizer.h"
+
+#include <set>
+#include <sstream>
+#include <unordered_map>
+
+namespace zt::optim {
+
+Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> slots)
+    : params_(std::move(params)), state_(params_.size()), slot_names_(std::move(slots)), lr_(lr) {
+  set_lr(lr);
+  std::set<std::string> names;
+  for (const auto& [n, p] : params_) {
+    ZT_CHECK(p.defined(), "optimizer: parameter '", n, "' is undefined");
+    ZT_CHECK(is_floating(p.dtype()), "optimizer: parameter '", n, "' has dtype ",
+             dtype_name(p.dtype()), "; optimizers update floating tensors (fp32 master copies)");
+    ZT_CHECK(names.insert(n).second, "optimizer: duplicate parameter name '", n, "'");
+    ZT_CHECK(n != "step", "optimizer: 'step' is reserved and cannot name a parameter");
+  }
+}
+
+void Optimizer::set_lr(double lr) {
+  ZT_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
+  lr_ = lr;
+}
+
+void Optimizer::step() {
+  autograd::NoGradGuard ng;
+  ++step_count_;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto& [name, p] = params_[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    ZT_CHECK(g.sizes() == p.sizes() && g.device() == p.device(), "optimizer: gradient of '", name,
+             "' is ", g.str(), " but the parameter is ", p.str());
+    if (g.dtype() != p.dtype()) g = g.to(p.dtype());
+    ++state_[i].step;
+    update(p, g, state_[i]);
+  }
+}
+
+void Optimizer::zero_grad() {
+  for (const auto& [n, p] : params_) p.set_grad(Tensor());
+}
+
+Tensor& Optimizer::slot(ParamState& state, const std::string& name, const Tensor& param,
+                        bool* created) {
+  auto it = state.slots.find(name);
+  if (created) *created = it == state.slots.end();
+  if (it != state.slots.end()) return it->second;
+  MemTagScope tag(MemTag::kOptimState);
+  return state.slots[name] = zeros(param.sizes(), param.dtype(), param.device());
+}
+
+bool Optimizer::cpu_fast_path(const Tensor& param, const std::vector<Tensor>& others) {
+  if (!param.device().is_cpu() || !param.is_contiguous()) return false;
+  if (param.dtype() != DType::f32 && param.dtype() != DType::f64) return false;
+  for (const Tensor& t : others)
+    if (!t.device().is_cpu() || !t.is_contiguous() || t.dtype() != param.dtype()) return false;
+  return true;
+}
+
+NamedTensors Optimizer::state_dict() const {
+  NamedTensors out;
+  out.emplace_back("step", scalar_tensor(static_cast<double>(step_count_), DType::i64));
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const ParamState& st = state_[i];
+    if (st.slots.empty() && st.step == 0) continue;
+    const std::string& n = params_[i].first;
+    out.emplace_back(n + ".step", scalar_tensor(static_cast<double>(st.step), DType::i64));
+    for (const auto& s : slot_names_) {
+      auto it = st.slots.find(s);
+      if (it != st.slots.end()) out.emplace_back(n + "." + s, it->second);
+    }
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& state) {
+  // Expected keys -> (param index, slot name; "" for the per-param step).
+  std::unordered_map<std::string, std::pair<size_t, std::string>> expected;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    expected[params_[i].first + ".step"] = {i, ""};
+    for (const auto& s : slot_names_) expected[params_[i].first + "." + s] = {i, s};
+  }
+  std::vector<std::string> unexpected, mismatched;
+  bool has_step = false;
+  for (const auto& [k, t] : state) {
+    if (k == "step") {
+      has_step = t.defined() && t.numel() == 1;
+      continue;
+    }
+    auto it = expected.find(k);
+    if (it == expected.end()) {
+      unexpected.push_back(k);
+      continue;
+    }
+    const Tensor& p = params_[it->second.first].second;
+    Shape want = it->second.second.empty() ? Shape{} : p.sizes();
+    if (!t.defined() || t.sizes() != want)
+      mismatched.push_back(k + " (" + (t.defined() ? shape_str(t.sizes()) : "undefined") +
+                           ", expected " + shape_str(want) + ")");
+  }
+  std::ostringstream err;
+  if (!has_step) err << "\n  missing or malformed 'step' entry";
+  if (!unexpected.empty()) {
+    err << "\n  unexpected keys:";
+    for (const auto& k : unexpected) err << " " << k;
+  }
+  if (!mismatched.empty()) {
+    err << "\n  shape mismatches:";
+    for (const auto& k : mismatched) err << " " << k;
+  }
+  ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),
+           "\n  (was the state saved for the same parameters and partitioning?)");
+
+  autograd::NoGradGuard ng;
+  for (auto& st : state_) st = ParamState{};
+  for (const auto& [k, t] : state) {
+    if (k == "step") {
+      step_count_ = static_cast<int64_t>(t.item());
+      continue;
+    }
+    const auto& [i, s] = expected.at(k);
+    if (s.empty()) {
+      state_[i].step = static_cast<int64_t>(t.item());
+    } else {
+      slot(state_[i], s, params_[i].second).copy_(t);
+    }
+  }
+}
+
+}  // namespace zt::optim

@@ -1,0 +1,62 @@
+// SGD with momentum, dampening, Nesterov and (L2) weight decay, as torch.optim.SGD:
+//   g = grad + wd * p
+//   buf = g (first step) | momentum * buf + (1 - dampening) * g
+//   g = g + momentum * buf (nesterov) | buf
+//   p -= lr * g
+#pragma once
+
+#include "optim/optimizer.h"
+
+namespace zt::optim {
+
+/// Options: SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(1e-4).
+struct SGDOptions {
+  explicit SGDOptions(double lr) : lr_(lr) {}
+  SGDOptions& lr(double v) {
+    lr_ = v;
+    return *this;
+  }
+  SGDOptions& momentum(double v) {
+    momentum_ = v;
+    return *this;
+  }
+  SGDOptions& dampening(double v) {
+    dampening_ = v;
+    return *this;
+  }
+  SGDOptions& weight_decay(double v) {
+    weight_decay_ = v;
+    return *this;
+  }
+  SGDOptions& nesterov(bool v) {
+    nesterov_ = v;
+    return *this;
+  }
+  double lr() const { return lr_; }
+  double momentum() const { return momentum_; }
+  double dampening() const { return dampening_; }
+  double weight_decay() const { return weight_decay_; }
+  bool nesterov() const { return nesterov_; }
+
+ private:
+  double lr_;
+  double momentum_ = 0.0;
+  double dampening_ = 0.0;
+  double weight_decay_ = 0.0;
+  bool nesterov_ = false;
+};
+
+/// Stochastic gradient descent; state slot "momentum_buffer" (when momentum != 0).
+class SGD : public Optimizer {
+ public:
+  SGD(NamedTensors params, const SGDOptions& options);
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+
+ private:
+  SGDOptions options_;
+};
+
+}  // namespace zt::optim

@@ -1,0 +1,165 @@
+// BatchNorm: running statistics over several training steps and the eval output,
+// against values computed from the definition (PyTorch semantics: biased variance to
+// normalize, unbiased variance into running_var, momentum 0.1); the synchronized-stats
+// hook; and the buffers' names.
+#include <cmath>
+
+#include "common/test_util.h"
+#include "nn/nn.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+
+// Per-channel mean and biased variance of x (N, C, *) from the definition.
+void channel_stats(const Tensor& x, int64_t c, double& mean, double& var, double& count) {
+  std::vector<double> v = x.to_vector();
+  const int64_t n = x.size(0), ch = x.size(1), inner = x.numel() / (n * ch);
+  double s = 0, s2 = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < inner; ++k) s += v[static_cast<size_t>((i * ch + c) * inner + k)];
+  count = static_cast<double>(n * inner);
+  mean = s / count;
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t k = 0; k < inner; ++k) {
+      double d = v[static_cast<size_t>((i * ch + c) * inner + k)] - mean;
+      s2 += d * d;
+    }
+  var = s2 / count;
+}
+
+}  // namespace
+
+TEST(BatchNorm, BuffersNamedAsPyTorch) {
+  nn::BatchNorm3d bn(nn::BatchNormOptions(4));
+  std::vector<std::string> names;
+  for (auto& [n, t] : nn::state_dict(bn)) names.push_back(n);
+  EXPECT_EQ(names, (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                             "num_batches_tracked"}));
+  EXPECT_EQ(bn.num_batches_tracked.dtype(), DType::i64);
+  EXPECT_EQ(bn.num_batches_tracked.dim(), 0);
+  EXPECT_EQ(bn.running_var.dtype(), DType::f32);
+  nn::BatchNorm2d plain(nn::BatchNormOptions(4).affine(false).track_running_stats(false));
+  EXPECT_TRUE(plain.named_parameters().empty());
+  EXPECT_TRUE(plain.named_buffers().empty());
+}
+
+TEST(BatchNorm, FirstStepByHand) {
+  // Channel 0 holds 1, 2, 3, 4: mean 2.5, biased var 1.25, unbiased 5/3.
+  nn::BatchNorm2d bn(nn::BatchNormOptions(1));
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 1, 1, 2});
+  Tensor y = bn(x);
+  const double s = std::sqrt(1.25 + 1e-5);
+  EXPECT_TRUE(values_are(y, {-1.5 / s, -0.5 / s, 0.5 / s, 1.5 / s}, 1e-5));
+  EXPECT_TRUE(values_are(bn.running_mean, {0.25}));                  // 0.9 * 0 + 0.1 * 2.5
+  EXPECT_TRUE(values_are(bn.running_var, {0.9 + 0.1 * 5.0 / 3.0}));  // 0.9 * 1 + 0.1 * 5/3
+  EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+}
+
+TEST(BatchNorm, RunningStatsOverStepsThenEval) {
+  manual_seed(11);
+  const int64_t c = 3;
+  nn::BatchNorm2d bn(nn::BatchNormOptions(c).momentum(0.2));
+  {
+    autograd::NoGradGuard ng;
+    bn.weight.copy_(from_vector({1.0, 2.0, 0.5}, {c}));
+    bn.bias.copy_(from_vector({0.0, -1.0, 3.0}, {c}));
+  }
+  std::vector<double> rm(c, 0.0), rv(c, 1.0);
+  for (int step = 0; step < 4; ++step) {
+    Tensor x = add(mul(randn({4, c, 2, 3}), 1.0 + step), static_cast<double>(step));
+    bn(x);
+    for (int64_t k = 0; k < c; ++k) {
+      double mean, var, n;
+      channel_stats(x, k, mean, var, n);
+      rm[k] = 0.8 * rm[k] + 0.2 * mean;
+      rv[k] = 0.8 * rv[k] + 0.2 * var * n / (n - 1);
+    }
+  }
+  EXPECT_TRUE(values_are(bn.running_mean, rm, 1e-5));
+  EXPECT_TRUE(values_are(bn.running_var, rv, 1e-5));
+  EXPECT_EQ(bn.num_batches_tracked.item(), 4.0);
+
+  // Eval normalizes with the running statistics and leaves them alone.
+  bn.eval();
+  Tensor x = randn({2, c, 1, 2});
+  Tensor y = bn(x);
+  std::vector<double> xv = x.to_vector(), want(xv.size());
+  const double w[] = {1.0, 2.0, 0.5}, b[] = {0.0, -1.0, 3.0};
+  for (size_t i = 0; i < xv.size(); ++i) {
+    size_t k = (i / 2) % c;
+    want[i] = (xv[i] - rm[k]) / std::sqrt(rv[k] + 1e-5) * w[k] + b[k];
+  }
+  EXPECT_TRUE(values_are(y, want, 1e-5));
+  EXPECT_TRUE(values_are(bn.running_mean, rm, 1e-5));
+  EXPECT_EQ(bn.num_batches_tracked.item(), 4.0);
+}
+
+TEST(BatchNorm, CumulativeMomentum) {
+  // momentum = None: the running mean is the plain average of the batch means.
+  nn::BatchNorm2d bn(nn::BatchNormOptions(1).momentum(std::nullopt));
+  bn(add(full({2, 1, 1, 1}, 2.0), from_vector({-1, 1}, {2, 1, 1, 1})));  // mean 2
+  bn(add(full({2, 1, 1, 1}, 6.0), from_vector({-1, 1}, {2, 1, 1, 1})));  // mean 6
+  EXPECT_TRUE(values_are(bn.running_mean, {4.0}));
+  EXPECT_TRUE(values_are(bn.running_var, {2.0}));  // unbiased var of (-1, 1) is 2 each time
+}
+
+TEST(BatchNorm, WithoutRunningStatsEvalUsesBatchStats) {
+  nn::BatchNorm2d bn(nn::BatchNormOptions(1).track_running_stats(false).affine(false));
+  bn.eval();
+  EXPECT_TRUE(values_are(bn(from_vector({1, 3}, {2, 1, 1, 1})), {-1, 1}, 1e-4));
+}
+
+TEST(BatchNorm, StatsReducerPathMatchesFusedPath) {
+  // An identity reducer (one rank) must give the fused op's outputs, gradients and
+  // running statistics; a reducer that doubles the batch (two identical ranks) changes
+  // only the unbiased correction.
+  manual_seed(12);
+  Tensor x = randn({3, 2, 2, 2}, DType::f64);
+  auto make = [] {
+    auto bn = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2));
+    bn->to(DType::f64);
+    autograd::NoGradGuard ng;
+    bn->weight.copy_(from_vector({1.5, -0.5}, {2}, DType::f64));
+    bn->bias.copy_(from_vector({0.1, 0.2}, {2}, DType::f64));
+    return bn;
+  };
+  auto fused = make(), synced = make();
+  int calls = 0;
+  synced->stats_reducer = [&](const nn::BatchNormStats& s) {
+    ++calls;
+    return s;
+  };
+  Tensor xa = x.clone().detach(), xb = x.clone().detach();
+  xa.set_requires_grad(true);
+  xb.set_requires_grad(true);
+  Tensor w = randn({3, 2, 2, 2}, DType::f64);
+  Tensor ya = (*fused)(xa), yb = (*synced)(xb);
+  EXPECT_CLOSE(ya, yb, 1e-9, 1e-9);
+  sum(mul(ya, w)).backward();
+  sum(mul(yb, w)).backward();
+  EXPECT_EQ(calls, 1);
+  EXPECT_CLOSE(xa.grad(), xb.grad(), 1e-8, 1e-9);
+  EXPECT_CLOSE(fused->weight.grad(), synced->weight.grad(), 1e-8, 1e-9);
+  EXPECT_CLOSE(fused->running_mean, synced->running_mean, 1e-9, 1e-12);
+  EXPECT_CLOSE(fused->running_var, synced->running_var, 1e-9, 1e-12);
+  EXPECT_GRAD_OK([&](const std::vector<Tensor>& in) { return (*synced)(in[0]); },
+                 {test::rand_leaf({3, 2, 2, 2}, 13), synced->weight, synced->bias});
+
+  // Two identical ranks: same mean and biased var, count 2n -> running_var uses 2n/(2n-1).
+  auto twice = make();
+  twice->stats_reducer = [](const nn::BatchNormStats& s) {
+    return nn::BatchNormStats{mul(s.sum, 2.0), mul(s.sum_sq, 2.0), 2 * s.count};
+  };
+  auto once = make();
+  Tensor y2 = (*twice)(x), y1 = (*once)(x);
+  EXPECT_CLOSE(y2, y1, 1e-9, 1e-9);
+  double mean, var, n;
+  channel_stats(x, 0, mean, var, n);
+  EXPECT_NEAR(twice->running_var.to_vector()[0], 0.9 + 0.1 * var * 2 * n / (2 * n - 1), 1e-9);
+  // Eval ignores the reducer and uses the running statistics.
+  twice->eval();
+  EXPECT_CLOSE((*twice)(x), batch_norm(x, twice->running_mean, twice->running_var, twice->weight,
+                                       twice->bias, false, 0.1, 1e-5));
+}

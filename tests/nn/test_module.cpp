@@ -1,0 +1,219 @@
+// Module mechanics: registration and dotted names, traversal order, modes, conversion,
+// hooks through the single call() entry point, containers, printing, and seeded init.
+#include <cmath>
+
+#include "common/test_util.h"
+#include "nn/nn.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+namespace {
+
+// A two-level model: Block(fc, bn) inside Net(block, head).
+struct Block : nn::UnaryModule {
+  Block() : nn::UnaryModule("Block") {
+    fc = register_module("fc", std::make_shared<nn::Linear>(3, 4));
+    scale = register_parameter("scale", ones({4}));
+    register_buffer("count", zeros({1}));
+    register_buffer("scratch", zeros({2}), /*persistent=*/false);
+  }
+  Tensor forward(const Tensor& x) override { return mul((*fc)(x), scale); }
+  std::shared_ptr<nn::Linear> fc;
+  Tensor scale;
+};
+
+struct Net : nn::UnaryModule {
+  Net() : nn::UnaryModule("Net") {
+    block = register_module("block", std::make_shared<Block>());
+    head =
+        register_module("head", std::make_shared<nn::Linear>(nn::LinearOptions(4, 2).bias(false)));
+  }
+  Tensor forward(const Tensor& x) override { return (*head)((*block)(x)); }
+  std::shared_ptr<Block> block;
+  std::shared_ptr<nn::Linear> head;
+};
+
+std::vector<std::string> names(const std::vector<std::pair<std::string, Tensor>>& v) {
+  std::vector<std::string> out;
+  for (auto& [n, t] : v) out.push_back(n);
+  return out;
+}
+
+}  // namespace
+
+TEST(Module, DottedNamesInRegistrationOrder) {
+  auto net = std::make_shared<Net>();
+  EXPECT_EQ(
+      names(net->named_parameters()),
+      (std::vector<std::string>{"block.scale", "block.fc.weight", "block.fc.bias", "head.weight"}));
+  EXPECT_EQ(names(net->named_parameters(/*recurse=*/false)), std::vector<std::string>{});
+  EXPECT_EQ(names(net->named_buffers()),
+            (std::vector<std::string>{"block.count", "block.scratch"}));
+  std::vector<std::string> mods;
+  for (auto& [n, m] : net->named_modules()) mods.push_back(n);
+  EXPECT_EQ(mods, (std::vector<std::string>{"", "block", "block.fc", "head"}));
+  EXPECT_EQ(net->named_children().size(), 2u);
+  EXPECT_EQ(net->find("block.fc").get(), net->block->fc.get());
+  EXPECT_EQ(net->num_parameters(), 4 + 12 + 4 + 8);
+  // state_dict: PyTorch order (own params, own persistent buffers, children), no scratch.
+  EXPECT_EQ(names(nn::state_dict(*net)),
+            (std::vector<std::string>{"block.scale", "block.count", "block.fc.weight",
+                                      "block.fc.bias", "head.weight"}));
+}
+
+TEST(Module, DuplicateAndBadNamesAreErrors) {
+  Block b;
+  EXPECT_THROW(b.register_parameter("scale", ones({1})), Error);
+  EXPECT_THROW(b.register_buffer("fc", ones({1})), Error);
+  EXPECT_THROW(b.register_parameter("a.b", ones({1})), Error);
+}
+
+TEST(Module, TrainEvalToAndZeroGrad) {
+  auto net = std::make_shared<Net>();
+  net->eval();
+  EXPECT_FALSE(net->block->fc->is_training());
+  net->train();
+  EXPECT_TRUE(net->head->is_training());
+
+  Tensor w = net->head->weight;
+  net->to(DType::f64);
+  EXPECT_EQ(w.dtype(), DType::f64);  // same handle, converted in place
+  EXPECT_TRUE(w.same(net->head->weight));
+  net->to(Device::cpu(), DType::f32);
+  EXPECT_EQ(w.dtype(), DType::f32);
+
+  Tensor y = (*net)(ones({5, 3}));
+  sum(y).backward();
+  EXPECT_TRUE(w.grad().defined());
+  net->zero_grad();
+  EXPECT_FALSE(w.grad().defined());
+}
+
+TEST(Module, HooksCanReplaceInputsAndOutputs) {
+  nn::Linear lin(nn::LinearOptions(2, 2).bias(false));
+  lin.weight.detach().copy_(from_vector({1, 0, 0, 1}, {2, 2}));
+  int pre_calls = 0;
+  int pre = lin.add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>& in) {
+    ++pre_calls;
+    in[0] = mul(in[0], 2.0);
+  });
+  int post = lin.add_forward_hook([](nn::Module&, const std::vector<Tensor>&,
+                                     std::vector<Tensor>& out) { out[0] = add(out[0], 1.0); });
+  EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {3, 5}));
+  EXPECT_EQ(pre_calls, 1);
+  lin.remove_hook(pre);
+  lin.remove_hook(post);
+  EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {1, 2}));
+}
+
+TEST(Module, SequentialCallsChildrenThroughTheirEntryPoint) {
+  manual_seed(0);
+  auto seq = std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{
+      std::make_shared<nn::Linear>(3, 4), std::make_shared<nn::ReLU>(),
+      std::make_shared<nn::Linear>(4, 1)});
+  int seen = 0;
+  for (auto& [n, m] : seq->named_modules())
+    if (!n.empty()) m->add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) { ++seen; });
+  Tensor y = (*seq)(ones({2, 3}));
+  EXPECT_EQ(y.sizes(), (Shape{2, 1}));
+  EXPECT_EQ(seen, 3);
+  EXPECT_EQ(names(seq->named_parameters()),
+            (std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"}));
+  EXPECT_NE(seq->at<nn::Linear>(2), nullptr);
+  EXPECT_THROW(seq->at<nn::Linear>(1), Error);
+}
+
+TEST(Module, ModuleListAndDict) {
+  auto list = std::make_shared<nn::ModuleList>();
+  list->push_back(std::make_shared<nn::Linear>(2, 2));
+  list->push_back(std::make_shared<nn::Linear>(2, 3));
+  EXPECT_EQ(list->size(), 2u);
+  EXPECT_EQ(list->at<nn::Linear>(1)->options.out_features(), 3);
+  EXPECT_THROW((*list)(ones({1, 2})), Error);
+  EXPECT_EQ(names(list->named_parameters())[2], "1.weight");
+
+  auto dict = std::make_shared<nn::ModuleDict>();
+  dict->insert("enc", std::make_shared<nn::Linear>(2, 2));
+  dict->insert("act", std::make_shared<nn::SiLU>());
+  EXPECT_TRUE(dict->contains("enc"));
+  EXPECT_EQ(dict->keys(), (std::vector<std::string>{"enc", "act"}));
+  EXPECT_THROW((*dict)["nope"], Error);
+  EXPECT_EQ(names(dict->named_parameters())[0], "enc.weight");
+}
+
+TEST(Module, PrettyPrintShowsShapesAndCounts) {
+  auto net = std::make_shared<Net>();
+  std::string s = net->pretty_print();
+  EXPECT_NE(s.find("Net  [28 params]"), std::string::npos) << s;
+  EXPECT_NE(s.find("(fc): Linear(in_features=3, out_features=4, bias=true)"), std::string::npos)
+      << s;
+  EXPECT_NE(s.find("weight: [4, 3]"), std::string::npos) << s;
+  EXPECT_NE(s.find("count (buffer): [1]"), std::string::npos) << s;
+}
+
+TEST(Init, SameSeedSameModel) {
+  manual_seed(42);
+  Net a;
+  manual_seed(42);
+  Net b;
+  auto pa = a.named_parameters(), pb = b.named_parameters();
+  for (size_t i = 0; i < pa.size(); ++i)
+    EXPECT_EQ(pa[i].second.to_vector(), pb[i].second.to_vector());
+  Net c;  // the generator moved on: different values
+  EXPECT_NE(c.head->weight.to_vector(), a.head->weight.to_vector());
+}
+
+TEST(Init, DefaultBoundsFollowPyTorch) {
+  manual_seed(1);
+  nn::Conv2d conv(nn::Conv2dOptions(4, 8, 3));
+  const double bound = 1.0 / std::sqrt(4.0 * 9.0);  // kaiming_uniform(a=sqrt(5)) == 1/sqrt(fan_in)
+  for (double v : conv.weight.to_vector()) EXPECT_LE(std::abs(v), bound);
+  for (double v : conv.bias.to_vector()) EXPECT_LE(std::abs(v), bound);
+  // The spread uses the whole range (not a smaller constant).
+  EXPECT_GT(max(abs(conv.weight)).item(), 0.8 * bound);
+
+  Tensor w = empty({64, 32});
+  nn::init::kaiming_normal_(w, 0.0, "fan_out", "relu");
+  double sd = std::sqrt(mean(mul(w, w)).item());
+  EXPECT_NEAR(sd, std::sqrt(2.0 / 64.0), 0.01);
+  nn::init::zeros_(w);
+  EXPECT_EQ(sum(abs(w)).item(), 0.0);
+  nn::init::ones_(w);
+  EXPECT_EQ(sum(w).item(), 64.0 * 32.0);
+  EXPECT_NEAR(nn::init::calculate_gain("leaky_relu", std::sqrt(5.0)), std::sqrt(1.0 / 3.0), 1e-12);
+  EXPECT_THROW(nn::init::calculate_gain("swoosh"), Error);
+}
+
+namespace {
+double abs_sum(const Tensor& t) {
+  double s = 0;
+  for (double v : t.to_vector()) s += std::abs(v);
+  return s;
+}
+struct Recorder : nn::RegistrationObserver {
+  std::vector<std::pair<std::string, double>> seen;
+  void on_parameter(nn::Module&, const std::string& name, const Tensor& p) override {
+    seen.emplace_back(name, abs_sum(p));
+  }
+  void on_buffer(nn::Module&, const std::string& name, const Tensor& b) override {
+    seen.emplace_back(name, abs_sum(b));
+  }
+};
+}  // namespace
+
+TEST(Init, ParametersAreInitializedBeforeRegistration) {
+  Recorder r;
+  nn::push_registration_observer(&r);
+  nn::Linear lin(8, 8);
+  nn::BatchNorm2d bn(nn::BatchNormOptions(3));
+  nn::pop_registration_observer(&r);
+  ASSERT_EQ(r.seen.size(), 2u + 5u);
+  EXPECT_EQ(r.seen[0].first, "weight");
+  EXPECT_GT(r.seen[0].second, 0.0);  // initialized values, not zeros
+  EXPECT_GT(r.seen[1].second, 0.0);
+  EXPECT_EQ(r.seen[2].first, "weight");
+  EXPECT_EQ(r.seen[2].second, 3.0);  // BatchNorm weight = 1
+  EXPECT_EQ(r.seen[5].first, "running_var");
+  EXPECT_EQ(r.seen[5].second, 3.0);
+}
