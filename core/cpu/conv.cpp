@@ -45,13 +45,16 @@ int64_t samples_per_chunk(const ConvGeometry& g) {
 }
 
 // Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
-// restores this thread's count.
+// restores the previous count.
 class SerialBlas {
  public:
-  SerialBlas() { openblas_set_num_threads(1); }
-  ~SerialBlas() { openblas_set_num_threads(num_threads()); }
+  SerialBlas() : prev_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SerialBlas() { openblas_set_num_threads(prev_); }
   SerialBlas(const SerialBlas&) = delete;
   SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int prev_;
 };
 
 // Sample groups for the threads: one per thread, at most one per sample, and only as
