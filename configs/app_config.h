@@ -44,7 +44,7 @@ enum class ResizeFilter { bilinear, bicubic };
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {
   DataKind kind = DataKind::synthetic;
-  std::string path;     ///< image_folder: a directory; npy: a .npy file
+  std::string path{};   ///< image_folder: a directory; npy: a .npy file
   int64_t frames = 4;   ///< a single image is repeated to this many frames
   int64_t height = 32;  ///< images are resized to height x width
   int64_t width = 32;
@@ -86,7 +86,7 @@ struct TrainConfig {
   int64_t seed = 0;                ///< model init, dropout
   std::string device = "cpu";      ///< "cpu" or "cuda"
   std::string dtype = "f32";       ///< compute dtype of parameters: f32, bf16, f16
-  std::string resume;              ///< a checkpoint directory, "auto" (latest) or ""
+  std::string resume{};            ///< a checkpoint directory, "auto" (latest) or ""
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).
@@ -105,7 +105,7 @@ struct GptConfig {
   int64_t n_embd = 128;    ///< a multiple of n_head
   int64_t block_size = 0;  ///< 0: tokens per clip + 1 (BOS); else >= that
   double dropout = 0.0;
-  std::string tokenizer_checkpoint;  ///< the trained vqtok checkpoint (required)
+  std::string tokenizer_checkpoint{};  ///< the trained vqtok checkpoint (required)
 };
 
 enum class BufferSync { broadcast, average, none };
@@ -114,7 +114,7 @@ const char* buffer_sync_name(BufferSync s);
 
 /// A buffer sync policy for one module subtree (dotted path, "" = everything).
 struct BufferPolicy {
-  std::string module;
+  std::string module{};
   BufferSync sync = BufferSync::average;
 };
 

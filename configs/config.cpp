@@ -1,10 +1,9 @@
-// The configuration tree, the YAML front end and the strict Section reader.
+// The configuration tree and its YAML front end (parsing, overrides, dumping).
 //
 // yaml-cpp is used only here: its tree is converted once into NodeData (which keeps
-// file, line and key path per node), and everything else reads that. Config errors
-// are thrown as zt::Error directly rather than through ZT_CHECK: the location that
-// helps the user is the YAML file's line, not this source file's.
+// file, line and key path per node), and everything else reads that.
 #include "configs/config.h"
+#include "configs/node_data.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -19,35 +18,20 @@
 
 namespace zt::config {
 
-namespace detail {
-struct NodeData {
-  Node::Kind kind = Node::Kind::null;
-  std::string text;  // scalar text
-  std::vector<std::pair<std::string, std::shared_ptr<NodeData>>> map;
-  std::vector<std::shared_ptr<NodeData>> seq;
-  std::string file;
-  int line = 0;
-  std::string path;
-};
-}  // namespace detail
-
+using detail::join_path;
 using detail::NodeData;
+using detail::throw_at;
 
-namespace {
-
-std::string join_path(const std::string& parent, const std::string& key) {
-  return parent.empty() ? key : parent + "." + key;
-}
-
-std::string location(const std::string& file, int line) {
-  return line > 0 ? file + ":" + std::to_string(line) : file;
-}
-
-[[noreturn]] void throw_at(const std::string& where, const std::string& path,
-                           const std::string& msg) {
+void detail::throw_at(const std::string& where, const std::string& path, const std::string& msg) {
   std::string s = where.empty() ? std::string("<config>") : where;
   if (!path.empty()) s += ": " + path;
   throw Error(s + ": " + msg);
+}
+
+namespace {
+
+std::string location(const std::string& file, int line) {
+  return line > 0 ? file + ":" + std::to_string(line) : file;
 }
 
 const NodeData& data_of(const std::shared_ptr<NodeData>& d) {
@@ -342,160 +326,6 @@ void apply_override(const Node& root, const std::string& assignment) {
       throw Error(source + ": cannot set '" + key_path + "': '" + cur->path +
                   "' is a single value, not a mapping");
     }
-  }
-}
-
-size_t edit_distance(const std::string& a, const std::string& b) {
-  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = i;
-    for (size_t j = 1; j <= b.size(); ++j) {
-      const size_t sub = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, sub});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
-}
-
-// ---- Section
-
-Section::Section(Node node) : node_(std::move(node)) {
-  if (node_ && !node_.is_null() && !node_.is_map())
-    node_.fail("expected a mapping (key: value lines)");
-}
-
-Node Section::take(const std::string& key) {
-  known_.push_back(key);
-  if (!node_ || node_.is_null()) return Node();
-  Node n = node_.get(key);
-  if (!n || n.is_null()) return Node();
-  return n;
-}
-
-bool Section::has(const std::string& key) {
-  return static_cast<bool>(take(key));
-}
-
-void Section::fail(const std::string& key, const std::string& msg) const {
-  if (node_) {
-    Node n = node_.is_map() ? node_.get(key) : Node();
-    if (n) n.fail(msg);
-    throw_at(node_.where(), join_path(node_.path(), key), msg);
-  }
-  throw_at("", key, msg);
-}
-
-Section& Section::get(const std::string& key, int64_t& out, int64_t lo, int64_t hi) {
-  if (Node n = take(key)) {
-    const int64_t v = n.as_int();
-    if (v < lo || v > hi) {
-      n.fail(std::to_string(v) + " is out of range: must be " +
-             (hi == std::numeric_limits<int64_t>::max()
-                  ? ">= " + std::to_string(lo)
-                  : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]"));
-    }
-    out = v;
-  }
-  return *this;
-}
-
-Section& Section::get(const std::string& key, int& out, int64_t lo, int64_t hi) {
-  int64_t v = out;
-  get(key, v, lo, std::min<int64_t>(hi, std::numeric_limits<int>::max()));
-  out = static_cast<int>(v);
-  return *this;
-}
-
-Section& Section::get(const std::string& key, double& out, double lo, double hi) {
-  if (Node n = take(key)) {
-    const double v = n.as_double();
-    if (!(v >= lo && v <= hi)) {
-      std::ostringstream os;
-      os << n.scalar() << " is out of range: must be ";
-      if (std::isinf(hi))
-        os << ">= " << lo;
-      else
-        os << "in [" << lo << ", " << hi << "]";
-      n.fail(os.str());
-    }
-    out = v;
-  }
-  return *this;
-}
-
-Section& Section::get(const std::string& key, std::vector<int64_t>& out, int64_t lo, int64_t hi) {
-  if (Node n = take(key)) {
-    if (!n.is_sequence()) n.fail("expected a list of integers, e.g. [1, 2]");
-    std::vector<int64_t> v;
-    for (size_t i = 0; i < n.size(); ++i) {
-      Node e = n.at(i);
-      const int64_t x = e.as_int();
-      if (x < lo || x > hi)
-        e.fail(
-            std::to_string(x) + " is out of range: must be in [" + std::to_string(lo) + ", " +
-            (hi == std::numeric_limits<int64_t>::max() ? std::string("inf") : std::to_string(hi)) +
-            "]");
-      v.push_back(x);
-    }
-    out = std::move(v);
-  }
-  return *this;
-}
-
-Section& Section::get_enum(const std::string& key, std::string& out,
-                           const std::vector<std::string>& allowed) {
-  if (Node n = take(key)) {
-    const std::string v = n.as_string();
-    if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
-      std::string list, best;
-      size_t best_d = SIZE_MAX;
-      for (const auto& a : allowed) {
-        list += (list.empty() ? "" : ", ") + a;
-        const size_t d = edit_distance(v, a);
-        if (d < best_d) best_d = d, best = a;
-      }
-      n.fail("'" + v + "' is not one of: " + list + " (did you mean '" + best + "'?)");
-    }
-    out = v;
-  }
-  return *this;
-}
-
-Section Section::sub(const std::string& key) {
-  Node n = take(key);
-  if (n) return Section(n);
-  // An absent section reads as empty but keeps a location for its errors.
-  auto d = std::make_shared<NodeData>();
-  if (node_) {
-    d->file = node_.file();
-    d->line = node_.line();
-    d->path = join_path(node_.path(), key);
-  } else {
-    d->file = "<config>";
-    d->path = key;
-  }
-  return Section(Node(d));
-}
-
-Node Section::raw(const std::string& key) {
-  return take(key);
-}
-
-void Section::finish() const {
-  if (!node_ || !node_.is_map()) return;
-  for (const auto& key : node_.keys()) {
-    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
-    Node n = node_.get(key);
-    if (known_.empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
-    std::string best;
-    size_t best_d = SIZE_MAX;
-    for (const auto& k : known_) {
-      const size_t d = edit_distance(key, k);
-      if (d < best_d) best_d = d, best = k;
-    }
-    n.fail("unknown key; did you mean '" + join_path(node_.path(), best) + "'?");
   }
 }
 

@@ -1,0 +1,68 @@
+// DataConfig -> Dataset / DataLoader.
+#include "data/factory.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "data/image_folder.h"
+#include "data/npy.h"
+#include "data/synthetic_video.h"
+
+namespace zt::data {
+
+std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& cfg, bool eval) {
+  std::shared_ptr<const Dataset> ds;
+  switch (cfg.kind) {
+    case config::DataKind::synthetic: {
+      SyntheticVideoOptions o;
+      o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
+      o.frames = cfg.frames;
+      o.height = cfg.height;
+      o.width = cfg.width;
+      o.num_shapes = cfg.num_shapes;
+      // A disjoint stream for held-out clips.
+      o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
+      return std::make_shared<SyntheticVideo>(o);
+    }
+    case config::DataKind::image_folder: {
+      ImageFolderOptions o;
+      o.frames = cfg.frames;
+      o.height = cfg.height;
+      o.width = cfg.width;
+      o.filter = cfg.resize == config::ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
+      ds = std::make_shared<ImageFolder>(cfg.path, o);
+      break;
+    }
+    case config::DataKind::npy: {
+      auto npy = std::make_shared<NpyArray>(cfg.path, cfg.frames);
+      const Shape& s = npy->header().shape;
+      ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", cfg.path,
+               "' holds ", s[s.size() - 2], "x", s[s.size() - 1],
+               " clips but the config says data.height x data.width = ", cfg.height, "x",
+               cfg.width);
+      ds = npy;
+      break;
+    }
+  }
+  if (!eval) return ds;
+  const int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
+  std::vector<int64_t> idx;
+  for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds->size() / n);
+  return std::make_shared<Subset>(ds, idx);
+}
+
+std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
+                                        const config::DataConfig& cfg, int64_t batch, int64_t rank,
+                                        int64_t world, bool eval) {
+  const bool drop_last = !eval;
+  DistributedSampler sampler(dataset->size(), rank, world, static_cast<uint64_t>(cfg.seed),
+                             cfg.shuffle && !eval, drop_last);
+  LoaderOptions o;
+  o.batch_size = batch;
+  o.prefetch = cfg.prefetch;
+  o.workers = cfg.workers;
+  o.drop_last = drop_last;
+  return std::make_unique<DataLoader>(std::move(dataset), sampler, o);
+}
+
+}  // namespace zt::data

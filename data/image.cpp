@@ -1,0 +1,169 @@
+// Image decoding, resizing and writing on top of stb. The resize works in float on
+// [0, 255] values so a bicubic overshoot is clipped once, at the end.
+#include "data/image.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/ops/factory.h"
+#include "stb_image.h"
+#include "stb_image_resize.h"
+#include "stb_image_write.h"
+
+namespace zt::data {
+
+Image load_image(const std::string& path) {
+  int w = 0, h = 0, n = 0;
+  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
+  ZT_CHECK(px != nullptr, "cannot read image '", path, "': ", stbi_failure_reason(),
+           " (supported: PNG, JPEG, BMP, TGA, GIF, PSD, HDR, PIC, PNM)");
+  Image img;
+  img.height = h;
+  img.width = w;
+  img.rgb.assign(px, px + static_cast<size_t>(w) * h * 3);
+  stbi_image_free(px);
+  return img;
+}
+
+std::pair<int64_t, int64_t> image_size(const std::string& path) {
+  int w = 0, h = 0, n = 0;
+  ZT_CHECK(stbi_info(path.c_str(), &w, &h, &n), "cannot read image '", path,
+           "': ", stbi_failure_reason());
+  ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
+  return {h, w};
+}
+
+Image resize_image(const Image& img, int64_t height, int64_t width, Filter filter) {
+  ZT_CHECK(height >= 1 && width >= 1, "resize_image: target size ", height, "x", width,
+           " must be positive");
+  ZT_CHECK(static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
+           "resize_image: the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x",
+           img.width, "x3");
+  if (height == img.height && width == img.width) return img;
+  std::vector<float> src(img.rgb.begin(), img.rgb.end());
+  std::vector<float> dst(static_cast<size_t>(height * width * 3));
+  const stbir_filter f =
+      filter == Filter::bicubic ? STBIR_FILTER_CATMULLROM : STBIR_FILTER_TRIANGLE;
+  const int ok = stbir_resize_float_generic(
+      src.data(), static_cast<int>(img.width), static_cast<int>(img.height), 0, dst.data(),
+      static_cast<int>(width), static_cast<int>(height), 0, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
+      STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, nullptr);
+  ZT_CHECK(ok, "resize_image: stb_image_resize failed (", img.height, "x", img.width, " -> ",
+           height, "x", width, ")");
+  Image out;
+  out.height = height;
+  out.width = width;
+  out.rgb.resize(dst.size());
+  for (size_t i = 0; i < dst.size(); ++i)
+    out.rgb[i] = static_cast<uint8_t>(std::clamp(std::lround(dst[i]), 0L, 255L));
+  return out;
+}
+
+std::pair<int64_t, int64_t> emu3_target_size(int64_t height, int64_t width, int64_t factor,
+                                             int64_t min_area, int64_t max_area) {
+  ZT_CHECK(height >= 1 && width >= 1 && factor >= 1, "emu3_target_size: bad arguments ", height,
+           "x", width, " factor ", factor);
+  auto round_to = [&](double v) {
+    return std::max<int64_t>(factor, static_cast<int64_t>(std::llround(v / factor)) * factor);
+  };
+  int64_t h = round_to(static_cast<double>(height)), w = round_to(static_cast<double>(width));
+  const double area = static_cast<double>(height) * static_cast<double>(width);
+  if (max_area > 0 && h * w > max_area) {
+    const double beta = std::sqrt(area / static_cast<double>(max_area));
+    h = std::max<int64_t>(factor,
+                          static_cast<int64_t>(std::floor(height / beta / factor)) * factor);
+    w = std::max<int64_t>(factor, static_cast<int64_t>(std::floor(width / beta / factor)) * factor);
+  } else if (min_area > 0 && h * w < min_area) {
+    const double beta = std::sqrt(static_cast<double>(min_area) / area);
+    h = static_cast<int64_t>(std::ceil(height * beta / factor)) * factor;
+    w = static_cast<int64_t>(std::ceil(width * beta / factor)) * factor;
+  }
+  return {h, w};
+}
+
+Tensor image_to_tensor(const Image& img) {
+  const int64_t H = img.height, W = img.width, plane = H * W;
+  Tensor t = empty({3, H, W}, DType::f32);
+  float* out = t.data<float>();
+  for (int64_t i = 0; i < plane; ++i)
+    for (int64_t c = 0; c < 3; ++c)
+      out[c * plane + i] =
+          static_cast<float>(img.rgb[static_cast<size_t>(i * 3 + c)]) / 127.5f - 1.0f;
+  return t;
+}
+
+Image tensor_to_image(const Tensor& chw) {
+  ZT_CHECK(chw.dim() == 3 && chw.size(0) == 3, "tensor_to_image: expected (3, H, W), got ",
+           shape_str(chw.sizes()));
+  const Tensor t = chw.to(Device::cpu()).to(DType::f32).contiguous();
+  Image img;
+  img.height = t.size(1);
+  img.width = t.size(2);
+  const int64_t plane = img.height * img.width;
+  img.rgb.resize(static_cast<size_t>(plane * 3));
+  const float* p = t.data<float>();
+  for (int64_t i = 0; i < plane; ++i)
+    for (int64_t c = 0; c < 3; ++c) {
+      const float v = (p[c * plane + i] * 0.5f + 0.5f) * 255.0f;
+      img.rgb[static_cast<size_t>(i * 3 + c)] =
+          static_cast<uint8_t>(std::clamp(std::lround(std::isnan(v) ? 0.0f : v), 0L, 255L));
+    }
+  return img;
+}
+
+void save_png(const std::string& path, const uint8_t* rgb, int64_t height, int64_t width) {
+  ZT_CHECK(height >= 1 && width >= 1, "save_png '", path, "': empty image ", height, "x", width);
+  const int ok = stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3,
+                                rgb, static_cast<int>(width * 3));
+  ZT_CHECK(ok, "cannot write PNG '", path, "': ", std::strerror(errno),
+           " (does the directory exist?)");
+}
+
+void save_png(const std::string& path, const Image& img) {
+  ZT_CHECK(static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3, "save_png '", path,
+           "': the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x", img.width,
+           "x3");
+  save_png(path, img.rgb.data(), img.height, img.width);
+}
+
+Image make_grid(const std::vector<Tensor>& clips, int64_t pad) {
+  ZT_CHECK(!clips.empty(), "make_grid: no clips");
+  std::vector<Tensor> cs;
+  for (const Tensor& c : clips) {
+    Tensor t = c.to(Device::cpu()).to(DType::f32).contiguous();
+    if (t.dim() == 4) t = t.unsqueeze(1);
+    ZT_CHECK(t.dim() == 5 && t.size(2) == 3, "make_grid: expected (B, T, 3, H, W) clips, got ",
+             shape_str(c.sizes()));
+    ZT_CHECK(cs.empty() || t.sizes() == cs[0].sizes(),
+             "make_grid: clips differ in shape: ", shape_str(t.sizes()), " vs ",
+             shape_str(cs[0].sizes()));
+    cs.push_back(t.contiguous());
+  }
+  const int64_t B = cs[0].size(0), T = cs[0].size(1), H = cs[0].size(3), W = cs[0].size(4);
+  const int64_t rows = B * static_cast<int64_t>(cs.size());
+  Image g;
+  g.height = rows * H + (rows + 1) * pad;
+  g.width = T * W + (T + 1) * pad;
+  g.rgb.assign(static_cast<size_t>(g.height * g.width * 3), 128);
+  const int64_t plane = H * W;
+  for (int64_t b = 0; b < B; ++b)
+    for (size_t k = 0; k < cs.size(); ++k) {
+      const int64_t row = b * static_cast<int64_t>(cs.size()) + static_cast<int64_t>(k);
+      for (int64_t t = 0; t < T; ++t) {
+        const float* f = cs[k].data<float>() + (b * T + t) * 3 * plane;
+        const int64_t oy = pad + row * (H + pad), ox = pad + t * (W + pad);
+        for (int64_t y = 0; y < H; ++y)
+          for (int64_t x = 0; x < W; ++x)
+            for (int64_t c = 0; c < 3; ++c) {
+              const float v = (f[c * plane + y * W + x] * 0.5f + 0.5f) * 255.0f;
+              g.rgb[static_cast<size_t>(((oy + y) * g.width + ox + x) * 3 + c)] =
+                  static_cast<uint8_t>(std::clamp(std::lround(std::isnan(v) ? 0.0f : v), 0L, 255L));
+            }
+      }
+    }
+  return g;
+}
+
+}  // namespace zt::data

@@ -1,0 +1,84 @@
+// ImageFolder: directory walk, class ids, and per-item decode + resize + normalize.
+#include "data/image_folder.h"
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "core/error.h"
+#include "core/ops/factory.h"
+
+namespace fs = std::filesystem;
+
+namespace zt::data {
+
+bool is_image_file(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".tga";
+}
+
+ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
+    : dir_(dir), options_(options) {
+  ZT_CHECK(options_.frames >= 1, "ImageFolder: frames must be >= 1, got ", options_.frames);
+  ZT_CHECK(options_.multiple >= 1, "ImageFolder: multiple must be >= 1");
+  ZT_CHECK((options_.height > 0) == (options_.width > 0),
+           "ImageFolder: set both height and width (fixed size) or neither, got ", options_.height,
+           "x", options_.width);
+  std::error_code ec;
+  ZT_CHECK(fs::is_directory(dir, ec), "ImageFolder: '", dir,
+           "' is not a directory (data.path must name a folder of PNG/JPEG images)");
+  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
+       it.increment(ec)) {
+    if (it->is_regular_file() && is_image_file(it->path().string()))
+      files_.push_back(it->path().string());
+  }
+  ZT_CHECK(!ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
+  std::sort(files_.begin(), files_.end());
+  ZT_CHECK(!files_.empty(), "ImageFolder: no images (.png, .jpg, .jpeg, .bmp, .tga) under '", dir,
+           "'");
+
+  std::map<std::string, int64_t> class_ids;
+  std::vector<std::string> class_of;
+  for (const auto& f : files_) {
+    const fs::path rel = fs::path(f).lexically_relative(dir);
+    const std::string cls = std::distance(rel.begin(), rel.end()) > 1 ? rel.begin()->string() : ".";
+    class_of.push_back(cls);
+    class_ids[cls] = 0;
+  }
+  for (auto& [name, id] : class_ids) {
+    id = static_cast<int64_t>(classes_.size());
+    classes_.push_back(name);
+  }
+  for (const auto& c : class_of) labels_.push_back(class_ids[c]);
+  // Header check: a file that is not an image fails now, by name, not mid-training.
+  for (const auto& f : files_) image_size(f);
+}
+
+std::pair<int64_t, int64_t> ImageFolder::target_size(int64_t h, int64_t w) const {
+  if (options_.height > 0) return {options_.height, options_.width};
+  return emu3_target_size(h, w, options_.multiple, options_.min_area, options_.max_area);
+}
+
+Sample ImageFolder::get(int64_t index) const {
+  ZT_CHECK(index >= 0 && index < size(), "ImageFolder: index ", index, " out of range [0, ", size(),
+           ")");
+  const std::string& path = files_[static_cast<size_t>(index)];
+  Image img = load_image(path);
+  const auto [h, w] = target_size(img.height, img.width);
+  img = resize_image(img, h, w, options_.filter);
+  const Tensor frame = image_to_tensor(img);
+  Tensor clip = empty({options_.frames, 3, h, w}, DType::f32);
+  const int64_t n = frame.numel();
+  for (int64_t t = 0; t < options_.frames; ++t)
+    std::memcpy(clip.data<float>() + t * n, frame.data<float>(), static_cast<size_t>(n) * 4);
+  return Sample{clip, labels_[static_cast<size_t>(index)], index};
+}
+
+std::string ImageFolder::describe() const {
+  return "ImageFolder('" + dir_ + "', " + std::to_string(files_.size()) + " images)";
+}
+
+}  // namespace zt::data

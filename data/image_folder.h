@@ -1,0 +1,54 @@
+// ImageFolder: every image file under a directory (recursively, sorted by path) as a
+// dataset of still clips. Emu3 preprocessing: resize so H and W are multiples of 8 (or
+// to a fixed size), scale pixels to [-1, 1], repeat the image to `frames` frames.
+// Images in subdirectories get the subdirectory's class id (sorted names; files at
+// the top level form a class "." of their own).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "data/image.h"
+
+namespace zt::data {
+
+/// How images become clips.
+struct ImageFolderOptions {
+  int64_t frames = 4;    ///< T: copies of the image
+  int64_t height = 0;    ///< fixed output size when both are > 0 (needed to batch
+  int64_t width = 0;     ///< images of different sizes)
+  int64_t multiple = 8;  ///< otherwise: emu3_target_size(h, w, multiple, min_area, max_area)
+  int64_t min_area = 0;
+  int64_t max_area = 0;
+  Filter filter = Filter::bicubic;
+};
+
+class ImageFolder : public Dataset {
+ public:
+  /// Lists (and header-checks) the images under `dir`; error naming the directory if
+  /// it is missing or holds no image, or naming the first file that is not one.
+  ImageFolder(const std::string& dir, ImageFolderOptions options = {});
+  int64_t size() const override { return static_cast<int64_t>(files_.size()); }
+  /// The image as a (frames, 3, H, W) clip; label = class id.
+  Sample get(int64_t index) const override;
+  std::string describe() const override;
+
+  const std::vector<std::string>& files() const { return files_; }
+  const std::vector<std::string>& classes() const { return classes_; }
+  /// The (H, W) an image of size h x w becomes.
+  std::pair<int64_t, int64_t> target_size(int64_t h, int64_t w) const;
+
+ private:
+  std::string dir_;
+  ImageFolderOptions options_;
+  std::vector<std::string> files_;
+  std::vector<int64_t> labels_;
+  std::vector<std::string> classes_;
+};
+
+/// True for the file extensions ImageFolder reads (.png .jpg .jpeg .bmp .tga, any case).
+bool is_image_file(const std::string& path);
+
+}  // namespace zt::data

@@ -1,0 +1,194 @@
+// DataLoader. One producer thread walks (epoch, position) in order and pushes finished
+// batches into a bounded queue; within a batch, `workers` threads split the samples,
+// each writing its own rows of the preallocated batch tensor, so the result does not
+// depend on scheduling. Loader threads charge the creating thread's memory ledger so
+// per-rank memory accounting stays per rank.
+#include "data/loader.h"
+
+#include <atomic>
+#include <cstring>
+#include <vector>
+
+#include "core/allocator.h"
+#include "core/error.h"
+#include "core/ops/factory.h"
+
+namespace zt::data {
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+                       LoaderOptions options)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options) {
+  ZT_CHECK(dataset_ != nullptr, "DataLoader: no dataset");
+  ZT_CHECK(sampler_.dataset_size() == dataset_->size(), "DataLoader: the sampler covers ",
+           sampler_.dataset_size(), " samples but ", dataset_->describe(), " has ",
+           dataset_->size());
+  ZT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
+           options_.batch_size);
+  ZT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0");
+  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1");
+  const int64_t n = sampler_.num_samples();
+  batches_per_epoch_ = options_.drop_last ? n / options_.batch_size
+                                          : (n + options_.batch_size - 1) / options_.batch_size;
+  ZT_CHECK(batches_per_epoch_ >= 1, "DataLoader: rank ", sampler_.rank(), " gets ", n,
+           " samples per epoch, fewer than one batch of ", options_.batch_size,
+           "; use a smaller batch, more samples or fewer ranks");
+  ledger_ = current_ledger();
+  start();
+}
+
+DataLoader::~DataLoader() {
+  stop();
+}
+
+Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
+  if (epoch != cached_epoch_) {
+    DistributedSampler s = sampler_;
+    s.set_epoch(epoch);
+    cached_indices_ = s.indices();
+    cached_epoch_ = epoch;
+  }
+  const int64_t first = position * options_.batch_size;
+  const int64_t b =
+      std::min<int64_t>(options_.batch_size, static_cast<int64_t>(cached_indices_.size()) - first);
+  ZT_CHECK(b >= 1, "DataLoader: batch ", position, " is past the end of epoch ", epoch);
+  const int64_t* idx = cached_indices_.data() + first;
+
+  Batch out;
+  out.epoch = epoch;
+  out.position = position;
+  out.labels = empty({b}, DType::i64);
+  out.indices = empty({b}, DType::i64);
+
+  // Sample 0 fixes the clip shape; the others are checked against it.
+  Sample s0 = dataset_->get(idx[0]);
+  check_clip(s0.clip, dataset_->describe() + " sample " + std::to_string(idx[0]));
+  Shape shape = s0.clip.sizes();
+  Shape bshape = shape;
+  bshape.insert(bshape.begin(), b);
+  out.clips = empty(bshape, DType::f32);
+  const int64_t per = s0.clip.numel();
+  float* dst = out.clips.data<float>();
+  int64_t* labels = out.labels.data<int64_t>();
+  int64_t* indices = out.indices.data<int64_t>();
+
+  auto put = [&](int64_t i, const Sample& s) {
+    check_clip(s.clip, dataset_->describe() + " sample " + std::to_string(idx[i]));
+    ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset_->describe(), " sample ", idx[i],
+             " has shape ", shape_str(s.clip.sizes()), " but sample ", idx[0], " has ",
+             shape_str(shape), "; clips in a batch must share a shape (set data.height/width)");
+    const Tensor c = s.clip.contiguous();
+    std::memcpy(dst + i * per, c.data<float>(), static_cast<size_t>(per) * sizeof(float));
+    labels[i] = s.label;
+    indices[i] = idx[i];
+  };
+  put(0, s0);
+
+  const int64_t nthreads = std::min<int64_t>(options_.workers, b - 1);
+  if (nthreads <= 1) {
+    for (int64_t i = 1; i < b; ++i) put(i, dataset_->get(idx[i]));
+    return out;
+  }
+  std::atomic<int64_t> next{1};
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(b));
+  auto work = [&] {
+    LedgerScope ledger(ledger_);
+    for (int64_t i = next++; i < b; i = next++) {
+      try {
+        put(i, dataset_->get(idx[i]));
+      } catch (...) {
+        errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 0; t < nthreads; ++t) pool.emplace_back(work);
+  for (auto& t : pool) t.join();
+  // The first failing sample in batch order, whichever thread saw it first.
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  return out;
+}
+
+void DataLoader::start() {
+  stopping_ = false;
+  producer_ = consumer_;
+  if (options_.prefetch > 0) thread_ = std::thread([this] { produce(); });
+}
+
+void DataLoader::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  queue_.clear();
+}
+
+void DataLoader::produce() {
+  LedgerScope ledger(ledger_);
+  for (;;) {
+    LoaderState at;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return stopping_ || static_cast<int64_t>(queue_.size()) < options_.prefetch;
+      });
+      if (stopping_) return;
+      at = producer_;
+    }
+    Item item;
+    try {
+      item.batch = make_batch(at.epoch, at.position);
+    } catch (...) {
+      item.error = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_) return;
+      queue_.push_back(std::move(item));
+      if (++producer_.position == batches_per_epoch_) producer_ = {producer_.epoch + 1, 0};
+    }
+    cv_.notify_all();
+  }
+}
+
+Batch DataLoader::next() {
+  Item item;
+  if (options_.prefetch == 0) {
+    try {
+      item.batch = make_batch(consumer_.epoch, consumer_.position);
+    } catch (...) {
+      item.error = std::current_exception();
+    }
+  } else {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !queue_.empty(); });
+    item = std::move(queue_.front());
+    queue_.pop_front();
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (++consumer_.position == batches_per_epoch_) consumer_ = {consumer_.epoch + 1, 0};
+  }
+  cv_.notify_all();
+  if (item.error) std::rethrow_exception(item.error);
+  return std::move(item.batch);
+}
+
+LoaderState DataLoader::state() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return consumer_;
+}
+
+void DataLoader::restore(const LoaderState& state) {
+  ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
+           "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
+           " is outside the ", batches_per_epoch_,
+           " batches per epoch (was the checkpoint made with another batch size or world?)");
+  stop();
+  consumer_ = state;
+  start();
+}
+
+}  // namespace zt::data

@@ -1,0 +1,101 @@
+// DataLoader: stacks samples into batches, preparing the next ones on a background
+// thread. Legend: B batch, T frames, H/W height/width.
+//
+// The batch sequence is a pure function of (dataset, sampler seed, batch size): epoch
+// e, batch p holds sampler indices [p * B, (p + 1) * B) of epoch e. Threads only decide
+// *when* a batch is ready, never *what* is in it. next() runs through epochs without
+// end; state()/restore() capture and reset the position so a checkpoint can resume the
+// exact data stream.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "core/allocator.h"
+#include "core/tensor.h"
+#include "data/dataset.h"
+#include "data/sampler.h"
+
+namespace zt::data {
+
+/// How batches are made.
+struct LoaderOptions {
+  int64_t batch_size = 1;  ///< per rank
+  int64_t prefetch = 2;    ///< batches prepared ahead; 0: made synchronously in next()
+  int64_t workers = 1;     ///< threads that load the samples of one batch
+  bool drop_last = true;   ///< drop an epoch's incomplete last batch
+};
+
+/// One batch.
+struct Batch {
+  Tensor clips;    ///< (B, T, 3, H, W) f32
+  Tensor labels;   ///< (B) i64
+  Tensor indices;  ///< (B) i64 dataset indices
+  int64_t epoch = 0;
+  int64_t position = 0;  ///< batch number within the epoch
+};
+
+/// Where the stream stands: the next batch next() returns.
+struct LoaderState {
+  int64_t epoch = 0;
+  int64_t position = 0;
+  bool operator==(const LoaderState&) const = default;
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+             LoaderOptions options);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// The next batch (moving on to the next epoch after the last one). A sample that
+  /// failed to load is rethrown here, in stream order.
+  Batch next();
+  /// Batches per epoch on this rank.
+  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  /// Position of the next batch next() will return.
+  LoaderState state() const;
+  /// Continues from `state` (discarding prepared batches).
+  void restore(const LoaderState& state);
+
+  const Dataset& dataset() const { return *dataset_; }
+  const DistributedSampler& sampler() const { return sampler_; }
+  const LoaderOptions& options() const { return options_; }
+
+ private:
+  struct Item {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  Batch make_batch(int64_t epoch, int64_t position);
+  void start();
+  void stop();
+  void produce();
+
+  std::shared_ptr<const Dataset> dataset_;
+  DistributedSampler sampler_;
+  LoaderOptions options_;
+  int64_t batches_per_epoch_ = 0;
+  std::shared_ptr<MemoryLedger> ledger_;  // the creating thread's memory ledger
+
+  // Indices of one epoch, cached (producer side only).
+  int64_t cached_epoch_ = -1;
+  std::vector<int64_t> cached_indices_;
+
+  LoaderState consumer_;  // next batch to return
+  LoaderState producer_;  // next batch to make
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Item> queue_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace zt::data

@@ -1,0 +1,277 @@
+// .npy reading and writing. The header is a Python dict literal, e.g.
+//   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 4, 3, 32, 32), }
+// parsed by a small strict scanner (exactly these three keys, nothing else).
+#include "data/npy.h"
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include "core/error.h"
+#include "core/ops/factory.h"
+
+namespace zt::data {
+
+namespace {
+
+constexpr char kMagic[] = "\x93NUMPY";
+
+// A cursor over the header dict text; errors name the file.
+struct Scanner {
+  const std::string& s;
+  const std::string& path;
+  size_t i = 0;
+  void ws() {
+    while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
+  }
+  [[noreturn]] void bad(const std::string& what) {
+    ZT_FAIL("'", path, "' is not a valid .npy file: ", what, " in header \"", s, "\"");
+  }
+  bool eat(char c) {
+    ws();
+    if (i < s.size() && s[i] == c) return ++i, true;
+    return false;
+  }
+  void expect(char c) {
+    if (!eat(c)) bad(std::string("expected '") + c + "'");
+  }
+  std::string quoted() {
+    ws();
+    if (i >= s.size() || (s[i] != '\'' && s[i] != '"')) bad("expected a quoted string");
+    const char q = s[i++];
+    const size_t e = s.find(q, i);
+    if (e == std::string::npos) bad("unterminated string");
+    std::string out = s.substr(i, e - i);
+    i = e + 1;
+    return out;
+  }
+  bool boolean() {
+    ws();
+    if (s.compare(i, 4, "True") == 0) return i += 4, true;
+    if (s.compare(i, 5, "False") == 0) return i += 5, false;
+    bad("expected True or False");
+  }
+  Shape tuple() {
+    expect('(');
+    Shape shape;
+    while (!eat(')')) {
+      ws();
+      size_t j = i;
+      while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
+      if (j == i) bad("expected a dimension");
+      shape.push_back(std::stoll(s.substr(i, j - i)));
+      i = j;
+      if (!eat(',')) {
+        expect(')');
+        break;
+      }
+    }
+    return shape;
+  }
+};
+
+int64_t file_size(const std::string& path) {
+  std::error_code ec;
+  const auto n = std::filesystem::file_size(path, ec);
+  ZT_CHECK(!ec, "cannot read '", path, "': ", ec.message());
+  return static_cast<int64_t>(n);
+}
+
+const char* descr_of(DType t) {
+  switch (t) {
+    case DType::f32:
+      return "<f4";
+    case DType::f64:
+      return "<f8";
+    case DType::f16:
+      return "<f2";
+    case DType::i64:
+      return "<i8";
+    case DType::i32:
+      return "<i4";
+    case DType::b8:
+      return "|b1";
+    case DType::bf16:
+      break;
+  }
+  ZT_FAIL("save_npy: dtype ", dtype_name(t), " has no .npy equivalent; convert with .to(f32)");
+}
+
+}  // namespace
+
+NpyHeader read_npy_header(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  ZT_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
+  char pre[8] = {};
+  f.read(pre, 8);
+  ZT_CHECK(f.gcount() == 8 && std::memcmp(pre, kMagic, 6) == 0, "'", path,
+           "' is not a .npy file (bad magic; write it with numpy.save)");
+  const int major = static_cast<unsigned char>(pre[6]);
+  ZT_CHECK(major >= 1 && major <= 3, "'", path, "': unsupported .npy version ", major);
+  uint32_t hlen = 0;
+  unsigned char lb[4] = {};
+  const int nlen = major == 1 ? 2 : 4;
+  f.read(reinterpret_cast<char*>(lb), nlen);
+  ZT_CHECK(f.gcount() == nlen, "'", path, "' is truncated inside its header");
+  for (int k = nlen - 1; k >= 0; --k) hlen = (hlen << 8) | lb[k];
+  ZT_CHECK(hlen < (1u << 20), "'", path, "': implausible header length ", hlen);
+  std::string text(hlen, '\0');
+  f.read(text.data(), hlen);
+  ZT_CHECK(f.gcount() == static_cast<std::streamsize>(hlen), "'", path,
+           "' is truncated inside its header");
+
+  NpyHeader h;
+  h.data_offset = 8 + nlen + hlen;
+  Scanner sc{text, path};
+  bool have_descr = false, have_order = false, have_shape = false, fortran = false;
+  sc.expect('{');
+  while (!sc.eat('}')) {
+    const std::string key = sc.quoted();
+    sc.expect(':');
+    if (key == "descr") {
+      h.descr = sc.quoted();
+      have_descr = true;
+    } else if (key == "fortran_order") {
+      fortran = sc.boolean();
+      have_order = true;
+    } else if (key == "shape") {
+      h.shape = sc.tuple();
+      have_shape = true;
+    } else {
+      sc.bad("unexpected key '" + key + "'");
+    }
+    if (!sc.eat(',')) {
+      sc.expect('}');
+      break;
+    }
+  }
+  if (!have_descr || !have_order || !have_shape)
+    sc.bad("missing one of 'descr', 'fortran_order', 'shape'");
+  ZT_CHECK(!fortran, "'", path,
+           "' is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
+  const std::string& d = h.descr;
+  ZT_CHECK(d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '='), "'", path, "' has dtype '",
+           d, "': only little-endian arrays are read (use arr.astype('<f4'))");
+  h.kind = d[1];
+  h.item_size = d[2] - '0';
+  const bool ok = (h.kind == 'f' && (h.item_size == 2 || h.item_size == 4 || h.item_size == 8)) ||
+                  (h.kind == 'i' && (h.item_size == 4 || h.item_size == 8)) ||
+                  (h.kind == 'u' && h.item_size == 1) || (h.kind == 'b' && h.item_size == 1);
+  ZT_CHECK(ok, "'", path, "' has unsupported dtype '", d,
+           "' (supported: f2, f4, f8, i4, i8, u1, b1)");
+  const int64_t expect = h.data_offset + h.numel() * h.item_size;
+  const int64_t actual = file_size(path);
+  ZT_CHECK(actual >= expect, "'", path, "' is truncated: shape ", shape_str(h.shape), " of ", d,
+           " needs ", expect, " bytes, the file has ", actual);
+  ZT_CHECK(actual == expect, "'", path, "' has ", actual - expect,
+           " unexpected trailing bytes after its ", shape_str(h.shape), " array");
+  return h;
+}
+
+Tensor load_npy(const std::string& path) {
+  const NpyHeader h = read_npy_header(path);
+  DType dt = DType::f32;
+  if (h.kind == 'f')
+    dt = h.item_size == 2 ? DType::f16 : h.item_size == 4 ? DType::f32 : DType::f64;
+  if (h.kind == 'i') dt = h.item_size == 4 ? DType::i32 : DType::i64;
+  if (h.kind == 'u') dt = DType::i32;
+  if (h.kind == 'b') dt = DType::b8;
+  Tensor t = empty(h.shape, dt);
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(h.data_offset);
+  const int64_t n = h.numel();
+  if (h.kind == 'u') {
+    std::vector<uint8_t> raw(static_cast<size_t>(n));
+    f.read(reinterpret_cast<char*>(raw.data()), n);
+    int32_t* p = t.data<int32_t>();
+    for (int64_t i = 0; i < n; ++i) p[i] = raw[static_cast<size_t>(i)];
+  } else {
+    f.read(static_cast<char*>(t.data_ptr()), n * h.item_size);
+  }
+  ZT_CHECK(f.good() || n == 0, "'", path, "': read failed (file changed while reading?)");
+  return t;
+}
+
+void save_npy(const std::string& path, const Tensor& t) {
+  ZT_CHECK(t.defined(), "save_npy '", path, "': undefined tensor");
+  const char* descr = descr_of(t.dtype());
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  std::string shape = "(";
+  for (size_t i = 0; i < c.sizes().size(); ++i)
+    shape += std::to_string(c.sizes()[i]) + (c.sizes().size() == 1      ? ","
+                                             : i + 1 < c.sizes().size() ? ", "
+                                                                        : "");
+  shape += ")";
+  std::string header =
+      std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  // Pad with spaces so magic + version + length + header is a multiple of 64, then '\n'.
+  const size_t total = 10 + header.size() + 1;
+  header.append((64 - total % 64) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  ZT_CHECK(f, "cannot write '", path, "': ", std::strerror(errno), " (does the directory exist?)");
+  f.write(kMagic, 6);
+  const char version[2] = {1, 0};
+  f.write(version, 2);
+  const uint16_t hlen = static_cast<uint16_t>(header.size());
+  const char lb[2] = {static_cast<char>(hlen & 0xff), static_cast<char>(hlen >> 8)};
+  f.write(lb, 2);
+  f.write(header.data(), static_cast<std::streamsize>(header.size()));
+  f.write(static_cast<const char*>(c.data_ptr()),
+          static_cast<std::streamsize>(c.numel() * static_cast<int64_t>(dtype_size(c.dtype()))));
+  f.close();
+  ZT_CHECK(!f.fail(), "writing '", path, "' failed (disk full?)");
+}
+
+NpyArray::NpyArray(const std::string& path, int64_t frames)
+    : path_(path), header_(read_npy_header(path)), frames_(frames) {
+  const Shape& s = header_.shape;
+  ZT_CHECK((s.size() == 5 && s[2] == 3) || (s.size() == 4 && s[1] == 3), "'", path, "' has shape ",
+           shape_str(s),
+           "; clips must be (N, T, 3, H, W) or images (N, 3, H, W), channels-first RGB");
+  ZT_CHECK(s[0] >= 1, "'", path, "' holds no clips (N = 0)");
+  ZT_CHECK((header_.kind == 'f' && header_.item_size == 4) ||
+               (header_.kind == 'u' && header_.item_size == 1),
+           "'", path, "' has dtype '", header_.descr,
+           "'; clips must be float32 in [-1, 1] or uint8 pixels");
+  ZT_CHECK(frames_ >= 1, "NpyArray: frames must be >= 1");
+}
+
+Sample NpyArray::get(int64_t index) const {
+  ZT_CHECK(index >= 0 && index < size(), "NpyArray '", path_, "': index ", index,
+           " out of range [0, ", size(), ")");
+  const Shape& s = header_.shape;
+  const bool images = s.size() == 4;
+  const int64_t T = images ? 1 : s[1];
+  const int64_t H = s[s.size() - 2], W = s[s.size() - 1];
+  const int64_t n = T * 3 * H * W;
+  std::ifstream f(path_, std::ios::binary);
+  ZT_CHECK(f, "cannot open '", path_, "': ", std::strerror(errno));
+  f.seekg(header_.data_offset + index * n * header_.item_size);
+  const int64_t T_out = images ? frames_ : T;
+  Tensor clip = empty({T_out, 3, H, W}, DType::f32);
+  float* out = clip.data<float>();
+  if (header_.kind == 'u') {
+    std::vector<uint8_t> raw(static_cast<size_t>(n));
+    f.read(reinterpret_cast<char*>(raw.data()), n);
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = static_cast<float>(raw[static_cast<size_t>(i)]) / 127.5f - 1.0f;
+  } else {
+    f.read(reinterpret_cast<char*>(out), n * 4);
+    for (int64_t i = 0; i < n; ++i)
+      ZT_CHECK(std::fabs(out[i]) <= 1.001f, "'", path_, "' clip ", index, " holds ", out[i],
+               ": float clips must be in [-1, 1] (scale pixels as p / 127.5 - 1)");
+  }
+  ZT_CHECK(f.good(), "'", path_, "': reading clip ", index, " failed (file truncated?)");
+  for (int64_t t = 1; t < T_out && images; ++t)
+    std::memcpy(out + t * n, out, static_cast<size_t>(n) * 4);
+  return Sample{clip, 0, index};
+}
+
+std::string NpyArray::describe() const {
+  return "NpyArray('" + path_ + "', " + shape_str(header_.shape) + " " + header_.descr + ")";
+}
+
+}  // namespace zt::data

@@ -1,0 +1,144 @@
+// SVG line plots. Ticks are "nice" numbers (1, 2, 5 x 10^k) on linear axes and powers
+// of ten on a log axis; text is XML-escaped.
+#include "data/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace zt::data {
+
+namespace {
+
+const char* const kColors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
+                               "#9467bd", "#8c564b", "#e377c2", "#17becf"};
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
+  }
+  return o;
+}
+
+std::string num(double v) {
+  std::ostringstream os;
+  os.precision(4);
+  os << v;
+  return os.str();
+}
+
+// Nice tick positions covering [lo, hi].
+std::vector<double> ticks(double lo, double hi) {
+  const double span = hi - lo;
+  const double raw = span / 5.0;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  double step = mag;
+  for (double m : {1.0, 2.0, 5.0, 10.0})
+    if (m * mag >= raw) {
+      step = m * mag;
+      break;
+    }
+  std::vector<double> t;
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step)
+    t.push_back(std::fabs(v) < 1e-12 * step ? 0.0 : v);
+  return t;
+}
+
+}  // namespace
+
+std::string svg_plot(const std::vector<PlotSeries>& series, const PlotOptions& o) {
+  auto ok = [&](double x, double y) {
+    return std::isfinite(x) && std::isfinite(y) && (!o.log_y || y > 0);
+  };
+  double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
+  for (const auto& s : series) {
+    ZT_CHECK(s.x.size() == s.y.size(), "svg_plot: series '", s.name, "' has ", s.x.size(),
+             " x values but ", s.y.size(), " y values");
+    for (size_t i = 0; i < s.x.size(); ++i) {
+      if (!ok(s.x[i], s.y[i])) continue;
+      const double y = o.log_y ? std::log10(s.y[i]) : s.y[i];
+      x0 = std::min(x0, s.x[i]), x1 = std::max(x1, s.x[i]);
+      y0 = std::min(y0, y), y1 = std::max(y1, y);
+    }
+  }
+  if (!(x0 <= x1)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;  // nothing to draw: empty axes
+  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
+  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
+  if (o.log_y) y0 = std::floor(y0), y1 = std::ceil(y1);
+
+  const double L = 70, R = 20, T = o.title.empty() ? 20 : 40, B = 50;
+  const double W = o.width - L - R, H = o.height - T - B;
+  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * W; };
+  auto py = [&](double y) { return T + H - (y - y0) / (y1 - y0) * H; };
+
+  std::ostringstream s;
+  s << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << o.width << "\" height=\"" << o.height
+    << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  s << "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  if (!o.title.empty())
+    s << "<text x=\"" << o.width / 2 << "\" y=\"24\" text-anchor=\"middle\" font-size=\"15\">"
+      << esc(o.title) << "</text>\n";
+  s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W << "\" height=\"" << H
+    << "\" fill=\"none\" stroke=\"black\"/>\n";
+  for (double t : ticks(x0, x1))
+    s << "<line x1=\"" << px(t) << "\" y1=\"" << T + H << "\" x2=\"" << px(t) << "\" y2=\""
+      << T + H + 5 << "\" stroke=\"black\"/><text x=\"" << px(t) << "\" y=\"" << T + H + 18
+      << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
+  std::vector<double> yt;
+  if (o.log_y) {
+    for (double e = y0; e <= y1 + 1e-9; e += std::max(1.0, std::floor((y1 - y0) / 6)))
+      yt.push_back(e);
+  } else {
+    yt = ticks(y0, y1);
+  }
+  for (double t : yt)
+    s << "<line x1=\"" << L << "\" y1=\"" << py(t) << "\" x2=\"" << L + W << "\" y2=\"" << py(t)
+      << "\" stroke=\"#ddd\"/><text x=\"" << L - 6 << "\" y=\"" << py(t) + 4
+      << "\" text-anchor=\"end\">" << (o.log_y ? num(std::pow(10.0, t)) : num(t)) << "</text>\n";
+  s << "<text x=\"" << L + W / 2 << "\" y=\"" << o.height - 12 << "\" text-anchor=\"middle\">"
+    << esc(o.xlabel) << "</text>\n";
+  s << "<text transform=\"translate(16," << T + H / 2 << ") rotate(-90)\" text-anchor=\"middle\">"
+    << esc(o.ylabel) << "</text>\n";
+  for (size_t k = 0; k < series.size(); ++k) {
+    const auto& sr = series[k];
+    const char* color = kColors[k % (sizeof(kColors) / sizeof(kColors[0]))];
+    s << "<polyline fill=\"none\" stroke=\"" << color << "\" stroke-width=\"1.5\" points=\"";
+    for (size_t i = 0; i < sr.x.size(); ++i)
+      if (ok(sr.x[i], sr.y[i]))
+        s << px(sr.x[i]) << "," << py(o.log_y ? std::log10(sr.y[i]) : sr.y[i]) << " ";
+    s << "\"/>\n";
+    const double ly = T + 14 + 16.0 * static_cast<double>(k);
+    s << "<line x1=\"" << L + W - 120 << "\" y1=\"" << ly - 4 << "\" x2=\"" << L + W - 100
+      << "\" y2=\"" << ly - 4 << "\" stroke=\"" << color << "\" stroke-width=\"2\"/><text x=\""
+      << L + W - 95 << "\" y=\"" << ly << "\">" << esc(sr.name) << "</text>\n";
+  }
+  s << "</svg>\n";
+  return s.str();
+}
+
+void save_svg_plot(const std::string& path, const std::vector<PlotSeries>& series,
+                   const PlotOptions& options) {
+  const std::string svg = svg_plot(series, options);
+  std::ofstream f(path, std::ios::trunc);
+  ZT_CHECK(f, "cannot write plot '", path, "': ", std::strerror(errno),
+           " (does the directory exist?)");
+  f << svg;
+  f.close();
+  ZT_CHECK(!f.fail(), "writing plot '", path, "' failed (disk full?)");
+}
+
+}  // namespace zt::data

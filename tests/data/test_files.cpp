@@ -1,0 +1,201 @@
+// File formats: .npy round trips and strict header checks; ImageFolder decoding,
+// Emu3 resizing and [-1, 1] scaling; PNG grids; SVG plots. Every broken file is an
+// error that names the file.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "core/ops/factory.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+#include "data/npy.h"
+#include "data/plot.h"
+
+namespace fs = std::filesystem;
+
+namespace zt::data {
+namespace {
+
+// A fresh directory per test (ctest may run tests in parallel).
+std::string temp_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path d = fs::path(::testing::TempDir()) / "zt_data_test" /
+                     (std::string(info->test_suite_name()) + "." + info->name());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const auto& f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
+  Image img{h, w, {}};
+  for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
+  return img;
+}
+
+TEST(Npy, RoundTrip) {
+  const std::string d = temp_dir();
+  Tensor f = from_vector({1.5, -2, 3, 4, 5, 6}, {2, 3});
+  save_npy(d + "/f.npy", f);
+  Tensor g = load_npy(d + "/f.npy");
+  EXPECT_EQ(g.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(g.to_vector(), f.to_vector());
+  Tensor ids = from_vector({7, 1023, 0}, {3}, DType::i64);
+  save_npy(d + "/i.npy", ids);
+  Tensor j = load_npy(d + "/i.npy");
+  EXPECT_EQ(j.dtype(), DType::i64);
+  EXPECT_EQ(j.to_vector(), ids.to_vector());
+  EXPECT_EQ(read_npy_header(d + "/i.npy").data_offset % 64, 0);
+}
+
+TEST(Npy, ClipsFromFloatAndBytes) {
+  const std::string d = temp_dir();
+  Tensor clips = full({3, 4, 3, 8, 8}, 0.25);
+  save_npy(d + "/clips.npy", clips);
+  NpyArray a(d + "/clips.npy");
+  EXPECT_EQ(a.size(), 3);
+  Sample s = a.get(2);
+  EXPECT_EQ(s.clip.sizes(), (Shape{4, 3, 8, 8}));
+  EXPECT_EQ(s.clip.to_vector()[0], 0.25);
+
+  // uint8 images (N, 3, H, W): scaled to [-1, 1] and repeated to 4 frames. Written by
+  // hand: a '|u1' header and 2 * 3 * 2 * 2 bytes of 255.
+  std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 2, 2), }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::ofstream f(d + "/u8.npy", std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  const char len[2] = {static_cast<char>(header.size()), 0};
+  f.write(len, 2);
+  f << header << std::string(24, '\xff');
+  f.close();
+  NpyArray b(d + "/u8.npy");
+  Sample u = b.get(1);
+  EXPECT_EQ(u.clip.sizes(), (Shape{4, 3, 2, 2}));
+  for (double x : u.clip.to_vector()) EXPECT_FLOAT_EQ(x, 1.0);
+}
+
+TEST(Npy, BrokenFilesNameThemselves) {
+  const std::string d = temp_dir();
+  save_npy(d + "/ok.npy", full({2, 4, 3, 8, 8}, 0.0));
+  // Truncated: drop the last 10 bytes.
+  {
+    std::ifstream in(d + "/ok.npy", std::ios::binary);
+    std::string bytes((std::istreambuf_iterator<char>(in)), {});
+    std::ofstream(d + "/short.npy", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+  }
+  expect_error([&] { NpyArray x(d + "/short.npy"); }, {d + "/short.npy", "is truncated"});
+  save_npy(d + "/odd.npy", full({2, 4, 4, 8, 8}, 0.0));
+  expect_error([&] { NpyArray x(d + "/odd.npy"); }, {d + "/odd.npy", "(N, T, 3, H, W)"});
+  save_npy(d + "/range.npy", full({1, 1, 3, 2, 2}, 2.0));
+  expect_error([&] { NpyArray(d + "/range.npy").get(0); }, {"range.npy", "in [-1, 1]"});
+  save_npy(d + "/i64.npy", full({1, 1, 3, 2, 2}, 0.0, DType::i64));
+  expect_error([&] { NpyArray x(d + "/i64.npy"); }, {"i64.npy", "float32 in [-1, 1] or uint8"});
+  std::ofstream(d + "/junk.npy") << "not numpy at all";
+  expect_error([&] { load_npy(d + "/junk.npy"); }, {"junk.npy", "bad magic"});
+  expect_error([&] { load_npy(d + "/missing.npy"); }, {"missing.npy"});
+}
+
+TEST(Image, Emu3TargetSize) {
+  EXPECT_EQ(emu3_target_size(512, 512), (std::pair<int64_t, int64_t>{512, 512}));
+  EXPECT_EQ(emu3_target_size(12, 20), (std::pair<int64_t, int64_t>{16, 24}));
+  EXPECT_EQ(emu3_target_size(2048, 2048, 8, 0, 1024 * 1024),
+            (std::pair<int64_t, int64_t>{1024, 1024}));
+  EXPECT_EQ(emu3_target_size(256, 256, 8, 512 * 512, 0), (std::pair<int64_t, int64_t>{512, 512}));
+}
+
+TEST(Image, FolderDecodesResizesAndScales) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/cats");
+  fs::create_directories(d + "/dogs");
+  save_png(d + "/cats/a.png", solid(12, 20, 255, 0, 51));
+  save_png(d + "/dogs/b.png", solid(40, 40, 0, 255, 255));
+  std::ofstream(d + "/notes.txt") << "ignored";
+
+  ImageFolder fixed(d, {.height = 16, .width = 16});
+  ASSERT_EQ(fixed.size(), 2);
+  EXPECT_EQ(fixed.classes(), (std::vector<std::string>{"cats", "dogs"}));
+  Sample a = fixed.get(0);
+  EXPECT_EQ(a.clip.sizes(), (Shape{4, 3, 16, 16}));
+  EXPECT_EQ(a.label, 0);
+  EXPECT_EQ(fixed.get(1).label, 1);
+  const auto v = a.clip.to_vector();
+  EXPECT_NEAR(v[0], 1.0, 1e-6);                     // R = 255
+  EXPECT_NEAR(v[256], -1.0, 1e-6);                  // G = 0
+  EXPECT_NEAR(v[512], 51 / 127.5 - 1, 1e-6);        // B = 51
+  EXPECT_NEAR(v[3 * 256 * 3 + 512], v[512], 1e-7);  // frame 3 == frame 0
+
+  ImageFolder natural(d, {.frames = 1});
+  EXPECT_EQ(natural.get(0).clip.sizes(), (Shape{1, 3, 16, 24}));  // 12x20 -> multiples of 8
+  EXPECT_EQ(natural.get(1).clip.sizes(), (Shape{1, 3, 40, 40}));
+}
+
+TEST(Image, BrokenImagesNameThemselves) {
+  const std::string d = temp_dir();
+  expect_error([&] { ImageFolder f(d); }, {d, "no images"});
+  expect_error([&] { ImageFolder f(d + "/nope"); }, {"nope", "is not a directory"});
+  std::ofstream(d + "/fake.png") << "this is not a png";
+  expect_error([&] { ImageFolder f(d); }, {d + "/fake.png", "cannot read image"});
+
+  const std::string e = d + "/trunc";
+  fs::create_directories(e);
+  save_png(e + "/full.png", solid(32, 32, 10, 20, 30));
+  std::ifstream in(e + "/full.png", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(e + "/full.png", std::ios::binary | std::ios::trunc) << bytes.substr(0, 40);
+  expect_error(
+      [&] {
+        ImageFolder f(e);
+        f.get(0);
+      },
+      {e + "/full.png"});
+}
+
+TEST(Image, GridAndPngRoundTrip) {
+  const std::string d = temp_dir();
+  Tensor x = full({2, 4, 3, 8, 8}, 1.0), y = full({2, 4, 3, 8, 8}, -1.0);
+  Image g = make_grid({x, y}, 2);
+  EXPECT_EQ(g.height, 4 * 8 + 5 * 2);
+  EXPECT_EQ(g.width, 4 * 8 + 5 * 2);
+  const size_t first = static_cast<size_t>((2 * g.width + 2) * 3);  // row 0 (x), cell 0
+  EXPECT_EQ(g.rgb[first], 255);
+  const size_t second = static_cast<size_t>(((2 + 8 + 2) * g.width + 2) * 3);  // row 1 (y)
+  EXPECT_EQ(g.rgb[second], 0);
+  save_png(d + "/grid.png", g);
+  Image back = load_image(d + "/grid.png");
+  EXPECT_EQ(back.height, g.height);
+  EXPECT_EQ(back.rgb, g.rgb);
+  Image t = tensor_to_image(full({3, 2, 2}, 0.0));
+  EXPECT_EQ(t.rgb[0], 128);
+  expect_error([&] { save_png(d + "/no/such/dir/x.png", g); }, {"no/such/dir/x.png"});
+}
+
+TEST(Plot, SvgHasCurvesAndEscapesText) {
+  PlotSeries loss{"train <loss>", {0, 10, 20}, {1.0, 0.5, 0.25}};
+  PlotSeries nan{"eval", {0, 10}, {NAN, 0.3}};
+  const std::string svg = svg_plot({loss, nan}, {.title = "vqtok & co", .log_y = true});
+  EXPECT_NE(svg.find("<svg"), std::string::npos);
+  EXPECT_NE(svg.find("train &lt;loss&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("vqtok &amp; co"), std::string::npos);
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '\n') > 5, true);
+  EXPECT_NE(svg.find("<polyline"), std::string::npos);
+  const std::string d = temp_dir();
+  save_svg_plot(d + "/p.svg", {loss});
+  EXPECT_TRUE(fs::exists(d + "/p.svg"));
+  EXPECT_THROW(svg_plot({PlotSeries{"bad", {1, 2}, {1}}}), Error);
+}
+
+}  // namespace
+}  // namespace zt::data
