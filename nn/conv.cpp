@@ -31,10 +31,15 @@ ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
   Shape wshape{opts.out_channels(), opts.in_channels()};
   for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
   Tensor w = empty(wshape);
-  Tensor b = opts.bias() ? empty({opts.out_channels()}) : Tensor();
-  init::default_linear_init_(w, b);
+  init::default_linear_init_(w, Tensor());
+  // Register the weight before creating the bias: inside a partitioning scope at most one
+  // full parameter exists at a time.
   weight = this->register_parameter("weight", w);
-  if (b.defined()) bias = this->register_parameter("bias", b);
+  if (opts.bias()) {
+    Tensor b = empty({opts.out_channels()});
+    init::default_bias_init_(b, weight);
+    bias = this->register_parameter("bias", b);
+  }
 }
 
 template <size_t D>

@@ -78,7 +78,10 @@ void xavier_normal_(const Tensor& t, double gain, Generator& g) {
 
 void default_linear_init_(const Tensor& weight, const Tensor& bias, Generator& g) {
   kaiming_uniform_(weight, std::sqrt(5.0), "fan_in", "leaky_relu", g);
-  if (!bias.defined()) return;
+  if (bias.defined()) default_bias_init_(bias, weight, g);
+}
+
+void default_bias_init_(const Tensor& bias, const Tensor& weight, Generator& g) {
   int64_t fan_in = fan_in_and_fan_out(weight).first;
   double bound = fan_in > 0 ? 1.0 / std::sqrt(static_cast<double>(fan_in)) : 0.0;
   zt::uniform_(bias, -bound, bound, g);

@@ -48,4 +48,9 @@ void xavier_normal_(const Tensor& t, double gain = 1.0, Generator& g = default_g
 void default_linear_init_(const Tensor& weight, const Tensor& bias,
                           Generator& g = default_generator());
 
+/// The bias half of default_linear_init_: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in
+/// from `weight`'s shape (its data is not read, so the weight may already be partitioned).
+void default_bias_init_(const Tensor& bias, const Tensor& weight,
+                        Generator& g = default_generator());
+
 }  // namespace zt::nn::init

@@ -11,10 +11,15 @@ Linear::Linear(const LinearOptions& opts) : UnaryModule("Linear"), options(opts)
            " and ", opts.out_features());
   // Create the initial values first, then register (a partitioning scope shards here).
   Tensor w = empty({opts.out_features(), opts.in_features()});
-  Tensor b = opts.bias() ? empty({opts.out_features()}) : Tensor();
-  init::default_linear_init_(w, b);
+  init::default_linear_init_(w, Tensor());
+  // Register the weight before creating the bias: inside a partitioning scope at most one
+  // full parameter exists at a time.
   weight = register_parameter("weight", w);
-  if (b.defined()) bias = register_parameter("bias", b);
+  if (opts.bias()) {
+    Tensor b = empty({opts.out_features()});
+    init::default_bias_init_(b, weight);
+    bias = register_parameter("bias", b);
+  }
 }
 
 void Linear::reset_parameters() {

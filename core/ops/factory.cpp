@@ -26,8 +26,12 @@ Tensor zeros(const Shape& sizes, DType dtype, Device device) {
 Tensor ones(const Shape& sizes, DType dtype, Device device) {
   return full(sizes, 1.0, dtype, device);
 }
-Tensor zeros_like(const Tensor& t) { return zeros(t.sizes(), t.dtype(), t.device()); }
-Tensor ones_like(const Tensor& t) { return ones(t.sizes(), t.dtype(), t.device()); }
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.sizes(), t.dtype(), t.device());
+}
+Tensor ones_like(const Tensor& t) {
+  return ones(t.sizes(), t.dtype(), t.device());
+}
 
 Tensor scalar_tensor(double value, DType dtype, Device device) {
   return full({}, value, dtype, device);
@@ -35,8 +39,8 @@ Tensor scalar_tensor(double value, DType dtype, Device device) {
 
 Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType dtype,
                    Device device) {
-  ZT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(sizes), "from_vector: ",
-           values.size(), " values for shape ", shape_str(sizes));
+  ZT_CHECK(static_cast<int64_t>(values.size()) == shape_numel(sizes),
+           "from_vector: ", values.size(), " values for shape ", shape_str(sizes));
   Tensor host = Tensor::empty(sizes, DType::f64, Device::cpu());
   std::copy(values.begin(), values.end(), host.data<double>());
   Tensor out = Tensor::empty(sizes, dtype, device);
@@ -67,15 +71,28 @@ void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b)
     return;
   }
 #endif
-  Tensor c = Tensor::empty(t.sizes(), DType::f64, Device::cpu());
-  double* p = c.data<double>();
-  if (t.dtype() == DType::f64) {
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = normal ? a + b * g.normal64(off + i) : a + (b - a) * g.uniform64(off + i);
+  auto fill = [&]<typename T>(T* p) {
+    for (int64_t i = 0; i < n; ++i) {
+      double v;
+      if constexpr (std::is_same_v<T, double>) {
+        v = normal ? a + b * g.normal64(off + i) : a + (b - a) * g.uniform64(off + i);
+      } else {
+        v = normal ? a + b * static_cast<double>(g.normal(off + i))
+                   : a + (b - a) * static_cast<double>(g.uniform(off + i));
+      }
+      p[i] = static_cast<T>(v);
+    }
+  };
+  // Fill in place when we can (no temporary: a parameter being initialized is often the
+  // largest tensor alive); otherwise through a contiguous f32/f64 staging copy.
+  if (t.is_contiguous() && t.dtype() == DType::f32) return fill(t.data<float>());
+  if (t.is_contiguous() && t.dtype() == DType::f64) return fill(t.data<double>());
+  bool f64 = t.dtype() == DType::f64;
+  Tensor c = Tensor::empty(t.sizes(), f64 ? DType::f64 : DType::f32, Device::cpu());
+  if (f64) {
+    fill(c.data<double>());
   } else {
-    for (int64_t i = 0; i < n; ++i)
-      p[i] = normal ? a + b * static_cast<double>(g.normal(off + i))
-                    : a + (b - a) * static_cast<double>(g.uniform(off + i));
+    fill(c.data<float>());
   }
   t.copy_(c);
 }
@@ -113,9 +130,9 @@ Tensor randint(int64_t lo, int64_t hi, const Shape& sizes, Generator& g) {
   int64_t* p = t.data<int64_t>();
   uint64_t range = static_cast<uint64_t>(hi - lo);
   for (int64_t i = 0; i < n; ++i)
-    p[i] = lo + static_cast<int64_t>(static_cast<uint64_t>(g.uniform64(off + i) *
-                                                           static_cast<double>(range)) %
-                                     range);
+    p[i] =
+        lo + static_cast<int64_t>(
+                 static_cast<uint64_t>(g.uniform64(off + i) * static_cast<double>(range)) % range);
   return t;
 }
 

@@ -17,14 +17,15 @@ void cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, c
   auto TB = tb ? CblasTrans : CblasNoTrans;
   switch (c.dtype()) {
     case DType::f32:
-      cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha), a.data<float>(),
-                  lda, b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+      cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha), a.data<float>(), lda,
+                  b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
       return;
     case DType::f64:
-      cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>(), lda,
-                  b.data<double>(), ldb, beta, c.data<double>(), ldc);
+      cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>(), lda, b.data<double>(),
+                  ldb, beta, c.data<double>(), ldc);
       return;
-    default: ZT_FAIL("gemm on CPU supports f32 and f64, got ", dtype_name(c.dtype()));
+    default:
+      ZT_FAIL("gemm on CPU supports f32 and f64, got ", dtype_name(c.dtype()));
   }
 }
 
@@ -68,16 +69,16 @@ Tensor bmm_raw(const Tensor& a, const Tensor& b) {
     out.zero_();
     return out;
   }
-  parallel_for(B, 1, [&](int64_t b0, int64_t b1) {
-    for (int64_t i = b0; i < b1; ++i) mm_into(out.select(0, i), a.select(0, i), b.select(0, i));
-  });
+  // Serial over the batch: BLAS threads each product itself (calling a threaded BLAS from
+  // inside a parallel region oversubscribes the cores).
+  for (int64_t i = 0; i < B; ++i) mm_into(out.select(0, i), a.select(0, i), b.select(0, i));
   return out;
 }
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc) {
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
+          int64_t ldc) {
   detail::check_same("gemm", {a, b, c});
   if (m == 0 || n == 0) return;
 #ifdef ZT_WITH_CUDA
@@ -100,8 +101,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   detail::check_same("bmm", {a, b});
   ZT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", shape_str(a.sizes()),
            " and ", shape_str(b.sizes()));
-  ZT_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: shapes ",
-           shape_str(a.sizes()), " and ", shape_str(b.sizes()), " do not match");
+  ZT_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: shapes ", shape_str(a.sizes()),
+           " and ", shape_str(b.sizes()), " do not match");
   Tensor ad = a.detach(), bd = b.detach();
   Tensor out = bmm_raw(ad, bd);
   if (autograd::needs_grad({a, b})) {
@@ -149,8 +150,7 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
   detail::check_same("linear", {x, weight, bias});
-  ZT_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got ",
-           shape_str(weight.sizes()));
+  ZT_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got ", shape_str(weight.sizes()));
   int64_t fin = weight.size(1), fout = weight.size(0);
   ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, "linear: input ", shape_str(x.sizes()),
            " does not end in in_features = ", fin);

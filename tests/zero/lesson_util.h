@@ -1,0 +1,46 @@
+// Shared pieces of the ZeRO lessons: a small model that touches every layer family the
+// engine must handle, seeded batches, and helpers to read a partitioned model back whole.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/test_util.h"
+#include "nn/nn.h"
+#include "zero/zero.h"
+
+namespace zt::lesson {
+
+/// x (B, 3, 2, 6, 6) video-like input -> (B, 5).
+///   Conv3d(3->4, k 1x3x3) -> per-frame Conv2d(4->6, 3x3, stride 2) -> GroupNorm(2, 6)
+///   -> silu -> tokens (B, 18, 6) -> Linear(6->8) -> LayerNorm(8) -> attention(8, 2 heads)
+///   -> mean over tokens -> Linear(8->5).
+/// Sizes are uneven on purpose (no parameter divides by 3 or 4).
+class Mixed : public nn::UnaryModule {
+ public:
+  Mixed();
+  std::shared_ptr<nn::Conv3d> conv3;
+  std::shared_ptr<nn::Conv2d> conv2;
+  std::shared_ptr<nn::GroupNorm> gn;
+  std::shared_ptr<nn::Linear> embed;
+  std::shared_ptr<nn::LayerNorm> ln;
+  std::shared_ptr<nn::MultiheadSelfAttention> attn;
+  std::shared_ptr<nn::Linear> head;
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+};
+
+/// A deterministic batch for step `step`: x (B, 3, 2, 6, 6), y (B, 5).
+std::pair<Tensor, Tensor> batch(int64_t B, int step);
+
+/// Full values of every parameter (gathered if partitioned), by name, on this rank.
+std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
+                                                            comm::Communicator& comm);
+
+/// Small engine settings that make every release visible: nothing persistent, nothing
+/// kept for reuse.
+zero::Config eager_release_config();
+
+}  // namespace zt::lesson

@@ -1,0 +1,62 @@
+// Lesson 2 — construction under zero::Init.
+// Invariant: a parameter registered inside Init is partitioned at once: every rank keeps
+// exactly its slice of RANK 0's initialized value (whatever its own RNG produced), and
+// the full tensor is freed before the next parameter is created, so building a model
+// never holds more than one full parameter (the gathered-param peak stays below the
+// largest parameter).
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+TEST(Lesson02Construction, EachRankHoldsItsSliceOfRank0sValue) {
+  manual_seed(7);
+  auto reference = std::make_shared<lesson::Mixed>();  // what rank 0 will build
+  for (int N : {1, 2, 3, 4}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      manual_seed(7 + 100 * comm.rank());  // ranks disagree on purpose; rank 0 matches
+      zero::Init init(comm);
+      auto m = std::make_shared<lesson::Mixed>();
+      auto ref = reference->named_parameters();
+      auto got = m->named_parameters();
+      ASSERT_EQ(ref.size(), got.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        zero::ZeroParam* z = zero::zero_param(got[i].second);
+        ASSERT_NE(z, nullptr) << got[i].first;
+        EXPECT_EQ(z->status, zero::ParamStatus::kNotAvailable);
+        EXPECT_FALSE(got[i].second.has_storage());
+        EXPECT_EQ(got[i].second.sizes(), ref[i].second.sizes()) << "full shape is kept";
+        int64_t valid = z->part.shard_valid(comm.rank());
+        if (valid == 0) continue;  // this rank holds only padding
+        Tensor mine = z->shard.narrow(0, 0, valid);
+        Tensor expect = ref[i].second.detach().reshape({-1}).narrow(
+            0, z->part.shard_offset(comm.rank()), valid);
+        EXPECT_CLOSE(mine, expect, 0, 0) << got[i].first << " on rank " << comm.rank();
+        if (valid < z->part.shard_numel) {
+          Tensor pad = z->shard.narrow(0, valid, z->part.shard_numel - valid);
+          EXPECT_EQ(sum(abs(pad)).item(), 0.0) << "padding is zero";
+        }
+      }
+    });
+  }
+}
+
+TEST(Lesson02Construction, NeverMoreThanOneFullParameterAlive) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    reset_peak_memory();
+    int64_t before = memory_stats().cur(MemTag::kGatheredParam);
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    int64_t largest = 0;
+    for (auto& [n, p] : m->named_parameters()) largest = std::max<int64_t>(largest, p.numel() * 4);
+    MemoryCounters c = memory_stats();
+    EXPECT_LE(c.pk(MemTag::kGatheredParam) - before, largest);
+    EXPECT_EQ(c.cur(MemTag::kGatheredParam), before) << "every full tensor was freed";
+    int64_t shard_bytes = 0;
+    for (auto& [n, p] : m->named_parameters())
+      shard_bytes += zero::zero_param(p)->shard.numel() * 4;
+    EXPECT_EQ(c.cur(MemTag::kParamShard), shard_bytes);
+  });
+}

@@ -1,0 +1,68 @@
+// Lesson 4 — backward boundaries.
+// Invariant: a module's parameters are gathered again before its backward runs and
+// released after it. The engine wraps each module's outputs in an identity autograd
+// function whose backward fires first (pre-backward: gather) and its inputs in one whose
+// backward fires last (post-backward: release). Modules whose inputs need no gradient
+// (the first layer) are released when backward ends.
+#include <algorithm>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+static size_t index_of(const std::vector<std::string>& ev, const std::string& e, size_t from = 0) {
+  auto it = std::find(ev.begin() + static_cast<int64_t>(from), ev.end(), e);
+  return it == ev.end() ? std::string::npos : static_cast<size_t>(it - ev.begin());
+}
+
+TEST(Lesson04BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    engine.set_event_log(true);
+    auto [x, y] = lesson::batch(2, comm.rank());
+    Tensor loss = mse_loss(engine(x), y);
+    size_t fwd_end = engine.events().size();
+    for (auto& [n, p] : m->named_parameters())
+      EXPECT_FALSE(p.has_storage()) << n << " released after forward";
+    engine.backward(loss);
+    const auto& ev = engine.events();
+    // Backward visits modules in reverse: head first, conv3 last.
+    size_t head = index_of(ev, "fetch_backward:head", fwd_end);
+    size_t conv2 = index_of(ev, "fetch_backward:conv2", fwd_end);
+    ASSERT_NE(head, std::string::npos);
+    ASSERT_NE(conv2, std::string::npos);
+    EXPECT_LT(head, conv2);
+    // The head is released (post-backward) before conv2 is gathered for its backward.
+    size_t head_release = index_of(ev, "release:head", head);
+    EXPECT_LT(head_release, conv2);
+    // Everything is released once backward is over, conv3 (input needs no grad) included.
+    for (auto& [n, p] : m->named_parameters())
+      EXPECT_FALSE(p.has_storage()) << n << " released after backward";
+    EXPECT_NE(index_of(ev, "fetch_backward:conv3", fwd_end), std::string::npos);
+  });
+}
+
+TEST(Lesson04BackwardBoundaries, GradientsReachEveryShard) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    auto [x, y] = lesson::batch(2, comm.rank());
+    engine.backward(mse_loss(engine(x), y));
+    engine.reduce_gradients();
+    for (const auto& mp : engine.partitioned()) {
+      EXPECT_FALSE(mp.param.grad().defined()) << mp.name << ": full gradient freed";
+      int64_t valid = zero::zero_param(mp.param)->part.shard_valid(comm.rank());
+      if (valid == 0) continue;
+      EXPECT_GT(sum(abs(mp.grad_shard)).item(), 0.0) << mp.name << " received a gradient";
+    }
+  });
+}

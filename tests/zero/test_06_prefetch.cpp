@@ -1,0 +1,133 @@
+// Lesson 6 — prefetching along the trace.
+// Invariant: the first step records the order in which modules fetch parameters (the
+// trace: forward order, then backward order). Later steps follow it and issue the
+// all-gather for the NEXT module before the current module's forward ends. A module
+// arriving out of order invalidates the trace (the next step records again); ranks that
+// ran different modules while recording get an error naming the first difference.
+#include <algorithm>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+// Two same-shaped layers whose order can be swapped.
+class Swappable : public nn::UnaryModule {
+ public:
+  Swappable() : nn::UnaryModule("Swappable") {
+    a = register_module("a", std::make_shared<nn::Linear>(6, 6));
+    b = register_module("b", std::make_shared<nn::Linear>(6, 6));
+  }
+  std::shared_ptr<nn::Linear> a, b;
+  bool swap = false;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return swap ? (*a)((*b)(x)) : (*b)((*a)(x)); }
+};
+
+zero::Config prefetch_config() {
+  zero::Config c = lesson::eager_release_config();
+  c.stage3_prefetch_bucket_size = 1'000'000;
+  return c;
+}
+
+template <typename M>
+void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
+  engine.backward(mse_loss(engine(x), y));
+  engine.step();
+}
+}  // namespace
+
+TEST(Lesson06Prefetch, TraceIsModuleOrder) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step<lesson::Mixed>(engine, x, y);
+    ASSERT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    // Forward order of the modules that own parameters, then backward in reverse. The
+    // attention block owns no parameters itself: its projections do.
+    std::vector<std::string> names;
+    for (int id : engine.trace().ids()) names.push_back(std::to_string(id));
+    std::vector<std::string> expect_fwd = {"conv3", "conv2", "gn", "embed", "ln"};
+    engine.set_event_log(true);
+    train_step<lesson::Mixed>(engine, x, y);
+    std::vector<std::string> fetched;
+    for (const auto& e : engine.events())
+      if (e.rfind("fetch:", 0) == 0) fetched.push_back(e.substr(6));
+    ASSERT_GE(fetched.size(), expect_fwd.size());
+    for (size_t i = 0; i < expect_fwd.size(); ++i) EXPECT_EQ(fetched[i], expect_fwd[i]);
+    EXPECT_EQ(fetched.back(), "head");
+    EXPECT_EQ(engine.stats().trace_invalidations, 0);
+  });
+}
+
+TEST(Lesson06Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step<lesson::Mixed>(engine, x, y);  // records the trace
+    int64_t before = engine.stats().prefetches_issued;
+    engine.set_event_log(true);
+    train_step<lesson::Mixed>(engine, x, y);
+    EXPECT_GT(engine.stats().prefetches_issued, before);
+    const auto& ev = engine.events();
+    auto pos = [&](const std::string& e) {
+      return std::find(ev.begin(), ev.end(), e) - ev.begin();
+    };
+    // conv2's weight is in flight before conv3 (the module before it) finishes.
+    EXPECT_LT(pos("prefetch:conv2.weight"), pos("forward_end:conv3"));
+    EXPECT_LT(pos("forward_end:conv3"), pos("fetch:conv2"));
+  });
+}
+
+TEST(Lesson06Prefetch, OrderChangeInvalidatesTheTrace) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Swappable> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Swappable>();
+    }
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    Tensor x = ones({2, 6}), y = zeros({2, 6});
+    train_step<Swappable>(engine, x, y);
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    m->swap = true;
+    train_step<Swappable>(engine, x, y);  // out of order: counted, then re-recorded
+    EXPECT_EQ(engine.stats().trace_invalidations, 1);
+    train_step<Swappable>(engine, x, y);  // records the new order
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    train_step<Swappable>(engine, x, y);
+    EXPECT_EQ(engine.stats().trace_invalidations, 1);
+  });
+}
+
+TEST(Lesson06Prefetch, RanksRunningDifferentModulesIsAnError) {
+  try {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      std::shared_ptr<Swappable> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<Swappable>();
+      }
+      zero::Engine engine(m, comm, prefetch_config(), {});
+      m->swap = comm.rank() == 1;  // same shapes, so the collectives still match
+      train_step<Swappable>(engine, ones({2, 6}), zeros({2, 6}));
+    });
+    FAIL() << "expected the trace divergence error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("first difference at fetch #0"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 0 ran 'a'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("rank 1 ran 'b'"), std::string::npos) << msg;
+  }
+}

@@ -1,0 +1,54 @@
+// zero::Config: the ZeRO-3 settings, with DeepSpeed's key names and defaults so existing
+// `zero_optimization` sections carry over, plus zt's own buffer policy. Built in code
+// (plain struct) or parsed from the YAML section by from_node().
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "configs/config.h"
+
+namespace zt::zero {
+
+struct Config {
+  int stage = 3;  // only 3 is implemented
+  /// Elements to prefetch ahead of the current module (0 disables prefetching).
+  int64_t stage3_prefetch_bucket_size = 50'000'000;
+  /// Parameters with at most this many elements stay gathered.
+  int64_t stage3_param_persistence_threshold = 100'000;
+  /// Upper bound on gathered elements held at once (prefetch stops there).
+  int64_t stage3_max_live_parameters = 1'000'000'000;
+  /// Keep a parameter gathered if the trace reuses it within this many elements.
+  int64_t stage3_max_reuse_distance = 1'000'000'000;
+  /// Elements per gradient bucket reduce-scattered at once.
+  int64_t reduce_bucket_size = 500'000'000;
+  /// Reduce buckets asynchronously while backward continues.
+  bool overlap_comm = true;
+  bool contiguous_gradients = true;  // accepted; gradients are always bucketed contiguously
+  bool stage3_gather_16bit_weights_on_model_save = false;
+  /// Top-level DeepSpeed keys.
+  double gradient_clipping = 0.0;  // 0: off
+  int gradient_accumulation_steps = 1;
+  /// zt: buffer replication policy and replica checks.
+  config::BuffersConfig buffers;
+  /// zt: BatchNorm layers normalize with statistics over every rank's batch.
+  bool sync_batchnorm = false;
+};
+
+/// Parses a `zero_optimization` section (DeepSpeed key names); unknown keys and bad
+/// values are errors with file, line and the nearest valid key. An absent node gives
+/// the defaults.
+Config config_from_node(const config::Node& zero_optimization);
+
+/// The optimizer the engine runs on its fp32 master shards.
+struct OptimizerConfig {
+  std::string type = "adamw";  // adamw | adam | sgd
+  double lr = 1e-3;
+  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
+  double weight_decay = 0.0;
+  double momentum = 0.0;  // sgd
+  bool nesterov = false;  // sgd
+};
+
+}  // namespace zt::zero

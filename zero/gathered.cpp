@@ -1,0 +1,92 @@
+// GatheredParameters.
+#include "zero/gathered.h"
+
+#include <exception>
+
+#include "core/ops.h"
+#include "zero/param.h"
+#include "zero/replicas.h"
+
+namespace zt::zero {
+
+GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communicator& comm,
+                                       std::optional<int> modifier_rank,
+                                       std::vector<Tensor> buffers)
+    : params_(std::move(params)),
+      buffers_(std::move(buffers)),
+      comm_(comm),
+      modifier_(modifier_rank) {
+  ZT_CHECK(!modifier_ || (*modifier_ >= 0 && *modifier_ < comm.size()),
+           "GatheredParameters: modifier_rank ", modifier_.value_or(-1), " out of range for ",
+           comm.size(), " ranks");
+  for (const Tensor& p : params_) {
+    ZeroParam* z = zero_param(p);
+    bool here = z && z->kind == ParamKind::kPartitioned && z->status == ParamStatus::kNotAvailable;
+    gathered_here_.push_back(here);
+    if (z && z->kind == ParamKind::kPartitioned) {
+      ++z->holds;
+      wait_gather(p, comm_);
+    }
+  }
+  if (!modifier_) {
+    for (const Tensor& t : params_) hashes_.push_back(tensor_hash(t));
+    for (const Tensor& t : buffers_) hashes_.push_back(tensor_hash(t));
+  }
+}
+
+static std::vector<Tensor> params_of(nn::Module& m) {
+  return m.parameters();
+}
+static std::vector<Tensor> buffers_of(nn::Module& m) {
+  std::vector<Tensor> out;
+  for (auto& [n, b] : m.named_buffers()) out.push_back(b);
+  return out;
+}
+
+GatheredParameters::GatheredParameters(nn::Module& m, comm::Communicator& comm,
+                                       std::optional<int> modifier_rank)
+    : GatheredParameters(params_of(m), comm, modifier_rank, buffers_of(m)) {}
+
+GatheredParameters::~GatheredParameters() noexcept(false) {
+  if (!open_) return;
+  if (std::uncaught_exceptions() > 0) {
+    try {
+      exit();
+    } catch (...) {
+    }
+    return;
+  }
+  exit();
+}
+
+void GatheredParameters::exit() {
+  if (!open_) return;
+  open_ = false;
+  autograd::NoGradGuard ng;
+  std::string changed;
+  if (modifier_) {
+    for (const Tensor& p : params_) {
+      broadcast_tensor(p, comm_, *modifier_);
+      if (is_partitioned(p)) write_back_shard(p);
+    }
+    for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
+  } else {
+    size_t k = 0;
+    for (const Tensor& t : params_)
+      if (tensor_hash(t) != hashes_[k++] && changed.empty()) changed = t.name();
+    for (const Tensor& t : buffers_)
+      if (tensor_hash(t) != hashes_[k++] && changed.empty())
+        changed = t.name().empty() ? "<a buffer>" : t.name();
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    ZeroParam* z = zero_param(params_[i]);
+    if (!z || z->kind != ParamKind::kPartitioned) continue;
+    --z->holds;
+    if (gathered_here_[i] && z->holds == 0 && !z->persistent) release_param(params_[i]);
+  }
+  ZT_CHECK(changed.empty(), "GatheredParameters: '", changed,
+           "' was modified inside a scope without modifier_rank; the change would be lost on "
+           "exit. Pass modifier_rank (e.g. 0) to broadcast and re-partition edits");
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,46 @@
+// GatheredParameters: a scope in which partitioned parameters are whole on every rank.
+//
+//   { zero::GatheredParameters g(*model, comm, /*modifier_rank=*/0);
+//     if (comm.rank() == 0) init_weights(*model); }   // rank 0's edit reaches every rank
+//
+// With a modifier rank, that rank's parameter AND buffer values are broadcast on exit
+// and re-partitioned into every rank's shard. Without one the scope is read-only: a
+// change is detected on exit and raised, never silently discarded.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "nn/module.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::zero {
+
+class GatheredParameters {
+ public:
+  /// Gathers `params` (partitioned or replicated) and covers `buffers`.
+  GatheredParameters(std::vector<Tensor> params, comm::Communicator& comm,
+                     std::optional<int> modifier_rank = std::nullopt,
+                     std::vector<Tensor> buffers = {});
+  /// Every parameter and buffer of `m`.
+  GatheredParameters(nn::Module& m, comm::Communicator& comm,
+                     std::optional<int> modifier_rank = std::nullopt);
+  /// Closes the scope (see exit()); throws only if no other exception is in flight.
+  ~GatheredParameters() noexcept(false);
+  GatheredParameters(const GatheredParameters&) = delete;
+  GatheredParameters& operator=(const GatheredParameters&) = delete;
+
+  /// Broadcasts and re-partitions (modifier rank) or checks for changes (none), then
+  /// releases what this scope gathered. Idempotent.
+  void exit();
+
+ private:
+  std::vector<Tensor> params_, buffers_;
+  std::vector<bool> gathered_here_;
+  comm::Communicator& comm_;
+  std::optional<int> modifier_;
+  std::vector<uint64_t> hashes_;
+  bool open_ = true;
+};
+
+}  // namespace zt::zero

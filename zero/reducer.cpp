@@ -1,0 +1,78 @@
+// Gradient buckets: layout, reduce-scatter, accumulation into shards.
+#include "zero/reducer.h"
+
+#include "core/ops.h"
+
+namespace zt::zero {
+
+GradReducer::GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async)
+    : comm_(comm), bucket_elems_(bucket_elems), async_(async) {}
+
+void GradReducer::add(const Tensor& p, const Tensor& grad_shard) {
+  ZeroParam* z = zero_param(p);
+  ZT_CHECK(z && z->kind == ParamKind::kPartitioned, "GradReducer::add: '", p.name(),
+           "' is not partitioned");
+  Tensor g = p.grad();
+  ZT_CHECK(g.defined(), "GradReducer::add: '", p.name(), "' has no gradient");
+  int64_t n = z->part.padded_numel();
+  if (!queued_.empty() && queued_elems_ + n > bucket_elems_) flush();
+  queued_.push_back({p, g.reshape({-1}), grad_shard});
+  queued_elems_ += n;
+  p.set_grad(Tensor());  // the bucket owns the full gradient until it is laid out
+}
+
+void GradReducer::flush() {
+  if (queued_.empty()) return;
+  autograd::NoGradGuard ng;
+  int world = comm_.size();
+  int64_t S = 0;
+  for (const Entry& e : queued_) S += zero_param(e.param)->part.shard_numel;
+  Pending p;
+  Device dev = queued_.front().grad.device();
+  {
+    MemTagScope tag(MemTag::kCommBuffer);
+    p.input = zeros({S * world}, DType::f32, dev);
+    p.output = Tensor::empty({S}, DType::f32, dev);
+  }
+  int64_t off = 0;
+  for (const Entry& e : queued_) {
+    const Partition& part = zero_param(e.param)->part;
+    for (int r = 0; r < world; ++r) {
+      int64_t valid = part.shard_valid(r);
+      if (valid > 0)
+        p.input.narrow(0, r * S + off, valid).copy_(e.grad.narrow(0, part.shard_offset(r), valid));
+    }
+    off += part.shard_numel;
+  }
+  p.entries = std::move(queued_);
+  for (Entry& e : p.entries) e.grad = Tensor();  // free full gradients now
+  queued_.clear();
+  queued_elems_ = 0;
+  ++buckets_;
+  if (world == 1) {
+    p.output.copy_(p.input);
+  } else {
+    p.work = comm_.reduce_scatter(p.output, p.input, comm::ReduceOp::kAvg, async_);
+  }
+  pending_.push_back(std::move(p));
+  if (!async_) drain();
+}
+
+void GradReducer::finish(Pending& p) {
+  if (p.work) p.work->wait();
+  int64_t off = 0;
+  for (const Entry& e : p.entries) {
+    int64_t s = zero_param(e.param)->part.shard_numel;
+    add_(e.grad_shard, p.output.narrow(0, off, s));
+    off += s;
+  }
+}
+
+void GradReducer::drain() {
+  while (!pending_.empty()) {
+    finish(pending_.front());
+    pending_.pop_front();
+  }
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,56 @@
+// Bucketed gradient reduce-scatter. As each partitioned parameter's gradient becomes
+// final, add() queues it; when the queued elements reach reduce_bucket_size the bucket
+// is laid out rank-major —
+//   [ rank 0: p1 slice 0 | p2 slice 0 | ... ][ rank 1: p1 slice 1 | ... ] ...
+// — so ONE reduce-scatter (avg) hands every rank its slices of all parameters in the
+// bucket. It runs asynchronously while backward continues; drain() waits and adds each
+// rank's slices into its fp32 gradient shards. Full gradients are freed at flush.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "zero/comm/communicator.h"
+#include "zero/param.h"
+
+namespace zt::zero {
+
+class GradReducer {
+ public:
+  GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async);
+
+  /// Queues the (final, full) gradient of partitioned parameter `p`; `grad_shard` is the
+  /// fp32 [shard_numel] tensor its reduced slice is added into.
+  void add(const Tensor& p, const Tensor& grad_shard);
+  /// Reduce-scatters whatever is queued.
+  void flush();
+  /// Waits for every bucket in flight and accumulates the results into the shards.
+  void drain();
+  /// Buckets reduced so far.
+  int64_t buckets() const { return buckets_; }
+
+ private:
+  struct Entry {
+    Tensor param;
+    Tensor grad;  // full gradient, flat
+    Tensor grad_shard;
+  };
+  struct Pending {
+    std::shared_ptr<comm::Work> work;
+    Tensor input;   // [world * S], kept alive until done
+    Tensor output;  // [S]
+    std::vector<Entry> entries;
+  };
+  void finish(Pending& p);
+
+  comm::Communicator& comm_;
+  int64_t bucket_elems_;
+  bool async_;
+  std::vector<Entry> queued_;
+  int64_t queued_elems_ = 0;
+  std::deque<Pending> pending_;
+  int64_t buckets_ = 0;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,82 @@
+// Buffer synchronization and replica verification.
+#include "zero/replicas.h"
+
+#include <cstring>
+#include <map>
+#include <sstream>
+
+#include "core/ops.h"
+#include "zero/param.h"
+
+namespace zt::zero {
+
+void sync_buffers(const NamedTensors& buffers, const config::BuffersConfig& policy,
+                  comm::Communicator& comm) {
+  if (comm.size() == 1) return;
+  autograd::NoGradGuard ng;
+  for (const auto& [name, b] : buffers) {
+    if (!b.defined()) continue;
+    config::BufferSync s = policy.sync_for(name);
+    if (s == config::BufferSync::none) continue;
+    if (s == config::BufferSync::broadcast || !is_floating(b.dtype())) {
+      broadcast_tensor(b, comm, 0);
+      continue;
+    }
+    Tensor c = b.contiguous();
+    comm.all_reduce(c, comm::ReduceOp::kAvg);
+    if (!c.same(b)) b.copy_(c);
+  }
+}
+
+uint64_t tensor_hash(const Tensor& t) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  auto mix = [&h](const void* p, size_t n) {
+    const unsigned char* c = static_cast<const unsigned char*>(p);
+    for (size_t i = 0; i < n; ++i) {
+      h ^= c[i];
+      h *= 1099511628211ull;
+    }
+  };
+  uint8_t dt = static_cast<uint8_t>(t.dtype());
+  mix(&dt, 1);
+  for (int64_t s : t.sizes()) mix(&s, sizeof(s));
+  Tensor c = t.detach().to(Device::cpu()).contiguous();
+  mix(c.data_ptr(), c.numel() * dtype_size(c.dtype()));
+  return h;
+}
+
+void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
+  if (comm.size() == 1) return;
+  std::string mine(tensors.size() * sizeof(uint64_t), '\0');
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    uint64_t h = tensor_hash(tensors[i].second);
+    std::memcpy(mine.data() + i * sizeof(uint64_t), &h, sizeof(h));
+  }
+  std::vector<std::string> all = comm.all_gather_bytes(mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    ZT_CHECK(all[r].size() == mine.size(), "verify_replicas: rank ", r, " has ",
+             all[r].size() / sizeof(uint64_t), " replicated tensors, rank ", comm.rank(), " has ",
+             tensors.size(), " (the ranks built different models)");
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    std::map<uint64_t, std::vector<size_t>> groups;
+    for (size_t r = 0; r < all.size(); ++r) {
+      uint64_t h;
+      std::memcpy(&h, all[r].data() + i * sizeof(uint64_t), sizeof(h));
+      groups[h].push_back(r);
+    }
+    if (groups.size() == 1) continue;
+    std::ostringstream os;
+    os << "replica check failed: '" << tensors[i].first << "' differs across ranks ("
+       << groups.size() << " distinct values):";
+    for (auto& [h, ranks] : groups) {
+      os << " ranks {";
+      for (size_t k = 0; k < ranks.size(); ++k) os << (k ? ", " : "") << ranks[k];
+      os << "}";
+    }
+    os << " — it is the first divergent tensor; use a buffers.sync policy (broadcast or "
+          "average) or load it on every rank";
+    ZT_FAIL(os.str());
+  }
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,30 @@
+// Replicated tensors: keeping buffers (and replicated parameters) identical on every
+// rank, and proving it. Under ZeRO-3 in other stacks buffers are never synchronized, so
+// BatchNorm statistics silently diverge per rank; here they follow a policy and are
+// checked by hash.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::zero {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+/// Applies the policy to each buffer: broadcast (rank 0's value), average (all-reduce
+/// mean of floating buffers; integer buffers take rank 0's) or none.
+void sync_buffers(const NamedTensors& buffers, const config::BuffersConfig& policy,
+                  comm::Communicator& comm);
+
+/// A 64-bit hash of a tensor's dtype, shape and bytes.
+uint64_t tensor_hash(const Tensor& t);
+
+/// Compares hashes of `tensors` across ranks; throws naming the first tensor that differs
+/// and which ranks hold which value ("ranks {0, 2} agree; rank 1 differs").
+void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm);
+
+}  // namespace zt::zero

@@ -1,0 +1,54 @@
+// Init and Replicated scopes, and after-the-fact conversion.
+#include "zero/scope.h"
+
+#include "zero/param.h"
+
+namespace zt::zero {
+
+Init::Init(comm::Communicator& comm) : comm_(comm), tag_(MemTag::kGatheredParam) {
+  nn::push_registration_observer(this);
+}
+Init::~Init() {
+  nn::pop_registration_observer(this);
+}
+
+void Init::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+  partition_param(p, comm_, 0);
+}
+void Init::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
+  broadcast_tensor(b, comm_, 0);
+}
+
+Replicated::Replicated(comm::Communicator& comm) : comm_(comm), tag_(MemTag::kOther) {
+  nn::push_registration_observer(this);
+}
+Replicated::~Replicated() {
+  nn::pop_registration_observer(this);
+}
+
+void Replicated::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+  replicate_param(p, comm_, 0);
+}
+void Replicated::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
+  broadcast_tensor(b, comm_, 0);
+}
+
+void partition(nn::Module& m, comm::Communicator& comm) {
+  for (auto& [name, p] : m.named_parameters()) {
+    if (p.name().empty()) p.set_name(name);
+    if (is_partitioned(p)) continue;
+    p.impl()->extra = nullptr;  // a replica becomes a plain tensor first
+    partition_param(p, comm, 0);
+  }
+  for (auto& [name, b] : m.named_buffers()) broadcast_tensor(b, comm, 0);
+}
+
+void replicate(nn::Module& m, comm::Communicator& comm) {
+  for (auto& [name, p] : m.named_parameters()) {
+    if (p.name().empty()) p.set_name(name);
+    replicate_param(p, comm, 0);
+  }
+  for (auto& [name, b] : m.named_buffers()) broadcast_tensor(b, comm, 0);
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,64 @@
+// Explicit partitioning scopes. A scope is an RAII object that decides what happens to
+// parameters and buffers registered on this thread while it is open; scopes nest and the
+// innermost one decides alone. Nothing leaks outside a scope: there is no global config.
+//
+//   zero::Init init(comm);                 // parameters partitioned at registration
+//   auto gpt = std::make_shared<Gpt>(...);
+//   {
+//     zero::Replicated frozen(comm);       // full replicas, no hooks, no per-call cost
+//     auto tok = std::make_shared<VqModel>(...);
+//   }
+#pragma once
+
+#include <memory>
+
+#include "nn/module.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::zero {
+
+/// Partitions every parameter registered inside the scope at registration: rank 0's
+/// initialized value is scattered, each rank keeps its flat padded shard, the full tensor
+/// is freed at once (so building a model never holds more than one full parameter).
+/// Buffers registered inside are broadcast from rank 0.
+class Init : public nn::RegistrationObserver {
+ public:
+  explicit Init(comm::Communicator& comm);
+  ~Init() override;
+  Init(const Init&) = delete;
+  Init& operator=(const Init&) = delete;
+
+  void on_parameter(nn::Module& owner, const std::string& name, const Tensor& p) override;
+  void on_buffer(nn::Module& owner, const std::string& name, const Tensor& b) override;
+
+ private:
+  comm::Communicator& comm_;
+  MemTagScope tag_;  // full tensors built inside are counted as gathered parameters
+};
+
+/// Inside an Init scope (or anywhere): parameters and buffers registered inside become
+/// full replicas broadcast from rank 0, marked replicated, so an engine installs no hooks
+/// for them. Frozen replicas are skipped by the optimizer and by gradient reduction.
+class Replicated : public nn::RegistrationObserver {
+ public:
+  explicit Replicated(comm::Communicator& comm);
+  ~Replicated() override;
+  Replicated(const Replicated&) = delete;
+  Replicated& operator=(const Replicated&) = delete;
+
+  void on_parameter(nn::Module& owner, const std::string& name, const Tensor& p) override;
+  void on_buffer(nn::Module& owner, const std::string& name, const Tensor& b) override;
+
+ private:
+  comm::Communicator& comm_;
+  MemTagScope tag_;
+};
+
+/// After the fact: partitions every not-yet-partitioned parameter of `m` (rank 0's values
+/// win; replicas become partitioned) and broadcasts its buffers.
+void partition(nn::Module& m, comm::Communicator& comm);
+/// After the fact: makes every parameter of `m` a replica (gathering partitioned ones)
+/// and broadcasts parameters and buffers from rank 0.
+void replicate(nn::Module& m, comm::Communicator& comm);
+
+}  // namespace zt::zero
