@@ -209,3 +209,24 @@ TEST(RmsNorm, HandValuesAndGradients) {
   EXPECT_GRAD_OK([](const std::vector<Tensor>& in) { return rms_norm(in[0], {5}, in[1]); },
                  {xl, w});
 }
+
+TEST(Norms, ResultsDoNotDependOnThreadCount) {
+  // Rows are reduced serially whatever the split, so 1 and 2 threads agree bit for bit.
+  Generator g(41);
+  Tensor x = randn({4, 8, 64, 64}, g), w = randn({8}, g), b = randn({8}, g);
+  Tensor gy = randn({4, 8, 64, 64}, g);
+  auto run = [&](int threads) {
+    set_num_threads(threads);
+    Tensor xl = x.clone().set_requires_grad(true);
+    Tensor y1 = group_norm(xl, 4, w, b, 1e-6);
+    Tensor y2 = batch_norm(xl, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
+    Tensor y3 = softmax(xl, 2);
+    add(add(y1, y2), y3).backward(gy);
+    return std::vector<std::vector<double>>{y1.to_vector(), y2.to_vector(), y3.to_vector(),
+                                            xl.grad().to_vector()};
+  };
+  auto one = run(1);
+  auto two = run(2);
+  set_num_threads(hardware_threads());
+  for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "output " << i;
+}
