@@ -12,7 +12,7 @@ Mixed::Mixed() : nn::UnaryModule("Mixed") {
   embed = register_module("embed", std::make_shared<nn::Linear>(6, 8));
   ln = register_module("ln", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({8})));
   attn = register_module("attn", std::make_shared<nn::MultiheadSelfAttention>(
-                                     nn::MultiheadSelfAttentionOptions(8, 2)));
+                                     nn::MultiheadSelfAttentionOptions(8, 2).bias(false)));
   head = register_module("head", std::make_shared<nn::Linear>(8, 5));
 }
 
