@@ -1,0 +1,61 @@
+// The vector quantizer of the Emu3-style tokenizer (EMU3_TOKENIZER.md): a codebook of K
+// vectors, nearest-code lookup by squared L2 distance, the straight-through estimator
+// and the VQ loss of the MoVQGAN recipe. No normalization, no EMA.
+//
+// Shape legend: B batch, T' latent frames, E embed_dim, h/w latent height/width,
+// K codebook size, M flattened latent positions (B * T' * h * w).
+#pragma once
+
+#include <memory>
+
+#include "nn/nn.h"
+
+namespace zt::vq {
+
+/// The codebook `embedding` with weight (K, E), initialized U(-1/K, 1/K) from
+/// zt::default_generator(). One module serves both uses so that every read of the
+/// weight goes through its call() (where the ZeRO engine gathers it):
+///   {ids i64 (...)}   -> {(..., E)}                  lookup
+///   {z f32 (M, E)}    -> {ids i64 (M), e (M, E)}     nearest codes and their vectors
+/// The nearest search is not differentiable; e is differentiable w.r.t. the weight.
+class Codebook : public nn::Module {
+ public:
+  Codebook(int64_t codebook_size, int64_t embed_dim);
+  std::string extra_repr() const override;
+
+  Tensor weight;  // (K, E)
+
+ protected:
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+ private:
+  /// argmin_k |z|^2 + |e_k|^2 - 2 z.e_k for z (M, E), in row chunks to bound memory.
+  Tensor nearest(const Tensor& z) const;
+};
+
+/// The `quantize` module. forward({z (B, T', E, h, w)}) returns, in order:
+///   zq            (B, T', E, h, w)  straight-through: z + stopgrad(zq - z)
+///   codes         (B, T', h, w) i64
+///   loss_vq       ()  loss_commit + beta * loss_codebook
+///   loss_commit   ()  mean((stopgrad(zq) - z)^2): pulls the encoder to its codes
+///   loss_codebook ()  mean((zq - stopgrad(z))^2): pulls the codes to the encoder
+/// With beta = 0.25 this is loss_vq = mean((sg(zq) - z)^2) + 0.25 * mean((zq - sg(z))^2).
+class Quantizer : public nn::Module {
+ public:
+  /// beta weights loss_codebook in loss_vq.
+  Quantizer(int64_t codebook_size, int64_t embed_dim, double beta = 0.25);
+  std::string extra_repr() const override;
+
+  /// Code vectors of codes (B, T', h, w) i64 as (B, T', E, h, w) (through embedding's call).
+  Tensor lookup(const Tensor& codes);
+
+  std::shared_ptr<Codebook> embedding;
+
+ protected:
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+ private:
+  double beta_;
+};
+
+}  // namespace zt::vq
