@@ -1,0 +1,42 @@
+# mpirun variants of the communicator tests (label mpi): tests/comm/mpi/*.cpp build one
+# executable that ctest runs under mpirun with 2 and 3 processes. Without mpirun the
+# tests are registered anyway and report themselves skipped.
+file(GLOB ZT_COMM_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi/*.cpp)
+add_executable(zt_test_comm_mpi ${ZT_COMM_MPI_TESTS})
+target_include_directories(zt_test_comm_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_options(zt_test_comm_mpi PRIVATE ${ZT_WARNINGS})
+target_link_libraries(zt_test_comm_mpi PRIVATE zt_comm GTest::gtest GTest::gtest_main)
+add_dependencies(zt_test_comm zt_test_comm_mpi)  # building the comm tests builds both
+
+find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
+foreach(np 2 3)
+  set(name comm.mpi.np${np})
+  if(ZT_MPIRUN)
+    add_test(NAME ${name}
+             COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np ${np}
+                     $<TARGET_FILE:zt_test_comm_mpi>)
+    set_tests_properties(${name} PROPERTIES LABELS mpi TIMEOUT 180 PROCESSORS ${np}
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  else()
+    add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo
+             "SKIPPED: mpirun not found; install OpenMPI to run the MPI communicator tests")
+    set_tests_properties(${name} PROPERTIES LABELS mpi SKIP_REGULAR_EXPRESSION "SKIPPED")
+  endif()
+endforeach()
+
+# NcclComm (CUDA builds only): one process here; labels mpi and cuda.
+if(ZT_CUDA)
+  file(GLOB ZT_COMM_NCCL_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/comm/nccl/*.cpp)
+  add_executable(zt_test_comm_nccl ${ZT_COMM_NCCL_TESTS})
+  target_include_directories(zt_test_comm_nccl PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+  target_compile_options(zt_test_comm_nccl PRIVATE ${ZT_WARNINGS})
+  target_link_libraries(zt_test_comm_nccl PRIVATE zt_comm GTest::gtest GTest::gtest_main)
+  add_dependencies(zt_test_comm zt_test_comm_nccl)
+  if(ZT_MPIRUN)
+    add_test(NAME comm.nccl.np1
+             COMMAND ${ZT_MPIRUN} --allow-run-as-root -np 1 $<TARGET_FILE:zt_test_comm_nccl>)
+    set_tests_properties(comm.nccl.np1 PROPERTIES LABELS "mpi;cuda" TIMEOUT 180
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
+      SKIP_REGULAR_EXPRESSION "\\[  SKIPPED \\]")
+  endif()
+endif()

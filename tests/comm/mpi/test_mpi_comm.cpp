@@ -1,0 +1,95 @@
+// MpiComm under mpirun (registered with -np 2 and -np 3, label mpi): the same collective
+// checks as the thread ranks, async progress, counters, a deadline, and the launch rule.
+// Every process runs every test; each test uses a fresh MpiComm.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <thread>
+
+#include "comm/checks.h"
+#include "zero/comm/launch.h"
+#include "zero/comm/mpi_comm.h"
+
+using namespace zt;
+using namespace zt::comm;
+using namespace std::chrono_literals;
+
+namespace {
+// A generous deadline: a failing check on one rank must not hang the others for long.
+std::unique_ptr<MpiComm> make_comm() {
+  auto c = std::make_unique<MpiComm>();
+  c->set_timeout(20s);
+  return c;
+}
+}  // namespace
+
+TEST(MpiComm, RunsUnderMpirun) {
+  ASSERT_TRUE(under_mpirun()) << "run this test with mpirun";
+  auto c = make_comm();
+  EXPECT_STREQ(c->backend(), "mpi");
+  EXPECT_GE(c->size(), 1);
+}
+
+TEST(MpiComm, EveryCollective) {
+  auto c = make_comm();
+  EXPECT_NO_THROW(checks::every_collective(*c));
+}
+
+TEST(MpiComm, CountersMatchTextbookVolumes) {
+  auto c = make_comm();
+  EXPECT_NO_THROW(checks::counters_match_textbook(*c));
+}
+
+TEST(MpiComm, AsyncCompletesWhileCallerComputes) {
+  auto c = make_comm();
+  EXPECT_NO_THROW(checks::async_completes_while_computing(*c));
+}
+
+TEST(MpiComm, ResultsEqualThreadRanksBitwise) {
+  // The same inputs reduce to the same bits as with ThreadComm (rank order 0..N-1).
+  auto c = make_comm();
+  const int64_t numel = 1001;
+  auto input = [](int rank) {
+    Generator g(7 + rank);
+    return randn({numel}, g);
+  };
+  Tensor t = input(c->rank());
+  c->all_reduce(t, ReduceOp::kSum);
+  std::vector<float> serial(numel);
+  for (int r = 0; r < c->size(); ++r) {
+    Tensor x = input(r);
+    for (int64_t i = 0; i < numel; ++i)
+      serial[i] = r == 0 ? x.data<float>()[i] : serial[i] + x.data<float>()[i];
+  }
+  EXPECT_EQ(std::memcmp(t.data<float>(), serial.data(), numel * 4), 0);
+}
+
+TEST(MpiComm, TimeoutNamesCollectiveAndSequence) {
+  auto c = make_comm();
+  c->barrier();  // #0
+  if (c->rank() == 0) {
+    c->set_timeout(200ms);
+    try {
+      c->barrier();  // #1: the others arrive late
+      ADD_FAILURE() << "no timeout";
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("barrier #1 on rank 0 timed out after 200 ms"), std::string::npos) << msg;
+    }
+    Tensor t = ones({3});
+    EXPECT_THROW(c->all_reduce(t, ReduceOp::kSum), AbortedError);
+  } else {
+    std::this_thread::sleep_for(500ms);
+    c->barrier();  // completes rank 0's abandoned request
+  }
+}
+
+TEST(MpiComm, LaunchUsesOneProcessPerRank) {
+  int world = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world);
+  launch(1, [&](Communicator& c) {
+    EXPECT_STREQ(c.backend(), "mpi");
+    EXPECT_EQ(c.size(), world);
+    c.barrier();
+  });
+}

@@ -1,0 +1,225 @@
+// ThreadComm: every collective for N = 1..4 on uneven sizes and several dtypes, async
+// progress, fail-fast on exceptions, deadlines and mismatch detection, determinism, and
+// byte counters that equal the textbook volumes.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "comm/checks.h"
+#include "core/ops.h"
+#include "zero/comm/launch.h"
+#include "zero/comm/thread_comm.h"
+
+using namespace zt;
+using namespace zt::comm;
+using namespace std::chrono_literals;
+
+namespace {
+// Runs fn on n ranks; returns the error message run_threads rethrew ("" if none).
+std::string run_error(int n, const std::function<void(Communicator&)>& fn) {
+  try {
+    run_threads(n, fn);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+class ThreadCommN : public ::testing::TestWithParam<int> {};
+
+TEST_P(ThreadCommN, EveryCollective) {
+  EXPECT_EQ(run_error(GetParam(), [](Communicator& c) { checks::every_collective(c); }), "");
+}
+
+TEST_P(ThreadCommN, CountersMatchTextbookVolumes) {
+  EXPECT_EQ(run_error(GetParam(), [](Communicator& c) { checks::counters_match_textbook(c); }), "");
+}
+
+TEST_P(ThreadCommN, AsyncCompletesWhileCallerComputes) {
+  EXPECT_EQ(
+      run_error(GetParam(), [](Communicator& c) { checks::async_completes_while_computing(c); }),
+      "");
+}
+
+INSTANTIATE_TEST_SUITE_P(Ranks, ThreadCommN, ::testing::Values(1, 2, 3, 4));
+
+TEST(ThreadComm, RanksShareTheCoresAndOwnTheirLedgers) {
+  const int n = 2;
+  std::atomic<int> bad{0};
+  run_threads(n, [&](Communicator& c) {
+    if (num_threads() != std::max(1, hardware_threads() / n)) ++bad;
+    Tensor t = zeros({1000}, DType::f32);
+    if (memory_stats().total_current < 4000) ++bad;  // this rank's ledger sees its tensor
+    c.barrier();
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(ThreadComm, AsyncWorkCompletesInIssueOrder) {
+  run_threads(3, [](Communicator& c) {
+    std::vector<Tensor> ts;
+    std::vector<std::shared_ptr<Work>> ws;
+    for (int k = 0; k < 8; ++k) {
+      ts.push_back(full({257}, c.rank() + k, DType::f32));
+      ws.push_back(c.all_reduce(ts.back(), ReduceOp::kSum, true));
+    }
+    ws.back()->wait();
+    for (int k = 0; k < 8; ++k) {
+      ZT_CHECK(ws[k]->test(), "work ", k, " not done after a later one");
+      checks::expect_values(ts[k], std::vector<double>(257, 0 + 1 + 2 + 3.0 * k), "ordered");
+    }
+  });
+}
+
+TEST(ThreadComm, SumsAreBitwiseDeterministic) {
+  // Rank order 0..N-1, whatever the timing: equal on every rank and to a serial sum.
+  const int n = 4, numel = 4099;
+  std::vector<std::vector<float>> inputs(n), results(n);
+  for (int r = 0; r < n; ++r) {
+    Generator g(42 + r);
+    inputs[r] = [&] {
+      Tensor t = randn({numel}, g);
+      return std::vector<float>(t.data<float>(), t.data<float>() + numel);
+    }();
+  }
+  for (int rep = 0; rep < 3; ++rep) {
+    run_threads(n, [&](Communicator& c) {
+      Tensor t = from_vector(std::vector<double>(inputs[c.rank()].begin(), inputs[c.rank()].end()),
+                             {numel});
+      if (c.rank() == rep % n) std::this_thread::sleep_for(2ms);  // vary arrival order
+      c.all_reduce(t, ReduceOp::kSum);
+      results[c.rank()].assign(t.data<float>(), t.data<float>() + numel);
+    });
+    for (int i = 0; i < numel; ++i) {
+      float serial = inputs[0][i];
+      for (int r = 1; r < n; ++r) serial += inputs[r][i];
+      for (int r = 0; r < n; ++r)
+        ASSERT_EQ(std::memcmp(&results[r][i], &serial, 4), 0) << "rank " << r << " elem " << i;
+    }
+  }
+}
+
+TEST(ThreadComm, ExceptionOnOneRankReachesCallerAndOthersFailFast) {
+  std::string rank0_error;
+  auto t0 = std::chrono::steady_clock::now();
+  std::string err = run_error(3, [&](Communicator& c) {
+    c.set_timeout(20s);  // failing fast must not rely on the deadline
+    if (c.rank() == 1) throw std::runtime_error("boom on rank one");
+    Tensor t = ones({8});
+    try {
+      c.all_reduce(t, ReduceOp::kSum);
+    } catch (const std::exception& e) {
+      if (c.rank() == 0) rank0_error = e.what();
+      throw;
+    }
+  });
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_EQ(err, "boom on rank one");
+  EXPECT_NE(rank0_error.find("all_reduce #0"), std::string::npos) << rank0_error;
+  EXPECT_NE(rank0_error.find("aborted because rank 1 failed: boom on rank one"), std::string::npos)
+      << rank0_error;
+}
+
+TEST(ThreadComm, TimeoutNamesCollectiveSequenceAndMissingRanks) {
+  std::string err = run_error(3, [](Communicator& c) {
+    c.set_timeout(200ms);
+    c.barrier();  // #0: everyone
+    if (c.rank() == 2) {
+      std::this_thread::sleep_for(400ms);  // busy elsewhere: never calls #1
+      return;
+    }
+    Tensor t = ones({5});
+    c.broadcast(t, 0);  // #1
+  });
+  EXPECT_NE(err.find("broadcast #1 (f32 x 5, root 0)"), std::string::npos) << err;
+  EXPECT_NE(err.find("timed out"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank(s) that did not arrive: [2]"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, RankThatReturnedIsReportedNotWaitedFor) {
+  auto t0 = std::chrono::steady_clock::now();
+  std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    if (c.rank() == 0) c.barrier();
+  });
+  EXPECT_LT(seconds_since(t0), 5.0);
+  EXPECT_NE(err.find("barrier #0"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank(s) 1 returned without calling it"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, MismatchedKindReportsBothSides) {
+  std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(500ms);
+    if (c.rank() == 0) {
+      Tensor t = ones({10});
+      c.all_reduce(t, ReduceOp::kSum);
+    } else {
+      Tensor out = zeros({8}), in = ones({4});
+      c.all_gather(out, in);
+    }
+  });
+  EXPECT_NE(err.find("mismatched collectives at sequence #0"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (f32 x 10, sum)"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_gather (f32 x 8)"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, MismatchedSizeReportsBothSides) {
+  std::string err = run_error(3, [](Communicator& c) {
+    c.set_timeout(500ms);
+    c.barrier();
+    Tensor t = ones({c.rank() == 2 ? 12 : 10}, DType::bf16);
+    c.all_reduce(t, ReduceOp::kAvg);
+  });
+  EXPECT_NE(err.find("mismatched collectives at sequence #1"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (bf16 x 10, avg)"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (bf16 x 12, avg)"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, BadArgumentsFailAtTheCall) {
+  std::string err = run_error(2, [](Communicator& c) {
+    Tensor out = zeros({5}), in = ones({3});
+    c.all_gather(out, in);
+  });
+  EXPECT_NE(err.find("all_gather: out has 5 elements"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    Tensor in = ones({5}), out = zeros({2});
+    c.reduce_scatter(out, in, ReduceOp::kSum);
+  });
+  EXPECT_NE(err.find("pad the input"), std::string::npos) << err;
+  err = run_error(1, [](Communicator& c) {
+    Tensor t = ones({4, 4}).transpose(0, 1);
+    c.all_reduce(t, ReduceOp::kSum);
+  });
+  EXPECT_NE(err.find("not contiguous"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, AbortWakesEveryRank) {
+  std::string err = run_error(3, [](Communicator& c) {
+    c.set_timeout(20s);
+    if (c.rank() == 0) {
+      std::this_thread::sleep_for(20ms);
+      c.abort("stop requested");
+      return;
+    }
+    c.barrier();
+  });
+  EXPECT_NE(err.find("aborted because stop requested"), std::string::npos) << err;
+}
+
+TEST(Launch, PlainStartUsesThreadRanks) {
+  ASSERT_FALSE(under_mpirun());
+  std::atomic<int> seen{0};
+  launch(3, [&](Communicator& c) {
+    EXPECT_STREQ(c.backend(), "thread");
+    EXPECT_EQ(c.size(), 3);
+    seen += 1;
+  });
+  EXPECT_EQ(seen.load(), 3);
+}

@@ -1,0 +1,291 @@
+// Communicator: argument checks, sequence numbers and counters shared by every backend.
+// Backends only see validated, numbered requests (submit).
+#include "zero/comm/communicator.h"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace zt::comm {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kAllGather:
+      return "all_gather";
+    case Collective::kReduceScatter:
+      return "reduce_scatter";
+    case Collective::kAllReduce:
+      return "all_reduce";
+    case Collective::kBroadcast:
+      return "broadcast";
+    case Collective::kScatter:
+      return "scatter";
+    case Collective::kBarrier:
+      return "barrier";
+    case Collective::kAllGatherBytes:
+      return "all_gather_bytes";
+  }
+  return "?";
+}
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+  }
+  return "?";
+}
+
+int64_t CommCounters::total_calls() const {
+  int64_t t = 0;
+  for (const auto& c : per_kind) t += c.calls;
+  return t;
+}
+
+int64_t CommCounters::total_bytes() const {
+  int64_t t = 0;
+  for (const auto& c : per_kind) t += c.bytes;
+  return t;
+}
+
+std::string CommCounters::json() const {
+  std::ostringstream os;
+  os << '{';
+  for (int i = 0; i < kNumCollectives; ++i) {
+    os << (i ? "," : "") << '"' << collective_name(static_cast<Collective>(i))
+       << "\":{\"calls\":" << per_kind[i].calls << ",\"bytes\":" << per_kind[i].bytes << '}';
+  }
+  os << '}';
+  return os.str();
+}
+
+int64_t received_bytes(Collective c, int64_t numel, size_t elem_size, int size, int rank,
+                       int root) {
+  const int64_t e = static_cast<int64_t>(elem_size), n = size;
+  switch (c) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:
+      return (n - 1) * numel * e;
+    case Collective::kAllReduce:
+      return 2 * (n - 1) * numel * e / n;
+    case Collective::kBroadcast:
+    case Collective::kScatter:
+      return rank == root ? 0 : numel * e;
+    case Collective::kBarrier:
+    case Collective::kAllGatherBytes:
+      return 0;
+  }
+  return 0;
+}
+
+static std::chrono::milliseconds default_timeout() {
+  if (const char* s = std::getenv("ZT_COMM_TIMEOUT_MS")) {
+    long long ms = std::atoll(s);
+    if (ms > 0) return std::chrono::milliseconds(ms);
+  }
+  return std::chrono::milliseconds(600'000);
+}
+
+Communicator::Communicator(int rank, int size)
+    : rank_(rank), size_(size), timeout_(default_timeout()) {
+  ZT_CHECK(size >= 1 && rank >= 0 && rank < size, "communicator: bad rank ", rank, " of ", size);
+}
+
+std::string Communicator::signature(const Request& req) {
+  std::ostringstream os;
+  os << collective_name(req.kind);
+  const Tensor& t = req.out.defined() ? req.out : req.in;
+  if (t.defined()) {
+    os << " (" << dtype_name(t.dtype()) << " x " << t.numel();
+    if (req.kind == Collective::kReduceScatter || req.kind == Collective::kAllReduce)
+      os << ", " << reduce_op_name(req.op);
+    if (req.kind == Collective::kBroadcast || req.kind == Collective::kScatter)
+      os << ", root " << req.root;
+    os << ')';
+  }
+  return os.str();
+}
+
+std::string Communicator::describe(const Request& req) const {
+  std::string sig = signature(req);
+  size_t name_end = sig.find(' ');
+  if (name_end == std::string::npos) name_end = sig.size();
+  return sig.substr(0, name_end) + " #" + std::to_string(req.seq) + sig.substr(name_end) +
+         " on rank " + std::to_string(rank_);
+}
+
+void Communicator::check_healthy(const Request& req) const {
+  std::string why = abort_reason();
+  if (!why.empty())
+    throw AbortedError(detail::cat("zt.comm: ", describe(req), " aborted because ", why));
+}
+
+namespace {
+const char* kHint =
+    " (collective tensors must be contiguous, with storage, on the "
+    "communicator's device)";
+
+void check_tensor(const Tensor& t, const char* what, Device dev) {
+  ZT_CHECK(t.defined(), what, ": tensor is undefined");
+  ZT_CHECK(t.has_storage(), what, ": tensor '", t.name(), "' has no storage", kHint);
+  ZT_CHECK(t.is_contiguous(), what, ": tensor ", t.str(), " is not contiguous", kHint);
+  ZT_CHECK(t.device() == dev, what, ": tensor is on ", t.device().str(),
+           " but the communicator works on ", dev.str(), kHint);
+}
+
+const char* byte_ptr(const Tensor& t) {
+  return static_cast<const char*>(t.data_ptr());
+}
+
+// Exact in-place layouts are allowed (in == out's slice r); any other overlap is an error.
+void check_overlap(const Tensor& a, const Tensor& b, const char* what, const char* allowed) {
+  const char* pa = byte_ptr(a);
+  const char* pb = byte_ptr(b);
+  int64_t na = a.numel() * static_cast<int64_t>(dtype_size(a.dtype()));
+  int64_t nb = b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
+  if (na == 0 || nb == 0 || pa == allowed) return;
+  ZT_CHECK(pa + na <= pb || pb + nb <= pa, what,
+           ": input and output overlap; only the exact in-place layout (in is out's slice of "
+           "this rank) is supported");
+}
+}  // namespace
+
+std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& in, bool async) {
+  check_tensor(out, "all_gather out", device());
+  check_tensor(in, "all_gather in", device());
+  ZT_CHECK(out.dtype() == in.dtype(), "all_gather: dtypes differ (out ", dtype_name(out.dtype()),
+           ", in ", dtype_name(in.dtype()), ")");
+  ZT_CHECK(out.numel() == in.numel() * size_, "all_gather: out has ", out.numel(),
+           " elements, expected size() * in.numel() = ", size_, " * ", in.numel());
+  int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
+  check_overlap(in, out, "all_gather", byte_ptr(out) + rank_ * in.numel() * e);
+  count(Collective::kAllGather,
+        received_bytes(Collective::kAllGather, in.numel(), e, size_, rank_, 0));
+  Request r;
+  r.kind = Collective::kAllGather;
+  r.out = out;
+  r.in = in;
+  return issue(std::move(r), async);
+}
+
+std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                                   bool async) {
+  check_tensor(out, "reduce_scatter out", device());
+  check_tensor(in, "reduce_scatter in", device());
+  ZT_CHECK(out.dtype() == in.dtype(), "reduce_scatter: dtypes differ");
+  ZT_CHECK(op != ReduceOp::kMax, "reduce_scatter: supports sum and avg, not max");
+  ZT_CHECK(in.dtype() != DType::b8, "reduce_scatter: cannot sum bool tensors");
+  ZT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has ", in.numel(),
+           " elements, expected size() * out.numel() = ", size_, " * ", out.numel(),
+           " (pad the input to a multiple of size())");
+  int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
+  check_overlap(out, in, "reduce_scatter", byte_ptr(in) + rank_ * out.numel() * e);
+  count(Collective::kReduceScatter,
+        received_bytes(Collective::kReduceScatter, out.numel(), e, size_, rank_, 0));
+  Request r;
+  r.kind = Collective::kReduceScatter;
+  r.out = out;
+  r.in = in;
+  r.op = op;
+  return issue(std::move(r), async);
+}
+
+std::shared_ptr<Work> Communicator::all_reduce(const Tensor& t, ReduceOp op, bool async) {
+  check_tensor(t, "all_reduce", device());
+  ZT_CHECK(t.dtype() != DType::b8 || op == ReduceOp::kMax,
+           "all_reduce: bool tensors support max only");
+  count(Collective::kAllReduce,
+        received_bytes(Collective::kAllReduce, t.numel(), dtype_size(t.dtype()), size_, rank_, 0));
+  Request r;
+  r.kind = Collective::kAllReduce;
+  r.out = t;
+  r.op = op;
+  return issue(std::move(r), async);
+}
+
+std::shared_ptr<Work> Communicator::broadcast(const Tensor& t, int root, bool async) {
+  check_tensor(t, "broadcast", device());
+  ZT_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
+  count(Collective::kBroadcast, received_bytes(Collective::kBroadcast, t.numel(),
+                                               dtype_size(t.dtype()), size_, rank_, root));
+  Request r;
+  r.kind = Collective::kBroadcast;
+  r.out = t;
+  r.root = root;
+  return issue(std::move(r), async);
+}
+
+std::shared_ptr<Work> Communicator::scatter(const Tensor& out, const Tensor& in, int root,
+                                            bool async) {
+  ZT_CHECK(root >= 0 && root < size_, "scatter: root ", root, " is not a rank of ", size_);
+  check_tensor(out, "scatter out", device());
+  Request r;
+  if (rank_ == root) {
+    check_tensor(in, "scatter in", device());
+    ZT_CHECK(in.dtype() == out.dtype(), "scatter: dtypes differ");
+    ZT_CHECK(in.numel() == out.numel() * size_, "scatter: in has ", in.numel(),
+             " elements, expected size() * out.numel() = ", size_, " * ", out.numel());
+    int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
+    check_overlap(out, in, "scatter", byte_ptr(in) + rank_ * out.numel() * e);
+    r.in = in;
+  }
+  count(Collective::kScatter, received_bytes(Collective::kScatter, out.numel(),
+                                             dtype_size(out.dtype()), size_, rank_, root));
+  r.kind = Collective::kScatter;
+  r.out = out;
+  r.root = root;
+  return issue(std::move(r), async);
+}
+
+void Communicator::barrier() {
+  count(Collective::kBarrier, 0);
+  Request r;
+  r.kind = Collective::kBarrier;
+  issue(std::move(r), false);
+}
+
+std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine) {
+  Request r;
+  r.kind = Collective::kAllGatherBytes;
+  r.bytes_in = std::make_shared<const std::string>(mine);
+  r.bytes_out = std::make_shared<std::vector<std::string>>();
+  auto out = r.bytes_out;
+  issue(std::move(r), false);
+  ZT_CHECK(static_cast<int>(out->size()) == size_, "all_gather_bytes: backend returned ",
+           out->size(), " entries for ", size_, " ranks");
+  int64_t received = 0;
+  for (int j = 0; j < size_; ++j)
+    if (j != rank_) received += static_cast<int64_t>((*out)[j].size());
+  count(Collective::kAllGatherBytes, received);
+  return std::move(*out);
+}
+
+std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
+  req.seq = seq_++;
+  check_healthy(req);
+  std::shared_ptr<Work> w = submit(std::move(req));
+  if (!async) w->wait();
+  return w;
+}
+
+void Communicator::count(Collective c, int64_t bytes) {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  auto& k = counters_.per_kind[static_cast<int>(c)];
+  k.calls += 1;
+  k.bytes += bytes;
+}
+
+CommCounters Communicator::counters() const {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  return counters_;
+}
+
+void Communicator::reset_counters() {
+  std::lock_guard<std::mutex> lock(counters_mu_);
+  counters_ = CommCounters{};
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,200 @@
+// The communicator interface (namespace zt::comm): rank, size and the collectives
+// ZeRO-3 needs on flat tensors, each blocking or async, with per-kind counters and a
+// deadline on every wait. Backends: ThreadComm (thread ranks sharing memory),
+// MpiComm (one process per rank, CPU tensors), NcclComm (CUDA tensors).
+//
+// Legend: N = size(), r = rank(), s = elements per rank (a shard), n = whole tensor.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "core/error.h"
+#include "core/tensor.h"
+
+namespace zt::comm {
+
+/// The time by which a wait must end.
+using Deadline = std::chrono::steady_clock::time_point;
+
+/// How a reduction combines ranks. kAvg divides the sum by N (integer types truncate);
+/// bf16/f16 are reduced in fp32 and rounded once (ThreadComm, MpiComm).
+enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
+
+/// The kinds of collective; indexes CommCounters.
+enum class Collective : uint8_t {
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kBroadcast,
+  kScatter,
+  kBarrier,
+  kAllGatherBytes,
+};
+constexpr int kNumCollectives = 7;
+
+/// "all_gather", "reduce_scatter", ...
+const char* collective_name(Collective c);
+/// "sum", "avg", "max".
+const char* reduce_op_name(ReduceOp op);
+
+/// Thrown by a collective that cannot run because its communicator was aborted by an
+/// earlier failure, whose message it quotes ("... aborted because rank 0 failed: ...").
+class AbortedError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// An issued collective. Per communicator, work completes in issue order. A Work keeps
+/// its tensors alive until it finished; it must not outlive its communicator.
+class Work {
+ public:
+  virtual ~Work() = default;
+  /// Blocks until the collective finished; throws zt::Error if it failed or timed out.
+  /// Outputs may be read (and inputs reused) only after wait() returned.
+  virtual void wait() = 0;
+  /// True once the collective finished or failed (wait() then returns or throws at once).
+  virtual bool test() = 0;
+};
+
+/// Calls and bytes of one collective kind.
+struct CollectiveCounters {
+  int64_t calls = 0;
+  int64_t bytes = 0;
+};
+
+/// Per-kind counters of one rank. "bytes" is the payload this rank *receives* under the
+/// bandwidth-optimal algorithm (the textbook volume), whatever the backend really moves:
+///   all_gather      (N-1)*s        (s = in.numel())
+///   reduce_scatter  (N-1)*s        (s = out.numel())
+///   all_reduce      2*(N-1)*n/N    (ring: reduce-scatter + all-gather; integer division)
+///   broadcast       n on non-roots, 0 on the root
+///   scatter         s on non-roots, 0 on the root (s = out.numel())
+///   barrier         0
+///   all_gather_bytes  the sum of the other ranks' payload sizes
+/// times the element size. With N = 1 every volume is 0.
+struct CommCounters {
+  std::array<CollectiveCounters, kNumCollectives> per_kind{};
+  const CollectiveCounters& operator[](Collective c) const { return per_kind[static_cast<int>(c)]; }
+  int64_t total_calls() const;
+  int64_t total_bytes() const;
+  /// {"all_gather":{"calls":3,"bytes":96},...} on one line.
+  std::string json() const;
+};
+
+/// The textbook received volume in bytes (see CommCounters) for one call.
+int64_t received_bytes(Collective c, int64_t numel, size_t elem_size, int size, int rank, int root);
+
+/// A group of ranks. Tensors are contiguous, have storage, and live on device(); sizes
+/// are flat (only numel matters). Calls must be issued in the same order on every rank.
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// "thread", "mpi" or "nccl".
+  virtual const char* backend() const = 0;
+  /// Where this communicator's tensors live.
+  virtual Device device() const { return Device::cpu(); }
+
+  /// out[j*s, (j+1)*s) = in of rank j.  out: [N*s], in: [s]. In place when in is
+  /// out's slice r. Blocking calls return a finished Work.
+  std::shared_ptr<Work> all_gather(const Tensor& out, const Tensor& in, bool async = false);
+  /// out = reduction over ranks of in[r*s, (r+1)*s).  out: [s], in: [N*s] (the caller
+  /// pads n to a multiple of N). op: kSum or kAvg. out may be in's slice r.
+  std::shared_ptr<Work> reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
+                                       bool async = false);
+  /// t = reduction over ranks of t, in place.  t: [n], any n.
+  std::shared_ptr<Work> all_reduce(const Tensor& t, ReduceOp op, bool async = false);
+  /// t = t of `root`.  t: [n].
+  std::shared_ptr<Work> broadcast(const Tensor& t, int root, bool async = false);
+  /// out = in[r*s, (r+1)*s) of `root`.  out: [s]; in: [N*s], read on the root only (may
+  /// be undefined elsewhere).
+  std::shared_ptr<Work> scatter(const Tensor& out, const Tensor& in, int root, bool async = false);
+  /// Returns once every rank called barrier().
+  void barrier();
+  /// Every rank's `mine`, indexed by rank; for small objects (hashes, counts, names).
+  std::vector<std::string> all_gather_bytes(const std::string& mine);
+  /// Every rank's value of a trivially copyable object, indexed by rank.
+  template <typename T>
+  std::vector<T> all_gather_object(const T& mine);
+
+  /// A copy of this rank's counters.
+  CommCounters counters() const;
+  void reset_counters();
+
+  /// Deadline for every wait (default: $ZT_COMM_TIMEOUT_MS or 600 s). A timeout is an
+  /// error naming the collective, its sequence number and, where known, missing ranks.
+  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+  /// Fails this communicator: pending and later collectives throw an error carrying
+  /// `reason`; ThreadComm also wakes every other rank; MpiComm and NcclComm end the job
+  /// (MPI_Abort) when size() > 1, since peers blocked in MPI cannot be woken otherwise.
+  virtual void abort(const std::string& reason) = 0;
+  /// The first abort reason, or "" while healthy.
+  virtual std::string abort_reason() const = 0;
+  /// Collectives issued so far (the next one gets this sequence number).
+  int64_t next_seq() const { return seq_; }
+
+ protected:
+  Communicator(int rank, int size);
+
+  /// One issued collective, validated and numbered.
+  struct Request {
+    Collective kind = Collective::kBarrier;
+    int64_t seq = 0;
+    Tensor out;  // all_gather, reduce_scatter, scatter; all_reduce/broadcast: the tensor
+    Tensor in;   // all_gather, reduce_scatter, scatter (root); undefined otherwise
+    ReduceOp op = ReduceOp::kSum;
+    int root = 0;
+    std::shared_ptr<const std::string> bytes_in;  // all_gather_bytes
+    std::shared_ptr<std::vector<std::string>> bytes_out;
+  };
+  /// Starts a request; the backend completes work in issue order.
+  virtual std::shared_ptr<Work> submit(Request req) = 0;
+  /// "all_reduce #7 (f32 x 10, sum) on rank 1": names a request in errors.
+  std::string describe(const Request& req) const;
+  /// "all_reduce (f32 x 10, sum)": what every rank must agree on for a request.
+  static std::string signature(const Request& req);
+  /// Throws if aborted.
+  void check_healthy(const Request& req) const;
+
+ private:
+  std::shared_ptr<Work> issue(Request req, bool async);
+  void count(Collective c, int64_t bytes);
+
+  int rank_;
+  int size_;
+  int64_t seq_ = 0;
+  std::chrono::milliseconds timeout_;
+  mutable std::mutex counters_mu_;
+  CommCounters counters_;
+};
+
+template <typename T>
+std::vector<T> Communicator::all_gather_object(const T& mine) {
+  static_assert(std::is_trivially_copyable_v<T>, "all_gather_object needs a POD type");
+  std::string b(sizeof(T), '\0');
+  std::memcpy(b.data(), &mine, sizeof(T));
+  std::vector<std::string> all = all_gather_bytes(b);
+  std::vector<T> out(all.size());
+  for (size_t i = 0; i < all.size(); ++i) {
+    ZT_CHECK(all[i].size() == sizeof(T), "all_gather_object: rank ", i, " sent ", all[i].size(),
+             " bytes, expected ", sizeof(T));
+    std::memcpy(&out[i], all[i].data(), sizeof(T));
+  }
+  return out;
+}
+
+}  // namespace zt::comm

@@ -1,0 +1,75 @@
+// Executor and CpuWork. A CpuWork's wait() needs no deadline of its own: every step a
+// task blocks on (a rendezvous, an MPI request) carries the communicator's deadline and
+// fails the communicator when it passes, which fails the queued tasks behind it at once.
+#include "zero/comm/executor.h"
+
+#include "core/parallel.h"
+
+namespace zt::comm {
+
+void CpuWork::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_; });
+  if (error_) std::rethrow_exception(error_);
+}
+
+bool CpuWork::test() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return done_;
+}
+
+void CpuWork::finish(std::exception_ptr error) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    error_ = std::move(error);
+  }
+  cv_.notify_all();
+}
+
+Executor::Executor() : thread_([this, l = current_ledger()] { loop(l); }) {}
+
+Executor::~Executor() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+std::shared_ptr<Work> Executor::submit(std::function<void()> task) {
+  auto w = std::make_shared<CpuWork>();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.emplace_back(std::move(task), w);
+  }
+  cv_.notify_one();
+  return w;
+}
+
+void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
+  LedgerScope ledger_scope(std::move(ledger));
+  MemTagScope tag(MemTag::kCommBuffer);
+  set_num_threads(1);  // the rank's compute threads are the caller's; copies need one
+  for (;;) {
+    std::pair<std::function<void()>, std::shared_ptr<CpuWork>> item;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // stop_ and drained
+      item = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    std::exception_ptr err;
+    try {
+      item.first();
+    } catch (...) {
+      err = std::current_exception();
+    }
+    item.first = nullptr;  // drop the task's tensors before the caller may see the work done
+    item.second->finish(err);
+  }
+}
+
+}  // namespace zt::comm

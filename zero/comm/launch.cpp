@@ -1,0 +1,63 @@
+// launch(): picks the backend from the environment. NcclComm is only compiled with CUDA
+// (ZT_WITH_CUDA, set by zt_core).
+#include "zero/comm/launch.h"
+
+#include <cstdlib>
+#include <memory>
+
+#include "zero/comm/mpi_comm.h"
+#include "zero/comm/thread_comm.h"
+#ifdef ZT_WITH_CUDA
+#include "zero/comm/cuda/nccl_comm.h"
+#endif
+
+namespace zt::comm {
+
+bool under_mpirun() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
+         std::getenv("PMIX_RANK") != nullptr;
+}
+
+static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts) {
+  if (opts.device.is_cuda()) {
+#ifdef ZT_WITH_CUDA
+    return std::make_unique<NcclComm>(-1);  // one GPU per process, by local rank
+#else
+    ZT_FAIL("launch: device ", opts.device.str(), " needs NCCL; rebuild with -DZT_CUDA=ON");
+#endif
+  }
+  return std::make_unique<MpiComm>();
+}
+
+void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {
+  auto apply = [&](Communicator& c) {
+    if (opts.timeout.count() > 0) c.set_timeout(opts.timeout);
+  };
+  if (!under_mpirun()) {
+    run_threads(opts.ranks, [&](Communicator& c) {
+      apply(c);
+      fn(c);
+    });
+    return;
+  }
+  std::unique_ptr<Communicator> comm = make_process_comm(opts);
+  ZT_CHECK(opts.ranks <= 1 || opts.ranks == comm->size(), "launch: --ranks ", opts.ranks,
+           " conflicts with the ", comm->size(),
+           " processes of mpirun (under mpirun each process is one rank; drop --ranks)");
+  apply(*comm);
+  try {
+    fn(*comm);
+  } catch (const std::exception& e) {
+    if (comm->size() == 1) throw;
+    comm->abort(detail::cat("rank ", comm->rank(), " failed: ", e.what()));
+    throw;  // not reached: abort ends the job
+  }
+}
+
+void launch(int ranks, const std::function<void(Communicator&)>& fn) {
+  LaunchOptions o;
+  o.ranks = ranks;
+  launch(o, fn);
+}
+
+}  // namespace zt::comm

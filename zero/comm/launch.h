@@ -1,0 +1,32 @@
+// The one launch rule for apps: a plain start runs `--ranks N` thread ranks (ThreadComm);
+// under mpirun each process is a rank, with MpiComm for CPU tensors and NcclComm for
+// CUDA tensors.
+#pragma once
+
+#include <chrono>
+#include <functional>
+
+#include "core/device.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::comm {
+
+/// True when started by mpirun/mpiexec (OMPI_COMM_WORLD_SIZE, PMI_SIZE or PMIX_RANK set).
+bool under_mpirun();
+
+/// How to start the ranks.
+struct LaunchOptions {
+  int ranks = 1;                         ///< thread ranks for a plain start (--ranks)
+  Device device = Device::cpu();         ///< cuda: NCCL under mpirun, GPU = local rank
+  std::chrono::milliseconds timeout{0};  ///< collective deadline; 0 keeps the default
+};
+
+/// Runs fn(comm) on every rank. Plain start: run_threads(opts.ranks, fn) (first exception
+/// rethrown). Under mpirun: fn runs once in this process; opts.ranks must be 1 or the
+/// world size; an exception is rethrown with one rank and ends the job (after printing
+/// it) with several, so peers never wait for a dead rank.
+void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn);
+/// launch({.ranks = ranks}, fn).
+void launch(int ranks, const std::function<void(Communicator&)>& fn);
+
+}  // namespace zt::comm

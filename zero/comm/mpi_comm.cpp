@@ -1,0 +1,308 @@
+// MpiComm: every collective is nonblocking MPI polled on the communication thread.
+// Data moves as raw unsigned words of the element size; reductions are computed locally
+// (reduce_buffers) after an all-to-all of shards, in rank order:
+//   reduce_scatter = alltoall(shards) -> reduce
+//   all_reduce     = alltoallv(even chunks) -> reduce own chunk -> allgatherv(in place)
+// which receives the textbook volumes (see CommCounters).
+#include "zero/comm/mpi_comm.h"
+
+#include <climits>
+#include <cstdio>
+#include <thread>
+
+#include "zero/comm/reduce.h"
+
+namespace zt::comm {
+
+namespace internal {
+void throw_mpi_error(const char* file, int line, const char* call, int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) len = 0;
+  ::zt::detail::throw_error(
+      file, line,
+      ::zt::detail::cat("MPI error in ", call, ": ", std::string(buf, static_cast<size_t>(len)),
+                        " (HINT: run under mpirun with matching "
+                        "collectives on every rank)"));
+}
+}  // namespace internal
+
+namespace {
+struct MpiRuntime {
+  bool owned = false;
+  int provided = MPI_THREAD_SINGLE;
+  std::mutex mu;  // serializes calls when provided < MPI_THREAD_MULTIPLE
+  ~MpiRuntime() {
+    int fin = 0;
+    if (owned && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
+  }
+};
+MpiRuntime& runtime() {
+  static MpiRuntime rt;
+  return rt;
+}
+
+MPI_Datatype word_type(size_t elem_size) {
+  switch (elem_size) {
+    case 1:
+      return MPI_UINT8_T;
+    case 2:
+      return MPI_UINT16_T;
+    case 4:
+      return MPI_UINT32_T;
+    case 8:
+      return MPI_UINT64_T;
+  }
+  ZT_FAIL("MpiComm: unsupported element size ", elem_size);
+}
+
+int as_count(int64_t n, const std::string& what) {
+  ZT_CHECK(n <= INT_MAX, "zt.comm: ", what, ": ", n,
+           " elements exceed one MPI call's count limit (INT_MAX); split the tensor");
+  return static_cast<int>(n);
+}
+
+char* bytes_of(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
+}  // namespace
+
+void mpi_init() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    MpiRuntime& rt = runtime();
+    int init = 0;
+    MPI_CHECK(MPI_Initialized(&init));
+    if (!init) {
+      MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &rt.provided));
+      rt.owned = true;
+    } else {
+      MPI_CHECK(MPI_Query_thread(&rt.provided));
+    }
+    ZT_CHECK(rt.provided >= MPI_THREAD_SERIALIZED, "MPI provides thread level ", rt.provided,
+             "; zt needs MPI_THREAD_SERIALIZED or better (collectives run on a comm thread)");
+  });
+}
+
+MpiLock::MpiLock() {
+  if (runtime().provided < MPI_THREAD_MULTIPLE) {
+    runtime().mu.lock();
+    locked_ = true;
+  }
+}
+
+MpiLock::~MpiLock() {
+  if (locked_) runtime().mu.unlock();
+}
+
+static MPI_Comm dup_world() {
+  mpi_init();
+  MpiLock lock;
+  MPI_Comm c;
+  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  return c;
+}
+
+static int comm_rank(MPI_Comm c) {
+  int r = 0;
+  MPI_CHECK(MPI_Comm_rank(c, &r));
+  return r;
+}
+
+static int comm_size(MPI_Comm c) {
+  int n = 0;
+  MPI_CHECK(MPI_Comm_size(c, &n));
+  return n;
+}
+
+MpiComm::MpiComm() : MpiComm(dup_world()) {}
+
+MpiComm::MpiComm(MPI_Comm dup) : Communicator(comm_rank(dup), comm_size(dup)), comm_(dup) {
+  exec_ = std::make_unique<Executor>();
+}
+
+MpiComm::~MpiComm() {
+  exec_.reset();
+  if (!leaked_) {
+    MpiLock lock;
+    MPI_Comm_free(&comm_);
+  }
+}
+
+void MpiComm::fail(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "abort()" : reason;
+}
+
+void MpiComm::abort(const std::string& reason) {
+  fail(reason);
+  if (size() > 1) {
+    std::fprintf(stderr, "zt.comm: rank %d aborts the MPI job: %s\n", rank(), reason.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+}
+
+std::string MpiComm::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_reason_;
+}
+
+std::shared_ptr<Work> MpiComm::submit(Request req) {
+  return exec_->submit([this, req = std::move(req)] { execute(req); });
+}
+
+void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline deadline) {
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    {
+      MpiLock lock;
+      MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+    }
+    if (done) return;
+    std::string why = abort_reason();
+    if (!why.empty()) {
+      leaked_ = true;
+      throw AbortedError(::zt::detail::cat("zt.comm: ", what, " aborted because ", why));
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      leaked_ = true;
+      std::string msg = ::zt::detail::cat(
+          "zt.comm: ", what, " timed out after ", timeout().count(),
+          " ms (see Communicator::set_timeout); MPI cannot tell which ranks did not arrive: "
+          "check that every rank issues the same collectives in the same order");
+      fail(msg);
+      ZT_FAIL(msg);
+    }
+    // Spin briefly for latency, then back off so oversubscribed ranks can run.
+    if (polls < 64) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(polls < 1024 ? 20 : 200));
+    }
+  }
+}
+
+void MpiComm::execute(const Request& req) {
+  check_healthy(req);
+  const std::string what = describe(req);
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout();
+  const int n = size(), r = rank();
+  const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
+  const MPI_Datatype T = word_type(e);
+  MPI_Request rq = MPI_REQUEST_NULL;
+  auto start = [&](int rc, const char* call) {
+    if (rc != MPI_SUCCESS) internal::throw_mpi_error(__FILE__, __LINE__, call, rc);
+  };
+  switch (req.kind) {
+    case Collective::kAllGather: {
+      const int s = as_count(req.in.numel(), what);
+      const void* send = req.in.data_ptr();
+      if (send == bytes_of(req.out) + static_cast<size_t>(r) * s * e) send = MPI_IN_PLACE;
+      MpiLock lock;
+      start(MPI_Iallgather(send, s, T, req.out.data_ptr(), s, T, comm_, &rq), "MPI_Iallgather");
+      break;
+    }
+    case Collective::kReduceScatter: {
+      const int s = as_count(req.out.numel(), what);
+      Tensor tmp = Tensor::empty({req.in.numel()}, req.in.dtype());  // [N][s]
+      {
+        MpiLock lock;
+        start(MPI_Ialltoall(req.in.data_ptr(), s, T, tmp.data_ptr(), s, T, comm_, &rq),
+              "MPI_Ialltoall");
+      }
+      wait_request(&rq, what, deadline);
+      std::vector<const void*> ins(n);
+      for (int j = 0; j < n; ++j) ins[j] = bytes_of(tmp) + static_cast<size_t>(j) * s * e;
+      reduce_buffers(req.out.dtype(), req.op, req.out.data_ptr(), ins.data(), n, s);
+      return;
+    }
+    case Collective::kAllReduce: {
+      const Tensor& t = req.out;
+      std::vector<int> counts(n), displs(n), rcounts(n), rdispls(n);
+      for (int j = 0; j < n; ++j) {
+        int64_t lo, hi;
+        even_chunk(t.numel(), n, j, &lo, &hi);
+        counts[j] = as_count(hi - lo, what);
+        displs[j] = as_count(lo, what);
+      }
+      const int c = counts[r];
+      for (int j = 0; j < n; ++j) {
+        rcounts[j] = c;
+        rdispls[j] = j * c;
+      }
+      Tensor tmp = Tensor::empty({static_cast<int64_t>(c) * n}, t.dtype());  // [N][c_r]
+      {
+        MpiLock lock;
+        start(MPI_Ialltoallv(t.data_ptr(), counts.data(), displs.data(), T, tmp.data_ptr(),
+                             rcounts.data(), rdispls.data(), T, comm_, &rq),
+              "MPI_Ialltoallv");
+      }
+      wait_request(&rq, what, deadline);
+      std::vector<const void*> ins(n);
+      for (int j = 0; j < n; ++j) ins[j] = bytes_of(tmp) + static_cast<size_t>(j) * c * e;
+      reduce_buffers(t.dtype(), req.op, bytes_of(t) + static_cast<size_t>(displs[r]) * e,
+                     ins.data(), n, c);
+      {
+        MpiLock lock;
+        start(MPI_Iallgatherv(MPI_IN_PLACE, 0, T, t.data_ptr(), counts.data(), displs.data(), T,
+                              comm_, &rq),
+              "MPI_Iallgatherv");
+      }
+      break;
+    }
+    case Collective::kBroadcast: {
+      MpiLock lock;
+      start(
+          MPI_Ibcast(req.out.data_ptr(), as_count(req.out.numel(), what), T, req.root, comm_, &rq),
+          "MPI_Ibcast");
+      break;
+    }
+    case Collective::kScatter: {
+      const int s = as_count(req.out.numel(), what);
+      const void* send = r == req.root ? req.in.data_ptr() : nullptr;
+      void* recv = req.out.data_ptr();
+      if (r == req.root && recv == bytes_of(req.in) + static_cast<size_t>(r) * s * e)
+        recv = MPI_IN_PLACE;
+      MpiLock lock;
+      start(MPI_Iscatter(send, s, T, recv, s, T, req.root, comm_, &rq), "MPI_Iscatter");
+      break;
+    }
+    case Collective::kBarrier: {
+      MpiLock lock;
+      start(MPI_Ibarrier(comm_, &rq), "MPI_Ibarrier");
+      break;
+    }
+    case Collective::kAllGatherBytes: {
+      const std::string& mine = *req.bytes_in;
+      int64_t len = static_cast<int64_t>(mine.size());
+      std::vector<int64_t> lens(n);
+      {
+        MpiLock lock;
+        start(MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_, &rq),
+              "MPI_Iallgather");
+      }
+      wait_request(&rq, what, deadline);
+      std::vector<int> counts(n), displs(n);
+      int64_t total = 0;
+      for (int j = 0; j < n; ++j) {
+        counts[j] = as_count(lens[j], what);
+        displs[j] = as_count(total, what);
+        total += lens[j];
+      }
+      std::string all(static_cast<size_t>(total), '\0');
+      {
+        MpiLock lock;
+        start(MPI_Iallgatherv(mine.data(), counts[r], MPI_CHAR, all.data(), counts.data(),
+                              displs.data(), MPI_CHAR, comm_, &rq),
+              "MPI_Iallgatherv");
+      }
+      wait_request(&rq, what, deadline);
+      for (int j = 0; j < n; ++j) req.bytes_out->push_back(all.substr(displs[j], counts[j]));
+      return;
+    }
+  }
+  wait_request(&rq, what, deadline);
+}
+
+}  // namespace zt::comm

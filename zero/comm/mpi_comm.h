@@ -1,0 +1,80 @@
+// MpiComm: one rank per process under mpirun (OpenMPI), CPU tensors. Collectives run as
+// nonblocking MPI on a communication thread that polls them against the deadline, so
+// async work progresses while the caller computes. Reductions move shards with
+// MPI_Ialltoall(v) and combine them with the shared fixed-order kernel, so results are
+// bitwise equal to ThreadComm's.
+#pragma once
+
+#include <mpi.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "zero/comm/communicator.h"
+#include "zero/comm/executor.h"
+
+namespace zt::comm::internal {
+[[noreturn]] void throw_mpi_error(const char* file, int line, const char* call, int rc);
+}
+
+/// Throws zt::Error naming the MPI call, its error string, file and line.
+#define MPI_CHECK(call)                                                             \
+  do {                                                                              \
+    int zt_mpi_rc_ = (call);                                                        \
+    if (zt_mpi_rc_ != MPI_SUCCESS)                                                  \
+      ::zt::comm::internal::throw_mpi_error(__FILE__, __LINE__, #call, zt_mpi_rc_); \
+  } while (0)
+
+namespace zt::comm {
+
+/// Initializes MPI once per process (MPI_THREAD_MULTIPLE when available, at least
+/// SERIALIZED required) and finalizes it at exit. Safe to call repeatedly.
+void mpi_init();
+/// Serializes MPI calls while in scope when MPI lacks MPI_THREAD_MULTIPLE; no-op otherwise.
+class MpiLock {
+ public:
+  MpiLock();
+  ~MpiLock();
+  MpiLock(const MpiLock&) = delete;
+  MpiLock& operator=(const MpiLock&) = delete;
+
+ private:
+  bool locked_ = false;
+};
+
+/// One process of an mpirun job, on a private duplicate of MPI_COMM_WORLD.
+class MpiComm : public Communicator {
+ public:
+  /// Collective over MPI_COMM_WORLD: every process must construct its MpiComms in the
+  /// same order.
+  MpiComm();
+  /// Finishes queued work and frees the communicator.
+  ~MpiComm() override;
+
+  const char* backend() const override { return "mpi"; }
+  /// Fails local work with `reason`; with more than one rank, ends the job (MPI_Abort),
+  /// since MPI cannot wake peers blocked in a collective.
+  void abort(const std::string& reason) override;
+  std::string abort_reason() const override;
+  /// The underlying MPI communicator.
+  MPI_Comm handle() const { return comm_; }
+
+ protected:
+  std::shared_ptr<Work> submit(Request req) override;
+
+ private:
+  explicit MpiComm(MPI_Comm dup);
+  void execute(const Request& req);
+  // Polls req until done, the deadline, or an abort; on failure the request is leaked.
+  void wait_request(MPI_Request* req, const std::string& what, Deadline deadline);
+  void fail(const std::string& reason);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  bool leaked_ = false;  // an unfinished request still references comm_
+  mutable std::mutex mu_;
+  std::string abort_reason_;
+  std::unique_ptr<Executor> exec_;
+};
+
+}  // namespace zt::comm

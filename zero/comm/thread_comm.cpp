@@ -1,0 +1,166 @@
+// ThreadComm collectives on shared memory. Each rank writes only its own outputs and
+// reads the other ranks' posted buffers between arrive() and leave(); all_reduce reduces
+// one chunk per rank (in rank order, into a comm buffer), syncs, then copies every chunk.
+#include "zero/comm/thread_comm.h"
+
+#include <algorithm>
+#include <cstring>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "core/parallel.h"
+#include "zero/comm/reduce.h"
+
+namespace zt::comm {
+
+ThreadComm::ThreadComm(std::shared_ptr<ThreadGroup> group, int rank)
+    : Communicator(rank, group->size()), group_(std::move(group)) {
+  exec_ = std::make_unique<Executor>();
+}
+
+ThreadComm::~ThreadComm() {
+  exec_.reset();
+  group_->mark_exited(rank());
+}
+
+void ThreadComm::abort(const std::string& reason) {
+  group_->abort(reason);
+}
+
+std::string ThreadComm::abort_reason() const {
+  return group_->abort_reason();
+}
+
+std::shared_ptr<Work> ThreadComm::submit(Request req) {
+  return exec_->submit([this, req = std::move(req)] { execute(req); });
+}
+
+namespace {
+char* bytes_of(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
+void copy_bytes(void* dst, const void* src, size_t n) {
+  if (dst != src && n > 0) std::memcpy(dst, src, n);
+}
+}  // namespace
+
+void ThreadComm::execute(const Request& req) {
+  check_healthy(req);
+  const std::string what = describe(req);
+  const Deadline deadline = std::chrono::steady_clock::now() + timeout();
+  const int n = size(), r = rank();
+  const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
+  Post p;
+  p.signature = signature(req);
+  if (req.in.defined()) p.in = req.in.data_ptr();
+  if (req.out.defined()) p.out = req.out.data_ptr();
+  switch (req.kind) {
+    case Collective::kAllGather: {
+      const size_t s = static_cast<size_t>(req.in.numel()) * e;
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      for (int j = 0; j < n; ++j) copy_bytes(bytes_of(req.out) + j * s, posts[j].in, s);
+      break;
+    }
+    case Collective::kReduceScatter: {
+      const int64_t s = req.out.numel();
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<const void*> ins(n);
+      for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + r * s * e;
+      reduce_buffers(req.out.dtype(), req.op, req.out.data_ptr(), ins.data(), n, s);
+      break;
+    }
+    case Collective::kAllReduce: {
+      const Tensor& t = req.out;
+      p.in = t.data_ptr();
+      int64_t lo, hi;
+      even_chunk(t.numel(), n, r, &lo, &hi);
+      Tensor chunk = Tensor::empty({hi - lo}, t.dtype());  // charged as kCommBuffer
+      p.scratch = chunk.data_ptr();
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<const void*> ins(n);
+      for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + lo * e;
+      reduce_buffers(t.dtype(), req.op, chunk.data_ptr(), ins.data(), n, hi - lo);
+      group_->sync(r, req.seq, 0, deadline, what);  // all inputs read: t may be written
+      for (int j = 0; j < n; ++j) {
+        int64_t jlo, jhi;
+        even_chunk(t.numel(), n, j, &jlo, &jhi);
+        copy_bytes(bytes_of(t) + jlo * e, posts[j].scratch, (jhi - jlo) * e);
+      }
+      group_->leave(r, req.seq, deadline, what);  // chunk stays alive until all copied
+      return;
+    }
+    case Collective::kBroadcast: {
+      p.in = req.out.data_ptr();
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      if (r != req.root) copy_bytes(p.out, posts[req.root].in, req.out.numel() * e);
+      break;
+    }
+    case Collective::kScatter: {
+      const size_t s = static_cast<size_t>(req.out.numel()) * e;
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      copy_bytes(p.out, static_cast<const char*>(posts[req.root].in) + r * s, s);
+      break;
+    }
+    case Collective::kBarrier:
+      group_->arrive(r, req.seq, p, deadline, what);
+      break;
+    case Collective::kAllGatherBytes: {
+      p.bytes = req.bytes_in.get();
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      for (int j = 0; j < n; ++j) req.bytes_out->push_back(*posts[j].bytes);
+      break;
+    }
+  }
+  group_->leave(r, req.seq, deadline, what);
+}
+
+void run_threads(int n, const std::function<void(Communicator&)>& fn) {
+  ZT_CHECK(n >= 1, "run_threads: need at least one rank, got ", n);
+  auto group = std::make_shared<ThreadGroup>(n);
+  std::mutex mu;
+  std::exception_ptr first, first_aborted;  // the root cause wins over its echoes
+  auto fail = [&](int r, std::exception_ptr err) {
+    std::string msg = "unknown exception";
+    bool echo = false;
+    try {
+      std::rethrow_exception(err);
+    } catch (const AbortedError& ex) {
+      msg = ex.what();
+      echo = true;
+    } catch (const std::exception& ex) {
+      msg = ex.what();
+    } catch (...) {
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      std::exception_ptr& slot = echo ? first_aborted : first;
+      if (!slot) slot = err;
+    }
+    group->abort(detail::cat("rank ", r, " failed: ", msg));
+  };
+  const int threads_per_rank = std::max(1, hardware_threads() / n);
+  std::vector<std::thread> ranks;
+  ranks.reserve(n);
+  for (int r = 0; r < n; ++r) {
+    ranks.emplace_back([&, r] {
+      LedgerScope ledger(std::make_shared<MemoryLedger>());
+      set_num_threads(threads_per_rank);
+      try {
+        ThreadComm comm(group, r);
+        try {
+          fn(comm);
+        } catch (...) {
+          fail(r, std::current_exception());  // abort before ~ThreadComm drains its queue
+        }
+      } catch (...) {
+        fail(r, std::current_exception());
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  if (first) std::rethrow_exception(first);
+  if (first_aborted) std::rethrow_exception(first_aborted);
+}
+
+}  // namespace zt::comm

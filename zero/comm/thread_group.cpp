@@ -1,0 +1,140 @@
+// ThreadGroup: one mutex and condition variable for the whole group (N is small, waits
+// are short), a slot per in-flight sequence number, erased when the last rank leaves.
+#include "zero/comm/thread_group.h"
+
+#include <sstream>
+
+#include "core/error.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::comm {
+
+ThreadGroup::ThreadGroup(int size) : size_(size), exited_(size, false), last_seq_(size, -1) {
+  ZT_CHECK(size >= 1, "ThreadGroup: size must be >= 1, got ", size);
+}
+
+ThreadGroup::Slot& ThreadGroup::slot(int64_t seq) {
+  auto [it, fresh] = slots_.try_emplace(seq);
+  if (fresh) {
+    it->second.posts.resize(size_);
+    it->second.arrived.assign(size_, false);
+    for (auto& s : it->second.phase_seen) s.assign(size_, false);
+  }
+  return it->second;
+}
+
+void ThreadGroup::throw_aborted(const std::string& what) const {
+  throw AbortedError(detail::cat("zt.comm: ", what, " aborted because ", abort_reason_));
+}
+
+static std::string rank_list(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str();
+}
+
+template <typename Ready, typename Missing>
+void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing,
+                           Deadline deadline, const std::string& what, const char* doing) {
+  while (!ready()) {
+    if (!abort_reason_.empty()) throw_aborted(what);
+    std::vector<int> gone;
+    for (int r : missing())
+      if (exited_[r]) gone.push_back(r);
+    if (!gone.empty()) {
+      std::string msg =
+          detail::cat("zt.comm: ", what, ": rank(s) ", rank_list(gone), " returned without ",
+                      std::string(doing) == "arrive" ? "calling" : "finishing", " it");
+      abort_locked(msg);
+      ZT_FAIL(msg);
+    }
+    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
+      std::vector<int> late = missing();
+      std::ostringstream os;
+      os << "zt.comm: " << what << " timed out";
+      os << " (see Communicator::set_timeout); rank(s) that did not " << doing << ": ["
+         << rank_list(late) << "]";
+      for (int r : late) os << "; rank " << r << " last issued #" << last_seq_[r];
+      abort_locked(os.str());
+      ZT_FAIL(os.str());
+    }
+  }
+}
+
+std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, Deadline deadline,
+                                      const std::string& what) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!abort_reason_.empty()) throw_aborted(what);
+  Slot& s = slot(seq);
+  for (int j = 0; j < size_; ++j) {
+    if (s.arrived[j] && s.posts[j].signature != post.signature) {
+      std::string msg = detail::cat("zt.comm: mismatched collectives at sequence #", seq, ": rank ",
+                                    j, " called ", s.posts[j].signature, ", rank ", rank,
+                                    " called ", post.signature);
+      abort_locked(msg);
+      ZT_FAIL(msg);
+    }
+  }
+  s.posts[rank] = post;
+  s.arrived[rank] = true;
+  s.n_arrived += 1;
+  last_seq_[rank] = seq;
+  if (s.n_arrived == size_) cv_.notify_all();
+  wait_for(
+      lock, [&] { return s.n_arrived == size_; },
+      [&] {
+        std::vector<int> m;
+        for (int j = 0; j < size_; ++j)
+          if (!s.arrived[j]) m.push_back(j);
+        return m;
+      },
+      deadline, what, "arrive");
+  return s.posts;
+}
+
+void ThreadGroup::sync(int rank, int64_t seq, int phase, Deadline deadline,
+                       const std::string& what) {
+  std::unique_lock<std::mutex> lock(mu_);
+  Slot& s = slots_.at(seq);
+  s.phase_seen[phase][rank] = true;
+  if (++s.phase_count[phase] == size_) cv_.notify_all();
+  wait_for(
+      lock, [&] { return s.phase_count[phase] == size_; },
+      [&] {
+        std::vector<int> m;
+        for (int j = 0; j < size_; ++j)
+          if (!s.phase_seen[phase][j]) m.push_back(j);
+        return m;
+      },
+      deadline, what, "finish");
+}
+
+void ThreadGroup::leave(int rank, int64_t seq, Deadline deadline, const std::string& what) {
+  sync(rank, seq, kLeavePhase, deadline, what);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(seq);
+  if (it != slots_.end() && ++it->second.released == size_) slots_.erase(it);
+}
+
+void ThreadGroup::abort_locked(const std::string& reason) {
+  if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "abort()" : reason;
+  cv_.notify_all();
+}
+
+void ThreadGroup::abort(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mu_);
+  abort_locked(reason);
+}
+
+std::string ThreadGroup::abort_reason() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return abort_reason_;
+}
+
+void ThreadGroup::mark_exited(int rank) {
+  std::lock_guard<std::mutex> lock(mu_);
+  exited_[rank] = true;
+  cv_.notify_all();
+}
+
+}  // namespace zt::comm
