@@ -7,6 +7,7 @@
 
 #include "core/ops.h"
 #include "zero/replicas.h"
+#include "zero/sync_batchnorm.h"
 
 namespace zt::zero {
 
@@ -65,6 +66,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
         [this, i](const Tensor&) { on_grad_ready(i); });
   }
   install_hooks();
+  if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   for (auto& mp : params_)
     if (zero_param(mp.param)->persistent) {
       issue(mp.param, false);

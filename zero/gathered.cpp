@@ -34,12 +34,21 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   }
 }
 
+// A module's tensors, named after their dotted paths (for error messages).
 static std::vector<Tensor> params_of(nn::Module& m) {
-  return m.parameters();
+  std::vector<Tensor> out;
+  for (auto& [name, p] : m.named_parameters()) {
+    if (p.name().empty()) p.set_name(name);
+    out.push_back(p);
+  }
+  return out;
 }
 static std::vector<Tensor> buffers_of(nn::Module& m) {
   std::vector<Tensor> out;
-  for (auto& [n, b] : m.named_buffers()) out.push_back(b);
+  for (auto& [name, b] : m.named_buffers()) {
+    if (b.name().empty()) b.set_name(name);
+    out.push_back(b);
+  }
   return out;
 }
 
@@ -64,6 +73,7 @@ void GatheredParameters::exit() {
   open_ = false;
   autograd::NoGradGuard ng;
   std::string changed;
+  bool modified = false;
   if (modifier_) {
     for (const Tensor& p : params_) {
       broadcast_tensor(p, comm_, *modifier_);
@@ -72,11 +82,18 @@ void GatheredParameters::exit() {
     for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
   } else {
     size_t k = 0;
-    for (const Tensor& t : params_)
-      if (tensor_hash(t) != hashes_[k++] && changed.empty()) changed = t.name();
-    for (const Tensor& t : buffers_)
-      if (tensor_hash(t) != hashes_[k++] && changed.empty())
-        changed = t.name().empty() ? "<a buffer>" : t.name();
+    for (const Tensor& t : params_) {
+      if (tensor_hash(t) != hashes_[k++] && !modified) {
+        modified = true;
+        changed = t.name().empty() ? "<an unnamed parameter>" : t.name();
+      }
+    }
+    for (const Tensor& t : buffers_) {
+      if (tensor_hash(t) != hashes_[k++] && !modified) {
+        modified = true;
+        changed = t.name().empty() ? "<an unnamed buffer>" : t.name();
+      }
+    }
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     ZeroParam* z = zero_param(params_[i]);
@@ -84,7 +101,7 @@ void GatheredParameters::exit() {
     --z->holds;
     if (gathered_here_[i] && z->holds == 0 && !z->persistent) release_param(params_[i]);
   }
-  ZT_CHECK(changed.empty(), "GatheredParameters: '", changed,
+  ZT_CHECK(!modified, "GatheredParameters: '", changed,
            "' was modified inside a scope without modifier_rank; the change would be lost on "
            "exit. Pass modifier_rank (e.g. 0) to broadcast and re-partition edits");
 }

@@ -46,3 +46,27 @@ std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
 zero::Config eager_release_config();
 
 }  // namespace zt::lesson
+
+namespace zt::lesson {
+
+/// A tokenizer-like frozen encoder: Conv3d -> BatchNorm3d -> GroupNorm -> silu.
+/// x (B, 3, 4, 6, 6) -> (B, 8, 4, 6, 6). Its BatchNorm running statistics are the only
+/// buffers — the tensors other ZeRO-3 stacks leave different on every rank.
+class TokenizerLike : public nn::UnaryModule {
+ public:
+  TokenizerLike();
+  std::shared_ptr<nn::Conv3d> conv;
+  std::shared_ptr<nn::BatchNorm3d> bn;
+  std::shared_ptr<nn::GroupNorm> gn;
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+};
+
+/// "Pretrained" BatchNorm statistics, as a loader would fill them (rank 0 only, say).
+void load_pretrained_stats(TokenizerLike& t);
+
+/// Hashes of `t` from every rank (rank order).
+std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator& comm);
+
+}  // namespace zt::lesson

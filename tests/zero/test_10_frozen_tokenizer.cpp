@@ -1,0 +1,153 @@
+// Lesson 10 — the frozen tokenizer, end to end.
+// The situation: a frozen vision tokenizer with BatchNorm3d is built while ZeRO-3 is
+// active and only rank 0's loader fills its pretrained running statistics.
+// Invariants:
+//  (a) zt broadcasts buffers from rank 0 (at engine creation and at load), so every
+//      rank produces bit-identical outputs — in other stacks each rank would tokenize
+//      with its own statistics;
+//  (b) built in a zero::Replicated scope inside Init, the tokenizer is a plain replica:
+//      identical outputs and ZERO collectives per forward;
+//  (c) GatheredParameters with modifier_rank 0: rank 0's edit of a parameter and a buffer
+//      reaches every rank; without a modifier rank an edit is an error.
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+Tensor video() {
+  Generator g(5);
+  return randn({2, 3, 4, 6, 6}, g);
+}
+
+void expect_same_everywhere(const Tensor& t, comm::Communicator& comm, const char* what) {
+  auto h = lesson::hashes_across_ranks(t, comm);
+  for (size_t r = 1; r < h.size(); ++r) EXPECT_EQ(h[r], h[0]) << what << ": rank " << r;
+}
+}  // namespace
+
+TEST(Lesson10FrozenTokenizer, RankZeroOnlyLoadStillGivesIdenticalOutputs) {
+  for (int N : {2, 3, 4}) {
+    comm::run_threads(N, [](comm::Communicator& comm) {
+      manual_seed(21 + comm.rank());
+      std::shared_ptr<lesson::TokenizerLike> tok;
+      {
+        zero::Init init(comm);
+        tok = std::make_shared<lesson::TokenizerLike>();
+      }
+      tok->requires_grad_(false);
+      tok->eval();
+      if (comm.rank() == 0) lesson::load_pretrained_stats(*tok);  // the classic bug
+      zero::Engine engine(tok, comm, zero::Config{}, {});         // broadcasts buffers
+      autograd::NoGradGuard ng;
+      Tensor out = engine(video());
+      expect_same_everywhere(out, comm, "tokenizer output");
+      EXPECT_NEAR(tok->bn->running_var.to_vector()[7], 2.0, 1e-6) << "rank 0's statistics won";
+    });
+  }
+}
+
+TEST(Lesson10FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
+  manual_seed(3);
+  auto pretrained = std::make_shared<lesson::TokenizerLike>();
+  lesson::load_pretrained_stats(*pretrained);
+  auto state = nn::state_dict(*pretrained);
+  comm::run_threads(3, [&](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    // Only rank 0 has the file; the others pass nothing.
+    zero::load_state_dict(*tok, comm.rank() == 0 ? state : decltype(state){}, comm);
+    tok->eval();
+    zero::Engine engine(tok, comm, zero::Config{}, {});
+    autograd::NoGradGuard ng;
+    Tensor out = engine(video());
+    expect_same_everywhere(out, comm, "output after rank-0 load");
+  });
+  pretrained->eval();
+  autograd::NoGradGuard ng;
+  Tensor ref = (*pretrained)(video());
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    zero::load_state_dict(*tok, comm.rank() == 0 ? state : decltype(state){}, comm);
+    tok->eval();
+    zero::Engine engine(tok, comm, zero::Config{}, {});
+    EXPECT_CLOSE(engine(video()), ref, 1e-6, 1e-6) << "loaded values are the pretrained ones";
+  });
+}
+
+TEST(Lesson10FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
+  for (int N : {2, 3, 4}) {
+    comm::run_threads(N, [](comm::Communicator& comm) {
+      manual_seed(40 + comm.rank());
+      std::shared_ptr<lesson::TokenizerLike> tok;
+      {
+        zero::Init init(comm);
+        zero::Replicated frozen(comm);
+        tok = std::make_shared<lesson::TokenizerLike>();
+      }
+      for (auto& [n, p] : tok->named_parameters()) {
+        EXPECT_TRUE(zero::is_replicated(p)) << n;
+        EXPECT_TRUE(p.has_storage()) << n;
+      }
+      tok->requires_grad_(false);
+      tok->eval();
+      if (comm.rank() == 0) lesson::load_pretrained_stats(*tok);
+      zero::Engine engine(tok, comm, zero::Config{}, {});  // replicas + buffers broadcast
+      autograd::NoGradGuard ng;
+      comm.reset_counters();
+      Tensor out;
+      for (int i = 0; i < 3; ++i) out = (*tok)(video());
+      EXPECT_EQ(comm.counters().total_calls(), 0) << "a replica's forward is communication-free";
+      expect_same_everywhere(out, comm, "replicated output");
+    });
+  }
+}
+
+TEST(Lesson10FrozenTokenizer, GatheredParametersWithModifierRank) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    {
+      zero::GatheredParameters g(*tok, comm, /*modifier_rank=*/0);
+      if (comm.rank() == 0) {
+        tok->conv->bias.fill_(0.5);
+        tok->bn->running_mean.fill_(0.25);
+      }
+    }
+    EXPECT_FALSE(tok->conv->bias.has_storage()) << "re-partitioned on exit";
+    {
+      zero::GatheredParameters g({tok->conv->bias}, comm);
+      for (double v : tok->conv->bias.to_vector()) EXPECT_EQ(v, 0.5);
+    }
+    for (double v : tok->bn->running_mean.to_vector()) EXPECT_EQ(v, 0.25);
+  });
+}
+
+TEST(Lesson10FrozenTokenizer, EditWithoutModifierRankIsAnError) {
+  try {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      std::shared_ptr<lesson::TokenizerLike> tok;
+      {
+        zero::Init init(comm);
+        tok = std::make_shared<lesson::TokenizerLike>();
+      }
+      zero::GatheredParameters g(*tok, comm);
+      tok->conv->weight.fill_(1.0);
+      g.exit();
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_NE(msg.find("conv.weight"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("modifier_rank"), std::string::npos) << msg;
+  }
+}

@@ -1,0 +1,46 @@
+// The all-reduce BatchNorm statistics reducer.
+#include "zero/sync_batchnorm.h"
+
+#include "core/ops.h"
+#include "nn/norm.h"
+
+namespace zt::zero {
+
+int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm) {
+  int n = 0;
+  for (auto& [path, mod] : m.named_modules()) {
+    auto* bn = dynamic_cast<nn::BatchNorm*>(mod.get());
+    if (!bn) continue;
+    comm::Communicator* c = &comm;
+    bn->stats_reducer = [c](const nn::BatchNormStats& local) {
+      nn::BatchNormStats global;
+      Tensor count = full({1}, local.count, DType::f64);
+      c->all_reduce(count, comm::ReduceOp::kSum);
+      global.count = count.item();
+      auto reduced = autograd::apply_function(
+          "sync_batchnorm_stats", {local.sum, local.sum_sq},
+          [c](const std::vector<Tensor>& in) {
+            // One collective for both statistics.
+            int64_t C = in[0].numel();
+            Tensor both = cat({in[0].reshape({-1}), in[1].reshape({-1})}, 0).contiguous();
+            c->all_reduce(both, comm::ReduceOp::kSum);
+            return std::vector<Tensor>{both.narrow(0, 0, C).clone(), both.narrow(0, C, C).clone()};
+          },
+          [c](const std::vector<Tensor>& g) {
+            int64_t C = g[0].defined() ? g[0].numel() : g[1].numel();
+            Tensor g0 = g[0].defined() ? g[0] : zeros({C}, g[1].dtype());
+            Tensor g1 = g[1].defined() ? g[1] : zeros({C}, g[0].dtype());
+            Tensor both = cat({g0.reshape({-1}), g1.reshape({-1})}, 0).contiguous();
+            c->all_reduce(both, comm::ReduceOp::kSum);
+            return std::vector<Tensor>{both.narrow(0, 0, C).clone(), both.narrow(0, C, C).clone()};
+          });
+      global.sum = reduced[0];
+      global.sum_sq = reduced[1];
+      return global;
+    };
+    ++n;
+  }
+  return n;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,17 @@
+// Synchronized BatchNorm: every BatchNorm layer of a module normalizes with statistics
+// over ALL ranks' batches, so N-rank training equals single-process training on the
+// global batch (outputs, gradients and running statistics).
+#pragma once
+
+#include "nn/module.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::zero {
+
+/// Installs an all-reduce stats reducer on every nn::BatchNorm in `m`. The reducer is an
+/// autograd function: forward sums (sum, sum_sq, count) over ranks; backward sums the
+/// gradients of sum and sum_sq over ranks, because every rank's loss depends on every
+/// rank's local sums. Returns the number of layers changed.
+int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm);
+
+}  // namespace zt::zero
