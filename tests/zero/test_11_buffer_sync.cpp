@@ -1,0 +1,102 @@
+// Lesson 11 — buffer policies while training.
+// Invariant: after each optimizer step the engine applies `buffers.sync` per module path:
+// `average` leaves every rank with the MEAN of the ranks' running statistics, `broadcast`
+// with rank 0's, and `none` leaves them as each rank computed them — which
+// verify_replicas() then reports, naming the first divergent buffer and the ranks.
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+// k steps of training on rank-specific data; returns running_mean after each rank's
+// local update (recorded by a hook) and the engine for inspection.
+struct Stats {
+  std::vector<double> local_mean;  // this rank's own running_mean before the sync
+  std::vector<double> synced_mean;
+};
+
+Stats train(comm::Communicator& comm, config::BufferSync sync, int k, bool* diverged = nullptr) {
+  manual_seed(9);
+  std::shared_ptr<lesson::TokenizerLike> tok;
+  {
+    zero::Init init(comm);
+    tok = std::make_shared<lesson::TokenizerLike>();
+  }
+  zero::Config cfg;
+  cfg.buffers.sync = sync;
+  zero::Engine engine(tok, comm, cfg, {});
+  Stats run;
+  for (int step = 0; step < k; ++step) {
+    Generator g(100 + 10 * comm.rank() + step);  // different data on every rank
+    Tensor x = add(randn({2, 3, 4, 6, 6}, g), static_cast<double>(comm.rank()));
+    engine.backward(mean(engine(x)));
+    run.local_mean = tok->bn->running_mean.to_vector();
+    engine.step();
+  }
+  run.synced_mean = tok->bn->running_mean.to_vector();
+  if (diverged) {
+    try {
+      engine.verify_replicas();
+      *diverged = false;
+    } catch (const Error& e) {
+      *diverged = true;
+      std::string msg = e.what();
+      EXPECT_NE(msg.find("bn.running_mean"), std::string::npos) << msg;
+      EXPECT_NE(msg.find("ranks {0}"), std::string::npos) << msg;
+    }
+  }
+  return run;
+}
+}  // namespace
+
+TEST(Lesson11BufferSync, AverageGivesTheMeanOfRanks) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    Stats r = train(comm, config::BufferSync::average, 1);
+    auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
+                                                 r.local_mean.size() * sizeof(double)));
+    for (size_t c = 0; c < r.synced_mean.size(); ++c) {
+      double m = 0;
+      for (auto& s : all) m += reinterpret_cast<const double*>(s.data())[c];
+      EXPECT_NEAR(r.synced_mean[c], m / 3, 1e-6) << "channel " << c;
+    }
+  });
+}
+
+TEST(Lesson11BufferSync, BroadcastGivesRankZeros) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    Stats r = train(comm, config::BufferSync::broadcast, 2);
+    auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
+                                                 r.local_mean.size() * sizeof(double)));
+    const double* rank0 = reinterpret_cast<const double*>(all[0].data());
+    for (size_t c = 0; c < r.synced_mean.size(); ++c) EXPECT_EQ(r.synced_mean[c], rank0[c]);
+  });
+}
+
+TEST(Lesson11BufferSync, NoneDivergesAndVerifyNamesIt) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    bool diverged = false;
+    Stats r = train(comm, config::BufferSync::none, 2, &diverged);
+    EXPECT_EQ(r.synced_mean, r.local_mean) << "none leaves each rank's own statistics";
+    EXPECT_TRUE(diverged);
+  });
+}
+
+TEST(Lesson11BufferSync, PerModulePolicy) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(9);
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    zero::Config cfg;
+    cfg.buffers.sync = config::BufferSync::average;
+    cfg.buffers.modules.push_back({"bn", config::BufferSync::none});
+    zero::Engine engine(tok, comm, cfg, {});
+    Generator g(7 + comm.rank());
+    engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
+    engine.step();
+    auto h = lesson::hashes_across_ranks(tok->bn->running_mean, comm);
+    EXPECT_NE(h[0], h[1]) << "the 'bn' rule (none) beats the default (average)";
+  });
+}

@@ -1,0 +1,47 @@
+// Lesson 13 — explicit, nestable scopes.
+// Invariant: a scope decides only for what is registered while it is open, the innermost
+// scope wins, and nothing leaks out: Init > Replicated > Init gives partitioned, then
+// replicated, then partitioned modules; outside every scope parameters are plain. And
+// after the fact, zero::partition / zero::replicate convert a built module.
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+TEST(Lesson13Scopes, InnermostScopeWins) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<nn::Linear> a, b, c, d;
+    {
+      zero::Init outer(comm);
+      a = std::make_shared<nn::Linear>(4, 4);
+      {
+        zero::Replicated frozen(comm);
+        b = std::make_shared<nn::Linear>(4, 4);
+        {
+          zero::Init inner(comm);
+          c = std::make_shared<nn::Linear>(4, 4);
+        }
+      }
+    }
+    d = std::make_shared<nn::Linear>(4, 4);
+    EXPECT_TRUE(zero::is_partitioned(a->weight));
+    EXPECT_TRUE(zero::is_replicated(b->weight));
+    EXPECT_TRUE(zero::is_partitioned(c->weight));
+    EXPECT_EQ(zero::zero_param(d->weight), nullptr) << "no scope: a plain parameter";
+    EXPECT_TRUE(d->weight.has_storage());
+  });
+}
+
+TEST(Lesson13Scopes, ConvertAfterTheFact) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    manual_seed(comm.rank());  // ranks differ: rank 0's values must win
+    auto m = std::make_shared<lesson::TokenizerLike>();
+    zero::partition(*m, comm);
+    for (auto& [n, p] : m->named_parameters()) EXPECT_TRUE(zero::is_partitioned(p)) << n;
+    zero::replicate(*m, comm);
+    for (auto& [n, p] : m->named_parameters()) {
+      EXPECT_TRUE(zero::is_replicated(p)) << n;
+      auto h = lesson::hashes_across_ranks(p, comm);
+      for (auto& x : h) EXPECT_EQ(x, h[0]) << n << " identical on every rank";
+    }
+  });
+}
