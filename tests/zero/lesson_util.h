@@ -70,3 +70,19 @@ void load_pretrained_stats(TokenizerLike& t);
 std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator& comm);
 
 }  // namespace zt::lesson
+
+namespace zt::lesson {
+
+/// Lesson 7's training setup: 5 AdamW steps on a global batch of 12.
+struct EquivalenceSetup {
+  int gas = 1;        // gradient accumulation steps
+  double clip = 0.0;  // gradient clipping (0: off)
+};
+/// Plain single-process training of Mixed on the whole batch; the final parameters.
+std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s);
+/// The same training under ZeRO-3 on `comm` (each rank its slice of the batch), then
+/// checks the full parameters against `expect` (1e-5 relative).
+void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
+                            const std::vector<std::pair<std::string, Tensor>>& expect);
+
+}  // namespace zt::lesson

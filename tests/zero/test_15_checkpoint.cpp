@@ -61,7 +61,7 @@ class Reshaped : public nn::UnaryModule {
   std::shared_ptr<nn::Conv3d> conv3;
 
  protected:
-  Tensor forward(const Tensor& x) override { return (*conv3)(x); }
+  Tensor forward(const Tensor& x) override { return mean((*conv3)(x), {2, 3, 4}); }
 };
 
 using Factory = std::function<std::shared_ptr<nn::Module>(comm::Communicator&)>;
@@ -112,6 +112,7 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
     ADD_FAILURE() << "expected an error mentioning '" << needle << "'";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    if (getenv("ZT_SHOW")) std::fprintf(stderr, "MSG: %s\n", e.what());
   }
 }
 
