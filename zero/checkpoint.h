@@ -1,0 +1,80 @@
+// Sharded ZeRO-3 checkpoints (DESIGN.md, "Checkpoints"). A checkpoint is a directory
+//
+//   <root>/<tag>/rank_00000.safetensors ...  each rank's parameter shards, fp32 master
+//                                            shards and optimizer-state shards
+//   <root>/<tag>/replicated.safetensors      replicated parameters, every buffer, and the
+//                                            optimizer state of trainable replicas (rank 0)
+//   <root>/<tag>/meta.json                   world size, step, config, per-parameter shape
+//                                            and partition layout, loader position, digests
+//   <root>/latest                            the tag of the newest checkpoint
+//
+// A save writes <root>/.<tag>.tmp-<id> and renames it once every rank has finished, so a
+// checkpoint is visible only when complete and a failed save leaves older ones untouched.
+// A load validates everything on every rank before it changes anything in the engine;
+// at a different world size each rank re-slices its new shards out of the old rank files.
+// export_consolidated writes one safetensors file with the model's own key names.
+//
+// Shard keys: "param/<name>" [shard_numel] in the parameter's dtype, "master/<name>" fp32
+// [shard_numel] (only where the engine keeps a master apart), "optim/<name>.<slot>" and
+// "optim/<name>.step" (the optimizer's state_dict keys); replicated file: "param/<name>",
+// "buffer/<name>", "optim/<name>.<slot>".
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "zero/engine.h"
+
+namespace zt::zero {
+
+/// What a checkpoint carries besides model and optimizer state.
+struct CheckpointExtra {
+  /// Training step. save: -1 records engine.global_step(); load: the step that was saved
+  /// (also set as the engine's global step).
+  int64_t step = -1;
+  /// The run's configuration (YAML text, e.g. config::Node::dump()); recorded, returned.
+  std::string config_yaml;
+  /// Data loader position (data::LoaderState{epoch, position}).
+  int64_t loader_epoch = 0, loader_position = 0;
+  /// Free-form strings (run name, RNG seeds, ...).
+  std::map<std::string, std::string> user;
+  /// Set by load_checkpoint: the directory read and the world size it was saved at.
+  std::string dir;
+  int saved_world_size = 0;
+};
+
+/// "step_000100": the conventional tag for a step (wider numbers just grow).
+std::string checkpoint_tag(int64_t step);
+
+/// Saves a checkpoint to <root_dir>/<tag> and points <root_dir>/latest at it. Every rank
+/// must call it, at a step boundary (not between gradient-accumulation micro-steps). An
+/// existing <root_dir>/<tag> is replaced only after the new one is complete. keep_last > 0
+/// then deletes older checkpoints under root_dir: the new one and the keep_last - 1 others
+/// with the highest steps stay. Any failure on any rank throws on every rank and removes
+/// the temporary directory. Returns the checkpoint directory.
+std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
+                            const CheckpointExtra& extra = {}, int keep_last = 0);
+
+/// The checkpoint directory `dir_or_root` names: itself if it holds meta.json, else the
+/// tag its `latest` file names. Throws if neither exists.
+std::string find_checkpoint(const std::string& dir_or_root);
+
+/// True if `dir_or_root` holds a checkpoint (directly or through `latest`).
+bool has_checkpoint(const std::string& dir_or_root);
+
+/// Restores parameters (shards and fp32 masters), optimizer state, replicated parameters,
+/// buffers and the global step from a checkpoint saved at any world size, then refreshes
+/// gathered copies and verifies replicas. Every rank must call it. The model must have the
+/// same parameter names, shapes, dtypes and kinds (partitioned/replicated) and the same
+/// buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
+/// model) throws on every rank and leaves the engine unchanged. Returns the extra data.
+CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root);
+
+/// Writes the whole model to one safetensors file at `path` with its state_dict() key
+/// names: parameters in fp32 (from the fp32 masters), persistent buffers (floating ones in
+/// fp32), loadable into a plain model with nn::load_state_dict. Every rank must call it
+/// (shards are all-gathered); rank 0 writes, atomically. A failure throws on every rank.
+void export_consolidated(Engine& engine, const std::string& path);
+
+}  // namespace zt::zero
