@@ -1,0 +1,323 @@
+// Shared app helpers: engine and learning-rate construction from an AppConfig, window
+// statistics reduced across ranks, metrics files and the progress display.
+#include "apps/common/train_util.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/ops.h"
+
+namespace zt::app {
+
+namespace fs = std::filesystem;
+
+// ---- engine construction
+
+zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
+  zero::OptimizerConfig o;
+  switch (train.optimizer) {
+    case config::Optimizer::adamw:
+      o.type = "adamw";
+      break;
+    case config::Optimizer::adam:
+      o.type = "adam";
+      break;
+    case config::Optimizer::sgd:
+      o.type = "sgd";
+      break;
+  }
+  o.lr = train.lr;
+  o.beta1 = train.betas[0];
+  o.beta2 = train.betas[1];
+  o.eps = train.eps;
+  o.weight_decay = train.weight_decay;
+  o.momentum = train.momentum;
+  return o;
+}
+
+zero::Config zero_config(const config::AppConfig& cfg) {
+  zero::Config z = zero::config_from_node(cfg.zero_optimization);
+  z.gradient_clipping = cfg.train.gradient_clipping;
+  z.gradient_accumulation_steps = static_cast<int>(cfg.train.gradient_accumulation_steps);
+  z.buffers = cfg.buffers;
+  return z;
+}
+
+void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
+                      comm::Communicator& comm) {
+  for (const std::string& path : paths) {
+    std::shared_ptr<nn::Module> sub = model.find(path);
+    if (!sub) {
+      std::string known;
+      for (const auto& [name, m] : model.named_children())
+        known += (known.empty() ? "" : ", ") + name;
+      ZT_CHECK(false, "replicated: no module '", path, "' in the model; top-level modules: ", known,
+               " (use dotted paths such as 'encoder.down.0')");
+    }
+    zero::replicate(*sub, comm);
+  }
+}
+
+std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
+                                          const config::AppConfig& cfg, comm::Communicator& comm) {
+  apply_replicated(*model, cfg.replicated, comm);
+  return std::make_unique<zero::Engine>(std::move(model), comm, zero_config(cfg),
+                                        optimizer_config(cfg.train));
+}
+
+void check_cpu_f32(const config::TrainConfig& train, const char* app) {
+  ZT_CHECK(train.device == "cpu", app, ": train.device '", train.device,
+           "' is not supported yet; set train.device=cpu (--set train.device=cpu)");
+  ZT_CHECK(train.dtype == "f32", app, ": train.dtype '", train.dtype,
+           "' is not supported yet; set train.dtype=f32 (--set train.dtype=f32)");
+}
+
+// ---- learning rate
+
+namespace {
+// Warmup longer than the run (a short run of a long config) is cut to the run.
+int64_t warmup_of(const config::TrainConfig& t) {
+  return std::min(t.warmup, t.steps);
+}
+
+optim::LrSchedule base_schedule(const config::TrainConfig& t) {
+  switch (t.schedule) {
+    case config::Schedule::cosine:
+      return optim::LrSchedule::warmup_cosine(t.lr, warmup_of(t), t.steps, t.min_lr);
+    case config::Schedule::step:
+      return optim::LrSchedule::step(t.lr, t.step_size, t.gamma);
+    default:
+      return optim::LrSchedule::constant(t.lr);
+  }
+}
+}  // namespace
+
+LrPlan::LrPlan(const config::TrainConfig& train)
+    : kind_(train.schedule),
+      base_(train.lr),
+      min_lr_(train.min_lr),
+      warmup_(warmup_of(train)),
+      total_(train.steps),
+      schedule_(base_schedule(train)) {}
+
+double LrPlan::lr_at(int64_t step) const {
+  if (kind_ == config::Schedule::cosine) return schedule_.lr_at(step);  // has its own warmup
+  if (step < warmup_) return base_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
+  if (kind_ == config::Schedule::linear) {
+    const int64_t span = std::max<int64_t>(1, total_ - warmup_);
+    const double frac =
+        std::min(1.0, static_cast<double>(step - warmup_) / static_cast<double>(span));
+    return base_ + (min_lr_ - base_) * frac;
+  }
+  if (kind_ == config::Schedule::step) return schedule_.lr_at(step - warmup_);
+  return base_;
+}
+
+// ---- statistics
+
+double psnr_from_mse(double mse) {
+  return mse > 0 ? 10.0 * std::log10(4.0 / mse) : 99.0;
+}
+
+void ScalarWindow::add(const std::string& name, double value) {
+  auto it = std::lower_bound(names_.begin(), names_.end(), name);
+  const auto i = static_cast<size_t>(it - names_.begin());
+  if (it == names_.end() || *it != name) {
+    names_.insert(it, name);
+    sums_.insert(sums_.begin() + static_cast<std::ptrdiff_t>(i), 0.0);
+    counts_.insert(counts_.begin() + static_cast<std::ptrdiff_t>(i), 0.0);
+  }
+  sums_[i] += value;
+  counts_[i] += 1.0;
+}
+
+std::vector<std::pair<std::string, double>> ScalarWindow::reduce(comm::Communicator& comm) {
+  // Every rank must hold the same names: compare a digest first so a mismatch is an
+  // error naming the names, not a wrong sum.
+  std::string mine;
+  for (const auto& n : names_) mine += n + ",";
+  auto all = comm.all_gather_bytes(mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    ZT_CHECK(all[r] == mine, "ScalarWindow: rank ", r, " has scalars {", all[r], "}, rank ",
+             comm.rank(), " has {", mine, "}");
+  const auto n = static_cast<int64_t>(names_.size());
+  std::vector<double> v(sums_);
+  v.insert(v.end(), counts_.begin(), counts_.end());
+  std::vector<std::pair<std::string, double>> out;
+  if (n > 0) {
+    Tensor t = from_vector(v, {2 * n}, DType::f64);
+    comm.all_reduce(t, comm::ReduceOp::kSum);
+    const double* d = t.data<double>();
+    for (int64_t i = 0; i < n; ++i)
+      out.emplace_back(names_[static_cast<size_t>(i)], d[n + i] > 0 ? d[i] / d[n + i] : 0.0);
+  }
+  names_.clear();
+  sums_.clear();
+  counts_.clear();
+  return out;
+}
+
+CodebookUsage::CodebookUsage(int64_t codebook_size)
+    : counts_(static_cast<size_t>(codebook_size), 0) {
+  ZT_CHECK(codebook_size > 0, "CodebookUsage: codebook_size must be > 0, got ", codebook_size);
+}
+
+void CodebookUsage::add(const Tensor& codes) {
+  Tensor c = codes.to(Device::cpu()).to(DType::i64).contiguous();
+  const int64_t* d = c.data<int64_t>();
+  const auto k = static_cast<int64_t>(counts_.size());
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    ZT_CHECK(d[i] >= 0 && d[i] < k, "codebook usage: code id ", d[i], " outside [0, ", k, ")");
+    ++counts_[static_cast<size_t>(d[i])];
+  }
+}
+
+CodebookStats CodebookUsage::reduce(comm::Communicator& comm) {
+  const auto k = static_cast<int64_t>(counts_.size());
+  Tensor t = Tensor::empty({k}, DType::i64);
+  std::copy(counts_.begin(), counts_.end(), t.data<int64_t>());
+  comm.all_reduce(t, comm::ReduceOp::kSum);
+  const int64_t* d = t.data<int64_t>();
+  CodebookStats s;
+  for (int64_t i = 0; i < k; ++i) s.tokens += d[i];
+  double entropy = 0.0;
+  for (int64_t i = 0; i < k; ++i) {
+    if (d[i] == 0) continue;
+    ++s.used;
+    const double p = static_cast<double>(d[i]) / static_cast<double>(s.tokens);
+    entropy -= p * std::log(p);
+  }
+  s.usage = static_cast<double>(s.used) / static_cast<double>(k);
+  s.perplexity = s.tokens ? std::exp(entropy) : 0.0;
+  std::fill(counts_.begin(), counts_.end(), 0);
+  return s;
+}
+
+double StepTimer::stop() {
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  window_ += s;
+  total_ += s;
+  ++window_steps_;
+  ++steps_;
+  return s;
+}
+
+double StepTimer::window_mean() {
+  const double m = window_steps_ ? window_ / static_cast<double>(window_steps_) : 0.0;
+  window_ = 0.0;
+  window_steps_ = 0;
+  return m;
+}
+
+// ---- output
+
+std::string format_duration(double seconds) {
+  char buf[32];
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const auto s = static_cast<int64_t>(seconds + 0.5);
+  if (seconds < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", seconds);
+  else if (s < 3600)
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
+                  static_cast<long long>(s % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
+                  static_cast<long long>(s % 3600 / 60));
+  return buf;
+}
+
+std::string format_bytes(int64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (b < 1024.0 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (b < 1024.0 * 1024 * 1024)
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
+  return buf;
+}
+
+bool stdout_is_tty() {
+  return ::isatty(STDOUT_FILENO) == 1;
+}
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+  const fs::path parent = fs::path(path).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  ZT_CHECK(f_ != nullptr, "cannot open metrics file '", path, "' for writing; check that ",
+           parent.string(), " is writable");
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  const std::string line = record.dump() + "\n";
+  ZT_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size(), "writing metrics to '",
+           path_, "' failed (disk full?)");
+  std::fflush(f_);
+}
+
+std::vector<nlohmann::json> read_metrics(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  if (!in) return out;
+  std::string line;
+  for (int64_t n = 1; std::getline(in, line); ++n) {
+    if (line.empty()) continue;
+    try {
+      out.push_back(nlohmann::json::parse(line));
+    } catch (const std::exception& e) {
+      ZT_CHECK(false, path, ":", n, ": not a JSON object (", e.what(), ")");
+    }
+  }
+  return out;
+}
+
+void filter_metrics(const std::string& path,
+                    const std::function<bool(const nlohmann::json&)>& keep) {
+  auto records = read_metrics(path);
+  MetricsWriter w(path, /*append=*/false);
+  for (const auto& r : records)
+    if (keep(r)) w.write(r);
+}
+
+Progress::Progress(int64_t total_steps, bool tty)
+    : total_(std::max<int64_t>(1, total_steps)), tty_(tty) {}
+
+void Progress::update(int64_t step, const std::string& stats) {
+  if (!tty_) return;
+  constexpr int kWidth = 24;
+  const double frac = std::clamp(static_cast<double>(step) / static_cast<double>(total_), 0.0, 1.0);
+  const int filled = static_cast<int>(frac * kWidth);
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar += std::string(static_cast<size_t>(kWidth - filled), '.');
+  std::printf("\r\033[K[%s] %3.0f%% %s", bar.c_str(), frac * 100.0, stats.c_str());
+  std::fflush(stdout);
+  drawn_ = true;
+}
+
+void Progress::line(const std::string& text) {
+  if (tty_ && drawn_) std::printf("\r\033[K");
+  std::printf("%s\n", text.c_str());
+  std::fflush(stdout);
+  drawn_ = false;
+}
+
+void Progress::finish() {
+  if (tty_ && drawn_) std::printf("\n");
+  std::fflush(stdout);
+  drawn_ = false;
+}
+
+}  // namespace zt::app

@@ -1,0 +1,165 @@
+// Helpers shared by the training apps (vqtok, vqgpt): building the ZeRO-3 engine and the
+// learning-rate plan from an AppConfig, window statistics reduced across ranks (scalars,
+// codebook usage), PSNR, a JSON-lines metrics file, and a progress display that redraws
+// one line on a terminal and prints one line per log interval otherwise.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "configs/app_config.h"
+#include "optim/schedule.h"
+#include "zero/zero.h"
+
+namespace zt::app {
+
+// ---- engine construction
+
+/// The optimizer settings of cfg.train (type, lr, betas, eps, weight decay, momentum).
+zero::OptimizerConfig optimizer_config(const config::TrainConfig& train);
+/// zero_optimization parsed with DeepSpeed's key names, plus gradient_clipping and
+/// gradient_accumulation_steps from cfg.train and the `buffers` policy.
+zero::Config zero_config(const config::AppConfig& cfg);
+/// Turns each module path of cfg.replicated into a full replica (error naming an unknown
+/// path and listing the top-level modules).
+void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
+                      comm::Communicator& comm);
+/// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
+std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
+                                          const config::AppConfig& cfg, comm::Communicator& comm);
+/// Error unless cfg.train.device is "cpu" and dtype "f32" (what the apps run today).
+void check_cpu_f32(const config::TrainConfig& train, const char* app);
+
+// ---- learning rate
+
+/// The learning rate of update `step` (0-based): linear warmup over train.warmup steps,
+/// then the schedule (constant, cosine to min_lr, linear to min_lr, or step decay).
+class LrPlan {
+ public:
+  explicit LrPlan(const config::TrainConfig& train);
+  double lr_at(int64_t step) const;
+
+ private:
+  config::Schedule kind_;
+  double base_, min_lr_;
+  int64_t warmup_, total_;
+  optim::LrSchedule schedule_;
+};
+
+// ---- statistics
+
+/// PSNR in dB of data in [-1, 1] (peak-to-peak 2): 10 log10(4 / mse); 99 for mse 0.
+double psnr_from_mse(double mse);
+
+/// Means of named scalars over a window of steps and over every rank. Every rank must add
+/// the same names (the order does not matter) and call reduce() at the same steps.
+class ScalarWindow {
+ public:
+  void add(const std::string& name, double value);
+  /// Global means per name (sum over ranks / count over ranks); clears the window.
+  std::vector<std::pair<std::string, double>> reduce(comm::Communicator& comm);
+  bool empty() const { return names_.empty(); }
+
+ private:
+  std::vector<std::string> names_;  // sorted
+  std::vector<double> sums_, counts_;
+};
+
+/// Codebook usage over a window: a histogram of code ids, summed across ranks.
+struct CodebookStats {
+  int64_t used = 0;         ///< distinct codes seen in the window (all ranks)
+  double usage = 0.0;       ///< used / codebook_size
+  double perplexity = 0.0;  ///< exp(entropy) of the code distribution
+  int64_t tokens = 0;       ///< codes counted (all ranks)
+};
+
+class CodebookUsage {
+ public:
+  explicit CodebookUsage(int64_t codebook_size);
+  /// Counts every id of `codes` (i64 or i32, any shape); error on an id outside [0, K).
+  void add(const Tensor& codes);
+  /// All-reduces the histogram (every rank must call) and clears the window.
+  CodebookStats reduce(comm::Communicator& comm);
+
+ private:
+  std::vector<int64_t> counts_;
+};
+
+/// Seconds per step: mean over the steps since the last reset; ETA from it.
+class StepTimer {
+ public:
+  void start() { t0_ = std::chrono::steady_clock::now(); }
+  /// Ends a step started by start(); returns its seconds.
+  double stop();
+  /// Mean seconds per step of the current window, and clears it.
+  double window_mean();
+  /// Mean seconds per step over the whole run (0 before the first step).
+  double run_mean() const { return steps_ ? total_ / static_cast<double>(steps_) : 0.0; }
+
+ private:
+  std::chrono::steady_clock::time_point t0_;
+  double window_ = 0.0, total_ = 0.0;
+  int64_t window_steps_ = 0, steps_ = 0;
+};
+
+// ---- output
+
+/// "45s", "3m05s", "1h02m".
+std::string format_duration(double seconds);
+/// "512 B", "3.2 MiB", "1.05 GiB".
+std::string format_bytes(int64_t bytes);
+/// True when stdout is a terminal.
+bool stdout_is_tty();
+
+/// A JSON-lines file: one object per line, flushed after each write.
+class MetricsWriter {
+ public:
+  /// Opens `path` (creating folders); `append` keeps existing lines.
+  MetricsWriter(const std::string& path, bool append);
+  ~MetricsWriter();
+  MetricsWriter(const MetricsWriter&) = delete;
+  MetricsWriter& operator=(const MetricsWriter&) = delete;
+  void write(const nlohmann::json& record);
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+  std::FILE* f_ = nullptr;
+};
+
+/// The records of a JSON-lines file (missing file: none); a bad line is an error naming
+/// the file and line.
+std::vector<nlohmann::json> read_metrics(const std::string& path);
+/// Rewrites `path` keeping only the records for which keep(record) is true.
+void filter_metrics(const std::string& path,
+                    const std::function<bool(const nlohmann::json&)>& keep);
+
+/// Training progress on stdout. On a terminal, update() redraws one line ("\r") with a
+/// bar; elsewhere update() prints nothing and log lines carry the progress.
+class Progress {
+ public:
+  Progress(int64_t total_steps, bool tty);
+  /// Redraws the bar for `step` (steps done) with `stats` after it (terminal only).
+  void update(int64_t step, const std::string& stats);
+  /// Prints a whole line (clearing the bar first on a terminal; it is redrawn by the next
+  /// update()).
+  void line(const std::string& text);
+  /// Ends the bar line.
+  void finish();
+  bool tty() const { return tty_; }
+
+ private:
+  int64_t total_;
+  bool tty_;
+  bool drawn_ = false;
+};
+
+}  // namespace zt::app

@@ -1,0 +1,134 @@
+// The vqtok application as library functions (apps/vqtok/main.cpp only parses arguments
+// and launches ranks; tests call these directly on thread ranks). Every function runs on
+// every rank of `comm`; only rank 0 prints and writes files.
+//
+//   train     the VqModel built under zero::Init and trained with ZeRO-3 (loss = l2 * MSE
+//             + l1 * L1 + vq * (codebook + commitment * commit), straight-through), with
+//             metrics.jsonl, curves.svg, recon_step_XXXXXX.png and checkpoints in output_dir
+//   encode    clips or images -> token ids (.npy, int64): clips (N, T/4, H/8, W/8),
+//             images (N, H/8, W/8); a frozen replica of the model on every rank
+//   decode    token ids (.npy) -> PNG frames
+//   evaluate  PSNR and codebook usage over a dataset
+//   export    a checkpoint -> one consolidated fp32 safetensors file (original key names,
+//             buffers included)
+//
+// Weights for encode/decode/evaluate come from an exported .safetensors file or a
+// checkpoint directory (a run's output_dir/checkpoints, or one step_XXXXXX directory in it).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common/train_util.h"
+#include "apps/common/vq_model.h"
+#include "data/loader.h"
+
+namespace zt::vqtok {
+
+// ---- train
+
+struct TrainOptions {
+  bool resume = false;  ///< continue from the latest checkpoint in output_dir/checkpoints
+  bool quiet = false;   ///< print nothing (files are still written)
+  bool tty = false;     ///< redraw a progress bar instead of printing log lines
+};
+
+struct TrainResult {
+  int64_t start_step = 0;  ///< the step training started from (after a resume)
+  int64_t steps = 0;       ///< the global step at the end
+  std::vector<double> log_steps, log_losses, log_psnr;  ///< one entry per log interval
+  double psnr = 0.0;                                    ///< of the last log window
+  double eval_psnr = 0.0;                               ///< of the last evaluation (0 if none ran)
+  app::CodebookStats codebook;                          ///< of the last log window
+  double seconds_per_step = 0.0;
+  std::string final_checkpoint;  ///< "" when checkpoints are off
+};
+
+/// Trains cfg's model on cfg's data for cfg.train.steps optimizer steps (global step).
+TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
+                  comm::Communicator& comm);
+
+// ---- weights
+
+/// The checkpoint root a run writes: <output_dir>/checkpoints.
+std::string checkpoint_root(const config::AppConfig& cfg);
+/// A frozen (requires_grad off), eval-mode VqModel replicated on every rank with the weights
+/// of `source`: an exported .safetensors file or a checkpoint directory; "" uses the run's
+/// checkpoint_root(cfg). Error naming the path and what to pass when nothing is there.
+std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
+                                               const std::string& source, comm::Communicator& comm);
+
+// ---- encode / decode / evaluate / export
+
+struct EncodeOptions {
+  std::string weights;     ///< see load_frozen_model
+  std::string input;       ///< .npy (N,T,3,H,W) clips or (N,3,H,W) images, an image
+                           ///< file, a folder of images, or "" for the config's dataset
+  bool eval_split = true;  ///< config dataset: held-out (true) or training split
+  std::string out;         ///< .npy to write (rank 0); "" writes nothing
+  int64_t limit = 0;       ///< encode at most this many items (0: all)
+  int64_t batch = 0;       ///< items per forward (0: train.batch)
+  bool verify = false;     ///< every rank encodes the first batch; ranks must agree
+  bool quiet = false;      ///< print nothing
+};
+
+struct EncodeResult {
+  Tensor codes;  ///< i64 (N, T', h, w) or (N, h, w), identical on every rank
+  bool images = false;
+  /// --verify: each rank's hash of its codes for the first batch (indexed by rank).
+  std::vector<uint64_t> verify_hashes;
+};
+
+EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
+                    comm::Communicator& comm);
+
+struct DecodeOptions {
+  std::string weights;  ///< see load_frozen_model
+  std::string codes;    ///< .npy of token ids: (N, T', h, w) clips or (N, h, w) images
+  std::string out_dir;  ///< PNG frames written here (rank 0), plus grid.png
+  int64_t batch = 0;    ///< clips per forward (0: train.batch)
+  bool quiet = false;   ///< print nothing
+};
+
+/// Decodes every clip; returns the frames (N, T, 3, H, W) or images (N, 3, H, W) in
+/// [-1, 1], identical on every rank.
+Tensor decode(const config::AppConfig& cfg, const DecodeOptions& options, comm::Communicator& comm);
+
+struct EvalOptions {
+  std::string weights;     ///< see load_frozen_model
+  bool eval_split = true;  ///< held-out (true) or training split
+  int64_t batches = 0;     ///< per rank; 0: the whole split
+  int64_t batch = 0;       ///< clips per rank per batch (0: train.batch)
+};
+
+struct EvalResult {
+  double mse = 0.0, l1 = 0.0, psnr = 0.0, loss_vq = 0.0;
+  app::CodebookStats codebook;
+  int64_t clips = 0;  ///< over all ranks
+  nlohmann::json json() const;
+};
+
+EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& options,
+                    comm::Communicator& comm);
+
+/// The model's outputs for a batch of clips: {recon, codes, loss_vq, loss_commit,
+/// loss_codebook} (VqModel::call or Engine::forward).
+using ForwardFn = std::function<std::vector<Tensor>(const Tensor& clips)>;
+/// Runs `forward` without gradients over the first `batches` batches of `loader` (0: one
+/// epoch; every rank runs the same number) and reduces MSE, L1, VQ loss and codebook usage
+/// across ranks. `first` (optional) receives this rank's first {inputs, reconstructions}.
+EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
+                            int64_t codebook_size, comm::Communicator& comm,
+                            std::vector<Tensor>* first = nullptr);
+
+/// Loads checkpoint `checkpoint` (a directory or a root with `latest`) into cfg's model
+/// and writes the consolidated fp32 safetensors file `out` (rank 0).
+void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
+                  const std::string& out, comm::Communicator& comm, bool quiet = false);
+
+}  // namespace zt::vqtok

@@ -1,0 +1,339 @@
+// vqtok encode / decode / eval / export, and loading the frozen tokenizer. For inference
+// the model is a full replica on every rank (zero::Replicated, requires_grad off, eval
+// mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world; the
+// results are assembled on every rank with one all-reduce (each rank fills its batches
+// of a zeroed tensor), so every rank ends with the same codes or frames.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+
+#include "apps/common/vqtok_app.h"
+#include "core/ops.h"
+#include "data/factory.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+#include "data/npy.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+#include "zero/checkpoint.h"
+#include "zero/load.h"
+
+namespace zt::vqtok {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// Items to encode: a dataset whose clips are (T, 3, H, W); `images` keeps frame 0 only.
+struct Source {
+  std::shared_ptr<const data::Dataset> dataset;
+  bool images = false;
+  std::string what;
+};
+
+// A single image file as a one-item dataset.
+class OneImage : public data::Dataset {
+ public:
+  OneImage(std::string path, int64_t height, int64_t width) : path_(std::move(path)) {
+    data::Image img = data::load_image(path_);
+    if (height > 0 && width > 0 && (img.height != height || img.width != width))
+      img = data::resize_image(img, height, width, data::Filter::bicubic);
+    clip_ = data::image_to_tensor(img).unsqueeze(0);
+  }
+  int64_t size() const override { return 1; }
+  data::Sample get(int64_t) const override { return {clip_, 0, 0}; }
+  std::string describe() const override { return "image " + path_; }
+
+ private:
+  std::string path_;
+  Tensor clip_;
+};
+
+Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
+  Source s;
+  if (o.input.empty()) {
+    s.dataset = data::make_dataset(cfg.data, o.eval_split);
+    s.what = std::string(o.eval_split ? "eval" : "train") + " split: " + s.dataset->describe();
+    return s;
+  }
+  ZT_CHECK(fs::exists(o.input), "encode: input '", o.input,
+           "' does not exist; pass a .npy of clips or images, an image file or a folder of images");
+  const std::string ext = fs::path(o.input).extension().string();
+  if (fs::is_directory(o.input)) {
+    data::ImageFolderOptions io;
+    io.frames = 1;
+    io.height = cfg.data.height;
+    io.width = cfg.data.width;
+    s.dataset = std::make_shared<data::ImageFolder>(o.input, io);
+    s.images = true;
+  } else if (ext == ".npy") {
+    auto arr = std::make_shared<data::NpyArray>(o.input, cfg.data.frames);
+    s.images = arr->header().shape.size() == 4;
+    s.dataset = arr;
+  } else {
+    ZT_CHECK(data::is_image_file(o.input), "encode: input '", o.input,
+             "' is neither .npy, an image file (.png .jpg .jpeg .bmp .tga) nor a folder");
+    s.dataset = std::make_shared<OneImage>(o.input, cfg.data.height, cfg.data.width);
+    s.images = true;
+  }
+  s.what = s.dataset->describe();
+  return s;
+}
+
+// Items [b * batch, min(n, (b + 1) * batch)) stacked: clips (B, T, 3, H, W) or images
+// (B, 3, H, W).
+Tensor load_batch(const Source& s, int64_t b, int64_t batch, int64_t n) {
+  std::vector<Tensor> xs;
+  for (int64_t i = b * batch; i < std::min(n, (b + 1) * batch); ++i) {
+    Tensor clip = s.dataset->get(i).clip;
+    xs.push_back(s.images ? clip.select(0, 0) : clip);
+  }
+  return stack(xs, 0);
+}
+
+int64_t batch_of(const config::AppConfig& cfg, int64_t b) {
+  return b > 0 ? b : cfg.train.batch;
+}
+
+// Sums `full` over ranks: each rank wrote only its own batches, the rest is zero.
+void assemble(const Tensor& full, comm::Communicator& comm) {
+  if (comm.size() > 1) comm.all_reduce(full.view({full.numel()}), comm::ReduceOp::kSum);
+}
+
+// Builds cfg's model under Init with an engine, loads checkpoint `dir`; returns both.
+std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
+    const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm) {
+  std::shared_ptr<vq::VqModel> model;
+  {
+    zero::Init init(comm);
+    model = std::make_shared<vq::VqModel>(cfg.model);
+  }
+  auto engine = app::make_engine(model, cfg, comm);
+  zero::load_checkpoint(*engine, dir);
+  return {model, std::move(engine)};
+}
+
+}  // namespace
+
+std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
+                                               const std::string& source,
+                                               comm::Communicator& comm) {
+  const std::string path = source.empty() ? checkpoint_root(cfg) : source;
+  ZT_CHECK(fs::exists(path), "no weights at '", path,
+           "'; pass --weights with an exported .safetensors file (vqtok export) or a "
+           "checkpoint directory (a run's output_dir/checkpoints)");
+  nn::NamedTensors state;
+  if (fs::is_directory(path)) {
+    ZT_CHECK(zero::has_checkpoint(path), "'", path,
+             "' holds no checkpoint (no meta.json and no 'latest'); train first, or pass an "
+             "exported .safetensors file");
+    // Load the sharded checkpoint into a partitioned model, then gather it whole once.
+    auto [sharded, engine] = load_engine(cfg, path, comm);
+    zero::GatheredParameters whole(*sharded, comm);
+    for (const auto& [name, t] : nn::state_dict(*sharded))
+      state.emplace_back(name, t.detach().clone());
+  } else if (comm.rank() == 0) {
+    state = nn::load_safetensors(path);  // zero::load_state_dict reads rank 0's only
+  }
+
+  manual_seed(0);
+  std::shared_ptr<vq::VqModel> model;
+  {
+    zero::Replicated replicas(comm);
+    model = std::make_shared<vq::VqModel>(cfg.model);
+  }
+  model->requires_grad_(false);
+  model->eval();
+  zero::load_state_dict(*model, state, comm, /*strict=*/true, /*src=*/0);
+  return model;
+}
+
+EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
+                    comm::Communicator& comm) {
+  auto model = load_frozen_model(cfg, o.weights, comm);
+  Source src = open_source(cfg, o);
+  const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
+  ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");
+  const int64_t batch = batch_of(cfg, o.batch);
+  const int64_t batches = (n + batch - 1) / batch;
+  const int world = comm.size(), rank = comm.rank();
+  if (rank == 0 && !o.quiet)
+    std::printf("encode: %lld %s from %s, %lld per batch on %d ranks\n", static_cast<long long>(n),
+                src.images ? "images" : "clips", src.what.c_str(), static_cast<long long>(batch),
+                world);
+
+  autograd::NoGradGuard no_grad;
+  EncodeResult res;
+  res.images = src.images;
+  if (o.verify) {
+    // Every rank encodes batch 0; frozen replicas must give the same ids everywhere.
+    Tensor codes = model->encode(load_batch(src, 0, batch, n)).codes;
+    res.verify_hashes = comm.all_gather_object<uint64_t>(zero::tensor_hash(codes));
+    for (int r = 1; r < world; ++r)
+      ZT_CHECK(res.verify_hashes[static_cast<size_t>(r)] == res.verify_hashes[0],
+               "encode --verify: rank ", r,
+               " produced different token ids than rank 0 for the "
+               "first batch; the replicas differ (weights or buffers not broadcast)");
+    if (rank == 0 && !o.quiet)
+      std::printf("verify: %d ranks produced identical tokens for batch 0\n", world);
+  }
+  // The ids' shape from the first item: clips (T, 3, H, W) -> (T/f, H/s, W/s).
+  const Shape item = src.dataset->get(0).clip.sizes();
+  const int64_t sf = cfg.model.spatial_factor(), tf = cfg.model.temporal_downsample_factor;
+  ZT_CHECK(item[2] % sf == 0 && item[3] % sf == 0 && (src.images || item[0] % tf == 0),
+           "encode: items of ", src.what, " are ", shape_str(item),
+           " (T, 3, H, W); H and W must be "
+           "multiples of ",
+           sf, (src.images ? "" : " and T a multiple of "), (src.images ? "" : std::to_string(tf)),
+           " (set data.height/width/frames)");
+  res.codes = src.images ? zeros({n, item[2] / sf, item[3] / sf}, DType::i64)
+                         : zeros({n, item[0] / tf, item[2] / sf, item[3] / sf}, DType::i64);
+  for (int64_t b = 0; b < batches; ++b) {
+    if (b % world != rank) continue;
+    Tensor codes = model->encode(load_batch(src, b, batch, n)).codes;
+    res.codes.narrow(0, b * batch, codes.size(0)).copy_(codes);
+  }
+  assemble(res.codes, comm);
+  if (rank == 0 && !o.out.empty()) {
+    const fs::path parent = fs::path(o.out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+    data::save_npy(o.out, res.codes);
+    if (!o.quiet)
+      std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
+  }
+  return res;
+}
+
+Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
+  ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
+  Tensor codes = data::load_npy(o.codes);
+  ZT_CHECK(codes.dtype() == DType::i64 || codes.dtype() == DType::i32, "decode: '", o.codes,
+           "' holds ", dtype_name(codes.dtype()), "; token ids must be int64 or int32");
+  ZT_CHECK(codes.dim() == 3 || codes.dim() == 4, "decode: '", o.codes, "' has shape ",
+           shape_str(codes.sizes()), "; expected (N, T', h, w) clips or (N, h, w) images");
+  codes = codes.to(DType::i64).contiguous();
+  const int64_t k = cfg.model.codebook_size;
+  const double lo = min(codes).item(), hi = max(codes).item();
+  ZT_CHECK(lo >= 0 && hi < static_cast<double>(k), "decode: token ids in '", o.codes, "' span [",
+           lo, ", ", hi, "] but the codebook has ", k, " entries (model.codebook_size)");
+  auto model = load_frozen_model(cfg, o.weights, comm);
+  const int64_t n = codes.size(0), batch = batch_of(cfg, o.batch);
+  const int world = comm.size(), rank = comm.rank();
+  autograd::NoGradGuard no_grad;
+  Tensor frames;
+  const int64_t s = cfg.model.spatial_factor(), f = cfg.model.temporal_downsample_factor;
+  const bool images = codes.dim() == 3;
+  Shape full = images ? Shape{n, 3, codes.size(1) * s, codes.size(2) * s}
+                      : Shape{n, codes.size(1) * f, 3, codes.size(2) * s, codes.size(3) * s};
+  frames = zeros(full);
+  for (int64_t b = 0; b * batch < n; ++b) {
+    if (b % world != rank) continue;
+    const int64_t len = std::min(batch, n - b * batch);
+    frames.narrow(0, b * batch, len).copy_(model->decode_codes(codes.narrow(0, b * batch, len)));
+  }
+  assemble(frames, comm);
+  if (rank == 0 && !o.out_dir.empty()) {
+    fs::create_directories(o.out_dir);
+    char name[64];
+    for (int64_t i = 0; i < n; ++i) {
+      if (images) {
+        std::snprintf(name, sizeof name, "image_%06lld.png", static_cast<long long>(i));
+        data::save_png((fs::path(o.out_dir) / name).string(),
+                       data::tensor_to_image(frames.select(0, i)));
+        continue;
+      }
+      for (int64_t t = 0; t < frames.size(1); ++t) {
+        std::snprintf(name, sizeof name, "clip_%06lld_frame_%02lld.png", static_cast<long long>(i),
+                      static_cast<long long>(t));
+        data::save_png((fs::path(o.out_dir) / name).string(),
+                       data::tensor_to_image(frames.select(0, i).select(0, t)));
+      }
+    }
+    const int64_t g = std::min<int64_t>(n, 8);
+    data::save_png((fs::path(o.out_dir) / "grid.png").string(),
+                   data::make_grid({frames.narrow(0, 0, g)}));
+    if (!o.quiet)
+      std::printf("decode: wrote %lld %s to %s (and grid.png)\n", static_cast<long long>(n),
+                  images ? "images" : "clips", o.out_dir.c_str());
+  }
+  return frames;
+}
+
+nlohmann::json EvalResult::json() const {
+  return {{"psnr", psnr},
+          {"mse", mse},
+          {"l1", l1},
+          {"loss_vq", loss_vq},
+          {"codebook_usage", codebook.usage},
+          {"codes_used", codebook.used},
+          {"perplexity", codebook.perplexity},
+          {"clips", clips}};
+}
+
+EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
+                            int64_t codebook_size, comm::Communicator& comm,
+                            std::vector<Tensor>* first) {
+  autograd::NoGradGuard no_grad;
+  int64_t n = loader.batches_per_epoch();
+  if (batches > 0) n = std::min(n, batches);
+  const auto counts = comm.all_gather_object<int64_t>(n);
+  n = *std::min_element(counts.begin(), counts.end());  // every rank runs as many
+  ZT_CHECK(n > 0,
+           "evaluation: a rank has no batch of data; lower the batch size or raise "
+           "data.eval_samples");
+  loader.restore({0, 0});
+  app::CodebookUsage usage(codebook_size);
+  double sums[5] = {0, 0, 0, 0, 0};  // squared error, abs error, elements, vq loss, clips
+  for (int64_t i = 0; i < n; ++i) {
+    data::Batch b = loader.next();
+    std::vector<Tensor> out = forward(b.clips);
+    const auto elems = static_cast<double>(b.clips.numel());
+    sums[0] += mse_loss(out[0], b.clips).item() * elems;
+    sums[1] += l1_loss(out[0], b.clips).item() * elems;
+    sums[2] += elems;
+    sums[3] += out[2].item() * static_cast<double>(b.clips.size(0));
+    sums[4] += static_cast<double>(b.clips.size(0));
+    usage.add(out[1]);
+    if (i == 0 && first) *first = {b.clips, out[0]};
+  }
+  Tensor t = from_vector(std::vector<double>(sums, sums + 5), {5}, DType::f64);
+  comm.all_reduce(t, comm::ReduceOp::kSum);
+  auto v = t.to_vector();
+  EvalResult r;
+  r.mse = v[0] / v[2];
+  r.l1 = v[1] / v[2];
+  r.loss_vq = v[3] / v[4];
+  r.clips = static_cast<int64_t>(v[4]);
+  r.psnr = app::psnr_from_mse(r.mse);
+  r.codebook = usage.reduce(comm);
+  return r;
+}
+
+EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
+  auto model = load_frozen_model(cfg, o.weights, comm);
+  auto dataset = data::make_dataset(cfg.data, o.eval_split);
+  auto loader = data::make_loader(dataset, cfg.data, batch_of(cfg, o.batch), comm.rank(),
+                                  comm.size(), /*eval=*/true);
+  return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
+                          cfg.model.codebook_size, comm);
+}
+
+void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
+                  const std::string& out, comm::Communicator& comm, bool quiet) {
+  ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
+  ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
+           "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
+  auto [model, engine] = load_engine(cfg, dir, comm);
+  if (comm.rank() == 0) {
+    const fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+  }
+  comm.barrier();
+  zero::export_consolidated(*engine, out);
+  if (comm.rank() == 0 && !quiet)
+    std::printf("export: %s -> %s (%zu tensors, fp32)\n", zero::find_checkpoint(dir).c_str(),
+                out.c_str(), nn::state_dict(*model).size());
+}
+
+}  // namespace zt::vqtok

@@ -1,0 +1,340 @@
+// vqtok train: the Emu3-style tokenizer built under zero::Init and trained with ZeRO-3.
+// Per step: lr from the plan, gradient_accumulation_steps micro-batches of train.batch
+// clips per rank (the DistributedSampler shards the data), loss = l2 * MSE + l1 * L1 +
+// vq * (codebook + commitment * commit) through the straight-through quantizer, then the
+// engine's step (reduce-scatter, clipping, AdamW on fp32 shards, BatchNorm buffer sync).
+// Every log_every steps the window's losses, PSNR and codebook usage are reduced across
+// ranks; rank 0 prints them and appends them to metrics.jsonl.
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "apps/common/vqtok_app.h"
+#include "core/ops.h"
+#include "data/factory.h"
+#include "data/image.h"
+#include "data/plot.h"
+#include "zero/checkpoint.h"
+
+namespace zt::vqtok {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// The objective on the model's outputs {recon, codes, loss_vq, loss_commit, loss_codebook}.
+struct Losses {
+  Tensor total, mse, l1, vq;
+};
+
+Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w) {
+  ZT_CHECK(out.size() >= 5, "vqtok: the model returned ", out.size(),
+           " outputs; expected {recon, codes, loss_vq, loss_commit, loss_codebook}");
+  ZT_CHECK(out[0].sizes() == clips.sizes(), "vqtok: reconstruction ", shape_str(out[0].sizes()),
+           " does not match the input ", shape_str(clips.sizes()));
+  Losses l;
+  l.mse = mse_loss(out[0], clips);
+  l.l1 = l1_loss(out[0], clips);
+  l.vq = out[4] + out[3] * w.commitment;  // codebook term + commitment * encoder term
+  l.total = l.mse * w.l2 + l.l1 * w.l1 + l.vq * w.vq;
+  return l;
+}
+
+// Loss and PSNR curves, train and eval, drawn side by side in one SVG.
+struct Curves {
+  data::PlotSeries loss{"train", {}, {}}, eval_loss{"eval", {}, {}}, psnr{"train", {}, {}},
+      eval_psnr{"eval", {}, {}};
+
+  void add(const json& r) {
+    if (!r.contains("step") || !r.contains("loss") || !r.contains("psnr")) return;
+    const bool ev = r.value("kind", "") == "eval";
+    const double s = r["step"].get<double>();
+    (ev ? eval_loss : loss).x.push_back(s);
+    (ev ? eval_loss : loss).y.push_back(r["loss"].get<double>());
+    (ev ? eval_psnr : psnr).x.push_back(s);
+    (ev ? eval_psnr : psnr).y.push_back(r["psnr"].get<double>());
+  }
+
+  void save(const std::string& path) const {
+    if (loss.x.empty()) return;
+    auto nonempty = [](std::vector<data::PlotSeries> v) {
+      std::erase_if(v, [](const data::PlotSeries& s) { return s.x.empty(); });
+      return v;
+    };
+    data::PlotOptions lo;
+    lo.title = "loss";
+    lo.ylabel = "loss";
+    lo.log_y = true;
+    data::PlotOptions po;
+    po.title = "PSNR";
+    po.ylabel = "dB";
+    std::string left = data::svg_plot(nonempty({loss, eval_loss}), lo);
+    std::string right = data::svg_plot(nonempty({psnr, eval_psnr}), po);
+    const size_t at = right.find("<svg ");
+    if (at != std::string::npos)
+      right.replace(at, 5, "<svg x=\"" + std::to_string(lo.width) + "\" ");
+    const std::string tmp = path + ".tmp";
+    {
+      std::ofstream f(tmp);
+      f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << lo.width + po.width
+        << "\" height=\"" << std::max(lo.height, po.height) << "\">\n"
+        << left << right << "</svg>\n";
+      ZT_CHECK(f.good(), "cannot write '", tmp, "'; check that the output folder is writable");
+    }
+    fs::rename(tmp, path);
+  }
+};
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+}  // namespace
+
+std::string checkpoint_root(const config::AppConfig& cfg) {
+  return (fs::path(cfg.output_dir) / "checkpoints").string();
+}
+
+TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
+                  comm::Communicator& comm) {
+  app::check_cpu_f32(cfg.train, "vqtok train");
+  const config::TrainConfig& tc = cfg.train;
+  const bool rank0 = comm.rank() == 0;
+  const bool say = rank0 && !options.quiet;
+  const int64_t world = comm.size();
+  const int64_t codebook = cfg.model.codebook_size;
+  const app::LrPlan lr_plan(tc);
+
+  // The model is partitioned as it is built: no rank ever holds all of it.
+  manual_seed(static_cast<uint64_t>(tc.seed));
+  std::shared_ptr<vq::VqModel> model;
+  {
+    zero::Init init(comm);
+    model = std::make_shared<vq::VqModel>(cfg.model);
+  }
+  auto engine = app::make_engine(model, cfg, comm);
+
+  auto dataset = data::make_dataset(cfg.data);
+  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
+  std::shared_ptr<const data::Dataset> eval_set;
+  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+
+  // Resume: the engine's state, the global step and the loader's position.
+  const std::string ckpt_root = checkpoint_root(cfg);
+  std::string resume_from;
+  if (options.resume || tc.resume == "auto") {
+    if (zero::has_checkpoint(ckpt_root))
+      resume_from = ckpt_root;
+    else if (say)
+      std::printf("no checkpoint under %s: starting at step 0\n", ckpt_root.c_str());
+  } else if (!tc.resume.empty()) {
+    ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
+             "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
+             "'auto'");
+    resume_from = tc.resume;
+  }
+  int64_t start = 0;
+  if (!resume_from.empty()) {
+    zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
+    start = extra.step;
+    loader->restore({extra.loader_epoch, extra.loader_position});
+    if (say)
+      std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
+                  extra.dir.c_str(), static_cast<long long>(start), extra.saved_world_size,
+                  static_cast<long long>(extra.loader_epoch),
+                  static_cast<long long>(extra.loader_position));
+  }
+
+  std::unique_ptr<app::MetricsWriter> metrics;
+  Curves curves;
+  const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
+  const std::string curves_path = (fs::path(cfg.output_dir) / "curves.svg").string();
+  if (rank0) {
+    fs::create_directories(cfg.output_dir);
+    if (start > 0) {
+      // Drop records past the checkpoint (a run that went further before it stopped).
+      app::filter_metrics(metrics_path,
+                          [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+      for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
+    }
+    metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
+  }
+  if (say) {
+    std::printf("model: %lld parameters, %lld tokens per clip; data: %s\n",
+                static_cast<long long>(vq::VqModel::count_parameters(cfg.model)),
+                static_cast<long long>(cfg.tokens_per_clip()), dataset->describe().c_str());
+    std::printf(
+        "batch %lld per rank x %lld ranks x %lld accumulation = %lld clips per step; "
+        "steps %lld; output %s\n",
+        static_cast<long long>(tc.batch), static_cast<long long>(world),
+        static_cast<long long>(tc.gradient_accumulation_steps),
+        static_cast<long long>(tc.batch * world * tc.gradient_accumulation_steps),
+        static_cast<long long>(tc.steps), cfg.output_dir.c_str());
+    std::fflush(stdout);
+  }
+
+  TrainResult result;
+  result.start_step = start;
+  app::ScalarWindow window;
+  app::CodebookUsage usage(codebook);
+  app::StepTimer timer;
+  app::Progress progress(tc.steps, options.tty && say);
+  std::string last_saved;
+  int64_t last_saved_step = -1;
+
+  auto save = [&](int64_t step) {
+    zero::CheckpointExtra extra;
+    extra.step = step;
+    extra.config_yaml = cfg.root.dump();
+    const data::LoaderState pos = loader->state();
+    extra.loader_epoch = pos.epoch;
+    extra.loader_position = pos.position;
+    extra.user["app"] = "vqtok";
+    last_saved = zero::save_checkpoint(*engine, ckpt_root, zero::checkpoint_tag(step), extra,
+                                       static_cast<int>(tc.keep_checkpoints));
+    last_saved_step = step;
+    if (say) progress.line("checkpoint " + last_saved);
+  };
+
+  auto run_eval = [&](int64_t step) {
+    auto eval_loader = data::make_loader(eval_set, cfg.data, tc.batch, comm.rank(), world,
+                                         /*eval=*/true);
+    std::vector<Tensor> first;
+    model->eval();
+    EvalResult ev = evaluate_batches([&](const Tensor& x) { return engine->forward({x}); },
+                                     *eval_loader, tc.eval_batches, codebook, comm, &first);
+    model->train();
+    result.eval_psnr = ev.psnr;
+    if (!rank0) return;
+    const int64_t n = std::min<int64_t>(4, first[0].size(0));
+    char name[64];
+    std::snprintf(name, sizeof name, "recon_step_%06lld.png", static_cast<long long>(step));
+    const std::string grid = (fs::path(cfg.output_dir) / name).string();
+    data::save_png(grid, data::make_grid({first[0].narrow(0, 0, n), first[1].narrow(0, 0, n)}));
+    const double total = cfg.loss.l2 * ev.mse + cfg.loss.l1 * ev.l1 + cfg.loss.vq * ev.loss_vq;
+    json rec = ev.json();
+    rec["kind"] = "eval";
+    rec["step"] = step;
+    rec["loss"] = total;
+    metrics->write(rec);
+    curves.add(rec);
+    curves.save(curves_path);
+    if (say)
+      progress.line("eval  step " + std::to_string(step) + " | loss " + fmt("%.4f", total) +
+                    " | psnr " + fmt("%.2f dB", ev.psnr) + " | codes " +
+                    fmt("%.1f%%", 100.0 * ev.codebook.usage) + " | " + grid);
+  };
+
+  model->train();
+  double last_psnr = 0.0;
+  for (int64_t step = start; step < tc.steps; ++step) {
+    const double lr = lr_plan.lr_at(step);
+    engine->set_lr(lr);
+    timer.start();
+    double step_loss = 0.0;
+    for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
+      data::Batch batch = loader->next();
+      std::vector<Tensor> out = engine->forward({batch.clips});
+      Losses l = objective(out, batch.clips, cfg.loss);
+      engine->backward(l.total);
+      engine->step();
+      const double loss = l.total.item();
+      ZT_CHECK(std::isfinite(loss), "vqtok train: the loss is ", loss, " at step ", step + 1,
+               " on rank ", comm.rank(), "; lower train.lr or set train.gradient_clipping");
+      step_loss += loss / static_cast<double>(tc.gradient_accumulation_steps);
+      const double mse = l.mse.item();
+      window.add("loss", loss);
+      window.add("mse", mse);
+      window.add("l1", l.l1.item());
+      window.add("vq", l.vq.item());
+      window.add("commit", out[3].item());
+      window.add("codebook_loss", out[4].item());
+      window.add("psnr", app::psnr_from_mse(mse));
+      usage.add(out[1]);
+    }
+    timer.stop();
+    const int64_t done = step + 1;
+
+    if (done % tc.log_every == 0 || done == tc.steps) {
+      std::map<std::string, double> m;
+      for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
+      const app::CodebookStats cb = usage.reduce(comm);
+      const double sec = timer.window_mean();
+      const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
+      const zero::MemoryReport mem = engine->memory_report();
+      // PSNR of the window's mean MSE (the per-step PSNRs' mean is also recorded).
+      last_psnr = app::psnr_from_mse(m["mse"]);
+      result.log_steps.push_back(static_cast<double>(done));
+      result.log_losses.push_back(m["loss"]);
+      result.log_psnr.push_back(last_psnr);
+      result.psnr = last_psnr;
+      result.codebook = cb;
+      if (rank0) {
+        json rec = {{"kind", "train"},
+                    {"step", done},
+                    {"loss", m["loss"]},
+                    {"mse", m["mse"]},
+                    {"l1", m["l1"]},
+                    {"vq", m["vq"]},
+                    {"commit", m["commit"]},
+                    {"codebook_loss", m["codebook_loss"]},
+                    {"psnr", last_psnr},
+                    {"psnr_mean", m["psnr"]},
+                    {"codebook_usage", cb.usage},
+                    {"codes_used", cb.used},
+                    {"perplexity", cb.perplexity},
+                    {"lr", lr},
+                    {"grad_norm", engine->last_grad_norm()},
+                    {"step_time", sec},
+                    {"eta_s", eta},
+                    {"memory", json::parse(mem.json())}};
+        metrics->write(rec);
+        curves.add(rec);
+        curves.save(curves_path);
+        if (say)
+          progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
+                        " | loss " + fmt("%.4f", m["loss"]) + " (mse " + fmt("%.4f", m["mse"]) +
+                        " l1 " + fmt("%.4f", m["l1"]) + " vq " + fmt("%.4f", m["vq"]) +
+                        ") | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
+                        fmt("%.1f%%", 100.0 * cb.usage) + " (" + std::to_string(cb.used) + "/" +
+                        std::to_string(codebook) + ") | lr " + fmt("%.2e", lr) + " | " +
+                        fmt("%.3f s/step", sec) + " | eta " + app::format_duration(eta) +
+                        " | mem " + app::format_bytes(mem.model_state()) + " state, " +
+                        app::format_bytes(mem.activation_peak) + " act peak");
+      }
+    }
+    if (say && progress.tty())
+      progress.update(
+          done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | loss " +
+                    fmt("%.4f", step_loss) + " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
+                    fmt("%.1f%%", 100.0 * result.codebook.usage) + " | " +
+                    fmt("%.3f s/step", timer.run_mean()) + " | eta " +
+                    app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
+    if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
+    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
+  }
+  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
+  if (tc.checkpoint_every > 0 && start >= tc.steps)
+    last_saved = zero::find_checkpoint(ckpt_root);  // nothing left to train
+  progress.finish();
+
+  result.steps = engine->global_step();
+  result.seconds_per_step = timer.run_mean();
+  result.final_checkpoint = last_saved;
+  if (say) {
+    std::printf(
+        "done: step %lld | psnr %.2f dB (eval %.2f dB) | codebook usage %.1f%% | %.3f "
+        "s/step | metrics %s\n",
+        static_cast<long long>(result.steps), result.psnr, result.eval_psnr,
+        100.0 * result.codebook.usage, result.seconds_per_step, metrics_path.c_str());
+    std::fflush(stdout);
+  }
+  return result;
+}
+
+}  // namespace zt::vqtok

@@ -1,0 +1,178 @@
+// vqtok: the Emu3-style video tokenizer's command line. Parses the subcommand and its
+// options, loads the config (with --set overrides), starts the ranks (`--ranks N` thread
+// ranks, or one process per rank under mpirun) and calls the library functions in
+// apps/common/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
+//
+//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume] [--steps S]
+//   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify]
+//   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
+//   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
+//   vqtok export --config C [--checkpoint D] --out model.safetensors
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "apps/common/vqtok_app.h"
+
+namespace {
+
+using namespace zt;
+
+struct Common {
+  std::string config;
+  int ranks = 1;
+  std::vector<std::string> sets;
+};
+
+void add_common(CLI::App* sub, Common& c) {
+  sub->add_option("-c,--config", c.config, "YAML config (e.g. configs/vqtok_tiny.yaml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
+      ->allow_extra_args(false);
+}
+
+int run(const Common& c, const std::string& command, std::vector<std::string> extra_sets,
+        const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
+  std::vector<std::string> sets = c.sets;
+  sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+  const config::AppConfig cfg = config::load_app_config(c.config, sets, config::App::vqtok);
+  const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
+  comm::launch(c.ranks, [&](comm::Communicator& comm) {
+    if (comm.rank() == 0) {
+      std::printf("vqtok %s: config %s | world size %d (%s)\n", command.c_str(), resolved.c_str(),
+                  comm.size(), comm.backend());
+      std::fflush(stdout);
+    }
+    fn(cfg, comm);
+  });
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vqtok: Emu3-style video tokenizer trained with ZeRO-3"};
+  app.require_subcommand(1);
+
+  Common train_c, encode_c, decode_c, eval_c, export_c;
+
+  CLI::App* train = app.add_subcommand("train", "train the tokenizer with ZeRO-3");
+  add_common(train, train_c);
+  bool resume = false;
+  int64_t steps = 0;
+  train->add_flag("--resume", resume, "continue from the latest checkpoint in output_dir");
+  train->add_option("--steps", steps, "shortcut for --set train.steps=S")
+      ->check(CLI::PositiveNumber);
+
+  CLI::App* encode = app.add_subcommand("encode", "clips or images -> token ids (.npy, int64)");
+  add_common(encode, encode_c);
+  vqtok::EncodeOptions eo;
+  std::string encode_split = "eval";
+  encode->add_option(
+      "--weights", eo.weights,
+      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
+  encode->add_option("--input", eo.input,
+                     ".npy of clips (N,T,3,H,W) or images (N,3,H,W), an image, or a folder of "
+                     "images (default: the config's dataset)");
+  encode->add_option("--split", encode_split, "config dataset split")
+      ->check(CLI::IsMember({"eval", "train"}));
+  encode->add_option("-o,--out", eo.out, "token ids .npy to write")->required();
+  encode->add_option("--limit", eo.limit, "encode at most this many items")
+      ->check(CLI::NonNegativeNumber);
+  encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
+      ->check(CLI::NonNegativeNumber);
+  encode->add_flag("--verify", eo.verify, "check that every rank produces identical tokens");
+
+  CLI::App* decode = app.add_subcommand("decode", "token ids (.npy) -> PNG frames");
+  add_common(decode, decode_c);
+  vqtok::DecodeOptions dO;
+  decode->add_option("--weights", dO.weights, "exported .safetensors or checkpoint directory");
+  decode->add_option("--codes", dO.codes, "token ids .npy (from vqtok encode)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  decode->add_option("-o,--out", dO.out_dir, "folder for the PNG frames")->required();
+  decode->add_option("--batch", dO.batch, "clips per forward (default: train.batch)")
+      ->check(CLI::NonNegativeNumber);
+
+  CLI::App* eval = app.add_subcommand("eval", "PSNR and codebook usage on a dataset (JSON)");
+  add_common(eval, eval_c);
+  vqtok::EvalOptions vo;
+  std::string eval_split = "eval", eval_out;
+  eval->add_option("--weights", vo.weights, "exported .safetensors or checkpoint directory");
+  eval->add_option("--split", eval_split, "dataset split")->check(CLI::IsMember({"eval", "train"}));
+  eval->add_option("--batches", vo.batches, "batches per rank (default: the whole split)")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("--batch", vo.batch, "clips per rank per batch (default: train.batch)")
+      ->check(CLI::NonNegativeNumber);
+  eval->add_option("-o,--out", eval_out, "also write the JSON to this file");
+
+  CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
+  add_common(exp, export_c);
+  std::string checkpoint, export_out;
+  exp->add_option("--checkpoint", checkpoint,
+                  "checkpoint directory (default: output_dir/checkpoints)");
+  exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*train) {
+      vqtok::TrainOptions to;
+      to.resume = resume;
+      to.tty = app::stdout_is_tty();
+      std::vector<std::string> extra;
+      if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
+      return run(train_c, "train", extra,
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqtok::train(cfg, to, comm);
+                 });
+    }
+    if (*encode) {
+      eo.eval_split = encode_split == "eval";
+      return run(encode_c, "encode", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqtok::encode(cfg, eo, comm);
+                 });
+    }
+    if (*decode) {
+      return run(decode_c, "decode", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqtok::decode(cfg, dO, comm);
+                 });
+    }
+    if (*eval) {
+      vo.eval_split = eval_split == "eval";
+      return run(eval_c, "eval", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+        vqtok::EvalResult r = vqtok::evaluate(cfg, vo, comm);
+        if (comm.rank() != 0) return;
+        nlohmann::json j = r.json();
+        j["split"] = eval_split;
+        std::printf("%s\n", j.dump().c_str());
+        if (!eval_out.empty()) {
+          std::ofstream f(eval_out);
+          f << j.dump(2) << "\n";
+          ZT_CHECK(f.good(), "eval: cannot write '", eval_out, "'");
+        }
+      });
+    }
+    if (*exp) {
+      return run(export_c, "export", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqtok::export_model(cfg, checkpoint, export_out, comm);
+                 });
+    }
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "vqtok: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

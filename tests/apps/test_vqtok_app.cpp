@@ -1,0 +1,272 @@
+// The vqtok application (apps/common/vqtok_app.h, train_util.h) on thread ranks, at a
+// width that trains in seconds (ch 32, ch_mult [1, 1, 1, 1], 16x16 clips of 4 frames,
+// 64 codes). What these tests pin down:
+//  1. a short ZeRO-3 run on 2 ranks lowers the loss and writes metrics.jsonl, curves.svg,
+//     the reconstruction grid and checkpoints; --resume continues from the latest one;
+//  2. export writes every state-dict key (BatchNorm buffers included) in fp32, and the
+//     file loads into a plain model that computes what the checkpoint computes;
+//  3. encode on 2 ranks: every rank produces identical tokens (--verify) and the same
+//     ids as 1 rank; decode and eval run on them;
+//  4. the helpers: PSNR, the learning-rate plan, codebook usage reduced across ranks;
+//  5. errors name what is missing (weights, checkpoint).
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "apps/common/vqtok_app.h"
+#include "common/test_util.h"
+#include "configs/config.h"
+#include "data/npy.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+#include "zero/checkpoint.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kYaml = R"(
+model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
+        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
+data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 64, eval_samples: 8,
+       seed: 7, workers: 1, prefetch: 1}
+train: {steps: 8, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
+        eval_every: 8, eval_batches: 1, checkpoint_every: 4, keep_checkpoints: 2,
+        gradient_clipping: 1.0}
+loss: {l2: 1.0, l1: 0.1, vq: 1.0, commitment: 0.25}
+zero_optimization: {stage: 3, stage3_param_persistence_threshold: 100,
+                    reduce_bucket_size: 20000, stage3_prefetch_bucket_size: 20000}
+buffers: {sync: average}
+output_dir: unset
+)";
+
+config::AppConfig tiny_config(const std::string& out_dir, std::vector<std::string> sets = {}) {
+  config::Node root = config::parse_yaml(kYaml, "test_vqtok_app");
+  sets.push_back("output_dir=" + out_dir);
+  for (const auto& s : sets) config::apply_override(root, s);
+  return config::parse_app_config(root, config::App::vqtok);
+}
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("zt_vqtok_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+// One 2-rank training run shared by the tests that need trained weights.
+struct Trained {
+  config::AppConfig cfg;
+  vqtok::TrainResult result[2];
+};
+
+const Trained& trained() {
+  static Trained* t = [] {
+    auto* t = new Trained{tiny_config(fresh_dir("train")), {}};
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.quiet = true;
+      t->result[comm.rank()] = vqtok::train(t->cfg, o, comm);
+    });
+    return t;
+  }();
+  return *t;
+}
+
+std::vector<nlohmann::json> records(const std::string& dir, const std::string& kind) {
+  std::vector<nlohmann::json> out;
+  for (auto& r : app::read_metrics(dir + "/metrics.jsonl"))
+    if (r.value("kind", "") == kind) out.push_back(r);
+  return out;
+}
+
+}  // namespace
+
+TEST(VqtokApp, TrainingOnTwoRanksLowersTheLoss) {
+  const Trained& t = trained();
+  const vqtok::TrainResult& r = t.result[0];
+  ASSERT_EQ(r.steps, 8);
+  ASSERT_EQ(r.log_losses.size(), 8u);
+  // Both ranks report the same (globally reduced) numbers.
+  EXPECT_EQ(t.result[1].log_losses, r.log_losses);
+  const double first = (r.log_losses[0] + r.log_losses[1]) / 2;
+  const double last = (r.log_losses[6] + r.log_losses[7]) / 2;
+  EXPECT_LT(last, 0.8 * first) << "loss " << first << " -> " << last;
+  EXPECT_GT(r.log_psnr.back(), r.log_psnr.front());
+  EXPECT_GT(r.codebook.used, 0);
+  EXPECT_LE(r.codebook.usage, 1.0);
+
+  const std::string dir = t.cfg.output_dir;
+  auto train = records(dir, "train");
+  ASSERT_EQ(train.size(), 8u);
+  for (const char* key :
+       {"loss", "mse", "l1", "vq", "psnr", "codebook_usage", "lr", "step_time", "eta_s", "memory"})
+    EXPECT_TRUE(train[0].contains(key)) << "metrics record lacks " << key;
+  EXPECT_EQ(records(dir, "eval").size(), 1u);
+  EXPECT_TRUE(fs::exists(dir + "/curves.svg"));
+  EXPECT_TRUE(fs::exists(dir + "/recon_step_000008.png"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000004/meta.json"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000008/meta.json"));
+  EXPECT_EQ(r.final_checkpoint, vqtok::checkpoint_root(t.cfg) + "/step_000008");
+}
+
+TEST(VqtokApp, ResumeContinuesFromTheLatestCheckpoint) {
+  const std::string dir = fresh_dir("resume");
+  auto first =
+      tiny_config(dir, {"train.steps=2", "train.checkpoint_every=2", "train.eval_every=0"});
+  auto second =
+      tiny_config(dir, {"train.steps=3", "train.checkpoint_every=2", "train.eval_every=0"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(first, o, comm);
+    o.resume = true;
+    vqtok::TrainResult r = vqtok::train(second, o, comm);
+    EXPECT_EQ(r.start_step, 2);
+    EXPECT_EQ(r.steps, 3);
+  });
+  auto train = records(dir, "train");
+  ASSERT_EQ(train.size(), 3u);
+  EXPECT_EQ(train[2]["step"].get<int64_t>(), 3);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000003/meta.json"));
+  fs::remove_all(dir);
+}
+
+TEST(VqtokApp, ExportHasEveryKeyInFp32AndLoadsIntoAPlainModel) {
+  const Trained& t = trained();
+  const std::string out = t.cfg.output_dir + "/export/model.safetensors";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::export_model(t.cfg, vqtok::checkpoint_root(t.cfg), out, comm, /*quiet=*/true);
+  });
+  auto dict = nn::load_safetensors(out);
+  auto expected = vq::VqModel::expected_keys(t.cfg.model);
+  ASSERT_EQ(dict.size(), expected.size());
+  std::map<std::string, Tensor> by_name(dict.begin(), dict.end());
+  for (const auto& [name, shape] : expected) {
+    ASSERT_TRUE(by_name.count(name)) << "export lacks " << name;
+    EXPECT_EQ(by_name[name].sizes(), shape) << name;
+    if (name.find("num_batches_tracked") == std::string::npos) {
+      EXPECT_EQ(by_name[name].dtype(), DType::f32) << name;
+    }
+  }
+  // BatchNorm statistics were trained: not the initial (0, 1).
+  EXPECT_NE(by_name["encoder.time_res_stack.0.norm1.running_var"].to_vector(),
+            std::vector<double>(4, 1.0));
+
+  // A plain model loaded from the file computes what the checkpoint's replica computes.
+  manual_seed(3);
+  vq::VqModel plain(t.cfg.model);
+  nn::load_state_dict(plain, dict, /*strict=*/true);
+  plain.eval();
+  Tensor x = rand({2, 4, 3, 16, 16}) * 2.0 - 1.0;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    auto from_ckpt = vqtok::load_frozen_model(t.cfg, "", comm);
+    auto from_file = vqtok::load_frozen_model(t.cfg, out, comm);
+    autograd::NoGradGuard ng;
+    Tensor a = plain.call({x})[0], b = from_ckpt->call({x})[0], c = from_file->call({x})[0];
+    EXPECT_CLOSE(b, a, 1e-5, 1e-6);
+    EXPECT_CLOSE(c, a, 1e-5, 1e-6);
+  });
+}
+
+TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
+  const Trained& t = trained();
+  const std::string ids = t.cfg.output_dir + "/ids.npy";
+  vqtok::EncodeOptions o;
+  o.limit = 6;
+  o.batch = 2;
+  o.quiet = true;
+  Tensor one;
+  comm::run_threads(1,
+                    [&](comm::Communicator& comm) { one = vqtok::encode(t.cfg, o, comm).codes; });
+  ASSERT_EQ(one.sizes(), (Shape{6, 1, 2, 2}));
+  o.verify = true;
+  o.out = ids;
+  Tensor per_rank[2];
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::EncodeResult r = vqtok::encode(t.cfg, o, comm);
+    ASSERT_EQ(r.verify_hashes.size(), 2u);
+    EXPECT_EQ(r.verify_hashes[0], r.verify_hashes[1]);
+    per_rank[comm.rank()] = r.codes;
+  });
+  EXPECT_EQ(per_rank[0].to_vector(), one.to_vector());
+  EXPECT_EQ(per_rank[1].to_vector(), one.to_vector());
+  Tensor saved = data::load_npy(ids);
+  EXPECT_EQ(saved.dtype(), DType::i64);
+  EXPECT_EQ(saved.to_vector(), one.to_vector());
+
+  // Decode the ids back to frames, and evaluate on the held-out split.
+  vqtok::DecodeOptions d;
+  d.codes = ids;
+  d.out_dir = t.cfg.output_dir + "/decoded";
+  d.quiet = true;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    Tensor frames = vqtok::decode(t.cfg, d, comm);
+    EXPECT_EQ(frames.sizes(), (Shape{6, 4, 3, 16, 16}));
+    vqtok::EvalResult e = vqtok::evaluate(t.cfg, {}, comm);
+    EXPECT_EQ(e.clips, 8);
+    EXPECT_GT(e.psnr, 5.0);
+    EXPECT_GT(e.codebook.used, 0);
+  });
+  EXPECT_TRUE(fs::exists(d.out_dir + "/clip_000005_frame_03.png"));
+  EXPECT_TRUE(fs::exists(d.out_dir + "/grid.png"));
+}
+
+TEST(VqtokApp, HelpersPsnrLrPlanAndCodebookUsage) {
+  EXPECT_NEAR(app::psnr_from_mse(0.04), 20.0, 1e-9);  // 10 log10(4 / 0.04)
+  config::TrainConfig tc;
+  tc.steps = 10;
+  tc.lr = 1.0;
+  tc.min_lr = 0.0;
+  tc.warmup = 2;
+  tc.schedule = config::Schedule::linear;
+  app::LrPlan plan(tc);
+  EXPECT_NEAR(plan.lr_at(0), 0.5, 1e-12);
+  EXPECT_NEAR(plan.lr_at(2), 1.0, 1e-12);
+  EXPECT_NEAR(plan.lr_at(6), 0.5, 1e-12);
+  tc.schedule = config::Schedule::cosine;
+  tc.warmup = 50;  // longer than the run: cut to it, not an error
+  EXPECT_NO_THROW(app::LrPlan{tc}.lr_at(3));
+
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    // rank 0 sees codes {0, 1, 1}, rank 1 {2, 1, 1}: 3 of 8 used, p = {1/6, 4/6, 1/6}.
+    app::CodebookUsage u(8);
+    u.add(from_vector({comm.rank() == 0 ? 0.0 : 2.0, 1, 1}, {3}, DType::i64));
+    app::CodebookStats s = u.reduce(comm);
+    EXPECT_EQ(s.used, 3);
+    EXPECT_EQ(s.tokens, 6);
+    EXPECT_NEAR(s.usage, 3.0 / 8.0, 1e-12);
+    const double h = -(2.0 / 6.0) * std::log(1.0 / 6.0) - (4.0 / 6.0) * std::log(4.0 / 6.0);
+    EXPECT_NEAR(s.perplexity, std::exp(h), 1e-9);
+    EXPECT_EQ(u.reduce(comm).used, 0) << "reduce() starts a new window";
+    EXPECT_THROW(u.add(from_vector({8}, {1}, DType::i64)), Error);
+
+    app::ScalarWindow w;
+    w.add("loss", comm.rank() == 0 ? 1.0 : 3.0);
+    w.add("loss", comm.rank() == 0 ? 1.0 : 3.0);
+    auto m = w.reduce(comm);
+    ASSERT_EQ(m.size(), 1u);
+    EXPECT_DOUBLE_EQ(m[0].second, 2.0);
+  });
+}
+
+TEST(VqtokApp, MissingWeightsAndCheckpointsAreNamed) {
+  auto cfg = tiny_config(fresh_dir("missing"));
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    try {
+      vqtok::load_frozen_model(cfg, "", comm);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--weights"), std::string::npos) << e.what();
+    }
+    try {
+      vqtok::export_model(cfg, cfg.output_dir + "/nowhere", cfg.output_dir + "/m.safetensors", comm,
+                          true);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("no checkpoint"), std::string::npos) << e.what();
+    }
+  });
+}
