@@ -257,6 +257,8 @@ AppConfig parse_app_config(const Node& root, App app) {
     c.gpt.emplace();
     read_gpt(s.sub("gpt"), *c.gpt);
   }
+  c.bf16 = s.raw("bf16");
+  c.fp16 = s.raw("fp16");
   c.zero_optimization = s.raw("zero_optimization");
   if (c.zero_optimization && !c.zero_optimization.is_map())
     c.zero_optimization.fail("expected a mapping of DeepSpeed zero_optimization keys");

@@ -139,6 +139,7 @@ struct AppConfig {
   LossConfig loss;
   std::optional<GptConfig> gpt;  ///< present in vqgpt configs
   Node zero_optimization;        ///< raw; parsed by zt::zero (absent: its defaults)
+  Node bf16, fp16;               ///< raw DeepSpeed mixed-precision sections (zt::zero parses)
   BuffersConfig buffers;
   std::vector<std::string> replicated;  ///< module paths kept out of partitioning
   std::string output_dir;               ///< default: runs/<config file stem>

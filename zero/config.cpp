@@ -20,4 +20,21 @@ Config config_from_node(const config::Node& node) {
   return c;
 }
 
+MixedPrecision mixed_precision_from_nodes(const config::Node& bf16, const config::Node& fp16) {
+  MixedPrecision m;
+  config::Section b(bf16);
+  b.get("enabled", m.bf16);
+  b.finish();
+  config::Section f(fp16);
+  f.get("enabled", m.fp16);
+  f.get("loss_scale", m.loss_scale, 0.0);
+  f.get("initial_scale_power", m.initial_scale_power, 0, 62);
+  f.get("loss_scale_window", m.loss_scale_window, 1);
+  f.get("hysteresis", m.hysteresis, 1);
+  f.get("min_loss_scale", m.min_loss_scale, 0.0);
+  f.finish();
+  if (m.bf16 && m.fp16) f.fail("enabled", "bf16 and fp16 cannot both be enabled");
+  return m;
+}
+
 }  // namespace zt::zero

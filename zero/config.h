@@ -8,8 +8,27 @@
 
 #include "configs/app_config.h"
 #include "configs/config.h"
+#include "core/dtype.h"
 
 namespace zt::zero {
+
+/// DeepSpeed's `bf16` and `fp16` sections. Parameters are stored (and computed) in the
+/// low-precision type; fp32 master shards and fp32 gradient shards stay with the optimizer.
+struct MixedPrecision {
+  bool bf16 = false;
+  bool fp16 = false;
+  double loss_scale = 0;         // fp16: 0 = dynamic, else a fixed scale
+  int initial_scale_power = 16;  // dynamic: start at 2^power
+  int loss_scale_window = 1000;  // dynamic: good steps before doubling the scale
+  int hysteresis = 2;            // dynamic: overflows tolerated before halving
+  double min_loss_scale = 1;     // dynamic: never below this
+  /// The parameter dtype this implies (f32 when neither is enabled).
+  DType dtype() const { return bf16 ? DType::bf16 : fp16 ? DType::f16 : DType::f32; }
+};
+
+/// Parses the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
+/// loss_scale_window, hysteresis, min_loss_scale}) sections; both enabled is an error.
+MixedPrecision mixed_precision_from_nodes(const config::Node& bf16, const config::Node& fp16);
 
 struct Config {
   int stage = 3;  // only 3 is implemented
@@ -34,6 +53,8 @@ struct Config {
   config::BuffersConfig buffers;
   /// zt: BatchNorm layers normalize with statistics over every rank's batch.
   bool sync_batchnorm = false;
+  /// DeepSpeed's bf16 / fp16 sections.
+  MixedPrecision precision;
 };
 
 /// Parses a `zero_optimization` section (DeepSpeed key names); unknown keys and bad

@@ -39,10 +39,27 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     }
     if (!is_partitioned(p)) partition_param(p, comm_, 0);
     ZeroParam* z = zero_param(p);
+    DType low = config_.precision.dtype();
+    Tensor master;
+    if (low != DType::f32 && z->dtype == DType::f32) {
+      // Mixed precision: the fp32 shard becomes the master; the parameter is stored,
+      // gathered and computed in the low-precision type.
+      {
+        MemTagScope tag(MemTag::kOptimState);
+        master = z->shard.clone();
+      }
+      MemTagScope tag(MemTag::kParamShard);
+      z->shard = master.to(low);
+      z->dtype = low;
+      p.impl()->dtype = low;
+    }
     z->persistent = p.numel() <= config_.stage3_param_persistence_threshold;
     ManagedParam mp{name, p, z->shard, Tensor()};
     if (p.requires_grad()) {
-      if (z->dtype != DType::f32) {
+      if (master.defined()) {
+        mp.master = master;
+        z->master = master;
+      } else if (z->dtype != DType::f32) {
         MemTagScope tag(MemTag::kOptimState);
         mp.master = z->shard.to(DType::f32);
         z->master = mp.master;
@@ -57,6 +74,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   for (auto& [name, b] : model_->named_buffers()) {
     broadcast_tensor(b, comm_, 0);
     buffers_.emplace_back(name, b);
+  }
+  if (config_.precision.fp16) {
+    loss_scale_ = config_.precision.loss_scale > 0
+                      ? config_.precision.loss_scale
+                      : std::ldexp(1.0, config_.precision.initial_scale_power);
+    hysteresis_left_ = config_.precision.hysteresis;
   }
   optimizer_ = make_optimizer(optimizer, trainable);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
@@ -238,9 +261,8 @@ std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {
 }
 
 void Engine::backward(const Tensor& loss) {
-  Tensor l = config_.gradient_accumulation_steps > 1
-                 ? mul(loss, 1.0 / config_.gradient_accumulation_steps)
-                 : loss;
+  double scale = loss_scale_ / config_.gradient_accumulation_steps;
+  Tensor l = scale != 1.0 ? mul(loss, scale) : loss;
   {
     MemTagScope tag(MemTag::kActivation);
     l.backward();
@@ -287,6 +309,18 @@ bool Engine::step() {
     shard_sq = t.item();
   }
   last_grad_norm_ = std::sqrt(shard_sq + optim::grad_norm_sq(replica_grads));
+  if (loss_scale_ != 1.0) {
+    // fp16: gradients carry the loss scale. A non-finite norm (the all-reduce spreads it
+    // to every rank) means overflow: skip this update and lower the scale.
+    if (!std::isfinite(last_grad_norm_)) {
+      skip_overflowed_step();
+      return false;
+    }
+    last_grad_norm_ /= loss_scale_;
+    optim::scale_grads(shard_grads, 1.0 / loss_scale_);
+    optim::scale_grads(replica_grads, 1.0 / loss_scale_);
+    update_loss_scale(false);
+  }
   if (config_.gradient_clipping > 0) {
     double coef = optim::clip_coefficient(last_grad_norm_, config_.gradient_clipping);
     if (coef < 1.0) {
@@ -319,6 +353,37 @@ bool Engine::step() {
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();
   return true;
+}
+
+void Engine::update_loss_scale(bool overflow) {
+  if (config_.precision.loss_scale > 0) return;  // a fixed scale
+  if (overflow) {
+    good_steps_ = 0;
+    if (--hysteresis_left_ <= 0) {
+      loss_scale_ = std::max(loss_scale_ / 2, config_.precision.min_loss_scale);
+      hysteresis_left_ = config_.precision.hysteresis;
+    }
+    return;
+  }
+  if (++good_steps_ >= config_.precision.loss_scale_window) {
+    loss_scale_ *= 2;
+    good_steps_ = 0;
+  }
+}
+
+void Engine::skip_overflowed_step() {
+  double before = loss_scale_;
+  update_loss_scale(true);
+  ++stats_.overflow_skips;
+  if (comm_.rank() == 0)
+    std::fprintf(stderr,
+                 "zt: fp16 gradient overflow at step %ld: update skipped, loss scale %g -> %g\n",
+                 static_cast<long>(stats_.steps), before, loss_scale_);
+  for (ManagedParam& mp : params_)
+    if (mp.grad_shard.defined()) mp.grad_shard.zero_();
+  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  release_all();
+  if (trace_.end_step()) finish_trace_recording();
 }
 
 void Engine::refresh_from_master() {

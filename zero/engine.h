@@ -72,6 +72,8 @@ class Engine {
 
   void set_lr(double lr);
   double lr() const;
+  /// The current fp16 loss scale (1 without fp16).
+  double loss_scale() const { return loss_scale_; }
   /// Global gradient norm before clipping at the last step.
   double last_grad_norm() const { return last_grad_norm_; }
   MemoryReport memory_report() const;
@@ -122,6 +124,8 @@ class Engine {
   void on_grad_ready(size_t index);
   void finish_trace_recording();
   void log(const std::string& e);
+  void update_loss_scale(bool overflow);
+  void skip_overflowed_step();
 
   std::shared_ptr<nn::Module> model_;
   comm::Communicator& comm_;
@@ -138,6 +142,9 @@ class Engine {
   int micro_ = 0;
   bool end_of_backward_queued_ = false;
   double last_grad_norm_ = 0.0;
+  double loss_scale_ = 1.0;  // fp16 only
+  int good_steps_ = 0;
+  int hysteresis_left_ = 0;
   EngineStats stats_;
   bool log_events_ = false;
   std::vector<std::string> events_;

@@ -88,9 +88,17 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   }
 #endif
   if (c.dtype() == DType::bf16 || c.dtype() == DType::f16) {
-    // Low-precision storage on CPU: compute in f32 (fp32 accumulation, as on GPUs).
-    Tensor af = a.to(DType::f32), bf = b.to(DType::f32), cf = c.to(DType::f32);
-    cpu_gemm(trans_a, trans_b, m, n, k, alpha, af, lda, bf, ldb, beta, cf, ldc);
+    // Low-precision storage on CPU: compute in f32 (fp32 accumulation, as on GPUs). The
+    // operands are 2-D views whose memory layout (trans, ld) BLAS reads, so convert the
+    // memory layout — the transpose of the view when trans — into a packed f32 copy.
+    auto to_f32 = [](const Tensor& t, bool trans, int64_t& ld) {
+      Tensor f = (trans ? t.transpose(0, 1) : t).to(DType::f32).contiguous();
+      ld = std::max<int64_t>(f.size(1), 1);
+      return f;
+    };
+    int64_t la, lb, lc;
+    Tensor af = to_f32(a, trans_a, la), bf = to_f32(b, trans_b, lb), cf = to_f32(c, false, lc);
+    cpu_gemm(trans_a, trans_b, m, n, k, alpha, af, la, bf, lb, beta, cf, lc);
     c.copy_(cf);
     return;
   }

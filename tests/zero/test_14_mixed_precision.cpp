@@ -1,0 +1,102 @@
+// Lesson 14 — mixed precision, on the CPU.
+// Invariant: with bf16 (or fp16) enabled, parameters are stored, gathered and computed in
+// 16 bits while the optimizer updates fp32 master shards from fp32 gradient shards; the
+// 16-bit shard is the master rounded. With fp16 the loss is scaled; a step whose
+// gradients overflow is skipped (parameters untouched), says so, and lowers the scale.
+#include <cmath>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+class Mlp : public nn::UnaryModule {
+ public:
+  Mlp() : nn::UnaryModule("Mlp") {
+    a = register_module("a", std::make_shared<nn::Linear>(8, 16));
+    b = register_module("b", std::make_shared<nn::Linear>(16, 4));
+  }
+  std::shared_ptr<nn::Linear> a, b;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*b)(gelu((*a)(x))); }
+};
+
+std::pair<Tensor, Tensor> data(int step) {
+  Generator g(50 + static_cast<uint64_t>(step % 4));
+  Tensor x = randn({16, 8}, g);
+  return {x, mul(x.narrow(1, 0, 4), 0.5)};  // a learnable linear target
+}
+}  // namespace
+
+TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(4);
+    std::shared_ptr<Mlp> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Mlp>();
+    }
+    zero::Config cfg;
+    cfg.precision.bf16 = true;
+    zero::OptimizerConfig opt;
+    opt.lr = 1e-2;
+    zero::Engine engine(m, comm, cfg, opt);
+    EXPECT_EQ(m->a->weight.dtype(), DType::bf16);
+    double first = 0, last = 0;
+    for (int step = 0; step < 30; ++step) {
+      auto [x, y] = data(step);
+      Tensor loss = mse_loss(engine(x.to(DType::bf16)).to(DType::f32), y);
+      if (step == 0) first = loss.item();
+      last = loss.item();
+      engine.backward(loss);
+      engine.step();
+    }
+    EXPECT_LT(last, 0.5 * first) << "bf16 training converges";
+    for (const auto& mp : engine.partitioned()) {
+      zero::ZeroParam* z = zero::zero_param(mp.param);
+      EXPECT_EQ(mp.master.dtype(), DType::f32);
+      EXPECT_EQ(z->shard.dtype(), DType::bf16);
+      EXPECT_CLOSE(z->shard.to(DType::f32), mp.master.to(DType::bf16).to(DType::f32), 0, 0)
+          << mp.name << ": the bf16 shard is the rounded master";
+    }
+    zero::MemoryReport r = engine.memory_report();
+    EXPECT_GT(r.optim_state, 0);
+  });
+}
+
+TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(4);
+    std::shared_ptr<Mlp> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Mlp>();
+    }
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
+    cfg.precision.hysteresis = 1;
+    cfg.precision.loss_scale_window = 1000;
+    zero::Engine engine(m, comm, cfg, {});
+    auto before = lesson::full_parameters(*m, comm);
+    auto [x, y] = data(0);
+    engine.backward(mse_loss(engine(x.to(DType::f16)).to(DType::f32), y));
+    EXPECT_FALSE(engine.step()) << "the overflowed update is skipped";
+    EXPECT_EQ(engine.stats().overflow_skips, 1);
+    EXPECT_EQ(engine.loss_scale(), std::ldexp(1.0, 39));
+    auto after = lesson::full_parameters(*m, comm);
+    for (size_t i = 0; i < before.size(); ++i)
+      EXPECT_CLOSE(after[i].second, before[i].second, 0, 0) << before[i].first << " untouched";
+    // The scale keeps halving until gradients fit, then training proceeds.
+    int stepped = 0;
+    for (int step = 1; step < 40 && stepped < 3; ++step) {
+      auto [xs, ys] = data(step);
+      engine.backward(mse_loss(engine(xs.to(DType::f16)).to(DType::f32), ys));
+      stepped += engine.step() ? 1 : 0;
+    }
+    EXPECT_EQ(stepped, 3);
+    EXPECT_LT(engine.loss_scale(), std::ldexp(1.0, 30));
+    EXPECT_TRUE(std::isfinite(engine.last_grad_norm()));
+  });
+}
