@@ -232,11 +232,11 @@ void dispatch_device_floating(DType t, const char* op, Fn&& fn) {
   });
 }
 
-/// Error unless every tensor is on `dev` (kernels here run on one GPU).
+/// Error unless every defined tensor is on `dev` (kernels here run on one GPU).
 inline void check_device(const char* op, Device dev, std::initializer_list<Tensor> ts) {
   for (const Tensor& t : ts)
-    ZT_CHECK(t.device() == dev, op, ": tensors on ", dev.str(), " and ", t.device().str(),
-             "; move them to one GPU first");
+    ZT_CHECK(!t.defined() || t.device() == dev, op, ": tensors on ", dev.str(), " and ",
+             t.device().str(), "; move them to one GPU first");
 }
 
 }  // namespace zt::cuda

@@ -1,5 +1,7 @@
 // conv2d / conv3d: argument checks, output allocation and autograd. Both run the 3-D
-// CPU kernel (core/cpu/conv.h); a 2-D conv is a 3-D one with depth 1.
+// kernel of the tensors' device (core/cpu/conv.h, or cuDNN through core/cuda/conv.cu);
+// a 2-D conv is a 3-D one with depth 1. cuDNN pads symmetrically, so on the GPU an
+// asymmetric padding that changes the output size is applied with pad() first.
 // Legend: N batch, C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
 #include "core/ops/conv.h"
 
@@ -46,11 +48,45 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
   ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), op, ": bias ",
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", weight.size(0),
            ") to match weight ", shape_str(weight.sizes()));
+  if (x.device().is_cuda()) {
+    ZT_CHECK(is_floating(x.dtype()), op, ": supports f32, f64, bf16 and f16 on CUDA, got ",
+             dtype_name(x.dtype()));
+    return;
+  }
   ZT_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op,
            ": supports f32 and f64 on CPU, got ", dtype_name(x.dtype()),
            " (convert with .to(DType::f32))");
   ZT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(),
            " yet; move the tensors to the CPU");
+}
+
+// CUDA only: padding (before, after) per spatial axis (D, H, W order) that cuDNN's
+// symmetric padding cannot express is applied to x with pad() (differentiable), leaving
+// `pads` symmetric. Keeps the front pad where the back pad does not change the output
+// size (the extra zeros are never read). Returns x itself when nothing is needed.
+Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, const int64_t* strides,
+                         int64_t* pads) {
+  std::vector<int64_t> extra;  // pad()'s order: last dim first
+  bool any = false;
+  for (int64_t a = spatial - 1; a >= 0; --a) {
+    int64_t in = x.size(2 + a), k = w.size(2 + a), s = strides[a];
+    int64_t& p0 = pads[2 * a];
+    int64_t& p1 = pads[2 * a + 1];
+    int64_t e0 = 0, e1 = 0;
+    const bool same_out = in + 2 * p0 >= k && (in + 2 * p0 - k) / s == (in + p0 + p1 - k) / s;
+    if (in + p0 + p1 >= k && !same_out) {
+      int64_t common = std::min(p0, p1);
+      e0 = p0 - common;
+      e1 = p1 - common;
+      p0 = p1 = common;
+    } else {
+      p1 = p0;
+    }
+    extra.push_back(e0);
+    extra.push_back(e1);
+    any = any || e0 > 0 || e1 > 0;
+  }
+  return any ? pad(x, extra) : x;
 }
 
 // Shared forward + autograd for both ranks; `g` is complete, `out_shape` its output.
@@ -60,7 +96,7 @@ Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_s
   Tensor wc = weight.detach().contiguous();
   Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
   Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
-  cpu::conv_forward(g, out, xc, wc, bc);
+  ZT_DISPATCH(x.device(), conv_forward, g, out, xc, wc, bc);
   if (autograd::needs_grad({x, weight, bias})) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad();
     const bool gb = bias.defined() && bias.requires_grad();
@@ -75,7 +111,7 @@ Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_s
           Tensor dx = gx ? Tensor::empty(xd.sizes(), xd.dtype(), xd.device()) : Tensor();
           Tensor dw = gw ? Tensor::empty(wd.sizes(), wd.dtype(), wd.device()) : Tensor();
           Tensor db = gb ? Tensor::empty({g.o}, wd.dtype(), wd.device()) : Tensor();
-          cpu::conv_backward(g, go, xd, wd, dx, dw, db);
+          ZT_DISPATCH(xd.device(), conv_backward, g, go, xd, wd, dx, dw, db);
           return std::vector<Tensor>{dx, dw, db};
         });
   }
@@ -86,6 +122,11 @@ Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_s
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
   check_conv_inputs("conv2d", 2, x, weight, bias);
+  if (x.device().is_cuda()) {
+    Conv2dArgs sym = args;
+    Tensor xp = pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.padding.data());
+    if (!xp.same(x)) return conv2d(xp, weight, bias, sym);
+  }
   const auto& s = args.stride;
   const auto& p = args.padding;  // top, bottom, left, right
   cpu::ConvGeometry g;
@@ -107,6 +148,11 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dArgs& args) {
   check_conv_inputs("conv3d", 3, x, weight, bias);
+  if (x.device().is_cuda()) {
+    Conv3dArgs sym = args;
+    Tensor xp = pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.padding.data());
+    if (!xp.same(x)) return conv3d(xp, weight, bias, sym);
+  }
   const auto& s = args.stride;
   const auto& p = args.padding;  // front, back, top, bottom, left, right
   cpu::ConvGeometry g;

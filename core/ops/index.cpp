@@ -1,9 +1,11 @@
-// Index ops on the CPU: index_select / embedding (gradient: scatter-add of rows) and
-// gather (gradient: scatter-add along dim).
+// Index ops: index_select / embedding (gradient: scatter-add of rows) and gather
+// (gradient: scatter-add along dim), one_hot. The CPU loops live here; CUDA tensors go
+// to the kernels of core/cuda/index.cu, which give the same results bit for bit.
 #include "core/ops/index.h"
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 
 namespace zt {
 
@@ -42,9 +44,76 @@ void rows_kernel(const Tensor& dst, const Tensor& src, const Tensor& idx, int64_
     }
   });
 }
+
+#ifdef ZT_WITH_CUDA
+// The index on x's GPU (copied there if it is on the CPU), checked to lie in [0, n).
+Tensor device_index(const char* op, const Tensor& x, const Tensor& index, int64_t n,
+                    const char* what) {
+  ZT_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
+           ": indices must be i64 or i32, got ", dtype_name(index.dtype()));
+  Tensor ic = index.detach().to(x.device()).contiguous();
+  std::array<int64_t, 2> r = cuda::index_range(ic);
+  if (ic.numel() > 0) {
+    const int64_t bad = r[0] < 0 ? r[0] : r[1];
+    ZT_CHECK(r[0] >= 0 && r[1] < n, op, ": ", what, " ", bad, " out of range [0, ", n, ")");
+  }
+  return ic;
+}
+
+Tensor index_select_cuda(const Tensor& x, int64_t dim, const Tensor& index) {
+  ZT_CHECK(index.dim() == 1, "index_select: index must be 1-D, got ", shape_str(index.sizes()));
+  dim = wrap_dim(dim, x.dim(), "index_select");
+  const int64_t n = x.size(dim);
+  Tensor ic = device_index("index_select", x, index, n, "index");
+  Tensor xc = x.detach().contiguous();
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < dim; ++d) outer *= x.size(d);
+  for (int64_t d = dim + 1; d < x.dim(); ++d) inner *= x.size(d);
+  Shape os = x.sizes();
+  os[dim] = ic.numel();
+  Tensor out = Tensor::empty(os, x.dtype(), x.device());
+  cuda::index_rows(out, xc, ic, outer, n, inner);
+  if (autograd::needs_grad({x})) {
+    Shape xs = x.sizes();
+    autograd::record("index_select", {x}, {out},
+                     [xs, ic, outer, n, inner](const std::vector<Tensor>& g) {
+                       Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
+                       cuda::index_rows_add(gx, g[0].contiguous(), ic, outer, n, inner);
+                       return std::vector<Tensor>{gx};
+                     });
+  }
+  return out;
+}
+
+Tensor gather_cuda(const Tensor& x, int64_t dim, const Tensor& index) {
+  dim = wrap_dim(dim, x.dim(), "gather");
+  ZT_CHECK(index.dim() == x.dim(), "gather: index has ", index.dim(), " dims, input has ", x.dim());
+  for (int64_t d = 0; d < x.dim(); ++d)
+    ZT_CHECK(d == dim || index.size(d) <= x.size(d), "gather: index shape ",
+             shape_str(index.sizes()), " too large for input ", shape_str(x.sizes()));
+  Tensor ic = device_index("gather", x, index, x.size(dim), "index");
+  Tensor xc = x.detach().contiguous();
+  Tensor offsets = Tensor::empty(ic.sizes(), DType::i64, x.device());
+  cuda::gather_offsets(offsets, ic, xc.sizes(), dim);
+  Tensor out = Tensor::empty(ic.sizes(), x.dtype(), x.device());
+  cuda::take(out, xc, offsets);
+  if (autograd::needs_grad({x})) {
+    Shape xs = x.sizes();
+    autograd::record("gather", {x}, {out}, [xs, offsets](const std::vector<Tensor>& g) {
+      Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
+      cuda::put_add(gx, g[0].contiguous(), offsets);
+      return std::vector<Tensor>{gx};
+    });
+  }
+  return out;
+}
+#endif
 }  // namespace
 
 Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
+#ifdef ZT_WITH_CUDA
+  if (x.device().is_cuda()) return index_select_cuda(x, dim, index);
+#endif
   check_index(index, "index_select");
   ZT_CHECK(index.dim() == 1, "index_select: index must be 1-D, got ", shape_str(index.sizes()));
   dim = wrap_dim(dim, x.dim(), "index_select");
@@ -85,6 +154,9 @@ Tensor embedding(const Tensor& weight, const Tensor& ids) {
 }
 
 Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
+#ifdef ZT_WITH_CUDA
+  if (x.device().is_cuda()) return gather_cuda(x, dim, index);
+#endif
   check_index(index, "gather");
   dim = wrap_dim(dim, x.dim(), "gather");
   ZT_CHECK(index.dim() == x.dim(), "gather: index has ", index.dim(), " dims, input has ",
@@ -139,6 +211,16 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor one_hot(const Tensor& ids, int64_t classes) {
+#ifdef ZT_WITH_CUDA
+  if (ids.device().is_cuda()) {
+    Tensor ic = device_index("one_hot", ids, ids, classes, "id");
+    Shape os = ids.sizes();
+    os.push_back(classes);
+    Tensor out = zeros(os, DType::f32, ids.device());
+    cuda::one_hot(out, ic, classes);
+    return out;
+  }
+#endif
   check_index(ids, "one_hot");
   Tensor ic = ids.contiguous();
   Shape os = ids.sizes();

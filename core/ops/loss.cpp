@@ -10,6 +10,7 @@
 #include "core/autograd.h"
 #include "core/cpu/norm.h"
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 
 namespace zt {
 
@@ -18,8 +19,6 @@ namespace {
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   ZT_CHECK(x.defined(), op, ": undefined input");
-  ZT_CHECK(x.device().is_cpu(), op, ": only CPU tensors are supported for now, got ",
-           x.device().str());
   ZT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   if (x.dtype() == DType::bf16 || x.dtype() == DType::f16)
     return softmax_impl(x.to(DType::f32), dim, log).to(x.dtype());
@@ -30,18 +29,55 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   for (int64_t d = dim + 1; d < x.dim(); ++d) I *= x.size(d);
   Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  cpu::softmax_forward(y, xc, R, L, I, log);
+  ZT_DISPATCH(x.device(), softmax_forward, y, xc, R, L, I, log);
   if (autograd::needs_grad({x})) {
     Tensor ys = y.detach();
     autograd::record(op, {x}, {y}, [ys, R, L, I, log](const std::vector<Tensor>& g) {
       Tensor dy = g[0].contiguous();
       Tensor dx = Tensor::empty(ys.sizes(), ys.dtype(), ys.device());
-      cpu::softmax_backward(dx, dy, ys, R, L, I, log);
+      ZT_DISPATCH(ys.device(), softmax_backward, dx, dy, ys, R, L, I, log);
       return std::vector<Tensor>{dx};
     });
   }
   return y;
 }
+
+#ifdef ZT_WITH_CUDA
+// cross_entropy's loss and gradient on the GPU, from lsm = log_softmax (P, C) in f64:
+// the CPU path's formulas, with the sums and the gradient computed by kernels
+// (core/cuda/softmax.cu). One host synchronization reads the sum and the count.
+Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& target, const Tensor& lsm,
+                          const std::vector<int64_t>& perm, int64_t ignore_index) {
+  const int64_t C = logits.size(1);
+  Tensor tgt = target.to(logits.device()).to(DType::i64).contiguous().reshape({-1});
+  std::array<double, 3> s = cuda::nll_sums(lsm, tgt, ignore_index);
+  if (s[2] >= 0) {
+    const auto p = static_cast<int64_t>(s[2]);
+    const double t = tgt.narrow(0, p, 1).item();
+    ZT_FAIL("cross_entropy: target ", static_cast<int64_t>(t), " at position ", p,
+            " is out of range [0, ", C, ") (and is not ignore_index = ", ignore_index, ")");
+  }
+  const double count = s[1];
+  // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
+  double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
+  Tensor out = full({}, loss, logits.dtype(), logits.device());
+  if (autograd::needs_grad({logits})) {
+    Shape ls = logits.sizes();
+    Shape permuted;
+    for (int64_t d : perm) permuted.push_back(ls[d]);
+    std::vector<int64_t> inv(perm.size());
+    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+    DType dt = logits.dtype();
+    autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
+      Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
+      Tensor g64 = g[0].to(DType::f64).contiguous();
+      cuda::nll_backward(d, lsm, tgt, g64, count, ignore_index);
+      return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous().to(dt)};
+    });
+  }
+  return out;
+}
+#endif
 
 void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
   ZT_CHECK(x.defined() && y.defined(), op, ": undefined input");
@@ -60,8 +96,6 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
   ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
-  ZT_CHECK(logits.device().is_cpu(), "cross_entropy: only CPU tensors are supported for now, got ",
-           logits.device().str());
   ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
            shape_str(logits.sizes()));
   ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
@@ -81,6 +115,9 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     autograd::NoGradGuard ng;
     lsm = log_softmax(logits.detach().permute(perm).reshape({-1, C}).to(DType::f64), 1);
   }
+#ifdef ZT_WITH_CUDA
+  if (logits.device().is_cuda()) return cross_entropy_cuda(logits, target, lsm, perm, ignore_index);
+#endif
   Tensor tgt = target.to(DType::i64).contiguous().reshape({-1});
   const int64_t P = tgt.numel();
   const int64_t* pt = tgt.data<int64_t>();

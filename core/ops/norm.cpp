@@ -1,7 +1,8 @@
-// Normalization ops: argument checks, fused CPU kernels (core/cpu/norm.h) and their
-// autograd records. GroupNorm and BatchNorm have fused forward and backward kernels;
-// LayerNorm reuses the GroupNorm kernel (one group per row) and applies its
-// elementwise affine with broadcasting ops; RMSNorm is composed.
+// Normalization ops: argument checks, fused kernels (core/cpu/norm.h, and their CUDA
+// twins in core/cuda/norm.cu, chosen by the input's device) and their autograd records.
+// GroupNorm and BatchNorm have fused forward and backward kernels; LayerNorm reuses the
+// GroupNorm kernel (one group per row) and applies its elementwise affine with
+// broadcasting ops; RMSNorm is composed.
 // Legend: N batch, C channels, S spatial elements (product of *), G groups.
 // bf16/f16 inputs are normalized in f32 and cast back.
 #include "core/ops/norm.h"
@@ -28,8 +29,6 @@ void channel_dims(const char* op, const Tensor& x, const Tensor& weight, const T
                   int64_t& N, int64_t& C, int64_t& S) {
   ZT_CHECK(x.defined(), op, ": undefined input");
   ZT_CHECK(x.dim() >= 2, op, ": expected input (N, C, *), got ", shape_str(x.sizes()));
-  ZT_CHECK(x.device().is_cpu(), op, ": only CPU tensors are supported for now, got ",
-           x.device().str());
   detail::check_same(op, {x, weight, bias});
   N = x.size(0);
   C = x.size(1);
@@ -63,18 +62,18 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   Tensor rstd = Tensor::empty({N, G}, x.dtype(), x.device());
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-  cpu::group_norm_forward(y, mean, rstd, xc, w, b, N, C, S, G, eps);
+  ZT_DISPATCH(x.device(), group_norm_forward, y, mean, rstd, xc, w, b, N, C, S, G, eps);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     // The weight itself is saved (not a view of it): a ZeRO engine may re-gather it
     // into new storage before backward.
     autograd::record("group_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
       Tensor dy = g[0].contiguous();
-      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype()) : Tensor();
-      Tensor dw = gw ? Tensor::empty({C}, xc.dtype()) : Tensor();
-      Tensor db = gb ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+      Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+      Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-      cpu::group_norm_backward(dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, G);
+      ZT_DISPATCH(xc.device(), group_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, G);
       return std::vector<Tensor>{dx, dw, db};
     });
   }
@@ -112,9 +111,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                "batch_norm: expected more than 1 value per channel when training, got "
                "input ",
                shape_str(x.sizes()));
-      mean = Tensor::empty({C}, x.dtype());
-      Tensor var = Tensor::empty({C}, x.dtype());
-      cpu::batch_norm_stats(mean, var, xc, N, C, S);
+      mean = Tensor::empty({C}, x.dtype(), x.device());
+      Tensor var = Tensor::empty({C}, x.dtype(), x.device());
+      ZT_DISPATCH(x.device(), batch_norm_stats, mean, var, xc, N, C, S);
       rstd = rsqrt(add(var, eps));
       if (running_mean.defined()) {
         // r = (1 - momentum) r + momentum * stat; the variance enters unbiased.
@@ -135,16 +134,17 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
   Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
-  cpu::batch_norm_forward(y, xc, mean, rstd, w, b, N, C, S);
+  ZT_DISPATCH(x.device(), batch_norm_forward, y, xc, mean, rstd, w, b, N, C, S);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     autograd::record("batch_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
       Tensor dy = g[0].contiguous();
-      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype()) : Tensor();
-      Tensor dw = gw ? Tensor::empty({C}, xc.dtype()) : Tensor();
-      Tensor db = gb ? Tensor::empty({C}, xc.dtype()) : Tensor();
+      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+      Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+      Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-      cpu::batch_norm_backward(dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, training);
+      ZT_DISPATCH(xc.device(), batch_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, N, C, S,
+                  training);
       return std::vector<Tensor>{dx, dw, db};
     });
   }

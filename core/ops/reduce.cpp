@@ -88,6 +88,18 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
 
 namespace {
 Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
+#ifdef ZT_WITH_CUDA
+  if (a.device().is_cuda()) {  // same plan, the kernel of core/cuda/index.cu
+    dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");
+    ZT_CHECK(a.size(dim) > 0, "argmax/argmin over an empty dimension");
+    ReducePlan p = plan_reduce(a, {dim}, keepdim, "argmax");
+    Tensor x = reduced_last(a, p);
+    const int64_t n = p.count, rows = x.numel() / n;
+    Tensor out = Tensor::empty(p.out, DType::i64, a.device());
+    cuda::arg_extreme(out, x, rows, n, want_max);
+    return out;
+  }
+#endif
   ZT_CHECK(a.device().is_cpu(), want_max ? "argmax" : "argmin",
            ": only CPU tensors are supported here");
   dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");

@@ -2,7 +2,7 @@
 // and the view-returning split/chunk. Most are a strided copy between views of the input
 // and the output (Tensor::copy_, any device), recorded as one autograd node whose
 // backward reads the matching view of the output gradient. Nearest interpolation has
-// its own CPU loop over precomputed index tables.
+// its own CPU loop over precomputed index tables, and CUDA kernels (core/cuda/index.cu).
 #include "core/ops/shape.h"
 
 #include <cmath>
@@ -146,8 +146,8 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& size) {
            shape_str(size));
   ZT_CHECK(x.dim() == sd + 2, "interpolate_nearest: input ", shape_str(x.sizes()),
            " must be (N, C, *spatial) with ", sd, " spatial dims to match size ", shape_str(size));
-  ZT_CHECK(x.device().is_cpu(), "interpolate_nearest: no kernel for ", x.device().str(),
-           " yet; move the tensor to the CPU");
+  ZT_CHECK(x.device().is_cpu() || x.device().is_cuda(), "interpolate_nearest: no kernel for ",
+           x.device().str(), " yet; move the tensor to the CPU");
   NearestPlan p;
   p.planes = x.size(0) * x.size(1);
   Shape os = {x.size(0), x.size(1)};
@@ -163,6 +163,23 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& size) {
   p.idx_d = nearest_indices(p.in[0], p.out[0]);
   p.idx_h = nearest_indices(p.in[1], p.out[1]);
   p.idx_w = nearest_indices(p.in[2], p.out[2]);
+#ifdef ZT_WITH_CUDA
+  if (x.device().is_cuda()) {
+    Tensor xc = x.detach().contiguous();
+    Tensor out = Tensor::empty(os, x.dtype(), x.device());
+    cuda::nearest_forward(out, xc, p.planes, p.in, p.out);
+    if (autograd::needs_grad({x})) {
+      Shape xs = x.sizes();
+      autograd::record("interpolate_nearest", {x}, {out}, [p, xs](const std::vector<Tensor>& g) {
+        if (!g[0].defined()) return std::vector<Tensor>(1);
+        Tensor gx = Tensor::empty(xs, g[0].dtype(), g[0].device());
+        cuda::nearest_backward(gx, g[0].contiguous(), p.planes, p.in, p.out);
+        return std::vector<Tensor>{gx};
+      });
+    }
+    return out;
+  }
+#endif
   Tensor xc = x.detach().contiguous();
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   dispatch_all(x.dtype(), [&]<typename T>() {

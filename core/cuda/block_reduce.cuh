@@ -1,0 +1,79 @@
+// Warp and block reductions for the CUDA kernels (norms, softmax, argmax, conv bias),
+// and non-contracting arithmetic for matching the CPU's rounding.
+// The trees are fixed (shuffle-down within a warp, then warp 0 over the per-warp
+// partials), so a result depends only on the launch shape, never on timing: the same
+// inputs give bitwise the same sums run after run.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace zt::cuda {
+
+/// Sum over the 32 lanes of a warp; lane 0 holds the result.
+template <typename A>
+__device__ __forceinline__ A warp_reduce_sum(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_down_sync(0xffffffffu, v, o);
+  return v;
+}
+
+/// Max over the 32 lanes of a warp; every lane holds the result (NaNs are skipped
+/// unless every value is NaN, like fmax).
+template <typename A>
+__device__ __forceinline__ A warp_all_max(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmax(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+/// Sum over the block (blockDim.x a multiple of 32, at most 1024); every thread gets the
+/// result. `scratch` holds 32 values of shared memory; the call synchronizes the block.
+template <typename A>
+__device__ A block_all_sum(A v, A* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_reduce_sum(v);
+  __syncthreads();  // scratch may still be read by a previous call
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    A s = lane < warps ? scratch[lane] : A(0);
+    s = warp_reduce_sum(s);
+    if (lane == 0) scratch[0] = s;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+/// Max over the block, as block_all_sum (fmax semantics).
+template <typename A>
+__device__ A block_all_max(A v, A* scratch) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  v = warp_all_max(v);
+  __syncthreads();
+  if (lane == 0) scratch[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    A s = lane < warps ? scratch[lane] : scratch[0];
+    s = warp_all_max(s);
+    if (lane == 0) scratch[0] = s;
+  }
+  __syncthreads();
+  return scratch[0];
+}
+
+/// Multiply and add without contraction into an FMA: the CPU kernels (built without
+/// FMA) round after each operation, and these keep the GPU's results identical.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+
+}  // namespace zt::cuda

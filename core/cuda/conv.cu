@@ -1,0 +1,348 @@
+// CUDA convolution through cuDNN's convolution API: forward, backward data and backward
+// filter, plus the bias (a broadcast add forward; a per-channel sum, in double like the
+// CPU, backward). The twin of core/cpu/conv.cpp, same ConvGeometry and contract.
+// Legend: N batch, C in channels, O out channels, D/H/W input sizes, Do/Ho/Wo output
+// sizes, L = Do*Ho*Wo.
+//
+// Padding: cuDNN pads symmetrically. The geometry carries only the front pads; the op
+// (core/ops/conv.cpp) pads the input explicitly first when the back pads would change
+// the output size, so here a front pad p always means p on both sides.
+//
+// Algorithms: cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per
+// geometry; the ranked results that succeeded and need at most kMaxWorkspace bytes are
+// tried in order, deterministic ones (bitwise reproducible, as the CPU is) first, and
+// one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
+// unless cuda::set_allow_tf32(true); bf16/f16 use tensor cores with fp32 accumulation
+// and fall back to an f32 computation when cuDNN runs none of its engines for them.
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "core/cpu/conv.h"
+#include "core/cuda/block_reduce.cuh"
+#include "core/cuda/cudnn.h"
+#include "core/cuda/gemm.h"
+#include "core/cuda/loops.cuh"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr size_t kMaxWorkspace = size_t{1} << 30;  // 1 GiB
+
+// ---------------------------------------------------------------- kernels
+
+// grad_bias[o] = sum over (n, l) of grad_out (N, O, L); one block per channel, summed
+// in double in a fixed tree.
+template <typename T>
+__global__ void bias_grad_kernel(const T* gy, T* gb, int64_t n, int64_t o, int64_t l) {
+  __shared__ double scratch[32];
+  const int64_t c = blockIdx.x;
+  double s = 0;
+  for (int64_t b = 0; b < n; ++b) {
+    const T* row = gy + (b * o + c) * l;
+    for (int64_t i = threadIdx.x; i < l; i += blockDim.x) s += convert<double>(row[i]);
+  }
+  s = block_all_sum(s, scratch);
+  if (threadIdx.x == 0) gb[c] = convert<T>(static_cast<acc<T>>(s));
+}
+
+// ---------------------------------------------------------------- cuDNN setup
+
+int as_int(int64_t v) {
+  ZT_CHECK(v >= 0 && v <= INT32_MAX, "conv: size ", v, " does not fit cuDNN's 32-bit sizes");
+  return static_cast<int>(v);
+}
+
+// A 2-D convolution when the depth axis is trivial: cuDNN has more (and faster) 2-D
+// engines than 3-D ones.
+bool is_2d(const cpu::ConvGeometry& g) {
+  return g.d == 1 && g.kd == 1 && g.od == 1 && g.pad_d == 0;
+}
+
+// Error unless padding the front pads on both sides gives the geometry's output size.
+void check_symmetric(const cpu::ConvGeometry& g) {
+  auto out = [](int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; };
+  ZT_CHECK(out(g.d, g.kd, g.sd, g.pad_d) == g.od && out(g.h, g.kh, g.sh, g.pad_h) == g.oh &&
+               out(g.w, g.kw, g.sw, g.pad_w) == g.ow,
+           "conv on CUDA: cuDNN pads symmetrically; pad the input with zt::pad first for "
+           "asymmetric padding (conv2d / conv3d do this)");
+}
+
+enum class Pass { kForward, kBackwardData, kBackwardFilter };
+
+// Everything cuDNN needs to describe one call.
+struct ConvDescs {
+  TensorDescriptor x, y;
+  FilterDescriptor w;
+  ConvolutionDescriptor conv;
+  bool exact_f32;  // f32 without TF32: only FMA algorithms
+
+  ConvDescs(const cpu::ConvGeometry& g, DType dt)
+      : x(dt, dims(g, g.n, g.c, g.d, g.h, g.w)),
+        y(dt, dims(g, g.n, g.o, g.od, g.oh, g.ow)),
+        w(dt, dims(g, g.o, g.c, g.kd, g.kh, g.kw)),
+        conv(is_2d(g) ? std::vector<int>{as_int(g.pad_h), as_int(g.pad_w)}
+                      : std::vector<int>{as_int(g.pad_d), as_int(g.pad_h), as_int(g.pad_w)},
+             is_2d(g) ? std::vector<int>{as_int(g.sh), as_int(g.sw)}
+                      : std::vector<int>{as_int(g.sd), as_int(g.sh), as_int(g.sw)},
+             dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+        exact_f32(dt == DType::f32 && !allow_tf32()) {
+    if (exact_f32) {
+      conv.set_math(CUDNN_FMA_MATH);
+    } else if (dt == DType::f64) {
+      conv.set_math(CUDNN_DEFAULT_MATH);
+    } else {
+      conv.set_math(CUDNN_TENSOR_OP_MATH);
+    }
+  }
+
+  static std::vector<int> dims(const cpu::ConvGeometry& g, int64_t a, int64_t b, int64_t d,
+                               int64_t h, int64_t w) {
+    if (is_2d(g)) return {as_int(a), as_int(b), as_int(h), as_int(w)};
+    return {as_int(a), as_int(b), as_int(d), as_int(h), as_int(w)};
+  }
+};
+
+// One candidate algorithm of one pass and the workspace it needs.
+struct Choice {
+  int algo;
+  size_t workspace;
+  cudnnMathType_t math;
+};
+
+using CacheKey = std::tuple<int, int, int, bool, std::array<int64_t, 18>>;
+
+// Usable candidates per call geometry, best first; one that fails to run is dropped.
+std::mutex g_cache_mutex;
+std::map<CacheKey, std::vector<Choice>>& choice_cache() {
+  static std::map<CacheKey, std::vector<Choice>> cache;
+  return cache;
+}
+
+CacheKey cache_key(const cpu::ConvGeometry& g, DType dt, Pass pass, bool exact) {
+  return {current_device(), static_cast<int>(dt), static_cast<int>(pass), exact,
+          std::array<int64_t, 18>{g.n, g.c, g.o, g.d, g.h, g.w, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw,
+                                  g.pad_d, g.pad_h, g.pad_w, g.od, g.oh, g.ow}};
+}
+
+// The usable entries of cuDNN's ranked list: succeeded, within the workspace cap, not
+// a tensor-core algorithm when exact f32 is wanted; deterministic ones first.
+template <typename Perf>
+std::vector<Choice> usable(const Perf* perfs, int n, bool exact) {
+  std::vector<Choice> out;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < n; ++i) {
+      const Perf& p = perfs[i];
+      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
+      if (exact && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
+      if (exact && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
+      if ((pass == 0) != (p.determinism == CUDNN_DETERMINISTIC)) continue;
+      out.push_back(
+          Choice{static_cast<int>(p.algo), p.memory, exact ? CUDNN_FMA_MATH : p.mathType});
+    }
+  }
+  return out;
+}
+
+std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cudnnHandle_t h) {
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto it = choice_cache().find(key);
+    if (it != choice_cache().end()) return it->second;
+  }
+  std::vector<Choice> c;
+  int returned = 0;
+  if (pass == Pass::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(),
+                                                       d.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                       &returned, perfs));
+    c = usable(perfs, returned, d.exact_f32);
+  } else if (pass == Pass::kBackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        &returned, perfs));
+    c = usable(perfs, returned, d.exact_f32);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        &returned, perfs));
+    c = usable(perfs, returned, d.exact_f32);
+  }
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  choice_cache()[key] = c;
+  return c;
+}
+
+// Workspace from the caching allocator (ordered on the current stream like any tensor).
+Tensor workspace(size_t bytes, Device dev) {
+  if (bytes == 0) return Tensor();
+  return Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, dev);
+}
+
+// Runs `call(choice, workspace)` with the candidates in order until one runs; a
+// candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache.
+// Other errors throw. False when none runs.
+template <typename Call>
+bool run_candidates(const cpu::ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
+                    Device dev, const Call& call) {
+  const CacheKey key = cache_key(g, dt, pass, d.exact_f32);
+  std::vector<Choice> cands = candidates(key, pass, d, h);
+  for (const Choice& c : cands) {
+    d.conv.set_math(c.math);
+    Tensor ws = workspace(c.workspace, dev);
+    cudnnStatus_t st = call(c, ws.defined() ? ws.data_ptr() : nullptr);
+    if (st == CUDNN_STATUS_SUCCESS) return true;
+    if (static_cast<int>(st) / 1000 != 3) CUDNN_CHECK(st);
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    auto& cached = choice_cache()[key];
+    for (auto it = cached.begin(); it != cached.end(); ++it) {
+      if (it->algo == c.algo && it->math == c.math) {
+        cached.erase(it);
+        break;
+      }
+    }
+  }
+  return false;
+}
+
+// cuDNN scaling factors: double for double data, float otherwise.
+struct Scale {
+  double d1 = 1.0, d0 = 0.0;
+  float f1 = 1.0f, f0 = 0.0f;
+  const void* one(DType dt) const { return dt == DType::f64 ? static_cast<const void*>(&d1) : &f1; }
+  const void* zero(DType dt) const {
+    return dt == DType::f64 ? static_cast<const void*>(&d0) : &f0;
+  }
+};
+
+bool is_half(DType dt) {
+  return dt == DType::bf16 || dt == DType::f16;
+}
+
+Tensor as_f32(const Tensor& t) {
+  if (!t.defined()) return t;
+  Tensor f = Tensor::empty(t.sizes(), DType::f32, t.device());
+  copy(f, t);
+  return f;
+}
+
+void copy_back(const Tensor& dst, const Tensor& src) {
+  if (dst.defined() && src.defined()) copy(dst, src);
+}
+
+// y (N, O, L) += bias (O), broadcast.
+void add_bias(const cpu::ConvGeometry& g, const Tensor& out, const Tensor& bias) {
+  Tensor y = out.view({g.n, g.o, g.out_positions()});
+  axpy(y, y, bias.view({1, g.o, 1}).expand(y.sizes()), 1.0);
+}
+
+void check_conv(const char* what, const cpu::ConvGeometry& g, std::initializer_list<Tensor> ts) {
+  DType dt = DType::f32;
+  bool first = true;
+  for (const Tensor& t : ts) {
+    if (!t.defined()) continue;
+    ZT_CHECK(t.is_contiguous(), what, ": expects contiguous tensors");
+    if (first) dt = t.dtype();
+    ZT_CHECK(t.dtype() == dt, what, ": mixed dtypes");
+    first = false;
+  }
+  ZT_CHECK(is_floating(dt), what, ": expects a floating dtype, got ", dtype_name(dt));
+  check_symmetric(g);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers
+
+void conv_forward(const cpu::ConvGeometry& g, const Tensor& out, const Tensor& x,
+                  const Tensor& weight, const Tensor& bias) {
+  check_conv("conv forward", g, {out, x, weight, bias});
+  check_device("conv forward", out.device(), {x, weight, bias});
+  if (out.numel() == 0) return;
+  const DType dt = x.dtype();
+  DeviceGuard guard(out.device().index);
+  cudnnHandle_t h = cudnn_handle();
+  ConvDescs d(g, dt);
+  Scale s;
+  bool ran =
+      run_candidates(g, dt, Pass::kForward, d, h, out.device(), [&](const Choice& c, void* ws) {
+        return cudnnConvolutionForward(h, s.one(dt), d.x.get(), x.data_ptr(), d.w.get(),
+                                       weight.data_ptr(), d.conv.get(),
+                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
+                                       c.workspace, s.zero(dt), d.y.get(), out.data_ptr());
+      });
+  if (!ran && is_half(dt)) {  // no 16-bit engine for this shape: compute in f32
+    Tensor o32 = Tensor::empty(out.sizes(), DType::f32, out.device());
+    cuda::conv_forward(g, o32, as_f32(x), as_f32(weight), as_f32(bias));
+    copy(out, o32);
+    return;
+  }
+  ZT_CHECK(ran, "conv forward: cuDNN has no algorithm for input ", shape_str(x.sizes()),
+           ", weight ", shape_str(weight.sizes()), " in ", dtype_name(dt));
+  if (bias.defined()) add_bias(g, out, bias);
+}
+
+void conv_backward(const cpu::ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
+                   const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                   const Tensor& grad_bias) {
+  check_conv("conv backward", g, {grad_out, x, weight, grad_x, grad_weight, grad_bias});
+  check_device("conv backward", grad_out.device(), {x, weight, grad_x, grad_weight, grad_bias});
+  const DType dt = x.dtype();
+  const Device dev = grad_out.device();
+  DeviceGuard guard(dev.index);
+  if (grad_bias.defined()) {
+    if (g.n * g.out_positions() == 0) {
+      fill(grad_bias, 0.0);
+    } else {
+      dispatch_device_floating(dt, "conv bias grad", [&]<typename T>() {
+        bias_grad_kernel<T><<<static_cast<unsigned>(g.o), kThreads, 0, current_stream()>>>(
+            static_cast<const T*>(grad_out.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), g.n,
+            g.o, g.out_positions());
+        CUDA_CHECK_LAUNCH();
+      });
+    }
+  }
+  if (!grad_x.defined() && !grad_weight.defined()) return;
+  if (grad_out.numel() == 0) {  // empty batch: nothing flows back
+    if (grad_x.defined()) fill(grad_x, 0.0);
+    if (grad_weight.defined()) fill(grad_weight, 0.0);
+    return;
+  }
+  cudnnHandle_t h = cudnn_handle();
+  ConvDescs d(g, dt);
+  Scale s;
+  bool ran_x = !grad_x.defined(), ran_w = !grad_weight.defined();
+  if (!ran_x) {
+    ran_x = run_candidates(g, dt, Pass::kBackwardData, d, h, dev, [&](const Choice& c, void* ws) {
+      return cudnnConvolutionBackwardData(h, s.one(dt), d.w.get(), weight.data_ptr(), d.y.get(),
+                                          grad_out.data_ptr(), d.conv.get(),
+                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws,
+                                          c.workspace, s.zero(dt), d.x.get(), grad_x.data_ptr());
+    });
+  }
+  if (!ran_w) {
+    ran_w = run_candidates(g, dt, Pass::kBackwardFilter, d, h, dev, [&](const Choice& c, void* ws) {
+      return cudnnConvolutionBackwardFilter(
+          h, s.one(dt), d.x.get(), x.data_ptr(), d.y.get(), grad_out.data_ptr(), d.conv.get(),
+          static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, s.zero(dt),
+          d.w.get(), grad_weight.data_ptr());
+    });
+  }
+  if ((!ran_x || !ran_w) && is_half(dt)) {  // compute the missing ones in f32
+    Tensor gx = ran_x ? Tensor() : Tensor::empty(grad_x.sizes(), DType::f32, dev);
+    Tensor gw = ran_w ? Tensor() : Tensor::empty(grad_weight.sizes(), DType::f32, dev);
+    cuda::conv_backward(g, as_f32(grad_out), as_f32(x), as_f32(weight), gx, gw, Tensor());
+    copy_back(grad_x, gx);
+    copy_back(grad_weight, gw);
+    return;
+  }
+  ZT_CHECK(ran_x && ran_w, "conv backward: cuDNN has no algorithm for input ", shape_str(x.sizes()),
+           ", weight ", shape_str(weight.sizes()), " in ", dtype_name(dt));
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,104 @@
+// cuDNN handles and descriptors (see cudnn.h). Handles are created lazily, one per
+// thread and device, like the cuBLAS ones in gemm.cpp: a cuDNN handle must not be used
+// by two threads at once, and binding it to the caller's stream on each use keeps
+// cuDNN's work ordered with zt's other kernels (and the caching allocator's reuse).
+#include "core/cuda/cudnn.h"
+
+#include <array>
+#include <memory>
+
+#include "core/cuda/check.h"
+#include "core/cuda/stream.h"
+#include "core/error.h"
+
+namespace zt::cuda {
+
+namespace {
+
+class CudnnHandle {
+ public:
+  explicit CudnnHandle(int device) {
+    DeviceGuard g(device);
+    CUDNN_CHECK(cudnnCreate(&handle_));
+  }
+  ~CudnnHandle() { cudnnDestroy(handle_); }
+  CudnnHandle(const CudnnHandle&) = delete;
+  CudnnHandle& operator=(const CudnnHandle&) = delete;
+  cudnnHandle_t get() const { return handle_; }
+
+ private:
+  cudnnHandle_t handle_ = nullptr;
+};
+
+constexpr int kMaxDevices = 16;
+
+// Packed strides of `dims` (innermost last).
+std::vector<int> packed_strides(const std::vector<int>& dims) {
+  std::vector<int> s(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  return s;
+}
+
+}  // namespace
+
+cudnnHandle_t cudnn_handle() {
+  thread_local std::array<std::unique_ptr<CudnnHandle>, kMaxDevices> handles;
+  int dev = current_device();
+  ZT_CHECK(dev < kMaxDevices, "CUDA device ", dev, " out of range");
+  if (!handles[dev]) handles[dev] = std::make_unique<CudnnHandle>(dev);
+  cudnnHandle_t h = handles[dev]->get();
+  CUDNN_CHECK(cudnnSetStream(h, current_stream(dev)));
+  return h;
+}
+
+cudnnDataType_t cudnn_dtype(DType t) {
+  switch (t) {
+    case DType::f32:
+      return CUDNN_DATA_FLOAT;
+    case DType::f64:
+      return CUDNN_DATA_DOUBLE;
+    case DType::bf16:
+      return CUDNN_DATA_BFLOAT16;
+    case DType::f16:
+      return CUDNN_DATA_HALF;
+    default:
+      ZT_FAIL("cuDNN: no data type for ", dtype_name(t), "; convert to a floating dtype");
+  }
+}
+
+TensorDescriptor::TensorDescriptor(DType dtype, const std::vector<int>& dims) {
+  CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc_));
+  std::vector<int> strides = packed_strides(dims);
+  CUDNN_CHECK(cudnnSetTensorNdDescriptor(desc_, cudnn_dtype(dtype), static_cast<int>(dims.size()),
+                                         dims.data(), strides.data()));
+}
+TensorDescriptor::~TensorDescriptor() {
+  cudnnDestroyTensorDescriptor(desc_);
+}
+
+FilterDescriptor::FilterDescriptor(DType dtype, const std::vector<int>& dims) {
+  CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc_));
+  CUDNN_CHECK(cudnnSetFilterNdDescriptor(desc_, cudnn_dtype(dtype), CUDNN_TENSOR_NCHW,
+                                         static_cast<int>(dims.size()), dims.data()));
+}
+FilterDescriptor::~FilterDescriptor() {
+  cudnnDestroyFilterDescriptor(desc_);
+}
+
+ConvolutionDescriptor::ConvolutionDescriptor(const std::vector<int>& pads,
+                                             const std::vector<int>& strides,
+                                             cudnnDataType_t compute) {
+  CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
+  std::vector<int> dilation(pads.size(), 1);
+  CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(desc_, static_cast<int>(pads.size()), pads.data(),
+                                              strides.data(), dilation.data(),
+                                              CUDNN_CROSS_CORRELATION, compute));
+}
+ConvolutionDescriptor::~ConvolutionDescriptor() {
+  cudnnDestroyConvolutionDescriptor(desc_);
+}
+void ConvolutionDescriptor::set_math(cudnnMathType_t math) {
+  CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, math));
+}
+
+}  // namespace zt::cuda

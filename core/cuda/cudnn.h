@@ -1,0 +1,64 @@
+// cuDNN access for CUDA kernels: one handle per thread and device, bound to the
+// thread's current stream on every use, and owned descriptors (RAII) for tensors,
+// filters and convolutions. Only core/cuda/ includes this header.
+#pragma once
+
+#include <cudnn.h>
+
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace zt::cuda {
+
+/// This thread's cuDNN handle for the current device, bound to current_stream().
+cudnnHandle_t cudnn_handle();
+
+/// cuDNN's data type for a zt dtype (floating types only; others are an error).
+cudnnDataType_t cudnn_dtype(DType t);
+
+/// An owned tensor descriptor: fully packed (contiguous) NC* layout.
+class TensorDescriptor {
+ public:
+  /// dims: N, C, then 2 or 3 spatial sizes.
+  TensorDescriptor(DType dtype, const std::vector<int>& dims);
+  ~TensorDescriptor();
+  TensorDescriptor(const TensorDescriptor&) = delete;
+  TensorDescriptor& operator=(const TensorDescriptor&) = delete;
+  cudnnTensorDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnTensorDescriptor_t desc_ = nullptr;
+};
+
+/// An owned filter descriptor: (O, C, k...) contiguous.
+class FilterDescriptor {
+ public:
+  FilterDescriptor(DType dtype, const std::vector<int>& dims);
+  ~FilterDescriptor();
+  FilterDescriptor(const FilterDescriptor&) = delete;
+  FilterDescriptor& operator=(const FilterDescriptor&) = delete;
+  cudnnFilterDescriptor_t get() const { return desc_; }
+
+ private:
+  cudnnFilterDescriptor_t desc_ = nullptr;
+};
+
+/// An owned convolution descriptor: symmetric zero padding, strides, no dilation,
+/// cross-correlation (what zt's conv computes), one group.
+class ConvolutionDescriptor {
+ public:
+  ConvolutionDescriptor(const std::vector<int>& pads, const std::vector<int>& strides,
+                        cudnnDataType_t compute);
+  ~ConvolutionDescriptor();
+  ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
+  ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
+  cudnnConvolutionDescriptor_t get() const { return desc_; }
+  /// Tensor cores (TF32 for f32), FMA only, or cuDNN's default.
+  void set_math(cudnnMathType_t math);
+
+ private:
+  cudnnConvolutionDescriptor_t desc_ = nullptr;
+};
+
+}  // namespace zt::cuda

@@ -1,0 +1,386 @@
+// CUDA normalization kernels: GroupNorm and BatchNorm (statistics, normalization, the
+// analytic backward). The twin of core/cpu/norm.cpp, whose formulas these follow line
+// for line: statistics in one shifted pass (the block's first element as the shift),
+// sums of dy and dy * (x - mean) in double, the final affine in the tensor's dtype.
+// Legend: N batch, C channels, S spatial elements per channel, G groups, Cg = C / G,
+// M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
+//
+// Parallel layout: one block per statistic ((n, g) or c), one warp per (n, c) row for
+// the GroupNorm backward sums, one thread per element for the elementwise passes.
+// Reductions use fixed trees (block_reduce.cuh): results are bitwise reproducible.
+#include "core/cuda/block_reduce.cuh"
+#include "core/cuda/loops.cuh"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr int kWarps = kThreads / 32;
+
+template <typename T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+template <typename T>
+T* mptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
+}
+
+template <typename T>
+__device__ __forceinline__ double dbl(T v) {
+  return static_cast<double>(v);
+}
+
+// ---------------------------------------------------------------- kernels: GroupNorm
+
+// Block per (n, g): statistics over its M contiguous elements, then y.
+template <typename T>
+__global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
+                                          const T* b, int64_t C, int64_t S, int64_t G, double eps) {
+  __shared__ double scratch[32];
+  const int64_t ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, M = Cg * S;
+  const T* blk = x + (n * C + g * Cg) * S;
+  double mu = 0, var = 0;
+  if (M > 0) {
+    const double k = dbl(blk[0]);
+    double s1 = 0, s2 = 0;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+      double d = dbl(blk[i]) - k;
+      s1 += d;
+      s2 += d * d;
+    }
+    s1 = block_all_sum(s1, scratch);
+    s2 = block_all_sum(s2, scratch);
+    double m1 = s1 / static_cast<double>(M);
+    mu = k + m1;
+    var = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
+  }
+  const double r = 1.0 / sqrt(var + eps);
+  if (threadIdx.x == 0) {
+    mean[ng] = static_cast<T>(mu);
+    rstd[ng] = static_cast<T>(r);
+  }
+  T* yb = y + (n * C + g * Cg) * S;
+  int64_t cached = -1;
+  T ta = 0, tsh = 0;
+  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+    const int64_t c = g * Cg + i / S;
+    if (c != cached) {
+      double a = r * (w ? dbl(w[c]) : 1.0);
+      ta = static_cast<T>(a);
+      tsh = static_cast<T>((b ? dbl(b[c]) : 0.0) - mu * a);
+      cached = c;
+    }
+    yb[i] = add_rn(mul_rn(blk[i], ta), tsh);
+  }
+}
+
+// Warp per (n, c) row: sdy = sum dy, sdyx = sum dy (x - mean[n, g]).
+template <typename T>
+__global__ void group_norm_row_sums_kernel(double* sdy, double* sdyx, const T* dy, const T* x,
+                                           const T* mean, int64_t NC, int64_t C, int64_t S,
+                                           int64_t G) {
+  const int64_t nc = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (nc >= NC) return;
+  const int64_t n = nc / C, g = (nc % C) / (C / G);
+  const double mu = dbl(mean[n * G + g]);
+  const T* xr = x + nc * S;
+  const T* dr = dy + nc * S;
+  double a = 0, b = 0;
+  for (int64_t s = lane; s < S; s += 32) {
+    double d = dbl(dr[s]);
+    a += d;
+    b += d * (dbl(xr[s]) - mu);
+  }
+  a = warp_reduce_sum(a);
+  b = warp_reduce_sum(b);
+  if (lane == 0) {
+    sdy[nc] = a;
+    sdyx[nc] = b;
+  }
+}
+
+// Thread per channel: dweight = sum_n rstd[n, g] sdyx[n, c], dbias = sum_n sdy[n, c], in
+// the CPU's order (n ascending).
+template <typename T>
+__global__ void group_norm_param_grad_kernel(T* dw, T* db, const double* sdy, const double* sdyx,
+                                             const T* rstd, int64_t N, int64_t C, int64_t G) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= C) return;
+  const int64_t Cg = C / G;
+  double w = 0, b = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    w += dbl(rstd[n * G + c / Cg]) * sdyx[n * C + c];
+    b += sdy[n * C + c];
+  }
+  if (dw) dw[c] = static_cast<T>(w);
+  if (db) db[c] = static_cast<T>(b);
+}
+
+// Thread per (n, g): the per-group coefficients c2, c3 of dx = c1 dy + c2 (x - mean) + c3.
+template <typename T>
+__global__ void group_norm_coef_kernel(double* c2, double* c3, const double* sdy,
+                                       const double* sdyx, const T* rstd, const T* w, int64_t NG,
+                                       int64_t C, int64_t S, int64_t G) {
+  const int64_t ng = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (ng >= NG) return;
+  const int64_t n = ng / G, g = ng % G, Cg = C / G, M = Cg * S;
+  const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
+  const double r = dbl(rstd[ng]);
+  double sum_dxhat = 0, sum_dxhat_xc = 0;
+  for (int64_t cc = 0; cc < Cg; ++cc) {
+    const int64_t c = g * Cg + cc;
+    const double wc = w ? dbl(w[c]) : 1.0;
+    sum_dxhat += wc * sdy[n * C + c];
+    sum_dxhat_xc += wc * sdyx[n * C + c];
+  }
+  c2[ng] = -r * r * r * sum_dxhat_xc * inv_m;
+  c3[ng] = -r * sum_dxhat * inv_m;
+}
+
+// Thread per element of (N, C, S).
+template <typename T>
+__global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd,
+                                     const T* w, const double* c2, const double* c3, int64_t total,
+                                     int64_t C, int64_t S, int64_t G) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t nc = i / S, n = nc / C, c = nc % C, ng = n * G + c / (C / G);
+    const double r = dbl(rstd[ng]);
+    const T t1 = static_cast<T>(r * (w ? dbl(w[c]) : 1.0));
+    const T t2 = static_cast<T>(c2[ng]), t3 = static_cast<T>(c3[ng]);
+    const T tmu = static_cast<T>(dbl(mean[ng]));
+    dx[i] = add_rn(add_rn(mul_rn(t1, dy[i]), mul_rn(t2, x[i] - tmu)), t3);
+  }
+}
+
+// ---------------------------------------------------------------- kernels: BatchNorm
+
+// Block per channel: shifted moments over the channel's N * S elements.
+template <typename T>
+__global__ void batch_norm_stats_kernel(T* mean, T* var, const T* x, int64_t N, int64_t C,
+                                        int64_t S) {
+  __shared__ double scratch[32];
+  const int64_t c = blockIdx.x, M = N * S;
+  double mu = 0, v = 0;
+  if (M > 0) {
+    const double k = dbl(x[c * S]);
+    double s1 = 0, s2 = 0;
+    for (int64_t n = 0; n < N; ++n) {
+      const T* row = x + (n * C + c) * S;
+      for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+        double d = dbl(row[s]) - k;
+        s1 += d;
+        s2 += d * d;
+      }
+    }
+    s1 = block_all_sum(s1, scratch);
+    s2 = block_all_sum(s2, scratch);
+    double m1 = s1 / static_cast<double>(M);
+    mu = k + m1;
+    v = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
+  }
+  if (threadIdx.x == 0) {
+    mean[c] = static_cast<T>(mu);
+    var[c] = static_cast<T>(v);
+  }
+}
+
+template <typename T>
+__global__ void batch_norm_forward_kernel(T* y, const T* x, const T* mean, const T* rstd,
+                                          const T* w, const T* b, int64_t total, int64_t C,
+                                          int64_t S) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t c = (i / S) % C;
+    const double a = dbl(rstd[c]) * (w ? dbl(w[c]) : 1.0);
+    const double sh = (b ? dbl(b[c]) : 0.0) - dbl(mean[c]) * a;
+    y[i] = add_rn(mul_rn(x[i], static_cast<T>(a)), static_cast<T>(sh));
+  }
+}
+
+// Block per channel: sdy, sdyx over the channel's N * S elements; also writes the
+// parameter gradients.
+template <typename T>
+__global__ void batch_norm_sums_kernel(double* sdy, double* sdyx, T* dw, T* db, const T* dy,
+                                       const T* x, const T* mean, const T* rstd, int64_t N,
+                                       int64_t C, int64_t S) {
+  __shared__ double scratch[32];
+  const int64_t c = blockIdx.x;
+  const double mu = dbl(mean[c]);
+  double a = 0, b = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    const T* xr = x + (n * C + c) * S;
+    const T* dr = dy + (n * C + c) * S;
+    for (int64_t s = threadIdx.x; s < S; s += blockDim.x) {
+      double d = dbl(dr[s]);
+      a += d;
+      b += d * (dbl(xr[s]) - mu);
+    }
+  }
+  a = block_all_sum(a, scratch);
+  b = block_all_sum(b, scratch);
+  if (threadIdx.x == 0) {
+    sdy[c] = a;
+    sdyx[c] = b;
+    if (dw) dw[c] = static_cast<T>(b * dbl(rstd[c]));
+    if (db) db[c] = static_cast<T>(a);
+  }
+}
+
+template <typename T>
+__global__ void batch_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd,
+                                     const T* w, const double* sdy, const double* sdyx,
+                                     int64_t total, int64_t C, int64_t S, double inv_m,
+                                     bool training) {
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += step) {
+    const int64_t c = (i / S) % C;
+    const double r = dbl(rstd[c]);
+    const double c1 = r * (w ? dbl(w[c]) : 1.0);
+    const double c2 = training ? -c1 * r * r * sdyx[c] * inv_m : 0.0;
+    const double c3 = training ? -c1 * sdy[c] * inv_m : 0.0;
+    dx[i] = add_rn(
+        add_rn(mul_rn(static_cast<T>(c1), dy[i]), mul_rn(static_cast<T>(c2), x[i] - mean[c])),
+        static_cast<T>(c3));
+  }
+}
+
+// ---------------------------------------------------------------- helpers
+
+// f32 and f64, as the CPU kernels (the ops convert 16-bit inputs to f32 first).
+template <typename Fn>
+void dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::f32:
+      fn.template operator()<float>();
+      return;
+    case DType::f64:
+      fn.template operator()<double>();
+      return;
+    default:
+      ZT_FAIL(op, ": CUDA kernel supports f32 and f64, got ", dtype_name(t));
+  }
+}
+
+unsigned blocks_for(int64_t n, int64_t per_block) {
+  return static_cast<unsigned>(std::max<int64_t>(1, (n + per_block - 1) / per_block));
+}
+
+Tensor f64_buffer(int64_t n, Device dev) {
+  return Tensor::empty({std::max<int64_t>(n, 1)}, DType::f64, dev);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------- launchers: GroupNorm
+
+void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
+                        int64_t G, double eps) {
+  check_device("group_norm", x.device(), {y, mean, rstd, weight, bias});
+  if (N * G == 0) return;
+  const int dev = x.device().index;
+  dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
+    DeviceGuard g(dev);
+    group_norm_forward_kernel<T><<<static_cast<unsigned>(N * G), kThreads, 0, current_stream()>>>(
+        mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C, S,
+        G, eps);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G) {
+  check_device("group_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
+  const Device d = x.device();
+  dispatch_f32_f64(x.dtype(), "group_norm backward", [&]<typename T>() {
+    DeviceGuard guard(d.index);
+    cudaStream_t st = current_stream();
+    Tensor sdy = f64_buffer(N * C, d), sdyx = f64_buffer(N * C, d);
+    double* psdy = mptr<double>(sdy);
+    double* psdyx = mptr<double>(sdyx);
+    if (N * C > 0) {
+      group_norm_row_sums_kernel<T><<<blocks_for(N * C, kWarps), kThreads, 0, st>>>(
+          psdy, psdyx, cptr<T>(dy), cptr<T>(x), cptr<T>(mean), N * C, C, S, G);
+      CUDA_CHECK_LAUNCH();
+    }
+    if ((dweight.defined() || dbias.defined()) && C > 0) {
+      group_norm_param_grad_kernel<T><<<blocks_for(C, kThreads), kThreads, 0, st>>>(
+          mptr<T>(dweight), mptr<T>(dbias), psdy, psdyx, cptr<T>(rstd), N, C, G);
+      CUDA_CHECK_LAUNCH();
+    }
+    if (!dx.defined() || N * C * S == 0) return;
+    Tensor c2 = f64_buffer(N * G, d), c3 = f64_buffer(N * G, d);
+    group_norm_coef_kernel<T><<<blocks_for(N * G, kThreads), kThreads, 0, st>>>(
+        mptr<double>(c2), mptr<double>(c3), psdy, psdyx, cptr<T>(rstd), cptr<T>(weight), N * G, C,
+        S, G);
+    CUDA_CHECK_LAUNCH();
+    const int64_t total = N * C * S;
+    group_norm_dx_kernel<T><<<grid_for(total, d.index), kThreads, 0, st>>>(
+        mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
+        cptr<double>(c2), cptr<double>(c3), total, C, S, G);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+// ---------------------------------------------------------------- launchers: BatchNorm
+
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
+                      int64_t S) {
+  check_device("batch_norm", x.device(), {mean, var});
+  if (C == 0) return;
+  dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
+    DeviceGuard g(x.device().index);
+    batch_norm_stats_kernel<T><<<static_cast<unsigned>(C), kThreads, 0, current_stream()>>>(
+        mptr<T>(mean), mptr<T>(var), cptr<T>(x), N, C, S);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S) {
+  check_device("batch_norm", x.device(), {y, mean, rstd, weight, bias});
+  const int64_t total = N * C * S;
+  if (total == 0) return;
+  const int dev = x.device().index;
+  dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
+    DeviceGuard g(dev);
+    batch_norm_forward_kernel<T><<<grid_for(total, dev), kThreads, 0, current_stream()>>>(
+        mptr<T>(y), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight), cptr<T>(bias), total,
+        C, S);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, bool training) {
+  check_device("batch_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
+  if (C == 0) return;
+  const Device d = x.device();
+  dispatch_f32_f64(x.dtype(), "batch_norm backward", [&]<typename T>() {
+    DeviceGuard guard(d.index);
+    cudaStream_t st = current_stream();
+    Tensor sdy = f64_buffer(C, d), sdyx = f64_buffer(C, d);
+    batch_norm_sums_kernel<T><<<static_cast<unsigned>(C), kThreads, 0, st>>>(
+        mptr<double>(sdy), mptr<double>(sdyx), mptr<T>(dweight), mptr<T>(dbias), cptr<T>(dy),
+        cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), N, C, S);
+    CUDA_CHECK_LAUNCH();
+    const int64_t total = N * C * S;
+    if (!dx.defined() || total == 0) return;
+    const double inv_m = 1.0 / static_cast<double>(N * S);
+    batch_norm_dx_kernel<T><<<grid_for(total, d.index), kThreads, 0, st>>>(
+        mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
+        cptr<double>(sdy), cptr<double>(sdyx), total, C, S, inv_m, training);
+    CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace zt::cuda

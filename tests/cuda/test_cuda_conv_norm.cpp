@@ -1,0 +1,326 @@
+// Convolutions (cuDNN), normalizations, softmax and cross-entropy on the GPU against
+// their CPU twins (core/cpu/conv.cpp and core/cpu/norm.cpp are the specification).
+// Every case runs the public op forward and backward on both devices with the same
+// inputs and the same upstream gradient and compares the output and every input
+// gradient. Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
+//   f32 conv: rtol 1e-4, atol 1e-4 (exact fp32 FMA math, another summation order);
+//   f64: 1e-10; bf16/f16 conv: rtol 3e-2, atol 5e-2 against the CPU in f32 on the same
+//   rounded inputs (one 16-bit rounding of outputs and gradients);
+//   f32 norms / softmax / loss: rtol 1e-4, atol 1e-5 (double sums on both sides; the
+//   GPU's expf may differ from glibc's by an ulp).
+// Without a GPU every test skips and says why.
+//
+// To add a case: write the op as a lambda over its inputs, build the inputs on the CPU,
+// and compare run_on(kGpu, ...) with run_on(kCpu, ...) at a stated tolerance.
+#include <cmath>
+
+#include "cuda/cuda_compare.h"
+
+using namespace zt;
+using zt::cuda_test::Fn;
+using zt::cuda_test::normal_cpu;
+using zt::cuda_test::run_on;
+using zt::cuda_test::runs_match;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+struct Conv2dCase {
+  Shape x, w;
+  std::array<int64_t, 2> stride;
+  std::array<int64_t, 4> pad;  // top, bottom, left, right
+  bool bias;
+};
+
+struct Conv3dCase {
+  Shape x, w;
+  std::array<int64_t, 3> stride;
+  std::array<int64_t, 6> pad;  // front, back, top, bottom, left, right
+  bool bias;
+};
+
+const Conv2dCase kConv2d[] = {
+    {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true},   // 'same' 3x3
+    {{2, 4, 10, 9}, {5, 4, 3, 3}, {2, 2}, {0, 1, 0, 1}, true},   // VQGAN downsample
+    {{3, 6, 5, 7}, {2, 6, 1, 1}, {1, 1}, {0, 0, 0, 0}, true},    // pointwise
+    {{1, 5, 8, 8}, {6, 5, 4, 4}, {2, 2}, {1, 1, 1, 1}, false},   // 4x4 stride 2
+    {{2, 3, 9, 10}, {3, 3, 3, 2}, {2, 3}, {1, 0, 2, 1}, false},  // asymmetric per axis
+    {{2, 2, 10, 10}, {3, 2, 3, 3}, {3, 3}, {1, 0, 1, 0}, true},  // stride 3, p1 < p0
+};
+
+const Conv3dCase kConv3d[] = {
+    {{2, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, {1, 1, 1}, {2, 0, 1, 1, 1, 1}, true},   // causal time
+    {{1, 4, 4, 8, 8}, {4, 4, 3, 3, 3}, {1, 2, 2}, {2, 0, 0, 1, 0, 1}, true},   // downsample
+    {{2, 3, 3, 4, 5}, {2, 3, 1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, true},   // pointwise
+    {{2, 3, 1, 6, 6}, {4, 3, 1, 3, 3}, {1, 1, 1}, {0, 0, 1, 1, 1, 1}, false},  // depth 1
+    {{1, 2, 6, 5, 5}, {3, 2, 2, 3, 3}, {2, 1, 1}, {0, 0, 1, 1, 1, 1}, true},   // time stride
+};
+
+Fn conv2d_fn(const Conv2dCase& c) {
+  return [c](const std::vector<Tensor>& in) {
+    Conv2dArgs a;
+    a.stride = c.stride;
+    a.padding = c.pad;
+    return conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), a);
+  };
+}
+
+Fn conv3d_fn(const Conv3dCase& c) {
+  return [c](const std::vector<Tensor>& in) {
+    Conv3dArgs a;
+    a.stride = c.stride;
+    a.padding = c.pad;
+    return conv3d(in[0], in[1], c.bias ? in[2] : Tensor(), a);
+  };
+}
+
+// x, weight, bias (O) of one case, in dt (rounded through bf16 so 16-bit runs and the
+// f32 reference read identical values).
+std::vector<Tensor> conv_inputs(const Shape& x, const Shape& w, uint64_t seed, DType dt) {
+  return {normal_cpu(x, seed, DType::bf16).to(dt), normal_cpu(w, seed + 1, DType::bf16).to(dt),
+          normal_cpu({w[0]}, seed + 2, DType::bf16).to(dt)};
+}
+
+std::vector<Tensor> to_dtype(const std::vector<Tensor>& ts, DType dt) {
+  std::vector<Tensor> out;
+  for (const Tensor& t : ts) out.push_back(t.to(dt));
+  return out;
+}
+
+}  // namespace
+
+TEST(CudaConv, Conv2dMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 10;
+  for (const Conv2dCase& c : kConv2d) {
+    SCOPED_TRACE("conv2d x " + shape_str(c.x) + " w " + shape_str(c.w));
+    for (DType dt : {DType::f32, DType::f64}) {
+      std::vector<Tensor> in = conv_inputs(c.x, c.w, seed, dt);
+      auto gpu = run_on(kGpu, conv2d_fn(c), in), cpu = run_on(kCpu, conv2d_fn(c), in);
+      double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+      EXPECT_TRUE(runs_match(gpu, cpu, tol, tol)) << dtype_name(dt);
+      EXPECT_EQ(gpu.out.device(), kGpu);
+    }
+    seed += 3;
+  }
+}
+
+TEST(CudaConv, Conv3dMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 40;
+  for (const Conv3dCase& c : kConv3d) {
+    SCOPED_TRACE("conv3d x " + shape_str(c.x) + " w " + shape_str(c.w));
+    for (DType dt : {DType::f32, DType::f64}) {
+      std::vector<Tensor> in = conv_inputs(c.x, c.w, seed, dt);
+      auto gpu = run_on(kGpu, conv3d_fn(c), in), cpu = run_on(kCpu, conv3d_fn(c), in);
+      double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+      EXPECT_TRUE(runs_match(gpu, cpu, tol, tol)) << dtype_name(dt);
+    }
+    seed += 3;
+  }
+}
+
+TEST(CudaConv, HalfPrecisionMatchesCpuInF32) {
+  ZT_SKIP_WITHOUT_GPU();
+  // 16-bit inputs, fp32 accumulation in cuDNN; the reference is the CPU in f32 on the
+  // same (rounded) values. rtol 3e-2, atol 5e-2: outputs of magnitude ~5 rounded once.
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (const Conv2dCase& c : kConv2d) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " conv2d x " + shape_str(c.x));
+      std::vector<Tensor> in = conv_inputs(c.x, c.w, 70, dt);
+      auto gpu = run_on(kGpu, conv2d_fn(c), in);
+      auto cpu = run_on(kCpu, conv2d_fn(c), to_dtype(in, DType::f32));
+      EXPECT_EQ(gpu.out.dtype(), dt);
+      EXPECT_TRUE(runs_match(gpu, cpu, 3e-2, 5e-2));
+    }
+    const Conv3dCase& c = kConv3d[0];
+    std::vector<Tensor> in = conv_inputs(c.x, c.w, 71, dt);
+    auto gpu = run_on(kGpu, conv3d_fn(c), in);
+    auto cpu = run_on(kCpu, conv3d_fn(c), to_dtype(in, DType::f32));
+    EXPECT_TRUE(runs_match(gpu, cpu, 3e-2, 5e-2)) << dtype_name(dt) << " conv3d";
+  }
+}
+
+TEST(CudaConv, OnlyRequestedGradientsAndRepeatCallsAgree) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Conv2dCase& c = kConv2d[0];
+  std::vector<Tensor> in = conv_inputs(c.x, c.w, 80, DType::f32);
+  // Frozen weight: only the input gradient (the backward-data pass alone).
+  Tensor x = in[0].to(kGpu).detach(), w = in[1].to(kGpu), b = in[2].to(kGpu);
+  x.set_requires_grad(true);
+  Conv2dArgs a;
+  a.padding = c.pad;
+  Tensor y = conv2d(x, w, b, a);
+  sum(y).backward();
+  Tensor xr = in[0].detach();
+  xr.set_requires_grad(true);
+  sum(conv2d(xr, in[1], in[2], a)).backward();
+  EXPECT_TRUE(zt::test::all_close(x.grad(), xr.grad(), 1e-4, 1e-4));
+  // The algorithm cache: a second identical call gives bitwise the same output.
+  EXPECT_TRUE(zt::test::all_close(conv2d(x.detach(), w, b, a), y.detach(), 0, 0));
+}
+
+TEST(CudaNorm, GroupNormMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  struct Case {
+    Shape x;
+    int64_t groups;
+    bool affine;
+    double offset;  // added to x: the shifted statistics must not lose precision
+  };
+  const Case cases[] = {{{3, 8, 4, 5}, 4, true, 3.0},
+                        {{2, 8, 3, 2, 2}, 8, false, 0.0},
+                        {{2, 6, 1}, 1, true, 100.0},
+                        {{4, 32, 16, 16}, 32, true, -2.0}};
+  uint64_t seed = 100;
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " group_norm " + shape_str(c.x));
+      Tensor x = add(normal_cpu(c.x, seed, DType::f64), c.offset).to(dt);
+      Tensor w = normal_cpu({c.x[1]}, seed + 1, dt), b = normal_cpu({c.x[1]}, seed + 2, dt);
+      int64_t g = c.groups;
+      Fn fn = c.affine ? Fn([g](const std::vector<Tensor>& in) {
+        return group_norm(in[0], g, in[1], in[2]);
+      })
+                       : Fn([g](const std::vector<Tensor>& in) {
+                           return group_norm(in[0], g, Tensor(), Tensor());
+                         });
+      auto gpu = run_on(kGpu, fn, {x, w, b}), cpu = run_on(kCpu, fn, {x, w, b});
+      double rtol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 2e-2;
+      double atol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-5 : 2e-2;
+      EXPECT_TRUE(runs_match(gpu, cpu, rtol, atol));
+    }
+    seed += 3;
+  }
+}
+
+TEST(CudaNorm, BatchNormTrainAndEvalMatchCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Shape shapes[] = {{4, 6, 3, 5}, {16, 5}, {2, 3, 2, 4, 4}};
+  uint64_t seed = 200;
+  for (const Shape& s : shapes) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " batch_norm " + shape_str(s));
+      const int64_t C = s[1];
+      Tensor x = add(normal_cpu(s, seed, DType::f64), 5.0).to(dt);
+      Tensor w = normal_cpu({C}, seed + 1, dt), b = normal_cpu({C}, seed + 2, dt);
+      Tensor rm0 = normal_cpu({C}, seed + 3, dt);
+      Tensor rv0 = add(abs(normal_cpu({C}, seed + 4, dt)), 0.5);
+      double rtol = dt == DType::f32 ? 1e-4 : 1e-10, atol = dt == DType::f32 ? 1e-5 : 1e-10;
+      for (bool training : {true, false}) {
+        SCOPED_TRACE(training ? "training" : "eval");
+        Tensor rm_c = rm0.clone(), rv_c = rv0.clone();
+        Tensor rm_g = rm0.to(kGpu), rv_g = rv0.to(kGpu);
+        auto fn_for = [training](const Tensor& rm, const Tensor& rv) {
+          return Fn([=](const std::vector<Tensor>& in) {
+            return batch_norm(in[0], rm, rv, in[1], in[2], training, 0.1, 1e-5);
+          });
+        };
+        auto gpu = run_on(kGpu, fn_for(rm_g, rv_g), {x, w, b});
+        auto cpu = run_on(kCpu, fn_for(rm_c, rv_c), {x, w, b});
+        EXPECT_TRUE(runs_match(gpu, cpu, rtol, atol));
+        // Running statistics: updated in place on the GPU exactly as on the CPU.
+        EXPECT_TRUE(zt::test::all_close(rm_g, rm_c, rtol, atol)) << "running_mean";
+        EXPECT_TRUE(zt::test::all_close(rv_g, rv_c, rtol, atol)) << "running_var";
+      }
+      // Training without running statistics.
+      Fn plain = [](const std::vector<Tensor>& in) {
+        return batch_norm(in[0], Tensor(), Tensor(), in[1], in[2], true, 0.1, 1e-5);
+      };
+      EXPECT_TRUE(
+          runs_match(run_on(kGpu, plain, {x, w, b}), run_on(kCpu, plain, {x, w, b}), rtol, atol));
+    }
+    seed += 5;
+  }
+}
+
+TEST(CudaNorm, LayerNormAndRmsNormMatchCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  Tensor x = add(normal_cpu({4, 7, 32}, 300), 1.5);
+  Tensor w = normal_cpu({32}, 301), b = normal_cpu({32}, 302);
+  Fn ln = [](const std::vector<Tensor>& in) { return layer_norm(in[0], {32}, in[1], in[2]); };
+  EXPECT_TRUE(runs_match(run_on(kGpu, ln, {x, w, b}), run_on(kCpu, ln, {x, w, b}), 1e-4, 1e-5));
+  Tensor w2 = normal_cpu({7, 32}, 303), b2 = normal_cpu({7, 32}, 304);
+  Fn ln2 = [](const std::vector<Tensor>& in) { return layer_norm(in[0], {7, 32}, in[1], in[2]); };
+  EXPECT_TRUE(
+      runs_match(run_on(kGpu, ln2, {x, w2, b2}), run_on(kCpu, ln2, {x, w2, b2}), 1e-4, 1e-5));
+  Fn rms = [](const std::vector<Tensor>& in) { return rms_norm(in[0], {32}, in[1]); };
+  EXPECT_TRUE(runs_match(run_on(kGpu, rms, {x, w}), run_on(kCpu, rms, {x, w}), 1e-4, 1e-5));
+}
+
+TEST(CudaSoftmax, SoftmaxAndLogSoftmaxMatchCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  struct Case {
+    Shape x;
+    int64_t dim;
+  };
+  const Case cases[] = {{{5, 37}, -1}, {{3, 9, 4, 5}, 1}, {{2, 5000}, 1}, {{6, 4, 3}, 0}, {{7}, 0}};
+  uint64_t seed = 400;
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      for (bool log : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + (log ? " log_softmax " : " softmax ") +
+                     shape_str(c.x) + " dim " + std::to_string(c.dim));
+        Tensor x = mul(normal_cpu(c.x, seed, dt), 3.0);
+        int64_t d = c.dim;
+        Fn fn = [d, log](const std::vector<Tensor>& in) {
+          return log ? log_softmax(in[0], d) : softmax(in[0], d);
+        };
+        double rtol = dt == DType::f32 ? 1e-4 : 1e-10, atol = dt == DType::f32 ? 1e-5 : 1e-10;
+        EXPECT_TRUE(runs_match(run_on(kGpu, fn, {x}), run_on(kCpu, fn, {x}), rtol, atol));
+      }
+    }
+    seed += 1;
+  }
+  // Rows with -inf entries (masked attention) and an all -inf row: same as the CPU.
+  const double inf = INFINITY;
+  Tensor m = from_vector({1, -inf, 2, 0, -inf, -inf, -inf, -inf, 3, 3, 3, 3}, {3, 4});
+  for (bool log : {false, true}) {
+    Tensor ref = log ? log_softmax(m, 1) : softmax(m, 1);
+    Tensor got = log ? log_softmax(m.to(kGpu), 1) : softmax(m.to(kGpu), 1);
+    EXPECT_TRUE(zt::test::all_close(got, ref, 1e-6, 1e-7)) << (log ? "log_softmax" : "softmax");
+  }
+  // bf16 goes through f32 in the op, on both devices.
+  Tensor xb = normal_cpu({4, 33}, 450, DType::bf16);
+  EXPECT_TRUE(zt::test::all_close(softmax(xb.to(kGpu), 1), softmax(xb, 1), 1e-2, 1e-3));
+}
+
+TEST(CudaLoss, CrossEntropyMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  // (N, C) with some ignored targets, i64 and i32; (N, C, H, W) with the class dim inside.
+  struct Case {
+    Shape logits;
+    Shape target;
+    DType index_type;
+  };
+  const Case cases[] = {{{16, 11}, {16}, DType::i64},
+                        {{16, 11}, {16}, DType::i32},
+                        {{2, 5, 3, 4}, {2, 3, 4}, DType::i64},
+                        {{3, 1000}, {3}, DType::i64}};
+  uint64_t seed = 500;
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " cross_entropy " + shape_str(c.logits));
+      Tensor logits = mul(normal_cpu(c.logits, seed, dt), 2.0);
+      std::vector<double> t =
+          zt::cuda_test::ints_cpu(c.target, 0, c.logits[1], seed + 1).to_vector();
+      for (size_t i = 0; i < t.size(); i += 5) t[i] = -100;  // ignore_index
+      Tensor target = from_vector(t, c.target, c.index_type);
+      Fn fn = [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); };
+      // The loss and gradient are computed in f64 on both sides, then cast.
+      double tol = dt == DType::f32 ? 1e-6 : 1e-12;
+      EXPECT_TRUE(runs_match(run_on(kGpu, fn, {logits, target}), run_on(kCpu, fn, {logits, target}),
+                             tol, tol));
+    }
+    seed += 2;
+  }
+  // A target out of range is an error naming it, as on the CPU.
+  Tensor logits = normal_cpu({4, 3}, 510).to(kGpu);
+  Tensor bad = from_vector({0, 2, 3, 1}, {4}, DType::i64).to(kGpu);
+  EXPECT_THROW(cross_entropy(logits, bad), zt::Error);
+  // Every target ignored: NaN, as on the CPU.
+  Tensor ignored = full({4}, -100, DType::i64, kGpu);
+  EXPECT_TRUE(std::isnan(cross_entropy(logits, ignored).item()));
+}
