@@ -150,8 +150,8 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
+  Source src = open_source(cfg, o);  // input errors before the weights are read
   auto model = load_frozen_model(cfg, o.weights, comm);
-  Source src = open_source(cfg, o);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
   ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");
   const int64_t batch = batch_of(cfg, o.batch);
