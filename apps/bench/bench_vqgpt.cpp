@@ -1,0 +1,105 @@
+// zt-bench vqgpt: training throughput of vqgpt (a config, default configs/vqgpt_tiny.yaml,
+// with a random-init tokenizer: speed does not depend on its weights). For each setting
+// rank 0 prints one JSON object: tokens/s (trained target tokens of all ranks per second),
+// step time, the tokenizer's time and share of the step, and collective calls/bytes per
+// step. Settings, each with train.batch clips per rank:
+//   mode zero3          the GPT partitioned with ZeRO-3 (prefetch on), N = 1 and 2 thread ranks
+//   mode replicated_dp  the GPT built under zero::Replicated with requires_grad on: the
+//                       engine all-reduces replica gradients (plain data parallelism)
+// Under mpirun each process is a rank (MPI) and only the world size is measured.
+#include <CLI/CLI.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "apps/bench/bench.h"
+#include "apps/common/vqgpt_app.h"
+#include "core/ops.h"
+#include "data/factory.h"
+
+namespace {
+
+using namespace zt;
+using Clock = std::chrono::steady_clock;
+
+double since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int steps,
+             comm::Communicator& comm) {
+  auto tok = vqgpt::random_tokenizer(cfg, comm);
+  auto model = vqgpt::build_model(cfg, tok, comm, replicated_dp);
+  auto engine = vqgpt::make_engine(model, cfg, comm);
+  auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, cfg.train.batch,
+                                  comm.rank(), comm.size());
+  model->train();
+  double tok_s = 0.0, step_s = 0.0;
+  for (int i = 0; i < warmup + steps; ++i) {
+    if (i == warmup) {
+      comm.barrier();
+      comm.reset_counters();
+      tok_s = step_s = 0.0;
+    }
+    data::Batch b = loader->next();
+    const Clock::time_point t0 = Clock::now();
+    Tensor seq = model->tokenize(b.clips);
+    tok_s += since(t0);
+    engine->backward(model->loss(seq));
+    engine->step();
+    step_s += since(t0);
+  }
+  const comm::CommCounters counters = comm.counters();
+  Tensor t = from_vector({tok_s, step_s}, {2}, DType::f64);
+  comm.all_reduce(t, comm::ReduceOp::kAvg);  // rank means
+  const auto v = t.to_vector();
+  if (comm.rank() != 0) return;
+  const double per_step = v[1] / steps, tok_per_step = v[0] / steps;
+  const int64_t targets = (model->layout().length() - 1) * cfg.train.batch * comm.size();
+  std::printf(
+      "{\"bench\":\"vqgpt\",\"mode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
+      "\"batch_per_rank\":%lld,\"tokens_per_step\":%lld,\"gpt_params\":%lld,"
+      "\"tokenizer_params\":%lld,\"step_s\":%.5f,\"tokenizer_s\":%.5f,\"tokenizer_share\":%.3f,"
+      "\"gpt_s\":%.5f,\"tokens_per_s\":%.1f,\"comm_calls_per_step\":%.1f,"
+      "\"comm_bytes_per_step\":%.0f}\n",
+      replicated_dp ? "replicated_dp" : "zero3", comm.backend(), comm.size(),
+      static_cast<long long>(cfg.train.batch), static_cast<long long>(targets),
+      static_cast<long long>(model->gpt->spec().count_parameters()),
+      static_cast<long long>(model->tokenizer->num_parameters()), per_step, tok_per_step,
+      tok_per_step / per_step, per_step - tok_per_step, static_cast<double>(targets) / per_step,
+      static_cast<double>(counters.total_calls()) / steps,
+      static_cast<double>(counters.total_bytes()) / steps);
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2; mpirun)") {
+  CLI::App app{"zt-bench vqgpt"};
+  std::string config_path = "configs/vqgpt_tiny.yaml";
+  std::vector<int> ranks = {1, 2};
+  int warmup = 2, steps = 10;
+  std::vector<std::string> sets;
+  app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
+  app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)");
+  app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
+  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4");
+  std::vector<std::string> rev(args.rbegin(), args.rend());
+  try {
+    app.parse(rev);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
+  if (comm::under_mpirun()) ranks = {0};  // the world size
+  for (int n : ranks)
+    for (bool dp : {false, true}) {
+      comm::LaunchOptions opts;
+      opts.ranks = n == 0 ? 1 : n;
+      comm::launch(opts, [&](comm::Communicator& comm) { measure(cfg, dp, warmup, steps, comm); });
+    }
+  return 0;
+}

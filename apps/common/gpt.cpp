@@ -1,0 +1,74 @@
+// The GPT decoder's layers. Position ids are built per call (arange over T); the causal
+// mask lives in nn::MultiheadSelfAttention.
+#include "apps/common/gpt.h"
+
+namespace zt::gpt {
+
+int64_t GptSpec::count_parameters() const {
+  const int64_t e = n_embd;
+  const int64_t ln = 2 * e;
+  const int64_t attn = 4 * e * e;  // no biases
+  const int64_t mlp = (e * 4 * e + 4 * e) + (4 * e * e + e);
+  return vocab_size * e + block_size * e + n_layer * (2 * ln + attn + mlp) + ln + vocab_size * e;
+}
+
+GptMlp::GptMlp(int64_t n_embd, double dropout) : UnaryModule("GptMlp") {
+  fc = register_module("fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd));
+  proj = register_module("proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(dropout));
+}
+
+Tensor GptMlp::forward(const Tensor& x) {
+  return (*drop)((*proj)(gelu((*fc)(x), /*tanh_approx=*/true)));
+}
+
+GptBlock::GptBlock(const GptSpec& s) : UnaryModule("GptBlock") {
+  ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
+  attn = register_module(
+      "attn", std::make_shared<nn::MultiheadSelfAttention>(
+                  nn::MultiheadSelfAttentionOptions(s.n_embd, s.n_head).causal(true).bias(false)));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(s.dropout));
+  ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
+  mlp = register_module("mlp", std::make_shared<GptMlp>(s.n_embd, s.dropout));
+}
+
+Tensor GptBlock::forward(const Tensor& x) {
+  Tensor h = x + (*drop)((*attn)((*ln_1)(x)));
+  return h + (*mlp)((*ln_2)(h));
+}
+
+Gpt::Gpt(const GptSpec& s) : UnaryModule("Gpt"), spec_(s) {
+  ZT_CHECK(s.vocab_size > 0 && s.block_size > 0, "Gpt: vocab_size (", s.vocab_size,
+           ") and block_size (", s.block_size, ") must be positive");
+  ZT_CHECK(s.n_layer > 0 && s.n_head > 0 && s.n_embd % s.n_head == 0, "Gpt: n_embd (", s.n_embd,
+           ") must be a multiple of n_head (", s.n_head, ") and n_layer (", s.n_layer,
+           ") positive");
+  wte = register_module("wte", std::make_shared<nn::Embedding>(s.vocab_size, s.n_embd));
+  wpe = register_module("wpe", std::make_shared<nn::Embedding>(s.block_size, s.n_embd));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(s.dropout));
+  blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
+  for (int64_t i = 0; i < s.n_layer; ++i) blocks->push_back(std::make_shared<GptBlock>(s));
+  ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
+  head = register_module(
+      "head", std::make_shared<nn::Linear>(nn::LinearOptions(s.n_embd, s.vocab_size).bias(false)));
+}
+
+std::string Gpt::extra_repr() const {
+  return "vocab=" + std::to_string(spec_.vocab_size) +
+         ", block_size=" + std::to_string(spec_.block_size) +
+         ", n_layer=" + std::to_string(spec_.n_layer) + ", n_head=" + std::to_string(spec_.n_head) +
+         ", n_embd=" + std::to_string(spec_.n_embd);
+}
+
+Tensor Gpt::forward(const Tensor& ids) {
+  ZT_CHECK(ids.dim() == 2, "Gpt: ids ", shape_str(ids.sizes()), " must be (B, T)");
+  const int64_t t = ids.size(1);
+  ZT_CHECK(t >= 1 && t <= spec_.block_size, "Gpt: sequence length ", t, " exceeds block_size ",
+           spec_.block_size, "; raise gpt.block_size (it must hold a clip's tokens, see the log)");
+  Tensor pos = arange(0, static_cast<double>(t), 1.0, DType::i64, ids.device());  // (T)
+  Tensor x = (*drop)((*wte)(ids) + (*wpe)(pos));  // (B, T, E) + (T, E)
+  for (const auto& b : *blocks) x = (*b)(x);
+  return (*head)((*ln_f)(x));  // (B, T, V)
+}
+
+}  // namespace zt::gpt

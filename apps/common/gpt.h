@@ -1,0 +1,83 @@
+// Gpt: a GPT-2-style decoder over the token ids of the frozen tokenizer (vqgpt). Token and
+// learned position embeddings, n_layer pre-norm blocks (x + attn(ln_1(x)), x + mlp(ln_2(x)),
+// causal multi-head attention without biases, MLP E -> 4E -> E with GELU), a final
+// LayerNorm and a linear output head without bias. The attention has no biases because a
+// key bias has an exactly-zero gradient in theory (softmax ignores a per-query constant):
+// Adam would turn its rounding noise into full-size, rank-count-dependent updates. Every submodule
+// is entered through call(), so the ZeRO-3 engine gathers each block's parameters just in time.
+//
+// Shape legend: B batch, T sequence length (<= block_size), E n_embd, V vocab_size.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "nn/attention.h"
+#include "nn/container.h"
+#include "nn/dropout.h"
+#include "nn/embedding.h"
+#include "nn/linear.h"
+#include "nn/norm.h"
+
+namespace zt::gpt {
+
+/// The transformer's sizes (resolved from config::GptConfig by gpt_spec() in gpt_tokens.h).
+struct GptSpec {
+  int64_t vocab_size = 0;  ///< V: codebook + special tokens (and any padding)
+  int64_t block_size = 0;  ///< longest input sequence (position embeddings)
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 128;  ///< a multiple of n_head
+  double dropout = 0.0;
+
+  /// Parameter elements of the model, counted without building it.
+  int64_t count_parameters() const;
+};
+
+/// MLP of a block: fc (E -> 4E), GELU (tanh approximation, as GPT-2), proj (4E -> E).
+class GptMlp : public nn::UnaryModule {
+ public:
+  GptMlp(int64_t n_embd, double dropout);
+  std::shared_ptr<nn::Linear> fc, proj;
+  std::shared_ptr<nn::Dropout> drop;
+
+ protected:
+  Tensor forward(const Tensor& x) override;  // (B, T, E) -> (B, T, E)
+};
+
+/// One pre-norm block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+class GptBlock : public nn::UnaryModule {
+ public:
+  explicit GptBlock(const GptSpec& spec);
+  std::shared_ptr<nn::LayerNorm> ln_1, ln_2;
+  std::shared_ptr<nn::MultiheadSelfAttention> attn;  // causal
+  std::shared_ptr<GptMlp> mlp;
+  std::shared_ptr<nn::Dropout> drop;  // on the attention branch
+
+ protected:
+  Tensor forward(const Tensor& x) override;  // (B, T, E) -> (B, T, E)
+};
+
+/// ids i64 (B, T) -> logits (B, T, V). Key names: wte.weight, wpe.weight, blocks.{i}.*,
+/// ln_f.*, head.weight. Initialization: PyTorch's defaults for every layer.
+class Gpt : public nn::UnaryModule {
+ public:
+  explicit Gpt(const GptSpec& spec);
+  const GptSpec& spec() const { return spec_; }
+  std::string extra_repr() const override;
+
+  std::shared_ptr<nn::Embedding> wte;  // (V, E)
+  std::shared_ptr<nn::Embedding> wpe;  // (block_size, E)
+  std::shared_ptr<nn::Dropout> drop;
+  std::shared_ptr<nn::ModuleList> blocks;
+  std::shared_ptr<nn::LayerNorm> ln_f;
+  std::shared_ptr<nn::Linear> head;  // (V, E), no bias
+
+ protected:
+  Tensor forward(const Tensor& ids) override;
+
+ private:
+  GptSpec spec_;
+};
+
+}  // namespace zt::gpt

@@ -1,0 +1,207 @@
+// Token layout, GPT sizes, tokenization with the frozen tokenizer, unigram entropy and
+// layout-constrained sampling. Sequences are small integer arrays: the layout code works
+// on host memory directly.
+#include "apps/common/gpt_tokens.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/ops.h"
+
+namespace zt::gpt {
+
+TokenLayout::TokenLayout(int64_t codebook_size, int64_t frames, int64_t rows, int64_t cols)
+    : k_(codebook_size), t_(frames), h_(rows), w_(cols) {
+  ZT_CHECK(k_ >= 1 && t_ >= 1 && h_ >= 1 && w_ >= 1, "TokenLayout: codebook ", k_, ", frames ", t_,
+           ", rows ", h_, ", cols ", w_, " must all be positive");
+}
+
+TokenLayout TokenLayout::of(const config::AppConfig& cfg) {
+  const int64_t s = cfg.model.spatial_factor();
+  const int64_t t =
+      cfg.data.frames == 1 ? 1 : cfg.data.frames / cfg.model.temporal_downsample_factor;
+  return TokenLayout(cfg.model.codebook_size, t, cfg.data.height / s, cfg.data.width / s);
+}
+
+int64_t TokenLayout::fixed_token(int64_t pos) const {
+  if (pos == 0) return bos();
+  if (pos == length() - 1) return eos();
+  return (pos - 1) % (w_ + 1) == w_ ? eol() : -1;
+}
+
+Tensor TokenLayout::sequence(const Tensor& codes) const {
+  ZT_CHECK(codes.dtype() == DType::i64, "TokenLayout: codes must be i64, got ",
+           dtype_name(codes.dtype()));
+  const Shape want3{codes.size(0), h_, w_}, want4{codes.size(0), t_, h_, w_};
+  ZT_CHECK((t_ == 1 && codes.sizes() == want3) || codes.sizes() == want4, "TokenLayout: codes ",
+           shape_str(codes.sizes()), " do not match the layout (B, ", t_, ", ", h_, ", ", w_,
+           "); check data.frames/height/width against the tokenizer");
+  const Tensor c = codes.to(Device::cpu()).contiguous();
+  const int64_t b = codes.size(0), len = length(), per = t_ * h_ * w_;
+  Tensor out = empty({b, len}, DType::i64);
+  const int64_t* src = c.data<int64_t>();
+  int64_t* dst = out.data<int64_t>();
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t* in = src + i * per;
+    int64_t* o = dst + i * len;
+    *o++ = bos();
+    for (int64_t r = 0; r < t_ * h_; ++r) {
+      for (int64_t x = 0; x < w_; ++x) {
+        const int64_t id = in[r * w_ + x];
+        ZT_CHECK(id >= 0 && id < k_, "TokenLayout: code ", id, " outside the codebook [0, ", k_,
+                 ")");
+        *o++ = id;
+      }
+      *o++ = eol();
+    }
+    *o = eos();
+  }
+  return out;
+}
+
+Tensor TokenLayout::codes(const Tensor& sequences) const {
+  ZT_CHECK(sequences.dtype() == DType::i64 && sequences.dim() == 2 && sequences.size(1) == length(),
+           "TokenLayout: sequences ", shape_str(sequences.sizes()), " ",
+           dtype_name(sequences.dtype()), " must be i64 (B, ", length(), ")");
+  const Tensor s = sequences.to(Device::cpu()).contiguous();
+  const int64_t b = s.size(0), len = length();
+  Tensor out = empty({b, t_, h_, w_}, DType::i64);
+  const int64_t* src = s.data<int64_t>();
+  int64_t* dst = out.data<int64_t>();
+  for (int64_t i = 0; i < b; ++i)
+    for (int64_t p = 0; p < len; ++p) {
+      const int64_t id = src[i * len + p], fixed = fixed_token(p);
+      if (fixed >= 0) {
+        ZT_CHECK(id == fixed, "TokenLayout: sequence ", i, " has token ", id, " at position ", p,
+                 " where the layout puts ", fixed, " (BOS ", bos(), ", EOL ", eol(), ", EOS ",
+                 eos(), ")");
+        continue;
+      }
+      ZT_CHECK(id >= 0 && id < k_, "TokenLayout: sequence ", i, " has token ", id,
+               " at code position ", p, "; codes are 0..", k_ - 1);
+      *dst++ = id;
+    }
+  return out;
+}
+
+GptSpec gpt_spec(const config::AppConfig& cfg) {
+  ZT_CHECK(cfg.gpt.has_value(), "vqgpt: the config has no gpt section (", cfg.source, ")");
+  const config::GptConfig& g = *cfg.gpt;
+  const TokenLayout layout = TokenLayout::of(cfg);
+  GptSpec s;
+  s.n_layer = g.n_layer;
+  s.n_head = g.n_head;
+  s.n_embd = g.n_embd;
+  s.dropout = g.dropout;
+  const int64_t k = cfg.model.codebook_size;
+  s.vocab_size = g.vocab_size == k + 1 ? layout.min_vocab() : g.vocab_size;
+  ZT_CHECK(s.vocab_size >= layout.min_vocab(), cfg.source, ": gpt.vocab_size (", g.vocab_size,
+           ") must hold the codebook (", k, ") plus BOS, EOL and EOS: set it to ",
+           layout.min_vocab(), " or more, or leave it out");
+  const int64_t need = layout.length() - 1;  // inputs: every token but the last
+  s.block_size =
+      g.block_size == cfg.tokens_per_clip() + 1 ? std::max(g.block_size, need) : g.block_size;
+  ZT_CHECK(s.block_size >= need, cfg.source, ": gpt.block_size (", g.block_size,
+           ") must hold a clip's sequence without its last token: BOS + ", layout.frames(), " x ",
+           layout.rows(), " rows x (", layout.cols(), " codes + EOL) = ", need,
+           "; set gpt.block_size to ", need, " or leave it out");
+  return s;
+}
+
+Tensor tokenize(vq::VqModel& tokenizer, const Tensor& clips, const TokenLayout& layout) {
+  ZT_CHECK(!tokenizer.is_training(),
+           "vqgpt: the tokenizer is in training mode; it must stay frozen in eval mode "
+           "(BatchNorm would use and update batch statistics)");
+  ZT_CHECK(clips.dim() == 5, "vqgpt: clips ", shape_str(clips.sizes()), " must be (B, T, 3, H, W)");
+  autograd::NoGradGuard no_grad;
+  Tensor codes = clips.size(1) == 1 ? tokenizer.encode_image(clips.select(1, 0)).codes
+                                    : tokenizer.encode(clips).codes;
+  return layout.sequence(codes);
+}
+
+std::vector<int64_t> token_histogram(const Tensor& sequences, int64_t vocab) {
+  ZT_CHECK(sequences.dtype() == DType::i64, "token_histogram: ids must be i64");
+  const Tensor s = sequences.to(Device::cpu()).contiguous();
+  std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
+  const int64_t* p = s.data<int64_t>();
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    ZT_CHECK(p[i] >= 0 && p[i] < vocab, "token_histogram: id ", p[i], " outside [0, ", vocab, ")");
+    ++counts[static_cast<size_t>(p[i])];
+  }
+  return counts;
+}
+
+double unigram_entropy(const std::vector<int64_t>& counts) {
+  double total = 0.0;
+  for (int64_t c : counts) total += static_cast<double>(c);
+  if (total == 0.0) return 0.0;
+  double h = 0.0;
+  for (int64_t c : counts)
+    if (c > 0) {
+      const double p = static_cast<double>(c) / total;
+      h -= p * std::log(p);
+    }
+  return h;
+}
+
+Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
+                        const TokenLayout& layout, int64_t n, const SampleOptions& o) {
+  ZT_CHECK(n >= 1, "sample: need at least one sequence, got ", n);
+  ZT_CHECK(o.temperature > 0.0, "sample: temperature must be > 0, got ", o.temperature);
+  const int64_t len = layout.length(), k = layout.codebook_size();
+  const int64_t top_k = o.top_k > 0 ? std::min(o.top_k, k) : k;
+  Generator gen(o.seed);
+  Tensor seq = zeros({n, len}, DType::i64);
+  int64_t* ids = seq.data<int64_t>();
+  for (int64_t i = 0; i < n; ++i) ids[i * len] = layout.bos();
+  std::vector<double> p(static_cast<size_t>(k));
+  std::vector<int64_t> order(static_cast<size_t>(k));
+  for (int64_t pos = 1; pos < len; ++pos) {
+    const int64_t fixed = layout.fixed_token(pos);
+    if (fixed >= 0) {  // EOL / EOS: placed, not sampled
+      for (int64_t i = 0; i < n; ++i) ids[i * len + pos] = fixed;
+      continue;
+    }
+    // Logits at the last position of the prefix, (n, V); only the code ids count.
+    Tensor logits = model(seq.narrow(1, 0, pos).contiguous());
+    ZT_CHECK(
+        logits.dim() == 3 && logits.size(0) == n && logits.size(1) == pos && logits.size(2) >= k,
+        "sample: the model returned ", shape_str(logits.sizes()), " for ids (", n, ", ", pos,
+        "); expected (B, T, V >= ", k, ")");
+    const Tensor last = logits.select(1, pos - 1).to(DType::f64).contiguous();
+    const double* l = last.data<double>();
+    const int64_t v = logits.size(2);
+    const std::vector<double> u = rand({n}, gen, DType::f64).to_vector();
+    for (int64_t i = 0; i < n; ++i) {
+      const double* row = l + i * v;
+      for (int64_t c = 0; c < k; ++c) order[static_cast<size_t>(c)] = c;
+      if (top_k < k)
+        std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
+                          [&](int64_t a, int64_t b) { return row[a] > row[b]; });
+      double mx = -std::numeric_limits<double>::infinity();
+      for (int64_t j = 0; j < top_k; ++j) mx = std::max(mx, row[order[static_cast<size_t>(j)]]);
+      double total = 0.0;
+      for (int64_t j = 0; j < top_k; ++j) {
+        const auto c = static_cast<size_t>(order[static_cast<size_t>(j)]);
+        p[c] = std::exp((row[c] - mx) / o.temperature);
+        total += p[c];
+      }
+      // Inverse CDF over the kept codes, in id order for top_k == k.
+      double target = u[static_cast<size_t>(i)] * total, acc = 0.0;
+      int64_t pick = order[static_cast<size_t>(top_k - 1)];
+      for (int64_t j = 0; j < top_k; ++j) {
+        const int64_t c = order[static_cast<size_t>(j)];
+        acc += p[static_cast<size_t>(c)];
+        if (acc > target) {
+          pick = c;
+          break;
+        }
+      }
+      ids[i * len + pos] = pick;
+    }
+  }
+  return seq;
+}
+
+}  // namespace zt::gpt

@@ -1,0 +1,82 @@
+// Token sequences for vqgpt, laid out as Emu3 lays out images: BOS, then for each row of
+// codes the w code ids followed by an end-of-row token (EOL), frame after frame, then EOS.
+// Ids: codes 0..K-1, BOS = K, EOL = K + 1, EOS = K + 2, so the vocabulary holds K + 3.
+// Also here: resolving the GPT's sizes from the config, tokenizing clips with the frozen
+// tokenizer, the unigram entropy of a token stream, and layout-constrained sampling.
+//
+// Shape legend: B batch, T' code frames, h/w code rows/columns, K codebook size,
+// L = 2 + T' * h * (w + 1) tokens per clip.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "apps/common/gpt.h"
+#include "apps/common/vq_model.h"
+#include "configs/app_config.h"
+
+namespace zt::gpt {
+
+/// Where each token of a clip's sequence comes from.
+class TokenLayout {
+ public:
+  TokenLayout(int64_t codebook_size, int64_t frames, int64_t rows, int64_t cols);
+  /// The layout of cfg's clips: T' = frames / temporal factor (1 for images), h, w.
+  static TokenLayout of(const config::AppConfig& cfg);
+
+  int64_t codebook_size() const { return k_; }
+  int64_t bos() const { return k_; }
+  int64_t eol() const { return k_ + 1; }
+  int64_t eos() const { return k_ + 2; }
+  /// K + 3: the smallest vocabulary that holds the layout.
+  int64_t min_vocab() const { return k_ + 3; }
+  /// Tokens per clip, L.
+  int64_t length() const { return 2 + t_ * h_ * (w_ + 1); }
+  int64_t frames() const { return t_; }
+  int64_t rows() const { return h_; }
+  int64_t cols() const { return w_; }
+  /// The fixed token at position `pos` (BOS, EOL or EOS), or -1 where a code goes.
+  int64_t fixed_token(int64_t pos) const;
+
+  /// codes i64 (B, T', h, w) or (B, h, w) -> sequences i64 (B, L).
+  Tensor sequence(const Tensor& codes) const;
+  /// sequences i64 (B, L) -> codes i64 (B, T', h, w); error naming the first position
+  /// whose token breaks the layout (a code where EOL belongs, an id >= K, ...).
+  Tensor codes(const Tensor& sequences) const;
+
+ private:
+  int64_t k_, t_, h_, w_;
+};
+
+/// The transformer's sizes for cfg. vocab_size: gpt.vocab_size when it is >= K + 3; the
+/// config loader's default (K + 1, BOS only) becomes K + 3. block_size: gpt.block_size
+/// when it holds L - 1 inputs; the loader's default (tokens_per_clip + 1) becomes L - 1.
+/// Anything else too small is an error naming the key and the value needed.
+GptSpec gpt_spec(const config::AppConfig& cfg);
+
+/// clips (B, T, 3, H, W) (T = 1: images) -> sequences i64 (B, L), with the frozen tokenizer:
+/// under NoGradGuard, error unless it is in eval mode with requires_grad off. Runs no
+/// collective (the tokenizer must be a replica, not partitioned).
+Tensor tokenize(vq::VqModel& tokenizer, const Tensor& clips, const TokenLayout& layout);
+
+/// Counts of every id in `sequences` (i64, any shape) over a vocabulary of `vocab` ids.
+std::vector<int64_t> token_histogram(const Tensor& sequences, int64_t vocab);
+/// Entropy in nats of the distribution `counts` describes (0 for an empty histogram).
+double unigram_entropy(const std::vector<int64_t>& counts);
+
+/// Sampling settings.
+struct SampleOptions {
+  double temperature = 1.0;  ///< > 0
+  int64_t top_k = 0;         ///< keep the k most likely codes (0: all)
+  uint64_t seed = 0;
+};
+
+/// Samples `n` sequences (n, L) from `model`, one position at a time, without a KV cache:
+/// BOS, EOL and EOS are placed by the layout (as Emu3's prefix-constrained decoding does)
+/// and code positions draw only from ids 0..K-1. `model` maps ids (B, T) to logits
+/// (B, T, V) (the Gpt, or a call through the engine); run without gradients.
+Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
+                        const TokenLayout& layout, int64_t n, const SampleOptions& options);
+
+}  // namespace zt::gpt

@@ -1,0 +1,297 @@
+// vqgpt train: the Gpt trained with ZeRO-3 on tokens the frozen tokenizer makes on the fly.
+// Per step: lr from the plan; for each of gradient_accumulation_steps micro-batches of
+// train.batch clips per rank, tokenize (timed: the tokenizer's share of the step), then
+// next-token cross-entropy over the sequence and the engine's backward; then the engine's
+// step (reduce-scatter, clipping, AdamW on fp32 shards, buffer policy, and every
+// buffers.verify_every steps the replica check of the tokenizer's parameters and buffers).
+// Every log_every steps the window's means are reduced across ranks; rank 0 prints them
+// and appends them to metrics.jsonl.
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "apps/common/vqgpt_app.h"
+#include "core/ops.h"
+#include "data/factory.h"
+#include "zero/checkpoint.h"
+
+namespace zt::vqgpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::string fmt(const char* f, double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, f, v);
+  return buf;
+}
+
+// Entropy of the summed histograms of every rank (the local one is left as it is).
+double global_entropy(const std::vector<int64_t>& local, comm::Communicator& comm) {
+  std::vector<double> v(local.begin(), local.end());
+  Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
+  comm.all_reduce(t, comm::ReduceOp::kSum);
+  std::vector<int64_t> counts;
+  for (double c : t.to_vector()) counts.push_back(static_cast<int64_t>(c));
+  return gpt::unigram_entropy(counts);
+}
+
+// Mean loss over `batches` batches of the held-out split, every rank the same count.
+double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
+                comm::Communicator& comm) {
+  autograd::NoGradGuard no_grad;
+  int64_t n = loader.batches_per_epoch();
+  if (batches > 0) n = std::min(n, batches);
+  const auto counts = comm.all_gather_object<int64_t>(n);
+  n = *std::min_element(counts.begin(), counts.end());
+  ZT_CHECK(n > 0, "vqgpt eval: a rank has no batch; lower train.batch or raise data.eval_samples");
+  loader.restore({0, 0});
+  double sums[2] = {0.0, 0.0};
+  for (int64_t i = 0; i < n; ++i) {
+    data::Batch b = loader.next();
+    sums[0] += model.loss(model.tokenize(b.clips)).item() * static_cast<double>(b.clips.size(0));
+    sums[1] += static_cast<double>(b.clips.size(0));
+  }
+  Tensor t = from_vector({sums[0], sums[1]}, {2}, DType::f64);
+  comm.all_reduce(t, comm::ReduceOp::kSum);
+  const auto v = t.to_vector();
+  return v[0] / v[1];
+}
+
+}  // namespace
+
+TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
+                  comm::Communicator& comm) {
+  app::check_cpu_f32(cfg.train, "vqgpt train");
+  const config::TrainConfig& tc = cfg.train;
+  const bool rank0 = comm.rank() == 0;
+  const bool say = rank0 && !options.quiet;
+  const int64_t world = comm.size();
+
+  // Resume first: a vqgpt checkpoint carries the tokenizer, so none needs loading then.
+  const std::string ckpt_root = checkpoint_root(cfg);
+  std::string resume_from;
+  if (options.resume || tc.resume == "auto") {
+    if (zero::has_checkpoint(ckpt_root))
+      resume_from = ckpt_root;
+    else if (say)
+      std::printf("no checkpoint under %s: starting at step 0\n", ckpt_root.c_str());
+  } else if (!tc.resume.empty()) {
+    ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
+             "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
+             "'auto'");
+    resume_from = tc.resume;
+  }
+  auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm)
+                                       : random_tokenizer(cfg, comm);
+  auto model = build_model(cfg, tokenizer, comm);
+  auto engine = make_engine(model, cfg, comm);  // verifies replicas once built
+  TrainResult result;
+  result.replica_checks = 1;
+  const gpt::TokenLayout layout = model->layout();
+  const gpt::GptSpec& spec = model->gpt->spec();
+
+  auto dataset = data::make_dataset(cfg.data);
+  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
+  std::shared_ptr<const data::Dataset> eval_set;
+  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+
+  int64_t start = 0;
+  if (!resume_from.empty()) {
+    zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
+    ++result.replica_checks;  // load_checkpoint ends with one
+    start = extra.step;
+    loader->restore({extra.loader_epoch, extra.loader_position});
+    if (say)
+      std::printf("resumed from %s at step %lld (saved on %d ranks)\n", extra.dir.c_str(),
+                  static_cast<long long>(start), extra.saved_world_size);
+  }
+
+  std::unique_ptr<app::MetricsWriter> metrics;
+  const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
+  if (rank0) {
+    fs::create_directories(cfg.output_dir);
+    if (start > 0)
+      app::filter_metrics(metrics_path,
+                          [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+    metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
+  }
+  const int64_t targets_per_clip = layout.length() - 1;
+  const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;
+  if (say) {
+    std::printf(
+        "gpt: %lld parameters (ZeRO-3 over %lld ranks), vocab %lld = %lld codes + BOS/EOL/EOS, "
+        "block %lld, %lld layers x %lld heads x %lld\n",
+        static_cast<long long>(spec.count_parameters()), static_cast<long long>(world),
+        static_cast<long long>(spec.vocab_size), static_cast<long long>(layout.codebook_size()),
+        static_cast<long long>(spec.block_size), static_cast<long long>(spec.n_layer),
+        static_cast<long long>(spec.n_head), static_cast<long long>(spec.n_embd));
+    std::printf(
+        "tokenizer: %lld parameters + %zu buffers, frozen replica on every rank (eval, no grad); "
+        "replicas verified identical on %lld ranks\n",
+        static_cast<long long>(model->tokenizer->num_parameters()),
+        model->tokenizer->named_buffers().size(), static_cast<long long>(world));
+    std::printf(
+        "tokens per clip %lld (BOS + %lld x %lld rows x (%lld codes + EOL) + EOS); %lld clips "
+        "per step; steps %lld; data %s; output %s\n",
+        static_cast<long long>(layout.length()), static_cast<long long>(layout.frames()),
+        static_cast<long long>(layout.rows()), static_cast<long long>(layout.cols()),
+        static_cast<long long>(clips_per_step), static_cast<long long>(tc.steps),
+        dataset->describe().c_str(), cfg.output_dir.c_str());
+    std::fflush(stdout);
+  }
+
+  app::LrPlan lr_plan(tc);
+  app::ScalarWindow window;
+  app::StepTimer timer;
+  app::Progress progress(tc.steps, options.tty && say);
+  std::vector<int64_t> histogram(static_cast<size_t>(spec.vocab_size), 0);
+  double run_tok_seconds = 0.0, run_step_seconds = 0.0;
+  std::string last_saved;
+  int64_t last_saved_step = -1;
+
+  auto save = [&](int64_t step) {
+    zero::CheckpointExtra extra;
+    extra.step = step;
+    extra.config_yaml = cfg.root.dump();
+    const data::LoaderState pos = loader->state();
+    extra.loader_epoch = pos.epoch;
+    extra.loader_position = pos.position;
+    extra.user["app"] = "vqgpt";
+    last_saved = zero::save_checkpoint(*engine, ckpt_root, zero::checkpoint_tag(step), extra,
+                                       static_cast<int>(tc.keep_checkpoints));
+    last_saved_step = step;
+    if (say) progress.line("checkpoint " + last_saved);
+  };
+
+  model->train();  // the tokenizer stays in eval mode
+  for (int64_t step = start; step < tc.steps; ++step) {
+    const double lr = lr_plan.lr_at(step);
+    engine->set_lr(lr);
+    timer.start();
+    const Clock::time_point t0 = Clock::now();
+    double tok_seconds = 0.0, step_loss = 0.0;
+    for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
+      data::Batch batch = loader->next();
+      const Clock::time_point tk = Clock::now();
+      Tensor seq = model->tokenize(batch.clips);  // (B, L), no gradients, no collectives
+      tok_seconds += seconds_since(tk);
+      Tensor loss = model->loss(seq);
+      engine->backward(loss);
+      engine->step();
+      const double v = loss.item();
+      ZT_CHECK(std::isfinite(v), "vqgpt train: the loss is ", v, " at step ", step + 1, " on rank ",
+               comm.rank(), "; lower train.lr or set train.gradient_clipping");
+      step_loss += v / static_cast<double>(tc.gradient_accumulation_steps);
+      const std::vector<int64_t> h =
+          gpt::token_histogram(seq.narrow(1, 1, targets_per_clip), spec.vocab_size);
+      for (size_t i = 0; i < h.size(); ++i) histogram[i] += h[i];
+    }
+    const double step_seconds = seconds_since(t0);
+    timer.stop();
+    run_tok_seconds += tok_seconds;
+    run_step_seconds += step_seconds;
+    window.add("loss", step_loss);
+    window.add("tok_s", tok_seconds);
+    window.add("step_s", step_seconds);
+    const int64_t done = step + 1;
+    const bool verified =
+        cfg.buffers.verify_every > 0 && engine->global_step() % cfg.buffers.verify_every == 0;
+    if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
+
+    if (done % tc.log_every == 0 || done == tc.steps) {
+      std::map<std::string, double> m;
+      for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
+      const double entropy = global_entropy(histogram, comm);
+      const double share = m["step_s"] > 0 ? m["tok_s"] / m["step_s"] : 0.0;
+      const double tps = static_cast<double>(clips_per_step * targets_per_clip) / m["step_s"];
+      const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
+      result.log_steps.push_back(static_cast<double>(done));
+      result.log_losses.push_back(m["loss"]);
+      result.loss = m["loss"];
+      if (rank0) {
+        const zero::MemoryReport mem = engine->memory_report();
+        metrics->write({{"kind", "train"},
+                        {"step", done},
+                        {"loss", m["loss"]},
+                        {"unigram_entropy", entropy},
+                        {"lr", lr},
+                        {"grad_norm", engine->last_grad_norm()},
+                        {"step_time", m["step_s"]},
+                        {"tokenizer_time", m["tok_s"]},
+                        {"tokenizer_share", share},
+                        {"tokens_per_s", tps},
+                        {"eta_s", eta},
+                        {"memory", json::parse(mem.json())}});
+        if (say)
+          progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
+                        " | loss " + fmt("%.4f", m["loss"]) + " (unigram " + fmt("%.3f", entropy) +
+                        ") | lr " + fmt("%.2e", lr) + " | " + fmt("%.3f s/step", m["step_s"]) +
+                        " (tokenizer " + fmt("%.0f%%", 100.0 * share) + ") | " +
+                        fmt("%.0f tok/s", tps) + " | eta " + app::format_duration(eta) + " | mem " +
+                        app::format_bytes(mem.model_state()) + " state");
+      }
+    }
+    if (say && verified)
+      progress.line("step " + std::to_string(done) + ": tokenizer replicas verified (" +
+                    std::to_string(engine->replicated().size()) + " parameters, " +
+                    std::to_string(model->tokenizer->named_buffers().size()) +
+                    " buffers identical on " + std::to_string(world) + " ranks)");
+    if (say && progress.tty())
+      progress.update(done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
+                                " | loss " + fmt("%.4f", step_loss) + " | " +
+                                fmt("%.3f s/step", timer.run_mean()));
+    if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) {
+      auto eval_loader =
+          data::make_loader(eval_set, cfg.data, tc.batch, comm.rank(), world, /*eval=*/true);
+      model->eval();
+      result.eval_loss = evaluate(*model, *eval_loader, tc.eval_batches, comm);
+      model->train();
+      if (rank0) metrics->write({{"kind", "eval"}, {"step", done}, {"loss", result.eval_loss}});
+      if (say)
+        progress.line("eval  step " + std::to_string(done) + " | loss " +
+                      fmt("%.4f", result.eval_loss));
+    }
+    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
+  }
+  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
+  if (tc.checkpoint_every > 0 && start >= tc.steps) last_saved = zero::find_checkpoint(ckpt_root);
+  progress.finish();
+
+  result.start_step = start;
+  result.steps = engine->global_step();
+  result.unigram_entropy = global_entropy(histogram, comm);
+  result.seconds_per_step = timer.run_mean();
+  // Shares and throughput from every rank's run totals.
+  Tensor tot = from_vector({run_tok_seconds, run_step_seconds}, {2}, DType::f64);
+  comm.all_reduce(tot, comm::ReduceOp::kSum);
+  const auto t = tot.to_vector();
+  const int64_t steps_run = tc.steps - start;
+  result.tokenizer_share = t[1] > 0 ? t[0] / t[1] : 0.0;
+  if (t[1] > 0 && steps_run > 0)
+    result.tokens_per_second = static_cast<double>(steps_run * clips_per_step * targets_per_clip) /
+                               (t[1] / static_cast<double>(world));
+  result.final_checkpoint = last_saved;
+  if (say) {
+    std::printf(
+        "done: step %lld | loss %.4f (unigram entropy %.4f) | eval %.4f | %.3f s/step, "
+        "tokenizer %.0f%% of it | %.0f tokens/s | metrics %s\n",
+        static_cast<long long>(result.steps), result.loss, result.unigram_entropy, result.eval_loss,
+        result.seconds_per_step, 100.0 * result.tokenizer_share, result.tokens_per_second,
+        metrics_path.c_str());
+    std::fflush(stdout);
+  }
+  return result;
+}
+
+}  // namespace zt::vqgpt

@@ -1,0 +1,355 @@
+// vqgpt: building the {tokenizer, gpt} model, loading the frozen tokenizer, sampling and
+// export (the training loop is in gpt_train.cpp).
+//
+// The tokenizer is never partitioned: it is built in a zero::Replicated scope, frozen,
+// and its weights are read on rank 0 only, then broadcast by zero::load_state_dict — so
+// a loader that filled only rank 0 (the classic ZeRO-3 bug) still gives identical
+// replicas, and each tokenizer call is a plain local forward.
+#include "apps/common/vqgpt_app.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common/vqtok_app.h"
+#include "core/ops.h"
+#include "data/image.h"
+#include "data/npy.h"
+#include "zero/checkpoint.h"
+
+namespace zt::vqgpt {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* kHowToTrain =
+    "train one first:\n"
+    "  vqtok train --config configs/vqtok_tiny.yaml --ranks 2   (writes "
+    "runs/vqtok_tiny/checkpoints)\n"
+    "or let vqgpt train a quick one into gpt.tokenizer_checkpoint:\n"
+    "  vqgpt tokenizer --config <this config> --steps 200\n"
+    "or pass --tokenizer with an exported .safetensors file (vqtok export)";
+
+// Differences between two tokenizer configurations ("" when they build the same model).
+std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& b) {
+  std::string d;
+  auto cmp = [&](const char* key, const auto& x, const auto& y) {
+    if (x != y) d += std::string(d.empty() ? "" : ", ") + "model." + key;
+  };
+  cmp("codebook_size", a.codebook_size, b.codebook_size);
+  cmp("embed_dim", a.embed_dim, b.embed_dim);
+  cmp("z_channels", a.z_channels, b.z_channels);
+  cmp("in_channels", a.in_channels, b.in_channels);
+  cmp("out_channels", a.out_channels, b.out_channels);
+  cmp("temporal_downsample_factor", a.temporal_downsample_factor, b.temporal_downsample_factor);
+  cmp("ch", a.ch, b.ch);
+  cmp("ch_mult", a.ch_mult, b.ch_mult);
+  cmp("num_res_blocks", a.num_res_blocks, b.num_res_blocks);
+  cmp("attn_resolutions", a.attn_resolutions, b.attn_resolutions);
+  return d;
+}
+
+// A vqtok checkpoint's own configuration (the YAML recorded in its meta.json).
+config::AppConfig checkpoint_config(const std::string& dir) {
+  const fs::path meta = fs::path(dir) / "meta.json";
+  std::ifstream f(meta);
+  ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
+  }
+  const std::string app = j.value("user", nlohmann::json::object()).value("app", "");
+  ZT_CHECK(app != "vqgpt", "'", dir,
+           "' is a vqgpt checkpoint; the tokenizer must come from a vqtok checkpoint "
+           "(or an exported .safetensors file)");
+  const std::string yaml = j.value("config_yaml", "");
+  ZT_CHECK(!yaml.empty(), "'", meta.string(),
+           "' records no configuration; export the tokenizer (vqtok export) and pass the "
+           ".safetensors file instead");
+  return config::parse_app_config(config::parse_yaml(yaml, meta.string()), config::App::vqtok);
+}
+
+}  // namespace
+
+// ---- the root module
+
+VqGptModel::VqGptModel(std::shared_ptr<vq::VqModel> tok, std::shared_ptr<gpt::Gpt> g,
+                       gpt::TokenLayout layout)
+    : Module("VqGptModel"), layout_(layout) {
+  ZT_CHECK(tok && g, "VqGptModel: tokenizer and gpt must be built");
+  ZT_CHECK(g->spec().vocab_size >= layout.min_vocab(), "VqGptModel: the gpt's vocabulary (",
+           g->spec().vocab_size, ") does not hold codes + BOS/EOL/EOS (", layout.min_vocab(), ")");
+  tokenizer = register_module("tokenizer", std::move(tok));
+  gpt = register_module("gpt", std::move(g));
+  tokenizer->eval();
+}
+
+void VqGptModel::train(bool on) {
+  Module::train(on);
+  tokenizer->eval();  // frozen: BatchNorm keeps its running statistics
+}
+
+Tensor VqGptModel::tokenize(const Tensor& clips) {
+  return gpt::tokenize(*tokenizer, clips, layout_);
+}
+
+Tensor VqGptModel::loss(const Tensor& seq) {
+  const int64_t b = seq.size(0), n = seq.size(1) - 1;
+  Tensor inputs = seq.narrow(1, 0, n).contiguous();
+  Tensor targets = seq.narrow(1, 1, n).contiguous();
+  Tensor logits = (*gpt)(inputs);  // (B, L - 1, V)
+  return cross_entropy(logits.reshape({b * n, logits.size(2)}), targets.reshape({b * n}));
+}
+
+std::vector<Tensor> VqGptModel::forward(const std::vector<Tensor>& inputs) {
+  ZT_CHECK(inputs.size() == 1, "VqGptModel: expected {clips}, got ", inputs.size(), " inputs");
+  Tensor seq = tokenize(inputs[0]);
+  return {loss(seq), seq};
+}
+
+// ---- building
+
+std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
+                                            comm::Communicator& comm) {
+  std::string path =
+      source.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : source;
+  ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (gpt.tokenizer_checkpoint); ", kHowToTrain);
+  if (fs::is_regular_file(path) && fs::path(path).filename() == "latest")
+    path = fs::path(path).parent_path().string();  // ".../checkpoints/latest" names the root
+  ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (gpt.tokenizer_checkpoint); ",
+           kHowToTrain);
+  config::AppConfig tok_cfg = cfg;
+  if (fs::is_directory(path)) {
+    ZT_CHECK(zero::has_checkpoint(path), "vqgpt: '", path,
+             "' holds no vqtok checkpoint (no meta.json, no 'latest'); ", kHowToTrain);
+    // Load with the tokenizer's own settings (optimizer kind, ZeRO), but check that it
+    // is the model this config describes.
+    tok_cfg = checkpoint_config(zero::find_checkpoint(path));
+    const std::string diff = model_diff(tok_cfg.model, cfg.model);
+    ZT_CHECK(diff.empty(), "vqgpt: the tokenizer at '", path,
+             "' was trained with a different model (", diff,
+             "); copy its model section into this config");
+  }
+  tok_cfg.replicated.clear();
+  tok_cfg.gpt.reset();
+  return vqtok::load_frozen_model(tok_cfg, path, comm);
+}
+
+std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
+                                              comm::Communicator& comm) {
+  manual_seed(0);
+  std::shared_ptr<vq::VqModel> tok;
+  {
+    zero::Replicated replicas(comm);  // rank 0's values broadcast at registration
+    tok = std::make_shared<vq::VqModel>(cfg.model);
+  }
+  tok->requires_grad_(false);
+  tok->eval();
+  return tok;
+}
+
+std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
+                                        std::shared_ptr<vq::VqModel> tokenizer,
+                                        comm::Communicator& comm, bool replicated_gpt) {
+  const gpt::GptSpec spec = gpt::gpt_spec(cfg);
+  manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  std::shared_ptr<gpt::Gpt> g;
+  {
+    zero::Init init(comm);  // partitioned at registration: no rank holds the whole model
+    if (replicated_gpt) {
+      zero::Replicated replicas(comm);
+      g = std::make_shared<gpt::Gpt>(spec);
+    } else {
+      g = std::make_shared<gpt::Gpt>(spec);
+    }
+  }
+  // Dropout masks differ per rank (as each rank's data does).
+  manual_seed(static_cast<uint64_t>(cfg.train.seed) * 1000003u +
+              static_cast<uint64_t>(comm.rank()) + 1u);
+  return std::make_shared<VqGptModel>(std::move(tokenizer), std::move(g),
+                                      gpt::TokenLayout::of(cfg));
+}
+
+std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
+                                          const config::AppConfig& cfg, comm::Communicator& comm) {
+  ZT_CHECK(
+      std::find(cfg.replicated.begin(), cfg.replicated.end(), "tokenizer") != cfg.replicated.end(),
+      cfg.source,
+      ": `replicated` must name the frozen tokenizer (replicated: [tokenizer]); a "
+      "partitioned tokenizer would all-gather its parameters on every call");
+  return app::make_engine(std::move(model), cfg, comm);
+}
+
+std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
+                                  const std::string& out_root, comm::Communicator& comm,
+                                  bool quiet) {
+  ZT_CHECK(steps >= 1, "tokenizer: --steps must be at least 1, got ", steps);
+  std::string root =
+      out_root.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : out_root;
+  ZT_CHECK(!root.empty(), "tokenizer: pass --out or set gpt.tokenizer_checkpoint");
+  fs::path p(root);
+  if (p.filename() == "latest") p = p.parent_path();
+  // vqtok writes <output_dir>/checkpoints: aim it so that `root` is that folder.
+  const fs::path output_dir = p.filename() == "checkpoints" ? p.parent_path() : p;
+  auto list = [](const std::vector<int64_t>& v) {
+    std::string s = "[";
+    for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+    return s + "]";
+  };
+  const config::ModelConfig& m = cfg.model;
+  const config::DataConfig& d = cfg.data;
+  const char* kinds[] = {"synthetic", "image_folder", "npy"};
+  // The vqtok config as YAML, so its checkpoint records a config vqtok itself can read.
+  std::string y;
+  y += "model:\n  codebook_size: " + std::to_string(m.codebook_size) +
+       "\n  embed_dim: " + std::to_string(m.embed_dim) +
+       "\n  z_channels: " + std::to_string(m.z_channels) +
+       "\n  in_channels: " + std::to_string(m.in_channels) +
+       "\n  out_channels: " + std::to_string(m.out_channels) +
+       "\n  temporal_downsample_factor: " + std::to_string(m.temporal_downsample_factor) +
+       "\n  ch: " + std::to_string(m.ch) + "\n  ch_mult: " + list(m.ch_mult) +
+       "\n  num_res_blocks: " + std::to_string(m.num_res_blocks) +
+       "\n  attn_resolutions: " + list(m.attn_resolutions) + "\n";
+  y += std::string("data:\n  kind: ") + kinds[static_cast<int>(d.kind)] +
+       (d.path.empty() ? "" : "\n  path: \"" + d.path + "\"") +
+       "\n  frames: " + std::to_string(d.frames) + "\n  height: " + std::to_string(d.height) +
+       "\n  width: " + std::to_string(d.width) +
+       "\n  num_samples: " + std::to_string(d.num_samples) +
+       "\n  eval_samples: " + std::to_string(d.eval_samples) +
+       "\n  seed: " + std::to_string(d.seed) + "\n  num_shapes: " + std::to_string(d.num_shapes) +
+       "\n";
+  y += "train:\n  steps: " + std::to_string(steps) +
+       "\n  batch: 4\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +
+       "\n  min_lr: 1.0e-4\n  betas: [0.9, 0.99]\n  gradient_clipping: 1.0\n  log_every: " +
+       std::to_string(std::max<int64_t>(1, steps / 10)) +
+       "\n  eval_every: 0\n  checkpoint_every: " + std::to_string(steps) +
+       "\n  keep_checkpoints: 1\n";
+  y += "loss:\n  l2: 1.0\n  l1: 0.1\n";
+  y += "buffers:\n  sync: average\n";
+  y += "output_dir: \"" + output_dir.string() + "\"\n";
+  const config::AppConfig tok_cfg = config::parse_app_config(
+      config::parse_yaml(y, "<vqgpt quick tokenizer>"), config::App::vqtok);
+  if (comm.rank() == 0 && !quiet) {
+    std::printf("tokenizer: training a quick vqtok tokenizer (%lld steps) into %s\n",
+                static_cast<long long>(steps), (output_dir / "checkpoints").string().c_str());
+    std::fflush(stdout);
+  }
+  vqtok::TrainOptions to;
+  to.quiet = quiet;
+  const vqtok::TrainResult r = vqtok::train(tok_cfg, to, comm);
+  if (comm.rank() == 0 && !quiet) {
+    std::printf(
+        "tokenizer: %s (psnr %.2f dB, codebook usage %.1f%%); vqgpt reads it from "
+        "gpt.tokenizer_checkpoint: %s\n",
+        r.final_checkpoint.c_str(), r.psnr, 100.0 * r.codebook.usage,
+        (output_dir / "checkpoints").string().c_str());
+    std::fflush(stdout);
+  }
+  return r.final_checkpoint;
+}
+
+// ---- sample / export
+
+std::string checkpoint_root(const config::AppConfig& cfg) {
+  return (fs::path(cfg.output_dir) / "checkpoints").string();
+}
+
+namespace {
+
+// The model and engine restored from a vqgpt checkpoint (tokenizer included).
+std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
+    const config::AppConfig& cfg, const std::string& checkpoint, comm::Communicator& comm,
+    const char* what) {
+  const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
+  ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
+           "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
+           "directory or a run's output_dir/checkpoints");
+  auto model = build_model(cfg, random_tokenizer(cfg, comm), comm);
+  auto engine = make_engine(model, cfg, comm);
+  zero::load_checkpoint(*engine, dir);  // the tokenizer's weights and buffers come along
+  return {model, std::move(engine)};
+}
+
+// images (n, 3, H, W) -> (rows, cols, 3, H, W), padded with grey, for a square grid.
+Tensor square_grid(const Tensor& images) {
+  const int64_t n = images.size(0);
+  const auto cols = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(n))));
+  const int64_t rows = (n + cols - 1) / cols;
+  Tensor all = zeros({rows * cols, images.size(1), images.size(2), images.size(3)});
+  all.narrow(0, 0, n).copy_(images);
+  return all.view({rows, cols, images.size(1), images.size(2), images.size(3)});
+}
+
+}  // namespace
+
+SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
+                    comm::Communicator& comm) {
+  ZT_CHECK(o.num >= 1, "sample: --num must be at least 1, got ", o.num);
+  auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
+  model->eval();
+  const gpt::TokenLayout& layout = model->layout();
+  const int world = comm.size(), rank = comm.rank();
+  // Every rank samples the same number of sequences (ZeRO-3 forwards are collective);
+  // rank r keeps rows [r * per, (r + 1) * per) of the result.
+  const int64_t per = (o.num + world - 1) / world;
+  gpt::SampleOptions so = o.sampling;
+  so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
+  autograd::NoGradGuard no_grad;
+  Tensor mine =
+      gpt::sample_sequences([&](const Tensor& ids) { return (*model->gpt)(ids); }, layout, per, so);
+  SampleResult r;
+  r.sequences = zeros({o.num, layout.length()}, DType::i64);
+  const int64_t first = std::min<int64_t>(o.num, rank * per);
+  const int64_t count = std::min<int64_t>(o.num - first, per);
+  if (count > 0) r.sequences.narrow(0, first, count).copy_(mine.narrow(0, 0, count));
+  if (world > 1) comm.all_reduce(r.sequences.view({r.sequences.numel()}), comm::ReduceOp::kSum);
+  r.codes = layout.codes(r.sequences);
+  // The tokenizer is a replica on every rank: each decodes locally, no collective.
+  const bool images = cfg.data.frames == 1;
+  r.frames = images ? model->tokenizer->decode_codes(r.codes.select(1, 0))  // (n, 3, H, W)
+                    : model->tokenizer->decode_codes(r.codes);              // (n, T, 3, H, W)
+  if (rank == 0) {
+    if (!o.out.empty()) {
+      const fs::path parent = fs::path(o.out).parent_path();
+      if (!parent.empty()) fs::create_directories(parent);
+      data::save_png(o.out, data::make_grid({images ? square_grid(r.frames) : r.frames}));
+    }
+    if (!o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);
+    if (!o.quiet) {
+      std::printf(
+          "sample: %lld sequences of %lld tokens (temperature %.2f, top-k %lld) -> %s%s%s\n",
+          static_cast<long long>(o.num), static_cast<long long>(layout.length()),
+          o.sampling.temperature, static_cast<long long>(o.sampling.top_k),
+          o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
+          o.tokens_out.c_str());
+      std::fflush(stdout);
+    }
+  }
+  return r;
+}
+
+void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
+                  const std::string& out, comm::Communicator& comm, bool quiet) {
+  ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  auto [model, engine] = load_run(cfg, checkpoint, comm, "export");
+  if (comm.rank() == 0) {
+    const fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+  }
+  comm.barrier();
+  zero::export_consolidated(*engine, out);
+  if (comm.rank() == 0 && !quiet)
+    std::printf(
+        "export: %s -> %s (%zu tensors: tokenizer.* and gpt.*, fp32)\n",
+        zero::find_checkpoint(checkpoint.empty() ? checkpoint_root(cfg) : checkpoint).c_str(),
+        out.c_str(), nn::state_dict(*model).size());
+}
+
+}  // namespace zt::vqgpt

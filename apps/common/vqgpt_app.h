@@ -1,0 +1,140 @@
+// The vqgpt application as library functions (apps/vqgpt/main.cpp parses arguments and
+// launches ranks; tests call these on thread ranks). Every function runs on every rank of
+// `comm`; only rank 0 prints and writes files.
+//
+// The model is one root module with two children:
+//   tokenizer  the Emu3-style VqModel, a frozen replica (built in a zero::Replicated scope,
+//              requires_grad off, always in eval mode) loaded on rank 0 and broadcast by
+//              zero::load_state_dict; the config's `replicated: [tokenizer]` names it. It
+//              tokenizes each batch on every rank, without gradients or collectives.
+//   gpt        the Gpt decoder, built under zero::Init and trained with ZeRO-3.
+// The engine holds the tokenizer as a frozen replica (no hooks, no optimizer state, no
+// gradient reduction) and checks at start and every buffers.verify_every steps that its
+// parameters and BatchNorm buffers are identical on every rank. Checkpoints hold both
+// children, so `sample` and `export` need nothing else.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/common/gpt.h"
+#include "apps/common/gpt_tokens.h"
+#include "apps/common/train_util.h"
+#include "apps/common/vq_model.h"
+
+namespace zt::vqgpt {
+
+/// The root module: {tokenizer, gpt}. train()/eval() never take the tokenizer out of eval.
+class VqGptModel : public nn::Module {
+ public:
+  VqGptModel(std::shared_ptr<vq::VqModel> tokenizer, std::shared_ptr<gpt::Gpt> gpt,
+             gpt::TokenLayout layout);
+  void train(bool on = true) override;
+
+  /// clips (B, T, 3, H, W) -> sequences i64 (B, L) (gpt::tokenize).
+  Tensor tokenize(const Tensor& clips);
+  /// Mean next-token cross-entropy of sequences (B, L): inputs [0, L - 1), targets [1, L).
+  Tensor loss(const Tensor& sequences);
+  const gpt::TokenLayout& layout() const { return layout_; }
+
+  std::shared_ptr<vq::VqModel> tokenizer;
+  std::shared_ptr<gpt::Gpt> gpt;
+
+ protected:
+  /// {clips} -> {loss, sequences}.
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+ private:
+  gpt::TokenLayout layout_;
+};
+
+// ---- building
+
+/// The frozen tokenizer replica with the weights of `source`: a vqtok checkpoint (a
+/// directory holding meta.json, a root holding `latest`, or that `latest` file) or an
+/// exported .safetensors file; "" uses gpt.tokenizer_checkpoint. Weights are read on rank
+/// 0 (a checkpoint is gathered whole once) and broadcast. Error saying how to train one
+/// when nothing is there.
+std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
+                                            comm::Communicator& comm);
+/// A frozen tokenizer replica with the same random initialization on every rank (weights
+/// to be restored from a vqgpt checkpoint, or for tests).
+std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
+                                              comm::Communicator& comm);
+/// The root module around `tokenizer`, its Gpt built under zero::Init from seed
+/// train.seed (or, with `replicated_gpt`, under zero::Replicated: trainable replicas whose
+/// gradients the engine all-reduces, i.e. plain data parallelism, for comparisons).
+std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
+                                        std::shared_ptr<vq::VqModel> tokenizer,
+                                        comm::Communicator& comm, bool replicated_gpt = false);
+/// The engine over `model` with cfg's ZeRO and optimizer settings; cfg.replicated must name
+/// the tokenizer (error otherwise: a partitioned tokenizer would all-gather on every call).
+std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
+                                          const config::AppConfig& cfg, comm::Communicator& comm);
+
+// ---- train
+
+struct TrainOptions {
+  bool resume = false;    ///< continue from the latest checkpoint in output_dir/checkpoints
+  bool quiet = false;     ///< print nothing (files are still written)
+  bool tty = false;       ///< redraw a progress bar instead of printing log lines
+  std::string tokenizer;  ///< tokenizer weights; "" uses gpt.tokenizer_checkpoint
+};
+
+struct TrainResult {
+  int64_t start_step = 0, steps = 0;
+  std::vector<double> log_steps, log_losses;  ///< one entry per log interval (global means)
+  double loss = 0.0;                          ///< of the last log window
+  double eval_loss = 0.0;                     ///< of the last evaluation (0 if none ran)
+  /// Entropy (nats) of the unigram distribution of every target token of the run, all
+  /// ranks: the loss of a model that ignores context.
+  double unigram_entropy = 0.0;
+  double tokenizer_share = 0.0;    ///< tokenization time / step time over the run
+  double seconds_per_step = 0.0;   ///< mean over the run
+  double tokens_per_second = 0.0;  ///< trained target tokens (all ranks) per second
+  int64_t replica_checks = 0;      ///< verify_replicas() runs that passed (start included)
+  std::string final_checkpoint;    ///< "" when checkpoints are off
+};
+
+/// Trains the Gpt on the frozen tokenizer's tokens of cfg's data for train.steps steps.
+TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
+                  comm::Communicator& comm);
+
+// ---- sample / export
+
+struct SampleOptions {
+  std::string checkpoint;  ///< a vqgpt checkpoint; "" uses output_dir/checkpoints
+  std::string out;         ///< grid PNG to write (rank 0); "" writes none
+  std::string tokens_out;  ///< also write the code ids (.npy, int64 (n, T', h, w)); optional
+  int64_t num = 16;        ///< sequences to sample (split across ranks)
+  gpt::SampleOptions sampling;
+  bool quiet = false;
+};
+
+struct SampleResult {
+  Tensor sequences;  ///< i64 (n, L), identical on every rank
+  Tensor codes;      ///< i64 (n, T', h, w)
+  Tensor frames;     ///< decoded in [-1, 1]: images (n, 3, H, W) or clips (n, T, 3, H, W)
+};
+
+/// Loads a vqgpt checkpoint, samples `num` token sequences and decodes them with the
+/// checkpoint's tokenizer into a grid of images.
+SampleResult sample(const config::AppConfig& cfg, const SampleOptions& options,
+                    comm::Communicator& comm);
+
+/// Trains a quick tokenizer (vqtok train with cfg's model and data, `steps` steps, batch
+/// 4 per rank) into gpt.tokenizer_checkpoint (or `out_root` when given), so vqgpt can run
+/// without a separately trained one. Returns the checkpoint directory.
+std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
+                                  const std::string& out_root, comm::Communicator& comm,
+                                  bool quiet = false);
+
+/// The checkpoint root a run writes: <output_dir>/checkpoints.
+std::string checkpoint_root(const config::AppConfig& cfg);
+/// Loads a vqgpt checkpoint and writes one fp32 safetensors file (tokenizer.* and gpt.*).
+void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
+                  const std::string& out, comm::Communicator& comm, bool quiet = false);
+
+}  // namespace zt::vqgpt

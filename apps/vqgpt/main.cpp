@@ -1,0 +1,141 @@
+// vqgpt: an autoregressive transformer over the tokens of a frozen vqtok tokenizer. Parses
+// the subcommand and its options, loads the config (with --set overrides), starts the
+// ranks (`--ranks N` thread ranks, or one process per rank under mpirun) and calls the
+// library functions in apps/common/vqgpt_app.h. Errors print "vqgpt: error: ..." on
+// stderr and exit 1.
+//
+//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--tokenizer W]
+//   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
+//                   [--top-k K] [--seed S] [--tokens ids.npy]
+//   vqgpt export    --config C [--checkpoint D] --out model.safetensors
+//   vqgpt tokenizer --config C [--steps S] [--out DIR]   (a quick tokenizer, when none exists)
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "apps/common/vqgpt_app.h"
+
+namespace {
+
+using namespace zt;
+
+struct Common {
+  std::string config;
+  int ranks = 1;
+  std::vector<std::string> sets;
+};
+
+void add_common(CLI::App* sub, Common& c) {
+  sub->add_option("-c,--config", c.config, "YAML config (e.g. configs/vqgpt_tiny.yaml)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
+      ->allow_extra_args(false);
+}
+
+int run(const Common& c, const std::string& command, const std::vector<std::string>& extra_sets,
+        const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
+  std::vector<std::string> sets = c.sets;
+  sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+  const config::AppConfig cfg = config::load_app_config(c.config, sets, config::App::vqgpt);
+  const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
+  comm::launch(c.ranks, [&](comm::Communicator& comm) {
+    if (comm.rank() == 0) {
+      std::printf("vqgpt %s: config %s | world size %d (%s)\n", command.c_str(), resolved.c_str(),
+                  comm.size(), comm.backend());
+      std::fflush(stdout);
+    }
+    fn(cfg, comm);
+  });
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"vqgpt: a GPT over frozen vqtok tokens, trained with ZeRO-3"};
+  app.require_subcommand(1);
+  Common train_c, sample_c, export_c, tok_c;
+
+  CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
+  add_common(train, train_c);
+  vqgpt::TrainOptions to;
+  int64_t steps = 0;
+  train->add_flag("--resume", to.resume, "continue from the latest checkpoint in output_dir");
+  train->add_option("--steps", steps, "shortcut for --set train.steps=S")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--tokenizer", to.tokenizer,
+                    "tokenizer weights: a vqtok checkpoint directory or an exported "
+                    ".safetensors file (default: gpt.tokenizer_checkpoint)");
+
+  CLI::App* sample = app.add_subcommand("sample", "sample token sequences and decode them");
+  add_common(sample, sample_c);
+  vqgpt::SampleOptions so;
+  sample->add_option("--checkpoint", so.checkpoint,
+                     "vqgpt checkpoint directory (default: output_dir/checkpoints)");
+  sample->add_option("-o,--out", so.out, "grid PNG to write")->required();
+  sample->add_option("--num", so.num, "sequences to sample")->check(CLI::PositiveNumber);
+  sample->add_option("--temperature", so.sampling.temperature, "softmax temperature (> 0)")
+      ->check(CLI::PositiveNumber);
+  sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
+      ->check(CLI::NonNegativeNumber);
+  sample->add_option("--seed", so.sampling.seed, "sampling seed");
+  sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
+
+  CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
+  add_common(exp, export_c);
+  std::string checkpoint, export_out;
+  exp->add_option("--checkpoint", checkpoint,
+                  "checkpoint directory (default: output_dir/checkpoints)");
+  exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
+
+  CLI::App* tok = app.add_subcommand(
+      "tokenizer", "train a quick vqtok tokenizer into gpt.tokenizer_checkpoint (no trained one?)");
+  add_common(tok, tok_c);
+  int64_t tok_steps = 200;
+  std::string tok_out;
+  tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(CLI::PositiveNumber);
+  tok->add_option("-o,--out", tok_out,
+                  "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
+
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    if (*train) {
+      to.tty = app::stdout_is_tty();
+      std::vector<std::string> extra;
+      if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
+      return run(train_c, "train", extra,
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqgpt::train(cfg, to, comm);
+                 });
+    }
+    if (*sample)
+      return run(sample_c, "sample", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqgpt::sample(cfg, so, comm);
+                 });
+    if (*exp)
+      return run(export_c, "export", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqgpt::export_model(cfg, checkpoint, export_out, comm);
+                 });
+    if (*tok)
+      return run(tok_c, "tokenizer", {},
+                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                   vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm);
+                 });
+  } catch (const std::exception& e) {
+    std::fflush(stdout);
+    std::fprintf(stderr, "vqgpt: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,220 @@
+// vqgpt: a GPT trained with ZeRO-3 on the tokens of a frozen, replicated tokenizer. What
+// these tests pin down:
+//  1. the Emu3 token layout (BOS, rows of codes each closed by EOL, EOS) and how the
+//     config's GPT sizes are reconciled with it;
+//  2. with the tokenizer's weights and BatchNorm buffers read on rank 0 only, every rank
+//     produces identical tokens — without a single collective per tokenizer call;
+//  3. equivalence: 5 steps on N = 1, 2, 4 ranks with the same global batch give the same
+//     parameters (1e-5 relative, f32);
+//  4. a short run's loss falls below the unigram entropy of its token stream;
+//  5. sampling follows the layout and decodes to images; export holds both children.
+// The tokenizer is a tiny random-init VqModel (ch 32, two levels: 8x8 frames -> 4x4 codes).
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
+
+#include "apps/common/vqgpt_app.h"
+#include "common/test_util.h"
+#include "nn/safetensors.h"
+#include "zero/load.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A unique scratch folder, removed at the end of the test.
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::path(::testing::TempDir()) /
+            ("zt_vqgpt_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string operator/(const std::string& f) const { return (dir / f).string(); }
+};
+
+config::AppConfig tiny_config(const std::string& out_dir, const std::string& extra = "") {
+  const std::string y = R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 2, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 256, eval_samples: 16,
+       seed: 3, prefetch: 1}
+train: {steps: 5, batch: 8, lr: 3.0e-3, schedule: constant, gradient_clipping: 1.0,
+        log_every: 5, eval_every: 0, checkpoint_every: 0, seed: 1}
+zero_optimization: {stage3_param_persistence_threshold: 100, reduce_bucket_size: 5000,
+                    stage3_prefetch_bucket_size: 5000}
+buffers: {sync: broadcast, verify_every: 2}
+replicated: [tokenizer]
+output_dir: ")" + out_dir +
+                        "\"\n" + extra;
+  return config::parse_app_config(config::parse_yaml(y, "<test vqgpt>"), config::App::vqgpt);
+}
+
+// A "pretrained" tokenizer: random weights and non-default BatchNorm statistics.
+nn::NamedTensors pretrained_tokenizer(const config::AppConfig& cfg) {
+  manual_seed(77);
+  vq::VqModel tok(cfg.model);
+  Generator g(78);
+  for (const auto& [name, b] : tok.named_buffers()) {
+    if (name.find("running_mean") != std::string::npos) b.copy_(randn(b.sizes(), g) * 0.5);
+    if (name.find("running_var") != std::string::npos) b.copy_(rand(b.sizes(), g) + 0.5);
+  }
+  nn::NamedTensors state;
+  for (const auto& [n, t] : nn::state_dict(tok)) state.emplace_back(n, t.clone());
+  return state;
+}
+
+Tensor clips(int64_t b, uint64_t seed) {
+  Generator g(seed);
+  return rand({b, 4, 3, 8, 8}, g) * 2.0 - 1.0;
+}
+
+}  // namespace
+
+TEST(VqGptLayout, Emu3RowsWithEndOfRowTokens) {
+  gpt::TokenLayout layout(10, 1, 2, 3);  // K = 10, one frame of 2 x 3 codes
+  EXPECT_EQ(layout.length(), 2 + 2 * 4);
+  Tensor codes = from_vector({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3}, DType::i64);
+  Tensor seq = layout.sequence(codes);
+  EXPECT_TRUE(test::values_are(seq, {10, 1, 2, 3, 11, 4, 5, 6, 11, 12}));
+  EXPECT_TRUE(test::values_are(layout.codes(seq), codes.to_vector()));
+  Tensor bad = seq.clone();
+  bad.data<int64_t>()[4] = 7;  // a code where EOL belongs
+  EXPECT_THROW(layout.codes(bad), Error);
+}
+
+TEST(VqGptLayout, ConfigSizesAreReconciled) {
+  Scratch s("spec");
+  // The loader's defaults (vocab K + 1, block tokens + 1) grow to the layout's needs.
+  gpt::GptSpec spec = gpt::gpt_spec(tiny_config(s / "run"));
+  EXPECT_EQ(spec.vocab_size, 64 + 3);
+  EXPECT_EQ(spec.block_size, 1 + 4 * (4 + 1));
+  // An explicit size that is too small names the key and the value needed.
+  config::AppConfig cfg = tiny_config(s / "run");
+  cfg.gpt->block_size = 18;
+  try {
+    gpt::gpt_spec(cfg);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("gpt.block_size to 21"), std::string::npos) << e.what();
+  }
+}
+
+TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {
+  Scratch s("tokens");
+  const config::AppConfig cfg = tiny_config(s / "run");
+  const std::string weights = s / "tokenizer.safetensors";
+  const nn::NamedTensors state = pretrained_tokenizer(cfg);
+  nn::save_safetensors(weights, state);
+  const Tensor x = clips(4, 5);
+  const gpt::TokenLayout layout = gpt::TokenLayout::of(cfg);
+
+  // Single-process reference with the same weights and statistics.
+  vq::VqModel ref(cfg.model);
+  nn::load_state_dict(ref, state);
+  ref.eval();
+  const Tensor want = gpt::tokenize(ref, x, layout);
+
+  for (int n : {2, 3}) {
+    comm::run_threads(n, [&](comm::Communicator& comm) {
+      manual_seed(100 + comm.rank());                        // ranks disagree on every random init
+      auto tok = vqgpt::load_tokenizer(cfg, weights, comm);  // file read on rank 0 only
+      for (const auto& [name, p] : tok->named_parameters()) {
+        ASSERT_TRUE(zero::is_replicated(p)) << name;
+        ASSERT_FALSE(p.requires_grad()) << name;
+      }
+      comm.reset_counters();
+      const Tensor got = gpt::tokenize(*tok, x, layout);
+      EXPECT_EQ(comm.counters().total_calls(), 0) << "tokenizing must not communicate";
+      const auto hashes = comm.all_gather_object<uint64_t>(zero::tensor_hash(got));
+      for (int r = 1; r < n; ++r) EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r;
+      EXPECT_TRUE(test::values_are(got, want.to_vector(), 0.0)) << "rank " << comm.rank();
+    });
+  }
+  // The buffers matter: default statistics give other tokens.
+  vq::VqModel plain(cfg.model);
+  nn::NamedTensors params_only;
+  for (const auto& [n, t] : state)
+    if (n.find("running_") == std::string::npos && n.find("num_batches") == std::string::npos)
+      params_only.emplace_back(n, t);
+  nn::load_state_dict(plain, params_only, /*strict=*/false);
+  plain.eval();
+  EXPECT_NE(zero::tensor_hash(gpt::tokenize(plain, x, layout)), zero::tensor_hash(want));
+}
+
+TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
+  Scratch s("equiv");
+  const std::string weights = s / "tokenizer.safetensors";
+  nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
+  std::map<int, nn::NamedTensors> exported;
+  for (int n : {1, 2, 4}) {
+    // The same global batch of 8 clips: 8 / n per rank.
+    const std::string run = s / ("run" + std::to_string(n));
+    config::AppConfig c = tiny_config(run);
+    c.train.batch = 8 / n;
+    c.train.checkpoint_every = 5;
+    comm::run_threads(n, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      o.tokenizer = weights;
+      const vqgpt::TrainResult r = vqgpt::train(c, o, comm);
+      EXPECT_EQ(r.steps, 5);
+      EXPECT_EQ(r.replica_checks, 1 + 2) << "at start and at steps 2 and 4";
+      vqgpt::export_model(c, "", s / ("model" + std::to_string(n) + ".safetensors"), comm, true);
+    });
+    exported[n] = nn::load_safetensors(s / ("model" + std::to_string(n) + ".safetensors"));
+  }
+  const nn::NamedTensors& one = exported[1];
+  ASSERT_GT(one.size(), 0u);
+  int64_t gpt_tensors = 0;
+  for (int n : {2, 4}) {
+    ASSERT_EQ(exported[n].size(), one.size());
+    for (size_t i = 0; i < one.size(); ++i) {
+      ASSERT_EQ(exported[n][i].first, one[i].first);
+      if (one[i].first.rfind("gpt.", 0) == 0 && n == 2) ++gpt_tensors;
+      EXPECT_CLOSE(exported[n][i].second, one[i].second, 1e-5, 1e-7)
+          << one[i].first << " on " << n << " ranks";
+    }
+  }
+  EXPECT_EQ(gpt_tensors, 2 + 2 * 12 + 2 + 1) << "wte, wpe, 2 blocks x 12, ln_f, head";
+}
+
+TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
+  Scratch s("learn");
+  const std::string weights = s / "tokenizer.safetensors";
+  config::AppConfig cfg = tiny_config(s / "run");
+  nn::save_safetensors(weights, pretrained_tokenizer(cfg));
+  cfg.train.steps = 40;
+  cfg.train.log_every = 10;
+  cfg.train.checkpoint_every = 40;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.tokenizer = weights;
+    o.resume = false;
+    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+    ASSERT_EQ(r.log_losses.size(), 4u);
+    EXPECT_GT(r.unigram_entropy, 1.0);
+    EXPECT_LT(r.loss, r.unigram_entropy) << "first window " << r.log_losses.front();
+    EXPECT_LT(r.log_losses.back(), r.log_losses.front());
+    EXPECT_GT(r.tokenizer_share, 0.0);
+    EXPECT_LT(r.tokenizer_share, 1.0);
+
+    vqgpt::SampleOptions so;
+    so.num = 3;  // not a multiple of the ranks
+    so.out = s / "grid.png";
+    so.quiet = true;
+    so.sampling.top_k = 8;
+    const vqgpt::SampleResult sr = vqgpt::sample(cfg, so, comm);
+    EXPECT_EQ(sr.sequences.sizes(), (Shape{3, 22}));
+    EXPECT_EQ(sr.codes.sizes(), (Shape{3, 1, 4, 4}));
+    EXPECT_EQ(sr.frames.sizes(), (Shape{3, 4, 3, 8, 8}));
+    const auto hashes = comm.all_gather_object<uint64_t>(zero::tensor_hash(sr.sequences));
+    EXPECT_EQ(hashes.front(), hashes.back());
+  });
+  EXPECT_TRUE(fs::exists(s / "grid.png"));
+}
