@@ -191,6 +191,7 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
   cfg.train.steps = 40;
   cfg.train.log_every = 10;
   cfg.train.checkpoint_every = 40;
+  double loss = 0.0, entropy = 0.0;
   comm::run_threads(2, [&](comm::Communicator& comm) {
     vqgpt::TrainOptions o;
     o.quiet = true;
@@ -203,6 +204,10 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     EXPECT_LT(r.log_losses.back(), r.log_losses.front());
     EXPECT_GT(r.tokenizer_share, 0.0);
     EXPECT_LT(r.tokenizer_share, 1.0);
+    if (comm.rank() == 0) {
+      loss = r.loss;
+      entropy = r.unigram_entropy;
+    }
 
     vqgpt::SampleOptions so;
     so.num = 3;  // not a multiple of the ranks
@@ -217,4 +222,6 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     EXPECT_EQ(hashes.front(), hashes.back());
   });
   EXPECT_TRUE(fs::exists(s / "grid.png"));
+  RecordProperty("final_loss", std::to_string(loss));
+  RecordProperty("unigram_entropy", std::to_string(entropy));
 }
