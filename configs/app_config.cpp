@@ -181,17 +181,21 @@ void check_app(Section& root, AppConfig& c) {
   if (c.gpt) {
     Section gpt = Section(root.node()).sub("gpt");
     GptConfig& g = *c.gpt;
-    if (g.vocab_size == 0) g.vocab_size = m.codebook_size + 1;
-    if (g.vocab_size < m.codebook_size)
+    // Emu3's layout: BOS, each row of codes followed by an end-of-row token, EOS; the ids
+    // after the codebook are BOS, EOL, EOS.
+    const int64_t specials = 3;
+    if (g.vocab_size == 0) g.vocab_size = m.codebook_size + specials;
+    if (g.vocab_size < m.codebook_size + specials)
       gpt.fail("vocab_size", "vocab_size (" + std::to_string(g.vocab_size) +
-                                 ") must cover the codebook (" + std::to_string(m.codebook_size) +
-                                 ")");
-    const int64_t need = c.tokens_per_clip() + 1;
+                                 ") must cover the codebook and BOS/EOL/EOS (" +
+                                 std::to_string(m.codebook_size + specials) + ")");
+    const int64_t rows = c.tokens_per_clip() / (d.width / m.spatial_factor());
+    const int64_t need = 1 + c.tokens_per_clip() + rows;  // inputs: BOS + codes + EOLs
     if (g.block_size == 0) g.block_size = need;
     if (g.block_size < need)
       gpt.fail("block_size", "block_size (" + std::to_string(g.block_size) +
-                                 ") must hold a clip's tokens plus BOS (" + std::to_string(need) +
-                                 ")");
+                                 ") must hold BOS, a clip's codes and an end-of-row token per "
+                                 "row (" + std::to_string(need) + ")");
   }
 }
 

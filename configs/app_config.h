@@ -99,11 +99,11 @@ struct LossConfig {
 
 /// vqgpt's transformer over tokenizer codes.
 struct GptConfig {
-  int64_t vocab_size = 0;  ///< 0: codebook_size + 1 (the extra id, codebook_size, is BOS)
+  int64_t vocab_size = 0;  ///< 0: codebook_size + 3 (then BOS, EOL, EOS)
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 128;    ///< a multiple of n_head
-  int64_t block_size = 0;  ///< 0: tokens per clip + 1 (BOS); else >= that
+  int64_t block_size = 0;  ///< 0: BOS + codes + one EOL per row; else >= that
   double dropout = 0.0;
   std::string tokenizer_checkpoint{};  ///< the trained vqtok checkpoint (required)
 };

@@ -123,8 +123,8 @@ TEST(Config, ShippedConfigsLoad) {
   AppConfig gpt = load_app_config(dir + "vqgpt_tiny.yaml", {}, App::vqgpt);
   ASSERT_TRUE(gpt.gpt.has_value());
   EXPECT_EQ(gpt.gpt->n_layer, 4);
-  EXPECT_EQ(gpt.gpt->vocab_size, 1025);
-  EXPECT_EQ(gpt.gpt->block_size, 17);
+  EXPECT_EQ(gpt.gpt->vocab_size, 1027);
+  EXPECT_EQ(gpt.gpt->block_size, 21);
   EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
   EXPECT_EQ(gpt.buffers.sync, BufferSync::broadcast);
 
@@ -254,7 +254,7 @@ const std::vector<BadCase> kBadConfigs = {
     {"gpt_block",
      "gpt:\n  block_size: 8\n  tokenizer_checkpoint: x\n",
      {},
-     {"gpt.block_size: block_size (8) must hold a clip's tokens plus BOS (17)"},
+     {"gpt.block_size: block_size (8) must hold BOS, a clip's codes and an end-of-row token per row (21)"},
      App::vqgpt},
 };
 
