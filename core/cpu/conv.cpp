@@ -1,10 +1,12 @@
-// CPU convolution: vol2col + one GEMM per chunk of samples, and the reverse for the
-// backward pass. A chunk groups enough samples that the GEMM has at least
+// CPU convolution: a column matrix + one GEMM per chunk of samples, and the reverse for
+// the backward pass. A chunk groups enough samples that the GEMM has at least
 // kTargetCols columns, so late encoder levels (4x4 maps) still run one large GEMM
-// instead of many skinny ones. The column matrix of a chunk is (K, m*L), columns
-// ordered (sample, Do, Ho, Wo); with one sample per chunk the GEMM writes the output
-// (and reads the output gradient) in place, otherwise the (O, m*L) result is
-// transposed to (m, O, L) in one pass that also adds the bias.
+// instead of many skinny ones. Stride-1 convolutions build their columns from padded
+// planes (one copy per tap and sample, conv_cols.h) and move the (O, m*Q) GEMM result
+// to (m, O, L) in one pass that also adds the bias. Other convolutions use exact
+// columns (K, m*L), columns ordered (sample, Do, Ho, Wo); with one sample per chunk the
+// GEMM writes the output (and reads the output gradient) in place, otherwise the
+// (O, m*L) result is transposed to (m, O, L) as above.
 // Threads: with num_threads() > 1 the batch is split into one group of samples per
 // thread (parallel_for), each running the serial path with a single-threaded BLAS;
 // the weight gradient is reduced from per-group partial sums. Mixing OpenMP workers
@@ -18,6 +20,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu/conv_cols.h"
 #include "core/parallel.h"
 
 namespace zt::cpu {
@@ -39,9 +42,25 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* 
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-int64_t samples_per_chunk(const ConvGeometry& g) {
-  int64_t l = std::max<int64_t>(g.out_positions(), 1);
+// Samples per GEMM for `cols` columns per sample.
+int64_t samples_per_chunk(const ConvGeometry& g, int64_t cols) {
+  const int64_t l = std::max<int64_t>(cols, 1);
   return std::clamp<int64_t>((kTargetCols + l - 1) / l, 1, std::max<int64_t>(g.n, 1));
+}
+
+// Sum of p[0..n) in kLanes independent partial sums (a vectorizable loop; each lane
+// adds about n / kLanes terms in T), combined in double.
+template <typename T>
+double lane_sum(const T* p, int64_t n) {
+  constexpr int64_t kLanes = 16;
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += p[i + j];
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(p[i]);
+  for (int64_t j = 0; j < kLanes; ++j) s += static_cast<double>(acc[j]);
+  return s;
 }
 
 // Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
@@ -68,104 +87,6 @@ int64_t sample_groups(const ConvGeometry& g) {
   return std::max<int64_t>(1, std::min<int64_t>({num_threads(), g.n, by_work}));
 }
 
-// Output positions o along one axis whose input index o*s + tap - pad lies in [0, in).
-struct Span {
-  int64_t lo, hi;
-};
-Span valid_span(int64_t tap, int64_t s, int64_t pad, int64_t in, int64_t out) {
-  int64_t lo = pad - tap <= 0 ? 0 : (pad - tap + s - 1) / s;
-  int64_t last = in - 1 + pad - tap;  // largest o*s allowed
-  int64_t hi = last < 0 ? 0 : std::min(out, last / s + 1);
-  return {std::min(lo, hi), hi};
-}
-
-// One column-matrix row: kernel tap (c, i, j, k) with its valid output spans.
-struct Tap {
-  int64_t c, i, j, k;
-  Span sd, sh, sw;
-};
-Tap make_tap(const ConvGeometry& g, int64_t r) {
-  int64_t kvol = g.kd * g.kh * g.kw, t = r % kvol;
-  Tap p{r / kvol, t / (g.kh * g.kw), (t / g.kw) % g.kh, t % g.kw, {}, {}, {}};
-  p.sd = valid_span(p.i, g.sd, g.pad_d, g.d, g.od);
-  p.sh = valid_span(p.j, g.sh, g.pad_h, g.h, g.oh);
-  p.sw = valid_span(p.k, g.sw, g.pad_w, g.w, g.ow);
-  return p;
-}
-
-// col (K, m*L) <- samples x (m, C, D, H, W); zeros where the tap reads padding.
-template <typename T>
-void vol2col(const ConvGeometry& g, const T* x, int64_t m, T* col) {
-  const int64_t l = g.out_positions(), ld = m * l, in_pos = g.in_positions();
-  const int64_t plane = g.oh * g.ow;
-  for (int64_t r = 0; r < g.col_rows(); ++r) {
-    if (g.is_pointwise()) {
-      for (int64_t b = 0; b < m; ++b)
-        std::memcpy(col + r * ld + b * l, x + (b * g.c + r) * in_pos, l * sizeof(T));
-      continue;
-    }
-    const Tap p = make_tap(g, r);
-    for (int64_t b = 0; b < m; ++b) {
-      const T* xc = x + (b * g.c + p.c) * in_pos;
-      T* dst = col + r * ld + b * l;
-      std::fill_n(dst, p.sd.lo * plane, T(0));
-      std::fill_n(dst + p.sd.hi * plane, (g.od - p.sd.hi) * plane, T(0));
-      for (int64_t od = p.sd.lo; od < p.sd.hi; ++od) {
-        const T* xp = xc + (od * g.sd + p.i - g.pad_d) * g.h * g.w;
-        T* dp = dst + od * plane;
-        std::fill_n(dp, p.sh.lo * g.ow, T(0));
-        std::fill_n(dp + p.sh.hi * g.ow, (g.oh - p.sh.hi) * g.ow, T(0));
-        for (int64_t oh = p.sh.lo; oh < p.sh.hi; ++oh) {
-          T* drow = dp + oh * g.ow;
-          // Input element of output column o is xp[base + o * sw]; only [lo, hi) is read.
-          const int64_t base = (oh * g.sh + p.j - g.pad_h) * g.w + p.k - g.pad_w;
-          std::fill_n(drow, p.sw.lo, T(0));
-          std::fill_n(drow + p.sw.hi, g.ow - p.sw.hi, T(0));
-          if (g.sw == 1) {
-            std::memcpy(drow + p.sw.lo, xp + base + p.sw.lo, (p.sw.hi - p.sw.lo) * sizeof(T));
-          } else {
-            for (int64_t o = p.sw.lo; o < p.sw.hi; ++o) drow[o] = xp[base + o * g.sw];
-          }
-        }
-      }
-    }
-  }
-}
-
-// dx (m, C, D, H, W) <- sum of col (K, m*L) over the taps that read each input element.
-// Overwrites dx.
-template <typename T>
-void col2vol(const ConvGeometry& g, const T* col, int64_t m, T* dx) {
-  const int64_t l = g.out_positions(), ld = m * l, in_pos = g.in_positions();
-  const int64_t plane = g.oh * g.ow;
-  if (g.is_pointwise()) {  // one tap per element: a copy
-    for (int64_t c = 0; c < g.c; ++c)
-      for (int64_t b = 0; b < m; ++b)
-        std::memcpy(dx + (b * g.c + c) * in_pos, col + c * ld + b * l, l * sizeof(T));
-    return;
-  }
-  std::fill_n(dx, m * g.c * in_pos, T(0));
-  for (int64_t r = 0; r < g.col_rows(); ++r) {
-    const Tap p = make_tap(g, r);
-    for (int64_t b = 0; b < m; ++b) {
-      T* xc = dx + (b * g.c + p.c) * in_pos;
-      const T* src = col + r * ld + b * l;
-      for (int64_t od = p.sd.lo; od < p.sd.hi; ++od) {
-        T* xp = xc + (od * g.sd + p.i - g.pad_d) * g.h * g.w;
-        for (int64_t oh = p.sh.lo; oh < p.sh.hi; ++oh) {
-          const T* srow = src + od * plane + oh * g.ow;
-          T* xrow = xp + (oh * g.sh + p.j - g.pad_h) * g.w + p.k - g.pad_w;
-          if (g.sw == 1) {
-            for (int64_t o = p.sw.lo; o < p.sw.hi; ++o) xrow[o] += srow[o];
-          } else {
-            for (int64_t o = p.sw.lo; o < p.sw.hi; ++o) xrow[o * g.sw] += srow[o];
-          }
-        }
-      }
-    }
-  }
-}
-
 // Raw pointers of one call; any of the optional ones may be null.
 template <typename T>
 struct ConvData {
@@ -179,10 +100,27 @@ struct ConvData {
 
 // Forward for samples [n_begin, n_end), serially.
 template <typename T>
+void forward_planes(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
+  const PlaneLayout p = plane_layout(g);
+  const int64_t k = g.col_rows(), o = g.o;
+  const int64_t x_stride = g.c * g.in_positions(), out_stride = o * g.out_positions();
+  const int64_t nb = std::min(samples_per_chunk(g, p.q), n_end - n_begin);
+  std::vector<T> xp(p.buffer_size(g, nb)), col(k * nb * p.q), y(o * nb * p.q);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += nb) {
+    const int64_t m = std::min(nb, n_end - n0), cols = m * p.q;
+    pad_planes(g, p, a.x + n0 * x_stride, m, xp.data());
+    planes2col(g, p, xp.data(), m, col.data());
+    blas_gemm(false, false, o, cols, k, a.w, k, col.data(), cols, T(0), y.data(), cols);
+    planes2out(g, p, y.data(), a.bias, m, a.out + n0 * out_stride);
+  }
+}
+
+template <typename T>
 void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
+  if (use_planes(g)) return forward_planes(g, a, n_begin, n_end);
   const int64_t k = g.col_rows(), l = g.out_positions(), o = g.o;
   const int64_t x_stride = g.c * g.in_positions(), out_stride = o * l;
-  const int64_t nb = std::min(samples_per_chunk(g), n_end - n_begin);
+  const int64_t nb = std::min(samples_per_chunk(g, l), n_end - n_begin);
   const bool pointwise = g.is_pointwise();
   std::vector<T> col(pointwise && nb == 1 ? 0 : k * nb * l);
   std::vector<T> y(nb > 1 ? o * nb * l : 0);
@@ -216,12 +154,37 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
 // Backward for samples [n_begin, n_end), serially: grad_x of those samples (if wanted)
 // and their weight gradient written (not added) to dw (if non-null).
 template <typename T>
+void backward_planes(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t n_begin,
+                     int64_t n_end) {
+  const PlaneLayout p = plane_layout(g);
+  const int64_t k = g.col_rows(), o = g.o;
+  const int64_t x_stride = g.c * g.in_positions(), out_stride = o * g.out_positions();
+  const int64_t nb = std::min(samples_per_chunk(g, p.q), n_end - n_begin);
+  std::vector<T> xp(p.buffer_size(g, nb)), col(k * nb * p.q), gp(o * nb * p.q);
+  for (int64_t n0 = n_begin; n0 < n_end; n0 += nb) {
+    const int64_t m = std::min(nb, n_end - n0), cols = m * p.q;
+    grad2planes(g, p, a.grad_out + n0 * out_stride, m, gp.data());
+    if (dw) {  // dW (O, K) += G (O, m*Q) @ col^T (m*Q, K); wrap columns of G are zero
+      pad_planes(g, p, a.x + n0 * x_stride, m, xp.data());
+      planes2col(g, p, xp.data(), m, col.data());
+      blas_gemm(false, true, o, k, cols, gp.data(), cols, col.data(), cols,
+                T(n0 == n_begin ? 0 : 1), dw, k);
+    }
+    if (a.grad_x) {  // dcol (K, m*Q) = W^T (K, O) @ G (O, m*Q), then fold back
+      blas_gemm(true, false, k, cols, o, a.w, k, gp.data(), cols, T(0), col.data(), cols);
+      col2planes(g, p, col.data(), m, xp.data(), a.grad_x + n0 * x_stride);
+    }
+  }
+}
+
+template <typename T>
 void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t n_begin,
                     int64_t n_end) {
   const int64_t k = g.col_rows(), l = g.out_positions(), o = g.o;
   const int64_t x_stride = g.c * g.in_positions(), out_stride = o * l;
   if (dw && n_begin == n_end) std::fill_n(dw, o * k, T(0));
-  const int64_t nb = std::min(samples_per_chunk(g), std::max<int64_t>(n_end - n_begin, 1));
+  if (n_begin < n_end && use_planes(g)) return backward_planes(g, a, dw, n_begin, n_end);
+  const int64_t nb = std::min(samples_per_chunk(g, l), std::max<int64_t>(n_end - n_begin, 1));
   const bool pointwise = g.is_pointwise();
   const bool need_col = dw && !(pointwise && nb == 1);
   const bool need_dcol = a.grad_x && !(pointwise && nb == 1);
@@ -287,14 +250,11 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   a.grad_out = grad_out.data<T>();
   a.grad_x = grad_x.defined() ? grad_x.data<T>() : nullptr;
   const int64_t l = g.out_positions(), o = g.o, wnum = o * g.col_rows();
-  if (grad_bias.defined()) {  // db[o] = sum over (n, l), accumulated in double
+  if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
     T* db = grad_bias.data<T>();
     for (int64_t oc = 0; oc < o; ++oc) {
       double s = 0;
-      for (int64_t n = 0; n < g.n; ++n) {
-        const T* src = a.grad_out + (n * o + oc) * l;
-        for (int64_t i = 0; i < l; ++i) s += src[i];
-      }
+      for (int64_t n = 0; n < g.n; ++n) s += lane_sum(a.grad_out + (n * o + oc) * l, l);
       db[oc] = T(s);
     }
   }

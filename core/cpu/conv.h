@@ -26,10 +26,10 @@ struct ConvGeometry {
   /// Input positions per sample: D * H * W.
   int64_t in_positions() const { return d * h * w; }
   /// True when the column matrix of a sample is the sample itself (1x1x1, stride 1,
-  /// no padding), so the GEMM reads the input directly.
+  /// no padding on either side), so the GEMM reads the input directly.
   bool is_pointwise() const {
     return kd == 1 && kh == 1 && kw == 1 && sd == 1 && sh == 1 && sw == 1 && pad_d == 0 &&
-           pad_h == 0 && pad_w == 0;
+           pad_h == 0 && pad_w == 0 && od == d && oh == h && ow == w;
   }
 };
 
