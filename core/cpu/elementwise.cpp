@@ -2,6 +2,7 @@
 // fill and row sums. These are the specification of the CUDA kernels of the same names.
 #include <cmath>
 
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -18,78 +19,125 @@ A gelu_tanh(A x) {
   const A k = A(0.79788456080286535588);  // sqrt(2/pi)
   return A(0.5) * x * (A(1) + std::tanh(k * (x + A(0.044715) * x * x * x)));
 }
-template <typename A>
-A sigmoid(A x) {
-  return A(1) / (A(1) + std::exp(-x));
+
+inline double exp_any(double x) {
+  return std::exp(x);
+}
+// f32 uses the lane arithmetic of the row kernels (lanes.h), so strided and contiguous
+// elements get identical results.
+inline float exp_any(float x) {
+  return exp_lanes(x);
 }
 
 template <typename A>
-A apply_unary(UnaryOp op, A x, A p0, A p1) {
-  switch (op) {
-    case UnaryOp::kNeg: return -x;
-    case UnaryOp::kExp: return std::exp(x);
-    case UnaryOp::kLog: return std::log(x);
-    case UnaryOp::kSqrt: return std::sqrt(x);
-    case UnaryOp::kRsqrt: return A(1) / std::sqrt(x);
-    case UnaryOp::kAbs: return std::abs(x);
-    case UnaryOp::kRelu: return x > A(0) ? x : A(0);
-    case UnaryOp::kSilu: return x * sigmoid(x);
-    case UnaryOp::kSigmoid: return sigmoid(x);
-    case UnaryOp::kTanh: return std::tanh(x);
-    case UnaryOp::kGelu: return gelu_erf(x);
-    case UnaryOp::kGeluTanh: return gelu_tanh(x);
-    case UnaryOp::kPow: return p0 == A(2) ? x * x : std::pow(x, p0);
-    case UnaryOp::kClamp: return x < p0 ? p0 : (x > p1 ? p1 : x);
-    case UnaryOp::kAffine: return x * p0 + p1;
-    case UnaryOp::kSign: return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
-  }
+A sigmoid(A x) {
+  return A(1) / (A(1) + exp_any(-x));
+}
+
+// One elementwise function per op, chosen at compile time so the loops over a row are
+// specialized (and vectorized where the op allows) instead of branching per element.
+template <UnaryOp Op, typename A>
+A unary_fn(A x, A p0, A p1) {
+  if constexpr (Op == UnaryOp::kNeg) return -x;
+  if constexpr (Op == UnaryOp::kExp) return exp_any(x);
+  if constexpr (Op == UnaryOp::kLog) return std::log(x);
+  if constexpr (Op == UnaryOp::kSqrt) return std::sqrt(x);
+  if constexpr (Op == UnaryOp::kRsqrt) return A(1) / std::sqrt(x);
+  if constexpr (Op == UnaryOp::kAbs) return std::abs(x);
+  if constexpr (Op == UnaryOp::kRelu) return x > A(0) ? x : A(0);
+  if constexpr (Op == UnaryOp::kSilu) return x * sigmoid(x);
+  if constexpr (Op == UnaryOp::kSigmoid) return sigmoid(x);
+  if constexpr (Op == UnaryOp::kTanh) return std::tanh(x);
+  if constexpr (Op == UnaryOp::kGelu) return gelu_erf(x);
+  if constexpr (Op == UnaryOp::kGeluTanh) return gelu_tanh(x);
+  if constexpr (Op == UnaryOp::kPow) return p0 == A(2) ? x * x : std::pow(x, p0);
+  if constexpr (Op == UnaryOp::kClamp) return x < p0 ? p0 : (x > p1 ? p1 : x);
+  if constexpr (Op == UnaryOp::kAffine) return x * p0 + p1;
+  if constexpr (Op == UnaryOp::kSign) return x > A(0) ? A(1) : (x < A(0) ? A(-1) : A(0));
   return x;
 }
 
-template <typename A>
-A apply_binary(BinaryOp op, A a, A b) {
+template <BinaryOp Op, typename A>
+A binary_fn(A a, A b) {
+  if constexpr (Op == BinaryOp::kAdd) return a + b;
+  if constexpr (Op == BinaryOp::kSub) return a - b;
+  if constexpr (Op == BinaryOp::kMul) return a * b;
+  if constexpr (Op == BinaryOp::kDiv) return a / b;
+  if constexpr (Op == BinaryOp::kReluGrad) return b > A(0) ? a : A(0);
+  if constexpr (Op == BinaryOp::kSiluGrad) {
+    A s = sigmoid(b);
+    return a * s * (A(1) + b * (A(1) - s));
+  }
+  if constexpr (Op == BinaryOp::kSigmoidGrad) return a * b * (A(1) - b);
+  if constexpr (Op == BinaryOp::kTanhGrad) return a * (A(1) - b * b);
+  if constexpr (Op == BinaryOp::kGeluGrad) {
+    A cdf = A(0.5) * (A(1) + std::erf(b * A(0.70710678118654752440)));
+    A pdf = exp_any(A(-0.5) * b * b) * A(0.39894228040143267794);
+    return a * (cdf + b * pdf);
+  }
+  if constexpr (Op == BinaryOp::kGeluTanhGrad) {
+    const A k = A(0.79788456080286535588);
+    A u = k * (b + A(0.044715) * b * b * b);
+    A t = std::tanh(u);
+    A du = k * (A(1) + A(3) * A(0.044715) * b * b);
+    return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * du);
+  }
+  if constexpr (Op == BinaryOp::kEq) return a == b;
+  if constexpr (Op == BinaryOp::kNe) return a != b;
+  if constexpr (Op == BinaryOp::kLt) return a < b;
+  if constexpr (Op == BinaryOp::kLe) return a <= b;
+  if constexpr (Op == BinaryOp::kGt) return a > b;
+  if constexpr (Op == BinaryOp::kGe) return a >= b;
+  return a;
+}
+
+// The row kernel of a unary op on contiguous f32 rows, if it has one.
+constexpr auto kNoLaneOp = static_cast<LaneOp>(255);
+template <UnaryOp Op>
+constexpr LaneOp lane_op() {
+  if constexpr (Op == UnaryOp::kExp) return LaneOp::kExp;
+  if constexpr (Op == UnaryOp::kSigmoid) return LaneOp::kSigmoid;
+  if constexpr (Op == UnaryOp::kSilu) return LaneOp::kSilu;
+  return kNoLaneOp;
+}
+
+// Calls fn.template operator()<Op>() with the runtime op as a compile-time constant.
+template <typename Fn>
+void with_unary_op(UnaryOp op, Fn&& fn) {
   switch (op) {
-    case BinaryOp::kAdd: return a + b;
-    case BinaryOp::kSub: return a - b;
-    case BinaryOp::kMul: return a * b;
-    case BinaryOp::kDiv: return a / b;
-    case BinaryOp::kReluGrad: return b > A(0) ? a : A(0);
-    case BinaryOp::kSiluGrad: {
-      A s = sigmoid(b);
-      return a * s * (A(1) + b * (A(1) - s));
-    }
-    case BinaryOp::kSigmoidGrad: return a * b * (A(1) - b);
-    case BinaryOp::kTanhGrad: return a * (A(1) - b * b);
-    case BinaryOp::kGeluGrad: {
-      A cdf = A(0.5) * (A(1) + std::erf(b * A(0.70710678118654752440)));
-      A pdf = std::exp(A(-0.5) * b * b) * A(0.39894228040143267794);
-      return a * (cdf + b * pdf);
-    }
-    case BinaryOp::kGeluTanhGrad: {
-      const A k = A(0.79788456080286535588);
-      A u = k * (b + A(0.044715) * b * b * b);
-      A t = std::tanh(u);
-      A du = k * (A(1) + A(3) * A(0.044715) * b * b);
-      return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * du);
-    }
-    default: return a;  // comparisons are handled separately
+#define ZT_UNARY_CASE(name) \
+  case UnaryOp::name:       \
+    return fn.template operator()<UnaryOp::name>();
+    ZT_UNARY_CASE(kNeg)
+    ZT_UNARY_CASE(kExp)
+    ZT_UNARY_CASE(kLog)
+    ZT_UNARY_CASE(kSqrt) ZT_UNARY_CASE(kRsqrt) ZT_UNARY_CASE(kAbs) ZT_UNARY_CASE(kRelu)
+        ZT_UNARY_CASE(kSilu) ZT_UNARY_CASE(kSigmoid) ZT_UNARY_CASE(kTanh) ZT_UNARY_CASE(kGelu)
+            ZT_UNARY_CASE(kGeluTanh) ZT_UNARY_CASE(kPow) ZT_UNARY_CASE(kClamp)
+                ZT_UNARY_CASE(kAffine) ZT_UNARY_CASE(kSign)
+#undef ZT_UNARY_CASE
+  }
+}
+template <typename Fn>
+void with_binary_op(BinaryOp op, Fn&& fn) {
+  switch (op) {
+#define ZT_BINARY_CASE(name) \
+  case BinaryOp::name:       \
+    return fn.template operator()<BinaryOp::name>();
+    ZT_BINARY_CASE(kAdd)
+    ZT_BINARY_CASE(kSub)
+    ZT_BINARY_CASE(kMul)
+    ZT_BINARY_CASE(kDiv) ZT_BINARY_CASE(kEq) ZT_BINARY_CASE(kNe) ZT_BINARY_CASE(kLt)
+        ZT_BINARY_CASE(kLe) ZT_BINARY_CASE(kGt) ZT_BINARY_CASE(kGe) ZT_BINARY_CASE(kReluGrad)
+            ZT_BINARY_CASE(kSiluGrad) ZT_BINARY_CASE(kSigmoidGrad) ZT_BINARY_CASE(kTanhGrad)
+                ZT_BINARY_CASE(kGeluGrad) ZT_BINARY_CASE(kGeluTanhGrad)
+#undef ZT_BINARY_CASE
   }
 }
 
-template <typename A>
-bool apply_compare(BinaryOp op, A a, A b) {
-  switch (op) {
-    case BinaryOp::kEq: return a == b;
-    case BinaryOp::kNe: return a != b;
-    case BinaryOp::kLt: return a < b;
-    case BinaryOp::kLe: return a <= b;
-    case BinaryOp::kGt: return a > b;
-    case BinaryOp::kGe: return a >= b;
-    default: return false;
-  }
+bool is_compare(BinaryOp op) {
+  return op >= BinaryOp::kEq && op <= BinaryOp::kGe;
 }
-
-bool is_compare(BinaryOp op) { return op >= BinaryOp::kEq && op <= BinaryOp::kGe; }
 
 }  // namespace
 
@@ -100,15 +148,20 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1
     T* o = out.data<T>();
     const T* x = in.data<T>();
     A a0 = static_cast<A>(p0), a1 = static_cast<A>(p1);
-    for_each_row(l, [&](auto off, int64_t n, auto st) {
-      T* po = o + off[0];
-      const T* px = x + off[1];
-      if (st[0] == 1 && st[1] == 1) {
-        for (int64_t i = 0; i < n; ++i) po[i] = T(apply_unary<A>(op, A(px[i]), a0, a1));
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          po[i * st[0]] = T(apply_unary<A>(op, A(px[i * st[1]]), a0, a1));
-      }
+    with_unary_op(op, [&]<UnaryOp Op>() {
+      for_each_row(l, [&](auto off, int64_t n, auto st) {
+        T* po = o + off[0];
+        const T* px = x + off[1];
+        if constexpr (std::is_same_v<T, float> && lane_op<Op>() != kNoLaneOp) {
+          if (st[0] == 1 && st[1] == 1) return lane_row(lane_op<Op>(), po, px, nullptr, n);
+        }
+        if (st[0] == 1 && st[1] == 1) {
+          for (int64_t i = 0; i < n; ++i) po[i] = T(unary_fn<Op, A>(A(px[i]), a0, a1));
+        } else {
+          for (int64_t i = 0; i < n; ++i)
+            po[i * st[0]] = T(unary_fn<Op, A>(A(px[i * st[1]]), a0, a1));
+        }
+      });
     });
   });
 }
@@ -121,10 +174,14 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
       bool* o = out.data<bool>();
       const T* pa = static_cast<const T*>(a.data_ptr());
       const T* pb = static_cast<const T*>(b.data_ptr());
-      for_each_row(l, [&](auto off, int64_t n, auto st) {
-        for (int64_t i = 0; i < n; ++i)
-          o[off[0] + i * st[0]] =
-              apply_compare<A>(op, A(pa[off[1] + i * st[1]]), A(pb[off[2] + i * st[2]]));
+      with_binary_op(op, [&]<BinaryOp Op>() {
+        if constexpr (Op >= BinaryOp::kEq && Op <= BinaryOp::kGe) {
+          for_each_row(l, [&](auto off, int64_t n, auto st) {
+            for (int64_t i = 0; i < n; ++i)
+              o[off[0] + i * st[0]] =
+                  binary_fn<Op, A>(A(pa[off[1] + i * st[1]]), A(pb[off[2] + i * st[2]]));
+          });
+        }
       });
     });
     return;
@@ -134,18 +191,29 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     T* o = out.data<T>();
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
-    for_each_row(l, [&](auto off, int64_t n, auto st) {
-      T* po = o + off[0];
-      const T* xa = pa + off[1];
-      const T* xb = pb + off[2];
-      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-        for (int64_t i = 0; i < n; ++i) po[i] = T(apply_binary<A>(op, A(xa[i]), A(xb[i])));
-      } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
-        A bv = A(xb[0]);
-        for (int64_t i = 0; i < n; ++i) po[i] = T(apply_binary<A>(op, A(xa[i]), bv));
-      } else {
-        for (int64_t i = 0; i < n; ++i)
-          po[i * st[0]] = T(apply_binary<A>(op, A(xa[i * st[1]]), A(xb[i * st[2]])));
+    with_binary_op(op, [&]<BinaryOp Op>() {
+      if constexpr (!(Op >= BinaryOp::kEq && Op <= BinaryOp::kGe)) {
+        for_each_row(l, [&](auto off, int64_t n, auto st) {
+          T* po = o + off[0];
+          const T* xa = pa + off[1];
+          const T* xb = pb + off[2];
+          if constexpr (std::is_same_v<T, float> && Op == BinaryOp::kSiluGrad) {
+            if (st[0] == 1 && st[1] == 1 && st[2] == 1)
+              return lane_row(LaneOp::kSiluGrad, po, xa, xb, n);
+          }
+          if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+            for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(A(xa[i]), A(xb[i])));
+          } else if (st[0] == 1 && st[1] == 1 && st[2] == 0) {
+            const A bv = A(xb[0]);
+            for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(A(xa[i]), bv));
+          } else if (st[0] == 1 && st[1] == 0 && st[2] == 1) {
+            const A av = A(xa[0]);
+            for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(av, A(xb[i])));
+          } else {
+            for (int64_t i = 0; i < n; ++i)
+              po[i * st[0]] = T(binary_fn<Op, A>(A(xa[i * st[1]]), A(xb[i * st[2]])));
+          }
+        });
       }
     });
   });
@@ -160,8 +228,14 @@ void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
     const T* pb = b.data<T>();
     A al = static_cast<A>(alpha);
     for_each_row(l, [&](auto off, int64_t n, auto st) {
-      for (int64_t i = 0; i < n; ++i)
-        o[off[0] + i * st[0]] = T(A(pa[off[1] + i * st[1]]) + al * A(pb[off[2] + i * st[2]]));
+      T* po = o + off[0];
+      const T* xa = pa + off[1];
+      const T* xb = pb + off[2];
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
+        for (int64_t i = 0; i < n; ++i) po[i] = T(A(xa[i]) + al * A(xb[i]));
+      } else {
+        for (int64_t i = 0; i < n; ++i) po[i * st[0]] = T(A(xa[i * st[1]]) + al * A(xb[i * st[2]]));
+      }
     });
   });
 }
@@ -230,15 +304,22 @@ void fill(const Tensor& dst, double value) {
 
 void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) {
   dispatch_floating(in.dtype(), "sum", [&]<typename T>() {
-    using A = std::conditional_t<std::is_same_v<T, double>, double, double>;
     const T* x = in.data<T>();
     T* o = out.data<T>();
     parallel_for(rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1)),
                  [&](int64_t r0, int64_t r1) {
+                   // kLanes independent double sums in a fixed order (deterministic, and
+                   // not one chain of dependent adds), combined at the end.
+                   constexpr int64_t kLanes = 8;
                    for (int64_t r = r0; r < r1; ++r) {
                      const T* p = x + r * inner;
-                     A s = 0;
-                     for (int64_t i = 0; i < inner; ++i) s += A(p[i]);
+                     double acc[kLanes] = {};
+                     int64_t i = 0;
+                     for (; i + kLanes <= inner; i += kLanes)
+                       for (int64_t j = 0; j < kLanes; ++j) acc[j] += static_cast<double>(p[i + j]);
+                     double s = 0;
+                     for (; i < inner; ++i) s += static_cast<double>(p[i]);
+                     for (int64_t j = 0; j < kLanes; ++j) s += acc[j];
                      o[r] = T(static_cast<acc_t<T>>(s));
                    }
                  });

@@ -1,0 +1,100 @@
+// Row kernels of lanes.h, compiled three times: for AVX-512 (16 lanes), AVX2 + FMA
+// (8 lanes) and the SSE2 baseline (4 lanes); the first call picks the widest the CPU
+// has. The tail of a row is padded into one vector, so every element of a row goes
+// through the same lane arithmetic.
+// The wide-vector helpers (here and in lanes.h) are always inlined into functions built
+// for their ISA, so GCC's note that passing such vectors by value changes the ABI does
+// not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+#include "core/cpu/lanes.h"
+
+namespace zt::cpu {
+
+namespace {
+
+template <typename V>
+__attribute__((always_inline)) inline V load(const float* p, int64_t n) {
+  V v{};
+  std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
+  return v;
+}
+
+template <typename V>
+__attribute__((always_inline)) inline V apply(LaneOp op, V a, V b) {
+  switch (op) {
+    case LaneOp::kExp:
+      return exp_lanes(a);
+    case LaneOp::kSigmoid:
+      return sigmoid_lanes(a);
+    case LaneOp::kSilu:
+      return silu_lanes(a);
+    case LaneOp::kSiluGrad:
+      return silu_grad_lanes(a, b);
+  }
+  return a;
+}
+
+template <typename V, LaneOp Op>
+__attribute__((always_inline)) inline void row(float* out, const float* a, const float* b,
+                                               int64_t n) {
+  constexpr int64_t w = sizeof(V) / sizeof(float);
+  int64_t i = 0;
+  for (; i + w <= n; i += w) {
+    const V r = apply<V>(Op, load<V>(a + i, w), b ? load<V>(b + i, w) : V{});
+    std::memcpy(out + i, &r, sizeof r);
+  }
+  if (i < n) {
+    const V r = apply<V>(Op, load<V>(a + i, n - i), b ? load<V>(b + i, n - i) : V{});
+    std::memcpy(out + i, &r, static_cast<size_t>(n - i) * sizeof(float));
+  }
+}
+
+template <typename V>
+__attribute__((always_inline)) inline void row_any(LaneOp op, float* out, const float* a,
+                                                   const float* b, int64_t n) {
+  switch (op) {
+    case LaneOp::kExp:
+      return row<V, LaneOp::kExp>(out, a, b, n);
+    case LaneOp::kSigmoid:
+      return row<V, LaneOp::kSigmoid>(out, a, b, n);
+    case LaneOp::kSilu:
+      return row<V, LaneOp::kSilu>(out, a, b, n);
+    case LaneOp::kSiluGrad:
+      return row<V, LaneOp::kSiluGrad>(out, a, b, n);
+  }
+}
+
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma"))) void row_avx512(
+    LaneOp op, float* out, const float* a, const float* b, int64_t n) {
+  row_any<f32x16>(op, out, a, b, n);
+}
+
+__attribute__((target("avx2,fma"))) void row_avx2(LaneOp op, float* out, const float* a,
+                                                  const float* b, int64_t n) {
+  row_any<f32x8>(op, out, a, b, n);
+}
+
+void row_sse2(LaneOp op, float* out, const float* a, const float* b, int64_t n) {
+  row_any<f32x4>(op, out, a, b, n);
+}
+
+using RowFn = void (*)(LaneOp, float*, const float*, const float*, int64_t);
+
+RowFn pick_row() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+    return row_avx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return row_avx2;
+  return row_sse2;
+}
+
+}  // namespace
+
+void lane_row(LaneOp op, float* out, const float* a, const float* b, int64_t n) {
+  static const RowFn fn = pick_row();
+  fn(op, out, a, b, n);
+}
+
+}  // namespace zt::cpu
