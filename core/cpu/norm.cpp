@@ -37,13 +37,54 @@ int64_t grain_for(int64_t work_per_item) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1));
 }
 
-// Mean and biased variance of p[0..n) (n >= 1), one shifted pass in double.
+// Sums are taken in kLanes independent double accumulators (a fixed order, so still
+// deterministic) and combined at the end: a single running double sum is a chain of
+// dependent adds, several times slower than the loads feeding it.
+constexpr int64_t kLanes = 8;
+
+// Adds sum(p - k) to s1 and sum((p - k)^2) to s2 over p[0..n).
 template <typename T>
 void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
-  for (int64_t i = 0; i < n; ++i) {
-    double d = static_cast<double>(p[i]) - k;
-    s1 += d;
-    s2 += d * d;
+  double a1[kLanes] = {}, a2[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(p[i + j]) - k;
+      a1[j] += d;
+      a2[j] += d * d;
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(p[i]) - k;
+    a1[0] += d;
+    a2[0] += d * d;
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    s1 += a1[j];
+    s2 += a2[j];
+  }
+}
+
+// Adds sum(dy) to sdy and sum(dy * (x - mu)) to sdyx over [0, n).
+template <typename T>
+void grad_sums(const T* dy, const T* x, int64_t n, double mu, double& sdy, double& sdyx) {
+  double a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) {
+      const double d = static_cast<double>(dy[i + j]);
+      a[j] += d;
+      b[j] += d * (static_cast<double>(x[i + j]) - mu);
+    }
+  }
+  for (; i < n; ++i) {
+    const double d = static_cast<double>(dy[i]);
+    a[0] += d;
+    b[0] += d * (static_cast<double>(x[i]) - mu);
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    sdy += a[j];
+    sdyx += b[j];
   }
 }
 
@@ -116,14 +157,8 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       for (int64_t nc = r0; nc < r1; ++nc) {
         int64_t n = nc / C, g = (nc % C) / Cg;
         double mu = static_cast<double>(pm[n * G + g]);
-        const T* xr = px + nc * S;
-        const T* dr = pdy + nc * S;
         double a = 0, b = 0;
-        for (int64_t s = 0; s < S; ++s) {
-          double d = static_cast<double>(dr[s]);
-          a += d;
-          b += d * (static_cast<double>(xr[s]) - mu);
-        }
+        grad_sums(pdy + nc * S, px + nc * S, S, mu, a, b);
         sdy[nc] = a;
         sdyx[nc] = b;
       }
@@ -238,15 +273,8 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     parallel_for(C, grain_for(M), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         double mu = static_cast<double>(pm[c]), a = 0, b = 0;
-        for (int64_t n = 0; n < N; ++n) {
-          const T* xr = px + (n * C + c) * S;
-          const T* dr = pdy + (n * C + c) * S;
-          for (int64_t s = 0; s < S; ++s) {
-            double d = static_cast<double>(dr[s]);
-            a += d;
-            b += d * (static_cast<double>(xr[s]) - mu);
-          }
-        }
+        for (int64_t n = 0; n < N; ++n)
+          grad_sums(pdy + (n * C + c) * S, px + (n * C + c) * S, S, mu, a, b);
         sdy[c] = a;
         sdyx[c] = b;
       }
