@@ -27,6 +27,19 @@ std::vector<Tensor> LambdaNode::apply(const std::vector<Tensor>& grad_outputs) {
 
 namespace {
 
+// True when `t` is held by exactly `handles` Tensor handles (those the caller knows of)
+// and is the only view of its storage, which it covers contiguously: then nothing else
+// can observe it, and it may be updated in place or adopted as a .grad() instead of
+// copied. Gradients returned by backward functions usually are such fresh tensors;
+// one handed to several edges (an add's backward returns its input gradient twice)
+// is not, and is then left alone.
+bool sole_owner(const Tensor& t, long handles) {
+  if (!t.defined() || !t.has_storage() || t.requires_grad()) return false;
+  if (t.impl_ptr().use_count() != handles || t.storage().use_count() != 1) return false;
+  return t.offset() == 0 && t.is_contiguous() &&
+         t.storage()->bytes() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
+}
+
 // Accumulates into a leaf's .grad().
 class AccumulateGrad : public Node {
  public:
@@ -43,6 +56,9 @@ class AccumulateGrad : public Node {
     if (leaf_->grad) {
       Tensor cur(leaf_->grad);
       add_(cur, g);
+    } else if (sole_owner(g, 2) && g.sizes() == leaf.sizes() && g.dtype() == leaf.dtype()) {
+      // Held only by `grads` and `g`: adopt it (the engine drops `grads` next).
+      leaf_->grad = g.impl_ptr();
     } else {
       // Own the gradient: the incoming tensor may be shared with other nodes.
       leaf_->grad = g.detach().clone().impl_ptr();
@@ -64,11 +80,21 @@ thread_local BackwardState* g_backward = nullptr;
 
 }  // namespace
 
-bool grad_mode_enabled() { return g_grad_enabled; }
-NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
-NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
-EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = true; }
-EnableGradGuard::~EnableGradGuard() { g_grad_enabled = prev_; }
+bool grad_mode_enabled() {
+  return g_grad_enabled;
+}
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) {
+  g_grad_enabled = false;
+}
+NoGradGuard::~NoGradGuard() {
+  g_grad_enabled = prev_;
+}
+EnableGradGuard::EnableGradGuard() : prev_(g_grad_enabled) {
+  g_grad_enabled = true;
+}
+EnableGradGuard::~EnableGradGuard() {
+  g_grad_enabled = prev_;
+}
 
 bool needs_grad(const std::vector<Tensor>& inputs) {
   if (!g_grad_enabled) return false;
@@ -92,11 +118,11 @@ Edge gradient_edge(const Tensor& t) {
   return {acc, 0};
 }
 
-void record(const char* name, const std::vector<Tensor>& inputs,
-            const std::vector<Tensor>& outputs, BackwardFn backward) {
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward) {
   if (!needs_grad(inputs)) return;
-  auto node = std::make_shared<LambdaNode>(name, static_cast<int>(outputs.size()),
-                                           std::move(backward));
+  auto node =
+      std::make_shared<LambdaNode>(name, static_cast<int>(outputs.size()), std::move(backward));
   node->next_edges.reserve(inputs.size());
   for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
   for (size_t i = 0; i < outputs.size(); ++i) {
@@ -141,12 +167,14 @@ void queue_callback(std::function<void()> fn) {
   g_backward->callbacks.push_back(std::move(fn));
 }
 
-bool in_backward() { return g_backward != nullptr; }
+bool in_backward() {
+  return g_backward != nullptr;
+}
 
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
-  ZT_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ",
-           grads.size(), " gradients");
+  ZT_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
+           " gradients");
   // Seed gradients.
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
@@ -156,9 +184,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
              "under NoGradGuard, or from tensors that do not require grad?)");
     Tensor g = grads[i];
     if (!g.defined()) {
-      ZT_CHECK(r.numel() == 1, "backward: grad can be implicitly created only for scalar "
-                               "outputs; this output has shape ", shape_str(r.sizes()),
-               " — pass a gradient of that shape");
+      ZT_CHECK(r.numel() == 1,
+               "backward: grad can be implicitly created only for scalar "
+               "outputs; this output has shape ",
+               shape_str(r.sizes()), " — pass a gradient of that shape");
       g = ones(r.sizes(), r.dtype(), r.device());
     } else {
       ZT_CHECK(g.sizes() == r.sizes(), "backward: gradient shape ", shape_str(g.sizes()),
@@ -192,7 +221,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     owners[e.fn.get()] = e.fn;
     if (buf.empty()) buf.resize(e.fn->num_outputs());
     Tensor& slot = buf[e.input_nr];
-    slot = slot.defined() ? add(slot, g) : g;
+    if (!slot.defined()) {
+      slot = g;
+    } else if (slot.sizes() == g.sizes() && slot.dtype() == g.dtype() && sole_owner(slot, 1)) {
+      add_(slot, g);  // the buffer holds the only handle: sum in place
+    } else {
+      slot = add(slot, g);
+    }
   };
   auto cmp = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
   std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
