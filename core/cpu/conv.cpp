@@ -1,12 +1,15 @@
-// CPU convolution: a column matrix + one GEMM per chunk of samples, and the reverse for
-// the backward pass. A chunk groups enough samples that the GEMM has at least
-// kTargetCols columns, so late encoder levels (4x4 maps) still run one large GEMM
-// instead of many skinny ones. Stride-1 convolutions build their columns from padded
-// planes (one copy per tap and sample, conv_cols.h) and move the (O, m*Q) GEMM result
-// to (m, O, L) in one pass that also adds the bias. Other convolutions use exact
-// columns (K, m*L), columns ordered (sample, Do, Ho, Wo); with one sample per chunk the
-// GEMM writes the output (and reads the output gradient) in place, otherwise the
-// (O, m*L) result is transposed to (m, O, L) as above.
+// CPU convolution. Stride-1 convolutions (most of them) copy each sample into zero-padded
+// planes and run one GEMM per kernel tap on windows of those planes read in place
+// (conv_cols.h): no column matrix is built, and the input gradient is accumulated by
+// the GEMMs straight into padded planes. Measured on the tiny tokenizer's 3x3 convs
+// this beats a column matrix + one large GEMM by 10-40% (the column copies cost more
+// than the shorter GEMMs lose). Other convolutions (strided, pointwise, small 3-D
+// maps) build exact columns and run one GEMM per chunk of samples; a chunk groups
+// enough samples that the GEMM has at least kTargetCols columns, so 4x4 maps still run
+// one large GEMM instead of many skinny ones. The column matrix of a chunk is (K, m*L),
+// columns ordered (sample, Do, Ho, Wo); with one sample per chunk the GEMM writes the
+// output (and reads the output gradient) in place, otherwise the (O, m*L) result is
+// transposed to (m, O, L) in one pass that also adds the bias.
 // Threads: with num_threads() > 1 the batch is split into one group of samples per
 // thread (parallel_for), each running the serial path with a single-threaded BLAS;
 // the weight gradient is reduced from per-group partial sums. Mixing OpenMP workers
@@ -99,19 +102,43 @@ struct ConvData {
 };
 
 // Forward for samples [n_begin, n_end), serially.
+// The weight as one (O, C) matrix per tap: wt (taps, O, C) <- w (O, C, taps).
+template <typename T>
+std::vector<T> weight_per_tap(const ConvGeometry& g, const T* w) {
+  const int64_t taps = g.kd * g.kh * g.kw;
+  std::vector<T> wt(taps * g.o * g.c);
+  for (int64_t oc = 0; oc < g.o; ++oc)
+    for (int64_t c = 0; c < g.c; ++c)
+      for (int64_t t = 0; t < taps; ++t)
+        wt[(t * g.o + oc) * g.c + c] = w[(oc * g.c + c) * taps + t];
+  return wt;
+}
+
+// Calls fn(t, offset) for every tap t of the kernel with its window offset.
+template <typename Fn>
+void for_each_tap(const ConvGeometry& g, const PlaneLayout& p, Fn&& fn) {
+  int64_t t = 0;
+  for (int64_t i = 0; i < g.kd; ++i)
+    for (int64_t j = 0; j < g.kh; ++j)
+      for (int64_t k = 0; k < g.kw; ++k) fn(t++, p.tap_offset(i, j, k));
+}
+
+// Forward over padded planes, one sample at a time: y (O, Q) = sum over taps t of
+// wt[t] (O, C) @ window_t (C, Q), the window read in place with row stride `plane`.
 template <typename T>
 void forward_planes(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
   const PlaneLayout p = plane_layout(g);
-  const int64_t k = g.col_rows(), o = g.o;
-  const int64_t x_stride = g.c * g.in_positions(), out_stride = o * g.out_positions();
-  const int64_t nb = std::min(samples_per_chunk(g, p.q), n_end - n_begin);
-  std::vector<T> xp(p.buffer_size(g, nb)), col(k * nb * p.q), y(o * nb * p.q);
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += nb) {
-    const int64_t m = std::min(nb, n_end - n0), cols = m * p.q;
-    pad_planes(g, p, a.x + n0 * x_stride, m, xp.data());
-    planes2col(g, p, xp.data(), m, col.data());
-    blas_gemm(false, false, o, cols, k, a.w, k, col.data(), cols, T(0), y.data(), cols);
-    planes2out(g, p, y.data(), a.bias, m, a.out + n0 * out_stride);
+  const int64_t c = g.c, o = g.o;
+  const int64_t x_stride = c * g.in_positions(), out_stride = o * g.out_positions();
+  const std::vector<T> wt = weight_per_tap(g, a.w);
+  std::vector<T> xp(p.buffer_size(g)), y(o * p.q);
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    pad_planes(g, p, a.x + n * x_stride, xp.data());
+    for_each_tap(g, p, [&](int64_t t, int64_t off) {
+      blas_gemm(false, false, o, p.q, c, wt.data() + t * o * c, c, xp.data() + off, p.plane,
+                T(t == 0 ? 0 : 1), y.data(), p.q);
+    });
+    planes2out(g, p, y.data(), a.bias, a.out + n * out_stride);
   }
 }
 
@@ -153,28 +180,40 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
 
 // Backward for samples [n_begin, n_end), serially: grad_x of those samples (if wanted)
 // and their weight gradient written (not added) to dw (if non-null).
+// Backward over padded planes, one sample at a time, with G (O, Q) the output gradient
+// in plane layout (zero in the wrap columns):
+//   dW_t (O, C) += G @ window_t^T            (window_t of the padded input)
+//   window_t of dX (C, Q) += wt[t]^T @ G     (accumulated in place in padded planes)
 template <typename T>
 void backward_planes(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t n_begin,
                      int64_t n_end) {
   const PlaneLayout p = plane_layout(g);
-  const int64_t k = g.col_rows(), o = g.o;
-  const int64_t x_stride = g.c * g.in_positions(), out_stride = o * g.out_positions();
-  const int64_t nb = std::min(samples_per_chunk(g, p.q), n_end - n_begin);
-  std::vector<T> xp(p.buffer_size(g, nb)), col(k * nb * p.q), gp(o * nb * p.q);
-  for (int64_t n0 = n_begin; n0 < n_end; n0 += nb) {
-    const int64_t m = std::min(nb, n_end - n0), cols = m * p.q;
-    grad2planes(g, p, a.grad_out + n0 * out_stride, m, gp.data());
-    if (dw) {  // dW (O, K) += G (O, m*Q) @ col^T (m*Q, K); wrap columns of G are zero
-      pad_planes(g, p, a.x + n0 * x_stride, m, xp.data());
-      planes2col(g, p, xp.data(), m, col.data());
-      blas_gemm(false, true, o, k, cols, gp.data(), cols, col.data(), cols,
-                T(n0 == n_begin ? 0 : 1), dw, k);
+  const int64_t c = g.c, o = g.o, taps = g.kd * g.kh * g.kw;
+  const int64_t x_stride = c * g.in_positions(), out_stride = o * g.out_positions();
+  const std::vector<T> wt = weight_per_tap(g, a.w);
+  std::vector<T> xp(p.buffer_size(g)), gp(o * p.q), dwt(dw ? taps * o * c : 0);
+  for (int64_t n = n_begin; n < n_end; ++n) {
+    grad2planes(g, p, a.grad_out + n * out_stride, gp.data());
+    if (dw) {
+      pad_planes(g, p, a.x + n * x_stride, xp.data());
+      for_each_tap(g, p, [&](int64_t t, int64_t off) {
+        blas_gemm(false, true, o, c, p.q, gp.data(), p.q, xp.data() + off, p.plane,
+                  T(n == n_begin ? 0 : 1), dwt.data() + t * o * c, c);
+      });
     }
-    if (a.grad_x) {  // dcol (K, m*Q) = W^T (K, O) @ G (O, m*Q), then fold back
-      blas_gemm(true, false, k, cols, o, a.w, k, gp.data(), cols, T(0), col.data(), cols);
-      col2planes(g, p, col.data(), m, xp.data(), a.grad_x + n0 * x_stride);
+    if (a.grad_x) {  // xp now holds the input gradient in padded planes
+      std::fill(xp.begin(), xp.end(), T(0));
+      for_each_tap(g, p, [&](int64_t t, int64_t off) {
+        blas_gemm(true, false, c, p.q, o, wt.data() + t * o * c, c, gp.data(), p.q, T(1),
+                  xp.data() + off, p.plane);
+      });
+      crop_planes(g, p, xp.data(), a.grad_x + n * x_stride);
     }
   }
+  if (!dw) return;
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < taps; ++t) dw[(oc * c + ci) * taps + t] = dwt[(t * o + oc) * c + ci];
 }
 
 template <typename T>

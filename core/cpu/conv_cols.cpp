@@ -108,72 +108,50 @@ void col2vol(const ConvGeometry& g, const T* col, int64_t m, T* dx) {
 
 // ---------------------------------------------------------------- padded planes
 
-bool use_planes(const ConvGeometry& g) {
-  if (g.sd != 1 || g.sh != 1 || g.sw != 1 || g.is_pointwise()) return false;
-  const PlaneLayout p = plane_layout(g);
-  // The padded input must hold the input at its front padding (true for any valid
-  // stride-1 geometry: Dp = D + front + back pad).
-  if (g.pad_d + g.d > p.dp || g.pad_h + g.h > p.hp || g.pad_w + g.w > p.wp) return false;
-  return 2 * p.q <= 3 * g.out_positions();
-}
-
 PlaneLayout plane_layout(const ConvGeometry& g) {
+  // Back padding of W (stride 1): the padded width is Wo + kw - 1 = pad_w + W + back.
+  const int64_t back_w = g.ow + g.kw - 1 - g.pad_w - g.w;
   PlaneLayout p;
   p.dp = g.od + g.kd - 1;
   p.hp = g.oh + g.kh - 1;
-  p.wp = g.ow + g.kw - 1;
+  // Rows share padding columns, but must still hold every output column (kw = 1 with
+  // padding has Wo > W + max pad).
+  p.wp = std::max(g.w + std::max(g.pad_w, back_w), g.ow);
   p.plane = p.dp * p.hp * p.wp;
-  p.q = (g.od - 1) * p.hp * p.wp + g.oh * p.wp;
+  p.q = ((g.od - 1) * p.hp + g.oh) * p.wp;
+  // The last window reaches tap_offset(kd-1, kh-1, kw-1) + q - 1, at most one row plus
+  // kw past the end of its plane.
+  p.slack = p.wp + g.kw;
   return p;
 }
 
+bool use_planes(const ConvGeometry& g) {
+  if (g.sd != 1 || g.sh != 1 || g.sw != 1 || g.is_pointwise()) return false;
+  const int64_t back_w = g.ow + g.kw - 1 - g.pad_w - g.w;
+  if (back_w < 0 || g.pad_d + g.d > g.od + g.kd - 1 || g.pad_h + g.h > g.oh + g.kh - 1)
+    return false;
+  return 2 * plane_layout(g).q <= 3 * g.out_positions();
+}
+
 template <typename T>
-void pad_planes(const ConvGeometry& g, const PlaneLayout& p, const T* x, int64_t m, T* xp) {
-  std::fill_n(xp, p.buffer_size(g, m), T(0));
+void pad_planes(const ConvGeometry& g, const PlaneLayout& p, const T* x, T* xp) {
+  std::fill_n(xp, p.buffer_size(g), T(0));
   const int64_t hw = g.h * g.w;
-  for (int64_t bc = 0; bc < m * g.c; ++bc) {
-    const T* src = x + bc * g.in_positions();
-    T* dst = xp + bc * p.plane + (g.pad_d * p.hp + g.pad_h) * p.wp + g.pad_w;
+  for (int64_t c = 0; c < g.c; ++c) {
+    const T* src = x + c * g.in_positions();
+    T* dst = xp + c * p.plane + (g.pad_d * p.hp + g.pad_h) * p.wp + g.pad_w;
     for (int64_t d = 0; d < g.d; ++d)
       for (int64_t h = 0; h < g.h; ++h)
         std::copy_n(src + d * hw + h * g.w, g.w, dst + (d * p.hp + h) * p.wp);
   }
 }
 
-// Offset of tap (i, j, k) of column row r inside its channel's padded plane.
-static int64_t tap_offset(const ConvGeometry& g, const PlaneLayout& p, int64_t r) {
-  const int64_t t = r % (g.kd * g.kh * g.kw);
-  const int64_t i = t / (g.kh * g.kw), j = (t / g.kw) % g.kh, k = t % g.kw;
-  return (i * p.hp + j) * p.wp + k;
-}
-
 template <typename T>
-void planes2col(const ConvGeometry& g, const PlaneLayout& p, const T* xp, int64_t m, T* col) {
-  const int64_t kvol = g.kd * g.kh * g.kw, ld = m * p.q;
-  for (int64_t r = 0; r < g.col_rows(); ++r) {
-    const T* src = xp + (r / kvol) * p.plane + tap_offset(g, p, r);
-    for (int64_t b = 0; b < m; ++b)
-      std::memcpy(col + r * ld + b * p.q, src + b * g.c * p.plane, p.q * sizeof(T));
-  }
-}
-
-template <typename T>
-void col2planes(const ConvGeometry& g, const PlaneLayout& p, const T* col, int64_t m, T* dxp,
-                T* dx) {
-  std::fill_n(dxp, p.buffer_size(g, m), T(0));
-  const int64_t kvol = g.kd * g.kh * g.kw, ld = m * p.q;
-  for (int64_t r = 0; r < g.col_rows(); ++r) {
-    T* dst = dxp + (r / kvol) * p.plane + tap_offset(g, p, r);
-    for (int64_t b = 0; b < m; ++b) {
-      const T* src = col + r * ld + b * p.q;
-      T* d = dst + b * g.c * p.plane;
-      for (int64_t i = 0; i < p.q; ++i) d[i] += src[i];
-    }
-  }
+void crop_planes(const ConvGeometry& g, const PlaneLayout& p, const T* dxp, T* dx) {
   const int64_t hw = g.h * g.w;
-  for (int64_t bc = 0; bc < m * g.c; ++bc) {
-    const T* src = dxp + bc * p.plane + (g.pad_d * p.hp + g.pad_h) * p.wp + g.pad_w;
-    T* dst = dx + bc * g.in_positions();
+  for (int64_t c = 0; c < g.c; ++c) {
+    const T* src = dxp + c * p.plane + (g.pad_d * p.hp + g.pad_h) * p.wp + g.pad_w;
+    T* dst = dx + c * g.in_positions();
     for (int64_t d = 0; d < g.d; ++d)
       for (int64_t h = 0; h < g.h; ++h)
         std::copy_n(src + (d * p.hp + h) * p.wp, g.w, dst + d * hw + h * g.w);
@@ -181,47 +159,41 @@ void col2planes(const ConvGeometry& g, const PlaneLayout& p, const T* col, int64
 }
 
 template <typename T>
-void planes2out(const ConvGeometry& g, const PlaneLayout& p, const T* y, const T* bias, int64_t m,
-                T* out) {
-  const int64_t ld = m * p.q, l = g.out_positions(), hw = g.oh * g.ow;
+void planes2out(const ConvGeometry& g, const PlaneLayout& p, const T* y, const T* bias, T* out) {
+  const int64_t l = g.out_positions(), hw = g.oh * g.ow;
   for (int64_t oc = 0; oc < g.o; ++oc) {
     const T bv = bias ? bias[oc] : T(0);
-    for (int64_t b = 0; b < m; ++b) {
-      const T* src = y + oc * ld + b * p.q;
-      T* dst = out + (b * g.o + oc) * l;
-      for (int64_t d = 0; d < g.od; ++d)
-        for (int64_t h = 0; h < g.oh; ++h) {
-          const T* s = src + (d * p.hp + h) * p.wp;
-          T* o = dst + d * hw + h * g.ow;
-          for (int64_t w = 0; w < g.ow; ++w) o[w] = s[w] + bv;
-        }
-    }
+    const T* src = y + oc * p.q;
+    T* dst = out + oc * l;
+    for (int64_t d = 0; d < g.od; ++d)
+      for (int64_t h = 0; h < g.oh; ++h) {
+        const T* s = src + (d * p.hp + h) * p.wp;
+        T* o = dst + d * hw + h * g.ow;
+        for (int64_t w = 0; w < g.ow; ++w) o[w] = s[w] + bv;
+      }
   }
 }
 
 template <typename T>
-void grad2planes(const ConvGeometry& g, const PlaneLayout& p, const T* grad_out, int64_t m, T* gp) {
-  const int64_t ld = m * p.q, l = g.out_positions(), hw = g.oh * g.ow;
-  std::fill_n(gp, g.o * ld, T(0));
-  for (int64_t oc = 0; oc < g.o; ++oc)
-    for (int64_t b = 0; b < m; ++b) {
-      const T* src = grad_out + (b * g.o + oc) * l;
-      T* dst = gp + oc * ld + b * p.q;
-      for (int64_t d = 0; d < g.od; ++d)
-        for (int64_t h = 0; h < g.oh; ++h)
-          std::copy_n(src + d * hw + h * g.ow, g.ow, dst + (d * p.hp + h) * p.wp);
-    }
+void grad2planes(const ConvGeometry& g, const PlaneLayout& p, const T* grad_out, T* gp) {
+  const int64_t l = g.out_positions(), hw = g.oh * g.ow;
+  std::fill_n(gp, g.o * p.q, T(0));
+  for (int64_t oc = 0; oc < g.o; ++oc) {
+    const T* src = grad_out + oc * l;
+    T* dst = gp + oc * p.q;
+    for (int64_t d = 0; d < g.od; ++d)
+      for (int64_t h = 0; h < g.oh; ++h)
+        std::copy_n(src + d * hw + h * g.ow, g.ow, dst + (d * p.hp + h) * p.wp);
+  }
 }
 
-#define ZT_CONV_COLS_INSTANTIATE(T)                                                                \
-  template void vol2col<T>(const ConvGeometry&, const T*, int64_t, T*);                            \
-  template void col2vol<T>(const ConvGeometry&, const T*, int64_t, T*);                            \
-  template void pad_planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, int64_t, T*);     \
-  template void planes2col<T>(const ConvGeometry&, const PlaneLayout&, const T*, int64_t, T*);     \
-  template void col2planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, int64_t, T*, T*); \
-  template void planes2out<T>(const ConvGeometry&, const PlaneLayout&, const T*, const T*,         \
-                              int64_t, T*);                                                        \
-  template void grad2planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, int64_t, T*);
+#define ZT_CONV_COLS_INSTANTIATE(T)                                                             \
+  template void vol2col<T>(const ConvGeometry&, const T*, int64_t, T*);                         \
+  template void col2vol<T>(const ConvGeometry&, const T*, int64_t, T*);                         \
+  template void pad_planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, T*);           \
+  template void crop_planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, T*);          \
+  template void planes2out<T>(const ConvGeometry&, const PlaneLayout&, const T*, const T*, T*); \
+  template void grad2planes<T>(const ConvGeometry&, const PlaneLayout&, const T*, T*);
 ZT_CONV_COLS_INSTANTIATE(float)
 ZT_CONV_COLS_INSTANTIATE(double)
 #undef ZT_CONV_COLS_INSTANTIATE

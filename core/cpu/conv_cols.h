@@ -5,16 +5,18 @@
 // reads padding. Each row is assembled from runs of Wo elements, so small maps pay
 // per-run overhead.
 //
-// Padded planes (stride 1 only): each input channel is first copied into a zero-padded
-// plane of Dp x Hp x Wp (Dp = Do + kd - 1, ...). In padded coordinates output position
-// q = od*Hp*Wp + oh*Wp + ow reads input element q + (i*Hp*Wp + j*Wp + k) for tap
-// (i, j, k), so a tap's column row is one contiguous window of the plane: a single copy
-// per (tap, sample) instead of one per output row. The price is that the column matrix
-// also holds "wrap" columns (ow >= Wo, or oh >= Ho between depth slices) whose results
-// are garbage: the forward output drops them, and the backward pass zeroes the output
-// gradient there, which makes their weight-gradient terms and their input-gradient
-// columns exactly zero. Columns per sample: Q = (Do - 1)*Hp*Wp + Ho*Wp >= L.
-// Legend as in conv.h: m samples in the chunk, K = C*kd*kh*kw, L = Do*Ho*Wo.
+// Padded planes (stride 1 only): each input channel is copied into a zero-padded plane
+// of dp x hp x wp. Output position q = (od*hp + oh)*wp + ow then reads plane element
+// q + tap_offset(i, j, k) for tap (i, j, k), so for a fixed tap the inputs of all output
+// positions and channels form a strided matrix (C, Q) with row stride `plane`, which a
+// GEMM reads in place: the convolution is a sum of kd*kh*kw GEMMs, with no column matrix.
+// Rows share their padding columns (the right pad of a row is the left pad of the next,
+// wp = W + max(left, right pad)), so each row carries only kw - 1 - min(left, right)
+// "wrap" columns (ow >= Wo) whose results are garbage: the forward output drops them,
+// and the backward pass zeroes the output gradient there, which makes their weight-
+// gradient terms and input-gradient contributions exactly zero.
+// Legend as in conv.h: m samples in the chunk, K = C*kd*kh*kw, L = Do*Ho*Wo,
+// Q = ((Do - 1)*hp + Ho)*wp >= L columns per sample.
 #pragma once
 
 #include <cstdint>
@@ -33,11 +35,14 @@ void col2vol(const ConvGeometry& g, const T* col, int64_t m, T* dx);
 
 /// The padded-plane layout of a stride-1 convolution.
 struct PlaneLayout {
-  int64_t dp = 1, hp = 1, wp = 1;  // padded input sizes
+  int64_t dp = 1, hp = 1, wp = 1;  // padded sizes
   int64_t plane = 1;               // elements per padded channel: dp * hp * wp
-  int64_t q = 1;                   // columns per sample: (Do - 1)*hp*wp + Ho*wp
-  /// Elements of the padded input of m samples, with the slack the last window reads.
-  int64_t buffer_size(const ConvGeometry& g, int64_t m) const { return m * g.c * plane + g.kw; }
+  int64_t q = 1;                   // GEMM columns (output positions with wrap) per sample
+  int64_t slack = 0;               // zeros after the last plane that windows may read
+  /// Elements of the padded input of one sample (C planes and the slack).
+  int64_t buffer_size(const ConvGeometry& g) const { return g.c * plane + slack; }
+  /// Offset of tap (i, j, k) from a window's origin.
+  int64_t tap_offset(int64_t i, int64_t j, int64_t k) const { return (i * hp + j) * wp + k; }
 };
 
 /// True when the padded-plane layout applies (stride 1, not pointwise) and its wrap
@@ -46,27 +51,20 @@ bool use_planes(const ConvGeometry& g);
 /// The layout of g (call only when use_planes(g)).
 PlaneLayout plane_layout(const ConvGeometry& g);
 
-/// xp (m, C, plane) + slack <- x (m, C, D, H, W), zero borders. Overwrites all of xp.
+/// xp (C, plane) + slack <- one sample x (C, D, H, W), zero padding. Overwrites all of xp.
 template <typename T>
-void pad_planes(const ConvGeometry& g, const PlaneLayout& p, const T* x, int64_t m, T* xp);
+void pad_planes(const ConvGeometry& g, const PlaneLayout& p, const T* x, T* xp);
 
-/// col (K, m*Q) <- windows of xp.
+/// dx (C, D, H, W) <- the interior of the padded planes dxp (C, plane), one sample.
 template <typename T>
-void planes2col(const ConvGeometry& g, const PlaneLayout& p, const T* xp, int64_t m, T* col);
+void crop_planes(const ConvGeometry& g, const PlaneLayout& p, const T* dxp, T* dx);
 
-/// dx (m, C, D, H, W) <- sum over taps of col (K, m*Q), via the padded planes dxp
-/// (scratch of p.buffer_size(g, m) elements). Overwrites dx.
+/// out (O, L) <- y (O, Q) without the wrap columns, plus bias (O) if non-null; one sample.
 template <typename T>
-void col2planes(const ConvGeometry& g, const PlaneLayout& p, const T* col, int64_t m, T* dxp,
-                T* dx);
+void planes2out(const ConvGeometry& g, const PlaneLayout& p, const T* y, const T* bias, T* out);
 
-/// out (m, O, L) <- y (O, m*Q) without the wrap columns, plus bias (O) if non-null.
+/// gp (O, Q) <- grad_out (O, L), zeros in the wrap columns; one sample.
 template <typename T>
-void planes2out(const ConvGeometry& g, const PlaneLayout& p, const T* y, const T* bias, int64_t m,
-                T* out);
-
-/// gp (O, m*Q) <- grad_out (m, O, L), zeros in the wrap columns.
-template <typename T>
-void grad2planes(const ConvGeometry& g, const PlaneLayout& p, const T* grad_out, int64_t m, T* gp);
+void grad2planes(const ConvGeometry& g, const PlaneLayout& p, const T* grad_out, T* gp);
 
 }  // namespace zt::cpu
