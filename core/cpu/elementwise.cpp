@@ -104,35 +104,53 @@ constexpr LaneOp lane_op() {
 // Calls fn.template operator()<Op>() with the runtime op as a compile-time constant.
 template <typename Fn>
 void with_unary_op(UnaryOp op, Fn&& fn) {
-  switch (op) {
 #define ZT_UNARY_CASE(name) \
   case UnaryOp::name:       \
-    return fn.template operator()<UnaryOp::name>();
-    ZT_UNARY_CASE(kNeg)
-    ZT_UNARY_CASE(kExp)
-    ZT_UNARY_CASE(kLog)
-    ZT_UNARY_CASE(kSqrt) ZT_UNARY_CASE(kRsqrt) ZT_UNARY_CASE(kAbs) ZT_UNARY_CASE(kRelu)
-        ZT_UNARY_CASE(kSilu) ZT_UNARY_CASE(kSigmoid) ZT_UNARY_CASE(kTanh) ZT_UNARY_CASE(kGelu)
-            ZT_UNARY_CASE(kGeluTanh) ZT_UNARY_CASE(kPow) ZT_UNARY_CASE(kClamp)
-                ZT_UNARY_CASE(kAffine) ZT_UNARY_CASE(kSign)
-#undef ZT_UNARY_CASE
+    return fn.template operator()<UnaryOp::name>()
+  switch (op) {
+    ZT_UNARY_CASE(kNeg);
+    ZT_UNARY_CASE(kExp);
+    ZT_UNARY_CASE(kLog);
+    ZT_UNARY_CASE(kSqrt);
+    ZT_UNARY_CASE(kRsqrt);
+    ZT_UNARY_CASE(kAbs);
+    ZT_UNARY_CASE(kRelu);
+    ZT_UNARY_CASE(kSilu);
+    ZT_UNARY_CASE(kSigmoid);
+    ZT_UNARY_CASE(kTanh);
+    ZT_UNARY_CASE(kGelu);
+    ZT_UNARY_CASE(kGeluTanh);
+    ZT_UNARY_CASE(kPow);
+    ZT_UNARY_CASE(kClamp);
+    ZT_UNARY_CASE(kAffine);
+    ZT_UNARY_CASE(kSign);
   }
+#undef ZT_UNARY_CASE
 }
 template <typename Fn>
 void with_binary_op(BinaryOp op, Fn&& fn) {
-  switch (op) {
 #define ZT_BINARY_CASE(name) \
   case BinaryOp::name:       \
-    return fn.template operator()<BinaryOp::name>();
-    ZT_BINARY_CASE(kAdd)
-    ZT_BINARY_CASE(kSub)
-    ZT_BINARY_CASE(kMul)
-    ZT_BINARY_CASE(kDiv) ZT_BINARY_CASE(kEq) ZT_BINARY_CASE(kNe) ZT_BINARY_CASE(kLt)
-        ZT_BINARY_CASE(kLe) ZT_BINARY_CASE(kGt) ZT_BINARY_CASE(kGe) ZT_BINARY_CASE(kReluGrad)
-            ZT_BINARY_CASE(kSiluGrad) ZT_BINARY_CASE(kSigmoidGrad) ZT_BINARY_CASE(kTanhGrad)
-                ZT_BINARY_CASE(kGeluGrad) ZT_BINARY_CASE(kGeluTanhGrad)
-#undef ZT_BINARY_CASE
+    return fn.template operator()<BinaryOp::name>()
+  switch (op) {
+    ZT_BINARY_CASE(kAdd);
+    ZT_BINARY_CASE(kSub);
+    ZT_BINARY_CASE(kMul);
+    ZT_BINARY_CASE(kDiv);
+    ZT_BINARY_CASE(kEq);
+    ZT_BINARY_CASE(kNe);
+    ZT_BINARY_CASE(kLt);
+    ZT_BINARY_CASE(kLe);
+    ZT_BINARY_CASE(kGt);
+    ZT_BINARY_CASE(kGe);
+    ZT_BINARY_CASE(kReluGrad);
+    ZT_BINARY_CASE(kSiluGrad);
+    ZT_BINARY_CASE(kSigmoidGrad);
+    ZT_BINARY_CASE(kTanhGrad);
+    ZT_BINARY_CASE(kGeluGrad);
+    ZT_BINARY_CASE(kGeluTanhGrad);
   }
+#undef ZT_BINARY_CASE
 }
 
 bool is_compare(BinaryOp op) {
