@@ -18,43 +18,22 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/app_cli.h"
 #include "apps/common/vqgpt_app.h"
 
 namespace {
 
 using namespace zt;
 
-struct Common {
-  std::string config;
-  int ranks = 1;
-  std::vector<std::string> sets;
-};
+using Common = app::CommonArgs;
 
 void add_common(CLI::App* sub, Common& c) {
-  sub->add_option("-c,--config", c.config, "YAML config (e.g. configs/vqgpt_tiny.yaml)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
-      ->allow_extra_args(false);
+  app::add_common_args(sub, c, "configs/vqgpt_tiny.yaml");
 }
 
 int run(const Common& c, const std::string& command, const std::vector<std::string>& extra_sets,
         const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
-  std::vector<std::string> sets = c.sets;
-  sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  const config::AppConfig cfg = config::load_app_config(c.config, sets, config::App::vqgpt);
-  const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
-  comm::launch(c.ranks, [&](comm::Communicator& comm) {
-    if (comm.rank() == 0) {
-      std::printf("vqgpt %s: config %s | world size %d (%s)\n", command.c_str(), resolved.c_str(),
-                  comm.size(), comm.backend());
-      std::fflush(stdout);
-    }
-    fn(cfg, comm);
-  });
-  return 0;
+  return app::run_on_ranks("vqgpt", config::App::vqgpt, c, command, extra_sets, fn);
 }
 
 }  // namespace

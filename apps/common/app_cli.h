@@ -1,0 +1,58 @@
+// The command-line pieces every app shares: --config / --ranks / --set on each
+// subcommand, and running a subcommand on every rank with the loaded config (thread
+// ranks with --ranks N, or one process per rank under mpirun). Header-only: it needs
+// CLI11, which only the executables link.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "zero/comm/launch.h"
+
+namespace zt::app {
+
+struct CommonArgs {
+  std::string config;
+  int ranks = 1;
+  std::vector<std::string> sets;
+};
+
+/// Adds --config (required, e.g. `example`), --ranks and repeatable --set to `sub`.
+inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& example) {
+  sub->add_option("-c,--config", c.config, "YAML config (e.g. " + example + ")")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
+      ->allow_extra_args(false);
+}
+
+/// Loads the config (with c.sets and extra_sets applied) for `kind`, prints what runs on
+/// rank 0, and calls fn on every rank.
+inline int run_on_ranks(
+    const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
+    const std::vector<std::string>& extra_sets,
+    const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
+  std::vector<std::string> sets = c.sets;
+  sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
+  const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
+  const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
+  comm::launch(c.ranks, [&](comm::Communicator& comm) {
+    if (comm.rank() == 0) {
+      std::printf("%s %s: config %s | world size %d (%s)\n", app_name, command.c_str(),
+                  resolved.c_str(), comm.size(), comm.backend());
+      std::fflush(stdout);
+    }
+    fn(cfg, comm);
+  });
+  return 0;
+}
+
+}  // namespace zt::app
