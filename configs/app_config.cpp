@@ -106,6 +106,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("eval_batches", t.eval_batches, 1)
       .get("checkpoint_every", t.checkpoint_every, 0)
       .get("keep_checkpoints", t.keep_checkpoints, 0)
+      .get("codebook_restart_every", t.codebook_restart_every, 0)
       .get("seed", t.seed, 0)
       .get_enum("device", t.device, {"cpu", "cuda"})
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
@@ -195,7 +196,8 @@ void check_app(Section& root, AppConfig& c) {
     if (g.block_size < need)
       gpt.fail("block_size", "block_size (" + std::to_string(g.block_size) +
                                  ") must hold BOS, a clip's codes and an end-of-row token per "
-                                 "row (" + std::to_string(need) + ")");
+                                 "row (" +
+                                 std::to_string(need) + ")");
   }
 }
 

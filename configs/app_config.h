@@ -83,10 +83,13 @@ struct TrainConfig {
   int64_t eval_batches = 4;
   int64_t checkpoint_every = 100;  ///< 0 disables
   int64_t keep_checkpoints = 2;    ///< 0 keeps all
-  int64_t seed = 0;                ///< model init, dropout
-  std::string device = "cpu";      ///< "cpu" or "cuda"
-  std::string dtype = "f32";       ///< compute dtype of parameters: f32, bf16, f16
-  std::string resume{};            ///< a checkpoint directory, "auto" (latest) or ""
+  /// vqtok: every this many steps, codes no rank used since the last restart are moved
+  /// next to used ones (a small random offset from a used code); 0 disables.
+  int64_t codebook_restart_every = 0;
+  int64_t seed = 0;            ///< model init, dropout
+  std::string device = "cpu";  ///< "cpu" or "cuda"
+  std::string dtype = "f32";   ///< compute dtype of parameters: f32, bf16, f16
+  std::string resume{};        ///< a checkpoint directory, "auto" (latest) or ""
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).

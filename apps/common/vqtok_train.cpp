@@ -17,6 +17,7 @@
 #include "data/image.h"
 #include "data/plot.h"
 #include "zero/checkpoint.h"
+#include "zero/gathered.h"
 
 namespace zt::vqtok {
 
@@ -95,6 +96,40 @@ std::string fmt(const char* f, double v) {
 }
 
 }  // namespace
+
+// Dead-code restart: codes that no rank chose since the last restart are moved next to
+// randomly picked used codes (plus a small offset), so a codebook initialized near zero
+// does not collapse onto a handful of entries. `hits` counts this rank's choices and is
+// reset. Rank 0 edits inside GatheredParameters(modifier_rank 0): every rank ends with
+// rank 0's codebook, re-partitioned. Returns the number of codes moved.
+int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
+                           comm::Communicator& comm) {
+  comm.all_reduce(hits, comm::ReduceOp::kSum);
+  const int64_t K = hits.numel();
+  const int64_t* h = hits.data<int64_t>();
+  std::vector<int64_t> used, dead;
+  for (int64_t k = 0; k < K; ++k) (h[k] > 0 ? used : dead).push_back(k);
+  if (!used.empty() && !dead.empty()) {
+    const Tensor& w = model.quantize->embedding->weight;
+    zero::GatheredParameters g({w}, comm, /*modifier_rank=*/0);
+    if (comm.rank() == 0) {
+      autograd::NoGradGuard ng;
+      Generator gen(static_cast<uint64_t>(0x5eed + step));
+      Tensor pick =
+          randint(0, static_cast<int64_t>(used.size()), {static_cast<int64_t>(dead.size())}, gen);
+      Tensor from = Tensor::empty({static_cast<int64_t>(dead.size())}, DType::i64);
+      for (size_t i = 0; i < dead.size(); ++i)
+        from.data<int64_t>()[i] = used[static_cast<size_t>(pick.data<int64_t>()[i])];
+      Tensor src = index_select(w.detach(), 0, from);
+      Tensor scale = add(mul(abs(src), 0.05), 1e-3);
+      Tensor moved = add(src, mul(randn(src.sizes(), gen), scale));
+      for (size_t i = 0; i < dead.size(); ++i)
+        w.select(0, dead[i]).copy_(moved.select(0, static_cast<int64_t>(i)));
+    }
+  }
+  hits.zero_();
+  return used.empty() ? 0 : static_cast<int64_t>(dead.size());
+}
 
 std::string checkpoint_root(const config::AppConfig& cfg) {
   return (fs::path(cfg.output_dir) / "checkpoints").string();
@@ -231,6 +266,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   };
 
   model->train();
+  Tensor hits = zeros({codebook}, DType::i64);  // this rank's code choices (dead-code restart)
   double last_psnr = 0.0;
   for (int64_t step = start; step < tc.steps; ++step) {
     const double lr = lr_plan.lr_at(step);
@@ -256,6 +292,17 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       window.add("codebook_loss", out[4].item());
       window.add("psnr", app::psnr_from_mse(mse));
       usage.add(out[1]);
+      if (tc.codebook_restart_every > 0) {
+        const Tensor codes = out[1].reshape({-1});
+        int64_t* hc = hits.data<int64_t>();
+        for (int64_t i = 0; i < codes.numel(); ++i) ++hc[codes.data<int64_t>()[i]];
+      }
+    }
+    if (tc.codebook_restart_every > 0 && (step + 1) % tc.codebook_restart_every == 0 &&
+        step + 1 < tc.steps) {
+      const int64_t moved = restart_dead_codes(*model, hits, step, comm);
+      if (say && moved > 0 && (step + 1) % tc.log_every == 0)
+        progress.line("codebook: restarted " + std::to_string(moved) + " unused codes");
     }
     timer.stop();
     const int64_t done = step + 1;
