@@ -85,6 +85,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad_shard.defined()) continue;
+    grad_hook_slot_.emplace_back(i, params_[i].param.impl()->post_accumulate_hooks.size());
     params_[i].param.register_post_accumulate_grad_hook(
         [this, i](const Tensor&) { on_grad_ready(i); });
   }
@@ -99,9 +100,14 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
 }
 
 Engine::~Engine() {
+  // The model may outlive the engine: take every hook that points back at it.
   for (Hooked& h : hooked_) {
     h.module->remove_hook(h.pre_id);
     h.module->remove_hook(h.post_id);
+  }
+  for (auto it = grad_hook_slot_.rbegin(); it != grad_hook_slot_.rend(); ++it) {
+    auto& hooks = params_[it->first].param.impl()->post_accumulate_hooks;
+    if (it->second < hooks.size()) hooks.erase(hooks.begin() + static_cast<int64_t>(it->second));
   }
 }
 

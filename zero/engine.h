@@ -135,6 +135,7 @@ class Engine {
   std::vector<std::pair<std::string, Tensor>> replicas_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<Hooked> hooked_;
+  std::vector<std::pair<size_t, size_t>> grad_hook_slot_;  // (param, index of our hook)
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   Trace trace_;

@@ -90,3 +90,19 @@ TEST(Lesson03GatherRelease, PersistentParametersStayGathered) {
     EXPECT_FALSE(m->lin->weight.has_storage());
   });
 }
+
+TEST(Lesson03GatherRelease, AModelOutlivesItsEngine) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Probe> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Probe>();
+    }
+    for (int round = 0; round < 2; ++round) {  // a second engine takes over the same model
+      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+      engine.backward(sum(engine(ones({2, 4}))));
+      EXPECT_TRUE(engine.step());
+    }
+    EXPECT_TRUE(m->lin->weight.impl()->post_accumulate_hooks.empty()) << "no hook left behind";
+  });
+}
