@@ -161,15 +161,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   int64_t last_saved_step = -1;
 
   auto save = [&](int64_t step) {
-    zero::CheckpointExtra extra;
-    extra.step = step;
-    extra.config_yaml = cfg.root.dump();
-    const data::LoaderState pos = loader->state();
-    extra.loader_epoch = pos.epoch;
-    extra.loader_position = pos.position;
-    extra.user["app"] = "vqgpt";
-    last_saved = zero::save_checkpoint(*engine, ckpt_root, zero::checkpoint_tag(step), extra,
-                                       static_cast<int>(tc.keep_checkpoints));
+    last_saved =
+        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader->state(), "vqgpt");
     last_saved_step = step;
     if (say) progress.line("checkpoint " + last_saved);
   };

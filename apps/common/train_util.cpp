@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "core/ops.h"
+#include "zero/checkpoint.h"
 
 namespace zt::app {
 
@@ -318,6 +319,19 @@ void Progress::finish() {
   if (tty_ && drawn_) std::printf("\n");
   std::fflush(stdout);
   drawn_ = false;
+}
+
+std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
+                                     const config::AppConfig& cfg, const data::LoaderState& pos,
+                                     const std::string& app_name) {
+  zero::CheckpointExtra extra;
+  extra.step = step;
+  extra.config_yaml = cfg.root.dump();
+  extra.loader_epoch = pos.epoch;
+  extra.loader_position = pos.position;
+  extra.user["app"] = app_name;
+  return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
+                               static_cast<int>(cfg.train.keep_checkpoints));
 }
 
 }  // namespace zt::app

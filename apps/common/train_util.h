@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/app_config.h"
+#include "data/loader.h"
 #include "optim/schedule.h"
 #include "zero/zero.h"
 
@@ -161,5 +162,12 @@ class Progress {
   bool tty_;
   bool drawn_ = false;
 };
+
+/// Saves a sharded checkpoint tagged by `step` with the config and the loader position
+/// (so --resume continues the data where it stopped), keeping train.keep_checkpoints.
+/// Returns the checkpoint directory.
+std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
+                                     const config::AppConfig& cfg, const data::LoaderState& pos,
+                                     const std::string& app_name);
 
 }  // namespace zt::app
