@@ -288,27 +288,3 @@ TEST(VqModel, ActionableErrors) {
   EXPECT_THROW(model.encode(zeros({1, 4, 1, 16, 16})), Error);  // 1 channel
   EXPECT_THROW(model.decode_codes(zeros({2, 2}, DType::i64)), Error);
 }
-
-// One training step of the tiny model at batch 8 x 4 frames x 32x32 on one thread.
-// Run with --gtest_also_run_disabled_tests --gtest_filter='*TrainStepTime*'.
-TEST(VqModel, DISABLED_TrainStepTime) {
-  set_num_threads(1);
-  manual_seed(6);
-  vq::VqModel model(tiny());
-  Tensor video = rand({8, 4, 3, 32, 32}) * 2.0 - 1.0;
-  for (int i = 0; i < 3; ++i) {
-    model.zero_grad();
-    auto t0 = std::chrono::steady_clock::now();
-    std::clock_t c0 = std::clock();
-    auto out = model.forward_train(video);
-    auto t1 = std::chrono::steady_clock::now();
-    std::clock_t c1 = std::clock();
-    (mse_loss(out.recon, video) + out.loss_vq).backward();
-    auto t2 = std::chrono::steady_clock::now();
-    std::clock_t c2 = std::clock();
-    auto cpu = [](std::clock_t a, std::clock_t b) { return double(b - a) / CLOCKS_PER_SEC; };
-    std::printf("step %d: forward %.3f s (cpu %.3f), backward %.3f s (cpu %.3f)\n", i,
-                std::chrono::duration<double>(t1 - t0).count(), cpu(c0, c1),
-                std::chrono::duration<double>(t2 - t1).count(), cpu(c1, c2));
-  }
-}
