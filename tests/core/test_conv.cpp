@@ -1,7 +1,8 @@
 // conv2d / conv3d: hand-computed values, agreement with a direct (7-loop) reference on
 // shapes that exercise padding, stride, odd sizes and sample chunking, f64 gradient
 // checks (incl. non-contiguous inputs), backward reading the weight at backward time,
-// and argument errors.
+// the Winograd path of "same" 3x3 convolutions (forward and both gradients), and
+// argument errors.
 #include <string>
 
 #include "common/test_util.h"
@@ -152,6 +153,61 @@ TEST(Conv3d, MatchesReferenceTokenizerShapes) {
     Tensor ref = reference_conv3d(x, w, b, c.stride, {c.pad[0], c.pad[2], c.pad[4]},
                                   {y.size(2), y.size(3), y.size(4)});
     EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4) << "w " << shape_str(c.w);
+  }
+}
+
+// "Same" 3x3 convolutions with >= 16 channels on both sides take the Winograd F(2x2, 3x3)
+// path (core/cpu/winograd.h). Sizes cover full 8-tile vector groups plus scalar tails
+// (tiles per row 16 + 2), odd H and W (partial edge tiles), 1x1 images and depth slices.
+TEST(Conv2d, WinogradMatchesReference) {
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{2, 16, 7, 9}, 24}, {{1, 16, 20, 36}, 16}, {{3, 32, 1, 1}, 16}, {{2, 16, 4, 4}, 17}};
+  Generator gen(31);
+  for (const auto& [xs, o] : cases) {
+    Tensor x = randn(xs, gen), w = randn({o, xs[1], 3, 3}, gen), b = randn({o}, gen);
+    Conv2dArgs a;
+    a.padding = {1, 1, 1, 1};
+    Tensor y = conv2d(x, w, b, a);
+    Tensor ref =
+        reference_conv3d(x.unsqueeze(2), w.unsqueeze(2), b, {1, 1, 1}, {0, 1, 1}, {1, xs[2], xs[3]})
+            .squeeze(2);
+    EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4) << "x " << shape_str(xs) << " O " << o;
+  }
+}
+
+TEST(Conv3d, WinogradDepthSlicesMatchReference) {
+  Generator gen(32);
+  Tensor x = randn({2, 16, 3, 6, 5}, gen), w = randn({16, 16, 1, 3, 3}, gen);
+  Conv3dArgs a;
+  a.padding = {0, 0, 1, 1, 1, 1};
+  Tensor y = conv3d(x, w, Tensor(), a);
+  Tensor ref = reference_conv3d(x, w, Tensor(), {1, 1, 1}, {0, 1, 1}, {3, 6, 5});
+  EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4);
+}
+
+TEST(Conv2d, WinogradGradientsMatchDirectPath) {
+  // The reference splits the input channels into groups of 8, each conv too thin for
+  // Winograd, and sums them: the same function through the direct path. f64 and f32.
+  for (DType dt : {DType::f64, DType::f32}) {
+    Generator gen(33);
+    Tensor x = randn({2, 16, 9, 18}, gen, dt), w = randn({24, 16, 3, 3}, gen, dt);
+    Tensor b = randn({24}, gen, dt), go = randn({2, 24, 9, 18}, gen, dt);
+    Conv2dArgs a;
+    a.padding = {1, 1, 1, 1};
+    auto grads = [&](bool split) {
+      Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true);
+      Tensor bl = b.clone().set_requires_grad(true);
+      Tensor y = split ? add(conv2d(xl.slice(1, 0, 8), wl.slice(1, 0, 8), bl, a),
+                             conv2d(xl.slice(1, 8, 16), wl.slice(1, 8, 16), Tensor(), a))
+                       : conv2d(xl, wl, bl, a);
+      y.backward(go);
+      return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
+    };
+    const std::vector<Tensor> wino = grads(false), direct = grads(true);
+    const double tol = dt == DType::f64 ? 1e-10 : 1e-4;
+    for (size_t i = 0; i < wino.size(); ++i)
+      EXPECT_CLOSE(wino[i].to(DType::f64), direct[i].to(DType::f64), tol, tol)
+          << dtype_name(dt) << " output " << i;
   }
 }
 

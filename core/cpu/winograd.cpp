@@ -1,0 +1,436 @@
+// Winograd F(2x2, 3x3) for "same" 3x3 convolutions; see winograd.h for the algorithm.
+// The images (sample, depth slice) are cut into rows of tiles, and chunks of tile rows
+// (about kChunkTiles tiles) go through transform -> 16 GEMMs -> inverse transform, so a
+// chunk's transformed tiles stay in cache between the three steps. The transforms run
+// over whole tile rows with unit-stride (or stride-2) loops the compiler vectorizes.
+// Numerics: the transform matrices hold 0, +-1 and 1/2, so rounding differs from the
+// direct convolution by a few ulps of the largest partial sum (the F(2, 3) transform is
+// the best conditioned of the Winograd family).
+#include "core/cpu/winograd.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/cpu/blas.h"
+#include "core/cpu/lanes.h"
+
+namespace zt::cpu {
+
+namespace {
+
+constexpr int64_t kPoints = 16;       // transform points per tile (4x4)
+constexpr int64_t kChunkTiles = 256;  // tiles per chunk: the GEMM's column count
+constexpr int64_t kMinChannels = 16;  // below this the GEMMs are too thin to pay
+
+// U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j).
+template <typename T, typename Kernel>
+std::vector<T> transform_kernels(int64_t o, int64_t c, Kernel kernel) {
+  std::vector<T> u(kPoints * o * c);
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t ci = 0; ci < c; ++ci) {
+      T gk[4][3];  // G k
+      for (int j = 0; j < 3; ++j) {
+        const T k0 = kernel(oc, ci, 0, j), k1 = kernel(oc, ci, 1, j), k2 = kernel(oc, ci, 2, j);
+        gk[0][j] = k0;
+        gk[1][j] = T(0.5) * (k0 + k1 + k2);
+        gk[2][j] = T(0.5) * (k0 - k1 + k2);
+        gk[3][j] = k2;
+      }
+      for (int i = 0; i < 4; ++i) {  // (G k) G^T
+        const T r0 = gk[i][0], r1 = gk[i][1], r2 = gk[i][2];
+        const T row[4] = {r0, T(0.5) * (r0 + r1 + r2), T(0.5) * (r0 - r1 + r2), r2};
+        for (int j = 0; j < 4; ++j) u[((i * 4 + j) * o + oc) * c + ci] = row[j];
+      }
+    }
+  return u;
+}
+
+// Where the images of a (m, channels, D, H, W) tensor live: image (sample s, slice z)
+// channel ch starts at (s * channels * D + z) * H * W + ch * D * H * W.
+struct ImageGrid {
+  int64_t d, h, w, th, tw;  // depth slices per sample, image size, tiles per column / row
+  int64_t plane(int64_t channels, int64_t tile_row, int64_t ch) const {
+    const int64_t image = tile_row / th, s = image / d, z = image % d;
+    return ((s * channels + ch) * d + z) * h * w;
+  }
+};
+
+// ---------------------------------------------------------------- tile-row kernels
+// One tile row at a time: input rows d0..d3 (zero-padded, column 0 is the left pad) ->
+// the 16 points of its tw tiles, point xi of tile x at v[xi * ps + x]; and back, from
+// the 16 GEMM results of each tile to two output rows y0, y1 (2 * tw columns).
+
+template <typename T>
+void input_row_scalar(const T* const d[4], int64_t tw, T* v, int64_t ps, int64_t x) {
+  for (; x < tw; ++x) {
+    T u[4][4];  // B^T d: columns 2x .. 2x+3 of the four rows
+    for (int64_t j = 0; j < 4; ++j) {
+      const T d0 = d[0][2 * x + j], d1 = d[1][2 * x + j], d2 = d[2][2 * x + j],
+              d3 = d[3][2 * x + j];
+      u[0][j] = d0 - d2;
+      u[1][j] = d1 + d2;
+      u[2][j] = d2 - d1;
+      u[3][j] = d1 - d3;
+    }
+    for (int64_t i = 0; i < 4; ++i) {  // (B^T d) B
+      T* o = v + 4 * i * ps + x;
+      o[0] = u[i][0] - u[i][2];
+      o[ps] = u[i][1] + u[i][2];
+      o[2 * ps] = u[i][2] - u[i][1];
+      o[3 * ps] = u[i][1] - u[i][3];
+    }
+  }
+}
+
+template <typename T>
+void output_row_scalar(const T* m, int64_t ps, T bias, int64_t tw, T* y0, T* y1, int64_t x) {
+  for (; x < tw; ++x) {
+    T s[4][2];  // m A, row by row
+    for (int64_t i = 0; i < 4; ++i) {
+      const T* mi = m + 4 * i * ps + x;
+      s[i][0] = mi[0] + mi[ps] + mi[2 * ps];
+      s[i][1] = mi[ps] - mi[2 * ps] - mi[3 * ps];
+    }
+    y0[2 * x] = s[0][0] + s[1][0] + s[2][0] + bias;
+    y0[2 * x + 1] = s[0][1] + s[1][1] + s[2][1] + bias;
+    y1[2 * x] = s[1][0] - s[2][0] - s[3][0] + bias;
+    y1[2 * x + 1] = s[1][1] - s[2][1] - s[3][1] + bias;
+  }
+}
+
+// Output-gradient tiles of one tile row for the weight gradient: the 2x2 tile g of
+// rows g0, g1 (2 * tw columns) -> its 16 points A g A^T at v[xi * ps + x].
+template <typename T>
+void grad_row_scalar(const T* g0, const T* g1, int64_t tw, T* v, int64_t ps, int64_t x) {
+  for (; x < tw; ++x) {
+    const T a = g0[2 * x], b = g0[2 * x + 1], c = g1[2 * x], d = g1[2 * x + 1];
+    const T t[4][2] = {{a, b}, {a + c, b + d}, {a - c, b - d}, {-c, -d}};  // A g
+    for (int64_t i = 0; i < 4; ++i) {                                      // (A g) A^T
+      T* o = v + 4 * i * ps + x;
+      o[0] = t[i][0];
+      o[ps] = t[i][0] + t[i][1];
+      o[2 * ps] = t[i][0] - t[i][1];
+      o[3 * ps] = -t[i][1];
+    }
+  }
+}
+
+// AVX2 versions for f32, eight tiles per iteration (the library targets the baseline
+// ISA; these are picked at run time). Columns 2x .. 2x+3 of eight tiles are the even
+// and odd lanes of two loads at column 2x and two at 2x + 2.
+using f32x8u = float __attribute__((vector_size(32), aligned(4)));  // unaligned access
+
+__attribute__((target("avx2,fma"), always_inline)) inline f32x8 load8(const float* p) {
+  return *reinterpret_cast<const f32x8u*>(p);
+}
+__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* p, f32x8 v) {
+  *reinterpret_cast<f32x8u*>(p) = v;
+}
+
+// The four points of row combination u of eight tiles, from its loads at columns 2x + 0,
+// 8 (lo, hi) and 2x + 2, 10 (lo2, hi2), stored at o, o + ps, o + 2 ps, o + 3 ps.
+__attribute__((target("avx2,fma"), always_inline)) inline void input_points(f32x8 lo, f32x8 hi,
+                                                                            f32x8 lo2, f32x8 hi2,
+                                                                            float* o, int64_t ps) {
+  const f32x8 e0 = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
+  const f32x8 e1 = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
+  const f32x8 e2 = __builtin_shufflevector(lo2, hi2, 0, 2, 4, 6, 8, 10, 12, 14);
+  const f32x8 e3 = __builtin_shufflevector(lo2, hi2, 1, 3, 5, 7, 9, 11, 13, 15);
+  store8(o, e0 - e2);
+  store8(o + ps, e1 + e2);
+  store8(o + 2 * ps, e2 - e1);
+  store8(o + 3 * ps, e1 - e3);
+}
+
+__attribute__((target("avx2,fma"))) void input_row_avx2(const float* const d[4], int64_t tw,
+                                                        float* v, int64_t ps) {
+  const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];
+  int64_t x = 0;
+  for (; x + 8 <= tw; x += 8) {
+    const int64_t c0 = 2 * x;
+    // B^T d down the columns, for each of the four loads.
+    f32x8 r0 = load8(d0 + c0), r1 = load8(d1 + c0), r2 = load8(d2 + c0), r3 = load8(d3 + c0);
+    const f32x8 a0 = r0 - r2, a1 = r1 + r2, a2 = r2 - r1, a3 = r1 - r3;
+    r0 = load8(d0 + c0 + 8), r1 = load8(d1 + c0 + 8), r2 = load8(d2 + c0 + 8);
+    r3 = load8(d3 + c0 + 8);
+    const f32x8 b0 = r0 - r2, b1 = r1 + r2, b2 = r2 - r1, b3 = r1 - r3;
+    r0 = load8(d0 + c0 + 2), r1 = load8(d1 + c0 + 2), r2 = load8(d2 + c0 + 2);
+    r3 = load8(d3 + c0 + 2);
+    const f32x8 e0 = r0 - r2, e1 = r1 + r2, e2 = r2 - r1, e3 = r1 - r3;
+    r0 = load8(d0 + c0 + 10), r1 = load8(d1 + c0 + 10), r2 = load8(d2 + c0 + 10);
+    r3 = load8(d3 + c0 + 10);
+    const f32x8 f0 = r0 - r2, f1 = r1 + r2, f2 = r2 - r1, f3 = r1 - r3;
+    input_points(a0, b0, e0, f0, v + x, ps);
+    input_points(a1, b1, e1, f1, v + 4 * ps + x, ps);
+    input_points(a2, b2, e2, f2, v + 8 * ps + x, ps);
+    input_points(a3, b3, e3, f3, v + 12 * ps + x, ps);
+  }
+  input_row_scalar(d, tw, v, ps, x);
+}
+
+// s0, s1 of one tile row i: m A from its four points at m, m + ps, ...
+__attribute__((target("avx2,fma"), always_inline)) inline void output_sums(const float* m,
+                                                                           int64_t ps, f32x8& s0,
+                                                                           f32x8& s1) {
+  const f32x8 m0 = load8(m), m1 = load8(m + ps), m2 = load8(m + 2 * ps), m3 = load8(m + 3 * ps);
+  s0 = m0 + m1 + m2;
+  s1 = m1 - m2 - m3;
+}
+
+__attribute__((target("avx2,fma"))) void output_row_avx2(const float* m, int64_t ps, float bias,
+                                                         int64_t tw, float* y0, float* y1) {
+  int64_t x = 0;
+  for (; x + 8 <= tw; x += 8) {
+    f32x8 p0, q0, p1, q1, p2, q2, p3, q3;
+    output_sums(m + x, ps, p0, q0);
+    output_sums(m + 4 * ps + x, ps, p1, q1);
+    output_sums(m + 8 * ps + x, ps, p2, q2);
+    output_sums(m + 12 * ps + x, ps, p3, q3);
+    const f32x8 y00 = p0 + p1 + p2 + bias, y01 = q0 + q1 + q2 + bias;
+    const f32x8 y10 = p1 - p2 - p3 + bias, y11 = q1 - q2 - q3 + bias;
+    store8(y0 + 2 * x, __builtin_shufflevector(y00, y01, 0, 8, 1, 9, 2, 10, 3, 11));
+    store8(y0 + 2 * x + 8, __builtin_shufflevector(y00, y01, 4, 12, 5, 13, 6, 14, 7, 15));
+    store8(y1 + 2 * x, __builtin_shufflevector(y10, y11, 0, 8, 1, 9, 2, 10, 3, 11));
+    store8(y1 + 2 * x + 8, __builtin_shufflevector(y10, y11, 4, 12, 5, 13, 6, 14, 7, 15));
+  }
+  output_row_scalar(m, ps, bias, tw, y0, y1, x);
+}
+
+// The four points of row i of A g A^T for eight tiles from (A g) row i: columns p, q.
+__attribute__((target("avx2,fma"), always_inline)) inline void grad_points(f32x8 p, f32x8 q,
+                                                                           float* o, int64_t ps) {
+  store8(o, p);
+  store8(o + ps, p + q);
+  store8(o + 2 * ps, p - q);
+  store8(o + 3 * ps, -q);
+}
+
+__attribute__((target("avx2,fma"))) void grad_row_avx2(const float* g0, const float* g1, int64_t tw,
+                                                       float* v, int64_t ps) {
+  int64_t x = 0;
+  for (; x + 8 <= tw; x += 8) {
+    const f32x8 lo0 = load8(g0 + 2 * x), hi0 = load8(g0 + 2 * x + 8);
+    const f32x8 lo1 = load8(g1 + 2 * x), hi1 = load8(g1 + 2 * x + 8);
+    const f32x8 a = __builtin_shufflevector(lo0, hi0, 0, 2, 4, 6, 8, 10, 12, 14);
+    const f32x8 b = __builtin_shufflevector(lo0, hi0, 1, 3, 5, 7, 9, 11, 13, 15);
+    const f32x8 c = __builtin_shufflevector(lo1, hi1, 0, 2, 4, 6, 8, 10, 12, 14);
+    const f32x8 d = __builtin_shufflevector(lo1, hi1, 1, 3, 5, 7, 9, 11, 13, 15);
+    grad_points(a, b, v + x, ps);
+    grad_points(a + c, b + d, v + 4 * ps + x, ps);
+    grad_points(a - c, b - d, v + 8 * ps + x, ps);
+    grad_points(-c, -d, v + 12 * ps + x, ps);
+  }
+  grad_row_scalar(g0, g1, tw, v, ps, x);
+}
+
+bool has_avx2() {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  }();
+  return yes;
+}
+
+void input_row(const float* const d[4], int64_t tw, float* v, int64_t ps) {
+  if (has_avx2()) return input_row_avx2(d, tw, v, ps);
+  input_row_scalar(d, tw, v, ps, 0);
+}
+void input_row(const double* const d[4], int64_t tw, double* v, int64_t ps) {
+  input_row_scalar(d, tw, v, ps, 0);
+}
+void output_row(const float* m, int64_t ps, float bias, int64_t tw, float* y0, float* y1) {
+  if (has_avx2()) return output_row_avx2(m, ps, bias, tw, y0, y1);
+  output_row_scalar(m, ps, bias, tw, y0, y1, 0);
+}
+void output_row(const double* m, int64_t ps, double bias, int64_t tw, double* y0, double* y1) {
+  output_row_scalar(m, ps, bias, tw, y0, y1, 0);
+}
+
+void grad_row(const float* g0, const float* g1, int64_t tw, float* v, int64_t ps) {
+  if (has_avx2()) return grad_row_avx2(g0, g1, tw, v, ps);
+  grad_row_scalar(g0, g1, tw, v, ps, 0);
+}
+void grad_row(const double* g0, const double* g1, int64_t tw, double* v, int64_t ps) {
+  grad_row_scalar(g0, g1, tw, v, ps, 0);
+}
+
+// ---------------------------------------------------------------- chunks
+
+// Elements between two points' (rows, nt) matrices of a chunk. A power of two (32 x 256)
+// would put the 16 streams a tile row reads or writes into the same L1 sets; one cache
+// line of skew spreads them.
+int64_t point_stride(int64_t rows, int64_t nt) {
+  return rows * nt + 16;
+}
+
+// v (16, C, nt) <- B^T d B for the tiles of tile rows [r0, r0 + rows), nt = rows * tw.
+// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W].
+template <typename T>
+void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, int64_t rows, T* v,
+                      T* pad) {
+  const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
+  const T* const d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
+  for (int64_t ch = 0; ch < c; ++ch)
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      const T* plane = src + im.plane(c, r, ch);
+      const int64_t top = 2 * (r % im.th) - 1;
+      for (int64_t k = 0; k < 4; ++k) {
+        const int64_t y = top + k;
+        T* row = pad + k * wp + 1;
+        if (y >= 0 && y < im.h) {
+          std::copy_n(plane + y * im.w, im.w, row);
+        } else {
+          std::fill_n(row, im.w, T(0));
+        }
+      }
+      input_row(d, im.tw, v + ch * nt + (r - r0) * im.tw, point_stride(c, nt));
+    }
+}
+
+// dst tiles of tile rows [r0, r0 + rows) <- A^T m A (+ bias) from mm (16, O, nt).
+// `rows2` holds 2 rows of 2 * tw.
+template <typename T>
+void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bias, int64_t r0,
+                       int64_t rows, T* dst, T* rows2) {
+  const int64_t nt = rows * im.tw;
+  T* y0 = rows2;
+  T* y1 = rows2 + 2 * im.tw;
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      output_row(mm + oc * nt + (r - r0) * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
+                 im.tw, y0, y1);
+      T* plane = dst + im.plane(o, r, oc);
+      const int64_t y = 2 * (r % im.th);
+      std::copy_n(y0, im.w, plane + y * im.w);
+      if (y + 1 < im.h) std::copy_n(y1, im.w, plane + (y + 1) * im.w);
+    }
+}
+
+// v (16, O, nt) <- A g A^T for the output-gradient tiles g of tile rows [r0, r0 + rows).
+// `rows2` holds 2 rows of 2 * tw, zero past column W.
+template <typename T>
+void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, int64_t rows, T* v,
+                     T* rows2) {
+  const int64_t nt = rows * im.tw;
+  T* g0 = rows2;
+  T* g1 = rows2 + 2 * im.tw;
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t r = r0; r < r0 + rows; ++r) {
+      const T* plane = grad + im.plane(o, r, oc);
+      const int64_t y = 2 * (r % im.th);
+      std::copy_n(plane + y * im.w, im.w, g0);
+      if (y + 1 < im.h) {
+        std::copy_n(plane + (y + 1) * im.w, im.w, g1);
+      } else {
+        std::fill_n(g1, im.w, T(0));
+      }
+      grad_row(g0, g1, im.tw, v + oc * nt + (r - r0) * im.tw, point_stride(o, nt));
+    }
+}
+
+// Tile rows of m samples and how many of them a chunk takes.
+struct Chunking {
+  ImageGrid im;
+  int64_t total_rows, chunk_rows, chunk_tiles;
+  Chunking(const ConvGeometry& g, int64_t m)
+      : im{g.d, g.h, g.w, (g.h + 1) / 2, (g.w + 1) / 2},
+        total_rows(m * g.d * im.th),
+        chunk_rows(std::clamp<int64_t>(kChunkTiles / im.tw, 1, std::max<int64_t>(total_rows, 1))),
+        chunk_tiles(chunk_rows * im.tw) {}
+};
+
+// dst (m, O, D, H, W) = same3x3(src (m, C, D, H, W)) with transformed kernels u (16, O, C).
+template <typename T>
+void convolve(const ConvGeometry& g, int64_t c, int64_t o, const std::vector<T>& u, const T* bias,
+              const T* src, int64_t m, T* dst) {
+  const Chunking ch(g, m);
+  std::vector<T> v(kPoints * point_stride(c, ch.chunk_tiles));
+  std::vector<T> mm(kPoints * point_stride(o, ch.chunk_tiles));
+  std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw);
+  for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
+    const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
+    transform_inputs(ch.im, c, src, r0, rows, v.data(), pad.data());
+    for (int64_t xi = 0; xi < kPoints; ++xi)
+      blas_gemm(false, false, o, nt, c, u.data() + xi * o * c, c,
+                v.data() + xi * point_stride(c, nt), nt, T(0), mm.data() + xi * point_stride(o, nt),
+                nt);
+    transform_outputs(ch.im, o, mm.data(), bias, r0, rows, dst, rows2.data());
+  }
+}
+
+}  // namespace
+
+bool winograd_applies(const ConvGeometry& g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.pad_h == 1 && g.pad_w == 1 &&
+         g.oh == g.h && g.ow == g.w && g.kd == 1 && g.sd == 1 && g.pad_d == 0 && g.od == g.d &&
+         g.c >= kMinChannels && g.o >= kMinChannels;
+}
+
+template <typename T>
+void winograd_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, int64_t m,
+                      T* out) {
+  const auto u = transform_kernels<T>(g.o, g.c, [&](int64_t oc, int64_t ci, int i, int j) {
+    return w[((oc * g.c + ci) * 3 + i) * 3 + j];
+  });
+  convolve(g, g.c, g.o, u, bias, x, m, out);
+}
+
+template <typename T>
+void winograd_backward_data(const ConvGeometry& g, const T* grad_out, const T* w, int64_t m,
+                            T* grad_x) {
+  // Kernel (c <- o) at (i, j) is w(o, c, 2 - i, 2 - j).
+  const auto u = transform_kernels<T>(g.c, g.o, [&](int64_t ci, int64_t oc, int i, int j) {
+    return w[((oc * g.c + ci) * 3 + 2 - i) * 3 + 2 - j];
+  });
+  convolve(g, g.o, g.c, u, static_cast<const T*>(nullptr), grad_out, m, grad_x);
+}
+
+template <typename T>
+void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_out, int64_t m,
+                              T* grad_w) {
+  // dU[xi] (O, C) = sum over tiles of (A g A^T)[xi] (O, T) @ (B^T d B)[xi]^T (T, C),
+  // then grad_w = G^T dU G per (o, c).
+  const int64_t c = g.c, o = g.o;
+  const Chunking ch(g, m);
+  std::vector<T> v(kPoints * point_stride(c, ch.chunk_tiles));
+  std::vector<T> gv(kPoints * point_stride(o, ch.chunk_tiles));
+  std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw, T(0));
+  std::vector<T> du(kPoints * o * c, T(0));
+  for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
+    const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
+    transform_inputs(ch.im, c, x, r0, rows, v.data(), pad.data());
+    transform_grads(ch.im, o, grad_out, r0, rows, gv.data(), rows2.data());
+    for (int64_t xi = 0; xi < kPoints; ++xi)
+      blas_gemm(false, true, o, c, nt, gv.data() + xi * point_stride(o, nt), nt,
+                v.data() + xi * point_stride(c, nt), nt, T(1), du.data() + xi * o * c, c);
+  }
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t ci = 0; ci < c; ++ci) {
+      T p[4][4];  // dU of (oc, ci)
+      for (int64_t xi = 0; xi < kPoints; ++xi) p[xi / 4][xi % 4] = du[(xi * o + oc) * c + ci];
+      T h[4][3];  // dU G
+      for (int64_t i = 0; i < 4; ++i) {
+        h[i][0] = p[i][0] + T(0.5) * (p[i][1] + p[i][2]);
+        h[i][1] = T(0.5) * (p[i][1] - p[i][2]);
+        h[i][2] = T(0.5) * (p[i][1] + p[i][2]) + p[i][3];
+      }
+      T* k = grad_w + (oc * c + ci) * 9;  // G^T (dU G)
+      for (int64_t j = 0; j < 3; ++j) {
+        k[j] = h[0][j] + T(0.5) * (h[1][j] + h[2][j]);
+        k[3 + j] = T(0.5) * (h[1][j] - h[2][j]);
+        k[6 + j] = T(0.5) * (h[1][j] + h[2][j]) + h[3][j];
+      }
+    }
+}
+
+#define ZT_WINOGRAD_INSTANTIATE(T)                                                               \
+  template void winograd_forward<T>(const ConvGeometry&, const T*, const T*, const T*, int64_t,  \
+                                    T*);                                                         \
+  template void winograd_backward_data<T>(const ConvGeometry&, const T*, const T*, int64_t, T*); \
+  template void winograd_backward_weight<T>(const ConvGeometry&, const T*, const T*, int64_t, T*);
+ZT_WINOGRAD_INSTANTIATE(float)
+ZT_WINOGRAD_INSTANTIATE(double)
+#undef ZT_WINOGRAD_INSTANTIATE
+
+}  // namespace zt::cpu
