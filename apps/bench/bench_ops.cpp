@@ -50,11 +50,6 @@ Tensor make_leaf(const Shape& s, const Setup& st, zt::Generator& g, bool grad = 
   return t;
 }
 
-// Blocks until queued device work is done (a device-to-host copy of one element).
-void sync(const Tensor& t) {
-  if (t.defined() && t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
-}
-
 void run_case(const Case& c, const Setup& st) {
   double fwd = 0, fwd_bwd = 0;
   std::string error;
@@ -69,14 +64,14 @@ void run_case(const Case& c, const Setup& st) {
     fwd = zt::bench::time_per_call(
         [&] {
           zt::autograd::NoGradGuard ng;
-          sync(c.forward());
+          zt::bench::sync(c.forward());
         },
         2, st.reps);
     fwd_bwd = zt::bench::time_per_call(
         [&] {
           for (const Tensor& l : c.leaves) l.set_grad(Tensor());
           c.forward().backward(gy);
-          sync(c.leaves.front().grad());
+          zt::bench::sync(c.leaves.front().grad());
         },
         2, st.reps);
   } catch (const std::exception& e) {

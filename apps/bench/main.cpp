@@ -24,6 +24,10 @@ Registrar::Registrar(const char* name, const char* help, BenchFn fn) {
   registry()[name] = {help, fn};
 }
 
+void sync(const Tensor& t) {
+  if (t.defined() && t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
+}
+
 double time_per_call(const std::function<void()>& fn, int warmup, int reps) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;

@@ -21,6 +21,8 @@ struct CommonArgs {
   std::string config;
   int ranks = 1;
   std::vector<std::string> sets;
+  std::string device;   // --device: shortcut for --set train.device=D
+  bool trains = false;  // a training subcommand: it runs on train.device
 };
 
 /// Adds --config (required, e.g. `example`), --ranks and repeatable --set to `sub`.
@@ -34,6 +36,14 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
       ->allow_extra_args(false);
 }
 
+/// Adds --device cpu|cuda to a training subcommand `sub` (shortcut for --set
+/// train.device=D); under mpirun, cuda starts NCCL with one GPU per process.
+inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
+  c.trains = true;
+  sub->add_option("--device", c.device, "cpu or cuda (shortcut for --set train.device=D)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+}
+
 /// Loads the config (with c.sets and extra_sets applied) for `kind`, prints what runs on
 /// rank 0, and calls fn on every rank.
 inline int run_on_ranks(
@@ -41,10 +51,14 @@ inline int run_on_ranks(
     const std::vector<std::string>& extra_sets,
     const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
   std::vector<std::string> sets = c.sets;
+  if (!c.device.empty()) sets.push_back("train.device=" + c.device);
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
-  comm::launch(c.ranks, [&](comm::Communicator& comm) {
+  comm::LaunchOptions launch;
+  launch.ranks = c.ranks;
+  if (c.trains && cfg.train.device == "cuda") launch.device = Device::cuda(0);
+  comm::launch(launch, [&](comm::Communicator& comm) {
     if (comm.rank() == 0) {
       std::printf("%s %s: config %s | world size %d (%s)\n", app_name, command.c_str(),
                   resolved.c_str(), comm.size(), comm.backend());

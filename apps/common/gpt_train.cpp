@@ -72,7 +72,9 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
-  app::check_cpu_f32(cfg.train, "vqgpt train");
+  ZT_CHECK(app::train_device(cfg.train, comm, "vqgpt train").is_cpu(),
+           "vqgpt train: train.device 'cuda' is not supported yet (the frozen tokenizer is loaded "
+           "on rank 0 and broadcast through host memory); set train.device=cpu");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;
   const bool say = rank0 && !options.quiet;

@@ -71,11 +71,36 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                         optimizer_config(cfg.train));
 }
 
-void check_cpu_f32(const config::TrainConfig& train, const char* app) {
-  ZT_CHECK(train.device == "cpu", app, ": train.device '", train.device,
-           "' is not supported yet; set train.device=cpu (--set train.device=cpu)");
+Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
+                    const char* app) {
   ZT_CHECK(train.dtype == "f32", app, ": train.dtype '", train.dtype,
-           "' is not supported yet; set train.dtype=f32 (--set train.dtype=f32)");
+           "' is not supported; keep train.dtype=f32 and enable mixed precision with the bf16 "
+           "or fp16 section (bf16: {enabled: true})");
+  if (train.device == "cpu") return Device::cpu();
+  ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
+           "'");
+#ifndef ZT_WITH_CUDA
+  ZT_FAIL(app,
+          ": train.device 'cuda' needs a CUDA build; rebuild with -DZT_CUDA=ON or set "
+          "train.device=cpu");
+#endif
+  ZT_CHECK(cuda_available(), app, ": train.device 'cuda' but no GPU is visible; check ",
+           "nvidia-smi and CUDA_VISIBLE_DEVICES, or set train.device=cpu");
+  if (comm.device().is_cuda()) return comm.device();  // NCCL: this process's GPU
+  ZT_CHECK(comm.size() == 1, app, ": train.device 'cuda' with ", comm.size(),
+           " thread ranks; thread ranks exchange host memory, so on GPUs run one rank per "
+           "process: mpirun -np N ... (NCCL, one GPU each), or --ranks 1");
+  return Device::cuda(0);
+}
+
+void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op) {
+  if (!comm.device().is_cuda()) {
+    comm.all_reduce(t, op);
+    return;
+  }
+  Tensor d = t.to(comm.device());
+  comm.all_reduce(d, op);
+  t.copy_(d.to(Device::cpu()));
 }
 
 // ---- learning rate
@@ -152,7 +177,7 @@ std::vector<std::pair<std::string, double>> ScalarWindow::reduce(comm::Communica
   std::vector<std::pair<std::string, double>> out;
   if (n > 0) {
     Tensor t = from_vector(v, {2 * n}, DType::f64);
-    comm.all_reduce(t, comm::ReduceOp::kSum);
+    all_reduce_host(comm, t, comm::ReduceOp::kSum);
     const double* d = t.data<double>();
     for (int64_t i = 0; i < n; ++i)
       out.emplace_back(names_[static_cast<size_t>(i)], d[n + i] > 0 ? d[i] / d[n + i] : 0.0);
@@ -182,7 +207,7 @@ CodebookStats CodebookUsage::reduce(comm::Communicator& comm) {
   const auto k = static_cast<int64_t>(counts_.size());
   Tensor t = Tensor::empty({k}, DType::i64);
   std::copy(counts_.begin(), counts_.end(), t.data<int64_t>());
-  comm.all_reduce(t, comm::ReduceOp::kSum);
+  all_reduce_host(comm, t, comm::ReduceOp::kSum);
   const int64_t* d = t.data<int64_t>();
   CodebookStats s;
   for (int64_t i = 0; i < k; ++i) s.tokens += d[i];

@@ -36,8 +36,16 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm);
-/// Error unless cfg.train.device is "cpu" and dtype "f32" (what the apps run today).
-void check_cpu_f32(const config::TrainConfig& train, const char* app);
+/// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"
+/// needs a CUDA build and a visible GPU, and one rank per process: NCCL under mpirun (the
+/// GPU of the local rank) or a single thread rank (thread ranks exchange host memory).
+/// train.dtype must be f32 (mixed precision is the bf16 / fp16 sections). Errors name
+/// `app` and the fix.
+Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
+                    const char* app);
+/// all_reduce of a host tensor t on any communicator: through the communicator's device
+/// when it is a GPU (NCCL reduces device memory), in place otherwise.
+void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op);
 
 // ---- learning rate
 

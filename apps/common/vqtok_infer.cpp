@@ -297,7 +297,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
     if (i == 0 && first) *first = {b.clips, out[0]};
   }
   Tensor t = from_vector(std::vector<double>(sums, sums + 5), {5}, DType::f64);
-  comm.all_reduce(t, comm::ReduceOp::kSum);
+  app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
   auto v = t.to_vector();
   EvalResult r;
   r.mse = v[0] / v[2];

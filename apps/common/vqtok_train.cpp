@@ -104,7 +104,7 @@ std::string fmt(const char* f, double v) {
 // rank 0's codebook, re-partitioned. Returns the number of codes moved.
 int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
                            comm::Communicator& comm) {
-  comm.all_reduce(hits, comm::ReduceOp::kSum);
+  app::all_reduce_host(comm, hits, comm::ReduceOp::kSum);
   const int64_t K = hits.numel();
   const int64_t* h = hits.data<int64_t>();
   std::vector<int64_t> used, dead;
@@ -120,9 +120,9 @@ int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
       Tensor from = Tensor::empty({static_cast<int64_t>(dead.size())}, DType::i64);
       for (size_t i = 0; i < dead.size(); ++i)
         from.data<int64_t>()[i] = used[static_cast<size_t>(pick.data<int64_t>()[i])];
-      Tensor src = index_select(w.detach(), 0, from);
+      Tensor src = index_select(w.detach(), 0, from.to(w.device()));
       Tensor scale = add(mul(abs(src), 0.05), 1e-3);
-      Tensor moved = add(src, mul(randn(src.sizes(), gen), scale));
+      Tensor moved = add(src, mul(randn(src.sizes(), gen).to(w.device()), scale));
       for (size_t i = 0; i < dead.size(); ++i)
         w.select(0, dead[i]).copy_(moved.select(0, static_cast<int64_t>(i)));
     }
@@ -137,7 +137,7 @@ std::string checkpoint_root(const config::AppConfig& cfg) {
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
-  app::check_cpu_f32(cfg.train, "vqtok train");
+  const Device device = app::train_device(cfg.train, comm, "vqtok train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;
   const bool say = rank0 && !options.quiet;
@@ -148,9 +148,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // The model is partitioned as it is built: no rank ever holds all of it.
   manual_seed(static_cast<uint64_t>(tc.seed));
   std::shared_ptr<vq::VqModel> model;
-  {
+  if (device.is_cpu()) {
     zero::Init init(comm);
     model = std::make_shared<vq::VqModel>(cfg.model);
+  } else {  // built whole on the host, moved, then partitioned (shards stay on the GPU)
+    model = std::make_shared<vq::VqModel>(cfg.model);
+    model->to(device);
+    zero::partition(*model, comm);
   }
   auto engine = app::make_engine(model, cfg, comm);
 
@@ -234,8 +238,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                          /*eval=*/true);
     std::vector<Tensor> first;
     model->eval();
-    EvalResult ev = evaluate_batches([&](const Tensor& x) { return engine->forward({x}); },
-                                     *eval_loader, tc.eval_batches, codebook, comm, &first);
+    // Evaluated on `device`; the outputs come back to the host with the batch.
+    auto forward = [&](const Tensor& x) {
+      std::vector<Tensor> out = engine->forward({x.to(device)});
+      for (Tensor& t : out) t = t.to(Device::cpu());
+      return out;
+    };
+    EvalResult ev =
+        evaluate_batches(forward, *eval_loader, tc.eval_batches, codebook, comm, &first);
     model->train();
     result.eval_psnr = ev.psnr;
     if (!rank0) return;
@@ -268,8 +278,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     double step_loss = 0.0;
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
-      std::vector<Tensor> out = engine->forward({batch.clips});
-      Losses l = objective(out, batch.clips, cfg.loss);
+      const Tensor clips = batch.clips.to(device);
+      std::vector<Tensor> out = engine->forward({clips});
+      Losses l = objective(out, clips, cfg.loss);
       engine->backward(l.total);
       engine->step();
       const double loss = l.total.item();
@@ -286,7 +297,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       window.add("psnr", app::psnr_from_mse(mse));
       usage.add(out[1]);
       if (tc.codebook_restart_every > 0) {
-        const Tensor codes = out[1].reshape({-1});
+        const Tensor codes = out[1].reshape({-1}).to(Device::cpu());
         int64_t* hc = hits.data<int64_t>();
         for (int64_t i = 0; i < codes.numel(); ++i) ++hc[codes.data<int64_t>()[i]];
       }

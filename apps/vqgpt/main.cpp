@@ -5,6 +5,7 @@
 // stderr and exit 1.
 //
 //   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--tokenizer W]
+//                   [--device cpu] (cuda: not yet)
 //   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
 //                   [--top-k K] [--seed S] [--tokens ids.npy]
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
 
   CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
   add_common(train, train_c);
+  app::add_device_arg(train, train_c);
   vqgpt::TrainOptions to;
   int64_t steps = 0;
   train->add_flag("--resume", to.resume, "continue from the latest checkpoint in output_dir");

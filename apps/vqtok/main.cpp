@@ -3,7 +3,7 @@
 // ranks, or one process per rank under mpirun) and calls the library functions in
 // apps/common/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
 //
-//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume] [--steps S]
+//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--device D]
 //   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify]
 //   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
 //   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
@@ -46,6 +46,7 @@ int main(int argc, char** argv) {
 
   CLI::App* train = app.add_subcommand("train", "train the tokenizer with ZeRO-3");
   add_common(train, train_c);
+  app::add_device_arg(train, train_c);
   bool resume = false;
   int64_t steps = 0;
   train->add_flag("--resume", resume, "continue from the latest checkpoint in output_dir");

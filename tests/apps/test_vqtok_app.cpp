@@ -270,3 +270,36 @@ TEST(VqtokApp, MissingWeightsAndCheckpointsAreNamed) {
     }
   });
 }
+
+TEST(VqtokApp, TrainDeviceRule) {
+  // cpu runs anywhere; dtype other than f32 points at the mixed-precision sections;
+  // cuda needs a CUDA build and a GPU, and then one rank per process (NCCL) or one thread
+  // rank. Which cuda error this machine gives depends on the build and the hardware.
+  auto expect_error = [](const config::AppConfig& cfg, int ranks, const std::string& phrase) {
+    comm::run_threads(ranks, [&](comm::Communicator& comm) {
+      try {
+        app::train_device(cfg.train, comm, "vqtok train");
+        ADD_FAILURE() << "expected an error containing '" << phrase << "'";
+      } catch (const Error& e) {
+        EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+      }
+    });
+  };
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(app::train_device(tiny_config(fresh_dir("dev")).train, comm, "t").is_cpu());
+  });
+  expect_error(tiny_config(fresh_dir("dev"), {"train.dtype=bf16"}), 1, "bf16: {enabled: true}");
+  const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
+#ifndef ZT_WITH_CUDA
+  expect_error(cuda, 1, "needs a CUDA build");
+#else
+  if (!cuda_available()) {
+    expect_error(cuda, 1, "no GPU is visible");
+  } else {
+    expect_error(cuda, 2, "one rank per process");
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      EXPECT_TRUE(app::train_device(cuda.train, comm, "t").is_cuda());
+    });
+  }
+#endif
+}
