@@ -33,6 +33,8 @@ namespace zt::cpu {
 namespace {
 
 constexpr int64_t kTargetCols = 256;  // GEMM columns per chunk worth batching samples for
+// Output columns per block of the padded-plane path: a block's kd*kh*kw tap GEMMs
+// accumulate into the same (O, kBlockCols) tile while it is still in cache.
 constexpr int64_t kBlockCols = 256;
 
 // Samples per GEMM for `cols` columns per sample.
