@@ -45,31 +45,59 @@ struct bf16 {
 struct f16 {
   uint16_t bits = 0;
   f16() = default;
-  f16(float f);  // NOLINT
+  f16(float f);            // NOLINT
   operator float() const;  // NOLINT
 };
 
 template <typename T>
 struct dtype_of;
-template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
-template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
-template <> struct dtype_of<bf16> { static constexpr DType value = DType::bf16; };
-template <> struct dtype_of<f16> { static constexpr DType value = DType::f16; };
-template <> struct dtype_of<int64_t> { static constexpr DType value = DType::i64; };
-template <> struct dtype_of<int32_t> { static constexpr DType value = DType::i32; };
-template <> struct dtype_of<bool> { static constexpr DType value = DType::b8; };
+template <>
+struct dtype_of<float> {
+  static constexpr DType value = DType::f32;
+};
+template <>
+struct dtype_of<double> {
+  static constexpr DType value = DType::f64;
+};
+template <>
+struct dtype_of<bf16> {
+  static constexpr DType value = DType::bf16;
+};
+template <>
+struct dtype_of<f16> {
+  static constexpr DType value = DType::f16;
+};
+template <>
+struct dtype_of<int64_t> {
+  static constexpr DType value = DType::i64;
+};
+template <>
+struct dtype_of<int32_t> {
+  static constexpr DType value = DType::i32;
+};
+template <>
+struct dtype_of<bool> {
+  static constexpr DType value = DType::b8;
+};
 
 /// Calls fn.template operator()<T>() with T the C++ type of `t` (all dtypes).
 template <typename Fn>
 decltype(auto) dispatch_all(DType t, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::bf16: return fn.template operator()<bf16>();
-    case DType::f16: return fn.template operator()<f16>();
-    case DType::i64: return fn.template operator()<int64_t>();
-    case DType::i32: return fn.template operator()<int32_t>();
-    case DType::b8: return fn.template operator()<bool>();
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::bf16:
+      return fn.template operator()<bf16>();
+    case DType::f16:
+      return fn.template operator()<f16>();
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    case DType::b8:
+      return fn.template operator()<bool>();
   }
   ZT_FAIL("unknown dtype");
 }
@@ -78,19 +106,64 @@ decltype(auto) dispatch_all(DType t, Fn&& fn) {
 template <typename Fn>
 decltype(auto) dispatch_floating(DType t, const char* op, Fn&& fn) {
   switch (t) {
-    case DType::f32: return fn.template operator()<float>();
-    case DType::f64: return fn.template operator()<double>();
-    case DType::bf16: return fn.template operator()<bf16>();
-    case DType::f16: return fn.template operator()<f16>();
-    default: ZT_FAIL(op, ": expected a floating dtype, got ", dtype_name(t));
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    case DType::bf16:
+      return fn.template operator()<bf16>();
+    case DType::f16:
+      return fn.template operator()<f16>();
+    default:
+      ZT_FAIL(op, ": expected a floating dtype, got ", dtype_name(t));
+  }
+}
+
+/// For kernels written for f32 and f64 only (the ops convert 16-bit inputs first); any
+/// other dtype is an error naming `op`.
+template <typename Fn>
+decltype(auto) dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::f32:
+      return fn.template operator()<float>();
+    case DType::f64:
+      return fn.template operator()<double>();
+    default:
+      ZT_FAIL(op, ": kernel supports f32 and f64, got ", dtype_name(t));
+  }
+}
+
+/// For index tensors: i64 or i32; any other dtype is an error naming `op`.
+template <typename Fn>
+decltype(auto) dispatch_index(DType t, const char* op, Fn&& fn) {
+  switch (t) {
+    case DType::i64:
+      return fn.template operator()<int64_t>();
+    case DType::i32:
+      return fn.template operator()<int32_t>();
+    default:
+      ZT_FAIL(op, ": indices must be i64 or i32, got ", dtype_name(t));
   }
 }
 
 /// Accumulation type: double for f64, float for every other floating type.
-template <typename T> struct acc_type { using type = float; };
-template <> struct acc_type<double> { using type = double; };
-template <> struct acc_type<int64_t> { using type = int64_t; };
-template <> struct acc_type<int32_t> { using type = int64_t; };
-template <typename T> using acc_t = typename acc_type<T>::type;
+template <typename T>
+struct acc_type {
+  using type = float;
+};
+template <>
+struct acc_type<double> {
+  using type = double;
+};
+template <>
+struct acc_type<int64_t> {
+  using type = int64_t;
+};
+template <>
+struct acc_type<int32_t> {
+  using type = int64_t;
+};
+template <typename T>
+using acc_t = typename acc_type<T>::type;
 
 }  // namespace zt

@@ -69,4 +69,21 @@ inline int run_on_ranks(
   return 0;
 }
 
+/// One app's command line: its name, config kind and example config, so each
+/// subcommand adds the shared arguments and runs on the ranks with one call.
+struct AppCommands {
+  const char* name;
+  config::App kind;
+  std::string example;  // shown in --config's help
+
+  /// add_common_args with this app's example config.
+  void add(CLI::App* sub, CommonArgs& c) const { add_common_args(sub, c, example); }
+  /// run_on_ranks for this app.
+  int run(const CommonArgs& c, const std::string& command,
+          const std::vector<std::string>& extra_sets,
+          const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) const {
+    return run_on_ranks(name, kind, c, command, extra_sets, fn);
+  }
+};
+
 }  // namespace zt::app

@@ -82,18 +82,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume first: a vqgpt checkpoint carries the tokenizer, so none needs loading then.
   const std::string ckpt_root = checkpoint_root(cfg);
-  std::string resume_from;
-  if (options.resume || tc.resume == "auto") {
-    if (zero::has_checkpoint(ckpt_root))
-      resume_from = ckpt_root;
-    else if (say)
-      std::printf("no checkpoint under %s: starting at step 0\n", ckpt_root.c_str());
-  } else if (!tc.resume.empty()) {
-    ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
-             "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
-             "'auto'");
-    resume_from = tc.resume;
-  }
+  const std::string resume_from = app::resume_source(tc, ckpt_root, options.resume, say);
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm)
                                        : random_tokenizer(cfg, comm);
   auto model = build_model(cfg, tokenizer, comm);

@@ -346,6 +346,30 @@ void Progress::finish() {
   drawn_ = false;
 }
 
+std::string resume_source(const config::TrainConfig& train, const std::string& root, bool resume,
+                          bool say) {
+  if (resume || train.resume == "auto") {
+    if (zero::has_checkpoint(root)) return root;
+    if (say) std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
+    return "";
+  }
+  if (train.resume.empty()) return "";
+  ZT_CHECK(zero::has_checkpoint(train.resume), "train.resume: no checkpoint at '", train.resume,
+           "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
+           "'auto'");
+  return train.resume;
+}
+
+void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {
+  ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  if (comm.rank() == 0) {
+    const fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+  }
+  comm.barrier();
+  zero::export_consolidated(engine, out);
+}
+
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
                                      const config::AppConfig& cfg, const data::LoaderState& pos,
                                      const std::string& app_name) {

@@ -171,6 +171,16 @@ class Progress {
   bool drawn_ = false;
 };
 
+/// The checkpoint a training run resumes from: `root` when `resume` (--resume) or
+/// train.resume 'auto' finds one there (else "", said on stdout when `say`), the
+/// directory train.resume names (error when it holds none), or "" to start at step 0.
+std::string resume_source(const config::TrainConfig& train, const std::string& root, bool resume,
+                          bool say);
+
+/// Writes the consolidated fp32 state of `engine` (original key names, buffers included) to
+/// `out`, rank 0 creating its folder first. Every rank calls it.
+void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm);
+
 /// Saves a sharded checkpoint tagged by `step` with the config and the loader position
 /// (so --resume continues the data where it stopped), keeping train.keep_checkpoints.
 /// Returns the checkpoint directory.

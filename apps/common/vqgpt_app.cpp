@@ -339,12 +339,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   auto [model, engine] = load_run(cfg, checkpoint, comm, "export");
-  if (comm.rank() == 0) {
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-  }
-  comm.barrier();
-  zero::export_consolidated(*engine, out);
+  app::export_engine(*engine, out, comm);
   if (comm.rank() == 0 && !quiet)
     std::printf(
         "export: %s -> %s (%zu tensors: tokenizer.* and gpt.*, fp32)\n",

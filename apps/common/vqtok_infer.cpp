@@ -325,12 +325,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
   auto [model, engine] = load_engine(cfg, dir, comm);
-  if (comm.rank() == 0) {
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-  }
-  comm.barrier();
-  zero::export_consolidated(*engine, out);
+  app::export_engine(*engine, out, comm);
   if (comm.rank() == 0 && !quiet)
     std::printf("export: %s -> %s (%zu tensors, fp32)\n", zero::find_checkpoint(dir).c_str(),
                 out.c_str(), nn::state_dict(*model).size());

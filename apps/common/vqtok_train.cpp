@@ -165,18 +165,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume: the engine's state, the global step and the loader's position.
   const std::string ckpt_root = checkpoint_root(cfg);
-  std::string resume_from;
-  if (options.resume || tc.resume == "auto") {
-    if (zero::has_checkpoint(ckpt_root))
-      resume_from = ckpt_root;
-    else if (say)
-      std::printf("no checkpoint under %s: starting at step 0\n", ckpt_root.c_str());
-  } else if (!tc.resume.empty()) {
-    ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
-             "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
-             "'auto'");
-    resume_from = tc.resume;
-  }
+  const std::string resume_from = app::resume_source(tc, ckpt_root, options.resume, say);
   int64_t start = 0;
   if (!resume_from.empty()) {
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);

@@ -28,14 +28,7 @@ using namespace zt;
 
 using Common = app::CommonArgs;
 
-void add_common(CLI::App* sub, Common& c) {
-  app::add_common_args(sub, c, "configs/vqgpt_tiny.yaml");
-}
-
-int run(const Common& c, const std::string& command, const std::vector<std::string>& extra_sets,
-        const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
-  return app::run_on_ranks("vqgpt", config::App::vqgpt, c, command, extra_sets, fn);
-}
+const app::AppCommands kCli{"vqgpt", config::App::vqgpt, "configs/vqgpt_tiny.yaml"};
 
 }  // namespace
 
@@ -45,7 +38,7 @@ int main(int argc, char** argv) {
   Common train_c, sample_c, export_c, tok_c;
 
   CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
-  add_common(train, train_c);
+  kCli.add(train, train_c);
   app::add_device_arg(train, train_c);
   vqgpt::TrainOptions to;
   int64_t steps = 0;
@@ -57,7 +50,7 @@ int main(int argc, char** argv) {
                     ".safetensors file (default: gpt.tokenizer_checkpoint)");
 
   CLI::App* sample = app.add_subcommand("sample", "sample token sequences and decode them");
-  add_common(sample, sample_c);
+  kCli.add(sample, sample_c);
   vqgpt::SampleOptions so;
   sample->add_option("--checkpoint", so.checkpoint,
                      "vqgpt checkpoint directory (default: output_dir/checkpoints)");
@@ -71,7 +64,7 @@ int main(int argc, char** argv) {
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
-  add_common(exp, export_c);
+  kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
                   "checkpoint directory (default: output_dir/checkpoints)");
@@ -79,7 +72,7 @@ int main(int argc, char** argv) {
 
   CLI::App* tok = app.add_subcommand(
       "tokenizer", "train a quick vqtok tokenizer into gpt.tokenizer_checkpoint (no trained one?)");
-  add_common(tok, tok_c);
+  kCli.add(tok, tok_c);
   int64_t tok_steps = 200;
   std::string tok_out;
   tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(CLI::PositiveNumber);
@@ -93,26 +86,26 @@ int main(int argc, char** argv) {
       to.tty = app::stdout_is_tty();
       std::vector<std::string> extra;
       if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
-      return run(train_c, "train", extra,
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqgpt::train(cfg, to, comm);
-                 });
+      return kCli.run(train_c, "train", extra,
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqgpt::train(cfg, to, comm);
+                      });
     }
     if (*sample)
-      return run(sample_c, "sample", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqgpt::sample(cfg, so, comm);
-                 });
+      return kCli.run(sample_c, "sample", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqgpt::sample(cfg, so, comm);
+                      });
     if (*exp)
-      return run(export_c, "export", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqgpt::export_model(cfg, checkpoint, export_out, comm);
-                 });
+      return kCli.run(export_c, "export", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqgpt::export_model(cfg, checkpoint, export_out, comm);
+                      });
     if (*tok)
-      return run(tok_c, "tokenizer", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm);
-                 });
+      return kCli.run(tok_c, "tokenizer", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm);
+                      });
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "vqgpt: error: %s\n", e.what());

@@ -27,14 +27,7 @@ using namespace zt;
 
 using Common = app::CommonArgs;
 
-void add_common(CLI::App* sub, Common& c) {
-  app::add_common_args(sub, c, "configs/vqtok_tiny.yaml");
-}
-
-int run(const Common& c, const std::string& command, const std::vector<std::string>& extra_sets,
-        const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
-  return app::run_on_ranks("vqtok", config::App::vqtok, c, command, extra_sets, fn);
-}
+const app::AppCommands kCli{"vqtok", config::App::vqtok, "configs/vqtok_tiny.yaml"};
 
 }  // namespace
 
@@ -45,7 +38,7 @@ int main(int argc, char** argv) {
   Common train_c, encode_c, decode_c, eval_c, export_c;
 
   CLI::App* train = app.add_subcommand("train", "train the tokenizer with ZeRO-3");
-  add_common(train, train_c);
+  kCli.add(train, train_c);
   app::add_device_arg(train, train_c);
   bool resume = false;
   int64_t steps = 0;
@@ -54,7 +47,7 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
 
   CLI::App* encode = app.add_subcommand("encode", "clips or images -> token ids (.npy, int64)");
-  add_common(encode, encode_c);
+  kCli.add(encode, encode_c);
   vqtok::EncodeOptions eo;
   std::string encode_split = "eval";
   encode->add_option(
@@ -73,7 +66,7 @@ int main(int argc, char** argv) {
   encode->add_flag("--verify", eo.verify, "check that every rank produces identical tokens");
 
   CLI::App* decode = app.add_subcommand("decode", "token ids (.npy) -> PNG frames");
-  add_common(decode, decode_c);
+  kCli.add(decode, decode_c);
   vqtok::DecodeOptions dO;
   decode->add_option("--weights", dO.weights, "exported .safetensors or checkpoint directory");
   decode->add_option("--codes", dO.codes, "token ids .npy (from vqtok encode)")
@@ -84,7 +77,7 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
 
   CLI::App* eval = app.add_subcommand("eval", "PSNR and codebook usage on a dataset (JSON)");
-  add_common(eval, eval_c);
+  kCli.add(eval, eval_c);
   vqtok::EvalOptions vo;
   std::string eval_split = "eval", eval_out;
   eval->add_option("--weights", vo.weights, "exported .safetensors or checkpoint directory");
@@ -96,7 +89,7 @@ int main(int argc, char** argv) {
   eval->add_option("-o,--out", eval_out, "also write the JSON to this file");
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
-  add_common(exp, export_c);
+  kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
                   "checkpoint directory (default: output_dir/checkpoints)");
@@ -111,44 +104,45 @@ int main(int argc, char** argv) {
       to.tty = app::stdout_is_tty();
       std::vector<std::string> extra;
       if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
-      return run(train_c, "train", extra,
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqtok::train(cfg, to, comm);
-                 });
+      return kCli.run(train_c, "train", extra,
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::train(cfg, to, comm);
+                      });
     }
     if (*encode) {
       eo.eval_split = encode_split == "eval";
-      return run(encode_c, "encode", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqtok::encode(cfg, eo, comm);
-                 });
+      return kCli.run(encode_c, "encode", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::encode(cfg, eo, comm);
+                      });
     }
     if (*decode) {
-      return run(decode_c, "decode", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqtok::decode(cfg, dO, comm);
-                 });
+      return kCli.run(decode_c, "decode", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::decode(cfg, dO, comm);
+                      });
     }
     if (*eval) {
       vo.eval_split = eval_split == "eval";
-      return run(eval_c, "eval", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-        vqtok::EvalResult r = vqtok::evaluate(cfg, vo, comm);
-        if (comm.rank() != 0) return;
-        nlohmann::json j = r.json();
-        j["split"] = eval_split;
-        std::printf("%s\n", j.dump().c_str());
-        if (!eval_out.empty()) {
-          std::ofstream f(eval_out);
-          f << j.dump(2) << "\n";
-          ZT_CHECK(f.good(), "eval: cannot write '", eval_out, "'");
-        }
-      });
+      return kCli.run(eval_c, "eval", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::EvalResult r = vqtok::evaluate(cfg, vo, comm);
+                        if (comm.rank() != 0) return;
+                        nlohmann::json j = r.json();
+                        j["split"] = eval_split;
+                        std::printf("%s\n", j.dump().c_str());
+                        if (!eval_out.empty()) {
+                          std::ofstream f(eval_out);
+                          f << j.dump(2) << "\n";
+                          ZT_CHECK(f.good(), "eval: cannot write '", eval_out, "'");
+                        }
+                      });
     }
     if (*exp) {
-      return run(export_c, "export", {},
-                 [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                   vqtok::export_model(cfg, checkpoint, export_out, comm);
-                 });
+      return kCli.run(export_c, "export", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::export_model(cfg, checkpoint, export_out, comm);
+                      });
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);

@@ -337,27 +337,16 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 
 void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
                   const Tensor& bias) {
-  switch (x.dtype()) {
-    case DType::f32:
-      return forward_impl<float>(g, out, x, weight, bias);
-    case DType::f64:
-      return forward_impl<double>(g, out, x, weight, bias);
-    default:
-      ZT_FAIL("conv on CPU supports f32 and f64, got ", dtype_name(x.dtype()));
-  }
+  dispatch_f32_f64(x.dtype(), "conv on CPU",
+                   [&]<typename T>() { forward_impl<T>(g, out, x, weight, bias); });
 }
 
 void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                    const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                    const Tensor& grad_bias) {
-  switch (x.dtype()) {
-    case DType::f32:
-      return backward_impl<float>(g, grad_out, x, weight, grad_x, grad_weight, grad_bias);
-    case DType::f64:
-      return backward_impl<double>(g, grad_out, x, weight, grad_x, grad_weight, grad_bias);
-    default:
-      ZT_FAIL("conv backward on CPU supports f32 and f64, got ", dtype_name(x.dtype()));
-  }
+  dispatch_f32_f64(x.dtype(), "conv backward on CPU", [&]<typename T>() {
+    backward_impl<T>(g, grad_out, x, weight, grad_x, grad_weight, grad_bias);
+  });
 }
 
 }  // namespace zt::cpu

@@ -18,20 +18,6 @@ namespace zt::cpu {
 
 namespace {
 
-template <typename Fn>
-void dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      ZT_FAIL(op, ": CPU kernel supports f32 and f64, got ", dtype_name(t));
-  }
-}
-
 // Grain (items per chunk) so one chunk covers about 32K elements of work.
 int64_t grain_for(int64_t work_per_item) {
   return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1));

@@ -26,20 +26,6 @@ __device__ __forceinline__ int64_t idx_at(const I* p, int64_t i) {
   return static_cast<int64_t>(p[i]);
 }
 
-template <typename Fn>
-void dispatch_index(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::i64:
-      fn.template operator()<int64_t>();
-      return;
-    case DType::i32:
-      fn.template operator()<int32_t>();
-      return;
-    default:
-      ZT_FAIL(op, ": indices must be i64 or i32, got ", dtype_name(t));
-  }
-}
-
 int64_t step_blocks(int64_t n, int dev) {
   return grid_for(n, dev);
 }

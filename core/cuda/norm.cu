@@ -253,21 +253,6 @@ __global__ void batch_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
 
 // ---------------------------------------------------------------- helpers
 
-// f32 and f64, as the CPU kernels (the ops convert 16-bit inputs to f32 first).
-template <typename Fn>
-void dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      ZT_FAIL(op, ": CUDA kernel supports f32 and f64, got ", dtype_name(t));
-  }
-}
-
 unsigned blocks_for(int64_t n, int64_t per_block) {
   return static_cast<unsigned>(std::max<int64_t>(1, (n + per_block - 1) / per_block));
 }

@@ -157,34 +157,6 @@ __global__ void nll_backward_kernel(double* d, const double* lsm, const I* targe
   }
 }
 
-template <typename Fn>
-void dispatch_f32_f64(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      fn.template operator()<float>();
-      return;
-    case DType::f64:
-      fn.template operator()<double>();
-      return;
-    default:
-      ZT_FAIL(op, ": CUDA kernel supports f32 and f64, got ", dtype_name(t));
-  }
-}
-
-template <typename Fn>
-void dispatch_index(DType t, const char* op, Fn&& fn) {
-  switch (t) {
-    case DType::i64:
-      fn.template operator()<int64_t>();
-      return;
-    case DType::i32:
-      fn.template operator()<int32_t>();
-      return;
-    default:
-      ZT_FAIL(op, ": indices must be i64 or i32, got ", dtype_name(t));
-  }
-}
-
 unsigned blocks_for(int64_t n) {
   return static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads));
 }

@@ -118,6 +118,32 @@ Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_s
   return out;
 }
 
+// The geometry of a convolution over `dims` (2 or 3) spatial axes; a 2-D one has
+// D = kd = 1. stride has one entry per axis, padding two (front, back) per axis.
+cpu::ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,
+                                const int64_t* stride, const int64_t* padding) {
+  cpu::ConvGeometry g;
+  g.n = x.size(0);
+  g.c = x.size(1);
+  g.o = weight.size(0);
+  int64_t* in[3] = {&g.d, &g.h, &g.w};
+  int64_t* kernel[3] = {&g.kd, &g.kh, &g.kw};
+  int64_t* step[3] = {&g.sd, &g.sh, &g.sw};
+  int64_t* pad[3] = {&g.pad_d, &g.pad_h, &g.pad_w};
+  int64_t* out[3] = {&g.od, &g.oh, &g.ow};
+  const char* names[3] = {"D", "H", "W"};
+  for (int i = 0; i < dims; ++i) {
+    const int a = 3 - dims + i;
+    *in[a] = x.size(2 + i);
+    *kernel[a] = weight.size(2 + i);
+    *step[a] = stride[i];
+    *pad[a] = padding[2 * i];
+    *out[a] = out_size(op, names[a], *in[a], *kernel[a], stride[i], padding[2 * i],
+                       padding[2 * i + 1], x, weight);
+  }
+  return g;
+}
+
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
@@ -127,22 +153,8 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     Tensor xp = pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.padding.data());
     if (!xp.same(x)) return conv2d(xp, weight, bias, sym);
   }
-  const auto& s = args.stride;
-  const auto& p = args.padding;  // top, bottom, left, right
-  cpu::ConvGeometry g;
-  g.n = x.size(0);
-  g.c = x.size(1);
-  g.o = weight.size(0);
-  g.h = x.size(2);
-  g.w = x.size(3);
-  g.kh = weight.size(2);
-  g.kw = weight.size(3);
-  g.sh = s[0];
-  g.sw = s[1];
-  g.pad_h = p[0];
-  g.pad_w = p[2];
-  g.oh = out_size("conv2d", "H", g.h, g.kh, s[0], p[0], p[1], x, weight);
-  g.ow = out_size("conv2d", "W", g.w, g.kw, s[1], p[2], p[3], x, weight);
+  const cpu::ConvGeometry g =
+      conv_geometry("conv2d", 2, x, weight, args.stride.data(), args.padding.data());
   return conv_apply("conv2d", g, {g.n, g.o, g.oh, g.ow}, x, weight, bias);
 }
 
@@ -153,27 +165,8 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     Tensor xp = pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.padding.data());
     if (!xp.same(x)) return conv3d(xp, weight, bias, sym);
   }
-  const auto& s = args.stride;
-  const auto& p = args.padding;  // front, back, top, bottom, left, right
-  cpu::ConvGeometry g;
-  g.n = x.size(0);
-  g.c = x.size(1);
-  g.o = weight.size(0);
-  g.d = x.size(2);
-  g.h = x.size(3);
-  g.w = x.size(4);
-  g.kd = weight.size(2);
-  g.kh = weight.size(3);
-  g.kw = weight.size(4);
-  g.sd = s[0];
-  g.sh = s[1];
-  g.sw = s[2];
-  g.pad_d = p[0];
-  g.pad_h = p[2];
-  g.pad_w = p[4];
-  g.od = out_size("conv3d", "D", g.d, g.kd, s[0], p[0], p[1], x, weight);
-  g.oh = out_size("conv3d", "H", g.h, g.kh, s[1], p[2], p[3], x, weight);
-  g.ow = out_size("conv3d", "W", g.w, g.kw, s[2], p[4], p[5], x, weight);
+  const cpu::ConvGeometry g =
+      conv_geometry("conv3d", 3, x, weight, args.stride.data(), args.padding.data());
   return conv_apply("conv3d", g, {g.n, g.o, g.od, g.oh, g.ow}, x, weight, bias);
 }
 

@@ -5,6 +5,7 @@
 #include "core/ops/loss.h"
 
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "core/autograd.h"
@@ -42,6 +43,24 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   return y;
 }
 
+// Records cross_entropy's node on `out`: grad_pc(g) turns the output gradient g into the
+// (P, C) f64 gradient of the permuted log-softmax rows, which goes back to the logits'
+// layout (inverse of `perm`) and dtype.
+void record_cross_entropy(const Tensor& logits, const Tensor& out, const std::vector<int64_t>& perm,
+                          std::function<Tensor(const Tensor&)> grad_pc) {
+  if (!autograd::needs_grad({logits})) return;
+  Shape permuted;
+  for (int64_t d : perm) permuted.push_back(logits.size(d));
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  const DType dt = logits.dtype();
+  autograd::record("cross_entropy", {logits}, {out},
+                   [=, grad_pc = std::move(grad_pc)](const std::vector<Tensor>& g) {
+                     return std::vector<Tensor>{
+                         grad_pc(g[0]).reshape(permuted).permute(inv).contiguous().to(dt)};
+                   });
+}
+
 #ifdef ZT_WITH_CUDA
 // cross_entropy's loss and gradient on the GPU, from lsm = log_softmax (P, C) in f64:
 // the CPU path's formulas, with the sums and the gradient computed by kernels
@@ -61,20 +80,11 @@ Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& target, const Tens
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
   double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
   Tensor out = full({}, loss, logits.dtype(), logits.device());
-  if (autograd::needs_grad({logits})) {
-    Shape ls = logits.sizes();
-    Shape permuted;
-    for (int64_t d : perm) permuted.push_back(ls[d]);
-    std::vector<int64_t> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-    DType dt = logits.dtype();
-    autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
-      Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
-      Tensor g64 = g[0].to(DType::f64).contiguous();
-      cuda::nll_backward(d, lsm, tgt, g64, count, ignore_index);
-      return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous().to(dt)};
-    });
-  }
+  record_cross_entropy(logits, out, perm, [=](const Tensor& g) {
+    Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
+    cuda::nll_backward(d, lsm, tgt, g.to(DType::f64).contiguous(), count, ignore_index);
+    return d;
+  });
   return out;
 }
 #endif
@@ -136,33 +146,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   double loss =
       count > 0 ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
   Tensor out = full({}, loss, logits.dtype(), logits.device());
-  if (autograd::needs_grad({logits})) {
-    Shape ls = logits.sizes();
-    Shape permuted;
-    for (int64_t d : perm) permuted.push_back(ls[d]);
-    std::vector<int64_t> inv(perm.size());
-    for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-    DType dt = logits.dtype();
-    autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
-      // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
-      const int64_t* ti = tgt.data<int64_t>();
-      const double* lp = lsm.data<double>();
-      Tensor d = Tensor::empty({P, C}, DType::f64);
-      double* pd = d.data<double>();
-      double scale = count > 0 ? g[0].item() / static_cast<double>(count) : 0.0;
-      for (int64_t p = 0; p < P; ++p) {
-        int64_t t = ti[p];
-        double* row = pd + p * C;
-        if (t == ignore_index) {
-          std::fill(row, row + C, 0.0);
-          continue;
-        }
-        for (int64_t c = 0; c < C; ++c) row[c] = std::exp(lp[p * C + c]) * scale;
-        row[t] -= scale;
+  record_cross_entropy(logits, out, perm, [=](const Tensor& g) {
+    // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
+    const int64_t* ti = tgt.data<int64_t>();
+    const double* lp = lsm.data<double>();
+    Tensor d = Tensor::empty({P, C}, DType::f64);
+    double* pd = d.data<double>();
+    double scale = count > 0 ? g.item() / static_cast<double>(count) : 0.0;
+    for (int64_t p = 0; p < P; ++p) {
+      int64_t t = ti[p];
+      double* row = pd + p * C;
+      if (t == ignore_index) {
+        std::fill(row, row + C, 0.0);
+        continue;
       }
-      return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous().to(dt)};
-    });
-  }
+      for (int64_t c = 0; c < C; ++c) row[c] = std::exp(lp[p * C + c]) * scale;
+      row[t] -= scale;
+    }
+    return d;
+  });
   return out;
 }
 

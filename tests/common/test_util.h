@@ -22,9 +22,22 @@ namespace zt::test {
 /// Checks the analytic gradients of `fn` (a scalar-valued or any-shaped function of
 /// `inputs`, all f64 leaves) against central differences. A non-scalar output is reduced
 /// with a fixed random weighting so every output element matters.
-::testing::AssertionResult grad_check(
-    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-    const std::vector<Tensor>& inputs, double eps = 1e-6, double tol = 1e-5);
+::testing::AssertionResult grad_check(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                      const std::vector<Tensor>& inputs, double eps = 1e-6,
+                                      double tol = 1e-5);
+
+/// Passes if fn() throws zt::Error whose message contains `phrase`.
+template <typename Fn>
+::testing::AssertionResult throws_with(Fn&& fn, const std::string& phrase) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    if (std::string(e.what()).find(phrase) != std::string::npos)
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "message lacks '" << phrase << "': " << e.what();
+  }
+  return ::testing::AssertionFailure() << "no zt::Error thrown (wanted '" << phrase << "')";
+}
 
 /// An f64 leaf requiring grad with values from a seeded generator (normal).
 Tensor rand_leaf(const Shape& sizes, uint64_t seed);

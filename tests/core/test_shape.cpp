@@ -6,22 +6,10 @@
 #include "common/test_util.h"
 
 using namespace zt;
+using zt::test::throws_with;
 using zt::test::values_are;
 
 namespace {
-
-// Passes if fn throws zt::Error whose message contains `phrase`.
-template <typename Fn>
-::testing::AssertionResult throws_with(Fn&& fn, const std::string& phrase) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    if (std::string(e.what()).find(phrase) != std::string::npos)
-      return ::testing::AssertionSuccess();
-    return ::testing::AssertionFailure() << "message lacks '" << phrase << "': " << e.what();
-  }
-  return ::testing::AssertionFailure() << "no zt::Error thrown (wanted '" << phrase << "')";
-}
 
 using Fn = std::function<Tensor(const std::vector<Tensor>&)>;
 
