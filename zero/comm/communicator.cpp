@@ -265,6 +265,7 @@ std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine)
 
 std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
   req.seq = seq_++;
+  req.blocking = !async;
   check_healthy(req);
   std::shared_ptr<Work> w = submit(std::move(req));
   if (!async) w->wait();

@@ -160,6 +160,7 @@ class Communicator {
     int root = 0;
     std::shared_ptr<const std::string> bytes_in;  // all_gather_bytes
     std::shared_ptr<std::vector<std::string>> bytes_out;
+    bool blocking = false;  // the caller waits for it at once (a backend may run it inline)
   };
   /// Starts a request; the backend completes work in issue order.
   virtual std::shared_ptr<Work> submit(Request req) = 0;

@@ -4,25 +4,33 @@
 #include "zero/comm/executor.h"
 
 #include "core/parallel.h"
+#include "zero/comm/spin.h"
 
 namespace zt::comm {
 
+std::shared_ptr<CpuWork> CpuWork::done() {
+  auto w = std::make_shared<CpuWork>();
+  w->finish(nullptr);
+  return w;
+}
+
 void CpuWork::wait() {
+  // Small collectives finish within microseconds: spin briefly before sleeping.
+  spin_until([&] { return done_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait(lock, [&] { return done_; });
+  cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });
   if (error_) std::rethrow_exception(error_);
 }
 
 bool CpuWork::test() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return done_;
+  return done_.load(std::memory_order_acquire);
 }
 
 void CpuWork::finish(std::exception_ptr error) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
     error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
   }
   cv_.notify_all();
 }
@@ -48,6 +56,11 @@ std::shared_ptr<Work> Executor::submit(std::function<void()> task) {
   return w;
 }
 
+bool Executor::idle() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return queue_.empty() && !busy_;
+}
+
 void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
   LedgerScope ledger_scope(std::move(ledger));
   MemTagScope tag(MemTag::kCommBuffer);
@@ -60,6 +73,7 @@ void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
       if (queue_.empty()) return;  // stop_ and drained
       item = std::move(queue_.front());
       queue_.pop_front();
+      busy_ = true;
     }
     std::exception_ptr err;
     try {
@@ -68,6 +82,10 @@ void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
       err = std::current_exception();
     }
     item.first = nullptr;  // drop the task's tensors before the caller may see the work done
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      busy_ = false;
+    }
     item.second->finish(err);
   }
 }

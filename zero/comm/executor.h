@@ -3,6 +3,7 @@
 // charges the creating rank's memory ledger (tag kCommBuffer) and uses one kernel thread.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <exception>
@@ -19,6 +20,8 @@ namespace zt::comm {
 /// A Work finished by an Executor task.
 class CpuWork : public Work {
  public:
+  /// A work that has already finished (a collective run inline).
+  static std::shared_ptr<CpuWork> done();
   void wait() override;
   bool test() override;
   /// Marks the work done; `error` (may be null) is rethrown by wait().
@@ -27,7 +30,7 @@ class CpuWork : public Work {
  private:
   std::mutex mu_;
   std::condition_variable cv_;
-  bool done_ = false;
+  std::atomic<bool> done_{false};  // set under mu_; read without it while spinning
   std::exception_ptr error_;
 };
 
@@ -43,6 +46,9 @@ class Executor {
 
   /// Queues task; its exception (if any) is delivered through the returned work.
   std::shared_ptr<Work> submit(std::function<void()> task);
+  /// True when no task is queued or running (the submitting thread may then run one
+  /// itself without reordering).
+  bool idle();
 
  private:
   void loop(std::shared_ptr<MemoryLedger> ledger);
@@ -51,6 +57,7 @@ class Executor {
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<CpuWork>>> queue_;
   bool stop_ = false;
+  bool busy_ = false;  // a task is running
   std::thread thread_;
 };
 

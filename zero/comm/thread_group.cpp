@@ -1,11 +1,14 @@
 // ThreadGroup: one mutex and condition variable for the whole group (N is small, waits
 // are short), a slot per in-flight sequence number, erased when the last rank leaves.
+// A waiter first spins (without the lock) on an epoch counter that every state change
+// bumps, and sleeps on the condition variable only when nothing changed for a while.
 #include "zero/comm/thread_group.h"
 
 #include <sstream>
 
 #include "core/error.h"
 #include "zero/comm/communicator.h"
+#include "zero/comm/spin.h"
 
 namespace zt::comm {
 
@@ -48,6 +51,13 @@ void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Miss
       abort_locked(msg);
       ZT_FAIL(msg);
     }
+    const uint64_t seen = epoch_.load(std::memory_order_relaxed);
+    lock.unlock();
+    spin_until([&] { return epoch_.load(std::memory_order_acquire) != seen; });
+    lock.lock();
+    // A change while the lock was free may have notified nobody: look again first. With
+    // the lock held and no change, any later change notifies this wait.
+    if (epoch_.load(std::memory_order_relaxed) != seen) continue;
     if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
       std::vector<int> late = missing();
       std::ostringstream os;
@@ -79,7 +89,7 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, D
   s.arrived[rank] = true;
   s.n_arrived += 1;
   last_seq_[rank] = seq;
-  if (s.n_arrived == size_) cv_.notify_all();
+  if (s.n_arrived == size_) notify_locked();
   wait_for(
       lock, [&] { return s.n_arrived == size_; },
       [&] {
@@ -97,7 +107,7 @@ void ThreadGroup::sync(int rank, int64_t seq, int phase, Deadline deadline,
   std::unique_lock<std::mutex> lock(mu_);
   Slot& s = slots_.at(seq);
   s.phase_seen[phase][rank] = true;
-  if (++s.phase_count[phase] == size_) cv_.notify_all();
+  if (++s.phase_count[phase] == size_) notify_locked();
   wait_for(
       lock, [&] { return s.phase_count[phase] == size_; },
       [&] {
@@ -116,8 +126,19 @@ void ThreadGroup::leave(int rank, int64_t seq, Deadline deadline, const std::str
   if (it != slots_.end() && ++it->second.released == size_) slots_.erase(it);
 }
 
+void ThreadGroup::depart(int64_t seq) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = slots_.find(seq);
+  if (it != slots_.end() && ++it->second.released == size_) slots_.erase(it);
+}
+
 void ThreadGroup::abort_locked(const std::string& reason) {
   if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "abort()" : reason;
+  notify_locked();
+}
+
+void ThreadGroup::notify_locked() {
+  epoch_.fetch_add(1, std::memory_order_release);
   cv_.notify_all();
 }
 
@@ -134,7 +155,7 @@ std::string ThreadGroup::abort_reason() const {
 void ThreadGroup::mark_exited(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   exited_[rank] = true;
-  cv_.notify_all();
+  notify_locked();
 }
 
 }  // namespace zt::comm

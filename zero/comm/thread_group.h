@@ -4,10 +4,12 @@
 // stay valid until every rank has left. Every wait has a deadline and wakes on abort.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -23,6 +25,9 @@ struct Post {
   void* out = nullptr;
   void* scratch = nullptr;             // all_reduce: this rank's reduced chunk
   const std::string* bytes = nullptr;  // all_gather_bytes
+  // Small messages: a private copy of `in` (then `in` points into it), so this rank may
+  // reuse its buffer at once and nobody waits for the others to finish reading.
+  std::shared_ptr<const std::vector<char>> eager;
 };
 
 /// The ranks of one run_threads call.
@@ -40,6 +45,9 @@ class ThreadGroup {
   void sync(int rank, int64_t seq, int phase, Deadline deadline, const std::string& what);
   /// Waits until every rank is done with `seq`, after which its buffers may be reused.
   void leave(int rank, int64_t seq, Deadline deadline, const std::string& what);
+  /// Leaves `seq` without waiting: for collectives whose posts own their data (Post::eager).
+  /// The slot (and the copies) go when the last rank departs.
+  void depart(int64_t seq);
 
   /// Fails every current and later wait with "aborted because <reason>" (first wins).
   void abort(const std::string& reason);
@@ -63,11 +71,14 @@ class ThreadGroup {
   void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing, Deadline deadline,
                 const std::string& what, const char* doing);
   void abort_locked(const std::string& reason);
+  // Wakes every waiter (spinning or blocked); called with mu_ held.
+  void notify_locked();
   [[noreturn]] void throw_aborted(const std::string& what) const;
 
   const int size_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::atomic<uint64_t> epoch_{0};  // bumped (under mu_) at every change a waiter awaits
   std::map<int64_t, Slot> slots_;
   std::vector<bool> exited_;
   std::vector<int64_t> last_seq_;  // last sequence number each rank posted (-1: none)
