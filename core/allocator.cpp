@@ -3,9 +3,13 @@
 
 #include <malloc.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <new>
 #include <sstream>
+#include <vector>
 
 #include "core/error.h"
 
@@ -43,9 +47,108 @@ static void raise_peak(std::atomic<int64_t>& peak, int64_t v) {
   }
 }
 
+int64_t parse_byte_size(const std::string& text, const std::string& what) {
+  const char* p = text.c_str();
+  char* end = nullptr;
+  double v = std::strtod(p, &end);
+  std::string unit(end);
+  unit.erase(0, unit.find_first_not_of(' '));
+  double mul = -1;
+  struct Unit {
+    const char* name;
+    double mul;
+  };
+  static const Unit units[] = {{"", 1},
+                               {"B", 1},
+                               {"k", 1024.0},
+                               {"K", 1024.0},
+                               {"KiB", 1024.0},
+                               {"M", 1048576.0},
+                               {"MiB", 1048576.0},
+                               {"G", 1073741824.0},
+                               {"GiB", 1073741824.0},
+                               {"KB", 1e3},
+                               {"MB", 1e6},
+                               {"GB", 1e9}};
+  for (const Unit& u : units)
+    if (unit == u.name) mul = u.mul;
+  ZT_CHECK(end != p && mul > 0 && std::isfinite(v) && v >= 0, what, ": '", text,
+           "' is not a byte size; write a number with an optional unit, e.g. 4096, 512k, "
+           "64MiB, 1.5GiB");
+  return static_cast<int64_t>(std::llround(v * mul));
+}
+
+std::string format_byte_size(int64_t bytes) {
+  char buf[32];
+  const double b = static_cast<double>(bytes);
+  if (bytes < 1024)
+    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
+  else if (bytes < (int64_t{1} << 20))
+    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
+  else if (bytes < (int64_t{1} << 30))
+    std::snprintf(buf, sizeof buf, "%.1f MiB", b / 1048576);
+  else
+    std::snprintf(buf, sizeof buf, "%.2f GiB", b / 1073741824);
+  return buf;
+}
+
+static int64_t env_memory_limit() {
+  static const int64_t limit = [] {
+    const char* v = std::getenv("ZT_MEMORY_LIMIT");
+    return v && *v ? parse_byte_size(v, "ZT_MEMORY_LIMIT") : int64_t{0};
+  }();
+  return limit;
+}
+
+MemoryLedger::MemoryLedger(std::string label) : label_(std::move(label)) {
+  const int64_t limit = env_memory_limit();
+  for (Slot& s : slots_) s.limit.store(limit);
+}
+
+void MemoryLedger::set_limit(Device d, int64_t bytes) {
+  ZT_CHECK(bytes >= 0, "memory limit must be >= 0 bytes (0: none), got ", bytes);
+  slots_[slot_of(d)].limit.store(bytes);
+}
+
+int64_t MemoryLedger::limit(Device d) const {
+  return slots_[slot_of(d)].limit.load();
+}
+
+void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit) const {
+  MemoryCounters c = counters(d);
+  std::vector<int> order(kNumMemTags);
+  for (int i = 0; i < kNumMemTags; ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](int a, int b) { return c.current[a] > c.current[b]; });
+  std::ostringstream os;
+  os << label_ << " is out of memory on " << d.str() << ": allocating " << format_byte_size(bytes)
+     << " (" << mem_tag_name(t) << ") with " << format_byte_size(c.total_current)
+     << " in use would pass its limit of " << format_byte_size(limit) << ". Largest consumers:";
+  for (int i : order)
+    if (c.current[i] > 0)
+      os << ' ' << mem_tag_name(static_cast<MemTag>(i)) << ' ' << format_byte_size(c.current[i])
+         << ',';
+  os << " (peak " << format_byte_size(c.total_peak)
+     << "). Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks (ZeRO-3 divides model "
+        "states by the rank count), or lower stage3_max_live_parameters, reduce_bucket_size "
+        "or the batch";
+  throw OutOfMemoryError(os.str());
+}
+
 void MemoryLedger::add(Device d, MemTag t, int64_t bytes) {
   Slot& s = slots_[slot_of(d)];
   int i = static_cast<int>(t);
+  if (int64_t limit = s.limit.load(std::memory_order_relaxed); limit > 0) {
+    // Reserve first, then check: concurrent adds (a rank and its communication thread)
+    // cannot both slip under the limit.
+    int64_t after = s.total_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    if (after > limit) {
+      s.total_current.fetch_sub(bytes, std::memory_order_relaxed);
+      fail_limit(d, t, bytes, limit);
+    }
+    raise_peak(s.peak[i], s.current[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
+    raise_peak(s.total_peak, after);
+    return;
+  }
   raise_peak(s.peak[i], s.current[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
   raise_peak(s.total_peak, s.total_current.fetch_add(bytes, std::memory_order_relaxed) + bytes);
 }
@@ -88,7 +191,7 @@ std::string MemoryLedger::report_json(Device d) const {
 }
 
 static std::shared_ptr<MemoryLedger>& thread_ledger() {
-  static std::shared_ptr<MemoryLedger> global = std::make_shared<MemoryLedger>();
+  static std::shared_ptr<MemoryLedger> global = std::make_shared<MemoryLedger>("this process");
   thread_local std::shared_ptr<MemoryLedger> ledger = global;
   return ledger;
 }

@@ -1,7 +1,10 @@
 // Allocators and memory accounting. Every byte zt allocates is counted per device and
 // per tag (what the memory is for), current and peak, in a MemoryLedger. Each thread
 // charges the ledger installed by LedgerScope (thread ranks get one each), so per-rank
-// memory claims can be measured inside one process.
+// memory claims can be measured inside one process. A ledger may carry a limit per
+// device: an allocation that would pass it fails with OutOfMemoryError, which names the
+// rank, the request, the limit and the largest consumers by tag. This is how a rank is
+// made "smaller" than a model in tests, and how a run is kept inside a budget.
 #pragma once
 
 #include <array>
@@ -12,6 +15,7 @@
 #include <string>
 
 #include "core/device.h"
+#include "core/error.h"
 
 namespace zt {
 
@@ -38,10 +42,24 @@ struct MemoryCounters {
   int64_t pk(MemTag t) const { return peak[static_cast<int>(t)]; }
 };
 
-/// A set of counters (CPU + each GPU). Thread-safe.
+/// An allocation refused because it would pass its ledger's limit.
+class OutOfMemoryError : public Error {
+ public:
+  using Error::Error;
+};
+
+/// "64MiB", "1.5GiB", "512k", "4096" -> bytes (k/M/G and KiB/MiB/GiB are powers of 1024;
+/// KB/MB/GB powers of 1000). Errors name `what` and the accepted forms.
+int64_t parse_byte_size(const std::string& text, const std::string& what = "byte size");
+
+/// A set of counters (CPU + each GPU), with optional limits. Thread-safe.
 class MemoryLedger {
  public:
   static constexpr int kMaxDevices = 9;  // slot 0: CPU, 1..8: cuda:0..7
+  /// A ledger named `label` in errors ("rank 2"); limits start at $ZT_MEMORY_LIMIT
+  /// (every device) when that is set, else none.
+  explicit MemoryLedger(std::string label = "this process");
+  /// Charges `bytes`; throws OutOfMemoryError (charging nothing) past the device's limit.
   void add(Device d, MemTag t, int64_t bytes);
   void sub(Device d, MemTag t, int64_t bytes);
   /// A consistent copy of one device's counters.
@@ -50,6 +68,11 @@ class MemoryLedger {
   void reset_peaks();
   /// One-line JSON object with current and peak bytes per tag for a device.
   std::string report_json(Device d) const;
+  /// Caps the bytes charged on `d` (0: no limit).
+  void set_limit(Device d, int64_t bytes);
+  int64_t limit(Device d) const;
+  void set_label(std::string label) { label_ = std::move(label); }
+  const std::string& label() const { return label_; }
 
  private:
   struct Slot {
@@ -57,10 +80,16 @@ class MemoryLedger {
     std::array<std::atomic<int64_t>, kNumMemTags> peak{};
     std::atomic<int64_t> total_current{0};
     std::atomic<int64_t> total_peak{0};
+    std::atomic<int64_t> limit{0};
   };
   static int slot_of(Device d);
+  [[noreturn]] void fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit) const;
   std::array<Slot, kMaxDevices> slots_;
+  std::string label_;
 };
+
+/// Human-readable bytes: "512 B", "3.2 MiB", "1.05 GiB".
+std::string format_byte_size(int64_t bytes);
 
 /// The ledger this thread charges (the process-wide one unless a LedgerScope is active).
 const std::shared_ptr<MemoryLedger>& current_ledger();

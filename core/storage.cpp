@@ -5,8 +5,14 @@ namespace zt {
 
 Storage::Storage(size_t bytes, Device device)
     : bytes_(bytes), device_(device), tag_(current_mem_tag()), ledger_(current_ledger()) {
-  data_ = allocator_for(device.type)->allocate(bytes, device);
+  // Charge first: a refused charge (a memory limit) allocates nothing.
   ledger_->add(device_, tag_, static_cast<int64_t>(bytes_));
+  try {
+    data_ = allocator_for(device.type)->allocate(bytes, device);
+  } catch (...) {
+    ledger_->sub(device_, tag_, static_cast<int64_t>(bytes_));
+    throw;
+  }
 }
 
 Storage::Storage(void* data, size_t bytes, Device device, std::function<void(void*)> release)

@@ -55,7 +55,18 @@ void GradReducer::flush() {
     p.work = comm_.reduce_scatter(p.output, p.input, comm::ReduceOp::kAvg, async_);
   }
   pending_.push_back(std::move(p));
-  if (!async_) drain();
+  if (!async_) {
+    drain();
+    return;
+  }
+  // Retire buckets that are done, and keep at most kMaxInFlight in flight: a bucket holds
+  // world x its shard elements until it is retired, so an unbounded queue would hold a
+  // whole model's gradients again by the end of backward.
+  while (!pending_.empty() && (pending_.size() > kMaxInFlight || !pending_.front().work ||
+                               pending_.front().work->test())) {
+    finish(pending_.front());
+    pending_.pop_front();
+  }
 }
 
 void GradReducer::finish(Pending& p) {

@@ -4,7 +4,9 @@
 //   [ rank 0: p1 slice 0 | p2 slice 0 | ... ][ rank 1: p1 slice 1 | ... ] ...
 // — so ONE reduce-scatter (avg) hands every rank its slices of all parameters in the
 // bucket. It runs asynchronously while backward continues; drain() waits and adds each
-// rank's slices into its fp32 gradient shards. Full gradients are freed at flush.
+// rank's slices into its fp32 gradient shards. Full gradients are freed at flush; at most
+// kMaxInFlight buckets are in flight (finished ones are retired at each flush), so the
+// reducer's memory is a few buckets whatever the model size.
 #pragma once
 
 #include <deque>
@@ -43,6 +45,7 @@ class GradReducer {
     std::vector<Entry> entries;
   };
   void finish(Pending& p);
+  static constexpr size_t kMaxInFlight = 2;
 
   comm::Communicator& comm_;
   int64_t bucket_elems_;

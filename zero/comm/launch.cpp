@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/allocator.h"
 #include "zero/comm/mpi_comm.h"
 #include "zero/comm/thread_comm.h"
 #ifdef ZT_WITH_CUDA
@@ -32,6 +33,12 @@ static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts
 void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {
   auto apply = [&](Communicator& c) {
     if (opts.timeout.count() > 0) c.set_timeout(opts.timeout);
+    MemoryLedger& ledger = *current_ledger();  // the rank's own (thread ranks) or the process's
+    ledger.set_label(detail::cat("rank ", c.rank()));
+    if (opts.memory_limit > 0) {
+      ledger.set_limit(Device::cpu(), opts.memory_limit);
+      if (!c.device().is_cpu()) ledger.set_limit(c.device(), opts.memory_limit);
+    }
   };
   if (!under_mpirun()) {
     run_threads(opts.ranks, [&](Communicator& c) {

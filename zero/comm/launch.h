@@ -19,6 +19,9 @@ struct LaunchOptions {
   int ranks = 1;                         ///< thread ranks for a plain start (--ranks)
   Device device = Device::cpu();         ///< cuda: NCCL under mpirun, GPU = local rank
   std::chrono::milliseconds timeout{0};  ///< collective deadline; 0 keeps the default
+  /// Bytes each rank may hold on each device (its ledger's limit); 0 keeps the default
+  /// ($ZT_MEMORY_LIMIT, or none).
+  int64_t memory_limit = 0;
 };
 
 /// Runs fn(comm) on every rank. Plain start: run_threads(opts.ranks, fn) (first exception

@@ -172,7 +172,7 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   ranks.reserve(n);
   for (int r = 0; r < n; ++r) {
     ranks.emplace_back([&, r] {
-      LedgerScope ledger(std::make_shared<MemoryLedger>());
+      LedgerScope ledger(std::make_shared<MemoryLedger>(detail::cat("rank ", r)));
       set_num_threads(threads_per_rank);
       try {
         ThreadComm comm(group, r);

@@ -1,0 +1,174 @@
+// Lesson 16 — a model larger than one rank.
+// Invariant: ZeRO-3 exists so that a model whose training states do not fit on one device
+// trains across several. Each rank here gets a hard memory limit (its ledger refuses any
+// allocation past it). A 32-layer MLP whose replicated training states (16 bytes per
+// parameter with AdamW in fp32) need 3x that limit trains on 4 thread ranks, with the
+// losses of plain single-process training; on one rank under the same limit it fails with
+// an error that names the rank, the request, the limit and the largest consumers.
+//
+// Run alone: ctest --test-dir build -R zero.Lesson16
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+constexpr int64_t kWidth = 128, kDepth = 32, kGlobalBatch = 8;
+constexpr int kSteps = 4;
+
+// kDepth x (Linear(kWidth, kWidth), tanh).
+class Deep : public nn::UnaryModule {
+ public:
+  Deep() : nn::UnaryModule("Deep") {
+    for (int64_t i = 0; i < kDepth; ++i)
+      layers.push_back(
+          register_module(std::to_string(i), std::make_shared<nn::Linear>(kWidth, kWidth)));
+  }
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (auto& l : layers) h = tanh((*l)(h));
+    return h;
+  }
+};
+
+int64_t deep_numel() {
+  return kDepth * (kWidth * kWidth + kWidth);
+}
+// A third of the replicated training state: 16 bytes per element / 3.
+int64_t rank_limit() {
+  return 16 * deep_numel() / 3;
+}
+
+// Batch of step s: x (B, kWidth), target (B, kWidth); rows [lo, lo + B) of the global one.
+std::pair<Tensor, Tensor> batch_rows(int s, int64_t lo, int64_t B) {
+  Generator g(100 + s);
+  Tensor x = randn({kGlobalBatch, kWidth}, g), y = randn({kGlobalBatch, kWidth}, g);
+  return {x.slice(0, lo, lo + B).contiguous(), y.slice(0, lo, lo + B).contiguous()};
+}
+
+Tensor mse(const Tensor& out, const Tensor& y) {
+  Tensor d = sub(out, y);
+  return mean(mul(d, d));
+}
+
+// Settings that bound every transient: two layers gathered at most, one layer prefetched,
+// one layer per gradient bucket, nothing kept gathered between uses.
+zero::Config tight_config() {
+  zero::Config c;
+  c.stage3_param_persistence_threshold = 0;
+  c.stage3_max_reuse_distance = 0;
+  c.stage3_prefetch_bucket_size = kWidth * kWidth;
+  c.stage3_max_live_parameters = 2 * (kWidth * kWidth + kWidth);
+  c.reduce_bucket_size = kWidth * kWidth;
+  return c;
+}
+
+std::vector<double> train_single() {
+  manual_seed(3);
+  auto m = std::make_shared<Deep>();
+  auto opt = zero::make_optimizer({}, m->named_parameters());
+  std::vector<double> losses;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = batch_rows(s, 0, kGlobalBatch);
+    m->zero_grad();
+    Tensor loss = mse((*m)(x), y);
+    loss.backward();
+    opt->step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+// Trains under ZeRO-3 with this rank's ledger capped at rank_limit(); returns the global
+// losses (mean over ranks of equal-sized batch slices = the single-process loss).
+std::vector<double> train_limited(comm::Communicator& comm) {
+  current_ledger()->set_limit(Device::cpu(), rank_limit());
+  manual_seed(3);
+  std::shared_ptr<Deep> m;
+  {
+    zero::Init init(comm);
+    m = std::make_shared<Deep>();
+  }
+  zero::Engine engine(m, comm, tight_config(), {});
+  const int64_t B = kGlobalBatch / comm.size();
+  std::vector<double> losses;
+  for (int s = 0; s < kSteps; ++s) {
+    auto [x, y] = batch_rows(s, comm.rank() * B, B);
+    Tensor loss = mse(engine(x), y);
+    engine.backward(loss);
+    engine.step();
+    Tensor l = full({1}, loss.item(), DType::f64);
+    comm.all_reduce(l, comm::ReduceOp::kAvg);
+    losses.push_back(l.item());
+  }
+  MemoryCounters c = memory_stats();
+  EXPECT_LE(c.total_peak, rank_limit()) << "the ledger never held more than the limit";
+  EXPECT_GT(c.total_peak, rank_limit() / 4) << "the limit was close to binding";
+  return losses;
+}
+
+}  // namespace
+
+TEST(Lesson16MemoryLimit, LedgerRefusesPastItsLimitAndChargesNothing) {
+  auto ledger = std::make_shared<MemoryLedger>("rank 3");
+  LedgerScope scope(ledger);
+  ledger->set_limit(Device::cpu(), 1 << 20);
+  Tensor a;
+  {
+    MemTagScope tag(MemTag::kOptimState);
+    a = zeros({200 * 1024}, DType::f32);  // 800 KiB
+  }
+  const int64_t before = memory_stats().total_current;
+  std::string msg;
+  try {
+    MemTagScope tag(MemTag::kActivation);
+    Tensor b = zeros({100 * 1024}, DType::f32);  // 400 KiB more: over 1 MiB
+  } catch (const OutOfMemoryError& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "the allocation past the limit must throw";
+  for (const char* part : {"rank 3", "400.0 KiB", "activation", "1.0 MiB", "optim_state 800.0 KiB"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
+  EXPECT_EQ(memory_stats().total_current, before) << "a refused allocation charges nothing";
+  ledger->set_limit(Device::cpu(), 0);
+  Tensor b = zeros({100 * 1024}, DType::f32);  // no limit: fine
+  EXPECT_EQ(memory_stats().total_current, before + 400 * 1024);
+}
+
+TEST(Lesson16MemoryLimit, ParsesByteSizes) {
+  EXPECT_EQ(parse_byte_size("4096"), 4096);
+  EXPECT_EQ(parse_byte_size("512k"), 512 * 1024);
+  EXPECT_EQ(parse_byte_size("64MiB"), int64_t{64} << 20);
+  EXPECT_EQ(parse_byte_size("1.5GiB"), int64_t{3} << 29);
+  EXPECT_EQ(parse_byte_size("2 MB"), 2'000'000);
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("lots", "memory.limit"); },
+                                "memory.limit: 'lots' is not a byte size"));
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("-1"); }, "is not a byte size"));
+}
+
+TEST(Lesson16MemoryLimit, ModelThreeTimesTheLimitTrainsOnFourRanks) {
+  ASSERT_GE(16 * deep_numel(), 3 * rank_limit()) << "replicated states need >= 3x the limit";
+  const std::vector<double> expect = train_single();
+  comm::run_threads(4, [&](comm::Communicator& comm) {
+    std::vector<double> got = train_limited(comm);
+    ASSERT_EQ(got.size(), expect.size());
+    for (size_t s = 0; s < got.size(); ++s)
+      EXPECT_NEAR(got[s], expect[s], 1e-5 * std::abs(expect[s])) << "step " << s;
+  });
+}
+
+TEST(Lesson16MemoryLimit, TheSameModelOnOneRankFailsClearly) {
+  std::string msg;
+  try {
+    comm::run_threads(1, [](comm::Communicator& comm) { train_limited(comm); });
+  } catch (const OutOfMemoryError& e) {
+    msg = e.what();
+  }
+  ASSERT_FALSE(msg.empty()) << "one rank cannot hold 3x its limit";
+  for (const char* part : {"rank 0 is out of memory on cpu", "would pass its limit of",
+                           "Largest consumers:", "more ranks"})
+    EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
+}
