@@ -10,9 +10,20 @@ namespace zt::cpu {
 
 namespace {
 
-template <typename A>
-A gelu_erf(A x) {
-  return A(0.5) * x * (A(1) + std::erf(x * A(0.70710678118654752440)));
+// f32 GELU uses the lane arithmetic of the row kernels (lanes.h), as exp does below.
+inline double gelu_erf(double x) {
+  return 0.5 * x * (1.0 + std::erf(x * 0.70710678118654752440));
+}
+inline float gelu_erf(float x) {
+  return gelu_lanes(x);
+}
+inline double gelu_erf_grad(double g, double x) {
+  const double cdf = 0.5 * (1.0 + std::erf(x * 0.70710678118654752440));
+  const double pdf = std::exp(-0.5 * x * x) * 0.39894228040143267794;
+  return g * (cdf + x * pdf);
+}
+inline float gelu_erf_grad(float g, float x) {
+  return gelu_grad_lanes(g, x);
 }
 template <typename A>
 A gelu_tanh(A x) {
@@ -70,11 +81,7 @@ A binary_fn(A a, A b) {
   }
   if constexpr (Op == BinaryOp::kSigmoidGrad) return a * b * (A(1) - b);
   if constexpr (Op == BinaryOp::kTanhGrad) return a * (A(1) - b * b);
-  if constexpr (Op == BinaryOp::kGeluGrad) {
-    A cdf = A(0.5) * (A(1) + std::erf(b * A(0.70710678118654752440)));
-    A pdf = exp_any(A(-0.5) * b * b) * A(0.39894228040143267794);
-    return a * (cdf + b * pdf);
-  }
+  if constexpr (Op == BinaryOp::kGeluGrad) return gelu_erf_grad(a, b);
   if constexpr (Op == BinaryOp::kGeluTanhGrad) {
     const A k = A(0.79788456080286535588);
     A u = k * (b + A(0.044715) * b * b * b);
@@ -98,6 +105,13 @@ constexpr LaneOp lane_op() {
   if constexpr (Op == UnaryOp::kExp) return LaneOp::kExp;
   if constexpr (Op == UnaryOp::kSigmoid) return LaneOp::kSigmoid;
   if constexpr (Op == UnaryOp::kSilu) return LaneOp::kSilu;
+  if constexpr (Op == UnaryOp::kGelu) return LaneOp::kGelu;
+  return kNoLaneOp;
+}
+template <BinaryOp Op>
+constexpr LaneOp lane_op() {
+  if constexpr (Op == BinaryOp::kSiluGrad) return LaneOp::kSiluGrad;
+  if constexpr (Op == BinaryOp::kGeluGrad) return LaneOp::kGeluGrad;
   return kNoLaneOp;
 }
 
@@ -215,9 +229,9 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
           T* po = o + off[0];
           const T* xa = pa + off[1];
           const T* xb = pb + off[2];
-          if constexpr (std::is_same_v<T, float> && Op == BinaryOp::kSiluGrad) {
+          if constexpr (std::is_same_v<T, float> && lane_op<Op>() != kNoLaneOp) {
             if (st[0] == 1 && st[1] == 1 && st[2] == 1)
-              return lane_row(LaneOp::kSiluGrad, po, xa, xb, n);
+              return lane_row(lane_op<Op>(), po, xa, xb, n);
           }
           if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
             for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(A(xa[i]), A(xb[i])));

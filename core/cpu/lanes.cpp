@@ -31,6 +31,10 @@ __attribute__((always_inline)) inline V apply(LaneOp op, V a, V b) {
       return silu_lanes(a);
     case LaneOp::kSiluGrad:
       return silu_grad_lanes(a, b);
+    case LaneOp::kGelu:
+      return gelu_lanes(a);
+    case LaneOp::kGeluGrad:
+      return gelu_grad_lanes(a, b);
   }
   return a;
 }
@@ -62,6 +66,10 @@ __attribute__((always_inline)) inline void row_any(LaneOp op, float* out, const 
       return row<V, LaneOp::kSilu>(out, a, b, n);
     case LaneOp::kSiluGrad:
       return row<V, LaneOp::kSiluGrad>(out, a, b, n);
+    case LaneOp::kGelu:
+      return row<V, LaneOp::kGelu>(out, a, b, n);
+    case LaneOp::kGeluGrad:
+      return row<V, LaneOp::kGeluGrad>(out, a, b, n);
   }
 }
 

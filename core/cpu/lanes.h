@@ -1,4 +1,4 @@
-// Lane-parallel f32 math for the CPU kernels: e^x, sigmoid and SiLU written once for a
+// Lane-parallel f32 math for the CPU kernels: e^x, sigmoid, SiLU, erf and GELU written once for a
 // scalar float and for GCC vector types, so a contiguous row runs in SIMD registers
 // while a strided element gets the same arithmetic one at a time. std::exp is an opaque
 // libm call that keeps loops scalar; these are plain arithmetic and bit operations.
@@ -91,11 +91,40 @@ __attribute__((always_inline)) inline V silu_grad_lanes(V g, V x) {
   return g * s * (1.0f + x * (1.0f - s));
 }
 
-/// The f32 functions with a contiguous row kernel.
-enum class LaneOp : uint8_t { kExp, kSigmoid, kSilu, kSiluGrad };
+/// erf(x) per lane: Abramowitz & Stegun 7.1.26 on |x| (absolute error <= 1.5e-7, about
+/// 2 ulp near 1), sign restored; erf(+-inf) = +-1, NaN gives NaN. std::erf is an opaque
+/// libm call that keeps GELU loops scalar.
+template <typename V>
+__attribute__((always_inline)) inline V erf_lanes(V x) {
+  const V ax = x < 0.0f ? -x : x;
+  const V t = 1.0f / (1.0f + 0.3275911f * ax);
+  V y = t * 1.061405429f - 1.453152027f;
+  y = y * t + 1.421413741f;
+  y = y * t - 0.284496736f;
+  y = y * t + 0.254829592f;
+  const V e = 1.0f - y * t * exp_lanes(-ax * ax);
+  return x < 0.0f ? -e : e;
+}
 
-/// out[i] = op(a[i]) (kExp, kSigmoid, kSilu) or op(a[i], b[i]) (kSiluGrad: a = upstream
-/// gradient, b = x), i < n. out may alias a or b.
+/// GELU (erf form): x * Phi(x) = 0.5 x (1 + erf(x / sqrt 2)).
+template <typename V>
+__attribute__((always_inline)) inline V gelu_lanes(V x) {
+  return 0.5f * x * (1.0f + erf_lanes(x * 0.70710678118654752440f));
+}
+
+/// Gradient of GELU at x for upstream g: g * (Phi(x) + x phi(x)).
+template <typename V>
+__attribute__((always_inline)) inline V gelu_grad_lanes(V g, V x) {
+  const V cdf = 0.5f * (1.0f + erf_lanes(x * 0.70710678118654752440f));
+  const V pdf = exp_lanes(-0.5f * x * x) * 0.39894228040143267794f;
+  return g * (cdf + x * pdf);
+}
+
+/// The f32 functions with a contiguous row kernel.
+enum class LaneOp : uint8_t { kExp, kSigmoid, kSilu, kSiluGrad, kGelu, kGeluGrad };
+
+/// out[i] = op(a[i]) (kExp, kSigmoid, kSilu, kGelu) or op(a[i], b[i]) (kSiluGrad,
+/// kGeluGrad: a = upstream gradient, b = x), i < n. out may alias a or b.
 void lane_row(LaneOp op, float* out, const float* a, const float* b, int64_t n);
 
 }  // namespace zt::cpu
