@@ -6,14 +6,18 @@
 //     doubles it after loss_scale_window good steps and halves it (skipping the update)
 //     after an overflow;
 //  3. configs/emu3_vision_tokenizer.yaml (train.dtype: bf16), shrunk with --set
-//     overrides, trains a step and saves a checkpoint with vqtok's own train().
+//     overrides, trains a step and saves a checkpoint with vqtok's own train();
+//  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer.
 #include <cmath>
 #include <filesystem>
 
+#include "apps/common/vqgpt_app.h"
 #include "apps/common/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "core/ops.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
 #include "zero/param.h"
 
 using namespace zt;
@@ -170,8 +174,46 @@ TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
     EXPECT_EQ(r.steps, 1);
     ASSERT_EQ(r.log_losses.size(), 1u);
     EXPECT_TRUE(std::isfinite(r.log_losses[0]));
-    EXPECT_FALSE(r.final_checkpoint.empty());
+    ASSERT_FALSE(r.final_checkpoint.empty());
+    // The bf16 run's checkpoint loads back for inference as a whole f32 model.
+    std::shared_ptr<vq::VqModel> frozen = vqtok::load_frozen_model(cfg, r.final_checkpoint, comm);
+    for (const auto& [name, p] : frozen->named_parameters())
+      EXPECT_EQ(p.dtype(), DType::f32) << name;
   });
   EXPECT_TRUE(fs::exists(out + "/metrics.jsonl"));
+  fs::remove_all(out);
+}
+
+TEST(MixedPrecisionApp, VqgptTrainsTheGptInBf16BesideAnF32Tokenizer) {
+  // The frozen tokenizer is replicated and stays f32; the partitioned GPT computes in bf16.
+  const std::string out = fresh_dir("vqgpt");
+  config::Node root = config::parse_yaml(R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 1, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 64, eval_samples: 4}
+train: {steps: 3, batch: 4, lr: 3.0e-3, schedule: constant, log_every: 1, eval_every: 0,
+        checkpoint_every: 0, dtype: bf16}
+replicated: [tokenizer]
+output_dir: unset
+)",
+                                         "test_vqgpt_bf16");
+  config::apply_override(root, "output_dir=" + out);
+  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqgpt);
+  fs::create_directories(out);
+  const std::string weights = out + "/tokenizer.safetensors";
+  {
+    manual_seed(5);
+    vq::VqModel tok(cfg.model);
+    nn::save_safetensors(weights, nn::state_dict(tok));
+  }
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.tokenizer = weights;
+    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 3);
+    ASSERT_EQ(r.log_losses.size(), 3u);
+    for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+  });
   fs::remove_all(out);
 }
