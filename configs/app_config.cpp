@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "configs/deepspeed.h"
 #include "configs/zero_sections.h"
 #include "core/error.h"
 
@@ -234,7 +235,15 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
   s.get("output_dir", c.output_dir);
   if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
+  s.get("deepspeed_config", c.deepspeed_config);
   s.finish();
+  if (!c.deepspeed_config.empty()) {
+    const Node key = root.get("deepspeed_config");
+    if (!std::filesystem::is_regular_file(c.deepspeed_config))
+      key.fail("no DeepSpeed config at '" + c.deepspeed_config +
+               "' (a JSON file; relative paths start at the working directory)");
+    apply_deepspeed(load_yaml_file(c.deepspeed_config), root, c);
+  }
   check_app(s, c);
   return c;
 }

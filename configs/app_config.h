@@ -4,7 +4,8 @@
 // embed_dim == z_channels or H, W divisible by the model's spatial factor).
 //
 // Top-level sections: model, data, train, loss, gpt (vqgpt only), zero_optimization,
-// bf16, fp16 (DeepSpeed's key names), buffers, replicated, output_dir. Every section is
+// bf16, fp16 (DeepSpeed's key names), buffers, replicated, output_dir, deepspeed_config
+// (a DeepSpeed JSON file taking over the engine's settings, configs/deepspeed.h). Every section is
 // parsed here into its owner's plain struct (data::DataConfig, zero::Config); unknown
 // keys and keys without a value are errors with file, line and the nearest valid key.
 #pragma once
@@ -114,9 +115,15 @@ struct AppConfig {
   std::vector<std::string> replicated;  ///< module paths kept out of partitioning
   std::string output_dir;               ///< default: runs/<config file stem>
   Node root;                            ///< the whole tree (after overrides), for logs
-  /// Keys accepted for compatibility that change nothing in zt, one message each; the
-  /// apps print them once (app::make_engine).
+  /// Keys accepted for compatibility that change nothing in zt (and YAML values a
+  /// DeepSpeed config replaced), one message each; app::make_engine prints them once.
   std::vector<std::string> warnings;
+  /// The DeepSpeed config applied (deepspeed_config: path, or --deepspeed), or "".
+  std::string deepspeed_config;
+  /// DeepSpeed's train_batch_size (0: not given), checked against batch x accumulation x
+  /// world size at launch (config::check_world_size), and where it was written.
+  int64_t train_batch_size = 0;
+  std::string train_batch_size_where;
 
   /// Tokens per clip: (frames / t) * (height / s) * (width / s); images count as 4 frames.
   int64_t tokens_per_clip() const;

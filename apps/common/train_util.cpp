@@ -12,6 +12,7 @@
 #include <set>
 #include <sstream>
 
+#include "configs/deepspeed.h"
 #include "core/ops.h"
 #include "zero/checkpoint.h"
 
@@ -110,6 +111,7 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm) {
   warn_once(cfg.warnings, comm);
+  config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size, if given
   apply_replicated(*model, cfg.replicated, comm);
   nn::Module& m = *model;
   auto engine = std::make_unique<zero::Engine>(std::move(model), comm, zero_config(cfg),
