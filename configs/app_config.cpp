@@ -145,12 +145,37 @@ void read_gpt(Section s, GptConfig& g) {
 }
 
 // The engine's sections into c.zero: zero_optimization, bf16 / fp16 reconciled with
-// train.dtype, buffers, and the train keys DeepSpeed keeps at the top level.
-void read_engine(Section& s, AppConfig& c) {
-  read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
-  c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
-  const Node train = s.node().get("train");
-  apply_dtype(train ? train.get("dtype") : Node(), c.zero.precision);
+// train.dtype, buffers, and the train keys DeepSpeed keeps at the top level. A DeepSpeed
+// config `ds` (absent: none) replaces each of zero_optimization and the precision
+// sections it holds, with a warning where the YAML had them too.
+void read_engine(Section& s, const Node& ds, AppConfig& c) {
+  const Node yaml = s.node();
+  auto replaced = [&](const char* key) {
+    if (Node y = s.take(key))
+      c.warnings.push_back(y.where() + ": " + y.path() +
+                           ": replaced by the DeepSpeed config's section (" + ds.get(key).where() +
+                           ")");
+  };
+  if (ds && ds.has("zero_optimization")) {
+    replaced("zero_optimization");
+    read_zero_optimization(Section(ds.get("zero_optimization")), c.zero, c.warnings);
+  } else {
+    read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
+  }
+  const Node train = yaml.get("train");
+  const Node dtype = train ? train.get("dtype") : Node();
+  if (ds && (ds.has("bf16") || ds.has("fp16"))) {
+    for (const char* key : {"bf16", "fp16"})
+      if (ds.has(key)) replaced(key);
+    c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
+    const std::string implied = precision_dtype_name(c.zero.precision);
+    if (dtype && dtype.as_string() != implied)
+      c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
+                           " is replaced by the DeepSpeed config's " + implied);
+  } else {
+    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
+    apply_dtype(dtype, c.zero.precision);
+  }
   c.train.dtype = precision_dtype_name(c.zero.precision);
   read_buffers(s.sub("buffers"), c.zero.buffers);
   c.zero.gradient_clipping = c.train.gradient_clipping;
@@ -227,7 +252,17 @@ AppConfig parse_app_config(const Node& root, App app) {
     c.gpt.emplace();
     read_gpt(s.sub("gpt"), *c.gpt);
   }
-  read_engine(s, c);
+  Node ds;
+  s.get("deepspeed_config", c.deepspeed_config);
+  if (!c.deepspeed_config.empty()) {
+    if (!std::filesystem::is_regular_file(c.deepspeed_config))
+      root.get("deepspeed_config")
+          .fail("no DeepSpeed config at '" + c.deepspeed_config +
+                "' (a JSON file; relative paths start at the working directory)");
+    ds = load_yaml_file(c.deepspeed_config);
+  }
+  read_engine(s, ds, c);
+  if (ds) apply_deepspeed(ds, root, c);
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");
@@ -235,15 +270,7 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
   s.get("output_dir", c.output_dir);
   if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
-  s.get("deepspeed_config", c.deepspeed_config);
   s.finish();
-  if (!c.deepspeed_config.empty()) {
-    const Node key = root.get("deepspeed_config");
-    if (!std::filesystem::is_regular_file(c.deepspeed_config))
-      key.fail("no DeepSpeed config at '" + c.deepspeed_config +
-               "' (a JSON file; relative paths start at the working directory)");
-    apply_deepspeed(load_yaml_file(c.deepspeed_config), root, c);
-  }
   check_app(s, c);
   return c;
 }

@@ -206,11 +206,6 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
 }  // namespace
 
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
-  Section y(yaml);
-  for (const char* sec : {"zero_optimization", "bf16", "fp16"})
-    if (yaml.has(sec))
-      y.fail(sec, std::string("the ") + sec + " section is also in the DeepSpeed config " +
-                      ds.file() + "; keep it in one place (with a DeepSpeed config, there)");
   Section s(ds);
   for (const auto& [key, instead] : kUnsupported)
     if (Node n = s.take(key); n && !turned_off(n))
@@ -235,7 +230,8 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
     take("gradient_accumulation_steps", t.gradient_accumulation_steps, accumulation, n);
   if (Node n = at("train_batch_size")) {
     c.train_batch_size_where = n.where();
-    if (!at("train_micro_batch_size_per_gpu") && yaml_train && !yaml_train.has("batch"))
+    if (!at("train_micro_batch_size_per_gpu") &&
+        !(yaml_train && yaml_train.is_map() && yaml_train.has("batch")))
       n.fail(
           "zt needs train_micro_batch_size_per_gpu (or train.batch in the YAML) beside "
           "train_batch_size; the world size is known only at launch");
@@ -248,13 +244,8 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
     throw Error(ds.file() + ": the schedule's floor (" + text(t.min_lr) +
                 ") exceeds the learning rate (" + text(t.lr) + ")");
 
-  c.zero = zero::Config{};
-  read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
-  c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
-  apply_dtype(yaml_train ? yaml_train.get("dtype") : Node(), c.zero.precision);
-  c.train.dtype = precision_dtype_name(c.zero.precision);
-  Section buffers(yaml.get("buffers"));
-  read_buffers(buffers, c.zero.buffers);
+  // zero_optimization, bf16 and fp16 were read with the YAML's engine sections.
+  for (const char* key : {"zero_optimization", "bf16", "fp16"}) s.take(key);
   c.zero.gradient_clipping = t.gradient_clipping;
   c.zero.gradient_accumulation_steps = static_cast<int>(t.gradient_accumulation_steps);
   s.finish();

@@ -84,11 +84,12 @@ void cast_at_part_edges(nn::Module& model, DType low) {
 
 // Each message once per process (several engines may be built from one config).
 void warn_once(const std::vector<std::string>& warnings, comm::Communicator& comm) {
+  if (comm.rank() != 0) return;
   static std::mutex mu;
   static std::set<std::string> said;
   std::lock_guard<std::mutex> lock(mu);
   for (const std::string& w : warnings)
-    if (said.insert(w).second && comm.rank() == 0) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
 }  // namespace

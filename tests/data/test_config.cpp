@@ -277,7 +277,8 @@ const std::vector<BadCase> kBadConfigs = {
     {"zero_offload",
      "zero_optimization:\n  offload_param: {device: nvme}\n",
      {},
-     {"bad.yaml:2: zero_optimization.offload_param: unknown key"}},
+     {"bad.yaml:2: zero_optimization.offload_param: not supported by zt (parameters stay on the "
+      "training device)"}},
     {"bf16_unknown",
      "bf16:\n  enable: true\n",
      {},

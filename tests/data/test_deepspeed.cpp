@@ -150,6 +150,31 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   EXPECT_EQ(f.train.dtype, "f16");
 }
 
+TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
+  // The shipped tiny config has zero_optimization and train.dtype: f32; a DeepSpeed
+  // config with its own zero_optimization and bf16 takes over both, and says so.
+  const std::string yaml = "train:\n  dtype: f32\nzero_optimization:\n  reduce_bucket_size: 7\n";
+  AppConfig c = with_deepspeed(
+      "replace", R"({"bf16": {"enabled": true}, "zero_optimization": {"reduce_bucket_size": 9}})",
+      yaml);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 9);
+  EXPECT_TRUE(c.zero.precision.bf16);
+  EXPECT_EQ(c.train.dtype, "bf16");
+  std::string all;
+  for (const auto& w : c.warnings) all += w + "\n";
+  EXPECT_NE(all.find("run.yaml:3: zero_optimization: replaced by the DeepSpeed config's section"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("run.yaml:2: train.dtype: f32 is replaced by the DeepSpeed config's bf16"),
+            std::string::npos)
+      << all;
+  // Without precision sections in the JSON, the YAML's apply.
+  AppConfig y = with_deepspeed("keep", R"({"train_micro_batch_size_per_gpu": 3})",
+                               "fp16:\n  enabled: true\n");
+  EXPECT_TRUE(y.zero.precision.fp16);
+  EXPECT_EQ(y.train.batch, 3);
+}
+
 struct BadCase {
   const char* name;
   const char* json;
@@ -211,15 +236,10 @@ const std::vector<BadCase> kBad = {
      "{\"activation_checkpointing\": {\"partition_activations\": true}}",
      "",
      {"activation_checkpointing: not supported by zt"}},
-    {"yaml_has_zero",
-     "{\"train_micro_batch_size_per_gpu\": 2}",
-     "zero_optimization:\n  stage: 3\n",
-     {"run.yaml:1: zero_optimization: the zero_optimization section is also in the DeepSpeed "
-      "config"}},
-    {"dtype_contradiction",
-     "{\"fp16\": {\"enabled\": true}}",
-     "train:\n  dtype: bf16\n",
-     {"run.yaml:2: train.dtype: train.dtype is bf16 but fp16.enabled is true"}},
+    {"batch_unknown",
+     "{\"train_batch_size\": 16}",
+     "",
+     {"ds_config.json:1: train_batch_size: zt needs train_micro_batch_size_per_gpu"}},
     {"fp16_key",
      "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
      "",
