@@ -13,8 +13,10 @@ namespace zt::config {
 
 /// Reads a `zero_optimization` mapping into `out` (fields it does not name are kept).
 /// Keys DeepSpeed has that change nothing in zt (contiguous_gradients: false,
-/// stage3_gather_16bit_weights_on_model_save: true) are accepted and add one located
-/// message each to `warnings`; unknown keys are errors naming the nearest valid key.
+/// stage3_gather_16bit_weights_on_model_save: true, sub_group_size, ZeRO-1/2 keys) are
+/// accepted and add one located message each to `warnings`; features zt lacks (offload
+/// to a device, ZeRO++, MiCS) are errors unless turned off; unknown keys are errors
+/// naming the nearest valid key.
 void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings);
 
 /// Reads the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
