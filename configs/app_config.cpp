@@ -7,16 +7,13 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "configs/deepspeed.h"
+#include "configs/zero_sections.h"
 #include "core/error.h"
 
 namespace zt::config {
 
 namespace {
-
-const std::vector<std::pair<std::string, BufferSync>> kSyncNames = {
-    {"broadcast", BufferSync::broadcast},
-    {"average", BufferSync::average},
-    {"none", BufferSync::none}};
 
 bool is_pow2(int64_t v) {
   return v > 0 && (v & (v - 1)) == 0;
@@ -54,7 +51,8 @@ void read_model(Section s, ModelConfig& m) {
                                      " levels (attn_resolutions are level indices, not pixels)");
 }
 
-void read_data(Section s, DataConfig& d) {
+void read_data(Section s, data::DataConfig& d) {
+  using data::DataKind;
   s.get_enum("kind", d.kind,
              {{"synthetic", DataKind::synthetic},
               {"image_folder", DataKind::image_folder},
@@ -69,8 +67,9 @@ void read_data(Section s, DataConfig& d) {
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
       .get("prefetch", d.prefetch, 1, 1024)
-      .get_enum("resize", d.resize,
-                {{"bilinear", ResizeFilter::bilinear}, {"bicubic", ResizeFilter::bicubic}})
+      .get_enum(
+          "resize", d.resize,
+          {{"bilinear", data::ResizeFilter::bilinear}, {"bicubic", data::ResizeFilter::bicubic}})
       .get("num_shapes", d.num_shapes, 1, 16);
   s.finish();
   if (d.kind != DataKind::synthetic && d.path.empty())
@@ -145,28 +144,48 @@ void read_gpt(Section s, GptConfig& g) {
            "vqgpt needs gpt.tokenizer_checkpoint: the directory of a trained vqtok checkpoint");
 }
 
-void read_buffers(Section s, BuffersConfig& b) {
-  s.get_enum("sync", b.sync, kSyncNames).get("verify_every", b.verify_every, 0);
-  if (Node mods = s.raw("modules")) {
-    if (!mods.is_sequence())
-      mods.fail("expected a list of {module: path, sync: broadcast|average|none}");
-    for (size_t i = 0; i < mods.size(); ++i) {
-      Section m(mods.at(i));
-      BufferPolicy p;
-      p.sync = b.sync;
-      m.get("module", p.module).get_enum("sync", p.sync, kSyncNames);
-      m.finish();
-      if (!m.has("module")) m.fail("module", "each entry needs a module path");
-      b.modules.push_back(p);
-    }
+// The engine's sections into c.zero: zero_optimization, bf16 / fp16 reconciled with
+// train.dtype, buffers, and the train keys DeepSpeed keeps at the top level. A DeepSpeed
+// config `ds` (absent: none) replaces each of zero_optimization and the precision
+// sections it holds, with a warning where the YAML had them too.
+void read_engine(Section& s, const Node& ds, AppConfig& c) {
+  const Node yaml = s.node();
+  auto replaced = [&](const char* key) {
+    if (Node y = s.take(key))
+      c.warnings.push_back(y.where() + ": " + y.path() +
+                           ": replaced by the DeepSpeed config's section (" + ds.get(key).where() +
+                           ")");
+  };
+  if (ds && ds.has("zero_optimization")) {
+    replaced("zero_optimization");
+    read_zero_optimization(Section(ds.get("zero_optimization")), c.zero, c.warnings);
+  } else {
+    read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
   }
-  s.finish();
+  const Node train = yaml.get("train");
+  const Node dtype = train ? train.get("dtype") : Node();
+  if (ds && (ds.has("bf16") || ds.has("fp16"))) {
+    for (const char* key : {"bf16", "fp16"})
+      if (ds.has(key)) replaced(key);
+    c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
+    const std::string implied = precision_dtype_name(c.zero.precision);
+    if (dtype && dtype.as_string() != implied)
+      c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
+                           " is replaced by the DeepSpeed config's " + implied);
+  } else {
+    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
+    apply_dtype(dtype, c.zero.precision);
+  }
+  c.train.dtype = precision_dtype_name(c.zero.precision);
+  read_buffers(s.sub("buffers"), c.zero.buffers);
+  c.zero.gradient_clipping = c.train.gradient_clipping;
+  c.zero.gradient_accumulation_steps = static_cast<int>(c.train.gradient_accumulation_steps);
 }
 
 // Cross-section checks: clip sizes against the model's factors, GPT against tokens.
 void check_app(Section& root, AppConfig& c) {
   const ModelConfig& m = c.model;
-  const DataConfig& d = c.data;
+  const data::DataConfig& d = c.data;
   Section data = Section(root.node()).sub("data");
   const int64_t s = m.spatial_factor();
   if (d.height % s != 0 || d.width % s != 0)
@@ -209,36 +228,6 @@ int64_t ModelConfig::temporal_layers() const {
   return n;
 }
 
-const char* buffer_sync_name(BufferSync s) {
-  switch (s) {
-    case BufferSync::broadcast:
-      return "broadcast";
-    case BufferSync::average:
-      return "average";
-    case BufferSync::none:
-      return "none";
-  }
-  return "?";
-}
-
-BufferSync BuffersConfig::sync_for(const std::string& buffer_name) const {
-  BufferSync best = sync;
-  size_t best_len = 0;
-  bool found = false;
-  for (const auto& p : modules) {
-    const std::string& m = p.module;
-    const bool match = m.empty() || buffer_name == m ||
-                       (buffer_name.size() > m.size() && buffer_name.compare(0, m.size(), m) == 0 &&
-                        buffer_name[m.size()] == '.');
-    if (match && (!found || m.size() >= best_len)) {
-      best = p.sync;
-      best_len = m.size();
-      found = true;
-    }
-  }
-  return best;
-}
-
 int64_t AppConfig::tokens_per_clip() const {
   const int64_t t = data.frames == 1 ? 1 : data.frames / model.temporal_downsample_factor;
   const int64_t s = model.spatial_factor();
@@ -263,12 +252,17 @@ AppConfig parse_app_config(const Node& root, App app) {
     c.gpt.emplace();
     read_gpt(s.sub("gpt"), *c.gpt);
   }
-  c.bf16 = s.raw("bf16");
-  c.fp16 = s.raw("fp16");
-  c.zero_optimization = s.raw("zero_optimization");
-  if (c.zero_optimization && !c.zero_optimization.is_map())
-    c.zero_optimization.fail("expected a mapping of DeepSpeed zero_optimization keys");
-  read_buffers(s.sub("buffers"), c.buffers);
+  Node ds;
+  s.get("deepspeed_config", c.deepspeed_config);
+  if (!c.deepspeed_config.empty()) {
+    if (!std::filesystem::is_regular_file(c.deepspeed_config))
+      root.get("deepspeed_config")
+          .fail("no DeepSpeed config at '" + c.deepspeed_config +
+                "' (a JSON file; relative paths start at the working directory)");
+    ds = load_yaml_file(c.deepspeed_config);
+  }
+  read_engine(s, ds, c);
+  if (ds) apply_deepspeed(ds, root, c);
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");

@@ -3,9 +3,11 @@
 // noted, and every value is checked (types, ranges, cross-field constraints such as
 // embed_dim == z_channels or H, W divisible by the model's spatial factor).
 //
-// Top-level sections: model, data, train, loss, gpt (vqgpt only), zero_optimization
-// (kept as a raw config::Node: zt::zero parses it with DeepSpeed's key names),
-// buffers, replicated, output_dir.
+// Top-level sections: model, data, train, loss, gpt (vqgpt only), zero_optimization,
+// bf16, fp16 (DeepSpeed's key names), buffers, replicated, output_dir, deepspeed_config
+// (a DeepSpeed JSON file taking over the engine's settings, configs/deepspeed.h). Every section is
+// parsed here into its owner's plain struct (data::DataConfig, zero::Config); unknown
+// keys and keys without a value are errors with file, line and the nearest valid key.
 #pragma once
 
 #include <array>
@@ -15,6 +17,8 @@
 #include <vector>
 
 #include "configs/config.h"
+#include "data/data_config.h"
+#include "zero/config.h"
 
 namespace zt::config {
 
@@ -36,26 +40,6 @@ struct ModelConfig {
   int64_t spatial_factor() const { return int64_t{1} << (ch_mult.size() - 1); }
   /// log2(temporal_downsample_factor).
   int64_t temporal_layers() const;
-};
-
-enum class DataKind { synthetic, image_folder, npy };
-enum class ResizeFilter { bilinear, bicubic };
-
-/// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
-struct DataConfig {
-  DataKind kind = DataKind::synthetic;
-  std::string path{};   ///< image_folder: a directory; npy: a .npy file
-  int64_t frames = 4;   ///< a single image is repeated to this many frames
-  int64_t height = 32;  ///< images are resized to height x width
-  int64_t width = 32;
-  int64_t num_samples = 4096;  ///< synthetic only: dataset size
-  int64_t eval_samples = 64;   ///< held-out clips for eval (synthetic: another seed)
-  int64_t seed = 1234;         ///< synthetic content and sampler shuffling
-  bool shuffle = true;
-  int64_t workers = 1;   ///< threads preparing samples of a batch
-  int64_t prefetch = 2;  ///< batches prepared ahead
-  ResizeFilter resize = ResizeFilter::bicubic;
-  int64_t num_shapes = 2;  ///< synthetic: moving shapes per clip
 };
 
 enum class Optimizer { adamw, adam, sgd };
@@ -88,8 +72,11 @@ struct TrainConfig {
   int64_t codebook_restart_every = 0;
   int64_t seed = 0;            ///< model init, dropout
   std::string device = "cpu";  ///< "cpu" or "cuda"
-  std::string dtype = "f32";   ///< compute dtype of parameters: f32, bf16, f16
-  std::string resume{};        ///< a checkpoint directory, "auto" (latest) or ""
+  /// Storage and compute dtype of the partitioned parameters: f32, bf16 or f16. bf16
+  /// and f16 are the same as enabling the bf16 / fp16 section; after parsing this is the
+  /// effective dtype whichever way it was asked for.
+  std::string dtype = "f32";
+  std::string resume{};  ///< a checkpoint directory, "auto" (latest) or ""
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).
@@ -111,25 +98,6 @@ struct GptConfig {
   std::string tokenizer_checkpoint{};  ///< the trained vqtok checkpoint (required)
 };
 
-enum class BufferSync { broadcast, average, none };
-/// Spelling of a BufferSync ("broadcast", "average", "none").
-const char* buffer_sync_name(BufferSync s);
-
-/// A buffer sync policy for one module subtree (dotted path, "" = everything).
-struct BufferPolicy {
-  std::string module{};
-  BufferSync sync = BufferSync::average;
-};
-
-/// zt's `buffers` section: a default policy, per-module exceptions, replica checks.
-struct BuffersConfig {
-  BufferSync sync = BufferSync::average;
-  std::vector<BufferPolicy> modules;
-  int64_t verify_every = 0;  ///< steps between replica checks; 0: after init/load only
-  /// The policy for a buffer name: the longest module prefix (at a '.' boundary) wins.
-  BufferSync sync_for(const std::string& buffer_name) const;
-};
-
 /// Which top-level sections an app accepts.
 enum class App { vqtok, vqgpt, any };
 
@@ -137,16 +105,25 @@ enum class App { vqtok, vqgpt, any };
 struct AppConfig {
   std::string source;  ///< the config file
   ModelConfig model;
-  DataConfig data;
+  zt::data::DataConfig data;
   TrainConfig train;
   LossConfig loss;
   std::optional<GptConfig> gpt;  ///< present in vqgpt configs
-  Node zero_optimization;        ///< raw; parsed by zt::zero (absent: its defaults)
-  Node bf16, fp16;               ///< raw DeepSpeed mixed-precision sections (zt::zero parses)
-  BuffersConfig buffers;
+  /// The engine's settings: zero_optimization, bf16 / fp16 (or train.dtype) as
+  /// `precision`, `buffers`, and train.gradient_clipping / gradient_accumulation_steps.
+  zt::zero::Config zero;
   std::vector<std::string> replicated;  ///< module paths kept out of partitioning
   std::string output_dir;               ///< default: runs/<config file stem>
   Node root;                            ///< the whole tree (after overrides), for logs
+  /// Keys accepted for compatibility that change nothing in zt (and YAML values a
+  /// DeepSpeed config replaced), one message each; app::make_engine prints them once.
+  std::vector<std::string> warnings;
+  /// The DeepSpeed config applied (deepspeed_config: path, or --deepspeed), or "".
+  std::string deepspeed_config;
+  /// DeepSpeed's train_batch_size (0: not given), checked against batch x accumulation x
+  /// world size at launch (config::check_world_size), and where it was written.
+  int64_t train_batch_size = 0;
+  std::string train_batch_size_where;
 
   /// Tokens per clip: (frames / t) * (height / s) * (width / s); images count as 4 frames.
   int64_t tokens_per_clip() const;

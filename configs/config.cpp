@@ -245,7 +245,10 @@ std::string Node::dump() const {
 Node parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node y = parse_text(text, source);
   auto d = convert(y, source, "", -1);
-  if (d->kind == Node::Kind::null) d->kind = Node::Kind::map;  // empty document
+  if (d->kind == Node::Kind::null)
+    throw Error(source +
+                ": the config is empty (no keys, only blank lines or comments); write the "
+                "sections to use, e.g. start from a copy of configs/vqtok_tiny.yaml");
   if (d->kind != Node::Kind::map)
     throw_at(location(source, d->line), "", "the top level must be a mapping (key: value lines)");
   return Node(d);

@@ -8,6 +8,13 @@
 // for, suggesting the nearest valid one. All errors read "file:line: key.path: message".
 #pragma once
 
+// zero/ and data/ sit below configs/: their libraries compile with ZT_BELOW_CONFIGS, so
+// including a configs/ header there fails the build instead of turning the layering around.
+#ifdef ZT_BELOW_CONFIGS
+#error \
+    "zero/ and data/ must not include configs/: take a plain struct (zero/config.h, data/data_config.h) and let configs/ fill it"
+#endif
+
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -81,7 +88,8 @@ class Node {
   std::shared_ptr<detail::NodeData> d_;
 };
 
-/// Parses YAML text; `source` names it in errors.
+/// Parses YAML text; `source` names it in errors. An empty or comment-only document is
+/// an error (it would otherwise train silently with every default).
 Node parse_yaml(const std::string& text, const std::string& source = "<string>");
 /// Parses a YAML file and applies "key.path=value" overrides (values are YAML, so
 /// "model.ch_mult=[1,2]" works). A missing or malformed file is an error naming it.
@@ -101,7 +109,7 @@ class Section {
   explicit Section(Node node);
 
   const Node& node() const { return node_; }
-  /// Declares `key` valid and says whether it is present (and not null).
+  /// Declares `key` valid and says whether it is present (error if given without a value).
   bool has(const std::string& key);
 
   /// Reads bool, int, int64_t, double, std::string or a std::vector of those.
@@ -149,7 +157,8 @@ class Section {
   void finish() const;
   /// Throws at `key`'s location (or the section's when the key is absent).
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
-  /// The node at `key` (declares it valid); absent or null gives an absent Node.
+  /// The node at `key` (declares it valid); absent gives an absent Node. A key written
+  /// without a value (`lr:`) is an error naming it, never a silent default.
   Node take(const std::string& key);
 
  private:

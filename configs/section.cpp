@@ -38,7 +38,10 @@ Node Section::take(const std::string& key) {
   known_.push_back(key);
   if (!node_ || node_.is_null()) return Node();
   Node n = node_.get(key);
-  if (!n || n.is_null()) return Node();
+  if (!n) return Node();
+  if (n.is_null())
+    n.fail("the key has no value; give one (" + key +
+           ": ...) or delete the line to keep the default");
   return n;
 }
 

@@ -10,10 +10,10 @@
 
 namespace zt::data {
 
-std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& cfg, bool eval) {
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
   std::shared_ptr<const Dataset> ds;
   switch (cfg.kind) {
-    case config::DataKind::synthetic: {
+    case DataKind::synthetic: {
       SyntheticVideoOptions o;
       o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
       o.frames = cfg.frames;
@@ -24,16 +24,16 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& cfg, bool 
       o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
       return std::make_shared<SyntheticVideo>(o);
     }
-    case config::DataKind::image_folder: {
+    case DataKind::image_folder: {
       ImageFolderOptions o;
       o.frames = cfg.frames;
       o.height = cfg.height;
       o.width = cfg.width;
-      o.filter = cfg.resize == config::ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
+      o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
       ds = std::make_shared<ImageFolder>(cfg.path, o);
       break;
     }
-    case config::DataKind::npy: {
+    case DataKind::npy: {
       auto npy = std::make_shared<NpyArray>(cfg.path, cfg.frames);
       const Shape& s = npy->header().shape;
       ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", cfg.path,
@@ -52,7 +52,7 @@ std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& cfg, bool 
 }
 
 std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
-                                        const config::DataConfig& cfg, int64_t batch, int64_t rank,
+                                        const DataConfig& cfg, int64_t batch, int64_t rank,
                                         int64_t world, bool eval) {
   const bool drop_last = !eval;
   DistributedSampler sampler(dataset->size(), rank, world, static_cast<uint64_t>(cfg.seed),

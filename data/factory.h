@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "configs/app_config.h"
+#include "data/data_config.h"
 #include "data/dataset.h"
 #include "data/loader.h"
 
@@ -13,12 +13,12 @@ namespace zt::data {
 /// The training dataset (eval = false) or the held-out one (eval = true): synthetic
 /// eval clips use another seed; image_folder/npy eval clips are the first
 /// `eval_samples` items (evenly spaced) of the same files.
-std::shared_ptr<const Dataset> make_dataset(const config::DataConfig& cfg, bool eval = false);
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false);
 
 /// A loader over `dataset` for this rank: batch = per-rank batch size, shuffled from
 /// data.seed (eval: no shuffle, incomplete batches kept), prefetch and workers from cfg.
 std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
-                                        const config::DataConfig& cfg, int64_t batch, int64_t rank,
+                                        const DataConfig& cfg, int64_t batch, int64_t rank,
                                         int64_t world, bool eval = false);
 
 }  // namespace zt::data

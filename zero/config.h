@@ -1,14 +1,14 @@
 // zero::Config: the ZeRO-3 settings, with DeepSpeed's key names and defaults so existing
-// `zero_optimization` sections carry over, plus zt's own buffer policy. Built in code
-// (plain struct) or parsed from the YAML section by from_node().
+// `zero_optimization` sections carry over, plus zt's own buffer policy. Plain structs:
+// built in code, or filled from a YAML or DeepSpeed JSON file by configs/ (zero/ reads
+// no files and includes nothing from configs/).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "configs/app_config.h"
-#include "configs/config.h"
 #include "core/dtype.h"
+#include "zero/buffers_config.h"
 
 namespace zt::zero {
 
@@ -26,10 +26,9 @@ struct MixedPrecision {
   DType dtype() const { return bf16 ? DType::bf16 : fp16 ? DType::f16 : DType::f32; }
 };
 
-/// Parses the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
-/// loss_scale_window, hysteresis, min_loss_scale}) sections; both enabled is an error.
-MixedPrecision mixed_precision_from_nodes(const config::Node& bf16, const config::Node& fp16);
-
+/// Everything the engine is configured with. DeepSpeed's `contiguous_gradients` and
+/// `stage3_gather_16bit_weights_on_model_save` have no field: gradients are always
+/// reduced from contiguous buckets, and checkpoints always hold fp32 master shards.
 struct Config {
   int stage = 3;  // only 3 is implemented
   /// Elements to prefetch ahead of the current module (0 disables prefetching).
@@ -44,23 +43,16 @@ struct Config {
   int64_t reduce_bucket_size = 500'000'000;
   /// Reduce buckets asynchronously while backward continues.
   bool overlap_comm = true;
-  bool contiguous_gradients = true;  // accepted; gradients are always bucketed contiguously
-  bool stage3_gather_16bit_weights_on_model_save = false;
   /// Top-level DeepSpeed keys.
   double gradient_clipping = 0.0;  // 0: off
   int gradient_accumulation_steps = 1;
   /// zt: buffer replication policy and replica checks.
-  config::BuffersConfig buffers;
+  BuffersConfig buffers;
   /// zt: BatchNorm layers normalize with statistics over every rank's batch.
   bool sync_batchnorm = false;
   /// DeepSpeed's bf16 / fp16 sections.
   MixedPrecision precision;
 };
-
-/// Parses a `zero_optimization` section (DeepSpeed key names); unknown keys and bad
-/// values are errors with file, line and the nearest valid key. An absent node gives
-/// the defaults.
-Config config_from_node(const config::Node& zero_optimization);
 
 /// The optimizer the engine runs on its fp32 master shards.
 struct OptimizerConfig {

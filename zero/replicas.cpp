@@ -10,15 +10,15 @@
 
 namespace zt::zero {
 
-void sync_buffers(const NamedTensors& buffers, const config::BuffersConfig& policy,
+void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
                   comm::Communicator& comm) {
   if (comm.size() == 1) return;
   autograd::NoGradGuard ng;
   for (const auto& [name, b] : buffers) {
     if (!b.defined()) continue;
-    config::BufferSync s = policy.sync_for(name);
-    if (s == config::BufferSync::none) continue;
-    if (s == config::BufferSync::broadcast || !is_floating(b.dtype())) {
+    BufferSync s = policy.sync_for(name);
+    if (s == BufferSync::none) continue;
+    if (s == BufferSync::broadcast || !is_floating(b.dtype())) {
       broadcast_tensor(b, comm, 0);
       continue;
     }

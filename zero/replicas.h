@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "configs/app_config.h"
+#include "zero/buffers_config.h"
 #include "zero/comm/communicator.h"
 
 namespace zt::zero {
@@ -17,7 +17,7 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Applies the policy to each buffer: broadcast (rank 0's value), average (all-reduce
 /// mean of floating buffers; integer buffers take rank 0's) or none.
-void sync_buffers(const NamedTensors& buffers, const config::BuffersConfig& policy,
+void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
                   comm::Communicator& comm);
 
 /// A 64-bit hash of a tensor's dtype, shape and bytes.

@@ -21,8 +21,9 @@ struct CommonArgs {
   std::string config;
   int ranks = 1;
   std::vector<std::string> sets;
-  std::string device;   // --device: shortcut for --set train.device=D
-  bool trains = false;  // a training subcommand: it runs on train.device
+  std::string device;     // --device: shortcut for --set train.device=D
+  std::string deepspeed;  // --deepspeed: shortcut for --set deepspeed_config=PATH
+  bool trains = false;    // a training subcommand: it runs on train.device
 };
 
 /// Adds --config (required, e.g. `example`), --ranks and repeatable --set to `sub`.
@@ -37,11 +38,16 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
 }
 
 /// Adds --device cpu|cuda to a training subcommand `sub` (shortcut for --set
-/// train.device=D); under mpirun, cuda starts NCCL with one GPU per process.
+/// train.device=D; under mpirun, cuda starts NCCL with one GPU per process) and
+/// --deepspeed ds_config.json (shortcut for --set deepspeed_config=PATH).
 inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
   c.trains = true;
   sub->add_option("--device", c.device, "cpu or cuda (shortcut for --set train.device=D)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
+  sub->add_option("--deepspeed", c.deepspeed,
+                  "a DeepSpeed JSON config for batch, optimizer, scheduler, ZeRO and "
+                  "bf16/fp16 (shortcut for --set deepspeed_config=PATH)")
+      ->check(CLI::ExistingFile);
 }
 
 /// Loads the config (with c.sets and extra_sets applied) for `kind`, prints what runs on
@@ -52,6 +58,11 @@ inline int run_on_ranks(
     const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
   std::vector<std::string> sets = c.sets;
   if (!c.device.empty()) sets.push_back("train.device=" + c.device);
+  if (!c.deepspeed.empty()) {  // single-quoted YAML: any path, '' for a quote
+    std::string quoted = "'";
+    for (char ch : c.deepspeed) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
+    sets.push_back("deepspeed_config=" + quoted + "'");
+  }
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();

@@ -189,8 +189,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
     const int64_t done = step + 1;
-    const bool verified =
-        cfg.buffers.verify_every > 0 && engine->global_step() % cfg.buffers.verify_every == 0;
+    const bool verified = cfg.zero.buffers.verify_every > 0 &&
+                          engine->global_step() % cfg.zero.buffers.verify_every == 0;
     if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
 
     if (done % tc.log_every == 0 || done == tc.steps) {

@@ -8,8 +8,11 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
 #include <sstream>
 
+#include "configs/deepspeed.h"
 #include "core/ops.h"
 #include "zero/checkpoint.h"
 
@@ -42,12 +45,54 @@ zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
 }
 
 zero::Config zero_config(const config::AppConfig& cfg) {
-  zero::Config z = zero::config_from_node(cfg.zero_optimization);
-  z.gradient_clipping = cfg.train.gradient_clipping;
-  z.gradient_accumulation_steps = static_cast<int>(cfg.train.gradient_accumulation_steps);
-  z.buffers = cfg.buffers;
-  return z;
+  return cfg.zero;  // parsed and checked by configs/ (zero_optimization, bf16/fp16, buffers)
 }
+
+namespace {
+
+// Mixed precision at the edges of the model's parts: a module whose parameters are stored
+// in `low` computes in it, while floating tensors enter and leave it in f32. So the code
+// between parts (losses, the glue of a model's forward, a replicated f32 part such as a
+// frozen tokenizer) never meets a 16-bit tensor, and gradients flow back through the casts.
+void compute_in(nn::Module& m, DType low) {
+  m.add_forward_pre_hook([low](nn::Module&, std::vector<Tensor>& inputs) {
+    for (Tensor& t : inputs)
+      if (t.defined() && t.dtype() == DType::f32) t = t.to(low);
+  });
+  m.add_forward_hook([low](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& outputs) {
+    for (Tensor& t : outputs)
+      if (t.defined() && t.dtype() == low) t = t.to(DType::f32);
+  });
+}
+
+bool stores_in(const nn::Module& m, DType low, bool recurse) {
+  for (const auto& [name, p] : m.named_parameters(recurse))
+    if (p.dtype() == low) return true;
+  return false;
+}
+
+// The parts are the top-level submodules holding low-precision parameters (or the whole
+// model when it holds such parameters itself).
+void cast_at_part_edges(nn::Module& model, DType low) {
+  if (stores_in(model, low, /*recurse=*/false)) {
+    compute_in(model, low);
+    return;
+  }
+  for (const auto& [name, child] : model.named_children())
+    if (stores_in(*child, low, /*recurse=*/true)) compute_in(*child, low);
+}
+
+// Each message once per process (several engines may be built from one config).
+void warn_once(const std::vector<std::string>& warnings, comm::Communicator& comm) {
+  if (comm.rank() != 0) return;
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const std::string& w : warnings)
+    if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
+}
+
+}  // namespace
 
 void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
                       comm::Communicator& comm) {
@@ -66,16 +111,19 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm) {
+  warn_once(cfg.warnings, comm);
+  config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size, if given
   apply_replicated(*model, cfg.replicated, comm);
-  return std::make_unique<zero::Engine>(std::move(model), comm, zero_config(cfg),
-                                        optimizer_config(cfg.train));
+  nn::Module& m = *model;
+  auto engine = std::make_unique<zero::Engine>(std::move(model), comm, zero_config(cfg),
+                                               optimizer_config(cfg.train));
+  const DType low = cfg.zero.precision.dtype();
+  if (low != DType::f32) cast_at_part_edges(m, low);
+  return engine;
 }
 
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app) {
-  ZT_CHECK(train.dtype == "f32", app, ": train.dtype '", train.dtype,
-           "' is not supported; keep train.dtype=f32 and enable mixed precision with the bf16 "
-           "or fp16 section (bf16: {enabled: true})");
   if (train.device == "cpu") return Device::cpu();
   ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
            "'");

@@ -26,21 +26,25 @@ namespace zt::app {
 
 /// The optimizer settings of cfg.train (type, lr, betas, eps, weight decay, momentum).
 zero::OptimizerConfig optimizer_config(const config::TrainConfig& train);
-/// zero_optimization parsed with DeepSpeed's key names, plus gradient_clipping and
-/// gradient_accumulation_steps from cfg.train and the `buffers` policy.
+/// The engine's settings as configs/ parsed them: zero_optimization (DeepSpeed's key
+/// names), bf16 / fp16 or train.dtype, the `buffers` policy, and gradient_clipping and
+/// gradient_accumulation_steps from cfg.train.
 zero::Config zero_config(const config::AppConfig& cfg);
 /// Turns each module path of cfg.replicated into a full replica (error naming an unknown
 /// path and listing the top-level modules).
 void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
                       comm::Communicator& comm);
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
+/// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
+/// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
+/// are unchanged). Prints cfg.warnings once on rank 0; checks a DeepSpeed
+/// train_batch_size against the world size.
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm);
 /// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"
 /// needs a CUDA build and a visible GPU, and one rank per process: NCCL under mpirun (the
 /// GPU of the local rank) or a single thread rank (thread ranks exchange host memory).
-/// train.dtype must be f32 (mixed precision is the bf16 / fp16 sections). Errors name
-/// `app` and the fix.
+/// Errors name `app` and the fix.
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app);
 /// all_reduce of a host tensor t on any communicator: through the communicator's device

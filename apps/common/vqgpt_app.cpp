@@ -204,7 +204,7 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
     return s + "]";
   };
   const config::ModelConfig& m = cfg.model;
-  const config::DataConfig& d = cfg.data;
+  const data::DataConfig& d = cfg.data;
   const char* kinds[] = {"synthetic", "image_folder", "npy"};
   // The vqtok config as YAML, so its checkpoint records a config vqtok itself can read.
   std::string y;

@@ -53,9 +53,8 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
              dtype_name(x.dtype()));
     return;
   }
-  ZT_CHECK(x.dtype() == DType::f32 || x.dtype() == DType::f64, op,
-           ": supports f32 and f64 on CPU, got ", dtype_name(x.dtype()),
-           " (convert with .to(DType::f32))");
+  ZT_CHECK(is_floating(x.dtype()), op, ": supports f32, f64, bf16 and f16 on CPU, got ",
+           dtype_name(x.dtype()));
   ZT_CHECK(x.device().is_cpu(), op, ": no kernel for ", x.device().str(),
            " yet; move the tensors to the CPU");
 }
@@ -89,31 +88,49 @@ Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, cons
   return any ? pad(x, extra) : x;
 }
 
+// The CPU kernels compute in f32 or f64: 16-bit tensors (mixed precision) are converted
+// to f32 for the kernel (f32 accumulation, as on GPUs) and the results back.
+bool cpu_low_precision(const Tensor& t) {
+  return t.device().is_cpu() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
+}
+Tensor kernel_operand(const Tensor& t) {
+  Tensor c = t.detach().contiguous();
+  return cpu_low_precision(c) ? c.to(DType::f32) : c;
+}
+Tensor kernel_result(const Shape& sizes, const Tensor& like) {
+  return Tensor::empty(sizes, cpu_low_precision(like) ? DType::f32 : like.dtype(), like.device());
+}
+Tensor from_kernel(const Tensor& r, const Tensor& like) {
+  return r.defined() && r.dtype() != like.dtype() ? r.to(like.dtype()) : r;
+}
+
 // Shared forward + autograd for both ranks; `g` is complete, `out_shape` its output.
 Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_shape,
                   const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  Tensor xc = x.detach().contiguous();
-  Tensor wc = weight.detach().contiguous();
-  Tensor bc = bias.defined() ? bias.detach().contiguous() : Tensor();
-  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  Tensor xc = kernel_operand(x);
+  Tensor wc = kernel_operand(weight);
+  Tensor bc = bias.defined() ? kernel_operand(bias) : Tensor();
+  Tensor out = kernel_result(out_shape, x);
   ZT_DISPATCH(x.device(), conv_forward, g, out, xc, wc, bc);
+  out = from_kernel(out, x);
   if (autograd::needs_grad({x, weight, bias})) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad();
     const bool gb = bias.defined() && bias.requires_grad();
     // Save x and weight themselves (not views or copies): a ZeRO engine swaps the
     // weight's storage between forward and backward, so read it only here.
-    autograd::record(
-        op, {x, weight, bias}, {out}, [g, x, weight, gx, gw, gb](const std::vector<Tensor>& grads) {
-          if (!grads[0].defined()) return std::vector<Tensor>(3);
-          Tensor go = grads[0].contiguous();
-          Tensor xd = x.detach().contiguous();
-          Tensor wd = weight.detach().contiguous();
-          Tensor dx = gx ? Tensor::empty(xd.sizes(), xd.dtype(), xd.device()) : Tensor();
-          Tensor dw = gw ? Tensor::empty(wd.sizes(), wd.dtype(), wd.device()) : Tensor();
-          Tensor db = gb ? Tensor::empty({g.o}, wd.dtype(), wd.device()) : Tensor();
-          ZT_DISPATCH(xd.device(), conv_backward, g, go, xd, wd, dx, dw, db);
-          return std::vector<Tensor>{dx, dw, db};
-        });
+    autograd::record(op, {x, weight, bias}, {out},
+                     [g, x, weight, gx, gw, gb](const std::vector<Tensor>& grads) {
+                       if (!grads[0].defined()) return std::vector<Tensor>(3);
+                       Tensor go = kernel_operand(grads[0]);
+                       Tensor xd = kernel_operand(x);
+                       Tensor wd = kernel_operand(weight);
+                       Tensor dx = gx ? kernel_result(xd.sizes(), x) : Tensor();
+                       Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
+                       Tensor db = gb ? kernel_result({g.o}, weight) : Tensor();
+                       ZT_DISPATCH(xd.device(), conv_backward, g, go, xd, wd, dx, dw, db);
+                       return std::vector<Tensor>{from_kernel(dx, x), from_kernel(dw, weight),
+                                                  from_kernel(db, weight)};
+                     });
   }
   return out;
 }

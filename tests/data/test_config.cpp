@@ -8,6 +8,7 @@
 
 #include "configs/app_config.h"
 #include "configs/config.h"
+#include "core/dtype.h"
 #include "core/error.h"
 
 namespace zt::config {
@@ -105,20 +106,35 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(tiny.model.ch_mult, (std::vector<int64_t>{1, 2, 2, 4}));
   EXPECT_EQ(tiny.model.spatial_factor(), 8);
   EXPECT_EQ(tiny.model.temporal_layers(), 2);
-  EXPECT_EQ(tiny.data.kind, DataKind::synthetic);
+  EXPECT_EQ(tiny.data.kind, data::DataKind::synthetic);
   EXPECT_EQ(tiny.train.batch, 4);
   EXPECT_EQ(tiny.train.schedule, Schedule::cosine);
   EXPECT_EQ(tiny.tokens_per_clip(), 16);
   EXPECT_EQ(tiny.output_dir, "runs/vqtok_tiny");
-  ASSERT_TRUE(tiny.zero_optimization);
-  EXPECT_EQ(tiny.zero_optimization["stage"].as_int(), 3);
-  EXPECT_TRUE(tiny.zero_optimization["overlap_comm"].as_bool());
+  EXPECT_EQ(tiny.zero.stage, 3);
+  EXPECT_TRUE(tiny.zero.overlap_comm);
+  EXPECT_EQ(tiny.zero.reduce_bucket_size, 500000);
+  EXPECT_EQ(tiny.zero.stage3_param_persistence_threshold, 1000);
+  EXPECT_EQ(tiny.zero.precision.dtype(), DType::f32);
+  EXPECT_DOUBLE_EQ(tiny.zero.gradient_clipping, 1.0);
+  EXPECT_EQ(tiny.zero.buffers.verify_every, 50);
+  EXPECT_TRUE(tiny.warnings.empty());
   EXPECT_FALSE(tiny.gpt.has_value());
 
   AppConfig big = load_app_config(dir + "emu3_vision_tokenizer.yaml", {}, App::vqtok);
   EXPECT_EQ(big.model.codebook_size, 32768);
   EXPECT_EQ(big.model.ch, 256);
   EXPECT_EQ(big.tokens_per_clip(), 4096);
+  // train.dtype: bf16 is the bf16 section enabled.
+  EXPECT_TRUE(big.zero.precision.bf16);
+  EXPECT_FALSE(big.zero.precision.fp16);
+  EXPECT_EQ(big.train.dtype, "bf16");
+  ASSERT_EQ(big.warnings.size(), 1u);
+  EXPECT_NE(big.warnings[0].find("emu3_vision_tokenizer.yaml:65: "
+                                 "zero_optimization.stage3_gather_16bit_weights_on_model_save: "
+                                 "true has no effect in zt"),
+            std::string::npos)
+      << big.warnings[0];
 
   AppConfig gpt = load_app_config(dir + "vqgpt_tiny.yaml", {}, App::vqgpt);
   ASSERT_TRUE(gpt.gpt.has_value());
@@ -126,13 +142,13 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(gpt.gpt->vocab_size, 1027);
   EXPECT_EQ(gpt.gpt->block_size, 21);
   EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
-  EXPECT_EQ(gpt.buffers.sync, BufferSync::broadcast);
+  EXPECT_EQ(gpt.zero.buffers.sync, zero::BufferSync::broadcast);
 
   AppConfig o = load_app_config(dir + "vqtok_tiny.yaml",
                                 {"train.lr=5e-4", "train.steps=20", "buffers.sync=none"});
   EXPECT_DOUBLE_EQ(o.train.lr, 5e-4);
   EXPECT_EQ(o.train.steps, 20);
-  EXPECT_EQ(o.buffers.sync, BufferSync::none);
+  EXPECT_EQ(o.zero.buffers.sync, zero::BufferSync::none);
   EXPECT_FALSE(o.root.dump().empty());
 }
 
@@ -141,11 +157,12 @@ TEST(Config, BufferPolicyLongestPrefixWins) {
       "buffers:\n  sync: average\n  modules:\n    - {module: decoder, sync: broadcast}\n"
       "    - {module: decoder.time_res_stack.1, sync: none}\n");
   AppConfig c = parse_app_config(r);
-  EXPECT_EQ(c.buffers.sync_for("encoder.time_res_stack.0.norm1.running_mean"), BufferSync::average);
-  EXPECT_EQ(c.buffers.sync_for("decoder.time_res_stack.0.norm1.running_mean"),
-            BufferSync::broadcast);
-  EXPECT_EQ(c.buffers.sync_for("decoder.time_res_stack.1.norm2.running_var"), BufferSync::none);
-  EXPECT_EQ(c.buffers.sync_for("decoderx.w"), BufferSync::average);
+  using zero::BufferSync;
+  const zero::BuffersConfig& b = c.zero.buffers;
+  EXPECT_EQ(b.sync_for("encoder.time_res_stack.0.norm1.running_mean"), BufferSync::average);
+  EXPECT_EQ(b.sync_for("decoder.time_res_stack.0.norm1.running_mean"), BufferSync::broadcast);
+  EXPECT_EQ(b.sync_for("decoder.time_res_stack.1.norm2.running_var"), BufferSync::none);
+  EXPECT_EQ(b.sync_for("decoderx.w"), BufferSync::average);
 }
 
 // Each bad config and the message it must produce (every fragment must appear).
@@ -231,6 +248,66 @@ const std::vector<BadCase> kBadConfigs = {
      {"bad.yaml:3: train.steps: duplicate key"}},
     {"parse_error", "train: [1, 2\n", {}, {"bad.yaml:", "YAML parse error"}},
     {"zero_not_map", "zero_optimization: 3\n", {}, {"zero_optimization: expected a mapping"}},
+    {"empty_file", "", {}, {"bad.yaml: the config is empty", "configs/vqtok_tiny.yaml"}},
+    {"comments_only",
+     "# nothing yet\n\n  # still nothing\n",
+     {},
+     {"bad.yaml: the config is empty"}},
+    {"empty_value",
+     "train:\n  steps: 10\n  lr:\n",
+     {},
+     {"bad.yaml:3: train.lr: the key has no value; give one (lr: ...) or delete the line"}},
+    {"empty_section",
+     "loss:\ntrain:\n  steps: 3\n",
+     {},
+     {"bad.yaml:1: loss: the key has no value"}},
+    {"empty_nested_value",
+     "zero_optimization:\n  stage: 3\n  reduce_bucket_size:\n",
+     {},
+     {"bad.yaml:3: zero_optimization.reduce_bucket_size: the key has no value"}},
+    {"zero_unknown",
+     "zero_optimization:\n  stage3_prefetch_bucket: 5\n",
+     {},
+     {"bad.yaml:2: zero_optimization.stage3_prefetch_bucket: unknown key; did you mean "
+      "'zero_optimization.stage3_prefetch_bucket_size'?"}},
+    {"zero_stage",
+     "zero_optimization:\n  stage: 2\n",
+     {},
+     {"zero_optimization.stage: 2 is out of range"}},
+    {"zero_offload",
+     "zero_optimization:\n  offload_param: {device: nvme}\n",
+     {},
+     {"bad.yaml:2: zero_optimization.offload_param: not supported by zt (parameters stay on the "
+      "training device)"}},
+    {"bf16_unknown",
+     "bf16:\n  enable: true\n",
+     {},
+     {"bad.yaml:2: bf16.enable: unknown key; did you mean 'bf16.enabled'?"}},
+    {"fp16_unknown",
+     "fp16:\n  enabled: true\n  loss_scale_windw: 10\n",
+     {},
+     {"bad.yaml:3: fp16.loss_scale_windw: unknown key; did you mean 'fp16.loss_scale_window'?"}},
+    {"fp16_bad_value",
+     "fp16:\n  loss_scale_window: 0\n",
+     {},
+     {"fp16.loss_scale_window: 0 is out of range"}},
+    {"both_precisions",
+     "bf16: {enabled: true}\nfp16: {enabled: true}\n",
+     {},
+     {"fp16.enabled: bf16 and fp16 cannot both be enabled"}},
+    {"dtype_vs_bf16",
+     "train:\n  dtype: f16\nbf16:\n  enabled: true\n",
+     {},
+     {"bad.yaml:2: train.dtype: train.dtype is f16 but bf16.enabled is true; they must agree: "
+      "set train.dtype: bf16"}},
+    {"dtype_f32_vs_fp16",
+     "train:\n  dtype: f32\nfp16:\n  enabled: true\n",
+     {},
+     {"train.dtype: train.dtype is f32 but fp16.enabled is true"}},
+    {"dtype_unknown",
+     "train:\n  dtype: fp8\n",
+     {},
+     {"train.dtype: 'fp8' is not one of: f32, bf16, f16"}},
     {"set_unknown",
      "train:\n  steps: 10\n",
      {"train.stpes=5"},
@@ -239,7 +316,10 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  steps: 10\n",
      {"train.steps=abc"},
      {"--set train.steps=abc: train.steps: expected an integer, got 'abc'"}},
-    {"set_unknown_section", "", {"trainn.steps=5"}, {"trainn: unknown key; did you mean 'train'?"}},
+    {"set_unknown_section",
+     "train:\n  steps: 10\n",
+     {"trainn.steps=5"},
+     {"trainn: unknown key; did you mean 'train'?"}},
     {"gpt_in_vqtok",
      "gpt:\n  n_layer: 2\n",
      {},
@@ -254,7 +334,8 @@ const std::vector<BadCase> kBadConfigs = {
     {"gpt_block",
      "gpt:\n  block_size: 8\n  tokenizer_checkpoint: x\n",
      {},
-     {"gpt.block_size: block_size (8) must hold BOS, a clip's codes and an end-of-row token per row (21)"},
+     {"gpt.block_size: block_size (8) must hold BOS, a clip's codes and an end-of-row token per "
+      "row (21)"},
      App::vqgpt},
 };
 
@@ -273,6 +354,62 @@ TEST_P(BadConfig, FailsWithMessage) {
 
 INSTANTIATE_TEST_SUITE_P(Table, BadConfig, ::testing::ValuesIn(kBadConfigs),
                          [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Config, MixedPrecisionSectionsReachTheEngineConfig) {
+  // bf16 section.
+  AppConfig b = parse_app_config(parse_yaml("bf16:\n  enabled: true\n"));
+  EXPECT_TRUE(b.zero.precision.bf16);
+  EXPECT_EQ(b.zero.precision.dtype(), DType::bf16);
+  EXPECT_EQ(b.train.dtype, "bf16");
+  // fp16 section with every key.
+  AppConfig f =
+      parse_app_config(parse_yaml("fp16: {enabled: true, loss_scale: 0, initial_scale_power: 12, "
+                                  "loss_scale_window: 50, hysteresis: 3, min_loss_scale: 2}\n"));
+  EXPECT_TRUE(f.zero.precision.fp16);
+  EXPECT_EQ(f.zero.precision.initial_scale_power, 12);
+  EXPECT_EQ(f.zero.precision.loss_scale_window, 50);
+  EXPECT_EQ(f.zero.precision.hysteresis, 3);
+  EXPECT_DOUBLE_EQ(f.zero.precision.min_loss_scale, 2.0);
+  EXPECT_EQ(f.train.dtype, "f16");
+  // train.dtype alone is the same as enabling the section (fp16 with dynamic defaults).
+  AppConfig d = parse_app_config(parse_yaml("train:\n  dtype: f16\n"));
+  EXPECT_TRUE(d.zero.precision.fp16);
+  EXPECT_FALSE(d.zero.precision.bf16);
+  EXPECT_EQ(d.zero.precision.loss_scale, 0.0);
+  EXPECT_EQ(d.zero.precision.initial_scale_power, 16);
+  AppConfig db = parse_app_config(parse_yaml("train:\n  dtype: bf16\nbf16:\n  enabled: true\n"));
+  EXPECT_TRUE(db.zero.precision.bf16);
+  // Neither: f32, and an explicit `enabled: false` changes nothing.
+  AppConfig n = parse_app_config(parse_yaml("bf16:\n  enabled: false\ntrain:\n  steps: 2\n"));
+  EXPECT_EQ(n.zero.precision.dtype(), DType::f32);
+  EXPECT_EQ(n.train.dtype, "f32");
+  // The train keys DeepSpeed keeps at the top level reach the engine too.
+  AppConfig t = parse_app_config(
+      parse_yaml("train:\n  gradient_clipping: 0.5\n  gradient_accumulation_steps: 3\n"));
+  EXPECT_DOUBLE_EQ(t.zero.gradient_clipping, 0.5);
+  EXPECT_EQ(t.zero.gradient_accumulation_steps, 3);
+}
+
+TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {
+  AppConfig quiet =
+      parse_app_config(parse_yaml("zero_optimization:\n  contiguous_gradients: true\n"
+                                  "  stage3_gather_16bit_weights_on_model_save: false\n",
+                                  "w.yaml"));
+  EXPECT_TRUE(quiet.warnings.empty()) << "zt does what these values ask";
+  AppConfig c =
+      parse_app_config(parse_yaml("zero_optimization:\n  contiguous_gradients: false\n"
+                                  "  stage3_gather_16bit_weights_on_model_save: true\n",
+                                  "w.yaml"));
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_NE(c.warnings[0].find("w.yaml:2: zero_optimization.contiguous_gradients: false has no "
+                               "effect in zt"),
+            std::string::npos)
+      << c.warnings[0];
+  EXPECT_NE(c.warnings[1].find("w.yaml:3: zero_optimization."
+                               "stage3_gather_16bit_weights_on_model_save: true has no effect"),
+            std::string::npos)
+      << c.warnings[1];
+}
 
 TEST(Config, MissingFileNamesIt) {
   const std::string msg = error_of([] { load_yaml_file("/nonexistent/cfg.yaml"); });

@@ -5,7 +5,6 @@
 
 #include <cmath>
 
-#include "configs/app_config.h"
 #include "core/error.h"
 #include "data/factory.h"
 #include "data/synthetic_video.h"
@@ -51,7 +50,7 @@ TEST(Synthetic, ShapeRangeAndMotion) {
 }
 
 TEST(Synthetic, FactoryBuildsTrainAndEvalSets) {
-  config::DataConfig cfg;
+  data::DataConfig cfg;
   cfg.num_samples = 20;
   cfg.eval_samples = 5;
   auto train = make_dataset(cfg);

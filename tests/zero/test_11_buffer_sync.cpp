@@ -15,7 +15,7 @@ struct Stats {
   std::vector<double> synced_mean;
 };
 
-Stats train(comm::Communicator& comm, config::BufferSync sync, int k, bool* diverged = nullptr) {
+Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverged = nullptr) {
   manual_seed(9);
   std::shared_ptr<lesson::TokenizerLike> tok;
   {
@@ -51,7 +51,7 @@ Stats train(comm::Communicator& comm, config::BufferSync sync, int k, bool* dive
 
 TEST(Lesson11BufferSync, AverageGivesTheMeanOfRanks) {
   comm::run_threads(3, [](comm::Communicator& comm) {
-    Stats r = train(comm, config::BufferSync::average, 1);
+    Stats r = train(comm, zero::BufferSync::average, 1);
     auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
                                                  r.local_mean.size() * sizeof(double)));
     for (size_t c = 0; c < r.synced_mean.size(); ++c) {
@@ -64,7 +64,7 @@ TEST(Lesson11BufferSync, AverageGivesTheMeanOfRanks) {
 
 TEST(Lesson11BufferSync, BroadcastGivesRankZeros) {
   comm::run_threads(3, [](comm::Communicator& comm) {
-    Stats r = train(comm, config::BufferSync::broadcast, 2);
+    Stats r = train(comm, zero::BufferSync::broadcast, 2);
     auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
                                                  r.local_mean.size() * sizeof(double)));
     const double* rank0 = reinterpret_cast<const double*>(all[0].data());
@@ -75,7 +75,7 @@ TEST(Lesson11BufferSync, BroadcastGivesRankZeros) {
 TEST(Lesson11BufferSync, NoneDivergesAndVerifyNamesIt) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     bool diverged = false;
-    Stats r = train(comm, config::BufferSync::none, 2, &diverged);
+    Stats r = train(comm, zero::BufferSync::none, 2, &diverged);
     EXPECT_EQ(r.synced_mean, r.local_mean) << "none leaves each rank's own statistics";
     EXPECT_TRUE(diverged);
   });
@@ -90,8 +90,8 @@ TEST(Lesson11BufferSync, PerModulePolicy) {
       tok = std::make_shared<lesson::TokenizerLike>();
     }
     zero::Config cfg;
-    cfg.buffers.sync = config::BufferSync::average;
-    cfg.buffers.modules.push_back({"bn", config::BufferSync::none});
+    cfg.buffers.sync = zero::BufferSync::average;
+    cfg.buffers.modules.push_back({"bn", zero::BufferSync::none});
     zero::Engine engine(tok, comm, cfg, {});
     Generator g(7 + comm.rank());
     engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));

@@ -1,0 +1,272 @@
+// The DeepSpeed JSON front end: each key DeepSpeed documents for training is mapped onto
+// TrainConfig or zero::Config, accepted with a warning when it changes nothing in zt, or
+// rejected with its key path when zt does not implement what it asks for.
+#include "configs/deepspeed.h"
+
+#include <algorithm>
+#include <cctype>
+#include <sstream>
+
+#include "configs/zero_sections.h"
+#include "core/error.h"
+
+namespace zt::config {
+
+namespace {
+
+// Top-level DeepSpeed features zt does not have. Accepted only when turned off (`false`
+// or `{enabled: false}`); otherwise an error saying what to use instead.
+const std::vector<std::pair<std::string, std::string>> kUnsupported = {
+    {"amp", "use the bf16 or fp16 section"},
+    {"activation_checkpointing", "zt does not checkpoint activations"},
+    {"flops_profiler", "zt has no FLOPs profiler"},
+    {"tensorboard", "zt writes metrics.jsonl and curves.svg in output_dir"},
+    {"wandb", "zt writes metrics.jsonl and curves.svg in output_dir"},
+    {"csv_monitor", "zt writes metrics.jsonl and curves.svg in output_dir"},
+    {"comet", "zt writes metrics.jsonl and curves.svg in output_dir"},
+    {"comms_logger", "zt-bench zero reports communication volumes"},
+    {"aio", "zt does not offload to NVMe"},
+    {"elasticity", "zt's world size is fixed at launch (checkpoints load at any world size)"},
+    {"autotuning", "zt has no autotuner"},
+    {"compression_training", "zt does not compress models"},
+    {"data_efficiency", "zt's data loader has no curriculum"},
+    {"curriculum_learning", "zt's data loader has no curriculum"},
+    {"sparse_attention", "zt has no sparse attention"},
+    {"pipeline", "zt has no pipeline parallelism"},
+    {"hybrid_engine", "zt has no inference engine"},
+    {"prescale_gradients", "zt averages gradients in the reduce-scatter"},
+    {"gradient_predivide_factor", "zt averages gradients in the reduce-scatter"},
+    {"communication_data_type", "zt communicates in the parameters' dtype"},
+    {"data_types", "zt accumulates gradients in fp32"},
+    {"sparse_gradients", "zt's gradients are dense"},
+    {"zero_force_ds_cpu_optimizer", "zt has no CPU optimizer offload"},
+    {"checkpoint", "zt's checkpoints are set by train.checkpoint_every and keep_checkpoints"},
+};
+
+// Keys that only change logging or safety checks in DeepSpeed: accepted, noted.
+const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_breakdown",
+                                            "zero_allow_untested_optimizer", "dump_state"};
+
+bool turned_off(const Node& n) {
+  if (n.is_scalar()) return !n.as_bool();
+  if (n.is_map()) return n.has("enabled") && !n.get("enabled").as_bool();
+  return false;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  return s;
+}
+
+template <typename T>
+std::string text(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, std::array<double, 2>>) {
+    os << "[" << v[0] << ", " << v[1] << "]";
+  } else if constexpr (std::is_same_v<T, Optimizer>) {
+    os << (v == Optimizer::adamw ? "adamw" : v == Optimizer::adam ? "adam" : "sgd");
+  } else if constexpr (std::is_same_v<T, Schedule>) {
+    const char* names[] = {"constant", "cosine", "linear", "step"};
+    os << names[static_cast<int>(v)];
+  } else {
+    os << v;
+  }
+  return os.str();
+}
+
+// Sets a train field from the DeepSpeed node `ds_node`; a different value the YAML gave
+// for train.`key` is replaced, and a warning says so with both locations.
+struct TakeOver {
+  const Node& yaml_train;
+  std::vector<std::string>& warnings;
+
+  template <typename T>
+  void operator()(const std::string& key, T& field, const T& value, const Node& ds_node) {
+    const Node y = yaml_train && yaml_train.is_map() ? yaml_train.get(key) : Node();
+    if (y && !(field == value))
+      warnings.push_back(ds_node.where() + ": " + ds_node.path() + " (" + text(value) +
+                         ") replaces train." + key + " (" + text(field) + ") from " + y.where());
+    field = value;
+  }
+};
+
+void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
+  std::string type;
+  o.get("type", type);
+  if (!o.has("type")) o.fail("type", "the optimizer needs a type: Adam, AdamW or SGD");
+  const Node type_node = o.node().get("type");
+  Section p = o.sub("params");
+  const std::string kind = lower(type);
+  if (kind != "adam" && kind != "adamw" && kind != "sgd")
+    type_node.fail("optimizer '" + type +
+                   "' is not supported by zt: use Adam, AdamW or SGD (Lamb, OneBitAdam, "
+                   "ZeroOneAdam, Adagrad and the CPU/offload optimizers are not implemented)");
+  double lr = t.lr, eps = t.eps, weight_decay = t.weight_decay, momentum = 0.0, dampening = 0;
+  std::vector<double> betas(t.betas.begin(), t.betas.end());
+  bool adam_w_mode = true, torch_adam = false, nesterov = false;
+  p.get("lr", lr, 0.0, 10.0).get("weight_decay", weight_decay, 0.0, 10.0);
+  Optimizer which = Optimizer::sgd;
+  if (kind == "sgd") {
+    p.get("momentum", momentum, 0.0, 1.0)
+        .get("nesterov", nesterov)
+        .get("dampening", dampening, 0.0);
+    if (nesterov) p.fail("nesterov", "Nesterov momentum is not supported by zt's SGD");
+    if (dampening != 0) p.fail("dampening", "dampening is not supported by zt's SGD; remove it");
+  } else {
+    p.get("betas", betas).get("eps", eps, 0.0, 1.0);
+    if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1 && betas[1] >= 0 && betas[1] < 1))
+      p.fail("betas", "expected two values in [0, 1), e.g. [0.9, 0.999]");
+    // DeepSpeed's "Adam" decouples weight decay (AdamW) unless adam_w_mode is false.
+    p.get("adam_w_mode", adam_w_mode).get("torch_adam", torch_adam);
+    which = kind == "adam" && !adam_w_mode ? Optimizer::adam : Optimizer::adamw;
+  }
+  p.finish();
+  o.finish();
+  auto at = [&](const std::string& key) {
+    Node n = p.node() ? p.node().get(key) : Node();
+    return n ? n : type_node;
+  };
+  take("optimizer", t.optimizer, which, type_node);
+  take("lr", t.lr, lr, at("lr"));
+  take("weight_decay", t.weight_decay, weight_decay, at("weight_decay"));
+  if (kind == "sgd") {
+    take("momentum", t.momentum, momentum, at("momentum"));
+  } else {
+    take("betas", t.betas, std::array<double, 2>{betas[0], betas[1]}, at("betas"));
+    take("eps", t.eps, eps, at("eps"));
+  }
+}
+
+// DeepSpeed warms up logarithmically unless warmup_type is linear; zt warms up linearly.
+void read_warmup(Section& p, TrainConfig& t, TakeOver& take, std::vector<std::string>& warnings,
+                 const Node& type_node) {
+  int64_t warmup = t.warmup;
+  std::string warmup_type = "log";
+  p.get("warmup_num_steps", warmup, 0).get_enum("warmup_type", warmup_type, {"log", "linear"});
+  if (p.node() && p.node().has("warmup_type") && warmup_type == "log")
+    p.fail("warmup_type", "zt warms up linearly; set warmup_type: linear");
+  if (!(p.node() && p.node().has("warmup_type")) && warmup > 0)
+    warnings.push_back(type_node.where() + ": " + type_node.path() +
+                       ": DeepSpeed's default warmup is logarithmic; zt warms up linearly "
+                       "(set params.warmup_type: linear to say so)");
+  Node n = p.node() ? p.node().get("warmup_num_steps") : Node();
+  take("warmup", t.warmup, warmup, n ? n : type_node);
+}
+
+void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
+                    std::vector<std::string>& warnings) {
+  std::string type;
+  sc.get("type", type);
+  if (!sc.has("type"))
+    sc.fail("type", "the scheduler needs a type: WarmupLR, WarmupDecayLR or WarmupCosineLR");
+  const Node type_node = sc.node().get("type");
+  Section p = sc.sub("params");
+  auto at = [&](const std::string& key) {
+    Node n = p.node() ? p.node().get(key) : Node();
+    return n ? n : type_node;
+  };
+  if (type == "WarmupLR" || type == "WarmupDecayLR") {
+    double min_lr = 0, max_lr = t.lr;
+    p.get("warmup_min_lr", min_lr, 0.0).get("warmup_max_lr", max_lr, 0.0, 10.0);
+    if (min_lr != 0) p.fail("warmup_min_lr", "zt warms up from 0; set warmup_min_lr: 0");
+    read_warmup(p, t, take, warnings, type_node);
+    take("lr", t.lr, max_lr, at("warmup_max_lr"));
+    if (type == "WarmupLR") {
+      take("schedule", t.schedule, Schedule::constant, type_node);
+    } else {
+      int64_t total = 0;
+      p.get("total_num_steps", total, 1);
+      if (total == 0) p.fail("total_num_steps", "WarmupDecayLR needs total_num_steps");
+      take("steps", t.steps, total, at("total_num_steps"));
+      take("schedule", t.schedule, Schedule::linear, type_node);
+      take("min_lr", t.min_lr, 0.0, type_node);
+    }
+  } else if (type == "WarmupCosineLR") {
+    double min_ratio = 0, cos_min_ratio = 1e-4;  // DeepSpeed's default floor
+    int64_t total = 0;
+    p.get("total_num_steps", total, 1)
+        .get("warmup_min_ratio", min_ratio, 0.0, 1.0)
+        .get("cos_min_ratio", cos_min_ratio, 0.0, 1.0);
+    if (total == 0) p.fail("total_num_steps", "WarmupCosineLR needs total_num_steps");
+    if (min_ratio != 0) p.fail("warmup_min_ratio", "zt warms up from 0; set warmup_min_ratio: 0");
+    read_warmup(p, t, take, warnings, type_node);
+    take("steps", t.steps, total, at("total_num_steps"));
+    take("schedule", t.schedule, Schedule::cosine, type_node);
+    take("min_lr", t.min_lr, cos_min_ratio * t.lr, at("cos_min_ratio"));
+  } else {
+    type_node.fail("scheduler '" + type +
+                   "' is not supported by zt: use WarmupLR, WarmupDecayLR or WarmupCosineLR "
+                   "(OneCycle and LRRangeTest are not implemented)");
+  }
+  p.finish();
+  sc.finish();
+}
+
+}  // namespace
+
+void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
+  Section s(ds);
+  for (const auto& [key, instead] : kUnsupported)
+    if (Node n = s.take(key); n && !turned_off(n))
+      n.fail("not supported by zt (" + instead + "); remove it or turn it off");
+  for (const std::string& key : kNoEffect)
+    if (Node n = s.take(key))
+      c.warnings.push_back(n.where() + ": " + n.path() + ": has no effect in zt");
+
+  const Node yaml_train = yaml.get("train");
+  TrainConfig& t = c.train;
+  TakeOver take{yaml_train, c.warnings};
+  int64_t micro = t.batch, accumulation = t.gradient_accumulation_steps, log_every = t.log_every;
+  double clip = t.gradient_clipping;
+  s.get("train_micro_batch_size_per_gpu", micro, 1)
+      .get("gradient_accumulation_steps", accumulation, 1, 1 << 20)
+      .get("train_batch_size", c.train_batch_size, 1)
+      .get("gradient_clipping", clip, 0.0)
+      .get("steps_per_print", log_every, 1);
+  auto at = [&](const char* key) { return ds.get(key); };
+  if (Node n = at("train_micro_batch_size_per_gpu")) take("batch", t.batch, micro, n);
+  if (Node n = at("gradient_accumulation_steps"))
+    take("gradient_accumulation_steps", t.gradient_accumulation_steps, accumulation, n);
+  if (Node n = at("train_batch_size")) {
+    c.train_batch_size_where = n.where();
+    if (!at("train_micro_batch_size_per_gpu") &&
+        !(yaml_train && yaml_train.is_map() && yaml_train.has("batch")))
+      n.fail(
+          "zt needs train_micro_batch_size_per_gpu (or train.batch in the YAML) beside "
+          "train_batch_size; the world size is known only at launch");
+  }
+  if (Node n = at("gradient_clipping")) take("gradient_clipping", t.gradient_clipping, clip, n);
+  if (Node n = at("steps_per_print")) take("log_every", t.log_every, log_every, n);
+  if (Node n = s.take("optimizer")) read_optimizer(Section(n), t, take);
+  if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.warnings);
+  if (t.min_lr > t.lr)
+    throw Error(ds.file() + ": the schedule's floor (" + text(t.min_lr) +
+                ") exceeds the learning rate (" + text(t.lr) + ")");
+
+  // zero_optimization, bf16 and fp16 were read with the YAML's engine sections.
+  for (const char* key : {"zero_optimization", "bf16", "fp16"}) s.take(key);
+  c.zero.gradient_clipping = t.gradient_clipping;
+  c.zero.gradient_accumulation_steps = static_cast<int>(t.gradient_accumulation_steps);
+  s.finish();
+}
+
+void check_world_size(const AppConfig& c, int world_size) {
+  if (c.train_batch_size <= 0) return;
+  const int64_t got = c.train.batch * c.train.gradient_accumulation_steps * world_size;
+  if (got == c.train_batch_size) return;
+  std::ostringstream os;
+  os << c.train_batch_size_where << ": train_batch_size: " << c.train_batch_size
+     << " must equal train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size"
+     << " = " << c.train.batch << " x " << c.train.gradient_accumulation_steps << " x "
+     << world_size << " = " << got;
+  const int64_t per_rank = c.train.batch * world_size;
+  if (c.train_batch_size % per_rank == 0)
+    os << "; on " << world_size
+       << " ranks set gradient_accumulation_steps: " << c.train_batch_size / per_rank;
+  else
+    os << "; change train_batch_size or the number of ranks";
+  throw Error(os.str());
+}
+
+}  // namespace zt::config

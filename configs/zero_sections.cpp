@@ -1,0 +1,165 @@
+// Reading zero_optimization, bf16, fp16 and buffers into zero::Config, and reconciling
+// train.dtype with the mixed-precision sections.
+#include "configs/zero_sections.h"
+
+#include <functional>
+#include <utility>
+
+namespace zt::config {
+
+namespace {
+
+const std::vector<std::pair<std::string, zero::BufferSync>> kSyncNames = {
+    {"broadcast", zero::BufferSync::broadcast},
+    {"average", zero::BufferSync::average},
+    {"none", zero::BufferSync::none}};
+
+// A key accepted for compatibility: zt always behaves as if it were `effective_value`, so
+// any other value gets a located message saying it changes nothing.
+void warn_if(Section& s, const std::string& key, bool value, bool effective_value,
+             const std::string& why, std::vector<std::string>& warnings) {
+  Node n = s.node() ? s.node().get(key) : Node();
+  if (!n || value == effective_value) return;
+  warnings.push_back(n.where() + ": " + n.path() + ": " + (value ? "true" : "false") +
+                     " has no effect in zt (" + why + ")");
+}
+
+// DeepSpeed's zero_optimization keys that zt does not implement: accepted when they ask
+// for nothing (the value that turns them off), an error naming the key otherwise.
+void reject_unsupported(Section& s) {
+  auto off = [&](const std::string& key, const std::function<bool(const Node&)>& is_off,
+                 const std::string& what) {
+    Node n = s.take(key);
+    if (n && !is_off(n))
+      n.fail("not supported by zt (" + what + "); remove the key or turn it off");
+  };
+  auto is_false = [](const Node& n) { return !n.as_bool(); };
+  auto no_offload = [](const Node& n) {
+    Section o(n);
+    std::string device = "none";
+    o.get("device", device);
+    return device == "none";  // other offload keys only matter with a device
+  };
+  const std::string zpp = "ZeRO++ quantized or hierarchical communication";
+  off("offload_param", no_offload, "parameters stay on the training device");
+  off("offload_optimizer", no_offload, "optimizer state stays on the training device");
+  off("zero_quantized_weights", is_false, zpp);
+  off("zero_quantized_nontrainable_weights", is_false, zpp);
+  off("zero_quantized_gradients", is_false, zpp);
+  off(
+      "zero_hpz_partition_size", [](const Node& n) { return n.as_int() == 1; }, zpp);
+  off(
+      "mics_shard_size", [](const Node& n) { return n.as_int() <= 0; }, "MiCS sharding");
+  off("mics_hierarchical_params_gather", is_false, "MiCS sharding");
+}
+
+}  // namespace
+
+void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings) {
+  reject_unsupported(s);
+  bool contiguous_gradients = true;
+  bool gather_16bit_on_save = false;
+  bool gather_fp16_on_save = false;  // DeepSpeed's older name of the same key
+  bool reduce_scatter = true;
+  double sub_group_size = 0, allgather_bucket_size = 0;
+  bool allgather_partitions = true, round_robin_gradients = false, ignore_unused = true;
+  s.get("stage", out.stage, 3, 3)
+      .get("stage3_prefetch_bucket_size", out.stage3_prefetch_bucket_size, 0)
+      .get("stage3_param_persistence_threshold", out.stage3_param_persistence_threshold, 0)
+      .get("stage3_max_live_parameters", out.stage3_max_live_parameters, 0)
+      .get("stage3_max_reuse_distance", out.stage3_max_reuse_distance, 0)
+      .get("reduce_bucket_size", out.reduce_bucket_size, 1)
+      .get("overlap_comm", out.overlap_comm)
+      .get("contiguous_gradients", contiguous_gradients)
+      .get("stage3_gather_16bit_weights_on_model_save", gather_16bit_on_save)
+      .get("stage3_gather_fp16_weights_on_model_save", gather_fp16_on_save)
+      .get("reduce_scatter", reduce_scatter)
+      .get("sub_group_size", sub_group_size, 0.0)
+      .get("allgather_partitions", allgather_partitions)
+      .get("allgather_bucket_size", allgather_bucket_size, 0.0)
+      .get("round_robin_gradients", round_robin_gradients)
+      .get("ignore_unused_parameters", ignore_unused)
+      .get("sync_batchnorm", out.sync_batchnorm);
+  s.finish();
+  warn_if(s, "contiguous_gradients", contiguous_gradients, true,
+          "gradients are always reduce-scattered from contiguous buckets", warnings);
+  const std::string no_16bit_file =
+      "checkpoints hold the fp32 master shards, and `vqtok export` writes the gathered fp32 "
+      "weights; no 16-bit consolidated file is written";
+  warn_if(s, "stage3_gather_16bit_weights_on_model_save", gather_16bit_on_save, false,
+          no_16bit_file, warnings);
+  warn_if(s, "stage3_gather_fp16_weights_on_model_save", gather_fp16_on_save, false, no_16bit_file,
+          warnings);
+  warn_if(s, "reduce_scatter", reduce_scatter, true,
+          "stage 3 always reduce-scatters gradients into the shards", warnings);
+  warn_if(s, "allgather_partitions", allgather_partitions, true,
+          "a ZeRO-1/2 setting; stage 3 gathers parameters per module", warnings);
+  warn_if(s, "round_robin_gradients", round_robin_gradients, false,
+          "a ZeRO-1/2 setting for CPU offload", warnings);
+  warn_if(s, "ignore_unused_parameters", ignore_unused, true,
+          "unused parameters simply get no gradient", warnings);
+  for (const char* key : {"sub_group_size", "allgather_bucket_size"})
+    if (Node n = s.node() ? s.node().get(key) : Node())
+      warnings.push_back(n.where() + ": " + n.path() + ": has no effect in zt (" +
+                         (std::string(key) == "sub_group_size"
+                              ? "the optimizer updates each rank's whole shard at once"
+                              : "a ZeRO-1/2 setting; stage 3 gathers with "
+                                "stage3_prefetch_bucket_size") +
+                         ")");
+}
+
+zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16) {
+  zero::MixedPrecision m;
+  bf16.get("enabled", m.bf16);
+  bf16.finish();
+  fp16.get("enabled", m.fp16)
+      .get("loss_scale", m.loss_scale, 0.0)
+      .get("initial_scale_power", m.initial_scale_power, 0, 62)
+      .get("loss_scale_window", m.loss_scale_window, 1)
+      .get("hysteresis", m.hysteresis, 1)
+      .get("min_loss_scale", m.min_loss_scale, 0.0);
+  fp16.finish();
+  if (m.bf16 && m.fp16)
+    fp16.fail("enabled",
+              "bf16 and fp16 cannot both be enabled; keep one (bf16 needs no loss scaling)");
+  return m;
+}
+
+void read_buffers(Section s, zero::BuffersConfig& b) {
+  s.get_enum("sync", b.sync, kSyncNames).get("verify_every", b.verify_every, 0);
+  if (Node mods = s.raw("modules")) {
+    if (!mods.is_sequence())
+      mods.fail("expected a list of {module: path, sync: broadcast|average|none}");
+    for (size_t i = 0; i < mods.size(); ++i) {
+      Section m(mods.at(i));
+      zero::BufferPolicy p;
+      p.sync = b.sync;
+      m.get("module", p.module).get_enum("sync", p.sync, kSyncNames);
+      m.finish();
+      if (!m.has("module")) m.fail("module", "each entry needs a module path");
+      b.modules.push_back(p);
+    }
+  }
+  s.finish();
+}
+
+void apply_dtype(const Node& dtype_node, zero::MixedPrecision& precision) {
+  if (!dtype_node || dtype_node.is_null()) return;
+  const std::string dtype = dtype_node.as_string();
+  const std::string implied = precision_dtype_name(precision);
+  if (dtype == implied) return;
+  if (implied != "f32") {
+    const std::string section = precision.bf16 ? "bf16" : "fp16";
+    dtype_node.fail("train.dtype is " + dtype + " but " + section +
+                    ".enabled is true; they must agree: set train.dtype: " + implied +
+                    " or remove one of the two");
+  }
+  precision.bf16 = dtype == "bf16";
+  precision.fp16 = dtype == "f16";
+}
+
+const char* precision_dtype_name(const zero::MixedPrecision& precision) {
+  return precision.bf16 ? "bf16" : precision.fp16 ? "f16" : "f32";
+}
+
+}  // namespace zt::config

@@ -1,0 +1,37 @@
+// The engine's sections of a config file, read into zero/'s plain structs:
+// `zero_optimization`, `bf16`, `fp16` (DeepSpeed's key names, shared by the YAML and
+// DeepSpeed JSON front ends) and zt's `buffers`. zero/ itself reads no files.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/config.h"
+#include "zero/config.h"
+
+namespace zt::config {
+
+/// Reads a `zero_optimization` mapping into `out` (fields it does not name are kept).
+/// Keys DeepSpeed has that change nothing in zt (contiguous_gradients: false,
+/// stage3_gather_16bit_weights_on_model_save: true, sub_group_size, ZeRO-1/2 keys) are
+/// accepted and add one located message each to `warnings`; features zt lacks (offload
+/// to a device, ZeRO++, MiCS) are errors unless turned off; unknown keys are errors
+/// naming the nearest valid key.
+void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings);
+
+/// Reads the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
+/// loss_scale_window, hysteresis, min_loss_scale}) sections; both enabled is an error.
+zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16);
+
+/// Reads zt's `buffers` section: {sync, verify_every, modules: [{module, sync}]}.
+void read_buffers(Section s, zero::BuffersConfig& out);
+
+/// Makes `precision` agree with train.dtype when the key is given (`dtype_node`: "f32",
+/// "bf16" or "f16"): bf16 / f16 enable that section; a section enabled against the
+/// dtype is an error located at the key. An absent node changes nothing.
+void apply_dtype(const Node& dtype_node, zero::MixedPrecision& precision);
+
+/// The spelling of the parameter dtype `precision` implies ("f32", "bf16", "f16").
+const char* precision_dtype_name(const zero::MixedPrecision& precision);
+
+}  // namespace zt::config

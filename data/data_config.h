@@ -1,0 +1,31 @@
+// What the data factory builds: the dataset kind, its files, clip geometry and the
+// loader's settings. A plain struct owned by data/; configs/ fills it from the YAML
+// `data` section (data/ includes nothing from configs/).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace zt::data {
+
+enum class DataKind { synthetic, image_folder, npy };
+enum class ResizeFilter { bilinear, bicubic };
+
+/// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
+struct DataConfig {
+  DataKind kind = DataKind::synthetic;
+  std::string path{};   ///< image_folder: a directory; npy: a .npy file
+  int64_t frames = 4;   ///< a single image is repeated to this many frames
+  int64_t height = 32;  ///< images are resized to height x width
+  int64_t width = 32;
+  int64_t num_samples = 4096;  ///< synthetic only: dataset size
+  int64_t eval_samples = 64;   ///< held-out clips for eval (synthetic: another seed)
+  int64_t seed = 1234;         ///< synthetic content and sampler shuffling
+  bool shuffle = true;
+  int64_t workers = 1;   ///< threads preparing samples of a batch
+  int64_t prefetch = 2;  ///< batches prepared ahead
+  ResizeFilter resize = ResizeFilter::bicubic;
+  int64_t num_shapes = 2;  ///< synthetic: moving shapes per clip
+};
+
+}  // namespace zt::data

@@ -1,0 +1,113 @@
+// A DeepSpeed JSON config as a DeepSpeed user writes it for ZeRO-3 (micro batch,
+// accumulation, train_batch_size, clipping, AdamW, a warmup schedule, bf16 and
+// zero_optimization) trains vqtok and vqgpt on thread ranks; a train_batch_size that
+// does not fit the world size stops the run before it starts.
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+
+#include "apps/common/vqgpt_app.h"
+#include "apps/common/vqtok_app.h"
+#include "common/test_util.h"
+#include "configs/config.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kDsConfig = R"({
+  "train_batch_size": 8,
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 2,
+  "gradient_clipping": 1.0,
+  "steps_per_print": 1,
+  "optimizer": {"type": "AdamW", "params": {"lr": 2e-3, "betas": [0.9, 0.99], "eps": 1e-8,
+                                            "weight_decay": 0.0}},
+  "scheduler": {"type": "WarmupLR", "params": {"warmup_min_lr": 0, "warmup_max_lr": 2e-3,
+                                               "warmup_num_steps": 1, "warmup_type": "linear"}},
+  "bf16": {"enabled": true},
+  "zero_optimization": {"stage": 3, "overlap_comm": true, "contiguous_gradients": true,
+                        "reduce_bucket_size": 5e4, "stage3_prefetch_bucket_size": 5e4,
+                        "stage3_param_persistence_threshold": 100,
+                        "stage3_max_live_parameters": 1e9, "stage3_max_reuse_distance": 1e9,
+                        "offload_optimizer": {"device": "none"},
+                        "offload_param": {"device": "none"}}
+})";
+
+struct Scratch {
+  fs::path dir;
+  explicit Scratch(const std::string& name)
+      : dir(fs::temp_directory_path() / ("zt_ds_" + name + "_" + std::to_string(::getpid()))) {
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "ds_config.json") << kDsConfig;
+  }
+  ~Scratch() { fs::remove_all(dir); }
+  std::string path(const std::string& f) const { return (dir / f).string(); }
+};
+
+// The YAML keeps model, data and run length; the DeepSpeed config the rest.
+config::AppConfig load(const Scratch& s, const std::string& yaml, config::App app) {
+  std::ofstream(s.path("run.yaml")) << yaml << "output_dir: " << s.path("out") << "\n"
+                                    << "deepspeed_config: " << s.path("ds_config.json") << "\n";
+  return config::load_app_config(s.path("run.yaml"), {}, app);
+}
+
+}  // namespace
+
+TEST(DeepSpeedApp, Zero3JsonTrainsVqtok) {
+  Scratch s("vqtok");
+  const config::AppConfig cfg = load(s, R"(
+model: {codebook_size: 32, ch: 32, ch_mult: [1, 1], num_res_blocks: 1, attn_resolutions: []}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 32, eval_samples: 2}
+train: {steps: 2, eval_every: 0, checkpoint_every: 0}
+)",
+                                     config::App::vqtok);
+  EXPECT_TRUE(cfg.zero.precision.bf16);
+  EXPECT_EQ(cfg.train.batch, 2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    const vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 2);
+    ASSERT_EQ(r.log_losses.size(), 2u);
+    for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+  });
+  // 2 x 2 x 3 ranks = 12, not DeepSpeed's train_batch_size of 8.
+  comm::run_threads(3, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    EXPECT_TRUE(
+        test::throws_with([&] { vqtok::train(cfg, o, comm); }, "train_batch_size: 8 must equal"));
+  });
+}
+
+TEST(DeepSpeedApp, Zero3JsonTrainsVqgpt) {
+  Scratch s("vqgpt");
+  const config::AppConfig cfg = load(s, R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 1, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 64, eval_samples: 4}
+train: {steps: 2, eval_every: 0, checkpoint_every: 0}
+replicated: [tokenizer]
+)",
+                                     config::App::vqgpt);
+  const std::string weights = s.path("tokenizer.safetensors");
+  {
+    manual_seed(5);
+    vq::VqModel tok(cfg.model);
+    nn::save_safetensors(weights, nn::state_dict(tok));
+  }
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.tokenizer = weights;
+    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 2);
+    ASSERT_FALSE(r.log_losses.empty());
+    for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+  });
+}

@@ -1,0 +1,219 @@
+// Mixed precision from a config file, through the apps' engine construction
+// (config::parse_app_config -> app::make_engine) on thread ranks:
+//  1. `bf16: {enabled: true}` stores and gathers the partitioned parameters in bf16 while
+//     the optimizer updates fp32 masters, and a few steps train the tokenizer;
+//  2. `fp16: {enabled: true, ...}` starts the loss scale at 2^initial_scale_power,
+//     doubles it after loss_scale_window good steps and halves it (skipping the update)
+//     after an overflow;
+//  3. configs/emu3_vision_tokenizer.yaml (train.dtype: bf16), shrunk with --set
+//     overrides, trains a step and saves a checkpoint with vqtok's own train();
+//  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer.
+#include <cmath>
+#include <filesystem>
+
+#include "apps/common/vqgpt_app.h"
+#include "apps/common/vqtok_app.h"
+#include "common/test_util.h"
+#include "configs/config.h"
+#include "core/ops.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+#include "zero/param.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kYaml = R"(
+model: {codebook_size: 32, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1],
+        num_res_blocks: 1, attn_resolutions: [], temporal_downsample_factor: 4}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 16, eval_samples: 2}
+train: {steps: 4, batch: 2, lr: 1.0e-3, schedule: constant}
+zero_optimization: {stage3_param_persistence_threshold: 64, reduce_bucket_size: 4096}
+output_dir: unset
+)";
+
+config::AppConfig config_with(const std::vector<std::string>& sets) {
+  config::Node root = config::parse_yaml(kYaml, "test_mixed_precision_app");
+  for (const auto& s : sets) config::apply_override(root, s);
+  return config::parse_app_config(root, config::App::vqtok);
+}
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("zt_mp_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+struct EngineRun {
+  std::shared_ptr<vq::VqModel> model;
+  std::unique_ptr<zero::Engine> engine;
+};
+
+EngineRun build(const config::AppConfig& cfg, comm::Communicator& comm) {
+  manual_seed(3);
+  EngineRun r;
+  {
+    zero::Init init(comm);
+    r.model = std::make_shared<vq::VqModel>(cfg.model);
+  }
+  r.engine = app::make_engine(r.model, cfg, comm);
+  return r;
+}
+
+// One forward/backward/step on a fixed batch; the loss is scaled by `blow_up` (an f32
+// factor applied outside the model, so a huge one overflows the 16-bit gradients).
+std::pair<double, bool> step(EngineRun& r, int i, double blow_up = 1.0) {
+  Generator g(100 + static_cast<uint64_t>(i % 2));
+  Tensor clips = add(mul(rand({2, 4, 3, 8, 8}, g), 2.0), -1.0);
+  std::vector<Tensor> out = r.engine->forward({clips});
+  EXPECT_EQ(out[0].dtype(), DType::f32) << "tensors leave the model in f32";
+  Tensor loss = add(mse_loss(out[0], clips), out[2]);
+  r.engine->backward(mul(loss, blow_up));
+  const bool stepped = r.engine->step();
+  return {loss.item(), stepped};
+}
+
+}  // namespace
+
+TEST(MixedPrecisionApp, Bf16FromYamlStoresBf16AndUpdatesF32Masters) {
+  const config::AppConfig cfg = config_with({"bf16={enabled: true}"});
+  ASSERT_TRUE(cfg.zero.precision.bf16);
+  EXPECT_EQ(cfg.train.dtype, "bf16");
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EngineRun r = build(cfg, comm);
+    std::vector<Tensor> masters_before;
+    for (const auto& mp : r.engine->partitioned()) masters_before.push_back(mp.master.clone());
+    double first = 0, last = 0;
+    for (int i = 0; i < 6; ++i) {
+      last = step(r, i).first;
+      if (i == 0) first = last;
+      ASSERT_TRUE(std::isfinite(last));
+    }
+    EXPECT_LT(last, first) << "bf16 training lowers the loss";
+    ASSERT_FALSE(r.engine->partitioned().empty());
+    size_t i = 0;
+    for (const auto& mp : r.engine->partitioned()) {
+      zero::ZeroParam* z = zero::zero_param(mp.param);
+      EXPECT_EQ(mp.param.dtype(), DType::bf16) << mp.name;
+      EXPECT_EQ(z->shard.dtype(), DType::bf16) << mp.name;
+      ASSERT_TRUE(mp.master.defined()) << mp.name;
+      EXPECT_EQ(mp.master.dtype(), DType::f32) << mp.name;
+      EXPECT_CLOSE(z->shard.to(DType::f32), mp.master.to(DType::bf16).to(DType::f32), 0, 0)
+          << mp.name << ": the bf16 shard is the rounded master";
+      if (mp.master.numel() > 0 && mp.name.find("weight") != std::string::npos) {
+        EXPECT_GT(sum(abs(sub(mp.master, masters_before[i]))).item(), 0.0)
+            << mp.name << ": the fp32 master was updated";
+      }
+      ++i;
+    }
+  });
+}
+
+TEST(MixedPrecisionApp, Fp16FromYamlScalesTheLossDynamically) {
+  const config::AppConfig cfg = config_with(
+      {"fp16={enabled: true, initial_scale_power: 10, loss_scale_window: 2, hysteresis: 1}",
+       "train.lr=1e-4"});
+  ASSERT_TRUE(cfg.zero.precision.fp16);
+  EXPECT_EQ(cfg.train.dtype, "f16");
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EngineRun r = build(cfg, comm);
+    for (const auto& mp : r.engine->partitioned()) {
+      EXPECT_EQ(mp.param.dtype(), DType::f16) << mp.name;
+      EXPECT_EQ(mp.master.dtype(), DType::f32) << mp.name;
+    }
+    EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "starts at 2^initial_scale_power";
+    EXPECT_TRUE(step(r, 0).second);
+    EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "one good step: below loss_scale_window";
+    EXPECT_TRUE(step(r, 1).second);
+    EXPECT_EQ(r.engine->loss_scale(), 2048.0) << "doubled after loss_scale_window good steps";
+    std::vector<Tensor> before;
+    for (const auto& mp : r.engine->partitioned()) before.push_back(mp.master.clone());
+    EXPECT_FALSE(step(r, 2, 1e12).second) << "an overflowing step is skipped";
+    EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "halved after the overflow (hysteresis 1)";
+    EXPECT_EQ(r.engine->stats().overflow_skips, 1);
+    size_t i = 0;
+    for (const auto& mp : r.engine->partitioned())
+      EXPECT_CLOSE(mp.master, before[i++], 0, 0) << mp.name << ": untouched by the skipped step";
+    EXPECT_TRUE(step(r, 3).second) << "training continues at the lower scale";
+  });
+}
+
+TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
+  const std::string out = fresh_dir("emu3");
+  // The released tokenizer's config unchanged on disk; --set shrinks model, data and run.
+  const config::AppConfig cfg =
+      config::load_app_config(std::string(ZT_SOURCE_DIR) + "/configs/emu3_vision_tokenizer.yaml",
+                              {"model.ch=32",
+                               "model.ch_mult=[1, 1, 1, 1]",
+                               "model.num_res_blocks=1",
+                               "model.codebook_size=64",
+                               "data.kind=synthetic",
+                               "data.height=16",
+                               "data.width=16",
+                               "data.num_samples=8",
+                               "data.eval_samples=2",
+                               "data.workers=1",
+                               "data.prefetch=1",
+                               "train.steps=1",
+                               "train.batch=1",
+                               "train.device=cpu",
+                               "train.log_every=1",
+                               "train.eval_every=0",
+                               "train.checkpoint_every=1",
+                               "train.warmup=0",
+                               "zero_optimization.reduce_bucket_size=100000",
+                               "output_dir=" + out},
+                              config::App::vqtok);
+  EXPECT_TRUE(cfg.zero.precision.bf16) << "train.dtype: bf16 enables bf16";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    const vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 1);
+    ASSERT_EQ(r.log_losses.size(), 1u);
+    EXPECT_TRUE(std::isfinite(r.log_losses[0]));
+    ASSERT_FALSE(r.final_checkpoint.empty());
+    // The bf16 run's checkpoint loads back for inference as a whole f32 model.
+    std::shared_ptr<vq::VqModel> frozen = vqtok::load_frozen_model(cfg, r.final_checkpoint, comm);
+    for (const auto& [name, p] : frozen->named_parameters())
+      EXPECT_EQ(p.dtype(), DType::f32) << name;
+  });
+  EXPECT_TRUE(fs::exists(out + "/metrics.jsonl"));
+  fs::remove_all(out);
+}
+
+TEST(MixedPrecisionApp, VqgptTrainsTheGptInBf16BesideAnF32Tokenizer) {
+  // The frozen tokenizer is replicated and stays f32; the partitioned GPT computes in bf16.
+  const std::string out = fresh_dir("vqgpt");
+  config::Node root = config::parse_yaml(R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 1, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 64, eval_samples: 4}
+train: {steps: 3, batch: 4, lr: 3.0e-3, schedule: constant, log_every: 1, eval_every: 0,
+        checkpoint_every: 0, dtype: bf16}
+replicated: [tokenizer]
+output_dir: unset
+)",
+                                         "test_vqgpt_bf16");
+  config::apply_override(root, "output_dir=" + out);
+  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqgpt);
+  fs::create_directories(out);
+  const std::string weights = out + "/tokenizer.safetensors";
+  {
+    manual_seed(5);
+    vq::VqModel tok(cfg.model);
+    nn::save_safetensors(weights, nn::state_dict(tok));
+  }
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.tokenizer = weights;
+    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 3);
+    ASSERT_EQ(r.log_losses.size(), 3u);
+    for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+  });
+  fs::remove_all(out);
+}

@@ -1,0 +1,270 @@
+// DeepSpeed JSON configs (configs/deepspeed.h): a ZeRO-3 config as DeepSpeed users write
+// it maps onto TrainConfig and zero::Config key by key; YAML values it replaces are
+// reported; train_batch_size is checked against the world size; and keys zt does not
+// implement are errors naming the key path.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "configs/app_config.h"
+#include "configs/deepspeed.h"
+#include "core/dtype.h"
+#include "core/error.h"
+
+namespace zt::config {
+namespace {
+
+std::string write_temp(const std::string& sub, const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "zt_deepspeed_test" / sub;
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+// The model/data/run YAML the DeepSpeed config is combined with.
+AppConfig with_deepspeed(const std::string& sub, const std::string& json,
+                         const std::string& yaml = "train:\n  steps: 10\n") {
+  const std::string ds = write_temp(sub, "ds_config.json", json);
+  const std::string y = write_temp(sub, "run.yaml", yaml + "deepspeed_config: " + ds + "\n");
+  return load_app_config(y);
+}
+
+const char* kZero3 = R"({
+  "train_batch_size": 16,
+  "train_micro_batch_size_per_gpu": 2,
+  "gradient_accumulation_steps": 4,
+  "gradient_clipping": 1.0,
+  "steps_per_print": 5,
+  "optimizer": {
+    "type": "AdamW",
+    "params": {"lr": 3e-4, "betas": [0.9, 0.95], "eps": 1e-8, "weight_decay": 0.1}
+  },
+  "scheduler": {
+    "type": "WarmupCosineLR",
+    "params": {"total_num_steps": 200, "warmup_num_steps": 20, "warmup_type": "linear",
+               "warmup_min_ratio": 0, "cos_min_ratio": 0.1}
+  },
+  "bf16": {"enabled": true},
+  "zero_optimization": {
+    "stage": 3,
+    "overlap_comm": true,
+    "contiguous_gradients": true,
+    "reduce_bucket_size": 5e5,
+    "stage3_prefetch_bucket_size": 4.5e5,
+    "stage3_param_persistence_threshold": 1e4,
+    "stage3_max_live_parameters": 1e9,
+    "stage3_max_reuse_distance": 1e9,
+    "stage3_gather_16bit_weights_on_model_save": false,
+    "offload_optimizer": {"device": "none"},
+    "offload_param": {"device": "none"}
+  },
+  "wall_clock_breakdown": false
+})";
+
+TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
+  const AppConfig c = with_deepspeed("zero3", kZero3);
+  EXPECT_EQ(c.train.batch, 2);
+  EXPECT_EQ(c.train.gradient_accumulation_steps, 4);
+  EXPECT_EQ(c.train_batch_size, 16);
+  EXPECT_DOUBLE_EQ(c.train.gradient_clipping, 1.0);
+  EXPECT_EQ(c.train.log_every, 5);
+  EXPECT_EQ(c.train.optimizer, Optimizer::adamw);
+  EXPECT_DOUBLE_EQ(c.train.lr, 3e-4);
+  EXPECT_DOUBLE_EQ(c.train.betas[1], 0.95);
+  EXPECT_DOUBLE_EQ(c.train.weight_decay, 0.1);
+  EXPECT_EQ(c.train.schedule, Schedule::cosine);
+  EXPECT_EQ(c.train.steps, 200);
+  EXPECT_EQ(c.train.warmup, 20);
+  EXPECT_DOUBLE_EQ(c.train.min_lr, 3e-5);
+  EXPECT_EQ(c.train.dtype, "bf16");
+  EXPECT_TRUE(c.zero.precision.bf16);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 500000);
+  EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 450000);
+  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 10000);
+  EXPECT_DOUBLE_EQ(c.zero.gradient_clipping, 1.0);
+  EXPECT_EQ(c.zero.gradient_accumulation_steps, 4);
+  // Only the YAML's train.steps (10) was replaced; it is reported with both locations.
+  ASSERT_EQ(c.warnings.size(), 2u);
+  EXPECT_NE(c.warnings[0].find("wall_clock_breakdown: has no effect in zt"), std::string::npos);
+  EXPECT_NE(c.warnings[1].find("scheduler.params.total_num_steps (200) replaces train.steps (10) "
+                               "from "),
+            std::string::npos)
+      << c.warnings[1];
+  EXPECT_NE(c.warnings[1].find("run.yaml:2"), std::string::npos) << c.warnings[1];
+  // train_batch_size = 2 x 4 x world size.
+  check_world_size(c, 2);
+  const std::string msg = error_of([&] { check_world_size(c, 4); });
+  EXPECT_NE(msg.find("ds_config.json:2: train_batch_size: 16 must equal "
+                     "train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size "
+                     "= 2 x 4 x 4 = 32; on 4 ranks set gradient_accumulation_steps: 2"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(DeepSpeed, OptimizersAndSchedulers) {
+  // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false.
+  EXPECT_EQ(with_deepspeed("adam", R"({"optimizer": {"type": "Adam", "params": {"lr": 1e-3}}})")
+                .train.optimizer,
+            Optimizer::adamw);
+  AppConfig a = with_deepspeed(
+      "adam_l2",
+      R"({"optimizer": {"type": "Adam", "params": {"lr": 1e-3, "adam_w_mode": false}}})");
+  EXPECT_EQ(a.train.optimizer, Optimizer::adam);
+  AppConfig sgd = with_deepspeed(
+      "sgd", R"({"optimizer": {"type": "SGD", "params": {"lr": 0.1, "momentum": 0.8}}})");
+  EXPECT_EQ(sgd.train.optimizer, Optimizer::sgd);
+  EXPECT_DOUBLE_EQ(sgd.train.momentum, 0.8);
+  EXPECT_DOUBLE_EQ(sgd.train.lr, 0.1);
+  AppConfig w = with_deepspeed("warmup", R"({"scheduler": {"type": "WarmupLR", "params":
+      {"warmup_min_lr": 0, "warmup_max_lr": 2e-3, "warmup_num_steps": 7,
+       "warmup_type": "linear"}}})");
+  EXPECT_EQ(w.train.schedule, Schedule::constant);
+  EXPECT_DOUBLE_EQ(w.train.lr, 2e-3);
+  EXPECT_EQ(w.train.warmup, 7);
+  AppConfig d = with_deepspeed("decay", R"({"scheduler": {"type": "WarmupDecayLR", "params":
+      {"warmup_max_lr": 1e-3, "warmup_num_steps": 3, "total_num_steps": 30}}})");
+  EXPECT_EQ(d.train.schedule, Schedule::linear);
+  EXPECT_EQ(d.train.steps, 30);
+  EXPECT_DOUBLE_EQ(d.train.min_lr, 0.0);
+  bool said_log = false;
+  for (const auto& m : d.warnings)
+    said_log |= m.find("DeepSpeed's default warmup is logarithmic") != std::string::npos;
+  EXPECT_TRUE(said_log) << "warmup_type left at DeepSpeed's default (log) is noted";
+  // fp16 with dynamic scaling.
+  AppConfig f = with_deepspeed("fp16", R"({"fp16": {"enabled": true, "loss_scale": 0,
+      "initial_scale_power": 12, "loss_scale_window": 100, "hysteresis": 2,
+      "min_loss_scale": 1}})");
+  EXPECT_TRUE(f.zero.precision.fp16);
+  EXPECT_EQ(f.zero.precision.initial_scale_power, 12);
+  EXPECT_EQ(f.train.dtype, "f16");
+}
+
+TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
+  // The shipped tiny config has zero_optimization and train.dtype: f32; a DeepSpeed
+  // config with its own zero_optimization and bf16 takes over both, and says so.
+  const std::string yaml = "train:\n  dtype: f32\nzero_optimization:\n  reduce_bucket_size: 7\n";
+  AppConfig c = with_deepspeed(
+      "replace", R"({"bf16": {"enabled": true}, "zero_optimization": {"reduce_bucket_size": 9}})",
+      yaml);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 9);
+  EXPECT_TRUE(c.zero.precision.bf16);
+  EXPECT_EQ(c.train.dtype, "bf16");
+  std::string all;
+  for (const auto& w : c.warnings) all += w + "\n";
+  EXPECT_NE(all.find("run.yaml:3: zero_optimization: replaced by the DeepSpeed config's section"),
+            std::string::npos)
+      << all;
+  EXPECT_NE(all.find("run.yaml:2: train.dtype: f32 is replaced by the DeepSpeed config's bf16"),
+            std::string::npos)
+      << all;
+  // Without precision sections in the JSON, the YAML's apply.
+  AppConfig y = with_deepspeed("keep", R"({"train_micro_batch_size_per_gpu": 3})",
+                               "fp16:\n  enabled: true\n");
+  EXPECT_TRUE(y.zero.precision.fp16);
+  EXPECT_EQ(y.train.batch, 3);
+}
+
+struct BadCase {
+  const char* name;
+  const char* json;
+  std::string yaml;
+  std::vector<std::string> expect;
+};
+
+const std::vector<BadCase> kBad = {
+    {"offload_nvme",
+     R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
+     "",
+     {"ds_config.json:1: zero_optimization.offload_param: not supported by zt"}},
+    {"offload_cpu",
+     "{\n\"zero_optimization\": {\n\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+     "",
+     {"ds_config.json:3: zero_optimization.offload_optimizer: not supported by zt"}},
+    {"zeropp",
+     "{\"zero_optimization\": {\"zero_quantized_weights\": true}}",
+     "",
+     {"zero_optimization.zero_quantized_weights: not supported by zt (ZeRO++"}},
+    {"hpz",
+     "{\"zero_optimization\": {\"zero_hpz_partition_size\": 8}}",
+     "",
+     {"zero_optimization.zero_hpz_partition_size: not supported by zt"}},
+    {"unknown_top",
+     "{\"train_micro_batch_size_per_gpus\": 2}",
+     "",
+     {"train_micro_batch_size_per_gpus: unknown key; did you mean "
+      "'train_micro_batch_size_per_gpu'?"}},
+    {"unknown_zero",
+     "{\"zero_optimization\": {\"stage3_prefetch_bucket\": 5}}",
+     "",
+     {"zero_optimization.stage3_prefetch_bucket: unknown key"}},
+    {"auto_value",
+     "{\"train_micro_batch_size_per_gpu\": \"auto\"}",
+     "",
+     {"expected an integer, got 'auto'"}},
+    {"optimizer_lamb",
+     "{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3}}}",
+     "",
+     {"optimizer.type: optimizer 'Lamb' is not supported by zt: use Adam, AdamW or SGD"}},
+    {"optimizer_param",
+     "{\"optimizer\": {\"type\": \"AdamW\", \"params\": {\"lr\": 1e-3, \"amsgrad\": true}}}",
+     "",
+     {"optimizer.params.amsgrad: unknown key"}},
+    {"scheduler_onecycle",
+     "{\"scheduler\": {\"type\": \"OneCycle\", \"params\": {}}}",
+     "",
+     {"scheduler.type: scheduler 'OneCycle' is not supported by zt"}},
+    {"warmup_log",
+     "{\"scheduler\": {\"type\": \"WarmupLR\", \"params\": {\"warmup_type\": \"log\"}}}",
+     "",
+     {"scheduler.params.warmup_type: zt warms up linearly"}},
+    {"tensorboard",
+     "{\"tensorboard\": {\"enabled\": true, \"output_path\": \"tb\"}}",
+     "",
+     {"tensorboard: not supported by zt"}},
+    {"activation_checkpointing",
+     "{\"activation_checkpointing\": {\"partition_activations\": true}}",
+     "",
+     {"activation_checkpointing: not supported by zt"}},
+    {"batch_unknown",
+     "{\"train_batch_size\": 16}",
+     "",
+     {"ds_config.json:1: train_batch_size: zt needs train_micro_batch_size_per_gpu"}},
+    {"fp16_key",
+     "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
+     "",
+     {"fp16.auto_cast: unknown key"}},
+};
+
+class BadDeepSpeed : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(BadDeepSpeed, FailsNamingTheKey) {
+  const BadCase& c = GetParam();
+  const std::string msg = error_of([&] { with_deepspeed(c.name, c.json, c.yaml); });
+  for (const auto& frag : c.expect) EXPECT_NE(msg.find(frag), std::string::npos) << msg;
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, BadDeepSpeed, ::testing::ValuesIn(kBad),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+TEST(DeepSpeed, MissingFileIsNamedAtTheKey) {
+  const std::string y =
+      write_temp("missing", "run.yaml", "deepspeed_config: /nonexistent/ds.json\n");
+  const std::string msg = error_of([&] { load_app_config(y); });
+  EXPECT_NE(msg.find("run.yaml:1: deepspeed_config: no DeepSpeed config at '/nonexistent/ds.json'"),
+            std::string::npos)
+      << msg;
+}
+
+}  // namespace
+}  // namespace zt::config
