@@ -99,7 +99,7 @@ std::pair<Tensor, Tensor> micro_batch(int step, int micro) {
 std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s) {
   manual_seed(11);
   auto m = std::make_shared<Mixed>();
-  auto opt = zero::make_optimizer(adamw(), m->named_parameters());
+  auto opt = optim::make_optimizer(adamw(), m->named_parameters());
   for (int step = 0; step < kSteps; ++step) {
     m->zero_grad();
     for (int k = 0; k < s.gas; ++k) {

@@ -55,9 +55,9 @@ TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
     EXPECT_LT(last, 0.5 * first) << "bf16 training converges";
     for (const auto& mp : engine.partitioned()) {
       zero::ZeroParam* z = zero::zero_param(mp.param);
-      EXPECT_EQ(mp.master.dtype(), DType::f32);
+      EXPECT_EQ(z->master.dtype(), DType::f32);
       EXPECT_EQ(z->shard.dtype(), DType::bf16);
-      EXPECT_CLOSE(z->shard.to(DType::f32), mp.master.to(DType::bf16).to(DType::f32), 0, 0)
+      EXPECT_CLOSE(z->shard.to(DType::f32), z->master.to(DType::bf16).to(DType::f32), 0, 0)
           << mp.name << ": the bf16 shard is the rounded master";
     }
     zero::MemoryReport r = engine.memory_report();
