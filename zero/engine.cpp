@@ -3,7 +3,6 @@
 
 #include <cmath>
 #include <cstdio>
-#include <sstream>
 
 #include "core/ops.h"
 #include "zero/hooks.h"
@@ -11,17 +10,6 @@
 #include "zero/sync_batchnorm.h"
 
 namespace zt::zero {
-
-std::string MemoryReport::json() const {
-  std::ostringstream os;
-  os << "{\"param_shard\":" << param_shard << ",\"grad_shard\":" << grad_shard
-     << ",\"optim_state\":" << optim_state << ",\"model_state\":" << model_state()
-     << ",\"gathered_param\":" << gathered_param
-     << ",\"gathered_param_peak\":" << gathered_param_peak << ",\"activation\":" << activation
-     << ",\"activation_peak\":" << activation_peak << ",\"comm_buffer_peak\":" << comm_buffer_peak
-     << "}";
-  return os.str();
-}
 
 Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
                OptimizerConfig optimizer)
@@ -234,18 +222,8 @@ double Engine::lr() const {
 }
 
 MemoryReport Engine::memory_report() const {
-  Device d = params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device;
-  MemoryCounters c = memory_stats(d);
-  MemoryReport r;
-  r.param_shard = c.cur(MemTag::kParamShard);
-  r.grad_shard = c.cur(MemTag::kGradShard);
-  r.optim_state = c.cur(MemTag::kOptimState);
-  r.gathered_param = c.cur(MemTag::kGatheredParam);
-  r.gathered_param_peak = c.pk(MemTag::kGatheredParam);
-  r.activation = c.cur(MemTag::kActivation);
-  r.activation_peak = c.pk(MemTag::kActivation);
-  r.comm_buffer_peak = c.pk(MemTag::kCommBuffer);
-  return r;
+  return zero::memory_report(params_.empty() ? Device::cpu()
+                                             : zero_param(params_[0].param)->device);
 }
 
 }  // namespace zt::zero

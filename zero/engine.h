@@ -21,6 +21,7 @@
 #include "zero/config.h"
 #include "zero/coordinator.h"
 #include "zero/loss_scaler.h"
+#include "zero/memory_report.h"
 #include "zero/param.h"
 #include "zero/reducer.h"
 #include "zero/trace.h"
@@ -31,17 +32,6 @@ namespace zt::zero {
 using OptimizerConfig = optim::OptimizerConfig;
 
 class Hooks;
-
-/// Bytes of model state on this rank, from the allocator's tags (current and peak).
-struct MemoryReport {
-  int64_t param_shard = 0, grad_shard = 0, optim_state = 0;
-  int64_t gathered_param = 0, gathered_param_peak = 0;
-  int64_t activation = 0, activation_peak = 0;
-  int64_t comm_buffer_peak = 0;
-  /// param + grad + optimizer shards.
-  int64_t model_state() const { return param_shard + grad_shard + optim_state; }
-  std::string json() const;
-};
 
 class Engine {
  public:
@@ -75,6 +65,7 @@ class Engine {
   double loss_scale() const { return scaler_.scale(); }
   /// Global gradient norm before clipping at the last step.
   double last_grad_norm() const { return last_grad_norm_; }
+  /// This rank's model-state bytes (on the parameters' device).
   MemoryReport memory_report() const;
   EngineStats stats() const;
   const Trace& trace() const { return coordinator_->trace(); }
