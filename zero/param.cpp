@@ -72,8 +72,9 @@ void ZeroParam::write_shard(const Tensor& full) {
 
 void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
   if (storage == dtype) return;
-  ZT_CHECK(status == ParamStatus::kNotAvailable, "set_storage_dtype: '", owner->name,
-           "' is gathered; change its storage dtype before it is used");
+  ZT_CHECK(holds == 0, "set_storage_dtype: '", owner->name,
+           "' is held gathered by a GatheredParameters scope; close the scope first");
+  release();  // a gathered copy (e.g. kept persistent by an earlier engine) is stale
   autograd::NoGradGuard ng;
   if (keep_master && !master.defined()) {
     MemTagScope tag(MemTag::kOptimState);

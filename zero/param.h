@@ -60,7 +60,7 @@ struct ZeroParam : TensorExtra {
   void write_shard(const Tensor& full);
   /// Stores the parameter in `storage` from now on: the shard is converted, the old
   /// (fp32) values become the master shard if `keep_master`, and the tensor's dtype
-  /// changes with it. Only while NOT_AVAILABLE.
+  /// changes with it. A gathered copy is released; none may be held by a scope.
   void set_storage_dtype(DType storage, bool keep_master);
   /// The fp32 shard the optimizer updates: the master, or the shard itself for f32.
   const Tensor& fp32_shard() const { return master.defined() ? master : shard; }
