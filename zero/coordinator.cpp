@@ -90,10 +90,7 @@ void Coordinator::release_all() {
 void Coordinator::regather_persistent() {
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
-      if (z->status != ParamStatus::kNotAvailable) {
-        z->release();
-        live_elems_ -= z->part.padded_numel();
-      }
+      if (z->status != ParamStatus::kNotAvailable) release_param(z);
   for (ModuleGroup& g : groups_) {
     std::vector<ZeroParam*> keep;
     for (ZeroParam* z : g.params)
