@@ -63,7 +63,7 @@ class AccumulateGrad : public Node {
       // Own the gradient: the incoming tensor may be shared with other nodes.
       leaf_->grad = g.detach().clone().impl_ptr();
     }
-    for (auto& hook : leaf_->post_accumulate_hooks) hook(leaf);
+    for (auto& [id, hook] : leaf_->post_accumulate_hooks) hook(leaf);
     return {};
   }
 

@@ -37,8 +37,8 @@ Shape contiguous_strides(const Shape& sizes) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   int64_t n = std::max<int64_t>(ndim, 1);
-  ZT_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " out of range for a tensor with ",
-           ndim, " dims");
+  ZT_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " out of range for a tensor with ", ndim,
+           " dims");
   return dim < 0 ? dim + n : dim;
 }
 
@@ -53,8 +53,12 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
-int64_t Tensor::size(int64_t d) const { return impl_->sizes[wrap_dim(d, dim(), "size")]; }
-int64_t Tensor::stride(int64_t d) const { return impl_->strides[wrap_dim(d, dim(), "stride")]; }
+int64_t Tensor::size(int64_t d) const {
+  return impl_->sizes[wrap_dim(d, dim(), "size")];
+}
+int64_t Tensor::stride(int64_t d) const {
+  return impl_->strides[wrap_dim(d, dim(), "stride")];
+}
 
 bool Tensor::is_contiguous() const {
   int64_t expected = 1;
@@ -67,8 +71,8 @@ bool Tensor::is_contiguous() const {
 }
 
 const std::shared_ptr<Storage>& Tensor::storage() const {
-  ZT_CHECK(impl_->storage != nullptr, "tensor '", impl_->name, "' is not available: ",
-           impl_->unavailable_hint);
+  ZT_CHECK(impl_->storage != nullptr, "tensor '", impl_->name,
+           "' is not available: ", impl_->unavailable_hint);
   return impl_->storage;
 }
 
@@ -130,12 +134,12 @@ static Shape infer_size(const Shape& sizes, int64_t numel, const char* op) {
     }
   }
   if (infer >= 0) {
-    ZT_CHECK(known > 0 && numel % known == 0, op, ": shape ", shape_str(sizes),
-             " is invalid for ", numel, " elements");
+    ZT_CHECK(known > 0 && numel % known == 0, op, ": shape ", shape_str(sizes), " is invalid for ",
+             numel, " elements");
     out[infer] = numel / known;
   }
-  ZT_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(sizes), " is invalid for ",
-           numel, " elements");
+  ZT_CHECK(shape_numel(out) == numel, op, ": shape ", shape_str(sizes), " is invalid for ", numel,
+           " elements");
   return out;
 }
 
@@ -151,8 +155,7 @@ static std::optional<Shape> view_strides(const Shape& sizes, const Shape& stride
   int64_t tensor_numel = 1, view_numel = 1;
   for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
     tensor_numel *= sizes[d];
-    bool chunk_ends =
-        d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base);
+    bool chunk_ends = d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base);
     if (!chunk_ends) continue;
     while (view_d >= 0 && (view_numel < tensor_numel || target[view_d] == 1)) {
       out[view_d] = view_numel * chunk_base;
@@ -261,8 +264,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
 Tensor Tensor::select(int64_t d, int64_t index) const {
   d = wrap_dim(d, dim(), "select");
   int64_t n = sizes()[d];
-  ZT_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ",
-           d, " of size ", n);
+  ZT_CHECK(index >= -n && index < n, "select: index ", index, " out of range for dimension ", d,
+           " of size ", n);
   if (index < 0) index += n;
   return narrow(d, index, 1).squeeze(d);
 }
@@ -281,8 +284,8 @@ Tensor Tensor::expand(const Shape& sizes) const {
     }
     int64_t cur = this->sizes()[i - lead];
     int64_t want = sizes[i] == -1 ? cur : sizes[i];
-    ZT_CHECK(cur == want || cur == 1, "expand: cannot expand ", shape_str(this->sizes()),
-             " to ", shape_str(sizes));
+    ZT_CHECK(cur == want || cur == 1, "expand: cannot expand ", shape_str(this->sizes()), " to ",
+             shape_str(sizes));
     sz[i] = want;
     st[i] = (cur == want) ? strides()[i - lead] : 0;
   }
@@ -395,8 +398,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
   cpu::copy(*this, host);
   return *this;
 #else
-  ZT_FAIL("copy between ", s.device().str(), " and ", device().str(),
-          " needs a CUDA build of zt");
+  ZT_FAIL("copy between ", s.device().str(), " and ", device().str(), " needs a CUDA build of zt");
 #endif
 }
 
@@ -414,17 +416,25 @@ const Tensor& Tensor::fill_(double value) const {
 // ---------------------------------------------------------------- autograd
 
 const Tensor& Tensor::set_requires_grad(bool r) const {
-  ZT_CHECK(is_leaf(), "set_requires_grad: only leaf tensors can be marked (this one is the "
-                      "output of '", impl_->grad_fn->name(), "'); use detach() first");
-  ZT_CHECK(!r || is_floating(dtype()), "set_requires_grad: only floating tensors can require "
-                                       "grad, got ", dtype_name(dtype()));
+  ZT_CHECK(is_leaf(),
+           "set_requires_grad: only leaf tensors can be marked (this one is the "
+           "output of '",
+           impl_->grad_fn->name(), "'); use detach() first");
+  ZT_CHECK(!r || is_floating(dtype()),
+           "set_requires_grad: only floating tensors can require "
+           "grad, got ",
+           dtype_name(dtype()));
   impl_->requires_grad = r;
   return *this;
 }
 
-bool Tensor::is_leaf() const { return impl_->grad_fn == nullptr; }
+bool Tensor::is_leaf() const {
+  return impl_->grad_fn == nullptr;
+}
 
-Tensor Tensor::grad() const { return Tensor(impl_->grad); }
+Tensor Tensor::grad() const {
+  return Tensor(impl_->grad);
+}
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
@@ -438,7 +448,9 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::backward({*this}, {grad}, retain_graph);
 }
 
-Tensor Tensor::detach() const { return make_view(sizes(), strides(), offset()); }
+Tensor Tensor::detach() const {
+  return make_view(sizes(), strides(), offset());
+}
 
 void Tensor::retain_grad() const {
   if (is_leaf()) return;
@@ -466,10 +478,16 @@ void Tensor::register_hook(GradHook hook) const {
   }
 }
 
-void Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
+int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
   ZT_CHECK(is_leaf() && requires_grad(),
            "register_post_accumulate_grad_hook: only for leaves that require grad");
-  impl_->post_accumulate_hooks.push_back(std::move(hook));
+  int id = impl_->next_post_accumulate_id++;
+  impl_->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(int id) const {
+  std::erase_if(impl_->post_accumulate_hooks, [id](const auto& h) { return h.first == id; });
 }
 
 }  // namespace zt

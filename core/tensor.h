@@ -50,7 +50,8 @@ struct TensorImpl {
   int output_nr = 0;
   std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
   std::vector<GradHook> leaf_hooks;                // run before accumulation (leaves)
-  std::vector<PostAccumulateHook> post_accumulate_hooks;
+  std::vector<std::pair<int, PostAccumulateHook>> post_accumulate_hooks;  // (id, hook)
+  int next_post_accumulate_id = 0;
   std::shared_ptr<TensorExtra> extra;
 };
 
@@ -141,8 +142,11 @@ class Tensor {
   void retain_grad() const;
   /// Hook on this tensor's gradient (may return a replacement).
   void register_hook(GradHook hook) const;
-  /// Leaf only: called after the gradient was accumulated into .grad().
-  void register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+  /// Leaf only: called after the gradient was accumulated into .grad(). Returns an id
+  /// for remove_post_accumulate_grad_hook.
+  int register_post_accumulate_grad_hook(PostAccumulateHook hook) const;
+  /// Removes the hook registered under `id` (no-op if it is already gone).
+  void remove_post_accumulate_grad_hook(int id) const;
 
   bool same(const Tensor& o) const { return impl_ == o.impl_; }
 

@@ -3,6 +3,7 @@
 
 #include "optim/adam.h"
 #include "optim/clip.h"
+#include "optim/factory.h"
 #include "optim/optimizer.h"
 #include "optim/schedule.h"
 #include "optim/sgd.h"

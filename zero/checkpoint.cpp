@@ -100,8 +100,8 @@ Tensor host(const Tensor& t) {
   return t.device().is_cpu() ? t.detach() : t.detach().to(Device::cpu());
 }
 
-bool separate_master(const Engine::ManagedParam& mp) {
-  return mp.master.defined() && !mp.master.same(zero_param(mp.param)->shard);
+bool separate_master(const Engine::NamedParam& mp) {
+  return zero_param(mp.param)->master.defined();
 }
 
 // "<param>.<slot>" -> "<param>" (slot names never contain a dot).
@@ -127,7 +127,7 @@ json describe(Engine& e) {
                    {"numel", z->part.numel},
                    {"shard_numel", z->part.shard_numel},
                    {"world", z->part.world},
-                   {"trainable", mp.grad_shard.defined()},
+                   {"trainable", z->grad_shard.defined()},
                    {"master", separate_master(mp)}});
   }
   for (const auto& [n, p] : e.replicated())
@@ -449,7 +449,8 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
     NamedTensors shards, reps;
     for (const auto& mp : engine.partitioned()) {
       shards.emplace_back("param/" + mp.name, host(zero_param(mp.param)->shard));
-      if (separate_master(mp)) shards.emplace_back("master/" + mp.name, host(mp.master));
+      if (separate_master(mp))
+        shards.emplace_back("master/" + mp.name, host(zero_param(mp.param)->master));
     }
     for (const auto& [k, t] : engine.optimizer().state_dict()) {
       if (k == "step") continue;
@@ -549,7 +550,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) 
   const auto& ps = engine.partitioned();
   for (size_t i = 0; i < ps.size(); ++i) {
     zero_param(ps[i].param)->shard.copy_(st.shards[i]);
-    if (st.masters[i].defined()) ps[i].master.copy_(st.masters[i]);
+    if (st.masters[i].defined()) zero_param(ps[i].param)->master.copy_(st.masters[i]);
   }
   const auto& reps = engine.replicated();
   for (size_t i = 0; i < reps.size(); ++i) reps[i].second.copy_(st.replicas[i]);
@@ -568,7 +569,7 @@ void export_consolidated(Engine& engine, const std::string& path) {
   std::map<std::string, Tensor> full;
   for (const auto& mp : engine.partitioned()) {
     const ZeroParam* z = zero_param(mp.param);
-    Tensor src = mp.master.defined() ? mp.master : z->shard.to(DType::f32);
+    Tensor src = z->master.defined() ? z->master : z->shard.to(DType::f32);
     Tensor gathered = Tensor::empty({z->part.padded_numel()}, DType::f32, src.device());
     if (comm.size() == 1)
       gathered.copy_(src);

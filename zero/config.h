@@ -54,14 +54,4 @@ struct Config {
   MixedPrecision precision;
 };
 
-/// The optimizer the engine runs on its fp32 master shards.
-struct OptimizerConfig {
-  std::string type = "adamw";  // adamw | adam | sgd
-  double lr = 1e-3;
-  double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
-  double weight_decay = 0.0;
-  double momentum = 0.0;  // sgd
-  bool nesterov = false;  // sgd
-};
-
 }  // namespace zt::zero

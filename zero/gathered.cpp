@@ -25,7 +25,8 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     gathered_here_.push_back(here);
     if (z && z->kind == ParamKind::kPartitioned) {
       ++z->holds;
-      wait_gather(p, comm_);
+      z->gather(comm_);  // one parameter at a time: a scope may cover the whole model
+      z->wait();
     }
   }
   if (!modifier_) {
@@ -77,7 +78,7 @@ void GatheredParameters::exit() {
   if (modifier_) {
     for (const Tensor& p : params_) {
       broadcast_tensor(p, comm_, *modifier_);
-      if (is_partitioned(p)) write_back_shard(p);
+      if (is_partitioned(p)) zero_param(p)->write_shard(p);
     }
     for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
   } else {
@@ -99,7 +100,7 @@ void GatheredParameters::exit() {
     ZeroParam* z = zero_param(params_[i]);
     if (!z || z->kind != ParamKind::kPartitioned) continue;
     --z->holds;
-    if (gathered_here_[i] && z->holds == 0 && !z->persistent) release_param(params_[i]);
+    if (gathered_here_[i] && z->releasable()) z->release();
   }
   ZT_CHECK(!modified, "GatheredParameters: '", changed,
            "' was modified inside a scope without modifier_rank; the change would be lost on "

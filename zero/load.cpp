@@ -72,13 +72,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       Tensor full = Tensor::empty(z->shape, z->dtype, z->device);
       if (comm.rank() == src) full.copy_(values[targets[i].first]);
       broadcast_tensor(full, comm, src);
-      Tensor flat = full.reshape({-1});
-      int64_t valid = z->part.shard_valid(z->rank);
-      if (valid > 0) {
-        Tensor slice = flat.narrow(0, z->part.shard_offset(z->rank), valid);
-        z->shard.narrow(0, 0, valid).copy_(slice);
-        if (z->master.defined()) z->master.narrow(0, 0, valid).copy_(slice);
-      }
+      z->write_shard(full);
       if (z->status == ParamStatus::kAvailable) t.copy_(full);
       continue;
     }

@@ -1,21 +1,11 @@
-// Parameter partitioning, gathering and release.
+// Parameter partitioning, the gather / wait / release cycle, and group all-gathers.
 #include "zero/param.h"
+
+#include <algorithm>
 
 #include "core/ops.h"
 
 namespace zt::zero {
-
-const char* status_name(ParamStatus s) {
-  switch (s) {
-    case ParamStatus::kNotAvailable:
-      return "NOT_AVAILABLE";
-    case ParamStatus::kInflight:
-      return "INFLIGHT";
-    case ParamStatus::kAvailable:
-      return "AVAILABLE";
-  }
-  return "?";
-}
 
 ZeroParam* zero_param(const Tensor& p) {
   return p.defined() ? dynamic_cast<ZeroParam*>(p.impl()->extra.get()) : nullptr;
@@ -34,12 +24,150 @@ static const char* kGatherHint =
     "gathers it, or open a zero::GatheredParameters scope around the access.";
 
 // Points the parameter's tensor at the first numel elements of `flat`, in its full shape.
-static void attach_storage(const Tensor& p, const Tensor& flat) {
-  TensorImpl* impl = p.impl();
+static void attach_storage(TensorImpl* impl, const Tensor& flat) {
   impl->storage = flat.impl()->storage;
   impl->offset = flat.offset();
   impl->strides = contiguous_strides(impl->sizes);
 }
+
+// ---- the record's own cycle
+
+ZeroParam::~ZeroParam() {
+  // A group gather still in flight must not copy into a record that is gone.
+  if (!flight) return;
+  for (ZeroParam*& m : flight->members)
+    if (m == this) m = nullptr;
+}
+
+void ZeroParam::gather(comm::Communicator& comm) {
+  gather_group({this}, comm);
+}
+
+void ZeroParam::wait() {
+  if (kind != ParamKind::kPartitioned || status == ParamStatus::kAvailable) return;
+  ZT_CHECK(status == ParamStatus::kInflight, "parameter '", owner ? owner->name : "?",
+           "' was never gathered: call gather() before wait()");
+  std::shared_ptr<GroupGather> g = flight;  // finish() drops the members' references
+  g->finish();
+}
+
+void ZeroParam::release() {
+  if (kind != ParamKind::kPartitioned || status == ParamStatus::kNotAvailable) return;
+  if (status == ParamStatus::kInflight) wait();
+  gathered = Tensor();
+  owner->storage = nullptr;
+  status = ParamStatus::kNotAvailable;
+}
+
+void ZeroParam::write_shard(const Tensor& full) {
+  ZT_CHECK(full.numel() == part.numel, "write_shard: '", owner->name, "' has ", part.numel,
+           " elements, the value given has ", full.numel());
+  autograd::NoGradGuard ng;
+  int64_t valid = part.shard_valid(rank);
+  if (valid <= 0) return;
+  Tensor src = full.detach().reshape({-1}).narrow(0, part.shard_offset(rank), valid);
+  shard.narrow(0, 0, valid).copy_(src);
+  if (master.defined()) master.narrow(0, 0, valid).copy_(src);
+}
+
+void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
+  if (storage == dtype) return;
+  ZT_CHECK(holds == 0, "set_storage_dtype: '", owner->name,
+           "' is held gathered by a GatheredParameters scope; close the scope first");
+  release();  // a gathered copy (e.g. kept persistent by an earlier engine) is stale
+  autograd::NoGradGuard ng;
+  if (keep_master && !master.defined()) {
+    MemTagScope tag(MemTag::kOptimState);
+    master = dtype == DType::f32 ? shard.clone() : shard.to(DType::f32);
+  }
+  {
+    MemTagScope tag(MemTag::kParamShard);
+    shard = shard.to(storage);
+  }
+  dtype = storage;
+  owner->dtype = storage;
+}
+
+void ZeroParam::shard_from_master() {
+  if (master.defined()) shard.copy_(master);
+}
+
+// ---- group all-gathers
+
+int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm) {
+  auto g = std::make_shared<GroupGather>();
+  int64_t padded = 0;
+  for (ZeroParam* z : group) {
+    if (z->kind != ParamKind::kPartitioned || z->status != ParamStatus::kNotAvailable) continue;
+    ZT_CHECK(g->members.empty() ||
+                 (z->dtype == g->members[0]->dtype && z->device == g->members[0]->device),
+             "gather_group: '", z->owner->name, "' is stored as ", dtype_name(z->dtype), " but '",
+             g->members[0]->owner->name, "' as ", dtype_name(g->members[0]->dtype),
+             "; one all-gather needs one dtype and device");
+    g->members.push_back(z);
+    g->offsets.push_back(g->piece);
+    g->piece += z->part.shard_numel;
+    padded += z->part.padded_numel();
+  }
+  if (g->members.empty()) return 0;
+  ZeroParam* first = g->members[0];
+  if (g->members.size() == 1) {
+    g->send = first->shard;
+  } else {
+    MemTagScope tag(MemTag::kCommBuffer);
+    g->send = Tensor::empty({g->piece}, first->dtype, first->device);
+    for (size_t k = 0; k < g->members.size(); ++k)
+      g->send.narrow(0, g->offsets[k], g->members[k]->part.shard_numel).copy_(g->members[k]->shard);
+  }
+  {
+    MemTagScope tag(MemTag::kGatheredParam);
+    g->flat = Tensor::empty({g->piece * comm.size()}, first->dtype, first->device);
+  }
+  if (comm.size() == 1)
+    g->flat.copy_(g->send);
+  else
+    g->work = comm.all_gather(g->flat, g->send, /*async=*/true);
+  for (ZeroParam* z : g->members) {
+    z->flight = g;
+    z->status = ParamStatus::kInflight;
+  }
+  return padded;
+}
+
+void GroupGather::finish() {
+  if (done) return;
+  done = true;
+  if (work) work->wait();
+  work = nullptr;
+  send = Tensor();
+  autograd::NoGradGuard ng;
+  const int64_t world = flat.numel() / std::max<int64_t>(piece, 1);
+  for (size_t k = 0; k < members.size(); ++k) {
+    ZeroParam* z = members[k];
+    if (!z) continue;
+    if (members.size() == 1) {
+      z->gathered = flat;
+    } else {
+      MemTagScope tag(MemTag::kGatheredParam);
+      z->gathered = Tensor::empty({z->part.numel}, z->dtype, z->device);
+      for (int r = 0; r < world; ++r) {
+        int64_t valid = z->part.shard_valid(r);
+        if (valid > 0)
+          z->gathered.narrow(0, z->part.shard_offset(r), valid)
+              .copy_(flat.narrow(0, r * piece + offsets[k], valid));
+      }
+    }
+    attach_storage(z->owner, z->gathered);
+    z->status = ParamStatus::kAvailable;
+  }
+  flat = Tensor();
+  // Last: dropping the members' references may destroy this object.
+  std::vector<ZeroParam*> ms = std::move(members);
+  for (ZeroParam* z : ms)
+    if (z) z->flight = nullptr;
+}
+
+// ---- partitioning
 
 void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
   ZT_CHECK(!is_partitioned(p), "parameter '", p.name(), "' is already partitioned");
@@ -51,6 +179,7 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
   z->shape = p.sizes();
   z->dtype = p.dtype();
   z->device = p.device();
+  z->owner = p.impl();
   {
     MemTagScope tag(MemTag::kParamShard);
     z->shard = zeros({z->part.shard_numel}, p.dtype(), p.device());
@@ -72,6 +201,11 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
   p.impl()->extra = z;
 }
 
+void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage) {
+  partition_param(p, comm, src);
+  zero_param(p)->set_storage_dtype(storage, p.requires_grad());
+}
+
 void broadcast_tensor(const Tensor& t, comm::Communicator& comm, int src) {
   if (!t.defined() || comm.size() == 1) return;
   if (t.is_contiguous()) {
@@ -84,13 +218,13 @@ void broadcast_tensor(const Tensor& t, comm::Communicator& comm, int src) {
 }
 
 void replicate_param(const Tensor& p, comm::Communicator& comm, int src) {
-  if (is_partitioned(p)) {
-    wait_gather(p, comm);
-    ZeroParam* z = zero_param(p);
+  if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) {
+    z->gather(comm);
+    z->wait();
     // Keep the gathered values as a standalone full tensor.
     Tensor full = p.detach().clone();
     z->gathered = Tensor();
-    attach_storage(p, full);
+    attach_storage(p.impl(), full);
   }
   broadcast_tensor(p, comm, src);
   auto z = std::make_shared<ZeroParam>();
@@ -98,59 +232,9 @@ void replicate_param(const Tensor& p, comm::Communicator& comm, int src) {
   z->shape = p.sizes();
   z->dtype = p.dtype();
   z->device = p.device();
+  z->owner = p.impl();
   z->status = ParamStatus::kAvailable;
   p.impl()->extra = z;
-}
-
-void issue_gather(const Tensor& p, comm::Communicator& comm) {
-  ZeroParam* z = zero_param(p);
-  if (!z || z->kind != ParamKind::kPartitioned || z->status != ParamStatus::kNotAvailable) return;
-  {
-    MemTagScope tag(MemTag::kGatheredParam);
-    z->gathered = Tensor::empty({z->part.padded_numel()}, z->dtype, z->device);
-  }
-  if (comm.size() == 1) {
-    z->gathered.copy_(z->shard);
-    z->work = nullptr;
-  } else {
-    z->work = comm.all_gather(z->gathered, z->shard, /*async=*/true);
-  }
-  z->status = ParamStatus::kInflight;
-}
-
-void wait_gather(const Tensor& p, comm::Communicator& comm) {
-  ZeroParam* z = zero_param(p);
-  if (!z || z->kind != ParamKind::kPartitioned) return;
-  if (z->status == ParamStatus::kNotAvailable) issue_gather(p, comm);
-  if (z->status == ParamStatus::kInflight) {
-    if (z->work) z->work->wait();
-    z->work = nullptr;
-    attach_storage(p, z->gathered);
-    z->status = ParamStatus::kAvailable;
-  }
-}
-
-void release_param(const Tensor& p) {
-  ZeroParam* z = zero_param(p);
-  if (!z || z->kind != ParamKind::kPartitioned || z->status == ParamStatus::kNotAvailable) return;
-  if (z->status == ParamStatus::kInflight && z->work) z->work->wait();
-  z->work = nullptr;
-  z->gathered = Tensor();
-  p.impl()->storage = nullptr;
-  z->status = ParamStatus::kNotAvailable;
-}
-
-void write_back_shard(const Tensor& p) {
-  ZeroParam* z = zero_param(p);
-  ZT_CHECK(z && z->status == ParamStatus::kAvailable, "write_back_shard: parameter '", p.name(),
-           "' is not gathered");
-  autograd::NoGradGuard ng;
-  int64_t valid = z->part.shard_valid(z->rank);
-  int64_t off = z->part.shard_offset(z->rank);
-  if (valid <= 0) return;
-  Tensor src = p.detach().reshape({-1}).narrow(0, off, valid);
-  z->shard.narrow(0, 0, valid).copy_(src);
-  if (z->master.defined()) z->master.narrow(0, 0, valid).copy_(src);
 }
 
 }  // namespace zt::zero

@@ -1,15 +1,18 @@
-// The state ZeRO-3 keeps for each managed parameter, attached to the parameter's tensor
-// (TensorImpl::extra). A partitioned parameter keeps its full shape and name, but its
-// storage is present only while gathered; each rank owns a flat padded shard.
+// The one record ZeRO-3 keeps for each managed parameter, attached to the parameter's
+// tensor (TensorImpl::extra). A partitioned parameter keeps its full shape and name, but
+// its storage is present only while gathered; each rank owns a flat padded shard.
 //
-//   NOT_AVAILABLE --issue_gather--> INFLIGHT --wait_gather--> AVAILABLE --release--> ...
+//   NOT_AVAILABLE --gather--> INFLIGHT --wait--> AVAILABLE --release--> NOT_AVAILABLE
 //
-// A replicated parameter (zero::Replicated) is a full copy on every rank and never
-// changes status.
+// Everything about the parameter lives here: its shard (in the storage dtype), the fp32
+// master shard the optimizer updates when the storage is low precision, the fp32
+// gradient shard reduce-scatter adds into, and its gather status. A replicated parameter
+// (zero::Replicated) is a full copy on every rank and never changes status.
 #pragma once
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/tensor.h"
 #include "zero/comm/communicator.h"
@@ -19,23 +22,82 @@ namespace zt::zero {
 
 enum class ParamStatus : uint8_t { kNotAvailable, kInflight, kAvailable };
 enum class ParamKind : uint8_t { kPartitioned, kReplicated };
-const char* status_name(ParamStatus s);
+
+struct GroupGather;
 
 struct ZeroParam : TensorExtra {
   ParamKind kind = ParamKind::kPartitioned;
   Partition part;
   int rank = 0;              // this rank (which slice `shard` is)
   Shape shape;               // full shape
-  DType dtype = DType::f32;  // full parameter dtype (shards use it too)
+  DType dtype = DType::f32;  // storage dtype: the parameter's, its shard's, its gathers'
   Device device;
-  Tensor shard;   // [shard_numel] this rank's slice, padded with zeros
-  Tensor master;  // fp32 master shard when the engine keeps one apart
+  Tensor shard;       // [shard_numel] this rank's slice, padded with zeros
+  Tensor master;      // fp32 [shard_numel] kept apart when dtype is not f32 (else undefined)
+  Tensor grad_shard;  // fp32 [shard_numel] while an engine trains it (else undefined)
   ParamStatus status = ParamStatus::kNotAvailable;
-  Tensor gathered;                   // [padded_numel] while INFLIGHT / AVAILABLE
-  std::shared_ptr<comm::Work> work;  // the in-flight all-gather
-  bool persistent = false;           // numel <= stage3_param_persistence_threshold
-  int holds = 0;                     // GatheredParameters scopes keeping it gathered
+  Tensor gathered;                      // full storage while AVAILABLE
+  std::shared_ptr<GroupGather> flight;  // the all-gather while INFLIGHT
+  bool persistent = false;              // numel <= stage3_param_persistence_threshold
+  int holds = 0;                        // GatheredParameters scopes keeping it gathered
+  TensorImpl* owner = nullptr;          // the parameter's tensor (which owns this record)
+
+  ~ZeroParam() override;
+
+  /// Starts an async all-gather if NOT_AVAILABLE (no-op otherwise).
+  void gather(comm::Communicator& comm);
+  /// Waits for the in-flight all-gather: the parameter is AVAILABLE after (no-op if it
+  /// already is; an error if it was never gathered).
+  void wait();
+  /// Frees the gathered storage (NOT_AVAILABLE); waits first if a gather is in flight.
+  void release();
+  /// Gathered, not persistent and held by no scope: release() may take it.
+  bool releasable() const {
+    return status != ParamStatus::kNotAvailable && !persistent && holds == 0;
+  }
+  /// Copies this rank's slice of `full` (the parameter's full value, any shape with numel
+  /// elements, identical on every rank) into the shard and the master shard.
+  void write_shard(const Tensor& full);
+  /// Stores the parameter in `storage` from now on: the shard is converted, the old
+  /// (fp32) values become the master shard if `keep_master`, and the tensor's dtype
+  /// changes with it. A gathered copy is released; none may be held by a scope.
+  void set_storage_dtype(DType storage, bool keep_master);
+  /// The fp32 shard the optimizer updates: the master, or the shard itself for f32.
+  const Tensor& fp32_shard() const { return master.defined() ? master : shard; }
+  /// After the optimizer updated the master shard: rounds it into the storage shard.
+  void shard_from_master();
 };
+
+/// One all-gather for several parameters (a module's, as FSDP2 groups them), in flight.
+///
+/// Each rank sends its shards side by side, S = sum of the members' shard_numel, and the
+/// collective lays the ranks' pieces one after another:
+///
+///   flat = [ rank 0: p0 slice 0 | p1 slice 0 | ... ][ rank 1: p0 slice 1 | p1 slice 1 | ... ]
+///          ^ 0                                      ^ S
+///
+/// so member k's slice from rank r starts at r * S + offset[k], offset[k] being the sum
+/// of the shard_numel of the members before it. A parameter's full value is its slices
+/// in rank order, so finish() copies each member out into its own storage (the member's
+/// first numel elements; the zero padding stays behind) and frees the flat buffer. With a
+/// single member, the flat buffer IS its padded full value and nothing is copied.
+struct GroupGather {
+  std::vector<ZeroParam*> members;  // null where a member was destroyed in flight
+  std::vector<int64_t> offsets;     // of each member's slice within a rank's piece
+  int64_t piece = 0;                // S: elements each rank contributes
+  Tensor send;                      // [S] this rank's shards (the shard itself for one member)
+  Tensor flat;                      // [world * S]
+  std::shared_ptr<comm::Work> work;
+  bool done = false;
+
+  /// Waits for the collective and makes every member AVAILABLE. Idempotent.
+  void finish();
+};
+
+/// Starts one all-gather for the NOT_AVAILABLE parameters of `group` (all partitioned,
+/// same dtype and device); the others are left alone. Returns the elements (padded) it
+/// gathers, 0 if none needed it.
+int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm);
 
 /// The ZeRO state of a parameter, or null for a plain tensor.
 ZeroParam* zero_param(const Tensor& p);
@@ -43,22 +105,15 @@ bool is_partitioned(const Tensor& p);
 bool is_replicated(const Tensor& p);
 
 /// Partitions a full parameter in place: rank `src`'s value is scattered, each rank keeps
-/// its shard, the full storage is released (status NOT_AVAILABLE).
+/// its shard, the full storage is released (status NOT_AVAILABLE). With a `storage` dtype
+/// other than the parameter's, the shard is stored in it (the original values kept as
+/// the fp32 master shard if the parameter requires grad).
 void partition_param(const Tensor& p, comm::Communicator& comm, int src = 0);
+void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage);
 /// Makes `p` a replica: broadcast from `src`, marked replicated (gathers first if it was
 /// partitioned).
 void replicate_param(const Tensor& p, comm::Communicator& comm, int src = 0);
 /// Broadcasts a buffer (or any full tensor) from `src` in place.
 void broadcast_tensor(const Tensor& t, comm::Communicator& comm, int src = 0);
-
-/// Starts an async all-gather of a NOT_AVAILABLE parameter (no-op otherwise).
-void issue_gather(const Tensor& p, comm::Communicator& comm);
-/// Makes the parameter AVAILABLE (issues the gather if needed, waits if in flight).
-void wait_gather(const Tensor& p, comm::Communicator& comm);
-/// Frees the gathered storage (NOT_AVAILABLE); waits first if a gather is in flight.
-void release_param(const Tensor& p);
-/// After the full value of an AVAILABLE parameter changed (identically on every rank),
-/// copies this rank's slice back into its shard.
-void write_back_shard(const Tensor& p);
 
 }  // namespace zt::zero

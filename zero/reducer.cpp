@@ -8,15 +8,17 @@ namespace zt::zero {
 GradReducer::GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async)
     : comm_(comm), bucket_elems_(bucket_elems), async_(async) {}
 
-void GradReducer::add(const Tensor& p, const Tensor& grad_shard) {
+void GradReducer::add(const Tensor& p) {
   ZeroParam* z = zero_param(p);
   ZT_CHECK(z && z->kind == ParamKind::kPartitioned, "GradReducer::add: '", p.name(),
            "' is not partitioned");
+  ZT_CHECK(z->grad_shard.defined(), "GradReducer::add: '", p.name(),
+           "' has no gradient shard (set ZeroParam::grad_shard to an fp32 [shard_numel] tensor)");
   Tensor g = p.grad();
   ZT_CHECK(g.defined(), "GradReducer::add: '", p.name(), "' has no gradient");
   int64_t n = z->part.padded_numel();
   if (!queued_.empty() && queued_elems_ + n > bucket_elems_) flush();
-  queued_.push_back({p, g.reshape({-1}), grad_shard});
+  queued_.push_back({z, g.reshape({-1})});
   queued_elems_ += n;
   p.set_grad(Tensor());  // the bucket owns the full gradient until it is laid out
 }
@@ -26,7 +28,7 @@ void GradReducer::flush() {
   autograd::NoGradGuard ng;
   int world = comm_.size();
   int64_t S = 0;
-  for (const Entry& e : queued_) S += zero_param(e.param)->part.shard_numel;
+  for (const Entry& e : queued_) S += e.z->part.shard_numel;
   Pending p;
   Device dev = queued_.front().grad.device();
   {
@@ -36,7 +38,7 @@ void GradReducer::flush() {
   }
   int64_t off = 0;
   for (const Entry& e : queued_) {
-    const Partition& part = zero_param(e.param)->part;
+    const Partition& part = e.z->part;
     for (int r = 0; r < world; ++r) {
       int64_t valid = part.shard_valid(r);
       if (valid > 0)
@@ -73,8 +75,8 @@ void GradReducer::finish(Pending& p) {
   if (p.work) p.work->wait();
   int64_t off = 0;
   for (const Entry& e : p.entries) {
-    int64_t s = zero_param(e.param)->part.shard_numel;
-    add_(e.grad_shard, p.output.narrow(0, off, s));
+    int64_t s = e.z->part.shard_numel;
+    add_(e.z->grad_shard, p.output.narrow(0, off, s));
     off += s;
   }
 }

@@ -22,9 +22,9 @@ class GradReducer {
  public:
   GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async);
 
-  /// Queues the (final, full) gradient of partitioned parameter `p`; `grad_shard` is the
-  /// fp32 [shard_numel] tensor its reduced slice is added into.
-  void add(const Tensor& p, const Tensor& grad_shard);
+  /// Queues the (final, full) gradient of partitioned parameter `p`; its reduced slice is
+  /// added into the record's fp32 grad_shard (which must exist).
+  void add(const Tensor& p);
   /// Reduce-scatters whatever is queued.
   void flush();
   /// Waits for every bucket in flight and accumulates the results into the shards.
@@ -34,9 +34,8 @@ class GradReducer {
 
  private:
   struct Entry {
-    Tensor param;
+    ZeroParam* z;
     Tensor grad;  // full gradient, flat
-    Tensor grad_shard;
   };
   struct Pending {
     std::shared_ptr<comm::Work> work;

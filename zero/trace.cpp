@@ -41,10 +41,15 @@ void Trace::invalidate() {
   state_ = State::kInvalid;
 }
 
-std::vector<int> Trace::upcoming(size_t max_entries) const {
+std::vector<int> Trace::upcoming(int64_t max_elems) const {
   std::vector<int> out;
   if (state_ != State::kValid) return out;
-  for (size_t i = pos_; i < ids_.size() && out.size() < max_entries; ++i) out.push_back(ids_[i]);
+  int64_t total = 0;
+  for (size_t i = pos_; i < ids_.size(); ++i) {
+    total += elems_[i];
+    if (total > max_elems) break;
+    out.push_back(ids_[i]);
+  }
   return out;
 }
 

@@ -25,11 +25,10 @@ class Trace {
   void invalidate();
 
   State state() const { return state_; }
-  /// Position of the next expected fetch.
-  size_t position() const { return pos_; }
   const std::vector<int>& ids() const { return ids_; }
-  /// Module ids expected after the current position, nearest first (valid traces only).
-  std::vector<int> upcoming(size_t max_entries) const;
+  /// Module ids expected after the current position, nearest first, as many as fit in
+  /// `max_elems` recorded elements together (valid traces only; the prefetch window).
+  std::vector<int> upcoming(int64_t max_elems) const;
   /// Elements fetched between the current position and the next fetch of `id`
   /// (exclusive); -1 if `id` does not occur again in this step.
   int64_t reuse_distance(int id) const;

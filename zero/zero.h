@@ -8,6 +8,7 @@
 #include "zero/engine.h"
 #include "zero/gathered.h"
 #include "zero/load.h"
+#include "zero/memory_report.h"
 #include "zero/param.h"
 #include "zero/partition.h"
 #include "zero/replicas.h"

@@ -90,7 +90,7 @@ double run_engine(comm::Communicator& comm, const Options& o, const std::string&
 double run_single(const Options& o) {
   manual_seed(1);
   auto model = std::make_shared<Stack>(o.width, o.depth);
-  auto opt = zero::make_optimizer({}, model->named_parameters());
+  auto opt = optim::make_optimizer({}, model->named_parameters());
   Generator g(7);
   Tensor x = randn({o.batch, o.width}, g);
   std::vector<double> times;

@@ -84,7 +84,8 @@ TEST(MixedPrecisionApp, Bf16FromYamlStoresBf16AndUpdatesF32Masters) {
   comm::run_threads(2, [&](comm::Communicator& comm) {
     EngineRun r = build(cfg, comm);
     std::vector<Tensor> masters_before;
-    for (const auto& mp : r.engine->partitioned()) masters_before.push_back(mp.master.clone());
+    for (const auto& mp : r.engine->partitioned())
+      masters_before.push_back(zero::zero_param(mp.param)->master.clone());
     double first = 0, last = 0;
     for (int i = 0; i < 6; ++i) {
       last = step(r, i).first;
@@ -98,12 +99,14 @@ TEST(MixedPrecisionApp, Bf16FromYamlStoresBf16AndUpdatesF32Masters) {
       zero::ZeroParam* z = zero::zero_param(mp.param);
       EXPECT_EQ(mp.param.dtype(), DType::bf16) << mp.name;
       EXPECT_EQ(z->shard.dtype(), DType::bf16) << mp.name;
-      ASSERT_TRUE(mp.master.defined()) << mp.name;
-      EXPECT_EQ(mp.master.dtype(), DType::f32) << mp.name;
-      EXPECT_CLOSE(z->shard.to(DType::f32), mp.master.to(DType::bf16).to(DType::f32), 0, 0)
+      ASSERT_TRUE(zero::zero_param(mp.param)->master.defined()) << mp.name;
+      EXPECT_EQ(zero::zero_param(mp.param)->master.dtype(), DType::f32) << mp.name;
+      EXPECT_CLOSE(z->shard.to(DType::f32),
+                   zero::zero_param(mp.param)->master.to(DType::bf16).to(DType::f32), 0, 0)
           << mp.name << ": the bf16 shard is the rounded master";
-      if (mp.master.numel() > 0 && mp.name.find("weight") != std::string::npos) {
-        EXPECT_GT(sum(abs(sub(mp.master, masters_before[i]))).item(), 0.0)
+      if (zero::zero_param(mp.param)->master.numel() > 0 &&
+          mp.name.find("weight") != std::string::npos) {
+        EXPECT_GT(sum(abs(sub(zero::zero_param(mp.param)->master, masters_before[i]))).item(), 0.0)
             << mp.name << ": the fp32 master was updated";
       }
       ++i;
@@ -121,7 +124,7 @@ TEST(MixedPrecisionApp, Fp16FromYamlScalesTheLossDynamically) {
     EngineRun r = build(cfg, comm);
     for (const auto& mp : r.engine->partitioned()) {
       EXPECT_EQ(mp.param.dtype(), DType::f16) << mp.name;
-      EXPECT_EQ(mp.master.dtype(), DType::f32) << mp.name;
+      EXPECT_EQ(zero::zero_param(mp.param)->master.dtype(), DType::f32) << mp.name;
     }
     EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "starts at 2^initial_scale_power";
     EXPECT_TRUE(step(r, 0).second);
@@ -129,13 +132,15 @@ TEST(MixedPrecisionApp, Fp16FromYamlScalesTheLossDynamically) {
     EXPECT_TRUE(step(r, 1).second);
     EXPECT_EQ(r.engine->loss_scale(), 2048.0) << "doubled after loss_scale_window good steps";
     std::vector<Tensor> before;
-    for (const auto& mp : r.engine->partitioned()) before.push_back(mp.master.clone());
+    for (const auto& mp : r.engine->partitioned())
+      before.push_back(zero::zero_param(mp.param)->master.clone());
     EXPECT_FALSE(step(r, 2, 1e12).second) << "an overflowing step is skipped";
     EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "halved after the overflow (hysteresis 1)";
     EXPECT_EQ(r.engine->stats().overflow_skips, 1);
     size_t i = 0;
     for (const auto& mp : r.engine->partitioned())
-      EXPECT_CLOSE(mp.master, before[i++], 0, 0) << mp.name << ": untouched by the skipped step";
+      EXPECT_CLOSE(zero::zero_param(mp.param)->master, before[i++], 0, 0)
+          << mp.name << ": untouched by the skipped step";
     EXPECT_TRUE(step(r, 3).second) << "training continues at the lower scale";
   });
 }

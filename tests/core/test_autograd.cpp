@@ -107,6 +107,23 @@ TEST(Autograd, PostAccumulateGradHook) {
   EXPECT_THROW(mul(x, 2.0).register_post_accumulate_grad_hook([](const Tensor&) {}), Error);
 }
 
+TEST(Autograd, PostAccumulateGradHookRemovedById) {
+  Tensor x = leaf({1, 2});
+  std::string order;
+  int a = x.register_post_accumulate_grad_hook([&](const Tensor&) { order += "a"; });
+  int b = x.register_post_accumulate_grad_hook([&](const Tensor&) { order += "b"; });
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { order += "c"; });
+  EXPECT_NE(a, b);
+  // Removing by id takes exactly that hook, whatever was added or removed around it.
+  x.remove_post_accumulate_grad_hook(a);
+  sum(x).backward();
+  EXPECT_EQ(order, "bc");
+  x.remove_post_accumulate_grad_hook(a);  // already gone: no-op
+  x.remove_post_accumulate_grad_hook(b);
+  sum(x).backward();
+  EXPECT_EQ(order, "bcc");
+}
+
 TEST(Autograd, CustomFunction) {
   // f(a, b) = a * b computed outside the graph, with a hand-written backward
   // that scales the true gradient by 10 so we can tell it ran.

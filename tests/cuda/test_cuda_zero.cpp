@@ -50,7 +50,7 @@ std::vector<Tensor> train(Device d, bool zero_engine, int steps, DType dt = DTyp
     zero::OptimizerConfig opt;
     opt.lr = 5e-3;
     if (!zero_engine) {
-      auto o = zero::make_optimizer(opt, m->named_parameters());
+      auto o = optim::make_optimizer(opt, m->named_parameters());
       for (int s = 0; s < steps; ++s) {
         m->zero_grad();
         auto [x, y] = batch(s % 4, d);

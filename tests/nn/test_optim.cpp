@@ -137,6 +137,39 @@ TEST(Adam, GenericPathMatchesFusedLoop) {
   }
 }
 
+TEST(Optimizer, FactoryBuildsTheConfiguredOptimizer) {
+  // Each type from the config follows the trajectory of the class built by hand.
+  optim::OptimizerConfig c;
+  c.lr = 0.05;
+  c.beta1 = 0.8;
+  c.beta2 = 0.95;
+  c.weight_decay = 0.1;
+  Tensor p = param();
+  auto adamw = optim::make_optimizer(c, {{"w", p}});
+  run(*adamw, p, 7);
+  EXPECT_TRUE(values_are(p, adam_reference(0.05, 0.8, 0.95, 1e-8, 0.1, true, 7), 1e-5));
+  c.type = "adam";
+  Tensor q = param();
+  auto adam = optim::make_optimizer(c, {{"w", q}});
+  run(*adam, q, 7);
+  EXPECT_TRUE(values_are(q, adam_reference(0.05, 0.8, 0.95, 1e-8, 0.1, false, 7), 1e-5));
+  c = optim::OptimizerConfig();
+  c.type = "sgd";
+  c.lr = 0.1;
+  c.momentum = 0.9;
+  c.nesterov = true;
+  Tensor r = param();
+  auto sgd = optim::make_optimizer(c, {{"w", r}});
+  run(*sgd, r, 6);
+  EXPECT_TRUE(values_are(r, sgd_reference(0.1, 0.9, 0, 0, true, 6), 1e-5));
+  c.type = "lion";
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        optim::make_optimizer(c, {{"w", param()}});
+      },
+      "unknown optimizer 'lion'"));
+}
+
 TEST(Optimizer, StateDictRoundTrip) {
   for (int kind = 0; kind < 2; ++kind) {
     auto make = [&](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {

@@ -1,6 +1,7 @@
 # Lesson 7 under mpirun -np 2 (label mpi): tests/zero/mpi/*.cpp plus the lesson helpers.
 file(GLOB ZT_ZERO_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/zero/mpi/*.cpp)
 add_executable(zt_test_zero_mpi ${ZT_ZERO_MPI_TESTS} ${CMAKE_CURRENT_SOURCE_DIR}/zero/lesson_util.cpp
+                                ${CMAKE_CURRENT_SOURCE_DIR}/zero/lesson07_loop.cpp
                                 ${CMAKE_CURRENT_SOURCE_DIR}/common/test_util.cpp)
 target_include_directories(zt_test_zero_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_options(zt_test_zero_mpi PRIVATE ${ZT_WARNINGS})

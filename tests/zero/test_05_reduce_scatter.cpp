@@ -42,7 +42,7 @@ static void check_shards(int N, int64_t bucket) {
       const zero::Partition& part = zero::zero_param(ps[i].param)->part;
       int64_t valid = part.shard_valid(comm.rank());
       if (valid == 0) continue;
-      EXPECT_CLOSE(ps[i].grad_shard.narrow(0, 0, valid),
+      EXPECT_CLOSE(zero::zero_param(ps[i].param)->grad_shard.narrow(0, 0, valid),
                    avg.narrow(0, part.shard_offset(comm.rank()), valid), 1e-5, 1e-6)
           << ps[i].name << " rank " << comm.rank() << " N=" << N;
     }

@@ -55,9 +55,9 @@ TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
     EXPECT_LT(last, 0.5 * first) << "bf16 training converges";
     for (const auto& mp : engine.partitioned()) {
       zero::ZeroParam* z = zero::zero_param(mp.param);
-      EXPECT_EQ(mp.master.dtype(), DType::f32);
+      EXPECT_EQ(z->master.dtype(), DType::f32);
       EXPECT_EQ(z->shard.dtype(), DType::bf16);
-      EXPECT_CLOSE(z->shard.to(DType::f32), mp.master.to(DType::bf16).to(DType::f32), 0, 0)
+      EXPECT_CLOSE(z->shard.to(DType::f32), z->master.to(DType::bf16).to(DType::f32), 0, 0)
           << mp.name << ": the bf16 shard is the rounded master";
     }
     zero::MemoryReport r = engine.memory_report();
@@ -98,5 +98,31 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
     EXPECT_EQ(stepped, 3);
     EXPECT_LT(engine.loss_scale(), std::ldexp(1.0, 30));
     EXPECT_TRUE(std::isfinite(engine.last_grad_norm()));
+  });
+}
+
+TEST(Lesson14MixedPrecision, PartitionInTheStorageDtype) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    // An fp32 parameter partitioned straight into bf16 storage (what the engine does
+    // to a model built without zero::Init): the fp32 values become the master shard.
+    Tensor value = from_vector({0.1, 1.0 / 3, -2.7, 1e-3, 5.5}, {5});
+    Tensor p = value.clone().set_requires_grad(true);
+    zero::partition_param(p, comm, 0, DType::bf16);
+    zero::ZeroParam* z = zero::zero_param(p);
+    EXPECT_EQ(p.dtype(), DType::bf16) << "the tensor says how it is stored";
+    EXPECT_EQ(z->shard.dtype(), DType::bf16);
+    ASSERT_TRUE(z->master.defined());
+    EXPECT_EQ(z->master.dtype(), DType::f32);
+    int64_t off = z->part.shard_offset(comm.rank()), valid = z->part.shard_valid(comm.rank());
+    EXPECT_CLOSE(z->master.narrow(0, 0, valid), value.narrow(0, off, valid), 0, 0);
+    EXPECT_CLOSE(z->shard.to(DType::f32), z->master.to(DType::bf16).to(DType::f32), 0, 0);
+    z->gather(comm);
+    z->wait();
+    EXPECT_CLOSE(p.to(DType::f32), value.to(DType::bf16).to(DType::f32), 0, 0);
+    z->release();
+    // A frozen parameter keeps no master.
+    Tensor frozen = value.clone();
+    zero::partition_param(frozen, comm, 0, DType::bf16);
+    EXPECT_FALSE(zero::zero_param(frozen)->master.defined());
   });
 }

@@ -1,4 +1,4 @@
-// Lesson 16 — a model larger than one rank.
+// Lesson 19 — a model larger than one rank.
 // Invariant: ZeRO-3 exists so that a model whose training states do not fit on one device
 // trains across several. Each rank here gets a hard memory limit (its ledger refuses any
 // allocation past it). A 32-layer MLP whose replicated training states (16 bytes per
@@ -6,7 +6,7 @@
 // losses of plain single-process training; on one rank under the same limit it fails with
 // an error that names the rank, the request, the limit and the largest consumers.
 //
-// Run alone: ctest --test-dir build -R zero.Lesson16
+// Run alone: ctest --test-dir build -R zero.Lesson19
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -69,7 +69,7 @@ zero::Config tight_config() {
 std::vector<double> train_single() {
   manual_seed(3);
   auto m = std::make_shared<Deep>();
-  auto opt = zero::make_optimizer({}, m->named_parameters());
+  auto opt = optim::make_optimizer({}, m->named_parameters());
   std::vector<double> losses;
   for (int s = 0; s < kSteps; ++s) {
     auto [x, y] = batch_rows(s, 0, kGlobalBatch);
@@ -112,7 +112,7 @@ std::vector<double> train_limited(comm::Communicator& comm) {
 
 }  // namespace
 
-TEST(Lesson16MemoryLimit, LedgerRefusesPastItsLimitAndChargesNothing) {
+TEST(Lesson19MemoryLimit, LedgerRefusesPastItsLimitAndChargesNothing) {
   auto ledger = std::make_shared<MemoryLedger>("rank 3");
   LedgerScope scope(ledger);
   ledger->set_limit(Device::cpu(), 1 << 20);
@@ -138,7 +138,7 @@ TEST(Lesson16MemoryLimit, LedgerRefusesPastItsLimitAndChargesNothing) {
   EXPECT_EQ(memory_stats().total_current, before + 400 * 1024);
 }
 
-TEST(Lesson16MemoryLimit, ParsesByteSizes) {
+TEST(Lesson19MemoryLimit, ParsesByteSizes) {
   EXPECT_EQ(parse_byte_size("4096"), 4096);
   EXPECT_EQ(parse_byte_size("512k"), 512 * 1024);
   EXPECT_EQ(parse_byte_size("64MiB"), int64_t{64} << 20);
@@ -149,7 +149,7 @@ TEST(Lesson16MemoryLimit, ParsesByteSizes) {
   EXPECT_TRUE(test::throws_with([] { parse_byte_size("-1"); }, "is not a byte size"));
 }
 
-TEST(Lesson16MemoryLimit, ModelThreeTimesTheLimitTrainsOnFourRanks) {
+TEST(Lesson19MemoryLimit, ModelThreeTimesTheLimitTrainsOnFourRanks) {
   ASSERT_GE(16 * deep_numel(), 3 * rank_limit()) << "replicated states need >= 3x the limit";
   const std::vector<double> expect = train_single();
   comm::run_threads(4, [&](comm::Communicator& comm) {
@@ -160,7 +160,7 @@ TEST(Lesson16MemoryLimit, ModelThreeTimesTheLimitTrainsOnFourRanks) {
   });
 }
 
-TEST(Lesson16MemoryLimit, TheSameModelOnOneRankFailsClearly) {
+TEST(Lesson19MemoryLimit, TheSameModelOnOneRankFailsClearly) {
   std::string msg;
   try {
     comm::run_threads(1, [](comm::Communicator& comm) { train_limited(comm); });

@@ -1,0 +1,81 @@
+// Lesson 7's training loop: the same AdamW training of the Mixed model once in one
+// process on the whole batch and once under ZeRO-3 with the batch split across ranks
+// (used by test_07_equivalence.cpp and its mpirun twin in mpi/).
+#include "zero/lesson_util.h"
+
+namespace zt::lesson {
+
+namespace {
+constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3, 4
+constexpr int kSteps = 5;
+
+zero::OptimizerConfig adamw() {
+  zero::OptimizerConfig o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+// Micro-batch `micro` of step `step`: the same data whoever trains on it.
+std::pair<Tensor, Tensor> micro_batch(int step, int micro) {
+  return batch(kGlobalBatch, step * 16 + micro);
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s) {
+  manual_seed(11);
+  auto m = std::make_shared<Mixed>();
+  auto opt = optim::make_optimizer(adamw(), m->named_parameters());
+  for (int step = 0; step < kSteps; ++step) {
+    m->zero_grad();
+    for (int k = 0; k < s.gas; ++k) {
+      auto [x, y] = micro_batch(step, k);
+      mul(mse_loss((*m)(x), y), 1.0 / s.gas).backward();
+    }
+    if (s.clip > 0) optim::clip_grad_norm(m->parameters(), s.clip);
+    opt->step();
+  }
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [n, p] : m->named_parameters()) out.emplace_back(n, p.detach().clone());
+  return out;
+}
+
+void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
+                            const std::vector<std::pair<std::string, Tensor>>& expect) {
+  int N = comm.size();
+  manual_seed(11);
+  std::shared_ptr<Mixed> m;
+  {
+    zero::Init init(comm);
+    m = std::make_shared<Mixed>();
+  }
+  zero::Config cfg;
+  cfg.gradient_accumulation_steps = s.gas;
+  cfg.gradient_clipping = s.clip;
+  cfg.reduce_bucket_size = 300;           // several buckets per backward
+  cfg.stage3_prefetch_bucket_size = 500;  // prefetch on
+  cfg.stage3_max_reuse_distance = 0;
+  cfg.stage3_param_persistence_threshold = 10;  // the small biases persist
+  zero::Engine engine(m, comm, cfg, adamw());
+  int64_t local = kGlobalBatch / N;
+  for (int step = 0; step < kSteps; ++step) {
+    for (int k = 0; k < s.gas; ++k) {
+      auto [x, y] = micro_batch(step, k);
+      Tensor xs = x.narrow(0, comm.rank() * local, local);
+      Tensor ys = y.narrow(0, comm.rank() * local, local);
+      engine.backward(mse_loss(engine(xs), ys));
+      bool stepped = engine.step();
+      EXPECT_EQ(stepped, k == s.gas - 1);
+    }
+  }
+  if (s.clip > 0) {
+    EXPECT_GT(engine.last_grad_norm(), s.clip) << "clipping was active";
+  }
+  auto got = full_parameters(*m, comm);
+  ASSERT_EQ(got.size(), expect.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_CLOSE(got[i].second, expect[i].second, 1e-5, 1e-6)
+        << got[i].first << " on rank " << comm.rank() << " of " << N;
+}
+
+}  // namespace zt::lesson

@@ -1,0 +1,116 @@
+// Lesson 18 — the two bounds on gathered parameters.
+// Invariant (stage3_max_live_parameters): prefetching never holds more gathered elements
+// than the bound: the gathered-parameter peak is at most the bound plus the one module
+// being fetched on demand, while an unbounded prefetch window gathers many at once.
+// Invariant (stage3_max_reuse_distance): a module whose parameters come back within
+// that many elements (a layer applied twice in a row) is not released in between:
+// fewer all-gathers for the same result.
+#include <algorithm>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+constexpr int64_t kWidth = 32;  // each weight: 1024 fp32 elements
+
+// `depth` bias-free square layers, each applied `repeat` times in a row.
+class Stack : public nn::UnaryModule {
+ public:
+  Stack(int depth, int repeat) : nn::UnaryModule("Stack"), repeat_(repeat) {
+    for (int i = 0; i < depth; ++i)
+      layers.push_back(register_module(
+          "l" + std::to_string(i),
+          std::make_shared<nn::Linear>(nn::LinearOptions(kWidth, kWidth).bias(false))));
+  }
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (auto& l : layers)
+      for (int k = 0; k < repeat_; ++k) h = tanh((*l)(h));
+    return h;
+  }
+
+ private:
+  int repeat_;
+};
+
+// Trains two steps (the first records the trace) and returns the gathered-parameter
+// peak of the second step in bytes.
+int64_t second_step_gathered_peak(comm::Communicator& comm, zero::Engine& engine) {
+  Tensor x = ones({2, kWidth});
+  engine.backward(sum(engine(x)));
+  engine.step();
+  reset_peak_memory();
+  engine.backward(sum(engine(x)));
+  engine.step();
+  return engine.memory_report().gathered_param_peak;
+}
+}  // namespace
+
+TEST(Lesson18LiveAndReuse, MaxLiveParametersBoundsTheGatheredPeak) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const int64_t weight_bytes = kWidth * kWidth * 4;
+    std::vector<int64_t> peaks;
+    for (int64_t max_live : {int64_t{1'000'000'000}, 2 * kWidth * kWidth}) {
+      std::shared_ptr<Stack> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<Stack>(6, 1);
+      }
+      zero::Config cfg = lesson::eager_release_config();
+      cfg.stage3_prefetch_bucket_size = 1'000'000;  // the window covers the whole model
+      cfg.stage3_max_live_parameters = max_live;
+      zero::Engine engine(m, comm, cfg, {});
+      peaks.push_back(second_step_gathered_peak(comm, engine));
+      EXPECT_GT(engine.stats().prefetches_issued, 0);
+    }
+    EXPECT_GE(peaks[0], 4 * weight_bytes) << "unbounded: prefetch gathers far ahead";
+    EXPECT_LE(peaks[1], 2 * weight_bytes + weight_bytes)
+        << "bounded: 2 weights of prefetch plus the module fetched on demand";
+    EXPECT_LT(peaks[1], peaks[0]);
+  });
+}
+
+TEST(Lesson18LiveAndReuse, PositiveReuseDistanceKeepsARepeatedLayer) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::vector<int64_t> gathers;
+    std::vector<std::vector<double>> outputs;
+    for (int64_t reuse : {int64_t{0}, int64_t{1}}) {
+      manual_seed(9);
+      std::shared_ptr<Stack> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<Stack>(2, 2);  // l0, l0, l1, l1
+      }
+      zero::Config cfg = lesson::eager_release_config();
+      cfg.stage3_max_reuse_distance = reuse;
+      zero::Engine engine(m, comm, cfg, {});
+      Tensor x = ones({2, kWidth});
+      engine.backward(sum(engine(x)));  // records the trace
+      engine.step();
+      int64_t before = engine.stats().gathers_issued;
+      engine.set_event_log(true);
+      Tensor y = engine(x);
+      outputs.push_back(y.to_vector());
+      engine.backward(sum(y));
+      engine.step();
+      gathers.push_back(engine.stats().gathers_issued - before);
+      const auto& ev = engine.events();
+      auto first = std::find(ev.begin(), ev.end(), "fetch:l0");
+      auto second = std::find(first + 1, ev.end(), "fetch:l0");
+      ASSERT_NE(second, ev.end());
+      bool released_between = std::find(first, second, "release:l0") != second;
+      // With reuse distance 1, l0 comes back after 0 elements: it is kept.
+      EXPECT_EQ(released_between, reuse == 0) << "reuse distance " << reuse;
+    }
+    // The step fetches l0 l0 l1 l1 (forward) then l1 l1 l0 l0 (backward). Released every
+    // time, that is 8 all-gathers. Kept while the next fetch is the same layer, l0 is
+    // gathered twice (once per pass) and l1 once: its backward follows its forward.
+    EXPECT_EQ(gathers[0], 8);
+    EXPECT_EQ(gathers[1], 3);
+    EXPECT_EQ(outputs[0], outputs[1]) << "the same computation";
+  });
+}

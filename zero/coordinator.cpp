@@ -1,0 +1,139 @@
+// Fetch, prefetch and release of module groups along the trace.
+#include "zero/coordinator.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace zt::zero {
+
+Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Config& config,
+                         EngineStats& stats)
+    : comm_(comm), config_(config), stats_(stats) {
+  for (auto& [path, m] : model.named_modules()) {
+    ModuleGroup g;
+    g.path = path.empty() ? "<root>" : path;
+    g.module = m.get();
+    for (auto& [n, p] : m->local_parameters()) {
+      if (!is_partitioned(p)) continue;
+      g.params.push_back(zero_param(p));
+      g.elems += g.params.back()->part.padded_numel();
+    }
+    if (!g.params.empty()) groups_.push_back(std::move(g));
+  }
+}
+
+void Coordinator::log(const std::string& prefix, int id) {
+  if (log_events_) events_.push_back(prefix + groups_[id].path);
+}
+
+void Coordinator::gather(int id, bool prefetch) {
+  int64_t n = gather_group(groups_[id].params, comm_);
+  if (n == 0) return;
+  live_elems_ += n;
+  ++stats_.gathers_issued;
+  if (prefetch) ++stats_.prefetches_issued;
+  log(prefetch ? "prefetch:" : "gather:", id);
+}
+
+void Coordinator::fetch(int id, bool backward_phase) {
+  ModuleGroup& g = groups_[id];
+  bool training = backward_phase || autograd::grad_mode_enabled();
+  log(backward_phase ? "fetch_backward:" : "fetch:", id);
+  if (training && !trace_.on_fetch(id, g.elems)) {
+    ++stats_.trace_invalidations;
+    if (stats_.trace_invalidations == 1)
+      std::fprintf(stderr,
+                   "zt: rank %d: module '%s' fetched out of the recorded order; prefetching "
+                   "is off until the trace is recorded again\n",
+                   comm_.rank(), g.path.c_str());
+  }
+  gather(id, false);
+  if (training) prefetch_after(id);
+  for (ZeroParam* z : g.params) z->wait();
+}
+
+void Coordinator::prefetch_after(int) {
+  if (trace_.state() != Trace::State::kValid || config_.stage3_prefetch_bucket_size <= 0) return;
+  for (int next : trace_.upcoming(config_.stage3_prefetch_bucket_size)) {
+    int64_t missing = 0;
+    for (ZeroParam* z : groups_[next].params)
+      if (z->status == ParamStatus::kNotAvailable) missing += z->part.padded_numel();
+    if (missing == 0) continue;
+    if (live_elems_ + missing > config_.stage3_max_live_parameters) return;
+    gather(next, true);
+  }
+}
+
+void Coordinator::release_param(ZeroParam* z) {
+  z->release();
+  live_elems_ -= z->part.padded_numel();
+  ++stats_.releases;
+}
+
+void Coordinator::release(int id) {
+  bool training = autograd::grad_mode_enabled() || autograd::in_backward();
+  if (training) {
+    int64_t d = trace_.reuse_distance(id);
+    if (d >= 0 && d < config_.stage3_max_reuse_distance) return;
+  }
+  log("release:", id);
+  for (ZeroParam* z : groups_[id].params)
+    if (z->releasable()) release_param(z);
+}
+
+void Coordinator::release_all() {
+  for (ModuleGroup& g : groups_)
+    for (ZeroParam* z : g.params)
+      if (z->releasable()) release_param(z);
+}
+
+void Coordinator::regather_persistent() {
+  for (ModuleGroup& g : groups_)
+    for (ZeroParam* z : g.params)
+      if (z->status != ParamStatus::kNotAvailable) release_param(z);
+  for (ModuleGroup& g : groups_) {
+    std::vector<ZeroParam*> keep;
+    for (ZeroParam* z : g.params)
+      if (z->persistent || z->holds > 0) keep.push_back(z);
+    live_elems_ += gather_group(keep, comm_);
+    for (ZeroParam* z : keep) z->wait();
+  }
+}
+
+void Coordinator::end_step() {
+  if (trace_.end_step()) check_ranks_agree();
+  stats_.trace_invalidations = trace_.invalidations();
+}
+
+void Coordinator::check_ranks_agree() {
+  std::string mine;
+  for (int id : trace_.ids()) mine += groups_[id].path + "\n";
+  std::vector<std::string> all = comm_.all_gather_bytes(mine);
+  bool same = true;
+  for (const std::string& s : all) same = same && s == mine;
+  if (same) return;
+  // Name the first differing module on each rank.
+  std::vector<std::vector<std::string>> lists;
+  for (const std::string& s : all) {
+    std::vector<std::string> l;
+    std::istringstream is(s);
+    for (std::string line; std::getline(is, line);) l.push_back(line);
+    lists.push_back(l);
+  }
+  size_t i = 0;
+  for (;; ++i) {
+    bool differ = false;
+    for (auto& l : lists)
+      differ = differ || i >= l.size() || i >= lists[0].size() || l[i] != lists[0][i];
+    if (differ) break;
+  }
+  std::ostringstream os;
+  os << "ranks ran different modules during the traced step; first difference at fetch #" << i
+     << ":";
+  for (size_t r = 0; r < lists.size(); ++r)
+    os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
+  trace_.invalidate();
+  ZT_FAIL(os.str(), " every rank must run the same modules in the same order under ZeRO-3");
+}
+
+}  // namespace zt::zero

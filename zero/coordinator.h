@@ -1,0 +1,87 @@
+// The gather coordinator: which parameters are gathered when. The unit is a module group
+// (a module and the partitioned parameters it owns itself): fetch() gathers a group with
+// ONE all-gather (zero::GroupGather) and, while training, prefetches the groups the trace
+// expects next; release() frees a group unless the trace reuses it soon. Two documented
+// bounds from zero::Config limit prefetching:
+//   stage3_prefetch_bucket_size  elements ahead of the current module (the window)
+//   stage3_max_live_parameters   gathered elements held at once (prefetch stops there)
+// and stage3_max_reuse_distance keeps a released group gathered when it comes back
+// within that many elements. The hooks (zero/hooks.h) decide when to call it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "nn/module.h"
+#include "zero/comm/communicator.h"
+#include "zero/config.h"
+#include "zero/param.h"
+#include "zero/trace.h"
+
+namespace zt::zero {
+
+struct EngineStats {
+  int64_t steps = 0;
+  int64_t micro_steps = 0;
+  int64_t gathers_issued = 0;     // all-gathers started (one per module group; fetch + prefetch)
+  int64_t prefetches_issued = 0;  // of which ahead of need
+  int64_t releases = 0;           // parameters released
+  int64_t trace_invalidations = 0;
+  int64_t buckets_reduced = 0;
+  int64_t overflow_skips = 0;
+};
+
+/// A module that owns partitioned parameters, and those parameters.
+struct ModuleGroup {
+  std::string path;  // dotted module path, "<root>" for the model itself
+  nn::Module* module = nullptr;
+  std::vector<ZeroParam*> params;
+  int64_t elems = 0;  // padded elements of its parameters
+};
+
+class Coordinator {
+ public:
+  /// Groups every module of `model` owning partitioned parameters (registration order).
+  Coordinator(nn::Module& model, comm::Communicator& comm, const Config& config,
+              EngineStats& stats);
+
+  const std::vector<ModuleGroup>& groups() const { return groups_; }
+  const Trace& trace() const { return trace_; }
+
+  /// Makes group `id` AVAILABLE: records it in the trace (training only), gathers what is
+  /// missing, prefetches along the trace (training only) and waits.
+  void fetch(int id, bool backward_phase);
+  /// Releases group `id` unless the trace reuses it within stage3_max_reuse_distance.
+  void release(int id);
+  /// Releases every releasable parameter (end of backward, skipped step).
+  void release_all();
+  /// Drops every gathered copy, persistent ones too (their values are stale), then
+  /// gathers again the persistent parameters and those a scope holds.
+  void regather_persistent();
+  /// Ends a step in the trace; after the first recorded step, checks that every rank
+  /// fetched the same modules in the same order (an error naming the first difference).
+  void end_step();
+
+  /// When on, records "fetch:<module>", "gather:<module>", "prefetch:<module>",
+  /// "release:<module>", "forward_end:<module>", "fetch_backward:<module>".
+  void set_event_log(bool on) { log_events_ = on; }
+  void log(const std::string& prefix, int id);
+  const std::vector<std::string>& events() const { return events_; }
+
+ private:
+  void gather(int id, bool prefetch);
+  void prefetch_after(int id);
+  void release_param(ZeroParam* z);
+  void check_ranks_agree();
+
+  comm::Communicator& comm_;
+  const Config& config_;
+  EngineStats& stats_;
+  std::vector<ModuleGroup> groups_;
+  Trace trace_;
+  int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
+  bool log_events_ = false;
+  std::vector<std::string> events_;
+};
+
+}  // namespace zt::zero

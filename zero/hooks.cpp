@@ -1,0 +1,113 @@
+// The life of a partitioned parameter, in order. Before any of this, a scope
+// (zero::Init) or the engine partitioned it: each rank holds a flat shard, the tensor
+// has no storage (NOT_AVAILABLE). Then, every step:
+//
+//   1. on_pre_forward    its module is called: gather it (one all-gather per module),
+//                        prefetch the next modules along the trace, wait.
+//   2. (forward)         the module computes with the full parameter.
+//   3. on_post_forward   release it, unless the trace reuses it soon. The outputs are
+//                        wrapped so that step 4 runs when their gradients arrive.
+//   4. on_pre_backward   gradients reach the module's outputs: gather it again.
+//   5. (backward)        the module's backward runs; autograd accumulates the full
+//                        gradient into .grad().
+//   6. on_grad_ready     the gradient is final: the reducer queues it and, per bucket,
+//                        reduce-scatters every rank's slice into its fp32 grad shard.
+//   7. on_post_backward  gradients reached the module's inputs: release it.
+//   8. on_backward_end   autograd is done: flush the last bucket, release what is left
+//                        (modules whose inputs needed no gradient never see step 7).
+//   9. Engine::step      the optimizer updates the fp32 shard; low-precision shards are
+//                        rounded from it; persistent parameters are gathered again.
+#include "zero/hooks.h"
+
+namespace zt::zero {
+
+// Replaces the tensors of `ts` that require grad by identity outputs of one autograd
+// function whose backward calls `on_backward` (once, when all their gradients are in).
+static void wrap_for_backward(const char* name, std::vector<Tensor>& ts,
+                              std::function<void()> on_backward) {
+  if (!autograd::grad_mode_enabled()) return;
+  std::vector<size_t> idx;
+  std::vector<Tensor> wrap;
+  for (size_t i = 0; i < ts.size(); ++i)
+    if (ts[i].defined() && ts[i].requires_grad()) {
+      idx.push_back(i);
+      wrap.push_back(ts[i]);
+    }
+  if (wrap.empty()) return;
+  auto out = autograd::apply_function(
+      name, wrap, [](const std::vector<Tensor>& x) { return x; },
+      [on_backward = std::move(on_backward)](const std::vector<Tensor>& g) {
+        on_backward();
+        return g;
+      });
+  for (size_t k = 0; k < idx.size(); ++k) ts[idx[k]] = out[k];
+}
+
+Hooks::Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<Tensor>& trainable)
+    : coordinator_(coordinator), reducer_(reducer) {
+  const auto& groups = coordinator_.groups();
+  for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
+    nn::Module* m = groups[id].module;
+    module_hooks_.emplace_back(
+        m, m->add_forward_pre_hook([this, id](nn::Module&, std::vector<Tensor>& inputs) {
+          on_pre_forward(id, inputs);
+        }));
+    module_hooks_.emplace_back(
+        m, m->add_forward_hook(
+               [this, id](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& outputs) {
+                 on_post_forward(id, outputs);
+               }));
+  }
+  for (const Tensor& p : trainable)
+    grad_hooks_.emplace_back(
+        p, p.register_post_accumulate_grad_hook([this](const Tensor& q) { on_grad_ready(q); }));
+}
+
+Hooks::~Hooks() {
+  for (auto& [m, id] : module_hooks_) m->remove_hook(id);
+  for (auto& [p, id] : grad_hooks_) p.remove_post_accumulate_grad_hook(id);
+}
+
+// 1.
+void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
+  coordinator_.fetch(id, /*backward_phase=*/false);
+  // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
+  // is over.
+  wrap_for_backward("zero_post_backward", inputs, [this, id] { on_post_backward(id); });
+}
+
+// 3.
+void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
+  coordinator_.log("forward_end:", id);
+  // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
+  wrap_for_backward("zero_pre_backward", outputs, [this, id] { on_pre_backward(id); });
+  coordinator_.release(id);
+}
+
+// 4.
+void Hooks::on_pre_backward(int id) {
+  if (!end_of_backward_queued_) {
+    end_of_backward_queued_ = true;
+    autograd::queue_callback([this] { on_backward_end(); });
+  }
+  coordinator_.fetch(id, /*backward_phase=*/true);
+}
+
+// 6.
+void Hooks::on_grad_ready(const Tensor& param) {
+  reducer_.add(param);
+}
+
+// 7.
+void Hooks::on_post_backward(int id) {
+  coordinator_.release(id);
+}
+
+// 8.
+void Hooks::on_backward_end() {
+  end_of_backward_queued_ = false;
+  reducer_.flush();
+  coordinator_.release_all();
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,40 @@
+// The engine's hooks: where the life of a partitioned parameter is driven from, in the
+// order it happens (hooks.cpp reads top to bottom in that order). Installed on every
+// module that owns partitioned parameters and on every trainable parameter; removed by
+// id when the Hooks object goes, so a model may outlive its engine.
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "nn/module.h"
+#include "zero/coordinator.h"
+#include "zero/reducer.h"
+
+namespace zt::zero {
+
+class Hooks {
+ public:
+  /// Hooks every group of `coordinator` and every parameter in `trainable` (partitioned,
+  /// with a gradient shard).
+  Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<Tensor>& trainable);
+  ~Hooks();
+  Hooks(const Hooks&) = delete;
+  Hooks& operator=(const Hooks&) = delete;
+
+ private:
+  void on_pre_forward(int id, std::vector<Tensor>& inputs);
+  void on_post_forward(int id, std::vector<Tensor>& outputs);
+  void on_pre_backward(int id);
+  void on_grad_ready(const Tensor& param);
+  void on_post_backward(int id);
+  void on_backward_end();
+
+  Coordinator& coordinator_;
+  GradReducer& reducer_;
+  std::vector<std::pair<nn::Module*, int>> module_hooks_;  // (module, hook id)
+  std::vector<std::pair<Tensor, int>> grad_hooks_;         // (parameter, hook id)
+  bool end_of_backward_queued_ = false;
+};
+
+}  // namespace zt::zero

@@ -1,0 +1,35 @@
+// MemoryReport from the allocator's counters.
+#include "zero/memory_report.h"
+
+#include <sstream>
+
+#include "core/allocator.h"
+
+namespace zt::zero {
+
+std::string MemoryReport::json() const {
+  std::ostringstream os;
+  os << "{\"param_shard\":" << param_shard << ",\"grad_shard\":" << grad_shard
+     << ",\"optim_state\":" << optim_state << ",\"model_state\":" << model_state()
+     << ",\"gathered_param\":" << gathered_param
+     << ",\"gathered_param_peak\":" << gathered_param_peak << ",\"activation\":" << activation
+     << ",\"activation_peak\":" << activation_peak << ",\"comm_buffer_peak\":" << comm_buffer_peak
+     << "}";
+  return os.str();
+}
+
+MemoryReport memory_report(Device d) {
+  MemoryCounters c = memory_stats(d);
+  MemoryReport r;
+  r.param_shard = c.cur(MemTag::kParamShard);
+  r.grad_shard = c.cur(MemTag::kGradShard);
+  r.optim_state = c.cur(MemTag::kOptimState);
+  r.gathered_param = c.cur(MemTag::kGatheredParam);
+  r.gathered_param_peak = c.pk(MemTag::kGatheredParam);
+  r.activation = c.cur(MemTag::kActivation);
+  r.activation_peak = c.pk(MemTag::kActivation);
+  r.comm_buffer_peak = c.pk(MemTag::kCommBuffer);
+  return r;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,28 @@
+// The model-state bytes of one rank, read from the allocator's per-tag counters: what
+// ZeRO-3 promises to divide by the number of ranks (parameter, gradient and optimizer
+// shards) and what it holds only for a while (gathered parameters, activations,
+// communication buffers).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "core/device.h"
+
+namespace zt::zero {
+
+/// Bytes of model state on this rank, from the allocator's tags (current and peak).
+struct MemoryReport {
+  int64_t param_shard = 0, grad_shard = 0, optim_state = 0;
+  int64_t gathered_param = 0, gathered_param_peak = 0;
+  int64_t activation = 0, activation_peak = 0;
+  int64_t comm_buffer_peak = 0;
+  /// param + grad + optimizer shards.
+  int64_t model_state() const { return param_shard + grad_shard + optim_state; }
+  std::string json() const;
+};
+
+/// The report for device `d` from this thread's memory ledger.
+MemoryReport memory_report(Device d);
+
+}  // namespace zt::zero
