@@ -93,13 +93,4 @@ f16::operator float() const {
   return f;
 }
 
-namespace detail {
-void throw_error(const char* file, int line, const std::string& msg) {
-  const char* base = file;
-  for (const char* p = file; *p; ++p)
-    if (*p == '/') base = p + 1;
-  throw Error(std::string(base) + ":" + std::to_string(line) + ": " + msg);
-}
-}  // namespace detail
-
 }  // namespace zt

@@ -1,6 +1,7 @@
-// Errors: ZT_CHECK throws zt::Error carrying file, line and an actionable message.
-// Use it for user, shape, dtype and configuration errors; ZT_DCHECK is for hot-loop
-// invariants and vanishes in release builds.
+// Errors: ZT_CHECK throws zt::Error carrying an actionable message and the file and line
+// that raised it. Use it for user, shape, dtype and configuration errors; ZT_DCHECK is for
+// hot-loop invariants and vanishes in release builds. A user reads the message alone;
+// with ZT_DEBUG=1 in the environment every message starts with its source location.
 #pragma once
 
 #include <sstream>
@@ -12,8 +13,21 @@ namespace zt {
 /// The one exception type zt throws for user-facing errors.
 class Error : public std::runtime_error {
  public:
+  /// An error without a source location: what() is `what`.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
+  /// An error raised at `location` ("tensor.cpp:87"): what() is `msg`, prefixed with
+  /// "tensor.cpp:87: " when debug_errors() is on.
+  Error(const std::string& msg, const std::string& location);
+  /// Where ZT_CHECK / ZT_FAIL raised it ("tensor.cpp:87"); empty when unknown.
+  const std::string& location() const { return location_; }
+
+ private:
+  std::string location_;
 };
+
+/// True when the environment sets ZT_DEBUG (to anything but "" or "0"): error messages
+/// then carry their source location. Read at each error, so it can change at run time.
+bool debug_errors();
 
 namespace detail {
 template <typename... Args>
@@ -27,9 +41,9 @@ std::string cat(const Args&... args) {
 
 }  // namespace zt
 
-/// Throws zt::Error("file:line: msg...") unless cond holds.
-#define ZT_CHECK(cond, ...)                                                               \
-  do {                                                                                    \
+/// Throws zt::Error(msg..., "file:line") unless cond holds.
+#define ZT_CHECK(cond, ...)                                                                     \
+  do {                                                                                          \
     if (!(cond)) ::zt::detail::throw_error(__FILE__, __LINE__, ::zt::detail::cat(__VA_ARGS__)); \
   } while (0)
 

@@ -1,6 +1,10 @@
 // zt-bench: benchmarks as subcommands ("zt-bench ops", "zt-bench comm", ...). Each
-// bench_<name>.cpp registers itself with ZT_BENCH and prints one JSON object per line.
+// bench_<name>.cpp registers itself with ZT_BENCH, parses its options with bench::Cli
+// (so `zt-bench <name> --help` prints them, with defaults, and runs nothing) and prints
+// one JSON object per line.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 #include <functional>
 #include <string>
@@ -14,6 +18,17 @@ using BenchFn = int (*)(const std::vector<std::string>& args);
 
 struct Registrar {
   Registrar(const char* name, const char* help, BenchFn fn);
+};
+
+/// A benchmark's command line: "zt-bench <name>" with the registered one-line help as its
+/// description, and every option's default shown in --help.
+class Cli : public CLI::App {
+ public:
+  explicit Cli(const std::string& name);
+  /// Parses the benchmark's arguments. False when the benchmark must not run: after
+  /// --help (*exit_code 0, usage printed) or a bad argument (*exit_code nonzero, the
+  /// error printed).
+  bool parse_args(const std::vector<std::string>& args, int* exit_code);
 };
 
 /// Blocks until device work queued before it is done (copies one element of t to the

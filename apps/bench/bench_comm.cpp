@@ -3,7 +3,6 @@
 // rank (MpiComm). Rank 0 prints one JSON object per (collective, size):
 //   bytes    the full message (all_gather output, reduce_scatter input, all_reduce tensor)
 //   algbw    bytes / seconds;  busbw: algbw * (N-1)/N (gather, scatter), 2(N-1)/N (reduce)
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -54,19 +53,14 @@ void run_sizes(Communicator& c, int64_t min_bytes, int64_t max_bytes, int reps) 
 }  // namespace
 
 ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)") {
-  CLI::App app{"zt-bench comm"};
+  zt::bench::Cli app("comm");
   int ranks = 2, reps = 5;
   int64_t min_bytes = 4096, max_bytes = 16 << 20;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)");
   app.add_option("--min-bytes", min_bytes, "smallest message");
   app.add_option("--max-bytes", max_bytes, "largest message (sizes grow 4x)");
   app.add_option("--reps", reps, "timed repetitions per size (median reported)");
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  try {
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   zt::comm::LaunchOptions opts;
   opts.ranks = zt::comm::under_mpirun() ? 1 : ranks;
   zt::comm::launch(opts, [&](Communicator& c) { run_sizes(c, min_bytes, max_bytes, reps); });

@@ -42,16 +42,14 @@ double per_call(const std::function<void()>& fn, int calls) {
 }  // namespace
 
 ZT_BENCH(frozen, "frozen module per-call time: plain vs Replicated vs GatheredParameters") {
+  zt::bench::Cli app("frozen");
   int ranks = 2, calls = 200;
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    if (args[i] == "--ranks")
-      ranks = std::stoi(args[i + 1]);
-    else if (args[i] == "--calls")
-      calls = std::stoi(args[i + 1]);
-    else
-      ZT_FAIL("zt-bench frozen: unknown option ", args[i], " (options: --ranks --calls)");
-  }
-  comm::launch(ranks, [&](comm::Communicator& comm) {
+  app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--calls", calls, "forward calls per timed repetition (best of 5 reported)")
+      ->check(CLI::PositiveNumber);
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
+  comm::launch(comm::under_mpirun() ? 1 : ranks, [&](comm::Communicator& comm) {
     autograd::NoGradGuard ng;
     Generator g(3);
     Tensor x = randn({2, 4, 4, 8, 8}, g);  // (B, C, T, H, W)

@@ -9,7 +9,6 @@
 //               tensors read and written once per pass over the fwd_bwd time.
 // Options: --threads N (kernel and BLAS threads), --device cpu|cuda, --reps, --dtype,
 // --filter SUBSTRING (only ops whose name contains it).
-#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -176,7 +175,7 @@ std::vector<Case> make_cases(const Setup& st) {
 }  // namespace
 
 ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokenizer's shapes") {
-  CLI::App app{"zt-bench ops"};
+  zt::bench::Cli app("ops");
   int threads = zt::num_threads(), reps = 5;
   std::string device = "cpu", dtype = "f32", filter;
   app.add_option("--threads", threads, "kernel and BLAS threads (default: all cores)");
@@ -184,12 +183,7 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   app.add_option("--dtype", dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--reps", reps, "timed repetitions per case (median reported)");
   app.add_option("--filter", filter, "only ops whose name contains this");
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  try {
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
            std::max(threads, 1)};
   if (st.device.is_cuda() && !zt::cuda_available()) {

@@ -7,7 +7,6 @@
 //   mode replicated_dp  the GPT built under zero::Replicated with requires_grad on: the
 //                       engine all-reduces replica gradients (plain data parallelism)
 // Under mpirun each process is a rank (MPI) and only the world size is measured.
-#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -77,7 +76,7 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
 }  // namespace
 
 ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2; mpirun)") {
-  CLI::App app{"zt-bench vqgpt"};
+  zt::bench::Cli app("vqgpt");
   std::string config_path = "configs/vqgpt_tiny.yaml";
   std::vector<int> ranks = {1, 2};
   int warmup = 2, steps = 10;
@@ -87,12 +86,7 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
   app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4");
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  try {
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
   if (comm::under_mpirun()) ranks = {0};  // the world size
   for (int n : ranks)

@@ -11,7 +11,6 @@
 // (time in the module minus time in its child modules), summed over the timed steps.
 #include <time.h>
 
-#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -73,7 +72,7 @@ class ModuleTimer {
 
 // Registered by hand: the subcommand name has a dash, which ZT_BENCH cannot spell.
 int run_vqtok_step(const std::vector<std::string>& args) {
-  CLI::App app{"zt-bench vqtok-step"};
+  zt::bench::Cli app("vqtok-step");
   int batch = 8, steps = 3, threads = 1;
   bool modules = false;
   std::string device_name = "cpu";
@@ -82,12 +81,7 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_option("--threads", threads, "kernel and BLAS threads");
   app.add_flag("--modules", modules, "also print exclusive forward time per module type");
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  std::vector<std::string> rev(args.rbegin(), args.rend());
-  try {
-    app.parse(rev);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const zt::Device device = zt::Device::parse(device_name);
   if (device.is_cuda() && !zt::cuda_available()) {
     std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");

@@ -106,31 +106,21 @@ double run_single(const Options& o) {
   return times[1 + (times.size() - 1) / 2];
 }
 
-Options parse(const std::vector<std::string>& args) {
-  Options o;
-  for (size_t i = 0; i + 1 < args.size(); i += 2) {
-    const std::string& k = args[i];
-    int64_t v = std::stoll(args[i + 1]);
-    if (k == "--ranks")
-      o.ranks = static_cast<int>(v);
-    else if (k == "--width")
-      o.width = v;
-    else if (k == "--depth")
-      o.depth = static_cast<int>(v);
-    else if (k == "--batch")
-      o.batch = v;
-    else if (k == "--steps")
-      o.steps = static_cast<int>(v);
-    else
-      ZT_FAIL("zt-bench zero: unknown option ", k,
-              " (options: --ranks --width --depth --batch --steps)");
-  }
-  return o;
-}
 }  // namespace
 
 ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel") {
-  Options o = parse(args);
+  zt::bench::Cli app("zero");
+  Options o;
+  app.add_option("--ranks", o.ranks, "thread ranks for a plain start (ignored under mpirun)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--width", o.width, "width of each Linear block")->check(CLI::PositiveNumber);
+  app.add_option("--depth", o.depth, "blocks (Linear, LayerNorm, gelu)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--batch", o.batch, "global batch (split over the ranks)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--steps", o.steps, "steps per mode (the first is a warm-up)")
+      ->check(CLI::Range(2, 1 << 20));
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   bool mpi = comm::under_mpirun();
   if (!mpi) {
     set_num_threads(1);
@@ -142,7 +132,7 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
   double ddp_ms = 0;
   int64_t engine_params = Stack(o.width, o.depth).num_parameters();
   for (const char* mode : {"ddp", "zero3", "zero3_pf"}) {
-    comm::launch(o.ranks, [&](comm::Communicator& comm) {
+    comm::launch(mpi ? 1 : o.ranks, [&](comm::Communicator& comm) {
       zero::MemoryReport mem;
       int64_t bytes = 0;
       double t = run_engine(comm, o, mode, &mem, &bytes);

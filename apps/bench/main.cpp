@@ -1,4 +1,5 @@
-// zt-bench entry point: dispatches to the registered benchmark subcommands.
+// zt-bench entry point: dispatches to the registered benchmark subcommands. `zt-bench`,
+// `zt-bench --help` list them; an unknown name gets the nearest one suggested.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -6,6 +7,7 @@
 #include <map>
 
 #include "apps/bench/bench.h"
+#include "apps/common/app_cli.h"
 
 namespace zt::bench {
 
@@ -18,10 +20,34 @@ std::map<std::string, Entry>& registry() {
   static std::map<std::string, Entry> r;
   return r;
 }
+
+void print_usage(std::FILE* out) {
+  std::fprintf(out,
+               "zt-bench: zt's benchmarks; each prints one JSON object per line\n"
+               "Usage: zt-bench <benchmark> [OPTIONS]   (zt-bench <benchmark> --help: its "
+               "options)\n\nSubcommands:\n");
+  for (auto& [name, e] : registry()) std::fprintf(out, "  %-12s %s\n", name.c_str(), e.help);
+}
 }  // namespace
 
 Registrar::Registrar(const char* name, const char* help, BenchFn fn) {
   registry()[name] = {help, fn};
+}
+
+Cli::Cli(const std::string& name) : CLI::App(registry().at(name).help, "zt-bench " + name) {
+  option_defaults()->always_capture_default();
+}
+
+bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
+  zt::app::tidy_defaults(*this);
+  std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 pops from the back
+  try {
+    parse(rev);
+  } catch (const CLI::ParseError& e) {
+    *exit_code = exit(e);
+    return false;
+  }
+  return true;
 }
 
 void sync(const Tensor& t) {
@@ -44,14 +70,23 @@ double time_per_call(const std::function<void()>& fn, int warmup, int reps) {
 
 int main(int argc, char** argv) {
   auto& reg = zt::bench::registry();
-  if (argc < 2 || reg.find(argv[1]) == reg.end()) {
-    std::fprintf(stderr, "usage: zt-bench <benchmark> [args]\nbenchmarks:\n");
-    for (auto& [name, e] : reg) std::fprintf(stderr, "  %-8s %s\n", name.c_str(), e.help);
-    return argc < 2 ? 2 : 1;
+  const std::string first = argc < 2 ? "" : argv[1];
+  if (first == "--help" || first == "-h" || first == "help") {
+    zt::bench::print_usage(stdout);
+    return 0;
+  }
+  if (reg.find(first) == reg.end()) {
+    if (!first.empty()) {
+      std::vector<std::string> names;
+      for (auto& [name, e] : reg) names.push_back(name);
+      std::fprintf(stderr, "%s\n", zt::app::unknown_command("zt-bench", first, names).c_str());
+    }
+    zt::bench::print_usage(stderr);
+    return 2;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   try {
-    return reg[argv[1]].fn(args);
+    return reg[first].fn(args);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "zt-bench %s: %s\n", argv[1], e.what());
     return 1;

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "configs/app_config.h"
+#include "configs/config.h"
 #include "zero/comm/launch.h"
 
 namespace zt::app {
@@ -96,5 +98,53 @@ struct AppCommands {
     return run_on_ranks(name, kind, c, command, extra_sets, fn);
   }
 };
+
+// ---- subcommands: defaults in help, "did you mean" for a misspelled command
+
+/// Makes every option added from now on to `app` (and to subcommands added later) show
+/// its default value in --help. Call before adding subcommands and options.
+inline void show_defaults(CLI::App& app) {
+  app.option_defaults()->always_capture_default();
+}
+
+/// Run after every option is added: clears the shown default of options whose help
+/// already says what the default is ("(default: train.batch)") and of empty lists.
+inline void tidy_defaults(CLI::App& app) {
+  for (CLI::Option* o : app.get_options([](CLI::Option*) { return true; }))
+    if (o->get_default_str() == "[]" || o->get_description().find("(default:") != std::string::npos)
+      o->default_str("");
+  for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) tidy_defaults(*sub);
+}
+
+/// "<app>: unknown command '<given>'; did you mean '<nearest>'?" (the suggestion only
+/// when a command is close: two edits, or a third of its letters for long names).
+inline std::string unknown_command(const std::string& app, const std::string& given,
+                                   const std::vector<std::string>& commands) {
+  std::string msg = app + ": unknown command '" + given + "'";
+  std::string best;
+  size_t best_d = 0;
+  for (const std::string& c : commands) {
+    const size_t d = config::edit_distance(given, c);
+    if (best.empty() || d < best_d) best = c, best_d = d;
+  }
+  if (!best.empty() && best_d <= std::max<size_t>(2, best.size() / 3))
+    msg += "; did you mean '" + best + "'?";
+  return msg;
+}
+
+/// Before CLI11 parses (and after tidy_defaults): when the first argument is not an option and
+/// names no subcommand of `app`, prints unknown_command() and the usage on stderr and returns 2
+/// (CLI11 alone would only say that a subcommand is required). Returns -1 to go on parsing.
+inline int check_subcommand(CLI::App& app, int argc, char** argv) {
+  if (argc < 2 || argv[1][0] == '-') return -1;
+  std::vector<std::string> names;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+    if (sub->get_name() == argv[1]) return -1;
+    names.push_back(sub->get_name());
+  }
+  std::fprintf(stderr, "%s\n\n%s", unknown_command(app.get_name(), argv[1], names).c_str(),
+               app.help().c_str());
+  return 2;
+}
 
 }  // namespace zt::app

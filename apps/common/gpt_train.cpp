@@ -219,10 +219,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                         {"memory", json::parse(mem.json())}});
         if (say)
           progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-                        " | loss " + fmt("%.4f", m["loss"]) + " (unigram " + fmt("%.3f", entropy) +
-                        ") | lr " + fmt("%.2e", lr) + " | " + fmt("%.3f s/step", m["step_s"]) +
-                        " (tokenizer " + fmt("%.0f%%", 100.0 * share) + ") | " +
-                        fmt("%.0f tok/s", tps) + " | eta " + app::format_duration(eta) + " | mem " +
+                        " | mean loss " + fmt("%.4f", m["loss"]) + " (unigram " +
+                        fmt("%.3f", entropy) + ") | lr " + fmt("%.2e", lr) + " | " +
+                        fmt("%.3f s/step", m["step_s"]) + " (tokenizer " +
+                        fmt("%.0f%%", 100.0 * share) + ") | " + fmt("%.0f tok/s", tps) + " | eta " +
+                        app::format_duration(eta) + " | mem " +
                         app::format_bytes(mem.model_state()) + " state");
       }
     }
@@ -233,7 +234,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                     " buffers identical on " + std::to_string(world) + " ranks)");
     if (say && progress.tty())
       progress.update(done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-                                " | loss " + fmt("%.4f", step_loss) + " | " +
+                                " | step loss " + fmt("%.4f", step_loss) + " | " +
                                 fmt("%.3f s/step", timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) {
       auto eval_loader =
@@ -267,10 +268,12 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                (t[1] / static_cast<double>(world));
   result.final_checkpoint = last_saved;
   if (say) {
+    const std::string eval =
+        result.eval_loss != 0.0 ? fmt(" | eval %.4f", result.eval_loss) : "";  // 0: none ran
     std::printf(
-        "done: step %lld | loss %.4f (unigram entropy %.4f) | eval %.4f | %.3f s/step, "
+        "done: step %lld | loss %.4f (unigram entropy %.4f)%s | %.3f s/step, "
         "tokenizer %.0f%% of it | %.0f tokens/s | metrics %s\n",
-        static_cast<long long>(result.steps), result.loss, result.unigram_entropy, result.eval_loss,
+        static_cast<long long>(result.steps), result.loss, result.unigram_entropy, eval.c_str(),
         result.seconds_per_step, 100.0 * result.tokenizer_share, result.tokens_per_second,
         metrics_path.c_str());
     std::fflush(stdout);

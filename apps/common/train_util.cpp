@@ -366,8 +366,10 @@ void filter_metrics(const std::string& path,
     if (keep(r)) w.write(r);
 }
 
+// Under mpirun a rank's stdout may be a pseudo-terminal even when mpirun's own output
+// goes to a file, so redrawing is off there: plain lines only.
 Progress::Progress(int64_t total_steps, bool tty)
-    : total_(std::max<int64_t>(1, total_steps)), tty_(tty) {}
+    : total_(std::max<int64_t>(1, total_steps)), tty_(tty && !comm::under_mpirun()) {}
 
 void Progress::update(int64_t step, const std::string& stats) {
   if (!tty_) return;

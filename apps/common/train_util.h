@@ -156,9 +156,13 @@ void filter_metrics(const std::string& path,
                     const std::function<bool(const nlohmann::json&)>& keep);
 
 /// Training progress on stdout. On a terminal, update() redraws one line ("\r") with a
-/// bar; elsewhere update() prints nothing and log lines carry the progress.
+/// bar; elsewhere update() prints nothing and log lines carry the progress. The bar shows
+/// what the caller passes: label a last-step value as such ("step loss") next to the log
+/// lines' window means, and show measured statistics only once measured.
 class Progress {
  public:
+  /// `tty`: stdout is a terminal (stdout_is_tty()); ignored under mpirun, whose ranks
+  /// write plain lines (no "\r" or escape codes in a log file).
   Progress(int64_t total_steps, bool tty);
   /// Redraws the bar for `step` (steps done) with `stats` after it (terminal only).
   void update(int64_t step, const std::string& stats);

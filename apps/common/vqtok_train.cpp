@@ -337,24 +337,27 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         curves.add(rec);
         curves.save(curves_path);
         if (say)
-          progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-                        " | loss " + fmt("%.4f", m["loss"]) + " (mse " + fmt("%.4f", m["mse"]) +
-                        " l1 " + fmt("%.4f", m["l1"]) + " vq " + fmt("%.4f", m["vq"]) +
-                        ") | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
-                        fmt("%.1f%%", 100.0 * cb.usage) + " (" + std::to_string(cb.used) + "/" +
-                        std::to_string(codebook) + ") | lr " + fmt("%.2e", lr) + " | " +
-                        fmt("%.3f s/step", sec) + " | eta " + app::format_duration(eta) +
-                        " | mem " + app::format_bytes(mem.model_state()) + " state, " +
-                        app::format_bytes(mem.activation_peak) + " act peak");
+          progress.line(
+              "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | mean loss " +
+              fmt("%.4f", m["loss"]) + " (mse " + fmt("%.4f", m["mse"]) + " l1 " +
+              fmt("%.4f", m["l1"]) + " vq " + fmt("%.4f", m["vq"]) + ") | psnr " +
+              fmt("%.2f dB", last_psnr) + " | codes " + fmt("%.1f%%", 100.0 * cb.usage) + " (" +
+              std::to_string(cb.used) + "/" + std::to_string(codebook) + ") | lr " +
+              fmt("%.2e", lr) + " | " + fmt("%.3f s/step", sec) + " | eta " +
+              app::format_duration(eta) + " | mem " + app::format_bytes(mem.model_state()) +
+              " state, " + app::format_bytes(mem.activation_peak) + " act peak");
       }
     }
-    if (say && progress.tty())
+    if (say && progress.tty())  // PSNR and codes are the last log line's (none before it)
       progress.update(
-          done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | loss " +
-                    fmt("%.4f", step_loss) + " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
-                    fmt("%.1f%%", 100.0 * result.codebook.usage) + " | " +
-                    fmt("%.3f s/step", timer.run_mean()) + " | eta " +
-                    app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
+          done,
+          "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | step loss " +
+              fmt("%.4f", step_loss) +
+              (result.log_steps.empty() ? std::string()
+                                        : " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
+                                              fmt("%.1f%%", 100.0 * result.codebook.usage)) +
+              " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
+              app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
     if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
   }
@@ -367,10 +370,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.seconds_per_step = timer.run_mean();
   result.final_checkpoint = last_saved;
   if (say) {
+    const std::string eval =
+        result.eval_psnr != 0.0 ? fmt(" (eval %.2f dB)", result.eval_psnr) : "";  // 0: none ran
     std::printf(
-        "done: step %lld | psnr %.2f dB (eval %.2f dB) | codebook usage %.1f%% | %.3f "
-        "s/step | metrics %s\n",
-        static_cast<long long>(result.steps), result.psnr, result.eval_psnr,
+        "done: step %lld | psnr %.2f dB%s | codebook usage %.1f%% | %.3f s/step | metrics %s\n",
+        static_cast<long long>(result.steps), result.psnr, eval.c_str(),
         100.0 * result.codebook.usage, result.seconds_per_step, metrics_path.c_str());
     std::fflush(stdout);
   }

@@ -33,8 +33,9 @@ const app::AppCommands kCli{"vqgpt", config::App::vqgpt, "configs/vqgpt_tiny.yam
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"vqgpt: a GPT over frozen vqtok tokens, trained with ZeRO-3"};
+  CLI::App app{"vqgpt: a GPT over frozen vqtok tokens, trained with ZeRO-3", "vqgpt"};
   app.require_subcommand(1);
+  app::show_defaults(app);
   Common train_c, sample_c, export_c, tok_c;
 
   CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   vqgpt::TrainOptions to;
   int64_t steps = 0;
   train->add_flag("--resume", to.resume, "continue from the latest checkpoint in output_dir");
-  train->add_option("--steps", steps, "shortcut for --set train.steps=S")
+  train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(CLI::PositiveNumber);
   train->add_option("--tokenizer", to.tokenizer,
                     "tokenizer weights: a vqtok checkpoint directory or an exported "
@@ -79,6 +80,8 @@ int main(int argc, char** argv) {
   tok->add_option("-o,--out", tok_out,
                   "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
 
+  app::tidy_defaults(app);
+  if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -32,8 +32,9 @@ const app::AppCommands kCli{"vqtok", config::App::vqtok, "configs/vqtok_tiny.yam
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"vqtok: Emu3-style video tokenizer trained with ZeRO-3"};
+  CLI::App app{"vqtok: Emu3-style video tokenizer trained with ZeRO-3", "vqtok"};
   app.require_subcommand(1);
+  app::show_defaults(app);
 
   Common train_c, encode_c, decode_c, eval_c, export_c;
 
@@ -43,7 +44,7 @@ int main(int argc, char** argv) {
   bool resume = false;
   int64_t steps = 0;
   train->add_flag("--resume", resume, "continue from the latest checkpoint in output_dir");
-  train->add_option("--steps", steps, "shortcut for --set train.steps=S")
+  train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(CLI::PositiveNumber);
 
   CLI::App* encode = app.add_subcommand("encode", "clips or images -> token ids (.npy, int64)");
@@ -59,7 +60,7 @@ int main(int argc, char** argv) {
   encode->add_option("--split", encode_split, "config dataset split")
       ->check(CLI::IsMember({"eval", "train"}));
   encode->add_option("-o,--out", eo.out, "token ids .npy to write")->required();
-  encode->add_option("--limit", eo.limit, "encode at most this many items")
+  encode->add_option("--limit", eo.limit, "encode at most this many items (0: all)")
       ->check(CLI::NonNegativeNumber);
   encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
       ->check(CLI::NonNegativeNumber);
@@ -95,6 +96,8 @@ int main(int argc, char** argv) {
                   "checkpoint directory (default: output_dir/checkpoints)");
   exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
 
+  app::tidy_defaults(app);
+  if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
   CLI11_PARSE(app, argc, argv);
 
   try {

@@ -1,2 +1,72 @@
 # tests/apps: the shipped configs are read from the source tree.
 target_compile_definitions(${exe} PRIVATE ZT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+
+# Tests of zt as users meet it (label apps):
+#  - apps.help.<app>: every app and subcommand answers --help at once (help.cmake);
+#  - apps.embed.*: zt installed into a fresh prefix, apps/examples/embed configured and
+#    built against it with find_package(zt), then run on 2 thread ranks and under
+#    mpirun -np 2; and the same example configured with zt as a subdirectory;
+#  - apps.embed.readme: the README's embedding example is that example's main.cpp.
+# The install reads the finished build: ctest runs after `cmake --build` (zt.sh test).
+foreach(app vqtok vqgpt zt-bench)
+  if(TARGET ${app})
+    add_test(NAME apps.help.${app}
+             COMMAND ${CMAKE_COMMAND} -DAPP=$<TARGET_FILE:${app}> -P
+                     ${CMAKE_CURRENT_SOURCE_DIR}/apps/help.cmake)
+    set_tests_properties(apps.help.${app} PROPERTIES LABELS apps TIMEOUT 120)
+  endif()
+endforeach()
+
+add_test(NAME apps.embed.readme
+         COMMAND ${CMAKE_COMMAND} -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -P
+                 ${CMAKE_CURRENT_SOURCE_DIR}/apps/readme_example.cmake)
+set_tests_properties(apps.embed.readme PROPERTIES LABELS apps)
+
+if(ZT_INSTALL)
+  set(_zt_embed ${CMAKE_CURRENT_BINARY_DIR}/embed)
+  set(_zt_example_args
+      -DSOURCE_DIR=${PROJECT_SOURCE_DIR}/apps/examples/embed -DGENERATOR=${CMAKE_GENERATOR}
+      -DMAKE_PROGRAM=${CMAKE_MAKE_PROGRAM} -DCXX_COMPILER=${CMAKE_CXX_COMPILER}
+      -DLAUNCHER=${CMAKE_CXX_COMPILER_LAUNCHER} -DBUILD_TYPE=${CMAKE_BUILD_TYPE})
+  if(ZT_CUDA)  # the package finds the toolkit zt was built with
+    get_filename_component(_zt_cuda_root ${CUDAToolkit_BIN_DIR} DIRECTORY)
+    list(APPEND _zt_example_args -DCUDA_ROOT=${_zt_cuda_root})
+  endif()
+  if(ZT_SANITIZE)  # the libraries need the sanitizer runtime
+    list(APPEND _zt_example_args -DSANITIZE=${ZT_SANITIZE})
+  endif()
+
+  add_test(NAME apps.embed.install
+           COMMAND ${CMAKE_COMMAND} -DBUILD_DIR=${CMAKE_BINARY_DIR}
+                   -DSOURCE_DIR=${PROJECT_SOURCE_DIR} -DPREFIX=${_zt_embed}/prefix -P
+                   ${CMAKE_CURRENT_SOURCE_DIR}/apps/install_package.cmake)
+  set_tests_properties(apps.embed.install PROPERTIES LABELS apps TIMEOUT 120
+                       FIXTURES_SETUP zt_installed)
+
+  add_test(NAME apps.embed.build
+           COMMAND ${CMAKE_COMMAND} ${_zt_example_args} -DBINARY_DIR=${_zt_embed}/example
+                   -DPREFIX=${_zt_embed}/prefix -P
+                   ${CMAKE_CURRENT_SOURCE_DIR}/apps/build_example.cmake)
+  set_tests_properties(apps.embed.build PROPERTIES LABELS apps TIMEOUT 300
+                       FIXTURES_REQUIRED zt_installed FIXTURES_SETUP zt_example)
+
+  add_test(NAME apps.embed.threads COMMAND ${_zt_embed}/example/embed_example --ranks 2)
+  set_tests_properties(apps.embed.threads PROPERTIES LABELS apps TIMEOUT 60
+                       FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive")
+
+  find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
+  if(ZT_MPIRUN)
+    add_test(NAME apps.embed.mpi
+             COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                     ${_zt_embed}/example/embed_example)
+    set_tests_properties(apps.embed.mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120 PROCESSORS 2
+      FIXTURES_REQUIRED zt_example
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
+  endif()
+
+  add_test(NAME apps.embed.subdirectory
+           COMMAND ${CMAKE_COMMAND} ${_zt_example_args} -DBINARY_DIR=${_zt_embed}/subdirectory
+                   -DZT_SOURCE_DIR=${PROJECT_SOURCE_DIR} -DCONFIGURE_ONLY=ON -P
+                   ${CMAKE_CURRENT_SOURCE_DIR}/apps/build_example.cmake)
+  set_tests_properties(apps.embed.subdirectory PROPERTIES LABELS apps TIMEOUT 300)
+endif()

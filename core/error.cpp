@@ -1,0 +1,27 @@
+// zt::Error's message and location, and the one throw point behind ZT_CHECK / ZT_FAIL.
+#include "core/error.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace zt {
+
+bool debug_errors() {
+  const char* v = std::getenv("ZT_DEBUG");
+  return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
+}
+
+Error::Error(const std::string& msg, const std::string& location)
+    : std::runtime_error(debug_errors() && !location.empty() ? location + ": " + msg : msg),
+      location_(location) {}
+
+namespace detail {
+void throw_error(const char* file, int line, const std::string& msg) {
+  const char* base = file;
+  for (const char* p = file; *p; ++p)
+    if (*p == '/') base = p + 1;
+  throw Error(msg, std::string(base) + ":" + std::to_string(line));
+}
+}  // namespace detail
+
+}  // namespace zt

@@ -1,0 +1,51 @@
+# ctest script (cmake -P): `APP --help` and `APP <subcommand> --help` for every subcommand
+# its help lists exit 0 at once with a usage text and run nothing; a misspelled
+# subcommand (two letters swapped) exits nonzero suggesting the real one.
+# Arguments: -DAPP=/path/to/executable
+set(limit 10)  # seconds; a benchmark or training run would take far longer
+
+function(expect_help)
+  execute_process(COMMAND ${APP} ${ARGN} --help RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                  ERROR_VARIABLE err TIMEOUT ${limit})
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${APP} ${ARGN} --help: exit ${rc} (expected 0)\n${out}${err}")
+  endif()
+  if(NOT out MATCHES "Usage: ")
+    message(FATAL_ERROR "${APP} ${ARGN} --help printed no usage on stdout:\n${out}${err}")
+  endif()
+  if(out MATCHES "\"bench\"" OR out MATCHES "world size")
+    message(FATAL_ERROR "${APP} ${ARGN} --help ran something:\n${out}")
+  endif()
+  set(help_text "${out}" PARENT_SCOPE)
+endfunction()
+
+expect_help()
+# The subcommands: the indented first words after "Subcommands:" up to a blank line.
+string(FIND "${help_text}" "Subcommands:\n" at)
+if(at EQUAL -1)
+  message(FATAL_ERROR "${APP} --help lists no subcommands:\n${help_text}")
+endif()
+string(SUBSTRING "${help_text}" ${at} -1 section)
+string(REGEX REPLACE "\n\n.*$" "" section "${section}")
+string(REGEX MATCHALL "\n  [a-z][a-z0-9-]*" subs "${section}")
+list(TRANSFORM subs STRIP)
+list(LENGTH subs n)
+if(n EQUAL 0)
+  message(FATAL_ERROR "${APP} --help lists no subcommands:\n${help_text}")
+endif()
+foreach(sub ${subs})
+  expect_help(${sub})
+endforeach()
+
+list(GET subs 0 first)
+string(SUBSTRING ${first} 0 1 a)
+string(SUBSTRING ${first} 1 1 b)
+string(SUBSTRING ${first} 2 -1 rest)
+set(typo "${b}${a}${rest}")
+execute_process(COMMAND ${APP} ${typo} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT ${limit})
+if(rc EQUAL 0 OR NOT err MATCHES "did you mean '${first}'")
+  message(FATAL_ERROR "${APP} ${typo}: expected an error suggesting '${first}', got exit "
+                      "${rc}:\n${out}${err}")
+endif()
+message(STATUS "${APP}: --help of ${n} subcommands: ${subs}")

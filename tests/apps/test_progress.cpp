@@ -1,0 +1,61 @@
+// The training progress display as a log reader meets it: a bar that redraws ("\r",
+// ESC[K) only on a terminal and never under mpirun (a rank's stdout can be a
+// pseudo-terminal while mpirun writes to a file), plain lines everywhere.
+#include <cstdlib>
+
+#include "apps/common/train_util.h"
+#include "common/test_util.h"
+
+using namespace zt;
+
+namespace {
+// Everything `fn` prints on stdout.
+template <typename Fn>
+std::string printed(Fn&& fn) {
+  ::testing::internal::CaptureStdout();
+  fn();
+  return ::testing::internal::GetCapturedStdout();
+}
+
+bool has_control_codes(const std::string& s) {
+  return s.find('\r') != std::string::npos || s.find('\033') != std::string::npos;
+}
+}  // namespace
+
+TEST(Progress, TerminalRedrawsTheBar) {
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  app::Progress p(10, /*tty=*/true);
+  ASSERT_TRUE(p.tty());
+  const std::string out = printed([&] {
+    p.update(5, "step 5/10 | step loss 0.5");
+    p.line("step 5/10 | mean loss 0.6");
+    p.finish();
+  });
+  EXPECT_TRUE(has_control_codes(out)) << out;
+  EXPECT_NE(out.find("step loss 0.5"), std::string::npos) << out;
+  EXPECT_NE(out.find("mean loss 0.6\n"), std::string::npos) << out;
+}
+
+TEST(Progress, UnderMpirunOnlyPlainLines) {
+  ::setenv("OMPI_COMM_WORLD_SIZE", "2", 1);  // what mpirun sets for each rank
+  app::Progress p(10, /*tty=*/true);
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  EXPECT_FALSE(p.tty()) << "a bar under mpirun";
+  const std::string out = printed([&] {
+    p.update(5, "step 5/10 | step loss 0.5");
+    p.line("step 5/10 | mean loss 0.6");
+    p.finish();
+  });
+  EXPECT_FALSE(has_control_codes(out)) << out;
+  EXPECT_EQ(out, "step 5/10 | mean loss 0.6\n");
+}
+
+TEST(Progress, NoTerminalOnlyPlainLines) {
+  app::Progress p(10, /*tty=*/false);
+  const std::string out = printed([&] {
+    p.update(1, "step 1/10");
+    p.line("checkpoint runs/x/step_1");
+    p.finish();
+  });
+  EXPECT_EQ(out, "checkpoint runs/x/step_1\n");
+}
