@@ -152,8 +152,14 @@ NpyHeader read_npy_header(const std::string& path) {
   ZT_CHECK(!fortran, "'", path,
            "' is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
   const std::string& d = h.descr;
-  ZT_CHECK(d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '='), "'", path, "' has dtype '",
-           d, "': only little-endian arrays are read (use arr.astype('<f4'))");
+  ZT_CHECK(d.find('O') == std::string::npos, "'", path, "' has dtype '", d,
+           "': an object array (Python objects, saved with pickling) holds no plain numbers; "
+           "save a numeric array instead (e.g. numpy.stack(list).astype('<f4'))");
+  ZT_CHECK(d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=' || d[0] == '>'), "'", path,
+           "' has dtype '", d,
+           "', which is not a plain numeric dtype (supported: f2, f4, f8, i4, i8, u1, b1)");
+  ZT_CHECK(d[0] != '>' || d[2] == '1', "'", path, "' has dtype '", d,
+           "': only little-endian arrays are read (use arr.astype('<", d.substr(1), "'))");
   h.kind = d[1];
   h.item_size = d[2] - '0';
   const bool ok = (h.kind == 'f' && (h.item_size == 2 || h.item_size == 4 || h.item_size == 8)) ||
@@ -237,6 +243,9 @@ NpyArray::NpyArray(const std::string& path, int64_t frames)
            "'", path, "' has dtype '", header_.descr,
            "'; clips must be float32 in [-1, 1] or uint8 pixels");
   ZT_CHECK(frames_ >= 1, "NpyArray: frames must be >= 1");
+  ZT_CHECK(s.size() == 4 || s[1] == frames_, "'", path, "' holds clips of ", s[1],
+           " frames but data.frames is ", frames_, "; set data.frames=", s[1],
+           " (or re-save the clips with ", frames_, " frames)");
 }
 
 Sample NpyArray::get(int64_t index) const {

@@ -294,28 +294,41 @@ void MetricsWriter::write(const nlohmann::json& record) {
   std::fflush(f_);
 }
 
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
+std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
   if (!in) return out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (lines[n].empty()) continue;
     try {
-      out.push_back(nlohmann::json::parse(line));
+      out.push_back(nlohmann::json::parse(lines[n]));
     } catch (const std::exception& e) {
-      ZT_CHECK(false, path, ":", n, ": not a JSON object (", e.what(), ")");
+      if (torn && n + 1 == lines.size()) {
+        *torn = path + ":" + std::to_string(n + 1) +
+                ": dropped a torn last line (a write cut short when the run stopped)";
+        break;
+      }
+      ZT_FAIL(path, ":", n + 1, ": not a JSON object (", e.what(),
+              "); fix or delete that line (a torn line is dropped only when it is the last)");
     }
   }
   return out;
 }
 
-void filter_metrics(const std::string& path,
-                    const std::function<bool(const nlohmann::json&)>& keep) {
-  auto records = read_metrics(path);
-  MetricsWriter w(path, /*append=*/false);
-  for (const auto& r : records)
-    if (keep(r)) w.write(r);
+std::string filter_metrics(const std::string& path,
+                           const std::function<bool(const nlohmann::json&)>& keep) {
+  std::string torn;
+  auto records = read_metrics(path, &torn);
+  const std::string tmp = path + ".tmp";
+  {
+    MetricsWriter w(tmp, /*append=*/false);
+    for (const auto& r : records)
+      if (keep(r)) w.write(r);
+  }
+  fs::rename(tmp, path);
+  return torn;
 }
 
 Progress::Progress(int64_t total_steps, bool tty)
@@ -346,20 +359,6 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-std::string resume_source(const config::TrainConfig& train, const std::string& root, bool resume,
-                          bool say) {
-  if (resume || train.resume == "auto") {
-    if (zero::has_checkpoint(root)) return root;
-    if (say) std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
-    return "";
-  }
-  if (train.resume.empty()) return "";
-  ZT_CHECK(zero::has_checkpoint(train.resume), "train.resume: no checkpoint at '", train.resume,
-           "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
-           "'auto'");
-  return train.resume;
-}
-
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   if (comm.rank() == 0) {
@@ -372,15 +371,24 @@ void export_engine(zero::Engine& engine, const std::string& out, comm::Communica
 
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
                                      const config::AppConfig& cfg, const data::LoaderState& pos,
-                                     const std::string& app_name) {
+                                     const std::string& app_name,
+                                     std::vector<std::pair<std::string, Tensor>> state) {
   zero::CheckpointExtra extra;
   extra.step = step;
   extra.config_yaml = cfg.root.dump();
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
   extra.user["app"] = app_name;
+  extra.state = std::move(state);
   return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
                                static_cast<int>(cfg.train.keep_checkpoints));
+}
+
+Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
+                        const std::string& name) {
+  for (const auto& [n, t] : state)
+    if (n == name) return t;
+  return {};
 }
 
 }  // namespace zt::app
