@@ -671,6 +671,8 @@ ResumePoint find_resume_point(const std::string& root) {
   const std::string tag = fs::path(rp.dir).filename().string();
   if (!has_latest)
     rp.note = "'" + (r / kLatestFile).string() + "' is missing";
+  else if (latest.empty())
+    rp.note = "'" + (r / kLatestFile).string() + "' is empty";
   else if (latest != tag)
     rp.note = "'" + (r / kLatestFile).string() + "' names '" + latest + "'" +
               (valid_tag(latest) ? "" : " (not a checkpoint name)");

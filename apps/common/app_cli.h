@@ -38,7 +38,7 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
               if (std::stoi(v, &used) >= 1 && used == v.size()) return "";
             } catch (const std::exception&) {
             }
-            return "--ranks must be a whole number of thread ranks, at least 1 (got '" + v + "')";
+            return "must be a whole number of thread ranks, at least 1 (got '" + v + "')";
           },
           "INT>=1"));
   sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")

@@ -181,7 +181,9 @@ std::string nonfinite_loss_report(const Tensor& input,
   std::string s;
   for (const auto& [name, t] : terms)
     if (!all_finite(t)) s += (s.empty() ? "" : ", ") + name;
-  return "non-finite loss terms: " + (s.empty() ? std::string("(none named)") : s);
+  if (s.empty())
+    return "every loss term is finite but their weighted sum is not (check the loss weights)";
+  return "non-finite loss terms: " + s;
 }
 
 void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
