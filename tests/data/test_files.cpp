@@ -229,5 +229,19 @@ TEST(Plot, SvgHasCurvesAndEscapesText) {
   EXPECT_THROW(svg_plot({PlotSeries{"bad", {1, 2}, {1}}}), Error);
 }
 
+TEST(Plot, AFailedWriteLeavesNoTemporary) {
+  // The plot's path is taken by a folder: the rename fails, and neither the folder nor an
+  // empty or partial "<path>.tmp" is left behind.
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/p.svg/inside");
+  PlotSeries loss{"train", {0, 1}, {1.0, 0.5}};
+  expect_error([&] { save_svg_plot(d + "/p.svg", {loss}); }, {d + "/p.svg"});
+  EXPECT_FALSE(fs::exists(d + "/p.svg.tmp"));
+  EXPECT_TRUE(fs::is_directory(d + "/p.svg/inside"));
+  save_svg_plot(d + "/q.svg", {loss});
+  EXPECT_FALSE(fs::exists(d + "/q.svg.tmp"));
+  EXPECT_GT(fs::file_size(d + "/q.svg"), 100u);
+}
+
 }  // namespace
 }  // namespace zt::data
