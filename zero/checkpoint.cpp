@@ -230,6 +230,9 @@ json read_meta(const fs::path& dir) {
            " (not a checkpoint directory, or an incomplete one)");
   json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
   ZT_CHECK(!j.is_discarded() && j.is_object(), "'", p.string(), "' is not valid JSON (corrupt?)");
+  for (const char* key : {"format", "version"})
+    ZT_CHECK(j.contains(key) && (key[0] == 'f' ? j[key].is_string() : j[key].is_number_integer()),
+             "'", p.string(), "' is not a zt ZeRO-3 checkpoint's meta.json (no valid '", key, "')");
   ZT_CHECK(j.value("format", "") == kFormat, "'", p.string(), "' is not a zt ZeRO-3 checkpoint (",
            "format '", j.value("format", ""), "', expected '", kFormat, "')");
   ZT_CHECK(j.value("version", 0) == kVersion, "'", p.string(), "' has version ",

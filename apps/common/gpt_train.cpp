@@ -107,6 +107,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
     loader->restore({extra.loader_epoch, extra.loader_position});
+    // Dropout draws from each rank's default generator: continue its stream (same world
+    // size; at another one the streams cannot line up anyway).
+    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
     if (say)
       std::printf("resumed from %s at step %lld (saved on %d ranks)\n", extra.dir.c_str(),
                   static_cast<long long>(start), extra.saved_world_size);

@@ -179,13 +179,22 @@ class Progress {
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm);
 
 /// Saves a sharded checkpoint tagged by `step` with the config, the loader position (so
-/// --resume continues the data where it stopped) and the app's training `state` (rank 0's
-/// tensors, see zero::CheckpointExtra::state), keeping train.keep_checkpoints. Returns the
-/// checkpoint directory.
+/// --resume continues the data where it stopped), every rank's random generator state
+/// ("rng_state", see gather_rng_state) and the app's training `state` (rank 0's tensors,
+/// see zero::CheckpointExtra::state), keeping train.keep_checkpoints. Every rank calls it.
+/// Returns the checkpoint directory.
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
                                      const config::AppConfig& cfg, const data::LoaderState& pos,
                                      const std::string& app_name,
                                      std::vector<std::pair<std::string, Tensor>> state = {});
+
+/// Every rank's default random generator state (seed, offset), as an i64 tensor
+/// [world, 2] on every rank. Every rank must call it.
+Tensor gather_rng_state(comm::Communicator& comm);
+/// Sets this rank's default generator to its row of `state` (from gather_rng_state) when
+/// `state` has one row per rank; returns false (generator unchanged) otherwise, or when
+/// `state` is undefined (a checkpoint saved without it).
+bool restore_rng_state(const Tensor& state, const comm::Communicator& comm);
 
 /// The tensor `name` of a loaded checkpoint's app state, or an undefined tensor when the
 /// checkpoint has none of that name (saved before it existed).

@@ -187,6 +187,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     start = extra.step;
     loader->restore({extra.loader_epoch, extra.loader_position});
+    // Dropout draws from each rank's default generator: continue its stream (same world
+    // size; at another one the streams cannot line up anyway).
+    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
     const Tensor saved_hits = app::checkpoint_state(extra.state, "codebook_hits");
     if (saved_hits.defined() && comm.rank() == 0) {
       ZT_CHECK(saved_hits.sizes() == hits.sizes() && saved_hits.dtype() == DType::i64, "'",

@@ -191,9 +191,10 @@ TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
 
 TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
   // Dead-code restarts every 2 steps, a checkpoint every step: steps 1 and 3 are saved
-  // with code counts pending, which the resumed run must continue.
+  // with code counts pending, which the resumed run must continue; dropout draws from each
+  // rank's random stream, which it must continue too.
   const std::vector<std::string> sets = {"train.steps=4", "train.checkpoint_every=1",
-                                         "train.codebook_restart_every=2"};
+                                         "train.codebook_restart_every=2", "model.dropout=0.2"};
   const std::string full = fresh_dir("bits_full");
   train(tiny_config(full, sets), false);
   const auto want = lines(full + "/metrics.jsonl");
