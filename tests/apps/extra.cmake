@@ -1,10 +1,13 @@
-# tests/apps: the fault-injection test runs the vqtok binary.
+# tests/apps: the fault-injection test runs the vqtok binary (and mpirun when found).
 target_compile_definitions(${exe} PRIVATE ZT_VQTOK_BIN="$<TARGET_FILE:vqtok>")
 add_dependencies(${exe} vqtok)
+find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
+if(ZT_MPIRUN)
+  target_compile_definitions(${exe} PRIVATE ZT_MPIRUN="${ZT_MPIRUN}")
+endif()
 
 # Ranks given different --set options under mpirun stop at start-up naming the key (and
 # write nothing), instead of training silently or failing inside a collective.
-find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 if(ZT_MPIRUN)
   set(_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
            --set output_dir=${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
