@@ -651,11 +651,12 @@ ResumePoint find_resume_point(const std::string& root) {
     if (!err.empty()) problems.push_back(err);
   }
   std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& [step, name] : candidates) {
-    std::string err = capture([&] { verify_checkpoint((r / name).string()); });
+  for (const auto& c : candidates) {
+    const std::string dir = (r / c.second).string();
+    std::string err = capture([&] { verify_checkpoint(dir); });
     if (err.empty()) {
-      rp.dir = (r / name).string();
-      rp.step = step;
+      rp.dir = dir;
+      rp.step = c.first;
       break;
     }
     problems.push_back(err);
