@@ -308,8 +308,8 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   gpt::SampleOptions so = o.sampling;
   so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
   autograd::NoGradGuard no_grad;
-  Tensor mine =
-      gpt::sample_sequences([&](const Tensor& ids) { return (*model->gpt)(ids); }, layout, per, so);
+  Tensor mine = gpt::sample_sequences([&, m = model](const Tensor& ids) { return (*m->gpt)(ids); },
+                                      layout, per, so);
   SampleResult r;
   r.sequences = zeros({o.num, layout.length()}, DType::i64);
   const int64_t first = std::min<int64_t>(o.num, rank * per);
