@@ -197,7 +197,8 @@ TEST(Lesson15Checkpoint, SameWorldSizeResumeIsBitExact) {
 }
 
 TEST(Lesson15Checkpoint, ResumeAtAnotherWorldSizeReslicesShards) {
-  for (auto [saved_at, resumed_at] : {std::pair{2, 3}, std::pair{3, 2}}) {
+  for (auto worlds : {std::pair{2, 3}, std::pair{3, 2}}) {
+    const int saved_at = worlds.first, resumed_at = worlds.second;  // lambdas capture these
     TempDir tmp;
     Named straight, resumed;
     zero::Config cfg = lesson::eager_release_config();
@@ -330,7 +331,7 @@ TEST(Lesson15Checkpoint, KeepLastKeepsNewest) {
 TEST(Lesson15Checkpoint, ExportLoadsIntoPlainModel) {
   TempDir tmp;
   const std::string path = tmp / "export/model.safetensors";
-  auto [x, y] = lesson::batch(4, 77);
+  const Tensor x = lesson::batch(4, 77).first;
   Tensor engine_out;
   Named engine_state;
   comm::run_threads(2, [&](comm::Communicator& comm) {
@@ -354,11 +355,12 @@ TEST(Lesson15Checkpoint, ExportLoadsIntoPlainModel) {
   manual_seed(123);
   auto plain = std::make_shared<Net>(nullptr);
   nn::load_state_dict(*plain, nn::load_safetensors(path), /*strict=*/true);
-  for (const auto& [n, t] : engine_state) {
+  for (const auto& entry : engine_state) {
+    const std::string& n = entry.first;
     Named sd = nn::state_dict(*plain);
     auto it = std::find_if(sd.begin(), sd.end(), [&](const auto& kv) { return kv.first == n; });
     ASSERT_NE(it, sd.end()) << n;
-    EXPECT_CLOSE(it->second, t, 0.0, 0.0) << n;
+    EXPECT_CLOSE(it->second, entry.second, 0.0, 0.0) << n;
   }
   plain->eval();
   autograd::NoGradGuard ng;
