@@ -61,6 +61,7 @@ struct Scanner {
       size_t j = i;
       while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
       if (j == i) bad("expected a dimension");
+      if (j - i > 15) bad("a dimension of more than 15 digits");
       shape.push_back(std::stoll(s.substr(i, j - i)));
       i = j;
       if (!eat(',')) {
@@ -167,7 +168,13 @@ NpyHeader read_npy_header(const std::string& path) {
                   (h.kind == 'u' && h.item_size == 1) || (h.kind == 'b' && h.item_size == 1);
   ZT_CHECK(ok, "'", path, "' has unsupported dtype '", d,
            "' (supported: f2, f4, f8, i4, i8, u1, b1)");
-  const int64_t expect = h.data_offset + h.numel() * h.item_size;
+  int64_t bytes = h.item_size;  // the product, checked against overflow on the way
+  for (int64_t d : h.shape) {
+    ZT_CHECK(d == 0 || bytes <= (int64_t{1} << 60) / d, "'", path, "' has shape ",
+             shape_str(h.shape), ": more data than any file holds (corrupt header?)");
+    bytes *= d;
+  }
+  const int64_t expect = h.data_offset + bytes;
   const int64_t actual = file_size(path);
   ZT_CHECK(actual >= expect, "'", path, "' is truncated: shape ", shape_str(h.shape), " of ", d,
            " needs ", expect, " bytes, the file has ", actual);

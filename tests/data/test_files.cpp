@@ -130,7 +130,7 @@ TEST(Npy, ClipLengthMustMatchDataFrames) {
   EXPECT_EQ(NpyArray(d + "/t4.npy", 4).get(0).clip.size(0), 4);
 }
 
-TEST(Npy, ObjectAndBigEndianDtypesAreNamed) {
+TEST(Npy, BadDtypesAndShapesAreNamed) {
   const std::string d = temp_dir();
   write_npy_header(d + "/obj.npy", "'|O'", "(2, 4, 3, 2, 2)", 2 * 4 * 3 * 2 * 2 * 8);
   expect_error([&] { load_npy(d + "/obj.npy"); }, {"obj.npy", "'|O'", "object array"});
@@ -138,6 +138,12 @@ TEST(Npy, ObjectAndBigEndianDtypesAreNamed) {
   expect_error([&] { load_npy(d + "/be.npy"); }, {"be.npy", "little-endian", "'<f4'"});
   write_npy_header(d + "/rec.npy", "[('a', '<f4')]", "(1,)", 4);
   expect_error([&] { load_npy(d + "/rec.npy"); }, {"rec.npy"});
+  // Found by the fuzzer: dimensions too large for int64 (or whose product is) are errors
+  // naming the file, not std::out_of_range or an overflow.
+  write_npy_header(d + "/huge.npy", "'<f4'", "(1, 4, 37777777777777777777, 2, 2)", 0);
+  expect_error([&] { load_npy(d + "/huge.npy"); }, {"huge.npy", "more than 15 digits"});
+  write_npy_header(d + "/product.npy", "'<f4'", "(999999999999999, 999999999999999, 3)", 0);
+  expect_error([&] { load_npy(d + "/product.npy"); }, {"product.npy", "more data than"});
 }
 
 TEST(Image, Emu3TargetSize) {
