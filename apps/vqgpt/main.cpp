@@ -4,12 +4,13 @@
 // library functions in apps/common/vqgpt_app.h. Errors print "vqgpt: error: ..." on
 // stderr and exit 1.
 //
-//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--tokenizer W]
+//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
+//                   [--tokenizer W]
 //                   [--device cpu] (cuda: not yet)
 //   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
 //                   [--top-k K] [--seed S] [--tokens ids.npy]
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
-//   vqgpt tokenizer --config C [--steps S] [--out DIR]   (a quick tokenizer, when none exists)
+//   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
