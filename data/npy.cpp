@@ -61,6 +61,7 @@ struct Scanner {
       size_t j = i;
       while (j < s.size() && std::isdigit(static_cast<unsigned char>(s[j]))) ++j;
       if (j == i) bad("expected a dimension");
+      if (j - i > 15) bad("a dimension of more than 15 digits");
       shape.push_back(std::stoll(s.substr(i, j - i)));
       i = j;
       if (!eat(',')) {
@@ -152,8 +153,14 @@ NpyHeader read_npy_header(const std::string& path) {
   ZT_CHECK(!fortran, "'", path,
            "' is in Fortran order; save a C-order array (numpy.ascontiguousarray)");
   const std::string& d = h.descr;
-  ZT_CHECK(d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '='), "'", path, "' has dtype '",
-           d, "': only little-endian arrays are read (use arr.astype('<f4'))");
+  ZT_CHECK(d.find('O') == std::string::npos, "'", path, "' has dtype '", d,
+           "': an object array (Python objects, saved with pickling) holds no plain numbers; "
+           "save a numeric array instead (e.g. numpy.stack(list).astype('<f4'))");
+  ZT_CHECK(d.size() == 3 && (d[0] == '<' || d[0] == '|' || d[0] == '=' || d[0] == '>'), "'", path,
+           "' has dtype '", d,
+           "', which is not a plain numeric dtype (supported: f2, f4, f8, i4, i8, u1, b1)");
+  ZT_CHECK(d[0] != '>' || d[2] == '1', "'", path, "' has dtype '", d,
+           "': only little-endian arrays are read (use arr.astype('<", d.substr(1), "'))");
   h.kind = d[1];
   h.item_size = d[2] - '0';
   const bool ok = (h.kind == 'f' && (h.item_size == 2 || h.item_size == 4 || h.item_size == 8)) ||
@@ -161,7 +168,13 @@ NpyHeader read_npy_header(const std::string& path) {
                   (h.kind == 'u' && h.item_size == 1) || (h.kind == 'b' && h.item_size == 1);
   ZT_CHECK(ok, "'", path, "' has unsupported dtype '", d,
            "' (supported: f2, f4, f8, i4, i8, u1, b1)");
-  const int64_t expect = h.data_offset + h.numel() * h.item_size;
+  int64_t bytes = h.item_size;  // the product, checked against overflow on the way
+  for (int64_t d : h.shape) {
+    ZT_CHECK(d == 0 || bytes <= (int64_t{1} << 60) / d, "'", path, "' has shape ",
+             shape_str(h.shape), ": more data than any file holds (corrupt header?)");
+    bytes *= d;
+  }
+  const int64_t expect = h.data_offset + bytes;
   const int64_t actual = file_size(path);
   ZT_CHECK(actual >= expect, "'", path, "' is truncated: shape ", shape_str(h.shape), " of ", d,
            " needs ", expect, " bytes, the file has ", actual);
@@ -237,6 +250,9 @@ NpyArray::NpyArray(const std::string& path, int64_t frames)
            "'", path, "' has dtype '", header_.descr,
            "'; clips must be float32 in [-1, 1] or uint8 pixels");
   ZT_CHECK(frames_ >= 1, "NpyArray: frames must be >= 1");
+  ZT_CHECK(s.size() == 4 || s[1] == frames_, "'", path, "' holds clips of ", s[1],
+           " frames but data.frames is ", frames_, "; set data.frames=", s[1],
+           " (or re-save the clips with ", frames_, " frames)");
 }
 
 Sample NpyArray::get(int64_t index) const {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -133,12 +134,25 @@ std::string svg_plot(const std::vector<PlotSeries>& series, const PlotOptions& o
 void save_svg_plot(const std::string& path, const std::vector<PlotSeries>& series,
                    const PlotOptions& options) {
   const std::string svg = svg_plot(series, options);
-  std::ofstream f(path, std::ios::trunc);
+  // Through a temporary file and a rename: readers see the old plot or the new one, and a
+  // failed write leaves neither a truncated plot nor an empty temporary behind.
+  const std::string tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::trunc);
   ZT_CHECK(f, "cannot write plot '", path, "': ", std::strerror(errno),
            " (does the directory exist?)");
   f << svg;
   f.close();
-  ZT_CHECK(!f.fail(), "writing plot '", path, "' failed (disk full?)");
+  std::error_code ec;
+  if (f.fail()) {
+    std::filesystem::remove(tmp, ec);
+    ZT_FAIL("writing plot '", path, "' failed (disk full?)");
+  }
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignore;
+    std::filesystem::remove(tmp, ignore);
+    ZT_FAIL("cannot write plot '", path, "': ", ec.message());
+  }
 }
 
 }  // namespace zt::data

@@ -6,10 +6,14 @@
 // all ranks throw together instead of leaving the others waiting in a collective.
 #include "zero/checkpoint.h"
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -46,10 +50,35 @@ std::string hex64(uint64_t h) {
   return b;
 }
 
-// Distinguishes this save's temporary names from any other process's.
+// A short hash of this machine's host name: temporary names carry it with the owner's pid,
+// so a later save on the same machine can tell whether their owner is still alive.
+std::string host_hash() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof name - 1) != 0) return "00000000";
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return hex64(h).substr(8);
+}
+
+// Distinguishes this save's temporary names from any other process's:
+// "p<pid>-h<host hash>-<random>".
 std::string unique_id() {
   std::random_device rd;
-  return std::to_string(::getpid()) + "-" + hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
+  return "p" + std::to_string(::getpid()) + "-h" + host_hash() + "-" +
+         hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
+}
+
+// Whether the process that made temporary id `id` may still be running: true unless the
+// id names a pid on this machine that no longer exists. Ids of the older form "<pid>-<hex>"
+// are taken to be from this machine.
+bool owner_may_be_alive(const std::string& id) {
+  size_t i = id[0] == 'p' ? 1 : 0, j = i;
+  while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
+  if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
+  if (i == 1 && id.compare(j + 1, 9, "h" + host_hash()) != 0) return true;  // another machine
+  const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
+  if (pid <= 0 || pid == ::getpid()) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
 }
 
 // Runs f; "" on success, else the error text.
@@ -63,11 +92,14 @@ std::string capture(F&& f) {
   }
 }
 
-// Every rank learns every rank's error ("" = fine) and all throw if any failed.
+// Every rank learns every rank's error ("" = fine) and all throw if any failed. The error
+// text already says where it was raised, so no second location is added.
 void agree(comm::Communicator& comm, const std::string& what, const std::string& mine) {
   std::vector<std::string> all = comm.all_gather_bytes(mine);
   for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty()) ZT_FAIL(what, " failed on rank ", r, ": ", all[r]);
+    if (!all[r].empty())
+      throw Error(what + " failed" + (all.size() > 1 ? " on rank " + std::to_string(r) : "") +
+                  ": " + all[r]);
 }
 
 bool valid_tag(const std::string& t) {
@@ -198,6 +230,9 @@ json read_meta(const fs::path& dir) {
            " (not a checkpoint directory, or an incomplete one)");
   json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
   ZT_CHECK(!j.is_discarded() && j.is_object(), "'", p.string(), "' is not valid JSON (corrupt?)");
+  for (const char* key : {"format", "version"})
+    ZT_CHECK(j.contains(key) && (key[0] == 'f' ? j[key].is_string() : j[key].is_number_integer()),
+             "'", p.string(), "' is not a zt ZeRO-3 checkpoint's meta.json (no valid '", key, "')");
   ZT_CHECK(j.value("format", "") == kFormat, "'", p.string(), "' is not a zt ZeRO-3 checkpoint (",
            "format '", j.value("format", ""), "', expected '", kFormat, "')");
   ZT_CHECK(j.value("version", 0) == kVersion, "'", p.string(), "' has version ",
@@ -206,8 +241,10 @@ json read_meta(const fs::path& dir) {
 }
 
 // Deletes older checkpoints: keeps `keep_tag` and the keep_last - 1 others with the highest
-// steps. The new checkpoint is already committed, so a failure here only warns.
-void prune(const fs::path& root, const std::string& keep_tag, int keep_last) {
+// steps below `keep_step`. Checkpoints of later steps (an abandoned run's, after a resume
+// from an earlier one) are neither counted nor deleted. The new checkpoint is already
+// committed, so a failure here only warns.
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last) {
   std::vector<std::pair<int64_t, std::string>> others;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
@@ -217,6 +254,7 @@ void prune(const fs::path& root, const std::string& keep_tag, int keep_last) {
     (void)capture(
         [&] { others.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
   }
+  std::erase_if(others, [&](const auto& o) { return o.first > keep_step; });
   std::sort(others.rbegin(), others.rend());
   for (size_t i = static_cast<size_t>(keep_last - 1); i < others.size(); ++i) {
     fs::remove_all(root / others[i].second, ec);
@@ -232,10 +270,19 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
             const std::string& id) {
   fs::path dst = root / tag, old;
   if (fs::exists(fs::symlink_status(dst))) {
-    ZT_CHECK(fs::is_directory(fs::symlink_status(dst)) && fs::exists(dst / kMetaFile), "'",
-             dst.string(), "' is in the way and is not a checkpoint; move or delete it");
-    old = root / ("." + tag + ".old-" + id);
-    fs::rename(dst, old);
+    ZT_CHECK(fs::is_directory(fs::symlink_status(dst)), "'", dst.string(),
+             "' is in the way and is not a checkpoint; move or delete it");
+    if (!fs::exists(dst / kMetaFile)) {
+      // An incomplete folder of this tag (not written by save_checkpoint, or damaged):
+      // kept under another name rather than deleted.
+      fs::path aside = root / (tag + ".incomplete-" + id);
+      fs::rename(dst, aside);
+      std::fprintf(stderr, "zt: save_checkpoint: '%s' held no %s; moved it to '%s'\n", dst.c_str(),
+                   kMetaFile, aside.c_str());
+    } else {
+      old = root / ("." + tag + ".old-" + id);
+      fs::rename(dst, old);
+    }
   }
   std::error_code ec;
   fs::rename(tmp, dst, ec);
@@ -387,8 +434,10 @@ Staged stage(Engine& e, const fs::path& dir) {
     for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
     for (const auto& [n, b] : e.module().named_buffers())
       st.buffers.push_back(get("buffer/" + n, b));
-    for (const std::string& k : rep->keys())
+    for (const std::string& k : rep->keys()) {
       if (k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
+      if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
+    }
     st.optim.emplace_back("step",
                           scalar_tensor(meta.at("optimizer_step").get<double>(), DType::i64));
 
@@ -432,6 +481,9 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
     id = unique_id();
     made = capture([&] {
       fs::create_directories(root);
+      for (const std::string& gone : remove_stale_temporaries(root_dir))
+        std::fprintf(stderr, "zt: save_checkpoint: removed '%s' (left by an interrupted save)\n",
+                     gone.c_str());
       fs::path tmp = root / ("." + tag + ".tmp-" + id);
       ZT_CHECK(fs::create_directory(tmp), "'", tmp.string(), "' already exists");
     });
@@ -465,6 +517,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
     for (const auto& [n, p] : engine.replicated()) reps.emplace_back("param/" + n, host(p));
     for (const auto& [n, b] : engine.module().named_buffers())
       reps.emplace_back("buffer/" + n, host(b));
+    for (const auto& [n, t] : extra.state) reps.emplace_back("state/" + n, host(t).contiguous());
     nn::save_safetensors((tmp / kReplicatedFile).string(), reps);
     rep_digest = hex64(digest(reps));
   });
@@ -473,7 +526,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
   if (!err.empty()) {
     std::error_code ec;
     if (rank == 0) fs::remove_all(tmp, ec);
-    ZT_FAIL(err);
+    throw Error(err);
   }
 
   // 3. Rank 0 writes meta.json, renames the directory into place, updates latest, prunes.
@@ -499,7 +552,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
       std::error_code ec;
       fs::remove_all(tmp, ec);
     } else if (keep_last > 0) {
-      prune(root, tag, keep_last);
+      prune(root, tag, extra.step >= 0 ? extra.step : engine.global_step(), keep_last);
     }
   }
   agree(comm, what, err);
@@ -526,6 +579,115 @@ bool has_checkpoint(const std::string& dir_or_root) {
   return capture([&] { find_checkpoint(dir_or_root); }).empty();
 }
 
+void verify_checkpoint(const std::string& dir) {
+  const json meta = read_meta(dir);
+  try {
+    for (const auto& [name, want] : meta.at("files").items())
+      (void)ShardFiles::open_verified(dir, name, meta);
+    ZT_CHECK(meta.at("files").contains(kReplicatedFile), "'", (fs::path(dir) / kMetaFile).string(),
+             "' lists no ", kReplicatedFile);
+  } catch (const json::exception& ex) {
+    ZT_FAIL("'", (fs::path(dir) / kMetaFile).string(), "' is malformed: ", ex.what());
+  }
+}
+
+bool holds_checkpoints(const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == kLatestFile || (name[0] != '.' && e.is_directory(ec))) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    if (name.empty() || name[0] != '.') continue;
+    for (const char* mark : {".tmp-", ".old-"}) {
+      const size_t at = name.rfind(mark);
+      if (at == std::string::npos || at < 2) continue;
+      const std::string id = name.substr(at + 5);
+      if (id.empty() || owner_may_be_alive(id)) break;
+      std::error_code err;
+      const fs::path restored = p.parent_path() / name.substr(1, at - 1);
+      if (mark[1] == 'o' && !fs::exists(fs::symlink_status(restored))) {
+        // A save was killed between moving the old checkpoint aside and putting the new
+        // one in its place: the old one is still good, so it goes back.
+        fs::rename(p, restored, err);
+        if (!err) removed.push_back(p.string() + " (restored as " + restored.string() + ")");
+      } else {
+        fs::remove_all(p, err);
+        if (!err) removed.push_back(p.string());
+      }
+      break;
+    }
+  }
+  return removed;
+}
+
+ResumePoint find_resume_point(const std::string& root) {
+  ResumePoint rp;
+  const fs::path r(root);
+  std::error_code ec;
+  if (!fs::is_directory(r, ec)) return rp;
+  // What `latest` says (a hint: the newest complete checkpoint wins).
+  const bool has_latest = fs::exists(r / kLatestFile);
+  std::string latest;
+  if (has_latest) {
+    std::ifstream f(r / kLatestFile);
+    f >> latest;
+  }
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  std::vector<std::string> problems;
+  for (const auto& e : fs::directory_iterator(r, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!valid_tag(name) || !e.is_directory()) continue;
+    std::string err = capture(
+        [&] { candidates.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
+    if (!err.empty()) problems.push_back(err);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto& c : candidates) {
+    const std::string dir = (r / c.second).string();
+    std::string err = capture([&] { verify_checkpoint(dir); });
+    if (err.empty()) {
+      rp.dir = dir;
+      rp.step = c.first;
+      break;
+    }
+    problems.push_back(err);
+  }
+  auto listed = [&] {
+    std::string s;
+    for (const std::string& p : problems) s += "\n  " + p;
+    return s;
+  };
+  if (rp.dir.empty()) {
+    if (!has_latest && problems.empty()) return rp;  // nothing was ever saved here
+    ZT_FAIL("no complete checkpoint under '", root, "' (", kLatestFile, ": ",
+            has_latest ? "'" + latest + "'" : std::string("missing"), ")", listed(),
+            "\nNothing was changed; repair or move these folders to continue");
+  }
+  const std::string tag = fs::path(rp.dir).filename().string();
+  if (!has_latest)
+    rp.note = "'" + (r / kLatestFile).string() + "' is missing";
+  else if (latest.empty())
+    rp.note = "'" + (r / kLatestFile).string() + "' is empty";
+  else if (latest != tag)
+    rp.note = "'" + (r / kLatestFile).string() + "' names '" + latest + "'" +
+              (valid_tag(latest) ? "" : " (not a checkpoint name)");
+  if (!rp.note.empty() || !problems.empty()) {
+    if (rp.note.empty()) rp.note = "newer checkpoint folders are incomplete";
+    rp.note += "; resuming from the newest complete checkpoint, '" + rp.dir + "'" + listed();
+  }
+  return rp;
+}
+
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) {
   comm::Communicator& comm = engine.comm();
   const std::string what = "load_checkpoint('" + dir_or_root + "')";
@@ -543,7 +705,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) 
   std::string all = capture([&] { agree(comm, what, err); });
   if (!all.empty()) {
     if (err.empty()) engine.optimizer().load_state_dict(before);
-    ZT_FAIL(all, "\n  (was the checkpoint saved with the same optimizer?)");
+    throw Error(all + "\n  (was the checkpoint saved with the same optimizer?)");
   }
 
   // 3. Apply. Master shards first; refresh_from_master() rewrites low-precision shards.

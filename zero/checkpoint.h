@@ -23,6 +23,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "zero/engine.h"
 
@@ -39,6 +40,12 @@ struct CheckpointExtra {
   int64_t loader_epoch = 0, loader_position = 0;
   /// Free-form strings (run name, RNG seeds, ...).
   std::map<std::string, std::string> user;
+  /// The application's own training state (counters, RNG state, an EMA, ...): rank 0's
+  /// tensors are saved (as "state/<name>" in replicated.safetensors, covered by its
+  /// digest) and load returns them on every rank. State that differs between ranks must be
+  /// made rank-independent first (e.g. summed over ranks), so a resume at another world
+  /// size reads it too.
+  std::vector<std::pair<std::string, Tensor>> state;
   /// Set by load_checkpoint: the directory read and the world size it was saved at.
   std::string dir;
   int saved_world_size = 0;
@@ -62,6 +69,35 @@ std::string find_checkpoint(const std::string& dir_or_root);
 
 /// True if `dir_or_root` holds a checkpoint (directly or through `latest`).
 bool has_checkpoint(const std::string& dir_or_root);
+
+/// Checks that every file meta.json of checkpoint `dir` lists exists and matches the
+/// digest recorded at save. Throws naming the first file that does not.
+void verify_checkpoint(const std::string& dir);
+
+/// Where a resume starts (find_resume_point).
+struct ResumePoint {
+  std::string dir;   ///< the newest complete checkpoint; "" when root holds nothing saved
+  int64_t step = 0;  ///< its step
+  /// Why it is not simply the one `latest` names ("" when it is), for the user.
+  std::string note;
+};
+
+/// The newest complete checkpoint under `root`: among the step folders whose meta.json
+/// reads, the highest step whose files match their digests. `latest` is only a hint: when
+/// it is missing, garbage, or names a missing, older or incomplete checkpoint, the note
+/// says so. Returns an empty dir when root holds no checkpoint folder and no `latest`;
+/// throws, listing each folder's problem, when it holds some but none is complete.
+ResumePoint find_resume_point(const std::string& root);
+
+/// True when `root` holds anything a save leaves: a `latest` file or a (non-hidden) folder.
+bool holds_checkpoints(const std::string& root);
+
+/// Removes what interrupted saves left under `root` (".<tag>.tmp-<id>" folders and
+/// ".latest.tmp-<id>" files) when the process named in <id> is gone from this machine; a
+/// ".<tag>.old-<id>" folder whose <tag> is missing is renamed back. Temporaries of live
+/// processes, of other machines and of this process are kept. Returns what it removed.
+/// save_checkpoint calls it (rank 0) before each save.
+std::vector<std::string> remove_stale_temporaries(const std::string& root);
 
 /// Restores parameters (shards and fp32 masters), optimizer state, replicated parameters,
 /// buffers and the global step from a checkpoint saved at any world size, then refreshes

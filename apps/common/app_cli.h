@@ -34,7 +34,16 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            try {
+              size_t used = 0;
+              if (std::stoi(v, &used) >= 1 && used == v.size()) return "";
+            } catch (const std::exception&) {
+            }
+            return "must be a whole number of thread ranks, at least 1 (got '" + v + "')";
+          },
+          "INT>=1"));
   sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
       ->allow_extra_args(false);
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 
+#include "apps/common/run_checks.h"
 #include "apps/common/vqgpt_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -72,6 +73,7 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
+  app::check_same_config(cfg.root, comm, "vqgpt train");
   ZT_CHECK(app::train_device(cfg.train, comm, "vqgpt train").is_cpu(),
            "vqgpt train: train.device 'cuda' is not supported yet (the frozen tokenizer is loaded "
            "on rank 0 and broadcast through host memory); set train.device=cpu");
@@ -82,10 +84,12 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume first: a vqgpt checkpoint carries the tokenizer, so none needs loading then.
   const std::string ckpt_root = checkpoint_root(cfg);
-  const std::string resume_from = app::resume_source(tc, ckpt_root, options.resume, say);
+  const std::string resume_from =
+      app::start_run(cfg, ckpt_root, {"vqgpt train", options.resume, options.overwrite, say}, comm);
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm)
                                        : random_tokenizer(cfg, comm);
   auto model = build_model(cfg, tokenizer, comm);
+  app::check_same_model(*model, comm, "vqgpt train");
   auto engine = make_engine(model, cfg, comm);  // verifies replicas once built
   TrainResult result;
   result.replica_checks = 1;
@@ -103,6 +107,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
     loader->restore({extra.loader_epoch, extra.loader_position});
+    // Dropout draws from each rank's default generator: continue its stream (same world
+    // size; at another one the streams cannot line up anyway).
+    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
     if (say)
       std::printf("resumed from %s at step %lld (saved on %d ranks)\n", extra.dir.c_str(),
                   static_cast<long long>(start), extra.saved_world_size);
@@ -112,9 +119,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
   if (rank0) {
     fs::create_directories(cfg.output_dir);
-    if (start > 0)
-      app::filter_metrics(metrics_path,
-                          [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+    if (start > 0) {
+      const std::string torn = app::filter_metrics(
+          metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+      if (!torn.empty()) std::fprintf(stderr, "vqgpt train --resume: note: %s\n", torn.c_str());
+    }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
   }
   const int64_t targets_per_clip = layout.length() - 1;
@@ -165,6 +174,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     timer.start();
     const Clock::time_point t0 = Clock::now();
     double tok_seconds = 0.0, step_loss = 0.0;
+    std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
       const Clock::time_point tk = Clock::now();
@@ -174,13 +184,19 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       engine->backward(loss);
       engine->step();
       const double v = loss.item();
-      ZT_CHECK(std::isfinite(v), "vqgpt train: the loss is ", v, " at step ", step + 1, " on rank ",
-               comm.rank(), "; lower train.lr or set train.gradient_clipping");
+      if (!std::isfinite(v)) {  // policy: app::check_step_finite after the step
+        if (nonfinite.empty())
+          nonfinite = "loss " + std::to_string(v) + " in micro-batch " + std::to_string(k) + "; " +
+                      app::nonfinite_loss_report(batch.clips,
+                                                 {{"cross-entropy (gpt logits vs. tokens)", loss}});
+        continue;
+      }
       step_loss += v / static_cast<double>(tc.gradient_accumulation_steps);
       const std::vector<int64_t> h =
           gpt::token_histogram(seq.narrow(1, 1, targets_per_clip), spec.vocab_size);
       for (size_t i = 0; i < h.size(); ++i) histogram[i] += h[i];
     }
+    app::check_step_finite(*engine, nonfinite, step + 1, "vqgpt train");
     const double step_seconds = seconds_since(t0);
     timer.stop();
     run_tok_seconds += tok_seconds;
@@ -250,7 +266,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
   }
   if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
-  if (tc.checkpoint_every > 0 && start >= tc.steps) last_saved = zero::find_checkpoint(ckpt_root);
+  if (tc.checkpoint_every > 0 && start >= tc.steps)
+    last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
   progress.finish();
 
   result.start_step = start;

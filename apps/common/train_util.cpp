@@ -342,28 +342,41 @@ void MetricsWriter::write(const nlohmann::json& record) {
   std::fflush(f_);
 }
 
-std::vector<nlohmann::json> read_metrics(const std::string& path) {
+std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
   if (!in) return out;
-  std::string line;
-  for (int64_t n = 1; std::getline(in, line); ++n) {
-    if (line.empty()) continue;
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  for (size_t n = 0; n < lines.size(); ++n) {
+    if (lines[n].empty()) continue;
     try {
-      out.push_back(nlohmann::json::parse(line));
+      out.push_back(nlohmann::json::parse(lines[n]));
     } catch (const std::exception& e) {
-      ZT_CHECK(false, path, ":", n, ": not a JSON object (", e.what(), ")");
+      if (torn && n + 1 == lines.size()) {
+        *torn = path + ":" + std::to_string(n + 1) +
+                ": dropped a torn last line (a write cut short when the run stopped)";
+        break;
+      }
+      ZT_FAIL(path, ":", n + 1, ": not a JSON object (", e.what(),
+              "); fix or delete that line (a torn line is dropped only when it is the last)");
     }
   }
   return out;
 }
 
-void filter_metrics(const std::string& path,
-                    const std::function<bool(const nlohmann::json&)>& keep) {
-  auto records = read_metrics(path);
-  MetricsWriter w(path, /*append=*/false);
-  for (const auto& r : records)
-    if (keep(r)) w.write(r);
+std::string filter_metrics(const std::string& path,
+                           const std::function<bool(const nlohmann::json&)>& keep) {
+  std::string torn;
+  auto records = read_metrics(path, &torn);
+  const std::string tmp = path + ".tmp";
+  {
+    MetricsWriter w(tmp, /*append=*/false);
+    for (const auto& r : records)
+      if (keep(r)) w.write(r);
+  }
+  fs::rename(tmp, path);
+  return torn;
 }
 
 // Under mpirun a rank's stdout may be a pseudo-terminal even when mpirun's own output
@@ -396,20 +409,6 @@ void Progress::finish() {
   drawn_ = false;
 }
 
-std::string resume_source(const config::TrainConfig& train, const std::string& root, bool resume,
-                          bool say) {
-  if (resume || train.resume == "auto") {
-    if (zero::has_checkpoint(root)) return root;
-    if (say) std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
-    return "";
-  }
-  if (train.resume.empty()) return "";
-  ZT_CHECK(zero::has_checkpoint(train.resume), "train.resume: no checkpoint at '", train.resume,
-           "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
-           "'auto'");
-  return train.resume;
-}
-
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   if (comm.rank() == 0) {
@@ -422,15 +421,47 @@ void export_engine(zero::Engine& engine, const std::string& out, comm::Communica
 
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
                                      const config::AppConfig& cfg, const data::LoaderState& pos,
-                                     const std::string& app_name) {
+                                     const std::string& app_name,
+                                     std::vector<std::pair<std::string, Tensor>> state) {
   zero::CheckpointExtra extra;
   extra.step = step;
   extra.config_yaml = cfg.root.dump();
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
   extra.user["app"] = app_name;
+  extra.state = std::move(state);
+  extra.state.emplace_back("rng_state", gather_rng_state(engine.comm()));
   return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
                                static_cast<int>(cfg.train.keep_checkpoints));
+}
+
+Tensor gather_rng_state(comm::Communicator& comm) {
+  const Generator& g = default_generator();
+  const auto seeds = comm.all_gather_object<uint64_t>(g.seed());
+  const auto offsets = comm.all_gather_object<uint64_t>(g.offset());
+  const auto n = static_cast<int64_t>(seeds.size());
+  Tensor t = Tensor::empty({n, 2}, DType::i64);
+  for (int64_t r = 0; r < n; ++r) {
+    t.data<int64_t>()[2 * r] = static_cast<int64_t>(seeds[static_cast<size_t>(r)]);
+    t.data<int64_t>()[2 * r + 1] = static_cast<int64_t>(offsets[static_cast<size_t>(r)]);
+  }
+  return t;
+}
+
+bool restore_rng_state(const Tensor& state, const comm::Communicator& comm) {
+  if (!state.defined() || state.dtype() != DType::i64 || state.sizes() != Shape{comm.size(), 2})
+    return false;
+  const Tensor s = state.contiguous();
+  const int64_t* d = s.data<int64_t>() + 2 * comm.rank();
+  default_generator().set_state(static_cast<uint64_t>(d[0]), static_cast<uint64_t>(d[1]));
+  return true;
+}
+
+Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
+                        const std::string& name) {
+  for (const auto& [n, t] : state)
+    if (n == name) return t;
+  return {};
 }
 
 }  // namespace zt::app

@@ -149,11 +149,14 @@ class MetricsWriter {
 };
 
 /// The records of a JSON-lines file (missing file: none); a bad line is an error naming
-/// the file and line.
-std::vector<nlohmann::json> read_metrics(const std::string& path);
-/// Rewrites `path` keeping only the records for which keep(record) is true.
-void filter_metrics(const std::string& path,
-                    const std::function<bool(const nlohmann::json&)>& keep);
+/// the file and line. With `torn` given, a bad last line (a write cut short by a crash) is
+/// dropped instead and *torn says so; otherwise *torn is left "".
+std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn = nullptr);
+/// Rewrites `path` (through a temporary file and a rename) keeping only the records for
+/// which keep(record) is true, and dropping a torn last line. Returns a note for the user
+/// when it dropped one, else "".
+std::string filter_metrics(const std::string& path,
+                           const std::function<bool(const nlohmann::json&)>& keep);
 
 /// Training progress on stdout. On a terminal, update() redraws one line ("\r") with a
 /// bar; elsewhere update() prints nothing and log lines carry the progress. The bar shows
@@ -179,21 +182,31 @@ class Progress {
   bool drawn_ = false;
 };
 
-/// The checkpoint a training run resumes from: `root` when `resume` (--resume) or
-/// train.resume 'auto' finds one there (else "", said on stdout when `say`), the
-/// directory train.resume names (error when it holds none), or "" to start at step 0.
-std::string resume_source(const config::TrainConfig& train, const std::string& root, bool resume,
-                          bool say);
-
 /// Writes the consolidated fp32 state of `engine` (original key names, buffers included) to
 /// `out`, rank 0 creating its folder first. Every rank calls it.
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm);
 
-/// Saves a sharded checkpoint tagged by `step` with the config and the loader position
-/// (so --resume continues the data where it stopped), keeping train.keep_checkpoints.
+/// Saves a sharded checkpoint tagged by `step` with the config, the loader position (so
+/// --resume continues the data where it stopped), every rank's random generator state
+/// ("rng_state", see gather_rng_state) and the app's training `state` (rank 0's tensors,
+/// see zero::CheckpointExtra::state), keeping train.keep_checkpoints. Every rank calls it.
 /// Returns the checkpoint directory.
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
                                      const config::AppConfig& cfg, const data::LoaderState& pos,
-                                     const std::string& app_name);
+                                     const std::string& app_name,
+                                     std::vector<std::pair<std::string, Tensor>> state = {});
+
+/// Every rank's default random generator state (seed, offset), as an i64 tensor
+/// [world, 2] on every rank. Every rank must call it.
+Tensor gather_rng_state(comm::Communicator& comm);
+/// Sets this rank's default generator to its row of `state` (from gather_rng_state) when
+/// `state` has one row per rank; returns false (generator unchanged) otherwise, or when
+/// `state` is undefined (a checkpoint saved without it).
+bool restore_rng_state(const Tensor& state, const comm::Communicator& comm);
+
+/// The tensor `name` of a loaded checkpoint's app state, or an undefined tensor when the
+/// checkpoint has none of that name (saved before it existed).
+Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
+                        const std::string& name);
 
 }  // namespace zt::app

@@ -188,8 +188,8 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
 }
 
 std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
-                                  const std::string& out_root, comm::Communicator& comm,
-                                  bool quiet) {
+                                  const std::string& out_root, comm::Communicator& comm, bool quiet,
+                                  bool overwrite) {
   ZT_CHECK(steps >= 1, "tokenizer: --steps must be at least 1, got ", steps);
   std::string root =
       out_root.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : out_root;
@@ -241,8 +241,14 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
                 static_cast<long long>(steps), (output_dir / "checkpoints").string().c_str());
     std::fflush(stdout);
   }
+  const std::string ckpt_root = (output_dir / "checkpoints").string();
+  ZT_CHECK(overwrite || !zero::holds_checkpoints(ckpt_root), "tokenizer: '", ckpt_root,
+           "' already holds checkpoints (an earlier tokenizer?); to use it, point "
+           "gpt.tokenizer_checkpoint at it; to train a new one, pass another --out folder, or "
+           "--overwrite to delete the old one first");
   vqtok::TrainOptions to;
   to.quiet = quiet;
+  to.overwrite = overwrite;
   const vqtok::TrainResult r = vqtok::train(tok_cfg, to, comm);
   if (comm.rank() == 0 && !quiet) {
     std::printf(
@@ -302,8 +308,8 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   gpt::SampleOptions so = o.sampling;
   so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
   autograd::NoGradGuard no_grad;
-  Tensor mine =
-      gpt::sample_sequences([&](const Tensor& ids) { return (*model->gpt)(ids); }, layout, per, so);
+  Tensor mine = gpt::sample_sequences([&, m = model](const Tensor& ids) { return (*m->gpt)(ids); },
+                                      layout, per, so);
   SampleResult r;
   r.sequences = zeros({o.num, layout.length()}, DType::i64);
   const int64_t first = std::min<int64_t>(o.num, rank * per);

@@ -77,10 +77,11 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
 // ---- train
 
 struct TrainOptions {
-  bool resume = false;    ///< continue from the latest checkpoint in output_dir/checkpoints
-  bool quiet = false;     ///< print nothing (files are still written)
-  bool tty = false;       ///< redraw a progress bar instead of printing log lines
-  std::string tokenizer;  ///< tokenizer weights; "" uses gpt.tokenizer_checkpoint
+  bool resume = false;     ///< continue from the newest checkpoint in output_dir/checkpoints
+  bool overwrite = false;  ///< a new run may delete an earlier run's results in output_dir
+  bool quiet = false;      ///< print nothing (files are still written)
+  bool tty = false;        ///< redraw a progress bar instead of printing log lines
+  std::string tokenizer;   ///< tokenizer weights; "" uses gpt.tokenizer_checkpoint
 };
 
 struct TrainResult {
@@ -126,10 +127,11 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& options,
 
 /// Trains a quick tokenizer (vqtok train with cfg's model and data, `steps` steps, batch
 /// 4 per rank) into gpt.tokenizer_checkpoint (or `out_root` when given), so vqgpt can run
-/// without a separately trained one. Returns the checkpoint directory.
+/// without a separately trained one. A folder that already holds checkpoints is an error
+/// unless `overwrite` (which deletes them first). Returns the checkpoint directory.
 std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
                                   const std::string& out_root, comm::Communicator& comm,
-                                  bool quiet = false);
+                                  bool quiet = false, bool overwrite = false);
 
 /// The checkpoint root a run writes: <output_dir>/checkpoints.
 std::string checkpoint_root(const config::AppConfig& cfg);

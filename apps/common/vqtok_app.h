@@ -33,9 +33,10 @@ namespace zt::vqtok {
 // ---- train
 
 struct TrainOptions {
-  bool resume = false;  ///< continue from the latest checkpoint in output_dir/checkpoints
-  bool quiet = false;   ///< print nothing (files are still written)
-  bool tty = false;     ///< redraw a progress bar instead of printing log lines
+  bool resume = false;     ///< continue from the newest checkpoint in output_dir/checkpoints
+  bool overwrite = false;  ///< a new run may delete an earlier run's results in output_dir
+  bool quiet = false;      ///< print nothing (files are still written)
+  bool tty = false;        ///< redraw a progress bar instead of printing log lines
 };
 
 struct TrainResult {

@@ -4,9 +4,11 @@
 // results are assembled on every rank with one all-reduce (each rank fills its batches
 // of a zeroed tensor), so every rank ends with the same codes or frames.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/common/run_checks.h"
 #include "apps/common/vqtok_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -145,6 +147,11 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
   model->requires_grad_(false);
   model->eval();
   zero::load_state_dict(*model, state, comm, /*strict=*/true, /*src=*/0);
+  // Every rank holds the same replica, so every rank reaches the same verdict.
+  const std::string bad = app::first_nonfinite(*model);
+  ZT_CHECK(bad.empty(), "the weights in '", path,
+           "' hold non-finite values (NaN or inf), first in ", bad,
+           "; they cannot give meaningful results: use an earlier checkpoint");
   return model;
 }
 
@@ -306,6 +313,11 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
   r.clips = static_cast<int64_t>(v[4]);
   r.psnr = app::psnr_from_mse(r.mse);
   r.codebook = usage.reduce(comm);
+  ZT_CHECK(std::isfinite(r.mse) && std::isfinite(r.l1) && std::isfinite(r.loss_vq),
+           "evaluation: non-finite result (mse ", r.mse, ", l1 ", r.l1, ", vq loss ", r.loss_vq,
+           ") over ", r.clips,
+           " clips: the model's outputs overflowed or the data holds "
+           "non-finite values");
   return r;
 }
 

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <map>
 
+#include "apps/common/run_checks.h"
 #include "apps/common/vqtok_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -78,14 +79,21 @@ struct Curves {
     if (at != std::string::npos)
       right.replace(at, 5, "<svg x=\"" + std::to_string(lo.width) + "\" ");
     const std::string tmp = path + ".tmp";
+    bool ok = false;
     {
       std::ofstream f(tmp);
       f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << lo.width + po.width
         << "\" height=\"" << std::max(lo.height, po.height) << "\">\n"
         << left << right << "</svg>\n";
-      ZT_CHECK(f.good(), "cannot write '", tmp, "'; check that the output folder is writable");
+      f.close();
+      ok = !f.fail();
     }
-    fs::rename(tmp, path);
+    std::error_code ec;
+    if (ok) fs::rename(tmp, path, ec);
+    if (!ok || ec) {
+      fs::remove(tmp, ec);  // no empty or partial .tmp left behind
+      ZT_FAIL("cannot write '", path, "'; check that the output folder is writable and not full");
+    }
   }
 };
 
@@ -137,6 +145,9 @@ std::string checkpoint_root(const config::AppConfig& cfg) {
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
+  // A rank given other options would fail later inside a collective, or train silently
+  // with another setting: compare before anything else.
+  app::check_same_config(cfg.root, comm, "vqtok train");
   const Device device = app::train_device(cfg.train, comm, "vqtok train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;
@@ -156,6 +167,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     model->to(device);
     zero::partition(*model, comm);
   }
+  app::check_same_model(*model, comm, "vqtok train");
   auto engine = app::make_engine(model, cfg, comm);
 
   auto dataset = data::make_dataset(cfg.data);
@@ -165,12 +177,26 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume: the engine's state, the global step and the loader's position.
   const std::string ckpt_root = checkpoint_root(cfg);
-  const std::string resume_from = app::resume_source(tc, ckpt_root, options.resume, say);
+  const std::string resume_from =
+      app::start_run(cfg, ckpt_root, {"vqtok train", options.resume, options.overwrite, say}, comm);
   int64_t start = 0;
+  // This rank's code choices since the last dead-code restart (training state: a resume
+  // continues the counts, rank 0 holding the sum over the ranks that saved them).
+  Tensor hits = zeros({codebook}, DType::i64);
   if (!resume_from.empty()) {
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     start = extra.step;
     loader->restore({extra.loader_epoch, extra.loader_position});
+    // Dropout draws from each rank's default generator: continue its stream (same world
+    // size; at another one the streams cannot line up anyway).
+    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
+    const Tensor saved_hits = app::checkpoint_state(extra.state, "codebook_hits");
+    if (saved_hits.defined() && comm.rank() == 0) {
+      ZT_CHECK(saved_hits.sizes() == hits.sizes() && saved_hits.dtype() == DType::i64, "'",
+               extra.dir, "': codebook_hits is ", shape_str(saved_hits.sizes()),
+               ", this model has ", codebook, " codes");
+      hits.copy_(saved_hits);
+    }
     if (say)
       std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
                   extra.dir.c_str(), static_cast<long long>(start), extra.saved_world_size,
@@ -186,8 +212,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     fs::create_directories(cfg.output_dir);
     if (start > 0) {
       // Drop records past the checkpoint (a run that went further before it stopped).
-      app::filter_metrics(metrics_path,
-                          [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+      const std::string torn = app::filter_metrics(
+          metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
+      if (!torn.empty()) std::fprintf(stderr, "vqtok train --resume: note: %s\n", torn.c_str());
       for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
@@ -216,8 +243,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   int64_t last_saved_step = -1;
 
   auto save = [&](int64_t step) {
-    last_saved =
-        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader->state(), "vqtok");
+    Tensor total_hits = hits.clone();  // summed over ranks: resumable at any world size
+    app::all_reduce_host(comm, total_hits, comm::ReduceOp::kSum);
+    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader->state(),
+                                               "vqtok", {{"codebook_hits", total_hits}});
     last_saved_step = step;
     if (say) progress.line("checkpoint " + last_saved);
   };
@@ -258,13 +287,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   };
 
   model->train();
-  Tensor hits = zeros({codebook}, DType::i64);  // this rank's code choices (dead-code restart)
   double last_psnr = 0.0;
   for (int64_t step = start; step < tc.steps; ++step) {
     const double lr = lr_plan.lr_at(step);
     engine->set_lr(lr);
     timer.start();
     double step_loss = 0.0;
+    std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
       const Tensor clips = batch.clips.to(device);
@@ -273,8 +302,17 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       engine->backward(l.total);
       engine->step();
       const double loss = l.total.item();
-      ZT_CHECK(std::isfinite(loss), "vqtok train: the loss is ", loss, " at step ", step + 1,
-               " on rank ", comm.rank(), "; lower train.lr or set train.gradient_clipping");
+      if (!std::isfinite(loss)) {  // policy: app::check_step_finite after the step
+        if (nonfinite.empty())
+          nonfinite = "loss " + std::to_string(loss) + " in micro-batch " + std::to_string(k) +
+                      "; " +
+                      app::nonfinite_loss_report(
+                          clips, {{"mse (decoder output vs. input)", l.mse},
+                                  {"l1 (decoder output vs. input)", l.l1},
+                                  {"commitment (encoder output vs. its code, quantizer)", out[3]},
+                                  {"codebook loss (quantizer.embedding)", out[4]}});
+        continue;
+      }
       step_loss += loss / static_cast<double>(tc.gradient_accumulation_steps);
       const double mse = l.mse.item();
       window.add("loss", loss);
@@ -291,6 +329,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         for (int64_t i = 0; i < codes.numel(); ++i) ++hc[codes.data<int64_t>()[i]];
       }
     }
+    app::check_step_finite(*engine, nonfinite, step + 1, "vqtok train");
     if (tc.codebook_restart_every > 0 && (step + 1) % tc.codebook_restart_every == 0 &&
         step + 1 < tc.steps) {
       const int64_t moved = restart_dead_codes(*model, hits, step, comm);
@@ -363,7 +402,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   }
   if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
   if (tc.checkpoint_every > 0 && start >= tc.steps)
-    last_saved = zero::find_checkpoint(ckpt_root);  // nothing left to train
+    last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
   progress.finish();
 
   result.steps = engine->global_step();

@@ -4,12 +4,13 @@
 // library functions in apps/common/vqgpt_app.h. Errors print "vqgpt: error: ..." on
 // stderr and exit 1.
 //
-//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--tokenizer W]
+//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
+//                   [--tokenizer W]
 //                   [--device cpu] (cuda: not yet)
 //   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
 //                   [--top-k K] [--seed S] [--tokens ids.npy]
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
-//   vqgpt tokenizer --config C [--steps S] [--out DIR]   (a quick tokenizer, when none exists)
+//   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -43,7 +44,10 @@ int main(int argc, char** argv) {
   app::add_device_arg(train, train_c);
   vqgpt::TrainOptions to;
   int64_t steps = 0;
-  train->add_flag("--resume", to.resume, "continue from the latest checkpoint in output_dir");
+  train->add_flag("--resume", to.resume, "continue from the newest checkpoint in output_dir");
+  train->add_flag("--overwrite", to.overwrite,
+                  "start a new run in an output_dir that holds an earlier run's checkpoints, "
+                  "deleting them and its metrics");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(CLI::PositiveNumber);
   train->add_option("--tokenizer", to.tokenizer,
@@ -76,6 +80,8 @@ int main(int argc, char** argv) {
   kCli.add(tok, tok_c);
   int64_t tok_steps = 200;
   std::string tok_out;
+  bool tok_overwrite = false;
+  tok->add_flag("--overwrite", tok_overwrite, "replace checkpoints already in the --out folder");
   tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(CLI::PositiveNumber);
   tok->add_option("-o,--out", tok_out,
                   "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
@@ -105,10 +111,10 @@ int main(int argc, char** argv) {
                         vqgpt::export_model(cfg, checkpoint, export_out, comm);
                       });
     if (*tok)
-      return kCli.run(tok_c, "tokenizer", {},
-                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm);
-                      });
+      return kCli.run(
+          tok_c, "tokenizer", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+            vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm, false, tok_overwrite);
+          });
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "vqgpt: error: %s\n", e.what());

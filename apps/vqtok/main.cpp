@@ -3,7 +3,8 @@
 // ranks, or one process per rank under mpirun) and calls the library functions in
 // apps/common/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
 //
-//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume] [--steps S] [--device D]
+//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
+//                [--device D]
 //   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify]
 //   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
 //   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
@@ -43,7 +44,11 @@ int main(int argc, char** argv) {
   app::add_device_arg(train, train_c);
   bool resume = false;
   int64_t steps = 0;
-  train->add_flag("--resume", resume, "continue from the latest checkpoint in output_dir");
+  bool overwrite = false;
+  train->add_flag("--resume", resume, "continue from the newest checkpoint in output_dir");
+  train->add_flag("--overwrite", overwrite,
+                  "start a new run in an output_dir that holds an earlier run's checkpoints, "
+                  "deleting them and its metrics");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(CLI::PositiveNumber);
 
@@ -104,6 +109,7 @@ int main(int argc, char** argv) {
     if (*train) {
       vqtok::TrainOptions to;
       to.resume = resume;
+      to.overwrite = overwrite;
       to.tty = app::stdout_is_tty();
       std::vector<std::string> extra;
       if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));

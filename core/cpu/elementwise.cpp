@@ -231,7 +231,10 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
           const T* xb = pb + off[2];
           if constexpr (std::is_same_v<T, float> && lane_op<Op>() != kNoLaneOp) {
             if (st[0] == 1 && st[1] == 1 && st[2] == 1)
-              return lane_row(lane_op<Op>(), po, xa, xb, n);
+              // (casts of float* to float*: clang checks this call for every T)
+              return lane_row(lane_op<Op>(), reinterpret_cast<float*>(po),
+                              reinterpret_cast<const float*>(xa),
+                              reinterpret_cast<const float*>(xb), n);
           }
           if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
             for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(A(xa[i]), A(xb[i])));

@@ -7,16 +7,20 @@
 //  3. equivalence: 5 steps on N = 1, 2, 4 ranks with the same global batch give the same
 //     parameters (1e-5 relative, f32);
 //  4. a short run's loss falls below the unigram entropy of its token stream;
-//  5. sampling follows the layout and decodes to images; export holds both children.
+//  5. sampling follows the layout and decodes to images; export holds both children;
+//  6. --resume survives a broken `latest`; a new run or quick tokenizer does not overwrite
+//     an earlier one without --overwrite.
 // The tokenizer is a tiny random-init VqModel (ch 32, two levels: 8x8 frames -> 4x4 codes).
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include "apps/common/vqgpt_app.h"
 #include "common/test_util.h"
 #include "nn/safetensors.h"
+#include "zero/checkpoint.h"
 #include "zero/load.h"
 
 using namespace zt;
@@ -224,4 +228,68 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
   EXPECT_TRUE(fs::exists(s / "grid.png"));
   RecordProperty("final_loss", std::to_string(loss));
   RecordProperty("unigram_entropy", std::to_string(entropy));
+}
+
+TEST(VqGpt, ResumeSurvivesABrokenLatestAndANewRunDoesNotOverwrite) {
+  Scratch s("resume");
+  const std::string weights = s / "tokenizer.safetensors";
+  config::AppConfig cfg = tiny_config(s / "run");
+  nn::save_safetensors(weights, pretrained_tokenizer(cfg));
+  cfg.train.steps = 4;
+  cfg.train.checkpoint_every = 2;
+  cfg.train.keep_checkpoints = 0;
+  auto train = [&](const config::AppConfig& c, bool resume, bool overwrite) {
+    vqgpt::TrainResult out;
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      o.tokenizer = weights;
+      o.resume = resume;
+      o.overwrite = overwrite;
+      out = vqgpt::train(c, o, comm);
+    });
+    return out;
+  };
+  train(cfg, false, false);
+  const std::string ck = s / "run/checkpoints";
+  // `latest` garbage and the newest step without meta.json: resume from step 2.
+  std::ofstream(ck + "/latest") << "garbage\n";
+  fs::remove(ck + "/step_000004/meta.json");
+  const vqgpt::TrainResult r = train(cfg, true, false);
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_TRUE(fs::exists(ck + "/step_000002/meta.json"));
+  EXPECT_TRUE(fs::exists(ck + "/step_000004/meta.json"));
+  // A new run into the same folder: refused, nothing deleted; --overwrite starts over.
+  config::AppConfig shorter = cfg;
+  shorter.train.steps = 2;
+  try {
+    train(shorter, false, false);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--overwrite"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::exists(ck + "/step_000004/meta.json"));
+  train(shorter, false, true);
+  EXPECT_FALSE(fs::exists(ck + "/step_000004"));
+  EXPECT_EQ(zero::find_checkpoint(ck), ck + "/step_000002");
+}
+
+TEST(VqGpt, QuickTokenizerDoesNotReplaceAnExistingOne) {
+  Scratch s("quick");
+  const config::AppConfig cfg = tiny_config(s / "run");
+  const std::string out = s / "tok";
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqgpt::train_quick_tokenizer(cfg, 2, out, comm, true);
+    try {
+      vqgpt::train_quick_tokenizer(cfg, 1, out, comm, true);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--overwrite"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(fs::exists(out + "/checkpoints/step_000002/meta.json"));
+    vqgpt::train_quick_tokenizer(cfg, 1, out, comm, true, /*overwrite=*/true);
+  });
+  EXPECT_FALSE(fs::exists(out + "/checkpoints/step_000002"));
+  EXPECT_TRUE(fs::exists(out + "/checkpoints/step_000001/meta.json"));
 }

@@ -100,12 +100,50 @@ TEST(Npy, BrokenFilesNameThemselves) {
   save_npy(d + "/odd.npy", full({2, 4, 4, 8, 8}, 0.0));
   expect_error([&] { NpyArray x(d + "/odd.npy"); }, {d + "/odd.npy", "(N, T, 3, H, W)"});
   save_npy(d + "/range.npy", full({1, 1, 3, 2, 2}, 2.0));
-  expect_error([&] { NpyArray(d + "/range.npy").get(0); }, {"range.npy", "in [-1, 1]"});
+  expect_error([&] { NpyArray(d + "/range.npy", 1).get(0); }, {"range.npy", "in [-1, 1]"});
   save_npy(d + "/i64.npy", full({1, 1, 3, 2, 2}, 0.0, DType::i64));
   expect_error([&] { NpyArray x(d + "/i64.npy"); }, {"i64.npy", "float32 in [-1, 1] or uint8"});
   std::ofstream(d + "/junk.npy") << "not numpy at all";
   expect_error([&] { load_npy(d + "/junk.npy"); }, {"junk.npy", "bad magic"});
   expect_error([&] { load_npy(d + "/missing.npy"); }, {"missing.npy"});
+}
+
+// Written by hand: a header with `descr` and shape, then `bytes` of data.
+void write_npy_header(const std::string& path, const std::string& descr, const std::string& shape,
+                      size_t bytes) {
+  std::string header = "{'descr': " + descr + ", 'fortran_order': False, 'shape': " + shape + ", }";
+  header.append(64 - (10 + header.size() + 1) % 64, ' ');
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  const char len[2] = {static_cast<char>(header.size()), 0};
+  f.write(len, 2);
+  f << header << std::string(bytes, '\0');
+}
+
+TEST(Npy, ClipLengthMustMatchDataFrames) {
+  // A user's T = 4 file with `data.frames: 8` would train and report wrong tokens per clip.
+  const std::string d = temp_dir();
+  save_npy(d + "/t4.npy", full({2, 4, 3, 8, 8}, 0.0));
+  expect_error([&] { NpyArray x(d + "/t4.npy", 8); },
+               {d + "/t4.npy", "clips of 4 frames", "data.frames is 8", "data.frames=4"});
+  EXPECT_EQ(NpyArray(d + "/t4.npy", 4).get(0).clip.size(0), 4);
+}
+
+TEST(Npy, BadDtypesAndShapesAreNamed) {
+  const std::string d = temp_dir();
+  write_npy_header(d + "/obj.npy", "'|O'", "(2, 4, 3, 2, 2)", 2 * 4 * 3 * 2 * 2 * 8);
+  expect_error([&] { load_npy(d + "/obj.npy"); }, {"obj.npy", "'|O'", "object array"});
+  write_npy_header(d + "/be.npy", "'>f4'", "(1, 4, 3, 2, 2)", 4 * 3 * 2 * 2 * 4);
+  expect_error([&] { load_npy(d + "/be.npy"); }, {"be.npy", "little-endian", "'<f4'"});
+  write_npy_header(d + "/rec.npy", "[('a', '<f4')]", "(1,)", 4);
+  expect_error([&] { load_npy(d + "/rec.npy"); }, {"rec.npy"});
+  // Found by the fuzzer: dimensions too large for int64 (or whose product is) are errors
+  // naming the file, not std::out_of_range or an overflow.
+  write_npy_header(d + "/huge.npy", "'<f4'", "(1, 4, 37777777777777777777, 2, 2)", 0);
+  expect_error([&] { load_npy(d + "/huge.npy"); }, {"huge.npy", "more than 15 digits"});
+  write_npy_header(d + "/product.npy", "'<f4'", "(999999999999999, 999999999999999, 3)", 0);
+  expect_error([&] { load_npy(d + "/product.npy"); }, {"product.npy", "more data than"});
 }
 
 TEST(Image, Emu3TargetSize) {
@@ -195,6 +233,20 @@ TEST(Plot, SvgHasCurvesAndEscapesText) {
   save_svg_plot(d + "/p.svg", {loss});
   EXPECT_TRUE(fs::exists(d + "/p.svg"));
   EXPECT_THROW(svg_plot({PlotSeries{"bad", {1, 2}, {1}}}), Error);
+}
+
+TEST(Plot, AFailedWriteLeavesNoTemporary) {
+  // The plot's path is taken by a folder: the rename fails, and neither the folder nor an
+  // empty or partial "<path>.tmp" is left behind.
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/p.svg/inside");
+  PlotSeries loss{"train", {0, 1}, {1.0, 0.5}};
+  expect_error([&] { save_svg_plot(d + "/p.svg", {loss}); }, {d + "/p.svg"});
+  EXPECT_FALSE(fs::exists(d + "/p.svg.tmp"));
+  EXPECT_TRUE(fs::is_directory(d + "/p.svg/inside"));
+  save_svg_plot(d + "/q.svg", {loss});
+  EXPECT_FALSE(fs::exists(d + "/q.svg.tmp"));
+  EXPECT_GT(fs::file_size(d + "/q.svg"), 100u);
 }
 
 }  // namespace

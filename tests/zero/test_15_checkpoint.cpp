@@ -4,8 +4,12 @@
 // size, and to float rounding at another one (the shards are re-sliced; only the order of
 // reductions changes). A checkpoint appears only when complete; a missing, corrupt or
 // foreign one is refused before anything in the engine changes; a failed save leaves the
-// previous checkpoint intact; the export loads into a plain, unpartitioned model.
+// previous checkpoint intact; the export loads into a plain, unpartitioned model. A resume
+// point is the newest complete checkpoint whatever `latest` says; temporaries of saves
+// whose process died are removed at the next save; app state travels with the checkpoint.
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -193,7 +197,8 @@ TEST(Lesson15Checkpoint, SameWorldSizeResumeIsBitExact) {
 }
 
 TEST(Lesson15Checkpoint, ResumeAtAnotherWorldSizeReslicesShards) {
-  for (auto [saved_at, resumed_at] : {std::pair{2, 3}, std::pair{3, 2}}) {
+  for (auto worlds : {std::pair{2, 3}, std::pair{3, 2}}) {
+    const int saved_at = worlds.first, resumed_at = worlds.second;  // lambdas capture these
     TempDir tmp;
     Named straight, resumed;
     zero::Config cfg = lesson::eager_release_config();
@@ -326,7 +331,7 @@ TEST(Lesson15Checkpoint, KeepLastKeepsNewest) {
 TEST(Lesson15Checkpoint, ExportLoadsIntoPlainModel) {
   TempDir tmp;
   const std::string path = tmp / "export/model.safetensors";
-  auto [x, y] = lesson::batch(4, 77);
+  const Tensor x = lesson::batch(4, 77).first;
   Tensor engine_out;
   Named engine_state;
   comm::run_threads(2, [&](comm::Communicator& comm) {
@@ -350,13 +355,135 @@ TEST(Lesson15Checkpoint, ExportLoadsIntoPlainModel) {
   manual_seed(123);
   auto plain = std::make_shared<Net>(nullptr);
   nn::load_state_dict(*plain, nn::load_safetensors(path), /*strict=*/true);
-  for (const auto& [n, t] : engine_state) {
+  for (const auto& entry : engine_state) {
+    const std::string& n = entry.first;
     Named sd = nn::state_dict(*plain);
     auto it = std::find_if(sd.begin(), sd.end(), [&](const auto& kv) { return kv.first == n; });
     ASSERT_NE(it, sd.end()) << n;
-    EXPECT_CLOSE(it->second, t, 0.0, 0.0) << n;
+    EXPECT_CLOSE(it->second, entry.second, 0.0, 0.0) << n;
   }
   plain->eval();
   autograd::NoGradGuard ng;
   EXPECT_CLOSE((*plain)(x), engine_out, 1e-6, 1e-6);
+}
+
+namespace {
+
+// Saves steps 1..n of a 2-rank run under root.
+void save_steps(const std::string& root, int n) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, kMixed, 5);
+    for (int s = 0; s < n; ++s) {
+      train_step(*e, s);
+      zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
+    }
+  });
+}
+
+// The pid of a process that has exited (and was reaped).
+pid_t dead_pid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+
+}  // namespace
+
+TEST(Lesson15Checkpoint, ResumePointIsTheNewestCompleteCheckpoint) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  EXPECT_NO_THROW(zero::verify_checkpoint(base + "/step_000003"));
+  auto variant = [&](const std::string& name, const std::function<void(const fs::path&)>& harm) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    harm(d);
+    return zero::find_resume_point(d.string());
+  };
+  zero::ResumePoint rp = variant("intact", [](const fs::path&) {});
+  EXPECT_EQ(fs::path(rp.dir).filename(), "step_000003");
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_EQ(rp.note, "");
+  rp = variant("no_latest", [](const fs::path& d) { fs::remove(d / "latest"); });
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_NE(rp.note.find("is missing"), std::string::npos) << rp.note;
+  rp = variant("garbage", [](const fs::path& d) { std::ofstream(d / "latest") << "../x/y\n"; });
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_NE(rp.note.find("not a checkpoint name"), std::string::npos) << rp.note;
+  rp = variant("older", [](const fs::path& d) { std::ofstream(d / "latest") << "step_000001\n"; });
+  EXPECT_EQ(rp.step, 3) << "a save killed before it moved `latest` still counts";
+  rp = variant("no_meta", [](const fs::path& d) { fs::remove(d / "step_000003/meta.json"); });
+  EXPECT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("step_000003"), std::string::npos) << rp.note;
+  rp = variant("corrupt", [](const fs::path& d) {
+    fs::resize_file(d / "step_000003/replicated.safetensors", 10);
+  });
+  EXPECT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("replicated.safetensors"), std::string::npos) << rp.note;
+  // Nothing ever saved: start from scratch. Traces but nothing complete: an error.
+  EXPECT_EQ(zero::find_resume_point(tmp / "nothing").dir, "");
+  fs::create_directories(tmp / "traces");
+  std::ofstream(tmp / "traces/latest") << "step_000007\n";
+  expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
+}
+
+TEST(Lesson15Checkpoint, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 1);
+  const std::string dead = std::to_string(dead_pid());
+  const std::string live = std::to_string(getppid());
+  auto make_dir = [&](const std::string& name) {
+    fs::create_directories(fs::path(root) / name);
+    std::ofstream(fs::path(root) / name / "rank_00000.safetensors") << "partial";
+  };
+  make_dir(".step_000002.tmp-" + dead + "-0badf00d");             // killed save: removed
+  make_dir(".step_000003.tmp-" + live + "-0badf00d");             // a live process's: kept
+  make_dir(".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d");  // another machine's: kept
+  std::ofstream(fs::path(root) / (".latest.tmp-" + dead + "-0badf00d")) << "step_0000";
+  // Killed between moving step 1 aside and putting its replacement in place.
+  fs::rename(fs::path(root) / "step_000001", fs::path(root) / (".step_000001.old-" + dead + "-1"));
+  const auto removed = zero::remove_stale_temporaries(root);
+  EXPECT_EQ(removed.size(), 3u);
+  EXPECT_EQ(entries(root), (std::set<std::string>{
+                               "latest", "step_000001", ".step_000003.tmp-" + live + "-0badf00d",
+                               ".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d"}));
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000001"));
+  // The next save removes a dead process's temporary by itself.
+  make_dir(".step_000009.tmp-" + dead + "-0badf00d");
+  save_steps(root, 1);
+  EXPECT_FALSE(fs::exists(fs::path(root) / (".step_000009.tmp-" + dead + "-0badf00d")));
+}
+
+TEST(Lesson15Checkpoint, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, kMixed, 5);
+    train_step(*e, 0);
+    zero::CheckpointExtra x;
+    x.state.emplace_back("counts", from_vector({3.0, 1.0, 4.0}, {3}, DType::i64));
+    zero::save_checkpoint(*e, root, "step_000001", x);
+    auto f = make_engine(comm, kMixed, 6);
+    zero::CheckpointExtra got = zero::load_checkpoint(*f, root);
+    ASSERT_EQ(got.state.size(), 1u);
+    EXPECT_EQ(got.state[0].first, "counts");
+    EXPECT_EQ(got.state[0].second.to_vector(), (std::vector<double>{3, 1, 4}));
+  });
+  // A rank file gone: one error, located once (not "checkpoint.cpp:N: checkpoint.cpp:M:").
+  fs::remove(fs::path(root) / "step_000001/rank_00001.safetensors");
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, kMixed, 5);
+    try {
+      zero::load_checkpoint(*e, root);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      const size_t first = m.find("checkpoint.cpp:");
+      ASSERT_NE(first, std::string::npos) << m;
+      EXPECT_EQ(m.find("checkpoint.cpp:", first + 1), std::string::npos) << m;
+      EXPECT_NE(m.find("missing rank_00001.safetensors"), std::string::npos) << m;
+    }
+  });
 }

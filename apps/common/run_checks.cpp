@@ -1,0 +1,232 @@
+// Start-of-run and non-finite checks of the training apps (see run_checks.h).
+#include "apps/common/run_checks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "core/ops.h"
+#include "zero/checkpoint.h"
+#include "zero/param.h"
+
+namespace zt::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// Rank 0 runs `decide`; every rank returns its answer or throws its error.
+std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::string()>& decide) {
+  std::string mine;
+  if (comm.rank() == 0) {
+    try {
+      mine = "ok\n" + decide();
+    } catch (const std::exception& e) {
+      mine = std::string("error\n") + e.what();
+    }
+  }
+  const std::string all = comm.all_gather_bytes(mine)[0];
+  const size_t nl = all.find('\n');
+  if (all.compare(0, nl, "ok") != 0) throw Error(all.substr(nl + 1));
+  return all.substr(nl + 1);
+}
+
+// Deletes what a training run writes into output_dir (--overwrite).
+void clear_results(const fs::path& output_dir, const fs::path& root) {
+  fs::remove_all(root);
+  std::error_code ec;
+  std::vector<fs::path> doomed;
+  for (const auto& e : fs::directory_iterator(output_dir, ec)) {
+    const std::string n = e.path().filename().string();
+    if (n == "metrics.jsonl" || n == "curves.svg" ||
+        (n.rfind("recon_step_", 0) == 0 && e.path().extension() == ".png"))
+      doomed.push_back(e.path());
+  }
+  for (const fs::path& p : doomed) fs::remove(p);
+}
+
+void flatten(const config::Node& n, std::vector<std::string>& out) {
+  if (n.is_map()) {
+    for (const std::string& k : n.keys()) flatten(n.get(k), out);
+  } else if (n.is_sequence()) {
+    if (n.size() == 0) out.push_back(n.path() + "=[]");
+    for (size_t i = 0; i < n.size(); ++i) flatten(n.at(i), out);
+  } else {
+    out.push_back(n.path() + "=" + (n.is_scalar() ? n.scalar() : std::string("null")));
+  }
+}
+
+// key -> value of "key=value" lines.
+std::map<std::string, std::string> lines_by_key(const std::string& text) {
+  std::map<std::string, std::string> m;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    m[line.substr(0, eq)] = eq == std::string::npos ? "" : line.substr(eq + 1);
+  }
+  return m;
+}
+
+// Gathers every rank's `mine` text ("key=value" lines) and errors on every rank, naming the
+// first key that differs from rank 0's, unless all are equal.
+void check_same(comm::Communicator& comm, const std::string& mine, const std::string& what,
+                const char* app, const std::string& fix) {
+  const std::vector<std::string> all = comm.all_gather_bytes(mine);
+  for (size_t r = 1; r < all.size(); ++r) {
+    if (all[r] == all[0]) continue;
+    auto a = lines_by_key(all[0]), b = lines_by_key(all[r]);
+    std::string key, va = "(absent)", vb = "(absent)";
+    for (const auto& [k, v] : a) {
+      auto it = b.find(k);
+      if (it == b.end() || it->second != v) {
+        key = k;
+        va = v;
+        if (it != b.end()) vb = it->second;
+        break;
+      }
+    }
+    if (key.empty())
+      for (const auto& [k, v] : b)
+        if (!a.count(k)) {
+          key = k;
+          vb = v;
+          break;
+        }
+    throw Error(std::string(app) + ": the ranks were started with different " + what + ": '" + key +
+                "' is " + va + " on rank 0 but " + vb + " on rank " + std::to_string(r) + "; " +
+                fix);
+  }
+}
+
+}  // namespace
+
+std::string start_run(const config::AppConfig& cfg, const std::string& root,
+                      const StartRequest& request, comm::Communicator& comm) {
+  const config::TrainConfig& tc = cfg.train;
+  const std::string app = request.app;
+  auto decide = [&]() -> std::string {
+    for (const std::string& gone : zero::remove_stale_temporaries(root))
+      std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
+                   app.c_str(), gone.c_str());
+    if (!tc.resume.empty() && tc.resume != "auto") {
+      ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
+               "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
+               "'auto'");
+      return tc.resume;
+    }
+    if (request.resume || tc.resume == "auto") {
+      zero::ResumePoint rp;
+      try {
+        rp = zero::find_resume_point(root);
+      } catch (const std::exception& e) {
+        throw Error(app + " --resume: " + e.what() +
+                    " (or start a new run: another output_dir, or --overwrite to delete them)");
+      }
+      if (!rp.note.empty())
+        std::fprintf(stderr, "%s --resume: note: %s\n", app.c_str(), rp.note.c_str());
+      if (rp.dir.empty() && request.say)
+        std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
+      return rp.dir;
+    }
+    if (zero::holds_checkpoints(root)) {
+      ZT_CHECK(request.overwrite, app, ": '", root,
+               "' already holds checkpoints of an earlier run; pass --resume to continue it, "
+               "set another output_dir (--set output_dir=...) for a new run, or pass "
+               "--overwrite to delete its checkpoints and metrics and start over");
+      clear_results(cfg.output_dir, root);
+      if (request.say)
+        std::printf("--overwrite: deleted the earlier run's checkpoints and metrics in %s\n",
+                    cfg.output_dir.c_str());
+    }
+    return "";
+  };
+  return decided_by_rank0(comm, decide);
+}
+
+std::string flatten_config(const config::Node& root) {
+  std::vector<std::string> lines;
+  flatten(root, lines);
+  std::sort(lines.begin(), lines.end());
+  std::string s;
+  for (const std::string& l : lines) s += l + "\n";
+  return s;
+}
+
+void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {
+  check_same(comm, flatten_config(root), "configurations", app,
+             "give every rank the same --config and --set options");
+}
+
+void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app) {
+  std::string mine;
+  for (const auto& [n, p] : model.named_parameters()) {
+    const zero::ZeroParam* z = zero::zero_param(p);
+    mine += "parameter " + n + "=" + shape_str(z ? z->shape : p.sizes()) + "\n";
+  }
+  for (const auto& [n, b] : model.named_buffers())
+    mine += "buffer " + n + "=" + shape_str(b.sizes()) + "\n";
+  check_same(comm, mine, "models", app,
+             "every rank must build the same model (same model config and build)");
+}
+
+std::string nonfinite_loss_report(const Tensor& input,
+                                  const std::vector<std::pair<std::string, Tensor>>& terms) {
+  if (!all_finite(input))
+    return "the input batch holds non-finite values (check the data: data.path and its files)";
+  std::string s;
+  for (const auto& [name, t] : terms)
+    if (!all_finite(t)) s += (s.empty() ? "" : ", ") + name;
+  if (s.empty())
+    return "every loss term is finite but their weighted sum is not (check the loss weights)";
+  return "non-finite loss terms: " + s;
+}
+
+void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
+                       const char* app) {
+  const std::vector<std::string> all = engine.comm().all_gather_bytes(local);
+  if (engine.loss_scale() != 1.0) return;  // fp16: the engine skipped the update
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty())
+      throw Error(std::string(app) + ": the loss is not finite at step " + std::to_string(step) +
+                  " on rank " + std::to_string(r) + ": " + all[r] +
+                  ". Training stops here (no checkpoint of this step is written); resume from "
+                  "the last checkpoint with a lower train.lr, train.gradient_clipping, or "
+                  "bf16; fp16 with loss scaling would skip such steps instead");
+  const double norm = engine.last_grad_norm();
+  if (!std::isfinite(norm))
+    throw Error(std::string(app) + ": the gradient norm is " + std::to_string(norm) + " at step " +
+                std::to_string(step) +
+                " while every loss was finite: a gradient overflowed in backward. Training "
+                "stops here (no checkpoint of this step is written); resume from the last "
+                "checkpoint with a lower train.lr or train.gradient_clipping");
+}
+
+bool all_finite(const Tensor& t) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
+  const Tensor c = t.detach().to(Device::cpu()).to(DType::f64).contiguous();
+  const double* d = c.data<double>();
+  for (int64_t i = 0; i < c.numel(); ++i)
+    if (!std::isfinite(d[i])) return false;
+  return true;
+}
+
+std::string first_nonfinite(const nn::Module& model) {
+  auto describe = [](const std::string& name, const Tensor& t, const char* kind) {
+    const size_t dot = name.rfind('.');
+    const std::string module = dot == std::string::npos ? "(root)" : name.substr(0, dot);
+    return std::string(kind) + " '" + name + "' (module " + module + ", " + dtype_name(t.dtype()) +
+           " " + shape_str(t.sizes()) + ")";
+  };
+  for (const auto& [n, p] : model.named_parameters())
+    if (!all_finite(p)) return describe(n, p, "parameter");
+  for (const auto& [n, b] : model.named_buffers())
+    if (!all_finite(b)) return describe(n, b, "buffer");
+  return "";
+}
+
+}  // namespace zt::app

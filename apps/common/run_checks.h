@@ -1,0 +1,75 @@
+// Checks a training run makes before and while it trains, so that a mistake stops it with
+// a message instead of costing results: where the run starts (a resume never replaces
+// checkpoints with a fresh run; a new run never silently overwrites an earlier one),
+// that every rank was given the same configuration and built the same model, and which
+// tensor holds non-finite values when a loss or metric is not finite.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "nn/module.h"
+#include "zero/comm/communicator.h"
+#include "zero/engine.h"
+
+namespace zt::app {
+
+/// How a training run was asked to start.
+struct StartRequest {
+  const char* app = "train";  ///< "vqtok train": names the command in messages
+  bool resume = false;        ///< --resume
+  bool overwrite = false;     ///< --overwrite: a new run may replace earlier results
+  bool say = false;           ///< print what was decided on stdout (rank 0)
+};
+
+/// The checkpoint a training run resumes from ("" to start at step 0), after checking the
+/// output folder. Every rank calls it; rank 0 inspects the files and every rank returns
+/// its answer or throws the same error.
+///  - train.resume names a directory: that checkpoint (error when it holds none).
+///  - --resume or train.resume 'auto': the newest complete checkpoint under `root`
+///    (zero::find_resume_point; a note on stderr says when `latest` named another); step 0
+///    when nothing was saved there; an error, changing nothing, when checkpoints are there
+///    but none is complete.
+///  - otherwise a new run: an error naming --resume, another output_dir and --overwrite
+///    when `root` already holds checkpoints; with overwrite, rank 0 deletes `root` and the
+///    output_dir's metrics.jsonl, curves.svg and recon_step_*.png first.
+/// Temporaries of interrupted saves whose process is gone are removed in every case.
+std::string start_run(const config::AppConfig& cfg, const std::string& root,
+                      const StartRequest& request, comm::Communicator& comm);
+
+/// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
+std::string flatten_config(const config::Node& root);
+
+/// Errors on every rank unless every rank holds the same configuration (compared as
+/// flatten_config text), naming the first key that differs and its value on both ranks.
+void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
+
+/// Errors on every rank unless every rank's model has the same parameter and buffer names
+/// and (full, unpartitioned) shapes, naming the first that differs.
+void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app);
+
+/// What is non-finite about one micro-batch whose loss is not finite, for the error:
+/// the input batch (bad data) if it holds non-finite values, else the named loss terms
+/// that are non-finite (e.g. {"mse (decoder output vs. input)", l.mse}).
+std::string nonfinite_loss_report(const Tensor& input,
+                                  const std::vector<std::pair<std::string, Tensor>>& terms);
+
+/// The non-finite policy of a training step; every rank calls it after each optimizer step
+/// with `local`, this rank's report ("" when its losses were finite). With fp16 loss
+/// scaling (engine.loss_scale() != 1) a non-finite loss or gradient skips the update (the
+/// engine did) and training goes on. Otherwise any rank's report, or a non-finite global
+/// gradient norm, is an error on every rank naming the step and what first went
+/// non-finite (before the run saves a checkpoint with such values).
+void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
+                       const char* app);
+
+/// True when every element of a floating tensor is finite (other dtypes: true).
+bool all_finite(const Tensor& t);
+
+/// The first parameter or buffer of a plain (not partitioned) module holding a non-finite
+/// value, as "name (module path, dtype shape)", or "" when all are finite.
+std::string first_nonfinite(const nn::Module& model);
+
+}  // namespace zt::app

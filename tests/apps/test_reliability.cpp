@@ -1,0 +1,327 @@
+// vqtok training as a careful user meets its failures (thread ranks, the tiny model of
+// test_vqtok_app.cpp). What these tests pin down:
+//  1. --resume with a missing, empty or garbage `latest`, one naming a missing step, or a
+//     newest checkpoint without meta.json resumes from the newest complete checkpoint and
+//     loses no step folder or metrics line; with no complete checkpoint it stops with an
+//     error and changes nothing;
+//  2. a new run into a folder holding checkpoints is refused (naming --resume, output_dir
+//     and --overwrite); --overwrite deletes the earlier results;
+//  3. resuming from the checkpoint of every step of a short run (dead-code restarts in
+//     between) ends bit for bit where the uninterrupted run ends;
+//  4. non-finite weights are an error in eval, a diverging run stops naming the step;
+//  5. ranks given different configs stop at start-up naming the differing key;
+//  9. a torn last metrics line is dropped on --resume, earlier lines kept.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "apps/common/run_checks.h"
+#include "apps/common/vqtok_app.h"
+#include "common/test_util.h"
+#include "configs/config.h"
+#include "nn/safetensors.h"
+#include "zero/checkpoint.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kYaml = R"(
+model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
+        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
+data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 64, eval_samples: 8,
+       seed: 7, workers: 1, prefetch: 1}
+train: {steps: 4, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
+        eval_every: 0, eval_batches: 1, checkpoint_every: 2, keep_checkpoints: 0,
+        gradient_clipping: 1.0}
+loss: {l2: 1.0, l1: 0.1, vq: 1.0, commitment: 0.25}
+zero_optimization: {stage: 3, stage3_param_persistence_threshold: 100,
+                    reduce_bucket_size: 20000, stage3_prefetch_bucket_size: 20000}
+buffers: {sync: average}
+output_dir: unset
+)";
+
+config::AppConfig tiny_config(const std::string& out_dir, std::vector<std::string> sets = {}) {
+  config::Node root = config::parse_yaml(kYaml, "test_reliability");
+  sets.push_back("output_dir=" + out_dir);
+  for (const auto& s : sets) config::apply_override(root, s);
+  return config::parse_app_config(root, config::App::vqtok);
+}
+
+std::string fresh_dir(const std::string& name) {
+  fs::path p = fs::temp_directory_path() / ("zt_rel_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(p);
+  return p.string();
+}
+
+vqtok::TrainResult train(const config::AppConfig& cfg, bool resume, int ranks = 2,
+                         bool overwrite = false) {
+  vqtok::TrainResult out;
+  comm::run_threads(ranks, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    o.resume = resume;
+    o.overwrite = overwrite;
+    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    if (comm.rank() == 0) out = r;
+  });
+  return out;
+}
+
+std::vector<std::string> lines(const std::string& path) {
+  std::vector<std::string> out;
+  std::ifstream f(path);
+  for (std::string l; std::getline(f, l);) out.push_back(l);
+  return out;
+}
+
+void write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::trunc);
+  f << text;
+}
+
+// The error text of f(), "" when it does not throw.
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The record of `step` in metrics lines, as text ("" when absent).
+std::string line_of_step(const std::vector<std::string>& ls, int64_t step) {
+  for (const std::string& l : ls)
+    if (nlohmann::json::parse(l).value("step", int64_t{-1}) == step) return l;
+  return "";
+}
+
+}  // namespace
+
+TEST(Reliability, ResumeWithABrokenLatestUsesTheNewestCompleteCheckpoint) {
+  const std::string base = fresh_dir("latest");
+  train(tiny_config(base), false);  // checkpoints at steps 2 and 4, metrics for 1..4
+  const std::string ck = base + "/checkpoints";
+  const auto metrics = lines(base + "/metrics.jsonl");
+  ASSERT_EQ(metrics.size(), 4u);
+
+  struct Case {
+    const char* name;
+    std::function<void(const std::string&)> damage;
+    int64_t start;
+  };
+  const std::vector<Case> cases = {
+      {"missing latest", [](const std::string& c) { fs::remove(c + "/latest"); }, 4},
+      {"empty latest", [](const std::string& c) { write_file(c + "/latest", ""); }, 4},
+      {"garbage latest", [](const std::string& c) { write_file(c + "/latest", "\x01../??\n"); }, 4},
+      {"latest names a missing step",
+       [](const std::string& c) { write_file(c + "/latest", "step_000099\n"); }, 4},
+      {"newest meta.json gone",
+       [](const std::string& c) { fs::remove(c + "/step_000004/meta.json"); }, 2},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    const std::string dir = fresh_dir("latest_case");
+    fs::copy(base, dir, fs::copy_options::recursive);
+    c.damage(dir + "/checkpoints");
+    // One more step than was saved: the resumed run trains from its start to step 5.
+    const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true, 1);
+    EXPECT_EQ(r.start_step, c.start);
+    EXPECT_EQ(r.steps, 5);
+    for (const char* step : {"step_000002", "step_000004", "step_000005"})
+      EXPECT_TRUE(fs::exists(dir + "/checkpoints/" + step + "/meta.json")) << step;
+    const auto after = lines(dir + "/metrics.jsonl");
+    ASSERT_EQ(after.size(), 5u);
+    for (int64_t s = 1; s <= c.start; ++s)
+      EXPECT_EQ(line_of_step(after, s), line_of_step(metrics, s)) << "step " << s;
+    fs::remove_all(dir);
+  }
+  (void)ck;
+  fs::remove_all(base);
+}
+
+TEST(Reliability, ResumeWithNoCompleteCheckpointStopsAndChangesNothing) {
+  const std::string dir = fresh_dir("nocomplete");
+  train(tiny_config(dir), false);
+  fs::remove(dir + "/checkpoints/step_000002/meta.json");
+  fs::remove(dir + "/checkpoints/step_000004/rank_00001.safetensors");  // digests fail
+  const auto before = lines(dir + "/metrics.jsonl");
+  const std::string err =
+      error_of([&] { train(tiny_config(dir, {"train.steps=6"}), /*resume=*/true); });
+  EXPECT_TRUE(has(err, "no complete checkpoint")) << err;
+  EXPECT_TRUE(has(err, "rank_00001.safetensors")) << err;
+  EXPECT_TRUE(has(err, "--overwrite")) << err;
+  EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000002"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000004/meta.json"));
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
+  const std::string dir = fresh_dir("refuse");
+  train(tiny_config(dir), false);
+  const auto before = lines(dir + "/metrics.jsonl");
+  const std::string err = error_of([&] { train(tiny_config(dir, {"train.steps=3"}), false); });
+  for (const char* part : {"already holds checkpoints", "--resume", "output_dir", "--overwrite"})
+    EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
+  EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000002/meta.json"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000004/meta.json"));
+
+  // --overwrite clears the earlier run deliberately: only the new run's results remain.
+  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=3"}), false, 2, true);
+  EXPECT_EQ(r.start_step, 0);
+  EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 3u);
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000004"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000003/meta.json"));
+  EXPECT_EQ(zero::find_checkpoint(dir + "/checkpoints"), dir + "/checkpoints/step_000003");
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
+  // Dead-code restarts every 2 steps, a checkpoint every step: steps 1 and 3 are saved
+  // with code counts pending, which the resumed run must continue; dropout draws from each
+  // rank's random stream, which it must continue too.
+  const std::vector<std::string> sets = {"train.steps=4", "train.checkpoint_every=1",
+                                         "train.codebook_restart_every=2", "model.dropout=0.2"};
+  const std::string full = fresh_dir("bits_full");
+  train(tiny_config(full, sets), false);
+  const auto want = lines(full + "/metrics.jsonl");
+  const nlohmann::json final_files =
+      nlohmann::json::parse(std::ifstream(full + "/checkpoints/step_000004/meta.json"))["files"];
+  for (int64_t k = 1; k <= 3; ++k) {
+    SCOPED_TRACE("resumed at step " + std::to_string(k));
+    const std::string dir = fresh_dir("bits_resume");
+    const std::string tag = zero::checkpoint_tag(k);
+    fs::create_directories(dir + "/checkpoints");
+    fs::copy(full + "/checkpoints/" + tag, dir + "/checkpoints/" + tag);
+    write_file(dir + "/checkpoints/latest", tag + "\n");
+    const vqtok::TrainResult r = train(tiny_config(dir, sets), true);
+    EXPECT_EQ(r.start_step, k);
+    // Every parameter, master, optimizer moment, buffer and code count, by digest.
+    const nlohmann::json files =
+        nlohmann::json::parse(std::ifstream(dir + "/checkpoints/step_000004/meta.json"))["files"];
+    EXPECT_EQ(files, final_files);
+    // The metrics of the steps it trained: the same losses to the last bit.
+    const auto got = lines(dir + "/metrics.jsonl");
+    for (int64_t s = k + 1; s <= 4; ++s) {
+      const auto a = nlohmann::json::parse(line_of_step(got, s));
+      const auto b = nlohmann::json::parse(line_of_step(want, s));
+      for (const char* key : {"loss", "mse", "vq", "codes_used", "grad_norm"})
+        EXPECT_EQ(a[key], b[key]) << key << " at step " << s;
+    }
+    fs::remove_all(dir);
+  }
+  fs::remove_all(full);
+}
+
+TEST(Reliability, NonFiniteWeightsAreAnErrorInEval) {
+  const std::string dir = fresh_dir("nan_eval");
+  const config::AppConfig cfg = tiny_config(dir, {"train.steps=1", "train.checkpoint_every=1"});
+  train(cfg, false, 1);
+  const std::string weights = dir + "/model.safetensors";
+  comm::run_threads(
+      1, [&](comm::Communicator& comm) { vqtok::export_model(cfg, "", weights, comm, true); });
+  nn::NamedTensors state = nn::load_safetensors(weights);
+  std::string poisoned;
+  for (auto& [name, t] : state)
+    if (name.find("decoder") != std::string::npos && name.find("weight") != std::string::npos) {
+      t.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+      poisoned = name;
+      break;
+    }
+  ASSERT_FALSE(poisoned.empty());
+  nn::save_safetensors(weights, state);
+  const std::string err = error_of([&] {
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      vqtok::EvalOptions o;
+      o.weights = weights;
+      o.batches = 1;
+      vqtok::evaluate(cfg, o, comm);
+    });
+  });
+  EXPECT_TRUE(has(err, "non-finite")) << err;
+  EXPECT_TRUE(has(err, poisoned)) << err;
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, ADivergingRunStopsNamingTheStepAndSavesNoNonFiniteCheckpoint) {
+  const std::string dir = fresh_dir("nan_train");
+  const config::AppConfig cfg =
+      tiny_config(dir, {"train.steps=3", "train.checkpoint_every=1", "loss.l2=1.0e39"});
+  const std::string err = error_of([&] { train(cfg, false); });
+  EXPECT_TRUE(has(err, "at step ")) << err;
+  EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
+  EXPECT_TRUE(has(err, "weighted sum")) << err;
+  EXPECT_TRUE(has(err, "Training stops here")) << err;
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000001"));
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
+  const std::string dir = fresh_dir("ranks");
+  for (const auto& [set, key] : std::vector<std::pair<std::string, std::string>>{
+           {"train.lr=1.0e-2", "train.lr"},
+           {"model.codebook_size=32", "model.codebook_size"},
+           {"train.gradient_accumulation_steps=2", "train.gradient_accumulation_steps"}}) {
+    SCOPED_TRACE(set);
+    const config::AppConfig a = tiny_config(dir), b = tiny_config(dir, {set});
+    std::string errs[2];
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.quiet = true;
+      errs[comm.rank()] = error_of([&] { vqtok::train(comm.rank() == 0 ? a : b, o, comm); });
+    });
+    for (const std::string& e : errs) {
+      EXPECT_TRUE(has(e, "different configurations")) << e;
+      EXPECT_TRUE(has(e, "'" + key + "'")) << e;
+    }
+  }
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints"));
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, ModelsThatDifferAreNamed) {
+  const config::AppConfig a = tiny_config("x"),
+                          b = tiny_config("x", {"model.embed_dim=8", "model.z_channels=8"});
+  std::string errs[2];
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vq::VqModel m(comm.rank() == 0 ? a.model : b.model);
+    errs[comm.rank()] = error_of([&] { app::check_same_model(m, comm, "test"); });
+  });
+  EXPECT_TRUE(has(errs[0], "different models")) << errs[0];
+  EXPECT_TRUE(has(errs[1], "[4] on rank 0 but [8] on rank 1")) << errs[1];
+}
+
+TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
+  const std::string dir = fresh_dir("torn");
+  train(tiny_config(dir), false);
+  const auto before = lines(dir + "/metrics.jsonl");
+  {
+    std::ofstream f(dir + "/metrics.jsonl", std::ios::app);
+    f << R"({"kind": "train", "step": 5, "lo)";  // a write cut short by a kill
+  }
+  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true);
+  EXPECT_EQ(r.start_step, 4);
+  const auto after = lines(dir + "/metrics.jsonl");
+  ASSERT_EQ(after.size(), 5u);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
+  EXPECT_EQ(nlohmann::json::parse(after[4])["step"], 5);
+  // A bad line that is not the last is an error naming it.
+  write_file(dir + "/bad.jsonl", "{\"step\": 1}\nnot json\n{\"step\": 2}\n");
+  std::string torn;
+  const std::string err = error_of([&] { app::read_metrics(dir + "/bad.jsonl", &torn); });
+  EXPECT_TRUE(has(err, "bad.jsonl:2")) << err;
+  fs::remove_all(dir);
+}
