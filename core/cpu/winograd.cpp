@@ -119,13 +119,15 @@ void grad_row_scalar(const T* g0, const T* g1, int64_t tw, T* v, int64_t ps, int
 // AVX2 versions for f32, eight tiles per iteration (the library targets the baseline
 // ISA; these are picked at run time). Columns 2x .. 2x+3 of eight tiles are the even
 // and odd lanes of two loads at column 2x and two at 2x + 2.
-using f32x8u = float __attribute__((vector_size(32), aligned(4)));  // unaligned access
-
+// Unaligned access through memcpy (one vmovups): an under-aligned vector typedef is a GCC
+// extension that clang ignores, and its aligned loads then fault on unaligned rows.
 __attribute__((target("avx2,fma"), always_inline)) inline f32x8 load8(const float* p) {
-  return *reinterpret_cast<const f32x8u*>(p);
+  f32x8 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
 }
 __attribute__((target("avx2,fma"), always_inline)) inline void store8(float* p, f32x8 v) {
-  *reinterpret_cast<f32x8u*>(p) = v;
+  std::memcpy(p, &v, sizeof v);
 }
 
 // The four points of row combination u of eight tiles, from its loads at columns 2x + 0,
