@@ -51,6 +51,7 @@ std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& 
   cmp("ch_mult", a.ch_mult, b.ch_mult);
   cmp("num_res_blocks", a.num_res_blocks, b.num_res_blocks);
   cmp("attn_resolutions", a.attn_resolutions, b.attn_resolutions);
+  cmp("l2_norm_codes", a.l2_norm_codes, b.l2_norm_codes);
   return d;
 }
 
