@@ -30,7 +30,9 @@ void read_model(Section s, ModelConfig& m) {
       .get("ch_mult", m.ch_mult, 1, 64)
       .get("num_res_blocks", m.num_res_blocks, 1, 64)
       .get("attn_resolutions", m.attn_resolutions, 0, 63)
-      .get("dropout", m.dropout, 0.0, 0.99);
+      .get("dropout", m.dropout, 0.0, 0.99)
+      .get("l2_norm_codes", m.l2_norm_codes)
+      .get("out_init_scale", m.out_init_scale, 0.0, 10.0);
   s.finish();
   if (m.embed_dim != m.z_channels)
     s.fail("embed_dim", "embed_dim (" + std::to_string(m.embed_dim) + ") must equal z_channels (" +

@@ -35,6 +35,10 @@ struct ModelConfig {
   int64_t num_res_blocks = 2;
   std::vector<int64_t> attn_resolutions = {3};  ///< level indices into ch_mult
   double dropout = 0.0;
+  bool l2_norm_codes = false;  ///< cosine codes: l2-normalize latents and codes before lookup
+  /// Scales the initial weight of the last conv of every 2-D residual branch and of the
+  /// decoder's conv_out (1: the released model's init; small: blocks start near identity).
+  double out_init_scale = 1.0;
 
   /// 2^(len(ch_mult) - 1): H and W must be multiples of it.
   int64_t spatial_factor() const { return int64_t{1} << (ch_mult.size() - 1); }

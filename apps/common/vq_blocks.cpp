@@ -16,7 +16,8 @@ namespace {
 // partitioning scope only ever sees the final initial value.
 class ReleasedConvInit : public nn::RegistrationObserver {
  public:
-  ReleasedConvInit() : outer_(nn::current_registration_observer()) {
+  explicit ReleasedConvInit(double gain)
+      : gain_(gain), outer_(nn::current_registration_observer()) {
     nn::push_registration_observer(this);
   }
   ~ReleasedConvInit() override { nn::pop_registration_observer(this); }
@@ -27,6 +28,7 @@ class ReleasedConvInit : public nn::RegistrationObserver {
     if (name == "weight") {
       autograd::NoGradGuard ng;
       nn::init::kaiming_normal_(p, 0.0, "fan_out", "relu");
+      if (gain_ != 1.0) p.copy_(p * gain_);
     }
     if (outer_) outer_->on_parameter(owner, name, p);
   }
@@ -35,18 +37,19 @@ class ReleasedConvInit : public nn::RegistrationObserver {
   }
 
  private:
+  double gain_;
   nn::RegistrationObserver* outer_;
 };
 
 }  // namespace
 
-std::shared_ptr<nn::Conv2d> make_conv2d(const nn::Conv2dOptions& options) {
-  ReleasedConvInit scope;
+std::shared_ptr<nn::Conv2d> make_conv2d(const nn::Conv2dOptions& options, double init_gain) {
+  ReleasedConvInit scope(init_gain);
   return std::make_shared<nn::Conv2d>(options);
 }
 
 std::shared_ptr<nn::Conv3d> make_conv3d(const nn::Conv3dOptions& options) {
-  ReleasedConvInit scope;
+  ReleasedConvInit scope(1.0);
   return std::make_shared<nn::Conv3d>(options);
 }
 
@@ -119,7 +122,7 @@ static std::shared_ptr<nn::Module> make_norm(int64_t channels, int64_t zq_channe
 }
 
 ResnetBlock::ResnetBlock(int64_t in_channels, int64_t out_channels, double dropout,
-                         int64_t zq_channels)
+                         int64_t zq_channels, double out_init)
     : nn::Module("ResnetBlock"),
       in_channels_(in_channels),
       out_channels_(out_channels),
@@ -133,7 +136,8 @@ ResnetBlock::ResnetBlock(int64_t in_channels, int64_t out_channels, double dropo
   norm1 = register_module("norm1", make_norm(in_channels, zq_channels, "ResnetBlock.norm1"));
   conv1 = register_module("conv1", conv3x3(in_channels, out_channels));
   norm2 = register_module("norm2", make_norm(out_channels, zq_channels, "ResnetBlock.norm2"));
-  conv2 = register_module("conv2", conv3x3(out_channels, out_channels));
+  conv2 = register_module(
+      "conv2", make_conv2d(nn::Conv2dOptions(out_channels, out_channels, 3).padding(1), out_init));
   if (in_channels != out_channels)
     nin_shortcut = register_module("nin_shortcut",
                                    make_conv2d(nn::Conv2dOptions(in_channels, out_channels, 1)));
@@ -158,14 +162,15 @@ std::vector<Tensor> ResnetBlock::forward(const std::vector<Tensor>& inputs) {
 
 // ---- AttnBlock
 
-AttnBlock::AttnBlock(int64_t channels, int64_t zq_channels)
+AttnBlock::AttnBlock(int64_t channels, int64_t zq_channels, double out_init)
     : nn::Module("AttnBlock"), channels_(channels), conditioned_(zq_channels > 0) {
   auto conv1x1 = [channels] { return make_conv2d(nn::Conv2dOptions(channels, channels, 1)); };
   norm = register_module("norm", make_norm(channels, zq_channels, "AttnBlock.norm"));
   q = register_module("q", conv1x1());
   k = register_module("k", conv1x1());
   v = register_module("v", conv1x1());
-  proj_out = register_module("proj_out", conv1x1());
+  proj_out =
+      register_module("proj_out", make_conv2d(nn::Conv2dOptions(channels, channels, 1), out_init));
 }
 
 std::string AttnBlock::extra_repr() const {

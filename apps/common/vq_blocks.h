@@ -20,8 +20,9 @@ constexpr double kNormEps = 1e-6;
 /// A Conv2d/Conv3d initialized as the released model: weight kaiming normal (mode fan_out,
 /// relu gain), bias PyTorch's default U(+-1/sqrt(fan_in)); both from
 /// zt::default_generator() and final before they are registered (a partitioning scope
-/// sees the initial value).
-std::shared_ptr<nn::Conv2d> make_conv2d(const nn::Conv2dOptions& options);
+/// sees the initial value). init_gain multiplies the initial weight (ModelConfig::
+/// out_init_scale for the convs that end a residual branch or the decoder).
+std::shared_ptr<nn::Conv2d> make_conv2d(const nn::Conv2dOptions& options, double init_gain = 1.0);
 std::shared_ptr<nn::Conv3d> make_conv3d(const nn::Conv3dOptions& options);
 /// GroupNorm(32, channels, eps 1e-6, affine); error if channels is not a multiple of 32.
 std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where);
@@ -47,10 +48,12 @@ class SpatialNorm : public nn::Module {
 
 /// h = conv1(act(norm1(x))); h = conv2(dropout(act(norm2(h)))); out = shortcut(x) + h.
 /// norm1/norm2 are GroupNorm when zq_channels == 0 (encoder), else SpatialNorm (decoder);
-/// nin_shortcut (1x1) exists only when in != out channels.
+/// nin_shortcut (1x1) exists only when in != out channels. conv2's initial weight is
+/// scaled by out_init (1: the released init; 0: the block starts as its shortcut).
 class ResnetBlock : public nn::Module {
  public:
-  ResnetBlock(int64_t in_channels, int64_t out_channels, double dropout, int64_t zq_channels = 0);
+  ResnetBlock(int64_t in_channels, int64_t out_channels, double dropout, int64_t zq_channels = 0,
+              double out_init = 1.0);
   std::string extra_repr() const override;
 
   std::shared_ptr<nn::Module> norm1, norm2;  // GroupNorm or SpatialNorm
@@ -69,10 +72,11 @@ class ResnetBlock : public nn::Module {
 
 /// Single-head self-attention within each frame: softmax(q^T k / sqrt(C)) over the H*W
 /// positions, output projected by proj_out and added to x. q, k, v, proj_out are 1x1
-/// convs; norm is GroupNorm (zq_channels == 0) or SpatialNorm.
+/// convs; norm is GroupNorm (zq_channels == 0) or SpatialNorm. proj_out's initial weight
+/// is scaled by out_init.
 class AttnBlock : public nn::Module {
  public:
-  explicit AttnBlock(int64_t channels, int64_t zq_channels = 0);
+  explicit AttnBlock(int64_t channels, int64_t zq_channels = 0, double out_init = 1.0);
   std::string extra_repr() const override;
 
   std::shared_ptr<nn::Module> norm;

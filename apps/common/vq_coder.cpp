@@ -36,14 +36,15 @@ static bool has_attention(const config::ModelConfig& cfg, int64_t level) {
 // ---- Level
 
 Level::Level(int64_t in_channels, int64_t out_channels, int64_t blocks, bool attention,
-             const std::string& resample_kind, double dropout, int64_t zq_channels)
+             const std::string& resample_kind, double dropout, int64_t zq_channels, double out_init)
     : nn::Module("Level") {
   block = register_module("block", std::make_shared<nn::ModuleList>());
   attn = register_module("attn", std::make_shared<nn::ModuleList>());
   for (int64_t j = 0; j < blocks; ++j) {
     block->push_back(std::make_shared<ResnetBlock>(j == 0 ? in_channels : out_channels,
-                                                   out_channels, dropout, zq_channels));
-    if (attention) attn->push_back(std::make_shared<AttnBlock>(out_channels, zq_channels));
+                                                   out_channels, dropout, zq_channels, out_init));
+    if (attention)
+      attn->push_back(std::make_shared<AttnBlock>(out_channels, zq_channels, out_init));
   }
   if (resample_kind == "downsample")
     resample = register_module("downsample", std::make_shared<Downsample>(out_channels));
@@ -68,12 +69,13 @@ std::vector<Tensor> Level::forward(const std::vector<Tensor>& inputs) {
 
 // ---- MidBlock
 
-MidBlock::MidBlock(int64_t channels, double dropout, int64_t zq_channels) : nn::Module("MidBlock") {
+MidBlock::MidBlock(int64_t channels, double dropout, int64_t zq_channels, double out_init)
+    : nn::Module("MidBlock") {
   block_1 = register_module(
-      "block_1", std::make_shared<ResnetBlock>(channels, channels, dropout, zq_channels));
-  attn_1 = register_module("attn_1", std::make_shared<AttnBlock>(channels, zq_channels));
+      "block_1", std::make_shared<ResnetBlock>(channels, channels, dropout, zq_channels, out_init));
+  attn_1 = register_module("attn_1", std::make_shared<AttnBlock>(channels, zq_channels, out_init));
   block_2 = register_module(
-      "block_2", std::make_shared<ResnetBlock>(channels, channels, dropout, zq_channels));
+      "block_2", std::make_shared<ResnetBlock>(channels, channels, dropout, zq_channels, out_init));
 }
 
 std::vector<Tensor> MidBlock::forward(const std::vector<Tensor>& inputs) {
@@ -103,12 +105,13 @@ Encoder::Encoder(const config::ModelConfig& cfg) : nn::UnaryModule("Encoder"), c
   int64_t block_in = cfg.ch;  // in multipliers are (1, ch_mult...)
   for (int64_t i = 0; i < levels; ++i) {
     const int64_t block_out = cfg.ch * cfg.ch_mult[i];
-    down->push_back(std::make_shared<Level>(block_in, block_out, cfg.num_res_blocks,
-                                            has_attention(cfg, i),
-                                            i + 1 < levels ? "downsample" : "", cfg.dropout, 0));
+    down->push_back(std::make_shared<Level>(
+        block_in, block_out, cfg.num_res_blocks, has_attention(cfg, i),
+        i + 1 < levels ? "downsample" : "", cfg.dropout, 0, cfg.out_init_scale));
     block_in = block_out;
   }
-  mid = register_module("mid", std::make_shared<MidBlock>(block_in, cfg.dropout, 0));
+  mid = register_module("mid",
+                        std::make_shared<MidBlock>(block_in, cfg.dropout, 0, cfg.out_init_scale));
   norm_out = register_module("norm_out", make_group_norm(block_in, "Encoder.norm_out"));
   conv_out = register_module(
       "conv_out", make_conv2d(nn::Conv2dOptions(block_in, cfg.z_channels, 3).padding(1)));
@@ -150,21 +153,23 @@ Decoder::Decoder(const config::ModelConfig& cfg) : nn::Module("Decoder"), cfg_(c
   int64_t block_in = cfg.ch * cfg.ch_mult.back();
   conv_in = register_module("conv_in",
                             make_conv2d(nn::Conv2dOptions(cfg.z_channels, block_in, 3).padding(1)));
-  mid = register_module("mid", std::make_shared<MidBlock>(block_in, cfg.dropout, zq_ch));
+  mid = register_module(
+      "mid", std::make_shared<MidBlock>(block_in, cfg.dropout, zq_ch, cfg.out_init_scale));
   // Built widest first (the order data flows), stored so that up.{i} is level i.
   std::vector<std::shared_ptr<Level>> built(static_cast<size_t>(levels));
   for (int64_t i = levels - 1; i >= 0; --i) {
     const int64_t block_out = cfg.ch * cfg.ch_mult[i];
     built[static_cast<size_t>(i)] =
         std::make_shared<Level>(block_in, block_out, cfg.num_res_blocks + 1, has_attention(cfg, i),
-                                i != 0 ? "upsample" : "", cfg.dropout, zq_ch);
+                                i != 0 ? "upsample" : "", cfg.dropout, zq_ch, cfg.out_init_scale);
     block_in = block_out;
   }
   up = register_module("up", std::make_shared<nn::ModuleList>());
   for (auto& level : built) up->push_back(level);
   norm_out = register_module("norm_out", std::make_shared<SpatialNorm>(block_in, zq_ch));
   conv_out = register_module(
-      "conv_out", make_conv2d(nn::Conv2dOptions(block_in, cfg.out_channels, 3).padding(1)));
+      "conv_out",
+      make_conv2d(nn::Conv2dOptions(block_in, cfg.out_channels, 3).padding(1), cfg.out_init_scale));
 }
 
 std::vector<Tensor> Decoder::forward(const std::vector<Tensor>& inputs) {

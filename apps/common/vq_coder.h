@@ -26,8 +26,9 @@ class Level : public nn::Module {
  public:
   /// blocks ResnetBlocks in -> out (then out -> out); zq_channels 0 for the encoder.
   /// resample: "downsample", "upsample" or "" (none).
+  /// out_init scales the initial weight of each residual branch's last conv.
   Level(int64_t in_channels, int64_t out_channels, int64_t blocks, bool attention,
-        const std::string& resample, double dropout, int64_t zq_channels);
+        const std::string& resample, double dropout, int64_t zq_channels, double out_init = 1.0);
 
   std::shared_ptr<nn::ModuleList> block, attn;
   std::shared_ptr<nn::Module> resample;  // Downsample, Upsample or null
@@ -40,7 +41,7 @@ class Level : public nn::Module {
 /// The middle: block_1, attn_1, block_2 at constant width.
 class MidBlock : public nn::Module {
  public:
-  MidBlock(int64_t channels, double dropout, int64_t zq_channels);
+  MidBlock(int64_t channels, double dropout, int64_t zq_channels, double out_init = 1.0);
 
   std::shared_ptr<ResnetBlock> block_1, block_2;
   std::shared_ptr<AttnBlock> attn_1;

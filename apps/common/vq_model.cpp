@@ -14,8 +14,9 @@ VqModel::VqModel(const config::ModelConfig& cfg) : nn::Module("VqModel"), cfg_(c
   validate(cfg);
   encoder = register_module("encoder", std::make_shared<Encoder>(cfg));
   decoder = register_module("decoder", std::make_shared<Decoder>(cfg));
-  quantize =
-      register_module("quantize", std::make_shared<Quantizer>(cfg.codebook_size, cfg.embed_dim));
+  quantize = register_module(
+      "quantize",
+      std::make_shared<Quantizer>(cfg.codebook_size, cfg.embed_dim, 0.25, cfg.l2_norm_codes));
   // Mixes time only: kernel (3, 1, 1).
   quant_conv = register_module("quant_conv",
                                std::make_shared<CausalConv3d>(cfg.z_channels, cfg.embed_dim,

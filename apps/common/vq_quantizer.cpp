@@ -10,7 +10,13 @@ namespace zt::vq {
 // real codebook (K = 32768) instead of M * K floats at once.
 constexpr int64_t kDistanceElements = int64_t{1} << 24;
 
-Codebook::Codebook(int64_t codebook_size, int64_t embed_dim) : nn::Module("Codebook") {
+Tensor l2_normalize_last(const Tensor& x) {
+  const int64_t last = x.dim() - 1;
+  return x * rsqrt(clamp(sum(x * x, {last}, true), 1e-12, 1e30));
+}
+
+Codebook::Codebook(int64_t codebook_size, int64_t embed_dim, bool l2_norm)
+    : nn::Module("Codebook"), l2_norm_(l2_norm) {
   ZT_CHECK(codebook_size > 0 && embed_dim > 0, "Codebook: codebook_size and embed_dim must be ",
            "positive, got ", codebook_size, " and ", embed_dim);
   Tensor w = empty({codebook_size, embed_dim});
@@ -22,24 +28,30 @@ Codebook::Codebook(int64_t codebook_size, int64_t embed_dim) : nn::Module("Codeb
 std::string Codebook::extra_repr() const {
   std::ostringstream os;
   os << weight.size(0) << ", " << weight.size(1);
+  if (l2_norm_) os << ", l2_norm";
   return os.str();
 }
 
 std::vector<Tensor> Codebook::forward(const std::vector<Tensor>& inputs) {
   ZT_CHECK(inputs.size() == 1, "Codebook takes one input (ids or latents), got ", inputs.size());
   const Tensor& x = inputs[0];
-  if (x.dtype() == DType::i64 || x.dtype() == DType::i32) return {embedding(weight, x)};
+  if (x.dtype() == DType::i64 || x.dtype() == DType::i32) return {embedding(codes(), x)};
   ZT_CHECK(x.dim() == 2 && x.size(1) == weight.size(1), "Codebook: expected latents (M, ",
            weight.size(1), ") or integer ids, got ", shape_str(x.sizes()), " ",
            dtype_name(x.dtype()));
-  Tensor ids = nearest(x);
-  return {ids, embedding(weight, ids)};
+  Tensor e = codes();
+  Tensor ids = nearest(x, e);
+  return {ids, embedding(e, ids)};
 }
 
-Tensor Codebook::nearest(const Tensor& z) const {
+Tensor Codebook::codes() const {
+  return l2_norm_ ? l2_normalize_last(weight) : weight;
+}
+
+Tensor Codebook::nearest(const Tensor& z, const Tensor& codes) const {
   autograd::NoGradGuard ng;
-  const int64_t m = z.size(0), k = weight.size(0);
-  Tensor e = weight.detach().to(z.dtype());
+  const int64_t m = z.size(0), k = codes.size(0);
+  Tensor e = codes.detach().to(z.dtype());
   Tensor e_sq = sum(e * e, {1});   // (K)
   Tensor e_t = e.transpose(0, 1);  // (E, K)
   const int64_t rows = std::max<int64_t>(1, kDistanceElements / k);
@@ -52,15 +64,17 @@ Tensor Codebook::nearest(const Tensor& z) const {
   return ids.size() == 1 ? ids[0] : cat(ids, 0);
 }
 
-Quantizer::Quantizer(int64_t codebook_size, int64_t embed_dim, double beta)
-    : nn::Module("Quantizer"), beta_(beta) {
+Quantizer::Quantizer(int64_t codebook_size, int64_t embed_dim, double beta, bool l2_norm)
+    : nn::Module("Quantizer"), beta_(beta), l2_norm_(l2_norm) {
   ZT_CHECK(beta >= 0, "Quantizer: beta must be non-negative, got ", beta);
-  embedding = register_module("embedding", std::make_shared<Codebook>(codebook_size, embed_dim));
+  embedding =
+      register_module("embedding", std::make_shared<Codebook>(codebook_size, embed_dim, l2_norm));
 }
 
 std::string Quantizer::extra_repr() const {
   std::ostringstream os;
   os << "beta=" << beta_;
+  if (l2_norm_) os << ", l2_norm";
   return os.str();
 }
 
@@ -73,10 +87,13 @@ Tensor Quantizer::lookup(const Tensor& codes) {
 
 std::vector<Tensor> Quantizer::forward(const std::vector<Tensor>& inputs) {
   ZT_CHECK(inputs.size() == 1, "Quantizer takes {z}, got ", inputs.size(), " inputs");
-  const Tensor& z = inputs[0];
   const int64_t e_dim = embedding->weight.size(1);
-  ZT_CHECK(z.dim() == 5 && z.size(2) == e_dim, "Quantizer: expected z (B, T', ", e_dim,
-           ", h, w), got ", shape_str(z.sizes()));
+  ZT_CHECK(inputs[0].dim() == 5 && inputs[0].size(2) == e_dim, "Quantizer: expected z (B, T', ",
+           e_dim, ", h, w), got ", shape_str(inputs[0].sizes()));
+  // With l2_norm the latents are unit vectors over E (normalized channels-last).
+  const Tensor z =
+      l2_norm_ ? l2_normalize_last(inputs[0].permute({0, 1, 3, 4, 2})).permute({0, 1, 4, 2, 3})
+               : inputs[0];
   const int64_t b = z.size(0), t = z.size(1), h = z.size(3), w = z.size(4);
   Tensor z_last = z.permute({0, 1, 3, 4, 2});  // (B, T', h, w, E)
   // The search needs no gradient; z goes in detached so the call has no graph edge to it.

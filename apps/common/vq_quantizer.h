@@ -1,6 +1,8 @@
 // The vector quantizer of the Emu3-style tokenizer (EMU3_TOKENIZER.md): a codebook of K
 // vectors, nearest-code lookup by squared L2 distance, the straight-through estimator
-// and the VQ loss of the MoVQGAN recipe. No normalization, no EMA.
+// and the VQ loss of the MoVQGAN recipe. Optionally (l2_norm) the codes and the latents are
+// l2-normalized before the search, so the lookup is by cosine similarity (ViT-VQGAN): the
+// code vectors the decoder sees then have unit length whatever the codebook's scale.
 //
 // Shape legend: B batch, T' latent frames, E embed_dim, h/w latent height/width,
 // K codebook size, M flattened latent positions (B * T' * h * w).
@@ -18,9 +20,10 @@ namespace zt::vq {
 ///   {ids i64 (...)}   -> {(..., E)}                  lookup
 ///   {z f32 (M, E)}    -> {ids i64 (M), e (M, E)}     nearest codes and their vectors
 /// The nearest search is not differentiable; e is differentiable w.r.t. the weight.
+/// With l2_norm every row of the weight is used as weight_k / |weight_k|.
 class Codebook : public nn::Module {
  public:
-  Codebook(int64_t codebook_size, int64_t embed_dim);
+  Codebook(int64_t codebook_size, int64_t embed_dim, bool l2_norm = false);
   std::string extra_repr() const override;
 
   Tensor weight;  // (K, E)
@@ -29,9 +32,17 @@ class Codebook : public nn::Module {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
  private:
-  /// argmin_k |z|^2 + |e_k|^2 - 2 z.e_k for z (M, E), in row chunks to bound memory.
-  Tensor nearest(const Tensor& z) const;
+  /// argmin_k |z|^2 + |e_k|^2 - 2 z.e_k for z (M, E) and the code vectors e (K, E), in
+  /// row chunks to bound memory.
+  Tensor nearest(const Tensor& z, const Tensor& e) const;
+  /// The code vectors: the weight, row-normalized with l2_norm (differentiable).
+  Tensor codes() const;
+
+  bool l2_norm_;
 };
+
+/// x / |x| along the last dimension (differentiable; |x| is floored at 1e-6).
+Tensor l2_normalize_last(const Tensor& x);
 
 /// The `quantize` module. forward({z (B, T', E, h, w)}) returns, in order:
 ///   zq            (B, T', E, h, w)  straight-through: z + stopgrad(zq - z)
@@ -40,10 +51,11 @@ class Codebook : public nn::Module {
 ///   loss_commit   ()  mean((stopgrad(zq) - z)^2): pulls the encoder to its codes
 ///   loss_codebook ()  mean((zq - stopgrad(z))^2): pulls the codes to the encoder
 /// With beta = 0.25 this is loss_vq = mean((sg(zq) - z)^2) + 0.25 * mean((zq - sg(z))^2).
+/// With l2_norm, z is l2-normalized over E first (zq and both losses use the unit vectors).
 class Quantizer : public nn::Module {
  public:
-  /// beta weights loss_codebook in loss_vq.
-  Quantizer(int64_t codebook_size, int64_t embed_dim, double beta = 0.25);
+  /// beta weights loss_codebook in loss_vq; l2_norm selects cosine codes.
+  Quantizer(int64_t codebook_size, int64_t embed_dim, double beta = 0.25, bool l2_norm = false);
   std::string extra_repr() const override;
 
   /// Code vectors of codes (B, T', h, w) i64 as (B, T', E, h, w) (through embedding's call).
@@ -56,6 +68,7 @@ class Quantizer : public nn::Module {
 
  private:
   double beta_;
+  bool l2_norm_;
 };
 
 }  // namespace zt::vq

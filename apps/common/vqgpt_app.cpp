@@ -51,6 +51,7 @@ std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& 
   cmp("ch_mult", a.ch_mult, b.ch_mult);
   cmp("num_res_blocks", a.num_res_blocks, b.num_res_blocks);
   cmp("attn_resolutions", a.attn_resolutions, b.attn_resolutions);
+  cmp("l2_norm_codes", a.l2_norm_codes, b.l2_norm_codes);
   return d;
 }
 
@@ -335,6 +336,18 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
           o.sampling.temperature, static_cast<long long>(o.sampling.top_k),
           o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
           o.tokens_out.c_str());
+      if (!o.out.empty()) {
+        // What the grid shows: every cell is a decoded sample, none is a training clip.
+        if (images) {
+          const auto cols =
+              static_cast<long long>(std::ceil(std::sqrt(static_cast<double>(o.num))));
+          std::printf("grid: %lld sampled frames, %lld per row, left to right then top to bottom\n",
+                      static_cast<long long>(o.num), cols);
+        } else {
+          std::printf("grid: one sampled clip per row (%lld rows), its %lld frames left to right\n",
+                      static_cast<long long>(o.num), static_cast<long long>(r.frames.size(1)));
+        }
+      }
       std::fflush(stdout);
     }
   }

@@ -103,13 +103,15 @@ TEST(Config, ShippedConfigsLoad) {
   AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
   EXPECT_EQ(tiny.model.codebook_size, 1024);
   EXPECT_EQ(tiny.model.ch, 32);
-  EXPECT_EQ(tiny.model.ch_mult, (std::vector<int64_t>{1, 2, 2, 4}));
-  EXPECT_EQ(tiny.model.spatial_factor(), 8);
-  EXPECT_EQ(tiny.model.temporal_layers(), 2);
+  EXPECT_EQ(tiny.model.ch_mult, (std::vector<int64_t>{1, 2, 2}));
+  EXPECT_EQ(tiny.model.spatial_factor(), 4);
+  EXPECT_EQ(tiny.model.temporal_layers(), 0);
+  EXPECT_TRUE(tiny.model.l2_norm_codes);
+  EXPECT_EQ(tiny.model.out_init_scale, 0.0);
   EXPECT_EQ(tiny.data.kind, data::DataKind::synthetic);
   EXPECT_EQ(tiny.train.batch, 4);
   EXPECT_EQ(tiny.train.schedule, Schedule::cosine);
-  EXPECT_EQ(tiny.tokens_per_clip(), 16);
+  EXPECT_EQ(tiny.tokens_per_clip(), 64);
   EXPECT_EQ(tiny.output_dir, "runs/vqtok_tiny");
   EXPECT_EQ(tiny.zero.stage, 3);
   EXPECT_TRUE(tiny.zero.overlap_comm);
@@ -135,12 +137,14 @@ TEST(Config, ShippedConfigsLoad) {
                                  "true has no effect in zt"),
             std::string::npos)
       << big.warnings[0];
+  EXPECT_FALSE(big.model.l2_norm_codes);
+  EXPECT_EQ(big.model.out_init_scale, 1.0);
 
   AppConfig gpt = load_app_config(dir + "vqgpt_tiny.yaml", {}, App::vqgpt);
   ASSERT_TRUE(gpt.gpt.has_value());
   EXPECT_EQ(gpt.gpt->n_layer, 4);
   EXPECT_EQ(gpt.gpt->vocab_size, 1027);
-  EXPECT_EQ(gpt.gpt->block_size, 21);
+  EXPECT_EQ(gpt.gpt->block_size, 73);
   EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
   EXPECT_EQ(gpt.zero.buffers.sync, zero::BufferSync::broadcast);
 
