@@ -9,7 +9,9 @@
 //  4. a model's tensors survive BAAI -> transformers -> BAAI bit for bit;
 //  5. vqtok export --format transformers writes those keys and config.json, and the file
 //     loads back through --weights into a model that computes the same codes and frames
-//     as the BAAI export.
+//     as the BAAI export. (Checked by hand as well: transformers 5.24.0 loads such an
+//     export with Emu3VQVAE.from_pretrained without missing, unexpected or mismatched
+//     keys and encodes images to the same tokens as zt.)
 #include <unistd.h>
 
 #include <algorithm>
@@ -93,7 +95,6 @@ TEST(VqHfKeys, NamesMapBothWaysAndTheNamingIsDetected) {
     baai.push_back(name);
   }
   // From transformers' side: every golden key goes to a BAAI key zt has, and comes back.
-  const Keys expected = vq::VqModel::expected_keys(real());
   for (const auto& [name, shape] : read_golden("emu3_vqvae_keys_real.txt")) {
     const std::string b = vq::baai_name(name);
     EXPECT_EQ(vq::transformers_name(b), name);
@@ -156,8 +157,12 @@ TEST(VqHfKeys, TensorsSurviveARoundTripBitForBit) {
     EXPECT_EQ(back[i].second.to_vector(), baai[i].second.to_vector()) << back[i].first;
   }
   // BAAI names pass through to_baai unchanged.
-  EXPECT_EQ(vq::to_baai(baai).size(), baai.size());
-  EXPECT_EQ(vq::to_baai(baai)[7].first, baai[7].first);
+  const nn::NamedTensors same = vq::to_baai(baai);
+  ASSERT_EQ(same.size(), baai.size());
+  for (size_t i = 0; i < same.size(); ++i) {
+    EXPECT_EQ(same[i].first, baai[i].first);
+    EXPECT_EQ(same[i].second.sizes(), baai[i].second.sizes()) << same[i].first;
+  }
 }
 
 TEST(VqHfKeys, TransformersExportLoadsBackThroughWeights) {
