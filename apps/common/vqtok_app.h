@@ -9,11 +9,13 @@
 //             images (N, H/8, W/8); a frozen replica of the model on every rank
 //   decode    token ids (.npy) -> PNG frames
 //   evaluate  PSNR and codebook usage over a dataset
-//   export    a checkpoint -> one consolidated fp32 safetensors file (original key names,
-//             buffers included)
+//   export    a checkpoint -> one consolidated fp32 safetensors file (buffers included)
+//             with the original BAAI key names, or transformers' Emu3VQVAE names plus
+//             its config.json
 //
-// Weights for encode/decode/evaluate come from an exported .safetensors file or a
-// checkpoint directory (a run's output_dir/checkpoints, or one step_XXXXXX directory in it).
+// Weights for encode/decode/evaluate come from an exported .safetensors file (either
+// naming) or a checkpoint directory (a run's output_dir/checkpoints, or one step_XXXXXX
+// directory in it).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/common/train_util.h"
+#include "apps/common/vq_hf_keys.h"
 #include "apps/common/vq_model.h"
 #include "data/loader.h"
 
@@ -59,7 +62,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 /// The checkpoint root a run writes: <output_dir>/checkpoints.
 std::string checkpoint_root(const config::AppConfig& cfg);
 /// A frozen (requires_grad off), eval-mode VqModel replicated on every rank with the weights
-/// of `source`: an exported .safetensors file or a checkpoint directory; "" uses the run's
+/// of `source`: an exported .safetensors file (BAAI or transformers names, told apart by
+/// the keys) or a checkpoint directory; "" uses the run's
 /// checkpoint_root(cfg). Error naming the path and what to pass when nothing is there.
 std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
                                                const std::string& source, comm::Communicator& comm);
@@ -128,8 +132,11 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
                             std::vector<Tensor>* first = nullptr);
 
 /// Loads checkpoint `checkpoint` (a directory or a root with `latest`) into cfg's model
-/// and writes the consolidated fp32 safetensors file `out` (rank 0).
+/// and writes the consolidated fp32 safetensors file `out` (rank 0) with `naming`'s key
+/// names; for KeyNaming::transformers also config.json (an Emu3VQVAEConfig) next to it, so
+/// the folder loads with Emu3VQVAE.from_pretrained.
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
-                  const std::string& out, comm::Communicator& comm, bool quiet = false);
+                  const std::string& out, comm::Communicator& comm, bool quiet = false,
+                  vq::KeyNaming naming = vq::KeyNaming::baai);
 
 }  // namespace zt::vqtok

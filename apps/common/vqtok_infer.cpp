@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 
 #include "apps/common/run_checks.h"
 #include "apps/common/vqtok_app.h"
@@ -136,6 +137,9 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
       state.emplace_back(name, t.detach().clone());
   } else if (comm.rank() == 0) {
     state = nn::load_safetensors(path);  // zero::load_state_dict reads rank 0's only
+    std::vector<std::string> keys;
+    for (const auto& kv : state) keys.push_back(kv.first);
+    if (vq::detect_naming(keys) == vq::KeyNaming::transformers) state = vq::to_baai(state);
   }
 
   manual_seed(0);
@@ -331,16 +335,40 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Co
 }
 
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
-                  const std::string& out, comm::Communicator& comm, bool quiet) {
+                  const std::string& out, comm::Communicator& comm, bool quiet,
+                  vq::KeyNaming naming) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
+  const bool hf = naming == vq::KeyNaming::transformers;
+  nlohmann::json hf_config;
+  if (hf) hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
   auto [model, engine] = load_engine(cfg, dir, comm);
-  app::export_engine(*engine, out, comm);
+  // The transformers file is the BAAI export renamed: write that first, then rewrite it.
+  const std::string baai_out = hf ? out + ".baai.tmp" : out;
+  app::export_engine(*engine, baai_out, comm);
+  std::string err;  // rank 0's failure, told to every rank so none waits
+  if (hf && comm.rank() == 0) {
+    try {
+      // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
+      nn::save_safetensors(out, vq::to_transformers(nn::load_safetensors(baai_out)),
+                           {{"format", "pt"}, {"exporter", "zt"}});
+      fs::remove(baai_out);
+      const fs::path json_path = fs::path(out).parent_path() / "config.json";
+      std::ofstream f(json_path);
+      f << hf_config.dump(2) << "\n";
+      ZT_CHECK(f.good(), "export: cannot write '", json_path.string(), "'");
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+  }
+  const auto failed = comm.all_gather_object<uint64_t>(err.empty() ? 0 : 1);
+  ZT_CHECK(failed[0] == 0, err.empty() ? "export: rank 0 could not write the export" : err);
   if (comm.rank() == 0 && !quiet)
-    std::printf("export: %s -> %s (%zu tensors, fp32)\n", zero::find_checkpoint(dir).c_str(),
-                out.c_str(), nn::state_dict(*model).size());
+    std::printf("export: %s -> %s (%zu tensors, fp32, %s names%s)\n",
+                zero::find_checkpoint(dir).c_str(), out.c_str(), nn::state_dict(*model).size(),
+                hf ? "transformers Emu3VQVAE" : "BAAI", hf ? ", config.json beside it" : "");
 }
 
 }  // namespace zt::vqtok

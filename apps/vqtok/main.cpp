@@ -8,7 +8,7 @@
 //   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify]
 //   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
 //   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
-//   vqtok export --config C [--checkpoint D] --out model.safetensors
+//   vqtok export --config C [--checkpoint D] --out model.safetensors [--format baai|transformers]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -100,6 +100,11 @@ int main(int argc, char** argv) {
   exp->add_option("--checkpoint", checkpoint,
                   "checkpoint directory (default: output_dir/checkpoints)");
   exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
+  std::string export_format = "baai";
+  exp->add_option("--format", export_format,
+                  "key names: baai (the original Emu3-VisionTokenizer's) or transformers "
+                  "(Emu3VQVAE's, with config.json beside --out)")
+      ->check(CLI::IsMember({"baai", "transformers"}));
 
   app::tidy_defaults(app);
   if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
@@ -148,10 +153,12 @@ int main(int argc, char** argv) {
                       });
     }
     if (*exp) {
-      return kCli.run(export_c, "export", {},
-                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        vqtok::export_model(cfg, checkpoint, export_out, comm);
-                      });
+      return kCli.run(
+          export_c, "export", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+            vqtok::export_model(cfg, checkpoint, export_out, comm, false,
+                                export_format == "transformers" ? vq::KeyNaming::transformers
+                                                                : vq::KeyNaming::baai);
+          });
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);
