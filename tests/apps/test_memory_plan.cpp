@@ -66,6 +66,13 @@ void check(const std::string& name, int world, const zero::Config& cfg, Build bu
   });
 }
 
+Tensor gpt_loss(zero::Engine& e) {
+  std::vector<double> v;
+  for (int i = 0; i < 16; ++i) v.push_back((7 * i) % 96);
+  Tensor y = e(from_vector(v, {1, 16}, DType::i64));
+  return mean(mul(y, y)).to(DType::f32);
+}
+
 }  // namespace
 
 TEST(MemoryPlan, PredictionsWithinTenPercentForTokenizerAndTransformer) {
@@ -80,12 +87,21 @@ TEST(MemoryPlan, PredictionsWithinTenPercentForTokenizerAndTransformer) {
         });
     check(
         "gpt", world, plan_config(), [] { return std::make_shared<gpt::Gpt>(small_gpt()); },
-        [](zero::Engine& e) {
-          std::vector<double> v;
-          for (int i = 0; i < 16; ++i) v.push_back((7 * i) % 96);
-          Tensor ids = from_vector(v, {1, 16}, DType::i64);
-          Tensor y = e(ids);
-          return mean(mul(y, y));
-        });
+        gpt_loss);
   }
+}
+
+// bf16 storage with fp32 masters (18 B per parameter), persistent small parameters and a
+// prefetch window.
+TEST(MemoryPlan, Bf16PersistenceAndPrefetchWindow) {
+  zero::Config c = plan_config();
+  c.precision.bf16 = true;
+  c.stage3_param_persistence_threshold = 1000;
+  c.stage3_prefetch_bucket_size = 20000;
+  check(
+      "gpt bf16", 2, c, [] { return std::make_shared<gpt::Gpt>(small_gpt()); }, gpt_loss);
+  auto plain = std::make_shared<gpt::Gpt>(small_gpt());
+  const int64_t n = small_gpt().count_parameters();
+  EXPECT_EQ(zero::plan_memory(*plain, 1, c).model_state(), 18 * n) << "2 + 4 + 4 + 8 B/param";
+  EXPECT_EQ(zero::plan_memory(*plain, 1, plan_config()).model_state(), 16 * n) << "16 B/param";
 }
