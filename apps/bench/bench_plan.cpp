@@ -59,7 +59,7 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
   std::vector<int> worlds = {1, 2, 4};
   std::string dtype = "f32";
   int64_t prefetch = 0, persistence = 0, layers = 4, embd = 128;
-  app.add_option("--ranks", worlds, "world sizes (thread ranks)");
+  app.add_option("--ranks", worlds, "numbers of thread ranks to plan and run at");
   app.add_option("--dtype", dtype, "parameter storage: f32 or bf16 (fp32 master)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--prefetch", prefetch, "stage3_prefetch_bucket_size (elements)");
