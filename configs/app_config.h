@@ -81,6 +81,10 @@ struct TrainConfig {
   /// effective dtype whichever way it was asked for.
   std::string dtype = "f32";
   std::string resume{};  ///< a checkpoint directory, "auto" (latest) or ""
+  /// A Chrome trace event file (Perfetto, chrome://tracing) of the first trace_steps
+  /// optimizer steps: compute, all-gathers, releases, reduce-scatters, memory. "" = off.
+  std::string trace{};
+  int64_t trace_steps = 2;
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).

@@ -26,9 +26,31 @@ void Coordinator::log(const std::string& prefix, int id) {
   if (log_events_) events_.push_back(prefix + groups_[id].path);
 }
 
+void Coordinator::set_timeline(Timeline* t) {
+  timeline_ = t;
+  issued_.assign(groups_.size(), Issued{});
+}
+
+// The span of an all-gather: from its issue to the wait that completed it.
+void Coordinator::close_gather(int id) {
+  if (!timeline_ || issued_[id].ns < 0) return;
+  const Issued& is = issued_[id];
+  timeline_->span(is.prefetch ? Track::kPrefetch : Track::kFetch, groups_[id].path, is.ns,
+                  "\"module\":" + json_quote(groups_[id].path) +
+                      ",\"phase\":" + (is.backward ? "\"backward\"" : "\"forward\""));
+  issued_[id].ns = -1;
+}
+
+void Coordinator::close_all_gathers() {
+  if (timeline_)
+    for (int id = 0; id < static_cast<int>(groups_.size()); ++id) close_gather(id);
+}
+
 void Coordinator::gather(int id, bool prefetch) {
+  const int64_t t0 = timeline_ && timeline_->active() ? Timeline::now_ns() : -1;
   int64_t n = gather_group(groups_[id].params, comm_);
   if (n == 0) return;
+  if (t0 >= 0) issued_[id] = {t0, prefetch, autograd::in_backward()};
   live_elems_ += n;
   ++stats_.gathers_issued;
   if (prefetch) ++stats_.prefetches_issued;
@@ -50,6 +72,7 @@ void Coordinator::fetch(int id, bool backward_phase) {
   gather(id, false);
   if (training) prefetch_after(id);
   for (ZeroParam* z : g.params) z->wait();
+  close_gather(id);
 }
 
 void Coordinator::prefetch_after(int) {
@@ -77,17 +100,28 @@ void Coordinator::release(int id) {
     if (d >= 0 && d < config_.stage3_max_reuse_distance) return;
   }
   log("release:", id);
+  bool any = false;
   for (ZeroParam* z : groups_[id].params)
-    if (z->releasable()) release_param(z);
+    if (z->releasable()) {
+      release_param(z);
+      any = true;
+    }
+  if (timeline_ && any) {
+    close_gather(id);
+    timeline_->instant(Track::kRelease, groups_[id].path,
+                       "\"module\":" + json_quote(groups_[id].path));
+  }
 }
 
 void Coordinator::release_all() {
+  close_all_gathers();
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->releasable()) release_param(z);
 }
 
 void Coordinator::regather_persistent() {
+  close_all_gathers();
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->status != ParamStatus::kNotAvailable) release_param(z);

@@ -16,6 +16,7 @@
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
 #include "zero/param.h"
+#include "zero/timeline.h"
 #include "zero/trace.h"
 
 namespace zt::zero {
@@ -67,12 +68,17 @@ class Coordinator {
   void set_event_log(bool on) { log_events_ = on; }
   void log(const std::string& prefix, int id);
   const std::vector<std::string>& events() const { return events_; }
+  /// Records gathers (issue to completed wait) and releases into `t` (null: off).
+  void set_timeline(Timeline* t);
+  Timeline* timeline() const { return timeline_; }
 
  private:
   void gather(int id, bool prefetch);
   void prefetch_after(int id);
   void release_param(ZeroParam* z);
   void check_ranks_agree();
+  void close_gather(int id);
+  void close_all_gathers();
 
   comm::Communicator& comm_;
   const Config& config_;
@@ -82,6 +88,13 @@ class Coordinator {
   int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
   bool log_events_ = false;
   std::vector<std::string> events_;
+  Timeline* timeline_ = nullptr;
+  struct Issued {
+    int64_t ns = -1;  // when the group's all-gather was issued; -1: none open
+    bool prefetch = false;
+    bool backward = false;
+  };
+  std::vector<Issued> issued_;  // per group, for the timeline
 };
 
 }  // namespace zt::zero

@@ -1,6 +1,7 @@
 // The ZeRO-3 engine: the parameters' records, backward, and the optimizer step.
 #include "zero/engine.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -64,6 +65,20 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
 }
 
 Engine::~Engine() {
+  // A run that ended before the traced steps without write_timeline(): no collective is
+  // safe here, so each rank writes its own file.
+  if (timeline_ && !timeline_written_ && timeline_->size() > 0) {
+    std::string path = timeline_path_ + ".rank" + std::to_string(comm_.rank()) + ".json";
+    try {
+      Timeline::write(path, {timeline_->events_json(timeline_->first_ns())});
+      std::fprintf(stderr, "zt: rank %d: timeline of %ld step(s) written to %s\n", comm_.rank(),
+                   static_cast<long>(timeline_->steps_recorded()), path.c_str());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "zt: rank %d: %s\n", comm_.rank(), e.what());
+    }
+  }
+  coordinator_->set_timeline(nullptr);
+  reducer_->set_timeline(nullptr);
   // The model may outlive the engine: hooks go with hooks_, gradient shards here.
   for (NamedParam& np : params_) zero_param(np.param)->grad_shard = Tensor();
 }
@@ -129,6 +144,7 @@ bool Engine::step() {
       z->fp32_shard().set_grad(z->grad_shard);
   {
     MemTagScope tag(MemTag::kOptimState);
+    TimelineSpan span(timeline(), Track::kOptimizer, "optimizer step");
     optimizer_->step();
   }
   for (NamedParam& np : params_) {
@@ -145,6 +161,7 @@ bool Engine::step() {
   sync_buffers();
   ++stats_.steps;
   coordinator_->end_step();
+  end_timeline_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();
   return true;
@@ -196,6 +213,42 @@ void Engine::skip_overflowed_step() {
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   coordinator_->release_all();
   coordinator_->end_step();
+  end_timeline_step();
+}
+
+void Engine::set_timeline(const std::string& path, int64_t steps) {
+  ZT_CHECK(!path.empty(), "Engine::set_timeline: empty path; give a file name like trace.json");
+  Device dev = params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device;
+  timeline_ = std::make_unique<Timeline>(comm_.rank(), steps, dev);
+  timeline_path_ = path;
+  timeline_written_ = false;
+  coordinator_->set_timeline(timeline_.get());
+  reducer_->set_timeline(timeline_.get());
+}
+
+void Engine::end_timeline_step() {
+  if (!timeline_ || timeline_written_) return;
+  timeline_->end_step();
+  if (!timeline_->active()) write_timeline();
+}
+
+void Engine::write_timeline() {
+  if (!timeline_ || timeline_written_) return;
+  timeline_written_ = true;
+  coordinator_->set_timeline(nullptr);
+  reducer_->set_timeline(nullptr);
+  // One clock origin for all ranks: the earliest first event.
+  int64_t origin = timeline_->first_ns();
+  for (const std::string& s : comm_.all_gather_bytes(std::to_string(origin)))
+    origin = std::min<int64_t>(origin, std::stoll(s));
+  std::vector<std::string> all = comm_.all_gather_bytes(timeline_->events_json(origin));
+  if (comm_.rank() == 0) {
+    Timeline::write(timeline_path_, all);
+    std::fprintf(stderr, "zt: timeline of %ld step(s) on %d rank(s) written to %s\n",
+                 static_cast<long>(timeline_->steps_recorded()), comm_.size(),
+                 timeline_path_.c_str());
+  }
+  timeline_.reset();
 }
 
 void Engine::refresh_from_master() {

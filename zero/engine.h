@@ -24,6 +24,7 @@
 #include "zero/memory_report.h"
 #include "zero/param.h"
 #include "zero/reducer.h"
+#include "zero/timeline.h"
 #include "zero/trace.h"
 
 namespace zt::zero {
@@ -75,6 +76,17 @@ class Engine {
   void set_event_log(bool on) { coordinator_->set_event_log(on); }
   const std::vector<std::string>& events() const { return coordinator_->events(); }
 
+  /// Records a timeline (zero/timeline.h) of the next `steps` optimizer steps into `path`
+  /// (a Chrome trace event JSON; train.trace). Every rank calls it. When the steps are
+  /// done, step() writes the file: rank 0 gathers every rank's events (a collective).
+  void set_timeline(const std::string& path, int64_t steps = 2);
+  /// Writes the timeline now if it was not written yet (collective; every rank calls it,
+  /// e.g. at the end of a run shorter than the traced steps). No-op without a timeline.
+  void write_timeline();
+  /// The timeline being recorded (null when none or once written): apps add spans with
+  /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "save").
+  Timeline* timeline() { return timeline_ && !timeline_written_ ? timeline_.get() : nullptr; }
+
   nn::Module& module() { return *model_; }
   comm::Communicator& comm() { return comm_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
@@ -99,6 +111,7 @@ class Engine {
   std::vector<Tensor> average_replica_grads();
   bool unscale_or_skip(std::vector<Tensor>& shard_grads, std::vector<Tensor>& replica_grads);
   void skip_overflowed_step();
+  void end_timeline_step();
 
   std::shared_ptr<nn::Module> model_;
   comm::Communicator& comm_;
@@ -109,6 +122,9 @@ class Engine {
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<Coordinator> coordinator_;
+  std::unique_ptr<Timeline> timeline_;
+  std::string timeline_path_;
+  bool timeline_written_ = false;
   std::unique_ptr<Hooks> hooks_;  // last: removed first
   LossScaler scaler_;
   int micro_ = 0;

@@ -63,6 +63,21 @@ Hooks::Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<T
         p, p.register_post_accumulate_grad_hook([this](const Tensor& q) { on_grad_ready(q); }));
 }
 
+void Hooks::begin_compute(std::vector<int64_t>& begins, int id) {
+  Timeline* t = coordinator_.timeline();
+  if (!t || !t->active()) return;
+  if (begins.empty()) begins.assign(coordinator_.groups().size(), -1);
+  begins[id] = Timeline::now_ns();
+}
+
+void Hooks::end_compute(std::vector<int64_t>& begins, Track track, int id) {
+  Timeline* t = coordinator_.timeline();
+  if (!t || begins.empty() || begins[id] < 0) return;
+  const std::string& path = coordinator_.groups()[id].path;
+  t->span(track, path, begins[id], "\"module\":" + json_quote(path));
+  begins[id] = -1;
+}
+
 Hooks::~Hooks() {
   for (auto& [m, id] : module_hooks_) m->remove_hook(id);
   for (auto& [p, id] : grad_hooks_) p.remove_post_accumulate_grad_hook(id);
@@ -71,6 +86,7 @@ Hooks::~Hooks() {
 // 1.
 void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
   coordinator_.fetch(id, /*backward_phase=*/false);
+  begin_compute(forward_begin_, id);
   // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
   // is over.
   wrap_for_backward("zero_post_backward", inputs, [this, id] { on_post_backward(id); });
@@ -78,6 +94,7 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
 
 // 3.
 void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
+  end_compute(forward_begin_, Track::kForward, id);
   coordinator_.log("forward_end:", id);
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
   wrap_for_backward("zero_pre_backward", outputs, [this, id] { on_pre_backward(id); });
@@ -91,6 +108,7 @@ void Hooks::on_pre_backward(int id) {
     autograd::queue_callback([this] { on_backward_end(); });
   }
   coordinator_.fetch(id, /*backward_phase=*/true);
+  begin_compute(backward_begin_, id);
 }
 
 // 6.
@@ -100,12 +118,15 @@ void Hooks::on_grad_ready(const Tensor& param) {
 
 // 7.
 void Hooks::on_post_backward(int id) {
+  end_compute(backward_begin_, Track::kBackward, id);
   coordinator_.release(id);
 }
 
 // 8.
 void Hooks::on_backward_end() {
   end_of_backward_queued_ = false;
+  for (int id = 0; id < static_cast<int>(backward_begin_.size()); ++id)
+    end_compute(backward_begin_, Track::kBackward, id);
   reducer_.flush();
   coordinator_.release_all();
 }

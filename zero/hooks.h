@@ -29,12 +29,16 @@ class Hooks {
   void on_grad_ready(const Tensor& param);
   void on_post_backward(int id);
   void on_backward_end();
+  // The timeline's compute spans (no-ops when the coordinator records none).
+  void begin_compute(std::vector<int64_t>& begins, int id);
+  void end_compute(std::vector<int64_t>& begins, Track track, int id);
 
   Coordinator& coordinator_;
   GradReducer& reducer_;
   std::vector<std::pair<nn::Module*, int>> module_hooks_;  // (module, hook id)
   std::vector<std::pair<Tensor, int>> grad_hooks_;         // (parameter, hook id)
   bool end_of_backward_queued_ = false;
+  std::vector<int64_t> forward_begin_, backward_begin_;  // per group; -1: not computing
 };
 
 }  // namespace zt::zero

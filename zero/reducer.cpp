@@ -51,6 +51,8 @@ void GradReducer::flush() {
   queued_.clear();
   queued_elems_ = 0;
   ++buckets_;
+  p.number = buckets_;
+  if (timeline_ && timeline_->active()) p.issued_ns = Timeline::now_ns();
   if (world == 1) {
     p.output.copy_(p.input);
   } else {
@@ -79,6 +81,10 @@ void GradReducer::finish(Pending& p) {
     add_(e.z->grad_shard, p.output.narrow(0, off, s));
     off += s;
   }
+  if (timeline_ && p.issued_ns >= 0)
+    timeline_->span(Track::kReduceScatter, "bucket " + std::to_string(p.number), p.issued_ns,
+                    "\"elements\":" + std::to_string(p.output.numel() * comm_.size()) +
+                        ",\"params\":" + std::to_string(p.entries.size()));
 }
 
 void GradReducer::drain() {

@@ -15,6 +15,7 @@
 
 #include "zero/comm/communicator.h"
 #include "zero/param.h"
+#include "zero/timeline.h"
 
 namespace zt::zero {
 
@@ -31,6 +32,8 @@ class GradReducer {
   void drain();
   /// Buckets reduced so far.
   int64_t buckets() const { return buckets_; }
+  /// Records each bucket, issue to finish, into `t` (null: off).
+  void set_timeline(Timeline* t) { timeline_ = t; }
 
  private:
   struct Entry {
@@ -42,6 +45,8 @@ class GradReducer {
     Tensor input;   // [world * S], kept alive until done
     Tensor output;  // [S]
     std::vector<Entry> entries;
+    int64_t issued_ns = -1;  // for the timeline
+    int64_t number = 0;
   };
   void finish(Pending& p);
   static constexpr size_t kMaxInFlight = 2;
@@ -53,6 +58,7 @@ class GradReducer {
   int64_t queued_elems_ = 0;
   std::deque<Pending> pending_;
   int64_t buckets_ = 0;
+  Timeline* timeline_ = nullptr;
 };
 
 }  // namespace zt::zero

@@ -119,6 +119,7 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                                optimizer_config(cfg.train));
   const DType low = cfg.zero.precision.dtype();
   if (low != DType::f32) cast_at_part_edges(m, low);
+  if (!cfg.train.trace.empty()) engine->set_timeline(cfg.train.trace, cfg.train.trace_steps);
   return engine;
 }
 

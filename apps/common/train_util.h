@@ -38,7 +38,7 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
 /// are unchanged). Prints cfg.warnings once on rank 0; checks a DeepSpeed
-/// train_batch_size against the world size.
+/// train_batch_size against the world size. Records a timeline when train.trace is set.
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm);
 /// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"

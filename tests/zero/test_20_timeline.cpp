@@ -1,0 +1,149 @@
+// Lesson 20 — seeing when things happen.
+// Invariant: the timeline (Engine::set_timeline, a Chrome trace event file) shows the
+// order ZeRO-3 relies on: every all-gather of a module completes before that module's
+// compute begins; with prefetching on, a module's all-gather runs while the previous
+// module computes; the memory counter sampled at every event stays under the rank's
+// limit; and only the requested number of steps is recorded, however long the run.
+//
+// Run alone: ctest --test-dir build -R zero.Lesson20
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+using nlohmann::json;
+
+namespace {
+
+constexpr int64_t kWidth = 48, kDepth = 6;
+constexpr int kSteps = 5, kTraced = 2;
+constexpr int64_t kLimit = 4 << 20;  // per rank
+
+class Stack : public nn::UnaryModule {
+ public:
+  Stack() : nn::UnaryModule("Stack") {
+    for (int64_t i = 0; i < kDepth; ++i)
+      layers.push_back(
+          register_module("l" + std::to_string(i), std::make_shared<nn::Linear>(kWidth, kWidth)));
+  }
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (auto& l : layers) h = tanh((*l)(h));
+    return h;
+  }
+};
+
+struct Span {
+  std::string track, module;
+  double ts, end;
+};
+
+// Trains kSteps on 2 thread ranks with the timeline on for the first kTraced steps.
+json train_and_read(const std::string& path) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    current_ledger()->set_limit(Device::cpu(), kLimit);
+    manual_seed(5);
+    std::shared_ptr<Stack> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Stack>();
+    }
+    zero::Config c = lesson::eager_release_config();
+    c.stage3_prefetch_bucket_size = 2 * kWidth * (kWidth + 1);  // prefetch on
+    c.reduce_bucket_size = kWidth * kWidth;
+    zero::Engine engine(m, comm, c, {});
+    engine.set_timeline(path, kTraced);
+    for (int s = 0; s < kSteps; ++s) {
+      Generator g(s);
+      Tensor x = randn({4, kWidth}, g);
+      engine.backward(sum(engine(x)));
+      engine.step();
+      if (s == 0) {  // an application span, e.g. a checkpoint save
+        zero::TimelineSpan span(engine.timeline(), zero::Track::kCheckpoint, "save");
+      }
+    }
+    engine.write_timeline();  // already written at step kTraced: a no-op
+  });
+  std::ifstream f(path);
+  EXPECT_TRUE(f.good()) << path;
+  return json::parse(f);
+}
+
+}  // namespace
+
+TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / "zt_lesson20_timeline.json").string();
+  json doc = train_and_read(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(doc.contains("traceEvents"));
+
+  std::map<int, std::vector<Span>> spans;  // by rank
+  std::map<int, std::map<std::string, int>> names;
+  std::map<int, int> counters;
+  for (const json& e : doc["traceEvents"]) {
+    const std::string ph = e["ph"];
+    const int pid = e["pid"];
+    if (ph == "M" && e["name"] == "thread_name") names[pid][e["args"]["name"]] = e["tid"];
+    if (ph == "C") {
+      ++counters[pid];
+      int64_t total = 0;
+      for (auto& [tag, bytes] : e["args"].items()) total += bytes.get<int64_t>();
+      EXPECT_LE(total, kLimit) << "memory counter above the rank's limit at ts " << e["ts"];
+      EXPECT_GT(total, 0);
+    }
+    if (ph == "X") {
+      const double ts = e["ts"], dur = e["dur"];
+      EXPECT_GE(dur, 0.0);
+      std::string module = e.contains("args") && e["args"].contains("module")
+                               ? e["args"]["module"].get<std::string>()
+                               : "";
+      spans[pid].push_back({e["cat"], module, ts, ts + dur});
+    }
+  }
+  ASSERT_EQ(spans.size(), 2u) << "one process (pid) per rank";
+  for (auto& [rank, list] : spans) {
+    SCOPED_TRACE("rank " + std::to_string(rank));
+    for (const char* t : {"forward", "backward", "all-gather (fetch)", "all-gather (prefetch)",
+                          "reduce-scatter", "optimizer", "release"})
+      EXPECT_TRUE(names[rank].count(t)) << "no track named '" << t << "'";
+    EXPECT_GT(counters[rank], 0) << "no memory samples";
+
+    std::map<std::string, int> per_track;
+    for (const Span& s : list) ++per_track[s.track];
+    EXPECT_EQ(per_track["optimizer"], kTraced) << "bounded to the traced steps";
+    EXPECT_EQ(per_track["forward"], kTraced * kDepth) << "bounded to the traced steps";
+    EXPECT_EQ(per_track["checkpoint"], 1);
+
+    // Every gather of a module ends before the next compute of that module begins.
+    int checked = 0, overlapping = 0;
+    for (const Span& g : list) {
+      if (g.track != "all-gather (fetch)" && g.track != "all-gather (prefetch)") continue;
+      const Span* next = nullptr;
+      for (const Span& c : list)
+        if ((c.track == "forward" || c.track == "backward") && c.module == g.module &&
+            c.ts >= g.ts && (!next || c.ts < next->ts))
+          next = &c;
+      if (!next) continue;  // released unused at the end of a step
+      EXPECT_LE(g.end, next->ts + 1e-3)
+          << g.track << " of " << g.module << " ends after its compute began";
+      ++checked;
+      if (g.track != "all-gather (prefetch)") continue;
+      for (const Span& c : list)
+        if (c.track == "forward" && c.module != g.module && c.ts < g.end && c.end > g.ts) {
+          ++overlapping;
+          break;
+        }
+    }
+    EXPECT_GE(checked, kTraced * kDepth) << "every forward compute had a gather before it";
+    EXPECT_GT(overlapping, 0) << "no prefetch ran while another module computed";
+  }
+}

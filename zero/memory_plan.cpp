@@ -1,0 +1,98 @@
+// The memory planner's arithmetic (see memory_plan.h for the model it implements).
+#include "zero/memory_plan.h"
+
+#include <algorithm>
+#include <map>
+#include <sstream>
+
+#include "zero/param.h"
+#include "zero/partition.h"
+
+namespace zt::zero {
+
+std::string MemoryPlan::json() const {
+  std::ostringstream os;
+  os << "{\"world\":" << world << ",\"param_shard\":" << param_shard
+     << ",\"grad_shard\":" << grad_shard << ",\"optim_state\":" << optim_state
+     << ",\"model_state\":" << model_state() << ",\"gathered_peak\":" << gathered_peak
+     << ",\"replicated\":" << replicated << "}";
+  return os.str();
+}
+
+MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int optimizer_states) {
+  ZT_CHECK(world >= 1, "plan_memory: world size must be >= 1, got ", world);
+  ZT_CHECK(optimizer_states >= 0, "plan_memory: optimizer_states must be >= 0, got ",
+           optimizer_states);
+  MemoryPlan plan;
+  plan.world = world;
+  const DType low = config.precision.dtype();
+  // Per module owning partitioned parameters: bytes held while gathered, and bytes at the
+  // moment its flat all-gather is unpacked (flat buffer + the members' copies).
+  struct Group {
+    int64_t held = 0, transient = 0;
+  };
+  std::map<std::string, Group> groups;
+  int64_t persistent = 0;
+  for (auto& [path, m] : model.named_modules()) {
+    int64_t flat = 0, copies = 0, members = 0;
+    for (auto& [n, p] : m->local_parameters()) {
+      if (is_replicated(p)) {
+        plan.replicated += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+        continue;
+      }
+      const int64_t numel = is_partitioned(p) ? zero_param(p)->part.numel : p.numel();
+      const DType dtype = is_partitioned(p)         ? zero_param(p)->dtype
+                          : p.dtype() == DType::f32 ? low
+                                                    : p.dtype();
+      const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
+      const Partition part = make_partition(numel, world);
+      plan.param_shard += part.shard_numel * esize;
+      if (p.requires_grad()) {
+        plan.grad_shard += part.shard_numel * 4;
+        plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
+      }
+      if (numel <= config.stage3_param_persistence_threshold) {
+        persistent += numel * esize;
+        continue;
+      }
+      flat += part.padded_numel() * esize;
+      copies += numel * esize;
+      ++members;
+    }
+    if (members == 0) continue;
+    groups[path] = members == 1 ? Group{flat, flat} : Group{copies, flat + copies};
+  }
+  for (auto& [path, b] : model.named_buffers())
+    plan.replicated += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
+
+  // The chain: a module computes inside every ancestor's call, whose parameters stay
+  // gathered meanwhile.
+  int64_t chain = 0, total = 0;
+  for (auto& [path, g] : groups) {
+    int64_t held = 0;
+    for (auto& [other, o] : groups)
+      if (other != path && (other.empty() || path.rfind(other + ".", 0) == 0)) held += o.held;
+    chain = std::max(chain, held + g.transient);
+    total += g.held;
+  }
+  const int64_t esize = static_cast<int64_t>(dtype_size(low));
+  const int64_t window =
+      std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
+  const int64_t whole = std::max(chain, total);
+  plan.gathered_peak =
+      persistent + (config.stage3_max_reuse_distance > 0 ? whole : std::min(chain + window, whole));
+  return plan;
+}
+
+MemoryReport measure_memory(Engine& engine, const std::function<Tensor()>& loss, int steps) {
+  ZT_CHECK(steps >= 2, "measure_memory: needs >= 2 steps (the first records the trace), got ",
+           steps);
+  for (int s = 0; s < steps; ++s) {
+    if (s == 1) reset_peak_memory();
+    engine.backward(loss());
+    engine.step();
+  }
+  return engine.memory_report();
+}
+
+}  // namespace zt::zero

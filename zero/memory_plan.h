@@ -1,0 +1,50 @@
+// A memory planner: the per-rank bytes ZeRO-3 will hold for a model, world size and
+// config, predicted from the model's parameters alone (nothing is gathered or run):
+//   model states   each trainable parameter's shard, ceil(numel / N) elements:
+//                  f32 + AdamW: 4 (param) + 4 (grad) + 8 (two moments) = 16 B/element;
+//                  bf16/f16 with an fp32 master: 2 + 4 (master) + 4 + 8 = 18 B/element
+//                  (DeepSpeed's 16 Psi / N, for the precision in use);
+//   gathered peak  the module chain gathered at once (a module and every ancestor that
+//                  owns parameters, a multi-parameter module twice while its one flat
+//                  all-gather is unpacked), plus the prefetch window, never above
+//                  stage3_max_live_parameters beyond the module being fetched, plus the
+//                  persistent parameters (gathered all the time); with
+//                  stage3_max_reuse_distance > 0 forward keeps every module gathered for
+//                  its backward, so the bound is the whole model;
+//   replicated     replicated parameters and buffers, in full on every rank.
+// zt-bench plan prints it next to a short run's measured zero::MemoryReport.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "nn/module.h"
+#include "zero/config.h"
+#include "zero/engine.h"
+
+namespace zt::zero {
+
+/// Predicted bytes on one rank.
+struct MemoryPlan {
+  int world = 1;
+  int64_t param_shard = 0, grad_shard = 0, optim_state = 0;
+  int64_t gathered_peak = 0;
+  int64_t replicated = 0;  // replicated parameters and buffers, full size
+  /// param + grad + optimizer shards (MemoryReport::model_state()).
+  int64_t model_state() const { return param_shard + grad_shard + optim_state; }
+  std::string json() const;
+};
+
+/// Plans `model` (built plain or under zero::Init/Replicated on any world size) at
+/// `world` ranks; `optimizer_states` fp32 values per trainable element (2 for Adam and
+/// AdamW, 1 for SGD with momentum, 0 without).
+MemoryPlan plan_memory(nn::Module& model, int world, const Config& config,
+                       int optimizer_states = 2);
+
+/// Measures what the plan predicts: runs `steps` (>= 2) training steps of `engine`, each
+/// backward(loss()) then step() (`loss` calls the engine's model), and returns this rank's
+/// report with peaks from the steps after the first (which records the trace).
+MemoryReport measure_memory(Engine& engine, const std::function<Tensor()>& loss, int steps = 2);
+
+}  // namespace zt::zero
