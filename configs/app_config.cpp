@@ -109,7 +109,8 @@ void read_train(Section s, TrainConfig& t) {
       .get("seed", t.seed, 0)
       .get_enum("device", t.device, {"cpu", "cuda"})
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
-      .get("resume", t.resume);
+      .get("resume", t.resume)
+      .get("tensorboard", t.tensorboard);
   s.finish();
   if (betas.size() != 2) s.fail("betas", "expected two values, e.g. [0.9, 0.999]");
   for (double b : betas)

@@ -76,7 +76,8 @@ struct TrainConfig {
   /// and f16 are the same as enabling the bf16 / fp16 section; after parsing this is the
   /// effective dtype whichever way it was asked for.
   std::string dtype = "f32";
-  std::string resume{};  ///< a checkpoint directory, "auto" (latest) or ""
+  std::string resume{};      ///< a checkpoint directory, "auto" (latest) or ""
+  bool tensorboard = false;  ///< also write TensorBoard event files to <output_dir>/tb
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).

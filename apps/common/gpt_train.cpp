@@ -116,6 +116,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       app::filter_metrics(metrics_path,
                           [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
+    if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());
   }
   const int64_t targets_per_clip = layout.length() - 1;
   const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;
