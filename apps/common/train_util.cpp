@@ -364,10 +364,6 @@ void MetricsWriter::image(const std::string& tag, int64_t step, const data::Imag
   if (tb_) tb_->add_image(tag, step, data::encode_png(img), img.height, img.width, 3);
 }
 
-std::string MetricsWriter::tensorboard_path() const {
-  return tb_ ? tb_->path() : std::string();
-}
-
 std::vector<nlohmann::json> read_metrics(const std::string& path) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);

@@ -1,7 +1,8 @@
 // Helpers shared by the training apps (vqtok, vqgpt): building the ZeRO-3 engine and the
 // learning-rate plan from an AppConfig, window statistics reduced across ranks (scalars,
-// codebook usage), PSNR, a JSON-lines metrics file, and a progress display that redraws
-// one line on a terminal and prints one line per log interval otherwise.
+// codebook usage), PSNR, a JSON-lines metrics file (mirrored to TensorBoard on request), and a
+// progress display that redraws one line on a terminal and prints one line per log interval
+// otherwise.
 #pragma once
 
 #include <chrono>
@@ -152,8 +153,6 @@ class MetricsWriter {
   /// With TensorBoard on, logs `img` (as PNG) under `tag` at `step`; otherwise nothing.
   void image(const std::string& tag, int64_t step, const data::Image& img);
   const std::string& path() const { return path_; }
-  /// The TensorBoard event file ("" when off).
-  std::string tensorboard_path() const;
 
  private:
   std::string path_;
