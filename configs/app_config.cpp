@@ -113,7 +113,8 @@ void read_train(Section s, TrainConfig& t) {
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
       .get("resume", t.resume)
       .get("trace", t.trace)
-      .get("trace_steps", t.trace_steps, 1, 1 << 20);
+      .get("trace_steps", t.trace_steps, 1, 1 << 20)
+      .get("tensorboard", t.tensorboard);
   s.finish();
   if (betas.size() != 2) s.fail("betas", "expected two values, e.g. [0.9, 0.999]");
   for (double b : betas)

@@ -85,6 +85,7 @@ struct TrainConfig {
   /// optimizer steps: compute, all-gathers, releases, reduce-scatters, memory. "" = off.
   std::string trace{};
   int64_t trace_steps = 2;
+  bool tensorboard = false;  ///< also write TensorBoard event files to <output_dir>/tb
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).

@@ -128,6 +128,24 @@ void save_png(const std::string& path, const Image& img) {
   save_png(path, img.rgb.data(), img.height, img.width);
 }
 
+std::vector<uint8_t> encode_png(const Image& img) {
+  ZT_CHECK(img.height >= 1 && img.width >= 1 &&
+               static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
+           "encode_png: the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x",
+           img.width, "x3");
+  std::vector<uint8_t> out;
+  auto append = [](void* ctx, void* data, int n) {
+    auto* v = static_cast<std::vector<uint8_t>*>(ctx);
+    const auto* p = static_cast<const uint8_t*>(data);
+    v->insert(v->end(), p, p + n);
+  };
+  const int ok = stbi_write_png_to_func(append, &out, static_cast<int>(img.width),
+                                        static_cast<int>(img.height), 3, img.rgb.data(),
+                                        static_cast<int>(img.width * 3));
+  ZT_CHECK(ok, "encode_png: stb could not encode a ", img.height, "x", img.width, " image");
+  return out;
+}
+
 Image make_grid(const std::vector<Tensor>& clips, int64_t pad) {
   ZT_CHECK(!clips.empty(), "make_grid: no clips");
   std::vector<Tensor> cs;

@@ -44,6 +44,8 @@ Image tensor_to_image(const Tensor& chw);
 void save_png(const std::string& path, const Image& img);
 /// Writes a PNG from an H x W x 3 uint8 buffer.
 void save_png(const std::string& path, const uint8_t* rgb, int64_t height, int64_t width);
+/// The bytes of a PNG file holding `img` (what save_png writes), for embedding elsewhere.
+std::vector<uint8_t> encode_png(const Image& img);
 
 /// A grid of frames for eyeballing: for each clip b, one row per tensor in `clips`
 /// (so [inputs, reconstructions] interleaves them), one column per frame t.

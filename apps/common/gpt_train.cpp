@@ -125,6 +125,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       if (!torn.empty()) std::fprintf(stderr, "vqgpt train --resume: note: %s\n", torn.c_str());
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
+    if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());
   }
   const int64_t targets_per_clip = layout.length() - 1;
   const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;

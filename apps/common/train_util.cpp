@@ -341,6 +341,28 @@ void MetricsWriter::write(const nlohmann::json& record) {
   ZT_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size(), "writing metrics to '",
            path_, "' failed (disk full?)");
   std::fflush(f_);
+  if (!tb_ || !record.is_object()) return;
+  const int64_t step = record.value("step", int64_t{0});
+  const auto kind = record.find("kind");
+  const std::string prefix =
+      kind != record.end() && kind->is_string() ? kind->get<std::string>() + "/" : "";
+  std::function<void(const std::string&, const nlohmann::json&)> add =
+      [&](const std::string& tag, const nlohmann::json& v) {
+        if (v.is_object())
+          for (const auto& [k, x] : v.items()) add(tag + "/" + k, x);
+        else if (v.is_number())
+          tb_->add_scalar(tag, step, v.get<double>());
+      };
+  for (const auto& [k, v] : record.items())
+    if (k != "step") add(prefix + k, v);
+}
+
+void MetricsWriter::enable_tensorboard(const std::string& dir) {
+  tb_ = std::make_unique<data::TensorBoardWriter>(dir);
+}
+
+void MetricsWriter::image(const std::string& tag, int64_t step, const data::Image& img) {
+  if (tb_) tb_->add_image(tag, step, data::encode_png(img), img.height, img.width, 3);
 }
 
 std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn) {

@@ -1,7 +1,8 @@
 // Helpers shared by the training apps (vqtok, vqgpt): building the ZeRO-3 engine and the
 // learning-rate plan from an AppConfig, window statistics reduced across ranks (scalars,
-// codebook usage), PSNR, a JSON-lines metrics file, and a progress display that redraws
-// one line on a terminal and prints one line per log interval otherwise.
+// codebook usage), PSNR, a JSON-lines metrics file (mirrored to TensorBoard on request), and a
+// progress display that redraws one line on a terminal and prints one line per log interval
+// otherwise.
 #pragma once
 
 #include <chrono>
@@ -16,7 +17,9 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/app_config.h"
+#include "data/image.h"
 #include "data/loader.h"
+#include "data/tensorboard.h"
 #include "optim/schedule.h"
 #include "zero/zero.h"
 
@@ -132,7 +135,8 @@ std::string format_bytes(int64_t bytes);
 /// True when stdout is a terminal.
 bool stdout_is_tty();
 
-/// A JSON-lines file: one object per line, flushed after each write.
+/// A JSON-lines file: one object per line, flushed after each write; optionally also
+/// TensorBoard event files (train.tensorboard).
 class MetricsWriter {
  public:
   /// Opens `path` (creating folders); `append` keeps existing lines.
@@ -140,12 +144,20 @@ class MetricsWriter {
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;
+  /// Appends `record`; with TensorBoard on, each of its numeric fields (nested objects
+  /// flattened with "/") also becomes a scalar at the record's "step", tagged
+  /// "<kind>/<field>" when the record has a string "kind" (e.g. train/loss, eval/psnr).
   void write(const nlohmann::json& record);
+  /// From now on, also writes TensorBoard event files into `dir` (a new file per call).
+  void enable_tensorboard(const std::string& dir);
+  /// With TensorBoard on, logs `img` (as PNG) under `tag` at `step`; otherwise nothing.
+  void image(const std::string& tag, int64_t step, const data::Image& img);
   const std::string& path() const { return path_; }
 
  private:
   std::string path_;
   std::FILE* f_ = nullptr;
+  std::unique_ptr<data::TensorBoardWriter> tb_;
 };
 
 /// The records of a JSON-lines file (missing file: none); a bad line is an error naming

@@ -218,6 +218,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
+    if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());
   }
   if (say) {
     std::printf("model: %lld parameters, %lld tokens per clip; data: %s\n",
@@ -271,7 +272,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     char name[64];
     std::snprintf(name, sizeof name, "recon_step_%06lld.png", static_cast<long long>(step));
     const std::string grid = (fs::path(cfg.output_dir) / name).string();
-    data::save_png(grid, data::make_grid({first[0].narrow(0, 0, n), first[1].narrow(0, 0, n)}));
+    const data::Image grid_image =
+        data::make_grid({first[0].narrow(0, 0, n), first[1].narrow(0, 0, n)});
+    data::save_png(grid, grid_image);
+    metrics->image("eval/recon", step, grid_image);
     const double total = cfg.loss.l2 * ev.mse + cfg.loss.l1 * ev.l1 + cfg.loss.vq * ev.loss_vq;
     json rec = ev.json();
     rec["kind"] = "eval";

@@ -11,3 +11,15 @@ foreach(lib zt_comm zt_zero zt_data)
     endif()
   endif()
 endforeach()
+
+# data.tensorboard.reader: the golden event file of test_tensorboard.cpp read back by
+# TensorBoard's own EventAccumulator. Needs a Python with tensorboard
+# (-DZT_TENSORBOARD_PYTHON=...); reported as skipped where there is none.
+find_program(ZT_TENSORBOARD_PYTHON NAMES python3 python)
+if(ZT_TENSORBOARD_PYTHON)
+  add_test(NAME data.tensorboard.reader
+           COMMAND ${ZT_TENSORBOARD_PYTHON} ${CMAKE_CURRENT_SOURCE_DIR}/data/tensorboard_reader.py
+                   ${CMAKE_CURRENT_SOURCE_DIR}/data/test_tensorboard.cpp)
+  set_tests_properties(data.tensorboard.reader PROPERTIES LABELS data SKIP_RETURN_CODE 77
+                                                          TIMEOUT 120)
+endif()
