@@ -6,6 +6,30 @@
 
 namespace zt::optim {
 
+namespace {
+// The constants of one Adam step in the parameter's type.
+template <typename T>
+struct AdamStep {
+  T beta1, beta2, l2, decay, step_size, inv_sqrt_bc2, eps;
+};
+
+// One pass over n elements. The four arrays are distinct tensors (no aliasing), which
+// lets the loop vectorize, sqrt and division included.
+template <typename T>
+void adam_rows(const AdamStep<T>& k, T* __restrict p, const T* __restrict g, T* __restrict m,
+               T* __restrict v, int64_t n) {
+  const T omb1 = 1 - k.beta1, omb2 = 1 - k.beta2;
+  for (int64_t i = 0; i < n; ++i) {
+    const T gi = g[i] + k.l2 * p[i];
+    const T mi = k.beta1 * m[i] + omb1 * gi;
+    const T vi = k.beta2 * v[i] + omb2 * gi * gi;
+    m[i] = mi;
+    v[i] = vi;
+    p[i] = p[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
+  }
+}
+}  // namespace
+
 Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(params), o.lr(), {"exp_avg", "exp_avg_sq"}),
       options_(o),
@@ -29,24 +53,16 @@ void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {
 
   if (cpu_fast_path(p, {g, m, v})) {
     auto run = [&]<typename T>() {
-      // Four distinct tensors: no aliasing, so the loop vectorizes without run-time checks.
-      T* __restrict pp = p.data<T>();
-      const T* __restrict gp = g.data<T>();
-      T* __restrict mp = m.data<T>();
-      T* __restrict vp = v.data<T>();
-      const T cb1 = static_cast<T>(b1), cb2 = static_cast<T>(b2), cl2 = static_cast<T>(l2),
-              cdecay = static_cast<T>(decay), cstep = static_cast<T>(step_size),
-              cbc2 = static_cast<T>(inv_sqrt_bc2), ceps = static_cast<T>(eps);
+      const AdamStep<T> k{static_cast<T>(b1),        static_cast<T>(b2),
+                          static_cast<T>(l2),        static_cast<T>(decay),
+                          static_cast<T>(step_size), static_cast<T>(inv_sqrt_bc2),
+                          static_cast<T>(eps)};
+      T* pp = p.data<T>();
+      const T* gp = g.data<T>();
+      T* mp = m.data<T>();
+      T* vp = v.data<T>();
       parallel_for(p.numel(), 1 << 13, [&](int64_t b, int64_t e) {
-        const T omb1 = 1 - cb1, omb2 = 1 - cb2;
-        for (int64_t i = b; i < e; ++i) {
-          const T gi = gp[i] + cl2 * pp[i];
-          const T mi = cb1 * mp[i] + omb1 * gi;
-          const T vi = cb2 * vp[i] + omb2 * gi * gi;
-          mp[i] = mi;
-          vp[i] = vi;
-          pp[i] = pp[i] * cdecay - cstep * mi / (std::sqrt(vi) * cbc2 + ceps);
-        }
+        adam_rows(k, pp + b, gp + b, mp + b, vp + b, e - b);
       });
     };
     if (p.dtype() == DType::f32)
