@@ -19,16 +19,36 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   ZT_CHECK(!modifier_ || (*modifier_ >= 0 && *modifier_ < comm.size()),
            "GatheredParameters: modifier_rank ", modifier_.value_or(-1), " out of range for ",
            comm.size(), " ranks");
+  // Parameters are gathered in batches of one all-gather each (consecutive parameters of
+  // one dtype and device, up to kBatchElems elements): one collective for a small module,
+  // while a scope over a whole model never holds more than a batch in flight.
+  std::vector<ZeroParam*> batch;
+  int64_t batch_elems = 0;
+  auto flush = [&] {
+    if (batch.empty()) return;
+    gather_group(batch, comm_);
+    for (ZeroParam* z : batch) z->wait();
+    batch.clear();
+    batch_elems = 0;
+  };
   for (const Tensor& p : params_) {
     ZeroParam* z = zero_param(p);
     bool here = z && z->kind == ParamKind::kPartitioned && z->status == ParamStatus::kNotAvailable;
     gathered_here_.push_back(here);
     if (z && z->kind == ParamKind::kPartitioned) {
       ++z->holds;
-      z->gather(comm_);  // one parameter at a time: a scope may cover the whole model
-      z->wait();
+      if (!here) continue;
+      if (!batch.empty() &&
+          (batch_elems + z->part.padded_numel() > kBatchElems || batch.front()->dtype != z->dtype ||
+           batch.front()->device != z->device))
+        flush();
+      batch.push_back(z);
+      batch_elems += z->part.padded_numel();
     }
   }
+  flush();
+  for (const Tensor& p : params_)
+    if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) z->wait();
   if (!modifier_) {
     for (const Tensor& t : params_) hashes_.push_back(tensor_hash(t));
     for (const Tensor& t : buffers_) hashes_.push_back(tensor_hash(t));

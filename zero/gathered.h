@@ -35,6 +35,7 @@ class GatheredParameters {
   void exit();
 
  private:
+  static constexpr int64_t kBatchElems = int64_t{8} << 20;  // elements per all-gather
   std::vector<Tensor> params_, buffers_;
   std::vector<bool> gathered_here_;
   comm::Communicator& comm_;
