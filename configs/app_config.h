@@ -22,7 +22,7 @@
 
 namespace zt::config {
 
-/// The Emu3-style VQ tokenizer (see EMU3_TOKENIZER.md); defaults are the tiny model.
+/// The Emu3-style VQ tokenizer (see docs/EMU3_TOKENIZER.md); defaults are the tiny model.
 struct ModelConfig {
   int64_t codebook_size = 1024;
   int64_t embed_dim = 4;  ///< must equal z_channels

@@ -1,4 +1,4 @@
-// Sharded ZeRO-3 checkpoints (DESIGN.md, "Checkpoints"). A checkpoint is a directory
+// Sharded ZeRO-3 checkpoints (docs/DESIGN.md, "Checkpoints"). A checkpoint is a directory
 //
 //   <root>/<tag>/rank_00000.safetensors ...  each rank's parameter shards, fp32 master
 //                                            shards and optimizer-state shards

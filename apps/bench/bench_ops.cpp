@@ -1,6 +1,6 @@
 // zt-bench ops: forward and forward+backward time of the ops the tiny Emu3-style
 // tokenizer spends its time in, at its shapes (batch 8 x 4 frames of 32x32 = 32 images,
-// ch 32, ch_mult [1, 2, 2, 4]; EMU3_TOKENIZER.md). One JSON object per (op, shape):
+// ch 32, ch_mult [1, 2, 2, 4]; docs/EMU3_TOKENIZER.md). One JSON object per (op, shape):
 //   fwd_ms      forward only;  fwd_bwd_ms  forward + backward (median of --reps)
 //   gflops      (forward + backward FLOPs) / fwd_bwd time. Convolutions and linear
 //               count 2 FLOPs per multiply-add, backward = 2x forward (input and weight

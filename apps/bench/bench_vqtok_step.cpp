@@ -1,5 +1,5 @@
 // zt-bench vqtok-step: one training step of the tiny Emu3-style tokenizer
-// (EMU3_TOKENIZER.md; codebook 1024, ch 32, ch_mult [1, 2, 2, 4]) on a batch of
+// (docs/EMU3_TOKENIZER.md; codebook 1024, ch 32, ch_mult [1, 2, 2, 4]) on a batch of
 // B clips x 4 frames x 32x32: forward, loss = MSE + L1 + VQ loss, backward, AdamW.
 // Prints one JSON object with the median over --steps (after one warm-up step) of
 //   forward_ms, backward_ms, step_ms (optimizer), total_ms   process CPU time

@@ -1,4 +1,4 @@
-// The 2-D building blocks of the Emu3-style VQ tokenizer (EMU3_TOKENIZER.md): frames are
+// The 2-D building blocks of the Emu3-style VQ tokenizer (docs/EMU3_TOKENIZER.md): frames are
 // processed as a batch of images. SpatialNorm, ResnetBlock, AttnBlock, Downsample and
 // Upsample, plus the factories that give every convolution the released model's
 // initialization. Child names are the checkpoint's state-dict key names.

@@ -1,4 +1,4 @@
-// The Encoder and Decoder of the Emu3-style VQ tokenizer (EMU3_TOKENIZER.md) and the
+// The Encoder and Decoder of the Emu3-style VQ tokenizer (docs/EMU3_TOKENIZER.md) and the
 // level modules they are made of. Child names are the checkpoint's key names:
 // encoder.down.{i}.block.{j}, encoder.mid.attn_1, decoder.up.{i}.upsample, ...
 //

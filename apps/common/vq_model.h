@@ -1,4 +1,4 @@
-// VqModel: the Emu3-style VQ video tokenizer (EMU3_TOKENIZER.md) as one zt module, with the
+// VqModel: the Emu3-style VQ video tokenizer (docs/EMU3_TOKENIZER.md) as one zt module, with the
 // real checkpoint's state-dict key names (encoder.*, decoder.*, quantize.embedding.weight,
 // quant_conv.conv.*, post_quant_conv.conv.*). Clips of T frames become T/4 x H/8 x W/8
 // codes; single images are repeated to 4 frames and give H/8 x W/8 codes.

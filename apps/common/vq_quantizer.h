@@ -1,4 +1,4 @@
-// The vector quantizer of the Emu3-style tokenizer (EMU3_TOKENIZER.md): a codebook of K
+// The vector quantizer of the Emu3-style tokenizer (docs/EMU3_TOKENIZER.md): a codebook of K
 // vectors, nearest-code lookup by squared L2 distance, the straight-through estimator
 // and the VQ loss of the MoVQGAN recipe. Optionally (l2_norm) the codes and the latents are
 // l2-normalized before the search, so the lookup is by cosine similarity (ViT-VQGAN): the

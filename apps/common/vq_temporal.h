@@ -1,4 +1,4 @@
-// The causal 3-D (time) layers of the Emu3-style VQ tokenizer (EMU3_TOKENIZER.md):
+// The causal 3-D (time) layers of the Emu3-style VQ tokenizer (docs/EMU3_TOKENIZER.md):
 // CausalConv3d, TemporalResBlock (`time_res_stack.i`), TemporalDownsample and
 // TemporalUpsample (`time_conv.i`). They act on latents laid out as videos.
 //
