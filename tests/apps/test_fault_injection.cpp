@@ -34,12 +34,15 @@ using namespace zt;
 
 namespace {
 
+// Each round advances at most three saves (plus 20 ms), so kSteps leaves every round of
+// both tests a run still going when it is killed.
+constexpr int64_t kSteps = 24;
 const char* kYaml = R"(
 model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
         num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
 data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 64, eval_samples: 8,
        seed: 7, workers: 1, prefetch: 1}
-train: {steps: 10, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
+train: {steps: 24, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
         eval_every: 0, checkpoint_every: 1, keep_checkpoints: 0, gradient_clipping: 1.0,
         codebook_restart_every: 3}
 loss: {l2: 1.0, l1: 0.1, vq: 1.0, commitment: 0.25}
@@ -262,9 +265,9 @@ void kill_and_resume(Folder r, int rounds) {
   EXPECT_EQ(from, before.newest());
   const Snapshot end = snapshot(r);
   expect_nothing_lost(before, end, from);
-  for (int64_t s = 1; s <= 10; ++s) EXPECT_TRUE(end.complete.count(s)) << "step " << s;
-  ASSERT_EQ(end.metrics.size(), 10u);
-  for (int64_t s = 1; s <= 10; ++s)
+  for (int64_t s = 1; s <= kSteps; ++s) EXPECT_TRUE(end.complete.count(s)) << "step " << s;
+  ASSERT_EQ(end.metrics.size(), static_cast<size_t>(kSteps));
+  for (int64_t s = 1; s <= kSteps; ++s)
     EXPECT_EQ(nlohmann::json::parse(end.metrics[static_cast<size_t>(s - 1)])["step"], s);
   for (const auto& e : fs::directory_iterator(r.ckpt()))
     EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos)
