@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/app_test_util.h"
 #include "apps/common/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
@@ -28,32 +29,13 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kYaml = R"(
-model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
-        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
-data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 64, eval_samples: 8,
-       seed: 7, workers: 1, prefetch: 1}
-train: {steps: 8, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
-        eval_every: 8, eval_batches: 1, checkpoint_every: 4, keep_checkpoints: 2,
-        gradient_clipping: 1.0}
-loss: {l2: 1.0, l1: 0.1, vq: 1.0, commitment: 0.25}
-zero_optimization: {stage: 3, stage3_param_persistence_threshold: 100,
-                    reduce_bucket_size: 20000, stage3_prefetch_bucket_size: 20000}
-buffers: {sync: average}
-output_dir: unset
-)";
-
+// The shared tiny config.
 config::AppConfig tiny_config(const std::string& out_dir, std::vector<std::string> sets = {}) {
-  config::Node root = config::parse_yaml(kYaml, "test_vqtok_app");
-  sets.push_back("output_dir=" + out_dir);
-  for (const auto& s : sets) config::apply_override(root, s);
-  return config::parse_app_config(root, config::App::vqtok);
+  return apptest::tiny_vqtok_config(out_dir, std::move(sets));
 }
 
 std::string fresh_dir(const std::string& name) {
-  fs::path p = fs::temp_directory_path() / ("zt_vqtok_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(p);
-  return p.string();
+  return apptest::fresh_dir("zt_vqtok", name);
 }
 
 // One 2-rank training run shared by the tests that need trained weights.

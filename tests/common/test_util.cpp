@@ -2,13 +2,14 @@
 #include "common/test_util.h"
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 namespace zt::test {
 
 static ::testing::AssertionResult compare(const std::vector<double>& a,
-                                          const std::vector<double>& b, double rtol,
-                                          double atol) {
+                                          const std::vector<double>& b, double rtol, double atol) {
   if (a.size() != b.size())
     return ::testing::AssertionFailure() << "sizes differ: " << a.size() << " vs " << b.size();
   std::ostringstream os;
@@ -28,14 +29,12 @@ static ::testing::AssertionResult compare(const std::vector<double>& a,
     }
   }
   if (bad == 0) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << bad << " of " << a.size()
-                                       << " elements differ; first mismatches:" << os.str()
-                                       << "\n  largest difference " << worst << " at ["
-                                       << worst_i << "]";
+  return ::testing::AssertionFailure()
+         << bad << " of " << a.size() << " elements differ; first mismatches:" << os.str()
+         << "\n  largest difference " << worst << " at [" << worst_i << "]";
 }
 
-::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol,
-                                     double atol) {
+::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol, double atol) {
   if (a.sizes() != b.sizes())
     return ::testing::AssertionFailure()
            << "shapes differ: " << shape_str(a.sizes()) << " vs " << shape_str(b.sizes());
@@ -54,9 +53,8 @@ Tensor rand_leaf(const Shape& sizes, uint64_t seed) {
   return t;
 }
 
-::testing::AssertionResult grad_check(
-    const std::function<Tensor(const std::vector<Tensor>&)>& fn,
-    const std::vector<Tensor>& inputs, double eps, double tol) {
+::testing::AssertionResult grad_check(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                                      const std::vector<Tensor>& inputs, double eps, double tol) {
   // Scalarize with fixed weights.
   Tensor probe = fn(inputs);
   Generator g(1234);
@@ -87,9 +85,28 @@ Tensor rand_leaf(const Shape& sizes, uint64_t seed) {
       num[i] = (fp - fm) / (2 * eps);
     }
     auto r = compare(analytic.to_vector(), num, tol, tol);
-    if (!r) return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
+    if (!r)
+      return ::testing::AssertionFailure() << "gradient of input " << k << ": " << r.message();
   }
   return ::testing::AssertionSuccess();
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+std::string write_temp_file(const std::string& folder, const std::string& sub,
+                            const std::string& name, const std::string& text) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / folder / sub;
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / name).string();
+  std::ofstream(path) << text;
+  return path;
 }
 
 }  // namespace zt::test

@@ -26,6 +26,14 @@ namespace zt::test {
                                       const std::vector<Tensor>& inputs, double eps = 1e-6,
                                       double tol = 1e-5);
 
+/// The message of the exception fn() throws, or "" when it throws none.
+std::string error_of(const std::function<void()>& fn);
+
+/// Writes `text` to <temp dir>/<folder>/<sub>/<name> (folders created) and returns the path.
+/// Give each test case its own `sub`: ctest may run cases in parallel.
+std::string write_temp_file(const std::string& folder, const std::string& sub,
+                            const std::string& name, const std::string& text);
+
 /// Passes if fn() throws zt::Error whose message contains `phrase`.
 template <typename Fn>
 ::testing::AssertionResult throws_with(Fn&& fn, const std::string& phrase) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_util.h"
 #include "configs/app_config.h"
 #include "configs/config.h"
 #include "core/dtype.h"
@@ -14,23 +15,11 @@
 namespace zt::config {
 namespace {
 
-// Each test case gets its own directory: ctest may run cases in parallel.
 std::string write_temp(const std::string& sub, const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "zt_config_test" / sub;
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
+  return test::write_temp_file("zt_config_test", sub, name, text);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using test::error_of;
 
 TEST(Config, TreeKeepsLocations) {
   Node root = parse_yaml("train:\n  steps: 10\n  betas: [0.9, 0.99]\n", "x.yaml");

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "common/test_util.h"
 #include "configs/app_config.h"
 #include "configs/deepspeed.h"
 #include "core/dtype.h"
@@ -16,21 +17,10 @@ namespace zt::config {
 namespace {
 
 std::string write_temp(const std::string& sub, const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "zt_deepspeed_test" / sub;
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / name).string();
-  std::ofstream(path) << text;
-  return path;
+  return test::write_temp_file("zt_deepspeed_test", sub, name, text);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using test::error_of;
 
 // The model/data/run YAML the DeepSpeed config is combined with.
 AppConfig with_deepspeed(const std::string& sub, const std::string& json,

@@ -35,14 +35,7 @@ std::string raw_file(const std::string& header, size_t data_bytes, int64_t len_o
   return out + header + std::string(data_bytes, '\0');
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 std::shared_ptr<nn::Sequential> small_cnn() {
   return std::make_shared<nn::Sequential>(std::initializer_list<std::shared_ptr<nn::Module>>{

@@ -1,0 +1,20 @@
+// Shared pieces of the app tests: the tiny vqtok configuration they train (a 16x16,
+// 4-frame clip model that runs a step in well under a second) and fresh output folders.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/app_config.h"
+
+namespace zt::apptest {
+
+/// The tiny vqtok config: 8 steps, checkpoints every 4 (2 kept), eval at step 8, 2 ranks'
+/// worth of small batches. `sets` are `--set key=value` overrides applied after it, then
+/// output_dir = `out_dir`.
+config::AppConfig tiny_vqtok_config(const std::string& out_dir, std::vector<std::string> sets = {});
+
+/// An empty folder under the temp directory, unique to this process: <prefix>_<name>_<pid>.
+std::string fresh_dir(const std::string& prefix, const std::string& name);
+
+}  // namespace zt::apptest
