@@ -9,6 +9,7 @@
 
 #include "configs/deepspeed.h"
 #include "configs/zero_sections.h"
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace zt::config {
@@ -271,6 +272,19 @@ AppConfig parse_app_config(const Node& root, App app) {
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");
+  {
+    Section m = s.sub("memory");
+    std::string limit;
+    m.get("limit", limit);
+    m.finish();
+    if (!limit.empty()) {
+      try {
+        c.memory_limit = parse_byte_size(limit, "memory.limit");
+      } catch (const Error& e) {
+        m.fail("limit", e.what());
+      }
+    }
+  }
   const std::string stem = std::filesystem::path(c.source).stem().string();
   c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
   s.get("output_dir", c.output_dir);

@@ -123,7 +123,10 @@ struct AppConfig {
   zt::zero::Config zero;
   std::vector<std::string> replicated;  ///< module paths kept out of partitioning
   std::string output_dir;               ///< default: runs/<config file stem>
-  Node root;                            ///< the whole tree (after overrides), for logs
+  /// memory.limit: bytes each rank may hold on each device (0: none; ZT_MEMORY_LIMIT
+  /// applies when unset). Past it an allocation fails naming the largest consumers.
+  int64_t memory_limit = 0;
+  Node root;  ///< the whole tree (after overrides), for logs
   /// Keys accepted for compatibility that change nothing in zt (and YAML values a
   /// DeepSpeed config replaced), one message each; app::make_engine prints them once.
   std::vector<std::string> warnings;

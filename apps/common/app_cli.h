@@ -79,6 +79,7 @@ inline int run_on_ranks(
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
   comm::LaunchOptions launch;
   launch.ranks = c.ranks;
+  launch.memory_limit = cfg.memory_limit;
   if (c.trains && cfg.train.device == "cuda") launch.device = Device::cuda(0);
   comm::launch(launch, [&](comm::Communicator& comm) {
     if (comm.rank() == 0) {

@@ -87,6 +87,17 @@ TEST(Config, EditDistance) {
   EXPECT_EQ(edit_distance("lr", "lr"), 0u);
 }
 
+TEST(Config, MemoryLimitIsAByteSize) {
+  Node root = parse_yaml("memory: {limit: 64MiB}\n", "mem.yaml");
+  EXPECT_EQ(parse_app_config(root, App::vqtok).memory_limit, int64_t{64} << 20);
+  EXPECT_EQ(
+      parse_app_config(parse_yaml("train: {steps: 1}\n", "none.yaml"), App::vqtok).memory_limit, 0);
+  const std::string msg = error_of(
+      [] { parse_app_config(parse_yaml("memory: {limit: lots}\n", "bad.yaml"), App::vqtok); });
+  EXPECT_NE(msg.find("memory.limit: 'lots' is not a byte size"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.yaml:1"), std::string::npos) << msg;
+}
+
 TEST(Config, ShippedConfigsLoad) {
   const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
   AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
