@@ -123,10 +123,12 @@ void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit) 
   os << label_ << " is out of memory on " << d.str() << ": allocating " << format_byte_size(bytes)
      << " (" << mem_tag_name(t) << ") with " << format_byte_size(c.total_current)
      << " in use would pass its limit of " << format_byte_size(limit) << ". Largest consumers:";
+  const char* sep = " ";
   for (int i : order)
-    if (c.current[i] > 0)
-      os << ' ' << mem_tag_name(static_cast<MemTag>(i)) << ' ' << format_byte_size(c.current[i])
-         << ',';
+    if (c.current[i] > 0) {
+      os << sep << mem_tag_name(static_cast<MemTag>(i)) << ' ' << format_byte_size(c.current[i]);
+      sep = ", ";
+    }
   os << " (peak " << format_byte_size(c.total_peak)
      << "). Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks (ZeRO-3 divides model "
         "states by the rank count), or lower stage3_max_live_parameters, reduce_bucket_size "
