@@ -21,7 +21,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <regex>
 #include <set>
 #include <sstream>
 #include <thread>
@@ -196,10 +195,12 @@ std::string line_of(const std::vector<std::string>& ls, int64_t step) {
 
 // "resumed from <dir> at step N" in a log: N, or -1 when the run got no further.
 int64_t resumed_step(const fs::path& log) {
-  std::smatch m;
   const std::string text = read_all(log);
-  if (std::regex_search(text, m, std::regex("resumed from \\S+ at step (\\d+)")))
-    return std::stoll(m[1]);
+  if (size_t at = text.find("resumed from "); at != std::string::npos) {
+    const size_t eol = text.find('\n', at);
+    const size_t step = text.find(" at step ", at);
+    if (step != std::string::npos && step < eol) return std::stoll(text.substr(step + 9));
+  }
   if (text.find("starting at step 0") != std::string::npos) return 0;
   return -1;
 }
