@@ -1,0 +1,283 @@
+// Checkpoint folders on disk: names and ids, meta.json, atomic writes and commits, pruning,
+// finding a checkpoint, the resume point, and removing what interrupted saves left.
+#include "zero/checkpoint_dir.h"
+
+#include <signal.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <vector>
+
+#include "core/error.h"
+#include "zero/checkpoint.h"
+
+namespace zt::zero {
+
+namespace ckpt {
+
+std::string rank_file(int r) {
+  char b[48];
+  std::snprintf(b, sizeof b, "rank_%05d.safetensors", r);
+  return b;
+}
+
+std::string hex64(uint64_t h) {
+  char b[20];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(h));
+  return b;
+}
+
+// A short hash of this machine's host name: temporary names carry it with the owner's pid,
+// so a later save on the same machine can tell whether their owner is still alive.
+static std::string host_hash() {
+  char name[256] = {0};
+  if (::gethostname(name, sizeof name - 1) != 0) return "00000000";
+  uint64_t h = 1469598103934665603ull;
+  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
+  return hex64(h).substr(8);
+}
+
+// Distinguishes this save's temporary names from any other process's:
+// "p<pid>-h<host hash>-<random>".
+std::string unique_id() {
+  std::random_device rd;
+  return "p" + std::to_string(::getpid()) + "-h" + host_hash() + "-" +
+         hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
+}
+
+// Whether the process that made temporary id `id` may still be running: true unless the
+// id names a pid on this machine that no longer exists. Ids of the older form "<pid>-<hex>"
+// are taken to be from this machine.
+static bool owner_may_be_alive(const std::string& id) {
+  size_t i = id[0] == 'p' ? 1 : 0, j = i;
+  while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
+  if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
+  if (i == 1 && id.compare(j + 1, 9, "h" + host_hash()) != 0) return true;  // another machine
+  const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
+  if (pid <= 0 || pid == ::getpid()) return true;
+  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+}
+
+bool valid_tag(const std::string& t) {
+  return !t.empty() && t[0] != '.' && t != kLatestFile && t.find('/') == std::string::npos &&
+         t.find('\\') == std::string::npos;
+}
+// Writes `path` through a temporary file and a rename, so readers see old or new text.
+void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id) {
+  fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + id);
+  {
+    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
+    ZT_CHECK(f.good(), "cannot create '", tmp.string(), "'");
+    f << text;
+    f.close();
+    ZT_CHECK(f.good(), "cannot write '", tmp.string(), "' (disk full?)");
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    std::error_code ignore;
+    fs::remove(tmp, ignore);
+    ZT_FAIL("cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
+  }
+}
+
+json read_meta(const fs::path& dir) {
+  fs::path p = dir / kMetaFile;
+  std::ifstream f(p);
+  ZT_CHECK(f.good(), "checkpoint '", dir.string(), "': cannot open ", kMetaFile,
+           " (not a checkpoint directory, or an incomplete one)");
+  json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  ZT_CHECK(!j.is_discarded() && j.is_object(), "'", p.string(), "' is not valid JSON (corrupt?)");
+  for (const char* key : {"format", "version"})
+    ZT_CHECK(j.contains(key) && (key[0] == 'f' ? j[key].is_string() : j[key].is_number_integer()),
+             "'", p.string(), "' is not a zt ZeRO-3 checkpoint's meta.json (no valid '", key, "')");
+  ZT_CHECK(j.value("format", "") == kFormat, "'", p.string(), "' is not a zt ZeRO-3 checkpoint (",
+           "format '", j.value("format", ""), "', expected '", kFormat, "')");
+  ZT_CHECK(j.value("version", 0) == kVersion, "'", p.string(), "' has version ",
+           j.value("version", 0), "; this build reads version ", kVersion);
+  return j;
+}
+
+// Deletes older checkpoints: keeps `keep_tag` and the keep_last - 1 others with the highest
+// steps below `keep_step`. Checkpoints of later steps (an abandoned run's, after a resume
+// from an earlier one) are neither counted nor deleted. The new checkpoint is already
+// committed, so a failure here only warns.
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last) {
+  std::vector<std::pair<int64_t, std::string>> others;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    std::string name = e.path().filename().string();
+    if (name == keep_tag || !valid_tag(name) || !e.is_directory()) continue;
+    // A directory that is not a readable checkpoint is not ours to delete.
+    (void)capture(
+        [&] { others.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
+  }
+  std::erase_if(others, [&](const auto& o) { return o.first > keep_step; });
+  std::sort(others.rbegin(), others.rend());
+  for (size_t i = static_cast<size_t>(keep_last - 1); i < others.size(); ++i) {
+    fs::remove_all(root / others[i].second, ec);
+    if (ec)
+      std::fprintf(stderr, "zt: save_checkpoint: could not delete old checkpoint '%s': %s\n",
+                   (root / others[i].second).c_str(), ec.message().c_str());
+  }
+}
+
+// Moves the finished temporary directory to root/tag (replacing an older checkpoint of the
+// same tag only once the new one is in place) and points root/latest at it.
+void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
+            const std::string& id) {
+  fs::path dst = root / tag, old;
+  if (fs::exists(fs::symlink_status(dst))) {
+    ZT_CHECK(fs::is_directory(fs::symlink_status(dst)), "'", dst.string(),
+             "' is in the way and is not a checkpoint; move or delete it");
+    if (!fs::exists(dst / kMetaFile)) {
+      // An incomplete folder of this tag (not written by save_checkpoint, or damaged):
+      // kept under another name rather than deleted.
+      fs::path aside = root / (tag + ".incomplete-" + id);
+      fs::rename(dst, aside);
+      std::fprintf(stderr, "zt: save_checkpoint: '%s' held no %s; moved it to '%s'\n", dst.c_str(),
+                   kMetaFile, aside.c_str());
+    } else {
+      old = root / ("." + tag + ".old-" + id);
+      fs::rename(dst, old);
+    }
+  }
+  std::error_code ec;
+  fs::rename(tmp, dst, ec);
+  if (ec) {
+    std::error_code ignore;
+    if (!old.empty()) fs::rename(old, dst, ignore);
+    ZT_FAIL("cannot rename '", tmp.string(), "' to '", dst.string(), "': ", ec.message());
+  }
+  if (!old.empty()) fs::remove_all(old, ec);
+  write_text_atomically(root / kLatestFile, tag + "\n", id);
+}
+
+}  // namespace ckpt
+
+using namespace ckpt;
+
+std::string find_checkpoint(const std::string& dir_or_root) {
+  fs::path p(dir_or_root);
+  if (fs::exists(p / kMetaFile)) return p.string();
+  fs::path latest = p / kLatestFile;
+  ZT_CHECK(fs::exists(latest), "no checkpoint at '", dir_or_root,
+           "': expected a checkpoint directory (with ", kMetaFile,
+           ") or a checkpoint root (with a '", kLatestFile, "' file)");
+  std::ifstream f(latest);
+  std::string tag;
+  f >> tag;
+  ZT_CHECK(valid_tag(tag), "'", latest.string(), "' does not name a checkpoint (read '", tag, "')");
+  ZT_CHECK(fs::exists(p / tag / kMetaFile), "'", latest.string(), "' names '", tag, "' but '",
+           (p / tag / kMetaFile).string(), "' does not exist (deleted checkpoint?)");
+  return (p / tag).string();
+}
+
+bool has_checkpoint(const std::string& dir_or_root) {
+  return capture([&] { find_checkpoint(dir_or_root); }).empty();
+}
+
+bool holds_checkpoints(const std::string& root) {
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(root, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name == kLatestFile || (name[0] != '.' && e.is_directory(ec))) return true;
+  }
+  return false;
+}
+
+std::vector<std::string> remove_stale_temporaries(const std::string& root) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  std::vector<fs::path> entries;
+  for (const auto& e : fs::directory_iterator(root, ec)) entries.push_back(e.path());
+  for (const fs::path& p : entries) {
+    const std::string name = p.filename().string();
+    if (name.empty() || name[0] != '.') continue;
+    for (const char* mark : {".tmp-", ".old-"}) {
+      const size_t at = name.rfind(mark);
+      if (at == std::string::npos || at < 2) continue;
+      const std::string id = name.substr(at + 5);
+      if (id.empty() || owner_may_be_alive(id)) break;
+      std::error_code err;
+      const fs::path restored = p.parent_path() / name.substr(1, at - 1);
+      if (mark[1] == 'o' && !fs::exists(fs::symlink_status(restored))) {
+        // A save was killed between moving the old checkpoint aside and putting the new
+        // one in its place: the old one is still good, so it goes back.
+        fs::rename(p, restored, err);
+        if (!err) removed.push_back(p.string() + " (restored as " + restored.string() + ")");
+      } else {
+        fs::remove_all(p, err);
+        if (!err) removed.push_back(p.string());
+      }
+      break;
+    }
+  }
+  return removed;
+}
+
+ResumePoint find_resume_point(const std::string& root) {
+  ResumePoint rp;
+  const fs::path r(root);
+  std::error_code ec;
+  if (!fs::is_directory(r, ec)) return rp;
+  // What `latest` says (a hint: the newest complete checkpoint wins).
+  const bool has_latest = fs::exists(r / kLatestFile);
+  std::string latest;
+  if (has_latest) {
+    std::ifstream f(r / kLatestFile);
+    f >> latest;
+  }
+  std::vector<std::pair<int64_t, std::string>> candidates;
+  std::vector<std::string> problems;
+  for (const auto& e : fs::directory_iterator(r, ec)) {
+    const std::string name = e.path().filename().string();
+    if (!valid_tag(name) || !e.is_directory()) continue;
+    std::string err = capture(
+        [&] { candidates.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
+    if (!err.empty()) problems.push_back(err);
+  }
+  std::sort(candidates.rbegin(), candidates.rend());
+  for (const auto& c : candidates) {
+    const std::string dir = (r / c.second).string();
+    std::string err = capture([&] { verify_checkpoint(dir); });
+    if (err.empty()) {
+      rp.dir = dir;
+      rp.step = c.first;
+      break;
+    }
+    problems.push_back(err);
+  }
+  auto listed = [&] {
+    std::string s;
+    for (const std::string& p : problems) s += "\n  " + p;
+    return s;
+  };
+  if (rp.dir.empty()) {
+    if (!has_latest && problems.empty()) return rp;  // nothing was ever saved here
+    ZT_FAIL("no complete checkpoint under '", root, "' (", kLatestFile, ": ",
+            has_latest ? "'" + latest + "'" : std::string("missing"), ")", listed(),
+            "\nNothing was changed; repair or move these folders to continue");
+  }
+  const std::string tag = fs::path(rp.dir).filename().string();
+  if (!has_latest)
+    rp.note = "'" + (r / kLatestFile).string() + "' is missing";
+  else if (latest.empty())
+    rp.note = "'" + (r / kLatestFile).string() + "' is empty";
+  else if (latest != tag)
+    rp.note = "'" + (r / kLatestFile).string() + "' names '" + latest + "'" +
+              (valid_tag(latest) ? "" : " (not a checkpoint name)");
+  if (!rp.note.empty() || !problems.empty()) {
+    if (rp.note.empty()) rp.note = "newer checkpoint folders are incomplete";
+    rp.note += "; resuming from the newest complete checkpoint, '" + rp.dir + "'" + listed();
+  }
+  return rp;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,54 @@
+// The on-disk layout of sharded checkpoints, shared by save/load (checkpoint.cpp) and by the
+// directory-level functions (checkpoint_dir.cpp: finding, resuming, pruning, cleaning up).
+// A checkpoint root holds step folders (<tag>/ with meta.json, rank_NNNNN.safetensors and
+// replicated.safetensors), a `latest` file naming the newest, and while a save runs
+// ".<tag>.tmp-<id>" folders whose <id> names the writing process. Internal to zero/.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace zt::zero::ckpt {
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+inline constexpr const char* kFormat = "zt.zero3.checkpoint";
+inline constexpr int kVersion = 1;
+inline constexpr const char* kMetaFile = "meta.json";
+inline constexpr const char* kReplicatedFile = "replicated.safetensors";
+inline constexpr const char* kLatestFile = "latest";
+
+/// "rank_00003.safetensors".
+std::string rank_file(int r);
+/// 16 lower-case hex digits.
+std::string hex64(uint64_t h);
+/// "p<pid>-h<host hash>-<random>": names this process's temporaries.
+std::string unique_id();
+/// A step folder's name: not empty, not hidden, not `latest`, no path separators.
+bool valid_tag(const std::string& t);
+
+// Runs f; "" on success, else the error text.
+template <typename F>
+std::string capture(F&& f) {
+  try {
+    f();
+    return "";
+  } catch (const std::exception& e) {
+    return std::string(*e.what() ? e.what() : "unknown error");
+  }
+}
+
+/// Writes `path` through a temporary file and a rename, so readers see old or new text.
+void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id);
+/// meta.json of checkpoint `dir`, checked for format and version.
+json read_meta(const fs::path& dir);
+/// Deletes older checkpoints under root (see save_checkpoint's keep_last).
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last);
+/// Moves a finished temporary folder to root/tag and points root/latest at it.
+void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
+            const std::string& id);
+
+}  // namespace zt::zero::ckpt
