@@ -5,7 +5,11 @@
 
 #include <filesystem>
 
+#include "apps/common/vq_model.h"
 #include "configs/config.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+#include "zero/comm/thread_comm.h"
 
 namespace zt::apptest {
 
@@ -38,6 +42,24 @@ std::string fresh_dir(const std::string& prefix, const std::string& name) {
   fs::path p = fs::temp_directory_path() / (prefix + "_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(p);
   return p.string();
+}
+
+std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::AppConfig& cfg,
+                                                                 const std::string& weights,
+                                                                 int ranks) {
+  {
+    manual_seed(5);
+    vq::VqModel tok(cfg.model);
+    nn::save_safetensors(weights, nn::state_dict(tok));
+  }
+  std::vector<vqgpt::TrainResult> results(static_cast<size_t>(ranks));
+  comm::run_threads(ranks, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.tokenizer = weights;
+    results[static_cast<size_t>(comm.rank())] = vqgpt::train(cfg, o, comm);
+  });
+  return results;
 }
 
 }  // namespace zt::apptest

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/vqgpt_app.h"
 #include "configs/app_config.h"
 
 namespace zt::apptest {
@@ -16,5 +17,11 @@ config::AppConfig tiny_vqtok_config(const std::string& out_dir, std::vector<std:
 
 /// An empty folder under the temp directory, unique to this process: <prefix>_<name>_<pid>.
 std::string fresh_dir(const std::string& prefix, const std::string& name);
+
+/// Saves a freshly initialized tokenizer of cfg.model (seed 5) to `weights`, trains vqgpt
+/// on it quietly on `ranks` thread ranks and returns each rank's result.
+std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::AppConfig& cfg,
+                                                                 const std::string& weights,
+                                                                 int ranks = 2);
 
 }  // namespace zt::apptest

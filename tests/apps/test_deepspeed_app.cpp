@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/app_test_util.h"
 #include "apps/common/vqgpt_app.h"
 #include "apps/common/vqtok_app.h"
 #include "common/test_util.h"
@@ -96,18 +97,9 @@ replicated: [tokenizer]
 )",
                                      config::App::vqgpt);
   const std::string weights = s.path("tokenizer.safetensors");
-  {
-    manual_seed(5);
-    vq::VqModel tok(cfg.model);
-    nn::save_safetensors(weights, nn::state_dict(tok));
-  }
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    vqgpt::TrainOptions o;
-    o.quiet = true;
-    o.tokenizer = weights;
-    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+  for (const vqgpt::TrainResult& r : apptest::train_vqgpt_with_fresh_tokenizer(cfg, weights)) {
     EXPECT_EQ(r.steps, 2);
     ASSERT_FALSE(r.log_losses.empty());
     for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
-  });
+  }
 }

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "apps/app_test_util.h"
 #include "apps/common/vqgpt_app.h"
 #include "apps/common/vqtok_app.h"
 #include "common/test_util.h"
@@ -206,19 +207,10 @@ output_dir: unset
   const config::AppConfig cfg = config::parse_app_config(root, config::App::vqgpt);
   fs::create_directories(out);
   const std::string weights = out + "/tokenizer.safetensors";
-  {
-    manual_seed(5);
-    vq::VqModel tok(cfg.model);
-    nn::save_safetensors(weights, nn::state_dict(tok));
-  }
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    vqgpt::TrainOptions o;
-    o.quiet = true;
-    o.tokenizer = weights;
-    const vqgpt::TrainResult r = vqgpt::train(cfg, o, comm);
+  for (const vqgpt::TrainResult& r : apptest::train_vqgpt_with_fresh_tokenizer(cfg, weights)) {
     EXPECT_EQ(r.steps, 3);
     ASSERT_EQ(r.log_losses.size(), 3u);
     for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
-  });
+  }
   fs::remove_all(out);
 }
