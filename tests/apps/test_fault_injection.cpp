@@ -25,6 +25,7 @@
 #include <sstream>
 #include <thread>
 
+#include "apps/app_test_util.h"
 #include "gtest/gtest.h"
 #include "zero/checkpoint.h"
 
@@ -36,19 +37,6 @@ namespace {
 // Each round advances at most three saves (plus 20 ms), so kSteps leaves every round of
 // both tests a run still going when it is killed.
 constexpr int64_t kSteps = 24;
-const char* kYaml = R"(
-model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
-        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
-data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 64, eval_samples: 8,
-       seed: 7, workers: 1, prefetch: 1}
-train: {steps: 24, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
-        eval_every: 0, checkpoint_every: 1, keep_checkpoints: 0, gradient_clipping: 1.0,
-        codebook_restart_every: 3}
-loss: {l2: 1.0, l1: 0.1, vq: 1.0, commitment: 0.25}
-zero_optimization: {stage: 3, stage3_param_persistence_threshold: 100,
-                    reduce_bucket_size: 20000, stage3_prefetch_bucket_size: 20000}
-buffers: {sync: average}
-)";
 
 struct Folder {
   fs::path dir;
@@ -57,6 +45,16 @@ struct Folder {
   fs::path out() const { return dir / "out"; }
   fs::path ckpt() const { return out() / "checkpoints"; }
 };
+
+// The shared tiny config with a checkpoint at every step, all kept, no eval, and dead-code
+// restarts (their counters are training state a resume must restore).
+void write_config(const Folder& r) {
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(
+      r.out().string(),
+      {"train.steps=" + std::to_string(kSteps), "train.eval_every=0", "train.checkpoint_every=1",
+       "train.keep_checkpoints=0", "train.codebook_restart_every=3"});
+  std::ofstream(r.config()) << cfg.root.dump();
+}
 
 // Starts `vqtok train` on 2 ranks with stdout and stderr in `log`. The child leads a new
 // session, so kill_job() finds every process of an mpirun job.
@@ -220,7 +218,7 @@ void expect_nothing_lost(const Snapshot& before, const Snapshot& after, int64_t 
 void kill_and_resume(Folder r, int rounds) {
   fs::remove_all(r.dir);
   fs::create_directories(r.dir);
-  std::ofstream(r.config()) << kYaml << "output_dir: \"" << r.out().string() << "\"\n";
+  write_config(r);
 
   const char* seed_env = std::getenv("ZT_FAULT_SEED");
   const unsigned seed = seed_env ? static_cast<unsigned>(std::atoi(seed_env)) : 20261201u;
@@ -308,7 +306,7 @@ TEST(FaultInjection, CommandLineMessages) {
   Folder r{fs::temp_directory_path() / ("zt_fault_cli_" + std::to_string(::getpid()))};
   fs::remove_all(r.dir);
   fs::create_directories(r.ckpt() / "step_000005");
-  std::ofstream(r.config()) << kYaml << "output_dir: \"" << r.out().string() << "\"\n";
+  write_config(r);
   const fs::path log = r.dir / "cli.log";
   EXPECT_NE(wait_for(start(r, {"--ranks", "0"}, log)), 0);
   EXPECT_NE(read_all(log).find("at least 1"), std::string::npos) << read_all(log);
