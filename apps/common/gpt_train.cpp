@@ -241,7 +241,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                         fmt("%.3f s/step", m["step_s"]) + " (tokenizer " +
                         fmt("%.0f%%", 100.0 * share) + ") | " + fmt("%.0f tok/s", tps) + " | eta " +
                         app::format_duration(eta) + " | mem " +
-                        app::format_bytes(mem.model_state()) + " state");
+                        format_byte_size(mem.model_state()) + " state");
       }
     }
     if (say && verified)

@@ -306,20 +306,6 @@ std::string format_duration(double seconds) {
   return buf;
 }
 
-std::string format_bytes(int64_t bytes) {
-  char buf[32];
-  const double b = static_cast<double>(bytes);
-  if (bytes < 1024)
-    std::snprintf(buf, sizeof buf, "%lld B", static_cast<long long>(bytes));
-  else if (b < 1024.0 * 1024)
-    std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024);
-  else if (b < 1024.0 * 1024 * 1024)
-    std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-  else
-    std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-  return buf;
-}
-
 bool stdout_is_tty() {
   return ::isatty(STDOUT_FILENO) == 1;
 }

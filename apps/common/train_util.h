@@ -130,8 +130,6 @@ class StepTimer {
 
 /// "45s", "3m05s", "1h02m".
 std::string format_duration(double seconds);
-/// "512 B", "3.2 MiB", "1.05 GiB".
-std::string format_bytes(int64_t bytes);
 /// True when stdout is a terminal.
 bool stdout_is_tty();
 

@@ -387,8 +387,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               fmt("%.2f dB", last_psnr) + " | codes " + fmt("%.1f%%", 100.0 * cb.usage) + " (" +
               std::to_string(cb.used) + "/" + std::to_string(codebook) + ") | lr " +
               fmt("%.2e", lr) + " | " + fmt("%.3f s/step", sec) + " | eta " +
-              app::format_duration(eta) + " | mem " + app::format_bytes(mem.model_state()) +
-              " state, " + app::format_bytes(mem.activation_peak) + " act peak");
+              app::format_duration(eta) + " | mem " + format_byte_size(mem.model_state()) +
+              " state, " + format_byte_size(mem.activation_peak) + " act peak");
       }
     }
     if (say && progress.tty())  // PSNR and codes are the last log line's (none before it)
