@@ -41,17 +41,11 @@ void agree(comm::Communicator& comm, const std::string& what, const std::string&
 uint64_t digest(NamedTensors tensors) {
   std::sort(tensors.begin(), tensors.end(),
             [](const auto& a, const auto& b) { return a.first < b.first; });
-  uint64_t h = 1469598103934665603ull;
-  auto mix = [&h](const void* p, size_t n) {
-    for (size_t i = 0; i < n; ++i) {
-      h ^= static_cast<const unsigned char*>(p)[i];
-      h *= 1099511628211ull;
-    }
-  };
+  uint64_t h = kFnvOffset;
   for (const auto& [name, t] : tensors) {
-    uint64_t th = tensor_hash(t);
-    mix(name.data(), name.size() + 1);
-    mix(&th, sizeof th);
+    const uint64_t th = tensor_hash(t);
+    h = fnv1a(name.data(), name.size() + 1, h);
+    h = fnv1a(&th, sizeof th, h);
   }
   return h;
 }

@@ -10,12 +10,14 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <random>
 #include <vector>
 
 #include "core/error.h"
 #include "zero/checkpoint.h"
+#include "zero/replicas.h"
 
 namespace zt::zero {
 
@@ -38,9 +40,7 @@ std::string hex64(uint64_t h) {
 static std::string host_hash() {
   char name[256] = {0};
   if (::gethostname(name, sizeof name - 1) != 0) return "00000000";
-  uint64_t h = 1469598103934665603ull;
-  for (const char* c = name; *c; ++c) h = (h ^ static_cast<unsigned char>(*c)) * 1099511628211ull;
-  return hex64(h).substr(8);
+  return hex64(fnv1a(name, std::strlen(name))).substr(8);
 }
 
 // Distinguishes this save's temporary names from any other process's:

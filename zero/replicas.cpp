@@ -28,21 +28,18 @@ void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
   }
 }
 
-uint64_t tensor_hash(const Tensor& t) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a
-  auto mix = [&h](const void* p, size_t n) {
-    const unsigned char* c = static_cast<const unsigned char*>(p);
-    for (size_t i = 0; i < n; ++i) {
-      h ^= c[i];
-      h *= 1099511628211ull;
-    }
-  };
-  uint8_t dt = static_cast<uint8_t>(t.dtype());
-  mix(&dt, 1);
-  for (int64_t s : t.sizes()) mix(&s, sizeof(s));
-  Tensor c = t.detach().to(Device::cpu()).contiguous();
-  mix(c.data_ptr(), c.numel() * dtype_size(c.dtype()));
+uint64_t fnv1a(const void* p, size_t n, uint64_t h) {
+  const unsigned char* c = static_cast<const unsigned char*>(p);
+  for (size_t i = 0; i < n; ++i) h = (h ^ c[i]) * 1099511628211ull;
   return h;
+}
+
+uint64_t tensor_hash(const Tensor& t) {
+  uint8_t dt = static_cast<uint8_t>(t.dtype());
+  uint64_t h = fnv1a(&dt, 1);
+  for (int64_t s : t.sizes()) h = fnv1a(&s, sizeof(s), h);
+  Tensor c = t.detach().to(Device::cpu()).contiguous();
+  return fnv1a(c.data_ptr(), c.numel() * dtype_size(c.dtype()), h);
 }
 
 void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {

@@ -20,6 +20,11 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
                   comm::Communicator& comm);
 
+/// The FNV-1a hash's starting value.
+inline constexpr uint64_t kFnvOffset = 1469598103934665603ull;
+/// FNV-1a over `n` bytes at `p`, continuing from `h`.
+uint64_t fnv1a(const void* p, size_t n, uint64_t h = kFnvOffset);
+
 /// A 64-bit hash of a tensor's dtype, shape and bytes.
 uint64_t tensor_hash(const Tensor& t);
 
