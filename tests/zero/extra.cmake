@@ -1,7 +1,7 @@
-# Lesson 7 under mpirun -np 2 (label mpi): tests/zero/mpi/*.cpp plus the lesson helpers.
+# Lesson 8 under mpirun -np 2 (label mpi): tests/zero/mpi/*.cpp plus the lesson helpers.
 file(GLOB ZT_ZERO_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/zero/mpi/*.cpp)
 add_executable(zt_test_zero_mpi ${ZT_ZERO_MPI_TESTS} ${CMAKE_CURRENT_SOURCE_DIR}/zero/lesson_util.cpp
-                                ${CMAKE_CURRENT_SOURCE_DIR}/zero/lesson07_loop.cpp
+                                ${CMAKE_CURRENT_SOURCE_DIR}/zero/lesson08_loop.cpp
                                 ${CMAKE_CURRENT_SOURCE_DIR}/common/test_util.cpp)
 target_include_directories(zt_test_zero_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_options(zt_test_zero_mpi PRIVATE ${ZT_WARNINGS})
@@ -17,6 +17,6 @@ if(ZT_MPIRUN)
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 else()
   add_test(NAME zero.mpi.np2 COMMAND ${CMAKE_COMMAND} -E echo
-           "SKIPPED: mpirun not found; install OpenMPI to run lesson 7 under MPI")
+           "SKIPPED: mpirun not found; install OpenMPI to run lesson 8 under MPI")
   set_tests_properties(zero.mpi.np2 PROPERTIES LABELS "mpi;zero" SKIP_REGULAR_EXPRESSION "SKIPPED")
 endif()

@@ -73,7 +73,7 @@ std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator
 
 namespace zt::lesson {
 
-/// Lesson 7's training setup: 5 AdamW steps on a global batch of 12 (lesson07_loop.cpp).
+/// Lesson 8's training setup: 5 AdamW steps on a global batch of 12 (lesson08_loop.cpp).
 struct EquivalenceSetup {
   int gas = 1;        // gradient accumulation steps
   double clip = 0.0;  // gradient clipping (0: off)

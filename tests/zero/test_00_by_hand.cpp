@@ -4,7 +4,7 @@
 // LessonNN..., labelled `zero`. Run them all with
 //   ctest --test-dir build -L zero
 // or one alone with, e.g.,
-//   ctest --test-dir build -L zero -R Lesson07 --output-on-failure
+//   ctest --test-dir build -L zero -R Lesson08 --output-on-failure
 //
 // Invariant: everything the engine does to a parameter can be done by hand, in this
 // order, with no Engine and no hooks: partition it, gather it, compute with it, release

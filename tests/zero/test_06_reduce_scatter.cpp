@@ -1,4 +1,4 @@
-// Lesson 5 — gradient reduce-scatter.
+// Lesson 6 — gradient reduce-scatter.
 // Invariant: after backward, rank r's fp32 gradient shard of each parameter equals the
 // r-th slice of the AVERAGE over ranks of the full gradients each rank computed on its
 // own data — one reduce-scatter per bucket, with no rank ever holding the averaged full
@@ -49,10 +49,10 @@ static void check_shards(int N, int64_t bucket) {
   });
 }
 
-TEST(Lesson05ReduceScatter, ShardIsSliceOfAverage) {
+TEST(Lesson06ReduceScatter, ShardIsSliceOfAverage) {
   for (int N : {1, 2, 3, 4}) check_shards(N, 500'000'000);
 }
 
-TEST(Lesson05ReduceScatter, SmallBucketsSameResult) {
+TEST(Lesson06ReduceScatter, SmallBucketsSameResult) {
   check_shards(3, 64);
 }

@@ -1,11 +1,11 @@
-// Lesson 7 under mpirun: the same equivalence with one process per rank (MpiComm).
+// Lesson 8 under mpirun: the same equivalence with one process per rank (MpiComm).
 // Invariant: the backend changes nothing — ZeRO-3 over MPI trains the Mixed model to the
 // parameters of single-process training.
 #include "zero/lesson_util.h"
 
 using namespace zt;
 
-TEST(Lesson07EquivalenceMpi, PlainAndAccumulated) {
+TEST(Lesson08EquivalenceMpi, PlainAndAccumulated) {
   if (!comm::under_mpirun()) GTEST_SKIP() << "not started by mpirun";
   for (lesson::EquivalenceSetup s :
        {lesson::EquivalenceSetup{}, lesson::EquivalenceSetup{2, 0.05}}) {

@@ -1,4 +1,4 @@
-// Lesson 11 — buffer policies while training.
+// Lesson 12 — buffer policies while training.
 // Invariant: after each optimizer step the engine applies `buffers.sync` per module path:
 // `average` leaves every rank with the MEAN of the ranks' running statistics, `broadcast`
 // with rank 0's, and `none` leaves them as each rank computed them — which
@@ -49,7 +49,7 @@ Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverg
 }
 }  // namespace
 
-TEST(Lesson11BufferSync, AverageGivesTheMeanOfRanks) {
+TEST(Lesson12BufferSync, AverageGivesTheMeanOfRanks) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     Stats r = train(comm, zero::BufferSync::average, 1);
     auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
@@ -62,7 +62,7 @@ TEST(Lesson11BufferSync, AverageGivesTheMeanOfRanks) {
   });
 }
 
-TEST(Lesson11BufferSync, BroadcastGivesRankZeros) {
+TEST(Lesson12BufferSync, BroadcastGivesRankZeros) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     Stats r = train(comm, zero::BufferSync::broadcast, 2);
     auto all = comm.all_gather_bytes(std::string(reinterpret_cast<const char*>(r.local_mean.data()),
@@ -72,7 +72,7 @@ TEST(Lesson11BufferSync, BroadcastGivesRankZeros) {
   });
 }
 
-TEST(Lesson11BufferSync, NoneDivergesAndVerifyNamesIt) {
+TEST(Lesson12BufferSync, NoneDivergesAndVerifyNamesIt) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     bool diverged = false;
     Stats r = train(comm, zero::BufferSync::none, 2, &diverged);
@@ -81,7 +81,7 @@ TEST(Lesson11BufferSync, NoneDivergesAndVerifyNamesIt) {
   });
 }
 
-TEST(Lesson11BufferSync, PerModulePolicy) {
+TEST(Lesson12BufferSync, PerModulePolicy) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     manual_seed(9);
     std::shared_ptr<lesson::TokenizerLike> tok;

@@ -1,4 +1,4 @@
-// Lesson 8 — communication volume.
+// Lesson 9 — communication volume.
 // Invariant: one ZeRO-3 training step moves each parameter three times: an all-gather
 // before forward, an all-gather before backward, and a reduce-scatter of its gradient.
 // Counted as bytes received per rank ((N - 1) / N of the padded tensor each time), the
@@ -7,7 +7,7 @@
 
 using namespace zt;
 
-TEST(Lesson08CommVolume, ThreeTimesTheParametersPerStep) {
+TEST(Lesson09CommVolume, ThreeTimesTheParametersPerStep) {
   for (int N : {2, 3, 4}) {
     comm::run_threads(N, [N](comm::Communicator& comm) {
       std::shared_ptr<lesson::Mixed> m;

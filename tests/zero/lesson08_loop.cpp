@@ -1,6 +1,6 @@
-// Lesson 7's training loop: the same AdamW training of the Mixed model once in one
+// Lesson 8's training loop: the same AdamW training of the Mixed model once in one
 // process on the whole batch and once under ZeRO-3 with the batch split across ranks
-// (used by test_07_equivalence.cpp and its mpirun twin in mpi/).
+// (used by test_08_equivalence.cpp and its mpirun twin in mpi/).
 #include "zero/lesson_util.h"
 
 namespace zt::lesson {

@@ -1,4 +1,4 @@
-// Lesson 9 — memory.
+// Lesson 10 — memory.
 // Invariant: with AdamW in fp32 each parameter element costs 16 bytes of model state
 // (4 parameter + 4 gradient + 8 optimizer moments). Under ZeRO-3 a rank keeps only its
 // shards of all three, so per-rank persistent model state is at most
@@ -26,7 +26,7 @@ class Wide : public nn::UnaryModule {
 };
 }  // namespace
 
-TEST(Lesson09Memory, ModelStateIsOneNthPerRank) {
+TEST(Lesson10Memory, ModelStateIsOneNthPerRank) {
   for (int N : {1, 2, 4}) {
     comm::run_threads(N, [N](comm::Communicator& comm) {
       std::shared_ptr<Wide> m;

@@ -1,4 +1,4 @@
-// Lesson 10 — the frozen tokenizer, end to end.
+// Lesson 11 — the frozen tokenizer, end to end.
 // The situation: a frozen vision tokenizer with BatchNorm3d is built while ZeRO-3 is
 // active and only rank 0's loader fills its pretrained running statistics.
 // Invariants:
@@ -25,7 +25,7 @@ void expect_same_everywhere(const Tensor& t, comm::Communicator& comm, const cha
 }
 }  // namespace
 
-TEST(Lesson10FrozenTokenizer, RankZeroOnlyLoadStillGivesIdenticalOutputs) {
+TEST(Lesson11FrozenTokenizer, RankZeroOnlyLoadStillGivesIdenticalOutputs) {
   for (int N : {2, 3, 4}) {
     comm::run_threads(N, [](comm::Communicator& comm) {
       manual_seed(21 + comm.rank());
@@ -46,7 +46,7 @@ TEST(Lesson10FrozenTokenizer, RankZeroOnlyLoadStillGivesIdenticalOutputs) {
   }
 }
 
-TEST(Lesson10FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
+TEST(Lesson11FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
   manual_seed(3);
   auto pretrained = std::make_shared<lesson::TokenizerLike>();
   lesson::load_pretrained_stats(*pretrained);
@@ -81,7 +81,7 @@ TEST(Lesson10FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
   });
 }
 
-TEST(Lesson10FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
+TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
   for (int N : {2, 3, 4}) {
     comm::run_threads(N, [](comm::Communicator& comm) {
       manual_seed(40 + comm.rank());
@@ -109,7 +109,7 @@ TEST(Lesson10FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
   }
 }
 
-TEST(Lesson10FrozenTokenizer, GatheredParametersWithModifierRank) {
+TEST(Lesson11FrozenTokenizer, GatheredParametersWithModifierRank) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::TokenizerLike> tok;
     {
@@ -132,7 +132,7 @@ TEST(Lesson10FrozenTokenizer, GatheredParametersWithModifierRank) {
   });
 }
 
-TEST(Lesson10FrozenTokenizer, EditWithoutModifierRankIsAnError) {
+TEST(Lesson11FrozenTokenizer, EditWithoutModifierRankIsAnError) {
   try {
     comm::run_threads(2, [](comm::Communicator& comm) {
       std::shared_ptr<lesson::TokenizerLike> tok;

@@ -1,4 +1,4 @@
-// Lesson 3 — gather before forward, release after.
+// Lesson 4 — gather before forward, release after.
 // Invariant: a partitioned parameter has storage only while its module runs: the
 // pre-forward hook gathers it (AVAILABLE inside forward), the post-forward hook releases
 // it (NOT_AVAILABLE after). Touching a released parameter is an error that names it and
@@ -21,7 +21,7 @@ class Probe : public nn::UnaryModule {
 };
 }  // namespace
 
-TEST(Lesson03GatherRelease, AvailableOnlyAroundForward) {
+TEST(Lesson04GatherRelease, AvailableOnlyAroundForward) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
     {
@@ -46,7 +46,7 @@ TEST(Lesson03GatherRelease, AvailableOnlyAroundForward) {
   });
 }
 
-TEST(Lesson03GatherRelease, TouchingAReleasedParameterNamesIt) {
+TEST(Lesson04GatherRelease, TouchingAReleasedParameterNamesIt) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
     {
@@ -74,7 +74,7 @@ TEST(Lesson03GatherRelease, TouchingAReleasedParameterNamesIt) {
   });
 }
 
-TEST(Lesson03GatherRelease, PersistentParametersStayGathered) {
+TEST(Lesson04GatherRelease, PersistentParametersStayGathered) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
     {
@@ -91,7 +91,7 @@ TEST(Lesson03GatherRelease, PersistentParametersStayGathered) {
   });
 }
 
-TEST(Lesson03GatherRelease, AModelOutlivesItsEngine) {
+TEST(Lesson04GatherRelease, AModelOutlivesItsEngine) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
     {

@@ -1,4 +1,4 @@
-// Lesson 6 — prefetching along the trace.
+// Lesson 7 — prefetching along the trace.
 // Invariant: the first step records the order in which modules fetch parameters (the
 // trace: forward order, then backward order). Later steps follow it and issue the
 // all-gather for the NEXT module before the current module's forward ends. A module
@@ -38,7 +38,7 @@ void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
 }
 }  // namespace
 
-TEST(Lesson06Prefetch, TraceIsModuleOrder) {
+TEST(Lesson07Prefetch, TraceIsModuleOrder) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m;
     {
@@ -66,7 +66,7 @@ TEST(Lesson06Prefetch, TraceIsModuleOrder) {
   });
 }
 
-TEST(Lesson06Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
+TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m;
     {
@@ -90,7 +90,7 @@ TEST(Lesson06Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
   });
 }
 
-TEST(Lesson06Prefetch, OrderChangeInvalidatesTheTrace) {
+TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Swappable> m;
     {
@@ -111,7 +111,7 @@ TEST(Lesson06Prefetch, OrderChangeInvalidatesTheTrace) {
   });
 }
 
-TEST(Lesson06Prefetch, RanksRunningDifferentModulesIsAnError) {
+TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   try {
     comm::run_threads(2, [](comm::Communicator& comm) {
       std::shared_ptr<Swappable> m;

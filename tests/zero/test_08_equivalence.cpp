@@ -1,4 +1,4 @@
-// Lesson 7 — equivalence.
+// Lesson 8 — equivalence.
 // Invariant: ZeRO-3 changes where state lives, not what is computed. Training the Mixed
 // model (Linear, Conv2d, Conv3d, GroupNorm, LayerNorm, attention) for 5 AdamW steps on
 // N = 1..4 thread ranks — the global batch split across ranks — gives the parameters of
@@ -16,14 +16,14 @@ void check_equivalence(int N, const lesson::EquivalenceSetup& s) {
 }
 }  // namespace
 
-TEST(Lesson07Equivalence, PlainAdamW) {
+TEST(Lesson08Equivalence, PlainAdamW) {
   for (int N : {1, 2, 3, 4}) check_equivalence(N, {});
 }
 
-TEST(Lesson07Equivalence, WithGradientAccumulation) {
+TEST(Lesson08Equivalence, WithGradientAccumulation) {
   check_equivalence(3, {.gas = 2});
 }
 
-TEST(Lesson07Equivalence, WithClipping) {
+TEST(Lesson08Equivalence, WithClipping) {
   check_equivalence(4, {.clip = 0.05});
 }

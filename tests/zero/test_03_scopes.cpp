@@ -1,4 +1,4 @@
-// Lesson 13 — explicit, nestable scopes.
+// Lesson 3 — explicit, nestable scopes.
 // Invariant: a scope decides only for what is registered while it is open, the innermost
 // scope wins, and nothing leaks out: Init > Replicated > Init gives partitioned, then
 // replicated, then partitioned modules; outside every scope parameters are plain. And
@@ -7,7 +7,7 @@
 
 using namespace zt;
 
-TEST(Lesson13Scopes, InnermostScopeWins) {
+TEST(Lesson03Scopes, InnermostScopeWins) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<nn::Linear> a, b, c, d;
     {
@@ -31,7 +31,7 @@ TEST(Lesson13Scopes, InnermostScopeWins) {
   });
 }
 
-TEST(Lesson13Scopes, ConvertAfterTheFact) {
+TEST(Lesson03Scopes, ConvertAfterTheFact) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     manual_seed(comm.rank());  // ranks differ: rank 0's values must win
     auto m = std::make_shared<lesson::TokenizerLike>();

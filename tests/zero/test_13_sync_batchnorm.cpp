@@ -1,4 +1,4 @@
-// Lesson 12 — synchronized BatchNorm.
+// Lesson 13 — synchronized BatchNorm.
 // Invariant: with sync_batchnorm the statistics of every BatchNorm are computed over ALL
 // ranks' batches (an all-reduce of per-channel sums whose backward all-reduces the
 // gradients), so N-rank training equals single-process training on the global batch:
@@ -7,7 +7,7 @@
 
 using namespace zt;
 
-TEST(Lesson12SyncBatchNorm, MatchesSingleProcessOnTheGlobalBatch) {
+TEST(Lesson13SyncBatchNorm, MatchesSingleProcessOnTheGlobalBatch) {
   constexpr int64_t kGlobal = 6;
   Generator g(77);
   Tensor x = randn({kGlobal, 3, 4, 6, 6}, g);

@@ -1,4 +1,4 @@
-// Lesson 4 — backward boundaries.
+// Lesson 5 — backward boundaries.
 // Invariant: a module's parameters are gathered again before its backward runs and
 // released after it. The engine wraps each module's outputs in an identity autograd
 // function whose backward fires first (pre-backward: gather) and its inputs in one whose
@@ -15,7 +15,7 @@ static size_t index_of(const std::vector<std::string>& ev, const std::string& e,
   return it == ev.end() ? std::string::npos : static_cast<size_t>(it - ev.begin());
 }
 
-TEST(Lesson04BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
+TEST(Lesson05BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m;
     {
@@ -47,7 +47,7 @@ TEST(Lesson04BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
   });
 }
 
-TEST(Lesson04BackwardBoundaries, GradientsReachEveryShard) {
+TEST(Lesson05BackwardBoundaries, GradientsReachEveryShard) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m;
     {
