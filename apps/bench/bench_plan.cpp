@@ -7,8 +7,8 @@
 #include <functional>
 
 #include "apps/bench/bench.h"
-#include "apps/common/gpt.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqgpt/model/gpt.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "zero/memory_plan.h"
 #include "zero/zero.h"
 

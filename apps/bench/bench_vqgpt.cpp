@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
 

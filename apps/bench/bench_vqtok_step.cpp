@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "core/ops.h"
 #include "optim/adam.h"
 

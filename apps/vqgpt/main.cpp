@@ -1,7 +1,7 @@
 // vqgpt: an autoregressive transformer over the tokens of a frozen vqtok tokenizer. Parses
 // the subcommand and its options, loads the config (with --set overrides), starts the
 // ranks (`--ranks N` thread ranks, or one process per rank under mpirun) and calls the
-// library functions in apps/common/vqgpt_app.h. Errors print "vqgpt: error: ..." on
+// library functions in apps/vqgpt/vqgpt_app.h. Errors print "vqgpt: error: ..." on
 // stderr and exit 1.
 //
 //   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
@@ -21,7 +21,7 @@
 #include <vector>
 
 #include "apps/common/app_cli.h"
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 
 namespace {
 

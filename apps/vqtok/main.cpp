@@ -1,7 +1,7 @@
 // vqtok: the Emu3-style video tokenizer's command line. Parses the subcommand and its
 // options, loads the config (with --set overrides), starts the ranks (`--ranks N` thread
 // ranks, or one process per rank under mpirun) and calls the library functions in
-// apps/common/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
+// apps/vqtok/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
 //
 //   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
 //                [--device D]
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "apps/common/app_cli.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "configs/config.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"

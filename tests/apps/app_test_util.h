@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "configs/app_config.h"
 
 namespace zt::apptest {

@@ -77,6 +77,11 @@ if(ZT_INSTALL)
   set_tests_properties(apps.embed.threads PROPERTIES LABELS apps TIMEOUT 60
                        FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive")
 
+  add_test(NAME apps.embed.tokenizer COMMAND ${_zt_embed}/example/tokenizer_example --ranks 2)
+  set_tests_properties(apps.embed.tokenizer PROPERTIES LABELS apps TIMEOUT 60
+                       FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive"
+                       PASS_REGULAR_EXPRESSION "codes identical on every rank")
+
   find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
   if(ZT_MPIRUN)
     add_test(NAME apps.embed.mpi

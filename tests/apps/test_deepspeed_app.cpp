@@ -7,8 +7,8 @@
 #include <fstream>
 
 #include "apps/app_test_util.h"
-#include "apps/common/vqgpt_app.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "nn/safetensors.h"

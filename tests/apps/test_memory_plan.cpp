@@ -3,8 +3,8 @@
 // transformer at N = 1, 2, 4 thread ranks.
 #include <cmath>
 
-#include "apps/common/gpt.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqgpt/model/gpt.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "common/test_util.h"
 #include "zero/memory_plan.h"
 #include "zero/zero.h"

@@ -21,7 +21,7 @@
 
 #include "apps/app_test_util.h"
 #include "apps/common/run_checks.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "nn/safetensors.h"

@@ -11,7 +11,7 @@
 #include <set>
 
 #include "apps/common/train_util.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "common/tfevents_reader.h"
 #include "configs/config.h"

@@ -1,4 +1,4 @@
-// The BAAI <-> transformers naming map of the tokenizer (apps/common/vq_hf_keys.h), checked
+// The BAAI <-> transformers naming map of the tokenizer (apps/vqtok/model/vq_hf_keys.h), checked
 // against golden key lists that transformers' own Emu3VQVAE wrote (tests/apps/golden/, see
 // the files' headers), so no Python is needed here. What these tests pin down:
 //  1. the transformers names and shapes for the tiny and the real-size config are exactly
@@ -19,8 +19,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "apps/common/vq_hf_keys.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/model/vq_hf_keys.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "nn/safetensors.h"

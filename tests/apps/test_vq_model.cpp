@@ -1,4 +1,4 @@
-// The Emu3-style VQ tokenizer (apps/common/vq_*.h). What these tests pin down:
+// The Emu3-style VQ tokenizer (apps/vqtok/model/vq_*.h). What these tests pin down:
 //  1. the state dict is the real checkpoint's: exact key names and shapes, 4,288,735
 //     parameters for the tiny config and 270,740,287 for the real one;
 //  2. shapes: video (B, 4, 3, 32, 32) <-> codes (B, 1, 4, 4); image (B, 3, 32, 32) <->
@@ -15,7 +15,7 @@
 #include <map>
 #include <set>
 
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "common/test_util.h"
 
 using namespace zt;

@@ -17,7 +17,7 @@
 #include <fstream>
 #include <map>
 
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "common/test_util.h"
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"

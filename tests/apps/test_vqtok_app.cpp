@@ -1,4 +1,4 @@
-// The vqtok application (apps/common/vqtok_app.h, train_util.h) on thread ranks, at a
+// The vqtok application (apps/vqtok/vqtok_app.h, train_util.h) on thread ranks, at a
 // width that trains in seconds (ch 32, ch_mult [1, 1, 1, 1], 16x16 clips of 4 frames,
 // 64 codes). What these tests pin down:
 //  1. a short ZeRO-3 run on 2 ranks lowers the loss and writes metrics.jsonl, curves.svg,
@@ -16,7 +16,7 @@
 #include <fstream>
 
 #include "apps/app_test_util.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "data/npy.h"

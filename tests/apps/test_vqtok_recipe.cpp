@@ -14,8 +14,8 @@
 #include <filesystem>
 #include <map>
 
-#include "apps/common/vq_model.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/model/vq_model.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "data/factory.h"

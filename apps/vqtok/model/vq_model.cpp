@@ -1,6 +1,6 @@
 // VqModel: encode (encoder, quant_conv, quantize), decode (post_quant_conv, decoder) and
 // the image conveniences. The key listing without a model lives in vq_keys.cpp.
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 
 namespace zt::vq {
 

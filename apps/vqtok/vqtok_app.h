@@ -27,8 +27,8 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/common/train_util.h"
-#include "apps/common/vq_hf_keys.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_hf_keys.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "data/loader.h"
 
 namespace zt::vqtok {

@@ -1,6 +1,6 @@
 // The GPT decoder's layers. Position ids are built per call (arange over T); the causal
 // mask lives in nn::MultiheadSelfAttention.
-#include "apps/common/gpt.h"
+#include "apps/vqgpt/model/gpt.h"
 
 namespace zt::gpt {
 

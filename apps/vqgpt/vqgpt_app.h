@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
-#include "apps/common/gpt.h"
-#include "apps/common/gpt_tokens.h"
+#include "apps/vqgpt/model/gpt.h"
+#include "apps/vqgpt/gpt_tokens.h"
 #include "apps/common/train_util.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 
 namespace zt::vqgpt {
 

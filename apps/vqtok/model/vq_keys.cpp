@@ -2,7 +2,7 @@
 // out from the config alone (no tensors), so the real model's 270,740,287 parameters can
 // be checked without allocating a gigabyte, and so a built model can be compared, key by
 // key, with an independent description of the architecture.
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 
 namespace zt::vq {
 

@@ -12,7 +12,7 @@
 #include <map>
 
 #include "apps/common/run_checks.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
 #include "data/image.h"

@@ -13,9 +13,9 @@
 #include <utility>
 #include <vector>
 
-#include "apps/common/vq_coder.h"
-#include "apps/common/vq_quantizer.h"
-#include "apps/common/vq_temporal.h"
+#include "apps/vqtok/model/vq_coder.h"
+#include "apps/vqtok/model/vq_quantizer.h"
+#include "apps/vqtok/model/vq_temporal.h"
 
 namespace zt::vq {
 

@@ -1,6 +1,6 @@
 // The 2-D tokenizer blocks. Every child is called through its call() entry point (the
 // ZeRO engine's hooks gather a module's parameters there), never through forward().
-#include "apps/common/vq_blocks.h"
+#include "apps/vqtok/model/vq_blocks.h"
 
 #include <cmath>
 #include <sstream>

@@ -5,7 +5,7 @@
 // and its weights are read on rank 0 only, then broadcast by zero::load_state_dict — so
 // a loader that filled only rank 0 (the classic ZeRO-3 bug) still gives identical
 // replicas, and each tokenizer call is a plain local forward.
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 
 #include <algorithm>
 #include <cmath>
@@ -15,7 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/image.h"
 #include "data/npy.h"

@@ -1,7 +1,7 @@
 // Token layout, GPT sizes, tokenization with the frozen tokenizer, unigram entropy and
 // layout-constrained sampling. Sequences are small integer arrays: the layout code works
 // on host memory directly.
-#include "apps/common/gpt_tokens.h"
+#include "apps/vqgpt/gpt_tokens.h"
 
 #include <algorithm>
 #include <cmath>

@@ -9,8 +9,8 @@
 
 #include <memory>
 
-#include "apps/common/vq_blocks.h"
-#include "apps/common/vq_temporal.h"
+#include "apps/vqtok/model/vq_blocks.h"
+#include "apps/vqtok/model/vq_temporal.h"
 #include "configs/app_config.h"
 
 namespace zt::vq {

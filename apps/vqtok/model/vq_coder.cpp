@@ -1,6 +1,6 @@
 // Encoder, Decoder and their levels. The order of registration follows the original
 // model's construction, so state dicts list keys in the checkpoint's order.
-#include "apps/common/vq_coder.h"
+#include "apps/vqtok/model/vq_coder.h"
 
 namespace zt::vq {
 

@@ -1,5 +1,5 @@
 // Codebook lookup, nearest-code search and the VQ losses.
-#include "apps/common/vq_quantizer.h"
+#include "apps/vqtok/model/vq_quantizer.h"
 
 #include <algorithm>
 #include <sstream>

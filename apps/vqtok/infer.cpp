@@ -10,7 +10,7 @@
 #include <fstream>
 
 #include "apps/common/run_checks.h"
-#include "apps/common/vqtok_app.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
 #include "data/image.h"

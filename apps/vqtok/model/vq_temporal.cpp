@@ -1,10 +1,10 @@
 // Causal temporal layers. The causal pad is folded into the inner Conv3d's explicit
 // per-side padding, so no padded copy of the latent is made.
-#include "apps/common/vq_temporal.h"
+#include "apps/vqtok/model/vq_temporal.h"
 
 #include <sstream>
 
-#include "apps/common/vq_blocks.h"
+#include "apps/vqtok/model/vq_blocks.h"
 
 namespace zt::vq {
 

@@ -14,7 +14,7 @@
 #include <map>
 
 #include "apps/common/run_checks.h"
-#include "apps/common/vqgpt_app.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
 #include "zero/checkpoint.h"

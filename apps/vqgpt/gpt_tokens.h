@@ -12,8 +12,8 @@
 #include <functional>
 #include <vector>
 
-#include "apps/common/gpt.h"
-#include "apps/common/vq_model.h"
+#include "apps/vqgpt/model/gpt.h"
+#include "apps/vqtok/model/vq_model.h"
 #include "configs/app_config.h"
 
 namespace zt::gpt {

@@ -7,11 +7,11 @@
 //   ...attn(.{j}|_1).{q,k,v,proj_out} <-> ...attn(.{j}|_1).{q,k,v,out}_proj
 // Every other name (conv_in, time_conv, time_res_stack, quantize, quant_conv, ...) is the
 // same in both.
-#include "apps/common/vq_hf_keys.h"
+#include "apps/vqtok/model/vq_hf_keys.h"
 
 #include <algorithm>
 
-#include "apps/common/vq_model.h"
+#include "apps/vqtok/model/vq_model.h"
 
 namespace zt::vq {
 
