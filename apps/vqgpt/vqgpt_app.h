@@ -19,9 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "apps/vqgpt/model/gpt.h"
-#include "apps/vqgpt/gpt_tokens.h"
 #include "apps/common/train_util.h"
+#include "apps/vqgpt/gpt_tokens.h"
+#include "apps/vqgpt/model/gpt.h"
 #include "apps/vqtok/model/vq_model.h"
 
 namespace zt::vqgpt {

@@ -21,7 +21,8 @@
 
 namespace zt::gpt {
 
-/// The transformer's sizes (resolved from config::GptConfig by gpt_spec() in apps/vqgpt/gpt_tokens.h).
+/// The transformer's sizes (resolved from config::GptConfig by gpt_spec() in
+/// apps/vqgpt/gpt_tokens.h).
 struct GptSpec {
   int64_t vocab_size = 0;  ///< V: codebook + special tokens (and any padding)
   int64_t block_size = 0;  ///< longest input sequence (position embeddings)
