@@ -26,7 +26,7 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   int64_t batch_elems = 0;
   auto flush = [&] {
     if (batch.empty()) return;
-    gather_group(batch, comm_);
+    gather_group(batch, comm_, /*blocking=*/true);
     for (ZeroParam* z : batch) z->wait();
     batch.clear();
     batch_elems = 0;
@@ -50,8 +50,8 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   for (const Tensor& p : params_)
     if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) z->wait();
   if (!modifier_) {
-    for (const Tensor& t : params_) hashes_.push_back(tensor_hash(t));
-    for (const Tensor& t : buffers_) hashes_.push_back(tensor_hash(t));
+    for (const Tensor& t : params_) hashes_.push_back(content_hash(t));
+    for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));
   }
 }
 
@@ -104,13 +104,13 @@ void GatheredParameters::exit() {
   } else {
     size_t k = 0;
     for (const Tensor& t : params_) {
-      if (tensor_hash(t) != hashes_[k++] && !modified) {
+      if (content_hash(t) != hashes_[k++] && !modified) {
         modified = true;
         changed = t.name().empty() ? "<an unnamed parameter>" : t.name();
       }
     }
     for (const Tensor& t : buffers_) {
-      if (tensor_hash(t) != hashes_[k++] && !modified) {
+      if (content_hash(t) != hashes_[k++] && !modified) {
         modified = true;
         changed = t.name().empty() ? "<an unnamed buffer>" : t.name();
       }

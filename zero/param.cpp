@@ -94,7 +94,8 @@ void ZeroParam::shard_from_master() {
 
 // ---- group all-gathers
 
-int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm) {
+int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,
+                     bool blocking) {
   auto g = std::make_shared<GroupGather>();
   int64_t padded = 0;
   for (ZeroParam* z : group) {
@@ -126,7 +127,7 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
   if (comm.size() == 1)
     g->flat.copy_(g->send);
   else
-    g->work = comm.all_gather(g->flat, g->send, /*async=*/true);
+    g->work = comm.all_gather(g->flat, g->send, /*async=*/!blocking);
   for (ZeroParam* z : g->members) {
     z->flight = g;
     z->status = ParamStatus::kInflight;

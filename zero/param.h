@@ -96,8 +96,10 @@ struct GroupGather {
 
 /// Starts one all-gather for the NOT_AVAILABLE parameters of `group` (all partitioned,
 /// same dtype and device); the others are left alone. Returns the elements (padded) it
-/// gathers, 0 if none needed it.
-int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm);
+/// gathers, 0 if none needed it. With `blocking` the caller is about to wait: the
+/// collective may then run on the caller's thread (no hand-off to the comm thread).
+int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,
+                     bool blocking = false);
 
 /// The ZeRO state of a parameter, or null for a plain tensor.
 ZeroParam* zero_param(const Tensor& p);

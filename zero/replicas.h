@@ -25,8 +25,14 @@ inline constexpr uint64_t kFnvOffset = 1469598103934665603ull;
 /// FNV-1a over `n` bytes at `p`, continuing from `h`.
 uint64_t fnv1a(const void* p, size_t n, uint64_t h = kFnvOffset);
 
-/// A 64-bit hash of a tensor's dtype, shape and bytes.
+/// A 64-bit hash of a tensor's dtype, shape and bytes (FNV-1a: stable across versions,
+/// so checkpoints store it; about 4 cycles per byte).
 uint64_t tensor_hash(const Tensor& t);
+
+/// A 64-bit hash of the same things for comparisons within one run (replica checks,
+/// GatheredParameters' edit check): eight bytes per step in four independent lanes, about
+/// 20x faster than tensor_hash. Not stable across versions: never store it.
+uint64_t content_hash(const Tensor& t);
 
 /// Compares hashes of `tensors` across ranks; throws naming the first tensor that differs
 /// and which ranks hold which value ("ranks {0, 2} agree; rank 1 differs").

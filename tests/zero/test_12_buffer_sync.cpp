@@ -100,3 +100,23 @@ TEST(Lesson12BufferSync, PerModulePolicy) {
     EXPECT_NE(h[0], h[1]) << "the 'bn' rule (none) beats the default (average)";
   });
 }
+
+// The replica check compares content_hash()es: any one flipped bit, at the start, in the
+// middle or in the tail past the last 32-byte block, changes the hash; so does the shape;
+// a strided view hashes as its contiguous copy.
+TEST(Lesson12BufferSync, ContentHashSeesEveryBit) {
+  Tensor t = arange(0, 37);  // 148 bytes: four 32-byte blocks and a 20-byte tail
+  const uint64_t h = zero::content_hash(t);
+  EXPECT_EQ(h, zero::content_hash(t.clone()));
+  EXPECT_NE(h, zero::content_hash(t.reshape({37, 1})));
+  for (int64_t byte : {0, 70, 127, 128, 147}) {
+    for (int bit : {0, 7}) {
+      Tensor u = t.clone();
+      static_cast<unsigned char*>(u.data_ptr())[byte] ^= static_cast<unsigned char>(1u << bit);
+      EXPECT_NE(h, zero::content_hash(u)) << "byte " << byte << " bit " << bit;
+    }
+  }
+  Tensor m = arange(0, 12).reshape({3, 4});
+  EXPECT_EQ(zero::content_hash(m.transpose(0, 1)),
+            zero::content_hash(m.transpose(0, 1).contiguous()));
+}
