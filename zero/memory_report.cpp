@@ -3,8 +3,6 @@
 
 #include <sstream>
 
-#include "core/allocator.h"
-
 namespace zt::zero {
 
 std::string MemoryReport::json() const {
@@ -14,7 +12,10 @@ std::string MemoryReport::json() const {
      << ",\"gathered_param\":" << gathered_param
      << ",\"gathered_param_peak\":" << gathered_param_peak << ",\"activation\":" << activation
      << ",\"activation_peak\":" << activation_peak << ",\"comm_buffer_peak\":" << comm_buffer_peak
-     << "}";
+     << ",\"peak\":{";
+  for (int t = 0; t < kNumMemTags; ++t)
+    os << "\"" << mem_tag_name(static_cast<MemTag>(t)) << "\":" << peaks[t] << ",";
+  os << "\"total\":" << total_peak << "}}";
   return os.str();
 }
 
@@ -29,6 +30,8 @@ MemoryReport memory_report(Device d) {
   r.activation = c.cur(MemTag::kActivation);
   r.activation_peak = c.pk(MemTag::kActivation);
   r.comm_buffer_peak = c.pk(MemTag::kCommBuffer);
+  r.peaks = c.peak;
+  r.total_peak = c.total_peak;
   return r;
 }
 

@@ -4,9 +4,11 @@
 // communication buffers).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string>
 
+#include "core/allocator.h"
 #include "core/device.h"
 
 namespace zt::zero {
@@ -17,6 +19,10 @@ struct MemoryReport {
   int64_t gathered_param = 0, gathered_param_peak = 0;
   int64_t activation = 0, activation_peak = 0;
   int64_t comm_buffer_peak = 0;
+  /// Peak bytes of every tag (MemTag order) and of all tags together, since the start or
+  /// the last reset_peak_memory(): what memory.limit must hold.
+  std::array<int64_t, kNumMemTags> peaks{};
+  int64_t total_peak = 0;
   /// param + grad + optimizer shards.
   int64_t model_state() const { return param_shard + grad_shard + optim_state; }
   std::string json() const;

@@ -11,6 +11,7 @@
 //                   [--top-k K] [--seed S] [--tokens ids.npy]
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
 //   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
+//   vqgpt plan      --config C [--ranks N] [--steps S]   (training memory per rank)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   CLI::App app{"vqgpt: a GPT over frozen vqtok tokens, trained with ZeRO-3", "vqgpt"};
   app.require_subcommand(1);
   app::show_defaults(app);
-  Common train_c, sample_c, export_c, tok_c;
+  Common train_c, sample_c, export_c, tok_c, plan_c;
 
   CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
   kCli.add(train, train_c);
@@ -86,6 +87,13 @@ int main(int argc, char** argv) {
   tok->add_option("-o,--out", tok_out,
                   "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
 
+  CLI::App* plan = app.add_subcommand(
+      "plan", "predicted and measured training memory per rank for the config (writes nothing)");
+  kCli.add(plan, plan_c);
+  int plan_steps = 2;
+  plan->add_option("--steps", plan_steps, "measured steps after the traced one")
+      ->check(CLI::PositiveNumber);
+
   app::tidy_defaults(app);
   if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
   CLI11_PARSE(app, argc, argv);
@@ -115,6 +123,11 @@ int main(int argc, char** argv) {
           tok_c, "tokenizer", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
             vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm, false, tok_overwrite);
           });
+    if (*plan)
+      return kCli.run(plan_c, "plan", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqgpt::plan(cfg, comm, plan_steps);
+                      });
   } catch (const std::exception& e) {
     std::fflush(stdout);
     std::fprintf(stderr, "vqgpt: error: %s\n", e.what());

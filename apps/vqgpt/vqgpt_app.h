@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/plan.h"
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/gpt_tokens.h"
 #include "apps/vqgpt/model/gpt.h"
@@ -102,6 +103,11 @@ struct TrainResult {
 /// Trains the Gpt on the frozen tokenizer's tokens of cfg's data for train.steps steps.
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm);
+
+/// `vqgpt plan`: cfg's training memory per rank, predicted and measured on `steps` steps
+/// of the config's first batch (apps/common/plan.h). Writes nothing.
+app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps = 2,
+                     bool quiet = false);
 
 // ---- sample / export
 

@@ -9,6 +9,7 @@
 //   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
 //   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
 //   vqtok export --config C [--checkpoint D] --out model.safetensors [--format baai|transformers]
+//   vqtok plan   --config C [--ranks N] [--steps S]
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
@@ -37,7 +38,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app::show_defaults(app);
 
-  Common train_c, encode_c, decode_c, eval_c, export_c;
+  Common train_c, encode_c, decode_c, eval_c, export_c, plan_c;
 
   CLI::App* train = app.add_subcommand("train", "train the tokenizer with ZeRO-3");
   kCli.add(train, train_c);
@@ -106,6 +107,14 @@ int main(int argc, char** argv) {
                   "(Emu3VQVAE's, with config.json beside --out)")
       ->check(CLI::IsMember({"baai", "transformers"}));
 
+  CLI::App* plan = app.add_subcommand(
+      "plan", "predicted and measured training memory per rank for the config (writes nothing)");
+  kCli.add(plan, plan_c);
+  app::add_device_arg(plan, plan_c);
+  int plan_steps = 2;
+  plan->add_option("--steps", plan_steps, "measured steps after the traced one")
+      ->check(CLI::PositiveNumber);
+
   app::tidy_defaults(app);
   if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
   CLI11_PARSE(app, argc, argv);
@@ -159,6 +168,12 @@ int main(int argc, char** argv) {
                                 export_format == "transformers" ? vq::KeyNaming::transformers
                                                                 : vq::KeyNaming::baai);
           });
+    }
+    if (*plan) {
+      return kCli.run(plan_c, "plan", {},
+                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        vqtok::plan(cfg, comm, plan_steps);
+                      });
     }
   } catch (const std::exception& e) {
     std::fflush(stdout);

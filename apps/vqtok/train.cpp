@@ -27,24 +27,6 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// The objective on the model's outputs {recon, codes, loss_vq, loss_commit, loss_codebook}.
-struct Losses {
-  Tensor total, mse, l1, vq;
-};
-
-Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w) {
-  ZT_CHECK(out.size() >= 5, "vqtok: the model returned ", out.size(),
-           " outputs; expected {recon, codes, loss_vq, loss_commit, loss_codebook}");
-  ZT_CHECK(out[0].sizes() == clips.sizes(), "vqtok: reconstruction ", shape_str(out[0].sizes()),
-           " does not match the input ", shape_str(clips.sizes()));
-  Losses l;
-  l.mse = mse_loss(out[0], clips);
-  l.l1 = l1_loss(out[0], clips);
-  l.vq = out[4] + out[3] * w.commitment;  // codebook term + commitment * encoder term
-  l.total = l.mse * w.l2 + l.l1 * w.l1 + l.vq * w.vq;
-  return l;
-}
-
 // Loss and PSNR curves, train and eval, drawn side by side in one SVG.
 struct Curves {
   data::PlotSeries loss{"train", {}, {}}, eval_loss{"eval", {}, {}}, psnr{"train", {}, {}},
@@ -139,6 +121,34 @@ int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
   return used.empty() ? 0 : static_cast<int64_t>(dead.size());
 }
 
+Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w) {
+  ZT_CHECK(out.size() >= 5, "vqtok: the model returned ", out.size(),
+           " outputs; expected {recon, codes, loss_vq, loss_commit, loss_codebook}");
+  ZT_CHECK(out[0].sizes() == clips.sizes(), "vqtok: reconstruction ", shape_str(out[0].sizes()),
+           " does not match the input ", shape_str(clips.sizes()));
+  Losses l;
+  l.mse = mse_loss(out[0], clips);
+  l.l1 = l1_loss(out[0], clips);
+  l.vq = out[4] + out[3] * w.commitment;  // codebook term + commitment * encoder term
+  l.total = l.mse * w.l2 + l.l1 * w.l1 + l.vq * w.vq;
+  return l;
+}
+
+std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device device,
+                                         comm::Communicator& comm) {
+  manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  std::shared_ptr<vq::VqModel> model;
+  if (device.is_cpu()) {
+    zero::Init init(comm);
+    model = std::make_shared<vq::VqModel>(cfg.model);
+  } else {  // built whole on the host, moved, then partitioned (shards stay on the GPU)
+    model = std::make_shared<vq::VqModel>(cfg.model);
+    model->to(device);
+    zero::partition(*model, comm);
+  }
+  return model;
+}
+
 std::string checkpoint_root(const config::AppConfig& cfg) {
   return (fs::path(cfg.output_dir) / "checkpoints").string();
 }
@@ -156,17 +166,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const int64_t codebook = cfg.model.codebook_size;
   const app::LrPlan lr_plan(tc);
 
-  // The model is partitioned as it is built: no rank ever holds all of it.
-  manual_seed(static_cast<uint64_t>(tc.seed));
-  std::shared_ptr<vq::VqModel> model;
-  if (device.is_cpu()) {
-    zero::Init init(comm);
-    model = std::make_shared<vq::VqModel>(cfg.model);
-  } else {  // built whole on the host, moved, then partitioned (shards stay on the GPU)
-    model = std::make_shared<vq::VqModel>(cfg.model);
-    model->to(device);
-    zero::partition(*model, comm);
-  }
+  std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   app::check_same_model(*model, comm, "vqtok train");
   auto engine = app::make_engine(model, cfg, comm);
 

@@ -26,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/common/plan.h"
 #include "apps/common/train_util.h"
 #include "apps/vqtok/model/vq_hf_keys.h"
 #include "apps/vqtok/model/vq_model.h"
@@ -34,6 +35,19 @@
 namespace zt::vqtok {
 
 // ---- train
+
+/// The training objective on the model's outputs {recon, codes, loss_vq, loss_commit,
+/// loss_codebook}: total = l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).
+struct Losses {
+  Tensor total, mse, l1, vq;
+};
+Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w);
+
+/// cfg's model for training on `device`, seeded with train.seed: on the CPU partitioned as
+/// it is built (zero::Init: no rank ever holds all of it); on a GPU built on the host,
+/// moved, then partitioned.
+std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device device,
+                                         comm::Communicator& comm);
 
 struct TrainOptions {
   bool resume = false;     ///< continue from the newest checkpoint in output_dir/checkpoints
@@ -56,6 +70,11 @@ struct TrainResult {
 /// Trains cfg's model on cfg's data for cfg.train.steps optimizer steps (global step).
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm);
+
+/// `vqtok plan`: cfg's training memory per rank, predicted and measured on `steps` steps
+/// of the config's first batch (apps/common/plan.h). Writes nothing.
+app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps = 2,
+                     bool quiet = false);
 
 // ---- weights
 

@@ -1,10 +1,13 @@
 // The memory planner (zero/memory_plan.h): predicted per-rank model-state and gathered
 // bytes are within 10% of what a short run measures, for the tiny tokenizer and a small
-// transformer at N = 1, 2, 4 thread ranks.
+// transformer at N = 1, 2, 4 thread ranks; and `vqtok plan` for a config.
 #include <cmath>
 
+#include "apps/app_test_util.h"
 #include "apps/vqgpt/model/gpt.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqtok/model/vq_model.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "zero/memory_plan.h"
 #include "zero/zero.h"
@@ -104,4 +107,40 @@ TEST(MemoryPlan, Bf16PersistenceAndPrefetchWindow) {
   const int64_t n = small_gpt().count_parameters();
   EXPECT_EQ(zero::plan_memory(*plain, 1, c).model_state(), 18 * n) << "2 + 4 + 4 + 8 B/param";
   EXPECT_EQ(zero::plan_memory(*plain, 1, plan_config()).model_state(), 16 * n) << "16 B/param";
+}
+
+// `vqtok plan` on the tiny config at 2 thread ranks: model states predicted exactly, the
+// gathered peak and the activation estimate (the traced step's peak) within 10% of what
+// the later steps measured; a per-rank limit far below the need
+// does not stop the plan (it is lifted while measuring) and is back in force afterwards.
+TEST(MemoryPlan, VqtokPlanForAConfig) {
+  const config::AppConfig cfg =
+      apptest::tiny_vqtok_config(apptest::fresh_dir("plan", "vqtok"), {"memory.limit=1MiB"});
+  comm::LaunchOptions launch;
+  launch.ranks = 2;
+  launch.memory_limit = cfg.memory_limit;
+  comm::launch(launch, [&](comm::Communicator& comm) {
+    const app::PlanResult r = vqtok::plan(cfg, comm, 2, /*quiet=*/true);
+    EXPECT_EQ(r.plan.world, 2);
+    EXPECT_EQ(r.plan.model_state(), r.measured.model_state());
+    expect_close(r.plan.gathered_peak, r.measured.gathered_param_peak, "gathered peak");
+    expect_close(r.activation_estimate, r.measured.activation_peak, "activation estimate");
+    EXPECT_GT(r.predicted_total(), cfg.memory_limit) << "the tiny model needs more than 1 MiB";
+    EXPECT_EQ(current_ledger()->limit(Device::cpu()), cfg.memory_limit) << "limit restored";
+  });
+}
+
+// `vqgpt plan` on the shipped tiny config (a random tokenizer stands in: no checkpoint is
+// needed to count bytes): model states exact, the frozen tokenizer counted as replicated.
+TEST(MemoryPlan, VqgptPlanForTheTinyConfig) {
+  const config::AppConfig cfg = config::load_app_config(
+      std::string(ZT_SOURCE_DIR) + "/configs/vqgpt_tiny.yaml",
+      {"output_dir=" + apptest::fresh_dir("plan", "vqgpt"), "train.batch=2"}, config::App::vqgpt);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const app::PlanResult r = vqgpt::plan(cfg, comm, 1, /*quiet=*/true);
+    EXPECT_EQ(r.plan.model_state(), r.measured.model_state());
+    EXPECT_GE(r.plan.replicated, 4 * vq::VqModel::count_parameters(cfg.model))
+        << "the tokenizer's fp32 parameters are whole on every rank";
+    expect_close(r.activation_estimate, r.measured.activation_peak, "activation estimate");
+  });
 }

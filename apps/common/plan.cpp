@@ -1,0 +1,93 @@
+// `<app> plan`: predicted and measured per-rank bytes of a config's training.
+#include "apps/common/plan.h"
+
+#include <cstdio>
+#include <sstream>
+
+#include "core/allocator.h"
+
+namespace zt::app {
+
+std::string PlanResult::json() const {
+  const std::string p = plan.json();  // {...}, extended with the estimate and the total
+  std::ostringstream os;
+  os << "{\"predicted\":" << p.substr(0, p.size() - 1)
+     << ",\"activation_estimate\":" << activation_estimate << ",\"total\":" << predicted_total()
+     << "},\"measured\":" << measured.json() << "}";
+  return os.str();
+}
+
+NoMemoryLimit::NoMemoryLimit() {
+  const std::shared_ptr<MemoryLedger>& ledger = current_ledger();
+  for (int slot = 0; slot < MemoryLedger::kMaxDevices; ++slot) {
+    const Device d = slot == 0 ? Device::cpu() : Device::cuda(slot - 1);
+    if (const int64_t limit = ledger->limit(d); limit > 0) {
+      lifted_.emplace_back(d, limit);
+      ledger->set_limit(d, 0);
+    }
+  }
+}
+
+NoMemoryLimit::~NoMemoryLimit() {
+  for (const auto& [d, limit] : lifted_) current_ledger()->set_limit(d, limit);
+}
+
+namespace {
+
+// One line of the table; a negative value is not known (left blank).
+void row(const std::string& what, int64_t predicted, int64_t measured) {
+  auto cell = [](int64_t v) { return v < 0 ? std::string() : format_byte_size(v); };
+  std::printf("  %-36s %12s %12s\n", what.c_str(), cell(predicted).c_str(), cell(measured).c_str());
+}
+
+}  // namespace
+
+PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::AppConfig& cfg,
+                         const std::function<Tensor()>& loss, comm::Communicator& comm,
+                         const std::string& app, int steps, bool quiet) {
+  ZT_CHECK(steps >= 1, app, ": needs at least one measured step, got ", steps);
+  const bool say = comm.rank() == 0 && !quiet;
+  PlanResult r;
+  const config::TrainConfig& tc = cfg.train;
+  const int moments = tc.optimizer != config::Optimizer::sgd ? 2 : tc.momentum != 0 ? 1 : 0;
+  r.plan = zero::plan_memory(model, comm.size(), engine.config(), moments);
+  // The first step records the trace; its activation peak is the estimate.
+  reset_peak_memory();
+  engine.backward(loss());
+  engine.step();
+  r.activation_estimate = engine.memory_report().activation_peak;
+  reset_peak_memory();
+  for (int s = 0; s < steps; ++s) {
+    engine.backward(loss());
+    engine.step();
+  }
+  r.measured = engine.memory_report();
+  if (!say) return r;
+  const zero::MemoryPlan& p = r.plan;
+  const zero::MemoryReport& m = r.measured;
+  std::printf("%s: bytes per rank at %d ranks, %s parameters\n", app.c_str(), p.world,
+              dtype_name(engine.config().precision.dtype()));
+  std::printf("  %-36s %12s %12s\n", "", "predicted", "measured");
+  row("parameter shards", p.param_shard, m.param_shard);
+  row("gradient shards", p.grad_shard, m.grad_shard);
+  row("optimizer state", p.optim_state, m.optim_state);
+  row("= model states", p.model_state(), m.model_state());
+  row("gathered parameters (peak)", p.gathered_peak, m.gathered_param_peak);
+  row("replicated parameters and buffers", p.replicated, -1);
+  row("activations (peak; one traced step)", r.activation_estimate, m.activation_peak);
+  row("communication buffers (peak)", -1, m.comm_buffer_peak);
+  row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
+  row("total (peak)", r.predicted_total(), m.total_peak);
+  if (cfg.memory_limit > 0) {
+    const int64_t need = std::max(r.predicted_total(), m.total_peak);
+    std::printf("  memory.limit %s per rank: %s\n", format_byte_size(cfg.memory_limit).c_str(),
+                need <= cfg.memory_limit
+                    ? ("fits, " + format_byte_size(cfg.memory_limit - need) + " to spare").c_str()
+                    : ("does not fit by " + format_byte_size(need - cfg.memory_limit)).c_str());
+  }
+  std::printf("%s\n", r.json().c_str());
+  std::fflush(stdout);
+  return r;
+}
+
+}  // namespace zt::app

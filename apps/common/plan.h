@@ -1,0 +1,53 @@
+// `<app> plan`: what a config's training will hold per rank, predicted and then measured,
+// before a long run is started. The prediction is zero::plan_memory's (model-state shards
+// by the 16 Psi / N formula for the precision in use, the gathered peak, replicated
+// parameters and buffers) plus an activation estimate: the activation peak of one traced
+// training step at the config's batch. Then `steps` more steps run and rank 0's allocator
+// peaks are printed beside each line, with the per-rank limit (memory.limit) if one is set.
+// Communication buffers and other memory (the dataset, temporaries) are measured only.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "zero/memory_plan.h"
+
+namespace zt::app {
+
+struct PlanResult {
+  zero::MemoryPlan plan;
+  int64_t activation_estimate = 0;  ///< the traced first step's activation peak
+  zero::MemoryReport measured;      ///< peaks over the steps after the first
+  /// Predicted peak: model states + gathered peak + replicated + activation estimate.
+  int64_t predicted_total() const {
+    return plan.model_state() + plan.gathered_peak + plan.replicated + activation_estimate;
+  }
+  /// {"predicted": {...}, "measured": {...}} on one line.
+  std::string json() const;
+};
+
+/// Lifts this thread's (rank's) memory limits while in scope: a plan measures what a run
+/// needs and compares it with memory.limit afterwards instead of stopping at the limit.
+class NoMemoryLimit {
+ public:
+  NoMemoryLimit();
+  ~NoMemoryLimit();
+  NoMemoryLimit(const NoMemoryLimit&) = delete;
+  NoMemoryLimit& operator=(const NoMemoryLimit&) = delete;
+
+ private:
+  std::vector<std::pair<Device, int64_t>> lifted_;
+};
+
+/// Runs the plan for `engine` (over `model`, built for cfg): `loss` returns one training
+/// step's loss through the engine. Every rank runs it and gets its own numbers; rank 0
+/// prints its table unless `quiet`. `app` names the command in the output ("vqtok plan").
+PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::AppConfig& cfg,
+                         const std::function<Tensor()>& loss, comm::Communicator& comm,
+                         const std::string& app, int steps = 2, bool quiet = false);
+
+}  // namespace zt::app

@@ -1,0 +1,24 @@
+// vqgpt plan: the GPT's training memory per rank for a config, predicted and measured. The
+// tokenizer is a random replica of the configured shape: its weights change no byte count.
+#include "apps/common/run_checks.h"
+#include "apps/vqgpt/vqgpt_app.h"
+#include "data/factory.h"
+
+namespace zt::vqgpt {
+
+app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps,
+                     bool quiet) {
+  app::check_same_config(cfg.root, comm, "vqgpt plan");
+  app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
+  auto model = build_model(cfg, random_tokenizer(cfg, comm), comm);
+  auto engine = make_engine(model, cfg, comm);
+  auto dataset = data::make_dataset(cfg.data);
+  auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
+  model->train();
+  const Tensor sequences = model->tokenize(loader->next().clips);  // every step sees these
+  return app::plan_training(
+      *engine, *model, cfg, [&] { return model->loss(sequences); }, comm, "vqgpt plan", steps,
+      quiet);
+}
+
+}  // namespace zt::vqgpt

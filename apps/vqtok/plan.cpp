@@ -1,0 +1,25 @@
+// vqtok plan: the tokenizer's training memory per rank for a config, predicted and measured.
+#include "apps/common/run_checks.h"
+#include "apps/vqtok/vqtok_app.h"
+#include "data/factory.h"
+
+namespace zt::vqtok {
+
+app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps,
+                     bool quiet) {
+  app::check_same_config(cfg.root, comm, "vqtok plan");
+  app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
+  const Device device = app::train_device(cfg.train, comm, "vqtok plan");
+  std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
+  auto engine = app::make_engine(model, cfg, comm);
+  auto dataset = data::make_dataset(cfg.data);
+  auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
+  const Tensor clips = loader->next().clips.to(device);  // every step sees this batch
+  model->train();
+  return app::plan_training(
+      *engine, *model, cfg,
+      [&] { return objective(engine->forward({clips}), clips, cfg.loss).total; }, comm,
+      "vqtok plan", steps, quiet);
+}
+
+}  // namespace zt::vqtok
