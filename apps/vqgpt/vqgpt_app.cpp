@@ -17,6 +17,8 @@
 
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "data/caption.h"
+#include "data/factory.h"
 #include "data/image.h"
 #include "data/npy.h"
 #include "zero/checkpoint.h"
@@ -294,6 +296,43 @@ Tensor square_grid(const Tensor& images) {
   return all.view({rows, cols, images.size(1), images.size(2), images.size(3)});
 }
 
+// What the sample sheet shows, in words (its captions say the same).
+std::string sheet_legend(const config::AppConfig& cfg, int64_t num) {
+  if (cfg.data.frames == 1) {
+    const auto cols = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(num))));
+    return "grid: " + std::to_string(num) + " sampled frames, " + std::to_string(cols) +
+           " per row (left to right, then top to bottom); below them, held-out data frames "
+           "encoded and decoded by the same tokenizer, for comparison";
+  }
+  return "grid: one sampled clip per row (" + std::to_string(num) + " rows), its " +
+         std::to_string(cfg.data.frames) +
+         " frames left to right; below them, held-out data clips encoded and decoded by the "
+         "same tokenizer, for comparison";
+}
+
+// The sample sheet: the decoded samples under a caption, then up to 4 held-out clips of
+// the config's data through the tokenizer (what a perfect GPT's samples would look like).
+data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, const Tensor& frames,
+                         const gpt::SampleOptions& so) {
+  const bool images = cfg.data.frames == 1;
+  auto eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+  const int64_t refs = std::min<int64_t>(images ? 4 : 2, eval_set->size());
+  std::vector<Tensor> clips;
+  for (int64_t i = 0; i < refs; ++i) clips.push_back(eval_set->get(i).clip);
+  Tensor data = stack(clips, 0);  // (refs, T, 3, H, W)
+  Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes);
+  if (images) recon = recon.select(1, 0);
+  char params[64];
+  std::snprintf(params, sizeof params, "T=%.2g TOP-K %lld", so.temperature,
+                static_cast<long long>(so.top_k));
+  const std::string what = images ? "SAMPLED FRAMES" : "SAMPLED CLIPS, ONE PER ROW, FRAMES L TO R";
+  const data::Image samples = data::with_caption(
+      data::make_grid({images ? square_grid(frames) : frames}), what + " (" + params + ")");
+  const data::Image reference = data::with_caption(
+      data::make_grid({images ? recon.unsqueeze(0) : recon}), "HELD-OUT DATA VIA TOKENIZER");
+  return data::stack_images({samples, reference});
+}
+
 }  // namespace
 
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
@@ -326,7 +365,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     if (!o.out.empty()) {
       const fs::path parent = fs::path(o.out).parent_path();
       if (!parent.empty()) fs::create_directories(parent);
-      data::save_png(o.out, data::make_grid({images ? square_grid(r.frames) : r.frames}));
+      data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, o.sampling));
     }
     if (!o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);
     if (!o.quiet) {
@@ -336,18 +375,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
           o.sampling.temperature, static_cast<long long>(o.sampling.top_k),
           o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
           o.tokens_out.c_str());
-      if (!o.out.empty()) {
-        // What the grid shows: every cell is a decoded sample, none is a training clip.
-        if (images) {
-          const auto cols =
-              static_cast<long long>(std::ceil(std::sqrt(static_cast<double>(o.num))));
-          std::printf("grid: %lld sampled frames, %lld per row, left to right then top to bottom\n",
-                      static_cast<long long>(o.num), cols);
-        } else {
-          std::printf("grid: one sampled clip per row (%lld rows), its %lld frames left to right\n",
-                      static_cast<long long>(o.num), static_cast<long long>(r.frames.size(1)));
-        }
-      }
+      if (!o.out.empty()) std::printf("%s\n", sheet_legend(cfg, o.num).c_str());
       std::fflush(stdout);
     }
   }
