@@ -86,8 +86,9 @@ class Engine {
   /// Writes the timeline now if it was not written yet (collective; every rank calls it,
   /// e.g. at the end of a run shorter than the traced steps). No-op without a timeline.
   void write_timeline();
-  /// The timeline being recorded (null when none or once written): apps add spans with
-  /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "save").
+  /// The timeline being recorded (null when none or once written). save_checkpoint and
+  /// load_checkpoint record their spans on Track::kCheckpoint; apps may add their own with
+  /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "export").
   Timeline* timeline() { return timeline_ && !timeline_written_ ? timeline_.get() : nullptr; }
 
   nn::Module& module() { return *model_; }
