@@ -5,6 +5,7 @@
 // bytes drop to zero while the host holds them, and the planner predicts the move.
 #include <gtest/gtest.h>
 
+#include "common/mlp.h"
 #include "common/test_util.h"
 #include "nn/nn.h"
 #include "zero/memory_plan.h"
@@ -14,18 +15,9 @@ using namespace zt;
 
 namespace {
 
-class Mlp : public nn::UnaryModule {
- public:
-  Mlp() : nn::UnaryModule("Mlp") {
-    a = register_module("a", std::make_shared<nn::Linear>(16, 64));
-    b = register_module("b", std::make_shared<nn::Linear>(64, 64));
-    c = register_module("c", std::make_shared<nn::Linear>(64, 4));
-  }
-  std::shared_ptr<nn::Linear> a, b, c;
-
- protected:
-  Tensor forward(const Tensor& x) override { return (*c)(gelu((*b)(tanh((*a)(x))))); }
-};
+std::shared_ptr<nn::Sequential> mlp() {
+  return test::mlp(16, 64, 4);
+}
 
 struct Run {
   std::vector<double> losses;
@@ -37,7 +29,7 @@ struct Run {
 Run train(bool offload, bool pin, DType dt, int steps = 8) {
   Run out;
   manual_seed(16);
-  auto m = std::make_shared<Mlp>();
+  auto m = mlp();
   m->to(Device::cuda(0));
   comm::run_threads(1, [&](comm::Communicator& comm) {
     zero::Config cfg;
@@ -110,7 +102,7 @@ TEST(CudaOffload, Bf16MatchesDeviceTraining) {
 TEST(CudaOffload, PlannerMovesOptimizerStateToTheHost) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: planning a GPU model needs one";
   manual_seed(1);
-  auto m = std::make_shared<Mlp>();
+  auto m = mlp();
   m->to(Device::cuda(0));
   zero::Config cfg;
   zero::MemoryPlan dev = zero::plan_memory(*m, 1, cfg);

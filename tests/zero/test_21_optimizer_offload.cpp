@@ -7,6 +7,7 @@
 // really moves, is tests/cuda/test_cuda_offload.cpp.)
 #include <cstring>
 
+#include "common/mlp.h"
 #include "zero/lesson_util.h"
 #include "zero/memory_plan.h"
 
@@ -14,18 +15,9 @@ using namespace zt;
 
 namespace {
 
-class Mlp : public nn::UnaryModule {
- public:
-  Mlp() : nn::UnaryModule("Mlp") {
-    a = register_module("a", std::make_shared<nn::Linear>(12, 40));
-    b = register_module("b", std::make_shared<nn::Linear>(40, 40));
-    c = register_module("c", std::make_shared<nn::Linear>(40, 5));
-  }
-  std::shared_ptr<nn::Linear> a, b, c;
-
- protected:
-  Tensor forward(const Tensor& x) override { return (*c)(gelu((*b)(tanh((*a)(x))))); }
-};
+std::shared_ptr<nn::Sequential> mlp() {
+  return test::mlp(12, 40, 5);
+}
 
 struct Run {
   std::vector<double> losses;                          // rank 0's, per step
@@ -42,10 +34,10 @@ Run train(int world, bool offload, bool bf16) {
   ::testing::internal::CaptureStderr();
   comm::run_threads(world, [&](comm::Communicator& comm) {
     manual_seed(21);
-    std::shared_ptr<Mlp> m;
+    std::shared_ptr<nn::Sequential> m;
     {
       zero::Init init(comm);
-      m = std::make_shared<Mlp>();
+      m = mlp();
     }
     zero::Config cfg;
     cfg.stage3_param_persistence_threshold = 0;
@@ -131,7 +123,7 @@ TEST(Lesson21OptimizerOffload, Bf16MastersAreBitIdenticalAtTwoRanks) {
 TEST(Lesson21OptimizerOffload, PlannerKeepsCpuStateWhereItIs) {
   // On the CPU the plan with offload equals the plan without it (nothing moves).
   manual_seed(1);
-  auto m = std::make_shared<Mlp>();
+  auto m = mlp();
   zero::Config cfg;
   zero::MemoryPlan plain = zero::plan_memory(*m, 2, cfg);
   cfg.offload_optimizer.device = zero::OffloadDevice::kCpu;
