@@ -146,7 +146,10 @@ bool Engine::step() {
   }
 
   // The optimizer updates the fp32 shards; low-precision shards are rounded from them.
-  if (offload_->moves()) offload_->grads_to_host();  // the host masters' gradients
+  if (offload_->moves()) {  // the host masters' gradients
+    TimelineSpan span(timeline(), Track::kOptimizer, "offload: gradients to host");
+    offload_->grads_to_host();
+  }
   for (NamedParam& np : params_)
     if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined() && !offload_->moves())
       z->fp32_shard().set_grad(z->grad_shard);
@@ -162,7 +165,10 @@ bool Engine::step() {
     z->grad_shard.zero_();
     if (!offload_->moves()) z->shard_from_master();
   }
-  offload_->params_to_device();  // offloaded: the shards are written from the host masters
+  if (offload_->moves()) {  // the shards are written from the host masters
+    TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");
+    offload_->params_to_device();
+  }
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
 
   // Gathered copies are stale now: drop them, re-gather the persistent ones.

@@ -139,10 +139,6 @@ void OptimizerOffload::params_to_device() {
 #endif
 }
 
-void OptimizerOffload::clear_grads() {
-  for (Placed& p : placed_) p.z->master.set_grad(Tensor());
-}
-
 std::string OptimizerOffload::describe() const {
   if (!config_.enabled()) return "optimizer state on " + device_.str();
   if (!moves_)

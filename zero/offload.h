@@ -46,8 +46,6 @@ class OptimizerOffload {
   /// Starts writing each updated master into its device shard (rounded to the storage
   /// dtype); later work on the compute stream waits for it.
   void params_to_device();
-  /// Drops the masters' gradients (after the optimizer step).
-  void clear_grads();
   /// One line for the log: where the optimizer state lives and why.
   std::string describe() const;
 
