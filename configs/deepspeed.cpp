@@ -39,13 +39,13 @@ const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"communication_data_type", "zt communicates in the parameters' dtype"},
     {"data_types", "zt accumulates gradients in fp32"},
     {"sparse_gradients", "zt's gradients are dense"},
-    {"zero_force_ds_cpu_optimizer", "zt has no CPU optimizer offload"},
     {"checkpoint", "zt's checkpoints are set by train.checkpoint_every and keep_checkpoints"},
 };
 
 // Keys that only change logging or safety checks in DeepSpeed: accepted, noted.
 const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_breakdown",
-                                            "zero_allow_untested_optimizer", "dump_state"};
+                                            "zero_allow_untested_optimizer", "dump_state",
+                                            "zero_force_ds_cpu_optimizer"};
 
 bool turned_off(const Node& n) {
   if (n.is_scalar()) return !n.as_bool();

@@ -42,7 +42,6 @@ void reject_unsupported(Section& s) {
   };
   const std::string zpp = "ZeRO++ quantized or hierarchical communication";
   off("offload_param", no_offload, "parameters stay on the training device");
-  off("offload_optimizer", no_offload, "optimizer state stays on the training device");
   off("zero_quantized_weights", is_false, zpp);
   off("zero_quantized_nontrainable_weights", is_false, zpp);
   off("zero_quantized_gradients", is_false, zpp);
@@ -53,10 +52,36 @@ void reject_unsupported(Section& s) {
   off("mics_hierarchical_params_gather", is_false, "MiCS sharding");
 }
 
+// offload_optimizer: {device: none|cpu, pin_memory}. DeepSpeed's NVMe keys are accepted
+// with a note (they only matter for device: nvme, which zt does not implement).
+void read_offload_optimizer(Section o, zero::OffloadOptimizer& out,
+                            std::vector<std::string>& warnings) {
+  std::string device = "none";
+  o.get("device", device).get("pin_memory", out.pin_memory);
+  for (const char* key :
+       {"nvme_path", "buffer_count", "pipeline_read", "pipeline_write", "fast_init"})
+    if (Node n = o.take(key))
+      warnings.push_back(n.where() + ": " + n.path() +
+                         ": has no effect in zt (an NVMe setting; zt offloads to host memory)");
+  double ratio = 1.0;
+  o.get("ratio", ratio, 0.0, 1.0);
+  o.finish();
+  if (device == "nvme")
+    o.fail("device",
+           "device: nvme is not supported by zt (optimizer state offloads to host memory "
+           "only); use device: cpu, or none to keep it on the training device");
+  if (device != "none" && device != "cpu")
+    o.fail("device", "unknown offload device '" + device + "'; use cpu or none");
+  if (ratio != 1.0 && device == "cpu")
+    o.fail("ratio", "partial offload is not supported by zt; remove ratio or set it to 1.0");
+  out.device = device == "cpu" ? zero::OffloadDevice::kCpu : zero::OffloadDevice::kNone;
+}
+
 }  // namespace
 
 void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings) {
   reject_unsupported(s);
+  read_offload_optimizer(s.sub("offload_optimizer"), out.offload_optimizer, warnings);
   bool contiguous_gradients = true;
   bool gather_16bit_on_save = false;
   bool gather_fp16_on_save = false;  // DeepSpeed's older name of the same key

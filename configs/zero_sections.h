@@ -15,8 +15,9 @@ namespace zt::config {
 /// Keys DeepSpeed has that change nothing in zt (contiguous_gradients: false,
 /// stage3_gather_16bit_weights_on_model_save: true, sub_group_size, ZeRO-1/2 keys) are
 /// accepted and add one located message each to `warnings`; features zt lacks (offload
-/// to a device, ZeRO++, MiCS) are errors unless turned off; unknown keys are errors
-/// naming the nearest valid key.
+/// of parameters, offload to NVMe, ZeRO++, MiCS) are errors unless turned off;
+/// `offload_optimizer: {device: cpu, pin_memory}` fills out.offload_optimizer; unknown keys are
+/// errors naming the nearest valid key.
 void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings);
 
 /// Reads the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,

@@ -300,6 +300,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
   const std::string what = "save_checkpoint('" + (root / tag).string() + "')";
   ZT_CHECK(valid_tag(tag), what, ": tag must be a plain name (no '/', not starting with '.', ",
            "not 'latest')");
+  TimelineSpan span(engine.timeline(), Track::kCheckpoint, "save " + tag);
   ZT_CHECK(keep_last >= 0, what, ": keep_last must be >= 0, got ", keep_last);
   ZT_CHECK(engine.stats().micro_steps % engine.config().gradient_accumulation_steps == 0, what,
            ": called between gradient-accumulation micro-steps; save after step() returned true");
@@ -404,6 +405,7 @@ void verify_checkpoint(const std::string& dir) {
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) {
   comm::Communicator& comm = engine.comm();
   const std::string what = "load_checkpoint('" + dir_or_root + "')";
+  TimelineSpan span(engine.timeline(), Track::kCheckpoint, "load " + dir_or_root);
   autograd::NoGradGuard ng;
 
   // 1. Read and validate everything; nothing in the engine changes yet.

@@ -4,6 +4,7 @@
 // no files and includes nothing from configs/).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,21 @@ struct MixedPrecision {
   double min_loss_scale = 1;     // dynamic: never below this
   /// The parameter dtype this implies (f32 when neither is enabled).
   DType dtype() const { return bf16 ? DType::bf16 : fp16 ? DType::f16 : DType::f32; }
+};
+
+/// Where the optimizer's state lives: DeepSpeed's `offload_optimizer.device` (nvme is
+/// not implemented).
+enum class OffloadDevice : uint8_t { kNone, kCpu };
+
+/// DeepSpeed's `offload_optimizer` section. With device kCpu the fp32 master shards and
+/// the optimizer state (Adam's moments) live in host memory and the fused CPU optimizer
+/// updates them there; gradient shards are copied down and updated parameter shards
+/// copied up (zero/offload.h). When training on the CPU this changes nothing.
+struct OffloadOptimizer {
+  OffloadDevice device = OffloadDevice::kNone;
+  /// Page-locked host buffers for the copies (asynchronous CUDA copies need them).
+  bool pin_memory = false;
+  bool enabled() const { return device == OffloadDevice::kCpu; }
 };
 
 /// Everything the engine is configured with. DeepSpeed's `contiguous_gradients` and
@@ -52,6 +68,8 @@ struct Config {
   bool sync_batchnorm = false;
   /// DeepSpeed's bf16 / fp16 sections.
   MixedPrecision precision;
+  /// DeepSpeed's zero_optimization.offload_optimizer.
+  OffloadOptimizer offload_optimizer;
 };
 
 }  // namespace zt::zero

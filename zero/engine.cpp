@@ -24,7 +24,10 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
   std::vector<Tensor> reduced;                            // what the reducer reduces
   const DType low = config_.precision.dtype();
-  for (auto& [name, p] : model_->named_parameters()) {
+  auto named = model_->named_parameters();
+  offload_ = std::make_unique<OptimizerOffload>(
+      config_.offload_optimizer, named.empty() ? Device::cpu() : named.front().second.device());
+  for (auto& [name, p] : named) {
     p.set_name(name);
     if (is_replicated(p)) {
       broadcast_tensor(p, comm_, 0);
@@ -40,9 +43,11 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     z->set_storage_dtype(storage, p.requires_grad());
     z->persistent = p.numel() <= config_.stage3_param_persistence_threshold;
     if (p.requires_grad()) {
-      if (z->dtype != DType::f32 && !z->master.defined()) {
-        MemTagScope tag(MemTag::kOptimState);
-        z->master = z->shard.to(DType::f32);
+      if (offload_->moves()) {
+        offload_->place(*z);  // the fp32 master (and with it the optimizer state) on the host
+      } else if (z->master.defined() ? z->master.device() != z->device : z->dtype != DType::f32) {
+        MemTagScope tag(MemTag::kOptimState);  // (a master an offloading engine left on the host)
+        z->master = z->master.defined() ? z->master.to(z->device) : z->shard.to(DType::f32);
       }
       MemTagScope tag(MemTag::kGradShard);
       z->grad_shard = zeros({z->part.shard_numel}, DType::f32, z->device);
@@ -62,6 +67,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   coordinator_->regather_persistent();
   verify_replicas();
+  if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
+    std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
 }
 
 Engine::~Engine() {
@@ -139,8 +146,12 @@ bool Engine::step() {
   }
 
   // The optimizer updates the fp32 shards; low-precision shards are rounded from them.
+  if (offload_->moves()) {  // the host masters' gradients
+    TimelineSpan span(timeline(), Track::kOptimizer, "offload: gradients to host");
+    offload_->grads_to_host();
+  }
   for (NamedParam& np : params_)
-    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined())
+    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined() && !offload_->moves())
       z->fp32_shard().set_grad(z->grad_shard);
   {
     MemTagScope tag(MemTag::kOptimState);
@@ -152,7 +163,11 @@ bool Engine::step() {
     if (!z->grad_shard.defined()) continue;
     z->fp32_shard().set_grad(Tensor());
     z->grad_shard.zero_();
-    z->shard_from_master();
+    if (!offload_->moves()) z->shard_from_master();
+  }
+  if (offload_->moves()) {  // the shards are written from the host masters
+    TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");
+    offload_->params_to_device();
   }
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
 
@@ -275,8 +290,8 @@ double Engine::lr() const {
 }
 
 MemoryReport Engine::memory_report() const {
-  return zero::memory_report(params_.empty() ? Device::cpu()
-                                             : zero_param(params_[0].param)->device);
+  return zero::memory_report(params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device,
+                             config_.offload_optimizer.enabled());
 }
 
 }  // namespace zt::zero

@@ -6,6 +6,7 @@
 //   zero/coordinator.h  what is gathered: fetch, prefetch along the trace, release
 //   zero/reducer.h      bucketed reduce-scatter of final gradients into the grad shards
 //   zero/loss_scaler.h  fp16 loss scaling
+//   zero/offload.h      offload_optimizer: fp32 masters and optimizer state on the host
 // and the step here: clipping and the optimizer (optim/factory.h) on fp32 shards.
 // Replicated modules get no hooks; buffers are replicated and kept identical on every rank.
 #pragma once
@@ -22,6 +23,7 @@
 #include "zero/coordinator.h"
 #include "zero/loss_scaler.h"
 #include "zero/memory_report.h"
+#include "zero/offload.h"
 #include "zero/param.h"
 #include "zero/reducer.h"
 #include "zero/timeline.h"
@@ -66,7 +68,8 @@ class Engine {
   double loss_scale() const { return scaler_.scale(); }
   /// Global gradient norm before clipping at the last step.
   double last_grad_norm() const { return last_grad_norm_; }
-  /// This rank's model-state bytes (on the parameters' device).
+  /// This rank's model-state bytes (on the parameters' device; with offload_optimizer
+  /// also the optimizer state's host bytes).
   MemoryReport memory_report() const;
   EngineStats stats() const;
   const Trace& trace() const { return coordinator_->trace(); }
@@ -83,8 +86,9 @@ class Engine {
   /// Writes the timeline now if it was not written yet (collective; every rank calls it,
   /// e.g. at the end of a run shorter than the traced steps). No-op without a timeline.
   void write_timeline();
-  /// The timeline being recorded (null when none or once written): apps add spans with
-  /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "save").
+  /// The timeline being recorded (null when none or once written). save_checkpoint and
+  /// load_checkpoint record their spans on Track::kCheckpoint; apps may add their own with
+  /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "export").
   Timeline* timeline() { return timeline_ && !timeline_written_ ? timeline_.get() : nullptr; }
 
   nn::Module& module() { return *model_; }
@@ -120,6 +124,7 @@ class Engine {
   std::vector<std::pair<std::string, Tensor>> replicas_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::unique_ptr<optim::Optimizer> optimizer_;
+  std::unique_ptr<OptimizerOffload> offload_;
   std::unique_ptr<GradReducer> reducer_;
   std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<Timeline> timeline_;

@@ -15,7 +15,11 @@ std::string MemoryPlan::json() const {
   os << "{\"world\":" << world << ",\"param_shard\":" << param_shard
      << ",\"grad_shard\":" << grad_shard << ",\"optim_state\":" << optim_state
      << ",\"model_state\":" << model_state() << ",\"gathered_peak\":" << gathered_peak
-     << ",\"replicated\":" << replicated << "}";
+     << ",\"replicated\":" << replicated;
+  if (optim_state_host > 0)
+    os << ",\"optim_state_host\":" << optim_state_host
+       << ",\"grad_shard_host\":" << grad_shard_host;
+  os << "}";
   return os.str();
 }
 
@@ -49,7 +53,12 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
       plan.param_shard += part.shard_numel * esize;
       if (p.requires_grad()) {
         plan.grad_shard += part.shard_numel * 4;
-        plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
+        if (config.offload_optimizer.enabled() && !p.device().is_cpu()) {
+          plan.optim_state_host += part.shard_numel * 4 * (optimizer_states + 1);
+          plan.grad_shard_host += part.shard_numel * 4;
+        } else {
+          plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
+        }
       }
       if (numel <= config.stage3_param_persistence_threshold) {
         persistent += numel * esize;

@@ -11,7 +11,10 @@
 //                  persistent parameters (gathered all the time); with
 //                  stage3_max_reuse_distance > 0 forward keeps every module gathered for
 //                  its backward, so the bound is the whole model;
-//   replicated     replicated parameters and buffers, in full on every rank.
+//   replicated     replicated parameters and buffers, in full on every rank;
+//   offload        with offload_optimizer and parameters on a GPU, the optimizer state
+//                  (always with an fp32 master: 4 + 8 B/element for AdamW) and an fp32
+//                  gradient buffer move to host memory: optim_state_host, grad_shard_host.
 // zt-bench plan prints it next to a short run's measured zero::MemoryReport.
 #pragma once
 
@@ -31,6 +34,8 @@ struct MemoryPlan {
   int64_t param_shard = 0, grad_shard = 0, optim_state = 0;
   int64_t gathered_peak = 0;
   int64_t replicated = 0;  // replicated parameters and buffers, full size
+  /// offload_optimizer off the CPU: host bytes (optim_state is then 0 on the device).
+  int64_t optim_state_host = 0, grad_shard_host = 0;
   /// param + grad + optimizer shards (MemoryReport::model_state()).
   int64_t model_state() const { return param_shard + grad_shard + optim_state; }
   std::string json() const;

@@ -15,11 +15,15 @@ std::string MemoryReport::json() const {
      << ",\"peak\":{";
   for (int t = 0; t < kNumMemTags; ++t)
     os << "\"" << mem_tag_name(static_cast<MemTag>(t)) << "\":" << peaks[t] << ",";
-  os << "\"total\":" << total_peak << "}}";
+  os << "\"total\":" << total_peak << "}";
+  if (optim_offloaded)
+    os << ",\"optim_state_device\":\"cpu\",\"optim_state_host\":" << optim_state_host
+       << ",\"grad_shard_host\":" << grad_shard_host;
+  os << "}";
   return os.str();
 }
 
-MemoryReport memory_report(Device d) {
+MemoryReport memory_report(Device d, bool optim_offloaded) {
   MemoryCounters c = memory_stats(d);
   MemoryReport r;
   r.param_shard = c.cur(MemTag::kParamShard);
@@ -32,6 +36,12 @@ MemoryReport memory_report(Device d) {
   r.comm_buffer_peak = c.pk(MemTag::kCommBuffer);
   r.peaks = c.peak;
   r.total_peak = c.total_peak;
+  if (optim_offloaded) {
+    MemoryCounters host = d.is_cpu() ? c : memory_stats(Device::cpu());
+    r.optim_offloaded = true;
+    r.optim_state_host = host.cur(MemTag::kOptimState);
+    r.grad_shard_host = d.is_cpu() ? 0 : host.cur(MemTag::kGradShard);
+  }
   return r;
 }
 

@@ -23,12 +23,17 @@ struct MemoryReport {
   /// the last reset_peak_memory(): what memory.limit must hold.
   std::array<int64_t, kNumMemTags> peaks{};
   int64_t total_peak = 0;
+  /// offload_optimizer: the optimizer state lives on the host; its bytes there (fp32
+  /// masters and moments) and the host gradient buffers (0 when training on the cpu).
+  bool optim_offloaded = false;
+  int64_t optim_state_host = 0, grad_shard_host = 0;
   /// param + grad + optimizer shards.
   int64_t model_state() const { return param_shard + grad_shard + optim_state; }
   std::string json() const;
 };
 
-/// The report for device `d` from this thread's memory ledger.
-MemoryReport memory_report(Device d);
+/// The report for device `d` from this thread's memory ledger; with `optim_offloaded`
+/// it also reads the optimizer state's (and, off the CPU, the gradient buffers') host bytes.
+MemoryReport memory_report(Device d, bool optim_offloaded = false);
 
 }  // namespace zt::zero

@@ -33,7 +33,8 @@ struct ZeroParam : TensorExtra {
   DType dtype = DType::f32;  // storage dtype: the parameter's, its shard's, its gathers'
   Device device;
   Tensor shard;       // [shard_numel] this rank's slice, padded with zeros
-  Tensor master;      // fp32 [shard_numel] kept apart when dtype is not f32 (else undefined)
+  Tensor master;      // fp32 [shard_numel] kept apart when dtype is not f32 or the optimizer
+                      // is offloaded (then in host memory, zero/offload.h); else undefined
   Tensor grad_shard;  // fp32 [shard_numel] while an engine trains it (else undefined)
   ParamStatus status = ParamStatus::kNotAvailable;
   Tensor gathered;                      // full storage while AVAILABLE

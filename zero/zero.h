@@ -9,6 +9,7 @@
 #include "zero/gathered.h"
 #include "zero/load.h"
 #include "zero/memory_report.h"
+#include "zero/offload.h"
 #include "zero/param.h"
 #include "zero/partition.h"
 #include "zero/replicas.h"

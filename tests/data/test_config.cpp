@@ -283,6 +283,24 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: zero_optimization.offload_param: not supported by zt (parameters stay on the "
       "training device)"}},
+    {"offload_optimizer_nvme",
+     "zero_optimization:\n  offload_optimizer:\n    device: nvme\n",
+     {},
+     {"bad.yaml:3: zero_optimization.offload_optimizer.device: device: nvme is not supported by "
+      "zt (optimizer state offloads to host memory only); use device: cpu"}},
+    {"offload_optimizer_device",
+     "zero_optimization:\n  offload_optimizer: {device: gpu}\n",
+     {},
+     {"zero_optimization.offload_optimizer.device: unknown offload device 'gpu'; use cpu or none"}},
+    {"offload_optimizer_unknown",
+     "zero_optimization:\n  offload_optimizer:\n    device: cpu\n    pin_memroy: true\n",
+     {},
+     {"bad.yaml:4: zero_optimization.offload_optimizer.pin_memroy: unknown key; did you mean "
+      "'zero_optimization.offload_optimizer.pin_memory'?"}},
+    {"offload_optimizer_ratio",
+     "zero_optimization:\n  offload_optimizer: {device: cpu, ratio: 0.5}\n",
+     {},
+     {"zero_optimization.offload_optimizer.ratio: partial offload is not supported by zt"}},
     {"bf16_unknown",
      "bf16:\n  enable: true\n",
      {},
@@ -392,6 +410,32 @@ TEST(Config, MixedPrecisionSectionsReachTheEngineConfig) {
       parse_yaml("train:\n  gradient_clipping: 0.5\n  gradient_accumulation_steps: 3\n"));
   EXPECT_DOUBLE_EQ(t.zero.gradient_clipping, 0.5);
   EXPECT_EQ(t.zero.gradient_accumulation_steps, 3);
+}
+
+TEST(Config, OffloadOptimizerReachesTheEngineConfig) {
+  AppConfig off = parse_app_config(parse_yaml("train:\n  steps: 2\n"));
+  EXPECT_FALSE(off.zero.offload_optimizer.enabled());
+  AppConfig none = parse_app_config(
+      parse_yaml("zero_optimization:\n  offload_optimizer: {device: none, pin_memory: true}\n"));
+  EXPECT_FALSE(none.zero.offload_optimizer.enabled());
+  AppConfig cpu = parse_app_config(parse_yaml(
+      "zero_optimization:\n  offload_optimizer:\n    device: cpu\n    pin_memory: true\n"));
+  EXPECT_TRUE(cpu.zero.offload_optimizer.enabled());
+  EXPECT_EQ(cpu.zero.offload_optimizer.device, zero::OffloadDevice::kCpu);
+  EXPECT_TRUE(cpu.zero.offload_optimizer.pin_memory);
+  EXPECT_TRUE(cpu.warnings.empty());
+  AppConfig pageable =
+      parse_app_config(parse_yaml("zero_optimization:\n  offload_optimizer: {device: cpu}\n"));
+  EXPECT_TRUE(pageable.zero.offload_optimizer.enabled());
+  EXPECT_FALSE(pageable.zero.offload_optimizer.pin_memory);
+  // DeepSpeed's NVMe tuning keys are accepted with a located note.
+  AppConfig nvme_keys = parse_app_config(parse_yaml(
+      "zero_optimization:\n  offload_optimizer: {device: cpu, buffer_count: 4}\n", "o.yaml"));
+  ASSERT_EQ(nvme_keys.warnings.size(), 1u);
+  EXPECT_NE(nvme_keys.warnings[0].find(
+                "o.yaml:2: zero_optimization.offload_optimizer.buffer_count: has no effect"),
+            std::string::npos)
+      << nvme_keys.warnings[0];
 }
 
 TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {

@@ -102,6 +102,30 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
       << msg;
 }
 
+TEST(DeepSpeed, OffloadOptimizerToCpu) {
+  const AppConfig c = with_deepspeed("offload", R"({
+  "train_micro_batch_size_per_gpu": 2,
+  "zero_force_ds_cpu_optimizer": true,
+  "zero_optimization": {
+    "stage": 3,
+    "offload_optimizer": {"device": "cpu", "pin_memory": true},
+    "offload_param": {"device": "none"}
+  }
+})");
+  EXPECT_TRUE(c.zero.offload_optimizer.enabled());
+  EXPECT_EQ(c.zero.offload_optimizer.device, zero::OffloadDevice::kCpu);
+  EXPECT_TRUE(c.zero.offload_optimizer.pin_memory);
+  // Without the section, or with device none, the state stays on the training device.
+  EXPECT_FALSE(with_deepspeed("zero3_none", kZero3).zero.offload_optimizer.enabled());
+  // Parameter offload is still not implemented.
+  const std::string msg = error_of([] {
+    with_deepspeed("offload_param",
+                   R"({"zero_optimization": {"offload_param": {"device": "cpu"}}})");
+  });
+  EXPECT_NE(msg.find("zero_optimization.offload_param: not supported by zt"), std::string::npos)
+      << msg;
+}
+
 TEST(DeepSpeed, OptimizersAndSchedulers) {
   // DeepSpeed's "Adam" is AdamW unless adam_w_mode is false.
   EXPECT_EQ(with_deepspeed("adam", R"({"optimizer": {"type": "Adam", "params": {"lr": 1e-3}}})")
@@ -177,10 +201,16 @@ const std::vector<BadCase> kBad = {
      R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
      "",
      {"ds_config.json:1: zero_optimization.offload_param: not supported by zt"}},
-    {"offload_cpu",
-     "{\n\"zero_optimization\": {\n\"offload_optimizer\": {\"device\": \"cpu\"}}}",
+    {"offload_optimizer_nvme",
+     "{\n\"zero_optimization\": {\n\"offload_optimizer\": {\"device\": \"nvme\", "
+     "\"nvme_path\": \"/local_nvme\"}}}",
      "",
-     {"ds_config.json:3: zero_optimization.offload_optimizer: not supported by zt"}},
+     {"ds_config.json:3: zero_optimization.offload_optimizer.device: device: nvme is not "
+      "supported by zt (optimizer state offloads to host memory only)"}},
+    {"offload_optimizer_unknown",
+     "{\"zero_optimization\": {\"offload_optimizer\": {\"device\": \"cpu\", \"pinned\": true}}}",
+     "",
+     {"zero_optimization.offload_optimizer.pinned: unknown key"}},
     {"zeropp",
      "{\"zero_optimization\": {\"zero_quantized_weights\": true}}",
      "",
