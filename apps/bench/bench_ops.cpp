@@ -8,7 +8,7 @@
 //               element forward and 10 backward, and also report gbps, the bytes of the
 //               tensors read and written once per pass over the fwd_bwd time.
 // Options: --threads N (kernel and BLAS threads), --device cpu|cuda, --reps, --dtype,
-// --filter SUBSTRING (only ops whose name contains it).
+// --filter SUBSTRING (only cases whose "op shape" contains it, e.g. "conv2d 32x128").
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -182,7 +182,7 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--reps", reps, "timed repetitions per case (median reported)");
-  app.add_option("--filter", filter, "only ops whose name contains this");
+  app.add_option("--filter", filter, "only cases whose \"op shape\" contains this");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
            std::max(threads, 1)};
@@ -193,6 +193,6 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   }
   zt::set_num_threads(st.threads);
   for (const Case& c : make_cases(st))
-    if (filter.empty() || c.op.find(filter) != std::string::npos) run_case(c, st);
+    if (filter.empty() || (c.op + " " + c.shape).find(filter) != std::string::npos) run_case(c, st);
   return 0;
 }
