@@ -1,0 +1,227 @@
+// Loading sharded checkpoints: every rank reads and validates what it needs (re-slicing
+// shards when the world size changed) before anything changes, the ranks agree, then the
+// engine is written. Also verify_checkpoint, the same file checks without an engine.
+#include <algorithm>
+#include <map>
+
+#include "nn/safetensors.h"
+#include "zero/checkpoint.h"
+#include "zero/checkpoint_meta.h"
+
+namespace zt::zero {
+
+using namespace ckpt;
+
+namespace {
+
+// ---- old rank files, opened once, verified against meta.json
+
+class ShardFiles {
+ public:
+  ShardFiles(fs::path dir, const json& meta) : dir_(std::move(dir)), meta_(meta) {}
+
+  // The file of old rank j: exists, parses, and matches the digest recorded at save.
+  const nn::SafetensorsFile& file(int j) {
+    auto it = open_.find(j);
+    if (it != open_.end()) return *it->second;
+    std::string name = rank_file(j);
+    auto f = open_verified(dir_, name, meta_);
+    return *open_.emplace(j, std::move(f)).first->second;
+  }
+  // Old rank j's tensor `key`, checked to be [n] (zero-copy view).
+  Tensor shard(int j, const std::string& key, int64_t n) {
+    const nn::SafetensorsFile& f = file(j);
+    ZT_CHECK(f.contains(key), "'", f.path(), "' has no tensor '", key, "'");
+    ZT_CHECK(f.info(key).shape == Shape{n}, "'", f.path(), "': tensor '", key, "' has shape ",
+             shape_str(f.info(key).shape), ", the layout in ", kMetaFile, " says [", n, "]");
+    return f.view(key);
+  }
+
+  static std::unique_ptr<nn::SafetensorsFile> open_verified(const fs::path& dir,
+                                                            const std::string& name,
+                                                            const json& meta) {
+    fs::path p = dir / name;
+    ZT_CHECK(fs::exists(p), "checkpoint '", dir.string(), "' is missing ", name,
+             " (deleted, or copied incompletely); it cannot be loaded");
+    auto f = std::make_unique<nn::SafetensorsFile>(p.string());
+    const json& files = meta.at("files");
+    ZT_CHECK(files.contains(name), "'", (dir / kMetaFile).string(), "' lists no digest for ", name);
+    NamedTensors all;
+    for (const std::string& k : f->keys()) all.emplace_back(k, f->view(k));
+    std::string want = files.at(name).get<std::string>(), got = hex64(digest(std::move(all)));
+    ZT_CHECK(got == want, "'", p.string(), "' is corrupt: its contents hash to ", got, " but ",
+             kMetaFile, " recorded ", want, " at save time");
+    return f;
+  }
+
+ private:
+  fs::path dir_;
+  const json& meta_;
+  std::map<int, std::unique_ptr<nn::SafetensorsFile>> open_;
+};
+
+// This rank's shard under `now` of the flat tensor saved as `key` under `old`: element i of
+// the full parameter lives in old rank i / s_old at offset i % s_old. Padding stays zero,
+// as it is in training (padded gradients are zero, so moments and masters stay zero too).
+Tensor reslice(ShardFiles& files, const std::string& key, const Partition& old,
+               const Partition& now, int rank, DType dtype) {
+  Tensor out = zeros({now.shard_numel}, dtype);
+  int64_t begin = now.shard_offset(rank), end = begin + now.shard_valid(rank);
+  for (int j = 0; j < old.world && begin < end; ++j) {
+    int64_t ob = old.shard_offset(j), oe = ob + old.shard_valid(j);
+    int64_t lo = std::max(begin, ob), hi = std::min(end, oe);
+    if (lo >= hi) continue;
+    Tensor src = files.shard(j, key, old.shard_numel);
+    ZT_CHECK(src.dtype() == dtype, "'", files.file(j).path(), "': tensor '", key, "' is ",
+             dtype_name(src.dtype()), ", expected ", dtype_name(dtype));
+    out.narrow(0, lo - begin, hi - lo).copy_(src.narrow(0, lo - ob, hi - lo));
+  }
+  return out;
+}
+
+// Everything a load will write, read and checked before the engine is touched.
+struct Staged {
+  std::vector<Tensor> shards, masters;  // per engine.partitioned(); masters undefined if none
+  std::vector<Tensor> replicas;         // per engine.replicated()
+  std::vector<Tensor> buffers;          // per module().named_buffers()
+  optim::NamedTensors optim;
+  CheckpointExtra extra;
+};
+
+Staged stage(Engine& e, const fs::path& dir) {
+  json meta = read_meta(dir);
+  std::string meta_path = (dir / kMetaFile).string();
+  Staged st;
+  try {
+    std::string diff = first_difference(meta.at("tensors"), describe(e));
+    ZT_CHECK(diff.empty(), "checkpoint '", dir.string(),
+             "' was saved from a different model (another model config?): ", diff);
+
+    const int rank = e.comm().rank(), W = meta.at("world_size").get<int>();
+    ZT_CHECK(W >= 1, "'", meta_path, "': world_size must be >= 1, got ", W);
+    ShardFiles files(dir, meta);
+    std::map<std::string, const json*> layout;
+    for (const json& t : meta.at("tensors"))
+      if (t.at("kind") == "partitioned") layout[t.at("name").get<std::string>()] = &t;
+
+    std::map<std::string, std::pair<Partition, Partition>> parts;  // name -> (old, now)
+    for (const auto& mp : e.partitioned()) {
+      const ZeroParam* z = zero_param(mp.param);
+      const json& t = *layout.at(mp.name);
+      Partition old = make_partition(z->part.numel, W);
+      ZT_CHECK(t.at("shard_numel").get<int64_t>() == old.shard_numel, "'", meta_path, "': '",
+               mp.name, "' has shard_numel ", t.at("shard_numel").get<int64_t>(), ", expected ",
+               old.shard_numel, " for ", z->part.numel, " elements over ", W, " ranks");
+      parts[mp.name] = {old, z->part};
+      st.shards.push_back(reslice(files, "param/" + mp.name, old, z->part, rank, z->dtype));
+      Tensor master;
+      if (separate_master(mp))
+        master = t.value("master", false)
+                     ? reslice(files, "master/" + mp.name, old, z->part, rank, DType::f32)
+                     : st.shards.back().to(DType::f32);
+      st.masters.push_back(master);
+    }
+
+    // Optimizer state of partitioned parameters: the keys of one old rank file (all hold
+    // the same keys), each moment re-sliced like its parameter.
+    const nn::SafetensorsFile& any = files.file(std::min(rank, W - 1));
+    for (const std::string& k : any.keys()) {
+      if (k.rfind("optim/", 0) != 0) continue;
+      std::string key = k.substr(6), owner = state_owner(key);
+      auto it = parts.find(owner);
+      ZT_CHECK(it != parts.end(), "'", any.path(), "': optimizer state '", key,
+               "' belongs to no partitioned parameter of this model");
+      if (key == owner + ".step") {
+        st.optim.emplace_back(key, any.get(k));
+      } else {
+        auto [old, now] = it->second;
+        st.optim.emplace_back(key, reslice(files, k, old, now, rank, any.info(k).dtype));
+      }
+    }
+
+    // Replicated parameters, buffers and their optimizer state: every rank reads the same
+    // file (one filesystem); verify_replicas() proves they agree afterwards.
+    auto rep = ShardFiles::open_verified(dir, kReplicatedFile, meta);
+    auto get = [&](const std::string& key, const Tensor& like) {
+      ZT_CHECK(rep->contains(key), "'", rep->path(), "' has no tensor '", key, "'");
+      const nn::SafetensorsInfo& inf = rep->info(key);
+      ZT_CHECK(inf.shape == like.sizes() && inf.dtype == like.dtype(), "'", rep->path(),
+               "': tensor '", key, "' is ", dtype_name(inf.dtype), " ", shape_str(inf.shape),
+               ", this model has ", dtype_name(like.dtype()), " ", shape_str(like.sizes()));
+      return rep->get(key);
+    };
+    for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
+    for (const auto& [n, b] : e.module().named_buffers())
+      st.buffers.push_back(get("buffer/" + n, b));
+    for (const std::string& k : rep->keys()) {
+      if (k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
+      if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
+    }
+    st.optim.emplace_back("step",
+                          scalar_tensor(meta.at("optimizer_step").get<double>(), DType::i64));
+
+    st.extra.step = meta.at("step").get<int64_t>();
+    st.extra.config_yaml = meta.at("config_yaml").get<std::string>();
+    st.extra.loader_epoch = meta.at("loader").at("epoch").get<int64_t>();
+    st.extra.loader_position = meta.at("loader").at("position").get<int64_t>();
+    st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
+    st.extra.dir = dir.string();
+    st.extra.saved_world_size = W;
+  } catch (const json::exception& ex) {
+    ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
+  }
+  return st;
+}
+
+}  // namespace
+
+void verify_checkpoint(const std::string& dir) {
+  const json meta = read_meta(dir);
+  try {
+    for (const auto& [name, want] : meta.at("files").items())
+      (void)ShardFiles::open_verified(dir, name, meta);
+    ZT_CHECK(meta.at("files").contains(kReplicatedFile), "'", (fs::path(dir) / kMetaFile).string(),
+             "' lists no ", kReplicatedFile);
+  } catch (const json::exception& ex) {
+    ZT_FAIL("'", (fs::path(dir) / kMetaFile).string(), "' is malformed: ", ex.what());
+  }
+}
+
+CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) {
+  comm::Communicator& comm = engine.comm();
+  const std::string what = "load_checkpoint('" + dir_or_root + "')";
+  TimelineSpan span(engine.timeline(), Track::kCheckpoint, "load " + dir_or_root);
+  autograd::NoGradGuard ng;
+
+  // 1. Read and validate everything; nothing in the engine changes yet.
+  Staged st;
+  agree(comm, what, capture([&] { st = stage(engine, find_checkpoint(dir_or_root)); }));
+
+  // 2. The optimizer checks keys and shapes before it changes anything; ranks that
+  // succeeded roll back if another rank failed.
+  optim::NamedTensors before;
+  for (const auto& [k, t] : engine.optimizer().state_dict()) before.emplace_back(k, t.clone());
+  std::string err = capture([&] { engine.optimizer().load_state_dict(st.optim); });
+  std::string all = capture([&] { agree(comm, what, err); });
+  if (!all.empty()) {
+    if (err.empty()) engine.optimizer().load_state_dict(before);
+    throw Error(all + "\n  (was the checkpoint saved with the same optimizer?)");
+  }
+
+  // 3. Apply. Master shards first; refresh_from_master() rewrites low-precision shards.
+  const auto& ps = engine.partitioned();
+  for (size_t i = 0; i < ps.size(); ++i) {
+    zero_param(ps[i].param)->shard.copy_(st.shards[i]);
+    if (st.masters[i].defined()) zero_param(ps[i].param)->master.copy_(st.masters[i]);
+  }
+  const auto& reps = engine.replicated();
+  for (size_t i = 0; i < reps.size(); ++i) reps[i].second.copy_(st.replicas[i]);
+  auto buffers = engine.module().named_buffers();
+  for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(st.buffers[i]);
+  engine.set_global_step(st.extra.step);
+  engine.refresh_from_master();
+  engine.verify_replicas();
+  return st.extra;
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,103 @@
+// The model description and digests of meta.json, and the all-ranks error exchange.
+#include "zero/checkpoint_meta.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "zero/param.h"
+
+namespace zt::zero::ckpt {
+
+void agree(comm::Communicator& comm, const std::string& what, const std::string& mine) {
+  std::vector<std::string> all = comm.all_gather_bytes(mine);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty())
+      throw Error(what + " failed" + (all.size() > 1 ? " on rank " + std::to_string(r) : "") +
+                  ": " + all[r]);
+}
+
+uint64_t digest(NamedTensors tensors) {
+  std::sort(tensors.begin(), tensors.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  uint64_t h = kFnvOffset;
+  for (const auto& [name, t] : tensors) {
+    const uint64_t th = tensor_hash(t);
+    h = fnv1a(name.data(), name.size() + 1, h);
+    h = fnv1a(&th, sizeof th, h);
+  }
+  return h;
+}
+
+Tensor host(const Tensor& t) {
+  return t.device().is_cpu() ? t.detach() : t.detach().to(Device::cpu());
+}
+
+bool separate_master(const Engine::NamedParam& mp) {
+  return zero_param(mp.param)->master.defined();
+}
+
+std::string state_owner(const std::string& key) {
+  size_t dot = key.rfind('.');
+  ZT_CHECK(dot != std::string::npos && dot > 0, "optimizer state key '", key,
+           "' is not of the form <param>.<slot>");
+  return key.substr(0, dot);
+}
+
+json describe(Engine& e) {
+  json out = json::array();
+  for (const auto& mp : e.partitioned()) {
+    const ZeroParam* z = zero_param(mp.param);
+    out.push_back({{"name", mp.name},
+                   {"kind", "partitioned"},
+                   {"dtype", dtype_name(z->dtype)},
+                   {"shape", z->shape},
+                   {"numel", z->part.numel},
+                   {"shard_numel", z->part.shard_numel},
+                   {"world", z->part.world},
+                   {"trainable", z->grad_shard.defined()},
+                   {"master", separate_master(mp)}});
+  }
+  for (const auto& [n, p] : e.replicated())
+    out.push_back({{"name", n},
+                   {"kind", "replicated"},
+                   {"dtype", dtype_name(p.dtype())},
+                   {"shape", p.sizes()},
+                   {"trainable", p.requires_grad()}});
+  for (const auto& [n, b] : e.module().named_buffers())
+    out.push_back(
+        {{"name", n}, {"kind", "buffer"}, {"dtype", dtype_name(b.dtype())}, {"shape", b.sizes()}});
+  return out;
+}
+
+namespace {
+
+std::string desc_str(const json& d) {
+  return d.at("kind").get<std::string>() + " " + d.at("dtype").get<std::string>() + " " +
+         shape_str(d.at("shape").get<Shape>());
+}
+
+}  // namespace
+
+std::string first_difference(const json& saved, const json& mine) {
+  std::map<std::string, const json*> by_name;
+  for (const json& d : saved) by_name[d.at("name").get<std::string>()] = &d;
+  std::set<std::string> seen;
+  for (const json& d : mine) {
+    std::string name = d.at("name").get<std::string>();
+    seen.insert(name);
+    auto it = by_name.find(name);
+    if (it == by_name.end())
+      return "'" + name + "' (" + desc_str(d) + ") is in this model but not in the checkpoint";
+    if (desc_str(*it->second) != desc_str(d))
+      return "'" + name + "' is " + desc_str(*it->second) + " in the checkpoint but " +
+             desc_str(d) + " in this model";
+  }
+  for (const json& d : saved)
+    if (!seen.count(d.at("name").get<std::string>()))
+      return "'" + d.at("name").get<std::string>() + "' (" + desc_str(d) +
+             ") is in the checkpoint but not in this model";
+  return "";
+}
+
+}  // namespace zt::zero::ckpt
