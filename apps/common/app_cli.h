@@ -101,6 +101,24 @@ struct AppCommands {
 
   /// add_common_args with this app's example config.
   void add(CLI::App* sub, CommonArgs& c) const { add_common_args(sub, c, example); }
+  /// The `plan` subcommand of a training app (apps/common/plan.h): the shared and
+  /// device arguments into `c`, --steps into `steps`.
+  CLI::App* add_plan(CLI::App& app, CommonArgs& c, int& steps) const {
+    CLI::App* plan = app.add_subcommand(
+        "plan", "predicted and measured training memory per rank for the config (writes nothing)");
+    add(plan, c);
+    add_device_arg(plan, c);
+    plan->add_option("--steps", steps, "measured steps after the traced one")
+        ->check(CLI::PositiveNumber);
+    return plan;
+  }
+  /// What main() returns for an error that escaped a command: "<app>: error: ..." on
+  /// stderr (after whatever stdout holds), exit status 1.
+  int fail(const std::exception& e) const {
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    return 1;
+  }
   /// run_on_ranks for this app.
   int run(const CommonArgs& c, const std::string& command,
           const std::vector<std::string>& extra_sets,

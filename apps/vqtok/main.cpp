@@ -107,13 +107,8 @@ int main(int argc, char** argv) {
                   "(Emu3VQVAE's, with config.json beside --out)")
       ->check(CLI::IsMember({"baai", "transformers"}));
 
-  CLI::App* plan = app.add_subcommand(
-      "plan", "predicted and measured training memory per rank for the config (writes nothing)");
-  kCli.add(plan, plan_c);
-  app::add_device_arg(plan, plan_c);
   int plan_steps = 2;
-  plan->add_option("--steps", plan_steps, "measured steps after the traced one")
-      ->check(CLI::PositiveNumber);
+  CLI::App* plan = kCli.add_plan(app, plan_c, plan_steps);
 
   app::tidy_defaults(app);
   if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
@@ -176,9 +171,7 @@ int main(int argc, char** argv) {
                       });
     }
   } catch (const std::exception& e) {
-    std::fflush(stdout);
-    std::fprintf(stderr, "vqtok: error: %s\n", e.what());
-    return 1;
+    return kCli.fail(e);
   }
   return 0;
 }
