@@ -43,7 +43,7 @@ std::vector<int64_t> nearest_indices(int64_t in, int64_t out) {
 // The source index tables of a nearest resize (planes, D, H, W) -> (planes, Do, Ho, Wo).
 struct NearestPlan {
   int64_t planes, in_plane, out_plane;
-  const Shape &in, &out;
+  Shape in, out;
   std::vector<int64_t> d, h, w;
   NearestPlan(int64_t planes_, const Shape& in_, const Shape& out_)
       : planes(planes_),
@@ -57,6 +57,38 @@ struct NearestPlan {
   // The first input element of output row (od, oh) in a plane.
   int64_t in_row(int64_t od, int64_t oh) const { return (d[od] * in[1] + h[oh]) * in[2]; }
 };
+
+// o[r] = index of the first max (kMax) or min of row r of x (rows, n) under strict
+// comparisons: a NaN never replaces the best so far, and a NaN first stays. Blocks of
+// kBlock elements are first tested as a whole (one vectorizable pass) and scanned one
+// by one only when some element beats the best so far, which gives the same answer.
+template <bool kMax, typename T>
+void first_extreme(int64_t* o, const T* x, int64_t rows, int64_t n) {
+  using A = acc_t<T>;
+  constexpr int64_t kBlock = 16;
+  auto beats = [](A v, A best) { return kMax ? v > best : v < best; };
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* row = x + r * n;
+    A bv = A(row[0]);
+    int64_t best = 0;
+    auto scan = [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        if (beats(A(row[i]), bv)) {
+          bv = A(row[i]);
+          best = i;
+        }
+      }
+    };
+    int64_t i = 1;
+    for (; i + kBlock <= n; i += kBlock) {
+      bool any = false;
+      for (int64_t k = 0; k < kBlock; ++k) any |= beats(A(row[i + k]), bv);
+      if (any) scan(i, i + kBlock);
+    }
+    scan(i, n);
+    o[r] = best;
+  }
+}
 
 }  // namespace
 
@@ -158,17 +190,12 @@ void arg_extreme(const Tensor& out, const Tensor& x, int64_t rows, int64_t n, bo
   ZT_CHECK(out.dtype() == DType::i64, "argmax/argmin: output must be i64");
   if (rows == 0) return;
   ZT_CHECK(n > 0, "argmax/argmin over an empty dimension");
-  int64_t* o = out.data<int64_t>();
   dispatch_all(x.dtype(), [&]<typename T>() {
     const T* px = static_cast<const T*>(x.data_ptr());
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = px + r * n;
-      int64_t best = 0;
-      for (int64_t i = 1; i < n; ++i) {
-        const bool better = want_max ? (row[i] > row[best]) : (row[i] < row[best]);
-        if (better) best = i;
-      }
-      o[r] = best;
+    if (want_max) {
+      first_extreme<true>(out.data<int64_t>(), px, rows, n);
+    } else {
+      first_extreme<false>(out.data<int64_t>(), px, rows, n);
     }
   });
 }
