@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/kernels.h"
@@ -87,4 +88,18 @@ TEST(KernelTable, ArgExtremeSkipsNaNsUnlessFirst) {
   EXPECT_TRUE(values_are(out, {0, 2, 0}));  // NaN first stays; ties keep the first
   cpu::arg_extreme(out, x, 3, 3, false);
   EXPECT_TRUE(values_are(out, {0, 0, 2}));
+  // Rows longer than the kernel's blocks of 16: NaNs, ties and the extremes spread over
+  // several blocks and the tail; row 1 starts with a NaN.
+  std::vector<double> v(2 * 40);
+  for (int64_t i = 0; i < 40; ++i) v[i] = v[40 + i] = static_cast<double>(i % 7);
+  for (int64_t i : {5, 20, 39}) v[i] = nan;
+  v[23] = v[31] = 9;   // first max at 23
+  v[17] = v[38] = -1;  // first min at 17
+  v[40] = nan;
+  Tensor long_rows = from_vector(v, {2, 40}, DType::bf16);
+  Tensor out2 = Tensor::empty({2}, DType::i64);
+  cpu::arg_extreme(out2, long_rows, 2, 40, true);
+  EXPECT_TRUE(values_are(out2, {23, 0}));
+  cpu::arg_extreme(out2, long_rows, 2, 40, false);
+  EXPECT_TRUE(values_are(out2, {17, 0}));
 }
