@@ -146,7 +146,9 @@ decltype(auto) dispatch_index(DType t, const char* op, Fn&& fn) {
   }
 }
 
-/// Accumulation type: double for f64, float for every other floating type.
+/// Accumulation type, on the CPU and in CUDA code alike (device 16-bit types take the
+/// default): double for f64, float for every other floating type, int64 for integers,
+/// int for bool (so comparisons and sums of masks do integer arithmetic).
 template <typename T>
 struct acc_type {
   using type = float;
@@ -162,6 +164,10 @@ struct acc_type<int64_t> {
 template <>
 struct acc_type<int32_t> {
   using type = int64_t;
+};
+template <>
+struct acc_type<bool> {
+  using type = int;
 };
 template <typename T>
 using acc_t = typename acc_type<T>::type;

@@ -17,7 +17,7 @@
 // the weight gradient is reduced from per-group partial sums. Mixing OpenMP workers
 // with BLAS's own thread pool instead oversubscribes the cores (measured 10-30x
 // slower on 2 cores), so the two are never active at once.
-#include "core/cpu/conv.h"
+#include "core/kernels.h"
 
 #include <algorithm>
 #include <cstdlib>

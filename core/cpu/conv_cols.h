@@ -15,13 +15,13 @@
 // "wrap" columns (ow >= Wo) whose results are garbage: the forward output drops them,
 // and the backward pass zeroes the output gradient there, which makes their weight-
 // gradient terms and input-gradient contributions exactly zero.
-// Legend as in conv.h: m samples in the chunk, K = C*kd*kh*kw, L = Do*Ho*Wo,
-// Q = ((Do - 1)*hp + Ho)*wp >= L columns per sample.
+// Legend as in ConvGeometry (core/kernels.h): m samples in the chunk, K = C*kd*kh*kw,
+// L = Do*Ho*Wo, Q = ((Do - 1)*hp + Ho)*wp >= L columns per sample.
 #pragma once
 
 #include <cstdint>
 
-#include "core/cpu/conv.h"
+#include "core/kernels.h"
 
 namespace zt::cpu {
 

@@ -202,7 +202,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   auto l = make_loop<3>(out.sizes(), {out.strides(), a.strides(), b.strides()});
   if (is_compare(op)) {
     dispatch_all(a.dtype(), [&]<typename T>() {
-      using A = std::conditional_t<std::is_same_v<T, bool>, int, acc_t<T>>;
+      using A = acc_t<T>;
       bool* o = out.data<bool>();
       const T* pa = static_cast<const T*>(a.data_ptr());
       const T* pb = static_cast<const T*>(b.data_ptr());

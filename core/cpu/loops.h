@@ -2,6 +2,7 @@
 // merged, then the innermost run is handed to a callback with per-operand strides.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 
@@ -10,10 +11,16 @@
 
 namespace zt::cpu {
 
+/// Grain for parallel_for (items per chunk) so one chunk covers about 32K elements of
+/// work, given the elements each item touches.
+inline int64_t grain_for(int64_t work_per_item) {
+  return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1));
+}
+
 template <size_t N>
 struct Loop {
-  Shape sizes;                           // coalesced sizes, innermost last
-  std::array<Shape, N> strides;          // per operand, in elements
+  Shape sizes;                   // coalesced sizes, innermost last
+  std::array<Shape, N> strides;  // per operand, in elements
 };
 
 /// Coalesces `sizes` with each operand's strides.
@@ -23,8 +30,7 @@ Loop<N> make_loop(const Shape& sizes, const std::array<Shape, N>& strides) {
   for (size_t d = 0; d < sizes.size(); ++d) {
     if (sizes[d] == 1) continue;
     bool merge = !l.sizes.empty();
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = l.strides[k].back() == strides[k][d] * sizes[d];
+    for (size_t k = 0; k < N && merge; ++k) merge = l.strides[k].back() == strides[k][d] * sizes[d];
     if (merge) {
       l.sizes.back() *= sizes[d];
       for (size_t k = 0; k < N; ++k) l.strides[k].back() = strides[k][d];
@@ -50,8 +56,7 @@ void for_each_row(const Loop<N>& l, Fn&& fn) {
   for (int64_t d = 0; d < nd - 1; ++d) rows *= l.sizes[d];
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = l.strides[k][nd - 1];
-  int64_t grain = std::max<int64_t>(1, 32768 / std::max<int64_t>(inner, 1));
-  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
+  parallel_for(rows, grain_for(inner), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
       std::array<int64_t, N> off{};
       int64_t rem = r;

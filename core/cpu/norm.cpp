@@ -1,27 +1,22 @@
 // CPU normalization kernels: GroupNorm and BatchNorm (statistics, normalization and
-// the analytic backward) and softmax / log-softmax along one dim.
+// the analytic backward). The twin of core/cuda/norm.cu.
 //
 // Numerics: statistics use one pass with a shift (the block's first element), summing
 // (x - k) and (x - k)^2 in double, so the variance does not suffer from cancellation
 // when |mean| >> std. Backward sums are taken against (x - mean) for the same reason.
 // Work is split over independent rows, each reduced serially, so results do not depend
 // on the number of threads.
-#include "core/cpu/norm.h"
+#include "core/kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
-#include "core/parallel.h"
+#include "core/cpu/loops.h"
 
 namespace zt::cpu {
 
 namespace {
-
-// Grain (items per chunk) so one chunk covers about 32K elements of work.
-int64_t grain_for(int64_t work_per_item) {
-  return std::max<int64_t>(1, 32768 / std::max<int64_t>(work_per_item, 1));
-}
 
 // Sums are taken in kLanes independent double accumulators (a fixed order, so still
 // deterministic) and combined at the end: a single running double sum is a chain of
@@ -289,64 +284,6 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
         const T* dr = pdy + nc * S;
         T* o = pdx + nc * S;
         for (int64_t s = 0; s < S; ++s) o[s] = t1 * dr[s] + t2 * (xr[s] - tmu) + t3;
-      }
-    });
-  });
-}
-
-// ---------------------------------------------------------------- softmax
-
-void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log) {
-  dispatch_f32_f64(x.dtype(), log ? "log_softmax" : "softmax", [&]<typename T>() {
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    parallel_for(R * I, grain_for(L), [&](int64_t b0, int64_t b1) {
-      for (int64_t ri = b0; ri < b1; ++ri) {
-        int64_t r = ri / I, i = ri % I;
-        const T* xr = px + r * L * I + i;
-        T* yr = py + r * L * I + i;
-        T mx = -INFINITY;
-        for (int64_t l = 0; l < L; ++l) mx = std::max(mx, xr[l * I]);
-        if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
-        double sum = 0;
-        for (int64_t l = 0; l < L; ++l) sum += static_cast<double>(std::exp(xr[l * I] - mx));
-        if (log) {
-          const T lse = static_cast<T>(std::log(sum)) + mx;
-          for (int64_t l = 0; l < L; ++l) yr[l * I] = xr[l * I] - lse;
-        } else {
-          const T inv = static_cast<T>(1.0 / sum);
-          for (int64_t l = 0; l < L; ++l) yr[l * I] = std::exp(xr[l * I] - mx) * inv;
-        }
-      }
-    });
-  });
-}
-
-void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t R, int64_t L,
-                      int64_t I, bool log) {
-  dispatch_f32_f64(y.dtype(), log ? "log_softmax backward" : "softmax backward", [&]<typename T>() {
-    const T* pdy = dy.data<T>();
-    const T* py = y.data<T>();
-    T* pdx = dx.data<T>();
-    parallel_for(R * I, grain_for(L), [&](int64_t b0, int64_t b1) {
-      for (int64_t ri = b0; ri < b1; ++ri) {
-        int64_t off = (ri / I) * L * I + ri % I;
-        const T* g = pdy + off;
-        const T* yr = py + off;
-        T* o = pdx + off;
-        double s = 0;
-        if (log) {
-          // dx = dy - softmax * sum(dy)
-          for (int64_t l = 0; l < L; ++l) s += static_cast<double>(g[l * I]);
-          const T ts = static_cast<T>(s);
-          for (int64_t l = 0; l < L; ++l) o[l * I] = g[l * I] - std::exp(yr[l * I]) * ts;
-        } else {
-          // dx = y (dy - sum(dy y))
-          for (int64_t l = 0; l < L; ++l)
-            s += static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
-          const T ts = static_cast<T>(s);
-          for (int64_t l = 0; l < L; ++l) o[l * I] = yr[l * I] * (g[l * I] - ts);
-        }
       }
     });
   });

@@ -6,13 +6,13 @@
 //   V = B^T d B (input tile d, 4x4)   U = G k G^T (kernel k, 3x3 -> 4x4)
 //   M[xi] (O, T) = U[xi] (O, C) @ V[xi] (C, T) for each of the 16 points xi (16 GEMMs)
 //   y = A^T m A (2x2 output tile from the 16 GEMM results m of its tile)
-// Legend as in conv.h; T = tiles of a chunk. A 3-D convolution with kd = 1 and no depth
-// padding is a 2-D one on each depth slice, so it qualifies too.
+// Legend as in ConvGeometry (core/kernels.h); T = tiles of a chunk. A 3-D convolution
+// with kd = 1 and no depth padding is a 2-D one on each depth slice, so it qualifies too.
 #pragma once
 
 #include <cstdint>
 
-#include "core/cpu/conv.h"
+#include "core/kernels.h"
 
 namespace zt::cpu {
 

@@ -18,7 +18,6 @@
 #include <mutex>
 #include <tuple>
 
-#include "core/cpu/conv.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/cudnn.h"
 #include "core/cuda/gemm.h"
@@ -45,7 +44,7 @@ __global__ void bias_grad_kernel(const T* gy, T* gb, int64_t n, int64_t o, int64
     for (int64_t i = threadIdx.x; i < l; i += blockDim.x) s += convert<double>(row[i]);
   }
   s = block_all_sum(s, scratch);
-  if (threadIdx.x == 0) gb[c] = convert<T>(static_cast<acc<T>>(s));
+  if (threadIdx.x == 0) gb[c] = convert<T>(static_cast<acc_t<T>>(s));
 }
 
 // ---------------------------------------------------------------- cuDNN setup
@@ -57,12 +56,12 @@ int as_int(int64_t v) {
 
 // A 2-D convolution when the depth axis is trivial: cuDNN has more (and faster) 2-D
 // engines than 3-D ones.
-bool is_2d(const cpu::ConvGeometry& g) {
+bool is_2d(const ConvGeometry& g) {
   return g.d == 1 && g.kd == 1 && g.od == 1 && g.pad_d == 0;
 }
 
 // Error unless padding the front pads on both sides gives the geometry's output size.
-void check_symmetric(const cpu::ConvGeometry& g) {
+void check_symmetric(const ConvGeometry& g) {
   auto out = [](int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; };
   ZT_CHECK(out(g.d, g.kd, g.sd, g.pad_d) == g.od && out(g.h, g.kh, g.sh, g.pad_h) == g.oh &&
                out(g.w, g.kw, g.sw, g.pad_w) == g.ow,
@@ -79,7 +78,7 @@ struct ConvDescs {
   ConvolutionDescriptor conv;
   bool exact_f32;  // f32 without TF32: only FMA algorithms
 
-  ConvDescs(const cpu::ConvGeometry& g, DType dt)
+  ConvDescs(const ConvGeometry& g, DType dt)
       : x(dt, dims(g, g.n, g.c, g.d, g.h, g.w)),
         y(dt, dims(g, g.n, g.o, g.od, g.oh, g.ow)),
         w(dt, dims(g, g.o, g.c, g.kd, g.kh, g.kw)),
@@ -98,8 +97,8 @@ struct ConvDescs {
     }
   }
 
-  static std::vector<int> dims(const cpu::ConvGeometry& g, int64_t a, int64_t b, int64_t d,
-                               int64_t h, int64_t w) {
+  static std::vector<int> dims(const ConvGeometry& g, int64_t a, int64_t b, int64_t d, int64_t h,
+                               int64_t w) {
     if (is_2d(g)) return {as_int(a), as_int(b), as_int(h), as_int(w)};
     return {as_int(a), as_int(b), as_int(d), as_int(h), as_int(w)};
   }
@@ -121,7 +120,7 @@ std::map<CacheKey, std::vector<Choice>>& choice_cache() {
   return cache;
 }
 
-CacheKey cache_key(const cpu::ConvGeometry& g, DType dt, Pass pass, bool exact) {
+CacheKey cache_key(const ConvGeometry& g, DType dt, Pass pass, bool exact) {
   return {current_device(), static_cast<int>(dt), static_cast<int>(pass), exact,
           std::array<int64_t, 18>{g.n, g.c, g.o, g.d, g.h, g.w, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw,
                                   g.pad_d, g.pad_h, g.pad_w, g.od, g.oh, g.ow}};
@@ -188,7 +187,7 @@ Tensor workspace(size_t bytes, Device dev) {
 // candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache.
 // Other errors throw. False when none runs.
 template <typename Call>
-bool run_candidates(const cpu::ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
+bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
                     Device dev, const Call& call) {
   const CacheKey key = cache_key(g, dt, pass, d.exact_f32);
   std::vector<Choice> cands = candidates(key, pass, d, h);
@@ -236,12 +235,12 @@ void copy_back(const Tensor& dst, const Tensor& src) {
 }
 
 // y (N, O, L) += bias (O), broadcast.
-void add_bias(const cpu::ConvGeometry& g, const Tensor& out, const Tensor& bias) {
+void add_bias(const ConvGeometry& g, const Tensor& out, const Tensor& bias) {
   Tensor y = out.view({g.n, g.o, g.out_positions()});
   axpy(y, y, bias.view({1, g.o, 1}).expand(y.sizes()), 1.0);
 }
 
-void check_conv(const char* what, const cpu::ConvGeometry& g, std::initializer_list<Tensor> ts) {
+void check_conv(const char* what, const ConvGeometry& g, std::initializer_list<Tensor> ts) {
   DType dt = DType::f32;
   bool first = true;
   for (const Tensor& t : ts) {
@@ -259,8 +258,8 @@ void check_conv(const char* what, const cpu::ConvGeometry& g, std::initializer_l
 
 // ---------------------------------------------------------------- launchers
 
-void conv_forward(const cpu::ConvGeometry& g, const Tensor& out, const Tensor& x,
-                  const Tensor& weight, const Tensor& bias) {
+void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias) {
   check_conv("conv forward", g, {out, x, weight, bias});
   check_device("conv forward", out.device(), {x, weight, bias});
   if (out.numel() == 0) return;
@@ -287,7 +286,7 @@ void conv_forward(const cpu::ConvGeometry& g, const Tensor& out, const Tensor& x
   if (bias.defined()) add_bias(g, out, bias);
 }
 
-void conv_backward(const cpu::ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
+void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                    const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                    const Tensor& grad_bias) {
   check_conv("conv backward", g, {grad_out, x, weight, grad_x, grad_weight, grad_bias});

@@ -171,9 +171,9 @@ struct UnaryFn {
   UnaryOp op;
   T* out;
   const T* in;
-  acc<T> p0, p1;
+  acc_t<T> p0, p1;
   __device__ void operator()(const int64_t (&off)[2]) const {
-    out[off[0]] = convert<T>(apply_unary(op, convert<acc<T>>(in[off[1]]), p0, p1));
+    out[off[0]] = convert<T>(apply_unary(op, convert<acc_t<T>>(in[off[1]]), p0, p1));
   }
 };
 
@@ -184,7 +184,7 @@ struct BinaryFn {
   const T* a;
   const T* b;
   __device__ void operator()(const int64_t (&off)[3]) const {
-    using A = acc<T>;
+    using A = acc_t<T>;
     out[off[0]] = convert<T>(apply_binary(op, convert<A>(a[off[1]]), convert<A>(b[off[2]])));
   }
 };
@@ -196,7 +196,7 @@ struct CompareFn {
   const T* a;
   const T* b;
   __device__ void operator()(const int64_t (&off)[3]) const {
-    using A = acc<T>;
+    using A = acc_t<T>;
     out[off[0]] = apply_compare(op, convert<A>(a[off[1]]), convert<A>(b[off[2]]));
   }
 };
@@ -206,9 +206,9 @@ struct AxpyFn {
   T* out;
   const T* a;
   const T* b;
-  acc<T> alpha;
+  acc_t<T> alpha;
   __device__ void operator()(const int64_t (&off)[3]) const {
-    using A = acc<T>;
+    using A = acc_t<T>;
     out[off[0]] = convert<T>(convert<A>(a[off[1]]) + alpha * convert<A>(b[off[2]]));
   }
 };
@@ -277,7 +277,7 @@ __global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64
   double s = 0;
   for (int64_t i = lane; i < inner; i += 32) s += convert<double>(p[i]);
   s = warp_sum(s);
-  if (lane == 0) out[row] = convert<Out>(static_cast<acc<Out>>(s));
+  if (lane == 0) out[row] = convert<Out>(static_cast<acc_t<Out>>(s));
 }
 
 // Block (r, c) sums chunk c of row r; writes out[r] directly when there is one chunk,
@@ -299,7 +299,7 @@ __global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int6
     s = warp_sum(s);
     if (threadIdx.x == 0) {
       if (chunks == 1) {
-        out[row] = convert<T>(static_cast<acc<T>>(s));
+        out[row] = convert<T>(static_cast<acc_t<T>>(s));
       } else {
         partial[row * chunks + c] = s;
       }
@@ -315,7 +315,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1
   check_device("unary op", out.device(), {in});
   dispatch_device_floating(in.dtype(), "unary op", [&]<typename T>() {
     UnaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
-                 static_cast<acc<T>>(p0), static_cast<acc<T>>(p1)};
+                 static_cast<acc_t<T>>(p0), static_cast<acc_t<T>>(p1)};
     launch_elementwise<2>(out.device().index, out.sizes(), {&out.strides(), &in.strides()}, f);
   });
 }
@@ -344,7 +344,7 @@ void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   check_device("axpy", out.device(), {a, b});
   dispatch_device_floating(out.dtype(), "axpy", [&]<typename T>() {
     AxpyFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
-                static_cast<const T*>(b.data_ptr()), static_cast<acc<T>>(alpha)};
+                static_cast<const T*>(b.data_ptr()), static_cast<acc_t<T>>(alpha)};
     launch_elementwise<3>(out.device().index, out.sizes(),
                           {&out.strides(), &a.strides(), &b.strides()}, f);
   });

@@ -98,7 +98,7 @@ __global__ void segment_add_kernel(T* dst, const T* src, const uint64_t* keys,
     T* d = dst + static_cast<int64_t>(keys[r]) * inner + k;
     T cur = *d;
     for (int t = offsets[r], end = offsets[r] + counts[r]; t < end; ++t)
-      cur = convert<T>(convert<acc<T>>(cur) + convert<acc<T>>(src[src_rows[t] * inner + k]));
+      cur = convert<T>(convert<acc_t<T>>(cur) + convert<acc_t<T>>(src[src_rows[t] * inner + k]));
     *d = cur;
   }
 }
@@ -149,7 +149,7 @@ __device__ __forceinline__ bool wins(A v, int64_t i, A bv, int64_t bi, bool want
 // Block per row: each thread scans a strided subset, then a tree over the block.
 template <typename T>
 __global__ void arg_extreme_kernel(int64_t* out, const T* x, int64_t n, bool want_max) {
-  using A = acc<T>;
+  using A = acc_t<T>;
   __shared__ A sv[kThreads];
   __shared__ int64_t si[kThreads];
   const T* row = x + static_cast<int64_t>(blockIdx.x) * n;
@@ -238,8 +238,8 @@ __global__ void nearest_backward_kernel(T* gx, const T* gy, int64_t total, Neare
     for (int64_t od = d0; od < d1; ++od)
       for (int64_t oh = h0; oh < h1; ++oh)
         for (int64_t ow = w0; ow < w1; ++ow)
-          cur = convert<T>(convert<acc<T>>(cur) +
-                           convert<acc<T>>(src[(od * p.out[1] + oh) * p.out[2] + ow]));
+          cur = convert<T>(convert<acc_t<T>>(cur) +
+                           convert<acc_t<T>>(src[(od * p.out[1] + oh) * p.out[2] + ow]));
     gx[i] = cur;
   }
 }

@@ -159,30 +159,6 @@ void launch_elementwise(int device, const Shape& sizes, const std::array<const S
 template <typename T>
 constexpr bool kIsHalf = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
 
-/// Accumulation type: double for double, int64 for integers, float otherwise.
-template <typename T>
-struct AccType {
-  using type = float;
-};
-template <>
-struct AccType<double> {
-  using type = double;
-};
-template <>
-struct AccType<int64_t> {
-  using type = int64_t;
-};
-template <>
-struct AccType<int32_t> {
-  using type = int64_t;
-};
-template <>
-struct AccType<bool> {
-  using type = int;
-};
-template <typename T>
-using acc = typename AccType<T>::type;
-
 /// S -> D exactly as cpu::copy converts: 16-bit floats go through float.
 template <typename D, typename S>
 __device__ __forceinline__ D convert(S x) {

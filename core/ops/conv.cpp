@@ -1,12 +1,11 @@
 // conv2d / conv3d: argument checks, output allocation and autograd. Both run the 3-D
-// kernel of the tensors' device (core/cpu/conv.h, or cuDNN through core/cuda/conv.cu);
+// kernel of the tensors' device (core/cpu/conv.cpp, or cuDNN through core/cuda/conv.cu);
 // a 2-D conv is a 3-D one with depth 1. cuDNN pads symmetrically, so on the GPU an
 // asymmetric padding that changes the output size is applied with pad() first.
 // Legend: N batch, C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
 #include "core/ops/conv.h"
 
 #include "core/autograd.h"
-#include "core/cpu/conv.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 
@@ -105,8 +104,8 @@ Tensor from_kernel(const Tensor& r, const Tensor& like) {
 }
 
 // Shared forward + autograd for both ranks; `g` is complete, `out_shape` its output.
-Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_shape,
-                  const Tensor& x, const Tensor& weight, const Tensor& bias) {
+Tensor conv_apply(const char* op, const ConvGeometry& g, const Shape& out_shape, const Tensor& x,
+                  const Tensor& weight, const Tensor& bias) {
   Tensor xc = kernel_operand(x);
   Tensor wc = kernel_operand(weight);
   Tensor bc = bias.defined() ? kernel_operand(bias) : Tensor();
@@ -137,9 +136,9 @@ Tensor conv_apply(const char* op, const cpu::ConvGeometry& g, const Shape& out_s
 
 // The geometry of a convolution over `dims` (2 or 3) spatial axes; a 2-D one has
 // D = kd = 1. stride has one entry per axis, padding two (front, back) per axis.
-cpu::ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,
-                                const int64_t* stride, const int64_t* padding) {
-  cpu::ConvGeometry g;
+ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,
+                           const int64_t* stride, const int64_t* padding) {
+  ConvGeometry g;
   g.n = x.size(0);
   g.c = x.size(1);
   g.o = weight.size(0);
@@ -170,7 +169,7 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     Tensor xp = pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.padding.data());
     if (!xp.same(x)) return conv2d(xp, weight, bias, sym);
   }
-  const cpu::ConvGeometry g =
+  const ConvGeometry g =
       conv_geometry("conv2d", 2, x, weight, args.stride.data(), args.padding.data());
   return conv_apply("conv2d", g, {g.n, g.o, g.oh, g.ow}, x, weight, bias);
 }
@@ -182,7 +181,7 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
     Tensor xp = pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.padding.data());
     if (!xp.same(x)) return conv3d(xp, weight, bias, sym);
   }
-  const cpu::ConvGeometry g =
+  const ConvGeometry g =
       conv_geometry("conv3d", 3, x, weight, args.stride.data(), args.padding.data());
   return conv_apply("conv3d", g, {g.n, g.o, g.od, g.oh, g.ow}, x, weight, bias);
 }

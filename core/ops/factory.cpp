@@ -6,7 +6,7 @@
 #include <cmath>
 
 #include "core/autograd.h"
-#include "core/kernels.h"
+#include "core/ops/dispatch.h"
 
 namespace zt {
 
@@ -61,40 +61,12 @@ namespace {
 void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b) {
   ZT_CHECK(is_floating(t.dtype()), "random fill needs a floating tensor, got ",
            dtype_name(t.dtype()));
-  int64_t n = t.numel();
-  uint64_t off = g.advance(static_cast<uint64_t>(n));
-#ifdef ZT_WITH_CUDA
-  if (t.is_cuda()) {
-    Tensor c = t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype(), t.device());
-    cuda::random_fill(c, g.seed(), off, normal, a, b);
-    if (!c.same(t)) t.copy_(c);
-    return;
-  }
-#endif
-  auto fill = [&]<typename T>(T* p) {
-    for (int64_t i = 0; i < n; ++i) {
-      double v;
-      if constexpr (std::is_same_v<T, double>) {
-        v = normal ? a + b * g.normal64(off + i) : a + (b - a) * g.uniform64(off + i);
-      } else {
-        v = normal ? a + b * static_cast<double>(g.normal(off + i))
-                   : a + (b - a) * static_cast<double>(g.uniform(off + i));
-      }
-      p[i] = static_cast<T>(v);
-    }
-  };
-  // Fill in place when we can (no temporary: a parameter being initialized is often the
-  // largest tensor alive); otherwise through a contiguous f32/f64 staging copy.
-  if (t.is_contiguous() && t.dtype() == DType::f32) return fill(t.data<float>());
-  if (t.is_contiguous() && t.dtype() == DType::f64) return fill(t.data<double>());
-  bool f64 = t.dtype() == DType::f64;
-  Tensor c = Tensor::empty(t.sizes(), f64 ? DType::f64 : DType::f32, Device::cpu());
-  if (f64) {
-    fill(c.data<double>());
-  } else {
-    fill(c.data<float>());
-  }
-  t.copy_(c);
+  uint64_t off = g.advance(static_cast<uint64_t>(t.numel()));
+  // Kernels fill contiguous tensors: in place when t is one (no temporary: a parameter
+  // being initialized is often the largest tensor alive), else through a copy.
+  Tensor c = t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype(), t.device());
+  ZT_DISPATCH(t.device(), random_fill, c, g.seed(), off, normal, a, b);
+  if (!c.same(t)) t.copy_(c);
 }
 }  // namespace
 

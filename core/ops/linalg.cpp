@@ -1,8 +1,6 @@
 // matmul / bmm / linear on top of one GEMM entry point (BLAS on CPU, cuBLAS on GPU).
 #include "core/ops/linalg.h"
 
-#include <cblas.h>
-
 #include "core/autograd.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
@@ -10,25 +8,6 @@
 namespace zt {
 
 namespace {
-void cpu_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
-              int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
-              int64_t ldc) {
-  auto TA = ta ? CblasTrans : CblasNoTrans;
-  auto TB = tb ? CblasTrans : CblasNoTrans;
-  switch (c.dtype()) {
-    case DType::f32:
-      cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha), a.data<float>(), lda,
-                  b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
-      return;
-    case DType::f64:
-      cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>(), lda, b.data<double>(),
-                  ldb, beta, c.data<double>(), ldc);
-      return;
-    default:
-      ZT_FAIL("gemm on CPU supports f32 and f64, got ", dtype_name(c.dtype()));
-  }
-}
-
 // A 2-D operand as (data, leading dim, transposed) without copying when its strides
 // are BLAS-compatible.
 struct GemmOperand {
@@ -80,29 +59,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc) {
   detail::check_same("gemm", {a, b, c});
-  if (m == 0 || n == 0) return;
-#ifdef ZT_WITH_CUDA
-  if (c.is_cuda()) {
-    cuda::gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-#endif
-  if (c.dtype() == DType::bf16 || c.dtype() == DType::f16) {
-    // Low-precision storage on CPU: compute in f32 (fp32 accumulation, as on GPUs). The
-    // operands are 2-D views whose memory layout (trans, ld) BLAS reads, so convert the
-    // memory layout — the transpose of the view when trans — into a packed f32 copy.
-    auto to_f32 = [](const Tensor& t, bool trans, int64_t& ld) {
-      Tensor f = (trans ? t.transpose(0, 1) : t).to(DType::f32).contiguous();
-      ld = std::max<int64_t>(f.size(1), 1);
-      return f;
-    };
-    int64_t la, lb, lc;
-    Tensor af = to_f32(a, trans_a, la), bf = to_f32(b, trans_b, lb), cf = to_f32(c, false, lc);
-    cpu_gemm(trans_a, trans_b, m, n, k, alpha, af, la, bf, lb, beta, cf, lc);
-    c.copy_(cf);
-    return;
-  }
-  cpu_gemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {

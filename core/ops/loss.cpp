@@ -1,5 +1,6 @@
-// Softmax family (fused CPU kernels over any dim), cross-entropy with ignore_index,
-// mean-reduced MSE / L1 losses and inverted dropout.
+// Softmax family over any dim and cross-entropy with ignore_index (kernels in
+// core/cpu/softmax.cpp and core/cuda/softmax.cu), mean-reduced MSE / L1 losses and
+// inverted dropout.
 // Legend: N batch, C classes, * extra positions; (R, L, I) the view of a tensor as
 // rows before the softmax dim, the dim itself, and the elements after it.
 #include "core/ops/loss.h"
@@ -9,7 +10,6 @@
 #include <limits>
 
 #include "core/autograd.h"
-#include "core/cpu/norm.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 
@@ -61,34 +61,6 @@ void record_cross_entropy(const Tensor& logits, const Tensor& out, const std::ve
                    });
 }
 
-#ifdef ZT_WITH_CUDA
-// cross_entropy's loss and gradient on the GPU, from lsm = log_softmax (P, C) in f64:
-// the CPU path's formulas, with the sums and the gradient computed by kernels
-// (core/cuda/softmax.cu). One host synchronization reads the sum and the count.
-Tensor cross_entropy_cuda(const Tensor& logits, const Tensor& target, const Tensor& lsm,
-                          const std::vector<int64_t>& perm, int64_t ignore_index) {
-  const int64_t C = logits.size(1);
-  Tensor tgt = target.to(logits.device()).to(DType::i64).contiguous().reshape({-1});
-  std::array<double, 3> s = cuda::nll_sums(lsm, tgt, ignore_index);
-  if (s[2] >= 0) {
-    const auto p = static_cast<int64_t>(s[2]);
-    const double t = tgt.narrow(0, p, 1).item();
-    ZT_FAIL("cross_entropy: target ", static_cast<int64_t>(t), " at position ", p,
-            " is out of range [0, ", C, ") (and is not ignore_index = ", ignore_index, ")");
-  }
-  const double count = s[1];
-  // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
-  double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
-  Tensor out = full({}, loss, logits.dtype(), logits.device());
-  record_cross_entropy(logits, out, perm, [=](const Tensor& g) {
-    Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
-    cuda::nll_backward(d, lsm, tgt, g.to(DType::f64).contiguous(), count, ignore_index);
-    return d;
-  });
-  return out;
-}
-#endif
-
 void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
   ZT_CHECK(x.defined() && y.defined(), op, ": undefined input");
   ZT_CHECK(x.sizes() == y.sizes(), op, ": input ", shape_str(x.sizes()), " and target ",
@@ -125,44 +97,25 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     autograd::NoGradGuard ng;
     lsm = log_softmax(logits.detach().permute(perm).reshape({-1, C}).to(DType::f64), 1);
   }
-#ifdef ZT_WITH_CUDA
-  if (logits.device().is_cuda()) return cross_entropy_cuda(logits, target, lsm, perm, ignore_index);
-#endif
-  Tensor tgt = target.to(DType::i64).contiguous().reshape({-1});
-  const int64_t P = tgt.numel();
-  const int64_t* pt = tgt.data<int64_t>();
-  const double* pl = lsm.data<double>();
-  double total = 0;
-  int64_t count = 0;
-  for (int64_t p = 0; p < P; ++p) {
-    int64_t t = pt[p];
-    if (t == ignore_index) continue;
-    ZT_CHECK(t >= 0 && t < C, "cross_entropy: target ", t, " at position ", p,
-             " is out of range [0, ", C, ") (and is not ignore_index = ", ignore_index, ")");
-    total -= pl[p * C + t];
-    ++count;
+  // The sums and the gradient come from the NLL kernels (core/cpu/softmax.cpp,
+  // core/cuda/softmax.cu); on the GPU, reading the sums is one host synchronization.
+  Tensor tgt = target.to(logits.device()).to(DType::i64).contiguous().reshape({-1});
+  std::array<double, 3> s = ZT_DISPATCH(lsm.device(), nll_sums, lsm, tgt, ignore_index);
+  if (s[2] >= 0) {
+    const auto p = static_cast<int64_t>(s[2]);
+    const auto t = static_cast<int64_t>(tgt.narrow(0, p, 1).item());
+    ZT_FAIL("cross_entropy: target ", t, " at position ", p, " is out of range [0, ", C,
+            ") (and is not ignore_index = ", ignore_index, ")");
   }
+  const double count = s[1];
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
-  double loss =
-      count > 0 ? total / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
+  double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
   Tensor out = full({}, loss, logits.dtype(), logits.device());
+  // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
   record_cross_entropy(logits, out, perm, [=](const Tensor& g) {
-    // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
-    const int64_t* ti = tgt.data<int64_t>();
-    const double* lp = lsm.data<double>();
-    Tensor d = Tensor::empty({P, C}, DType::f64);
-    double* pd = d.data<double>();
-    double scale = count > 0 ? g.item() / static_cast<double>(count) : 0.0;
-    for (int64_t p = 0; p < P; ++p) {
-      int64_t t = ti[p];
-      double* row = pd + p * C;
-      if (t == ignore_index) {
-        std::fill(row, row + C, 0.0);
-        continue;
-      }
-      for (int64_t c = 0; c < C; ++c) row[c] = std::exp(lp[p * C + c]) * scale;
-      row[t] -= scale;
-    }
+    Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
+    ZT_DISPATCH(lsm.device(), nll_backward, d, lsm, tgt, g.to(DType::f64).contiguous(), count,
+                ignore_index);
     return d;
   });
   return out;

@@ -1,5 +1,5 @@
-// Normalization ops: argument checks, fused kernels (core/cpu/norm.h, and their CUDA
-// twins in core/cuda/norm.cu, chosen by the input's device) and their autograd records.
+// Normalization ops: argument checks, fused kernels (core/kernels.h: core/cpu/norm.cpp
+// and core/cuda/norm.cu, chosen by the input's device) and their autograd records.
 // GroupNorm and BatchNorm have fused forward and backward kernels; LayerNorm reuses the
 // GroupNorm kernel (one group per row) and applies its elementwise affine with
 // broadcasting ops; RMSNorm is composed.
@@ -8,7 +8,6 @@
 #include "core/ops/norm.h"
 
 #include "core/autograd.h"
-#include "core/cpu/norm.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 

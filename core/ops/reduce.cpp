@@ -88,39 +88,13 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
 
 namespace {
 Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
-#ifdef ZT_WITH_CUDA
-  if (a.device().is_cuda()) {  // same plan, the kernel of core/cuda/index.cu
-    dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");
-    ZT_CHECK(a.size(dim) > 0, "argmax/argmin over an empty dimension");
-    ReducePlan p = plan_reduce(a, {dim}, keepdim, "argmax");
-    Tensor x = reduced_last(a, p);
-    const int64_t n = p.count, rows = x.numel() / n;
-    Tensor out = Tensor::empty(p.out, DType::i64, a.device());
-    cuda::arg_extreme(out, x, rows, n, want_max);
-    return out;
-  }
-#endif
-  ZT_CHECK(a.device().is_cpu(), want_max ? "argmax" : "argmin",
-           ": only CPU tensors are supported here");
   dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");
   ZT_CHECK(a.size(dim) > 0, "argmax/argmin over an empty dimension");
   ReducePlan p = plan_reduce(a, {dim}, keepdim, "argmax");
   Tensor x = reduced_last(a, p);
-  int64_t n = p.count, rows = x.numel() / n;
-  Tensor out = Tensor::empty(p.out, DType::i64, Device::cpu());
-  int64_t* o = out.data<int64_t>();
-  dispatch_all(x.dtype(), [&]<typename T>() {
-    const T* px = static_cast<const T*>(x.data_ptr());
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* row = px + r * n;
-      int64_t best = 0;
-      for (int64_t i = 1; i < n; ++i) {
-        bool better = want_max ? (row[i] > row[best]) : (row[i] < row[best]);
-        if (better) best = i;
-      }
-      o[r] = best;
-    }
-  });
+  const int64_t n = p.count, rows = x.numel() / n;
+  Tensor out = Tensor::empty(p.out, DType::i64, a.device());
+  ZT_DISPATCH(a.device(), arg_extreme, out, x, rows, n, want_max);
   return out;
 }
 
@@ -137,10 +111,18 @@ Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
   return arg_extreme(a, dim, keepdim, false);
 }
-Tensor max(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, true); }
-Tensor min(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, false); }
-Tensor max(const Tensor& a) { return max(a.reshape({-1}), 0); }
-Tensor min(const Tensor& a) { return min(a.reshape({-1}), 0); }
+Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme(a, dim, keepdim, true);
+}
+Tensor min(const Tensor& a, int64_t dim, bool keepdim) {
+  return extreme(a, dim, keepdim, false);
+}
+Tensor max(const Tensor& a) {
+  return max(a.reshape({-1}), 0);
+}
+Tensor min(const Tensor& a) {
+  return min(a.reshape({-1}), 0);
+}
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
   ZT_CHECK(p > 0, "norm: p must be positive, got ", p);

@@ -2,10 +2,8 @@
 // and the view-returning split/chunk. Most are a strided copy between views of the input
 // and the output (Tensor::copy_, any device), recorded as one autograd node whose
 // backward reads the matching view of the output gradient. Nearest interpolation has
-// its own CPU loop over precomputed index tables, and CUDA kernels (core/cuda/index.cu).
+// its own kernels (core/cpu/index.cpp, core/cuda/index.cu).
 #include "core/ops/shape.h"
-
-#include <cmath>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -20,73 +18,6 @@ namespace {
 struct PadRegion {
   int64_t src, dst, len;
 };
-
-// PyTorch's 'nearest' source index: identity, halving, else floor(dst * (in / out)) in
-// float arithmetic, clamped to the last input element.
-std::vector<int64_t> nearest_indices(int64_t in, int64_t out) {
-  std::vector<int64_t> idx(out);
-  const float scale = static_cast<float>(in) / static_cast<float>(out);
-  for (int64_t o = 0; o < out; ++o) {
-    if (out == in) {
-      idx[o] = o;
-    } else if (out == 2 * in) {
-      idx[o] = o >> 1;
-    } else {
-      idx[o] = std::min(static_cast<int64_t>(std::floor(static_cast<float>(o) * scale)), in - 1);
-    }
-  }
-  return idx;
-}
-
-// Nearest-neighbour gather (forward) or scatter-add (backward) between an input viewed
-// as (planes, D, H, W) and an output (planes, Do, Ho, Wo), both contiguous.
-struct NearestPlan {
-  int64_t planes = 1;
-  Shape in{1, 1, 1}, out{1, 1, 1};
-  std::vector<int64_t> idx_d, idx_h, idx_w;
-};
-
-template <typename T>
-void nearest_forward(const NearestPlan& p, const T* x, T* y) {
-  const int64_t in_plane = p.in[0] * p.in[1] * p.in[2];
-  const int64_t out_plane = p.out[0] * p.out[1] * p.out[2];
-  parallel_for(p.planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(out_plane, 1)),
-               [&](int64_t b0, int64_t b1) {
-                 for (int64_t b = b0; b < b1; ++b) {
-                   T* dst = y + b * out_plane;
-                   for (int64_t od = 0; od < p.out[0]; ++od) {
-                     for (int64_t oh = 0; oh < p.out[1]; ++oh, dst += p.out[2]) {
-                       const T* src =
-                           x + b * in_plane + (p.idx_d[od] * p.in[1] + p.idx_h[oh]) * p.in[2];
-                       for (int64_t ow = 0; ow < p.out[2]; ++ow) dst[ow] = src[p.idx_w[ow]];
-                     }
-                   }
-                 }
-               });
-}
-
-template <typename T>
-void nearest_backward(const NearestPlan& p, const T* gy, T* gx) {
-  const int64_t in_plane = p.in[0] * p.in[1] * p.in[2];
-  const int64_t out_plane = p.out[0] * p.out[1] * p.out[2];
-  parallel_for(p.planes, std::max<int64_t>(1, 32768 / std::max<int64_t>(out_plane, 1)),
-               [&](int64_t b0, int64_t b1) {
-                 for (int64_t b = b0; b < b1; ++b) {
-                   const T* src = gy + b * out_plane;
-                   T* plane = gx + b * in_plane;
-                   std::fill_n(plane, in_plane, T(0));
-                   for (int64_t od = 0; od < p.out[0]; ++od) {
-                     for (int64_t oh = 0; oh < p.out[1]; ++oh, src += p.out[2]) {
-                       T* dst = plane + (p.idx_d[od] * p.in[1] + p.idx_h[oh]) * p.in[2];
-                       for (int64_t ow = 0; ow < p.out[2]; ++ow) {
-                         T& d = dst[p.idx_w[ow]];
-                         d = T(acc_t<T>(d) + acc_t<T>(src[ow]));
-                       }
-                     }
-                   }
-                 }
-               });
-}
 
 void check_split_size(const char* op, int64_t size) {
   ZT_CHECK(size >= 1, op, ": piece size must be >= 1, got ", size);
@@ -148,53 +79,30 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& size) {
            " must be (N, C, *spatial) with ", sd, " spatial dims to match size ", shape_str(size));
   ZT_CHECK(x.device().is_cpu() || x.device().is_cuda(), "interpolate_nearest: no kernel for ",
            x.device().str(), " yet; move the tensor to the CPU");
-  NearestPlan p;
-  p.planes = x.size(0) * x.size(1);
+  const int64_t planes = x.size(0) * x.size(1);
+  Shape in{1, 1, 1}, out_dhw{1, 1, 1};  // (D, H, W): 1-D and 2-D resizes have D (and H) 1
   Shape os = {x.size(0), x.size(1)};
   for (int64_t i = 0; i < sd; ++i) {
-    const int64_t in = x.size(2 + i);
+    const int64_t n = x.size(2 + i);
     ZT_CHECK(size[i] >= 1, "interpolate_nearest: output sizes must be >= 1, got ", shape_str(size));
-    ZT_CHECK(in >= 1, "interpolate_nearest: cannot resize an empty spatial dim of input ",
+    ZT_CHECK(n >= 1, "interpolate_nearest: cannot resize an empty spatial dim of input ",
              shape_str(x.sizes()));
-    p.in[3 - sd + i] = in;
-    p.out[3 - sd + i] = size[i];
+    in[3 - sd + i] = n;
+    out_dhw[3 - sd + i] = size[i];
     os.push_back(size[i]);
   }
-  p.idx_d = nearest_indices(p.in[0], p.out[0]);
-  p.idx_h = nearest_indices(p.in[1], p.out[1]);
-  p.idx_w = nearest_indices(p.in[2], p.out[2]);
-#ifdef ZT_WITH_CUDA
-  if (x.device().is_cuda()) {
-    Tensor xc = x.detach().contiguous();
-    Tensor out = Tensor::empty(os, x.dtype(), x.device());
-    cuda::nearest_forward(out, xc, p.planes, p.in, p.out);
-    if (autograd::needs_grad({x})) {
-      Shape xs = x.sizes();
-      autograd::record("interpolate_nearest", {x}, {out}, [p, xs](const std::vector<Tensor>& g) {
-        if (!g[0].defined()) return std::vector<Tensor>(1);
-        Tensor gx = Tensor::empty(xs, g[0].dtype(), g[0].device());
-        cuda::nearest_backward(gx, g[0].contiguous(), p.planes, p.in, p.out);
-        return std::vector<Tensor>{gx};
-      });
-    }
-    return out;
-  }
-#endif
   Tensor xc = x.detach().contiguous();
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
-  dispatch_all(x.dtype(), [&]<typename T>() {
-    nearest_forward<T>(p, static_cast<const T*>(xc.data_ptr()), static_cast<T*>(out.data_ptr()));
-  });
+  ZT_DISPATCH(x.device(), nearest_forward, out, xc, planes, in, out_dhw);
   if (autograd::needs_grad({x})) {
     Shape xs = x.sizes();
-    autograd::record("interpolate_nearest", {x}, {out}, [p, xs](const std::vector<Tensor>& g) {
-      if (!g[0].defined()) return std::vector<Tensor>(1);
-      Tensor gc = g[0].contiguous();
-      Tensor gx = Tensor::empty(xs, gc.dtype(), gc.device());
-      dispatch_floating(gc.dtype(), "interpolate_nearest backward",
-                        [&]<typename T>() { nearest_backward<T>(p, gc.data<T>(), gx.data<T>()); });
-      return std::vector<Tensor>{gx};
-    });
+    autograd::record(
+        "interpolate_nearest", {x}, {out}, [planes, in, out_dhw, xs](const std::vector<Tensor>& g) {
+          if (!g[0].defined()) return std::vector<Tensor>(1);
+          Tensor gx = Tensor::empty(xs, g[0].dtype(), g[0].device());
+          ZT_DISPATCH(gx.device(), nearest_backward, gx, g[0].contiguous(), planes, in, out_dhw);
+          return std::vector<Tensor>{gx};
+        });
   }
   return out;
 }

@@ -1,0 +1,140 @@
+// The entries of the device kernel table (core/kernels.h), written once: kernels.h
+// includes this file inside namespace zt::cpu and again inside zt::cuda, so both devices
+// declare the same kernels, in this order, under this documentation. Each section names
+// its two source files, core/cpu/<file>.cpp and core/cuda/<file>.cu (or .cpp).
+//
+// No include guard: the repeated inclusion is the point. Include core/kernels.h instead.
+
+// ---------------------------------------------------------------- elementwise
+// cpu/elementwise.cpp, cuda/elementwise.cu. Inputs may be strided.
+
+/// out = op(in) with the op's parameters p0, p1 (see UnaryOp); floating dtypes.
+void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1);
+/// out = op(a, b); comparisons take any dtype and write bool, the rest are floating.
+void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
+/// out = a + alpha * b (b broadcast to out's shape); out may alias a.
+void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
+/// out = cond ? a : b, cond bool.
+void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+/// dst (any strides) <- src (same shape, any strides and dtype), both on this device.
+void copy(const Tensor& dst, const Tensor& src);
+/// Every element of dst (any strides) = value.
+void fill(const Tensor& dst, double value);
+/// Sum of `in` over its last `inner` elements per row: in viewed as (rows, inner).
+void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner);
+
+// ---------------------------------------------------------------- matrix multiply
+// cpu/gemm.cpp (BLAS), cuda/gemm.cpp (cuBLAS).
+
+/// C = alpha op(A) op(B) + beta C, row-major with leading dimensions lda, ldb, ldc;
+/// f32, f64, bf16 and f16 (the 16-bit types accumulate in fp32).
+void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
+          int64_t ldc);
+
+// ---------------------------------------------------------------- random
+// cpu/random.cpp, cuda/random.cu: the same numbers on both devices (core/rng.h).
+
+/// Fills a contiguous floating `out` from Philox stream positions [offset, offset +
+/// numel) of seed: uniform in [a, b), or normal with mean a and standard deviation b.
+/// Values are computed in double and stored through float for f32 and 16-bit dtypes.
+void random_fill(const Tensor& out, uint64_t seed, uint64_t offset, bool normal, double a,
+                 double b);
+
+// ---------------------------------------------------------------- convolution
+// cpu/conv.cpp (vol2col + GEMM, Winograd), cuda/conv.cu (cuDNN). See ConvGeometry for
+// the legend. Tensors contiguous, one dtype: f32 or f64 (CUDA also bf16 and f16).
+// Padding is symmetric on CUDA (the op pads asymmetric inputs first).
+
+/// out (N, O, Do, Ho, Wo) = conv(x (N, C, D, H, W), weight (O, C, kd, kh, kw)) + bias (O);
+/// bias may be undefined.
+void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias);
+/// Gradients of conv_forward from grad_out (N, O, Do, Ho, Wo): grad_x like x,
+/// grad_weight like weight, grad_bias (O). Each output may be undefined (not wanted);
+/// defined outputs are contiguous and fully overwritten.
+void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
+                   const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                   const Tensor& grad_bias);
+
+// ---------------------------------------------------------------- normalization
+// cpu/norm.cpp, cuda/norm.cu. Legend: N batch, C channels, S spatial elements per
+// channel, G groups. Tensors contiguous, f32 or f64; statistics (mean, rstd) have the
+// dtype of x. Sums accumulate in double; results do not depend on the thread count.
+
+/// y, x (N, C, S); weight, bias (C) or undefined; mean, rstd (N, G) written.
+/// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements.
+void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
+                        int64_t G, double eps);
+/// dy, x (N, C, S); mean, rstd (N, G) from the forward; weight (C) or undefined.
+/// Writes each defined output: dx (N, C, S), dweight (C), dbias (C).
+void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G);
+/// x (N, C, S) -> per-channel mean and biased variance (C), over N * S elements.
+void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
+                      int64_t S);
+/// y = (x - mean[c]) * rstd[c] * weight[c] + bias[c]; x, y (N, C, S); mean, rstd (C);
+/// weight, bias (C) or undefined.
+void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S);
+/// Backward of batch_norm_forward. training: mean/rstd are the batch statistics and so
+/// depend on x; otherwise they are constants (running statistics).
+void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t N, int64_t C, int64_t S, bool training);
+
+// ---------------------------------------------------------------- softmax and NLL
+// cpu/softmax.cpp, cuda/softmax.cu. Legend: (R, L, I) a tensor viewed as the rows
+// before the softmax dim, the dim, and the elements after it; P positions, C classes.
+// Tensors contiguous; softmax in f32 or f64 with the sum of exponentials in double.
+
+/// x, y (R, L, I): softmax (or log-softmax) over L for every (r, i).
+void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log);
+/// dx from dy and the forward output y, all (R, L, I).
+void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t R, int64_t L,
+                      int64_t I, bool log);
+/// Negative log-likelihood sums for cross_entropy. lsm (P, C) f64 log-probabilities,
+/// target (P) i64 or i32. Returns on the host (the GPU synchronizes): {-sum of lsm[p, t_p]
+/// over targets != ignore_index, their count, the first position whose target is out
+/// of [0, C) or -1}.
+std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t ignore_index);
+/// d (P, C) f64 = (exp(lsm) - onehot(t)) * grad / count per kept position, 0 on ignored
+/// ones; grad: the loss gradient, one f64 element on this device.
+void nll_backward(const Tensor& d, const Tensor& lsm, const Tensor& target, const Tensor& grad,
+                  double count, int64_t ignore_index);
+
+// ---------------------------------------------------------------- indexing
+// cpu/index.cpp, cuda/index.cu. Tensors contiguous; indices i64 or i32 and already in
+// range (the ops check with index_range). Results are equal on both devices bit for
+// bit: scatter-adds run per destination in source order, rounding after every add.
+
+/// {min, max} of the index values (the GPU synchronizes); {0, -1} when empty.
+std::array<int64_t, 2> index_range(const Tensor& index);
+/// out (outer, n_idx, inner) = x (outer, n, inner)[:, index, :]; any dtype.
+void index_rows(const Tensor& out, const Tensor& x, const Tensor& index, int64_t outer, int64_t n,
+                int64_t inner);
+/// dst (outer, n, inner) += src (outer, n_idx, inner) at rows index; floating dtypes.
+void index_rows_add(const Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer,
+                    int64_t n, int64_t inner);
+/// offsets (index's shape, i64): element offsets into a contiguous x (x_sizes) of
+/// gather(x, dim, index).
+void gather_offsets(const Tensor& offsets, const Tensor& index, const Shape& x_sizes, int64_t dim);
+/// out[i] = x[offsets[i]]; any dtype.
+void take(const Tensor& out, const Tensor& x, const Tensor& offsets);
+/// dst[offsets[i]] += src[i], in order of i; floating dtypes.
+void put_add(const Tensor& dst, const Tensor& src, const Tensor& offsets);
+/// out (ids..., classes) f32, already zero: out[i, ids[i]] = 1.
+void one_hot(const Tensor& out, const Tensor& ids, int64_t classes);
+/// out (rows) i64: index of the first max (or min) of each row of x (rows, n) under
+/// strict comparisons, so NaNs are skipped unless first. Any dtype.
+void arg_extreme(const Tensor& out, const Tensor& x, int64_t rows, int64_t n, bool want_max);
+/// Nearest resize of x (planes, D, H, W) to out (planes, Do, Ho, Wo) with PyTorch's
+/// 'nearest' index rule; any dtype.
+void nearest_forward(const Tensor& out, const Tensor& x, int64_t planes, const Shape& in_dhw,
+                     const Shape& out_dhw);
+/// gx (planes, D, H, W) = sum of gy (planes, Do, Ho, Wo) over the outputs that read
+/// each input, in output order; floating dtypes.
+void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const Shape& in_dhw,
+                      const Shape& out_dhw);

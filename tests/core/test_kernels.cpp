@@ -1,0 +1,105 @@
+// The CPU side of the device kernel table (core/kernels.h), called directly: the
+// contracts the CUDA twins share (index_range's empty answer, nll_sums' first bad
+// position, random_fill's float rounding and thread independence, argmax's NaN rule),
+// the accumulation types, and ops that run on the table for every dtype it accepts.
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "common/test_util.h"
+#include "core/kernels.h"
+#include "core/parallel.h"
+#include "core/rng.h"
+
+using namespace zt;
+using zt::test::values_are;
+
+// One accumulation trait for CPU and CUDA code: integers and masks add as integers.
+static_assert(std::is_same_v<acc_t<float>, float> && std::is_same_v<acc_t<double>, double>);
+static_assert(std::is_same_v<acc_t<bf16>, float> && std::is_same_v<acc_t<f16>, float>);
+static_assert(std::is_same_v<acc_t<int32_t>, int64_t> && std::is_same_v<acc_t<bool>, int>);
+
+TEST(KernelTable, IndexRangeAndRowsOfAnyDtype) {
+  EXPECT_EQ(cpu::index_range(Tensor::empty({0}, DType::i64)), (std::array<int64_t, 2>{0, -1}));
+  Tensor idx = from_vector({3, -1, 7, 0}, {4}, DType::i32);
+  EXPECT_EQ(cpu::index_range(idx), (std::array<int64_t, 2>{-1, 7}));
+  // index_rows copies rows of any dtype: x (outer 2, n 3, inner 1) i64, rows 2, 0.
+  Tensor x = from_vector({10, 11, 12, 20, 21, 22}, {2, 3, 1}, DType::i64);
+  Tensor out = Tensor::empty({2, 2, 1}, DType::i64);
+  cpu::index_rows(out, x, from_vector({2, 0}, {2}, DType::i64), 2, 3, 1);
+  EXPECT_TRUE(values_are(out, {12, 10, 22, 20}));
+  // The op accepts integer and bool inputs too (their gradients are never needed).
+  Tensor mask = from_vector({1, 0, 1}, {3}, DType::b8);
+  Tensor picked = index_select(mask, 0, from_vector({1, 2, 1}, {3}, DType::i64));
+  EXPECT_EQ(picked.dtype(), DType::b8);
+  EXPECT_TRUE(values_are(picked, {0, 1, 0}));
+  EXPECT_TRUE(
+      test::throws_with([&] { index_select(x.reshape({6}), 0, from_vector({6}, {1}, DType::i64)); },
+                        "index 6 out of range [0, 6)"));
+}
+
+TEST(KernelTable, NllSumsSkipIgnoredAndReportFirstBadTarget) {
+  // lsm (5, 2); targets: kept 1, ignored, bad 5, bad -3, kept 0.
+  Tensor lsm =
+      from_vector({-0.1, -2.0, -0.5, -0.9, -1.5, -0.3, -0.7, -0.7, -0.2, -1.7}, {5, 2}, DType::f64);
+  Tensor target = from_vector({1, -100, 5, -3, 0}, {5}, DType::i64);
+  std::array<double, 3> s = cpu::nll_sums(lsm, target, -100);
+  EXPECT_DOUBLE_EQ(s[0], 2.0 + 0.2);
+  EXPECT_EQ(s[1], 2.0);
+  EXPECT_EQ(s[2], 2.0);  // position 2 is the first out of [0, 2)
+  Tensor good = from_vector({1, -100}, {2}, DType::i32);
+  s = cpu::nll_sums(lsm.narrow(0, 0, 2), good, -100);
+  EXPECT_EQ(s[2], -1.0);
+  // Gradient: (exp(lsm) - onehot(t)) * grad / count on kept rows, zero on ignored ones.
+  Tensor d = Tensor::empty({2, 2}, DType::f64);
+  cpu::nll_backward(d, lsm.narrow(0, 0, 2), good, full({}, 3.0, DType::f64), 1.0, -100);
+  EXPECT_TRUE(values_are(d, {3 * std::exp(-0.1), 3 * std::exp(-2.0) - 3, 0, 0}, 1e-12));
+}
+
+TEST(KernelTable, RandomFillRoundsThroughFloatAndIgnoresThreads) {
+  const uint64_t seed = 7, offset = 1000;
+  const int64_t n = 5000;  // several parallel chunks
+  const Generator g(seed);
+  Tensor f = Tensor::empty({n}, DType::f32), h = Tensor::empty({n}, DType::bf16);
+  Tensor d = Tensor::empty({n}, DType::f64);
+  cpu::random_fill(f, seed, offset, true, 0.5, 2.0);
+  cpu::random_fill(h, seed, offset, true, 0.5, 2.0);
+  cpu::random_fill(d, seed, offset, false, -1.0, 3.0);
+  for (int64_t i = 0; i < n; i += 499) {
+    const double z = g.normal(offset + i);
+    EXPECT_EQ(f.data<float>()[i], static_cast<float>(0.5 + 2.0 * z)) << i;
+    EXPECT_EQ(h.data<bf16>()[i].bits, bf16(f.data<float>()[i]).bits) << i;
+    EXPECT_EQ(d.data<double>()[i], -1.0 + 4.0 * g.uniform64(offset + i)) << i;
+  }
+  const int threads = num_threads();
+  set_num_threads(1);
+  Tensor serial = Tensor::empty({n}, DType::f32);
+  cpu::random_fill(serial, seed, offset, true, 0.5, 2.0);
+  set_num_threads(threads);
+  EXPECT_EQ(std::memcmp(serial.data_ptr(), f.data_ptr(), n * sizeof(float)), 0);
+}
+
+TEST(KernelTable, ArgExtremeSkipsNaNsUnlessFirst) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  Tensor x = from_vector({nan, 5, 9, 1, nan, 3, 4, 4, 2}, {3, 3}, DType::f32);
+  Tensor out = Tensor::empty({3}, DType::i64);
+  cpu::arg_extreme(out, x, 3, 3, true);
+  EXPECT_TRUE(values_are(out, {0, 2, 0}));  // NaN first stays; ties keep the first
+  cpu::arg_extreme(out, x, 3, 3, false);
+  EXPECT_TRUE(values_are(out, {0, 0, 2}));
+  // Rows longer than the kernel's blocks of 16: NaNs, ties and the extremes spread over
+  // several blocks and the tail; row 1 starts with a NaN.
+  std::vector<double> v(2 * 40);
+  for (int64_t i = 0; i < 40; ++i) v[i] = v[40 + i] = static_cast<double>(i % 7);
+  for (int64_t i : {5, 20, 39}) v[i] = nan;
+  v[23] = v[31] = 9;   // first max at 23
+  v[17] = v[38] = -1;  // first min at 17
+  v[40] = nan;
+  Tensor long_rows = from_vector(v, {2, 40}, DType::bf16);
+  Tensor out2 = Tensor::empty({2}, DType::i64);
+  cpu::arg_extreme(out2, long_rows, 2, 40, true);
+  EXPECT_TRUE(values_are(out2, {23, 0}));
+  cpu::arg_extreme(out2, long_rows, 2, 40, false);
+  EXPECT_TRUE(values_are(out2, {17, 0}));
+}
