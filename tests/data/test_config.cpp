@@ -101,7 +101,8 @@ TEST(Config, MemoryLimitIsAByteSize) {
 TEST(Config, ShippedConfigsLoad) {
   const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
   AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
-  EXPECT_EQ(tiny.model.codebook_size, 1024);
+  EXPECT_EQ(tiny.model.codebook_size, 256);
+  EXPECT_TRUE(tiny.zero.sync_batchnorm);
   EXPECT_EQ(tiny.model.ch, 32);
   EXPECT_EQ(tiny.model.ch_mult, (std::vector<int64_t>{1, 2, 2}));
   EXPECT_EQ(tiny.model.spatial_factor(), 4);
@@ -143,7 +144,8 @@ TEST(Config, ShippedConfigsLoad) {
   AppConfig gpt = load_app_config(dir + "vqgpt_tiny.yaml", {}, App::vqgpt);
   ASSERT_TRUE(gpt.gpt.has_value());
   EXPECT_EQ(gpt.gpt->n_layer, 4);
-  EXPECT_EQ(gpt.gpt->vocab_size, 1027);
+  EXPECT_EQ(gpt.gpt->vocab_size, 259);
+  EXPECT_EQ(gpt.data.num_shapes, 1);
   EXPECT_EQ(gpt.gpt->block_size, 73);
   EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
   EXPECT_EQ(gpt.zero.buffers.sync, zero::BufferSync::broadcast);
