@@ -23,26 +23,65 @@ constexpr int64_t kPoints = 16;       // transform points per tile (4x4)
 constexpr int64_t kChunkTiles = 256;  // tiles per chunk: the GEMM's column count
 constexpr int64_t kMinChannels = 16;  // below this the GEMMs are too thin to pay
 
+// U = G k G^T for one output channel's C kernels at once: k (9, C) tap-major, u[xi] the
+// C values of point xi. Straight-line arithmetic over ci, so the compiler vectorizes it
+// (the per-pair scalar version cost as much as the GEMMs on 4x4 maps with 128 channels).
+// Point xi of channel ci goes to u[xi * stride + ci].
+template <typename T>
+void kernel_points(const T* __restrict k, int64_t c, T* __restrict u, int64_t stride) {
+#pragma GCC ivdep  // the 16 rows of u never overlap (stride >= c)
+  for (int64_t ci = 0; ci < c; ++ci) {
+    T gk[4][3];  // G k
+    for (int j = 0; j < 3; ++j) {
+      const T k0 = k[j * c + ci], k1 = k[(3 + j) * c + ci], k2 = k[(6 + j) * c + ci];
+      gk[0][j] = k0;
+      gk[1][j] = T(0.5) * (k0 + k1 + k2);
+      gk[2][j] = T(0.5) * (k0 - k1 + k2);
+      gk[3][j] = k2;
+    }
+    for (int i = 0; i < 4; ++i) {  // (G k) G^T
+      const T r0 = gk[i][0], r1 = gk[i][1], r2 = gk[i][2];
+      u[(i * 4 + 0) * stride + ci] = r0;
+      u[(i * 4 + 1) * stride + ci] = T(0.5) * (r0 + r1 + r2);
+      u[(i * 4 + 2) * stride + ci] = T(0.5) * (r0 - r1 + r2);
+      u[(i * 4 + 3) * stride + ci] = r2;
+    }
+  }
+}
+
+// The kernel gradient G^T dU G of one output channel's C pairs from the 16 points' C
+// values (point xi of channel ci at p[xi * stride + ci]) into kt (9, C) tap-major;
+// vectorized over ci like kernel_points.
+template <typename T>
+void kernel_gradients(const T* __restrict p, int64_t stride, int64_t c, T* __restrict kt) {
+#pragma GCC ivdep  // the 9 rows of kt never overlap
+  for (int64_t ci = 0; ci < c; ++ci) {
+    T h[4][3];  // dU G
+    for (int64_t i = 0; i < 4; ++i) {
+      const T p0 = p[(i * 4) * stride + ci], p1 = p[(i * 4 + 1) * stride + ci],
+              p2 = p[(i * 4 + 2) * stride + ci], p3 = p[(i * 4 + 3) * stride + ci];
+      h[i][0] = p0 + T(0.5) * (p1 + p2);
+      h[i][1] = T(0.5) * (p1 - p2);
+      h[i][2] = T(0.5) * (p1 + p2) + p3;
+    }
+    for (int64_t j = 0; j < 3; ++j) {  // G^T (dU G)
+      kt[j * c + ci] = h[0][j] + T(0.5) * (h[1][j] + h[2][j]);
+      kt[(3 + j) * c + ci] = T(0.5) * (h[1][j] - h[2][j]);
+      kt[(6 + j) * c + ci] = T(0.5) * (h[1][j] + h[2][j]) + h[3][j];
+    }
+  }
+}
+
 // U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j).
 template <typename T, typename Kernel>
 std::vector<T> transform_kernels(int64_t o, int64_t c, Kernel kernel) {
-  std::vector<T> u(kPoints * o * c);
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t ci = 0; ci < c; ++ci) {
-      T gk[4][3];  // G k
-      for (int j = 0; j < 3; ++j) {
-        const T k0 = kernel(oc, ci, 0, j), k1 = kernel(oc, ci, 1, j), k2 = kernel(oc, ci, 2, j);
-        gk[0][j] = k0;
-        gk[1][j] = T(0.5) * (k0 + k1 + k2);
-        gk[2][j] = T(0.5) * (k0 - k1 + k2);
-        gk[3][j] = k2;
-      }
-      for (int i = 0; i < 4; ++i) {  // (G k) G^T
-        const T r0 = gk[i][0], r1 = gk[i][1], r2 = gk[i][2];
-        const T row[4] = {r0, T(0.5) * (r0 + r1 + r2), T(0.5) * (r0 - r1 + r2), r2};
-        for (int j = 0; j < 4; ++j) u[((i * 4 + j) * o + oc) * c + ci] = row[j];
-      }
-    }
+  std::vector<T> u(kPoints * o * c), k(9 * c);
+  for (int64_t oc = 0; oc < o; ++oc) {
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int i = 0; i < 3; ++i)
+        for (int j = 0; j < 3; ++j) k[(i * 3 + j) * c + ci] = kernel(oc, ci, i, j);
+    kernel_points(k.data(), c, u.data() + oc * c, o * c);
+  }
   return u;
 }
 
@@ -259,6 +298,15 @@ void grad_row(const double* g0, const double* g1, int64_t tw, double* v, int64_t
 
 // ---------------------------------------------------------------- chunks
 
+// dst[0, n) = src[0, n) for the short image rows of small maps (a 4x4 map copies rows of
+// 4 floats): a plain loop, not a call into memmove, which costs more than the copy.
+template <typename T>
+__attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_row(const T* src,
+                                                                                   int64_t n,
+                                                                                   T* dst) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
+}
+
 // Elements between two points' (rows, nt) matrices of a chunk. A power of two (32 x 256)
 // would put the 16 streams a tile row reads or writes into the same L1 sets; one cache
 // line of skew spreads them.
@@ -281,7 +329,7 @@ void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, 
         const int64_t y = top + k;
         T* row = pad + k * wp + 1;
         if (y >= 0 && y < im.h) {
-          std::copy_n(plane + y * im.w, im.w, row);
+          copy_row(plane + y * im.w, im.w, row);
         } else {
           std::fill_n(row, im.w, T(0));
         }
@@ -304,8 +352,8 @@ void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bia
                  im.tw, y0, y1);
       T* plane = dst + im.plane(o, r, oc);
       const int64_t y = 2 * (r % im.th);
-      std::copy_n(y0, im.w, plane + y * im.w);
-      if (y + 1 < im.h) std::copy_n(y1, im.w, plane + (y + 1) * im.w);
+      copy_row(y0, im.w, plane + y * im.w);
+      if (y + 1 < im.h) copy_row(y1, im.w, plane + (y + 1) * im.w);
     }
 }
 
@@ -321,9 +369,9 @@ void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, 
     for (int64_t r = r0; r < r0 + rows; ++r) {
       const T* plane = grad + im.plane(o, r, oc);
       const int64_t y = 2 * (r % im.th);
-      std::copy_n(plane + y * im.w, im.w, g0);
+      copy_row(plane + y * im.w, im.w, g0);
       if (y + 1 < im.h) {
-        std::copy_n(plane + (y + 1) * im.w, im.w, g1);
+        copy_row(plane + (y + 1) * im.w, im.w, g1);
       } else {
         std::fill_n(g1, im.w, T(0));
       }
@@ -407,23 +455,12 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
       blas_gemm(false, true, o, c, nt, gv.data() + xi * point_stride(o, nt), nt,
                 v.data() + xi * point_stride(c, nt), nt, T(1), du.data() + xi * o * c, c);
   }
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t ci = 0; ci < c; ++ci) {
-      T p[4][4];  // dU of (oc, ci)
-      for (int64_t xi = 0; xi < kPoints; ++xi) p[xi / 4][xi % 4] = du[(xi * o + oc) * c + ci];
-      T h[4][3];  // dU G
-      for (int64_t i = 0; i < 4; ++i) {
-        h[i][0] = p[i][0] + T(0.5) * (p[i][1] + p[i][2]);
-        h[i][1] = T(0.5) * (p[i][1] - p[i][2]);
-        h[i][2] = T(0.5) * (p[i][1] + p[i][2]) + p[i][3];
-      }
-      T* k = grad_w + (oc * c + ci) * 9;  // G^T (dU G)
-      for (int64_t j = 0; j < 3; ++j) {
-        k[j] = h[0][j] + T(0.5) * (h[1][j] + h[2][j]);
-        k[3 + j] = T(0.5) * (h[1][j] - h[2][j]);
-        k[6 + j] = T(0.5) * (h[1][j] + h[2][j]) + h[3][j];
-      }
-    }
+  std::vector<T> kt(9 * c);  // one output channel's kernel gradients, tap-major
+  for (int64_t oc = 0; oc < o; ++oc) {
+    kernel_gradients(du.data() + oc * c, o * c, c, kt.data());
+    for (int64_t ci = 0; ci < c; ++ci)
+      for (int64_t t = 0; t < 9; ++t) grad_w[(oc * c + ci) * 9 + t] = kt[t * c + ci];
+  }
 }
 
 #define ZT_WINOGRAD_INSTANTIATE(T)                                                               \
