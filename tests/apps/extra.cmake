@@ -98,3 +98,13 @@ if(ZT_INSTALL)
                    ${CMAKE_CURRENT_SOURCE_DIR}/apps/build_example.cmake)
   set_tests_properties(apps.embed.subdirectory PROPERTIES LABELS apps TIMEOUT 300)
 endif()
+
+# zt-bench gpt on a tiny shape, f32 and bf16 on 2 thread ranks: the benchmark runs end to
+# end and prints its JSON line (a smoke test; the numbers are not checked).
+if(TARGET zt-bench)
+  add_test(NAME apps.bench.gpt
+           COMMAND zt-bench gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --batch 2
+                   --steps 1 --dtype bf16 --ranks 2)
+  set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9]")
+endif()

@@ -1,0 +1,147 @@
+// zt-bench gpt: training steps of a decoder-only transformer (zt::gpt) on random tokens,
+// by default GPT-2 small's shape (12 layers, 768 wide, 12 heads, context 1024, vocabulary
+// 50304), through the ZeRO-3 engine (one rank, or --ranks thread ranks on the CPU), in f32
+// or bf16 (fp32 master shards). Prints one JSON object: the step split (forward, backward,
+// optimizer), tokens/s, memory per tag, and model FLOP utilization
+//   FLOPs per step = (6 N + 12 L E T) x tokens
+// (N parameters, L layers, E width, T context: the dense matmuls' multiply-adds, forward
+// and backward, plus attention's scores and weighted sums; causal masking not discounted),
+// MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
+// a GPU; none on the CPU, where only the achieved TFLOP/s are printed).
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <vector>
+
+#include "apps/bench/bench.h"
+#include "apps/vqgpt/model/gpt.h"
+#include "core/ops.h"
+#include "core/parallel.h"
+#include "zero/zero.h"
+
+namespace {
+
+using namespace zt;
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+}  // namespace
+
+ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory, MFU") {
+  bench::Cli app("gpt");
+  gpt::GptSpec spec;
+  spec.vocab_size = 50304;
+  spec.block_size = 1024;
+  spec.n_layer = 12;
+  spec.n_head = 12;
+  spec.n_embd = 768;
+  int batch = 4, steps = 3, ranks = 1, threads = 0;
+  double peak_tflops = -1;
+  std::string device_name = "cpu", dtype = "f32";
+  app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--heads", spec.n_head, "attention heads")->check(CLI::PositiveNumber);
+  app.add_option("--seq", spec.block_size, "context length (tokens per sequence)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--vocab", spec.vocab_size, "vocabulary size")->check(CLI::PositiveNumber);
+  app.add_option("--batch", batch, "sequences per step per rank")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps (after one warm-up step)")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(CLI::PositiveNumber);
+  app.add_option("--threads", threads, "kernel and BLAS threads per process (0: all cores)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--dtype", dtype, "parameter and compute dtype: f32, or bf16 with fp32 masters")
+      ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_option("--peak-tflops", peak_tflops,
+                 "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
+  const Device device = Device::parse(device_name);
+  if (device.is_cuda() && (!cuda_available() || ranks != 1)) {
+    std::fprintf(stderr, "zt-bench gpt: --device cuda needs a CUDA build, a GPU and --ranks 1\n");
+    return 1;
+  }
+  if (spec.n_embd % spec.n_head != 0) {
+    std::fprintf(stderr, "zt-bench gpt: --width %lld is not a multiple of --heads %lld\n",
+                 static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head));
+    return 1;
+  }
+  if (threads > 0) set_num_threads(threads);
+  if (peak_tflops < 0) peak_tflops = device.is_cuda() ? (dtype == "bf16" ? 989.0 : 67.0) : 0.0;
+
+  comm::run_threads(ranks, [&](comm::Communicator& comm) {
+    manual_seed(1);
+    std::shared_ptr<gpt::Gpt> model;
+    if (device.is_cpu()) {
+      zero::Init init(comm);
+      model = std::make_shared<gpt::Gpt>(spec);
+    } else {  // built on the host, moved, then partitioned (shards stay on the GPU)
+      model = std::make_shared<gpt::Gpt>(spec);
+      model->to(device);
+      zero::partition(*model, comm);
+    }
+    zero::Config cfg;
+    cfg.precision.bf16 = dtype == "bf16";
+    zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-4});
+    Generator g(7 + comm.rank());
+    const Tensor ids = randint(0, spec.vocab_size, {batch, spec.block_size + 1}, g).to(device);
+    const Tensor inputs = ids.narrow(1, 0, spec.block_size).contiguous();
+    const Tensor targets = ids.narrow(1, 1, spec.block_size).contiguous();
+
+    using Clock = std::chrono::steady_clock;
+    auto at = [&](const Tensor& last) {
+      bench::sync(last);
+      return Clock::now();
+    };
+    auto ms = [](Clock::time_point a, Clock::time_point b) {
+      return 1e3 * std::chrono::duration<double>(b - a).count();
+    };
+    std::vector<double> fwd, bwd, opt, total;
+    double loss = 0;
+    for (int i = 0; i <= steps; ++i) {
+      comm.barrier();
+      const auto t0 = Clock::now();
+      Tensor logits = engine(inputs);
+      Tensor l = cross_entropy(logits.to(DType::f32).reshape({-1, spec.vocab_size}),
+                               targets.reshape({-1}));
+      const auto t1 = at(l);
+      engine.backward(l);
+      const auto t2 = at(l);
+      engine.step();
+      const auto t3 = at(model->head->weight);
+      loss = l.item();
+      if (i == 0) continue;  // warm-up: records the trace, allocates the caches
+      fwd.push_back(ms(t0, t1));
+      bwd.push_back(ms(t1, t2));
+      opt.push_back(ms(t2, t3));
+      total.push_back(ms(t0, t3));
+    }
+    if (comm.rank() != 0) return;
+    const double n = static_cast<double>(spec.count_parameters());
+    const double tokens = static_cast<double>(batch) * static_cast<double>(spec.block_size) *
+                          static_cast<double>(comm.size());
+    const double flops = (6.0 * n + 12.0 * static_cast<double>(spec.n_layer * spec.n_embd) *
+                                        static_cast<double>(spec.block_size)) *
+                         tokens;
+    const double step_s = median(total) / 1e3;
+    const double tflops = flops / step_s / 1e12;
+    std::printf(
+        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"layers\":%lld,"
+        "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
+        "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
+        "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
+        "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,\"memory\":%s}\n",
+        device.str().c_str(), dtype.c_str(), comm.size(), static_cast<long long>(spec.n_layer),
+        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
+        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
+        tokens, median(fwd), median(bwd), median(opt), 1e3 * step_s, tokens / step_s, tflops,
+        peak_tflops, peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss,
+        engine.memory_report().json().c_str());
+    std::fflush(stdout);
+  });
+  return 0;
+}
