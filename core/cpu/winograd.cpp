@@ -72,15 +72,30 @@ void kernel_gradients(const T* __restrict p, int64_t stride, int64_t c, T* __res
   }
 }
 
+// The large buffers of a pass (transformed kernels, input and GEMM-result points), kept
+// per thread between calls and grown as needed: fresh multi-megabyte vectors would be
+// page-faulted in and zeroed on every call, which on 4x4 maps costs a tenth of the pass.
+// Slots: 0 kernels, 1 input points, 2 result or gradient points, 3 the weight gradient.
+// Contents are not initialized.
+template <typename T>
+T* scratch(int slot, int64_t n) {
+  thread_local std::vector<T> buffers[4];
+  std::vector<T>& b = buffers[slot];
+  if (static_cast<int64_t>(b.size()) < n) b.resize(static_cast<size_t>(n));
+  return b.data();
+}
+
 // U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j).
+// Returns scratch slot 0.
 template <typename T, typename Kernel>
-std::vector<T> transform_kernels(int64_t o, int64_t c, Kernel kernel) {
-  std::vector<T> u(kPoints * o * c), k(9 * c);
+const T* transform_kernels(int64_t o, int64_t c, Kernel kernel) {
+  T* u = scratch<T>(0, kPoints * o * c);
+  std::vector<T> k(9 * c);
   for (int64_t oc = 0; oc < o; ++oc) {
     for (int64_t ci = 0; ci < c; ++ci)
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) k[(i * 3 + j) * c + ci] = kernel(oc, ci, i, j);
-    kernel_points(k.data(), c, u.data() + oc * c, o * c);
+    kernel_points(k.data(), c, u + oc * c, o * c);
   }
   return u;
 }
@@ -392,20 +407,19 @@ struct Chunking {
 
 // dst (m, O, D, H, W) = same3x3(src (m, C, D, H, W)) with transformed kernels u (16, O, C).
 template <typename T>
-void convolve(const ConvGeometry& g, int64_t c, int64_t o, const std::vector<T>& u, const T* bias,
-              const T* src, int64_t m, T* dst) {
+void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* bias, const T* src,
+              int64_t m, T* dst) {
   const Chunking ch(g, m);
-  std::vector<T> v(kPoints * point_stride(c, ch.chunk_tiles));
-  std::vector<T> mm(kPoints * point_stride(o, ch.chunk_tiles));
+  T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
+  T* mm = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw);
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
-    transform_inputs(ch.im, c, src, r0, rows, v.data(), pad.data());
+    transform_inputs(ch.im, c, src, r0, rows, v, pad.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
-      blas_gemm(false, false, o, nt, c, u.data() + xi * o * c, c,
-                v.data() + xi * point_stride(c, nt), nt, T(0), mm.data() + xi * point_stride(o, nt),
-                nt);
-    transform_outputs(ch.im, o, mm.data(), bias, r0, rows, dst, rows2.data());
+      blas_gemm(false, false, o, nt, c, u + xi * o * c, c, v + xi * point_stride(c, nt), nt, T(0),
+                mm + xi * point_stride(o, nt), nt);
+    transform_outputs(ch.im, o, mm, bias, r0, rows, dst, rows2.data());
   }
 }
 
@@ -443,21 +457,22 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
   // then grad_w = G^T dU G per (o, c).
   const int64_t c = g.c, o = g.o;
   const Chunking ch(g, m);
-  std::vector<T> v(kPoints * point_stride(c, ch.chunk_tiles));
-  std::vector<T> gv(kPoints * point_stride(o, ch.chunk_tiles));
+  T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
+  T* gv = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw, T(0));
-  std::vector<T> du(kPoints * o * c, T(0));
+  T* du = scratch<T>(3, kPoints * o * c);
+  std::fill_n(du, kPoints * o * c, T(0));
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
-    transform_inputs(ch.im, c, x, r0, rows, v.data(), pad.data());
-    transform_grads(ch.im, o, grad_out, r0, rows, gv.data(), rows2.data());
+    transform_inputs(ch.im, c, x, r0, rows, v, pad.data());
+    transform_grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
-      blas_gemm(false, true, o, c, nt, gv.data() + xi * point_stride(o, nt), nt,
-                v.data() + xi * point_stride(c, nt), nt, T(1), du.data() + xi * o * c, c);
+      blas_gemm(false, true, o, c, nt, gv + xi * point_stride(o, nt), nt,
+                v + xi * point_stride(c, nt), nt, T(1), du + xi * o * c, c);
   }
   std::vector<T> kt(9 * c);  // one output channel's kernel gradients, tap-major
   for (int64_t oc = 0; oc < o; ++oc) {
-    kernel_gradients(du.data() + oc * c, o * c, c, kt.data());
+    kernel_gradients(du + oc * c, o * c, c, kt.data());
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t t = 0; t < 9; ++t) grad_w[(oc * c + ci) * 9 + t] = kt[t * c + ci];
   }
