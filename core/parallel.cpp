@@ -3,6 +3,7 @@
 
 #include <cblas.h>
 
+#include <cstdlib>
 #include <thread>
 
 namespace zt {
@@ -11,7 +12,16 @@ static int& thread_count() {
   thread_local int n = 0;  // 0: not set on this thread
   return n;
 }
-static int g_default_threads = 0;
+// The default for threads that never called set_num_threads: $OMP_NUM_THREADS when it is
+// a positive number (as OpenMP programs and PyTorch honour it), else every core.
+static int default_threads() {
+  static const int n = [] {
+    const char* e = std::getenv("OMP_NUM_THREADS");
+    const int v = e ? std::atoi(e) : 0;
+    return v > 0 ? v : hardware_threads();
+  }();
+  return n;
+}
 
 int hardware_threads() {
   unsigned h = std::thread::hardware_concurrency();
@@ -21,7 +31,7 @@ int hardware_threads() {
 int num_threads() {
   int n = thread_count();
   if (n > 0) return n;
-  return g_default_threads > 0 ? g_default_threads : hardware_threads();
+  return default_threads();
 }
 
 void set_num_threads(int n) {

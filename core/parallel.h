@@ -6,7 +6,8 @@
 
 namespace zt {
 
-/// Threads this thread's kernels may use (default: all cores for the main thread).
+/// Threads this thread's kernels may use (default: $OMP_NUM_THREADS when set, else all
+/// cores).
 int num_threads();
 /// Sets this thread's kernel thread count (>= 1); also sets BLAS's.
 void set_num_threads(int n);
