@@ -35,6 +35,9 @@ class Cli : public CLI::App {
 /// host); nothing for a CPU or undefined tensor.
 void sync(const Tensor& t);
 
+/// The median of v (the upper one of an even count); 0 when empty.
+double median(std::vector<double> v);
+
 /// Seconds per call of fn: warm-up calls, then the median of `reps` timed runs.
 double time_per_call(const std::function<void()>& fn, int warmup = 2, int reps = 5);
 

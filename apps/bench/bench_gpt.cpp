@@ -8,7 +8,6 @@
 // and backward, plus attention's scores and weighted sums; causal masking not discounted),
 // MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
 // a GPU; none on the CPU, where only the achieved TFLOP/s are printed).
-#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -22,11 +21,6 @@
 namespace {
 
 using namespace zt;
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
 
 }  // namespace
 
@@ -127,7 +121,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double flops = (6.0 * n + 12.0 * static_cast<double>(spec.n_layer * spec.n_embd) *
                                         static_cast<double>(spec.block_size)) *
                          tokens;
-    const double step_s = median(total) / 1e3;
+    const double step_s = bench::median(total) / 1e3;
     const double tflops = flops / step_s / 1e12;
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"layers\":%lld,"
@@ -138,8 +132,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         device.str().c_str(), dtype.c_str(), comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
-        tokens, median(fwd), median(bwd), median(opt), 1e3 * step_s, tokens / step_s, tflops,
-        peak_tflops, peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss,
+        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
+        tokens / step_s, tflops, peak_tflops,
+        peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss,
         engine.memory_report().json().c_str());
     std::fflush(stdout);
   });

@@ -34,11 +34,6 @@ double cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
-}
-
 // Exclusive forward CPU time per module type, from pre/post forward hooks: a stack of
 // open calls, each charging its children's time back to its parent.
 class ModuleTimer {
@@ -132,8 +127,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
       "\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
       "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f}\n",
-      device.str().c_str(), batch, threads, steps, median(fwd), median(bwd), median(opt_ms),
-      median(total), median(wall), loss);
+      device.str().c_str(), batch, threads, steps, zt::bench::median(fwd), zt::bench::median(bwd),
+      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss);
   if (modules) {
     for (auto& [type, s] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <exception>
 #include <map>
+#include <utility>
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
@@ -54,6 +55,11 @@ void sync(const Tensor& t) {
   if (t.defined() && t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
 }
 
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
 double time_per_call(const std::function<void()>& fn, int warmup, int reps) {
   for (int i = 0; i < warmup; ++i) fn();
   std::vector<double> t;
@@ -62,8 +68,7 @@ double time_per_call(const std::function<void()>& fn, int warmup, int reps) {
     fn();
     t.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 }  // namespace zt::bench
