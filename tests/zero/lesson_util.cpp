@@ -26,6 +26,18 @@ Tensor Mixed::forward(const Tensor& x) {
   return (*head)(mean(h, {1}));                                              // (B, 5)
 }
 
+TanhStack::TanhStack(int64_t depth, int64_t width) : nn::UnaryModule("TanhStack") {
+  for (int64_t i = 0; i < depth; ++i)
+    layers.push_back(
+        register_module("l" + std::to_string(i), std::make_shared<nn::Linear>(width, width)));
+}
+
+Tensor TanhStack::forward(const Tensor& x) {
+  Tensor h = x;
+  for (auto& l : layers) h = tanh((*l)(h));
+  return h;
+}
+
 std::pair<Tensor, Tensor> batch(int64_t B, int step) {
   Generator g(1000 + static_cast<uint64_t>(step));
   Tensor x = randn({B, 3, 2, 6, 6}, g);

@@ -34,6 +34,17 @@ class Mixed : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 
+/// depth x (Linear(width, width) -> tanh), children "l0", "l1", ...: a model whose size is
+/// one number per layer, for lessons about memory and timing.
+class TanhStack : public nn::UnaryModule {
+ public:
+  TanhStack(int64_t depth, int64_t width);
+  std::vector<std::shared_ptr<nn::Linear>> layers;
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+};
+
 /// A deterministic batch for step `step`: x (B, 3, 2, 6, 6), y (B, 5).
 std::pair<Tensor, Tensor> batch(int64_t B, int step);
 

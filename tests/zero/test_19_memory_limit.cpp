@@ -16,24 +16,7 @@ namespace {
 constexpr int64_t kWidth = 128, kDepth = 32, kGlobalBatch = 8;
 constexpr int kSteps = 4;
 
-// kDepth x (Linear(kWidth, kWidth), tanh).
-class Deep : public nn::UnaryModule {
- public:
-  Deep() : nn::UnaryModule("Deep") {
-    for (int64_t i = 0; i < kDepth; ++i)
-      layers.push_back(
-          register_module(std::to_string(i), std::make_shared<nn::Linear>(kWidth, kWidth)));
-  }
-  std::vector<std::shared_ptr<nn::Linear>> layers;
-
- protected:
-  Tensor forward(const Tensor& x) override {
-    Tensor h = x;
-    for (auto& l : layers) h = tanh((*l)(h));
-    return h;
-  }
-};
-
+// The model: lesson::TanhStack(kDepth, kWidth).
 int64_t deep_numel() {
   return kDepth * (kWidth * kWidth + kWidth);
 }
@@ -68,7 +51,7 @@ zero::Config tight_config() {
 
 std::vector<double> train_single() {
   manual_seed(3);
-  auto m = std::make_shared<Deep>();
+  auto m = std::make_shared<lesson::TanhStack>(kDepth, kWidth);
   auto opt = optim::make_optimizer({}, m->named_parameters());
   std::vector<double> losses;
   for (int s = 0; s < kSteps; ++s) {
@@ -87,10 +70,10 @@ std::vector<double> train_single() {
 std::vector<double> train_limited(comm::Communicator& comm) {
   current_ledger()->set_limit(Device::cpu(), rank_limit());
   manual_seed(3);
-  std::shared_ptr<Deep> m;
+  std::shared_ptr<lesson::TanhStack> m;
   {
     zero::Init init(comm);
-    m = std::make_shared<Deep>();
+    m = std::make_shared<lesson::TanhStack>(kDepth, kWidth);
   }
   zero::Engine engine(m, comm, tight_config(), {});
   const int64_t B = kGlobalBatch / comm.size();

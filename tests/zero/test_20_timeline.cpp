@@ -26,23 +26,6 @@ constexpr int64_t kWidth = 48, kDepth = 6;
 constexpr int kSteps = 5, kTraced = 2;
 constexpr int64_t kLimit = 4 << 20;  // per rank
 
-class Stack : public nn::UnaryModule {
- public:
-  Stack() : nn::UnaryModule("Stack") {
-    for (int64_t i = 0; i < kDepth; ++i)
-      layers.push_back(
-          register_module("l" + std::to_string(i), std::make_shared<nn::Linear>(kWidth, kWidth)));
-  }
-  std::vector<std::shared_ptr<nn::Linear>> layers;
-
- protected:
-  Tensor forward(const Tensor& x) override {
-    Tensor h = x;
-    for (auto& l : layers) h = tanh((*l)(h));
-    return h;
-  }
-};
-
 struct Span {
   std::string track, module;
   double ts, end;
@@ -54,10 +37,10 @@ json train_and_read(const std::string& path, const std::string& ckpt_root) {
   comm::run_threads(2, [&](comm::Communicator& comm) {
     current_ledger()->set_limit(Device::cpu(), kLimit);
     manual_seed(5);
-    std::shared_ptr<Stack> m;
+    std::shared_ptr<lesson::TanhStack> m;
     {
       zero::Init init(comm);
-      m = std::make_shared<Stack>();
+      m = std::make_shared<lesson::TanhStack>(kDepth, kWidth);
     }
     zero::Config c = lesson::eager_release_config();
     c.stage3_prefetch_bucket_size = 2 * kWidth * (kWidth + 1);  // prefetch on
