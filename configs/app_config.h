@@ -76,6 +76,9 @@ struct TrainConfig {
   int64_t codebook_restart_every = 0;
   int64_t seed = 0;            ///< model init, dropout
   std::string device = "cpu";  ///< "cpu" or "cuda"
+  /// TF32 tensor cores for f32 work on CUDA: "conv" (convolutions only, PyTorch's
+  /// default), "all" (also matrix multiplies) or "none" (exact fp32).
+  std::string tf32 = "conv";
   /// Storage and compute dtype of the partitioned parameters: f32, bf16 or f16. bf16
   /// and f16 are the same as enabling the bf16 / fp16 section; after parsing this is the
   /// effective dtype whichever way it was asked for.

@@ -1,6 +1,8 @@
 // Device parsing; CUDA queries answer "none" in a build without CUDA.
 #include "core/device.h"
 
+#include <atomic>
+
 #include "core/error.h"
 
 namespace zt {
@@ -17,9 +19,26 @@ Device Device::parse(const std::string& s) {
   ZT_FAIL("unknown device '", s, "': expected cpu, cuda or cuda:N");
 }
 
+namespace {
+std::atomic<bool> g_tf32_matmul{false}, g_tf32_conv{false};
+}  // namespace
+
+void set_tf32(Tf32Policy policy) {
+  g_tf32_matmul.store(policy.matmul);
+  g_tf32_conv.store(policy.conv);
+}
+
+Tf32Policy tf32() {
+  return {g_tf32_matmul.load(), g_tf32_conv.load()};
+}
+
 #ifndef ZT_WITH_CUDA
-bool cuda_available() { return false; }
-int cuda_device_count() { return 0; }
+bool cuda_available() {
+  return false;
+}
+int cuda_device_count() {
+  return 0;
+}
 #endif
 
 }  // namespace zt

@@ -30,4 +30,16 @@ bool cuda_available();
 /// Number of visible GPUs (0 without CUDA).
 int cuda_device_count();
 
+/// Whether f32 work on CUDA may use TF32 tensor cores (inputs rounded to 10 mantissa
+/// bits, fp32 accumulation), for matrix multiplies (cuBLAS) and convolutions (cuDNN)
+/// separately. The library's default is exact fp32 for both; the apps turn
+/// convolutions on (train.tf32: conv), as PyTorch does. No effect on the CPU or on
+/// other dtypes. Process-wide.
+struct Tf32Policy {
+  bool matmul = false;
+  bool conv = false;
+};
+void set_tf32(Tf32Policy policy);
+Tf32Policy tf32();
+
 }  // namespace zt

@@ -8,6 +8,7 @@
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 
 namespace zt {
 
@@ -369,15 +370,11 @@ Tensor Tensor::to(Device dev) const {
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
-  if (device().is_cpu() && s.device().is_cpu()) {
-    cpu::copy(*this, s);
+  if (device().type == s.device().type) {
+    ZT_DISPATCH(device(), copy, *this, s);
     return *this;
   }
 #ifdef ZT_WITH_CUDA
-  if (device().is_cuda() && s.device().is_cuda()) {
-    cuda::copy(*this, s);
-    return *this;
-  }
   if (device().is_cuda()) {  // host -> device: stage a contiguous host copy in our dtype
     Tensor host = Tensor::empty(sizes(), dtype(), Device::cpu());
     cpu::copy(host, s);
@@ -403,13 +400,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
 }
 
 const Tensor& Tensor::fill_(double value) const {
-  if (device().is_cpu()) {
-    cpu::fill(*this, value);
-  } else {
-#ifdef ZT_WITH_CUDA
-    cuda::fill(*this, value);
-#endif
-  }
+  ZT_DISPATCH(device(), fill, *this, value);
   return *this;
 }
 

@@ -19,16 +19,21 @@ step() {
   [ "$rc" -eq 0 ] || failed+=("$*")
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-step 100 "bin/zt_test_cuda"                 # the cuda-labelled tests (they skip without a GPU)
-step 30 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
-step 45 "bin/zt-bench ops --device cuda"
-step 45 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
-step 60 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
-step 60 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
-step 75 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+step 80 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
+step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
+step 30 "bin/zt_test_apps --gtest_filter='*Cuda*'"   # vqgpt on the GPU equals the CPU run
+step 35 "bin/zt-bench ops --device cuda"
+step 40 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
+step 50 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
+step 55 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
+step 60 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 50 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 40 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
+step 40 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
+  --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
+  --overwrite"                               # the tokenizer's share of the step is printed
+step 20 "bin/zt-bench vqgpt --device cuda --steps 5"
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'gpu_check: FAILED: %s\n' "${failed[@]}"
   exit 1

@@ -38,6 +38,12 @@ void sync(const Tensor& t);
 /// The median of v (the upper one of an even count); 0 when empty.
 double median(std::vector<double> v);
 
+/// The work of one call of fn (core/work_counts.h: kernel-table dispatches; on CUDA
+/// kernel launches, host synchronizations and copies) as JSON fields, e.g.
+/// `"dispatches_per_step":812,"syncs_per_step":0,...`. fn runs once, and its own
+/// synchronizations count: call it on a step without phase clocks.
+std::string work_per_call_json(const std::function<void()>& fn);
+
 /// Seconds per call of fn: warm-up calls, then the median of `reps` timed runs.
 double time_per_call(const std::function<void()>& fn, int warmup = 2, int reps = 5);
 

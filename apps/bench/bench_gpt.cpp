@@ -114,6 +114,13 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       opt.push_back(ms(t2, t3));
       total.push_back(ms(t0, t3));
     }
+    // The work of one more step, without the phase clocks' synchronizations.
+    const std::string work = bench::work_per_call_json([&] {
+      Tensor logits = engine(inputs);
+      engine.backward(cross_entropy(logits.to(DType::f32).reshape({-1, spec.vocab_size}),
+                                    targets.reshape({-1})));
+      engine.step();
+    });
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
     const double tokens = static_cast<double>(batch) * static_cast<double>(spec.block_size) *
@@ -128,13 +135,13 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
-        "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,\"memory\":%s}\n",
+        "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
         tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
         tokens / step_s, tflops, peak_tflops,
-        peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss,
+        peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fflush(stdout);
   });

@@ -7,6 +7,8 @@
 //   mode replicated_dp  the GPT built under zero::Replicated with requires_grad on: the
 //                       engine all-reduces replica gradients (plain data parallelism)
 // Under mpirun each process is a rank (MPI) and only the world size is measured.
+// --device cuda runs on the GPU: one thread rank, or one GPU per process under mpirun
+// (NCCL); each step then ends with a synchronization so that its time is complete.
 
 #include <chrono>
 #include <cstdio>
@@ -27,9 +29,10 @@ double since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int steps,
+void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int steps, Device device,
              comm::Communicator& comm) {
-  auto tok = vqgpt::random_tokenizer(cfg, comm);
+  if (comm.device().is_cuda()) device = comm.device();  // NCCL: this process's GPU
+  auto tok = vqgpt::random_tokenizer(cfg, comm, device);
   auto model = vqgpt::build_model(cfg, tok, comm, replicated_dp);
   auto engine = vqgpt::make_engine(model, cfg, comm);
   auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, cfg.train.batch,
@@ -48,6 +51,7 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
     tok_s += since(t0);
     engine->backward(model->loss(seq));
     engine->step();
+    bench::sync(seq);  // on a GPU: wait for the step's queued work
     step_s += since(t0);
   }
   const comm::CommCounters counters = comm.counters();
@@ -58,12 +62,12 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
   const double per_step = v[1] / steps, tok_per_step = v[0] / steps;
   const int64_t targets = (model->layout().length() - 1) * cfg.train.batch * comm.size();
   std::printf(
-      "{\"bench\":\"vqgpt\",\"mode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
+      "{\"bench\":\"vqgpt\",\"device\":\"%s\",\"mode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
       "\"batch_per_rank\":%lld,\"tokens_per_step\":%lld,\"gpt_params\":%lld,"
       "\"tokenizer_params\":%lld,\"step_s\":%.5f,\"tokenizer_s\":%.5f,\"tokenizer_share\":%.3f,"
       "\"gpt_s\":%.5f,\"tokens_per_s\":%.1f,\"comm_calls_per_step\":%.1f,"
       "\"comm_bytes_per_step\":%.0f}\n",
-      replicated_dp ? "replicated_dp" : "zero3", comm.backend(), comm.size(),
+      device.str().c_str(), replicated_dp ? "replicated_dp" : "zero3", comm.backend(), comm.size(),
       static_cast<long long>(cfg.train.batch), static_cast<long long>(targets),
       static_cast<long long>(model->gpt->spec().count_parameters()),
       static_cast<long long>(model->tokenizer->num_parameters()), per_step, tok_per_step,
@@ -81,6 +85,9 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   std::vector<int> ranks = {1, 2};
   int warmup = 2, steps = 10;
   std::vector<std::string> sets;
+  std::string device_name = "cpu";
+  app.add_option("--device", device_name, "cpu or cuda (on a GPU: 1 thread rank, or mpirun)")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)");
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
@@ -88,12 +95,20 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
+  const Device device = Device::parse(device_name);
+  if (device.is_cuda() && !cuda_available()) {
+    std::fprintf(stderr, "zt-bench vqgpt: --device cuda needs a CUDA build and a GPU\n");
+    return 1;
+  }
+  if (device.is_cuda()) ranks = {1};      // thread ranks exchange host memory
   if (comm::under_mpirun()) ranks = {0};  // the world size
   for (int n : ranks)
     for (bool dp : {false, true}) {
       comm::LaunchOptions opts;
       opts.ranks = n == 0 ? 1 : n;
-      comm::launch(opts, [&](comm::Communicator& comm) { measure(cfg, dp, warmup, steps, comm); });
+      opts.device = device;  // under mpirun a GPU starts NCCL, one GPU per process
+      comm::launch(
+          opts, [&](comm::Communicator& comm) { measure(cfg, dp, warmup, steps, device, comm); });
     }
   return 0;
 }

@@ -7,6 +7,8 @@
 // CPU time is the measure of record on CPU: the machine may be shared with other jobs.
 // --device cuda times the same step on the GPU in wall-clock time, synchronizing at each
 // phase boundary (forward_ms etc. are then wall times).
+// It then runs one more step without the phase clocks and prints the work it issued
+// (dispatches_per_step etc.; on CUDA launches, host synchronizations and copies).
 // --modules adds one JSON object per module type with its exclusive forward CPU time
 // (time in the module minus time in its child modules), summed over the timed steps.
 #include <time.h>
@@ -101,13 +103,16 @@ int run_vqtok_step(const std::vector<std::string>& args) {
 
   std::vector<double> fwd, bwd, opt_ms, total, wall;
   double loss = 0;
+  auto forward = [&] {
+    opt.zero_grad();
+    auto out = model.forward_train(video);
+    return zt::mse_loss(out.recon, video) + zt::l1_loss(out.recon, video) + out.loss_vq;
+  };
   for (int i = 0; i <= steps; ++i) {
     timer.enable(i > 0);
     auto w0 = std::chrono::steady_clock::now();
     const double c0 = clock(video);
-    opt.zero_grad();
-    auto out = model.forward_train(video);
-    Tensor l = zt::mse_loss(out.recon, video) + zt::l1_loss(out.recon, video) + out.loss_vq;
+    Tensor l = forward();
     const double c1 = clock(l);
     l.backward();
     const double c2 = clock(model.parameters().front().grad());
@@ -122,13 +127,19 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     total.push_back(1e3 * (c3 - c0));
     wall.push_back(1e3 * std::chrono::duration<double>(w1 - w0).count());
   }
+  timer.enable(false);
+  const std::string work = zt::bench::work_per_call_json([&] {
+    forward().backward();
+    opt.step();
+  });
   std::printf(
       "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"batch\":%d,\"frames\":4,\"size\":32,"
       "\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
-      "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f}\n",
+      "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
       device.str().c_str(), batch, threads, steps, zt::bench::median(fwd), zt::bench::median(bwd),
-      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss);
+      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss,
+      work.c_str());
   if (modules) {
     for (auto& [type, s] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",

@@ -9,6 +9,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
+#include "core/work_counts.h"
 
 namespace zt::bench {
 
@@ -58,6 +59,20 @@ void sync(const Tensor& t) {
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];
+}
+
+std::string work_per_call_json(const std::function<void()>& fn) {
+  const WorkCounts before = work_counts();
+  fn();
+  const WorkCounts w = work_counts() - before;
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "\"dispatches_per_step\":%lld,\"launches_per_step\":%lld,\"syncs_per_step\":%lld,"
+                "\"d2h_per_step\":%lld,\"h2d_per_step\":%lld",
+                static_cast<long long>(w.dispatches), static_cast<long long>(w.launches),
+                static_cast<long long>(w.syncs), static_cast<long long>(w.d2h_copies),
+                static_cast<long long>(w.h2d_copies));
+  return buf;
 }
 
 double time_per_call(const std::function<void()>& fn, int warmup, int reps) {

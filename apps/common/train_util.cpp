@@ -135,6 +135,7 @@ Device train_device(const config::TrainConfig& train, const comm::Communicator& 
 #endif
   ZT_CHECK(cuda_available(), app, ": train.device 'cuda' but no GPU is visible; check ",
            "nvidia-smi and CUDA_VISIBLE_DEVICES, or set train.device=cpu");
+  set_tf32({.matmul = train.tf32 == "all", .conv = train.tf32 != "none"});
   if (comm.device().is_cuda()) return comm.device();  // NCCL: this process's GPU
   ZT_CHECK(comm.size() == 1, app, ": train.device 'cuda' with ", comm.size(),
            " thread ranks; thread ranks exchange host memory, so on GPUs run one rank per "

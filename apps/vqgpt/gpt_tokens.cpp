@@ -169,7 +169,7 @@ Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
         logits.dim() == 3 && logits.size(0) == n && logits.size(1) == pos && logits.size(2) >= k,
         "sample: the model returned ", shape_str(logits.sizes()), " for ids (", n, ", ", pos,
         "); expected (B, T, V >= ", k, ")");
-    const Tensor last = logits.select(1, pos - 1).to(DType::f64).contiguous();
+    const Tensor last = logits.select(1, pos - 1).to(Device::cpu()).to(DType::f64).contiguous();
     const double* l = last.data<double>();
     const int64_t v = logits.size(2);
     const std::vector<double> u = rand({n}, gen, DType::f64).to_vector();

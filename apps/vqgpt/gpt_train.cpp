@@ -74,9 +74,7 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
   app::check_same_config(cfg.root, comm, "vqgpt train");
-  ZT_CHECK(app::train_device(cfg.train, comm, "vqgpt train").is_cpu(),
-           "vqgpt train: train.device 'cuda' is not supported yet (the frozen tokenizer is loaded "
-           "on rank 0 and broadcast through host memory); set train.device=cpu");
+  const Device device = app::train_device(cfg.train, comm, "vqgpt train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;
   const bool say = rank0 && !options.quiet;
@@ -86,8 +84,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const std::string ckpt_root = checkpoint_root(cfg);
   const std::string resume_from =
       app::start_run(cfg, ckpt_root, {"vqgpt train", options.resume, options.overwrite, say}, comm);
-  auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm)
-                                       : random_tokenizer(cfg, comm);
+  auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm, device)
+                                       : random_tokenizer(cfg, comm, device);
   auto model = build_model(cfg, tokenizer, comm);
   app::check_same_model(*model, comm, "vqgpt train");
   auto engine = make_engine(model, cfg, comm);  // verifies replicas once built

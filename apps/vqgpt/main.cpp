@@ -6,9 +6,9 @@
 //
 //   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
 //                   [--tokenizer W]
-//                   [--device cpu] (cuda: not yet)
+//                   [--device D]
 //   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
-//                   [--top-k K] [--seed S] [--tokens ids.npy]
+//                   [--top-k K] [--seed S] [--tokens ids.npy] [--device D]
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
 //   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
 //   vqgpt plan      --config C [--ranks N] [--steps S]   (training memory per rank)
@@ -57,6 +57,7 @@ int main(int argc, char** argv) {
 
   CLI::App* sample = app.add_subcommand("sample", "sample token sequences and decode them");
   kCli.add(sample, sample_c);
+  app::add_device_arg(sample, sample_c);
   vqgpt::SampleOptions so;
   sample->add_option("--checkpoint", so.checkpoint,
                      "vqgpt checkpoint directory (default: output_dir/checkpoints)");

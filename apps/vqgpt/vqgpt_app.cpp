@@ -87,6 +87,7 @@ VqGptModel::VqGptModel(std::shared_ptr<vq::VqModel> tok, std::shared_ptr<gpt::Gp
                        gpt::TokenLayout layout)
     : Module("VqGptModel"), layout_(layout) {
   ZT_CHECK(tok && g, "VqGptModel: tokenizer and gpt must be built");
+  device_ = tok->parameters().front().device();
   ZT_CHECK(g->spec().vocab_size >= layout.min_vocab(), "VqGptModel: the gpt's vocabulary (",
            g->spec().vocab_size, ") does not hold codes + BOS/EOL/EOS (", layout.min_vocab(), ")");
   tokenizer = register_module("tokenizer", std::move(tok));
@@ -100,10 +101,11 @@ void VqGptModel::train(bool on) {
 }
 
 Tensor VqGptModel::tokenize(const Tensor& clips) {
-  return gpt::tokenize(*tokenizer, clips, layout_);
+  return gpt::tokenize(*tokenizer, clips.to(device_), layout_).to(device_);
 }
 
-Tensor VqGptModel::loss(const Tensor& seq) {
+Tensor VqGptModel::loss(const Tensor& sequences) {
+  const Tensor seq = sequences.to(device_);
   const int64_t b = seq.size(0), n = seq.size(1) - 1;
   Tensor inputs = seq.narrow(1, 0, n).contiguous();
   Tensor targets = seq.narrow(1, 1, n).contiguous();
@@ -120,7 +122,7 @@ std::vector<Tensor> VqGptModel::forward(const std::vector<Tensor>& inputs) {
 // ---- building
 
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
-                                            comm::Communicator& comm) {
+                                            comm::Communicator& comm, Device device) {
   std::string path =
       source.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : source;
   ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (gpt.tokenizer_checkpoint); ", kHowToTrain);
@@ -142,20 +144,12 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
   }
   tok_cfg.replicated.clear();
   tok_cfg.gpt.reset();
-  return vqtok::load_frozen_model(tok_cfg, path, comm);
+  return vqtok::load_frozen_model(tok_cfg, path, comm, device);
 }
 
 std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
-                                              comm::Communicator& comm) {
-  manual_seed(0);
-  std::shared_ptr<vq::VqModel> tok;
-  {
-    zero::Replicated replicas(comm);  // rank 0's values broadcast at registration
-    tok = std::make_shared<vq::VqModel>(cfg.model);
-  }
-  tok->requires_grad_(false);
-  tok->eval();
-  return tok;
+                                              comm::Communicator& comm, Device device) {
+  return vqtok::frozen_replica(cfg.model, device, comm);
 }
 
 std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
@@ -164,7 +158,8 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
   const gpt::GptSpec spec = gpt::gpt_spec(cfg);
   manual_seed(static_cast<uint64_t>(cfg.train.seed));
   std::shared_ptr<gpt::Gpt> g;
-  {
+  const Device device = tokenizer->parameters().front().device();
+  if (device.is_cpu()) {
     zero::Init init(comm);  // partitioned at registration: no rank holds the whole model
     if (replicated_gpt) {
       zero::Replicated replicas(comm);
@@ -172,6 +167,13 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
     } else {
       g = std::make_shared<gpt::Gpt>(spec);
     }
+  } else {  // the same values, built whole on the host, moved, then split (NCCL broadcasts)
+    g = std::make_shared<gpt::Gpt>(spec);
+    g->to(device);
+    if (replicated_gpt)
+      zero::replicate(*g, comm);
+    else
+      zero::partition(*g, comm);
   }
   // Dropout masks differ per rank (as each rank's data does).
   manual_seed(static_cast<uint64_t>(cfg.train.seed) * 1000003u +
@@ -280,7 +282,8 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
            "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
-  auto model = build_model(cfg, random_tokenizer(cfg, comm), comm);
+  const Device device = app::train_device(cfg.train, comm, what);
+  auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir);  // the tokenizer's weights and buffers come along
   return {model, std::move(engine)};
@@ -319,8 +322,9 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
   const int64_t refs = std::min<int64_t>(images ? 4 : 2, eval_set->size());
   std::vector<Tensor> clips;
   for (int64_t i = 0; i < refs; ++i) clips.push_back(eval_set->get(i).clip);
-  Tensor data = stack(clips, 0);  // (refs, T, 3, H, W)
-  Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes);
+  const Device device = tokenizer.parameters().front().device();
+  Tensor data = stack(clips, 0).to(device);  // (refs, T, 3, H, W)
+  Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes).to(Device::cpu());
   if (images) recon = recon.select(1, 0);
   char params[64];
   std::snprintf(params, sizeof params, "T=%.2g TOP-K %lld", so.temperature,
@@ -348,8 +352,9 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   gpt::SampleOptions so = o.sampling;
   so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
   autograd::NoGradGuard no_grad;
-  Tensor mine = gpt::sample_sequences([&, m = model](const Tensor& ids) { return (*m->gpt)(ids); },
-                                      layout, per, so);
+  const Device device = model->device();
+  Tensor mine = gpt::sample_sequences(
+      [&, m = model](const Tensor& ids) { return (*m->gpt)(ids.to(device)); }, layout, per, so);
   SampleResult r;
   r.sequences = zeros({o.num, layout.length()}, DType::i64);
   const int64_t first = std::min<int64_t>(o.num, rank * per);
@@ -359,8 +364,10 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   r.codes = layout.codes(r.sequences);
   // The tokenizer is a replica on every rank: each decodes locally, no collective.
   const bool images = cfg.data.frames == 1;
-  r.frames = images ? model->tokenizer->decode_codes(r.codes.select(1, 0))  // (n, 3, H, W)
-                    : model->tokenizer->decode_codes(r.codes);              // (n, T, 3, H, W)
+  const Tensor codes = r.codes.to(device);
+  r.frames = (images ? model->tokenizer->decode_codes(codes.select(1, 0))  // (n, 3, H, W)
+                     : model->tokenizer->decode_codes(codes))              // (n, T, 3, H, W)
+                 .to(Device::cpu());
   if (rank == 0) {
     if (!o.out.empty()) {
       const fs::path parent = fs::path(o.out).parent_path();

@@ -34,10 +34,13 @@ class VqGptModel : public nn::Module {
              gpt::TokenLayout layout);
   void train(bool on = true) override;
 
-  /// clips (B, T, 3, H, W) -> sequences i64 (B, L) (gpt::tokenize).
+  /// clips (B, T, 3, H, W) on any device -> sequences i64 (B, L) on device()
+  /// (gpt::tokenize).
   Tensor tokenize(const Tensor& clips);
   /// Mean next-token cross-entropy of sequences (B, L): inputs [0, L - 1), targets [1, L).
   Tensor loss(const Tensor& sequences);
+  /// Where the model runs (the tokenizer's device; the Gpt's shards live there too).
+  Device device() const { return device_; }
   const gpt::TokenLayout& layout() const { return layout_; }
 
   std::shared_ptr<vq::VqModel> tokenizer;
@@ -49,6 +52,7 @@ class VqGptModel : public nn::Module {
 
  private:
   gpt::TokenLayout layout_;
+  Device device_;
 };
 
 // ---- building
@@ -59,14 +63,17 @@ class VqGptModel : public nn::Module {
 /// 0 (a checkpoint is gathered whole once) and broadcast. Error saying how to train one
 /// when nothing is there.
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
-                                            comm::Communicator& comm);
+                                            comm::Communicator& comm,
+                                            Device device = Device::cpu());
 /// A frozen tokenizer replica with the same random initialization on every rank (weights
 /// to be restored from a vqgpt checkpoint, or for tests).
 std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
-                                              comm::Communicator& comm);
-/// The root module around `tokenizer`, its Gpt built under zero::Init from seed
-/// train.seed (or, with `replicated_gpt`, under zero::Replicated: trainable replicas whose
-/// gradients the engine all-reduces, i.e. plain data parallelism, for comparisons).
+                                              comm::Communicator& comm,
+                                              Device device = Device::cpu());
+/// The root module around `tokenizer`, its Gpt built from seed train.seed and partitioned
+/// (or, with `replicated_gpt`, replicated: trainable replicas whose gradients the engine
+/// all-reduces, i.e. plain data parallelism, for comparisons) on the tokenizer's device:
+/// under zero::Init on the CPU; on a GPU built on the host, moved, then partitioned.
 std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
                                         std::shared_ptr<vq::VqModel> tokenizer,
                                         comm::Communicator& comm, bool replicated_gpt = false);

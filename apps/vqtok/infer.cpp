@@ -103,14 +103,12 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
   if (comm.size() > 1) comm.all_reduce(full.view({full.numel()}), comm::ReduceOp::kSum);
 }
 
-// Builds cfg's model under Init with an engine, loads checkpoint `dir`; returns both.
+// Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`;
+// returns both.
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
-    const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm) {
-  std::shared_ptr<vq::VqModel> model;
-  {
-    zero::Init init(comm);
-    model = std::make_shared<vq::VqModel>(cfg.model);
-  }
+    const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
+    Device device = Device::cpu()) {
+  std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir);
   return {model, std::move(engine)};
@@ -118,9 +116,26 @@ std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engi
 
 }  // namespace
 
+std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model_cfg, Device device,
+                                            comm::Communicator& comm) {
+  manual_seed(0);
+  std::shared_ptr<vq::VqModel> model;
+  if (device.is_cpu()) {
+    zero::Replicated replicas(comm);  // rank 0's values broadcast at registration
+    model = std::make_shared<vq::VqModel>(model_cfg);
+  } else {
+    model = std::make_shared<vq::VqModel>(model_cfg);
+    model->to(device);
+    zero::replicate(*model, comm);
+  }
+  model->requires_grad_(false);
+  model->eval();
+  return model;
+}
+
 std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
-                                               const std::string& source,
-                                               comm::Communicator& comm) {
+                                               const std::string& source, comm::Communicator& comm,
+                                               Device device) {
   const std::string path = source.empty() ? checkpoint_root(cfg) : source;
   ZT_CHECK(fs::exists(path), "no weights at '", path,
            "'; pass --weights with an exported .safetensors file (vqtok export) or a "
@@ -131,7 +146,7 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
              "' holds no checkpoint (no meta.json and no 'latest'); train first, or pass an "
              "exported .safetensors file");
     // Load the sharded checkpoint into a partitioned model, then gather it whole once.
-    auto [sharded, engine] = load_engine(cfg, path, comm);
+    auto [sharded, engine] = load_engine(cfg, path, comm, device);
     zero::GatheredParameters whole(*sharded, comm);
     for (const auto& [name, t] : nn::state_dict(*sharded))
       state.emplace_back(name, t.detach().clone());
@@ -142,14 +157,7 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
     if (vq::detect_naming(keys) == vq::KeyNaming::transformers) state = vq::to_baai(state);
   }
 
-  manual_seed(0);
-  std::shared_ptr<vq::VqModel> model;
-  {
-    zero::Replicated replicas(comm);
-    model = std::make_shared<vq::VqModel>(cfg.model);
-  }
-  model->requires_grad_(false);
-  model->eval();
+  std::shared_ptr<vq::VqModel> model = frozen_replica(cfg.model, device, comm);
   zero::load_state_dict(*model, state, comm, /*strict=*/true, /*src=*/0);
   // Every rank holds the same replica, so every rank reaches the same verdict.
   const std::string bad = app::first_nonfinite(*model);

@@ -84,8 +84,16 @@ std::string checkpoint_root(const config::AppConfig& cfg);
 /// of `source`: an exported .safetensors file (BAAI or transformers names, told apart by
 /// the keys) or a checkpoint directory; "" uses the run's
 /// checkpoint_root(cfg). Error naming the path and what to pass when nothing is there.
+/// Rank 0 reads the weights; they reach the other ranks over `comm`. The replica lives on
+/// `device` (a GPU: one rank per process, NCCL under mpirun).
 std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
-                                               const std::string& source, comm::Communicator& comm);
+                                               const std::string& source, comm::Communicator& comm,
+                                               Device device = Device::cpu());
+/// A frozen (requires_grad off), eval-mode VqModel with rank 0's initial values on every
+/// rank, on `device`: built in a zero::Replicated scope on the CPU; on a GPU built on the
+/// host, moved, then replicated (zero::replicate broadcasts device tensors over `comm`).
+std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model, Device device,
+                                            comm::Communicator& comm);
 
 // ---- encode / decode / evaluate / export
 

@@ -59,6 +59,7 @@ void release_cached(State& s, int device) {
     for (int d : synced) seen |= d == dev;
     if (!seen) {
       // Work queued before the blocks were returned may still use them.
+      ++::zt::detail::thread_work_counts().syncs;
       CUDA_CHECK(cudaDeviceSynchronize());
       synced.push_back(dev);
     }
@@ -182,8 +183,9 @@ void memcpy_h2d(void* dst, const void* src, size_t bytes) {
   int dev = device_of(dst);
   DeviceGuard g(dev);
   cudaStream_t s = current_stream(dev);
+  ++::zt::detail::thread_work_counts().h2d_copies;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  synchronize_stream(s);
 }
 
 void memcpy_d2h(void* dst, const void* src, size_t bytes) {
@@ -191,8 +193,9 @@ void memcpy_d2h(void* dst, const void* src, size_t bytes) {
   int dev = device_of(src);
   DeviceGuard g(dev);
   cudaStream_t s = current_stream(dev);
+  ++::zt::detail::thread_work_counts().d2h_copies;
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, s));
-  CUDA_CHECK(cudaStreamSynchronize(s));
+  synchronize_stream(s);
 }
 
 }  // namespace zt::cuda

@@ -6,6 +6,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/work_counts.h"
+
 namespace zt::cuda::detail {
 [[noreturn]] void throw_cuda_error(cudaError_t status, const char* call, const char* file,
                                    int line);
@@ -37,5 +39,10 @@ namespace zt::cuda::detail {
       ::zt::cuda::detail::throw_cudnn_error(zt_status_, #call, __FILE__, __LINE__); \
   } while (0)
 
-/// Checks the launch of the kernel just issued (bad configuration, missing sm_90 code).
-#define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
+/// Checks the launch of the kernel just issued (bad configuration, missing sm_90 code)
+/// and counts it (core/work_counts.h).
+#define CUDA_CHECK_LAUNCH()                        \
+  do {                                             \
+    ++::zt::detail::thread_work_counts().launches; \
+    CUDA_CHECK(cudaGetLastError());                \
+  } while (0)

@@ -12,7 +12,7 @@
 // geometry; the ranked results that succeeded and need at most kMaxWorkspace bytes are
 // tried in order, deterministic ones (bitwise reproducible, as the CPU is) first, and
 // one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
-// unless cuda::set_allow_tf32(true); bf16/f16 use tensor cores with fp32 accumulation
+// unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
 // and fall back to an f32 computation when cuDNN runs none of its engines for them.
 #include <map>
 #include <mutex>
@@ -87,7 +87,7 @@ struct ConvDescs {
              is_2d(g) ? std::vector<int>{as_int(g.sh), as_int(g.sw)}
                       : std::vector<int>{as_int(g.sd), as_int(g.sh), as_int(g.sw)},
              dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-        exact_f32(dt == DType::f32 && !allow_tf32()) {
+        exact_f32(dt == DType::f32 && !tf32().conv) {
     if (exact_f32) {
       conv.set_math(CUDNN_FMA_MATH);
     } else if (dt == DType::f64) {
@@ -195,7 +195,10 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
     d.conv.set_math(c.math);
     Tensor ws = workspace(c.workspace, dev);
     cudnnStatus_t st = call(c, ws.defined() ? ws.data_ptr() : nullptr);
-    if (st == CUDNN_STATUS_SUCCESS) return true;
+    if (st == CUDNN_STATUS_SUCCESS) {
+      ++::zt::detail::thread_work_counts().launches;
+      return true;
+    }
     if (static_cast<int>(st) / 1000 != 3) CUDNN_CHECK(st);
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto& cached = choice_cache()[key];

@@ -375,7 +375,7 @@ void copy(const Tensor& dst, const Tensor& src) {
     Tensor local = Tensor::empty(src.sizes(), src.dtype(), dst.device());
     {
       DeviceGuard g(src.device().index);
-      CUDA_CHECK(cudaStreamSynchronize(current_stream(src.device().index)));
+      synchronize_stream(current_stream(src.device().index));
     }
     DeviceGuard g(dev);
     CUDA_CHECK(cudaMemcpyPeerAsync(local.data_ptr(), dev, s.data_ptr(), src.device().index,

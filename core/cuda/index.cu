@@ -332,9 +332,7 @@ std::array<int64_t, 2> index_range(const Tensor& index) {
                                                             index.numel());
     CUDA_CHECK_LAUNCH();
   });
-  CUDA_CHECK(cudaMemcpyAsync(r.data(), out.data_ptr(), sizeof(r), cudaMemcpyDeviceToHost,
-                             current_stream()));
-  CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+  memcpy_d2h(r.data(), out.data_ptr(), sizeof(r));
   return r;
 }
 

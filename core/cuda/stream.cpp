@@ -59,8 +59,13 @@ Stream& Stream::operator=(Stream&& o) noexcept {
   return *this;
 }
 
+void synchronize_stream(cudaStream_t stream) {
+  ++::zt::detail::thread_work_counts().syncs;
+  CUDA_CHECK(cudaStreamSynchronize(stream));
+}
+
 void Stream::synchronize() const {
-  CUDA_CHECK(cudaStreamSynchronize(stream_));
+  synchronize_stream(stream_);
 }
 
 Event::Event(bool enable_timing) {
@@ -87,6 +92,7 @@ void Event::record(cudaStream_t stream) {
 }
 
 void Event::synchronize() const {
+  ++::zt::detail::thread_work_counts().syncs;
   CUDA_CHECK(cudaEventSynchronize(event_));
 }
 

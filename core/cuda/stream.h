@@ -73,6 +73,10 @@ class Event {
   cudaEvent_t event_ = nullptr;
 };
 
+/// Blocks the host until the work queued on `stream` is done; counted as a
+/// synchronization (core/work_counts.h), as every host wait in the backend is.
+void synchronize_stream(cudaStream_t stream);
+
 /// Makes future work on `stream` wait for the work captured by `event` (no host block).
 void stream_wait_event(cudaStream_t stream, const Event& event);
 

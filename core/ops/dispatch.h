@@ -1,15 +1,19 @@
-// Device dispatch for the kernel table (core/kernels.h), shared by the op files.
+// Device dispatch for the kernel table (core/kernels.h), shared by the op files. Each
+// dispatch is counted (core/work_counts.h).
 #pragma once
 
 #include "core/kernels.h"
+#include "core/work_counts.h"
 
 namespace zt::detail {
 
 #ifdef ZT_WITH_CUDA
-#define ZT_DISPATCH(dev, fn, ...) \
-  ((dev).is_cuda() ? ::zt::cuda::fn(__VA_ARGS__) : ::zt::cpu::fn(__VA_ARGS__))
+#define ZT_DISPATCH(dev, fn, ...)                   \
+  (++::zt::detail::thread_work_counts().dispatches, \
+   (dev).is_cuda() ? ::zt::cuda::fn(__VA_ARGS__) : ::zt::cpu::fn(__VA_ARGS__))
 #else
-#define ZT_DISPATCH(dev, fn, ...) ::zt::cpu::fn(__VA_ARGS__)
+#define ZT_DISPATCH(dev, fn, ...) \
+  (++::zt::detail::thread_work_counts().dispatches, ::zt::cpu::fn(__VA_ARGS__))
 #endif
 
 /// Error unless all defined tensors share a device and dtype.

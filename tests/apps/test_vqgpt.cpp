@@ -9,7 +9,9 @@
 //  4. a short run's loss falls below the unigram entropy of its token stream;
 //  5. sampling follows the layout and decodes to images; export holds both children;
 //  6. --resume survives a broken `latest`; a new run or quick tokenizer does not overwrite
-//     an earlier one without --overwrite.
+//     an earlier one without --overwrite;
+//  7. on a GPU (skipped without one), training in f32 gives the CPU run's losses and
+//     parameters, and sampling runs there too.
 // The tokenizer is a tiny random-init VqModel (ch 32, two levels: 8x8 frames -> 4x4 codes).
 #include <unistd.h>
 
@@ -185,6 +187,49 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
     }
   }
   EXPECT_EQ(gpt_tensors, 2 + 2 * 12 + 2 + 1) << "wte, wpe, 2 blocks x 12, ln_f, head";
+}
+
+// f32 with exact arithmetic on both devices (train.tf32: none): only the order of the
+// sums differs, so losses agree to 1e-4 relative and parameters after 4 AdamW steps
+// (lr 3e-3) to 1e-3 relative / 1e-5 absolute.
+TEST(VqGpt, CudaTrainingMatchesTheCpuRunInF32) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: vqgpt CUDA training needs a GPU";
+  Scratch s("cuda");
+  const std::string weights = s / "tokenizer.safetensors";
+  nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
+  std::map<std::string, vqgpt::TrainResult> results;
+  std::map<std::string, nn::NamedTensors> exported;
+  for (const std::string dev : {"cpu", "cuda"}) {
+    config::AppConfig c = tiny_config(s / dev);
+    c.train.steps = 4;
+    c.train.log_every = 1;
+    c.train.checkpoint_every = 4;
+    c.train.device = dev;
+    c.train.tf32 = "none";
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      o.tokenizer = weights;
+      results[dev] = vqgpt::train(c, o, comm);
+      vqgpt::export_model(c, "", s / (dev + ".safetensors"), comm, true);
+      vqgpt::SampleOptions so;
+      so.num = 2;
+      so.quiet = true;
+      const vqgpt::SampleResult sr = vqgpt::sample(c, so, comm);
+      EXPECT_EQ(sr.frames.sizes(), (Shape{2, 4, 3, 8, 8})) << dev;
+    });
+    exported[dev] = nn::load_safetensors(s / (dev + ".safetensors"));
+  }
+  const auto& cpu = results["cpu"].log_losses;
+  const auto& gpu = results["cuda"].log_losses;
+  ASSERT_EQ(cpu.size(), 4u);
+  ASSERT_EQ(gpu.size(), cpu.size());
+  for (size_t i = 0; i < cpu.size(); ++i)
+    EXPECT_NEAR(gpu[i], cpu[i], 1e-4 * std::abs(cpu[i])) << "step " << i + 1;
+  ASSERT_EQ(exported["cuda"].size(), exported["cpu"].size());
+  for (size_t i = 0; i < exported["cpu"].size(); ++i)
+    EXPECT_CLOSE(exported["cuda"][i].second, exported["cpu"][i].second, 1e-3, 1e-5)
+        << exported["cpu"][i].first;
 }
 
 TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {

@@ -11,6 +11,7 @@
 
 #include "common/test_util.h"
 #include "core/kernels.h"
+#include "core/work_counts.h"
 
 #ifdef ZT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -285,7 +286,7 @@ TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
 
 TEST(CudaOps, MatmulMatchesCpu) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
-  ASSERT_FALSE(cuda::allow_tf32());  // exact fp32 by default
+  ASSERT_FALSE(zt::tf32().matmul);  // exact fp32 by default
   // f32 and f64: exact arithmetic, only the summation order differs.
   for (DType dt : {DType::f32, DType::f64}) {
     Tensor a = randn_cpu({64, 96}, 15, dt), b = randn_cpu({80, 96}, 16, dt);
@@ -330,6 +331,53 @@ TEST(CudaOps, RandomFillEqualsCpu) {
   normal_(transposed(c), 1.0, 2.0, gc);
   normal_(transposed(g), 1.0, 2.0, gg);
   EXPECT_TRUE(all_close(g, c, 1e-6, 1e-6));
+}
+
+// TF32 (set_tf32, train.tf32): inputs rounded to 10 mantissa bits, so a K = 256 product
+// of unit normals differs from exact fp32 by about 2^-11 * sqrt(K) ~ 1e-2 absolute;
+// tolerance 3e-2. Exact fp32 (the default) stays within 1e-4.
+TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  const Tf32Policy saved = zt::tf32();
+  Conv2dArgs pad1;
+  pad1.padding = {1, 1, 1, 1};
+  auto max_abs = [](const Tensor& t) { return max(abs(t)).item(); };
+  Tensor a = randn_cpu({64, 256}, 31), b = randn_cpu({256, 48}, 32);
+  Tensor x = randn_cpu({2, 16, 12, 12}, 33), w = randn_cpu({8, 16, 3, 3}, 34);
+  const Tensor mm_ref = matmul(a, b), conv_ref = conv2d(x, w, Tensor(), pad1);
+  auto errors = [&] {
+    const double mm = max_abs(sub(matmul(a.to(kGpu), b.to(kGpu)).to(Device::cpu()), mm_ref));
+    const double cv =
+        max_abs(sub(conv2d(x.to(kGpu), w.to(kGpu), Tensor(), pad1).to(Device::cpu()), conv_ref));
+    return std::pair{mm, cv};
+  };
+  zt::set_tf32({.matmul = false, .conv = false});
+  auto [mm_exact, conv_exact] = errors();
+  EXPECT_LT(mm_exact, 1e-4);
+  EXPECT_LT(conv_exact, 1e-4);
+  zt::set_tf32({.matmul = true, .conv = true});
+  auto [mm_fast, conv_fast] = errors();
+  zt::set_tf32(saved);
+  EXPECT_LT(mm_fast, 3e-2);
+  EXPECT_LT(conv_fast, 3e-2);
+}
+
+// Work counters on the GPU: a kernel launches without waiting; reading a value back is
+// one device-to-host copy and one synchronization.
+TEST(CudaOps, WorkCountsLaunchesCopiesAndSyncs) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  Tensor a = randn_cpu({32, 32}, 35).to(kGpu);
+  (void)matmul(a, a);  // handles and caches created outside the counted stretch
+  const WorkCounts before = work_counts();
+  Tensor c = add(matmul(a, a), 1.0);
+  const WorkCounts queued = work_counts() - before;
+  EXPECT_GE(queued.launches, 2);
+  EXPECT_EQ(queued.syncs, 0);
+  EXPECT_EQ(queued.d2h_copies, 0);
+  (void)c.narrow(0, 0, 1).narrow(1, 0, 1).item();
+  const WorkCounts read = work_counts() - before;
+  EXPECT_EQ(read.d2h_copies, 1);
+  EXPECT_EQ(read.syncs, 1);
 }
 
 TEST(CudaStreams, WorkOnASideStreamIsOrderedByEvents) {

@@ -207,6 +207,10 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: train.schedule: 'cosin' is not one of: constant, cosine, linear, step",
       "did you mean 'cosine'?"}},
+    {"tf32_mode",
+     "train:\n  tf32: true\n",
+     {},
+     {"bad.yaml:2: train.tf32: 'true' is not one of: conv, all, none"}},
     {"bool",
      "data:\n  shuffle: maybe\n",
      {},
@@ -459,6 +463,12 @@ TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {
                                "stage3_gather_16bit_weights_on_model_save: true has no effect"),
             std::string::npos)
       << c.warnings[1];
+}
+
+TEST(Config, Tf32DefaultsToConvolutionsOnly) {
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.tf32, "conv");
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: all\n"), App::vqtok).train.tf32, "all");
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: none\n"), App::vqtok).train.tf32, "none");
 }
 
 TEST(Config, MissingFileNamesIt) {
