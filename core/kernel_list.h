@@ -31,6 +31,14 @@ void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner);
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc);
+/// `batch` GEMMs at once: C_i = alpha op(A_i) op(B_i) + beta C_i for i < batch. a, b, c
+/// are (batch, M, K), (batch, K, N) and (batch, M, N) views as gemm's a, b, c are 2-D
+/// ones; matrix i starts stride_a / stride_b / stride_c elements after matrix i - 1
+/// (A's and B's strides may be 0 to reuse one matrix; C's matrices must not overlap).
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const Tensor& a, int64_t lda, int64_t stride_a, const Tensor& b, int64_t ldb,
+                  int64_t stride_b, double beta, const Tensor& c, int64_t ldc, int64_t stride_c,
+                  int64_t batch);
 
 // ---------------------------------------------------------------- random
 // cpu/random.cpp, cuda/random.cu: the same numbers on both devices (core/rng.h).
@@ -90,6 +98,11 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 // before the softmax dim, the dim, and the elements after it; P positions, C classes.
 // Tensors contiguous; softmax in f32 or f64 with the sum of exponentials in double.
 
+/// Attention's softmax (cpu/attention.cpp, cuda/attention.cu): x, y (R, L) contiguous
+/// f32 or f64 scores, y = softmax over L of scale * x. causal: R is a multiple of L and
+/// row r is query r % L, whose keys l > r % L get y = 0 (no mask tensor). y may be x.
+void attention_softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, double scale,
+                               bool causal);
 /// x, y (R, L, I): softmax (or log-softmax) over L for every (r, i).
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log);
 /// dx from dy and the forward output y, all (R, L, I).

@@ -1,9 +1,7 @@
-// Multi-head self-attention composed from Linear children, matmul and softmax; the
-// causal mask is an additive (T, T) tensor of 0 / -inf broadcast over (B, H).
+// Multi-head self-attention: Linear children for the projections and the fused
+// scaled_dot_product_attention op (batched GEMMs, softmax with the causal mask applied
+// in place) over all batch entries and heads at once.
 #include "nn/attention.h"
-
-#include <cmath>
-#include <limits>
 
 namespace zt::nn {
 
@@ -34,16 +32,8 @@ Tensor MultiheadSelfAttention::forward(const Tensor& x) {
     return y.reshape({b, t, h, dh}).permute({0, 2, 1, 3});
   };
   Tensor q = heads((*q_proj)(x)), k = heads((*k_proj)(x)), v = heads((*v_proj)(x));
-  Tensor scores = mul(matmul(q, k.transpose(-2, -1)), 1.0 / std::sqrt(static_cast<double>(dh)));
-  if (options.causal()) {
-    std::vector<double> mask(static_cast<size_t>(t * t), 0.0);
-    for (int64_t i = 0; i < t; ++i)
-      for (int64_t j = i + 1; j < t; ++j)
-        mask[static_cast<size_t>(i * t + j)] = -std::numeric_limits<double>::infinity();
-    scores = add(scores, from_vector(mask, {t, t}, scores.dtype(), scores.device()));
-  }
-  Tensor attn = softmax(scores, -1);                                      // (B, H, T, T)
-  Tensor out = matmul(attn, v).permute({0, 2, 1, 3}).reshape({b, t, e});  // (B, T, E)
+  Tensor attn = scaled_dot_product_attention(q, k, v, options.causal());  // (B, H, T, Dh)
+  Tensor out = attn.permute({0, 2, 1, 3}).reshape({b, t, e});             // (B, T, E)
   return (*out_proj)(out);
 }
 

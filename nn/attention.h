@@ -19,7 +19,7 @@ struct MultiheadSelfAttentionOptions {
   ZT_ARG(bool, bias) = true;
 };
 
-/// x (B, T, E) -> (B, T, E): out_proj(concat_h softmax(q_h k_h^T / sqrt(Dh) [+ mask]) v_h)
+/// x (B, T, E) -> (B, T, E): out_proj(concat_h softmax(q_h k_h^T / sqrt(Dh) [causal]) v_h)
 /// with q/k/v = q_proj/k_proj/v_proj(x); children q_proj, k_proj, v_proj, out_proj.
 class MultiheadSelfAttention : public UnaryModule {
  public:

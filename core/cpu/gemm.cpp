@@ -1,11 +1,14 @@
 // CPU GEMM through BLAS (cblas, row-major); the twin of core/cuda/gemm.cpp. bf16 and f16
 // operands are converted to packed f32 copies, multiplied with fp32 accumulation (as
-// GPUs do) and the result converted back.
+// GPUs do) and the result converted back. gemm_batched runs the products one after the
+// other with BLAS threading each, or, when there are enough products and each is small,
+// spreads them over the kernel threads with BLAS single-threaded inside.
 #include <cblas.h>
 
 #include <algorithm>
 
 #include "core/kernels.h"
+#include "core/parallel.h"
 
 namespace zt::cpu {
 
@@ -30,6 +33,36 @@ void gemm_f32_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alph
   }
 }
 
+// Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
+// restores the previous count.
+class SerialBlas {
+ public:
+  SerialBlas() : prev_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
+  ~SerialBlas() { openblas_set_num_threads(prev_); }
+  SerialBlas(const SerialBlas&) = delete;
+  SerialBlas& operator=(const SerialBlas&) = delete;
+
+ private:
+  int prev_;
+};
+
+// Products at most this large (2 m n k flops) are too small for BLAS to thread well, so
+// a batch of them is spread over the threads instead; larger ones run one at a time.
+constexpr double kSmallProductFlops = 2e6;
+
+// Groups of products for the threads: one per thread, at most one per product, and only
+// as many as keep about kMinGroupFlops of work each (a parallel region costs more than
+// it saves on tiny batches).
+constexpr double kMinGroupFlops = 4e6;
+
+int64_t batch_groups(int64_t m, int64_t n, int64_t k, int64_t batch) {
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(std::max<int64_t>(k, 1));
+  if (flops > kSmallProductFlops) return 1;
+  const auto by_work = static_cast<int64_t>(flops * static_cast<double>(batch) / kMinGroupFlops);
+  return std::max<int64_t>(1, std::min<int64_t>({num_threads(), batch, by_work}));
+}
+
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -51,6 +84,44 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
     return;
   }
   gemm_f32_f64(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const Tensor& a, int64_t lda, int64_t stride_a, const Tensor& b, int64_t ldb,
+                  int64_t stride_b, double beta, const Tensor& c, int64_t ldc, int64_t stride_c,
+                  int64_t batch) {
+  if (m == 0 || n == 0 || batch == 0) return;
+  if (c.dtype() != DType::f32 && c.dtype() != DType::f64) {
+    // 16-bit: gemm converts each product's operands (a rare path on the CPU).
+    for (int64_t i = 0; i < batch; ++i)
+      gemm(trans_a, trans_b, m, n, k, alpha, a.select(0, i), lda, b.select(0, i), ldb, beta,
+           c.select(0, i), ldc);
+    return;
+  }
+  auto run = [&](int64_t i0, int64_t i1) {
+    auto TA = trans_a ? CblasTrans : CblasNoTrans;
+    auto TB = trans_b ? CblasTrans : CblasNoTrans;
+    for (int64_t i = i0; i < i1; ++i) {
+      if (c.dtype() == DType::f32) {
+        cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha),
+                    a.data<float>() + i * stride_a, lda, b.data<float>() + i * stride_b, ldb,
+                    static_cast<float>(beta), c.data<float>() + i * stride_c, ldc);
+      } else {
+        cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>() + i * stride_a, lda,
+                    b.data<double>() + i * stride_b, ldb, beta, c.data<double>() + i * stride_c,
+                    ldc);
+      }
+    }
+  };
+  const int64_t groups = batch_groups(m, n, k, batch);
+  if (groups <= 1) {
+    run(0, batch);  // BLAS threads each product itself
+    return;
+  }
+  SerialBlas serial;
+  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t g = g0; g < g1; ++g) run(batch * g / groups, batch * (g + 1) / groups);
+  });
 }
 
 }  // namespace zt::cpu

@@ -3,6 +3,8 @@
 //   C = op(A) op(B)   (row-major)   <=>   C^T = op(B)^T op(A)^T   (column-major),
 // i.e. the same call with the operands (and m, n) swapped. f32 uses exact fp32 math
 // unless TF32 is allowed; bf16/f16 multiply on tensor cores with fp32 accumulation.
+// gemm_batched is one cublasGemmStridedBatchedEx (cublasDgemmStridedBatched for f64)
+// with the same choices.
 #include "core/cuda/gemm.h"
 
 #include <array>
@@ -63,12 +65,38 @@ bool allow_tf32() {
   return g_allow_tf32.load();
 }
 
+namespace {
+
+// The cuBLAS data and compute types of a non-f64 GEMM in `dt`.
+struct GemmTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+};
+GemmTypes gemm_types(DType dt, const char* op) {
+  switch (dt) {
+    case DType::f32:
+      return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::bf16:
+      return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    case DType::f16:
+      return {CUDA_R_16F, CUBLAS_COMPUTE_32F};
+    default:
+      ZT_FAIL(op, " on CUDA supports f32, f64, bf16 and f16, got ", dtype_name(dt));
+  }
+}
+
+void check_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
+  ZT_CHECK(a.device() == c.device() && b.device() == c.device(), op, ": operands on ",
+           a.device().str(), ", ", b.device().str(), " and ", c.device().str());
+  ZT_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), op, ": mixed dtypes");
+}
+
+}  // namespace
+
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc) {
-  ZT_CHECK(a.device() == c.device() && b.device() == c.device(), "gemm: operands on ",
-           a.device().str(), ", ", b.device().str(), " and ", c.device().str());
-  ZT_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), "gemm: mixed dtypes");
+  check_operands("gemm", a, b, c);
   if (m == 0 || n == 0) return;
   int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
   int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
@@ -86,25 +114,45 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
                              static_cast<double*>(pc), ildc));
     return;
   }
-  cudaDataType_t type;
-  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
-  switch (c.dtype()) {
-    case DType::f32:
-      type = CUDA_R_32F;
-      if (allow_tf32()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
-      break;
-    case DType::bf16:
-      type = CUDA_R_16BF;
-      break;
-    case DType::f16:
-      type = CUDA_R_16F;
-      break;
-    default:
-      ZT_FAIL("gemm on CUDA supports f32, f64, bf16 and f16, got ", dtype_name(c.dtype()));
-  }
+  const GemmTypes t = gemm_types(c.dtype(), "gemm");
   float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);  // fp32 scaling
-  CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, in, im, ik, &fa, pb, type, ildb, pa, type, ilda, &fb, pc,
-                            type, ildc, compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, in, im, ik, &fa, pb, t.type, ildb, pa, t.type, ilda, &fb,
+                            pc, t.type, ildc, t.compute, CUBLAS_GEMM_DEFAULT));
+}
+
+void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
+                  const Tensor& a, int64_t lda, int64_t stride_a, const Tensor& b, int64_t ldb,
+                  int64_t stride_b, double beta, const Tensor& c, int64_t ldc, int64_t stride_c,
+                  int64_t batch) {
+  check_operands("gemm_batched", a, b, c);
+  if (m == 0 || n == 0 || batch == 0) return;
+  ZT_CHECK(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
+           "gemm_batched: negative batch strides (", stride_a, ", ", stride_b, ", ", stride_c,
+           "); pass contiguous operands");
+  int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
+  int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
+  int ibatch = as_int(batch, "batch");
+  DeviceGuard g(c.device().index);
+  cublasHandle_t h = cublas_handle();
+  cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const void* pa = a.data_ptr();
+  const void* pb = b.data_ptr();
+  void* pc = c.data_ptr();
+
+  // Row-major C_i = op(A_i) op(B_i) is column-major C_i^T = op(B_i)^T op(A_i)^T, as in gemm.
+  if (c.dtype() == DType::f64) {
+    CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_b, op_a, in, im, ik, &alpha,
+                                           static_cast<const double*>(pb), ildb, stride_b,
+                                           static_cast<const double*>(pa), ilda, stride_a, &beta,
+                                           static_cast<double*>(pc), ildc, stride_c, ibatch));
+    return;
+  }
+  const GemmTypes t = gemm_types(c.dtype(), "gemm_batched");
+  float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);  // fp32 scaling
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, in, im, ik, &fa, pb, t.type, ildb,
+                                          stride_b, pa, t.type, ilda, stride_a, &fb, pc, t.type,
+                                          ildc, stride_c, ibatch, t.compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace zt::cuda

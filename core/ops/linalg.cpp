@@ -40,17 +40,27 @@ Tensor mm_raw(const Tensor& a, const Tensor& b) {
   return out;
 }
 
+// A (B, R, C) operand as (data, leading dim, transposed, batch stride): in place when
+// its matrices are BLAS-compatible, else a contiguous copy.
+struct BatchedOperand {
+  Tensor t;
+  int64_t ld;
+  bool trans;
+  int64_t stride;
+};
+BatchedOperand as_batched_operand(const Tensor& x) {
+  int64_t r = x.size(1), c = x.size(2), sb = x.size(0) > 1 ? x.stride(0) : 0;
+  if (x.stride(2) == 1 && x.stride(1) >= std::max<int64_t>(c, 1))
+    return {x, x.stride(1), false, sb};
+  if (x.stride(1) == 1 && x.stride(2) >= std::max<int64_t>(r, 1)) return {x, x.stride(2), true, sb};
+  Tensor y = x.contiguous();
+  return {y, std::max<int64_t>(c, 1), false, r * c};
+}
+
 // Batched a (B, M, K) @ b (B, K, N), no autograd.
 Tensor bmm_raw(const Tensor& a, const Tensor& b) {
-  int64_t B = a.size(0);
-  Tensor out = Tensor::empty({B, a.size(1), b.size(2)}, a.dtype(), a.device());
-  if (a.size(2) == 0) {
-    out.zero_();
-    return out;
-  }
-  // Serial over the batch: BLAS threads each product itself (calling a threaded BLAS from
-  // inside a parallel region oversubscribes the cores).
-  for (int64_t i = 0; i < B; ++i) mm_into(out.select(0, i), a.select(0, i), b.select(0, i));
+  Tensor out = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype(), a.device());
+  bmm_into(out, a, b);
   return out;
 }
 }  // namespace
@@ -60,6 +70,28 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           int64_t ldc) {
   detail::check_same("gemm", {a, b, c});
   ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha, double beta) {
+  detail::check_same("bmm", {out, a, b});
+  ZT_CHECK(out.dim() == 3 && a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) &&
+               out.size(0) == a.size(0) && a.size(2) == b.size(1) && out.size(1) == a.size(1) &&
+               out.size(2) == b.size(2) && out.is_contiguous(),
+           "bmm_into: expected out (B, M, N) contiguous, a (B, M, K), b (B, K, N); got ",
+           shape_str(out.sizes()), ", ", shape_str(a.sizes()), ", ", shape_str(b.sizes()));
+  const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
+  if (B * M * N == 0) return;
+  if (K == 0) {  // empty sums
+    if (beta == 0.0) {
+      out.zero_();
+    } else {
+      mul_(out, beta);
+    }
+    return;
+  }
+  BatchedOperand A = as_batched_operand(a), Bo = as_batched_operand(b);
+  ZT_DISPATCH(out.device(), gemm_batched, A.trans, Bo.trans, M, N, K, alpha, A.t, A.ld, A.stride,
+              Bo.t, Bo.ld, Bo.stride, beta, out, std::max<int64_t>(N, 1), M * N, B);
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {

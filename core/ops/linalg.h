@@ -17,7 +17,14 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// Raw GEMM on contiguous row-major buffers: C = alpha * op(A) @ op(B) + beta * C.
 /// A is (M, K) after op, B (K, N), C (M, N). dtype f32 or f64; device from the tensors.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
-          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta,
-          const Tensor& c, int64_t ldc);
+          const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
+          int64_t ldc);
+
+/// Raw batched product: out (B, M, N) = alpha * a (B, M, K) @ b (B, K, N) + beta * out,
+/// no autograd; out contiguous. One strided-batched GEMM reads a and b in place when the
+/// matrices of each are BLAS-compatible views a fixed stride apart (transposed views and
+/// expanded batch dims included); other layouts are copied contiguous first.
+void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha = 1.0,
+              double beta = 0.0);
 
 }  // namespace zt

@@ -182,12 +182,12 @@ std::vector<Tensor> AttnBlock::forward(const std::vector<Tensor>& inputs) {
   check_image(x, channels_, "AttnBlock");
   const int64_t n = x.size(0), c = channels_, hw = x.size(2) * x.size(3);
   Tensor h = call_conditioned(*norm, x, zq);
-  Tensor qs = (*q)(h).reshape({n, c, hw}).permute({0, 2, 1});  // (N, HW, C)
-  Tensor ks = (*k)(h).reshape({n, c, hw});                     // (N, C, HW)
-  Tensor vs = (*v)(h).reshape({n, c, hw});                     // (N, C, HW)
-  // w[i, j] = q_i . k_j / sqrt(C), normalized over the keys j of the same frame.
-  Tensor w = softmax(bmm(qs, ks) * (1.0 / std::sqrt(static_cast<double>(c))), 2);  // (N, HW, HW)
-  Tensor out = bmm(vs, w.permute({0, 2, 1}));  // (N, C, HW): out_i = sum_j w[i, j] v_j
+  // Positions as tokens: (N, HW, C) views of the (N, C, HW) maps, read in place.
+  auto tokens = [&](const Tensor& y) { return y.reshape({n, c, hw}).permute({0, 2, 1}); };
+  // out_i = sum_j w[i, j] v_j with w[i, j] = softmax_j(q_i . k_j / sqrt(C)) over the keys
+  // j of the same frame.
+  Tensor attn = scaled_dot_product_attention(tokens((*q)(h)), tokens((*k)(h)), tokens((*v)(h)));
+  Tensor out = attn.permute({0, 2, 1});  // (N, C, HW)
   return {x + (*proj_out)(out.reshape(x.sizes()))};
 }
 
