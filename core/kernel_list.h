@@ -151,3 +151,32 @@ void nearest_forward(const Tensor& out, const Tensor& x, int64_t planes, const S
 /// each input, in output order; floating dtypes.
 void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const Shape& in_dhw,
                       const Shape& out_dhw);
+
+// ---------------------------------------------------------------- optimizer
+// cpu/optim.cpp, cuda/optim.cu: fused optimizer steps that read and write every element
+// once. One call updates a list of parameters (CUDA: one launch for the whole list, its
+// table of {pointers, numel} uploaded on the stream). Entry i is parameter p[i], its
+// gradient g[i] and its state slots, all contiguous, distinct (no aliasing), of p[i]'s
+// numel and of one dtype for the whole call: f32 or f64. `low` is empty or has one entry
+// per parameter: undefined, or a contiguous bf16/f16 tensor of p[i]'s numel (one dtype
+// for the call) that receives the updated p[i] rounded to nearest even, as Tensor::to
+// rounds. Constants come from the host as doubles and are cast once to the parameter
+// type; the arithmetic runs in that type, each operation rounded on its own (the CUDA
+// kernels use no fused multiply-add), so both devices give the same bits.
+
+/// Adam/AdamW; m (exp_avg) and v (exp_avg_sq) updated in place:
+///   gi = g + l2 p;  m = beta1 m + (1 - beta1) gi;  v = beta2 v + (1 - beta2) gi gi
+///   p = p decay - step_size m / (sqrt(v) inv_sqrt_bc2 + eps)
+/// (1 - beta is computed in the parameter type).
+void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                 const std::vector<Tensor>& m, const std::vector<Tensor>& v,
+                 const std::vector<Tensor>& low, double beta1, double beta2, double l2,
+                 double decay, double step_size, double inv_sqrt_bc2, double eps);
+/// SGD; buf: the momentum buffers (one per parameter), or empty when momentum is 0:
+///   d = g + weight_decay p
+///   buf = first ? d : momentum buf + (1 - dampening) d;  d = nesterov ? d + momentum buf : buf
+///   p = p - lr d
+/// (1 - dampening is computed in double, then cast).
+void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first);

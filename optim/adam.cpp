@@ -1,34 +1,16 @@
-// Adam/AdamW update: a fused loop for contiguous CPU f32/f64 tensors (one pass, no
-// temporaries), core's ops elsewhere. The arithmetic runs in the tensor's own type.
+// Adam/AdamW update: the kernel table's adam_update for contiguous f32/f64 tensors on
+// the CPU or a GPU (one pass, no temporaries; one call per group of parameters that
+// share a device, dtype, copy dtype and step), core's ops elsewhere. The arithmetic runs
+// in the tensor's own type.
 #include "optim/adam.h"
 
 #include <cmath>
+#include <map>
+#include <tuple>
+
+#include "core/kernels.h"
 
 namespace zt::optim {
-
-namespace {
-// The constants of one Adam step in the parameter's type.
-template <typename T>
-struct AdamStep {
-  T beta1, beta2, l2, decay, step_size, inv_sqrt_bc2, eps;
-};
-
-// One pass over n elements. The four arrays are distinct tensors (no aliasing), which
-// lets the loop vectorize, sqrt and division included.
-template <typename T>
-void adam_rows(const AdamStep<T>& k, T* __restrict p, const T* __restrict g, T* __restrict m,
-               T* __restrict v, int64_t n) {
-  const T omb1 = 1 - k.beta1, omb2 = 1 - k.beta2;
-  for (int64_t i = 0; i < n; ++i) {
-    const T gi = g[i] + k.l2 * p[i];
-    const T mi = k.beta1 * m[i] + omb1 * gi;
-    const T vi = k.beta2 * v[i] + omb2 * gi * gi;
-    m[i] = mi;
-    v[i] = vi;
-    p[i] = p[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
-  }
-}
-}  // namespace
 
 Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
     : Optimizer(std::move(params), o.lr(), {"exp_avg", "exp_avg_sq"}),
@@ -40,35 +22,70 @@ Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
   ZT_CHECK(o.weight_decay() >= 0, "Adam: weight_decay must be >= 0, got ", o.weight_decay());
 }
 
+namespace {
+// The constants of one Adam step: {step_size, inv_sqrt_bc2, decay, l2}.
+struct StepConstants {
+  double step_size, inv_sqrt_bc2, decay, l2;
+};
+StepConstants step_constants(double lr, const AdamOptions& o, bool decoupled, int64_t step) {
+  const double t = static_cast<double>(step);
+  return {lr / (1 - std::pow(o.beta1(), t)), 1.0 / std::sqrt(1 - std::pow(o.beta2(), t)),
+          decoupled ? 1 - lr * o.weight_decay() : 1.0, decoupled ? 0.0 : o.weight_decay()};
+}
+}  // namespace
+
+void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                       const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
+  struct Group {
+    std::vector<Tensor> p, g, m, v, copy;
+  };
+  // (device type, device index, dtype, copy dtype or -1, step) -> parameters.
+  std::map<std::tuple<int, int, int, int, int64_t>, Group> groups;
+  std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    Tensor m = slot(*states[i], "exp_avg", p);
+    Tensor v = slot(*states[i], "exp_avg_sq", p);
+    if (!fused_path(p, {grads[i], m, v})) {
+      update(p, grads[i], *states[i]);
+      write_copy(copies[i], p);
+      continue;
+    }
+    const bool in_pass = fused_copy(copies[i], p);
+    if (copies[i].defined() && !in_pass) late_copies.push_back(i);
+    const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
+    Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
+                        static_cast<int>(p.dtype()), copy_dtype, states[i]->step}];
+    gr.p.push_back(p);
+    gr.g.push_back(grads[i]);
+    gr.m.push_back(std::move(m));
+    gr.v.push_back(std::move(v));
+    if (in_pass) gr.copy.push_back(copies[i]);
+  }
+  const AdamOptions& o = options_;
+  for (auto& [key, gr] : groups) {
+    const StepConstants k = step_constants(lr(), o, decoupled_, std::get<4>(key));
+#ifdef ZT_WITH_CUDA
+    if (gr.p[0].device().is_cuda()) {
+      cuda::adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay,
+                        k.step_size, k.inv_sqrt_bc2, o.eps());
+      continue;
+    }
+#endif
+    cpu::adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay,
+                     k.step_size, k.inv_sqrt_bc2, o.eps());
+  }
+  for (size_t i : late_copies) write_copy(copies[i], params[i]);
+}
+
 void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {
-  const double lr = this->lr(), b1 = options_.beta1(), b2 = options_.beta2(), eps = options_.eps(),
-               wd = options_.weight_decay();
-  const double t = static_cast<double>(st.step);
-  const double step_size = lr / (1 - std::pow(b1, t));
-  const double inv_sqrt_bc2 = 1.0 / std::sqrt(1 - std::pow(b2, t));
-  const double decay = decoupled_ ? 1 - lr * wd : 1.0;
-  const double l2 = decoupled_ ? 0.0 : wd;
+  const double b1 = options_.beta1(), b2 = options_.beta2(), eps = options_.eps();
+  const StepConstants k = step_constants(lr(), options_, decoupled_, st.step);
+  const double step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay = k.decay, l2 = k.l2;
   Tensor m = slot(st, "exp_avg", p);
   Tensor v = slot(st, "exp_avg_sq", p);
-
-  if (cpu_fast_path(p, {g, m, v})) {
-    auto run = [&]<typename T>() {
-      const AdamStep<T> k{static_cast<T>(b1),        static_cast<T>(b2),
-                          static_cast<T>(l2),        static_cast<T>(decay),
-                          static_cast<T>(step_size), static_cast<T>(inv_sqrt_bc2),
-                          static_cast<T>(eps)};
-      T* pp = p.data<T>();
-      const T* gp = g.data<T>();
-      T* mp = m.data<T>();
-      T* vp = v.data<T>();
-      parallel_for(p.numel(), 1 << 13, [&](int64_t b, int64_t e) {
-        adam_rows(k, pp + b, gp + b, mp + b, vp + b, e - b);
-      });
-    };
-    if (p.dtype() == DType::f32)
-      run.template operator()<float>();
-    else
-      run.template operator()<double>();
+  if (fused_path(p, {g, m, v})) {
+    update_many({p}, {g}, {&st}, {Tensor()});
     return;
   }
   Tensor gi = l2 != 0 ? add_scaled(g, p, l2) : g;

@@ -59,6 +59,9 @@ class Adam : public Optimizer {
  protected:
   Adam(NamedTensors params, const AdamOptions& options, bool decoupled_weight_decay);
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                   const std::vector<ParamState*>& states,
+                   const std::vector<Tensor>& copies) override;
 
  private:
   AdamOptions options_;

@@ -8,10 +8,15 @@
 namespace zt::optim {
 
 Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> slots)
-    : params_(std::move(params)), state_(params_.size()), slot_names_(std::move(slots)), lr_(lr) {
+    : params_(std::move(params)),
+      state_(params_.size()),
+      copies_(params_.size()),
+      slot_names_(std::move(slots)),
+      lr_(lr) {
   set_lr(lr);
   std::set<std::string> names;
   for (const auto& [n, p] : params_) {
+    index_.emplace(n, index_.size());
     ZT_CHECK(p.defined(), "optimizer: parameter '", n, "' is undefined");
     ZT_CHECK(is_floating(p.dtype()), "optimizer: parameter '", n, "' has dtype ",
              dtype_name(p.dtype()), "; optimizers update floating tensors (fp32 master copies)");
@@ -25,9 +30,23 @@ void Optimizer::set_lr(double lr) {
   lr_ = lr;
 }
 
+void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
+  auto it = index_.find(name);
+  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name,
+           "' to give a low-precision copy");
+  const Tensor& p = params_[it->second].second;
+  ZT_CHECK(!copy.defined() || (is_floating(copy.dtype()) && copy.is_contiguous() &&
+                               copy.numel() == p.numel() && copy.device() == p.device()),
+           "optimizer: the low-precision copy of '", name, "' is ", copy.str(),
+           " but the parameter is ", p.str(),
+           "; pass a contiguous floating tensor of the same numel and device");
+  copies_[it->second] = std::move(copy);
+}
+
 void Optimizer::step() {
   autograd::NoGradGuard ng;
-  ++step_count_;
+  std::vector<Tensor> ps, gs, copies;
+  std::vector<ParamState*> states;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
     Tensor g = p.grad();
@@ -35,9 +54,27 @@ void Optimizer::step() {
     ZT_CHECK(g.sizes() == p.sizes() && g.device() == p.device(), "optimizer: gradient of '", name,
              "' is ", g.str(), " but the parameter is ", p.str());
     if (g.dtype() != p.dtype()) g = g.to(p.dtype());
-    ++state_[i].step;
-    update(p, g, state_[i]);
+    ps.push_back(p);
+    gs.push_back(std::move(g));
+    states.push_back(&state_[i]);
+    copies.push_back(copies_[i]);
   }
+  ++step_count_;
+  for (ParamState* st : states) ++st->step;
+  update_many(ps, gs, states, copies);
+}
+
+void Optimizer::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                            const std::vector<ParamState*>& states,
+                            const std::vector<Tensor>& copies) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    update(params[i], grads[i], *states[i]);
+    write_copy(copies[i], params[i]);
+  }
+}
+
+void Optimizer::write_copy(const Tensor& copy, const Tensor& param) {
+  if (copy.defined()) copy.copy_(param.reshape(copy.sizes()));
 }
 
 void Optimizer::zero_grad() {
@@ -53,12 +90,18 @@ Tensor& Optimizer::slot(ParamState& state, const std::string& name, const Tensor
   return state.slots[name] = zeros(param.sizes(), param.dtype(), param.device());
 }
 
-bool Optimizer::cpu_fast_path(const Tensor& param, const std::vector<Tensor>& others) {
-  if (!param.device().is_cpu() || !param.is_contiguous()) return false;
+bool Optimizer::fused_path(const Tensor& param, const std::vector<Tensor>& others) {
+  const Device dev = param.device();
+  if (!(dev.is_cpu() || dev.is_cuda()) || !param.is_contiguous()) return false;
   if (param.dtype() != DType::f32 && param.dtype() != DType::f64) return false;
   for (const Tensor& t : others)
-    if (!t.device().is_cpu() || !t.is_contiguous() || t.dtype() != param.dtype()) return false;
+    if (t.device() != dev || !t.is_contiguous() || t.dtype() != param.dtype()) return false;
   return true;
+}
+
+bool Optimizer::fused_copy(const Tensor& copy, const Tensor& param) {
+  return copy.defined() && (copy.dtype() == DType::bf16 || copy.dtype() == DType::f16) &&
+         copy.is_contiguous() && copy.device() == param.device();
 }
 
 NamedTensors Optimizer::state_dict() const {

@@ -1,11 +1,14 @@
 // Optimizer: the base of SGD and Adam/AdamW. It owns a list of named fp32 tensors —
 // whole parameters, or the flat master shards the ZeRO engine hands it after setting
 // their .grad() — and per-tensor state (moments, step), which it can save and load
-// by name ("<param>.exp_avg", ...). It knows nothing of modules or ranks.
+// by name ("<param>.exp_avg", ...). It knows nothing of modules or ranks. Subclasses
+// update many parameters at once (update_many: one fused kernel launch per group on the
+// GPU) and can write a low-precision copy of each updated parameter in the same pass.
 #pragma once
 
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -30,6 +33,11 @@ class Optimizer {
   void zero_grad();
   double lr() const { return lr_; }
   void set_lr(double lr);
+  /// Makes every later step that updates parameter `name` also write its new value into
+  /// `copy` (floating, contiguous, the parameter's numel and device), rounded as
+  /// Tensor::to rounds; fused kernels write bf16/f16 copies in the update's own pass.
+  /// An undefined `copy` stops it.
+  void set_low_precision_copy(const std::string& name, Tensor copy);
   /// Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
   const NamedTensors& params() const { return params_; }
@@ -51,15 +59,29 @@ class Optimizer {
   /// Updates `param` in place from `grad` (same shape, device; already counted in
   /// state.step). Called under NoGradGuard.
   virtual void update(const Tensor& param, const Tensor& grad, ParamState& state) = 0;
+  /// Updates params[i] from grads[i] with states[i] (each counted) and writes copies[i]
+  /// when defined. Default: update() and a copy per parameter; Adam and SGD override it
+  /// to run fused kernels over groups of parameters. Called under NoGradGuard.
+  virtual void update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                           const std::vector<ParamState*>& states,
+                           const std::vector<Tensor>& copies);
   /// The slot tensor, created as zeros like `param` if absent (`created` tells which).
   static Tensor& slot(ParamState& state, const std::string& name, const Tensor& param,
                       bool* created = nullptr);
-  /// True when the fused CPU loop applies: CPU, contiguous, same floating dtype f32/f64.
-  static bool cpu_fast_path(const Tensor& param, const std::vector<Tensor>& others);
+  /// True when the kernel table's optimizer kernels take this parameter: on the CPU or
+  /// a GPU, contiguous, f32/f64, `others` (gradient, slots) alike.
+  static bool fused_path(const Tensor& param, const std::vector<Tensor>& others);
+  /// True when those kernels can write `copy` in their pass: a contiguous bf16/f16
+  /// tensor on the parameter's device.
+  static bool fused_copy(const Tensor& copy, const Tensor& param);
+  /// Writes `copy` (if defined) from the updated `param`.
+  static void write_copy(const Tensor& copy, const Tensor& param);
 
  private:
   NamedTensors params_;
   std::vector<ParamState> state_;
+  std::vector<Tensor> copies_;  // per parameter: its low-precision copy, or undefined
+  std::unordered_map<std::string, size_t> index_;
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

@@ -1,6 +1,12 @@
-// SGD update: a fused loop for contiguous CPU f32/f64 tensors, core's in-place ops for
-// everything else (CUDA tensors, other layouts). Both compute the same formula.
+// SGD update: the kernel table's sgd_update for contiguous f32/f64 tensors on the CPU or
+// a GPU (one call per group of parameters that share a device, dtype, copy dtype and
+// first-step flag), core's in-place ops for everything else. Both compute one formula.
 #include "optim/sgd.h"
+
+#include <map>
+#include <tuple>
+
+#include "core/kernels.h"
 
 namespace zt::optim {
 
@@ -12,37 +18,59 @@ SGD::SGD(NamedTensors params, const SGDOptions& o)
            "SGD: nesterov needs momentum > 0 and dampening 0");
 }
 
+void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                      const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
+  const bool with_buf = options_.momentum() != 0;
+  struct Group {
+    std::vector<Tensor> p, g, buf, copy;
+  };
+  // (device type, device index, dtype, copy dtype or -1, first step) -> parameters.
+  std::map<std::tuple<int, int, int, int, bool>, Group> groups;
+  std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    bool first = false;
+    Tensor buf = with_buf ? slot(*states[i], "momentum_buffer", p, &first) : Tensor();
+    std::vector<Tensor> others{grads[i]};
+    if (buf.defined()) others.push_back(buf);
+    if (!fused_path(p, others)) {
+      update_generic(p, grads[i], buf, first);
+      write_copy(copies[i], p);
+      continue;
+    }
+    const bool in_pass = fused_copy(copies[i], p);
+    if (copies[i].defined() && !in_pass) late_copies.push_back(i);
+    const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
+    Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
+                        static_cast<int>(p.dtype()), copy_dtype, first}];
+    gr.p.push_back(p);
+    gr.g.push_back(grads[i]);
+    if (buf.defined()) gr.buf.push_back(std::move(buf));
+    if (in_pass) gr.copy.push_back(copies[i]);
+  }
+  const SGDOptions& o = options_;
+  for (auto& [key, gr] : groups) {
+    const bool first = std::get<4>(key);
+#ifdef ZT_WITH_CUDA
+    if (gr.p[0].device().is_cuda()) {
+      cuda::sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(),
+                       o.weight_decay(), o.nesterov(), first);
+      continue;
+    }
+#endif
+    cpu::sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(),
+                    o.weight_decay(), o.nesterov(), first);
+  }
+  for (size_t i : late_copies) write_copy(copies[i], params[i]);
+}
+
 void SGD::update(const Tensor& p, const Tensor& g, ParamState& st) {
+  update_many({p}, {g}, {&st}, {Tensor()});
+}
+
+void SGD::update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first) {
   const double lr = this->lr(), mom = options_.momentum(), damp = options_.dampening(),
                wd = options_.weight_decay();
-  const bool nesterov = options_.nesterov();
-  bool first = false;
-  Tensor buf = mom != 0 ? slot(st, "momentum_buffer", p, &first) : Tensor();
-
-  std::vector<Tensor> others{g};
-  if (buf.defined()) others.push_back(buf);
-  if (cpu_fast_path(p, others)) {
-    auto run = [&]<typename T>() {
-      T* pp = p.data<T>();
-      const T* gp = g.data<T>();
-      T* bp = buf.defined() ? buf.data<T>() : nullptr;
-      parallel_for(p.numel(), 1 << 14, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) {
-          T d = gp[i] + static_cast<T>(wd) * pp[i];
-          if (bp) {
-            bp[i] = first ? d : static_cast<T>(mom) * bp[i] + static_cast<T>(1 - damp) * d;
-            d = nesterov ? d + static_cast<T>(mom) * bp[i] : bp[i];
-          }
-          pp[i] -= static_cast<T>(lr) * d;
-        }
-      });
-    };
-    if (p.dtype() == DType::f32)
-      run.template operator()<float>();
-    else
-      run.template operator()<double>();
-    return;
-  }
   Tensor d = wd != 0 ? add_scaled(g, p, wd) : g;
   if (buf.defined()) {
     if (first) {
@@ -51,7 +79,7 @@ void SGD::update(const Tensor& p, const Tensor& g, ParamState& st) {
       mul_(buf, mom);
       add_(buf, d, 1 - damp);
     }
-    d = nesterov ? add_scaled(d, buf, mom) : buf;
+    d = options_.nesterov() ? add_scaled(d, buf, mom) : buf;
   }
   add_(p, d, -lr);
 }

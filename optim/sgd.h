@@ -54,8 +54,14 @@ class SGD : public Optimizer {
 
  protected:
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
+  void update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                   const std::vector<ParamState*>& states,
+                   const std::vector<Tensor>& copies) override;
 
  private:
+  // core's ops, for tensors the fused kernel does not take; buf undefined without momentum.
+  void update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first);
+
   SGDOptions options_;
 };
 

@@ -150,9 +150,16 @@ bool Engine::step() {
     TimelineSpan span(timeline(), Track::kOptimizer, "offload: gradients to host");
     offload_->grads_to_host();
   }
+  // The optimizer writes a storage shard beside its master (its low-precision copy) in
+  // the update's own pass, rounding as shard_from_master() does.
+  auto copies_in_step = [](const ZeroParam& z) {
+    return z.master.defined() && z.master.device() == z.shard.device() && z.shard.is_contiguous();
+  };
   for (NamedParam& np : params_)
-    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined() && !offload_->moves())
+    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined() && !offload_->moves()) {
       z->fp32_shard().set_grad(z->grad_shard);
+      if (copies_in_step(*z)) optimizer_->set_low_precision_copy(np.name, z->shard);
+    }
   {
     MemTagScope tag(MemTag::kOptimState);
     TimelineSpan span(timeline(), Track::kOptimizer, "optimizer step");
@@ -163,7 +170,7 @@ bool Engine::step() {
     if (!z->grad_shard.defined()) continue;
     z->fp32_shard().set_grad(Tensor());
     z->grad_shard.zero_();
-    if (!offload_->moves()) z->shard_from_master();
+    if (!offload_->moves() && !copies_in_step(*z)) z->shard_from_master();
   }
   if (offload_->moves()) {  // the shards are written from the host masters
     TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");

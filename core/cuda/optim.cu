@@ -1,0 +1,325 @@
+// CUDA optimizer kernels: Adam/AdamW and SGD over a whole list of parameters in one
+// launch (a multi-tensor apply). The host builds a table of {pointers, numel, first
+// block} entries, one per parameter, copies it through a pinned staging buffer to device
+// memory on the current stream (no host synchronization), and launches one grid whose
+// blocks each find their entry by binary search and update a fixed run of its elements.
+// Per-step constants travel as kernel arguments. The CPU kernels of the same names
+// (core/cpu/optim.cpp) are the specification: the arithmetic below rounds each
+// operation on its own (explicit _rn intrinsics, so nvcc cannot fuse multiply-adds), in
+// the CPU loop's order, and so gives its bits.
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/cuda/loops.cuh"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr int kOptThreads = 256;
+constexpr int64_t kBlockElems = 4096;  // elements per block, 16 per thread
+constexpr int kStagingSlots = 4;       // tables in flight per device before the host waits
+
+// One parameter of a launch: its arrays (s0, s1: state slots, null when unused; low:
+// the 16-bit copy or null), its numel and the first grid block that works on it.
+struct Entry {
+  void* p;
+  const void* g;
+  void* s0;
+  void* s1;
+  void* low;
+  int64_t n;
+  int64_t block0;
+};
+
+// ---------------------------------------------------------------- exact arithmetic
+
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float sub_rn(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double sub_rn(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ __forceinline__ float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ __forceinline__ float sqrt_rn(float a) {
+  return __fsqrt_rn(a);
+}
+__device__ __forceinline__ double sqrt_rn(double a) {
+  return __dsqrt_rn(a);
+}
+
+// ---------------------------------------------------------------- update rules
+
+// Adam/AdamW at element i; returns the new parameter value (formula: kernel_list.h).
+template <typename T>
+struct AdamOp {
+  T beta1, beta2, omb1, omb2, l2, decay, step_size, inv_sqrt_bc2, eps;
+
+  __device__ __forceinline__ T operator()(T* p, const T* g, T* m, T* v, int64_t i) const {
+    const T pi = p[i];
+    const T gi = add_rn(g[i], mul_rn(l2, pi));
+    const T mi = add_rn(mul_rn(beta1, m[i]), mul_rn(omb1, gi));
+    const T vi = add_rn(mul_rn(beta2, v[i]), mul_rn(mul_rn(omb2, gi), gi));
+    m[i] = mi;
+    v[i] = vi;
+    const T denom = add_rn(mul_rn(sqrt_rn(vi), inv_sqrt_bc2), eps);
+    const T out = sub_rn(mul_rn(pi, decay), div_rn(mul_rn(step_size, mi), denom));
+    p[i] = out;
+    return out;
+  }
+};
+
+// SGD at element i (buf null without momentum); returns the new parameter value.
+template <typename T>
+struct SgdOp {
+  T lr, momentum, omd, weight_decay;
+  bool nesterov, first;
+
+  __device__ __forceinline__ T operator()(T* p, const T* g, T* buf, T*, int64_t i) const {
+    const T pi = p[i];
+    T d = add_rn(g[i], mul_rn(weight_decay, pi));
+    if (buf) {
+      const T b = first ? d : add_rn(mul_rn(momentum, buf[i]), mul_rn(omd, d));
+      buf[i] = b;
+      d = nesterov ? add_rn(d, mul_rn(momentum, b)) : b;
+    }
+    const T out = sub_rn(pi, mul_rn(lr, d));
+    p[i] = out;
+    return out;
+  }
+};
+
+// Block b updates elements [(b - block0) * kBlockElems, + kBlockElems) of the entry
+// whose block range holds b, and writes their 16-bit copy (type L) when it has one.
+template <typename T, typename L, typename Op>
+__global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries, Op op) {
+  __shared__ int s_entry;
+  const int64_t block = blockIdx.x;
+  if (threadIdx.x == 0) {
+    int lo = 0, hi = entries - 1;  // the last entry with block0 <= block
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (table[mid].block0 <= block)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    s_entry = lo;
+  }
+  __syncthreads();
+  const Entry e = table[s_entry];
+  const int64_t begin = (block - e.block0) * kBlockElems;
+  const int64_t end = begin + kBlockElems < e.n ? begin + kBlockElems : e.n;
+  T* p = static_cast<T*>(e.p);
+  const T* g = static_cast<const T*>(e.g);
+  T* s0 = static_cast<T*>(e.s0);
+  T* s1 = static_cast<T*>(e.s1);
+  L* low = static_cast<L*>(e.low);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const T x = op(p, g, s0, s1, i);
+    if (low) low[i] = convert<L>(x);
+  }
+}
+
+// ---------------------------------------------------------------- table upload
+
+// Pinned host buffers for one device's tables, used in turn; each may be refilled once
+// the copy recorded by its event has run.
+struct Staging {
+  struct Slot {
+    Entry* host = nullptr;
+    size_t capacity = 0;  // entries
+    cudaEvent_t copied = nullptr;
+  };
+  std::mutex mu;
+  Slot slots[kStagingSlots];
+  int next = 0;
+};
+
+// The staging of `device`. Kept for the life of the process (never freed), so no
+// CUDA call runs at static destruction.
+Staging& staging(int device) {
+  static std::mutex mu;
+  static std::map<int, Staging*> all;
+  std::lock_guard<std::mutex> lock(mu);
+  Staging*& s = all[device];
+  if (!s) s = new Staging;
+  return *s;
+}
+
+// Copies `entries` to a new device table on `stream` (the caller's device is current).
+// The returned tensor may be released right after the launch: the caching allocator
+// reuses its block only on this stream, after the kernel.
+Tensor upload_table(const std::vector<Entry>& entries, int device, cudaStream_t stream) {
+  const size_t bytes = entries.size() * sizeof(Entry);
+  Tensor table =
+      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
+  Staging& st = staging(device);
+  std::lock_guard<std::mutex> lock(st.mu);
+  Staging::Slot& slot = st.slots[st.next];
+  st.next = (st.next + 1) % kStagingSlots;
+  if (slot.copied)
+    CUDA_CHECK(cudaEventSynchronize(slot.copied));  // its previous table has left it
+  else
+    CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
+  if (slot.capacity < entries.size()) {
+    if (slot.host) CUDA_CHECK(cudaFreeHost(slot.host));
+    slot.host = nullptr;
+    slot.capacity = 0;
+    void* h = nullptr;
+    CUDA_CHECK(cudaMallocHost(&h, bytes));
+    slot.host = static_cast<Entry*>(h);
+    slot.capacity = entries.size();
+  }
+  std::memcpy(slot.host, entries.data(), bytes);
+  CUDA_CHECK(cudaMemcpyAsync(table.data_ptr(), slot.host, bytes, cudaMemcpyHostToDevice, stream));
+  CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+  return table;
+}
+
+// ---------------------------------------------------------------- checks and launch
+
+// Checks one call's lists (see the contract) and returns the 16-bit copies' dtype, or
+// the parameters' dtype when there are none.
+DType check_lists(const char* op, const std::vector<Tensor>& p,
+                  std::initializer_list<const std::vector<Tensor>*> same,
+                  const std::vector<Tensor>& low) {
+  ZT_CHECK(low.empty() || low.size() == p.size(), op, ": ", low.size(),
+           " low-precision outputs for ", p.size(), " parameters; pass none or one each");
+  for (const auto* list : same)
+    ZT_CHECK(list->size() == p.size(), op, ": ", list->size(), " tensors in a list for ", p.size(),
+             " parameters");
+  const DType dt = p[0].dtype();
+  const Device dev = p[0].device();
+  ZT_CHECK(dt == DType::f32 || dt == DType::f64, op, ": parameters must be f32 or f64, got ",
+           dtype_name(dt));
+  DType low_dt = dt;
+  for (size_t i = 0; i < p.size(); ++i) {
+    ZT_CHECK(p[i].device() == dev && p[i].is_contiguous() && p[i].dtype() == dt, op, ": parameter ",
+             i, " is ", p[i].str(), " and parameter 0 is ", p[0].str(),
+             "; pass contiguous tensors of one dtype on one GPU");
+    for (const auto* list : same) {
+      const Tensor& t = (*list)[i];
+      ZT_CHECK(
+          t.device() == dev && t.is_contiguous() && t.dtype() == dt && t.numel() == p[i].numel(),
+          op, ": entry ", i, " mixes ", p[i].str(), " and ", t.str(),
+          "; pass contiguous tensors of one dtype and numel on one GPU");
+    }
+    if (low.empty() || !low[i].defined()) continue;
+    const Tensor& l = low[i];
+    ZT_CHECK(l.device() == dev && l.is_contiguous() && l.numel() == p[i].numel() &&
+                 (l.dtype() == DType::bf16 || l.dtype() == DType::f16) &&
+                 (low_dt == dt || l.dtype() == low_dt),
+             op, ": low-precision output ", i, " is ", l.str(),
+             "; pass contiguous bf16/f16 tensors (one dtype) of ", p[i].numel(), " elements on ",
+             dev.str());
+    low_dt = l.dtype();
+  }
+  return low_dt;
+}
+
+// One launch of `op` over the entries of lists p, g, s0, s1 (s0/s1 may be empty lists).
+template <typename T, typename Op>
+void launch(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+            const std::vector<Tensor>& s0, const std::vector<Tensor>& s1,
+            const std::vector<Tensor>& low, DType low_dt, const Op& op) {
+  std::vector<Entry> entries;
+  entries.reserve(p.size());
+  int64_t blocks = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const int64_t n = p[i].numel();
+    if (n == 0) continue;
+    entries.push_back({p[i].data_ptr(), g[i].data_ptr(), s0.empty() ? nullptr : s0[i].data_ptr(),
+                       s1.empty() ? nullptr : s1[i].data_ptr(),
+                       low.empty() || !low[i].defined() ? nullptr : low[i].data_ptr(), n, blocks});
+    blocks += (n + kBlockElems - 1) / kBlockElems;
+  }
+  if (entries.empty()) return;
+  ZT_CHECK(blocks <= 0x7fffffff, "optimizer kernel: ", blocks,
+           " blocks exceed one CUDA grid; update fewer elements per call");
+  ZT_CHECK(entries.size() <= 0x7fffffff, "optimizer kernel: too many parameters in one call");
+  const int device = p[0].device().index;
+  DeviceGuard guard(device);
+  cudaStream_t stream = current_stream(device);
+  Tensor table = upload_table(entries, device, stream);
+  const auto* t = static_cast<const Entry*>(table.data_ptr());
+  const int count = static_cast<int>(entries.size());
+  const auto grid = static_cast<unsigned>(blocks);
+  if (low_dt == DType::bf16)
+    multi_tensor_kernel<T, __nv_bfloat16><<<grid, kOptThreads, 0, stream>>>(t, count, op);
+  else if (low_dt == DType::f16)
+    multi_tensor_kernel<T, __half><<<grid, kOptThreads, 0, stream>>>(t, count, op);
+  else  // no copies: every entry's low is null
+    multi_tensor_kernel<T, T><<<grid, kOptThreads, 0, stream>>>(t, count, op);
+  CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace
+
+void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                 const std::vector<Tensor>& m, const std::vector<Tensor>& v,
+                 const std::vector<Tensor>& low, double beta1, double beta2, double l2,
+                 double decay, double step_size, double inv_sqrt_bc2, double eps) {
+  if (p.empty()) return;
+  const DType low_dt = check_lists("adam_update", p, {&g, &m, &v}, low);
+  auto run = [&]<typename T>() {
+    const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
+    const AdamOp<T> op{b1,
+                       b2,
+                       static_cast<T>(1) - b1,
+                       static_cast<T>(1) - b2,
+                       static_cast<T>(l2),
+                       static_cast<T>(decay),
+                       static_cast<T>(step_size),
+                       static_cast<T>(inv_sqrt_bc2),
+                       static_cast<T>(eps)};
+    launch<T>(p, g, m, v, low, low_dt, op);
+  };
+  if (p[0].dtype() == DType::f32)
+    run.template operator()<float>();
+  else
+    run.template operator()<double>();
+}
+
+void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
+  if (p.empty()) return;
+  const DType low_dt = buf.empty() ? check_lists("sgd_update", p, {&g}, low)
+                                   : check_lists("sgd_update", p, {&g, &buf}, low);
+  auto run = [&]<typename T>() {
+    const SgdOp<T> op{static_cast<T>(lr),
+                      static_cast<T>(momentum),
+                      static_cast<T>(1 - dampening),
+                      static_cast<T>(weight_decay),
+                      nesterov,
+                      first};
+    launch<T>(p, g, buf, {}, low, low_dt, op);
+  };
+  if (p[0].dtype() == DType::f32)
+    run.template operator()<float>();
+  else
+    run.template operator()<double>();
+}
+
+}  // namespace zt::cuda

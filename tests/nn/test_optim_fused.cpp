@@ -1,0 +1,120 @@
+// Optimizers stepping many parameters at once (update_many over the kernel table's fused
+// kernels): the same bits as one optimizer per parameter, parameters at different step
+// counts grouped apart, and low-precision copies written by every path (fused in the
+// pass for bf16/f16, copied after for other dtypes and for the generic ops path).
+#include <cstring>
+#include <memory>
+
+#include "common/test_util.h"
+#include "core/rng.h"
+#include "optim/optim.h"
+
+using namespace zt;
+
+namespace {
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.contiguous(), y = b.contiguous();
+  return x.dtype() == y.dtype() && x.numel() == y.numel() &&
+         std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+Tensor normal(const Shape& s, uint64_t seed) {
+  Generator g(seed);
+  return randn(s, g, DType::f64).to(DType::f32);
+}
+
+using Factory = std::function<std::unique_ptr<optim::Optimizer>(optim::NamedTensors)>;
+
+std::vector<Factory> factories() {
+  return {
+      [](optim::NamedTensors p) {
+        return std::make_unique<optim::Adam>(std::move(p),
+                                             optim::AdamOptions(0.01).weight_decay(0.1));
+      },
+      [](optim::NamedTensors p) {
+        return std::make_unique<optim::AdamW>(std::move(p), optim::AdamWOptions(0.01));
+      },
+      [](optim::NamedTensors p) {
+        return std::make_unique<optim::SGD>(
+            std::move(p), optim::SGDOptions(0.1).momentum(0.9).nesterov(true).weight_decay(0.01));
+      },
+      [](optim::NamedTensors p) {
+        return std::make_unique<optim::SGD>(std::move(p), optim::SGDOptions(0.1));
+      },
+  };
+}
+
+}  // namespace
+
+TEST(OptimFused, GroupStepEqualsOneOptimizerPerParameter) {
+  const std::vector<Shape> shapes = {{3, 5}, {1}, {9000}, {7, 11, 13}};
+  for (const Factory& make : factories()) {
+    optim::NamedTensors together;
+    std::vector<Tensor> alone;
+    std::vector<std::unique_ptr<optim::Optimizer>> alone_opts;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor p = normal(shapes[i], i + 1);
+      together.emplace_back("p" + std::to_string(i), p.clone());
+      alone.push_back(p.clone());
+      alone_opts.push_back(make({{"p", alone.back()}}));
+    }
+    auto opt = make(together);
+    for (int step = 0; step < 4; ++step) {
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        // Parameter 1 has no gradient at step 0, so its step count lags the others'.
+        if (i == 1 && step == 0) continue;
+        Tensor g = normal(shapes[i], 100 * step + i);
+        together[i].second.set_grad(g);
+        alone[i].set_grad(g);
+        alone_opts[i]->step();
+      }
+      opt->step();
+      opt->zero_grad();
+    }
+    for (size_t i = 0; i < shapes.size(); ++i)
+      EXPECT_TRUE(same_bits(together[i].second, alone[i])) << "parameter " << i;
+  }
+}
+
+TEST(OptimFused, LowPrecisionCopiesFollowEveryPath) {
+  for (const Factory& make : factories()) {
+    Tensor dense = normal({4, 6}, 1);
+    Tensor strided = normal({6, 4}, 2).transpose(0, 1);  // the generic ops path
+    Tensor wide = normal({5000}, 3);
+    auto opt = make({{"dense", dense}, {"strided", strided}, {"wide", wide}});
+    Tensor c_dense = Tensor::empty({24}, DType::bf16);  // another shape, the same numel
+    Tensor c_strided = Tensor::empty({4, 6}, DType::f16);
+    Tensor c_wide = Tensor::empty({5000}, DType::f64);  // not 16-bit: copied after the pass
+    opt->set_low_precision_copy("dense", c_dense);
+    opt->set_low_precision_copy("strided", c_strided);
+    opt->set_low_precision_copy("wide", c_wide);
+    for (int step = 0; step < 3; ++step) {
+      dense.set_grad(normal({4, 6}, 10 + step));
+      strided.set_grad(normal({4, 6}, 20 + step));
+      wide.set_grad(normal({5000}, 30 + step));
+      opt->step();
+      EXPECT_TRUE(same_bits(c_dense, dense.to(DType::bf16).reshape({24})));
+      EXPECT_TRUE(same_bits(c_strided, strided.to(DType::f16)));
+      EXPECT_TRUE(same_bits(c_wide, wide.to(DType::f64)));
+    }
+    // Stopped: the copy keeps its last value.
+    opt->set_low_precision_copy("dense", Tensor());
+    Tensor before = c_dense.clone();
+    dense.set_grad(normal({4, 6}, 40));
+    opt->step();
+    EXPECT_TRUE(same_bits(c_dense, before));
+    EXPECT_FALSE(same_bits(dense.to(DType::bf16).reshape({24}), before));
+  }
+}
+
+TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
+  Tensor w = normal({4}, 1);
+  optim::SGD sgd({{"w", w}}, optim::SGDOptions(0.1));
+  EXPECT_TRUE(test::throws_with(
+      [&] { sgd.set_low_precision_copy("v", Tensor::empty({4}, DType::bf16)); }, "no parameter"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { sgd.set_low_precision_copy("w", Tensor::empty({5}, DType::bf16)); }, "same numel"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { sgd.set_low_precision_copy("w", Tensor::empty({4}, DType::i64)); }, "floating"));
+}
