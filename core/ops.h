@@ -10,6 +10,7 @@
 #include "core/ops/linalg.h"
 #include "core/ops/loss.h"
 #include "core/ops/norm.h"
+#include "core/ops/optim.h"
 #include "core/ops/reduce.h"
 #include "core/ops/shape.h"
 #include "core/parallel.h"

@@ -1,4 +1,4 @@
-// Adam/AdamW update: the kernel table's adam_update for contiguous f32/f64 tensors on
+// Adam/AdamW update: the fused adam_update (core/ops/optim.h) for contiguous f32/f64 tensors on
 // the CPU or a GPU (one pass, no temporaries; one call per group of parameters that
 // share a device, dtype, copy dtype and step), core's ops elsewhere. The arithmetic runs
 // in the tensor's own type.
@@ -7,8 +7,6 @@
 #include <cmath>
 #include <map>
 #include <tuple>
-
-#include "core/kernels.h"
 
 namespace zt::optim {
 
@@ -65,15 +63,8 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
   const AdamOptions& o = options_;
   for (auto& [key, gr] : groups) {
     const StepConstants k = step_constants(lr(), o, decoupled_, std::get<4>(key));
-#ifdef ZT_WITH_CUDA
-    if (gr.p[0].device().is_cuda()) {
-      cuda::adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay,
-                        k.step_size, k.inv_sqrt_bc2, o.eps());
-      continue;
-    }
-#endif
-    cpu::adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay,
-                     k.step_size, k.inv_sqrt_bc2, o.eps());
+    adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay, k.step_size,
+                k.inv_sqrt_bc2, o.eps());
   }
   for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }

@@ -1,12 +1,10 @@
-// SGD update: the kernel table's sgd_update for contiguous f32/f64 tensors on the CPU or
+// SGD update: the fused sgd_update (core/ops/optim.h) for contiguous f32/f64 tensors on the CPU or
 // a GPU (one call per group of parameters that share a device, dtype, copy dtype and
 // first-step flag), core's in-place ops for everything else. Both compute one formula.
 #include "optim/sgd.h"
 
 #include <map>
 #include <tuple>
-
-#include "core/kernels.h"
 
 namespace zt::optim {
 
@@ -51,15 +49,8 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
   const SGDOptions& o = options_;
   for (auto& [key, gr] : groups) {
     const bool first = std::get<4>(key);
-#ifdef ZT_WITH_CUDA
-    if (gr.p[0].device().is_cuda()) {
-      cuda::sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(),
-                       o.weight_decay(), o.nesterov(), first);
-      continue;
-    }
-#endif
-    cpu::sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(),
-                    o.weight_decay(), o.nesterov(), first);
+    sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(), o.weight_decay(),
+               o.nesterov(), first);
   }
   for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }

@@ -8,7 +8,6 @@
 #include "core/cuda/gemm.h"
 
 #include <array>
-#include <atomic>
 #include <limits>
 #include <memory>
 
@@ -19,8 +18,6 @@
 namespace zt::cuda {
 
 namespace {
-
-std::atomic<bool> g_allow_tf32{false};
 
 // An owned cuBLAS handle for one device.
 class CublasHandle {
@@ -58,13 +55,6 @@ cublasHandle_t cublas_handle() {
   return h;
 }
 
-void set_allow_tf32(bool allow) {
-  g_allow_tf32.store(allow);
-}
-bool allow_tf32() {
-  return g_allow_tf32.load();
-}
-
 namespace {
 
 // The cuBLAS data and compute types of a non-f64 GEMM in `dt`.
@@ -75,7 +65,7 @@ struct GemmTypes {
 GemmTypes gemm_types(DType dt, const char* op) {
   switch (dt) {
     case DType::f32:
-      return {CUDA_R_32F, allow_tf32() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+      return {CUDA_R_32F, tf32().matmul ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
     case DType::bf16:
       return {CUDA_R_16BF, CUBLAS_COMPUTE_32F};
     case DType::f16:
@@ -102,6 +92,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
   DeviceGuard g(c.device().index);
   cublasHandle_t h = cublas_handle();
+  ++::zt::detail::thread_work_counts().launches;
   cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const void* pa = a.data_ptr();
@@ -134,6 +125,7 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
   int ibatch = as_int(batch, "batch");
   DeviceGuard g(c.device().index);
   cublasHandle_t h = cublas_handle();
+  ++::zt::detail::thread_work_counts().launches;
   cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const void* pa = a.data_ptr();

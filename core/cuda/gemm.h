@@ -10,10 +10,8 @@ namespace zt::cuda {
 /// This thread's cuBLAS handle for the current device, bound to current_stream().
 cublasHandle_t cublas_handle();
 
-/// Lets f32 GEMMs use TF32 tensor cores (about 1e-3 relative error, much faster).
-/// Off by default, so f32 matmuls match the CPU to float rounding. Process-wide.
-void set_allow_tf32(bool allow);
-/// Whether f32 GEMMs may use TF32.
-bool allow_tf32();
+/// f32 GEMMs use TF32 tensor cores when tf32().matmul is set (core/device.h): about 1e-3
+/// relative error, much faster. Off by default, so f32 matmuls match the CPU to float
+/// rounding.
 
 }  // namespace zt::cuda

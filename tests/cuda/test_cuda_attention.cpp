@@ -26,7 +26,7 @@ const Device kCpu = Device::cpu();
 #ifdef ZT_WITH_CUDA
 TEST(CudaAttention, GemmBatchedMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
-  ASSERT_FALSE(cuda::allow_tf32());
+  ASSERT_FALSE(zt::tf32().matmul);
   for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
     const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-4 : 1e-10);
     for (bool ta : {false, true}) {
