@@ -1,8 +1,10 @@
-// CPU softmax / log-softmax over one dim and the negative log-likelihood pieces of
-// cross_entropy; the twin of core/cuda/softmax.cu. Softmax takes the max in the
-// tensor's dtype, the sum of exp(x - max) in double, and writes the log-sum-exp and the
-// outputs in the tensor's dtype. Rows are independent and each is reduced serially, so
-// results do not depend on the number of threads.
+// CPU softmax / log-softmax over one dim and the fused cross-entropy kernels (the loss
+// and its gradient straight from the logits, no log-probabilities stored); the twin of
+// core/cuda/softmax.cu. Softmax takes the max in the tensor's dtype, the sum of
+// exp(x - max) in double, and writes the log-sum-exp and the outputs in the tensor's
+// dtype; cross-entropy does the same in f32 (f64 for f64 logits) over logits of any
+// floating dtype. Rows are independent and each is reduced serially, so results do not
+// depend on the number of threads.
 // Legend: (R, L, I) the tensor viewed as rows before the softmax dim, the dim, and the
 // elements after it; P positions and C classes for the loss.
 #include <algorithm>
@@ -69,53 +71,110 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-// ---------------------------------------------------------------- NLL
+// ---------------------------------------------------------------- cross-entropy
 
-std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t ignore_index) {
-  ZT_CHECK(lsm.dtype() == DType::f64 && lsm.dim() == 2 && lsm.is_contiguous() &&
-               target.is_contiguous() && target.numel() == lsm.size(0),
-           "nll_sums: expects lsm (P, C) f64 and target (P), contiguous");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
-  const double* pl = lsm.data<double>();
+namespace {
+
+void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
+                         const Tensor& target) {
+  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
+               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
+               target.numel() == logits.size(0),
+           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
+           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
+           shape_str(target.sizes()));
+}
+
+bool kept(int64_t t, int64_t C, int64_t ignore_index) {
+  return t != ignore_index && t >= 0 && t < C;
+}
+
+// log(sum_c exp(x[c])) of one row in two passes over it (the row stays in cache): the
+// max, then the sum of exp(x - max) in double. A: the accumulation type of T.
+template <typename T>
+double row_log_sum_exp(const T* x, int64_t C) {
+  using A = acc_t<T>;
+  A mx = -INFINITY;
+  for (int64_t c = 0; c < C; ++c) {
+    const auto v = static_cast<A>(x[c]);
+    mx = v > mx ? v : mx;  // NaNs are skipped here and surface in the sum
+  }
+  if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
+  double sum = 0;
+  for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(std::exp(static_cast<A>(x[c]) - mx));
+  return std::log(sum) + static_cast<double>(mx);
+}
+
+}  // namespace
+
+std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
+                                            const Tensor& target, int64_t ignore_index) {
+  check_cross_entropy("cross_entropy", lse, logits, target);
+  const int64_t P = logits.size(0), C = logits.size(1);
+  double* pl = lse.data<double>();
   double total = 0, count = 0;
   int64_t first_bad = -1;
-  dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
-    const I* pt = target.data<I>();
-    for (int64_t p = 0; p < P; ++p) {
-      const auto t = static_cast<int64_t>(pt[p]);
-      if (t == ignore_index) continue;
-      if (t < 0 || t >= C) {
-        if (first_bad < 0) first_bad = p;
-        continue;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* px = logits.data<T>();
+    dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
+      const I* pt = target.data<I>();
+      parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p)
+          pl[p] = kept(static_cast<int64_t>(pt[p]), C, ignore_index)
+                      ? row_log_sum_exp(px + p * C, C)
+                      : 0.0;
+      });
+      // The loss sum in position order: one logit per row, serial and reproducible.
+      for (int64_t p = 0; p < P; ++p) {
+        const auto t = static_cast<int64_t>(pt[p]);
+        if (t == ignore_index) continue;
+        if (t < 0 || t >= C) {
+          if (first_bad < 0) first_bad = p;
+          continue;
+        }
+        total += pl[p] - static_cast<double>(static_cast<A>(px[p * C + t]));
+        count += 1;
       }
-      total -= pl[p * C + t];
-      count += 1;
-    }
+    });
   });
   return {total, count, static_cast<double>(first_bad)};
 }
 
-void nll_backward(const Tensor& d, const Tensor& lsm, const Tensor& target, const Tensor& grad,
-                  double count, int64_t ignore_index) {
-  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && d.dtype() == DType::f64,
-           "nll_backward: expects an f64 scalar gradient and an f64 output");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
-  const double* pl = lsm.data<double>();
-  double* pd = d.data<double>();
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const Tensor& grad, double count,
+                            int64_t ignore_index) {
+  check_cross_entropy("cross_entropy backward", lse, logits, target);
+  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
+               dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
+           "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
+           "of the logits' shape and dtype");
+  const int64_t P = logits.size(0), C = logits.size(1);
+  const double* pl = lse.data<double>();
   const double scale = count > 0 ? grad.data<double>()[0] / count : 0.0;
-  dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
-    const I* pt = target.data<I>();
-    parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const auto t = static_cast<int64_t>(pt[p]);
-        double* row = pd + p * C;
-        if (t == ignore_index) {
-          std::fill(row, row + C, 0.0);
-          continue;
+  dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* px = logits.data<T>();
+    T* pd = dlogits.data<T>();
+    const auto s = static_cast<A>(scale);
+    dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
+      const I* pt = target.data<I>();
+      parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        for (int64_t p = p0; p < p1; ++p) {
+          const auto t = static_cast<int64_t>(pt[p]);
+          const T* x = px + p * C;
+          T* d = pd + p * C;
+          if (t == ignore_index) {
+            std::fill(d, d + C, static_cast<T>(0.0f));
+            continue;
+          }
+          const auto m = static_cast<A>(pl[p]);
+          for (int64_t c = 0; c < C; ++c)
+            d[c] = static_cast<T>(std::exp(static_cast<A>(x[c]) - m) * s);
+          // The target's entry rounded once: (softmax - 1) * scale.
+          if (t >= 0 && t < C) d[t] = static_cast<T>((std::exp(static_cast<A>(x[t]) - m) - 1) * s);
         }
-        for (int64_t c = 0; c < C; ++c) row[c] = std::exp(pl[p * C + c]) * scale;
-        row[t] -= scale;
-      }
+      });
     });
   });
 }
