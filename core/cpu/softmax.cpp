@@ -9,7 +9,10 @@
 // elements after it; P positions and C classes for the loss.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -89,19 +92,41 @@ bool kept(int64_t t, int64_t C, int64_t ignore_index) {
   return t != ignore_index && t >= 0 && t < C;
 }
 
-// log(sum_c exp(x[c])) of one row in two passes over it (the row stays in cache): the
-// max, then the sum of exp(x - max) in double. A: the accumulation type of T.
+// The max of one row in the accumulation type; NaNs are skipped here and surface in
+// the sum of exponentials. All -inf gives 0 (so x - max is -inf, not NaN).
 template <typename T>
-double row_log_sum_exp(const T* x, int64_t C) {
+acc_t<T> row_max(const T* x, int64_t C) {
   using A = acc_t<T>;
   A mx = -INFINITY;
   for (int64_t c = 0; c < C; ++c) {
     const auto v = static_cast<A>(x[c]);
-    mx = v > mx ? v : mx;  // NaNs are skipped here and surface in the sum
+    mx = v > mx ? v : mx;
   }
-  if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
+  return std::isinf(mx) && mx < 0 ? A(0) : mx;
+}
+
+// e[c] = exp(x[c] - shift) for one row, c < C. f32 and 16-bit logits: in f32 through
+// the SIMD exp of lanes.h (e is a row of floats, for f32 possibly the output itself);
+// f64: std::exp.
+template <typename T>
+void row_exp(acc_t<T>* e, const T* x, acc_t<T> shift, int64_t C) {
+  using A = acc_t<T>;
+  for (int64_t c = 0; c < C; ++c) e[c] = static_cast<A>(x[c]) - shift;
+  if constexpr (std::is_same_v<A, float>) {
+    lane_row(LaneOp::kExp, e, e, nullptr, C);
+  } else {
+    for (int64_t c = 0; c < C; ++c) e[c] = std::exp(e[c]);
+  }
+}
+
+// log(sum_c exp(x[c])) of one row in two passes (the row stays in cache): the max, then
+// the sum of exp(x - max) in double. `e` is scratch for C values.
+template <typename T>
+double row_log_sum_exp(const T* x, int64_t C, acc_t<T>* e) {
+  const acc_t<T> mx = row_max(x, C);
+  row_exp(e, x, mx, C);
   double sum = 0;
-  for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(std::exp(static_cast<A>(x[c]) - mx));
+  for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[c]);
   return std::log(sum) + static_cast<double>(mx);
 }
 
@@ -120,9 +145,10 @@ std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& log
     dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
       const I* pt = target.data<I>();
       parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        std::vector<A> e(static_cast<size_t>(C));
         for (int64_t p = p0; p < p1; ++p)
           pl[p] = kept(static_cast<int64_t>(pt[p]), C, ignore_index)
-                      ? row_log_sum_exp(px + p * C, C)
+                      ? row_log_sum_exp(px + p * C, C, e.data())
                       : 0.0;
       });
       // The loss sum in position order: one logit per row, serial and reproducible.
@@ -160,19 +186,26 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
     dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
       const I* pt = target.data<I>();
       parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        // exp(x - lse) goes through a row of A: the output itself for f32 and f64.
+        std::vector<A> scratch(std::is_same_v<T, A> ? 0 : static_cast<size_t>(C));
         for (int64_t p = p0; p < p1; ++p) {
           const auto t = static_cast<int64_t>(pt[p]);
-          const T* x = px + p * C;
           T* d = pd + p * C;
           if (t == ignore_index) {
             std::fill(d, d + C, static_cast<T>(0.0f));
             continue;
           }
-          const auto m = static_cast<A>(pl[p]);
-          for (int64_t c = 0; c < C; ++c)
-            d[c] = static_cast<T>(std::exp(static_cast<A>(x[c]) - m) * s);
+          A* e = nullptr;
+          if constexpr (std::is_same_v<T, A>) {
+            e = d;
+          } else {
+            e = scratch.data();
+          }
+          row_exp(e, px + p * C, static_cast<A>(pl[p]), C);
+          const A prob_t = t >= 0 && t < C ? e[t] : A(0);  // before e (maybe d) is scaled
+          for (int64_t c = 0; c < C; ++c) d[c] = static_cast<T>(e[c] * s);
           // The target's entry rounded once: (softmax - 1) * scale.
-          if (t >= 0 && t < C) d[t] = static_cast<T>((std::exp(static_cast<A>(x[t]) - m) - 1) * s);
+          if (t >= 0 && t < C) d[t] = static_cast<T>((prob_t - 1) * s);
         }
       });
     });
