@@ -103,6 +103,8 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
 /// fixed order, so results do not depend on the thread count. Returns on the host (the
 /// GPU synchronizes once): {sum over kept rows of lse[p] - logits[p, t_p], the kept
 /// count, the first position whose target is neither ignore_index nor in [0, C), or -1}.
+/// CPU: rows in parallel, f32 exponentials by the SIMD exp of cpu/lanes.h (about 1 ulp
+/// from std::exp); CUDA: one block per row with an online max and sum, one read of it.
 std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
                                             const Tensor& target, int64_t ignore_index);
 /// dlogits (P, C), the logits' dtype = (exp(logits - lse) - onehot(t)) * grad / count on
