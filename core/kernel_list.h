@@ -93,7 +93,7 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, int64_t N, int64_t C, int64_t S, bool training);
 
-// ---------------------------------------------------------------- softmax and NLL
+// ---------------------------------------------------------------- softmax and cross-entropy
 // cpu/softmax.cpp, cuda/softmax.cu. Legend: (R, L, I) a tensor viewed as the rows
 // before the softmax dim, the dim, and the elements after it; P positions, C classes.
 // Tensors contiguous; softmax in f32 or f64 with the sum of exponentials in double.
@@ -108,15 +108,26 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int
 /// dx from dy and the forward output y, all (R, L, I).
 void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64_t R, int64_t L,
                       int64_t I, bool log);
-/// Negative log-likelihood sums for cross_entropy. lsm (P, C) f64 log-probabilities,
-/// target (P) i64 or i32. Returns on the host (the GPU synchronizes): {-sum of lsm[p, t_p]
-/// over targets != ignore_index, their count, the first position whose target is out
-/// of [0, C) or -1}.
-std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t ignore_index);
-/// d (P, C) f64 = (exp(lsm) - onehot(t)) * grad / count per kept position, 0 on ignored
-/// ones; grad: the loss gradient, one f64 element on this device.
-void nll_backward(const Tensor& d, const Tensor& lsm, const Tensor& target, const Tensor& grad,
-                  double count, int64_t ignore_index);
+/// Fused cross-entropy forward, reading the logits once per row in their own dtype (no
+/// log-probabilities are stored). logits (P, C) f32, f64, bf16 or f16; target (P) i64 or
+/// i32; lse (P) f64 receives each kept row's log-sum-exp (0 on ignored and bad rows).
+/// The max and exp(x - max) are computed in f32 (f64 for f64 logits), the row's sum of
+/// exponentials and the loss sum in double; each row and the loss sum are reduced in a
+/// fixed order, so results do not depend on the thread count. Returns on the host (the
+/// GPU synchronizes once): {sum over kept rows of lse[p] - logits[p, t_p], the kept
+/// count, the first position whose target is neither ignore_index nor in [0, C), or -1}.
+/// CPU: rows in parallel, f32 exponentials by the SIMD exp of cpu/lanes.h (about 1 ulp
+/// from std::exp); CUDA: one block per row with an online max and sum, one read of it.
+std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
+                                            const Tensor& target, int64_t ignore_index);
+/// dlogits (P, C), the logits' dtype = (exp(logits - lse) - onehot(t)) * grad / count on
+/// kept rows (computed in f32, f64 for f64 logits, and rounded once), 0 on ignored rows;
+/// lse from cross_entropy_forward; grad: the loss gradient, one f64 element on this
+/// device (read there, no host synchronization). Every target is ignore_index or in
+/// range (cross_entropy_forward checked them).
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const Tensor& grad, double count,
+                            int64_t ignore_index);
 
 // ---------------------------------------------------------------- indexing
 // cpu/index.cpp, cuda/index.cu. Tensors contiguous; indices i64 or i32 and already in

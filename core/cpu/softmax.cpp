@@ -1,13 +1,18 @@
-// CPU softmax / log-softmax over one dim and the negative log-likelihood pieces of
-// cross_entropy; the twin of core/cuda/softmax.cu. Softmax takes the max in the
-// tensor's dtype, the sum of exp(x - max) in double, and writes the log-sum-exp and the
-// outputs in the tensor's dtype. Rows are independent and each is reduced serially, so
-// results do not depend on the number of threads.
+// CPU softmax / log-softmax over one dim and the fused cross-entropy kernels (the loss
+// and its gradient straight from the logits, no log-probabilities stored); the twin of
+// core/cuda/softmax.cu. Softmax takes the max in the tensor's dtype, the sum of
+// exp(x - max) in double, and writes the log-sum-exp and the outputs in the tensor's
+// dtype; cross-entropy does the same in f32 (f64 for f64 logits) over logits of any
+// floating dtype. Rows are independent and each is reduced serially, so results do not
+// depend on the number of threads.
 // Legend: (R, L, I) the tensor viewed as rows before the softmax dim, the dim, and the
 // elements after it; P positions and C classes for the loss.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
+#include <vector>
 
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 
@@ -69,53 +74,140 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-// ---------------------------------------------------------------- NLL
+// ---------------------------------------------------------------- cross-entropy
 
-std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t ignore_index) {
-  ZT_CHECK(lsm.dtype() == DType::f64 && lsm.dim() == 2 && lsm.is_contiguous() &&
-               target.is_contiguous() && target.numel() == lsm.size(0),
-           "nll_sums: expects lsm (P, C) f64 and target (P), contiguous");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
-  const double* pl = lsm.data<double>();
+namespace {
+
+void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
+                         const Tensor& target) {
+  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
+               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
+               target.numel() == logits.size(0),
+           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
+           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
+           shape_str(target.sizes()));
+}
+
+bool kept(int64_t t, int64_t C, int64_t ignore_index) {
+  return t != ignore_index && t >= 0 && t < C;
+}
+
+// The max of one row in the accumulation type; NaNs are skipped here and surface in
+// the sum of exponentials. All -inf gives 0 (so x - max is -inf, not NaN).
+template <typename T>
+acc_t<T> row_max(const T* x, int64_t C) {
+  using A = acc_t<T>;
+  A mx = -INFINITY;
+  for (int64_t c = 0; c < C; ++c) {
+    const auto v = static_cast<A>(x[c]);
+    mx = v > mx ? v : mx;
+  }
+  return std::isinf(mx) && mx < 0 ? A(0) : mx;
+}
+
+// e[c] = exp(x[c] - shift) for one row, c < C. f32 and 16-bit logits: in f32 through
+// the SIMD exp of lanes.h (e is a row of floats, for f32 possibly the output itself);
+// f64: std::exp.
+template <typename T>
+void row_exp(acc_t<T>* e, const T* x, acc_t<T> shift, int64_t C) {
+  using A = acc_t<T>;
+  for (int64_t c = 0; c < C; ++c) e[c] = static_cast<A>(x[c]) - shift;
+  if constexpr (std::is_same_v<A, float>) {
+    lane_row(LaneOp::kExp, e, e, nullptr, C);
+  } else {
+    for (int64_t c = 0; c < C; ++c) e[c] = std::exp(e[c]);
+  }
+}
+
+// log(sum_c exp(x[c])) of one row in two passes (the row stays in cache): the max, then
+// the sum of exp(x - max) in double. `e` is scratch for C values.
+template <typename T>
+double row_log_sum_exp(const T* x, int64_t C, acc_t<T>* e) {
+  const acc_t<T> mx = row_max(x, C);
+  row_exp(e, x, mx, C);
+  double sum = 0;
+  for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[c]);
+  return std::log(sum) + static_cast<double>(mx);
+}
+
+}  // namespace
+
+std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
+                                            const Tensor& target, int64_t ignore_index) {
+  check_cross_entropy("cross_entropy", lse, logits, target);
+  const int64_t P = logits.size(0), C = logits.size(1);
+  double* pl = lse.data<double>();
   double total = 0, count = 0;
   int64_t first_bad = -1;
-  dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
-    const I* pt = target.data<I>();
-    for (int64_t p = 0; p < P; ++p) {
-      const auto t = static_cast<int64_t>(pt[p]);
-      if (t == ignore_index) continue;
-      if (t < 0 || t >= C) {
-        if (first_bad < 0) first_bad = p;
-        continue;
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* px = logits.data<T>();
+    dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
+      const I* pt = target.data<I>();
+      parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        std::vector<A> e(static_cast<size_t>(C));
+        for (int64_t p = p0; p < p1; ++p)
+          pl[p] = kept(static_cast<int64_t>(pt[p]), C, ignore_index)
+                      ? row_log_sum_exp(px + p * C, C, e.data())
+                      : 0.0;
+      });
+      // The loss sum in position order: one logit per row, serial and reproducible.
+      for (int64_t p = 0; p < P; ++p) {
+        const auto t = static_cast<int64_t>(pt[p]);
+        if (t == ignore_index) continue;
+        if (t < 0 || t >= C) {
+          if (first_bad < 0) first_bad = p;
+          continue;
+        }
+        total += pl[p] - static_cast<double>(static_cast<A>(px[p * C + t]));
+        count += 1;
       }
-      total -= pl[p * C + t];
-      count += 1;
-    }
+    });
   });
   return {total, count, static_cast<double>(first_bad)};
 }
 
-void nll_backward(const Tensor& d, const Tensor& lsm, const Tensor& target, const Tensor& grad,
-                  double count, int64_t ignore_index) {
-  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && d.dtype() == DType::f64,
-           "nll_backward: expects an f64 scalar gradient and an f64 output");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
-  const double* pl = lsm.data<double>();
-  double* pd = d.data<double>();
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const Tensor& grad, double count,
+                            int64_t ignore_index) {
+  check_cross_entropy("cross_entropy backward", lse, logits, target);
+  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
+               dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
+           "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
+           "of the logits' shape and dtype");
+  const int64_t P = logits.size(0), C = logits.size(1);
+  const double* pl = lse.data<double>();
   const double scale = count > 0 ? grad.data<double>()[0] / count : 0.0;
-  dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
-    const I* pt = target.data<I>();
-    parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
-      for (int64_t p = p0; p < p1; ++p) {
-        const auto t = static_cast<int64_t>(pt[p]);
-        double* row = pd + p * C;
-        if (t == ignore_index) {
-          std::fill(row, row + C, 0.0);
-          continue;
+  dispatch_floating(logits.dtype(), "cross_entropy backward", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* px = logits.data<T>();
+    T* pd = dlogits.data<T>();
+    const auto s = static_cast<A>(scale);
+    dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
+      const I* pt = target.data<I>();
+      parallel_for(P, grain_for(C), [&](int64_t p0, int64_t p1) {
+        // exp(x - lse) goes through a row of A: the output itself for f32 and f64.
+        std::vector<A> scratch(std::is_same_v<T, A> ? 0 : static_cast<size_t>(C));
+        for (int64_t p = p0; p < p1; ++p) {
+          const auto t = static_cast<int64_t>(pt[p]);
+          T* d = pd + p * C;
+          if (t == ignore_index) {
+            std::fill(d, d + C, static_cast<T>(0.0f));
+            continue;
+          }
+          A* e = nullptr;
+          if constexpr (std::is_same_v<T, A>) {
+            e = d;
+          } else {
+            e = scratch.data();
+          }
+          row_exp(e, px + p * C, static_cast<A>(pl[p]), C);
+          const A prob_t = t >= 0 && t < C ? e[t] : A(0);  // before e (maybe d) is scaled
+          for (int64_t c = 0; c < C; ++c) d[c] = static_cast<T>(e[c] * s);
+          // The target's entry rounded once: (softmax - 1) * scale.
+          if (t >= 0 && t < C) d[t] = static_cast<T>((prob_t - 1) * s);
         }
-        for (int64_t c = 0; c < C; ++c) row[c] = std::exp(pl[p * C + c]) * scale;
-        row[t] -= scale;
-      }
+      });
     });
   });
 }

@@ -1,13 +1,14 @@
-// CUDA softmax / log-softmax over one dim and the negative log-likelihood pieces of
-// cross_entropy. The twin of softmax_forward / softmax_backward in core/cpu/norm.cpp:
-// the max in the tensor's dtype, sum of exp(x - max) in double, log-sum-exp and the
-// outputs in the tensor's dtype.
+// CUDA softmax / log-softmax over one dim and the fused cross-entropy kernels (the loss
+// and its gradient straight from the logits in their own dtype, no log-probabilities
+// stored). The twin of core/cpu/softmax.cpp: the max in the tensor's dtype, sum of
+// exp(x - max) in double, log-sum-exp and the outputs in the tensor's dtype;
+// cross-entropy in f32 (f64 for f64 logits), bf16 and f16 loaded through float.
 // Legend: (R, L, I) the tensor viewed as rows before the softmax dim, the dim, and the
 // elements after it; P positions and C classes for the loss.
 //
-// Layout: I == 1 (softmax over the last dim, the common case): one block per row,
-// threads striding along L. I > 1: one thread per (r, i) column, so neighbouring threads
-// read neighbouring elements.
+// Layout: I == 1 (softmax over the last dim, the common case) and cross-entropy: one
+// block per row, threads striding along L (C). I > 1: one thread per (r, i) column, so
+// neighbouring threads read neighbouring elements.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
@@ -107,26 +108,64 @@ __global__ void softmax_backward_cols_kernel(T* dx, const T* dy, const T* y, int
     o[l * I] = log ? add_rn(g[l * I], -mul_rn(d_exp(yr[l * I]), ts)) : yr[l * I] * (g[l * I] - ts);
 }
 
-// ---------------------------------------------------------------- NLL
+// ---------------------------------------------------------------- cross-entropy
 
-// One block: sums[0] = -sum lsm[p, t_p], sums[1] = count (kept positions), sums[2] =
-// the first bad position or -1. A fixed tree over a fixed partition of p: reproducible.
-template <typename I>
-__global__ void nll_sums_kernel(double* sums, const double* lsm, const I* target, int64_t P,
-                                int64_t C, int64_t ignore) {
+__device__ __forceinline__ bool ce_kept(int64_t t, int64_t C, int64_t ignore) {
+  return t != ignore && t >= 0 && t < C;
+}
+
+// One block per row: lse[p] = log(sum_c exp(x[p, c])) for kept rows, 0 otherwise. Each
+// thread keeps a running max m and sum of exp(x - m) over its strided classes (one read
+// of the row); the block then takes the max M and sums the partial sums rescaled to it.
+// The same max-shifted sum as the CPU's two passes, in another order.
+template <typename T, typename I>
+__global__ void ce_lse_kernel(double* lse, const T* x, const I* target, int64_t C, int64_t ignore) {
+  using A = acc_t<T>;
+  __shared__ A ascratch[32];
+  __shared__ double dscratch[32];
+  const int64_t p = blockIdx.x;
+  if (!ce_kept(static_cast<int64_t>(target[p]), C, ignore)) {
+    if (threadIdx.x == 0) lse[p] = 0.0;
+    return;
+  }
+  const T* xr = x + p * C;
+  A m = -INFINITY;
+  double s = 0;
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    const A v = convert<A>(xr[c]);
+    if (v > m) {
+      s = s * static_cast<double>(d_exp(m - v)) + 1.0;
+      m = v;
+    } else if (v != A(-INFINITY)) {
+      s += static_cast<double>(d_exp(v - m));  // a NaN makes the sum NaN
+    }
+  }
+  const A M = block_all_max(m, ascratch);
+  const double part = s == 0.0 ? 0.0 : s * exp(static_cast<double>(m) - static_cast<double>(M));
+  const double S = block_all_sum(part, dscratch);
+  if (threadIdx.x == 0) lse[p] = ::log(S) + static_cast<double>(safe_max(M));
+}
+
+// One block: sums[0] = sum over kept rows of lse[p] - x[p, t_p], sums[1] = their count,
+// sums[2] = the first bad position or -1. A fixed tree over a fixed partition of p:
+// reproducible.
+template <typename T, typename I>
+__global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, const I* target,
+                               int64_t P, int64_t C, int64_t ignore) {
+  using A = acc_t<T>;
   __shared__ double scratch[32];
   __shared__ unsigned long long first_bad;
   if (threadIdx.x == 0) first_bad = ~0ull;
   __syncthreads();
   double total = 0, count = 0;
   for (int64_t p = threadIdx.x; p < P; p += blockDim.x) {
-    const int64_t t = static_cast<int64_t>(target[p]);
+    const auto t = static_cast<int64_t>(target[p]);
     if (t == ignore) continue;
     if (t < 0 || t >= C) {
       atomicMin(&first_bad, static_cast<unsigned long long>(p));
       continue;
     }
-    total -= lsm[p * C + t];
+    total += lse[p] - static_cast<double>(convert<A>(x[p * C + t]));
     count += 1;
   }
   total = block_all_sum(total, scratch);
@@ -138,23 +177,32 @@ __global__ void nll_sums_kernel(double* sums, const double* lsm, const I* target
   }
 }
 
-template <typename I>
-__global__ void nll_backward_kernel(double* d, const double* lsm, const I* target,
-                                    const double* grad, double count, int64_t P, int64_t C,
-                                    int64_t ignore) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  const double scale = count > 0 ? grad[0] / count : 0.0;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < P * C;
-       i += step) {
-    const int64_t p = i / C, c = i % C, t = static_cast<int64_t>(target[p]);
-    if (t == ignore) {
-      d[i] = 0.0;
-      continue;
-    }
-    double v = exp(lsm[i]) * scale;
-    if (c == t) v -= scale;
-    d[i] = v;
+// One block per row: d = (exp(x - lse) - onehot(t)) * grad / count, rounded once to T;
+// zeros on ignored rows.
+template <typename T, typename I>
+__global__ void ce_backward_kernel(T* d, const T* x, const double* lse, const I* target,
+                                   const double* grad, double count, int64_t C, int64_t ignore) {
+  using A = acc_t<T>;
+  const int64_t p = blockIdx.x;
+  const auto t = static_cast<int64_t>(target[p]);
+  T* dr = d + p * C;
+  if (t == ignore) {
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dr[c] = convert<T>(A(0));
+    return;
   }
+  const T* xr = x + p * C;
+  const auto s = static_cast<A>(count > 0 ? grad[0] / count : 0.0);
+  const auto m = static_cast<A>(lse[p]);
+  for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+    A e = d_exp(convert<A>(xr[c]) - m);
+    if (c == t) e = e - A(1);
+    dr[c] = convert<T>(mul_rn(e, s));
+  }
+}
+
+// Threads per row: wide rows (vocabularies) get the largest blocks.
+unsigned ce_threads(int64_t C) {
+  return C >= 16384 ? 1024u : static_cast<unsigned>(kThreads);
 }
 
 unsigned blocks_for(int64_t n) {
@@ -201,21 +249,41 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t ignore_index) {
-  check_device("cross_entropy", lsm.device(), {target});
-  ZT_CHECK(lsm.dtype() == DType::f64 && lsm.dim() == 2 && lsm.is_contiguous() &&
-               target.is_contiguous() && target.numel() == lsm.size(0),
-           "nll_sums: expects lsm (P, C) f64 and target (P), contiguous");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
+namespace {
+
+void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
+                         const Tensor& target) {
+  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
+               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
+               target.numel() == logits.size(0),
+           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
+           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
+           shape_str(target.sizes()));
+}
+
+}  // namespace
+
+std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
+                                            const Tensor& target, int64_t ignore_index) {
+  check_device("cross_entropy", logits.device(), {lse, target});
+  check_cross_entropy("cross_entropy", lse, logits, target);
+  const int64_t P = logits.size(0), C = logits.size(1);
   std::array<double, 3> out{0.0, 0.0, -1.0};
   if (P == 0) return out;
-  DeviceGuard g(lsm.device().index);
-  Tensor sums = Tensor::empty({3}, DType::f64, lsm.device());
-  dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
-    nll_sums_kernel<I><<<1, 1024, 0, current_stream()>>>(
-        static_cast<double*>(sums.data_ptr()), static_cast<const double*>(lsm.data_ptr()),
-        static_cast<const I*>(target.data_ptr()), P, C, ignore_index);
-    CUDA_CHECK_LAUNCH();
+  DeviceGuard g(logits.device().index);
+  Tensor sums = Tensor::empty({3}, DType::f64, logits.device());
+  dispatch_device_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
+    dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
+      double* pl = static_cast<double*>(lse.data_ptr());
+      const T* px = static_cast<const T*>(logits.data_ptr());
+      const I* pt = static_cast<const I*>(target.data_ptr());
+      ce_lse_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
+          pl, px, pt, C, ignore_index);
+      CUDA_CHECK_LAUNCH();
+      ce_sums_kernel<T, I><<<1, 1024, 0, current_stream()>>>(static_cast<double*>(sums.data_ptr()),
+                                                             pl, px, pt, P, C, ignore_index);
+      CUDA_CHECK_LAUNCH();
+    });
   });
   CUDA_CHECK(cudaMemcpyAsync(out.data(), sums.data_ptr(), sizeof(out), cudaMemcpyDeviceToHost,
                              current_stream()));
@@ -223,21 +291,26 @@ std::array<double, 3> nll_sums(const Tensor& lsm, const Tensor& target, int64_t 
   return out;
 }
 
-void nll_backward(const Tensor& d, const Tensor& lsm, const Tensor& target, const Tensor& grad,
-                  double count, int64_t ignore_index) {
-  check_device("cross_entropy backward", lsm.device(), {d, target, grad});
-  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && d.dtype() == DType::f64,
-           "nll_backward: expects an f64 scalar gradient and an f64 output");
-  const int64_t P = lsm.size(0), C = lsm.size(1);
+void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
+                            const Tensor& target, const Tensor& grad, double count,
+                            int64_t ignore_index) {
+  check_device("cross_entropy backward", logits.device(), {dlogits, lse, target, grad});
+  check_cross_entropy("cross_entropy backward", lse, logits, target);
+  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
+               dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
+           "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
+           "of the logits' shape and dtype");
+  const int64_t P = logits.size(0), C = logits.size(1);
   if (P * C == 0) return;
-  const int dev = lsm.device().index;
-  DeviceGuard g(dev);
-  dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
-    nll_backward_kernel<I><<<grid_for(P * C, dev), kThreads, 0, current_stream()>>>(
-        static_cast<double*>(d.data_ptr()), static_cast<const double*>(lsm.data_ptr()),
-        static_cast<const I*>(target.data_ptr()), static_cast<const double*>(grad.data_ptr()),
-        count, P, C, ignore_index);
-    CUDA_CHECK_LAUNCH();
+  DeviceGuard g(logits.device().index);
+  dispatch_device_floating(logits.dtype(), "cross_entropy backward", [&]<typename T>() {
+    dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
+      ce_backward_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
+          static_cast<T*>(dlogits.data_ptr()), static_cast<const T*>(logits.data_ptr()),
+          static_cast<const double*>(lse.data_ptr()), static_cast<const I*>(target.data_ptr()),
+          static_cast<const double*>(grad.data_ptr()), count, C, ignore_index);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

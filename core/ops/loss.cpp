@@ -6,7 +6,6 @@
 #include "core/ops/loss.h"
 
 #include <cmath>
-#include <functional>
 #include <limits>
 
 #include "core/autograd.h"
@@ -43,24 +42,6 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   return y;
 }
 
-// Records cross_entropy's node on `out`: grad_pc(g) turns the output gradient g into the
-// (P, C) f64 gradient of the permuted log-softmax rows, which goes back to the logits'
-// layout (inverse of `perm`) and dtype.
-void record_cross_entropy(const Tensor& logits, const Tensor& out, const std::vector<int64_t>& perm,
-                          std::function<Tensor(const Tensor&)> grad_pc) {
-  if (!autograd::needs_grad({logits})) return;
-  Shape permuted;
-  for (int64_t d : perm) permuted.push_back(logits.size(d));
-  std::vector<int64_t> inv(perm.size());
-  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-  const DType dt = logits.dtype();
-  autograd::record("cross_entropy", {logits}, {out},
-                   [=, grad_pc = std::move(grad_pc)](const std::vector<Tensor>& g) {
-                     return std::vector<Tensor>{
-                         grad_pc(g[0]).reshape(permuted).permute(inv).contiguous().to(dt)};
-                   });
-}
-
 void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
   ZT_CHECK(x.defined() && y.defined(), op, ": undefined input");
   ZT_CHECK(x.sizes() == y.sizes(), op, ": input ", shape_str(x.sizes()), " and target ",
@@ -80,6 +61,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
   ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
            shape_str(logits.sizes()));
+  ZT_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating, got ",
+           dtype_name(logits.dtype()));
   ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
            "cross_entropy: target must hold class indices (i64), got ", dtype_name(target.dtype()));
   Shape want = logits.sizes();
@@ -88,19 +71,21 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
            " does not match logits ", shape_str(logits.sizes()), " (expected ", shape_str(want),
            ")");
   const int64_t C = logits.size(1);
-  // Class dim last: (P, C) with P = N * prod(*) positions.
+  const Device dev = logits.device();
+  // The kernels read (P, C) rows with the class dim last and contiguous: (N, C) logits
+  // as they are (no copy when contiguous); (N, C, *) logits permuted to (N, *, C) and
+  // copied once, in their own dtype.
   std::vector<int64_t> perm{0};
   for (int64_t d = 2; d < logits.dim(); ++d) perm.push_back(d);
   perm.push_back(1);
-  Tensor lsm;
-  {
-    autograd::NoGradGuard ng;
-    lsm = log_softmax(logits.detach().permute(perm).reshape({-1, C}).to(DType::f64), 1);
-  }
-  // The sums and the gradient come from the NLL kernels (core/cpu/softmax.cpp,
-  // core/cuda/softmax.cu); on the GPU, reading the sums is one host synchronization.
-  Tensor tgt = target.to(logits.device()).to(DType::i64).contiguous().reshape({-1});
-  std::array<double, 3> s = ZT_DISPATCH(lsm.device(), nll_sums, lsm, tgt, ignore_index);
+  const bool class_last = logits.dim() == 2;
+  Tensor rows = (class_last ? logits.detach() : logits.detach().permute(perm)).contiguous();
+  rows = rows.reshape({-1, C});
+  Tensor tgt = target.to(dev).contiguous().reshape({-1});
+  // The fused kernels (core/cpu/softmax.cpp, core/cuda/softmax.cu) keep one log-sum-exp
+  // per row; on the GPU, reading the sums is one host synchronization.
+  Tensor lse = Tensor::empty({rows.size(0)}, DType::f64, dev);
+  std::array<double, 3> s = ZT_DISPATCH(dev, cross_entropy_forward, lse, rows, tgt, ignore_index);
   if (s[2] >= 0) {
     const auto p = static_cast<int64_t>(s[2]);
     const auto t = static_cast<int64_t>(tgt.narrow(0, p, 1).item());
@@ -110,13 +95,20 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const double count = s[1];
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
   double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
-  Tensor out = full({}, loss, logits.dtype(), logits.device());
-  // d loss / d logits[p] = (softmax[p] - onehot(t_p)) / count for kept positions.
-  record_cross_entropy(logits, out, perm, [=](const Tensor& g) {
-    Tensor d = Tensor::empty(lsm.sizes(), DType::f64, lsm.device());
-    ZT_DISPATCH(lsm.device(), nll_backward, d, lsm, tgt, g.to(DType::f64).contiguous(), count,
-                ignore_index);
-    return d;
+  Tensor out = full({}, loss, logits.dtype(), dev);
+  if (!autograd::needs_grad({logits})) return out;
+  // d loss / d logits[p] = (softmax[p] - onehot(t_p)) * g / count for kept positions,
+  // written in the logits' dtype and returned in their layout.
+  Shape permuted;
+  for (int64_t d : perm) permuted.push_back(logits.size(d));
+  std::vector<int64_t> inv(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
+  autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
+    Tensor d = Tensor::empty(rows.sizes(), rows.dtype(), dev);
+    ZT_DISPATCH(dev, cross_entropy_backward, d, rows, lse, tgt, g[0].to(DType::f64).contiguous(),
+                count, ignore_index);
+    if (class_last) return std::vector<Tensor>{d};
+    return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous()};
   });
   return out;
 }

@@ -1,0 +1,63 @@
+// The fused cross-entropy kernels on the GPU against their CPU twins (core/cpu/softmax.cpp
+// is the specification) over a GPT-2-sized vocabulary: loss and logits gradient of the
+// public op, forward and backward on both devices with the same inputs and upstream
+// gradient. Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
+//   f32: rtol 1e-5, atol 1e-12 (both sum exponentials in double, in another order; the
+//        GPU's expf may differ from glibc's by an ulp; gradient entries are ~1e-7);
+//   bf16: rtol 1e-2, atol 1e-12 (f32 math on both sides, then one bf16 rounding of the
+//        loss and of each gradient entry, which may land one bf16 ulp = 2^-8 apart).
+// Without a GPU every test skips and says why.
+#include <cmath>
+
+#include "cuda/cuda_compare.h"
+
+using namespace zt;
+using zt::cuda_test::Fn;
+using zt::cuda_test::normal_cpu;
+using zt::cuda_test::run_on;
+using zt::cuda_test::runs_match;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+}  // namespace
+
+TEST(CudaCrossEntropy, VocabOf50kMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t P = 64, C = 50257;
+  struct Case {
+    DType dtype;
+    DType index_type;
+    double rtol;
+  };
+  const Case cases[] = {{DType::f32, DType::i64, 1e-5}, {DType::bf16, DType::i32, 1e-2}};
+  uint64_t seed = 600;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " logits, " + dtype_name(c.index_type) +
+                 " targets");
+    // Logits of scale 3; row 1 has its first 1000 classes masked to -inf.
+    std::vector<double> x = mul(normal_cpu({P, C}, seed, DType::f64), 3.0).to_vector();
+    for (int64_t k = 0; k < 1000; ++k) x[C + k] = -INFINITY;
+    Tensor logits = from_vector(x, {P, C}, c.dtype);
+    std::vector<double> t = zt::cuda_test::ints_cpu({P}, 1000, C, seed + 1).to_vector();
+    for (int64_t i = 0; i < P; i += 9) t[i] = -100;  // ignore_index
+    Tensor target = from_vector(t, {P}, c.index_type);
+    Fn fn = [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); };
+    EXPECT_TRUE(runs_match(run_on(kGpu, fn, {logits, target}), run_on(kCpu, fn, {logits, target}),
+                           c.rtol, 1e-12));
+    seed += 2;
+  }
+}
+
+TEST(CudaCrossEntropy, LossIsReproducible) {
+  ZT_SKIP_WITHOUT_GPU();
+  // The block trees are fixed: the same inputs give bitwise the same loss and gradient.
+  Tensor logits = normal_cpu({32, 50257}, 620, DType::bf16).to(kGpu);
+  Tensor target = zt::cuda_test::ints_cpu({32}, 0, 50257, 621).to(kGpu);
+  Fn fn = [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); };
+  zt::cuda_test::Run a = run_on(kGpu, fn, {logits, target});
+  zt::cuda_test::Run b = run_on(kGpu, fn, {logits, target});
+  EXPECT_TRUE(runs_match(a, b, 0.0, 0.0));
+}
