@@ -3,43 +3,13 @@
 // of each block right after updating it, while the block is still in cache.
 #include <cmath>
 
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 #include "core/parallel.h"
 
 namespace zt::cpu {
 
 namespace {
-
-// Checks one call's lists: sizes, devices, layout and dtypes (see the contract).
-void check_lists(const char* op, const std::vector<Tensor>& p,
-                 std::initializer_list<const std::vector<Tensor>*> same,
-                 const std::vector<Tensor>& low) {
-  ZT_CHECK(low.empty() || low.size() == p.size(), op, ": ", low.size(),
-           " low-precision outputs for ", p.size(), " parameters; pass none or one each");
-  for (const auto* list : same)
-    ZT_CHECK(list->size() == p.size(), op, ": ", list->size(), " tensors in a list for ", p.size(),
-             " parameters");
-  const DType dt = p[0].dtype();
-  ZT_CHECK(dt == DType::f32 || dt == DType::f64, op, ": parameters must be f32 or f64, got ",
-           dtype_name(dt));
-  for (size_t i = 0; i < p.size(); ++i) {
-    ZT_CHECK(p[i].device().is_cpu() && p[i].is_contiguous() && p[i].dtype() == dt, op,
-             ": parameter ", i, " is ", p[i].str(), "; pass contiguous CPU tensors of one dtype");
-    for (const auto* list : same) {
-      const Tensor& t = (*list)[i];
-      ZT_CHECK(
-          t.device().is_cpu() && t.is_contiguous() && t.dtype() == dt && t.numel() == p[i].numel(),
-          op, ": entry ", i, " mixes ", p[i].str(), " and ", t.str(),
-          "; pass contiguous CPU tensors of one dtype and numel");
-    }
-    if (!low.empty() && low[i].defined())
-      ZT_CHECK(low[i].device().is_cpu() && low[i].is_contiguous() &&
-                   low[i].numel() == p[i].numel() &&
-                   (low[i].dtype() == DType::bf16 || low[i].dtype() == DType::f16),
-               op, ": low-precision output ", i, " is ", low[i].str(),
-               "; pass a contiguous bf16/f16 tensor of ", p[i].numel(), " elements");
-  }
-}
 
 // low[b, e) = p[b, e) rounded through float to the 16-bit type of `low`.
 template <typename T>
@@ -82,7 +52,7 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  const std::vector<Tensor>& low, double beta1, double beta2, double l2,
                  double decay, double step_size, double inv_sqrt_bc2, double eps) {
   if (p.empty()) return;
-  check_lists("adam_update", p, {&g, &m, &v}, low);
+  detail::check_optimizer_lists("adam_update", p, {&g, &m, &v}, low);
   auto run = [&]<typename T>() {
     const AdamStep<T> k{static_cast<T>(beta1),     static_cast<T>(beta2),
                         static_cast<T>(l2),        static_cast<T>(decay),
@@ -111,9 +81,9 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
   if (p.empty()) return;
   if (buf.empty())
-    check_lists("sgd_update", p, {&g}, low);
+    detail::check_optimizer_lists("sgd_update", p, {&g}, low);
   else
-    check_lists("sgd_update", p, {&g, &buf}, low);
+    detail::check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
   auto run = [&]<typename T>() {
     const T wd = static_cast<T>(weight_decay), mom = static_cast<T>(momentum),
             omd = static_cast<T>(1 - dampening), rate = static_cast<T>(lr);

@@ -14,6 +14,7 @@
 
 #include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 
 namespace zt::cpu {
@@ -78,16 +79,6 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
 
 namespace {
 
-void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
-                         const Tensor& target) {
-  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
-               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
-               target.numel() == logits.size(0),
-           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
-           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
-           shape_str(target.sizes()));
-}
-
 bool kept(int64_t t, int64_t C, int64_t ignore_index) {
   return t != ignore_index && t >= 0 && t < C;
 }
@@ -134,7 +125,7 @@ double row_log_sum_exp(const T* x, int64_t C, acc_t<T>* e) {
 
 std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
                                             const Tensor& target, int64_t ignore_index) {
-  check_cross_entropy("cross_entropy", lse, logits, target);
+  detail::check_cross_entropy("cross_entropy", lse, logits, target);
   const int64_t P = logits.size(0), C = logits.size(1);
   double* pl = lse.data<double>();
   double total = 0, count = 0;
@@ -170,7 +161,7 @@ std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& log
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const Tensor& grad, double count,
                             int64_t ignore_index) {
-  check_cross_entropy("cross_entropy backward", lse, logits, target);
+  detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
   ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
                dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
            "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "

@@ -12,7 +12,9 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cuda/block_reduce.cuh"
 #include "core/cuda/loops.cuh"
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 
 namespace zt::cuda {
@@ -37,23 +39,12 @@ struct Entry {
 
 // ---------------------------------------------------------------- exact arithmetic
 
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
-}
+// mul_rn and add_rn come from block_reduce.cuh.
 __device__ __forceinline__ float sub_rn(float a, float b) {
   return __fsub_rn(a, b);
 }
 __device__ __forceinline__ double sub_rn(double a, double b) {
   return __dsub_rn(a, b);
-}
-__device__ __forceinline__ float mul_rn(float a, float b) {
-  return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-  return __dmul_rn(a, b);
 }
 __device__ __forceinline__ float div_rn(float a, float b) {
   return __fdiv_rn(a, b);
@@ -199,45 +190,6 @@ Tensor upload_table(const std::vector<Entry>& entries, int device, cudaStream_t 
 
 // ---------------------------------------------------------------- checks and launch
 
-// Checks one call's lists (see the contract) and returns the 16-bit copies' dtype, or
-// the parameters' dtype when there are none.
-DType check_lists(const char* op, const std::vector<Tensor>& p,
-                  std::initializer_list<const std::vector<Tensor>*> same,
-                  const std::vector<Tensor>& low) {
-  ZT_CHECK(low.empty() || low.size() == p.size(), op, ": ", low.size(),
-           " low-precision outputs for ", p.size(), " parameters; pass none or one each");
-  for (const auto* list : same)
-    ZT_CHECK(list->size() == p.size(), op, ": ", list->size(), " tensors in a list for ", p.size(),
-             " parameters");
-  const DType dt = p[0].dtype();
-  const Device dev = p[0].device();
-  ZT_CHECK(dt == DType::f32 || dt == DType::f64, op, ": parameters must be f32 or f64, got ",
-           dtype_name(dt));
-  DType low_dt = dt;
-  for (size_t i = 0; i < p.size(); ++i) {
-    ZT_CHECK(p[i].device() == dev && p[i].is_contiguous() && p[i].dtype() == dt, op, ": parameter ",
-             i, " is ", p[i].str(), " and parameter 0 is ", p[0].str(),
-             "; pass contiguous tensors of one dtype on one GPU");
-    for (const auto* list : same) {
-      const Tensor& t = (*list)[i];
-      ZT_CHECK(
-          t.device() == dev && t.is_contiguous() && t.dtype() == dt && t.numel() == p[i].numel(),
-          op, ": entry ", i, " mixes ", p[i].str(), " and ", t.str(),
-          "; pass contiguous tensors of one dtype and numel on one GPU");
-    }
-    if (low.empty() || !low[i].defined()) continue;
-    const Tensor& l = low[i];
-    ZT_CHECK(l.device() == dev && l.is_contiguous() && l.numel() == p[i].numel() &&
-                 (l.dtype() == DType::bf16 || l.dtype() == DType::f16) &&
-                 (low_dt == dt || l.dtype() == low_dt),
-             op, ": low-precision output ", i, " is ", l.str(),
-             "; pass contiguous bf16/f16 tensors (one dtype) of ", p[i].numel(), " elements on ",
-             dev.str());
-    low_dt = l.dtype();
-  }
-  return low_dt;
-}
-
 // One launch of `op` over the entries of lists p, g, s0, s1 (s0/s1 may be empty lists).
 template <typename T, typename Op>
 void launch(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
@@ -281,7 +233,7 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  const std::vector<Tensor>& low, double beta1, double beta2, double l2,
                  double decay, double step_size, double inv_sqrt_bc2, double eps) {
   if (p.empty()) return;
-  const DType low_dt = check_lists("adam_update", p, {&g, &m, &v}, low);
+  const DType low_dt = ::zt::detail::check_optimizer_lists("adam_update", p, {&g, &m, &v}, low);
   auto run = [&]<typename T>() {
     const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
     const AdamOp<T> op{b1,
@@ -305,8 +257,9 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
   if (p.empty()) return;
-  const DType low_dt = buf.empty() ? check_lists("sgd_update", p, {&g}, low)
-                                   : check_lists("sgd_update", p, {&g, &buf}, low);
+  const DType low_dt = buf.empty()
+                           ? ::zt::detail::check_optimizer_lists("sgd_update", p, {&g}, low)
+                           : ::zt::detail::check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
   auto run = [&]<typename T>() {
     const SgdOp<T> op{static_cast<T>(lr),
                       static_cast<T>(momentum),

@@ -11,6 +11,7 @@
 // neighbouring threads read neighbouring elements.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/loops.cuh"
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 
 namespace zt::cuda {
@@ -249,24 +250,10 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-namespace {
-
-void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
-                         const Tensor& target) {
-  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
-               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
-               target.numel() == logits.size(0),
-           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
-           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
-           shape_str(target.sizes()));
-}
-
-}  // namespace
-
 std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
                                             const Tensor& target, int64_t ignore_index) {
   check_device("cross_entropy", logits.device(), {lse, target});
-  check_cross_entropy("cross_entropy", lse, logits, target);
+  ::zt::detail::check_cross_entropy("cross_entropy", lse, logits, target);
   const int64_t P = logits.size(0), C = logits.size(1);
   std::array<double, 3> out{0.0, 0.0, -1.0};
   if (P == 0) return out;
@@ -285,9 +272,7 @@ std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& log
       CUDA_CHECK_LAUNCH();
     });
   });
-  CUDA_CHECK(cudaMemcpyAsync(out.data(), sums.data_ptr(), sizeof(out), cudaMemcpyDeviceToHost,
-                             current_stream()));
-  CUDA_CHECK(cudaStreamSynchronize(current_stream()));
+  memcpy_d2h(out.data(), sums.data_ptr(), sizeof(out));  // one counted copy and wait
   return out;
 }
 
@@ -295,7 +280,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
                             const Tensor& target, const Tensor& grad, double count,
                             int64_t ignore_index) {
   check_device("cross_entropy backward", logits.device(), {dlogits, lse, target, grad});
-  check_cross_entropy("cross_entropy backward", lse, logits, target);
+  ::zt::detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
   ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
                dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
            "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "

@@ -1,0 +1,55 @@
+// Shared argument checks of the CPU and CUDA kernels (core/kernel_checks.h).
+#include "core/kernel_checks.h"
+
+#include "core/error.h"
+
+namespace zt::detail {
+
+DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
+                            std::initializer_list<const std::vector<Tensor>*> same,
+                            const std::vector<Tensor>& low) {
+  ZT_CHECK(low.empty() || low.size() == p.size(), op, ": ", low.size(),
+           " low-precision outputs for ", p.size(), " parameters; pass none or one each");
+  for (const auto* list : same)
+    ZT_CHECK(list->size() == p.size(), op, ": ", list->size(), " tensors in a list for ", p.size(),
+             " parameters");
+  const DType dt = p[0].dtype();
+  const Device dev = p[0].device();
+  ZT_CHECK(dt == DType::f32 || dt == DType::f64, op, ": parameters must be f32 or f64, got ",
+           dtype_name(dt));
+  DType low_dt = dt;
+  for (size_t i = 0; i < p.size(); ++i) {
+    ZT_CHECK(p[i].device() == dev && p[i].is_contiguous() && p[i].dtype() == dt, op, ": parameter ",
+             i, " is ", p[i].str(), " and parameter 0 is ", p[0].str(),
+             "; pass contiguous tensors of one dtype on one device");
+    for (const auto* list : same) {
+      const Tensor& t = (*list)[i];
+      ZT_CHECK(
+          t.device() == dev && t.is_contiguous() && t.dtype() == dt && t.numel() == p[i].numel(),
+          op, ": entry ", i, " mixes ", p[i].str(), " and ", t.str(),
+          "; pass contiguous tensors of one dtype and numel on one device");
+    }
+    if (low.empty() || !low[i].defined()) continue;
+    const Tensor& l = low[i];
+    ZT_CHECK(l.device() == dev && l.is_contiguous() && l.numel() == p[i].numel() &&
+                 (l.dtype() == DType::bf16 || l.dtype() == DType::f16) &&
+                 (low_dt == dt || l.dtype() == low_dt),
+             op, ": low-precision output ", i, " is ", l.str(),
+             "; pass contiguous bf16/f16 tensors (one dtype) of ", p[i].numel(), " elements on ",
+             dev.str());
+    low_dt = l.dtype();
+  }
+  return low_dt;
+}
+
+void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
+                         const Tensor& target) {
+  ZT_CHECK(logits.dim() == 2 && logits.is_contiguous() && lse.dtype() == DType::f64 &&
+               lse.is_contiguous() && lse.numel() == logits.size(0) && target.is_contiguous() &&
+               target.numel() == logits.size(0),
+           op, ": expects logits (P, C), lse (P) f64 and target (P), all contiguous; got logits ",
+           shape_str(logits.sizes()), ", lse ", shape_str(lse.sizes()), ", target ",
+           shape_str(target.sizes()));
+}
+
+}  // namespace zt::detail

@@ -1,0 +1,26 @@
+// Argument checks for kernel-table entries (core/kernel_list.h) whose CPU and CUDA
+// kernels share a contract beyond "contiguous, one dtype": both devices' kernels call
+// these, so a bad call gives the same message on either.
+#pragma once
+
+#include <initializer_list>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace zt::detail {
+
+/// An optimizer kernel's lists (adam_update, sgd_update): every list as long as p, all
+/// tensors contiguous on p[0]'s device with p[0]'s dtype (f32 or f64) and their
+/// parameter's numel; `low` empty or one bf16/f16 tensor (one dtype) or undefined per
+/// parameter. Returns the copies' dtype, or the parameters' dtype when there are none.
+DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
+                            std::initializer_list<const std::vector<Tensor>*> same,
+                            const std::vector<Tensor>& low);
+
+/// cross_entropy_forward / backward: logits (P, C), lse (P) f64 and target (P), all
+/// contiguous.
+void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
+                         const Tensor& target);
+
+}  // namespace zt::detail
