@@ -21,7 +21,7 @@ step() {
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 80 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
-step 30 "bin/zt_test_apps --gtest_filter='*Cuda*'"   # vqgpt on the GPU equals the CPU run
+step 30 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt and a bf16 GPT block vs the CPU
 step 35 "bin/zt-bench ops --device cuda"
 step 40 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
 step 50 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
