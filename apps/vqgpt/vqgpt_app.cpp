@@ -87,7 +87,6 @@ VqGptModel::VqGptModel(std::shared_ptr<vq::VqModel> tok, std::shared_ptr<gpt::Gp
                        gpt::TokenLayout layout)
     : Module("VqGptModel"), layout_(layout) {
   ZT_CHECK(tok && g, "VqGptModel: tokenizer and gpt must be built");
-  device_ = tok->parameters().front().device();
   ZT_CHECK(g->spec().vocab_size >= layout.min_vocab(), "VqGptModel: the gpt's vocabulary (",
            g->spec().vocab_size, ") does not hold codes + BOS/EOL/EOS (", layout.min_vocab(), ")");
   tokenizer = register_module("tokenizer", std::move(tok));
@@ -100,12 +99,17 @@ void VqGptModel::train(bool on) {
   tokenizer->eval();  // frozen: BatchNorm keeps its running statistics
 }
 
+Device VqGptModel::device() const {
+  return tokenizer->parameters().front().device();
+}
+
 Tensor VqGptModel::tokenize(const Tensor& clips) {
-  return gpt::tokenize(*tokenizer, clips.to(device_), layout_).to(device_);
+  const Device dev = device();
+  return gpt::tokenize(*tokenizer, clips.to(dev), layout_).to(dev);
 }
 
 Tensor VqGptModel::loss(const Tensor& sequences) {
-  const Tensor seq = sequences.to(device_);
+  const Tensor seq = sequences.to(device());
   const int64_t b = seq.size(0), n = seq.size(1) - 1;
   Tensor inputs = seq.narrow(1, 0, n).contiguous();
   Tensor targets = seq.narrow(1, 1, n).contiguous();
@@ -158,7 +162,7 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
   const gpt::GptSpec spec = gpt::gpt_spec(cfg);
   manual_seed(static_cast<uint64_t>(cfg.train.seed));
   std::shared_ptr<gpt::Gpt> g;
-  const Device device = tokenizer->parameters().front().device();
+  const Device device = tokenizer->parameters().front().device();  // the GPT goes there too
   if (device.is_cpu()) {
     zero::Init init(comm);  // partitioned at registration: no rank holds the whole model
     if (replicated_gpt) {

@@ -40,7 +40,7 @@ class VqGptModel : public nn::Module {
   /// Mean next-token cross-entropy of sequences (B, L): inputs [0, L - 1), targets [1, L).
   Tensor loss(const Tensor& sequences);
   /// Where the model runs (the tokenizer's device; the Gpt's shards live there too).
-  Device device() const { return device_; }
+  Device device() const;
   const gpt::TokenLayout& layout() const { return layout_; }
 
   std::shared_ptr<vq::VqModel> tokenizer;
@@ -52,7 +52,6 @@ class VqGptModel : public nn::Module {
 
  private:
   gpt::TokenLayout layout_;
-  Device device_;
 };
 
 // ---- building

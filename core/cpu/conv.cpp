@@ -61,28 +61,12 @@ double lane_sum(const T* p, int64_t n) {
   return s;
 }
 
-// Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
-// restores the previous count.
-class SerialBlas {
- public:
-  SerialBlas() : prev_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SerialBlas() { openblas_set_num_threads(prev_); }
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-
- private:
-  int prev_;
-};
-
-// Sample groups for the threads: one per thread, at most one per sample, and only as
-// many as keep about kMinGroupFlops of GEMM work each (small convs, such as those of
-// gradient checks, run serially: a parallel region would cost more than it saves).
-constexpr double kMinGroupFlops = 4e6;
+// Sample groups for the threads (blas_work_groups; small convs, such as those of gradient
+// checks, run serially).
 int64_t sample_groups(const ConvGeometry& g) {
   const double flops = 2.0 * static_cast<double>(g.n) * static_cast<double>(g.o) *
                        static_cast<double>(g.col_rows()) * static_cast<double>(g.out_positions());
-  const auto by_work = static_cast<int64_t>(flops / kMinGroupFlops);
-  return std::max<int64_t>(1, std::min<int64_t>({num_threads(), g.n, by_work}));
+  return blas_work_groups(flops, g.n);
 }
 
 // The three algorithms, each correct for the geometries it applies to.

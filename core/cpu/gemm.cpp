@@ -3,10 +3,9 @@
 // GPUs do) and the result converted back. gemm_batched runs the products one after the
 // other with BLAS threading each, or, when there are enough products and each is small,
 // spreads them over the kernel threads with BLAS single-threaded inside.
-#include <cblas.h>
-
 #include <algorithm>
 
+#include "core/cpu/blas.h"
 #include "core/kernels.h"
 #include "core/parallel.h"
 
@@ -33,34 +32,15 @@ void gemm_f32_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alph
   }
 }
 
-// Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
-// restores the previous count.
-class SerialBlas {
- public:
-  SerialBlas() : prev_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SerialBlas() { openblas_set_num_threads(prev_); }
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-
- private:
-  int prev_;
-};
-
 // Products at most this large (2 m n k flops) are too small for BLAS to thread well, so
 // a batch of them is spread over the threads instead; larger ones run one at a time.
 constexpr double kSmallProductFlops = 2e6;
-
-// Groups of products for the threads: one per thread, at most one per product, and only
-// as many as keep about kMinGroupFlops of work each (a parallel region costs more than
-// it saves on tiny batches).
-constexpr double kMinGroupFlops = 4e6;
 
 int64_t batch_groups(int64_t m, int64_t n, int64_t k, int64_t batch) {
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                        static_cast<double>(std::max<int64_t>(k, 1));
   if (flops > kSmallProductFlops) return 1;
-  const auto by_work = static_cast<int64_t>(flops * static_cast<double>(batch) / kMinGroupFlops);
-  return std::max<int64_t>(1, std::min<int64_t>({num_threads(), batch, by_work}));
+  return blas_work_groups(flops * static_cast<double>(batch), batch);
 }
 
 }  // namespace

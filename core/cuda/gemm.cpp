@@ -75,6 +75,24 @@ GemmTypes gemm_types(DType dt, const char* op) {
   }
 }
 
+// One call's sizes as cuBLAS's ints (an error names any that does not fit) and its
+// operations.
+struct GemmShape {
+  int m, n, k, lda, ldb, ldc;
+  cublasOperation_t op_a, op_b;
+};
+GemmShape gemm_shape(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, int64_t lda,
+                     int64_t ldb, int64_t ldc) {
+  return {as_int(m, "m"),
+          as_int(n, "n"),
+          as_int(k, "k"),
+          as_int(lda, "lda"),
+          as_int(ldb, "ldb"),
+          as_int(ldc, "ldc"),
+          trans_a ? CUBLAS_OP_T : CUBLAS_OP_N,
+          trans_b ? CUBLAS_OP_T : CUBLAS_OP_N};
+}
+
 void check_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
   ZT_CHECK(a.device() == c.device() && b.device() == c.device(), op, ": operands on ",
            a.device().str(), ", ", b.device().str(), " and ", c.device().str());
@@ -88,27 +106,25 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           int64_t ldc) {
   check_operands("gemm", a, b, c);
   if (m == 0 || n == 0) return;
-  int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
-  int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
+  const GemmShape sh = gemm_shape(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   DeviceGuard g(c.device().index);
   cublasHandle_t h = cublas_handle();
   ++::zt::detail::thread_work_counts().launches;
-  cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const void* pa = a.data_ptr();
   const void* pb = b.data_ptr();
   void* pc = c.data_ptr();
 
   if (c.dtype() == DType::f64) {
-    CUBLAS_CHECK(cublasDgemm(h, op_b, op_a, in, im, ik, &alpha, static_cast<const double*>(pb),
-                             ildb, static_cast<const double*>(pa), ilda, &beta,
-                             static_cast<double*>(pc), ildc));
+    CUBLAS_CHECK(cublasDgemm(h, sh.op_b, sh.op_a, sh.n, sh.m, sh.k, &alpha,
+                             static_cast<const double*>(pb), sh.ldb, static_cast<const double*>(pa),
+                             sh.lda, &beta, static_cast<double*>(pc), sh.ldc));
     return;
   }
   const GemmTypes t = gemm_types(c.dtype(), "gemm");
   float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);  // fp32 scaling
-  CUBLAS_CHECK(cublasGemmEx(h, op_b, op_a, in, im, ik, &fa, pb, t.type, ildb, pa, t.type, ilda, &fb,
-                            pc, t.type, ildc, t.compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmEx(h, sh.op_b, sh.op_a, sh.n, sh.m, sh.k, &fa, pb, t.type, sh.ldb, pa,
+                            t.type, sh.lda, &fb, pc, t.type, sh.ldc, t.compute,
+                            CUBLAS_GEMM_DEFAULT));
 }
 
 void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -120,31 +136,28 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
   ZT_CHECK(stride_a >= 0 && stride_b >= 0 && stride_c >= 0,
            "gemm_batched: negative batch strides (", stride_a, ", ", stride_b, ", ", stride_c,
            "); pass contiguous operands");
-  int im = as_int(m, "m"), in = as_int(n, "n"), ik = as_int(k, "k");
-  int ilda = as_int(lda, "lda"), ildb = as_int(ldb, "ldb"), ildc = as_int(ldc, "ldc");
+  const GemmShape sh = gemm_shape(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   int ibatch = as_int(batch, "batch");
   DeviceGuard g(c.device().index);
   cublasHandle_t h = cublas_handle();
   ++::zt::detail::thread_work_counts().launches;
-  cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const void* pa = a.data_ptr();
   const void* pb = b.data_ptr();
   void* pc = c.data_ptr();
 
   // Row-major C_i = op(A_i) op(B_i) is column-major C_i^T = op(B_i)^T op(A_i)^T, as in gemm.
   if (c.dtype() == DType::f64) {
-    CUBLAS_CHECK(cublasDgemmStridedBatched(h, op_b, op_a, in, im, ik, &alpha,
-                                           static_cast<const double*>(pb), ildb, stride_b,
-                                           static_cast<const double*>(pa), ilda, stride_a, &beta,
-                                           static_cast<double*>(pc), ildc, stride_c, ibatch));
+    CUBLAS_CHECK(cublasDgemmStridedBatched(h, sh.op_b, sh.op_a, sh.n, sh.m, sh.k, &alpha,
+                                           static_cast<const double*>(pb), sh.ldb, stride_b,
+                                           static_cast<const double*>(pa), sh.lda, stride_a, &beta,
+                                           static_cast<double*>(pc), sh.ldc, stride_c, ibatch));
     return;
   }
   const GemmTypes t = gemm_types(c.dtype(), "gemm_batched");
   float fa = static_cast<float>(alpha), fb = static_cast<float>(beta);  // fp32 scaling
-  CUBLAS_CHECK(cublasGemmStridedBatchedEx(h, op_b, op_a, in, im, ik, &fa, pb, t.type, ildb,
-                                          stride_b, pa, t.type, ilda, stride_a, &fb, pc, t.type,
-                                          ildc, stride_c, ibatch, t.compute, CUBLAS_GEMM_DEFAULT));
+  CUBLAS_CHECK(cublasGemmStridedBatchedEx(
+      h, sh.op_b, sh.op_a, sh.n, sh.m, sh.k, &fa, pb, t.type, sh.ldb, stride_b, pa, t.type, sh.lda,
+      stride_a, &fb, pc, t.type, sh.ldc, stride_c, ibatch, t.compute, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace zt::cuda
