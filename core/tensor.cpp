@@ -93,6 +93,7 @@ void* Tensor::data_ptr() const {
 }
 
 std::vector<double> Tensor::to_vector() const {
+  ++detail::thread_work_counts().host_reads;
   Tensor c = detach().to(Device::cpu()).contiguous();
   std::vector<double> out(c.numel());
   dispatch_all(dtype(), [&]<typename T>() {

@@ -1,6 +1,7 @@
 // Counts of the device work the calling thread has issued: kernel-table dispatches on
 // either device and, on CUDA, kernel and library launches, host synchronizations and
-// copies between host and device memory. The counts are per thread (a thread rank's
+// copies between host and device memory, and on either device the values the host reads
+// back from tensors (item(), to_vector()). The counts are per thread (a thread rank's
 // counts are its own) and cost one increment each; zt-bench prints them per step, and a
 // steady-state step should show no synchronizations at all.
 #pragma once
@@ -15,11 +16,14 @@ struct WorkCounts {
   int64_t launches = 0;    ///< CUDA kernels and cuBLAS / cuDNN compute calls
   int64_t syncs = 0;       ///< host waits on a stream, an event or the device
   int64_t d2h_copies = 0;  ///< device-to-host copies (each one also waits)
-  int64_t h2d_copies = 0;  ///< host-to-device copies from pageable host memory
+  int64_t h2d_copies = 0;  ///< host-to-device tensor copies and optimizer table uploads
+  /// Tensor::to_vector / item calls, any device: on a GPU each is a wait, so a CPU run
+  /// that reads nothing back shows a step that would not synchronize either.
+  int64_t host_reads = 0;
 
   WorkCounts operator-(const WorkCounts& o) const {
-    return {dispatches - o.dispatches, launches - o.launches, syncs - o.syncs,
-            d2h_copies - o.d2h_copies, h2d_copies - o.h2d_copies};
+    return {dispatches - o.dispatches, launches - o.launches,     syncs - o.syncs,
+            d2h_copies - o.d2h_copies, h2d_copies - o.h2d_copies, host_reads - o.host_reads};
   }
 };
 

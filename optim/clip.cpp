@@ -8,39 +8,68 @@
 
 namespace zt::optim {
 
+namespace {
+
+// Sum of squares of a CPU tensor in double, in one pass.
+double cpu_sum_sq(const Tensor& g0) {
+  Tensor g = g0.contiguous();
+  return dispatch_floating(g.dtype(), "grad_norm_sq", [&]<typename T>() {
+    // Eight independent partial sums: one running sum is a dependency chain of
+    // floating-point adds (about 4 cycles an element); lanes let it vectorize.
+    const T* p = g.data<T>();
+    const int64_t n = g.numel();
+    double lane[8] = {};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      for (int k = 0; k < 8; ++k) {
+        const double x = static_cast<double>(static_cast<acc_t<T>>(p[i + k]));
+        lane[k] += x * x;
+      }
+    for (; i < n; ++i) {
+      const double x = static_cast<double>(static_cast<acc_t<T>>(p[i]));
+      lane[0] += x * x;
+    }
+    double s = 0.0;
+    for (double l : lane) s += l;
+    return s;
+  });
+}
+
+// Sum of squares of a device tensor as a one-element f64 tensor on that device.
+Tensor device_sum_sq(const Tensor& g0) {
+  Tensor g = g0.dtype() == DType::f64 ? g0 : g0.to(DType::f32);
+  return sum(mul(g, g)).to(DType::f64).reshape({1});
+}
+
+}  // namespace
+
 double grad_norm_sq(const std::vector<Tensor>& grads) {
   autograd::NoGradGuard ng;
   double total = 0.0;
-  for (const Tensor& g0 : grads) {
-    if (!g0.defined()) continue;
-    if (g0.device().is_cpu()) {
-      Tensor g = g0.contiguous();
-      total += dispatch_floating(g.dtype(), "grad_norm_sq", [&]<typename T>() {
-        // Eight independent partial sums: one running sum is a dependency chain of
-        // floating-point adds (about 4 cycles an element); lanes let it vectorize.
-        const T* p = g.data<T>();
-        const int64_t n = g.numel();
-        double lane[8] = {};
-        int64_t i = 0;
-        for (; i + 8 <= n; i += 8)
-          for (int k = 0; k < 8; ++k) {
-            const double x = static_cast<double>(static_cast<acc_t<T>>(p[i + k]));
-            lane[k] += x * x;
-          }
-        for (; i < n; ++i) {
-          const double x = static_cast<double>(static_cast<acc_t<T>>(p[i]));
-          lane[0] += x * x;
-        }
-        double s = 0.0;
-        for (double l : lane) s += l;
-        return s;
-      });
-    } else {
-      Tensor g = g0.dtype() == DType::f64 ? g0 : g0.to(DType::f32);
-      total += sum(mul(g, g)).item();
-    }
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    total += g.device().is_cpu() ? cpu_sum_sq(g) : device_sum_sq(g).item();
   }
   return total;
+}
+
+Tensor grad_norm_sq_on(const std::vector<Tensor>& grads, Device device) {
+  autograd::NoGradGuard ng;
+  double host = 0.0;
+  Tensor on_device;
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    if (g.device().is_cpu()) {
+      host += cpu_sum_sq(g);
+      continue;
+    }
+    ZT_CHECK(g.device() == device, "grad_norm_sq_on: a gradient on ", g.device().str(),
+             ", the norm on ", device.str());
+    Tensor s = device_sum_sq(g);
+    on_device = on_device.defined() ? add(on_device, s) : s;
+  }
+  if (!on_device.defined()) return full({1}, host, DType::f64, device);
+  return host != 0.0 ? add(on_device, host) : on_device;
 }
 
 void scale_grads(const std::vector<Tensor>& grads, double scale) {
@@ -48,10 +77,33 @@ void scale_grads(const std::vector<Tensor>& grads, double scale) {
     if (g.defined()) mul_(g, scale);
 }
 
+void scale_grads(const std::vector<Tensor>& grads, const Tensor& scale) {
+  ZT_CHECK(scale.numel() == 1, "scale_grads: the scale must have one element, got ",
+           shape_str(scale.sizes()));
+  if (scale.device().is_cpu() && scale.contiguous().data<double>()[0] == 1.0) return;
+  Tensor cast;  // the scale in the dtype of the gradient before (usually all one dtype)
+  for (const Tensor& g : grads) {
+    if (!g.defined()) continue;
+    if (!cast.defined() || cast.dtype() != g.dtype()) cast = scale.to(g.dtype()).reshape({});
+    mul_(g, cast);
+  }
+}
+
 double clip_coefficient(double total_norm, double max_norm) {
   ZT_CHECK(max_norm > 0, "clip: max_norm must be positive, got ", max_norm);
   double c = max_norm / (total_norm + 1e-6);
   return c < 1.0 ? c : 1.0;
+}
+
+Tensor clip_coefficient(const Tensor& total_norm, double max_norm) {
+  ZT_CHECK(max_norm > 0, "clip: max_norm must be positive, got ", max_norm);
+  ZT_CHECK(total_norm.numel() == 1 && total_norm.dtype() == DType::f64,
+           "clip_coefficient: expected a one-element f64 norm, got ",
+           dtype_name(total_norm.dtype()), " ", shape_str(total_norm.sizes()));
+  autograd::NoGradGuard ng;
+  const Device d = total_norm.device();
+  Tensor c = div(full({1}, max_norm, DType::f64, d), add(total_norm.reshape({1}), 1e-6));
+  return where(lt(c, 1.0), c, full({1}, 1.0, DType::f64, d));
 }
 
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm) {

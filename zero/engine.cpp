@@ -23,6 +23,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   autograd::NoGradGuard ng;
   std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
   std::vector<Tensor> reduced;                            // what the reducer reduces
+  std::vector<ZeroParam*> with_grads;                     // gradient shards to allocate
   const DType low = config_.precision.dtype();
   auto named = model_->named_parameters();
   offload_ = std::make_unique<OptimizerOffload>(
@@ -49,13 +50,13 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
         MemTagScope tag(MemTag::kOptimState);  // (a master an offloading engine left on the host)
         z->master = z->master.defined() ? z->master.to(z->device) : z->shard.to(DType::f32);
       }
-      MemTagScope tag(MemTag::kGradShard);
-      z->grad_shard = zeros({z->part.shard_numel}, DType::f32, z->device);
+      with_grads.push_back(z);
       trainable.emplace_back(name, z->fp32_shard());
       reduced.push_back(p);
     }
     params_.push_back({name, p});
   }
+  allocate_grad_shards(with_grads);
   for (auto& [name, b] : model_->named_buffers()) {
     broadcast_tensor(b, comm_, 0);
     buffers_.emplace_back(name, b);
@@ -69,6 +70,31 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   verify_replicas();
   if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
+}
+
+// Every gradient shard on a device is a view of one flat fp32 buffer (each in its slot:
+// grad_shard_slot), so the step's global norm, clipping and zeroing are one kernel per
+// device instead of one per parameter. The gaps stay zero.
+void Engine::allocate_grad_shards(const std::vector<ZeroParam*>& with_grads) {
+  MemTagScope tag(MemTag::kGradShard);
+  std::vector<bool> done(with_grads.size(), false);
+  for (size_t first = 0; first < with_grads.size(); ++first) {
+    if (done[first]) continue;
+    const Device dev = with_grads[first]->device;
+    int64_t total = 0;
+    for (size_t i = first; i < with_grads.size(); ++i)
+      if (with_grads[i]->device == dev) total += grad_shard_slot(with_grads[i]->part.shard_numel);
+    Tensor flat = zeros({total}, DType::f32, dev);
+    int64_t offset = 0;
+    for (size_t i = first; i < with_grads.size(); ++i) {
+      ZeroParam* z = with_grads[i];
+      if (z->device != dev) continue;
+      z->grad_shard = flat.narrow(0, offset, z->part.shard_numel);
+      offset += grad_shard_slot(z->part.shard_numel);
+      done[i] = true;
+    }
+    grad_flats_.push_back(flat);
+  }
 }
 
 Engine::~Engine() {
@@ -124,25 +150,18 @@ bool Engine::step() {
   reduce_gradients();
   std::vector<Tensor> replica_grads = average_replica_grads();
 
-  // Global norm: shard norms summed across ranks, replicas counted once.
-  std::vector<Tensor> shard_grads;
-  for (NamedParam& np : params_)
-    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined())
-      shard_grads.push_back(z->grad_shard);
-  double shard_sq = optim::grad_norm_sq(shard_grads);
-  if (comm_.size() > 1) {
-    Tensor t = full({1}, shard_sq, DType::f64);
-    comm_.all_reduce(t, comm::ReduceOp::kSum);
-    shard_sq = t.item();
-  }
-  last_grad_norm_ = std::sqrt(shard_sq + optim::grad_norm_sq(replica_grads));
-  if (!unscale_or_skip(shard_grads, replica_grads)) return false;
+  // Global norm: shard norms summed across ranks, replicas counted once. It stays on the
+  // parameters' device (fp16 alone reads it, to decide whether to skip), so a GPU step
+  // clips without waiting for the GPU.
+  const Device dev = params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device;
+  Tensor shard_sq = optim::grad_norm_sq_on(grad_flats_, dev);
+  if (comm_.size() > 1) comm_.all_reduce(shard_sq, comm::ReduceOp::kSum);
+  last_grad_norm_ = sqrt(add(shard_sq, optim::grad_norm_sq_on(replica_grads, dev)));
+  if (!unscale_or_skip(replica_grads)) return false;
   if (config_.gradient_clipping > 0) {
-    double coef = optim::clip_coefficient(last_grad_norm_, config_.gradient_clipping);
-    if (coef < 1.0) {
-      optim::scale_grads(shard_grads, coef);
-      optim::scale_grads(replica_grads, coef);
-    }
+    Tensor coef = optim::clip_coefficient(last_grad_norm_, config_.gradient_clipping);
+    optim::scale_grads(grad_flats_, coef);
+    optim::scale_grads(replica_grads, coef);
   }
 
   // The optimizer updates the fp32 shards; low-precision shards are rounded from them.
@@ -169,9 +188,9 @@ bool Engine::step() {
     ZeroParam* z = zero_param(np.param);
     if (!z->grad_shard.defined()) continue;
     z->fp32_shard().set_grad(Tensor());
-    z->grad_shard.zero_();
     if (!offload_->moves() && !copies_in_step(*z)) z->shard_from_master();
   }
+  for (Tensor& flat : grad_flats_) flat.zero_();
   if (offload_->moves()) {  // the shards are written from the host masters
     TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");
     offload_->params_to_device();
@@ -209,14 +228,14 @@ std::vector<Tensor> Engine::average_replica_grads() {
 
 // fp16: gradients carry the loss scale. A non-finite norm (the all-reduce spreads it to
 // every rank) means overflow: skip this update and lower the scale (returns false).
-bool Engine::unscale_or_skip(std::vector<Tensor>& shard_grads, std::vector<Tensor>& replica_grads) {
+bool Engine::unscale_or_skip(std::vector<Tensor>& replica_grads) {
   if (!scaler_.active()) return true;
-  if (!std::isfinite(last_grad_norm_)) {
+  if (!std::isfinite(last_grad_norm_.item())) {
     skip_overflowed_step();
     return false;
   }
-  last_grad_norm_ /= scaler_.scale();
-  optim::scale_grads(shard_grads, 1.0 / scaler_.scale());
+  last_grad_norm_ = mul(last_grad_norm_, 1.0 / scaler_.scale());
+  optim::scale_grads(grad_flats_, 1.0 / scaler_.scale());
   optim::scale_grads(replica_grads, 1.0 / scaler_.scale());
   scaler_.on_good_step();
   return true;
@@ -230,8 +249,7 @@ void Engine::skip_overflowed_step() {
     std::fprintf(stderr,
                  "zt: fp16 gradient overflow at step %ld: update skipped, loss scale %g -> %g\n",
                  static_cast<long>(stats_.steps), before, scaler_.scale());
-  for (NamedParam& np : params_)
-    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined()) z->grad_shard.zero_();
+  for (Tensor& flat : grad_flats_) flat.zero_();
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   coordinator_->release_all();
   coordinator_->end_step();

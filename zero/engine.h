@@ -66,8 +66,9 @@ class Engine {
   double lr() const;
   /// The current fp16 loss scale (1 without fp16).
   double loss_scale() const { return scaler_.scale(); }
-  /// Global gradient norm before clipping at the last step.
-  double last_grad_norm() const { return last_grad_norm_; }
+  /// Global gradient norm before clipping at the last step (read back from the
+  /// parameters' device: on a GPU this waits for the step, so call it when logging).
+  double last_grad_norm() const { return last_grad_norm_.defined() ? last_grad_norm_.item() : 0.0; }
   /// This rank's model-state bytes (on the parameters' device; with offload_optimizer
   /// also the optimizer state's host bytes).
   MemoryReport memory_report() const;
@@ -113,7 +114,8 @@ class Engine {
 
  private:
   std::vector<Tensor> average_replica_grads();
-  bool unscale_or_skip(std::vector<Tensor>& shard_grads, std::vector<Tensor>& replica_grads);
+  void allocate_grad_shards(const std::vector<ZeroParam*>& with_grads);
+  bool unscale_or_skip(std::vector<Tensor>& replica_grads);
   void skip_overflowed_step();
   void end_timeline_step();
 
@@ -133,7 +135,8 @@ class Engine {
   std::unique_ptr<Hooks> hooks_;  // last: removed first
   LossScaler scaler_;
   int micro_ = 0;
-  double last_grad_norm_ = 0.0;
+  Tensor last_grad_norm_;           // one f64 element on the parameters' device
+  std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard
   EngineStats stats_;
 };
 

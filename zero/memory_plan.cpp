@@ -52,7 +52,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
       const Partition part = make_partition(numel, world);
       plan.param_shard += part.shard_numel * esize;
       if (p.requires_grad()) {
-        plan.grad_shard += part.shard_numel * 4;
+        plan.grad_shard += grad_shard_slot(part.shard_numel) * 4;  // the engine's flat buffer
         if (config.offload_optimizer.enabled() && !p.device().is_cpu()) {
           plan.optim_state_host += part.shard_numel * 4 * (optimizer_states + 1);
           plan.grad_shard_host += part.shard_numel * 4;

@@ -25,6 +25,12 @@ enum class ParamKind : uint8_t { kPartitioned, kReplicated };
 
 struct GroupGather;
 
+/// Elements a gradient shard of `shard_numel` occupies in the engine's flat gradient
+/// buffer: rounded up to 16 (64 bytes), where each shard starts.
+inline int64_t grad_shard_slot(int64_t shard_numel) {
+  return (shard_numel + 15) / 16 * 16;
+}
+
 struct ZeroParam : TensorExtra {
   ParamKind kind = ParamKind::kPartitioned;
   Partition part;

@@ -6,11 +6,15 @@
 //   total_wall_ms                                            wall-clock time
 // CPU time is the measure of record on CPU: the machine may be shared with other jobs.
 // --device cuda times the same step on the GPU in wall-clock time, synchronizing at each
-// phase boundary (forward_ms etc. are then wall times).
+// phase boundary (forward_ms etc. are then wall times), under --tf32 (as train.tf32:
+// TF32 convolutions by default, as the apps and PyTorch do).
 // It then runs one more step without the phase clocks and prints the work it issued
 // (dispatches_per_step etc.; on CUDA launches, host synchronizations and copies).
 // --modules adds one JSON object per module type with its exclusive forward CPU time
 // (time in the module minus time in its child modules), summed over the timed steps.
+// --zero runs the same step through a one-rank ZeRO-3 engine (partitioned shards,
+// gathers, reduce-scatter into the flat gradient buffer, global norm, AdamW on the fp32
+// masters) instead of plain AdamW on the module: the engine's own cost, side by side.
 #include <time.h>
 
 #include <algorithm>
@@ -25,6 +29,7 @@
 #include "apps/vqtok/model/vq_model.h"
 #include "core/ops.h"
 #include "optim/adam.h"
+#include "zero/zero.h"
 
 namespace {
 
@@ -67,29 +72,32 @@ class ModuleTimer {
   bool enabled_ = false;
 };
 
-// Registered by hand: the subcommand name has a dash, which ZT_BENCH cannot spell.
-int run_vqtok_step(const std::vector<std::string>& args) {
-  zt::bench::Cli app("vqtok-step");
-  int batch = 8, steps = 3, threads = 1;
-  bool modules = false;
-  std::string device_name = "cpu";
-  app.add_option("--batch", batch, "clips per batch (4 frames of 32x32 each)");
-  app.add_option("--steps", steps, "timed steps (after one warm-up step)");
-  app.add_option("--threads", threads, "kernel and BLAS threads");
-  app.add_flag("--modules", modules, "also print exclusive forward time per module type");
-  app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
-  const zt::Device device = zt::Device::parse(device_name);
-  if (device.is_cuda() && !zt::cuda_available()) {
-    std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");
-    return 1;
-  }
-  zt::set_num_threads(threads);
+// The TF32 policy in force, as train.tf32 spells it.
+const char* tf32_name() {
+  const zt::Tf32Policy p = zt::tf32();
+  return p.matmul ? "all" : (p.conv ? "conv" : "none");
+}
+
+// Times `steps` steps (after one warm-up) on `comm`'s rank and prints the results.
+int time_steps(zt::comm::Communicator& comm, zt::Device device, int batch, int steps, int threads,
+               bool modules, bool zero_engine) {
+  zt::set_num_threads(threads);  // a rank's thread starts with its own count
   zt::manual_seed(6);
   auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
   zt::vq::VqModel& model = *model_ptr;
   model.to(device);
-  zt::optim::AdamW opt(model.named_parameters(), zt::optim::AdamWOptions(1e-4));
+  // The update: plain AdamW on the module, or a ZeRO-3 engine (same AdamW settings).
+  std::unique_ptr<zt::optim::AdamW> opt;
+  std::unique_ptr<zt::zero::Engine> engine;
+  if (zero_engine) {
+    zt::zero::partition(model, comm);
+    engine = std::make_unique<zt::zero::Engine>(
+        model_ptr, comm, zt::zero::Config{},
+        zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
+  } else {
+    opt = std::make_unique<zt::optim::AdamW>(model.named_parameters(),
+                                             zt::optim::AdamWOptions(1e-4).weight_decay(0.01));
+  }
   Tensor video = (zt::rand({batch, 4, 3, 32, 32}) * 2.0 - 1.0).to(device);
   // Phase clock: process CPU time on CPU; on the GPU, wall time after the queued work.
   const auto wall_start = std::chrono::steady_clock::now();
@@ -104,20 +112,23 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   std::vector<double> fwd, bwd, opt_ms, total, wall;
   double loss = 0;
   auto forward = [&] {
-    opt.zero_grad();
-    auto out = model.forward_train(video);
-    return zt::mse_loss(out.recon, video) + zt::l1_loss(out.recon, video) + out.loss_vq;
+    if (opt) opt->zero_grad();
+    // call() is forward_train: {recon, codes, loss_vq, ...}; the engine's hooks see it.
+    std::vector<Tensor> out = engine ? engine->forward({video}) : model.call({video});
+    return zt::mse_loss(out[0], video) + zt::l1_loss(out[0], video) + out[2];
   };
+  auto backward = [&](const Tensor& l) { engine ? engine->backward(l) : l.backward(); };
+  auto update = [&] { engine ? (void)engine->step() : opt->step(); };
   for (int i = 0; i <= steps; ++i) {
     timer.enable(i > 0);
     auto w0 = std::chrono::steady_clock::now();
     const double c0 = clock(video);
     Tensor l = forward();
     const double c1 = clock(l);
-    l.backward();
-    const double c2 = clock(model.parameters().front().grad());
-    opt.step();
-    const double c3 = clock(model.parameters().front());
+    backward(l);
+    const double c2 = clock(video);
+    update();
+    const double c3 = clock(video);
     auto w1 = std::chrono::steady_clock::now();
     loss = l.item();
     if (i == 0) continue;
@@ -129,17 +140,17 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   }
   timer.enable(false);
   const std::string work = zt::bench::work_per_call_json([&] {
-    forward().backward();
-    opt.step();
+    backward(forward());
+    update();
   });
   std::printf(
-      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"batch\":%d,\"frames\":4,\"size\":32,"
-      "\"threads\":%d,"
+      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"tf32\":\"%s\",\"batch\":%d,"
+      "\"frames\":4,\"size\":32,\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
       "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
-      device.str().c_str(), batch, threads, steps, zt::bench::median(fwd), zt::bench::median(bwd),
-      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss,
-      work.c_str());
+      device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), batch, threads, steps,
+      zt::bench::median(fwd), zt::bench::median(bwd), zt::bench::median(opt_ms),
+      zt::bench::median(total), zt::bench::median(wall), loss, work.c_str());
   if (modules) {
     for (auto& [type, s] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
@@ -149,8 +160,36 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   return 0;
 }
 
+// Registered by hand: the subcommand name has a dash, which ZT_BENCH cannot spell.
+int run_vqtok_step(const std::vector<std::string>& args) {
+  zt::bench::Cli app("vqtok-step");
+  int batch = 8, steps = 3, threads = 1;
+  bool modules = false, zero_engine = false;
+  std::string device_name = "cpu", tf32 = "conv";
+  app.add_option("--batch", batch, "clips per batch (4 frames of 32x32 each)");
+  app.add_option("--steps", steps, "timed steps (after one warm-up step)");
+  app.add_option("--threads", threads, "kernel and BLAS threads");
+  app.add_flag("--modules", modules, "also print exclusive forward time per module type");
+  app.add_flag("--zero", zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
+  app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_option("--tf32", tf32, "GPU TF32 policy as train.tf32: conv (default), all or none")
+      ->check(CLI::IsMember({"conv", "all", "none"}));
+  if (int rc = 0; !app.parse_args(args, &rc)) return rc;
+  const zt::Device device = zt::Device::parse(device_name);
+  zt::set_tf32({.matmul = tf32 == "all", .conv = tf32 != "none"});
+  if (device.is_cuda() && !zt::cuda_available()) {
+    std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");
+    return 1;
+  }
+  int rc = 0;
+  zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) {
+    rc = time_steps(comm, device, batch, steps, threads, modules, zero_engine);
+  });
+  return rc;
+}
+
 const zt::bench::Registrar kRegisterVqtokStep(
-    "vqtok-step", "one training step of the tiny vqtok model (--batch, --steps, --modules)",
+    "vqtok-step", "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero)",
     run_vqtok_step);
 
 }  // namespace

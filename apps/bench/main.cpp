@@ -68,10 +68,10 @@ std::string work_per_call_json(const std::function<void()>& fn) {
   char buf[256];
   std::snprintf(buf, sizeof buf,
                 "\"dispatches_per_step\":%lld,\"launches_per_step\":%lld,\"syncs_per_step\":%lld,"
-                "\"d2h_per_step\":%lld,\"h2d_per_step\":%lld",
+                "\"d2h_per_step\":%lld,\"h2d_per_step\":%lld,\"host_reads_per_step\":%lld",
                 static_cast<long long>(w.dispatches), static_cast<long long>(w.launches),
                 static_cast<long long>(w.syncs), static_cast<long long>(w.d2h_copies),
-                static_cast<long long>(w.h2d_copies));
+                static_cast<long long>(w.h2d_copies), static_cast<long long>(w.host_reads));
   return buf;
 }
 

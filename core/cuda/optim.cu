@@ -3,10 +3,13 @@
 // block} entries, one per parameter, copies it through a pinned staging buffer to device
 // memory on the current stream (no host synchronization), and launches one grid whose
 // blocks each find their entry by binary search and update a fixed run of its elements.
+// Uploaded tables are cached: a training step updates the same tensors every time, so
+// in steady state the launch reuses its table and copies nothing.
 // Per-step constants travel as kernel arguments. The CPU kernels of the same names
 // (core/cpu/optim.cpp) are the specification: the arithmetic below rounds each
 // operation on its own (explicit _rn intrinsics, so nvcc cannot fuse multiply-adds), in
 // the CPU loop's order, and so gives its bits.
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -24,6 +27,7 @@ namespace {
 constexpr int kOptThreads = 256;
 constexpr int64_t kBlockElems = 4096;  // elements per block, 16 per thread
 constexpr int kStagingSlots = 4;       // tables in flight per device before the host waits
+constexpr size_t kCachedTables = 8;    // uploaded tables kept per device
 
 // One parameter of a launch: its arrays (s0, s1: state slots, null when unused; low:
 // the 16-bit copy or null), its numel and the first grid block that works on it.
@@ -36,6 +40,7 @@ struct Entry {
   int64_t n;
   int64_t block0;
 };
+static_assert(sizeof(Entry) == 7 * 8, "Entry has no padding: tables compare with memcmp");
 
 // ---------------------------------------------------------------- exact arithmetic
 
@@ -135,16 +140,26 @@ __global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries
 // ---------------------------------------------------------------- table upload
 
 // Pinned host buffers for one device's tables, used in turn; each may be refilled once
-// the copy recorded by its event has run.
+// the copy recorded by its event has run. And the tables already on the device, by
+// content and stream (a table is read on the stream it was copied on), least recently
+// used first out.
 struct Staging {
   struct Slot {
     Entry* host = nullptr;
     size_t capacity = 0;  // entries
     cudaEvent_t copied = nullptr;
   };
+  struct Cached {
+    cudaStream_t stream;
+    std::vector<Entry> entries;
+    Tensor table;
+    uint64_t used;
+  };
   std::mutex mu;
   Slot slots[kStagingSlots];
   int next = 0;
+  std::vector<Cached> cached;
+  uint64_t clock = 0;
 };
 
 // The staging of `device`. Kept for the life of the process (never freed), so no
@@ -158,15 +173,22 @@ Staging& staging(int device) {
   return *s;
 }
 
-// Copies `entries` to a new device table on `stream` (the caller's device is current).
-// The returned tensor may be released right after the launch: the caching allocator
-// reuses its block only on this stream, after the kernel.
-Tensor upload_table(const std::vector<Entry>& entries, int device, cudaStream_t stream) {
+// The device table holding `entries` for launches on `stream` (the caller's device is
+// current): a cached one with the same content, or a new one copied on `stream` and
+// cached in place of the least recently used.
+Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t stream) {
   const size_t bytes = entries.size() * sizeof(Entry);
-  Tensor table =
-      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
   Staging& st = staging(device);
   std::lock_guard<std::mutex> lock(st.mu);
+  ++st.clock;
+  for (Staging::Cached& c : st.cached)
+    if (c.stream == stream && c.entries.size() == entries.size() &&
+        std::memcmp(c.entries.data(), entries.data(), bytes) == 0) {
+      c.used = st.clock;
+      return c.table;
+    }
+  Tensor table =
+      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
   Staging::Slot& slot = st.slots[st.next];
   st.next = (st.next + 1) % kStagingSlots;
   if (slot.copied)
@@ -183,8 +205,17 @@ Tensor upload_table(const std::vector<Entry>& entries, int device, cudaStream_t 
     slot.capacity = entries.size();
   }
   std::memcpy(slot.host, entries.data(), bytes);
+  ++::zt::detail::thread_work_counts().h2d_copies;
   CUDA_CHECK(cudaMemcpyAsync(table.data_ptr(), slot.host, bytes, cudaMemcpyHostToDevice, stream));
   CUDA_CHECK(cudaEventRecord(slot.copied, stream));
+  Staging::Cached entry{stream, entries, table, st.clock};
+  if (st.cached.size() < kCachedTables) {
+    st.cached.push_back(std::move(entry));
+  } else {
+    auto oldest = std::min_element(st.cached.begin(), st.cached.end(),
+                                   [](const auto& a, const auto& b) { return a.used < b.used; });
+    *oldest = std::move(entry);
+  }
   return table;
 }
 
@@ -213,7 +244,7 @@ void launch(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
   const int device = p[0].device().index;
   DeviceGuard guard(device);
   cudaStream_t stream = current_stream(device);
-  Tensor table = upload_table(entries, device, stream);
+  Tensor table = device_table(entries, device, stream);
   const auto* t = static_cast<const Entry*>(table.data_ptr());
   const int count = static_cast<int>(entries.size());
   const auto grid = static_cast<unsigned>(blocks);

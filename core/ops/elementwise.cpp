@@ -289,4 +289,10 @@ void add_(const Tensor& a, const Tensor& b, double alpha) {
 
 void mul_(const Tensor& a, double s) { ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0); }
 
+void mul_(const Tensor& a, const Tensor& b) {
+  detail::check_same("mul_", {a, b});
+  Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
+  ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
+}
+
 }  // namespace zt

@@ -50,6 +50,9 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op = "broadca
 void add_(const Tensor& a, const Tensor& b, double alpha = 1.0);
 /// a *= s.
 void mul_(const Tensor& a, double s);
+/// a *= b (b broadcast to a, same dtype and device: e.g. a one-element scale that stays
+/// on the GPU).
+void mul_(const Tensor& a, const Tensor& b);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -27,7 +27,8 @@ endforeach()
 # NcclComm (CUDA builds only): one process here; labels mpi and cuda.
 if(ZT_CUDA)
   file(GLOB ZT_COMM_NCCL_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/comm/nccl/*.cpp)
-  add_executable(zt_test_comm_nccl ${ZT_COMM_NCCL_TESTS})
+  add_executable(zt_test_comm_nccl ${ZT_COMM_NCCL_TESTS}
+                                   ${CMAKE_CURRENT_SOURCE_DIR}/common/test_util.cpp)
   target_include_directories(zt_test_comm_nccl PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_options(zt_test_comm_nccl PRIVATE ${ZT_WARNINGS})
   target_link_libraries(zt_test_comm_nccl PRIVATE zt_comm GTest::gtest GTest::gtest_main)

@@ -1,12 +1,14 @@
 // The optimizer kernels on the GPU (label cuda): Adam, AdamW and SGD (momentum,
 // Nesterov, weight decay) stepping several tensors of odd sizes on CUDA give the CPU's
 // bits over several steps, bf16/f16 copies included; one multi-tensor launch equals one
-// launch per tensor; and the optimizer's grouped step issues the same updates.
+// launch per tensor; the optimizer's grouped step issues the same updates; and a repeated
+// update reuses its uploaded table (one launch, no copy, no wait).
 #include <cstring>
 #include <functional>
 #include <memory>
 
 #include "core/kernels.h"
+#include "core/work_counts.h"
 #include "cuda/cuda_compare.h"
 #include "optim/optim.h"
 
@@ -144,6 +146,49 @@ TEST(CudaOptim, OneLaunchOverManyTensorsEqualsOneLaunchEach) {
     EXPECT_TRUE(same_bits(m1[i], m2[i])) << "tensor " << i;
     EXPECT_TRUE(same_bits(v1[i], v2[i])) << "tensor " << i;
     EXPECT_TRUE(same_bits(l1[i], l2[i])) << "tensor " << i;
+  }
+}
+
+TEST(CudaOptim, ARepeatedUpdateReusesItsUploadedTable) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  std::vector<Tensor> p, g, m, v;
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    const int64_t n = shape_numel(kShapes[i]);
+    p.push_back(normal_cpu({n}, i + 1).to(gpu));
+    g.push_back(normal_cpu({n}, i + 11).to(gpu));
+    m.push_back(normal_cpu({n}, i + 21).to(gpu));
+    v.push_back(abs(normal_cpu({n}, i + 31)).to(gpu));
+  }
+  auto update = [&](const std::vector<Tensor>& ps, const std::vector<Tensor>& gs,
+                    const std::vector<Tensor>& ms, const std::vector<Tensor>& vs) {
+    const WorkCounts before = work_counts();
+    cuda::adam_update(ps, gs, ms, vs, {}, 0.9, 0.999, 0.0, 1, 1e-3, 1.2, 1e-8);
+    return work_counts() - before;
+  };
+  update(p, g, m, v);
+  const WorkCounts again = update(p, g, m, v);
+  EXPECT_EQ(again.launches, 1);
+  EXPECT_EQ(again.h2d_copies, 0) << "the second identical update uploaded its table again";
+  EXPECT_EQ(again.syncs, 0);
+  // The same tensors in another order are another table: uploaded once, then reused.
+  auto reversed = [](std::vector<Tensor> t) { return std::vector<Tensor>(t.rbegin(), t.rend()); };
+  EXPECT_EQ(update(reversed(p), reversed(g), reversed(m), reversed(v)).h2d_copies, 1);
+  EXPECT_EQ(update(reversed(p), reversed(g), reversed(m), reversed(v)).h2d_copies, 0);
+  // Reused tables address the right tensors: the results equal the CPU's four steps.
+  std::vector<Tensor> pc, gc, mc, vc;
+  for (size_t i = 0; i < kShapes.size(); ++i) {
+    const int64_t n = shape_numel(kShapes[i]);
+    pc.push_back(normal_cpu({n}, i + 1));
+    gc.push_back(normal_cpu({n}, i + 11));
+    mc.push_back(normal_cpu({n}, i + 21));
+    vc.push_back(abs(normal_cpu({n}, i + 31)));
+  }
+  for (int step = 0; step < 4; ++step)
+    cpu::adam_update(pc, gc, mc, vc, {}, 0.9, 0.999, 0.0, 1, 1e-3, 1.2, 1e-8);
+  for (size_t i = 0; i < p.size(); ++i) {
+    EXPECT_TRUE(same_bits(p[i], pc[i])) << "tensor " << i;
+    EXPECT_TRUE(same_bits(v[i], vc[i])) << "tensor " << i;
   }
 }
 #endif  // ZT_WITH_CUDA

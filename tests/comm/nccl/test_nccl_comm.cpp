@@ -1,11 +1,15 @@
 // NcclComm on CUDA tensors, one GPU per process under mpirun (labels mpi, cuda; built
-// only with ZT_CUDA). Skips, saying so, where no GPU is visible. ctest runs it with one
+// only with ZT_CUDA), and the events that order NCCL's stream against the compute stream.
+// Skips, saying so, where no GPU is visible. ctest runs it with one
 // process; on a multi-GPU machine run it with `mpirun -np <GPUs>` as well.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
 #include "comm/checks.h"
+#include "common/test_util.h"
+#include "core/ops.h"
+#include "core/work_counts.h"
 #include "zero/comm/cuda/nccl_comm.h"
 #include "zero/comm/launch.h"
 
@@ -66,4 +70,40 @@ TEST(NcclComm, LaunchPicksNcclForCuda) {
     EXPECT_STREQ(c.backend(), "nccl");
     c.barrier();
   });
+}
+
+// NCCL runs on its own stream, ordered by events: a collective waits for the compute
+// kernels that write its input, and compute queued after wait() reads its output, with
+// no host wait in between. A slow GEMM (f32, TF32 off: milliseconds on any GPU) writes
+// the input just before the collective is issued, so a collective that did not wait
+// would read a half-written matrix, and a reader that did not wait would copy a
+// half-filled output.
+TEST(NcclComm, CollectivesAreOrderedAgainstTheComputeStream) {
+  SKIP_WITHOUT_GPU();
+  auto c = make_comm();
+  const Device gpu = c->device();
+  const Tf32Policy saved = tf32();
+  set_tf32({.matmul = false, .conv = false});
+  manual_seed(41);  // the same matrix on every rank
+  const int64_t n = 4096;
+  const Tensor a = mul(randn({n, n}), 1.0 / 64).to(gpu);
+  const Tensor ref = matmul(a, a).to(Device::cpu());  // waits: the reference is complete
+  const int size = c->size();
+
+  const WorkCounts before = work_counts();
+  Tensor in = matmul(a, a);  // queued, still running when the gather is issued
+  Tensor gathered = Tensor::empty({size * n * n}, DType::f32, gpu);
+  c->all_gather(gathered, in.reshape({-1}), /*async=*/true)->wait();
+  Tensor gathered_copy = mul(gathered, 1.0);  // compute after the collective
+  Tensor summed = matmul(a, a);
+  c->all_reduce(summed, comm::ReduceOp::kSum, /*async=*/true)->wait();
+  Tensor summed_copy = mul(summed, 1.0);
+  EXPECT_EQ((work_counts() - before).syncs, 0) << "the host waited inside the sequence";
+
+  const Tensor got = gathered_copy.to(Device::cpu()).reshape({size, n, n});
+  for (int r = 0; r < size; ++r)
+    EXPECT_CLOSE(got.select(0, r), ref, 1e-5, 1e-6) << "all_gather slice " << r;
+  EXPECT_CLOSE(summed_copy.to(Device::cpu()), mul(ref, static_cast<double>(size)), 1e-5, 1e-5)
+      << "all_reduce";
+  set_tf32(saved);
 }

@@ -1,0 +1,89 @@
+// Lesson 22 — the step stays on the device.
+// Invariant: after the first step, a training step (backward, reduce-scatter, global
+// norm, clipping, AdamW, zeroing) reads nothing back to the host: the norm and the clip
+// coefficient are one-element tensors on the parameters' device, so on a GPU the host
+// queues the whole step without waiting. Only logging reads the norm. The gradient shards
+// are views of one flat buffer per device, so clipping and zeroing are one kernel each
+// however many parameters there are.
+#include "core/work_counts.h"
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+zero::OptimizerConfig adamw() {
+  zero::OptimizerConfig o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+// One engine on `comm` over the Mixed model with clipping active.
+std::unique_ptr<zero::Engine> make_engine(comm::Communicator& comm,
+                                          std::shared_ptr<lesson::Mixed>& m) {
+  manual_seed(22);
+  {
+    zero::Init init(comm);
+    m = std::make_shared<lesson::Mixed>();
+  }
+  zero::Config cfg;
+  cfg.gradient_clipping = 0.05;
+  cfg.reduce_bucket_size = 300;
+  cfg.stage3_param_persistence_threshold = 10;
+  return std::make_unique<zero::Engine>(m, comm, cfg, adamw());
+}
+
+}  // namespace
+
+TEST(Lesson22StepOnDevice, ASteadyStepReadsNothingBack) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    auto engine = make_engine(comm, m);
+    for (int step = 0; step < 3; ++step) {
+      auto [x, y] = lesson::batch(8, step);
+      Tensor xs = x.narrow(0, comm.rank() * 4, 4), ys = y.narrow(0, comm.rank() * 4, 4);
+      Tensor loss = mse_loss((*engine)(xs), ys);
+      const WorkCounts before = work_counts();
+      engine->backward(loss);
+      engine->step();
+      const WorkCounts w = work_counts() - before;
+      if (step > 0) {
+        EXPECT_EQ(w.host_reads, 0)
+            << "step " << step << " on rank " << comm.rank() << " read a tensor back to the host";
+      }
+      EXPECT_GT(engine->last_grad_norm(), 0.05) << "clipping was active";
+    }
+  });
+}
+
+TEST(Lesson22StepOnDevice, GradientShardsAreViewsOfOneZeroedBuffer) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    auto engine = make_engine(comm, m);
+    const auto& params = engine->partitioned();
+    ASSERT_GT(params.size(), 3u);
+    const float* base = nullptr;
+    int64_t end = 0;  // elements of the buffer the shards so far cover, gaps included
+    for (const auto& np : params) {
+      const Tensor& g = zero::zero_param(np.param)->grad_shard;
+      ASSERT_TRUE(g.defined()) << np.name;
+      if (!base) base = g.data<float>();
+      const int64_t offset = g.data<float>() - base;
+      EXPECT_GE(offset, end) << np.name << " overlaps the shard before it";
+      EXPECT_LT(offset, end + 16) << np.name << " is not the next 16-element slot";
+      EXPECT_EQ(offset % 16, 0) << np.name;
+      end = offset + g.numel();
+    }
+    auto [x, y] = lesson::batch(8, 0);
+    Tensor xs = x.narrow(0, comm.rank() * 4, 4), ys = y.narrow(0, comm.rank() * 4, 4);
+    engine->backward(mse_loss((*engine)(xs), ys));
+    double total = 0;
+    for (const auto& np : params) total += sum(abs(zero::zero_param(np.param)->grad_shard)).item();
+    EXPECT_GT(total, 0.0) << "backward filled the shards";
+    engine->step();
+    for (const auto& np : params)
+      EXPECT_EQ(sum(abs(zero::zero_param(np.param)->grad_shard)).item(), 0.0)
+          << np.name << " was not zeroed by the step";
+  });
+}
