@@ -410,7 +410,8 @@ def main():
            "backward_ms": ms(bwd), "step_ms": ms(step), "total_ms": ms(total),
            "total_wall_ms": ms(wall), "loss": round(loss, 6), "params": params,
            "zt_params": ZT_PARAMS, "adamw": "fused" if fused else "foreach",
-           "tf32": a.tf32 if a.device == "cuda" else "none", "compile": a.compile,
+           "tf32": a.tf32 if a.device == "cuda" else "none",
+           "cudnn_benchmark": torch.backends.cudnn.benchmark, "compile": a.compile,
            "torch": torch.__version__}
     if keys is not None:
         out["check_keys"] = keys
