@@ -23,16 +23,20 @@ step() {
 }
 # PyTorch loads its own CUDA libraries: the pack's LD_LIBRARY_PATH is for zt's executables.
 py="env -u LD_LIBRARY_PATH python3"
-has_torch_cuda=no
-timeout 10 $py -c 'import torch; assert torch.cuda.is_available()' 2>/dev/null &&
-  has_torch_cuda=yes   # the 10 s count in the 8 minutes
+has_torch_cuda=no   # the check's 20 s count in the 8 minutes (a cold import is slow)
+if torch_why=$(timeout 20 $py -c 'import torch
+assert torch.cuda.is_available(), "torch " + torch.__version__ + " sees no GPU"' 2>&1); then
+  has_torch_cuda=yes
+elif [ $? -eq 124 ]; then
+  torch_why="importing torch took over 20 s"
+fi
 torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without PyTorch+CUDA
   if [ "$has_torch_cuda" = yes ]; then
     step "$@"
   else
     shift
     echo "=== $*"
-    echo "SKIPPED: no PyTorch with CUDA on this machine"
+    echo "SKIPPED: no PyTorch with CUDA on this machine ($(echo "$torch_why" | tail -n 1))"
   fi
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -45,11 +49,11 @@ step 30 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
 # zt-bench sets no TF32 policy (exact fp32 convolutions), so PyTorch runs without TF32 too.
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 8 --steps 5"
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 64 --steps 5"
-step 45 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
+step 40 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
 torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 step 45 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 35 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 30 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
 step 35 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
