@@ -5,8 +5,11 @@
 #   ../shared/tools/gpu-pack build .gpu
 #   bash .gpu/run 'bash $ZT_REPO/tools/gpu_check.sh'          (device tool, carry [".gpu"])
 # Runs inside the unpacked build (bin/, configs/). Prints each step's command, its output
-# and seconds; exits 1 if any step failed or ran out of time.
+# and seconds; exits 1 if any step failed or ran out of time. After the zt benchmarks,
+# PyTorch eager runs the same models (tools/bench_*_torch.py) for side-by-side numbers,
+# where this machine's python3 has a PyTorch with CUDA; otherwise those steps say SKIPPED.
 set -u
+repo=${ZT_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 failed=()
 step() {
   local limit=$1
@@ -18,19 +21,41 @@ step() {
   echo "=== rc=$rc after $((SECONDS - t0))s"
   [ "$rc" -eq 0 ] || failed+=("$*")
 }
+# PyTorch loads its own CUDA libraries: the pack's LD_LIBRARY_PATH is for zt's executables.
+py="env -u LD_LIBRARY_PATH python3"
+has_torch_cuda=no   # the check's 20 s count in the 8 minutes (a cold import is slow)
+if torch_why=$(timeout 20 $py -c 'import torch
+assert torch.cuda.is_available(), "torch " + torch.__version__ + " sees no GPU"' 2>&1); then
+  has_torch_cuda=yes
+elif [ $? -eq 124 ]; then
+  torch_why="importing torch took over 20 s"
+fi
+torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without PyTorch+CUDA
+  if [ "$has_torch_cuda" = yes ]; then
+    step "$@"
+  else
+    shift
+    echo "=== $*"
+    echo "SKIPPED: no PyTorch with CUDA on this machine ($(echo "$torch_why" | tail -n 1))"
+  fi
+}
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 80 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
 step 30 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt and a bf16 GPT block vs the CPU
-step 35 "bin/zt-bench ops --device cuda"
-step 40 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
-step 50 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
-step 55 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
-step 60 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+step 25 "bin/zt-bench ops --device cuda"
+step 25 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
+step 30 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
+# zt-bench sets no TF32 policy (exact fp32 convolutions), so PyTorch runs without TF32 too.
+torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 8 --steps 5"
+torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 64 --steps 5"
+step 40 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
+torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
+step 45 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 40 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 30 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
-step 40 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
+step 35 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
   --overwrite"                               # the tokenizer's share of the step is printed
 step 20 "bin/zt-bench vqgpt --device cuda --steps 5"
