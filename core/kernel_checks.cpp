@@ -52,4 +52,10 @@ void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits
            shape_str(target.sizes()));
 }
 
+void check_cross_entropy_stats(const char* op, const Tensor& stats) {
+  ZT_CHECK(stats.dtype() == DType::f64 && stats.numel() == 3 && stats.is_contiguous(), op,
+           ": expects stats (3) f64 contiguous, got ", dtype_name(stats.dtype()), " ",
+           shape_str(stats.sizes()));
+}
+
 }  // namespace zt::detail

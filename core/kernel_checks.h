@@ -22,5 +22,7 @@ DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
 /// contiguous.
 void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,
                          const Tensor& target);
+/// stats: the (3) f64 contiguous record of cross_entropy_forward.
+void check_cross_entropy_stats(const char* op, const Tensor& stats);
 
 }  // namespace zt::detail

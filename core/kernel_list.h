@@ -113,25 +113,29 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
 /// i32; lse (P) f64 receives each kept row's log-sum-exp (0 on ignored and bad rows).
 /// The max and exp(x - max) are computed in f32 (f64 for f64 logits), the row's sum of
 /// exponentials and the loss sum in double; each row and the loss sum are reduced in a
-/// fixed order, so results do not depend on the thread count. Returns on the host (the
-/// GPU synchronizes once): {sum over kept rows of lse[p] - logits[p, t_p], the kept
-/// count, the first position whose target is neither ignore_index nor in [0, C), or -1}.
-/// CPU: rows in parallel, f32 exponentials by the SIMD exp of cpu/lanes.h (about 1 ulp
-/// from std::exp); CUDA: one block per row with an online max and sum, one read of it.
-std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
-                                            const Tensor& target, int64_t ignore_index);
+/// fixed order, so results do not depend on the thread count. stats (3) f64 on this
+/// device receives {sum over kept rows of lse[p] - logits[p, t_p], the kept count, the
+/// first position whose target is neither ignore_index nor in [0, C), or -1}: nothing is
+/// read back, so the GPU does not synchronize (its kernel also reports a bad target as a
+/// device error, core/cuda/device_error.h). CPU: rows in parallel, f32 exponentials by
+/// the SIMD exp of cpu/lanes.h (about 1 ulp from std::exp); CUDA: one block per row with
+/// an online max and sum, one read of it.
+void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor& logits,
+                           const Tensor& target, int64_t ignore_index);
 /// dlogits (P, C), the logits' dtype = (exp(logits - lse) - onehot(t)) * grad / count on
 /// kept rows (computed in f32, f64 for f64 logits, and rounded once), 0 on ignored rows;
-/// lse from cross_entropy_forward; grad: the loss gradient, one f64 element on this
-/// device (read there, no host synchronization). Every target is ignore_index or in
-/// range (cross_entropy_forward checked them).
+/// lse and stats (count = stats[1]) from cross_entropy_forward; grad: the loss gradient,
+/// one f64 element on this device. Both are read there (no host synchronization). A bad
+/// target's row (which the forward reported) gets softmax * grad / count.
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const Tensor& grad, double count,
+                            const Tensor& target, const Tensor& grad, const Tensor& stats,
                             int64_t ignore_index);
 
 // ---------------------------------------------------------------- indexing
-// cpu/index.cpp, cuda/index.cu. Tensors contiguous; indices i64 or i32 and already in
-// range (the ops check with index_range). Results are equal on both devices bit for
+// cpu/index.cpp, cuda/index.cu. Tensors contiguous; indices i64 or i32. On the CPU they
+// are already in range (the ops check with index_range); the CUDA kernels check each
+// index themselves, report the first bad one (core/cuda/device_error.h) and stay in
+// bounds, so the ops need no host synchronization there. Results are equal on both devices bit for
 // bit: scatter-adds run per destination in source order, rounding after every add.
 
 /// {min, max} of the index values (the GPU synchronizes); {0, -1} when empty.

@@ -40,15 +40,16 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
   fi
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-step 80 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
+step 75 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
 step 30 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt and a bf16 GPT block vs the CPU
-step 25 "bin/zt-bench ops --device cuda"
+step 20 "bin/zt-bench ops --device cuda"
 step 25 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
 step 30 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
-# zt-bench sets no TF32 policy (exact fp32 convolutions), so PyTorch runs without TF32 too.
-torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 8 --steps 5"
-torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 none --batch 64 --steps 5"
+step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
+# Both sides under one TF32 policy: TF32 convolutions, exact matmuls (zt's default, PyTorch's).
+torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 5"
+torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 5"
 step 40 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
 torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 step 45 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \

@@ -123,9 +123,10 @@ double row_log_sum_exp(const T* x, int64_t C, acc_t<T>* e) {
 
 }  // namespace
 
-std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
-                                            const Tensor& target, int64_t ignore_index) {
+void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor& logits,
+                           const Tensor& target, int64_t ignore_index) {
   detail::check_cross_entropy("cross_entropy", lse, logits, target);
+  detail::check_cross_entropy_stats("cross_entropy", stats);
   const int64_t P = logits.size(0), C = logits.size(1);
   double* pl = lse.data<double>();
   double total = 0, count = 0;
@@ -155,13 +156,18 @@ std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& log
       }
     });
   });
-  return {total, count, static_cast<double>(first_bad)};
+  double* out = stats.data<double>();
+  out[0] = total;
+  out[1] = count;
+  out[2] = static_cast<double>(first_bad);
 }
 
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const Tensor& grad, double count,
+                            const Tensor& target, const Tensor& grad, const Tensor& stats,
                             int64_t ignore_index) {
   detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
+  detail::check_cross_entropy_stats("cross_entropy backward", stats);
+  const double count = stats.data<double>()[1];
   ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
                dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
            "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "

@@ -10,10 +10,15 @@
 // every add exactly as the CPU loop does: results equal the CPU's bit for bit. Nearest
 // resize inverts its monotone index map instead (each input gathers the contiguous
 // range of outputs that read it).
+//
+// Range checks: the kernels check every index themselves, report the first bad one of
+// the device (core/cuda/device_error.h: raised at the host's next wait) and keep their
+// accesses in bounds, so an index op costs no host synchronization.
 #include <cub/cub.cuh>
 
 #include <climits>
 
+#include "core/cuda/device_error.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 
@@ -62,21 +67,30 @@ __global__ void index_range_kernel(int64_t* out, const I* idx, int64_t n) {
   }
 }
 
+// A bad index (outside [0, n)) is reported (device_error.h) and its rows are zero.
 template <typename T, typename I>
 __global__ void index_rows_kernel(T* out, const T* x, const I* idx, int64_t total, int64_t n,
-                                  int64_t n_idx, int64_t inner) {
+                                  int64_t n_idx, int64_t inner, DeviceError* err) {
   ZT_GRID_LOOP(i, total) {
     const int64_t k = i % inner, row = i / inner, j = row % n_idx, o = row / n_idx;
-    out[i] = x[(o * n + idx_at(idx, j)) * inner + k];
+    const int64_t v = idx_at(idx, j);
+    if (v >= 0 && v < n) {
+      out[i] = x[(o * n + v) * inner + k];
+    } else {
+      out[i] = T{};
+      if (k == 0 && o == 0) report_device_error(err, kIndexOutOfRange, kOpIndexSelect, v, n, j);
+    }
   }
 }
 
-// rows[m] = destination row of source row m = (o, j): o * n + idx[j].
+// rows[m] = destination row of source row m = (o, j): o * n + idx[j]. A bad index (the
+// forward reported it) is clamped into range, so the scatter stays in bounds.
 template <typename I>
 __global__ void index_dest_rows_kernel(uint64_t* rows, const I* idx, int64_t M, int64_t n,
                                        int64_t n_idx) {
   ZT_GRID_LOOP(m, M) {
-    rows[m] = static_cast<uint64_t>((m / n_idx) * n + idx_at(idx, m % n_idx));
+    const int64_t v = idx_at(idx, m % n_idx);
+    rows[m] = static_cast<uint64_t>((m / n_idx) * n + (v < 0 ? 0 : (v >= n ? n - 1 : v)));
   }
 }
 
@@ -109,15 +123,22 @@ struct GatherDims {
   int64_t xst[kMaxDims];  // contiguous x strides
 };
 
+// A bad index (outside [0, bound)) is reported and read as 0, so take and put_add stay
+// in bounds.
 template <typename I>
-__global__ void gather_offsets_kernel(int64_t* off, const I* idx, int64_t n, GatherDims g,
-                                      int dim) {
+__global__ void gather_offsets_kernel(int64_t* off, const I* idx, int64_t n, GatherDims g, int dim,
+                                      int64_t bound, DeviceError* err) {
   ZT_GRID_LOOP(i, n) {
+    int64_t v = idx_at(idx, i);
+    if (v < 0 || v >= bound) {
+      report_device_error(err, kIndexOutOfRange, kOpGather, v, bound, i);
+      v = 0;
+    }
     int64_t rem = i, o = 0;
     for (int d = g.nd - 1; d >= 0; --d) {
       const int64_t c = rem % g.isz[d];
       rem /= g.isz[d];
-      o += (d == dim ? idx_at(idx, i) : c) * g.xst[d];
+      o += (d == dim ? v : c) * g.xst[d];
     }
     off[i] = o;
   }
@@ -130,10 +151,16 @@ __global__ void take_kernel(T* out, const T* x, const int64_t* off, int64_t n) {
   }
 }
 
+// A bad id (outside [0, classes)) is reported and its row stays zero.
 template <typename I>
-__global__ void one_hot_kernel(float* out, const I* ids, int64_t n, int64_t classes) {
+__global__ void one_hot_kernel(float* out, const I* ids, int64_t n, int64_t classes,
+                               DeviceError* err) {
   ZT_GRID_LOOP(i, n) {
-    out[i * classes + idx_at(ids, i)] = 1.0f;
+    const int64_t v = idx_at(ids, i);
+    if (v >= 0 && v < classes)
+      out[i * classes + v] = 1.0f;
+    else
+      report_device_error(err, kIndexOutOfRange, kOpOneHot, v, classes, i);
   }
 }
 
@@ -348,7 +375,7 @@ void index_rows(const Tensor& out, const Tensor& x, const Tensor& index, int64_t
     dispatch_index(index.dtype(), "index_select", [&]<typename I>() {
       index_rows_kernel<T, I><<<grid_for(total, dev), kThreads, 0, current_stream()>>>(
           static_cast<T*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()),
-          static_cast<const I*>(index.data_ptr()), total, n, n_idx, inner);
+          static_cast<const I*>(index.data_ptr()), total, n, n_idx, inner, device_error_record());
       CUDA_CHECK_LAUNCH();
     });
   });
@@ -391,7 +418,7 @@ void gather_offsets(const Tensor& offsets, const Tensor& index, const Shape& x_s
   dispatch_index(index.dtype(), "gather", [&]<typename I>() {
     gather_offsets_kernel<I><<<grid_for(n, dev), kThreads, 0, current_stream()>>>(
         static_cast<int64_t*>(offsets.data_ptr()), static_cast<const I*>(index.data_ptr()), n, gd,
-        static_cast<int>(dim));
+        static_cast<int>(dim), x_sizes[dim], device_error_record());
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -429,7 +456,8 @@ void one_hot(const Tensor& out, const Tensor& ids, int64_t classes) {
   DeviceGuard g(dev);
   dispatch_index(ids.dtype(), "one_hot", [&]<typename I>() {
     one_hot_kernel<I><<<grid_for(n, dev), kThreads, 0, current_stream()>>>(
-        static_cast<float*>(out.data_ptr()), static_cast<const I*>(ids.data_ptr()), n, classes);
+        static_cast<float*>(out.data_ptr()), static_cast<const I*>(ids.data_ptr()), n, classes,
+        device_error_record());
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -10,6 +10,7 @@
 // block per row, threads striding along L (C). I > 1: one thread per (r, i) column, so
 // neighbouring threads read neighbouring elements.
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/device_error.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"
@@ -148,11 +149,11 @@ __global__ void ce_lse_kernel(double* lse, const T* x, const I* target, int64_t 
 }
 
 // One block: sums[0] = sum over kept rows of lse[p] - x[p, t_p], sums[1] = their count,
-// sums[2] = the first bad position or -1. A fixed tree over a fixed partition of p:
-// reproducible.
+// sums[2] = the first bad position or -1 (also reported as a device error). A fixed tree
+// over a fixed partition of p: reproducible.
 template <typename T, typename I>
 __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, const I* target,
-                               int64_t P, int64_t C, int64_t ignore) {
+                               int64_t P, int64_t C, int64_t ignore, DeviceError* err) {
   using A = acc_t<T>;
   __shared__ double scratch[32];
   __shared__ unsigned long long first_bad;
@@ -175,6 +176,11 @@ __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, cons
     sums[0] = total;
     sums[1] = count;
     sums[2] = first_bad == ~0ull ? -1.0 : static_cast<double>(first_bad);
+    if (first_bad != ~0ull) {
+      const auto p = static_cast<long long>(first_bad);
+      report_device_error(err, kTargetOutOfRange, kOpCrossEntropy,
+                          static_cast<long long>(target[p]), C, p);
+    }
   }
 }
 
@@ -182,7 +188,8 @@ __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, cons
 // zeros on ignored rows.
 template <typename T, typename I>
 __global__ void ce_backward_kernel(T* d, const T* x, const double* lse, const I* target,
-                                   const double* grad, double count, int64_t C, int64_t ignore) {
+                                   const double* grad, const double* stats, int64_t C,
+                                   int64_t ignore) {
   using A = acc_t<T>;
   const int64_t p = blockIdx.x;
   const auto t = static_cast<int64_t>(target[p]);
@@ -192,6 +199,7 @@ __global__ void ce_backward_kernel(T* d, const T* x, const double* lse, const I*
     return;
   }
   const T* xr = x + p * C;
+  const double count = stats[1];
   const auto s = static_cast<A>(count > 0 ? grad[0] / count : 0.0);
   const auto m = static_cast<A>(lse[p]);
   for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
@@ -250,37 +258,37 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
   });
 }
 
-std::array<double, 3> cross_entropy_forward(const Tensor& lse, const Tensor& logits,
-                                            const Tensor& target, int64_t ignore_index) {
-  check_device("cross_entropy", logits.device(), {lse, target});
+void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor& logits,
+                           const Tensor& target, int64_t ignore_index) {
+  check_device("cross_entropy", logits.device(), {stats, lse, target});
   ::zt::detail::check_cross_entropy("cross_entropy", lse, logits, target);
+  ::zt::detail::check_cross_entropy_stats("cross_entropy", stats);
   const int64_t P = logits.size(0), C = logits.size(1);
-  std::array<double, 3> out{0.0, 0.0, -1.0};
-  if (P == 0) return out;
   DeviceGuard g(logits.device().index);
-  Tensor sums = Tensor::empty({3}, DType::f64, logits.device());
   dispatch_device_floating(logits.dtype(), "cross_entropy", [&]<typename T>() {
     dispatch_index(target.dtype(), "cross_entropy", [&]<typename I>() {
       double* pl = static_cast<double*>(lse.data_ptr());
       const T* px = static_cast<const T*>(logits.data_ptr());
       const I* pt = static_cast<const I*>(target.data_ptr());
-      ce_lse_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
-          pl, px, pt, C, ignore_index);
-      CUDA_CHECK_LAUNCH();
-      ce_sums_kernel<T, I><<<1, 1024, 0, current_stream()>>>(static_cast<double*>(sums.data_ptr()),
-                                                             pl, px, pt, P, C, ignore_index);
+      if (P > 0) {
+        ce_lse_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
+            pl, px, pt, C, ignore_index);
+        CUDA_CHECK_LAUNCH();
+      }
+      ce_sums_kernel<T, I><<<1, 1024, 0, current_stream()>>>(static_cast<double*>(stats.data_ptr()),
+                                                             pl, px, pt, P, C, ignore_index,
+                                                             device_error_record());
       CUDA_CHECK_LAUNCH();
     });
   });
-  memcpy_d2h(out.data(), sums.data_ptr(), sizeof(out));  // one counted copy and wait
-  return out;
 }
 
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
-                            const Tensor& target, const Tensor& grad, double count,
+                            const Tensor& target, const Tensor& grad, const Tensor& stats,
                             int64_t ignore_index) {
-  check_device("cross_entropy backward", logits.device(), {dlogits, lse, target, grad});
+  check_device("cross_entropy backward", logits.device(), {dlogits, lse, target, grad, stats});
   ::zt::detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
+  ::zt::detail::check_cross_entropy_stats("cross_entropy backward", stats);
   ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
                dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
            "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
@@ -293,7 +301,8 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
       ce_backward_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
           static_cast<T*>(dlogits.data_ptr()), static_cast<const T*>(logits.data_ptr()),
           static_cast<const double*>(lse.data_ptr()), static_cast<const I*>(target.data_ptr()),
-          static_cast<const double*>(grad.data_ptr()), count, C, ignore_index);
+          static_cast<const double*>(grad.data_ptr()), static_cast<const double*>(stats.data_ptr()),
+          C, ignore_index);
       CUDA_CHECK_LAUNCH();
     });
   });

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_error.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -62,6 +63,7 @@ Stream& Stream::operator=(Stream&& o) noexcept {
 void synchronize_stream(cudaStream_t stream) {
   ++::zt::detail::thread_work_counts().syncs;
   CUDA_CHECK(cudaStreamSynchronize(stream));
+  raise_device_errors();
 }
 
 void Stream::synchronize() const {
@@ -94,6 +96,7 @@ void Event::record(cudaStream_t stream) {
 void Event::synchronize() const {
   ++::zt::detail::thread_work_counts().syncs;
   CUDA_CHECK(cudaEventSynchronize(event_));
+  raise_device_errors();
 }
 
 bool Event::query() const {

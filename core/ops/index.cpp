@@ -11,18 +11,21 @@ namespace zt {
 
 namespace {
 
-// The index as a contiguous tensor on x's device (copied there if needed), checked to
-// lie in [0, n) (`what` names one index value in the error).
+// The index as a contiguous tensor on x's device (copied there if needed). On the CPU
+// it is checked here to lie in [0, n) (`what` names one index value in the error); CUDA
+// kernels check each index themselves and report a bad one at the host's next wait on
+// the GPU (core/cuda/device_error.h), so an index op there costs no synchronization.
 Tensor device_index(const char* op, const Tensor& x, const Tensor& index, int64_t n,
                     const char* what) {
   ZT_CHECK(index.dtype() == DType::i64 || index.dtype() == DType::i32, op,
            ": indices must be i64 or i32, got ", dtype_name(index.dtype()));
   Tensor ic = index.detach().to(x.device()).contiguous();
+  if (ic.numel() == 0) return ic;
+  ZT_CHECK(n > 0, op, ": ", ic.numel(), " ", what, "(s) into an empty range [0, 0)");
+  if (!ic.device().is_cpu()) return ic;
   std::array<int64_t, 2> r = ZT_DISPATCH(ic.device(), index_range, ic);
-  if (ic.numel() > 0) {
-    const int64_t bad = r[0] < 0 ? r[0] : r[1];
-    ZT_CHECK(r[0] >= 0 && r[1] < n, op, ": ", what, " ", bad, " out of range [0, ", n, ")");
-  }
+  const int64_t bad = r[0] < 0 ? r[0] : r[1];
+  ZT_CHECK(r[0] >= 0 && r[1] < n, op, ": ", what, " ", bad, " out of range [0, ", n, ")");
   return ic;
 }
 

@@ -83,19 +83,19 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   rows = rows.reshape({-1, C});
   Tensor tgt = target.to(dev).contiguous().reshape({-1});
   // The fused kernels (core/cpu/softmax.cpp, core/cuda/softmax.cu) keep one log-sum-exp
-  // per row; on the GPU, reading the sums is one host synchronization.
+  // per row and write {loss sum, kept count, first bad position} on the device: the loss
+  // is formed there, so a GPU does not synchronize.
   Tensor lse = Tensor::empty({rows.size(0)}, DType::f64, dev);
-  std::array<double, 3> s = ZT_DISPATCH(dev, cross_entropy_forward, lse, rows, tgt, ignore_index);
-  if (s[2] >= 0) {
-    const auto p = static_cast<int64_t>(s[2]);
+  Tensor stats = Tensor::empty({3}, DType::f64, dev);
+  ZT_DISPATCH(dev, cross_entropy_forward, stats, lse, rows, tgt, ignore_index);
+  if (dev.is_cpu() && stats.data<double>()[2] >= 0) {  // CUDA raises it at its next wait
+    const auto p = static_cast<int64_t>(stats.data<double>()[2]);
     const auto t = static_cast<int64_t>(tgt.narrow(0, p, 1).item());
     ZT_FAIL("cross_entropy: target ", t, " at position ", p, " is out of range [0, ", C,
             ") (and is not ignore_index = ", ignore_index, ")");
   }
-  const double count = s[1];
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
-  double loss = count > 0 ? s[0] / count : std::numeric_limits<double>::quiet_NaN();
-  Tensor out = full({}, loss, logits.dtype(), dev);
+  Tensor out = div(stats.narrow(0, 0, 1), stats.narrow(0, 1, 1)).reshape({}).to(logits.dtype());
   if (!autograd::needs_grad({logits})) return out;
   // d loss / d logits[p] = (softmax[p] - onehot(t_p)) * g / count for kept positions,
   // written in the logits' dtype and returned in their layout.
@@ -106,7 +106,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
     Tensor d = Tensor::empty(rows.sizes(), rows.dtype(), dev);
     ZT_DISPATCH(dev, cross_entropy_backward, d, rows, lse, tgt, g[0].to(DType::f64).contiguous(),
-                count, ignore_index);
+                stats, ignore_index);
     if (class_last) return std::vector<Tensor>{d};
     return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous()};
   });

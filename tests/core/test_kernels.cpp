@@ -48,22 +48,26 @@ TEST(KernelTable, CrossEntropySkipsIgnoredAndReportsFirstBadTarget) {
   auto lse_of = [](double a, double b) { return std::log(std::exp(a) + std::exp(b)); };
   const double lse0 = lse_of(0.5, -1.0), lse4 = lse_of(1.5, -2.0);
   Tensor lse = Tensor::empty({5}, DType::f64);
-  std::array<double, 3> s = cpu::cross_entropy_forward(lse, logits, target, -100);
+  Tensor stats = Tensor::empty({3}, DType::f64);
+  cpu::cross_entropy_forward(stats, lse, logits, target, -100);
+  const double* s = stats.data<double>();
   EXPECT_NEAR(s[0], (lse0 + 1.0) + (lse4 - 1.5), 1e-6);
   EXPECT_EQ(s[1], 2.0);
   EXPECT_EQ(s[2], 2.0);  // position 2 is the first out of [0, 2)
   EXPECT_TRUE(values_are(lse, {lse0, 0, 0, 0, lse4}, 1e-6));  // 0 on rows not kept
   Tensor good = from_vector({1, -100}, {2}, DType::i32);
   Tensor lse2 = Tensor::empty({2}, DType::f64);
-  s = cpu::cross_entropy_forward(lse2, logits.narrow(0, 0, 2), good, -100);
-  EXPECT_EQ(s[2], -1.0);
+  Tensor stats2 = Tensor::empty({3}, DType::f64);
+  cpu::cross_entropy_forward(stats2, lse2, logits.narrow(0, 0, 2), good, -100);
+  EXPECT_EQ(stats2.data<double>()[2], -1.0);
   // Gradient in the logits' dtype: (softmax - onehot(t)) * grad / count on kept rows,
   // zero on ignored ones.
   Tensor d = Tensor::empty({2, 2}, DType::f32);
-  cpu::cross_entropy_backward(d, logits.narrow(0, 0, 2), lse2, good, full({}, 3.0, DType::f64), 2.0,
-                              -100);
+  cpu::cross_entropy_backward(d, logits.narrow(0, 0, 2), lse2, good, full({}, 3.0, DType::f64),
+                              stats2, -100);
   const double p0 = std::exp(0.5 - lse0), p1 = std::exp(-1.0 - lse0);
-  EXPECT_TRUE(values_are(d, {1.5 * p0, 1.5 * (p1 - 1), 0, 0}, 1e-6));
+  // One kept row (stats2's count): grad / count = 3.
+  EXPECT_TRUE(values_are(d, {3 * p0, 3 * (p1 - 1), 0, 0}, 1e-6));
   // The results do not depend on the thread count, bit for bit (rows over several chunks).
   Generator g(3);
   Tensor big = randn({64, 3000}, g, DType::bf16);
@@ -71,14 +75,15 @@ TEST(KernelTable, CrossEntropySkipsIgnoredAndReportsFirstBadTarget) {
   Tensor la = Tensor::empty({64}, DType::f64), lb = Tensor::empty({64}, DType::f64);
   Tensor da = Tensor::empty({64, 3000}, DType::bf16), db = Tensor::empty({64, 3000}, DType::bf16);
   Tensor one = full({}, 1.0, DType::f64);
-  const std::array<double, 3> sa = cpu::cross_entropy_forward(la, big, tb, -100);
-  cpu::cross_entropy_backward(da, big, la, tb, one, sa[1], -100);
+  Tensor sa = Tensor::empty({3}, DType::f64), sb = Tensor::empty({3}, DType::f64);
+  cpu::cross_entropy_forward(sa, la, big, tb, -100);
+  cpu::cross_entropy_backward(da, big, la, tb, one, sa, -100);
   const int threads = num_threads();
   set_num_threads(1);
-  const std::array<double, 3> sb = cpu::cross_entropy_forward(lb, big, tb, -100);
-  cpu::cross_entropy_backward(db, big, lb, tb, one, sb[1], -100);
+  cpu::cross_entropy_forward(sb, lb, big, tb, -100);
+  cpu::cross_entropy_backward(db, big, lb, tb, one, sb, -100);
   set_num_threads(threads);
-  EXPECT_EQ(sa, sb);
+  EXPECT_EQ(std::memcmp(sa.data_ptr(), sb.data_ptr(), 3 * sizeof(double)), 0);
   EXPECT_EQ(std::memcmp(la.data_ptr(), lb.data_ptr(), 64 * sizeof(double)), 0);
   EXPECT_EQ(std::memcmp(da.data_ptr(), db.data_ptr(), 64 * 3000 * sizeof(bf16)), 0);
 }

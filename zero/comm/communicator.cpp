@@ -151,7 +151,31 @@ void check_overlap(const Tensor& a, const Tensor& b, const char* what, const cha
            ": input and output overlap; only the exact in-place layout (in is out's slice of "
            "this rank) is supported");
 }
+
+// A collective that finished when it was issued.
+class DoneWork : public Work {
+ public:
+  void wait() override {}
+  bool test() override { return true; }
+};
+
 }  // namespace
+
+// What a collective of one rank amounts to: its identity, a copy at most.
+void Communicator::run_alone(const Request& r) {
+  switch (r.kind) {
+    case Collective::kAllGather:
+    case Collective::kReduceScatter:  // the sum or mean of one contribution is itself
+    case Collective::kScatter:
+      if (r.out.data_ptr() != r.in.data_ptr()) r.out.reshape({-1}).copy_(r.in.reshape({-1}));
+      break;
+    case Collective::kAllGatherBytes:
+      r.bytes_out->assign(1, *r.bytes_in);
+      break;
+    default:  // all_reduce, broadcast and barrier leave one rank's tensor as it is
+      break;
+  }
+}
 
 std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& in, bool async) {
   check_tensor(out, "all_gather out", device());
@@ -267,6 +291,13 @@ std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
   req.seq = seq_++;
   req.blocking = !async;
   check_healthy(req);
+  if (size_ == 1) {
+    // One rank: done here, on the caller's thread (and for GPU tensors on its compute
+    // stream), so it needs no communication thread and no host wait, and issue order
+    // holds because every request of this communicator runs here.
+    run_alone(req);
+    return std::make_shared<DoneWork>();
+  }
   std::shared_ptr<Work> w = submit(std::move(req));
   if (!async) w->wait();
   return w;

@@ -173,6 +173,8 @@ class Communicator {
 
  private:
   std::shared_ptr<Work> issue(Request req, bool async);
+  /// Runs a request of a one-rank communicator in place (see issue()).
+  static void run_alone(const Request& req);
   void count(Collective c, int64_t bytes);
 
   int rank_;

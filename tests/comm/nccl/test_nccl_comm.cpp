@@ -77,7 +77,10 @@ TEST(NcclComm, LaunchPicksNcclForCuda) {
 // no host wait in between. A slow GEMM (f32, TF32 off: milliseconds on any GPU) writes
 // the input just before the collective is issued, so a collective that did not wait
 // would read a half-written matrix, and a reader that did not wait would copy a
-// half-filled output.
+// half-filled output. (At one rank a communicator runs every collective in place on the
+// compute stream, so the NCCL stream's events are exercised with mpirun -np <GPUs> on a
+// machine with several GPUs; one rank checks the same results and the same absence of
+// host waits.)
 TEST(NcclComm, CollectivesAreOrderedAgainstTheComputeStream) {
   SKIP_WITHOUT_GPU();
   auto c = make_comm();
@@ -98,7 +101,14 @@ TEST(NcclComm, CollectivesAreOrderedAgainstTheComputeStream) {
   Tensor summed = matmul(a, a);
   c->all_reduce(summed, comm::ReduceOp::kSum, /*async=*/true)->wait();
   Tensor summed_copy = mul(summed, 1.0);
-  EXPECT_EQ((work_counts() - before).syncs, 0) << "the host waited inside the sequence";
+  // One rank runs the collectives in place: no host wait at all. With several ranks
+  // Work::wait() still polls the collective's event on the host (its deadline and NCCL's
+  // errors are checked there), one counted wait per collective at most.
+  const int64_t syncs = (work_counts() - before).syncs;
+  if (size == 1)
+    EXPECT_EQ(syncs, 0) << "the host waited inside the sequence";
+  else
+    EXPECT_LE(syncs, 2);
 
   const Tensor got = gathered_copy.to(Device::cpu()).reshape({size, n, n});
   for (int r = 0; r < size; ++r)

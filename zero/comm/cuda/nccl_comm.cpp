@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/cuda/check.h"
+#include "core/work_counts.h"
 #include "zero/comm/executor.h"
 
 namespace zt::comm {
@@ -100,6 +101,9 @@ class NcclWork : public Work {
     cuda::DeviceGuard g(comm_->device_);
     cuda::stream_wait_event(cuda::current_stream(comm_->device_), done_);
     const Deadline deadline = std::chrono::steady_clock::now() + comm_->timeout();
+    // The host polls the event until the collective is done (its deadline and NCCL's
+    // asynchronous errors are checked here): a host wait, counted as one.
+    if (!done_.query()) ++::zt::detail::thread_work_counts().syncs;
     for (int polls = 0; !done_.query(); ++polls) {
       ncclResult_t async = ncclSuccess;
       if (comm_->nccl_) NCCL_CHECK(ncclCommGetAsyncError(comm_->nccl_, &async));
