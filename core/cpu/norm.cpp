@@ -321,7 +321,8 @@ constexpr int64_t kLayerNormRowBlock = 32;
 
 // y = ((x - m) rs) w + b in A, rounded once to T; w, b may be null.
 template <typename T, typename A>
-void layer_norm_row(T* y, const T* x, const T* w, const T* b, int64_t D, A m, A rs) {
+void layer_norm_row(T* __restrict y, const T* __restrict x, const T* __restrict w,
+                    const T* __restrict b, int64_t D, A m, A rs) {
   if (w && b) {
     for (int64_t j = 0; j < D; ++j)
       y[j] = static_cast<T>((static_cast<A>(x[j]) - m) * rs * static_cast<A>(w[j]) +
@@ -335,6 +336,34 @@ void layer_norm_row(T* y, const T* x, const T* w, const T* b, int64_t D, A m, A 
   } else {
     for (int64_t j = 0; j < D; ++j) y[j] = static_cast<T>((static_cast<A>(x[j]) - m) * rs);
   }
+}
+
+// One row of layer_norm_backward. xhat and g are scratch rows; sw, sb (the row block's
+// sums of dy xhat and dy) and dx may be null (not wanted). With g = dy w:
+//   dx = rs (g - mean(g) - xhat mean(g xhat)).
+// The pointers are restrict so the loops vectorize when T is A (f32, f64).
+template <typename T, typename A>
+void layer_norm_row_backward(T* __restrict dx, double* __restrict sw, double* __restrict sb,
+                             const T* __restrict dy, const T* __restrict x, const T* __restrict w,
+                             A* __restrict xhat, A* __restrict g, int64_t D, A m, A rs, A inv_d) {
+  for (int64_t j = 0; j < D; ++j) xhat[j] = (static_cast<A>(x[j]) - m) * rs;
+  if (sw) {
+    for (int64_t j = 0; j < D; ++j) {
+      const double d = static_cast<double>(dy[j]);
+      sw[j] += d * static_cast<double>(xhat[j]);
+      sb[j] += d;
+    }
+  }
+  if (!dx) return;
+  if (w) {
+    for (int64_t j = 0; j < D; ++j) g[j] = static_cast<A>(dy[j]) * static_cast<A>(w[j]);
+  } else {
+    for (int64_t j = 0; j < D; ++j) g[j] = static_cast<A>(dy[j]);
+  }
+  double sg = 0, sgx = 0;
+  pair_sums(g, xhat, D, sg, sgx);
+  const A c3 = -static_cast<A>(sg) * inv_d, c2 = -static_cast<A>(sgx) * inv_d;
+  for (int64_t j = 0; j < D; ++j) dx[j] = static_cast<T>((g[j] + c3 + xhat[j] * c2) * rs);
 }
 
 }  // namespace
@@ -391,43 +420,28 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       for (int64_t blk = b0; blk < b1; ++blk) {
         const int64_t r_end = std::min(rows, (blk + 1) * kLayerNormRowBlock);
         for (int64_t r = blk * kLayerNormRowBlock; r < r_end; ++r) {
-          const T* xr = px + r * D;
-          const T* gr = pdy + r * D;
-          const A m = pm[r], rs = pr[r];
-          for (int64_t j = 0; j < D; ++j) xhat[j] = (static_cast<A>(xr[j]) - m) * rs;
-          if (params) {
-            double* sw = part_w.data() + blk * D;
-            double* sb = part_b.data() + blk * D;
-            for (int64_t j = 0; j < D; ++j) {
-              const double d = static_cast<double>(gr[j]);
-              sw[j] += d * static_cast<double>(xhat[j]);
-              sb[j] += d;
-            }
-          }
-          if (!pdx) continue;
-          // With g = dy w: dx = rs (g - mean(g) - xhat mean(g xhat)).
-          for (int64_t j = 0; j < D; ++j)
-            g[j] = pw ? static_cast<A>(gr[j]) * static_cast<A>(pw[j]) : static_cast<A>(gr[j]);
-          double sg = 0, sgx = 0;
-          pair_sums(g.data(), xhat.data(), D, sg, sgx);
-          const A c3 = -static_cast<A>(sg) * inv_d, c2 = -static_cast<A>(sgx) * inv_d;
-          T* o = pdx + r * D;
-          for (int64_t j = 0; j < D; ++j) o[j] = static_cast<T>((g[j] + c3 + xhat[j] * c2) * rs);
+          layer_norm_row_backward(pdx ? pdx + r * D : nullptr,
+                                  params ? part_w.data() + blk * D : nullptr,
+                                  params ? part_b.data() + blk * D : nullptr, pdy + r * D,
+                                  px + r * D, pw, xhat.data(), g.data(), D, pm[r], pr[r], inv_d);
         }
       }
     });
     if (!params) return;
     T* pdw = mut_ptr_or_null<T>(dweight);
     T* pdb = mut_ptr_or_null<T>(dbias);
+    // Each column's partial sums in block order (blocks outer so the reads are rows).
     parallel_for(D, grain_for(blocks), [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        double w = 0, b = 0;
-        for (int64_t blk = 0; blk < blocks; ++blk) {
-          w += part_w[blk * D + j];
-          b += part_b[blk * D + j];
+      std::vector<double> w(static_cast<size_t>(j1 - j0)), b(static_cast<size_t>(j1 - j0));
+      for (int64_t blk = 0; blk < blocks; ++blk) {
+        for (int64_t j = j0; j < j1; ++j) {
+          w[j - j0] += part_w[blk * D + j];
+          b[j - j0] += part_b[blk * D + j];
         }
-        if (pdw) pdw[j] = static_cast<T>(w);
-        if (pdb) pdb[j] = static_cast<T>(b);
+      }
+      for (int64_t j = j0; j < j1; ++j) {
+        if (pdw) pdw[j] = static_cast<T>(w[j - j0]);
+        if (pdb) pdb[j] = static_cast<T>(b[j - j0]);
       }
     });
   });
