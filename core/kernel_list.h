@@ -67,8 +67,9 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 
 // ---------------------------------------------------------------- normalization
 // cpu/norm.cpp, cuda/norm.cu. Legend: N batch, C channels, S spatial elements per
-// channel, G groups. Tensors contiguous, f32 or f64; statistics (mean, rstd) have the
-// dtype of x. Sums accumulate in double; results do not depend on the thread count.
+// channel, G groups. Tensors contiguous, f32 or f64 (LayerNorm: also bf16 and f16);
+// GroupNorm and BatchNorm statistics (mean, rstd) have the dtype of x. Sums accumulate
+// in double (LayerNorm on CUDA: f32 or f64); results do not depend on the thread count.
 
 /// y, x (N, C, S); weight, bias (C) or undefined; mean, rstd (N, G) written.
 /// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements.
@@ -92,6 +93,23 @@ void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, co
 void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                          const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, int64_t N, int64_t C, int64_t S, bool training);
+/// LayerNorm over rows: x, y (rows, D) contiguous, f32, f64, bf16 or f16; weight, bias
+/// (D) of x's dtype or undefined; mean, rstd (rows) written in f32 (f64 for f64 x), rstd
+/// = 1 / sqrt(biased var + eps). y = (x - mean) rstd weight + bias is computed in f32 (f64
+/// for f64) and rounded once to x's dtype. Each row is reduced in a fixed order (CPU: in
+/// double, shifted by the row's first element; CUDA: two passes in f32 or f64, one block
+/// per row), so results do not depend on the thread count.
+void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
+                        const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D,
+                        double eps);
+/// Backward of layer_norm_forward: dy, x (rows, D) in x's dtype; mean, rstd from the
+/// forward; weight (D) or undefined. Writes each defined output: dx (rows, D) in x's
+/// dtype, dweight and dbias (D) in weight's dtype (x's when weight is undefined), summed
+/// over rows in fixed blocks of rows whose partial sums are added in block order (no
+/// atomics): the same bits whatever the thread count, run after run.
+void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
+                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, int64_t rows, int64_t D);
 
 // ---------------------------------------------------------------- softmax and cross-entropy
 // cpu/softmax.cpp, cuda/softmax.cu. Legend: (R, L, I) a tensor viewed as the rows

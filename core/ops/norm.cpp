@@ -1,10 +1,9 @@
 // Normalization ops: argument checks, fused kernels (core/kernels.h: core/cpu/norm.cpp
 // and core/cuda/norm.cu, chosen by the input's device) and their autograd records.
-// GroupNorm and BatchNorm have fused forward and backward kernels; LayerNorm reuses the
-// GroupNorm kernel (one group per row) and applies its elementwise affine with
-// broadcasting ops; RMSNorm is composed.
+// GroupNorm, BatchNorm and LayerNorm have fused forward and backward kernels (LayerNorm's
+// include the elementwise affine and read bf16/f16 directly); RMSNorm is composed.
 // Legend: N batch, C channels, S spatial elements (product of *), G groups.
-// bf16/f16 inputs are normalized in f32 and cast back.
+// GroupNorm and BatchNorm normalize bf16/f16 inputs in f32 and cast back.
 #include "core/ops/norm.h"
 
 #include "core/autograd.h"
@@ -172,12 +171,32 @@ int64_t norm_rows(const char* op, const Tensor& x, const Shape& normalized_shape
 
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps) {
-  int64_t rows = norm_rows("layer_norm", x, normalized_shape, weight, bias);
-  int64_t d = shape_numel(normalized_shape);
-  // One group per row: (rows, 1, D) through the fused GroupNorm kernel.
-  Tensor y = group_norm(x.reshape({rows, 1, d}), 1, Tensor(), Tensor(), eps).reshape(x.sizes());
-  if (weight.defined()) y = mul(y, weight);
-  if (bias.defined()) y = add(y, bias);
+  const int64_t rows = norm_rows("layer_norm", x, normalized_shape, weight, bias);
+  const int64_t d = shape_numel(normalized_shape);
+  ZT_CHECK(is_floating(x.dtype()), "layer_norm: expected a floating input, got ",
+           dtype_name(x.dtype()));
+  // Statistics in f32 (f64 for f64 inputs), whatever the input's precision.
+  const DType stat = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor xc = x.detach().contiguous();
+  Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
+  Tensor mean = Tensor::empty({rows}, stat, x.device());
+  Tensor rstd = Tensor::empty({rows}, stat, x.device());
+  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
+  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  ZT_DISPATCH(x.device(), layer_norm_forward, y, mean, rstd, xc, w, b, rows, d, eps);
+  if (autograd::needs_grad({x, weight, bias})) {
+    bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
+    // As in group_norm, the weight itself is saved (a ZeRO engine may re-gather it).
+    autograd::record("layer_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
+      Tensor dy = g[0].to(xc.dtype()).contiguous();
+      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+      Tensor dw = gw ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
+      Tensor db = gb ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
+      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+      ZT_DISPATCH(xc.device(), layer_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, rows, d);
+      return std::vector<Tensor>{dx, dw, db};
+    });
+  }
   return y;
 }
 

@@ -16,7 +16,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps);
 
-/// x (..., D) normalized over the last dims given by `normalized_shape`.
+/// x (..., D) normalized over the last dims given by `normalized_shape`, then
+/// weight * xhat + bias (each optional, shaped `normalized_shape`, x's dtype). One fused
+/// kernel each way; bf16/f16 inputs are normalized in f32 and rounded once.
 Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight,
                   const Tensor& bias, double eps = 1e-5);
 /// x (..., D): x / sqrt(mean(x^2) + eps) * weight.

@@ -1,0 +1,76 @@
+// The fused LayerNorm kernels on the GPU against their CPU twins (core/cpu/norm.cpp):
+// output and the input, weight and bias gradients of the public op, forward and backward
+// on both devices with the same inputs and upstream gradient; and two GPU runs giving the
+// same bits (the parameter gradients are reduced in fixed blocks of rows, no atomics).
+// Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
+//   f32: rtol 1e-4, atol 1e-4 (the GPU sums the statistics in f32 in two passes, the CPU
+//        in double in one shifted pass; dweight/dbias are sums over up to 300 rows);
+//   bf16: rtol 1e-2, atol 2e-2 (f32 arithmetic on both sides, then one bf16 rounding,
+//        which may land one bf16 ulp = 2^-8 apart; atol for entries near zero).
+// Without a GPU every test skips and says why.
+#include <string>
+
+#include "cuda/cuda_compare.h"
+
+using namespace zt;
+using zt::cuda_test::Fn;
+using zt::cuda_test::normal_cpu;
+using zt::cuda_test::run_on;
+using zt::cuda_test::runs_match;
+
+namespace {
+
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+struct Case {
+  int64_t rows, D;
+  bool affine;
+};
+
+// Rows of a GPT-2-small width, D not a multiple of a warp, one row, many blocks of rows
+// (and more columns than one block has threads), a row longer than 8 per thread.
+const Case kCases[] = {{64, 768, true},   {3, 37, true},   {1, 19, false},
+                       {300, 1000, true}, {5, 4096, true}, {9, 100, false}};
+
+Fn layer_norm_fn(int64_t D, bool affine) {
+  return [D, affine](const std::vector<Tensor>& in) {
+    return affine ? layer_norm(in[0], {D}, in[1], in[2])
+                  : layer_norm(in[0], {D}, Tensor(), Tensor());
+  };
+}
+
+std::vector<Tensor> inputs(const Case& c, DType dt, uint64_t seed) {
+  Tensor x = add(normal_cpu({c.rows, c.D}, seed), 0.5).to(dt);
+  if (!c.affine) return {x};
+  return {x, add(normal_cpu({c.D}, seed + 1), 1.0).to(dt), normal_cpu({c.D}, seed + 2, dt)};
+}
+
+}  // namespace
+
+TEST(CudaLayerNorm, MatchesCpuF32AndBf16) {
+  ZT_SKIP_WITHOUT_GPU();
+  uint64_t seed = 700;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    const double rtol = dt == DType::f32 ? 1e-4 : 1e-2, atol = dt == DType::f32 ? 1e-4 : 2e-2;
+    for (const Case& c : kCases) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " rows " + std::to_string(c.rows) + " D " +
+                   std::to_string(c.D) + (c.affine ? " affine" : ""));
+      const std::vector<Tensor> in = inputs(c, dt, seed);
+      seed += 3;
+      const Fn fn = layer_norm_fn(c.D, c.affine);
+      EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), rtol, atol));
+    }
+  }
+}
+
+TEST(CudaLayerNorm, RunsAreBitwiseReproducible) {
+  ZT_SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Case c{300, 1000, true};
+    const std::vector<Tensor> in = inputs(c, dt, 800);
+    const Fn fn = layer_norm_fn(c.D, c.affine);
+    EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kGpu, fn, in), 0, 0));
+  }
+}
