@@ -24,7 +24,8 @@ void fill(const Tensor& dst, double value);
 void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner);
 
 // ---------------------------------------------------------------- matrix multiply
-// cpu/gemm.cpp (BLAS), cuda/gemm.cpp (cuBLAS), cuda/gemm_lt.cpp (cuBLASLt: gemm_epilogue).
+// cpu/gemm.cpp (BLAS), cuda/gemm.cpp (cuBLAS), cuda/gemm_lt.cpp (cuBLASLt: gemm_epilogue)
+// and cuda/gemm_epilogue.cu (gemm_epilogue_backward).
 
 /// C = alpha op(A) op(B) + beta C, row-major with leading dimensions lda, ldb, ldc;
 /// f32, f64, bf16 and f16 (the 16-bit types accumulate in fp32).
@@ -50,6 +51,13 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
 void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a,
                    int64_t lda, const Tensor& b, int64_t ldb, const Tensor& bias, bool gelu,
                    const Tensor& out, const Tensor& aux);
+/// gemm_epilogue's backward through its epilogue, for dy (m, n) contiguous: when gelu,
+/// dpre (m, n) = dy * gelu_tanh'(aux) (BinaryOp::kGeluTanhGrad's formula), else dpre is
+/// dy itself and not written; dbias (n, undefined: skipped) = the column sums of dpre
+/// (as stored, in out's dtype), accumulated in double in a fixed order: on the CPU the
+/// order of sum_rows (so equal to sum(dpre, {0})), on CUDA row chunks combined in order.
+void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor& aux, bool gelu,
+                            const Tensor& dpre, const Tensor& dbias);
 
 // ---------------------------------------------------------------- random
 // cpu/random.cpp, cuda/random.cu: the same numbers on both devices (core/rng.h).

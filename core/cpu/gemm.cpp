@@ -7,6 +7,7 @@
 // GELU, one pass that stores the pre-activation and the activation.
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/cpu/blas.h"
 #include "core/cpu/loops.h"
@@ -94,6 +95,16 @@ void fill_bias_rows(A* acc, const T* bias, int64_t m, int64_t n) {
   });
 }
 
+// BinaryOp::kGeluTanhGrad's formula (cpu/elementwise.cpp): g * gelu_tanh'(x).
+template <typename A>
+A gelu_tanh_grad(A g, A x) {
+  const A k = A(0.79788456080286535588);
+  A u = k * (x + A(0.044715) * x * x * x);
+  A t = std::tanh(u);
+  A du = k * (A(1) + A(3) * A(0.044715) * x * x);
+  return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
+}
+
 }  // namespace
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
@@ -170,6 +181,46 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
                                     bf.data<float>(), lb, has_bias, gelu, acc.data<float>(), po,
                                     px);
     }
+  });
+}
+
+void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor& aux, bool gelu,
+                            const Tensor& dpre, const Tensor& dbias) {
+  if (n == 0 || (!gelu && !dbias.defined())) return;
+  dispatch_floating(dy.dtype(), "gemm_epilogue_backward", [&]<typename T>() {
+    using A = acc_t<T>;
+    const T* g = dy.data<T>();
+    const T* x = gelu ? aux.data<T>() : nullptr;
+    T* d = gelu ? dpre.data<T>() : nullptr;
+    const T* src = gelu ? d : g;  // the values summed, as stored
+    T* db = dbias.defined() ? dbias.data<T>() : nullptr;
+    // Column blocks over the threads; per column, sum_rows' order: 8 double lanes over
+    // the rows r < m - m % 8 (row r in lane r % 8), the remaining rows into s, then s
+    // plus the lanes in order.
+    constexpr int64_t kLanes = 8;
+    const int64_t full = m - m % kLanes;
+    parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(m, 1)),
+                 [&](int64_t j0, int64_t j1) {
+                   const int64_t w = j1 - j0;
+                   std::vector<double> lanes(db ? kLanes * w : 0, 0.0), tail(db ? w : 0, 0.0);
+                   for (int64_t r = 0; r < m; ++r) {
+                     const int64_t row = r * n;
+                     if (gelu) {
+                       for (int64_t j = j0; j < j1; ++j)
+                         d[row + j] = T(gelu_tanh_grad(A(g[row + j]), A(x[row + j])));
+                     }
+                     if (!db) continue;
+                     double* acc = r < full ? lanes.data() + (r % kLanes) * w : tail.data();
+                     for (int64_t j = j0; j < j1; ++j)
+                       acc[j - j0] += static_cast<double>(src[row + j]);
+                   }
+                   if (!db) return;
+                   for (int64_t j = 0; j < w; ++j) {
+                     double s = tail[j];
+                     for (int64_t l = 0; l < kLanes; ++l) s += lanes[l * w + j];
+                     db[j0 + j] = T(static_cast<A>(s));
+                   }
+                 });
   });
 }
 

@@ -170,15 +170,22 @@ void linear_into(const Tensor& out2, const Tensor& x2, const Tensor& w, const Te
               X.t, X.ld, W.t, W.ld, b, gelu, out2, aux);
 }
 
-// The backward of linear / linear_gelu from dpre (rows, F_out), the gradient of the
-// pre-activation: x, weight and bias gradients as requested.
-std::vector<Tensor> linear_backward(const Tensor& dpre, const Tensor& x, const Tensor& weight,
-                                    bool gx, bool gw, bool gb, const Shape& xs) {
-  const int64_t fin = weight.size(1);
+// The backward of linear (gelu = false) and linear_gelu from the output gradient g
+// (..., F_out): the gradient of the pre-activation and the bias gradient in one
+// gemm_epilogue_backward pass, then the x and weight gradients as requested.
+std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
+                                    const Tensor& pre, bool gelu, bool gx, bool gw, bool gb,
+                                    const Shape& xs) {
+  const int64_t fin = weight.size(1), fout = weight.size(0);
+  Tensor g2 = g.reshape({-1, fout}).contiguous();
+  const int64_t rows = g2.size(0);
+  Tensor dpre = gelu ? Tensor::empty({rows, fout}, g2.dtype(), g2.device()) : g2;
   Tensor dx, dw, db;
+  if (gb) db = Tensor::empty({fout}, g2.dtype(), g2.device());
+  if (gelu || gb)
+    ZT_DISPATCH(g2.device(), gemm_epilogue_backward, rows, fout, g2, pre, gelu, dpre, db);
   if (gx) dx = mm_raw(dpre, weight.detach()).view(xs);
   if (gw) dw = mm_raw(dpre.transpose(0, 1), x.detach().reshape({-1, fin}));
-  if (gb) db = sum(dpre, {0});
   return {dx, dw, db};
 }
 
@@ -208,8 +215,8 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     // Save x and weight themselves (not views): a ZeRO engine re-gathers the weight
     // into the same tensor before backward.
     autograd::record("linear", {x, weight, bias}, {out},
-                     [x, weight, gx, gw, gb, fout, xs](const std::vector<Tensor>& g) {
-                       return linear_backward(g[0].reshape({-1, fout}), x, weight, gx, gw, gb, xs);
+                     [x, weight, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+                       return linear_backward(g[0], x, weight, Tensor(), false, gx, gw, gb, xs);
                      });
   }
   return out;
@@ -233,11 +240,8 @@ Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     bool gb = bias.defined() && bias.requires_grad();
     Shape xs = x.sizes();
     autograd::record("linear_gelu", {x, weight, bias}, {out},
-                     [x, weight, pre, gx, gw, gb, fout, xs](const std::vector<Tensor>& g) {
-                       Tensor g2 = g[0].reshape({-1, fout});
-                       Tensor dpre = Tensor::empty(pre.sizes(), pre.dtype(), pre.device());
-                       ZT_DISPATCH(pre.device(), binary, BinaryOp::kGeluTanhGrad, dpre, g2, pre);
-                       return linear_backward(dpre, x, weight, gx, gw, gb, xs);
+                     [x, weight, pre, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+                       return linear_backward(g[0], x, weight, pre, true, gx, gw, gb, xs);
                      });
   }
   return out;

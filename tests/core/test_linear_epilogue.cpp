@@ -62,6 +62,26 @@ TEST(GemmEpilogue, KernelEqualsGemmBiasThenGelu) {
   }
 }
 
+TEST(GemmEpilogue, BackwardKernelEqualsGeluGradThenColumnSums) {
+  // 37 rows: not a multiple of sum_rows' 8 lanes; the sums must still match it exactly.
+  const int64_t M = 37, N = 13;
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (bool with_gelu : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " gelu=" + std::to_string(with_gelu));
+      Tensor dy = normal_cpu({M, N}, 16, dt), aux = normal_cpu({M, N}, 17, dt);
+      Tensor dpre = Tensor::empty({M, N}, dt), dbias = Tensor::empty({N}, dt);
+      cpu::gemm_epilogue_backward(M, N, dy, aux, with_gelu, dpre, dbias);
+      Tensor want = dy;
+      if (with_gelu) {
+        want = Tensor::empty({M, N}, dt);
+        cpu::binary(BinaryOp::kGeluTanhGrad, want, dy, aux);
+        EXPECT_TRUE(test::all_close(dpre, want, 0, 0));
+      }
+      EXPECT_TRUE(test::all_close(dbias, sum(want, {0}), 0, 0));
+    }
+  }
+}
+
 TEST(GemmEpilogue, LinearGeluMatchesComposedOps) {
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
     for (bool has_bias : {false, true}) {

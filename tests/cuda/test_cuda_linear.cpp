@@ -1,10 +1,10 @@
 // The GEMM with a fused bias / GELU epilogue (cublasLtMatmul with the BIAS and
 // GELU_AUX_BIAS epilogues; gemm plus elementwise kernels for f64 and for GELU with a
-// width that is not a multiple of 8) and linear / linear_gelu forward and backward on the
-// GPU against the CPU. Tolerances: f32 and f64 differ by summation order and tanh's last
-// bits (1e-4 and 1e-10, TF32 off); bf16 by bf16 roundings of the products' inputs and
-// outputs (2^-8 relative), compounded through the backward's products: 5e-2 for values
-// of order 1. Without a GPU every test skips and says why.
+// width that is not a multiple of 8), its backward pass (GELU gradient and bias column
+// sums), and linear / linear_gelu forward and backward on the GPU against the CPU. Tolerances: f32
+// and f64 differ by summation order and tanh's last bits (1e-4 and 1e-10, TF32 off); bf16 by bf16
+// roundings of the products' inputs and outputs (2^-8 relative), compounded through the backward's
+// products: 5e-2 for values of order 1. Without a GPU every test skips and says why.
 #include "cuda/cuda_compare.h"
 
 #ifdef ZT_WITH_CUDA
@@ -69,6 +69,30 @@ TEST(CudaLinear, GemmEpilogueMatchesCpu) {
           }
         }
       }
+    }
+  }
+}
+
+TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  // 1100 rows: three row chunks; 70 columns: a partial column block.
+  const int64_t M = 1100, N = 70;
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    // Sums in double on both devices, in different orders; GELU's tanh may differ in the
+    // last bit, which can flip a bf16 rounding.
+    const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-5 : 1e-10);
+    for (bool gelu : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " gelu=" + std::to_string(gelu));
+      Tensor dy = normal_cpu({M, N}, 16, dt), aux = normal_cpu({M, N}, 17, dt);
+      Tensor cdpre = Tensor::empty({M, N}, dt), cdb = Tensor::empty({N}, dt);
+      cpu::gemm_epilogue_backward(M, N, dy, aux, gelu, cdpre, cdb);
+      Tensor gdy = dy.to(kGpu), gaux = aux.to(kGpu);
+      Tensor gdpre = Tensor::empty({M, N}, dt, kGpu), gdb = Tensor::empty({N}, dt, kGpu);
+      cuda::gemm_epilogue_backward(M, N, gdy, gaux, gelu, gdpre, gdb);
+      if (gelu) {
+        EXPECT_TRUE(test::all_close(gdpre.to(kCpu).to(DType::f64), cdpre.to(DType::f64), tol, tol));
+      }
+      EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), tol, tol));
     }
   }
 }
