@@ -24,7 +24,8 @@ void fill(const Tensor& dst, double value);
 void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner);
 
 // ---------------------------------------------------------------- matrix multiply
-// cpu/gemm.cpp (BLAS), cuda/gemm.cpp (cuBLAS).
+// cpu/gemm.cpp (BLAS), cuda/gemm.cpp (cuBLAS), cuda/gemm_lt.cpp (cuBLASLt: gemm_epilogue)
+// and cuda/gemm_epilogue.cu (gemm_epilogue_backward).
 
 /// C = alpha op(A) op(B) + beta C, row-major with leading dimensions lda, ldb, ldc;
 /// f32, f64, bf16 and f16 (the 16-bit types accumulate in fp32).
@@ -39,6 +40,24 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
                   const Tensor& a, int64_t lda, int64_t stride_a, const Tensor& b, int64_t ldb,
                   int64_t stride_b, double beta, const Tensor& c, int64_t ldc, int64_t stride_c,
                   int64_t batch);
+/// A linear layer's GEMM with its epilogue fused: pre (m, n) = op(A) op(B) + bias, with
+/// bias (n, contiguous) broadcast over the rows (undefined: none); then out = pre, or,
+/// when gelu, out = the tanh-approximation GELU of pre (UnaryOp::kGeluTanh's formula)
+/// and aux = pre, which the backward needs (aux undefined when not gelu). A and B are row-major
+/// with leading dimensions lda, ldb as in gemm; out and aux are contiguous (m, n); k > 0. f32, f64,
+/// bf16 and f16; the 16-bit types accumulate, add the bias and apply GELU in fp32 and round once
+/// (aux too). CUDA runs one cublasLtMatmul (BIAS or GELU_AUX_BIAS epilogue) where cuBLASLt takes
+/// the problem, else gemm and the elementwise kernels.
+void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, const Tensor& a,
+                   int64_t lda, const Tensor& b, int64_t ldb, const Tensor& bias, bool gelu,
+                   const Tensor& out, const Tensor& aux);
+/// gemm_epilogue's backward through its epilogue, for dy (m, n) contiguous: when gelu,
+/// dpre (m, n) = dy * gelu_tanh'(aux) (BinaryOp::kGeluTanhGrad's formula), else dpre is
+/// dy itself and not written; dbias (n, undefined: skipped) = the column sums of dpre
+/// (as stored, in out's dtype), accumulated in double in a fixed order: on the CPU the
+/// order of sum_rows (so equal to sum(dpre, {0})), on CUDA row chunks combined in order.
+void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor& aux, bool gelu,
+                            const Tensor& dpre, const Tensor& dbias);
 
 // ---------------------------------------------------------------- random
 // cpu/random.cpp, cuda/random.cu: the same numbers on both devices (core/rng.h).

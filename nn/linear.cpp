@@ -30,14 +30,15 @@ void Linear::reset_parameters() {
 std::string Linear::extra_repr() const {
   return "in_features=" + std::to_string(options.in_features()) +
          ", out_features=" + std::to_string(options.out_features()) +
-         ", bias=" + (options.bias() ? "true" : "false");
+         ", bias=" + (options.bias() ? "true" : "false") +
+         (options.gelu_tanh() ? ", gelu_tanh=true" : "");
 }
 
 Tensor Linear::forward(const Tensor& x) {
   ZT_CHECK(x.dim() >= 1 && x.size(-1) == options.in_features(), "Linear(", options.in_features(),
            " -> ", options.out_features(), "): input ", shape_str(x.sizes()), " must end in ",
            options.in_features(), " features");
-  return linear(x, weight, bias);
+  return options.gelu_tanh() ? linear_gelu(x, weight, bias) : linear(x, weight, bias);
 }
 
 std::string Flatten::extra_repr() const {

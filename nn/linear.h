@@ -6,13 +6,16 @@
 
 namespace zt::nn {
 
-/// Options for Linear: LinearOptions(in, out).bias(false).
+/// Options for Linear: LinearOptions(in, out).bias(false); .gelu_tanh(true) applies the
+/// tanh-approximation GELU to the output in the same op (linear_gelu: fused into the
+/// GEMM's epilogue).
 struct LinearOptions {
   LinearOptions(int64_t in_features, int64_t out_features)
       : in_features_(in_features), out_features_(out_features) {}
   ZT_ARG(int64_t, in_features);
   ZT_ARG(int64_t, out_features);
   ZT_ARG(bool, bias) = true;
+  ZT_ARG(bool, gelu_tanh) = false;
 };
 
 /// x (..., F_in) -> (..., F_out). weight (F_out, F_in), bias (F_out); PyTorch's default

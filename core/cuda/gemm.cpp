@@ -55,13 +55,6 @@ cublasHandle_t cublas_handle() {
   return h;
 }
 
-namespace {
-
-// The cuBLAS data and compute types of a non-f64 GEMM in `dt`.
-struct GemmTypes {
-  cudaDataType_t type;
-  cublasComputeType_t compute;
-};
 GemmTypes gemm_types(DType dt, const char* op) {
   switch (dt) {
     case DType::f32:
@@ -74,6 +67,8 @@ GemmTypes gemm_types(DType dt, const char* op) {
       ZT_FAIL(op, " on CUDA supports f32, f64, bf16 and f16, got ", dtype_name(dt));
   }
 }
+
+namespace {
 
 // One call's sizes as cuBLAS's ints (an error names any that does not fit) and its
 // operations.

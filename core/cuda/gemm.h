@@ -5,10 +5,21 @@
 
 #include <cublas_v2.h>
 
+#include "core/dtype.h"
+
 namespace zt::cuda {
 
 /// This thread's cuBLAS handle for the current device, bound to current_stream().
 cublasHandle_t cublas_handle();
+
+/// The cuBLAS data and compute types of a non-f64 GEMM in one dtype.
+struct GemmTypes {
+  cudaDataType_t type;
+  cublasComputeType_t compute;
+};
+/// f32 (CUBLAS_COMPUTE_32F_FAST_TF32 when tf32().matmul), bf16 and f16, the 16-bit
+/// types with fp32 accumulation; any other dtype is an error naming `op`.
+GemmTypes gemm_types(DType dt, const char* op);
 
 /// f32 GEMMs use TF32 tensor cores when tf32().matmul is set (core/device.h): about 1e-3
 /// relative error, much faster. Off by default, so f32 matmuls match the CPU to float

@@ -1,7 +1,9 @@
-// matmul / bmm / linear on top of one GEMM entry point (BLAS on CPU, cuBLAS on GPU).
+// matmul / bmm on top of one GEMM entry point (BLAS on CPU, cuBLAS on GPU); linear and
+// linear_gelu on the GEMM with a fused bias / GELU epilogue (cuBLASLt on GPU).
 #include "core/ops/linalg.h"
 
 #include "core/autograd.h"
+#include "core/kernels.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 
@@ -145,26 +147,62 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   return bmm(a3, b3).reshape(so);
 }
 
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  detail::check_same("linear", {x, weight, bias});
-  ZT_CHECK(weight.dim() == 2, "linear: weight must be (out, in), got ", shape_str(weight.sizes()));
-  int64_t fin = weight.size(1), fout = weight.size(0);
-  ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, "linear: input ", shape_str(x.sizes()),
+namespace {
+
+// The checks shared by linear and linear_gelu; errors name `op`.
+void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  detail::check_same(op, {x, weight, bias});
+  ZT_CHECK(weight.dim() == 2, op, ": weight must be (out, in), got ", shape_str(weight.sizes()));
+  const int64_t fin = weight.size(1), fout = weight.size(0);
+  ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, op, ": input ", shape_str(x.sizes()),
            " does not end in in_features = ", fin);
-  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == fout), "linear: bias ",
+  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == fout), op, ": bias ",
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", fout, ")");
+}
+
+// out2 (rows, F_out) = x2 (rows, F_in) @ w^T + bias, then, when gelu, aux = that and
+// out2 = gelu_tanh(aux): one gemm_epilogue call. F_in > 0; no autograd.
+void linear_into(const Tensor& out2, const Tensor& x2, const Tensor& w, const Tensor& bias,
+                 bool gelu, const Tensor& aux) {
+  GemmOperand X = as_gemm_operand(x2), W = as_gemm_operand(w.transpose(0, 1));
+  Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  ZT_DISPATCH(out2.device(), gemm_epilogue, X.trans, W.trans, x2.size(0), w.size(0), x2.size(1),
+              X.t, X.ld, W.t, W.ld, b, gelu, out2, aux);
+}
+
+// The backward of linear (gelu = false) and linear_gelu from the output gradient g
+// (..., F_out): the gradient of the pre-activation and the bias gradient in one
+// gemm_epilogue_backward pass, then the x and weight gradients as requested.
+std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
+                                    const Tensor& pre, bool gelu, bool gx, bool gw, bool gb,
+                                    const Shape& xs) {
+  const int64_t fin = weight.size(1), fout = weight.size(0);
+  Tensor g2 = g.reshape({-1, fout}).contiguous();
+  const int64_t rows = g2.size(0);
+  Tensor dpre = gelu ? Tensor::empty({rows, fout}, g2.dtype(), g2.device()) : g2;
+  Tensor dx, dw, db;
+  if (gb) db = Tensor::empty({fout}, g2.dtype(), g2.device());
+  if (gelu || gb)
+    ZT_DISPATCH(g2.device(), gemm_epilogue_backward, rows, fout, g2, pre, gelu, dpre, db);
+  if (gx) dx = mm_raw(dpre, weight.detach()).view(xs);
+  if (gw) dw = mm_raw(dpre.transpose(0, 1), x.detach().reshape({-1, fin}));
+  return {dx, dw, db};
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear("linear", x, weight, bias);
+  const int64_t fin = weight.size(1), fout = weight.size(0);
   Tensor x2 = x.detach().reshape({-1, fin});
-  int64_t rows = x2.size(0);
+  const int64_t rows = x2.size(0);
   Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
-  Tensor w = weight.detach();
-  double beta = 0.0;
-  if (bias.defined()) {
-    out2.copy_(bias.detach().expand({rows, fout}));
-    beta = 1.0;
-  }
   if (fin > 0) {
-    mm_into(out2, x2, w.transpose(0, 1), beta);
-  } else if (!bias.defined()) {
+    linear_into(out2, x2, weight.detach(), bias.defined() ? bias.detach() : Tensor(), false,
+                Tensor());
+  } else if (bias.defined()) {
+    out2.copy_(bias.detach().expand({rows, fout}));
+  } else {
     out2.zero_();
   }
   Shape os = x.sizes();
@@ -177,13 +215,33 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     // Save x and weight themselves (not views): a ZeRO engine re-gathers the weight
     // into the same tensor before backward.
     autograd::record("linear", {x, weight, bias}, {out},
-                     [x, weight, gx, gw, gb, fin, fout, xs](const std::vector<Tensor>& g) {
-                       Tensor g2 = g[0].reshape({-1, fout});
-                       Tensor dx, dw, db;
-                       if (gx) dx = mm_raw(g2, weight.detach()).view(xs);
-                       if (gw) dw = mm_raw(g2.transpose(0, 1), x.detach().reshape({-1, fin}));
-                       if (gb) db = sum(g2, {0});
-                       return std::vector<Tensor>{dx, dw, db};
+                     [x, weight, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+                       return linear_backward(g[0], x, weight, Tensor(), false, gx, gw, gb, xs);
+                     });
+  }
+  return out;
+}
+
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  check_linear("linear_gelu", x, weight, bias);
+  const int64_t fin = weight.size(1), fout = weight.size(0);
+  ZT_CHECK(fin > 0, "linear_gelu: weight ", shape_str(weight.sizes()),
+           " has no input features; use at least one");
+  Tensor x2 = x.detach().reshape({-1, fin});
+  const int64_t rows = x2.size(0);
+  Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
+  Tensor pre = Tensor::empty({rows, fout}, x.dtype(), x.device());  // GELU's input
+  linear_into(out2, x2, weight.detach(), bias.defined() ? bias.detach() : Tensor(), true, pre);
+  Shape os = x.sizes();
+  os.back() = fout;
+  Tensor out = out2.view(os);
+  if (autograd::needs_grad({x, weight, bias})) {
+    bool gx = x.requires_grad(), gw = weight.requires_grad();
+    bool gb = bias.defined() && bias.requires_grad();
+    Shape xs = x.sizes();
+    autograd::record("linear_gelu", {x, weight, bias}, {out},
+                     [x, weight, pre, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+                       return linear_backward(g[0], x, weight, pre, true, gx, gw, gb, xs);
                      });
   }
   return out;

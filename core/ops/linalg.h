@@ -13,6 +13,11 @@ Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor bmm(const Tensor& a, const Tensor& b);
 /// x (..., F_in), weight (F_out, F_in), bias (F_out) or undefined -> (..., F_out).
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+/// gelu(linear(x, weight, bias), tanh_approx = true) as one op: the bias and the GELU
+/// run in the GEMM's epilogue (cuBLASLt on CUDA) and the backward is one autograd node
+/// that keeps the pre-activation (..., F_out). 16-bit dtypes apply GELU to the fp32
+/// accumulator, so they differ from the composed ops by one bf16/f16 rounding.
+Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
 /// Raw GEMM on contiguous row-major buffers: C = alpha * op(A) @ op(B) + beta * C.
 /// A is (M, K) after op, B (K, N), C (M, N). dtype f32 or f64; device from the tensors.

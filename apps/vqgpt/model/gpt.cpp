@@ -13,13 +13,15 @@ int64_t GptSpec::count_parameters() const {
 }
 
 GptMlp::GptMlp(int64_t n_embd, double dropout) : UnaryModule("GptMlp") {
-  fc = register_module("fc", std::make_shared<nn::Linear>(n_embd, 4 * n_embd));
+  // fc applies the tanh GELU itself (one fused op; same parameters as a plain Linear).
+  fc = register_module(
+      "fc", std::make_shared<nn::Linear>(nn::LinearOptions(n_embd, 4 * n_embd).gelu_tanh(true)));
   proj = register_module("proj", std::make_shared<nn::Linear>(4 * n_embd, n_embd));
   drop = register_module("drop", std::make_shared<nn::Dropout>(dropout));
 }
 
 Tensor GptMlp::forward(const Tensor& x) {
-  return (*drop)((*proj)(gelu((*fc)(x), /*tanh_approx=*/true)));
+  return (*drop)((*proj)((*fc)(x)));
 }
 
 GptBlock::GptBlock(const GptSpec& s) : UnaryModule("GptBlock") {

@@ -1,0 +1,121 @@
+// cuda::gemm_epilogue_backward: the GELU gradient through the epilogue and the bias
+// gradient (column sums) in one pass over dy, deterministic without atomics. Blocks of
+// 32 columns x 8 row lanes walk one chunk of rows each, in double, and write one partial
+// sum per chunk and column; a second kernel adds a column's chunk partials in order. The
+// CPU kernel (core/cpu/gemm.cpp) is the specification: the same GELU-gradient formula in
+// the same accumulation type, the same double sums in another order.
+#include "core/cuda/loops.cuh"
+#include "core/kernels.h"
+
+namespace zt::cuda {
+
+namespace {
+
+constexpr int kCols = 32;            // columns per block (one warp across)
+constexpr int kRowLanes = 8;         // row lanes per block
+constexpr int64_t kChunkRows = 512;  // rows per chunk: a fixed split, whatever the GPU
+
+__device__ __forceinline__ float d_tanh(float x) {
+  return tanhf(x);
+}
+__device__ __forceinline__ double d_tanh(double x) {
+  return tanh(x);
+}
+
+// BinaryOp::kGeluTanhGrad's formula: g * gelu_tanh'(x).
+template <typename A>
+__device__ __forceinline__ A gelu_tanh_grad(A g, A x) {
+  const A k = A(0.79788456080286535588);
+  A u = k * (x + A(0.044715) * x * x * x);
+  A t = d_tanh(u);
+  A du = k * (A(1) + A(3) * A(0.044715) * x * x);
+  return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
+}
+
+// Block (kCols, kRowLanes) over columns [blockIdx.x * kCols, + kCols) and the rows of
+// chunk blockIdx.y: writes dpre (when gelu) and, when partial, the chunk's column sums.
+template <typename T, bool kGelu>
+__global__ void epilogue_backward_kernel(const T* dy, const T* aux, T* dpre, double* partial,
+                                         int64_t m, int64_t n) {
+  using A = acc_t<T>;
+  __shared__ double sums[kRowLanes][kCols + 1];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kChunkRows;
+  const int64_t r1 = m < r0 + kChunkRows ? m : r0 + kChunkRows;
+  double s = 0;
+  if (col < n) {
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+      const int64_t i = r * n + col;
+      T v = dy[i];
+      if constexpr (kGelu) {
+        v = convert<T>(gelu_tanh_grad(convert<A>(dy[i]), convert<A>(aux[i])));
+        dpre[i] = v;
+      }
+      s += convert<double>(v);
+    }
+  }
+  if (partial == nullptr) return;
+  sums[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && col < n) {
+    double t = 0;
+    for (int l = 0; l < kRowLanes; ++l) t += sums[l][threadIdx.x];
+    partial[static_cast<int64_t>(blockIdx.y) * n + col] = t;
+  }
+}
+
+// dbias[col] = the sum of the chunks' partials for col, in chunk order.
+template <typename T>
+__global__ void bias_grad_kernel(const double* partial, T* dbias, int64_t chunks, int64_t n) {
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (col >= n) return;
+  double s = 0;
+  for (int64_t c = 0; c < chunks; ++c) s += partial[c * n + col];
+  dbias[col] = convert<T>(static_cast<acc_t<T>>(s));
+}
+
+}  // namespace
+
+void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor& aux, bool gelu,
+                            const Tensor& dpre, const Tensor& dbias) {
+  check_device("gemm_epilogue_backward", dy.device(), {aux, dpre, dbias});
+  if (n == 0 || (!gelu && !dbias.defined())) return;
+  if (m == 0) {
+    if (dbias.defined()) fill(dbias, 0.0);
+    return;
+  }
+  const int dev = dy.device().index;
+  const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
+  const int64_t col_blocks = (n + kCols - 1) / kCols;
+  ZT_CHECK(chunks <= 65535, "gemm_epilogue_backward: ", m, " rows are too many for one pass");
+  dispatch_device_floating(dy.dtype(), "gemm_epilogue_backward", [&]<typename T>() {
+    DeviceGuard g(dev);
+    cudaStream_t stream = current_stream(dev);
+    Tensor partial;
+    double* pp = nullptr;
+    if (dbias.defined()) {
+      partial = Tensor::empty({chunks, n}, DType::f64, dy.device());
+      pp = static_cast<double*>(partial.data_ptr());
+    }
+    const T* pdy = static_cast<const T*>(dy.data_ptr());
+    dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
+    dim3 block(kCols, kRowLanes);
+    if (gelu) {
+      epilogue_backward_kernel<T, true><<<grid, block, 0, stream>>>(
+          pdy, static_cast<const T*>(aux.data_ptr()), static_cast<T*>(dpre.data_ptr()), pp, m, n);
+    } else {
+      epilogue_backward_kernel<T, false>
+          <<<grid, block, 0, stream>>>(pdy, nullptr, nullptr, pp, m, n);
+    }
+    CUDA_CHECK_LAUNCH();
+    if (pp) {
+      constexpr int kThreads = 256;
+      bias_grad_kernel<T>
+          <<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+              pp, static_cast<T*>(dbias.data_ptr()), chunks, n);
+      CUDA_CHECK_LAUNCH();
+    }
+  });
+}
+
+}  // namespace zt::cuda

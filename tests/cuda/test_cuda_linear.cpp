@@ -1,0 +1,124 @@
+// The GEMM with a fused bias / GELU epilogue (cublasLtMatmul with the BIAS and
+// GELU_AUX_BIAS epilogues; gemm plus elementwise kernels for f64 and for GELU with a
+// width that is not a multiple of 8), its backward pass (GELU gradient and bias column
+// sums), and linear / linear_gelu forward and backward on the GPU against the CPU. Tolerances: f32
+// and f64 differ by summation order and tanh's last bits (1e-4 and 1e-10, TF32 off); bf16 by bf16
+// roundings of the products' inputs and outputs (2^-8 relative), compounded through the backward's
+// products: 5e-2 for values of order 1. Without a GPU every test skips and says why.
+#include "cuda/cuda_compare.h"
+
+#ifdef ZT_WITH_CUDA
+#include "core/kernels.h"
+#endif
+
+using namespace zt;
+using zt::cuda_test::Fn;
+using zt::cuda_test::normal_cpu;
+using zt::cuda_test::run_on;
+using zt::cuda_test::runs_match;
+
+namespace {
+const Device kGpu = Device::cuda(0);
+const Device kCpu = Device::cpu();
+
+double tol_for(DType dt) {
+  return dt == DType::bf16 ? 5e-2 : (dt == DType::f32 ? 1e-4 : 1e-10);
+}
+}  // namespace
+
+#ifdef ZT_WITH_CUDA
+TEST(CudaLinear, GemmEpilogueMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  ASSERT_FALSE(zt::tf32().matmul);
+  const int64_t M = 37, K = 40;
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    for (int64_t N : {24, 13}) {  // 13: GELU takes the composed path (aux ld not 8k)
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          for (bool gelu : {false, true}) {
+            for (bool has_bias : {false, true}) {
+              SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(N) +
+                           " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb) +
+                           " gelu=" + std::to_string(gelu) + " bias=" + std::to_string(has_bias));
+              Tensor a = normal_cpu(ta ? Shape{K, M} : Shape{M, K}, 1, dt);
+              Tensor b = normal_cpu(tb ? Shape{N, K} : Shape{K, N}, 2, dt);
+              Tensor bias = has_bias ? normal_cpu({N}, 3, dt) : Tensor();
+              auto run = [&](Device dev) {
+                Tensor da = a.to(dev), db = b.to(dev);
+                Tensor dbias = has_bias ? bias.to(dev) : Tensor();
+                Tensor out = Tensor::empty({M, N}, dt, dev), aux;
+                if (gelu) aux = Tensor::empty({M, N}, dt, dev);
+                Tensor va = ta ? da.transpose(0, 1) : da, vb = tb ? db.transpose(0, 1) : db;
+                if (dev.is_cuda()) {
+                  cuda::gemm_epilogue(ta, tb, M, N, K, va, da.size(1), vb, db.size(1), dbias, gelu,
+                                      out, aux);
+                } else {
+                  cpu::gemm_epilogue(ta, tb, M, N, K, va, da.size(1), vb, db.size(1), dbias, gelu,
+                                     out, aux);
+                }
+                return std::pair<Tensor, Tensor>{out.to(kCpu), gelu ? aux.to(kCpu) : Tensor()};
+              };
+              auto [gout, gaux] = run(kGpu);
+              auto [cout, caux] = run(kCpu);
+              const double tol = tol_for(dt);
+              EXPECT_TRUE(test::all_close(gout.to(DType::f64), cout.to(DType::f64), tol, tol));
+              if (gelu) {
+                EXPECT_TRUE(test::all_close(gaux.to(DType::f64), caux.to(DType::f64), tol, tol));
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  // 1100 rows: three row chunks; 70 columns: a partial column block.
+  const int64_t M = 1100, N = 70;
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    // Sums in double on both devices, in different orders; GELU's tanh may differ in the
+    // last bit, which can flip a bf16 rounding.
+    const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-5 : 1e-10);
+    for (bool gelu : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " gelu=" + std::to_string(gelu));
+      Tensor dy = normal_cpu({M, N}, 16, dt), aux = normal_cpu({M, N}, 17, dt);
+      Tensor cdpre = Tensor::empty({M, N}, dt), cdb = Tensor::empty({N}, dt);
+      cpu::gemm_epilogue_backward(M, N, dy, aux, gelu, cdpre, cdb);
+      Tensor gdy = dy.to(kGpu), gaux = aux.to(kGpu);
+      Tensor gdpre = Tensor::empty({M, N}, dt, kGpu), gdb = Tensor::empty({N}, dt, kGpu);
+      cuda::gemm_epilogue_backward(M, N, gdy, gaux, gelu, gdpre, gdb);
+      if (gelu) {
+        EXPECT_TRUE(test::all_close(gdpre.to(kCpu).to(DType::f64), cdpre.to(DType::f64), tol, tol));
+      }
+      EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), tol, tol));
+    }
+  }
+}
+#endif
+
+TEST(CudaLinear, LinearAndLinearGeluForwardBackwardMatchCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  ASSERT_FALSE(zt::tf32().matmul);
+  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    for (bool has_bias : {false, true}) {
+      for (int64_t fout : {64, 13}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " bias=" + std::to_string(has_bias) +
+                     " F_out=" + std::to_string(fout));
+        std::vector<Tensor> in{normal_cpu({3, 17, 48}, 4, dt), normal_cpu({fout, 48}, 5, dt)};
+        if (has_bias) in.push_back(normal_cpu({fout}, 6, dt));
+        auto bias_of = [has_bias](const std::vector<Tensor>& v) {
+          return has_bias ? v[2] : Tensor();
+        };
+        Fn fused = [&](const std::vector<Tensor>& v) {
+          return linear_gelu(v[0], v[1], bias_of(v));
+        };
+        Fn plain = [&](const std::vector<Tensor>& v) { return linear(v[0], v[1], bias_of(v)); };
+        const double tol = tol_for(dt);
+        EXPECT_TRUE(runs_match(run_on(kGpu, fused, in), run_on(kCpu, fused, in), tol, tol));
+        EXPECT_TRUE(runs_match(run_on(kGpu, plain, in), run_on(kCpu, plain, in), tol, tol));
+      }
+    }
+  }
+}
