@@ -80,7 +80,7 @@ void scale_grads(const std::vector<Tensor>& grads, double scale) {
 void scale_grads(const std::vector<Tensor>& grads, const Tensor& scale) {
   ZT_CHECK(scale.numel() == 1, "scale_grads: the scale must have one element, got ",
            shape_str(scale.sizes()));
-  if (scale.device().is_cpu() && scale.contiguous().data<double>()[0] == 1.0) return;
+  if (scale.device().is_cpu() && scale.to(DType::f64).contiguous().data<double>()[0] == 1.0) return;
   Tensor cast;  // the scale in the dtype of the gradient before (usually all one dtype)
   for (const Tensor& g : grads) {
     if (!g.defined()) continue;
