@@ -78,9 +78,10 @@ const char* tf32_name() {
   return p.matmul ? "all" : (p.conv ? "conv" : "none");
 }
 
-// Times `steps` steps (after one warm-up) on `comm`'s rank and prints the results.
-int time_steps(zt::comm::Communicator& comm, zt::Device device, int batch, int steps, int threads,
-               bool modules, bool zero_engine) {
+// Times `steps` steps (after one warm-up) and prints the results: plain AdamW on the
+// calling thread (comm null), or through a ZeRO-3 engine on comm's rank.
+int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int steps, int threads,
+               bool modules) {
   zt::set_num_threads(threads);  // a rank's thread starts with its own count
   zt::manual_seed(6);
   auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
@@ -89,10 +90,10 @@ int time_steps(zt::comm::Communicator& comm, zt::Device device, int batch, int s
   // The update: plain AdamW on the module, or a ZeRO-3 engine (same AdamW settings).
   std::unique_ptr<zt::optim::AdamW> opt;
   std::unique_ptr<zt::zero::Engine> engine;
-  if (zero_engine) {
-    zt::zero::partition(model, comm);
+  if (comm) {
+    zt::zero::partition(model, *comm);
     engine = std::make_unique<zt::zero::Engine>(
-        model_ptr, comm, zt::zero::Config{},
+        model_ptr, *comm, zt::zero::Config{},
         zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
   } else {
     opt = std::make_unique<zt::optim::AdamW>(model.named_parameters(),
@@ -181,9 +182,10 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");
     return 1;
   }
+  if (!zero_engine) return time_steps(nullptr, device, batch, steps, threads, modules);
   int rc = 0;
   zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) {
-    rc = time_steps(comm, device, batch, steps, threads, modules, zero_engine);
+    rc = time_steps(&comm, device, batch, steps, threads, modules);
   });
   return rc;
 }
