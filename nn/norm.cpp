@@ -65,9 +65,16 @@ Tensor BatchNorm::forward(const Tensor& x) {
   double factor = 0.0;
   if (is_training() && track) {
     autograd::NoGradGuard ng;
-    double n = num_batches_tracked.item() + 1;
-    num_batches_tracked.fill_(n);
-    factor = options.momentum() ? *options.momentum() : 1.0 / n;
+    if (options.momentum()) {
+      // Counted where the counter lives (exact in f64): reading it back would make every
+      // training forward on a GPU wait for the device.
+      num_batches_tracked.copy_(add(num_batches_tracked.to(DType::f64), 1.0));
+      factor = *options.momentum();
+    } else {  // a cumulative average weighs this batch by 1 / count: read the count
+      const double n = num_batches_tracked.item() + 1;
+      num_batches_tracked.fill_(n);
+      factor = 1.0 / n;
+    }
   }
   if (batch_stats && stats_reducer) return forward_reduced(x, factor);
   const bool update = is_training() && track;

@@ -8,13 +8,15 @@
 // (core/ops/conv.cpp) pads the input explicitly first when the back pads would change
 // the output size, so here a front pad p always means p on both sides.
 //
-// Algorithms: cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per
-// geometry; the ranked results that succeeded and need at most kMaxWorkspace bytes are
-// tried in order, deterministic ones (bitwise reproducible, as the CPU is) first, and
-// one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
-// unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
-// and fall back to an f32 computation when cuDNN runs none of its engines for them.
+// Descriptors are made once per geometry and thread and reused. Algorithms:
+// cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per geometry; the ranked
+// results that succeeded and need at most kMaxWorkspace bytes are tried in order, deterministic
+// ones (bitwise reproducible, as the CPU is) first, and one that cuDNN refuses at run time is
+// dropped. f32 runs in exact fp32 (FMA math) unless set_tf32({.conv = true}) (core/device.h);
+// bf16/f16 use tensor cores with fp32 accumulation and fall back to an f32 computation when cuDNN
+// runs none of its engines for them.
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 
@@ -77,6 +79,7 @@ struct ConvDescs {
   FilterDescriptor w;
   ConvolutionDescriptor conv;
   bool exact_f32;  // f32 without TF32: only FMA algorithms
+  DType dtype;
 
   ConvDescs(const ConvGeometry& g, DType dt)
       : x(dt, dims(g, g.n, g.c, g.d, g.h, g.w)),
@@ -87,10 +90,16 @@ struct ConvDescs {
              is_2d(g) ? std::vector<int>{as_int(g.sh), as_int(g.sw)}
                       : std::vector<int>{as_int(g.sd), as_int(g.sh), as_int(g.sw)},
              dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
-        exact_f32(dt == DType::f32 && !tf32().conv) {
+        exact_f32(dt == DType::f32 && !tf32().conv),
+        dtype(dt) {
+    reset_math();
+  }
+
+  // The math type the heuristics are asked with (a call then sets its algorithm's).
+  void reset_math() {
     if (exact_f32) {
       conv.set_math(CUDNN_FMA_MATH);
-    } else if (dt == DType::f64) {
+    } else if (dtype == DType::f64) {
       conv.set_math(CUDNN_DEFAULT_MATH);
     } else {
       conv.set_math(CUDNN_TENSOR_OP_MATH);
@@ -124,6 +133,18 @@ CacheKey cache_key(const ConvGeometry& g, DType dt, Pass pass, bool exact) {
   return {current_device(), static_cast<int>(dt), static_cast<int>(pass), exact,
           std::array<int64_t, 18>{g.n, g.c, g.o, g.d, g.h, g.w, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw,
                                   g.pad_d, g.pad_h, g.pad_w, g.od, g.oh, g.ow}};
+}
+
+// This thread's descriptors for a geometry and dtype, made on first use and reused
+// after: a call then sets only the math type of its algorithm instead of creating and
+// filling four cuDNN descriptors. (The key's pass is fixed: descriptors serve all three.)
+ConvDescs& descs_for(const ConvGeometry& g, DType dt) {
+  thread_local std::map<CacheKey, std::unique_ptr<ConvDescs>> descs;
+  const CacheKey key = cache_key(g, dt, Pass::kForward, dt == DType::f32 && !tf32().conv);
+  auto it = descs.find(key);
+  if (it == descs.end()) it = descs.emplace(key, std::make_unique<ConvDescs>(g, dt)).first;
+  it->second->reset_math();
+  return *it->second;
 }
 
 // The usable entries of cuDNN's ranked list: succeeded, within the workspace cap, not
@@ -269,7 +290,7 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
   const DType dt = x.dtype();
   DeviceGuard guard(out.device().index);
   cudnnHandle_t h = cudnn_handle();
-  ConvDescs d(g, dt);
+  ConvDescs& d = descs_for(g, dt);
   Scale s;
   bool ran =
       run_candidates(g, dt, Pass::kForward, d, h, out.device(), [&](const Choice& c, void* ws) {
@@ -316,7 +337,7 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
     return;
   }
   cudnnHandle_t h = cudnn_handle();
-  ConvDescs d(g, dt);
+  ConvDescs& d = descs_for(g, dt);
   Scale s;
   bool ran_x = !grad_x.defined(), ran_w = !grad_weight.defined();
   if (!ran_x) {

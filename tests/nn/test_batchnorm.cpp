@@ -1,10 +1,12 @@
 // BatchNorm: running statistics over several training steps and the eval output,
 // against values computed from the definition (PyTorch semantics: biased variance to
 // normalize, unbiased variance into running_var, momentum 0.1); the synchronized-stats
-// hook; and the buffers' names.
+// hook; the buffers' names; and a training forward that counts its batch without reading
+// the counter back (on a GPU, a wait per BatchNorm layer).
 #include <cmath>
 
 #include "common/test_util.h"
+#include "core/work_counts.h"
 #include "nn/nn.h"
 
 using namespace zt;
@@ -103,6 +105,20 @@ TEST(BatchNorm, CumulativeMomentum) {
   bn(add(full({2, 1, 1, 1}, 6.0), from_vector({-1, 1}, {2, 1, 1, 1})));  // mean 6
   EXPECT_TRUE(values_are(bn.running_mean, {4.0}));
   EXPECT_TRUE(values_are(bn.running_var, {2.0}));  // unbiased var of (-1, 1) is 2 each time
+}
+
+TEST(BatchNorm, TrainingCountsBatchesWithoutReadingBack) {
+  nn::BatchNorm3d bn(nn::BatchNormOptions(3));
+  Tensor x = randn({2, 3, 2, 4, 4});
+  const WorkCounts before = work_counts();
+  for (int i = 0; i < 5; ++i) bn(x);
+  EXPECT_EQ((work_counts() - before).host_reads, 0);
+  EXPECT_EQ(bn.num_batches_tracked.dtype(), DType::i64);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 5.0);
+  // A counter loaded from elsewhere goes on from its value.
+  bn.num_batches_tracked.fill_(41.0);
+  bn(x);
+  EXPECT_EQ(bn.num_batches_tracked.item(), 42.0);
 }
 
 TEST(BatchNorm, WithoutRunningStatsEvalUsesBatchStats) {
