@@ -305,7 +305,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       Losses l = objective(out, clips, cfg.loss);
       engine->backward(l.total);
       engine->step();
-      const double loss = l.total.item();
+      // Read back once per micro-batch: the six scalars together, then the codes (on a
+      // GPU each read is a wait; one per value would be six).
+      const std::vector<double> v =
+          stack({l.total.to(DType::f64), l.mse.to(DType::f64), l.l1.to(DType::f64),
+                 l.vq.to(DType::f64), out[3].to(DType::f64), out[4].to(DType::f64)},
+                0)
+              .to_vector();
+      const double loss = v[0];
       if (!std::isfinite(loss)) {  // policy: app::check_step_finite after the step
         if (nonfinite.empty())
           nonfinite = "loss " + std::to_string(loss) + " in micro-batch " + std::to_string(k) +
@@ -318,17 +325,16 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         continue;
       }
       step_loss += loss / static_cast<double>(tc.gradient_accumulation_steps);
-      const double mse = l.mse.item();
       window.add("loss", loss);
-      window.add("mse", mse);
-      window.add("l1", l.l1.item());
-      window.add("vq", l.vq.item());
-      window.add("commit", out[3].item());
-      window.add("codebook_loss", out[4].item());
-      window.add("psnr", app::psnr_from_mse(mse));
-      usage.add(out[1]);
+      window.add("mse", v[1]);
+      window.add("l1", v[2]);
+      window.add("vq", v[3]);
+      window.add("commit", v[4]);
+      window.add("codebook_loss", v[5]);
+      window.add("psnr", app::psnr_from_mse(v[1]));
+      const Tensor codes = out[1].reshape({-1}).to(Device::cpu());
+      usage.add(codes);
       if (tc.codebook_restart_every > 0) {
-        const Tensor codes = out[1].reshape({-1}).to(Device::cpu());
         int64_t* hc = hits.data<int64_t>();
         for (int64_t i = 0; i < codes.numel(); ++i) ++hc[codes.data<int64_t>()[i]];
       }
