@@ -88,8 +88,11 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   const int64_t window =
       std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
   const int64_t whole = std::max(chain, total);
-  plan.gathered_peak =
-      persistent + (config.stage3_max_reuse_distance > 0 ? whole : std::min(chain + window, whole));
+  // One rank gathers nothing: a parameter's shard is the whole parameter, used in place.
+  plan.gathered_peak = world == 1 ? 0
+                                  : persistent + (config.stage3_max_reuse_distance > 0
+                                                      ? whole
+                                                      : std::min(chain + window, whole));
   return plan;
 }
 

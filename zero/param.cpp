@@ -111,6 +111,16 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
     padded += z->part.padded_numel();
   }
   if (g->members.empty()) return 0;
+  if (comm.size() == 1) {
+    // One rank holds every element: the gathered parameter is its shard itself (no copy,
+    // no memory), and writes through it (a GatheredParameters modifier) land in place.
+    for (ZeroParam* z : g->members) {
+      z->gathered = z->shard;
+      attach_storage(z->owner, z->gathered);
+      z->status = ParamStatus::kAvailable;
+    }
+    return padded;
+  }
   ZeroParam* first = g->members[0];
   if (g->members.size() == 1) {
     g->send = first->shard;
@@ -124,10 +134,7 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
     MemTagScope tag(MemTag::kGatheredParam);
     g->flat = Tensor::empty({g->piece * comm.size()}, first->dtype, first->device);
   }
-  if (comm.size() == 1)
-    g->flat.copy_(g->send);
-  else
-    g->work = comm.all_gather(g->flat, g->send, /*async=*/!blocking);
+  g->work = comm.all_gather(g->flat, g->send, /*async=*/!blocking);
   for (ZeroParam* z : g->members) {
     z->flight = g;
     z->status = ParamStatus::kInflight;

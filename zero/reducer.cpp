@@ -27,6 +27,14 @@ void GradReducer::flush() {
   if (queued_.empty()) return;
   autograd::NoGradGuard ng;
   int world = comm_.size();
+  if (world == 1) {  // one rank: its shard is the whole gradient; add it in, no bucket
+    for (const Entry& e : queued_)
+      add_(e.z->grad_shard, e.grad.dtype() == DType::f32 ? e.grad : e.grad.to(DType::f32));
+    queued_.clear();
+    queued_elems_ = 0;
+    ++buckets_;
+    return;
+  }
   int64_t S = 0;
   for (const Entry& e : queued_) S += e.z->part.shard_numel;
   Pending p;
@@ -53,11 +61,7 @@ void GradReducer::flush() {
   ++buckets_;
   p.number = buckets_;
   if (timeline_ && timeline_->active()) p.issued_ns = Timeline::now_ns();
-  if (world == 1) {
-    p.output.copy_(p.input);
-  } else {
-    p.work = comm_.reduce_scatter(p.output, p.input, comm::ReduceOp::kAvg, async_);
-  }
+  p.work = comm_.reduce_scatter(p.output, p.input, comm::ReduceOp::kAvg, async_);
   pending_.push_back(std::move(p));
   if (!async_) {
     drain();
