@@ -1,6 +1,8 @@
 // Gradient buckets: layout, reduce-scatter, accumulation into shards.
 #include "zero/reducer.h"
 
+#include <algorithm>
+
 #include "core/ops.h"
 
 namespace zt::zero {
@@ -41,16 +43,20 @@ void GradReducer::flush() {
   Device dev = queued_.front().grad.device();
   {
     MemTagScope tag(MemTag::kCommBuffer);
-    p.input = zeros({S * world}, DType::f32, dev);
+    p.input = Tensor::empty({S * world}, DType::f32, dev);
     p.output = Tensor::empty({S}, DType::f32, dev);
   }
+  // Each rank's slice of each gradient, and zeros in the padding past a parameter's end
+  // (the only part no gradient covers: the bucket is not cleared first).
   int64_t off = 0;
   for (const Entry& e : queued_) {
     const Partition& part = e.z->part;
     for (int r = 0; r < world; ++r) {
-      int64_t valid = part.shard_valid(r);
+      const int64_t valid = std::max<int64_t>(part.shard_valid(r), 0);
       if (valid > 0)
         p.input.narrow(0, r * S + off, valid).copy_(e.grad.narrow(0, part.shard_offset(r), valid));
+      if (valid < part.shard_numel)
+        p.input.narrow(0, r * S + off + valid, part.shard_numel - valid).zero_();
     }
     off += part.shard_numel;
   }
