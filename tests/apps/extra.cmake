@@ -108,3 +108,13 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60
     PASS_REGULAR_EXPRESSION "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9]")
 endif()
+
+# zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
+# nothing back to the host in a steady step (host_reads_per_step 0, which would be a GPU
+# wait each).
+if(TARGET zt-bench)
+  add_test(NAME apps.bench.vqtok_step_zero
+           COMMAND zt-bench vqtok-step --zero --batch 1 --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"update\":\"zero3\".*\"host_reads_per_step\":0}")
+endif()
