@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/cuda/check.h"
+#include "core/cuda/stream.h"
 #include "core/error.h"
 
 namespace zt::cuda {
@@ -16,7 +17,11 @@ namespace zt::cuda {
 namespace {
 
 constexpr int kMaxDevices = 64;
-std::atomic<DeviceError*> g_records[kMaxDevices];  // host addresses; null until used
+// Per device: the record's host address (null until used), its device address and the
+// claim word in device memory.
+std::atomic<DeviceError*> g_records[kMaxDevices];
+DeviceError* g_device_records[kMaxDevices];
+int* g_claims[kMaxDevices];
 std::mutex g_mu;
 
 const char* op_name(int op) {
@@ -36,27 +41,29 @@ const char* op_name(int op) {
 
 }  // namespace
 
-DeviceError* device_error_record() {
+DeviceErrorSlot device_error_record() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
   ZT_CHECK(dev >= 0 && dev < kMaxDevices, "device_error_record: device ", dev, " beyond ",
            kMaxDevices);
-  DeviceError* r = g_records[dev].load(std::memory_order_acquire);
-  if (r == nullptr) {
+  if (g_records[dev].load(std::memory_order_acquire) == nullptr) {
     std::lock_guard<std::mutex> lock(g_mu);
-    r = g_records[dev].load(std::memory_order_acquire);
-    if (r == nullptr) {
+    if (g_records[dev].load(std::memory_order_acquire) == nullptr) {
       void* h = nullptr;
       CUDA_CHECK(
           cudaHostAlloc(&h, sizeof(DeviceError), cudaHostAllocMapped | cudaHostAllocPortable));
-      r = static_cast<DeviceError*>(h);
-      *r = DeviceError{};
-      g_records[dev].store(r, std::memory_order_release);
+      *static_cast<DeviceError*>(h) = DeviceError{};
+      void* d = nullptr;  // the same address under unified addressing; asked, not assumed
+      CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
+      void* claim = nullptr;
+      CUDA_CHECK(cudaMalloc(&claim, sizeof(int)));
+      CUDA_CHECK(cudaMemset(claim, 0, sizeof(int)));
+      g_device_records[dev] = static_cast<DeviceError*>(d);
+      g_claims[dev] = static_cast<int*>(claim);
+      g_records[dev].store(static_cast<DeviceError*>(h), std::memory_order_release);
     }
   }
-  void* d = nullptr;  // the same address under unified addressing; asked, not assumed
-  CUDA_CHECK(cudaHostGetDevicePointer(&d, r, 0));
-  return static_cast<DeviceError*>(d);
+  return {g_claims[dev], g_device_records[dev]};
 }
 
 void raise_device_errors() {
@@ -69,6 +76,10 @@ void raise_device_errors() {
     if (*kind <= kNoDeviceError) continue;  // another thread raised it
     const DeviceError e = *r;
     *r = DeviceError{};
+    {  // free the claim for the next error, ordered after the work already queued
+      DeviceGuard g(dev);
+      CUDA_CHECK(cudaMemsetAsync(g_claims[dev], 0, sizeof(int), current_stream(dev)));
+    }
     const std::string where = std::string(" (found on cuda:") + std::to_string(dev) +
                               " by the kernel, raised at the host's next wait on the GPU: the "
                               "op ran before this point, and the step that issued it is void)";

@@ -7,6 +7,9 @@
 // and event waits), naming the op, the value, the valid range and the position. The step
 // that issued the bad op produced garbage and is not trusted: the error surfaces before
 // its loss can be read. The CPU kernels' callers check before they run, as always.
+// The first error is claimed with an atomic on a word in device memory (atomics on
+// mapped host memory are not guaranteed over PCIe); only the claiming thread writes the
+// host record, with plain stores, its kind last.
 #pragma once
 
 #include <cstdint>
@@ -38,12 +41,20 @@ struct DeviceError {
   long long position;  ///< the element of the index (or target) tensor
 };
 
-/// The current device's record, as a pointer kernels may write (mapped host memory,
-/// allocated on first use and kept for the life of the process).
-DeviceError* device_error_record();
+/// What a kernel takes to report: the claim word (device memory) and the record (mapped
+/// host memory, as a device pointer). Passed by value.
+struct DeviceErrorSlot {
+  int* claim;
+  DeviceError* record;
+};
 
-/// Throws zt::Error for the first error any device recorded, and clears it. The host
-/// waits call it; no-op (a few loads) when nothing was recorded.
+/// The current device's slot, allocated on first use and kept for the life of the
+/// process.
+DeviceErrorSlot device_error_record();
+
+/// Throws zt::Error for the first error any device recorded, and clears it (the claim
+/// word is reset on that device's current stream). The host waits call it; no-op (a few
+/// loads) when nothing was recorded.
 void raise_device_errors();
 
 }  // namespace zt::cuda

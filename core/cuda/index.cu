@@ -70,7 +70,7 @@ __global__ void index_range_kernel(int64_t* out, const I* idx, int64_t n) {
 // A bad index (outside [0, n)) is reported (device_error.h) and its rows are zero.
 template <typename T, typename I>
 __global__ void index_rows_kernel(T* out, const T* x, const I* idx, int64_t total, int64_t n,
-                                  int64_t n_idx, int64_t inner, DeviceError* err) {
+                                  int64_t n_idx, int64_t inner, DeviceErrorSlot err) {
   ZT_GRID_LOOP(i, total) {
     const int64_t k = i % inner, row = i / inner, j = row % n_idx, o = row / n_idx;
     const int64_t v = idx_at(idx, j);
@@ -127,7 +127,7 @@ struct GatherDims {
 // in bounds.
 template <typename I>
 __global__ void gather_offsets_kernel(int64_t* off, const I* idx, int64_t n, GatherDims g, int dim,
-                                      int64_t bound, DeviceError* err) {
+                                      int64_t bound, DeviceErrorSlot err) {
   ZT_GRID_LOOP(i, n) {
     int64_t v = idx_at(idx, i);
     if (v < 0 || v >= bound) {
@@ -154,7 +154,7 @@ __global__ void take_kernel(T* out, const T* x, const int64_t* off, int64_t n) {
 // A bad id (outside [0, classes)) is reported and its row stays zero.
 template <typename I>
 __global__ void one_hot_kernel(float* out, const I* ids, int64_t n, int64_t classes,
-                               DeviceError* err) {
+                               DeviceErrorSlot err) {
   ZT_GRID_LOOP(i, n) {
     const int64_t v = idx_at(ids, i);
     if (v >= 0 && v < classes)

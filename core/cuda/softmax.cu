@@ -153,7 +153,7 @@ __global__ void ce_lse_kernel(double* lse, const T* x, const I* target, int64_t 
 // over a fixed partition of p: reproducible.
 template <typename T, typename I>
 __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, const I* target,
-                               int64_t P, int64_t C, int64_t ignore, DeviceError* err) {
+                               int64_t P, int64_t C, int64_t ignore, DeviceErrorSlot err) {
   using A = acc_t<T>;
   __shared__ double scratch[32];
   __shared__ unsigned long long first_bad;
