@@ -97,6 +97,11 @@ void Engine::allocate_grad_shards(const std::vector<ZeroParam*>& with_grads) {
   }
 }
 
+Device Engine::device() const {
+  if (!params_.empty()) return zero_param(params_[0].param)->device;
+  return replicas_.empty() ? Device::cpu() : replicas_[0].second.device();
+}
+
 Engine::~Engine() {
   // A run that ended before the traced steps without write_timeline(): no collective is
   // safe here, so each rank writes its own file.
@@ -153,7 +158,7 @@ bool Engine::step() {
   // Global norm: shard norms summed across ranks, replicas counted once. It stays on the
   // parameters' device (fp16 alone reads it, to decide whether to skip), so a GPU step
   // clips without waiting for the GPU.
-  const Device dev = params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device;
+  const Device dev = device();
   Tensor shard_sq = optim::grad_norm_sq_on(grad_flats_, dev);
   if (comm_.size() > 1) comm_.all_reduce(shard_sq, comm::ReduceOp::kSum);
   last_grad_norm_ = sqrt(add(shard_sq, optim::grad_norm_sq_on(replica_grads, dev)));
@@ -258,7 +263,7 @@ void Engine::skip_overflowed_step() {
 
 void Engine::set_timeline(const std::string& path, int64_t steps) {
   ZT_CHECK(!path.empty(), "Engine::set_timeline: empty path; give a file name like trace.json");
-  Device dev = params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device;
+  const Device dev = device();
   timeline_ = std::make_unique<Timeline>(comm_.rank(), steps, dev);
   timeline_path_ = path;
   timeline_written_ = false;
@@ -315,8 +320,7 @@ double Engine::lr() const {
 }
 
 MemoryReport Engine::memory_report() const {
-  return zero::memory_report(params_.empty() ? Device::cpu() : zero_param(params_[0].param)->device,
-                             config_.offload_optimizer.enabled());
+  return zero::memory_report(device(), config_.offload_optimizer.enabled());
 }
 
 }  // namespace zt::zero

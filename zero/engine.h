@@ -92,6 +92,9 @@ class Engine {
   /// zero::TimelineSpan(engine.timeline(), zero::Track::kCheckpoint, "export").
   Timeline* timeline() { return timeline_ && !timeline_written_ ? timeline_.get() : nullptr; }
 
+  /// The device the model trains on: its partitioned parameters' (else its replicated
+  /// ones', else the CPU).
+  Device device() const;
   nn::Module& module() { return *model_; }
   comm::Communicator& comm() { return comm_; }
   optim::Optimizer& optimizer() { return *optimizer_; }

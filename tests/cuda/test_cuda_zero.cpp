@@ -1,8 +1,11 @@
 // ZeRO-3 on the GPU (label cuda): the engine with CUDA parameters trains a small model
 // (Linear, Conv2d, GroupNorm, LayerNorm) to the parameters of plain CPU training, and
-// bf16 mixed precision on the GPU converges. One rank: the multi-rank path over NCCL is
+// bf16 mixed precision on the GPU converges, and a model of replicas alone clips on the
+// GPU. One rank: the multi-rank path over NCCL is
 // exercised by the NCCL communicator tests under mpirun.
 #include <gtest/gtest.h>
+
+#include <cmath>
 
 #include "common/test_util.h"
 #include "nn/nn.h"
@@ -96,4 +99,30 @@ TEST(CudaZero, Bf16MixedPrecisionConverges) {
   double first = (losses[0] + losses[1] + losses[2]) / 3;
   double last = (losses[37] + losses[38] + losses[39]) / 3;
   EXPECT_LT(last, 0.9 * first) << "bf16 loss falls on the GPU";
+}
+
+// An engine whose trainable parameters are all replicas still trains on the GPU: its norm
+// and clip coefficient live where the replicas do (the engine's device), and clipping
+// brings the update to the clipped size.
+TEST(CudaZero, AllReplicatedModelClipsOnItsDevice) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: replicas on the GPU need one";
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    const Device gpu = Device::cuda(0);
+    manual_seed(3);
+    auto m = std::make_shared<nn::Linear>(nn::LinearOptions(8, 4));
+    m->to(gpu);
+    zero::replicate(*m, comm);
+    const Tensor w0 = m->weight.detach().to(Device::cpu());
+    zero::Config cfg;
+    cfg.gradient_clipping = 1e-3;
+    zero::Engine engine(m, comm, cfg, {.type = "sgd", .lr = 1.0});
+    EXPECT_EQ(engine.device(), gpu);
+    engine.backward(sum(engine(randn({5, 8}).to(gpu))));
+    engine.step();
+    EXPECT_GT(engine.last_grad_norm(), 1e-3) << "clipping was active";
+    // SGD with lr 1 moves the parameters by the clipped gradient, whose norm (weight and
+    // bias together) is 1e-3: the weight's part is at most that.
+    const Tensor dw = sub(m->weight.detach().to(Device::cpu()), w0);
+    EXPECT_LE(std::sqrt(sum(mul(dw, dw)).item()), 1e-3 * (1 + 1e-4));
+  });
 }
