@@ -52,6 +52,12 @@ void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits
            shape_str(target.sizes()));
 }
 
+DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                      const std::vector<Tensor>& buf, const std::vector<Tensor>& low) {
+  return buf.empty() ? check_optimizer_lists("sgd_update", p, {&g}, low)
+                     : check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
+}
+
 void check_cross_entropy_stats(const char* op, const Tensor& stats) {
   ZT_CHECK(stats.dtype() == DType::f64 && stats.numel() == 3 && stats.is_contiguous(), op,
            ": expects stats (3) f64 contiguous, got ", dtype_name(stats.dtype()), " ",

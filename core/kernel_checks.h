@@ -17,6 +17,9 @@ namespace zt::detail {
 DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
                             std::initializer_list<const std::vector<Tensor>*> same,
                             const std::vector<Tensor>& low);
+/// check_optimizer_lists for sgd_update: g, and buf unless it is empty (no momentum).
+DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
+                      const std::vector<Tensor>& buf, const std::vector<Tensor>& low);
 
 /// cross_entropy_forward / backward: logits (P, C), lse (P) f64 and target (P), all
 /// contiguous.

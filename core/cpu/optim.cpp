@@ -80,10 +80,7 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
   if (p.empty()) return;
-  if (buf.empty())
-    detail::check_optimizer_lists("sgd_update", p, {&g}, low);
-  else
-    detail::check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
+  detail::check_sgd_lists(p, g, buf, low);
   auto run = [&]<typename T>() {
     const T wd = static_cast<T>(weight_decay), mom = static_cast<T>(momentum),
             omd = static_cast<T>(1 - dampening), rate = static_cast<T>(lr);

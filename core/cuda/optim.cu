@@ -288,9 +288,7 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
   if (p.empty()) return;
-  const DType low_dt = buf.empty()
-                           ? ::zt::detail::check_optimizer_lists("sgd_update", p, {&g}, low)
-                           : ::zt::detail::check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
+  const DType low_dt = ::zt::detail::check_sgd_lists(p, g, buf, low);
   auto run = [&]<typename T>() {
     const SgdOp<T> op{static_cast<T>(lr),
                       static_cast<T>(momentum),

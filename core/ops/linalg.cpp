@@ -149,17 +149,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
 
 namespace {
 
-// The checks shared by linear and linear_gelu; errors name `op`.
-void check_linear(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  detail::check_same(op, {x, weight, bias});
-  ZT_CHECK(weight.dim() == 2, op, ": weight must be (out, in), got ", shape_str(weight.sizes()));
-  const int64_t fin = weight.size(1), fout = weight.size(0);
-  ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, op, ": input ", shape_str(x.sizes()),
-           " does not end in in_features = ", fin);
-  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == fout), op, ": bias ",
-           shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", fout, ")");
-}
-
 // out2 (rows, F_out) = x2 (rows, F_in) @ w^T + bias, then, when gelu, aux = that and
 // out2 = gelu_tanh(aux): one gemm_epilogue call. F_in > 0; no autograd.
 void linear_into(const Tensor& out2, const Tensor& x2, const Tensor& w, const Tensor& bias,
@@ -189,17 +178,26 @@ std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tens
   return {dx, dw, db};
 }
 
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_linear("linear", x, weight, bias);
+// linear (gelu false) and linear_gelu: out = [gelu_tanh](x @ weight^T + bias) through one
+// gemm_epilogue call and one autograd node; errors name `op`.
+Tensor linear_op(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
+                 bool gelu) {
+  detail::check_same(op, {x, weight, bias});
+  ZT_CHECK(weight.dim() == 2, op, ": weight must be (out, in), got ", shape_str(weight.sizes()));
   const int64_t fin = weight.size(1), fout = weight.size(0);
+  ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, op, ": input ", shape_str(x.sizes()),
+           " does not end in in_features = ", fin);
+  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == fout), op, ": bias ",
+           shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", fout, ")");
+  ZT_CHECK(!gelu || fin > 0, op, ": weight ", shape_str(weight.sizes()),
+           " has no input features; use at least one");
   Tensor x2 = x.detach().reshape({-1, fin});
   const int64_t rows = x2.size(0);
   Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
+  Tensor pre =
+      gelu ? Tensor::empty({rows, fout}, x.dtype(), x.device()) : Tensor();  // GELU's input
   if (fin > 0) {
-    linear_into(out2, x2, weight.detach(), bias.defined() ? bias.detach() : Tensor(), false,
-                Tensor());
+    linear_into(out2, x2, weight.detach(), bias.defined() ? bias.detach() : Tensor(), gelu, pre);
   } else if (bias.defined()) {
     out2.copy_(bias.detach().expand({rows, fout}));
   } else {
@@ -214,37 +212,22 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
     Shape xs = x.sizes();
     // Save x and weight themselves (not views): a ZeRO engine re-gathers the weight
     // into the same tensor before backward.
-    autograd::record("linear", {x, weight, bias}, {out},
-                     [x, weight, gx, gw, gb, xs](const std::vector<Tensor>& g) {
-                       return linear_backward(g[0], x, weight, Tensor(), false, gx, gw, gb, xs);
+    autograd::record(op, {x, weight, bias}, {out},
+                     [x, weight, pre, gelu, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+                       return linear_backward(g[0], x, weight, pre, gelu, gx, gw, gb, xs);
                      });
   }
   return out;
 }
 
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias) {
+  return linear_op("linear", x, weight, bias, false);
+}
+
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias) {
-  check_linear("linear_gelu", x, weight, bias);
-  const int64_t fin = weight.size(1), fout = weight.size(0);
-  ZT_CHECK(fin > 0, "linear_gelu: weight ", shape_str(weight.sizes()),
-           " has no input features; use at least one");
-  Tensor x2 = x.detach().reshape({-1, fin});
-  const int64_t rows = x2.size(0);
-  Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
-  Tensor pre = Tensor::empty({rows, fout}, x.dtype(), x.device());  // GELU's input
-  linear_into(out2, x2, weight.detach(), bias.defined() ? bias.detach() : Tensor(), true, pre);
-  Shape os = x.sizes();
-  os.back() = fout;
-  Tensor out = out2.view(os);
-  if (autograd::needs_grad({x, weight, bias})) {
-    bool gx = x.requires_grad(), gw = weight.requires_grad();
-    bool gb = bias.defined() && bias.requires_grad();
-    Shape xs = x.sizes();
-    autograd::record("linear_gelu", {x, weight, bias}, {out},
-                     [x, weight, pre, gx, gw, gb, xs](const std::vector<Tensor>& g) {
-                       return linear_backward(g[0], x, weight, pre, true, gx, gw, gb, xs);
-                     });
-  }
-  return out;
+  return linear_op("linear_gelu", x, weight, bias, true);
 }
 
 }  // namespace zt

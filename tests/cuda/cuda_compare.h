@@ -15,6 +15,10 @@
 
 namespace zt::cuda_test {
 
+/// The devices the comparisons run on: the first GPU, and the CPU as the reference.
+inline const Device kGpu = Device::cuda(0);
+inline const Device kCpu = Device::cpu();
+
 /// Why there is no GPU, for the skip message.
 inline std::string no_gpu_reason() {
 #ifdef ZT_WITH_CUDA

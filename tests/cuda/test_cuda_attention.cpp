@@ -13,15 +13,7 @@
 
 using namespace zt;
 using test::Layout;
-using zt::cuda_test::Fn;
-using zt::cuda_test::normal_cpu;
-using zt::cuda_test::run_on;
-using zt::cuda_test::runs_match;
-
-namespace {
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-}  // namespace
+using namespace zt::cuda_test;
 
 #ifdef ZT_WITH_CUDA
 TEST(CudaAttention, GemmBatchedMatchesCpu) {

@@ -17,15 +17,9 @@
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
-using zt::cuda_test::Fn;
-using zt::cuda_test::normal_cpu;
-using zt::cuda_test::run_on;
-using zt::cuda_test::runs_match;
+using namespace zt::cuda_test;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 
 struct Conv2dCase {
   Shape x, w;

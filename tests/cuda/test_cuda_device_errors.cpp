@@ -11,11 +11,9 @@
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
-using zt::cuda_test::normal_cpu;
+using namespace zt::cuda_test;
 
 namespace {
-
-const Device kGpu = Device::cuda(0);
 
 // Runs fn and returns the work it issued.
 template <typename Fn>

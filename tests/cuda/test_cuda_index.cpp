@@ -11,16 +11,7 @@
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
-using zt::cuda_test::Fn;
-using zt::cuda_test::ints_cpu;
-using zt::cuda_test::normal_cpu;
-using zt::cuda_test::run_on;
-using zt::cuda_test::runs_match;
-
-namespace {
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
-}  // namespace
+using namespace zt::cuda_test;
 
 TEST(CudaIndex, EmbeddingAndIndexSelectAreExact) {
   ZT_SKIP_WITHOUT_GPU();

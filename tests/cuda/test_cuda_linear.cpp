@@ -12,14 +12,9 @@
 #endif
 
 using namespace zt;
-using zt::cuda_test::Fn;
-using zt::cuda_test::normal_cpu;
-using zt::cuda_test::run_on;
-using zt::cuda_test::runs_match;
+using namespace zt::cuda_test;
 
 namespace {
-const Device kGpu = Device::cuda(0);
-const Device kCpu = Device::cpu();
 
 double tol_for(DType dt) {
   return dt == DType::bf16 ? 5e-2 : (dt == DType::f32 ? 1e-4 : 1e-10);

@@ -13,7 +13,7 @@
 #include "optim/optim.h"
 
 using namespace zt;
-using zt::cuda_test::normal_cpu;
+using namespace zt::cuda_test;
 
 namespace {
 
