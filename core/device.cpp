@@ -39,6 +39,9 @@ bool cuda_available() {
 int cuda_device_count() {
   return 0;
 }
+bool graph_capturing() {
+  return false;
+}
 #endif
 
 }  // namespace zt

@@ -29,6 +29,9 @@ struct Device {
 bool cuda_available();
 /// Number of visible GPUs (0 without CUDA).
 int cuda_device_count();
+/// True while this thread is capturing a CUDA graph (core/cuda/graph.h): work issued now
+/// is recorded for replay, not run.
+bool graph_capturing();
 
 /// Whether f32 work on CUDA may use TF32 tensor cores (inputs rounded to 10 mantissa
 /// bits, fp32 accumulation), for matrix multiplies (cuBLAS) and convolutions (cuDNN)

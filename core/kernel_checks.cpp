@@ -58,6 +58,18 @@ DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g
                      : check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
 }
 
+std::vector<double> check_step_constants(const char* op, const Tensor& constants, int64_t count,
+                                         Device device) {
+  if (!constants.defined()) return {};
+  ZT_CHECK(constants.dtype() == DType::f64 && constants.numel() == count &&
+               constants.is_contiguous() && constants.device() == device,
+           op, ": the step constants must be ", count, " contiguous f64 values on ", device.str(),
+           ", got ", constants.str());
+  if (!device.is_cpu()) return {};
+  const double* k = constants.data<double>();
+  return std::vector<double>(k, k + count);
+}
+
 void check_cross_entropy_stats(const char* op, const Tensor& stats) {
   ZT_CHECK(stats.dtype() == DType::f64 && stats.numel() == 3 && stats.is_contiguous(), op,
            ": expects stats (3) f64 contiguous, got ", dtype_name(stats.dtype()), " ",

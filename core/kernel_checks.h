@@ -21,6 +21,11 @@ DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
 DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                       const std::vector<Tensor>& buf, const std::vector<Tensor>& low);
 
+/// An optimizer kernel's `constants`: undefined, or `count` contiguous f64 values on
+/// `device`. Returns their host copy when they are on the CPU (else empty).
+std::vector<double> check_step_constants(const char* op, const Tensor& constants, int64_t count,
+                                         Device device);
+
 /// cross_entropy_forward / backward: logits (P, C), lse (P) f64 and target (P), all
 /// contiguous.
 void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits,

@@ -215,6 +215,9 @@ void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const 
 // rounds. Constants come from the host as doubles and are cast once to the parameter
 // type; the arithmetic runs in that type, each operation rounded on its own (the CUDA
 // kernels use no fused multiply-add), so both devices give the same bits.
+// `constants` (optional): a contiguous f64 tensor on p's device whose values replace
+// the per-step arguments named below, read when the kernel runs. A captured CUDA graph
+// (core/cuda/graph.h) replays with whatever was written there before each replay.
 
 /// Adam/AdamW; m (exp_avg) and v (exp_avg_sq) updated in place:
 ///   gi = g + l2 p;  m = beta1 m + (1 - beta1) gi;  v = beta2 v + (1 - beta2) gi gi
@@ -223,7 +226,8 @@ void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const 
 void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  const std::vector<Tensor>& m, const std::vector<Tensor>& v,
                  const std::vector<Tensor>& low, double beta1, double beta2, double l2,
-                 double decay, double step_size, double inv_sqrt_bc2, double eps);
+                 double decay, double step_size, double inv_sqrt_bc2, double eps,
+                 const Tensor& constants = Tensor());  // {l2, decay, step_size, inv_sqrt_bc2}
 /// SGD; buf: the momentum buffers (one per parameter), or empty when momentum is 0:
 ///   d = g + weight_decay p
 ///   buf = first ? d : momentum buf + (1 - dampening) d;  d = nesterov ? d + momentum buf : buf
@@ -231,4 +235,5 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
 /// (1 - dampening is computed in double, then cast).
 void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
-                double momentum, double dampening, double weight_decay, bool nesterov, bool first);
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first,
+                const Tensor& constants = Tensor());  // {lr, first (0 or 1)}

@@ -25,7 +25,7 @@ namespace {
 struct StepConstants {
   double step_size, inv_sqrt_bc2, decay, l2;
 };
-StepConstants step_constants(double lr, const AdamOptions& o, bool decoupled, int64_t step) {
+StepConstants adam_constants(double lr, const AdamOptions& o, bool decoupled, int64_t step) {
   const double t = static_cast<double>(step);
   return {lr / (1 - std::pow(o.beta1(), t)), 1.0 / std::sqrt(1 - std::pow(o.beta2(), t)),
           decoupled ? 1 - lr * o.weight_decay() : 1.0, decoupled ? 0.0 : o.weight_decay()};
@@ -36,6 +36,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
                        const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
   struct Group {
     std::vector<Tensor> p, g, m, v, copy;
+    ParamState* state = nullptr;  // the first parameter's (all share its step)
   };
   // (device type, device index, dtype, copy dtype or -1, step) -> parameters.
   std::map<std::tuple<int, int, int, int, int64_t>, Group> groups;
@@ -54,6 +55,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
     Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
                         static_cast<int>(p.dtype()), copy_dtype, states[i]->step}];
+    if (!gr.state) gr.state = states[i];
     gr.p.push_back(p);
     gr.g.push_back(grads[i]);
     gr.m.push_back(std::move(m));
@@ -61,17 +63,23 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     if (in_pass) gr.copy.push_back(copies[i]);
   }
   const AdamOptions& o = options_;
+  size_t index = 0;
   for (auto& [key, gr] : groups) {
-    const StepConstants k = step_constants(lr(), o, decoupled_, std::get<4>(key));
+    const StepConstants k = adam_constants(lr(), o, decoupled_, std::get<4>(key));
+    const ParamState* st = gr.state;
+    Tensor on_device = step_constants(index++, gr.p[0].device(), [this, st] {
+      const StepConstants c = adam_constants(lr(), options_, decoupled_, st->step);
+      return std::vector<double>{c.l2, c.decay, c.step_size, c.inv_sqrt_bc2};
+    });
     adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay, k.step_size,
-                k.inv_sqrt_bc2, o.eps());
+                k.inv_sqrt_bc2, o.eps(), on_device);
   }
   for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }
 
 void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {
   const double b1 = options_.beta1(), b2 = options_.beta2(), eps = options_.eps();
-  const StepConstants k = step_constants(lr(), options_, decoupled_, st.step);
+  const StepConstants k = adam_constants(lr(), options_, decoupled_, st.step);
   const double step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay = k.decay, l2 = k.l2;
   Tensor m = slot(st, "exp_avg", p);
   Tensor v = slot(st, "exp_avg_sq", p);

@@ -59,9 +59,55 @@ void Optimizer::step() {
     states.push_back(&state_[i]);
     copies.push_back(copies_[i]);
   }
+  if (graph_capturing()) {
+    ZT_CHECK(capturable_,
+             "optimizer: a step is being captured in a CUDA graph, but the "
+             "optimizer is not capturable: call set_capturable(true) before the warm-up steps");
+    replay_makers_.clear();
+    replay_states_ = states;
+    capture_counted_ = true;
+  }
   ++step_count_;
   for (ParamState* st : states) ++st->step;
   update_many(ps, gs, states, copies);
+}
+
+void Optimizer::before_replay() {
+  ZT_CHECK(capture_counted_ || !replay_states_.empty(),
+           "optimizer: before_replay() without a captured step");
+  if (!capture_counted_) {
+    ++step_count_;
+    for (ParamState* st : replay_states_) ++st->step;
+  }
+  capture_counted_ = false;
+  for (size_t i = 0; i < replay_makers_.size(); ++i) {
+    if (!replay_makers_[i]) continue;
+    const std::vector<double> values = replay_makers_[i]();
+    for (size_t j = 0; j < values.size(); ++j) constants_[i].narrow(0, j, 1).fill_(values[j]);
+  }
+}
+
+Tensor Optimizer::step_constants(size_t group, Device device,
+                                 std::function<std::vector<double>()> make) {
+  if (!capturable_) return Tensor();
+  const std::vector<double> values = make();
+  const auto n = static_cast<int64_t>(values.size());
+  if (constants_.size() <= group) constants_.resize(group + 1);
+  Tensor& k = constants_[group];
+  if (!k.defined() || k.numel() != n || k.device() != device) {
+    ZT_CHECK(!graph_capturing(),
+             "optimizer: the captured step has a parameter group that no "
+             "warm-up step had; run the step eagerly (capturable) before capturing it");
+    MemTagScope tag(MemTag::kOptimState);
+    k = Tensor::empty({n}, DType::f64, device);
+  }
+  if (graph_capturing()) {
+    if (replay_makers_.size() <= group) replay_makers_.resize(group + 1);
+    replay_makers_[group] = std::move(make);
+  } else {
+    for (int64_t j = 0; j < n; ++j) k.narrow(0, j, 1).fill_(values[static_cast<size_t>(j)]);
+  }
+  return k;
 }
 
 void Optimizer::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

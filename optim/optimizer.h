@@ -6,6 +6,7 @@
 // GPU) and can write a low-precision copy of each updated parameter in the same pass.
 #pragma once
 
+#include <functional>
 #include <map>
 #include <string>
 #include <unordered_map>
@@ -40,6 +41,18 @@ class Optimizer {
   void set_low_precision_copy(const std::string& name, Tensor copy);
   /// Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
+
+  /// Capturable mode, for steps captured in a CUDA graph (core/cuda/graph.h): the
+  /// per-step constants (learning rate, bias corrections, SGD's first-step flag) reach
+  /// the update kernels through a small f64 tensor per group of parameters, written by a
+  /// fill before the update, instead of as kernel arguments. A replayed step then reads
+  /// the values written for it: call before_replay() before each replay. The updates are
+  /// bit-identical to the default mode's. Off by default (it costs a few fills a step).
+  void set_capturable(bool on) { capturable_ = on; }
+  bool capturable() const { return capturable_; }
+  /// Before a replay of the step captured last: counts it (the capture itself counted
+  /// the first replay) and writes its constants with the current learning rate.
+  void before_replay();
   const NamedTensors& params() const { return params_; }
 
   /// "step" (i64 scalar, step_count) and, for every parameter with state,
@@ -76,6 +89,11 @@ class Optimizer {
   static bool fused_copy(const Tensor& copy, const Tensor& param);
   /// Writes `copy` (if defined) from the updated `param`.
   static void write_copy(const Tensor& copy, const Tensor& param);
+  /// In capturable mode, the constants tensor of the `group`-th fused call of a step (on
+  /// `device`, make().size() f64 values), written now from make(); while a graph is
+  /// captured it is not written: before_replay() writes make() before each replay.
+  /// Undefined when not capturable (the kernels take the arguments).
+  Tensor step_constants(size_t group, Device device, std::function<std::vector<double>()> make);
 
  private:
   NamedTensors params_;
@@ -85,6 +103,13 @@ class Optimizer {
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;
+  bool capturable_ = false;
+  std::vector<Tensor> constants_;  // per fused group: its step constants (capturable)
+  // The captured step: its constant makers (by group), its states, and whether the
+  // capture's own count of the step is still unreplayed.
+  std::vector<std::function<std::vector<double>()>> replay_makers_;
+  std::vector<ParamState*> replay_states_;
+  bool capture_counted_ = false;
 };
 
 }  // namespace zt::optim

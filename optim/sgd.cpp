@@ -47,10 +47,17 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     if (in_pass) gr.copy.push_back(copies[i]);
   }
   const SGDOptions& o = options_;
+  size_t index = 0;
   for (auto& [key, gr] : groups) {
     const bool first = std::get<4>(key);
+    ZT_CHECK(!first || !graph_capturing(),
+             "SGD: the captured step creates momentum buffers; "
+             "run a warm-up step before capturing");
+    Tensor on_device = step_constants(index++, gr.p[0].device(), [this, first] {
+      return std::vector<double>{lr(), first ? 1.0 : 0.0};
+    });
     sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(), o.weight_decay(),
-               o.nesterov(), first);
+               o.nesterov(), first, on_device);
   }
   for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }

@@ -148,6 +148,7 @@ EngineStats Engine::stats() const {
 }
 
 bool Engine::step() {
+  if (graph_capturing()) check_capturable();
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;
   micro_ = 0;
@@ -206,11 +207,44 @@ bool Engine::step() {
   coordinator_->regather_persistent();
   sync_buffers();
   ++stats_.steps;
+  capture_counted_ = graph_capturing();
   coordinator_->end_step();
   end_timeline_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();
   return true;
+}
+
+std::string Engine::capture_blocker() const {
+  if (comm_.size() > 1)
+    return "it runs on " + std::to_string(comm_.size()) +
+           " ranks, and collective waits across ranks are host waits (one rank only)";
+  if (config_.gradient_accumulation_steps > 1)
+    return "gradient_accumulation_steps is " + std::to_string(config_.gradient_accumulation_steps) +
+           " (a graph holds one whole step; set it to 1)";
+  if (scaler_.active())
+    return "fp16 loss scaling decides on the host whether to skip a step (use bf16)";
+  if (offload_->moves()) return "offload_optimizer updates on the host";
+  if (timeline_ && !timeline_written_) return "a timeline (train.trace) is being recorded";
+  return "";
+}
+
+void Engine::check_capturable() const {
+  if (std::string why = capture_blocker(); !why.empty())
+    ZT_FAIL("zero::Engine: the step cannot be captured in a CUDA graph: ", why,
+            ". Train without cuda_graph, or change that setting");
+  ZT_CHECK(optimizer_->capturable(),
+           "zero::Engine: a step is being captured in a CUDA graph "
+           "but the engine is not capturable: call set_capturable(true) before the warm-up steps");
+}
+
+void Engine::before_replay() {
+  if (!capture_counted_) {
+    ++stats_.micro_steps;
+    ++stats_.steps;
+  }
+  capture_counted_ = false;
+  optimizer_->before_replay();
 }
 
 // Trainable replicas: every rank has the full gradient of its own batch; average them.

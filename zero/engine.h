@@ -64,6 +64,18 @@ class Engine {
 
   void set_lr(double lr);
   double lr() const;
+
+  /// CUDA graphs (core/step_graph.h): makes the optimizer capturable, so that a step
+  /// (forward, backward, reduce, clip, update) captured after warm-up steps replays with
+  /// each step's learning rate and counts. Capture needs one rank, no gradient
+  /// accumulation, no fp16 loss scaling, no offload_optimizer and no timeline being
+  /// recorded; step() says which one stops it.
+  void set_capturable(bool on) { optimizer_->set_capturable(on); }
+  /// Why a step of this engine cannot be captured ("" when it can).
+  std::string capture_blocker() const;
+  /// Before each replay of the captured step: counts the step (the capture counted the
+  /// first) and writes the optimizer's constants for it.
+  void before_replay();
   /// The current fp16 loss scale (1 without fp16).
   double loss_scale() const { return scaler_.scale(); }
   /// Global gradient norm before clipping at the last step (read back from the
@@ -121,6 +133,7 @@ class Engine {
   bool unscale_or_skip(std::vector<Tensor>& replica_grads);
   void skip_overflowed_step();
   void end_timeline_step();
+  void check_capturable() const;
 
   std::shared_ptr<nn::Module> model_;
   comm::Communicator& comm_;
@@ -138,6 +151,7 @@ class Engine {
   std::unique_ptr<Hooks> hooks_;  // last: removed first
   LossScaler scaler_;
   int micro_ = 0;
+  bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard
   EngineStats stats_;

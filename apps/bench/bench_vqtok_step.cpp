@@ -15,6 +15,9 @@
 // --zero runs the same step through a one-rank ZeRO-3 engine (partitioned shards,
 // gathers, reduce-scatter into the flat gradient buffer, global norm, AdamW on the fp32
 // masters) instead of plain AdamW on the module: the engine's own cost, side by side.
+// --cuda-graph (with --device cuda) captures the whole step as a CUDA graph after two
+// warm-up steps and replays it (core/step_graph.h): there are no phase clocks then, so
+// forward/backward/step are 0 and total_ms is the wall time of a replayed step.
 #include <time.h>
 
 #include <algorithm>
@@ -28,6 +31,7 @@
 #include "apps/bench/bench.h"
 #include "apps/vqtok/model/vq_model.h"
 #include "core/ops.h"
+#include "core/step_graph.h"
 #include "optim/adam.h"
 #include "zero/zero.h"
 
@@ -78,10 +82,38 @@ const char* tf32_name() {
   return p.matmul ? "all" : (p.conv ? "conv" : "none");
 }
 
+// --cuda-graph: the step replayed from a CUDA graph, timed per step in wall-clock time
+// (the GPU's time: each step waits for the previous one's loss).
+int time_graphed(zt::Device device, int batch, int steps, zt::optim::Optimizer* opt,
+                 zt::zero::Engine* engine, const zt::StepGraph::Step& step) {
+  engine ? engine->set_capturable(true) : opt->set_capturable(true);
+  auto before_replay = [&] { engine ? engine->before_replay() : opt->before_replay(); };
+  zt::StepGraph graph(device);
+  double loss = 0;
+  std::vector<double> wall;
+  for (int i = 0; i < 3 + steps; ++i) {  // 2 warm-up steps, the capture, the timed replays
+    auto w0 = std::chrono::steady_clock::now();
+    loss = graph.run(step, before_replay)[0].item();
+    if (i >= 3)
+      wall.push_back(1e3 *
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
+  }
+  const std::string work = zt::bench::work_per_call_json([&] { graph.run(step, before_replay); });
+  std::printf(
+      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"tf32\":\"%s\","
+      "\"cuda_graph\":true,\"graph_nodes\":%zu,\"batch\":%d,\"frames\":4,\"size\":32,"
+      "\"steps\":%d,\"forward_ms\":0,\"backward_ms\":0,\"step_ms\":0,\"total_ms\":%.2f,"
+      "\"total_wall_ms\":%.2f,\"loss\":%.6f,%s}\n",
+      device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), graph.nodes(), batch, steps,
+      zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
+  std::fflush(stdout);
+  return 0;
+}
+
 // Times `steps` steps (after one warm-up) and prints the results: plain AdamW on the
 // calling thread (comm null), or through a ZeRO-3 engine on comm's rank.
 int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int steps, int threads,
-               bool modules) {
+               bool modules, bool graphed) {
   zt::set_num_threads(threads);  // a rank's thread starts with its own count
   zt::manual_seed(6);
   auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
@@ -120,6 +152,13 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
   };
   auto backward = [&](const Tensor& l) { engine ? engine->backward(l) : l.backward(); };
   auto update = [&] { engine ? (void)engine->step() : opt->step(); };
+  if (graphed)
+    return time_graphed(device, batch, steps, opt.get(), engine.get(), [&] {
+      Tensor l = forward();
+      backward(l);
+      update();
+      return std::vector<Tensor>{l};
+    });
   for (int i = 0; i <= steps; ++i) {
     timer.enable(i > 0);
     auto w0 = std::chrono::steady_clock::now();
@@ -165,7 +204,7 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
 int run_vqtok_step(const std::vector<std::string>& args) {
   zt::bench::Cli app("vqtok-step");
   int batch = 8, steps = 3, threads = 1;
-  bool modules = false, zero_engine = false;
+  bool modules = false, zero_engine = false, graphed = false;
   std::string device_name = "cpu", tf32 = "conv";
   app.add_option("--batch", batch, "clips per batch (4 frames of 32x32 each)");
   app.add_option("--steps", steps, "timed steps (after one warm-up step)");
@@ -173,6 +212,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_flag("--modules", modules, "also print exclusive forward time per module type");
   app.add_flag("--zero", zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
+  app.add_flag("--cuda-graph", graphed,
+               "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
   app.add_option("--tf32", tf32, "GPU TF32 policy as train.tf32: conv (default), all or none")
       ->check(CLI::IsMember({"conv", "all", "none"}));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
@@ -182,16 +223,22 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");
     return 1;
   }
-  if (!zero_engine) return time_steps(nullptr, device, batch, steps, threads, modules);
+  if (graphed && (!device.is_cuda() || modules)) {
+    std::fprintf(stderr,
+                 "zt-bench vqtok-step: --cuda-graph needs --device cuda (and no --modules)\n");
+    return 1;
+  }
+  if (!zero_engine) return time_steps(nullptr, device, batch, steps, threads, modules, graphed);
   int rc = 0;
   zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) {
-    rc = time_steps(&comm, device, batch, steps, threads, modules);
+    rc = time_steps(&comm, device, batch, steps, threads, modules, graphed);
   });
   return rc;
 }
 
 const zt::bench::Registrar kRegisterVqtokStep(
-    "vqtok-step", "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero)",
+    "vqtok-step",
+    "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero, --cuda-graph)",
     run_vqtok_step);
 
 }  // namespace

@@ -50,9 +50,17 @@ void adam_rows(const AdamStep<T>& k, T* __restrict p, const T* __restrict g, T* 
 void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  const std::vector<Tensor>& m, const std::vector<Tensor>& v,
                  const std::vector<Tensor>& low, double beta1, double beta2, double l2,
-                 double decay, double step_size, double inv_sqrt_bc2, double eps) {
+                 double decay, double step_size, double inv_sqrt_bc2, double eps,
+                 const Tensor& constants) {
   if (p.empty()) return;
   detail::check_optimizer_lists("adam_update", p, {&g, &m, &v}, low);
+  if (const auto k = detail::check_step_constants("adam_update", constants, 4, p[0].device());
+      !k.empty()) {
+    l2 = k[0];
+    decay = k[1];
+    step_size = k[2];
+    inv_sqrt_bc2 = k[3];
+  }
   auto run = [&]<typename T>() {
     const AdamStep<T> k{static_cast<T>(beta1),     static_cast<T>(beta2),
                         static_cast<T>(l2),        static_cast<T>(decay),
@@ -78,9 +86,15 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
 
 void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
-                double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first,
+                const Tensor& constants) {
   if (p.empty()) return;
   detail::check_sgd_lists(p, g, buf, low);
+  if (const auto k = detail::check_step_constants("sgd_update", constants, 2, p[0].device());
+      !k.empty()) {
+    lr = k[0];
+    first = k[1] != 0;
+  }
   auto run = [&]<typename T>() {
     const T wd = static_cast<T>(weight_decay), mom = static_cast<T>(momentum),
             omd = static_cast<T>(1 - dampening), rate = static_cast<T>(lr);

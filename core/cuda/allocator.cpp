@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <set>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -38,6 +39,9 @@ struct State {
   std::unordered_map<void*, Block> live;
   int64_t cached = 0;
   int64_t allocated = 0;
+  std::map<int, cudaStream_t> capturing;                         // device -> open capture
+  std::map<PoolKey, std::vector<std::pair<void*, Block>>> held;  // by capture pool
+  std::set<PoolKey> private_pools;                               // pools of live graphs
 };
 
 State& state() {
@@ -50,7 +54,7 @@ void release_cached(State& s, int device) {
   std::vector<int> synced;
   for (auto it = s.pools.begin(); it != s.pools.end();) {
     int dev = it->first.first;
-    if (device >= 0 && dev != device) {
+    if ((device >= 0 && dev != device) || s.private_pools.count(it->first)) {
       ++it;
       continue;
     }
@@ -118,7 +122,21 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
   }
   DeviceGuard g(d.index);
   void* p = nullptr;
-  cudaError_t st = cudaMalloc(&p, size);
+  cudaError_t st;
+  {
+    // cudaMalloc is not stream work; inside a graph capture it must be allowed explicitly
+    // (the block then belongs to the graph's private pool).
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    st = cudaMalloc(&p, size);
+    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  }
+  if (st == cudaErrorMemoryAllocation && capturing()) {
+    cudaGetLastError();
+    ZT_FAIL("out of GPU memory on ", d.str(), " while capturing a CUDA graph: asked for ", bytes,
+            " bytes. HINT: a capture cannot free the cache; lower the batch size or train "
+            "without train.cuda_graph");
+  }
   if (st == cudaErrorMemoryAllocation) {
     cudaGetLastError();
     std::lock_guard<std::mutex> lock(s.mu);
@@ -149,6 +167,10 @@ void CachingAllocator::deallocate(void* p, size_t, Device) {
   ZT_CHECK(it != s.live.end(), "CUDA allocator: freeing a pointer it did not allocate");
   Block b = it->second;
   s.live.erase(it);
+  if (auto cap = s.capturing.find(b.device); cap != s.capturing.end() && cap->second != b.stream) {
+    s.held[{b.device, cap->second}].emplace_back(p, b);  // still counted as allocated
+    return;
+  }
   s.pools[{b.device, b.stream}][b.size].push_back(p);
   s.allocated -= static_cast<int64_t>(b.size);
   s.cached += static_cast<int64_t>(b.size);
@@ -167,9 +189,51 @@ int64_t CachingAllocator::allocated_bytes() const {
 }
 
 void CachingAllocator::empty_cache() {
+  check_not_capturing("empty_cache");
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   release_cached(s, -1);
+}
+
+void CachingAllocator::begin_capture(int device, cudaStream_t stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  ZT_CHECK(!s.capturing.count(device), "CUDA graph: a capture is already open on cuda:", device,
+           "; capture one graph at a time per device");
+  s.capturing[device] = stream;
+  s.private_pools.insert({device, stream});
+}
+
+void CachingAllocator::end_capture(int device) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.capturing.erase(device);
+}
+
+void CachingAllocator::release_capture_pool(int device, cudaStream_t stream) {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mu);
+  DeviceGuard g(device);
+  ++::zt::detail::thread_work_counts().syncs;
+  CUDA_CHECK(cudaDeviceSynchronize());  // the graph's last replay has finished
+  const PoolKey key{device, stream};
+  for (auto& [p, b] : s.held[key]) {
+    s.pools[{b.device, b.stream}][b.size].push_back(p);
+    s.allocated -= static_cast<int64_t>(b.size);
+    s.cached += static_cast<int64_t>(b.size);
+  }
+  s.held.erase(key);
+  if (auto pool = s.pools.find(key); pool != s.pools.end()) {
+    for (auto& [size, blocks] : pool->second)
+      for (void* p : blocks) {
+        CUDA_CHECK(cudaFree(p));
+        s.cached -= static_cast<int64_t>(size);
+      }
+    s.pools.erase(pool);
+  }
+  for (auto& [p, b] : s.live)
+    if (b.device == device && b.stream == stream) b.stream = nullptr;
+  s.private_pools.erase(key);
 }
 
 CachingAllocator& caching_allocator() {
@@ -180,6 +244,7 @@ CachingAllocator& caching_allocator() {
 // Synchronous copies, ordered after the work already queued on the current stream.
 void memcpy_h2d(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  check_not_capturing("a copy from host memory");
   int dev = device_of(dst);
   DeviceGuard g(dev);
   cudaStream_t s = current_stream(dev);
@@ -190,6 +255,7 @@ void memcpy_h2d(void* dst, const void* src, size_t bytes) {
 
 void memcpy_d2h(void* dst, const void* src, size_t bytes) {
   if (bytes == 0) return;
+  check_not_capturing("a read back to the host");
   int dev = device_of(src);
   DeviceGuard g(dev);
   cudaStream_t s = current_stream(dev);

@@ -12,6 +12,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include <cuda_runtime_api.h>
+
 #include "core/allocator.h"
 
 namespace zt::cuda {
@@ -32,6 +34,20 @@ class CachingAllocator final : public Allocator {
   /// The size class an allocation of `bytes` is rounded up to: multiples of 512 bytes
   /// below 1 MiB, then four classes per power of two (at most 25% slack).
   static size_t round_size(size_t bytes);
+
+  // CUDA graph capture (core/cuda/graph.h). The capture stream's pool is the graph's
+  // private pool: only work on that stream reuses its blocks, and empty_cache leaves it
+  // alone while the graph lives. While a capture on `device` is open, blocks of other
+  // pools freed on that device are held rather than reused: captured kernels may have
+  // read them, and a replay will read them again.
+  /// Opens a capture on (device, stream).
+  void begin_capture(int device, cudaStream_t stream);
+  /// Closes the open capture on `device` (the held blocks stay held).
+  void end_capture(int device);
+  /// The graph of (device, stream) is gone (its work done): held blocks return to their
+  /// pools, the private pool's free blocks are freed, and its live blocks join the
+  /// legacy default stream's pool when they are freed.
+  void release_capture_pool(int device, cudaStream_t stream);
 };
 
 /// The process-wide CUDA allocator (also reachable as allocator_for(DeviceType::CUDA)).

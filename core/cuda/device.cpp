@@ -2,6 +2,7 @@
 // "none" (false / 0) instead of throwing, so CPU-only machines run the same binary.
 #include <cuda_runtime_api.h>
 
+#include "core/cuda/stream.h"
 #include "core/device.h"
 
 namespace zt {
@@ -22,6 +23,10 @@ int cuda_device_count() {
 
 bool cuda_available() {
   return cuda_device_count() > 0;
+}
+
+bool graph_capturing() {
+  return cuda::capturing();
 }
 
 }  // namespace zt

@@ -5,10 +5,12 @@
 // blocks each find their entry by binary search and update a fixed run of its elements.
 // Uploaded tables are cached: a training step updates the same tensors every time, so
 // in steady state the launch reuses its table and copies nothing.
-// Per-step constants travel as kernel arguments. The CPU kernels of the same names
-// (core/cpu/optim.cpp) are the specification: the arithmetic below rounds each
-// operation on its own (explicit _rn intrinsics, so nvcc cannot fuse multiply-adds), in
-// the CPU loop's order, and so gives its bits.
+// Per-step constants travel as kernel arguments, or, for a capturable optimizer, in a
+// small f64 tensor each block reads when it starts (a replayed graph then sees the values
+// written for its step). The CPU kernels of the same names (core/cpu/optim.cpp) are the
+// specification: the arithmetic below rounds each operation on its own (explicit _rn
+// intrinsics, so nvcc cannot fuse multiply-adds), in the CPU loop's order, and so gives
+// its bits.
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/graph.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"
@@ -70,6 +73,19 @@ __device__ __forceinline__ double sqrt_rn(double a) {
 template <typename T>
 struct AdamOp {
   T beta1, beta2, omb1, omb2, l2, decay, step_size, inv_sqrt_bc2, eps;
+  const double* k;  // {l2, decay, step_size, inv_sqrt_bc2} in device memory, or null
+
+  // The op with its per-step constants in place (cast as the host casts them).
+  __device__ __forceinline__ AdamOp resolved() const {
+    AdamOp o = *this;
+    if (k) {
+      o.l2 = static_cast<T>(k[0]);
+      o.decay = static_cast<T>(k[1]);
+      o.step_size = static_cast<T>(k[2]);
+      o.inv_sqrt_bc2 = static_cast<T>(k[3]);
+    }
+    return o;
+  }
 
   __device__ __forceinline__ T operator()(T* p, const T* g, T* m, T* v, int64_t i) const {
     const T pi = p[i];
@@ -90,6 +106,16 @@ template <typename T>
 struct SgdOp {
   T lr, momentum, omd, weight_decay;
   bool nesterov, first;
+  const double* k;  // {lr, first} in device memory, or null
+
+  __device__ __forceinline__ SgdOp resolved() const {
+    SgdOp o = *this;
+    if (k) {
+      o.lr = static_cast<T>(k[0]);
+      o.first = k[1] != 0;
+    }
+    return o;
+  }
 
   __device__ __forceinline__ T operator()(T* p, const T* g, T* buf, T*, int64_t i) const {
     const T pi = p[i];
@@ -108,8 +134,9 @@ struct SgdOp {
 // Block b updates elements [(b - block0) * kBlockElems, + kBlockElems) of the entry
 // whose block range holds b, and writes their 16-bit copy (type L) when it has one.
 template <typename T, typename L, typename Op>
-__global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries, Op op) {
+__global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries, Op step) {
   __shared__ int s_entry;
+  const Op op = step.resolved();
   const int64_t block = blockIdx.x;
   if (threadIdx.x == 0) {
     int lo = 0, hi = entries - 1;  // the last entry with block0 <= block
@@ -185,8 +212,10 @@ Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t 
     if (c.stream == stream && c.entries.size() == entries.size() &&
         std::memcmp(c.entries.data(), entries.data(), bytes) == 0) {
       c.used = st.clock;
+      Graph::keep_alive(c.table);  // a replay reads it even if the cache drops it
       return c.table;
     }
+  check_not_capturing("an optimizer table upload (no warm-up step on the graph's stream made it)");
   Tensor table =
       Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
   Staging::Slot& slot = st.slots[st.next];
@@ -262,9 +291,12 @@ void launch(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
 void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  const std::vector<Tensor>& m, const std::vector<Tensor>& v,
                  const std::vector<Tensor>& low, double beta1, double beta2, double l2,
-                 double decay, double step_size, double inv_sqrt_bc2, double eps) {
+                 double decay, double step_size, double inv_sqrt_bc2, double eps,
+                 const Tensor& constants) {
   if (p.empty()) return;
   const DType low_dt = ::zt::detail::check_optimizer_lists("adam_update", p, {&g, &m, &v}, low);
+  ::zt::detail::check_step_constants("adam_update", constants, 4, p[0].device());
+  const auto* k = constants.defined() ? constants.data<double>() : nullptr;
   auto run = [&]<typename T>() {
     const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
     const AdamOp<T> op{b1,
@@ -275,7 +307,8 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                        static_cast<T>(decay),
                        static_cast<T>(step_size),
                        static_cast<T>(inv_sqrt_bc2),
-                       static_cast<T>(eps)};
+                       static_cast<T>(eps),
+                       k};
     launch<T>(p, g, m, v, low, low_dt, op);
   };
   if (p[0].dtype() == DType::f32)
@@ -286,16 +319,20 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
 
 void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
-                double momentum, double dampening, double weight_decay, bool nesterov, bool first) {
+                double momentum, double dampening, double weight_decay, bool nesterov, bool first,
+                const Tensor& constants) {
   if (p.empty()) return;
   const DType low_dt = ::zt::detail::check_sgd_lists(p, g, buf, low);
+  ::zt::detail::check_step_constants("sgd_update", constants, 2, p[0].device());
+  const auto* k = constants.defined() ? constants.data<double>() : nullptr;
   auto run = [&]<typename T>() {
     const SgdOp<T> op{static_cast<T>(lr),
                       static_cast<T>(momentum),
                       static_cast<T>(1 - dampening),
                       static_cast<T>(weight_decay),
                       nesterov,
-                      first};
+                      first,
+                      k};
     launch<T>(p, g, buf, {}, low, low_dt, op);
   };
   if (p[0].dtype() == DType::f32)

@@ -76,6 +76,7 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset,
 void random_fill(const Tensor& out, uint64_t seed, uint64_t offset, bool normal, double a,
                  double b) {
   ZT_CHECK(out.is_contiguous(), "random_fill: expects a contiguous tensor");
+  check_not_capturing("a random draw (every replay would repeat its numbers)");
   int64_t n = out.numel();
   if (n == 0) return;
   int dev = out.device().index;

@@ -16,6 +16,7 @@ constexpr int kMaxDevices = 16;
 
 // nullptr is the legacy default stream: one per device, shared by all threads.
 thread_local std::array<cudaStream_t, kMaxDevices> t_streams{};
+thread_local bool t_capturing = false;
 
 int resolve(int device) {
   int d = device < 0 ? current_device() : device;
@@ -60,7 +61,25 @@ Stream& Stream::operator=(Stream&& o) noexcept {
   return *this;
 }
 
+bool capturing() {
+  return t_capturing;
+}
+
+void set_capturing(bool on) {
+  t_capturing = on;
+}
+
+void check_not_capturing(const char* what) {
+  if (t_capturing)
+    ZT_FAIL("CUDA graph capture: the captured step did ", what,
+            ", which a graph cannot replay. A captured step must run on the GPU alone: no "
+            "host reads (item(), to_vector(), printing a GPU value), no host waits, no random "
+            "numbers (dropout, random restarts); log outside the step, or train without "
+            "train.cuda_graph");
+}
+
 void synchronize_stream(cudaStream_t stream) {
+  check_not_capturing("a host wait on a GPU stream");
   ++::zt::detail::thread_work_counts().syncs;
   CUDA_CHECK(cudaStreamSynchronize(stream));
   raise_device_errors();
@@ -94,6 +113,7 @@ void Event::record(cudaStream_t stream) {
 }
 
 void Event::synchronize() const {
+  check_not_capturing("a host wait on a GPU event");
   ++::zt::detail::thread_work_counts().syncs;
   CUDA_CHECK(cudaEventSynchronize(event_));
   raise_device_errors();

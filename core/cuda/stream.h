@@ -98,6 +98,15 @@ class StreamGuard {
   int device_;
 };
 
+/// True while this thread is capturing a CUDA graph (core/cuda/graph.h).
+bool capturing();
+/// Marks this thread as capturing a graph, or not (Graph::capture).
+void set_capturing(bool on);
+/// Throws, naming `what`, when this thread is capturing a graph: for work a graph cannot
+/// hold (a host wait on the GPU, a value read back, random numbers drawn on the host's
+/// counter, a lazy set-up that synchronizes).
+void check_not_capturing(const char* what);
+
 /// Multiprocessor count of `device` (cached): sizes persistent grids.
 int sm_count(int device);
 

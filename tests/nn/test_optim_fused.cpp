@@ -118,3 +118,55 @@ TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
   EXPECT_TRUE(test::throws_with(
       [&] { sgd.set_low_precision_copy("w", Tensor::empty({4}, DType::i64)); }, "floating"));
 }
+
+// Capturable mode (for CUDA graphs): the per-step constants reach the kernels through a
+// device tensor written before the update; every optimizer gives the default mode's bits,
+// across learning-rate changes, a parameter whose count lags and SGD's first step.
+TEST(OptimFused, CapturableModeGivesTheDefaultModesBits) {
+  const std::vector<Shape> shapes = {{3, 5}, {1}, {9000}};
+  for (const Factory& make : factories()) {
+    optim::NamedTensors plain, capt;
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      Tensor p = normal(shapes[i], i + 7);
+      plain.emplace_back("p" + std::to_string(i), p.clone());
+      capt.emplace_back("p" + std::to_string(i), p.clone());
+    }
+    auto a = make(plain);
+    auto b = make(capt);
+    b->set_capturable(true);
+    ASSERT_TRUE(b->capturable());
+    for (int step = 0; step < 5; ++step) {
+      const double lr = 0.02 / (1 + step);
+      a->set_lr(lr);
+      b->set_lr(lr);
+      for (size_t i = 0; i < shapes.size(); ++i) {
+        if (i == 1 && step == 0) continue;  // a lagging step count: its own group
+        Tensor g = normal(shapes[i], 31 * step + i);
+        plain[i].second.set_grad(g);
+        capt[i].second.set_grad(g.clone());
+      }
+      a->step();
+      b->step();
+      a->zero_grad();
+      b->zero_grad();
+      for (size_t i = 0; i < shapes.size(); ++i)
+        ASSERT_TRUE(same_bits(plain[i].second, capt[i].second))
+            << "parameter " << i << " after step " << step;
+    }
+  }
+}
+
+TEST(OptimFused, CapturableModeErrorsAreClear) {
+  auto opt = std::make_unique<optim::AdamW>(optim::NamedTensors{{"w", normal({4}, 1)}},
+                                            optim::AdamWOptions(0.01));
+  EXPECT_TRUE(
+      test::throws_with([&] { opt->before_replay(); }, "before_replay() without a captured step"));
+  // The kernels check the constants they are handed.
+  Tensor p = normal({4}, 2), g = normal({4}, 3), m = zeros({4}), v = zeros({4});
+  EXPECT_TRUE(test::throws_with(
+      [&] { adam_update({p}, {g}, {m}, {v}, {}, 0.9, 0.999, 0, 1, 1e-3, 1, 1e-8, zeros({4})); },
+      "the step constants must be 4 contiguous f64 values on cpu"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { sgd_update({p}, {g}, {}, {}, 0.1, 0, 0, 0, false, false, zeros({3}, DType::f64)); },
+      "the step constants must be 2 contiguous f64 values"));
+}

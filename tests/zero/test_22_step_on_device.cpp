@@ -5,6 +5,7 @@
 // queues the whole step without waiting. Only logging reads the norm. The gradient shards
 // are views of one flat buffer per device, so clipping and zeroing are one kernel each
 // however many parameters there are.
+#include "core/step_graph.h"
 #include "core/work_counts.h"
 #include "zero/lesson_util.h"
 
@@ -86,4 +87,37 @@ TEST(Lesson22StepOnDevice, GradientShardsAreViewsOfOneZeroedBuffer) {
       EXPECT_EQ(sum(abs(zero::zero_param(np.param)->grad_shard)).item(), 0.0)
           << np.name << " was not zeroed by the step";
   });
+}
+
+// A step that never waits for the host can be captured once as a CUDA graph and replayed
+// (core/step_graph.h, tests/cuda/test_cuda_graph.cpp). What keeps a step on the host is
+// named before any capture: several ranks (their collective waits), gradient
+// accumulation, fp16 skipping, offload to the host and an open timeline. One plain rank
+// has none.
+TEST(Lesson22StepOnDevice, WhatKeepsAStepFromBeingCapturedIsNamed) {
+  auto blocker = [](int ranks, const std::function<void(zero::Config&)>& set) {
+    std::string why;
+    comm::run_threads(ranks, [&](comm::Communicator& comm) {
+      manual_seed(22);
+      auto m = std::make_shared<lesson::Mixed>();
+      zero::Config cfg;
+      set(cfg);
+      zero::Engine engine(m, comm, cfg, adamw());
+      if (comm.rank() == 0) why = engine.capture_blocker();
+    });
+    return why;
+  };
+  EXPECT_EQ(blocker(1, [](zero::Config&) {}), "");
+  EXPECT_NE(blocker(2, [](zero::Config&) {}).find("2 ranks"), std::string::npos);
+  EXPECT_NE(blocker(1, [](zero::Config& c) { c.gradient_accumulation_steps = 2; })
+                .find("gradient_accumulation_steps is 2"),
+            std::string::npos);
+  EXPECT_NE(blocker(1, [](zero::Config& c) { c.precision.fp16 = true; }).find("fp16"),
+            std::string::npos);
+  // (offload_optimizer blocks it too, on a GPU: on the CPU offload moves nothing.)
+}
+
+TEST(Lesson22StepOnDevice, CudaGraphsNeedACudaDevice) {
+  EXPECT_TRUE(
+      test::throws_with([] { StepGraph graph(Device::cpu()); }, "CUDA graphs need a CUDA device"));
 }

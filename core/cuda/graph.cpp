@@ -1,0 +1,78 @@
+// CUDA graph capture and replay (see graph.h).
+#include "core/cuda/graph.h"
+
+#include "core/cuda/allocator.h"
+#include "core/cuda/check.h"
+#include "core/error.h"
+#include "core/work_counts.h"
+
+namespace zt::cuda {
+
+namespace {
+thread_local Graph* t_graph = nullptr;  // the graph this thread is capturing
+}  // namespace
+
+Graph::Graph(int device) : device_(device), stream_(device, /*non_blocking=*/false) {}
+
+Graph::~Graph() {
+  // The pool release waits for the device, so the graph's last replay is done.
+  if (exec_) cudaGraphExecDestroy(exec_);
+  if (graph_) cudaGraphDestroy(graph_);
+  try {
+    caching_allocator().release_capture_pool(device_, stream_.get());
+  } catch (const std::exception&) {  // a destructor does not throw; the memory stays held
+  }
+}
+
+void Graph::capture(const std::function<void()>& fn) {
+  ZT_CHECK(!captured(), "CUDA graph: already captured; make a new Graph to capture again");
+  ZT_CHECK(t_graph == nullptr, "CUDA graph: this thread is already capturing a graph");
+  DeviceGuard dg(device_);
+  StreamGuard sg(stream_);
+  caching_allocator().begin_capture(device_, stream_.get());
+  CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+  t_graph = this;
+  set_capturing(true);
+  auto finish = [&]() -> cudaError_t {
+    set_capturing(false);
+    t_graph = nullptr;
+    caching_allocator().end_capture(device_);
+    return cudaStreamEndCapture(stream_.get(), &graph_);
+  };
+  try {
+    fn();
+  } catch (...) {
+    finish();
+    cudaGetLastError();
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+    kept_.clear();
+    throw;
+  }
+  const cudaError_t ended = finish();
+  if (ended != cudaSuccess) {
+    cudaGetLastError();
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+    kept_.clear();
+    ZT_FAIL("CUDA graph: the capture on cuda:", device_, " is invalid (", cudaGetErrorString(ended),
+            "). Some call in the step used another stream or a CUDA call a capture forbids; "
+            "run the step once on Graph::stream() before capturing, and keep host waits out "
+            "of it");
+  }
+  CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
+  CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+}
+
+void Graph::replay() {
+  ZT_CHECK(captured(), "CUDA graph: replay before capture");
+  DeviceGuard dg(device_);
+  ++::zt::detail::thread_work_counts().launches;
+  CUDA_CHECK(cudaGraphLaunch(exec_, stream_.get()));
+}
+
+void Graph::keep_alive(const Tensor& t) {
+  if (t_graph && t.defined()) t_graph->kept_.push_back(t);
+}
+
+}  // namespace zt::cuda

@@ -1,0 +1,214 @@
+// CUDA graphs (label cuda; skip without a GPU): a training step captured once and
+// replayed (core/step_graph.h) gives the eager steps' numbers bit for bit, with plain
+// AdamW and through a one-rank ZeRO-3 engine, across learning-rate changes and new
+// batches copied into the step's input; a replay is one launch and no host wait; what a
+// graph cannot replay (a host read, a random draw) is a clear error at capture; and
+// memory a captured kernel read is not handed out again while the graph lives.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "core/step_graph.h"
+#include "core/work_counts.h"
+#include "cuda/cuda_compare.h"
+#include "nn/nn.h"
+#include "zero/zero.h"
+
+#ifdef ZT_WITH_CUDA
+#include "core/cuda/graph.h"
+#endif
+
+using namespace zt;
+using zt::cuda_test::kGpu;
+using zt::cuda_test::normal_cpu;
+using zt::test::throws_with;
+
+namespace {
+
+class Mlp : public nn::UnaryModule {
+ public:
+  Mlp() : nn::UnaryModule("Mlp") {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(16, 64));
+    ln = register_module("ln", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({64})));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(64, 8));
+  }
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  std::shared_ptr<nn::LayerNorm> ln;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*fc2)(gelu((*ln)((*fc1)(x)))); }
+};
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
+  return x.numel() == y.numel() && x.dtype() == y.dtype() &&
+         std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * dtype_size(x.dtype())) == 0;
+}
+
+// One plain step: zero the gradients, forward, mean squared error, backward, update.
+StepGraph::Step plain_step(Mlp& model, optim::Optimizer& opt, const Tensor& x, const Tensor& y) {
+  return [&model, &opt, x, y] {
+    opt.zero_grad();
+    Tensor loss = mse_loss(model(x), y);
+    loss.backward();
+    opt.step();
+    return std::vector<Tensor>{loss};
+  };
+}
+
+// Six steps of AdamW on batch k, learning rate 1e-2 / (1 + k): eager when `graphed` is
+// false, else through a StepGraph (two warm-up steps, capture, replays). Returns the
+// losses and the final parameters (on the CPU).
+std::pair<std::vector<double>, std::vector<Tensor>> train_plain(bool graphed) {
+  manual_seed(41);
+  Mlp model;
+  model.to(kGpu);
+  optim::AdamW opt(model.named_parameters(), optim::AdamWOptions(1e-2));
+  opt.set_capturable(true);
+  Tensor x = Tensor::empty({32, 16}, DType::f32, kGpu),
+         y = Tensor::empty({32, 8}, DType::f32, kGpu);
+  const StepGraph::Step step = plain_step(model, opt, x, y);
+  std::unique_ptr<StepGraph> graph;
+  if (graphed) graph = std::make_unique<StepGraph>(kGpu);
+  std::vector<double> losses;
+  for (int k = 0; k < 6; ++k) {
+    x.copy_(normal_cpu({32, 16}, 100 + k));
+    y.copy_(normal_cpu({32, 8}, 200 + k));
+    opt.set_lr(1e-2 / (1 + k));
+    Tensor loss = graph ? graph->run(step, [&] { opt.before_replay(); })[0] : step()[0];
+    losses.push_back(loss.item());
+  }
+  EXPECT_EQ(opt.step_count(), 6);
+  if (graph) {
+    EXPECT_TRUE(graph->captured());
+  }
+  std::vector<Tensor> params;
+  for (auto& [name, p] : model.named_parameters()) params.push_back(p.to(Device::cpu()));
+  return {losses, params};
+}
+
+}  // namespace
+
+TEST(CudaGraph, ReplayedAdamWStepsEqualEagerSteps) {
+  ZT_SKIP_WITHOUT_GPU();
+  auto [eager_loss, eager_params] = train_plain(false);
+  auto [graph_loss, graph_params] = train_plain(true);
+  ASSERT_EQ(eager_loss.size(), graph_loss.size());
+  for (size_t k = 0; k < eager_loss.size(); ++k)
+    EXPECT_EQ(eager_loss[k], graph_loss[k]) << "loss of step " << k;
+  for (size_t i = 0; i < eager_params.size(); ++i)
+    EXPECT_TRUE(same_bits(eager_params[i], graph_params[i])) << "parameter " << i;
+}
+
+TEST(CudaGraph, ReplayedEngineStepsEqualEagerSteps) {
+  ZT_SKIP_WITHOUT_GPU();
+  auto train = [](bool graphed) {
+    std::vector<double> losses;
+    std::vector<Tensor> params;
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      manual_seed(43);
+      auto model = std::make_shared<Mlp>();
+      model->to(kGpu);
+      zero::Config cfg;
+      cfg.gradient_clipping = 0.5;
+      zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-2, .weight_decay = 0.01});
+      engine.set_capturable(true);
+      ASSERT_EQ(engine.capture_blocker(), "");
+      Tensor x = Tensor::empty({32, 16}, DType::f32, kGpu);
+      Tensor y = Tensor::empty({32, 8}, DType::f32, kGpu);
+      auto step = [&] {
+        Tensor loss = mse_loss(engine(x), y);
+        engine.backward(loss);
+        engine.step();
+        return std::vector<Tensor>{loss};
+      };
+      std::unique_ptr<StepGraph> graph;
+      if (graphed) graph = std::make_unique<StepGraph>(kGpu);
+      for (int k = 0; k < 6; ++k) {
+        x.copy_(normal_cpu({32, 16}, 300 + k));
+        y.copy_(normal_cpu({32, 8}, 400 + k));
+        engine.set_lr(1e-2 / (1 + k));
+        Tensor loss = graph ? graph->run(step, [&] { engine.before_replay(); })[0] : step()[0];
+        losses.push_back(loss.item());
+      }
+      EXPECT_EQ(engine.global_step(), 6);
+      for (const auto& np : engine.partitioned())
+        params.push_back(zero::zero_param(np.param)->fp32_shard().to(Device::cpu()));
+    });
+    return std::make_pair(losses, params);
+  };
+  auto [eager_loss, eager_params] = train(false);
+  auto [graph_loss, graph_params] = train(true);
+  for (size_t k = 0; k < eager_loss.size(); ++k)
+    EXPECT_EQ(eager_loss[k], graph_loss[k]) << "loss of step " << k;
+  for (size_t i = 0; i < eager_params.size(); ++i)
+    EXPECT_TRUE(same_bits(eager_params[i], graph_params[i])) << "master shard " << i;
+}
+
+TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
+  ZT_SKIP_WITHOUT_GPU();
+  manual_seed(44);
+  Mlp model;
+  model.to(kGpu);
+  optim::AdamW opt(model.named_parameters(), optim::AdamWOptions(1e-3));
+  opt.set_capturable(true);
+  Tensor x = normal_cpu({32, 16}, 1).to(kGpu), y = normal_cpu({32, 8}, 2).to(kGpu);
+  const StepGraph::Step step = plain_step(model, opt, x, y);
+  auto before = [&] { opt.before_replay(); };
+  StepGraph graph(kGpu);
+  for (int k = 0; k < 3; ++k) graph.run(step, before);  // two warm-up steps, the capture
+  const WorkCounts w0 = work_counts();
+  graph.run(step, before);
+  const WorkCounts w = work_counts() - w0;
+  EXPECT_EQ(w.syncs, 0);
+  EXPECT_EQ(w.d2h_copies + w.h2d_copies, 0);
+  EXPECT_EQ(w.host_reads, 0);
+  // The graph launch, and the fills that write the optimizer's step constants.
+  EXPECT_LE(w.launches, 1 + 4);
+  EXPECT_GT(graph.nodes(), 10u);
+}
+
+TEST(CudaGraph, WhatAGraphCannotReplayIsAClearError) {
+  ZT_SKIP_WITHOUT_GPU();
+  Tensor x = normal_cpu({8}, 3).to(kGpu);
+  {
+    StepGraph graph(kGpu, 1);
+    auto reads = [&] {
+      Tensor s = sum(x);
+      (void)s.item();
+      return std::vector<Tensor>{s};
+    };
+    graph.run(reads, [] {});  // eager warm-up: fine
+    EXPECT_TRUE(throws_with([&] { graph.run(reads, [] {}); }, "a read back to the host"));
+    EXPECT_FALSE(graph.captured());
+  }
+  {
+    StepGraph graph(kGpu, 1);
+    auto draws = [&] { return std::vector<Tensor>{add(x, rand({8}, DType::f32, kGpu))}; };
+    graph.run(draws, [] {});
+    EXPECT_TRUE(throws_with([&] { graph.run(draws, [] {}); }, "a random draw"));
+  }
+  // Eager work goes on as before after a failed capture.
+  EXPECT_EQ(sum(x).item(), sum(x.to(Device::cpu())).item());
+}
+
+#ifdef ZT_WITH_CUDA
+TEST(CudaGraph, MemoryACapturedKernelReadsIsNotReusedWhileTheGraphLives) {
+  ZT_SKIP_WITHOUT_GPU();
+  Tensor values = normal_cpu({1 << 16}, 5);
+  Tensor out;
+  cuda::Graph graph(0);
+  {
+    Tensor a = values.to(kGpu);  // allocated before the capture, dropped inside it
+    graph.capture([&] {
+      out = mul(a, 2.0);
+      a = Tensor();
+    });
+  }
+  // A same-sized eager tensor must not get a's block: the replay reads a's values.
+  Tensor b = full({1 << 16}, 7.0, DType::f32, kGpu);
+  graph.replay();
+  EXPECT_TRUE(same_bits(out, mul(values, 2.0)));
+  EXPECT_TRUE(same_bits(b, full({1 << 16}, 7.0)));
+}
+#endif
