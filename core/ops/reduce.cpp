@@ -136,7 +136,7 @@ Tensor sum_squares(const Tensor& a) {
   ZT_CHECK(a.defined(), "sum_squares: the input tensor is undefined");
   ZT_CHECK(is_floating(a.dtype()), "sum_squares: expects a floating tensor (f32, f64, bf16 or ",
            "f16), got ", a.str(), "; convert it first, e.g. x.to(DType::f32)");
-  Tensor x = a.detach().contiguous();
+  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();  // no graph either way
   Tensor out = Tensor::empty({1}, DType::f64, a.device());
   ZT_DISPATCH(a.device(), sum_squares, out, x);
   return out;
