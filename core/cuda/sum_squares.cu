@@ -15,7 +15,7 @@ namespace zt::cuda {
 
 namespace {
 
-constexpr int64_t kPerThread = 16;    // elements each thread gets at least, small inputs
+constexpr int64_t kPerThread = 16;    // elements per thread before a second block is used
 constexpr int64_t kMaxBlocks = 1024;  // enough to fill the largest GPUs' memory pipes
 
 // Blocks for n > 0 elements: one per kThreads * kPerThread elements, at most kMaxBlocks.
