@@ -237,3 +237,16 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 const std::vector<Tensor>& buf, const std::vector<Tensor>& low, double lr,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first,
                 const Tensor& constants = Tensor());  // {lr, first (0 or 1)}
+
+// ---------------------------------------------------------------- sum of squares
+// cpu/sum_squares.cpp, cuda/sum_squares.cu: the gradient norm's reduction, read once
+// with no temporary of the input's size.
+
+/// out (one f64 element) = the sum over a contiguous floating x (f32, f64, bf16 or f16) of
+/// x[i]^2, each element converted to double (16-bit ones through float) before squaring;
+/// 0 when x is empty. CPU: one pass, eight double lanes over consecutive elements (lane
+/// i % 8, the tail into lane 0), added in lane order at the end. CUDA: at most two
+/// launches, per-thread double sums over a grid-stride loop, a fixed block tree, then
+/// one block over the per-block sums; the grid depends only on the element count, so
+/// repeated runs give the same bits, and nothing is read back or synchronized.
+void sum_squares(const Tensor& out, const Tensor& x);

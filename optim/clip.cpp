@@ -1,5 +1,6 @@
-// Global-norm gradient clipping. CPU tensors are summed in double in one pass; other
-// devices go through core's reductions (f32 promoted, summed on the device).
+// Global-norm gradient clipping. Each gradient's sum of squares is core's sum_squares:
+// one pass in double with no temporary of the gradient's size, read on the host for CPU
+// tensors and kept on the device (one f64 element) for the others.
 #include "optim/clip.h"
 
 #include <cmath>
@@ -10,35 +11,10 @@ namespace zt::optim {
 
 namespace {
 
-// Sum of squares of a CPU tensor in double, in one pass.
-double cpu_sum_sq(const Tensor& g0) {
-  Tensor g = g0.contiguous();
-  return dispatch_floating(g.dtype(), "grad_norm_sq", [&]<typename T>() {
-    // Eight independent partial sums: one running sum is a dependency chain of
-    // floating-point adds (about 4 cycles an element); lanes let it vectorize.
-    const T* p = g.data<T>();
-    const int64_t n = g.numel();
-    double lane[8] = {};
-    int64_t i = 0;
-    for (; i + 8 <= n; i += 8)
-      for (int k = 0; k < 8; ++k) {
-        const double x = static_cast<double>(static_cast<acc_t<T>>(p[i + k]));
-        lane[k] += x * x;
-      }
-    for (; i < n; ++i) {
-      const double x = static_cast<double>(static_cast<acc_t<T>>(p[i]));
-      lane[0] += x * x;
-    }
-    double s = 0.0;
-    for (double l : lane) s += l;
-    return s;
-  });
-}
-
-// Sum of squares of a device tensor as a one-element f64 tensor on that device.
-Tensor device_sum_sq(const Tensor& g0) {
-  Tensor g = g0.dtype() == DType::f64 ? g0 : g0.to(DType::f32);
-  return sum(mul(g, g)).to(DType::f64).reshape({1});
+// Sum of squares of a CPU tensor in double (core's sum_squares: one pass, no copy of a
+// contiguous gradient), read straight from the one-element result.
+double cpu_sum_sq(const Tensor& g) {
+  return sum_squares(g).data<double>()[0];
 }
 
 }  // namespace
@@ -48,7 +24,7 @@ double grad_norm_sq(const std::vector<Tensor>& grads) {
   double total = 0.0;
   for (const Tensor& g : grads) {
     if (!g.defined()) continue;
-    total += g.device().is_cpu() ? cpu_sum_sq(g) : device_sum_sq(g).item();
+    total += g.device().is_cpu() ? cpu_sum_sq(g) : sum_squares(g).item();
   }
   return total;
 }
@@ -65,7 +41,7 @@ Tensor grad_norm_sq_on(const std::vector<Tensor>& grads, Device device) {
     }
     ZT_CHECK(g.device() == device, "grad_norm_sq_on: a gradient on ", g.device().str(),
              ", the norm on ", device.str());
-    Tensor s = device_sum_sq(g);
+    Tensor s = sum_squares(g);
     on_device = on_device.defined() ? add(on_device, s) : s;
   }
   if (!on_device.defined()) return full({1}, host, DType::f64, device);

@@ -13,9 +13,9 @@ namespace zt::optim {
 
 /// Sum of squares of every element of every defined gradient, accumulated in double.
 double grad_norm_sq(const std::vector<Tensor>& grads);
-/// grad_norm_sq as a one-element f64 tensor on `device`, summed there: CPU gradients by
-/// the same double loop, others by their device's reductions (f32 promoted), without a
-/// read back to the host.
+/// grad_norm_sq as a one-element f64 tensor on `device`, summed there: each gradient by
+/// core's sum_squares (squares in double, no temporary of the gradient's size), CPU ones
+/// on the host, the others on their device without a read back to the host.
 Tensor grad_norm_sq_on(const std::vector<Tensor>& grads, Device device);
 /// Multiplies every defined gradient by `scale` in place.
 void scale_grads(const std::vector<Tensor>& grads, double scale);

@@ -1,5 +1,6 @@
 // Reductions: permute reduced dims innermost, make contiguous, sum rows (double
-// accumulation, fixed order: results do not depend on thread count).
+// accumulation, fixed order: results do not depend on thread count). sum_squares is
+// one fused kernel over the whole tensor.
 #include "core/ops/reduce.h"
 
 #include <algorithm>
@@ -129,6 +130,16 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
   if (p == 2.0) return sqrt(sum(mul(a, a), dims, keepdim));
   if (p == 1.0) return sum(abs(a), dims, keepdim);
   return pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
+}
+
+Tensor sum_squares(const Tensor& a) {
+  ZT_CHECK(a.defined(), "sum_squares: the input tensor is undefined");
+  ZT_CHECK(is_floating(a.dtype()), "sum_squares: expects a floating tensor (f32, f64, bf16 or ",
+           "f16), got ", a.str(), "; convert it first, e.g. x.to(DType::f32)");
+  const Tensor x = a.is_contiguous() ? a : a.detach().contiguous();  // no graph either way
+  Tensor out = Tensor::empty({1}, DType::f64, a.device());
+  ZT_DISPATCH(a.device(), sum_squares, out, x);
+  return out;
 }
 
 }  // namespace zt

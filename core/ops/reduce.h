@@ -21,5 +21,13 @@ Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 /// p-norm (p = 2 by default) over dims or all.
 Tensor norm(const Tensor& a, double p = 2.0, const std::vector<int64_t>& dims = {},
             bool keepdim = false);
+/// Sum of the squares of every element of a floating tensor (f32, f64, bf16 or f16), each
+/// converted to double before squaring and summed in double: a one-element f64 tensor
+/// (shape {1}) on a's device, 0 for an empty a. One read of a (made contiguous first if
+/// it is not), with no temporary of its size; on a GPU nothing is read back or waited on.
+/// Not differentiable: no gradient is recorded (for one, use sum(mul(a, a))). The CPU
+/// result does not depend on the thread count; see the sum_squares kernel
+/// (core/kernel_list.h) for each device's order of additions.
+Tensor sum_squares(const Tensor& a);
 
 }  // namespace zt
