@@ -116,8 +116,13 @@ void read_train(Section s, TrainConfig& t) {
       .get("resume", t.resume)
       .get("trace", t.trace)
       .get("trace_steps", t.trace_steps, 1, 1 << 20)
-      .get("tensorboard", t.tensorboard);
+      .get("tensorboard", t.tensorboard)
+      .get("cuda_graph", t.cuda_graph);
   s.finish();
+  if (t.cuda_graph && t.device != "cuda")
+    s.fail("cuda_graph", "CUDA graphs need device: cuda (the device is " + t.device + ")");
+  if (t.cuda_graph && t.gradient_accumulation_steps > 1)
+    s.fail("cuda_graph", "a graph holds one whole step: set gradient_accumulation_steps to 1");
   if (betas.size() != 2) s.fail("betas", "expected two values, e.g. [0.9, 0.999]");
   for (double b : betas)
     if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");

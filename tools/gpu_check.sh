@@ -42,21 +42,24 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 75 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
-step 30 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt and a bf16 GPT block vs the CPU
-step 20 "bin/zt-bench ops --device cuda"
-step 25 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
-step 30 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
+step 40 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, vqtok cuda_graph
+step 15 "bin/zt-bench ops --device cuda"
+step 20 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
+step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
+# The step captured once as a CUDA graph and replayed (train.cuda_graph).
+step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
+step 15 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 10 --cuda-graph"
 # Both sides under one TF32 policy: TF32 convolutions, exact matmuls (zt's default, PyTorch's).
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 5"
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 5"
 step 40 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
 torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
-step 45 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+step 35 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 30 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 25 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
-step 35 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
+step 30 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
   --overwrite"                               # the tokenizer's share of the step is printed
 step 20 "bin/zt-bench vqgpt --device cuda --steps 5"

@@ -74,6 +74,9 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
   app::check_same_config(cfg.root, comm, "vqgpt train");
+  ZT_CHECK(!cfg.train.cuda_graph,
+           "vqgpt train: train.cuda_graph is not supported here yet (vqtok train and "
+           "zt-bench vqtok-step --cuda-graph capture their step); remove it");
   const Device device = app::train_device(cfg.train, comm, "vqgpt train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;

@@ -14,6 +14,7 @@
 #include "apps/common/run_checks.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "core/step_graph.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/plot.h"
@@ -290,6 +291,29 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                     fmt("%.1f%%", 100.0 * ev.codebook.usage) + " | " + grid);
   };
 
+  // train.cuda_graph: two eager warm-up steps, then the step (forward, loss, backward,
+  // reduce, clip, AdamW) is captured once and replayed; each batch is copied into the one
+  // device tensor the graph reads.
+  std::unique_ptr<StepGraph> graph;
+  Tensor graph_clips;
+  if (tc.cuda_graph) {
+    const std::string why = engine->capture_blocker();
+    ZT_CHECK(why.empty(), "vqtok train: train.cuda_graph: the step cannot be captured: ", why);
+    ZT_CHECK(cfg.model.dropout == 0, "vqtok train: train.cuda_graph: model.dropout is ",
+             cfg.model.dropout, "; random draws cannot be replayed (set it to 0)");
+    engine->set_capturable(true);
+    graph = std::make_unique<StepGraph>(device);
+  }
+  // One micro-step on `clips`: {total, mse, l1, vq, commit, codebook loss, codes}.
+  Tensor clips;
+  auto train_step = [&] {
+    std::vector<Tensor> out = engine->forward({clips});
+    Losses l = objective(out, clips, cfg.loss);
+    engine->backward(l.total);
+    engine->step();
+    return std::vector<Tensor>{l.total, l.mse, l.l1, l.vq, out[3], out[4], out[1]};
+  };
+
   model->train();
   double last_psnr = 0.0;
   for (int64_t step = start; step < tc.steps; ++step) {
@@ -300,28 +324,35 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
-      const Tensor clips = batch.clips.to(device);
-      std::vector<Tensor> out = engine->forward({clips});
-      Losses l = objective(out, clips, cfg.loss);
-      engine->backward(l.total);
-      engine->step();
+      if (graph) {
+        if (!graph_clips.defined())
+          graph_clips = Tensor::empty(batch.clips.sizes(), batch.clips.dtype(), device);
+        ZT_CHECK(batch.clips.sizes() == graph_clips.sizes(),
+                 "vqtok train: train.cuda_graph: ", "a batch of ", shape_str(batch.clips.sizes()),
+                 " after batches of ", shape_str(graph_clips.sizes()),
+                 "; a graph replays one shape");
+        graph_clips.copy_(batch.clips);
+        clips = graph_clips;
+      } else {
+        clips = batch.clips.to(device);
+      }
+      const std::vector<Tensor> r =
+          graph ? graph->run(train_step, [&] { engine->before_replay(); }) : train_step();
       // Read back once per micro-batch: the six scalars together, then the codes (on a
       // GPU each read is a wait; one per value would be six).
-      const std::vector<double> v =
-          stack({l.total.to(DType::f64), l.mse.to(DType::f64), l.l1.to(DType::f64),
-                 l.vq.to(DType::f64), out[3].to(DType::f64), out[4].to(DType::f64)},
-                0)
-              .to_vector();
+      std::vector<Tensor> scalars;
+      for (size_t i = 0; i < 6; ++i) scalars.push_back(r[i].to(DType::f64));
+      const std::vector<double> v = stack(scalars, 0).to_vector();
       const double loss = v[0];
       if (!std::isfinite(loss)) {  // policy: app::check_step_finite after the step
         if (nonfinite.empty())
           nonfinite = "loss " + std::to_string(loss) + " in micro-batch " + std::to_string(k) +
                       "; " +
                       app::nonfinite_loss_report(
-                          clips, {{"mse (decoder output vs. input)", l.mse},
-                                  {"l1 (decoder output vs. input)", l.l1},
-                                  {"commitment (encoder output vs. its code, quantizer)", out[3]},
-                                  {"codebook loss (quantizer.embedding)", out[4]}});
+                          clips, {{"mse (decoder output vs. input)", r[1]},
+                                  {"l1 (decoder output vs. input)", r[2]},
+                                  {"commitment (encoder output vs. its code, quantizer)", r[4]},
+                                  {"codebook loss (quantizer.embedding)", r[5]}});
         continue;
       }
       step_loss += loss / static_cast<double>(tc.gradient_accumulation_steps);
@@ -332,7 +363,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       window.add("commit", v[4]);
       window.add("codebook_loss", v[5]);
       window.add("psnr", app::psnr_from_mse(v[1]));
-      const Tensor codes = out[1].reshape({-1}).to(Device::cpu());
+      const Tensor codes = r[6].reshape({-1}).to(Device::cpu());
       usage.add(codes);
       if (tc.codebook_restart_every > 0) {
         int64_t* hc = hits.data<int64_t>();

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "apps/app_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -283,4 +284,30 @@ TEST(VqtokApp, TrainDeviceRule) {
     });
   }
 #endif
+}
+
+// train.cuda_graph: two eager warm-up steps, then the captured step replayed, give the
+// eager run's losses (cuDNN's backward algorithms may add in another order from run to
+// run, so 1e-5 relative rather than bits) and the same number of optimizer steps.
+TEST(VqtokApp, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: train.cuda_graph needs a GPU";
+  std::map<bool, vqtok::TrainResult> results;
+  for (const bool graphed : {false, true}) {
+    const auto cfg = tiny_config(fresh_dir(graphed ? "graphed" : "eager"),
+                                 {"train.device=cuda", "train.steps=6", "train.log_every=1",
+                                  "train.eval_every=0", "train.checkpoint_every=0",
+                                  std::string("train.cuda_graph=") + (graphed ? "true" : "false")});
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.quiet = true;
+      results[graphed] = vqtok::train(cfg, o, comm);
+    });
+  }
+  const auto& eager = results[false].log_losses;
+  const auto& graphed = results[true].log_losses;
+  ASSERT_EQ(eager.size(), 6u);
+  ASSERT_EQ(graphed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_NEAR(graphed[i], eager[i], 1e-5 * std::abs(eager[i])) << "step " << i + 1;
+  EXPECT_EQ(results[true].steps, 6);
 }
