@@ -124,12 +124,8 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
   void* p = nullptr;
   cudaError_t st;
   {
-    // cudaMalloc is not stream work; inside a graph capture it must be allowed explicitly
-    // (the block then belongs to the graph's private pool).
-    cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
-    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+    RelaxedCapture relaxed;  // in a capture the block joins the graph's private pool
     st = cudaMalloc(&p, size);
-    CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
   }
   if (st == cudaErrorMemoryAllocation && capturing()) {
     cudaGetLastError();

@@ -47,6 +47,7 @@ void Graph::capture(const std::function<void()>& fn) {
     if (graph_) cudaGraphDestroy(graph_);
     graph_ = nullptr;
     kept_.clear();
+    kept_host_.clear();
     throw;
   }
   const cudaError_t ended = finish();
@@ -55,6 +56,7 @@ void Graph::capture(const std::function<void()>& fn) {
     if (graph_) cudaGraphDestroy(graph_);
     graph_ = nullptr;
     kept_.clear();
+    kept_host_.clear();
     ZT_FAIL("CUDA graph: the capture on cuda:", device_, " is invalid (", cudaGetErrorString(ended),
             "). Some call in the step used another stream or a CUDA call a capture forbids; "
             "run the step once on Graph::stream() before capturing, and keep host waits out "
@@ -73,6 +75,10 @@ void Graph::replay() {
 
 void Graph::keep_alive(const Tensor& t) {
   if (t_graph && t.defined()) t_graph->kept_.push_back(t);
+}
+
+void Graph::keep_alive(std::shared_ptr<void> host) {
+  if (t_graph && host) t_graph->kept_host_.push_back(std::move(host));
 }
 
 }  // namespace zt::cuda

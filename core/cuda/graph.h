@@ -19,6 +19,7 @@
 #include <cuda_runtime_api.h>
 
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "core/cuda/stream.h"
@@ -51,6 +52,8 @@ class Graph {
   /// tensors captured kernels read whose owner may drop them, e.g. cached tables).
   /// No-op outside a capture.
   static void keep_alive(const Tensor& t);
+  /// The same for host memory (e.g. a pinned buffer a captured copy reads at each replay).
+  static void keep_alive(std::shared_ptr<void> host);
 
  private:
   int device_;
@@ -59,6 +62,7 @@ class Graph {
   cudaGraphExec_t exec_ = nullptr;
   size_t nodes_ = 0;
   std::vector<Tensor> kept_;
+  std::vector<std::shared_ptr<void>> kept_host_;
 };
 
 }  // namespace zt::cuda

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -200,10 +201,31 @@ Staging& staging(int device) {
   return *s;
 }
 
+// Inside a graph capture: a table of the graph's own, copied from a pinned host buffer
+// that the graph keeps unchanged (each replay copies it again).
+Tensor captured_table(const std::vector<Entry>& entries, int device, cudaStream_t stream) {
+  const size_t bytes = entries.size() * sizeof(Entry);
+  void* h = nullptr;
+  {
+    RelaxedCapture relaxed;
+    CUDA_CHECK(cudaMallocHost(&h, bytes));
+  }
+  std::shared_ptr<void> host(h, [](void* p) { cudaFreeHost(p); });
+  std::memcpy(h, entries.data(), bytes);
+  Tensor table =
+      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
+  ++::zt::detail::thread_work_counts().h2d_copies;
+  CUDA_CHECK(cudaMemcpyAsync(table.data_ptr(), h, bytes, cudaMemcpyHostToDevice, stream));
+  Graph::keep_alive(table);
+  Graph::keep_alive(std::move(host));
+  return table;
+}
+
 // The device table holding `entries` for launches on `stream` (the caller's device is
 // current): a cached one with the same content, or a new one copied on `stream` and
-// cached in place of the least recently used.
+// cached in place of the least recently used. In a graph capture, captured_table().
 Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t stream) {
+  if (capturing()) return captured_table(entries, device, stream);
   const size_t bytes = entries.size() * sizeof(Entry);
   Staging& st = staging(device);
   std::lock_guard<std::mutex> lock(st.mu);
@@ -212,10 +234,8 @@ Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t 
     if (c.stream == stream && c.entries.size() == entries.size() &&
         std::memcmp(c.entries.data(), entries.data(), bytes) == 0) {
       c.used = st.clock;
-      Graph::keep_alive(c.table);  // a replay reads it even if the cache drops it
       return c.table;
     }
-  check_not_capturing("an optimizer table upload (no warm-up step on the graph's stream made it)");
   Tensor table =
       Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
   Staging::Slot& slot = st.slots[st.next];

@@ -78,6 +78,14 @@ void check_not_capturing(const char* what) {
             "train.cuda_graph");
 }
 
+RelaxedCapture::RelaxedCapture() : prev_(cudaStreamCaptureModeRelaxed) {
+  CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&prev_));
+}
+
+RelaxedCapture::~RelaxedCapture() {
+  cudaThreadExchangeStreamCaptureMode(&prev_);  // no throw from a destructor
+}
+
 void synchronize_stream(cudaStream_t stream) {
   check_not_capturing("a host wait on a GPU stream");
   ++::zt::detail::thread_work_counts().syncs;

@@ -107,6 +107,19 @@ void set_capturing(bool on);
 /// counter, a lazy set-up that synchronizes).
 void check_not_capturing(const char* what);
 
+/// Allows this thread, while in scope, the calls a capture forbids because they are not
+/// stream work (cudaMalloc, cudaMallocHost): memory set up for a graph, not recorded in it.
+class RelaxedCapture {
+ public:
+  RelaxedCapture();
+  ~RelaxedCapture();
+  RelaxedCapture(const RelaxedCapture&) = delete;
+  RelaxedCapture& operator=(const RelaxedCapture&) = delete;
+
+ private:
+  cudaStreamCaptureMode prev_;
+};
+
 /// Multiprocessor count of `device` (cached): sizes persistent grids.
 int sm_count(int device);
 
