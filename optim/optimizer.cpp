@@ -167,6 +167,10 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
+  ZT_CHECK(replay_states_.empty(),
+           "optimizer load_state_dict: a step of this optimizer was "
+           "captured in a CUDA graph, which holds its state tensors' addresses; load the state "
+           "before the warm-up steps (or make a new optimizer and graph)");
   // Expected keys -> (param index, slot name; "" for the per-param step).
   std::unordered_map<std::string, std::pair<size_t, std::string>> expected;
   for (size_t i = 0; i < params_.size(); ++i) {

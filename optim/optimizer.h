@@ -60,7 +60,8 @@ class Optimizer {
   /// optimizer's own; clone them to snapshot.
   NamedTensors state_dict() const;
   /// Restores a state_dict() (values copied). Unknown keys and shape mismatches are
-  /// reported together, by name, in one error.
+  /// reported together, by name, in one error. Refused once a step was captured in a CUDA
+  /// graph (the state tensors are made anew).
   void load_state_dict(const NamedTensors& state);
 
  protected:

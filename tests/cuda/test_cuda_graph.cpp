@@ -166,6 +166,9 @@ TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
   // The graph launch, and the fills that write the optimizer's step constants.
   EXPECT_LE(w.launches, 1 + 4);
   EXPECT_GT(graph.nodes(), 10u);
+  // The graph holds the optimizer state's addresses: loading new state is refused.
+  EXPECT_TRUE(
+      throws_with([&] { opt.load_state_dict(opt.state_dict()); }, "captured in a CUDA graph"));
 }
 
 TEST(CudaGraph, WhatAGraphCannotReplayIsAClearError) {
