@@ -46,6 +46,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     Tensor m = slot(*states[i], "exp_avg", p);
     Tensor v = slot(*states[i], "exp_avg_sq", p);
     if (!fused_path(p, {grads[i], m, v})) {
+      check_capturable_path(p);
       update(p, grads[i], *states[i]);
       write_copy(copies[i], p);
       continue;

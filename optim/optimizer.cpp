@@ -145,6 +145,13 @@ bool Optimizer::fused_path(const Tensor& param, const std::vector<Tensor>& other
   return true;
 }
 
+void Optimizer::check_capturable_path(const Tensor& param) {
+  ZT_CHECK(!graph_capturing(), "optimizer: a captured step updates a parameter (", param.str(),
+           ") that the fused kernels do not take (they need a contiguous f32/f64 tensor with "
+           "its gradient and state alike on the CPU or a GPU); its constants could not change "
+           "between replays");
+}
+
 bool Optimizer::fused_copy(const Tensor& copy, const Tensor& param) {
   return copy.defined() && (copy.dtype() == DType::bf16 || copy.dtype() == DType::f16) &&
          copy.is_contiguous() && copy.device() == param.device();

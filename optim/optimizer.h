@@ -85,6 +85,9 @@ class Optimizer {
   /// True when the kernel table's optimizer kernels take this parameter: on the CPU or
   /// a GPU, contiguous, f32/f64, `others` (gradient, slots) alike.
   static bool fused_path(const Tensor& param, const std::vector<Tensor>& others);
+  /// Throws while a CUDA graph is being captured: a parameter off the fused path gets its
+  /// step constants as host arguments, which every replay would repeat.
+  static void check_capturable_path(const Tensor& param);
   /// True when those kernels can write `copy` in their pass: a contiguous bf16/f16
   /// tensor on the parameter's device.
   static bool fused_copy(const Tensor& copy, const Tensor& param);

@@ -32,6 +32,7 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     std::vector<Tensor> others{grads[i]};
     if (buf.defined()) others.push_back(buf);
     if (!fused_path(p, others)) {
+      check_capturable_path(p);
       update_generic(p, grads[i], buf, first);
       write_copy(copies[i], p);
       continue;
