@@ -8,6 +8,13 @@
 
 namespace zt {
 
+namespace {
+void check_cuda_device(Device device) {
+  ZT_CHECK(device.is_cuda(), "cuda_graph: the step runs on ", device.str(),
+           "; CUDA graphs need a CUDA device (set device: cuda, or cuda_graph: false)");
+}
+}  // namespace
+
 #ifdef ZT_WITH_CUDA
 struct StepGraph::Impl {
   Impl(int device, int warmup) : graph(device), warmup_left(warmup) {}
@@ -17,8 +24,7 @@ struct StepGraph::Impl {
 };
 
 StepGraph::StepGraph(Device device, int warmup) {
-  ZT_CHECK(device.is_cuda(), "cuda_graph: the step runs on ", device.str(),
-           "; CUDA graphs need a CUDA device (set device: cuda, or cuda_graph: false)");
+  check_cuda_device(device);
   ZT_CHECK(cuda_available(), "cuda_graph: no GPU is visible");
   ZT_CHECK(warmup >= 1, "cuda_graph: at least one warm-up step is needed before capture, got ",
            warmup);
@@ -51,8 +57,10 @@ size_t StepGraph::nodes() const {
 struct StepGraph::Impl {};
 
 StepGraph::StepGraph(Device device, int) {
-  ZT_FAIL("cuda_graph: zt was built without CUDA (device ", device.str(),
-          "); rebuild with -DZT_CUDA=ON, or set cuda_graph: false");
+  check_cuda_device(device);
+  ZT_FAIL(
+      "cuda_graph: zt was built without CUDA; rebuild with -DZT_CUDA=ON, or set "
+      "cuda_graph: false");
 }
 
 std::vector<Tensor> StepGraph::run(const Step&, const std::function<void()>&) {
