@@ -29,8 +29,15 @@ void Graph::capture(const std::function<void()>& fn) {
   ZT_CHECK(t_graph == nullptr, "CUDA graph: this thread is already capturing a graph");
   DeviceGuard dg(device_);
   StreamGuard sg(stream_);
-  caching_allocator().begin_capture(device_, stream_.get());
   CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
+  try {
+    caching_allocator().begin_capture(device_, stream_.get());
+  } catch (...) {
+    cudaGraph_t none = nullptr;
+    cudaStreamEndCapture(stream_.get(), &none);
+    if (none) cudaGraphDestroy(none);
+    throw;
+  }
   t_graph = this;
   set_capturing(true);
   auto finish = [&]() -> cudaError_t {
@@ -39,24 +46,22 @@ void Graph::capture(const std::function<void()>& fn) {
     caching_allocator().end_capture(device_);
     return cudaStreamEndCapture(stream_.get(), &graph_);
   };
+  auto discard = [&] {  // a failed capture keeps nothing
+    cudaGetLastError();
+    if (graph_) cudaGraphDestroy(graph_);
+    graph_ = nullptr;
+    kept_.clear();
+    kept_host_.clear();
+  };
   try {
     fn();
   } catch (...) {
     finish();
-    cudaGetLastError();
-    if (graph_) cudaGraphDestroy(graph_);
-    graph_ = nullptr;
-    kept_.clear();
-    kept_host_.clear();
+    discard();
     throw;
   }
-  const cudaError_t ended = finish();
-  if (ended != cudaSuccess) {
-    cudaGetLastError();
-    if (graph_) cudaGraphDestroy(graph_);
-    graph_ = nullptr;
-    kept_.clear();
-    kept_host_.clear();
+  if (const cudaError_t ended = finish(); ended != cudaSuccess) {
+    discard();
     ZT_FAIL("CUDA graph: the capture on cuda:", device_, " is invalid (", cudaGetErrorString(ended),
             "). Some call in the step used another stream or a CUDA call a capture forbids; "
             "run the step once on Graph::stream() before capturing, and keep host waits out "
