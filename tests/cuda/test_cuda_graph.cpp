@@ -1,11 +1,14 @@
 // CUDA graphs (label cuda; skip without a GPU): a training step captured once and
-// replayed (core/step_graph.h) gives the eager steps' numbers bit for bit, with plain
-// AdamW and through a one-rank ZeRO-3 engine, across learning-rate changes and new
-// batches copied into the step's input; a replay is one launch and no host wait; what a
-// graph cannot replay (a host read, a random draw) is a clear error at capture; and
-// memory a captured kernel read is not handed out again while the graph lives.
+// replayed (core/step_graph.h) gives the eager steps' numbers, with plain AdamW and
+// through a one-rank ZeRO-3 engine, across learning-rate changes (each step's lr is 1 /
+// (1 + k) of the first, so a replay that kept the captured constants would be off by far
+// more than the 1e-6 allowed: the kernels are the same, but cuBLAS does not promise the
+// same bits on two streams) and new batches copied into the step's input; a replay is one launch
+// and no host wait; what a graph cannot replay (a host read, a random draw) is a clear error at
+// capture; and memory a captured kernel read is not handed out again while the graph lives.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 
 #include "core/step_graph.h"
@@ -95,9 +98,9 @@ TEST(CudaGraph, ReplayedAdamWStepsEqualEagerSteps) {
   auto [graph_loss, graph_params] = train_plain(true);
   ASSERT_EQ(eager_loss.size(), graph_loss.size());
   for (size_t k = 0; k < eager_loss.size(); ++k)
-    EXPECT_EQ(eager_loss[k], graph_loss[k]) << "loss of step " << k;
+    EXPECT_NEAR(graph_loss[k], eager_loss[k], 1e-6 * std::abs(eager_loss[k])) << "step " << k;
   for (size_t i = 0; i < eager_params.size(); ++i)
-    EXPECT_TRUE(same_bits(eager_params[i], graph_params[i])) << "parameter " << i;
+    EXPECT_CLOSE(graph_params[i], eager_params[i], 1e-6, 1e-7) << "parameter " << i;
 }
 
 TEST(CudaGraph, ReplayedEngineStepsEqualEagerSteps) {
@@ -140,9 +143,9 @@ TEST(CudaGraph, ReplayedEngineStepsEqualEagerSteps) {
   auto [eager_loss, eager_params] = train(false);
   auto [graph_loss, graph_params] = train(true);
   for (size_t k = 0; k < eager_loss.size(); ++k)
-    EXPECT_EQ(eager_loss[k], graph_loss[k]) << "loss of step " << k;
+    EXPECT_NEAR(graph_loss[k], eager_loss[k], 1e-6 * std::abs(eager_loss[k])) << "step " << k;
   for (size_t i = 0; i < eager_params.size(); ++i)
-    EXPECT_TRUE(same_bits(eager_params[i], graph_params[i])) << "master shard " << i;
+    EXPECT_CLOSE(graph_params[i], eager_params[i], 1e-6, 1e-7) << "master shard " << i;
 }
 
 TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
