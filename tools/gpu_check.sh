@@ -8,6 +8,7 @@
 # and seconds; exits 1 if any step failed or ran out of time. After the zt benchmarks,
 # PyTorch eager runs the same models (tools/bench_*_torch.py) for side-by-side numbers,
 # where this machine's python3 has a PyTorch with CUDA; otherwise those steps say SKIPPED.
+# The --offload runs show what optimizer offload costs a step, beside the same runs without.
 set -u
 repo=${ZT_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 failed=()
@@ -41,12 +42,13 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 75 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
-step 25 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
+step 15 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
 step 40 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, vqtok cuda_graph
-step 15 "bin/zt-bench ops --device cuda"
+step 12 "bin/zt-bench ops --device cuda"
 step 20 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
 step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
+step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero --offload"  # its cost
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 10 --cuda-graph"
@@ -55,14 +57,15 @@ torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 5"
 step 40 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
 torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
-step 35 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+step 25 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
+step 25 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 25 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 20 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
-step 30 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
+step 25 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
   --overwrite"                               # the tokenizer's share of the step is printed
-step 20 "bin/zt-bench vqgpt --device cuda --steps 5"
+step 15 "bin/zt-bench vqgpt --device cuda --steps 5"
 if [ ${#failed[@]} -gt 0 ]; then
   printf 'gpu_check: FAILED: %s\n' "${failed[@]}"
   exit 1

@@ -34,6 +34,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   spec.n_embd = 768;
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
+  bool offload = false;
   std::string device_name = "cpu", dtype = "f32";
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
@@ -51,6 +52,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "parameter and compute dtype: f32, or bf16 with fp32 masters")
       ->check(CLI::IsMember({"f32", "bf16"}));
+  app.add_flag("--offload", offload,
+               "fp32 masters and AdamW state in pinned host memory, updated there "
+               "(offload_optimizer)");
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
@@ -80,6 +84,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     }
     zero::Config cfg;
     cfg.precision.bf16 = dtype == "bf16";
+    if (offload) cfg.offload_optimizer = {zero::OffloadDevice::kCpu, /*pin_memory=*/true};
     zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-4});
     Generator g(7 + comm.rank());
     const Tensor ids = randint(0, spec.vocab_size, {batch, spec.block_size + 1}, g).to(device);
@@ -131,16 +136,17 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double step_s = bench::median(total) / 1e3;
     const double tflops = flops / step_s / 1e12;
     std::printf(
-        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"ranks\":%d,\"layers\":%lld,"
+        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"offload\":%s,\"ranks\":%d,"
+        "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
-        device.str().c_str(), dtype.c_str(), comm.size(), static_cast<long long>(spec.n_layer),
-        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
-        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
-        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
-        tokens / step_s, tflops, peak_tflops,
+        device.str().c_str(), dtype.c_str(), offload ? "true" : "false", comm.size(),
+        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
+        static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
+        static_cast<long long>(spec.vocab_size), batch, n, tokens, bench::median(fwd),
+        bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fflush(stdout);

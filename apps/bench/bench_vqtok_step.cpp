@@ -15,6 +15,8 @@
 // --zero runs the same step through a one-rank ZeRO-3 engine (partitioned shards,
 // gathers, reduce-scatter into the flat gradient buffer, global norm, AdamW on the fp32
 // masters) instead of plain AdamW on the module: the engine's own cost, side by side.
+// --offload (with --zero) keeps the fp32 masters and AdamW's state in pinned host memory
+// and updates them there (offload_optimizer), to show what that costs a step.
 // --cuda-graph (with --device cuda) captures the whole step as a CUDA graph after two
 // warm-up steps and replays it (core/step_graph.h): there are no phase clocks then, so
 // forward/backward/step are 0 and total_ms is the wall time of a replayed step.
@@ -76,6 +78,13 @@ class ModuleTimer {
   bool enabled_ = false;
 };
 
+// The command line.
+struct Options {
+  zt::Device device = zt::Device::cpu();
+  int batch = 8, steps = 3, threads = 1;
+  bool modules = false, zero_engine = false, graphed = false, offload = false;
+};
+
 // The TF32 policy in force, as train.tf32 spells it.
 const char* tf32_name() {
   const zt::Tf32Policy p = zt::tf32();
@@ -84,14 +93,14 @@ const char* tf32_name() {
 
 // --cuda-graph: the step replayed from a CUDA graph, timed per step in wall-clock time
 // (the GPU's time: each step waits for the previous one's loss).
-int time_graphed(zt::Device device, int batch, int steps, zt::optim::Optimizer* opt,
-                 zt::zero::Engine* engine, const zt::StepGraph::Step& step) {
+int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* engine,
+                 const zt::StepGraph::Step& step) {
   engine ? engine->set_capturable(true) : opt->set_capturable(true);
   auto before_replay = [&] { engine ? engine->before_replay() : opt->before_replay(); };
-  zt::StepGraph graph(device);
+  zt::StepGraph graph(o.device);
   double loss = 0;
   std::vector<double> wall;
-  for (int i = 0; i < 3 + steps; ++i) {  // 2 warm-up steps, the capture, the timed replays
+  for (int i = 0; i < 3 + o.steps; ++i) {  // 2 warm-up steps, the capture, the timed replays
     auto w0 = std::chrono::steady_clock::now();
     loss = graph.run(step, before_replay)[0].item();
     if (i >= 3)
@@ -104,17 +113,18 @@ int time_graphed(zt::Device device, int batch, int steps, zt::optim::Optimizer* 
       "\"cuda_graph\":true,\"graph_nodes\":%zu,\"batch\":%d,\"frames\":4,\"size\":32,"
       "\"steps\":%d,\"forward_ms\":0,\"backward_ms\":0,\"step_ms\":0,\"total_ms\":%.2f,"
       "\"total_wall_ms\":%.2f,\"loss\":%.6f,%s}\n",
-      device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), graph.nodes(), batch, steps,
-      zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
+      o.device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), graph.nodes(), o.batch,
+      o.steps, zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
   std::fflush(stdout);
   return 0;
 }
 
 // Times `steps` steps (after one warm-up) and prints the results: plain AdamW on the
 // calling thread (comm null), or through a ZeRO-3 engine on comm's rank.
-int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int steps, int threads,
-               bool modules, bool graphed) {
-  zt::set_num_threads(threads);  // a rank's thread starts with its own count
+int time_steps(zt::comm::Communicator* comm, const Options& o) {
+  const zt::Device device = o.device;
+  const int batch = o.batch, steps = o.steps;
+  zt::set_num_threads(o.threads);  // a rank's thread starts with its own count
   zt::manual_seed(6);
   auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
   zt::vq::VqModel& model = *model_ptr;
@@ -124,8 +134,10 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
   std::unique_ptr<zt::zero::Engine> engine;
   if (comm) {
     zt::zero::partition(model, *comm);
+    zt::zero::Config cfg;
+    if (o.offload) cfg.offload_optimizer = {zt::zero::OffloadDevice::kCpu, /*pin_memory=*/true};
     engine = std::make_unique<zt::zero::Engine>(
-        model_ptr, *comm, zt::zero::Config{},
+        model_ptr, *comm, cfg,
         zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
   } else {
     opt = std::make_unique<zt::optim::AdamW>(model.named_parameters(),
@@ -140,7 +152,7 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   };
   ModuleTimer timer;
-  if (modules) timer.attach(model);
+  if (o.modules) timer.attach(model);
 
   std::vector<double> fwd, bwd, opt_ms, total, wall;
   double loss = 0;
@@ -152,8 +164,8 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
   };
   auto backward = [&](const Tensor& l) { engine ? engine->backward(l) : l.backward(); };
   auto update = [&] { engine ? (void)engine->step() : opt->step(); };
-  if (graphed)
-    return time_graphed(device, batch, steps, opt.get(), engine.get(), [&] {
+  if (o.graphed)
+    return time_graphed(o, opt.get(), engine.get(), [&] {
       Tensor l = forward();
       backward(l);
       update();
@@ -184,14 +196,16 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
     update();
   });
   std::printf(
-      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"tf32\":\"%s\",\"batch\":%d,"
+      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
+      "\"tf32\":\"%s\",\"batch\":%d,"
       "\"frames\":4,\"size\":32,\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
       "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
-      device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), batch, threads, steps,
-      zt::bench::median(fwd), zt::bench::median(bwd), zt::bench::median(opt_ms),
-      zt::bench::median(total), zt::bench::median(wall), loss, work.c_str());
-  if (modules) {
+      device.str().c_str(), engine ? "zero3" : "adamw", o.offload ? "true" : "false", tf32_name(),
+      batch, o.threads, steps, zt::bench::median(fwd), zt::bench::median(bwd),
+      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss,
+      work.c_str());
+  if (o.modules) {
     for (auto& [type, s] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
                   type.c_str(), 1e3 * s / std::max(steps, 1));
@@ -203,42 +217,44 @@ int time_steps(zt::comm::Communicator* comm, zt::Device device, int batch, int s
 // Registered by hand: the subcommand name has a dash, which ZT_BENCH cannot spell.
 int run_vqtok_step(const std::vector<std::string>& args) {
   zt::bench::Cli app("vqtok-step");
-  int batch = 8, steps = 3, threads = 1;
-  bool modules = false, zero_engine = false, graphed = false;
+  Options o;
   std::string device_name = "cpu", tf32 = "conv";
-  app.add_option("--batch", batch, "clips per batch (4 frames of 32x32 each)");
-  app.add_option("--steps", steps, "timed steps (after one warm-up step)");
-  app.add_option("--threads", threads, "kernel and BLAS threads");
-  app.add_flag("--modules", modules, "also print exclusive forward time per module type");
-  app.add_flag("--zero", zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
+  app.add_option("--batch", o.batch, "clips per batch (4 frames of 32x32 each)");
+  app.add_option("--steps", o.steps, "timed steps (after one warm-up step)");
+  app.add_option("--threads", o.threads, "kernel and BLAS threads");
+  app.add_flag("--modules", o.modules, "also print exclusive forward time per module type");
+  app.add_flag("--zero", o.zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
+  app.add_flag("--offload", o.offload,
+               "with --zero: fp32 masters and AdamW state in pinned host memory, updated there");
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
-  app.add_flag("--cuda-graph", graphed,
+  app.add_flag("--cuda-graph", o.graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
   app.add_option("--tf32", tf32, "GPU TF32 policy as train.tf32: conv (default), all or none")
       ->check(CLI::IsMember({"conv", "all", "none"}));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
-  const zt::Device device = zt::Device::parse(device_name);
+  o.device = zt::Device::parse(device_name);
   zt::set_tf32({.matmul = tf32 == "all", .conv = tf32 != "none"});
-  if (device.is_cuda() && !zt::cuda_available()) {
-    std::fprintf(stderr, "zt-bench vqtok-step: --device cuda needs a CUDA build and a GPU\n");
+  auto refuse = [](const char* why) {
+    std::fprintf(stderr, "zt-bench vqtok-step: %s\n", why);
     return 1;
-  }
-  if (graphed && (!device.is_cuda() || modules)) {
-    std::fprintf(stderr,
-                 "zt-bench vqtok-step: --cuda-graph needs --device cuda (and no --modules)\n");
-    return 1;
-  }
-  if (!zero_engine) return time_steps(nullptr, device, batch, steps, threads, modules, graphed);
+  };
+  if (o.device.is_cuda() && !zt::cuda_available())
+    return refuse("--device cuda needs a CUDA build and a GPU");
+  if (o.graphed && (!o.device.is_cuda() || o.modules))
+    return refuse("--cuda-graph needs --device cuda (and no --modules)");
+  if (o.offload && (!o.zero_engine || o.graphed))
+    return refuse(
+        "--offload needs --zero (and no --cuda-graph: the host update cannot be captured)");
+  if (!o.zero_engine) return time_steps(nullptr, o);
   int rc = 0;
-  zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) {
-    rc = time_steps(&comm, device, batch, steps, threads, modules, graphed);
-  });
+  zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) { rc = time_steps(&comm, o); });
   return rc;
 }
 
 const zt::bench::Registrar kRegisterVqtokStep(
     "vqtok-step",
-    "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero, --cuda-graph)",
+    "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero, --offload, "
+    "--cuda-graph)",
     run_vqtok_step);
 
 }  // namespace

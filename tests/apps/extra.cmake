@@ -126,3 +126,12 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.vqtok_step_cuda_graph_needs_cuda PROPERTIES LABELS apps
     TIMEOUT 30 PASS_REGULAR_EXPRESSION "--cuda-graph needs --device cuda")
 endif()
+
+# zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
+# so the step is the --zero step) and says so in its line.
+if(TARGET zt-bench)
+  add_test(NAME apps.bench.vqtok_step_offload
+           COMMAND zt-bench vqtok-step --zero --offload --batch 1 --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_offload PROPERTIES LABELS apps TIMEOUT 60
+    PASS_REGULAR_EXPRESSION "\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0}")
+endif()
