@@ -37,7 +37,8 @@ Tensor TokenLayout::sequence(const Tensor& codes) const {
   ZT_CHECK((t_ == 1 && codes.sizes() == want3) || codes.sizes() == want4, "TokenLayout: codes ",
            shape_str(codes.sizes()), " do not match the layout (B, ", t_, ", ", h_, ", ", w_,
            "); check data.frames/height/width against the tokenizer");
-  const Tensor c = codes.to(Device::cpu()).contiguous();
+  if (!codes.device().is_cpu()) return sequence_on_device(codes);
+  const Tensor c = codes.contiguous();
   const int64_t b = codes.size(0), len = length(), per = t_ * h_ * w_;
   Tensor out = empty({b, len}, DType::i64);
   const int64_t* src = c.data<int64_t>();
@@ -58,6 +59,21 @@ Tensor TokenLayout::sequence(const Tensor& codes) const {
     *o = eos();
   }
   return out;
+}
+
+Tensor TokenLayout::sequence_on_device(const Tensor& codes) const {
+  ZT_CHECK(codes.dtype() == DType::i64 && codes.numel() == codes.size(0) * t_ * h_ * w_,
+           "TokenLayout: codes ", shape_str(codes.sizes()), " ", dtype_name(codes.dtype()),
+           " do not match the layout (B, ", t_, ", ", h_, ", ", w_, ") i64");
+  const Device dev = codes.device();
+  const int64_t b = codes.size(0), rows = t_ * h_;
+  Tensor with_eol = cat({codes.reshape({b, rows, w_}),
+                         full({b, rows, 1}, static_cast<double>(eol()), DType::i64, dev)},
+                        2);
+  return cat({full({b, 1}, static_cast<double>(bos()), DType::i64, dev),
+              with_eol.reshape({b, rows * (w_ + 1)}),
+              full({b, 1}, static_cast<double>(eos()), DType::i64, dev)},
+             1);
 }
 
 Tensor TokenLayout::codes(const Tensor& sequences) const {

@@ -39,8 +39,14 @@ class TokenLayout {
   /// The fixed token at position `pos` (BOS, EOL or EOS), or -1 where a code goes.
   int64_t fixed_token(int64_t pos) const;
 
-  /// codes i64 (B, T', h, w) or (B, h, w) -> sequences i64 (B, L).
+  /// codes i64 (B, T', h, w) or (B, h, w) -> sequences i64 (B, L), on the codes' device.
+  /// CPU codes are checked (each in [0, K)); codes elsewhere go through
+  /// sequence_on_device.
   Tensor sequence(const Tensor& codes) const;
+  /// The same sequences built by tensor ops on the codes' device (a GPU step reads
+  /// nothing back, and a CUDA graph can hold it); the codes are not range-checked, as
+  /// the tokenizer's nearest-code search cannot produce one outside [0, K).
+  Tensor sequence_on_device(const Tensor& codes) const;
   /// sequences i64 (B, L) -> codes i64 (B, T', h, w); error naming the first position
   /// whose token breaks the layout (a code where EOL belongs, an id >= K, ...).
   Tensor codes(const Tensor& sequences) const;

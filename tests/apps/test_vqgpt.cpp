@@ -93,6 +93,21 @@ TEST(VqGptLayout, Emu3RowsWithEndOfRowTokens) {
   EXPECT_THROW(layout.codes(bad), Error);
 }
 
+// On a GPU the sequences are built by tensor ops where the codes are (nothing read back);
+// on the CPU those ops give exactly the host loop's sequences, for clips and images.
+TEST(VqGptLayout, TensorOpsBuildTheHostLoopsSequences) {
+  Generator g(5);
+  for (const auto& [t, shape] :
+       std::vector<std::pair<int64_t, Shape>>{{2, {3, 2, 2, 3}}, {1, {4, 2, 3}}}) {
+    gpt::TokenLayout layout(10, t, 2, 3);
+    Tensor codes = randint(0, 10, shape, g);
+    Tensor by_ops = layout.sequence_on_device(codes);
+    EXPECT_EQ(by_ops.sizes(), (Shape{shape[0], layout.length()}));
+    EXPECT_TRUE(test::values_are(by_ops, layout.sequence(codes).to_vector()));
+    EXPECT_TRUE(test::values_are(layout.codes(by_ops), codes.to_vector()));
+  }
+}
+
 TEST(VqGptLayout, ConfigSizesAreReconciled) {
   Scratch s("spec");
   // The loader's defaults (vocab K + 1, block tokens + 1) grow to the layout's needs.
