@@ -89,9 +89,9 @@ struct TrainConfig {
   std::string trace{};
   int64_t trace_steps = 2;
   bool tensorboard = false;  ///< also write TensorBoard event files to <output_dir>/tb
-  /// vqtok: capture the training step as a CUDA graph after two warm-up steps and replay
-  /// it (core/step_graph.h). Needs device cuda, one rank, no gradient accumulation, no
-  /// fp16, no offload, no trace, no dropout.
+  /// Capture the training step as a CUDA graph after two warm-up steps and replay it
+  /// (core/step_graph.h). Needs device cuda, one rank, no gradient accumulation, no fp16,
+  /// no offload, no trace, no dropout.
   bool cuda_graph = false;
 };
 

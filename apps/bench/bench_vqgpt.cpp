@@ -48,6 +48,7 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
     data::Batch b = loader->next();
     const Clock::time_point t0 = Clock::now();
     Tensor seq = model->tokenize(b.clips);
+    bench::sync(seq);  // on a GPU: the tokenizer's GPU time, not just its launches
     tok_s += since(t0);
     engine->backward(model->loss(seq));
     engine->step();

@@ -16,6 +16,7 @@
 #include "apps/common/run_checks.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
+#include "core/step_graph.h"
 #include "data/factory.h"
 #include "zero/checkpoint.h"
 
@@ -74,9 +75,6 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
   app::check_same_config(cfg.root, comm, "vqgpt train");
-  ZT_CHECK(!cfg.train.cuda_graph,
-           "vqgpt train: train.cuda_graph is not supported here yet (vqtok train and "
-           "zt-bench vqtok-step --cuda-graph capture their step); remove it");
   const Device device = app::train_device(cfg.train, comm, "vqgpt train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;
@@ -169,6 +167,27 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (say) progress.line("checkpoint " + last_saved);
   };
 
+  // train.cuda_graph: after two eager warm-up steps the whole step (tokenize, GPT forward,
+  // loss, backward, reduce, update) is captured and replayed; each batch is copied into the
+  // one device tensor the graph reads. The tokenizer's share is then not timed apart.
+  std::unique_ptr<StepGraph> graph;
+  Tensor graph_clips;
+  if (tc.cuda_graph) {
+    const std::string why = engine->capture_blocker();
+    ZT_CHECK(why.empty(), "vqgpt train: train.cuda_graph: the step cannot be captured: ", why);
+    ZT_CHECK(spec.dropout == 0, "vqgpt train: train.cuda_graph: gpt.dropout is ", spec.dropout,
+             "; random draws cannot be replayed (set it to 0)");
+    engine->set_capturable(true);
+    graph = std::make_unique<StepGraph>(device);
+  }
+  auto graph_step = [&] {
+    Tensor seq = model->tokenize(graph_clips);
+    Tensor loss = model->loss(seq);
+    engine->backward(loss);
+    engine->step();
+    return std::vector<Tensor>{loss, seq};
+  };
+
   model->train();  // the tokenizer stays in eval mode
   for (int64_t step = start; step < tc.steps; ++step) {
     const double lr = lr_plan.lr_at(step);
@@ -179,12 +198,28 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
-      const Clock::time_point tk = Clock::now();
-      Tensor seq = model->tokenize(batch.clips);  // (B, L), no gradients, no collectives
-      tok_seconds += seconds_since(tk);
-      Tensor loss = model->loss(seq);
-      engine->backward(loss);
-      engine->step();
+      Tensor seq, loss;
+      if (graph) {
+        if (!graph_clips.defined())
+          graph_clips = Tensor::empty(batch.clips.sizes(), batch.clips.dtype(), device);
+        ZT_CHECK(batch.clips.sizes() == graph_clips.sizes(),
+                 "vqgpt train: train.cuda_graph: ", "a batch of ", shape_str(batch.clips.sizes()),
+                 " after batches of ", shape_str(graph_clips.sizes()),
+                 "; a graph replays one shape");
+        graph_clips.copy_(batch.clips);
+        const std::vector<Tensor> r = graph->run(graph_step, [&] { engine->before_replay(); });
+        loss = r[0];
+        seq = r[1];
+      } else {
+        const Clock::time_point tk = Clock::now();
+        seq = model->tokenize(batch.clips);  // (B, L), no gradients, no collectives
+        // On a GPU, wait for the tokenizer so that its share is its GPU time (one host wait).
+        if (device.is_cuda()) (void)seq.narrow(1, 0, 1).narrow(0, 0, 1).item();
+        tok_seconds += seconds_since(tk);
+        loss = model->loss(seq);
+        engine->backward(loss);
+        engine->step();
+      }
       const double v = loss.item();
       if (!std::isfinite(v)) {  // policy: app::check_step_finite after the step
         if (nonfinite.empty())
@@ -204,7 +239,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     run_tok_seconds += tok_seconds;
     run_step_seconds += step_seconds;
     window.add("loss", step_loss);
-    window.add("tok_s", tok_seconds);
+    if (!graph) window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
     const int64_t done = step + 1;
     const bool verified = cfg.zero.buffers.verify_every > 0 &&
@@ -216,6 +251,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
       const double entropy = global_entropy(histogram, comm);
       const double share = m["step_s"] > 0 ? m["tok_s"] / m["step_s"] : 0.0;
+      const json tok_time = graph ? json() : json(m["tok_s"]);  // null: not timed apart
+      const json tok_share = graph ? json() : json(share);
       const double tps = static_cast<double>(clips_per_step * targets_per_clip) / m["step_s"];
       const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
       result.log_steps.push_back(static_cast<double>(done));
@@ -230,8 +267,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                         {"lr", lr},
                         {"grad_norm", engine->last_grad_norm()},
                         {"step_time", m["step_s"]},
-                        {"tokenizer_time", m["tok_s"]},
-                        {"tokenizer_share", share},
+                        {"tokenizer_time", tok_time},
+                        {"tokenizer_share", tok_share},
                         {"tokens_per_s", tps},
                         {"eta_s", eta},
                         {"memory", json::parse(mem.json())}});
@@ -239,10 +276,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
           progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
                         " | mean loss " + fmt("%.4f", m["loss"]) + " (unigram " +
                         fmt("%.3f", entropy) + ") | lr " + fmt("%.2e", lr) + " | " +
-                        fmt("%.3f s/step", m["step_s"]) + " (tokenizer " +
-                        fmt("%.0f%%", 100.0 * share) + ") | " + fmt("%.0f tok/s", tps) + " | eta " +
-                        app::format_duration(eta) + " | mem " +
-                        format_byte_size(mem.model_state()) + " state");
+                        fmt("%.3f s/step", m["step_s"]) +
+                        (graph ? std::string(" (cuda graph)")
+                               : " (tokenizer " + fmt("%.0f%%", 100.0 * share) + ")") +
+                        " | " + fmt("%.0f tok/s", tps) + " | eta " + app::format_duration(eta) +
+                        " | mem " + format_byte_size(mem.model_state()) + " state");
       }
     }
     if (say && verified)
@@ -289,12 +327,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (say) {
     const std::string eval =
         result.eval_loss != 0.0 ? fmt(" | eval %.4f", result.eval_loss) : "";  // 0: none ran
+    const std::string tok_part =
+        graph ? "a replayed CUDA graph"
+              : fmt("tokenizer %.0f%% of it", 100.0 * result.tokenizer_share);
     std::printf(
-        "done: step %lld | loss %.4f (unigram entropy %.4f)%s | %.3f s/step, "
-        "tokenizer %.0f%% of it | %.0f tokens/s | metrics %s\n",
+        "done: step %lld | loss %.4f (unigram entropy %.4f)%s | %.3f s/step, %s | %.0f tokens/s | "
+        "metrics %s\n",
         static_cast<long long>(result.steps), result.loss, result.unigram_entropy, eval.c_str(),
-        result.seconds_per_step, 100.0 * result.tokenizer_share, result.tokens_per_second,
-        metrics_path.c_str());
+        result.seconds_per_step, tok_part.c_str(), result.tokens_per_second, metrics_path.c_str());
     std::fflush(stdout);
   }
   return result;

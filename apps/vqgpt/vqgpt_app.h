@@ -99,7 +99,8 @@ struct TrainResult {
   /// Entropy (nats) of the unigram distribution of every target token of the run, all
   /// ranks: the loss of a model that ignores context.
   double unigram_entropy = 0.0;
-  double tokenizer_share = 0.0;    ///< tokenization time / step time over the run
+  double tokenizer_share =
+      0.0;  ///< tokenization time / step time over the run (0 under cuda_graph)
   double seconds_per_step = 0.0;   ///< mean over the run
   double tokens_per_second = 0.0;  ///< trained target tokens (all ranks) per second
   int64_t replica_checks = 0;      ///< verify_replicas() runs that passed (start included)

@@ -247,6 +247,41 @@ TEST(VqGpt, CudaTrainingMatchesTheCpuRunInF32) {
         << exported["cpu"][i].first;
 }
 
+// train.cuda_graph on the GPU: the replayed step (tokenizer encoding, token layout, GPT,
+// update) follows the eager run's losses (1e-5 relative: cuBLAS may add in another order on
+// another stream), and the tokenizer's share is not timed apart.
+TEST(VqGpt, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: train.cuda_graph needs a GPU";
+  Scratch s("graph");
+  const std::string weights = s / "tokenizer.safetensors";
+  nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
+  std::map<bool, vqgpt::TrainResult> results;
+  for (const bool graphed : {false, true}) {
+    config::AppConfig c = tiny_config(s / (graphed ? "graphed" : "eager"));
+    c.train.steps = 6;
+    c.train.log_every = 1;
+    c.train.eval_every = 0;
+    c.train.checkpoint_every = 0;
+    c.train.device = "cuda";
+    c.train.cuda_graph = graphed;
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      o.tokenizer = weights;
+      results[graphed] = vqgpt::train(c, o, comm);
+    });
+  }
+  const auto& eager = results[false].log_losses;
+  const auto& graphed = results[true].log_losses;
+  ASSERT_EQ(eager.size(), 6u);
+  ASSERT_EQ(graphed.size(), eager.size());
+  for (size_t i = 0; i < eager.size(); ++i)
+    EXPECT_NEAR(graphed[i], eager[i], 1e-5 * std::abs(eager[i])) << "step " << i + 1;
+  EXPECT_EQ(results[true].steps, 6);
+  EXPECT_EQ(results[true].tokenizer_share, 0.0);  // not timed apart under a graph
+  EXPECT_GT(results[false].tokenizer_share, 0.0);
+}
+
 TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
   Scratch s("learn");
   const std::string weights = s / "tokenizer.safetensors";
