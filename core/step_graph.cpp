@@ -21,6 +21,7 @@ struct StepGraph::Impl {
   cuda::Graph graph;
   int warmup_left;
   std::vector<Tensor> outputs;  // the captured step's
+  Tensor input;                 // stage()'s
 };
 
 StepGraph::StepGraph(Device device, int warmup) {
@@ -46,6 +47,16 @@ std::vector<Tensor> StepGraph::run(const Step& step, const std::function<void()>
   return s.outputs;
 }
 
+Tensor StepGraph::stage(const Tensor& batch) {
+  Tensor& in = impl_->input;
+  if (!in.defined())
+    in = Tensor::empty(batch.sizes(), batch.dtype(), Device::cuda(impl_->graph.stream().device()));
+  ZT_CHECK(batch.sizes() == in.sizes() && batch.dtype() == in.dtype(), "cuda_graph: a batch of ",
+           batch.str(), " after batches of ", in.str(), "; a graph replays one shape");
+  in.copy_(batch);
+  return in;
+}
+
 bool StepGraph::captured() const {
   return impl_->graph.captured();
 }
@@ -64,6 +75,10 @@ StepGraph::StepGraph(Device device, int) {
 }
 
 std::vector<Tensor> StepGraph::run(const Step&, const std::function<void()>&) {
+  return {};
+}
+
+Tensor StepGraph::stage(const Tensor&) {
   return {};
 }
 

@@ -7,8 +7,8 @@
 //   engine.set_capturable(true);
 //   zt::StepGraph graph(device);
 //   for (...) {
-//     batch_gpu.copy_(next_batch);   // inputs live at fixed addresses
-//     Tensor loss = graph.run([&] { ...forward, backward, engine.step()...; return {loss}; },
+//     Tensor x = graph.stage(next_batch);   // the input lives at a fixed address
+//     Tensor loss = graph.run([&] { ...forward(x), backward, engine.step()...; return {loss}; },
 //                             [&] { engine.before_replay(); })[0];
 //   }
 //
@@ -39,6 +39,10 @@ class StepGraph {
   /// outputs (after a replay, the captured outputs, holding this step's values once the
   /// GPU gets there). `before_replay` runs on the host before every replay.
   std::vector<Tensor> run(const Step& step, const std::function<void()>& before_replay);
+  /// Copies `batch` into the graph's input tensor (made on the graph's device by the first
+  /// call) and returns that tensor, which the step should read: its address never changes.
+  /// Every batch must have the first one's shape and dtype.
+  Tensor stage(const Tensor& batch);
   /// True once the step is captured.
   bool captured() const;
   /// Nodes (kernels, copies, fills) in the captured graph (0 before capture).

@@ -171,7 +171,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // loss, backward, reduce, update) is captured and replayed; each batch is copied into the
   // one device tensor the graph reads. The tokenizer's share is then not timed apart.
   std::unique_ptr<StepGraph> graph;
-  Tensor graph_clips;
+  Tensor graph_clips;  // the graph's input: stage() keeps it at one address
   if (tc.cuda_graph) {
     const std::string why = engine->capture_blocker();
     ZT_CHECK(why.empty(), "vqgpt train: train.cuda_graph: the step cannot be captured: ", why);
@@ -200,13 +200,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       data::Batch batch = loader->next();
       Tensor seq, loss;
       if (graph) {
-        if (!graph_clips.defined())
-          graph_clips = Tensor::empty(batch.clips.sizes(), batch.clips.dtype(), device);
-        ZT_CHECK(batch.clips.sizes() == graph_clips.sizes(),
-                 "vqgpt train: train.cuda_graph: ", "a batch of ", shape_str(batch.clips.sizes()),
-                 " after batches of ", shape_str(graph_clips.sizes()),
-                 "; a graph replays one shape");
-        graph_clips.copy_(batch.clips);
+        graph_clips = graph->stage(batch.clips);
         const std::vector<Tensor> r = graph->run(graph_step, [&] { engine->before_replay(); });
         loss = r[0];
         seq = r[1];

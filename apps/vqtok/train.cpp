@@ -292,10 +292,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   };
 
   // train.cuda_graph: two eager warm-up steps, then the step (forward, loss, backward,
-  // reduce, clip, AdamW) is captured once and replayed; each batch is copied into the one
+  // reduce, clip, AdamW) is captured once and replayed; each batch is staged into the one
   // device tensor the graph reads.
   std::unique_ptr<StepGraph> graph;
-  Tensor graph_clips;
   if (tc.cuda_graph) {
     const std::string why = engine->capture_blocker();
     ZT_CHECK(why.empty(), "vqtok train: train.cuda_graph: the step cannot be captured: ", why);
@@ -324,18 +323,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
-      if (graph) {
-        if (!graph_clips.defined())
-          graph_clips = Tensor::empty(batch.clips.sizes(), batch.clips.dtype(), device);
-        ZT_CHECK(batch.clips.sizes() == graph_clips.sizes(),
-                 "vqtok train: train.cuda_graph: ", "a batch of ", shape_str(batch.clips.sizes()),
-                 " after batches of ", shape_str(graph_clips.sizes()),
-                 "; a graph replays one shape");
-        graph_clips.copy_(batch.clips);
-        clips = graph_clips;
-      } else {
-        clips = batch.clips.to(device);
-      }
+      clips = graph ? graph->stage(batch.clips) : batch.clips.to(device);
       const std::vector<Tensor> r =
           graph ? graph->run(train_step, [&] { engine->before_replay(); }) : train_step();
       // Read back once per micro-batch: the six scalars together, then the codes (on a

@@ -3,7 +3,10 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+
+#include <gtest/gtest.h>
 
 #include "apps/vqtok/model/vq_model.h"
 #include "configs/config.h"
@@ -60,6 +63,14 @@ std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::A
     results[static_cast<size_t>(comm.rank())] = vqgpt::train(cfg, o, comm);
   });
   return results;
+}
+
+void expect_losses_follow(const std::vector<double>& eager, const std::vector<double>& graphed,
+                          size_t steps) {
+  ASSERT_EQ(eager.size(), steps);
+  ASSERT_EQ(graphed.size(), steps);
+  for (size_t i = 0; i < steps; ++i)
+    EXPECT_NEAR(graphed[i], eager[i], 1e-5 * std::abs(eager[i])) << "step " << i + 1;
 }
 
 }  // namespace zt::apptest

@@ -24,4 +24,10 @@ std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::A
                                                                  const std::string& weights,
                                                                  int ranks = 2);
 
+/// Expects `steps` logged losses from both runs, each of the CUDA-graph run's within 1e-5
+/// relative of the eager run's (cuBLAS and cuDNN may add in another order on another
+/// stream; a replay that kept stale constants would be far off).
+void expect_losses_follow(const std::vector<double>& eager, const std::vector<double>& graphed,
+                          size_t steps);
+
 }  // namespace zt::apptest

@@ -303,11 +303,6 @@ TEST(VqtokApp, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
       results[graphed] = vqtok::train(cfg, o, comm);
     });
   }
-  const auto& eager = results[false].log_losses;
-  const auto& graphed = results[true].log_losses;
-  ASSERT_EQ(eager.size(), 6u);
-  ASSERT_EQ(graphed.size(), eager.size());
-  for (size_t i = 0; i < eager.size(); ++i)
-    EXPECT_NEAR(graphed[i], eager[i], 1e-5 * std::abs(eager[i])) << "step " << i + 1;
+  apptest::expect_losses_follow(results[false].log_losses, results[true].log_losses, 6);
   EXPECT_EQ(results[true].steps, 6);
 }
