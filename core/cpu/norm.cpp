@@ -47,6 +47,18 @@ void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
   }
 }
 
+// Mean and (biased) variance of p[0..n), shifted by p[0] for accuracy; 0 and 0 when empty.
+template <typename T>
+void contiguous_moments(const T* p, int64_t n, double& mu, double& var) {
+  mu = var = 0;
+  if (n <= 0) return;
+  double k = static_cast<double>(p[0]), s1 = 0, s2 = 0;
+  shifted_moments(p, n, s1, s2, k);
+  const double m1 = s1 / static_cast<double>(n);
+  mu = k + m1;
+  var = std::max(0.0, s2 / static_cast<double>(n) - m1 * m1);
+}
+
 // Adds sum(dy) to sdy and sum(dy * (x - mu)) to sdyx over [0, n).
 template <typename T>
 void grad_sums(const T* dy, const T* x, int64_t n, double mu, double& sdy, double& sdyx) {
@@ -119,14 +131,8 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
       for (int64_t ng = b0; ng < b1; ++ng) {
         int64_t n = ng / G, g = ng % G;
         const T* blk = px + (n * C + g * Cg) * S;
-        double mu = 0, var = 0;
-        if (M > 0) {
-          double k = static_cast<double>(blk[0]), s1 = 0, s2 = 0;
-          shifted_moments(blk, M, s1, s2, k);
-          double m1 = s1 / static_cast<double>(M);
-          mu = k + m1;
-          var = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
-        }
+        double mu, var;
+        contiguous_moments(blk, M, mu, var);
         double r = 1.0 / std::sqrt(var + eps);
         pm[ng] = static_cast<T>(mu);
         pr[ng] = static_cast<T>(r);
@@ -382,14 +388,8 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     parallel_for(rows, grain_for(D), [&](int64_t r0, int64_t r1) {
       for (int64_t r = r0; r < r1; ++r) {
         const T* xr = px + r * D;
-        double mu = 0, var = 0;
-        if (D > 0) {
-          double k = static_cast<double>(xr[0]), s1 = 0, s2 = 0;
-          shifted_moments(xr, D, s1, s2, k);
-          double m1 = s1 / static_cast<double>(D);
-          mu = k + m1;
-          var = std::max(0.0, s2 / static_cast<double>(D) - m1 * m1);
-        }
+        double mu, var;
+        contiguous_moments(xr, D, mu, var);
         const A m = static_cast<A>(mu), rs = static_cast<A>(1.0 / std::sqrt(var + eps));
         pm[r] = m;
         pr[r] = rs;

@@ -4,9 +4,6 @@
 // cuDNN's work ordered with zt's other kernels (and the caching allocator's reuse).
 #include "core/cuda/cudnn.h"
 
-#include <array>
-#include <memory>
-
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
@@ -14,23 +11,6 @@
 namespace zt::cuda {
 
 namespace {
-
-class CudnnHandle {
- public:
-  explicit CudnnHandle(int device) {
-    DeviceGuard g(device);
-    CUDNN_CHECK(cudnnCreate(&handle_));
-  }
-  ~CudnnHandle() { cudnnDestroy(handle_); }
-  CudnnHandle(const CudnnHandle&) = delete;
-  CudnnHandle& operator=(const CudnnHandle&) = delete;
-  cudnnHandle_t get() const { return handle_; }
-
- private:
-  cudnnHandle_t handle_ = nullptr;
-};
-
-constexpr int kMaxDevices = 16;
 
 // Packed strides of `dims` (innermost last).
 std::vector<int> packed_strides(const std::vector<int>& dims) {
@@ -42,11 +22,15 @@ std::vector<int> packed_strides(const std::vector<int>& dims) {
 }  // namespace
 
 cudnnHandle_t cudnn_handle() {
-  thread_local std::array<std::unique_ptr<CudnnHandle>, kMaxDevices> handles;
-  int dev = current_device();
-  ZT_CHECK(dev < kMaxDevices, "CUDA device ", dev, " out of range");
-  if (!handles[dev]) handles[dev] = std::make_unique<CudnnHandle>(dev);
-  cudnnHandle_t h = handles[dev]->get();
+  const int dev = current_device();
+  cudnnHandle_t h = thread_handle<cudnnHandle_t>(
+      dev,
+      [] {
+        cudnnHandle_t made = nullptr;
+        CUDNN_CHECK(cudnnCreate(&made));
+        return made;
+      },
+      [](cudnnHandle_t made) { cudnnDestroy(made); });
   CUDNN_CHECK(cudnnSetStream(h, current_stream(dev)));
   return h;
 }

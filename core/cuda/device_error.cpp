@@ -16,7 +16,6 @@ namespace zt::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 64;
 // Per device: the record's host address (null until used), its device address and the
 // claim word in device memory.
 std::atomic<DeviceError*> g_records[kMaxDevices];

@@ -7,9 +7,7 @@
 // with the same choices.
 #include "core/cuda/gemm.h"
 
-#include <array>
 #include <limits>
-#include <memory>
 
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
@@ -18,24 +16,6 @@
 namespace zt::cuda {
 
 namespace {
-
-// An owned cuBLAS handle for one device.
-class CublasHandle {
- public:
-  explicit CublasHandle(int device) {
-    DeviceGuard g(device);
-    CUBLAS_CHECK(cublasCreate(&handle_));
-  }
-  ~CublasHandle() { cublasDestroy(handle_); }
-  CublasHandle(const CublasHandle&) = delete;
-  CublasHandle& operator=(const CublasHandle&) = delete;
-  cublasHandle_t get() const { return handle_; }
-
- private:
-  cublasHandle_t handle_ = nullptr;
-};
-
-constexpr int kMaxDevices = 16;
 
 int as_int(int64_t v, const char* what) {
   ZT_CHECK(v >= 0 && v <= std::numeric_limits<int>::max(), "gemm: ", what, " = ", v,
@@ -46,11 +26,15 @@ int as_int(int64_t v, const char* what) {
 }  // namespace
 
 cublasHandle_t cublas_handle() {
-  thread_local std::array<std::unique_ptr<CublasHandle>, kMaxDevices> handles;
-  int dev = current_device();
-  ZT_CHECK(dev < kMaxDevices, "CUDA device ", dev, " out of range");
-  if (!handles[dev]) handles[dev] = std::make_unique<CublasHandle>(dev);
-  cublasHandle_t h = handles[dev]->get();
+  const int dev = current_device();
+  cublasHandle_t h = thread_handle<cublasHandle_t>(
+      dev,
+      [] {
+        cublasHandle_t made = nullptr;
+        CUBLAS_CHECK(cublasCreate(&made));
+        return made;
+      },
+      [](cublasHandle_t made) { cublasDestroy(made); });
   CUBLAS_CHECK(cublasSetStream(h, current_stream(dev)));
   return h;
 }

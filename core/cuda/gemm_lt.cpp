@@ -25,32 +25,20 @@ namespace zt::cuda {
 
 namespace {
 
-constexpr int kMaxDevices = 16;
 // The most workspace an algorithm may ask for (NVIDIA's suggestion for Hopper); each
 // call takes only what its algorithm needs, from the caching allocator.
 constexpr uint64_t kMaxWorkspaceBytes = uint64_t{32} << 20;
 
-// An owned cuBLASLt handle for one device.
-class LtHandle {
- public:
-  explicit LtHandle(int device) {
-    DeviceGuard g(device);
-    CUBLAS_CHECK(cublasLtCreate(&handle_));
-  }
-  ~LtHandle() { cublasLtDestroy(handle_); }
-  LtHandle(const LtHandle&) = delete;
-  LtHandle& operator=(const LtHandle&) = delete;
-  cublasLtHandle_t get() const { return handle_; }
-
- private:
-  cublasLtHandle_t handle_ = nullptr;
-};
-
+// This thread's cuBLASLt handle on `dev`.
 cublasLtHandle_t lt_handle(int dev) {
-  thread_local std::array<std::unique_ptr<LtHandle>, kMaxDevices> handles;
-  ZT_CHECK(dev >= 0 && dev < kMaxDevices, "CUDA device ", dev, " out of range");
-  if (!handles[dev]) handles[dev] = std::make_unique<LtHandle>(dev);
-  return handles[dev]->get();
+  return thread_handle<cublasLtHandle_t>(
+      dev,
+      [] {
+        cublasLtHandle_t made = nullptr;
+        CUBLAS_CHECK(cublasLtCreate(&made));
+        return made;
+      },
+      [](cublasLtHandle_t made) { cublasLtDestroy(made); });
 }
 
 // The largest power of two, at most 256, that divides the address (nullptr: 256).

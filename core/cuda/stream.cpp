@@ -12,7 +12,6 @@
 namespace zt::cuda {
 
 namespace {
-constexpr int kMaxDevices = 16;
 
 // nullptr is the legacy default stream: one per device, shared by all threads.
 thread_local std::array<cudaStream_t, kMaxDevices> t_streams{};

@@ -8,7 +8,14 @@
 
 #include <cuda_runtime_api.h>
 
+#include <array>
+
+#include "core/error.h"
+
 namespace zt::cuda {
+
+/// Devices zt addresses per process (per-device tables are this long).
+inline constexpr int kMaxDevices = 16;
 
 /// The CUDA device this thread is using (cudaGetDevice).
 int current_device();
@@ -119,6 +126,28 @@ class RelaxedCapture {
  private:
   cudaStreamCaptureMode prev_;
 };
+
+/// This thread's library handle (cuBLAS, cuBLASLt, cuDNN) on `device`: made by create()
+/// with the device current on first use, released by Destroy{}(handle) when the thread
+/// ends. Each kind of handle (each Destroy type) has its own table.
+template <typename H, typename Create, typename Destroy>
+H thread_handle(int device, Create create, Destroy) {
+  struct Owned {
+    H handle = nullptr;
+    ~Owned() {
+      if (handle) Destroy{}(handle);
+    }
+  };
+  thread_local std::array<Owned, kMaxDevices> owned;
+  ZT_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ", device,
+           " out of range (zt supports ", kMaxDevices, ")");
+  Owned& o = owned[static_cast<size_t>(device)];
+  if (!o.handle) {
+    DeviceGuard g(device);
+    o.handle = create();
+  }
+  return o.handle;
+}
 
 /// Multiprocessor count of `device` (cached): sizes persistent grids.
 int sm_count(int device);

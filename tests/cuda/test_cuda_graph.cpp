@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/step_graph.h"
 #include "core/work_counts.h"
@@ -59,10 +60,48 @@ StepGraph::Step plain_step(Mlp& model, optim::Optimizer& opt, const Tensor& x, c
   };
 }
 
-// Six steps of AdamW on batch k, learning rate 1e-2 / (1 + k): eager when `graphed` is
-// false, else through a StepGraph (two warm-up steps, capture, replays). Returns the
-// losses and the final parameters (on the CPU).
-std::pair<std::vector<double>, std::vector<Tensor>> train_plain(bool graphed) {
+// A training run: its losses and final parameters (on the CPU).
+struct Run {
+  std::vector<double> losses;
+  std::vector<Tensor> params;
+};
+
+// Six steps on batch k (x and y drawn from seeds seed + k and seed + 100 + k) at learning
+// rate 1e-2 / (1 + k): eager when `graphed` is false, else through a StepGraph (two
+// warm-up steps, the capture, replays). Returns the losses.
+std::vector<double> six_steps(bool graphed, const Tensor& x, const Tensor& y, uint64_t seed,
+                              const std::function<void(double)>& set_lr,
+                              const StepGraph::Step& step,
+                              const std::function<void()>& before_replay) {
+  std::unique_ptr<StepGraph> graph;
+  if (graphed) graph = std::make_unique<StepGraph>(kGpu);
+  std::vector<double> losses;
+  for (int k = 0; k < 6; ++k) {
+    x.copy_(normal_cpu(x.sizes(), seed + k));
+    y.copy_(normal_cpu(y.sizes(), seed + 100 + k));
+    set_lr(1e-2 / (1 + k));
+    Tensor loss = graph ? graph->run(step, before_replay)[0] : step()[0];
+    losses.push_back(loss.item());
+  }
+  if (graph) {
+    EXPECT_TRUE(graph->captured());
+  }
+  return losses;
+}
+
+// The graphed run follows the eager one: losses to 1e-6 relative, parameters to 1e-6 / 1e-7.
+void expect_same_run(const Run& eager, const Run& graphed) {
+  ASSERT_EQ(eager.losses.size(), graphed.losses.size());
+  for (size_t k = 0; k < eager.losses.size(); ++k)
+    EXPECT_NEAR(graphed.losses[k], eager.losses[k], 1e-6 * std::abs(eager.losses[k]))
+        << "step " << k;
+  ASSERT_EQ(eager.params.size(), graphed.params.size());
+  for (size_t i = 0; i < eager.params.size(); ++i)
+    EXPECT_CLOSE(graphed.params[i], eager.params[i], 1e-6, 1e-7) << "parameter " << i;
+}
+
+// AdamW on the module, plain.
+Run train_plain(bool graphed) {
   manual_seed(41);
   Mlp model;
   model.to(kGpu);
@@ -70,82 +109,55 @@ std::pair<std::vector<double>, std::vector<Tensor>> train_plain(bool graphed) {
   opt.set_capturable(true);
   Tensor x = Tensor::empty({32, 16}, DType::f32, kGpu),
          y = Tensor::empty({32, 8}, DType::f32, kGpu);
-  const StepGraph::Step step = plain_step(model, opt, x, y);
-  std::unique_ptr<StepGraph> graph;
-  if (graphed) graph = std::make_unique<StepGraph>(kGpu);
-  std::vector<double> losses;
-  for (int k = 0; k < 6; ++k) {
-    x.copy_(normal_cpu({32, 16}, 100 + k));
-    y.copy_(normal_cpu({32, 8}, 200 + k));
-    opt.set_lr(1e-2 / (1 + k));
-    Tensor loss = graph ? graph->run(step, [&] { opt.before_replay(); })[0] : step()[0];
-    losses.push_back(loss.item());
-  }
+  Run run;
+  run.losses = six_steps(
+      graphed, x, y, 100, [&](double lr) { opt.set_lr(lr); }, plain_step(model, opt, x, y),
+      [&] { opt.before_replay(); });
   EXPECT_EQ(opt.step_count(), 6);
-  if (graph) {
-    EXPECT_TRUE(graph->captured());
-  }
-  std::vector<Tensor> params;
-  for (auto& [name, p] : model.named_parameters()) params.push_back(p.to(Device::cpu()));
-  return {losses, params};
+  for (auto& [name, p] : model.named_parameters()) run.params.push_back(p.to(Device::cpu()));
+  return run;
+}
+
+// AdamW on the fp32 master shards of a one-rank ZeRO-3 engine, with clipping.
+Run train_engine(bool graphed) {
+  Run run;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(43);
+    auto model = std::make_shared<Mlp>();
+    model->to(kGpu);
+    zero::Config cfg;
+    cfg.gradient_clipping = 0.5;
+    zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-2, .weight_decay = 0.01});
+    engine.set_capturable(true);
+    ASSERT_EQ(engine.capture_blocker(), "");
+    Tensor x = Tensor::empty({32, 16}, DType::f32, kGpu);
+    Tensor y = Tensor::empty({32, 8}, DType::f32, kGpu);
+    auto step = [&] {
+      Tensor loss = mse_loss(engine(x), y);
+      engine.backward(loss);
+      engine.step();
+      return std::vector<Tensor>{loss};
+    };
+    run.losses = six_steps(
+        graphed, x, y, 300, [&](double lr) { engine.set_lr(lr); }, step,
+        [&] { engine.before_replay(); });
+    EXPECT_EQ(engine.global_step(), 6);
+    for (const auto& np : engine.partitioned())
+      run.params.push_back(zero::zero_param(np.param)->fp32_shard().to(Device::cpu()));
+  });
+  return run;
 }
 
 }  // namespace
 
 TEST(CudaGraph, ReplayedAdamWStepsEqualEagerSteps) {
   ZT_SKIP_WITHOUT_GPU();
-  auto [eager_loss, eager_params] = train_plain(false);
-  auto [graph_loss, graph_params] = train_plain(true);
-  ASSERT_EQ(eager_loss.size(), graph_loss.size());
-  for (size_t k = 0; k < eager_loss.size(); ++k)
-    EXPECT_NEAR(graph_loss[k], eager_loss[k], 1e-6 * std::abs(eager_loss[k])) << "step " << k;
-  for (size_t i = 0; i < eager_params.size(); ++i)
-    EXPECT_CLOSE(graph_params[i], eager_params[i], 1e-6, 1e-7) << "parameter " << i;
+  expect_same_run(train_plain(false), train_plain(true));
 }
 
 TEST(CudaGraph, ReplayedEngineStepsEqualEagerSteps) {
   ZT_SKIP_WITHOUT_GPU();
-  auto train = [](bool graphed) {
-    std::vector<double> losses;
-    std::vector<Tensor> params;
-    comm::run_threads(1, [&](comm::Communicator& comm) {
-      manual_seed(43);
-      auto model = std::make_shared<Mlp>();
-      model->to(kGpu);
-      zero::Config cfg;
-      cfg.gradient_clipping = 0.5;
-      zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-2, .weight_decay = 0.01});
-      engine.set_capturable(true);
-      ASSERT_EQ(engine.capture_blocker(), "");
-      Tensor x = Tensor::empty({32, 16}, DType::f32, kGpu);
-      Tensor y = Tensor::empty({32, 8}, DType::f32, kGpu);
-      auto step = [&] {
-        Tensor loss = mse_loss(engine(x), y);
-        engine.backward(loss);
-        engine.step();
-        return std::vector<Tensor>{loss};
-      };
-      std::unique_ptr<StepGraph> graph;
-      if (graphed) graph = std::make_unique<StepGraph>(kGpu);
-      for (int k = 0; k < 6; ++k) {
-        x.copy_(normal_cpu({32, 16}, 300 + k));
-        y.copy_(normal_cpu({32, 8}, 400 + k));
-        engine.set_lr(1e-2 / (1 + k));
-        Tensor loss = graph ? graph->run(step, [&] { engine.before_replay(); })[0] : step()[0];
-        losses.push_back(loss.item());
-      }
-      EXPECT_EQ(engine.global_step(), 6);
-      for (const auto& np : engine.partitioned())
-        params.push_back(zero::zero_param(np.param)->fp32_shard().to(Device::cpu()));
-    });
-    return std::make_pair(losses, params);
-  };
-  auto [eager_loss, eager_params] = train(false);
-  auto [graph_loss, graph_params] = train(true);
-  for (size_t k = 0; k < eager_loss.size(); ++k)
-    EXPECT_NEAR(graph_loss[k], eager_loss[k], 1e-6 * std::abs(eager_loss[k])) << "step " << k;
-  for (size_t i = 0; i < eager_params.size(); ++i)
-    EXPECT_CLOSE(graph_params[i], eager_params[i], 1e-6, 1e-7) << "master shard " << i;
+  expect_same_run(train_engine(false), train_engine(true));
 }
 
 TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
