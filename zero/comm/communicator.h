@@ -1,6 +1,6 @@
 // The communicator interface (namespace zt::comm): rank, size and the collectives
 // ZeRO-3 needs on flat tensors, each blocking or async, with per-kind counters and a
-// deadline on every wait. Backends: ThreadComm (thread ranks sharing memory),
+// deadline on every collective. Backends: ThreadComm (thread ranks sharing memory),
 // MpiComm (one process per rank, CPU tensors), NcclComm (CUDA tensors).
 //
 // Legend: N = size(), r = rank(), s = elements per rank (a shard), n = whole tensor.
@@ -53,12 +53,16 @@ class AbortedError : public Error {
 };
 
 /// An issued collective. Per communicator, work completes in issue order. A Work keeps
-/// its tensors alive until it finished; it must not outlive its communicator.
+/// its tensors alive until it finished (CPU backends) or until the compute stream is
+/// ordered after it (NCCL); it must not outlive its communicator.
 class Work {
  public:
   virtual ~Work() = default;
-  /// Blocks until the collective finished; throws zt::Error if it failed or timed out.
-  /// Outputs may be read (and inputs reused) only after wait() returned.
+  /// CPU tensors: blocks until the collective finished; throws zt::Error if it failed or
+  /// timed out. CUDA tensors (NcclComm): orders the caller's stream after the collective
+  /// and returns at once (no host wait); a failure or timeout is found by the
+  /// communicator's watchdog, which ends the job. Either way, outputs may be read (and
+  /// inputs reused) by work issued after wait() returned.
   virtual void wait() = 0;
   /// True once the collective finished or failed (wait() then returns or throws at once).
   virtual bool test() = 0;
@@ -133,7 +137,8 @@ class Communicator {
   CommCounters counters() const;
   void reset_counters();
 
-  /// Deadline for every wait (default: $ZT_COMM_TIMEOUT_MS or 600 s). A timeout is an
+  /// How long a collective may take (default: $ZT_COMM_TIMEOUT_MS or 600 s), counted
+  /// from its wait (CPU backends) or its issue (NcclComm's watchdog). A timeout is an
   /// error naming the collective, its sequence number and, where known, missing ranks.
   void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
   std::chrono::milliseconds timeout() const { return timeout_; }

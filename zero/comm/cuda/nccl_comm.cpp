@@ -1,7 +1,8 @@
 // NcclComm: NCCL collectives on a private stream. Ordering: an event recorded on the
 // caller's compute stream gates the collective; a second event after it lets wait()
-// gate the compute stream in turn. Tensors are held by the Work until the collective is
-// known finished, so the caching allocator cannot hand their memory out too early.
+// gate the compute stream in turn. Tensors are held by the Work until that second gate
+// is queued on the stream that owns their memory, so the caching allocator cannot hand
+// it out before the collective is done with it. The watchdog polls the second events.
 #include "zero/comm/cuda/nccl_comm.h"
 
 #include <thread>
@@ -10,6 +11,7 @@
 #include "core/cuda/check.h"
 #include "core/work_counts.h"
 #include "zero/comm/executor.h"
+#include "zero/comm/watchdog.h"
 
 namespace zt::comm {
 
@@ -81,67 +83,68 @@ char* bytes_of(const Tensor& t) {
 }
 }  // namespace
 
-/// A collective in flight on the NCCL stream.
+/// A collective in flight on the NCCL stream. wait() orders the caller's stream (and the
+/// stream the collective was issued from, which owns its tensors' memory) after the
+/// collective and returns: the host does not block. Once that order is queued the
+/// tensors can be let go, since the caching allocator reuses memory only in its owning
+/// stream's order. The communicator's watchdog finds a collective that fails or never
+/// finishes. A barrier is the exception: it promises the host that every rank arrived,
+/// so its wait() blocks until the barrier's event completed.
 class NcclWork : public Work {
  public:
-  NcclWork(NcclComm* comm, std::string what, std::vector<Tensor> hold, cuda::Event done)
-      : comm_(comm), what_(std::move(what)), hold_(std::move(hold)), done_(std::move(done)) {}
+  NcclWork(NcclComm* comm, std::vector<Tensor> hold, std::shared_ptr<const cuda::Event> done,
+           cudaStream_t issued_on, bool host_waits)
+      : comm_(comm),
+        hold_(std::move(hold)),
+        done_(std::move(done)),
+        issued_on_(issued_on),
+        host_waits_(host_waits) {}
   ~NcclWork() override {
-    if (!finished_) {
-      try {  // keep later compute ordered after the collective even if never waited for
-        cuda::DeviceGuard g(comm_->device_);
-        cuda::stream_wait_event(cuda::current_stream(comm_->device_), done_);
-      } catch (...) {
-      }
+    try {  // keep later compute ordered after the collective even if never waited for
+      order_after();
+    } catch (...) {
     }
   }
 
   void wait() override {
-    if (finished_) return;
-    cuda::DeviceGuard g(comm_->device_);
-    cuda::stream_wait_event(cuda::current_stream(comm_->device_), done_);
-    const Deadline deadline = std::chrono::steady_clock::now() + comm_->timeout();
-    // The host polls the event until the collective is done (its deadline and NCCL's
-    // asynchronous errors are checked here): a host wait, counted as one.
-    if (!done_.query()) ++::zt::detail::thread_work_counts().syncs;
-    for (int polls = 0; !done_.query(); ++polls) {
-      ncclResult_t async = ncclSuccess;
-      if (comm_->nccl_) NCCL_CHECK(ncclCommGetAsyncError(comm_->nccl_, &async));
-      if (async != ncclSuccess) {
-        std::string msg =
-            detail::cat("zt.comm: ", what_, " failed in NCCL: ", ncclGetErrorString(async));
-        comm_->fail(msg);
-        ZT_FAIL(msg);
-      }
-      std::string why = comm_->abort_reason();
-      if (!why.empty())
-        throw AbortedError(detail::cat("zt.comm: ", what_, " aborted because ", why));
-      if (std::chrono::steady_clock::now() > deadline) {
-        std::string msg =
-            detail::cat("zt.comm: ", what_, " timed out after ", comm_->timeout().count(),
-                        " ms (see Communicator::set_timeout); NCCL cannot tell which ranks did not "
-                        "arrive; the NCCL communicator was aborted");
-        comm_->fail(msg);
-        ZT_FAIL(msg);
-      }
+    check_healthy();
+    order_after();
+    if (!host_waits_ || done_->query()) return;
+    ++::zt::detail::thread_work_counts().syncs;  // a host wait, counted as every one is
+    for (int polls = 0; !done_->query(); ++polls) {
+      check_healthy();  // the watchdog fails a late barrier: stop waiting for it then
       if (polls < 64) {
         std::this_thread::yield();
       } else {
         std::this_thread::sleep_for(std::chrono::microseconds(50));
       }
     }
-    finished_ = true;
+  }
+
+  bool test() override { return done_->query(); }
+
+ private:
+  void check_healthy() const {
+    std::string why = comm_->abort_reason();
+    if (!why.empty())
+      throw AbortedError(detail::cat("zt.comm: a collective was aborted because ", why));
+  }
+  void order_after() {
+    if (ordered_) return;
+    cuda::DeviceGuard g(comm_->device_);
+    cudaStream_t current = cuda::current_stream(comm_->device_);
+    cuda::stream_wait_event(current, *done_);
+    if (issued_on_ != current) cuda::stream_wait_event(issued_on_, *done_);
+    ordered_ = true;
     hold_.clear();
   }
 
-  bool test() override { return finished_ || done_.query(); }
-
- private:
   NcclComm* comm_;
-  std::string what_;
-  std::vector<Tensor> hold_;
-  cuda::Event done_;
-  bool finished_ = false;
+  std::vector<Tensor> hold_;  // until the owning stream is ordered after the collective
+  std::shared_ptr<const cuda::Event> done_;
+  cudaStream_t issued_on_;
+  bool host_waits_;
+  bool ordered_ = false;
 };
 
 NcclComm::NcclComm(int device) : NcclComm(std::make_unique<MpiComm>(), device) {}
@@ -161,9 +164,14 @@ NcclComm::NcclComm(std::unique_ptr<MpiComm> boot, int device)
   cuda::DeviceGuard g(device_);
   NCCL_CHECK(ncclCommInitRank(&nccl_, size(), id, rank()));
   barrier_buf_ = Tensor::empty({1}, DType::i32, Device::cuda(device_));
+  // One rank runs every collective in place (Communicator::issue): nothing to watch.
+  if (size() > 1)
+    watchdog_ = std::make_unique<Watchdog>(
+        [this] { return async_error(); }, [this](const std::string& why) { watchdog_failed(why); });
 }
 
 NcclComm::~NcclComm() {
+  watchdog_.reset();  // it polls nccl_
   if (nccl_) {
     cuda::DeviceGuard g(device_);
     cudaStreamSynchronize(stream_.get());
@@ -178,6 +186,25 @@ void NcclComm::fail(const std::string& reason) {
     ncclCommAbort(nccl_);  // makes kernels stuck waiting for peers exit
     nccl_ = nullptr;
   }
+}
+
+std::string NcclComm::async_error() const {
+  std::lock_guard<std::mutex> lock(mu_);  // fail() may abort and clear nccl_ meanwhile
+  ncclResult_t async = ncclSuccess;
+  if (nccl_ && ncclCommGetAsyncError(nccl_, &async) == ncclSuccess && async != ncclSuccess)
+    return detail::cat("NCCL reports ", ncclGetErrorString(async));
+  return "";
+}
+
+void NcclComm::watchdog_failed(const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (abort_reason_.empty()) abort_reason_ = why;
+  }
+  // The peers are stuck in (or past) a collective that cannot finish, and the issuing
+  // thread may be blocked behind it in any host wait: only ending the job frees them.
+  // The NCCL communicator is left alone: the issuing thread may be using it right now.
+  boot_->abort(why);  // prints the reason, then MPI_Abort (size() > 1 here)
 }
 
 void NcclComm::abort(const std::string& reason) {
@@ -199,17 +226,19 @@ std::shared_ptr<Work> NcclComm::submit(Request req) {
     return w;
   }
   cuda::DeviceGuard g(device_);
+  cudaStream_t compute = cuda::current_stream(device_);
   cuda::Event ready;
-  ready.record(cuda::current_stream(device_));
+  ready.record(compute);
   cuda::stream_wait_event(stream_.get(), ready);
   launch(req);
-  cuda::Event done;
-  done.record(stream_.get());
+  auto done = std::make_shared<cuda::Event>();
+  done->record(stream_.get());
+  watchdog_->watch(describe(req), timeout(), [done] { return done->query(); });
   std::vector<Tensor> hold;
   for (const Tensor* t : {&req.in, &req.out})
     if (t->defined()) hold.push_back(*t);
-  auto w = std::make_shared<NcclWork>(this, describe(req), std::move(hold), std::move(done));
-  return w;
+  return std::make_shared<NcclWork>(this, std::move(hold), std::move(done), compute,
+                                    req.kind == Collective::kBarrier);
 }
 
 void NcclComm::launch(const Request& req) {

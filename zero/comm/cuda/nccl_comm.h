@@ -1,8 +1,11 @@
 // NcclComm: CUDA tensors, one process per GPU under mpirun. The NCCL communicator is
 // bootstrapped through MPI (rank 0's unique id), collectives run on the communicator's
-// own stream, ordered after the caller's compute stream with an event; Work::wait()
-// orders the compute stream after the collective and blocks the host until it finished
-// or the deadline passed (then the NCCL communicator is aborted).
+// own stream, ordered after the caller's compute stream with an event. Work::wait()
+// orders the compute stream after the collective and returns without blocking the host
+// (barrier() alone blocks, as it promises the host that every rank arrived). Deadlines
+// and NCCL's asynchronous errors are watched by one thread per communicator (Watchdog):
+// a collective that fails or is late ends the job with a message naming it, since its
+// peers are stuck and no host wait is there to throw.
 #pragma once
 
 #include <nccl.h>
@@ -29,6 +32,8 @@ namespace zt::comm::internal {
 
 namespace zt::comm {
 
+class Watchdog;
+
 /// One GPU rank. bf16/f16 reductions are NCCL's (in the storage type, not fp32).
 class NcclComm : public Communicator {
  public:
@@ -54,12 +59,17 @@ class NcclComm : public Communicator {
   // Records the failure and aborts the NCCL communicator (no MPI_Abort).
   void fail(const std::string& reason);
   void launch(const Request& req);
+  // The NCCL communicator's asynchronous error, or "" (the watchdog's health check).
+  std::string async_error() const;
+  // A collective failed or passed its deadline: records why and ends the job.
+  void watchdog_failed(const std::string& why);
 
   std::unique_ptr<MpiComm> boot_;  // bootstrap and all_gather_bytes
   int device_ = 0;
   ncclComm_t nccl_ = nullptr;
   cuda::Stream stream_;
-  Tensor barrier_buf_;  // one i32 on the device, all-reduced by barrier()
+  Tensor barrier_buf_;                  // one i32 on the device, all-reduced by barrier()
+  std::unique_ptr<Watchdog> watchdog_;  // with more than one rank
   mutable std::mutex mu_;
   std::string abort_reason_;
 };
