@@ -46,7 +46,7 @@ step 15 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
 step 50 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
 step 12 "bin/zt-bench ops --device cuda"
 step 20 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
-step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5"
+step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5 --kernels"  # + GPU time per kernel
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero --offload"  # its cost
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
@@ -55,7 +55,7 @@ step 15 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 10 --cuda-grap
 # Both sides under one TF32 policy: TF32 convolutions, exact matmuls (zt's default, PyTorch's).
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 5"
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 5"
-step 35 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5"   # GPT-2 small, MFU
+step 35 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
 torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 step 25 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 25 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \

@@ -44,6 +44,13 @@ double median(std::vector<double> v);
 /// synchronizations count: call it on a step without phase clocks.
 std::string work_per_call_json(const std::function<void()>& fn);
 
+/// Runs fn (one step) `steps` times under a KernelProfile (core/kernel_profile.h) and
+/// returns one JSON line per kernel, most time first:
+/// {"bench":"<bench>","kernel":"gemm","calls_per_step":42.0,"ms_per_step":1.234,"share":0.41}
+/// (share: of the time of all kernels). Call it after the timed steps: profiling adds
+/// host time to every dispatch.
+std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn);
+
 /// Seconds per call of fn: warm-up calls, then the median of `reps` timed runs.
 double time_per_call(const std::function<void()>& fn, int warmup = 2, int reps = 5);
 

@@ -7,7 +7,8 @@
 // (N parameters, L layers, E width, T context: the dense matmuls' multiply-adds, forward
 // and backward, plus attention's scores and weighted sums; causal masking not discounted),
 // MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
-// a GPU; none on the CPU, where only the achieved TFLOP/s are printed).
+// a GPU; none on the CPU, where only the achieved TFLOP/s are printed). --kernels adds
+// one line per kernel-table kernel with its time per step (GPU time on a GPU).
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -34,7 +35,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   spec.n_embd = 768;
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
-  bool offload = false;
+  bool offload = false, kernels = false;
   std::string device_name = "cpu", dtype = "f32";
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
@@ -55,6 +56,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_flag("--offload", offload,
                "fp32 masters and AdamW state in pinned host memory, updated there "
                "(offload_optimizer)");
+  app.add_flag("--kernels", kernels,
+               "then run --steps more steps under a kernel profile and print each kernel's "
+               "time per step");
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
@@ -119,13 +123,15 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       opt.push_back(ms(t2, t3));
       total.push_back(ms(t0, t3));
     }
-    // The work of one more step, without the phase clocks' synchronizations.
-    const std::string work = bench::work_per_call_json([&] {
+    auto step = [&] {
       Tensor logits = engine(inputs);
       engine.backward(cross_entropy(logits.to(DType::f32).reshape({-1, spec.vocab_size}),
                                     targets.reshape({-1})));
       engine.step();
-    });
+    };
+    // The work of one more step, without the phase clocks' synchronizations.
+    const std::string work = bench::work_per_call_json(step);
+    const std::string profile = kernels ? bench::kernel_profile_json("gpt", steps, step) : "";
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
     const double tokens = static_cast<double>(batch) * static_cast<double>(spec.block_size) *
@@ -149,6 +155,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
+    std::fputs(profile.c_str(), stdout);
     std::fflush(stdout);
   });
   return 0;

@@ -12,6 +12,8 @@
 // (dispatches_per_step etc.; on CUDA launches, host synchronizations and copies).
 // --modules adds one JSON object per module type with its exclusive forward CPU time
 // (time in the module minus time in its child modules), summed over the timed steps.
+// --kernels then runs --steps more steps under a KernelProfile and prints one JSON object
+// per kernel-table kernel with its calls and time per step (GPU time on a GPU).
 // --zero runs the same step through a one-rank ZeRO-3 engine (partitioned shards,
 // gathers, reduce-scatter into the flat gradient buffer, global norm, AdamW on the fp32
 // masters) instead of plain AdamW on the module: the engine's own cost, side by side.
@@ -82,7 +84,7 @@ class ModuleTimer {
 struct Options {
   zt::Device device = zt::Device::cpu();
   int batch = 8, steps = 3, threads = 1;
-  bool modules = false, zero_engine = false, graphed = false, offload = false;
+  bool modules = false, kernels = false, zero_engine = false, graphed = false, offload = false;
 };
 
 // The TF32 policy in force, as train.tf32 spells it.
@@ -191,10 +193,11 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
     wall.push_back(1e3 * std::chrono::duration<double>(w1 - w0).count());
   }
   timer.enable(false);
-  const std::string work = zt::bench::work_per_call_json([&] {
+  auto step = [&] {
     backward(forward());
     update();
-  });
+  };
+  const std::string work = zt::bench::work_per_call_json(step);
   std::printf(
       "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
       "\"tf32\":\"%s\",\"batch\":%d,"
@@ -210,6 +213,8 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
                   type.c_str(), 1e3 * s / std::max(steps, 1));
   }
+  if (o.kernels)
+    std::fputs(zt::bench::kernel_profile_json("vqtok-step", steps, step).c_str(), stdout);
   std::fflush(stdout);
   return 0;
 }
@@ -223,6 +228,9 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_option("--steps", o.steps, "timed steps (after one warm-up step)");
   app.add_option("--threads", o.threads, "kernel and BLAS threads");
   app.add_flag("--modules", o.modules, "also print exclusive forward time per module type");
+  app.add_flag("--kernels", o.kernels,
+               "then run --steps more steps under a kernel profile and print each kernel's "
+               "time per step");
   app.add_flag("--zero", o.zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
   app.add_flag("--offload", o.offload,
                "with --zero: fp32 masters and AdamW state in pinned host memory, updated there");
@@ -240,8 +248,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   };
   if (o.device.is_cuda() && !zt::cuda_available())
     return refuse("--device cuda needs a CUDA build and a GPU");
-  if (o.graphed && (!o.device.is_cuda() || o.modules))
-    return refuse("--cuda-graph needs --device cuda (and no --modules)");
+  if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels))
+    return refuse("--cuda-graph needs --device cuda (and no --modules or --kernels)");
   if (o.offload && (!o.zero_engine || o.graphed))
     return refuse(
         "--offload needs --zero (and no --cuda-graph: the host update cannot be captured)");
@@ -253,8 +261,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
 
 const zt::bench::Registrar kRegisterVqtokStep(
     "vqtok-step",
-    "one training step of the tiny vqtok model (--batch, --steps, --modules, --zero, --offload, "
-    "--cuda-graph)",
+    "one training step of the tiny vqtok model (--batch, --steps, --modules, --kernels, --zero, "
+    "--offload, --cuda-graph)",
     run_vqtok_step);
 
 }  // namespace

@@ -9,6 +9,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
+#include "core/kernel_profile.h"
 #include "core/work_counts.h"
 
 namespace zt::bench {
@@ -73,6 +74,25 @@ std::string work_per_call_json(const std::function<void()>& fn) {
                 static_cast<long long>(w.syncs), static_cast<long long>(w.d2h_copies),
                 static_cast<long long>(w.h2d_copies), static_cast<long long>(w.host_reads));
   return buf;
+}
+
+std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn) {
+  KernelProfile profile;
+  for (int i = 0; i < steps; ++i) fn();
+  const std::vector<KernelProfile::Entry> all = profile.totals();
+  double sum = 0;
+  for (const auto& e : all) sum += e.ms;
+  std::string out;
+  for (const auto& e : all) {
+    char buf[256];
+    std::snprintf(buf, sizeof buf,
+                  "{\"bench\":\"%s\",\"kernel\":\"%s\",\"calls_per_step\":%.1f,"
+                  "\"ms_per_step\":%.3f,\"share\":%.3f}\n",
+                  bench, e.kernel.c_str(), static_cast<double>(e.calls) / steps, e.ms / steps,
+                  sum > 0 ? e.ms / sum : 0.0);
+    out += buf;
+  }
+  return out;
 }
 
 double time_per_call(const std::function<void()>& fn, int warmup, int reps) {

@@ -1,19 +1,25 @@
 // Device dispatch for the kernel table (core/kernels.h), shared by the op files. Each
-// dispatch is counted (core/work_counts.h).
+// dispatch is counted (core/work_counts.h) and, while the thread runs a KernelProfile
+// (core/kernel_profile.h), timed under the kernel's name.
 #pragma once
 
+#include "core/kernel_profile.h"
 #include "core/kernels.h"
 #include "core/work_counts.h"
 
 namespace zt::detail {
 
 #ifdef ZT_WITH_CUDA
+#define ZT_DISPATCH(dev, fn, ...)                                                       \
+  (++::zt::detail::thread_work_counts().dispatches,                                     \
+   ::zt::detail::profiled(#fn, (dev), [&]() -> decltype(auto) {                         \
+     return (dev).is_cuda() ? ::zt::cuda::fn(__VA_ARGS__) : ::zt::cpu::fn(__VA_ARGS__); \
+   }))
+#else
 #define ZT_DISPATCH(dev, fn, ...)                   \
   (++::zt::detail::thread_work_counts().dispatches, \
-   (dev).is_cuda() ? ::zt::cuda::fn(__VA_ARGS__) : ::zt::cpu::fn(__VA_ARGS__))
-#else
-#define ZT_DISPATCH(dev, fn, ...) \
-  (++::zt::detail::thread_work_counts().dispatches, ::zt::cpu::fn(__VA_ARGS__))
+   ::zt::detail::profiled(#fn, (dev),               \
+                          [&]() -> decltype(auto) { return ::zt::cpu::fn(__VA_ARGS__); }))
 #endif
 
 /// Error unless all defined tensors share a device and dtype.

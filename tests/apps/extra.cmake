@@ -99,14 +99,17 @@ if(ZT_INSTALL)
   set_tests_properties(apps.embed.subdirectory PROPERTIES LABELS apps TIMEOUT 300)
 endif()
 
-# zt-bench gpt on a tiny shape, f32 and bf16 on 2 thread ranks: the benchmark runs end to
-# end and prints its JSON line (a smoke test; the numbers are not checked).
+# zt-bench gpt on a tiny shape, bf16 on 2 thread ranks: the benchmark runs end to end and
+# prints its JSON line (a smoke test; the numbers are not checked), then with --kernels
+# one line per kernel, the matrix multiplies among them (core.KernelProfile checks the
+# profile itself).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.gpt
            COMMAND zt-bench gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 256 --batch 2
-                   --steps 1 --dtype bf16 --ranks 2)
+                   --steps 1 --dtype bf16 --ranks 2 --kernels)
   set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9]")
+    PASS_REGULAR_EXPRESSION
+    "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9]")
 endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
