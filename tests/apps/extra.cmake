@@ -90,6 +90,15 @@ if(ZT_INSTALL)
     set_tests_properties(apps.embed.mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120 PROCESSORS 2
       FIXTURES_REQUIRED zt_example
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
+    # The tokenizer loaded on rank 0 only and broadcast over MPI (CPU tensors): every
+    # process tokenizes to the same codes.
+    add_test(NAME apps.embed.tokenizer_mpi
+             COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                     ${_zt_embed}/example/tokenizer_example)
+    set_tests_properties(apps.embed.tokenizer_mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120
+      PROCESSORS 2 FIXTURES_REQUIRED zt_example
+      PASS_REGULAR_EXPRESSION "codes identical on every rank"
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
   endif()
 
   add_test(NAME apps.embed.subdirectory

@@ -31,7 +31,7 @@ if(ZT_CUDA)
                                    ${CMAKE_CURRENT_SOURCE_DIR}/common/test_util.cpp)
   target_include_directories(zt_test_comm_nccl PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
   target_compile_options(zt_test_comm_nccl PRIVATE ${ZT_WARNINGS})
-  target_link_libraries(zt_test_comm_nccl PRIVATE zt_comm GTest::gtest GTest::gtest_main)
+  target_link_libraries(zt_test_comm_nccl PRIVATE zt_zero zt_emu3 GTest::gtest GTest::gtest_main)
   add_dependencies(zt_test_comm zt_test_comm_nccl)
   if(ZT_MPIRUN)
     add_test(NAME comm.nccl.np1

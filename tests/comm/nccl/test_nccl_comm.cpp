@@ -1,17 +1,20 @@
 // NcclComm on CUDA tensors, one GPU per process under mpirun (labels mpi, cuda; built
 // only with ZT_CUDA), and the events that order NCCL's stream against the compute stream.
-// Skips, saying so, where no GPU is visible. ctest runs it with one
-// process; on a multi-GPU machine run it with `mpirun -np <GPUs>` as well.
+// Also the frozen tokenizer's rank-0-only load broadcast over NCCL. Skips, saying so,
+// where no GPU is visible. ctest runs it with one process; on a multi-GPU machine run it
+// with `mpirun -np <GPUs>` as well.
 #include <gtest/gtest.h>
 
 #include <chrono>
 
+#include "apps/vqtok/model/vq_model.h"
 #include "comm/checks.h"
 #include "common/test_util.h"
 #include "core/ops.h"
 #include "core/work_counts.h"
 #include "zero/comm/cuda/nccl_comm.h"
 #include "zero/comm/launch.h"
+#include "zero/zero.h"
 
 using namespace zt;
 using namespace zt::comm;
@@ -111,4 +114,47 @@ TEST(NcclComm, CollectivesAreOrderedAgainstTheComputeStream) {
   EXPECT_CLOSE(summed_copy.to(Device::cpu()), mul(ref, static_cast<double>(size)), 1e-5, 1e-5)
       << "all_reduce";
   set_tf32(saved);
+}
+
+// The frozen tokenizer as vqgpt builds it on GPUs: every rank starts from different
+// random weights on its GPU, rank 0 alone holds the trained state, and
+// zero::load_state_dict broadcasts it over NCCL. Every rank then holds rank 0's exact
+// bits (parameters and BatchNorm statistics) and tokenizes a clip to the same codes.
+TEST(NcclComm, RankZeroOnlyTokenizerLoadGivesIdenticalCodes) {
+  SKIP_WITHOUT_GPU();
+  auto c = make_comm();
+  const Device gpu = c->device();
+  config::ModelConfig cfg;  // a small tokenizer: 32 channels, 4x spatial reduction
+  cfg.ch_mult = {1, 2, 2};
+  cfg.attn_resolutions = {2};
+  cfg.codebook_size = 64;
+  manual_seed(7);
+  vq::VqModel trained(cfg);  // stands in for a checkpoint, read on rank 0 only
+  for (const auto& [name, b] : trained.named_buffers())
+    if (name.find("running_var") != std::string::npos) b.fill_(1.5);  // not the defaults
+  const nn::NamedTensors state = nn::state_dict(trained);
+
+  manual_seed(100 + c->rank());  // ranks disagree on every random init
+  auto tokenizer = std::make_shared<vq::VqModel>(cfg);
+  tokenizer->to(gpu);
+  zero::replicate(*tokenizer, *c);
+  zero::load_state_dict(*tokenizer, c->rank() == 0 ? state : nn::NamedTensors{}, *c);
+  tokenizer->eval();
+
+  const nn::NamedTensors got = nn::state_dict(*tokenizer);
+  ASSERT_EQ(got.size(), state.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_EQ(got[i].first, state[i].first);
+    EXPECT_TRUE(got[i].second.device() == gpu) << got[i].first;
+    EXPECT_EQ(zero::tensor_hash(got[i].second.to(Device::cpu())),
+              zero::tensor_hash(state[i].second))
+        << got[i].first << " is not rank 0's value on rank " << c->rank();
+  }
+
+  autograd::NoGradGuard no_grad;
+  Generator g(7);  // the same clip on every rank
+  const Tensor clip = clamp(randn({2, 4, 3, 16, 16}, g), -1.0, 1.0).to(gpu);
+  const Tensor codes = tokenizer->encode(clip).codes.to(Device::cpu());
+  const auto hashes = c->all_gather_object<uint64_t>(zero::tensor_hash(codes));
+  for (int r = 1; r < c->size(); ++r) EXPECT_EQ(hashes[r], hashes[0]) << "rank " << r;
 }
