@@ -42,13 +42,13 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 70 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
-step 15 "bin/zt_test_comm_nccl"             # NcclComm on one GPU
-step 50 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
+step 22 "bin/zt_test_comm_nccl"             # NcclComm on one GPU, the tokenizer over NCCL
+step 45 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
 step 12 "bin/zt-bench ops --device cuda"
 step 20 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
 step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5 --kernels"  # + GPU time per kernel
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero --offload"  # its cost
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero --offload"  # its cost
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
 step 15 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 10 --cuda-graph"
