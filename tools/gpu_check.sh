@@ -9,9 +9,17 @@
 # PyTorch eager runs the same models (tools/bench_*_torch.py) for side-by-side numbers,
 # where this machine's python3 has a PyTorch with CUDA; otherwise those steps say SKIPPED.
 # The --offload runs show what optimizer offload costs a step, beside the same runs without.
+# The whole log goes to $OUT/gpu_check.log when $OUT is set (the device tool returns
+# only the output's tail); the tail ends with a summary: each step's exit code and
+# seconds, then every benchmark's result line (shortened).
 set -u
 repo=${ZT_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
+log=${OUT:+$OUT/gpu_check.log}
+log=${log:-$(mktemp)}
+exec > >(tee "$log") 2>&1
+tee_pid=$!
 failed=()
+summary=()
 step() {
   local limit=$1
   shift
@@ -20,6 +28,7 @@ step() {
   timeout "$limit" bash -c "$*"
   local rc=$?
   echo "=== rc=$rc after $((SECONDS - t0))s"
+  summary+=("rc=$rc $((SECONDS - t0))s/${limit}s  $*")
   [ "$rc" -eq 0 ] || failed+=("$*")
 }
 # PyTorch loads its own CUDA libraries: the pack's LD_LIBRARY_PATH is for zt's executables.
@@ -66,8 +75,16 @@ step 25 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set tr
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
   --overwrite"                               # the tokenizer's share of the step is printed
 step 15 "bin/zt-bench vqgpt --device cuda --steps 5"
+echo "=== summary (full log: $log)"
+printf '%s\n' "${summary[@]}" | cut -c1-160
+grep -a '^{"bench"' "$log" | grep -v -e '"kernel":' -e '"module":' | cut -c1-400
+rc=0
 if [ ${#failed[@]} -gt 0 ]; then
-  printf 'gpu_check: FAILED: %s\n' "${failed[@]}"
-  exit 1
+  echo "gpu_check: ${#failed[@]} step(s) FAILED (rc other than 0 above)"
+  rc=1
+else
+  echo "gpu_check: all steps passed"
 fi
-echo "gpu_check: all steps passed"
+exec >&- 2>&-
+wait "$tee_pid"  # the log is complete before the call returns
+exit $rc
