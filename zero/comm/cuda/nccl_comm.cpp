@@ -92,9 +92,10 @@ char* bytes_of(const Tensor& t) {
 /// so its wait() blocks until the barrier's event completed.
 class NcclWork : public Work {
  public:
-  NcclWork(NcclComm* comm, std::vector<Tensor> hold, std::shared_ptr<const cuda::Event> done,
-           cudaStream_t issued_on, bool host_waits)
+  NcclWork(NcclComm* comm, std::string what, std::vector<Tensor> hold,
+           std::shared_ptr<const cuda::Event> done, cudaStream_t issued_on, bool host_waits)
       : comm_(comm),
+        what_(std::move(what)),
         hold_(std::move(hold)),
         done_(std::move(done)),
         issued_on_(issued_on),
@@ -126,8 +127,7 @@ class NcclWork : public Work {
  private:
   void check_healthy() const {
     std::string why = comm_->abort_reason();
-    if (!why.empty())
-      throw AbortedError(detail::cat("zt.comm: a collective was aborted because ", why));
+    if (!why.empty()) throw AbortedError(detail::cat("zt.comm: ", what_, " aborted because ", why));
   }
   void order_after() {
     if (ordered_) return;
@@ -140,6 +140,7 @@ class NcclWork : public Work {
   }
 
   NcclComm* comm_;
+  std::string what_;
   std::vector<Tensor> hold_;  // until the owning stream is ordered after the collective
   std::shared_ptr<const cuda::Event> done_;
   cudaStream_t issued_on_;
@@ -233,12 +234,13 @@ std::shared_ptr<Work> NcclComm::submit(Request req) {
   launch(req);
   auto done = std::make_shared<cuda::Event>();
   done->record(stream_.get());
-  watchdog_->watch(describe(req), timeout(), [done] { return done->query(); });
+  std::string what = describe(req);
+  watchdog_->watch(what, timeout(), [done] { return done->query(); });
   std::vector<Tensor> hold;
   for (const Tensor* t : {&req.in, &req.out})
     if (t->defined()) hold.push_back(*t);
-  return std::make_shared<NcclWork>(this, std::move(hold), std::move(done), compute,
-                                    req.kind == Collective::kBarrier);
+  return std::make_shared<NcclWork>(this, std::move(what), std::move(hold), std::move(done),
+                                    compute, req.kind == Collective::kBarrier);
 }
 
 void NcclComm::launch(const Request& req) {
