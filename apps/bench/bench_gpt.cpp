@@ -7,7 +7,9 @@
 // (N parameters, L layers, E width, T context: the dense matmuls' multiply-adds, forward
 // and backward, plus attention's scores and weighted sums; causal masking not discounted),
 // MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
-// a GPU; none on the CPU, where only the achieved TFLOP/s are printed). --kernels adds
+// a GPU; none on the CPU, where only the achieved TFLOP/s are printed). The loss reads
+// the logits in their own dtype (the fused cross-entropy keeps its sums in f32 and
+// double), as vqgpt's training does: no full-vocabulary f32 copy of bf16 logits. --kernels adds
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
 #include <chrono>
 #include <cstdio>
@@ -109,8 +111,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       comm.barrier();
       const auto t0 = Clock::now();
       Tensor logits = engine(inputs);
-      Tensor l = cross_entropy(logits.to(DType::f32).reshape({-1, spec.vocab_size}),
-                               targets.reshape({-1}));
+      Tensor l = cross_entropy(logits.reshape({-1, spec.vocab_size}), targets.reshape({-1}));
       const auto t1 = at(l);
       engine.backward(l);
       const auto t2 = at(l);
@@ -125,8 +126,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     }
     auto step = [&] {
       Tensor logits = engine(inputs);
-      engine.backward(cross_entropy(logits.to(DType::f32).reshape({-1, spec.vocab_size}),
-                                    targets.reshape({-1})));
+      engine.backward(cross_entropy(logits.reshape({-1, spec.vocab_size}), targets.reshape({-1})));
       engine.step();
     };
     // The work of one more step, without the phase clocks' synchronizations.
