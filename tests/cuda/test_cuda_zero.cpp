@@ -126,3 +126,24 @@ TEST(CudaZero, AllReplicatedModelClipsOnItsDevice) {
     EXPECT_LE(std::sqrt(sum(mul(dw, dw)).item()), 1e-3 * (1 + 1e-4));
   });
 }
+
+// A one-rank thread communicator (the apps' --ranks 1 on a GPU) runs each collective in
+// place, so it takes GPU tensors although thread ranks exchange host memory.
+TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tensors need one";
+  comm::run_threads(1, [](comm::Communicator& c) {
+    const Device gpu = Device::cuda(0);
+    const Tensor x = arange(0, 6).to(gpu);
+    Tensor t = x.clone();
+    c.all_reduce(t, comm::ReduceOp::kSum);
+    c.broadcast(t, 0);
+    Tensor gathered = Tensor::empty({6}, DType::f32, gpu);
+    c.all_gather(gathered, t, /*async=*/true)->wait();
+    Tensor reduced = Tensor::empty({6}, DType::f32, gpu);
+    c.reduce_scatter(reduced, gathered, comm::ReduceOp::kAvg);
+    EXPECT_EQ(reduced.to(Device::cpu()).to_vector(), x.to(Device::cpu()).to_vector());
+    // Tensors on two devices are still refused.
+    EXPECT_TRUE(test::throws_with([&] { c.all_gather(gathered, x.to(Device::cpu())); },
+                                  "but the communicator works on cuda:0"));
+  });
+}

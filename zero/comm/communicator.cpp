@@ -162,6 +162,11 @@ class DoneWork : public Work {
 }  // namespace
 
 // What a collective of one rank amounts to: its identity, a copy at most.
+Device Communicator::tensor_device(const Tensor& t) const {
+  // One rank exchanges nothing: its collectives run in place wherever the tensors are.
+  return size_ == 1 && t.defined() ? t.device() : device();
+}
+
 void Communicator::run_alone(const Request& r) {
   switch (r.kind) {
     case Collective::kAllGather:
@@ -178,8 +183,8 @@ void Communicator::run_alone(const Request& r) {
 }
 
 std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& in, bool async) {
-  check_tensor(out, "all_gather out", device());
-  check_tensor(in, "all_gather in", device());
+  check_tensor(out, "all_gather out", tensor_device(out));
+  check_tensor(in, "all_gather in", tensor_device(out));
   ZT_CHECK(out.dtype() == in.dtype(), "all_gather: dtypes differ (out ", dtype_name(out.dtype()),
            ", in ", dtype_name(in.dtype()), ")");
   ZT_CHECK(out.numel() == in.numel() * size_, "all_gather: out has ", out.numel(),
@@ -197,8 +202,8 @@ std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& 
 
 std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tensor& in, ReduceOp op,
                                                    bool async) {
-  check_tensor(out, "reduce_scatter out", device());
-  check_tensor(in, "reduce_scatter in", device());
+  check_tensor(out, "reduce_scatter out", tensor_device(out));
+  check_tensor(in, "reduce_scatter in", tensor_device(out));
   ZT_CHECK(out.dtype() == in.dtype(), "reduce_scatter: dtypes differ");
   ZT_CHECK(op != ReduceOp::kMax, "reduce_scatter: supports sum and avg, not max");
   ZT_CHECK(in.dtype() != DType::b8, "reduce_scatter: cannot sum bool tensors");
@@ -218,7 +223,7 @@ std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tens
 }
 
 std::shared_ptr<Work> Communicator::all_reduce(const Tensor& t, ReduceOp op, bool async) {
-  check_tensor(t, "all_reduce", device());
+  check_tensor(t, "all_reduce", tensor_device(t));
   ZT_CHECK(t.dtype() != DType::b8 || op == ReduceOp::kMax,
            "all_reduce: bool tensors support max only");
   count(Collective::kAllReduce,
@@ -231,7 +236,7 @@ std::shared_ptr<Work> Communicator::all_reduce(const Tensor& t, ReduceOp op, boo
 }
 
 std::shared_ptr<Work> Communicator::broadcast(const Tensor& t, int root, bool async) {
-  check_tensor(t, "broadcast", device());
+  check_tensor(t, "broadcast", tensor_device(t));
   ZT_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
   count(Collective::kBroadcast, received_bytes(Collective::kBroadcast, t.numel(),
                                                dtype_size(t.dtype()), size_, rank_, root));
@@ -245,10 +250,10 @@ std::shared_ptr<Work> Communicator::broadcast(const Tensor& t, int root, bool as
 std::shared_ptr<Work> Communicator::scatter(const Tensor& out, const Tensor& in, int root,
                                             bool async) {
   ZT_CHECK(root >= 0 && root < size_, "scatter: root ", root, " is not a rank of ", size_);
-  check_tensor(out, "scatter out", device());
+  check_tensor(out, "scatter out", tensor_device(out));
   Request r;
   if (rank_ == root) {
-    check_tensor(in, "scatter in", device());
+    check_tensor(in, "scatter in", tensor_device(out));
     ZT_CHECK(in.dtype() == out.dtype(), "scatter: dtypes differ");
     ZT_CHECK(in.numel() == out.numel() * size_, "scatter: in has ", in.numel(),
              " elements, expected size() * out.numel() = ", size_, " * ", out.numel());

@@ -98,6 +98,8 @@ int64_t received_bytes(Collective c, int64_t numel, size_t elem_size, int size, 
 
 /// A group of ranks. Tensors are contiguous, have storage, and live on device(); sizes
 /// are flat (only numel matters). Calls must be issued in the same order on every rank.
+/// A communicator of one rank runs every collective in place, so it takes tensors on
+/// any one device (a one-rank thread communicator on a GPU, say).
 class Communicator {
  public:
   virtual ~Communicator() = default;
@@ -180,6 +182,9 @@ class Communicator {
   std::shared_ptr<Work> issue(Request req, bool async);
   /// Runs a request of a one-rank communicator in place (see issue()).
   static void run_alone(const Request& req);
+  /// The device a collective's tensors must be on: device(), or with one rank the
+  /// device of `t` (the collective's first tensor).
+  Device tensor_device(const Tensor& t) const;
   void count(Collective c, int64_t bytes);
 
   int rank_;
