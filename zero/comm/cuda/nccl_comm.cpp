@@ -220,6 +220,10 @@ std::string NcclComm::abort_reason() const {
 
 std::shared_ptr<Work> NcclComm::submit(Request req) {
   check_healthy(req);
+  // A captured collective's events cannot be polled by the watchdog (and zt does not
+  // capture multi-rank steps: Engine::capture_blocker names it).
+  ZT_CHECK(!graph_capturing(), "NcclComm: ", describe(req),
+           " was issued inside a CUDA graph capture; multi-rank steps cannot be captured");
   if (req.kind == Collective::kAllGatherBytes) {  // small host objects go through MPI
     *req.bytes_out = boot_->all_gather_bytes(*req.bytes_in);
     auto w = std::make_shared<CpuWork>();
