@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/blas.h"
@@ -330,50 +331,63 @@ int64_t point_stride(int64_t rows, int64_t nt) {
 }
 
 // v (16, C, nt) <- B^T d B for the tiles of tile rows [r0, r0 + rows), nt = rows * tw.
-// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W].
+// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W]. Consecutive tile rows of
+// an image overlap by two image rows, so the four row buffers rotate and each image row
+// is copied once.
 template <typename T>
 void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, int64_t rows, T* v,
                       T* pad) {
   const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
-  const T* const d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
-  for (int64_t ch = 0; ch < c; ++ch)
+  for (int64_t ch = 0; ch < c; ++ch) {
+    T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
     for (int64_t r = r0; r < r0 + rows; ++r) {
       const T* plane = src + im.plane(c, r, ch);
       const int64_t top = 2 * (r % im.th) - 1;
-      for (int64_t k = 0; k < 4; ++k) {
+      int64_t k = 0;
+      if (r > r0 && r % im.th != 0) {  // rows top, top + 1 are the last tile row's 2, 3
+        std::swap(d[0], d[2]);
+        std::swap(d[1], d[3]);
+        k = 2;
+      }
+      for (; k < 4; ++k) {
         const int64_t y = top + k;
-        T* row = pad + k * wp + 1;
         if (y >= 0 && y < im.h) {
-          copy_row(plane + y * im.w, im.w, row);
+          copy_row(plane + y * im.w, im.w, d[k] + 1);
         } else {
-          std::fill_n(row, im.w, T(0));
+          std::fill_n(d[k] + 1, im.w, T(0));
         }
       }
-      input_row(d, im.tw, v + ch * nt + (r - r0) * im.tw, point_stride(c, nt));
+      const T* const rows4[4] = {d[0], d[1], d[2], d[3]};
+      input_row(rows4, im.tw, v + ch * nt + (r - r0) * im.tw, point_stride(c, nt));
     }
+  }
 }
 
 // dst tiles of tile rows [r0, r0 + rows) <- A^T m A (+ bias) from mm (16, O, nt).
-// `rows2` holds 2 rows of 2 * tw.
+// Whole tiles (even W, both rows inside the image) are written in place; the others go
+// through `rows2`, 2 rows of 2 * tw, and only their image part is copied.
 template <typename T>
 void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bias, int64_t r0,
                        int64_t rows, T* dst, T* rows2) {
   const int64_t nt = rows * im.tw;
-  T* y0 = rows2;
-  T* y1 = rows2 + 2 * im.tw;
   for (int64_t oc = 0; oc < o; ++oc)
     for (int64_t r = r0; r < r0 + rows; ++r) {
-      output_row(mm + oc * nt + (r - r0) * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
-                 im.tw, y0, y1);
       T* plane = dst + im.plane(o, r, oc);
       const int64_t y = 2 * (r % im.th);
+      const bool whole = 2 * im.tw == im.w && y + 1 < im.h;
+      T* y0 = whole ? plane + y * im.w : rows2;
+      T* y1 = whole ? y0 + im.w : rows2 + 2 * im.tw;
+      output_row(mm + oc * nt + (r - r0) * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
+                 im.tw, y0, y1);
+      if (whole) continue;
       copy_row(y0, im.w, plane + y * im.w);
       if (y + 1 < im.h) copy_row(y1, im.w, plane + (y + 1) * im.w);
     }
 }
 
 // v (16, O, nt) <- A g A^T for the output-gradient tiles g of tile rows [r0, r0 + rows).
-// `rows2` holds 2 rows of 2 * tw, zero past column W.
+// Whole tiles are read in place; the others are copied into `rows2`, 2 rows of 2 * tw,
+// zero past column W.
 template <typename T>
 void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, int64_t rows, T* v,
                      T* rows2) {
@@ -384,13 +398,18 @@ void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, 
     for (int64_t r = r0; r < r0 + rows; ++r) {
       const T* plane = grad + im.plane(o, r, oc);
       const int64_t y = 2 * (r % im.th);
+      T* v_row = v + oc * nt + (r - r0) * im.tw;
+      if (2 * im.tw == im.w && y + 1 < im.h) {
+        grad_row(plane + y * im.w, plane + (y + 1) * im.w, im.tw, v_row, point_stride(o, nt));
+        continue;
+      }
       copy_row(plane + y * im.w, im.w, g0);
       if (y + 1 < im.h) {
         copy_row(plane + (y + 1) * im.w, im.w, g1);
       } else {
         std::fill_n(g1, im.w, T(0));
       }
-      grad_row(g0, g1, im.tw, v + oc * nt + (r - r0) * im.tw, point_stride(o, nt));
+      grad_row(g0, g1, im.tw, v_row, point_stride(o, nt));
     }
 }
 
