@@ -176,20 +176,21 @@ void grad_row_scalar(const T* g0, const T* g1, int64_t tw, T* v, int64_t ps, int
 // and odd lanes of two loads at column 2x and two at 2x + 2.
 // Unaligned access through memcpy (one vmovups): an under-aligned vector typedef is a GCC
 // extension that clang ignores, and its aligned loads then fault on unaligned rows.
-__attribute__((target("avx2,fma"), always_inline)) inline f32x8 load8(const float* p) {
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 load8(const float* p) {
   f32x8 v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* p, f32x8 v) {
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void store8(float* p, f32x8 v) {
   std::memcpy(p, &v, sizeof v);
 }
 
 // The four points of row combination u of eight tiles, from its loads at columns 2x + 0,
 // 8 (lo, hi) and 2x + 2, 10 (lo2, hi2), stored at o, o + ps, o + 2 ps, o + 3 ps.
-__attribute__((target("avx2,fma"), always_inline)) inline void input_points(f32x8 lo, f32x8 hi,
-                                                                            f32x8 lo2, f32x8 hi2,
-                                                                            float* o, int64_t ps) {
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_points(f32x8 lo, f32x8 hi,
+                                                                                f32x8 lo2,
+                                                                                f32x8 hi2, float* o,
+                                                                                int64_t ps) {
   const f32x8 e0 = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
   const f32x8 e1 = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
   const f32x8 e2 = __builtin_shufflevector(lo2, hi2, 0, 2, 4, 6, 8, 10, 12, 14);
@@ -200,8 +201,8 @@ __attribute__((target("avx2,fma"), always_inline)) inline void input_points(f32x
   store8(o + 3 * ps, e1 - e3);
 }
 
-__attribute__((target("avx2,fma"))) void input_row_avx2(const float* const d[4], int64_t tw,
-                                                        float* v, int64_t ps) {
+__attribute__((target(ZT_TARGET_AVX2))) void input_row_avx2(const float* const d[4], int64_t tw,
+                                                            float* v, int64_t ps) {
   const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];
   int64_t x = 0;
   for (; x + 8 <= tw; x += 8) {
@@ -227,16 +228,17 @@ __attribute__((target("avx2,fma"))) void input_row_avx2(const float* const d[4],
 }
 
 // s0, s1 of one tile row i: m A from its four points at m, m + ps, ...
-__attribute__((target("avx2,fma"), always_inline)) inline void output_sums(const float* m,
-                                                                           int64_t ps, f32x8& s0,
-                                                                           f32x8& s1) {
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_sums(const float* m,
+                                                                               int64_t ps,
+                                                                               f32x8& s0,
+                                                                               f32x8& s1) {
   const f32x8 m0 = load8(m), m1 = load8(m + ps), m2 = load8(m + 2 * ps), m3 = load8(m + 3 * ps);
   s0 = m0 + m1 + m2;
   s1 = m1 - m2 - m3;
 }
 
-__attribute__((target("avx2,fma"))) void output_row_avx2(const float* m, int64_t ps, float bias,
-                                                         int64_t tw, float* y0, float* y1) {
+__attribute__((target(ZT_TARGET_AVX2))) void output_row_avx2(const float* m, int64_t ps, float bias,
+                                                             int64_t tw, float* y0, float* y1) {
   int64_t x = 0;
   for (; x + 8 <= tw; x += 8) {
     f32x8 p0, q0, p1, q1, p2, q2, p3, q3;
@@ -255,16 +257,17 @@ __attribute__((target("avx2,fma"))) void output_row_avx2(const float* m, int64_t
 }
 
 // The four points of row i of A g A^T for eight tiles from (A g) row i: columns p, q.
-__attribute__((target("avx2,fma"), always_inline)) inline void grad_points(f32x8 p, f32x8 q,
-                                                                           float* o, int64_t ps) {
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_points(f32x8 p, f32x8 q,
+                                                                               float* o,
+                                                                               int64_t ps) {
   store8(o, p);
   store8(o + ps, p + q);
   store8(o + 2 * ps, p - q);
   store8(o + 3 * ps, -q);
 }
 
-__attribute__((target("avx2,fma"))) void grad_row_avx2(const float* g0, const float* g1, int64_t tw,
-                                                       float* v, int64_t ps) {
+__attribute__((target(ZT_TARGET_AVX2))) void grad_row_avx2(const float* g0, const float* g1,
+                                                           int64_t tw, float* v, int64_t ps) {
   int64_t x = 0;
   for (; x + 8 <= tw; x += 8) {
     const f32x8 lo0 = load8(g0 + 2 * x), hi0 = load8(g0 + 2 * x + 8);
@@ -282,11 +285,7 @@ __attribute__((target("avx2,fma"))) void grad_row_avx2(const float* g0, const fl
 }
 
 bool has_avx2() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
+  return cpu_isa() >= Isa::kAvx2;
 }
 
 void input_row(const float* const d[4], int64_t tw, float* v, int64_t ps) {
