@@ -86,17 +86,25 @@ T* scratch(int slot, int64_t n) {
   return b.data();
 }
 
-// U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j).
-// Returns scratch slot 0.
+// Elements between two points' (rows, cols) matrices: the input or result points of a
+// chunk (rows channels, cols tiles) or the transformed kernels (O, C). A power of two
+// (32 x 256, 64 x 64) would put the 16 streams a tile row or a kernel reads or writes
+// into the same L1 sets; one cache line of skew spreads them.
+int64_t point_stride(int64_t rows, int64_t cols) {
+  return rows * cols + 16;
+}
+
+// U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j),
+// U[xi] at xi * point_stride(O, C). Returns scratch slot 0.
 template <typename T, typename Kernel>
 const T* transform_kernels(int64_t o, int64_t c, Kernel kernel) {
-  T* u = scratch<T>(0, kPoints * o * c);
+  T* u = scratch<T>(0, kPoints * point_stride(o, c));
   std::vector<T> k(9 * c);
   for (int64_t oc = 0; oc < o; ++oc) {
     for (int64_t ci = 0; ci < c; ++ci)
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) k[(i * 3 + j) * c + ci] = kernel(oc, ci, i, j);
-    kernel_points(k.data(), c, u + oc * c, o * c);
+    kernel_points(k.data(), c, u + oc * c, point_stride(o, c));
   }
   return u;
 }
@@ -322,13 +330,6 @@ __attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_r
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
-// Elements between two points' (rows, nt) matrices of a chunk. A power of two (32 x 256)
-// would put the 16 streams a tile row reads or writes into the same L1 sets; one cache
-// line of skew spreads them.
-int64_t point_stride(int64_t rows, int64_t nt) {
-  return rows * nt + 16;
-}
-
 // v (16, C, nt) <- B^T d B for the tiles of tile rows [r0, r0 + rows), nt = rows * tw.
 // `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W]. Consecutive tile rows of
 // an image overlap by two image rows, so the four row buffers rotate and each image row
@@ -449,8 +450,8 @@ void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* 
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
     transform_inputs(ch.im, c, src, r0, rows, v, pad.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
-      blas_gemm(false, false, o, nt, c, u + xi * o * c, c, v + xi * point_stride(c, nt), nt, T(0),
-                mm + xi * point_stride(o, nt), nt);
+      blas_gemm(false, false, o, nt, c, u + xi * point_stride(o, c), c,
+                v + xi * point_stride(c, nt), nt, T(0), mm + xi * point_stride(o, nt), nt);
     transform_outputs(ch.im, o, mm, bias, r0, rows, dst, rows2.data());
   }
 }
@@ -492,19 +493,19 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
   T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
   T* gv = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw, T(0));
-  T* du = scratch<T>(3, kPoints * o * c);
-  std::fill_n(du, kPoints * o * c, T(0));
+  T* du = scratch<T>(3, kPoints * point_stride(o, c));  // dU[xi] at xi * point_stride(o, c)
+  std::fill_n(du, kPoints * point_stride(o, c), T(0));
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
     transform_inputs(ch.im, c, x, r0, rows, v, pad.data());
     transform_grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
       blas_gemm(false, true, o, c, nt, gv + xi * point_stride(o, nt), nt,
-                v + xi * point_stride(c, nt), nt, T(1), du + xi * o * c, c);
+                v + xi * point_stride(c, nt), nt, T(1), du + xi * point_stride(o, c), c);
   }
   std::vector<T> kt(9 * c);  // one output channel's kernel gradients, tap-major
   for (int64_t oc = 0; oc < o; ++oc) {
-    kernel_gradients(du + oc * c, o * c, c, kt.data());
+    kernel_gradients(du + oc * c, point_stride(o, c), c, kt.data());
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t t = 0; t < 9; ++t) grad_w[(oc * c + ci) * 9 + t] = kt[t * c + ci];
   }
