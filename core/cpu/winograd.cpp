@@ -119,6 +119,22 @@ struct ImageGrid {
   }
 };
 
+// Tile rows [r0, r0 + rows) of a chunk in a tensor of `channels` channels: tile row r of
+// channel ch lies in the image at plane[r - r0] + ch * stride, from its row top[r - r0] =
+// 2 (r mod th). Worked out once per chunk: the transforms visit every (channel, tile row),
+// and on small maps the divisions cost about as much as the transform of the row.
+struct ChunkRows {
+  std::vector<int64_t> plane, top;
+  int64_t stride;
+  ChunkRows(const ImageGrid& im, int64_t channels, int64_t r0, int64_t rows)
+      : plane(rows), top(rows), stride(im.d * im.h * im.w) {
+    for (int64_t i = 0; i < rows; ++i) {
+      plane[i] = im.plane(channels, r0 + i, 0);
+      top[i] = 2 * ((r0 + i) % im.th);
+    }
+  }
+};
+
 // ---------------------------------------------------------------- tile-row kernels
 // One tile row at a time: input rows d0..d3 (zero-padded, column 0 is the left pad) ->
 // the 16 points of its tw tiles, point xi of tile x at v[xi * ps + x]; and back, from
@@ -338,19 +354,19 @@ template <typename T>
 void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, int64_t rows, T* v,
                       T* pad) {
   const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
+  const ChunkRows cr(im, c, r0, rows);
   for (int64_t ch = 0; ch < c; ++ch) {
     T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      const T* plane = src + im.plane(c, r, ch);
-      const int64_t top = 2 * (r % im.th) - 1;
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* plane = src + cr.plane[i] + ch * cr.stride;
       int64_t k = 0;
-      if (r > r0 && r % im.th != 0) {  // rows top, top + 1 are the last tile row's 2, 3
+      if (i > 0 && cr.top[i] != 0) {  // its rows 0, 1 are the last tile row's 2, 3
         std::swap(d[0], d[2]);
         std::swap(d[1], d[3]);
         k = 2;
       }
       for (; k < 4; ++k) {
-        const int64_t y = top + k;
+        const int64_t y = cr.top[i] - 1 + k;
         if (y >= 0 && y < im.h) {
           copy_row(plane + y * im.w, im.w, d[k] + 1);
         } else {
@@ -358,7 +374,7 @@ void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, 
         }
       }
       const T* const rows4[4] = {d[0], d[1], d[2], d[3]};
-      input_row(rows4, im.tw, v + ch * nt + (r - r0) * im.tw, point_stride(c, nt));
+      input_row(rows4, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
     }
   }
 }
@@ -370,15 +386,16 @@ template <typename T>
 void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bias, int64_t r0,
                        int64_t rows, T* dst, T* rows2) {
   const int64_t nt = rows * im.tw;
+  const ChunkRows cr(im, o, r0, rows);
   for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      T* plane = dst + im.plane(o, r, oc);
-      const int64_t y = 2 * (r % im.th);
+    for (int64_t i = 0; i < rows; ++i) {
+      T* plane = dst + cr.plane[i] + oc * cr.stride;
+      const int64_t y = cr.top[i];
       const bool whole = 2 * im.tw == im.w && y + 1 < im.h;
       T* y0 = whole ? plane + y * im.w : rows2;
       T* y1 = whole ? y0 + im.w : rows2 + 2 * im.tw;
-      output_row(mm + oc * nt + (r - r0) * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
-                 im.tw, y0, y1);
+      output_row(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0), im.tw, y0,
+                 y1);
       if (whole) continue;
       copy_row(y0, im.w, plane + y * im.w);
       if (y + 1 < im.h) copy_row(y1, im.w, plane + (y + 1) * im.w);
@@ -394,11 +411,12 @@ void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, 
   const int64_t nt = rows * im.tw;
   T* g0 = rows2;
   T* g1 = rows2 + 2 * im.tw;
+  const ChunkRows cr(im, o, r0, rows);
   for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      const T* plane = grad + im.plane(o, r, oc);
-      const int64_t y = 2 * (r % im.th);
-      T* v_row = v + oc * nt + (r - r0) * im.tw;
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* plane = grad + cr.plane[i] + oc * cr.stride;
+      const int64_t y = cr.top[i];
+      T* v_row = v + oc * nt + i * im.tw;
       if (2 * im.tw == im.w && y + 1 < im.h) {
         grad_row(plane + y * im.w, plane + (y + 1) * im.w, im.tw, v_row, point_stride(o, nt));
         continue;
