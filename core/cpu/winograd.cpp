@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -225,30 +226,61 @@ __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_points(
   store8(o + 3 * ps, e1 - e3);
 }
 
+// The 16 points of eight tiles from the loads of their four rows at padded columns 2x
+// (lo), 2x + 8 (hi), 2x + 2 (lo2) and 2x + 10 (hi2): B^T d down the columns of each load,
+// then input_points.
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_tiles(
+    const f32x8 lo[4], const f32x8 hi[4], const f32x8 lo2[4], const f32x8 hi2[4], float* v,
+    int64_t ps) {
+  f32x8 u[4][4];  // [load][row combination]
+  const f32x8* loads[4] = {lo, hi, lo2, hi2};
+  for (int l = 0; l < 4; ++l) {
+    const f32x8* r = loads[l];
+    u[l][0] = r[0] - r[2];
+    u[l][1] = r[1] + r[2];
+    u[l][2] = r[2] - r[1];
+    u[l][3] = r[1] - r[3];
+  }
+  for (int i = 0; i < 4; ++i) input_points(u[0][i], u[1][i], u[2][i], u[3][i], v + 4 * i * ps, ps);
+}
+
 __attribute__((target(ZT_TARGET_AVX2))) void input_row_avx2(const float* const d[4], int64_t tw,
                                                             float* v, int64_t ps) {
-  const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];
   int64_t x = 0;
   for (; x + 8 <= tw; x += 8) {
     const int64_t c0 = 2 * x;
-    // B^T d down the columns, for each of the four loads.
-    f32x8 r0 = load8(d0 + c0), r1 = load8(d1 + c0), r2 = load8(d2 + c0), r3 = load8(d3 + c0);
-    const f32x8 a0 = r0 - r2, a1 = r1 + r2, a2 = r2 - r1, a3 = r1 - r3;
-    r0 = load8(d0 + c0 + 8), r1 = load8(d1 + c0 + 8), r2 = load8(d2 + c0 + 8);
-    r3 = load8(d3 + c0 + 8);
-    const f32x8 b0 = r0 - r2, b1 = r1 + r2, b2 = r2 - r1, b3 = r1 - r3;
-    r0 = load8(d0 + c0 + 2), r1 = load8(d1 + c0 + 2), r2 = load8(d2 + c0 + 2);
-    r3 = load8(d3 + c0 + 2);
-    const f32x8 e0 = r0 - r2, e1 = r1 + r2, e2 = r2 - r1, e3 = r1 - r3;
-    r0 = load8(d0 + c0 + 10), r1 = load8(d1 + c0 + 10), r2 = load8(d2 + c0 + 10);
-    r3 = load8(d3 + c0 + 10);
-    const f32x8 f0 = r0 - r2, f1 = r1 + r2, f2 = r2 - r1, f3 = r1 - r3;
-    input_points(a0, b0, e0, f0, v + x, ps);
-    input_points(a1, b1, e1, f1, v + 4 * ps + x, ps);
-    input_points(a2, b2, e2, f2, v + 8 * ps + x, ps);
-    input_points(a3, b3, e3, f3, v + 12 * ps + x, ps);
+    f32x8 lo[4], hi[4], lo2[4], hi2[4];
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = load8(d[k] + c0);
+      hi[k] = load8(d[k] + c0 + 8);
+      lo2[k] = load8(d[k] + c0 + 2);
+      hi2[k] = load8(d[k] + c0 + 10);
+    }
+    input_tiles(lo, hi, lo2, hi2, v + x, ps);
   }
   input_row_scalar(d, tw, v, ps, x);
+}
+
+// input_row_avx2 on unpadded rows, W = 2 tw with tw a multiple of 8: d[k] is image row k
+// (column 0 first), and the zero columns left of it and right of column W - 1 are
+// shifted into the first and last loads instead of read, so the rows need no copy.
+__attribute__((target(ZT_TARGET_AVX2))) void input_row_direct_avx2(const float* const d[4],
+                                                                   int64_t tw, float* v,
+                                                                   int64_t ps) {
+  const f32x8 z = {};
+  for (int64_t x = 0; x < tw; x += 8) {
+    const int64_t c = 2 * x - 1;  // image column of padded column 2x
+    f32x8 lo[4], hi[4], lo2[4], hi2[4];
+    for (int k = 0; k < 4; ++k) {
+      lo[k] = x == 0 ? __builtin_shufflevector(z, load8(d[k]), 0, 8, 9, 10, 11, 12, 13, 14)
+                     : load8(d[k] + c);
+      hi[k] = load8(d[k] + c + 8);
+      lo2[k] = load8(d[k] + c + 2);
+      hi2[k] = x + 8 == tw ? __builtin_shufflevector(load8(d[k] + c + 9), z, 1, 2, 3, 4, 5, 6, 7, 8)
+                           : load8(d[k] + c + 10);
+    }
+    input_tiles(lo, hi, lo2, hi2, v + x, ps);
+  }
 }
 
 // s0, s1 of one tile row i: m A from its four points at m, m + ps, ...
@@ -355,6 +387,22 @@ void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, 
                       T* pad) {
   const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
   const ChunkRows cr(im, c, r0, rows);
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_avx2() && im.w == 2 * im.tw && im.tw % 8 == 0) {  // rows read in place
+      const std::vector<float> zeros(im.w, 0.0f);
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* plane = src + cr.plane[i] + ch * cr.stride;
+          const float* d[4];
+          for (int64_t k = 0; k < 4; ++k) {
+            const int64_t y = cr.top[i] - 1 + k;
+            d[k] = y >= 0 && y < im.h ? plane + y * im.w : zeros.data();
+          }
+          input_row_direct_avx2(d, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
+        }
+      return;
+    }
+  }
   for (int64_t ch = 0; ch < c; ++ch) {
     T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
     for (int64_t i = 0; i < rows; ++i) {
