@@ -196,46 +196,82 @@ void grad_row_scalar(const T* g0, const T* g1, int64_t tw, T* v, int64_t ps, int
   }
 }
 
-// AVX2 versions for f32, eight tiles per iteration (the library targets the baseline
-// ISA; these are picked at run time). Columns 2x .. 2x+3 of eight tiles are the even
-// and odd lanes of two loads at column 2x and two at 2x + 2.
+// AVX2 versions for f32 (the library targets the baseline ISA; these are picked at run
+// time), eight tiles per iteration, then four (f32x4) for the rest of small maps (8x8
+// images have rows of 4 tiles). Columns 2x .. 2x+3 of the tiles are the even and odd
+// lanes of two loads at column 2x and two at 2x + 2. Every lane does the arithmetic of
+// the scalar versions, so all widths give the same results.
 // Unaligned access through memcpy (one vmovups): an under-aligned vector typedef is a GCC
 // extension that clang ignores, and its aligned loads then fault on unaligned rows.
-__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 load8(const float* p) {
-  f32x8 v;
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline V load(const float* p) {
+  V v;
   std::memcpy(&v, p, sizeof v);
   return v;
 }
-__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void store8(float* p, f32x8 v) {
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void store(float* p, V v) {
   std::memcpy(p, &v, sizeof v);
 }
-
-// The four points of row combination u of eight tiles, from its loads at columns 2x + 0,
-// 8 (lo, hi) and 2x + 2, 10 (lo2, hi2), stored at o, o + ps, o + 2 ps, o + 3 ps.
-__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_points(f32x8 lo, f32x8 hi,
-                                                                                f32x8 lo2,
-                                                                                f32x8 hi2, float* o,
-                                                                                int64_t ps) {
-  const f32x8 e0 = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
-  const f32x8 e1 = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
-  const f32x8 e2 = __builtin_shufflevector(lo2, hi2, 0, 2, 4, 6, 8, 10, 12, 14);
-  const f32x8 e3 = __builtin_shufflevector(lo2, hi2, 1, 3, 5, 7, 9, 11, 13, 15);
-  store8(o, e0 - e2);
-  store8(o + ps, e1 + e2);
-  store8(o + 2 * ps, e2 - e1);
-  store8(o + 3 * ps, e1 - e3);
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 load8(const float* p) {
+  return load<f32x8>(p);
 }
 
-// The 16 points of eight tiles from the loads of their four rows at padded columns 2x
-// (lo), 2x + 8 (hi), 2x + 2 (lo2) and 2x + 10 (hi2): B^T d down the columns of each load,
-// then input_points.
+// Even and odd lanes of (a, b) concatenated, and (a, b) interleaved: its first and second
+// half.
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 evens(f32x8 a, f32x8 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6, 8, 10, 12, 14);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 odds(f32x8 a, f32x8 b) {
+  return __builtin_shufflevector(a, b, 1, 3, 5, 7, 9, 11, 13, 15);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 zip_lo(f32x8 a, f32x8 b) {
+  return __builtin_shufflevector(a, b, 0, 8, 1, 9, 2, 10, 3, 11);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x8 zip_hi(f32x8 a, f32x8 b) {
+  return __builtin_shufflevector(a, b, 4, 12, 5, 13, 6, 14, 7, 15);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x4 evens(f32x4 a, f32x4 b) {
+  return __builtin_shufflevector(a, b, 0, 2, 4, 6);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x4 odds(f32x4 a, f32x4 b) {
+  return __builtin_shufflevector(a, b, 1, 3, 5, 7);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x4 zip_lo(f32x4 a, f32x4 b) {
+  return __builtin_shufflevector(a, b, 0, 4, 1, 5);
+}
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline f32x4 zip_hi(f32x4 a, f32x4 b) {
+  return __builtin_shufflevector(a, b, 2, 6, 3, 7);
+}
+
+// Tiles per vector.
+template <typename V>
+constexpr int64_t kTiles = sizeof(V) / sizeof(float);
+
+// The four points of row combination u of a vector of tiles, from its loads at columns
+// 2x (lo), 2x + kTiles (hi), 2x + 2 (lo2) and 2x + 2 + kTiles (hi2), stored at o, o + ps,
+// o + 2 ps, o + 3 ps.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_points(V lo, V hi, V lo2,
+                                                                                V hi2, float* o,
+                                                                                int64_t ps) {
+  const V e0 = evens(lo, hi), e1 = odds(lo, hi), e2 = evens(lo2, hi2), e3 = odds(lo2, hi2);
+  store(o, e0 - e2);
+  store(o + ps, e1 + e2);
+  store(o + 2 * ps, e2 - e1);
+  store(o + 3 * ps, e1 - e3);
+}
+
+// The 16 points of a vector of tiles from the loads of their four rows at columns 2x
+// (lo), 2x + kTiles (hi), 2x + 2 (lo2) and 2x + 2 + kTiles (hi2): B^T d down the columns
+// of each load, then input_points.
+template <typename V>
 __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_tiles(
-    const f32x8 lo[4], const f32x8 hi[4], const f32x8 lo2[4], const f32x8 hi2[4], float* v,
-    int64_t ps) {
-  f32x8 u[4][4];  // [load][row combination]
-  const f32x8* loads[4] = {lo, hi, lo2, hi2};
+    const V lo[4], const V hi[4], const V lo2[4], const V hi2[4], float* v, int64_t ps) {
+  V u[4][4];  // [load][row combination]
+  const V* loads[4] = {lo, hi, lo2, hi2};
   for (int l = 0; l < 4; ++l) {
-    const f32x8* r = loads[l];
+    const V* r = loads[l];
     u[l][0] = r[0] - r[2];
     u[l][1] = r[1] + r[2];
     u[l][2] = r[2] - r[1];
@@ -244,19 +280,28 @@ __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_tiles(
   for (int i = 0; i < 4; ++i) input_points(u[0][i], u[1][i], u[2][i], u[3][i], v + 4 * i * ps, ps);
 }
 
+// Tiles [x, x + kTiles) of input_row.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void input_block(
+    const float* const d[4], int64_t x, float* v, int64_t ps) {
+  constexpr int64_t w = kTiles<V>;
+  V lo[4], hi[4], lo2[4], hi2[4];
+  for (int k = 0; k < 4; ++k) {
+    lo[k] = load<V>(d[k] + 2 * x);
+    hi[k] = load<V>(d[k] + 2 * x + w);
+    lo2[k] = load<V>(d[k] + 2 * x + 2);
+    hi2[k] = load<V>(d[k] + 2 * x + 2 + w);
+  }
+  input_tiles(lo, hi, lo2, hi2, v + x, ps);
+}
+
 __attribute__((target(ZT_TARGET_AVX2))) void input_row_avx2(const float* const d[4], int64_t tw,
                                                             float* v, int64_t ps) {
   int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    const int64_t c0 = 2 * x;
-    f32x8 lo[4], hi[4], lo2[4], hi2[4];
-    for (int k = 0; k < 4; ++k) {
-      lo[k] = load8(d[k] + c0);
-      hi[k] = load8(d[k] + c0 + 8);
-      lo2[k] = load8(d[k] + c0 + 2);
-      hi2[k] = load8(d[k] + c0 + 10);
-    }
-    input_tiles(lo, hi, lo2, hi2, v + x, ps);
+  for (; x + 8 <= tw; x += 8) input_block<f32x8>(d, x, v, ps);
+  if (x + 4 <= tw) {
+    input_block<f32x4>(d, x, v, ps);
+    x += 4;
   }
   input_row_scalar(d, tw, v, ps, x);
 }
@@ -284,58 +329,78 @@ __attribute__((target(ZT_TARGET_AVX2))) void input_row_direct_avx2(const float* 
 }
 
 // s0, s1 of one tile row i: m A from its four points at m, m + ps, ...
+template <typename V>
 __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_sums(const float* m,
-                                                                               int64_t ps,
-                                                                               f32x8& s0,
-                                                                               f32x8& s1) {
-  const f32x8 m0 = load8(m), m1 = load8(m + ps), m2 = load8(m + 2 * ps), m3 = load8(m + 3 * ps);
+                                                                               int64_t ps, V& s0,
+                                                                               V& s1) {
+  const V m0 = load<V>(m), m1 = load<V>(m + ps), m2 = load<V>(m + 2 * ps);
+  const V m3 = load<V>(m + 3 * ps);
   s0 = m0 + m1 + m2;
   s1 = m1 - m2 - m3;
+}
+
+// Tiles [x, x + kTiles) of output_row.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_block(
+    const float* m, int64_t ps, float bias, int64_t x, float* y0, float* y1) {
+  constexpr int64_t w = kTiles<V>;
+  V p0, q0, p1, q1, p2, q2, p3, q3;
+  output_sums(m + x, ps, p0, q0);
+  output_sums(m + 4 * ps + x, ps, p1, q1);
+  output_sums(m + 8 * ps + x, ps, p2, q2);
+  output_sums(m + 12 * ps + x, ps, p3, q3);
+  const V y00 = p0 + p1 + p2 + bias, y01 = q0 + q1 + q2 + bias;
+  const V y10 = p1 - p2 - p3 + bias, y11 = q1 - q2 - q3 + bias;
+  store(y0 + 2 * x, zip_lo(y00, y01));
+  store(y0 + 2 * x + w, zip_hi(y00, y01));
+  store(y1 + 2 * x, zip_lo(y10, y11));
+  store(y1 + 2 * x + w, zip_hi(y10, y11));
 }
 
 __attribute__((target(ZT_TARGET_AVX2))) void output_row_avx2(const float* m, int64_t ps, float bias,
                                                              int64_t tw, float* y0, float* y1) {
   int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    f32x8 p0, q0, p1, q1, p2, q2, p3, q3;
-    output_sums(m + x, ps, p0, q0);
-    output_sums(m + 4 * ps + x, ps, p1, q1);
-    output_sums(m + 8 * ps + x, ps, p2, q2);
-    output_sums(m + 12 * ps + x, ps, p3, q3);
-    const f32x8 y00 = p0 + p1 + p2 + bias, y01 = q0 + q1 + q2 + bias;
-    const f32x8 y10 = p1 - p2 - p3 + bias, y11 = q1 - q2 - q3 + bias;
-    store8(y0 + 2 * x, __builtin_shufflevector(y00, y01, 0, 8, 1, 9, 2, 10, 3, 11));
-    store8(y0 + 2 * x + 8, __builtin_shufflevector(y00, y01, 4, 12, 5, 13, 6, 14, 7, 15));
-    store8(y1 + 2 * x, __builtin_shufflevector(y10, y11, 0, 8, 1, 9, 2, 10, 3, 11));
-    store8(y1 + 2 * x + 8, __builtin_shufflevector(y10, y11, 4, 12, 5, 13, 6, 14, 7, 15));
+  for (; x + 8 <= tw; x += 8) output_block<f32x8>(m, ps, bias, x, y0, y1);
+  if (x + 4 <= tw) {
+    output_block<f32x4>(m, ps, bias, x, y0, y1);
+    x += 4;
   }
   output_row_scalar(m, ps, bias, tw, y0, y1, x);
 }
 
-// The four points of row i of A g A^T for eight tiles from (A g) row i: columns p, q.
-__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_points(f32x8 p, f32x8 q,
-                                                                               float* o,
+// The four points of row i of A g A^T for a vector of tiles from (A g) row i: columns p, q.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_points(V p, V q, float* o,
                                                                                int64_t ps) {
-  store8(o, p);
-  store8(o + ps, p + q);
-  store8(o + 2 * ps, p - q);
-  store8(o + 3 * ps, -q);
+  store(o, p);
+  store(o + ps, p + q);
+  store(o + 2 * ps, p - q);
+  store(o + 3 * ps, -q);
+}
+
+// Tiles [x, x + kTiles) of grad_row.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_block(const float* g0,
+                                                                              const float* g1,
+                                                                              int64_t x, float* v,
+                                                                              int64_t ps) {
+  constexpr int64_t w = kTiles<V>;
+  const V lo0 = load<V>(g0 + 2 * x), hi0 = load<V>(g0 + 2 * x + w);
+  const V lo1 = load<V>(g1 + 2 * x), hi1 = load<V>(g1 + 2 * x + w);
+  const V a = evens(lo0, hi0), b = odds(lo0, hi0), c = evens(lo1, hi1), d = odds(lo1, hi1);
+  grad_points(a, b, v + x, ps);
+  grad_points(a + c, b + d, v + 4 * ps + x, ps);
+  grad_points(a - c, b - d, v + 8 * ps + x, ps);
+  grad_points(-c, -d, v + 12 * ps + x, ps);
 }
 
 __attribute__((target(ZT_TARGET_AVX2))) void grad_row_avx2(const float* g0, const float* g1,
                                                            int64_t tw, float* v, int64_t ps) {
   int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    const f32x8 lo0 = load8(g0 + 2 * x), hi0 = load8(g0 + 2 * x + 8);
-    const f32x8 lo1 = load8(g1 + 2 * x), hi1 = load8(g1 + 2 * x + 8);
-    const f32x8 a = __builtin_shufflevector(lo0, hi0, 0, 2, 4, 6, 8, 10, 12, 14);
-    const f32x8 b = __builtin_shufflevector(lo0, hi0, 1, 3, 5, 7, 9, 11, 13, 15);
-    const f32x8 c = __builtin_shufflevector(lo1, hi1, 0, 2, 4, 6, 8, 10, 12, 14);
-    const f32x8 d = __builtin_shufflevector(lo1, hi1, 1, 3, 5, 7, 9, 11, 13, 15);
-    grad_points(a, b, v + x, ps);
-    grad_points(a + c, b + d, v + 4 * ps + x, ps);
-    grad_points(a - c, b - d, v + 8 * ps + x, ps);
-    grad_points(-c, -d, v + 12 * ps + x, ps);
+  for (; x + 8 <= tw; x += 8) grad_block<f32x8>(g0, g1, x, v, ps);
+  if (x + 4 <= tw) {
+    grad_block<f32x4>(g0, g1, x, v, ps);
+    x += 4;
   }
   grad_row_scalar(g0, g1, tw, v, ps, x);
 }
