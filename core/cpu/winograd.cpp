@@ -339,18 +339,32 @@ __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_sums(c
   s1 = m1 - m2 - m3;
 }
 
+// The outputs A^T m A (+ bias) of a vector of tiles from their points at m + xi * ps:
+// y[r][c] holds row r, column c of each tile.
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_tiles(const float* m,
+                                                                                int64_t ps,
+                                                                                float bias,
+                                                                                V y[2][2]) {
+  V p0, q0, p1, q1, p2, q2, p3, q3;
+  output_sums(m, ps, p0, q0);
+  output_sums(m + 4 * ps, ps, p1, q1);
+  output_sums(m + 8 * ps, ps, p2, q2);
+  output_sums(m + 12 * ps, ps, p3, q3);
+  y[0][0] = p0 + p1 + p2 + bias;
+  y[0][1] = q0 + q1 + q2 + bias;
+  y[1][0] = p1 - p2 - p3 + bias;
+  y[1][1] = q1 - q2 - q3 + bias;
+}
+
 // Tiles [x, x + kTiles) of output_row.
 template <typename V>
 __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void output_block(
     const float* m, int64_t ps, float bias, int64_t x, float* y0, float* y1) {
   constexpr int64_t w = kTiles<V>;
-  V p0, q0, p1, q1, p2, q2, p3, q3;
-  output_sums(m + x, ps, p0, q0);
-  output_sums(m + 4 * ps + x, ps, p1, q1);
-  output_sums(m + 8 * ps + x, ps, p2, q2);
-  output_sums(m + 12 * ps + x, ps, p3, q3);
-  const V y00 = p0 + p1 + p2 + bias, y01 = q0 + q1 + q2 + bias;
-  const V y10 = p1 - p2 - p3 + bias, y11 = q1 - q2 - q3 + bias;
+  V y[2][2];
+  output_tiles(m + x, ps, bias, y);
+  const V y00 = y[0][0], y01 = y[0][1], y10 = y[1][0], y11 = y[1][1];
   store(y0 + 2 * x, zip_lo(y00, y01));
   store(y0 + 2 * x + w, zip_hi(y00, y01));
   store(y1 + 2 * x, zip_lo(y10, y11));
@@ -378,6 +392,19 @@ __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_points(V
   store(o + 3 * ps, -q);
 }
 
+// The 16 points A g A^T of a vector of tiles whose first rows are the even (column 0) and
+// odd (column 1) lanes of (lo0, hi0), and second rows those of (lo1, hi1).
+template <typename V>
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_tiles(V lo0, V hi0, V lo1,
+                                                                              V hi1, float* v,
+                                                                              int64_t ps) {
+  const V a = evens(lo0, hi0), b = odds(lo0, hi0), c = evens(lo1, hi1), d = odds(lo1, hi1);
+  grad_points(a, b, v, ps);
+  grad_points(a + c, b + d, v + 4 * ps, ps);
+  grad_points(a - c, b - d, v + 8 * ps, ps);
+  grad_points(-c, -d, v + 12 * ps, ps);
+}
+
 // Tiles [x, x + kTiles) of grad_row.
 template <typename V>
 __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_block(const float* g0,
@@ -385,13 +412,8 @@ __attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void grad_block(co
                                                                               int64_t x, float* v,
                                                                               int64_t ps) {
   constexpr int64_t w = kTiles<V>;
-  const V lo0 = load<V>(g0 + 2 * x), hi0 = load<V>(g0 + 2 * x + w);
-  const V lo1 = load<V>(g1 + 2 * x), hi1 = load<V>(g1 + 2 * x + w);
-  const V a = evens(lo0, hi0), b = odds(lo0, hi0), c = evens(lo1, hi1), d = odds(lo1, hi1);
-  grad_points(a, b, v + x, ps);
-  grad_points(a + c, b + d, v + 4 * ps + x, ps);
-  grad_points(a - c, b - d, v + 8 * ps + x, ps);
-  grad_points(-c, -d, v + 12 * ps + x, ps);
+  grad_tiles(load<V>(g0 + 2 * x), load<V>(g0 + 2 * x + w), load<V>(g1 + 2 * x),
+             load<V>(g1 + 2 * x + w), v + x, ps);
 }
 
 __attribute__((target(ZT_TARGET_AVX2))) void grad_row_avx2(const float* g0, const float* g1,
@@ -405,8 +427,47 @@ __attribute__((target(ZT_TARGET_AVX2))) void grad_row_avx2(const float* g0, cons
   grad_row_scalar(g0, g1, tw, v, ps, x);
 }
 
+// 4x4 images (two tile rows of two tiles, consecutive in the points: one f32x4 per point,
+// lanes = tiles (0, 0), (0, 1), (1, 0), (1, 1)), a whole image (16 contiguous values) at a
+// time instead of scalar tile rows.
+__attribute__((target(ZT_TARGET_AVX2))) void input_image4_avx2(const float* image, float* v,
+                                                               int64_t ps) {
+  // Padded columns 0..3 (a) and 2..5 (b) of padded rows -1..4, as for two tile rows.
+  const f32x4 z = {};
+  f32x4 a[6] = {}, b[6] = {};
+  for (int k = 0; k < 4; ++k) {
+    const f32x4 r = load<f32x4>(image + 4 * k);
+    a[k + 1] = __builtin_shufflevector(z, r, 0, 4, 5, 6);
+    b[k + 1] = __builtin_shufflevector(r, z, 1, 2, 3, 4);
+  }
+  input_tiles(a, a + 2, b, b + 2, v, ps);
+}
+
+// The image (16 contiguous values) <- A^T m A (+ bias) of its four tiles' points at m.
+__attribute__((target(ZT_TARGET_AVX2))) void output_image4_avx2(const float* m, int64_t ps,
+                                                                float bias, float* image) {
+  f32x4 y[2][2];
+  output_tiles(m, ps, bias, y);
+  store(image, zip_lo(y[0][0], y[0][1]));
+  store(image + 4, zip_lo(y[1][0], y[1][1]));
+  store(image + 8, zip_hi(y[0][0], y[0][1]));
+  store(image + 12, zip_hi(y[1][0], y[1][1]));
+}
+
+// The points of the four gradient tiles of an image (16 contiguous values).
+__attribute__((target(ZT_TARGET_AVX2))) void grad_image4_avx2(const float* image, float* v,
+                                                              int64_t ps) {
+  grad_tiles(load<f32x4>(image), load<f32x4>(image + 8), load<f32x4>(image + 4),
+             load<f32x4>(image + 12), v, ps);
+}
+
 bool has_avx2() {
   return cpu_isa() >= Isa::kAvx2;
+}
+
+// True when the f32 image kernels apply: AVX2 and 4x4 images.
+bool image4(const ImageGrid& im) {
+  return im.w == 4 && im.h == 4 && has_avx2();
 }
 
 void input_row(const float* const d[4], int64_t tw, float* v, int64_t ps) {
@@ -472,6 +533,13 @@ void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, 
     T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
     for (int64_t i = 0; i < rows; ++i) {
       const T* plane = src + cr.plane[i] + ch * cr.stride;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {  // both tile rows of an image
+          input_image4_avx2(plane, v + ch * nt + i * im.tw, point_stride(c, nt));
+          ++i;
+          continue;
+        }
+      }
       int64_t k = 0;
       if (i > 0 && cr.top[i] != 0) {  // its rows 0, 1 are the last tile row's 2, 3
         std::swap(d[0], d[2]);
@@ -503,6 +571,14 @@ void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bia
   for (int64_t oc = 0; oc < o; ++oc)
     for (int64_t i = 0; i < rows; ++i) {
       T* plane = dst + cr.plane[i] + oc * cr.stride;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {
+          output_image4_avx2(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
+                             plane);
+          ++i;
+          continue;
+        }
+      }
       const int64_t y = cr.top[i];
       const bool whole = 2 * im.tw == im.w && y + 1 < im.h;
       T* y0 = whole ? plane + y * im.w : rows2;
@@ -530,6 +606,13 @@ void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, 
       const T* plane = grad + cr.plane[i] + oc * cr.stride;
       const int64_t y = cr.top[i];
       T* v_row = v + oc * nt + i * im.tw;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && y == 0 && i + 1 < rows) {
+          grad_image4_avx2(plane, v_row, point_stride(o, nt));
+          ++i;
+          continue;
+        }
+      }
       if (2 * im.tw == im.w && y + 1 < im.h) {
         grad_row(plane + y * im.w, plane + (y + 1) * im.w, im.tw, v_row, point_stride(o, nt));
         continue;

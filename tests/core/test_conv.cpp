@@ -179,9 +179,13 @@ TEST(Conv3d, WinogradDepthSlicesMatchReference) {
 TEST(Conv2d, WinogradGradientsMatchDirectPath) {
   // The reference splits the input channels into groups of 8, each conv too thin for
   // Winograd, and sums them: the same function through the direct path. f64 and f32, and
-  // f32 at widths 12 (rows of 4 + 2 tiles) and 32 (input rows read in place).
-  const std::vector<std::tuple<DType, int64_t, int64_t>> cases = {
-      {DType::f64, 9, 18}, {DType::f32, 9, 18}, {DType::f32, 6, 12}, {DType::f32, 5, 32}};
+  // f32 at widths 12 (rows of 4 + 2 tiles), 32 (input rows read in place) and 4x4 images
+  // (whole images at a time).
+  const std::vector<std::tuple<DType, int64_t, int64_t>> cases = {{DType::f64, 9, 18},
+                                                                  {DType::f32, 9, 18},
+                                                                  {DType::f32, 6, 12},
+                                                                  {DType::f32, 5, 32},
+                                                                  {DType::f32, 4, 4}};
   for (const auto& [dt, height, width] : cases) {
     Generator gen(33);
     Tensor x = randn({2, 16, height, width}, gen, dt), w = randn({24, 16, 3, 3}, gen, dt);
