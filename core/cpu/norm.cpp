@@ -10,6 +10,7 @@
 #include "core/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <type_traits>
@@ -137,11 +138,20 @@ ZT_NORM_F32_LOOPS(avx2, __attribute__((target(ZT_TARGET_AVX2))))
 ZT_NORM_F32_LOOPS(sse2, )
 #undef ZT_NORM_F32_LOOPS
 
+// The picked table, set on first use. Not a function-local static: its guard check on
+// every row cost a few percent on rows of 16 (BatchNorm on 4x4 maps). The tables are
+// constants, so a relaxed pointer is enough (threads racing to set it store the same).
+std::atomic<const F32Loops*> g_f32_loops{nullptr};
+
 const F32Loops& f32_loops() {
-  static const F32Loops& loops = cpu_isa() == Isa::kAvx512 ? kLoops_avx512
-                                 : cpu_isa() == Isa::kAvx2 ? kLoops_avx2
-                                                           : kLoops_sse2;
-  return loops;
+  const F32Loops* loops = g_f32_loops.load(std::memory_order_relaxed);
+  if (!loops) {
+    loops = cpu_isa() == Isa::kAvx512 ? &kLoops_avx512
+            : cpu_isa() == Isa::kAvx2 ? &kLoops_avx2
+                                      : &kLoops_sse2;
+    g_f32_loops.store(loops, std::memory_order_relaxed);
+  }
+  return *loops;
 }
 
 template <typename T>
