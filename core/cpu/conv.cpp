@@ -317,12 +317,13 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   a.grad_x = grad_x.defined() ? grad_x.data<T>() : nullptr;
   const int64_t l = g.out_positions(), o = g.o, wnum = o * g.col_rows();
   if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
+    // Samples outer, so grad_out is read in memory order; each channel still adds its
+    // rows in sample order.
+    std::vector<double> s(o, 0.0);
+    for (int64_t n = 0; n < g.n; ++n)
+      for (int64_t oc = 0; oc < o; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
     T* db = grad_bias.data<T>();
-    for (int64_t oc = 0; oc < o; ++oc) {
-      double s = 0;
-      for (int64_t n = 0; n < g.n; ++n) s += lane_sum(a.grad_out + (n * o + oc) * l, l);
-      db[oc] = T(s);
-    }
+    for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);
   }
   T* dw = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
   if (!a.grad_x && !dw) return;

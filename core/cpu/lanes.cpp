@@ -73,13 +73,13 @@ __attribute__((always_inline)) inline void row_any(LaneOp op, float* out, const 
   }
 }
 
-__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,avx2,fma"))) void row_avx512(
-    LaneOp op, float* out, const float* a, const float* b, int64_t n) {
+__attribute__((target(ZT_TARGET_AVX512))) void row_avx512(LaneOp op, float* out, const float* a,
+                                                          const float* b, int64_t n) {
   row_any<f32x16>(op, out, a, b, n);
 }
 
-__attribute__((target("avx2,fma"))) void row_avx2(LaneOp op, float* out, const float* a,
-                                                  const float* b, int64_t n) {
+__attribute__((target(ZT_TARGET_AVX2))) void row_avx2(LaneOp op, float* out, const float* a,
+                                                      const float* b, int64_t n) {
   row_any<f32x8>(op, out, a, b, n);
 }
 
@@ -90,15 +90,30 @@ void row_sse2(LaneOp op, float* out, const float* a, const float* b, int64_t n) 
 using RowFn = void (*)(LaneOp, float*, const float*, const float*, int64_t);
 
 RowFn pick_row() {
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-    return row_avx512;
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return row_avx2;
+  switch (cpu_isa()) {
+    case Isa::kAvx512:
+      return row_avx512;
+    case Isa::kAvx2:
+      return row_avx2;
+    case Isa::kSse2:
+      break;
+  }
   return row_sse2;
 }
 
 }  // namespace
+
+Isa cpu_isa() {
+  static const Isa isa = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+      return Isa::kAvx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+    return Isa::kSse2;
+  }();
+  return isa;
+}
 
 void lane_row(LaneOp op, float* out, const float* a, const float* b, int64_t n) {
   static const RowFn fn = pick_row();

@@ -120,6 +120,16 @@ __attribute__((always_inline)) inline V gelu_grad_lanes(V g, V x) {
   return g * (cdf + x * pdf);
 }
 
+/// The vector ISAs the CPU kernels are built for besides the baseline, widest last.
+enum class Isa : uint8_t { kSse2, kAvx2, kAvx512 };
+
+/// The widest Isa this CPU runs (AVX2 counts only with FMA; AVX-512 needs F, DQ, VL, BW).
+Isa cpu_isa();
+
+/// Target attribute strings of the Isa variants (use as __attribute__((target(...)))).
+#define ZT_TARGET_AVX512 "avx512f,avx512dq,avx512vl,avx512bw,avx2,fma"
+#define ZT_TARGET_AVX2 "avx2,fma"
+
 /// The f32 functions with a contiguous row kernel.
 enum class LaneOp : uint8_t { kExp, kSigmoid, kSilu, kSiluGrad, kGelu, kGeluGrad };
 

@@ -10,9 +10,13 @@
 #include "core/kernels.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 
 namespace zt::cpu {
@@ -24,26 +28,165 @@ namespace {
 // dependent adds, several times slower than the loads feeding it.
 constexpr int64_t kLanes = 8;
 
+// kLanes doubles in one vector: GCC lowers it to the widest registers of the target (one
+// AVX-512 register, two AVX2 or four SSE2 ones), lane j adding elements i = j mod kLanes.
+using f64xL = double __attribute__((vector_size(kLanes * sizeof(double))));
+using f32xL = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+// p[0..kLanes) as doubles.
+template <typename T>
+__attribute__((always_inline)) inline void load_lanes(const T* p, f64xL& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32xL f;
+    std::memcpy(&f, p, sizeof f);
+    v = __builtin_convertvector(f, f64xL);
+  } else {
+    for (int64_t j = 0; j < kLanes; ++j) v[j] = static_cast<double>(p[j]);
+  }
+}
+
 // Adds sum(p - k) to s1 and sum((p - k)^2) to s2 over p[0..n).
 template <typename T>
-void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
-  double a1[kLanes] = {}, a2[kLanes] = {};
+__attribute__((always_inline)) inline void shifted_moments_lanes(const T* p, int64_t n, double& s1,
+                                                                 double& s2, double k) {
+  f64xL a1 = {}, a2 = {}, d;
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) {
-      const double d = static_cast<double>(p[i + j]) - k;
-      a1[j] += d;
-      a2[j] += d * d;
-    }
+    load_lanes(p + i, d);
+    d -= k;
+    a1 += d;
+    a2 += d * d;
   }
   for (; i < n; ++i) {
-    const double d = static_cast<double>(p[i]) - k;
-    a1[0] += d;
-    a2[0] += d * d;
+    const double e = static_cast<double>(p[i]) - k;
+    a1[0] += e;
+    a2[0] += e * e;
   }
   for (int64_t j = 0; j < kLanes; ++j) {
     s1 += a1[j];
     s2 += a2[j];
+  }
+}
+
+// Adds sum(dy) to sdy and sum(dy * (x - mu)) to sdyx over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void grad_sums_lanes(const T* dy, const T* x, int64_t n,
+                                                           double mu, double& sdy, double& sdyx) {
+  f64xL a = {}, b = {}, d, e;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(dy + i, d);
+    load_lanes(x + i, e);
+    a += d;
+    b += d * (e - mu);
+  }
+  for (; i < n; ++i) {
+    const double g = static_cast<double>(dy[i]);
+    a[0] += g;
+    b[0] += g * (static_cast<double>(x[i]) - mu);
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    sdy += a[j];
+    sdyx += b[j];
+  }
+}
+
+// y[i] = x[i] a + b over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void scale_shift_lanes(T* y, const T* x, int64_t n, T a,
+                                                             T b) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
+// The input gradient of a row, dx[i] = c1 dy[i] + c2 (x[i] - mu) + c3, over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void input_grad_lanes(T* dx, const T* dy, const T* x,
+                                                            int64_t n, T c1, T c2, T mu, T c3) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = c1 * dy[i] + c2 * (x[i] - mu) + c3;
+}
+
+// The four loops above for f32, compiled for each Isa of lanes.h (the library targets the
+// baseline, where the double sums run two lanes per instruction); cpu_isa() picks one.
+// Every variant keeps the same kLanes partial sums, so they differ only where AVX2 and
+// AVX-512 contract a multiply and an add into one rounding (FMA).
+struct F32Loops {
+  void (*moments)(const float*, int64_t, double&, double&, double);
+  void (*grad_sums)(const float*, const float*, int64_t, double, double&, double&);
+  void (*scale_shift)(float*, const float*, int64_t, float, float);
+  void (*input_grad)(float*, const float*, const float*, int64_t, float, float, float, float);
+};
+
+#define ZT_NORM_F32_LOOPS(isa, attr)                                                            \
+  attr void moments_##isa(const float* p, int64_t n, double& s1, double& s2, double k) {        \
+    shifted_moments_lanes(p, n, s1, s2, k);                                                     \
+  }                                                                                             \
+  attr void grad_sums_##isa(const float* dy, const float* x, int64_t n, double mu, double& sdy, \
+                            double& sdyx) {                                                     \
+    grad_sums_lanes(dy, x, n, mu, sdy, sdyx);                                                   \
+  }                                                                                             \
+  attr void scale_shift_##isa(float* y, const float* x, int64_t n, float a, float b) {          \
+    scale_shift_lanes(y, x, n, a, b);                                                           \
+  }                                                                                             \
+  attr void input_grad_##isa(float* dx, const float* dy, const float* x, int64_t n, float c1,   \
+                             float c2, float mu, float c3) {                                    \
+    input_grad_lanes(dx, dy, x, n, c1, c2, mu, c3);                                             \
+  }                                                                                             \
+  constexpr F32Loops kLoops_##isa{moments_##isa, grad_sums_##isa, scale_shift_##isa,            \
+                                  input_grad_##isa};
+ZT_NORM_F32_LOOPS(avx512, __attribute__((target(ZT_TARGET_AVX512))))
+ZT_NORM_F32_LOOPS(avx2, __attribute__((target(ZT_TARGET_AVX2))))
+ZT_NORM_F32_LOOPS(sse2, )
+#undef ZT_NORM_F32_LOOPS
+
+// The picked table, set on first use. Not a function-local static: its guard check on
+// every row cost a few percent on rows of 16 (BatchNorm on 4x4 maps). The tables are
+// constants, so a relaxed pointer is enough (threads racing to set it store the same).
+std::atomic<const F32Loops*> g_f32_loops{nullptr};
+
+const F32Loops& f32_loops() {
+  const F32Loops* loops = g_f32_loops.load(std::memory_order_relaxed);
+  if (!loops) {
+    loops = cpu_isa() == Isa::kAvx512 ? &kLoops_avx512
+            : cpu_isa() == Isa::kAvx2 ? &kLoops_avx2
+                                      : &kLoops_sse2;
+    g_f32_loops.store(loops, std::memory_order_relaxed);
+  }
+  return *loops;
+}
+
+template <typename T>
+void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().moments(p, n, s1, s2, k);
+  } else {
+    shifted_moments_lanes(p, n, s1, s2, k);
+  }
+}
+
+template <typename T>
+void grad_sums(const T* dy, const T* x, int64_t n, double mu, double& sdy, double& sdyx) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().grad_sums(dy, x, n, mu, sdy, sdyx);
+  } else {
+    grad_sums_lanes(dy, x, n, mu, sdy, sdyx);
+  }
+}
+
+template <typename T>
+void scale_shift(T* y, const T* x, int64_t n, T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().scale_shift(y, x, n, a, b);
+  } else {
+    scale_shift_lanes(y, x, n, a, b);
+  }
+}
+
+template <typename T>
+void input_grad(T* dx, const T* dy, const T* x, int64_t n, T c1, T c2, T mu, T c3) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().input_grad(dx, dy, x, n, c1, c2, mu, c3);
+  } else {
+    input_grad_lanes(dx, dy, x, n, c1, c2, mu, c3);
   }
 }
 
@@ -57,29 +200,6 @@ void contiguous_moments(const T* p, int64_t n, double& mu, double& var) {
   const double m1 = s1 / static_cast<double>(n);
   mu = k + m1;
   var = std::max(0.0, s2 / static_cast<double>(n) - m1 * m1);
-}
-
-// Adds sum(dy) to sdy and sum(dy * (x - mu)) to sdyx over [0, n).
-template <typename T>
-void grad_sums(const T* dy, const T* x, int64_t n, double mu, double& sdy, double& sdyx) {
-  double a[kLanes] = {}, b[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t j = 0; j < kLanes; ++j) {
-      const double d = static_cast<double>(dy[i + j]);
-      a[j] += d;
-      b[j] += d * (static_cast<double>(x[i + j]) - mu);
-    }
-  }
-  for (; i < n; ++i) {
-    const double d = static_cast<double>(dy[i]);
-    a[0] += d;
-    b[0] += d * (static_cast<double>(x[i]) - mu);
-  }
-  for (int64_t j = 0; j < kLanes; ++j) {
-    sdy += a[j];
-    sdyx += b[j];
-  }
 }
 
 // Adds sum(g) to sg and sum(g * h) to sgh over [0, n).
@@ -142,8 +262,7 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
           double sh = (pb ? static_cast<double>(pb[c]) : 0.0) - mu * a;
           const T* xr = blk + cc * S;
           T* yr = py + (n * C + c) * S;
-          const T ta = static_cast<T>(a), tsh = static_cast<T>(sh);
-          for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] * ta + tsh;
+          scale_shift(yr, xr, S, static_cast<T>(a), static_cast<T>(sh));
         }
       }
     });
@@ -160,16 +279,38 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const T* pr = rstd.data<T>();
     const T* pw = ptr_or_null<T>(weight);
     const int64_t Cg = C / G, M = Cg * S;
-    // Phase 1, per (n, c): sum dy and sum dy * (x - mean).
+    T* pdx = mut_ptr_or_null<T>(dx);
+    const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
+    // Per (n, g) block, whose rows then stay in cache: per channel, sum dy and sum
+    // dy * (x - mean); then with xhat = (x - mean) r and dxhat = dy w,
+    //   dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
+    //      = r w dy + c2 (x - mean) + c3.
     std::vector<double> sdy(N * C), sdyx(N * C);
-    parallel_for(N * C, grain_for(S), [&](int64_t r0, int64_t r1) {
-      for (int64_t nc = r0; nc < r1; ++nc) {
-        int64_t n = nc / C, g = (nc % C) / Cg;
-        double mu = static_cast<double>(pm[n * G + g]);
-        double a = 0, b = 0;
-        grad_sums(pdy + nc * S, px + nc * S, S, mu, a, b);
-        sdy[nc] = a;
-        sdyx[nc] = b;
+    parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
+      for (int64_t ng = b0; ng < b1; ++ng) {
+        const int64_t n = ng / G, c0 = (ng % G) * Cg;
+        const double r = static_cast<double>(pr[ng]), mu = static_cast<double>(pm[ng]);
+        for (int64_t nc = n * C + c0; nc < n * C + c0 + Cg; ++nc) {
+          double a = 0, b = 0;
+          grad_sums(pdy + nc * S, px + nc * S, S, mu, a, b);
+          sdy[nc] = a;
+          sdyx[nc] = b;
+        }
+        if (!pdx) continue;
+        double sum_dxhat = 0, sum_dxhat_xc = 0;  // xc = x - mean
+        for (int64_t c = c0; c < c0 + Cg; ++c) {
+          const double w = pw ? static_cast<double>(pw[c]) : 1.0;
+          sum_dxhat += w * sdy[n * C + c];
+          sum_dxhat_xc += w * sdyx[n * C + c];
+        }
+        const double c2 = -r * r * r * sum_dxhat_xc * inv_m;
+        const double c3 = -r * sum_dxhat * inv_m;
+        for (int64_t c = c0; c < c0 + Cg; ++c) {
+          const double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
+          const int64_t row = (n * C + c) * S;
+          input_grad(pdx + row, pdy + row, px + row, S, static_cast<T>(c1), static_cast<T>(c2),
+                     static_cast<T>(mu), static_cast<T>(c3));
+        }
       }
     });
     // Parameter gradients: dweight[c] = sum_n rstd * sum dy (x - mean); dbias = sum dy.
@@ -184,37 +325,6 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       if (pdw) pdw[c] = static_cast<T>(w);
       if (pdb) pdb[c] = static_cast<T>(b);
     }
-    if (!dx.defined()) return;
-    // Phase 2, per (n, g): with xhat = (x - mean) r and dxhat = dy w,
-    //   dx = r (dxhat - mean(dxhat) - xhat mean(dxhat xhat))
-    //      = r w dy + c2 (x - mean) + c3.
-    T* pdx = dx.data<T>();
-    const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
-    parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
-      for (int64_t ng = b0; ng < b1; ++ng) {
-        int64_t n = ng / G, g = ng % G;
-        double r = static_cast<double>(pr[ng]), mu = static_cast<double>(pm[ng]);
-        double sum_dxhat = 0, sum_dxhat_xc = 0;  // xc = x - mean
-        for (int64_t cc = 0; cc < Cg; ++cc) {
-          int64_t c = g * Cg + cc;
-          double w = pw ? static_cast<double>(pw[c]) : 1.0;
-          sum_dxhat += w * sdy[n * C + c];
-          sum_dxhat_xc += w * sdyx[n * C + c];
-        }
-        double c2 = -r * r * r * sum_dxhat_xc * inv_m;
-        double c3 = -r * sum_dxhat * inv_m;
-        for (int64_t cc = 0; cc < Cg; ++cc) {
-          int64_t c = g * Cg + cc;
-          double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
-          const T* xr = px + (n * C + c) * S;
-          const T* dr = pdy + (n * C + c) * S;
-          T* o = pdx + (n * C + c) * S;
-          const T t1 = static_cast<T>(c1), t2 = static_cast<T>(c2), tmu = static_cast<T>(mu),
-                  t3 = static_cast<T>(c3);
-          for (int64_t s = 0; s < S; ++s) o[s] = t1 * dr[s] + t2 * (xr[s] - tmu) + t3;
-        }
-      }
-    });
   });
 }
 
@@ -258,10 +368,7 @@ void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, co
         int64_t c = nc % C;
         double a = static_cast<double>(pr[c]) * (pw ? static_cast<double>(pw[c]) : 1.0);
         double sh = (pb ? static_cast<double>(pb[c]) : 0.0) - static_cast<double>(pm[c]) * a;
-        const T ta = static_cast<T>(a), tsh = static_cast<T>(sh);
-        const T* xr = px + nc * S;
-        T* yr = py + nc * S;
-        for (int64_t s = 0; s < S; ++s) yr[s] = xr[s] * ta + tsh;
+        scale_shift(py + nc * S, px + nc * S, S, static_cast<T>(a), static_cast<T>(sh));
       }
     });
   });
@@ -306,12 +413,8 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
         double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
         double c2 = training ? -c1 * r * r * sdyx[c] * inv_m : 0.0;
         double c3 = training ? -c1 * sdy[c] * inv_m : 0.0;
-        const T t1 = static_cast<T>(c1), t2 = static_cast<T>(c2), t3 = static_cast<T>(c3),
-                tmu = pm[c];
-        const T* xr = px + nc * S;
-        const T* dr = pdy + nc * S;
-        T* o = pdx + nc * S;
-        for (int64_t s = 0; s < S; ++s) o[s] = t1 * dr[s] + t2 * (xr[s] - tmu) + t3;
+        input_grad(pdx + nc * S, pdy + nc * S, px + nc * S, S, static_cast<T>(c1),
+                   static_cast<T>(c2), pm[c], static_cast<T>(c3));
       }
     });
   });

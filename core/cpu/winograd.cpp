@@ -1,26 +1,27 @@
 // Winograd F(2x2, 3x3) for "same" 3x3 convolutions; see winograd.h for the algorithm.
 // The images (sample, depth slice) are cut into rows of tiles, and chunks of tile rows
-// (about kChunkTiles tiles) go through transform -> 16 GEMMs -> inverse transform, so a
-// chunk's transformed tiles stay in cache between the three steps. The transforms run
-// over whole tile rows with unit-stride (or stride-2) loops the compiler vectorizes.
+// (32 to 256 tiles, chunk_tiles_for) go through transform -> 16 GEMMs -> inverse
+// transform, so a chunk's transformed tiles stay in cache between the three steps. The
+// transforms run over whole tile rows (winograd_rows.h; whole images for 4x4 ones) with
+// vector loops.
 // Numerics: the transform matrices hold 0, +-1 and 1/2, so rounding differs from the
 // direct convolution by a few ulps of the largest partial sum (the F(2, 3) transform is
 // the best conditioned of the Winograd family).
 #include "core/cpu/winograd.h"
 
 #include <algorithm>
-#include <cstring>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "core/cpu/blas.h"
-#include "core/cpu/lanes.h"
+#include "core/cpu/winograd_rows.h"
 
 namespace zt::cpu {
 
 namespace {
 
 constexpr int64_t kPoints = 16;       // transform points per tile (4x4)
-constexpr int64_t kChunkTiles = 256;  // tiles per chunk: the GEMM's column count
 constexpr int64_t kMinChannels = 16;  // below this the GEMMs are too thin to pay
 
 // U = G k G^T for one output channel's C kernels at once: k (9, C) tap-major, u[xi] the
@@ -85,17 +86,25 @@ T* scratch(int slot, int64_t n) {
   return b.data();
 }
 
-// U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j).
-// Returns scratch slot 0.
+// Elements between two points' (rows, cols) matrices: the input or result points of a
+// chunk (rows channels, cols tiles) or the transformed kernels (O, C). A power of two
+// (32 x 256, 64 x 64) would put the 16 streams a tile row or a kernel reads or writes
+// into the same L1 sets; one cache line of skew spreads them.
+int64_t point_stride(int64_t rows, int64_t cols) {
+  return rows * cols + 16;
+}
+
+// U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j),
+// U[xi] at xi * point_stride(O, C). Returns scratch slot 0.
 template <typename T, typename Kernel>
 const T* transform_kernels(int64_t o, int64_t c, Kernel kernel) {
-  T* u = scratch<T>(0, kPoints * o * c);
+  T* u = scratch<T>(0, kPoints * point_stride(o, c));
   std::vector<T> k(9 * c);
   for (int64_t oc = 0; oc < o; ++oc) {
     for (int64_t ci = 0; ci < c; ++ci)
       for (int i = 0; i < 3; ++i)
         for (int j = 0; j < 3; ++j) k[(i * 3 + j) * c + ci] = kernel(oc, ci, i, j);
-    kernel_points(k.data(), c, u + oc * c, o * c);
+    kernel_points(k.data(), c, u + oc * c, point_stride(o, c));
   }
   return u;
 }
@@ -110,205 +119,25 @@ struct ImageGrid {
   }
 };
 
-// ---------------------------------------------------------------- tile-row kernels
-// One tile row at a time: input rows d0..d3 (zero-padded, column 0 is the left pad) ->
-// the 16 points of its tw tiles, point xi of tile x at v[xi * ps + x]; and back, from
-// the 16 GEMM results of each tile to two output rows y0, y1 (2 * tw columns).
-
-template <typename T>
-void input_row_scalar(const T* const d[4], int64_t tw, T* v, int64_t ps, int64_t x) {
-  for (; x < tw; ++x) {
-    T u[4][4];  // B^T d: columns 2x .. 2x+3 of the four rows
-    for (int64_t j = 0; j < 4; ++j) {
-      const T d0 = d[0][2 * x + j], d1 = d[1][2 * x + j], d2 = d[2][2 * x + j],
-              d3 = d[3][2 * x + j];
-      u[0][j] = d0 - d2;
-      u[1][j] = d1 + d2;
-      u[2][j] = d2 - d1;
-      u[3][j] = d1 - d3;
-    }
-    for (int64_t i = 0; i < 4; ++i) {  // (B^T d) B
-      T* o = v + 4 * i * ps + x;
-      o[0] = u[i][0] - u[i][2];
-      o[ps] = u[i][1] + u[i][2];
-      o[2 * ps] = u[i][2] - u[i][1];
-      o[3 * ps] = u[i][1] - u[i][3];
+// Tile rows [r0, r0 + rows) of a chunk in a tensor of `channels` channels: tile row r of
+// channel ch lies in the image at plane[r - r0] + ch * stride, from its row top[r - r0] =
+// 2 (r mod th). Worked out once per chunk: the transforms visit every (channel, tile row),
+// and on small maps the divisions cost about as much as the transform of the row.
+struct ChunkRows {
+  std::vector<int64_t> plane, top;
+  int64_t stride;
+  ChunkRows(const ImageGrid& im, int64_t channels, int64_t r0, int64_t rows)
+      : plane(rows), top(rows), stride(im.d * im.h * im.w) {
+    for (int64_t i = 0; i < rows; ++i) {
+      plane[i] = im.plane(channels, r0 + i, 0);
+      top[i] = 2 * ((r0 + i) % im.th);
     }
   }
-}
+};
 
-template <typename T>
-void output_row_scalar(const T* m, int64_t ps, T bias, int64_t tw, T* y0, T* y1, int64_t x) {
-  for (; x < tw; ++x) {
-    T s[4][2];  // m A, row by row
-    for (int64_t i = 0; i < 4; ++i) {
-      const T* mi = m + 4 * i * ps + x;
-      s[i][0] = mi[0] + mi[ps] + mi[2 * ps];
-      s[i][1] = mi[ps] - mi[2 * ps] - mi[3 * ps];
-    }
-    y0[2 * x] = s[0][0] + s[1][0] + s[2][0] + bias;
-    y0[2 * x + 1] = s[0][1] + s[1][1] + s[2][1] + bias;
-    y1[2 * x] = s[1][0] - s[2][0] - s[3][0] + bias;
-    y1[2 * x + 1] = s[1][1] - s[2][1] - s[3][1] + bias;
-  }
-}
-
-// Output-gradient tiles of one tile row for the weight gradient: the 2x2 tile g of
-// rows g0, g1 (2 * tw columns) -> its 16 points A g A^T at v[xi * ps + x].
-template <typename T>
-void grad_row_scalar(const T* g0, const T* g1, int64_t tw, T* v, int64_t ps, int64_t x) {
-  for (; x < tw; ++x) {
-    const T a = g0[2 * x], b = g0[2 * x + 1], c = g1[2 * x], d = g1[2 * x + 1];
-    const T t[4][2] = {{a, b}, {a + c, b + d}, {a - c, b - d}, {-c, -d}};  // A g
-    for (int64_t i = 0; i < 4; ++i) {                                      // (A g) A^T
-      T* o = v + 4 * i * ps + x;
-      o[0] = t[i][0];
-      o[ps] = t[i][0] + t[i][1];
-      o[2 * ps] = t[i][0] - t[i][1];
-      o[3 * ps] = -t[i][1];
-    }
-  }
-}
-
-// AVX2 versions for f32, eight tiles per iteration (the library targets the baseline
-// ISA; these are picked at run time). Columns 2x .. 2x+3 of eight tiles are the even
-// and odd lanes of two loads at column 2x and two at 2x + 2.
-// Unaligned access through memcpy (one vmovups): an under-aligned vector typedef is a GCC
-// extension that clang ignores, and its aligned loads then fault on unaligned rows.
-__attribute__((target("avx2,fma"), always_inline)) inline f32x8 load8(const float* p) {
-  f32x8 v;
-  std::memcpy(&v, p, sizeof v);
-  return v;
-}
-__attribute__((target("avx2,fma"), always_inline)) inline void store8(float* p, f32x8 v) {
-  std::memcpy(p, &v, sizeof v);
-}
-
-// The four points of row combination u of eight tiles, from its loads at columns 2x + 0,
-// 8 (lo, hi) and 2x + 2, 10 (lo2, hi2), stored at o, o + ps, o + 2 ps, o + 3 ps.
-__attribute__((target("avx2,fma"), always_inline)) inline void input_points(f32x8 lo, f32x8 hi,
-                                                                            f32x8 lo2, f32x8 hi2,
-                                                                            float* o, int64_t ps) {
-  const f32x8 e0 = __builtin_shufflevector(lo, hi, 0, 2, 4, 6, 8, 10, 12, 14);
-  const f32x8 e1 = __builtin_shufflevector(lo, hi, 1, 3, 5, 7, 9, 11, 13, 15);
-  const f32x8 e2 = __builtin_shufflevector(lo2, hi2, 0, 2, 4, 6, 8, 10, 12, 14);
-  const f32x8 e3 = __builtin_shufflevector(lo2, hi2, 1, 3, 5, 7, 9, 11, 13, 15);
-  store8(o, e0 - e2);
-  store8(o + ps, e1 + e2);
-  store8(o + 2 * ps, e2 - e1);
-  store8(o + 3 * ps, e1 - e3);
-}
-
-__attribute__((target("avx2,fma"))) void input_row_avx2(const float* const d[4], int64_t tw,
-                                                        float* v, int64_t ps) {
-  const float *d0 = d[0], *d1 = d[1], *d2 = d[2], *d3 = d[3];
-  int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    const int64_t c0 = 2 * x;
-    // B^T d down the columns, for each of the four loads.
-    f32x8 r0 = load8(d0 + c0), r1 = load8(d1 + c0), r2 = load8(d2 + c0), r3 = load8(d3 + c0);
-    const f32x8 a0 = r0 - r2, a1 = r1 + r2, a2 = r2 - r1, a3 = r1 - r3;
-    r0 = load8(d0 + c0 + 8), r1 = load8(d1 + c0 + 8), r2 = load8(d2 + c0 + 8);
-    r3 = load8(d3 + c0 + 8);
-    const f32x8 b0 = r0 - r2, b1 = r1 + r2, b2 = r2 - r1, b3 = r1 - r3;
-    r0 = load8(d0 + c0 + 2), r1 = load8(d1 + c0 + 2), r2 = load8(d2 + c0 + 2);
-    r3 = load8(d3 + c0 + 2);
-    const f32x8 e0 = r0 - r2, e1 = r1 + r2, e2 = r2 - r1, e3 = r1 - r3;
-    r0 = load8(d0 + c0 + 10), r1 = load8(d1 + c0 + 10), r2 = load8(d2 + c0 + 10);
-    r3 = load8(d3 + c0 + 10);
-    const f32x8 f0 = r0 - r2, f1 = r1 + r2, f2 = r2 - r1, f3 = r1 - r3;
-    input_points(a0, b0, e0, f0, v + x, ps);
-    input_points(a1, b1, e1, f1, v + 4 * ps + x, ps);
-    input_points(a2, b2, e2, f2, v + 8 * ps + x, ps);
-    input_points(a3, b3, e3, f3, v + 12 * ps + x, ps);
-  }
-  input_row_scalar(d, tw, v, ps, x);
-}
-
-// s0, s1 of one tile row i: m A from its four points at m, m + ps, ...
-__attribute__((target("avx2,fma"), always_inline)) inline void output_sums(const float* m,
-                                                                           int64_t ps, f32x8& s0,
-                                                                           f32x8& s1) {
-  const f32x8 m0 = load8(m), m1 = load8(m + ps), m2 = load8(m + 2 * ps), m3 = load8(m + 3 * ps);
-  s0 = m0 + m1 + m2;
-  s1 = m1 - m2 - m3;
-}
-
-__attribute__((target("avx2,fma"))) void output_row_avx2(const float* m, int64_t ps, float bias,
-                                                         int64_t tw, float* y0, float* y1) {
-  int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    f32x8 p0, q0, p1, q1, p2, q2, p3, q3;
-    output_sums(m + x, ps, p0, q0);
-    output_sums(m + 4 * ps + x, ps, p1, q1);
-    output_sums(m + 8 * ps + x, ps, p2, q2);
-    output_sums(m + 12 * ps + x, ps, p3, q3);
-    const f32x8 y00 = p0 + p1 + p2 + bias, y01 = q0 + q1 + q2 + bias;
-    const f32x8 y10 = p1 - p2 - p3 + bias, y11 = q1 - q2 - q3 + bias;
-    store8(y0 + 2 * x, __builtin_shufflevector(y00, y01, 0, 8, 1, 9, 2, 10, 3, 11));
-    store8(y0 + 2 * x + 8, __builtin_shufflevector(y00, y01, 4, 12, 5, 13, 6, 14, 7, 15));
-    store8(y1 + 2 * x, __builtin_shufflevector(y10, y11, 0, 8, 1, 9, 2, 10, 3, 11));
-    store8(y1 + 2 * x + 8, __builtin_shufflevector(y10, y11, 4, 12, 5, 13, 6, 14, 7, 15));
-  }
-  output_row_scalar(m, ps, bias, tw, y0, y1, x);
-}
-
-// The four points of row i of A g A^T for eight tiles from (A g) row i: columns p, q.
-__attribute__((target("avx2,fma"), always_inline)) inline void grad_points(f32x8 p, f32x8 q,
-                                                                           float* o, int64_t ps) {
-  store8(o, p);
-  store8(o + ps, p + q);
-  store8(o + 2 * ps, p - q);
-  store8(o + 3 * ps, -q);
-}
-
-__attribute__((target("avx2,fma"))) void grad_row_avx2(const float* g0, const float* g1, int64_t tw,
-                                                       float* v, int64_t ps) {
-  int64_t x = 0;
-  for (; x + 8 <= tw; x += 8) {
-    const f32x8 lo0 = load8(g0 + 2 * x), hi0 = load8(g0 + 2 * x + 8);
-    const f32x8 lo1 = load8(g1 + 2 * x), hi1 = load8(g1 + 2 * x + 8);
-    const f32x8 a = __builtin_shufflevector(lo0, hi0, 0, 2, 4, 6, 8, 10, 12, 14);
-    const f32x8 b = __builtin_shufflevector(lo0, hi0, 1, 3, 5, 7, 9, 11, 13, 15);
-    const f32x8 c = __builtin_shufflevector(lo1, hi1, 0, 2, 4, 6, 8, 10, 12, 14);
-    const f32x8 d = __builtin_shufflevector(lo1, hi1, 1, 3, 5, 7, 9, 11, 13, 15);
-    grad_points(a, b, v + x, ps);
-    grad_points(a + c, b + d, v + 4 * ps + x, ps);
-    grad_points(a - c, b - d, v + 8 * ps + x, ps);
-    grad_points(-c, -d, v + 12 * ps + x, ps);
-  }
-  grad_row_scalar(g0, g1, tw, v, ps, x);
-}
-
-bool has_avx2() {
-  static const bool yes = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  }();
-  return yes;
-}
-
-void input_row(const float* const d[4], int64_t tw, float* v, int64_t ps) {
-  if (has_avx2()) return input_row_avx2(d, tw, v, ps);
-  input_row_scalar(d, tw, v, ps, 0);
-}
-void input_row(const double* const d[4], int64_t tw, double* v, int64_t ps) {
-  input_row_scalar(d, tw, v, ps, 0);
-}
-void output_row(const float* m, int64_t ps, float bias, int64_t tw, float* y0, float* y1) {
-  if (has_avx2()) return output_row_avx2(m, ps, bias, tw, y0, y1);
-  output_row_scalar(m, ps, bias, tw, y0, y1, 0);
-}
-void output_row(const double* m, int64_t ps, double bias, int64_t tw, double* y0, double* y1) {
-  output_row_scalar(m, ps, bias, tw, y0, y1, 0);
-}
-
-void grad_row(const float* g0, const float* g1, int64_t tw, float* v, int64_t ps) {
-  if (has_avx2()) return grad_row_avx2(g0, g1, tw, v, ps);
-  grad_row_scalar(g0, g1, tw, v, ps, 0);
-}
-void grad_row(const double* g0, const double* g1, int64_t tw, double* v, int64_t ps) {
-  grad_row_scalar(g0, g1, tw, v, ps, 0);
+// True when the f32 image kernels apply: AVX2 and 4x4 images.
+bool image4(const ImageGrid& im) {
+  return im.w == 4 && im.h == 4 && has_avx2();
 }
 
 // ---------------------------------------------------------------- chunks
@@ -322,86 +151,151 @@ __attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_r
   for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
 }
 
-// Elements between two points' (rows, nt) matrices of a chunk. A power of two (32 x 256)
-// would put the 16 streams a tile row reads or writes into the same L1 sets; one cache
-// line of skew spreads them.
-int64_t point_stride(int64_t rows, int64_t nt) {
-  return rows * nt + 16;
-}
-
 // v (16, C, nt) <- B^T d B for the tiles of tile rows [r0, r0 + rows), nt = rows * tw.
-// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W].
+// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W]. Consecutive tile rows of
+// an image overlap by two image rows, so the four row buffers rotate and each image row
+// is copied once.
 template <typename T>
 void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, int64_t rows, T* v,
                       T* pad) {
   const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
-  const T* const d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
-  for (int64_t ch = 0; ch < c; ++ch)
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      const T* plane = src + im.plane(c, r, ch);
-      const int64_t top = 2 * (r % im.th) - 1;
-      for (int64_t k = 0; k < 4; ++k) {
-        const int64_t y = top + k;
-        T* row = pad + k * wp + 1;
-        if (y >= 0 && y < im.h) {
-          copy_row(plane + y * im.w, im.w, row);
-        } else {
-          std::fill_n(row, im.w, T(0));
+  const ChunkRows cr(im, c, r0, rows);
+  if constexpr (std::is_same_v<T, float>) {
+    if (has_avx2() && im.w == 2 * im.tw && im.tw % 8 == 0) {  // rows read in place
+      const std::vector<float> zeros(im.w, 0.0f);
+      for (int64_t ch = 0; ch < c; ++ch)
+        for (int64_t i = 0; i < rows; ++i) {
+          const float* plane = src + cr.plane[i] + ch * cr.stride;
+          const float* d[4];
+          for (int64_t k = 0; k < 4; ++k) {
+            const int64_t y = cr.top[i] - 1 + k;
+            d[k] = y >= 0 && y < im.h ? plane + y * im.w : zeros.data();
+          }
+          input_row_direct(d, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
+        }
+      return;
+    }
+  }
+  for (int64_t ch = 0; ch < c; ++ch) {
+    T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* plane = src + cr.plane[i] + ch * cr.stride;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {  // both tile rows of an image
+          input_image4(plane, v + ch * nt + i * im.tw, point_stride(c, nt));
+          ++i;
+          continue;
         }
       }
-      input_row(d, im.tw, v + ch * nt + (r - r0) * im.tw, point_stride(c, nt));
+      int64_t k = 0;
+      if (i > 0 && cr.top[i] != 0) {  // its rows 0, 1 are the last tile row's 2, 3
+        std::swap(d[0], d[2]);
+        std::swap(d[1], d[3]);
+        k = 2;
+      }
+      for (; k < 4; ++k) {
+        const int64_t y = cr.top[i] - 1 + k;
+        if (y >= 0 && y < im.h) {
+          copy_row(plane + y * im.w, im.w, d[k] + 1);
+        } else {
+          std::fill_n(d[k] + 1, im.w, T(0));
+        }
+      }
+      const T* const rows4[4] = {d[0], d[1], d[2], d[3]};
+      input_row(rows4, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
     }
+  }
 }
 
 // dst tiles of tile rows [r0, r0 + rows) <- A^T m A (+ bias) from mm (16, O, nt).
-// `rows2` holds 2 rows of 2 * tw.
+// Whole tiles (even W, both rows inside the image) are written in place; the others go
+// through `rows2`, 2 rows of 2 * tw, and only their image part is copied.
 template <typename T>
 void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bias, int64_t r0,
                        int64_t rows, T* dst, T* rows2) {
   const int64_t nt = rows * im.tw;
-  T* y0 = rows2;
-  T* y1 = rows2 + 2 * im.tw;
+  const ChunkRows cr(im, o, r0, rows);
   for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      output_row(mm + oc * nt + (r - r0) * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
-                 im.tw, y0, y1);
-      T* plane = dst + im.plane(o, r, oc);
-      const int64_t y = 2 * (r % im.th);
+    for (int64_t i = 0; i < rows; ++i) {
+      T* plane = dst + cr.plane[i] + oc * cr.stride;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {
+          output_image4(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
+                        plane);
+          ++i;
+          continue;
+        }
+      }
+      const int64_t y = cr.top[i];
+      const bool whole = 2 * im.tw == im.w && y + 1 < im.h;
+      T* y0 = whole ? plane + y * im.w : rows2;
+      T* y1 = whole ? y0 + im.w : rows2 + 2 * im.tw;
+      output_row(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0), im.tw, y0,
+                 y1);
+      if (whole) continue;
       copy_row(y0, im.w, plane + y * im.w);
       if (y + 1 < im.h) copy_row(y1, im.w, plane + (y + 1) * im.w);
     }
 }
 
 // v (16, O, nt) <- A g A^T for the output-gradient tiles g of tile rows [r0, r0 + rows).
-// `rows2` holds 2 rows of 2 * tw, zero past column W.
+// Whole tiles are read in place; the others are copied into `rows2`, 2 rows of 2 * tw,
+// zero past column W.
 template <typename T>
 void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, int64_t rows, T* v,
                      T* rows2) {
   const int64_t nt = rows * im.tw;
   T* g0 = rows2;
   T* g1 = rows2 + 2 * im.tw;
+  const ChunkRows cr(im, o, r0, rows);
   for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t r = r0; r < r0 + rows; ++r) {
-      const T* plane = grad + im.plane(o, r, oc);
-      const int64_t y = 2 * (r % im.th);
+    for (int64_t i = 0; i < rows; ++i) {
+      const T* plane = grad + cr.plane[i] + oc * cr.stride;
+      const int64_t y = cr.top[i];
+      T* v_row = v + oc * nt + i * im.tw;
+      if constexpr (std::is_same_v<T, float>) {
+        if (image4(im) && y == 0 && i + 1 < rows) {
+          grad_image4(plane, v_row, point_stride(o, nt));
+          ++i;
+          continue;
+        }
+      }
+      if (2 * im.tw == im.w && y + 1 < im.h) {
+        grad_row(plane + y * im.w, plane + (y + 1) * im.w, im.tw, v_row, point_stride(o, nt));
+        continue;
+      }
       copy_row(plane + y * im.w, im.w, g0);
       if (y + 1 < im.h) {
         copy_row(plane + (y + 1) * im.w, im.w, g1);
       } else {
         std::fill_n(g1, im.w, T(0));
       }
-      grad_row(g0, g1, im.tw, v + oc * nt + (r - r0) * im.tw, point_stride(o, nt));
+      grad_row(g0, g1, im.tw, v_row, point_stride(o, nt));
     }
+}
+
+// Tiles per chunk: the chunk's transformed inputs and GEMM results (16 (C + O) values per
+// tile) should share a core's L2 cache with the transformed kernels (16 O C values), taken
+// as kCacheBytes. Measured on the tokenizer's shapes (one thread): 256 tiles with 32
+// channels, 128 with 64 and 32 with 128 beat a fixed 256 by up to 20%.
+constexpr int64_t kCacheBytes = 5 << 18;  // 1.25 MiB
+constexpr int64_t kMinChunkTiles = 32, kMaxChunkTiles = 256;
+
+int64_t chunk_tiles_for(const ConvGeometry& g, int64_t elem_size) {
+  const int64_t kernels = kPoints * g.o * g.c * elem_size;
+  const int64_t per_tile = kPoints * (g.c + g.o) * elem_size;
+  return std::clamp<int64_t>((kCacheBytes - kernels) / per_tile, kMinChunkTiles, kMaxChunkTiles);
 }
 
 // Tile rows of m samples and how many of them a chunk takes.
 struct Chunking {
   ImageGrid im;
   int64_t total_rows, chunk_rows, chunk_tiles;
-  Chunking(const ConvGeometry& g, int64_t m)
+  Chunking(const ConvGeometry& g, int64_t m, int64_t elem_size)
       : im{g.d, g.h, g.w, (g.h + 1) / 2, (g.w + 1) / 2},
         total_rows(m * g.d * im.th),
-        chunk_rows(std::clamp<int64_t>(kChunkTiles / im.tw, 1, std::max<int64_t>(total_rows, 1))),
+        chunk_rows(std::clamp<int64_t>(chunk_tiles_for(g, elem_size) / im.tw, 1,
+                                       std::max<int64_t>(total_rows, 1))),
         chunk_tiles(chunk_rows * im.tw) {}
 };
 
@@ -409,7 +303,7 @@ struct Chunking {
 template <typename T>
 void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* bias, const T* src,
               int64_t m, T* dst) {
-  const Chunking ch(g, m);
+  const Chunking ch(g, m, sizeof(T));
   T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
   T* mm = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw);
@@ -417,8 +311,8 @@ void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* 
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
     transform_inputs(ch.im, c, src, r0, rows, v, pad.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
-      blas_gemm(false, false, o, nt, c, u + xi * o * c, c, v + xi * point_stride(c, nt), nt, T(0),
-                mm + xi * point_stride(o, nt), nt);
+      blas_gemm(false, false, o, nt, c, u + xi * point_stride(o, c), c,
+                v + xi * point_stride(c, nt), nt, T(0), mm + xi * point_stride(o, nt), nt);
     transform_outputs(ch.im, o, mm, bias, r0, rows, dst, rows2.data());
   }
 }
@@ -456,23 +350,23 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
   // dU[xi] (O, C) = sum over tiles of (A g A^T)[xi] (O, T) @ (B^T d B)[xi]^T (T, C),
   // then grad_w = G^T dU G per (o, c).
   const int64_t c = g.c, o = g.o;
-  const Chunking ch(g, m);
+  const Chunking ch(g, m, sizeof(T));
   T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
   T* gv = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw, T(0));
-  T* du = scratch<T>(3, kPoints * o * c);
-  std::fill_n(du, kPoints * o * c, T(0));
+  T* du = scratch<T>(3, kPoints * point_stride(o, c));  // dU[xi] at xi * point_stride(o, c)
+  std::fill_n(du, kPoints * point_stride(o, c), T(0));
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
     transform_inputs(ch.im, c, x, r0, rows, v, pad.data());
     transform_grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
       blas_gemm(false, true, o, c, nt, gv + xi * point_stride(o, nt), nt,
-                v + xi * point_stride(c, nt), nt, T(1), du + xi * o * c, c);
+                v + xi * point_stride(c, nt), nt, T(1), du + xi * point_stride(o, c), c);
   }
   std::vector<T> kt(9 * c);  // one output channel's kernel gradients, tap-major
   for (int64_t oc = 0; oc < o; ++oc) {
-    kernel_gradients(du + oc * c, o * c, c, kt.data());
+    kernel_gradients(du + oc * c, point_stride(o, c), c, kt.data());
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t t = 0; t < 9; ++t) grad_w[(oc * c + ci) * 9 + t] = kt[t * c + ci];
   }

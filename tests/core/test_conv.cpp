@@ -4,6 +4,7 @@
 // the Winograd path of "same" 3x3 convolutions (forward and both gradients), and
 // argument errors.
 #include <string>
+#include <tuple>
 
 #include "common/test_util.h"
 
@@ -146,10 +147,12 @@ TEST(Conv3d, MatchesReferenceTokenizerShapes) {
 
 // "Same" 3x3 convolutions with >= 16 channels on both sides take the Winograd F(2x2, 3x3)
 // path (core/cpu/winograd.h). Sizes cover full 8-tile vector groups plus scalar tails
-// (tiles per row 16 + 2), odd H and W (partial edge tiles), 1x1 images and depth slices.
+// (tiles per row 16 + 2), odd H and W (partial edge tiles), 1x1 images and depth slices,
+// and widths of 16 and 32 (rows of 8 and 16 tiles, which f32 with AVX2 reads in place).
 TEST(Conv2d, WinogradMatchesReference) {
-  const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{2, 16, 7, 9}, 24}, {{1, 16, 20, 36}, 16}, {{3, 32, 1, 1}, 16}, {{2, 16, 4, 4}, 17}};
+  const std::vector<std::pair<Shape, int64_t>> cases = {{{2, 16, 7, 9}, 24},  {{1, 16, 20, 36}, 16},
+                                                        {{3, 32, 1, 1}, 16},  {{2, 16, 4, 4}, 17},
+                                                        {{2, 16, 5, 16}, 16}, {{1, 16, 6, 32}, 20}};
   Generator gen(31);
   for (const auto& [xs, o] : cases) {
     Tensor x = randn(xs, gen), w = randn({o, xs[1], 3, 3}, gen), b = randn({o}, gen);
@@ -175,11 +178,18 @@ TEST(Conv3d, WinogradDepthSlicesMatchReference) {
 
 TEST(Conv2d, WinogradGradientsMatchDirectPath) {
   // The reference splits the input channels into groups of 8, each conv too thin for
-  // Winograd, and sums them: the same function through the direct path. f64 and f32.
-  for (DType dt : {DType::f64, DType::f32}) {
+  // Winograd, and sums them: the same function through the direct path. f64 and f32, and
+  // f32 at widths 12 (rows of 4 + 2 tiles), 32 (input rows read in place) and 4x4 images
+  // (whole images at a time).
+  const std::vector<std::tuple<DType, int64_t, int64_t>> cases = {{DType::f64, 9, 18},
+                                                                  {DType::f32, 9, 18},
+                                                                  {DType::f32, 6, 12},
+                                                                  {DType::f32, 5, 32},
+                                                                  {DType::f32, 4, 4}};
+  for (const auto& [dt, height, width] : cases) {
     Generator gen(33);
-    Tensor x = randn({2, 16, 9, 18}, gen, dt), w = randn({24, 16, 3, 3}, gen, dt);
-    Tensor b = randn({24}, gen, dt), go = randn({2, 24, 9, 18}, gen, dt);
+    Tensor x = randn({2, 16, height, width}, gen, dt), w = randn({24, 16, 3, 3}, gen, dt);
+    Tensor b = randn({24}, gen, dt), go = randn({2, 24, height, width}, gen, dt);
     Conv2dArgs a;
     a.padding = {1, 1, 1, 1};
     auto grads = [&](bool split) {
