@@ -43,7 +43,7 @@ class Mlp : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*fc2)(gelu((*ln)((*fc1)(x)))); }
 };
 
-bool same_bits(const Tensor& a, const Tensor& b) {
+[[maybe_unused]] bool same_bits(const Tensor& a, const Tensor& b) {
   Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
   return x.numel() == y.numel() && x.dtype() == y.dtype() &&
          std::memcmp(x.data_ptr(), y.data_ptr(), x.numel() * dtype_size(x.dtype())) == 0;

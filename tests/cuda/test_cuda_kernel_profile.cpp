@@ -3,10 +3,12 @@
 // calls are counted per kernel, and nothing is timed inside a CUDA graph capture.
 #include <chrono>
 
-#include "core/cuda/graph.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
 #include "cuda/cuda_compare.h"
+#ifdef ZT_WITH_CUDA
+#include "core/cuda/graph.h"
+#endif
 
 using namespace zt;
 using namespace zt::cuda_test;
@@ -35,6 +37,7 @@ TEST(CudaKernelProfile, TimesKernelsInGpuTime) {
   set_tf32(saved);
 }
 
+#ifdef ZT_WITH_CUDA
 TEST(CudaKernelProfile, NothingIsTimedInsideACapture) {
   ZT_SKIP_WITHOUT_GPU();
   const Tensor a = randn({64, 64}).to(kGpu);
@@ -47,3 +50,4 @@ TEST(CudaKernelProfile, NothingIsTimedInsideACapture) {
   ASSERT_EQ(profile.totals().size(), 1u);
   EXPECT_EQ(profile.totals()[0].calls, 1);
 }
+#endif
