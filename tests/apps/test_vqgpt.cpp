@@ -127,18 +127,9 @@ TEST(VqGptLayout, ConfigSizesAreReconciled) {
   }
 }
 
-namespace {
 // A one-block GPT small enough for a quick forward on either device.
-gpt::GptSpec small_gpt() {
-  gpt::GptSpec s;
-  s.vocab_size = 16;
-  s.block_size = 8;
-  s.n_layer = 1;
-  s.n_head = 2;
-  s.n_embd = 8;
-  return s;
-}
-}  // namespace
+const gpt::GptSpec kSmallGpt{
+    .vocab_size = 16, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8};
 
 // The GPT's position ids are the first T of 0 .. block_size - 1, made once per device: a
 // shorter sequence before a longer one (and after it) sees positions 0 .. T - 1, so its
@@ -146,7 +137,7 @@ gpt::GptSpec small_gpt() {
 // sequence's first ones.
 TEST(VqGptModel, APrefixSeesTheFirstPositions) {
   manual_seed(9);
-  gpt::Gpt m(small_gpt());
+  gpt::Gpt m(kSmallGpt);
   Generator g(10);
   const Tensor ids = randint(0, 16, {2, 8}, g);
   const Tensor prefix = m(ids.narrow(1, 0, 5).contiguous());  // first call: a shorter one
@@ -173,9 +164,9 @@ TEST(VqGptModel, GpuForwardCopiesNothingFromTheHost) {
   const Tf32Policy saved = tf32();
   set_tf32({.matmul = false, .conv = false});  // exact f32 products on both devices
   manual_seed(9);
-  gpt::Gpt cpu(small_gpt());
+  gpt::Gpt cpu(kSmallGpt);
   manual_seed(9);
-  gpt::Gpt gpu(small_gpt());
+  gpt::Gpt gpu(kSmallGpt);
   gpu.to(Device::cuda());
   Generator g(11);
   const Tensor ids = randint(0, 16, {2, 8}, g);
