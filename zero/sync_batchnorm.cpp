@@ -13,8 +13,11 @@ int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm) {
     if (!bn) continue;
     comm::Communicator* c = &comm;
     bn->stats_reducer = [c](const nn::BatchNormStats& local) {
+      // One rank: its statistics are the global ones (no collective, nothing read back).
+      if (c->size() == 1) return local;
       nn::BatchNormStats global;
-      Tensor count = full({1}, local.count, DType::f64);
+      // On the communicator's device: a GPU communicator (NCCL) takes GPU tensors only.
+      Tensor count = full({1}, local.count, DType::f64, c->device());
       c->all_reduce(count, comm::ReduceOp::kSum);
       global.count = count.item();
       auto reduced = autograd::apply_function(
@@ -28,8 +31,8 @@ int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm) {
           },
           [c](const std::vector<Tensor>& g) {
             int64_t C = g[0].defined() ? g[0].numel() : g[1].numel();
-            Tensor g0 = g[0].defined() ? g[0] : zeros({C}, g[1].dtype());
-            Tensor g1 = g[1].defined() ? g[1] : zeros({C}, g[0].dtype());
+            Tensor g0 = g[0].defined() ? g[0] : zeros({C}, g[1].dtype(), g[1].device());
+            Tensor g1 = g[1].defined() ? g[1] : zeros({C}, g[0].dtype(), g[0].device());
             Tensor both = cat({g0.reshape({-1}), g1.reshape({-1})}, 0).contiguous();
             c->all_reduce(both, comm::ReduceOp::kSum);
             return std::vector<Tensor>{both.narrow(0, 0, C).clone(), both.narrow(0, C, C).clone()};

@@ -11,7 +11,8 @@ namespace zt::zero {
 /// Installs an all-reduce stats reducer on every nn::BatchNorm in `m`. The reducer is an
 /// autograd function: forward sums (sum, sum_sq, count) over ranks; backward sums the
 /// gradients of sum and sum_sq over ranks, because every rank's loss depends on every
-/// rank's local sums. Returns the number of layers changed.
+/// rank's local sums. On one rank the reducer returns the local statistics as they are.
+/// Returns the number of layers changed.
 int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm);
 
 }  // namespace zt::zero

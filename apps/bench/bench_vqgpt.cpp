@@ -57,7 +57,7 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
   }
   const comm::CommCounters counters = comm.counters();
   Tensor t = from_vector({tok_s, step_s}, {2}, DType::f64);
-  comm.all_reduce(t, comm::ReduceOp::kAvg);  // rank means
+  app::all_reduce_host(comm, t, comm::ReduceOp::kAvg);  // rank means
   const auto v = t.to_vector();
   if (comm.rank() != 0) return;
   const double per_step = v[1] / steps, tok_per_step = v[0] / steps;

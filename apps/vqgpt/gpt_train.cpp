@@ -42,7 +42,7 @@ std::string fmt(const char* f, double v) {
 double global_entropy(const std::vector<int64_t>& local, comm::Communicator& comm) {
   std::vector<double> v(local.begin(), local.end());
   Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
-  comm.all_reduce(t, comm::ReduceOp::kSum);
+  app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
   std::vector<int64_t> counts;
   for (double c : t.to_vector()) counts.push_back(static_cast<int64_t>(c));
   return gpt::unigram_entropy(counts);
@@ -65,7 +65,7 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
     sums[1] += static_cast<double>(b.clips.size(0));
   }
   Tensor t = from_vector({sums[0], sums[1]}, {2}, DType::f64);
-  comm.all_reduce(t, comm::ReduceOp::kSum);
+  app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
   const auto v = t.to_vector();
   return v[0] / v[1];
 }
@@ -310,7 +310,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.seconds_per_step = timer.run_mean();
   // Shares and throughput from every rank's run totals.
   Tensor tot = from_vector({run_tok_seconds, run_step_seconds}, {2}, DType::f64);
-  comm.all_reduce(tot, comm::ReduceOp::kSum);
+  app::all_reduce_host(comm, tot, comm::ReduceOp::kSum);
   const auto t = tot.to_vector();
   const int64_t steps_run = tc.steps - start;
   result.tokenizer_share = t[1] > 0 ? t[0] / t[1] : 0.0;

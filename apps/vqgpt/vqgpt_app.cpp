@@ -364,7 +364,10 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   const int64_t first = std::min<int64_t>(o.num, rank * per);
   const int64_t count = std::min<int64_t>(o.num - first, per);
   if (count > 0) r.sequences.narrow(0, first, count).copy_(mine.narrow(0, 0, count));
-  if (world > 1) comm.all_reduce(r.sequences.view({r.sequences.numel()}), comm::ReduceOp::kSum);
+  if (world > 1) {  // host tensors: through the GPU under NCCL
+    Tensor flat = r.sequences.view({r.sequences.numel()});
+    app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);
+  }
   r.codes = layout.codes(r.sequences);
   // The tokenizer is a replica on every rank: each decodes locally, no collective.
   const bool images = cfg.data.frames == 1;

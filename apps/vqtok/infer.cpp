@@ -100,7 +100,9 @@ int64_t batch_of(const config::AppConfig& cfg, int64_t b) {
 
 // Sums `full` over ranks: each rank wrote only its own batches, the rest is zero.
 void assemble(const Tensor& full, comm::Communicator& comm) {
-  if (comm.size() > 1) comm.all_reduce(full.view({full.numel()}), comm::ReduceOp::kSum);
+  if (comm.size() == 1) return;
+  Tensor flat = full.view({full.numel()});
+  app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
 }
 
 // Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`;

@@ -22,6 +22,7 @@
 #include "apps/app_test_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "common/test_util.h"
+#include "core/work_counts.h"
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 #include "zero/load.h"
@@ -124,6 +125,62 @@ TEST(VqGptLayout, ConfigSizesAreReconciled) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("gpt.block_size to 21"), std::string::npos) << e.what();
   }
+}
+
+// A one-block GPT small enough for a quick forward on either device.
+const gpt::GptSpec kSmallGpt{
+    .vocab_size = 16, .block_size = 8, .n_layer = 1, .n_head = 2, .n_embd = 8};
+
+// The GPT's position ids are the first T of 0 .. block_size - 1, made once per device: a
+// shorter sequence before a longer one (and after it) sees positions 0 .. T - 1, so its
+// logits are those of the layers applied by hand, and (the model being causal) the full
+// sequence's first ones.
+TEST(VqGptModel, APrefixSeesTheFirstPositions) {
+  manual_seed(9);
+  gpt::Gpt m(kSmallGpt);
+  Generator g(10);
+  const Tensor ids = randint(0, 16, {2, 8}, g);
+  const Tensor prefix = m(ids.narrow(1, 0, 5).contiguous());  // first call: a shorter one
+  const Tensor full = m(ids);
+  EXPECT_EQ(full.sizes(), (Shape{2, 8, 16}));
+  EXPECT_CLOSE(prefix, full.narrow(1, 0, 5), 1e-5, 1e-6);
+  EXPECT_CLOSE(m(ids.narrow(1, 0, 5).contiguous()), prefix, 0.0, 0.0);
+  // The layers by hand, with positions 0 .. T - 1 built for the call.
+  auto by_hand = [&](const Tensor& x_ids) {
+    const int64_t t = x_ids.size(1);
+    Tensor x = (*m.wte)(x_ids) + (*m.wpe)(arange(0, static_cast<double>(t), 1.0, DType::i64));
+    for (const auto& b : *m.blocks) x = (*b)(x);
+    return (*m.head)((*m.ln_f)(x));
+  };
+  EXPECT_CLOSE(full, by_hand(ids), 0.0, 0.0);
+  EXPECT_CLOSE(prefix, by_hand(ids.narrow(1, 0, 5).contiguous()), 0.0, 0.0);
+}
+
+// On a GPU a forward copies nothing from the host once the device's position ids exist
+// (a copy would also stop a CUDA graph capture of the vqgpt step), and it gives the CPU's
+// logits.
+TEST(VqGptModel, GpuForwardCopiesNothingFromTheHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPT forward on a GPU needs one";
+  const Tf32Policy saved = tf32();
+  set_tf32({.matmul = false, .conv = false});  // exact f32 products on both devices
+  manual_seed(9);
+  gpt::Gpt cpu(kSmallGpt);
+  manual_seed(9);
+  gpt::Gpt gpu(kSmallGpt);
+  gpu.to(Device::cuda());
+  Generator g(11);
+  const Tensor ids = randint(0, 16, {2, 8}, g);
+  const Tensor on_gpu = ids.to(Device::cuda());
+  (void)gpu(on_gpu);  // the first call on the device makes its position ids
+  const WorkCounts before = work_counts();
+  const Tensor full = gpu(on_gpu);
+  const Tensor prefix = gpu(on_gpu.narrow(1, 0, 5).contiguous());
+  const WorkCounts w = work_counts() - before;
+  EXPECT_EQ(w.h2d_copies, 0);
+  EXPECT_EQ(w.syncs, 0);
+  EXPECT_CLOSE(full.to(Device::cpu()), cpu(ids), 1e-4, 1e-5);
+  EXPECT_CLOSE(prefix.to(Device::cpu()), cpu(ids).narrow(1, 0, 5), 1e-4, 1e-5);
+  set_tf32(saved);
 }
 
 TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {

@@ -1,8 +1,9 @@
 // ZeRO-3 on the GPU (label cuda): the engine with CUDA parameters trains a small model
 // (Linear, Conv2d, GroupNorm, LayerNorm) to the parameters of plain CPU training, and
-// bf16 mixed precision on the GPU converges, and a model of replicas alone clips on the
-// GPU. One rank: the multi-rank path over NCCL is
-// exercised by the NCCL communicator tests under mpirun.
+// bf16 mixed precision on the GPU converges, a model of replicas alone clips on the GPU, a
+// one-rank thread communicator takes GPU tensors, and synchronized BatchNorm runs at one
+// rank. One rank: the multi-rank path over NCCL is exercised by the NCCL communicator
+// tests under mpirun.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -145,5 +146,33 @@ TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
     // Tensors on two devices are still refused.
     EXPECT_TRUE(test::throws_with([&] { c.all_gather(gathered, x.to(Device::cpu())); },
                                   "but the communicator works on cuda:0"));
+  });
+}
+
+// Synchronized BatchNorm at one rank on the GPU (the vqtok recipe's sync_batchnorm): the
+// layer uses its own batch statistics with no collective and gives plain BatchNorm's
+// outputs, gradients and running statistics.
+TEST(CudaZero, SyncBatchNormAtOneRankRunsOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: BatchNorm on the GPU needs one";
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    const Device gpu = Device::cuda(0);
+    Generator g(5);
+    const Tensor x = randn({2, 4, 3, 5, 5}, g).to(gpu);
+    const Tensor target = randn({2, 4, 3, 5, 5}, g).to(gpu);
+    auto plain = std::make_shared<nn::BatchNorm3d>(4);
+    auto synced = std::make_shared<nn::BatchNorm3d>(4);
+    plain->to(gpu);
+    synced->to(gpu);
+    EXPECT_EQ(zero::enable_sync_batchnorm(*synced, comm), 1);
+    comm.reset_counters();
+    const Tensor want = (*plain)(x), got = (*synced)(x);
+    mse_loss(want, target).backward();
+    mse_loss(got, target).backward();
+    EXPECT_EQ(comm.counters().total_calls(), 0);
+    EXPECT_CLOSE(got, want, 1e-5, 1e-6);
+    EXPECT_CLOSE(synced->weight.grad(), plain->weight.grad(), 1e-4, 1e-6);
+    EXPECT_CLOSE(synced->bias.grad(), plain->bias.grad(), 1e-4, 1e-6);
+    EXPECT_CLOSE(synced->running_mean, plain->running_mean, 1e-5, 1e-6);
+    EXPECT_CLOSE(synced->running_var, plain->running_var, 1e-5, 1e-6);
   });
 }

@@ -51,3 +51,30 @@ TEST(Lesson13SyncBatchNorm, MatchesSingleProcessOnTheGlobalBatch) {
     });
   }
 }
+
+// One rank: the global batch is the rank's own, so the reducer hands back the local
+// statistics without a collective (a one-GPU NCCL communicator takes only GPU tensors, and
+// nothing is read back to the host) and training is the single process's.
+TEST(Lesson13SyncBatchNorm, OneRankUsesItsOwnStatisticsWithoutACollective) {
+  Generator g(78);
+  Tensor x = randn({2, 3, 4, 6, 6}, g);
+  Tensor target = randn({2, 8, 4, 6, 6}, g);
+  manual_seed(6);
+  auto ref = std::make_shared<lesson::TokenizerLike>();
+  Tensor ref_out = (*ref)(x);
+  mse_loss(ref_out, target).backward();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(6);
+    auto tok = std::make_shared<lesson::TokenizerLike>();
+    EXPECT_EQ(zero::enable_sync_batchnorm(*tok, comm), 1);
+    comm.reset_counters();
+    Tensor out = (*tok)(x);
+    mse_loss(out, target).backward();
+    EXPECT_EQ(comm.counters().total_calls(), 0) << comm.counters().json();
+    EXPECT_CLOSE(out, ref_out, 1e-5, 1e-6) << "outputs";
+    const auto ps = tok->parameters(), ref_ps = ref->parameters();
+    for (size_t i = 0; i < ps.size(); ++i) EXPECT_CLOSE(ps[i].grad(), ref_ps[i].grad(), 1e-4, 1e-6);
+    EXPECT_CLOSE(tok->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6);
+    EXPECT_CLOSE(tok->bn->running_var, ref->bn->running_var, 1e-5, 1e-6);
+  });
+}

@@ -1,5 +1,5 @@
-// The GPT decoder's layers. Position ids are built per call (arange over T); the causal
-// mask lives in nn::MultiheadSelfAttention.
+// The GPT decoder's layers. Position ids are the first T of 0 .. block_size - 1, made once
+// per device; the causal mask lives in nn::MultiheadSelfAttention.
 #include "apps/vqgpt/model/gpt.h"
 
 namespace zt::gpt {
@@ -67,7 +67,9 @@ Tensor Gpt::forward(const Tensor& ids) {
   const int64_t t = ids.size(1);
   ZT_CHECK(t >= 1 && t <= spec_.block_size, "Gpt: sequence length ", t, " exceeds block_size ",
            spec_.block_size, "; raise gpt.block_size (it must hold a clip's tokens, see the log)");
-  Tensor pos = arange(0, static_cast<double>(t), 1.0, DType::i64, ids.device());  // (T)
+  if (!positions_.defined() || positions_.device() != ids.device())
+    positions_ = arange(0, static_cast<double>(spec_.block_size), 1.0, DType::i64, ids.device());
+  const Tensor pos = positions_.narrow(0, 0, t);  // (T)
   Tensor x = (*drop)((*wte)(ids) + (*wpe)(pos));  // (B, T, E) + (T, E)
   for (const auto& b : *blocks) x = (*b)(x);
   return (*head)((*ln_f)(x));  // (B, T, V)

@@ -79,6 +79,9 @@ class Gpt : public nn::UnaryModule {
 
  private:
   GptSpec spec_;
+  // Position ids 0 .. block_size - 1 on the device of the last call, made once there: a
+  // GPU forward then copies nothing from the host (a CUDA graph could not hold the copy).
+  Tensor positions_;
 };
 
 }  // namespace zt::gpt
