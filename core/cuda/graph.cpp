@@ -3,6 +3,7 @@
 
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
+#include "core/cuda/device_error.h"
 #include "core/error.h"
 #include "core/work_counts.h"
 
@@ -29,6 +30,9 @@ void Graph::capture(const std::function<void()>& fn) {
   ZT_CHECK(t_graph == nullptr, "CUDA graph: this thread is already capturing a graph");
   DeviceGuard dg(device_);
   StreamGuard sg(stream_);
+  // Made on first use with a blocking memset, which a capture would refuse: make it now,
+  // so a step whose first error-checking kernel runs inside the capture still captures.
+  (void)device_error_record();
   CUDA_CHECK(cudaStreamBeginCapture(stream_.get(), cudaStreamCaptureModeThreadLocal));
   try {
     caching_allocator().begin_capture(device_, stream_.get());
