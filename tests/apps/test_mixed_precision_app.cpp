@@ -190,6 +190,24 @@ TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
   fs::remove_all(out);
 }
 
+TEST(MixedPrecisionApp, VqtokRestartsDeadCodesOfABf16Codebook) {
+  // The dead-code restart edits the gathered bf16 codebook (its noise is drawn in f32).
+  const std::string out = fresh_dir("restart");
+  const config::AppConfig cfg = config_with(
+      {"train.dtype=bf16", "train.steps=2", "train.codebook_restart_every=1", "train.log_every=1",
+       "train.eval_every=0", "train.checkpoint_every=0", "output_dir=" + out});
+  ASSERT_TRUE(cfg.zero.precision.bf16);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    const vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 2);
+    ASSERT_EQ(r.log_losses.size(), 2u);
+    EXPECT_TRUE(std::isfinite(r.log_losses[1]));
+  });
+  fs::remove_all(out);
+}
+
 TEST(MixedPrecisionApp, VqgptTrainsTheGptInBf16BesideAnF32Tokenizer) {
   // The frozen tokenizer is replicated and stays f32; the partitioned GPT computes in bf16.
   const std::string out = fresh_dir("vqgpt");
