@@ -77,12 +77,12 @@ void ZeroParam::write_edit(const Tensor& full) {
   autograd::NoGradGuard ng;
   const int64_t valid = part.shard_valid(rank);
   if (valid <= 0) return;
-  // Compared where the master lives (the host under optimizer offload).
-  const Device at = master.device();
+  // Compared with the master rounded (the shard may share storage with the gathered
+  // value, which the edit changed), where the master lives (the host under offload).
   const Tensor src = full.detach().reshape({-1}).narrow(0, part.shard_offset(rank), valid);
-  const Tensor kept = eq(shard.narrow(0, 0, valid).to(at), src.to(at));
   const Tensor m = master.narrow(0, 0, valid);
-  m.copy_(where(kept, m, src.to(at).to(DType::f32)));
+  const Tensor edit = src.to(m.device());
+  m.copy_(where(eq(m.to(dtype), edit), m, edit.to(DType::f32)));
   shard.narrow(0, 0, valid).copy_(src);
 }
 

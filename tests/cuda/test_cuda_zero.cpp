@@ -236,7 +236,7 @@ TEST(CudaZero, CheckpointOfAGpuEngineResumesOnTheGpu) {
         EXPECT_EQ(b->head->bias.to(Device::cpu()).to_vector(), std::vector<double>(4, 0.25));
       }
       const double b2 = step(eb, 2), b3 = step(eb, 3);
-      const double rtol = dt == DType::f32 ? 1e-5 : 1e-3;
+      const double rtol = dt == DType::f32 ? 1e-5 : 5e-3;  // bf16: a flipped last bit
       EXPECT_NEAR(b2, a2, rtol * std::abs(a2));
       EXPECT_NEAR(b3, a3, rtol * std::abs(a3));
     });
