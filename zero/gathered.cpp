@@ -98,7 +98,7 @@ void GatheredParameters::exit() {
   if (modifier_) {
     for (const Tensor& p : params_) {
       broadcast_tensor(p, comm_, *modifier_);
-      if (is_partitioned(p)) zero_param(p)->write_shard(p);
+      if (is_partitioned(p)) zero_param(p)->write_edit(p);
     }
     for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
   } else {

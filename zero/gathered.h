@@ -4,8 +4,9 @@
 //     if (comm.rank() == 0) init_weights(*model); }   // rank 0's edit reaches every rank
 //
 // With a modifier rank, that rank's parameter AND buffer values are broadcast on exit
-// and re-partitioned into every rank's shard. Without one the scope is read-only: a
-// change is detected on exit and raised, never silently discarded.
+// and re-partitioned into every rank's shard (in mixed precision the fp32 masters take
+// the edited elements; the others keep their fp32 values). Without one the scope is
+// read-only: a change is detected on exit and raised, never silently discarded.
 #pragma once
 
 #include <optional>

@@ -70,6 +70,22 @@ void ZeroParam::write_shard(const Tensor& full) {
   if (master.defined()) master.narrow(0, 0, valid).copy_(src);
 }
 
+void ZeroParam::write_edit(const Tensor& full) {
+  if (!master.defined() || master.dtype() == dtype) return write_shard(full);
+  ZT_CHECK(full.numel() == part.numel, "write_edit: '", owner->name, "' has ", part.numel,
+           " elements, the value given has ", full.numel());
+  autograd::NoGradGuard ng;
+  const int64_t valid = part.shard_valid(rank);
+  if (valid <= 0) return;
+  // Compared with the master rounded (the shard may share storage with the gathered
+  // value, which the edit changed), where the master lives (the host under offload).
+  const Tensor src = full.detach().reshape({-1}).narrow(0, part.shard_offset(rank), valid);
+  const Tensor m = master.narrow(0, 0, valid);
+  const Tensor edit = src.to(m.device());
+  m.copy_(where(eq(m.to(dtype), edit), m, edit.to(DType::f32)));
+  shard.narrow(0, 0, valid).copy_(src);
+}
+
 void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
   if (storage == dtype) return;
   ZT_CHECK(holds == 0, "set_storage_dtype: '", owner->name,

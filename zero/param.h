@@ -65,6 +65,10 @@ struct ZeroParam : TensorExtra {
   /// Copies this rank's slice of `full` (the parameter's full value, any shape with numel
   /// elements, identical on every rank) into the shard and the master shard.
   void write_shard(const Tensor& full);
+  /// write_shard for an edit of the gathered low-precision value: the master keeps its
+  /// fp32 value where the edit left the stored value as it was, so an edit of a few
+  /// elements does not round the others' masters to the storage precision.
+  void write_edit(const Tensor& full);
   /// Stores the parameter in `storage` from now on: the shard is converted, the old
   /// (fp32) values become the master shard if `keep_master`, and the tensor's dtype
   /// changes with it. A gathered copy is released; none may be held by a scope.

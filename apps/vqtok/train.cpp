@@ -111,7 +111,9 @@ int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
       Tensor from = Tensor::empty({static_cast<int64_t>(dead.size())}, DType::i64);
       for (size_t i = 0; i < dead.size(); ++i)
         from.data<int64_t>()[i] = used[static_cast<size_t>(pick.data<int64_t>()[i])];
-      Tensor src = index_select(w.detach(), 0, from.to(w.device()));
+      // In f32 whatever the codebook's storage (bf16 under train.dtype=bf16): the noise
+      // is drawn in f32, and copy_ rounds the moved codes back into w's dtype.
+      Tensor src = index_select(w.detach(), 0, from.to(w.device())).to(DType::f32);
       Tensor scale = add(mul(abs(src), 0.05), 1e-3);
       Tensor moved = add(src, mul(randn(src.sizes(), gen).to(w.device()), scale));
       for (size_t i = 0; i < dead.size(); ++i)

@@ -190,6 +190,25 @@ TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
   fs::remove_all(out);
 }
 
+TEST(MixedPrecisionApp, VqtokRestartsDeadCodesOfABf16Codebook) {
+  // The dead-code restart edits the gathered bf16 codebook (its noise is drawn in f32).
+  const std::string out = fresh_dir("restart");
+  const config::AppConfig cfg = config_with(
+      {"train.dtype=bf16", "train.steps=2", "train.codebook_restart_every=1", "train.log_every=1",
+       "train.eval_every=0", "train.checkpoint_every=0", "output_dir=" + out});
+  ASSERT_TRUE(cfg.zero.precision.bf16);
+  std::vector<vqtok::TrainResult> runs(2);  // per rank
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    runs[static_cast<size_t>(comm.rank())] = vqtok::train(cfg, {.quiet = true}, comm);
+  });
+  for (const vqtok::TrainResult& r : runs) {
+    EXPECT_EQ(r.steps, 2) << "trained on past the restart after step 1";
+    EXPECT_EQ(r.log_losses.size(), 2u);
+    for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+  }
+  fs::remove_all(out);
+}
+
 TEST(MixedPrecisionApp, VqgptTrainsTheGptInBf16BesideAnF32Tokenizer) {
   // The frozen tokenizer is replicated and stays f32; the partitioned GPT computes in bf16.
   const std::string out = fresh_dir("vqgpt");

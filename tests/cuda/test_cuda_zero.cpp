@@ -1,15 +1,19 @@
 // ZeRO-3 on the GPU (label cuda): the engine with CUDA parameters trains a small model
 // (Linear, Conv2d, GroupNorm, LayerNorm) to the parameters of plain CPU training, and
 // bf16 mixed precision on the GPU converges, a model of replicas alone clips on the GPU, a
-// one-rank thread communicator takes GPU tensors, and synchronized BatchNorm runs at one
-// rank. One rank: the multi-rank path over NCCL is exercised by the NCCL communicator
-// tests under mpirun.
+// one-rank thread communicator takes GPU tensors, synchronized BatchNorm runs at one rank,
+// and a checkpoint saved on the GPU resumes there. One rank: the multi-rank path over NCCL
+// is exercised by the NCCL communicator tests under mpirun.
 #include <gtest/gtest.h>
 
+#include <stdlib.h>
+
 #include <cmath>
+#include <filesystem>
 
 #include "common/test_util.h"
 #include "nn/nn.h"
+#include "zero/checkpoint.h"
 #include "zero/zero.h"
 
 using namespace zt;
@@ -175,4 +179,67 @@ TEST(CudaZero, SyncBatchNormAtOneRankRunsOnTheGpu) {
     EXPECT_CLOSE(synced->running_mean, plain->running_mean, 1e-5, 1e-6);
     EXPECT_CLOSE(synced->running_var, plain->running_var, 1e-5, 1e-6);
   });
+}
+
+// A checkpoint of an engine on the GPU (shards, fp32 masters and AdamW's moments in device
+// memory) loads into a fresh engine on the GPU, which then continues as the saved one
+// does; a GatheredParameters edit (modifier rank 0, as vqtok's dead-code restart makes)
+// before the save reaches the shards, the masters and the checkpoint. f32 and bf16.
+TEST(CudaZero, CheckpointOfAGpuEngineResumesOnTheGpu) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: a GPU engine's checkpoint needs one";
+  const Device gpu = Device::cuda(0);
+  char tmpl[] = "/tmp/zt_cuda_ckpt_XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string root = tmpl;
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      zero::Config cfg;
+      cfg.stage3_param_persistence_threshold = 0;
+      cfg.precision.bf16 = dt == DType::bf16;
+      zero::OptimizerConfig opt;
+      opt.lr = 5e-3;
+      auto make = [&](uint64_t seed) {
+        manual_seed(seed);
+        auto m = std::make_shared<Small>();
+        m->to(gpu);
+        return m;
+      };
+      auto step = [&](zero::Engine& e, int s) {
+        auto [x, y] = batch(s, gpu, dt);
+        Tensor loss = mse_loss(e(x).to(DType::f32), y);
+        const double v = loss.item();
+        e.backward(loss);
+        e.step();
+        return v;
+      };
+      auto a = make(8);
+      zero::Engine ea(a, comm, cfg, opt);
+      step(ea, 0);
+      step(ea, 1);
+      {
+        zero::GatheredParameters g({a->head->bias}, comm, /*modifier_rank=*/0);
+        autograd::NoGradGuard ng;
+        a->head->bias.copy_(full({4}, 0.25, DType::f32, gpu));
+      }
+      const std::string dir =
+          zero::save_checkpoint(ea, root, std::string("ckpt_") + dtype_name(dt));
+      const double a2 = step(ea, 2), a3 = step(ea, 3);
+
+      auto b = make(99);  // other initial values, all overwritten by the load
+      zero::Engine eb(b, comm, cfg, opt);
+      zero::load_checkpoint(eb, dir);
+      EXPECT_EQ(eb.global_step(), 2);
+      {
+        zero::GatheredParameters g({b->head->bias}, comm);
+        EXPECT_EQ(b->head->bias.device(), gpu);
+        EXPECT_EQ(b->head->bias.to(Device::cpu()).to_vector(), std::vector<double>(4, 0.25));
+      }
+      const double b2 = step(eb, 2), b3 = step(eb, 3);
+      const double rtol = dt == DType::f32 ? 1e-5 : 5e-3;  // bf16: a flipped last bit
+      EXPECT_NEAR(b2, a2, rtol * std::abs(a2));
+      EXPECT_NEAR(b3, a3, rtol * std::abs(a3));
+    });
+  }
+  std::filesystem::remove_all(root);
 }

@@ -126,3 +126,30 @@ TEST(Lesson14MixedPrecision, PartitionInTheStorageDtype) {
     EXPECT_FALSE(zero::zero_param(frozen)->master.defined());
   });
 }
+
+TEST(Lesson14MixedPrecision, AnEditOfAFewElementsKeepsTheOtherMasters) {
+  // One rank too: there the gathered value may share the shard's storage.
+  for (int ranks : {1, 2})
+    comm::run_threads(ranks, [](comm::Communicator& comm) {
+      // Values bf16 cannot hold: their masters keep bits the bf16 shard has lost.
+      const Tensor value = from_vector({0.1, 1.0 / 3, -2.7, 1e-3, 5.5, 0.7}, {6});
+      Tensor p = value.clone().set_requires_grad(true);
+      zero::partition_param(p, comm, 0, DType::bf16);
+      zero::ZeroParam* z = zero::zero_param(p);
+      {
+        // Rank 0 edits element 4 of the gathered bf16 value (as vqtok's dead-code restart
+        // moves a few codes); the edit reaches every rank's shard and master.
+        zero::GatheredParameters g({p}, comm, /*modifier_rank=*/0);
+        autograd::NoGradGuard ng;
+        if (comm.rank() == 0) p.select(0, 4).copy_(full({}, 2.0, DType::bf16));
+      }
+      Tensor want = value.clone();
+      want.select(0, 4).copy_(full({}, 2.0));
+      const int64_t off = z->part.shard_offset(comm.rank()),
+                    valid = z->part.shard_valid(comm.rank());
+      EXPECT_CLOSE(z->master.narrow(0, 0, valid), want.narrow(0, off, valid), 0, 0)
+          << "unedited elements keep their fp32 masters";
+      EXPECT_CLOSE(z->shard.narrow(0, 0, valid).to(DType::f32),
+                   want.narrow(0, off, valid).to(DType::bf16).to(DType::f32), 0, 0);
+    });
+}
