@@ -239,7 +239,11 @@ std::shared_ptr<Work> NcclComm::submit(Request req) {
   auto done = std::make_shared<cuda::Event>();
   done->record(stream_.get());
   std::string what = describe(req);
-  if (watchdog_) watchdog_->watch(what, timeout(), [done] { return done->query(); });
+  if (watchdog_)
+    watchdog_->watch(what, timeout(), [done, dev = device_] {
+      cuda::DeviceGuard g(dev);  // the watchdog thread's current device is its own
+      return done->query();
+    });
   std::vector<Tensor> hold;
   for (const Tensor* t : {&req.in, &req.out})
     if (t->defined()) hold.push_back(*t);
