@@ -32,7 +32,8 @@ struct KernelProfile::Impl {
     Entry* entry;
     size_t start;  // index into events; the stop event follows it
   };
-  std::vector<cuda::Event> events;  // pairs: [2k] start, [2k+1] stop
+  std::vector<cuda::Event> events;  // pairs: [2k] start, [2k+1] stop, all on `gpu`
+  int gpu = -1;                     // the one GPU timed (a thread works on one)
   std::vector<Pending> pending;
   size_t used = 0;  // events in use by pending pairs
 #endif
@@ -83,6 +84,10 @@ KernelProfile::Span::Span(KernelProfile& p, const char* kernel, const Device& d)
   im.kernel = kernel;
   im.device = d;
   im.timed = !(d.is_cuda() && graph_capturing());
+#ifdef ZT_WITH_CUDA
+  if (d.is_cuda() && im.gpu < 0) im.gpu = d.index;
+  if (d.is_cuda() && d.index != im.gpu) im.timed = false;  // the events are on im.gpu
+#endif
   if (!im.timed) return;
 #ifdef ZT_WITH_CUDA
   if (d.is_cuda()) {

@@ -5,7 +5,8 @@
 // inside another one (a CPU bf16 gemm converting its operands) counts toward the outer
 // one. Timing costs host time per dispatch (a clock read, or two event records), so time
 // a step without a profile and use a profile for the split. Inside a CUDA graph capture
-// nothing is timed (events would be captured too).
+// nothing is timed (events would be captured too), and of several GPUs only the first
+// one the thread dispatches to is timed (zt threads each work on one).
 #pragma once
 
 #include <cstdint>
