@@ -59,31 +59,36 @@ void ZeroParam::release() {
   status = ParamStatus::kNotAvailable;
 }
 
-void ZeroParam::write_shard(const Tensor& full) {
-  ZT_CHECK(full.numel() == part.numel, "write_shard: '", owner->name, "' has ", part.numel,
+namespace {
+// This rank's slice of a whole value of z (undefined when the rank holds only padding).
+Tensor own_slice(const ZeroParam& z, const Tensor& full, const char* what) {
+  ZT_CHECK(full.numel() == z.part.numel, what, ": '", z.owner->name, "' has ", z.part.numel,
            " elements, the value given has ", full.numel());
+  const int64_t valid = z.part.shard_valid(z.rank);
+  if (valid <= 0) return Tensor();
+  return full.detach().reshape({-1}).narrow(0, z.part.shard_offset(z.rank), valid);
+}
+}  // namespace
+
+void ZeroParam::write_shard(const Tensor& full) {
   autograd::NoGradGuard ng;
-  int64_t valid = part.shard_valid(rank);
-  if (valid <= 0) return;
-  Tensor src = full.detach().reshape({-1}).narrow(0, part.shard_offset(rank), valid);
-  shard.narrow(0, 0, valid).copy_(src);
-  if (master.defined()) master.narrow(0, 0, valid).copy_(src);
+  const Tensor src = own_slice(*this, full, "write_shard");
+  if (!src.defined()) return;
+  shard.narrow(0, 0, src.numel()).copy_(src);
+  if (master.defined()) master.narrow(0, 0, src.numel()).copy_(src);
 }
 
 void ZeroParam::write_edit(const Tensor& full) {
   if (!master.defined() || master.dtype() == dtype) return write_shard(full);
-  ZT_CHECK(full.numel() == part.numel, "write_edit: '", owner->name, "' has ", part.numel,
-           " elements, the value given has ", full.numel());
   autograd::NoGradGuard ng;
-  const int64_t valid = part.shard_valid(rank);
-  if (valid <= 0) return;
+  const Tensor src = own_slice(*this, full, "write_edit");
+  if (!src.defined()) return;
   // Compared with the master rounded (the shard may share storage with the gathered
   // value, which the edit changed), where the master lives (the host under offload).
-  const Tensor src = full.detach().reshape({-1}).narrow(0, part.shard_offset(rank), valid);
-  const Tensor m = master.narrow(0, 0, valid);
+  const Tensor m = master.narrow(0, 0, src.numel());
   const Tensor edit = src.to(m.device());
-  m.copy_(where(eq(m.to(dtype), edit), m, edit.to(DType::f32)));
-  shard.narrow(0, 0, valid).copy_(src);
+  m.copy_(where(eq(m.to(dtype), edit), m, edit.to(m.dtype())));
+  shard.narrow(0, 0, src.numel()).copy_(src);
 }
 
 void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
