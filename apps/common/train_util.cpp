@@ -123,6 +123,18 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
   return engine;
 }
 
+std::unique_ptr<StepGraph> make_step_graph(const config::TrainConfig& train, zero::Engine& engine,
+                                           Device device, double dropout, const char* dropout_key,
+                                           const char* app) {
+  if (!train.cuda_graph) return nullptr;
+  const std::string why = engine.capture_blocker();
+  ZT_CHECK(why.empty(), app, ": train.cuda_graph: the step cannot be captured: ", why);
+  ZT_CHECK(dropout == 0, app, ": train.cuda_graph: ", dropout_key, " is ", dropout,
+           "; random draws cannot be replayed (set it to 0)");
+  engine.set_capturable(true);
+  return std::make_unique<StepGraph>(device);
+}
+
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app) {
   if (train.device == "cpu") return Device::cpu();

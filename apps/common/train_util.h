@@ -17,6 +17,7 @@
 #include <nlohmann/json.hpp>
 
 #include "configs/app_config.h"
+#include "core/step_graph.h"
 #include "data/image.h"
 #include "data/loader.h"
 #include "data/tensorboard.h"
@@ -51,6 +52,12 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
 /// the fix.
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app);
+/// train.cuda_graph: null when off; else the step graph, after checking that the step can
+/// be captured (the engine's blockers; `dropout`, named `dropout_key`, must be 0 since
+/// random draws cannot be replayed) and putting the engine in capturable mode.
+std::unique_ptr<StepGraph> make_step_graph(const config::TrainConfig& train, zero::Engine& engine,
+                                           Device device, double dropout, const char* dropout_key,
+                                           const char* app);
 /// all_reduce of a host tensor t on any communicator: through the communicator's device
 /// when it is a GPU (NCCL reduces device memory), in place otherwise.
 void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op);

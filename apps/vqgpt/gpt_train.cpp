@@ -170,22 +170,18 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // train.cuda_graph: after two eager warm-up steps the whole step (tokenize, GPT forward,
   // loss, backward, reduce, update) is captured and replayed; each batch is copied into the
   // one device tensor the graph reads. The tokenizer's share is then not timed apart.
-  std::unique_ptr<StepGraph> graph;
-  Tensor graph_clips;  // the graph's input: stage() keeps it at one address
-  if (tc.cuda_graph) {
-    const std::string why = engine->capture_blocker();
-    ZT_CHECK(why.empty(), "vqgpt train: train.cuda_graph: the step cannot be captured: ", why);
-    ZT_CHECK(spec.dropout == 0, "vqgpt train: train.cuda_graph: gpt.dropout is ", spec.dropout,
-             "; random draws cannot be replayed (set it to 0)");
-    engine->set_capturable(true);
-    graph = std::make_unique<StepGraph>(device);
-  }
-  auto graph_step = [&] {
-    Tensor seq = model->tokenize(graph_clips);
+  const std::unique_ptr<StepGraph> graph =
+      app::make_step_graph(tc, *engine, device, spec.dropout, "gpt.dropout", "vqgpt train");
+  Tensor graph_clips;                    // the graph's input: stage() keeps it at one address
+  auto learn = [&](const Tensor& seq) {  // the GPT's part of a step, on tokens
     Tensor loss = model->loss(seq);
     engine->backward(loss);
     engine->step();
-    return std::vector<Tensor>{loss, seq};
+    return loss;
+  };
+  auto graph_step = [&] {
+    Tensor seq = model->tokenize(graph_clips);
+    return std::vector<Tensor>{learn(seq), seq};
   };
 
   model->train();  // the tokenizer stays in eval mode
@@ -210,9 +206,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         // On a GPU, wait for the tokenizer so that its share is its GPU time (one host wait).
         if (device.is_cuda()) (void)seq.narrow(1, 0, 1).narrow(0, 0, 1).item();
         tok_seconds += seconds_since(tk);
-        loss = model->loss(seq);
-        engine->backward(loss);
-        engine->step();
+        loss = learn(seq);
       }
       const double v = loss.item();
       if (!std::isfinite(v)) {  // policy: app::check_step_finite after the step

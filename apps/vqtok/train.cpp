@@ -296,15 +296,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // train.cuda_graph: two eager warm-up steps, then the step (forward, loss, backward,
   // reduce, clip, AdamW) is captured once and replayed; each batch is staged into the one
   // device tensor the graph reads.
-  std::unique_ptr<StepGraph> graph;
-  if (tc.cuda_graph) {
-    const std::string why = engine->capture_blocker();
-    ZT_CHECK(why.empty(), "vqtok train: train.cuda_graph: the step cannot be captured: ", why);
-    ZT_CHECK(cfg.model.dropout == 0, "vqtok train: train.cuda_graph: model.dropout is ",
-             cfg.model.dropout, "; random draws cannot be replayed (set it to 0)");
-    engine->set_capturable(true);
-    graph = std::make_unique<StepGraph>(device);
-  }
+  const std::unique_ptr<StepGraph> graph =
+      app::make_step_graph(tc, *engine, device, cfg.model.dropout, "model.dropout", "vqtok train");
   // One micro-step on `clips`: {total, mse, l1, vq, commit, codebook loss, codes}.
   Tensor clips;
   auto train_step = [&] {
