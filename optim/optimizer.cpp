@@ -72,6 +72,14 @@ void Optimizer::step() {
   update_many(ps, gs, states, copies);
 }
 
+namespace {
+// k[j] = values[j]: fills on k's device (no host copy, so a replay reads them in order).
+void fill_constants(const Tensor& k, const std::vector<double>& values) {
+  for (size_t j = 0; j < values.size(); ++j)
+    k.narrow(0, static_cast<int64_t>(j), 1).fill_(values[j]);
+}
+}  // namespace
+
 void Optimizer::before_replay() {
   ZT_CHECK(capture_counted_ || !replay_states_.empty(),
            "optimizer: before_replay() without a captured step");
@@ -82,8 +90,7 @@ void Optimizer::before_replay() {
   capture_counted_ = false;
   for (size_t i = 0; i < replay_makers_.size(); ++i) {
     if (!replay_makers_[i]) continue;
-    const std::vector<double> values = replay_makers_[i]();
-    for (size_t j = 0; j < values.size(); ++j) constants_[i].narrow(0, j, 1).fill_(values[j]);
+    fill_constants(constants_[i], replay_makers_[i]());
   }
 }
 
@@ -105,7 +112,7 @@ Tensor Optimizer::step_constants(size_t group, Device device,
     if (replay_makers_.size() <= group) replay_makers_.resize(group + 1);
     replay_makers_[group] = std::move(make);
   } else {
-    for (int64_t j = 0; j < n; ++j) k.narrow(0, j, 1).fill_(values[static_cast<size_t>(j)]);
+    fill_constants(k, values);
   }
   return k;
 }

@@ -218,7 +218,7 @@ bool Engine::step() {
 std::string Engine::capture_blocker() const {
   if (comm_.size() > 1)
     return "it runs on " + std::to_string(comm_.size()) +
-           " ranks, and collective waits across ranks are host waits (one rank only)";
+           " ranks, and NCCL's collectives are not captured (one rank only)";
   if (config_.gradient_accumulation_steps > 1)
     return "gradient_accumulation_steps is " + std::to_string(config_.gradient_accumulation_steps) +
            " (a graph holds one whole step; set it to 1)";
