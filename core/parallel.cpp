@@ -1,7 +1,5 @@
-// Thread counts: per calling thread, applied to OpenMP regions and to OpenBLAS.
+// Thread counts: per calling thread, applied to OpenMP regions and (cpu/blas.h) to OpenBLAS.
 #include "core/parallel.h"
-
-#include <cblas.h>
 
 #include <cstdlib>
 #include <thread>
@@ -36,7 +34,6 @@ int num_threads() {
 
 void set_num_threads(int n) {
   thread_count() = n < 1 ? 1 : n;
-  openblas_set_num_threads(thread_count());
 }
 
 }  // namespace zt

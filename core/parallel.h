@@ -9,7 +9,7 @@ namespace zt {
 /// Threads this thread's kernels may use (default: $OMP_NUM_THREADS when set, else all
 /// cores).
 int num_threads();
-/// Sets this thread's kernel thread count (>= 1); also sets BLAS's.
+/// Sets this thread's kernel thread count (>= 1); its BLAS calls follow it (cpu/blas.h).
 void set_num_threads(int n);
 /// Hardware cores.
 int hardware_threads();

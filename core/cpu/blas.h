@@ -1,51 +1,109 @@
-// Row-major BLAS GEMM for the CPU kernels, one overload per floating dtype:
-// c (m, n) = a (m, k) @ b (k, n) + beta * c, with ta / tb reading a / b transposed; and
-// the helpers that spread many small GEMMs over the threads.
+// Row-major BLAS GEMM for the CPU kernels, f32 and f64: c (m, n) = alpha a (m, k) @ b (k, n)
+// + beta c, with ta / tb reading a / b transposed, split over the kernel threads; and the
+// helper that spreads many small GEMMs over the threads.
 #pragma once
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/parallel.h"
 
 namespace zt::cpu {
 
-// Keeps BLAS single-threaded while in scope (it runs inside our worker threads), then
-// restores the previous count.
-class SerialBlas {
- public:
-  SerialBlas() : prev_(openblas_get_num_threads()) { openblas_set_num_threads(1); }
-  ~SerialBlas() { openblas_set_num_threads(prev_); }
-  SerialBlas(const SerialBlas&) = delete;
-  SerialBlas& operator=(const SerialBlas&) = delete;
-
- private:
-  int prev_;
-};
-
-/// Groups of independent GEMMs (`items` of them, `total_flops` in all) for the threads
-/// under SerialBlas: one per thread, at most one per item, and only as many as keep about
-/// 4 MFLOP of work each (a parallel region costs more than it saves on tiny work).
+/// Groups of independent GEMMs (`items` of them, `total_flops` in all) for the threads,
+/// each group single-threaded inside BLAS: one per thread, at most one per item, and only
+/// as many as keep about 4 MFLOP of work each (a parallel region costs more than it saves
+/// on tiny work).
 inline int64_t blas_work_groups(double total_flops, int64_t items) {
   constexpr double kMinGroupFlops = 4e6;
   const auto by_work = static_cast<int64_t>(total_flops / kMinGroupFlops);
   return std::max<int64_t>(1, std::min<int64_t>({num_threads(), items, by_work}));
 }
 
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const float* a,
-                      int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0f, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+namespace detail {
+
+inline void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                      const float* a, int lda, const float* b, int ldb, float beta, float* c,
+                      int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-inline void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a,
-                      int64_t lda, const double* b, int64_t ldb, double beta, double* c,
-                      int64_t ldc) {
-  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), 1.0, a,
-              static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
+inline void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+                      const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                      int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+}  // namespace detail
+
+/// Register-tile multiple on which blas_gemm splits a product.
+constexpr int64_t kBlasSplitAlign = 16;
+
+/// How many blocks blas_gemm splits an f32 (m, n, k) product into on this thread: one
+/// inside a parallel region, else as blas_work_groups allows over the longer output side
+/// (at least 4 MFLOP each).
+inline int64_t blas_split_parts(int64_t m, int64_t n, int64_t k) {
+  if (omp_in_parallel()) return 1;
+  const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
+                       static_cast<double>(std::max<int64_t>(k, 1));
+  return blas_work_groups(flops, std::max<int64_t>(std::max(m, n) / kBlasSplitAlign, 1));
+}
+
+/// c (m, n) = alpha op(a) op(b) + beta c, row-major, on this thread's kernel threads.
+/// BLAS's own threads stay off: an f32 product large enough to share is split into blocks
+/// of output rows (or columns, when wider than tall) over the threads, each block one
+/// single-threaded BLAS call. (OpenBLAS's pthreads pool would spin next to OpenMP's on
+/// the same cores, and each pool's spinning slows the other's work.) The blocks are too
+/// large for OpenBLAS's small-matrix kernels, so each element is summed as in one call
+/// (tests/core/test_blas_split.cpp checks the bits). f64 products, the tests' reference
+/// precision, run whole: OpenBLAS's f64 kernels sum some blocks differently. Inside a
+/// parallel region a product runs whole on the calling thread.
+template <typename T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
+  const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
+  const bool by_rows = m >= n;
+  const int64_t extent = by_rows ? m : n;
+  const int64_t parts = std::is_same_v<T, float> ? blas_split_parts(m, n, k) : 1;
+  if (parts <= 1) {
+    detail::blas_call(TA, TB, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
+                      a, static_cast<int>(lda), b, static_cast<int>(ldb), beta, c,
+                      static_cast<int>(ldc));
+    return;
+  }
+  const int64_t tiles = (extent + kBlasSplitAlign - 1) / kBlasSplitAlign;
+  parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const int64_t e0 = std::min(extent, tiles * p / parts * kBlasSplitAlign);
+      const int64_t e1 = std::min(extent, tiles * (p + 1) / parts * kBlasSplitAlign);
+      if (e0 >= e1) continue;
+      const T* ab = a;
+      const T* bb = b;
+      T* cb = c;
+      if (by_rows) {
+        ab += ta ? e0 : e0 * lda;
+        cb += e0 * ldc;
+      } else {
+        bb += tb ? e0 * ldb : e0;
+        cb += e0;
+      }
+      const int64_t mb = by_rows ? e1 - e0 : m, nb = by_rows ? n : e1 - e0;
+      detail::blas_call(TA, TB, static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(k),
+                        alpha, ab, static_cast<int>(lda), bb, static_cast<int>(ldb), beta, cb,
+                        static_cast<int>(ldc));
+    }
+  });
+}
+
+/// blas_gemm with alpha = 1.
+template <typename T>
+void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda,
+               const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  blas_gemm(ta, tb, m, n, k, T(1), a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace zt::cpu

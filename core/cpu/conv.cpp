@@ -300,7 +300,6 @@ void forward_impl(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
     forward_range(g, a, 0, g.n);
     return;
   }
-  SerialBlas serial;
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t t = g0; t < g1; ++t) forward_range(g, a, g.n * t / groups, g.n * (t + 1) / groups);
   });
@@ -335,15 +334,12 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   // Group 0 writes dw directly; the others write partial sums, added afterwards in a
   // fixed order so the result does not depend on scheduling.
   std::vector<T> partial(dw ? (groups - 1) * wnum : 0);
-  {
-    SerialBlas serial;
-    parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-      for (int64_t t = g0; t < g1; ++t) {
-        T* target = !dw ? nullptr : (t == 0 ? dw : partial.data() + (t - 1) * wnum);
-        backward_range(g, a, target, g.n * t / groups, g.n * (t + 1) / groups);
-      }
-    });
-  }
+  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t t = g0; t < g1; ++t) {
+      T* target = !dw ? nullptr : (t == 0 ? dw : partial.data() + (t - 1) * wnum);
+      backward_range(g, a, target, g.n * t / groups, g.n * (t + 1) / groups);
+    }
+  });
   if (!dw) return;
   parallel_for(wnum, 16384, [&](int64_t i0, int64_t i1) {
     for (int64_t t = 1; t < groups; ++t) {

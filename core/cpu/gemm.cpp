@@ -1,8 +1,8 @@
 // CPU GEMM through BLAS (cblas, row-major); the twin of core/cuda/gemm.cpp. bf16 and f16
 // operands are converted to packed f32 copies, multiplied with fp32 accumulation (as
 // GPUs do) and the result converted back. gemm_batched runs the products one after the
-// other with BLAS threading each, or, when there are enough products and each is small,
-// spreads them over the kernel threads with BLAS single-threaded inside. gemm_epilogue
+// other, each split over the threads, or, when there are enough products and each is small,
+// spreads them over the kernel threads with BLAS single-threaded inside (blas.h). gemm_epilogue
 // writes the bias into the output rows, runs one BLAS GEMM with beta = 1 and then, with
 // GELU, one pass that stores the pre-activation and the activation.
 #include <algorithm>
@@ -21,16 +21,14 @@ namespace {
 void gemm_f32_f64(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const Tensor& a,
                   int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
                   int64_t ldc) {
-  auto TA = ta ? CblasTrans : CblasNoTrans;
-  auto TB = tb ? CblasTrans : CblasNoTrans;
   switch (c.dtype()) {
     case DType::f32:
-      cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha), a.data<float>(), lda,
-                  b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+      blas_gemm(ta, tb, m, n, k, static_cast<float>(alpha), a.data<float>(), lda, b.data<float>(),
+                ldb, static_cast<float>(beta), c.data<float>(), ldc);
       return;
     case DType::f64:
-      cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>(), lda, b.data<double>(),
-                  ldb, beta, c.data<double>(), ldc);
+      blas_gemm(ta, tb, m, n, k, alpha, a.data<double>(), lda, b.data<double>(), ldb, beta,
+                c.data<double>(), ldc);
       return;
     default:
       ZT_FAIL("gemm on CPU supports f32, f64, bf16 and f16, got ", dtype_name(c.dtype()));
@@ -134,26 +132,20 @@ void gemm_batched(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, d
     return;
   }
   auto run = [&](int64_t i0, int64_t i1) {
-    auto TA = trans_a ? CblasTrans : CblasNoTrans;
-    auto TB = trans_b ? CblasTrans : CblasNoTrans;
-    for (int64_t i = i0; i < i1; ++i) {
-      if (c.dtype() == DType::f32) {
-        cblas_sgemm(CblasRowMajor, TA, TB, m, n, k, static_cast<float>(alpha),
-                    a.data<float>() + i * stride_a, lda, b.data<float>() + i * stride_b, ldb,
-                    static_cast<float>(beta), c.data<float>() + i * stride_c, ldc);
-      } else {
-        cblas_dgemm(CblasRowMajor, TA, TB, m, n, k, alpha, a.data<double>() + i * stride_a, lda,
-                    b.data<double>() + i * stride_b, ldb, beta, c.data<double>() + i * stride_c,
-                    ldc);
+    dispatch_floating(c.dtype(), "gemm_batched", [&]<typename T>() {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+        for (int64_t i = i0; i < i1; ++i)
+          blas_gemm(trans_a, trans_b, m, n, k, static_cast<T>(alpha), a.data<T>() + i * stride_a,
+                    lda, b.data<T>() + i * stride_b, ldb, static_cast<T>(beta),
+                    c.data<T>() + i * stride_c, ldc);
       }
-    }
+    });
   };
   const int64_t groups = batch_groups(m, n, k, batch);
   if (groups <= 1) {
-    run(0, batch);  // BLAS threads each product itself
+    run(0, batch);  // each product is split over the threads
     return;
   }
-  SerialBlas serial;
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t g = g0; g < g1; ++g) run(batch * g / groups, batch * (g + 1) / groups);
   });
