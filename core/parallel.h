@@ -6,13 +6,21 @@
 
 namespace zt {
 
-/// Threads this thread's kernels may use (default: $OMP_NUM_THREADS when set, else all
-/// cores).
+/// Threads this thread's kernels may use. The default: $OMP_NUM_THREADS when set; else
+/// the cores this process may run on, divided among the node's processes when a launcher
+/// (mpirun) started several without pinning each to its own cores.
 int num_threads();
 /// Sets this thread's kernel thread count (>= 1); its BLAS calls follow it (cpu/blas.h).
 void set_num_threads(int n);
-/// Hardware cores.
+/// Cores this process may run on: its CPU affinity mask (as `nproc` counts them).
 int hardware_threads();
+
+namespace detail {
+/// num_threads()'s default from $OMP_NUM_THREADS (0: unset), the process's cores, the
+/// machine's, and the processes on the node (1 outside a launcher).
+int default_thread_count(int omp_num_threads, int process_cpus, int machine_cpus,
+                         int local_processes);
+}  // namespace detail
 
 /// Runs fn(begin, end) over [0, n) split into chunks across num_threads() when n * cost
 /// is large enough; serial otherwise.
