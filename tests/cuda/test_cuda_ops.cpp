@@ -427,6 +427,9 @@ TEST(CudaAllocator, ReusesFreedBlocksAndEmptiesItsCache) {
 
 TEST(CudaAllocator, IsThreadSafe) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  // Blocks that earlier tests in this process keep for its life (the optimizer kernels'
+  // uploaded tables) stay allocated: the threads must give back what they took.
+  const int64_t held_before = cuda::caching_allocator().allocated_bytes();
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
   for (int t = 0; t < 4; ++t) {
@@ -439,7 +442,7 @@ TEST(CudaAllocator, IsThreadSafe) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(cuda::caching_allocator().allocated_bytes(), 0);
+  EXPECT_EQ(cuda::caching_allocator().allocated_bytes(), held_before);
 }
 
 #endif  // ZT_WITH_CUDA
