@@ -1,5 +1,6 @@
 // CPU elementwise kernels: unary, binary (incl. backward helpers), axpy, where, copy,
 // fill and row sums. These are the specification of the CUDA kernels of the same names.
+#include <algorithm>
 #include <cmath>
 
 #include "core/cpu/lanes.h"
@@ -25,17 +26,12 @@ inline double gelu_erf_grad(double g, double x) {
 inline float gelu_erf_grad(float g, float x) {
   return gelu_grad_lanes(g, x);
 }
-template <typename A>
-A gelu_tanh(A x) {
-  const A k = A(0.79788456080286535588);  // sqrt(2/pi)
-  return A(0.5) * x * (A(1) + std::tanh(k * (x + A(0.044715) * x * x * x)));
-}
 
 inline double exp_any(double x) {
   return std::exp(x);
 }
-// f32 uses the lane arithmetic of the row kernels (lanes.h), so strided and contiguous
-// elements get identical results.
+// f32 (for 16-bit types) uses the lane arithmetic of the row kernels (lanes.h); f32
+// tensors themselves always go through the row kernels (lane_row_strided).
 inline float exp_any(float x) {
   return exp_lanes(x);
 }
@@ -60,7 +56,7 @@ A unary_fn(A x, A p0, A p1) {
   if constexpr (Op == UnaryOp::kSigmoid) return sigmoid(x);
   if constexpr (Op == UnaryOp::kTanh) return std::tanh(x);
   if constexpr (Op == UnaryOp::kGelu) return gelu_erf(x);
-  if constexpr (Op == UnaryOp::kGeluTanh) return gelu_tanh(x);
+  if constexpr (Op == UnaryOp::kGeluTanh) return gelu_tanh_of(x);
   if constexpr (Op == UnaryOp::kPow) return p0 == A(2) ? x * x : std::pow(x, p0);
   if constexpr (Op == UnaryOp::kClamp) return x < p0 ? p0 : (x > p1 ? p1 : x);
   if constexpr (Op == UnaryOp::kAffine) return x * p0 + p1;
@@ -82,13 +78,7 @@ A binary_fn(A a, A b) {
   if constexpr (Op == BinaryOp::kSigmoidGrad) return a * b * (A(1) - b);
   if constexpr (Op == BinaryOp::kTanhGrad) return a * (A(1) - b * b);
   if constexpr (Op == BinaryOp::kGeluGrad) return gelu_erf_grad(a, b);
-  if constexpr (Op == BinaryOp::kGeluTanhGrad) {
-    const A k = A(0.79788456080286535588);
-    A u = k * (b + A(0.044715) * b * b * b);
-    A t = std::tanh(u);
-    A du = k * (A(1) + A(3) * A(0.044715) * b * b);
-    return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * du);
-  }
+  if constexpr (Op == BinaryOp::kGeluTanhGrad) return gelu_tanh_grad_of(a, b);
   if constexpr (Op == BinaryOp::kEq) return a == b;
   if constexpr (Op == BinaryOp::kNe) return a != b;
   if constexpr (Op == BinaryOp::kLt) return a < b;
@@ -106,12 +96,14 @@ constexpr LaneOp lane_op() {
   if constexpr (Op == UnaryOp::kSigmoid) return LaneOp::kSigmoid;
   if constexpr (Op == UnaryOp::kSilu) return LaneOp::kSilu;
   if constexpr (Op == UnaryOp::kGelu) return LaneOp::kGelu;
+  if constexpr (Op == UnaryOp::kGeluTanh) return LaneOp::kGeluTanh;
   return kNoLaneOp;
 }
 template <BinaryOp Op>
 constexpr LaneOp lane_op() {
   if constexpr (Op == BinaryOp::kSiluGrad) return LaneOp::kSiluGrad;
   if constexpr (Op == BinaryOp::kGeluGrad) return LaneOp::kGeluGrad;
+  if constexpr (Op == BinaryOp::kGeluTanhGrad) return LaneOp::kGeluTanhGrad;
   return kNoLaneOp;
 }
 
@@ -167,6 +159,24 @@ void with_binary_op(BinaryOp op, Fn&& fn) {
 #undef ZT_BINARY_CASE
 }
 
+// out[i so] = op(a[i sa] (, b[i sb])), i < n, for an f32 row with strides (a transposed
+// or broadcast view): the elements are gathered into contiguous chunks for the row
+// kernel, so every f32 element gets a contiguous row's bits (the row kernels may fuse
+// multiply-adds that one element's scalar arithmetic does not).
+void lane_row_strided(LaneOp op, float* out, int64_t so, const float* a, int64_t sa, const float* b,
+                      int64_t sb, int64_t n) {
+  constexpr int64_t kChunk = 256;
+  float ca[kChunk], cb[kChunk], co[kChunk];
+  for (int64_t i0 = 0; i0 < n; i0 += kChunk) {
+    const int64_t len = std::min(kChunk, n - i0);
+    for (int64_t i = 0; i < len; ++i) ca[i] = a[(i0 + i) * sa];
+    if (b)
+      for (int64_t i = 0; i < len; ++i) cb[i] = b[(i0 + i) * sb];
+    lane_row(op, co, ca, b ? cb : nullptr, len);
+    for (int64_t i = 0; i < len; ++i) out[(i0 + i) * so] = co[i];
+  }
+}
+
 bool is_compare(BinaryOp op) {
   return op >= BinaryOp::kEq && op <= BinaryOp::kGe;
 }
@@ -186,6 +196,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1
         const T* px = x + off[1];
         if constexpr (std::is_same_v<T, float> && lane_op<Op>() != kNoLaneOp) {
           if (st[0] == 1 && st[1] == 1) return lane_row(lane_op<Op>(), po, px, nullptr, n);
+          return lane_row_strided(lane_op<Op>(), po, st[0], px, st[1], nullptr, 0, n);
         }
         if (st[0] == 1 && st[1] == 1) {
           for (int64_t i = 0; i < n; ++i) po[i] = T(unary_fn<Op, A>(A(px[i]), a0, a1));
@@ -230,11 +241,13 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
           const T* xa = pa + off[1];
           const T* xb = pb + off[2];
           if constexpr (std::is_same_v<T, float> && lane_op<Op>() != kNoLaneOp) {
+            // (casts of float* to float*: clang checks these calls for every T)
+            auto* fo = reinterpret_cast<float*>(po);
+            auto* fa = reinterpret_cast<const float*>(xa);
+            auto* fb = reinterpret_cast<const float*>(xb);
             if (st[0] == 1 && st[1] == 1 && st[2] == 1)
-              // (casts of float* to float*: clang checks this call for every T)
-              return lane_row(lane_op<Op>(), reinterpret_cast<float*>(po),
-                              reinterpret_cast<const float*>(xa),
-                              reinterpret_cast<const float*>(xb), n);
+              return lane_row(lane_op<Op>(), fo, fa, fb, n);
+            return lane_row_strided(lane_op<Op>(), fo, st[0], fa, st[1], fb, st[2], n);
           }
           if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
             for (int64_t i = 0; i < n; ++i) po[i] = T(binary_fn<Op, A>(A(xa[i]), A(xb[i])));

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/cpu/blas.h"
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 #include "core/kernels.h"
 #include "core/parallel.h"
@@ -54,14 +55,6 @@ Tensor to_f32(const Tensor& t, bool trans, int64_t& ld) {
   return f;
 }
 
-// UnaryOp::kGeluTanh's formula (cpu/elementwise.cpp), so that the fused pass and the
-// unary kernel agree bit for bit.
-template <typename A>
-A gelu_tanh(A x) {
-  const A k = A(0.79788456080286535588);  // sqrt(2/pi)
-  return A(0.5) * x * (A(1) + std::tanh(k * (x + A(0.044715) * x * x * x)));
-}
-
 // acc (m, n), contiguous in the accumulation type A, preset to the bias rows (or
 // anything when !has_bias): acc = op(A) op(B) + acc, then out = acc or gelu(acc) with
 // aux = acc, rounded to T. acc may be out itself (T == A).
@@ -72,11 +65,16 @@ void gemm_epilogue_typed(bool ta, bool tb, int64_t m, int64_t n, int64_t k, cons
   blas_gemm(ta, tb, m, n, k, a, lda, b, ldb, has_bias ? A(1) : A(0), acc, n);
   if (!gelu && static_cast<void*>(acc) == static_cast<void*>(out)) return;
   parallel_for(m, grain_for(n), [&](int64_t r0, int64_t r1) {
-    for (int64_t i = r0 * n; i < r1 * n; ++i) {
+    const int64_t i0 = r0 * n, i1 = r1 * n;
+    if constexpr (std::is_same_v<T, float>) {   // acc is out: keep the pre-activation, then
+      std::copy(acc + i0, acc + i1, aux + i0);  // GELU the rows in place in lanes
+      return lane_row(LaneOp::kGeluTanh, out + i0, acc + i0, nullptr, i1 - i0);
+    }
+    for (int64_t i = i0; i < i1; ++i) {
       const A v = acc[i];
       if (gelu) {
         aux[i] = T(v);
-        out[i] = T(gelu_tanh(v));
+        out[i] = T(gelu_tanh_of(v));
       } else {
         out[i] = T(v);
       }
@@ -91,16 +89,6 @@ void fill_bias_rows(A* acc, const T* bias, int64_t m, int64_t n) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t j = 0; j < n; ++j) acc[r * n + j] = A(bias[j]);
   });
-}
-
-// BinaryOp::kGeluTanhGrad's formula (cpu/elementwise.cpp): g * gelu_tanh'(x).
-template <typename A>
-A gelu_tanh_grad(A g, A x) {
-  const A k = A(0.79788456080286535588);
-  A u = k * (x + A(0.044715) * x * x * x);
-  A t = std::tanh(u);
-  A du = k * (A(1) + A(3) * A(0.044715) * x * x);
-  return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
 }
 
 }  // namespace
@@ -191,28 +179,31 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
     // plus the lanes in order.
     constexpr int64_t kLanes = 8;
     const int64_t full = m - m % kLanes;
-    parallel_for(n, std::max<int64_t>(1, 16384 / std::max<int64_t>(m, 1)),
-                 [&](int64_t j0, int64_t j1) {
-                   const int64_t w = j1 - j0;
-                   std::vector<double> lanes(db ? kLanes * w : 0, 0.0), tail(db ? w : 0, 0.0);
-                   for (int64_t r = 0; r < m; ++r) {
-                     const int64_t row = r * n;
-                     if (gelu) {
-                       for (int64_t j = j0; j < j1; ++j)
-                         d[row + j] = T(gelu_tanh_grad(A(g[row + j]), A(x[row + j])));
-                     }
-                     if (!db) continue;
-                     double* acc = r < full ? lanes.data() + (r % kLanes) * w : tail.data();
-                     for (int64_t j = j0; j < j1; ++j)
-                       acc[j - j0] += static_cast<double>(src[row + j]);
-                   }
-                   if (!db) return;
-                   for (int64_t j = 0; j < w; ++j) {
-                     double s = tail[j];
-                     for (int64_t l = 0; l < kLanes; ++l) s += lanes[l * w + j];
-                     db[j0 + j] = T(static_cast<A>(s));
-                   }
-                 });
+    parallel_for(
+        n, std::max<int64_t>(1, 16384 / std::max<int64_t>(m, 1)), [&](int64_t j0, int64_t j1) {
+          const int64_t w = j1 - j0;
+          std::vector<double> lanes(db ? kLanes * w : 0, 0.0), tail(db ? w : 0, 0.0);
+          for (int64_t r = 0; r < m; ++r) {
+            const int64_t row = r * n;
+            if (gelu) {
+              if constexpr (std::is_same_v<T, float>) {
+                lane_row(LaneOp::kGeluTanhGrad, d + row + j0, g + row + j0, x + row + j0, w);
+              } else {
+                for (int64_t j = j0; j < j1; ++j)
+                  d[row + j] = T(gelu_tanh_grad_of(A(g[row + j]), A(x[row + j])));
+              }
+            }
+            if (!db) continue;
+            double* acc = r < full ? lanes.data() + (r % kLanes) * w : tail.data();
+            for (int64_t j = j0; j < j1; ++j) acc[j - j0] += static_cast<double>(src[row + j]);
+          }
+          if (!db) return;
+          for (int64_t j = 0; j < w; ++j) {
+            double s = tail[j];
+            for (int64_t l = 0; l < kLanes; ++l) s += lanes[l * w + j];
+            db[j0 + j] = T(static_cast<A>(s));
+          }
+        });
   });
 }
 

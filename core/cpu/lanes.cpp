@@ -35,6 +35,10 @@ __attribute__((always_inline)) inline V apply(LaneOp op, V a, V b) {
       return gelu_lanes(a);
     case LaneOp::kGeluGrad:
       return gelu_grad_lanes(a, b);
+    case LaneOp::kGeluTanh:
+      return gelu_tanh_lanes(a);
+    case LaneOp::kGeluTanhGrad:
+      return gelu_tanh_grad_lanes(a, b);
   }
   return a;
 }
@@ -70,6 +74,10 @@ __attribute__((always_inline)) inline void row_any(LaneOp op, float* out, const 
       return row<V, LaneOp::kGelu>(out, a, b, n);
     case LaneOp::kGeluGrad:
       return row<V, LaneOp::kGeluGrad>(out, a, b, n);
+    case LaneOp::kGeluTanh:
+      return row<V, LaneOp::kGeluTanh>(out, a, b, n);
+    case LaneOp::kGeluTanhGrad:
+      return row<V, LaneOp::kGeluTanhGrad>(out, a, b, n);
   }
 }
 

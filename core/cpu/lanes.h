@@ -1,11 +1,13 @@
-// Lane-parallel f32 math for the CPU kernels: e^x, sigmoid, SiLU, erf and GELU written once for a
-// scalar float and for GCC vector types, so a contiguous row runs in SIMD registers
-// while a strided element gets the same arithmetic one at a time. std::exp is an opaque
-// libm call that keeps loops scalar; these are plain arithmetic and bit operations.
-// The row kernels pick AVX-512, AVX2 or the SSE2 baseline at run time (the library is
-// built for the baseline ISA).
+// Lane-parallel f32 math for the CPU kernels: e^x, sigmoid, SiLU, erf and GELU (erf and
+// tanh forms) written once for a scalar float and for GCC vector types. std::exp is an
+// opaque libm call that keeps loops scalar; these are plain arithmetic and bit
+// operations. The row kernels (lane_row) pick AVX-512, AVX2 or the SSE2 baseline at run
+// time (the library is built for the baseline ISA); the wider ones fuse multiply-adds,
+// so f32 tensors always go through them (strided elements gathered into rows), and the
+// scalar form serves 16-bit types, which round the result anyway.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -120,6 +122,46 @@ __attribute__((always_inline)) inline V gelu_grad_lanes(V g, V x) {
   return g * (cdf + x * pdf);
 }
 
+/// GELU, tanh form (GPT-2's): 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),
+/// computed as x * sigmoid(2u), the same value without tanh's libm call.
+template <typename V>
+__attribute__((always_inline)) inline V gelu_tanh_lanes(V x) {
+  return x * sigmoid_lanes(x * (1.5957691216057308f + 0.0713548162726f * x * x));
+}
+
+/// Gradient of the tanh-form GELU at x for upstream g: with s = sigmoid(2u),
+/// g * (s + 2 x s (1 - s) u'), u' = sqrt(2/pi) (1 + 3 * 0.044715 x^2). Where 2u > 0,
+/// 1 - s is taken as s e^-2u, without the cancellation of 1 - s near 1.
+template <typename V>
+__attribute__((always_inline)) inline V gelu_tanh_grad_lanes(V g, V x) {
+  const V x2 = x * x;
+  const V u2 = x * (1.5957691216057308f + 0.0713548162726f * x2);
+  const V e = exp_lanes(-u2);
+  const V s = 1.0f / (1.0f + e);
+  const V rest = u2 > 0.0f ? s * e : 1.0f - s;                // 1 - s
+  const V du2 = 1.5957691216057308f + 0.2140644488178f * x2;  // 2u'
+  return g * (s + x * s * rest * du2);
+}
+
+/// The tanh-form GELU and its gradient for one element: f32 through the lane arithmetic
+/// above, f64 through std::tanh (the reference).
+inline float gelu_tanh_of(float x) {
+  return gelu_tanh_lanes(x);
+}
+inline double gelu_tanh_of(double x) {
+  const double k = 0.79788456080286535588;  // sqrt(2/pi)
+  return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x)));
+}
+inline float gelu_tanh_grad_of(float g, float x) {
+  return gelu_tanh_grad_lanes(g, x);
+}
+inline double gelu_tanh_grad_of(double g, double x) {
+  const double k = 0.79788456080286535588;
+  const double t = std::tanh(k * (x + 0.044715 * x * x * x));
+  const double du = k * (1.0 + 3.0 * 0.044715 * x * x);
+  return g * (0.5 * (1.0 + t) + 0.5 * x * (1.0 - t * t) * du);
+}
+
 /// The vector ISAs the CPU kernels are built for besides the baseline, widest last.
 enum class Isa : uint8_t { kSse2, kAvx2, kAvx512 };
 
@@ -131,10 +173,20 @@ Isa cpu_isa();
 #define ZT_TARGET_AVX2 "avx2,fma"
 
 /// The f32 functions with a contiguous row kernel.
-enum class LaneOp : uint8_t { kExp, kSigmoid, kSilu, kSiluGrad, kGelu, kGeluGrad };
+enum class LaneOp : uint8_t {
+  kExp,
+  kSigmoid,
+  kSilu,
+  kSiluGrad,
+  kGelu,
+  kGeluGrad,
+  kGeluTanh,
+  kGeluTanhGrad
+};
 
-/// out[i] = op(a[i]) (kExp, kSigmoid, kSilu, kGelu) or op(a[i], b[i]) (kSiluGrad,
-/// kGeluGrad: a = upstream gradient, b = x), i < n. out may alias a or b.
+/// out[i] = op(a[i]) (kExp, kSigmoid, kSilu, kGelu, kGeluTanh) or op(a[i], b[i])
+/// (kSiluGrad, kGeluGrad, kGeluTanhGrad: a = upstream gradient, b = x), i < n. out may
+/// alias a or b.
 void lane_row(LaneOp op, float* out, const float* a, const float* b, int64_t n);
 
 }  // namespace zt::cpu
