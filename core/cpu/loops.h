@@ -46,8 +46,13 @@ Loop<N> make_loop(const Shape& sizes, const std::array<Shape, N>& strides) {
   return l;
 }
 
-/// Calls fn(offsets, n, inner_strides) for every innermost row; rows run in parallel
-/// when the loop is large. Offsets are element offsets per operand.
+/// Calls fn(offsets, n, inner_strides) for every innermost row, or for pieces of it: a
+/// row longer than kRowPiece elements is cut into pieces of at most that many, so a
+/// contiguous tensor (one merged row) runs on several threads too. Rows and pieces run
+/// in parallel when the loop is large. Offsets are element offsets per operand; fn must
+/// treat each element on its own (elementwise kernels).
+constexpr int64_t kRowPiece = 32768;
+
 template <size_t N, typename Fn>
 void for_each_row(const Loop<N>& l, Fn&& fn) {
   int64_t nd = static_cast<int64_t>(l.sizes.size());
@@ -56,8 +61,12 @@ void for_each_row(const Loop<N>& l, Fn&& fn) {
   for (int64_t d = 0; d < nd - 1; ++d) rows *= l.sizes[d];
   std::array<int64_t, N> inner_st;
   for (size_t k = 0; k < N; ++k) inner_st[k] = l.strides[k][nd - 1];
-  parallel_for(rows, grain_for(inner), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
+  const int64_t pieces = (inner + kRowPiece - 1) / kRowPiece;
+  const int64_t piece = pieces > 1 ? (inner + pieces - 1) / pieces : inner;
+  parallel_for(rows * std::max<int64_t>(pieces, 1), grain_for(piece), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t r = pieces > 1 ? t / pieces : t;
+      const int64_t j0 = pieces > 1 ? (t % pieces) * piece : 0;
       std::array<int64_t, N> off{};
       int64_t rem = r;
       for (int64_t d = nd - 2; d >= 0; --d) {
@@ -65,7 +74,8 @@ void for_each_row(const Loop<N>& l, Fn&& fn) {
         rem /= l.sizes[d];
         for (size_t k = 0; k < N; ++k) off[k] += i * l.strides[k][d];
       }
-      fn(off, inner, inner_st);
+      for (size_t k = 0; k < N; ++k) off[k] += j0 * inner_st[k];
+      fn(off, std::min(piece, inner - j0), inner_st);
     }
   });
 }

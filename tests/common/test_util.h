@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "core/parallel.h"
 
 namespace zt::test {
 
@@ -33,6 +34,18 @@ std::string error_of(const std::function<void()>& fn);
 /// Give each test case its own `sub`: ctest may run cases in parallel.
 std::string write_temp_file(const std::string& folder, const std::string& sub,
                             const std::string& name, const std::string& text);
+
+/// Sets this thread's kernel thread count for its scope, then restores the previous one.
+class ThreadCount {
+ public:
+  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
+  ~ThreadCount() { set_num_threads(prev_); }
+  ThreadCount(const ThreadCount&) = delete;
+  ThreadCount& operator=(const ThreadCount&) = delete;
+
+ private:
+  int prev_;
+};
 
 /// Passes if fn() throws zt::Error whose message contains `phrase`.
 template <typename Fn>

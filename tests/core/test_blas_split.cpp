@@ -44,17 +44,6 @@ bool split_equals_one_call(bool ta, bool tb, const Case& s) {
   return std::memcmp(split.data(), whole.data(), split.size() * sizeof(T)) == 0;
 }
 
-class ThreadCount {
- public:
-  explicit ThreadCount(int n) : prev_(num_threads()) { set_num_threads(n); }
-  ~ThreadCount() { set_num_threads(prev_); }
-  ThreadCount(const ThreadCount&) = delete;
-  ThreadCount& operator=(const ThreadCount&) = delete;
-
- private:
-  int prev_;
-};
-
 // Tall (split by rows) and wide (split by columns), sides not multiples of the 16-row
 // alignment, each product large enough for two blocks; then the shapes of a GPT block's
 // products at width 256 over 1024 tokens, forward and backward, and its 4096-word head.
@@ -71,7 +60,7 @@ const Case kShapes[] = {kTall,
 }  // namespace
 
 TEST(BlasSplit, LargeProductsSplitOverTheThreadsOnly) {
-  ThreadCount two(2);
+  test::ThreadCount two(2);
   EXPECT_EQ(cpu::blas_split_parts(kTall.m, kTall.n, kTall.k), 2);
   EXPECT_EQ(cpu::blas_split_parts(kWide.m, kWide.n, kWide.k), 2);
   EXPECT_EQ(cpu::blas_split_parts(16, 16, 16), 1);  // too little work to share
@@ -82,12 +71,12 @@ TEST(BlasSplit, LargeProductsSplitOverTheThreadsOnly) {
     for (int64_t i = i0; i < i1; ++i) inside[i] = cpu::blas_split_parts(kTall.m, kTall.n, kTall.k);
   });
   EXPECT_EQ(inside, (std::vector<int64_t>{1, 1}));  // a worker's product runs whole
-  ThreadCount one(1);
+  test::ThreadCount one(1);
   EXPECT_EQ(cpu::blas_split_parts(kTall.m, kTall.n, kTall.k), 1);
 }
 
 TEST(BlasSplit, ASplitProductHasOneCallsBits) {
-  ThreadCount two(2);
+  test::ThreadCount two(2);
   for (bool ta : {false, true}) {
     for (bool tb : {false, true}) {
       for (const Case& s : kShapes) {

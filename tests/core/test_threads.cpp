@@ -1,10 +1,16 @@
 // Kernel thread counts: set per thread, and a default that never oversubscribes the
 // cores: $OMP_NUM_THREADS first, then the process's own cores, shared among the node's
-// processes when a launcher started several without pinning them.
-#include <gtest/gtest.h>
-
+// processes when a launcher started several without pinning them. And the elementwise
+// loops share even one long contiguous row among the threads.
+#include <algorithm>
+#include <mutex>
+#include <set>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "common/test_util.h"
+#include "core/cpu/loops.h"
 #include "core/parallel.h"
 
 using namespace zt;
@@ -28,8 +34,7 @@ TEST(Threads, HardwareThreadsCountTheAffinityMask) {
 }
 
 TEST(Threads, EachThreadKeepsItsOwnCount) {
-  const int prev = num_threads();
-  set_num_threads(3);
+  test::ThreadCount three(3);
   int other_before = 0, other_after = 0;
   std::thread t([&] {
     other_before = num_threads();  // the default, not this thread's 3
@@ -42,5 +47,34 @@ TEST(Threads, EachThreadKeepsItsOwnCount) {
   EXPECT_EQ(other_after, 1);
   set_num_threads(0);  // clamps to one
   EXPECT_EQ(num_threads(), 1);
-  set_num_threads(prev);
+}
+
+TEST(Threads, LongRowsAreCutIntoPiecesForTheThreads) {
+  // One contiguous tensor is one merged row; it must still be shared by the threads, and
+  // its pieces must cover every element once.
+  const int64_t n = 3 * cpu::kRowPiece + 5;
+  Tensor t = Tensor::empty({4, n / 4 + 1}, DType::f32);
+  const int64_t numel = t.numel();
+  auto l = cpu::make_loop<1>(t.sizes(), {t.strides()});
+  ASSERT_EQ(l.sizes.size(), 1u);  // merged into one row
+  test::ThreadCount two(2);
+  std::mutex mu;
+  std::vector<std::pair<int64_t, int64_t>> pieces;
+  std::set<std::thread::id> threads;
+  cpu::for_each_row(l, [&](auto off, int64_t len, auto st) {
+    std::lock_guard<std::mutex> lock(mu);
+    pieces.emplace_back(off[0], len);
+    threads.insert(std::this_thread::get_id());
+    EXPECT_EQ(st[0], 1);
+  });
+  std::sort(pieces.begin(), pieces.end());
+  EXPECT_EQ(static_cast<int64_t>(pieces.size()), (numel + cpu::kRowPiece - 1) / cpu::kRowPiece);
+  int64_t next = 0;
+  for (const auto& [start, len] : pieces) {
+    EXPECT_EQ(start, next);
+    EXPECT_LE(len, cpu::kRowPiece);
+    next = start + len;
+  }
+  EXPECT_EQ(next, numel);
+  EXPECT_EQ(threads.size(), 2u);
 }
