@@ -30,8 +30,9 @@ inline float gelu_erf_grad(float g, float x) {
 inline double exp_any(double x) {
   return std::exp(x);
 }
-// f32 (for 16-bit types) uses the lane arithmetic of the row kernels (lanes.h); f32
-// tensors themselves always go through the row kernels (lane_row_strided).
+// The f32 overload serves 16-bit types (whose accumulation type is f32) with the lane
+// arithmetic of the row kernels (lanes.h); f32 tensors go through the row kernels
+// themselves (lane_row_strided).
 inline float exp_any(float x) {
   return exp_lanes(x);
 }

@@ -1,10 +1,10 @@
 // CPU GEMM through BLAS (cblas, row-major); the twin of core/cuda/gemm.cpp. bf16 and f16
 // operands are converted to packed f32 copies, multiplied with fp32 accumulation (as
 // GPUs do) and the result converted back. gemm_batched runs the products one after the
-// other, each split over the threads, or, when there are enough products and each is small,
-// spreads them over the kernel threads with BLAS single-threaded inside (blas.h). gemm_epilogue
-// writes the bias into the output rows, runs one BLAS GEMM with beta = 1 and then, with
-// GELU, one pass that stores the pre-activation and the activation.
+// other, each split over the threads (blas.h), or, when there are enough products and
+// each is small, spreads them over the threads whole. gemm_epilogue writes the bias into
+// the output rows, runs one BLAS GEMM with beta = 1 and then, with GELU, one pass that
+// stores the pre-activation and the activation (f32 rows in lane arithmetic, lanes.h).
 #include <algorithm>
 #include <cmath>
 #include <vector>
