@@ -5,10 +5,11 @@
 // (n, m) result's row vector of n biases, broadcast over the m columns, is our bias (n)
 // broadcast over the rows. The matmul descriptor, the matrix layouts and the heuristic's
 // algorithm are cached per thread for each problem (dtype, compute type, operations,
-// sizes, epilogue and the operands' pointer alignments). f64, and problems for which
-// cuBLASLt offers no algorithm (GELU with n not a multiple of 8: the aux leading
-// dimension must be), run gemm with the bias preloaded and then the copy and unary
-// kernels instead: the same function, with the pre-activation rounded before GELU.
+// sizes, epilogue and the operands' pointer alignments). f64, GELU with n not a multiple
+// of 8 (the aux leading dimension must be), bias or aux pointers not 16-byte aligned, and
+// problems for which cuBLASLt offers no algorithm run gemm with the bias preloaded and
+// then the copy and unary kernels instead: the same function, with the pre-activation
+// rounded before GELU.
 #include <cublasLt.h>
 
 #include <array>
@@ -180,8 +181,11 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
            "gemm_epilogue: mixed dtypes (output ", dtype_name(out.dtype()), ")");
   if (m == 0 || n == 0) return;
   DeviceGuard g(out.device().index);
-  // The aux leading dimension (n) must be a multiple of 8 for cuBLASLt.
-  if (out.dtype() == DType::f64 || (gelu && n % 8 != 0)) {
+  // The aux leading dimension (n) must be a multiple of 8 for cuBLASLt, and its epilogue
+  // vectors are read as 16-byte aligned (a bias view at an odd offset is not).
+  const bool vectors_aligned = (!bias.defined() || alignment(bias.data_ptr()) >= 16) &&
+                               (!gelu || alignment(aux.data_ptr()) >= 16);
+  if (out.dtype() == DType::f64 || (gelu && n % 8 != 0) || !vectors_aligned) {
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
     return;
   }
