@@ -68,6 +68,29 @@ TEST(CudaLinear, GemmEpilogueMatchesCpu) {
   }
 }
 
+TEST(CudaLinear, GemmEpilogueTakesBiasAndAuxAtOddOffsets) {
+  // Views one element into their storage: not 16-byte aligned, so the composed path runs
+  // instead of cuBLASLt's epilogue, with the same result.
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t M = 16, N = 24, K = 32;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = normal_cpu({M, K}, 4, dt), b = normal_cpu({K, N}, 5, dt);
+    Tensor bias_store = normal_cpu({N + 1}, 6, dt);
+    Tensor out = Tensor::empty({M, N}, dt), aux = Tensor::empty({M, N}, dt);
+    cpu::gemm_epilogue(false, false, M, N, K, a, K, b, N, bias_store.narrow(0, 1, N), true, out,
+                       aux);
+    Tensor gbias = bias_store.to(kGpu).narrow(0, 1, N);
+    Tensor gaux = Tensor::empty({M * N + 1}, dt, kGpu).narrow(0, 1, M * N).view({M, N});
+    Tensor gout = Tensor::empty({M, N}, dt, kGpu);
+    cuda::gemm_epilogue(false, false, M, N, K, a.to(kGpu), K, b.to(kGpu), N, gbias, true, gout,
+                        gaux);
+    const double tol = tol_for(dt);
+    EXPECT_TRUE(test::all_close(gout.to(kCpu).to(DType::f64), out.to(DType::f64), tol, tol));
+    EXPECT_TRUE(test::all_close(gaux.to(kCpu).to(DType::f64), aux.to(DType::f64), tol, tol));
+  }
+}
+
 TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
   // 1100 rows: three row chunks; 70 columns: a partial column block.
