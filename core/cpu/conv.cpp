@@ -28,6 +28,7 @@
 
 #include "core/cpu/blas.h"
 #include "core/cpu/conv_cols.h"
+#include "core/cpu/loops.h"
 #include "core/cpu/winograd.h"
 #include "core/parallel.h"
 
@@ -316,11 +317,14 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   a.grad_x = grad_x.defined() ? grad_x.data<T>() : nullptr;
   const int64_t l = g.out_positions(), o = g.o, wnum = o * g.col_rows();
   if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
-    // Samples outer, so grad_out is read in memory order; each channel still adds its
-    // rows in sample order.
+    // Channel blocks over the threads; within a block samples outer, so grad_out is read
+    // in memory order, and each channel adds its rows in sample order (the same bits at
+    // any thread count).
     std::vector<double> s(o, 0.0);
-    for (int64_t n = 0; n < g.n; ++n)
-      for (int64_t oc = 0; oc < o; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
+    parallel_for(o, grain_for(g.n * l), [&](int64_t c0, int64_t c1) {
+      for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t oc = c0; oc < c1; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
+    });
     T* db = grad_bias.data<T>();
     for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);
   }

@@ -362,3 +362,20 @@ TEST(Conv2d, ThreadedMatchesSerial) {
   std::vector<Tensor> serial = run(1), threaded = run(2);
   for (size_t i = 0; i < serial.size(); ++i) EXPECT_CLOSE(threaded[i], serial[i], 1e-4, 1e-4) << i;
 }
+
+TEST(Conv2d, BiasGradientHasTheSerialBitsOnTwoThreads) {
+  // 16 channels of 4 x 64 x 64 output gradients: enough that two threads take a block
+  // of channels each; every channel is summed in the serial order.
+  Generator gen(23);
+  Tensor x = randn({4, 4, 64, 64}, gen), w = randn({16, 4, 1, 1}, gen), b = randn({16}, gen);
+  Tensor go = randn({4, 16, 64, 64}, gen);
+  auto bias_grad = [&](int threads) {
+    test::ThreadCount count(threads);
+    Tensor bl = b.clone().set_requires_grad(true);
+    conv2d(x, w, bl, Conv2dArgs{}).backward(go);
+    return bl.grad();
+  };
+  const Tensor serial = bias_grad(1), threaded = bias_grad(2);
+  EXPECT_CLOSE(threaded, serial, 0, 0);
+  EXPECT_CLOSE(serial, sum(go.to(DType::f64), {0, 2, 3}).to(DType::f32), 1e-5, 1e-5);
+}
