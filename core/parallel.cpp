@@ -1,4 +1,5 @@
-// Thread counts: per calling thread, applied to OpenMP regions and (cpu/blas.h) to OpenBLAS.
+// Thread counts: per calling thread, applied to OpenMP regions (BLAS runs inside them,
+// cpu/blas.h), and the default count.
 #include "core/parallel.h"
 
 #include <sched.h>

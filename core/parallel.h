@@ -1,5 +1,5 @@
 // Threads for CPU kernels. Each thread (and so each thread rank) has its own
-// thread count; BLAS follows the count of the calling thread.
+// thread count; its BLAS calls run on those threads (cpu/blas.h).
 #pragma once
 
 #include <cstdint>
@@ -10,7 +10,7 @@ namespace zt {
 /// the cores this process may run on, divided among the node's processes when a launcher
 /// (mpirun) started several without pinning each to its own cores.
 int num_threads();
-/// Sets this thread's kernel thread count (>= 1); its BLAS calls follow it (cpu/blas.h).
+/// Sets this thread's kernel thread count (>= 1), which its BLAS calls use too.
 void set_num_threads(int n);
 /// Cores this process may run on: its CPU affinity mask (as `nproc` counts them).
 int hardware_threads();
