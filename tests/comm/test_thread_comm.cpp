@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "comm/checks.h"
+#include "common/test_util.h"
 #include "core/ops.h"
 #include "zero/comm/launch.h"
 #include "zero/comm/thread_comm.h"
@@ -50,16 +51,20 @@ TEST_P(ThreadCommN, AsyncCompletesWhileCallerComputes) {
 
 INSTANTIATE_TEST_SUITE_P(Ranks, ThreadCommN, ::testing::Values(1, 2, 3, 4));
 
-TEST(ThreadComm, RanksShareTheCoresAndOwnTheirLedgers) {
+TEST(ThreadComm, RanksShareTheCallersThreadsAndOwnTheirLedgers) {
   const int n = 2;
-  std::atomic<int> bad{0};
-  run_threads(n, [&](Communicator& c) {
-    if (num_threads() != std::max(1, hardware_threads() / n)) ++bad;
-    Tensor t = zeros({1000}, DType::f32);
-    if (memory_stats().total_current < 4000) ++bad;  // this rank's ledger sees its tensor
-    c.barrier();
-  });
-  EXPECT_EQ(bad.load(), 0);
+  for (int caller : {0, 1, 4, 5}) {  // 0: the default count
+    test::ThreadCount count(caller == 0 ? num_threads() : caller);
+    const int share = std::max(1, num_threads() / n);
+    std::atomic<int> bad{0};
+    run_threads(n, [&](Communicator& c) {
+      if (num_threads() != share) ++bad;
+      Tensor t = zeros({1000}, DType::f32);
+      if (memory_stats().total_current < 4000) ++bad;  // this rank's ledger sees its tensor
+      c.barrier();
+    });
+    EXPECT_EQ(bad.load(), 0) << "caller's threads " << caller;
+  }
 }
 
 TEST(ThreadComm, AsyncWorkCompletesInIssueOrder) {

@@ -167,7 +167,7 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
     }
     group->abort(detail::cat("rank ", r, " failed: ", msg));
   };
-  const int threads_per_rank = std::max(1, hardware_threads() / n);
+  const int threads_per_rank = std::max(1, num_threads() / n);  // the caller's share
   std::vector<std::thread> ranks;
   ranks.reserve(n);
   for (int r = 0; r < n; ++r) {

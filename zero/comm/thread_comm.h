@@ -36,7 +36,8 @@ class ThreadComm : public Communicator {
 };
 
 /// Runs fn(comm) on n thread ranks and joins them. Each rank thread gets its own
-/// MemoryLedger (LedgerScope) and max(1, hardware_threads() / n) kernel threads; its
+/// MemoryLedger (LedgerScope) and an equal share of the calling thread's kernel threads,
+/// max(1, num_threads() / n) (by default: of $OMP_NUM_THREADS, else the cores); its
 /// default generator is left as a fresh thread's. If any rank throws, the group is
 /// aborted (others fail with "aborted because rank k failed: ...") and the first
 /// exception is rethrown here.
