@@ -50,7 +50,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_option("--steps", steps, "timed steps (after one warm-up step)")
       ->check(CLI::PositiveNumber);
   app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(CLI::PositiveNumber);
-  app.add_option("--threads", threads, "kernel threads per rank (0: cores / ranks)")
+  app.add_option("--threads", threads, "kernel threads per rank (0: the process's count / ranks)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "parameter and compute dtype: f32, or bf16 with fp32 masters")
@@ -77,7 +77,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   if (peak_tflops < 0) peak_tflops = device.is_cuda() ? (dtype == "bf16" ? 989.0 : 67.0) : 0.0;
 
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
-    if (threads > 0) set_num_threads(threads);  // a rank's thread starts with cores / ranks
+    if (threads > 0) set_num_threads(threads);  // else its share of the process's count
     manual_seed(1);
     std::shared_ptr<gpt::Gpt> model;
     if (device.is_cpu()) {
