@@ -140,6 +140,20 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 /// row r is query r % L, whose keys l > r % L get y = 0 (no mask tensor). y may be x.
 void attention_softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, double scale,
                                bool causal);
+/// Fused attention (cpu/flash_attention.cpp, an emulation of cuda/flash_attention.cu;
+/// the algorithm in cuda/flash_tiles.h): out = softmax(scale q k^T [causal]) v with no
+/// Tq x Tk tensor. q, out (n0, n1, Tq, D), k, v (n0, n1, Tk, D), bf16 or f16, D one of
+/// flash::head_dim_supported, the last dim contiguous, other strides multiples of 8
+/// elements, data 16-byte aligned. lse (n0, n1, Tq) f32 contiguous receives each row's
+/// log-sum-exp of the scaled visible scores.
+void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
+                             const Tensor& v, double scale, bool causal);
+/// Its gradients dq, dk, dv (the layouts of q, k, v's rules) from the forward's out and
+/// lse and the output gradient dout (out's rules); delta (n0, n1, Tq) f32 is scratch.
+void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
+                              const Tensor& delta, const Tensor& q, const Tensor& k,
+                              const Tensor& v, const Tensor& out, const Tensor& dout,
+                              const Tensor& lse, double scale, bool causal);
 /// x, y (R, L, I): softmax (or log-softmax) over L for every (r, i).
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log);
 /// dx from dy and the forward output y, all (R, L, I).

@@ -4,18 +4,104 @@
 //   dv = p^T g,  dp = g v^T,  ds = softmax_backward(dp, p),  dq = scale ds k,
 //   dk = scale ds^T q.
 // Masked entries of p are exactly 0, so softmax_backward gives them 0 gradient.
+// The fused path (flash_attention below) saves q, k, v, the output and each row's
+// log-sum-exp instead; its kernels recompute the probabilities tile by tile.
 // Legend: B flattened leading dims, Tq queries, Tk keys, D query/key dim, Dv value dim.
 #include "core/ops/attention.h"
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
 
 #include "core/autograd.h"
+#include "core/cuda/flash_tiles.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 
 namespace zt {
 
 namespace {
+
+AttentionKernel kernel_from_env() {
+  const char* v = std::getenv("ZT_ATTENTION");
+  if (v == nullptr || *v == '\0') return AttentionKernel::automatic;
+  try {
+    return parse_attention_kernel(v);
+  } catch (const Error& e) {
+    ZT_FAIL("environment variable ZT_ATTENTION: ", e.what());
+  }
+}
+
+std::atomic<AttentionKernel>& kernel_choice() {
+  static std::atomic<AttentionKernel> choice{kernel_from_env()};
+  return choice;
+}
+
+// The fused kernels' layout: the last dim contiguous, rows and matrices 16-byte aligned.
+bool flash_layout(const Tensor& t) {
+  if (t.stride(-1) != 1) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.stride(d) % 8 != 0) return false;
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+bool use_flash(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const AttentionKernel mode = attention_kernel();
+  if (mode == AttentionKernel::math ||
+      (mode == AttentionKernel::automatic && !q.device().is_cuda()))
+    return false;
+  return (q.dtype() == DType::bf16 || q.dtype() == DType::f16) && q.dim() <= 4 &&
+         flash::head_dim_supported(q.size(-1)) && v.size(-1) == q.size(-1) && q.size(-2) > 0 &&
+         k.size(-2) > 0 && flash_layout(q) && flash_layout(k) && flash_layout(v);
+}
+
+// An empty tensor shaped like t whose dims lie in memory in the order of t's strides
+// (largest first; the last dim stays innermost), so results keep their inputs' layout.
+Tensor empty_in_layout_of(const Tensor& t) {
+  const auto n = static_cast<size_t>(t.dim());
+  std::vector<int64_t> order(n), inverse(n);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end() - 1,
+                   [&](int64_t a, int64_t b) { return t.stride(a) > t.stride(b); });
+  Shape sizes;
+  for (size_t i = 0; i < n; ++i) {
+    sizes.push_back(t.size(order[i]));
+    inverse[static_cast<size_t>(order[i])] = static_cast<int64_t>(i);
+  }
+  return Tensor::empty(sizes, t.dtype(), t.device()).permute(inverse);
+}
+
+// (..., T, D) with at most two leading dims as the kernels' (n0, n1, T, D) view.
+Tensor as_4d(Tensor t) {
+  while (t.dim() < 4) t = t.unsqueeze(0);
+  return t;
+}
+
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double s) {
+  const Device dev = q.device();
+  const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
+  const Tensor out = empty_in_layout_of(qd), od = out.detach();
+  const Tensor lse =
+      Tensor::empty({as_4d(qd).size(0), as_4d(qd).size(1), q.size(-2)}, DType::f32, dev);
+  ZT_DISPATCH(dev, flash_attention_forward, as_4d(od), lse, as_4d(qd), as_4d(kd), as_4d(vd), s,
+              causal);
+  if (!autograd::needs_grad({q, k, v})) return out;
+  const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
+  autograd::record(
+      "scaled_dot_product_attention", {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
+        const Tensor dout = flash_layout(g[0]) ? g[0] : g[0].contiguous();
+        const Tensor dq = empty_in_layout_of(qd), dk = empty_in_layout_of(kd),
+                     dv = empty_in_layout_of(vd);
+        const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
+        ZT_DISPATCH(dev, flash_attention_backward, as_4d(dq), as_4d(dk), as_4d(dv), delta,
+                    as_4d(qd), as_4d(kd), as_4d(vd), as_4d(od), as_4d(dout), lse, s, causal);
+        return std::vector<Tensor>{gq ? dq : Tensor(), gk ? dk : Tensor(), gv ? dv : Tensor()};
+      });
+  return out;
+}
 
 // The softmax's dtype: f64 stays f64, everything else runs in f32.
 DType softmax_dtype(DType dt) {
@@ -27,6 +113,33 @@ Tensor as_dtype(const Tensor& t, DType dt) {
 }
 
 }  // namespace
+
+AttentionKernel attention_kernel() {
+  return kernel_choice().load(std::memory_order_relaxed);
+}
+
+void set_attention_kernel(AttentionKernel kernel) {
+  kernel_choice().store(kernel, std::memory_order_relaxed);
+}
+
+const char* attention_kernel_name(AttentionKernel kernel) {
+  switch (kernel) {
+    case AttentionKernel::automatic:
+      return "auto";
+    case AttentionKernel::flash:
+      return "flash";
+    case AttentionKernel::math:
+      return "math";
+  }
+  return "?";
+}
+
+AttentionKernel parse_attention_kernel(const std::string& name) {
+  for (AttentionKernel k :
+       {AttentionKernel::automatic, AttentionKernel::flash, AttentionKernel::math})
+    if (name == attention_kernel_name(k)) return k;
+  ZT_FAIL("unknown attention kernel '", name, "' (expected auto, flash or math)");
+}
 
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
                                     std::optional<double> scale) {
@@ -48,6 +161,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   ZT_CHECK(!causal || Tq == Tk, op, ": causal attention needs as many queries as keys, got ", Tq,
            " and ", Tk);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1)));
+  if (use_flash(q, k, v)) return flash_attention(q, k, v, causal, s);
   const DType dt = q.dtype(), st = softmax_dtype(dt);
   const Device dev = q.device();
 

@@ -5,11 +5,13 @@
 #pragma once
 
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <vector>
 
 #include "core/kernels.h"
 #include "core/ops.h"
+#include "core/ops/attention.h"
 
 namespace zt::test {
 
@@ -58,6 +60,51 @@ inline Tensor reference_attention(const Tensor& q, const Tensor& k, const Tensor
     s = add(s, from_vector(mask, {t, t}, s.dtype(), s.device()));
   }
   return matmul(softmax(s, -1), v);
+}
+
+/// Sets scaled_dot_product_attention's kernel for a scope.
+class AttentionKernelScope {
+ public:
+  explicit AttentionKernelScope(AttentionKernel k) : before_(attention_kernel()) {
+    set_attention_kernel(k);
+  }
+  ~AttentionKernelScope() { set_attention_kernel(before_); }
+  AttentionKernelScope(const AttentionKernelScope&) = delete;
+  AttentionKernelScope& operator=(const AttentionKernelScope&) = delete;
+
+ private:
+  AttentionKernel before_;
+};
+
+/// scaled_dot_product_attention's output and its inputs' gradients.
+struct AttentionGrads {
+  Tensor out, dq, dk, dv;
+};
+
+/// Runs attention under `kernel` on leaves copied from q, k, v, each passed through
+/// `view` first (a layout such as the heads' permute), then backward with a seeded
+/// upstream gradient (normals rounded to bf16, so every dtype sees the same numbers).
+inline AttentionGrads attention_grads(
+    AttentionKernel kernel, const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+    const std::function<Tensor(const Tensor&)>& view = [](const Tensor& t) { return t; }) {
+  AttentionKernelScope scope(kernel);
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : {q, k, v}) {
+    Tensor l = t.clone().detach();
+    l.set_requires_grad(true);
+    leaves.push_back(l);
+  }
+  Tensor out =
+      scaled_dot_product_attention(view(leaves[0]), view(leaves[1]), view(leaves[2]), causal);
+  Generator g(7);
+  out.backward(randn(out.sizes(), g, DType::f64).to(DType::bf16).to(out.dtype()).to(out.device()));
+  return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+}
+
+/// |a - b| / |b| in the 2-norm, computed in f64 on the host.
+inline double relative_error(const Tensor& a, const Tensor& b) {
+  const Tensor a64 = a.to(Device::cpu()).to(DType::f64), b64 = b.to(Device::cpu()).to(DType::f64);
+  return std::sqrt(sum_squares(sub(a64, b64)).item() / sum_squares(b64).item());
 }
 
 }  // namespace zt::test

@@ -1,0 +1,167 @@
+// The fused attention kernels' algorithm (core/cuda/flash_tiles.h), run on the CPU by
+// its warp emulation under AttentionKernel::flash, against the GEMM path in f32 on the
+// same 16-bit inputs: outputs, gradients and each row's log-sum-exp, causal and not,
+// every supported head dim, tails that fill no whole tile, the heads' strided layout,
+// and the cases that fall back to the GEMM path.
+// Tolerances (relative, in the 2-norm): the fused path rounds its results, and the
+// probabilities and ds before their products, to the inputs' 16 bits (as the GEMM path
+// does in bf16). Measured against f32: 2.1e-3 .. 3.1e-3 in bf16, 2.7e-4 .. 3.8e-4 in
+// f16, about the rounding of the results alone; held to 6e-3 and 8e-4.
+#include "common/attention_cases.h"
+#include "common/test_util.h"
+
+using namespace zt;
+
+namespace {
+
+Tensor normals(const Shape& s, uint64_t seed, DType dt) {
+  Generator g(seed);
+  return randn(s, g, DType::f64).to(dt);
+}
+
+double tolerance(DType dt) {
+  return dt == DType::bf16 ? 6e-3 : 8e-4;
+}
+
+// The fused path on 16-bit q, k, v against the GEMM path on their f32 values.
+void expect_matches_f32(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+  const test::AttentionGrads got = test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+  const test::AttentionGrads want = test::attention_grads(
+      AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal);
+  const double tol = tolerance(q.dtype());
+  EXPECT_LT(test::relative_error(got.out, want.out), tol) << "output";
+  EXPECT_LT(test::relative_error(got.dq, want.dq), tol) << "dq";
+  EXPECT_LT(test::relative_error(got.dk, want.dk), tol) << "dk";
+  EXPECT_LT(test::relative_error(got.dv, want.dv), tol) << "dv";
+  EXPECT_EQ(got.out.dtype(), q.dtype());
+  EXPECT_EQ(got.dq.dtype(), q.dtype());
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && test::all_close(a, b, 0.0, 0.0);
+}
+
+}  // namespace
+
+TEST(FlashAttention, MatchesTheGemmPathInF32) {
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t d : {32, 64, 96, 128}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                     " causal=" + std::to_string(causal));
+        // 37 rows: two whole tiles of 16 and a tail of 5.
+        const Tensor q = normals({2, 3, 37, d}, 1, dt), k = normals({2, 3, 37, d}, 2, dt),
+                     v = normals({2, 3, 37, d}, 3, dt);
+        expect_matches_f32(q, k, v, causal);
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, MoreKeysThanQueriesAndFewerLeadingDims) {
+  // Tq = 21, Tk = 45 (tails on both sides); one leading dim, then none.
+  const Tensor q = normals({3, 21, 64}, 4, DType::bf16), k = normals({3, 45, 64}, 5, DType::bf16),
+               v = normals({3, 45, 64}, 6, DType::bf16);
+  expect_matches_f32(q, k, v, false);
+  expect_matches_f32(q.select(0, 1), k.select(0, 1), v.select(0, 1), false);
+  // One query row and three keys: the smallest tiles.
+  expect_matches_f32(q.narrow(1, 0, 1), k.narrow(1, 0, 3), v.narrow(1, 0, 3), false);
+}
+
+TEST(FlashAttention, RowLogSumExpIsTheScaledScoresOne) {
+  const Tensor q = normals({1, 2, 20, 32}, 7, DType::bf16),
+               k = normals({1, 2, 20, 32}, 8, DType::bf16),
+               v = normals({1, 2, 20, 32}, 9, DType::bf16);
+  const double scale = 0.3;
+  for (bool causal : {false, true}) {
+    SCOPED_TRACE("causal=" + std::to_string(causal));
+    Tensor out = Tensor::empty(q.sizes(), DType::bf16), lse = Tensor::empty({1, 2, 20});
+    cpu::flash_attention_forward(out, lse, q, k, v, scale, causal);
+    const Tensor scores =
+        mul(matmul(q.to(DType::f64), k.to(DType::f64).transpose(-2, -1)), scale).contiguous();
+    const double* s = scores.data<double>();  // (1, 2, 20, 20)
+    std::vector<double> want;
+    for (int64_t h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < 20; ++i) {
+        double mx = -INFINITY, sum = 0;
+        const int64_t keys = causal ? i + 1 : 20;
+        for (int64_t j = 0; j < keys; ++j) mx = std::max(mx, s[(h * 20 + i) * 20 + j]);
+        for (int64_t j = 0; j < keys; ++j) sum += std::exp(s[(h * 20 + i) * 20 + j] - mx);
+        want.push_back(mx + std::log(sum));
+      }
+    }
+    EXPECT_TRUE(test::values_are(lse.reshape({40}), want, 1e-5));
+  }
+}
+
+TEST(FlashAttention, HeadViewsKeepTheirLayoutAndValues) {
+  // The heads of a (B, T, H * D) projection: (B, T, H, D) permuted to (B, H, T, D).
+  const Tensor q = normals({2, 24, 4, 32}, 10, DType::bf16),
+               k = normals({2, 24, 4, 32}, 11, DType::bf16),
+               v = normals({2, 24, 4, 32}, 12, DType::bf16);
+  auto heads = [](const Tensor& t) { return t.permute({0, 2, 1, 3}); };
+  const test::AttentionGrads strided =
+      test::attention_grads(AttentionKernel::flash, q, k, v, true, heads);
+  const test::AttentionGrads dense =
+      test::attention_grads(AttentionKernel::flash, heads(q).contiguous(), heads(k).contiguous(),
+                            heads(v).contiguous(), true);
+  // The output lies as q does, so merging the heads back is a view; same values.
+  EXPECT_TRUE(strided.out.permute({0, 2, 1, 3}).is_contiguous());
+  EXPECT_TRUE(same_bits(strided.out.contiguous(), dense.out));
+  EXPECT_TRUE(same_bits(heads(strided.dq).contiguous(), dense.dq));
+  EXPECT_TRUE(same_bits(heads(strided.dk).contiguous(), dense.dk));
+  EXPECT_TRUE(same_bits(heads(strided.dv).contiguous(), dense.dv));
+}
+
+TEST(FlashAttention, SameBitsOnOneAndTwoThreads) {
+  const Tensor q = normals({2, 2, 50, 64}, 13, DType::bf16),
+               k = normals({2, 2, 50, 64}, 14, DType::bf16),
+               v = normals({2, 2, 50, 64}, 15, DType::bf16);
+  test::AttentionGrads one, two;
+  {
+    test::ThreadCount threads(1);
+    one = test::attention_grads(AttentionKernel::flash, q, k, v, true);
+  }
+  {
+    test::ThreadCount threads(2);
+    two = test::attention_grads(AttentionKernel::flash, q, k, v, true);
+  }
+  EXPECT_TRUE(same_bits(one.out, two.out));
+  EXPECT_TRUE(same_bits(one.dq, two.dq));
+  EXPECT_TRUE(same_bits(one.dk, two.dk));
+  EXPECT_TRUE(same_bits(one.dv, two.dv));
+}
+
+TEST(FlashAttention, KernelChoiceAndFallbacks) {
+  const Tensor q = normals({1, 2, 20, 32}, 16, DType::bf16),
+               k = normals({1, 2, 20, 32}, 17, DType::bf16),
+               v = normals({1, 2, 20, 32}, 18, DType::bf16);
+  const Tensor math = test::attention_grads(AttentionKernel::math, q, k, v, true).out;
+  // On the CPU, automatic takes the GEMM path; flash takes the fused one (other roundings).
+  EXPECT_TRUE(
+      same_bits(test::attention_grads(AttentionKernel::automatic, q, k, v, true).out, math));
+  const Tensor fused = test::attention_grads(AttentionKernel::flash, q, k, v, true).out;
+  EXPECT_FALSE(same_bits(fused, math));
+  EXPECT_LT(test::relative_error(fused, math), 1.5e-2);
+  // What the fused kernels do not take runs the GEMM path under flash too: f32, a head
+  // dim they are not built for, a value dim unlike the query dim, a transposed layout.
+  auto same_under_both = [](const Tensor& q2, const Tensor& k2, const Tensor& v2,
+                            const std::function<Tensor(const Tensor&)>& view) {
+    return same_bits(test::attention_grads(AttentionKernel::flash, q2, k2, v2, false, view).out,
+                     test::attention_grads(AttentionKernel::math, q2, k2, v2, false, view).out);
+  };
+  auto as_is = [](const Tensor& t) { return t; };
+  auto column_major = [](const Tensor& t) {
+    return t.transpose(2, 3).contiguous().transpose(2, 3);
+  };
+  EXPECT_TRUE(same_under_both(q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), as_is));
+  EXPECT_TRUE(same_under_both(q.narrow(3, 0, 16), k.narrow(3, 0, 16), v.narrow(3, 0, 16), as_is));
+  EXPECT_TRUE(same_under_both(q, k, v.narrow(3, 0, 16), as_is));
+  EXPECT_TRUE(same_under_both(q, k, v, column_major));
+  // Names.
+  for (AttentionKernel kind :
+       {AttentionKernel::automatic, AttentionKernel::flash, AttentionKernel::math})
+    EXPECT_EQ(parse_attention_kernel(attention_kernel_name(kind)), kind);
+  EXPECT_TRUE(test::throws_with([] { parse_attention_kernel("fast"); },
+                                "unknown attention kernel 'fast' (expected auto, flash or math)"));
+}
