@@ -53,10 +53,10 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader ||
 step 70 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 22 "bin/zt_test_comm_nccl"             # NcclComm on one GPU, the tokenizer over NCCL
 step 45 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
-step 12 "bin/zt-bench ops --device cuda"
+step 10 "bin/zt-bench ops --device cuda"
 step 20 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 5 --modules"
-step 25 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5 --kernels"  # + GPU time per kernel
-step 15 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
+step 22 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 5 --kernels"  # + GPU time per kernel
+step 13 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero"  # ZeRO-3 vs no engine
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --zero --offload"  # its cost
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
@@ -65,13 +65,15 @@ step 15 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 10 --cuda-grap
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 5"
 torch_step 20 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 5"
 step 35 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
-torch_step 25 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
+# The same without the fused attention kernels (batched GEMMs and softmax): what they save.
+step 20 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --attention math"
+torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 step 25 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
-step 25 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+step 22 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
-step 20 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+step 18 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
-step 25 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
+step 22 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \
   --overwrite"                               # the tokenizer's share of the step is printed
 step 15 "bin/zt-bench vqgpt --device cuda --steps 5"

@@ -11,6 +11,9 @@
 // the logits in their own dtype (the fused cross-entropy keeps its sums in f32 and
 // double), as vqgpt's training does: no full-vocabulary f32 copy of bf16 logits. --kernels adds
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
+// --attention picks scaled_dot_product_attention's kernels (auto: fused on a GPU for
+// bf16, the GEMM path otherwise; math: the GEMM path everywhere), so one GPU run can
+// show what the fused kernels save.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -38,7 +41,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
   bool offload = false, kernels = false;
-  std::string device_name = "cpu", dtype = "f32";
+  std::string device_name = "cpu", dtype = "f32",
+              attention = attention_kernel_name(attention_kernel());
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
       ->check(CLI::PositiveNumber);
@@ -61,6 +65,10 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_flag("--kernels", kernels,
                "then run --steps more steps under a kernel profile and print each kernel's "
                "time per step");
+  app.add_option("--attention", attention,
+                 "attention kernels: auto (fused on a GPU for bf16), flash (fused wherever "
+                 "supported; on the CPU a slow emulation) or math (batched GEMMs and softmax)")
+      ->check(CLI::IsMember({"auto", "flash", "math"}));
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
@@ -74,6 +82,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head));
     return 1;
   }
+  set_attention_kernel(parse_attention_kernel(attention));
   if (peak_tflops < 0) peak_tflops = device.is_cuda() ? (dtype == "bf16" ? 989.0 : 67.0) : 0.0;
 
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
@@ -142,14 +151,15 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double step_s = bench::median(total) / 1e3;
     const double tflops = flops / step_s / 1e12;
     std::printf(
-        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"offload\":%s,\"ranks\":%d,"
+        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
+        "\"offload\":%s,\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
-        device.str().c_str(), dtype.c_str(), offload ? "true" : "false", comm.size(),
-        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
+        device.str().c_str(), dtype.c_str(), attention.c_str(), offload ? "true" : "false",
+        comm.size(), static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
         static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
         static_cast<long long>(spec.vocab_size), batch, n, tokens, bench::median(fwd),
         bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,

@@ -1,7 +1,9 @@
 // A GPT block (pre-norm causal attention and MLP, apps/vqgpt/model/gpt.h) in bf16 against
 // the same block in f32 on the CPU: output, input gradient and parameter gradients. The
-// bf16 block runs on the CPU and, where a GPU is present, on the GPU (tensor-core GEMMs
-// with fp32 accumulation); the GPU case says why it skipped otherwise.
+// bf16 block runs on the CPU (with the GEMM path's attention, then the fused attention
+// kernels' emulation) and, where a GPU is present, on the GPU (tensor-core GEMMs with fp32
+// accumulation, fused attention); the GPU case says why it skipped otherwise. Heads of 32
+// so the fused kernels take them.
 //
 // Tolerance: bf16 keeps 8 significant bits (relative rounding 2^-9 = 2e-3 per value) and
 // a block rounds its activations a few dozen times. The largest difference is held to
@@ -11,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "apps/vqgpt/model/gpt.h"
+#include "common/attention_cases.h"
 #include "core/ops.h"
 #include "nn/state_dict.h"
 
@@ -43,12 +46,13 @@ BlockRun run_block(gpt::GptBlock& block, const Tensor& x, const Tensor& w, Devic
   return r;
 }
 
-void expect_bf16_matches_f32(Device device) {
+// fused: whether the bf16 block's attention must run the fused kernels.
+void expect_bf16_matches_f32(Device device, bool fused) {
   gpt::GptSpec spec;
   spec.vocab_size = 64;
   spec.block_size = 32;
   spec.n_layer = 1;
-  spec.n_head = 4;
+  spec.n_head = 2;
   spec.n_embd = 64;
   manual_seed(11);
   gpt::GptBlock ref(spec);
@@ -59,7 +63,8 @@ void expect_bf16_matches_f32(Device device) {
   const Tensor w = randn({2, 32, 64}, g);
 
   const BlockRun want = run_block(ref, x, w, Device::cpu(), DType::f32);
-  const BlockRun got = run_block(low, x, w, device, DType::bf16);
+  BlockRun got;
+  EXPECT_EQ(test::runs_fused([&] { got = run_block(low, x, w, device, DType::bf16); }), fused);
   EXPECT_EQ(got.out.dtype(), DType::bf16);
   EXPECT_LT(relative_error(got.out, want.out), 2e-2) << device.str();
   EXPECT_LT(relative_error(got.x_grad, want.x_grad), 2e-2) << device.str();
@@ -72,12 +77,14 @@ void expect_bf16_matches_f32(Device device) {
 }
 
 TEST(GptBlockPrecision, Bf16OnTheCpuMatchesF32) {
-  expect_bf16_matches_f32(Device::cpu());
+  expect_bf16_matches_f32(Device::cpu(), false);
+  test::AttentionKernelScope flash(AttentionKernel::flash);
+  expect_bf16_matches_f32(Device::cpu(), true);
 }
 
 TEST(GptBlockPrecision, Bf16OnTheGpuMatchesF32OnTheCpu) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the bf16 GPU block needs a GPU";
-  expect_bf16_matches_f32(Device::cuda(0));
+  expect_bf16_matches_f32(Device::cuda(0), true);
 }
 
 }  // namespace

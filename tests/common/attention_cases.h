@@ -9,6 +9,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/kernel_profile.h"
 #include "core/kernels.h"
 #include "core/ops.h"
 #include "core/ops/attention.h"
@@ -99,6 +100,18 @@ inline AttentionGrads attention_grads(
   Generator g(7);
   out.backward(randn(out.sizes(), g, DType::f64).to(DType::bf16).to(out.dtype()).to(out.device()));
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+}
+
+/// Whether fn dispatched the fused attention kernels (forward and backward both).
+inline bool runs_fused(const std::function<void()>& fn) {
+  KernelProfile profile;
+  fn();
+  bool forward = false, backward = false;
+  for (const KernelProfile::Entry& e : profile.totals()) {
+    forward = forward || e.kernel == "flash_attention_forward";
+    backward = backward || e.kernel == "flash_attention_backward";
+  }
+  return forward && backward;
 }
 
 /// |a - b| / |b| in the 2-norm, computed in f64 on the host.

@@ -1,0 +1,88 @@
+// The fused attention kernels on the GPU (tensor cores through WMMA) against their host
+// emulation (the same tiles, core/cuda/flash_tiles.h, run by the CPU suite) and against
+// the GEMM path in f32: outputs and gradients, bf16 and f16, every supported head dim,
+// causal and not, tails that fill no whole tile, and the heads' strided layout of a
+// transformer. Tolerances (relative, 2-norm) are the CPU test's: the 16-bit roundings
+// of results and probabilities give 2e-3 .. 3e-3 in bf16 and 3e-4 .. 4e-4 in f16
+// against f32; the GPU differs from the emulation only by exp's last bit and the tensor
+// cores' order of summation, which move a few of those roundings. Without a GPU every
+// test skips and says why.
+#include "common/attention_cases.h"
+#include "cuda/cuda_compare.h"
+
+using namespace zt;
+using namespace zt::cuda_test;
+
+namespace {
+
+double tolerance(DType dt) {
+  return dt == DType::bf16 ? 6e-3 : 8e-4;
+}
+
+::testing::AssertionResult grads_close(const test::AttentionGrads& got,
+                                       const test::AttentionGrads& want, double tol) {
+  const std::pair<const char*, double> errs[] = {
+      {"output", test::relative_error(got.out, want.out)},
+      {"dq", test::relative_error(got.dq, want.dq)},
+      {"dk", test::relative_error(got.dk, want.dk)},
+      {"dv", test::relative_error(got.dv, want.dv)}};
+  for (const auto& [name, err] : errs)
+    if (!(err < tol))
+      return ::testing::AssertionFailure() << name << ": relative error " << err << " > " << tol;
+  return ::testing::AssertionSuccess();
+}
+
+}  // namespace
+
+TEST(CudaFlashAttention, MatchesItsHostEmulationAndF32) {
+  ZT_SKIP_WITHOUT_GPU();
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t d : {32, 64, 96, 128}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                     " causal=" + std::to_string(causal));
+        // 37 rows: two whole tiles of 16 and a tail of 5.
+        const Tensor q = normal_cpu({2, 3, 37, d}, 1, dt), k = normal_cpu({2, 3, 37, d}, 2, dt),
+                     v = normal_cpu({2, 3, 37, d}, 3, dt);
+        test::AttentionGrads gpu;
+        // automatic takes the fused kernels on a GPU.
+        ASSERT_TRUE(test::runs_fused([&] {
+          gpu = test::attention_grads(AttentionKernel::automatic, q.to(kGpu), k.to(kGpu),
+                                      v.to(kGpu), causal);
+        }));
+        const test::AttentionGrads host =
+            test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+        const test::AttentionGrads f32 = test::attention_grads(
+            AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal);
+        EXPECT_TRUE(grads_close(gpu, host, tolerance(dt))) << "against the host emulation";
+        EXPECT_TRUE(grads_close(gpu, f32, tolerance(dt))) << "against f32";
+        EXPECT_EQ(gpu.out.device(), kGpu);
+      }
+    }
+  }
+}
+
+TEST(CudaFlashAttention, TransformerHeadsInPlace) {
+  ZT_SKIP_WITHOUT_GPU();
+  // (B, T, H, D) projections viewed as (B, H, T, D) heads, 300 tokens (a tail of 12),
+  // 12 heads of 64, causal; Tq != Tk without the mask.
+  auto heads = [](const Tensor& t) { return t.permute({0, 2, 1, 3}); };
+  const Tensor q = normal_cpu({2, 300, 12, 64}, 4, DType::bf16),
+               k = normal_cpu({2, 300, 12, 64}, 5, DType::bf16),
+               v = normal_cpu({2, 300, 12, 64}, 6, DType::bf16);
+  test::AttentionGrads gpu;
+  ASSERT_TRUE(test::runs_fused([&] {
+    gpu = test::attention_grads(AttentionKernel::automatic, q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                true, heads);
+  }));
+  EXPECT_TRUE(gpu.out.permute({0, 2, 1, 3}).is_contiguous());  // the heads merge as a view
+  const test::AttentionGrads f32 = test::attention_grads(
+      AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), true, heads);
+  EXPECT_TRUE(grads_close(gpu, f32, tolerance(DType::bf16)));
+  const Tensor kv = normal_cpu({2, 40, 12, 64}, 7, DType::bf16);
+  const test::AttentionGrads cross = test::attention_grads(AttentionKernel::automatic, q.to(kGpu),
+                                                           kv.to(kGpu), kv.to(kGpu), false, heads);
+  const test::AttentionGrads cross_f32 = test::attention_grads(
+      AttentionKernel::math, q.to(DType::f32), kv.to(DType::f32), kv.to(DType::f32), false, heads);
+  EXPECT_TRUE(grads_close(cross, cross_f32, tolerance(DType::bf16)));
+}
