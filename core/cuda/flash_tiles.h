@@ -62,8 +62,22 @@ struct Params {
   bool causal;  // query i sees keys j <= i (Tq == Tk)
 };
 
-inline Mat mat_of(const Tensor& t) {
+/// t as a Mat. Every matrix needs its last dim contiguous (Mat has no column stride); one
+/// the kernels stage (`staged`) is read by 16-byte copies, so its start and the strides
+/// of its dims with more than one index must also be multiples of 16 bytes: on the GPU a
+/// misaligned copy is a fault that ends the process's CUDA context.
+inline Mat mat_of(const Tensor& t, const char* name, bool staged) {
   if (!t.defined()) return {nullptr, 0, 0, 0};
+  bool ok = t.stride(3) == 1;
+  if (staged) {
+    ok = ok && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+    for (int64_t d = 0; d < 3; ++d) ok = ok && (t.size(d) == 1 || t.stride(d) % 8 == 0);
+  }
+  ZT_CHECK(ok, "flash attention: ", name, " ", shape_str(t.sizes()), " (strides ",
+           shape_str(t.strides()), ", start ", reinterpret_cast<uintptr_t>(t.data_ptr()) % 16,
+           " bytes past a 16-byte boundary) is not in the kernels' layout: last dim contiguous",
+           staged ? ", start and strides multiples of 16 bytes" : "",
+           "; pass a fresh copy (clone())");
   return {static_cast<uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
 }
 
@@ -320,14 +334,15 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                (!causal || q.size(2) == k.size(2)),
            "flash attention: unsupported shapes q ", shape_str(q.sizes()), ", k ",
            shape_str(k.sizes()), ", v ", shape_str(v.sizes()));
-  return {mat_of(q),
-          mat_of(k),
-          mat_of(v),
-          mat_of(o),
-          mat_of(dout),
-          mat_of(dq),
-          mat_of(dk),
-          mat_of(dv),
+  const bool backward = dout.defined();  // the backward stages o; the forward writes it
+  return {mat_of(q, "q", true),
+          mat_of(k, "k", true),
+          mat_of(v, "v", true),
+          mat_of(o, "out", backward),
+          mat_of(dout, "the output's gradient", true),
+          mat_of(dq, "dq", false),
+          mat_of(dk, "dk", false),
+          mat_of(dv, "dv", false),
           lse.defined() ? static_cast<float*>(lse.data_ptr()) : nullptr,
           delta.defined() ? static_cast<float*>(delta.data_ptr()) : nullptr,
           q.size(1),
