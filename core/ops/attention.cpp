@@ -40,11 +40,12 @@ std::atomic<AttentionKernel>& kernel_choice() {
   return choice;
 }
 
-// The fused kernels' layout: the last dim contiguous, rows and matrices 16-byte aligned.
+// The fused kernels' layout (flash::mat_of): the last dim contiguous, the data and the
+// other strides (of dims with more than one index) multiples of 16 bytes.
 bool flash_layout(const Tensor& t) {
   if (t.stride(-1) != 1) return false;
   for (int64_t d = 0; d + 1 < t.dim(); ++d)
-    if (t.stride(d) % 8 != 0) return false;
+    if (t.size(d) > 1 && t.stride(d) % 8 != 0) return false;
   return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
 }
 
@@ -92,7 +93,9 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
   autograd::record(
       "scaled_dot_product_attention", {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
-        const Tensor dout = flash_layout(g[0]) ? g[0] : g[0].contiguous();
+        // A fresh copy when needed: a contiguous gradient may still start mid-row (cat's
+        // backward hands out narrowed views).
+        const Tensor dout = flash_layout(g[0]) ? g[0] : g[0].clone();
         const Tensor dq = empty_in_layout_of(qd), dk = empty_in_layout_of(kd),
                      dv = empty_in_layout_of(vd);
         const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
