@@ -1,13 +1,14 @@
 // The fused attention kernels on the GPU (tensor cores through WMMA) against their host
 // emulation (the same tiles, core/cuda/flash_tiles.h, run by the CPU suite) and against
 // the GEMM path in f32: outputs and gradients, bf16 and f16, every supported head dim,
-// causal and not, tails that fill no whole tile, and the heads' strided layout of a
-// transformer. Tolerances (relative, 2-norm) are the CPU test's: the 16-bit roundings
-// of results and probabilities give 2e-3 .. 3e-3 in bf16 and 3e-4 .. 4e-4 in f16
-// against f32; the GPU differs from the emulation only by exp's last bit and the tensor
-// cores' order of summation, which move a few of those roundings. Without a GPU every
-// test skips and says why.
+// causal and not, tails that fill no whole tile, a transformer's strided head views, and
+// replays from a CUDA graph. Tolerances (relative, 2-norm) are the CPU test's: the
+// 16-bit roundings of results and probabilities give 2e-3 .. 3e-3 in bf16 and
+// 3e-4 .. 4e-4 in f16 against f32; the GPU differs from the emulation only by exp's last
+// bit and the tensor cores' order of summation, which move a few of those roundings.
+// Without a GPU every test skips and says why.
 #include "common/attention_cases.h"
+#include "core/step_graph.h"
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
@@ -85,4 +86,38 @@ TEST(CudaFlashAttention, TransformerHeadsInPlace) {
   const test::AttentionGrads cross_f32 = test::attention_grads(
       AttentionKernel::math, q.to(DType::f32), kv.to(DType::f32), kv.to(DType::f32), false, heads);
   EXPECT_TRUE(grads_close(cross, cross_f32, tolerance(DType::bf16)));
+}
+
+TEST(CudaFlashAttention, ReplaysFromACudaGraph) {
+  ZT_SKIP_WITHOUT_GPU();
+  // Fused attention forward and backward as a step captured once (core/step_graph.h):
+  // each replay on a new batch equals an eager step on it bit for bit (the kernels have
+  // no atomics, so their bits do not depend on the stream).
+  const Shape shape{2, 4, 40, 64};
+  const Tensor kv = normal_cpu(shape, 30, DType::bf16).to(kGpu);
+  const Tensor up = normal_cpu(shape, 31, DType::bf16).to(kGpu);
+  auto step_on = [&](const Tensor& x) -> StepGraph::Step {
+    return [x, kv, up] {
+      Tensor q = x.detach(), k = kv.detach();
+      q.set_requires_grad(true);
+      k.set_requires_grad(true);
+      Tensor out = scaled_dot_product_attention(q, k, k, true);
+      out.backward(up);
+      return std::vector<Tensor>{out, q.grad(), k.grad()};
+    };
+  };
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return test::all_close(a.to(kCpu).to(DType::f64), b.to(kCpu).to(DType::f64), 0.0, 0.0);
+  };
+  StepGraph graph(kGpu);
+  for (int k = 0; k < 5; ++k) {
+    SCOPED_TRACE("step " + std::to_string(k));
+    const Tensor batch = normal_cpu(shape, 40 + static_cast<uint64_t>(k), DType::bf16);
+    std::vector<Tensor> eager;
+    ASSERT_TRUE(test::runs_fused([&] { eager = step_on(batch.to(kGpu))(); }));
+    const std::vector<Tensor> replayed = graph.run(step_on(graph.stage(batch)), [] {});
+    ASSERT_EQ(replayed.size(), eager.size());
+    for (size_t i = 0; i < eager.size(); ++i) EXPECT_TRUE(same_bits(replayed[i], eager[i])) << i;
+  }
+  EXPECT_TRUE(graph.captured());
 }
