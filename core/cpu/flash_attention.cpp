@@ -1,10 +1,11 @@
 // Fused attention on the host: the GPU kernels' tiles (core/cuda/flash_tiles.h) on an
-// emulated warp whose 32 lanes run one after another between its barriers and whose
-// 16 x 16 fragments are float matrices (16-bit inputs are exact in float; the products
-// accumulate in f32 as on tensor cores, in a fixed order). It exists so the CPU suite
-// runs the GPU algorithm itself (scaled_dot_product_attention takes it on the CPU under
-// AttentionKernel::flash); it is not a fast CPU attention. Tasks are independent, so
-// the bits do not depend on the thread count.
+// emulated warp. A lane register is an array of 32 values; ldmatrix, mma.sync m16n8k16
+// and the lane shuffles gather and scatter them exactly as the PTX ISA lays the
+// fragments out (the layouts at the top of flash_tiles.h), and the products are exact
+// 16-bit values multiplied and summed in f32 in a fixed order. It exists so the CPU
+// suite runs the GPU algorithm itself (scaled_dot_product_attention takes it on the CPU
+// under AttentionKernel::flash); it is not a fast CPU attention. Tasks are independent,
+// so the bits do not depend on the thread count.
 #include <cstring>
 #include <memory>
 
@@ -16,54 +17,99 @@ namespace zt::cpu {
 
 namespace {
 
+using flash::F2;
+using flash::F4;
+using flash::U4;
+
 /// The warp backend of flash::Tiles on the host; E is zt::bf16 or zt::f16.
 template <typename E>
 struct HostWarp {
-  struct Frag {
-    float v[16][16];  // [row][column] of the logical 16 x 16 matrix
+  template <class T>
+  struct Reg {
+    T v[32];
+    T& operator[](int lane) { return v[lane]; }
+    const T& operator[](int lane) const { return v[lane]; }
   };
-  struct FragA : Frag {};
-  struct FragB : Frag {};
-  struct FragBt : Frag {};
-  struct Acc : Frag {};
 
   template <typename F>
-  static void lanes(F&& f) {
+  static void each(F&& f) {
     for (int lane = 0; lane < 32; ++lane) f(lane);
   }
-  static void load(FragA& f, const uint16_t* p, int ld) { read(f, p, ld, false); }
-  static void load(FragB& f, const uint16_t* p, int ld) { read(f, p, ld, false); }
-  static void load(FragBt& f, const uint16_t* p, int ld) { read(f, p, ld, true); }
-  static void zero(Acc& a) { std::memset(a.v, 0, sizeof(a.v)); }
-  static void mma(Acc& c, const FragA& a, const Frag& b) {
-    for (int i = 0; i < 16; ++i)
-      for (int n = 0; n < 16; ++n) {
-        float s = c.v[i][n];
-        for (int k = 0; k < 16; ++k) s += a.v[i][k] * b.v[k][n];
-        c.v[i][n] = s;
+  static void sync() {}
+
+  /// ldmatrix .x4: lane l gives the address of row l % 8 of matrix l / 8; register i of
+  /// lane l receives matrix i's elements (l / 4, 2 (l % 4) + {0, 1}), or with `trans`
+  /// its elements (2 (l % 4) + {0, 1}, l / 4).
+  template <typename F>
+  static void ldsm(Reg<U4>& r, F&& addr, bool trans) {
+    const uint16_t* rows[32];
+    for (int l = 0; l < 32; ++l) rows[l] = addr(l);
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      for (int i = 0; i < 4; ++i) {
+        const uint16_t* const* m = rows + 8 * i;
+        const uint16_t lo = trans ? m[2 * t][g] : m[g][2 * t];
+        const uint16_t hi = trans ? m[2 * t + 1][g] : m[g][2 * t + 1];
+        r[l].v[i] = static_cast<uint32_t>(lo) | static_cast<uint32_t>(hi) << 16;
       }
+    }
   }
-  static void store(float* p, const Acc& a, int ld) {
-    for (int i = 0; i < 16; ++i)
-      for (int n = 0; n < 16; ++n) p[i * ld + n] = a.v[i][n];
+
+  /// d += a b for the A fragment a (16 x 16) and the B fragment in registers 2 kHalf and
+  /// 2 kHalf + 1 of b (16 x 8), the layouts of mma.sync m16n8k16.
+  template <int kHalf>
+  static void mma(Reg<F4>& d, const Reg<U4>& a, const Reg<U4>& b) {
+    float A[16][16], B[16][8];
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i % 2), col = 2 * t + 8 * (i / 2);
+        A[row][col] = low(a[l].v[i]);
+        A[row][col + 1] = high(a[l].v[i]);
+      }
+      for (int i = 0; i < 2; ++i) {
+        B[2 * t + 8 * i][g] = low(b[l].v[2 * kHalf + i]);
+        B[2 * t + 8 * i + 1][g] = high(b[l].v[2 * kHalf + i]);
+      }
+    }
+    for (int l = 0; l < 32; ++l) {
+      const int g = l / 4, t = l % 4;
+      for (int e = 0; e < 4; ++e) {
+        const int row = g + 8 * (e / 2), col = 2 * t + e % 2;
+        float acc = d[l].v[e];
+        for (int k = 0; k < 16; ++k) acc += A[row][k] * B[k][col];
+        d[l].v[e] = acc;
+      }
+    }
   }
+
+  /// Every lane takes lane (l ^ mask)'s values.
+  static void shfl_xor(Reg<F2>& x, int mask) {
+    const Reg<F2> before = x;
+    for (int l = 0; l < 32; ++l) x[l] = before[l ^ mask];
+  }
+
   static float to_float(uint16_t b) {
     E e;
     e.bits = b;
     return static_cast<float>(e);
   }
-  static uint16_t from_float(float f) { return E(f).bits; }
+  /// Two values rounded to 16 bits, the first in the lower half.
+  static uint32_t pack(float lo, float hi) {
+    return static_cast<uint32_t>(E(lo).bits) | static_cast<uint32_t>(E(hi).bits) << 16;
+  }
+  static void store2(uint16_t* dst, float lo, float hi) {
+    const uint32_t w = pack(lo, hi);
+    std::memcpy(dst, &w, 4);
+  }
   static void copy16(uint16_t* dst, const uint16_t* src) { std::memcpy(dst, src, 16); }
   static void zero16(uint16_t* dst) { std::memset(dst, 0, 16); }
-  static float exp(float x) { return std::exp(x); }
-  static float log(float x) { return std::log(x); }
+  static float exp2(float x) { return std::exp2(x); }
+  static float log2(float x) { return std::log2(x); }
 
  private:
-  // Element (r, c) of the logical matrix at p[r * ld + c] (row-major) or p[c * ld + r].
-  static void read(Frag& f, const uint16_t* p, int ld, bool col_major) {
-    for (int r = 0; r < 16; ++r)
-      for (int c = 0; c < 16; ++c) f.v[r][c] = to_float(col_major ? p[c * ld + r] : p[r * ld + c]);
-  }
+  static float low(uint32_t w) { return to_float(static_cast<uint16_t>(w & 0xffffu)); }
+  static float high(uint32_t w) { return to_float(static_cast<uint16_t>(w >> 16)); }
 };
 
 enum Pass { kForward, kDq, kDkDv };

@@ -1,10 +1,9 @@
-// Fused attention on the GPU: the tiles of core/cuda/flash_tiles.h on a warp whose
-// 16 x 16 x 16 products run on tensor cores through WMMA (bf16 and f16 in, f32
-// accumulation; sm_80 and newer). Each block holds a few independent warps, each with
-// its own shared-memory tiles; a warp's task is one 16-row tile. Launches: one for the
-// forward; dq (which also writes delta) then dk / dv for the backward, in stream order.
-#include <mma.h>
-
+// Fused attention on the GPU: the tiles of core/cuda/flash_tiles.h on a warp of 32
+// threads, fragments moved from shared memory by ldmatrix and multiplied by mma.sync
+// m16n8k16 (bf16 or f16 in, f32 accumulation; sm_80 and newer). Each block holds a few
+// independent warps, each with its own shared-memory tiles; a warp's task is one 16-row
+// tile. Launches: one for the forward; dq (which also writes delta) then dk / dv for the
+// backward, in stream order.
 #include "core/cuda/flash_tiles.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
@@ -13,72 +12,106 @@ namespace zt::cuda {
 
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-template <typename E>
-__device__ __forceinline__ float bits_to_float(uint16_t b) {
-  if constexpr (std::is_same_v<E, __nv_bfloat16>)
-    return __bfloat162float(__ushort_as_bfloat16(b));
-  else
-    return __half2float(__ushort_as_half(b));
-}
-
-template <typename E>
-__device__ __forceinline__ uint16_t float_to_bits(float f) {
-  if constexpr (std::is_same_v<E, __nv_bfloat16>)
-    return __bfloat16_as_ushort(__float2bfloat16_rn(f));
-  else
-    return __half_as_ushort(__float2half_rn(f));
-}
+using flash::F2;
+using flash::F4;
+using flash::U4;
 
 /// The warp backend of flash::Tiles on tensor cores; E is __nv_bfloat16 or __half.
 template <typename E>
-struct WmmaWarp {
-  using FragA = wmma::fragment<wmma::matrix_a, 16, 16, 16, E, wmma::row_major>;
-  using FragB = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::row_major>;
-  using FragBt = wmma::fragment<wmma::matrix_b, 16, 16, 16, E, wmma::col_major>;
-  using Acc = wmma::fragment<wmma::accumulator, 16, 16, 16, float>;
+struct MmaWarp {
+  static constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
+
+  /// A lane's register: each thread holds its own lane's value.
+  template <class T>
+  struct Reg {
+    T v;
+    __device__ __forceinline__ T& operator[](int) { return v; }
+    __device__ __forceinline__ const T& operator[](int) const { return v; }
+  };
 
   template <typename F>
-  static __device__ __forceinline__ void lanes(F&& f) {
-    __syncwarp();
+  static __device__ __forceinline__ void each(F&& f) {
     f(static_cast<int>(threadIdx.x % 32));
-    __syncwarp();
   }
-  template <typename Frag>
-  static __device__ __forceinline__ void load(Frag& f, const uint16_t* p, int ld) {
-    wmma::load_matrix_sync(f, reinterpret_cast<const E*>(p), static_cast<unsigned>(ld));
+  static __device__ __forceinline__ void sync() { __syncwarp(); }
+
+  template <typename F>
+  static __device__ __forceinline__ void ldsm(Reg<U4>& r, F&& addr, bool trans) {
+    const auto a =
+        static_cast<unsigned>(__cvta_generic_to_shared(addr(static_cast<int>(threadIdx.x % 32))));
+    uint32_t* x = r.v.v;
+    if (trans)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(a));
+    else
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                   : "=r"(x[0]), "=r"(x[1]), "=r"(x[2]), "=r"(x[3])
+                   : "r"(a));
   }
-  static __device__ __forceinline__ void zero(Acc& a) { wmma::fill_fragment(a, 0.f); }
-  template <typename B>
-  static __device__ __forceinline__ void mma(Acc& c, const FragA& a, const B& b) {
-    wmma::mma_sync(c, a, b, c);
+
+  template <int kHalf>
+  static __device__ __forceinline__ void mma(Reg<F4>& d, const Reg<U4>& a, const Reg<U4>& b) {
+    float* c = d.v.v;
+    const uint32_t* x = a.v.v;
+    const uint32_t b0 = b.v.v[2 * kHalf], b1 = b.v.v[2 * kHalf + 1];
+    if constexpr (kBf16)
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+          "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(b0), "r"(b1));
+    else
+      asm volatile(
+          "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, "
+          "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+          : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+          : "r"(x[0]), "r"(x[1]), "r"(x[2]), "r"(x[3]), "r"(b0), "r"(b1));
   }
-  static __device__ __forceinline__ void store(float* p, const Acc& a, int ld) {
-    wmma::store_matrix_sync(p, a, static_cast<unsigned>(ld), wmma::mem_row_major);
+
+  static __device__ __forceinline__ void shfl_xor(Reg<F2>& x, int mask) {
+    x.v.v[0] = __shfl_xor_sync(0xffffffffu, x.v.v[0], mask);
+    x.v.v[1] = __shfl_xor_sync(0xffffffffu, x.v.v[1], mask);
   }
-  static __device__ __forceinline__ float to_float(uint16_t b) { return bits_to_float<E>(b); }
-  static __device__ __forceinline__ uint16_t from_float(float f) { return float_to_bits<E>(f); }
+
+  static __device__ __forceinline__ float to_float(uint16_t b) {
+    if constexpr (kBf16)
+      return __bfloat162float(__ushort_as_bfloat16(b));
+    else
+      return __half2float(__ushort_as_half(b));
+  }
+  static __device__ __forceinline__ uint16_t bits(float f) {
+    if constexpr (kBf16)
+      return __bfloat16_as_ushort(__float2bfloat16_rn(f));
+    else
+      return __half_as_ushort(__float2half_rn(f));
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    return static_cast<uint32_t>(bits(lo)) | static_cast<uint32_t>(bits(hi)) << 16;
+  }
+  static __device__ __forceinline__ void store2(uint16_t* dst, float lo, float hi) {
+    *reinterpret_cast<uint32_t*>(dst) = pack(lo, hi);
+  }
   static __device__ __forceinline__ void copy16(uint16_t* dst, const uint16_t* src) {
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
   }
   static __device__ __forceinline__ void zero16(uint16_t* dst) {
     *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
   }
-  static __device__ __forceinline__ float exp(float x) { return expf(x); }
-  static __device__ __forceinline__ float log(float x) { return logf(x); }
+  static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
+  static __device__ __forceinline__ float log2(float x) { return log2f(x); }
 };
 
 enum Pass { kForward, kDq, kDkDv };
 
-// Two warps per block: with D = 128 their tiles take 43 KB, under the 48 KB of static
+// Two warps per block: with D = 128 their tiles take 35 KB, under the 48 KB of static
 // shared memory a block may have.
 constexpr int kWarps = 2;
 
 template <class Tiles, Pass kPass>
 __global__ void __launch_bounds__(kWarps * 32) flash_kernel(flash::Params p, int64_t tasks) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
-  __trap();  // bf16 WMMA needs sm_80; the host refuses older devices before launching
+  __trap();  // bf16 mma.sync needs sm_80; the host refuses older devices before launching
 #else
   __shared__ typename Tiles::Smem sm[kWarps];
   const int w = static_cast<int>(threadIdx.x / 32);
@@ -96,7 +129,7 @@ __global__ void __launch_bounds__(kWarps * 32) flash_kernel(flash::Params p, int
 template <Pass kPass>
 void launch(DType dt, int64_t d, const flash::Params& p, int64_t tasks) {
   if (tasks == 0) return;
-  flash::with_tiles<WmmaWarp, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
+  flash::with_tiles<MmaWarp, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
     const int64_t blocks = (tasks + kWarps - 1) / kWarps;
     flash_kernel<Tiles, kPass>
         <<<static_cast<unsigned>(blocks), kWarps * 32, 0, current_stream()>>>(p, tasks);

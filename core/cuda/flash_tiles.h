@@ -1,24 +1,36 @@
 // Fused ("flash") attention for 16-bit q, k, v: the tiled algorithm, written once for two
-// warp backends. On the GPU (core/cuda/flash_attention.cu) a warp is 32 threads and the
-// 16 x 16 tile products run on tensor cores (WMMA); on the host
-// (core/cpu/flash_attention.cpp) the same code runs with 32 emulated lanes and plain
-// float products, so the CPU suite checks every index, mask and tail of the GPU kernels.
-// Pure C++: no CUDA header is needed to include it (under nvcc its functions are device
-// functions).
+// warp backends. On the GPU (core/cuda/flash_attention.cu) a warp is 32 threads, its
+// tiles move from shared memory to registers by ldmatrix and multiply on tensor cores by
+// mma.sync (m16n8k16, f32 accumulation); on the host (core/cpu/flash_attention.cpp) the
+// same code runs on an emulated warp: per-lane registers are arrays of 32, and ldmatrix,
+// mma and the lane shuffles move values between lanes exactly as the PTX ISA lays them
+// out. The CPU suite thus runs the GPU kernels' own indexing, fragment layouts, masks and
+// tails. Pure C++: no CUDA header is needed to include it (under nvcc its functions are
+// device functions).
+//
+// Code between two Warp calls is per-lane: Warp::each(f) runs f(lane) (on the GPU, each
+// thread for its own lane; on the host, for the 32 lanes in turn), and a Reg<T> is a
+// lane's register (reg[lane]). Warp::sync() orders shared memory between lanes.
 //
 // One warp owns one 16-row tile (queries for the forward and dq, keys for dk and dv) and
-// walks the other side's tiles of 16; warps never wait for each other, so only the
-// warp's own barriers (Warp::lanes) order its shared memory. Nothing of size Tq x Tk
-// is ever stored: the forward keeps each row's log-sum-exp, the backward recomputes
-// the probabilities from it.
-//   forward  pass 1: m, l = running max and sum of exp(scale s - m) over visible keys
-//            pass 2: o = sum_j p_j v_j with p = exp(scale s - m) / l, rounded to 16 bits
-//                    before its product (as FlashAttention); lse = m + log l
-//   backward dq:   delta = rowsum(dout * o); ds = p (dout v^T - delta); dq = scale ds k
+// walks the other side's tiles of 16; warps never wait for each other. Scores, softmax
+// and probabilities stay in registers (an mma's accumulator layout is the next mma's A
+// operand layout, so p feeds p v with no trip through memory); nothing of size Tq x Tk
+// is stored: the forward keeps each row's log-sum-exp, the backward recomputes p.
+//   forward: online softmax over key tiles: m = running max, l = running sum of
+//            exp(scale s - m), o rescaled by exp(m_old - m) as m grows; p rounded to 16
+//            bits before p v (as FlashAttention); out = o / l, lse = m + log l
+//   backward dq:   delta = rowsum(dout * out); ds = p (dout v^T - delta); dq = scale ds k
 //            dk, dv (after dq, reading delta): dv = p^T dout, dk = scale ds^T q
-// Two passes instead of an online rescale keep the output accumulators in the tensor
-// cores' opaque fragments: no per-row factor ever multiplies them. The dq and dk/dv
-// warps each own their outputs, so no atomics: results do not depend on scheduling.
+// The dq and dk/dv warps each own their outputs, so no atomics: results do not depend on
+// scheduling. Exponentials are base 2 of log2(e)-scaled scores (one MUFU.EX2 on the GPU).
+//
+// Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; g = lane / 4, t = lane % 4):
+//   A (16 x 16, U4): v[0] = (g, 2t..2t+1), v[1] = (g+8, 2t..), v[2] = (g, 2t+8..),
+//                    v[3] = (g+8, 2t+8..), the lower column in the lower 16 bits
+//   B (16 x 8, two of U4's registers): (2t..2t+1, g) and (2t+8.., g)
+//   C (16 x 8, F4):  v[0..1] = (g, 2t..2t+1), v[2..3] = (g+8, 2t..2t+1)
+// A 16 x 16 block of C as two n8 halves is, packed pairwise, an A fragment.
 // Legend: (n0, n1) the two leading dims (batch, heads), Tq queries, Tk keys, D the head
 // dim (q, k and v share it), all tensors with the last dim contiguous.
 #pragma once
@@ -38,6 +50,20 @@
 #endif
 
 namespace zt::flash {
+
+/// A lane's registers: four 32-bit words (a 16-bit fragment), four or two floats.
+struct U4 {
+  uint32_t v[4];
+};
+struct F4 {
+  float v[4];
+};
+struct F2 {
+  float v[2];
+};
+
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
 
 /// Head dims the kernels are built for (q, k and v share it).
 constexpr bool head_dim_supported(int64_t d) {
@@ -62,49 +88,45 @@ struct Params {
   bool causal;  // query i sees keys j <= i (Tq == Tk)
 };
 
-/// t as a Mat. Every matrix needs its last dim contiguous (Mat has no column stride); one
-/// the kernels stage (`staged`) is read by 16-byte copies, so its start and the strides
-/// of its dims with more than one index must also be multiples of 16 bytes: on the GPU a
-/// misaligned copy is a fault that ends the process's CUDA context.
-inline Mat mat_of(const Tensor& t, const char* name, bool staged) {
+/// t as a Mat. Every matrix is read by 16-byte copies or written in 4-byte pairs, so its
+/// last dim must be contiguous and its start and the strides of its dims with more than
+/// one index multiples of 16 bytes: on the GPU a misaligned access is a fault that ends
+/// the process's CUDA context.
+inline Mat mat_of(const Tensor& t, const char* name) {
   if (!t.defined()) return {nullptr, 0, 0, 0};
-  bool ok = t.stride(3) == 1;
-  if (staged) {
-    ok = ok && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-    for (int64_t d = 0; d < 3; ++d) ok = ok && (t.size(d) == 1 || t.stride(d) % 8 == 0);
-  }
+  bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  for (int64_t d = 0; d < 3; ++d) ok = ok && (t.size(d) == 1 || t.stride(d) % 8 == 0);
   ZT_CHECK(ok, "flash attention: ", name, " ", shape_str(t.sizes()), " (strides ",
            shape_str(t.strides()), ", start ", reinterpret_cast<uintptr_t>(t.data_ptr()) % 16,
-           " bytes past a 16-byte boundary) is not in the kernels' layout: last dim contiguous",
-           staged ? ", start and strides multiples of 16 bytes" : "",
-           "; pass a fresh copy (clone())");
+           " bytes past a 16-byte boundary) is not in the kernels' layout: last dim contiguous,",
+           " start and strides multiples of 16 bytes; pass a fresh copy (clone())");
   return {static_cast<uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
 }
 
 /// Tiles<Warp, DK>: the algorithm for head dim D = 16 DK on one warp backend. Warp
-/// provides lanes(f) (f(lane) for the 32 lanes, between barriers), the fragments FragA
-/// (16 x 16 row-major), FragB (row-major), FragBt (column-major) and Acc (f32), their
-/// load / zero / mma / store, and the 16-bit conversions, exp, log and 16-byte copies.
+/// provides Reg<T>, each(f), sync(), ldsm (ldmatrix .x4, plain or transposed, each lane
+/// giving one row address), mma<half>(d, a, b) (d += a times B half `half` of b),
+/// shfl_xor, pack / to_float (16-bit conversions), store2, exp2, log2 and 16-byte copies.
 template <class Warp, int DK>
 struct Tiles {
   static constexpr int D = 16 * DK;
-  static constexpr int kLd = D + 8;    // staged rows: 16 bytes of padding against bank conflicts
-  static constexpr int kLdS = 16 + 4;  // f32 tiles (a multiple of 4 floats, as WMMA needs)
-  static constexpr int kLdP = 16 + 8;  // 16-bit tiles (a multiple of 8 elements)
-  static constexpr int kVec = 8;       // elements per 16-byte copy
-  using Acc = typename Warp::Acc;
+  static constexpr int kLd = D + 8;  // staged rows: 16 bytes of padding against bank conflicts
+  static constexpr int kVec = 8;     // elements per 16-byte copy
+  template <class T>
+  using Reg = typename Warp::template Reg<T>;
 
-  /// One warp's shared memory. Every array starts on a 32-byte boundary (WMMA's rule).
+  /// One warp's shared memory: four staged 16 x D tiles and per-row statistics.
   struct Smem {
-    alignas(32) uint16_t x[4][16 * kLd];   // staged 16 x D tiles
-    alignas(32) float s[2][16 * kLdS];     // score and dP tiles
-    alignas(32) uint16_t p[2][16 * kLdP];  // probability and ds tiles in 16 bits
-    float r[2][16];                        // per-row statistics
+    alignas(16) uint16_t x[4][16 * kLd];
+    float r[2][16];
   };
 
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
     return key < p.tk && (!p.causal || key <= q);
   }
+  /// Lane ln's accumulator element e of an n8 block: row g + 8 (e / 2), column 2t + e % 2.
+  static ZT_FLASH_FN int row_of(int ln, int e) { return ln / 4 + 8 * (e / 2); }
+  static ZT_FLASH_FN int col_of(int ln, int e) { return 2 * (ln % 4) + e % 2; }
 
   /// The warp's tile: matrix (b, h) and its first row r0. Query tiles go longest first
   /// (under the causal mask the last tile sees the most keys); key tiles in order.
@@ -120,8 +142,9 @@ struct Tiles {
   static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0,
                                 int64_t rows) {
     constexpr int kPerRow = D / kVec;
-    Warp::lanes([&](int lane) {
-      for (int i = lane; i < 16 * kPerRow; i += 32) {
+    Warp::sync();  // no lane still reads dst
+    Warp::each([&](int ln) {
+      for (int i = ln; i < 16 * kPerRow; i += 32) {
         const int r = i / kPerRow, c = i % kPerRow * kVec;
         if (r0 + r < rows)
           Warp::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
@@ -129,194 +152,315 @@ struct Tiles {
           Warp::zero16(dst + r * kLd + c);
       }
     });
+    Warp::sync();
   }
 
-  /// s (16 x 16, f32) = a b^T for staged 16 x D tiles a and b.
-  static ZT_FLASH_FN void scores(float* s, const uint16_t* a, const uint16_t* b) {
-    Acc acc;
-    Warp::zero(acc);
+  /// The A fragment of columns [16c, 16c + 16) of a staged 16 x D tile. Lane ln gives
+  /// the address of row ln % 8 of 8 x 8 matrix ln / 8: rows 8 (mi % 2), columns 8 (mi / 2).
+  static ZT_FLASH_FN void load_a(Reg<U4>& a, const uint16_t* tile, int c) {
+    Warp::ldsm(
+        a,
+        [&](int ln) {
+          const int mi = ln / 8;
+          return tile + (ln % 8 + 8 * (mi % 2)) * kLd + 16 * c + 8 * (mi / 2);
+        },
+        false);
+  }
+  /// B fragments (two n8 halves) of the tile's transpose: tile rows are the n index,
+  /// columns [16c, 16c + 16) the k index (for a b^T with b staged row by row).
+  static ZT_FLASH_FN void load_bt(Reg<U4>& b, const uint16_t* tile, int c) {
+    Warp::ldsm(
+        b,
+        [&](int ln) {
+          const int mi = ln / 8;
+          return tile + (8 * (mi / 2) + ln % 8) * kLd + 16 * c + 8 * (mi % 2);
+        },
+        false);
+  }
+  /// B fragments (two n8 halves) of the tile itself: its 16 rows are the k index,
+  /// columns [16c, 16c + 16) the n index; transposed on load.
+  static ZT_FLASH_FN void load_b(Reg<U4>& b, const uint16_t* tile, int c) {
+    Warp::ldsm(
+        b,
+        [&](int ln) {
+          const int mi = ln / 8;
+          return tile + (8 * (mi % 2) + ln % 8) * kLd + 16 * c + 8 * (mi / 2);
+        },
+        true);
+  }
+
+  static ZT_FLASH_FN void zero(Reg<F4>& c) {
+    Warp::each([&](int ln) {
+      ZT_FLASH_UNROLL
+      for (int e = 0; e < 4; ++e) c[ln].v[e] = 0.f;
+    });
+  }
+
+  /// s (16 x 16 as two n8 halves) = a b^T over D, for A fragments a of the rows and a
+  /// staged 16 x D tile b.
+  static ZT_FLASH_FN void scores(Reg<F4> (&s)[2], const Reg<U4> (&a)[DK], const uint16_t* b) {
+    zero(s[0]);
+    zero(s[1]);
     ZT_FLASH_UNROLL
     for (int c = 0; c < DK; ++c) {
-      typename Warp::FragA fa;
-      typename Warp::FragBt fb;
-      Warp::load(fa, a + 16 * c, kLd);
-      Warp::load(fb, b + 16 * c, kLd);
-      Warp::mma(acc, fa, fb);
+      Reg<U4> f;
+      load_bt(f, b, c);
+      Warp::template mma<0>(s[0], a[c], f);
+      Warp::template mma<1>(s[1], a[c], f);
     }
-    Warp::store(s, acc, kLdS);
   }
 
-  /// acc[c] += p v[:, 16c, 16c + 16) for a 16 x 16 tile p and a staged 16 x D tile v.
-  static ZT_FLASH_FN void accumulate(Acc (&acc)[DK], const uint16_t* p, const uint16_t* v) {
-    typename Warp::FragA fa;
-    Warp::load(fa, p, kLdP);
+  /// acc (16 x D as 2 DK n8 blocks) += p v for an A fragment p (16 x 16) and a staged
+  /// 16 x D tile v.
+  static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[2 * DK], const Reg<U4>& p, const uint16_t* v) {
     ZT_FLASH_UNROLL
     for (int c = 0; c < DK; ++c) {
-      typename Warp::FragB fb;
-      Warp::load(fb, v + 16 * c, kLd);
-      Warp::mma(acc[c], fa, fb);
+      Reg<U4> f;
+      load_b(f, v, c);
+      Warp::template mma<0>(acc[2 * c], p, f);
+      Warp::template mma<1>(acc[2 * c + 1], p, f);
     }
   }
 
-  static ZT_FLASH_FN void zero(Acc (&acc)[DK]) {
+  /// x = max (or sum) over the four lanes of each quad, which share rows g and g + 8.
+  template <bool kMax>
+  static ZT_FLASH_FN void quad_reduce(Reg<F2>& x) {
     ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) Warp::zero(acc[c]);
-  }
-
-  /// Rows [r0, r0 + 16) below `rows` of m's matrix (b, h) = mult * acc, through s.
-  static ZT_FLASH_FN void write(const Mat& m, const Task& t, int64_t r0, int64_t rows,
-                                Acc (&acc)[DK], float mult, float* s) {
-    ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) {
-      Warp::store(s, acc[c], kLdS);
-      Warp::lanes([&](int lane) {
-        for (int i = lane; i < 16 * 16; i += 32) {
-          const int r = i / 16, col = i % 16;
-          if (r0 + r < rows)
-            m.at(t.b, t.h, r0 + r)[16 * c + col] = Warp::from_float(s[r * kLdS + col] * mult);
-        }
+    for (int mask = 1; mask <= 2; mask *= 2) {
+      Reg<F2> other = x;
+      Warp::shfl_xor(other, mask);
+      Warp::each([&](int ln) {
+        ZT_FLASH_UNROLL
+        for (int h = 0; h < 2; ++h)
+          x[ln].v[h] = kMax ? fmaxf(x[ln].v[h], other[ln].v[h]) : x[ln].v[h] + other[ln].v[h];
       });
     }
+  }
+
+  /// Rows [r0, r0 + 16) below `rows` of m's matrix (b, h) = acc times each lane's row
+  /// factor (mult.v[0] for row g, v[1] for row g + 8).
+  static ZT_FLASH_FN void write(const Mat& m, const Task& t, int64_t r0, int64_t rows,
+                                const Reg<F4> (&acc)[2 * DK], const Reg<F2>& mult) {
+    Warp::each([&](int ln) {
+      ZT_FLASH_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        const int64_t r = r0 + ln / 4 + 8 * h;
+        if (r >= rows) continue;
+        uint16_t* dst = m.at(t.b, t.h, r) + 2 * (ln % 4);
+        const float f = mult[ln].v[h];
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * DK; ++j)
+          Warp::store2(dst + 8 * j, acc[j][ln].v[2 * h] * f, acc[j][ln].v[2 * h + 1] * f);
+      }
+    });
   }
 
   static ZT_FLASH_FN void forward(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tq, true);
     const int64_t kend = p.causal && t.r0 + 16 < p.tk ? t.r0 + 16 : p.tk;
-    float* m = sm.r[0];
-    float* l = sm.r[1];
+    const float scale2 = p.scale * kLog2e;
     stage(sm.x[0], p.q, t, t.r0, p.tq);
-    Warp::lanes([&](int lane) {
-      if (lane < 16) {
-        m[lane] = -INFINITY;
-        l[lane] = 0.f;
-      }
+    Reg<U4> qa[DK];
+    ZT_FLASH_UNROLL
+    for (int c = 0; c < DK; ++c) load_a(qa[c], sm.x[0], c);
+    Reg<F4> o[2 * DK];
+    ZT_FLASH_UNROLL
+    for (int j = 0; j < 2 * DK; ++j) zero(o[j]);
+    Reg<F2> m, l;  // rows g and g + 8: running max (log2 units), this lane's partial sum
+    Warp::each([&](int ln) {
+      m[ln] = {{-INFINITY, -INFINITY}};
+      l[ln] = {{0.f, 0.f}};
     });
-    // Pass 1: each row's max and sum of exponentials over its visible keys.
-    for (int64_t k0 = 0; k0 < kend; k0 += 16) {
-      stage(sm.x[1], p.k, t, k0, p.tk);
-      scores(sm.s[0], sm.x[0], sm.x[1]);
-      Warp::lanes([&](int lane) {
-        if (lane >= 16) return;
-        const float* s = sm.s[0] + lane * kLdS;
-        const int64_t q = t.r0 + lane;
-        float mx = m[lane];
-        for (int j = 0; j < 16; ++j)
-          if (visible(p, q, k0 + j) && s[j] * p.scale > mx) mx = s[j] * p.scale;
-        if (mx == -INFINITY) return;  // nothing visible (only with infinite inputs)
-        float sum = l[lane] * Warp::exp(m[lane] - mx);
-        for (int j = 0; j < 16; ++j)
-          if (visible(p, q, k0 + j)) sum += Warp::exp(s[j] * p.scale - mx);
-        m[lane] = mx;
-        l[lane] = sum;
-      });
-    }
-    // Pass 2: o = sum over key tiles of p v.
-    Acc acc[DK];
-    zero(acc);
     for (int64_t k0 = 0; k0 < kend; k0 += 16) {
       stage(sm.x[1], p.k, t, k0, p.tk);
       stage(sm.x[2], p.v, t, k0, p.tk);
-      scores(sm.s[0], sm.x[0], sm.x[1]);
-      Warp::lanes([&](int lane) {  // half a row per lane
-        const int r = lane / 2, j0 = lane % 2 * 8;
-        const float mr = m[r], inv = 1.f / l[r];
-        for (int j = j0; j < j0 + 8; ++j) {
-          const bool vis = visible(p, t.r0 + r, k0 + j);
-          const float e = vis ? Warp::exp(sm.s[0][r * kLdS + j] * p.scale - mr) * inv : 0.f;
-          sm.p[0][r * kLdP + j] = Warp::from_float(e);
+      Reg<F4> s[2];
+      scores(s, qa, sm.x[1]);
+      Reg<F2> mx;  // the rows' new maxima
+      Warp::each([&](int ln) {
+        mx[ln] = m[ln];
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          float& x = s[j][ln].v[e];
+          x = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2 : -INFINITY;
+          mx[ln].v[e / 2] = fmaxf(mx[ln].v[e / 2], x);
         }
       });
-      accumulate(acc, sm.p[0], sm.x[2]);
+      quad_reduce<true>(mx);
+      Reg<U4> pa;  // p as the A operand of p v
+      Warp::each([&](int ln) {
+        float shift[2], alpha[2];
+        ZT_FLASH_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          shift[h] = mx[ln].v[h] == -INFINITY ? 0.f : mx[ln].v[h];  // nothing visible yet
+          alpha[h] = Warp::exp2(m[ln].v[h] - shift[h]);
+          m[ln].v[h] = mx[ln].v[h];
+          l[ln].v[h] *= alpha[h];
+        }
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * DK; ++j) ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) o[j][ln].v[e] *= alpha[e / 2];
+        float pr[2][4];
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          pr[j][e] = Warp::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
+          l[ln].v[e / 2] += pr[j][e];
+        }
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          pa[ln].v[2 * j] = Warp::pack(pr[j][0], pr[j][1]);
+          pa[ln].v[2 * j + 1] = Warp::pack(pr[j][2], pr[j][3]);
+        }
+      });
+      accumulate(o, pa, sm.x[2]);
     }
-    write(p.o, t, t.r0, p.tq, acc, 1.f, sm.s[0]);
-    Warp::lanes([&](int lane) {
-      if (lane < 16 && t.r0 + lane < p.tq)
-        p.lse[t.bh * p.tq + t.r0 + lane] = m[lane] + Warp::log(l[lane]);
+    quad_reduce<false>(l);
+    Reg<F2> inv;
+    Warp::each([&](int ln) {
+      ZT_FLASH_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        inv[ln].v[h] = 1.f / l[ln].v[h];
+        const int64_t r = t.r0 + ln / 4 + 8 * h;
+        if (ln % 4 == 0 && r < p.tq)
+          p.lse[t.bh * p.tq + r] = (m[ln].v[h] + Warp::log2(l[ln].v[h])) * kLn2;
+      }
     });
+    write(p.o, t, t.r0, p.tq, o, inv);
   }
 
-  /// dq for a query tile; also writes the tile's delta = rowsum(dout * o) for dk / dv.
+  /// dq for a query tile; also writes the tile's delta = rowsum(dout * out) for dk / dv.
   static ZT_FLASH_FN void backward_dq(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tq, true);
     const int64_t kend = p.causal && t.r0 + 16 < p.tk ? t.r0 + 16 : p.tk;
-    float* lse = sm.r[0];
-    float* delta = sm.r[1];
+    const float scale2 = p.scale * kLog2e;
     stage(sm.x[0], p.q, t, t.r0, p.tq);
     stage(sm.x[1], p.dout, t, t.r0, p.tq);
     stage(sm.x[2], p.o, t, t.r0, p.tq);
-    Warp::lanes([&](int lane) {
-      if (lane >= 16) return;
-      const int64_t q = t.r0 + lane;
+    Warp::each([&](int ln) {  // a row per lane of the first half
+      if (ln >= 16) return;
+      const int64_t q = t.r0 + ln;
       float d = 0.f;
       for (int c = 0; c < D; ++c)
-        d += Warp::to_float(sm.x[1][lane * kLd + c]) * Warp::to_float(sm.x[2][lane * kLd + c]);
-      lse[lane] = q < p.tq ? p.lse[t.bh * p.tq + q] : 0.f;
-      delta[lane] = d;
+        d += Warp::to_float(sm.x[1][ln * kLd + c]) * Warp::to_float(sm.x[2][ln * kLd + c]);
+      sm.r[0][ln] = q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f;
+      sm.r[1][ln] = d;
       if (q < p.tq) p.delta[t.bh * p.tq + q] = d;
     });
-    Acc acc[DK];
-    zero(acc);
+    Warp::sync();
+    Reg<U4> qa[DK], da[DK];
+    ZT_FLASH_UNROLL
+    for (int c = 0; c < DK; ++c) {
+      load_a(qa[c], sm.x[0], c);
+      load_a(da[c], sm.x[1], c);
+    }
+    Reg<F2> lse, delta;  // rows g and g + 8
+    Warp::each([&](int ln) {
+      ZT_FLASH_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        lse[ln].v[h] = sm.r[0][ln / 4 + 8 * h];
+        delta[ln].v[h] = sm.r[1][ln / 4 + 8 * h];
+      }
+    });
+    Reg<F4> dq[2 * DK];
+    ZT_FLASH_UNROLL
+    for (int j = 0; j < 2 * DK; ++j) zero(dq[j]);
     for (int64_t k0 = 0; k0 < kend; k0 += 16) {
       stage(sm.x[2], p.k, t, k0, p.tk);
       stage(sm.x[3], p.v, t, k0, p.tk);
-      scores(sm.s[0], sm.x[0], sm.x[2]);  // s = q k^T
-      scores(sm.s[1], sm.x[1], sm.x[3]);  // dp = dout v^T
-      Warp::lanes([&](int lane) {
-        const int r = lane / 2, j0 = lane % 2 * 8;
-        for (int j = j0; j < j0 + 8; ++j) {
-          float ds = 0.f;
-          if (visible(p, t.r0 + r, k0 + j)) {
-            const float pr = Warp::exp(sm.s[0][r * kLdS + j] * p.scale - lse[r]);
-            ds = pr * (sm.s[1][r * kLdS + j] - delta[r]);
-          }
-          sm.p[0][r * kLdP + j] = Warp::from_float(ds);
+      Reg<F4> s[2], dp[2];
+      scores(s, qa, sm.x[2]);   // q k^T
+      scores(dp, da, sm.x[3]);  // dout v^T
+      Reg<U4> dsa;
+      Warp::each([&](int ln) {
+        float ds[2][4];
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int h = e / 2;
+          ds[j][e] = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
+                         ? Warp::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
+                               (dp[j][ln].v[e] - delta[ln].v[h])
+                         : 0.f;
+        }
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          dsa[ln].v[2 * j] = Warp::pack(ds[j][0], ds[j][1]);
+          dsa[ln].v[2 * j + 1] = Warp::pack(ds[j][2], ds[j][3]);
         }
       });
-      accumulate(acc, sm.p[0], sm.x[2]);  // dq += ds k
+      accumulate(dq, dsa, sm.x[2]);  // dq += ds k
     }
-    write(p.dq, t, t.r0, p.tq, acc, p.scale, sm.s[0]);
+    Reg<F2> scale;
+    Warp::each([&](int ln) { scale[ln] = {{p.scale, p.scale}}; });
+    write(p.dq, t, t.r0, p.tq, dq, scale);
   }
 
   /// dk and dv for a key tile (after every backward_dq of the batch: reads delta).
   static ZT_FLASH_FN void backward_dkdv(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tk, false);
     const int64_t k0 = t.r0;
-    float* lse = sm.r[0];
-    float* delta = sm.r[1];
+    const float scale2 = p.scale * kLog2e;
     stage(sm.x[0], p.k, t, k0, p.tk);
     stage(sm.x[1], p.v, t, k0, p.tk);
-    Acc dk[DK], dv[DK];
-    zero(dk);
-    zero(dv);
+    Reg<F4> dk[2 * DK], dv[2 * DK];
+    ZT_FLASH_UNROLL
+    for (int j = 0; j < 2 * DK; ++j) {
+      zero(dk[j]);
+      zero(dv[j]);
+    }
     // Causal: queries before k0 see none of these keys (k0 is a multiple of 16, as q0).
     for (int64_t q0 = p.causal ? k0 : 0; q0 < p.tq; q0 += 16) {
       stage(sm.x[2], p.q, t, q0, p.tq);
       stage(sm.x[3], p.dout, t, q0, p.tq);
-      Warp::lanes([&](int lane) {
-        if (lane >= 16) return;
-        const bool in = q0 + lane < p.tq;
-        lse[lane] = in ? p.lse[t.bh * p.tq + q0 + lane] : 0.f;
-        delta[lane] = in ? p.delta[t.bh * p.tq + q0 + lane] : 0.f;
+      Warp::each([&](int ln) {
+        if (ln >= 16) return;
+        const bool in = q0 + ln < p.tq;
+        sm.r[0][ln] = in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f;
+        sm.r[1][ln] = in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f;
       });
-      scores(sm.s[0], sm.x[0], sm.x[2]);  // s^T = k q^T
-      scores(sm.s[1], sm.x[1], sm.x[3]);  // dp^T = v dout^T
-      Warp::lanes([&](int lane) {         // r: a key of the tile, j: a query
-        const int r = lane / 2, j0 = lane % 2 * 8;
-        for (int j = j0; j < j0 + 8; ++j) {
-          float pr = 0.f, ds = 0.f;
-          if (q0 + j < p.tq && visible(p, q0 + j, k0 + r)) {
-            pr = Warp::exp(sm.s[0][r * kLdS + j] * p.scale - lse[j]);
-            ds = pr * (sm.s[1][r * kLdS + j] - delta[j]);
-          }
-          sm.p[0][r * kLdP + j] = Warp::from_float(pr);
-          sm.p[1][r * kLdP + j] = Warp::from_float(ds);
+      Warp::sync();
+      Reg<F4> s[2], dp[2];  // rows: this tile's keys; columns: the queries
+      {
+        Reg<U4> a[DK];
+        ZT_FLASH_UNROLL
+        for (int c = 0; c < DK; ++c) load_a(a[c], sm.x[0], c);
+        scores(s, a, sm.x[2]);  // k q^T
+        ZT_FLASH_UNROLL
+        for (int c = 0; c < DK; ++c) load_a(a[c], sm.x[1], c);
+        scores(dp, a, sm.x[3]);  // v dout^T
+      }
+      Reg<U4> pa, dsa;
+      Warp::each([&](int ln) {
+        float pr[2][4], ds[2][4];
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int qc = 8 * j + col_of(ln, e);  // the query's column in the tile
+          const int64_t q = q0 + qc;
+          const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
+          pr[j][e] = vis ? Warp::exp2(s[j][ln].v[e] * scale2 - sm.r[0][qc]) : 0.f;
+          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - sm.r[1][qc]);
+        }
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < 2; ++j) {
+          pa[ln].v[2 * j] = Warp::pack(pr[j][0], pr[j][1]);
+          pa[ln].v[2 * j + 1] = Warp::pack(pr[j][2], pr[j][3]);
+          dsa[ln].v[2 * j] = Warp::pack(ds[j][0], ds[j][1]);
+          dsa[ln].v[2 * j + 1] = Warp::pack(ds[j][2], ds[j][3]);
         }
       });
-      accumulate(dv, sm.p[0], sm.x[3]);  // dv += p^T dout
-      accumulate(dk, sm.p[1], sm.x[2]);  // dk += ds^T q
+      accumulate(dv, pa, sm.x[3]);   // dv += p^T dout
+      accumulate(dk, dsa, sm.x[2]);  // dk += ds^T q
     }
-    write(p.dk, t, k0, p.tk, dk, p.scale, sm.s[0]);
-    write(p.dv, t, k0, p.tk, dv, 1.f, sm.s[0]);
+    Reg<F2> scale, one;
+    Warp::each([&](int ln) {
+      scale[ln] = {{p.scale, p.scale}};
+      one[ln] = {{1.f, 1.f}};
+    });
+    write(p.dk, t, k0, p.tk, dk, scale);
+    write(p.dv, t, k0, p.tk, dv, one);
   }
 };
 
@@ -334,15 +478,14 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                (!causal || q.size(2) == k.size(2)),
            "flash attention: unsupported shapes q ", shape_str(q.sizes()), ", k ",
            shape_str(k.sizes()), ", v ", shape_str(v.sizes()));
-  const bool backward = dout.defined();  // the backward stages o; the forward writes it
-  return {mat_of(q, "q", true),
-          mat_of(k, "k", true),
-          mat_of(v, "v", true),
-          mat_of(o, "out", backward),
-          mat_of(dout, "the output's gradient", true),
-          mat_of(dq, "dq", false),
-          mat_of(dk, "dk", false),
-          mat_of(dv, "dv", false),
+  return {mat_of(q, "q"),
+          mat_of(k, "k"),
+          mat_of(v, "v"),
+          mat_of(o, "out"),
+          mat_of(dout, "the output's gradient"),
+          mat_of(dq, "dq"),
+          mat_of(dk, "dk"),
+          mat_of(dv, "dv"),
           lse.defined() ? static_cast<float*>(lse.data_ptr()) : nullptr,
           delta.defined() ? static_cast<float*>(delta.data_ptr()) : nullptr,
           q.size(1),

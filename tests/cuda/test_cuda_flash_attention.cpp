@@ -1,12 +1,12 @@
-// The fused attention kernels on the GPU (tensor cores through WMMA) against their host
-// emulation (the same tiles, core/cuda/flash_tiles.h, run by the CPU suite) and against
-// the GEMM path in f32: outputs and gradients, bf16 and f16, every supported head dim,
-// causal and not, tails that fill no whole tile, a transformer's strided head views, and
-// replays from a CUDA graph. Tolerances (relative, 2-norm) are the CPU test's: the
-// 16-bit roundings of results and probabilities give 2e-3 .. 3e-3 in bf16 and
-// 3e-4 .. 4e-4 in f16 against f32; the GPU differs from the emulation only by exp's last
-// bit and the tensor cores' order of summation, which move a few of those roundings.
-// Without a GPU every test skips and says why.
+// The fused attention kernels on the GPU (ldmatrix and mma.sync on tensor cores)
+// against their host emulation (the same tiles, core/cuda/flash_tiles.h, run by the CPU
+// suite) and against the GEMM path in f32: outputs and gradients, bf16 and f16, every
+// supported head dim, causal and not, tails that fill no whole tile, a transformer's
+// strided head views, and replays from a CUDA graph. Tolerances (relative, 2-norm) are
+// the CPU test's: the 16-bit roundings of results and probabilities give 2e-3 .. 3e-3
+// in bf16 and 2e-4 .. 4e-4 in f16 against f32; the GPU differs from the emulation only
+// by exp2's last bit and the tensor cores' order of summation, which move a few of those
+// roundings. Without a GPU every test skips and says why.
 #include "common/attention_cases.h"
 #include "core/step_graph.h"
 #include "cuda/cuda_compare.h"
