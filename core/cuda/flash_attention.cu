@@ -1,8 +1,8 @@
-// Fused attention on the GPU: the tiles of core/cuda/flash_tiles.h on a warp of 32
-// threads, fragments moved from shared memory by ldmatrix and multiplied by mma.sync
-// m16n8k16 (bf16 or f16 in, f32 accumulation; sm_80 and newer). Each block holds a few
-// independent warps, each with its own shared-memory tiles; a warp's task is one 16-row
-// tile. Launches: one for the forward; dq (which also writes delta) then dk / dv for the
+// Fused attention on the GPU: the tiles of core/cuda/flash_tiles.h on a block of a few
+// warps, fragments moved from shared memory by ldmatrix and multiplied by mma.sync
+// m16n8k16 (bf16 or f16 in, f32 accumulation; sm_80 and newer). A block's task is one
+// tile of its own rows (16 per warp); its warps share the other side's staged tiles.
+// Launches: one for the forward; dq (which also writes delta) then dk / dv for the
 // backward, in stream order.
 #include "core/cuda/flash_tiles.h"
 #include "core/cuda/loops.cuh"
@@ -16,9 +16,11 @@ using flash::F2;
 using flash::F4;
 using flash::U4;
 
-/// The warp backend of flash::Tiles on tensor cores; E is __nv_bfloat16 or __half.
-template <typename E>
-struct MmaWarp {
+/// The block backend of flash::Tiles on tensor cores: kWarps warps (blockDim.x = 32
+/// kWarps); E is __nv_bfloat16 or __half.
+template <typename E, int kWarpCount>
+struct MmaBlock {
+  static constexpr int kWarps = kWarpCount;
   static constexpr bool kBf16 = std::is_same_v<E, __nv_bfloat16>;
 
   /// A lane's register: each thread holds its own lane's value.
@@ -31,9 +33,9 @@ struct MmaWarp {
 
   template <typename F>
   static __device__ __forceinline__ void each(F&& f) {
-    f(static_cast<int>(threadIdx.x % 32));
+    f(static_cast<int>(threadIdx.x));
   }
-  static __device__ __forceinline__ void sync() { __syncwarp(); }
+  static __device__ __forceinline__ void sync() { __syncthreads(); }
 
   template <typename F>
   static __device__ __forceinline__ void ldsm(Reg<U4>& r, F&& addr, bool trans) {
@@ -104,35 +106,30 @@ struct MmaWarp {
 
 enum Pass { kForward, kDq, kDkDv };
 
-// Two warps per block: with D = 128 their tiles take 35 KB, under the 48 KB of static
-// shared memory a block may have.
-constexpr int kWarps = 2;
-
 template <class Tiles, Pass kPass>
-__global__ void __launch_bounds__(kWarps * 32) flash_kernel(flash::Params p, int64_t tasks) {
+__global__ void __launch_bounds__(Tiles::kLanes) flash_kernel(flash::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // bf16 mma.sync needs sm_80; the host refuses older devices before launching
 #else
-  __shared__ typename Tiles::Smem sm[kWarps];
-  const int w = static_cast<int>(threadIdx.x / 32);
-  const int64_t task = static_cast<int64_t>(blockIdx.x) * kWarps + w;
-  if (task >= tasks) return;  // the whole warp: no block-wide barrier follows
+  __shared__ typename Tiles::Smem sm;
   if constexpr (kPass == kForward)
-    Tiles::forward(p, task, sm[w]);
+    Tiles::forward(p, blockIdx.x, sm);
   else if constexpr (kPass == kDq)
-    Tiles::backward_dq(p, task, sm[w]);
+    Tiles::backward_dq(p, blockIdx.x, sm);
   else
-    Tiles::backward_dkdv(p, task, sm[w]);
+    Tiles::backward_dkdv(p, blockIdx.x, sm);
 #endif
 }
 
+// One block per task of a pass over `rows` own rows.
 template <Pass kPass>
-void launch(DType dt, int64_t d, const flash::Params& p, int64_t tasks) {
-  if (tasks == 0) return;
-  flash::with_tiles<MmaWarp, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
-    const int64_t blocks = (tasks + kWarps - 1) / kWarps;
+void launch(DType dt, int64_t d, const flash::Params& p, int64_t rows) {
+  flash::with_tiles<MmaBlock, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
+    const int64_t blocks = Tiles::tasks(p, rows);
+    if (blocks == 0) return;
+    ZT_CHECK(blocks < (int64_t{1} << 31), "flash attention: ", blocks, " blocks are too many");
     flash_kernel<Tiles, kPass>
-        <<<static_cast<unsigned>(blocks), kWarps * 32, 0, current_stream()>>>(p, tasks);
+        <<<static_cast<unsigned>(blocks), Tiles::kLanes, 0, current_stream()>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -152,7 +149,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   check_flash_device("flash attention", q, {k, v, out, lse});
   const flash::Params p = flash::params(q, k, v, out, {}, {}, {}, {}, lse, {}, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<kForward>(q.dtype(), q.size(3), p, flash::task_count(q, q.size(2)));
+  launch<kForward>(q.dtype(), q.size(3), p, q.size(2));
 }
 
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -162,8 +159,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   check_flash_device("flash attention backward", q, {k, v, out, dout, lse, dq, dk, dv, delta});
   const flash::Params p = flash::params(q, k, v, out, dout, dq, dk, dv, lse, delta, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<kDq>(q.dtype(), q.size(3), p, flash::task_count(q, q.size(2)));
-  launch<kDkDv>(q.dtype(), q.size(3), p, flash::task_count(q, k.size(2)));
+  launch<kDq>(q.dtype(), q.size(3), p, q.size(2));
+  launch<kDkDv>(q.dtype(), q.size(3), p, k.size(2));
 }
 
 }  // namespace zt::cuda

@@ -1,28 +1,30 @@
 // Fused ("flash") attention for 16-bit q, k, v: the tiled algorithm, written once for two
-// warp backends. On the GPU (core/cuda/flash_attention.cu) a warp is 32 threads, its
-// tiles move from shared memory to registers by ldmatrix and multiply on tensor cores by
-// mma.sync (m16n8k16, f32 accumulation); on the host (core/cpu/flash_attention.cpp) the
-// same code runs on an emulated warp: per-lane registers are arrays of 32, and ldmatrix,
-// mma and the lane shuffles move values between lanes exactly as the PTX ISA lays them
-// out. The CPU suite thus runs the GPU kernels' own indexing, fragment layouts, masks and
-// tails. Pure C++: no CUDA header is needed to include it (under nvcc its functions are
-// device functions).
+// block backends. On the GPU (core/cuda/flash_attention.cu) a block is a few warps of 32
+// threads, its tiles move from shared memory to registers by ldmatrix and multiply on
+// tensor cores by mma.sync (m16n8k16, f32 accumulation); on the host
+// (core/cpu/flash_attention.cpp) the same code runs on an emulated block: per-lane
+// registers are arrays, and ldmatrix, mma and the lane shuffles move values between a
+// warp's lanes exactly as the PTX ISA lays the fragments out. The CPU suite thus runs
+// the GPU kernels' own indexing, fragment layouts, masks and tails. Pure C++: no CUDA
+// header is needed to include it (under nvcc its functions are device functions).
 //
-// Code between two Warp calls is per-lane: Warp::each(f) runs f(lane) (on the GPU, each
-// thread for its own lane; on the host, for the 32 lanes in turn), and a Reg<T> is a
-// lane's register (reg[lane]). Warp::sync() orders shared memory between lanes.
+// Code between two Block calls is per-lane: Block::each(f) runs f(lane) (on the GPU,
+// each thread for its own lane; on the host, for every lane in turn), and a Reg<T> is a
+// lane's register (reg[lane]). Block::sync() is the block's barrier for shared memory.
 //
-// One warp owns one 16-row tile (queries for the forward and dq, keys for dk and dv) and
-// walks the other side's tiles of 16; warps never wait for each other. Scores, softmax
-// and probabilities stay in registers (an mma's accumulator layout is the next mma's A
-// operand layout, so p feeds p v with no trip through memory); nothing of size Tq x Tk
-// is stored: the forward keeps each row's log-sum-exp, the backward recomputes p.
-//   forward: online softmax over key tiles: m = running max, l = running sum of
+// A block owns kRows = 16 per warp rows (queries for the forward and dq, keys for dk and
+// dv), each warp 16 of them, and walks the other side in steps of kOther rows, which
+// all its warps share from shared memory (one load from global memory per block, not
+// per warp). Scores, softmax and probabilities stay in registers (an mma's accumulator
+// layout is the next mma's A operand layout, so p feeds p v with no trip through
+// memory); nothing of size Tq x Tk is stored: the forward keeps each row's log-sum-exp,
+// the backward recomputes p.
+//   forward: online softmax over key steps: m = running max, l = running sum of
 //            exp(scale s - m), o rescaled by exp(m_old - m) as m grows; p rounded to 16
 //            bits before p v (as FlashAttention); out = o / l, lse = m + log l
 //   backward dq:   delta = rowsum(dout * out); ds = p (dout v^T - delta); dq = scale ds k
 //            dk, dv (after dq, reading delta): dv = p^T dout, dk = scale ds^T q
-// The dq and dk/dv warps each own their outputs, so no atomics: results do not depend on
+// The dq and dk/dv blocks each own their outputs, so no atomics: results do not depend on
 // scheduling. Exponentials are base 2 of log2(e)-scaled scores (one MUFU.EX2 on the GPU).
 //
 // Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; g = lane / 4, t = lane % 4):
@@ -83,7 +85,7 @@ struct Params {
   Mat q, k, v, o, dout, dq, dk, dv;  // the forward writes o; the backward reads o and dout
   float* lse;                        // (n0, n1, Tq), written by the forward
   float* delta;                      // (n0, n1, Tq), the backward's rowsum(dout * o)
-  int64_t n1, tq, tk;
+  int64_t matrices, n1, tq, tk;      // matrices = n0 n1
   float scale;
   bool causal;  // query i sees keys j <= i (Tq == Tk)
 };
@@ -103,122 +105,154 @@ inline Mat mat_of(const Tensor& t, const char* name) {
   return {static_cast<uint16_t*>(t.data_ptr()), t.stride(0), t.stride(1), t.stride(2)};
 }
 
-/// Tiles<Warp, DK>: the algorithm for head dim D = 16 DK on one warp backend. Warp
-/// provides Reg<T>, each(f), sync(), ldsm (ldmatrix .x4, plain or transposed, each lane
-/// giving one row address), mma<half>(d, a, b) (d += a times B half `half` of b),
-/// shfl_xor, pack / to_float (16-bit conversions), store2, exp2, log2 and 16-byte copies.
-template <class Warp, int DK>
+/// Tiles<Block, DK>: the algorithm for head dim D = 16 DK on one block backend of
+/// Block::kWarps warps. Block provides Reg<T>, each(f) (f(lane) for the block's lanes,
+/// 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain or
+/// transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half
+/// `half` of b), shfl_xor; and pack / to_float (16-bit conversions), store2, exp2, log2
+/// and 16-byte copies.
+template <class Block, int DK>
 struct Tiles {
   static constexpr int D = 16 * DK;
+  static constexpr int kWarps = Block::kWarps;
+  static constexpr int kLanes = 32 * kWarps;
+  static constexpr int kRows = 16 * kWarps;   // the block's own rows, 16 per warp
+  static constexpr int KB = DK <= 4 ? 2 : 1;  // 16-row chunks of the other side per step
+  static constexpr int kOther = 16 * KB;      // the other side's rows per step
   static constexpr int kLd = D + 8;  // staged rows: 16 bytes of padding against bank conflicts
   static constexpr int kVec = 8;     // elements per 16-byte copy
+  static_assert(kRows % kOther == 0, "a causal walk starts on a step of the other side");
   template <class T>
-  using Reg = typename Warp::template Reg<T>;
+  using Reg = typename Block::template Reg<T>;
 
-  /// One warp's shared memory: four staged 16 x D tiles and per-row statistics.
+  /// The block's shared memory: two staged tiles of its own rows, two of the other
+  /// side's, and per-row statistics.
   struct Smem {
-    alignas(16) uint16_t x[4][16 * kLd];
-    float r[2][16];
+    alignas(16) uint16_t own[2][kRows * kLd];
+    alignas(16) uint16_t other[2][kOther * kLd];
+    float r[2][kRows];
   };
 
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
     return key < p.tk && (!p.causal || key <= q);
   }
-  /// Lane ln's accumulator element e of an n8 block: row g + 8 (e / 2), column 2t + e % 2.
-  static ZT_FLASH_FN int row_of(int ln, int e) { return ln / 4 + 8 * (e / 2); }
+  /// Lane ln's accumulator element e of an n8 block: row 16 w + g + 8 (e / 2) of the
+  /// block's rows (w = ln / 32 its warp), column 2t + e % 2 of the n8 block.
+  static ZT_FLASH_FN int row_of(int ln, int e) {
+    return 16 * (ln / 32) + ln % 32 / 4 + 8 * (e / 2);
+  }
   static ZT_FLASH_FN int col_of(int ln, int e) { return 2 * (ln % 4) + e % 2; }
 
-  /// The warp's tile: matrix (b, h) and its first row r0. Query tiles go longest first
+  /// The block's tile: matrix (b, h) and its first row r0. Query tiles go longest first
   /// (under the causal mask the last tile sees the most keys); key tiles in order.
   struct Task {
     int64_t b, h, bh, r0;
   };
   static ZT_FLASH_FN Task task_of(const Params& p, int64_t task, int64_t rows, bool last_first) {
-    const int64_t tiles = (rows + 15) / 16, bh = task / tiles, i = task % tiles;
-    return {bh / p.n1, bh % p.n1, bh, (last_first ? tiles - 1 - i : i) * 16};
+    const int64_t tiles = (rows + kRows - 1) / kRows, bh = task / tiles, i = task % tiles;
+    return {bh / p.n1, bh % p.n1, bh, (last_first ? tiles - 1 - i : i) * kRows};
+  }
+  /// Blocks of a pass over `rows` own rows (Tq for the forward and dq, Tk for dk / dv).
+  static int64_t tasks(const Params& p, int64_t rows) {
+    return p.matrices * ((rows + kRows - 1) / kRows);
   }
 
-  /// Rows [r0, r0 + 16) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
-  static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0,
+  /// Rows [r0, r0 + n) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
+  /// The caller syncs before (no lane still reads dst) and after (before any lane does).
+  static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0, int n,
                                 int64_t rows) {
     constexpr int kPerRow = D / kVec;
-    Warp::sync();  // no lane still reads dst
-    Warp::each([&](int ln) {
-      for (int i = ln; i < 16 * kPerRow; i += 32) {
+    Block::each([&](int ln) {
+      for (int i = ln; i < n * kPerRow; i += kLanes) {
         const int r = i / kPerRow, c = i % kPerRow * kVec;
         if (r0 + r < rows)
-          Warp::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
+          Block::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
         else
-          Warp::zero16(dst + r * kLd + c);
+          Block::zero16(dst + r * kLd + c);
       }
     });
-    Warp::sync();
   }
 
-  /// The A fragment of columns [16c, 16c + 16) of a staged 16 x D tile. Lane ln gives
-  /// the address of row ln % 8 of 8 x 8 matrix ln / 8: rows 8 (mi % 2), columns 8 (mi / 2).
+  /// The A fragment of columns [16c, 16c + 16) of the warp's 16 rows of a staged tile of
+  /// the block's rows. Lane l gives the address of row l % 8 of 8 x 8 matrix mi = l / 8:
+  /// rows 8 (mi % 2), columns 8 (mi / 2).
   static ZT_FLASH_FN void load_a(Reg<U4>& a, const uint16_t* tile, int c) {
-    Warp::ldsm(
+    Block::ldsm(
         a,
         [&](int ln) {
-          const int mi = ln / 8;
-          return tile + (ln % 8 + 8 * (mi % 2)) * kLd + 16 * c + 8 * (mi / 2);
+          const int l = ln % 32, mi = l / 8;
+          return tile + (16 * (ln / 32) + l % 8 + 8 * (mi % 2)) * kLd + 16 * c + 8 * (mi / 2);
         },
         false);
   }
-  /// B fragments (two n8 halves) of the tile's transpose: tile rows are the n index,
-  /// columns [16c, 16c + 16) the k index (for a b^T with b staged row by row).
-  static ZT_FLASH_FN void load_bt(Reg<U4>& b, const uint16_t* tile, int c) {
-    Warp::ldsm(
+  /// B fragments (two n8 halves) of a staged tile's transpose: its rows [16 kb, 16 kb + 16)
+  /// are the n index, columns [16c, 16c + 16) the k index (for a b^T with b row by row).
+  static ZT_FLASH_FN void load_bt(Reg<U4>& b, const uint16_t* tile, int kb, int c) {
+    Block::ldsm(
         b,
         [&](int ln) {
-          const int mi = ln / 8;
-          return tile + (8 * (mi / 2) + ln % 8) * kLd + 16 * c + 8 * (mi % 2);
+          const int l = ln % 32, mi = l / 8;
+          return tile + (16 * kb + 8 * (mi / 2) + l % 8) * kLd + 16 * c + 8 * (mi % 2);
         },
         false);
   }
-  /// B fragments (two n8 halves) of the tile itself: its 16 rows are the k index,
-  /// columns [16c, 16c + 16) the n index; transposed on load.
-  static ZT_FLASH_FN void load_b(Reg<U4>& b, const uint16_t* tile, int c) {
-    Warp::ldsm(
+  /// B fragments (two n8 halves) of a staged tile itself: its rows [16 kb, 16 kb + 16)
+  /// are the k index, columns [16c, 16c + 16) the n index; transposed on load.
+  static ZT_FLASH_FN void load_b(Reg<U4>& b, const uint16_t* tile, int kb, int c) {
+    Block::ldsm(
         b,
         [&](int ln) {
-          const int mi = ln / 8;
-          return tile + (8 * (mi % 2) + ln % 8) * kLd + 16 * c + 8 * (mi / 2);
+          const int l = ln % 32, mi = l / 8;
+          return tile + (16 * kb + 8 * (mi % 2) + l % 8) * kLd + 16 * c + 8 * (mi / 2);
         },
         true);
   }
 
   static ZT_FLASH_FN void zero(Reg<F4>& c) {
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int e = 0; e < 4; ++e) c[ln].v[e] = 0.f;
     });
   }
 
-  /// s (16 x 16 as two n8 halves) = a b^T over D, for A fragments a of the rows and a
-  /// staged 16 x D tile b.
-  static ZT_FLASH_FN void scores(Reg<F4> (&s)[2], const Reg<U4> (&a)[DK], const uint16_t* b) {
-    zero(s[0]);
-    zero(s[1]);
+  /// s (the warp's 16 rows x kOther as 2 KB n8 blocks) = a b^T over D, for A fragments a
+  /// of the rows and a staged kOther x D tile b.
+  static ZT_FLASH_FN void scores(Reg<F4> (&s)[2 * KB], const Reg<U4> (&a)[DK], const uint16_t* b) {
     ZT_FLASH_UNROLL
+    for (int j = 0; j < 2 * KB; ++j) zero(s[j]);
+    ZT_FLASH_UNROLL
+    for (int kb = 0; kb < KB; ++kb) ZT_FLASH_UNROLL
     for (int c = 0; c < DK; ++c) {
       Reg<U4> f;
-      load_bt(f, b, c);
-      Warp::template mma<0>(s[0], a[c], f);
-      Warp::template mma<1>(s[1], a[c], f);
+      load_bt(f, b, kb, c);
+      Block::template mma<0>(s[2 * kb], a[c], f);
+      Block::template mma<1>(s[2 * kb + 1], a[c], f);
     }
   }
 
-  /// acc (16 x D as 2 DK n8 blocks) += p v for an A fragment p (16 x 16) and a staged
-  /// 16 x D tile v.
-  static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[2 * DK], const Reg<U4>& p, const uint16_t* v) {
+  /// acc (16 x D as 2 DK n8 blocks) += p v for A fragments p (16 x kOther, 16 columns
+  /// each) and a staged kOther x D tile v.
+  static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[2 * DK], const Reg<U4> (&p)[KB],
+                                     const uint16_t* v) {
     ZT_FLASH_UNROLL
+    for (int kb = 0; kb < KB; ++kb) ZT_FLASH_UNROLL
     for (int c = 0; c < DK; ++c) {
       Reg<U4> f;
-      load_b(f, v, c);
-      Warp::template mma<0>(acc[2 * c], p, f);
-      Warp::template mma<1>(acc[2 * c + 1], p, f);
+      load_b(f, v, kb, c);
+      Block::template mma<0>(acc[2 * c], p[kb], f);
+      Block::template mma<1>(acc[2 * c + 1], p[kb], f);
+    }
+  }
+
+  /// Lane ln's values x (2 KB n8 blocks of accumulator layout) as A fragments, rounded
+  /// to 16 bits: an accumulator block pair is, packed pairwise, an A fragment.
+  static ZT_FLASH_FN void pack_a(Reg<U4> (&a)[KB], int ln, const float (&x)[2 * KB][4]) {
+    ZT_FLASH_UNROLL
+    for (int kb = 0; kb < KB; ++kb) {
+      a[kb][ln].v[0] = Block::pack(x[2 * kb][0], x[2 * kb][1]);
+      a[kb][ln].v[1] = Block::pack(x[2 * kb][2], x[2 * kb][3]);
+      a[kb][ln].v[2] = Block::pack(x[2 * kb + 1][0], x[2 * kb + 1][1]);
+      a[kb][ln].v[3] = Block::pack(x[2 * kb + 1][2], x[2 * kb + 1][3]);
     }
   }
 
@@ -228,8 +262,8 @@ struct Tiles {
     ZT_FLASH_UNROLL
     for (int mask = 1; mask <= 2; mask *= 2) {
       Reg<F2> other = x;
-      Warp::shfl_xor(other, mask);
-      Warp::each([&](int ln) {
+      Block::shfl_xor(other, mask);
+      Block::each([&](int ln) {
         ZT_FLASH_UNROLL
         for (int h = 0; h < 2; ++h)
           x[ln].v[h] = kMax ? fmaxf(x[ln].v[h], other[ln].v[h]) : x[ln].v[h] + other[ln].v[h];
@@ -237,50 +271,53 @@ struct Tiles {
     }
   }
 
-  /// Rows [r0, r0 + 16) below `rows` of m's matrix (b, h) = acc times each lane's row
-  /// factor (mult.v[0] for row g, v[1] for row g + 8).
+  /// The block's rows [r0, r0 + kRows) below `rows` of m's matrix (b, h) = acc times
+  /// each lane's row factor (mult.v[0] for row g, v[1] for row g + 8).
   static ZT_FLASH_FN void write(const Mat& m, const Task& t, int64_t r0, int64_t rows,
                                 const Reg<F4> (&acc)[2 * DK], const Reg<F2>& mult) {
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int h = 0; h < 2; ++h) {
-        const int64_t r = r0 + ln / 4 + 8 * h;
+        const int64_t r = r0 + row_of(ln, 2 * h);
         if (r >= rows) continue;
         uint16_t* dst = m.at(t.b, t.h, r) + 2 * (ln % 4);
         const float f = mult[ln].v[h];
         ZT_FLASH_UNROLL
         for (int j = 0; j < 2 * DK; ++j)
-          Warp::store2(dst + 8 * j, acc[j][ln].v[2 * h] * f, acc[j][ln].v[2 * h + 1] * f);
+          Block::store2(dst + 8 * j, acc[j][ln].v[2 * h] * f, acc[j][ln].v[2 * h + 1] * f);
       }
     });
   }
 
   static ZT_FLASH_FN void forward(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tq, true);
-    const int64_t kend = p.causal && t.r0 + 16 < p.tk ? t.r0 + 16 : p.tk;
+    const int64_t kend = p.causal && t.r0 + kRows < p.tk ? t.r0 + kRows : p.tk;
     const float scale2 = p.scale * kLog2e;
-    stage(sm.x[0], p.q, t, t.r0, p.tq);
+    stage(sm.own[0], p.q, t, t.r0, kRows, p.tq);
+    Block::sync();
     Reg<U4> qa[DK];
     ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) load_a(qa[c], sm.x[0], c);
+    for (int c = 0; c < DK; ++c) load_a(qa[c], sm.own[0], c);
     Reg<F4> o[2 * DK];
     ZT_FLASH_UNROLL
     for (int j = 0; j < 2 * DK; ++j) zero(o[j]);
     Reg<F2> m, l;  // rows g and g + 8: running max (log2 units), this lane's partial sum
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       m[ln] = {{-INFINITY, -INFINITY}};
       l[ln] = {{0.f, 0.f}};
     });
-    for (int64_t k0 = 0; k0 < kend; k0 += 16) {
-      stage(sm.x[1], p.k, t, k0, p.tk);
-      stage(sm.x[2], p.v, t, k0, p.tk);
-      Reg<F4> s[2];
-      scores(s, qa, sm.x[1]);
+    for (int64_t k0 = 0; k0 < kend; k0 += kOther) {
+      Block::sync();  // every lane is done with the last step's tiles
+      stage(sm.other[0], p.k, t, k0, kOther, p.tk);
+      stage(sm.other[1], p.v, t, k0, kOther, p.tk);
+      Block::sync();
+      Reg<F4> s[2 * KB];
+      scores(s, qa, sm.other[0]);
       Reg<F2> mx;  // the rows' new maxima
-      Warp::each([&](int ln) {
+      Block::each([&](int ln) {
         mx[ln] = m[ln];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) {
           float& x = s[j][ln].v[e];
           x = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2 : -INFINITY;
@@ -288,43 +325,39 @@ struct Tiles {
         }
       });
       quad_reduce<true>(mx);
-      Reg<U4> pa;  // p as the A operand of p v
-      Warp::each([&](int ln) {
+      Reg<U4> pa[KB];  // p as the A operand of p v
+      Block::each([&](int ln) {
         float shift[2], alpha[2];
         ZT_FLASH_UNROLL
         for (int h = 0; h < 2; ++h) {
           shift[h] = mx[ln].v[h] == -INFINITY ? 0.f : mx[ln].v[h];  // nothing visible yet
-          alpha[h] = Warp::exp2(m[ln].v[h] - shift[h]);
+          alpha[h] = Block::exp2(m[ln].v[h] - shift[h]);
           m[ln].v[h] = mx[ln].v[h];
           l[ln].v[h] *= alpha[h];
         }
         ZT_FLASH_UNROLL
         for (int j = 0; j < 2 * DK; ++j) ZT_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) o[j][ln].v[e] *= alpha[e / 2];
-        float pr[2][4];
+        float pr[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) {
-          pr[j][e] = Warp::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
+          pr[j][e] = Block::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
           l[ln].v[e / 2] += pr[j][e];
         }
-        ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) {
-          pa[ln].v[2 * j] = Warp::pack(pr[j][0], pr[j][1]);
-          pa[ln].v[2 * j + 1] = Warp::pack(pr[j][2], pr[j][3]);
-        }
+        pack_a(pa, ln, pr);
       });
-      accumulate(o, pa, sm.x[2]);
+      accumulate(o, pa, sm.other[1]);
     }
     quad_reduce<false>(l);
     Reg<F2> inv;
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int h = 0; h < 2; ++h) {
         inv[ln].v[h] = 1.f / l[ln].v[h];
-        const int64_t r = t.r0 + ln / 4 + 8 * h;
+        const int64_t r = t.r0 + row_of(ln, 2 * h);
         if (ln % 4 == 0 && r < p.tq)
-          p.lse[t.bh * p.tq + r] = (m[ln].v[h] + Warp::log2(l[ln].v[h])) * kLn2;
+          p.lse[t.bh * p.tq + r] = (m[ln].v[h] + Block::log2(l[ln].v[h])) * kLn2;
       }
     });
     write(p.o, t, t.r0, p.tq, o, inv);
@@ -333,67 +366,73 @@ struct Tiles {
   /// dq for a query tile; also writes the tile's delta = rowsum(dout * out) for dk / dv.
   static ZT_FLASH_FN void backward_dq(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tq, true);
-    const int64_t kend = p.causal && t.r0 + 16 < p.tk ? t.r0 + 16 : p.tk;
+    const int64_t kend = p.causal && t.r0 + kRows < p.tk ? t.r0 + kRows : p.tk;
     const float scale2 = p.scale * kLog2e;
-    stage(sm.x[0], p.q, t, t.r0, p.tq);
-    stage(sm.x[1], p.dout, t, t.r0, p.tq);
-    stage(sm.x[2], p.o, t, t.r0, p.tq);
-    Warp::each([&](int ln) {  // a row per lane of the first half
-      if (ln >= 16) return;
+    stage(sm.own[0], p.q, t, t.r0, kRows, p.tq);
+    stage(sm.own[1], p.dout, t, t.r0, kRows, p.tq);
+    Block::sync();
+    Block::each([&](int ln) {  // a row per lane: delta from dout (staged) and out
+      if (ln >= kRows) return;
       const int64_t q = t.r0 + ln;
       float d = 0.f;
-      for (int c = 0; c < D; ++c)
-        d += Warp::to_float(sm.x[1][ln * kLd + c]) * Warp::to_float(sm.x[2][ln * kLd + c]);
+      if (q < p.tq) {
+        const uint16_t* o = p.o.at(t.b, t.h, q);
+        for (int c = 0; c < D; c += kVec) {
+          uint16_t chunk[kVec];
+          Block::copy16(chunk, o + c);
+          ZT_FLASH_UNROLL
+          for (int i = 0; i < kVec; ++i)
+            d += Block::to_float(sm.own[1][ln * kLd + c + i]) * Block::to_float(chunk[i]);
+        }
+        p.delta[t.bh * p.tq + q] = d;
+      }
       sm.r[0][ln] = q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f;
       sm.r[1][ln] = d;
-      if (q < p.tq) p.delta[t.bh * p.tq + q] = d;
     });
-    Warp::sync();
+    Block::sync();
     Reg<U4> qa[DK], da[DK];
     ZT_FLASH_UNROLL
     for (int c = 0; c < DK; ++c) {
-      load_a(qa[c], sm.x[0], c);
-      load_a(da[c], sm.x[1], c);
+      load_a(qa[c], sm.own[0], c);
+      load_a(da[c], sm.own[1], c);
     }
     Reg<F2> lse, delta;  // rows g and g + 8
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int h = 0; h < 2; ++h) {
-        lse[ln].v[h] = sm.r[0][ln / 4 + 8 * h];
-        delta[ln].v[h] = sm.r[1][ln / 4 + 8 * h];
+        lse[ln].v[h] = sm.r[0][row_of(ln, 2 * h)];
+        delta[ln].v[h] = sm.r[1][row_of(ln, 2 * h)];
       }
     });
     Reg<F4> dq[2 * DK];
     ZT_FLASH_UNROLL
     for (int j = 0; j < 2 * DK; ++j) zero(dq[j]);
-    for (int64_t k0 = 0; k0 < kend; k0 += 16) {
-      stage(sm.x[2], p.k, t, k0, p.tk);
-      stage(sm.x[3], p.v, t, k0, p.tk);
-      Reg<F4> s[2], dp[2];
-      scores(s, qa, sm.x[2]);   // q k^T
-      scores(dp, da, sm.x[3]);  // dout v^T
-      Reg<U4> dsa;
-      Warp::each([&](int ln) {
-        float ds[2][4];
+    for (int64_t k0 = 0; k0 < kend; k0 += kOther) {
+      Block::sync();
+      stage(sm.other[0], p.k, t, k0, kOther, p.tk);
+      stage(sm.other[1], p.v, t, k0, kOther, p.tk);
+      Block::sync();
+      Reg<F4> s[2 * KB], dp[2 * KB];
+      scores(s, qa, sm.other[0]);   // q k^T
+      scores(dp, da, sm.other[1]);  // dout v^T
+      Reg<U4> dsa[KB];
+      Block::each([&](int ln) {
+        float ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) {
           const int h = e / 2;
           ds[j][e] = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
-                         ? Warp::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
+                         ? Block::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
                                (dp[j][ln].v[e] - delta[ln].v[h])
                          : 0.f;
         }
-        ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) {
-          dsa[ln].v[2 * j] = Warp::pack(ds[j][0], ds[j][1]);
-          dsa[ln].v[2 * j + 1] = Warp::pack(ds[j][2], ds[j][3]);
-        }
+        pack_a(dsa, ln, ds);
       });
-      accumulate(dq, dsa, sm.x[2]);  // dq += ds k
+      accumulate(dq, dsa, sm.other[0]);  // dq += ds k
     }
     Reg<F2> scale;
-    Warp::each([&](int ln) { scale[ln] = {{p.scale, p.scale}}; });
+    Block::each([&](int ln) { scale[ln] = {{p.scale, p.scale}}; });
     write(p.dq, t, t.r0, p.tq, dq, scale);
   }
 
@@ -402,60 +441,57 @@ struct Tiles {
     const Task t = task_of(p, task, p.tk, false);
     const int64_t k0 = t.r0;
     const float scale2 = p.scale * kLog2e;
-    stage(sm.x[0], p.k, t, k0, p.tk);
-    stage(sm.x[1], p.v, t, k0, p.tk);
+    stage(sm.own[0], p.k, t, k0, kRows, p.tk);
+    stage(sm.own[1], p.v, t, k0, kRows, p.tk);
     Reg<F4> dk[2 * DK], dv[2 * DK];
     ZT_FLASH_UNROLL
     for (int j = 0; j < 2 * DK; ++j) {
       zero(dk[j]);
       zero(dv[j]);
     }
-    // Causal: queries before k0 see none of these keys (k0 is a multiple of 16, as q0).
-    for (int64_t q0 = p.causal ? k0 : 0; q0 < p.tq; q0 += 16) {
-      stage(sm.x[2], p.q, t, q0, p.tq);
-      stage(sm.x[3], p.dout, t, q0, p.tq);
-      Warp::each([&](int ln) {
-        if (ln >= 16) return;
+    // Causal: queries before k0 see none of these keys (k0 is a multiple of kRows, so
+    // of kOther: the walk starts on a step).
+    for (int64_t q0 = p.causal ? k0 : 0; q0 < p.tq; q0 += kOther) {
+      Block::sync();
+      stage(sm.other[0], p.q, t, q0, kOther, p.tq);
+      stage(sm.other[1], p.dout, t, q0, kOther, p.tq);
+      Block::each([&](int ln) {
+        if (ln >= kOther) return;
         const bool in = q0 + ln < p.tq;
         sm.r[0][ln] = in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f;
         sm.r[1][ln] = in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f;
       });
-      Warp::sync();
-      Reg<F4> s[2], dp[2];  // rows: this tile's keys; columns: the queries
+      Block::sync();
+      Reg<F4> s[2 * KB], dp[2 * KB];  // rows: the warp's keys; columns: the step's queries
       {
         Reg<U4> a[DK];
         ZT_FLASH_UNROLL
-        for (int c = 0; c < DK; ++c) load_a(a[c], sm.x[0], c);
-        scores(s, a, sm.x[2]);  // k q^T
+        for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[0], c);
+        scores(s, a, sm.other[0]);  // k q^T
         ZT_FLASH_UNROLL
-        for (int c = 0; c < DK; ++c) load_a(a[c], sm.x[1], c);
-        scores(dp, a, sm.x[3]);  // v dout^T
+        for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[1], c);
+        scores(dp, a, sm.other[1]);  // v dout^T
       }
-      Reg<U4> pa, dsa;
-      Warp::each([&](int ln) {
-        float pr[2][4], ds[2][4];
+      Reg<U4> pa[KB], dsa[KB];
+      Block::each([&](int ln) {
+        float pr[2 * KB][4], ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) ZT_FLASH_UNROLL
+        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
         for (int e = 0; e < 4; ++e) {
-          const int qc = 8 * j + col_of(ln, e);  // the query's column in the tile
+          const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
           const int64_t q = q0 + qc;
           const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
-          pr[j][e] = vis ? Warp::exp2(s[j][ln].v[e] * scale2 - sm.r[0][qc]) : 0.f;
+          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - sm.r[0][qc]) : 0.f;
           ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - sm.r[1][qc]);
         }
-        ZT_FLASH_UNROLL
-        for (int j = 0; j < 2; ++j) {
-          pa[ln].v[2 * j] = Warp::pack(pr[j][0], pr[j][1]);
-          pa[ln].v[2 * j + 1] = Warp::pack(pr[j][2], pr[j][3]);
-          dsa[ln].v[2 * j] = Warp::pack(ds[j][0], ds[j][1]);
-          dsa[ln].v[2 * j + 1] = Warp::pack(ds[j][2], ds[j][3]);
-        }
+        pack_a(pa, ln, pr);
+        pack_a(dsa, ln, ds);
       });
-      accumulate(dv, pa, sm.x[3]);   // dv += p^T dout
-      accumulate(dk, dsa, sm.x[2]);  // dk += ds^T q
+      accumulate(dv, pa, sm.other[1]);   // dv += p^T dout
+      accumulate(dk, dsa, sm.other[0]);  // dk += ds^T q
     }
     Reg<F2> scale, one;
-    Warp::each([&](int ln) {
+    Block::each([&](int ln) {
       scale[ln] = {{p.scale, p.scale}};
       one[ln] = {{1.f, 1.f}};
     });
@@ -463,11 +499,6 @@ struct Tiles {
     write(p.dv, t, k0, p.tk, dv, one);
   }
 };
-
-/// The warp tasks of a pass: query tiles for the forward and dq, key tiles for dk / dv.
-inline int64_t task_count(const Tensor& q4, int64_t rows) {
-  return q4.size(0) * q4.size(1) * ((rows + 15) / 16);
-}
 
 /// Parameters from 4-D views (n0, n1, T, D); undefined tensors give null matrices.
 inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& o,
@@ -488,6 +519,7 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           mat_of(dv, "dv"),
           lse.defined() ? static_cast<float*>(lse.data_ptr()) : nullptr,
           delta.defined() ? static_cast<float*>(delta.data_ptr()) : nullptr,
+          q.size(0) * q.size(1),
           q.size(1),
           q.size(2),
           k.size(2),
@@ -495,27 +527,28 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           causal};
 }
 
-/// fn.template operator()<Tiles<Warp<E>, DK>>() for dtype dt (E: Bf16 or F16, the
-/// backend's 16-bit types) and head dim d.
-template <template <class> class Warp, class Bf16, class F16, class Fn>
+/// fn.template operator()<Tiles<Block<E, W>, DK>>() for dtype dt (E: Bf16 or F16, the
+/// backend's 16-bit types) and head dim d = 16 DK: blocks of W = 4 warps up to D = 64,
+/// of 2 above (their registers and shared memory grow with D).
+template <template <class, int> class Block, class Bf16, class F16, class Fn>
 void with_tiles(DType dt, int64_t d, Fn&& fn) {
-  auto by_dim = [&]<class W>() {
+  auto by_dim = [&]<class E>() {
     switch (d) {
       case 32:
-        return fn.template operator()<Tiles<W, 2>>();
+        return fn.template operator()<Tiles<Block<E, 4>, 2>>();
       case 64:
-        return fn.template operator()<Tiles<W, 4>>();
+        return fn.template operator()<Tiles<Block<E, 4>, 4>>();
       case 96:
-        return fn.template operator()<Tiles<W, 6>>();
+        return fn.template operator()<Tiles<Block<E, 2>, 6>>();
       case 128:
-        return fn.template operator()<Tiles<W, 8>>();
+        return fn.template operator()<Tiles<Block<E, 2>, 8>>();
       default:
         ZT_FAIL("flash attention: head dim ", d, " is not one of 32, 64, 96, 128");
     }
   };
-  if (dt == DType::bf16) return by_dim.template operator()<Warp<Bf16>>();
+  if (dt == DType::bf16) return by_dim.template operator()<Bf16>();
   ZT_CHECK(dt == DType::f16, "flash attention: expected bf16 or f16, got ", dtype_name(dt));
-  return by_dim.template operator()<Warp<F16>>();
+  return by_dim.template operator()<F16>();
 }
 
 }  // namespace zt::flash

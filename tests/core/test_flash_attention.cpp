@@ -48,13 +48,16 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 TEST(FlashAttention, MatchesTheGemmPathInF32) {
   for (DType dt : {DType::bf16, DType::f16}) {
     for (int64_t d : {32, 64, 96, 128}) {
-      for (bool causal : {false, true}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
-                     " causal=" + std::to_string(causal));
-        // 37 rows: two whole tiles of 16 and a tail of 5.
-        const Tensor q = normals({2, 3, 37, d}, 1, dt), k = normals({2, 3, 37, d}, 2, dt),
-                     v = normals({2, 3, 37, d}, 3, dt);
-        expect_matches_f32(q, k, v, causal);
+      // 37 rows: one block's tile (64 rows up to D = 64, 32 above) or two; 150: three or
+      // five, the last one partly filled, and steps of 32 or 16 rows of the other side.
+      for (int64_t t : {37, 150}) {
+        for (bool causal : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                       " T=" + std::to_string(t) + " causal=" + std::to_string(causal));
+          const Tensor q = normals({2, 2, t, d}, 1, dt), k = normals({2, 2, t, d}, 2, dt),
+                       v = normals({2, 2, t, d}, 3, dt);
+          expect_matches_f32(q, k, v, causal);
+        }
       }
     }
   }
