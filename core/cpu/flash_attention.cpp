@@ -8,6 +8,7 @@
 // not depend on the thread count.
 #include <cstring>
 #include <memory>
+#include <vector>
 
 #include "core/cpu/loops.h"
 #include "core/cuda/flash_tiles.h"
@@ -112,10 +113,25 @@ struct HostBlock {
   }
   static void copy16(uint16_t* dst, const uint16_t* src) { std::memcpy(dst, src, 16); }
   static void zero16(uint16_t* dst) { std::memset(dst, 0, 16); }
+  /// As cp.async: the copy lands only at the next wait_async, so a read of the tile
+  /// before that wait sees the old contents here as it could on the GPU.
+  static void copy16_async(uint16_t* dst, const uint16_t* src) { pending().push_back({dst, src}); }
+  static void wait_async() {
+    for (const Copy& c : pending()) std::memcpy(c.dst, c.src, 16);
+    pending().clear();
+  }
   static float exp2(float x) { return std::exp2(x); }
   static float log2(float x) { return std::log2(x); }
 
  private:
+  struct Copy {
+    uint16_t* dst;
+    const uint16_t* src;
+  };
+  static std::vector<Copy>& pending() {
+    thread_local std::vector<Copy> copies;
+    return copies;
+  }
   static float low(uint32_t w) { return to_float(static_cast<uint16_t>(w & 0xffffu)); }
   static float high(uint32_t w) { return to_float(static_cast<uint16_t>(w >> 16)); }
 };

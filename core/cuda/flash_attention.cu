@@ -100,6 +100,15 @@ struct MmaBlock {
   static __device__ __forceinline__ void zero16(uint16_t* dst) {
     *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
   }
+  /// 16 bytes from global to shared memory without passing through registers; they land
+  /// at the thread's next wait_async.
+  static __device__ __forceinline__ void copy16_async(uint16_t* dst, const uint16_t* src) {
+    const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" : : "r"(d), "l"(src));
+  }
+  static __device__ __forceinline__ void wait_async() {
+    asm volatile("cp.async.wait_all;\n" : : : "memory");
+  }
   static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
   static __device__ __forceinline__ float log2(float x) { return log2f(x); }
 };

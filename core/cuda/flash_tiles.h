@@ -15,7 +15,9 @@
 // A block owns kRows = 16 per warp rows (queries for the forward and dq, keys for dk and
 // dv), each warp 16 of them, and walks the other side in steps of kOther rows, which
 // all its warps share from shared memory (one load from global memory per block, not
-// per warp). Scores, softmax and probabilities stay in registers (an mma's accumulator
+// per warp), double buffered: the next step's tiles are copied asynchronously (cp.async
+// on the GPU) while the current one computes. Scores, softmax and probabilities stay in
+// registers (an mma's accumulator
 // layout is the next mma's A operand layout, so p feeds p v with no trip through
 // memory); nothing of size Tq x Tk is stored: the forward keeps each row's log-sum-exp,
 // the backward recomputes p.
@@ -125,12 +127,14 @@ struct Tiles {
   template <class T>
   using Reg = typename Block::template Reg<T>;
 
-  /// The block's shared memory: two staged tiles of its own rows, two of the other
-  /// side's, and per-row statistics.
+  /// The block's shared memory: two staged tiles of its own rows and their statistics;
+  /// two buffers (one being computed on, one being fetched) of the other side's two tiles
+  /// and their statistics.
   struct Smem {
     alignas(16) uint16_t own[2][kRows * kLd];
-    alignas(16) uint16_t other[2][kOther * kLd];
-    float r[2][kRows];
+    alignas(16) uint16_t other[2][2][kOther * kLd];
+    float own_r[2][kRows];
+    float other_r[2][2][kOther];
   };
 
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
@@ -158,19 +162,40 @@ struct Tiles {
   }
 
   /// Rows [r0, r0 + n) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
-  /// The caller syncs before (no lane still reads dst) and after (before any lane does).
+  /// The caller syncs before (no lane still reads dst) and after (before any lane does);
+  /// kAsync copies land only at the next Block::wait_async() (cp.async on the GPU).
+  template <bool kAsync = false>
   static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0, int n,
                                 int64_t rows) {
     constexpr int kPerRow = D / kVec;
     Block::each([&](int ln) {
       for (int i = ln; i < n * kPerRow; i += kLanes) {
         const int r = i / kPerRow, c = i % kPerRow * kVec;
-        if (r0 + r < rows)
-          Block::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
-        else
+        if (r0 + r >= rows)
           Block::zero16(dst + r * kLd + c);
+        else if constexpr (kAsync)
+          Block::copy16_async(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
+        else
+          Block::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
       }
     });
+  }
+
+  /// Walks the other side in steps of kOther rows from `first` to `end`, double
+  /// buffered: step i + 1's tiles (fetch(i + 1, buffer)) are copied while step i
+  /// computes (compute(i's first row, buffer)). One barrier per step: after it, step i's
+  /// copies have landed and every lane is done with step i - 1, whose buffer step i + 1
+  /// then reuses.
+  template <class Fetch, class Compute>
+  static ZT_FLASH_FN void walk(int64_t first, int64_t end, Fetch&& fetch, Compute&& compute) {
+    const int64_t steps = end > first ? (end - first + kOther - 1) / kOther : 0;
+    if (steps > 0) fetch(first, 0);
+    for (int64_t i = 0; i < steps; ++i) {
+      Block::wait_async();
+      Block::sync();
+      if (i + 1 < steps) fetch(first + (i + 1) * kOther, static_cast<int>((i + 1) % 2));
+      compute(first + i * kOther, static_cast<int>(i % 2));
+    }
   }
 
   /// The A fragment of columns [16c, 16c + 16) of the warp's 16 rows of a staged tile of
@@ -306,13 +331,13 @@ struct Tiles {
       m[ln] = {{-INFINITY, -INFINITY}};
       l[ln] = {{0.f, 0.f}};
     });
-    for (int64_t k0 = 0; k0 < kend; k0 += kOther) {
-      Block::sync();  // every lane is done with the last step's tiles
-      stage(sm.other[0], p.k, t, k0, kOther, p.tk);
-      stage(sm.other[1], p.v, t, k0, kOther, p.tk);
-      Block::sync();
+    auto fetch = [&](int64_t k0, int buf) {
+      stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
+      stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
+    };
+    walk(0, kend, fetch, [&](int64_t k0, int buf) {
       Reg<F4> s[2 * KB];
-      scores(s, qa, sm.other[0]);
+      scores(s, qa, sm.other[buf][0]);
       Reg<F2> mx;  // the rows' new maxima
       Block::each([&](int ln) {
         mx[ln] = m[ln];
@@ -347,8 +372,8 @@ struct Tiles {
         }
         pack_a(pa, ln, pr);
       });
-      accumulate(o, pa, sm.other[1]);
-    }
+      accumulate(o, pa, sm.other[buf][1]);
+    });
     quad_reduce<false>(l);
     Reg<F2> inv;
     Block::each([&](int ln) {
@@ -386,8 +411,8 @@ struct Tiles {
         }
         p.delta[t.bh * p.tq + q] = d;
       }
-      sm.r[0][ln] = q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f;
-      sm.r[1][ln] = d;
+      sm.own_r[0][ln] = q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f;
+      sm.own_r[1][ln] = d;
     });
     Block::sync();
     Reg<U4> qa[DK], da[DK];
@@ -400,21 +425,21 @@ struct Tiles {
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int h = 0; h < 2; ++h) {
-        lse[ln].v[h] = sm.r[0][row_of(ln, 2 * h)];
-        delta[ln].v[h] = sm.r[1][row_of(ln, 2 * h)];
+        lse[ln].v[h] = sm.own_r[0][row_of(ln, 2 * h)];
+        delta[ln].v[h] = sm.own_r[1][row_of(ln, 2 * h)];
       }
     });
     Reg<F4> dq[2 * DK];
     ZT_FLASH_UNROLL
     for (int j = 0; j < 2 * DK; ++j) zero(dq[j]);
-    for (int64_t k0 = 0; k0 < kend; k0 += kOther) {
-      Block::sync();
-      stage(sm.other[0], p.k, t, k0, kOther, p.tk);
-      stage(sm.other[1], p.v, t, k0, kOther, p.tk);
-      Block::sync();
+    auto fetch = [&](int64_t k0, int buf) {
+      stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
+      stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
+    };
+    walk(0, kend, fetch, [&](int64_t k0, int buf) {
       Reg<F4> s[2 * KB], dp[2 * KB];
-      scores(s, qa, sm.other[0]);   // q k^T
-      scores(dp, da, sm.other[1]);  // dout v^T
+      scores(s, qa, sm.other[buf][0]);   // q k^T
+      scores(dp, da, sm.other[buf][1]);  // dout v^T
       Reg<U4> dsa[KB];
       Block::each([&](int ln) {
         float ds[2 * KB][4];
@@ -429,8 +454,8 @@ struct Tiles {
         }
         pack_a(dsa, ln, ds);
       });
-      accumulate(dq, dsa, sm.other[0]);  // dq += ds k
-    }
+      accumulate(dq, dsa, sm.other[buf][0]);  // dq += ds k
+    });
     Reg<F2> scale;
     Block::each([&](int ln) { scale[ln] = {{p.scale, p.scale}}; });
     write(p.dq, t, t.r0, p.tq, dq, scale);
@@ -449,28 +474,32 @@ struct Tiles {
       zero(dk[j]);
       zero(dv[j]);
     }
-    // Causal: queries before k0 see none of these keys (k0 is a multiple of kRows, so
-    // of kOther: the walk starts on a step).
-    for (int64_t q0 = p.causal ? k0 : 0; q0 < p.tq; q0 += kOther) {
-      Block::sync();
-      stage(sm.other[0], p.q, t, q0, kOther, p.tq);
-      stage(sm.other[1], p.dout, t, q0, kOther, p.tq);
+    auto fetch = [&](int64_t q0, int buf) {
+      stage<true>(sm.other[buf][0], p.q, t, q0, kOther, p.tq);
+      stage<true>(sm.other[buf][1], p.dout, t, q0, kOther, p.tq);
       Block::each([&](int ln) {
         if (ln >= kOther) return;
         const bool in = q0 + ln < p.tq;
-        sm.r[0][ln] = in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f;
-        sm.r[1][ln] = in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f;
+        sm.other_r[buf][0][ln] = in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f;
+        sm.other_r[buf][1][ln] = in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f;
       });
-      Block::sync();
+    };
+    // Causal: queries before k0 see none of these keys (k0 is a multiple of kRows, so
+    // of kOther: the walk starts on a step).
+    walk(p.causal ? k0 : 0, p.tq, fetch, [&](int64_t q0, int buf) {
+      const uint16_t* qt = sm.other[buf][0];
+      const uint16_t* dt = sm.other[buf][1];
+      const float* lse = sm.other_r[buf][0];
+      const float* delta = sm.other_r[buf][1];
       Reg<F4> s[2 * KB], dp[2 * KB];  // rows: the warp's keys; columns: the step's queries
       {
         Reg<U4> a[DK];
         ZT_FLASH_UNROLL
         for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[0], c);
-        scores(s, a, sm.other[0]);  // k q^T
+        scores(s, a, qt);  // k q^T
         ZT_FLASH_UNROLL
         for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[1], c);
-        scores(dp, a, sm.other[1]);  // v dout^T
+        scores(dp, a, dt);  // v dout^T
       }
       Reg<U4> pa[KB], dsa[KB];
       Block::each([&](int ln) {
@@ -481,15 +510,15 @@ struct Tiles {
           const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
           const int64_t q = q0 + qc;
           const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
-          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - sm.r[0][qc]) : 0.f;
-          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - sm.r[1][qc]);
+          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - lse[qc]) : 0.f;
+          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - delta[qc]);
         }
         pack_a(pa, ln, pr);
         pack_a(dsa, ln, ds);
       });
-      accumulate(dv, pa, sm.other[1]);   // dv += p^T dout
-      accumulate(dk, dsa, sm.other[0]);  // dk += ds^T q
-    }
+      accumulate(dv, pa, dt);   // dv += p^T dout
+      accumulate(dk, dsa, qt);  // dk += ds^T q
+    });
     Reg<F2> scale, one;
     Block::each([&](int ln) {
       scale[ln] = {{p.scale, p.scale}};
