@@ -94,6 +94,14 @@ struct MmaBlock {
   static __device__ __forceinline__ void store2(uint16_t* dst, float lo, float hi) {
     *reinterpret_cast<uint32_t*>(dst) = pack(lo, hi);
   }
+  template <class T>
+  static __device__ __forceinline__ T ld(const T* p, int) {
+    return *p;
+  }
+  template <class T>
+  static __device__ __forceinline__ void st(T* p, T v, int) {
+    *p = v;
+  }
   static __device__ __forceinline__ void copy16(uint16_t* dst, const uint16_t* src) {
     *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
   }

@@ -111,8 +111,9 @@ inline Mat mat_of(const Tensor& t, const char* name) {
 /// Block::kWarps warps. Block provides Reg<T>, each(f) (f(lane) for the block's lanes,
 /// 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain or
 /// transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half
-/// `half` of b), shfl_xor; and pack / to_float (16-bit conversions), store2, exp2, log2
-/// and 16-byte copies.
+/// `half` of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack
+/// / to_float (16-bit conversions), store2, exp2, log2 and 16-byte copies, plain or
+/// asynchronous (copy16_async, landing at wait_async).
 template <class Block, int DK>
 struct Tiles {
   static constexpr int D = 16 * DK;
@@ -407,12 +408,13 @@ struct Tiles {
           Block::copy16(chunk, o + c);
           ZT_FLASH_UNROLL
           for (int i = 0; i < kVec; ++i)
-            d += Block::to_float(sm.own[1][ln * kLd + c + i]) * Block::to_float(chunk[i]);
+            d += Block::to_float(Block::ld(&sm.own[1][ln * kLd + c + i], ln)) *
+                 Block::to_float(chunk[i]);
         }
         p.delta[t.bh * p.tq + q] = d;
       }
-      sm.own_r[0][ln] = q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f;
-      sm.own_r[1][ln] = d;
+      Block::st(&sm.own_r[0][ln], q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f, ln);
+      Block::st(&sm.own_r[1][ln], d, ln);
     });
     Block::sync();
     Reg<U4> qa[DK], da[DK];
@@ -425,8 +427,8 @@ struct Tiles {
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
       for (int h = 0; h < 2; ++h) {
-        lse[ln].v[h] = sm.own_r[0][row_of(ln, 2 * h)];
-        delta[ln].v[h] = sm.own_r[1][row_of(ln, 2 * h)];
+        lse[ln].v[h] = Block::ld(&sm.own_r[0][row_of(ln, 2 * h)], ln);
+        delta[ln].v[h] = Block::ld(&sm.own_r[1][row_of(ln, 2 * h)], ln);
       }
     });
     Reg<F4> dq[2 * DK];
@@ -480,8 +482,8 @@ struct Tiles {
       Block::each([&](int ln) {
         if (ln >= kOther) return;
         const bool in = q0 + ln < p.tq;
-        sm.other_r[buf][0][ln] = in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f;
-        sm.other_r[buf][1][ln] = in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f;
+        Block::st(&sm.other_r[buf][0][ln], in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f, ln);
+        Block::st(&sm.other_r[buf][1][ln], in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f, ln);
       });
     };
     // Causal: queries before k0 see none of these keys (k0 is a multiple of kRows, so
@@ -510,8 +512,8 @@ struct Tiles {
           const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
           const int64_t q = q0 + qc;
           const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
-          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - lse[qc]) : 0.f;
-          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - delta[qc]);
+          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
+          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - Block::ld(&delta[qc], ln));
         }
         pack_a(pa, ln, pr);
         pack_a(dsa, ln, ds);
