@@ -12,15 +12,14 @@
 // each thread for its own lane; on the host, for every lane in turn), and a Reg<T> is a
 // lane's register (reg[lane]). Block::sync() is the block's barrier for shared memory.
 //
-// A block owns kRows = 16 per warp rows (queries for the forward and dq, keys for dk and
-// dv), each warp 16 of them, and walks the other side in steps of kOther rows, which
-// all its warps share from shared memory (one load from global memory per block, not
-// per warp), double buffered: the next step's tiles are copied asynchronously (cp.async
-// on the GPU) while the current one computes. Scores, softmax and probabilities stay in
-// registers (an mma's accumulator
-// layout is the next mma's A operand layout, so p feeds p v with no trip through
-// memory); nothing of size Tq x Tk is stored: the forward keeps each row's log-sum-exp,
-// the backward recomputes p.
+// A block owns kRows rows, 16 per warp (queries for the forward and dq, keys for dk and
+// dv), and walks the other side in steps of kOther rows, which all its warps share from
+// shared memory (one load from global memory per block, not per warp), double buffered:
+// the next step's tiles are copied asynchronously (cp.async on the GPU) while the
+// current one computes. Scores, softmax and probabilities stay in registers (an mma's
+// accumulator layout is the next mma's A operand layout, so p feeds p v with no trip
+// through memory); nothing of size Tq x Tk is stored: the forward keeps each row's
+// log-sum-exp, the backward recomputes p.
 //   forward: online softmax over key steps: m = running max, l = running sum of
 //            exp(scale s - m), o rescaled by exp(m_old - m) as m grows; p rounded to 16
 //            bits before p v (as FlashAttention); out = o / l, lse = m + log l
@@ -247,12 +246,14 @@ struct Tiles {
     ZT_FLASH_UNROLL
     for (int j = 0; j < 2 * KB; ++j) zero(s[j]);
     ZT_FLASH_UNROLL
-    for (int kb = 0; kb < KB; ++kb) ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) {
-      Reg<U4> f;
-      load_bt(f, b, kb, c);
-      Block::template mma<0>(s[2 * kb], a[c], f);
-      Block::template mma<1>(s[2 * kb + 1], a[c], f);
+    for (int kb = 0; kb < KB; ++kb) {
+      ZT_FLASH_UNROLL
+      for (int c = 0; c < DK; ++c) {
+        Reg<U4> f;
+        load_bt(f, b, kb, c);
+        Block::template mma<0>(s[2 * kb], a[c], f);
+        Block::template mma<1>(s[2 * kb + 1], a[c], f);
+      }
     }
   }
 
@@ -261,12 +262,14 @@ struct Tiles {
   static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[2 * DK], const Reg<U4> (&p)[KB],
                                      const uint16_t* v) {
     ZT_FLASH_UNROLL
-    for (int kb = 0; kb < KB; ++kb) ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) {
-      Reg<U4> f;
-      load_b(f, v, kb, c);
-      Block::template mma<0>(acc[2 * c], p[kb], f);
-      Block::template mma<1>(acc[2 * c + 1], p[kb], f);
+    for (int kb = 0; kb < KB; ++kb) {
+      ZT_FLASH_UNROLL
+      for (int c = 0; c < DK; ++c) {
+        Reg<U4> f;
+        load_b(f, v, kb, c);
+        Block::template mma<0>(acc[2 * c], p[kb], f);
+        Block::template mma<1>(acc[2 * c + 1], p[kb], f);
+      }
     }
   }
 
@@ -343,11 +346,14 @@ struct Tiles {
       Block::each([&](int ln) {
         mx[ln] = m[ln];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          float& x = s[j][ln].v[e];
-          x = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2 : -INFINITY;
-          mx[ln].v[e / 2] = fmaxf(mx[ln].v[e / 2], x);
+        for (int j = 0; j < 2 * KB; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            float& x = s[j][ln].v[e];
+            x = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2
+                                                                             : -INFINITY;
+            mx[ln].v[e / 2] = fmaxf(mx[ln].v[e / 2], x);
+          }
         }
       });
       quad_reduce<true>(mx);
@@ -362,14 +368,18 @@ struct Tiles {
           l[ln].v[h] *= alpha[h];
         }
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * DK; ++j) ZT_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) o[j][ln].v[e] *= alpha[e / 2];
+        for (int j = 0; j < 2 * DK; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) o[j][ln].v[e] *= alpha[e / 2];
+        }
         float pr[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          pr[j][e] = Block::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
-          l[ln].v[e / 2] += pr[j][e];
+        for (int j = 0; j < 2 * KB; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            pr[j][e] = Block::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
+            l[ln].v[e / 2] += pr[j][e];
+          }
         }
         pack_a(pa, ln, pr);
       });
@@ -446,13 +456,15 @@ struct Tiles {
       Block::each([&](int ln) {
         float ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          const int h = e / 2;
-          ds[j][e] = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
-                         ? Block::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
-                               (dp[j][ln].v[e] - delta[ln].v[h])
-                         : 0.f;
+        for (int j = 0; j < 2 * KB; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            const int h = e / 2;
+            ds[j][e] = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
+                           ? Block::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
+                                 (dp[j][ln].v[e] - delta[ln].v[h])
+                           : 0.f;
+          }
         }
         pack_a(dsa, ln, ds);
       });
@@ -507,13 +519,15 @@ struct Tiles {
       Block::each([&](int ln) {
         float pr[2 * KB][4], ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) ZT_FLASH_UNROLL
-        for (int e = 0; e < 4; ++e) {
-          const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
-          const int64_t q = q0 + qc;
-          const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
-          pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
-          ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - Block::ld(&delta[qc], ln));
+        for (int j = 0; j < 2 * KB; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) {
+            const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
+            const int64_t q = q0 + qc;
+            const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
+            pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
+            ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - Block::ld(&delta[qc], ln));
+          }
         }
         pack_a(pa, ln, pr);
         pack_a(dsa, ln, ds);
