@@ -91,15 +91,21 @@ struct Params {
   bool causal;  // query i sees keys j <= i (Tq == Tk)
 };
 
-/// t as a Mat. Every matrix is read by 16-byte copies or written in 4-byte pairs, so its
-/// last dim must be contiguous and its start and the strides of its dims with more than
-/// one index multiples of 16 bytes: on the GPU a misaligned access is a fault that ends
-/// the process's CUDA context.
+/// Whether t is in the kernels' layout. Every matrix is read by 16-byte copies or
+/// written in 4-byte pairs, so its last dim must be contiguous and its start and the
+/// strides of its other dims with more than one index multiples of 16 bytes: on the GPU
+/// a misaligned access is a fault that ends the process's CUDA context.
+inline bool layout_ok(const Tensor& t) {
+  if (t.stride(-1) != 1 || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 != 0) return false;
+  for (int64_t d = 0; d + 1 < t.dim(); ++d)
+    if (t.size(d) > 1 && t.stride(d) % 8 != 0) return false;
+  return true;
+}
+
+/// t (n0, n1, T, D) as a Mat; a clear error unless layout_ok(t).
 inline Mat mat_of(const Tensor& t, const char* name) {
   if (!t.defined()) return {nullptr, 0, 0, 0};
-  bool ok = t.stride(3) == 1 && reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-  for (int64_t d = 0; d < 3; ++d) ok = ok && (t.size(d) == 1 || t.stride(d) % 8 == 0);
-  ZT_CHECK(ok, "flash attention: ", name, " ", shape_str(t.sizes()), " (strides ",
+  ZT_CHECK(layout_ok(t), "flash attention: ", name, " ", shape_str(t.sizes()), " (strides ",
            shape_str(t.strides()), ", start ", reinterpret_cast<uintptr_t>(t.data_ptr()) % 16,
            " bytes past a 16-byte boundary) is not in the kernels' layout: last dim contiguous,",
            " start and strides multiples of 16 bytes; pass a fresh copy (clone())");

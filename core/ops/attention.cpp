@@ -40,15 +40,6 @@ std::atomic<AttentionKernel>& kernel_choice() {
   return choice;
 }
 
-// The fused kernels' layout (flash::mat_of): the last dim contiguous, the data and the
-// other strides (of dims with more than one index) multiples of 16 bytes.
-bool flash_layout(const Tensor& t) {
-  if (t.stride(-1) != 1) return false;
-  for (int64_t d = 0; d + 1 < t.dim(); ++d)
-    if (t.size(d) > 1 && t.stride(d) % 8 != 0) return false;
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-}
-
 bool use_flash(const Tensor& q, const Tensor& k, const Tensor& v) {
   const AttentionKernel mode = attention_kernel();
   if (mode == AttentionKernel::math ||
@@ -56,7 +47,7 @@ bool use_flash(const Tensor& q, const Tensor& k, const Tensor& v) {
     return false;
   return (q.dtype() == DType::bf16 || q.dtype() == DType::f16) && q.dim() <= 4 &&
          flash::head_dim_supported(q.size(-1)) && v.size(-1) == q.size(-1) && q.size(-2) > 0 &&
-         k.size(-2) > 0 && flash_layout(q) && flash_layout(k) && flash_layout(v);
+         k.size(-2) > 0 && flash::layout_ok(q) && flash::layout_ok(k) && flash::layout_ok(v);
 }
 
 // An empty tensor shaped like t whose dims lie in memory in the order of t's strides
@@ -95,7 +86,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
       "scaled_dot_product_attention", {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
         // A fresh copy when needed: a contiguous gradient may still start mid-row (cat's
         // backward hands out narrowed views).
-        const Tensor dout = flash_layout(g[0]) ? g[0] : g[0].clone();
+        const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
         const Tensor dq = empty_in_layout_of(qd), dk = empty_in_layout_of(kd),
                      dv = empty_in_layout_of(vd);
         const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);

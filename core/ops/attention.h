@@ -17,7 +17,7 @@ namespace zt {
 /// Which way scaled_dot_product_attention runs.
 enum class AttentionKernel {
   automatic,  ///< fused on a GPU where supported, the GEMM path everywhere else
-  flash,      ///< fused wherever supported, the CPU included (an exact emulation of the GPU
+  flash,      ///< fused wherever supported, the CPU included (an emulation of the GPU
               ///< kernels, for tests: slow); the GEMM path for the rest
   math,       ///< always the GEMM path
 };
