@@ -112,6 +112,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("seed", t.seed, 0)
       .get_enum("device", t.device, {"cpu", "cuda"})
       .get_enum("tf32", t.tf32, {"conv", "all", "none"})
+      .get_enum("attention", t.attention, {"auto", "flash", "math"})
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
       .get("resume", t.resume)
       .get("trace", t.trace)

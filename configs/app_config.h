@@ -79,6 +79,11 @@ struct TrainConfig {
   /// TF32 tensor cores for f32 work on CUDA: "conv" (convolutions only, PyTorch's
   /// default), "all" (also matrix multiplies) or "none" (exact fp32).
   std::string tf32 = "conv";
+  /// scaled_dot_product_attention's kernels (zt::set_attention_kernel): "auto" (fused on a
+  /// GPU for bf16/f16 heads of 32-128, batched GEMMs otherwise), "flash" (fused wherever
+  /// supported, the CPU's slow emulation included) or "math" (batched GEMMs only); unset
+  /// keeps the process's choice (ZT_ATTENTION, else auto).
+  std::string attention{};
   /// Storage and compute dtype of the partitioned parameters: f32, bf16 or f16. bf16
   /// and f16 are the same as enabling the bf16 / fp16 section; after parsing this is the
   /// effective dtype whichever way it was asked for.

@@ -137,6 +137,7 @@ std::unique_ptr<StepGraph> make_step_graph(const config::TrainConfig& train, zer
 
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app) {
+  if (!train.attention.empty()) set_attention_kernel(parse_attention_kernel(train.attention));
   if (train.device == "cpu") return Device::cpu();
   ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
            "'");

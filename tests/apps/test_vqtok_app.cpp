@@ -271,6 +271,16 @@ TEST(VqtokApp, TrainDeviceRule) {
     const auto bf16 = tiny_config(fresh_dir("dev"), {"train.dtype=bf16"});
     EXPECT_TRUE(app::train_device(bf16.train, comm, "t").is_cpu());
   });
+  // train.attention sets the process's attention kernels; unset, it leaves them.
+  const AttentionKernel before = attention_kernel();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    app::train_device(tiny_config(fresh_dir("dev"), {"train.attention=math"}).train, comm, "t");
+    EXPECT_EQ(attention_kernel(), AttentionKernel::math);
+    set_attention_kernel(AttentionKernel::flash);
+    app::train_device(tiny_config(fresh_dir("dev")).train, comm, "t");
+    EXPECT_EQ(attention_kernel(), AttentionKernel::flash);
+  });
+  set_attention_kernel(before);
   const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
 #ifndef ZT_WITH_CUDA
   expect_error(cuda, 1, "needs a CUDA build");

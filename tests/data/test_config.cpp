@@ -211,6 +211,10 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  tf32: true\n",
      {},
      {"bad.yaml:2: train.tf32: 'true' is not one of: conv, all, none"}},
+    {"attention_kernel",
+     "train:\n  attention: fast\n",
+     {},
+     {"bad.yaml:2: train.attention: 'fast' is not one of: auto, flash, math"}},
     {"cuda_graph_on_cpu",
      "train:\n  cuda_graph: true\n",
      {},
@@ -477,6 +481,12 @@ TEST(Config, Tf32DefaultsToConvolutionsOnly) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.tf32, "conv");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: all\n"), App::vqtok).train.tf32, "all");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: none\n"), App::vqtok).train.tf32, "none");
+}
+
+TEST(Config, AttentionKernelIsLeftToTheProcessUnlessSet) {
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.attention, "");
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  attention: math\n"), App::vqtok).train.attention,
+            "math");
 }
 
 TEST(Config, MissingFileNamesIt) {
