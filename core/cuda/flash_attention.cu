@@ -156,7 +156,8 @@ void check_flash_device(const char* op, const Tensor& q, std::initializer_list<T
   int major = 0;
   CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, q.device().index));
   ZT_CHECK(major >= 8, op, ": needs a GPU of compute capability 8.0 or newer (bf16 tensor cores); ",
-           "this one is ", major, ".x: set ZT_ATTENTION=math");
+           "this one is ", major,
+           ".x: use the GEMM path (ZT_ATTENTION=math or train.attention: math)");
 }
 
 }  // namespace
