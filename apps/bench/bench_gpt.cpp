@@ -13,7 +13,10 @@
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
 // --attention picks scaled_dot_product_attention's kernels (auto: fused on a GPU for
 // bf16, the GEMM path otherwise; math: the GEMM path everywhere), so one GPU run can
-// show what the fused kernels save.
+// show what the fused kernels save. --cuda-graph (cuda, one rank) captures the whole step
+// after two warm-up steps and replays it (core/step_graph.h): the host then launches one
+// graph per step, so the time is the GPU's alone; there are no phase clocks (the split
+// prints as 0) and step_ms is the wall time per replay.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -22,6 +25,7 @@
 #include "apps/vqgpt/model/gpt.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/step_graph.h"
 #include "zero/zero.h"
 
 namespace {
@@ -40,7 +44,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   spec.n_embd = 768;
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
-  bool offload = false, kernels = false;
+  bool offload = false, kernels = false, graphed = false;
   std::string device_name = "cpu", dtype = "f32",
               attention = attention_kernel_name(attention_kernel());
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
@@ -69,12 +73,21 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "attention kernels: auto (fused on a GPU for bf16), flash (fused wherever "
                  "supported; on the CPU a slow emulation) or math (batched GEMMs and softmax)")
       ->check(CLI::IsMember({"auto", "flash", "math"}));
+  app.add_flag("--cuda-graph", graphed,
+               "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda, "
+               "one rank; no --offload or --kernels)");
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
   if (device.is_cuda() && (!cuda_available() || ranks != 1)) {
     std::fprintf(stderr, "zt-bench gpt: --device cuda needs a CUDA build, a GPU and --ranks 1\n");
+    return 1;
+  }
+  if (graphed && (!device.is_cuda() || offload || kernels)) {
+    std::fprintf(stderr,
+                 "zt-bench gpt: --cuda-graph needs --device cuda, and no --offload (the host "
+                 "update cannot be captured) or --kernels\n");
     return 1;
   }
   if (spec.n_embd % spec.n_head != 0) {
@@ -116,7 +129,24 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     };
     std::vector<double> fwd, bwd, opt, total;
     double loss = 0;
-    for (int i = 0; i <= steps; ++i) {
+    auto step = [&] {
+      Tensor logits = engine(inputs);
+      Tensor l = cross_entropy(logits.reshape({-1, spec.vocab_size}), targets.reshape({-1}));
+      engine.backward(l);
+      engine.step();
+      return std::vector<Tensor>{l};
+    };
+    std::unique_ptr<StepGraph> graph;
+    if (graphed) {  // 2 warm-up steps, the capture, then the timed replays
+      engine.set_capturable(true);
+      graph = std::make_unique<StepGraph>(device);
+      for (int i = 0; i < 3 + steps; ++i) {
+        const auto t0 = Clock::now();
+        loss = graph->run(step, [&] { engine.before_replay(); })[0].item();
+        if (i >= 3) total.push_back(ms(t0, Clock::now()));
+      }
+    }
+    for (int i = 0; i <= (graphed ? -1 : steps); ++i) {
       comm.barrier();
       const auto t0 = Clock::now();
       Tensor logits = engine(inputs);
@@ -133,13 +163,13 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       opt.push_back(ms(t2, t3));
       total.push_back(ms(t0, t3));
     }
-    auto step = [&] {
-      Tensor logits = engine(inputs);
-      engine.backward(cross_entropy(logits.reshape({-1, spec.vocab_size}), targets.reshape({-1})));
-      engine.step();
-    };
     // The work of one more step, without the phase clocks' synchronizations.
-    const std::string work = bench::work_per_call_json(step);
+    const std::string work = bench::work_per_call_json([&] {
+      if (graph)
+        graph->run(step, [&] { engine.before_replay(); });
+      else
+        step();
+    });
     const std::string profile = kernels ? bench::kernel_profile_json("gpt", steps, step) : "";
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
@@ -152,17 +182,18 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double tflops = flops / step_s / 1e12;
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
-        "\"offload\":%s,\"ranks\":%d,"
+        "\"cuda_graph\":%s,\"offload\":%s,\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
-        device.str().c_str(), dtype.c_str(), attention.c_str(), offload ? "true" : "false",
-        comm.size(), static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
-        static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
-        static_cast<long long>(spec.vocab_size), batch, n, tokens, bench::median(fwd),
-        bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
+        device.str().c_str(), dtype.c_str(), attention.c_str(), graphed ? "true" : "false",
+        offload ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
+        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
+        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
+        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
+        tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);

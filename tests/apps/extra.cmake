@@ -131,11 +131,14 @@ if(TARGET zt-bench)
     PASS_REGULAR_EXPRESSION "\"update\":\"zero3\".*\"host_reads_per_step\":0}")
 endif()
 
-# zt-bench vqtok-step --cuda-graph without --device cuda says what it needs (exit 1).
+# zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda
            COMMAND zt-bench vqtok-step --cuda-graph)
   set_tests_properties(apps.bench.vqtok_step_cuda_graph_needs_cuda PROPERTIES LABELS apps
+    TIMEOUT 30 PASS_REGULAR_EXPRESSION "--cuda-graph needs --device cuda")
+  add_test(NAME apps.bench.gpt_cuda_graph_needs_cuda COMMAND zt-bench gpt --cuda-graph)
+  set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps
     TIMEOUT 30 PASS_REGULAR_EXPRESSION "--cuda-graph needs --device cuda")
 endif()
 
