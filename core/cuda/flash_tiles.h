@@ -557,9 +557,10 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
                      const Tensor& lse, const Tensor& delta, double scale, bool causal) {
   ZT_CHECK(q.dim() == 4 && k.dim() == 4 && v.dim() == 4 && head_dim_supported(q.size(3)) &&
                k.size(3) == q.size(3) && v.size(3) == q.size(3) && v.size(2) == k.size(2) &&
-               (!causal || q.size(2) == k.size(2)),
+               (!causal || q.size(2) == k.size(2)) && q.size(2) > 0 && k.size(2) > 0,
            "flash attention: unsupported shapes q ", shape_str(q.sizes()), ", k ",
-           shape_str(k.sizes()), ", v ", shape_str(v.sizes()));
+           shape_str(k.sizes()), ", v ", shape_str(v.sizes()),
+           " (a head dim of 32, 64, 96 or 128 shared by q, k and v; at least one query and key)");
   return {mat_of(q, "q"),
           mat_of(k, "k"),
           mat_of(v, "v"),

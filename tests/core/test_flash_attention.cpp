@@ -195,3 +195,21 @@ TEST(FlashAttention, OutputGradientStartingMidRow) {
   const std::vector<Tensor> math = run(AttentionKernel::math);
   for (size_t i = 0; i < 3; ++i) EXPECT_LT(test::relative_error(fused[i], math[i]), 1.5e-2) << i;
 }
+
+TEST(FlashAttention, KernelsRefuseWhatTheyCannotRun) {
+  // The op routes these to the GEMM path; a direct kernel call gets a clear error.
+  auto forward = [](const Tensor& q, const Tensor& k, const Tensor& v) {
+    Tensor out = Tensor::empty(q.sizes(), DType::bf16);
+    Tensor lse = Tensor::empty({q.size(0), q.size(1), q.size(2)});
+    cpu::flash_attention_forward(out, lse, q, k, v, 0.1, false);
+  };
+  const Tensor q = normals({1, 1, 4, 32}, 23, DType::bf16);
+  EXPECT_TRUE(test::throws_with([&] { forward(q, q.narrow(2, 0, 0), q.narrow(2, 0, 0)); },
+                                "at least one query and key"));
+  const Tensor odd = normals({1, 1, 4, 48}, 24, DType::bf16);
+  EXPECT_TRUE(
+      test::throws_with([&] { forward(odd, odd, odd); }, "a head dim of 32, 64, 96 or 128"));
+  // A view starting 2 bytes into its storage: not where 16-byte copies may read.
+  const Tensor shifted = normals({1, 1, 4, 40}, 25, DType::bf16).narrow(3, 1, 32);
+  EXPECT_TRUE(test::throws_with([&] { forward(shifted, q, q); }, "not in the kernels' layout"));
+}
