@@ -17,7 +17,7 @@
 #include <numeric>
 
 #include "core/autograd.h"
-#include "core/cuda/flash_tiles.h"
+#include "core/cuda/flash_params.h"
 #include "core/ops.h"
 #include "core/ops/dispatch.h"
 
