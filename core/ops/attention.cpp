@@ -74,25 +74,27 @@ Tensor as_4d(Tensor t) {
 
 Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double s) {
   const Device dev = q.device();
-  const Tensor qd = q.detach(), kd = k.detach(), vd = v.detach();
-  const Tensor out = empty_in_layout_of(qd), od = out.detach();
-  const Tensor lse =
-      Tensor::empty({as_4d(qd).size(0), as_4d(qd).size(1), q.size(-2)}, DType::f32, dev);
-  ZT_DISPATCH(dev, flash_attention_forward, as_4d(od), lse, as_4d(qd), as_4d(kd), as_4d(vd), s,
-              causal);
+  const Tensor out = empty_in_layout_of(q.detach());
+  // The kernels' (n0, n1, T, D) views, kept for the backward.
+  const Tensor q4 = as_4d(q.detach()), k4 = as_4d(k.detach()), v4 = as_4d(v.detach()),
+               o4 = as_4d(out.detach());
+  const Tensor lse = Tensor::empty({q4.size(0), q4.size(1), q4.size(2)}, DType::f32, dev);
+  ZT_DISPATCH(dev, flash_attention_forward, o4, lse, q4, k4, v4, s, causal);
   if (!autograd::needs_grad({q, k, v})) return out;
   const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
+  const Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
   autograd::record(
       "scaled_dot_product_attention", {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
         // A fresh copy when needed: a contiguous gradient may still start mid-row (cat's
         // backward hands out narrowed views).
         const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
-        const Tensor dq = empty_in_layout_of(qd), dk = empty_in_layout_of(kd),
-                     dv = empty_in_layout_of(vd);
+        const Tensor dq = empty_in_layout_of(q4), dk = empty_in_layout_of(k4),
+                     dv = empty_in_layout_of(v4);
         const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
-        ZT_DISPATCH(dev, flash_attention_backward, as_4d(dq), as_4d(dk), as_4d(dv), delta,
-                    as_4d(qd), as_4d(kd), as_4d(vd), as_4d(od), as_4d(dout), lse, s, causal);
-        return std::vector<Tensor>{gq ? dq : Tensor(), gk ? dk : Tensor(), gv ? dv : Tensor()};
+        ZT_DISPATCH(dev, flash_attention_backward, dq, dk, dv, delta, q4, k4, v4, o4, as_4d(dout),
+                    lse, s, causal);
+        return std::vector<Tensor>{gq ? dq.view(qs) : Tensor(), gk ? dk.view(ks) : Tensor(),
+                                   gv ? dv.view(vs) : Tensor()};
       });
   return out;
 }

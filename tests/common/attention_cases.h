@@ -7,7 +7,10 @@
 #include <cmath>
 #include <functional>
 #include <limits>
+#include <utility>
 #include <vector>
+
+#include <gtest/gtest.h>
 
 #include "core/kernel_profile.h"
 #include "core/kernels.h"
@@ -118,6 +121,25 @@ inline bool runs_fused(const std::function<void()>& fn) {
 inline double relative_error(const Tensor& a, const Tensor& b) {
   const Tensor a64 = a.to(Device::cpu()).to(DType::f64), b64 = b.to(Device::cpu()).to(DType::f64);
   return std::sqrt(sum_squares(sub(a64, b64)).item() / sum_squares(b64).item());
+}
+
+/// The fused kernels' tolerance against f32 (relative, 2-norm): their 16-bit roundings
+/// of results and probabilities measure 2e-3 .. 3e-3 in bf16 and 2e-4 .. 4e-4 in f16.
+inline double flash_tolerance(DType dt) {
+  return dt == DType::bf16 ? 6e-3 : 8e-4;
+}
+
+/// Output and every gradient within `tol` of `want` in relative_error.
+inline ::testing::AssertionResult grads_close(const AttentionGrads& got, const AttentionGrads& want,
+                                              double tol) {
+  const std::pair<const char*, double> errs[] = {{"output", relative_error(got.out, want.out)},
+                                                 {"dq", relative_error(got.dq, want.dq)},
+                                                 {"dk", relative_error(got.dk, want.dk)},
+                                                 {"dv", relative_error(got.dv, want.dv)}};
+  for (const auto& [name, err] : errs)
+    if (!(err < tol))
+      return ::testing::AssertionFailure() << name << ": relative error " << err << " > " << tol;
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace zt::test

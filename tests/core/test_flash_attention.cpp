@@ -21,20 +21,12 @@ Tensor normals(const Shape& s, uint64_t seed, DType dt) {
   return randn(s, g, DType::f64).to(dt);
 }
 
-double tolerance(DType dt) {
-  return dt == DType::bf16 ? 6e-3 : 8e-4;
-}
-
 // The fused path on 16-bit q, k, v against the GEMM path on their f32 values.
 void expect_matches_f32(const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
   const test::AttentionGrads got = test::attention_grads(AttentionKernel::flash, q, k, v, causal);
   const test::AttentionGrads want = test::attention_grads(
       AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal);
-  const double tol = tolerance(q.dtype());
-  EXPECT_LT(test::relative_error(got.out, want.out), tol) << "output";
-  EXPECT_LT(test::relative_error(got.dq, want.dq), tol) << "dq";
-  EXPECT_LT(test::relative_error(got.dk, want.dk), tol) << "dk";
-  EXPECT_LT(test::relative_error(got.dv, want.dv), tol) << "dv";
+  EXPECT_TRUE(test::grads_close(got, want, test::flash_tolerance(q.dtype())));
   EXPECT_EQ(got.out.dtype(), q.dtype());
   EXPECT_EQ(got.dq.dtype(), q.dtype());
 }

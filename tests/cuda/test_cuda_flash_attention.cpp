@@ -14,27 +14,6 @@
 using namespace zt;
 using namespace zt::cuda_test;
 
-namespace {
-
-double tolerance(DType dt) {
-  return dt == DType::bf16 ? 6e-3 : 8e-4;
-}
-
-::testing::AssertionResult grads_close(const test::AttentionGrads& got,
-                                       const test::AttentionGrads& want, double tol) {
-  const std::pair<const char*, double> errs[] = {
-      {"output", test::relative_error(got.out, want.out)},
-      {"dq", test::relative_error(got.dq, want.dq)},
-      {"dk", test::relative_error(got.dk, want.dk)},
-      {"dv", test::relative_error(got.dv, want.dv)}};
-  for (const auto& [name, err] : errs)
-    if (!(err < tol))
-      return ::testing::AssertionFailure() << name << ": relative error " << err << " > " << tol;
-  return ::testing::AssertionSuccess();
-}
-
-}  // namespace
-
 TEST(CudaFlashAttention, MatchesItsHostEmulationAndF32) {
   ZT_SKIP_WITHOUT_GPU();
   for (DType dt : {DType::bf16, DType::f16}) {
@@ -55,8 +34,9 @@ TEST(CudaFlashAttention, MatchesItsHostEmulationAndF32) {
             test::attention_grads(AttentionKernel::flash, q, k, v, causal);
         const test::AttentionGrads f32 = test::attention_grads(
             AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal);
-        EXPECT_TRUE(grads_close(gpu, host, tolerance(dt))) << "against the host emulation";
-        EXPECT_TRUE(grads_close(gpu, f32, tolerance(dt))) << "against f32";
+        EXPECT_TRUE(test::grads_close(gpu, host, test::flash_tolerance(dt)))
+            << "against the host emulation";
+        EXPECT_TRUE(test::grads_close(gpu, f32, test::flash_tolerance(dt))) << "against f32";
         EXPECT_EQ(gpu.out.device(), kGpu);
       }
     }
@@ -79,13 +59,13 @@ TEST(CudaFlashAttention, TransformerHeadsInPlace) {
   EXPECT_TRUE(gpu.out.permute({0, 2, 1, 3}).is_contiguous());  // the heads merge as a view
   const test::AttentionGrads f32 = test::attention_grads(
       AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), true, heads);
-  EXPECT_TRUE(grads_close(gpu, f32, tolerance(DType::bf16)));
+  EXPECT_TRUE(test::grads_close(gpu, f32, test::flash_tolerance(DType::bf16)));
   const Tensor kv = normal_cpu({2, 40, 12, 64}, 7, DType::bf16);
   const test::AttentionGrads cross = test::attention_grads(AttentionKernel::automatic, q.to(kGpu),
                                                            kv.to(kGpu), kv.to(kGpu), false, heads);
   const test::AttentionGrads cross_f32 = test::attention_grads(
       AttentionKernel::math, q.to(DType::f32), kv.to(DType::f32), kv.to(DType::f32), false, heads);
-  EXPECT_TRUE(grads_close(cross, cross_f32, tolerance(DType::bf16)));
+  EXPECT_TRUE(test::grads_close(cross, cross_f32, test::flash_tolerance(DType::bf16)));
 }
 
 TEST(CudaFlashAttention, ReplaysFromACudaGraph) {
