@@ -91,8 +91,8 @@ Edge gradient_edge(const Tensor& t);
 /// LambdaNode to `outputs` whose closure maps output grads to one grad per input
 /// (undefined grads are allowed). Outputs must be fresh tensors (no history).
 /// Saved tensors captured by the closure should be inputs or detach()ed outputs.
-void record(const char* name, const std::vector<Tensor>& inputs,
-            const std::vector<Tensor>& outputs, BackwardFn backward);
+void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
+            BackwardFn backward);
 
 /// A custom autograd function usable outside core: `forward` runs without recording
 /// and returns the outputs; `backward` maps output grads to one grad per input.

@@ -15,7 +15,10 @@ void parallel_for(int64_t n, int64_t grain, Fn&& fn) {
     return;
   }
   int64_t chunks = std::min<int64_t>(nt, (n + grain - 1) / grain);
+// The formatter would break the cast inside the pragma.
+// clang-format off
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  // clang-format on
   for (int64_t c = 0; c < chunks; ++c) {
     int64_t b = n * c / chunks, e = n * (c + 1) / chunks;
     if (b < e) fn(b, e);

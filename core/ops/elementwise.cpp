@@ -33,9 +33,8 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    ZT_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ",
-             shape_str(b), " cannot be broadcast together (dimension ", i, ": ", da, " vs ",
-             db, ")");
+    ZT_CHECK(da == db || da == 1 || db == 1, op, ": shapes ", shape_str(a), " and ", shape_str(b),
+             " cannot be broadcast together (dimension ", i, ": ", da, " vs ", db, ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
@@ -62,8 +61,7 @@ Tensor unary_op(const char* name, UnaryOp op, const Tensor& a, double p0 = 0, do
   return out;
 }
 
-Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b,
-                 DType out_dtype) {
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype) {
   detail::check_same(name, {a, b});
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = Tensor::empty(s, out_dtype, a.device());
@@ -149,9 +147,8 @@ Tensor add(const Tensor& a, double b) {
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = unary_op("mul", UnaryOp::kAffine, a, b, 0.0);
-  autograd::record("mul_scalar", {a}, {out}, [b](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], b)};
-  });
+  autograd::record("mul_scalar", {a}, {out},
+                   [b](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], b)}; });
   return out;
 }
 
@@ -169,7 +166,9 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
   return out;
 }
 
-Tensor neg(const Tensor& a) { return mul(a, -1.0); }
+Tensor neg(const Tensor& a) {
+  return mul(a, -1.0);
+}
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
@@ -182,17 +181,15 @@ Tensor pow(const Tensor& a, double e) {
 Tensor exp(const Tensor& a) {
   Tensor out = unary_op("exp", UnaryOp::kExp, a);
   Tensor o = out.detach();
-  autograd::record("exp", {a}, {out}, [o](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], o)};
-  });
+  autograd::record("exp", {a}, {out},
+                   [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], o)}; });
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_op("log", UnaryOp::kLog, a);
-  autograd::record("log", {a}, {out}, [a](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{div(g[0], a)};
-  });
+  autograd::record("log", {a}, {out},
+                   [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; });
   return out;
 }
 
@@ -238,11 +235,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ZT_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ",
            dtype_name(cond.dtype()));
   detail::check_same("where", {a, b});
-  Shape s = broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(),
-                             "where");
+  Shape s =
+      broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = Tensor::empty(s, a.dtype(), a.device());
-  ZT_DISPATCH(a.device(), where, out, cond.expand(s), a.detach().expand(s),
-              b.detach().expand(s));
+  ZT_DISPATCH(a.device(), where, out, cond.expand(s), a.detach().expand(s), b.detach().expand(s));
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.sizes(), sb = b.sizes();
     autograd::record("where", {a, b}, {out}, [cond, sa, sb](const std::vector<Tensor>& g) {
@@ -272,14 +268,30 @@ Tensor gelu(const Tensor& a, bool tanh_approx) {
              : unary_with_grad("gelu", UnaryOp::kGelu, BinaryOp::kGeluGrad, a, false);
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary_op("eq", BinaryOp::kEq, a, b, DType::b8); }
-Tensor ne(const Tensor& a, const Tensor& b) { return binary_op("ne", BinaryOp::kNe, a, b, DType::b8); }
-Tensor lt(const Tensor& a, const Tensor& b) { return binary_op("lt", BinaryOp::kLt, a, b, DType::b8); }
-Tensor le(const Tensor& a, const Tensor& b) { return binary_op("le", BinaryOp::kLe, a, b, DType::b8); }
-Tensor gt(const Tensor& a, const Tensor& b) { return binary_op("gt", BinaryOp::kGt, a, b, DType::b8); }
-Tensor ge(const Tensor& a, const Tensor& b) { return binary_op("ge", BinaryOp::kGe, a, b, DType::b8); }
-Tensor gt(const Tensor& a, double b) { return gt(a, full({}, b, a.dtype(), a.device())); }
-Tensor lt(const Tensor& a, double b) { return lt(a, full({}, b, a.dtype(), a.device())); }
+Tensor eq(const Tensor& a, const Tensor& b) {
+  return binary_op("eq", BinaryOp::kEq, a, b, DType::b8);
+}
+Tensor ne(const Tensor& a, const Tensor& b) {
+  return binary_op("ne", BinaryOp::kNe, a, b, DType::b8);
+}
+Tensor lt(const Tensor& a, const Tensor& b) {
+  return binary_op("lt", BinaryOp::kLt, a, b, DType::b8);
+}
+Tensor le(const Tensor& a, const Tensor& b) {
+  return binary_op("le", BinaryOp::kLe, a, b, DType::b8);
+}
+Tensor gt(const Tensor& a, const Tensor& b) {
+  return binary_op("gt", BinaryOp::kGt, a, b, DType::b8);
+}
+Tensor ge(const Tensor& a, const Tensor& b) {
+  return binary_op("ge", BinaryOp::kGe, a, b, DType::b8);
+}
+Tensor gt(const Tensor& a, double b) {
+  return gt(a, full({}, b, a.dtype(), a.device()));
+}
+Tensor lt(const Tensor& a, double b) {
+  return lt(a, full({}, b, a.dtype(), a.device()));
+}
 
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
@@ -287,7 +299,9 @@ void add_(const Tensor& a, const Tensor& b, double alpha) {
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
 
-void mul_(const Tensor& a, double s) { ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0); }
+void mul_(const Tensor& a, double s) {
+  ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
+}
 
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});

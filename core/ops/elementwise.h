@@ -54,16 +54,38 @@ void mul_(const Tensor& a, double s);
 /// on the GPU).
 void mul_(const Tensor& a, const Tensor& b);
 
-inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
-inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
-inline Tensor operator-(const Tensor& a) { return neg(a); }
-inline Tensor operator+(const Tensor& a, double b) { return add(a, b); }
-inline Tensor operator-(const Tensor& a, double b) { return add(a, -b); }
-inline Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
-inline Tensor operator/(const Tensor& a, double b) { return mul(a, 1.0 / b); }
-inline Tensor operator*(double b, const Tensor& a) { return mul(a, b); }
-inline Tensor operator+(double b, const Tensor& a) { return add(a, b); }
+inline Tensor operator+(const Tensor& a, const Tensor& b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, const Tensor& b) {
+  return sub(a, b);
+}
+inline Tensor operator*(const Tensor& a, const Tensor& b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, const Tensor& b) {
+  return div(a, b);
+}
+inline Tensor operator-(const Tensor& a) {
+  return neg(a);
+}
+inline Tensor operator+(const Tensor& a, double b) {
+  return add(a, b);
+}
+inline Tensor operator-(const Tensor& a, double b) {
+  return add(a, -b);
+}
+inline Tensor operator*(const Tensor& a, double b) {
+  return mul(a, b);
+}
+inline Tensor operator/(const Tensor& a, double b) {
+  return mul(a, 1.0 / b);
+}
+inline Tensor operator*(double b, const Tensor& a) {
+  return mul(a, b);
+}
+inline Tensor operator+(double b, const Tensor& a) {
+  return add(a, b);
+}
 
 }  // namespace zt

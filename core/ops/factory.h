@@ -17,8 +17,8 @@ Tensor ones_like(const Tensor& t);
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::f32,
               Device device = Device::cpu());
 /// A tensor holding `values` (row-major) with `sizes`.
-Tensor from_vector(const std::vector<double>& values, const Shape& sizes,
-                   DType dtype = DType::f32, Device device = Device::cpu());
+Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType dtype = DType::f32,
+                   Device device = Device::cpu());
 /// A 0-dim tensor.
 Tensor scalar_tensor(double value, DType dtype = DType::f32, Device device = Device::cpu());
 

@@ -10,7 +10,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::filesystem::create_directories(root / "step_000001");
   zt::fuzz::write_bytes(root / "step_000001" / "meta.json", data, size);
   zt::fuzz::write_bytes(root / "latest", data, size < 16 ? size : 16);
-  zt::fuzz::expect_ok_or_error([&] { zt::zero::verify_checkpoint((root / "step_000001").string()); });
+  zt::fuzz::expect_ok_or_error(
+      [&] { zt::zero::verify_checkpoint((root / "step_000001").string()); });
   zt::fuzz::expect_ok_or_error([&] { zt::zero::find_resume_point(root.string()); });
   zt::fuzz::expect_ok_or_error([&] { zt::zero::find_checkpoint(root.string()); });
   return 0;
