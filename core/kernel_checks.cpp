@@ -58,6 +58,27 @@ DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g
                      : check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
 }
 
+void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  ZT_CHECK(dst.size() == src.size(), "multi_copy: ", dst.size(), " destinations for ", src.size(),
+           " sources");
+  if (dst.empty()) return;
+  ZT_CHECK(dst[0].defined(), "multi_copy: destination 0 is undefined");
+  const Device device = dst[0].device();
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const Tensor& d = dst[i];
+    const Tensor& s = src[i];
+    ZT_CHECK(d.defined() && s.defined() && d.device() == device && s.device() == device &&
+                 d.is_contiguous() && s.is_contiguous() && d.numel() == s.numel() &&
+                 is_floating(d.dtype()) && d.dtype() == dst[0].dtype() &&
+                 s.dtype() == src[0].dtype(),
+             "multi_copy: pair ", i, " is ", d.str(), " <- ", s.str(), " and pair 0 is ",
+             dst[0].str(), " <- ", src[0].str(), "; pass contiguous pairs of one numel on ",
+             device.str(), ", every destination of one floating dtype and every source of one");
+  }
+  ZT_CHECK(is_floating(src[0].dtype()), "multi_copy: the sources are ", dtype_name(src[0].dtype()),
+           "; pass a floating dtype");
+}
+
 std::vector<double> check_step_constants(const char* op, const Tensor& constants, int64_t count,
                                          Device device) {
   if (!constants.defined()) return {};

@@ -21,6 +21,11 @@ DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
 DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                       const std::vector<Tensor>& buf, const std::vector<Tensor>& low);
 
+/// multi_copy's pairs (core/kernel_list.h): as many dst as src, each pair contiguous, of
+/// one numel, on dst[0]'s device; every dst of dst[0]'s floating dtype, every src of
+/// src[0]'s.
+void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src);
+
 /// An optimizer kernel's `constants`: undefined, or `count` contiguous f64 values on
 /// `device`. Returns their host copy when they are on the CPU (else empty).
 std::vector<double> check_step_constants(const char* op, const Tensor& constants, int64_t count,

@@ -18,6 +18,15 @@ void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 /// dst (any strides) <- src (same shape, any strides and dtype), both on this device.
 void copy(const Tensor& dst, const Tensor& src);
+/// Many copies in one call, for the ZeRO engine's packing of buckets and gathered
+/// parameters: for each i, dst[i] = src[i] converted as copy converts, or with
+/// accumulate, dst[i] = dst[i] + that value, added in acc_t of dst's dtype as axpy adds
+/// (so the bits of add_(dst[i], src[i].to(dst's dtype))). Pairs are contiguous, of one
+/// numel each (empty ones skipped), on this device; every dst has one floating dtype and
+/// every src one floating dtype; no dst overlaps another dst or any src. CUDA: one launch
+/// per kMultiCopyPerLaunch pairs, their pointers passed as kernel arguments (nothing is
+/// uploaded, so a CUDA graph captures it as is).
+void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate);
 /// Every element of dst (any strides) = value.
 void fill(const Tensor& dst, double value);
 /// Sum of `in` over its last `inner` elements per row: in viewed as (rows, inner).

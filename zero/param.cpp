@@ -148,8 +148,12 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
   } else {
     MemTagScope tag(MemTag::kCommBuffer);
     g->send = Tensor::empty({g->piece}, first->dtype, first->device);
-    for (size_t k = 0; k < g->members.size(); ++k)
-      g->send.narrow(0, g->offsets[k], g->members[k]->part.shard_numel).copy_(g->members[k]->shard);
+    std::vector<Tensor> slots, shards;
+    for (size_t k = 0; k < g->members.size(); ++k) {
+      slots.push_back(g->send.narrow(0, g->offsets[k], g->members[k]->part.shard_numel));
+      shards.push_back(g->members[k]->shard);
+    }
+    multi_copy_(slots, shards);
   }
   {
     MemTagScope tag(MemTag::kGatheredParam);
@@ -171,21 +175,28 @@ void GroupGather::finish() {
   send = Tensor();
   autograd::NoGradGuard ng;
   const int64_t world = flat.numel() / std::max<int64_t>(piece, 1);
+  // Each member's pieces from every rank's part of `flat`, all in one copy call.
+  std::vector<Tensor> spans, pieces;
   for (size_t k = 0; k < members.size(); ++k) {
     ZeroParam* z = members[k];
     if (!z) continue;
     if (members.size() == 1) {
       z->gathered = flat;
-    } else {
-      MemTagScope tag(MemTag::kGatheredParam);
-      z->gathered = Tensor::empty({z->part.numel}, z->dtype, z->device);
-      for (int r = 0; r < world; ++r) {
-        int64_t valid = z->part.shard_valid(r);
-        if (valid > 0)
-          z->gathered.narrow(0, z->part.shard_offset(r), valid)
-              .copy_(flat.narrow(0, r * piece + offsets[k], valid));
+      continue;
+    }
+    MemTagScope tag(MemTag::kGatheredParam);
+    z->gathered = Tensor::empty({z->part.numel}, z->dtype, z->device);
+    for (int r = 0; r < world; ++r) {
+      const int64_t valid = z->part.shard_valid(r);
+      if (valid > 0) {
+        spans.push_back(z->gathered.narrow(0, z->part.shard_offset(r), valid));
+        pieces.push_back(flat.narrow(0, r * piece + offsets[k], valid));
       }
     }
+  }
+  multi_copy_(spans, pieces);
+  for (ZeroParam* z : members) {
+    if (!z) continue;
     attach_storage(z->owner, z->gathered);
     z->status = ParamStatus::kAvailable;
   }

@@ -30,8 +30,12 @@ void GradReducer::flush() {
   autograd::NoGradGuard ng;
   int world = comm_.size();
   if (world == 1) {  // one rank: its shard is the whole gradient; add it in, no bucket
-    for (const Entry& e : queued_)
-      add_(e.z->grad_shard, e.grad.dtype() == DType::f32 ? e.grad : e.grad.to(DType::f32));
+    std::vector<Tensor> shards, grads;
+    for (const Entry& e : queued_) {
+      shards.push_back(e.z->grad_shard);
+      grads.push_back(e.grad);
+    }
+    multi_add_(shards, grads);  // one launch, converting as it adds
     queued_.clear();
     queued_elems_ = 0;
     ++buckets_;
@@ -46,20 +50,25 @@ void GradReducer::flush() {
     p.input = Tensor::empty({S * world}, DType::f32, dev);
     p.output = Tensor::empty({S}, DType::f32, dev);
   }
-  // Each rank's slice of each gradient, and zeros in the padding past a parameter's end
-  // (the only part no gradient covers: the bucket is not cleared first).
+  // Each rank's slice of each gradient (all in one copy call), and zeros in the padding
+  // past a parameter's end (the only part no gradient covers: the bucket is not cleared
+  // first).
+  std::vector<Tensor> slots, slices;
   int64_t off = 0;
   for (const Entry& e : queued_) {
     const Partition& part = e.z->part;
     for (int r = 0; r < world; ++r) {
       const int64_t valid = std::max<int64_t>(part.shard_valid(r), 0);
-      if (valid > 0)
-        p.input.narrow(0, r * S + off, valid).copy_(e.grad.narrow(0, part.shard_offset(r), valid));
+      if (valid > 0) {
+        slots.push_back(p.input.narrow(0, r * S + off, valid));
+        slices.push_back(e.grad.narrow(0, part.shard_offset(r), valid));
+      }
       if (valid < part.shard_numel)
         p.input.narrow(0, r * S + off + valid, part.shard_numel - valid).zero_();
     }
     off += part.shard_numel;
   }
+  multi_copy_(slots, slices);
   p.entries = std::move(queued_);
   for (Entry& e : p.entries) e.grad = Tensor();  // free full gradients now
   queued_.clear();
@@ -85,12 +94,15 @@ void GradReducer::flush() {
 
 void GradReducer::finish(Pending& p) {
   if (p.work) p.work->wait();
+  std::vector<Tensor> shards, reduced;
   int64_t off = 0;
   for (const Entry& e : p.entries) {
-    int64_t s = e.z->part.shard_numel;
-    add_(e.z->grad_shard, p.output.narrow(0, off, s));
+    const int64_t s = e.z->part.shard_numel;
+    shards.push_back(e.z->grad_shard);
+    reduced.push_back(p.output.narrow(0, off, s));
     off += s;
   }
+  multi_add_(shards, reduced);
   if (timeline_ && p.issued_ns >= 0)
     timeline_->span(Track::kReduceScatter, "bucket " + std::to_string(p.number), p.issued_ns,
                     "\"elements\":" + std::to_string(p.output.numel() * comm_.size()) +

@@ -1,15 +1,30 @@
 // CPU elementwise kernels: unary, binary (incl. backward helpers), axpy, where, copy,
-// fill and row sums. These are the specification of the CUDA kernels of the same names.
+// multi_copy, fill and row sums. These are the specification of the CUDA kernels of the same names.
 #include <algorithm>
 #include <cmath>
 
 #include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 
 namespace zt::cpu {
 
 namespace {
+
+// S -> D as copy converts: 16-bit floats go through float on either side.
+template <typename D, typename S>
+inline D convert(S x) {
+  if constexpr (std::is_same_v<D, S>) {
+    return x;
+  } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, f16>) {
+    return static_cast<D>(static_cast<float>(x));
+  } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, f16>) {
+    return D(static_cast<float>(x));
+  } else {
+    return static_cast<D>(x);
+  }
+}
 
 // f32 GELU uses the lane arithmetic of the row kernels (lanes.h), as exp does below.
 inline double gelu_erf(double x) {
@@ -319,15 +334,35 @@ void copy(const Tensor& dst, const Tensor& src) {
             return;
           }
         }
-        for (int64_t i = 0; i < n; ++i) {
-          if constexpr (std::is_same_v<D, S>) {
-            po[i * st[0]] = px[i * st[1]];
-          } else if constexpr (std::is_same_v<S, bf16> || std::is_same_v<S, f16>) {
-            po[i * st[0]] = static_cast<D>(static_cast<float>(px[i * st[1]]));
-          } else if constexpr (std::is_same_v<D, bf16> || std::is_same_v<D, f16>) {
-            po[i * st[0]] = D(static_cast<float>(px[i * st[1]]));
+        for (int64_t i = 0; i < n; ++i) po[i * st[0]] = convert<D>(px[i * st[1]]);
+      });
+    });
+  });
+}
+
+void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate) {
+  ::zt::detail::check_multi_copy(dst, src);
+  if (dst.empty()) return;
+  // The pairs laid end to end: pair i covers elements [start[i], start[i + 1]). Chunks of
+  // that range run in parallel, each over the pieces of the pairs it covers.
+  std::vector<int64_t> start(dst.size() + 1, 0);
+  for (size_t i = 0; i < dst.size(); ++i) start[i + 1] = start[i] + dst[i].numel();
+  dispatch_floating(dst[0].dtype(), "multi_copy", [&]<typename D>() {
+    dispatch_floating(src[0].dtype(), "multi_copy", [&]<typename S>() {
+      using A = acc_t<D>;
+      parallel_for(start.back(), kRowPiece, [&](int64_t begin, int64_t end) {
+        size_t i = std::upper_bound(start.begin(), start.end(), begin) - start.begin() - 1;
+        for (; i < dst.size() && start[i] < end; ++i) {
+          const int64_t lo = std::max(begin, start[i]) - start[i];
+          const int64_t hi = std::min(end, start[i + 1]) - start[i];
+          D* o = dst[i].data<D>();
+          const S* x = src[i].data<S>();
+          if (accumulate) {
+            for (int64_t j = lo; j < hi; ++j) o[j] = D(A(o[j]) + A(convert<D>(x[j])));
+          } else if constexpr (std::is_same_v<D, S>) {
+            std::memcpy(o + lo, x + lo, (hi - lo) * sizeof(D));
           } else {
-            po[i * st[0]] = static_cast<D>(px[i * st[1]]);
+            for (int64_t j = lo; j < hi; ++j) o[j] = convert<D>(x[j]);
           }
         }
       });

@@ -1,10 +1,11 @@
 // CUDA elementwise kernels: unary, binary (incl. backward helpers and comparisons),
-// axpy, where, copy, fill and row sums. The CPU kernels of the same names
+// axpy, where, copy, multi_copy, fill and row sums. The CPU kernels of the same names
 // (core/cpu/elementwise.cpp) are the specification: same formulas, same accumulation
 // types (float for 16-bit types, double for f64; double for sums), same conversions.
 #include <cstring>
 
 #include "core/cuda/loops.cuh"
+#include "core/kernel_checks.h"
 #include "core/kernels.h"
 
 namespace zt::cuda {
@@ -307,6 +308,47 @@ __global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int6
   }
 }
 
+// ---------------------------------------------------------------- multi_copy
+
+constexpr int kMultiCopyPerLaunch = 96;         // pairs per launch (kernel arguments < 4 KB)
+constexpr int64_t kMultiCopyBlockElems = 4096;  // elements per block, 16 per thread
+
+// Up to kMultiCopyPerLaunch pairs, passed by value: pair i has n[i] elements, worked on
+// by blocks [block0[i], block0[i + 1]).
+struct MultiCopyArgs {
+  void* dst[kMultiCopyPerLaunch];
+  const void* src[kMultiCopyPerLaunch];
+  int64_t n[kMultiCopyPerLaunch];
+  int64_t block0[kMultiCopyPerLaunch + 1];
+  int count;
+};
+static_assert(sizeof(MultiCopyArgs) <= 4000, "kernel arguments are limited to 4 KB");
+
+// Block b copies (or adds) elements [(b - block0) * kMultiCopyBlockElems, + that) of the
+// pair whose block range holds b.
+template <typename D, typename S>
+__global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
+  const int64_t block = blockIdx.x;
+  int lo = 0, hi = args.count - 1;  // the last pair with block0 <= block
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (args.block0[mid] <= block)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  const int64_t begin = (block - args.block0[lo]) * kMultiCopyBlockElems;
+  const int64_t end =
+      begin + kMultiCopyBlockElems < args.n[lo] ? begin + kMultiCopyBlockElems : args.n[lo];
+  D* dst = static_cast<D*>(args.dst[lo]);
+  const S* src = static_cast<const S*>(args.src[lo]);
+  using A = acc_t<D>;
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const D v = convert<D>(src[i]);
+    dst[i] = accumulate ? convert<D>(convert<A>(dst[i]) + convert<A>(v)) : v;
+  }
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
@@ -394,6 +436,39 @@ void copy(const Tensor& dst, const Tensor& src) {
     dispatch_device(src.dtype(), [&]<typename S>() {
       CopyFn<D, S> f{static_cast<D*>(dst.data_ptr()), static_cast<const S*>(src.data_ptr())};
       launch_elementwise<2>(dev, dst.sizes(), {&dst.strides(), &src.strides()}, f);
+    });
+  });
+}
+
+void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate) {
+  ::zt::detail::check_multi_copy(dst, src);
+  if (dst.empty()) return;
+  const int dev = dst[0].device().index;
+  DeviceGuard g(dev);
+  cudaStream_t stream = current_stream(dev);
+  dispatch_device_floating(dst[0].dtype(), "multi_copy", [&]<typename D>() {
+    dispatch_device_floating(src[0].dtype(), "multi_copy", [&]<typename S>() {
+      MultiCopyArgs args{};
+      auto launch = [&] {
+        if (args.count == 0) return;
+        const auto grid = static_cast<unsigned>(args.block0[args.count]);
+        multi_copy_kernel<D, S><<<grid, kThreads, 0, stream>>>(args, accumulate);
+        CUDA_CHECK_LAUNCH();
+        args.count = 0;
+      };
+      for (size_t i = 0; i < dst.size(); ++i) {
+        const int64_t n = dst[i].numel();
+        if (n == 0) continue;
+        const int c = args.count;
+        args.dst[c] = dst[i].data_ptr();
+        args.src[c] = src[i].data_ptr();
+        args.n[c] = n;
+        args.block0[c + 1] = args.block0[c] + (n + kMultiCopyBlockElems - 1) / kMultiCopyBlockElems;
+        args.count = c + 1;
+        // Full, or the grid near its 2^31 - 1 blocks.
+        if (args.count == kMultiCopyPerLaunch || args.block0[args.count] > 0x3fffffff) launch();
+      }
+      launch();
     });
   });
 }

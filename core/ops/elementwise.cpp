@@ -1,7 +1,9 @@
 // Elementwise ops: broadcasting, dtype/device checks, kernels and gradients.
 #include "core/ops/elementwise.h"
 
+#include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "core/autograd.h"
 #include "core/ops.h"
@@ -297,6 +299,54 @@ void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
   Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
+}
+
+namespace {
+
+// multi_copy over the pairs grouped by (device, dst dtype, src dtype), groups in order of
+// first appearance; one group (the usual case) is passed through as is.
+void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor>& src,
+                        bool accumulate) {
+  ZT_CHECK(dst.size() == src.size(), accumulate ? "multi_add_" : "multi_copy_", ": ", dst.size(),
+           " destinations for ", src.size(), " sources");
+  auto key = [&](size_t i) {
+    ZT_CHECK(dst[i].defined() && src[i].defined(), accumulate ? "multi_add_" : "multi_copy_",
+             ": pair ", i, " has an undefined tensor");
+    return std::make_tuple(dst[i].device().str(), dst[i].dtype(), src[i].dtype());
+  };
+  std::vector<std::vector<size_t>> groups;
+  std::vector<decltype(key(0))> keys;
+  for (size_t i = 0; i < dst.size(); ++i) {
+    const auto k = key(i);
+    const size_t at = std::find(keys.begin(), keys.end(), k) - keys.begin();
+    if (at == keys.size()) {
+      keys.push_back(k);
+      groups.emplace_back();
+    }
+    groups[at].push_back(i);
+  }
+  if (groups.size() == 1) {
+    ZT_DISPATCH(dst[0].device(), multi_copy, dst, src, accumulate);
+    return;
+  }
+  for (const std::vector<size_t>& g : groups) {
+    std::vector<Tensor> d, s;
+    for (size_t i : g) {
+      d.push_back(dst[i]);
+      s.push_back(src[i]);
+    }
+    ZT_DISPATCH(d[0].device(), multi_copy, d, s, accumulate);
+  }
+}
+
+}  // namespace
+
+void multi_copy_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  multi_copy_grouped(dst, src, false);
+}
+
+void multi_add_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+  multi_copy_grouped(dst, src, true);
 }
 
 void mul_(const Tensor& a, double s) {

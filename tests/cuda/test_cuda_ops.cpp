@@ -241,6 +241,40 @@ TEST(CudaOps, CopyCastsBetweenAllDtypes) {
   EXPECT_TRUE(all_close(back, transposed(t), 0, 0));
 }
 
+// multi_copy: more pairs than one launch takes (its kernel arguments hold 96), pairs that
+// span many blocks, and empty ones; copies and additions equal the CPU's bits, in as
+// many launches as the argument blocks need.
+TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  std::vector<int64_t> sizes;
+  for (int i = 0; i < 200; ++i) sizes.push_back(i % 7 == 0 ? 0 : (i * 977) % 5000 + 1);
+  sizes[3] = 300'001;  // 74 blocks of 4096
+  for (DType to : {DType::f32, DType::bf16})
+    for (DType from : {DType::f32, DType::bf16, DType::f16}) {
+      SCOPED_TRACE(std::string(dtype_name(from)) + " -> " + dtype_name(to));
+      std::vector<Tensor> src, dst, gsrc, gcopy, gadd;
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        src.push_back(randn_cpu({sizes[i]}, 40 + 2 * i, from));
+        dst.push_back(randn_cpu({sizes[i]}, 41 + 2 * i, to));
+        gsrc.push_back(src.back().to(kGpu));
+        gcopy.push_back(dst.back().to(kGpu));
+        gadd.push_back(dst.back().to(kGpu));
+      }
+      std::vector<Tensor> added;
+      for (const Tensor& d : dst) added.push_back(d.clone());
+      multi_add_(added, src);
+      multi_copy_(dst, src);
+      const WorkCounts before = work_counts();
+      multi_copy_(gcopy, gsrc);
+      EXPECT_EQ((work_counts() - before).launches, 2) << "200 pairs, 96 to a launch";
+      multi_add_(gadd, gsrc);
+      for (size_t i = 0; i < sizes.size(); ++i) {
+        EXPECT_TRUE(all_close(gcopy[i], dst[i], 0, 0)) << "pair " << i;
+        EXPECT_TRUE(all_close(gadd[i], added[i], 0, 0)) << "pair " << i;
+      }
+    }
+}
+
 TEST(CudaOps, FillMatchesCpu) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
   for (DType dt :

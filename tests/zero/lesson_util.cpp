@@ -87,4 +87,10 @@ std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator
   return comm.all_gather_bytes(std::to_string(zero::tensor_hash(t)));
 }
 
+KernelCalls kernel_calls(KernelProfile& profile) {
+  KernelCalls c;
+  for (const KernelProfile::Entry& e : profile.totals()) c[e.kernel] = e.calls;
+  return c;
+}
+
 }  // namespace zt::lesson

@@ -3,10 +3,12 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/kernel_profile.h"
 #include "nn/nn.h"
 #include "zero/zero.h"
 
@@ -79,6 +81,10 @@ void load_pretrained_stats(TokenizerLike& t);
 
 /// Hashes of `t` from every rank (rank order).
 std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator& comm);
+
+/// Kernel-table calls by kernel name, from a profile of the calling thread.
+using KernelCalls = std::map<std::string, int64_t>;
+KernelCalls kernel_calls(KernelProfile& profile);
 
 }  // namespace zt::lesson
 

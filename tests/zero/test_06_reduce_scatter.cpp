@@ -2,7 +2,9 @@
 // Invariant: after backward, rank r's fp32 gradient shard of each parameter equals the
 // r-th slice of the AVERAGE over ranks of the full gradients each rank computed on its
 // own data — one reduce-scatter per bucket, with no rank ever holding the averaged full
-// gradient. Small buckets (many reduce-scatters) give the same result as one.
+// gradient. Small buckets (many reduce-scatters) give the same result as one. Laying a
+// bucket out and adding its result into the shards are one kernel call each, whatever the
+// number of parameters and ranks (one launch each on a GPU).
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -55,4 +57,34 @@ TEST(Lesson06ReduceScatter, ShardIsSliceOfAverage) {
 
 TEST(Lesson06ReduceScatter, SmallBucketsSameResult) {
   check_shards(3, 64);
+}
+
+TEST(Lesson06ReduceScatter, BucketIsPackedAndUnpackedByOneKernelCallEach) {
+  for (int N : {1, 2, 4}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      // Four parameters whose sizes divide by every N (no padding to zero).
+      std::vector<Tensor> params;
+      for (int64_t n : {8, 12, 4, 16}) {
+        Tensor p = zeros({n});
+        zero::partition_param(p, comm, 0);
+        zero::ZeroParam* z = zero::zero_param(p);
+        z->grad_shard = zeros({z->part.shard_numel});
+        p.set_grad(full({n}, 1.0 + comm.rank()));  // rank r's gradient: all r + 1
+        params.push_back(p);
+      }
+      zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
+      KernelProfile profile;
+      for (const Tensor& p : params) reducer.add(p);
+      reducer.flush();
+      reducer.drain();
+      EXPECT_EQ(lesson::kernel_calls(profile),
+                (lesson::KernelCalls{{"multi_copy", N == 1 ? 1 : 2}}))
+          << "N=" << N << ": one call lays the bucket out, one adds the result into the shards";
+      const double mean = (N + 1) / 2.0;  // the average of 1 .. N
+      for (const Tensor& p : params)
+        EXPECT_TRUE(
+            test::values_are(zero::zero_param(p)->grad_shard,
+                             std::vector<double>(zero::zero_param(p)->part.shard_numel, mean)));
+    });
+  }
 }

@@ -23,7 +23,10 @@ TEST(Lesson16GroupGather, FlatBufferLayoutAndCopyOut) {
       group.push_back(zero::zero_param(p));
     }
     comm.reset_counters();
+    auto profile = std::make_unique<KernelProfile>();
     EXPECT_EQ(zero::gather_group(group, comm), 9 + 6 + 3) << "padded elements gathered";
+    EXPECT_EQ(lesson::kernel_calls(*profile), (lesson::KernelCalls{{"multi_copy", 1}}))
+        << "the three shards are laid side by side by one kernel call";
     // One collective in flight, shared by the three parameters.
     std::shared_ptr<zero::GroupGather> g = group[0]->flight;
     ASSERT_NE(g, nullptr);
@@ -48,8 +51,12 @@ TEST(Lesson16GroupGather, FlatBufferLayoutAndCopyOut) {
               << "parameter " << k << " slice of rank " << r;
     }
 
-    // wait() copies every member out; the flat buffer is gone.
+    // wait() copies every member out, its 3 x 3 slices in one kernel call (one launch on a
+    // GPU, however many members and ranks); the flat buffer is gone.
+    profile->clear();
     group[1]->wait();
+    EXPECT_EQ(lesson::kernel_calls(*profile), (lesson::KernelCalls{{"multi_copy", 1}}));
+    profile.reset();
     for (size_t k = 0; k < full.size(); ++k) {
       EXPECT_EQ(group[k]->status, zero::ParamStatus::kAvailable);
       EXPECT_EQ(group[k]->flight, nullptr);
