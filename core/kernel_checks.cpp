@@ -58,7 +58,8 @@ DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g
                      : check_optimizer_lists("sgd_update", p, {&g, &buf}, low);
 }
 
-void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) {
+void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src,
+                      bool accumulate) {
   ZT_CHECK(dst.size() == src.size(), "multi_copy: ", dst.size(), " destinations for ", src.size(),
            " sources");
   if (dst.empty()) return;
@@ -69,14 +70,17 @@ void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>&
     const Tensor& s = src[i];
     ZT_CHECK(d.defined() && s.defined() && d.device() == device && s.device() == device &&
                  d.is_contiguous() && s.is_contiguous() && d.numel() == s.numel() &&
-                 is_floating(d.dtype()) && d.dtype() == dst[0].dtype() &&
-                 s.dtype() == src[0].dtype(),
+                 d.dtype() == dst[0].dtype() && s.dtype() == src[0].dtype(),
              "multi_copy: pair ", i, " is ", d.str(), " <- ", s.str(), " and pair 0 is ",
              dst[0].str(), " <- ", src[0].str(), "; pass contiguous pairs of one numel on ",
-             device.str(), ", every destination of one floating dtype and every source of one");
+             device.str(), ", every destination of one dtype and every source of one");
   }
-  ZT_CHECK(is_floating(src[0].dtype()), "multi_copy: the sources are ", dtype_name(src[0].dtype()),
-           "; pass a floating dtype");
+  const DType dt = dst[0].dtype(), st = src[0].dtype();
+  if (is_floating(dt) && is_floating(st)) return;
+  ZT_CHECK(!accumulate, "multi_copy: adds ", dtype_name(st), " into ", dtype_name(dt),
+           "; additions take floating dtypes");
+  ZT_CHECK(dt == st, "multi_copy: copies ", dtype_name(st), " into ", dtype_name(dt),
+           "; a non-floating dtype is copied only into itself");
 }
 
 std::vector<double> check_step_constants(const char* op, const Tensor& constants, int64_t count,

@@ -22,9 +22,10 @@ DType check_sgd_lists(const std::vector<Tensor>& p, const std::vector<Tensor>& g
                       const std::vector<Tensor>& buf, const std::vector<Tensor>& low);
 
 /// multi_copy's pairs (core/kernel_list.h): as many dst as src, each pair contiguous, of
-/// one numel, on dst[0]'s device; every dst of dst[0]'s floating dtype, every src of
-/// src[0]'s.
-void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src);
+/// one numel, on dst[0]'s device; every dst of dst[0]'s dtype, every src of src[0]'s, both
+/// floating, or one non-floating dtype when not accumulating.
+void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src,
+                      bool accumulate);
 
 /// An optimizer kernel's `constants`: undefined, or `count` contiguous f64 values on
 /// `device`. Returns their host copy when they are on the CPU (else empty).

@@ -1,6 +1,7 @@
 // Buffer synchronization and replica verification.
 #include "zero/replicas.h"
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <sstream>
@@ -10,22 +11,73 @@
 
 namespace zt::zero {
 
+namespace {
+
+// Buffers that one collective can synchronize together: the same operation (average, or
+// rank 0's value), dtype and device.
+struct SyncGroup {
+  bool average;
+  DType dtype;
+  Device device;
+  std::vector<Tensor> members;
+};
+
+// One collective over `group`: on the tensor itself when it is the only contiguous
+// member, else on a flat buffer its members are packed into and unpacked from by one
+// multi_copy_ each.
+void sync_group(const SyncGroup& group, comm::Communicator& comm) {
+  auto collective = [&](const Tensor& t) {
+    if (group.average)
+      comm.all_reduce(t, comm::ReduceOp::kAvg);
+    else
+      broadcast_tensor(t, comm, 0);
+  };
+  if (group.members.size() == 1 && group.members[0].is_contiguous()) {
+    collective(group.members[0]);
+    return;
+  }
+  std::vector<Tensor> members, spans;
+  for (const Tensor& b : group.members) members.push_back(b.contiguous());
+  int64_t total = 0;
+  for (const Tensor& b : members) total += b.numel();
+  Tensor flat;
+  {
+    MemTagScope tag(MemTag::kCommBuffer);
+    flat = Tensor::empty({total}, group.dtype, group.device);
+  }
+  int64_t off = 0;
+  for (const Tensor& b : members) {
+    spans.push_back(flat.narrow(0, off, b.numel()).view(b.sizes()));
+    off += b.numel();
+  }
+  multi_copy_(spans, members);
+  collective(flat);
+  multi_copy_(members, spans);
+  for (size_t i = 0; i < members.size(); ++i)
+    if (!members[i].same(group.members[i])) group.members[i].copy_(members[i]);
+}
+
+}  // namespace
+
 void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
                   comm::Communicator& comm) {
   if (comm.size() == 1) return;
   autograd::NoGradGuard ng;
+  // One collective per group (a model's BatchNorm statistics: one all-reduce for the
+  // running means and variances, one broadcast for the batch counters), not per buffer.
+  std::vector<SyncGroup> groups;
   for (const auto& [name, b] : buffers) {
     if (!b.defined()) continue;
-    BufferSync s = policy.sync_for(name);
+    const BufferSync s = policy.sync_for(name);
     if (s == BufferSync::none) continue;
-    if (s == BufferSync::broadcast || !is_floating(b.dtype())) {
-      broadcast_tensor(b, comm, 0);
-      continue;
-    }
-    Tensor c = b.contiguous();
-    comm.all_reduce(c, comm::ReduceOp::kAvg);
-    if (!c.same(b)) b.copy_(c);
+    const bool average = s == BufferSync::average && is_floating(b.dtype());
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const SyncGroup& x) {
+      return x.average == average && x.dtype == b.dtype() && x.device == b.device();
+    });
+    if (g == groups.end()) g = groups.insert(groups.end(), {average, b.dtype(), b.device(), {}});
+    g->members.push_back(b);
   }
+  for (const SyncGroup& g : groups) sync_group(g, comm);
 }
 
 uint64_t fnv1a(const void* p, size_t n, uint64_t h) {

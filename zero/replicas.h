@@ -16,7 +16,8 @@ namespace zt::zero {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Applies the policy to each buffer: broadcast (rank 0's value), average (all-reduce
-/// mean of floating buffers; integer buffers take rank 0's) or none.
+/// mean of floating buffers; integer buffers take rank 0's) or none. One collective per
+/// (operation, dtype, device) group, its buffers packed into one flat buffer.
 void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
                   comm::Communicator& comm);
 

@@ -341,14 +341,14 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 
 void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate) {
-  ::zt::detail::check_multi_copy(dst, src);
+  ::zt::detail::check_multi_copy(dst, src, accumulate);
   if (dst.empty()) return;
   // The pairs laid end to end: pair i covers elements [start[i], start[i + 1]). Chunks of
   // that range run in parallel, each over the pieces of the pairs it covers.
   std::vector<int64_t> start(dst.size() + 1, 0);
   for (size_t i = 0; i < dst.size(); ++i) start[i + 1] = start[i] + dst[i].numel();
-  dispatch_floating(dst[0].dtype(), "multi_copy", [&]<typename D>() {
-    dispatch_floating(src[0].dtype(), "multi_copy", [&]<typename S>() {
+  dispatch_all(dst[0].dtype(), [&]<typename D>() {
+    dispatch_all(src[0].dtype(), [&]<typename S>() {
       using A = acc_t<D>;
       parallel_for(start.back(), kRowPiece, [&](int64_t begin, int64_t end) {
         size_t i = std::upper_bound(start.begin(), start.end(), begin) - start.begin() - 1;

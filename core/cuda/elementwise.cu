@@ -441,35 +441,41 @@ void copy(const Tensor& dst, const Tensor& src) {
 }
 
 void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate) {
-  ::zt::detail::check_multi_copy(dst, src);
+  ::zt::detail::check_multi_copy(dst, src, accumulate);
   if (dst.empty()) return;
   const int dev = dst[0].device().index;
   DeviceGuard g(dev);
   cudaStream_t stream = current_stream(dev);
+  auto run = [&]<typename D, typename S>() {
+    MultiCopyArgs args{};
+    auto launch = [&] {
+      if (args.count == 0) return;
+      const auto grid = static_cast<unsigned>(args.block0[args.count]);
+      multi_copy_kernel<D, S><<<grid, kThreads, 0, stream>>>(args, accumulate);
+      CUDA_CHECK_LAUNCH();
+      args.count = 0;
+    };
+    for (size_t i = 0; i < dst.size(); ++i) {
+      const int64_t n = dst[i].numel();
+      if (n == 0) continue;
+      const int c = args.count;
+      args.dst[c] = dst[i].data_ptr();
+      args.src[c] = src[i].data_ptr();
+      args.n[c] = n;
+      args.block0[c + 1] = args.block0[c] + (n + kMultiCopyBlockElems - 1) / kMultiCopyBlockElems;
+      args.count = c + 1;
+      // Full, or the grid near its 2^31 - 1 blocks.
+      if (args.count == kMultiCopyPerLaunch || args.block0[args.count] > 0x3fffffff) launch();
+    }
+    launch();
+  };
+  if (!is_floating(dst[0].dtype())) {  // a copy into the same dtype (checked)
+    dispatch_device(dst[0].dtype(), [&]<typename T>() { run.template operator()<T, T>(); });
+    return;
+  }
   dispatch_device_floating(dst[0].dtype(), "multi_copy", [&]<typename D>() {
-    dispatch_device_floating(src[0].dtype(), "multi_copy", [&]<typename S>() {
-      MultiCopyArgs args{};
-      auto launch = [&] {
-        if (args.count == 0) return;
-        const auto grid = static_cast<unsigned>(args.block0[args.count]);
-        multi_copy_kernel<D, S><<<grid, kThreads, 0, stream>>>(args, accumulate);
-        CUDA_CHECK_LAUNCH();
-        args.count = 0;
-      };
-      for (size_t i = 0; i < dst.size(); ++i) {
-        const int64_t n = dst[i].numel();
-        if (n == 0) continue;
-        const int c = args.count;
-        args.dst[c] = dst[i].data_ptr();
-        args.src[c] = src[i].data_ptr();
-        args.n[c] = n;
-        args.block0[c + 1] = args.block0[c] + (n + kMultiCopyBlockElems - 1) / kMultiCopyBlockElems;
-        args.count = c + 1;
-        // Full, or the grid near its 2^31 - 1 blocks.
-        if (args.count == kMultiCopyPerLaunch || args.block0[args.count] > 0x3fffffff) launch();
-      }
-      launch();
-    });
+    dispatch_device_floating(src[0].dtype(), "multi_copy",
+                             [&]<typename S>() { run.template operator()<D, S>(); });
   });
 }
 

@@ -1,9 +1,10 @@
 // multi_copy_ and multi_add_: many contiguous copies (or additions) in one kernel call,
 // as the ZeRO engine packs buckets and gathered parameters. Each pair must give the bits
 // of its own copy_ or add_ of the converted source, with any number of pairs, sizes
-// that straddle the kernel's chunks, empty pairs and mixed dtypes; bad pairs are refused
-// with a message that names the pair.
+// that straddle the kernel's chunks, empty pairs and mixed dtypes; integers and bools
+// copy into their own dtype; bad pairs are refused with a message that names the pair.
 #include "common/test_util.h"
+#include "core/kernels.h"
 #include "core/work_counts.h"
 
 using namespace zt;
@@ -102,6 +103,17 @@ TEST(MultiCopy, ViewsOfOneBufferCopyIntoTheirOwnSpans) {
   EXPECT_TRUE(test::values_are(out.narrow(0, 0, 2), {26, 28}));
 }
 
+TEST(MultiCopy, NonFloatingTensorsCopyIntoTheirOwnDtype) {
+  for (DType dt : {DType::i64, DType::i32, DType::b8}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor a = from_vector({1, 0, 7}, {3}, dt), b = from_vector({0, 5}, {2}, dt);
+    Tensor x = zeros({3}, dt), y = zeros({2}, dt);
+    multi_copy_({x, y}, {a, b});
+    EXPECT_TRUE(all_close(x, a, 0, 0));
+    EXPECT_TRUE(all_close(y, b, 0, 0));
+  }
+}
+
 TEST(MultiCopy, BadPairsAreRefusedByName) {
   Tensor a = zeros({4}), b = zeros({4});
   EXPECT_TRUE(throws_with([&] { multi_copy_({a, b}, {a}); }, "2 destinations for 1 sources"));
@@ -117,8 +129,16 @@ TEST(MultiCopy, BadPairsAreRefusedByName) {
       "pass contiguous pairs of one numel"));
   EXPECT_TRUE(throws_with([&] { multi_add_({a}, {Tensor()}); },
                           "multi_add_: pair 0 has an undefined tensor"));
+  // The op groups pairs by dtype; the kernel takes one group.
+  EXPECT_TRUE(throws_with(
+      [&] {
+        cpu::multi_copy({a, zeros({4}, DType::f64)}, {a, a}, false);
+      },
+      "every destination of one dtype"));
   EXPECT_TRUE(throws_with([&] { multi_copy_({zeros({4}, DType::i64)}, {a}); },
-                          "every destination of one floating dtype"));
+                          "copies f32 into i64; a non-floating dtype is copied only into itself"));
   EXPECT_TRUE(
-      throws_with([&] { multi_copy_({a}, {zeros({4}, DType::i32)}); }, "the sources are i32"));
+      throws_with([&] { multi_copy_({a}, {zeros({4}, DType::i32)}); }, "copies i32 into f32"));
+  Tensor n = zeros({4}, DType::i64);
+  EXPECT_TRUE(throws_with([&] { multi_add_({n}, {n}); }, "additions take floating dtypes"));
 }

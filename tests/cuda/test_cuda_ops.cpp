@@ -243,7 +243,7 @@ TEST(CudaOps, CopyCastsBetweenAllDtypes) {
 
 // multi_copy: more pairs than one launch takes (its kernel arguments hold 96), pairs that
 // span many blocks, and empty ones; copies and additions equal the CPU's bits, in as
-// many launches as the argument blocks need.
+// many launches as the argument blocks need; integers copy too.
 TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
   std::vector<int64_t> sizes;
@@ -273,6 +273,12 @@ TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
         EXPECT_TRUE(all_close(gadd[i], added[i], 0, 0)) << "pair " << i;
       }
     }
+  // Integers copy into their own dtype (the engine's packed batch counters).
+  Tensor counts = from_vector({3, 1, 4, 1, 5}, {5}, DType::i64);
+  Tensor out = zeros({5}, DType::i64, kGpu);
+  multi_copy_({out.narrow(0, 0, 2), out.narrow(0, 2, 3)},
+              {counts.narrow(0, 0, 2).to(kGpu), counts.narrow(0, 2, 3).to(kGpu)});
+  EXPECT_TRUE(all_close(out, counts, 0, 0));
 }
 
 TEST(CudaOps, FillMatchesCpu) {

@@ -101,6 +101,45 @@ TEST(Lesson12BufferSync, PerModulePolicy) {
   });
 }
 
+// Synchronizing costs one collective per kind of buffer, not one per buffer: three
+// BatchNorms' six running statistics go in one all-reduce (packed side by side) and their
+// three batch counters in one broadcast, with the values a collective per buffer gives.
+TEST(Lesson12BufferSync, OneCollectivePerKindOfBuffer) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    nn::Sequential m({std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(4)),
+                      std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(3)),
+                      std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(5))});
+    const zero::NamedTensors buffers = m.named_buffers();
+    ASSERT_EQ(buffers.size(), 9u);
+    // Rank r's statistics: (r + 1) x (the buffer's index + each channel's); counters 10 r + i.
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const Tensor& b = buffers[i].second;
+      const double r = comm.rank();
+      if (is_floating(b.dtype()))
+        b.copy_(mul(add(arange(0, static_cast<double>(b.numel())), static_cast<double>(i)), r + 1));
+      else
+        b.fill_(10 * r + static_cast<double>(i));
+    }
+    comm.reset_counters();
+    zero::BuffersConfig policy;  // average: floating buffers averaged, counters rank 0's
+    zero::sync_buffers(buffers, policy, comm);
+    const comm::CommCounters c = comm.counters();
+    EXPECT_EQ(c[comm::Collective::kAllReduce].calls, 1) << "six running statistics";
+    EXPECT_EQ(c[comm::Collective::kBroadcast].calls, 1) << "three batch counters";
+    const double mean_factor = (1 + 2 + 3) / 3.0;  // the ranks' factors r + 1, averaged
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const Tensor& b = buffers[i].second;
+      if (is_floating(b.dtype())) {
+        EXPECT_CLOSE(b, mul(add(arange(0, static_cast<double>(b.numel())), static_cast<double>(i)),
+                            mean_factor))
+            << buffers[i].first;
+      } else {
+        EXPECT_EQ(b.item(), static_cast<double>(i)) << buffers[i].first << ": rank 0's counter";
+      }
+    }
+  });
+}
+
 // The replica check compares content_hash()es: any one flipped bit, at the start, in the
 // middle or in the tail past the last 32-byte block, changes the hash; so does the shape;
 // a strided view hashes as its contiguous copy.
