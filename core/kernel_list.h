@@ -24,9 +24,9 @@ void copy(const Tensor& dst, const Tensor& src);
 /// (so the bits of add_(dst[i], src[i].to(dst's dtype))). Pairs are contiguous, of one
 /// numel each (empty ones skipped), on this device; every dst has one dtype and every src
 /// one dtype, both floating, or (copies only) one non-floating dtype on both sides; no dst
-/// overlaps another dst or any src. CUDA: one launch
-/// per kMultiCopyPerLaunch pairs, their pointers passed as kernel arguments (nothing is
-/// uploaded, so a CUDA graph captures it as is).
+/// overlaps another dst or any src. CUDA: one launch per kMultiCopyPerLaunch (96) pairs,
+/// their pointers passed as kernel arguments (nothing is uploaded, so a CUDA graph
+/// captures it as is).
 void multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>& src, bool accumulate);
 /// Every element of dst (any strides) = value.
 void fill(const Tensor& dst, double value);

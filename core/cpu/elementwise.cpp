@@ -1,5 +1,6 @@
 // CPU elementwise kernels: unary, binary (incl. backward helpers), axpy, where, copy,
-// multi_copy, fill and row sums. These are the specification of the CUDA kernels of the same names.
+// multi_copy, fill and row sums. These are the specification of the CUDA kernels of the
+// same names.
 #include <algorithm>
 #include <cmath>
 

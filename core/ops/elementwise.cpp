@@ -312,7 +312,7 @@ void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor
   auto key = [&](size_t i) {
     ZT_CHECK(dst[i].defined() && src[i].defined(), accumulate ? "multi_add_" : "multi_copy_",
              ": pair ", i, " has an undefined tensor");
-    return std::make_tuple(dst[i].device().str(), dst[i].dtype(), src[i].dtype());
+    return std::make_tuple(dst[i].device(), dst[i].dtype(), src[i].dtype());
   };
   std::vector<std::vector<size_t>> groups;
   std::vector<decltype(key(0))> keys;
