@@ -51,8 +51,8 @@ TEST(Lesson16GroupGather, FlatBufferLayoutAndCopyOut) {
               << "parameter " << k << " slice of rank " << r;
     }
 
-    // wait() copies every member out, its 3 x 3 slices in one kernel call (one launch on a
-    // GPU, however many members and ranks); the flat buffer is gone.
+    // wait() copies every member out, all six slices (3 + 2 + 1) in one kernel call (one
+    // launch on a GPU, however many members and ranks); the flat buffer is gone.
     profile->clear();
     group[1]->wait();
     EXPECT_EQ(lesson::kernel_calls(*profile), (lesson::KernelCalls{{"multi_copy", 1}}));
