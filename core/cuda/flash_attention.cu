@@ -39,8 +39,10 @@ struct MmaBlock {
 
   template <typename F>
   static __device__ __forceinline__ void ldsm(Reg<U4>& r, F&& addr, bool trans) {
+    // The block's lane, as the host emulation passes it: the tile loaders pick each warp's
+    // rows from it (ln / 32) and the row within the 8 x 8 matrices from ln % 32.
     const auto a =
-        static_cast<unsigned>(__cvta_generic_to_shared(addr(static_cast<int>(threadIdx.x % 32))));
+        static_cast<unsigned>(__cvta_generic_to_shared(addr(static_cast<int>(threadIdx.x))));
     uint32_t* x = r.v.v;
     if (trans)
       asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"

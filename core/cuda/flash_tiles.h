@@ -357,7 +357,7 @@ struct Tiles {
       if (q < p.tq) {
         const uint16_t* o = p.o.at(t.b, t.h, q);
         for (int c = 0; c < D; c += kVec) {
-          uint16_t chunk[kVec];
+          alignas(16) uint16_t chunk[kVec];  // copied as one 16-byte vector
           Block::copy16(chunk, o + c);
           ZT_FLASH_UNROLL
           for (int i = 0; i < kVec; ++i)
