@@ -94,3 +94,15 @@ void throw_cudnn_error(int status, const char* call, const char* file, int line)
 }
 
 }  // namespace zt::cuda::detail
+
+namespace zt::cuda {
+bool event_done(cudaEvent_t event) {
+  const cudaError_t s = cudaEventQuery(event);
+  if (s == cudaErrorNotReady) {
+    if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
+    return false;
+  }
+  CUDA_CHECK(s);
+  return true;
+}
+}  // namespace zt::cuda

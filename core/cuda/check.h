@@ -15,6 +15,13 @@ namespace zt::cuda::detail {
 [[noreturn]] void throw_cudnn_error(int status, const char* call, const char* file, int line);
 }  // namespace zt::cuda::detail
 
+namespace zt::cuda {
+/// Whether the work before `event` has finished (cudaEventQuery). "Not ready" is an answer,
+/// not a failure: it is cleared from the runtime's last-error state, so that the next
+/// launch check (CUDA_CHECK_LAUNCH) does not report it. Any other status throws.
+bool event_done(cudaEvent_t event);
+}  // namespace zt::cuda
+
 /// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
 #define CUDA_CHECK(call)                                                           \
   do {                                                                             \

@@ -56,7 +56,10 @@ DeviceErrorSlot device_error_record() {
       CUDA_CHECK(cudaHostGetDevicePointer(&d, h, 0));
       void* claim = nullptr;
       CUDA_CHECK(cudaMalloc(&claim, sizeof(int)));
+      // cudaMemset runs on the legacy stream, which the backend's non-blocking streams do
+      // not wait for: the word must be zero before any kernel can claim it.
       CUDA_CHECK(cudaMemset(claim, 0, sizeof(int)));
+      CUDA_CHECK(cudaDeviceSynchronize());
       g_device_records[dev] = static_cast<DeviceError*>(d);
       g_claims[dev] = static_cast<int*>(claim);
       g_records[dev].store(static_cast<DeviceError*>(h), std::memory_order_release);

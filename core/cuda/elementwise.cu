@@ -422,6 +422,14 @@ void copy(const Tensor& dst, const Tensor& src) {
     DeviceGuard g(dev);
     CUDA_CHECK(cudaMemcpyPeerAsync(local.data_ptr(), dev, s.data_ptr(), src.device().index,
                                    s.numel() * dtype_size(s.dtype()), current_stream(dev)));
+    // The source's stream waits for the read: the source, or the contiguous copy freed on
+    // return, may not be written or reused before the peer copy is done with it.
+    Event read;
+    read.record(current_stream(dev));
+    {
+      DeviceGuard gs(src.device().index);
+      stream_wait_event(current_stream(src.device().index), read);
+    }
     copy(dst, local);
     return;
   }

@@ -185,7 +185,10 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   // vectors are read as 16-byte aligned (a bias view at an odd offset is not).
   const bool vectors_aligned = (!bias.defined() || alignment(bias.data_ptr()) >= 16) &&
                                (!gelu || alignment(aux.data_ptr()) >= 16);
-  if (out.dtype() == DType::f64 || (gelu && n % 8 != 0) || !vectors_aligned) {
+  // f32 GELU stays exact: cuBLASLt's GELU epilogue is an approximation of its own, whose
+  // error may exceed f32's (the composed path runs the same tanh GELU as the CPU).
+  if (out.dtype() == DType::f64 || (gelu && (n % 8 != 0 || out.dtype() == DType::f32)) ||
+      !vectors_aligned) {
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
     return;
   }

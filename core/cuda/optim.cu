@@ -242,13 +242,11 @@ Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t 
   st.next = (st.next + 1) % kStagingSlots;
   if (!slot.copied) {
     CUDA_CHECK(cudaEventCreateWithFlags(&slot.copied, cudaEventDisableTiming));
-  } else if (const cudaError_t q = cudaEventQuery(slot.copied); q == cudaErrorNotReady) {
+  } else if (!event_done(slot.copied)) {
     // Its previous table, kStagingSlots uploads ago, has not left it yet: a host wait,
     // counted as one (it does not happen while the GPU keeps up).
     ++::zt::detail::thread_work_counts().syncs;
     CUDA_CHECK(cudaEventSynchronize(slot.copied));
-  } else {
-    CUDA_CHECK(q);
   }
   if (slot.capacity < entries.size()) {
     if (slot.host) CUDA_CHECK(cudaFreeHost(slot.host));

@@ -127,10 +127,7 @@ void Event::synchronize() const {
 }
 
 bool Event::query() const {
-  cudaError_t s = cudaEventQuery(event_);
-  if (s == cudaErrorNotReady) return false;
-  CUDA_CHECK(s);
-  return true;
+  return event_done(event_);
 }
 
 float Event::elapsed_ms(const Event& start) const {
