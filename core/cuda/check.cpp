@@ -56,13 +56,19 @@ const char* cublas_hint(int s) {
   }
 }
 
+// cuDNN 9 statuses carry a category in their thousands (2xxx bad parameter, 3xxx not
+// supported) and a detail in the rest; 3005-3009 mean the installation, not the call.
 const char* cudnn_hint(int s) {
-  switch (s) {
-    case CUDNN_STATUS_NOT_INITIALIZED:
+  if (s >= 3005 && s <= 3009)
+    return "cuDNN cannot run on this machine as installed (driver or CUDA runtime too old, "
+           "wrong GPU architecture, or a missing libcudnn sub-library): check the cuDNN "
+           "libraries on LD_LIBRARY_PATH against the driver";
+  switch (s / 1000 * 1000) {
+    case 1000:
       return "cuDNN could not start: is a GPU visible and the driver loaded?";
-    case CUDNN_STATUS_BAD_PARAM:
-      return "bad tensor or convolution descriptor (shapes, strides, dtype)";
-    case CUDNN_STATUS_NOT_SUPPORTED:
+    case 2000:
+      return "bad tensor or convolution descriptor (shapes, strides, dtype, workspace size)";
+    case 3000:
       return "no cuDNN engine supports this configuration; try another dtype or layout";
     default:
       return "set CUDNN_LOGERR_DBG=1 CUDNN_LOGDEST_DBG=stderr for cuDNN's own log";
@@ -87,10 +93,13 @@ void throw_cublas_error(int status, const char* call, const char* file, int line
 }
 
 void throw_cudnn_error(int status, const char* call, const char* file, int line) {
+  char detail[512] = {};
+  cudnnGetLastErrorString(detail, sizeof(detail));  // cuDNN's own account of this thread's error
   ::zt::detail::throw_error(
       file, line,
       ::zt::detail::cat("cuDNN error ", cudnnGetErrorString(static_cast<cudnnStatus_t>(status)),
-                        " (", status, ") in ", call, ". HINT: ", cudnn_hint(status)));
+                        " (", status, ") in ", call, detail[0] ? ": " : "", detail,
+                        ". HINT: ", cudnn_hint(status)));
 }
 
 }  // namespace zt::cuda::detail

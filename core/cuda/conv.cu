@@ -10,14 +10,16 @@
 //
 // Descriptors are made once per geometry and thread and reused. Algorithms:
 // cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per geometry; the ranked
-// results that succeeded and need at most kMaxWorkspace bytes are tried in order, deterministic
-// ones (bitwise reproducible, as the CPU is) first, and one that cuDNN refuses at run time is
-// dropped. f32 runs in exact fp32 (FMA math) unless set_tf32({.conv = true}) (core/device.h);
-// bf16/f16 use tensor cores with fp32 accumulation and fall back to an f32 computation when cuDNN
-// runs none of its engines for them.
+// results that succeeded and need at most kMaxWorkspace bytes (asked again under each one's
+// math type) are tried in order, deterministic ones (bitwise reproducible, as the CPU is)
+// first, and one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
+// unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
+// and fall back to an f32 computation when cuDNN runs none of its engines for them.
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <tuple>
 
 #include "core/cuda/block_reduce.cuh"
@@ -166,6 +168,67 @@ std::vector<Choice> usable(const Perf* perfs, int n, bool exact) {
   return out;
 }
 
+// A status by which cuDNN refuses one algorithm or configuration (cuDNN 9's 3xxx family,
+// "not supported"), not the installation: 3005-3009 (driver, runtime, architecture,
+// sub-library) throw like any other error, so that the real cause is named.
+bool refused(cudnnStatus_t st) {
+  const int s = static_cast<int>(st);
+  return s / 1000 == 3 && !(s >= 3005 && s <= 3009);
+}
+
+// cuDNN's ranked list of the pass's algorithms (empty when it refuses the configuration
+// itself, so that 16-bit convolutions fall back to f32).
+std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h) {
+  int returned = 0;
+  cudnnStatus_t st;
+  std::vector<Choice> c;
+  if (pass == Pass::kForward) {
+    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
+    st = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perfs);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+  } else if (pass == Pass::kBackwardData) {
+    cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
+    st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
+        &returned, perfs);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
+    st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
+        &returned, perfs);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+  }
+  if (st != CUDNN_STATUS_SUCCESS && !refused(st))
+    detail::throw_cudnn_error(st, "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
+  return c;
+}
+
+// The workspace `c` needs under its own math type: the ranked list sized it under the
+// descriptor's default math, and some algorithms need more under another. Refused: nullopt.
+std::optional<size_t> workspace_bytes(Pass pass, ConvDescs& d, cudnnHandle_t h, const Choice& c) {
+  d.conv.set_math(c.math);
+  size_t bytes = 0;
+  cudnnStatus_t st;
+  if (pass == Pass::kForward)
+    st = cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+                                                 static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
+                                                 &bytes);
+  else if (pass == Pass::kBackwardData)
+    st = cudnnGetConvolutionBackwardDataWorkspaceSize(
+        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &bytes);
+  else
+    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &bytes);
+  if (refused(st)) return std::nullopt;
+  if (st != CUDNN_STATUS_SUCCESS)
+    detail::throw_cudnn_error(st, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__);
+  return bytes;
+}
+
 std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cudnnHandle_t h) {
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
@@ -173,25 +236,11 @@ std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cud
     if (it != choice_cache().end()) return it->second;
   }
   std::vector<Choice> c;
-  int returned = 0;
-  if (pass == Pass::kForward) {
-    cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(),
-                                                       d.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
-                                                       &returned, perfs));
-    c = usable(perfs, returned, d.exact_f32);
-  } else if (pass == Pass::kBackwardData) {
-    cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(
-        h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        &returned, perfs));
-    c = usable(perfs, returned, d.exact_f32);
-  } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-        h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        &returned, perfs));
-    c = usable(perfs, returned, d.exact_f32);
+  for (Choice choice : ranked(pass, d, h)) {
+    const std::optional<size_t> bytes = workspace_bytes(pass, d, h, choice);
+    if (!bytes || *bytes > kMaxWorkspace) continue;
+    choice.workspace = std::max(choice.workspace, *bytes);
+    c.push_back(choice);
   }
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   choice_cache()[key] = c;
@@ -220,7 +269,7 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
       ++::zt::detail::thread_work_counts().launches;
       return true;
     }
-    if (static_cast<int>(st) / 1000 != 3) CUDNN_CHECK(st);
+    if (!refused(st)) CUDNN_CHECK(st);
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto& cached = choice_cache()[key];
     for (auto it = cached.begin(); it != cached.end(); ++it) {

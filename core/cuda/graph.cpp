@@ -72,7 +72,9 @@ void Graph::capture(const std::function<void()>& fn) {
             "of it");
   }
   CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
-  CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, 0));
+  // Auto-free: an allocation a library recorded in the capture and left unfreed would
+  // otherwise fail the next replay (cudaErrorInvalidValue).
+  CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch));
 }
 
 void Graph::replay() {
