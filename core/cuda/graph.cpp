@@ -71,10 +71,15 @@ void Graph::capture(const std::function<void()>& fn) {
             "run the step once on Graph::stream() before capturing, and keep host waits out "
             "of it");
   }
-  CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
-  // Auto-free: an allocation a library recorded in the capture and left unfreed would
-  // otherwise fail the next replay (cudaErrorInvalidValue).
-  CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+  try {
+    CUDA_CHECK(cudaGraphGetNodes(graph_, nullptr, &nodes_));
+    // Auto-free: an allocation a library recorded in the capture and left unfreed would
+    // otherwise fail the next replay (cudaErrorInvalidValue).
+    CUDA_CHECK(cudaGraphInstantiate(&exec_, graph_, cudaGraphInstantiateFlagAutoFreeOnLaunch));
+  } catch (...) {
+    discard();
+    throw;
+  }
 }
 
 void Graph::replay() {

@@ -14,6 +14,9 @@
 //     raises a clear error during capture (check_not_capturing, stream.h);
 //   - have run once on the graph's stream before, so that lazy set-ups (cuDNN algorithm
 //     choice, optimizer tables, workspaces) are not part of the capture.
+// While a capture is open, no other thread may use the device's default (legacy) stream:
+// a capturing blocking stream makes it unusable (cudaErrorStreamCaptureImplicit). zt's
+// captures run with one thread on the GPU (train.cuda_graph, one rank per device).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -276,11 +276,18 @@ void NcclComm::launch(const Request& req) {
       const size_t bytes = static_cast<size_t>(n) * dtype_size(req.out.dtype());
       const ncclDataType_t t = nccl_type(req.out.dtype());
       NCCL_CHECK(ncclGroupStart());
-      if (r == req.root) {
-        for (int j = 0; j < size(); ++j)
-          if (j != r) NCCL_CHECK(ncclSend(bytes_of(req.in) + j * bytes, n, t, j, nccl_, s));
-      } else {
-        NCCL_CHECK(ncclRecv(req.out.data_ptr(), n, t, req.root, nccl_, s));
+      try {
+        if (r == req.root) {
+          for (int j = 0; j < size(); ++j)
+            if (j != r) NCCL_CHECK(ncclSend(bytes_of(req.in) + j * bytes, n, t, j, nccl_, s));
+        } else {
+          NCCL_CHECK(ncclRecv(req.out.data_ptr(), n, t, req.root, nccl_, s));
+        }
+      } catch (...) {
+        // Close the group: left open, NCCL would queue this thread's later calls into a
+        // group that never launches.
+        (void)ncclGroupEnd();
+        throw;
       }
       NCCL_CHECK(ncclGroupEnd());
       if (r == req.root && bytes_of(req.out) != bytes_of(req.in) + r * bytes)
