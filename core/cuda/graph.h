@@ -13,7 +13,8 @@
 //   - not wait for the GPU on the host, read values back, or draw random numbers: each
 //     raises a clear error during capture (check_not_capturing, stream.h);
 //   - have run once on the graph's stream before, so that lazy set-ups (cuDNN algorithm
-//     choice, optimizer tables, workspaces) are not part of the capture.
+//     choice, workspaces) are not part of the capture. (Optimizer tables are the
+//     exception: a capture records its own copy from a pinned buffer the graph keeps.)
 // While a capture is open, no other thread may use the device's default (legacy) stream:
 // a capturing blocking stream makes it unusable (cudaErrorStreamCaptureImplicit). zt's
 // captures run with one thread on the GPU (train.cuda_graph, one rank per device).
