@@ -15,7 +15,7 @@ JSON says which): --sdpa auto takes the first of flash, efficient, cudnn, math t
 these shapes. One warm-up step, then medians of --steps timed steps in wall time,
 synchronizing at the phase boundaries: forward_ms (zero_grad, forward and loss),
 backward_ms, optimizer_ms, step_ms (their sum), tokens_per_s, and zt's FLOP count
-(6 N + 12 L E T) x tokens, as tflops and mfu against --peak-tflops (on CUDA by default
+(6 N + 12 L E T) x tokens (N without the wte and wpe tables), as tflops and mfu against --peak-tflops (on CUDA by default
 an H200's dense 989 for bf16 and 67 for f32). Only torch and the standard library are
 used; not used by the test suite.
 
@@ -210,7 +210,8 @@ def main():
         return round(1e3 * statistics.median(v), 2)
 
     tokens = a.batch * a.seq
-    flops = (6.0 * n + 12.0 * a.layers * a.width * a.seq) * tokens
+    n_matmul = n - (a.vocab + a.seq) * a.width  # wte and wpe are lookups, not matmuls
+    flops = (6.0 * n_matmul + 12.0 * a.layers * a.width * a.seq) * tokens
     step_s = statistics.median(total)
     tflops = flops / step_s / 1e12
     out = {"bench": "gpt-torch", "device": a.device, "dtype": a.dtype, "layers": a.layers,

@@ -32,7 +32,8 @@ class Cli : public CLI::App {
 };
 
 /// Blocks until device work queued before it is done (copies one element of t to the
-/// host); nothing for a CPU or undefined tensor.
+/// host); nothing for a CPU or undefined tensor. On every device t must hold its data (a
+/// released ZeRO parameter throws).
 void sync(const Tensor& t);
 
 /// The median of v (the upper one of an even count); 0 when empty.

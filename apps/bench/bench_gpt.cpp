@@ -155,7 +155,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       engine.backward(l);
       const auto t2 = at(l);
       engine.step();
-      const auto t3 = at(model->head->weight);
+      // The loss, not a parameter: the step has released every non-persistent one.
+      const auto t3 = at(l);
       loss = l.item();
       if (i == 0) continue;  // warm-up: records the trace, allocates the caches
       fwd.push_back(ms(t0, t1));
@@ -173,10 +174,13 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const std::string profile = kernels ? bench::kernel_profile_json("gpt", steps, step) : "";
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
+    // The parameters that multiply: all but the token and position tables (lookups).
+    const double n_matmul =
+        n - static_cast<double>((spec.vocab_size + spec.block_size) * spec.n_embd);
     const double tokens = static_cast<double>(batch) * static_cast<double>(spec.block_size) *
                           static_cast<double>(comm.size());
-    const double flops = (6.0 * n + 12.0 * static_cast<double>(spec.n_layer * spec.n_embd) *
-                                        static_cast<double>(spec.block_size)) *
+    const double flops = (6.0 * n_matmul + 12.0 * static_cast<double>(spec.n_layer * spec.n_embd) *
+                                               static_cast<double>(spec.block_size)) *
                          tokens;
     const double step_s = bench::median(total) / 1e3;
     const double tflops = flops / step_s / 1e12;

@@ -54,7 +54,9 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
 }
 
 void sync(const Tensor& t) {
-  if (t.defined() && t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
+  if (!t.defined()) return;
+  (void)t.data_ptr();  // a released parameter is refused on every device, not first on a GPU
+  if (t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
 }
 
 double median(std::vector<double> v) {
