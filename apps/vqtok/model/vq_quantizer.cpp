@@ -57,8 +57,10 @@ Tensor Codebook::nearest(const Tensor& z, const Tensor& codes) const {
   const int64_t rows = std::max<int64_t>(1, kDistanceElements / k);
   std::vector<Tensor> ids;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
-    Tensor zc = z.detach().narrow(0, r0, std::min(rows, m - r0));       // (rows, E)
-    Tensor d = sum(zc * zc, {1}, true) + e_sq - 2.0 * matmul(zc, e_t);  // (rows, K)
+    Tensor zc = z.detach().narrow(0, r0, std::min(rows, m - r0));  // (rows, E)
+    // |z - e|^2 less the row's constant |z|^2: the same order, rounded at the scale of the
+    // codes rather than of |z|^2 (which would swamp the gaps between small codes).
+    Tensor d = e_sq - 2.0 * matmul(zc, e_t);  // (rows, K)
     ids.push_back(argmin(d, 1));
   }
   return ids.size() == 1 ? ids[0] : cat(ids, 0);
