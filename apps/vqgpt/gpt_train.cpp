@@ -230,7 +230,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (!graph) window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
     const int64_t done = step + 1;
-    const bool verified = cfg.zero.buffers.verify_every > 0 &&
+    // A replay runs no engine step, so no verify_replicas() (a graph needs one rank anyway).
+    const bool verified = !graph && cfg.zero.buffers.verify_every > 0 &&
                           engine->global_step() % cfg.zero.buffers.verify_every == 0;
     if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
 
