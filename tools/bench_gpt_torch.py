@@ -36,8 +36,10 @@ import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "efficient": SDPBackend.EFFICIENT_ATTENTION,
-            "cudnn": SDPBackend.CUDNN_ATTENTION, "math": SDPBackend.MATH}
+# The backends this PyTorch has (CUDNN_ATTENTION is newer than the others).
+BACKENDS = {name: getattr(SDPBackend, attr) for name, attr in
+            [("flash", "FLASH_ATTENTION"), ("efficient", "EFFICIENT_ATTENTION"),
+             ("cudnn", "CUDNN_ATTENTION"), ("math", "MATH")] if hasattr(SDPBackend, attr)}
 
 
 def zt_count_parameters(v, t, layers, e):

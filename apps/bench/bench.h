@@ -29,7 +29,16 @@ class Cli : public CLI::App {
   /// --help (*exit_code 0, usage printed) or a bad argument (*exit_code nonzero, the
   /// error printed).
   bool parse_args(const std::vector<std::string>& args, int* exit_code);
+  /// Adds --tf32 conv|all|none, the GPU TF32 policy as train.tf32 spells it (default conv,
+  /// as the apps'); parse_args applies it (set_tf32).
+  void add_tf32_option();
+
+ private:
+  std::string tf32_;
 };
+
+/// The TF32 policy in force, as train.tf32 spells it: all, conv or none.
+const char* tf32_name();
 
 /// Blocks until device work queued before it is done (copies one element of t to the
 /// host); nothing for a CPU or undefined tensor. On every device t must hold its data (a

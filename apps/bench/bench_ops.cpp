@@ -80,8 +80,9 @@ void run_case(const Case& c, const Setup& st) {
   }
   std::printf(
       "{\"bench\":\"ops\",\"op\":\"%s\",\"shape\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\","
-      "\"threads\":%d",
-      c.op.c_str(), c.shape.c_str(), st.device.str().c_str(), zt::dtype_name(st.dtype), st.threads);
+      "\"threads\":%d,\"tf32\":\"%s\"",
+      c.op.c_str(), c.shape.c_str(), st.device.str().c_str(), zt::dtype_name(st.dtype), st.threads,
+      zt::bench::tf32_name());
   if (!error.empty()) {
     std::printf(",\"error\":\"%s\"}\n", error.c_str());
   } else {
@@ -183,6 +184,7 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   app.add_option("--dtype", dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--reps", reps, "timed repetitions per case (median reported)");
   app.add_option("--filter", filter, "only cases whose \"op shape\" contains this");
+  app.add_tf32_option();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
            std::max(threads, 1)};

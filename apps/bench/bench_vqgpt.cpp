@@ -31,7 +31,10 @@ double since(Clock::time_point t0) {
 
 void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int steps, Device device,
              comm::Communicator& comm) {
-  if (comm.device().is_cuda()) device = comm.device();  // NCCL: this process's GPU
+  // As the app: the GPU of this rank (NCCL), and train.tf32 / train.attention applied.
+  config::TrainConfig train = cfg.train;
+  train.device = device.is_cuda() ? "cuda" : "cpu";
+  device = app::train_device(train, comm, "zt-bench vqgpt");
   auto tok = vqgpt::random_tokenizer(cfg, comm, device);
   auto model = vqgpt::build_model(cfg, tok, comm, replicated_dp);
   auto engine = vqgpt::make_engine(model, cfg, comm);

@@ -87,12 +87,6 @@ struct Options {
   bool modules = false, kernels = false, zero_engine = false, graphed = false, offload = false;
 };
 
-// The TF32 policy in force, as train.tf32 spells it.
-const char* tf32_name() {
-  const zt::Tf32Policy p = zt::tf32();
-  return p.matmul ? "all" : (p.conv ? "conv" : "none");
-}
-
 // --cuda-graph: the step replayed from a CUDA graph, timed per step in wall-clock time
 // (the GPU's time: each step waits for the previous one's loss).
 int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* engine,
@@ -115,8 +109,8 @@ int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* 
       "\"cuda_graph\":true,\"graph_nodes\":%zu,\"batch\":%d,\"frames\":4,\"size\":32,"
       "\"steps\":%d,\"forward_ms\":0,\"backward_ms\":0,\"step_ms\":0,\"total_ms\":%.2f,"
       "\"total_wall_ms\":%.2f,\"loss\":%.6f,%s}\n",
-      o.device.str().c_str(), engine ? "zero3" : "adamw", tf32_name(), graph.nodes(), o.batch,
-      o.steps, zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
+      o.device.str().c_str(), engine ? "zero3" : "adamw", zt::bench::tf32_name(), graph.nodes(),
+      o.batch, o.steps, zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
   std::fflush(stdout);
   return 0;
 }
@@ -204,10 +198,10 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
       "\"frames\":4,\"size\":32,\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
       "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
-      device.str().c_str(), engine ? "zero3" : "adamw", o.offload ? "true" : "false", tf32_name(),
-      batch, o.threads, steps, zt::bench::median(fwd), zt::bench::median(bwd),
-      zt::bench::median(opt_ms), zt::bench::median(total), zt::bench::median(wall), loss,
-      work.c_str());
+      device.str().c_str(), engine ? "zero3" : "adamw", o.offload ? "true" : "false",
+      zt::bench::tf32_name(), batch, o.threads, steps, zt::bench::median(fwd),
+      zt::bench::median(bwd), zt::bench::median(opt_ms), zt::bench::median(total),
+      zt::bench::median(wall), loss, work.c_str());
   if (o.modules) {
     for (auto& [type, s] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
@@ -223,7 +217,7 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
 int run_vqtok_step(const std::vector<std::string>& args) {
   zt::bench::Cli app("vqtok-step");
   Options o;
-  std::string device_name = "cpu", tf32 = "conv";
+  std::string device_name = "cpu";
   app.add_option("--batch", o.batch, "clips per batch (4 frames of 32x32 each)");
   app.add_option("--steps", o.steps, "timed steps (after one warm-up step)");
   app.add_option("--threads", o.threads, "kernel and BLAS threads");
@@ -237,11 +231,9 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--cuda-graph", o.graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
-  app.add_option("--tf32", tf32, "GPU TF32 policy as train.tf32: conv (default), all or none")
-      ->check(CLI::IsMember({"conv", "all", "none"}));
+  app.add_tf32_option();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   o.device = zt::Device::parse(device_name);
-  zt::set_tf32({.matmul = tf32 == "all", .conv = tf32 != "none"});
   auto refuse = [](const char* why) {
     std::fprintf(stderr, "zt-bench vqtok-step: %s\n", why);
     return 1;

@@ -50,7 +50,19 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
     *exit_code = exit(e);
     return false;
   }
+  if (!tf32_.empty()) set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});
   return true;
+}
+
+void Cli::add_tf32_option() {
+  tf32_ = "conv";
+  add_option("--tf32", tf32_, "GPU TF32 policy as train.tf32: conv (default), all or none")
+      ->check(CLI::IsMember({"conv", "all", "none"}));
+}
+
+const char* tf32_name() {
+  const Tf32Policy p = tf32();
+  return p.matmul ? "all" : (p.conv ? "conv" : "none");
 }
 
 void sync(const Tensor& t) {
