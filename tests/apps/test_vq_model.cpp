@@ -190,6 +190,34 @@ TEST(VqQuantizer, NearestCodeStraightThroughAndLoss) {
   EXPECT_TRUE(zt::test::values_are(q.lookup(codes), {0, 0, 2, 0}));
 }
 
+// Latents far from codes that lie close together (the codebook's init spread, 1/K): the
+// chosen code is the exact nearest one, as a double-precision search finds it. Rounding
+// the distances at the scale of |z|^2 would swap near-equal codes here.
+TEST(VqQuantizer, NearestCodeOfFarLatentsIsExact) {
+  manual_seed(5);
+  vq::Codebook cb(64, 4);
+  Generator g(6);
+  const Tensor z = randn({512, 4}, g) * 20.0 + 200.0;
+  const std::vector<Tensor> out = cb.call({z});
+  const std::vector<double> zv = z.to_vector(), ev = cb.weight.to_vector(),
+                            ids = out[0].to(DType::f64).to_vector();
+  int wrong = 0;
+  for (int m = 0; m < 512; ++m) {
+    int best = 0;
+    double best_d = 0.0;
+    for (int k = 0; k < 64; ++k) {
+      double d = 0.0;
+      for (int j = 0; j < 4; ++j) {
+        const double diff = zv[4 * m + j] - ev[4 * k + j];
+        d += diff * diff;
+      }
+      if (k == 0 || d < best_d) best = k, best_d = d;
+    }
+    wrong += ids[m] != best;
+  }
+  EXPECT_EQ(wrong, 0) << "of 512 latents";
+}
+
 TEST(VqTemporal, CausalConvSeesNoFuture) {
   manual_seed(2);
   vq::CausalConv3d conv(2, 3, {3, 3, 3});

@@ -32,8 +32,8 @@ class Codebook : public nn::Module {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
  private:
-  /// argmin_k |z|^2 + |e_k|^2 - 2 z.e_k for z (M, E) and the code vectors e (K, E), in
-  /// row chunks to bound memory.
+  /// argmin_k |e_k|^2 - 2 z.e_k (= |z - e_k|^2 - |z|^2) for z (M, E) and the code vectors e (K, E),
+  /// in row chunks to bound memory.
   Tensor nearest(const Tensor& z, const Tensor& e) const;
   /// The code vectors: the weight, row-normalized with l2_norm (differentiable).
   Tensor codes() const;
