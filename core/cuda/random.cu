@@ -37,6 +37,12 @@ __device__ __forceinline__ double box_muller(double u1, double u2) {
   return sqrt(-2.0 * log(u1)) * cos(6.283185307179586476925 * u2);
 }
 
+// a + b x rounded twice, as the CPU computes it: nvcc would contract it into one fused
+// multiply-add, whose single rounding can differ in the last bit of a double.
+__device__ __forceinline__ double scale(double a, double b, double x) {
+  return __dadd_rn(a, __dmul_rn(b, x));
+}
+
 // out[i] = a + (b - a) U or a + b N at stream position offset + i, computed in double
 // and then converted like the CPU path (double -> float -> 16-bit for bf16/f16).
 template <typename T>
@@ -49,18 +55,18 @@ __global__ void random_kernel(T* out, int64_t n, uint64_t seed, uint64_t offset,
     double v;
     if constexpr (std::is_same_v<T, double>) {
       if (normal) {
-        v = a + b * box_muller(1.0 - to_unit64(w[0], w[1]), to_unit64(w[2], w[3]));
+        v = scale(a, b, box_muller(1.0 - to_unit64(w[0], w[1]), to_unit64(w[2], w[3])));
       } else {
-        v = a + (b - a) * to_unit64(w[0], w[1]);
+        v = scale(a, b - a, to_unit64(w[0], w[1]));
       }
     } else {
       if (normal) {
         double u1 = (static_cast<double>(w[0]) + 1.0) * (1.0 / 4294967296.0);  // (0, 1]
         double u2 = static_cast<double>(w[1]) * (1.0 / 4294967296.0);
-        v = a + b * static_cast<double>(static_cast<float>(box_muller(u1, u2)));
+        v = scale(a, b, static_cast<double>(static_cast<float>(box_muller(u1, u2))));
       } else {
         float u = static_cast<float>(w[0] >> 8) * (1.0f / 16777216.0f);
-        v = a + (b - a) * static_cast<double>(u);
+        v = scale(a, b - a, static_cast<double>(u));
       }
     }
     if constexpr (std::is_same_v<T, double>) {
