@@ -506,8 +506,10 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   check_device("layer_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
   const Device d = x.device();
   const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-  ZT_CHECK(rows < (int64_t{1} << 31) && blocks < 65536, "layer_norm backward: ", rows,
-           " rows exceed the CUDA grid (at most ", 65535 * kLayerNormRowBlock,
+  const bool params = dweight.defined() || dbias.defined();  // their partials: grid y = blocks
+  ZT_CHECK(rows < (int64_t{1} << 31) && (!params || blocks < 65536), "layer_norm backward: ", rows,
+           " rows exceed the CUDA grid (at most ",
+           params ? 65535 * kLayerNormRowBlock : (int64_t{1} << 31) - 1,
            "); normalize the input in parts");
   dispatch_device_floating(x.dtype(), "layer_norm backward", [&]<typename T>() {
     using A = acc_t<T>;
@@ -518,7 +520,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
           mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight), D);
       CUDA_CHECK_LAUNCH();
     }
-    if (!(dweight.defined() || dbias.defined()) || D == 0) return;
+    if (!params || D == 0) return;
     const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
     Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
     Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
