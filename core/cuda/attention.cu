@@ -54,9 +54,10 @@ void attention_softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int6
   dispatch_f32_f64(x.dtype(), "attention softmax", [&]<typename T>() {
     DeviceGuard g(x.device().index);
     const int64_t blocks = (R + kRowsPerBlock - 1) / kRowsPerBlock;
-    attention_softmax_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, current_stream()>>>(
-        static_cast<T*>(y.data_ptr()), static_cast<const T*>(x.data_ptr()), R, L,
-        static_cast<T>(scale), causal);
+    attention_softmax_kernel<T>
+        <<<grid_x(blocks, "attention_softmax_kernel"), kThreads, 0, current_stream()>>>(
+            static_cast<T*>(y.data_ptr()), static_cast<const T*>(x.data_ptr()), R, L,
+            static_cast<T>(scale), causal);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -372,7 +372,7 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
       fill(grad_bias, 0.0);
     } else {
       dispatch_device_floating(dt, "conv bias grad", [&]<typename T>() {
-        bias_grad_kernel<T><<<static_cast<unsigned>(g.o), kThreads, 0, current_stream()>>>(
+        bias_grad_kernel<T><<<grid_x(g.o, "bias_grad_kernel"), kThreads, 0, current_stream()>>>(
             static_cast<const T*>(grad_out.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), g.n,
             g.o, g.out_positions());
         CUDA_CHECK_LAUNCH();

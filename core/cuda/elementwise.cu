@@ -523,7 +523,7 @@ void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) 
     if (inner <= kWarpRowMax) {
       int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
       sum_rows_warp_kernel<T, T>
-          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, o, rows, inner);
+          <<<grid_x(blocks, "sum_rows_warp_kernel"), kThreads, 0, stream>>>(x, o, rows, inner);
       CUDA_CHECK_LAUNCH();
       return;
     }
@@ -537,13 +537,13 @@ void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) 
       partial = Tensor::empty({rows, chunks}, DType::f64, out.device());
       pp = static_cast<double*>(partial.data_ptr());
     }
-    dim3 grid(static_cast<unsigned>(rows), static_cast<unsigned>(chunks));
+    dim3 grid(grid_x(rows, "sum_rows_chunk_kernel"), static_cast<unsigned>(chunks));
     sum_rows_chunk_kernel<T><<<grid, kThreads, 0, stream>>>(x, o, pp, inner, chunks);
     CUDA_CHECK_LAUNCH();
     if (chunks > 1) {
       int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
       sum_rows_warp_kernel<double, T>
-          <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(pp, o, rows, chunks);
+          <<<grid_x(blocks, "sum_rows_warp_kernel"), kThreads, 0, stream>>>(pp, o, rows, chunks);
       CUDA_CHECK_LAUNCH();
     }
   });

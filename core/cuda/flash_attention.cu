@@ -146,9 +146,8 @@ void launch(DType dt, int64_t d, const flash::Params& p, int64_t rows) {
   flash::with_tiles<MmaBlock, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
     const int64_t blocks = Tiles::tasks(p, rows);
     if (blocks == 0) return;
-    ZT_CHECK(blocks < (int64_t{1} << 31), "flash attention: ", blocks, " blocks are too many");
     flash_kernel<Tiles, kPass>
-        <<<static_cast<unsigned>(blocks), Tiles::kLanes, 0, current_stream()>>>(p);
+        <<<grid_x(blocks, "flash_kernel"), Tiles::kLanes, 0, current_stream()>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -98,7 +98,7 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
       pp = static_cast<double*>(partial.data_ptr());
     }
     const T* pdy = static_cast<const T*>(dy.data_ptr());
-    dim3 grid(static_cast<unsigned>(col_blocks), static_cast<unsigned>(chunks));
+    dim3 grid(grid_x(col_blocks, "gemm_epilogue_backward"), static_cast<unsigned>(chunks));
     dim3 block(kCols, kRowLanes);
     if (gelu) {
       epilogue_backward_kernel<T, true><<<grid, block, 0, stream>>>(
@@ -111,7 +111,7 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
     if (pp) {
       constexpr int kThreads = 256;
       bias_grad_kernel<T>
-          <<<static_cast<unsigned>((n + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+          <<<grid_x((n + kThreads - 1) / kThreads, "bias_grad_kernel"), kThreads, 0, stream>>>(
               pp, static_cast<T*>(dbias.data_ptr()), chunks, n);
       CUDA_CHECK_LAUNCH();
     }

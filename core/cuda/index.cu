@@ -470,7 +470,7 @@ void arg_extreme(const Tensor& out, const Tensor& x, int64_t rows, int64_t n, bo
   ZT_CHECK(n > 0, "argmax/argmin over an empty dimension");
   DeviceGuard g(out.device().index);
   dispatch_device(x.dtype(), [&]<typename T>() {
-    arg_extreme_kernel<T><<<static_cast<unsigned>(rows), kThreads, 0, current_stream()>>>(
+    arg_extreme_kernel<T><<<grid_x(rows, "arg_extreme_kernel"), kThreads, 0, current_stream()>>>(
         static_cast<int64_t*>(out.data_ptr()), static_cast<const T*>(x.data_ptr()), n, want_max);
     CUDA_CHECK_LAUNCH();
   });

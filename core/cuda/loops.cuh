@@ -25,6 +25,14 @@ namespace zt::cuda {
 constexpr int kMaxDims = 8;
 constexpr int kThreads = 256;
 
+/// A grid's x dimension for `blocks` blocks (one per row, say), checked against CUDA's limit
+/// of 2^31 - 1: a count cast to unsigned beyond it would launch a wrapped, smaller grid.
+inline unsigned grid_x(int64_t blocks, const char* what) {
+  ZT_CHECK(blocks >= 0 && blocks < (int64_t{1} << 31), what, ": ", blocks,
+           " blocks exceed the CUDA grid (at most 2^31 - 1); split the input");
+  return static_cast<unsigned>(blocks);
+}
+
 /// Sizes (innermost last) and per-operand strides, in elements, passed by value.
 template <int N>
 struct OffsetCalc {

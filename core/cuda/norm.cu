@@ -384,9 +384,10 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
   const int dev = x.device().index;
   dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
     DeviceGuard g(dev);
-    group_norm_forward_kernel<T><<<static_cast<unsigned>(N * G), kThreads, 0, current_stream()>>>(
-        mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C, S,
-        G, eps);
+    group_norm_forward_kernel<T>
+        <<<grid_x(N * G, "group_norm_forward_kernel"), kThreads, 0, current_stream()>>>(
+            mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C,
+            S, G, eps);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -434,8 +435,9 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, in
   if (C == 0) return;
   dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
     DeviceGuard g(x.device().index);
-    batch_norm_stats_kernel<T><<<static_cast<unsigned>(C), kThreads, 0, current_stream()>>>(
-        mptr<T>(mean), mptr<T>(var), cptr<T>(x), N, C, S);
+    batch_norm_stats_kernel<T>
+        <<<grid_x(C, "batch_norm_stats_kernel"), kThreads, 0, current_stream()>>>(
+            mptr<T>(mean), mptr<T>(var), cptr<T>(x), N, C, S);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -465,7 +467,7 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     DeviceGuard guard(d.index);
     cudaStream_t st = current_stream();
     Tensor sdy = f64_buffer(C, d), sdyx = f64_buffer(C, d);
-    batch_norm_sums_kernel<T><<<static_cast<unsigned>(C), kThreads, 0, st>>>(
+    batch_norm_sums_kernel<T><<<grid_x(C, "batch_norm_sums_kernel"), kThreads, 0, st>>>(
         mptr<double>(sdy), mptr<double>(sdyx), mptr<T>(dweight), mptr<T>(dbias), cptr<T>(dy),
         cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), N, C, S);
     CUDA_CHECK_LAUNCH();
@@ -493,7 +495,7 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     using A = acc_t<T>;
     DeviceGuard g(dev);
     layer_norm_forward_kernel<T>
-        <<<static_cast<unsigned>(rows), layer_norm_threads(D), 0, current_stream()>>>(
+        <<<grid_x(rows, "layer_norm_forward_kernel"), layer_norm_threads(D), 0, current_stream()>>>(
             mptr<T>(y), mptr<A>(mean), mptr<A>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), D,
             eps);
     CUDA_CHECK_LAUNCH();
@@ -516,8 +518,10 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     DeviceGuard guard(d.index);
     cudaStream_t st = current_stream();
     if (dx.defined() && rows > 0 && D > 0) {
-      layer_norm_dx_kernel<T><<<static_cast<unsigned>(rows), layer_norm_threads(D), 0, st>>>(
-          mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight), D);
+      layer_norm_dx_kernel<T>
+          <<<grid_x(rows, "layer_norm_dx_kernel"), layer_norm_threads(D), 0, st>>>(
+              mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight),
+              D);
       CUDA_CHECK_LAUNCH();
     }
     if (!params || D == 0) return;

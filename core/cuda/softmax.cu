@@ -229,7 +229,7 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int
     const T* px = static_cast<const T*>(x.data_ptr());
     if (I == 1) {
       softmax_rows_kernel<T>
-          <<<static_cast<unsigned>(R), kThreads, 0, current_stream()>>>(py, px, L, log);
+          <<<grid_x(R, "softmax_rows_kernel"), kThreads, 0, current_stream()>>>(py, px, L, log);
     } else {
       softmax_cols_kernel<T>
           <<<blocks_for(R * I), kThreads, 0, current_stream()>>>(py, px, R, L, I, log);
@@ -249,7 +249,8 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
     const T* py = static_cast<const T*>(y.data_ptr());
     if (I == 1) {
       softmax_backward_rows_kernel<T>
-          <<<static_cast<unsigned>(R), kThreads, 0, current_stream()>>>(pdx, pdy, py, L, log);
+          <<<grid_x(R, "softmax_backward_rows_kernel"), kThreads, 0, current_stream()>>>(
+              pdx, pdy, py, L, log);
     } else {
       softmax_backward_cols_kernel<T>
           <<<blocks_for(R * I), kThreads, 0, current_stream()>>>(pdx, pdy, py, R, L, I, log);
@@ -271,7 +272,7 @@ void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor&
       const T* px = static_cast<const T*>(logits.data_ptr());
       const I* pt = static_cast<const I*>(target.data_ptr());
       if (P > 0) {
-        ce_lse_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
+        ce_lse_kernel<T, I><<<grid_x(P, "ce_lse_kernel"), ce_threads(C), 0, current_stream()>>>(
             pl, px, pt, C, ignore_index);
         CUDA_CHECK_LAUNCH();
       }
@@ -298,11 +299,12 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
   DeviceGuard g(logits.device().index);
   dispatch_device_floating(logits.dtype(), "cross_entropy backward", [&]<typename T>() {
     dispatch_index(target.dtype(), "cross_entropy backward", [&]<typename I>() {
-      ce_backward_kernel<T, I><<<static_cast<unsigned>(P), ce_threads(C), 0, current_stream()>>>(
-          static_cast<T*>(dlogits.data_ptr()), static_cast<const T*>(logits.data_ptr()),
-          static_cast<const double*>(lse.data_ptr()), static_cast<const I*>(target.data_ptr()),
-          static_cast<const double*>(grad.data_ptr()), static_cast<const double*>(stats.data_ptr()),
-          C, ignore_index);
+      ce_backward_kernel<T, I>
+          <<<grid_x(P, "ce_backward_kernel"), ce_threads(C), 0, current_stream()>>>(
+              static_cast<T*>(dlogits.data_ptr()), static_cast<const T*>(logits.data_ptr()),
+              static_cast<const double*>(lse.data_ptr()), static_cast<const I*>(target.data_ptr()),
+              static_cast<const double*>(grad.data_ptr()),
+              static_cast<const double*>(stats.data_ptr()), C, ignore_index);
       CUDA_CHECK_LAUNCH();
     });
   });

@@ -85,7 +85,7 @@ void sum_squares(const Tensor& out, const Tensor& x) {
     Tensor partial = Tensor::empty({blocks}, DType::f64, out.device());
     double* pp = static_cast<double*>(partial.data_ptr());
     sum_squares_partial_kernel<T>
-        <<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(px, n, pp);
+        <<<grid_x(blocks, "sum_squares_partial_kernel"), kThreads, 0, stream>>>(px, n, pp);
     CUDA_CHECK_LAUNCH();
     sum_squares_final_kernel<<<1, kThreads, 0, stream>>>(pp, blocks, po);
     CUDA_CHECK_LAUNCH();
