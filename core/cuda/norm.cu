@@ -3,7 +3,11 @@
 // these follow: GroupNorm and BatchNorm line for line (statistics in one shifted pass,
 // the block's first element as the shift, sums of dy and dy * (x - mean) in double, the
 // final affine in the tensor's dtype); LayerNorm with its statistics in two passes (mean,
-// then centered squares) in f32 (f64 for f64), the affine in that type.
+// then centered squares) in f32 (f64 for f64), the affine in that type. Same formulas, not
+// the same bits: the CPU's AVX2 loops fuse x * a + b into one multiply-add, and nvcc fuses
+// some double expressions the CPU rounds twice (last-place differences).
+// Reductions use fixed trees (block_reduce.cuh): each device's results are bitwise
+// reproducible run to run.
 // Legend: N batch, C channels, S spatial elements per channel, G groups, Cg = C / G,
 // M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
 //
@@ -11,7 +15,6 @@
 // per (n, c) row for the GroupNorm backward sums, one thread per element for the
 // elementwise passes, and for LayerNorm's parameter gradients one thread per column and
 // block of kLayerNormRowBlock rows, then one per column over the blocks in order.
-// Reductions use fixed trees (block_reduce.cuh): results are bitwise reproducible.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
