@@ -16,6 +16,7 @@
 // unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
 // and fall back to an f32 computation when cuDNN runs none of its engines for them.
 #include <algorithm>
+#include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -254,16 +255,25 @@ Tensor workspace(size_t bytes, Device dev) {
 }
 
 // Runs `call(choice, workspace)` with the candidates in order until one runs; a
-// candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache.
-// Other errors throw. False when none runs.
+// candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache,
+// and one whose workspace does not fit in memory is passed over (the next may need less;
+// if none runs, that out-of-memory error is thrown). Other errors throw. False when none
+// runs.
 template <typename Call>
 bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
                     Device dev, const Call& call) {
   const CacheKey key = cache_key(g, dt, pass, d.exact_f32);
   std::vector<Choice> cands = candidates(key, pass, d, h);
+  std::exception_ptr no_memory;
   for (const Choice& c : cands) {
     d.conv.set_math(c.math);
-    Tensor ws = workspace(c.workspace, dev);
+    Tensor ws;
+    try {
+      ws = workspace(c.workspace, dev);
+    } catch (const Error&) {
+      if (!no_memory) no_memory = std::current_exception();
+      continue;
+    }
     cudnnStatus_t st = call(c, ws.defined() ? ws.data_ptr() : nullptr);
     if (st == CUDNN_STATUS_SUCCESS) {
       ++::zt::detail::thread_work_counts().launches;
@@ -279,6 +289,7 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
       }
     }
   }
+  if (no_memory) std::rethrow_exception(no_memory);
   return false;
 }
 
