@@ -14,6 +14,7 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdio>
 #include <map>
 #include <memory>
 
@@ -123,6 +124,13 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
     plan->found = true;
+  } else {  // correct but slower: said once per problem, so that a benchmark shows it
+    std::fprintf(stderr,
+                 "zt: cuBLASLt has no algorithm for the %lldx%lldx%lld GEMM epilogue %d (%s); "
+                 "running GEMM and epilogue apart\n",
+                 static_cast<long long>(p.m), static_cast<long long>(p.n),
+                 static_cast<long long>(p.k), static_cast<int>(p.epilogue),
+                 st == CUBLAS_STATUS_SUCCESS ? "no result" : cublasGetStatusName(st));
   }
   return plan;
 }
