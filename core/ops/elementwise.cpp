@@ -237,6 +237,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ZT_CHECK(cond.dtype() == DType::b8, "where: condition must be bool, got ",
            dtype_name(cond.dtype()));
   detail::check_same("where", {a, b});
+  detail::check_same("where", {cond, a}, false);  // the condition on their device too
   Shape s =
       broadcast_shapes(broadcast_shapes(cond.sizes(), a.sizes(), "where"), b.sizes(), "where");
   Tensor out = Tensor::empty(s, a.dtype(), a.device());

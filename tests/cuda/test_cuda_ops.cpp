@@ -207,6 +207,20 @@ TEST(CudaOps, WhereAndAxpyMatchCpu) {
   }
 }
 
+// An op whose operands lie on two devices is refused with an error before any kernel
+// runs (a CPU kernel given a GPU pointer would read device memory on the host).
+TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  const Tensor c = randn_cpu({4, 4}, 13), g = c.to(kGpu);
+  const Tensor cond_c = gt(c, 0.0), cond_g = cond_c.to(kGpu);
+  EXPECT_THROW(add(c, g), zt::Error);
+  EXPECT_THROW(mul(g, c), zt::Error);
+  EXPECT_THROW(matmul(c, g), zt::Error);
+  EXPECT_THROW(where(cond_c, g, g), zt::Error);
+  EXPECT_THROW(where(cond_g, c, c), zt::Error);
+  EXPECT_TRUE(all_close(where(cond_g, g, g), c, 0, 0));  // one device: fine
+}
+
 TEST(CudaOps, CopyCastsBetweenAllDtypes) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
   const DType all[] = {DType::f32, DType::f64, DType::bf16, DType::f16,
