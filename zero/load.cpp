@@ -68,8 +68,10 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     const Tensor& t = targets[i].second;
     ZeroParam* z = zero_param(t);
     if (z && z->kind == ParamKind::kPartitioned) {
-      // Full value from src, then each rank keeps its slice.
-      Tensor full = Tensor::empty(z->shape, z->dtype, z->device);
+      // Full value from src, then each rank keeps its slice: in fp32 where an fp32 master
+      // takes it (16-bit storage gets it rounded; the master must not).
+      const DType staged = z->master.defined() ? DType::f32 : z->dtype;
+      Tensor full = Tensor::empty(z->shape, staged, z->device);
       if (comm.rank() == src) full.copy_(values[targets[i].first]);
       broadcast_tensor(full, comm, src);
       z->write_shard(full);

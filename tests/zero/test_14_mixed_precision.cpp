@@ -65,6 +65,43 @@ TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
   });
 }
 
+// Loading fp32 weights into a bf16 engine: the masters take them exactly, the bf16
+// shards rounded (a bf16 staging copy would have rounded the masters too).
+TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
+  manual_seed(6);
+  Mlp plain;
+  Generator g(7);
+  std::vector<std::pair<std::string, Tensor>> state;
+  for (const auto& [name, p] : plain.named_parameters())
+    state.emplace_back(name, randn(p.sizes(), g) * 0.3);  // not bf16 values
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Mlp>();
+    }
+    zero::Config cfg;
+    cfg.precision.bf16 = true;
+    zero::Engine engine(m, comm, cfg, zero::OptimizerConfig{});
+    zero::load_state_dict(*m, comm.rank() == 0 ? state : decltype(state){}, comm);
+    for (const auto& mp : engine.partitioned()) {
+      const zero::ZeroParam* z = zero::zero_param(mp.param);
+      const Tensor want = [&] {
+        for (const auto& [name, t] : state)
+          if (name == mp.name) return t.reshape({-1});
+        return Tensor();
+      }();
+      const int64_t begin = z->part.shard_offset(comm.rank());
+      const int64_t n = z->part.shard_valid(comm.rank());
+      if (n <= 0) continue;
+      EXPECT_CLOSE(z->master.narrow(0, 0, n), want.narrow(0, begin, n), 0, 0) << mp.name;
+      EXPECT_CLOSE(z->shard.narrow(0, 0, n).to(DType::f32),
+                   want.narrow(0, begin, n).to(DType::bf16).to(DType::f32), 0, 0)
+          << mp.name;
+    }
+  });
+}
+
 TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     manual_seed(4);
