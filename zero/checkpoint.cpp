@@ -130,7 +130,9 @@ void export_consolidated(Engine& engine, const std::string& path) {
   std::map<std::string, Tensor> full;
   for (const auto& mp : engine.partitioned()) {
     const ZeroParam* z = zero_param(mp.param);
-    Tensor src = z->master.defined() ? z->master : z->shard.to(DType::f32);
+    // Gathered where the shards live: an offloaded master is in host memory, and NCCL
+    // gathers device memory only.
+    Tensor src = z->master.defined() ? z->master.to(z->shard.device()) : z->shard.to(DType::f32);
     Tensor gathered = Tensor::empty({z->part.padded_numel()}, DType::f32, src.device());
     if (comm.size() == 1)
       gathered.copy_(src);
