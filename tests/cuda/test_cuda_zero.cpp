@@ -12,6 +12,7 @@
 #include <filesystem>
 
 #include "common/test_util.h"
+#include "core/allocator.h"
 #include "nn/nn.h"
 #include "zero/checkpoint.h"
 #include "zero/zero.h"
@@ -150,6 +151,19 @@ TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
     // Tensors on two devices are still refused.
     EXPECT_TRUE(test::throws_with([&] { c.all_gather(gathered, x.to(Device::cpu())); },
                                   "but the communicator works on cuda:0"));
+  });
+}
+
+// memory.limit (LaunchOptions::memory_limit) caps a plain start's GPU as well as its host
+// memory: a thread rank's communicator works in host memory, but its model is on the GPU.
+TEST(CudaZero, LaunchLimitsTheGpuOfAPlainStart) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: a GPU limit needs one";
+  comm::LaunchOptions o;
+  o.device = Device::cuda(0);
+  o.memory_limit = int64_t{1} << 20;
+  comm::launch(o, [&](comm::Communicator&) {
+    EXPECT_EQ(current_ledger()->limit(Device::cuda(0)), o.memory_limit);
+    EXPECT_THROW(Tensor::empty({int64_t{1} << 20}, DType::f32, Device::cuda(0)), OutOfMemoryError);
   });
 }
 

@@ -2,6 +2,7 @@
 // (ZT_WITH_CUDA, set by zt_core).
 #include "zero/comm/launch.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <memory>
 
@@ -37,7 +38,10 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
     ledger.set_label(detail::cat("rank ", c.rank()));
     if (opts.memory_limit > 0) {
       ledger.set_limit(Device::cpu(), opts.memory_limit);
-      if (!c.device().is_cpu()) ledger.set_limit(c.device(), opts.memory_limit);
+      // The rank's GPU: NCCL's, or in a plain start the one the options name (a thread
+      // rank's communicator itself works in host memory).
+      const Device gpu = !c.device().is_cpu() ? c.device() : opts.device;
+      if (gpu.is_cuda()) ledger.set_limit(Device::cuda(std::max(gpu.index, 0)), opts.memory_limit);
     }
   };
   if (!under_mpirun()) {
