@@ -122,7 +122,10 @@ class NcclWork : public Work {
     }
   }
 
-  bool test() override { return done_->query(); }
+  bool test() override {
+    cuda::DeviceGuard g(comm_->device_);  // events are queried on their own device
+    return done_->query();
+  }
 
  private:
   void check_healthy() const {
@@ -155,6 +158,9 @@ NcclComm::NcclComm(std::unique_ptr<MpiComm> boot, int device)
       boot_(std::move(boot)),
       device_(pick_device(*boot_, device)),
       stream_(device_, /*non_blocking=*/true) {
+  // This rank's GPU is the thread's current device from now on, so that CUDA calls without
+  // a device guard (pinned host allocations, pointer queries) make no context on GPU 0.
+  CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id;
   if (rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   std::string mine(rank() == 0 ? reinterpret_cast<const char*>(&id) : "",
