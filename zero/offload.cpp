@@ -5,6 +5,7 @@
 
 #include "core/ops.h"
 #include "core/storage.h"
+#include "core/work_counts.h"
 
 #ifdef ZT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -99,11 +100,13 @@ void OptimizerOffload::grads_to_host() {
   cuda::Event ready;
   ready.record(cuda::current_stream(device_.index));
   cuda::stream_wait_event(streams_->copy.get(), ready);
-  for (Placed& p : placed_)
+  for (Placed& p : placed_) {
     check_cuda(cudaMemcpyAsync(p.host_grad.data_ptr(), p.z->grad_shard.data_ptr(),
                                p.host_grad.numel() * sizeof(float), cudaMemcpyDeviceToHost,
                                streams_->copy.get()),
                "copying a gradient shard to the host");
+    ++::zt::detail::thread_work_counts().d2h_copies;
+  }
   streams_->copy.synchronize();
 #else
   for (Placed& p : placed_) p.host_grad.copy_(p.z->grad_shard);
@@ -128,6 +131,7 @@ void OptimizerOffload::params_to_device() {
                                src.numel() * dtype_size(src.dtype()), cudaMemcpyHostToDevice,
                                streams_->copy.get()),
                "copying an updated shard to the device");
+    ++::zt::detail::thread_work_counts().h2d_copies;
   }
   cuda::Event uploaded;
   uploaded.record(streams_->copy.get());
