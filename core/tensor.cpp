@@ -371,6 +371,11 @@ Tensor Tensor::to(Device dev) const {
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  // Onto the very same elements (a one-rank shard written from its own full value): nothing
+  // to do, and a memcpy onto itself is undefined.
+  if (has_storage() && s.has_storage() && storage() == s.storage() && offset() == s.offset() &&
+      strides() == s.strides() && dtype() == s.dtype())
+    return *this;
   if (device().type == s.device().type) {
     ZT_DISPATCH(device(), copy, *this, s);
     return *this;

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "common/test_util.h"
+#include "core/work_counts.h"
 
 using namespace zt;
 using zt::test::values_are;
@@ -161,4 +162,20 @@ TEST(Elementwise, WhereGradient) {
   Tensor a = test::rand_leaf({2, 3}, 9), b = test::rand_leaf({3}, 10);
   Tensor cond = from_vector({1, 0, 1, 0, 0, 1}, {2, 3}).to(DType::b8);
   EXPECT_GRAD_OK([&](auto& in) { return where(cond, in[0], in[1]); }, {a, b});
+}
+
+// A copy onto the very same elements (a one-rank shard written from its own full value) is
+// no kernel call; a copy between overlapping but different views still runs.
+TEST(Elementwise, CopyOntoTheSameElementsRunsNoKernel) {
+  Tensor t = from_vector({1, 2, 3, 4, 5, 6}, {6});
+  const WorkCounts before = work_counts();
+  t.copy_(t);
+  t.narrow(0, 1, 3).copy_(t.narrow(0, 1, 3));
+  t.reshape({2, 3}).copy_(t.view({2, 3}));
+  EXPECT_EQ((work_counts() - before).dispatches, 0);
+  EXPECT_TRUE(values_are(t, {1, 2, 3, 4, 5, 6}));
+  t.narrow(0, 0, 3).copy_(t.narrow(0, 3, 3));                 // other elements of one storage
+  t.narrow(0, 3, 3).copy_(t.narrow(0, 3, 3).to(DType::f64));  // same place, other dtype
+  EXPECT_EQ((work_counts() - before).dispatches, 3) << "two copies and a cast";
+  EXPECT_TRUE(values_are(t, {4, 5, 6, 4, 5, 6}));
 }
