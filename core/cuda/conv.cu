@@ -180,6 +180,7 @@ bool refused(cudnnStatus_t st) {
 // cuDNN's ranked list of the pass's algorithms (empty when it refuses the configuration
 // itself, so that 16-bit convolutions fall back to f32).
 std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h) {
+  d.reset_math();  // not the math the last candidate run or sized left on the descriptor
   int returned = 0;
   cudnnStatus_t st;
   std::vector<Choice> c;
