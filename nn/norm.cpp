@@ -83,7 +83,12 @@ Tensor BatchNorm::forward(const Tensor& x) {
                     factor, options.eps());
 }
 
-Tensor BatchNorm::forward_reduced(const Tensor& x, double factor) {
+Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
+  // 16-bit inputs are normalized in f32: E[x^2] - E[x]^2 rounded to bf16 loses the variance
+  // of a channel whose mean is large beside its spread.
+  const DType io = input.dtype();
+  const bool narrow = io == DType::bf16 || io == DType::f16;
+  const Tensor x = narrow ? input.to(DType::f32) : input;
   std::vector<int64_t> dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   BatchNormStats local;
@@ -112,8 +117,9 @@ Tensor BatchNorm::forward_reduced(const Tensor& x, double factor) {
   Shape bshape(x.dim(), 1);
   bshape[1] = c;
   Tensor y = mul(sub(x, mean.reshape(bshape)), rsqrt(add(var, options.eps())).reshape(bshape));
-  if (weight.defined()) y = add(mul(y, weight.reshape(bshape)), bias.reshape(bshape));
-  return y;
+  if (weight.defined())
+    y = add(mul(y, weight.reshape(bshape).to(y.dtype())), bias.reshape(bshape).to(y.dtype()));
+  return narrow ? y.to(io) : y;
 }
 
 GroupNorm::GroupNorm(const GroupNormOptions& opts) : UnaryModule("GroupNorm"), options(opts) {

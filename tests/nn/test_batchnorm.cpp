@@ -179,3 +179,20 @@ TEST(BatchNorm, StatsReducerPathMatchesFusedPath) {
   EXPECT_CLOSE((*twice)(x), batch_norm(x, twice->running_mean, twice->running_var, twice->weight,
                                        twice->bias, false, 0.1, 1e-5));
 }
+
+// A reduced (synchronized) BatchNorm on bf16 activations normalizes in f32: a channel whose
+// mean (100) is large beside its spread (0.5) keeps its variance, which E[x^2] - E[x]^2 in
+// bf16 rounds away (the output would then be scaled by 1 / sqrt(eps)). The result is the
+// fused BatchNorm's on the same values, rounded to bf16.
+TEST(BatchNorm, ReducedStatisticsOfBf16InputsAreComputedInF32) {
+  Generator g(21);
+  const Tensor x = (randn({8, 2, 3, 3}, g) * 0.5 + 100.0).to(DType::bf16);
+  auto reduced = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2));
+  reduced->to(DType::bf16);
+  reduced->stats_reducer = [](const nn::BatchNormStats& s) { return s; };
+  auto fused = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2));
+  const Tensor y = (*reduced)(x), want = (*fused)(x.to(DType::f32));
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  EXPECT_CLOSE(y.to(DType::f32), want, 1e-2, 1e-2);
+  EXPECT_CLOSE(reduced->running_var.to(DType::f32), fused->running_var, 1e-2, 1e-3);
+}
