@@ -190,32 +190,39 @@ TEST(VqQuantizer, NearestCodeStraightThroughAndLoss) {
   EXPECT_TRUE(zt::test::values_are(q.lookup(codes), {0, 0, 2, 0}));
 }
 
-// Latents far from codes that lie close together (the codebook's init spread, 1/K): the
-// chosen code is the exact nearest one, as a double-precision search finds it. Rounding
-// the distances at the scale of |z|^2 would swap near-equal codes here.
-TEST(VqQuantizer, NearestCodeOfFarLatentsIsExact) {
-  manual_seed(5);
-  vq::Codebook cb(64, 4);
-  Generator g(6);
-  const Tensor z = randn({512, 4}, g) * 20.0 + 200.0;
-  const std::vector<Tensor> out = cb.call({z});
-  const std::vector<double> zv = z.to_vector(), ev = cb.weight.to_vector(),
-                            ids = out[0].to(DType::f64).to_vector();
-  int wrong = 0;
-  for (int m = 0; m < 512; ++m) {
-    int best = 0;
-    double best_d = 0.0;
-    for (int k = 0; k < 64; ++k) {
-      double d = 0.0;
-      for (int j = 0; j < 4; ++j) {
-        const double diff = zv[4 * m + j] - ev[4 * k + j];
-        d += diff * diff;
+// The chosen code is the exact nearest one, as a double-precision search over the same
+// values finds it: for latents far from codes that lie close together (the codebook's
+// init spread, 1/K), where distances rounded at the scale of |z|^2 would swap near-equal
+// codes; and for a bf16 codebook and latents (the search runs in f32, not bf16).
+TEST(VqQuantizer, NearestCodeIsExact) {
+  auto wrong_ids = [](DType dt, double scale, double offset) {
+    manual_seed(5);
+    vq::Codebook cb(64, 4);
+    cb.to(dt);
+    Generator g(6);
+    const Tensor z = (randn({512, 4}, g) * scale + offset).to(dt);
+    const std::vector<Tensor> out = cb.call({z});
+    const std::vector<double> zv = z.to(DType::f64).to_vector(),
+                              ev = cb.weight.to(DType::f64).to_vector(),
+                              ids = out[0].to(DType::f64).to_vector();
+    int wrong = 0;
+    for (int m = 0; m < 512; ++m) {
+      int best = 0;
+      double best_d = 0.0;
+      for (int k = 0; k < 64; ++k) {
+        double d = 0.0;
+        for (int j = 0; j < 4; ++j) {
+          const double diff = zv[4 * m + j] - ev[4 * k + j];
+          d += diff * diff;
+        }
+        if (k == 0 || d < best_d) best = k, best_d = d;
       }
-      if (k == 0 || d < best_d) best = k, best_d = d;
+      wrong += ids[m] != best;
     }
-    wrong += ids[m] != best;
-  }
-  EXPECT_EQ(wrong, 0) << "of 512 latents";
+    return wrong;
+  };
+  EXPECT_EQ(wrong_ids(DType::f32, 20.0, 200.0), 0) << "of 512 far f32 latents";
+  EXPECT_EQ(wrong_ids(DType::bf16, 0.02, 0.0), 0) << "of 512 bf16 latents";
 }
 
 TEST(VqTemporal, CausalConvSeesNoFuture) {

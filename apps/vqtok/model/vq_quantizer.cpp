@@ -51,13 +51,15 @@ Tensor Codebook::codes() const {
 Tensor Codebook::nearest(const Tensor& z, const Tensor& codes) const {
   autograd::NoGradGuard ng;
   const int64_t m = z.size(0), k = codes.size(0);
-  Tensor e = codes.detach().to(z.dtype());
+  // In f32 at least: bf16 distances tie or swap codes a few percent of the time.
+  const DType dt = z.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  Tensor e = codes.detach().to(dt);
   Tensor e_sq = sum(e * e, {1});   // (K)
   Tensor e_t = e.transpose(0, 1);  // (E, K)
   const int64_t rows = std::max<int64_t>(1, kDistanceElements / k);
   std::vector<Tensor> ids;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
-    Tensor zc = z.detach().narrow(0, r0, std::min(rows, m - r0));  // (rows, E)
+    Tensor zc = z.detach().narrow(0, r0, std::min(rows, m - r0)).to(dt);  // (rows, E)
     // |z - e|^2 less the row's constant |z|^2: the same order, rounded at the scale of the
     // codes rather than of |z|^2 (which would swamp the gaps between small codes).
     Tensor d = e_sq - 2.0 * matmul(zc, e_t);  // (rows, K)
