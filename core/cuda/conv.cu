@@ -14,13 +14,17 @@
 // math type) are tried in order, deterministic ones (bitwise reproducible, as the CPU is)
 // first, and one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
 // unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
-// and fall back to an f32 computation when cuDNN runs none of its engines for them.
+// and fall back to an f32 computation (said once per shape on stderr) when cuDNN runs none of
+// its engines for them.
 #include <algorithm>
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <set>
+#include <string>
 #include <tuple>
 
 #include "core/cuda/block_reduce.cuh"
@@ -308,6 +312,19 @@ bool is_half(DType dt) {
   return dt == DType::bf16 || dt == DType::f16;
 }
 
+// Says once per pass, shape and dtype (on stderr) that a 16-bit convolution runs in f32 for
+// want of a cuDNN engine: correct, but slower, which a benchmark should show.
+void say_f32_fallback(const char* pass, const Tensor& x, const Tensor& weight) {
+  static std::mutex mu;
+  static std::set<std::string> said;
+  const std::string what = std::string(pass) + " of input " + shape_str(x.sizes()) + ", weight " +
+                           shape_str(weight.sizes()) + " in " + dtype_name(x.dtype());
+  std::lock_guard<std::mutex> lock(mu);
+  if (said.insert(what).second)
+    std::fprintf(stderr, "zt: cuDNN runs no engine for the convolution %s; computing it in f32\n",
+                 what.c_str());
+}
+
 Tensor as_f32(const Tensor& t) {
   if (!t.defined()) return t;
   Tensor f = Tensor::empty(t.sizes(), DType::f32, t.device());
@@ -361,6 +378,7 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
                                        c.workspace, s.zero(dt), d.y.get(), out.data_ptr());
       });
   if (!ran && is_half(dt)) {  // no 16-bit engine for this shape: compute in f32
+    say_f32_fallback("forward", x, weight);
     Tensor o32 = Tensor::empty(out.sizes(), DType::f32, out.device());
     cuda::conv_forward(g, o32, as_f32(x), as_f32(weight), as_f32(bias));
     copy(out, o32);
@@ -418,6 +436,8 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
     });
   }
   if ((!ran_x || !ran_w) && is_half(dt)) {  // compute the missing ones in f32
+    say_f32_fallback(ran_x ? "filter gradient" : (ran_w ? "input gradient" : "gradients"), x,
+                     weight);
     Tensor gx = ran_x ? Tensor() : Tensor::empty(grad_x.sizes(), DType::f32, dev);
     Tensor gw = ran_w ? Tensor() : Tensor::empty(grad_weight.sizes(), DType::f32, dev);
     cuda::conv_backward(g, as_f32(grad_out), as_f32(x), as_f32(weight), gx, gw, Tensor());
