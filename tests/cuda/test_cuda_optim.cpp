@@ -75,8 +75,10 @@ TEST(CudaOptim, OptimizersMatchTheCpuBitForBitWithCopies) {
         on_cpu.emplace_back("p" + std::to_string(i), p.clone());
         on_gpu.emplace_back("p" + std::to_string(i), p.to(gpu));
         DType low = i % 2 ? DType::f16 : DType::bf16;
-        copy_cpu.push_back(Tensor::empty(kShapes[i], low));
-        copy_gpu.push_back(Tensor::empty(kShapes[i], low, gpu));
+        // The copies start as the parameters rounded: a step that skips a parameter (no
+        // gradient) leaves its copy as it was.
+        copy_cpu.push_back(p.to(low));
+        copy_gpu.push_back(p.to(low).to(gpu));
       }
       auto cpu_opt = c.make(on_cpu);
       auto gpu_opt = c.make(on_gpu);
