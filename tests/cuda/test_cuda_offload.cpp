@@ -69,7 +69,9 @@ void expect_matches(DType dt, bool pin, double rtol, double atol) {
   for (size_t s = 0; s < dev.losses.size(); ++s)
     EXPECT_NEAR(off.losses[s], dev.losses[s], 1e-3 * std::abs(dev.losses[s]) + 1e-5)
         << "step " << s;
-  EXPECT_LT(off.losses.back(), off.losses.front()) << "offloaded training learns";
+  ASSERT_GE(off.losses.size(), 5u);
+  EXPECT_LT(off.losses[4], off.losses[0])
+      << "offloaded training learns (step 4 sees step 0's batch)";
 
   // Device training keeps the moments (and bf16's masters) on the device; offload none.
   EXPECT_GT(dev.report.optim_state, 0);
