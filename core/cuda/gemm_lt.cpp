@@ -136,7 +136,7 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
 }
 
 // This thread's plan for the problem, made on first use.
-const LtPlan& plan_for(int dev, cublasLtHandle_t h, const LtProblem& p) {
+LtPlan& plan_for(int dev, cublasLtHandle_t h, const LtProblem& p) {
   using Key = std::array<int64_t, 16>;
   thread_local std::map<Key, std::unique_ptr<LtPlan>> plans;
   const Key key{dev,
@@ -217,7 +217,7 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
               gelu ? aux.data_ptr() : nullptr};
   const int dev = out.device().index;
   cublasLtHandle_t h = lt_handle(dev);
-  const LtPlan& plan = plan_for(dev, h, p);
+  LtPlan& plan = plan_for(dev, h, p);
   if (!plan.found) {
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
     return;
@@ -230,11 +230,21 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     workspace =
         Tensor::empty({static_cast<int64_t>((plan.workspace + 3) / 4)}, DType::i32, out.device());
   const float alpha = 1.0f, beta = 0.0f;
+  const cublasStatus_t st = cublasLtMatmul(h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta,
+                                           p.out, plan.c, out.data_ptr(), plan.c, &plan.algo,
+                                           workspace.defined() ? workspace.data_ptr() : nullptr,
+                                           plan.workspace, current_stream(dev));
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // the heuristic's algorithm refused at run time
+    std::fprintf(stderr,
+                 "zt: cuBLASLt refused its algorithm for the %lldx%lldx%lld GEMM "
+                 "epilogue; running GEMM and epilogue apart\n",
+                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
+    plan.found = false;
+    gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
+    return;
+  }
+  CUBLAS_CHECK(st);
   ++::zt::detail::thread_work_counts().launches;
-  CUBLAS_CHECK(cublasLtMatmul(h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.c,
-                              out.data_ptr(), plan.c, &plan.algo,
-                              workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
-                              current_stream(dev)));
 }
 
 }  // namespace zt::cuda
