@@ -13,6 +13,9 @@
 # only the output's tail); the tail ends with a summary: each step's exit code and
 # seconds, then every benchmark's result line (shortened).
 set -u
+# Every step is a single process: a launcher's variables, if this machine's environment
+# happened to carry them, would make the apps start as one rank of an MPI job.
+unset OMPI_COMM_WORLD_SIZE PMI_SIZE PMIX_RANK
 repo=${ZT_REPO:-$(cd "$(dirname "$0")/.." && pwd)}
 log=${OUT:+$OUT/gpu_check.log}
 log=${log:-$(mktemp)}
