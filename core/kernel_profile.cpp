@@ -91,9 +91,15 @@ KernelProfile::Span::Span(KernelProfile& p, const char* kernel, const Device& d)
   if (!im.timed) return;
 #ifdef ZT_WITH_CUDA
   if (d.is_cuda()) {
-    cuda::DeviceGuard g(d.index);
-    while (im.events.size() < im.used + 2) im.events.emplace_back(/*enable_timing=*/true);
-    im.events[im.used].record(cuda::current_stream(d.index));
+    try {
+      cuda::DeviceGuard g(d.index);
+      while (im.events.size() < im.used + 2) im.events.emplace_back(/*enable_timing=*/true);
+      im.events[im.used].record(cuda::current_stream(d.index));
+    } catch (...) {
+      // As in the destructor, a failed record loses this sample. A throw from here would
+      // skip the destructor and leave the nesting depth raised for good.
+      im.timed = false;
+    }
     return;
   }
 #endif
