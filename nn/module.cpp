@@ -157,6 +157,7 @@ void Module::to(Device device) {
       impl->strides = moved.strides();
       impl->offset = 0;
       impl->device = device;
+      if (t.grad().defined()) t.set_grad(t.grad().to(device));  // as PyTorch: the gradient too
     }
   for (auto& [n, c] : children_) c->to(device);
 }
@@ -172,6 +173,7 @@ void Module::to(DType dtype) {
       impl->strides = cast.strides();
       impl->offset = 0;
       impl->dtype = dtype;
+      if (t.grad().defined()) t.set_grad(t.grad().to(dtype));
     }
   for (auto& [n, c] : children_) c->to(dtype);
 }

@@ -86,6 +86,11 @@ TEST(Module, TrainEvalToAndZeroGrad) {
   Tensor y = (*net)(ones({5, 3}));
   sum(y).backward();
   EXPECT_TRUE(w.grad().defined());
+  const std::vector<double> g = w.grad().to_vector();
+  net->to(DType::f64);  // the gradient moves with its parameter, as in PyTorch
+  EXPECT_EQ(w.grad().dtype(), DType::f64);
+  EXPECT_EQ(w.grad().to_vector(), g);
+  net->to(DType::f32);
   net->zero_grad();
   EXPECT_FALSE(w.grad().defined());
 }
