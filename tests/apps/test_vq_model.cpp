@@ -193,7 +193,7 @@ TEST(VqQuantizer, NearestCodeStraightThroughAndLoss) {
 // The chosen code is the exact nearest one, as a double-precision search over the same
 // values finds it: for latents far from codes that lie close together (the codebook's
 // init spread, 1/K), where distances rounded at the scale of |z|^2 would swap near-equal
-// codes; and for a bf16 codebook and latents (the search runs in f32, not bf16).
+// codes; and for a bf16 codebook and latents (the search runs in f64, not bf16).
 TEST(VqQuantizer, NearestCodeIsExact) {
   auto wrong_ids = [](DType dt, double scale, double offset) {
     manual_seed(5);

@@ -7,8 +7,8 @@
 namespace zt::vq {
 
 // Rows of z per distance block: the (rows, K) distance matrix stays near 64 MB for the
-// real codebook (K = 32768) instead of M * K floats at once.
-constexpr int64_t kDistanceElements = int64_t{1} << 24;
+// real codebook (K = 32768) instead of M * K doubles at once.
+constexpr int64_t kDistanceElements = int64_t{1} << 23;
 
 Tensor l2_normalize_last(const Tensor& x) {
   const int64_t last = x.dim() - 1;
@@ -51,8 +51,9 @@ Tensor Codebook::codes() const {
 Tensor Codebook::nearest(const Tensor& z, const Tensor& codes) const {
   autograd::NoGradGuard ng;
   const int64_t m = z.size(0), k = codes.size(0);
-  // In f32 at least: bf16 distances tie or swap codes a few percent of the time.
-  const DType dt = z.dtype() == DType::f64 ? DType::f64 : DType::f32;
+  // In f64 whatever the latents' dtype or the TF32 policy: bf16 or TF32 products tie or
+  // swap codes a few percent of the time (a K x E product per latent, E small).
+  const DType dt = DType::f64;
   Tensor e = codes.detach().to(dt);
   Tensor e_sq = sum(e * e, {1});   // (K)
   Tensor e_t = e.transpose(0, 1);  // (E, K)
@@ -60,8 +61,8 @@ Tensor Codebook::nearest(const Tensor& z, const Tensor& codes) const {
   std::vector<Tensor> ids;
   for (int64_t r0 = 0; r0 < m; r0 += rows) {
     Tensor zc = z.detach().narrow(0, r0, std::min(rows, m - r0)).to(dt);  // (rows, E)
-    // |z - e|^2 less the row's constant |z|^2: the same order, rounded at the scale of the
-    // codes rather than of |z|^2 (which would swamp the gaps between small codes).
+    // |z - e|^2 less the row's constant |z|^2: the same order, rounded at the scale of z.e
+    // rather than of |z|^2 (which would swamp the gaps between small codes).
     Tensor d = e_sq - 2.0 * matmul(zc, e_t);  // (rows, K)
     ids.push_back(argmin(d, 1));
   }
