@@ -42,7 +42,8 @@ struct MemoryCounters {
   int64_t pk(MemTag t) const { return peak[static_cast<int>(t)]; }
 };
 
-/// An allocation refused because it would pass its ledger's limit.
+/// An allocation refused because it would pass its ledger's limit, or because the device
+/// has no memory left for it.
 class OutOfMemoryError : public Error {
  public:
   using Error::Error;

@@ -129,9 +129,10 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
   }
   if (st == cudaErrorMemoryAllocation && capturing()) {
     cudaGetLastError();
-    ZT_FAIL("out of GPU memory on ", d.str(), " while capturing a CUDA graph: asked for ", bytes,
-            " bytes. HINT: a capture cannot free the cache; lower the batch size or train "
-            "without train.cuda_graph");
+    throw OutOfMemoryError(::zt::detail::cat(
+        "out of GPU memory on ", d.str(), " while capturing a CUDA graph: asked for ", bytes,
+        " bytes. HINT: a capture cannot free the cache; lower the batch size or train without "
+        "train.cuda_graph"));
   }
   if (st == cudaErrorMemoryAllocation) {
     cudaGetLastError();
@@ -143,10 +144,11 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
     cudaGetLastError();
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
-    ZT_FAIL("out of GPU memory on ", d.str(), ": asked for ", bytes, " bytes (", size,
-            " rounded); ", free_b, " of ", total_b, " bytes free, ", allocated_bytes(),
-            " held by zt tensors. HINT: lower the batch size, or check memory_stats() for "
-            "the tag that grows");
+    throw OutOfMemoryError(::zt::detail::cat(
+        "out of GPU memory on ", d.str(), ": asked for ", bytes, " bytes (", size, " rounded); ",
+        free_b, " of ", total_b, " bytes free, ", allocated_bytes(),
+        " held by zt tensors. HINT: lower the batch size, or check memory_stats() for the tag "
+        "that grows"));
   }
   CUDA_CHECK(st);
   std::lock_guard<std::mutex> lock(s.mu);

@@ -27,6 +27,7 @@
 #include <string>
 #include <tuple>
 
+#include "core/allocator.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/cudnn.h"
 #include "core/cuda/gemm.h"
@@ -259,11 +260,21 @@ Tensor workspace(size_t bytes, Device dev) {
   return Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, dev);
 }
 
+// Puts `c` first among the key's cached candidates.
+void move_first(const CacheKey& key, const Choice& c) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  auto& cached = choice_cache()[key];
+  auto it = std::find_if(cached.begin(), cached.end(),
+                         [&](const Choice& o) { return o.algo == c.algo && o.math == c.math; });
+  if (it != cached.end()) std::rotate(cached.begin(), it, it + 1);
+}
+
 // Runs `call(choice, workspace)` with the candidates in order until one runs; a
 // candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache,
-// and one whose workspace does not fit in memory is passed over (the next may need less;
-// if none runs, that out-of-memory error is thrown). Other errors throw. False when none
-// runs.
+// and one whose workspace does not fit in memory is passed over for the next, which may
+// need less (the one that runs then moves first, so later calls do not ask for the memory
+// again; if none runs, the out-of-memory error is thrown). Other errors throw. False when
+// none runs.
 template <typename Call>
 bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
                     Device dev, const Call& call) {
@@ -275,13 +286,14 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
     Tensor ws;
     try {
       ws = workspace(c.workspace, dev);
-    } catch (const Error&) {
+    } catch (const OutOfMemoryError&) {
       if (!no_memory) no_memory = std::current_exception();
       continue;
     }
     cudnnStatus_t st = call(c, ws.defined() ? ws.data_ptr() : nullptr);
     if (st == CUDNN_STATUS_SUCCESS) {
       ++::zt::detail::thread_work_counts().launches;
+      if (no_memory) move_first(key, c);
       return true;
     }
     if (!refused(st)) CUDNN_CHECK(st);
