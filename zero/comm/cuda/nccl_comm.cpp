@@ -78,6 +78,14 @@ int pick_device(MpiComm& boot, int device) {
   return local_rank % count;
 }
 
+// Makes `device` the thread's current device, before anything of the communicator touches
+// the GPU: CUDA calls without a device guard (pinned host allocations, pointer queries)
+// then make no context on GPU 0, nor does a guard that restores the previous device.
+int make_current(int device) {
+  CUDA_CHECK(cudaSetDevice(device));
+  return device;
+}
+
 char* bytes_of(const Tensor& t) {
   return static_cast<char*>(t.data_ptr());
 }
@@ -156,11 +164,8 @@ NcclComm::NcclComm(int device) : NcclComm(std::make_unique<MpiComm>(), device) {
 NcclComm::NcclComm(std::unique_ptr<MpiComm> boot, int device)
     : Communicator(boot->rank(), boot->size()),
       boot_(std::move(boot)),
-      device_(pick_device(*boot_, device)),
+      device_(make_current(pick_device(*boot_, device))),
       stream_(device_, /*non_blocking=*/true) {
-  // This rank's GPU is the thread's current device from now on, so that CUDA calls without
-  // a device guard (pinned host allocations, pointer queries) make no context on GPU 0.
-  CUDA_CHECK(cudaSetDevice(device_));
   ncclUniqueId id;
   if (rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id));
   std::string mine(rank() == 0 ? reinterpret_cast<const char*>(&id) : "",
