@@ -192,6 +192,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     const Clock::time_point t0 = Clock::now();
     double tok_seconds = 0.0, step_loss = 0.0;
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
+    const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader->next();
       Tensor seq, loss;
@@ -230,8 +231,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (!graph) window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
     const int64_t done = step + 1;
-    // A replay runs no engine step, so no verify_replicas() (a graph needs one rank anyway).
-    const bool verified = !graph && cfg.zero.buffers.verify_every > 0 &&
+    // A replay runs no engine step, so no verify_replicas() (warm-up and capture steps do).
+    const bool verified = !replayed && cfg.zero.buffers.verify_every > 0 &&
                           engine->global_step() % cfg.zero.buffers.verify_every == 0;
     if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
 
