@@ -15,7 +15,7 @@ struct WorkCounts {
   int64_t dispatches = 0;  ///< kernel-table calls (core/kernels.h), any device
   int64_t launches = 0;    ///< CUDA kernels and cuBLAS / cuDNN compute calls
   int64_t syncs = 0;       ///< host waits on a stream, an event or the device
-  int64_t d2h_copies = 0;  ///< device-to-host copies (each one also waits)
+  int64_t d2h_copies = 0;  ///< device-to-host copies (a tensor read also waits)
   int64_t h2d_copies = 0;  ///< host-to-device tensor copies and optimizer table uploads
   /// Tensor::to_vector / item calls, any device: on a GPU each is a wait, so a CPU run
   /// that reads nothing back shows a step that would not synchronize either.

@@ -5,11 +5,12 @@
 // (n, m) result's row vector of n biases, broadcast over the m columns, is our bias (n)
 // broadcast over the rows. The matmul descriptor, the matrix layouts and the heuristic's
 // algorithm are cached per thread for each problem (dtype, compute type, operations,
-// sizes, epilogue and the operands' pointer alignments). f64, GELU with n not a multiple
-// of 8 (the aux leading dimension must be), bias or aux pointers not 16-byte aligned, and
-// problems for which cuBLASLt offers no algorithm run gemm with the bias preloaded and
-// then the copy and unary kernels instead: the same function, with the pre-activation
-// rounded before GELU.
+// sizes, epilogue and the operands' pointer alignments). f64, f32 GELU (cuBLASLt's GELU is
+// an approximation of its own), GELU with n not a multiple of 8 (the aux leading dimension
+// must be), bias or aux pointers not 16-byte aligned, and problems for which cuBLASLt
+// offers no algorithm or refuses its algorithm at run time (said once on stderr) run gemm
+// with the bias preloaded and then the copy and unary kernels instead: the same function,
+// with the pre-activation rounded before GELU.
 #include <cublasLt.h>
 
 #include <array>

@@ -54,6 +54,7 @@ void Graph::capture(const std::function<void()>& fn) {
     cudaGetLastError();
     if (graph_) cudaGraphDestroy(graph_);
     graph_ = nullptr;
+    nodes_ = 0;
     kept_.clear();
     kept_host_.clear();
   };
