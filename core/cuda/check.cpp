@@ -3,10 +3,10 @@
 #include "core/cuda/check.h"
 
 #include <cublas_api.h>
-#include <cudnn.h>
 
 #include <string>
 
+#include "core/cuda/cudnn.h"
 #include "core/error.h"
 
 namespace zt::cuda::detail {
@@ -57,9 +57,9 @@ const char* cublas_hint(int s) {
 }
 
 // cuDNN 9 statuses carry a category in their thousands (2xxx bad parameter, 3xxx not
-// supported) and a detail in the rest; 3005-3009 mean the installation, not the call.
+// supported) and a detail in the rest.
 const char* cudnn_hint(int s) {
-  if (s >= 3005 && s <= 3009)
+  if (cudnn_installation_failure(s))
     return "cuDNN cannot run on this machine as installed (driver or CUDA runtime too old, "
            "wrong GPU architecture, or a missing libcudnn sub-library): check the cuDNN "
            "libraries on LD_LIBRARY_PATH against the driver";

@@ -179,7 +179,7 @@ std::vector<Choice> usable(const Perf* perfs, int n, bool exact) {
 // sub-library) throw like any other error, so that the real cause is named.
 bool refused(cudnnStatus_t st) {
   const int s = static_cast<int>(st);
-  return s / 1000 == 3 && !(s >= 3005 && s <= 3009);
+  return s / 1000 == 3 && !cudnn_installation_failure(s);
 }
 
 // cuDNN's ranked list of the pass's algorithms (empty when it refuses the configuration

@@ -14,6 +14,14 @@ namespace zt::cuda {
 /// This thread's cuDNN handle for the current device, bound to current_stream().
 cudnnHandle_t cudnn_handle();
 
+/// Whether `status` says that cuDNN cannot run as installed (driver or CUDA runtime too
+/// old, another GPU architecture, a missing prerequisite or sub-library), not that it
+/// refuses one call: cuDNN 9 files these under "not supported" (3005-3009).
+inline bool cudnn_installation_failure(int status) {
+  return status >= CUDNN_STATUS_NOT_SUPPORTED_INCOMPATIBLE_CUDA_DRIVER &&
+         status <= CUDNN_STATUS_NOT_SUPPORTED_SUBLIBRARY_UNAVAILABLE;
+}
+
 /// cuDNN's data type for a zt dtype (floating types only; others are an error).
 cudnnDataType_t cudnn_dtype(DType t);
 
