@@ -84,16 +84,18 @@ Tensor BatchNorm::forward(const Tensor& x) {
 }
 
 Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
-  // 16-bit inputs are normalized in f32: E[x^2] - E[x]^2 rounded to bf16 loses the variance
-  // of a channel whose mean is large beside its spread.
+  // The statistics are sums of x and x^2 in f64 (what the reducer adds up over ranks): in
+  // one pass, E[x^2] - E[x]^2 in f32 (or bf16) cancels away the variance of a channel whose
+  // mean is large beside its spread. The affine runs in f32 for 16-bit inputs.
   const DType io = input.dtype();
   const bool narrow = io == DType::bf16 || io == DType::f16;
   const Tensor x = narrow ? input.to(DType::f32) : input;
+  const Tensor x64 = x.to(DType::f64);
   std::vector<int64_t> dims{0};
   for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
   BatchNormStats local;
-  local.sum = sum(x, dims);
-  local.sum_sq = sum(mul(x, x), dims);
+  local.sum = sum(x64, dims);
+  local.sum_sq = sum(mul(x64, x64), dims);
   local.count = static_cast<double>(x.numel() / x.size(1));
   BatchNormStats global = stats_reducer(local);
   const int64_t c = options.num_features();
@@ -116,7 +118,9 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
   }
   Shape bshape(x.dim(), 1);
   bshape[1] = c;
-  Tensor y = mul(sub(x, mean.reshape(bshape)), rsqrt(add(var, options.eps())).reshape(bshape));
+  // Centered in f64 too: x - mean rounded to f32 would be off by ulp(mean) / std.
+  Tensor y = mul(sub(x64, mean.reshape(bshape)), rsqrt(add(var, options.eps())).reshape(bshape))
+                 .to(x.dtype());
   if (weight.defined())
     y = add(mul(y, weight.reshape(bshape).to(y.dtype())), bias.reshape(bshape).to(y.dtype()));
   return narrow ? y.to(io) : y;

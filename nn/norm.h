@@ -24,8 +24,8 @@ struct BatchNormOptions {
 
 /// Per-channel batch statistics handed to a BatchNorm stats_reducer.
 struct BatchNormStats {
-  Tensor sum;        // (C): sum of x over (N, *)
-  Tensor sum_sq;     // (C): sum of x^2 over (N, *)
+  Tensor sum;        // (C), f64: sum of x over (N, *)
+  Tensor sum_sq;     // (C), f64: sum of x^2 over (N, *)
   double count = 0;  // elements per channel, N * prod(*)
 };
 

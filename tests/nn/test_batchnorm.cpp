@@ -196,3 +196,19 @@ TEST(BatchNorm, ReducedStatisticsOfBf16InputsAreComputedInF32) {
   EXPECT_CLOSE(y.to(DType::f32), want, 1e-2, 1e-2);
   EXPECT_CLOSE(reduced->running_var.to(DType::f32), fused->running_var, 1e-2, 1e-3);
 }
+
+// The same for f32 inputs: a channel at 1000 +- 0.01 keeps its variance (1e-4), which
+// E[x^2] - E[x]^2 summed in f32 would lose (x^2 ~ 1e6 carries about 0.06 of rounding), and
+// is centered on its exact mean. The reference is BatchNorm in f64 on the same values.
+TEST(BatchNorm, ReducedStatisticsOfF32InputsKeepASmallVariance) {
+  Generator g(22);
+  const Tensor x = randn({8, 2, 3, 3}, g) * 0.01 + 1000.0;
+  auto reduced = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2));
+  reduced->stats_reducer = [](const nn::BatchNormStats& s) { return s; };
+  auto exact = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2));
+  exact->to(DType::f64);
+  const Tensor y = (*reduced)(x), want = (*exact)(x.to(DType::f64));
+  EXPECT_EQ(y.dtype(), DType::f32);
+  EXPECT_CLOSE(y, want.to(DType::f32), 1e-5, 1e-5);
+  EXPECT_CLOSE(reduced->running_var, exact->running_var.to(DType::f32), 1e-5, 1e-9);
+}
