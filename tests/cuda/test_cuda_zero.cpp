@@ -154,6 +154,18 @@ TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
   });
 }
 
+// Module::to(Device) moves each parameter's gradient with it, as PyTorch does.
+TEST(CudaZero, ModuleToMovesGradientsToo) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: moving a module needs one";
+  nn::Linear lin(3, 2);
+  sum(lin(ones({4, 3}))).backward();
+  const std::vector<double> g = lin.weight.grad().to_vector();
+  lin.to(Device::cuda(0));
+  ASSERT_TRUE(lin.weight.grad().defined());
+  EXPECT_TRUE(lin.weight.grad().is_cuda());
+  EXPECT_EQ(lin.weight.grad().to(Device::cpu()).to_vector(), g);
+}
+
 // memory.limit (LaunchOptions::memory_limit) caps a plain start's GPU as well as its host
 // memory: a thread rank's communicator works in host memory, but its model is on the GPU.
 TEST(CudaZero, LaunchLimitsTheGpuOfAPlainStart) {

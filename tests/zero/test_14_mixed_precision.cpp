@@ -84,6 +84,7 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
     cfg.precision.bf16 = true;
     zero::Engine engine(m, comm, cfg, zero::OptimizerConfig{});
     zero::load_state_dict(*m, comm.rank() == 0 ? state : decltype(state){}, comm);
+    int compared = 0;
     for (const auto& mp : engine.partitioned()) {
       const zero::ZeroParam* z = zero::zero_param(mp.param);
       const Tensor want = [&] {
@@ -98,7 +99,9 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
       EXPECT_CLOSE(z->shard.narrow(0, 0, n).to(DType::f32),
                    want.narrow(0, begin, n).to(DType::bf16).to(DType::f32), 0, 0)
           << mp.name;
+      ++compared;
     }
+    EXPECT_EQ(compared, 4) << "a and b, weight and bias, each with elements on every rank";
   });
 }
 
