@@ -89,14 +89,14 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
   // mean is large beside its spread. The affine runs in f32 for 16-bit inputs.
   const DType io = input.dtype();
   const bool narrow = io == DType::bf16 || io == DType::f16;
-  const Tensor x = narrow ? input.to(DType::f32) : input;
-  const Tensor x64 = x.to(DType::f64);
+  const DType affine = narrow ? DType::f32 : io;
+  const Tensor x64 = input.to(DType::f64);
   std::vector<int64_t> dims{0};
-  for (int64_t d = 2; d < x.dim(); ++d) dims.push_back(d);
+  for (int64_t d = 2; d < input.dim(); ++d) dims.push_back(d);
   BatchNormStats local;
   local.sum = sum(x64, dims);
   local.sum_sq = sum(mul(x64, x64), dims);
-  local.count = static_cast<double>(x.numel() / x.size(1));
+  local.count = static_cast<double>(input.numel() / input.size(1));
   BatchNormStats global = stats_reducer(local);
   const int64_t c = options.num_features();
   ZT_CHECK(global.sum.defined() && global.sum_sq.defined() && global.sum.numel() == c &&
@@ -116,11 +116,11 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
     running_mean.copy_(add(mul(running_mean, 1.0 - factor), mul(m, factor)));
     running_var.copy_(add(mul(running_var, 1.0 - factor), mul(v, factor)));
   }
-  Shape bshape(x.dim(), 1);
+  Shape bshape(input.dim(), 1);
   bshape[1] = c;
   // Centered in f64 too: x - mean rounded to f32 would be off by ulp(mean) / std.
   Tensor y = mul(sub(x64, mean.reshape(bshape)), rsqrt(add(var, options.eps())).reshape(bshape))
-                 .to(x.dtype());
+                 .to(affine);
   if (weight.defined())
     y = add(mul(y, weight.reshape(bshape).to(y.dtype())), bias.reshape(bshape).to(y.dtype()));
   return narrow ? y.to(io) : y;

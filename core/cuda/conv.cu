@@ -26,6 +26,7 @@
 #include <set>
 #include <string>
 #include <tuple>
+#include <utility>
 
 #include "core/allocator.h"
 #include "core/cuda/block_reduce.cuh"
@@ -261,12 +262,19 @@ Tensor workspace(size_t bytes, Device dev) {
 }
 
 // Puts `c` first among the key's cached candidates.
-void move_first(const CacheKey& key, const Choice& c) {
-  std::lock_guard<std::mutex> lock(g_cache_mutex);
-  auto& cached = choice_cache()[key];
+// The key's cached candidate list and `c`'s place in it; the caller holds g_cache_mutex.
+std::pair<std::vector<Choice>*, std::vector<Choice>::iterator> cached_place(const CacheKey& key,
+                                                                            const Choice& c) {
+  std::vector<Choice>& cached = choice_cache()[key];
   auto it = std::find_if(cached.begin(), cached.end(),
                          [&](const Choice& o) { return o.algo == c.algo && o.math == c.math; });
-  if (it != cached.end()) std::rotate(cached.begin(), it, it + 1);
+  return {&cached, it};
+}
+
+void move_first(const CacheKey& key, const Choice& c) {
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  auto [cached, it] = cached_place(key, c);
+  if (it != cached->end()) std::rotate(cached->begin(), it, it + 1);
 }
 
 // Runs `call(choice, workspace)` with the candidates in order until one runs; a
@@ -298,13 +306,8 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
     }
     if (!refused(st)) CUDNN_CHECK(st);
     std::lock_guard<std::mutex> lock(g_cache_mutex);
-    auto& cached = choice_cache()[key];
-    for (auto it = cached.begin(); it != cached.end(); ++it) {
-      if (it->algo == c.algo && it->math == c.math) {
-        cached.erase(it);
-        break;
-      }
-    }
+    auto [cached, it] = cached_place(key, c);
+    if (it != cached->end()) cached->erase(it);
   }
   if (no_memory) std::rethrow_exception(no_memory);
   return false;
