@@ -10,9 +10,10 @@
 //
 // Descriptors are made once per geometry and thread and reused. Algorithms:
 // cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per geometry; the ranked
-// results that succeeded and need at most kMaxWorkspace bytes (asked again under each one's
-// math type) are tried in order, deterministic ones (bitwise reproducible, as the CPU is)
-// first, and one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA math)
+// results that succeeded and need at most kMaxConvWorkspace bytes (asked again under each
+// one's math type) are tried in the order of conv_rank.h (deterministic ones first; for exact
+// f32, sums of products before FFT and Winograd), and one that cuDNN refuses at run time is
+// dropped. f32 runs in exact fp32 (FMA math)
 // unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
 // and fall back to an f32 computation (said once per shape on stderr) when cuDNN runs none of
 // its engines for them.
@@ -30,6 +31,7 @@
 
 #include "core/allocator.h"
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/conv_rank.h"
 #include "core/cuda/cudnn.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/loops.cuh"
@@ -38,8 +40,6 @@
 namespace zt::cuda {
 
 namespace {
-
-constexpr size_t kMaxWorkspace = size_t{1} << 30;  // 1 GiB
 
 // ---------------------------------------------------------------- kernels
 
@@ -80,7 +80,8 @@ void check_symmetric(const ConvGeometry& g) {
            "asymmetric padding (conv2d / conv3d do this)");
 }
 
-enum class Pass { kForward, kBackwardData, kBackwardFilter };
+using Pass = ConvPass;
+using Choice = ConvChoice;
 
 // Everything cuDNN needs to describe one call.
 struct ConvDescs {
@@ -122,13 +123,6 @@ struct ConvDescs {
   }
 };
 
-// One candidate algorithm of one pass and the workspace it needs.
-struct Choice {
-  int algo;
-  size_t workspace;
-  cudnnMathType_t math;
-};
-
 using CacheKey = std::tuple<int, int, int, bool, std::array<int64_t, 18>>;
 
 // Usable candidates per call geometry, best first; one that fails to run is dropped.
@@ -156,25 +150,6 @@ ConvDescs& descs_for(const ConvGeometry& g, DType dt) {
   return *it->second;
 }
 
-// The usable entries of cuDNN's ranked list: succeeded, within the workspace cap, not
-// a tensor-core algorithm when exact f32 is wanted; deterministic ones first.
-template <typename Perf>
-std::vector<Choice> usable(const Perf* perfs, int n, bool exact) {
-  std::vector<Choice> out;
-  for (int pass = 0; pass < 2; ++pass) {
-    for (int i = 0; i < n; ++i) {
-      const Perf& p = perfs[i];
-      if (p.status != CUDNN_STATUS_SUCCESS || p.memory > kMaxWorkspace) continue;
-      if (exact && p.mathType == CUDNN_TENSOR_OP_MATH) continue;
-      if (exact && p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION) continue;
-      if ((pass == 0) != (p.determinism == CUDNN_DETERMINISTIC)) continue;
-      out.push_back(
-          Choice{static_cast<int>(p.algo), p.memory, exact ? CUDNN_FMA_MATH : p.mathType});
-    }
-  }
-  return out;
-}
-
 // A status by which cuDNN refuses one algorithm or configuration (cuDNN 9's 3xxx family,
 // "not supported"), not the installation: 3005-3009 (driver, runtime, architecture,
 // sub-library) throw like any other error, so that the real cause is named.
@@ -194,19 +169,19 @@ std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h) {
     cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     st = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
   } else if (pass == Pass::kBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
         &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
         &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable(perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
   }
   if (st != CUDNN_STATUS_SUCCESS && !refused(st))
     detail::throw_cudnn_error(st, "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
@@ -246,7 +221,7 @@ std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cud
   std::vector<Choice> c;
   for (Choice choice : ranked(pass, d, h)) {
     const std::optional<size_t> bytes = workspace_bytes(pass, d, h, choice);
-    if (!bytes || *bytes > kMaxWorkspace) continue;
+    if (!bytes || *bytes > kMaxConvWorkspace) continue;
     choice.workspace = std::max(choice.workspace, *bytes);
     c.push_back(choice);
   }

@@ -1,0 +1,94 @@
+// The order in which the CUDA convolution tries cuDNN's algorithms (core/cuda/conv_rank.h),
+// on hand-made ranked lists as cuDNN's heuristics return them. Host logic only: it runs
+// without a GPU wherever zt is built with CUDA.
+#include <gtest/gtest.h>
+
+#ifdef ZT_WITH_CUDA
+#include <vector>
+
+#include "core/cuda/conv_rank.h"
+
+using namespace zt::cuda;
+
+namespace {
+
+cudnnConvolutionBwdFilterAlgoPerf_t filter_perf(cudnnConvolutionBwdFilterAlgo_t algo,
+                                                cudnnDeterminism_t det,
+                                                cudnnMathType_t math = CUDNN_DEFAULT_MATH,
+                                                size_t memory = 0,
+                                                cudnnStatus_t status = CUDNN_STATUS_SUCCESS) {
+  cudnnConvolutionBwdFilterAlgoPerf_t p{};
+  p.algo = algo;
+  p.status = status;
+  p.memory = memory;
+  p.determinism = det;
+  p.mathType = math;
+  return p;
+}
+
+std::vector<int> algos(const std::vector<ConvChoice>& choices) {
+  std::vector<int> out;
+  for (const ConvChoice& c : choices) out.push_back(c.algo);
+  return out;
+}
+
+// A backward-filter list as cuDNN may rank it: atomics first, then FFT, then the
+// deterministic GEMM, Winograd and one that failed or needs too much workspace.
+std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> filter_list() {
+  return {
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0, CUDNN_NON_DETERMINISTIC),
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT, CUDNN_DETERMINISTIC),
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED, CUDNN_DETERMINISTIC,
+                  CUDNN_TENSOR_OP_MATH),
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1, CUDNN_DETERMINISTIC),
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3, CUDNN_NON_DETERMINISTIC, CUDNN_DEFAULT_MATH,
+                  kMaxConvWorkspace + 1),
+      filter_perf(CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING, CUDNN_DETERMINISTIC,
+                  CUDNN_DEFAULT_MATH, 0, CUDNN_STATUS_NOT_SUPPORTED),
+  };
+}
+
+}  // namespace
+
+TEST(CudaConvRank, ExactF32TriesSumsOfProductsBeforeTransforms) {
+  auto perfs = filter_list();
+  std::vector<ConvChoice> c = usable_algos(ConvPass::kBackwardFilter, perfs.data(),
+                                           static_cast<int>(perfs.size()), /*exact_f32=*/true);
+  // ALGO_1 (deterministic GEMM), ALGO_0 (atomics), then FFT; the tensor-core Winograd, the
+  // failed FFT tiling and the over-sized ALGO_3 are not usable.
+  EXPECT_EQ(algos(c), (std::vector<int>{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT}));
+  for (const ConvChoice& choice : c) EXPECT_EQ(choice.math, CUDNN_FMA_MATH);
+}
+
+TEST(CudaConvRank, OtherwiseDeterministicFirstInCudnnsOrder) {
+  auto perfs = filter_list();
+  std::vector<ConvChoice> c = usable_algos(ConvPass::kBackwardFilter, perfs.data(),
+                                           static_cast<int>(perfs.size()), /*exact_f32=*/false);
+  EXPECT_EQ(algos(c), (std::vector<int>{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0}));
+  EXPECT_EQ(c[1].math, CUDNN_TENSOR_OP_MATH);  // each keeps its own math type
+}
+
+TEST(CudaConvRank, TransformingAlgorithmsOfEachPass) {
+  EXPECT_TRUE(sums_products(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
+  EXPECT_FALSE(sums_products(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING));
+  EXPECT_FALSE(sums_products(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD));
+  EXPECT_TRUE(sums_products(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_1));
+  EXPECT_FALSE(sums_products(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT));
+  EXPECT_FALSE(
+      sums_products(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED));
+  EXPECT_TRUE(sums_products(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
+  EXPECT_FALSE(sums_products(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT));
+}
+
+#else
+
+TEST(CudaConvRank, NeedsTheCudaBuild) {
+  GTEST_SKIP() << "zt was built without CUDA (-DZT_CUDA=OFF): no cuDNN headers to rank with";
+}
+
+#endif
