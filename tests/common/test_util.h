@@ -13,7 +13,8 @@
 
 namespace zt::test {
 
-/// Passes if |a - b| <= atol + rtol * |b| elementwise (same shape).
+/// Passes if |a - b| <= atol + rtol * |b| elementwise (same shape). A NaN on either side
+/// fails; equal infinities pass.
 ::testing::AssertionResult all_close(const Tensor& a, const Tensor& b, double rtol = 1e-5,
                                      double atol = 1e-6);
 /// Passes if a equals `expected` (row-major) elementwise within tolerance.
@@ -22,7 +23,8 @@ namespace zt::test {
 
 /// Checks the analytic gradients of `fn` (a scalar-valued or any-shaped function of
 /// `inputs`, all f64 leaves) against central differences. A non-scalar output is reduced
-/// with a fixed random weighting so every output element matters.
+/// with a fixed random weighting so every output element matters. Fails when no input
+/// requires grad, or when a gradient (analytic or numeric) is NaN.
 ::testing::AssertionResult grad_check(const std::function<Tensor(const std::vector<Tensor>&)>& fn,
                                       const std::vector<Tensor>& inputs, double eps = 1e-6,
                                       double tol = 1e-5);

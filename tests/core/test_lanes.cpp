@@ -76,7 +76,7 @@ const BinaryCase kBinary[] = {{"silu_grad", BinaryOp::kSiluGrad},
   for (int64_t i = 0; i < got.numel(); ++i) {
     const double g = got.data<float>()[i], r = w.data<double>()[i];
     if (std::isinf(r) && g == r) continue;
-    if (std::abs(g - r) > 1e-6 * (std::abs(r) + 1))
+    if (!(std::abs(g - r) <= 1e-6 * (std::abs(r) + 1)))  // a NaN fails too
       return ::testing::AssertionFailure() << "element " << i << ": " << g << " vs f64 " << r;
   }
   return ::testing::AssertionSuccess();

@@ -15,7 +15,10 @@ namespace {
 double max_abs_diff(const Tensor& a, const Tensor& b) {
   const auto x = a.to_vector(), y = b.to_vector();
   double m = 0;
-  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double d = std::fabs(x[i] - y[i]);
+    if (std::isnan(d) || d > m) m = d;  // a NaN is kept (std::max would drop it)
+  }
   return m;
 }
 
