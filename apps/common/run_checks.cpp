@@ -36,18 +36,80 @@ std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::
   return all.substr(nl + 1);
 }
 
-// Deletes what a training run writes into output_dir (--overwrite).
-void clear_results(const fs::path& output_dir, const fs::path& root) {
-  fs::remove_all(root);
+// What --overwrite sets aside: output_dir/.overwritten, until the new run has taken a step.
+fs::path set_aside_dir(const std::string& output_dir) {
+  return fs::path(output_dir) / ".overwritten";
+}
+
+// The results of a training run in output_dir besides `root` (its checkpoints): metrics,
+// curves, reconstruction images and TensorBoard events.
+std::vector<fs::path> result_files(const fs::path& output_dir) {
   std::error_code ec;
-  std::vector<fs::path> doomed;
+  std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == "metrics.jsonl" || n == "curves.svg" ||
+    if (n == "metrics.jsonl" || n == "curves.svg" || n == "tb" ||
         (n.rfind("recon_step_", 0) == 0 && e.path().extension() == ".png"))
-      doomed.push_back(e.path());
+      out.push_back(e.path());
   }
-  for (const fs::path& p : doomed) fs::remove(p);
+  return out;
+}
+
+// --overwrite: moves the earlier run's checkpoints (`root`) and result files into
+// set_aside_dir, whence finish_start deletes them once the new run has taken a step, and
+// restore_set_aside puts them back if it never did.
+std::string set_aside(const std::string& output_dir, const fs::path& root) {
+  const fs::path dir = set_aside_dir(output_dir);
+  fs::remove_all(dir);  // an older one the start could not put back (see restore_set_aside)
+  fs::create_directories(dir);
+  if (fs::exists(root)) fs::rename(root, dir / root.filename());
+  for (const fs::path& p : result_files(output_dir)) fs::rename(p, dir / p.filename());
+  return dir.string();
+}
+
+// An --overwrite run that stopped before its first step left the earlier run's results in
+// set_aside_dir: they go back where they were, replacing what the failed start wrote,
+// unless that start got as far as saving checkpoints (then they stay, with a note).
+void restore_set_aside(const std::string& output_dir, const fs::path& root, const char* app) {
+  const fs::path dir = set_aside_dir(output_dir);
+  if (!fs::is_directory(dir)) return;
+  if (zero::holds_checkpoints(root.string())) {
+    std::fprintf(stderr,
+                 "%s: note: '%s' holds results an --overwrite run set aside; they are "
+                 "deleted when the next --overwrite run takes its first step\n",
+                 app, dir.string().c_str());
+    return;
+  }
+  fs::remove_all(root);
+  for (const fs::path& p : result_files(output_dir)) fs::remove_all(p);
+  for (const auto& e : fs::directory_iterator(dir))
+    fs::rename(e.path(), fs::path(output_dir) / e.path().filename());
+  fs::remove(dir);
+  std::fprintf(stderr,
+               "%s: put back the results of the run in %s that an --overwrite run set "
+               "aside and stopped before its first step\n",
+               app, output_dir.c_str());
+}
+
+// Whether `path` is `dir` or lies inside it (paths made absolute and normal first).
+bool within(const fs::path& path, const fs::path& dir) {
+  const fs::path p = fs::weakly_canonical(fs::absolute(path)),
+                 d = fs::weakly_canonical(fs::absolute(dir));
+  auto pi = p.begin();
+  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
+    if (di->empty()) continue;  // the trailing "" of a path ending in '/'
+    if (pi == p.end() || *pi != *di) return false;
+  }
+  return true;
+}
+
+// The checkpoint directory `dir_or_root` names, or "" when it names none.
+std::string checkpoint_of(const std::string& dir_or_root) {
+  try {
+    return fs::weakly_canonical(zero::find_checkpoint(dir_or_root)).string();
+  } catch (const std::exception&) {
+    return "";
+  }
 }
 
 void flatten(const config::Node& n, std::vector<std::string>& out) {
@@ -105,19 +167,46 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
 
 }  // namespace
 
-std::string start_run(const config::AppConfig& cfg, const std::string& root,
-                      const StartRequest& request, comm::Communicator& comm) {
+RunStart start_run(const config::AppConfig& cfg, const std::string& root,
+                   const StartRequest& request, comm::Communicator& comm) {
   const config::TrainConfig& tc = cfg.train;
   const std::string app = request.app;
+  const bool explicit_dir = !tc.resume.empty() && tc.resume != "auto";
   auto decide = [&]() -> std::string {
     for (const std::string& gone : zero::remove_stale_temporaries(root))
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
-    if (!tc.resume.empty() && tc.resume != "auto") {
+    restore_set_aside(cfg.output_dir, root, app.c_str());
+    ZT_CHECK(!request.overwrite || !(request.resume || tc.resume == "auto"), app,
+             ": --overwrite starts a new run and --resume (or train.resume: auto) continues the "
+             "last one; pass one of them");
+    std::vector<std::pair<std::string, std::string>> inputs = request.inputs;
+    if (explicit_dir) inputs.emplace_back("train.resume", tc.resume);
+    for (const auto& [key, path] : inputs)
+      ZT_CHECK(!request.overwrite || path.empty() || !within(path, root), app,
+               ": --overwrite would delete '", path, "' (", key,
+               "), which this run reads: it lies in this run's checkpoint folder '", root,
+               "'; set another output_dir (--set output_dir=...)");
+    const bool earlier = zero::holds_checkpoints(root);
+    if (explicit_dir) {
       ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
                "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
                "'auto'");
-      return tc.resume;
+      // Resuming from root's own newest checkpoint continues that run; from any other, the
+      // new run's saves would land among (and replace) the earlier run's checkpoints.
+      const std::string from = checkpoint_of(tc.resume);
+      if (earlier && !request.overwrite && from != checkpoint_of(root))
+        throw Error(app + ": '" + root + "' already holds checkpoints of another run, and " +
+                    "train.resume '" + tc.resume + "' is not its newest: the resumed run would " +
+                    "save over them. Set another output_dir (--set output_dir=...), pass " +
+                    "--resume to continue the run there, or --overwrite to replace it");
+      if (earlier && request.overwrite) {
+        const std::string dir = set_aside(cfg.output_dir, root);
+        if (request.say)
+          std::printf("--overwrite: set the earlier run's results aside in %s\n", dir.c_str());
+        return dir + "\n" + tc.resume;
+      }
+      return "\n" + tc.resume;
     }
     if (request.resume || tc.resume == "auto") {
       zero::ResumePoint rp;
@@ -125,27 +214,34 @@ std::string start_run(const config::AppConfig& cfg, const std::string& root,
         rp = zero::find_resume_point(root);
       } catch (const std::exception& e) {
         throw Error(app + " --resume: " + e.what() +
-                    " (or start a new run: another output_dir, or --overwrite to delete them)");
+                    " (or start a new run: another output_dir, or --overwrite to replace them)");
       }
       if (!rp.note.empty())
         std::fprintf(stderr, "%s --resume: note: %s\n", app.c_str(), rp.note.c_str());
       if (rp.dir.empty() && request.say)
         std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
-      return rp.dir;
+      return "\n" + rp.dir;
     }
-    if (zero::holds_checkpoints(root)) {
-      ZT_CHECK(request.overwrite, app, ": '", root,
-               "' already holds checkpoints of an earlier run; pass --resume to continue it, "
-               "set another output_dir (--set output_dir=...) for a new run, or pass "
-               "--overwrite to delete its checkpoints and metrics and start over");
-      clear_results(cfg.output_dir, root);
-      if (request.say)
-        std::printf("--overwrite: deleted the earlier run's checkpoints and metrics in %s\n",
-                    cfg.output_dir.c_str());
-    }
-    return "";
+    if (!earlier) return "\n";
+    ZT_CHECK(request.overwrite, app, ": '", root,
+             "' already holds checkpoints of an earlier run; pass --resume to continue it, "
+             "set another output_dir (--set output_dir=...) for a new run, or pass "
+             "--overwrite to replace its checkpoints and metrics");
+    const std::string dir = set_aside(cfg.output_dir, root);
+    if (request.say)
+      std::printf(
+          "--overwrite: set the earlier run's checkpoints and metrics aside in %s; "
+          "they are deleted once this run has taken its first step\n",
+          dir.c_str());
+    return dir + "\n";
   };
-  return decided_by_rank0(comm, decide);
+  const std::string decided = decided_by_rank0(comm, decide);  // "<set aside>\n<resume from>"
+  const size_t nl = decided.find('\n');
+  return RunStart{decided.substr(nl + 1), decided.substr(0, nl)};
+}
+
+void finish_start(const RunStart& start, comm::Communicator& comm) {
+  if (comm.rank() == 0 && !start.set_aside.empty()) fs::remove_all(start.set_aside);
 }
 
 std::string flatten_config(const config::Node& root) {

@@ -22,22 +22,40 @@ struct StartRequest {
   bool resume = false;        ///< --resume
   bool overwrite = false;     ///< --overwrite: a new run may replace earlier results
   bool say = false;           ///< print what was decided on stdout (rank 0)
+  /// (what names it, path) of files the run reads, e.g. {"gpt.tokenizer_checkpoint", dir}:
+  /// --overwrite refuses to set aside a folder holding one.
+  std::vector<std::pair<std::string, std::string>> inputs = {};
 };
 
-/// The checkpoint a training run resumes from ("" to start at step 0), after checking the
-/// output folder. Every rank calls it; rank 0 inspects the files and every rank returns
-/// its answer or throws the same error.
-///  - train.resume names a directory: that checkpoint (error when it holds none).
+/// Where a training run starts, as start_run decided it.
+struct RunStart {
+  std::string resume_from;  ///< the checkpoint to resume from; "" to start at step 0
+  /// Where --overwrite set the earlier run's results aside ("" when it did not).
+  std::string set_aside;
+};
+
+/// Decides where a training run starts, after checking the output folder. Every rank calls
+/// it; rank 0 inspects the files and every rank returns its answer or throws the same error.
+///  - train.resume names a directory: that checkpoint (error when it holds none). When
+///    `root` already holds checkpoints and that one is not its newest, the run would save
+///    among another run's checkpoints: an error, unless --overwrite (then as below).
 ///  - --resume or train.resume 'auto': the newest complete checkpoint under `root`
 ///    (zero::find_resume_point; a note on stderr says when `latest` named another); step 0
 ///    when nothing was saved there; an error, changing nothing, when checkpoints are there
-///    but none is complete.
+///    but none is complete. With --overwrite too: an error.
 ///  - otherwise a new run: an error naming --resume, another output_dir and --overwrite
-///    when `root` already holds checkpoints; with overwrite, rank 0 deletes `root` and the
-///    output_dir's metrics.jsonl, curves.svg and recon_step_*.png first.
+///    when `root` already holds checkpoints. With --overwrite, rank 0 moves `root` and the
+///    output_dir's metrics.jsonl, curves.svg and recon_step_*.png into
+///    output_dir/.overwritten; finish_start deletes them once the new run has taken its
+///    first step, and if it stops before that, the next start_run puts them back. An
+///    --overwrite that would set aside one of request.inputs is an error.
 /// Temporaries of interrupted saves whose process is gone are removed in every case.
-std::string start_run(const config::AppConfig& cfg, const std::string& root,
-                      const StartRequest& request, comm::Communicator& comm);
+RunStart start_run(const config::AppConfig& cfg, const std::string& root,
+                   const StartRequest& request, comm::Communicator& comm);
+
+/// Called by every rank once the run has taken its first step: rank 0 deletes what
+/// --overwrite set aside (start.set_aside), which no failed start can need any more.
+void finish_start(const RunStart& start, comm::Communicator& comm);
 
 /// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
 std::string flatten_config(const config::Node& root);

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -304,6 +305,14 @@ double StepTimer::window_mean() {
 }
 
 // ---- output
+
+void say_nothing_to_train(const char* app, int64_t start, int64_t steps) {
+  std::printf(
+      "%s: nothing to train: the run is at step %lld and train.steps is %lld (raise "
+      "train.steps to train further)\n",
+      app, static_cast<long long>(start), static_cast<long long>(steps));
+  std::fflush(stdout);
+}
 
 std::string format_duration(double seconds) {
   char buf[32];

@@ -140,6 +140,8 @@ class StepTimer {
 std::string format_duration(double seconds);
 /// True when stdout is a terminal.
 bool stdout_is_tty();
+/// Says (stdout) that a run resumed at step `start` >= train.steps has nothing to train.
+void say_nothing_to_train(const char* app, int64_t start, int64_t steps);
 
 /// A JSON-lines file: one object per line, flushed after each write; optionally also
 /// TensorBoard event files (train.tensorboard).

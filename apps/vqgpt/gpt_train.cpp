@@ -83,8 +83,17 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume first: a vqgpt checkpoint carries the tokenizer, so none needs loading then.
   const std::string ckpt_root = checkpoint_root(cfg);
-  const std::string resume_from =
-      app::start_run(cfg, ckpt_root, {"vqgpt train", options.resume, options.overwrite, say}, comm);
+  const std::string tokenizer_key =
+      options.tokenizer.empty() ? "gpt.tokenizer_checkpoint" : "--tokenizer";
+  const app::RunStart run_start =
+      app::start_run(cfg, ckpt_root,
+                     {"vqgpt train",
+                      options.resume,
+                      options.overwrite,
+                      say,
+                      {{tokenizer_key, tokenizer_source(cfg, options.tokenizer)}}},
+                     comm);
+  const std::string& resume_from = run_start.resume_from;
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm, device)
                                        : random_tokenizer(cfg, comm, device);
   auto model = build_model(cfg, tokenizer, comm);
@@ -223,6 +232,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (size_t i = 0; i < h.size(); ++i) histogram[i] += h[i];
     }
     app::check_step_finite(*engine, nonfinite, step + 1, "vqgpt train");
+    if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
     const double step_seconds = seconds_since(t0);
     timer.stop();
     run_tok_seconds += tok_seconds;
@@ -314,7 +324,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     result.tokens_per_second = static_cast<double>(steps_run * clips_per_step * targets_per_clip) /
                                (t[1] / static_cast<double>(world));
   result.final_checkpoint = last_saved;
-  if (say) {
+  if (say && start >= tc.steps) {
+    app::say_nothing_to_train("vqgpt train", start, tc.steps);
+  } else if (say) {
     const std::string eval =
         result.eval_loss != 0.0 ? fmt(" | eval %.4f", result.eval_loss) : "";  // 0: none ran
     const std::string tok_part =

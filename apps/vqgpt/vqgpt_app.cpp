@@ -125,10 +125,13 @@ std::vector<Tensor> VqGptModel::forward(const std::vector<Tensor>& inputs) {
 
 // ---- building
 
+std::string tokenizer_source(const config::AppConfig& cfg, const std::string& source) {
+  return source.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : source;
+}
+
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
                                             comm::Communicator& comm, Device device) {
-  std::string path =
-      source.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : source;
+  std::string path = tokenizer_source(cfg, source);
   ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (gpt.tokenizer_checkpoint); ", kHowToTrain);
   if (fs::is_regular_file(path) && fs::path(path).filename() == "latest")
     path = fs::path(path).parent_path().string();  // ".../checkpoints/latest" names the root

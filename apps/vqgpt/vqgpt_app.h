@@ -56,6 +56,8 @@ class VqGptModel : public nn::Module {
 
 // ---- building
 
+/// The tokenizer weights a run reads: `source`, or gpt.tokenizer_checkpoint when it is "".
+std::string tokenizer_source(const config::AppConfig& cfg, const std::string& source);
 /// The frozen tokenizer replica with the weights of `source`: a vqtok checkpoint (a
 /// directory holding meta.json, a root holding `latest`, or that `latest` file) or an
 /// exported .safetensors file; "" uses gpt.tokenizer_checkpoint. Weights are read on rank

@@ -49,7 +49,7 @@ int main(int argc, char** argv) {
   train->add_flag("--resume", resume, "continue from the newest checkpoint in output_dir");
   train->add_flag("--overwrite", overwrite,
                   "start a new run in an output_dir that holds an earlier run's checkpoints, "
-                  "deleting them and its metrics");
+                  "replacing them and its metrics once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(CLI::PositiveNumber);
 

@@ -180,8 +180,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Resume: the engine's state, the global step and the loader's position.
   const std::string ckpt_root = checkpoint_root(cfg);
-  const std::string resume_from =
+  const app::RunStart run_start =
       app::start_run(cfg, ckpt_root, {"vqtok train", options.resume, options.overwrite, say}, comm);
+  const std::string& resume_from = run_start.resume_from;
   int64_t start = 0;
   // This rank's code choices since the last dead-code restart (training state: a resume
   // continues the counts, rank 0 holding the sum over the ranks that saved them).
@@ -354,6 +355,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       }
     }
     app::check_step_finite(*engine, nonfinite, step + 1, "vqtok train");
+    if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
     if (tc.codebook_restart_every > 0 && (step + 1) % tc.codebook_restart_every == 0 &&
         step + 1 < tc.steps) {
       const int64_t moved = restart_dead_codes(*model, hits, step, comm);
@@ -432,7 +434,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.steps = engine->global_step();
   result.seconds_per_step = timer.run_mean();
   result.final_checkpoint = last_saved;
-  if (say) {
+  if (say && start >= tc.steps) {
+    app::say_nothing_to_train("vqtok train", start, tc.steps);
+  } else if (say) {
     const std::string eval =
         result.eval_psnr != 0.0 ? fmt(" (eval %.2f dB)", result.eval_psnr) : "";  // 0: none ran
     std::printf(

@@ -5,7 +5,10 @@
 //     loses no step folder or metrics line; with no complete checkpoint it stops with an
 //     error and changes nothing;
 //  2. a new run into a folder holding checkpoints is refused (naming --resume, output_dir
-//     and --overwrite); --overwrite deletes the earlier results;
+//     and --overwrite); --overwrite replaces the earlier results once the new run has taken
+//     a step, and a run that fails before that gets them back; --overwrite with --resume,
+//     or one that would set aside what the run reads, and a train.resume that would save
+//     among another run's checkpoints are refused, changing nothing;
 //  3. resuming from the checkpoint of every step of a short run (dead-code restarts in
 //     between) ends bit for bit where the uninterrupted run ends;
 //  4. non-finite weights are an error in eval, a diverging run stops naming the step;
@@ -163,7 +166,70 @@ TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
   EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000004"));
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000003/meta.json"));
   EXPECT_EQ(zero::find_checkpoint(dir + "/checkpoints"), dir + "/checkpoints/step_000003");
+  EXPECT_FALSE(fs::exists(dir + "/.overwritten"));  // deleted once the run took its step
   fs::remove_all(dir);
+}
+
+TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) {
+  const std::string dir = fresh_dir("overwrite_fails");
+  train(tiny_config(dir), false);
+  const auto before = lines(dir + "/metrics.jsonl");
+  // A new run that diverges at its first step: it stops before it has replaced anything.
+  const std::string err =
+      error_of([&] { train(tiny_config(dir, {"loss.l2=1.0e39"}), false, 2, /*overwrite=*/true); });
+  EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
+  EXPECT_TRUE(fs::exists(dir + "/.overwritten/checkpoints/step_000004/meta.json"));
+  EXPECT_EQ(lines(dir + "/.overwritten/metrics.jsonl"), before);
+  // The next start puts the earlier run back, and --resume continues it.
+  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true);
+  EXPECT_EQ(r.start_step, 4);
+  EXPECT_FALSE(fs::exists(dir + "/.overwritten"));
+  const auto after = lines(dir + "/metrics.jsonl");
+  ASSERT_EQ(after.size(), 5u);
+  for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
+  fs::remove_all(dir);
+}
+
+TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
+  const std::string dir = fresh_dir("start_refusals"), other = fresh_dir("start_other");
+  train(tiny_config(dir), false);    // checkpoints at steps 2 and 4
+  train(tiny_config(other), false);  // another run's
+  const std::string root = dir + "/checkpoints";
+  auto start = [&](std::vector<std::string> sets, app::StartRequest req) {
+    return error_of([&] {
+      comm::run_threads(1, [&](comm::Communicator& comm) {
+        app::start_run(tiny_config(dir, std::move(sets)), root, req, comm);
+      });
+    });
+  };
+  const auto before = lines(dir + "/metrics.jsonl");
+  std::string err = start({}, {"t", /*resume=*/true, /*overwrite=*/true});
+  EXPECT_TRUE(has(err, "pass one of them")) << err;
+  err = start({"train.resume=" + root + "/step_000002"}, {"t", false, /*overwrite=*/true});
+  EXPECT_TRUE(has(err, "would delete")) << err;
+  EXPECT_TRUE(has(err, "(train.resume)")) << err;
+  err = start({}, {"t", false, true, false, {{"gpt.tokenizer_checkpoint", root}}});
+  EXPECT_TRUE(has(err, "(gpt.tokenizer_checkpoint), which this run reads")) << err;
+  // Resuming from another run's checkpoint, or this run's older one, would save among
+  // this run's checkpoints.
+  for (const std::string& from : {other + "/checkpoints", root + "/step_000002"}) {
+    err = start({"train.resume=" + from}, {"t"});
+    EXPECT_TRUE(has(err, "is not its newest")) << from << ": " << err;
+  }
+  EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
+  EXPECT_TRUE(fs::exists(root + "/step_000002/meta.json"));
+  EXPECT_TRUE(fs::exists(root + "/step_000004/meta.json"));
+  EXPECT_FALSE(fs::exists(dir + "/.overwritten"));
+  // Its newest continues it.
+  std::string from;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    from = app::start_run(tiny_config(dir, {"train.resume=" + root + "/step_000004"}), root, {"t"},
+                          comm)
+               .resume_from;
+  });
+  EXPECT_EQ(from, root + "/step_000004");
+  fs::remove_all(dir);
+  fs::remove_all(other);
 }
 
 TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {

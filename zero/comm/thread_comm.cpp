@@ -172,9 +172,9 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   ranks.reserve(n);
   for (int r = 0; r < n; ++r) {
     ranks.emplace_back([&, r] {
-      LedgerScope ledger(std::make_shared<MemoryLedger>(detail::cat("rank ", r)));
-      set_num_threads(threads_per_rank);
-      try {
+      try {  // the ledger reads $ZT_MEMORY_LIMIT, which may not parse
+        LedgerScope ledger(std::make_shared<MemoryLedger>(detail::cat("rank ", r)));
+        set_num_threads(threads_per_rank);
         ThreadComm comm(group, r);
         try {
           fn(comm);
