@@ -210,6 +210,11 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   if (p.filename() == "latest") p = p.parent_path();
   // vqtok writes <output_dir>/checkpoints: aim it so that `root` is that folder.
   const fs::path output_dir = p.filename() == "checkpoints" ? p.parent_path() : p;
+  auto fmt_g = [](double v) {  // exact: %.17g reads back as the same double
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
   auto list = [](const std::vector<int64_t>& v) {
     std::string s = "[";
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
@@ -228,7 +233,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  temporal_downsample_factor: " + std::to_string(m.temporal_downsample_factor) +
        "\n  ch: " + std::to_string(m.ch) + "\n  ch_mult: " + list(m.ch_mult) +
        "\n  num_res_blocks: " + std::to_string(m.num_res_blocks) +
-       "\n  attn_resolutions: " + list(m.attn_resolutions) + "\n";
+       "\n  attn_resolutions: " + list(m.attn_resolutions) + "\n  dropout: " + fmt_g(m.dropout) +
+       "\n  l2_norm_codes: " + (m.l2_norm_codes ? "true" : "false") +
+       "\n  out_init_scale: " + fmt_g(m.out_init_scale) + "\n";
   y += std::string("data:\n  kind: ") + kinds[static_cast<int>(d.kind)] +
        (d.path.empty() ? "" : "\n  path: \"" + d.path + "\"") +
        "\n  frames: " + std::to_string(d.frames) + "\n  height: " + std::to_string(d.height) +
@@ -263,11 +270,14 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   to.overwrite = overwrite;
   const vqtok::TrainResult r = vqtok::train(tok_cfg, to, comm);
   if (comm.rank() == 0 && !quiet) {
-    std::printf(
-        "tokenizer: %s (psnr %.2f dB, codebook usage %.1f%%); vqgpt reads it from "
-        "gpt.tokenizer_checkpoint: %s\n",
-        r.final_checkpoint.c_str(), r.psnr, 100.0 * r.codebook.usage,
-        (output_dir / "checkpoints").string().c_str());
+    const std::string configured = cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint;
+    const bool read_by_config = out_root.empty() || out_root == configured;
+    const std::string how = read_by_config
+                                ? "vqgpt train reads it from gpt.tokenizer_checkpoint"
+                                : "for vqgpt train, set gpt.tokenizer_checkpoint: " + ckpt_root +
+                                      " (or pass --tokenizer " + ckpt_root + ")";
+    std::printf("tokenizer: %s (psnr %.2f dB, codebook usage %.1f%%); %s\n",
+                r.final_checkpoint.c_str(), r.psnr, 100.0 * r.codebook.usage, how.c_str());
     std::fflush(stdout);
   }
   return r.final_checkpoint;

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 
 #include "apps/app_test_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
@@ -421,6 +422,26 @@ TEST(VqGpt, ResumeSurvivesABrokenLatestAndANewRunDoesNotOverwrite) {
   train(shorter, false, true);
   EXPECT_FALSE(fs::exists(ck + "/step_000004"));
   EXPECT_EQ(zero::find_checkpoint(ck), ck + "/step_000002");
+}
+
+TEST(VqGpt, QuickTokenizerIsTheModelItsConfigDescribes) {
+  Scratch s("quick_model");
+  config::AppConfig cfg = tiny_config(s / "run");
+  cfg.model.l2_norm_codes = true;  // fields that change the model or its training
+  cfg.model.out_init_scale = 0.25;
+  cfg.model.dropout = 0.125;
+  const std::string out = s / "tok";
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const std::string dir = vqgpt::train_quick_tokenizer(cfg, 1, out, comm, true);
+    std::ifstream meta(dir + "/meta.json");
+    const config::AppConfig saved = config::parse_app_config(
+        config::parse_yaml(nlohmann::json::parse(meta).value("config_yaml", "")),
+        config::App::vqtok);
+    EXPECT_TRUE(saved.model.l2_norm_codes);
+    EXPECT_EQ(saved.model.out_init_scale, 0.25);
+    EXPECT_EQ(saved.model.dropout, 0.125);
+    EXPECT_NO_THROW(vqgpt::load_tokenizer(cfg, out + "/checkpoints", comm));  // the same model
+  });
 }
 
 TEST(VqGpt, QuickTokenizerDoesNotReplaceAnExistingOne) {
