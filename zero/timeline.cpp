@@ -78,6 +78,10 @@ int Timeline::lane_for(Track track, int64_t begin_ns, int64_t end_ns) {
       lanes[l] = end_ns;
       return static_cast<int>(l);
     }
+  if (lanes.size() == kLanesPerTrack) {  // the last lane takes the rest (rows may then overlap)
+    lanes.back() = std::max(lanes.back(), end_ns);
+    return kLanesPerTrack - 1;
+  }
   lanes.push_back(end_ns);
   return static_cast<int>(lanes.size() - 1);
 }
@@ -90,7 +94,7 @@ void Timeline::sample_memory(int64_t ts_ns) {
     if (i) args += ',';
     args += json_quote(mem_tag_name(static_cast<MemTag>(i))) + ":" + std::to_string(c.current[i]);
   }
-  events_.push_back({'C', 0, ts_ns, 0, "memory " + device_.str(), args});
+  events_.push_back({'C', Track::kForward, 0, ts_ns, 0, "memory " + device_.str(), args});
   last_sample_ = c;
   sampled_ = true;
 }
@@ -99,15 +103,15 @@ void Timeline::span(Track track, const std::string& name, int64_t begin_ns,
                     const std::string& args) {
   if (!active()) return;
   int64_t end_ns = now_ns();
-  int tid = 10 * static_cast<int>(track) + lane_for(track, begin_ns, end_ns);
-  events_.push_back({'X', tid, begin_ns, end_ns - begin_ns, name, args});
+  const int lane = lane_for(track, begin_ns, end_ns);
+  events_.push_back({'X', track, lane, begin_ns, end_ns - begin_ns, name, args});
   sample_memory(end_ns);
 }
 
 void Timeline::instant(Track track, const std::string& name, const std::string& args) {
   if (!active()) return;
   int64_t ts = now_ns();
-  events_.push_back({'i', 10 * static_cast<int>(track), ts, 0, name, args});
+  events_.push_back({'i', track, 0, ts, 0, name, args});
   sample_memory(ts);
 }
 
@@ -134,12 +138,13 @@ std::string Timeline::events_json(int64_t origin_ns) const {
       pid + "\"}}");
   add("{\"ph\":\"M\",\"name\":\"process_sort_index\",\"pid\":" + pid +
       ",\"args\":{\"sort_index\":" + pid + "}}");
-  std::set<int> tids;
+  std::set<std::pair<Track, int>> rows;  // (track, lane)
   for (const Event& e : events_)
-    if (e.ph != 'C') tids.insert(e.tid);
-  for (int tid : tids) {
-    std::string name = track_name(static_cast<Track>(tid / 10));
-    if (tid % 10) name += " #" + std::to_string(tid % 10 + 1);
+    if (e.ph != 'C') rows.insert({e.track, e.lane});
+  for (const auto& [track, lane] : rows) {
+    const int tid = tid_of(track, lane);
+    std::string name = track_name(track);
+    if (lane) name += " #" + std::to_string(lane + 1);
     add("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":" + pid +
         ",\"tid\":" + std::to_string(tid) + ",\"args\":{\"name\":" + json_quote(name) + "}}");
     add("{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":" + pid + ",\"tid\":" +
@@ -149,10 +154,11 @@ std::string Timeline::events_json(int64_t origin_ns) const {
     std::string o = "{\"ph\":\"";
     o += e.ph;
     o += "\",\"name\":" + json_quote(e.name) + ",\"pid\":" + pid +
-         ",\"tid\":" + std::to_string(e.tid) + ",\"ts\":" + micros(e.ts_ns - origin_ns);
+         ",\"tid\":" + std::to_string(e.ph == 'C' ? 0 : tid_of(e.track, e.lane)) +
+         ",\"ts\":" + micros(e.ts_ns - origin_ns);
     if (e.ph == 'X') o += ",\"dur\":" + micros(e.dur_ns);
     if (e.ph == 'i') o += ",\"s\":\"t\"";
-    if (e.ph != 'C') o += ",\"cat\":" + json_quote(track_name(static_cast<Track>(e.tid / 10)));
+    if (e.ph != 'C') o += ",\"cat\":" + json_quote(track_name(e.track));
     if (!e.args.empty()) o += ",\"args\":{" + e.args + "}";
     add(o + "}");
   }

@@ -7,9 +7,10 @@
 // Only the first `max_steps` optimizer steps are recorded, so long runs stay small.
 //
 // File layout: {"traceEvents": [...], "displayTimeUnit": "ms"}; pid = rank, tid = track
-// (several lanes per track where spans overlap: tid = 10 * track + lane), "M" events name
-// them; "X" complete events with ts/dur in microseconds since the first event of any
-// rank; "i" instants for releases; "C" counters named "memory <device>".
+// (several lanes per track where spans overlap: tid = kLanesPerTrack * track + lane; lanes
+// past the last share it), "M" events name them; "X" complete events with ts/dur in microseconds
+// since the first event of any rank; "i" instants for releases; "C" counters named "memory
+// <device>".
 #pragma once
 
 #include <cstdint>
@@ -67,12 +68,17 @@ class Timeline {
   size_t size() const { return events_.size(); }
 
  private:
+  static constexpr int kLanesPerTrack = 1000;
   struct Event {
-    char ph;  // 'X', 'i' or 'C'
-    int tid;
+    char ph;      // 'X', 'i' or 'C'
+    Track track;  // of 'X' and 'i'
+    int lane;     // of 'X': its row among the track's overlapping spans
     int64_t ts_ns, dur_ns;
     std::string name, args;
   };
+  static int tid_of(Track track, int lane) {
+    return kLanesPerTrack * static_cast<int>(track) + lane;
+  }
   int lane_for(Track track, int64_t begin_ns, int64_t end_ns);
   void sample_memory(int64_t ts_ns);
 

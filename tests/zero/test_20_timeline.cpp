@@ -143,3 +143,28 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
     EXPECT_GT(overlapping, 0) << "no prefetch ran while another module computed";
   }
 }
+
+// Many spans of one track in flight at once (prefetches issued far ahead, waited late) each
+// get a row of that track: rows are never named, or tagged, after another track.
+TEST(Lesson20Timeline, ManyOverlappingSpansStayOnTheirTrack) {
+  zero::Timeline t(0, 1, Device::cpu());
+  const int64_t begin = zero::Timeline::now_ns();
+  constexpr int kInFlight = 25;  // more than the ten lanes an older layout had per track
+  for (int i = 0; i < kInFlight; ++i)
+    t.span(zero::Track::kPrefetch, "all_gather #" + std::to_string(i), begin);
+  const json events = json::parse("[" + t.events_json(begin) + "]");
+  std::map<int, std::string> row_names;
+  for (const json& e : events)
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      row_names[e["tid"].get<int>()] = e["args"]["name"];
+  int spans = 0;
+  for (const json& e : events) {
+    if (e["ph"] != "X") continue;
+    ++spans;
+    EXPECT_EQ(e["cat"], "all-gather (prefetch)") << e.dump();
+    EXPECT_EQ(row_names[e["tid"].get<int>()].rfind("all-gather (prefetch)", 0), 0u)
+        << row_names[e["tid"].get<int>()];
+  }
+  EXPECT_EQ(spans, kInFlight);
+  EXPECT_EQ(row_names.size(), static_cast<size_t>(kInFlight)) << "one row per overlapping span";
+}
