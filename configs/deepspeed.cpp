@@ -20,7 +20,7 @@ const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"amp", "use the bf16 or fp16 section"},
     {"activation_checkpointing", "zt does not checkpoint activations"},
     {"flops_profiler", "zt has no FLOPs profiler"},
-    {"tensorboard", "zt writes metrics.jsonl and curves.svg in output_dir"},
+    {"tensorboard", "set train.tensorboard: true in the YAML instead"},
     {"wandb", "zt writes metrics.jsonl and curves.svg in output_dir"},
     {"csv_monitor", "zt writes metrics.jsonl and curves.svg in output_dir"},
     {"comet", "zt writes metrics.jsonl and curves.svg in output_dir"},
@@ -47,7 +47,22 @@ const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_brea
                                             "zero_allow_untested_optimizer", "dump_state",
                                             "zero_force_ds_cpu_optimizer"};
 
-bool turned_off(const Node& n) {
+// Whether a section ({enabled: ...}) of the DeepSpeed config is present and enabled.
+bool enabled(const Node& section) {
+  return section && section.is_map() && section.has("enabled") && section.get("enabled").as_bool();
+}
+
+// Whether `n`, the value of the unsupported key `key`, asks for what zt does anyway: `false`
+// or {enabled: false}; gradient_predivide_factor 1 (no pre-division); communication_data_type
+// the dtype the parameters train in (DeepSpeed's default, and what zt communicates).
+bool turned_off(const std::string& key, const Node& n, const Node& ds) {
+  if (key == "gradient_predivide_factor") return n.is_scalar() && n.as_double() == 1.0;
+  if (key == "communication_data_type") {
+    const char* trained = enabled(ds.get("bf16"))   ? "bf16"
+                          : enabled(ds.get("fp16")) ? "fp16"
+                                                    : "fp32";
+    return n.is_scalar() && n.as_string() == trained;
+  }
   if (n.is_scalar()) return !n.as_bool();
   if (n.is_map()) return n.has("enabled") && !n.get("enabled").as_bool();
   return false;
@@ -84,9 +99,16 @@ struct TakeOver {
   template <typename T>
   void operator()(const std::string& key, T& field, const T& value, const Node& ds_node) {
     const Node y = yaml_train && yaml_train.is_map() ? yaml_train.get(key) : Node();
-    if (y && !(field == value))
-      warnings.push_back(ds_node.where() + ": " + ds_node.path() + " (" + text(value) +
-                         ") replaces train." + key + " (" + text(field) + ") from " + y.where());
+    if (y && !(field == value)) {
+      // A value the scheduler's or optimizer's type implies is named by the type.
+      const std::string& path = ds_node.path();
+      const bool implied = path == "type" || (path.size() > 5 && path.ends_with(".type"));
+      const std::string by = implied ? path + " " + ds_node.scalar() + " sets train." + key +
+                                           " to " + text(value) + ", replacing " + text(field)
+                                     : path + " (" + text(value) + ") replaces train." + key +
+                                           " (" + text(field) + ")";
+      warnings.push_back(ds_node.where() + ": " + by + " from " + y.where());
+    }
     field = value;
   }
 };
@@ -208,7 +230,7 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   Section s(ds);
   for (const auto& [key, instead] : kUnsupported)
-    if (Node n = s.take(key); n && !turned_off(n))
+    if (Node n = s.take(key); n && !turned_off(key, n, ds))
       n.fail("not supported by zt (" + instead + "); remove it or turn it off");
   for (const std::string& key : kNoEffect)
     if (Node n = s.take(key))

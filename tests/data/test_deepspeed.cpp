@@ -92,6 +92,17 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
             std::string::npos)
       << c.warnings[1];
   EXPECT_NE(c.warnings[1].find("run.yaml:2"), std::string::npos) << c.warnings[1];
+  // A value the scheduler's type implies is named by the type.
+  const AppConfig decay =
+      with_deepspeed("implied",
+                     R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 20,
+                                                              "warmup_type": "linear"}}})",
+                     "train:\n  steps: 20\n  min_lr: 1.0e-5\n");
+  ASSERT_EQ(decay.warnings.size(), 1u);
+  EXPECT_NE(decay.warnings[0].find(
+                "scheduler.type WarmupDecayLR sets train.min_lr to 0, replacing 1e-05 from "),
+            std::string::npos)
+      << decay.warnings[0];
   // train_batch_size = 2 x 4 x world size.
   check_world_size(c, 2);
   const std::string msg = error_of([&] { check_world_size(c, 4); });
@@ -264,7 +275,27 @@ const std::vector<BadCase> kBad = {
      "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
      "",
      {"fp16.auto_cast: unknown key"}},
+    {"predivide",
+     "{\"gradient_predivide_factor\": 2.0}",
+     "",
+     {"gradient_predivide_factor: not supported by zt"}},
+    {"communication_dtype",
+     "{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}",
+     "",
+     {"communication_data_type: not supported by zt (zt communicates in the parameters' dtype)"}},
 };
+
+// Unsupported keys set to what zt does anyway (DeepSpeed's defaults) are accepted.
+TEST(DeepSpeed, UnsupportedKeysAtTheirNeutralValuesAreAccepted) {
+  for (const char* json : {R"({"gradient_predivide_factor": 1.0, "prescale_gradients": false})",
+                           R"({"communication_data_type": "fp32"})",
+                           R"({"bf16": {"enabled": true}, "communication_data_type": "bf16"})",
+                           R"({"fp16": {"enabled": true}, "communication_data_type": "fp16"})",
+                           R"({"tensorboard": {"enabled": false}})"}) {
+    SCOPED_TRACE(json);
+    EXPECT_EQ(error_of([&] { with_deepspeed("neutral", json); }), "");
+  }
+}
 
 class BadDeepSpeed : public ::testing::TestWithParam<BadCase> {};
 
