@@ -206,6 +206,15 @@ void check_app(Section& root, AppConfig& c) {
               "height and width must be multiples of " + std::to_string(s) +
                   " (2^(len(model.ch_mult) - 1)), got " + std::to_string(d.height) + "x" +
                   std::to_string(d.width));
+  Section model = Section(root.node()).sub("model");
+  if (d.kind != data::DataKind::npy && m.in_channels != 3)
+    model.fail("in_channels", "in_channels (" + std::to_string(m.in_channels) + ") must be 3: " +
+                                  (d.kind == data::DataKind::synthetic ? "synthetic" : "image") +
+                                  " data is RGB");
+  if (m.out_channels != m.in_channels)
+    model.fail("out_channels", "out_channels (" + std::to_string(m.out_channels) +
+                                   ") must equal in_channels (" + std::to_string(m.in_channels) +
+                                   "): training compares the reconstruction with the input");
   if (d.frames != 1 && d.frames % m.temporal_downsample_factor != 0)
     data.fail("frames", "frames (" + std::to_string(d.frames) +
                             ") must be 1 (an image) or a multiple of "

@@ -154,6 +154,21 @@ TEST(VqModel, ImageIsAClipOfFourEqualFrames) {
   EXPECT_CLOSE(model.decode_latents(venc.zq), clip, 1e-4, 1e-5);
 }
 
+// data.frames: 1 feeds one-frame clips (B, 1, C, H, W): each is the image it holds.
+TEST(VqModel, OneFrameClipIsAnImage) {
+  manual_seed(8);
+  vq::VqModel model(tiny());
+  model.eval();
+  autograd::NoGradGuard ng;
+  Tensor image = rand({2, 3, 16, 16}) * 2.0 - 1.0;
+  const std::vector<Tensor> as_image = model.call({image});
+  const std::vector<Tensor> as_clip = model.call({image.unsqueeze(1)});
+  EXPECT_EQ(as_clip[0].sizes(), (Shape{2, 1, 3, 16, 16}));
+  EXPECT_EQ(as_clip[1].sizes(), (Shape{2, 1, 2, 2}));
+  EXPECT_CLOSE(as_clip[0], as_image[0].unsqueeze(1), 0, 0);
+  EXPECT_CLOSE(as_clip[1].to(DType::f32), as_image[1].unsqueeze(1).to(DType::f32), 0, 0);
+}
+
 TEST(VqQuantizer, NearestCodeStraightThroughAndLoss) {
   vq::Quantizer q(3, 2);
   {

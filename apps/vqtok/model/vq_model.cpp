@@ -37,6 +37,8 @@ EncodeResult VqModel::encode(const Tensor& video) {
              " should have ", cfg_.in_channels, " channels");
     // A still image is a clip of f identical frames.
     x = repeat(video.unsqueeze(1), {1, cfg_.temporal_downsample_factor, 1, 1, 1});
+  } else if (video.size(1) == 1) {  // a one-frame clip (data.frames: 1) is an image too
+    x = repeat(video, {1, cfg_.temporal_downsample_factor, 1, 1, 1});
   }
   Tensor h = (*encoder)(x);                                             // (B, T', Z, h, w)
   Tensor z = swap_time_channels((*quant_conv)(swap_time_channels(h)));  // (B, T', E, h, w)
@@ -89,6 +91,7 @@ std::vector<Tensor> VqModel::forward(const std::vector<Tensor>& inputs) {
   EncodeResult e = encode(inputs[0]);
   Tensor recon = decode_latents(e.zq);  // (B, T, C, H, W)
   if (inputs[0].dim() == 4) recon = recon.select(1, 0);
+  if (inputs[0].dim() == 5 && inputs[0].size(1) == 1) recon = recon.narrow(1, 0, 1);
   return {recon, e.codes, e.loss_vq, e.loss_commit, e.loss_codebook};
 }
 

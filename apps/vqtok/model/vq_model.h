@@ -43,7 +43,9 @@ class VqModel : public nn::Module {
   /// Builds the model initialized as the released one (see make_conv2d); validates cfg.
   explicit VqModel(const config::ModelConfig& cfg);
 
-  /// video (B, T, C, H, W) or image (B, C, H, W) -> codes and latents.
+  /// video (B, T, C, H, W) or image (B, C, H, W) -> codes and latents. An image, or a
+  /// one-frame clip (T = 1), is encoded as a clip of f identical frames: codes (B, h, w), or
+  /// (B, 1, h, w) for the clip.
   EncodeResult encode(const Tensor& video);
   /// image (B, C, H, W), repeated to f frames -> codes (B, h, w).
   EncodeResult encode_image(const Tensor& image);
