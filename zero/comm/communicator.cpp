@@ -2,6 +2,7 @@
 // Backends only see validated, numbered requests (submit).
 #include "zero/comm/communicator.h"
 
+#include <cerrno>
 #include <cstdlib>
 #include <sstream>
 
@@ -81,12 +82,16 @@ int64_t received_bytes(Collective c, int64_t numel, size_t elem_size, int size, 
   return 0;
 }
 
+// $ZT_COMM_TIMEOUT_MS (a positive whole number of milliseconds), else ten minutes.
 static std::chrono::milliseconds default_timeout() {
-  if (const char* s = std::getenv("ZT_COMM_TIMEOUT_MS")) {
-    long long ms = std::atoll(s);
-    if (ms > 0) return std::chrono::milliseconds(ms);
-  }
-  return std::chrono::milliseconds(600'000);
+  const char* s = std::getenv("ZT_COMM_TIMEOUT_MS");
+  if (!s || !*s) return std::chrono::milliseconds(600'000);
+  char* end = nullptr;
+  errno = 0;
+  const long long ms = std::strtoll(s, &end, 10);
+  ZT_CHECK(*end == '\0' && errno == 0 && ms > 0, "ZT_COMM_TIMEOUT_MS: '", s,
+           "' is not a positive whole number of milliseconds (e.g. 600000 for ten minutes)");
+  return std::chrono::milliseconds(ms);
 }
 
 Communicator::Communicator(int rank, int size)
