@@ -83,7 +83,14 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
 
 YAML::Node parse_text(const std::string& text, const std::string& source) {
   try {
-    return YAML::Load(text);
+    const std::vector<YAML::Node> docs = YAML::LoadAll(text);
+    if (docs.size() > 1) {
+      const int line = docs[1].Mark().line;
+      throw Error(source + (line >= 0 ? ":" + std::to_string(line + 1) : std::string()) +
+                  ": a second YAML document (after '---'); zt reads one configuration per "
+                  "file: merge the documents or delete the separator");
+    }
+    return docs.empty() ? YAML::Node() : docs[0];
   } catch (const YAML::ParserException& e) {
     throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg);
