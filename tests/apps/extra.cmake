@@ -5,6 +5,12 @@ find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 if(ZT_MPIRUN)
   target_compile_definitions(${exe} PRIVATE ZT_MPIRUN="${ZT_MPIRUN}")
 endif()
+# Its mpirun job (2 processes) carries the label mpi too (without mpirun it skips itself).
+zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps mpi PROCESSORS 2)
+
+# The GPU tests among the apps tests carry the label cuda too: `ctest -L cuda` runs every
+# GPU test. (Without a GPU they skip, and say so.)
+zt_test_properties(${exe} "^apps\\.[A-Za-z0-9_]+\\.[A-Za-z0-9_]*(Cuda|Gpu)" LABELS apps cuda)
 
 # Ranks given different --set options under mpirun stop at start-up naming the key (and
 # write nothing), instead of training silently or failing inside a collective.
@@ -113,13 +119,16 @@ endif()
 # one line per kernel, the matrix multiplies among them (core.KernelProfile checks the
 # profile itself). The head (2048 x 64) is above the persistence threshold, so the step
 # releases it, and the phase clocks must not read it.
+# The apps.bench entries run through ZT_RUN_AND_CHECK: each needs its exit status (0, or 1
+# for a refusal) as well as its line.
 if(TARGET zt-bench)
   add_test(NAME apps.bench.gpt
-           COMMAND zt-bench gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 2048 --batch 2
-                   --steps 1 --dtype bf16 --ranks 2 --kernels)
-  set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60
-    PASS_REGULAR_EXPRESSION
-    "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9]")
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9]"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
+                   --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --dtype bf16 --ranks 2
+                   --kernels)
+  set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60)
 endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
@@ -127,27 +136,33 @@ endif()
 # wait each).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_zero
-           COMMAND zt-bench vqtok-step --zero --batch 1 --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "\"update\":\"zero3\".*\"host_reads_per_step\":0}")
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"update\":\"zero3\".*\"host_reads_per_step\":0}" -P
+                   ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --batch 1
+                   --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
 endif()
 
 # zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda
-           COMMAND zt-bench vqtok-step --cuda-graph)
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--cuda-graph needs --device cuda"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --cuda-graph)
   set_tests_properties(apps.bench.vqtok_step_cuda_graph_needs_cuda PROPERTIES LABELS apps
-    TIMEOUT 30 PASS_REGULAR_EXPRESSION "--cuda-graph needs --device cuda")
-  add_test(NAME apps.bench.gpt_cuda_graph_needs_cuda COMMAND zt-bench gpt --cuda-graph)
-  set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps
-    TIMEOUT 30 PASS_REGULAR_EXPRESSION "--cuda-graph needs --device cuda")
+    TIMEOUT 30)
+  add_test(NAME apps.bench.gpt_cuda_graph_needs_cuda
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--cuda-graph needs --device cuda"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --cuda-graph)
+  set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps TIMEOUT 30)
 endif()
 
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
 # so the step is the --zero step) and says so in its line.
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_offload
-           COMMAND zt-bench vqtok-step --zero --offload --batch 1 --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_offload PROPERTIES LABELS apps TIMEOUT 60
-    PASS_REGULAR_EXPRESSION "\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0}")
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0}"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --offload
+                   --batch 1 --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_offload PROPERTIES LABELS apps TIMEOUT 60)
 endif()

@@ -10,6 +10,7 @@
 //  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer.
 #include <cmath>
 #include <filesystem>
+#include <regex>
 
 #include "apps/app_test_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
@@ -198,9 +199,16 @@ TEST(MixedPrecisionApp, VqtokRestartsDeadCodesOfABf16Codebook) {
        "train.eval_every=0", "train.checkpoint_every=0", "output_dir=" + out});
   ASSERT_TRUE(cfg.zero.precision.bf16);
   std::vector<vqtok::TrainResult> runs(2);  // per rank
+  ::testing::internal::CaptureStdout();     // rank 0 reports each restart
   comm::run_threads(2, [&](comm::Communicator& comm) {
-    runs[static_cast<size_t>(comm.rank())] = vqtok::train(cfg, {.quiet = true}, comm);
+    runs[static_cast<size_t>(comm.rank())] = vqtok::train(cfg, {}, comm);
   });
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  std::smatch restarted;
+  ASSERT_TRUE(std::regex_search(printed, restarted,
+                                std::regex("codebook: restarted ([0-9]+) unused codes")))
+      << printed;
+  EXPECT_GT(std::stoi(restarted[1]), 0) << printed;
   for (const vqtok::TrainResult& r : runs) {
     EXPECT_EQ(r.steps, 2) << "trained on past the restart after step 1";
     EXPECT_EQ(r.log_losses.size(), 2u);

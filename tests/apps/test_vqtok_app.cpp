@@ -210,8 +210,10 @@ TEST(VqtokApp, HelpersPsnrLrPlanAndCodebookUsage) {
   EXPECT_NEAR(plan.lr_at(2), 1.0, 1e-12);
   EXPECT_NEAR(plan.lr_at(6), 0.5, 1e-12);
   tc.schedule = config::Schedule::cosine;
-  tc.warmup = 50;  // longer than the run: cut to it, not an error
-  EXPECT_NO_THROW(app::LrPlan{tc}.lr_at(3));
+  tc.warmup = 50;  // longer than the run: cut to it (10 steps), not an error
+  const app::LrPlan cut(tc);
+  EXPECT_NEAR(cut.lr_at(3), 0.4, 1e-12);  // 4 / 10 of the way, not 4 / 50
+  EXPECT_NEAR(cut.lr_at(9), 1.0, 1e-12);  // the full rate at the run's last step
 
   comm::run_threads(2, [](comm::Communicator& comm) {
     // rank 0 sees codes {0, 1, 1}, rank 1 {2, 1, 1}: 3 of 8 used, p = {1/6, 4/6, 1/6}.

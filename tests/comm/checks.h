@@ -4,9 +4,11 @@
 // reaches the test (through run_threads, or the process's own gtest run).
 #pragma once
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/ops.h"
@@ -194,19 +196,30 @@ inline void counters_match_textbook(Communicator& c) {
 }
 
 /// An async all_reduce finishes while this rank keeps computing and never calls wait().
+/// The last rank issues it late, so on every other rank it is still running when the
+/// call returns: a collective that completed before returning (ran synchronously) fails.
 inline void async_completes_while_computing(Communicator& c) {
+  // No rank's collective can complete before the late rank issues it. Another rank would
+  // have to stall that long between the call's return and its first test() to see it
+  // done: far longer than a loaded machine keeps a runnable thread waiting.
+  const auto kLate = std::chrono::milliseconds(200);
+  const bool late = c.rank() == c.size() - 1;  // one rank alone: nothing to observe
+  if (late && c.size() > 1) std::this_thread::sleep_for(kLate);
   Tensor t = filled(c.rank(), 1 << 16, DType::f32, 1, c.device());
   std::shared_ptr<Work> w = c.all_reduce(t, ReduceOp::kSum, /*async=*/true);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   double busy = 0;
-  int64_t rounds = 0;
-  do {  // the caller computes; only the communication thread can finish the collective
-    ZT_CHECK(std::chrono::steady_clock::now() < deadline, "async all_reduce never completed");
+  int64_t rounds = 0;   // of computing while the collective was still running
+  while (!w->test()) {  // the caller computes; only the communication thread can finish it
+    ZT_CHECK(std::chrono::steady_clock::now() < deadline, "async all_reduce never completed (",
+             rounds, " rounds of work, sum ", busy, ")");
     for (int i = 0; i < 1000; ++i) busy += std::sqrt(static_cast<double>(i + rounds));
     ++rounds;
-  } while (!w->test());
+  }
+  ZT_CHECK(late || rounds > 0, "rank ", c.rank(), ": the async all_reduce had completed when ",
+           "it returned, although rank ", c.size() - 1, " issued it ", kLate.count(),
+           " ms later: it ran synchronously");
   w->wait();
-  ZT_CHECK(busy > 0 && rounds > 0, "no work done");
   std::vector<double> want;
   for (int64_t i = 0; i < (1 << 16); ++i)
     want.push_back(reduced(ReduceOp::kSum, c.size(), i, DType::f32, 1));

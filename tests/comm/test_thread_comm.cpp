@@ -59,9 +59,15 @@ TEST(ThreadComm, RanksShareTheCallersThreadsAndOwnTheirLedgers) {
     std::atomic<int> bad{0};
     run_threads(n, [&](Communicator& c) {
       if (num_threads() != share) ++bad;
-      Tensor t = zeros({1000}, DType::f32);
-      if (memory_stats().total_current < 4000) ++bad;  // this rank's ledger sees its tensor
+      // Both ranks allocate 4000 bytes between two barriers: this rank's ledger sees its
+      // own tensor and not the other's (a ledger they shared would count 8000).
+      const int64_t before = memory_stats().total_current;
       c.barrier();
+      Tensor t = zeros({1000}, DType::f32);
+      c.barrier();
+      const int64_t grew = memory_stats().total_current - before;
+      if (grew < 4000 || grew >= 8000) ++bad;
+      c.barrier();  // the other rank's tensor lives until both have looked
     });
     EXPECT_EQ(bad.load(), 0) << "caller's threads " << caller;
   }

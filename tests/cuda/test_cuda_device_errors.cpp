@@ -49,21 +49,31 @@ TEST(CudaDeviceErrors, IndexOpsAndCrossEntropyDoNotWait) {
   Tensor target = from_vector({1, 2, -100, 49, 0, 5}, {6}, DType::i64).to(kGpu);
   error_at_next_wait();  // the copies above are done; nothing pending
   Tensor picks = from_vector({0, 7, 3, 3, 1, 2}, {6, 1}, DType::i64).to(kGpu);
-  const WorkCounts w = work_of([&] {
+  // The loss of embedding, gather, one_hot and cross_entropy, and its backward.
+  auto loss_of = [](const Tensor& weight, const Tensor& ids, const Tensor& logits,
+                    const Tensor& target, const Tensor& picks) {
     Tensor e = gather(embedding(weight, ids).reshape({6, 8}), 1, picks);  // (6, 1)
     Tensor oh = one_hot(ids.reshape({-1}), 50);                           // (6, 50) f32
     Tensor loss = add(cross_entropy(add(logits, oh), target, -100), mean(e));
     loss.backward();
-  });
+    return loss;
+  };
+  Tensor loss;
+  const WorkCounts w = work_of([&] { loss = loss_of(weight, ids, logits, target, picks); });
   EXPECT_EQ(w.syncs, 0);
   EXPECT_EQ(w.d2h_copies, 0);
   EXPECT_EQ(w.host_reads, 0);
   EXPECT_EQ(error_at_next_wait(), "");
-  // The values still equal the CPU's (the loss formed on the device).
-  Tensor cpu_loss =
-      cross_entropy(logits.detach().to(Device::cpu()), target.to(Device::cpu()), -100);
-  Tensor gpu_loss = cross_entropy(logits.detach(), target, -100);
-  EXPECT_NEAR(gpu_loss.item(), cpu_loss.item(), 1e-6);
+  // The values still equal the CPU's: the loss formed on the device and its gradients.
+  const Device cpu = Device::cpu();
+  Tensor weight_cpu = weight.detach().to(cpu), logits_cpu = logits.detach().to(cpu);
+  weight_cpu.set_requires_grad();
+  logits_cpu.set_requires_grad();
+  const Tensor cpu_loss =
+      loss_of(weight_cpu, ids.to(cpu), logits_cpu, target.to(cpu), picks.to(cpu));
+  EXPECT_NEAR(loss.item(), cpu_loss.item(), 1e-5);
+  EXPECT_CLOSE(weight.grad().to(cpu), weight_cpu.grad(), 1e-5, 1e-6);
+  EXPECT_CLOSE(logits.grad().to(cpu), logits_cpu.grad(), 1e-5, 1e-6);
 }
 
 TEST(CudaDeviceErrors, ABadIndexIsRaisedAtTheNextWait) {

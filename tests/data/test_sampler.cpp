@@ -26,6 +26,7 @@ std::vector<std::vector<int64_t>> shards(int64_t n, int64_t world, uint64_t seed
 TEST(Sampler, PermutationIsAPermutation) {
   for (int64_t n : {1, 2, 7, 100}) {
     auto p = random_permutation(n, 42, 3);
+    ASSERT_EQ(static_cast<int64_t>(p.size()), n);
     std::sort(p.begin(), p.end());
     for (int64_t i = 0; i < n; ++i) EXPECT_EQ(p[i], i);
   }

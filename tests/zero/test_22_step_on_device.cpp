@@ -5,6 +5,8 @@
 // queues the whole step without waiting. Only logging reads the norm. The gradient shards
 // are views of one flat buffer per device, so clipping and zeroing are one kernel each
 // however many parameters there are.
+#include <filesystem>
+
 #include "core/step_graph.h"
 #include "core/work_counts.h"
 #include "zero/lesson_util.h"
@@ -115,6 +117,18 @@ TEST(Lesson22StepOnDevice, WhatKeepsAStepFromBeingCapturedIsNamed) {
   EXPECT_NE(blocker(1, [](zero::Config& c) { c.precision.fp16 = true; }).find("fp16"),
             std::string::npos);
   // (offload_optimizer blocks it too, on a GPU: on the CPU offload moves nothing.)
+  // A timeline blocks it while it is recorded, and no longer once written.
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    manual_seed(22);
+    zero::Engine engine(std::make_shared<lesson::Mixed>(), comm, {}, adamw());
+    const std::filesystem::path path =
+        std::filesystem::temp_directory_path() / "zt_lesson22_timeline.json";
+    engine.set_timeline(path.string());
+    EXPECT_NE(engine.capture_blocker().find("timeline"), std::string::npos);
+    engine.write_timeline();
+    EXPECT_EQ(engine.capture_blocker(), "");
+    std::filesystem::remove(path);
+  });
 }
 
 TEST(Lesson22StepOnDevice, CudaGraphsNeedACudaDevice) {
