@@ -64,8 +64,9 @@ void read_data(Section s, data::DataConfig& d) {
       .get("frames", d.frames, 1, 4096)
       .get("height", d.height, 8, 1 << 15)
       .get("width", d.width, 8, 1 << 15)
-      .get("num_samples", d.num_samples, 1)
-      .get("eval_samples", d.eval_samples, 0)
+      // A permutation of the samples is 8 bytes each: at most 2^27 (1 GiB) per epoch.
+      .get("num_samples", d.num_samples, 1, int64_t{1} << 27)
+      .get("eval_samples", d.eval_samples, 0, int64_t{1} << 27)
       .get("seed", d.seed, 0)
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
@@ -215,6 +216,11 @@ void check_app(Section& root, AppConfig& c) {
     model.fail("out_channels", "out_channels (" + std::to_string(m.out_channels) +
                                    ") must equal in_channels (" + std::to_string(m.in_channels) +
                                    "): training compares the reconstruction with the input");
+  if (c.train.eval_every > 0 && d.eval_samples == 0)
+    data.fail("eval_samples", "eval_samples is 0 but train.eval_every is " +
+                                  std::to_string(c.train.eval_every) +
+                                  ": evaluation needs held-out samples; set eval_samples, or "
+                                  "train.eval_every: 0 to evaluate never");
   if (d.frames != 1 && d.frames % m.temporal_downsample_factor != 0)
     data.fail("frames", "frames (" + std::to_string(d.frames) +
                             ") must be 1 (an image) or a multiple of "

@@ -55,6 +55,11 @@ std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
                                         const DataConfig& cfg, int64_t batch, int64_t rank,
                                         int64_t world, bool eval) {
   const bool drop_last = !eval;
+  ZT_CHECK(!drop_last || dataset->size() >= world * batch, "the training data (",
+           dataset->describe(), ") holds ", dataset->size(), " samples, fewer than one batch of ",
+           batch, " (train.batch) for each of ", world,
+           " ranks: use more data (data.num_samples for synthetic data), a smaller train.batch, "
+           "or fewer ranks");
   DistributedSampler sampler(dataset->size(), rank, world, static_cast<uint64_t>(cfg.seed),
                              cfg.shuffle && !eval, drop_last);
   LoaderOptions o;

@@ -81,7 +81,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const bool say = rank0 && !options.quiet;
   const int64_t world = comm.size();
 
-  // Resume first: a vqgpt checkpoint carries the tokenizer, so none needs loading then.
+  // The data first: a dataset too small for the ranks fails before anything is built.
+  auto dataset = data::make_dataset(cfg.data);
+  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
+  std::shared_ptr<const data::Dataset> eval_set;
+  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+
+  // Where to start, before the tokenizer: a vqgpt checkpoint carries it (none is loaded then).
   const std::string ckpt_root = checkpoint_root(cfg);
   const std::string tokenizer_key =
       options.tokenizer.empty() ? "gpt.tokenizer_checkpoint" : "--tokenizer";
@@ -103,11 +109,6 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.replica_checks = 1;
   const gpt::TokenLayout layout = model->layout();
   const gpt::GptSpec& spec = model->gpt->spec();
-
-  auto dataset = data::make_dataset(cfg.data);
-  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
-  std::shared_ptr<const data::Dataset> eval_set;
-  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
 
   int64_t start = 0;
   if (!resume_from.empty()) {

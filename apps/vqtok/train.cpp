@@ -169,14 +169,15 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const int64_t codebook = cfg.model.codebook_size;
   const app::LrPlan lr_plan(tc);
 
-  std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
-  app::check_same_model(*model, comm, "vqtok train");
-  auto engine = app::make_engine(model, cfg, comm);
-
+  // The data first: a dataset too small for the ranks fails before every rank builds a model.
   auto dataset = data::make_dataset(cfg.data);
   auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
   std::shared_ptr<const data::Dataset> eval_set;
   if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+
+  std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
+  app::check_same_model(*model, comm, "vqtok train");
+  auto engine = app::make_engine(model, cfg, comm);
 
   // Resume: the engine's state, the global step and the loader's position.
   const std::string ckpt_root = checkpoint_root(cfg);
