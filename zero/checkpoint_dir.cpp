@@ -51,9 +51,20 @@ std::string unique_id() {
          hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
 }
 
+// Whether `pid` has exited but is not yet reaped (Linux: state Z in /proc/<pid>/stat). The
+// killed ranks of an mpirun job are orphans that stay zombies until whatever adopted them
+// reaps them, and kill(pid, 0) still succeeds on them.
+static bool is_zombie(long pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t close = stat.rfind(')');  // "pid (command) S ..."
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
 // Whether the process that made temporary id `id` may still be running: true unless the
-// id names a pid on this machine that no longer exists. Ids of the older form "<pid>-<hex>"
-// are taken to be from this machine.
+// id names a pid on this machine that no longer exists, or has exited (a zombie). Ids of the
+// older form "<pid>-<hex>" are taken to be from this machine.
 static bool owner_may_be_alive(const std::string& id) {
   size_t i = id[0] == 'p' ? 1 : 0, j = i;
   while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
@@ -61,7 +72,8 @@ static bool owner_may_be_alive(const std::string& id) {
   if (i == 1 && id.compare(j + 1, 9, "h" + host_hash()) != 0) return true;  // another machine
   const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
   if (pid <= 0 || pid == ::getpid()) return true;
-  return ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
+  return exists && !is_zombie(pid);
 }
 
 bool valid_tag(const std::string& t) {

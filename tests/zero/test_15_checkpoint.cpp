@@ -434,6 +434,15 @@ TEST(Lesson15Checkpoint, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   save_steps(root, 1);
   const std::string dead = std::to_string(dead_pid());
   const std::string live = std::to_string(getppid());
+  // Exited but not reaped (as the killed ranks of an mpirun job stay until their adopter
+  // reaps them): gone, although kill(pid, 0) still finds it.
+  const pid_t zombie_pid = fork();
+  if (zombie_pid == 0) _exit(0);
+  while (true) {  // wait until it has exited, without reaping it
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(zombie_pid), &info, WEXITED | WNOWAIT) == 0) break;
+  }
+  const std::string zombie = std::to_string(zombie_pid);
   auto make_dir = [&](const std::string& name) {
     fs::create_directories(fs::path(root) / name);
     std::ofstream(fs::path(root) / name / "rank_00000.safetensors") << "partial";
@@ -441,11 +450,13 @@ TEST(Lesson15Checkpoint, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   make_dir(".step_000002.tmp-" + dead + "-0badf00d");             // killed save: removed
   make_dir(".step_000003.tmp-" + live + "-0badf00d");             // a live process's: kept
   make_dir(".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d");  // another machine's: kept
+  make_dir(".step_000005.tmp-" + zombie + "-0badf00d");           // an exited process's: removed
   std::ofstream(fs::path(root) / (".latest.tmp-" + dead + "-0badf00d")) << "step_0000";
   // Killed between moving step 1 aside and putting its replacement in place.
   fs::rename(fs::path(root) / "step_000001", fs::path(root) / (".step_000001.old-" + dead + "-1"));
   const auto removed = zero::remove_stale_temporaries(root);
-  EXPECT_EQ(removed.size(), 3u);
+  waitpid(zombie_pid, nullptr, 0);
+  EXPECT_EQ(removed.size(), 4u);
   EXPECT_EQ(entries(root), (std::set<std::string>{
                                "latest", "step_000001", ".step_000003.tmp-" + live + "-0badf00d",
                                ".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d"}));
