@@ -284,10 +284,19 @@ void Engine::skip_overflowed_step() {
   double before = scaler_.scale();
   scaler_.on_overflow();
   ++stats_.overflow_skips;
-  if (comm_.rank() == 0)
-    std::fprintf(stderr,
-                 "zt: fp16 gradient overflow at step %ld: update skipped, loss scale %g -> %g\n",
-                 static_cast<long>(stats_.steps), before, scaler_.scale());
+  // Step calls so far, this one included (applied and skipped), as the apps count steps.
+  const long call = static_cast<long>(stats_.steps + stats_.overflow_skips);
+  if (comm_.rank() == 0) {
+    const std::string scale =
+        scaler_.scale() != before ? detail::cat("loss scale ", before, " -> ", scaler_.scale())
+        : config_.precision.loss_scale > 0 ? detail::cat("loss scale fixed at ", before)
+        : before == config_.precision.min_loss_scale
+            ? detail::cat("loss scale at its minimum ", before)
+            : detail::cat("loss scale kept at ", before,
+                          " (halved every fp16.hysteresis overflows)");
+    std::fprintf(stderr, "zt: fp16 gradient overflow at step %ld: update skipped, %s\n", call,
+                 scale.c_str());
+  }
   for (Tensor& flat : grad_flats_) flat.zero_();
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   coordinator_->release_all();

@@ -106,6 +106,7 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
 }
 
 TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
+  ::testing::internal::CaptureStderr();  // rank 0 says what each overflow did
   comm::run_threads(2, [](comm::Communicator& comm) {
     manual_seed(4);
     std::shared_ptr<Mlp> m;
@@ -139,6 +140,14 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
     EXPECT_LT(engine.loss_scale(), std::ldexp(1.0, 30));
     EXPECT_TRUE(std::isfinite(engine.last_grad_norm()));
   });
+  // Steps are counted as the caller makes them, skipped ones included.
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("overflow at step 1: update skipped, loss scale 1.09951e+12 -> 5.49756e+11"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("overflow at step 2: update skipped, loss scale 5.49756e+11 -> "),
+            std::string::npos)
+      << said;
 }
 
 TEST(Lesson14MixedPrecision, PartitionInTheStorageDtype) {
