@@ -402,13 +402,22 @@ std::string filter_metrics(const std::string& path,
   std::string torn;
   auto records = read_metrics(path, &torn);
   const std::string tmp = path + ".tmp";
+  int64_t dropped = 0;
   {
     MetricsWriter w(tmp, /*append=*/false);
-    for (const auto& r : records)
-      if (keep(r)) w.write(r);
+    for (const auto& r : records) {
+      if (keep(r))
+        w.write(r);
+      else
+        ++dropped;
+    }
   }
   fs::rename(tmp, path);
-  return torn;
+  std::string note = torn;
+  if (dropped > 0)
+    note += (note.empty() ? "" : "; ") + path + ": dropped " + std::to_string(dropped) + " record" +
+            (dropped == 1 ? "" : "s") + " past the resumed step";
+  return note;
 }
 
 // Under mpirun a rank's stdout may be a pseudo-terminal even when mpirun's own output

@@ -174,7 +174,7 @@ class MetricsWriter {
 std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn = nullptr);
 /// Rewrites `path` (through a temporary file and a rename) keeping only the records for
 /// which keep(record) is true, and dropping a torn last line. Returns a note for the user
-/// when it dropped one, else "".
+/// naming what it dropped (the torn line, how many records), else "".
 std::string filter_metrics(const std::string& path,
                            const std::function<bool(const nlohmann::json&)>& keep);
 

@@ -129,9 +129,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (rank0) {
     fs::create_directories(cfg.output_dir);
     if (start > 0) {
-      const std::string torn = app::filter_metrics(
+      const std::string note = app::filter_metrics(
           metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!torn.empty()) std::fprintf(stderr, "vqgpt train --resume: note: %s\n", torn.c_str());
+      if (!note.empty()) std::fprintf(stderr, "vqgpt train --resume: note: %s\n", note.c_str());
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
     if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());

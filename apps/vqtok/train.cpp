@@ -217,9 +217,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     fs::create_directories(cfg.output_dir);
     if (start > 0) {
       // Drop records past the checkpoint (a run that went further before it stopped).
-      const std::string torn = app::filter_metrics(
+      const std::string note = app::filter_metrics(
           metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!torn.empty()) std::fprintf(stderr, "vqtok train --resume: note: %s\n", torn.c_str());
+      if (!note.empty()) std::fprintf(stderr, "vqtok train --resume: note: %s\n", note.c_str());
       for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);

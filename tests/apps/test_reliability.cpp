@@ -361,6 +361,11 @@ TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
   ASSERT_EQ(after.size(), 5u);
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
   EXPECT_EQ(nlohmann::json::parse(after[4])["step"], 5);
+  // Records past a resumed step are dropped with a note that counts them.
+  const std::string note = app::filter_metrics(
+      dir + "/metrics.jsonl", [](const nlohmann::json& r) { return r.value("step", 0) <= 3; });
+  EXPECT_TRUE(has(note, "dropped 2 records past the resumed step")) << note;
+  EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 3u);
   // A bad line that is not the last is an error naming it.
   write_file(dir + "/bad.jsonl", "{\"step\": 1}\nnot json\n{\"step\": 2}\n");
   std::string torn;
