@@ -310,6 +310,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (tc.checkpoint_every > 0 && start >= tc.steps)
     last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
   progress.finish();
+  engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 
   result.start_step = start;
   result.steps = engine->global_step();

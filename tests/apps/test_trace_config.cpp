@@ -1,6 +1,7 @@
 // train.trace / train.trace_steps: the YAML keys reach the engine through
 // app::make_engine, and a 2-rank run writes one timeline file holding both ranks,
-// bounded to the requested steps. (What the timeline shows is lesson 20's subject.)
+// bounded to the requested steps, also when the run is shorter than them. (What the
+// timeline shows is lesson 20's subject.)
 #include <unistd.h>
 
 #include <filesystem>
@@ -9,7 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "apps/app_test_util.h"
 #include "apps/common/train_util.h"
+#include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "nn/nn.h"
@@ -49,4 +52,25 @@ TEST(TraceConfig, TrainTraceWritesOneBoundedFileForAllRanks) {
   EXPECT_TRUE(test::throws_with(
       [] { config::parse_app_config(config::parse_yaml("train: {trace_steps: 0}", "t")); },
       "trace_steps"));
+}
+
+TEST(TraceConfig, ARunShorterThanTheTracedStepsStillWritesOneFile) {
+  const std::string dir = apptest::fresh_dir("zt_trace_short", "run");
+  const std::string path = dir + "/trace.json";
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(
+      dir, {"train.steps=1", "train.eval_every=0", "train.checkpoint_every=0",
+            "train.trace=" + path, "train.trace_steps=3"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+  });
+  std::ifstream f(path);
+  ASSERT_TRUE(f.good()) << "no trace at " << path;
+  std::set<int> pids;
+  const nlohmann::json doc = nlohmann::json::parse(f);
+  for (const auto& e : doc["traceEvents"]) pids.insert(e["pid"].get<int>());
+  EXPECT_EQ(pids, (std::set<int>{0, 1}));
+  EXPECT_FALSE(std::filesystem::exists(path + ".rank0.json"));
+  std::filesystem::remove_all(dir);
 }
