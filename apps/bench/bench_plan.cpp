@@ -1,8 +1,8 @@
 // zt-bench plan: the memory planner (zero/memory_plan.h) next to a short run. For the
-// tiny tokenizer and a small GPT at each world size, prints the predicted per-rank bytes
-// (model states by 16 B/parameter for f32 AdamW, 18 with a bf16 copy and an fp32 master;
-// the gathered peak; replicated parameters and buffers) and what two training steps on
-// thread ranks measured (rank 0's zero::MemoryReport). One JSON object per line.
+// small tokenizer (vqtok_small) and a small GPT at each world size, prints the predicted per-rank
+// bytes (model states by 16 B/parameter for f32 AdamW, 18 with a bf16 copy and an fp32 master; the
+// gathered peak; replicated parameters and buffers) and what two training steps on thread ranks
+// measured (rank 0's zero::MemoryReport). One JSON object per line.
 #include <cstdio>
 #include <functional>
 
@@ -36,7 +36,7 @@ std::vector<Case> cases(int64_t gpt_layers, int64_t gpt_embd, DType low) {
   spec.n_head = 4;
   spec.n_embd = gpt_embd;
   return {
-      {"vqtok_tiny", [tok] { return std::make_shared<vq::VqModel>(tok); },
+      {"vqtok_small", [tok] { return std::make_shared<vq::VqModel>(tok); },
        [low](zero::Engine& e) {
          Generator g(3);
          std::vector<Tensor> out = e.forward({randn({1, 4, 3, 16, 16}, g).to(low)});
