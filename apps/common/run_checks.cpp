@@ -173,6 +173,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   const std::string app = request.app;
   const bool explicit_dir = !tc.resume.empty() && tc.resume != "auto";
   auto decide = [&]() -> std::string {
+    ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
+             cfg.output_dir,
+             "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
     for (const std::string& gone : zero::remove_stale_temporaries(root))
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());

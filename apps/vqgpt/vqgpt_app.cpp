@@ -208,6 +208,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   ZT_CHECK(!root.empty(), "tokenizer: pass --out or set gpt.tokenizer_checkpoint");
   fs::path p(root);
   if (p.filename() == "latest") p = p.parent_path();
+  ZT_CHECK(!fs::is_regular_file(p), "tokenizer: '", p.string(),
+           "' is a file (exported weights?); vqgpt tokenizer writes a checkpoint folder: pass "
+           "--out DIR");
   // vqtok writes <output_dir>/checkpoints: aim it so that `root` is that folder.
   const fs::path output_dir = p.filename() == "checkpoints" ? p.parent_path() : p;
   auto fmt_g = [](double v) {  // exact: %.17g reads back as the same double

@@ -220,6 +220,14 @@ TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
   EXPECT_TRUE(fs::exists(root + "/step_000002/meta.json"));
   EXPECT_TRUE(fs::exists(root + "/step_000004/meta.json"));
   EXPECT_FALSE(fs::exists(dir + "/.overwritten"));
+  // An output_dir that is a file is named as such.
+  const std::string file = dir + "/not_a_folder";
+  write_file(file, "x");
+  err = error_of([&] {
+    comm::run_threads(
+        1, [&](comm::Communicator& comm) { app::start_run(tiny_config(file), root, {"t"}, comm); });
+  });
+  EXPECT_TRUE(has(err, "output_dir '" + file + "' is a file, not a folder")) << err;
   // Its newest continues it.
   std::string from;
   comm::run_threads(1, [&](comm::Communicator& comm) {
