@@ -8,6 +8,7 @@
 #include <cstdio>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "nn/nn.h"
 #include "zero/zero.h"
 
@@ -45,9 +46,9 @@ ZT_BENCH(frozen, "frozen module per-call time: plain vs Replicated vs GatheredPa
   zt::bench::Cli app("frozen");
   int ranks = 2, calls = 200;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
   app.add_option("--calls", calls, "forward calls per timed repetition (best of 5 reported)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   comm::launch(comm::under_mpirun() ? 1 : ranks, [&](comm::Communicator& comm) {
     autograd::NoGradGuard ng;

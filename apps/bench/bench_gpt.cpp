@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqgpt/model/gpt.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -47,17 +48,17 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   bool offload = false, kernels = false, graphed = false;
   std::string device_name = "cpu", dtype = "f32",
               attention = attention_kernel_name(attention_kernel());
-  app.add_option("--layers", spec.n_layer, "transformer blocks")->check(CLI::PositiveNumber);
+  app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::kPositive);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--heads", spec.n_head, "attention heads")->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
+  app.add_option("--heads", spec.n_head, "attention heads")->check(zt::app::kPositive);
   app.add_option("--seq", spec.block_size, "context length (tokens per sequence)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--vocab", spec.vocab_size, "vocabulary size")->check(CLI::PositiveNumber);
-  app.add_option("--batch", batch, "sequences per step per rank")->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
+  app.add_option("--vocab", spec.vocab_size, "vocabulary size")->check(zt::app::kPositive);
+  app.add_option("--batch", batch, "sequences per step per rank")->check(zt::app::kPositive);
   app.add_option("--steps", steps, "timed steps (after one warm-up step)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
+  app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(zt::app::kPositive);
   app.add_option("--threads", threads, "kernel threads per rank (0: the process's count / ranks)")
       ->check(CLI::NonNegativeNumber);
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -95,7 +96,7 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)");
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
-  app.add_option("--steps", steps, "timed steps")->check(CLI::PositiveNumber);
+  app.add_option("--steps", steps, "timed steps")->check(zt::app::kPositive);
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);

@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "nn/nn.h"
 #include "zero/zero.h"
 
@@ -112,12 +113,11 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
   zt::bench::Cli app("zero");
   Options o;
   app.add_option("--ranks", o.ranks, "thread ranks for a plain start (ignored under mpirun)")
-      ->check(CLI::PositiveNumber);
-  app.add_option("--width", o.width, "width of each Linear block")->check(CLI::PositiveNumber);
-  app.add_option("--depth", o.depth, "blocks (Linear, LayerNorm, gelu)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
+  app.add_option("--width", o.width, "width of each Linear block")->check(zt::app::kPositive);
+  app.add_option("--depth", o.depth, "blocks (Linear, LayerNorm, gelu)")->check(zt::app::kPositive);
   app.add_option("--batch", o.batch, "global batch (split over the ranks)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
   app.add_option("--steps", o.steps, "steps per mode (the first is a warm-up)")
       ->check(CLI::Range(2, 1 << 20));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

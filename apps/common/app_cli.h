@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "apps/common/cli_checks.h"
 #include "configs/app_config.h"
 #include "configs/config.h"
 #include "zero/comm/launch.h"
@@ -109,7 +110,7 @@ struct AppCommands {
     add(plan, c);
     add_device_arg(plan, c);
     plan->add_option("--steps", steps, "measured steps after the traced one")
-        ->check(CLI::PositiveNumber);
+        ->check(zt::app::kPositive);
     return plan;
   }
   /// What main() returns for an error that escaped a command: "<app>: error: ..." on

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "apps/common/app_cli.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqgpt/vqgpt_app.h"
 
 namespace {
@@ -50,7 +51,7 @@ int main(int argc, char** argv) {
                   "start a new run in an output_dir that holds an earlier run's checkpoints, "
                   "replacing them and its metrics once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
   train->add_option("--tokenizer", to.tokenizer,
                     "tokenizer weights: a vqtok checkpoint directory or an exported "
                     ".safetensors file (default: gpt.tokenizer_checkpoint)");
@@ -62,9 +63,9 @@ int main(int argc, char** argv) {
   sample->add_option("--checkpoint", so.checkpoint,
                      "vqgpt checkpoint directory (default: output_dir/checkpoints)");
   sample->add_option("-o,--out", so.out, "grid PNG to write")->required();
-  sample->add_option("--num", so.num, "sequences to sample")->check(CLI::PositiveNumber);
+  sample->add_option("--num", so.num, "sequences to sample")->check(zt::app::kPositive);
   sample->add_option("--temperature", so.sampling.temperature, "softmax temperature (> 0)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
       ->check(CLI::NonNegativeNumber);
   sample->add_option("--seed", so.sampling.seed, "sampling seed");
@@ -84,7 +85,7 @@ int main(int argc, char** argv) {
   std::string tok_out;
   bool tok_overwrite = false;
   tok->add_flag("--overwrite", tok_overwrite, "replace checkpoints already in the --out folder");
-  tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(CLI::PositiveNumber);
+  tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(zt::app::kPositive);
   tok->add_option("-o,--out", tok_out,
                   "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
 

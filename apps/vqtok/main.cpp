@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "apps/common/app_cli.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqtok/vqtok_app.h"
 
 namespace {
@@ -51,7 +52,7 @@ int main(int argc, char** argv) {
                   "start a new run in an output_dir that holds an earlier run's checkpoints, "
                   "replacing them and its metrics once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
-      ->check(CLI::PositiveNumber);
+      ->check(zt::app::kPositive);
 
   CLI::App* encode = app.add_subcommand("encode", "clips or images -> token ids (.npy, int64)");
   kCli.add(encode, encode_c);
