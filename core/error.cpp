@@ -15,6 +15,13 @@ Error::Error(const std::string& msg, const std::string& location)
     : std::runtime_error(debug_errors() && !location.empty() ? location + ": " + msg : msg),
       location_(location) {}
 
+std::string list_names(const std::vector<std::string>& names, size_t shown) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > shown) s += " and " + std::to_string(names.size() - shown) + " more";
+  return s;
+}
+
 namespace detail {
 void throw_error(const char* file, int line, const std::string& msg) {
   const char* base = file;

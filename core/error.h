@@ -7,6 +7,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -28,6 +29,10 @@ class Error : public std::runtime_error {
 /// True when the environment sets ZT_DEBUG (to anything but "" or "0"): error messages
 /// then carry their source location. Read at each error, so it can change at run time.
 bool debug_errors();
+
+/// "a, b, c and 12 more": the first `shown` names, comma-separated, then how many are left,
+/// for messages that would otherwise list thousands of keys.
+std::string list_names(const std::vector<std::string>& names, size_t shown = 8);
 
 namespace detail {
 template <typename... Args>

@@ -21,12 +21,6 @@ NamedTensors state_dict(const Module& m) {
   return out;
 }
 
-static std::string join(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ", ") + x;
-  return s;
-}
-
 LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict) {
   NamedTensors own = state_dict(m);
   std::unordered_map<std::string, const Tensor*> given;
@@ -53,13 +47,14 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict) {
     if (!known.count(n)) r.unexpected_keys.push_back(n);
 
   std::ostringstream err;
-  if (!duplicates.empty()) err << "\n  duplicate keys: " << join(duplicates);
-  if (!undefined.empty()) err << "\n  undefined tensors: " << join(undefined);
-  if (!mismatched.empty()) err << "\n  shape mismatches: " << join(mismatched);
+  if (!duplicates.empty()) err << "\n  duplicate keys: " << list_names(duplicates);
+  if (!undefined.empty()) err << "\n  undefined tensors: " << list_names(undefined);
+  if (!mismatched.empty()) err << "\n  shape mismatches: " << list_names(mismatched);
   if (strict && !r.missing_keys.empty())
-    err << "\n  missing keys (" << r.missing_keys.size() << "): " << join(r.missing_keys);
+    err << "\n  missing keys (" << r.missing_keys.size() << "): " << list_names(r.missing_keys);
   if (strict && !r.unexpected_keys.empty())
-    err << "\n  unexpected keys (" << r.unexpected_keys.size() << "): " << join(r.unexpected_keys);
+    err << "\n  unexpected keys (" << r.unexpected_keys.size()
+        << "): " << list_names(r.unexpected_keys);
   ZT_CHECK(err.str().empty(), "load_state_dict into ", m.type_name(), " failed:", err.str(),
            strict
                ? "\n  (pass strict=false to load a subset and get the missing/unexpected keys back)"

@@ -211,14 +211,10 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   }
   std::ostringstream err;
   if (!has_step) err << "\n  missing or malformed 'step' entry";
-  if (!unexpected.empty()) {
-    err << "\n  unexpected keys:";
-    for (const auto& k : unexpected) err << " " << k;
-  }
-  if (!mismatched.empty()) {
-    err << "\n  shape mismatches:";
-    for (const auto& k : mismatched) err << " " << k;
-  }
+  if (!unexpected.empty())
+    err << "\n  unexpected keys (" << unexpected.size() << "): " << list_names(unexpected);
+  if (!mismatched.empty())
+    err << "\n  shape mismatches (" << mismatched.size() << "): " << list_names(mismatched);
   ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),
            "\n  (was the state saved for the same parameters and partitioning?)");
 

@@ -95,7 +95,9 @@ Staged stage(Engine& e, const fs::path& dir) {
   try {
     std::string diff = first_difference(meta.at("tensors"), describe(e));
     ZT_CHECK(diff.empty(), "checkpoint '", dir.string(),
-             "' was saved from a different model (another model config?): ", diff);
+             "' was saved from a different model or precision (another model config, or "
+             "another train.dtype / bf16 / fp16 section?): ",
+             diff);
 
     const int rank = e.comm().rank(), W = meta.at("world_size").get<int>();
     ZT_CHECK(W >= 1, "'", meta_path, "': world_size must be >= 1, got ", W);

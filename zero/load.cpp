@@ -43,10 +43,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       if (!known.count(k)) unexpected.push_back(k);
     std::string err;
     auto list = [&err](const char* what, const std::vector<std::string>& v) {
-      if (v.empty()) return;
-      err += std::string(" ") + what + ":";
-      for (const auto& s : v) err += " " + s;
-      err += ";";
+      if (!v.empty()) err += std::string(" ") + what + ": " + list_names(v) + ";";
     };
     list("wrong shapes", shapes);
     if (strict) {
