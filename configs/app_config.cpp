@@ -274,6 +274,10 @@ AppConfig parse_app_config(const Node& root, App app) {
   if (app == App::vqgpt && root.has("loss"))
     s.fail("loss", "the loss section is for vqtok configs; vqgpt trains with cross-entropy");
   if (app != App::vqgpt) read_loss(s.sub("loss"), c.loss);
+  if (app == App::vqgpt && c.train.codebook_restart_every > 0)
+    root.get("train")
+        .get("codebook_restart_every")
+        .fail("restarts codes of a tokenizer in training (vqtok); vqgpt's tokenizer is frozen");
   if (app == App::vqtok && root.has("gpt"))
     s.fail("gpt", "the gpt section is for vqgpt configs; vqtok does not read it");
   if (app != App::vqtok && (root.has("gpt") || app == App::vqgpt)) {

@@ -262,9 +262,13 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   if (Node n = at("steps_per_print")) take("log_every", t.log_every, log_every, n);
   if (Node n = s.take("optimizer")) read_optimizer(Section(n), t, take);
   if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.warnings);
-  if (t.min_lr > t.lr)
-    throw Error(ds.file() + ": the schedule's floor (" + text(t.min_lr) +
-                ") exceeds the learning rate (" + text(t.lr) + ")");
+  if (t.min_lr > t.lr) {
+    const Node floor = yaml_train && yaml_train.is_map() ? yaml_train.get("min_lr") : Node();
+    throw Error(ds.file() + ": the schedule's floor train.min_lr (" + text(t.min_lr) +
+                (floor ? ", from " + floor.where() : std::string()) +
+                ") exceeds the learning rate (" + text(t.lr) +
+                "); lower train.min_lr or raise the optimizer's lr");
+  }
 
   // zero_optimization, bf16 and fp16 were read with the YAML's engine sections.
   for (const char* key : {"zero_optimization", "bf16", "fp16"}) s.take(key);

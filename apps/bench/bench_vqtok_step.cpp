@@ -33,6 +33,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqtok/model/vq_model.h"
 #include "core/ops.h"
 #include "core/step_graph.h"
@@ -218,7 +219,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   zt::bench::Cli app("vqtok-step");
   Options o;
   std::string device_name = "cpu";
-  app.add_option("--batch", o.batch, "clips per batch (4 frames of 32x32 each)");
+  app.add_option("--batch", o.batch, "clips per batch (4 frames of 32x32 each)")
+      ->check(zt::app::kPositive);
   app.add_option("--steps", o.steps, "timed steps (after one warm-up step)");
   app.add_option("--threads", o.threads, "kernel and BLAS threads");
   app.add_flag("--modules", o.modules, "also print exclusive forward time per module type");

@@ -70,6 +70,8 @@ double run_engine(comm::Communicator& comm, const Options& o, const std::string&
   cfg.reduce_bucket_size = 2 * o.width * o.width;
   zero::Engine engine(model, comm, cfg, {});
   int64_t local = o.batch / comm.size();
+  ZT_CHECK(local >= 1, "--batch ", o.batch, " gives no sample to each of ", comm.size(),
+           " ranks; pass --batch ", comm.size(), " or more");
   Generator g(7 + comm.rank());
   Tensor x = randn({local, o.width}, g);
   std::vector<double> times;

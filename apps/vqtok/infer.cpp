@@ -232,6 +232,8 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
            "' holds ", dtype_name(codes.dtype()), "; token ids must be int64 or int32");
   ZT_CHECK(codes.dim() == 3 || codes.dim() == 4, "decode: '", o.codes, "' has shape ",
            shape_str(codes.sizes()), "; expected (N, T', h, w) clips or (N, h, w) images");
+  ZT_CHECK(codes.numel() > 0, "decode: '", o.codes, "' holds no token ids (shape ",
+           shape_str(codes.sizes()), ")");
   codes = codes.to(DType::i64).contiguous();
   const int64_t k = cfg.model.codebook_size;
   const double lo = min(codes).item(), hi = max(codes).item();

@@ -76,7 +76,9 @@ int main(int argc, char** argv) {
   CLI::App* decode = app.add_subcommand("decode", "token ids (.npy) -> PNG frames");
   kCli.add(decode, decode_c);
   vqtok::DecodeOptions dO;
-  decode->add_option("--weights", dO.weights, "exported .safetensors or checkpoint directory");
+  decode->add_option(
+      "--weights", dO.weights,
+      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
   decode->add_option("--codes", dO.codes, "token ids .npy (from vqtok encode)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -88,7 +90,9 @@ int main(int argc, char** argv) {
   kCli.add(eval, eval_c);
   vqtok::EvalOptions vo;
   std::string eval_split = "eval", eval_out;
-  eval->add_option("--weights", vo.weights, "exported .safetensors or checkpoint directory");
+  eval->add_option(
+      "--weights", vo.weights,
+      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
   eval->add_option("--split", eval_split, "dataset split")->check(CLI::IsMember({"eval", "train"}));
   eval->add_option("--batches", vo.batches, "batches per rank (default: the whole split)")
       ->check(CLI::NonNegativeNumber);

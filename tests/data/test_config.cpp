@@ -411,6 +411,16 @@ TEST_P(BadConfig, FailsWithMessage) {
 INSTANTIATE_TEST_SUITE_P(Table, BadConfig, ::testing::ValuesIn(kBadConfigs),
                          [](const auto& info) { return std::string(info.param.name); });
 
+TEST(Config, VqtokOnlyTrainingKeysAreRefusedByVqgpt) {
+  const std::string err = test::error_of([] {
+    parse_app_config(parse_yaml("train:\n  codebook_restart_every: 10\n", "gpt.yaml"), App::vqgpt);
+  });
+  EXPECT_NE(err.find("gpt.yaml:2: train.codebook_restart_every: restarts codes of a tokenizer in "
+                     "training (vqtok)"),
+            std::string::npos)
+      << err;
+}
+
 TEST(Config, MixedPrecisionSectionsReachTheEngineConfig) {
   // bf16 section.
   AppConfig b = parse_app_config(parse_yaml("bf16:\n  enabled: true\n"));
