@@ -172,6 +172,16 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   const config::TrainConfig& tc = cfg.train;
   const std::string app = request.app;
   const bool explicit_dir = !tc.resume.empty() && tc.resume != "auto";
+  // --overwrite: the earlier run's results go aside until this run has taken a step.
+  auto replace_earlier = [&]() {
+    const std::string dir = set_aside(cfg.output_dir, root);
+    if (request.say)
+      std::printf(
+          "--overwrite: set the earlier run's checkpoints and metrics aside in %s; "
+          "they are deleted once this run has taken its first step\n",
+          dir.c_str());
+    return dir;
+  };
   auto decide = [&]() -> std::string {
     ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
              cfg.output_dir,
@@ -199,17 +209,11 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
       // new run's saves would land among (and replace) the earlier run's checkpoints.
       const std::string from = checkpoint_of(tc.resume);
       if (earlier && !request.overwrite && from != checkpoint_of(root))
-        throw Error(app + ": '" + root + "' already holds checkpoints of another run, and " +
-                    "train.resume '" + tc.resume + "' is not its newest: the resumed run would " +
-                    "save over them. Set another output_dir (--set output_dir=...), pass " +
-                    "--resume to continue the run there, or --overwrite to replace it");
-      if (earlier && request.overwrite) {
-        const std::string dir = set_aside(cfg.output_dir, root);
-        if (request.say)
-          std::printf("--overwrite: set the earlier run's results aside in %s\n", dir.c_str());
-        return dir + "\n" + tc.resume;
-      }
-      return "\n" + tc.resume;
+        throw Error(app + ": '" + root + "' already holds checkpoints, and train.resume '" +
+                    tc.resume + "' is not the newest of them: the resumed run would save among " +
+                    "(and over) them. Set another output_dir (--set output_dir=...), pass " +
+                    "--resume to continue from the newest, or --overwrite to replace them");
+      return (earlier && request.overwrite ? replace_earlier() : std::string()) + "\n" + tc.resume;
     }
     if (request.resume || tc.resume == "auto") {
       zero::ResumePoint rp;
@@ -230,13 +234,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
              "' already holds checkpoints of an earlier run; pass --resume to continue it, "
              "set another output_dir (--set output_dir=...) for a new run, or pass "
              "--overwrite to replace its checkpoints and metrics");
-    const std::string dir = set_aside(cfg.output_dir, root);
-    if (request.say)
-      std::printf(
-          "--overwrite: set the earlier run's checkpoints and metrics aside in %s; "
-          "they are deleted once this run has taken its first step\n",
-          dir.c_str());
-    return dir + "\n";
+    return replace_earlier() + "\n";
   };
   const std::string decided = decided_by_rank0(comm, decide);  // "<set aside>\n<resume from>"
   const size_t nl = decided.find('\n');

@@ -214,7 +214,7 @@ TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
   // this run's checkpoints.
   for (const std::string& from : {other + "/checkpoints", root + "/step_000002"}) {
     err = start({"train.resume=" + from}, {"t"});
-    EXPECT_TRUE(has(err, "is not its newest")) << from << ": " << err;
+    EXPECT_TRUE(has(err, "is not the newest of them")) << from << ": " << err;
   }
   EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
   EXPECT_TRUE(fs::exists(root + "/step_000002/meta.json"));
