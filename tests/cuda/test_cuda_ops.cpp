@@ -406,7 +406,9 @@ TEST(CudaOps, RandomFillEqualsCpu) {
 // inputs errs by 1.7e-2 (matmul) and 1.3e-2 (conv) rounded to nearest, 4.6e-2 and 3.6e-2
 // truncated. So real TF32 stays below 8e-2 (room left for a conv algorithm that
 // transforms its inputs) and well above 2e-3, while exact fp32 (the default) stays
-// within 1e-4: a TF32 switch that changed nothing fails the lower bound.
+// within 1e-4: a matmul TF32 switch that changed nothing fails the lower bound. The conv
+// has no lower bound: TF32 allows cuDNN tensor-core algorithms, and cuDNN may still rank
+// an FMA one first for a shape this small.
 TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
   if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
   const Tf32Policy saved = zt::tf32();
@@ -432,7 +434,6 @@ TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
   EXPECT_LT(mm_fast, 8e-2);
   EXPECT_LT(conv_fast, 8e-2);
   EXPECT_GT(mm_fast, std::max(2e-3, 10 * mm_exact)) << "the matmul did not use TF32";
-  EXPECT_GT(conv_fast, std::max(2e-3, 10 * conv_exact)) << "the convolution did not use TF32";
 }
 
 // Work counters on the GPU: a kernel launches without waiting; reading a value back is
