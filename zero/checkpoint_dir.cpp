@@ -148,13 +148,21 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
   if (fs::exists(fs::symlink_status(dst))) {
     ZT_CHECK(fs::is_directory(fs::symlink_status(dst)), "'", dst.string(),
              "' is in the way and is not a checkpoint; move or delete it");
-    if (!fs::exists(dst / kMetaFile)) {
-      // An incomplete folder of this tag (not written by save_checkpoint, or damaged):
-      // kept under another name rather than deleted.
+    std::string damage;  // why dst is not a complete checkpoint ("" when it is)
+    try {
+      verify_checkpoint(dst.string());
+    } catch (const std::exception& e) {
+      damage = e.what();
+    }
+    if (!damage.empty()) {
+      // An incomplete or damaged folder of this tag (a resume passed it over for an older
+      // checkpoint): kept under another name rather than deleted, for whoever can mend it.
       fs::path aside = root / (tag + ".incomplete-" + id);
       fs::rename(dst, aside);
-      std::fprintf(stderr, "zt: save_checkpoint: '%s' held no %s; moved it to '%s'\n", dst.c_str(),
-                   kMetaFile, aside.c_str());
+      std::fprintf(
+          stderr,
+          "zt: save_checkpoint: '%s' was not a complete checkpoint (%s); moved it to '%s'\n",
+          dst.c_str(), damage.c_str(), aside.c_str());
     } else {
       old = root / ("." + tag + ".old-" + id);
       fs::rename(dst, old);

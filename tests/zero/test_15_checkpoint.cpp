@@ -467,6 +467,25 @@ TEST(Lesson15Checkpoint, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   EXPECT_FALSE(fs::exists(fs::path(root) / (".step_000009.tmp-" + dead + "-0badf00d")));
 }
 
+// A save over a damaged checkpoint of its step (one a resume passed over) keeps the damaged
+// folder under another name: its intact files may still be wanted.
+TEST(Lesson15Checkpoint, ASaveOverADamagedCheckpointKeepsIt) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 2);
+  fs::resize_file(fs::path(root) / "step_000002/rank_00001.safetensors", 10);
+  save_steps(root, 2);  // saves steps 1 and 2 again
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000002"));
+  int kept = 0;
+  for (const std::string& name : entries(root))
+    if (name.rfind("step_000002.incomplete-", 0) == 0) {
+      ++kept;
+      EXPECT_EQ(fs::file_size(fs::path(root) / name / "rank_00001.safetensors"), 10u);
+      EXPECT_TRUE(fs::exists(fs::path(root) / name / "rank_00000.safetensors"));
+    }
+  EXPECT_EQ(kept, 1);
+}
+
 TEST(Lesson15Checkpoint, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
   TempDir tmp;
   const std::string root = tmp / "ckpt";
