@@ -47,20 +47,14 @@ const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_brea
                                             "zero_allow_untested_optimizer", "dump_state",
                                             "zero_force_ds_cpu_optimizer"};
 
-// Whether a section ({enabled: ...}) of the DeepSpeed config is present and enabled.
-bool enabled(const Node& section) {
-  return section && section.is_map() && section.has("enabled") && section.get("enabled").as_bool();
-}
-
 // Whether `n`, the value of the unsupported key `key`, asks for what zt does anyway: `false`
 // or {enabled: false}; gradient_predivide_factor 1 (no pre-division); communication_data_type
-// the dtype the parameters train in (DeepSpeed's default, and what zt communicates).
-bool turned_off(const std::string& key, const Node& n, const Node& ds) {
+// the dtype the parameters train in (`precision`, already read from the bf16 / fp16 sections:
+// DeepSpeed's default, and what zt communicates).
+bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecision& precision) {
   if (key == "gradient_predivide_factor") return n.is_scalar() && n.as_double() == 1.0;
   if (key == "communication_data_type") {
-    const char* trained = enabled(ds.get("bf16"))   ? "bf16"
-                          : enabled(ds.get("fp16")) ? "fp16"
-                                                    : "fp32";
+    const char* trained = precision.bf16 ? "bf16" : precision.fp16 ? "fp16" : "fp32";
     return n.is_scalar() && n.as_string() == trained;
   }
   if (n.is_scalar()) return !n.as_bool();
@@ -230,7 +224,7 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   Section s(ds);
   for (const auto& [key, instead] : kUnsupported)
-    if (Node n = s.take(key); n && !turned_off(key, n, ds))
+    if (Node n = s.take(key); n && !turned_off(key, n, c.zero.precision))
       n.fail("not supported by zt (" + instead + "); remove it or turn it off");
   for (const std::string& key : kNoEffect)
     if (Node n = s.take(key))

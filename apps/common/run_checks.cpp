@@ -93,14 +93,9 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
 
 // Whether `path` is `dir` or lies inside it (paths made absolute and normal first).
 bool within(const fs::path& path, const fs::path& dir) {
-  const fs::path p = fs::weakly_canonical(fs::absolute(path)),
-                 d = fs::weakly_canonical(fs::absolute(dir));
-  auto pi = p.begin();
-  for (auto di = d.begin(); di != d.end(); ++di, ++pi) {
-    if (di->empty()) continue;  // the trailing "" of a path ending in '/'
-    if (pi == p.end() || *pi != *di) return false;
-  }
-  return true;
+  const fs::path rel = fs::weakly_canonical(fs::absolute(path))
+                           .lexically_relative(fs::weakly_canonical(fs::absolute(dir)));
+  return !rel.empty() && *rel.begin() != "..";
 }
 
 // The checkpoint directory `dir_or_root` names, or "" when it names none.

@@ -295,6 +295,12 @@ TEST(DeepSpeed, UnsupportedKeysAtTheirNeutralValuesAreAccepted) {
     SCOPED_TRACE(json);
     EXPECT_EQ(error_of([&] { with_deepspeed("neutral", json); }), "");
   }
+  // The training dtype may come from the YAML as well.
+  EXPECT_EQ(error_of([] {
+              with_deepspeed("neutral_yaml", R"({"communication_data_type": "bf16"})",
+                             "train:\n  steps: 10\n  dtype: bf16\n");
+            }),
+            "");
 }
 
 class BadDeepSpeed : public ::testing::TestWithParam<BadCase> {};
