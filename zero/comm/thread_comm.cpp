@@ -69,7 +69,7 @@ bool post_eager(Post& p, size_t n) {
 void ThreadComm::execute(const Request& req) {
   check_healthy(req);
   const std::string what = describe(req);
-  const Deadline deadline = std::chrono::steady_clock::now() + timeout();
+  const WaitLimit limit{std::chrono::steady_clock::now() + timeout(), timeout()};
   const int n = size(), r = rank();
   const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
   Post p;
@@ -81,14 +81,14 @@ void ThreadComm::execute(const Request& req) {
     case Collective::kAllGather: {
       const size_t s = static_cast<size_t>(req.in.numel()) * e;
       eager = post_eager(p, s);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       for (int j = 0; j < n; ++j) copy_bytes(bytes_of(req.out) + j * s, posts[j].in, s);
       break;
     }
     case Collective::kReduceScatter: {
       const int64_t s = req.out.numel();
       eager = post_eager(p, static_cast<size_t>(s * n) * e);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       std::vector<const void*> ins(n);
       for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + r * s * e;
       reduce_buffers(req.out.dtype(), req.op, req.out.data_ptr(), ins.data(), n, s);
@@ -101,38 +101,38 @@ void ThreadComm::execute(const Request& req) {
       even_chunk(t.numel(), n, r, &lo, &hi);
       Tensor chunk = Tensor::empty({hi - lo}, t.dtype());  // charged as kCommBuffer
       p.scratch = chunk.data_ptr();
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       std::vector<const void*> ins(n);
       for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + lo * e;
       reduce_buffers(t.dtype(), req.op, chunk.data_ptr(), ins.data(), n, hi - lo);
-      group_->sync(r, req.seq, 0, deadline, what);  // all inputs read: t may be written
+      group_->sync(r, req.seq, 0, limit, what);  // all inputs read: t may be written
       for (int j = 0; j < n; ++j) {
         int64_t jlo, jhi;
         even_chunk(t.numel(), n, j, &jlo, &jhi);
         copy_bytes(bytes_of(t) + jlo * e, posts[j].scratch, (jhi - jlo) * e);
       }
-      group_->leave(r, req.seq, deadline, what);  // chunk stays alive until all copied
+      group_->leave(r, req.seq, limit, what);  // chunk stays alive until all copied
       return;
     }
     case Collective::kBroadcast: {
       p.in = req.out.data_ptr();
       eager = post_eager(p, static_cast<size_t>(req.out.numel()) * e);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       if (r != req.root) copy_bytes(p.out, posts[req.root].in, req.out.numel() * e);
       break;
     }
     case Collective::kScatter: {
       const size_t s = static_cast<size_t>(req.out.numel()) * e;
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       copy_bytes(p.out, static_cast<const char*>(posts[req.root].in) + r * s, s);
       break;
     }
     case Collective::kBarrier:
-      group_->arrive(r, req.seq, p, deadline, what);
+      group_->arrive(r, req.seq, p, limit, what);
       break;
     case Collective::kAllGatherBytes: {
       p.bytes = req.bytes_in.get();
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, deadline, what);
+      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       for (int j = 0; j < n; ++j) req.bytes_out->push_back(*posts[j].bytes);
       break;
     }
@@ -140,7 +140,7 @@ void ThreadComm::execute(const Request& req) {
   if (eager)
     group_->depart(req.seq);
   else
-    group_->leave(r, req.seq, deadline, what);
+    group_->leave(r, req.seq, limit, what);
 }
 
 void run_threads(int n, const std::function<void(Communicator&)>& fn) {

@@ -38,7 +38,7 @@ static std::string rank_list(const std::vector<int>& ranks) {
 
 template <typename Ready, typename Missing>
 void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing,
-                           Deadline deadline, const std::string& what, const char* doing) {
+                           WaitLimit limit, const std::string& what, const char* doing) {
   while (!ready()) {
     if (!abort_reason_.empty()) throw_aborted(what);
     std::vector<int> gone;
@@ -58,11 +58,11 @@ void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Miss
     // A change while the lock was free may have notified nobody: look again first. With
     // the lock held and no change, any later change notifies this wait.
     if (epoch_.load(std::memory_order_relaxed) != seen) continue;
-    if (cv_.wait_until(lock, deadline) == std::cv_status::timeout && !ready()) {
+    if (cv_.wait_until(lock, limit.at) == std::cv_status::timeout && !ready()) {
       std::vector<int> late = missing();
       std::ostringstream os;
-      os << "zt.comm: " << what << " timed out";
-      os << " (see Communicator::set_timeout); rank(s) that did not " << doing << ": ["
+      os << "zt.comm: " << what << " timed out after " << limit.timeout.count()
+         << " ms (see Communicator::set_timeout); rank(s) that did not " << doing << ": ["
          << rank_list(late) << "]";
       for (int r : late) os << "; rank " << r << " last issued #" << last_seq_[r];
       abort_locked(os.str());
@@ -71,7 +71,7 @@ void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Miss
   }
 }
 
-std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, Deadline deadline,
+std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, WaitLimit limit,
                                       const std::string& what) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!abort_reason_.empty()) throw_aborted(what);
@@ -98,12 +98,11 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, D
           if (!s.arrived[j]) m.push_back(j);
         return m;
       },
-      deadline, what, "arrive");
+      limit, what, "arrive");
   return s.posts;
 }
 
-void ThreadGroup::sync(int rank, int64_t seq, int phase, Deadline deadline,
-                       const std::string& what) {
+void ThreadGroup::sync(int rank, int64_t seq, int phase, WaitLimit limit, const std::string& what) {
   std::unique_lock<std::mutex> lock(mu_);
   Slot& s = slots_.at(seq);
   s.phase_seen[phase][rank] = true;
@@ -116,11 +115,11 @@ void ThreadGroup::sync(int rank, int64_t seq, int phase, Deadline deadline,
           if (!s.phase_seen[phase][j]) m.push_back(j);
         return m;
       },
-      deadline, what, "finish");
+      limit, what, "finish");
 }
 
-void ThreadGroup::leave(int rank, int64_t seq, Deadline deadline, const std::string& what) {
-  sync(rank, seq, kLeavePhase, deadline, what);
+void ThreadGroup::leave(int rank, int64_t seq, WaitLimit limit, const std::string& what) {
+  sync(rank, seq, kLeavePhase, limit, what);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = slots_.find(seq);
   if (it != slots_.end() && ++it->second.released == size_) slots_.erase(it);

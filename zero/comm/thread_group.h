@@ -30,6 +30,12 @@ struct Post {
   std::shared_ptr<const std::vector<char>> eager;
 };
 
+/// When a wait gives up: the deadline, and the timeout it was set from (for the message).
+struct WaitLimit {
+  Deadline at;
+  std::chrono::milliseconds timeout;
+};
+
 /// The ranks of one run_threads call.
 class ThreadGroup {
  public:
@@ -39,12 +45,12 @@ class ThreadGroup {
   /// Posts rank's part of collective `seq` and waits until every rank posted. Returns all
   /// posts, indexed by rank. `what` names the collective in errors (timeout, mismatch,
   /// abort, a rank that exited without calling it).
-  std::vector<Post> arrive(int rank, int64_t seq, const Post& post, Deadline deadline,
+  std::vector<Post> arrive(int rank, int64_t seq, const Post& post, WaitLimit limit,
                            const std::string& what);
   /// Waits until every rank reached `phase` (0 or 1) of collective `seq`.
-  void sync(int rank, int64_t seq, int phase, Deadline deadline, const std::string& what);
+  void sync(int rank, int64_t seq, int phase, WaitLimit limit, const std::string& what);
   /// Waits until every rank is done with `seq`, after which its buffers may be reused.
-  void leave(int rank, int64_t seq, Deadline deadline, const std::string& what);
+  void leave(int rank, int64_t seq, WaitLimit limit, const std::string& what);
   /// Leaves `seq` without waiting: for collectives whose posts own their data (Post::eager).
   /// The slot (and the copies) go when the last rank departs.
   void depart(int64_t seq);
@@ -68,7 +74,7 @@ class ThreadGroup {
   Slot& slot(int64_t seq);
   // Waits until ready() under lock_; names `missing()` ranks on timeout or exit.
   template <typename Ready, typename Missing>
-  void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing, Deadline deadline,
+  void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing, WaitLimit limit,
                 const std::string& what, const char* doing);
   void abort_locked(const std::string& reason);
   // Wakes every waiter (spinning or blocked); called with mu_ held.
