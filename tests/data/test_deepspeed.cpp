@@ -208,6 +208,15 @@ struct BadCase {
 };
 
 const std::vector<BadCase> kBad = {
+    {"trailing_comma",
+     "{\"train_micro_batch_size_per_gpu\": 2,\n}",
+     "",
+     {"ds_config.json: not valid JSON, which DeepSpeed needs as well: parse error at line 2, "
+      "column 1: syntax error while parsing object key"}},
+    {"comment",
+     "{\"train_micro_batch_size_per_gpu\": 2  # per rank\n}",
+     "",
+     {"ds_config.json: not valid JSON", "line 1, column 39"}},
     {"offload_nvme",
      R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
      "",
