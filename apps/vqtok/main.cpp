@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber);
   encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
       ->check(CLI::NonNegativeNumber);
-  encode->add_flag("--verify", eo.verify, "check that every rank produces identical tokens");
+  encode->add_flag(
+      "--verify", eo.verify,
+      "check that every rank produces identical tokens (each encodes the first batch)");
 
   CLI::App* decode = app.add_subcommand("decode", "token ids (.npy) -> PNG frames");
   kCli.add(decode, decode_c);
