@@ -181,6 +181,14 @@ LoaderState DataLoader::state() const {
   return consumer_;
 }
 
+LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
+  ZT_CHECK(epoch >= 0 && samples >= 0, "DataLoader::state_at_sample: epoch ", epoch, " and sample ",
+           samples, " must be >= 0");
+  const int64_t position = samples / (options_.batch_size * sampler_.world());
+  if (position >= batches_per_epoch_) return {epoch + 1, 0};
+  return {epoch, position};
+}
+
 void DataLoader::restore(const LoaderState& state) {
   ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,

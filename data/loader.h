@@ -64,6 +64,12 @@ class DataLoader {
   LoaderState state() const;
   /// Continues from `state` (discarding prepared batches).
   void restore(const LoaderState& state);
+  /// The state `samples` samples (all ranks together) into `epoch`, rounded down to a
+  /// whole batch of this loader on every rank (batch size x world). An epoch's global order does
+  /// not depend on the world or the batch size (DistributedSampler deals it out round-robin), so a
+  /// stream saved under another layout continues where it stopped. At or past the epoch's last
+  /// whole batch: the start of the next epoch.
+  LoaderState state_at_sample(int64_t epoch, int64_t samples) const;
 
   const Dataset& dataset() const { return *dataset_; }
   const DistributedSampler& sampler() const { return sampler_; }

@@ -105,7 +105,10 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
                    {"step", extra.step >= 0 ? extra.step : engine.global_step()},
                    {"optimizer_step", engine.optimizer().step_count()},
                    {"config_yaml", extra.config_yaml},
-                   {"loader", {{"epoch", extra.loader_epoch}, {"position", extra.loader_position}}},
+                   {"loader",
+                    {{"epoch", extra.loader_epoch},
+                     {"position", extra.loader_position},
+                     {"batch", extra.loader_batch}}},
                    {"user", extra.user},
                    {"tensors", describe(engine)},
                    {"files", files}};

@@ -166,6 +166,7 @@ Staged stage(Engine& e, const fs::path& dir) {
     st.extra.config_yaml = meta.at("config_yaml").get<std::string>();
     st.extra.loader_epoch = meta.at("loader").at("epoch").get<int64_t>();
     st.extra.loader_position = meta.at("loader").at("position").get<int64_t>();
+    st.extra.loader_batch = meta.at("loader").value("batch", int64_t{0});
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;

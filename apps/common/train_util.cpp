@@ -461,19 +461,43 @@ void export_engine(zero::Engine& engine, const std::string& out, comm::Communica
 }
 
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
-                                     const config::AppConfig& cfg, const data::LoaderState& pos,
+                                     const config::AppConfig& cfg, const data::DataLoader& loader,
                                      const std::string& app_name,
                                      std::vector<std::pair<std::string, Tensor>> state) {
+  const data::LoaderState pos = loader.state();
   zero::CheckpointExtra extra;
   extra.step = step;
   extra.config_yaml = cfg.root.dump();
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
+  extra.loader_batch = loader.options().batch_size;
   extra.user["app"] = app_name;
   extra.state = std::move(state);
   extra.state.emplace_back("rng_state", gather_rng_state(engine.comm()));
   return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
                                static_cast<int>(cfg.train.keep_checkpoints));
+}
+
+std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
+  const data::LoaderState saved{extra.loader_epoch, extra.loader_position};
+  if (extra.loader_batch == 0) {  // saved before checkpoints recorded the batch size
+    loader.restore(saved);
+    return "";
+  }
+  const int64_t samples = saved.position * extra.loader_batch * extra.saved_world_size;
+  const data::LoaderState now = loader.state_at_sample(saved.epoch, samples);
+  loader.restore(now);
+  const int64_t batch = loader.options().batch_size, world = loader.sampler().world();
+  if (extra.loader_batch == batch && extra.saved_world_size == world) return "";
+  std::string note = detail::cat(
+      "the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch, " (",
+      extra.saved_world_size, " ranks x batch ", extra.loader_batch, "); this run reads ",
+      world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
+  if (now.epoch > saved.epoch) return note + "with epoch " + std::to_string(now.epoch);
+  const int64_t reread = samples - now.position * batch * world;
+  note += detail::cat("at sample ", samples - reread, " of epoch ", now.epoch);
+  if (reread > 0) note += detail::cat(", reading ", reread, " samples again");
+  return note;
 }
 
 Tensor gather_rng_state(comm::Communicator& comm) {

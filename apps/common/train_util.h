@@ -22,6 +22,7 @@
 #include "data/loader.h"
 #include "data/tensorboard.h"
 #include "optim/schedule.h"
+#include "zero/checkpoint.h"
 #include "zero/zero.h"
 
 namespace zt::app {
@@ -212,9 +213,14 @@ void export_engine(zero::Engine& engine, const std::string& out, comm::Communica
 /// see zero::CheckpointExtra::state), keeping train.keep_checkpoints. Every rank calls it.
 /// Returns the checkpoint directory.
 std::string save_training_checkpoint(zero::Engine& engine, const std::string& root, int64_t step,
-                                     const config::AppConfig& cfg, const data::LoaderState& pos,
+                                     const config::AppConfig& cfg, const data::DataLoader& loader,
                                      const std::string& app_name,
                                      std::vector<std::pair<std::string, Tensor>> state = {});
+/// Continues `loader` where a loaded checkpoint's data stream stopped: after as many
+/// samples of the saved epoch, also when the checkpoint was saved at another world size
+/// or batch size (DataLoader::state_at_sample). Returns a note for the user when the
+/// layout changed, empty otherwise.
+std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra);
 
 /// Every rank's default random generator state (seed, offset), as an i64 tensor
 /// [world, 2] on every rank. Every rank must call it.

@@ -115,7 +115,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
-    loader->restore({extra.loader_epoch, extra.loader_position});
+    const std::string data_note = app::resume_data(*loader, extra);
+    if (say && !data_note.empty())
+      std::fprintf(stderr, "vqgpt train --resume: note: %s\n", data_note.c_str());
     // Dropout draws from each rank's default generator: continue its stream (same world
     // size; at another one the streams cannot line up anyway).
     app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
@@ -171,8 +173,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   int64_t last_saved_step = -1;
 
   auto save = [&](int64_t step) {
-    last_saved =
-        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader->state(), "vqgpt");
+    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt");
     last_saved_step = step;
     if (say) progress.line("checkpoint " + last_saved);
   };

@@ -191,7 +191,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (!resume_from.empty()) {
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     start = extra.step;
-    loader->restore({extra.loader_epoch, extra.loader_position});
+    const std::string data_note = app::resume_data(*loader, extra);
+    if (say && !data_note.empty())
+      std::fprintf(stderr, "vqtok train --resume: note: %s\n", data_note.c_str());
     // Dropout draws from each rank's default generator: continue its stream (same world
     // size; at another one the streams cannot line up anyway).
     app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
@@ -205,8 +207,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (say)
       std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
                   extra.dir.c_str(), static_cast<long long>(start), extra.saved_world_size,
-                  static_cast<long long>(extra.loader_epoch),
-                  static_cast<long long>(extra.loader_position));
+                  static_cast<long long>(loader->state().epoch),
+                  static_cast<long long>(loader->state().position));
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;
@@ -251,8 +253,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   auto save = [&](int64_t step) {
     Tensor total_hits = hits.clone();  // summed over ranks: resumable at any world size
     app::all_reduce_host(comm, total_hits, comm::ReduceOp::kSum);
-    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader->state(),
-                                               "vqtok", {{"codebook_hits", total_hits}});
+    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqtok",
+                                               {{"codebook_hits", total_hits}});
     last_saved_step = step;
     if (say) progress.line("checkpoint " + last_saved);
   };

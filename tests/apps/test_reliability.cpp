@@ -27,6 +27,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "data/factory.h"
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 
@@ -275,6 +276,43 @@ TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
     fs::remove_all(dir);
   }
   fs::remove_all(full);
+}
+
+// An epoch's samples form one global order that the ranks deal out round-robin, so a
+// resume at another world size or batch goes on after as many samples as the saved run
+// had read (rounded down to a whole batch of the new run, with a note).
+TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
+  const std::string dir = fresh_dir("reshape");
+  train(tiny_config(dir, {"train.steps=2", "train.batch=4"}), false);  // 2 ranks: 16 read
+  auto loader_at = [&](int64_t step) {
+    return nlohmann::json::parse(
+        std::ifstream(dir + "/checkpoints/" + zero::checkpoint_tag(step) + "/meta.json"))["loader"];
+  };
+  EXPECT_EQ(loader_at(2), (nlohmann::json{{"epoch", 0}, {"position", 2}, {"batch", 4}}));
+  // 1 rank x batch 8: sample 16 is step 2; one step later the stream is at 3.
+  const auto sets = [](int steps, int batch) {
+    return std::vector<std::string>{"train.steps=" + std::to_string(steps),
+                                    "train.batch=" + std::to_string(batch),
+                                    "train.checkpoint_every=1"};
+  };
+  EXPECT_EQ(train(tiny_config(dir, sets(3, 8)), true, 1).start_step, 2);
+  EXPECT_EQ(loader_at(3), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 8}}));
+  // From there (24 samples) at 3 ranks x batch 4, 12 a step: step 2, then 3.
+  EXPECT_EQ(train(tiny_config(dir, sets(4, 4)), true, 3).start_step, 3);
+  EXPECT_EQ(loader_at(4), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 4}}));
+
+  // The note the resumed run prints says where it goes on and what it reads again.
+  config::AppConfig cfg = tiny_config(dir, {"train.batch=4"});
+  auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, 4, 0, 2);
+  zero::CheckpointExtra saved;
+  saved.loader_position = 5;
+  saved.loader_batch = 2;
+  saved.saved_world_size = 3;  // 30 samples; 2 ranks x batch 4 go on at 24
+  const std::string note = app::resume_data(*loader, saved);
+  EXPECT_EQ(loader->state(), (data::LoaderState{0, 3}));
+  EXPECT_TRUE(has(note, "at sample 30 of epoch 0 (3 ranks x batch 2)")) << note;
+  EXPECT_TRUE(has(note, "goes on at sample 24 of epoch 0, reading 6 samples again")) << note;
+  fs::remove_all(dir);
 }
 
 TEST(Reliability, NonFiniteWeightsAreAnErrorInEval) {

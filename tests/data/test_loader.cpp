@@ -1,6 +1,7 @@
 // DataLoader: batches are the sampler's indices in order, stacked; the stream is the
 // same whatever the prefetch depth or worker count; state()/restore() resume it exactly
-// (also across epochs); a failing sample surfaces in next(), naming the problem.
+// (also across epochs) and, through state_at_sample, under another world or batch size;
+// a failing sample surfaces in next(), naming the problem.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,6 +112,43 @@ TEST(Loader, StateRestoreResumesExactly) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(ids(b.next()), expect[i]) << "batch " << i;
 
   EXPECT_THROW(b.restore({0, 3}), Error);  // past the end of an epoch
+}
+
+// A stream saved at 2 ranks x batch 3 continues at 3 ranks x batch 2 (or 1 rank x batch 4)
+// with the samples the saved run had not read yet: the epoch's global order is one list
+// that the ranks take round-robin, whatever their number.
+TEST(Loader, StateAtSampleContinuesTheGlobalOrderUnderAnotherLayout) {
+  auto ds = std::make_shared<Counting>(48);
+  // The samples `world` ranks x `batch` read next, in global order, after `samples` of epoch 1.
+  auto global_rest = [&](int64_t world, int64_t batch, int64_t samples, int batches) {
+    std::vector<int64_t> out;
+    std::vector<std::unique_ptr<DataLoader>> loaders;
+    for (int64_t r = 0; r < world; ++r) {
+      loaders.push_back(std::make_unique<DataLoader>(ds, DistributedSampler(48, r, world, 5),
+                                                     LoaderOptions{.batch_size = batch}));
+      loaders.back()->restore(loaders.back()->state_at_sample(1, samples));
+    }
+    for (int k = 0; k < batches; ++k) {
+      std::vector<std::vector<int64_t>> b;
+      for (auto& l : loaders) b.push_back(ids(l->next()));
+      for (int64_t i = 0; i < batch; ++i)  // rank r's item i is global item i * world + r
+        for (int64_t r = 0; r < world; ++r) out.push_back(b[r][i]);
+    }
+    return out;
+  };
+  DistributedSampler all(48, 0, 1, 5);
+  all.set_epoch(1);
+  const std::vector<int64_t> order = all.indices();
+  // 2 ranks x batch 3 stopped after 4 batches of epoch 1: 24 samples read.
+  EXPECT_EQ(global_rest(3, 2, 24, 2), std::vector<int64_t>(order.begin() + 24, order.begin() + 36));
+  EXPECT_EQ(global_rest(1, 4, 24, 3), std::vector<int64_t>(order.begin() + 24, order.begin() + 36));
+  // 6 samples a batch (3 ranks x 2): 30 is batch 5; 29 lies inside batch 4, read again.
+  DataLoader l(ds, DistributedSampler(48, 0, 3, 5), {.batch_size = 2});
+  EXPECT_EQ(l.state_at_sample(1, 30), (LoaderState{1, 5}));
+  EXPECT_EQ(l.state_at_sample(1, 29), (LoaderState{1, 4}));
+  // At or past the epoch's last whole batch: the next epoch.
+  EXPECT_EQ(l.state_at_sample(1, 48), (LoaderState{2, 0}));
+  EXPECT_THROW(l.state_at_sample(-1, 0), Error);
 }
 
 TEST(Loader, SampleErrorsSurfaceInOrder) {
