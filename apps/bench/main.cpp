@@ -47,7 +47,7 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
   try {
     parse(rev);
   } catch (const CLI::ParseError& e) {
-    *exit_code = exit(e);
+    *exit_code = zt::app::exit_status(*this, e);
     return false;
   }
   if (!tf32_.empty()) set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});
@@ -136,7 +136,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", zt::app::unknown_command("zt-bench", first, names).c_str());
     }
     zt::bench::print_usage(stderr);
-    return 2;
+    return zt::app::kUsageError;
   }
   std::vector<std::string> args(argv + 2, argv + argc);
   try {

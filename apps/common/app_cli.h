@@ -161,9 +161,30 @@ inline std::string unknown_command(const std::string& app, const std::string& gi
   return msg;
 }
 
+/// The exit status of a mistake on the command line, as POSIX tools and argparse use it; an
+/// error while running (a config, data or checkpoint problem) exits with 1.
+inline constexpr int kUsageError = 2;
+
+/// Prints CLI11's `e` as CLI11 does and returns the exit status: 0 for --help, kUsageError
+/// for every mistake (in place of CLI11's own codes, 105 to 114).
+inline int exit_status(CLI::App& app, const CLI::ParseError& e) {
+  return app.exit(e) == 0 ? 0 : kUsageError;
+}
+
+/// Parses the command line; returns -1 to go on, or the exit status (exit_status above).
+inline int parse_command_line(CLI::App& app, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return exit_status(app, e);
+  }
+  return -1;
+}
+
 /// Before CLI11 parses (and after tidy_defaults): when the first argument is not an option and
-/// names no subcommand of `app`, prints unknown_command() and the usage on stderr and returns 2
-/// (CLI11 alone would only say that a subcommand is required). Returns -1 to go on parsing.
+/// names no subcommand of `app`, prints unknown_command() and the usage on stderr and returns
+/// kUsageError (CLI11 alone would only say that a subcommand is required). Returns -1 to go on
+/// parsing.
 inline int check_subcommand(CLI::App& app, int argc, char** argv) {
   if (argc < 2 || argv[1][0] == '-') return -1;
   std::vector<std::string> names;
@@ -173,7 +194,7 @@ inline int check_subcommand(CLI::App& app, int argc, char** argv) {
   }
   std::fprintf(stderr, "%s\n\n%s", unknown_command(app.get_name(), argv[1], names).c_str(),
                app.help().c_str());
-  return 2;
+  return kUsageError;
 }
 
 }  // namespace zt::app

@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
 
   app::tidy_defaults(app);
   if (const int rc = app::check_subcommand(app, argc, argv); rc >= 0) return rc;
-  CLI11_PARSE(app, argc, argv);
+  if (const int rc = app::parse_command_line(app, argc, argv); rc >= 0) return rc;
 
   try {
     if (*train) {

@@ -1,6 +1,7 @@
 # ctest script (cmake -P): `APP --help` and `APP <subcommand> --help` for every subcommand
 # its help lists exit 0 at once with a usage text and run nothing; a misspelled
-# subcommand (two letters swapped) exits nonzero suggesting the real one.
+# subcommand (two letters swapped) and an unknown option exit 2, the first suggesting the
+# real subcommand.
 # Arguments: -DAPP=/path/to/executable
 set(limit 10)  # seconds; a benchmark or training run would take far longer
 
@@ -44,8 +45,15 @@ string(SUBSTRING ${first} 2 -1 rest)
 set(typo "${b}${a}${rest}")
 execute_process(COMMAND ${APP} ${typo} RESULT_VARIABLE rc OUTPUT_VARIABLE out
                 ERROR_VARIABLE err TIMEOUT ${limit})
-if(rc EQUAL 0 OR NOT err MATCHES "did you mean '${first}'")
-  message(FATAL_ERROR "${APP} ${typo}: expected an error suggesting '${first}', got exit "
-                      "${rc}:\n${out}${err}")
+if(NOT rc EQUAL 2 OR NOT err MATCHES "did you mean '${first}'")
+  message(FATAL_ERROR "${APP} ${typo}: expected exit 2 (a usage error) suggesting '${first}', "
+                      "got exit ${rc}:\n${out}${err}")
+endif()
+# An option the subcommand does not have: a usage error too (2, not one of CLI11's codes).
+execute_process(COMMAND ${APP} ${first} --no-such-option RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT ${limit})
+if(NOT rc EQUAL 2 OR NOT err MATCHES "Run with --help")
+  message(FATAL_ERROR "${APP} ${first} --no-such-option: expected exit 2 and a pointer to --help, "
+                      "got exit ${rc}:\n${out}${err}")
 endif()
 message(STATUS "${APP}: --help of ${n} subcommands: ${subs}")
