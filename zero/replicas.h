@@ -36,7 +36,8 @@ uint64_t tensor_hash(const Tensor& t);
 uint64_t content_hash(const Tensor& t);
 
 /// Compares hashes of `tensors` across ranks; throws naming the first tensor that differs
-/// and which ranks hold which value ("ranks {0, 2} agree; rank 1 differs").
+/// and the ranks that hold each value ("'bn.running_mean' differs across ranks (2 distinct
+/// values): ranks {0, 2} ranks {1}").
 void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm);
 
 }  // namespace zt::zero

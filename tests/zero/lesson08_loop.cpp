@@ -1,22 +1,45 @@
-// Lesson 8's training loop: the same AdamW training of the Mixed model once in one
-// process on the whole batch and once under ZeRO-3 with the batch split across ranks
-// (used by test_08_equivalence.cpp and its mpirun twin in mpi/).
+// Lesson 8's training loop: the same training of the Mixed model once in one process on
+// the whole batch and once under ZeRO-3 with the batch split across ranks (used by
+// test_08_equivalence.cpp and its mpirun twin in mpi/).
 #include "zero/lesson_util.h"
 
 namespace zt::lesson {
+
+ReplicatedFront::ReplicatedFront(comm::Communicator* comm) : nn::UnaryModule("ReplicatedFront") {
+  if (comm) {
+    zero::Replicated rep(*comm);
+    front = register_module("front", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({6})));
+  } else {
+    front = register_module("front", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({6})));
+  }
+  mixed = register_module("mixed", std::make_shared<Mixed>());
+}
+
+Tensor ReplicatedFront::forward(const Tensor& x) {
+  return (*mixed)((*front)(x));
+}
 
 namespace {
 constexpr int64_t kGlobalBatch = 12;  // divisible by 1, 2, 3, 4
 constexpr int kSteps = 5;
 
-zero::OptimizerConfig adamw() {
+zero::OptimizerConfig optimizer(const EquivalenceSetup& s) {
   zero::OptimizerConfig o;
+  o.type = s.optimizer;
   o.lr = 1e-2;
   o.weight_decay = 0.01;
+  o.momentum = 0;  // sgd: the update is lr x (gradient + weight_decay x parameter)
   return o;
 }
 
-// Micro-batch `micro` of step `step`: the same data whoever trains on it.
+// The model, built where the caller's scopes say (comm: null for a plain one).
+std::shared_ptr<nn::Module> make_model(const EquivalenceSetup& s, comm::Communicator* comm) {
+  if (s.replicated_front) return std::make_shared<ReplicatedFront>(comm);
+  return std::make_shared<Mixed>();
+}
+
+// Micro-batch `micro` of step `step`: the same data whoever trains on it. 16 is more than
+// any gas used, so two (step, micro) pairs never share a seed.
 std::pair<Tensor, Tensor> micro_batch(int step, int micro) {
   return batch(kGlobalBatch, step * 16 + micro);
 }
@@ -24,8 +47,8 @@ std::pair<Tensor, Tensor> micro_batch(int step, int micro) {
 
 std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s) {
   manual_seed(11);
-  auto m = std::make_shared<Mixed>();
-  auto opt = optim::make_optimizer(adamw(), m->named_parameters());
+  auto m = make_model(s, nullptr);
+  auto opt = optim::make_optimizer(optimizer(s), m->named_parameters());
   for (int step = 0; step < kSteps; ++step) {
     m->zero_grad();
     for (int k = 0; k < s.gas; ++k) {
@@ -44,10 +67,10 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
                             const std::vector<std::pair<std::string, Tensor>>& expect) {
   int N = comm.size();
   manual_seed(11);
-  std::shared_ptr<Mixed> m;
+  std::shared_ptr<nn::Module> m;
   {
     zero::Init init(comm);
-    m = std::make_shared<Mixed>();
+    m = make_model(s, &comm);
   }
   zero::Config cfg;
   cfg.gradient_accumulation_steps = s.gas;
@@ -56,7 +79,7 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
   cfg.stage3_prefetch_bucket_size = 500;  // prefetch on
   cfg.stage3_max_reuse_distance = 0;
   cfg.stage3_param_persistence_threshold = 10;  // the small biases persist
-  zero::Engine engine(m, comm, cfg, adamw());
+  zero::Engine engine(m, comm, cfg, optimizer(s));
   int64_t local = kGlobalBatch / N;
   for (int step = 0; step < kSteps; ++step) {
     for (int k = 0; k < s.gas; ++k) {

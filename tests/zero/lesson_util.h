@@ -54,8 +54,12 @@ std::pair<Tensor, Tensor> batch(int64_t B, int step);
 std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
                                                             comm::Communicator& comm);
 
-/// Small engine settings that make every release visible: nothing persistent, nothing
-/// kept for reuse.
+/// Engine settings that make every release visible: nothing persistent
+/// (stage3_param_persistence_threshold 0), nothing kept for reuse
+/// (stage3_max_reuse_distance 0) and no prefetch (stage3_prefetch_bucket_size 0). The
+/// defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for good and
+/// a module gathered from its forward to its backward when that comes back within 1e9
+/// elements: for the lessons' small models, everything stays gathered (lessons 4, 9, 18).
 zero::Config eager_release_config();
 
 }  // namespace zt::lesson
@@ -90,12 +94,27 @@ KernelCalls kernel_calls(KernelProfile& profile);
 
 namespace zt::lesson {
 
-/// Lesson 8's training setup: 5 AdamW steps on a global batch of 12 (lesson08_loop.cpp).
-struct EquivalenceSetup {
-  int gas = 1;        // gradient accumulation steps
-  double clip = 0.0;  // gradient clipping (0: off)
+/// x (B, 3, 2, 6, 6) -> LayerNorm(6) over the last dimension -> Mixed -> (B, 5). Built
+/// with a communicator, the LayerNorm is a zero::Replicated replica (a full copy on every
+/// rank, trainable unless frozen) and Mixed is partitioned; without one, a plain model.
+class ReplicatedFront : public nn::UnaryModule {
+ public:
+  explicit ReplicatedFront(comm::Communicator* comm);
+  std::shared_ptr<nn::LayerNorm> front;
+  std::shared_ptr<Mixed> mixed;
+
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
-/// Plain single-process training of Mixed on the whole batch; the final parameters.
+
+/// Lesson 8's training setup: 5 steps on a global batch of 12 (lesson08_loop.cpp).
+struct EquivalenceSetup {
+  int gas = 1;                      // gradient accumulation steps
+  double clip = 0.0;                // gradient clipping (0: off)
+  std::string optimizer = "adamw";  // or "sgd": plain SGD, no momentum
+  bool replicated_front = false;    // train ReplicatedFront instead of Mixed
+};
+/// Plain single-process training on the whole batch; the final parameters.
 std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s);
 /// The same training under ZeRO-3 on `comm` (each rank its slice of the batch), then
 /// checks the full parameters against `expect` (1e-5 relative).

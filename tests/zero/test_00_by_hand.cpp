@@ -10,7 +10,9 @@
 // order, with no Engine and no hooks: partition it, gather it, compute with it, release
 // it, reduce-scatter its gradient into a shard, step the optimizer on the shard, and the
 // result is the step one process would have taken on the whole batch. Read it top to
-// bottom: it is the program zero::Engine runs for every parameter of a model.
+// bottom: it is the program zero::Engine runs for every parameter of a model (the engine
+// does steps 2-4 twice, around forward and again around backward: lesson 5; and one
+// all-gather serves a whole module: lesson 16).
 #include "zero/lesson_util.h"
 
 using namespace zt;

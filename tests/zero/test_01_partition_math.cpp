@@ -2,7 +2,9 @@
 // Invariant: a parameter of n elements over N ranks is split into N flat shards of
 // ceil(n / N) elements; shard r starts at r * ceil(n / N); the padding (N * ceil(n/N) - n
 // zeros) sits at the end, so concatenating the shards in rank order and dropping the
-// padding gives back the parameter. Ranks past the end (N > n) hold only padding.
+// padding gives back the parameter. Ranks whose offset r x ceil(n/N) is at or past n hold
+// only padding, which can happen for N <= n too (n = 5, N = 4: 2 + 2 + 1 + 0). Padding can
+// cover more than one rank.
 #include <gtest/gtest.h>
 
 #include "core/error.h"
@@ -20,7 +22,7 @@ TEST(Lesson01PartitionMath, EvenSplitHasNoPadding) {
   }
 }
 
-TEST(Lesson01PartitionMath, UnevenSplitPadsTheLastRank) {
+TEST(Lesson01PartitionMath, UnevenSplitPadsTheLastRanks) {
   auto p = make_partition(10, 3);  // 4 + 4 + 2 real elements, 2 padding
   EXPECT_EQ(p.shard_numel, 4);
   EXPECT_EQ(p.padded_numel(), 12);
@@ -29,6 +31,14 @@ TEST(Lesson01PartitionMath, UnevenSplitPadsTheLastRank) {
   EXPECT_EQ(p.shard_valid(1), 4);
   EXPECT_EQ(p.shard_valid(2), 2);
   EXPECT_EQ(p.shard_offset(2), 8);
+}
+
+TEST(Lesson01PartitionMath, PaddingCanFillARankWhenRanksAreFewerThanElements) {
+  auto p = make_partition(5, 4);  // shards of 2: 2 + 2 + 1 + 0 real elements, 3 padding
+  EXPECT_EQ(p.shard_numel, 2);
+  EXPECT_EQ(p.shard_valid(2), 1);
+  EXPECT_EQ(p.shard_valid(3), 0) << "rank 3's offset (6) is past the end (5)";
+  EXPECT_EQ(p.padding(), 3) << "one padding element on rank 2, two on rank 3";
 }
 
 TEST(Lesson01PartitionMath, MoreRanksThanElements) {

@@ -50,13 +50,16 @@ TEST(Lesson02Construction, NeverMoreThanOneFullParameterAlive) {
       m = std::make_shared<lesson::Mixed>();
     }
     int64_t largest = 0;
-    for (auto& [n, p] : m->named_parameters()) largest = std::max<int64_t>(largest, p.numel() * 4);
+    for (auto& [n, p] : m->named_parameters())
+      largest = std::max<int64_t>(largest, p.numel() * static_cast<int64_t>(dtype_size(p.dtype())));
     MemoryCounters c = memory_stats();
     EXPECT_LE(c.pk(MemTag::kGatheredParam) - before, largest);
     EXPECT_EQ(c.cur(MemTag::kGatheredParam), before) << "every full tensor was freed";
     int64_t shard_bytes = 0;
-    for (auto& [n, p] : m->named_parameters())
-      shard_bytes += zero::zero_param(p)->shard.numel() * 4;
+    for (auto& [n, p] : m->named_parameters()) {
+      const Tensor& shard = zero::zero_param(p)->shard;
+      shard_bytes += shard.numel() * static_cast<int64_t>(dtype_size(shard.dtype()));
+    }
     EXPECT_EQ(c.cur(MemTag::kParamShard), shard_bytes);
   });
 }

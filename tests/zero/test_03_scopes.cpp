@@ -9,7 +9,7 @@ using namespace zt;
 
 TEST(Lesson03Scopes, InnermostScopeWins) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<nn::Linear> a, b, c, d;
+    std::shared_ptr<nn::Linear> a, b, c, d, e;
     {
       zero::Init outer(comm);
       a = std::make_shared<nn::Linear>(4, 4);
@@ -21,11 +21,13 @@ TEST(Lesson03Scopes, InnermostScopeWins) {
           c = std::make_shared<nn::Linear>(4, 4);
         }
       }
+      e = std::make_shared<nn::Linear>(4, 4);  // Replicated closed: `outer` decides again
     }
     d = std::make_shared<nn::Linear>(4, 4);
     EXPECT_TRUE(zero::is_partitioned(a->weight));
     EXPECT_TRUE(zero::is_replicated(b->weight));
     EXPECT_TRUE(zero::is_partitioned(c->weight));
+    EXPECT_TRUE(zero::is_partitioned(e->weight)) << "closing a scope hands back to the outer one";
     EXPECT_EQ(zero::zero_param(d->weight), nullptr) << "no scope: a plain parameter";
     EXPECT_TRUE(d->weight.has_storage());
   });
@@ -35,13 +37,23 @@ TEST(Lesson03Scopes, ConvertAfterTheFact) {
   comm::run_threads(3, [](comm::Communicator& comm) {
     manual_seed(comm.rank());  // ranks differ: rank 0's values must win
     auto m = std::make_shared<lesson::TokenizerLike>();
+    std::vector<std::string> rank0;  // each parameter's hash on rank 0 before partitioning
+    int differ = 0;
+    for (auto& [n, p] : m->named_parameters()) {
+      auto h = lesson::hashes_across_ranks(p, comm);
+      differ += h[0] != h[1] && h[0] != h[2] ? 1 : 0;
+      rank0.push_back(h[0]);
+    }
+    ASSERT_EQ(differ, 2) << "the conv's random weight and bias differ; the norms start at 1 and 0";
     zero::partition(*m, comm);
     for (auto& [n, p] : m->named_parameters()) EXPECT_TRUE(zero::is_partitioned(p)) << n;
     zero::replicate(*m, comm);
+    size_t i = 0;
     for (auto& [n, p] : m->named_parameters()) {
       EXPECT_TRUE(zero::is_replicated(p)) << n;
       auto h = lesson::hashes_across_ranks(p, comm);
-      for (auto& x : h) EXPECT_EQ(x, h[0]) << n << " identical on every rank";
+      for (auto& x : h) EXPECT_EQ(x, rank0[i]) << n << ": rank 0's value on every rank";
+      ++i;
     }
   });
 }

@@ -40,10 +40,18 @@ TEST(Lesson05BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
     // The head is released (post-backward) before conv2 is gathered for its backward.
     size_t head_release = index_of(ev, "release:head", head);
     EXPECT_LT(head_release, conv2);
-    // Everything is released once backward is over, conv3 (input needs no grad) included.
+    // conv3, the first layer, is gathered for backward last.
+    size_t conv3 = index_of(ev, "fetch_backward:conv3", fwd_end);
+    ASSERT_NE(conv3, std::string::npos);
+    EXPECT_GT(conv3, conv2);
+    // Everything is released once backward is over, conv3 included. Its input (the batch)
+    // needs no gradient, so no post-backward hook released it: the end-of-backward sweep
+    // did (it logs no event).
     for (auto& [n, p] : m->named_parameters())
       EXPECT_FALSE(p.has_storage()) << n << " released after backward";
-    EXPECT_NE(index_of(ev, "fetch_backward:conv3", fwd_end), std::string::npos);
+    EXPECT_EQ(index_of(ev, "release:conv3", conv3), std::string::npos)
+        << "no post-backward release: conv3's input needs no grad; the end-of-backward sweep "
+           "freed it";
   });
 }
 

@@ -1,7 +1,9 @@
 // Lesson 7 — prefetching along the trace.
 // Invariant: the first step records the order in which modules fetch parameters (the
-// trace: forward order, then backward order). Later steps follow it and issue the
-// all-gather for the NEXT module before the current module's forward ends. A module
+// trace: forward order, then backward order). Later steps follow it and issue all-gathers
+// ahead of need: at each fetch, for the upcoming groups in trace order that fit in
+// `stage3_prefetch_bucket_size` elements (nearest first, and while the gathered elements
+// stay under `stage3_max_live_parameters`, lesson 18). A module
 // arriving out of order invalidates the trace (the next step records again); ranks that
 // ran different modules while recording get an error naming the first difference.
 #include <algorithm>
@@ -31,7 +33,6 @@ zero::Config prefetch_config() {
   return c;
 }
 
-template <typename M>
 void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
   engine.backward(mse_loss(engine(x), y));
   engine.step();
@@ -47,7 +48,7 @@ TEST(Lesson07Prefetch, TraceIsModuleOrder) {
     }
     zero::Engine engine(m, comm, prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
-    train_step<lesson::Mixed>(engine, x, y);
+    train_step(engine, x, y);
     ASSERT_EQ(engine.trace().state(), zero::Trace::State::kValid);
     // The trace holds module group ids: the modules that own partitioned parameters,
     // numbered in registration order (zero/coordinator.h).
@@ -70,7 +71,7 @@ TEST(Lesson07Prefetch, TraceIsModuleOrder) {
     EXPECT_EQ(traced, expect);
     // The next step fetches along it, and nothing arrives out of order.
     engine.set_event_log(true);
-    train_step<lesson::Mixed>(engine, x, y);
+    train_step(engine, x, y);
     std::vector<std::string> fetched;
     for (const auto& e : engine.events())
       if (e.rfind("fetch:", 0) == 0) fetched.push_back(e.substr(6));
@@ -86,20 +87,30 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
       zero::Init init(comm);
       m = std::make_shared<lesson::Mixed>();
     }
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    // A window of exactly conv2's padded elements: at conv3's fetch only conv2 fits.
+    zero::Config cfg = prefetch_config();
+    cfg.stage3_prefetch_bucket_size = 0;
+    for (auto& [n, p] : m->conv2->named_parameters())
+      cfg.stage3_prefetch_bucket_size += zero::zero_param(p)->part.padded_numel();
+    zero::Engine engine(m, comm, cfg, {});
     auto [x, y] = lesson::batch(2, 0);
-    train_step<lesson::Mixed>(engine, x, y);  // records the trace
+    train_step(engine, x, y);  // records the trace
     int64_t before = engine.stats().prefetches_issued;
     engine.set_event_log(true);
-    train_step<lesson::Mixed>(engine, x, y);
+    train_step(engine, x, y);
     EXPECT_GT(engine.stats().prefetches_issued, before);
     const auto& ev = engine.events();
     auto pos = [&](const std::string& e) {
-      return std::find(ev.begin(), ev.end(), e) - ev.begin();
+      auto it = std::find(ev.begin(), ev.end(), e);
+      EXPECT_NE(it, ev.end()) << "no event " << e;
+      return it - ev.begin();
     };
     // conv2's parameters are in flight before conv3 (the module before it) finishes.
     EXPECT_LT(pos("prefetch:conv2"), pos("forward_end:conv3"));
     EXPECT_LT(pos("forward_end:conv3"), pos("fetch:conv2"));
+    // gn, after conv2, did not fit in the window at conv3's fetch: it is prefetched at
+    // conv2's, once conv3 is done.
+    EXPECT_GT(pos("prefetch:gn"), pos("forward_end:conv3"));
   });
 }
 
@@ -112,14 +123,14 @@ TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
     }
     zero::Engine engine(m, comm, prefetch_config(), {});
     Tensor x = ones({2, 6}), y = zeros({2, 6});
-    train_step<Swappable>(engine, x, y);
+    train_step(engine, x, y);
     EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
     m->swap = true;
-    train_step<Swappable>(engine, x, y);  // out of order: counted, then re-recorded
+    train_step(engine, x, y);  // out of order: counted, then re-recorded
     EXPECT_EQ(engine.stats().trace_invalidations, 1);
-    train_step<Swappable>(engine, x, y);  // records the new order
+    train_step(engine, x, y);  // records the new order
     EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
-    train_step<Swappable>(engine, x, y);
+    train_step(engine, x, y);
     EXPECT_EQ(engine.stats().trace_invalidations, 1);
   });
 }
@@ -134,7 +145,7 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
       }
       zero::Engine engine(m, comm, prefetch_config(), {});
       m->swap = comm.rank() == 1;  // same shapes, so the collectives still match
-      train_step<Swappable>(engine, ones({2, 6}), zeros({2, 6}));
+      train_step(engine, ones({2, 6}), zeros({2, 6}));
     });
     FAIL() << "expected the trace divergence error";
   } catch (const Error& e) {

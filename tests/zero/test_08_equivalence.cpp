@@ -1,15 +1,24 @@
 // Lesson 8 — equivalence.
 // Invariant: ZeRO-3 changes where state lives, not what is computed. Training the Mixed
-// model (Linear, Conv2d, Conv3d, GroupNorm, LayerNorm, attention) for 5 AdamW steps on
-// N = 1..4 thread ranks — the global batch split across ranks — gives the parameters of
-// plain single-process training on the whole batch, to 1e-5 relative in f32; also with
+// model (Linear, Conv2d, Conv3d, GroupNorm, LayerNorm, attention) for 5 steps on N = 1..4
+// thread ranks — the global batch split across ranks — gives the parameters of plain
+// single-process training on the whole batch, to 1e-5 relative in f32; also with
 // gradient accumulation and with gradient clipping active.
+//
+// AdamW alone would hide a wrong gradient scale (its update does not change when every
+// gradient is multiplied by a constant), so the SGD cases check the 1/N average of the
+// reduce-scatter and the 1/gas factor of accumulation. A trainable replica (a LayerNorm
+// in a zero::Replicated scope) trains to the same values too: its gradients are
+// all-reduced (averaged) instead of reduce-scattered and count once in the global norm.
+// A frozen replica is left alone: no gradient, no optimizer state, no reduction.
 #include "zero/lesson_util.h"
 
 using namespace zt;
 
 namespace {
 void check_equivalence(int N, const lesson::EquivalenceSetup& s) {
+  SCOPED_TRACE(s.optimizer + ", N " + std::to_string(N) + ", gas " + std::to_string(s.gas) +
+               ", clip " + std::to_string(s.clip) + (s.replicated_front ? ", replica" : ""));
   auto expect = lesson::train_single(s);
   comm::run_threads(
       N, [&](comm::Communicator& comm) { lesson::train_zero_and_compare(comm, s, expect); });
@@ -26,4 +35,43 @@ TEST(Lesson08Equivalence, WithGradientAccumulation) {
 
 TEST(Lesson08Equivalence, WithClipping) {
   check_equivalence(4, {.clip = 0.05});
+}
+
+// SGD's update is linear in the gradient: a sum instead of an average over ranks, or a
+// missing 1/gas, moves every parameter by the wrong amount.
+TEST(Lesson08Equivalence, PlainSgd) {
+  for (int N : {1, 2, 3, 4}) check_equivalence(N, {.optimizer = "sgd"});
+  check_equivalence(3, {.gas = 2, .optimizer = "sgd"});
+  check_equivalence(4, {.clip = 0.05, .optimizer = "sgd"});
+}
+
+TEST(Lesson08Equivalence, TrainableReplica) {
+  for (int N : {2, 3}) {
+    check_equivalence(N, {.optimizer = "sgd", .replicated_front = true});
+    check_equivalence(N, {.clip = 0.05, .optimizer = "sgd", .replicated_front = true});
+  }
+}
+
+TEST(Lesson08Equivalence, FrozenReplicaIsLeftAlone) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(11);
+    std::shared_ptr<lesson::ReplicatedFront> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::ReplicatedFront>(&comm);
+    }
+    m->front->requires_grad_(false);
+    const Tensor before = m->front->weight.detach().clone();
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    for (const auto& [name, t] : engine.optimizer().params())
+      EXPECT_EQ(name.rfind("front.", 0), std::string::npos) << name << " is optimized";
+    auto [x, y] = lesson::batch(4, comm.rank());
+    engine.backward(mse_loss(engine(x), y));
+    comm.reset_counters();
+    EXPECT_TRUE(engine.step());
+    EXPECT_EQ(comm.counters()[comm::Collective::kAllReduce].calls, 1)
+        << "the global norm's only: a trainable replica adds one per gradient";
+    EXPECT_FALSE(m->front->weight.grad().defined()) << "a frozen replica gets no gradient";
+    EXPECT_CLOSE(m->front->weight, before, 0, 0) << "and is not updated";
+  });
 }

@@ -1,36 +1,116 @@
 // Lesson 9 — communication volume.
-// Invariant: one ZeRO-3 training step moves each parameter three times: an all-gather
-// before forward, an all-gather before backward, and a reduce-scatter of its gradient.
-// Counted as bytes received per rank ((N - 1) / N of the padded tensor each time), the
-// all-gather plus reduce-scatter traffic of a step is exactly 3 x (N - 1) x shard bytes.
+// Invariant: with nothing persistent and nothing kept for reuse
+// (`lesson::eager_release_config()`), one training step moves each parameter three times:
+// an all-gather before forward, another before backward (one collective per module,
+// lesson 16, but the bytes are the parameters'), and a reduce-scatter of its gradient.
+// The communicator counts the textbook volume each rank receives, (N - 1) / N of the
+// padded tensor per collective, so a step's traffic is exactly 3 x (N - 1) x shard bytes.
+//
+// The defaults trade memory for traffic. Parameters of at most
+// `stage3_param_persistence_threshold` (100k) elements stay gathered: one all-gather after
+// each step, none in forward or backward. A module whose backward comes back within
+// `stage3_max_reuse_distance` (1e9) elements is kept from its forward to its backward:
+// 2 x instead of 3 x, with the whole model gathered at the forward/backward turn
+// (lesson 18).
+//
+// Gradient accumulation: every micro-step gathers and reduce-scatters as above and ADDS
+// its (1/gas-scaled) gradient into the fp32 gradient shards; only the optimizer step
+// zeroes them. An optimizer step over gas micro-batches therefore moves gas times as much.
 #include "zero/lesson_util.h"
 
 using namespace zt;
 
+namespace {
+// The Mixed model partitioned over `comm`.
+std::shared_ptr<lesson::Mixed> build(comm::Communicator& comm) {
+  zero::Init init(comm);
+  return std::make_shared<lesson::Mixed>();
+}
+
+// This rank's parameter shards, in bytes (padding included).
+int64_t shard_bytes(const zero::Engine& engine) {
+  int64_t bytes = 0;
+  for (const auto& mp : engine.partitioned()) {
+    const zero::ZeroParam* z = zero::zero_param(mp.param);
+    bytes += z->part.shard_numel * static_cast<int64_t>(dtype_size(z->shard.dtype()));
+  }
+  return bytes;
+}
+
+// One forward, backward and step() on rank-specific batch `step`.
+void micro_step(zero::Engine& engine, comm::Communicator& comm, int step) {
+  auto [x, y] = lesson::batch(2, 10 * step + comm.rank());
+  engine.backward(mse_loss(engine(x), y));
+  engine.step();
+}
+}  // namespace
+
 TEST(Lesson09CommVolume, ThreeTimesTheParametersPerStep) {
   for (int N : {2, 3, 4}) {
     comm::run_threads(N, [N](comm::Communicator& comm) {
-      std::shared_ptr<lesson::Mixed> m;
-      {
-        zero::Init init(comm);
-        m = std::make_shared<lesson::Mixed>();
-      }
+      std::shared_ptr<lesson::Mixed> m = build(comm);
       zero::Engine engine(m, comm, lesson::eager_release_config(), {});
-      int64_t shard_bytes = 0;
-      for (const auto& mp : engine.partitioned())
-        shard_bytes += zero::zero_param(mp.param)->part.shard_numel * 4;
+      const int64_t shard = shard_bytes(engine);
       for (int step = 0; step < 2; ++step) {
         comm.reset_counters();
-        auto [x, y] = lesson::batch(2, step);
-        engine.backward(mse_loss(engine(x), y));
-        engine.step();
+        micro_step(engine, comm, step);
         comm::CommCounters c = comm.counters();
         int64_t ag = c[comm::Collective::kAllGather].bytes;
         int64_t rs = c[comm::Collective::kReduceScatter].bytes;
-        EXPECT_EQ(ag, 2 * (N - 1) * shard_bytes) << "forward + backward all-gathers, N=" << N;
-        EXPECT_EQ(rs, (N - 1) * shard_bytes) << "one reduce-scatter of every gradient";
-        EXPECT_EQ(ag + rs, 3 * (N - 1) * shard_bytes);
+        EXPECT_EQ(ag, 2 * (N - 1) * shard) << "forward + backward all-gathers, N=" << N;
+        EXPECT_EQ(rs, (N - 1) * shard) << "one reduce-scatter of every gradient";
+        EXPECT_EQ(ag + rs, 3 * (N - 1) * shard);
       }
     });
   }
+}
+
+// Persistence off, the default reuse distance: once the first step has recorded the trace,
+// every module's backward comes back within 1e9 elements, so nothing is released between
+// forward and backward.
+TEST(Lesson09CommVolume, DefaultReuseDistanceMakesItTwice) {
+  const int N = 2;
+  comm::run_threads(N, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = build(comm);
+    zero::Config cfg;  // the defaults, except:
+    cfg.stage3_param_persistence_threshold = 0;
+    zero::Engine engine(m, comm, cfg, {});
+    const int64_t shard = shard_bytes(engine);
+    int64_t whole = 0;  // the gathered model, in bytes (no padding)
+    for (const auto& [n, p] : m->named_parameters())
+      whole += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+    for (int step = 0; step < 3; ++step) {
+      comm.reset_counters();
+      reset_peak_memory();
+      micro_step(engine, comm, step);
+      comm::CommCounters c = comm.counters();
+      const int gathers = step == 0 ? 2 : 1;  // step 0 records the trace: no reuse yet
+      EXPECT_EQ(c[comm::Collective::kAllGather].bytes, gathers * (N - 1) * shard)
+          << "step " << step;
+      EXPECT_EQ(c[comm::Collective::kReduceScatter].bytes, (N - 1) * shard) << "step " << step;
+      const zero::MemoryReport r = engine.memory_report();
+      if (step > 0) {
+        EXPECT_GE(r.gathered_param_peak, whole) << "the whole model, gathered at the turn";
+      }
+      EXPECT_EQ(r.gathered_param, 0) << "released after the step: nothing persists";
+    }
+  });
+}
+
+TEST(Lesson09CommVolume, AccumulationMovesEveryMicroStep) {
+  const int N = 2, gas = 3;
+  comm::run_threads(N, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = build(comm);
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.gradient_accumulation_steps = gas;
+    zero::Engine engine(m, comm, cfg, {});
+    const int64_t shard = shard_bytes(engine);
+    comm.reset_counters();
+    for (int k = 0; k < gas; ++k) micro_step(engine, comm, k);
+    EXPECT_EQ(engine.stats().steps, 1) << "one optimizer step";
+    comm::CommCounters c = comm.counters();
+    EXPECT_EQ(c[comm::Collective::kAllGather].bytes, gas * 2 * (N - 1) * shard);
+    EXPECT_EQ(c[comm::Collective::kReduceScatter].bytes, gas * (N - 1) * shard)
+        << "every micro-step reduce-scatters its gradient into the shards";
+  });
 }

@@ -3,6 +3,12 @@
 // 16 bits while the optimizer updates fp32 master shards from fp32 gradient shards; the
 // 16-bit shard is the master rounded. With fp16 the loss is scaled; a step whose
 // gradients overflow is skipped (parameters untouched), says so, and lowers the scale.
+//
+// The cost: zt keeps fp32 gradient shards and reduces in fp32, so model state is
+// 2 (bf16 shard) + 4 (gradient) + 4 (master) + 8 (Adam) = 18 bytes per shard element,
+// MORE than fp32's 16 (lesson 10). What halves is the gathered parameters and their
+// all-gathers: a step moves (N - 1) x shard x (2 + 2 + 4) bytes instead of lesson 9's
+// 3 x 4.
 #include <cmath>
 
 #include "zero/lesson_util.h"
@@ -60,8 +66,38 @@ TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
       EXPECT_CLOSE(z->shard.to(DType::f32), z->master.to(DType::bf16).to(DType::f32), 0, 0)
           << mp.name << ": the bf16 shard is the rounded master";
     }
-    zero::MemoryReport r = engine.memory_report();
-    EXPECT_GT(r.optim_state, 0);
+  });
+}
+
+TEST(Lesson14MixedPrecision, Bf16CostsEighteenBytesPerElement) {
+  const int N = 2;
+  comm::run_threads(N, [](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Mlp>();
+    }
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.precision.bf16 = true;
+    zero::Engine engine(m, comm, cfg, {});
+    int64_t shard = 0, grad_slots = 0;  // elements
+    for (const auto& mp : engine.partitioned()) {
+      shard += zero::zero_param(mp.param)->part.shard_numel;
+      grad_slots += zero::grad_shard_slot(zero::zero_param(mp.param)->part.shard_numel);
+    }
+    auto [x, y] = data(0);
+    comm.reset_counters();
+    engine.backward(mse_loss(engine(x.to(DType::bf16)).to(DType::f32), y));
+    engine.step();  // creates Adam's moments
+    const zero::MemoryReport r = engine.memory_report();
+    EXPECT_EQ(r.param_shard, 2 * shard) << "bf16 parameter shards";
+    EXPECT_EQ(r.grad_shard, 4 * grad_slots) << "fp32 gradient shards (16-element slots)";
+    EXPECT_EQ(r.optim_state, (4 + 8) * shard) << "fp32 masters and Adam's two fp32 moments";
+    const comm::CommCounters c = comm.counters();
+    EXPECT_EQ(c[comm::Collective::kAllGather].bytes, 2 * (N - 1) * shard * 2)
+        << "forward and backward gathers, in bf16";
+    EXPECT_EQ(c[comm::Collective::kReduceScatter].bytes, (N - 1) * shard * 4)
+        << "gradients are reduced in fp32";
   });
 }
 
@@ -117,8 +153,7 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
     zero::Config cfg;
     cfg.precision.fp16 = true;
     cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
-    cfg.precision.hysteresis = 1;
-    cfg.precision.loss_scale_window = 1000;
+    cfg.precision.hysteresis = 1;            // halve at every overflow
     zero::Engine engine(m, comm, cfg, {});
     auto before = lesson::full_parameters(*m, comm);
     auto [x, y] = data(0);
@@ -137,10 +172,15 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
       stepped += engine.step() ? 1 : 0;
     }
     EXPECT_EQ(stepped, 3);
-    EXPECT_LT(engine.loss_scale(), std::ldexp(1.0, 30));
+    // Halved once per overflow; never doubled, as that takes loss_scale_window (1000, the
+    // default) good steps in a row.
+    EXPECT_GT(engine.stats().overflow_skips, 1);
+    EXPECT_EQ(engine.loss_scale(),
+              std::ldexp(1.0, 40 - static_cast<int>(engine.stats().overflow_skips)));
     EXPECT_TRUE(std::isfinite(engine.last_grad_norm()));
   });
-  // Steps are counted as the caller makes them, skipped ones included.
+  // Steps are counted as the caller makes them, skipped ones included. The scales are
+  // 2^40 -> 2^39 as %g prints them.
   const std::string said = ::testing::internal::GetCapturedStderr();
   EXPECT_NE(said.find("overflow at step 1: update skipped, loss scale 1.09951e+12 -> 5.49756e+11"),
             std::string::npos)

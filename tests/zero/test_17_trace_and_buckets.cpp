@@ -5,10 +5,13 @@
 // elements are fetched before `id` comes back (-1: not this step) — a released group
 // that returns within stage3_max_reuse_distance stays gathered. A fetch out of order
 // invalidates the trace; the next step records again.
-// Invariant (buckets): the reducer lays a bucket out rank-major,
+// Invariant (buckets): lesson 6 showed that a bucket's reduce-scatter hands each rank the
+// average of its slices; here is the layout that makes it so. The reducer lays a bucket
+// out rank-major,
 //   [ rank 0: p slice 0 | q slice 0 ][ rank 1: p slice 1 | q slice 1 ]
-// so one reduce-scatter of the bucket hands each rank the average of its slices of every
-// parameter in it; a parameter that would overflow reduce_bucket_size starts a new bucket.
+// A parameter that would overflow reduce_bucket_size starts a new bucket, and one larger
+// than the bucket gets a bucket of its own: a parameter is never split across buckets
+// (why lesson 6's 64-element buckets still reduce conv2's 216-element weight).
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -53,7 +56,7 @@ TEST(Lesson17Trace, UpcomingAndReuseDistance) {
 
 TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
   const int N = 2;
-  for (int64_t bucket : {int64_t{1} << 20, int64_t{6}}) {
+  for (int64_t bucket : {int64_t{1} << 20, int64_t{6}, int64_t{3}}) {
     comm::run_threads(N, [&](comm::Communicator& comm) {
       // p: 5 elements (shards of 3, padded to 6), q: 3 elements (shards of 2, padded 4).
       // Rank r's gradients are r + 1 times the base values; the average is 1.5 times.
@@ -75,7 +78,8 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
       reducer.flush();
       reducer.drain();
       // Both fit in a large bucket (S = 3 + 2); with 6 elements, q (4 padded) would
-      // overflow p's bucket (6 padded) and goes into a second one.
+      // overflow p's bucket (6 padded) and goes into a second one; with 3, each is larger
+      // than a bucket and gets one of its own, whole.
       int64_t expect_buckets = bucket >= 10 ? 1 : 2;
       EXPECT_EQ(reducer.buckets(), expect_buckets);
       comm::CommCounters c = comm.counters();

@@ -20,7 +20,8 @@ constexpr int kSteps = 4;
 int64_t deep_numel() {
   return kDepth * (kWidth * kWidth + kWidth);
 }
-// A third of the replicated training state: 16 bytes per element / 3.
+// A third of the replicated training state: 16 bytes per element / 3. A rank's shards
+// of it on four ranks are 16 x numel / 4: three quarters of this limit.
 int64_t rank_limit() {
   return 16 * deep_numel() / 3;
 }
@@ -89,7 +90,8 @@ std::vector<double> train_limited(comm::Communicator& comm) {
   }
   MemoryCounters c = memory_stats();
   EXPECT_LE(c.total_peak, rank_limit()) << "the ledger never held more than the limit";
-  EXPECT_GT(c.total_peak, rank_limit() / 4) << "the limit was close to binding";
+  EXPECT_GT(c.total_peak, 3 * rank_limit() / 4)
+      << "the limit was close to binding: four ranks' shards alone are 3/4 of it";
   return losses;
 }
 
@@ -121,19 +123,9 @@ TEST(Lesson19MemoryLimit, LedgerRefusesPastItsLimitAndChargesNothing) {
   EXPECT_EQ(memory_stats().total_current, before + 400 * 1024);
 }
 
-TEST(Lesson19MemoryLimit, ParsesByteSizes) {
-  EXPECT_EQ(parse_byte_size("4096"), 4096);
-  EXPECT_EQ(parse_byte_size("512k"), 512 * 1024);
-  EXPECT_EQ(parse_byte_size("64MiB"), int64_t{64} << 20);
-  EXPECT_EQ(parse_byte_size("1.5GiB"), int64_t{3} << 29);
-  EXPECT_EQ(parse_byte_size("2 MB"), 2'000'000);
-  EXPECT_TRUE(test::throws_with([] { parse_byte_size("lots", "memory.limit"); },
-                                "memory.limit: 'lots' is not a byte size"));
-  EXPECT_TRUE(test::throws_with([] { parse_byte_size("-1"); }, "is not a byte size"));
-}
-
 TEST(Lesson19MemoryLimit, ModelThreeTimesTheLimitTrainsOnFourRanks) {
-  ASSERT_GE(16 * deep_numel(), 3 * rank_limit()) << "replicated states need >= 3x the limit";
+  // rank_limit() is, by construction, a third of 16 bytes per parameter of this model.
+  ASSERT_EQ(lesson::TanhStack(kDepth, kWidth).num_parameters(), deep_numel());
   const std::vector<double> expect = train_single();
   comm::run_threads(4, [&](comm::Communicator& comm) {
     std::vector<double> got = train_limited(comm);

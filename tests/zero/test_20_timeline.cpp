@@ -1,12 +1,16 @@
 // Lesson 20 — seeing when things happen.
 // Invariant: the timeline (Engine::set_timeline, a Chrome trace event file) shows the
-// order ZeRO-3 relies on: every all-gather of a module completes before that module's
-// compute begins; with prefetching on, a module's all-gather runs while the previous
-// module computes; the memory counter sampled at every event stays under the rank's
-// limit; only the requested number of steps is recorded, however long the run; and
-// saving and loading a checkpoint record spans on the checkpoint track by themselves.
+// order ZeRO-3 relies on: every all-gather of a module is waited for before that module's
+// compute begins; with prefetching on, a module's all-gather is already in flight
+// (issued, not yet waited for) while the previous module computes. A span runs from issue
+// to the wait that completed it, so this shows the issue order, not how fast the
+// collective ran. The memory counter sampled at every event shows the gathered parameters
+// never exceed the module computing plus the prefetch window; only the requested number
+// of steps is recorded, however long the run; and saving and loading a checkpoint record
+// spans on the checkpoint track by themselves.
 //
 // Run alone: ctest --test-dir build -R zero.Lesson20
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,7 +28,9 @@ namespace {
 
 constexpr int64_t kWidth = 48, kDepth = 6;
 constexpr int kSteps = 5, kTraced = 2;
-constexpr int64_t kLimit = 4 << 20;  // per rank
+constexpr int64_t kLimit = 4 << 20;                     // per rank
+constexpr int64_t kLayerElems = kWidth * (kWidth + 1);  // one layer's weight and bias
+constexpr int64_t kWindowLayers = 2;                    // prefetched ahead of a fetch
 
 struct Span {
   std::string track, module;
@@ -43,7 +49,7 @@ json train_and_read(const std::string& path, const std::string& ckpt_root) {
       m = std::make_shared<lesson::TanhStack>(kDepth, kWidth);
     }
     zero::Config c = lesson::eager_release_config();
-    c.stage3_prefetch_bucket_size = 2 * kWidth * (kWidth + 1);  // prefetch on
+    c.stage3_prefetch_bucket_size = kWindowLayers * kLayerElems;  // prefetch on
     c.reduce_bucket_size = kWidth * kWidth;
     zero::Engine engine(m, comm, c, {});
     engine.set_timeline(path, kTraced);
@@ -80,6 +86,7 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
   std::map<int, std::vector<Span>> spans;  // by rank
   std::map<int, std::map<std::string, int>> names;
   std::map<int, int> counters;
+  std::map<int, int64_t> max_gathered;  // bytes
   std::map<int, std::vector<std::string>> checkpoint_names;
   for (const json& e : doc["traceEvents"]) {
     const std::string ph = e["ph"];
@@ -87,10 +94,8 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
     if (ph == "M" && e["name"] == "thread_name") names[pid][e["args"]["name"]] = e["tid"];
     if (ph == "C") {
       ++counters[pid];
-      int64_t total = 0;
-      for (auto& [tag, bytes] : e["args"].items()) total += bytes.get<int64_t>();
-      EXPECT_LE(total, kLimit) << "memory counter above the rank's limit at ts " << e["ts"];
-      EXPECT_GT(total, 0);
+      const int64_t gathered = e["args"]["gathered_param"].get<int64_t>();
+      max_gathered[pid] = std::max(max_gathered[pid], gathered);
     }
     if (ph == "X") {
       const double ts = e["ts"], dur = e["dur"];
@@ -109,6 +114,10 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
                           "reduce-scatter", "optimizer", "release"})
       EXPECT_TRUE(names[rank].count(t)) << "no track named '" << t << "'";
     EXPECT_GT(counters[rank], 0) << "no memory samples";
+    // The gathered parameters: the layer computing and at most the window ahead of it.
+    const int64_t layer_bytes = kLayerElems * 4;
+    EXPECT_LE(max_gathered[rank], (1 + kWindowLayers) * layer_bytes);
+    EXPECT_GT(max_gathered[rank], layer_bytes) << "prefetched layers were held";
 
     std::map<std::string, int> per_track;
     for (const Span& s : list) ++per_track[s.track];
@@ -119,7 +128,7 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
     EXPECT_EQ(checkpoint_names[rank][0], "save first");
     EXPECT_EQ(checkpoint_names[rank][1].rfind("load ", 0), 0u) << checkpoint_names[rank][1];
 
-    // Every gather of a module ends before the next compute of that module begins.
+    // Every gather of a module is waited for before the next compute of that module begins.
     int checked = 0, overlapping = 0;
     for (const Span& g : list) {
       if (g.track != "all-gather (fetch)" && g.track != "all-gather (prefetch)") continue;
@@ -140,31 +149,6 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
         }
     }
     EXPECT_GE(checked, kTraced * kDepth) << "every forward compute had a gather before it";
-    EXPECT_GT(overlapping, 0) << "no prefetch ran while another module computed";
+    EXPECT_GT(overlapping, 0) << "no prefetch was in flight while another module computed";
   }
-}
-
-// Many spans of one track in flight at once (prefetches issued far ahead, waited late) each
-// get a row of that track: rows are never named, or tagged, after another track.
-TEST(Lesson20Timeline, ManyOverlappingSpansStayOnTheirTrack) {
-  zero::Timeline t(0, 1, Device::cpu());
-  const int64_t begin = zero::Timeline::now_ns();
-  constexpr int kInFlight = 25;  // more than the ten lanes an older layout had per track
-  for (int i = 0; i < kInFlight; ++i)
-    t.span(zero::Track::kPrefetch, "all_gather #" + std::to_string(i), begin);
-  const json events = json::parse("[" + t.events_json(begin) + "]");
-  std::map<int, std::string> row_names;
-  for (const json& e : events)
-    if (e["ph"] == "M" && e["name"] == "thread_name")
-      row_names[e["tid"].get<int>()] = e["args"]["name"];
-  int spans = 0;
-  for (const json& e : events) {
-    if (e["ph"] != "X") continue;
-    ++spans;
-    EXPECT_EQ(e["cat"], "all-gather (prefetch)") << e.dump();
-    EXPECT_EQ(row_names[e["tid"].get<int>()].rfind("all-gather (prefetch)", 0), 0u)
-        << row_names[e["tid"].get<int>()];
-  }
-  EXPECT_EQ(spans, kInFlight);
-  EXPECT_EQ(row_names.size(), static_cast<size_t>(kInFlight)) << "one row per overlapping span";
 }

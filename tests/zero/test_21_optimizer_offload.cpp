@@ -1,10 +1,19 @@
 // Lesson 21 — optimizer offload, on the CPU.
-// Invariant: `offload_optimizer: {device: cpu}` keeps the fp32 master shards and the
-// optimizer state in host memory. When the model trains on the CPU they already live
-// there: the setting is accepted, reported (the log line and the memory report say the
-// optimizer state is on the cpu), and training is bit for bit the same as without it,
-// at one rank and at two, in f32 and with bf16 masters. (The GPU side, where the state
-// really moves, is tests/cuda/test_cuda_offload.cpp.)
+// The concept: `offload_optimizer: {device: cpu}` keeps the fp32 master shards and the
+// optimizer state (Adam's moments) in host memory, where the fused CPU optimizer updates
+// them, so a GPU holds only the storage-dtype shards and gradients. Around each update
+// (zero/offload.h):
+//
+//   device grad shard --copy stream, D2H--> host grad buffer  (optimizer reads it)
+//   host fp32 master --round to storage dtype on the host--> host staging
+//   host staging (or the master itself for f32) --copy stream, H2D--> device shard
+//
+// Invariant checked here: when the model trains on the CPU the state already lives
+// there: OptimizerOffload::moves() is false and the step takes the same path as without
+// offload, so training is bit for bit the same (at one rank and at two, in f32 and with
+// bf16 masters). What this lesson checks is the reporting: the setting is accepted, the
+// log line and the memory report say the optimizer state is on the cpu. (The GPU side,
+// where the state really moves, is tests/cuda/test_cuda_offload.cpp.)
 #include <cstring>
 
 #include "common/mlp.h"

@@ -1,0 +1,97 @@
+// Helpers of lesson 15 and the checkpoint robustness tests.
+#include "zero/checkpoint_util.h"
+
+#include <stdlib.h>
+
+#include <filesystem>
+
+namespace zt::lesson {
+
+namespace fs = std::filesystem;
+
+namespace {
+constexpr int64_t kGlobalBatch = 6;  // splits evenly over 2 and 3 ranks
+}  // namespace
+
+Net::Net(comm::Communicator* comm) : nn::UnaryModule("Net") {
+  if (comm) {
+    zero::Replicated rep(*comm);
+    bn = register_module("bn", std::make_shared<nn::BatchNorm3d>(3));
+  } else {
+    bn = register_module("bn", std::make_shared<nn::BatchNorm3d>(3));
+  }
+  mixed = register_module("mixed", std::make_shared<Mixed>());
+}
+
+Tensor Net::forward(const Tensor& x) {
+  return (*mixed)((*bn)(x));
+}
+
+std::shared_ptr<nn::Module> make_mixed(comm::Communicator&) {
+  return std::make_shared<Mixed>();
+}
+
+std::shared_ptr<nn::Module> make_net(comm::Communicator& comm) {
+  return std::make_shared<Net>(&comm);
+}
+
+std::unique_ptr<zero::Engine> make_engine(comm::Communicator& comm, const Factory& make,
+                                          uint64_t seed, zero::Config cfg,
+                                          const std::string& optimizer) {
+  manual_seed(seed);
+  std::shared_ptr<nn::Module> m;
+  {
+    zero::Init init(comm);
+    m = make(comm);
+  }
+  zero::OptimizerConfig o;
+  o.type = optimizer;
+  o.momentum = 0.9;
+  o.lr = 1e-2;
+  o.weight_decay = 0.01;
+  return std::make_unique<zero::Engine>(m, comm, cfg, o);
+}
+
+void train_step(zero::Engine& e, int step) {
+  auto [x, y] = batch(kGlobalBatch, 100 + step);
+  int64_t b = kGlobalBatch / e.comm().size(), off = b * e.comm().rank();
+  e.backward(mse_loss(e(x.narrow(0, off, b)), y.narrow(0, off, b)));
+  EXPECT_TRUE(e.step());
+}
+
+Named full_state(zero::Engine& e) {
+  Named out = full_parameters(e.module(), e.comm());
+  for (auto& [n, b] : e.module().named_buffers()) out.emplace_back(n, b.detach().clone());
+  return out;
+}
+
+void expect_same(const Named& a, const Named& b, double rtol, double atol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].first, b[i].first);
+    EXPECT_CLOSE(a[i].second, b[i].second, rtol, atol) << a[i].first;
+  }
+}
+
+TempDir::TempDir() {
+  char t[] = "/tmp/zt_checkpoint_test_XXXXXX";
+  ZT_CHECK(mkdtemp(t) != nullptr, "mkdtemp failed");
+  path = t;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  fs::remove_all(path, ec);
+}
+
+std::string TempDir::operator/(const std::string& p) const {
+  return (fs::path(path) / p).string();
+}
+
+std::set<std::string> entries(const std::string& dir) {
+  std::set<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
+  return out;
+}
+
+}  // namespace zt::lesson

@@ -1,0 +1,314 @@
+// Checkpoint robustness: not a lesson, the regression tests of how saves and loads stay
+// safe (lesson 15 teaches what a checkpoint holds). A checkpoint appears only when
+// complete; a missing, corrupt or foreign one is refused before anything in the engine
+// changes; a failed save leaves the previous checkpoint intact; a resume point is the
+// newest complete checkpoint whatever `latest` says; temporaries of saves whose process
+// died are removed at the next save; a save over a damaged checkpoint keeps it aside; app
+// state travels with the checkpoint, and errors name one place.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "zero/checkpoint_util.h"
+
+using namespace zt;
+using lesson::entries;
+using lesson::expect_same;
+using lesson::Factory;
+using lesson::full_state;
+using lesson::make_engine;
+using lesson::Named;
+using lesson::TempDir;
+using lesson::train_step;
+namespace fs = std::filesystem;
+
+namespace {
+
+// Mixed with one more layer: a different model config.
+class MixedPlus : public lesson::Mixed {
+ public:
+  MixedPlus() { extra = register_module("extra", std::make_shared<nn::Linear>(5, 3)); }
+  std::shared_ptr<nn::Linear> extra;
+};
+
+// Starts like Mixed, but its first layer has 5 output channels instead of 4.
+class Reshaped : public nn::UnaryModule {
+ public:
+  Reshaped() : nn::UnaryModule("Reshaped") {
+    conv3 = register_module("conv3", std::make_shared<nn::Conv3d>(nn::Conv3dOptions(3, 5, 1)));
+  }
+  std::shared_ptr<nn::Conv3d> conv3;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return mean((*conv3)(x), {2, 3, 4}); }
+};
+
+// Runs f, expecting a zt::Error whose message contains `needle`.
+void expect_error(const std::function<void()>& f, const std::string& needle) {
+  EXPECT_TRUE(test::throws_with(f, needle));
+}
+
+std::string read_latest(const std::string& root) {
+  std::ifstream f(fs::path(root) / "latest");
+  std::string tag;
+  f >> tag;
+  return tag;
+}
+
+// Saves steps 1..n of a 2-rank run under root.
+void save_steps(const std::string& root, int n) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    for (int s = 0; s < n; ++s) {
+      train_step(*e, s);
+      zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
+    }
+  });
+}
+
+// The pid of a process that has exited (and was reaped).
+pid_t dead_pid() {
+  pid_t p = fork();
+  if (p == 0) _exit(0);
+  waitpid(p, nullptr, 0);
+  return p;
+}
+
+}  // namespace
+
+TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
+  TempDir tmp;
+  const std::string good = tmp / "ckpt/step_000001";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_step(*e, 0);
+    zero::save_checkpoint(*e, tmp / "ckpt", "step_000001");
+  });
+  // Damaged copies of the good checkpoint.
+  auto damaged = [&](const std::string& name, const std::function<void(const fs::path&)>& harm) {
+    fs::path d = fs::path(tmp.path) / name;
+    fs::copy(good, d, fs::copy_options::recursive);
+    harm(d);
+    return d.string();
+  };
+  std::string missing =
+      damaged("missing", [](const fs::path& d) { fs::remove(d / "rank_00001.safetensors"); });
+  std::string truncated = damaged("truncated", [](const fs::path& d) {
+    fs::resize_file(d / "rank_00000.safetensors", fs::file_size(d / "rank_00000.safetensors") / 2);
+  });
+  std::string flipped = damaged("flipped", [](const fs::path& d) {
+    std::fstream f(d / "rank_00001.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-6, std::ios::end);
+    char c = 0;
+    f.read(&c, 1);
+    f.seekp(-6, std::ios::end);
+    c = static_cast<char>(c ^ 0x10);
+    f.write(&c, 1);
+  });
+
+  auto refused = [&](const Factory& make, const std::string& dir, const std::string& needle,
+                     const std::string& optimizer = "adamw") {
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto e = make_engine(comm, make, 7, {}, optimizer);
+      Named before = full_state(*e);
+      expect_error([&] { zero::load_checkpoint(*e, dir); }, needle);
+      expect_same(full_state(*e), before, 0.0, 0.0);
+      EXPECT_EQ(e->optimizer().step_count(), 0);
+      EXPECT_EQ(e->global_step(), 0);
+      train_step(*e, 0);  // the engine still trains
+    });
+  };
+  refused(lesson::make_mixed, missing, "missing rank_00001.safetensors");
+  refused(lesson::make_mixed, truncated, "rank_00000.safetensors");
+  refused(lesson::make_mixed, flipped, "is corrupt");
+  refused(lesson::make_mixed, tmp / "nowhere", "no checkpoint at");
+  refused([](comm::Communicator&) { return std::make_shared<MixedPlus>(); }, good,
+          "'extra.weight' (partitioned f32 [3, 5]) is in this model but not in the checkpoint");
+  refused([](comm::Communicator&) { return std::make_shared<Reshaped>(); }, good,
+          "'conv3.weight' is partitioned f32 [4, 3, 1, 3, 3] in the checkpoint but partitioned "
+          "f32 [5, 3, 1, 1, 1] in this model");
+  refused(lesson::make_mixed, good, "optimizer load_state_dict failed", "sgd");
+}
+
+TEST(CheckpointRobustness, FailedSaveLeavesPreviousCheckpoint) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  Named at_step1;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_step(*e, 0);
+    zero::save_checkpoint(*e, root, "step_000001");
+    Named st = full_state(*e);
+    if (comm.rank() == 0) {
+      at_step1 = st;
+      std::ofstream(fs::path(root) / "step_000002") << "a file in the way\n";
+      std::ofstream(tmp / "plain_file") << "not a directory\n";
+    }
+    comm.barrier();
+    train_step(*e, 1);
+    expect_error([&] { zero::save_checkpoint(*e, root, "step_000002"); }, "is in the way");
+    expect_error([&] { zero::save_checkpoint(*e, tmp / "plain_file/ckpt", "step_000002"); },
+                 "save_checkpoint");
+  });
+  // No temporary directory is left; latest still names the previous checkpoint.
+  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001", "step_000002"}));
+  EXPECT_TRUE(fs::is_regular_file(fs::path(root) / "step_000002"));
+  EXPECT_EQ(read_latest(root), "step_000001");
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 99);
+    zero::load_checkpoint(*e, root);
+    Named st = full_state(*e);
+    if (comm.rank() == 0) expect_same(st, at_step1, 0.0, 0.0);
+  });
+}
+
+TEST(CheckpointRobustness, KeepLastKeepsNewest) {
+  TempDir tmp;
+  EXPECT_FALSE(zero::has_checkpoint(tmp.path));
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    for (int s = 0; s < 4; ++s) {
+      train_step(*e, s);
+      zero::save_checkpoint(*e, tmp.path, zero::checkpoint_tag(e->global_step()), {}, 2);
+    }
+    // Saving the same tag again replaces it.
+    zero::save_checkpoint(*e, tmp.path, zero::checkpoint_tag(e->global_step()), {}, 2);
+  });
+  EXPECT_EQ(entries(tmp.path), (std::set<std::string>{"latest", "step_000003", "step_000004"}));
+  EXPECT_EQ(read_latest(tmp.path), "step_000004");
+  EXPECT_TRUE(zero::has_checkpoint(tmp.path));
+  EXPECT_EQ(zero::find_checkpoint(tmp.path), tmp / "step_000004");
+}
+
+TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  EXPECT_NO_THROW(zero::verify_checkpoint(base + "/step_000003"));
+  auto variant = [&](const std::string& name, const std::function<void(const fs::path&)>& harm) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    harm(d);
+    return zero::find_resume_point(d.string());
+  };
+  zero::ResumePoint rp = variant("intact", [](const fs::path&) {});
+  EXPECT_EQ(fs::path(rp.dir).filename(), "step_000003");
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_EQ(rp.note, "");
+  rp = variant("no_latest", [](const fs::path& d) { fs::remove(d / "latest"); });
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_NE(rp.note.find("is missing"), std::string::npos) << rp.note;
+  rp = variant("garbage", [](const fs::path& d) { std::ofstream(d / "latest") << "../x/y\n"; });
+  EXPECT_EQ(rp.step, 3);
+  EXPECT_NE(rp.note.find("not a checkpoint name"), std::string::npos) << rp.note;
+  rp = variant("older", [](const fs::path& d) { std::ofstream(d / "latest") << "step_000001\n"; });
+  EXPECT_EQ(rp.step, 3) << "a save killed before it moved `latest` still counts";
+  rp = variant("no_meta", [](const fs::path& d) { fs::remove(d / "step_000003/meta.json"); });
+  EXPECT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("step_000003"), std::string::npos) << rp.note;
+  rp = variant("corrupt", [](const fs::path& d) {
+    fs::resize_file(d / "step_000003/replicated.safetensors", 10);
+  });
+  EXPECT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("replicated.safetensors"), std::string::npos) << rp.note;
+  // Nothing ever saved: start from scratch. Traces but nothing complete: an error.
+  EXPECT_EQ(zero::find_resume_point(tmp / "nothing").dir, "");
+  fs::create_directories(tmp / "traces");
+  std::ofstream(tmp / "traces/latest") << "step_000007\n";
+  expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
+}
+
+TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 1);
+  const std::string dead = std::to_string(dead_pid());
+  const std::string live = std::to_string(getppid());
+  // Exited but not reaped (as the killed ranks of an mpirun job stay until their adopter
+  // reaps them): gone, although kill(pid, 0) still finds it.
+  const pid_t zombie_pid = fork();
+  if (zombie_pid == 0) _exit(0);
+  while (true) {  // wait until it has exited, without reaping it
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(zombie_pid), &info, WEXITED | WNOWAIT) == 0) break;
+  }
+  const std::string zombie = std::to_string(zombie_pid);
+  auto make_dir = [&](const std::string& name) {
+    fs::create_directories(fs::path(root) / name);
+    std::ofstream(fs::path(root) / name / "rank_00000.safetensors") << "partial";
+  };
+  make_dir(".step_000002.tmp-" + dead + "-0badf00d");             // killed save: removed
+  make_dir(".step_000003.tmp-" + live + "-0badf00d");             // a live process's: kept
+  make_dir(".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d");  // another machine's: kept
+  make_dir(".step_000005.tmp-" + zombie + "-0badf00d");           // an exited process's: removed
+  std::ofstream(fs::path(root) / (".latest.tmp-" + dead + "-0badf00d")) << "step_0000";
+  // Killed between moving step 1 aside and putting its replacement in place.
+  fs::rename(fs::path(root) / "step_000001", fs::path(root) / (".step_000001.old-" + dead + "-1"));
+  const auto removed = zero::remove_stale_temporaries(root);
+  waitpid(zombie_pid, nullptr, 0);
+  EXPECT_EQ(removed.size(), 4u);
+  EXPECT_EQ(entries(root), (std::set<std::string>{
+                               "latest", "step_000001", ".step_000003.tmp-" + live + "-0badf00d",
+                               ".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d"}));
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000001"));
+  // The next save removes a dead process's temporary by itself.
+  make_dir(".step_000009.tmp-" + dead + "-0badf00d");
+  save_steps(root, 1);
+  EXPECT_FALSE(fs::exists(fs::path(root) / (".step_000009.tmp-" + dead + "-0badf00d")));
+}
+
+// A save over a damaged checkpoint of its step (one a resume passed over) keeps the damaged
+// folder under another name: its intact files may still be wanted.
+TEST(CheckpointRobustness, ASaveOverADamagedCheckpointKeepsIt) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 2);
+  fs::resize_file(fs::path(root) / "step_000002/rank_00001.safetensors", 10);
+  save_steps(root, 2);  // saves steps 1 and 2 again
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000002"));
+  int kept = 0;
+  for (const std::string& name : entries(root))
+    if (name.rfind("step_000002.incomplete-", 0) == 0) {
+      ++kept;
+      EXPECT_EQ(fs::file_size(fs::path(root) / name / "rank_00001.safetensors"), 10u);
+      EXPECT_TRUE(fs::exists(fs::path(root) / name / "rank_00000.safetensors"));
+    }
+  EXPECT_EQ(kept, 1);
+}
+
+TEST(CheckpointRobustness, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_step(*e, 0);
+    zero::CheckpointExtra x;
+    x.state.emplace_back("counts", from_vector({3.0, 1.0, 4.0}, {3}, DType::i64));
+    zero::save_checkpoint(*e, root, "step_000001", x);
+    auto f = make_engine(comm, lesson::make_mixed, 6);
+    zero::CheckpointExtra got = zero::load_checkpoint(*f, root);
+    ASSERT_EQ(got.state.size(), 1u);
+    EXPECT_EQ(got.state[0].first, "counts");
+    EXPECT_EQ(got.state[0].second.to_vector(), (std::vector<double>{3, 1, 4}));
+  });
+  // A rank file gone: one error, located once (not "checkpoint.cpp:N: checkpoint.cpp:M:");
+  // the message names no source file unless ZT_DEBUG asks for locations.
+  fs::remove(fs::path(root) / "step_000001/rank_00001.safetensors");
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    try {
+      zero::load_checkpoint(*e, root);
+      ADD_FAILURE() << "expected an error";
+    } catch (const Error& err) {
+      const std::string m = err.what();
+      EXPECT_EQ(m.find("checkpoint.cpp:"), std::string::npos) << m;
+      const size_t first = m.find("missing rank_00001.safetensors");
+      ASSERT_NE(first, std::string::npos) << m;
+      EXPECT_EQ(m.find("missing rank_00001.safetensors", first + 1), std::string::npos) << m;
+    }
+  });
+}

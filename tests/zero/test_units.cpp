@@ -1,0 +1,75 @@
+// Unit tests of pieces the lessons rely on, kept out of the lessons' story: the replica
+// check's hash, byte sizes as configs write them, the timeline's rows, and where CUDA
+// graphs may run.
+#include <map>
+
+#include <nlohmann/json.hpp>
+
+#include "core/step_graph.h"
+#include "zero/lesson_util.h"
+#include "zero/timeline.h"
+
+using namespace zt;
+using nlohmann::json;
+
+// The replica check compares content_hash()es: any one flipped bit, at the start, in the
+// middle or in the tail past the last 32-byte block, changes the hash; so does the shape;
+// a strided view hashes as its contiguous copy.
+TEST(ContentHash, SeesEveryBit) {
+  Tensor t = arange(0, 37);  // 148 bytes: four 32-byte blocks and a 20-byte tail
+  const uint64_t h = zero::content_hash(t);
+  EXPECT_EQ(h, zero::content_hash(t.clone()));
+  EXPECT_NE(h, zero::content_hash(t.reshape({37, 1})));
+  for (int64_t byte : {0, 70, 127, 128, 147}) {
+    for (int bit : {0, 7}) {
+      Tensor u = t.clone();
+      static_cast<unsigned char*>(u.data_ptr())[byte] ^= static_cast<unsigned char>(1u << bit);
+      EXPECT_NE(h, zero::content_hash(u)) << "byte " << byte << " bit " << bit;
+    }
+  }
+  Tensor m = arange(0, 12).reshape({3, 4});
+  EXPECT_EQ(zero::content_hash(m.transpose(0, 1)),
+            zero::content_hash(m.transpose(0, 1).contiguous()));
+}
+
+// memory.limit and friends: plain bytes, binary (k, MiB, GiB) and decimal (MB) units.
+TEST(ByteSize, Parses) {
+  EXPECT_EQ(parse_byte_size("4096"), 4096);
+  EXPECT_EQ(parse_byte_size("512k"), 512 * 1024);
+  EXPECT_EQ(parse_byte_size("64MiB"), int64_t{64} << 20);
+  EXPECT_EQ(parse_byte_size("1.5GiB"), int64_t{3} << 29);
+  EXPECT_EQ(parse_byte_size("2 MB"), 2'000'000);
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("lots", "memory.limit"); },
+                                "memory.limit: 'lots' is not a byte size"));
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("-1"); }, "is not a byte size"));
+}
+
+// Many spans of one track in flight at once (prefetches issued far ahead, waited late) each
+// get a row of that track: rows are never named, or tagged, after another track.
+TEST(Timeline, ManyOverlappingSpansStayOnTheirTrack) {
+  zero::Timeline t(0, 1, Device::cpu());
+  const int64_t begin = zero::Timeline::now_ns();
+  constexpr int kInFlight = 25;
+  for (int i = 0; i < kInFlight; ++i)
+    t.span(zero::Track::kPrefetch, "all_gather #" + std::to_string(i), begin);
+  const json events = json::parse("[" + t.events_json(begin) + "]");
+  std::map<int, std::string> row_names;
+  for (const json& e : events)
+    if (e["ph"] == "M" && e["name"] == "thread_name")
+      row_names[e["tid"].get<int>()] = e["args"]["name"];
+  int spans = 0;
+  for (const json& e : events) {
+    if (e["ph"] != "X") continue;
+    ++spans;
+    EXPECT_EQ(e["cat"], "all-gather (prefetch)") << e.dump();
+    EXPECT_EQ(row_names[e["tid"].get<int>()].rfind("all-gather (prefetch)", 0), 0u)
+        << row_names[e["tid"].get<int>()];
+  }
+  EXPECT_EQ(spans, kInFlight);
+  EXPECT_EQ(row_names.size(), static_cast<size_t>(kInFlight)) << "one row per overlapping span";
+}
+
+TEST(StepGraph, CudaGraphsNeedACudaDevice) {
+  EXPECT_TRUE(
+      test::throws_with([] { StepGraph graph(Device::cpu()); }, "CUDA graphs need a CUDA device"));
+}
