@@ -224,6 +224,28 @@ TEST(ThreadComm, AbortWakesEveryRank) {
   EXPECT_NE(err.find("aborted because stop requested"), std::string::npos) << err;
 }
 
+// A rank that fails while a large (not eager) collective is in flight: root 1 has nothing
+// to copy and waits in leave(), where the abort wakes it; it unwinds and drops its buffer
+// while rank 0's comm thread may still be copying from it. The group keeps posted buffers
+// alive until their rank leaves normally, so the copy reads live memory and the caller
+// gets rank 0's error (before, large buffers went back to the system: SIGSEGV).
+TEST(ThreadComm, ARankFailingDuringALargeCollectiveFreesNothingAPeerReads) {
+  const int64_t n = (int64_t{64} << 20) / 4;  // 64 MiB: far above the eager size
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    std::string err = run_error(2, [n](Communicator& c) {
+      Tensor t = full({n}, 1.0 + c.rank());
+      c.barrier();
+      if (c.rank() == 0) {
+        auto pending = c.broadcast(t, 1, /*async=*/true);
+        std::this_thread::sleep_for(1ms);
+        throw std::runtime_error("rank 0 fails while its broadcast is in flight");
+      }
+      c.broadcast(t, 1);
+    });
+    EXPECT_NE(err.find("rank 0 fails while its broadcast is in flight"), std::string::npos) << err;
+  }
+}
+
 TEST(Launch, PlainStartUsesThreadRanks) {
   ASSERT_FALSE(under_mpirun());
   std::atomic<int> seen{0};

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
@@ -142,8 +143,8 @@ class Communicator {
   /// How long a collective may take (default: $ZT_COMM_TIMEOUT_MS or 600 s), counted
   /// from its wait (CPU backends) or its issue (NcclComm's watchdog). A timeout is an
   /// error naming the collective, its sequence number and, where known, missing ranks.
-  void set_timeout(std::chrono::milliseconds t) { timeout_ = t; }
-  std::chrono::milliseconds timeout() const { return timeout_; }
+  void set_timeout(std::chrono::milliseconds t) { timeout_.store(t, std::memory_order_relaxed); }
+  std::chrono::milliseconds timeout() const { return timeout_.load(std::memory_order_relaxed); }
 
   /// Fails this communicator: pending and later collectives throw an error carrying
   /// `reason`; ThreadComm also wakes every other rank; MpiComm and NcclComm end the job
@@ -190,7 +191,7 @@ class Communicator {
   int rank_;
   int size_;
   int64_t seq_ = 0;
-  std::chrono::milliseconds timeout_;
+  std::atomic<std::chrono::milliseconds> timeout_;  // set by the rank, read by its comm thread
   mutable std::mutex counters_mu_;
   CommCounters counters_;
 };

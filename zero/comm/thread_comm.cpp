@@ -62,6 +62,7 @@ bool post_eager(Post& p, size_t n) {
   copy_bytes(copy->data(), p.in, n);
   p.in = copy->data();
   p.eager = std::move(copy);
+  p.owners.clear();  // the copy is all the others read
   return true;
 }
 }  // namespace
@@ -76,6 +77,8 @@ void ThreadComm::execute(const Request& req) {
   p.signature = signature(req);
   if (req.in.defined()) p.in = req.in.data_ptr();
   if (req.out.defined()) p.out = req.out.data_ptr();
+  if (req.in.defined()) p.owners.push_back(req.in);  // below: whatever else peers read
+  p.bytes_owner = req.bytes_in;
   bool eager = false;
   switch (req.kind) {
     case Collective::kAllGather: {
@@ -97,10 +100,12 @@ void ThreadComm::execute(const Request& req) {
     case Collective::kAllReduce: {
       const Tensor& t = req.out;
       p.in = t.data_ptr();
+      p.owners = {t};
       int64_t lo, hi;
       even_chunk(t.numel(), n, r, &lo, &hi);
       Tensor chunk = Tensor::empty({hi - lo}, t.dtype());  // charged as kCommBuffer
       p.scratch = chunk.data_ptr();
+      p.owners.push_back(chunk);
       std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       std::vector<const void*> ins(n);
       for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + lo * e;
@@ -111,11 +116,12 @@ void ThreadComm::execute(const Request& req) {
         even_chunk(t.numel(), n, j, &jlo, &jhi);
         copy_bytes(bytes_of(t) + jlo * e, posts[j].scratch, (jhi - jlo) * e);
       }
-      group_->leave(r, req.seq, limit, what);  // chunk stays alive until all copied
+      group_->leave(r, req.seq, limit, what);  // on success nobody reads chunk after this
       return;
     }
     case Collective::kBroadcast: {
       p.in = req.out.data_ptr();
+      p.owners = {req.out};
       eager = post_eager(p, static_cast<size_t>(req.out.numel()) * e);
       std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
       if (r != req.root) copy_bytes(p.out, posts[req.root].in, req.out.numel() * e);

@@ -99,7 +99,16 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, W
         return m;
       },
       limit, what, "arrive");
-  return s.posts;
+  // The slot keeps each rank's buffers alive until that rank has left normally, when
+  // nobody reads them any more; a rank that leaves by throwing (abort, timeout) never
+  // drops them, so a peer still copying reads live memory. The copies handed out own
+  // nothing: the buffers' lifetimes stay those of the ranks' own tensors otherwise.
+  std::vector<Post> posts = s.posts;
+  for (Post& q : posts) {
+    q.owners.clear();
+    q.bytes_owner.reset();
+  }
+  return posts;
 }
 
 void ThreadGroup::sync(int rank, int64_t seq, int phase, WaitLimit limit, const std::string& what) {
@@ -122,7 +131,11 @@ void ThreadGroup::leave(int rank, int64_t seq, WaitLimit limit, const std::strin
   sync(rank, seq, kLeavePhase, limit, what);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = slots_.find(seq);
-  if (it != slots_.end() && ++it->second.released == size_) slots_.erase(it);
+  if (it == slots_.end()) return;
+  Post& own = it->second.posts[rank];  // every rank is done reading it
+  own.owners.clear();
+  own.bytes_owner.reset();
+  if (++it->second.released == size_) slots_.erase(it);
 }
 
 void ThreadGroup::depart(int64_t seq) {

@@ -28,6 +28,11 @@ struct Post {
   // Small messages: a private copy of `in` (then `in` points into it), so this rank may
   // reuse its buffer at once and nobody waits for the others to finish reading.
   std::shared_ptr<const std::vector<char>> eager;
+  // The memory `in`, `scratch` and `bytes` point into, held by the group's slot until
+  // the rank leaves normally: a rank that leaves a failing collective by throwing (abort,
+  // timeout) frees nothing a peer is still reading (ThreadGroup::arrive).
+  std::vector<Tensor> owners;
+  std::shared_ptr<const std::string> bytes_owner;
 };
 
 /// When a wait gives up: the deadline, and the timeout it was set from (for the message).
