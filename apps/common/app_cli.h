@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "apps/common/cli_checks.h"
+#include "apps/common/run_checks.h"
 #include "configs/app_config.h"
 #include "configs/config.h"
 #include "zero/comm/launch.h"
@@ -34,7 +35,10 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
   sub->add_option("-c,--config", c.config, "YAML config (e.g. " + example + ")")
       ->required()
       ->check(CLI::ExistingFile);
-  sub->add_option("--ranks", c.ranks, "thread ranks (ignored under mpirun: one rank per process)")
+  sub->add_option(
+         "--ranks", c.ranks,
+         "thread ranks; under mpirun each process is one rank (then --ranks, if given, must "
+         "equal -np)")
       ->check(CLI::Validator(
           [](std::string& v) -> std::string {
             try {
@@ -63,7 +67,8 @@ inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
 }
 
 /// Loads the config (with c.sets and extra_sets applied) for `kind`, prints what runs on
-/// rank 0, and calls fn on every rank.
+/// rank 0, checks that every rank resolved the same config (under mpirun each process
+/// reads its own command line), and calls fn on every rank.
 inline int run_on_ranks(
     const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
     const std::vector<std::string>& extra_sets,
@@ -88,6 +93,7 @@ inline int run_on_ranks(
                   resolved.c_str(), comm.size(), comm.backend());
       std::fflush(stdout);
     }
+    check_same_config(cfg.root, comm, (std::string(app_name) + " " + command).c_str());
     fn(cfg, comm);
   });
   return 0;

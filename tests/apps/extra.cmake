@@ -25,6 +25,26 @@ if(ZT_MPIRUN)
     PROCESSORS 2
     PASS_REGULAR_EXPRESSION "'train.lr' is 1e-3 on rank 0 but 2e-3 on rank 1"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # Every subcommand compares the ranks' configs: eval would score two different eval sets.
+  add_test(NAME apps.mpi.config_mismatch_eval
+           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
+                   -np 1 $<TARGET_FILE:vqtok> eval ${_cfg} --weights none --set data.seed=1 :
+                   -np 1 $<TARGET_FILE:vqtok> eval ${_cfg} --weights none --set data.seed=2)
+  set_tests_properties(apps.mpi.config_mismatch_eval PROPERTIES LABELS "mpi;apps" TIMEOUT 60
+    PROCESSORS 2
+    PASS_REGULAR_EXPRESSION "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
+  # the job at once; it used to wait in MPI_Finalize while rank 0 waited out its timeout
+  # (120 s here, past the test's limit).
+  add_test(NAME apps.mpi.startup_failure
+           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
+                   -np 1 -x ZT_COMM_TIMEOUT_MS=120000 $<TARGET_FILE:vqtok> train ${_cfg} :
+                   -np 1 -x ZT_COMM_TIMEOUT_MS=soon $<TARGET_FILE:vqtok> train ${_cfg})
+  set_tests_properties(apps.mpi.startup_failure PROPERTIES LABELS "mpi;apps" TIMEOUT 60
+    PROCESSORS 2
+    PASS_REGULAR_EXPRESSION "rank 1 aborts the MPI job: it failed at start-up: ZT_COMM_TIMEOUT_MS: 'soon'"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
 endif()
 
 # tests/apps: the shipped configs are read from the source tree.

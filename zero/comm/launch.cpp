@@ -51,11 +51,19 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
     });
     return;
   }
-  std::unique_ptr<Communicator> comm = make_process_comm(opts);
-  ZT_CHECK(opts.ranks <= 1 || opts.ranks == comm->size(), "launch: --ranks ", opts.ranks,
-           " conflicts with the ", comm->size(),
-           " processes of mpirun (under mpirun each process is one rank; drop --ranks)");
-  apply(*comm);
+  // Every failure past MPI's start ends the job: a rank that returned from main would wait
+  // in MPI_Finalize for the others, which wait for it in their first collective.
+  std::unique_ptr<Communicator> comm;
+  try {
+    comm = make_process_comm(opts);
+    ZT_CHECK(opts.ranks <= 1 || opts.ranks == comm->size(), "launch: --ranks ", opts.ranks,
+             " conflicts with the ", comm->size(),
+             " processes of mpirun (under mpirun each process is one rank; drop --ranks)");
+    apply(*comm);
+  } catch (const std::exception& e) {
+    abort_job_if_shared(detail::cat("it failed at start-up: ", e.what()));
+    throw;  // one process (or MPI never started): the caller reports it
+  }
   try {
     fn(*comm);
   } catch (const std::exception& e) {

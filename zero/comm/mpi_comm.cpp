@@ -84,6 +84,17 @@ void mpi_init() {
   });
 }
 
+void abort_job_if_shared(const std::string& reason) {
+  int init = 0, fin = 0, n = 1, rank = 0;
+  if (MPI_Initialized(&init) != MPI_SUCCESS || !init) return;
+  if (MPI_Finalized(&fin) != MPI_SUCCESS || fin) return;
+  if (MPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS || n <= 1) return;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  std::fprintf(stderr, "zt.comm: rank %d aborts the MPI job: %s\n", rank, reason.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
 MpiLock::MpiLock() {
   if (runtime().provided < MPI_THREAD_MULTIPLE) {
     runtime().mu.lock();
@@ -136,11 +147,7 @@ void MpiComm::fail(const std::string& reason) {
 
 void MpiComm::abort(const std::string& reason) {
   fail(reason);
-  if (size() > 1) {
-    std::fprintf(stderr, "zt.comm: rank %d aborts the MPI job: %s\n", rank(), reason.c_str());
-    std::fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
+  abort_job_if_shared(reason);
 }
 
 std::string MpiComm::abort_reason() const {
@@ -169,8 +176,9 @@ void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline d
       leaked_ = true;
       std::string msg = ::zt::detail::cat(
           "zt.comm: ", what, " timed out after ", timeout().count(),
-          " ms (see Communicator::set_timeout); MPI cannot tell which ranks did not arrive: "
-          "check that every rank issues the same collectives in the same order");
+          " ms (see Communicator::set_timeout); MPI cannot tell which ranks did not arrive: a "
+          "rank may be stuck, stopped or dead (see its output above), or the ranks issue "
+          "different collectives or a different order of them");
       fail(msg);
       ZT_FAIL(msg);
     }

@@ -31,6 +31,11 @@ namespace zt::comm {
 /// Initializes MPI once per process (MPI_THREAD_MULTIPLE when available, at least
 /// SERIALIZED required) and finalizes it at exit. Safe to call repeatedly.
 void mpi_init();
+/// When MPI is running with more than one process: prints "zt.comm: rank R aborts the MPI
+/// job: <reason>" and ends the whole job (MPI_Abort). Otherwise returns. Also for a rank
+/// that fails before its communicator exists: returning from main would leave it in
+/// MPI_Finalize, waiting for ranks that wait for it in their first collective.
+void abort_job_if_shared(const std::string& reason);
 /// Serializes MPI calls while in scope when MPI lacks MPI_THREAD_MULTIPLE; no-op otherwise.
 class MpiLock {
  public:

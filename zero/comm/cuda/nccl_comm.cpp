@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/cuda/check.h"
+#include "core/device.h"
 #include "core/work_counts.h"
 #include "zero/comm/executor.h"
 #include "zero/comm/watchdog.h"
@@ -59,9 +60,13 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 }
 
 int pick_device(MpiComm& boot, int device) {
+  // cuda_available() first: without a GPU (or driver) cudaGetDeviceCount fails with a
+  // driver-version error that suggests updating a driver that is not there.
+  ZT_CHECK(cuda_available(), "NcclComm: rank ", boot.rank(),
+           " sees no GPU (a GPU run under mpirun needs one per process); check nvidia-smi and "
+           "CUDA_VISIBLE_DEVICES, or train on the CPU");
   int count = 0;
   CUDA_CHECK(cudaGetDeviceCount(&count));
-  ZT_CHECK(count > 0, "NcclComm: no CUDA device visible");
   if (device >= 0) {
     ZT_CHECK(device < count, "NcclComm: device ", device, " but only ", count, " visible");
     return device;
