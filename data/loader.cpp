@@ -189,6 +189,16 @@ LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
   return {epoch, position};
 }
 
+int64_t DataLoader::unpadded(const Batch& b) const {
+  // Rank r's i-th sample of an epoch sits at r + i x world in the padded global order;
+  // positions past the dataset's size are padding, so they end a batch.
+  const int64_t world = sampler_.world(), first = b.position * options_.batch_size;
+  int64_t k = 0;
+  while (k < b.clips.size(0) && sampler_.rank() + (first + k) * world < sampler_.dataset_size())
+    ++k;
+  return k;
+}
+
 void DataLoader::restore(const LoaderState& state) {
   ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,

@@ -70,6 +70,11 @@ class DataLoader {
   /// stream saved under another layout continues where it stopped. At or past the epoch's last
   /// whole batch: the start of the next epoch.
   LoaderState state_at_sample(int64_t epoch, int64_t samples) const;
+  /// How many leading items of `b` (a batch of this loader) are samples of the epoch rather
+  /// than the padding a sampler without drop_last adds so every rank gets as many (repeats
+  /// of the epoch's first samples, at most one per rank). An evaluation scores only these,
+  /// so its result does not depend on the world size.
+  int64_t unpadded(const Batch& b) const;
 
   const Dataset& dataset() const { return *dataset_; }
   const DistributedSampler& sampler() const { return sampler_; }

@@ -61,8 +61,13 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
   double sums[2] = {0.0, 0.0};
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
-    sums[0] += model.loss(model.tokenize(b.clips)).item() * static_cast<double>(b.clips.size(0));
-    sums[1] += static_cast<double>(b.clips.size(0));
+    // The epoch's own samples only (DataLoader::unpadded); a batch of padding alone still
+    // runs, as every rank runs each forward.
+    const int64_t real = loader.unpadded(b);
+    const Tensor loss = model.loss(model.tokenize(real > 0 ? b.clips.narrow(0, 0, real) : b.clips));
+    if (real == 0) continue;
+    sums[0] += loss.item() * static_cast<double>(real);
+    sums[1] += static_cast<double>(real);
   }
   Tensor t = from_vector({sums[0], sums[1]}, {2}, DType::f64);
   app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
@@ -117,7 +122,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     start = extra.step;
     const std::string data_note = app::resume_data(*loader, extra);
     if (say && !data_note.empty())
-      std::fprintf(stderr, "vqgpt train --resume: note: %s\n", data_note.c_str());
+      std::fprintf(stderr, "vqgpt train: note: %s\n", data_note.c_str());
     // Dropout draws from each rank's default generator: continue its stream (same world
     // size; at another one the streams cannot line up anyway).
     app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
@@ -133,7 +138,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (start > 0) {
       const std::string note = app::filter_metrics(
           metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!note.empty()) std::fprintf(stderr, "vqgpt train --resume: note: %s\n", note.c_str());
+      if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
     if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());

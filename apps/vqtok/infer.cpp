@@ -309,15 +309,20 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
   double sums[5] = {0, 0, 0, 0, 0};  // squared error, abs error, elements, vq loss, clips
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
-    std::vector<Tensor> out = forward(b.clips);
-    const auto elems = static_cast<double>(b.clips.numel());
-    sums[0] += mse_loss(out[0], b.clips).item() * elems;
-    sums[1] += l1_loss(out[0], b.clips).item() * elems;
+    // Only the epoch's own samples count, not the padding that evens out the ranks. A
+    // batch of padding alone still runs: every rank runs each forward (ZeRO-3 gathers).
+    const int64_t real = loader.unpadded(b);
+    const Tensor clips = real > 0 ? b.clips.narrow(0, 0, real) : b.clips;
+    std::vector<Tensor> out = forward(clips);
+    if (real == 0) continue;
+    const auto elems = static_cast<double>(clips.numel());
+    sums[0] += mse_loss(out[0], clips).item() * elems;
+    sums[1] += l1_loss(out[0], clips).item() * elems;
     sums[2] += elems;
-    sums[3] += out[2].item() * static_cast<double>(b.clips.size(0));
-    sums[4] += static_cast<double>(b.clips.size(0));
+    sums[3] += out[2].item() * static_cast<double>(real);
+    sums[4] += static_cast<double>(real);
     usage.add(out[1]);
-    if (i == 0 && first) *first = {b.clips, out[0]};
+    if (i == 0 && first) *first = {clips, out[0]};
   }
   Tensor t = from_vector(std::vector<double>(sums, sums + 5), {5}, DType::f64);
   app::all_reduce_host(comm, t, comm::ReduceOp::kSum);

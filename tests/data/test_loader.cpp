@@ -151,6 +151,23 @@ TEST(Loader, StateAtSampleContinuesTheGlobalOrderUnderAnotherLayout) {
   EXPECT_THROW(l.state_at_sample(-1, 0), Error);
 }
 
+// Without drop_last the sampler pads 10 samples to 12 for 3 ranks (ranks 1 and 2 get a
+// repeat as their 4th); the padding ends their last batch and is not counted as unpadded.
+TEST(Loader, UnpaddedLeavesOutTheRepeatsThatEvenOutTheRanks) {
+  auto ds = std::make_shared<Counting>(10);
+  std::vector<int64_t> real;
+  for (int64_t r = 0; r < 3; ++r) {
+    DataLoader l(ds, DistributedSampler(10, r, 3, 4, true, /*drop_last=*/false),
+                 {.batch_size = 2, .drop_last = false});
+    ASSERT_EQ(l.batches_per_epoch(), 2);
+    for (int i = 0; i < 2; ++i) real.push_back(l.unpadded(l.next()));
+  }
+  EXPECT_EQ(real, (std::vector<int64_t>{2, 2, 2, 1, 2, 1}));
+  // With drop_last nothing is padded.
+  DataLoader d(ds, DistributedSampler(10, 2, 3, 4), {.batch_size = 3});
+  EXPECT_EQ(d.unpadded(d.next()), 3);
+}
+
 TEST(Loader, SampleErrorsSurfaceInOrder) {
   auto ds = std::make_shared<Counting>(8, /*bad=*/5);
   DataLoader l(ds, DistributedSampler(8, 0, 1, 0, false),
