@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 #include <random>
 #include <vector>
@@ -65,7 +66,8 @@ static bool is_zombie(long pid) {
 // Whether the process that made temporary id `id` may still be running: true unless the
 // id names a pid on this machine that no longer exists, or has exited (a zombie). Ids of the
 // older form "<pid>-<hex>" are taken to be from this machine.
-static bool owner_may_be_alive(const std::string& id) {
+bool owner_may_be_alive(const std::string& id) {
+  if (id.empty()) return true;
   size_t i = id[0] == 'p' ? 1 : 0, j = i;
   while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
   if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
@@ -210,6 +212,52 @@ bool holds_checkpoints(const std::string& root) {
     if (name == kLatestFile || (name[0] != '.' && e.is_directory(ec))) return true;
   }
   return false;
+}
+
+RunLock::RunLock(const std::string& dir) : id_(ckpt::unique_id()) {
+  fs::create_directories(dir);
+  path_ = (fs::path(dir) / ".lock").string();
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  const std::time_t now = std::time(nullptr);
+  char since[32];
+  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
+  // Written whole under another name, then linked into place: the lock either does not
+  // exist or names its holder, and link() fails when another process got there first.
+  const std::string tmp = path_ + ".tmp-" + id_;
+  ckpt::write_text_atomically(
+      tmp, detail::cat(id_, "\npid ", ::getpid(), " on ", host, ", since ", since, "\n"), id_);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    if (::link(tmp.c_str(), path_.c_str()) == 0) break;
+    const int err = errno;
+    std::string holder, who;
+    if (err == EEXIST) {
+      std::ifstream f(path_);
+      std::getline(f, holder);
+      std::getline(f, who);
+    }
+    if (err != EEXIST || holder.empty() || ckpt::owner_may_be_alive(holder) || attempt == 1) {
+      std::error_code ec;
+      fs::remove(tmp, ec);
+      if (err != EEXIST) ZT_FAIL("cannot create '", path_, "': ", std::strerror(err));
+      ZT_FAIL("'", dir, "' is in use by another run (", who.empty() ? holder : who,
+              "); wait for it to end or write elsewhere. If that run is over (another "
+              "machine's runs cannot be checked from here), delete '",
+              path_, "'");
+    }
+    note_ = detail::cat("took over '", path_, "', left by a run that is gone (", who, ")");
+    fs::remove(path_);
+  }
+  std::error_code ec;
+  fs::remove(tmp, ec);
+}
+
+RunLock::~RunLock() {
+  std::ifstream f(path_);
+  std::string holder;
+  std::getline(f, holder);
+  std::error_code ec;
+  if (holder == id_) fs::remove(path_, ec);  // never another process's lock
 }
 
 std::vector<std::string> remove_stale_temporaries(const std::string& root) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <functional>
 #include <map>
@@ -129,8 +130,16 @@ std::map<std::string, std::string> lines_by_key(const std::string& text) {
   return m;
 }
 
+// Equal text, or numbers equal as numbers (YAML's 1.0e-3 and 0.001 are one learning rate).
+bool same_value(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  char *end_a = nullptr, *end_b = nullptr;
+  const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
+  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+}
+
 // Gathers every rank's `mine` text ("key=value" lines) and errors on every rank, naming the
-// first key that differs from rank 0's, unless all are equal.
+// first key whose value differs from rank 0's, unless none does.
 void check_same(comm::Communicator& comm, const std::string& mine, const std::string& what,
                 const char* app, const std::string& fix) {
   const std::vector<std::string> all = comm.all_gather_bytes(mine);
@@ -140,7 +149,7 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
     std::string key, va = "(absent)", vb = "(absent)";
     for (const auto& [k, v] : a) {
       auto it = b.find(k);
-      if (it == b.end() || it->second != v) {
+      if (it == b.end() || !same_value(it->second, v)) {
         key = k;
         va = v;
         if (it != b.end()) vb = it->second;
@@ -154,6 +163,7 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
           vb = v;
           break;
         }
+    if (key.empty()) continue;  // the same values, written differently
     throw Error(std::string(app) + ": the ranks were started with different " + what + ": '" + key +
                 "' is " + va + " on rank 0 but " + vb + " on rank " + std::to_string(r) + "; " +
                 fix);
@@ -177,10 +187,18 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
           dir.c_str());
     return dir;
   };
+  std::shared_ptr<zero::RunLock> lock;
   auto decide = [&]() -> std::string {
     ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
              cfg.output_dir,
              "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
+    try {  // first: nothing below may touch a folder another run is writing
+      lock = std::make_shared<zero::RunLock>(cfg.output_dir);
+    } catch (const std::exception& e) {
+      throw Error(app + ": " + e.what());
+    }
+    if (!lock->note().empty())
+      std::fprintf(stderr, "%s: note: %s\n", app.c_str(), lock->note().c_str());
     for (const std::string& gone : zero::remove_stale_temporaries(root))
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
@@ -218,8 +236,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
         throw Error(app + " --resume: " + e.what() +
                     " (or start a new run: another output_dir, or --overwrite to replace them)");
       }
-      if (!rp.note.empty())
-        std::fprintf(stderr, "%s --resume: note: %s\n", app.c_str(), rp.note.c_str());
+      if (!rp.note.empty()) std::fprintf(stderr, "%s: note: %s\n", app.c_str(), rp.note.c_str());
       if (rp.dir.empty() && request.say)
         std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
       return "\n" + rp.dir;
@@ -233,7 +250,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   };
   const std::string decided = decided_by_rank0(comm, decide);  // "<set aside>\n<resume from>"
   const size_t nl = decided.find('\n');
-  return RunStart{decided.substr(nl + 1), decided.substr(0, nl)};
+  return RunStart{decided.substr(nl + 1), decided.substr(0, nl), lock};
 }
 
 void finish_start(const RunStart& start, comm::Communicator& comm) {

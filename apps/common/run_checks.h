@@ -5,12 +5,14 @@
 // tensor holds non-finite values when a loss or metric is not finite.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "configs/app_config.h"
 #include "nn/module.h"
+#include "zero/checkpoint.h"
 #include "zero/comm/communicator.h"
 #include "zero/engine.h"
 
@@ -32,10 +34,14 @@ struct RunStart {
   std::string resume_from;  ///< the checkpoint to resume from; "" to start at step 0
   /// Where --overwrite set the earlier run's results aside ("" when it did not).
   std::string set_aside;
+  /// Rank 0: output_dir/.lock (zero::RunLock), held while this (or a copy) lives.
+  std::shared_ptr<zero::RunLock> lock;
 };
 
 /// Decides where a training run starts, after checking the output folder. Every rank calls
 /// it; rank 0 inspects the files and every rank returns its answer or throws the same error.
+///  - first, rank 0 takes output_dir/.lock (zero::RunLock): a folder another live run is
+///    writing is an error naming that run;
 ///  - train.resume names a directory: that checkpoint (error when it holds none). When
 ///    `root` already holds checkpoints and that one is not its newest, the run would save
 ///    among another run's checkpoints: an error, unless --overwrite (then as below).

@@ -193,7 +193,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     start = extra.step;
     const std::string data_note = app::resume_data(*loader, extra);
     if (say && !data_note.empty())
-      std::fprintf(stderr, "vqtok train --resume: note: %s\n", data_note.c_str());
+      std::fprintf(stderr, "vqtok train: note: %s\n", data_note.c_str());
     // Dropout draws from each rank's default generator: continue its stream (same world
     // size; at another one the streams cannot line up anyway).
     app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
@@ -221,7 +221,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       // Drop records past the checkpoint (a run that went further before it stopped).
       const std::string note = app::filter_metrics(
           metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!note.empty()) std::fprintf(stderr, "vqtok train --resume: note: %s\n", note.c_str());
+      if (!note.empty()) std::fprintf(stderr, "vqtok train: note: %s\n", note.c_str());
       for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);

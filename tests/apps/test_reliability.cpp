@@ -8,12 +8,16 @@
 //     and --overwrite); --overwrite replaces the earlier results once the new run has taken
 //     a step, and a run that fails before that gets them back; --overwrite with --resume,
 //     or one that would set aside what the run reads, and a train.resume that would save
-//     among another run's checkpoints are refused, changing nothing;
+//     among another run's checkpoints are refused, changing nothing; so is a run into a
+//     folder another live run is writing (a dead run's lock is taken over);
 //  3. resuming from the checkpoint of every step of a short run (dead-code restarts in
 //     between) ends bit for bit where the uninterrupted run ends;
 //  4. non-finite weights are an error in eval, a diverging run stops naming the step;
-//  5. ranks given different configs stop at start-up naming the differing key;
-//  9. a torn last metrics line is dropped on --resume, earlier lines kept.
+//  5. ranks given different configs stop at start-up naming the differing key (numbers
+//     compare as numbers);
+//  6. a resume at another world size or batch size reads on after the samples already read;
+//  7. a torn last metrics line is dropped on --resume, earlier lines kept.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -89,6 +93,37 @@ std::string line_of_step(const std::vector<std::string>& ls, int64_t step) {
 }
 
 }  // namespace
+
+// Two runs never write into one output_dir at once: the second is refused, naming the
+// first. A lock left by a run that is gone (killed) is taken over, with a note.
+TEST(Reliability, ASecondRunIntoAFolderInUseIsRefused) {
+  const std::string dir = fresh_dir("lock");
+  std::string held;
+  {
+    zero::RunLock other(dir);  // another run, alive (this process)
+    held = lines(dir + "/.lock").at(0);
+    const std::string err = error_of([&] { train(tiny_config(dir), false); });
+    EXPECT_TRUE(has(err, "vqtok train: '" + dir + "' is in use by another run (pid " +
+                             std::to_string(::getpid()) + " on "))
+        << err;
+    EXPECT_FALSE(fs::exists(dir + "/checkpoints"));
+  }
+  EXPECT_FALSE(fs::exists(dir + "/.lock"));  // released with its holder
+  const pid_t gone = ::fork();               // a process that has exited
+  if (gone == 0) ::_exit(0);
+  ::waitpid(gone, nullptr, 0);
+  write_file(dir + "/.lock", "p" + std::to_string(gone) + held.substr(held.find('-')) + "\npid " +
+                                 std::to_string(gone) + " on this machine\n");
+  testing::internal::CaptureStderr();
+  const vqtok::TrainResult r = train(tiny_config(dir), false);
+  const std::string note = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.steps, 4);
+  EXPECT_TRUE(has(note, "took over '" + dir + "/.lock', left by a run that is gone (pid " +
+                            std::to_string(gone)))
+      << note;
+  EXPECT_FALSE(fs::exists(dir + "/.lock"));
+  fs::remove_all(dir);
+}
 
 TEST(Reliability, ResumeWithABrokenLatestUsesTheNewestCompleteCheckpoint) {
   const std::string base = fresh_dir("latest");
@@ -378,6 +413,13 @@ TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
     }
   }
   EXPECT_FALSE(fs::exists(dir + "/checkpoints"));
+  // Numbers are compared as numbers: 0.003 and the config's 3.0e-3 are one learning rate.
+  const config::AppConfig same = tiny_config(dir),
+                          written_otherwise = tiny_config(dir, {"train.lr=0.003"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const config::AppConfig& mine = comm.rank() == 0 ? same : written_otherwise;
+    EXPECT_EQ(error_of([&] { app::check_same_config(mine.root, comm, "test"); }), "");
+  });
   fs::remove_all(dir);
 }
 
