@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <utility>
@@ -136,6 +137,19 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "%s\n", zt::app::unknown_command("zt-bench", first, names).c_str());
     }
     zt::bench::print_usage(stderr);
+    return zt::app::kUsageError;
+  }
+  // comm, zero, frozen and vqgpt run their ranks under mpirun. The others measure one
+  // process: mpirun -np N would run N copies that share the cores and print N results.
+  const char* procs = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (!procs) procs = std::getenv("PMI_SIZE");
+  const bool mpi_ranks =
+      first == "comm" || first == "zero" || first == "frozen" || first == "vqgpt";
+  if (!mpi_ranks && procs && std::atoi(procs) > 1) {
+    std::fprintf(stderr,
+                 "zt-bench %s: measures one process; run it without mpirun (under mpirun, "
+                 "comm, zero, frozen and vqgpt run one rank per process)\n",
+                 first.c_str());
     return zt::app::kUsageError;
   }
   std::vector<std::string> args(argv + 2, argv + argc);

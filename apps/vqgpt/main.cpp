@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
       ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
       ->check(CLI::NonNegativeNumber);
-  sample->add_option("--seed", so.sampling.seed, "sampling seed");
+  sample->add_option("--seed", so.sampling.seed,
+                     "sampling seed (each rank draws from its own stream of it)");
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
