@@ -114,6 +114,8 @@ class RunLock {
   RunLock& operator=(const RunLock&) = delete;
   /// "took over ..." when a gone process's lock was replaced, else "".
   const std::string& note() const { return note_; }
+  /// What the lock file's first line holds while this lock is held.
+  const std::string& id() const { return id_; }
 
  private:
   std::string path_, id_, note_;

@@ -121,9 +121,13 @@ struct AppCommands {
   }
   /// What main() returns for an error that escaped a command: "<app>: error: ..." on
   /// stderr (after whatever stdout holds), exit status 1.
+  /// An error every rank of an mpirun job raised together (comm::AgreedError) is printed
+  /// by rank 0 alone.
   int fail(const std::exception& e) const {
     std::fflush(stdout);
-    std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e);
+    if (!agreed || agreed->rank() == 0 || !comm::under_mpirun())
+      std::fprintf(stderr, "%s: error: %s\n", name, e.what());
     return 1;
   }
   /// run_on_ranks for this app.

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <sstream>
@@ -33,7 +34,7 @@ std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::
   }
   const std::string all = comm.all_gather_bytes(mine)[0];
   const size_t nl = all.find('\n');
-  if (all.compare(0, nl, "ok") != 0) throw Error(all.substr(nl + 1));
+  if (all.compare(0, nl, "ok") != 0) throw comm::AgreedError(all.substr(nl + 1), comm.rank());
   return all.substr(nl + 1);
 }
 
@@ -164,9 +165,10 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
           break;
         }
     if (key.empty()) continue;  // the same values, written differently
-    throw Error(std::string(app) + ": the ranks were started with different " + what + ": '" + key +
-                "' is " + va + " on rank 0 but " + vb + " on rank " + std::to_string(r) + "; " +
-                fix);
+    throw comm::AgreedError(std::string(app) + ": the ranks were started with different " + what +
+                                ": '" + key + "' is " + va + " on rank 0 but " + vb + " on rank " +
+                                std::to_string(r) + "; " + fix,
+                            comm.rank());
   }
 }
 
@@ -248,9 +250,24 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
              "--overwrite to replace its checkpoints and metrics");
     return replace_earlier() + "\n";
   };
-  const std::string decided = decided_by_rank0(comm, decide);  // "<set aside>\n<resume from>"
-  const size_t nl = decided.find('\n');
-  return RunStart{decided.substr(nl + 1), decided.substr(0, nl), lock};
+  // "<lock id>\n<set aside>\n<resume from>"
+  const std::string decided = decided_by_rank0(comm, [&] {
+    const std::string d = decide();
+    return lock->id() + "\n" + d;
+  });
+  const size_t a = decided.find('\n'), b = decided.find('\n', a + 1);
+  // Every rank writes its checkpoint shard into output_dir, so each must see the folder rank
+  // 0 locked, not another of that name (another working directory, or a machine that does
+  // not share rank 0's disk: found at the first save otherwise).
+  std::string seen = "missing";
+  std::ifstream f(fs::path(cfg.output_dir) / ".lock");
+  if (std::string holder; std::getline(f, holder))
+    seen = holder == decided.substr(0, a) ? "rank 0's" : "another run's";
+  check_same(comm, "lock in output_dir " + cfg.output_dir + "=" + seen, "views of output_dir",
+             app.c_str(),
+             "every rank writes its shard of each checkpoint there: start the ranks in one "
+             "working directory, with output_dir on a filesystem they all share");
+  return RunStart{decided.substr(b + 1), decided.substr(a + 1, b - a - 1), lock};
 }
 
 void finish_start(const RunStart& start, comm::Communicator& comm) {
@@ -269,6 +286,13 @@ std::string flatten_config(const config::Node& root) {
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {
   check_same(comm, flatten_config(root), "configurations", app,
              "give every rank the same --config and --set options");
+}
+
+void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app) {
+  check_same(comm, detail::cat("data=", dataset.describe(), ", ", dataset.size(), " items"), "data",
+             app,
+             "every rank must read the same data: start the ranks in one working directory, "
+             "with data.path on a filesystem they all share");
 }
 
 void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app) {
@@ -301,18 +325,22 @@ void check_step_finite(zero::Engine& engine, const std::string& local, int64_t s
   if (engine.loss_scale() != 1.0) return;  // fp16: the engine skipped the update
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty())
-      throw Error(std::string(app) + ": the loss is not finite at step " + std::to_string(step) +
-                  " on rank " + std::to_string(r) + ": " + all[r] +
-                  ". Training stops here (no checkpoint of this step is written); resume from "
-                  "the last checkpoint with a lower train.lr, train.gradient_clipping, or "
-                  "bf16; fp16 with loss scaling would skip such steps instead");
+      throw comm::AgreedError(
+          std::string(app) + ": the loss is not finite at step " + std::to_string(step) +
+              " on rank " + std::to_string(r) + ": " + all[r] +
+              ". Training stops here (no checkpoint of this step is written); resume from "
+              "the last checkpoint with a lower train.lr, train.gradient_clipping, or "
+              "bf16; fp16 with loss scaling would skip such steps instead",
+          engine.comm().rank());
   const double norm = engine.last_grad_norm();
-  if (!std::isfinite(norm))
-    throw Error(std::string(app) + ": the gradient norm is " + std::to_string(norm) + " at step " +
-                std::to_string(step) +
-                " while every loss was finite: a gradient overflowed in backward. Training "
-                "stops here (no checkpoint of this step is written); resume from the last "
-                "checkpoint with a lower train.lr or train.gradient_clipping");
+  if (!std::isfinite(norm))  // the norm is all-reduced: every rank sees the same
+    throw comm::AgreedError(
+        std::string(app) + ": the gradient norm is " + std::to_string(norm) + " at step " +
+            std::to_string(step) +
+            " while every loss was finite: a gradient overflowed in backward. Training "
+            "stops here (no checkpoint of this step is written); resume from the last "
+            "checkpoint with a lower train.lr or train.gradient_clipping",
+        engine.comm().rank());
 }
 
 bool all_finite(const Tensor& t) {

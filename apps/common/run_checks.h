@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "configs/app_config.h"
+#include "data/dataset.h"
 #include "nn/module.h"
 #include "zero/checkpoint.h"
 #include "zero/comm/communicator.h"
@@ -41,7 +42,8 @@ struct RunStart {
 /// Decides where a training run starts, after checking the output folder. Every rank calls
 /// it; rank 0 inspects the files and every rank returns its answer or throws the same error.
 ///  - first, rank 0 takes output_dir/.lock (zero::RunLock): a folder another live run is
-///    writing is an error naming that run;
+///    writing is an error naming that run; last, every rank checks that it sees that lock
+///    (ranks in other working directories, or on machines without rank 0's disk, do not);
 ///  - train.resume names a directory: that checkpoint (error when it holds none). When
 ///    `root` already holds checkpoints and that one is not its newest, the run would save
 ///    among another run's checkpoints: an error, unless --overwrite (then as below).
@@ -69,6 +71,10 @@ std::string flatten_config(const config::Node& root);
 /// Errors on every rank unless every rank holds the same configuration (compared as
 /// flatten_config text), naming the first key that differs and its value on both ranks.
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
+
+/// Errors on every rank unless every rank reads the same data, as far as describe() and
+/// the size tell (a relative data.path under another working directory, say).
+void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app);
 
 /// Errors on every rank unless every rank's model has the same parameter and buffer names
 /// and (full, unpartitioned) shapes, naming the first that differs.

@@ -171,6 +171,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // The data first: a dataset too small for the ranks fails before every rank builds a model.
   auto dataset = data::make_dataset(cfg.data);
+  app::check_same_data(*dataset, comm, "vqtok train");
   auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
   std::shared_ptr<const data::Dataset> eval_set;
   if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);

@@ -13,7 +13,9 @@ zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps m
 zt_test_properties(${exe} "^apps\\.[A-Za-z0-9_]+\\.[A-Za-z0-9_]*(Cuda|Gpu)" LABELS apps cuda)
 
 # Ranks given different --set options under mpirun stop at start-up naming the key (and
-# write nothing), instead of training silently or failing inside a collective.
+# write nothing), instead of training silently or failing inside a collective. An error
+# every rank raises together ends each process normally, printed once by rank 0, where
+# any other aborts the MPI job (FAIL_REGULAR_EXPRESSION: no MPI_ABORT banner).
 if(ZT_MPIRUN)
   set(_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
            --set output_dir=${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
@@ -24,6 +26,7 @@ if(ZT_MPIRUN)
   set_tests_properties(apps.mpi.config_mismatch PROPERTIES LABELS "mpi;apps" TIMEOUT 60
     PROCESSORS 2
     PASS_REGULAR_EXPRESSION "'train.lr' is 1e-3 on rank 0 but 2e-3 on rank 1"
+    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   # Every subcommand compares the ranks' configs: eval would score two different eval sets.
   add_test(NAME apps.mpi.config_mismatch_eval
@@ -33,6 +36,20 @@ if(ZT_MPIRUN)
   set_tests_properties(apps.mpi.config_mismatch_eval PROPERTIES LABELS "mpi;apps" TIMEOUT 60
     PROCESSORS 2
     PASS_REGULAR_EXPRESSION "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
+    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # Ranks in different working directories: a relative output_dir names two folders, and
+  # the run stops at start-up (it used to fail at its first checkpoint save).
+  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/a ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/b)
+  set(_rel --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set output_dir=out)
+  add_test(NAME apps.mpi.working_directories
+           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
+                   -np 1 -wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/a $<TARGET_FILE:vqtok> train ${_rel} :
+                   -np 1 -wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/b $<TARGET_FILE:vqtok> train ${_rel})
+  set_tests_properties(apps.mpi.working_directories PROPERTIES LABELS "mpi;apps" TIMEOUT 120
+    PROCESSORS 2
+    PASS_REGULAR_EXPRESSION "views of output_dir: 'lock in output_dir out' is rank 0's on rank 0 but missing on rank 1"
+    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
   # the job at once; it used to wait in MPI_Finalize while rank 0 waited out its timeout

@@ -413,6 +413,16 @@ TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
     }
   }
   EXPECT_FALSE(fs::exists(dir + "/checkpoints"));
+  // Data that differs (e.g. a relative data.path under two working directories) is named.
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const config::AppConfig c =
+        tiny_config(dir, {"data.num_samples=" + std::to_string(32 << comm.rank())});
+    const std::string e =
+        error_of([&] { app::check_same_data(*data::make_dataset(c.data), comm, "t"); });
+    EXPECT_TRUE(has(e, "different data: 'data' is ")) << e;
+    EXPECT_TRUE(has(e, ", 32 items on rank 0 but ")) << e;
+    EXPECT_TRUE(has(e, ", 64 items on rank 1")) << e;
+  });
   // Numbers are compared as numbers: 0.003 and the config's 3.0e-3 are one learning rate.
   const config::AppConfig same = tiny_config(dir),
                           written_otherwise = tiny_config(dir, {"train.lr=0.003"});

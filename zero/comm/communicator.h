@@ -53,6 +53,19 @@ class AbortedError : public Error {
   using Error::Error;
 };
 
+/// An error every rank raises at the same point, after a collective told each of them
+/// (a check that compared the ranks' configs, say). launch() lets it end every process
+/// normally, where another error aborts the MPI job, and a program prints it once.
+class AgreedError : public Error {
+ public:
+  AgreedError(const std::string& what, int rank) : Error(what), rank_(rank) {}
+  /// The rank that raised this copy.
+  int rank() const { return rank_; }
+
+ private:
+  int rank_;
+};
+
 /// An issued collective. Per communicator, work completes in issue order. A Work keeps
 /// its tensors alive until it finished (CPU backends) or until the compute stream is
 /// ordered after it (NCCL); it must not outlive its communicator.

@@ -66,6 +66,8 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   }
   try {
     fn(*comm);
+  } catch (const AgreedError&) {
+    throw;  // every rank raises it: each ends normally (MPI_Finalize meets them all)
   } catch (const std::exception& e) {
     if (comm->size() == 1) throw;
     comm->abort(detail::cat("rank ", comm->rank(), " failed: ", e.what()));
