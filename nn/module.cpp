@@ -91,22 +91,25 @@ bool Module::buffer_is_persistent(const std::string& local_name) const {
 }
 
 void Module::collect(const std::string& prefix, bool params, bool recurse,
-                     std::vector<std::pair<std::string, Tensor>>& out) const {
+                     std::vector<std::pair<std::string, Tensor>>& out,
+                     std::unordered_set<const TensorImpl*>& seen) const {
   for (const auto& [n, t] : params ? params_ : buffers_)
-    if (t.defined()) out.emplace_back(prefix + n, t);
+    if (t.defined() && seen.insert(t.impl()).second) out.emplace_back(prefix + n, t);
   if (!recurse) return;
-  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out);
+  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out, seen);
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", true, recurse, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", true, recurse, out, seen);
   return out;
 }
 
 std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
   std::vector<std::pair<std::string, Tensor>> out;
-  collect("", false, recurse, out);
+  std::unordered_set<const TensorImpl*> seen;
+  collect("", false, recurse, out, seen);
   return out;
 }
 

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -65,7 +66,9 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Replaces the tensor registered under `name` (same kind), e.g. after loading.
   void replace_tensor(const std::string& name, const Tensor& t);
 
-  // ---- traversal (dotted names, registration order)
+  // ---- traversal (dotted names, registration order). A tensor registered under several
+  // names (tied weights) is listed once, under its first name, as PyTorch lists it, so an
+  // optimizer built from the list updates it once. state_dict() keeps every name.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
@@ -117,7 +120,8 @@ class Module : public std::enable_shared_from_this<Module> {
 
  private:
   void collect(const std::string& prefix, bool params, bool recurse,
-               std::vector<std::pair<std::string, Tensor>>& out) const;
+               std::vector<std::pair<std::string, Tensor>>& out,
+               std::unordered_set<const TensorImpl*>& seen) const;
   void print_into(std::string& out, const std::string& name, int depth) const;
 
   std::string type_name_;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 
 #include "core/ops.h"
 #include "zero/hooks.h"
@@ -25,6 +26,18 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   std::vector<Tensor> reduced;                            // what the reducer reduces
   std::vector<ZeroParam*> with_grads;                     // gradient shards to allocate
   const DType low = config_.precision.dtype();
+  // A tensor registered in two modules (tied weights) would be gathered, released and
+  // reduced once per module: refused, naming both places.
+  std::map<const TensorImpl*, std::string> registered;
+  for (auto& [path, m] : model_->named_modules())
+    for (auto& [n, p] : m->local_parameters()) {
+      if (!p.defined()) continue;
+      const std::string name = path.empty() ? n : path + "." + n;
+      auto [it, fresh] = registered.emplace(p.impl(), name);
+      ZT_CHECK(fresh, "zero::Engine: '", it->second, "' and '", name,
+               "' are one tensor (tied weights), which zt's ZeRO-3 engine does not support: give "
+               "each module its own parameter");
+    }
   auto named = model_->named_parameters();
   offload_ = std::make_unique<OptimizerOffload>(
       config_.offload_optimizer, named.empty() ? Device::cpu() : named.front().second.device());
@@ -33,6 +46,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     if (is_replicated(p)) {
       broadcast_tensor(p, comm_, 0);
       replicas_.emplace_back(name, p);
+      replica_trains_.push_back(p.requires_grad());
       if (p.requires_grad()) trainable.emplace_back(name, p);
       continue;
     }
@@ -41,6 +55,10 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     DType storage = p.dtype() == DType::f32 ? low : p.dtype();
     if (!is_partitioned(p)) partition_param(p, comm_, 0, storage);
     ZeroParam* z = zero_param(p);
+    ZT_CHECK(z->engine == nullptr, "zero::Engine: parameter '", name,
+             "' is trained by another zero::Engine that is still alive; one engine per model "
+             "(destroy the first before building another)");
+    z->engine = this;
     z->set_storage_dtype(storage, p.requires_grad());
     z->persistent = p.numel() <= config_.stage3_param_persistence_threshold;
     if (p.requires_grad()) {
@@ -118,7 +136,10 @@ Engine::~Engine() {
   coordinator_->set_timeline(nullptr);
   reducer_->set_timeline(nullptr);
   // The model may outlive the engine: hooks go with hooks_, gradient shards here.
-  for (NamedParam& np : params_) zero_param(np.param)->grad_shard = Tensor();
+  for (NamedParam& np : params_) {
+    zero_param(np.param)->grad_shard = Tensor();
+    zero_param(np.param)->engine = nullptr;
+  }
 }
 
 std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {
@@ -126,14 +147,30 @@ std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {
   return model_->call(inputs);
 }
 
-void Engine::backward(const Tensor& loss) {
+void Engine::backward(const Tensor& loss, bool retain_graph) {
   double scale = scaler_.scale() / config_.gradient_accumulation_steps;
   Tensor l = scale != 1.0 ? mul(loss, scale) : loss;
   {
     MemTagScope tag(MemTag::kActivation);
-    l.backward();
+    l.backward(Tensor(), retain_graph);
   }
   reducer_->flush();
+  ++backwards_;
+}
+
+void Engine::check_trainable_unchanged() const {
+  auto changed = [](const std::string& name, bool was) {
+    ZT_FAIL("zero::Engine::step: '", name, "' was ", was ? "trainable" : "frozen",
+            " when the engine was built and now has requires_grad ", was ? "false" : "true",
+            "; which parameters train is fixed when an engine is built: set requires_grad "
+            "before building it (a new engine for each phase of a freezing schedule)");
+  };
+  for (const NamedParam& np : params_)
+    if (zero_param(np.param)->grad_shard.defined() != np.param.requires_grad())
+      changed(np.name, zero_param(np.param)->grad_shard.defined());
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (replica_trains_[i] != replicas_[i].second.requires_grad())
+      changed(replicas_[i].first, replica_trains_[i]);
 }
 
 void Engine::reduce_gradients() {
@@ -149,6 +186,12 @@ EngineStats Engine::stats() const {
 
 bool Engine::step() {
   if (graph_capturing()) check_capturable();
+  ZT_CHECK(backwards_ > 0,
+           "zero::Engine::step: no backward() since the last step(); call "
+           "engine.backward(loss) first (a step without gradients would still move the "
+           "parameters: AdamW's momentum and weight decay)");
+  backwards_ = 0;
+  check_trainable_unchanged();
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;
   micro_ = 0;

@@ -48,12 +48,18 @@ class Engine {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
   Tensor operator()(const Tensor& x) { return forward({x})[0]; }
   /// loss.backward() scaled by 1 / gradient_accumulation_steps (and the fp16 loss scale).
-  void backward(const Tensor& loss);
+  /// retain_graph keeps the graph for another backward through it, as in PyTorch.
+  void backward(const Tensor& loss, bool retain_graph = false);
   /// Flushes queued gradient buckets and waits for every reduce-scatter; afterwards each
   /// rank's gradient shards hold its slice of the averaged gradients (step() does this).
   void reduce_gradients();
   /// Ends a micro-step; at each gradient_accumulation_steps boundary reduces, clips,
-  /// updates and returns true.
+  /// updates and returns true. Needs a backward() since the last step(). Every parameter
+  /// trainable when the engine was built is updated, with a zero gradient where none
+  /// arrived (a branch this step did not use), as DeepSpeed's ZeRO-3 does: AdamW's
+  /// momentum and weight decay still move it. Which parameters train is fixed at
+  /// construction: a requires_grad changed since is an error here (build a new engine for
+  /// each phase of a freezing schedule).
   bool step();
 
   /// Hashes every buffer and replicated parameter on every rank; throws naming the first
@@ -134,12 +140,14 @@ class Engine {
   void skip_overflowed_step();
   void end_timeline_step();
   void check_capturable() const;
+  void check_trainable_unchanged() const;
 
   std::shared_ptr<nn::Module> model_;
   comm::Communicator& comm_;
   Config config_;
   std::vector<NamedParam> params_;
   std::vector<std::pair<std::string, Tensor>> replicas_;
+  std::vector<bool> replica_trains_;  // replicas_[i] was trainable at construction
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::unique_ptr<optim::Optimizer> optimizer_;
   std::unique_ptr<OptimizerOffload> offload_;
@@ -151,6 +159,7 @@ class Engine {
   std::unique_ptr<Hooks> hooks_;  // last: removed first
   LossScaler scaler_;
   int micro_ = 0;
+  int backwards_ = 0;               // backward() calls since the last step()
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard

@@ -48,6 +48,7 @@ struct ZeroParam : TensorExtra {
   bool persistent = false;              // numel <= stage3_param_persistence_threshold
   int holds = 0;                        // GatheredParameters scopes keeping it gathered
   TensorImpl* owner = nullptr;          // the parameter's tensor (which owns this record)
+  const void* engine = nullptr;         // the Engine training it (one at a time)
 
   ~ZeroParam() override;
 

@@ -12,8 +12,16 @@ Init::~Init() {
   nn::pop_registration_observer(this);
 }
 
-void Init::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+void Init::on_parameter(nn::Module& m, const std::string& name, const Tensor& p) {
+  ZT_CHECK(!is_partitioned(p), "zero::Init: ", m.type_name(), ".", name,
+           " is a tensor already registered in another module (tied weights), which zt's "
+           "ZeRO-3 does not support: give each module its own parameter");
   partition_param(p, comm_, 0);
+  p.impl()->unavailable_hint =
+      "While a model is built under zero::Init, each parameter is partitioned as it is "
+      "registered: give it its initial values before registering it. Once built, call the "
+      "owning module through Module::call() (operator()) under a zero::Engine, which gathers "
+      "it, or open a zero::GatheredParameters scope around the access.";
 }
 void Init::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
   broadcast_tensor(b, comm_, 0);

@@ -62,6 +62,22 @@ TEST(Module, DottedNamesInRegistrationOrder) {
                                       "block.fc.bias", "head.weight"}));
 }
 
+// A tensor registered in two modules (tied weights, as a language model ties its output
+// head to its token table) is one parameter: listed once, under its first name, so an
+// optimizer built from the list steps it once; state_dict() keeps both names.
+TEST(Module, TiedWeightsAreListedOnce) {
+  nn::Sequential m;
+  auto a = std::make_shared<nn::Linear>(nn::LinearOptions(3, 3).bias(false));
+  auto b = std::make_shared<nn::Linear>(nn::LinearOptions(3, 3).bias(false));
+  m.push_back(a);
+  m.push_back(b);
+  b->weight = a->weight;
+  b->replace_tensor("weight", a->weight);
+  EXPECT_EQ(names(m.named_parameters()), (std::vector<std::string>{"0.weight"}));
+  EXPECT_EQ(m.num_parameters(), 9);
+  EXPECT_EQ(nn::state_dict(m).size(), 2u);
+}
+
 TEST(Module, DuplicateAndBadNamesAreErrors) {
   Block b;
   EXPECT_THROW(b.register_parameter("scale", ones({1})), Error);
