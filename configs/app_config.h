@@ -59,7 +59,10 @@ struct TrainConfig {
   int64_t warmup = 0;       ///< linear warmup steps from 0 to lr
   double min_lr = 0.0;      ///< cosine/linear floor
   int64_t step_size = 100;  ///< schedule step: decay every step_size steps
-  double gamma = 0.1;       ///< schedule step: decay factor
+  /// Set by a DeepSpeed scheduler: updates are counted as DeepSpeed's schedulers count
+  /// them (app::LrPlan), not as zt's own schedules do.
+  bool deepspeed_schedule = false;
+  double gamma = 0.1;  ///< schedule step: decay factor
   double weight_decay = 0.0;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;

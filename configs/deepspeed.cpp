@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <sstream>
+#include <type_traits>
 
 #include "configs/zero_sections.h"
 #include "core/error.h"
@@ -97,10 +99,15 @@ struct TakeOver {
       // A value the scheduler's or optimizer's type implies is named by the type.
       const std::string& path = ds_node.path();
       const bool implied = path == "type" || (path.size() > 5 && path.ends_with(".type"));
-      const std::string by = implied ? path + " " + ds_node.scalar() + " sets train." + key +
-                                           " to " + text(value) + ", replacing " + text(field)
-                                     : path + " (" + text(value) + ") replaces train." + key +
-                                           " (" + text(field) + ")";
+      // A number computed from the key's (cos_min_ratio x lr) is named as computed.
+      bool derived = false;
+      if constexpr (std::is_same_v<T, double>)
+        derived = ds_node.is_scalar() && std::strtod(ds_node.scalar().c_str(), nullptr) != value;
+      const std::string by =
+          implied || derived
+              ? path + " " + ds_node.scalar() + " sets train." + key + " to " + text(value) +
+                    ", replacing " + text(field)
+              : path + " (" + text(value) + ") replaces train." + key + " (" + text(field) + ")";
       warnings.push_back(ds_node.where() + ": " + by + " from " + y.where());
     }
     field = value;
@@ -136,6 +143,8 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
     // DeepSpeed's "Adam" decouples weight decay (AdamW) unless adam_w_mode is false.
     p.get("adam_w_mode", adam_w_mode).get("torch_adam", torch_adam);
     which = kind == "adam" && !adam_w_mode ? Optimizer::adam : Optimizer::adamw;
+    // torch_adam: DeepSpeed builds torch.optim.AdamW, whose weight_decay defaults to 0.01.
+    if (torch_adam && which == Optimizer::adamw && !p.has("weight_decay")) weight_decay = 0.01;
   }
   p.finish();
   o.finish();
@@ -215,6 +224,7 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
                    "' is not supported by zt: use WarmupLR, WarmupDecayLR or WarmupCosineLR "
                    "(OneCycle and LRRangeTest are not implemented)");
   }
+  t.deepspeed_schedule = true;
   p.finish();
   sc.finish();
 }

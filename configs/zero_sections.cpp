@@ -142,6 +142,7 @@ zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16) {
       .get("initial_scale_power", m.initial_scale_power, 0, 62)
       .get("loss_scale_window", m.loss_scale_window, 1)
       .get("hysteresis", m.hysteresis, 1)
+      .get("consecutive_hysteresis", m.consecutive_hysteresis)
       .get("min_loss_scale", m.min_loss_scale, 0.0);
   fp16.finish();
   if (m.bf16 && m.fp16)

@@ -75,7 +75,7 @@ class BatchNorm3d : public BatchNorm {
   explicit BatchNorm3d(const BatchNormOptions& options) : BatchNorm(options, 3, "BatchNorm3d") {}
 };
 
-/// Options for GroupNorm: GroupNormOptions(G, C).eps(1e-6).
+/// Options for GroupNorm: GroupNormOptions(G, C).eps(1e-6) (default eps 1e-5, as PyTorch's).
 struct GroupNormOptions {
   GroupNormOptions(int64_t num_groups, int64_t num_channels)
       : num_groups_(num_groups), num_channels_(num_channels) {}

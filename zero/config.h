@@ -18,11 +18,12 @@ namespace zt::zero {
 struct MixedPrecision {
   bool bf16 = false;
   bool fp16 = false;
-  double loss_scale = 0;         // fp16: 0 = dynamic, else a fixed scale
-  int initial_scale_power = 16;  // dynamic: start at 2^power
-  int loss_scale_window = 1000;  // dynamic: good steps before doubling the scale
-  int hysteresis = 2;            // dynamic: overflows tolerated before halving
-  double min_loss_scale = 1;     // dynamic: never below this
+  double loss_scale = 0;                // fp16: 0 = dynamic, else a fixed scale
+  int initial_scale_power = 16;         // dynamic: start at 2^power
+  int loss_scale_window = 1000;         // dynamic: doubles after window + 1 good steps in a row
+  int hysteresis = 2;                   // dynamic: the overflows it takes to start halving
+  bool consecutive_hysteresis = false;  // dynamic: a good step restores the hysteresis
+  double min_loss_scale = 1;            // dynamic: never below this
   /// The parameter dtype this implies (f32 when neither is enabled).
   DType dtype() const { return bf16 ? DType::bf16 : fp16 ? DType::f16 : DType::f32; }
 };

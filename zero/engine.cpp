@@ -335,8 +335,12 @@ void Engine::skip_overflowed_step() {
         : config_.precision.loss_scale > 0 ? detail::cat("loss scale fixed at ", before)
         : before == config_.precision.min_loss_scale
             ? detail::cat("loss scale at its minimum ", before)
+        : scaler_.overflows_tolerated() == 0
+            ? detail::cat("loss scale kept at ", before,
+                          " (fp16.hysteresis: the next overflow halves it)")
             : detail::cat("loss scale kept at ", before,
-                          " (halved every fp16.hysteresis overflows)");
+                          " (fp16.hysteresis: ", scaler_.overflows_tolerated(),
+                          " more overflows before it halves)");
     std::fprintf(stderr, "zt: fp16 gradient overflow at step %ld: update skipped, %s\n", call,
                  scale.c_str());
   }

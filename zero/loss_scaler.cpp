@@ -1,4 +1,4 @@
-// Dynamic and fixed fp16 loss scaling.
+// Dynamic and fixed fp16 loss scaling, step for step as DeepSpeed's DynamicLossScaler.
 #include "zero/loss_scaler.h"
 
 #include <algorithm>
@@ -9,24 +9,36 @@ namespace zt::zero {
 LossScaler::LossScaler(const MixedPrecision& precision) : p_(precision) {
   if (!p_.fp16) return;
   scale_ = p_.loss_scale > 0 ? p_.loss_scale : std::ldexp(1.0, p_.initial_scale_power);
-  hysteresis_left_ = p_.hysteresis;
+  hysteresis_ = p_.hysteresis;
+}
+
+bool LossScaler::dynamic() const {
+  return p_.fp16 && p_.loss_scale <= 0;
 }
 
 void LossScaler::on_good_step() {
-  if (!p_.fp16 || p_.loss_scale > 0) return;  // no scaling, or a fixed scale
-  if (++good_steps_ >= p_.loss_scale_window) {
+  if (!dynamic()) return;
+  if (p_.consecutive_hysteresis) hysteresis_ = p_.hysteresis;
+  // Good steps since the last overflow, this one excluded: the scale doubles at the
+  // (window + 1)-th, (2 window + 1)-th, ... good step in a row.
+  const int64_t stable = iteration_ - last_overflow_ - 1;
+  if (stable > 0 && stable % p_.loss_scale_window == 0) {
+    hysteresis_ = p_.hysteresis;
     scale_ *= 2;
-    good_steps_ = 0;
   }
+  ++iteration_;
 }
 
 void LossScaler::on_overflow() {
-  if (!p_.fp16 || p_.loss_scale > 0) return;
-  good_steps_ = 0;
-  if (--hysteresis_left_ <= 0) {
+  if (!dynamic()) return;
+  // The first hysteresis - 1 overflows (since the scale last grew) only use it up; from
+  // then on every overflow halves the scale.
+  if (p_.hysteresis == 1 || hysteresis_ == 1)
     scale_ = std::max(scale_ / 2, p_.min_loss_scale);
-    hysteresis_left_ = p_.hysteresis;
-  }
+  else
+    --hysteresis_;
+  last_overflow_ = iteration_;
+  ++iteration_;
 }
 
 }  // namespace zt::zero

@@ -1,10 +1,15 @@
-// The fp16 loss scaler (DeepSpeed's dynamic loss scaling). fp16 gradients of a small
-// loss underflow, so backward runs on loss * scale and the step divides the gradients by
-// the scale again. A non-finite gradient norm means the scale overflowed: the step is
-// skipped and, after `hysteresis` such steps, the scale halves (never below
-// min_loss_scale); `loss_scale_window` good steps in a row double it. A fixed
-// `loss_scale` never changes. Without fp16 the scale is 1 and nothing happens.
+// The fp16 loss scaler, step for step DeepSpeed's dynamic loss scaling (its
+// DynamicLossScaler). fp16 gradients of a small loss underflow, so backward runs on
+// loss * scale and the step divides the gradients by the scale again. A non-finite
+// gradient norm means the scale overflowed: the step is skipped. The first
+// `hysteresis` - 1 overflows only use up the hysteresis; after that every overflow
+// halves the scale (never below min_loss_scale), until it grows again: after
+// `loss_scale_window` + 1 good steps in a row it doubles, and the hysteresis is restored
+// (with `consecutive_hysteresis`, every good step restores it). A fixed `loss_scale`
+// never changes. Without fp16 the scale is 1 and nothing happens.
 #pragma once
+
+#include <cstdint>
 
 #include "zero/config.h"
 
@@ -22,12 +27,17 @@ class LossScaler {
   void on_good_step();
   /// After a step whose gradients overflowed (the caller skips the update).
   void on_overflow();
+  /// Overflows that would be taken without halving the scale, from now on.
+  int overflows_tolerated() const { return hysteresis_ - 1; }
 
  private:
+  bool dynamic() const;
+
   MixedPrecision p_;
   double scale_ = 1.0;
-  int good_steps_ = 0;
-  int hysteresis_left_ = 0;
+  int hysteresis_ = 0;
+  int64_t iteration_ = 0;       // steps seen (good and overflowed)
+  int64_t last_overflow_ = -1;  // the iteration of the last overflow
 };
 
 }  // namespace zt::zero

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <numbers>
 #include <set>
 #include <sstream>
 
@@ -189,6 +190,7 @@ optim::LrSchedule base_schedule(const config::TrainConfig& t) {
 
 LrPlan::LrPlan(const config::TrainConfig& train)
     : kind_(train.schedule),
+      deepspeed_(train.deepspeed_schedule),
       base_(train.lr),
       min_lr_(train.min_lr),
       warmup_(warmup_of(train)),
@@ -196,6 +198,7 @@ LrPlan::LrPlan(const config::TrainConfig& train)
       schedule_(base_schedule(train)) {}
 
 double LrPlan::lr_at(int64_t step) const {
+  if (deepspeed_) return deepspeed_lr_at(step);
   if (kind_ == config::Schedule::cosine) return schedule_.lr_at(step);  // has its own warmup
   if (step < warmup_) return base_ * static_cast<double>(step + 1) / static_cast<double>(warmup_);
   if (kind_ == config::Schedule::linear) {
@@ -205,6 +208,23 @@ double LrPlan::lr_at(int64_t step) const {
     return base_ + (min_lr_ - base_) * frac;
   }
   if (kind_ == config::Schedule::step) return schedule_.lr_at(step - warmup_);
+  return base_;
+}
+
+// DeepSpeed's WarmupLR, WarmupDecayLR and WarmupCosineLR (linear warmup from 0), as they
+// step: the scheduler starts at the warmup's start, and steps after each update, so update
+// u >= 1 runs at iteration k = u - 1; the warmup lasts at least 2 iterations.
+double LrPlan::deepspeed_lr_at(int64_t step) const {
+  if (step == 0) return 0.0;
+  const auto k = static_cast<double>(step - 1);
+  const auto w = static_cast<double>(std::max<int64_t>(2, warmup_));
+  const double after = std::max(1.0, static_cast<double>(total_) - w);
+  if (k < w) return base_ * k / w;
+  if (kind_ == config::Schedule::linear)
+    return min_lr_ + (base_ - min_lr_) * std::max(0.0, (static_cast<double>(total_) - k) / after);
+  if (kind_ == config::Schedule::cosine)
+    return min_lr_ +
+           (base_ - min_lr_) * 0.5 * (1.0 + std::cos(std::numbers::pi * (k - w + 1.0) / after));
   return base_;
 }
 

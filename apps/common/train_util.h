@@ -70,10 +70,15 @@ void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op);
 class LrPlan {
  public:
   explicit LrPlan(const config::TrainConfig& train);
+  /// The learning rate of update `step` (0 for the first; updates an fp16 overflow
+  /// skipped do not count, as DeepSpeed holds its scheduler on them).
   double lr_at(int64_t step) const;
 
  private:
+  double deepspeed_lr_at(int64_t step) const;
+
   config::Schedule kind_;
+  bool deepspeed_;
   double base_, min_lr_;
   int64_t warmup_, total_;
   optim::LrSchedule schedule_;

@@ -316,7 +316,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   model->train();
   double last_psnr = 0.0;
   for (int64_t step = start; step < tc.steps; ++step) {
-    const double lr = lr_plan.lr_at(step);
+    // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
+    const double lr = lr_plan.lr_at(engine->optimizer().step_count());
     engine->set_lr(lr);
     timer.start();
     double step_loss = 0.0;

@@ -59,6 +59,43 @@ config::AppConfig load(const Scratch& s, const std::string& yaml, config::App ap
 
 }  // namespace
 
+// DeepSpeed's schedulers step after each update, starting at the warmup's start: update 0
+// runs at lr 0 and update u at DeepSpeed's iteration u - 1, with a warmup of at least 2.
+// The values are DeepSpeed 0.19's for lr 0.01, warmup 10 and 30 steps.
+TEST(DeepSpeedApp, SchedulesCountUpdatesAsDeepSpeedDoes) {
+  config::TrainConfig t;
+  t.lr = 0.01;
+  t.warmup = 10;
+  t.steps = 30;
+  t.deepspeed_schedule = true;
+  t.schedule = config::Schedule::constant;  // WarmupLR
+  const app::LrPlan warm(t);
+  EXPECT_EQ(warm.lr_at(0), 0.0);
+  EXPECT_EQ(warm.lr_at(1), 0.0);
+  EXPECT_NEAR(warm.lr_at(2), 0.001, 1e-15);
+  EXPECT_NEAR(warm.lr_at(10), 0.009, 1e-15);
+  EXPECT_EQ(warm.lr_at(11), 0.01);
+  t.schedule = config::Schedule::linear;  // WarmupDecayLR: to 0 at iteration 30
+  const app::LrPlan decay(t);
+  EXPECT_EQ(decay.lr_at(11), 0.01);
+  EXPECT_NEAR(decay.lr_at(12), 0.0095, 1e-15);
+  EXPECT_NEAR(decay.lr_at(29), 0.001, 1e-15);
+  EXPECT_NEAR(decay.lr_at(30), 0.0005, 1e-15);
+  EXPECT_EQ(decay.lr_at(31), 0.0);
+  t.schedule = config::Schedule::cosine;  // WarmupCosineLR, cos_min_ratio 0.1
+  t.min_lr = 0.001;
+  const app::LrPlan cosine(t);
+  EXPECT_NEAR(cosine.lr_at(10), 0.009, 1e-15);
+  EXPECT_NEAR(cosine.lr_at(11), 0.001 + 0.009 * 0.5 * (1 + std::cos(M_PI / 20)), 1e-15);
+  EXPECT_NEAR(cosine.lr_at(30), 0.001, 1e-15);
+  t.warmup = 1;  // at least 2 iterations
+  t.schedule = config::Schedule::constant;
+  const app::LrPlan short_warmup(t);
+  EXPECT_EQ(short_warmup.lr_at(1), 0.0);
+  EXPECT_NEAR(short_warmup.lr_at(2), 0.005, 1e-15);
+  EXPECT_EQ(short_warmup.lr_at(3), 0.01);
+}
+
 TEST(DeepSpeedApp, Zero3JsonTrainsVqtok) {
   Scratch s("vqtok");
   const config::AppConfig cfg = load(s, R"(

@@ -132,18 +132,20 @@ TEST(MixedPrecisionApp, Fp16FromYamlScalesTheLossDynamically) {
     EXPECT_TRUE(step(r, 0).second);
     EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "one good step: below loss_scale_window";
     EXPECT_TRUE(step(r, 1).second);
-    EXPECT_EQ(r.engine->loss_scale(), 2048.0) << "doubled after loss_scale_window good steps";
+    EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "two good steps: DeepSpeed waits one more";
+    EXPECT_TRUE(step(r, 2).second);
+    EXPECT_EQ(r.engine->loss_scale(), 2048.0) << "doubled after loss_scale_window + 1 good steps";
     std::vector<Tensor> before;
     for (const auto& mp : r.engine->partitioned())
       before.push_back(zero::zero_param(mp.param)->master.clone());
-    EXPECT_FALSE(step(r, 2, 1e12).second) << "an overflowing step is skipped";
+    EXPECT_FALSE(step(r, 3, 1e12).second) << "an overflowing step is skipped";
     EXPECT_EQ(r.engine->loss_scale(), 1024.0) << "halved after the overflow (hysteresis 1)";
     EXPECT_EQ(r.engine->stats().overflow_skips, 1);
     size_t i = 0;
     for (const auto& mp : r.engine->partitioned())
       EXPECT_CLOSE(zero::zero_param(mp.param)->master, before[i++], 0, 0)
           << mp.name << ": untouched by the skipped step";
-    EXPECT_TRUE(step(r, 3).second) << "training continues at the lower scale";
+    EXPECT_TRUE(step(r, 4).second) << "training continues at the lower scale";
   });
 }
 

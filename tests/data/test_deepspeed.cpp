@@ -103,6 +103,19 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                 "scheduler.type WarmupDecayLR sets train.min_lr to 0, replacing 1e-05 from "),
             std::string::npos)
       << decay.warnings[0];
+  // A value computed from the key's is named as computed: min_lr = cos_min_ratio x lr.
+  const AppConfig cosine =
+      with_deepspeed("derived",
+                     R"({"optimizer": {"type": "AdamW", "params": {"lr": 0.01}}, "scheduler":
+                         {"type": "WarmupCosineLR", "params": {"total_num_steps": 20,
+                          "warmup_type": "linear", "cos_min_ratio": 0.1}}})",
+                     "train:\n  steps: 20\n  lr: 0.01\n  min_lr: 1.0e-5\n");
+  std::string said;
+  for (const std::string& w : cosine.warnings) said += w + "\n";
+  EXPECT_NE(said.find("scheduler.params.cos_min_ratio 0.1 sets train.min_lr to 0.001, replacing "
+                      "1e-05 from "),
+            std::string::npos)
+      << said;
   // train_batch_size = 2 x 4 x world size.
   check_world_size(c, 2);
   const std::string msg = error_of([&] { check_world_size(c, 4); });
@@ -157,6 +170,14 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   EXPECT_EQ(w.train.schedule, Schedule::constant);
   EXPECT_DOUBLE_EQ(w.train.lr, 2e-3);
   EXPECT_EQ(w.train.warmup, 7);
+  EXPECT_TRUE(w.train.deepspeed_schedule) << "counted as DeepSpeed's schedulers count";
+  EXPECT_FALSE(a.train.deepspeed_schedule) << "no scheduler section: the YAML's schedule";
+  // torch_adam: DeepSpeed builds torch.optim.AdamW, whose weight_decay defaults to 0.01.
+  EXPECT_DOUBLE_EQ(with_deepspeed("torch_adam", R"({"optimizer": {"type": "AdamW", "params":
+      {"lr": 1e-3, "torch_adam": true}}})")
+                       .train.weight_decay,
+                   0.01);
+  EXPECT_DOUBLE_EQ(a.train.weight_decay, 0.0);
   AppConfig d = with_deepspeed("decay", R"({"scheduler": {"type": "WarmupDecayLR", "params":
       {"warmup_max_lr": 1e-3, "warmup_num_steps": 3, "total_num_steps": 30}}})");
   EXPECT_EQ(d.train.schedule, Schedule::linear);
@@ -169,8 +190,9 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   // fp16 with dynamic scaling.
   AppConfig f = with_deepspeed("fp16", R"({"fp16": {"enabled": true, "loss_scale": 0,
       "initial_scale_power": 12, "loss_scale_window": 100, "hysteresis": 2,
-      "min_loss_scale": 1}})");
+      "consecutive_hysteresis": true, "min_loss_scale": 1}})");
   EXPECT_TRUE(f.zero.precision.fp16);
+  EXPECT_TRUE(f.zero.precision.consecutive_hysteresis);
   EXPECT_EQ(f.zero.precision.initial_scale_power, 12);
   EXPECT_EQ(f.train.dtype, "f16");
 }

@@ -1,12 +1,13 @@
 // Unit tests of pieces the lessons rely on, kept out of the lessons' story: the replica
-// check's hash, byte sizes as configs write them, the timeline's rows, and where CUDA
-// graphs may run.
+// check's hash, byte sizes as configs write them, the timeline's rows, where CUDA graphs
+// may run, and the fp16 loss scale's moves.
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/step_graph.h"
 #include "zero/lesson_util.h"
+#include "zero/loss_scaler.h"
 #include "zero/timeline.h"
 
 using namespace zt;
@@ -72,4 +73,44 @@ TEST(Timeline, ManyOverlappingSpansStayOnTheirTrack) {
 TEST(StepGraph, CudaGraphsNeedACudaDevice) {
   EXPECT_TRUE(
       test::throws_with([] { StepGraph graph(Device::cpu()); }, "CUDA graphs need a CUDA device"));
+}
+
+// The fp16 loss scale moves as DeepSpeed's DynamicLossScaler moves it (the sequences
+// DeepSpeed 0.19 gives for the same settings): hysteresis 2 tolerates one overflow, then
+// every overflow halves until the scale grows again, which restores the hysteresis; the
+// scale doubles after window + 1 good steps in a row.
+TEST(LossScaler, FollowsDeepSpeedStepForStep) {
+  zero::MixedPrecision p;
+  p.fp16 = true;
+  p.initial_scale_power = 16;
+  p.hysteresis = 2;
+  p.loss_scale_window = 10;
+  auto scales = [&](const std::string& steps) {  // 'o' overflow, 'g' good step
+    zero::LossScaler s(p);
+    std::vector<double> out{s.scale()};
+    for (char c : steps) {
+      if (c == 'o')
+        s.on_overflow();
+      else
+        s.on_good_step();
+      out.push_back(s.scale());
+    }
+    return out;
+  };
+  const double k = 65536;
+  EXPECT_EQ(scales("oooooooo"),
+            (std::vector<double>{k, k, k / 2, k / 4, k / 8, k / 16, k / 32, k / 64, k / 128}));
+  // One overflow, 30 good steps (doubling at the 11th and 21st since it), one overflow: the
+  // growth restored the hysteresis, so the last overflow only uses it up.
+  const std::vector<double> s = scales("o" + std::string(30, 'g') + "o");
+  EXPECT_EQ(s[11], k);
+  EXPECT_EQ(s[12], 2 * k);
+  EXPECT_EQ(s[22], 4 * k);
+  EXPECT_EQ(s.back(), 4 * k);
+  const std::vector<double> g = scales(std::string(23, 'g'));
+  EXPECT_EQ(g[10], k);
+  EXPECT_EQ(g[11], 2 * k);          // after the 11th good step
+  EXPECT_EQ(g[21], 4 * k);          // after the 21st
+  p.consecutive_hysteresis = true;  // a good step restores it: o g o never halves
+  EXPECT_EQ(scales("ogogo").back(), k);
 }
