@@ -12,56 +12,53 @@ zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps m
 # GPU test. (Without a GPU they skip, and say so.)
 zt_test_properties(${exe} "^apps\\.[A-Za-z0-9_]+\\.[A-Za-z0-9_]*(Cuda|Gpu)" LABELS apps cuda)
 
-# Ranks given different --set options under mpirun stop at start-up naming the key (and
-# write nothing), instead of training silently or failing inside a collective. An error
-# every rank raises together ends each process normally, printed once by rank 0, where
-# any other aborts the MPI job (FAIL_REGULAR_EXPRESSION: no MPI_ABORT banner).
+# Two-process mpirun jobs (MPMD: `rank 0's arguments : rank 1's`) that must stop at
+# start-up with a message (PASS) and, where `agreed`, without MPI_ABORT: an error every
+# rank raises together ends each process normally, printed once by rank 0.
+function(zt_mpirun_app_test name pass agreed)
+  cmake_parse_arguments(PARSE_ARGV 3 arg "" "" "RANK0;RANK1")
+  add_test(NAME apps.mpi.${name}
+           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 1 ${arg_RANK0} :
+                   -np 1 ${arg_RANK1})
+  set_tests_properties(apps.mpi.${name} PROPERTIES LABELS "mpi;apps" TIMEOUT 60 PROCESSORS 2
+    PASS_REGULAR_EXPRESSION "${pass}"
+    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  if(agreed)
+    set_tests_properties(apps.mpi.${name} PROPERTIES FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked")
+  endif()
+endfunction()
+
 if(ZT_MPIRUN)
+  set(_vqtok $<TARGET_FILE:vqtok>)
   set(_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
            --set output_dir=${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
-  add_test(NAME apps.mpi.config_mismatch
-           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
-                   -np 1 $<TARGET_FILE:vqtok> train ${_cfg} --set train.lr=1e-3 :
-                   -np 1 $<TARGET_FILE:vqtok> train ${_cfg} --set train.lr=2e-3)
-  set_tests_properties(apps.mpi.config_mismatch PROPERTIES LABELS "mpi;apps" TIMEOUT 60
-    PROCESSORS 2
-    PASS_REGULAR_EXPRESSION "'train.lr' is 1e-3 on rank 0 but 2e-3 on rank 1"
-    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
-  # Every subcommand compares the ranks' configs: eval would score two different eval sets.
-  add_test(NAME apps.mpi.config_mismatch_eval
-           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
-                   -np 1 $<TARGET_FILE:vqtok> eval ${_cfg} --weights none --set data.seed=1 :
-                   -np 1 $<TARGET_FILE:vqtok> eval ${_cfg} --weights none --set data.seed=2)
-  set_tests_properties(apps.mpi.config_mismatch_eval PROPERTIES LABELS "mpi;apps" TIMEOUT 60
-    PROCESSORS 2
-    PASS_REGULAR_EXPRESSION "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
-    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # Ranks given different --set options stop naming the key (and write nothing), instead
+  # of training silently or failing inside a collective; so does every subcommand (eval
+  # would score two different eval sets).
+  zt_mpirun_app_test(config_mismatch "'train.lr' is 1e-3 on rank 0 but 2e-3 on rank 1" ON
+    RANK0 ${_vqtok} train ${_cfg} --set train.lr=1e-3
+    RANK1 ${_vqtok} train ${_cfg} --set train.lr=2e-3)
+  zt_mpirun_app_test(config_mismatch_eval
+    "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
+    ON
+    RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
+    RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
-  file(MAKE_DIRECTORY ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/a ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/b)
-  set(_rel --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set output_dir=out)
-  add_test(NAME apps.mpi.working_directories
-           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
-                   -np 1 -wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/a $<TARGET_FILE:vqtok> train ${_rel} :
-                   -np 1 -wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir/b $<TARGET_FILE:vqtok> train ${_rel})
-  set_tests_properties(apps.mpi.working_directories PROPERTIES LABELS "mpi;apps" TIMEOUT 120
-    PROCESSORS 2
-    PASS_REGULAR_EXPRESSION "views of output_dir: 'lock in output_dir out' is rank 0's on rank 0 but missing on rank 1"
-    FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked"
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)
+  file(MAKE_DIRECTORY ${_wdir}/a ${_wdir}/b)
+  set(_rel train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set output_dir=out)
+  zt_mpirun_app_test(working_directories
+    "views of output_dir: 'lock in output_dir out' is rank 0's on rank 0 but missing on rank 1" ON
+    RANK0 -wdir ${_wdir}/a ${_vqtok} ${_rel}
+    RANK1 -wdir ${_wdir}/b ${_vqtok} ${_rel})
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
-  # the job at once; it used to wait in MPI_Finalize while rank 0 waited out its timeout
-  # (120 s here, past the test's limit).
-  add_test(NAME apps.mpi.startup_failure
-           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
-                   -np 1 -x ZT_COMM_TIMEOUT_MS=120000 $<TARGET_FILE:vqtok> train ${_cfg} :
-                   -np 1 -x ZT_COMM_TIMEOUT_MS=soon $<TARGET_FILE:vqtok> train ${_cfg})
-  set_tests_properties(apps.mpi.startup_failure PROPERTIES LABELS "mpi;apps" TIMEOUT 60
-    PROCESSORS 2
-    PASS_REGULAR_EXPRESSION "rank 1 aborts the MPI job: it failed at start-up: ZT_COMM_TIMEOUT_MS: 'soon'"
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+  # the job at once (MPI_Abort); it used to wait in MPI_Finalize while rank 0 waited out its
+  # timeout (120 s here, past the test's limit).
+  zt_mpirun_app_test(startup_failure
+    "rank 1 aborts the MPI job: it failed at start-up: ZT_COMM_TIMEOUT_MS: 'soon'" OFF
+    RANK0 -x ZT_COMM_TIMEOUT_MS=120000 ${_vqtok} train ${_cfg}
+    RANK1 -x ZT_COMM_TIMEOUT_MS=soon ${_vqtok} train ${_cfg})
 endif()
 
 # tests/apps: the shipped configs are read from the source tree.

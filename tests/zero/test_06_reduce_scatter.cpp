@@ -69,6 +69,22 @@ static void check_shards(int N, int64_t bucket) {
   });
 }
 
+// Flat parameters of the given sizes, partitioned, each with a gradient shard to add into
+// and rank r's full gradient: every element r + 1.
+static std::vector<Tensor> with_rank_gradients(comm::Communicator& comm,
+                                               const std::vector<int64_t>& sizes) {
+  std::vector<Tensor> params;
+  for (int64_t n : sizes) {
+    Tensor p = zeros({n});
+    zero::partition_param(p, comm, 0);
+    zero::ZeroParam* z = zero::zero_param(p);
+    z->grad_shard = zeros({z->part.shard_numel});
+    p.set_grad(full({n}, 1.0 + comm.rank()));
+    params.push_back(p);
+  }
+  return params;
+}
+
 TEST(Lesson06ReduceScatter, ShardIsSliceOfAverage) {
   for (int N : {1, 2, 3, 4}) check_shards(N, 500'000'000);
 }
@@ -81,15 +97,7 @@ TEST(Lesson06ReduceScatter, BucketIsPackedAndUnpackedByOneKernelCallEach) {
   for (int N : {1, 2, 4}) {
     comm::run_threads(N, [&](comm::Communicator& comm) {
       // Four parameters whose sizes divide by every N (no padding to zero).
-      std::vector<Tensor> params;
-      for (int64_t n : {8, 12, 4, 16}) {
-        Tensor p = zeros({n});
-        zero::partition_param(p, comm, 0);
-        zero::ZeroParam* z = zero::zero_param(p);
-        z->grad_shard = zeros({z->part.shard_numel});
-        p.set_grad(full({n}, 1.0 + comm.rank()));  // rank r's gradient: all r + 1
-        params.push_back(p);
-      }
+      const std::vector<Tensor> params = with_rank_gradients(comm, {8, 12, 4, 16});
       zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
       KernelProfile profile;
       for (const Tensor& p : params) reducer.add(p);
@@ -114,16 +122,11 @@ TEST(Lesson06ReduceScatter, EachPaddedTailCostsOneFill) {
       // 5 and 7 elements leave a padded tail on the last rank(s) at every N here (5 over
       // 4 ranks: 2 + 2 + 1 + 0, two tails); 12 divides evenly. Each (parameter, rank) slot
       // that is not full gets its own zero fill.
-      std::vector<Tensor> params;
+      const std::vector<Tensor> params = with_rank_gradients(comm, {5, 12, 7});
       int64_t padded_tails = 0;
-      for (int64_t n : {5, 12, 7}) {
-        Tensor p = zeros({n});
-        zero::partition_param(p, comm, 0);
-        zero::ZeroParam* z = zero::zero_param(p);
-        z->grad_shard = zeros({z->part.shard_numel});
-        p.set_grad(full({n}, 1.0 + comm.rank()));
-        params.push_back(p);
-        for (int r = 0; r < N; ++r) padded_tails += z->part.shard_valid(r) < z->part.shard_numel;
+      for (const Tensor& p : params) {
+        const zero::Partition& part = zero::zero_param(p)->part;
+        for (int r = 0; r < N; ++r) padded_tails += part.shard_valid(r) < part.shard_numel;
       }
       ASSERT_GT(padded_tails, 0);
       zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
