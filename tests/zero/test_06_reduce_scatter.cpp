@@ -85,6 +85,17 @@ static std::vector<Tensor> with_rank_gradients(comm::Communicator& comm,
   return params;
 }
 
+// Reduces `params` in one bucket, counting the kernel calls it takes.
+static lesson::KernelCalls reduce_in_one_bucket(comm::Communicator& comm,
+                                                const std::vector<Tensor>& params) {
+  zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
+  KernelProfile profile;
+  for (const Tensor& p : params) reducer.add(p);
+  reducer.flush();
+  reducer.drain();
+  return lesson::kernel_calls(profile);
+}
+
 TEST(Lesson06ReduceScatter, ShardIsSliceOfAverage) {
   for (int N : {1, 2, 3, 4}) check_shards(N, 500'000'000);
 }
@@ -98,13 +109,8 @@ TEST(Lesson06ReduceScatter, BucketIsPackedAndUnpackedByOneKernelCallEach) {
     comm::run_threads(N, [&](comm::Communicator& comm) {
       // Four parameters whose sizes divide by every N (no padding to zero).
       const std::vector<Tensor> params = with_rank_gradients(comm, {8, 12, 4, 16});
-      zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
-      KernelProfile profile;
-      for (const Tensor& p : params) reducer.add(p);
-      reducer.flush();
-      reducer.drain();
       // One rank adds its gradients into the shards at once (no bucket: lesson 0).
-      EXPECT_EQ(lesson::kernel_calls(profile),
+      EXPECT_EQ(reduce_in_one_bucket(comm, params),
                 (lesson::KernelCalls{{"multi_copy", N == 1 ? 1 : 2}}))
           << "N=" << N << ": one call lays the bucket out, one adds the result into the shards";
       const double mean = (N + 1) / 2.0;  // the average of 1 .. N
@@ -129,12 +135,7 @@ TEST(Lesson06ReduceScatter, EachPaddedTailCostsOneFill) {
         for (int r = 0; r < N; ++r) padded_tails += part.shard_valid(r) < part.shard_numel;
       }
       ASSERT_GT(padded_tails, 0);
-      zero::GradReducer reducer(comm, /*bucket_elems=*/1'000'000, /*async=*/false);
-      KernelProfile profile;
-      for (const Tensor& p : params) reducer.add(p);
-      reducer.flush();
-      reducer.drain();
-      EXPECT_EQ(lesson::kernel_calls(profile),
+      EXPECT_EQ(reduce_in_one_bucket(comm, params),
                 (lesson::KernelCalls{{"multi_copy", 2}, {"fill", padded_tails}}))
           << "N=" << N << ": one layout, one add, and a fill per padded tail";
       const double mean = (N + 1) / 2.0;
