@@ -2,6 +2,7 @@
 // finding a checkpoint, the resume point, and removing what interrupted saves left.
 #include "zero/checkpoint_dir.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -223,13 +224,25 @@ RunLock::RunLock(const std::string& dir) : id_(ckpt::unique_id()) {
   char since[32];
   std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
   // Written whole under another name, then linked into place: the lock either does not
-  // exist or names its holder, and link() fails when another process got there first.
+  // exist or names its holder, and link() fails when another process got there first. On a
+  // filesystem without hard links an exclusive create does the same (a reader may then see
+  // it empty for a moment, which counts as held).
+  const std::string text =
+      detail::cat(id_, "\npid ", ::getpid(), " on ", host, ", since ", since, "\n");
   const std::string tmp = path_ + ".tmp-" + id_;
-  ckpt::write_text_atomically(
-      tmp, detail::cat(id_, "\npid ", ::getpid(), " on ", host, ", since ", since, "\n"), id_);
+  ckpt::write_text_atomically(tmp, text, id_);
+  auto place = [&]() -> int {
+    if (::link(tmp.c_str(), path_.c_str()) == 0) return 0;
+    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS) return errno;
+    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+    if (fd < 0) return errno;
+    const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
+    ::close(fd);
+    return whole ? 0 : EIO;
+  };
   for (int attempt = 0; attempt < 2; ++attempt) {
-    if (::link(tmp.c_str(), path_.c_str()) == 0) break;
-    const int err = errno;
+    const int err = place();
+    if (err == 0) break;
     std::string holder, who;
     if (err == EEXIST) {
       std::ifstream f(path_);
@@ -240,7 +253,10 @@ RunLock::RunLock(const std::string& dir) : id_(ckpt::unique_id()) {
       std::error_code ec;
       fs::remove(tmp, ec);
       if (err != EEXIST) ZT_FAIL("cannot create '", path_, "': ", std::strerror(err));
-      ZT_FAIL("'", dir, "' is in use by another run (", who.empty() ? holder : who,
+      ZT_FAIL("'", dir, "' is in use by another run (",
+              !who.empty()      ? who
+              : !holder.empty() ? holder
+                                : "its lock file is empty",
               "); wait for it to end or write elsewhere. If that run is over (another "
               "machine's runs cannot be checked from here), delete '",
               path_, "'");
