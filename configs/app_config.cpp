@@ -6,9 +6,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "configs/deepspeed.h"
 #include "configs/zero_sections.h"
@@ -18,24 +15,6 @@
 namespace zt::config {
 
 namespace {
-
-// DeepSpeed reads its config with Python's json module. The YAML reader that turns it
-// into a tree would also take what JSON forbids (trailing commas, comments, unquoted
-// keys), so the syntax is checked first: a file zt accepts is one DeepSpeed accepts.
-void check_json_syntax(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) return;  // load_yaml_file says why it cannot be read
-  std::stringstream text;
-  text << f.rdbuf();
-  try {
-    const nlohmann::json parsed = nlohmann::json::parse(text.str());
-    (void)parsed;  // only the syntax matters here; the YAML reader builds the tree
-  } catch (const nlohmann::json::parse_error& e) {
-    std::string why = e.what();
-    why = why.substr(why.find("] ") + 2);  // drop nlohmann's "[json.exception...]" tag
-    throw Error(path + ": not valid JSON, which DeepSpeed needs as well: " + why);
-  }
-}
 
 bool is_pow2(int64_t v) {
   return v > 0 && (v & (v - 1)) == 0;
@@ -312,8 +291,7 @@ AppConfig parse_app_config(const Node& root, App app) {
       root.get("deepspeed_config")
           .fail("no DeepSpeed config at '" + c.deepspeed_config +
                 "' (a JSON file; relative paths start at the working directory)");
-    check_json_syntax(c.deepspeed_config);
-    ds = load_yaml_file(c.deepspeed_config);
+    ds = load_deepspeed_file(c.deepspeed_config);
   }
   read_engine(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);

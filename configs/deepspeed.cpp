@@ -5,7 +5,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <sstream>
 #include <type_traits>
 
@@ -230,6 +233,44 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
 }
 
 }  // namespace
+
+// hjson's comments, blanked out (newlines kept, so errors keep their line numbers) where
+// they are not inside a string; the YAML reader takes the rest, trailing commas included,
+// and refuses a key given twice.
+static std::string without_comments(const std::string& text) {
+  std::string out = text;
+  bool in_string = false;
+  for (size_t i = 0; i < out.size(); ++i) {
+    const char c = out[i];
+    if (in_string) {
+      if (c == '\\')
+        ++i;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"') {
+      in_string = true;
+    } else if (c == '#' || (c == '/' && i + 1 < out.size() && out[i + 1] == '/')) {
+      for (; i < out.size() && out[i] != '\n'; ++i) out[i] = ' ';
+    } else if (c == '/' && i + 1 < out.size() && out[i + 1] == '*') {
+      const size_t end = out.find("*/", i + 2);
+      const size_t stop = end == std::string::npos ? out.size() : end + 2;
+      for (; i < stop; ++i)
+        if (out[i] != '\n') out[i] = ' ';
+      --i;
+    }
+  }
+  return out;
+}
+
+Node load_deepspeed_file(const std::string& path) {
+  std::ifstream f(path);
+  if (!f) throw Error("cannot open DeepSpeed config '" + path + "': " + std::strerror(errno));
+  std::stringstream text;
+  text << f.rdbuf();
+  return parse_yaml(without_comments(text.str()), path);
+}
 
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   Section s(ds);

@@ -14,12 +14,15 @@
 
 namespace zt::config {
 
-/// Applies the train keys of the DeepSpeed config `ds` (a JSON file read by
-/// load_yaml_file) to `c`, parsed from the YAML tree `yaml`: the JSON wins, and each YAML
-/// train key it replaces with another value adds a warning naming both places (its
-/// zero_optimization, bf16 and fp16 sections replace the YAML's the same way, read by
-/// parse_app_config). Keys DeepSpeed has that zt does not implement are errors naming the
-/// key path; keys that change nothing add a warning.
+/// Reads a DeepSpeed config file as DeepSpeed does (with hjson): JSON, plus `#`, `//`
+/// and `/* */` comments and trailing commas; a key given twice is an error.
+Node load_deepspeed_file(const std::string& path);
+
+/// Applies the train keys of the DeepSpeed config `ds` (load_deepspeed_file) to `c`, parsed from
+/// the YAML tree `yaml`: the JSON wins, and each YAML train key it replaces with another value adds
+/// a warning naming both places (its zero_optimization, bf16 and fp16 sections replace the YAML's
+/// the same way, read by parse_app_config). Keys DeepSpeed has that zt does not implement are
+/// errors naming the key path; keys that change nothing add a warning.
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c);
 
 /// DeepSpeed's rule train_batch_size = micro batch x accumulation x world size, checked

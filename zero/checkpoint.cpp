@@ -25,6 +25,16 @@ std::string checkpoint_tag(int64_t step) {
   return b;
 }
 
+// fp16's dynamic loss scale, so a resume continues it (null without fp16).
+static json loss_scaler_json(const LossScaler& scaler) {
+  if (!scaler.active()) return nullptr;
+  const LossScaler::State s = scaler.state();
+  return {{"scale", s.scale},
+          {"hysteresis", s.hysteresis},
+          {"iteration", s.iteration},
+          {"last_overflow", s.last_overflow}};
+}
+
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra, int keep_last) {
   comm::Communicator& comm = engine.comm();
@@ -110,6 +120,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
                      {"position", extra.loader_position},
                      {"batch", extra.loader_batch}}},
                    {"user", extra.user},
+                   {"loss_scaler", loss_scaler_json(engine.loss_scaler())},
                    {"tensors", describe(engine)},
                    {"files", files}};
       write_text_atomically(tmp / kMetaFile, meta.dump(1) + "\n", id);

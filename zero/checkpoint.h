@@ -100,25 +100,23 @@ bool holds_checkpoints(const std::string& root);
 /// save_checkpoint calls it (rank 0) before each save.
 std::vector<std::string> remove_stale_temporaries(const std::string& root);
 
-/// Marks `dir` (created if missing) as written by this process while it lives: a `.lock`
-/// file naming the process, its machine and when it started. A second RunLock on `dir`
-/// fails, naming the holder, while that process runs, so two jobs never interleave their
-/// checkpoints and metrics in one folder. A lock whose process is gone from this machine
-/// (exited, killed) is taken over, and note() says so; one from another machine cannot be
-/// checked: delete it once that run is over.
+/// Marks `dir` (created if missing) as written by this process while it lives: a kernel
+/// lock (flock) on `dir`/.lock, whose text names the process, its machine and when it
+/// started. A second RunLock on `dir` fails, naming the holder, while the first is held,
+/// so two jobs never interleave their checkpoints and metrics in one folder; the lock goes
+/// with its process, however that ends (on NFS, once the server's lease expires).
 class RunLock {
  public:
   explicit RunLock(const std::string& dir);
   ~RunLock();
   RunLock(const RunLock&) = delete;
   RunLock& operator=(const RunLock&) = delete;
-  /// "took over ..." when a gone process's lock was replaced, else "".
-  const std::string& note() const { return note_; }
-  /// What the lock file's first line holds while this lock is held.
+  /// What the lock file's first line holds while this lock is held (unique per lock).
   const std::string& id() const { return id_; }
 
  private:
-  std::string path_, id_, note_;
+  std::string path_, id_;
+  int fd_ = -1;
 };
 
 /// Restores parameters (shards and fp32 masters), optimizer state, replicated parameters,

@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -67,8 +68,7 @@ static bool is_zombie(long pid) {
 // Whether the process that made temporary id `id` may still be running: true unless the
 // id names a pid on this machine that no longer exists, or has exited (a zombie). Ids of the
 // older form "<pid>-<hex>" are taken to be from this machine.
-bool owner_may_be_alive(const std::string& id) {
-  if (id.empty()) return true;
+static bool owner_may_be_alive(const std::string& id) {
   size_t i = id[0] == 'p' ? 1 : 0, j = i;
   while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
   if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
@@ -218,62 +218,50 @@ bool holds_checkpoints(const std::string& root) {
 RunLock::RunLock(const std::string& dir) : id_(ckpt::unique_id()) {
   fs::create_directories(dir);
   path_ = (fs::path(dir) / ".lock").string();
+  // A kernel lock on the file: held until this process closes it or ends, killed included,
+  // so a lock is never left behind (a restarted container with our pid starts at once).
+  fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd_ < 0) ZT_FAIL("cannot open '", path_, "': ", std::strerror(errno));
+  if (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    if (err != EWOULDBLOCK) ZT_FAIL("cannot lock '", path_, "': ", std::strerror(err));
+    std::ifstream f(path_);
+    std::string holder, who;
+    std::getline(f, holder);
+    std::getline(f, who);
+    ZT_FAIL("'", dir, "' is in use by another run (", who.empty() ? "starting" : who,
+            "); wait for it to end or write elsewhere");
+  }
   char host[256] = {0};
   ::gethostname(host, sizeof host - 1);
   const std::time_t now = std::time(nullptr);
+  std::tm local{};
   char since[32];
-  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", std::localtime(&now));
-  // Written whole under another name, then linked into place: the lock either does not
-  // exist or names its holder, and link() fails when another process got there first. On a
-  // filesystem without hard links an exclusive create does the same (a reader may then see
-  // it empty for a moment, which counts as held).
+  std::strftime(since, sizeof since, "%Y-%m-%d %H:%M:%S", ::localtime_r(&now, &local));
+  // Who holds it, for the message another run gets; synced, so that ranks on other machines
+  // read this run's id (start_run compares it) rather than an earlier run's.
   const std::string text =
       detail::cat(id_, "\npid ", ::getpid(), " on ", host, ", since ", since, "\n");
-  const std::string tmp = path_ + ".tmp-" + id_;
-  ckpt::write_text_atomically(tmp, text, id_);
-  auto place = [&]() -> int {
-    if (::link(tmp.c_str(), path_.c_str()) == 0) return 0;
-    if (errno != EPERM && errno != EOPNOTSUPP && errno != ENOSYS) return errno;
-    const int fd = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) return errno;
-    const bool whole = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size());
-    ::close(fd);
-    return whole ? 0 : EIO;
-  };
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    const int err = place();
-    if (err == 0) break;
-    std::string holder, who;
-    if (err == EEXIST) {
-      std::ifstream f(path_);
-      std::getline(f, holder);
-      std::getline(f, who);
-    }
-    if (err != EEXIST || holder.empty() || ckpt::owner_may_be_alive(holder) || attempt == 1) {
-      std::error_code ec;
-      fs::remove(tmp, ec);
-      if (err != EEXIST) ZT_FAIL("cannot create '", path_, "': ", std::strerror(err));
-      ZT_FAIL("'", dir, "' is in use by another run (",
-              !who.empty()      ? who
-              : !holder.empty() ? holder
-                                : "its lock file is empty",
-              "); wait for it to end or write elsewhere. If that run is over (another "
-              "machine's runs cannot be checked from here), delete '",
-              path_, "'");
-    }
-    note_ = detail::cat("took over '", path_, "', left by a run that is gone (", who, ")");
-    fs::remove(path_);
+  const bool written =
+      ::ftruncate(fd_, 0) == 0 &&
+      ::pwrite(fd_, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size()) &&
+      ::fsync(fd_) == 0;
+  if (!written) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    ZT_FAIL("cannot write '", path_, "': ", std::strerror(err));
   }
-  std::error_code ec;
-  fs::remove(tmp, ec);
 }
 
 RunLock::~RunLock() {
-  std::ifstream f(path_);
-  std::string holder;
-  std::getline(f, holder);
-  std::error_code ec;
-  if (holder == id_) fs::remove(path_, ec);  // never another process's lock
+  if (fd_ < 0) return;
+  // The file stays (another run may have it open, about to lock it); it names nobody now.
+  const int cleared = ::ftruncate(fd_, 0);
+  (void)cleared;
+  ::close(fd_);
 }
 
 std::vector<std::string> remove_stale_temporaries(const std::string& root) {

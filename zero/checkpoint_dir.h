@@ -27,9 +27,6 @@ std::string rank_file(int r);
 std::string hex64(uint64_t h);
 /// "p<pid>-h<host hash>-<random>": names this process's temporaries.
 std::string unique_id();
-/// Whether the process that made unique_id() `id` may still be running: true unless `id`
-/// names a pid on this machine that no longer exists or has exited (a zombie).
-bool owner_may_be_alive(const std::string& id);
 /// A step folder's name: not empty, not hidden, not `latest`, no path separators.
 bool valid_tag(const std::string& t);
 

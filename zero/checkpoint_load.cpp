@@ -3,6 +3,7 @@
 // engine is written. Also verify_checkpoint, the same file checks without an engine.
 #include <algorithm>
 #include <map>
+#include <optional>
 
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"
@@ -86,6 +87,7 @@ struct Staged {
   std::vector<Tensor> buffers;          // per module().named_buffers()
   optim::NamedTensors optim;
   CheckpointExtra extra;
+  std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
 };
 
 Staged stage(Engine& e, const fs::path& dir) {
@@ -170,6 +172,10 @@ Staged stage(Engine& e, const fs::path& dir) {
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;
+    if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object())
+      st.scaler = LossScaler::State{it->at("scale").get<double>(), it->at("hysteresis").get<int>(),
+                                    it->at("iteration").get<int64_t>(),
+                                    it->at("last_overflow").get<int64_t>()};
   } catch (const json::exception& ex) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
   }
@@ -222,6 +228,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) 
   auto buffers = engine.module().named_buffers();
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(st.buffers[i]);
   engine.set_global_step(st.extra.step);
+  if (st.scaler && engine.loss_scaler().active()) engine.loss_scaler().restore(*st.scaler);
   engine.refresh_from_master();
   engine.verify_replicas();
   return st.extra;

@@ -58,7 +58,6 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     ZT_CHECK(z->engine == nullptr, "zero::Engine: parameter '", name,
              "' is trained by another zero::Engine that is still alive; one engine per model "
              "(destroy the first before building another)");
-    z->engine = this;
     z->set_storage_dtype(storage, p.requires_grad());
     z->persistent = p.numel() <= config_.stage3_param_persistence_threshold;
     if (p.requires_grad()) {
@@ -86,6 +85,9 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   coordinator_->regather_persistent();
   verify_replicas();
+  // Last, so that a constructor that throws (out of memory, replicas that differ) leaves
+  // the model free for another engine.
+  for (NamedParam& np : params_) zero_param(np.param)->engine = this;
   if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
 }

@@ -84,6 +84,8 @@ class Engine {
   void before_replay();
   /// The current fp16 loss scale (1 without fp16).
   double loss_scale() const { return scaler_.scale(); }
+  /// The fp16 loss scaler (checkpoints save and restore its state).
+  LossScaler& loss_scaler() { return scaler_; }
   /// Global gradient norm before clipping at the last step (read back from the
   /// parameters' device: on a GPU this waits for the step, so call it when logging).
   double last_grad_norm() const { return last_grad_norm_.defined() ? last_grad_norm_.item() : 0.0; }

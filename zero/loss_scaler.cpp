@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/error.h"
+
 namespace zt::zero {
 
 LossScaler::LossScaler(const MixedPrecision& precision) : p_(precision) {
@@ -33,12 +35,27 @@ void LossScaler::on_overflow() {
   if (!dynamic()) return;
   // The first hysteresis - 1 overflows (since the scale last grew) only use it up; from
   // then on every overflow halves the scale.
-  if (p_.hysteresis == 1 || hysteresis_ == 1)
+  if (p_.hysteresis == 1 || hysteresis_ == 1) {
+    ZT_CHECK(scale_ > p_.min_loss_scale,
+             "fp16: the gradients overflow with the loss scale at "
+             "its minimum (fp16.min_loss_scale ",
+             p_.min_loss_scale,
+             "): training stops here, "
+             "as DeepSpeed's does. Lower train.lr, set train.gradient_clipping, or train in "
+             "bf16, which needs no loss scale");
     scale_ = std::max(scale_ / 2, p_.min_loss_scale);
-  else
+  } else {
     --hysteresis_;
+  }
   last_overflow_ = iteration_;
   ++iteration_;
+}
+
+void LossScaler::restore(const State& s) {
+  scale_ = s.scale;
+  hysteresis_ = s.hysteresis;
+  iteration_ = s.iteration;
+  last_overflow_ = s.last_overflow;
 }
 
 }  // namespace zt::zero

@@ -5,7 +5,8 @@
 // `hysteresis` - 1 overflows only use up the hysteresis; after that every overflow
 // halves the scale (never below min_loss_scale), until it grows again: after
 // `loss_scale_window` + 1 good steps in a row it doubles, and the hysteresis is restored
-// (with `consecutive_hysteresis`, every good step restores it). A fixed `loss_scale`
+// (with `consecutive_hysteresis`, every good step restores it). An overflow that would
+// halve the scale at min_loss_scale is an error, as in DeepSpeed. A fixed `loss_scale`
 // never changes. Without fp16 the scale is 1 and nothing happens.
 #pragma once
 
@@ -29,6 +30,15 @@ class LossScaler {
   void on_overflow();
   /// Overflows that would be taken without halving the scale, from now on.
   int overflows_tolerated() const { return hysteresis_ - 1; }
+
+  /// Everything that decides the next scales, for checkpoints.
+  struct State {
+    double scale = 1.0;
+    int hysteresis = 0;
+    int64_t iteration = 0, last_overflow = -1;
+  };
+  State state() const { return {scale_, hysteresis_, iteration_, last_overflow_}; }
+  void restore(const State& s);
 
  private:
   bool dynamic() const;

@@ -14,8 +14,8 @@ Init::~Init() {
 
 void Init::on_parameter(nn::Module& m, const std::string& name, const Tensor& p) {
   ZT_CHECK(!is_partitioned(p), "zero::Init: ", m.type_name(), ".", name,
-           " is a tensor already registered in another module (tied weights), which zt's "
-           "ZeRO-3 does not support: give each module its own parameter");
+           " is a tensor already registered (tied weights), which zt's ZeRO-3 does not "
+           "support: give each module its own parameter");
   partition_param(p, comm_, 0);
   p.impl()->unavailable_hint =
       "While a model is built under zero::Init, each parameter is partitioned as it is "

@@ -2,6 +2,7 @@
 #include "apps/common/run_checks.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "core/ops.h"
@@ -131,12 +133,16 @@ std::map<std::string, std::string> lines_by_key(const std::string& text) {
   return m;
 }
 
-// Equal text, or numbers equal as numbers (YAML's 1.0e-3 and 0.001 are one learning rate).
+// Equal text, or numbers equal as numbers (YAML's 1.0e-3 and 0.001 are one learning rate);
+// integers compare exactly (seeds past 2^53 differ in their last digits).
 bool same_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
+  if (a.empty() || b.empty()) return false;
   char *end_a = nullptr, *end_b = nullptr;
+  const long long i = std::strtoll(a.c_str(), &end_a, 10), j = std::strtoll(b.c_str(), &end_b, 10);
+  if (*end_a == '\0' && *end_b == '\0') return i == j;
   const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
-  return !a.empty() && !b.empty() && *end_a == '\0' && *end_b == '\0' && x == y;
+  return *end_a == '\0' && *end_b == '\0' && x == y;
 }
 
 // Gathers every rank's `mine` text ("key=value" lines) and errors on every rank, naming the
@@ -199,8 +205,6 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     } catch (const std::exception& e) {
       throw Error(app + ": " + e.what());
     }
-    if (!lock->note().empty())
-      std::fprintf(stderr, "%s: note: %s\n", app.c_str(), lock->note().c_str());
     for (const std::string& gone : zero::remove_stale_temporaries(root))
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
@@ -260,9 +264,12 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   // 0 locked, not another of that name (another working directory, or a machine that does
   // not share rank 0's disk: found at the first save otherwise).
   std::string seen = "missing";
-  std::ifstream f(fs::path(cfg.output_dir) / ".lock");
-  if (std::string holder; std::getline(f, holder))
-    seen = holder == decided.substr(0, a) ? "rank 0's" : "another run's";
+  for (int look = 0; look < 5 && seen != "rank 0's"; ++look) {
+    if (look > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NFS caches
+    std::ifstream f(fs::path(cfg.output_dir) / ".lock");
+    if (std::string holder; std::getline(f, holder))
+      seen = holder == decided.substr(0, a) ? "rank 0's" : "another run's";
+  }
   check_same(comm, "lock in output_dir " + cfg.output_dir + "=" + seen, "views of output_dir",
              app.c_str(),
              "every rank writes its shard of each checkpoint there: start the ranks in one "

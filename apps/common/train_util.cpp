@@ -195,6 +195,7 @@ LrPlan::LrPlan(const config::TrainConfig& train)
       min_lr_(train.min_lr),
       warmup_(warmup_of(train)),
       total_(train.steps),
+      deepspeed_warmup_(train.warmup),
       schedule_(base_schedule(train)) {}
 
 double LrPlan::lr_at(int64_t step) const {
@@ -217,7 +218,7 @@ double LrPlan::lr_at(int64_t step) const {
 double LrPlan::deepspeed_lr_at(int64_t step) const {
   if (step == 0) return 0.0;
   const auto k = static_cast<double>(step - 1);
-  const auto w = static_cast<double>(std::max<int64_t>(2, warmup_));
+  const auto w = static_cast<double>(std::max<int64_t>(2, deepspeed_warmup_));
   const double after = std::max(1.0, static_cast<double>(total_) - w);
   if (k < w) return base_ * k / w;
   if (kind_ == config::Schedule::linear)
@@ -513,7 +514,13 @@ std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& e
       "the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch, " (",
       extra.saved_world_size, " ranks x batch ", extra.loader_batch, "); this run reads ",
       world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
-  if (now.epoch > saved.epoch) return note + "with epoch " + std::to_string(now.epoch);
+  if (now.epoch > saved.epoch) {
+    const int64_t left = loader.batches_per_epoch() * batch * world - samples;
+    return note + detail::cat("with epoch ", now.epoch,
+                              left > 0 ? detail::cat(", leaving the last ", left,
+                                                     " samples of epoch ", saved.epoch, " unread")
+                                       : std::string());
+  }
   const int64_t reread = samples - now.position * batch * world;
   note += detail::cat("at sample ", samples - reread, " of epoch ", now.epoch);
   if (reread > 0) note += detail::cat(", reading ", reread, " samples again");

@@ -81,6 +81,7 @@ class LrPlan {
   bool deepspeed_;
   double base_, min_lr_;
   int64_t warmup_, total_;
+  int64_t deepspeed_warmup_;  // as given: DeepSpeed does not cut it to the run
   optim::LrSchedule schedule_;
 };
 

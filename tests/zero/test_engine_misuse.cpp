@@ -50,7 +50,7 @@ TEST(EngineMisuse, TiedWeightsAreRefusedNamingBothPlaces) {
           s.push_back(first);
           s.register_parameter("again", first->weight);
         },
-        "zero::Init: Sequential.again is a tensor already registered in another module"));
+        "zero::Init: Sequential.again is a tensor already registered (tied weights)"));
   });
 }
 
@@ -65,6 +65,20 @@ TEST(EngineMisuse, ASecondEngineOnOneModelIsRefusedWhileTheFirstLives) {
     zero::Engine after(m, comm, {}, adamw());  // once the first is gone
     after.backward(loss_of(after, 1));
     EXPECT_TRUE(after.step());
+  });
+}
+
+// An engine whose construction fails after it took the parameters (here its optimizer type
+// is unknown) leaves the model free: the next engine builds.
+TEST(EngineMisuse, AFailedConstructionLeavesTheModelFreeForTheNext) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Pair>(false);
+    zero::OptimizerConfig lamb = adamw();
+    lamb.type = "lamb";
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, lamb); }, "lamb"));
+    zero::Engine e(m, comm, {}, adamw());
+    e.backward(loss_of(e, 1));
+    EXPECT_TRUE(e.step());
   });
 }
 
@@ -101,10 +115,15 @@ TEST(EngineMisuse, FreezingOrUnfreezingAfterTheEngineIsBuiltIsRefused) {
 // on the first, as in PyTorch; the gradients add up.
 TEST(EngineMisuse, RetainGraphAllowsASecondBackward) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    zero::Engine e(std::make_shared<Pair>(false), comm, {}, adamw());
+    auto m = std::make_shared<Pair>(false);
+    zero::Engine e(m, comm, {}, adamw());
     const Tensor loss = loss_of(e, 1);
     e.backward(loss, /*retain_graph=*/true);
+    e.reduce_gradients();
+    const Tensor once = zero::zero_param(m->a->weight)->grad_shard.clone();
     e.backward(loss);
+    e.reduce_gradients();
+    EXPECT_CLOSE(zero::zero_param(m->a->weight)->grad_shard, mul(once, 2.0), 1e-6, 1e-7);
     EXPECT_TRUE(e.step());
   });
 }

@@ -1,11 +1,16 @@
 // Unit tests of pieces the lessons rely on, kept out of the lessons' story: the replica
 // check's hash, byte sizes as configs write them, the timeline's rows, where CUDA graphs
 // may run, and the fp16 loss scale's moves.
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
 #include <map>
 
 #include <nlohmann/json.hpp>
 
 #include "core/step_graph.h"
+#include "zero/checkpoint.h"
 #include "zero/lesson_util.h"
 #include "zero/loss_scaler.h"
 #include "zero/timeline.h"
@@ -113,4 +118,53 @@ TEST(LossScaler, FollowsDeepSpeedStepForStep) {
   EXPECT_EQ(g[21], 4 * k);          // after the 21st
   p.consecutive_hysteresis = true;  // a good step restores it: o g o never halves
   EXPECT_EQ(scales("ogogo").back(), k);
+}
+
+// At the minimum scale an overflow that would halve it is an error, as in DeepSpeed: the
+// run stops instead of skipping every step from then on.
+TEST(LossScaler, AnOverflowAtTheMinimumStopsTheRun) {
+  zero::MixedPrecision p;
+  p.fp16 = true;
+  p.initial_scale_power = 2;
+  p.hysteresis = 1;
+  p.min_loss_scale = 2;
+  zero::LossScaler s(p);
+  s.on_overflow();  // 4 -> 2
+  EXPECT_EQ(s.scale(), 2.0);
+  EXPECT_TRUE(test::throws_with([&] { s.on_overflow(); },
+                                "the gradients overflow with the loss scale at its minimum"));
+}
+
+// The scale, its hysteresis and its window travel with a checkpoint: a resumed fp16 run
+// goes on from them instead of starting again at 2^initial_scale_power.
+TEST(LossScaler, ItsStateTravelsWithTheCheckpoint) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zt_scaler_" + std::to_string(::getpid())))
+          .string();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.initial_scale_power = 40;  // overflows at once
+    auto train = [&](zero::Engine& e, int steps) {
+      for (int i = 0; i < steps; ++i) {
+        manual_seed(static_cast<uint64_t>(i));
+        e.backward(mean(e(randn({4, 8}).to(DType::f16)).to(DType::f32)));
+        e.step();
+      }
+    };
+    auto saved = std::make_shared<lesson::TanhStack>(2, 8);
+    zero::Engine a(saved, comm, cfg, {});
+    train(a, 3);  // hysteresis 2: the first overflow is tolerated, then 2^40 -> 2^39 -> 2^38
+    ASSERT_EQ(a.loss_scale(), std::ldexp(1.0, 38));
+    zero::save_checkpoint(a, dir, "step_000003");
+    auto resumed = std::make_shared<lesson::TanhStack>(2, 8);
+    zero::Engine b(resumed, comm, cfg, {});
+    zero::load_checkpoint(b, dir + "/step_000003");
+    EXPECT_EQ(b.loss_scale(), a.loss_scale());
+    const zero::LossScaler::State x = a.loss_scaler().state(), y = b.loss_scaler().state();
+    EXPECT_EQ(y.hysteresis, x.hysteresis);
+    EXPECT_EQ(y.iteration, x.iteration);
+    EXPECT_EQ(y.last_overflow, x.last_overflow);
+  });
+  std::filesystem::remove_all(dir);
 }
