@@ -231,7 +231,7 @@ RunLock::RunLock(const std::string& dir) : id_(ckpt::unique_id()) {
     std::string holder, who;
     std::getline(f, holder);
     std::getline(f, who);
-    ZT_FAIL("'", dir, "' is in use by another run (", who.empty() ? "starting" : who,
+    ZT_FAIL("'", dir, "' is in use by another run (", who.empty() ? "just starting" : who,
             "); wait for it to end or write elsewhere");
   }
   char host[256] = {0};

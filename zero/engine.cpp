@@ -327,7 +327,11 @@ bool Engine::unscale_or_skip(std::vector<Tensor>& replica_grads) {
 
 void Engine::skip_overflowed_step() {
   double before = scaler_.scale();
-  scaler_.on_overflow();
+  try {
+    scaler_.on_overflow();
+  } catch (const Error& e) {  // every rank saw the same (all-reduced) norm
+    throw comm::AgreedError(e.what(), comm_.rank());
+  }
   ++stats_.overflow_skips;
   // Step calls so far, this one included (applied and skipped), as the apps count steps.
   const long call = static_cast<long>(stats_.steps + stats_.overflow_skips);
