@@ -84,11 +84,16 @@ TEST(StepGraph, CudaGraphsNeedACudaDevice) {
 // DeepSpeed 0.19 gives for the same settings): hysteresis 2 tolerates one overflow, then
 // every overflow halves until the scale grows again, which restores the hysteresis; the
 // scale doubles after window + 1 good steps in a row.
-TEST(LossScaler, FollowsDeepSpeedStepForStep) {
+static zero::MixedPrecision dynamic_fp16(int initial_scale_power, int hysteresis) {
   zero::MixedPrecision p;
   p.fp16 = true;
-  p.initial_scale_power = 16;
-  p.hysteresis = 2;
+  p.initial_scale_power = initial_scale_power;
+  p.hysteresis = hysteresis;
+  return p;
+}
+
+TEST(LossScaler, FollowsDeepSpeedStepForStep) {
+  zero::MixedPrecision p = dynamic_fp16(16, 2);
   p.loss_scale_window = 10;
   auto scales = [&](const std::string& steps) {  // 'o' overflow, 'g' good step
     zero::LossScaler s(p);
@@ -123,10 +128,7 @@ TEST(LossScaler, FollowsDeepSpeedStepForStep) {
 // At the minimum scale an overflow that would halve it is an error, as in DeepSpeed: the
 // run stops instead of skipping every step from then on.
 TEST(LossScaler, AnOverflowAtTheMinimumStopsTheRun) {
-  zero::MixedPrecision p;
-  p.fp16 = true;
-  p.initial_scale_power = 2;
-  p.hysteresis = 1;
+  zero::MixedPrecision p = dynamic_fp16(2, 1);
   p.min_loss_scale = 2;
   zero::LossScaler s(p);
   s.on_overflow();  // 4 -> 2

@@ -62,7 +62,6 @@ bool post_eager(Post& p, size_t n) {
   copy_bytes(copy->data(), p.in, n);
   p.in = copy->data();
   p.eager = std::move(copy);
-  p.owners.clear();  // the copy is all the others read
   return true;
 }
 }  // namespace
@@ -78,21 +77,25 @@ void ThreadComm::execute(const Request& req) {
   p.signature = signature(req);
   if (req.in.defined()) p.in = req.in.data_ptr();
   if (req.out.defined()) p.out = req.out.data_ptr();
-  if (req.in.defined()) p.owners.push_back(req.in);  // below: whatever else peers read
-  p.bytes_owner = req.bytes_in;
+  Held held;  // what peers read of this rank's memory, held by the group (an eager post: none)
+  if (req.in.defined()) held.tensors.push_back(req.in);
+  held.bytes = req.bytes_in;
   bool eager = false;
+  auto arrive = [&] {
+    return group_->arrive(r, req.seq, p, eager ? Held{} : std::move(held), limit, what);
+  };
   switch (req.kind) {
     case Collective::kAllGather: {
       const size_t s = static_cast<size_t>(req.in.numel()) * e;
       eager = post_eager(p, s);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      std::vector<Post> posts = arrive();
       for (int j = 0; j < n; ++j) copy_bytes(bytes_of(req.out) + j * s, posts[j].in, s);
       break;
     }
     case Collective::kReduceScatter: {
       const int64_t s = req.out.numel();
       eager = post_eager(p, static_cast<size_t>(s * n) * e);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      std::vector<Post> posts = arrive();
       std::vector<const void*> ins(n);
       for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + r * s * e;
       reduce_buffers(req.out.dtype(), req.op, req.out.data_ptr(), ins.data(), n, s);
@@ -101,13 +104,13 @@ void ThreadComm::execute(const Request& req) {
     case Collective::kAllReduce: {
       const Tensor& t = req.out;
       p.in = t.data_ptr();
-      p.owners = {t};
+      held.tensors = {t};
       int64_t lo, hi;
       even_chunk(t.numel(), n, r, &lo, &hi);
       Tensor chunk = Tensor::empty({hi - lo}, t.dtype());  // charged as kCommBuffer
       p.scratch = chunk.data_ptr();
-      p.owners.push_back(chunk);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      held.tensors.push_back(chunk);
+      std::vector<Post> posts = arrive();
       std::vector<const void*> ins(n);
       for (int j = 0; j < n; ++j) ins[j] = static_cast<const char*>(posts[j].in) + lo * e;
       reduce_buffers(t.dtype(), req.op, chunk.data_ptr(), ins.data(), n, hi - lo);
@@ -122,24 +125,24 @@ void ThreadComm::execute(const Request& req) {
     }
     case Collective::kBroadcast: {
       p.in = req.out.data_ptr();
-      p.owners = {req.out};
+      held.tensors = {req.out};
       eager = post_eager(p, static_cast<size_t>(req.out.numel()) * e);
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      std::vector<Post> posts = arrive();
       if (r != req.root) copy_bytes(p.out, posts[req.root].in, req.out.numel() * e);
       break;
     }
     case Collective::kScatter: {
       const size_t s = static_cast<size_t>(req.out.numel()) * e;
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      std::vector<Post> posts = arrive();
       copy_bytes(p.out, static_cast<const char*>(posts[req.root].in) + r * s, s);
       break;
     }
     case Collective::kBarrier:
-      group_->arrive(r, req.seq, p, limit, what);
+      arrive();
       break;
     case Collective::kAllGatherBytes: {
       p.bytes = req.bytes_in.get();
-      std::vector<Post> posts = group_->arrive(r, req.seq, p, limit, what);
+      std::vector<Post> posts = arrive();
       for (int j = 0; j < n; ++j) req.bytes_out->push_back(*posts[j].bytes);
       break;
     }

@@ -20,6 +20,7 @@ ThreadGroup::Slot& ThreadGroup::slot(int64_t seq) {
   auto [it, fresh] = slots_.try_emplace(seq);
   if (fresh) {
     it->second.posts.resize(size_);
+    it->second.held.resize(size_);
     it->second.arrived.assign(size_, false);
     for (auto& s : it->second.phase_seen) s.assign(size_, false);
   }
@@ -71,8 +72,8 @@ void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Miss
   }
 }
 
-std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, WaitLimit limit,
-                                      const std::string& what) {
+std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, Held held,
+                                      WaitLimit limit, const std::string& what) {
   std::unique_lock<std::mutex> lock(mu_);
   if (!abort_reason_.empty()) throw_aborted(what);
   Slot& s = slot(seq);
@@ -86,6 +87,7 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, W
     }
   }
   s.posts[rank] = post;
+  s.held[rank] = std::move(held);
   s.arrived[rank] = true;
   s.n_arrived += 1;
   last_seq_[rank] = seq;
@@ -99,16 +101,7 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, W
         return m;
       },
       limit, what, "arrive");
-  // The slot keeps each rank's buffers alive until that rank has left normally, when
-  // nobody reads them any more; a rank that leaves by throwing (abort, timeout) never
-  // drops them, so a peer still copying reads live memory. The copies handed out own
-  // nothing: the buffers' lifetimes stay those of the ranks' own tensors otherwise.
-  std::vector<Post> posts = s.posts;
-  for (Post& q : posts) {
-    q.owners.clear();
-    q.bytes_owner.reset();
-  }
-  return posts;
+  return s.posts;
 }
 
 void ThreadGroup::sync(int rank, int64_t seq, int phase, WaitLimit limit, const std::string& what) {
@@ -132,9 +125,9 @@ void ThreadGroup::leave(int rank, int64_t seq, WaitLimit limit, const std::strin
   std::lock_guard<std::mutex> lock(mu_);
   auto it = slots_.find(seq);
   if (it == slots_.end()) return;
-  Post& own = it->second.posts[rank];  // every rank is done reading it
-  own.owners.clear();
-  own.bytes_owner.reset();
+  // Every rank is done reading this rank's memory. A rank that leaves by throwing (abort,
+  // timeout) never gets here, so its memory stays held while a peer may still copy it.
+  it->second.held[rank] = Held{};
   if (++it->second.released == size_) slots_.erase(it);
 }
 

@@ -28,11 +28,14 @@ struct Post {
   // Small messages: a private copy of `in` (then `in` points into it), so this rank may
   // reuse its buffer at once and nobody waits for the others to finish reading.
   std::shared_ptr<const std::vector<char>> eager;
-  // The memory `in`, `scratch` and `bytes` point into, held by the group's slot until
-  // the rank leaves normally: a rank that leaves a failing collective by throwing (abort,
-  // timeout) frees nothing a peer is still reading (ThreadGroup::arrive).
-  std::vector<Tensor> owners;
-  std::shared_ptr<const std::string> bytes_owner;
+};
+
+/// The memory a post's `in`, `scratch` and `bytes` point into (none for an eager post). The
+/// group holds it until its rank leaves the collective normally: a rank that leaves a
+/// failing collective by throwing (abort, timeout) frees nothing a peer is still reading.
+struct Held {
+  std::vector<Tensor> tensors;
+  std::shared_ptr<const std::string> bytes;
 };
 
 /// When a wait gives up: the deadline, and the timeout it was set from (for the message).
@@ -47,10 +50,10 @@ class ThreadGroup {
   explicit ThreadGroup(int size);
   int size() const { return size_; }
 
-  /// Posts rank's part of collective `seq` and waits until every rank posted. Returns all
-  /// posts, indexed by rank. `what` names the collective in errors (timeout, mismatch,
-  /// abort, a rank that exited without calling it).
-  std::vector<Post> arrive(int rank, int64_t seq, const Post& post, WaitLimit limit,
+  /// Posts rank's part of collective `seq` (and what keeps its memory alive) and waits
+  /// until every rank posted. Returns all posts, indexed by rank. `what` names the
+  /// collective in errors (timeout, mismatch, abort, a rank that exited without calling it).
+  std::vector<Post> arrive(int rank, int64_t seq, const Post& post, Held held, WaitLimit limit,
                            const std::string& what);
   /// Waits until every rank reached `phase` (0 or 1) of collective `seq`.
   void sync(int rank, int64_t seq, int phase, WaitLimit limit, const std::string& what);
@@ -70,6 +73,7 @@ class ThreadGroup {
   static constexpr int kLeavePhase = 2;
   struct Slot {
     std::vector<Post> posts;
+    std::vector<Held> held;  // dropped by each rank as it leaves normally
     std::vector<bool> arrived;
     int n_arrived = 0;
     int phase_count[3] = {0, 0, 0};
