@@ -61,6 +61,7 @@ void read_data(Section s, data::DataConfig& d) {
               {"image_folder", DataKind::image_folder},
               {"npy", DataKind::npy}})
       .get("path", d.path)
+      .get("eval_path", d.eval_path)
       .get("frames", d.frames, 1, 4096)
       .get("height", d.height, 8, 1 << 15)
       .get("width", d.width, 8, 1 << 15)
@@ -80,6 +81,10 @@ void read_data(Section s, data::DataConfig& d) {
     s.fail("path", std::string("data.kind ") + (d.kind == DataKind::npy
                                                     ? "npy needs data.path: a .npy file"
                                                     : "image_folder needs data.path: a directory"));
+  if (d.kind == DataKind::synthetic && !d.eval_path.empty())
+    s.fail("eval_path",
+           "synthetic data holds out its eval clips already (another seed); eval_path is for "
+           "image_folder and npy data");
 }
 
 void read_train(Section s, TrainConfig& t) {

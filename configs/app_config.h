@@ -56,7 +56,7 @@ struct TrainConfig {
   Optimizer optimizer = Optimizer::adamw;
   double lr = 1e-3;
   Schedule schedule = Schedule::cosine;
-  int64_t warmup = 0;       ///< linear warmup steps from 0 to lr
+  int64_t warmup = 0;       ///< linear warmup: update s (from 0) runs at lr * (s + 1) / warmup
   double min_lr = 0.0;      ///< cosine/linear floor
   int64_t step_size = 100;  ///< schedule step: decay every step_size steps
   /// Set by a DeepSpeed scheduler: updates are counted as DeepSpeed's schedulers count

@@ -14,12 +14,15 @@ enum class ResizeFilter { bilinear, bicubic };
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {
   DataKind kind = DataKind::synthetic;
-  std::string path{};   ///< image_folder: a directory; npy: a .npy file
+  std::string path{};  ///< image_folder: a directory; npy: a .npy file
+  /// image_folder/npy: held-out data of the same kind for eval (a directory or a .npy
+  /// file); empty: eval reads eval_samples items spread over `path`, the training data.
+  std::string eval_path{};
   int64_t frames = 4;   ///< a single image is repeated to this many frames
   int64_t height = 32;  ///< images are resized to height x width
   int64_t width = 32;
   int64_t num_samples = 4096;  ///< synthetic only: dataset size
-  int64_t eval_samples = 64;   ///< held-out clips for eval (synthetic: another seed)
+  int64_t eval_samples = 64;   ///< clips for eval (synthetic: held out, from another seed)
   int64_t seed = 1234;         ///< synthetic content and sampler shuffling
   bool shuffle = true;
   int64_t workers = 1;   ///< threads preparing samples of a batch

@@ -2,6 +2,8 @@
 #include "data/factory.h"
 
 #include <algorithm>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "data/image_folder.h"
@@ -10,45 +12,55 @@
 
 namespace zt::data {
 
-std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
-  std::shared_ptr<const Dataset> ds;
-  switch (cfg.kind) {
-    case DataKind::synthetic: {
-      SyntheticVideoOptions o;
-      o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
-      o.frames = cfg.frames;
-      o.height = cfg.height;
-      o.width = cfg.width;
-      o.num_shapes = cfg.num_shapes;
-      // A disjoint stream for held-out clips.
-      o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
-      return std::make_shared<SyntheticVideo>(o);
-    }
-    case DataKind::image_folder: {
-      ImageFolderOptions o;
-      o.frames = cfg.frames;
-      o.height = cfg.height;
-      o.width = cfg.width;
-      o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
-      ds = std::make_shared<ImageFolder>(cfg.path, o);
-      break;
-    }
-    case DataKind::npy: {
-      auto npy = std::make_shared<NpyArray>(cfg.path, cfg.frames);
-      const Shape& s = npy->header().shape;
-      ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", cfg.path,
-               "' holds ", s[s.size() - 2], "x", s[s.size() - 1],
-               " clips but the config says data.height x data.width = ", cfg.height, "x",
-               cfg.width);
-      ds = npy;
-      break;
-    }
+namespace {
+
+// The image_folder or npy dataset at `path` (cfg.path or cfg.eval_path).
+std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const std::string& path) {
+  if (cfg.kind == DataKind::image_folder) {
+    ImageFolderOptions o;
+    o.frames = cfg.frames;
+    o.height = cfg.height;
+    o.width = cfg.width;
+    o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
+    return std::make_shared<ImageFolder>(path, o);
   }
-  if (!eval) return ds;
+  auto npy = std::make_shared<NpyArray>(path, cfg.frames);
+  const Shape& s = npy->header().shape;
+  ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", path, "' holds ",
+           s[s.size() - 2], "x", s[s.size() - 1],
+           " clips but the config says data.height x data.width = ", cfg.height, "x", cfg.width);
+  return npy;
+}
+
+}  // namespace
+
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
+  if (cfg.kind == DataKind::synthetic) {
+    SyntheticVideoOptions o;
+    o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
+    o.frames = cfg.frames;
+    o.height = cfg.height;
+    o.width = cfg.width;
+    o.num_shapes = cfg.num_shapes;
+    // A disjoint stream for held-out clips.
+    o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
+    return std::make_shared<SyntheticVideo>(o);
+  }
+  if (!eval) return open_files(cfg, cfg.path);
+  auto ds = open_files(cfg, cfg.eval_path.empty() ? cfg.path : cfg.eval_path);
   const int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds->size() / n);
   return std::make_shared<Subset>(ds, idx);
+}
+
+bool eval_held_out(const DataConfig& cfg) {
+  return cfg.kind == DataKind::synthetic || !cfg.eval_path.empty();
+}
+
+std::string describe_eval(const DataConfig& cfg, const Dataset& eval) {
+  if (eval_held_out(cfg)) return eval.describe();
+  return eval.describe() + ", drawn from the training data (data.eval_path names held-out data)";
 }
 
 std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,

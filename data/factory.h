@@ -10,10 +10,17 @@
 
 namespace zt::data {
 
-/// The training dataset (eval = false) or the held-out one (eval = true): synthetic
-/// eval clips use another seed; image_folder/npy eval clips are the first
-/// `eval_samples` items (evenly spaced) of the same files.
+/// The training dataset (eval = false) or the eval one (eval = true): `eval_samples`
+/// clips, for synthetic data drawn with another seed, for image_folder/npy evenly spaced
+/// items of data.eval_path, or of data.path (the training data) when that is empty.
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false);
+
+/// Whether cfg's eval clips are held out from training (synthetic, or an eval_path).
+bool eval_held_out(const DataConfig& cfg);
+
+/// The eval dataset's description for a run's start-up line; says so when its clips are
+/// training data.
+std::string describe_eval(const DataConfig& cfg, const Dataset& eval);
 
 /// A loader over `dataset` for this rank: batch = per-rank batch size, shuffled from
 /// data.seed (eval: no shuffle, incomplete batches kept), prefetch and workers from cfg.

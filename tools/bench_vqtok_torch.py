@@ -9,7 +9,7 @@ zq-conditioned SpatialNorm in the decoder, single-head attention per frame, caus
 (2 frames padded in front), BatchNorm3d temporal res blocks, a codebook searched by
 squared L2 distance with the straight-through estimator. The step is that of
 apps/bench/bench_vqtok_step.cpp: B clips x 4 frames x 3 x 32 x 32 uniform in [-1, 1),
-loss = mse + l1 + vq loss (commit + 0.25 codebook), backward, AdamW (lr 1e-4, weight
+loss = mse + l1 + vq loss (codebook + 0.25 commit), backward, AdamW (lr 1e-4, weight
 decay 0.01; fused on CUDA, foreach otherwise). One warm-up step, then --steps timed steps;
 the JSON line reports medians of the phases with zt-bench's field names: forward_ms
 (zero_grad, forward and loss), backward_ms, step_ms (optimizer), total_ms, total_wall_ms.
@@ -290,7 +290,7 @@ class Quantizer(nn.Module):
             d = (zd * zd).sum(1, keepdim=True) + (wd * wd).sum(1) - 2.0 * zd @ wd.t()
             codes = d.argmin(1)
         zq = F.embedding(codes, weight).reshape(b, t, h, w, e).permute(0, 1, 4, 2, 3)
-        loss_vq = F.mse_loss(z, zq.detach()) + 0.25 * F.mse_loss(zq, z.detach())
+        loss_vq = F.mse_loss(zq, z.detach()) + 0.25 * F.mse_loss(z, zq.detach())
         return z + (zq - z).detach(), codes.reshape(b, t, h, w), loss_vq
 
 

@@ -125,7 +125,10 @@ class RunLock {
 /// same parameter names, shapes, dtypes and kinds (partitioned/replicated) and the same
 /// buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
 /// model) throws on every rank and leaves the engine unchanged. Returns the extra data.
-CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root);
+/// With optimizer_state false the optimizer is left as it is (inference and export, whose
+/// engine's optimizer need not be the one the checkpoint was trained with).
+CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
+                                bool optimizer_state = true);
 
 /// Writes the whole model to one safetensors file at `path` with its state_dict() key
 /// names: parameters in fp32 (from the fp32 masters), persistent buffers (floating ones in

@@ -196,7 +196,8 @@ void verify_checkpoint(const std::string& dir) {
   }
 }
 
-CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) {
+CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
+                                bool optimizer_state) {
   comm::Communicator& comm = engine.comm();
   const std::string what = "load_checkpoint('" + dir_or_root + "')";
   TimelineSpan span(engine.timeline(), Track::kCheckpoint, "load " + dir_or_root);
@@ -208,13 +209,15 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root) 
 
   // 2. The optimizer checks keys and shapes before it changes anything; ranks that
   // succeeded roll back if another rank failed.
-  optim::NamedTensors before;
-  for (const auto& [k, t] : engine.optimizer().state_dict()) before.emplace_back(k, t.clone());
-  std::string err = capture([&] { engine.optimizer().load_state_dict(st.optim); });
-  std::string all = capture([&] { agree(comm, what, err); });
-  if (!all.empty()) {
-    if (err.empty()) engine.optimizer().load_state_dict(before);
-    throw Error(all + "\n  (was the checkpoint saved with the same optimizer?)");
+  if (optimizer_state) {
+    optim::NamedTensors before;
+    for (const auto& [k, t] : engine.optimizer().state_dict()) before.emplace_back(k, t.clone());
+    std::string err = capture([&] { engine.optimizer().load_state_dict(st.optim); });
+    std::string all = capture([&] { agree(comm, what, err); });
+    if (!all.empty()) {
+      if (err.empty()) engine.optimizer().load_state_dict(before);
+      throw Error(all + "\n  (was the checkpoint saved with the same optimizer?)");
+    }
   }
 
   // 3. Apply. Master shards first; refresh_from_master() rewrites low-precision shards.

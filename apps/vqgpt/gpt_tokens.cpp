@@ -111,13 +111,12 @@ GptSpec gpt_spec(const config::AppConfig& cfg) {
   s.n_embd = g.n_embd;
   s.dropout = g.dropout;
   const int64_t k = cfg.model.codebook_size;
-  s.vocab_size = g.vocab_size == k + 1 ? layout.min_vocab() : g.vocab_size;
+  s.vocab_size = g.vocab_size;
   ZT_CHECK(s.vocab_size >= layout.min_vocab(), cfg.source, ": gpt.vocab_size (", g.vocab_size,
            ") must hold the codebook (", k, ") plus BOS, EOL and EOS: set it to ",
            layout.min_vocab(), " or more, or leave it out");
   const int64_t need = layout.length() - 1;  // inputs: every token but the last
-  s.block_size =
-      g.block_size == cfg.tokens_per_clip() + 1 ? std::max(g.block_size, need) : g.block_size;
+  s.block_size = g.block_size;
   ZT_CHECK(s.block_size >= need, cfg.source, ": gpt.block_size (", g.block_size,
            ") must hold a clip's sequence without its last token: BOS + ", layout.frames(), " x ",
            layout.rows(), " rows x (", layout.cols(), " codes + EOL) = ", need,

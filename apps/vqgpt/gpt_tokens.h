@@ -55,10 +55,9 @@ class TokenLayout {
   int64_t k_, t_, h_, w_;
 };
 
-/// The transformer's sizes for cfg. vocab_size: gpt.vocab_size when it is >= K + 3; the
-/// config loader's default (K + 1, BOS only) becomes K + 3. block_size: gpt.block_size
-/// when it holds L - 1 inputs; the loader's default (tokens_per_clip + 1) becomes L - 1.
-/// Anything else too small is an error naming the key and the value needed.
+/// The transformer's sizes for cfg: gpt.vocab_size (at least K + 3) and gpt.block_size (at
+/// least L - 1 inputs). The config loader fills both in and checks them; a config built in
+/// code with either too small is an error naming the key and the value needed.
 GptSpec gpt_spec(const config::AppConfig& cfg);
 
 /// clips (B, T, 3, H, W) (T = 1: images) -> sequences i64 (B, L), with the frozen tokenizer:

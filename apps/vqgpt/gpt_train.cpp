@@ -91,7 +91,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::check_same_data(*dataset, comm, "vqgpt train");
   auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
   std::shared_ptr<const data::Dataset> eval_set;
-  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+  if (tc.eval_every > 0) {
+    eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+    app::check_same_data(*eval_set, comm, "vqgpt train");
+  }
 
   // Where to start, before the tokenizer: a vqgpt checkpoint carries it (none is loaded then).
   const std::string ckpt_root = checkpoint_root(cfg);
@@ -166,6 +169,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         static_cast<long long>(layout.rows()), static_cast<long long>(layout.cols()),
         static_cast<long long>(clips_per_step), static_cast<long long>(tc.steps),
         dataset->describe().c_str(), cfg.output_dir.c_str());
+    if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
     std::fflush(stdout);
   }
 

@@ -305,7 +305,8 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm);
-  zero::load_checkpoint(*engine, dir);  // the tokenizer's weights and buffers come along
+  // The model alone (the tokenizer's weights and buffers come along); any optimizer's run.
+  zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};
 }
 

@@ -56,7 +56,8 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   Source s;
   if (o.input.empty()) {
     s.dataset = data::make_dataset(cfg.data, o.eval_split);
-    s.what = std::string(o.eval_split ? "eval" : "train") + " split: " + s.dataset->describe();
+    s.what = o.eval_split ? "eval split: " + data::describe_eval(cfg.data, *s.dataset)
+                          : "train split: " + s.dataset->describe();
     return s;
   }
   ZT_CHECK(fs::exists(o.input), "encode: input '", o.input,
@@ -105,14 +106,14 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
   app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
 }
 
-// Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`;
-// returns both.
+// Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`'s
+// model (not its optimizer state: train.optimizer need not match the run's); returns both.
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
     const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
     Device device = Device::cpu()) {
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm);
-  zero::load_checkpoint(*engine, dir);
+  zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};
 }
 
@@ -294,7 +295,7 @@ nlohmann::json EvalResult::json() const {
 }
 
 EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
-                            int64_t codebook_size, comm::Communicator& comm,
+                            const config::AppConfig& cfg, comm::Communicator& comm,
                             std::vector<Tensor>* first) {
   autograd::NoGradGuard no_grad;
   int64_t n = loader.batches_per_epoch();
@@ -305,7 +306,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
            "evaluation: a rank has no batch of data; lower the batch size or raise "
            "data.eval_samples");
   loader.restore({0, 0});
-  app::CodebookUsage usage(codebook_size);
+  app::CodebookUsage usage(cfg.model.codebook_size);
   double sums[5] = {0, 0, 0, 0, 0};  // squared error, abs error, elements, vq loss, clips
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
@@ -319,7 +320,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
     sums[0] += mse_loss(out[0], clips).item() * elems;
     sums[1] += l1_loss(out[0], clips).item() * elems;
     sums[2] += elems;
-    sums[3] += out[2].item() * static_cast<double>(real);
+    sums[3] += vq_term(out, cfg.loss.commitment).item() * static_cast<double>(real);
     sums[4] += static_cast<double>(real);
     usage.add(out[1]);
     if (i == 0 && first) *first = {clips, out[0]};
@@ -348,7 +349,7 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Co
   auto loader = data::make_loader(dataset, cfg.data, batch_of(cfg, o.batch), comm.rank(),
                                   comm.size(), /*eval=*/true);
   return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
-                          cfg.model.codebook_size, comm);
+                          cfg, comm);
 }
 
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,

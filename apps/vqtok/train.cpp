@@ -124,6 +124,10 @@ int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
   return used.empty() ? 0 : static_cast<int64_t>(dead.size());
 }
 
+Tensor vq_term(const std::vector<Tensor>& out, double commitment) {
+  return out[4] + out[3] * commitment;  // codebook term + commitment * encoder term
+}
+
 Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w) {
   ZT_CHECK(out.size() >= 5, "vqtok: the model returned ", out.size(),
            " outputs; expected {recon, codes, loss_vq, loss_commit, loss_codebook}");
@@ -132,7 +136,7 @@ Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const conf
   Losses l;
   l.mse = mse_loss(out[0], clips);
   l.l1 = l1_loss(out[0], clips);
-  l.vq = out[4] + out[3] * w.commitment;  // codebook term + commitment * encoder term
+  l.vq = vq_term(out, w.commitment);
   l.total = l.mse * w.l2 + l.l1 * w.l1 + l.vq * w.vq;
   return l;
 }
@@ -174,7 +178,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::check_same_data(*dataset, comm, "vqtok train");
   auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
   std::shared_ptr<const data::Dataset> eval_set;
-  if (tc.eval_every > 0) eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+  if (tc.eval_every > 0) {
+    eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+    app::check_same_data(*eval_set, comm, "vqtok train");
+  }
 
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   app::check_same_model(*model, comm, "vqtok train");
@@ -239,6 +246,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         static_cast<long long>(tc.gradient_accumulation_steps),
         static_cast<long long>(tc.batch * world * tc.gradient_accumulation_steps),
         static_cast<long long>(tc.steps), cfg.output_dir.c_str());
+    if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
     std::fflush(stdout);
   }
 
@@ -271,8 +279,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (Tensor& t : out) t = t.to(Device::cpu());
       return out;
     };
-    EvalResult ev =
-        evaluate_batches(forward, *eval_loader, tc.eval_batches, codebook, comm, &first);
+    EvalResult ev = evaluate_batches(forward, *eval_loader, tc.eval_batches, cfg, comm, &first);
     model->train();
     result.eval_psnr = ev.psnr;
     if (!rank0) return;

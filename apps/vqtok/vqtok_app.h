@@ -42,6 +42,8 @@ struct Losses {
   Tensor total, mse, l1, vq;
 };
 Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const config::LossConfig& w);
+/// The objective's VQ term before loss.vq: codebook + commitment * commit.
+Tensor vq_term(const std::vector<Tensor>& out, double commitment);
 
 /// cfg's model for training on `device`, seeded with train.seed: on the CPU partitioned as
 /// it is built (zero::Init: no rank ever holds all of it); on a GPU built on the host,
@@ -139,7 +141,8 @@ struct EvalOptions {
 };
 
 struct EvalResult {
-  double mse = 0.0, l1 = 0.0, psnr = 0.0, loss_vq = 0.0;
+  double mse = 0.0, l1 = 0.0, psnr = 0.0;
+  double loss_vq = 0.0;  ///< vq_term at the config's loss.commitment
   app::CodebookStats codebook;
   int64_t clips = 0;  ///< over all ranks
   nlohmann::json json() const;
@@ -152,10 +155,11 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& options,
 /// loss_codebook} (VqModel::call or Engine::forward).
 using ForwardFn = std::function<std::vector<Tensor>(const Tensor& clips)>;
 /// Runs `forward` without gradients over the first `batches` batches of `loader` (0: one
-/// epoch; every rank runs the same number) and reduces MSE, L1, VQ loss and codebook usage
-/// across ranks. `first` (optional) receives this rank's first {inputs, reconstructions}.
+/// epoch; every rank runs the same number) and reduces MSE, L1, the VQ term (vq_term at
+/// cfg's loss.commitment) and codebook usage across ranks. `first` (optional) receives
+/// this rank's first {inputs, reconstructions}.
 EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
-                            int64_t codebook_size, comm::Communicator& comm,
+                            const config::AppConfig& cfg, comm::Communicator& comm,
                             std::vector<Tensor>* first = nullptr);
 
 /// Loads checkpoint `checkpoint` (a directory or a root with `latest`) into cfg's model

@@ -186,17 +186,17 @@ TEST(VqQuantizer, NearestCodeStraightThroughAndLoss) {
   EXPECT_NEAR(out[4].item(), mse, 1e-6);
   EXPECT_NEAR(out[2].item(), 1.25 * mse, 1e-6);
 
-  // Straight-through: d zq / d z is the identity. The commitment term pulls z with
-  // weight 1, the codebook term pulls the used codes with weight 0.25.
+  // Straight-through: d zq / d z is the identity. The codebook term pulls the used codes
+  // with weight 1, the commitment term pulls z with weight 0.25.
   (sum(out[0]) + out[2]).backward();
   std::vector<double> zv = {0.9, 0.2, 0.1, 1.5}, ev = {1, 0, 0, 2};
   std::vector<double> gz, gw = {0, 0, 0, 0, 0, 0};
-  for (size_t i = 0; i < 4; ++i) gz.push_back(1.0 + 2.0 * (zv[i] - ev[i]) / 4);
+  for (size_t i = 0; i < 4; ++i) gz.push_back(1.0 + 0.25 * 2.0 * (zv[i] - ev[i]) / 4);
   // code 1 = (1, 0) at position 0 (dims 0 and 2 of z's flat layout); code 2 at position 1.
-  gw[2] = 0.25 * 2 * (1 - 0.9) / 4;
-  gw[3] = 0.25 * 2 * (0 - 0.1) / 4;
-  gw[4] = 0.25 * 2 * (0 - 0.2) / 4;
-  gw[5] = 0.25 * 2 * (2 - 1.5) / 4;
+  gw[2] = 2 * (1 - 0.9) / 4;
+  gw[3] = 2 * (0 - 0.1) / 4;
+  gw[4] = 2 * (0 - 0.2) / 4;
+  gw[5] = 2 * (2 - 1.5) / 4;
   EXPECT_TRUE(zt::test::values_are(z.grad(), gz));
   EXPECT_TRUE(zt::test::values_are(q.embedding->weight.grad(), gw));
 

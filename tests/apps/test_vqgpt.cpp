@@ -111,9 +111,9 @@ TEST(VqGptLayout, TensorOpsBuildTheHostLoopsSequences) {
   }
 }
 
-TEST(VqGptLayout, ConfigSizesAreReconciled) {
+TEST(VqGptLayout, ConfigSizesFitTheLayout) {
   Scratch s("spec");
-  // The loader's defaults (vocab K + 1, block tokens + 1) grow to the layout's needs.
+  // The loader's defaults are the layout's needs: K + 3 ids, BOS + rows x (codes + EOL).
   gpt::GptSpec spec = gpt::gpt_spec(tiny_config(s / "run"));
   EXPECT_EQ(spec.vocab_size, 64 + 3);
   EXPECT_EQ(spec.block_size, 1 + 4 * (4 + 1));

@@ -154,6 +154,33 @@ TEST(VqtokApp, ExportHasEveryKeyInFp32AndLoadsIntoAPlainModel) {
   });
 }
 
+// eval, encode and export read a checkpoint's model, not its optimizer state: a run
+// trained with SGD evaluates and exports under a config that names AdamW. The VQ term eval
+// reports is the training objective's, at the config's loss.commitment.
+TEST(VqtokApp, InferenceReadsAnyOptimizersCheckpointAndWeighsTheVqTermAsTraining) {
+  const std::string dir = fresh_dir("sgd");
+  auto sgd = tiny_config(dir, {"train.steps=1", "train.optimizer=sgd", "train.momentum=0.9",
+                               "train.checkpoint_every=1", "train.eval_every=0"});
+  auto adamw = tiny_config(dir, {"train.optimizer=adamw"});
+  auto commit1 = tiny_config(dir, {"train.optimizer=adamw", "loss.commitment=1.0"});
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(sgd, o, comm);
+    vqtok::export_model(adamw, "", dir + "/model.safetensors", comm, /*quiet=*/true);
+    vqtok::EvalOptions e;
+    e.batches = 1;
+    const vqtok::EvalResult at_quarter = vqtok::evaluate(adamw, e, comm);
+    const vqtok::EvalResult at_one = vqtok::evaluate(commit1, e, comm);
+    // Both terms have the value mean((zq - z)^2): codebook + c x commit = (1 + c) x it.
+    EXPECT_GT(at_quarter.loss_vq, 0.0);
+    EXPECT_NEAR(at_one.loss_vq / at_quarter.loss_vq, 2.0 / 1.25, 1e-6);
+    EXPECT_EQ(at_one.mse, at_quarter.mse);
+  });
+  EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+  fs::remove_all(dir);
+}
+
 TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
   const Trained& t = trained();
   const std::string ids = t.cfg.output_dir + "/ids.npy";

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "data/factory.h"
 #include "data/image.h"
 #include "data/image_folder.h"
 #include "data/npy.h"
@@ -128,6 +129,37 @@ TEST(Npy, ClipLengthMustMatchDataFrames) {
   expect_error([&] { NpyArray x(d + "/t4.npy", 8); },
                {d + "/t4.npy", "clips of 4 frames", "data.frames is 8", "data.frames=4"});
   EXPECT_EQ(NpyArray(d + "/t4.npy", 4).get(0).clip.size(0), 4);
+}
+
+// Eval clips come from data.eval_path when it is set, else from the training file, and
+// the run's description says which.
+TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
+  const std::string d = temp_dir();
+  save_npy(d + "/train.npy", full({6, 1, 3, 8, 8}, 0.25));
+  save_npy(d + "/val.npy", full({3, 1, 3, 8, 8}, -0.5));
+  DataConfig cfg;
+  cfg.kind = DataKind::npy;
+  cfg.path = d + "/train.npy";
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  cfg.eval_samples = 2;
+  auto mixed = make_dataset(cfg, /*eval=*/true);
+  EXPECT_EQ(mixed->size(), 2);
+  EXPECT_FLOAT_EQ(mixed->get(1).clip.to_vector()[0], 0.25f);
+  EXPECT_FALSE(eval_held_out(cfg));
+  EXPECT_NE(describe_eval(cfg, *mixed).find("drawn from the training data"), std::string::npos);
+  cfg.eval_path = d + "/val.npy";
+  auto held = make_dataset(cfg, /*eval=*/true);
+  EXPECT_EQ(held->size(), 2);
+  EXPECT_FLOAT_EQ(held->get(1).clip.to_vector()[0], -0.5f);
+  EXPECT_EQ(describe_eval(cfg, *held), held->describe());
+  EXPECT_NE(held->describe().find("val.npy"), std::string::npos);
+  EXPECT_EQ(make_dataset(cfg)->size(), 6);  // training reads data.path alone
+  cfg.eval_samples = 10;                    // capped at the file's items
+  EXPECT_EQ(make_dataset(cfg, /*eval=*/true)->size(), 3);
+  save_npy(d + "/wide.npy", full({3, 1, 3, 8, 16}, 0.0));
+  cfg.eval_path = d + "/wide.npy";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"wide.npy", "8x16", "8x8"});
 }
 
 TEST(Npy, BadDtypesAndShapesAreNamed) {

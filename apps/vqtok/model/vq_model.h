@@ -24,7 +24,7 @@ struct EncodeResult {
   Tensor codes;          ///< (B, T', h, w) i64; (B, h, w) for an image input
   Tensor z;              ///< (B, T', E, h, w) latents before quantization
   Tensor zq;             ///< (B, T', E, h, w) quantized, straight-through (gradient to z)
-  Tensor loss_vq;        ///< () loss_commit + 0.25 * loss_codebook
+  Tensor loss_vq;        ///< () loss_codebook + 0.25 * loss_commit
   Tensor loss_commit;    ///< () mean((stopgrad(zq) - z)^2), gradient to the encoder
   Tensor loss_codebook;  ///< () mean((zq - stopgrad(z))^2), gradient to the codebook
 };

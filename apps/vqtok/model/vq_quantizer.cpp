@@ -107,7 +107,7 @@ std::vector<Tensor> Quantizer::forward(const std::vector<Tensor>& inputs) {
   Tensor zq = found[1].reshape({b, t, h, w, e_dim}).permute({0, 1, 4, 2, 3});  // (B,T',E,h,w)
   Tensor loss_commit = mse_loss(z, zq.detach());
   Tensor loss_codebook = mse_loss(zq, z.detach());
-  Tensor loss_vq = add_scaled(loss_commit, loss_codebook, beta_);
+  Tensor loss_vq = add_scaled(loss_codebook, loss_commit, beta_);
   Tensor zq_st = z + (zq - z).detach();
   return {zq_st, codes, loss_vq, loss_commit, loss_codebook};
 }

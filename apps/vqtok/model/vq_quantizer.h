@@ -1,8 +1,8 @@
 // The vector quantizer of the Emu3-style tokenizer (docs/EMU3_TOKENIZER.md): a codebook of K
 // vectors, nearest-code lookup by squared L2 distance, the straight-through estimator
-// and the VQ loss of the MoVQGAN recipe. Optionally (l2_norm) the codes and the latents are
-// l2-normalized before the search, so the lookup is by cosine similarity (ViT-VQGAN): the
-// code vectors the decoder sees then have unit length whatever the codebook's scale.
+// and the VQ-VAE loss (codebook and commitment terms). Optionally (l2_norm) the codes and the
+// latents are l2-normalized before the search, so the lookup is by cosine similarity (ViT-VQGAN):
+// the code vectors the decoder sees then have unit length whatever the codebook's scale.
 //
 // Shape legend: B batch, T' latent frames, E embed_dim, h/w latent height/width,
 // K codebook size, M flattened latent positions (B * T' * h * w).
@@ -47,14 +47,17 @@ Tensor l2_normalize_last(const Tensor& x);
 /// The `quantize` module. forward({z (B, T', E, h, w)}) returns, in order:
 ///   zq            (B, T', E, h, w)  straight-through: z + stopgrad(zq - z)
 ///   codes         (B, T', h, w) i64
-///   loss_vq       ()  loss_commit + beta * loss_codebook
+///   loss_vq       ()  loss_codebook + beta * loss_commit
 ///   loss_commit   ()  mean((stopgrad(zq) - z)^2): pulls the encoder to its codes
 ///   loss_codebook ()  mean((zq - stopgrad(z))^2): pulls the codes to the encoder
-/// With beta = 0.25 this is loss_vq = mean((sg(zq) - z)^2) + 0.25 * mean((zq - sg(z))^2).
+/// With beta = 0.25 this is the VQ-VAE objective, loss_vq = mean((zq - sg(z))^2) +
+/// 0.25 * mean((sg(zq) - z)^2), vqtok's training term at its default loss.commitment.
+/// (MoVQGAN's recipe, from taming's legacy quantizer, swaps the two weights; the values
+/// are equal, the gradients are not. vqtok trains it with loss.vq 0.25, commitment 4.)
 /// With l2_norm, z is l2-normalized over E first (zq and both losses use the unit vectors).
 class Quantizer : public nn::Module {
  public:
-  /// beta weights loss_codebook in loss_vq; l2_norm selects cosine codes.
+  /// beta weights loss_commit in loss_vq; l2_norm selects cosine codes.
   Quantizer(int64_t codebook_size, int64_t embed_dim, double beta = 0.25, bool l2_norm = false);
   std::string extra_repr() const override;
 
