@@ -8,6 +8,9 @@ namespace zt::optim {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
                                           std::vector<std::pair<std::string, Tensor>> params) {
+  if (cfg.type == "adamw" || cfg.type == "adam")
+    ZT_CHECK(!cfg.nesterov, "optimizer '", cfg.type,
+             "': nesterov is an SGD option; Adam and AdamW have no Nesterov variant in zt");
   if (cfg.type == "adamw") {
     AdamWOptions o(cfg.lr);
     o.betas(cfg.beta1, cfg.beta2).eps(cfg.eps).weight_decay(cfg.weight_decay);

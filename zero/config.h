@@ -73,4 +73,10 @@ struct Config {
   OffloadOptimizer offload_optimizer;
 };
 
+/// Errors, naming the field and the value, unless every field of `config` is in range:
+/// stage 3, sizes and verify_every >= 0, gradient_accumulation_steps >= 1, clipping a
+/// finite value >= 0, at most one of bf16 and fp16, and fp16's scales finite.
+/// Engine's constructor calls it; the YAML and DeepSpeed loaders check the same ranges.
+void check_config(const Config& config);
+
 }  // namespace zt::zero

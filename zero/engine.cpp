@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <set>
 
 #include "core/ops.h"
 #include "zero/hooks.h"
@@ -20,7 +21,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       config_(std::move(config)),
       scaler_(config_.precision) {
   ZT_CHECK(model_ != nullptr, "zero::Engine: model is null");
-  ZT_CHECK(config_.stage == 3, "zero::Engine implements stage 3 only, got stage ", config_.stage);
+  check_config(config_);
   autograd::NoGradGuard ng;
   std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
   std::vector<Tensor> reduced;                            // what the reducer reduces
@@ -50,6 +51,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       if (p.requires_grad()) trainable.emplace_back(name, p);
       continue;
     }
+    // Master shards, gradient shards and buckets are fp32: a wider parameter would be
+    // trained at fp32 precision without a word.
+    ZT_CHECK(!(p.requires_grad() && p.dtype() == DType::f64), "zero::Engine: parameter '", name,
+             "' is f64 and requires grad; the engine trains it through fp32 master and "
+             "gradient shards, so it would learn at fp32 precision: cast the model to f32 "
+             "(model.to(DType::f32); bf16/f16 through the precision config) or freeze it");
     // Mixed precision: fp32 parameters are stored, gathered and computed in the low
     // precision type; their fp32 values become the master shard the optimizer updates.
     DType storage = p.dtype() == DType::f32 ? low : p.dtype();
@@ -78,6 +85,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     broadcast_tensor(b, comm_, 0);
     buffers_.emplace_back(name, b);
   }
+  check_buffer_policies();
   optimizer_ = optim::make_optimizer(optimizer, trainable);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
@@ -404,8 +412,20 @@ void Engine::sync_buffers() {
 
 void Engine::verify_replicas() {
   std::vector<std::pair<std::string, Tensor>> all = replicas_;
-  all.insert(all.end(), buffers_.begin(), buffers_.end());
+  for (const auto& nb : buffers_)  // buffers.sync none: each rank keeps its own
+    if (config_.buffers.sync_for(nb.first) != BufferSync::none) all.push_back(nb);
   zero::verify_replicas(all, comm_);
+}
+
+void Engine::check_buffer_policies() const {
+  std::set<std::string> paths;
+  for (const auto& [path, m] : model_->named_modules()) paths.insert(path);
+  for (const auto& [name, b] : buffers_) paths.insert(name);
+  for (const BufferPolicy& p : config_.buffers.modules)
+    ZT_CHECK(p.module.empty() || paths.count(p.module), "zero::Config: buffers.modules names '",
+             p.module, "', which is no module or buffer of the model (paths are dotted, as in ",
+             buffers_.empty() ? std::string("named_modules()") : "'" + buffers_.front().first + "'",
+             "), so its policy would apply to nothing");
 }
 
 void Engine::set_lr(double lr) {

@@ -62,8 +62,9 @@ class Engine {
   /// each phase of a freezing schedule).
   bool step();
 
-  /// Hashes every buffer and replicated parameter on every rank; throws naming the first
-  /// tensor that differs and which ranks hold which value.
+  /// Hashes every replicated parameter and every buffer not under buffers.sync none on
+  /// every rank; throws naming the first tensor that differs and which ranks hold which
+  /// value.
   void verify_replicas();
   /// Applies the buffer policy now (broadcast / average / none per module path).
   void sync_buffers();
@@ -138,6 +139,8 @@ class Engine {
  private:
   std::vector<Tensor> average_replica_grads();
   void allocate_grad_shards(const std::vector<ZeroParam*>& with_grads);
+  /// Errors unless each buffers.modules path names a module or buffer of the model.
+  void check_buffer_policies() const;
   bool unscale_or_skip(std::vector<Tensor>& replica_grads);
   void skip_overflowed_step();
   void end_timeline_step();

@@ -1,8 +1,10 @@
 // Lesson 12 — buffer policies while training.
 // Invariant: after each optimizer step the engine applies `buffers.sync` per module path:
 // `average` leaves every rank with the MEAN of the ranks' running statistics, `broadcast`
-// with rank 0's, and `none` leaves them as each rank computed them — which
-// verify_replicas() then reports, naming the first divergent buffer and the ranks.
+// with rank 0's, and `none` leaves them as each rank computed them (DeepSpeed's behaviour:
+// the ranks differ, as the user asked). verify_replicas() checks every buffer the policy
+// keeps identical, naming the first divergent one and the ranks (a buffer edited on one
+// rank behind the engine's back, say), and leaves `none` buffers out.
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -10,7 +12,8 @@ using namespace zt;
 namespace {
 // k training steps on rank-specific data. Returns this rank's running_mean as its own
 // forward left it (read before step() syncs it) and as it is after the last sync. With
-// `diverged`, also runs verify_replicas() and reports whether it threw.
+// `diverged`, also runs verify_replicas() and reports whether it threw; with `tamper`,
+// rank 1 first adds 1 to its running_mean outside the engine.
 struct Stats {
   std::vector<double> local_mean;  // this rank's own running_mean before the last sync
   std::vector<double> synced_mean;
@@ -42,7 +45,8 @@ class TwoNorms : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*bn_b)((*bn_a)((*conv)(x))); }
 };
 
-Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverged = nullptr) {
+Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverged = nullptr,
+            bool tamper = false) {
   manual_seed(9);
   std::shared_ptr<lesson::TokenizerLike> tok;
   {
@@ -61,6 +65,10 @@ Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverg
     engine.step();
   }
   run.synced_mean = tok->bn->running_mean.to_vector();
+  if (tamper && comm.rank() == 1) {
+    autograd::NoGradGuard ng;
+    add_(tok->bn->running_mean, ones_like(tok->bn->running_mean));
+  }
   if (diverged) {
     try {
       engine.verify_replicas();
@@ -95,11 +103,21 @@ TEST(Lesson12BufferSync, BroadcastGivesRankZeros) {
   });
 }
 
-TEST(Lesson12BufferSync, NoneDivergesAndVerifyNamesIt) {
+TEST(Lesson12BufferSync, NoneDivergesAndVerifyLeavesItOut) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    bool diverged = false;
+    bool diverged = true;
     Stats r = train(comm, zero::BufferSync::none, 2, &diverged);
     EXPECT_EQ(r.synced_mean, r.local_mean) << "none leaves each rank's own statistics";
+    const std::vector<double> m = mean_over_ranks(r.synced_mean, comm);
+    EXPECT_NE(r.synced_mean, m) << "the ranks' statistics differ";
+    EXPECT_FALSE(diverged) << "verify_replicas checks only what the policy keeps identical";
+  });
+}
+
+TEST(Lesson12BufferSync, VerifyNamesABufferEditedOnOneRank) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    bool diverged = false;
+    train(comm, zero::BufferSync::average, 1, &diverged, /*tamper=*/true);
     EXPECT_TRUE(diverged);
   });
 }

@@ -1,8 +1,15 @@
 // Mistakes a program embedding zero::Engine makes, each refused with an error that says what
 // is wrong and what to do, where the engine would otherwise train something else silently:
-// tied weights, a second engine on one model, a step without a backward, and freezing or
-// unfreezing a parameter after the engine was built. Also: backward twice through one graph
-// with retain_graph, as in PyTorch.
+// tied weights, a second engine on one model, a step without a backward, freezing or
+// unfreezing a parameter after the engine was built, zero::Config values out of range, a
+// trainable f64 parameter, and a buffer policy for a path the model lacks. Also: backward
+// twice through one graph with retain_graph, as in PyTorch.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -108,6 +115,81 @@ TEST(EngineMisuse, FreezingOrUnfreezingAfterTheEngineIsBuiltIsRefused) {
     e.backward(loss_of(e, 3));
     EXPECT_TRUE(
         test::throws_with([&] { e.step(); }, "'b.bias' was frozen when the engine was built"));
+  });
+}
+
+// A zero::Config built in code gets the ranges the YAML loader enforces: a value the
+// engine would act on wrongly (an infinite loss scale from gradient_accumulation_steps 0,
+// gradient ascent from -2, clipping silently off for NaN, an fp16 scale of 2^2000 that
+// skips every step forever, bf16 and fp16 together) is an error naming the field.
+TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    const std::vector<std::pair<std::function<void(zero::Config&)>, std::string>> cases = {
+        {[](zero::Config& c) { c.gradient_accumulation_steps = 0; },
+         "gradient_accumulation_steps is 0; it must be >= 1"},
+        {[](zero::Config& c) { c.gradient_accumulation_steps = -2; },
+         "gradient_accumulation_steps is -2"},
+        {[](zero::Config& c) { c.gradient_clipping = std::nan(""); }, "gradient_clipping is nan"},
+        {[](zero::Config& c) { c.gradient_clipping = -1; }, "gradient_clipping is -1"},
+        {[](zero::Config& c) { c.reduce_bucket_size = -5; }, "reduce_bucket_size is -5"},
+        {[](zero::Config& c) { c.buffers.verify_every = -1; }, "buffers.verify_every is -1"},
+        {[](zero::Config& c) { c.precision.bf16 = c.precision.fp16 = true; },
+         "precision.bf16 and precision.fp16 are both enabled"},
+        {[](zero::Config& c) {
+           c.precision.fp16 = true;
+           c.precision.initial_scale_power = 2000;
+         },
+         "precision.initial_scale_power 2000"},
+        {[](zero::Config& c) { c.stage = 2; }, "stage 3 only, got stage 2"},
+    };
+    for (const auto& [edit, message] : cases) {
+      zero::Config cfg;
+      edit(cfg);
+      EXPECT_TRUE(test::throws_with(
+          [&] { zero::Engine e(std::make_shared<Pair>(false), comm, cfg, adamw()); }, message))
+          << message;
+    }
+    zero::OptimizerConfig nesterov = adamw();
+    nesterov.nesterov = true;
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::Engine e(std::make_shared<Pair>(false), comm, {}, nesterov); },
+        "nesterov is an SGD option"));
+  });
+}
+
+// The engine's master and gradient shards are fp32: a trainable f64 parameter would learn
+// at fp32 precision, so it is refused; a frozen one is fine.
+TEST(EngineMisuse, TrainableF64ParametersAreRefused) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Pair>(false);
+    m->to(DType::f64);
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, adamw()); },
+                                  "parameter 'a.weight' is f64 and requires grad"));
+    auto frozen = std::make_shared<Pair>(false);
+    frozen->to(DType::f64);
+    frozen->requires_grad_(false);
+    frozen->b->to(DType::f32);
+    frozen->b->requires_grad_(true);
+    zero::Engine e(frozen, comm, {}, adamw());
+    EXPECT_EQ(frozen->a->weight.dtype(), DType::f64);
+  });
+}
+
+// A buffers.modules path that names nothing would leave the default policy in force.
+TEST(EngineMisuse, ABufferPolicyForNoModuleIsRefused) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    auto bn = [] {
+      auto s = std::make_shared<nn::Sequential>();
+      s->push_back(std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(4)));
+      return s;
+    };
+    zero::Config cfg;
+    cfg.buffers.modules.push_back({"O.running_mean", zero::BufferSync::none});
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine e(bn(), comm, cfg, adamw()); },
+                                  "buffers.modules names 'O.running_mean', which is no module"));
+    cfg.buffers.modules = {{"0", zero::BufferSync::none},
+                           {"0.running_var", zero::BufferSync::none}};
+    zero::Engine e(bn(), comm, cfg, adamw());  // a module and a buffer: both fine
   });
 }
 
