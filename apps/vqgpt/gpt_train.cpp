@@ -14,6 +14,7 @@
 #include <map>
 
 #include "apps/common/run_checks.h"
+#include "apps/common/stop_signal.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "core/step_graph.h"
@@ -205,7 +206,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     return std::vector<Tensor>{learn(seq), seq};
   };
 
-  model->train();  // the tokenizer stays in eval mode
+  model->train();                          // the tokenizer stays in eval mode
+  const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  int64_t stopped_after = -1;
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
@@ -317,8 +320,15 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                       fmt("%.4f", result.eval_loss));
     }
     if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
+    if ((result.stopped_by_signal = app::agreed_stop_signal(comm)) != 0) {
+      if (tc.checkpoint_every > 0 && last_saved_step != done) save(done);
+      stopped_after = done;
+      break;
+    }
   }
-  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
+  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps &&
+      !result.stopped_by_signal)
+    save(tc.steps);
   if (tc.checkpoint_every > 0 && start >= tc.steps)
     last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
   progress.finish();
@@ -340,6 +350,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.final_checkpoint = last_saved;
   if (say && start >= tc.steps) {
     app::say_nothing_to_train("vqgpt train", start, tc.steps);
+  } else if (say && result.stopped_by_signal) {
+    std::printf("%s\n", app::stopped_line("vqgpt train", result.stopped_by_signal, stopped_after,
+                                          last_saved_step == stopped_after ? last_saved : "")
+                            .c_str());
+    std::fflush(stdout);
   } else if (say) {
     const std::string eval =
         result.eval_loss != 0.0 ? fmt(" | eval %.4f", result.eval_loss) : "";  // 0: none ran

@@ -107,6 +107,7 @@ struct TrainResult {
   double tokens_per_second = 0.0;  ///< trained target tokens (all ranks) per second
   int64_t replica_checks = 0;      ///< verify_replicas() runs that passed (start included)
   std::string final_checkpoint;    ///< "" when checkpoints are off
+  int stopped_by_signal = 0;       ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
 };
 
 /// Trains the Gpt on the frozen tokenizer's tokens of cfg's data for train.steps steps.

@@ -12,6 +12,7 @@
 //   vqtok plan   --config C [--ranks N] [--steps S]
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -129,10 +130,12 @@ int main(int argc, char** argv) {
       to.tty = app::stdout_is_tty();
       std::vector<std::string> extra;
       if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
-      return kCli.run(train_c, "train", extra,
-                      [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        vqtok::train(cfg, to, comm);
-                      });
+      std::atomic<int> stopped_by{0};  // every rank agrees on it
+      const int rc = kCli.run(train_c, "train", extra,
+                              [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                                stopped_by = vqtok::train(cfg, to, comm).stopped_by_signal;
+                              });
+      return stopped_by ? 128 + stopped_by : rc;  // as a shell reports a process the signal ended
     }
     if (*encode) {
       eo.eval_split = encode_split == "eval";

@@ -12,6 +12,7 @@
 #include <map>
 
 #include "apps/common/run_checks.h"
+#include "apps/common/stop_signal.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "core/step_graph.h"
@@ -322,6 +323,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   model->train();
   double last_psnr = 0.0;
+  const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  int64_t stopped_after = -1;
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
@@ -437,8 +440,15 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
     if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
+    if ((result.stopped_by_signal = app::agreed_stop_signal(comm)) != 0) {
+      if (tc.checkpoint_every > 0 && last_saved_step != done) save(done);
+      stopped_after = done;
+      break;
+    }
   }
-  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps) save(tc.steps);
+  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps &&
+      !result.stopped_by_signal)
+    save(tc.steps);
   if (tc.checkpoint_every > 0 && start >= tc.steps)
     last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
   progress.finish();
@@ -449,6 +459,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.final_checkpoint = last_saved;
   if (say && start >= tc.steps) {
     app::say_nothing_to_train("vqtok train", start, tc.steps);
+  } else if (say && result.stopped_by_signal) {
+    std::printf("%s\n", app::stopped_line("vqtok train", result.stopped_by_signal, stopped_after,
+                                          last_saved_step == stopped_after ? last_saved : "")
+                            .c_str());
+    std::fflush(stdout);
   } else if (say) {
     const std::string eval =
         result.eval_psnr != 0.0 ? fmt(" (eval %.2f dB)", result.eval_psnr) : "";  // 0: none ran

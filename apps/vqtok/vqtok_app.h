@@ -67,6 +67,7 @@ struct TrainResult {
   app::CodebookStats codebook;                          ///< of the last log window
   double seconds_per_step = 0.0;
   std::string final_checkpoint;  ///< "" when checkpoints are off
+  int stopped_by_signal = 0;     ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
 };
 
 /// Trains cfg's model on cfg's data for cfg.train.steps optimizer steps (global step).

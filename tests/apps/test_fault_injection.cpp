@@ -302,6 +302,48 @@ TEST(FaultInjection, AKilledMpiJobResumesWithoutLoss) {
 #endif
 }
 
+// SIGTERM (a scheduler's preemption notice; Ctrl-C sends SIGINT, handled alike) stops
+// training after the step under way: a checkpoint of that step, a line saying how to
+// continue, exit status 128 + 15 as the process's own exit (not a death by the signal).
+// --resume then starts from that step.
+TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
+  Folder r{fs::temp_directory_path() / ("zt_fault_term_" + std::to_string(::getpid()))};
+  fs::remove_all(r.dir);
+  fs::create_directories(r.dir);
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(
+      r.out().string(), {"train.steps=100000", "train.eval_every=0", "train.log_every=1",
+                         "train.checkpoint_every=100000"});
+  std::ofstream(r.config()) << cfg.root.dump();
+  const fs::path log = r.dir / "term.log";
+  const pid_t pid = start(r, {}, log);
+  const fs::path metrics = r.out() / "metrics.jsonl";
+  for (int i = 0; i < 30000 && lines(metrics).size() < 2; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_GE(lines(metrics).size(), 2u) << read_all(log);
+  ::kill(pid, SIGTERM);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  const std::string text = read_all(log);
+  ASSERT_TRUE(WIFEXITED(status)) << "died by signal " << WTERMSIG(status) << "\n" << text;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM) << text;
+  const size_t at = text.find("stopped by SIGTERM after step ");
+  ASSERT_NE(at, std::string::npos) << text;
+  const int64_t step = std::stoll(text.substr(at + 30));
+  EXPECT_GE(step, 2);
+  EXPECT_LT(step, 100000);
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%06lld", static_cast<long long>(step));
+  EXPECT_NO_THROW(zero::verify_checkpoint((r.ckpt() / name).string()));
+  EXPECT_EQ(zero::find_checkpoint(r.ckpt().string()), (r.ckpt() / name).string());
+  // Resumed, it continues from that step to the (now nearer) end.
+  EXPECT_EQ(
+      wait_for(start(r, {"--resume", "--set", "train.steps=" + std::to_string(step + 2)}, log)), 0);
+  EXPECT_NE(read_all(log).find("step " + std::to_string(step + 2) + "/"), std::string::npos)
+      << read_all(log);
+  EXPECT_TRUE(fs::exists(r.ckpt() / "latest"));
+  fs::remove_all(r.dir);
+}
+
 TEST(FaultInjection, CommandLineMessages) {
   Folder r{fs::temp_directory_path() / ("zt_fault_cli_" + std::to_string(::getpid()))};
   fs::remove_all(r.dir);

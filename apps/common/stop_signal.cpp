@@ -1,0 +1,83 @@
+// StopOnSignal: sigaction handlers that record the first SIGINT/SIGTERM.
+#include "apps/common/stop_signal.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstring>
+#include <mutex>
+#include <string>
+
+#include "apps/common/train_util.h"
+#include "core/ops.h"
+
+namespace zt::app {
+
+namespace {
+
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+std::atomic<int> g_received{0};
+static_assert(std::atomic<int>::is_always_lock_free, "the handler needs a lock-free flag");
+
+std::mutex g_mutex;  // guards the count and the saved actions
+int g_holders = 0;
+struct sigaction g_previous[2];
+
+void say(const char* text) {  // async-signal-safe
+  ssize_t ignored = write(STDERR_FILENO, text, std::strlen(text));
+  (void)ignored;
+}
+
+void on_signal(int sig) {
+  int none = 0;
+  if (g_received.compare_exchange_strong(none, sig)) {
+    say(sig == SIGINT
+            ? "\nzt: SIGINT: stopping after this step with a checkpoint (again: at once)\n"
+            : "\nzt: SIGTERM: stopping after this step with a checkpoint (again: at once)\n");
+    return;
+  }
+  std::signal(sig, SIG_DFL);  // the second signal: the default action, now
+  std::raise(sig);
+}
+
+}  // namespace
+
+StopOnSignal::StopOnSignal() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (g_holders++ > 0) return;
+  g_received = 0;
+  struct sigaction act;
+  std::memset(&act, 0, sizeof act);
+  act.sa_handler = on_signal;
+  sigemptyset(&act.sa_mask);
+  act.sa_flags = SA_RESTART;  // reads, writes and waits in progress carry on
+  for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &act, &g_previous[i]);
+}
+
+StopOnSignal::~StopOnSignal() {
+  std::lock_guard<std::mutex> lock(g_mutex);
+  if (--g_holders > 0) return;
+  for (int i = 0; i < 2; ++i) sigaction(kSignals[i], &g_previous[i], nullptr);
+}
+
+int StopOnSignal::received() {
+  return g_received.load();
+}
+
+int agreed_stop_signal(comm::Communicator& comm) {
+  const int mine = StopOnSignal::received();
+  if (comm.size() == 1) return mine;
+  Tensor t = scalar_tensor(static_cast<double>(mine), DType::f64);
+  all_reduce_host(comm, t, comm::ReduceOp::kMax);
+  return static_cast<int>(t.item());
+}
+
+std::string stopped_line(const char* app, int signal, int64_t step, const std::string& checkpoint) {
+  const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
+  return std::string(app) + ": stopped by " + name + " after step " + std::to_string(step) +
+         (checkpoint.empty() ? " (no checkpoint: train.checkpoint_every is 0)"
+                             : "; checkpoint " + checkpoint + ": continue with --resume");
+}
+
+}  // namespace zt::app
