@@ -179,6 +179,7 @@ TEST(ThreadComm, MismatchedKindReportsBothSides) {
   EXPECT_NE(err.find("mismatched collectives at sequence #0"), std::string::npos) << err;
   EXPECT_NE(err.find("all_reduce (f32 x 10, sum)"), std::string::npos) << err;
   EXPECT_NE(err.find("all_gather (f32 x 8)"), std::string::npos) << err;
+  EXPECT_NE(err.find("different code paths"), std::string::npos) << err;
 }
 
 TEST(ThreadComm, MismatchedSizeReportsBothSides) {
