@@ -75,6 +75,8 @@ void read_data(Section s, data::DataConfig& d) {
       .get_enum(
           "resize", d.resize,
           {{"bilinear", data::ResizeFilter::bilinear}, {"bicubic", data::ResizeFilter::bicubic}})
+      .get_enum("fit", d.fit,
+                {{"crop", data::ImageFit::crop}, {"stretch", data::ImageFit::stretch}})
       .get("num_shapes", d.num_shapes, 1, 16);
   s.finish();
   if (d.kind != DataKind::synthetic && d.path.empty())

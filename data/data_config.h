@@ -10,6 +10,7 @@ namespace zt::data {
 
 enum class DataKind { synthetic, image_folder, npy };
 enum class ResizeFilter { bilinear, bicubic };
+enum class ImageFit { crop, stretch };
 
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {
@@ -28,6 +29,9 @@ struct DataConfig {
   int64_t workers = 1;   ///< threads preparing samples of a batch
   int64_t prefetch = 2;  ///< batches prepared ahead
   ResizeFilter resize = ResizeFilter::bicubic;
+  /// image_folder: an image of another aspect ratio than height x width is scaled to
+  /// cover it and cropped to its middle (crop), or scaled to it (stretch).
+  ImageFit fit = ImageFit::crop;
   int64_t num_shapes = 2;  ///< synthetic: moving shapes per clip
 };
 

@@ -16,14 +16,8 @@ namespace {
 
 // The image_folder or npy dataset at `path` (cfg.path or cfg.eval_path).
 std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const std::string& path) {
-  if (cfg.kind == DataKind::image_folder) {
-    ImageFolderOptions o;
-    o.frames = cfg.frames;
-    o.height = cfg.height;
-    o.width = cfg.width;
-    o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
-    return std::make_shared<ImageFolder>(path, o);
-  }
+  if (cfg.kind == DataKind::image_folder)
+    return std::make_shared<ImageFolder>(path, image_options(cfg));
   auto npy = std::make_shared<NpyArray>(path, cfg.frames);
   const Shape& s = npy->header().shape;
   ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", path, "' holds ",
@@ -33,6 +27,16 @@ std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const std::stri
 }
 
 }  // namespace
+
+ImageFolderOptions image_options(const DataConfig& cfg) {
+  ImageFolderOptions o;
+  o.frames = cfg.frames;
+  o.height = cfg.height;
+  o.width = cfg.width;
+  o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
+  o.fit = cfg.fit == ImageFit::crop ? Fit::crop : Fit::stretch;
+  return o;
+}
 
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
   if (cfg.kind == DataKind::synthetic) {

@@ -6,9 +6,14 @@
 
 #include "data/data_config.h"
 #include "data/dataset.h"
+#include "data/image_folder.h"
 #include "data/loader.h"
 
 namespace zt::data {
+
+/// cfg's image settings for an ImageFolder (or a single image): frames, fixed size,
+/// resize filter and fit.
+ImageFolderOptions image_options(const DataConfig& cfg);
 
 /// The training dataset (eval = false) or the eval one (eval = true): `eval_samples`
 /// clips, for synthetic data drawn with another seed, for image_folder/npy evenly spaced

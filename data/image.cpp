@@ -14,11 +14,25 @@
 
 namespace zt::data {
 
+namespace {
+
+// What PIL refuses to decode (twice its MAX_IMAGE_PIXELS): a small compressed file can
+// hold an image that takes gigabytes once decoded.
+constexpr int64_t kMaxPixels = 178'956'970;
+
+void check_pixels(const std::string& path, int64_t h, int64_t w) {
+  ZT_CHECK(h * w <= kMaxPixels, "image '", path, "' is ", h, "x", w, " = ", h * w,
+           " pixels, more than zt decodes (", kMaxPixels, ", PIL's limit): downscale it first");
+}
+
+}  // namespace
+
 Image load_image(const std::string& path) {
   int w = 0, h = 0, n = 0;
+  if (stbi_info(path.c_str(), &w, &h, &n)) check_pixels(path, h, w);
   unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
   ZT_CHECK(px != nullptr, "cannot read image '", path, "': ", stbi_failure_reason(),
-           " (supported: PNG, JPEG, BMP, TGA, GIF, PSD, HDR, PIC, PNM)");
+           " (zt reads PNG, JPEG, BMP and TGA files)");
   Image img;
   img.height = h;
   img.width = w;
@@ -32,6 +46,7 @@ std::pair<int64_t, int64_t> image_size(const std::string& path) {
   ZT_CHECK(stbi_info(path.c_str(), &w, &h, &n), "cannot read image '", path,
            "': ", stbi_failure_reason());
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
+  check_pixels(path, h, w);
   return {h, w};
 }
 
@@ -61,12 +76,36 @@ Image resize_image(const Image& img, int64_t height, int64_t width, Filter filte
   return out;
 }
 
+Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, Fit fit) {
+  if (fit == Fit::stretch || (img.height == height && img.width == width))
+    return resize_image(img, height, width, filter);
+  // The side whose scale is larger fits exactly; the other is truncated as torchvision's
+  // Resize computes its long side, and never below the target.
+  int64_t rh = height, rw = width;
+  if (height * img.width >= width * img.height)
+    rw = std::max(width, img.width * height / img.height);
+  else
+    rh = std::max(height, img.height * width / img.width);
+  const Image scaled = resize_image(img, rh, rw, filter);
+  // CenterCrop's offsets: round((size - crop) / 2), halves to even.
+  const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(rh - height) / 2.0));
+  const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(rw - width) / 2.0));
+  Image out;
+  out.height = height;
+  out.width = width;
+  out.rgb.resize(static_cast<size_t>(height * width * 3));
+  for (int64_t y = 0; y < height; ++y)
+    std::memcpy(out.rgb.data() + y * width * 3, scaled.rgb.data() + ((top + y) * rw + left) * 3,
+                static_cast<size_t>(width * 3));
+  return out;
+}
+
 std::pair<int64_t, int64_t> emu3_target_size(int64_t height, int64_t width, int64_t factor,
                                              int64_t min_area, int64_t max_area) {
   ZT_CHECK(height >= 1 && width >= 1 && factor >= 1, "emu3_target_size: bad arguments ", height,
            "x", width, " factor ", factor);
-  auto round_to = [&](double v) {
-    return std::max<int64_t>(factor, static_cast<int64_t>(std::llround(v / factor)) * factor);
+  auto round_to = [&](double v) {  // Python's round(): halves to even
+    return std::max<int64_t>(factor, static_cast<int64_t>(std::nearbyint(v / factor)) * factor);
   };
   int64_t h = round_to(static_cast<double>(height)), w = round_to(static_cast<double>(width));
   const double area = static_cast<double>(height) * static_cast<double>(width);

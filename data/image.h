@@ -20,6 +20,10 @@ struct Image {
 };
 
 enum class Filter { bilinear, bicubic };
+/// How an image takes a fixed height x width of another aspect ratio: crop scales it to
+/// cover the size (the side that fits exactly) and cuts the middle out, as torchvision's
+/// Resize(short side) + CenterCrop; stretch scales each side on its own.
+enum class Fit { crop, stretch };
 
 /// Decodes an image file as RGB (grey and alpha are converted). An unreadable or
 /// truncated file is an error naming it and stb's reason.
@@ -29,9 +33,12 @@ std::pair<int64_t, int64_t> image_size(const std::string& path);
 
 /// Resamples to height x width (bilinear: triangle filter; bicubic: Catmull-Rom).
 Image resize_image(const Image& img, int64_t height, int64_t width, Filter filter);
+/// height x width from img by `fit` (a no-op at that size already).
+Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, Fit fit);
 
-/// Emu3's target size: H and W rounded to multiples of `factor`, then scaled (keeping
-/// the aspect ratio) into [min_area, max_area] pixels when those are > 0.
+/// Emu3's target size: H and W rounded (halves to even, as Python's round) to multiples
+/// of `factor`, then scaled (keeping the aspect ratio) into [min_area, max_area] pixels
+/// when those are > 0.
 std::pair<int64_t, int64_t> emu3_target_size(int64_t height, int64_t width, int64_t factor = 8,
                                              int64_t min_area = 0, int64_t max_area = 0);
 

@@ -30,8 +30,18 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
   std::error_code ec;
   ZT_CHECK(fs::is_directory(dir, ec), "ImageFolder: '", dir,
            "' is not a directory (data.path must name a folder of PNG/JPEG images)");
-  for (auto it = fs::recursive_directory_iterator(dir, ec); !ec && it != fs::end(it);
-       it.increment(ec)) {
+  // Linked folders are followed (a link back up would loop: the depth bounds it); hidden
+  // entries (".*", such as macOS's "._x.png" metadata files) are left out.
+  constexpr int kMaxDepth = 64;
+  for (auto it = fs::recursive_directory_iterator(
+           dir, fs::directory_options::follow_directory_symlink, ec);
+       !ec && it != fs::end(it); it.increment(ec)) {
+    ZT_CHECK(it.depth() < kMaxDepth, "ImageFolder: '", it->path().string(), "' lies ", kMaxDepth,
+             " folders deep under '", dir, "'; is there a link to a folder above it?");
+    if (it->path().filename().string().rfind('.', 0) == 0) {
+      if (it->is_directory()) it.disable_recursion_pending();
+      continue;
+    }
     if (it->is_regular_file() && is_image_file(it->path().string()))
       files_.push_back(it->path().string());
   }
@@ -68,7 +78,8 @@ Sample ImageFolder::get(int64_t index) const {
   const std::string& path = files_[static_cast<size_t>(index)];
   Image img = load_image(path);
   const auto [h, w] = target_size(img.height, img.width);
-  img = resize_image(img, h, w, options_.filter);
+  img = options_.height > 0 ? fit_image(img, h, w, options_.filter, options_.fit)
+                            : resize_image(img, h, w, options_.filter);
   const Tensor frame = image_to_tensor(img);
   Tensor clip = empty({options_.frames, 3, h, w}, DType::f32);
   const int64_t n = frame.numel();

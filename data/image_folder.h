@@ -1,8 +1,10 @@
-// ImageFolder: every image file under a directory (recursively, sorted by path) as a
-// dataset of still clips. Emu3 preprocessing: resize so H and W are multiples of 8 (or
-// to a fixed size), scale pixels to [-1, 1], repeat the image to `frames` frames.
+// ImageFolder: every image file under a directory (recursively, following linked
+// folders, sorted by path; hidden files and folders, named ".*", left out) as a dataset of
+// still clips: each image decoded, brought to a fixed height x width (cropped to its middle
+// or stretched, ImageFolderOptions::fit) or, without one, to Emu3's size (H and W
+// multiples of 8, aspect kept), scaled to [-1, 1] and repeated to `frames` frames.
 // Images in subdirectories get the subdirectory's class id (sorted names; files at
-// the top level form a class "." of their own).
+// the top level form a class "." of their own). EXIF orientation is not applied.
 #pragma once
 
 #include <cstdint>
@@ -23,6 +25,7 @@ struct ImageFolderOptions {
   int64_t min_area = 0;
   int64_t max_area = 0;
   Filter filter = Filter::bicubic;
+  Fit fit = Fit::crop;  ///< at a fixed size: crop to the middle or stretch
 };
 
 class ImageFolder : public Dataset {

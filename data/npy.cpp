@@ -3,10 +3,15 @@
 // parsed by a small strict scanner (exactly these three keys, nothing else).
 #include "data/npy.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "core/error.h"
@@ -253,6 +258,29 @@ NpyArray::NpyArray(const std::string& path, int64_t frames)
   ZT_CHECK(s.size() == 4 || s[1] == frames_, "'", path, "' holds clips of ", s[1],
            " frames but data.frames is ", frames_, "; set data.frames=", s[1],
            " (or re-save the clips with ", frames_, " frames)");
+  if (header_.kind == 'f') warn_if_unit_range();
+}
+
+void NpyArray::warn_if_unit_range() const {
+  // Float clips in [0, 1] (torchvision's ToTensor range) pass the [-1, 1] check but train on
+  // washed-out images: up to 8 clips spread over the file, none below 0, earn a warning
+  // (once per file and process: thread ranks open the same file each).
+  static std::mutex mu;
+  static std::set<std::string> warned;
+  float lowest = 1.0f;
+  const int64_t n = std::min<int64_t>(size(), 8);
+  for (int64_t i = 0; i < n; ++i) {
+    const Tensor clip = get(i * size() / n).clip;
+    const float* p = clip.data<float>();
+    lowest = std::min(lowest, *std::min_element(p, p + clip.numel()));
+  }
+  if (lowest < 0.0f) return;
+  std::lock_guard<std::mutex> lock(mu);
+  if (!warned.insert(path_).second) return;
+  std::fprintf(stderr,
+               "zt: warning: '%s': the %lld float clips sampled hold no value below 0 (lowest "
+               "%g): zt expects pixels in [-1, 1]; data in [0, 1] needs x * 2 - 1\n",
+               path_.c_str(), static_cast<long long>(n), static_cast<double>(lowest));
 }
 
 Sample NpyArray::get(int64_t index) const {

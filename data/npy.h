@@ -33,7 +33,9 @@ Tensor load_npy(const std::string& path);
 void save_npy(const std::string& path, const Tensor& t);
 
 /// Clips from an .npy array: (N, T, 3, H, W), or (N, 3, H, W) images repeated to
-/// `frames`. dtype u1 (pixels: p / 127.5 - 1) or f4 (already in [-1, 1]; checked).
+/// `frames`. dtype u1 (pixels: p / 127.5 - 1) or f4 (already in [-1, 1]: a clip with a
+/// value outside is an error when it is read; a file whose sampled clips hold nothing
+/// below 0, [0, 1] data most likely, earns a warning when opened).
 /// Reads each clip from the file on demand, so arrays larger than memory work.
 class NpyArray : public Dataset {
  public:
@@ -44,6 +46,8 @@ class NpyArray : public Dataset {
   const NpyHeader& header() const { return header_; }
 
  private:
+  void warn_if_unit_range() const;
+
   std::string path_;
   NpyHeader header_;
   int64_t frames_;

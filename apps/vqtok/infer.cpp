@@ -34,14 +34,13 @@ struct Source {
   std::string what;
 };
 
-// A single image file as a one-item dataset.
+// A single image file as a one-item dataset, brought to o's size as ImageFolder would.
 class OneImage : public data::Dataset {
  public:
-  OneImage(std::string path, int64_t height, int64_t width) : path_(std::move(path)) {
-    data::Image img = data::load_image(path_);
-    if (height > 0 && width > 0 && (img.height != height || img.width != width))
-      img = data::resize_image(img, height, width, data::Filter::bicubic);
-    clip_ = data::image_to_tensor(img).unsqueeze(0);
+  OneImage(std::string path, const data::ImageFolderOptions& o) : path_(std::move(path)) {
+    const data::Image img = data::load_image(path_);
+    clip_ = data::image_to_tensor(data::fit_image(img, o.height, o.width, o.filter, o.fit))
+                .unsqueeze(0);
   }
   int64_t size() const override { return 1; }
   data::Sample get(int64_t) const override { return {clip_, 0, 0}; }
@@ -63,11 +62,9 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   ZT_CHECK(fs::exists(o.input), "encode: input '", o.input,
            "' does not exist; pass a .npy of clips or images, an image file or a folder of images");
   const std::string ext = fs::path(o.input).extension().string();
+  data::ImageFolderOptions io = data::image_options(cfg.data);  // data.resize and data.fit too
+  io.frames = 1;
   if (fs::is_directory(o.input)) {
-    data::ImageFolderOptions io;
-    io.frames = 1;
-    io.height = cfg.data.height;
-    io.width = cfg.data.width;
     s.dataset = std::make_shared<data::ImageFolder>(o.input, io);
     s.images = true;
   } else if (ext == ".npy") {
@@ -77,7 +74,7 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   } else {
     ZT_CHECK(data::is_image_file(o.input), "encode: input '", o.input,
              "' is neither .npy, an image file (.png .jpg .jpeg .bmp .tga) nor a folder");
-    s.dataset = std::make_shared<OneImage>(o.input, cfg.data.height, cfg.data.width);
+    s.dataset = std::make_shared<OneImage>(o.input, io);
     s.images = true;
   }
   s.what = s.dataset->describe();
@@ -207,7 +204,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
            " (T, 3, H, W); H and W must be "
            "multiples of ",
            sf, (src.images ? "" : " and T a multiple of "), (src.images ? "" : std::to_string(tf)),
-           " (set data.height/width/frames)");
+           fs::path(o.input).extension() == ".npy"
+               ? " (an array is encoded at its own size: re-save it at such a size)"
+               : " (set data.height/width/frames)");
   res.codes = src.images ? zeros({n, item[2] / sf, item[3] / sf}, DType::i64)
                          : zeros({n, item[0] / tf, item[2] / sf, item[3] / sf}, DType::i64);
   for (int64_t b = 0; b < batches; ++b) {

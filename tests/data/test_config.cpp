@@ -259,6 +259,7 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"model.out_channels: out_channels (4) must equal in_channels (3)"}},
     {"npy_needs_path", "data:\n  kind: npy\n", {}, {"data.path: data.kind npy needs data.path"}},
+    {"bad_fit", "data:\n  fit: squash\n", {}, {"data.fit", "crop", "stretch"}},
     {"synthetic_eval_path",
      "data:\n  eval_path: val.npy\n",
      {},

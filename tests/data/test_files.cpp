@@ -180,10 +180,85 @@ TEST(Npy, BadDtypesAndShapesAreNamed) {
 
 TEST(Image, Emu3TargetSize) {
   EXPECT_EQ(emu3_target_size(512, 512), (std::pair<int64_t, int64_t>{512, 512}));
-  EXPECT_EQ(emu3_target_size(12, 20), (std::pair<int64_t, int64_t>{16, 24}));
+  EXPECT_EQ(emu3_target_size(12, 20), (std::pair<int64_t, int64_t>{16, 16}));  // 2.5 -> 2
   EXPECT_EQ(emu3_target_size(2048, 2048, 8, 0, 1024 * 1024),
             (std::pair<int64_t, int64_t>{1024, 1024}));
   EXPECT_EQ(emu3_target_size(256, 256, 8, 512 * 512, 0), (std::pair<int64_t, int64_t>{512, 512}));
+  // Halves round to even, as Python's round() in Emu3's processor: 64.5 -> 64, 96.5 -> 96.
+  EXPECT_EQ(emu3_target_size(516, 772), (std::pair<int64_t, int64_t>{512, 768}));
+  EXPECT_EQ(emu3_target_size(524, 780), (std::pair<int64_t, int64_t>{528, 784}));
+}
+
+// An image of another aspect ratio: crop scales it so one side fits and cuts out the
+// middle of the other (torchvision's Resize + CenterCrop); stretch squeezes it whole.
+TEST(Image, FitCropsTheMiddleOrStretches) {
+  Image img{6, 12, {}};  // column c holds the value 20 * c
+  for (int64_t y = 0; y < 6; ++y)
+    for (int64_t x = 0; x < 12; ++x)
+      img.rgb.insert(img.rgb.end(), {static_cast<uint8_t>(20 * x), 0, 0});
+  // 6x12 -> 6x6: no resampling, columns 3..8 (offset round(6 / 2) = 3).
+  const Image exact = fit_image(img, 6, 6, Filter::bicubic, Fit::crop);
+  ASSERT_EQ(exact.width, 6);
+  for (int64_t x = 0; x < 6; ++x) EXPECT_EQ(exact.rgb[x * 3], 20 * (x + 3)) << x;
+  // 6x12 -> 3x3: scaled to 3x6 first, then columns 2..4 (round(1.5) = 2, halves to even).
+  const Image half = resize_image(img, 3, 6, Filter::bilinear);
+  const Image cropped = fit_image(img, 3, 3, Filter::bilinear, Fit::crop);
+  for (int64_t y = 0; y < 3; ++y)
+    for (int64_t x = 0; x < 3; ++x)
+      EXPECT_EQ(cropped.rgb[(y * 3 + x) * 3], half.rgb[(y * 6 + x + 2) * 3]) << y << "," << x;
+  // Tall images crop rows the same way; stretch is resize_image.
+  Image tall{12, 6, {}};
+  for (int64_t y = 0; y < 12; ++y)
+    for (int64_t x = 0; x < 6; ++x)
+      tall.rgb.insert(tall.rgb.end(), {static_cast<uint8_t>(y), 0, 0});
+  EXPECT_EQ(fit_image(tall, 6, 6, Filter::bicubic, Fit::crop).rgb[0], 3);
+  EXPECT_EQ(fit_image(img, 3, 3, Filter::bilinear, Fit::stretch).rgb,
+            resize_image(img, 3, 3, Filter::bilinear).rgb);
+}
+
+// Hidden entries (".*": macOS's "._x.png" metadata files, ".git") are left out; linked
+// folders are followed; an image header claiming more pixels than PIL decodes is refused
+// before anything is decoded.
+TEST(Image, FolderSkipsHiddenFollowsLinksAndRefusesHugeImages) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/set/.cache");
+  fs::create_directories(d + "/elsewhere");
+  save_png(d + "/set/a.png", solid(8, 8, 1, 2, 3));
+  std::ofstream(d + "/set/._a.png") << "AppleDouble metadata, not a PNG";
+  save_png(d + "/set/.cache/b.png", solid(8, 8, 1, 2, 3));
+  save_png(d + "/elsewhere/c.png", solid(8, 8, 1, 2, 3));
+  fs::create_directory_symlink(d + "/elsewhere", d + "/set/linked");
+  ImageFolder f(d + "/set", {.frames = 1, .height = 8, .width = 8});
+  ASSERT_EQ(f.size(), 2);
+  EXPECT_EQ(fs::path(f.files()[0]).filename(), "a.png");
+  EXPECT_EQ(fs::path(f.files()[1]).filename(), "c.png");
+  // A PNG whose header says 14000 x 14000 (the rest of the file never read; stb itself
+  // refuses sides past 2^30 / 3 pixels, PIL from 178956970).
+  const unsigned char header[] = {0x89, 'P',  'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0, 0,
+                                  13,   'I',  'H', 'D', 'R',  0,    0,    0x36, 0xb0, 0, 0,
+                                  0x36, 0xb0, 8,   2,   0,    0,    0,    0,    0,    0, 0};
+  std::ofstream(d + "/huge.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(header), sizeof header);
+  expect_error([&] { image_size(d + "/huge.png"); }, {"huge.png", "14000x14000", "downscale"});
+  expect_error([&] { load_image(d + "/huge.png"); }, {"huge.png", "14000x14000"});
+}
+
+// Float clips in [0, 1] (torchvision's ToTensor range) pass the [-1, 1] check; opening
+// such a file warns, once per file.
+TEST(Npy, FloatClipsInTheUnitRangeWarn) {
+  const std::string d = temp_dir();
+  save_npy(d + "/unit.npy", full({3, 1, 3, 8, 8}, 0.5));
+  save_npy(d + "/signed.npy", full({3, 1, 3, 8, 8}, -0.5));
+  ::testing::internal::CaptureStderr();
+  NpyArray unit(d + "/unit.npy", 1);
+  NpyArray again(d + "/unit.npy", 1);
+  NpyArray fine(d + "/signed.npy", 1);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("unit.npy': the 3 float clips sampled hold no value below 0"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("signed.npy"), std::string::npos) << err;
+  EXPECT_EQ(err.find("unit.npy", err.find("unit.npy") + 1), std::string::npos) << "warned twice";
 }
 
 TEST(Image, FolderDecodesResizesAndScales) {
@@ -208,7 +283,7 @@ TEST(Image, FolderDecodesResizesAndScales) {
   EXPECT_NEAR(v[3 * 256 * 3 + 512], v[512], 1e-7);  // frame 3 == frame 0
 
   ImageFolder natural(d, {.frames = 1});
-  EXPECT_EQ(natural.get(0).clip.sizes(), (Shape{1, 3, 16, 24}));  // 12x20 -> multiples of 8
+  EXPECT_EQ(natural.get(0).clip.sizes(), (Shape{1, 3, 16, 16}));  // 12x20 -> multiples of 8
   EXPECT_EQ(natural.get(1).clip.sizes(), (Shape{1, 3, 40, 40}));
 }
 
