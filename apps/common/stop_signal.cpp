@@ -73,6 +73,15 @@ int agreed_stop_signal(comm::Communicator& comm) {
   return static_cast<int>(t.item());
 }
 
+int checkpoint_or_stop(const config::TrainConfig& tc, int64_t done,
+                       const std::function<void(int64_t)>& save, comm::Communicator& comm) {
+  const bool due = tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0;
+  if (due) save(done);
+  const int signal = agreed_stop_signal(comm);
+  if (signal != 0 && tc.checkpoint_every > 0 && !due) save(done);
+  return signal;
+}
+
 std::string stopped_line(const char* app, int signal, int64_t step, const std::string& checkpoint) {
   const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
   return std::string(app) + ": stopped by " + name + " after step " + std::to_string(step) +

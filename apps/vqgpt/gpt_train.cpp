@@ -319,9 +319,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         progress.line("eval  step " + std::to_string(done) + " | loss " +
                       fmt("%.4f", result.eval_loss));
     }
-    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
-    if ((result.stopped_by_signal = app::agreed_stop_signal(comm)) != 0) {
-      if (tc.checkpoint_every > 0 && last_saved_step != done) save(done);
+    if ((result.stopped_by_signal = app::checkpoint_or_stop(tc, done, save, comm)) != 0) {
       stopped_after = done;
       break;
     }

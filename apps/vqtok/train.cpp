@@ -439,9 +439,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
               app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
-    if (tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0) save(done);
-    if ((result.stopped_by_signal = app::agreed_stop_signal(comm)) != 0) {
-      if (tc.checkpoint_every > 0 && last_saved_step != done) save(done);
+    if ((result.stopped_by_signal = app::checkpoint_or_stop(tc, done, save, comm)) != 0) {
       stopped_after = done;
       break;
     }
