@@ -221,6 +221,14 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     data::save_npy(o.out, res.codes);
     if (!o.quiet)
       std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
+    // Images from a folder: which file each row holds, one path per line.
+    if (const auto* folder = dynamic_cast<const data::ImageFolder*>(src.dataset.get())) {
+      const std::string list = o.out + ".files.txt";
+      std::ofstream f(list);
+      for (int64_t i = 0; i < n; ++i) f << folder->files()[static_cast<size_t>(i)] << "\n";
+      ZT_CHECK(f.good(), "encode: cannot write '", list, "'");
+      if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
+    }
   }
   return res;
 }

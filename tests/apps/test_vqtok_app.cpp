@@ -20,6 +20,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "data/image.h"
 #include "data/npy.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
@@ -178,6 +179,33 @@ TEST(VqtokApp, InferenceReadsAnyOptimizersCheckpointAndWeighsTheVqTermAsTraining
     EXPECT_EQ(at_one.mse, at_quarter.mse);
   });
   EXPECT_TRUE(fs::exists(dir + "/model.safetensors"));
+  fs::remove_all(dir);
+}
+
+// A folder of images of any aspect ratio encodes at the config's size (cropped to the
+// middle), and a list beside the codes says which file each row is.
+TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
+  const Trained& t = trained();
+  const std::string dir = fresh_dir("folder");
+  fs::create_directories(dir + "/imgs");
+  auto grey = [](int64_t h, int64_t w) {
+    return data::Image{h, w, std::vector<uint8_t>(static_cast<size_t>(h * w * 3), 100)};
+  };
+  data::save_png(dir + "/imgs/wide.png", grey(16, 40));
+  data::save_png(dir + "/imgs/tall.png", grey(30, 16));
+  data::save_png(dir + "/imgs/b_square.png", grey(16, 16));
+  std::ofstream(dir + "/imgs/._wide.png") << "macOS metadata";
+  vqtok::EncodeOptions o;
+  o.input = dir + "/imgs";
+  o.out = dir + "/codes.npy";
+  o.quiet = true;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    EXPECT_EQ(vqtok::encode(t.cfg, o, comm).codes.sizes(), (Shape{3, 2, 2}));
+  });
+  std::ifstream list(o.out + ".files.txt");
+  std::vector<std::string> rows;
+  for (std::string l; std::getline(list, l);) rows.push_back(fs::path(l).filename().string());
+  EXPECT_EQ(rows, (std::vector<std::string>{"b_square.png", "tall.png", "wide.png"}));
   fs::remove_all(dir);
 }
 
