@@ -272,6 +272,12 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   to.quiet = quiet;
   to.overwrite = overwrite;
   const vqtok::TrainResult r = vqtok::train(tok_cfg, to, comm);
+  if (r.stopped_by_signal)  // every rank stopped at the same step
+    throw comm::AgreedError("tokenizer: training was stopped before its " + std::to_string(steps) +
+                                " steps, so '" + ckpt_root +
+                                "' holds an unfinished tokenizer; run `vqgpt tokenizer "
+                                "--overwrite` again to train a whole one",
+                            comm.rank());
   if (comm.rank() == 0 && !quiet) {
     const std::string configured = cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint;
     const bool read_by_config = out_root.empty() || out_root == configured;
