@@ -95,7 +95,9 @@ void Coordinator::release_param(ZeroParam* z) {
 
 void Coordinator::release(int id) {
   bool training = autograd::grad_mode_enabled() || autograd::in_backward();
-  if (training) {
+  // Kept for a reuse within stage3_max_reuse_distance, but only while the gathered
+  // elements stay within stage3_max_live_parameters: the bound holds for kept modules too.
+  if (training && live_elems_ <= config_.stage3_max_live_parameters) {
     int64_t d = trace_.reuse_distance(id);
     if (d >= 0 && d < config_.stage3_max_reuse_distance) return;
   }

@@ -88,11 +88,14 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   const int64_t window =
       std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
   const int64_t whole = std::max(chain, total);
+  // Modules kept for reuse fill up to stage3_max_live_parameters, then the chain being
+  // fetched comes on top.
+  const int64_t kept = config.stage3_max_reuse_distance > 0
+                           ? std::min(whole, config.stage3_max_live_parameters * esize + chain)
+                           : 0;
   // One rank gathers nothing: a parameter's shard is the whole parameter, used in place.
-  plan.gathered_peak = world == 1 ? 0
-                                  : persistent + (config.stage3_max_reuse_distance > 0
-                                                      ? whole
-                                                      : std::min(chain + window, whole));
+  plan.gathered_peak =
+      world == 1 ? 0 : persistent + std::max(std::min(chain + window, whole), kept);
   return plan;
 }
 

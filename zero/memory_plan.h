@@ -9,8 +9,9 @@
 //                  all-gather is unpacked), plus the prefetch window, never above
 //                  stage3_max_live_parameters beyond the module being fetched, plus the
 //                  persistent parameters (gathered all the time); with
-//                  stage3_max_reuse_distance > 0 forward keeps every module gathered for
-//                  its backward, so the bound is the whole model;
+//                  stage3_max_reuse_distance > 0 modules stay gathered from forward to
+//                  backward until stage3_max_live_parameters are, so the bound is that
+//                  plus the chain being fetched, or the whole model if smaller;
 //   replicated     replicated parameters and buffers, in full on every rank;
 //   offload        with offload_optimizer and parameters on a GPU, the optimizer state
 //                  (always with an fp32 master: 4 + 8 B/element for AdamW) and an fp32

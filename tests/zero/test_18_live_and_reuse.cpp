@@ -5,7 +5,10 @@
 // bound), while an unbounded prefetch window gathers the whole model at once.
 // Invariant (stage3_max_reuse_distance): a module whose parameters come back within
 // that many elements (a layer applied twice in a row) is not released in between:
-// fewer all-gathers for the same result.
+// fewer all-gathers for the same result. Kept modules count against
+// stage3_max_live_parameters too: past it, a module is released even if it comes back
+// soon (with the default reuse distance every module comes back for its backward, and
+// would otherwise keep the whole model gathered at the forward/backward turn).
 #include <algorithm>
 
 #include "zero/lesson_util.h"
@@ -76,6 +79,28 @@ TEST(Lesson18LiveAndReuse, MaxLiveParametersBoundsTheGatheredPeak) {
     // This run reaches the bound only: the first module of a step is fetched while nothing
     // else is gathered, and every later one was prefetched, inside the bound, before it.
     EXPECT_EQ(peaks[1], bound_bytes);
+  });
+}
+
+TEST(Lesson18LiveAndReuse, MaxLiveParametersAlsoBoundsWhatReuseKeeps) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const int64_t weight_bytes = kWidth * kWidth * 4;
+    std::vector<int64_t> peaks;
+    for (int64_t max_live : {int64_t{1'000'000'000}, 2 * kWidth * kWidth}) {
+      std::shared_ptr<Stack> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<Stack>(6, 1);
+      }
+      zero::Config cfg;  // the default reuse distance, 1e9 elements: everything comes back
+      cfg.stage3_param_persistence_threshold = 0;
+      cfg.stage3_prefetch_bucket_size = 0;
+      cfg.stage3_max_live_parameters = max_live;
+      zero::Engine engine(m, comm, cfg, {});
+      peaks.push_back(second_step_gathered_peak(comm, engine));
+    }
+    EXPECT_EQ(peaks[0], 6 * weight_bytes) << "unbounded: all 6 kept at the turn";
+    EXPECT_LE(peaks[1], 3 * weight_bytes) << "the bound (two weights) plus the one fetched";
   });
 }
 
