@@ -108,21 +108,24 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
     err = capture([&] {
       json files = {{kReplicatedFile, rep_digest}};
       for (int r = 0; r < comm.size(); ++r) files[rank_file(r)] = digests[r];
-      json meta = {{"format", kFormat},
-                   {"version", kVersion},
-                   {"tag", tag},
-                   {"world_size", comm.size()},
-                   {"step", extra.step >= 0 ? extra.step : engine.global_step()},
-                   {"optimizer_step", engine.optimizer().step_count()},
-                   {"config_yaml", extra.config_yaml},
-                   {"loader",
-                    {{"epoch", extra.loader_epoch},
-                     {"position", extra.loader_position},
-                     {"batch", extra.loader_batch}}},
-                   {"user", extra.user},
-                   {"loss_scaler", loss_scaler_json(engine.loss_scaler())},
-                   {"tensors", describe(engine)},
-                   {"files", files}};
+      json meta = {
+          {"format", kFormat},
+          {"version", kVersion},
+          {"tag", tag},
+          {"world_size", comm.size()},
+          {"step", extra.step >= 0 ? extra.step : engine.global_step()},
+          {"optimizer_step", engine.optimizer().step_count()},
+          {"engine_steps",
+           {{"applied", engine.global_step()}, {"skipped", engine.stats().overflow_skips}}},
+          {"config_yaml", extra.config_yaml},
+          {"loader",
+           {{"epoch", extra.loader_epoch},
+            {"position", extra.loader_position},
+            {"batch", extra.loader_batch}}},
+          {"user", extra.user},
+          {"loss_scaler", loss_scaler_json(engine.loss_scaler())},
+          {"tensors", describe(engine)},
+          {"files", files}};
       write_text_atomically(tmp / kMetaFile, meta.dump(1) + "\n", id);
       commit(tmp, root, tag, id);
     });

@@ -88,6 +88,8 @@ struct Staged {
   optim::NamedTensors optim;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
+  // The engine's applied and fp16-skipped step counts (checkpoints saved with them).
+  std::optional<std::pair<int64_t, int64_t>> engine_steps;
 };
 
 Staged stage(Engine& e, const fs::path& dir) {
@@ -172,6 +174,8 @@ Staged stage(Engine& e, const fs::path& dir) {
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;
+    if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object())
+      st.engine_steps = {it->at("applied").get<int64_t>(), it->at("skipped").get<int64_t>()};
     if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object())
       st.scaler = LossScaler::State{it->at("scale").get<double>(), it->at("hysteresis").get<int>(),
                                     it->at("iteration").get<int64_t>(),
@@ -230,7 +234,10 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   for (size_t i = 0; i < reps.size(); ++i) reps[i].second.copy_(st.replicas[i]);
   auto buffers = engine.module().named_buffers();
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(st.buffers[i]);
-  engine.set_global_step(st.extra.step);
+  if (st.engine_steps)
+    engine.set_step_counts(st.engine_steps->first, st.engine_steps->second);
+  else
+    engine.set_global_step(st.extra.step);
   if (st.scaler && engine.loss_scaler().active()) engine.loss_scaler().restore(*st.scaler);
   engine.refresh_from_master();
   engine.verify_replicas();

@@ -120,8 +120,14 @@ class Engine {
   comm::Communicator& comm() { return comm_; }
   optim::Optimizer& optimizer() { return *optimizer_; }
   const Config& config() const { return config_; }
+  /// Optimizer steps applied (an fp16 step skipped for an overflow does not count).
   int64_t global_step() const { return stats_.steps; }
   void set_global_step(int64_t s) { stats_.steps = s; }
+  /// Applied and fp16-skipped steps, as load_checkpoint restores them.
+  void set_step_counts(int64_t applied, int64_t skipped) {
+    stats_.steps = applied;
+    stats_.overflow_skips = skipped;
+  }
 
   /// A partitioned parameter and its dotted name; its state is zero_param(param).
   struct NamedParam {

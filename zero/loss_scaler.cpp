@@ -35,8 +35,10 @@ void LossScaler::on_overflow() {
   if (!dynamic()) return;
   // The first hysteresis - 1 overflows (since the scale last grew) only use it up; from
   // then on every overflow halves the scale.
+  // A scale below the minimum (an initial scale under min_loss_scale) rises to it, as
+  // DeepSpeed's does; at the minimum an overflow stops the run.
   if (p_.hysteresis == 1 || hysteresis_ == 1) {
-    ZT_CHECK(scale_ > p_.min_loss_scale,
+    ZT_CHECK(scale_ != p_.min_loss_scale,
              "fp16: the gradients overflow with the loss scale at its minimum "
              "(fp16.min_loss_scale ",
              p_.min_loss_scale,

@@ -135,6 +135,12 @@ TEST(LossScaler, AnOverflowAtTheMinimumStopsTheRun) {
   EXPECT_EQ(s.scale(), 2.0);
   EXPECT_TRUE(test::throws_with([&] { s.on_overflow(); },
                                 "the gradients overflow with the loss scale at its minimum"));
+  // An initial scale below the minimum is not at it: the first halving raises it to the
+  // minimum, as DeepSpeed's max(scale / 2, min_scale) does.
+  p.min_loss_scale = 64;
+  zero::LossScaler below(p);  // 2^2 = 4
+  below.on_overflow();
+  EXPECT_EQ(below.scale(), 64.0);
 }
 
 // The scale, its hysteresis and its window travel with a checkpoint: a resumed fp16 run
@@ -167,6 +173,9 @@ TEST(LossScaler, ItsStateTravelsWithTheCheckpoint) {
     EXPECT_EQ(y.hysteresis, x.hysteresis);
     EXPECT_EQ(y.iteration, x.iteration);
     EXPECT_EQ(y.last_overflow, x.last_overflow);
+    // The step counts too: 3 skipped, none applied (the app's step, 3, counts both).
+    EXPECT_EQ(b.global_step(), 0);
+    EXPECT_EQ(b.stats().overflow_skips, 3);
   });
   std::filesystem::remove_all(dir);
 }
