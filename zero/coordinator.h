@@ -2,9 +2,10 @@
 // (a module and the partitioned parameters it owns itself): fetch() gathers a group with
 // ONE all-gather (zero::GroupGather) and, while training, prefetches the groups the trace
 // expects next; release() frees a group unless the trace reuses it soon. Two documented
-// bounds from zero::Config limit prefetching:
+// bounds from zero::Config limit what is gathered:
 //   stage3_prefetch_bucket_size  elements ahead of the current module (the window)
-//   stage3_max_live_parameters   gathered elements held at once (prefetch stops there)
+//   stage3_max_live_parameters   gathered elements held at once (prefetch stops there,
+//                                and no group is kept for reuse past it)
 // and stage3_max_reuse_distance keeps a released group gathered when it comes back
 // within that many elements. The hooks (zero/hooks.h) decide when to call it.
 #pragma once
