@@ -17,7 +17,8 @@ struct DataConfig {
   DataKind kind = DataKind::synthetic;
   std::string path{};  ///< image_folder: a directory; npy: a .npy file
   /// image_folder/npy: held-out data of the same kind for eval (a directory or a .npy
-  /// file); empty: eval reads eval_samples items spread over `path`, the training data.
+  /// file), of which eval reads eval_samples items spread over it; empty: eval reads them
+  /// from `path`, the training data.
   std::string eval_path{};
   int64_t frames = 4;   ///< a single image is repeated to this many frames
   int64_t height = 32;  ///< images are resized to height x width

@@ -40,6 +40,8 @@ class Subset : public Dataset {
   /// The base sample at indices[index]; Sample::index stays the base index.
   Sample get(int64_t index) const override;
   std::string describe() const override;
+  const Dataset& base() const { return *base_; }
+  const std::vector<int64_t>& indices() const { return indices_; }
 
  private:
   std::shared_ptr<const Dataset> base_;

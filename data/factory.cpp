@@ -51,7 +51,16 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
     return std::make_shared<SyntheticVideo>(o);
   }
   if (!eval) return open_files(cfg, cfg.path);
-  auto ds = open_files(cfg, cfg.eval_path.empty() ? cfg.path : cfg.eval_path);
+  std::shared_ptr<const Dataset> ds;
+  if (cfg.eval_path.empty()) {
+    ds = open_files(cfg, cfg.path);
+  } else {
+    try {
+      ds = open_files(cfg, cfg.eval_path);
+    } catch (const Error& e) {
+      throw Error(std::string("data.eval_path: ") + e.what());
+    }
+  }
   const int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds->size() / n);

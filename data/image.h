@@ -21,8 +21,8 @@ struct Image {
 
 enum class Filter { bilinear, bicubic };
 /// How an image takes a fixed height x width of another aspect ratio: crop scales it to
-/// cover the size (the side that fits exactly) and cuts the middle out, as torchvision's
-/// Resize(short side) + CenterCrop; stretch scales each side on its own.
+/// cover the size (the side that fits exactly) and cuts the middle out (for a square size,
+/// torchvision's Resize(size) + CenterCrop(size)); stretch scales each side on its own.
 enum class Fit { crop, stretch };
 
 /// Decodes an image file as RGB (grey and alpha are converted). An unreadable or

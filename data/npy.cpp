@@ -272,7 +272,7 @@ void NpyArray::warn_if_unit_range() const {
   for (int64_t i = 0; i < n; ++i) {
     const Tensor clip = get(i * size() / n).clip;
     const float* p = clip.data<float>();
-    lowest = std::min(lowest, *std::min_element(p, p + clip.numel()));
+    if (clip.numel() > 0) lowest = std::min(lowest, *std::min_element(p, p + clip.numel()));
   }
   if (lowest < 0.0f) return;
   std::lock_guard<std::mutex> lock(mu);

@@ -31,8 +31,9 @@ namespace zt::zero {
 
 /// What a checkpoint carries besides model and optimizer state.
 struct CheckpointExtra {
-  /// Training step. save: -1 records engine.global_step(); load: the step that was saved
-  /// (also set as the engine's global step).
+  /// Training step (the app's count: fp16 steps skipped for an overflow included).
+  /// save: -1 records engine.global_step(); load: the step that was saved. The engine's
+  /// own applied and skipped counts are saved and restored beside it.
   int64_t step = -1;
   /// The run's configuration (YAML text, e.g. config::Node::dump()); recorded, returned.
   std::string config_yaml;
@@ -125,8 +126,9 @@ class RunLock {
 /// same parameter names, shapes, dtypes and kinds (partitioned/replicated) and the same
 /// buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
 /// model) throws on every rank and leaves the engine unchanged. Returns the extra data.
-/// With optimizer_state false the optimizer is left as it is (inference and export, whose
-/// engine's optimizer need not be the one the checkpoint was trained with).
+/// With optimizer_state false the optimizer state is neither read nor checked, and the
+/// optimizer is left as it is (inference and export, whose engine's optimizer need not be
+/// the one the checkpoint was trained with).
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                                 bool optimizer_state = true);
 

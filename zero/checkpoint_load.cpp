@@ -92,7 +92,8 @@ struct Staged {
   std::optional<std::pair<int64_t, int64_t>> engine_steps;
 };
 
-Staged stage(Engine& e, const fs::path& dir) {
+// With optim false the optimizer state is neither read nor checked.
+Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();
   Staged st;
@@ -132,7 +133,7 @@ Staged stage(Engine& e, const fs::path& dir) {
     // the same keys), each moment re-sliced like its parameter.
     const nn::SafetensorsFile& any = files.file(std::min(rank, W - 1));
     for (const std::string& k : any.keys()) {
-      if (k.rfind("optim/", 0) != 0) continue;
+      if (!optim || k.rfind("optim/", 0) != 0) continue;
       std::string key = k.substr(6), owner = state_owner(key);
       auto it = parts.find(owner);
       ZT_CHECK(it != parts.end(), "'", any.path(), "': optimizer state '", key,
@@ -160,7 +161,7 @@ Staged stage(Engine& e, const fs::path& dir) {
     for (const auto& [n, b] : e.module().named_buffers())
       st.buffers.push_back(get("buffer/" + n, b));
     for (const std::string& k : rep->keys()) {
-      if (k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
+      if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
       if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
     }
     st.optim.emplace_back("step",
@@ -174,8 +175,12 @@ Staged stage(Engine& e, const fs::path& dir) {
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;
-    if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object())
+    if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object()) {
       st.engine_steps = {it->at("applied").get<int64_t>(), it->at("skipped").get<int64_t>()};
+    } else {  // saved before the counts were: the optimizer counted the applied steps
+      const auto applied = meta.at("optimizer_step").get<int64_t>();
+      if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
+    }
     if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object())
       st.scaler = LossScaler::State{it->at("scale").get<double>(), it->at("hysteresis").get<int>(),
                                     it->at("iteration").get<int64_t>(),
@@ -209,7 +214,8 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
 
   // 1. Read and validate everything; nothing in the engine changes yet.
   Staged st;
-  agree(comm, what, capture([&] { st = stage(engine, find_checkpoint(dir_or_root)); }));
+  agree(comm, what,
+        capture([&] { st = stage(engine, find_checkpoint(dir_or_root), optimizer_state); }));
 
   // 2. The optimizer checks keys and shapes before it changes anything; ranks that
   // succeeded roll back if another rank failed.

@@ -30,12 +30,11 @@ void check_config(const Config& c) {
   ZT_CHECK(!(p.bf16 && p.fp16), where,
            "precision.bf16 and precision.fp16 are both enabled; enable one of them");
   if (!p.fp16) return;
-  const double initial = p.loss_scale > 0 ? p.loss_scale : std::ldexp(1.0, p.initial_scale_power);
   ZT_CHECK(std::isfinite(p.loss_scale) && p.loss_scale >= 0, where, "precision.loss_scale is ",
            p.loss_scale, "; it must be 0 (dynamic) or a finite scale");
-  ZT_CHECK(std::isfinite(initial) && initial > 0, where, "precision.initial_scale_power ",
-           p.initial_scale_power, " gives the loss scale 2^", p.initial_scale_power,
-           ", which is not a finite double; use 0 to 62 (DeepSpeed's default: 16)");
+  ZT_CHECK(p.loss_scale > 0 || (p.initial_scale_power >= 0 && p.initial_scale_power <= 62), where,
+           "precision.initial_scale_power is ", p.initial_scale_power,
+           "; use 0 to 62, as the config loaders do (DeepSpeed's default: 16)");
   ZT_CHECK(p.loss_scale_window >= 1 && p.hysteresis >= 1, where, "precision.loss_scale_window (",
            p.loss_scale_window, ") and precision.hysteresis (", p.hysteresis, ") must be >= 1");
   ZT_CHECK(std::isfinite(p.min_loss_scale) && p.min_loss_scale >= 0, where,

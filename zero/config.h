@@ -75,7 +75,7 @@ struct Config {
 
 /// Errors, naming the field and the value, unless every field of `config` is in range:
 /// stage 3, sizes and verify_every >= 0, gradient_accumulation_steps >= 1, clipping a
-/// finite value >= 0, at most one of bf16 and fp16, and fp16's scales finite.
+/// finite value >= 0, at most one of bf16 and fp16, fp16's initial_scale_power 0 to 62.
 /// Engine's constructor calls it; the YAML and DeepSpeed loaders check the same ranges.
 void check_config(const Config& config);
 

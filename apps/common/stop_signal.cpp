@@ -32,9 +32,8 @@ void say(const char* text) {  // async-signal-safe
 void on_signal(int sig) {
   int none = 0;
   if (g_received.compare_exchange_strong(none, sig)) {
-    say(sig == SIGINT
-            ? "\nzt: SIGINT: stopping after this step with a checkpoint (again: at once)\n"
-            : "\nzt: SIGTERM: stopping after this step with a checkpoint (again: at once)\n");
+    say(sig == SIGINT ? "\nzt: SIGINT: stopping after this step (again: at once)\n"
+                      : "\nzt: SIGTERM: stopping after this step (again: at once)\n");
     return;
   }
   std::signal(sig, SIG_DFL);  // the second signal: the default action, now
@@ -78,7 +77,8 @@ int checkpoint_or_stop(const config::TrainConfig& tc, int64_t done,
   const bool due = tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0;
   if (due) save(done);
   const int signal = agreed_stop_signal(comm);
-  if (signal != 0 && tc.checkpoint_every > 0 && !due) save(done);
+  if (signal == 0 || done >= tc.steps) return 0;  // the last step: the run ends as it is
+  if (tc.checkpoint_every > 0 && !due) save(done);
   return signal;
 }
 

@@ -33,7 +33,8 @@ int agreed_stop_signal(comm::Communicator& comm);
 
 /// The end of step `done` of a training loop, on every rank: save(done) every
 /// train.checkpoint_every steps, then agreed_stop_signal, saving this step (if not just
-/// saved, and checkpoints are on) when a signal came. Returns the signal (0: go on).
+/// saved, and checkpoints are on) when a signal came. Returns the signal (0: go on, and
+/// 0 after the last step, which ends the run as it would have anyway).
 int checkpoint_or_stop(const config::TrainConfig& tc, int64_t done,
                        const std::function<void(int64_t)>& save, comm::Communicator& comm);
 

@@ -246,7 +246,8 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  num_samples: " + std::to_string(d.num_samples) +
        "\n  eval_samples: " + std::to_string(d.eval_samples) +
        "\n  seed: " + std::to_string(d.seed) + "\n  num_shapes: " + std::to_string(d.num_shapes) +
-       "\n";
+       "\n  resize: " + (d.resize == data::ResizeFilter::bicubic ? "bicubic" : "bilinear") +
+       "\n  fit: " + (d.fit == data::ImageFit::crop ? "crop" : "stretch") + "\n";
   y += "train:\n  steps: " + std::to_string(steps) +
        "\n  batch: 4\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +
        "\n  min_lr: 1.0e-4\n  betas: [0.9, 0.99]\n  gradient_clipping: 1.0\n  log_every: " +
@@ -271,13 +272,10 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   vqtok::TrainOptions to;
   to.quiet = quiet;
   to.overwrite = overwrite;
+  // Unfinished, a quick tokenizer is of no use and cannot be resumed: a signal ends the
+  // run at once, leaving no checkpoint for vqgpt train to pick up.
+  to.stop_on_signal = false;
   const vqtok::TrainResult r = vqtok::train(tok_cfg, to, comm);
-  if (r.stopped_by_signal)  // every rank stopped at the same step
-    throw comm::AgreedError("tokenizer: training was stopped before its " + std::to_string(steps) +
-                                " steps, so '" + ckpt_root +
-                                "' holds an unfinished tokenizer; run `vqgpt tokenizer "
-                                "--overwrite` again to train a whole one",
-                            comm.rank());
   if (comm.rank() == 0 && !quiet) {
     const std::string configured = cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint;
     const bool read_by_config = out_root.empty() || out_root == configured;

@@ -81,6 +81,19 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   return s;
 }
 
+// The image file of each of the first n items of an image folder (or of a subset of one,
+// such as its eval split); empty for other datasets.
+std::vector<std::string> item_files(const data::Dataset& ds, int64_t n) {
+  const auto* subset = dynamic_cast<const data::Subset*>(&ds);
+  const auto* folder = dynamic_cast<const data::ImageFolder*>(subset ? &subset->base() : &ds);
+  std::vector<std::string> out;
+  for (int64_t i = 0; folder && i < n; ++i) {
+    const int64_t item = subset ? subset->indices()[static_cast<size_t>(i)] : i;
+    out.push_back(folder->files()[static_cast<size_t>(item)]);
+  }
+  return out;
+}
+
 // Items [b * batch, min(n, (b + 1) * batch)) stacked: clips (B, T, 3, H, W) or images
 // (B, 3, H, W).
 Tensor load_batch(const Source& s, int64_t b, int64_t batch, int64_t n) {
@@ -221,12 +234,17 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     data::save_npy(o.out, res.codes);
     if (!o.quiet)
       std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
-    // Images from a folder: which file each row holds, one path per line.
-    if (const auto* folder = dynamic_cast<const data::ImageFolder*>(src.dataset.get())) {
-      const std::string list = o.out + ".files.txt";
+    // Images from a folder: which file each row holds, one path per line (and no list
+    // left from an earlier encode beside codes that are not from files).
+    const std::vector<std::string> files = item_files(*src.dataset, n);
+    const std::string list = o.out + ".files.txt";
+    if (files.empty()) {
+      fs::remove(list);
+    } else {
       std::ofstream f(list);
-      for (int64_t i = 0; i < n; ++i) f << folder->files()[static_cast<size_t>(i)] << "\n";
-      ZT_CHECK(f.good(), "encode: cannot write '", list, "'");
+      for (const std::string& file : files) f << file << "\n";
+      f.close();
+      ZT_CHECK(!f.fail(), "encode: cannot write '", list, "'");
       if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
     }
   }

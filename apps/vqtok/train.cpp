@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 
 #include "apps/common/run_checks.h"
 #include "apps/common/stop_signal.h"
@@ -323,7 +324,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   model->train();
   double last_psnr = 0.0;
-  const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  std::optional<app::StopOnSignal> stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  if (options.stop_on_signal) stop_on_signal.emplace();
   int64_t stopped_after = -1;
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.

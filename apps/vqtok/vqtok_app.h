@@ -56,6 +56,9 @@ struct TrainOptions {
   bool overwrite = false;  ///< a new run may delete an earlier run's results in output_dir
   bool quiet = false;      ///< print nothing (files are still written)
   bool tty = false;        ///< redraw a progress bar instead of printing log lines
+  /// SIGINT/SIGTERM stop the run after a step, with a checkpoint (app::StopOnSignal);
+  /// false leaves the signals' default action (a run that is useless unfinished).
+  bool stop_on_signal = true;
 };
 
 struct TrainResult {

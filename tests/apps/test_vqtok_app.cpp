@@ -206,6 +206,11 @@ TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
   std::vector<std::string> rows;
   for (std::string l; std::getline(list, l);) rows.push_back(fs::path(l).filename().string());
   EXPECT_EQ(rows, (std::vector<std::string>{"b_square.png", "tall.png", "wide.png"}));
+  // Codes of an array (no files) over the same name leave no list from before.
+  data::save_npy(dir + "/imgs.npy", zeros({2, 3, 16, 16}));
+  o.input = dir + "/imgs.npy";
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
+  EXPECT_FALSE(fs::exists(o.out + ".files.txt"));
   fs::remove_all(dir);
 }
 

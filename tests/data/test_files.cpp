@@ -159,7 +159,8 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
   EXPECT_EQ(make_dataset(cfg, /*eval=*/true)->size(), 3);
   save_npy(d + "/wide.npy", full({3, 1, 3, 8, 16}, 0.0));
   cfg.eval_path = d + "/wide.npy";
-  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"wide.npy", "8x16", "8x8"});
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); },
+               {"data.eval_path: ", "wide.npy", "8x16", "8x8"});
 }
 
 TEST(Npy, BadDtypesAndShapesAreNamed) {

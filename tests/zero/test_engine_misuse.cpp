@@ -139,7 +139,7 @@ TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
            c.precision.fp16 = true;
            c.precision.initial_scale_power = 2000;
          },
-         "precision.initial_scale_power 2000"},
+         "precision.initial_scale_power is 2000; use 0 to 62"},
         {[](zero::Config& c) { c.stage = 2; }, "stage 3 only, got stage 2"},
     };
     for (const auto& [edit, message] : cases) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 
 #include <nlohmann/json.hpp>
@@ -176,6 +177,18 @@ TEST(LossScaler, ItsStateTravelsWithTheCheckpoint) {
     // The step counts too: 3 skipped, none applied (the app's step, 3, counts both).
     EXPECT_EQ(b.global_step(), 0);
     EXPECT_EQ(b.stats().overflow_skips, 3);
+    // A checkpoint saved before the counts were (an app's, whose step counts both): the
+    // optimizer's step count gives the applied steps, the rest were skipped.
+    const std::string meta_path = dir + "/step_000003/meta.json";
+    nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
+    meta.erase("engine_steps");
+    meta["step"] = 3;
+    std::ofstream(meta_path) << meta.dump(1);
+    auto old = std::make_shared<lesson::TanhStack>(2, 8);
+    zero::Engine c(old, comm, cfg, {});
+    zero::load_checkpoint(c, dir + "/step_000003");
+    EXPECT_EQ(c.global_step(), 0);
+    EXPECT_EQ(c.stats().overflow_skips, 3);
   });
   std::filesystem::remove_all(dir);
 }
