@@ -7,7 +7,6 @@
 #include <csignal>
 #include <cstring>
 #include <mutex>
-#include <string>
 
 #include "apps/common/train_util.h"
 #include "core/ops.h"
@@ -70,23 +69,6 @@ int agreed_stop_signal(comm::Communicator& comm) {
   Tensor t = scalar_tensor(static_cast<double>(mine), DType::f64);
   all_reduce_host(comm, t, comm::ReduceOp::kMax);
   return static_cast<int>(t.item());
-}
-
-int checkpoint_or_stop(const config::TrainConfig& tc, int64_t done,
-                       const std::function<void(int64_t)>& save, comm::Communicator& comm) {
-  const bool due = tc.checkpoint_every > 0 && done % tc.checkpoint_every == 0;
-  if (due) save(done);
-  const int signal = agreed_stop_signal(comm);
-  if (signal == 0 || done >= tc.steps) return 0;  // the last step: the run ends as it is
-  if (tc.checkpoint_every > 0 && !due) save(done);
-  return signal;
-}
-
-std::string stopped_line(const char* app, int signal, int64_t step, const std::string& checkpoint) {
-  const std::string name = signal == SIGINT ? "SIGINT" : signal == SIGTERM ? "SIGTERM" : "a signal";
-  return std::string(app) + ": stopped by " + name + " after step " + std::to_string(step) +
-         (checkpoint.empty() ? " (no checkpoint: train.checkpoint_every is 0)"
-                             : "; checkpoint " + checkpoint + ": continue with --resume");
 }
 
 }  // namespace zt::app

@@ -4,10 +4,7 @@
 #pragma once
 
 #include <cstdint>
-#include <functional>
-#include <string>
 
-#include "configs/app_config.h"
 #include "zero/comm/communicator.h"
 
 namespace zt::app {
@@ -30,16 +27,5 @@ class StopOnSignal {
 /// The signal any rank received (0: none): every rank calls it at the same point of each
 /// step, and every rank gets the same answer (one small all-reduce).
 int agreed_stop_signal(comm::Communicator& comm);
-
-/// The end of step `done` of a training loop, on every rank: save(done) every
-/// train.checkpoint_every steps, then agreed_stop_signal, saving this step (if not just
-/// saved, and checkpoints are on) when a signal came. Returns the signal (0: go on, and
-/// 0 after the last step, which ends the run as it would have anyway).
-int checkpoint_or_stop(const config::TrainConfig& tc, int64_t done,
-                       const std::function<void(int64_t)>& save, comm::Communicator& comm);
-
-/// What a run stopped by `signal` after step `step` prints: where its checkpoint is
-/// (`checkpoint`, "" when checkpoints are off) and how to continue.
-std::string stopped_line(const char* app, int signal, int64_t step, const std::string& checkpoint);
 
 }  // namespace zt::app

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <map>
 
+#include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/stop_signal.h"
 #include "apps/vqgpt/vqgpt_app.h"
@@ -180,14 +181,12 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::Progress progress(tc.steps, options.tty && say);
   std::vector<int64_t> histogram(static_cast<size_t>(spec.vocab_size), 0);
   double run_tok_seconds = 0.0, run_step_seconds = 0.0;
-  std::string last_saved;
-  int64_t last_saved_step = -1;
-
-  auto save = [&](int64_t step) {
-    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt");
-    last_saved_step = step;
-    if (say) progress.line("checkpoint " + last_saved);
-  };
+  app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
+    const std::string dir =
+        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt");
+    if (say) progress.line("checkpoint " + dir);
+    return dir;
+  });
 
   // train.cuda_graph: after two eager warm-up steps the whole step (tokenize, GPT forward,
   // loss, backward, reduce, update) is captured and replayed; each batch is copied into the
@@ -208,7 +207,6 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   model->train();                          // the tokenizer stays in eval mode
   const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
-  int64_t stopped_after = -1;
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
@@ -319,16 +317,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         progress.line("eval  step " + std::to_string(done) + " | loss " +
                       fmt("%.4f", result.eval_loss));
     }
-    if ((result.stopped_by_signal = app::checkpoint_or_stop(tc, done, save, comm)) != 0) {
-      stopped_after = done;
-      break;
-    }
+    if (checkpoints.stop_after(done, comm)) break;
   }
-  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps &&
-      !result.stopped_by_signal)
-    save(tc.steps);
-  if (tc.checkpoint_every > 0 && start >= tc.steps)
-    last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
+  checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
+  result.stopped_by_signal = checkpoints.stopped_by();
   progress.finish();
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 
@@ -345,13 +337,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (t[1] > 0 && steps_run > 0)
     result.tokens_per_second = static_cast<double>(steps_run * clips_per_step * targets_per_clip) /
                                (t[1] / static_cast<double>(world));
-  result.final_checkpoint = last_saved;
+  result.final_checkpoint = checkpoints.last();
   if (say && start >= tc.steps) {
     app::say_nothing_to_train("vqgpt train", start, tc.steps);
   } else if (say && result.stopped_by_signal) {
-    std::printf("%s\n", app::stopped_line("vqgpt train", result.stopped_by_signal, stopped_after,
-                                          last_saved_step == stopped_after ? last_saved : "")
-                            .c_str());
+    std::printf("%s\n", checkpoints.stopped_line("vqgpt train").c_str());
     std::fflush(stdout);
   } else if (say) {
     const std::string eval =

@@ -12,6 +12,7 @@
 #include <map>
 #include <optional>
 
+#include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/stop_signal.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -258,17 +259,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::CodebookUsage usage(codebook);
   app::StepTimer timer;
   app::Progress progress(tc.steps, options.tty && say);
-  std::string last_saved;
-  int64_t last_saved_step = -1;
-
-  auto save = [&](int64_t step) {
+  app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
     Tensor total_hits = hits.clone();  // summed over ranks: resumable at any world size
     app::all_reduce_host(comm, total_hits, comm::ReduceOp::kSum);
-    last_saved = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqtok",
-                                               {{"codebook_hits", total_hits}});
-    last_saved_step = step;
-    if (say) progress.line("checkpoint " + last_saved);
-  };
+    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader,
+                                                          "vqtok", {{"codebook_hits", total_hits}});
+    if (say) progress.line("checkpoint " + dir);
+    return dir;
+  });
 
   auto run_eval = [&](int64_t step) {
     auto eval_loader = data::make_loader(eval_set, cfg.data, tc.batch, comm.rank(), world,
@@ -326,7 +324,6 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   double last_psnr = 0.0;
   std::optional<app::StopOnSignal> stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
   if (options.stop_on_signal) stop_on_signal.emplace();
-  int64_t stopped_after = -1;
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
@@ -441,28 +438,20 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
               app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
-    if ((result.stopped_by_signal = app::checkpoint_or_stop(tc, done, save, comm)) != 0) {
-      stopped_after = done;
-      break;
-    }
+    if (checkpoints.stop_after(done, comm)) break;
   }
-  if (tc.checkpoint_every > 0 && last_saved_step != tc.steps && start < tc.steps &&
-      !result.stopped_by_signal)
-    save(tc.steps);
-  if (tc.checkpoint_every > 0 && start >= tc.steps)
-    last_saved = zero::find_checkpoint(resume_from.empty() ? ckpt_root : resume_from);
+  checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
+  result.stopped_by_signal = checkpoints.stopped_by();
   progress.finish();
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 
   result.steps = engine->global_step();
   result.seconds_per_step = timer.run_mean();
-  result.final_checkpoint = last_saved;
+  result.final_checkpoint = checkpoints.last();
   if (say && start >= tc.steps) {
     app::say_nothing_to_train("vqtok train", start, tc.steps);
   } else if (say && result.stopped_by_signal) {
-    std::printf("%s\n", app::stopped_line("vqtok train", result.stopped_by_signal, stopped_after,
-                                          last_saved_step == stopped_after ? last_saved : "")
-                            .c_str());
+    std::printf("%s\n", checkpoints.stopped_line("vqtok train").c_str());
     std::fflush(stdout);
   } else if (say) {
     const std::string eval =
