@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <regex>
+#include <set>
 
 #include "apps/common/run_checks.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -125,6 +127,22 @@ std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engi
   auto engine = app::make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};
+}
+
+// Removes the frame files an earlier decode into `dir` left that this one did not write
+// (more clips, or images where there are clips now), so the folder holds one decode. Only
+// names decode writes are touched; returns how many files went.
+int64_t remove_earlier_frames(const std::string& dir, const std::set<std::string>& written) {
+  static const std::regex frame_name(R"((image_\d{6,}|clip_\d{6,}_frame_\d{2,})\.png)");
+  int64_t removed = 0;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
+    const std::string file = e.path().filename().string();
+    if (!e.is_regular_file() || written.count(file) || !std::regex_match(file, frame_name))
+      continue;
+    fs::remove(e.path());
+    ++removed;
+  }
+  return removed;
 }
 
 }  // namespace
@@ -283,12 +301,14 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   assemble(frames, comm);
   if (rank == 0 && !o.out_dir.empty()) {
     fs::create_directories(o.out_dir);
+    std::set<std::string> written;
     char name[64];
     for (int64_t i = 0; i < n; ++i) {
       if (images) {
         std::snprintf(name, sizeof name, "image_%06lld.png", static_cast<long long>(i));
         data::save_png((fs::path(o.out_dir) / name).string(),
                        data::tensor_to_image(frames.select(0, i)));
+        written.insert(name);
         continue;
       }
       for (int64_t t = 0; t < frames.size(1); ++t) {
@@ -296,8 +316,13 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
                       static_cast<long long>(t));
         data::save_png((fs::path(o.out_dir) / name).string(),
                        data::tensor_to_image(frames.select(0, i).select(0, t)));
+        written.insert(name);
       }
     }
+    const int64_t removed = remove_earlier_frames(o.out_dir, written);
+    if (removed > 0 && !o.quiet)
+      std::printf("decode: removed %lld frame files of an earlier decode from %s\n",
+                  static_cast<long long>(removed), o.out_dir.c_str());
     const int64_t g = std::min<int64_t>(n, 8);
     data::save_png((fs::path(o.out_dir) / "grid.png").string(),
                    data::make_grid({frames.narrow(0, 0, g)}));

@@ -245,6 +245,10 @@ TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
   d.codes = ids;
   d.out_dir = t.cfg.output_dir + "/decoded";
   d.quiet = true;
+  // An earlier decode's frames that this one does not write go; other files stay.
+  fs::create_directories(d.out_dir);
+  for (const char* name : {"clip_000006_frame_00.png", "image_000000.png", "notes.txt"})
+    std::ofstream(d.out_dir + "/" + name) << "earlier";
   vqtok::EvalResult on_two;
   comm::run_threads(2, [&](comm::Communicator& comm) {
     Tensor frames = vqtok::decode(t.cfg, d, comm);
@@ -266,6 +270,9 @@ TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
     EXPECT_EQ(e.codebook.used, on_two.codebook.used);
   });
   EXPECT_TRUE(fs::exists(d.out_dir + "/clip_000005_frame_03.png"));
+  EXPECT_FALSE(fs::exists(d.out_dir + "/clip_000006_frame_00.png"));
+  EXPECT_FALSE(fs::exists(d.out_dir + "/image_000000.png"));
+  EXPECT_TRUE(fs::exists(d.out_dir + "/notes.txt"));
   EXPECT_TRUE(fs::exists(d.out_dir + "/grid.png"));
 }
 
