@@ -126,7 +126,8 @@ void read_train(Section s, TrainConfig& t) {
       .get("trace", t.trace)
       .get("trace_steps", t.trace_steps, 1, 1 << 20)
       .get("tensorboard", t.tensorboard)
-      .get("cuda_graph", t.cuda_graph);
+      .get("cuda_graph", t.cuda_graph)
+      .get("activation_checkpointing", t.activation_checkpointing);
   s.finish();
   if (t.cuda_graph && t.device != "cuda")
     s.fail("cuda_graph", "CUDA graphs need device: cuda (the device is " + t.device + ")");

@@ -101,6 +101,10 @@ struct TrainConfig {
   /// (core/step_graph.h). Needs device cuda, one rank, no gradient accumulation, no fp16,
   /// no offload, no trace, no dropout.
   bool cuda_graph = false;
+  /// Keep no activations inside each transformer block (vqgpt) or each residual and
+  /// attention block (vqtok) from forward to backward: backward recomputes them
+  /// (nn::Module::set_checkpointing). Less activation memory for about one more forward.
+  bool activation_checkpointing = false;
 };
 
 /// vqtok's objective: l2 * MSE + l1 * L1 + vq * (codebook + commitment * commit).

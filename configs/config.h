@@ -160,6 +160,9 @@ class Section {
   /// The node at `key` (declares it valid); absent gives an absent Node. A key written
   /// without a value (`lr:`) is an error naming it, never a silent default.
   Node take(const std::string& key);
+  /// As take(), but a null value reads as absent: DeepSpeed's documented defaults write
+  /// `null` for "unset" (activation_checkpointing.number_checkpoints).
+  Node take_or_null(const std::string& key);
 
  private:
   Node node_;

@@ -23,7 +23,6 @@ namespace {
 // or `{enabled: false}`); otherwise an error saying what to use instead.
 const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"amp", "use the bf16 or fp16 section"},
-    {"activation_checkpointing", "zt does not checkpoint activations"},
     {"flops_profiler", "zt has no FLOPs profiler"},
     {"tensorboard", "set train.tensorboard: true in the YAML instead"},
     {"wandb", "zt writes metrics.jsonl and curves.svg in output_dir"},
@@ -272,8 +271,50 @@ Node load_deepspeed_file(const std::string& path) {
   return parse_yaml(without_comments(text.str()), path);
 }
 
+namespace {
+
+// DeepSpeed's activation_checkpointing section tunes deepspeed.checkpointing, which a
+// model's code calls; the section turns nothing on. zt recomputes the blocks that
+// train.activation_checkpointing names, keeps their saved inputs where they are, on their
+// own rank, and times nothing: asking to move the inputs is an error, the rest changes
+// nothing.
+void read_activation_checkpointing(const Node& n, AppConfig& c) {
+  Section s(n);
+  bool partition = false, cpu = false, contiguous = false, synchronize = false, profile = false;
+  s.get("partition_activations", partition)
+      .get("cpu_checkpointing", cpu)
+      .get("contiguous_memory_optimization", contiguous)
+      .get("synchronize_checkpoint_boundary", synchronize)
+      .get("profile", profile);
+  const Node number = s.take_or_null("number_checkpoints");
+  s.finish();
+  if (partition)
+    s.fail("partition_activations",
+           "zt does not partition checkpointed activations across ranks (each rank keeps its "
+           "own blocks' inputs); set it to false");
+  if (cpu)
+    s.fail("cpu_checkpointing",
+           "zt keeps checkpointed activations on the device they were computed on; set it to "
+           "false");
+  auto no_effect = [&](const char* key) {
+    const Node v = n.get(key);
+    c.warnings.push_back(v.where() + ": " + v.path() + ": has no effect in zt");
+  };
+  if (contiguous) no_effect("contiguous_memory_optimization");
+  if (synchronize) no_effect("synchronize_checkpoint_boundary");
+  if (profile) no_effect("profile");
+  if (number) no_effect("number_checkpoints");
+  if (!c.train.activation_checkpointing)
+    c.warnings.push_back(n.where() + ": " + n.path() +
+                         ": DeepSpeed's section does not turn recomputation on (the model's "
+                         "code does); in zt set train.activation_checkpointing: true");
+}
+
+}  // namespace
+
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   Section s(ds);
+  if (Node n = s.take("activation_checkpointing")) read_activation_checkpointing(n, c);
   for (const auto& [key, instead] : kUnsupported)
     if (Node n = s.take(key); n && !turned_off(key, n, c.zero.precision))
       n.fail("not supported by zt (" + instead + "); remove it or turn it off");

@@ -45,6 +45,15 @@ Node Section::take(const std::string& key) {
   return n;
 }
 
+Node Section::take_or_null(const std::string& key) {
+  if (node_ && node_.is_map())
+    if (Node n = node_.get(key); n && n.is_null()) {
+      known_.push_back(key);
+      return Node();
+    }
+  return take(key);
+}
+
 bool Section::has(const std::string& key) {
   return static_cast<bool>(take(key));
 }

@@ -75,6 +75,7 @@ thread_local bool g_grad_enabled = true;
 
 struct BackwardState {
   std::vector<std::function<void()>> callbacks;
+  BackwardState* outermost = this;  // a checkpoint's backward runs inside another
 };
 thread_local BackwardState* g_backward = nullptr;
 
@@ -164,7 +165,7 @@ std::vector<Tensor> apply_function(
 
 void queue_callback(std::function<void()> fn) {
   ZT_CHECK(g_backward != nullptr, "queue_callback called outside of a backward pass");
-  g_backward->callbacks.push_back(std::move(fn));
+  g_backward->outermost->callbacks.push_back(std::move(fn));
 }
 
 bool in_backward() {
@@ -240,6 +241,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 
   BackwardState state;
   BackwardState* prev = g_backward;
+  if (prev) state.outermost = prev->outermost;
   g_backward = &state;
   struct Restore {
     BackwardState* prev;

@@ -23,6 +23,13 @@ RegistrationObserver* current_registration_observer() {
 }
 
 std::vector<Tensor> Module::call(std::vector<Tensor> inputs) {
+  if (checkpointing_ && autograd::grad_mode_enabled())
+    return autograd::checkpoint(type_name_, inputs,
+                                [this](const std::vector<Tensor>& x) { return call_hooked(x); });
+  return call_hooked(std::move(inputs));
+}
+
+std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {
   for (auto& [id, h] : pre_hooks_) h(*this, inputs);
   std::vector<Tensor> outputs = forward(inputs);
   for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);

@@ -101,6 +101,14 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Total number of parameter elements.
   int64_t num_parameters() const;
 
+  // ---- activation checkpointing
+  /// With `on`, a call() that records a graph keeps none of this module's activations:
+  /// only its inputs are saved, and backward recomputes the forward (hooks included)
+  /// through autograd::checkpoint. Memory for one more forward; see checkpoint() for
+  /// what runs twice.
+  void set_checkpointing(bool on) { checkpointing_ = on; }
+  bool checkpointing() const { return checkpointing_; }
+
   // ---- hooks (return an id for remove_hook)
   int add_forward_pre_hook(PreForwardHook h);
   int add_forward_hook(PostForwardHook h);
@@ -123,9 +131,12 @@ class Module : public std::enable_shared_from_this<Module> {
                std::vector<std::pair<std::string, Tensor>>& out,
                std::unordered_set<const TensorImpl*>& seen) const;
   void print_into(std::string& out, const std::string& name, int depth) const;
+  /// Hooks, forward(), hooks: call() without checkpointing.
+  std::vector<Tensor> call_hooked(std::vector<Tensor> inputs);
 
   std::string type_name_;
   bool training_ = true;
+  bool checkpointing_ = false;
   std::vector<std::pair<std::string, Tensor>> params_;
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::string> non_persistent_;

@@ -54,6 +54,11 @@ std::string BatchNorm::extra_repr() const {
   return os.str();
 }
 
+// A checkpoint's recomputation of a training forward has updated them already.
+bool BatchNorm::updates_running_stats() const {
+  return is_training() && options.track_running_stats() && !autograd::in_recompute();
+}
+
 Tensor BatchNorm::forward(const Tensor& x) {
   ZT_CHECK(x.dim() == spatial_dims_ + 2, type_name(), ": expected a ", spatial_dims_ + 2,
            "-D input (N, C, ", spatial_dims_ == 3 ? "D, " : "", "H, W), got ",
@@ -62,8 +67,9 @@ Tensor BatchNorm::forward(const Tensor& x) {
            " has ", x.size(1), " channels, expected ", options.num_features());
   const bool track = options.track_running_stats();
   const bool batch_stats = is_training() || !track;
+  const bool update = updates_running_stats();
   double factor = 0.0;
-  if (is_training() && track) {
+  if (update) {
     autograd::NoGradGuard ng;
     if (options.momentum()) {
       // Counted where the counter lives (exact in f64): reading it back would make every
@@ -77,7 +83,6 @@ Tensor BatchNorm::forward(const Tensor& x) {
     }
   }
   if (batch_stats && stats_reducer) return forward_reduced(x, factor);
-  const bool update = is_training() && track;
   return batch_norm(x, (update || !batch_stats) ? running_mean : Tensor(),
                     (update || !batch_stats) ? running_var : Tensor(), weight, bias, batch_stats,
                     factor, options.eps());
@@ -108,7 +113,7 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
   Tensor mean = mul(global.sum, 1.0 / global.count);
   Tensor var = clamp(sub(mul(global.sum_sq, 1.0 / global.count), mul(mean, mean)), 0.0,
                      std::numeric_limits<double>::infinity());
-  if (is_training() && options.track_running_stats()) {
+  if (updates_running_stats()) {
     autograd::NoGradGuard ng;
     const double n = global.count;
     Tensor m = mean.detach().to(running_mean.dtype());

@@ -60,6 +60,7 @@ class BatchNorm : public UnaryModule {
 
  private:
   Tensor forward_reduced(const Tensor& x, double factor);
+  bool updates_running_stats() const;
   int64_t spatial_dims_;
 };
 

@@ -22,6 +22,12 @@ Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Conf
   }
 }
 
+// A forward that records a graph, or a checkpoint's first run (its graph comes in
+// backward): both are traced and prefetched along.
+bool Coordinator::in_training_step() {
+  return autograd::grad_mode_enabled() || autograd::in_checkpoint_forward();
+}
+
 void Coordinator::log(const std::string& prefix, int id) {
   if (log_events_) events_.push_back(prefix + groups_[id].path);
 }
@@ -59,7 +65,7 @@ void Coordinator::gather(int id, bool prefetch) {
 
 void Coordinator::fetch(int id, bool backward_phase) {
   ModuleGroup& g = groups_[id];
-  bool training = backward_phase || autograd::grad_mode_enabled();
+  bool training = backward_phase || in_training_step();
   log(backward_phase ? "fetch_backward:" : "fetch:", id);
   if (training && !trace_.on_fetch(id, g.elems)) {
     ++stats_.trace_invalidations;
@@ -94,7 +100,7 @@ void Coordinator::release_param(ZeroParam* z) {
 }
 
 void Coordinator::release(int id) {
-  bool training = autograd::grad_mode_enabled() || autograd::in_backward();
+  bool training = in_training_step() || autograd::in_backward();
   // Kept for a reuse within stage3_max_reuse_distance, but only while the gathered
   // elements stay within stage3_max_live_parameters: the bound holds for kept modules too.
   if (training && live_elems_ <= config_.stage3_max_live_parameters) {

@@ -74,6 +74,7 @@ class Coordinator {
   Timeline* timeline() const { return timeline_; }
 
  private:
+  static bool in_training_step();
   void gather(int id, bool prefetch);
   void prefetch_after(int id);
   void release_param(ZeroParam* z);

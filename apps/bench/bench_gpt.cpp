@@ -16,7 +16,9 @@
 // show what the fused kernels save. --cuda-graph (cuda, one rank) captures the whole step
 // after two warm-up steps and replays it (core/step_graph.h): the host then launches one
 // graph per step, so the time is the GPU's alone; there are no phase clocks (the split
-// prints as 0) and step_ms is the wall time per replay.
+// prints as 0) and step_ms is the wall time per replay. --checkpoint-activations
+// recomputes each block's forward in backward (memory.activation_peak shows what it
+// saves); the FLOPs above leave the recomputation out, as MFU does.
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -45,7 +47,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   spec.n_embd = 768;
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
-  bool offload = false, kernels = false, graphed = false;
+  bool offload = false, kernels = false, graphed = false, recompute = false;
   std::string device_name = "cpu", dtype = "f32",
               attention = attention_kernel_name(attention_kernel());
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::kPositive);
@@ -67,6 +69,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_flag("--offload", offload,
                "fp32 masters and AdamW state in pinned host memory, updated there "
                "(offload_optimizer)");
+  app.add_flag("--checkpoint-activations", recompute,
+               "keep no activations inside each block from forward to backward (recomputed)");
   app.add_flag("--kernels", kernels,
                "then run --steps more steps under a kernel profile and print each kernel's "
                "time per step");
@@ -111,6 +115,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       model->to(device);
       zero::partition(*model, comm);
     }
+    for (const auto& [name, block] : model->blocks->named_children())
+      block->set_checkpointing(recompute);
     zero::Config cfg;
     cfg.precision.bf16 = dtype == "bf16";
     if (offload) cfg.offload_optimizer = {zero::OffloadDevice::kCpu, /*pin_memory=*/true};
@@ -187,18 +193,18 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double tflops = flops / step_s / 1e12;
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
-        "\"cuda_graph\":%s,\"offload\":%s,\"ranks\":%d,"
+        "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), graphed ? "true" : "false",
-        offload ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
-        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
-        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
-        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
-        tokens / step_s, tflops, peak_tflops,
+        offload ? "true" : "false", recompute ? "true" : "false", comm.size(),
+        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
+        static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
+        static_cast<long long>(spec.vocab_size), batch, n, tokens, bench::median(fwd),
+        bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);

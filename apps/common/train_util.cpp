@@ -111,6 +111,19 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
   }
 }
 
+int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& train,
+                               const std::vector<std::string>& block_types) {
+  if (!train.activation_checkpointing) return 0;
+  int64_t n = 0;
+  for (const auto& [path, m] : model.named_modules())
+    if (std::find(block_types.begin(), block_types.end(), m->type_name()) != block_types.end()) {
+      m->set_checkpointing(true);
+      ++n;
+    }
+  ZT_CHECK(n > 0, "train.activation_checkpointing: the model has no block to checkpoint");
+  return n;
+}
+
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm) {
   warn_once(cfg.warnings, comm);

@@ -39,6 +39,11 @@ zero::Config zero_config(const config::AppConfig& cfg);
 /// path and listing the top-level modules).
 void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
                       comm::Communicator& comm);
+/// With train.activation_checkpointing, every module of `model` whose type is one of
+/// `block_types` keeps no activations from forward to backward (recomputed in backward,
+/// nn::Module::set_checkpointing); an error if none is. Returns how many.
+int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& train,
+                               const std::vector<std::string>& block_types);
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts

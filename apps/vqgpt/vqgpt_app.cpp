@@ -109,6 +109,9 @@ Tensor VqGptModel::tokenize(const Tensor& clips) {
 }
 
 Tensor VqGptModel::loss(const Tensor& sequences) {
+  // The GPT's forward is the step's activations, as under Engine::forward (training calls
+  // this directly: the tokens come first, without a graph).
+  MemTagScope tag(MemTag::kActivation);
   const Tensor seq = sequences.to(device());
   const int64_t b = seq.size(0), n = seq.size(1) - 1;
   Tensor inputs = seq.narrow(1, 0, n).contiguous();
@@ -182,6 +185,7 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
     else
       zero::partition(*g, comm);
   }
+  app::checkpoint_activations(*g, cfg.train, {"GptBlock"});
   // Dropout masks differ per rank (as each rank's data does).
   manual_seed(static_cast<uint64_t>(cfg.train.seed) * 1000003u +
               static_cast<uint64_t>(comm.rank()) + 1u);

@@ -156,6 +156,7 @@ std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device de
     model->to(device);
     zero::partition(*model, comm);
   }
+  app::checkpoint_activations(*model, cfg.train, vq::recomputed_block_types());
   return model;
 }
 

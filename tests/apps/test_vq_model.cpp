@@ -8,6 +8,7 @@
 //  5. a training step reaches every parameter, and every module holding parameters is
 //     entered through call() (where the ZeRO engine gathers);
 //  6. the released initialization and the error messages for bad inputs.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -292,6 +293,43 @@ TEST(VqModel, TrainingStepReachesEveryParameterThroughCall) {
       EXPECT_EQ(b.item(), 1) << name;
     }
   }
+}
+
+// train.activation_checkpointing's blocks take the quantized latents as a second input
+// (the decoder's spatial norms), so the latents' gradient is summed per block before it
+// is summed over blocks: the same gradients up to rounding (compared in f64), and the
+// BatchNorm statistics move once.
+TEST(VqModel, RecomputedBlocksGiveThePlainGradients) {
+  std::vector<std::vector<std::pair<std::string, Tensor>>> grads;
+  int64_t recomputed = 0;
+  for (bool on : {false, true}) {
+    manual_seed(3);
+    auto model = std::make_shared<vq::VqModel>(tiny());
+    model->to(DType::f64);
+    for (auto& [name, m] : model->named_modules()) {
+      const auto types = vq::recomputed_block_types();
+      if (on && std::find(types.begin(), types.end(), m->type_name()) != types.end()) {
+        m->set_checkpointing(true);
+        ++recomputed;
+      }
+    }
+    Generator g(4);
+    Tensor video = rand({2, 4, 3, 16, 16}, g, DType::f64) * 2.0 - 1.0;
+    manual_seed(5);
+    auto out = model->forward_train(video);
+    (mse_loss(out.recon, video) + out.loss_vq).backward();
+    grads.emplace_back();
+    for (auto& [name, p] : model->named_parameters()) grads.back().emplace_back(name, p.grad());
+    for (auto& [name, b] : model->named_buffers()) {
+      if (name.find("num_batches_tracked") != std::string::npos) {
+        EXPECT_EQ(b.item(), 1) << name;
+      }
+    }
+  }
+  EXPECT_GT(recomputed, 10);
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i)
+    EXPECT_CLOSE(grads[1][i].second, grads[0][i].second, 1e-9, 1e-12) << grads[0][i].first;
 }
 
 TEST(VqModel, ReleasedInitialization) {

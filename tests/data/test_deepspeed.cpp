@@ -126,6 +126,36 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
       << msg;
 }
 
+// DeepSpeed's documented section (its defaults) is accepted. It tunes recomputation the
+// model's code asks for and turns nothing on, so zt says where recomputation is turned on;
+// tuning zt does not have is named as having no effect.
+TEST(DeepSpeed, ActivationCheckpointingSection) {
+  const char* json = R"({"activation_checkpointing": {
+    "partition_activations": false, "cpu_checkpointing": false,
+    "contiguous_memory_optimization": false, "number_checkpoints": null,
+    "synchronize_checkpoint_boundary": false, "profile": false}})";
+  const AppConfig c = with_deepspeed("activation_defaults", json);
+  EXPECT_FALSE(c.train.activation_checkpointing);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("activation_checkpointing: DeepSpeed's section does not turn "
+                               "recomputation on (the model's code does); in zt set "
+                               "train.activation_checkpointing: true"),
+            std::string::npos)
+      << c.warnings[0];
+  const AppConfig on =
+      with_deepspeed("activation_on",
+                     R"({"activation_checkpointing": {"number_checkpoints": 4, "profile": true}})",
+                     "train:\n  steps: 10\n  activation_checkpointing: true\n");
+  EXPECT_TRUE(on.train.activation_checkpointing);
+  ASSERT_EQ(on.warnings.size(), 2u);
+  EXPECT_NE(on.warnings[0].find("activation_checkpointing.profile: has no effect in zt"),
+            std::string::npos)
+      << on.warnings[0];
+  EXPECT_NE(on.warnings[1].find("activation_checkpointing.number_checkpoints: has no effect"),
+            std::string::npos)
+      << on.warnings[1];
+}
+
 TEST(DeepSpeed, OffloadOptimizerToCpu) {
   const AppConfig c = with_deepspeed("offload", R"({
   "train_micro_batch_size_per_gpu": 2,
@@ -285,10 +315,20 @@ const std::vector<BadCase> kBad = {
      "{\"tensorboard\": {\"enabled\": true, \"output_path\": \"tb\"}}",
      "",
      {"tensorboard: not supported by zt"}},
-    {"activation_checkpointing",
+    {"activation_partition",
      "{\"activation_checkpointing\": {\"partition_activations\": true}}",
      "",
-     {"activation_checkpointing: not supported by zt"}},
+     {"activation_checkpointing.partition_activations: zt does not partition checkpointed "
+      "activations across ranks"}},
+    {"activation_cpu",
+     "{\"activation_checkpointing\": {\"cpu_checkpointing\": true}}",
+     "",
+     {"activation_checkpointing.cpu_checkpointing: zt keeps checkpointed activations on the "
+      "device"}},
+    {"activation_unknown",
+     "{\"activation_checkpointing\": {\"partition_activation\": false}}",
+     "",
+     {"activation_checkpointing.partition_activation: unknown key"}},
     {"batch_unknown",
      "{\"train_batch_size\": 16}",
      "",

@@ -10,6 +10,10 @@ static Tensor swap_time_channels(const Tensor& x) {
   return x.permute({0, 2, 1, 3, 4});
 }
 
+std::vector<std::string> recomputed_block_types() {
+  return {"ResnetBlock", "AttnBlock", "TemporalResBlock"};
+}
+
 VqModel::VqModel(const config::ModelConfig& cfg) : nn::Module("VqModel"), cfg_(cfg) {
   validate(cfg);
   encoder = register_module("encoder", std::make_shared<Encoder>(cfg));

@@ -36,6 +36,10 @@ struct ForwardResult {
   Tensor loss_vq, loss_commit, loss_codebook;  ///< as in EncodeResult
 };
 
+/// The module types train.activation_checkpointing recomputes in backward: the residual
+/// and attention blocks of the encoder and decoder, and the temporal residual blocks.
+std::vector<std::string> recomputed_block_types();
+
 /// The tokenizer. Calling the module (call({x})) is forward_train: outputs {recon, codes,
 /// loss_vq, loss_commit, loss_codebook}. Every submodule is invoked through call().
 class VqModel : public nn::Module {

@@ -1,0 +1,99 @@
+// Activation checkpointing (autograd::checkpoint). The first run keeps no graph; one
+// node stands for the whole function, saving its inputs and the generator's position.
+// When the node's output gradients arrive it runs the function again with a graph, from
+// the same generator position, and backpropagates through that graph: parameters
+// accumulate their gradients there (their hooks fire as usual), and the inputs'
+// gradients are what the node returns.
+#include <utility>
+
+#include "core/autograd.h"
+#include "core/ops.h"
+#include "core/rng.h"
+
+namespace zt::autograd {
+
+namespace {
+
+thread_local bool g_checkpoint_forward = false;
+thread_local bool g_recompute = false;
+
+// Sets a thread-local flag while in scope.
+class FlagGuard {
+ public:
+  FlagGuard(bool& flag, bool on) : flag_(flag), prev_(flag) { flag_ = on; }
+  ~FlagGuard() { flag_ = prev_; }
+  FlagGuard(const FlagGuard&) = delete;
+  FlagGuard& operator=(const FlagGuard&) = delete;
+
+ private:
+  bool& flag_;
+  bool prev_;
+};
+
+}  // namespace
+
+bool in_checkpoint_forward() {
+  return g_checkpoint_forward;
+}
+
+bool in_recompute() {
+  return g_recompute;
+}
+
+std::vector<Tensor> checkpoint(
+    const std::string& name, const std::vector<Tensor>& inputs,
+    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn) {
+  if (!grad_mode_enabled()) return fn(inputs);
+  const Generator start = default_generator();
+  // The node keeps the inputs without their history, and whether each wants a gradient.
+  std::vector<Tensor> saved(inputs.size());
+  std::vector<bool> wants(inputs.size(), false);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (!inputs[i].defined()) continue;
+    saved[i] = inputs[i].detach();
+    wants[i] = inputs[i].requires_grad();
+  }
+  // The node is recorded even when no input requires grad: the parameters inside still
+  // need the backward. A throwaway leaf that requires grad is its last input.
+  std::vector<Tensor> node_inputs = inputs;
+  node_inputs.push_back(zeros({}).set_requires_grad());
+  const size_t n_in = inputs.size();
+  auto run_first = [&fn, n_in](const std::vector<Tensor>& x) {
+    FlagGuard first(g_checkpoint_forward, true);
+    return fn(std::vector<Tensor>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n_in)));
+  };
+  auto recompute = [fn, saved = std::move(saved), wants = std::move(wants),
+                    start](const std::vector<Tensor>& grads) {
+    std::vector<Tensor> x(saved.size());
+    for (size_t i = 0; i < saved.size(); ++i)
+      if (saved[i].defined()) {
+        x[i] = saved[i].detach();  // a fresh leaf for each recomputation
+        x[i].set_requires_grad(wants[i]);
+      }
+    Generator& gen = default_generator();
+    const Generator now = gen;
+    std::vector<Tensor> out;
+    {
+      gen = start;
+      EnableGradGuard grad;
+      FlagGuard again(g_recompute, true);
+      FlagGuard not_first(g_checkpoint_forward, false);
+      out = fn(x);
+    }
+    gen = now;
+    std::vector<Tensor> roots, root_grads;
+    for (size_t i = 0; i < out.size() && i < grads.size(); ++i)
+      if (grads[i].defined() && out[i].defined() && out[i].requires_grad()) {
+        roots.push_back(out[i]);
+        root_grads.push_back(grads[i]);
+      }
+    if (!roots.empty()) backward(roots, root_grads);
+    std::vector<Tensor> gi(x.size() + 1);  // the throwaway leaf gets none
+    for (size_t i = 0; i < x.size(); ++i)
+      if (wants[i]) gi[i] = x[i].grad();
+    return gi;
+  };
+  return apply_function(name, node_inputs, run_first, recompute);
+}
+
+}  // namespace zt::autograd
