@@ -1,5 +1,5 @@
-// Image decoding, resizing and writing on top of stb. The resize works in float on
-// [0, 255] values so a bicubic overshoot is clipped once, at the end.
+// Image decoding and writing on top of stb; resizing is Pillow's resampling
+// (data/resample.cpp).
 #include "data/image.h"
 
 #include <algorithm>
@@ -8,8 +8,8 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "data/resample.h"
 #include "stb_image.h"
-#include "stb_image_resize.h"
 #include "stb_image_write.h"
 
 namespace zt::data {
@@ -56,24 +56,9 @@ Image resize_image(const Image& img, int64_t height, int64_t width, Filter filte
   ZT_CHECK(static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
            "resize_image: the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x",
            img.width, "x3");
-  if (height == img.height && width == img.width) return img;
-  std::vector<float> src(img.rgb.begin(), img.rgb.end());
-  std::vector<float> dst(static_cast<size_t>(height * width * 3));
-  const stbir_filter f =
-      filter == Filter::bicubic ? STBIR_FILTER_CATMULLROM : STBIR_FILTER_TRIANGLE;
-  const int ok = stbir_resize_float_generic(
-      src.data(), static_cast<int>(img.width), static_cast<int>(img.height), 0, dst.data(),
-      static_cast<int>(width), static_cast<int>(height), 0, 3, STBIR_ALPHA_CHANNEL_NONE, 0,
-      STBIR_EDGE_CLAMP, f, STBIR_COLORSPACE_LINEAR, nullptr);
-  ZT_CHECK(ok, "resize_image: stb_image_resize failed (", img.height, "x", img.width, " -> ",
-           height, "x", width, ")");
-  Image out;
-  out.height = height;
-  out.width = width;
-  out.rgb.resize(dst.size());
-  for (size_t i = 0; i < dst.size(); ++i)
-    out.rgb[i] = static_cast<uint8_t>(std::clamp(std::lround(dst[i]), 0L, 255L));
-  return out;
+  ZT_CHECK(img.height >= 1 && img.width >= 1, "resize_image: the source image is empty (",
+           img.height, "x", img.width, ")");
+  return resample(img, height, width, filter);
 }
 
 Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, Fit fit) {

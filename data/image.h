@@ -1,5 +1,5 @@
-// Images: decoding (PNG/JPEG/BMP/... through stb_image), resizing (stb_image_resize),
-// Emu3's pixel normalization, PNG writing and clip grids for logs.
+// Images: decoding (PNG/JPEG/BMP/... through stb_image), resizing (Pillow's resampling,
+// data/resample.h), Emu3's pixel normalization, PNG writing and clip grids for logs.
 // An Image is H x W x 3 uint8, row-major (HWC), the layout files use.
 #pragma once
 
@@ -31,7 +31,9 @@ Image load_image(const std::string& path);
 /// Reads only the header: {height, width}. Error naming the file if it is not an image.
 std::pair<int64_t, int64_t> image_size(const std::string& path);
 
-/// Resamples to height x width (bilinear: triangle filter; bicubic: Catmull-Rom).
+/// Resamples to height x width, byte for byte what Pillow 13's Image.resize((width, height),
+/// BILINEAR or BICUBIC) gives (bilinear: triangle filter; bicubic: Keys' cubic, a = -0.5),
+/// antialiased when shrinking (data/resample.h). The image itself when the size is unchanged.
 Image resize_image(const Image& img, int64_t height, int64_t width, Filter filter);
 /// height x width from img by `fit` (a no-op at that size already).
 Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, Fit fit);

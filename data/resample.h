@@ -1,0 +1,40 @@
+// Resampling of 8-bit images as Pillow's Image.resize does it (BILINEAR and BICUBIC), bit
+// for bit, so pixels prepared here equal those of a PyTorch pipeline that resizes PIL images
+// (torchvision's Resize). The reference is Pillow 13; older Pillow differs only in the
+// order of the two passes when the height shrinks most (see resample.cpp).
+//
+// Each axis whose size changes is filtered in its own pass. Output sample i of an axis
+// scaled by s = in / out is centred at (i + 0.5) * s in the input; its filter is stretched
+// by max(s, 1) (antialiasing when shrinking), cut to the image's extent and normalized over
+// what is left (no edge padding). Weights are 22-bit fixed point, and each pass rounds and
+// clips to 8 bits.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "data/image.h"
+
+namespace zt::data {
+
+/// One axis' filter taps: output sample i is the weighted sum of inputs
+/// first[i] .. first[i] + count[i] - 1 with weights weight[i * stride + k] (value 1 is
+/// 1 << kResampleFracBits).
+struct ResampleTaps {
+  std::vector<int64_t> first;
+  std::vector<int64_t> count;
+  std::vector<int32_t> weight;
+  int64_t stride = 0;
+};
+
+/// Fraction bits of the fixed-point weights.
+constexpr int kResampleFracBits = 22;
+
+/// The taps that take an axis of in_size samples to out_size (both >= 1).
+ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter);
+
+/// img (H x W x 3) resampled to height x width; an unchanged axis is not filtered. Width
+/// first, unless the image loses more than twice as many rows as columns (Pillow 13's order).
+Image resample(const Image& img, int64_t height, int64_t width, Filter filter);
+
+}  // namespace zt::data
