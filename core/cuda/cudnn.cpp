@@ -4,22 +4,26 @@
 // cuDNN's work ordered with zt's other kernels (and the caching allocator's reuse).
 #include "core/cuda/cudnn.h"
 
+#include <cstdint>
+
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
 #include "core/error.h"
 
 namespace zt::cuda {
 
-namespace {
-
-// Packed strides of `dims` (innermost last).
 std::vector<int> packed_strides(const std::vector<int>& dims) {
   std::vector<int> s(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) s[i] = s[i + 1] * dims[i + 1];
+  int64_t stride = 1;
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) {
+    stride *= dims[static_cast<size_t>(i) + 1];
+    ZT_CHECK(stride <= INT32_MAX, "cuDNN: a tensor of ", dims.size(),
+             " dimensions has a stride of ", stride,
+             " elements, past cuDNN's 32-bit strides: split the batch or the volume");
+    s[static_cast<size_t>(i)] = static_cast<int>(stride);
+  }
   return s;
 }
-
-}  // namespace
 
 cudnnHandle_t cudnn_handle() {
   const int dev = current_device();

@@ -25,6 +25,11 @@ inline bool cudnn_installation_failure(int status) {
 /// cuDNN's data type for a zt dtype (floating types only; others are an error).
 cudnnDataType_t cudnn_dtype(DType t);
 
+/// Packed strides of `dims` (innermost last), for cuDNN's int strides: an error when one
+/// passes INT32_MAX (each dimension fitting is not enough: a sample of 2^31 elements or
+/// more would wrap its batch stride).
+std::vector<int> packed_strides(const std::vector<int>& dims);
+
 /// An owned tensor descriptor: fully packed (contiguous) NC* layout.
 class TensorDescriptor {
  public:

@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "core/cuda/conv_rank.h"
+#include "core/cuda/cudnn.h"
+#include "core/error.h"
 
 using namespace zt::cuda;
 
@@ -83,6 +85,23 @@ TEST(CudaConvRank, TransformingAlgorithmsOfEachPass) {
       sums_products(ConvPass::kBackwardData, CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED));
   EXPECT_TRUE(sums_products(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3));
   EXPECT_FALSE(sums_products(ConvPass::kBackwardFilter, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT));
+}
+
+// cuDNN's descriptors take int strides: a volume whose sample passes 2^31 elements is
+// refused by name, where its batch stride used to wrap (2 x 16 x 256 x 1024 x 1024: a batch
+// stride of 2^32 became 0, so sample 1 would read sample 0).
+TEST(CudaConvRank, PackedStridesFitCudnnsIntsOrAreRefused) {
+  EXPECT_EQ(packed_strides({2, 3, 4, 5}), (std::vector<int>{60, 20, 5, 1}));
+  EXPECT_EQ(packed_strides({1, 2047, 1024, 1024}),
+            (std::vector<int>{2047 * 1024 * 1024, 1024 * 1024, 1024, 1}));
+  try {
+    packed_strides({2, 16, 256, 1024, 1024});
+    FAIL() << "a stride of 2^32 was accepted";
+  } catch (const zt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stride of 4294967296 elements, past cuDNN's 32-bit"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 #else
