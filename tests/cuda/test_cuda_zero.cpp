@@ -2,7 +2,8 @@
 // (Linear, Conv2d, GroupNorm, LayerNorm) to the parameters of plain CPU training, and
 // bf16 mixed precision on the GPU converges, a model of replicas alone clips on the GPU, a
 // one-rank thread communicator takes GPU tensors, synchronized BatchNorm runs at one rank,
-// and a checkpoint saved on the GPU resumes there. One rank: the multi-rank path over NCCL
+// a checkpoint saved on the GPU resumes there, and checkpointed (recomputed) modules
+// train as plain ones. One rank: the multi-rank path over NCCL
 // is exercised by the NCCL communicator tests under mpirun.
 #include <gtest/gtest.h>
 
@@ -50,10 +51,13 @@ std::pair<Tensor, Tensor> batch(int step, Device d, DType t = DType::f32) {
 }
 
 std::vector<Tensor> train(Device d, bool zero_engine, int steps, DType dt = DType::f32,
-                          std::vector<double>* losses = nullptr) {
+                          std::vector<double>* losses = nullptr, bool recompute = false) {
   manual_seed(8);
   auto m = std::make_shared<Small>();
   m->to(d);
+  m->conv->set_checkpointing(recompute);
+  m->gn->set_checkpointing(recompute);
+  m->fc->set_checkpointing(recompute);
   std::vector<Tensor> out;
   comm::run_threads(1, [&](comm::Communicator& comm) {
     zero::OptimizerConfig opt;
@@ -95,6 +99,20 @@ TEST(CudaZero, EngineOnGpuMatchesCpuTraining) {
   auto gpu = train(Device::cuda(0), true, 5);
   ASSERT_EQ(cpu.size(), gpu.size());
   for (size_t i = 0; i < cpu.size(); ++i) EXPECT_CLOSE(gpu[i], cpu[i], 1e-3, 1e-4) << "param " << i;
+}
+
+// Activation checkpointing on the GPU: the recomputation gathers again, on the device,
+// and training follows the plain GPU run (the same kernels; tolerance for atomics in
+// cuDNN's backward algorithms).
+TEST(CudaZero, CheckpointedModulesTrainAsPlainOnes) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: recomputation on the GPU needs one";
+  std::vector<double> plain_losses, losses;
+  auto plain = train(Device::cuda(0), true, 5, DType::f32, &plain_losses);
+  auto recomputed = train(Device::cuda(0), true, 5, DType::f32, &losses, /*recompute=*/true);
+  ASSERT_EQ(plain.size(), recomputed.size());
+  for (size_t i = 0; i < plain.size(); ++i)
+    EXPECT_CLOSE(recomputed[i], plain[i], 1e-5, 1e-7) << "param " << i;
+  for (size_t i = 0; i < losses.size(); ++i) EXPECT_NEAR(losses[i], plain_losses[i], 1e-5);
 }
 
 TEST(CudaZero, Bf16MixedPrecisionConverges) {
