@@ -30,6 +30,22 @@ class FlagGuard {
   bool prev_;
 };
 
+// Puts this thread's generator at `position` while in scope, and back where it was after,
+// also when the function throws.
+class GeneratorRewind {
+ public:
+  explicit GeneratorRewind(const Generator& position) : gen_(default_generator()), saved_(gen_) {
+    gen_ = position;
+  }
+  ~GeneratorRewind() { gen_ = saved_; }
+  GeneratorRewind(const GeneratorRewind&) = delete;
+  GeneratorRewind& operator=(const GeneratorRewind&) = delete;
+
+ private:
+  Generator& gen_;
+  Generator saved_;
+};
+
 }  // namespace
 
 bool in_checkpoint_forward() {
@@ -70,17 +86,14 @@ std::vector<Tensor> checkpoint(
         x[i] = saved[i].detach();  // a fresh leaf for each recomputation
         x[i].set_requires_grad(wants[i]);
       }
-    Generator& gen = default_generator();
-    const Generator now = gen;
     std::vector<Tensor> out;
     {
-      gen = start;
+      GeneratorRewind rewind(start);
       EnableGradGuard grad;
       FlagGuard again(g_recompute, true);
       FlagGuard not_first(g_checkpoint_forward, false);
       out = fn(x);
     }
-    gen = now;
     std::vector<Tensor> roots, root_grads;
     for (size_t i = 0; i < out.size() && i < grads.size(); ++i)
       if (grads[i].defined() && out[i].defined() && out[i].requires_grad()) {

@@ -147,3 +147,21 @@ TEST(Checkpoint, CallbacksQueuedInTheInnerBackwardRunAtTheOuterEnd) {
   sum(y).backward();
   EXPECT_EQ(order, (std::vector<std::string>{"w", "x", "end"}));
 }
+
+TEST(Checkpoint, AFailedRecomputationLeavesTheThreadAsItWas) {
+  Tensor x = test::rand_leaf({3}, 3);
+  int runs = 0;
+  Tensor y = autograd::checkpoint("fails", {x}, [&](const std::vector<Tensor>& in) {
+    if (++runs == 2) {
+      rand({5});  // moves the generator before failing
+      throw Error("recomputation failed");
+    }
+    return std::vector<Tensor>{mul(in[0], 2.0)};
+  })[0];
+  const uint64_t offset = default_generator().offset();
+  EXPECT_THROW(sum(y).backward(), Error);
+  EXPECT_EQ(default_generator().offset(), offset);
+  EXPECT_FALSE(autograd::in_recompute());
+  EXPECT_FALSE(autograd::in_backward());
+  EXPECT_TRUE(autograd::grad_mode_enabled());
+}
