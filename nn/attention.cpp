@@ -24,17 +24,44 @@ std::string MultiheadSelfAttention::extra_repr() const {
 }
 
 Tensor MultiheadSelfAttention::forward(const Tensor& x) {
+  return forward({x, Tensor(), Tensor()})[0];
+}
+
+std::vector<Tensor> MultiheadSelfAttention::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  ZT_CHECK(inputs.size() == 3, "MultiheadSelfAttention: takes {x} or {x, k_past, v_past}, got ",
+           inputs.size(), " inputs");
+  const Tensor &x = inputs[0], &k_past = inputs[1], &v_past = inputs[2];
   const int64_t e = options.embed_dim(), h = options.num_heads(), dh = e / h;
   ZT_CHECK(x.dim() == 3 && x.size(2) == e, "MultiheadSelfAttention: input ", shape_str(x.sizes()),
            " must be (B, T, ", e, ")");
   const int64_t b = x.size(0), t = x.size(1);
+  const int64_t past = k_past.defined() ? k_past.size(2) : 0;
+  if (k_past.defined() || v_past.defined()) {
+    ZT_CHECK(options.causal(), "MultiheadSelfAttention: a KV cache needs causal attention");
+    const Shape want{b, h, past, dh};
+    ZT_CHECK(
+        k_past.defined() && v_past.defined() && k_past.sizes() == want && v_past.sizes() == want,
+        "MultiheadSelfAttention: the cache's keys ",
+        k_past.defined() ? shape_str(k_past.sizes()) : "(none)", " and values ",
+        v_past.defined() ? shape_str(v_past.sizes()) : "(none)", " must both be (", b, ", ", h,
+        ", Tp, ", dh, ")");
+    ZT_CHECK(t == 1 || past == 0, "MultiheadSelfAttention: after the first call a KV cache takes ",
+             "one token a call, got ", t, " after ", past);
+  }
   auto heads = [&](const Tensor& y) {  // (B, T, E) -> (B, H, T, Dh)
     return y.reshape({b, t, h, dh}).permute({0, 2, 1, 3});
   };
   Tensor q = heads((*q_proj)(x)), k = heads((*k_proj)(x)), v = heads((*v_proj)(x));
-  Tensor attn = scaled_dot_product_attention(q, k, v, options.causal());  // (B, H, T, Dh)
-  Tensor out = attn.permute({0, 2, 1, 3}).reshape({b, t, e});             // (B, T, E)
-  return (*out_proj)(out);
+  if (past > 0) {
+    k = cat({k_past, k}, 2);
+    v = cat({v_past, v}, 2);
+  }
+  // One new token sees every key (none is in its future); otherwise the square mask.
+  const bool mask = options.causal() && past == 0;
+  Tensor attn = scaled_dot_product_attention(q, k, v, mask);   // (B, H, T, Dh)
+  Tensor out = attn.permute({0, 2, 1, 3}).reshape({b, t, e});  // (B, T, E)
+  return {(*out_proj)(out), k, v};
 }
 
 }  // namespace zt::nn

@@ -21,6 +21,12 @@ struct MultiheadSelfAttentionOptions {
 
 /// x (B, T, E) -> (B, T, E): out_proj(concat_h softmax(q_h k_h^T / sqrt(Dh) [causal]) v_h)
 /// with q/k/v = q_proj/k_proj/v_proj(x); children q_proj, k_proj, v_proj, out_proj.
+///
+/// Incremental decoding (a KV cache) for causal attention: call({x, k_past, v_past}) ->
+/// {y, k, v}, where x (B, Tn, E) holds the tokens after the Tp the cache holds, k_past and
+/// v_past (B, H, Tp, Dh) are the keys and values of those (undefined when Tp = 0), and k, v
+/// (B, H, Tp + Tn, Dh) those of all. y equals the rows Tp .. Tp + Tn - 1 of a call on the
+/// whole sequence. Tn is free on the first call (the prompt); after it, one token a call.
 class MultiheadSelfAttention : public UnaryModule {
  public:
   explicit MultiheadSelfAttention(const MultiheadSelfAttentionOptions& options);
@@ -34,6 +40,7 @@ class MultiheadSelfAttention : public UnaryModule {
 
  protected:
   Tensor forward(const Tensor& x) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 };
 
 }  // namespace zt::nn

@@ -160,8 +160,36 @@ double unigram_entropy(const std::vector<int64_t>& counts) {
   return h;
 }
 
-Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
-                        const TokenLayout& layout, int64_t n, const SampleOptions& o) {
+NextLogits cached_next_logits(Gpt& gpt, Device device) {
+  auto cache = std::make_shared<KvCache>();
+  return [&gpt, device, cache](const Tensor& prefix) {
+    const int64_t t = prefix.size(1);
+    ZT_CHECK(t > cache->length, "cached_next_logits: prefixes must grow (", t, " after ",
+             cache->length, " tokens)");
+    Tensor logits;
+    if (cache->length == 0) {  // the prompt in one call
+      logits = gpt.decode(prefix.to(device), *cache);
+    } else {  // then one token a call: the last sampled one and any placed after it
+      while (cache->length < t)
+        logits = gpt.decode(prefix.narrow(1, cache->length, 1).contiguous().to(device), *cache);
+    }
+    return logits.select(1, logits.size(1) - 1);
+  };
+}
+
+NextLogits full_next_logits(std::function<Tensor(const Tensor&)> model) {
+  return [model = std::move(model)](const Tensor& prefix) {
+    const Tensor logits = model(prefix);
+    ZT_CHECK(
+        logits.dim() == 3 && logits.size(0) == prefix.size(0) && logits.size(1) == prefix.size(1),
+        "sample: the model returned ", shape_str(logits.sizes()), " for ids ",
+        shape_str(prefix.sizes()), "; expected (B, T, V)");
+    return logits.select(1, prefix.size(1) - 1);
+  };
+}
+
+Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64_t n,
+                        const SampleOptions& o) {
   ZT_CHECK(n >= 1, "sample: need at least one sequence, got ", n);
   ZT_CHECK(o.temperature > 0.0, "sample: temperature must be > 0, got ", o.temperature);
   const int64_t len = layout.length(), k = layout.codebook_size();
@@ -178,15 +206,14 @@ Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
       for (int64_t i = 0; i < n; ++i) ids[i * len + pos] = fixed;
       continue;
     }
-    // Logits at the last position of the prefix, (n, V); only the code ids count.
-    Tensor logits = model(seq.narrow(1, 0, pos).contiguous());
-    ZT_CHECK(
-        logits.dim() == 3 && logits.size(0) == n && logits.size(1) == pos && logits.size(2) >= k,
-        "sample: the model returned ", shape_str(logits.sizes()), " for ids (", n, ", ", pos,
-        "); expected (B, T, V >= ", k, ")");
-    const Tensor last = logits.select(1, pos - 1).to(Device::cpu()).to(DType::f64).contiguous();
+    // Logits of position pos, (n, V); only the code ids count.
+    const Tensor logits = next(seq.narrow(1, 0, pos).contiguous());
+    ZT_CHECK(logits.dim() == 2 && logits.size(0) == n && logits.size(1) >= k,
+             "sample: next-token logits ", shape_str(logits.sizes()), " for ids (", n, ", ", pos,
+             "); expected (", n, ", V >= ", k, ")");
+    const Tensor last = logits.to(Device::cpu()).to(DType::f64).contiguous();
     const double* l = last.data<double>();
-    const int64_t v = logits.size(2);
+    const int64_t v = logits.size(1);
     const std::vector<double> u = rand({n}, gen, DType::f64).to_vector();
     for (int64_t i = 0; i < n; ++i) {
       const double* row = l + i * v;

@@ -77,11 +77,21 @@ struct SampleOptions {
   uint64_t seed = 0;
 };
 
-/// Samples `n` sequences (n, L) from `model`, one position at a time, without a KV cache:
-/// BOS, EOL and EOS are placed by the layout (as Emu3's prefix-constrained decoding does)
-/// and code positions draw only from ids 0..K-1. `model` maps ids (B, T) to logits
-/// (B, T, V) (the Gpt, or a call through the engine); run without gradients.
-Tensor sample_sequences(const std::function<Tensor(const Tensor&)>& model,
-                        const TokenLayout& layout, int64_t n, const SampleOptions& options);
+/// The logits (B, V) of the position after prefix ids (B, T); a sampler calls it with
+/// T = 1, 2, ... in order, each prefix extending the last.
+using NextLogits = std::function<Tensor(const Tensor& prefix)>;
+/// From `gpt` with a KV cache: each call runs only the tokens the cache lacks (the first
+/// call the whole prefix), so a sequence of L tokens costs L token-steps, not L^2 / 2.
+/// Inputs go to the Gpt's device.
+NextLogits cached_next_logits(Gpt& gpt, Device device);
+/// From a whole-sequence model, ids (B, T) -> logits (B, T, V): each call runs the whole
+/// prefix again (no cache).
+NextLogits full_next_logits(std::function<Tensor(const Tensor&)> model);
+
+/// Samples `n` sequences (n, L), one position at a time: BOS, EOL and EOS are placed by
+/// the layout (as Emu3's prefix-constrained decoding does) and code positions draw only
+/// from ids 0..K-1 of `next`'s logits. Run without gradients.
+Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64_t n,
+                        const SampleOptions& options);
 
 }  // namespace zt::gpt

@@ -382,8 +382,8 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
   autograd::NoGradGuard no_grad;
   const Device device = model->device();
-  Tensor mine = gpt::sample_sequences(
-      [&, m = model](const Tensor& ids) { return (*m->gpt)(ids.to(device)); }, layout, per, so);
+  Tensor mine =
+      gpt::sample_sequences(gpt::cached_next_logits(*model->gpt, device), layout, per, so);
   SampleResult r;
   r.sequences = zeros({o.num, layout.length()}, DType::i64);
   const int64_t first = std::min<int64_t>(o.num, rank * per);

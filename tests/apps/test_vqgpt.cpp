@@ -157,6 +157,47 @@ TEST(VqGptModel, APrefixSeesTheFirstPositions) {
   EXPECT_CLOSE(prefix, by_hand(ids.narrow(1, 0, 5).contiguous()), 0.0, 0.0);
 }
 
+// Gpt::decode with a KV cache gives, token by token after a prompt, the rows of a forward
+// over the whole sequence; sampling through the cache draws the sequences that sampling
+// with whole-prefix forwards draws (f64: the logits agree to rounding far below any
+// draw's margin).
+TEST(VqGptModel, KvCacheDecodesAsTheWholeSequenceAndSamplesTheSame) {
+  manual_seed(9);
+  gpt::GptSpec spec = kSmallGpt;
+  spec.block_size = 32;
+  gpt::Gpt m(spec);
+  m.to(DType::f64);
+  m.eval();
+  autograd::NoGradGuard ng;
+  Generator g(10);
+  const Tensor ids = randint(0, 16, {2, 9}, g);
+  const Tensor full = m(ids);
+  gpt::KvCache cache;
+  EXPECT_CLOSE(m.decode(ids.narrow(1, 0, 3).contiguous(), cache), full.narrow(1, 0, 3), 1e-12,
+               1e-13);
+  for (int64_t t = 3; t < 9; ++t)
+    EXPECT_CLOSE(m.decode(ids.narrow(1, t, 1).contiguous(), cache), full.narrow(1, t, 1), 1e-12,
+                 1e-13)
+        << "token " << t;
+  EXPECT_EQ(cache.length, 9);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        m.decode(randint(0, 16, {2, 24}, g), cache);
+      },
+      "sequence length 33 exceeds block_size 32"));
+
+  const gpt::TokenLayout layout(13, 1, 2, 3);  // codes 0..12, BOS 13, EOL 14, EOS 15
+  gpt::SampleOptions o;
+  o.seed = 4;
+  o.temperature = 1.5;
+  const Tensor cached =
+      gpt::sample_sequences(gpt::cached_next_logits(m, Device::cpu()), layout, 5, o);
+  const Tensor whole = gpt::sample_sequences(
+      gpt::full_next_logits([&](const Tensor& x) { return m(x); }), layout, 5, o);
+  EXPECT_EQ(cached.to_vector(), whole.to_vector());
+  EXPECT_EQ(cached.size(1), layout.length());
+}
+
 // On a GPU a forward copies nothing from the host once the device's position ids exist
 // (a copy would also stop a CUDA graph capture of the vqgpt step), and it gives the CPU's
 // logits.

@@ -39,6 +39,15 @@ Tensor GptBlock::forward(const Tensor& x) {
   return h + (*mlp)((*ln_2)(h));
 }
 
+std::vector<Tensor> GptBlock::forward(const std::vector<Tensor>& inputs) {
+  if (inputs.size() == 1) return {forward(inputs[0])};
+  ZT_CHECK(inputs.size() == 3, "GptBlock: takes {x} or {x, k_past, v_past}, got ", inputs.size(),
+           " inputs");
+  std::vector<Tensor> a = attn->call({(*ln_1)(inputs[0]), inputs[1], inputs[2]});
+  Tensor h = inputs[0] + (*drop)(a[0]);
+  return {h + (*mlp)((*ln_2)(h)), a[1], a[2]};
+}
+
 Gpt::Gpt(const GptSpec& s) : UnaryModule("Gpt"), spec_(s) {
   ZT_CHECK(s.vocab_size > 0 && s.block_size > 0, "Gpt: vocab_size (", s.vocab_size,
            ") and block_size (", s.block_size, ") must be positive");
@@ -62,17 +71,39 @@ std::string Gpt::extra_repr() const {
          ", n_embd=" + std::to_string(spec_.n_embd);
 }
 
-Tensor Gpt::forward(const Tensor& ids) {
+Tensor Gpt::embed(const Tensor& ids, int64_t first) {
   ZT_CHECK(ids.dim() == 2, "Gpt: ids ", shape_str(ids.sizes()), " must be (B, T)");
   const int64_t t = ids.size(1);
-  ZT_CHECK(t >= 1 && t <= spec_.block_size, "Gpt: sequence length ", t, " exceeds block_size ",
-           spec_.block_size, "; raise gpt.block_size (it must hold a clip's tokens, see the log)");
+  ZT_CHECK(t >= 1 && first + t <= spec_.block_size, "Gpt: sequence length ", first + t,
+           " exceeds block_size ", spec_.block_size,
+           "; raise gpt.block_size (it must hold a clip's tokens, see the log)");
   if (!positions_.defined() || positions_.device() != ids.device())
     positions_ = arange(0, static_cast<double>(spec_.block_size), 1.0, DType::i64, ids.device());
-  const Tensor pos = positions_.narrow(0, 0, t);  // (T)
-  Tensor x = (*drop)((*wte)(ids) + (*wpe)(pos));  // (B, T, E) + (T, E)
+  const Tensor pos = positions_.narrow(0, first, t);  // (T)
+  return (*drop)((*wte)(ids) + (*wpe)(pos));          // (B, T, E) + (T, E)
+}
+
+Tensor Gpt::forward(const Tensor& ids) {
+  Tensor x = embed(ids, 0);
   for (const auto& b : *blocks) x = (*b)(x);
   return (*head)((*ln_f)(x));  // (B, T, V)
+}
+
+Tensor Gpt::decode(const Tensor& ids, KvCache& cache) {
+  Tensor x = embed(ids, cache.length);
+  const auto n = static_cast<size_t>(spec_.n_layer);
+  cache.k.resize(n);
+  cache.v.resize(n);
+  size_t i = 0;
+  for (const auto& b : *blocks) {
+    std::vector<Tensor> out = b->call({x, cache.k[i], cache.v[i]});
+    x = out[0];
+    cache.k[i] = out[1];
+    cache.v[i] = out[2];
+    ++i;
+  }
+  cache.length += ids.size(1);
+  return (*head)((*ln_f)(x));  // (B, Tn, V)
 }
 
 }  // namespace zt::gpt

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "nn/attention.h"
 #include "nn/container.h"
@@ -46,7 +47,8 @@ class GptMlp : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override;  // (B, T, E) -> (B, T, E)
 };
 
-/// One pre-norm block: x + attn(ln_1(x)), then x + mlp(ln_2(x)).
+/// One pre-norm block: x + attn(ln_1(x)), then x + mlp(ln_2(x)). With a KV cache:
+/// call({x, k_past, v_past}) -> {y, k, v} (nn::MultiheadSelfAttention's incremental form).
 class GptBlock : public nn::UnaryModule {
  public:
   explicit GptBlock(const GptSpec& spec);
@@ -57,6 +59,13 @@ class GptBlock : public nn::UnaryModule {
 
  protected:
   Tensor forward(const Tensor& x) override;  // (B, T, E) -> (B, T, E)
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+};
+
+/// The keys and values of every block for the tokens decoded so far (Gpt::decode).
+struct KvCache {
+  std::vector<Tensor> k, v;  // per block, (B, H, length, Dh); empty before the first call
+  int64_t length = 0;        // tokens held
 };
 
 /// ids i64 (B, T) -> logits (B, T, V). Key names: wte.weight, wpe.weight, blocks.{i}.*,
@@ -66,6 +75,11 @@ class Gpt : public nn::UnaryModule {
   explicit Gpt(const GptSpec& spec);
   const GptSpec& spec() const { return spec_; }
   std::string extra_repr() const override;
+  /// Incremental decoding: ids (B, Tn) are the tokens after the cache's `length` ->
+  /// logits (B, Tn, V), the same rows a forward over the whole sequence gives; the cache
+  /// then holds them too. The first call may pass many tokens (the prompt), later ones one
+  /// each. Every submodule is entered through call(), as in forward().
+  Tensor decode(const Tensor& ids, KvCache& cache);
 
   std::shared_ptr<nn::Embedding> wte;  // (V, E)
   std::shared_ptr<nn::Embedding> wpe;  // (block_size, E)
@@ -78,6 +92,8 @@ class Gpt : public nn::UnaryModule {
   Tensor forward(const Tensor& ids) override;
 
  private:
+  /// Token plus position embeddings of ids (B, T) at positions first .. first + T - 1.
+  Tensor embed(const Tensor& ids, int64_t first);
   GptSpec spec_;
   // Position ids 0 .. block_size - 1 on the device of the last call, made once there: a
   // GPU forward then copies nothing from the host (a CUDA graph could not hold the copy).
