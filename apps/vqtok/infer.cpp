@@ -129,6 +129,21 @@ std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engi
   return {model, std::move(engine)};
 }
 
+// Cosine codes (model.l2_norm_codes) use each codebook row divided by its length; the
+// export writes the rows so divided. Emu3's and transformers' quantizers take the nearest
+// row by Euclidean distance, which for rows of one length picks the row of the largest
+// dot product, as zt's cosine choice does, and decode from the row itself: the same codes
+// and frames as in zt (whose normalizing of a unit row changes it by rounding at most).
+void unit_codebook_rows(nn::NamedTensors& state) {
+  for (auto& [name, t] : state)
+    if (name == "quantize.embedding.weight") {
+      autograd::NoGradGuard ng;
+      t = vq::l2_normalize_last(t).contiguous();
+      return;
+    }
+  ZT_FAIL("export: the model has no quantize.embedding.weight to normalize");
+}
+
 // Removes the frame files an earlier decode into `dir` left that this one did not write
 // (more clips, or images where there are clips now), so the folder holds one decode. Only
 // names decode writes are touched; returns how many files went.
@@ -413,20 +428,27 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   nlohmann::json hf_config;
   if (hf) hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
   auto [model, engine] = load_engine(cfg, dir, comm);
-  // The transformers file is the BAAI export renamed: write that first, then rewrite it.
-  const std::string baai_out = hf ? out + ".baai.tmp" : out;
+  // The engine writes the BAAI file; it is rewritten where its rows or names must change.
+  const bool cosine = cfg.model.l2_norm_codes;
+  const std::string baai_out = hf || cosine ? out + ".baai.tmp" : out;
   app::export_engine(*engine, baai_out, comm);
   std::string err;  // rank 0's failure, told to every rank so none waits
-  if (hf && comm.rank() == 0) {
+  if ((hf || cosine) && comm.rank() == 0) {
     try {
-      // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
-      nn::save_safetensors(out, vq::to_transformers(nn::load_safetensors(baai_out)),
-                           {{"format", "pt"}, {"exporter", "zt"}});
+      nn::NamedTensors state = nn::load_safetensors(baai_out);
+      if (cosine) unit_codebook_rows(state);
+      if (hf) {
+        // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
+        nn::save_safetensors(out, vq::to_transformers(state),
+                             {{"format", "pt"}, {"exporter", "zt"}});
+        const fs::path json_path = fs::path(out).parent_path() / "config.json";
+        std::ofstream f(json_path);
+        f << hf_config.dump(2) << "\n";
+        ZT_CHECK(f.good(), "export: cannot write '", json_path.string(), "'");
+      } else {
+        nn::save_safetensors(out, state, nn::SafetensorsFile(baai_out).metadata());
+      }
       fs::remove(baai_out);
-      const fs::path json_path = fs::path(out).parent_path() / "config.json";
-      std::ofstream f(json_path);
-      f << hf_config.dump(2) << "\n";
-      ZT_CHECK(f.good(), "export: cannot write '", json_path.string(), "'");
     } catch (const std::exception& e) {
       err = e.what();
     }

@@ -213,3 +213,63 @@ output_dir: unset
   });
   fs::remove_all(dir);
 }
+
+// A model with cosine codes (model.l2_norm_codes) exports its codebook rows divided by
+// their lengths: Emu3's and transformers' quantizers (Euclidean nearest row, then the row
+// itself) then give zt's codes and frames. The exported file loaded as such a model
+// (l2_norm_codes off, as transformers' Emu3VQVAE reads it) encodes and decodes as the
+// trained cosine model does.
+TEST(VqHfKeys, CosineCodesExportUnitRows) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("zt_vq_cosine_export_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  config::Node root = config::parse_yaml(R"(
+model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
+        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4,
+        l2_norm_codes: true}
+data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 16, eval_samples: 4,
+       seed: 7, workers: 1, prefetch: 1}
+train: {steps: 2, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
+        eval_every: 0, checkpoint_every: 2, keep_checkpoints: 1}
+output_dir: unset
+)",
+                                         "test_vq_cosine_export");
+  config::apply_override(root, "output_dir=" + dir.string());
+  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqtok);
+  config::AppConfig euclidean = cfg;
+  euclidean.model.l2_norm_codes = false;
+  const std::string baai_out = (dir / "baai" / "model.safetensors").string();
+  const std::string hf_out = (dir / "hf" / "model.safetensors").string();
+  manual_seed(11);
+  Tensor x = rand({2, 4, 3, 16, 16}) * 2.0 - 1.0;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+    vqtok::export_model(cfg, "", baai_out, comm, true);
+    vqtok::export_model(cfg, "", hf_out, comm, true, vq::KeyNaming::transformers);
+    EXPECT_FALSE(fs::exists(baai_out + ".baai.tmp"));
+    for (const std::string& file : {baai_out, hf_out}) {
+      int64_t rows = 0;
+      for (const auto& [name, t] : nn::load_safetensors(file))
+        if (name.find("quantize") != std::string::npos && t.dim() == 2 && t.size(0) == 64) {
+          const std::vector<double> norms = sqrt(sum(mul(t, t), {1})).to_vector();
+          for (double n : norms) EXPECT_NEAR(n, 1.0, 1e-6) << file << " " << name;
+          rows += t.size(0);
+        }
+      EXPECT_EQ(rows, 64) << file;
+    }
+    auto trained = vqtok::load_frozen_model(cfg, vqtok::checkpoint_root(cfg), comm);
+    autograd::NoGradGuard ng;
+    const Tensor codes = trained->encode(x).codes;
+    const Tensor frames = trained->call({x})[0];
+    for (const std::string& file : {baai_out, hf_out}) {
+      auto as_cosine = vqtok::load_frozen_model(cfg, file, comm);
+      auto as_emu3 = vqtok::load_frozen_model(euclidean, file, comm);
+      EXPECT_EQ(as_cosine->encode(x).codes.to_vector(), codes.to_vector()) << file;
+      EXPECT_EQ(as_emu3->encode(x).codes.to_vector(), codes.to_vector()) << file;
+      EXPECT_CLOSE(as_emu3->call({x})[0], frames, 1e-4, 1e-5) << file;
+    }
+  });
+  fs::remove_all(dir);
+}
