@@ -163,6 +163,26 @@ if(TARGET zt-bench)
                    --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --dtype bf16 --ranks 2
                    --kernels)
   set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60)
+  # --checkpoint-activations: the recomputing step runs end to end and says so.
+  add_test(NAME apps.bench.gpt_checkpoint_activations
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"bench\":\"gpt\".*\"activation_checkpointing\":true.*\"tokens_per_s\":[0-9]"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
+                   --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --checkpoint-activations)
+  set_tests_properties(apps.bench.gpt_checkpoint_activations PROPERTIES LABELS apps TIMEOUT 60)
+endif()
+
+# vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
+# (here before the missing weights end the run).
+if(TARGET vqtok)
+  add_test(NAME apps.vqtok.inference_says_it_runs_on_the_cpu
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
+                   "-DEXPECT=vqtok eval: runs on the CPU \\(train.device: cuda applies to vqtok train\\)"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> eval --config
+                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set train.device=cuda
+                   --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights)
+  set_tests_properties(apps.vqtok.inference_says_it_runs_on_the_cpu PROPERTIES LABELS apps
+    TIMEOUT 60)
 endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
