@@ -276,12 +276,18 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.root = root;
   c.source = root ? root.file() : "<config>";
   Section s(root);
-  read_model(s.sub("model"), c.model);
-  read_data(s.sub("data"), c.data);
-  read_train(s.sub("train"), c.train);
+  // The sections' readers declare their keys in these (copies share them): a key written
+  // at the top level that belongs in one of them is named with its section.
+  std::vector<std::pair<std::string, Section>> sections;
+  auto section = [&](const std::string& name) -> Section& {
+    return sections.emplace_back(name, s.sub(name)).second;
+  };
+  read_model(section("model"), c.model);
+  read_data(section("data"), c.data);
+  read_train(section("train"), c.train);
   if (app == App::vqgpt && root.has("loss"))
     s.fail("loss", "the loss section is for vqtok configs; vqgpt trains with cross-entropy");
-  if (app != App::vqgpt) read_loss(s.sub("loss"), c.loss);
+  if (app != App::vqgpt) read_loss(section("loss"), c.loss);
   if (app == App::vqgpt && c.train.codebook_restart_every > 0)
     root.get("train")
         .get("codebook_restart_every")
@@ -290,7 +296,7 @@ AppConfig parse_app_config(const Node& root, App app) {
     s.fail("gpt", "the gpt section is for vqgpt configs; vqtok does not read it");
   if (app != App::vqtok && (root.has("gpt") || app == App::vqgpt)) {
     c.gpt.emplace();
-    read_gpt(s.sub("gpt"), *c.gpt);
+    read_gpt(section("gpt"), *c.gpt);
   }
   Node ds;
   s.get("deepspeed_config", c.deepspeed_config);
@@ -323,7 +329,18 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
   s.get("output_dir", c.output_dir);
   if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
-  s.finish();
+  // The engine's sections are read in read_engine (from the DeepSpeed file, maybe): their
+  // keys come from reading empty ones.
+  zero::Config unused_zero;
+  std::vector<std::string> unused_warnings;
+  read_zero_optimization(sections.emplace_back("zero_optimization", Section(Node())).second,
+                         unused_zero, unused_warnings);
+  s.finish([&](const std::string& key) -> std::string {
+    for (const auto& [name, sec] : sections)
+      if (std::find(sec.known().begin(), sec.known().end(), key) != sec.known().end())
+        return name + "." + key;
+    return "";
+  });
   check_app(s, c);
   return c;
 }

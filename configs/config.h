@@ -16,6 +16,7 @@
 #endif
 
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <memory>
 #include <string>
@@ -153,8 +154,11 @@ class Section {
   Node raw(const std::string& key);
 
   /// Fails on the first key present but never declared: "file:line: path: unknown key;
-  /// did you mean 'nearest'?".
-  void finish() const;
+  /// did you mean 'nearest'?". `elsewhere`, when given, names the full path of a key that
+  /// belongs in another section ("train.lr" for "lr"), said instead of the nearest key.
+  void finish(const std::function<std::string(const std::string& key)>& elsewhere = {}) const;
+  /// The keys declared so far (shared by copies, so a reader's declarations show here).
+  const std::vector<std::string>& known() const { return *known_; }
   /// Throws at `key`'s location (or the section's when the key is absent).
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
   /// The node at `key` (declares it valid); absent gives an absent Node. A key written
@@ -166,7 +170,7 @@ class Section {
 
  private:
   Node node_;
-  std::vector<std::string> known_;
+  std::shared_ptr<std::vector<std::string>> known_ = std::make_shared<std::vector<std::string>>();
 };
 
 // ---- template definitions

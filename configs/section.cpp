@@ -35,7 +35,7 @@ Section::Section(Node node) : node_(std::move(node)) {
 }
 
 Node Section::take(const std::string& key) {
-  known_.push_back(key);
+  known_->push_back(key);
   if (!node_ || node_.is_null()) return Node();
   Node n = node_.get(key);
   if (!n) return Node();
@@ -48,7 +48,7 @@ Node Section::take(const std::string& key) {
 Node Section::take_or_null(const std::string& key) {
   if (node_ && node_.is_map())
     if (Node n = node_.get(key); n && n.is_null()) {
-      known_.push_back(key);
+      known_->push_back(key);
       return Node();
     }
   return take(key);
@@ -163,15 +163,17 @@ Node Section::raw(const std::string& key) {
   return take(key);
 }
 
-void Section::finish() const {
+void Section::finish(const std::function<std::string(const std::string& key)>& elsewhere) const {
   if (!node_ || !node_.is_map()) return;
   for (const auto& key : node_.keys()) {
-    if (std::find(known_.begin(), known_.end(), key) != known_.end()) continue;
+    if (std::find(known_->begin(), known_->end(), key) != known_->end()) continue;
     Node n = node_.get(key);
-    if (known_.empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
+    if (known_->empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
+    if (const std::string there = elsewhere ? elsewhere(key) : ""; !there.empty())
+      n.fail("unknown key here; it belongs in another section: did you mean '" + there + "'?");
     std::string best;
     size_t best_d = SIZE_MAX;
-    for (const auto& k : known_) {
+    for (const auto& k : *known_) {
       const size_t d = edit_distance(key, k);
       if (d < best_d) best_d = d, best = k;
     }

@@ -189,6 +189,17 @@ const std::vector<BadCase> kBadConfigs = {
      "trian:\n  steps: 10\n",
      {},
      {"bad.yaml:1: trian: unknown key; did you mean 'train'?"}},
+    // A section's key written at the top level is named with its section, not with the
+    // nearest top-level key ('loss' for lr, 'replicated' for a ZeRO key).
+    {"misplaced_train_key",
+     "train:\n  steps: 10\nlr: 1.0e-3\n",
+     {},
+     {"bad.yaml:3: lr: unknown key here; it belongs in another section: did you mean "
+      "'train.lr'?"}},
+    {"misplaced_zero_key",
+     "stage3_max_live_parameters: 5\n",
+     {},
+     {"did you mean 'zero_optimization.stage3_max_live_parameters'?"}},
     {"wrong_type",
      "train:\n  steps: abc\n",
      {},
