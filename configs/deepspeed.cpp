@@ -279,6 +279,11 @@ namespace {
 // own rank, and times nothing: asking to move the inputs is an error, the rest changes
 // nothing.
 void read_activation_checkpointing(const Node& n, AppConfig& c) {
+  if (!n.is_map())
+    n.fail(
+        "expected an object of settings ({\"partition_activations\": false, ...}); the "
+        "section turns nothing on: to recompute activations set "
+        "train.activation_checkpointing: true");
   Section s(n);
   bool partition = false, cpu = false, contiguous = false, synchronize = false, profile = false;
   s.get("partition_activations", partition)

@@ -43,7 +43,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       if (!known.count(k)) unexpected.push_back(k);
     std::string err;
     auto list = [&err](const char* what, const std::vector<std::string>& v) {
-      if (!v.empty()) err += std::string(" ") + what + ": " + list_names(v) + ";";
+      if (!v.empty()) err += std::string(err.empty() ? " " : "; ") + what + ": " + list_names(v);
     };
     list("wrong shapes", shapes);
     if (strict) {
@@ -52,6 +52,10 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     }
     std::string present;
     for (const auto& [name, t] : targets) present += values.count(name) ? '1' : '0';
+    if (!err.empty())
+      err +=
+          ". The state dict is of another model: build the model as it was when it was "
+          "saved (for the apps, the config the weights were trained with)";
     verdict = err.empty() ? present : "!" + err;
   }
   std::string decided = comm.all_gather_bytes(verdict)[src];

@@ -85,8 +85,14 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
-  if (device.is_cuda() && (!cuda_available() || ranks != 1)) {
-    std::fprintf(stderr, "zt-bench gpt: --device cuda needs a CUDA build, a GPU and --ranks 1\n");
+  if (const std::string why = device.is_cuda() ? bench::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench gpt: --device cuda: %s\n", why.c_str());
+    return 1;
+  }
+  if (device.is_cuda() && ranks != 1) {
+    std::fprintf(stderr,
+                 "zt-bench gpt: --device cuda runs one rank (thread ranks exchange host "
+                 "memory): use --ranks 1\n");
     return 1;
   }
   if (graphed && (!device.is_cuda() || offload || kernels)) {

@@ -188,9 +188,8 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
            std::max(threads, 1)};
-  if (st.device.is_cuda() && !zt::cuda_available()) {
-    std::fprintf(stderr,
-                 "zt-bench ops: --device cuda needs a CUDA build of zt and a visible GPU\n");
+  if (const std::string why = st.device.is_cuda() ? zt::bench::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench ops: --device cuda: %s\n", why.c_str());
     return 1;
   }
   zt::set_num_threads(st.threads);

@@ -240,8 +240,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt-bench vqtok-step: %s\n", why);
     return 1;
   };
-  if (o.device.is_cuda() && !zt::cuda_available())
-    return refuse("--device cuda needs a CUDA build and a GPU");
+  if (const std::string why = o.device.is_cuda() ? zt::bench::cuda_missing() : ""; !why.empty())
+    return refuse(("--device cuda: " + why).c_str());
   if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels))
     return refuse("--cuda-graph needs --device cuda (and no --modules or --kernels)");
   if (o.offload && (!o.zero_engine || o.graphed))

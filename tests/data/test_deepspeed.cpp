@@ -325,6 +325,12 @@ const std::vector<BadCase> kBad = {
      "",
      {"activation_checkpointing.cpu_checkpointing: zt keeps checkpointed activations on the "
       "device"}},
+    {"activation_bool",
+     "{\"activation_checkpointing\": true}",
+     "",
+     {"activation_checkpointing: expected an object of settings",
+      "to recompute activations "
+      "set train.activation_checkpointing: true"}},
     {"activation_unknown",
      "{\"activation_checkpointing\": {\"partition_activation\": false}}",
      "",

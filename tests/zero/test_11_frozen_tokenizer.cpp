@@ -78,6 +78,27 @@ TEST(Lesson11FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
     expect_same_everywhere(out, comm, "output after rank-0 load");
     EXPECT_CLOSE(out, ref, 1e-6, 1e-6) << "loaded values are the pretrained ones";
   });
+  // A state dict of another model is the same error on every rank, naming each mismatch
+  // and what to do about it.
+  auto other = state;
+  other[0].second = zeros({2, 2});
+  other.emplace_back("extra.weight", zeros({1}));
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::load_state_dict(*tok, comm.rank() == 0 ? other : decltype(other){}, comm); },
+        "load_state_dict (rank 0's state dict): wrong shapes: " + other[0].first +
+            " (checkpoint [2, 2], model "));
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::load_state_dict(*tok, comm.rank() == 0 ? other : decltype(other){}, comm); },
+        "; unexpected keys: extra.weight. The state dict is of another model: build the "
+        "model as it was when it was saved (for the apps, the config the weights were "
+        "trained with)"));
+  });
 }
 
 TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
