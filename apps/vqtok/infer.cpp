@@ -4,11 +4,12 @@
 // results are assembled on every rank with one all-reduce (each rank fills its batches
 // of a zeroed tensor), so every rank ends with the same codes or frames.
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <set>
 
 #include "apps/common/run_checks.h"
@@ -144,16 +145,36 @@ void unit_codebook_rows(nn::NamedTensors& state) {
   ZT_FAIL("export: the model has no quantize.embedding.weight to normalize");
 }
 
+// Whether `name` is a file decode writes: image_<6+ digits>.png or
+// clip_<6+ digits>_frame_<2+ digits>.png.
+bool is_frame_name(const std::string& name) {
+  size_t at = 0;
+  auto word = [&](const char* w) {
+    const size_t n = std::strlen(w);
+    if (name.compare(at, n, w) != 0) return false;
+    at += n;
+    return true;
+  };
+  auto digits = [&](size_t least) {
+    const size_t from = at;
+    while (at < name.size() && std::isdigit(static_cast<unsigned char>(name[at]))) ++at;
+    return at - from >= least;
+  };
+  const bool image = word("image_");
+  if (!image && !word("clip_")) return false;
+  if (!digits(6)) return false;
+  if (!image && !(word("_frame_") && digits(2))) return false;
+  return word(".png") && at == name.size();
+}
+
 // Removes the frame files an earlier decode into `dir` left that this one did not write
 // (more clips, or images where there are clips now), so the folder holds one decode. Only
 // names decode writes are touched; returns how many files went.
 int64_t remove_earlier_frames(const std::string& dir, const std::set<std::string>& written) {
-  static const std::regex frame_name(R"((image_\d{6,}|clip_\d{6,}_frame_\d{2,})\.png)");
   int64_t removed = 0;
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string file = e.path().filename().string();
-    if (!e.is_regular_file() || written.count(file) || !std::regex_match(file, frame_name))
-      continue;
+    if (!e.is_regular_file() || written.count(file) || !is_frame_name(file)) continue;
     fs::remove(e.path());
     ++removed;
   }
