@@ -97,7 +97,8 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)");
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
   app.add_option("--steps", steps, "timed steps")->check(zt::app::kPositive);
-  app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4");
+  app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
+      ->check(zt::app::kKeyValue);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
   const Device device = Device::parse(device_name);

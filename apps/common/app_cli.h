@@ -50,7 +50,8 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
           },
           "INT>=1"));
   sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
-      ->allow_extra_args(false);
+      ->allow_extra_args(false)
+      ->check(kKeyValue);
 }
 
 /// Adds --device cpu|cuda to a training subcommand `sub` (shortcut for --set

@@ -18,4 +18,14 @@ inline const CLI::Validator kPositive(
     },
     "POSITIVE");
 
+/// A --set override's form, key.path=value: without '=' it is a mistake on the command line
+/// (exit 2), found before any config is read.
+inline const CLI::Validator kKeyValue(
+    [](std::string& text) -> std::string {
+      const size_t eq = text.find('=');
+      if (eq != std::string::npos && eq > 0) return "";
+      return "expected key.path=value (e.g. --set train.lr=1e-3), got '" + text + "'";
+    },
+    "KEY=VALUE");
+
 }  // namespace zt::app

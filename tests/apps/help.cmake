@@ -1,7 +1,7 @@
 # ctest script (cmake -P): `APP --help` and `APP <subcommand> --help` for every subcommand
 # its help lists exit 0 at once with a usage text and run nothing; a misspelled
 # subcommand (two letters swapped) and an unknown option exit 2, the first suggesting the
-# real subcommand.
+# real subcommand; a --set without '=' exits 2 too.
 # Arguments: -DAPP=/path/to/executable
 set(limit 10)  # seconds; a benchmark or training run would take far longer
 
@@ -55,5 +55,15 @@ execute_process(COMMAND ${APP} ${first} --no-such-option RESULT_VARIABLE rc OUTP
 if(NOT rc EQUAL 2 OR NOT err MATCHES "Run with --help")
   message(FATAL_ERROR "${APP} ${first} --no-such-option: expected exit 2 and a pointer to --help, "
                       "got exit ${rc}:\n${out}${err}")
+endif()
+# A --set without '=' is a mistake on the command line as well, where the subcommand has --set.
+execute_process(COMMAND ${APP} ${first} --help OUTPUT_VARIABLE first_help TIMEOUT ${limit})
+if(first_help MATCHES "--set")
+  execute_process(COMMAND ${APP} ${first} --set train.steps RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${limit})
+  if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "expected key.path=value")
+    message(FATAL_ERROR "${APP} ${first} --set train.steps: expected exit 2 naming the form "
+                        "key.path=value, got exit ${rc}:\n${out}${err}")
+  endif()
 endif()
 message(STATUS "${APP}: --help of ${n} subcommands: ${subs}")
