@@ -49,6 +49,9 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
     parse(rev);
   } catch (const CLI::ParseError& e) {
     *exit_code = zt::app::exit_status(*this, e);
+    if (const std::string hint = zt::app::unknown_option(*this, args);
+        *exit_code == zt::app::kUsageError && !hint.empty())
+      std::fprintf(stderr, "%s: %s\n", get_name().c_str(), hint.c_str());
     return false;
   }
   if (!tf32_.empty()) set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});

@@ -172,6 +172,29 @@ inline std::string unknown_command(const std::string& app, const std::string& gi
   return msg;
 }
 
+/// For the first argument of `args` that looks like a long option (--name or --name=value)
+/// and is none of `app`'s: "unknown option '--name'; did you mean '--nearest'?" when an
+/// option is as close as unknown_command asks, else "".
+inline std::string unknown_option(const CLI::App& app, const std::vector<std::string>& args) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app.get_options())
+    for (const std::string& l : o->get_lnames()) names.push_back("--" + l);
+  for (const std::string& a : args) {
+    if (a.size() <= 2 || a.rfind("--", 0) != 0) continue;
+    const std::string given = a.substr(0, a.find('='));
+    if (std::find(names.begin(), names.end(), given) != names.end()) continue;
+    std::string best;
+    size_t best_d = 0;
+    for (const std::string& n : names) {
+      const size_t d = config::edit_distance(given, n);
+      if (best.empty() || d < best_d) best = n, best_d = d;
+    }
+    if (best.empty() || best_d > std::max<size_t>(2, best.size() / 3)) return "";
+    return "unknown option '" + given + "'; did you mean '" + best + "'?";
+  }
+  return "";
+}
+
 /// The exit status of a mistake on the command line, as POSIX tools and argparse use it; an
 /// error while running (a config, data or checkpoint problem) exits with 1.
 inline constexpr int kUsageError = 2;
@@ -182,12 +205,19 @@ inline int exit_status(CLI::App& app, const CLI::ParseError& e) {
   return app.exit(e) == 0 ? 0 : kUsageError;
 }
 
-/// Parses the command line; returns -1 to go on, or the exit status (exit_status above).
+/// Parses the command line; returns -1 to go on, or the exit status (exit_status above). A
+/// misspelled option of the subcommand gets unknown_option's suggestion after CLI11's error.
 inline int parse_command_line(CLI::App& app, int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return exit_status(app, e);
+    const int rc = exit_status(app, e);
+    if (rc == kUsageError && argc >= 2)
+      for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; }))
+        if (sub->get_name() == argv[1])
+          if (const std::string hint = unknown_option(*sub, {argv + 2, argv + argc}); !hint.empty())
+            std::fprintf(stderr, "%s %s: %s\n", app.get_name().c_str(), argv[1], hint.c_str());
+    return rc;
   }
   return -1;
 }

@@ -1,7 +1,8 @@
 # ctest script (cmake -P): `APP --help` and `APP <subcommand> --help` for every subcommand
 # its help lists exit 0 at once with a usage text and run nothing; a misspelled
 # subcommand (two letters swapped) and an unknown option exit 2, the first suggesting the
-# real subcommand; a --set without '=' exits 2 too.
+# real subcommand; a --set without '=' exits 2 too, and a misspelled option gets the real one
+# suggested.
 # Arguments: -DAPP=/path/to/executable
 set(limit 10)  # seconds; a benchmark or training run would take far longer
 
@@ -65,5 +66,18 @@ if(first_help MATCHES "--set")
     message(FATAL_ERROR "${APP} ${first} --set train.steps: expected exit 2 naming the form "
                         "key.path=value, got exit ${rc}:\n${out}${err}")
   endif()
+endif()
+# A misspelled option (its last letter dropped) gets the real one suggested.
+string(REGEX MATCHALL "--[a-z][a-z0-9-]+" long_options "${first_help}")
+list(REMOVE_ITEM long_options --help)
+list(GET long_options 0 option)
+string(LENGTH ${option} len)
+math(EXPR len "${len} - 1")
+string(SUBSTRING ${option} 0 ${len} typo_option)
+execute_process(COMMAND ${APP} ${first} ${typo_option} RESULT_VARIABLE rc OUTPUT_VARIABLE out
+                ERROR_VARIABLE err TIMEOUT ${limit})
+if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "did you mean '${option}'")
+  message(FATAL_ERROR "${APP} ${first} ${typo_option}: expected exit 2 suggesting '${option}', "
+                      "got exit ${rc}:\n${out}${err}")
 endif()
 message(STATUS "${APP}: --help of ${n} subcommands: ${subs}")
