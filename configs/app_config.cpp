@@ -335,11 +335,12 @@ AppConfig parse_app_config(const Node& root, App app) {
   std::vector<std::string> unused_warnings;
   read_zero_optimization(sections.emplace_back("zero_optimization", Section(Node())).second,
                          unused_zero, unused_warnings);
-  s.finish([&](const std::string& key) -> std::string {
+  s.finish([&](const std::string& key) {
+    std::vector<std::string> paths;
     for (const auto& [name, sec] : sections)
       if (std::find(sec.known().begin(), sec.known().end(), key) != sec.known().end())
-        return name + "." + key;
-    return "";
+        paths.push_back(name + "." + key);
+    return paths;
   });
   check_app(s, c);
   return c;

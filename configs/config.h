@@ -154,9 +154,10 @@ class Section {
   Node raw(const std::string& key);
 
   /// Fails on the first key present but never declared: "file:line: path: unknown key;
-  /// did you mean 'nearest'?". `elsewhere`, when given, names the full path of a key that
-  /// belongs in another section ("train.lr" for "lr"), said instead of the nearest key.
-  void finish(const std::function<std::string(const std::string& key)>& elsewhere = {}) const;
+  /// did you mean 'nearest'?". `elsewhere`, when given, names the full paths of a key that
+  /// belongs in other sections ("train.lr" for "lr"), said instead of the nearest key.
+  void finish(
+      const std::function<std::vector<std::string>(const std::string& key)>& elsewhere = {}) const;
   /// The keys declared so far (shared by copies, so a reader's declarations show here).
   const std::vector<std::string>& known() const { return *known_; }
   /// Throws at `key`'s location (or the section's when the key is absent).

@@ -163,14 +163,20 @@ Node Section::raw(const std::string& key) {
   return take(key);
 }
 
-void Section::finish(const std::function<std::string(const std::string& key)>& elsewhere) const {
+void Section::finish(
+    const std::function<std::vector<std::string>(const std::string& key)>& elsewhere) const {
   if (!node_ || !node_.is_map()) return;
   for (const auto& key : node_.keys()) {
     if (std::find(known_->begin(), known_->end(), key) != known_->end()) continue;
     Node n = node_.get(key);
     if (known_->empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
-    if (const std::string there = elsewhere ? elsewhere(key) : ""; !there.empty())
-      n.fail("unknown key here; it belongs in another section: did you mean '" + there + "'?");
+    if (const std::vector<std::string> there =
+            elsewhere ? elsewhere(key) : std::vector<std::string>{};
+        !there.empty()) {
+      std::string paths;
+      for (const std::string& p : there) paths += (paths.empty() ? "'" : " or '") + p + "'";
+      n.fail("unknown key here; it belongs in another section: did you mean " + paths + "?");
+    }
     std::string best;
     size_t best_d = SIZE_MAX;
     for (const auto& k : *known_) {

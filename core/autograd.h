@@ -107,8 +107,8 @@ std::vector<Tensor> apply_function(
 /// every leaf `fn` used (its parameters), whether or not an input requires grad. The
 /// recomputation draws the same random numbers (dropout masks) as the first run, and
 /// leaves the generator where it was. Other side effects of `fn` run twice, except what
-/// asks in_recompute() (BatchNorm updates its running statistics once). Outputs should
-/// be floating point; outside grad mode this is just fn(inputs).
+/// asks in_recompute() (BatchNorm updates its running statistics once). Integer outputs
+/// come back without a graph; outside grad mode this is just fn(inputs).
 std::vector<Tensor> checkpoint(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn);

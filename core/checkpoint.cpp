@@ -2,8 +2,10 @@
 // node stands for the whole function, saving its inputs and the generator's position.
 // When the node's output gradients arrive it runs the function again with a graph, from
 // the same generator position, and backpropagates through that graph: parameters
-// accumulate their gradients there (their hooks fire as usual), and the inputs'
-// gradients are what the node returns.
+// accumulate their gradients there, and the inputs' gradients are what the node returns.
+// A parameter's post-accumulate hooks fire once per backward it accumulates in: once per
+// checkpointed call that uses it, where a plain graph sums its gradients and fires once
+// (the ZeRO reducer sums what it is given twice).
 #include <utility>
 
 #include "core/autograd.h"
@@ -106,7 +108,10 @@ std::vector<Tensor> checkpoint(
       if (wants[i]) gi[i] = x[i].grad();
     return gi;
   };
-  return apply_function(name, node_inputs, run_first, recompute);
+  std::vector<Tensor> out = apply_function(name, node_inputs, run_first, recompute);
+  for (Tensor& o : out)  // integer outputs (ids, counts) carry no gradient
+    if (o.defined() && !is_floating(o.dtype())) o = o.detach();
+  return out;
 }
 
 }  // namespace zt::autograd

@@ -24,14 +24,18 @@ std::string MultiheadSelfAttention::extra_repr() const {
 }
 
 Tensor MultiheadSelfAttention::forward(const Tensor& x) {
-  return forward({x, Tensor(), Tensor()})[0];
+  return attend(x, Tensor(), Tensor())[0];
 }
 
 std::vector<Tensor> MultiheadSelfAttention::forward(const std::vector<Tensor>& inputs) {
   if (inputs.size() == 1) return {forward(inputs[0])};
   ZT_CHECK(inputs.size() == 3, "MultiheadSelfAttention: takes {x} or {x, k_past, v_past}, got ",
            inputs.size(), " inputs");
-  const Tensor &x = inputs[0], &k_past = inputs[1], &v_past = inputs[2];
+  return attend(inputs[0], inputs[1], inputs[2]);
+}
+
+std::vector<Tensor> MultiheadSelfAttention::attend(const Tensor& x, const Tensor& k_past,
+                                                   const Tensor& v_past) {
   const int64_t e = options.embed_dim(), h = options.num_heads(), dh = e / h;
   ZT_CHECK(x.dim() == 3 && x.size(2) == e, "MultiheadSelfAttention: input ", shape_str(x.sizes()),
            " must be (B, T, ", e, ")");

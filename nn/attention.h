@@ -41,6 +41,10 @@ class MultiheadSelfAttention : public UnaryModule {
  protected:
   Tensor forward(const Tensor& x) override;
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+ private:
+  /// {y, k, v} for x after a cache of k_past, v_past (both undefined: no cache).
+  std::vector<Tensor> attend(const Tensor& x, const Tensor& k_past, const Tensor& v_past);
 };
 
 }  // namespace zt::nn

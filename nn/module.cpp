@@ -23,10 +23,30 @@ RegistrationObserver* current_registration_observer() {
 }
 
 std::vector<Tensor> Module::call(std::vector<Tensor> inputs) {
-  if (checkpointing_ && autograd::grad_mode_enabled())
-    return autograd::checkpoint(type_name_, inputs,
-                                [this](const std::vector<Tensor>& x) { return call_hooked(x); });
-  return call_hooked(std::move(inputs));
+  // A checkpoint only where a graph would be recorded: frozen modules run plainly.
+  if (!checkpointing_ || !autograd::grad_mode_enabled() ||
+      (!autograd::needs_grad(inputs) && !trains()))
+    return call_hooked(std::move(inputs));
+  // The recomputation holds the module while it runs; one destroyed before its backward
+  // (when shared_ptr-owned, as models are) is an error, not a call into freed memory.
+  std::weak_ptr<Module> owner = weak_from_this();
+  const bool owned = !owner.expired();
+  return autograd::checkpoint(
+      type_name_, inputs,
+      [this, owner = std::move(owner), owned, name = type_name_](const std::vector<Tensor>& x) {
+        const std::shared_ptr<Module> alive = owner.lock();
+        ZT_CHECK(alive || !owned, "backward through checkpointed ", name,
+                 ": the module was destroyed after its forward");
+        return call_hooked(x);
+      });
+}
+
+bool Module::trains() const {
+  for (const auto& [name, p] : params_)
+    if (p.requires_grad()) return true;
+  for (const auto& [name, child] : children_)
+    if (child->trains()) return true;
+  return false;
 }
 
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {

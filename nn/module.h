@@ -102,10 +102,11 @@ class Module : public std::enable_shared_from_this<Module> {
   int64_t num_parameters() const;
 
   // ---- activation checkpointing
-  /// With `on`, a call() that records a graph keeps none of this module's activations:
-  /// only its inputs are saved, and backward recomputes the forward (hooks included)
-  /// through autograd::checkpoint. Memory for one more forward; see checkpoint() for
-  /// what runs twice.
+  /// With `on`, a call() that records a graph (grad mode, and an input or a parameter of
+  /// the module that requires grad) keeps none of this module's activations: only its
+  /// inputs are saved, and backward recomputes the forward (hooks included) through
+  /// autograd::checkpoint. Less memory for the compute of one more forward; see
+  /// checkpoint() for what runs twice.
   void set_checkpointing(bool on) { checkpointing_ = on; }
   bool checkpointing() const { return checkpointing_; }
 
@@ -133,6 +134,8 @@ class Module : public std::enable_shared_from_this<Module> {
   void print_into(std::string& out, const std::string& name, int depth) const;
   /// Hooks, forward(), hooks: call() without checkpointing.
   std::vector<Tensor> call_hooked(std::vector<Tensor> inputs);
+  /// Whether a parameter of this module or of a descendant requires grad.
+  bool trains() const;
 
   std::string type_name_;
   bool training_ = true;

@@ -18,11 +18,21 @@ void GradReducer::add(const Tensor& p) {
            "' has no gradient shard (set ZeroParam::grad_shard to an fp32 [shard_numel] tensor)");
   Tensor g = p.grad();
   ZT_CHECK(g.defined(), "GradReducer::add: '", p.name(), "' has no gradient");
+  p.set_grad(Tensor());  // the bucket owns the full gradient until it is laid out
+  // A second gradient of a parameter still queued (a checkpointed module called twice
+  // recomputes, and so accumulates, once per call) joins the first: one bucket must not
+  // write one shard twice.
+  const auto queued =
+      std::find_if(queued_.begin(), queued_.end(), [z](const Entry& e) { return e.z == z; });
+  if (queued != queued_.end()) {
+    autograd::NoGradGuard ng;
+    queued->grad = zt::add(queued->grad, g.reshape({-1}));
+    return;
+  }
   int64_t n = z->part.padded_numel();
   if (!queued_.empty() && queued_elems_ + n > bucket_elems_) flush();
   queued_.push_back({z, g.reshape({-1})});
   queued_elems_ += n;
-  p.set_grad(Tensor());  // the bucket owns the full gradient until it is laid out
 }
 
 void GradReducer::flush() {

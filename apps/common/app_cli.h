@@ -156,25 +156,31 @@ inline void tidy_defaults(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) tidy_defaults(*sub);
 }
 
+/// The name of `names` nearest to `given` when it is close (two edits, or a third of its
+/// letters for long names), else "".
+inline std::string close_name(const std::string& given, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = 0;
+  for (const std::string& n : names) {
+    const size_t d = config::edit_distance(given, n);
+    if (best.empty() || d < best_d) best = n, best_d = d;
+  }
+  return !best.empty() && best_d <= std::max<size_t>(2, best.size() / 3) ? best : "";
+}
+
 /// "<app>: unknown command '<given>'; did you mean '<nearest>'?" (the suggestion only
-/// when a command is close: two edits, or a third of its letters for long names).
+/// when a command is close_name()).
 inline std::string unknown_command(const std::string& app, const std::string& given,
                                    const std::vector<std::string>& commands) {
   std::string msg = app + ": unknown command '" + given + "'";
-  std::string best;
-  size_t best_d = 0;
-  for (const std::string& c : commands) {
-    const size_t d = config::edit_distance(given, c);
-    if (best.empty() || d < best_d) best = c, best_d = d;
-  }
-  if (!best.empty() && best_d <= std::max<size_t>(2, best.size() / 3))
+  if (const std::string best = close_name(given, commands); !best.empty())
     msg += "; did you mean '" + best + "'?";
   return msg;
 }
 
 /// For the first argument of `args` that looks like a long option (--name or --name=value)
 /// and is none of `app`'s: "unknown option '--name'; did you mean '--nearest'?" when an
-/// option is as close as unknown_command asks, else "".
+/// option is close_name(), else "".
 inline std::string unknown_option(const CLI::App& app, const std::vector<std::string>& args) {
   std::vector<std::string> names;
   for (const CLI::Option* o : app.get_options())
@@ -183,14 +189,8 @@ inline std::string unknown_option(const CLI::App& app, const std::vector<std::st
     if (a.size() <= 2 || a.rfind("--", 0) != 0) continue;
     const std::string given = a.substr(0, a.find('='));
     if (std::find(names.begin(), names.end(), given) != names.end()) continue;
-    std::string best;
-    size_t best_d = 0;
-    for (const std::string& n : names) {
-      const size_t d = config::edit_distance(given, n);
-      if (best.empty() || d < best_d) best = n, best_d = d;
-    }
-    if (best.empty() || best_d > std::max<size_t>(2, best.size() / 3)) return "";
-    return "unknown option '" + given + "'; did you mean '" + best + "'?";
+    const std::string best = close_name(given, names);
+    return best.empty() ? "" : "unknown option '" + given + "'; did you mean '" + best + "'?";
   }
   return "";
 }

@@ -163,6 +163,7 @@ double unigram_entropy(const std::vector<int64_t>& counts) {
 NextLogits cached_next_logits(Gpt& gpt, Device device) {
   auto cache = std::make_shared<KvCache>();
   return [&gpt, device, cache](const Tensor& prefix) {
+    autograd::NoGradGuard ng;  // a graph would keep every earlier cache alive
     const int64_t t = prefix.size(1);
     ZT_CHECK(t > cache->length, "cached_next_logits: prefixes must grow (", t, " after ",
              cache->length, " tokens)");

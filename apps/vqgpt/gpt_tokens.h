@@ -78,7 +78,8 @@ struct SampleOptions {
 };
 
 /// The logits (B, V) of the position after prefix ids (B, T); a sampler calls it with
-/// T = 1, 2, ... in order, each prefix extending the last.
+/// growing T, each prefix extending the last (by more than one token where the layout
+/// places EOL or EOS without sampling).
 using NextLogits = std::function<Tensor(const Tensor& prefix)>;
 /// From `gpt` with a KV cache: each call runs only the tokens the cache lacks (the first
 /// call the whole prefix), so a sequence of L tokens costs L token-steps, not L^2 / 2.

@@ -171,14 +171,14 @@ bool is_frame_name(const std::string& name) {
 // (more clips, or images where there are clips now), so the folder holds one decode. Only
 // names decode writes are touched; returns how many files went.
 int64_t remove_earlier_frames(const std::string& dir, const std::set<std::string>& written) {
-  int64_t removed = 0;
+  std::vector<fs::path> earlier;  // listed first: removing while iterating may skip entries
   for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
     const std::string file = e.path().filename().string();
-    if (!e.is_regular_file() || written.count(file) || !is_frame_name(file)) continue;
-    fs::remove(e.path());
-    ++removed;
+    if (e.is_regular_file() && !written.count(file) && is_frame_name(file))
+      earlier.push_back(e.path());
   }
-  return removed;
+  for (const fs::path& p : earlier) fs::remove(p);
+  return static_cast<int64_t>(earlier.size());
 }
 
 }  // namespace

@@ -302,13 +302,17 @@ TEST(VqModel, TrainingStepReachesEveryParameterThroughCall) {
 TEST(VqModel, RecomputedBlocksGiveThePlainGradients) {
   std::vector<std::vector<std::pair<std::string, Tensor>>> grads;
   int64_t recomputed = 0;
+  std::vector<int64_t> block_calls;  // forward runs of the checkpointed blocks
   for (bool on : {false, true}) {
     manual_seed(3);
     auto model = std::make_shared<vq::VqModel>(tiny());
     model->to(DType::f64);
+    int64_t calls = 0;
     for (auto& [name, m] : model->named_modules()) {
       const auto types = vq::recomputed_block_types();
-      if (on && std::find(types.begin(), types.end(), m->type_name()) != types.end()) {
+      if (std::find(types.begin(), types.end(), m->type_name()) == types.end()) continue;
+      m->add_forward_pre_hook([&calls](nn::Module&, std::vector<Tensor>&) { ++calls; });
+      if (on) {
         m->set_checkpointing(true);
         ++recomputed;
       }
@@ -318,6 +322,7 @@ TEST(VqModel, RecomputedBlocksGiveThePlainGradients) {
     manual_seed(5);
     auto out = model->forward_train(video);
     (mse_loss(out.recon, video) + out.loss_vq).backward();
+    block_calls.push_back(calls);
     grads.emplace_back();
     for (auto& [name, p] : model->named_parameters()) grads.back().emplace_back(name, p.grad());
     for (auto& [name, b] : model->named_buffers()) {
@@ -327,6 +332,7 @@ TEST(VqModel, RecomputedBlocksGiveThePlainGradients) {
     }
   }
   EXPECT_GT(recomputed, 10);
+  EXPECT_EQ(block_calls[1], 2 * block_calls[0]) << "each block ran again in backward";
   ASSERT_EQ(grads[0].size(), grads[1].size());
   for (size_t i = 0; i < grads[0].size(); ++i)
     EXPECT_CLOSE(grads[1][i].second, grads[0][i].second, 1e-9, 1e-12) << grads[0][i].first;

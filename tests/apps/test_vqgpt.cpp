@@ -313,6 +313,7 @@ TEST(VqGpt, ActivationCheckpointingTrainsTheSameModel) {
   nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
   std::vector<nn::NamedTensors> exported;
   std::vector<std::vector<double>> losses;
+  std::vector<int64_t> activation_peak;  // the runs' largest, from metrics.jsonl
   for (bool on : {false, true}) {
     const std::string run = s / (on ? "on" : "off");
     config::AppConfig c = tiny_config(run);
@@ -329,7 +330,15 @@ TEST(VqGpt, ActivationCheckpointingTrainsTheSameModel) {
       if (comm.rank() == 0) losses.push_back(r.log_losses);
     });
     exported.push_back(nn::load_safetensors(run + ".safetensors"));
+    int64_t peak = 0;
+    for (const nlohmann::json& r : app::read_metrics(run + "/metrics.jsonl"))
+      if (r.value("kind", "") == "train")
+        peak = std::max(peak, r["memory"]["activation_peak"].get<int64_t>());
+    activation_peak.push_back(peak);
   }
+  // The blocks were recomputed: less was held from forward to backward.
+  EXPECT_GT(activation_peak[0], 0);
+  EXPECT_LT(activation_peak[1], activation_peak[0]);
   EXPECT_EQ(losses[1], losses[0]);
   ASSERT_EQ(exported[1].size(), exported[0].size());
   for (size_t i = 0; i < exported[0].size(); ++i)

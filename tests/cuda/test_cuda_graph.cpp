@@ -1,6 +1,7 @@
 // CUDA graphs (label cuda; skip without a GPU): a training step captured once and
 // replayed (core/step_graph.h) gives the eager steps' numbers, with plain AdamW and
-// through a one-rank ZeRO-3 engine, across learning-rate changes (each step's lr is 1 /
+// through a one-rank ZeRO-3 engine (also with checkpointed modules, recomputed inside the
+// captured backward), across learning-rate changes (each step's lr is 1 /
 // (1 + k) of the first, so a replay that kept the captured constants would be off by far
 // more than the 1e-6 allowed: the kernels are the same, but cuBLAS does not promise the
 // same bits on two streams) and new batches copied into the step's input; a replay is one launch
@@ -118,13 +119,16 @@ Run train_plain(bool graphed) {
   return run;
 }
 
-// AdamW on the fp32 master shards of a one-rank ZeRO-3 engine, with clipping.
-Run train_engine(bool graphed) {
+// AdamW on the fp32 master shards of a one-rank ZeRO-3 engine, with clipping; with
+// `recompute`, fc1 and ln are checkpointed (recomputed in backward, inside the capture).
+Run train_engine(bool graphed, bool recompute = false) {
   Run run;
   comm::run_threads(1, [&](comm::Communicator& comm) {
     manual_seed(43);
     auto model = std::make_shared<Mlp>();
     model->to(kGpu);
+    model->fc1->set_checkpointing(recompute);
+    model->ln->set_checkpointing(recompute);
     zero::Config cfg;
     cfg.gradient_clipping = 0.5;
     zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-2, .weight_decay = 0.01});
@@ -158,6 +162,11 @@ TEST(CudaGraph, ReplayedAdamWStepsEqualEagerSteps) {
 TEST(CudaGraph, ReplayedEngineStepsEqualEagerSteps) {
   ZT_SKIP_WITHOUT_GPU();
   expect_same_run(train_engine(false), train_engine(true));
+}
+
+TEST(CudaGraph, ReplayedCheckpointedEngineStepsEqualEagerSteps) {
+  ZT_SKIP_WITHOUT_GPU();
+  expect_same_run(train_engine(false, true), train_engine(true, true));
 }
 
 TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {

@@ -51,10 +51,14 @@ std::pair<Tensor, Tensor> batch(int step, Device d, DType t = DType::f32) {
 }
 
 std::vector<Tensor> train(Device d, bool zero_engine, int steps, DType dt = DType::f32,
-                          std::vector<double>* losses = nullptr, bool recompute = false) {
+                          std::vector<double>* losses = nullptr, bool recompute = false,
+                          int64_t* conv_calls = nullptr) {
   manual_seed(8);
   auto m = std::make_shared<Small>();
   m->to(d);
+  if (conv_calls)
+    m->conv->add_forward_pre_hook(
+        [conv_calls](nn::Module&, std::vector<Tensor>&) { ++*conv_calls; });
   m->conv->set_checkpointing(recompute);
   m->gn->set_checkpointing(recompute);
   m->fc->set_checkpointing(recompute);
@@ -107,8 +111,10 @@ TEST(CudaZero, EngineOnGpuMatchesCpuTraining) {
 TEST(CudaZero, CheckpointedModulesTrainAsPlainOnes) {
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: recomputation on the GPU needs one";
   std::vector<double> plain_losses, losses;
-  auto plain = train(Device::cuda(0), true, 5, DType::f32, &plain_losses);
-  auto recomputed = train(Device::cuda(0), true, 5, DType::f32, &losses, /*recompute=*/true);
+  int64_t plain_calls = 0, calls = 0;
+  auto plain = train(Device::cuda(0), true, 5, DType::f32, &plain_losses, false, &plain_calls);
+  auto recomputed = train(Device::cuda(0), true, 5, DType::f32, &losses, true, &calls);
+  EXPECT_EQ(calls, 2 * plain_calls) << "the conv ran again in each backward";
   ASSERT_EQ(plain.size(), recomputed.size());
   for (size_t i = 0; i < plain.size(); ++i)
     EXPECT_CLOSE(recomputed[i], plain[i], 1e-5, 1e-7) << "param " << i;

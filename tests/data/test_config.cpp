@@ -196,6 +196,10 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:3: lr: unknown key here; it belongs in another section: did you mean "
       "'train.lr'?"}},
+    {"misplaced_shared_key",  // every section that has it
+     "seed: 3\n",
+     {},
+     {"did you mean 'data.seed' or 'train.seed'?"}},
     {"misplaced_zero_key",
      "stage3_max_live_parameters: 5\n",
      {},

@@ -79,3 +79,23 @@ TEST(ModuleCheckpointing, HooksRunAtTheFirstRunAndAtTheRecomputation) {
   block.eval();
   EXPECT_TRUE(block.checkpointing());
 }
+
+TEST(ModuleCheckpointing, AFrozenBlockRunsPlainlyAndADestroyedOneIsAnError) {
+  manual_seed(1);
+  auto block = std::make_shared<ConvBlock>();
+  block->set_checkpointing(true);
+  int calls = 0;
+  block->conv1->add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) { ++calls; });
+  // Frozen, on data that needs no gradient: nothing to recompute, no graph at all.
+  block->requires_grad_(false);
+  Tensor x = randn({2, 3, 6, 6});
+  EXPECT_FALSE(block->call({x})[0].requires_grad());
+  EXPECT_EQ(calls, 1);
+  // Trainable again: a checkpoint whose module is gone before backward says so.
+  block->requires_grad_(true);
+  Tensor y = (*block)(x);
+  block.reset();
+  EXPECT_TRUE(test::throws_with([&] { sum(y).backward(); },
+                                "backward through checkpointed ConvBlock: the module was "
+                                "destroyed after its forward"));
+}

@@ -35,8 +35,7 @@ GptBlock::GptBlock(const GptSpec& s) : UnaryModule("GptBlock") {
 }
 
 Tensor GptBlock::forward(const Tensor& x) {
-  Tensor h = x + (*drop)((*attn)((*ln_1)(x)));
-  return h + (*mlp)((*ln_2)(h));
+  return residuals(x, (*attn)((*ln_1)(x)));
 }
 
 std::vector<Tensor> GptBlock::forward(const std::vector<Tensor>& inputs) {
@@ -44,8 +43,12 @@ std::vector<Tensor> GptBlock::forward(const std::vector<Tensor>& inputs) {
   ZT_CHECK(inputs.size() == 3, "GptBlock: takes {x} or {x, k_past, v_past}, got ", inputs.size(),
            " inputs");
   std::vector<Tensor> a = attn->call({(*ln_1)(inputs[0]), inputs[1], inputs[2]});
-  Tensor h = inputs[0] + (*drop)(a[0]);
-  return {h + (*mlp)((*ln_2)(h)), a[1], a[2]};
+  return {residuals(inputs[0], a[0]), a[1], a[2]};
+}
+
+Tensor GptBlock::residuals(const Tensor& x, const Tensor& attended) {
+  Tensor h = x + (*drop)(attended);
+  return h + (*mlp)((*ln_2)(h));
 }
 
 Gpt::Gpt(const GptSpec& s) : UnaryModule("Gpt"), spec_(s) {
@@ -92,18 +95,20 @@ Tensor Gpt::forward(const Tensor& ids) {
 Tensor Gpt::decode(const Tensor& ids, KvCache& cache) {
   Tensor x = embed(ids, cache.length);
   const auto n = static_cast<size_t>(spec_.n_layer);
-  cache.k.resize(n);
-  cache.v.resize(n);
+  KvCache next{std::vector<Tensor>(n), std::vector<Tensor>(n), cache.length + ids.size(1)};
   size_t i = 0;
   for (const auto& b : *blocks) {
-    std::vector<Tensor> out = b->call({x, cache.k[i], cache.v[i]});
+    const bool first = cache.k.empty();
+    std::vector<Tensor> out =
+        b->call({x, first ? Tensor() : cache.k[i], first ? Tensor() : cache.v[i]});
     x = out[0];
-    cache.k[i] = out[1];
-    cache.v[i] = out[2];
+    next.k[i] = out[1];
+    next.v[i] = out[2];
     ++i;
   }
-  cache.length += ids.size(1);
-  return (*head)((*ln_f)(x));  // (B, Tn, V)
+  Tensor logits = (*head)((*ln_f)(x));  // (B, Tn, V)
+  cache = std::move(next);              // only once every block took the tokens
+  return logits;
 }
 
 }  // namespace zt::gpt

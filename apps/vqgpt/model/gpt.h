@@ -60,6 +60,10 @@ class GptBlock : public nn::UnaryModule {
  protected:
   Tensor forward(const Tensor& x) override;  // (B, T, E) -> (B, T, E)
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
+
+ private:
+  /// x + drop(attended), then + mlp(ln_2(.)): the block after its attention.
+  Tensor residuals(const Tensor& x, const Tensor& attended);
 };
 
 /// The keys and values of every block for the tokens decoded so far (Gpt::decode).
@@ -78,7 +82,8 @@ class Gpt : public nn::UnaryModule {
   /// Incremental decoding: ids (B, Tn) are the tokens after the cache's `length` ->
   /// logits (B, Tn, V), the same rows a forward over the whole sequence gives; the cache
   /// then holds them too. The first call may pass many tokens (the prompt), later ones one
-  /// each. Every submodule is entered through call(), as in forward().
+  /// each. Every submodule is entered through call(), as in forward(). A call that fails
+  /// leaves the cache as it was.
   Tensor decode(const Tensor& ids, KvCache& cache);
 
   std::shared_ptr<nn::Embedding> wte;  // (V, E)
