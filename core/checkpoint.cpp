@@ -19,33 +19,19 @@ namespace {
 thread_local bool g_checkpoint_forward = false;
 thread_local bool g_recompute = false;
 
-// Sets a thread-local flag while in scope.
-class FlagGuard {
+// Gives `target` a value while in scope and puts the old one back after, also when the
+// scope is left by an exception (the thread-local flags, the generator's position).
+template <typename T>
+class Scoped {
  public:
-  FlagGuard(bool& flag, bool on) : flag_(flag), prev_(flag) { flag_ = on; }
-  ~FlagGuard() { flag_ = prev_; }
-  FlagGuard(const FlagGuard&) = delete;
-  FlagGuard& operator=(const FlagGuard&) = delete;
+  Scoped(T& target, const T& value) : target_(target), saved_(target) { target_ = value; }
+  ~Scoped() { target_ = saved_; }
+  Scoped(const Scoped&) = delete;
+  Scoped& operator=(const Scoped&) = delete;
 
  private:
-  bool& flag_;
-  bool prev_;
-};
-
-// Puts this thread's generator at `position` while in scope, and back where it was after,
-// also when the function throws.
-class GeneratorRewind {
- public:
-  explicit GeneratorRewind(const Generator& position) : gen_(default_generator()), saved_(gen_) {
-    gen_ = position;
-  }
-  ~GeneratorRewind() { gen_ = saved_; }
-  GeneratorRewind(const GeneratorRewind&) = delete;
-  GeneratorRewind& operator=(const GeneratorRewind&) = delete;
-
- private:
-  Generator& gen_;
-  Generator saved_;
+  T& target_;
+  T saved_;
 };
 
 }  // namespace
@@ -77,7 +63,7 @@ std::vector<Tensor> checkpoint(
   node_inputs.push_back(zeros({}).set_requires_grad());
   const size_t n_in = inputs.size();
   auto run_first = [&fn, n_in](const std::vector<Tensor>& x) {
-    FlagGuard first(g_checkpoint_forward, true);
+    Scoped<bool> first(g_checkpoint_forward, true);
     return fn(std::vector<Tensor>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n_in)));
   };
   auto recompute = [fn, saved = std::move(saved), wants = std::move(wants),
@@ -90,10 +76,10 @@ std::vector<Tensor> checkpoint(
       }
     std::vector<Tensor> out;
     {
-      GeneratorRewind rewind(start);
+      Scoped<Generator> rewind(default_generator(), start);
       EnableGradGuard grad;
-      FlagGuard again(g_recompute, true);
-      FlagGuard not_first(g_checkpoint_forward, false);
+      Scoped<bool> again(g_recompute, true);
+      Scoped<bool> not_first(g_checkpoint_forward, false);
       out = fn(x);
     }
     std::vector<Tensor> roots, root_grads;

@@ -45,10 +45,6 @@ const char* tf32_name();
 /// released ZeRO parameter throws).
 void sync(const Tensor& t);
 
-/// Why `--device cuda` cannot run here ("" when it can): a build without CUDA, or no
-/// visible GPU, said as the apps say it.
-std::string cuda_missing();
-
 /// The median of v (the upper one of an even count); 0 when empty.
 double median(std::vector<double> v);
 

@@ -25,6 +25,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
+#include "apps/common/train_util.h"
 #include "apps/vqgpt/model/gpt.h"
 #include "core/ops.h"
 #include "core/parallel.h"
@@ -85,8 +86,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
-  if (const std::string why = device.is_cuda() ? bench::cuda_missing() : ""; !why.empty()) {
-    std::fprintf(stderr, "zt-bench gpt: --device cuda: %s\n", why.c_str());
+  if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench gpt: --device cuda %s\n", why.c_str());
     return 1;
   }
   if (device.is_cuda() && ranks != 1) {

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/train_util.h"
 #include "core/ops.h"
 
 namespace {
@@ -188,8 +189,8 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
            std::max(threads, 1)};
-  if (const std::string why = st.device.is_cuda() ? zt::bench::cuda_missing() : ""; !why.empty()) {
-    std::fprintf(stderr, "zt-bench ops: --device cuda: %s\n", why.c_str());
+  if (const std::string why = st.device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench ops: --device cuda %s\n", why.c_str());
     return 1;
   }
   zt::set_num_threads(st.threads);

@@ -17,6 +17,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
+#include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -102,8 +103,8 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
   const Device device = Device::parse(device_name);
-  if (const std::string why = device.is_cuda() ? bench::cuda_missing() : ""; !why.empty()) {
-    std::fprintf(stderr, "zt-bench vqgpt: --device cuda: %s\n", why.c_str());
+  if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench vqgpt: --device cuda %s\n", why.c_str());
     return 1;
   }
   if (device.is_cuda()) ranks = {1};      // thread ranks exchange host memory

@@ -34,6 +34,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
+#include "apps/common/train_util.h"
 #include "apps/vqtok/model/vq_model.h"
 #include "core/ops.h"
 #include "core/step_graph.h"
@@ -240,8 +241,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     std::fprintf(stderr, "zt-bench vqtok-step: %s\n", why);
     return 1;
   };
-  if (const std::string why = o.device.is_cuda() ? zt::bench::cuda_missing() : ""; !why.empty())
-    return refuse(("--device cuda: " + why).c_str());
+  if (const std::string why = o.device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty())
+    return refuse(("--device cuda " + why).c_str());
   if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels))
     return refuse("--cuda-graph needs --device cuda (and no --modules or --kernels)");
   if (o.offload && (!o.zero_engine || o.graphed))

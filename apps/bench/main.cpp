@@ -75,14 +75,6 @@ void sync(const Tensor& t) {
   if (t.is_cuda()) (void)t.detach().reshape({-1}).narrow(0, 0, 1).item();
 }
 
-std::string cuda_missing() {
-#ifndef ZT_WITH_CUDA
-  return "zt was built without CUDA; rebuild with -DZT_CUDA=ON";
-#else
-  return cuda_available() ? "" : "no GPU is visible; check nvidia-smi and CUDA_VISIBLE_DEVICES";
-#endif
-}
-
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0.0 : v[v.size() / 2];

@@ -150,19 +150,23 @@ std::unique_ptr<StepGraph> make_step_graph(const config::TrainConfig& train, zer
   return std::make_unique<StepGraph>(device);
 }
 
+std::string cuda_missing() {
+#ifndef ZT_WITH_CUDA
+  return "needs a CUDA build; rebuild with -DZT_CUDA=ON";
+#else
+  return cuda_available() ? "" : "but no GPU is visible; check nvidia-smi and CUDA_VISIBLE_DEVICES";
+#endif
+}
+
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app) {
   if (!train.attention.empty()) set_attention_kernel(parse_attention_kernel(train.attention));
   if (train.device == "cpu") return Device::cpu();
   ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
            "'");
-#ifndef ZT_WITH_CUDA
-  ZT_FAIL(app,
-          ": train.device 'cuda' needs a CUDA build; rebuild with -DZT_CUDA=ON or set "
-          "train.device=cpu");
-#endif
-  ZT_CHECK(cuda_available(), app, ": train.device 'cuda' but no GPU is visible; check ",
-           "nvidia-smi and CUDA_VISIBLE_DEVICES, or set train.device=cpu");
+  if (const std::string why = cuda_missing(); !why.empty()) {
+    ZT_FAIL(app, ": train.device 'cuda' ", why, ", or set train.device=cpu");
+  }
   set_tf32({.matmul = train.tf32 == "all", .conv = train.tf32 != "none"});
   if (comm.device().is_cuda()) return comm.device();  // NCCL: this process's GPU
   ZT_CHECK(comm.size() == 1, app, ": train.device 'cuda' with ", comm.size(),

@@ -51,6 +51,9 @@ int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& tra
 /// train_batch_size against the world size. Records a timeline when train.trace is set.
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm);
+/// Why a GPU cannot be used here ("" when it can), to follow "<what> 'cuda' ": the build
+/// has no CUDA, or no GPU is visible.
+std::string cuda_missing();
 /// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"
 /// needs a CUDA build and a visible GPU, and one rank per process: NCCL under mpirun (the
 /// GPU of the local rank) or a single thread rank (thread ranks exchange host memory).

@@ -165,32 +165,57 @@ TEST(VqHfKeys, TensorsSurviveARoundTripBitForBit) {
   }
 }
 
-TEST(VqHfKeys, TransformersExportLoadsBackThroughWeights) {
-  const fs::path dir = fs::temp_directory_path() / ("zt_vq_hf_keys_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+namespace {
+
+// A tiny tokenizer (cosine codes or not) trained 2 steps in a fresh folder under /tmp and
+// exported in both namings, and an input clip for it.
+struct Exported {
+  fs::path dir;
+  config::AppConfig cfg;
+  std::string baai, hf;  // model.safetensors files, BAAI and transformers names
+  Tensor x;
+};
+
+Exported train_and_export(const std::string& name, bool cosine) {
+  Exported e;
+  e.dir = fs::temp_directory_path() / (name + "_" + std::to_string(::getpid()));
+  fs::remove_all(e.dir);
   config::Node root = config::parse_yaml(R"(
 model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
         num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4}
 data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 16, eval_samples: 4,
        seed: 7, workers: 1, prefetch: 1}
-train: {steps: 1, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
-        eval_every: 0, checkpoint_every: 1, keep_checkpoints: 1}
+train: {steps: 2, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
+        eval_every: 0, checkpoint_every: 2, keep_checkpoints: 1}
 output_dir: unset
 )",
-                                         "test_vq_hf_keys");
-  config::apply_override(root, "output_dir=" + dir.string());
-  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqtok);
-  const std::string baai_out = (dir / "baai" / "model.safetensors").string();
-  const std::string hf_out = (dir / "hf" / "model.safetensors").string();
+                                         name);
+  config::apply_override(root, "output_dir=" + e.dir.string());
+  config::apply_override(root, std::string("model.l2_norm_codes=") + (cosine ? "true" : "false"));
+  e.cfg = config::parse_app_config(root, config::App::vqtok);
+  e.baai = (e.dir / "baai" / "model.safetensors").string();
+  e.hf = (e.dir / "hf" / "model.safetensors").string();
   manual_seed(11);
-  Tensor x = rand({2, 4, 3, 16, 16}) * 2.0 - 1.0;
+  e.x = rand({2, 4, 3, 16, 16}) * 2.0 - 1.0;
   comm::run_threads(1, [&](comm::Communicator& comm) {
     vqtok::TrainOptions o;
     o.quiet = true;
-    vqtok::train(cfg, o, comm);
-    vqtok::export_model(cfg, "", baai_out, comm, true);
-    vqtok::export_model(cfg, "", hf_out, comm, true, vq::KeyNaming::transformers);
+    vqtok::train(e.cfg, o, comm);
+    vqtok::export_model(e.cfg, "", e.baai, comm, true);
+    vqtok::export_model(e.cfg, "", e.hf, comm, true, vq::KeyNaming::transformers);
+  });
+  return e;
+}
 
+}  // namespace
+
+TEST(VqHfKeys, TransformersExportLoadsBackThroughWeights) {
+  const Exported e = train_and_export("zt_vq_hf_keys", /*cosine=*/false);
+  const config::AppConfig& cfg = e.cfg;
+  const fs::path& dir = e.dir;
+  const std::string &baai_out = e.baai, &hf_out = e.hf;
+  const Tensor& x = e.x;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
     // The file has exactly Emu3VQVAE's keys and shapes; config.json lies beside it.
     Keys got;
     for (const auto& [name, t] : nn::load_safetensors(hf_out)) got.emplace_back(name, t.sizes());
@@ -220,34 +245,13 @@ output_dir: unset
 // (l2_norm_codes off, as transformers' Emu3VQVAE reads it) encodes and decodes as the
 // trained cosine model does.
 TEST(VqHfKeys, CosineCodesExportUnitRows) {
-  const fs::path dir =
-      fs::temp_directory_path() / ("zt_vq_cosine_export_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  config::Node root = config::parse_yaml(R"(
-model: {codebook_size: 64, embed_dim: 4, z_channels: 4, ch: 32, ch_mult: [1, 1, 1, 1],
-        num_res_blocks: 1, attn_resolutions: [3], temporal_downsample_factor: 4,
-        l2_norm_codes: true}
-data: {kind: synthetic, frames: 4, height: 16, width: 16, num_samples: 16, eval_samples: 4,
-       seed: 7, workers: 1, prefetch: 1}
-train: {steps: 2, batch: 2, lr: 3.0e-3, schedule: constant, warmup: 0, log_every: 1,
-        eval_every: 0, checkpoint_every: 2, keep_checkpoints: 1}
-output_dir: unset
-)",
-                                         "test_vq_cosine_export");
-  config::apply_override(root, "output_dir=" + dir.string());
-  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqtok);
+  const Exported e = train_and_export("zt_vq_cosine_export", /*cosine=*/true);
+  const config::AppConfig& cfg = e.cfg;
   config::AppConfig euclidean = cfg;
   euclidean.model.l2_norm_codes = false;
-  const std::string baai_out = (dir / "baai" / "model.safetensors").string();
-  const std::string hf_out = (dir / "hf" / "model.safetensors").string();
-  manual_seed(11);
-  Tensor x = rand({2, 4, 3, 16, 16}) * 2.0 - 1.0;
+  const std::string &baai_out = e.baai, &hf_out = e.hf;
+  const Tensor& x = e.x;
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    vqtok::TrainOptions o;
-    o.quiet = true;
-    vqtok::train(cfg, o, comm);
-    vqtok::export_model(cfg, "", baai_out, comm, true);
-    vqtok::export_model(cfg, "", hf_out, comm, true, vq::KeyNaming::transformers);
     EXPECT_FALSE(fs::exists(baai_out + ".baai.tmp"));
     for (const std::string& file : {baai_out, hf_out}) {
       int64_t rows = 0;
@@ -271,5 +275,5 @@ output_dir: unset
       EXPECT_CLOSE(as_emu3->call({x})[0], frames, 1e-4, 1e-5) << file;
     }
   });
-  fs::remove_all(dir);
+  fs::remove_all(e.dir);
 }

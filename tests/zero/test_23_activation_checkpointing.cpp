@@ -60,30 +60,43 @@ struct Outcome {
   std::vector<std::pair<std::string, Tensor>> params;
   zero::EngineStats stats;
   int64_t activation_peak = 0;
+  int64_t reduced_bytes = 0;  // reduce-scatter traffic over the run
 };
 
-// kSteps of AdamW on 2 thread ranks, each on its half of a seeded batch; returns rank 0's.
-// What else is checkpointed besides the blocks: the head (then the step's first gradients
-// arrive inside its recomputation, and the blocks' come after, in other ones), or the
-// whole model (checkpoints inside a checkpoint).
-enum class Also { kNothing, kHead, kModel };
+// One block applied twice: under checkpointing each call recomputes in its own backward,
+// so its parameters' gradients reach the reducer twice a step.
+class Twice : public nn::UnaryModule {
+ public:
+  Twice() : nn::UnaryModule("Twice") {
+    block = register_module("block", std::make_shared<Block>());
+    head = register_module("head", std::make_shared<nn::Linear>(kWidth, 1));
+  }
+  std::shared_ptr<Block> block;
+  std::shared_ptr<nn::Linear> head;
 
-Outcome train(bool checkpointing, const zero::Config& config, Also also = Also::kNothing) {
+ protected:
+  Tensor forward(const Tensor& x) override { return (*head)((*block)((*block)(x))); }
+};
+
+// kSteps of AdamW on 2 thread ranks, each on its half of a seeded batch, for a model M
+// built under zero::Init; `checkpoint` says which of its modules are checkpointed.
+// Returns rank 0's outcome.
+template <typename M>
+Outcome train_model(const zero::Config& config, const std::function<void(M&)>& checkpoint) {
   Outcome out;
   comm::run_threads(2, [&](comm::Communicator& comm) {
     manual_seed(3);
-    std::shared_ptr<Net> net;
+    std::shared_ptr<M> net;
     {
       zero::Init init(comm);
-      net = std::make_shared<Net>();
+      net = std::make_shared<M>();
     }
-    for (auto& b : net->blocks) b->set_checkpointing(checkpointing);
-    net->head->set_checkpointing(also == Also::kHead);
-    net->set_checkpointing(also == Also::kModel);
+    checkpoint(*net);
     zero::OptimizerConfig adamw;
     adamw.lr = 1e-2;
     zero::Engine engine(net, comm, config, adamw);
     manual_seed(100 + comm.rank());  // each rank its own dropout masks
+    comm.reset_counters();
     Outcome r;
     for (int s = 0; s < kSteps; ++s) {
       Generator g(s);
@@ -96,11 +109,30 @@ Outcome train(bool checkpointing, const zero::Config& config, Also also = Also::
       engine.step();
       r.losses.push_back(loss.item());
     }
+    r.reduced_bytes = comm.counters()[comm::Collective::kReduceScatter].bytes;
     r.params = lesson::full_parameters(*net, comm);
     r.stats = engine.stats();
     if (comm.rank() == 0) out = std::move(r);
   });
   return out;
+}
+
+// What else is checkpointed besides the blocks: the head (then the step's first gradients
+// arrive inside its recomputation, and the blocks' come after, in other ones), or the
+// whole model (checkpoints inside a checkpoint).
+enum class Also { kNothing, kHead, kModel };
+
+Outcome train(bool checkpointing, const zero::Config& config, Also also = Also::kNothing) {
+  return train_model<Net>(config, [&](Net& net) {
+    for (auto& b : net.blocks) b->set_checkpointing(checkpointing);
+    net.head->set_checkpointing(also == Also::kHead);
+    net.set_checkpointing(also == Also::kModel);
+  });
+}
+
+Outcome train_twice(bool checkpointing) {
+  return train_model<Twice>(lesson::eager_release_config(),
+                            [&](Twice& t) { t.block->set_checkpointing(checkpointing); });
 }
 
 }  // namespace
@@ -153,69 +185,11 @@ TEST(Lesson23ActivationCheckpointing, TheBackwardEndsOnceWhereverItsFirstGradien
   }
 }
 
-namespace {
-
-// One block applied twice: under checkpointing each call recomputes in its own backward,
-// so its parameters' gradients reach the reducer twice a step.
-class Twice : public nn::UnaryModule {
- public:
-  Twice() : nn::UnaryModule("Twice") {
-    block = register_module("block", std::make_shared<Block>());
-    head = register_module("head", std::make_shared<nn::Linear>(kWidth, 1));
-  }
-  std::shared_ptr<Block> block;
-  std::shared_ptr<nn::Linear> head;
-
- protected:
-  Tensor forward(const Tensor& x) override { return (*head)((*block)((*block)(x))); }
-};
-
-struct TwiceOutcome {
-  std::vector<double> losses;
-  std::vector<std::pair<std::string, Tensor>> params;
-  int64_t reduced_bytes = 0;  // rank 0's reduce-scatter traffic over the run
-};
-
-TwiceOutcome train_twice(bool checkpointing) {
-  TwiceOutcome out;
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    manual_seed(3);
-    std::shared_ptr<Twice> net;
-    {
-      zero::Init init(comm);
-      net = std::make_shared<Twice>();
-    }
-    net->block->set_checkpointing(checkpointing);
-    zero::OptimizerConfig adamw;
-    adamw.lr = 1e-2;
-    zero::Engine engine(net, comm, lesson::eager_release_config(), adamw);
-    manual_seed(100 + comm.rank());
-    comm.reset_counters();
-    for (int s = 0; s < kSteps; ++s) {
-      Generator g(s);
-      Tensor x = randn({kBatch, kWidth}, g).narrow(0, comm.rank() * kBatch / 2, kBatch / 2);
-      Tensor y = engine(x);
-      Tensor loss = mean(mul(y, y));
-      engine.backward(loss);
-      engine.step();
-      if (comm.rank() == 0) out.losses.push_back(loss.item());
-    }
-    const int64_t reduced = comm.counters()[comm::Collective::kReduceScatter].bytes;
-    auto full = lesson::full_parameters(*net, comm);
-    if (comm.rank() != 0) return;
-    out.params = std::move(full);
-    out.reduced_bytes = reduced;
-  });
-  return out;
-}
-
-}  // namespace
-
 TEST(Lesson23ActivationCheckpointing, ABlockCalledTwiceSumsItsTwoGradients) {
   // The reducer gets the block's gradients once per recomputation and sums the two in the
   // bucket they share: each gradient is reduced once, as without checkpointing (a bucket
   // holding a parameter twice would send it twice and write its shard twice).
-  const TwiceOutcome plain = train_twice(false), checkpointed = train_twice(true);
+  const Outcome plain = train_twice(false), checkpointed = train_twice(true);
   ASSERT_EQ(checkpointed.losses.size(), plain.losses.size());
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(checkpointed.losses[i], plain.losses[i], 1e-6 * std::abs(plain.losses[i]));
