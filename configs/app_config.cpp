@@ -346,7 +346,7 @@ AppConfig parse_app_config(const Node& root, App app) {
   return c;
 }
 
-AppConfig load_app_config(const std::string& path, const std::vector<std::string>& overrides,
+AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides,
                           App app) {
   return parse_app_config(load_yaml_file(path, overrides), app);
 }

@@ -162,7 +162,7 @@ struct AppConfig {
 
 /// Loads, overrides (`--set key.path=value` strings) and validates a config file.
 /// `app` restricts the accepted sections: vqtok rejects `gpt`, vqgpt requires it.
-AppConfig load_app_config(const std::string& path, const std::vector<std::string>& overrides = {},
+AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides = {},
                           App app = App::any);
 /// The same from an already loaded tree (tests, or configs built in code).
 AppConfig parse_app_config(const Node& root, App app = App::any);

@@ -261,7 +261,13 @@ Node parse_yaml(const std::string& text, const std::string& source) {
   return Node(d);
 }
 
-Node load_yaml_file(const std::string& path, const std::vector<std::string>& overrides) {
+Override::Override(std::string assignment)
+    : assignment(std::move(assignment)), source("--set " + this->assignment) {}
+Override::Override(const char* assignment) : Override(std::string(assignment)) {}
+Override::Override(std::string assignment, std::string source)
+    : assignment(std::move(assignment)), source(std::move(source)) {}
+
+Node load_yaml_file(const std::string& path, const std::vector<Override>& overrides) {
   std::ifstream f(path);
   if (!f)
     throw Error("cannot open config file '" + path + "': " + std::strerror(errno) +
@@ -273,8 +279,9 @@ Node load_yaml_file(const std::string& path, const std::vector<std::string>& ove
   return root;
 }
 
-void apply_override(const Node& root, const std::string& assignment) {
-  const std::string source = "--set " + assignment;
+void apply_override(const Node& root, const Override& o) {
+  const std::string& assignment = o.assignment;
+  const std::string& source = o.source;
   const size_t eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0)
     throw Error(source + ": expected key.path=value (e.g. --set train.lr=1e-3)");

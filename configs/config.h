@@ -92,12 +92,23 @@ class Node {
 /// Parses YAML text; `source` names it in errors. An empty or comment-only document is
 /// an error (it would otherwise train silently with every default).
 Node parse_yaml(const std::string& text, const std::string& source = "<string>");
+/// One "key.path=value" override and what the user typed for it, which errors and
+/// warnings name: "--set key.path=value", or the shortcut that gave it ("--steps 5").
+struct Override {
+  Override(std::string assignment);  // NOLINT(google-explicit-constructor): a --set string
+  Override(const char* assignment);  // NOLINT(google-explicit-constructor)
+  Override(std::string assignment, std::string source);
+
+  std::string assignment;
+  std::string source;
+};
+
 /// Parses a YAML file and applies "key.path=value" overrides (values are YAML, so
 /// "model.ch_mult=[1,2]" works). A missing or malformed file is an error naming it.
-Node load_yaml_file(const std::string& path, const std::vector<std::string>& overrides = {});
+Node load_yaml_file(const std::string& path, const std::vector<Override>& overrides = {});
 /// Applies one "key.path=value" override to the tree, creating missing maps; the new
-/// node is located at "--set key.path=value" so a later validation error names it.
-void apply_override(const Node& root, const std::string& assignment);
+/// node is located at the override's source so a later validation error names it.
+void apply_override(const Node& root, const Override& o);
 
 /// Levenshtein distance (for "did you mean" suggestions).
 size_t edit_distance(const std::string& a, const std::string& b);

@@ -101,7 +101,8 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
       ->check(zt::app::kKeyValue);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
-  const config::AppConfig cfg = config::load_app_config(config_path, sets, config::App::vqgpt);
+  const config::AppConfig cfg =
+      config::load_app_config(config_path, {sets.begin(), sets.end()}, config::App::vqgpt);
   const Device device = Device::parse(device_name);
   if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
     std::fprintf(stderr, "zt-bench vqgpt: --device cuda %s\n", why.c_str());

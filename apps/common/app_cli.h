@@ -72,14 +72,14 @@ inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
 /// reads its own command line), and calls fn on every rank.
 inline int run_on_ranks(
     const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
-    const std::vector<std::string>& extra_sets,
+    const std::vector<config::Override>& extra_sets,
     const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
-  std::vector<std::string> sets = c.sets;
-  if (!c.device.empty()) sets.push_back("train.device=" + c.device);
+  std::vector<config::Override> sets(c.sets.begin(), c.sets.end());
+  if (!c.device.empty()) sets.push_back({"train.device=" + c.device, "--device " + c.device});
   if (!c.deepspeed.empty()) {  // single-quoted YAML: any path, '' for a quote
     std::string quoted = "'";
     for (char ch : c.deepspeed) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
-    sets.push_back("deepspeed_config=" + quoted + "'");
+    sets.push_back({"deepspeed_config=" + quoted + "'", "--deepspeed " + c.deepspeed});
   }
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
@@ -133,7 +133,7 @@ struct AppCommands {
   }
   /// run_on_ranks for this app.
   int run(const CommonArgs& c, const std::string& command,
-          const std::vector<std::string>& extra_sets,
+          const std::vector<config::Override>& extra_sets,
           const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) const {
     return run_on_ranks(name, kind, c, command, extra_sets, fn);
   }

@@ -136,8 +136,10 @@ int main(int argc, char** argv) {
       to.resume = resume;
       to.overwrite = overwrite;
       to.tty = app::stdout_is_tty();
-      std::vector<std::string> extra;
-      if (steps > 0) extra.push_back("train.steps=" + std::to_string(steps));
+      std::vector<config::Override> extra;
+      if (steps > 0)
+        extra.push_back(
+            {"train.steps=" + std::to_string(steps), "--steps " + std::to_string(steps)});
       std::atomic<int> stopped_by{0};  // every rank agrees on it
       const int rc = kCli.run(train_c, "train", extra,
                               [&](const config::AppConfig& cfg, comm::Communicator& comm) {

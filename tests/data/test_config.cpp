@@ -175,7 +175,7 @@ TEST(Config, BufferPolicyLongestPrefixWins) {
 struct BadCase {
   const char* name;
   const char* yaml;
-  std::vector<std::string> overrides;
+  std::vector<Override> overrides;
   std::vector<std::string> expect;
   App app = App::any;
 };

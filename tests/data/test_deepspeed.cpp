@@ -24,10 +24,11 @@ using test::error_of;
 
 // The model/data/run YAML the DeepSpeed config is combined with.
 AppConfig with_deepspeed(const std::string& sub, const std::string& json,
-                         const std::string& yaml = "train:\n  steps: 10\n") {
+                         const std::string& yaml = "train:\n  steps: 10\n",
+                         const std::vector<Override>& overrides = {}) {
   const std::string ds = write_temp(sub, "ds_config.json", json);
   const std::string y = write_temp(sub, "run.yaml", yaml + "deepspeed_config: " + ds + "\n");
-  return load_app_config(y);
+  return load_app_config(y, overrides);
 }
 
 const char* kZero3 = R"({
@@ -116,6 +117,11 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                       "1e-05 from "),
             std::string::npos)
       << said;
+  // A value a command-line shortcut gave is named as the user typed it.
+  const AppConfig typed = with_deepspeed("typed", kZero3, "", {{"train.steps=2", "--steps 2"}});
+  ASSERT_EQ(typed.warnings.size(), 2u);
+  EXPECT_NE(typed.warnings[1].find("replaces train.steps (2) from --steps 2"), std::string::npos)
+      << typed.warnings[1];
   // train_batch_size = 2 x 4 x world size.
   check_world_size(c, 2);
   const std::string msg = error_of([&] { check_world_size(c, 4); });
