@@ -21,6 +21,10 @@ namespace zt::zero {
 
 class GradReducer {
  public:
+  /// Buckets issued and not yet retired, at most: a rank that runs ahead waits for its
+  /// oldest bucket before it lays out the next one.
+  static constexpr size_t kMaxInFlight = 2;
+
   GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async);
 
   /// Queues the (final, full) gradient of partitioned parameter `p`; its reduced slice is
@@ -50,7 +54,6 @@ class GradReducer {
     int64_t number = 0;
   };
   void finish(Pending& p);
-  static constexpr size_t kMaxInFlight = 2;
 
   comm::Communicator& comm_;
   int64_t bucket_elems_;

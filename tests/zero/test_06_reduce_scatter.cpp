@@ -9,6 +9,8 @@
 // buckets are in flight at once (GradReducer::kMaxInFlight): with overlap_comm, backward
 // goes on while they reduce, yet the buckets' memory stays bounded.
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "zero/lesson_util.h"
 
@@ -148,4 +150,31 @@ TEST(Lesson06ReduceScatter, EachPaddedTailCostsOneFill) {
       }
     });
   }
+}
+
+// The bound on buckets in flight is what keeps overlap from costing memory: a rank that
+// runs ahead (here rank 0: rank 1 starts late, so none of rank 0's reduce-scatters can
+// finish) waits for its oldest bucket before laying out a third, instead of holding every
+// bucket of the backward.
+TEST(Lesson06ReduceScatter, AtMostTwoBucketsInFlight) {
+  const int N = 2;
+  const int64_t n = 64;  // eight parameters of 64 elements, one per bucket
+  comm::run_threads(N, [&](comm::Communicator& comm) {
+    const std::vector<Tensor> params = with_rank_gradients(comm, std::vector<int64_t>(8, n));
+    zero::GradReducer reducer(comm, /*bucket_elems=*/n, /*async=*/true);
+    reset_peak_memory();
+    if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (const Tensor& p : params) reducer.add(p);
+    reducer.flush();
+    const int64_t peak = memory_stats().pk(MemTag::kCommBuffer);
+    reducer.drain();
+    const int64_t shard = n / N, bucket_bytes = (N * shard + shard) * 4;  // input + output
+    if (comm.rank() == 0) {
+      EXPECT_LE(peak, (zero::GradReducer::kMaxInFlight + 1) * bucket_bytes)
+          << "two buckets in flight and the one being laid out, not all eight";
+    }
+    for (const Tensor& p : params)
+      EXPECT_TRUE(
+          test::values_are(zero::zero_param(p)->grad_shard, std::vector<double>(shard, 1.5)));
+  });
 }

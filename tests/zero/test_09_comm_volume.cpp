@@ -13,9 +13,15 @@
 // 2 x instead of 3 x, with the whole model gathered at the forward/backward turn
 // (lesson 18).
 //
+// Against plain data parallelism, which all-reduces each gradient (a reduce-scatter and an
+// all-gather: 2 x (N - 1) / N of the model), ZeRO-3's 3 x is 1.5 times the traffic: the
+// price of holding 1/N of the parameters (the paper's Section 7).
+//
 // Gradient accumulation: every micro-step gathers and reduce-scatters as above and ADDS
 // its (1/gas-scaled) gradient into the fp32 gradient shards; only the optimizer step
 // zeroes them. An optimizer step over gas micro-batches therefore moves gas times as much.
+#include <optional>
+
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -95,6 +101,61 @@ TEST(Lesson09CommVolume, DefaultReuseDistanceMakesItTwice) {
       EXPECT_EQ(r.gathered_param, 0) << "released after the step: nothing persists";
     }
   });
+}
+
+// Under the defaults Mixed is all persistent (every parameter under 100k elements).
+TEST(Lesson09CommVolume, PersistentParametersAreGatheredOnceAfterTheStep) {
+  const int N = 2;
+  comm::run_threads(N, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = build(comm);
+    zero::Engine engine(m, comm, zero::Config{}, {});
+    const int64_t shard = shard_bytes(engine);
+    for (int step = 0; step < 2; ++step) {
+      comm.reset_counters();
+      Tensor x, y;
+      std::tie(x, y) = lesson::batch(2, 10 * step + comm.rank());
+      engine.backward(mse_loss(engine(x), y));
+      EXPECT_EQ(comm.counters()[comm::Collective::kAllGather].bytes, 0)
+          << "no gathers in forward or backward";
+      engine.step();
+      const comm::CommCounters c = comm.counters();
+      EXPECT_EQ(c[comm::Collective::kAllGather].bytes, (N - 1) * shard)
+          << "one re-gather of the updated shards after the step";
+      EXPECT_EQ(c[comm::Collective::kReduceScatter].bytes, (N - 1) * shard);
+    }
+  });
+}
+
+// A zero::Replicated model is plain data parallelism: whole on every rank, its gradients
+// all-reduced. Counted in the same units, ZeRO-3 moves 1.5 times its bytes (TanhStack's
+// parameters divide evenly by N: no padding in ZeRO-3's shards).
+TEST(Lesson09CommVolume, OneAndAHalfTimesDataParallel) {
+  const int N = 2;
+  comm::CommCounters dp, z3;
+  for (bool replicated : {true, false}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      std::shared_ptr<lesson::TanhStack> m;
+      {
+        zero::Init init(comm);
+        std::optional<zero::Replicated> whole;  // a scope inside Init: the model opts out
+        if (replicated) whole.emplace(comm);
+        m = std::make_shared<lesson::TanhStack>(4, 32);
+      }
+      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+      comm.reset_counters();
+      Generator g(comm.rank() + 1);
+      engine.backward(sum(engine(randn({4, 32}, g))));
+      engine.step();
+      if (comm.rank() == 0) (replicated ? dp : z3) = comm.counters();
+    });
+  }
+  using comm::Collective;
+  EXPECT_EQ(dp[Collective::kAllGather].bytes + dp[Collective::kReduceScatter].bytes, 0);
+  // Both all-reduce the gradient norm's partial sums; the rest of DP's is the gradients.
+  const int64_t dp_bytes = dp[Collective::kAllReduce].bytes - z3[Collective::kAllReduce].bytes;
+  const int64_t z3_bytes = z3[Collective::kAllGather].bytes + z3[Collective::kReduceScatter].bytes;
+  ASSERT_GT(dp_bytes, 0);
+  EXPECT_EQ(2 * z3_bytes, 3 * dp_bytes) << "ZeRO-3 " << z3_bytes << " B, DP " << dp_bytes << " B";
 }
 
 TEST(Lesson09CommVolume, AccumulationMovesEveryMicroStep) {
