@@ -30,6 +30,9 @@ using PostAccumulateHook = std::function<void(const Tensor& param)>;
 /// Opaque per-tensor data owned by other layers (the ZeRO engine's parameter state).
 struct TensorExtra {
   virtual ~TensorExtra() = default;
+  /// Why nn::Module::to may not convert the tensor in place (its dtype or device); empty
+  /// where it may.
+  virtual std::string conversion_refused() const { return {}; }
 };
 
 struct TensorImpl {

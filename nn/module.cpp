@@ -2,6 +2,7 @@
 #include "nn/module.h"
 
 #include <algorithm>
+#include <functional>
 #include <sstream>
 
 namespace zt::nn {
@@ -175,37 +176,45 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
-void Module::to(Device device) {
+// Converts each parameter and buffer that `differs` with `convert`, keeping its handle
+// (the storage is swapped into the existing tensor) and converting its gradient too, as
+// PyTorch does. A tensor another layer manages that may not be converted (a ZeRO-3
+// partitioned parameter) is refused before anything changes.
+static void convert_in_place(const Module& m, const std::string& op,
+                             const std::function<bool(const Tensor&)>& differs,
+                             const std::function<Tensor(const Tensor&)>& convert) {
   autograd::NoGradGuard ng;
-  for (auto* v : {&params_, &buffers_})
-    for (auto& [n, t] : *v) {
-      if (!t.defined() || t.device() == device) continue;
-      Tensor moved = t.to(device);
-      // Keep the same handle: swap the storage into the existing tensor.
-      TensorImpl* impl = t.impl();
-      impl->storage = moved.impl()->storage;
-      impl->strides = moved.strides();
-      impl->offset = 0;
-      impl->device = device;
-      if (t.grad().defined()) t.set_grad(t.grad().to(device));  // as PyTorch: the gradient too
-    }
-  for (auto& [n, c] : children_) c->to(device);
+  std::vector<std::pair<std::string, Tensor>> all = m.named_parameters();
+  for (auto& b : m.named_buffers()) all.push_back(std::move(b));
+  std::erase_if(all, [&](const auto& nt) { return !nt.second.defined() || !differs(nt.second); });
+  for (const auto& [name, t] : all) {
+    const std::string why = t.impl()->extra ? t.impl()->extra->conversion_refused() : "";
+    ZT_CHECK(why.empty(), op, ": cannot convert '", name, "': ", why);
+  }
+  for (auto& [name, t] : all) {
+    Tensor c = convert(t);
+    TensorImpl* impl = t.impl();
+    impl->storage = c.impl()->storage;
+    impl->strides = c.strides();
+    impl->offset = 0;
+    impl->device = c.device();
+    impl->dtype = c.dtype();
+    if (t.grad().defined()) t.set_grad(convert(t.grad()));
+  }
+}
+
+void Module::to(Device device) {
+  convert_in_place(
+      *this, type_name_ + ".to(" + device.str() + ")",
+      [&](const Tensor& t) { return t.device() != device; },
+      [&](const Tensor& t) { return t.to(device); });
 }
 
 void Module::to(DType dtype) {
-  autograd::NoGradGuard ng;
-  for (auto* v : {&params_, &buffers_})
-    for (auto& [n, t] : *v) {
-      if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == dtype) continue;
-      Tensor cast = t.to(dtype);
-      TensorImpl* impl = t.impl();
-      impl->storage = cast.impl()->storage;
-      impl->strides = cast.strides();
-      impl->offset = 0;
-      impl->dtype = dtype;
-      if (t.grad().defined()) t.set_grad(t.grad().to(dtype));
-    }
-  for (auto& [n, c] : children_) c->to(dtype);
+  convert_in_place(
+      *this, type_name_ + ".to(" + dtype_name(dtype) + ")",
+      [&](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != dtype; },
+      [&](const Tensor& t) { return t.to(dtype); });
 }
 
 void Module::zero_grad() {

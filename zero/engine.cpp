@@ -5,7 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <set>
+#include <unordered_map>
 
 #include "core/ops.h"
 #include "zero/hooks.h"
@@ -13,6 +15,37 @@
 #include "zero/sync_batchnorm.h"
 
 namespace zt::zero {
+
+namespace {
+// Every live engine's claims, process-wide: the parameter and its engine's rank.
+std::mutex claims_mutex;
+std::unordered_map<const TensorImpl*, int>& claims() {
+  static std::unordered_map<const TensorImpl*, int> held;
+  return held;
+}
+}  // namespace
+
+void Engine::Claim::take(const Tensor& p, const std::string& name, int rank) {
+  std::lock_guard<std::mutex> lock(claims_mutex);
+  auto [it, fresh] = claims().emplace(p.impl(), rank);
+  if (fresh) {
+    held_.push_back(p.impl());
+    return;
+  }
+  ZT_CHECK(it->second == rank, "zero::Engine (rank ", rank, "): parameter '", name,
+           "' is partitioned by rank ", it->second,
+           "'s engine too: the ranks share one model object. Under thread ranks each rank "
+           "builds its own model inside the function comm::launch runs (as "
+           "apps/examples/embed/main.cpp does)");
+  ZT_FAIL("zero::Engine: parameter '", name,
+          "' is trained by another zero::Engine that is still alive; one engine per model "
+          "(destroy the first before building another)");
+}
+
+Engine::Claim::~Claim() {
+  std::lock_guard<std::mutex> lock(claims_mutex);
+  for (const TensorImpl* p : held_) claims().erase(p);
+}
 
 Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
                OptimizerConfig optimizer)
@@ -40,6 +73,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
                "each module its own parameter");
     }
   auto named = model_->named_parameters();
+  for (auto& [name, p] : named)
+    if (!is_replicated(p)) claim_.take(p, name, comm_.rank());
   offload_ = std::make_unique<OptimizerOffload>(
       config_.offload_optimizer, named.empty() ? Device::cpu() : named.front().second.device());
   for (auto& [name, p] : named) {
@@ -55,16 +90,14 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     // trained at fp32 precision without a word.
     ZT_CHECK(!(p.requires_grad() && p.dtype() == DType::f64), "zero::Engine: parameter '", name,
              "' is f64 and requires grad; the engine trains it through fp32 master and "
-             "gradient shards, so it would learn at fp32 precision: cast the model to f32 "
-             "(model.to(DType::f32); bf16/f16 through the precision config) or freeze it");
+             "gradient shards, so it would learn at fp32 precision: build it in f32 (or call "
+             "model.to(DType::f32) before zero::Init partitions it; bf16/f16 through the "
+             "precision config), or freeze it");
     // Mixed precision: fp32 parameters are stored, gathered and computed in the low
     // precision type; their fp32 values become the master shard the optimizer updates.
     DType storage = p.dtype() == DType::f32 ? low : p.dtype();
     if (!is_partitioned(p)) partition_param(p, comm_, 0, storage);
     ZeroParam* z = zero_param(p);
-    ZT_CHECK(z->engine == nullptr, "zero::Engine: parameter '", name,
-             "' is trained by another zero::Engine that is still alive; one engine per model "
-             "(destroy the first before building another)");
     z->set_storage_dtype(storage, p.requires_grad());
     z->persistent = p.numel() <= config_.stage3_param_persistence_threshold;
     if (p.requires_grad()) {
@@ -93,9 +126,6 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   coordinator_->regather_persistent();
   verify_replicas();
-  // Last, so that a constructor that throws (out of memory, replicas that differ) leaves
-  // the model free for another engine.
-  for (NamedParam& np : params_) zero_param(np.param)->engine = this;
   if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
 }
@@ -146,10 +176,7 @@ Engine::~Engine() {
   coordinator_->set_timeline(nullptr);
   reducer_->set_timeline(nullptr);
   // The model may outlive the engine: hooks go with hooks_, gradient shards here.
-  for (NamedParam& np : params_) {
-    zero_param(np.param)->grad_shard = Tensor();
-    zero_param(np.param)->engine = nullptr;
-  }
+  for (NamedParam& np : params_) zero_param(np.param)->grad_shard = Tensor();
 }
 
 std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {

@@ -153,9 +153,24 @@ class Engine {
   void check_capturable() const;
   void check_trainable_unchanged() const;
 
+  /// The parameters this engine partitions, held exclusively while it lives (built first,
+  /// released last, also when the constructor throws). Thread ranks share one address
+  /// space: a model built once and captured by every rank's function would otherwise be
+  /// partitioned by N engines at once.
+  class Claim {
+   public:
+    ~Claim();
+    /// Takes `p` for the engine of rank `rank`, or errors naming whoever holds it.
+    void take(const Tensor& p, const std::string& name, int rank);
+
+   private:
+    std::vector<const TensorImpl*> held_;
+  };
+
   std::shared_ptr<nn::Module> model_;
   comm::Communicator& comm_;
   Config config_;
+  Claim claim_;
   std::vector<NamedParam> params_;
   std::vector<std::pair<std::string, Tensor>> replicas_;
   std::vector<bool> replica_trains_;  // replicas_[i] was trainable at construction

@@ -241,6 +241,13 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
   p.impl()->extra = z;
 }
 
+std::string ZeroParam::conversion_refused() const {
+  if (kind != ParamKind::kPartitioned) return {};
+  return "it is partitioned by ZeRO-3, and its shards keep their dtype and device: build "
+         "the model on its device and in f32 before zero::Init partitions it, and choose "
+         "bf16 or fp16 through zero::Config::precision";
+}
+
 void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage) {
   partition_param(p, comm, src);
   zero_param(p)->set_storage_dtype(storage, p.requires_grad());

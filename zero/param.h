@@ -48,9 +48,11 @@ struct ZeroParam : TensorExtra {
   bool persistent = false;              // numel <= stage3_param_persistence_threshold
   int holds = 0;                        // GatheredParameters scopes keeping it gathered
   TensorImpl* owner = nullptr;          // the parameter's tensor (which owns this record)
-  const void* engine = nullptr;         // the Engine training it (one at a time)
 
   ~ZeroParam() override;
+  /// A partitioned parameter's dtype and device are its shards', which Module::to cannot
+  /// reach: refused, saying what to do instead.
+  std::string conversion_refused() const override;
 
   /// Starts an async all-gather if NOT_AVAILABLE (no-op otherwise).
   void gather(comm::Communicator& comm);

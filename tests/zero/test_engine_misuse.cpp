@@ -75,6 +75,52 @@ TEST(EngineMisuse, ASecondEngineOnOneModelIsRefusedWhileTheFirstLives) {
   });
 }
 
+// Thread ranks share one address space, so a model built before comm::launch and captured
+// by every rank compiles and runs: each rank's engine would partition the same tensors at
+// once (a data race: heap corruption, or collectives of different sizes). The first engine
+// claims the parameters; the others are refused before they touch them.
+TEST(EngineMisuse, OneModelSharedByTheThreadRanksIsRefused) {
+  for (int attempt = 0; attempt < 5; ++attempt) {
+    auto shared = std::make_shared<Pair>(false);
+    const std::string why = test::error_of([&] {
+      comm::run_threads(
+          4, [&](comm::Communicator& comm) { zero::Engine e(shared, comm, {}, adamw()); });
+    });
+    EXPECT_NE(why.find("the ranks share one model object. Under thread ranks each rank builds its "
+                       "own model inside the function comm::launch runs"),
+              std::string::npos)
+        << why;
+  }
+}
+
+// Module::to converts tensors in place, which a partitioned parameter's shards (its real
+// storage) would not follow: cast to bf16 after the engine was built, a small parameter kept
+// gathered would be read as bf16 bytes of f32 values at the next re-gather. Refused, naming
+// the parameter, before anything changes; the precision config is the way to 16 bits.
+// Replicated modules are plain tensors and convert as usual.
+TEST(EngineMisuse, ConvertingAPartitionedModelIsRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Pair> m;
+    std::shared_ptr<nn::Linear> replica;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Pair>(false);
+      zero::Replicated whole(comm);
+      replica = std::make_shared<nn::Linear>(4, 4);
+    }
+    const char* refused = "Pair.to(bf16): cannot convert 'a.weight': it is partitioned by ZeRO-3";
+    EXPECT_TRUE(test::throws_with([&] { m->to(DType::bf16); }, refused));
+    zero::Engine e(m, comm, {}, adamw());  // the defaults keep Pair's parameters gathered
+    EXPECT_TRUE(test::throws_with([&] { m->to(DType::bf16); }, refused));
+    EXPECT_EQ(m->b->bias.dtype(), DType::f32) << "nothing converted";
+    e.backward(loss_of(e, 1));
+    EXPECT_TRUE(e.step());
+    EXPECT_TRUE(std::isfinite(loss_of(e, 2).item()));
+    replica->to(DType::bf16);
+    EXPECT_EQ(replica->weight.dtype(), DType::bf16);
+  });
+}
+
 // An engine whose construction fails after it took the parameters (here its optimizer type
 // is unknown) leaves the model free: the next engine builds.
 TEST(EngineMisuse, AFailedConstructionLeavesTheModelFreeForTheNext) {
