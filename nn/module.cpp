@@ -2,10 +2,17 @@
 #include "nn/module.h"
 
 #include <algorithm>
+#include <atomic>
 #include <functional>
 #include <sstream>
 
 namespace zt::nn {
+
+static std::atomic<uint64_t> registrations{0};
+
+uint64_t registration_count() {
+  return registrations.load(std::memory_order_relaxed);
+}
 
 static std::vector<RegistrationObserver*>& observers() {
   thread_local std::vector<RegistrationObserver*> v;
@@ -80,6 +87,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
   if (!t.is_leaf()) t = t.detach();
   t.set_requires_grad(requires_grad);
   params_.emplace_back(name, t);
+  ++registrations;
   if (auto* o = current_registration_observer()) o->on_parameter(*this, name, t);
   return t;
 }
@@ -89,6 +97,7 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
   ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
            type_name_, ": '", name, "' is already registered");
   buffers_.emplace_back(name, t);
+  ++registrations;
   if (!persistent) non_persistent_.push_back(name);
   if (t.defined())
     if (auto* o = current_registration_observer()) o->on_buffer(*this, name, t);
@@ -101,6 +110,7 @@ void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
            type_name_, ": '", name, "' is already registered");
   children_.emplace_back(name, std::move(m));
+  ++registrations;
 }
 
 void Module::replace_tensor(const std::string& name, const Tensor& t) {
@@ -108,6 +118,7 @@ void Module::replace_tensor(const std::string& name, const Tensor& t) {
     for (auto& [n, x] : *v)
       if (n == name) {
         x = t;
+        ++registrations;
         return;
       }
   ZT_FAIL(type_name_, ": no parameter or buffer named '", name, "'");

@@ -33,6 +33,9 @@ class RegistrationObserver {
 };
 /// Pushes/pops a registration observer for this thread (used by RAII scopes).
 void push_registration_observer(RegistrationObserver* o);
+/// Parameters, buffers and child modules registered (or replaced) so far, process-wide:
+/// a model whose owner saw this count unchanged has not changed shape.
+uint64_t registration_count();
 void pop_registration_observer(RegistrationObserver* o);
 /// The innermost observer on this thread, or null.
 RegistrationObserver* current_registration_observer();
@@ -86,7 +89,9 @@ class Module : public std::enable_shared_from_this<Module> {
   virtual void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
-  /// Moves/casts every parameter and buffer (floating buffers only change dtype) in place.
+  /// Moves/casts every parameter and buffer (floating buffers only change dtype) in place;
+  /// a tensor whose TensorExtra refuses conversion (a ZeRO-3 partitioned parameter) is an
+  /// error, before anything changes.
   void to(Device device);
   void to(DType dtype);
   /// to(device), then to(dtype).
@@ -94,7 +99,8 @@ class Module : public std::enable_shared_from_this<Module> {
     to(device);
     to(dtype);
   }
-  /// Sets every parameter's grad to undefined.
+  /// Sets every parameter's grad to undefined. (Under a zero::Engine gradients live in
+  /// the engine's shards, not in .grad: the engine's step() consumes them.)
   void zero_grad();
   /// requires_grad on every parameter (freezing).
   void requires_grad_(bool on);

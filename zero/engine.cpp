@@ -126,6 +126,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   coordinator_->regather_persistent();
   verify_replicas();
+  registrations_ = nn::registration_count();
   if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
 }
@@ -185,14 +186,42 @@ std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {
 }
 
 void Engine::backward(const Tensor& loss, bool retain_graph) {
+  check_no_stray_gradient();
   double scale = scaler_.scale() / config_.gradient_accumulation_steps;
   Tensor l = scale != 1.0 ? mul(loss, scale) : loss;
   {
     MemTagScope tag(MemTag::kActivation);
+    struct InBackward {  // also when the backward throws
+      Hooks& hooks;
+      explicit InBackward(Hooks& h) : hooks(h) { hooks.set_in_engine_backward(true); }
+      ~InBackward() { hooks.set_in_engine_backward(false); }
+    } in_backward(*hooks_);
     l.backward(Tensor(), retain_graph);
   }
   reducer_->flush();
   ++backwards_;
+}
+
+void Engine::check_no_stray_gradient() const {
+  const std::string& p = hooks_->stray_gradient();
+  ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p,
+           "' outside engine.backward(loss) (a plain loss.backward()?). Under the engine every "
+           "backward goes through engine.backward(loss), which scales the loss and reduces "
+           "the gradients; that gradient is in the shards now, and Module::zero_grad() cannot "
+           "take it out, so the next step would apply it");
+}
+
+void Engine::check_model_unchanged() {
+  if (nn::registration_count() == registrations_) return;
+  std::set<const TensorImpl*> known;
+  for (const NamedParam& np : params_) known.insert(np.param.impl());
+  for (const auto& [name, p] : replicas_) known.insert(p.impl());
+  for (const auto& [name, p] : model_->named_parameters())
+    ZT_CHECK(known.count(p.impl()) || !p.requires_grad(), "zero::Engine::step: '", name,
+             "' was registered (or replaced) after the engine was built, so nothing would "
+             "train it: the engine partitions, reduces and updates the parameters it was built "
+             "with. Build the whole model first (a new engine for each phase that adds modules)");
+  registrations_ = nn::registration_count();
 }
 
 void Engine::check_trainable_unchanged() const {
@@ -223,12 +252,21 @@ EngineStats Engine::stats() const {
 
 bool Engine::step() {
   if (graph_capturing()) check_capturable();
+  check_no_stray_gradient();
   ZT_CHECK(backwards_ > 0,
            "zero::Engine::step: no backward() since the last step(); call "
            "engine.backward(loss) first (a step without gradients would still move the "
            "parameters: AdamW's momentum and weight decay)");
+  ZT_CHECK(backwards_ == 1 || config_.gradient_accumulation_steps == 1,
+           "zero::Engine::step: ", backwards_,
+           " backward() calls since the last step() with gradient_accumulation_steps = ",
+           config_.gradient_accumulation_steps,
+           ": the engine counts micro-batches by step() calls, as DeepSpeed does. Call "
+           "engine.step() after every micro-batch's backward; the parameters change at every ",
+           config_.gradient_accumulation_steps, "th call");
   backwards_ = 0;
   check_trainable_unchanged();
+  check_model_unchanged();
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;
   micro_ = 0;

@@ -152,6 +152,11 @@ class Engine {
   void end_timeline_step();
   void check_capturable() const;
   void check_trainable_unchanged() const;
+  /// Errors on a gradient that reached a parameter outside backward().
+  void check_no_stray_gradient() const;
+  /// Errors on a trainable parameter the model gained after construction (checked when
+  /// nn::registration_count() moved since the last check).
+  void check_model_unchanged();
 
   /// The parameters this engine partitions, held exclusively while it lives (built first,
   /// released last, also when the constructor throws). Thread ranks share one address
@@ -186,6 +191,7 @@ class Engine {
   LossScaler scaler_;
   int micro_ = 0;
   int backwards_ = 0;               // backward() calls since the last step()
+  uint64_t registrations_ = 0;      // nn::registration_count() when last checked
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard

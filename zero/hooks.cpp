@@ -113,6 +113,7 @@ void Hooks::on_pre_backward(int id) {
 
 // 6.
 void Hooks::on_grad_ready(const Tensor& param) {
+  if (!in_engine_backward_ && stray_.empty()) stray_ = param.name();
   reducer_.add(param);
 }
 

@@ -4,6 +4,7 @@
 // id when the Hooks object goes, so a model may outlive its engine.
 #pragma once
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -22,6 +23,12 @@ class Hooks {
   Hooks(const Hooks&) = delete;
   Hooks& operator=(const Hooks&) = delete;
 
+  /// Engine::backward runs its backward between set_in_engine_backward(true) and (false).
+  void set_in_engine_backward(bool on) { in_engine_backward_ = on; }
+  /// The first parameter a gradient reached outside Engine::backward (a plain
+  /// loss.backward()), empty if none did: that gradient went into the shards unscaled.
+  const std::string& stray_gradient() const { return stray_; }
+
  private:
   void on_pre_forward(int id, std::vector<Tensor>& inputs);
   void on_post_forward(int id, std::vector<Tensor>& outputs);
@@ -38,6 +45,8 @@ class Hooks {
   std::vector<std::pair<nn::Module*, int>> module_hooks_;  // (module, hook id)
   std::vector<std::pair<Tensor, int>> grad_hooks_;         // (parameter, hook id)
   bool end_of_backward_queued_ = false;
+  bool in_engine_backward_ = false;
+  std::string stray_;
   std::vector<int64_t> forward_begin_, backward_begin_;  // per group; -1: not computing
 };
 

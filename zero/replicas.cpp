@@ -24,15 +24,19 @@ struct SyncGroup {
 
 // One collective over `group`: on the tensor itself when it is the only contiguous
 // member, else on a flat buffer its members are packed into and unpacked from by one
-// multi_copy_ each.
+// multi_copy_ each. An average is taken in f64 whatever the buffers' dtype: values equal on
+// every rank then average back to themselves exactly (in f32, (x + x + x) / 3 is not
+// always x), so a buffer no rank changed, such as a frozen BatchNorm's statistics, stays
+// bit for bit as it was at any world size.
 void sync_group(const SyncGroup& group, comm::Communicator& comm) {
+  const DType wire = group.average ? DType::f64 : group.dtype;
   auto collective = [&](const Tensor& t) {
     if (group.average)
       comm.all_reduce(t, comm::ReduceOp::kAvg);
     else
       broadcast_tensor(t, comm, 0);
   };
-  if (group.members.size() == 1 && group.members[0].is_contiguous()) {
+  if (group.members.size() == 1 && group.members[0].is_contiguous() && wire == group.dtype) {
     collective(group.members[0]);
     return;
   }
@@ -43,7 +47,7 @@ void sync_group(const SyncGroup& group, comm::Communicator& comm) {
   Tensor flat;
   {
     MemTagScope tag(MemTag::kCommBuffer);
-    flat = Tensor::empty({total}, group.dtype, group.device);
+    flat = Tensor::empty({total}, wire, group.device);
   }
   int64_t off = 0;
   for (const Tensor& b : members) {

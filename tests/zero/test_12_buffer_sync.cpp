@@ -5,6 +5,9 @@
 // the ranks differ, as the user asked). verify_replicas() checks every buffer the policy
 // keeps identical, naming the first divergent one and the ranks (a buffer edited on one
 // rank behind the engine's back, say), and leaves `none` buffers out.
+// `average` gives the mean of the ranks' running variances, not the variance of the
+// global batch (the spread between the ranks' means is lost); lesson 13's sync BatchNorm
+// is the exact version.
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -184,4 +187,22 @@ TEST(Lesson12BufferSync, OneCollectivePerKindOfBuffer) {
       }
     }
   });
+}
+
+// A buffer every rank holds alike averages back to itself bit for bit at any world size:
+// the average is taken in f64, where (x + x + x) / 3 is x (in f32 it often is not). So a
+// frozen module's statistics do not drift by a rounding step per step, whatever N is.
+TEST(Lesson12BufferSync, EqualBuffersAverageToThemselves) {
+  for (int N : {3, 5, 6}) {
+    comm::run_threads(N, [N](comm::Communicator& comm) {
+      Generator g(4);  // the same values on every rank
+      const zero::NamedTensors buffers = {{"bn.running_mean", randn({64}, g)},
+                                          {"bn.running_var", exp(randn({64}, g))}};
+      std::vector<Tensor> before;
+      for (const auto& [name, b] : buffers) before.push_back(b.clone());
+      for (int step = 0; step < 3; ++step) zero::sync_buffers(buffers, {}, comm);
+      for (size_t i = 0; i < buffers.size(); ++i)
+        EXPECT_CLOSE(buffers[i].second, before[i], 0, 0) << buffers[i].first << " at N=" << N;
+    });
+  }
 }

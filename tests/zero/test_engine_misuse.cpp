@@ -145,6 +145,50 @@ TEST(EngineMisuse, AStepWithoutABackwardIsRefused) {
   });
 }
 
+// A plain loss.backward() (a gradient check, a saliency map) sends its gradients through
+// the engine's hooks into the shards, where Module::zero_grad() cannot reach them: the next
+// step would apply them. Refused at the next backward or step, naming a parameter.
+TEST(EngineMisuse, ABackwardOutsideTheEngineIsRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    zero::Engine e(std::make_shared<Pair>(false), comm, {}, adamw());
+    loss_of(e, 1).backward();
+    const char* why = "a gradient reached 'b.bias' outside engine.backward(loss)";
+    EXPECT_TRUE(test::throws_with([&] { e.backward(loss_of(e, 2)); }, why));
+    EXPECT_TRUE(test::throws_with([&] { e.step(); }, why));
+  });
+}
+
+// Under gradient accumulation the engine counts micro-batches by step() calls (DeepSpeed's
+// contract). Several backward() calls before one step(), as a PyTorch loop accumulates,
+// would update at every gas-th step() only, with gas times the gradient: refused.
+TEST(EngineMisuse, SeveralBackwardsPerStepUnderAccumulationAreRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    zero::Config cfg;
+    cfg.gradient_accumulation_steps = 2;
+    zero::Engine e(std::make_shared<Pair>(false), comm, cfg, adamw());
+    e.backward(loss_of(e, 1));
+    e.backward(loss_of(e, 2));
+    EXPECT_TRUE(test::throws_with(
+        [&] { e.step(); },
+        "2 backward() calls since the last step() with gradient_accumulation_steps = 2"));
+  });
+}
+
+// A module registered after the engine was built is not partitioned, reduced or updated:
+// its parameters would keep each rank's own unreduced .grad and never train.
+TEST(EngineMisuse, AModuleAddedAfterTheEngineIsRefusedAtTheStep) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Pair>(false);
+    zero::Engine e(m, comm, {}, adamw());
+    e.backward(loss_of(e, 1));
+    EXPECT_TRUE(e.step()) << "registrations elsewhere in the process leave the model alone";
+    m->register_module("extra", std::make_shared<nn::Linear>(4, 4));
+    e.backward(loss_of(e, 2));
+    EXPECT_TRUE(test::throws_with([&] { e.step(); },
+                                  "'extra.weight' was registered (or replaced) after the engine"));
+  });
+}
+
 TEST(EngineMisuse, FreezingOrUnfreezingAfterTheEngineIsBuiltIsRefused) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     auto m = std::make_shared<Pair>(false);
