@@ -2,11 +2,13 @@
 #include "core/allocator.h"
 
 #include <malloc.h>
+#include <sys/sysinfo.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <new>
 #include <sstream>
 #include <vector>
@@ -100,6 +102,29 @@ static int64_t env_memory_limit() {
   return limit;
 }
 
+// The host's memory: RAM and swap, or a smaller cgroup limit (a container's memory.max).
+// CPU allocations past it could only end with the kernel killing the process (memory is
+// overcommitted: the allocation succeeds and the pages fail later), so they are refused.
+static int64_t host_memory() {
+  static const int64_t bytes = [] {
+    struct sysinfo si {};
+    int64_t total = sysinfo(&si) == 0 ? static_cast<int64_t>(si.totalram + si.totalswap) *
+                                            static_cast<int64_t>(si.mem_unit)
+                                      : int64_t{0};
+    for (const char* path :
+         {"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}) {
+      std::ifstream f(path);
+      int64_t cap = 0;
+      if (f >> cap && cap > 0 && (total == 0 || cap < total)) total = cap;  // "max": none
+    }
+    return total;
+  }();
+  return bytes;
+}
+
+// Every CPU byte charged to any ledger of this process (thread ranks each have one).
+static std::atomic<int64_t> g_process_cpu_bytes{0};
+
 MemoryLedger::MemoryLedger(std::string label) : label_(std::move(label)) {
   const int64_t limit = env_memory_limit();
   for (Slot& s : slots_) s.limit.store(limit);
@@ -114,38 +139,55 @@ int64_t MemoryLedger::limit(Device d) const {
   return slots_[slot_of(d)].limit.load();
 }
 
-void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit) const {
+void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit, bool host) const {
   MemoryCounters c = counters(d);
   std::vector<int> order(kNumMemTags);
   for (int i = 0; i < kNumMemTags; ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](int a, int b) { return c.current[a] > c.current[b]; });
   std::ostringstream os;
   os << label_ << " is out of memory on " << d.str() << ": allocating " << format_byte_size(bytes)
-     << " (" << mem_tag_name(t) << ") with " << format_byte_size(c.total_current)
-     << " in use would pass its limit of " << format_byte_size(limit) << ". Largest consumers:";
+     << " (" << mem_tag_name(t) << ") with ";
+  if (host) {
+    os << format_byte_size(g_process_cpu_bytes.load()) << " in use by this process would pass "
+       << "this machine's memory of " << format_byte_size(limit) << " (RAM and swap, or the "
+       << "container's limit). This rank's largest consumers:";
+  } else {
+    os << format_byte_size(c.total_current) << " in use would pass its limit of "
+       << format_byte_size(limit) << ". Largest consumers:";
+  }
   const char* sep = " ";
   for (int i : order)
     if (c.current[i] > 0) {
       os << sep << mem_tag_name(static_cast<MemTag>(i)) << ' ' << format_byte_size(c.current[i]);
       sep = ", ";
     }
-  os << " (peak " << format_byte_size(c.total_peak)
-     << "). Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks (ZeRO-3 divides model "
-        "states by the rank count), or lower stage3_max_live_parameters, reduce_bucket_size "
-        "or the batch";
+  os << " (peak " << format_byte_size(c.total_peak) << "). "
+     << (host ? "Lower the batch or the model's sizes, or train on more machines"
+              : "Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks")
+     << " (ZeRO-3 divides model states by the rank count), or lower "
+        "stage3_max_live_parameters, reduce_bucket_size or the batch";
   throw OutOfMemoryError(os.str());
 }
 
 void MemoryLedger::add(Device d, MemTag t, int64_t bytes) {
   Slot& s = slots_[slot_of(d)];
   int i = static_cast<int>(t);
+  // Reserve first, then check: concurrent adds (a rank and its communication thread)
+  // cannot both slip under a limit.
+  if (d.is_cpu()) {
+    const int64_t host = host_memory();
+    if (g_process_cpu_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes > host &&
+        host > 0) {
+      g_process_cpu_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      fail_limit(d, t, bytes, host, /*host=*/true);
+    }
+  }
   if (int64_t limit = s.limit.load(std::memory_order_relaxed); limit > 0) {
-    // Reserve first, then check: concurrent adds (a rank and its communication thread)
-    // cannot both slip under the limit.
     int64_t after = s.total_current.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     if (after > limit) {
       s.total_current.fetch_sub(bytes, std::memory_order_relaxed);
-      fail_limit(d, t, bytes, limit);
+      if (d.is_cpu()) g_process_cpu_bytes.fetch_sub(bytes, std::memory_order_relaxed);
+      fail_limit(d, t, bytes, limit, /*host=*/false);
     }
     raise_peak(s.peak[i], s.current[i].fetch_add(bytes, std::memory_order_relaxed) + bytes);
     raise_peak(s.total_peak, after);
@@ -156,6 +198,7 @@ void MemoryLedger::add(Device d, MemTag t, int64_t bytes) {
 }
 
 void MemoryLedger::sub(Device d, MemTag t, int64_t bytes) {
+  if (d.is_cpu()) g_process_cpu_bytes.fetch_sub(bytes, std::memory_order_relaxed);
   Slot& s = slots_[slot_of(d)];
   s.current[static_cast<int>(t)].fetch_sub(bytes, std::memory_order_relaxed);
   s.total_current.fetch_sub(bytes, std::memory_order_relaxed);

@@ -84,7 +84,9 @@ class MemoryLedger {
     std::atomic<int64_t> limit{0};
   };
   static int slot_of(Device d);
-  [[noreturn]] void fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit) const;
+  /// Throws OutOfMemoryError: `bytes` would pass `limit`, this ledger's for `d`, or with
+  /// `host` the machine's memory (every CPU ledger of the process together).
+  [[noreturn]] void fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit, bool host) const;
   std::array<Slot, kMaxDevices> slots_;
   std::string label_;
 };

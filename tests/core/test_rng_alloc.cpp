@@ -129,6 +129,22 @@ TEST(Alloc, PerThreadLedgers) {
   EXPECT_EQ(l1->counters(Device::cpu()).total_current, 0);
 }
 
+// Memory is overcommitted: an allocation larger than the machine succeeds and the process
+// is killed when its pages are touched, minutes later. A CPU request that would take the
+// process past the machine's memory (RAM and swap, or a container's limit) is refused at
+// once, saying what was asked and what is in use; nothing is allocated.
+TEST(Alloc, MoreThanTheMachineHasIsRefusedAtOnce) {
+  auto ledger = std::make_shared<MemoryLedger>("rank 3");
+  LedgerScope scope(ledger);
+  const int64_t terabytes = int64_t{1} << 40;  // 4 TiB of f32: more than any test machine
+  EXPECT_TRUE(test::throws_with([&] { (void)empty({terabytes}); },
+                                "rank 3 is out of memory on cpu: allocating 4096.00 GiB (other)"));
+  EXPECT_TRUE(test::throws_with([&] { (void)empty({terabytes}); }, "this machine's memory of"));
+  EXPECT_EQ(memory_stats().total_current, 0) << "nothing charged";
+  Tensor fine = empty({1024});  // and the process's count was given back
+  EXPECT_EQ(memory_stats().total_current, 4096);
+}
+
 TEST(Dtype, HalfConversions) {
   // Values exactly representable in both bf16 and f16 survive a round trip.
   std::vector<double> exact = {0, 1, -2, 0.5, 3.75, -0.125, 1024};
