@@ -38,8 +38,8 @@ Tensor TanhStack::forward(const Tensor& x) {
   return h;
 }
 
-std::pair<Tensor, Tensor> batch(int64_t B, int step) {
-  Generator g(1000 + static_cast<uint64_t>(step));
+std::pair<Tensor, Tensor> batch(int64_t B, int seed) {
+  Generator g(1000 + static_cast<uint64_t>(seed));
   Tensor x = randn({B, 3, 2, 6, 6}, g);
   Tensor y = randn({B, 5}, g);
   return {x, y};

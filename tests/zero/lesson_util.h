@@ -47,8 +47,8 @@ class TanhStack : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 
-/// A deterministic batch for step `step`: x (B, 3, 2, 6, 6), y (B, 5).
-std::pair<Tensor, Tensor> batch(int64_t B, int step);
+/// A deterministic batch drawn from `seed`: x (B, 3, 2, 6, 6), y (B, 5).
+std::pair<Tensor, Tensor> batch(int64_t B, int seed);
 
 /// Full values of every parameter (gathered if partitioned), by name, on this rank.
 std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,

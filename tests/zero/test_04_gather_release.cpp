@@ -4,14 +4,17 @@
 // inside forward), the post-forward hook releases it (NOT_AVAILABLE after). The engine
 // gathers a module's own parameters with one all-gather (lesson 16 shows the layout).
 // Touching a released parameter is an error that names it and says how to gather it —
-// never a silent zero-sized tensor.
+// never a silent zero-sized tensor. For the same reason a tensor registered in two modules
+// (tied weights) is refused when the engine is built: each module gathers and releases its
+// own parameters, so a shared one would be gathered twice and its gradient reduced twice
+// (test_engine_misuse.cpp).
 //
 // These lessons use `lesson::eager_release_config()` so every release is visible. The
 // engine's defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for
-// good (`stage3_param_persistence_threshold`: the last test below). They also keep a
-// module gathered from its forward to its backward when that comes back within 1e9
-// elements (`stage3_max_reuse_distance`, lesson 18). For models this small, that means
-// everything: with the defaults nothing here would ever be released.
+// good (`stage3_param_persistence_threshold`: PersistentParametersStayGathered below). They also
+// keep a module gathered from its forward to its backward when that comes back within 1e9 elements
+// (`stage3_max_reuse_distance`, lesson 18). For models this small, that means everything: with the
+// defaults nothing here would ever be released.
 #include "zero/lesson_util.h"
 
 using namespace zt;

@@ -4,6 +4,12 @@
 // function whose backward fires first (pre-backward: gather) and its inputs in one whose
 // backward fires last (post-backward: release). Modules whose inputs need no gradient
 // (the first layer) are released when backward ends.
+//
+// The engine's event log (Engine::set_event_log, used from here on) names what happens,
+// module by module: "fetch:m" (forward needs m's parameters, which may be gathered
+// already), "gather:m" (an all-gather was issued for it on demand), "prefetch:m" (issued
+// ahead of need, lesson 7), "forward_end:m", "fetch_backward:m" (its backward needs them),
+// "release:m" (logged even when nothing was releasable, e.g. persistent parameters).
 #include <algorithm>
 
 #include "zero/lesson_util.h"

@@ -3,7 +3,9 @@
 // trace: forward order, then backward order). Later steps follow it and issue all-gathers
 // ahead of need: at each fetch, for the upcoming groups in trace order that fit in
 // `stage3_prefetch_bucket_size` elements (nearest first, and while the gathered elements
-// stay under `stage3_max_live_parameters`, lesson 18). A module
+// stay under `stage3_max_live_parameters`, lesson 18). The window counts every upcoming
+// group, gathered or not (DeepSpeed counts only what it actually prefetches, so it reaches
+// further past persistent or kept parameters). A module
 // arriving out of order invalidates the trace (the next step records again); ranks that
 // ran different modules while recording get an error naming the first difference.
 #include <algorithm>
@@ -154,4 +156,57 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
     EXPECT_NE(msg.find("rank 0 ran 'a'"), std::string::npos) << msg;
     EXPECT_NE(msg.find("rank 1 ran 'b'"), std::string::npos) << msg;
   }
+}
+
+// Backward follows the trace too: while a module's backward runs, the all-gathers of the
+// next modules' backward are already issued.
+TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.stage3_prefetch_bucket_size = 300;  // a few small modules ahead
+    zero::Engine engine(m, comm, cfg, {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step(engine, x, y);  // records the trace
+    engine.set_event_log(true);
+    train_step(engine, x, y);
+    const std::vector<std::string>& ev = engine.events();
+    size_t last_forward = 0;
+    for (size_t i = 0; i < ev.size(); ++i)
+      if (ev[i].rfind("forward_end:", 0) == 0) last_forward = i;
+    const auto backward_prefetches =
+        std::count_if(ev.begin() + static_cast<int64_t>(last_forward), ev.end(),
+                      [](const std::string& e) { return e.rfind("prefetch:", 0) == 0; });
+    EXPECT_GT(backward_prefetches, 0);
+  });
+}
+
+// Evaluating between steps: a forward under no_grad neither records nor invalidates the
+// trace. A forward with gradients on and no backward (an evaluation that forgot no_grad)
+// breaks the recorded order once: the next step records again.
+TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
+    }
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step(engine, x, y);
+    {
+      autograd::NoGradGuard eval;
+      engine(x);
+    }
+    train_step(engine, x, y);
+    EXPECT_EQ(engine.stats().trace_invalidations, 0);
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    engine(x);  // gradients on, never backpropagated
+    train_step(engine, x, y);
+    EXPECT_EQ(engine.stats().trace_invalidations, 1);
+  });
 }

@@ -7,6 +7,9 @@
 // the gradient bytes are rounded up per parameter. This holds after a step with
 // `lesson::eager_release_config()`; under the defaults every parameter of a model this
 // small would also stay gathered in full (lesson 4).
+// (The paper's 16 bytes per parameter is a different sum that happens to match: mixed
+// precision, 2 for fp16 parameters + 2 for fp16 gradients + 12 for the fp32 master and
+// Adam's two moments. In fp32 there is no separate master: the parameter shard is it.)
 #include "zero/lesson_util.h"
 
 using namespace zt;

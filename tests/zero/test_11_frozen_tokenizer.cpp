@@ -8,7 +8,9 @@
 //  (b) built in a zero::Replicated scope inside Init, the tokenizer is a plain replica:
 //      identical outputs and ZERO collectives per forward;
 //  (c) GatheredParameters with modifier_rank 0: rank 0's edit of a parameter and a buffer
-//      reaches every rank; without a modifier rank an edit is an error.
+//      reaches every rank; without a modifier rank an edit is an error. (DeepSpeed
+//      broadcasts parameters only, and silently discards an edit made without a
+//      modifier rank.)
 #include "zero/lesson_util.h"
 
 using namespace zt;

@@ -6,9 +6,10 @@
 //
 // The cost: zt keeps fp32 gradient shards and reduces in fp32, so model state is
 // 2 (bf16 shard) + 4 (gradient) + 4 (master) + 8 (Adam) = 18 bytes per shard element,
-// MORE than fp32's 16 (lesson 10). What halves is the gathered parameters and their
-// all-gathers: a step moves (N - 1) x shard x (2 + 2 + 4) bytes instead of lesson 9's
-// 3 x 4.
+// MORE than fp32's 16 (lesson 10), and 2 more than the paper's mixed-precision 2 + 2 + 12
+// (fp16 gradients; DeepSpeed also reduces in the parameters' dtype by default). What halves is the
+// gathered parameters and their all-gathers: a step moves (N - 1) x shard x (2 + 2 + 4) bytes
+// instead of lesson 9's 3 x 4.
 #include <cmath>
 
 #include "zero/lesson_util.h"

@@ -1,9 +1,10 @@
 // Lesson 16 — one all-gather per module.
-// Invariant: the parameters a module owns are gathered by ONE all-gather (as FSDP2
-// does). Each rank sends its shards side by side (S elements); the collective lays the
-// ranks' pieces one after another, so parameter k's slice from rank r sits at
-// r * S + offset[k]. Copying each parameter's slices out in rank order gives back its
-// full value; the traffic is the same as one all-gather per parameter.
+// Invariant: the parameters a module owns directly are gathered by ONE all-gather (as
+// DeepSpeed's coalesced all-gather per submodule; FSDP2 goes further and gathers a whole
+// fully_shard unit, such as a transformer block, at once). Each rank sends its shards side by side
+// (S elements); the collective lays the ranks' pieces one after another, so parameter k's slice
+// from rank r sits at r * S + offset[k]. Copying each parameter's slices out in rank order gives
+// back its full value; the traffic is the same as one all-gather per parameter.
 #include "zero/lesson_util.h"
 
 using namespace zt;

@@ -9,6 +9,9 @@
 // stage3_max_live_parameters too: past it, a module is released even if it comes back
 // soon (with the default reuse distance every module comes back for its backward, and
 // would otherwise keep the whole model gathered at the forward/backward turn).
+// zt differs from DeepSpeed here on purpose: DeepSpeed's stage3_max_live_parameters only
+// limits prefetching, and a module kept for reuse stays gathered whatever the count; zt
+// releases kept modules past the bound too, so the bound really bounds the gathered peak.
 #include <algorithm>
 
 #include "zero/lesson_util.h"

@@ -5,7 +5,8 @@
 // (issued, not yet waited for) while the previous module computes. A span runs from issue
 // to the wait that completed it, so this shows the issue order, not how fast the
 // collective ran. The memory counter sampled at every event shows the gathered parameters
-// never exceed the module computing plus the prefetch window; only the requested number
+// never exceed the module computing plus the prefetch window, and all tags together never
+// exceed the rank's memory limit; only the requested number
 // of steps is recorded, however long the run; and saving and loading a checkpoint record
 // spans on the checkpoint track by themselves.
 //
@@ -28,7 +29,7 @@ namespace {
 
 constexpr int64_t kWidth = 48, kDepth = 6;
 constexpr int kSteps = 5, kTraced = 2;
-constexpr int64_t kLimit = 4 << 20;                     // per rank
+constexpr int64_t kLimit = 4 << 20;  // per rank: the ledger's bound, which the counter shows
 constexpr int64_t kLayerElems = kWidth * (kWidth + 1);  // one layer's weight and bias
 constexpr int64_t kWindowLayers = 2;                    // prefetched ahead of a fetch
 
@@ -86,7 +87,7 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
   std::map<int, std::vector<Span>> spans;  // by rank
   std::map<int, std::map<std::string, int>> names;
   std::map<int, int> counters;
-  std::map<int, int64_t> max_gathered;  // bytes
+  std::map<int, int64_t> max_gathered, max_total;  // bytes
   std::map<int, std::vector<std::string>> checkpoint_names;
   for (const json& e : doc["traceEvents"]) {
     const std::string ph = e["ph"];
@@ -96,6 +97,9 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
       ++counters[pid];
       const int64_t gathered = e["args"]["gathered_param"].get<int64_t>();
       max_gathered[pid] = std::max(max_gathered[pid], gathered);
+      int64_t total = 0;  // every tag's bytes at that moment
+      for (const auto& [tag, bytes] : e["args"].items()) total += bytes.get<int64_t>();
+      max_total[pid] = std::max(max_total[pid], total);
     }
     if (ph == "X") {
       const double ts = e["ts"], dur = e["dur"];
@@ -114,6 +118,7 @@ TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
                           "reduce-scatter", "optimizer", "release"})
       EXPECT_TRUE(names[rank].count(t)) << "no track named '" << t << "'";
     EXPECT_GT(counters[rank], 0) << "no memory samples";
+    EXPECT_LE(max_total[rank], kLimit) << "the counter never shows more than the limit";
     // The gathered parameters: the layer computing and at most the window ahead of it.
     const int64_t layer_bytes = kLayerElems * 4;
     EXPECT_LE(max_gathered[rank], (1 + kWindowLayers) * layer_bytes);

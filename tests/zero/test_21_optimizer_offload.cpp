@@ -13,7 +13,9 @@
 // offload, so training is bit for bit the same (at one rank and at two, in f32 and with
 // bf16 masters). What this lesson checks is the reporting: the setting is accepted, the
 // log line and the memory report say the optimizer state is on the cpu. (The GPU side,
-// where the state really moves, is tests/cuda/test_cuda_offload.cpp.)
+// where the state really moves, is tests/cuda/test_cuda_offload.cpp: there the device's
+// optimizer state drops to 0 bytes, and the host holds 12 bytes per shard element for
+// AdamW (the fp32 master and the two moments) plus an fp32 gradient buffer of 4.)
 #include <cstring>
 
 #include "common/mlp.h"

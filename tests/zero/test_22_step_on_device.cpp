@@ -4,8 +4,8 @@
 // loss scaling, which reads the norm to decide whether to skip: lesson 14): the norm and
 // the clip coefficient are one-element tensors on the parameters' device, so on a GPU the
 // host queues the whole step without waiting. Only logging reads the norm. The gradient
-// shards are views of one flat buffer per device, so the norm, the clipping and the
-// zeroing are one kernel each however many parameters there are.
+// shards are views of one flat buffer per device, so the kernels a step runs do not grow
+// with the number of parameters (the norm is one sum_squares, the update one adam_update).
 #include <filesystem>
 
 #include "core/work_counts.h"
