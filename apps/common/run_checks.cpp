@@ -22,9 +22,6 @@ namespace zt::app {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Rank 0 runs `decide`; every rank returns its answer or throws its error.
 std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::string()>& decide) {
   std::string mine;
   if (comm.rank() == 0) {
@@ -39,6 +36,8 @@ std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::
   if (all.compare(0, nl, "ok") != 0) throw comm::AgreedError(all.substr(nl + 1), comm.rank());
   return all.substr(nl + 1);
 }
+
+namespace {
 
 // What --overwrite sets aside: output_dir/.overwritten, until the new run has taken a step.
 fs::path set_aside_dir(const std::string& output_dir) {
