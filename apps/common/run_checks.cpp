@@ -58,6 +58,14 @@ std::vector<fs::path> result_files(const fs::path& output_dir) {
   return out;
 }
 
+// The names of result_files, for messages: "curves.svg, metrics.jsonl", "" when none.
+std::string result_names(const fs::path& output_dir) {
+  std::vector<std::string> names;
+  for (const fs::path& p : result_files(output_dir)) names.push_back(p.filename().string());
+  std::sort(names.begin(), names.end());
+  return names.empty() ? "" : list_names(names, 3);
+}
+
 // --overwrite: moves the earlier run's checkpoints (`root`) and result files into
 // set_aside_dir, whence finish_start deletes them once the new run has taken a step, and
 // restore_set_aside puts them back if it never did.
@@ -219,6 +227,8 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                "), which this run reads: it lies in this run's checkpoint folder '", root,
                "'; set another output_dir (--set output_dir=...)");
     const bool earlier = zero::holds_checkpoints(root);
+    // An earlier run's metrics, curves or images, also of a run that saved no checkpoint.
+    const std::string results = result_names(cfg.output_dir);
     if (explicit_dir) {
       ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
                "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
@@ -231,7 +241,13 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                     tc.resume + "' is not the newest of them: the resumed run would save among " +
                     "(and over) them. Set another output_dir (--set output_dir=...), pass " +
                     "--resume to continue from the newest, or --overwrite to replace them");
-      return (earlier && request.overwrite ? replace_earlier() : std::string()) + "\n" + tc.resume;
+      if (!earlier && !results.empty() && !request.overwrite)
+        throw Error(app + ": '" + cfg.output_dir + "' holds an earlier run's results (" + results +
+                    ") and train.resume '" + tc.resume + "' is another run's checkpoint: " +
+                    "the resumed run would write its own over them. Set another output_dir " +
+                    "(--set output_dir=...), or pass --overwrite to replace them");
+      const bool replace = (earlier || !results.empty()) && request.overwrite;
+      return (replace ? replace_earlier() : std::string()) + "\n" + tc.resume;
     }
     if (request.resume || tc.resume == "auto") {
       zero::ResumePoint rp;
@@ -246,7 +262,12 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
         std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
       return "\n" + rp.dir;
     }
-    if (!earlier) return "\n";
+    if (!earlier && results.empty()) return "\n";
+    ZT_CHECK(earlier || request.overwrite, app, ": '", cfg.output_dir,
+             "' holds the results of an earlier run (", results,
+             ") that saved no checkpoint; a new run would replace them. Set another output_dir "
+             "(--set output_dir=...) for a new run, pass --overwrite to replace them, or "
+             "--resume to start that run over from step 0");
     ZT_CHECK(request.overwrite, app, ": '", root,
              "' already holds checkpoints of an earlier run; pass --resume to continue it, "
              "set another output_dir (--set output_dir=...) for a new run, or pass "
