@@ -11,10 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
-#include <nlohmann/json.hpp>
-
+#include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/caption.h"
@@ -59,24 +57,14 @@ std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& 
 
 // A vqtok checkpoint's own configuration (the YAML recorded in its meta.json).
 config::AppConfig checkpoint_config(const std::string& dir) {
-  const fs::path meta = fs::path(dir) / "meta.json";
-  std::ifstream f(meta);
-  ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
-  }
-  const std::string app = j.value("user", nlohmann::json::object()).value("app", "");
-  ZT_CHECK(app != "vqgpt", "'", dir,
+  const app::SavedRun run = app::read_saved_run(dir);
+  ZT_CHECK(run.app != "vqgpt", "'", dir,
            "' is a vqgpt checkpoint; the tokenizer must come from a vqtok checkpoint "
            "(or an exported .safetensors file)");
-  const std::string yaml = j.value("config_yaml", "");
-  ZT_CHECK(!yaml.empty(), "'", meta.string(),
-           "' records no configuration; export the tokenizer (vqtok export) and pass the "
-           ".safetensors file instead");
-  return config::parse_app_config(config::parse_yaml(yaml, meta.string()), config::App::vqtok);
+  ZT_CHECK(!run.config_yaml.empty(), "'", run.dir,
+           "/meta.json' records no configuration; export the tokenizer (vqtok export) and pass "
+           "the .safetensors file instead");
+  return app::saved_config(run, config::App::vqtok);
 }
 
 }  // namespace
@@ -310,6 +298,7 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
            "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
+  app::check_checkpoint_app(dir, "vqgpt", comm);
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm);

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "apps/common/run_checks.h"
+#include "apps/common/saved_run.h"
 #include "apps/vqtok/decode_folder.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -124,6 +125,7 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
     const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
     Device device = Device::cpu()) {
+  app::check_checkpoint_app(dir, "vqtok", comm);
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
