@@ -140,9 +140,10 @@ std::map<std::string, std::string> lines_by_key(const std::string& text) {
   return m;
 }
 
-// Equal text, or numbers equal as numbers (YAML's 1.0e-3 and 0.001 are one learning rate);
-// integers compare exactly (seeds past 2^53 differ in their last digits).
-bool same_value(const std::string& a, const std::string& b) {
+}  // namespace
+
+// Integers compare exactly (seeds past 2^53 differ in their last digits).
+bool same_config_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
   if (a.empty() || b.empty()) return false;
   char *end_a = nullptr, *end_b = nullptr;
@@ -151,6 +152,8 @@ bool same_value(const std::string& a, const std::string& b) {
   const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
   return *end_a == '\0' && *end_b == '\0' && x == y;
 }
+
+namespace {
 
 // Gathers every rank's `mine` text ("key=value" lines) and errors on every rank, naming the
 // first key whose value differs from rank 0's, unless none does.
@@ -163,7 +166,7 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
     std::string key, va = "(absent)", vb = "(absent)";
     for (const auto& [k, v] : a) {
       auto it = b.find(k);
-      if (it == b.end() || !same_value(it->second, v)) {
+      if (it == b.end() || !same_config_value(it->second, v)) {
         key = k;
         va = v;
         if (it != b.end()) vb = it->second;

@@ -70,6 +70,10 @@ void finish_start(const RunStart& start, comm::Communicator& comm);
 /// comm::AgreedError (every rank calls it).
 std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::string()>& decide);
 
+/// Whether two values of a config key are the same: equal text, or numbers equal as
+/// numbers (YAML's 1.0e-3 and 0.001 are one learning rate).
+bool same_config_value(const std::string& a, const std::string& b);
+
 /// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
 std::string flatten_config(const config::Node& root);
 

@@ -35,26 +35,6 @@ const char* kHowToTrain =
     "  vqgpt tokenizer --config <this config> --steps 200\n"
     "or pass --tokenizer with an exported .safetensors file (vqtok export)";
 
-// Differences between two tokenizer configurations ("" when they build the same model).
-std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& b) {
-  std::string d;
-  auto cmp = [&](const char* key, const auto& x, const auto& y) {
-    if (x != y) d += std::string(d.empty() ? "" : ", ") + "model." + key;
-  };
-  cmp("codebook_size", a.codebook_size, b.codebook_size);
-  cmp("embed_dim", a.embed_dim, b.embed_dim);
-  cmp("z_channels", a.z_channels, b.z_channels);
-  cmp("in_channels", a.in_channels, b.in_channels);
-  cmp("out_channels", a.out_channels, b.out_channels);
-  cmp("temporal_downsample_factor", a.temporal_downsample_factor, b.temporal_downsample_factor);
-  cmp("ch", a.ch, b.ch);
-  cmp("ch_mult", a.ch_mult, b.ch_mult);
-  cmp("num_res_blocks", a.num_res_blocks, b.num_res_blocks);
-  cmp("attn_resolutions", a.attn_resolutions, b.attn_resolutions);
-  cmp("l2_norm_codes", a.l2_norm_codes, b.l2_norm_codes);
-  return d;
-}
-
 // A vqtok checkpoint's own configuration (the YAML recorded in its meta.json).
 config::AppConfig checkpoint_config(const std::string& dir) {
   const app::SavedRun run = app::read_saved_run(dir);
@@ -135,9 +115,11 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
     // Load with the tokenizer's own settings (optimizer kind, ZeRO), but check that it
     // is the model this config describes.
     tok_cfg = checkpoint_config(zero::find_checkpoint(path));
-    const std::string diff = model_diff(tok_cfg.model, cfg.model);
+    const std::vector<app::KeyChange> diff =
+        app::model_changes(tok_cfg.model, cfg.model, /*weights_only=*/true);
     ZT_CHECK(diff.empty(), "vqgpt: the tokenizer at '", path,
-             "' was trained with a different model (", diff,
+             "' was trained with a different model (",
+             app::describe(diff, "the tokenizer's config", "this config"),
              "); copy its model section into this config");
   }
   tok_cfg.replicated.clear();

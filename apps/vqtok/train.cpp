@@ -203,6 +203,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   Tensor hits = zeros({codebook}, DType::i64);
   if (!resume_from.empty()) {
     app::check_checkpoint_app(resume_from, "vqtok", comm);
+    app::check_resume_config(cfg, resume_from, "vqtok train", comm, /*quiet=*/!say);
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     start = extra.step;
     const std::string data_note = app::resume_data(*loader, extra);
