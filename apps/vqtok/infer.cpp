@@ -202,7 +202,11 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
-  Source src = open_source(cfg, o);  // input errors before the weights are read
+  // Output and input errors before the weights are read and anything is encoded.
+  ZT_CHECK(o.out.empty() || !fs::is_directory(o.out), "encode: -o '", o.out,
+           "' is a folder; pass the .npy file to write, e.g. ",
+           (fs::path(o.out) / "codes.npy").string());
+  Source src = open_source(cfg, o);
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
   ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");

@@ -1,11 +1,13 @@
-// vqtok decode's output folder (apps/vqtok/decode_folder.h). What these tests pin down:
+// vqtok decode's output folder (apps/vqtok/decode_folder.h) and encode's output file. What
+// these tests pin down:
 //  1. decode never removes or replaces a file it did not write: a folder holding files
 //     named as its outputs (a dataset's image_000000.png) that no manifest lists is
 //     refused before anything is written, naming one;
 //  2. a second decode into a folder replaces the first's files (fewer clips, or images
 //     where clips were) and touches nothing else; a decode cut short leaves a manifest
 //     that lists what it was writing, so the next one goes ahead;
-//  3. a manifest lists only names decode writes: it cannot make decode remove others.
+//  3. a manifest lists only names decode writes: it cannot make decode remove others;
+//  4. encode -o naming a folder is refused before anything is encoded.
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -176,4 +178,21 @@ TEST(DecodeFolder, AManifestCannotMakeDecodeRemoveOtherFiles) {
   EXPECT_FALSE(vqtok::is_decode_output_name("image_00000.png"));
   EXPECT_FALSE(vqtok::is_decode_output_name("clip_000000_frame_0.png"));
   EXPECT_FALSE(vqtok::is_decode_output_name("image_000000.png.bak"));
+}
+
+// The check comes first: here no weights exist, and the error is still about -o.
+TEST(DecodeFolder, EncodeRefusesAFolderAsItsOutputFileAtOnce) {
+  const std::string dir = fresh_dir("encode");
+  fs::create_directories(dir + "/codes");
+  vqtok::EncodeOptions o;
+  o.weights = dir + "/missing.safetensors";
+  o.out = dir + "/codes";
+  o.quiet = true;
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir + "/run");
+  const std::string err = error_of([&] {
+    comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  });
+  EXPECT_TRUE(has(err, "encode: -o '" + o.out + "' is a folder; pass the .npy file to write"))
+      << err;
+  fs::remove_all(dir);
 }
