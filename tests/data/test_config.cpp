@@ -98,6 +98,22 @@ TEST(Config, MemoryLimitIsAByteSize) {
   EXPECT_NE(msg.find("bad.yaml:1"), std::string::npos) << msg;
 }
 
+// Adam divides by sqrt(v) + eps; with eps 0 a parameter whose gradients are 0 gets 0 / 0.
+TEST(Config, AdamNeedsAPositiveEps) {
+  for (const char* optimizer : {"adam", "adamw"}) {
+    const std::string msg = error_of([&] {
+      parse_app_config(
+          parse_yaml(std::string("train: {optimizer: ") + optimizer + ", eps: 0}\n", "eps.yaml"),
+          App::vqtok);
+    });
+    EXPECT_NE(msg.find("eps.yaml:1: train.eps: eps must be > 0 with adam and adamw"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(parse_app_config(parse_yaml("train: {optimizer: sgd, eps: 0}\n"), App::vqtok).train.eps,
+            0.0);  // SGD does not read it
+}
+
 TEST(Config, ShippedConfigsLoad) {
   const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
   AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
