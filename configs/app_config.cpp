@@ -324,9 +324,9 @@ AppConfig parse_app_config(const Node& root, App app) {
     m.finish();
     if (!limit.empty()) {
       try {
-        c.memory_limit = parse_byte_size(limit, "memory.limit");
+        c.memory_limit = parse_byte_size(limit, "");
       } catch (const Error& e) {
-        m.fail("limit", e.what());
+        m.fail("limit", e.what());  // parse_byte_size("") names no key: fail() does
       }
     }
   }
