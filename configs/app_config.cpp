@@ -138,6 +138,11 @@ void read_train(Section s, TrainConfig& t) {
     if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
   t.betas = {betas[0], betas[1]};
   if (t.min_lr > t.lr) s.fail("min_lr", "min_lr must not exceed lr");
+  // Adam divides by sqrt(v) + eps, and v is 0 where a gradient has been 0 (0 / 0 = NaN).
+  if (t.eps == 0.0 && t.optimizer != Optimizer::sgd)
+    s.fail("eps",
+           "eps must be > 0 with adam and adamw (it keeps m / (sqrt(v) + eps) finite "
+           "where gradients are 0); the usual value is 1.0e-8");
 }
 
 void read_loss(Section s, LossConfig& l) {
@@ -319,9 +324,9 @@ AppConfig parse_app_config(const Node& root, App app) {
     m.finish();
     if (!limit.empty()) {
       try {
-        c.memory_limit = parse_byte_size(limit, "memory.limit");
+        c.memory_limit = parse_byte_size(limit, "");
       } catch (const Error& e) {
-        m.fail("limit", e.what());
+        m.fail("limit", e.what());  // parse_byte_size("") names no key: fail() does
       }
     }
   }

@@ -140,6 +140,8 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
     if (dampening != 0) p.fail("dampening", "dampening is not supported by zt's SGD; remove it");
   } else {
     p.get("betas", betas).get("eps", eps, 0.0, 1.0);
+    if (eps == 0.0)  // as in read_train: 0 / 0 where a gradient has been 0
+      p.fail("eps", "eps must be > 0 with Adam and AdamW; the usual value is 1e-8");
     if (betas.size() != 2 || !(betas[0] >= 0 && betas[0] < 1 && betas[1] >= 0 && betas[1] < 1))
       p.fail("betas", "expected two values in [0, 1), e.g. [0.9, 0.999]");
     // DeepSpeed's "Adam" decouples weight decay (AdamW) unless adam_w_mode is false.

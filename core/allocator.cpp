@@ -74,7 +74,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& what) {
                                {"GB", 1e9}};
   for (const Unit& u : units)
     if (unit == u.name) mul = u.mul;
-  ZT_CHECK(end != p && mul > 0 && std::isfinite(v) && v >= 0, what, ": '", text,
+  ZT_CHECK(end != p && mul > 0 && std::isfinite(v) && v >= 0, what, what.empty() ? "'" : ": '",
+           text,
            "' is not a byte size; write a number with an optional unit, e.g. 4096, 512k, "
            "64MiB, 1.5GiB");
   return static_cast<int64_t>(std::llround(v * mul));

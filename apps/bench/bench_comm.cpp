@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "core/ops.h"
 #include "zero/comm/launch.h"
 
@@ -56,7 +57,8 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
   zt::bench::Cli app("comm");
   int ranks = 2, reps = 5;
   int64_t min_bytes = 4096, max_bytes = 16 << 20;
-  app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)");
+  app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
+      ->check(zt::app::kPositive);
   app.add_option("--min-bytes", min_bytes, "smallest message");
   app.add_option("--max-bytes", max_bytes, "largest message (sizes grow 4x)");
   app.add_option("--reps", reps, "timed repetitions per size (median reported)");

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "apps/vqgpt/model/gpt.h"
 #include "apps/vqtok/model/vq_model.h"
 #include "zero/memory_plan.h"
@@ -59,13 +60,16 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
   std::vector<int> worlds = {1, 2, 4};
   std::string dtype = "f32";
   int64_t prefetch = 0, persistence = 0, layers = 4, embd = 128;
-  app.add_option("--ranks", worlds, "numbers of thread ranks to plan and run at");
+  app.add_option("--ranks", worlds, "numbers of thread ranks to plan and run at")
+      ->check(zt::app::kPositive);
   app.add_option("--dtype", dtype, "parameter storage: f32 or bf16 (fp32 master)")
       ->check(CLI::IsMember({"f32", "bf16"}));
-  app.add_option("--prefetch", prefetch, "stage3_prefetch_bucket_size (elements)");
-  app.add_option("--persistence", persistence, "stage3_param_persistence_threshold");
-  app.add_option("--gpt-layers", layers, "GPT blocks");
-  app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4)");
+  app.add_option("--prefetch", prefetch, "stage3_prefetch_bucket_size (elements)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--persistence", persistence, "stage3_param_persistence_threshold")
+      ->check(CLI::NonNegativeNumber);
+  app.add_option("--gpt-layers", layers, "GPT blocks")->check(zt::app::kPositive);
+  app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4)")->check(zt::app::kPositive);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   zero::Config cfg;
   cfg.stage3_prefetch_bucket_size = prefetch;

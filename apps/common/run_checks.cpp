@@ -22,9 +22,6 @@ namespace zt::app {
 
 namespace fs = std::filesystem;
 
-namespace {
-
-// Rank 0 runs `decide`; every rank returns its answer or throws its error.
 std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::string()>& decide) {
   std::string mine;
   if (comm.rank() == 0) {
@@ -39,6 +36,8 @@ std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::
   if (all.compare(0, nl, "ok") != 0) throw comm::AgreedError(all.substr(nl + 1), comm.rank());
   return all.substr(nl + 1);
 }
+
+namespace {
 
 // What --overwrite sets aside: output_dir/.overwritten, until the new run has taken a step.
 fs::path set_aside_dir(const std::string& output_dir) {
@@ -57,6 +56,14 @@ std::vector<fs::path> result_files(const fs::path& output_dir) {
       out.push_back(e.path());
   }
   return out;
+}
+
+// The names of result_files, for messages: "curves.svg, metrics.jsonl", "" when none.
+std::string result_names(const fs::path& output_dir) {
+  std::vector<std::string> names;
+  for (const fs::path& p : result_files(output_dir)) names.push_back(p.filename().string());
+  std::sort(names.begin(), names.end());
+  return names.empty() ? "" : list_names(names, 3);
 }
 
 // --overwrite: moves the earlier run's checkpoints (`root`) and result files into
@@ -133,9 +140,10 @@ std::map<std::string, std::string> lines_by_key(const std::string& text) {
   return m;
 }
 
-// Equal text, or numbers equal as numbers (YAML's 1.0e-3 and 0.001 are one learning rate);
-// integers compare exactly (seeds past 2^53 differ in their last digits).
-bool same_value(const std::string& a, const std::string& b) {
+}  // namespace
+
+// Integers compare exactly (seeds past 2^53 differ in their last digits).
+bool same_config_value(const std::string& a, const std::string& b) {
   if (a == b) return true;
   if (a.empty() || b.empty()) return false;
   char *end_a = nullptr, *end_b = nullptr;
@@ -144,6 +152,8 @@ bool same_value(const std::string& a, const std::string& b) {
   const double x = std::strtod(a.c_str(), &end_a), y = std::strtod(b.c_str(), &end_b);
   return *end_a == '\0' && *end_b == '\0' && x == y;
 }
+
+namespace {
 
 // Gathers every rank's `mine` text ("key=value" lines) and errors on every rank, naming the
 // first key whose value differs from rank 0's, unless none does.
@@ -156,7 +166,7 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
     std::string key, va = "(absent)", vb = "(absent)";
     for (const auto& [k, v] : a) {
       auto it = b.find(k);
-      if (it == b.end() || !same_value(it->second, v)) {
+      if (it == b.end() || !same_config_value(it->second, v)) {
         key = k;
         va = v;
         if (it != b.end()) vb = it->second;
@@ -220,6 +230,8 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                "), which this run reads: it lies in this run's checkpoint folder '", root,
                "'; set another output_dir (--set output_dir=...)");
     const bool earlier = zero::holds_checkpoints(root);
+    // An earlier run's metrics, curves or images, also of a run that saved no checkpoint.
+    const std::string results = result_names(cfg.output_dir);
     if (explicit_dir) {
       ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
                "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
@@ -232,7 +244,13 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                     tc.resume + "' is not the newest of them: the resumed run would save among " +
                     "(and over) them. Set another output_dir (--set output_dir=...), pass " +
                     "--resume to continue from the newest, or --overwrite to replace them");
-      return (earlier && request.overwrite ? replace_earlier() : std::string()) + "\n" + tc.resume;
+      if (!earlier && !results.empty() && !request.overwrite)
+        throw Error(app + ": '" + cfg.output_dir + "' holds an earlier run's results (" + results +
+                    ") and train.resume '" + tc.resume + "' is another run's checkpoint: " +
+                    "the resumed run would write its own over them. Set another output_dir " +
+                    "(--set output_dir=...), or pass --overwrite to replace them");
+      const bool replace = (earlier || !results.empty()) && request.overwrite;
+      return (replace ? replace_earlier() : std::string()) + "\n" + tc.resume;
     }
     if (request.resume || tc.resume == "auto") {
       zero::ResumePoint rp;
@@ -247,7 +265,12 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
         std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
       return "\n" + rp.dir;
     }
-    if (!earlier) return "\n";
+    if (!earlier && results.empty()) return "\n";
+    ZT_CHECK(earlier || request.overwrite, app, ": '", cfg.output_dir,
+             "' holds the results of an earlier run (", results,
+             ") that saved no checkpoint; a new run would replace them. Set another output_dir "
+             "(--set output_dir=...) for a new run, pass --overwrite to replace them, or "
+             "--resume to start that run over from step 0");
     ZT_CHECK(request.overwrite, app, ": '", root,
              "' already holds checkpoints of an earlier run; pass --resume to continue it, "
              "set another output_dir (--set output_dir=...) for a new run, or pass "

@@ -5,6 +5,7 @@
 // tensor holds non-finite values when a loss or metric is not finite.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +65,14 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
 /// Called by every rank once the run has taken its first step: rank 0 deletes what
 /// --overwrite set aside (start.set_aside), which no failed start can need any more.
 void finish_start(const RunStart& start, comm::Communicator& comm);
+
+/// Rank 0 runs `decide`; every rank returns its answer, or throws its error as a
+/// comm::AgreedError (every rank calls it).
+std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::string()>& decide);
+
+/// Whether two values of a config key are the same: equal text, or numbers equal as
+/// numbers (YAML's 1.0e-3 and 0.001 are one learning rate).
+bool same_config_value(const std::string& a, const std::string& b);
 
 /// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
 std::string flatten_config(const config::Node& root);

@@ -15,6 +15,7 @@
 
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
+#include "apps/common/saved_run.h"
 #include "apps/common/stop_signal.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
@@ -111,6 +112,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                       {{tokenizer_key, tokenizer_source(cfg, options.tokenizer)}}},
                      comm);
   const std::string& resume_from = run_start.resume_from;
+  if (!resume_from.empty()) {
+    app::check_checkpoint_app(resume_from, "vqgpt", comm);
+    app::check_resume_config(cfg, resume_from, "vqgpt train", comm, /*quiet=*/!say);
+  }
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm, device)
                                        : random_tokenizer(cfg, comm, device);
   auto model = build_model(cfg, tokenizer, comm);

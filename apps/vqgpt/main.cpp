@@ -49,8 +49,8 @@ int main(int argc, char** argv) {
   int64_t steps = 0;
   train->add_flag("--resume", to.resume, "continue from the newest checkpoint in output_dir");
   train->add_flag("--overwrite", to.overwrite,
-                  "start a new run in an output_dir that holds an earlier run's checkpoints, "
-                  "replacing them and its metrics once the new run has taken a step");
+                  "start a new run in an output_dir that holds an earlier run's checkpoints or "
+                  "metrics, replacing them once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(zt::app::kPositive);
   train->add_option("--tokenizer", to.tokenizer,

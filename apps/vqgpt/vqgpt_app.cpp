@@ -11,10 +11,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 
-#include <nlohmann/json.hpp>
-
+#include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/caption.h"
@@ -37,46 +35,16 @@ const char* kHowToTrain =
     "  vqgpt tokenizer --config <this config> --steps 200\n"
     "or pass --tokenizer with an exported .safetensors file (vqtok export)";
 
-// Differences between two tokenizer configurations ("" when they build the same model).
-std::string model_diff(const config::ModelConfig& a, const config::ModelConfig& b) {
-  std::string d;
-  auto cmp = [&](const char* key, const auto& x, const auto& y) {
-    if (x != y) d += std::string(d.empty() ? "" : ", ") + "model." + key;
-  };
-  cmp("codebook_size", a.codebook_size, b.codebook_size);
-  cmp("embed_dim", a.embed_dim, b.embed_dim);
-  cmp("z_channels", a.z_channels, b.z_channels);
-  cmp("in_channels", a.in_channels, b.in_channels);
-  cmp("out_channels", a.out_channels, b.out_channels);
-  cmp("temporal_downsample_factor", a.temporal_downsample_factor, b.temporal_downsample_factor);
-  cmp("ch", a.ch, b.ch);
-  cmp("ch_mult", a.ch_mult, b.ch_mult);
-  cmp("num_res_blocks", a.num_res_blocks, b.num_res_blocks);
-  cmp("attn_resolutions", a.attn_resolutions, b.attn_resolutions);
-  cmp("l2_norm_codes", a.l2_norm_codes, b.l2_norm_codes);
-  return d;
-}
-
 // A vqtok checkpoint's own configuration (the YAML recorded in its meta.json).
 config::AppConfig checkpoint_config(const std::string& dir) {
-  const fs::path meta = fs::path(dir) / "meta.json";
-  std::ifstream f(meta);
-  ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
-  } catch (const nlohmann::json::exception& e) {
-    ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
-  }
-  const std::string app = j.value("user", nlohmann::json::object()).value("app", "");
-  ZT_CHECK(app != "vqgpt", "'", dir,
+  const app::SavedRun run = app::read_saved_run(dir);
+  ZT_CHECK(run.app != "vqgpt", "'", dir,
            "' is a vqgpt checkpoint; the tokenizer must come from a vqtok checkpoint "
            "(or an exported .safetensors file)");
-  const std::string yaml = j.value("config_yaml", "");
-  ZT_CHECK(!yaml.empty(), "'", meta.string(),
-           "' records no configuration; export the tokenizer (vqtok export) and pass the "
-           ".safetensors file instead");
-  return config::parse_app_config(config::parse_yaml(yaml, meta.string()), config::App::vqtok);
+  ZT_CHECK(!run.config_yaml.empty(), "'", run.dir,
+           "/meta.json' records no configuration; export the tokenizer (vqtok export) and pass "
+           "the .safetensors file instead");
+  return app::saved_config(run, config::App::vqtok);
 }
 
 }  // namespace
@@ -147,9 +115,11 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
     // Load with the tokenizer's own settings (optimizer kind, ZeRO), but check that it
     // is the model this config describes.
     tok_cfg = checkpoint_config(zero::find_checkpoint(path));
-    const std::string diff = model_diff(tok_cfg.model, cfg.model);
+    const std::vector<app::KeyChange> diff =
+        app::model_changes(tok_cfg.model, cfg.model, /*weights_only=*/true);
     ZT_CHECK(diff.empty(), "vqgpt: the tokenizer at '", path,
-             "' was trained with a different model (", diff,
+             "' was trained with a different model (",
+             app::describe(diff, "the tokenizer's config", "this config"),
              "); copy its model section into this config");
   }
   tok_cfg.replicated.clear();
@@ -310,6 +280,7 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
            "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
+  app::check_checkpoint_app(dir, "vqgpt", comm);
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm);

@@ -4,15 +4,16 @@
 // results are assembled on every rank with one all-reduce (each rank fills its batches
 // of a zeroed tensor), so every rank ends with the same codes or frames.
 #include <algorithm>
-#include <cctype>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 
 #include "apps/common/run_checks.h"
+#include "apps/common/saved_run.h"
+#include "apps/vqtok/decode_folder.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "data/factory.h"
@@ -124,6 +125,7 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
     const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
     Device device = Device::cpu()) {
+  app::check_checkpoint_app(dir, "vqtok", comm);
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
@@ -143,42 +145,6 @@ void unit_codebook_rows(nn::NamedTensors& state) {
       return;
     }
   ZT_FAIL("export: the model has no quantize.embedding.weight to normalize");
-}
-
-// Whether `name` is a file decode writes: image_<6+ digits>.png or
-// clip_<6+ digits>_frame_<2+ digits>.png.
-bool is_frame_name(const std::string& name) {
-  size_t at = 0;
-  auto word = [&](const char* w) {
-    const size_t n = std::strlen(w);
-    if (name.compare(at, n, w) != 0) return false;
-    at += n;
-    return true;
-  };
-  auto digits = [&](size_t least) {
-    const size_t from = at;
-    while (at < name.size() && std::isdigit(static_cast<unsigned char>(name[at]))) ++at;
-    return at - from >= least;
-  };
-  const bool image = word("image_");
-  if (!image && !word("clip_")) return false;
-  if (!digits(6)) return false;
-  if (!image && !(word("_frame_") && digits(2))) return false;
-  return word(".png") && at == name.size();
-}
-
-// Removes the frame files an earlier decode into `dir` left that this one did not write
-// (more clips, or images where there are clips now), so the folder holds one decode. Only
-// names decode writes are touched; returns how many files went.
-int64_t remove_earlier_frames(const std::string& dir, const std::set<std::string>& written) {
-  std::vector<fs::path> earlier;  // listed first: removing while iterating may skip entries
-  for (const fs::directory_entry& e : fs::directory_iterator(dir)) {
-    const std::string file = e.path().filename().string();
-    if (e.is_regular_file() && !written.count(file) && is_frame_name(file))
-      earlier.push_back(e.path());
-  }
-  for (const fs::path& p : earlier) fs::remove(p);
-  return static_cast<int64_t>(earlier.size());
 }
 
 }  // namespace
@@ -236,7 +202,11 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
-  Source src = open_source(cfg, o);  // input errors before the weights are read
+  // Output and input errors before the weights are read and anything is encoded.
+  ZT_CHECK(o.out.empty() || !fs::is_directory(o.out), "encode: -o '", o.out,
+           "' is a folder; pass the .npy file to write, e.g. ",
+           (fs::path(o.out) / "codes.npy").string());
+  Source src = open_source(cfg, o);
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
   ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");
@@ -319,6 +289,13 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   const double lo = min(codes).item(), hi = max(codes).item();
   ZT_CHECK(lo >= 0 && hi < static_cast<double>(k), "decode: token ids in '", o.codes, "' span [",
            lo, ", ", hi, "] but the codebook has ", k, " entries (model.codebook_size)");
+  // The output folder before the weights: a refused folder costs no decoding.
+  std::optional<DecodeFolder> folder;
+  if (!o.out_dir.empty())
+    app::decided_by_rank0(comm, [&] {  // on rank 0, which writes the files
+      folder.emplace(o.out_dir);
+      return std::string();
+    });
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = codes.size(0), batch = batch_of(cfg, o.batch);
   const int world = comm.size(), rank = comm.rank();
@@ -335,36 +312,38 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
     frames.narrow(0, b * batch, len).copy_(model->decode_codes(codes.narrow(0, b * batch, len)));
   }
   assemble(frames, comm);
-  if (rank == 0 && !o.out_dir.empty()) {
-    fs::create_directories(o.out_dir);
-    std::set<std::string> written;
+  if (folder) {  // rank 0
+    // Every file to write: (name, frame (3, H, W)).
+    std::vector<std::pair<std::string, Tensor>> files;
     char name[64];
     for (int64_t i = 0; i < n; ++i) {
       if (images) {
         std::snprintf(name, sizeof name, "image_%06lld.png", static_cast<long long>(i));
-        data::save_png((fs::path(o.out_dir) / name).string(),
-                       data::tensor_to_image(frames.select(0, i)));
-        written.insert(name);
+        files.emplace_back(name, frames.select(0, i));
         continue;
       }
       for (int64_t t = 0; t < frames.size(1); ++t) {
         std::snprintf(name, sizeof name, "clip_%06lld_frame_%02lld.png", static_cast<long long>(i),
                       static_cast<long long>(t));
-        data::save_png((fs::path(o.out_dir) / name).string(),
-                       data::tensor_to_image(frames.select(0, i).select(0, t)));
-        written.insert(name);
+        files.emplace_back(name, frames.select(0, i).select(0, t));
       }
     }
-    const int64_t removed = remove_earlier_frames(o.out_dir, written);
-    if (removed > 0 && !o.quiet)
-      std::printf("decode: removed %lld frame files of an earlier decode from %s\n",
-                  static_cast<long long>(removed), o.out_dir.c_str());
+    std::set<std::string> planned = {"grid.png"};
+    for (const auto& [file, frame] : files) planned.insert(file);
+    folder->begin(planned);
+    for (const auto& [file, frame] : files)
+      data::save_png((fs::path(o.out_dir) / file).string(), data::tensor_to_image(frame));
     const int64_t g = std::min<int64_t>(n, 8);
     data::save_png((fs::path(o.out_dir) / "grid.png").string(),
                    data::make_grid({frames.narrow(0, 0, g)}));
+    const int64_t removed = folder->finish();
+    if (removed > 0 && !o.quiet)
+      std::printf("decode: removed %lld files of the earlier decode into %s\n",
+                  static_cast<long long>(removed), o.out_dir.c_str());
     if (!o.quiet)
-      std::printf("decode: wrote %lld %s to %s (and grid.png)\n", static_cast<long long>(n),
-                  images ? "images" : "clips", o.out_dir.c_str());
+      std::printf("decode: wrote %lld %s to %s (and grid.png; %s lists them)\n",
+                  static_cast<long long>(n), images ? "images" : "clips", o.out_dir.c_str(),
+                  kDecodeManifest);
   }
   return frames;
 }

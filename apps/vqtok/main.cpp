@@ -58,8 +58,8 @@ int main(int argc, char** argv) {
   bool overwrite = false;
   train->add_flag("--resume", resume, "continue from the newest checkpoint in output_dir");
   train->add_flag("--overwrite", overwrite,
-                  "start a new run in an output_dir that holds an earlier run's checkpoints, "
-                  "replacing them and its metrics once the new run has taken a step");
+                  "start a new run in an output_dir that holds an earlier run's checkpoints or "
+                  "metrics, replacing them once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(zt::app::kPositive);
 

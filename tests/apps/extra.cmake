@@ -210,6 +210,18 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps TIMEOUT 30)
 endif()
 
+# zt-bench plan and comm take --ranks N >= 1: -1 is a mistake on the command line (exit 2),
+# as for every other option, not an error while running.
+if(TARGET zt-bench)
+  foreach(bench plan comm)
+    add_test(NAME apps.bench.${bench}_ranks_must_be_positive
+             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--ranks.*must be a positive number"
+                     -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
+    set_tests_properties(apps.bench.${bench}_ranks_must_be_positive PROPERTIES LABELS apps
+      TIMEOUT 30)
+  endforeach()
+endif()
+
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
 # so the step is the --zero step) and says so in its line.
 if(TARGET zt-bench)

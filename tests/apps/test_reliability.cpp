@@ -9,7 +9,8 @@
 //     a step, and a run that fails before that gets them back; --overwrite with --resume,
 //     or one that would set aside what the run reads, and a train.resume that would save
 //     among another run's checkpoints are refused, changing nothing; so is a run into a
-//     folder another live run is writing;
+//     folder another live run is writing; a folder holding only an earlier run's results
+//     (metrics, curves: it saved no checkpoint) counts as an earlier run;
 //  3. resuming from the checkpoint of every step of a short run (dead-code restarts in
 //     between) ends bit for bit where the uninterrupted run ends;
 //  4. non-finite weights are an error in eval, a diverging run stops naming the step;
@@ -191,6 +192,38 @@ TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
   EXPECT_EQ(zero::find_checkpoint(dir + "/checkpoints"), dir + "/checkpoints/step_000003");
   EXPECT_FALSE(fs::exists(dir + "/.overwritten"));  // deleted once the run took its step
   fs::remove_all(dir);
+}
+
+// A run that saved no checkpoint (train.checkpoint_every: 0) leaves results all the same:
+// its metrics and curves are as much an earlier run's as checkpoints are.
+TEST(Reliability, ResultsWithoutCheckpointsAreAnEarlierRunToo) {
+  const std::string dir = fresh_dir("results_only"), other = fresh_dir("results_other");
+  auto config = [&](std::vector<std::string> sets) {
+    sets.insert(sets.begin(), "train.checkpoint_every=0");
+    return tiny_config(dir, std::move(sets));
+  };
+  train(config({}), false);
+  ASSERT_FALSE(zero::holds_checkpoints(dir + "/checkpoints"));
+  const auto before = lines(dir + "/metrics.jsonl");
+  ASSERT_EQ(before.size(), 4u);
+  std::string err = error_of([&] { train(config({"train.steps=3"}), false); });
+  for (const char* part : {"holds the results of an earlier run (curves.svg, metrics.jsonl)",
+                           "output_dir", "--overwrite", "--resume"})
+    EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
+  EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
+  // Resuming another run's checkpoint there would write over them as well.
+  train(tiny_config(other), false);
+  err = error_of([&] { train(config({"train.resume=" + other + "/checkpoints"}), false); });
+  EXPECT_TRUE(has(err, "holds an earlier run's results (curves.svg, metrics.jsonl)")) << err;
+  EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
+
+  // --overwrite replaces them; --resume starts that run over (it saved nothing to go on from).
+  EXPECT_EQ(train(config({"train.steps=3"}), false, 2, /*overwrite=*/true).steps, 3);
+  EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 3u);
+  EXPECT_EQ(train(config({"train.steps=2"}), /*resume=*/true).start_step, 0);
+  EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 2u);
+  fs::remove_all(dir);
+  fs::remove_all(other);
 }
 
 TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) {

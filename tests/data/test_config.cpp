@@ -94,8 +94,28 @@ TEST(Config, MemoryLimitIsAByteSize) {
       parse_app_config(parse_yaml("train: {steps: 1}\n", "none.yaml"), App::vqtok).memory_limit, 0);
   const std::string msg = error_of(
       [] { parse_app_config(parse_yaml("memory: {limit: lots}\n", "bad.yaml"), App::vqtok); });
-  EXPECT_NE(msg.find("memory.limit: 'lots' is not a byte size"), std::string::npos) << msg;
-  EXPECT_NE(msg.find("bad.yaml:1"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("bad.yaml:1: memory.limit: 'lots' is not a byte size"), std::string::npos)
+      << msg;
+  const std::string minus = error_of(
+      [] { parse_app_config(parse_yaml("memory: {limit: -1}\n", "minus.yaml"), App::vqtok); });
+  EXPECT_NE(minus.find("minus.yaml:1: memory.limit: '-1' is not a byte size"), std::string::npos)
+      << minus;  // the key once
+}
+
+// Adam divides by sqrt(v) + eps; with eps 0 a parameter whose gradients are 0 gets 0 / 0.
+TEST(Config, AdamNeedsAPositiveEps) {
+  for (const char* optimizer : {"adam", "adamw"}) {
+    const std::string msg = error_of([&] {
+      parse_app_config(
+          parse_yaml(std::string("train: {optimizer: ") + optimizer + ", eps: 0}\n", "eps.yaml"),
+          App::vqtok);
+    });
+    EXPECT_NE(msg.find("eps.yaml:1: train.eps: eps must be > 0 with adam and adamw"),
+              std::string::npos)
+        << msg;
+  }
+  EXPECT_EQ(parse_app_config(parse_yaml("train: {optimizer: sgd, eps: 0}\n"), App::vqtok).train.eps,
+            0.0);  // SGD does not read it
 }
 
 TEST(Config, ShippedConfigsLoad) {

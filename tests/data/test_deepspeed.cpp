@@ -266,6 +266,10 @@ struct BadCase {
 };
 
 const std::vector<BadCase> kBad = {
+    {"adam_eps_zero",
+     R"({"optimizer": {"type": "Adam", "params": {"lr": 1e-3, "eps": 0}}})",
+     "",
+     {"ds_config.json:1: optimizer.params.eps: eps must be > 0 with Adam and AdamW"}},
     {"offload_nvme",
      R"({"zero_optimization": {"stage": 3, "offload_param": {"device": "nvme"}}})",
      "",

@@ -1,0 +1,219 @@
+// What a checkpoint records of its run, and the checks that read it (see saved_run.h).
+#include "apps/common/saved_run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <type_traits>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/common/run_checks.h"
+#include "zero/checkpoint.h"
+
+namespace zt::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+template <typename T>
+std::string text_of(const T& v) {
+  std::ostringstream os;
+  if constexpr (std::is_same_v<T, bool>) {
+    os << (v ? "true" : "false");
+  } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
+    os << "[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << "]";
+  } else {
+    os << v;
+  }
+  return os.str();
+}
+
+// Appends {key, before, after} to `out` when the values differ.
+template <typename T>
+void compare(std::vector<KeyChange>& out, const std::string& key, const T& before, const T& after) {
+  if (before != after) out.push_back({key, text_of(before), text_of(after)});
+}
+
+// key -> value of flatten_config's "key=value" lines whose key lies in one of `sections`.
+std::map<std::string, std::string> section_values(const config::Node& root,
+                                                  const std::vector<std::string>& sections) {
+  std::map<std::string, std::string> m;
+  std::istringstream in(flatten_config(root));
+  for (std::string line; std::getline(in, line);) {
+    const size_t eq = line.find('=');
+    const std::string key = line.substr(0, eq);
+    const std::string section = key.substr(0, key.find('.'));
+    if (std::find(sections.begin(), sections.end(), section) != sections.end())
+      m[key] = eq == std::string::npos ? "" : line.substr(eq + 1);
+  }
+  return m;
+}
+
+// Whether `key` ("train.betas.0") is one of `keys` or an element of one.
+bool listed(const std::string& key, const std::vector<std::string>& keys) {
+  return std::any_of(keys.begin(), keys.end(),
+                     [&](const std::string& k) { return key == k || key.rfind(k + ".", 0) == 0; });
+}
+
+// The train.*, loss.* and data.* keys whose text differs from `saved` to `now` (numbers
+// compare as numbers), but for resume_ignored_keys(); a key one of them lacks is "(not set)".
+std::vector<KeyChange> settings_changes(const config::Node& saved, const config::Node& now) {
+  const std::vector<std::string> sections = {"train", "loss", "data"};
+  const auto before = section_values(saved, sections), after = section_values(now, sections);
+  std::map<std::string, KeyChange> changes;
+  auto add = [&](const std::string& key, const std::string& b, const std::string& a) {
+    if (!listed(key, resume_ignored_keys()) && !same_config_value(b, a)) changes[key] = {key, b, a};
+  };
+  for (const auto& [key, v] : before) {
+    const auto it = after.find(key);
+    add(key, v, it == after.end() ? "(not set)" : it->second);
+  }
+  for (const auto& [key, v] : after)
+    if (!before.count(key)) add(key, "(not set)", v);
+  std::vector<KeyChange> out;
+  for (auto& [key, c] : changes) out.push_back(std::move(c));
+  return out;
+}
+
+// vqgpt's GPT keys (vocab_size and block_size as resolved): all but tokenizer_checkpoint,
+// which a resume does not read (the checkpoint holds the tokenizer).
+std::vector<KeyChange> gpt_changes(const config::GptConfig& before,
+                                   const config::GptConfig& after) {
+  std::vector<KeyChange> d;
+  compare(d, "gpt.vocab_size", before.vocab_size, after.vocab_size);
+  compare(d, "gpt.n_layer", before.n_layer, after.n_layer);
+  compare(d, "gpt.n_head", before.n_head, after.n_head);
+  compare(d, "gpt.n_embd", before.n_embd, after.n_embd);
+  compare(d, "gpt.block_size", before.block_size, after.block_size);
+  compare(d, "gpt.dropout", before.dropout, after.dropout);
+  return d;
+}
+
+// The error for a checkpoint of another app, or "" when it is `app`'s (or says nothing).
+std::string foreign_app(const SavedRun& run, const std::string& app) {
+  if (run.app.empty() || run.app == app) return "";
+  std::string s = "'" + run.dir + "' is a " + run.app + " checkpoint; " + app +
+                  " needs one of its own (" + app +
+                  " train writes them into output_dir/checkpoints";
+  if (app == "vqgpt" && run.app == "vqtok")
+    s += "; a vqtok checkpoint is a tokenizer: vqgpt train reads one as gpt.tokenizer_checkpoint "
+         "or --tokenizer";
+  return s + ")";
+}
+
+}  // namespace
+
+SavedRun read_saved_run(const std::string& dir_or_root) {
+  SavedRun run;
+  run.dir = zero::find_checkpoint(dir_or_root);
+  const fs::path meta = fs::path(run.dir) / "meta.json";
+  std::ifstream f(meta);
+  ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f);
+  } catch (const nlohmann::json::exception& e) {
+    ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
+  }
+  ZT_CHECK(j.is_object(), "'", meta.string(), "' is malformed: not a JSON object");
+  const nlohmann::json user = j.value("user", nlohmann::json::object());
+  if (user.is_object()) run.app = user.value("app", "");
+  run.config_yaml = j.value("config_yaml", "");
+  return run;
+}
+
+config::AppConfig saved_config(const SavedRun& run, config::App app) {
+  const std::string meta = (fs::path(run.dir) / "meta.json").string();
+  ZT_CHECK(!run.config_yaml.empty(), "'", meta, "' records no configuration");
+  return config::parse_app_config(config::parse_yaml(run.config_yaml, meta), app);
+}
+
+std::string describe(const std::vector<KeyChange>& changes, const std::string& before_name,
+                     const std::string& after_name) {
+  std::string s;
+  for (const KeyChange& c : changes)
+    s += (s.empty() ? "" : ", ") + c.key + " (" + c.before + " in " + before_name + ", " + c.after +
+         " in " + after_name + ")";
+  return s;
+}
+
+std::vector<KeyChange> model_changes(const config::ModelConfig& before,
+                                     const config::ModelConfig& after, bool weights_only) {
+  std::vector<KeyChange> d;
+  compare(d, "model.codebook_size", before.codebook_size, after.codebook_size);
+  compare(d, "model.embed_dim", before.embed_dim, after.embed_dim);
+  compare(d, "model.z_channels", before.z_channels, after.z_channels);
+  compare(d, "model.in_channels", before.in_channels, after.in_channels);
+  compare(d, "model.out_channels", before.out_channels, after.out_channels);
+  compare(d, "model.temporal_downsample_factor", before.temporal_downsample_factor,
+          after.temporal_downsample_factor);
+  compare(d, "model.ch", before.ch, after.ch);
+  compare(d, "model.ch_mult", before.ch_mult, after.ch_mult);
+  compare(d, "model.num_res_blocks", before.num_res_blocks, after.num_res_blocks);
+  compare(d, "model.attn_resolutions", before.attn_resolutions, after.attn_resolutions);
+  compare(d, "model.l2_norm_codes", before.l2_norm_codes, after.l2_norm_codes);
+  if (weights_only) return d;
+  compare(d, "model.dropout", before.dropout, after.dropout);
+  compare(d, "model.out_init_scale", before.out_init_scale, after.out_init_scale);
+  return d;
+}
+
+void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
+                          comm::Communicator& comm) {
+  decided_by_rank0(comm, [&] {
+    const std::string err = foreign_app(read_saved_run(dir_or_root), app);
+    ZT_CHECK(err.empty(), err);
+    return std::string();
+  });
+}
+
+void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
+                         const std::string& command, comm::Communicator& comm, bool quiet) {
+  const std::string note = decided_by_rank0(comm, [&]() -> std::string {
+    const SavedRun run = read_saved_run(dir);
+    if (run.config_yaml.empty()) return "";  // saved without it: nothing to compare
+    config::AppConfig saved;
+    try {
+      saved = saved_config(run, config::App::any);
+    } catch (const std::exception& e) {
+      return command + ": note: the configuration '" + run.dir +
+             "' was saved with does not read here, so it was not compared with this one (" +
+             e.what() + ")";
+    }
+    std::vector<KeyChange> model = model_changes(saved.model, cfg.model);
+    if (saved.gpt && cfg.gpt)
+      for (KeyChange& c : gpt_changes(*saved.gpt, *cfg.gpt)) model.push_back(std::move(c));
+    ZT_CHECK(model.empty(), command, ": this config describes another model than the checkpoint '",
+             run.dir, "' holds: ", describe(model, "the checkpoint", "this config"),
+             ". A resume continues the same model: set these keys back to the checkpoint's "
+             "values (its meta.json records its config as config_yaml), or train this model "
+             "as a new run (another output_dir, or --overwrite)");
+    const std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
+    if (changed.empty()) return "";
+    return command + ": note: resuming with settings that differ from the checkpoint's: " +
+           describe(changed, "the checkpoint", "this config") +
+           "; the run goes on with this config's values";
+  });
+  if (comm.rank() == 0 && !quiet && !note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+}
+
+const std::vector<std::string>& resume_ignored_keys() {
+  static const std::vector<std::string> keys = {
+      "train.resume",           "train.device",           "train.tf32",
+      "train.attention",        "train.cuda_graph",       "train.activation_checkpointing",
+      "train.log_every",        "train.tensorboard",      "train.trace",
+      "train.trace_steps",      "train.eval_every",       "train.eval_batches",
+      "train.checkpoint_every", "train.keep_checkpoints", "data.workers",
+      "data.prefetch"};
+  return keys;
+}
+
+}  // namespace zt::app

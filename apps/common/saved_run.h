@@ -1,0 +1,68 @@
+// What a checkpoint records of the run that saved it (its meta.json: the app and the
+// configuration), and the checks that read it: a checkpoint handed to an app is that app's
+// own, and a resume builds the model the checkpoint was trained as (other settings that
+// changed are said in a note).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "configs/app_config.h"
+#include "zero/comm/communicator.h"
+
+namespace zt::app {
+
+/// The run a checkpoint came from, as its meta.json records it.
+struct SavedRun {
+  std::string dir;          ///< the checkpoint directory (zero::find_checkpoint's answer)
+  std::string app;          ///< "vqtok", "vqgpt", or "" when not recorded
+  std::string config_yaml;  ///< the configuration it ran with ("" when not recorded)
+};
+
+/// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root
+/// holding `latest`); an error naming the file when it is missing or malformed.
+SavedRun read_saved_run(const std::string& dir_or_root);
+
+/// The saved configuration parsed for `app`; an error naming meta.json when none is
+/// recorded or it does not parse.
+config::AppConfig saved_config(const SavedRun& run, config::App app);
+
+/// One key whose value differs between two configurations.
+struct KeyChange {
+  std::string key;     ///< "model.ch"
+  std::string before;  ///< the value in the saved (or the other) configuration
+  std::string after;   ///< the value in this one
+};
+
+/// "model.ch (32 in <before_name>, 64 in <after_name>), ...".
+std::string describe(const std::vector<KeyChange>& changes, const std::string& before_name,
+                     const std::string& after_name);
+
+/// The model.* keys whose effective values (defaults filled in) differ from `before` to
+/// `after`: every key, or with `weights_only` those that trained weights depend on (not
+/// model.dropout, which a frozen model does not apply, nor model.out_init_scale, which only
+/// sets the initial values).
+std::vector<KeyChange> model_changes(const config::ModelConfig& before,
+                                     const config::ModelConfig& after, bool weights_only = false);
+
+/// Errors on every rank when the checkpoint `dir_or_root` names records another app than
+/// `app` ("vqtok", "vqgpt"): "'DIR' is a vqgpt checkpoint; vqtok needs one of its own",
+/// saying where its own come from. A checkpoint that records no app passes. Rank 0 reads.
+void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
+                          comm::Communicator& comm);
+
+/// Before training resumes from the checkpoint `dir` of its own app (every rank calls it;
+/// rank 0 reads): compares the configuration the checkpoint recorded with `cfg`. Model keys
+/// whose effective values differ (model.*, and gpt.* but gpt.tokenizer_checkpoint) are an
+/// error on every rank naming them, both values and how to go on; train.*, loss.* and
+/// data.* keys written with other values are listed in a note on stderr (rank 0, unless
+/// `quiet`), but for those that only say where and how the run is carried out
+/// (resume_ignored_keys()). `command` ("vqtok train") starts the messages.
+void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
+                         const std::string& command, comm::Communicator& comm, bool quiet);
+
+/// The train.* and data.* keys (and their elements) a resume does not compare: where the
+/// run reads and writes, its device and kernels, and how often it logs, evaluates and saves.
+const std::vector<std::string>& resume_ignored_keys();
+
+}  // namespace zt::app

@@ -1,0 +1,106 @@
+// vqtok decode's output folder and its manifest (see decode_folder.h).
+#include "apps/vqtok/decode_folder.h"
+
+#include <algorithm>
+#include <cctype>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+
+namespace zt::vqtok {
+
+namespace fs = std::filesystem;
+
+bool is_decode_output_name(const std::string& name) {
+  if (name == "grid.png") return true;
+  size_t at = 0;
+  auto word = [&](const char* w) {
+    const size_t n = std::strlen(w);
+    if (name.compare(at, n, w) != 0) return false;
+    at += n;
+    return true;
+  };
+  auto digits = [&](size_t least) {
+    const size_t from = at;
+    while (at < name.size() && std::isdigit(static_cast<unsigned char>(name[at]))) ++at;
+    return at - from >= least;
+  };
+  const bool image = word("image_");
+  if (!image && !word("clip_")) return false;
+  if (!digits(6)) return false;
+  if (!image && !(word("_frame_") && digits(2))) return false;
+  return word(".png") && at == name.size();
+}
+
+DecodeFolder::DecodeFolder(std::string dir) : dir_(std::move(dir)) {
+  ZT_CHECK(!fs::exists(dir_) || fs::is_directory(dir_), "decode: -o '", dir_,
+           "' is a file; pass a folder for the PNG frames");
+  if (!fs::exists(dir_)) return;
+  const fs::path manifest = fs::path(dir_) / kDecodeManifest;
+  if (fs::exists(manifest)) {
+    std::ifstream f(manifest);
+    try {
+      const nlohmann::json j = nlohmann::json::parse(f);
+      // Only names decode writes: a manifest never makes decode remove anything else.
+      for (const auto& entry : j.at("files"))
+        if (const auto name = entry.get<std::string>(); is_decode_output_name(name))
+          earlier_.insert(name);
+    } catch (const nlohmann::json::exception& e) {
+      ZT_FAIL("decode: '", manifest.string(),
+              "' (the list of files an earlier decode wrote there) is malformed: ", e.what(),
+              "; choose an empty folder for -o");
+    }
+  }
+  std::vector<std::string> foreign;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    if (is_decode_output_name(name) && !earlier_.count(name)) foreign.push_back(name);
+  }
+  if (foreign.empty()) return;
+  std::sort(foreign.begin(), foreign.end());
+  const size_t more = foreign.size() - 1;
+  ZT_FAIL(
+      "decode: -o '", dir_, "' holds '", foreign.front(), "'",
+      more > 0 ? " and " + std::to_string(more) + (more == 1 ? " more file" : " more files") : "",
+      " named as decode names its output (image_NNNNNN.png, clip_NNNNNN_frame_NN.png, "
+      "grid.png) that no decode wrote there (",
+      kDecodeManifest,
+      " does not list them); decode would replace or remove such files. Choose an empty "
+      "folder for -o");
+}
+
+void DecodeFolder::begin(const std::set<std::string>& planned) {
+  planned_ = planned;
+  fs::create_directories(dir_);
+  std::set<std::string> both = earlier_;
+  both.insert(planned.begin(), planned.end());
+  write_manifest(both);
+}
+
+int64_t DecodeFolder::finish() {
+  int64_t removed = 0;
+  for (const std::string& name : earlier_)
+    if (!planned_.count(name) && fs::remove(fs::path(dir_) / name)) ++removed;
+  write_manifest(planned_);
+  earlier_ = planned_;
+  return removed;
+}
+
+void DecodeFolder::write_manifest(const std::set<std::string>& files) const {
+  const fs::path path = fs::path(dir_) / kDecodeManifest;
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream f(tmp);
+    f << nlohmann::json{{"written_by", "vqtok decode"}, {"files", files}}.dump(1) << "\n";
+    f.close();
+    ZT_CHECK(!f.fail(), "decode: cannot write '", tmp.string(), "'; is the folder writable?");
+  }
+  fs::rename(tmp, path);  // whole or not at all: the next decode reads one or the other
+}
+
+}  // namespace zt::vqtok

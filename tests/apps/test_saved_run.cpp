@@ -1,0 +1,199 @@
+// What a checkpoint records of its run (meta.json: the app, the config) and the checks
+// that read it (apps/common/saved_run.h). What these tests pin down:
+//  1. a resume whose config describes another model (model.*, vqgpt's gpt.*) stops before
+//     it trains, naming each key with both values, also where the shapes are the same
+//     (model.l2_norm_codes); a key written out at its default is no change;
+//  2. a resume with other train/loss/data settings goes on, with a note naming them, but
+//     not the keys that only say where and how the run is carried out (log_every, workers);
+//  3. a checkpoint of the other app is named as such, by every loader of each app.
+#include <filesystem>
+
+#include "apps/app_test_util.h"
+#include "apps/common/saved_run.h"
+#include "apps/vqgpt/vqgpt_app.h"
+#include "apps/vqtok/vqtok_app.h"
+#include "common/test_util.h"
+#include "configs/config.h"
+#include "zero/checkpoint.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+using test::error_of;
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+// The tiny vqtok config at 2 steps, a checkpoint at step 2, no eval.
+config::AppConfig vqtok_config(const std::string& out, std::vector<std::string> sets = {}) {
+  sets.insert(sets.begin(), {"train.steps=2", "train.eval_every=0", "train.checkpoint_every=2"});
+  return apptest::tiny_vqtok_config(out, std::move(sets));
+}
+
+vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume) {
+  vqtok::TrainResult out;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    o.resume = resume;
+    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    if (comm.rank() == 0) out = r;
+  });
+  return out;
+}
+
+// A vqgpt config over a tokenizer of the tiny model's shape: one step, checkpointed.
+config::AppConfig vqgpt_config(const std::string& out, std::vector<std::string> sets = {}) {
+  config::Node root = config::parse_yaml(R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 1, n_head: 2, n_embd: 16, tokenizer_checkpoint: none}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 64, eval_samples: 8,
+       seed: 3, prefetch: 1}
+train: {steps: 1, batch: 2, schedule: constant, log_every: 1, eval_every: 0,
+        checkpoint_every: 1}
+replicated: [tokenizer]
+)",
+                                         "<test vqgpt>");
+  sets.push_back("output_dir=" + out);
+  for (const std::string& s : sets) config::apply_override(root, s);
+  return config::parse_app_config(root, config::App::vqgpt);
+}
+
+}  // namespace
+
+TEST(SavedRun, AResumeWithAnotherModelStopsNamingTheKeys) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "model");
+  train_vqtok(vqtok_config(dir), false);
+  // Same shapes, another model: cosine codes.
+  std::string err = error_of([&] {
+    train_vqtok(
+        vqtok_config(dir, {"model.l2_norm_codes=true", "model.dropout=0.5", "train.steps=4"}),
+        true);
+  });
+  for (const char* part :
+       {"vqtok train: this config describes another model than the checkpoint '",
+        "model.l2_norm_codes (false in the checkpoint, true in this config)",
+        "model.dropout (0 in the checkpoint, 0.5 in this config)",
+        "set these keys back to the checkpoint's values", "another output_dir, or --overwrite"})
+    EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000004"));
+  // Written out at its default value, a key is the same model.
+  const vqtok::TrainResult r =
+      train_vqtok(vqtok_config(dir, {"model.l2_norm_codes=false", "train.steps=4"}), true);
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_EQ(r.steps, 4);
+  fs::remove_all(dir);
+}
+
+// vqgpt's model is its tokenizer's model.* and its GPT's gpt.* (vocab_size and block_size
+// as resolved); gpt.tokenizer_checkpoint is not read on a resume.
+TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "gpt");
+  fs::create_directories(dir);
+  apptest::train_vqgpt_with_fresh_tokenizer(vqgpt_config(dir + "/run"), dir + "/tok.safetensors",
+                                            1);
+  auto resume = [&](std::vector<std::string> sets) {
+    sets.push_back("train.steps=2");
+    const config::AppConfig cfg = vqgpt_config(dir + "/run", std::move(sets));
+    return error_of([&] {
+      comm::run_threads(1, [&](comm::Communicator& comm) {
+        vqgpt::TrainOptions o;
+        o.quiet = true;
+        o.resume = true;
+        vqgpt::train(cfg, o, comm);
+      });
+    });
+  };
+  const std::string err = resume({"gpt.dropout=0.25", "gpt.vocab_size=67"});
+  for (const char* part : {"vqgpt train: this config describes another model",
+                           "gpt.dropout (0 in the checkpoint, 0.25 in this config)"})
+    EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
+  EXPECT_FALSE(has(err, "vocab_size")) << "67 is what 0 resolves to: " << err;
+  EXPECT_EQ(resume({"gpt.vocab_size=67", "gpt.tokenizer_checkpoint=elsewhere"}), "");
+  fs::remove_all(dir);
+}
+
+TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "settings");
+  train_vqtok(vqtok_config(dir), false);
+  const std::string ckpt = dir + "/checkpoints";
+  auto note = [&](std::vector<std::string> sets) {
+    const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
+    ::testing::internal::CaptureStderr();
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      app::check_resume_config(cfg, ckpt, "vqtok train", comm, /*quiet=*/false);
+    });
+    return ::testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(note({}), "");
+  EXPECT_EQ(note({"train.lr=0.003"}), "") << "3.0e-3 written another way";
+  // Where and how the run is carried out is no change to it.
+  EXPECT_EQ(note({"train.log_every=2", "train.checkpoint_every=1", "data.workers=2",
+                  "train.resume=" + ckpt}),
+            "");
+  const std::string text = note(
+      {"train.lr=1e-3", "train.steps=6", "loss.l1=0.5", "data.shuffle=false", "train.log_every=2"});
+  for (const char* part :
+       {"vqtok train: note: resuming with settings that differ from the checkpoint's: ",
+        "train.lr (3.0e-3 in the checkpoint, 1e-3 in this config)",
+        "train.steps (2 in the checkpoint, 6 in this config)",
+        "loss.l1 (0.1 in the checkpoint, 0.5 in this config)",
+        "data.shuffle ((not set) in the checkpoint, false in this config)",
+        "the run goes on with this config's values"})
+    EXPECT_TRUE(has(text, part)) << part << " not in: " << text;
+  EXPECT_FALSE(has(text, "log_every")) << text;
+  fs::remove_all(dir);
+}
+
+TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "apps");
+  fs::create_directories(dir);
+  const config::AppConfig gpt_cfg = vqgpt_config(dir + "/gpt");
+  apptest::train_vqgpt_with_fresh_tokenizer(gpt_cfg, dir + "/tok.safetensors", 1);
+  const std::string gpt_ckpt = dir + "/gpt/checkpoints";
+  // The tokenizer's shape, so that only the app tells the checkpoints apart.
+  const config::AppConfig tok_cfg = vqtok_config(
+      dir + "/tok", {"model.ch_mult=[1, 2]", "model.attn_resolutions=[]", "data.height=8",
+                     "data.width=8", "train.steps=1", "train.checkpoint_every=1"});
+  train_vqtok(tok_cfg, false);
+  const std::string tok_ckpt = dir + "/tok/checkpoints";
+
+  const std::string to_vqtok = "' is a vqgpt checkpoint; vqtok needs one of its own";
+  const std::string to_vqgpt = "' is a vqtok checkpoint; vqgpt needs one of its own";
+  const std::string gpt_step = gpt_ckpt + "/step_000001", tok_step = tok_ckpt + "/step_000001";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(test::throws_with(
+        [&] { vqtok::export_model(tok_cfg, gpt_ckpt, dir + "/x.safetensors", comm, true); },
+        "'" + gpt_step + to_vqtok));
+    EXPECT_TRUE(test::throws_with([&] { vqtok::load_frozen_model(tok_cfg, gpt_ckpt, comm); },
+                                  "'" + gpt_step + to_vqtok));
+    vqgpt::SampleOptions so;
+    so.checkpoint = tok_ckpt;
+    so.quiet = true;
+    EXPECT_TRUE(
+        test::throws_with([&] { vqgpt::sample(gpt_cfg, so, comm); }, "'" + tok_step + to_vqgpt));
+    EXPECT_TRUE(test::throws_with(
+        [&] { vqgpt::export_model(gpt_cfg, tok_ckpt, dir + "/y.safetensors", comm, true); },
+        "'" + tok_step + to_vqgpt));
+  });
+  // Resumes: train.resume names the other app's checkpoint.
+  std::string err = error_of([&] {
+    config::AppConfig c = vqtok_config(dir + "/tok2", {"train.resume=" + gpt_ckpt});
+    train_vqtok(c, false);
+  });
+  EXPECT_TRUE(has(err, "'" + gpt_step + to_vqtok + " (vqtok train writes them into")) << err;
+  err = error_of([&] {
+    const config::AppConfig c = vqgpt_config(dir + "/gpt2", {"train.resume=" + tok_ckpt});
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      vqgpt::train(c, o, comm);
+    });
+  });
+  EXPECT_TRUE(has(err, "'" + tok_step + to_vqgpt)) << err;
+  EXPECT_TRUE(has(err, "vqgpt train reads one as gpt.tokenizer_checkpoint or --tokenizer")) << err;
+  fs::remove_all(dir);
+}
