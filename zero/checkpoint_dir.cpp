@@ -102,6 +102,13 @@ void write_text_atomically(const fs::path& path, const std::string& text, const 
   }
 }
 
+// A JSON value as an error message quotes it: its first 60 characters.
+static std::string quoted(const json* v) {
+  if (!v) return "none";
+  const std::string s = v->dump();
+  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
 json read_meta(const fs::path& dir) {
   fs::path p = dir / kMetaFile;
   std::ifstream f(p);
@@ -116,6 +123,17 @@ json read_meta(const fs::path& dir) {
            "format '", j.value("format", ""), "', expected '", kFormat, "')");
   ZT_CHECK(j.value("version", 0) == kVersion, "'", p.string(), "' has version ",
            j.value("version", 0), "; this build reads version ", kVersion);
+  // What a resume ranks folders by and verifies them with: read here, once, so that no
+  // caller meets a bare JSON type error that names no file.
+  const json* step = j.contains("step") ? &j["step"] : nullptr;
+  ZT_CHECK(step && step->is_number_integer() && step->get<int64_t>() >= 0, "'", p.string(),
+           "': 'step' must be an integer >= 0, got ", quoted(step));
+  const json* files = j.contains("files") ? &j["files"] : nullptr;
+  ZT_CHECK(files && files->is_object(), "'", p.string(),
+           "': 'files' must be an object of file names and their digests, got ", quoted(files));
+  for (const auto& [name, d] : files->items())
+    ZT_CHECK(d.is_string(), "'", p.string(), "': the digest of '", name,
+             "' in 'files' must be a string, got ", quoted(&d));
   return j;
 }
 

@@ -43,7 +43,8 @@ std::string capture(F&& f) {
 
 /// Writes `path` through a temporary file and a rename, so readers see old or new text.
 void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id);
-/// meta.json of checkpoint `dir`, checked for format and version.
+/// meta.json of checkpoint `dir`, checked for format, version, a `step` >= 0 and a `files`
+/// table of digests (errors name the file).
 json read_meta(const fs::path& dir);
 /// Deletes older checkpoints under root (see save_checkpoint's keep_last).
 void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last);

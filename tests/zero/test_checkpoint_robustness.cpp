@@ -2,8 +2,9 @@
 // safe (lesson 15 teaches what a checkpoint holds). A checkpoint appears only when
 // complete; a missing, corrupt or foreign one is refused before anything in the engine
 // changes; a failed save leaves the previous checkpoint intact; a resume point is the
-// newest complete checkpoint whatever `latest` says; temporaries of saves whose process
-// died are removed at the next save; a save over a damaged checkpoint keeps it aside; app
+// newest complete checkpoint whatever `latest` says, and a meta.json that is not what a
+// save writes is damage the resume names; temporaries of saves whose process died are
+// removed at the next save; a save over a damaged checkpoint keeps it aside; app
 // state travels with the checkpoint, and errors name one place.
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "zero/checkpoint_util.h"
@@ -68,6 +70,13 @@ void save_steps(const std::string& root, int n) {
       zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
     }
   });
+}
+
+// Rewrites meta.json of checkpoint folder `dir` through `edit`.
+void edit_meta(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
+  edit(meta);
+  std::ofstream(dir / "meta.json", std::ios::trunc) << meta.dump(1);
 }
 
 // The pid of a process that has exited (and was reaped).
@@ -220,6 +229,38 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   fs::create_directories(tmp / "traces");
   std::ofstream(tmp / "traces/latest") << "step_000007\n";
   expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
+}
+
+// A meta.json whose step or file table is not what a save writes is damage like any other:
+// the resume passes the folder over, naming the file and the field (a negative step once
+// ranked the folder below older ones, silently; a string gave a bare JSON type error).
+TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                         const std::string& needle) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    edit_meta(d / "step_000003", edit);
+    const std::string meta = (d / "step_000003/meta.json").string();
+    zero::ResumePoint rp = zero::find_resume_point(d.string());
+    EXPECT_EQ(rp.step, 2) << name;
+    EXPECT_NE(rp.note.find("'" + meta + "': " + needle), std::string::npos) << rp.note;
+    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, "'" + meta + "': " + needle);
+  };
+  resume_past(
+      "string", [](auto& m) { m["step"] = "3"; }, "'step' must be an integer >= 0, got \"3\"");
+  resume_past(
+      "missing", [](auto& m) { m.erase("step"); }, "'step' must be an integer >= 0, got none");
+  resume_past(
+      "negative", [](auto& m) { m["step"] = -3; }, "'step' must be an integer >= 0, got -3");
+  resume_past(
+      "no_files", [](auto& m) { m["files"] = nlohmann::json::array(); },
+      "'files' must be an object of file names and their digests, got []");
+  resume_past(
+      "digest", [](auto& m) { m["files"]["replicated.safetensors"] = 7; },
+      "the digest of 'replicated.safetensors' in 'files' must be a string, got 7");
 }
 
 TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
