@@ -72,8 +72,9 @@ std::string find_checkpoint(const std::string& dir_or_root);
 /// True if `dir_or_root` holds a checkpoint (directly or through `latest`).
 bool has_checkpoint(const std::string& dir_or_root);
 
-/// Checks that every file meta.json of checkpoint `dir` lists exists and matches the
-/// digest recorded at save. Throws naming the first file that does not.
+/// Checks that meta.json of checkpoint `dir` reads and agrees with its world size (one
+/// rank file per rank, each partitioned tensor's shard size), and that every file it lists
+/// exists and matches the digest recorded at save. Throws naming the first problem.
 void verify_checkpoint(const std::string& dir);
 
 /// Where a resume starts (find_resume_point).

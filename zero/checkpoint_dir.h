@@ -46,6 +46,11 @@ void write_text_atomically(const fs::path& path, const std::string& text, const 
 /// meta.json of checkpoint `dir`, checked for format, version, a `step` >= 0 and a `files`
 /// table of digests (errors name the file).
 json read_meta(const fs::path& dir);
+/// Checks that checkpoint `dir` is whole and returns its meta.json: it reads, its tensor
+/// table agrees with its world size (check_layout), and every file it lists exists and is a
+/// whole safetensors file; with `digests`, each also matches the digest recorded at save
+/// (which reads every byte). Throws naming the first problem.
+json check_complete(const fs::path& dir, bool digests);
 /// Deletes older checkpoints under root (see save_checkpoint's keep_last).
 void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last);
 /// Moves a finished temporary folder to root/tag and points root/latest at it.

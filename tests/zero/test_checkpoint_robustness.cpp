@@ -263,6 +263,59 @@ TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
       "the digest of 'replicated.safetensors' in 'files' must be a string, got 7");
 }
 
+// A meta.json that reads but disagrees with its own world size (its rank files intact, so
+// every digest matches) is damage too: the resume passes it over, as the load would refuse it.
+TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                         const std::string& needle) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    edit_meta(d / "step_000003", edit);
+    const std::string meta = (d / "step_000003/meta.json").string();
+    zero::ResumePoint rp = zero::find_resume_point(d.string());
+    EXPECT_EQ(rp.step, 2) << name;
+    EXPECT_NE(rp.note.find("'" + meta + needle), std::string::npos) << rp.note;
+    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, needle);
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto e = make_engine(comm, lesson::make_mixed, 7);
+      expect_error([&] { zero::load_checkpoint(*e, d / "step_000003"); }, needle);
+    });
+  };
+  resume_past(
+      "one", [](auto& m) { m["world_size"] = 1; },
+      "' has world_size 1 but lists 2 rank files (one per rank)");
+  resume_past(
+      "three", [](auto& m) { m["world_size"] = 3; },
+      "' has world_size 3 but lists 2 rank files (one per rank)");
+  resume_past(
+      "renamed",
+      [](auto& m) {
+        m["files"]["rank_00002.safetensors"] = m["files"]["rank_00001.safetensors"];
+        m["files"].erase("rank_00001.safetensors");
+      },
+      "' has world_size 2 but lists no rank_00001.safetensors");
+  resume_past(
+      "shape",
+      [](auto& m) {
+        m["tensors"][0]["shape"] = {4, -3};
+      },
+      "': 'conv3.weight' needs a shape of sizes >= 0 and an integer shard_numel");
+  resume_past(
+      "world_size", [](auto& m) { m["world_size"] = "2"; },
+      "': world_size must be an integer >= 1, got string");
+  // One rank's layout, its file table cut to match: rank_00000's digest still matches.
+  resume_past(
+      "layout",
+      [](auto& m) {
+        m["world_size"] = 1;
+        m["files"].erase("rank_00001.safetensors");
+      },
+      "': 'conv3.weight' has shard_numel 54, expected 108 for 108 elements at world_size 1");
+}
+
 TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   TempDir tmp;
   const std::string root = tmp / "ckpt";
