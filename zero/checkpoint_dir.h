@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace zt::zero::ckpt {
@@ -29,6 +30,10 @@ std::string hex64(uint64_t h);
 std::string unique_id();
 /// A step folder's name: not empty, not hidden, not `latest`, no path separators.
 bool valid_tag(const std::string& t);
+/// The step `name` stands for when it is exactly checkpoint_tag(step) for a step >= 0, as
+/// the folders a resume chooses from and a prune deletes are named; nullopt for any other
+/// name (a damaged folder set aside as "step_000004.incomplete-<id>", "step_4", "best").
+std::optional<int64_t> tag_step(const std::string& name);
 
 // Runs f; "" on success, else the error text.
 template <typename F>

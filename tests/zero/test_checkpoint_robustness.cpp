@@ -219,6 +219,25 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   rp = variant("no_meta", [](const fs::path& d) { fs::remove(d / "step_000003/meta.json"); });
   EXPECT_EQ(rp.step, 2);
   EXPECT_NE(rp.note.find("step_000003"), std::string::npos) << rp.note;
+  rp = variant("newer", [](const fs::path& d) {
+    fs::copy(d / "step_000003", d / "step_000005");
+    fs::remove(d / "step_000005/meta.json");
+  });
+  EXPECT_EQ(rp.step, 3);
+  const std::string newer = rp.dir.substr(0, rp.dir.size() - 1) + "5";
+  EXPECT_EQ(rp.note,
+            "newer checkpoint folder 'step_000005' is incomplete; resuming from the "
+            "newest complete checkpoint, '" +
+                rp.dir + "'\n  checkpoint '" + newer +
+                "': cannot open meta.json (not a checkpoint directory, or an incomplete one)");
+  rp = variant("renamed", [](const fs::path& d) {
+    fs::copy(d / "step_000003", d / "step_000009", fs::copy_options::recursive);
+  });
+  EXPECT_EQ(rp.step, 3) << "a folder is ranked by the step its meta.json records";
+  EXPECT_NE(rp.note.find("step_000009/meta.json' records step 3, but its folder is named for "
+                         "step 9"),
+            std::string::npos)
+      << rp.note;
   rp = variant("corrupt", [](const fs::path& d) {
     fs::resize_file(d / "step_000003/replicated.safetensors", 10);
   });
@@ -372,6 +391,65 @@ TEST(CheckpointRobustness, ASaveOverADamagedCheckpointKeepsIt) {
       EXPECT_TRUE(fs::exists(fs::path(root) / name / "rank_00000.safetensors"));
     }
   EXPECT_EQ(kept, 1);
+}
+
+// keep_last counts complete checkpoints only and deletes nothing else. A resume passed
+// over a damaged step 4 for step 2; the saves of steps 4, 6 and 8 that follow, keeping 2,
+// set the damaged folder aside and keep it, and keep the two newest good checkpoints (the
+// set-aside folder once counted, and sorted after step_000004, so good ones went first).
+TEST(CheckpointRobustness, PruningCountsAndDeletesOnlyCompleteCheckpoints) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  auto train_to = [&](zero::Engine& e, int last, int keep) {
+    while (e.global_step() < last) {
+      train_step(e, static_cast<int>(e.global_step()));
+      if (e.global_step() % 2 != 0) continue;
+      zero::save_checkpoint(e, root, zero::checkpoint_tag(e.global_step()), {}, keep);
+    }
+  };
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_to(*e, 4, 0);
+  });
+  fs::resize_file(fs::path(root) / "step_000004/rank_00001.safetensors", 10);
+  fs::create_directories(fs::path(root) / "step_000001");  // not a checkpoint: not ours
+  std::ofstream(fs::path(root) / "step_000001/notes.txt") << "kept\n";
+  const zero::ResumePoint rp = zero::find_resume_point(root);
+  ASSERT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("step_000004/rank_00001.safetensors"), std::string::npos) << rp.note;
+  // After each save: the folders (the set-aside one's id left out), and the resume point
+  // and its note (the set-aside folder is not a checkpoint to resume from or report).
+  std::vector<std::set<std::string>> seen;
+  std::vector<std::pair<int64_t, std::string>> resume;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 9);
+    zero::load_checkpoint(*e, rp.dir);
+    for (int last : {4, 6, 8}) {
+      train_to(*e, last, 2);
+      if (comm.rank() != 0) continue;  // rank 0 alone writes root between saves
+      std::set<std::string> names;
+      for (const std::string& n : entries(root))
+        names.insert(n.rfind("step_000004.incomplete-", 0) == 0 ? "aside" : n);
+      seen.push_back(names);
+      const zero::ResumePoint now = zero::find_resume_point(root);
+      resume.emplace_back(now.step, now.note);
+    }
+  });
+  const std::set<std::string> always = {"latest", "step_000001", "aside"};
+  auto with = [&](std::set<std::string> s) {
+    s.insert(always.begin(), always.end());
+    return s;
+  };
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], with({"step_000002", "step_000004"}));
+  EXPECT_EQ(seen[1], with({"step_000004", "step_000006"}));
+  EXPECT_EQ(seen[2], with({"step_000006", "step_000008"}));
+  EXPECT_EQ(resume, (std::vector<std::pair<int64_t, std::string>>{{4, ""}, {6, ""}, {8, ""}}));
+  for (const std::string& n : entries(root)) {
+    if (n.rfind("step_000004.incomplete-", 0) != 0) continue;
+    EXPECT_EQ(fs::file_size(fs::path(root) / n / "rank_00001.safetensors"), 10u);
+  }
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
 }
 
 TEST(CheckpointRobustness, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
