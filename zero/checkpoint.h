@@ -93,8 +93,9 @@ struct ResumePoint {
 /// reads, records that step and agrees with its world size, and whose files match their
 /// digests. `latest` is only a hint: when it is missing, garbage, or names a missing, older
 /// or incomplete checkpoint, the note says so, and it names the newer folders passed over
-/// and why. Returns an empty dir when root holds no step folder and no `latest`; throws,
-/// listing each folder's problem, when it holds some but none is complete.
+/// and why. Returns an empty dir when root is missing or holds no step folder and no
+/// `latest`; throws, listing each folder's problem, when it holds some but none is
+/// complete, and when root is a file.
 ResumePoint find_resume_point(const std::string& root);
 
 /// True when `root` holds anything a save leaves: a `latest` file or a (non-hidden) folder.

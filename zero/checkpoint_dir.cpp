@@ -352,7 +352,10 @@ ResumePoint find_resume_point(const std::string& root) {
   ResumePoint rp;
   const fs::path r(root);
   std::error_code ec;
-  if (!fs::is_directory(r, ec)) return rp;
+  if (!fs::exists(r, ec)) return rp;  // nothing was ever saved here
+  // A file in the way: saves would fail, so this is no place to start from scratch either.
+  ZT_CHECK(fs::is_directory(r, ec), "'", root,
+           "' is a file, not a folder of checkpoints; move it away or save elsewhere");
   // What `latest` says (a hint: the newest complete checkpoint wins).
   const bool has_latest = fs::exists(r / kLatestFile);
   std::string latest;

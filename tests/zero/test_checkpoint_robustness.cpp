@@ -243,8 +243,12 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   });
   EXPECT_EQ(rp.step, 2);
   EXPECT_NE(rp.note.find("replicated.safetensors"), std::string::npos) << rp.note;
-  // Nothing ever saved: start from scratch. Traces but nothing complete: an error.
+  // Nothing ever saved: start from scratch. Traces but nothing complete: an error. A file
+  // in the way: an error (saves would fail there), not "nothing saved yet".
   EXPECT_EQ(zero::find_resume_point(tmp / "nothing").dir, "");
+  std::ofstream(tmp / "a_file") << "x\n";
+  expect_error([&] { zero::find_resume_point(tmp / "a_file"); },
+               "'" + tmp / "a_file" + "' is a file, not a folder of checkpoints");
   fs::create_directories(tmp / "traces");
   std::ofstream(tmp / "traces/latest") << "step_000007\n";
   expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
