@@ -58,10 +58,13 @@ std::string checkpoint_tag(int64_t step);
 
 /// Saves a checkpoint to <root_dir>/<tag> and points <root_dir>/latest at it. Every rank
 /// must call it, at a step boundary (not between gradient-accumulation micro-steps). An
-/// existing <root_dir>/<tag> is replaced only after the new one is complete. keep_last > 0
-/// then deletes older checkpoints under root_dir: the new one and the keep_last - 1 others
-/// with the highest steps stay. Any failure on any rank throws on every rank and removes
-/// the temporary directory. Returns the checkpoint directory.
+/// existing <root_dir>/<tag> is replaced only after the new one is complete; one that is
+/// not complete is kept, renamed <tag>.incomplete-<id>. keep_last > 0 then deletes older
+/// checkpoints under root_dir: the new one and the keep_last - 1 complete others with the
+/// highest steps stay. Only folders named checkpoint_tag(step) are counted or deleted, and
+/// only complete ones (every file there and whole), never one of a later step. Any failure
+/// on any rank throws on every rank and removes the temporary directory. Returns the
+/// checkpoint directory.
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra = {}, int keep_last = 0);
 
@@ -72,8 +75,9 @@ std::string find_checkpoint(const std::string& dir_or_root);
 /// True if `dir_or_root` holds a checkpoint (directly or through `latest`).
 bool has_checkpoint(const std::string& dir_or_root);
 
-/// Checks that every file meta.json of checkpoint `dir` lists exists and matches the
-/// digest recorded at save. Throws naming the first file that does not.
+/// Checks that meta.json of checkpoint `dir` reads and agrees with its world size (one
+/// rank file per rank, each partitioned tensor's shard size), and that every file it lists
+/// exists and matches the digest recorded at save. Throws naming the first problem.
 void verify_checkpoint(const std::string& dir);
 
 /// Where a resume starts (find_resume_point).
@@ -84,11 +88,14 @@ struct ResumePoint {
   std::string note;
 };
 
-/// The newest complete checkpoint under `root`: among the step folders whose meta.json
-/// reads, the highest step whose files match their digests. `latest` is only a hint: when
-/// it is missing, garbage, or names a missing, older or incomplete checkpoint, the note
-/// says so. Returns an empty dir when root holds no checkpoint folder and no `latest`;
-/// throws, listing each folder's problem, when it holds some but none is complete.
+/// The newest complete checkpoint under `root`: among the step folders (named
+/// checkpoint_tag(step); other folders are not looked at), the highest step whose meta.json
+/// reads, records that step and agrees with its world size, and whose files match their
+/// digests. `latest` is only a hint: when it is missing, garbage, or names a missing, older
+/// or incomplete checkpoint, the note says so, and it names the newer folders passed over
+/// and why. Returns an empty dir when root is missing or holds no step folder and no
+/// `latest`; throws, listing each folder's problem, when it holds some but none is
+/// complete, and when root is a file.
 ResumePoint find_resume_point(const std::string& root);
 
 /// True when `root` holds anything a save leaves: a `latest` file or a (non-hidden) folder.

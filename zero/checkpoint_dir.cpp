@@ -83,6 +83,18 @@ bool valid_tag(const std::string& t) {
   return !t.empty() && t[0] != '.' && t != kLatestFile && t.find('/') == std::string::npos &&
          t.find('\\') == std::string::npos;
 }
+
+std::optional<int64_t> tag_step(const std::string& name) {
+  constexpr size_t kPrefix = 5;  // "step_"
+  if (name.rfind("step_", 0) != 0 || name.size() == kPrefix || name.size() > kPrefix + 18)
+    return std::nullopt;  // up to 18 digits: steps below 10^18, and stoll cannot overflow
+  for (size_t i = kPrefix; i < name.size(); ++i)
+    if (!std::isdigit(static_cast<unsigned char>(name[i]))) return std::nullopt;
+  const int64_t step = std::stoll(name.substr(kPrefix));
+  if (checkpoint_tag(step) != name) return std::nullopt;  // "step_4": not a tag a save writes
+  return step;
+}
+
 // Writes `path` through a temporary file and a rename, so readers see old or new text.
 void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id) {
   fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + id);
@@ -102,6 +114,13 @@ void write_text_atomically(const fs::path& path, const std::string& text, const 
   }
 }
 
+// A JSON value as an error message quotes it: its first 60 characters.
+static std::string quoted(const json* v) {
+  if (!v) return "none";
+  const std::string s = v->dump();
+  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+}
+
 json read_meta(const fs::path& dir) {
   fs::path p = dir / kMetaFile;
   std::ifstream f(p);
@@ -116,30 +135,65 @@ json read_meta(const fs::path& dir) {
            "format '", j.value("format", ""), "', expected '", kFormat, "')");
   ZT_CHECK(j.value("version", 0) == kVersion, "'", p.string(), "' has version ",
            j.value("version", 0), "; this build reads version ", kVersion);
+  // What a resume ranks folders by and verifies them with: read here, once, so that no
+  // caller meets a bare JSON type error that names no file.
+  const json* step = j.contains("step") ? &j["step"] : nullptr;
+  ZT_CHECK(step && step->is_number_integer() && step->get<int64_t>() >= 0, "'", p.string(),
+           "': 'step' must be an integer >= 0, got ", quoted(step));
+  const json* files = j.contains("files") ? &j["files"] : nullptr;
+  ZT_CHECK(files && files->is_object(), "'", p.string(),
+           "': 'files' must be an object of file names and their digests, got ", quoted(files));
+  for (const auto& [name, d] : files->items())
+    ZT_CHECK(d.is_string(), "'", p.string(), "': the digest of '", name,
+             "' in 'files' must be a string, got ", quoted(&d));
   return j;
 }
 
-// Deletes older checkpoints: keeps `keep_tag` and the keep_last - 1 others with the highest
-// steps below `keep_step`. Checkpoints of later steps (an abandoned run's, after a resume
-// from an earlier one) are neither counted nor deleted. The new checkpoint is already
-// committed, so a failure here only warns.
-void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last) {
-  std::vector<std::pair<int64_t, std::string>> others;
+// The folders under root named for a step (tag_step), newest first.
+static std::vector<std::pair<int64_t, std::string>> step_folders(const fs::path& root) {
+  std::vector<std::pair<int64_t, std::string>> out;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(root, ec)) {
-    std::string name = e.path().filename().string();
-    if (name == keep_tag || !valid_tag(name) || !e.is_directory()) continue;
-    // A directory that is not a readable checkpoint is not ours to delete.
-    (void)capture(
-        [&] { others.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
+    const std::string name = e.path().filename().string();
+    const std::optional<int64_t> step = tag_step(name);
+    if (step && e.is_directory(ec)) out.emplace_back(*step, name);
   }
-  std::erase_if(others, [&](const auto& o) { return o.first > keep_step; });
-  std::sort(others.rbegin(), others.rend());
-  for (size_t i = static_cast<size_t>(keep_last - 1); i < others.size(); ++i) {
-    fs::remove_all(root / others[i].second, ec);
+  std::sort(out.rbegin(), out.rend());
+  return out;
+}
+
+// Why step folder `dir`, named for `step`, is not a complete checkpoint ("" when it is):
+// check_complete, and its meta.json records the step its name says (the step that ranks it).
+static std::string incomplete(const fs::path& dir, int64_t step, bool digests) {
+  return capture([&] {
+    const int64_t saved = check_complete(dir, digests).at("step").get<int64_t>();
+    ZT_CHECK(saved == step, "'", (dir / kMetaFile).string(), "' records step ", saved,
+             ", but its folder is named for step ", step);
+  });
+}
+
+// Deletes older checkpoints: keeps `keep_tag` and the keep_last - 1 complete step folders
+// with the highest steps up to `keep_step`, and deletes the complete ones below them.
+// Nothing else is counted or deleted: not a step folder that is incomplete or damaged, nor
+// one a save set aside ("step_N.incomplete-<id>"), nor any folder not named for a step,
+// nor checkpoints of later steps (an abandoned run's, after a resume from an earlier one).
+// Complete here means whole without the digests (which would read every kept checkpoint at
+// every save): meta.json reads and agrees with its folder, every file is there, uncut. The
+// new checkpoint is already committed, so a failure here only warns.
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last) {
+  int kept = 1;  // keep_tag
+  for (const auto& [step, name] : step_folders(root)) {
+    if (name == keep_tag || step > keep_step) continue;
+    if (!incomplete(root / name, step, /*digests=*/false).empty()) continue;
+    if (kept < keep_last) {
+      ++kept;
+      continue;
+    }
+    std::error_code ec;
+    fs::remove_all(root / name, ec);
     if (ec)
       std::fprintf(stderr, "zt: save_checkpoint: could not delete old checkpoint '%s': %s\n",
-                   (root / others[i].second).c_str(), ec.message().c_str());
+                   (root / name).c_str(), ec.message().c_str());
   }
 }
 
@@ -298,7 +352,10 @@ ResumePoint find_resume_point(const std::string& root) {
   ResumePoint rp;
   const fs::path r(root);
   std::error_code ec;
-  if (!fs::is_directory(r, ec)) return rp;
+  if (!fs::exists(r, ec)) return rp;  // nothing was ever saved here
+  // A file in the way: saves would fail, so this is no place to start from scratch either.
+  ZT_CHECK(fs::is_directory(r, ec), "'", root,
+           "' is a file, not a folder of checkpoints; move it away or save elsewhere");
   // What `latest` says (a hint: the newest complete checkpoint wins).
   const bool has_latest = fs::exists(r / kLatestFile);
   std::string latest;
@@ -306,25 +363,17 @@ ResumePoint find_resume_point(const std::string& root) {
     std::ifstream f(r / kLatestFile);
     f >> latest;
   }
-  std::vector<std::pair<int64_t, std::string>> candidates;
-  std::vector<std::string> problems;
-  for (const auto& e : fs::directory_iterator(r, ec)) {
-    const std::string name = e.path().filename().string();
-    if (!valid_tag(name) || !e.is_directory()) continue;
-    std::string err = capture(
-        [&] { candidates.emplace_back(read_meta(e.path()).at("step").get<int64_t>(), name); });
-    if (!err.empty()) problems.push_back(err);
-  }
-  std::sort(candidates.rbegin(), candidates.rend());
-  for (const auto& c : candidates) {
-    const std::string dir = (r / c.second).string();
-    std::string err = capture([&] { verify_checkpoint(dir); });
+  // The step folders, newest first, until a complete one: those passed over are newer.
+  std::vector<std::string> problems, passed;
+  for (const auto& [step, name] : step_folders(r)) {
+    const std::string err = incomplete(r / name, step, /*digests=*/true);
     if (err.empty()) {
-      rp.dir = dir;
-      rp.step = c.first;
+      rp.dir = (r / name).string();
+      rp.step = step;
       break;
     }
     problems.push_back(err);
+    passed.push_back("'" + name + "'");
   }
   auto listed = [&] {
     std::string s;
@@ -346,7 +395,12 @@ ResumePoint find_resume_point(const std::string& root) {
     rp.note = "'" + (r / kLatestFile).string() + "' names '" + latest + "'" +
               (valid_tag(latest) ? "" : " (not a checkpoint name)");
   if (!rp.note.empty() || !problems.empty()) {
-    if (rp.note.empty()) rp.note = "newer checkpoint folders are incomplete";
+    if (rp.note.empty()) {
+      std::string names;
+      for (const std::string& n : passed) names += (names.empty() ? "" : ", ") + n;
+      rp.note = "newer checkpoint folder" + std::string(passed.size() > 1 ? "s " : " ") + names +
+                (passed.size() > 1 ? " are" : " is") + " incomplete";
+    }
     rp.note += "; resuming from the newest complete checkpoint, '" + rp.dir + "'" + listed();
   }
   return rp;

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 namespace zt::zero::ckpt {
@@ -29,6 +30,10 @@ std::string hex64(uint64_t h);
 std::string unique_id();
 /// A step folder's name: not empty, not hidden, not `latest`, no path separators.
 bool valid_tag(const std::string& t);
+/// The step `name` stands for when it is exactly checkpoint_tag(step) for a step >= 0, as
+/// the folders a resume chooses from and a prune deletes are named; nullopt for any other
+/// name (a damaged folder set aside as "step_000004.incomplete-<id>", "step_4", "best").
+std::optional<int64_t> tag_step(const std::string& name);
 
 // Runs f; "" on success, else the error text.
 template <typename F>
@@ -43,8 +48,14 @@ std::string capture(F&& f) {
 
 /// Writes `path` through a temporary file and a rename, so readers see old or new text.
 void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id);
-/// meta.json of checkpoint `dir`, checked for format and version.
+/// meta.json of checkpoint `dir`, checked for format, version, a `step` >= 0 and a `files`
+/// table of digests (errors name the file).
 json read_meta(const fs::path& dir);
+/// Checks that checkpoint `dir` is whole and returns its meta.json: it reads, its tensor
+/// table agrees with its world size (check_layout), and every file it lists exists and is a
+/// whole safetensors file; with `digests`, each also matches the digest recorded at save
+/// (which reads every byte). Throws naming the first problem.
+json check_complete(const fs::path& dir, bool digests);
 /// Deletes older checkpoints under root (see save_checkpoint's keep_last).
 void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last);
 /// Moves a finished temporary folder to root/tag and points root/latest at it.

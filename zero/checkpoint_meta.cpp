@@ -2,10 +2,12 @@
 #include "zero/checkpoint_meta.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 
 #include "zero/param.h"
+#include "zero/partition.h"
 
 namespace zt::zero::ckpt {
 
@@ -68,6 +70,40 @@ json describe(Engine& e) {
     out.push_back(
         {{"name", n}, {"kind", "buffer"}, {"dtype", dtype_name(b.dtype())}, {"shape", b.sizes()}});
   return out;
+}
+
+void check_layout(const json& meta, const std::string& meta_path) {
+  const json& ws = meta.at("world_size");
+  ZT_CHECK(ws.is_number_integer() && ws.get<int64_t>() >= 1 &&
+               ws.get<int64_t>() <= std::numeric_limits<int>::max(),
+           "'", meta_path, "': world_size must be an integer >= 1, got ",
+           ws.is_number() ? ws.dump() : std::string(ws.type_name()));
+  const int world = ws.get<int>();
+  const json& files = meta.at("files");
+  ZT_CHECK(files.contains(kReplicatedFile), "'", meta_path, "' lists no ", kReplicatedFile);
+  ZT_CHECK(files.size() == static_cast<size_t>(world) + 1, "'", meta_path, "' has world_size ",
+           world, " but lists ", files.size() - 1, " rank files (one per rank)");
+  for (int r = 0; r < world; ++r)
+    ZT_CHECK(files.contains(rank_file(r)), "'", meta_path, "' has world_size ", world,
+             " but lists no ", rank_file(r));
+  for (const json& t : meta.at("tensors")) {
+    if (t.at("kind") != "partitioned") continue;
+    const std::string name = t.at("name").get<std::string>();
+    // Checked, not converted: a number out of range would be undefined behaviour.
+    const json& shape = t.at("shape");
+    const json& shard_numel = t.at("shard_numel");
+    int64_t numel = 1;
+    bool valid = shape.is_array() && shard_numel.is_number_integer();
+    for (size_t i = 0; valid && i < shape.size(); ++i)
+      valid = shape[i].is_number_integer() && shape[i].get<int64_t>() >= 0 &&
+              !__builtin_mul_overflow(numel, shape[i].get<int64_t>(), &numel);
+    ZT_CHECK(valid, "'", meta_path, "': '", name,
+             "' needs a shape of sizes >= 0 and an integer shard_numel");
+    const int64_t saved = shard_numel.get<int64_t>();
+    const int64_t want = make_partition(numel, world).shard_numel;
+    ZT_CHECK(saved == want, "'", meta_path, "': '", name, "' has shard_numel ", saved,
+             ", expected ", want, " for ", numel, " elements at world_size ", world);
+  }
 }
 
 namespace {

@@ -31,6 +31,12 @@ std::string state_owner(const std::string& key);
 /// replicated parameter and buffer, in that order; what must match between save and load.
 json describe(Engine& e);
 
+/// Checks that meta.json `meta` (read from `meta_path`) is consistent with its world size:
+/// `files` lists replicated.safetensors and one file per rank, no more, and each
+/// partitioned tensor's shard_numel is its share over world_size ranks. Throws naming the
+/// first disagreement. A load checks it before reading a shard, and verify_checkpoint too.
+void check_layout(const json& meta, const std::string& meta_path);
+
 /// The first difference between the saved model and this one (by name, kind, dtype and
 /// shape), or "".
 std::string first_difference(const json& saved, const json& mine);

@@ -210,6 +210,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
              cfg.output_dir,
              "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
+    ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
+             "' is a file, not a folder, and this run saves its checkpoints there; move it away "
+             "or set another output_dir (--set output_dir=...)");
     try {  // first: nothing below may touch a folder another run is writing
       lock = std::make_shared<zero::RunLock>(cfg.output_dir);
     } catch (const std::exception& e) {

@@ -2,8 +2,9 @@
 // safe (lesson 15 teaches what a checkpoint holds). A checkpoint appears only when
 // complete; a missing, corrupt or foreign one is refused before anything in the engine
 // changes; a failed save leaves the previous checkpoint intact; a resume point is the
-// newest complete checkpoint whatever `latest` says; temporaries of saves whose process
-// died are removed at the next save; a save over a damaged checkpoint keeps it aside; app
+// newest complete checkpoint whatever `latest` says, and a meta.json that is not what a
+// save writes is damage the resume names; temporaries of saves whose process died are
+// removed at the next save; a save over a damaged checkpoint keeps it aside; app
 // state travels with the checkpoint, and errors name one place.
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -11,6 +12,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "zero/checkpoint_util.h"
@@ -68,6 +70,13 @@ void save_steps(const std::string& root, int n) {
       zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
     }
   });
+}
+
+// Rewrites meta.json of checkpoint folder `dir` through `edit`.
+void edit_meta(const fs::path& dir, const std::function<void(nlohmann::json&)>& edit) {
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(dir / "meta.json"));
+  edit(meta);
+  std::ofstream(dir / "meta.json", std::ios::trunc) << meta.dump(1);
 }
 
 // The pid of a process that has exited (and was reaped).
@@ -210,16 +219,124 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   rp = variant("no_meta", [](const fs::path& d) { fs::remove(d / "step_000003/meta.json"); });
   EXPECT_EQ(rp.step, 2);
   EXPECT_NE(rp.note.find("step_000003"), std::string::npos) << rp.note;
+  rp = variant("newer", [](const fs::path& d) {
+    fs::copy(d / "step_000003", d / "step_000005");
+    fs::remove(d / "step_000005/meta.json");
+  });
+  EXPECT_EQ(rp.step, 3);
+  const std::string newer = rp.dir.substr(0, rp.dir.size() - 1) + "5";
+  EXPECT_EQ(rp.note,
+            "newer checkpoint folder 'step_000005' is incomplete; resuming from the "
+            "newest complete checkpoint, '" +
+                rp.dir + "'\n  checkpoint '" + newer +
+                "': cannot open meta.json (not a checkpoint directory, or an incomplete one)");
+  rp = variant("renamed", [](const fs::path& d) {
+    fs::copy(d / "step_000003", d / "step_000009", fs::copy_options::recursive);
+  });
+  EXPECT_EQ(rp.step, 3) << "a folder is ranked by the step its meta.json records";
+  EXPECT_NE(rp.note.find("step_000009/meta.json' records step 3, but its folder is named for "
+                         "step 9"),
+            std::string::npos)
+      << rp.note;
   rp = variant("corrupt", [](const fs::path& d) {
     fs::resize_file(d / "step_000003/replicated.safetensors", 10);
   });
   EXPECT_EQ(rp.step, 2);
   EXPECT_NE(rp.note.find("replicated.safetensors"), std::string::npos) << rp.note;
-  // Nothing ever saved: start from scratch. Traces but nothing complete: an error.
+  // Nothing ever saved: start from scratch. Traces but nothing complete: an error. A file
+  // in the way: an error (saves would fail there), not "nothing saved yet".
   EXPECT_EQ(zero::find_resume_point(tmp / "nothing").dir, "");
+  std::ofstream(tmp / "a_file") << "x\n";
+  expect_error([&] { zero::find_resume_point(tmp / "a_file"); },
+               "'" + tmp / "a_file" + "' is a file, not a folder of checkpoints");
   fs::create_directories(tmp / "traces");
   std::ofstream(tmp / "traces/latest") << "step_000007\n";
   expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
+}
+
+// A meta.json whose step or file table is not what a save writes is damage like any other:
+// the resume passes the folder over, naming the file and the field (a negative step once
+// ranked the folder below older ones, silently; a string gave a bare JSON type error).
+TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                         const std::string& needle) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    edit_meta(d / "step_000003", edit);
+    const std::string meta = (d / "step_000003/meta.json").string();
+    zero::ResumePoint rp = zero::find_resume_point(d.string());
+    EXPECT_EQ(rp.step, 2) << name;
+    EXPECT_NE(rp.note.find("'" + meta + "': " + needle), std::string::npos) << rp.note;
+    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, "'" + meta + "': " + needle);
+  };
+  resume_past(
+      "string", [](auto& m) { m["step"] = "3"; }, "'step' must be an integer >= 0, got \"3\"");
+  resume_past(
+      "missing", [](auto& m) { m.erase("step"); }, "'step' must be an integer >= 0, got none");
+  resume_past(
+      "negative", [](auto& m) { m["step"] = -3; }, "'step' must be an integer >= 0, got -3");
+  resume_past(
+      "no_files", [](auto& m) { m["files"] = nlohmann::json::array(); },
+      "'files' must be an object of file names and their digests, got []");
+  resume_past(
+      "digest", [](auto& m) { m["files"]["replicated.safetensors"] = 7; },
+      "the digest of 'replicated.safetensors' in 'files' must be a string, got 7");
+}
+
+// A meta.json that reads but disagrees with its own world size (its rank files intact, so
+// every digest matches) is damage too: the resume passes it over, as the load would refuse it.
+TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
+                         const std::string& needle) {
+    const fs::path d = fs::path(tmp.path) / name;
+    fs::copy(base, d, fs::copy_options::recursive);
+    edit_meta(d / "step_000003", edit);
+    const std::string meta = (d / "step_000003/meta.json").string();
+    zero::ResumePoint rp = zero::find_resume_point(d.string());
+    EXPECT_EQ(rp.step, 2) << name;
+    EXPECT_NE(rp.note.find("'" + meta + needle), std::string::npos) << rp.note;
+    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, needle);
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto e = make_engine(comm, lesson::make_mixed, 7);
+      expect_error([&] { zero::load_checkpoint(*e, d / "step_000003"); }, needle);
+    });
+  };
+  resume_past(
+      "one", [](auto& m) { m["world_size"] = 1; },
+      "' has world_size 1 but lists 2 rank files (one per rank)");
+  resume_past(
+      "three", [](auto& m) { m["world_size"] = 3; },
+      "' has world_size 3 but lists 2 rank files (one per rank)");
+  resume_past(
+      "renamed",
+      [](auto& m) {
+        m["files"]["rank_00002.safetensors"] = m["files"]["rank_00001.safetensors"];
+        m["files"].erase("rank_00001.safetensors");
+      },
+      "' has world_size 2 but lists no rank_00001.safetensors");
+  resume_past(
+      "shape",
+      [](auto& m) {
+        m["tensors"][0]["shape"] = {4, -3};
+      },
+      "': 'conv3.weight' needs a shape of sizes >= 0 and an integer shard_numel");
+  resume_past(
+      "world_size", [](auto& m) { m["world_size"] = "2"; },
+      "': world_size must be an integer >= 1, got string");
+  // One rank's layout, its file table cut to match: rank_00000's digest still matches.
+  resume_past(
+      "layout",
+      [](auto& m) {
+        m["world_size"] = 1;
+        m["files"].erase("rank_00001.safetensors");
+      },
+      "': 'conv3.weight' has shard_numel 54, expected 108 for 108 elements at world_size 1");
 }
 
 TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
@@ -278,6 +395,65 @@ TEST(CheckpointRobustness, ASaveOverADamagedCheckpointKeepsIt) {
       EXPECT_TRUE(fs::exists(fs::path(root) / name / "rank_00000.safetensors"));
     }
   EXPECT_EQ(kept, 1);
+}
+
+// keep_last counts complete checkpoints only and deletes nothing else. A resume passed
+// over a damaged step 4 for step 2; the saves of steps 4, 6 and 8 that follow, keeping 2,
+// set the damaged folder aside and keep it, and keep the two newest good checkpoints (the
+// set-aside folder once counted, and sorted after step_000004, so good ones went first).
+TEST(CheckpointRobustness, PruningCountsAndDeletesOnlyCompleteCheckpoints) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  auto train_to = [&](zero::Engine& e, int last, int keep) {
+    while (e.global_step() < last) {
+      train_step(e, static_cast<int>(e.global_step()));
+      if (e.global_step() % 2 != 0) continue;
+      zero::save_checkpoint(e, root, zero::checkpoint_tag(e.global_step()), {}, keep);
+    }
+  };
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_to(*e, 4, 0);
+  });
+  fs::resize_file(fs::path(root) / "step_000004/rank_00001.safetensors", 10);
+  fs::create_directories(fs::path(root) / "step_000001");  // not a checkpoint: not ours
+  std::ofstream(fs::path(root) / "step_000001/notes.txt") << "kept\n";
+  const zero::ResumePoint rp = zero::find_resume_point(root);
+  ASSERT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find("step_000004/rank_00001.safetensors"), std::string::npos) << rp.note;
+  // After each save: the folders (the set-aside one's id left out), and the resume point
+  // and its note (the set-aside folder is not a checkpoint to resume from or report).
+  std::vector<std::set<std::string>> seen;
+  std::vector<std::pair<int64_t, std::string>> resume;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 9);
+    zero::load_checkpoint(*e, rp.dir);
+    for (int last : {4, 6, 8}) {
+      train_to(*e, last, 2);
+      if (comm.rank() != 0) continue;  // rank 0 alone writes root between saves
+      std::set<std::string> names;
+      for (const std::string& n : entries(root))
+        names.insert(n.rfind("step_000004.incomplete-", 0) == 0 ? "aside" : n);
+      seen.push_back(names);
+      const zero::ResumePoint now = zero::find_resume_point(root);
+      resume.emplace_back(now.step, now.note);
+    }
+  });
+  const std::set<std::string> always = {"latest", "step_000001", "aside"};
+  auto with = [&](std::set<std::string> s) {
+    s.insert(always.begin(), always.end());
+    return s;
+  };
+  ASSERT_EQ(seen.size(), 3u);
+  EXPECT_EQ(seen[0], with({"step_000002", "step_000004"}));
+  EXPECT_EQ(seen[1], with({"step_000004", "step_000006"}));
+  EXPECT_EQ(seen[2], with({"step_000006", "step_000008"}));
+  EXPECT_EQ(resume, (std::vector<std::pair<int64_t, std::string>>{{4, ""}, {6, ""}, {8, ""}}));
+  for (const std::string& n : entries(root)) {
+    if (n.rfind("step_000004.incomplete-", 0) != 0) continue;
+    EXPECT_EQ(fs::file_size(fs::path(root) / n / "rank_00001.safetensors"), 10u);
+  }
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
 }
 
 TEST(CheckpointRobustness, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
