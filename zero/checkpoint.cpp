@@ -115,6 +115,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
           {"world_size", comm.size()},
           {"step", extra.step >= 0 ? extra.step : engine.global_step()},
           {"optimizer_step", engine.optimizer().step_count()},
+          {"lr", engine.lr()},
           {"engine_steps",
            {{"applied", engine.global_step()}, {"skipped", engine.stats().overflow_skips}}},
           {"config_yaml", extra.config_yaml},

@@ -127,11 +127,11 @@ class RunLock {
   int fd_ = -1;
 };
 
-/// Restores parameters (shards and fp32 masters), optimizer state, replicated parameters,
-/// buffers and the global step from a checkpoint saved at any world size, then refreshes
-/// gathered copies and verifies replicas. Every rank must call it. The model must have the
-/// same parameter names, shapes, dtypes and kinds (partitioned/replicated) and the same
-/// buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
+/// Restores parameters (shards and fp32 masters), optimizer state (the learning rate last
+/// set included), replicated parameters, buffers and the global step from a checkpoint saved at any
+/// world size, then refreshes gathered copies and verifies replicas. Every rank must call it. The
+/// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
+/// the same buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
 /// model) throws on every rank and leaves the engine unchanged. Returns the extra data.
 /// With optimizer_state false the optimizer state is neither read nor checked, and the
 /// optimizer is left as it is (inference and export, whose engine's optimizer need not be

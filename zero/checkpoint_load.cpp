@@ -92,6 +92,7 @@ struct Staged {
   optim::NamedTensors optim;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
+  std::optional<double> lr;                 // with the optimizer state, where saved
   // The engine's applied and fp16-skipped step counts (checkpoints saved with them).
   std::optional<std::pair<int64_t, int64_t>> engine_steps;
 };
@@ -182,6 +183,7 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
       const auto applied = meta.at("optimizer_step").get<int64_t>();
       if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
     }
+    if (const auto it = meta.find("lr"); optim && it != meta.end()) st.lr = it->get<double>();
     if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object())
       st.scaler = LossScaler::State{it->at("scale").get<double>(), it->at("hysteresis").get<int>(),
                                     it->at("iteration").get<int64_t>(),
@@ -251,6 +253,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   else
     engine.set_global_step(st.extra.step);
   if (st.scaler && engine.loss_scaler().active()) engine.loss_scaler().restore(*st.scaler);
+  if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
   engine.verify_replicas();
   return st.extra;

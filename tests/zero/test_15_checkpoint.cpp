@@ -38,12 +38,16 @@ TEST(Lesson15Checkpoint, SameWorldSizeResumeIsBitExact) {
   std::vector<Named> straight(2), resumed(2);
   comm::run_threads(2, [&](comm::Communicator& comm) {
     auto e = make_engine(comm, lesson::make_net, 5);
-    for (int s = 0; s < 4; ++s) train_step(*e, s);
+    for (int s = 0; s < 4; ++s) {
+      if (s == 2) e->set_lr(2.5e-3);
+      train_step(*e, s);
+    }
     straight[comm.rank()] = full_state(*e);
   });
   comm::run_threads(2, [&](comm::Communicator& comm) {
     auto e = make_engine(comm, lesson::make_net, 5);
     for (int s = 0; s < 2; ++s) train_step(*e, s);
+    e->set_lr(2.5e-3);  // set by hand (a plateau schedule): saved with the optimizer state
     zero::CheckpointExtra x;
     x.config_yaml = "model: net\n";
     x.loader_epoch = 1;
@@ -76,6 +80,7 @@ TEST(Lesson15Checkpoint, SameWorldSizeResumeIsBitExact) {
     EXPECT_EQ(x.saved_world_size, 2);
     EXPECT_EQ(e->global_step(), 2);
     EXPECT_EQ(e->optimizer().step_count(), 2);
+    EXPECT_EQ(e->lr(), 2.5e-3);
     for (int s = 2; s < 4; ++s) train_step(*e, s);
     EXPECT_EQ(e->global_step(), 4);
     EXPECT_EQ(e->optimizer().step_count(), 4);
