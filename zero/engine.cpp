@@ -17,34 +17,34 @@
 namespace zt::zero {
 
 namespace {
-// Every live engine's claims, process-wide: the parameter and its engine's rank.
+// Every live engine's claims, process-wide: the model or parameter and its engine's rank.
 std::mutex claims_mutex;
-std::unordered_map<const TensorImpl*, int>& claims() {
-  static std::unordered_map<const TensorImpl*, int> held;
+std::unordered_map<const void*, int>& claims() {
+  static std::unordered_map<const void*, int> held;
   return held;
 }
 }  // namespace
 
-void Engine::Claim::take(const Tensor& p, const std::string& name, int rank) {
+void Engine::Claim::take(const void* what, const std::string& name, int rank) {
   std::lock_guard<std::mutex> lock(claims_mutex);
-  auto [it, fresh] = claims().emplace(p.impl(), rank);
+  auto [it, fresh] = claims().emplace(what, rank);
   if (fresh) {
-    held_.push_back(p.impl());
+    held_.push_back(what);
     return;
   }
-  ZT_CHECK(it->second == rank, "zero::Engine (rank ", rank, "): parameter '", name,
-           "' is partitioned by rank ", it->second,
+  ZT_CHECK(it->second == rank, "zero::Engine (rank ", rank, "): ", name, " is trained by rank ",
+           it->second,
            "'s engine too: the ranks share one model object. Under thread ranks each rank "
            "builds its own model inside the function comm::launch runs (as "
            "apps/examples/embed/main.cpp does)");
-  ZT_FAIL("zero::Engine: parameter '", name,
-          "' is trained by another zero::Engine that is still alive; one engine per model "
+  ZT_FAIL("zero::Engine: ", name,
+          " is trained by another zero::Engine that is still alive; one engine per model "
           "(destroy the first before building another)");
 }
 
 Engine::Claim::~Claim() {
   std::lock_guard<std::mutex> lock(claims_mutex);
-  for (const TensorImpl* p : held_) claims().erase(p);
+  for (const void* p : held_) claims().erase(p);
 }
 
 Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
@@ -54,6 +54,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       config_(std::move(config)),
       scaler_(config_.precision) {
   ZT_CHECK(model_ != nullptr, "zero::Engine: model is null");
+  // Before anything reads the model: another rank's engine may be changing it.
+  claim_.take(model_.get(), "the model (" + model_->type_name() + ")", comm.rank());
   check_config(config_);
   autograd::NoGradGuard ng;
   std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
@@ -74,7 +76,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     }
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
-    if (!is_replicated(p)) claim_.take(p, name, comm_.rank());
+    if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());
   offload_ = std::make_unique<OptimizerOffload>(
       config_.offload_optimizer, named.empty() ? Device::cpu() : named.front().second.device());
   for (auto& [name, p] : named) {

@@ -158,18 +158,19 @@ class Engine {
   /// nn::registration_count() moved since the last check).
   void check_model_unchanged();
 
-  /// The parameters this engine partitions, held exclusively while it lives (built first,
-  /// released last, also when the constructor throws). Thread ranks share one address
-  /// space: a model built once and captured by every rank's function would otherwise be
-  /// partitioned by N engines at once.
+  /// The model and the parameters this engine partitions, held exclusively while it
+  /// lives (released last, also when the constructor throws). Thread ranks share one
+  /// address space: a model built once and captured by every rank's function would
+  /// otherwise be partitioned by N engines at once.
   class Claim {
    public:
     ~Claim();
-    /// Takes `p` for the engine of rank `rank`, or errors naming whoever holds it.
-    void take(const Tensor& p, const std::string& name, int rank);
+    /// Takes `what` (named `name` in errors) for the engine of rank `rank`, or errors
+    /// naming whoever holds it.
+    void take(const void* what, const std::string& name, int rank);
 
    private:
-    std::vector<const TensorImpl*> held_;
+    std::vector<const void*> held_;
   };
 
   std::shared_ptr<nn::Module> model_;
