@@ -40,6 +40,18 @@ config::AppConfig tiny_vqtok_config(const std::string& out_dir, std::vector<std:
   return config::parse_app_config(root, config::App::vqtok);
 }
 
+vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume) {
+  vqtok::TrainResult out;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    o.resume = resume;
+    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    if (comm.rank() == 0) out = r;
+  });
+  return out;
+}
+
 std::string fresh_dir(const std::string& prefix, const std::string& name) {
   namespace fs = std::filesystem;
   fs::path p = fs::temp_directory_path() / (prefix + "_" + name + "_" + std::to_string(::getpid()));

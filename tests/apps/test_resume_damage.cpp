@@ -30,18 +30,6 @@ config::AppConfig tiny_config(const std::string& out_dir, int steps, int keep) {
                 "train.checkpoint_every=2", "train.keep_checkpoints=" + std::to_string(keep)});
 }
 
-vqtok::TrainResult train(const config::AppConfig& cfg, bool resume) {
-  vqtok::TrainResult out;
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    vqtok::TrainOptions o;
-    o.quiet = true;
-    o.resume = resume;
-    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
-    if (comm.rank() == 0) out = r;
-  });
-  return out;
-}
-
 // The folders under `root`, a set-aside one's id left out ("step_000004.incomplete-*").
 std::set<std::string> folders(const std::string& root) {
   std::set<std::string> out;
@@ -63,15 +51,15 @@ bool has(const std::string& text, const std::string& part) {
 TEST(ResumeDamage, SavesKeepTheNewestCompleteCheckpointsAndTheDamagedOne) {
   const std::string dir = apptest::fresh_dir("zt_damage", "keep");
   const std::string root = dir + "/checkpoints";
-  train(tiny_config(dir, 4, 0), false);  // checkpoints at steps 2 and 4
+  apptest::train_vqtok(tiny_config(dir, 4, 0), false);  // checkpoints at steps 2 and 4
   fs::resize_file(root + "/step_000004/rank_00001.safetensors", 10);
-  EXPECT_EQ(train(tiny_config(dir, 4, 2), true).start_step, 2);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, 4, 2), true).start_step, 2);
   EXPECT_EQ(folders(root),
             (std::set<std::string>{"step_000002", "step_000004", "step_000004.incomplete-*"}));
-  EXPECT_EQ(train(tiny_config(dir, 6, 2), true).start_step, 4);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, 6, 2), true).start_step, 4);
   EXPECT_EQ(folders(root),
             (std::set<std::string>{"step_000004", "step_000006", "step_000004.incomplete-*"}));
-  EXPECT_EQ(train(tiny_config(dir, 8, 2), true).start_step, 6);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, 8, 2), true).start_step, 6);
   EXPECT_EQ(folders(root),
             (std::set<std::string>{"step_000006", "step_000008", "step_000004.incomplete-*"}));
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
@@ -81,12 +69,12 @@ TEST(ResumeDamage, SavesKeepTheNewestCompleteCheckpointsAndTheDamagedOne) {
 TEST(ResumeDamage, AMetaJsonWithTheWrongWorldSizeIsPassedOver) {
   const std::string dir = apptest::fresh_dir("zt_damage", "world");
   const std::string meta = dir + "/checkpoints/step_000004/meta.json";
-  train(tiny_config(dir, 4, 0), false);
+  apptest::train_vqtok(tiny_config(dir, 4, 0), false);
   nlohmann::json m = nlohmann::json::parse(std::ifstream(meta));
   m["world_size"] = 3;
   std::ofstream(meta, std::ios::trunc) << m.dump(1);
   testing::internal::CaptureStderr();
-  const vqtok::TrainResult r = train(tiny_config(dir, 6, 0), true);
+  const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, 6, 0), true);
   const std::string err = testing::internal::GetCapturedStderr();
   EXPECT_EQ(r.start_step, 2);
   EXPECT_EQ(r.steps, 6);
@@ -100,7 +88,8 @@ TEST(ResumeDamage, ACheckpointsPathThatIsAFileStopsTheStart) {
   fs::create_directories(dir);
   std::ofstream(root) << "not a folder\n";
   for (bool resume : {true, false}) {
-    const std::string err = test::error_of([&] { train(tiny_config(dir, 4, 0), resume); });
+    const std::string err =
+        test::error_of([&] { apptest::train_vqtok(tiny_config(dir, 4, 0), resume); });
     EXPECT_TRUE(has(err, "vqtok train: '" + root +
                              "' is a file, not a folder, and this run "
                              "saves its checkpoints there"))

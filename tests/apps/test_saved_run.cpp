@@ -33,18 +33,6 @@ config::AppConfig vqtok_config(const std::string& out, std::vector<std::string> 
   return apptest::tiny_vqtok_config(out, std::move(sets));
 }
 
-vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume) {
-  vqtok::TrainResult out;
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    vqtok::TrainOptions o;
-    o.quiet = true;
-    o.resume = resume;
-    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
-    if (comm.rank() == 0) out = r;
-  });
-  return out;
-}
-
 // A vqgpt config over a tokenizer of the tiny model's shape: one step, checkpointed.
 config::AppConfig vqgpt_config(const std::string& out, std::vector<std::string> sets = {}) {
   config::Node root = config::parse_yaml(R"(
@@ -66,10 +54,10 @@ replicated: [tokenizer]
 
 TEST(SavedRun, AResumeWithAnotherModelStopsNamingTheKeys) {
   const std::string dir = apptest::fresh_dir("zt_saved", "model");
-  train_vqtok(vqtok_config(dir), false);
+  apptest::train_vqtok(vqtok_config(dir), false);
   // Same shapes, another model: cosine codes.
   std::string err = error_of([&] {
-    train_vqtok(
+    apptest::train_vqtok(
         vqtok_config(dir, {"model.l2_norm_codes=true", "model.dropout=0.5", "train.steps=4"}),
         true);
   });
@@ -82,7 +70,7 @@ TEST(SavedRun, AResumeWithAnotherModelStopsNamingTheKeys) {
   EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000004"));
   // Written out at its default value, a key is the same model.
   const vqtok::TrainResult r =
-      train_vqtok(vqtok_config(dir, {"model.l2_norm_codes=false", "train.steps=4"}), true);
+      apptest::train_vqtok(vqtok_config(dir, {"model.l2_norm_codes=false", "train.steps=4"}), true);
   EXPECT_EQ(r.start_step, 2);
   EXPECT_EQ(r.steps, 4);
   fs::remove_all(dir);
@@ -118,7 +106,7 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
 
 TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   const std::string dir = apptest::fresh_dir("zt_saved", "settings");
-  train_vqtok(vqtok_config(dir), false);
+  apptest::train_vqtok(vqtok_config(dir), false);
   const std::string ckpt = dir + "/checkpoints";
   auto note = [&](std::vector<std::string> sets) {
     const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
@@ -158,7 +146,7 @@ TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
   const config::AppConfig tok_cfg = vqtok_config(
       dir + "/tok", {"model.ch_mult=[1, 2]", "model.attn_resolutions=[]", "data.height=8",
                      "data.width=8", "train.steps=1", "train.checkpoint_every=1"});
-  train_vqtok(tok_cfg, false);
+  apptest::train_vqtok(tok_cfg, false);
   const std::string tok_ckpt = dir + "/tok/checkpoints";
 
   const std::string to_vqtok = "' is a vqgpt checkpoint; vqtok needs one of its own";
@@ -182,7 +170,7 @@ TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
   // Resumes: train.resume names the other app's checkpoint.
   std::string err = error_of([&] {
     config::AppConfig c = vqtok_config(dir + "/tok2", {"train.resume=" + gpt_ckpt});
-    train_vqtok(c, false);
+    apptest::train_vqtok(c, false);
   });
   EXPECT_TRUE(has(err, "'" + gpt_step + to_vqtok + " (vqtok train writes them into")) << err;
   err = error_of([&] {

@@ -35,6 +35,13 @@ zero::Config prefetch_config() {
   return c;
 }
 
+// A model of type M built under zero::Init on `comm`: partitioned as it is built.
+template <typename M>
+std::shared_ptr<M> partitioned(comm::Communicator& comm) {
+  zero::Init init(comm);
+  return std::make_shared<M>();
+}
+
 void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
   engine.backward(mse_loss(engine(x), y));
   engine.step();
@@ -43,11 +50,7 @@ void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
 
 TEST(Lesson07Prefetch, TraceIsModuleOrder) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::Mixed>();
-    }
+    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);
@@ -84,11 +87,7 @@ TEST(Lesson07Prefetch, TraceIsModuleOrder) {
 
 TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::Mixed>();
-    }
+    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
     // A window of exactly conv2's padded elements: at conv3's fetch only conv2 fits.
     zero::Config cfg = prefetch_config();
     cfg.stage3_prefetch_bucket_size = 0;
@@ -118,11 +117,7 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
 
 TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<Swappable> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Swappable>();
-    }
+    std::shared_ptr<Swappable> m = partitioned<Swappable>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     Tensor x = ones({2, 6}), y = zeros({2, 6});
     train_step(engine, x, y);
@@ -140,11 +135,7 @@ TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
 TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   try {
     comm::run_threads(2, [](comm::Communicator& comm) {
-      std::shared_ptr<Swappable> m;
-      {
-        zero::Init init(comm);
-        m = std::make_shared<Swappable>();
-      }
+      std::shared_ptr<Swappable> m = partitioned<Swappable>(comm);
       zero::Engine engine(m, comm, prefetch_config(), {});
       m->swap = comm.rank() == 1;  // same shapes, so the collectives still match
       train_step(engine, ones({2, 6}), zeros({2, 6}));
@@ -162,11 +153,7 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
 // next modules' backward are already issued.
 TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::Mixed>();
-    }
+    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
     zero::Config cfg = lesson::eager_release_config();
     cfg.stage3_prefetch_bucket_size = 300;  // a few small modules ahead
     zero::Engine engine(m, comm, cfg, {});
@@ -190,11 +177,7 @@ TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
 // breaks the recorded order once: the next step records again.
 TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::Mixed>();
-    }
+    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);

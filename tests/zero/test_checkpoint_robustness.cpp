@@ -87,6 +87,22 @@ pid_t dead_pid() {
   return p;
 }
 
+// A copy of the checkpoints under `base` at `d` with step 3's meta.json edited, its
+// meta.json path, and where a resume from the copy starts (step 2, past the edited one).
+struct EditedCopy {
+  fs::path dir;
+  std::string meta;
+  zero::ResumePoint resume;
+};
+EditedCopy edited_copy(const std::string& base, const fs::path& d,
+                       const std::function<void(nlohmann::json&)>& edit) {
+  fs::copy(base, d, fs::copy_options::recursive);
+  edit_meta(d / "step_000003", edit);
+  EditedCopy c{d, (d / "step_000003/meta.json").string(), zero::find_resume_point(d.string())};
+  EXPECT_EQ(c.resume.step, 2) << d;
+  return c;
+}
+
 }  // namespace
 
 TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
@@ -263,12 +279,7 @@ TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
   save_steps(base, 3);
   auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
                          const std::string& needle) {
-    const fs::path d = fs::path(tmp.path) / name;
-    fs::copy(base, d, fs::copy_options::recursive);
-    edit_meta(d / "step_000003", edit);
-    const std::string meta = (d / "step_000003/meta.json").string();
-    zero::ResumePoint rp = zero::find_resume_point(d.string());
-    EXPECT_EQ(rp.step, 2) << name;
+    const auto [d, meta, rp] = edited_copy(base, fs::path(tmp.path) / name, edit);
     EXPECT_NE(rp.note.find("'" + meta + "': " + needle), std::string::npos) << rp.note;
     expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, "'" + meta + "': " + needle);
   };
@@ -294,12 +305,7 @@ TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
   save_steps(base, 3);
   auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
                          const std::string& needle) {
-    const fs::path d = fs::path(tmp.path) / name;
-    fs::copy(base, d, fs::copy_options::recursive);
-    edit_meta(d / "step_000003", edit);
-    const std::string meta = (d / "step_000003/meta.json").string();
-    zero::ResumePoint rp = zero::find_resume_point(d.string());
-    EXPECT_EQ(rp.step, 2) << name;
+    const auto [d, meta, rp] = edited_copy(base, fs::path(tmp.path) / name, edit);
     EXPECT_NE(rp.note.find("'" + meta + needle), std::string::npos) << rp.note;
     expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, needle);
     comm::run_threads(2, [&](comm::Communicator& comm) {
