@@ -87,20 +87,20 @@ pid_t dead_pid() {
   return p;
 }
 
-// A copy of the checkpoints under `base` at `d` with step 3's meta.json edited, its
-// meta.json path, and where a resume from the copy starts (step 2, past the edited one).
-struct EditedCopy {
-  fs::path dir;
-  std::string meta;
-  zero::ResumePoint resume;
-};
-EditedCopy edited_copy(const std::string& base, const fs::path& d,
-                       const std::function<void(nlohmann::json&)>& edit) {
+// Copies the checkpoints under `base` to `d`, edits step 3's meta.json, and checks that a
+// resume from the copy passes step 3 over for step 2, and that the note and
+// verify_checkpoint both name the meta.json followed by `needle`. Returns step 3's folder.
+fs::path expect_passed_over(const std::string& base, const fs::path& d,
+                            const std::function<void(nlohmann::json&)>& edit,
+                            const std::string& needle) {
   fs::copy(base, d, fs::copy_options::recursive);
   edit_meta(d / "step_000003", edit);
-  EditedCopy c{d, (d / "step_000003/meta.json").string(), zero::find_resume_point(d.string())};
-  EXPECT_EQ(c.resume.step, 2) << d;
-  return c;
+  const std::string named = "'" + (d / "step_000003/meta.json").string() + needle;
+  const zero::ResumePoint rp = zero::find_resume_point(d.string());
+  EXPECT_EQ(rp.step, 2) << d;
+  EXPECT_NE(rp.note.find(named), std::string::npos) << rp.note;
+  expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, named);
+  return d / "step_000003";
 }
 
 }  // namespace
@@ -279,9 +279,7 @@ TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
   save_steps(base, 3);
   auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
                          const std::string& needle) {
-    const auto [d, meta, rp] = edited_copy(base, fs::path(tmp.path) / name, edit);
-    EXPECT_NE(rp.note.find("'" + meta + "': " + needle), std::string::npos) << rp.note;
-    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, "'" + meta + "': " + needle);
+    expect_passed_over(base, fs::path(tmp.path) / name, edit, "': " + needle);
   };
   resume_past(
       "string", [](auto& m) { m["step"] = "3"; }, "'step' must be an integer >= 0, got \"3\"");
@@ -305,12 +303,10 @@ TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
   save_steps(base, 3);
   auto resume_past = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit,
                          const std::string& needle) {
-    const auto [d, meta, rp] = edited_copy(base, fs::path(tmp.path) / name, edit);
-    EXPECT_NE(rp.note.find("'" + meta + needle), std::string::npos) << rp.note;
-    expect_error([&] { zero::verify_checkpoint(d / "step_000003"); }, needle);
+    const fs::path step3 = expect_passed_over(base, fs::path(tmp.path) / name, edit, needle);
     comm::run_threads(2, [&](comm::Communicator& comm) {
       auto e = make_engine(comm, lesson::make_mixed, 7);
-      expect_error([&] { zero::load_checkpoint(*e, d / "step_000003"); }, needle);
+      expect_error([&] { zero::load_checkpoint(*e, step3.string()); }, needle);
     });
   };
   resume_past(
