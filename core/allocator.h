@@ -16,6 +16,7 @@
 
 #include "core/device.h"
 #include "core/error.h"
+#include "core/error_context.h"
 
 namespace zt {
 
@@ -43,10 +44,10 @@ struct MemoryCounters {
 };
 
 /// An allocation refused because it would pass its ledger's limit, or because the device
-/// has no memory left for it.
+/// has no memory left for it. Its last line names the module that was running, if any.
 class OutOfMemoryError : public Error {
  public:
-  using Error::Error;
+  explicit OutOfMemoryError(const std::string& what) : Error(what + error_context()) {}
 };
 
 /// "64MiB", "1.5GiB", "512k", "4096" -> bytes (k/M/G and KiB/MiB/GiB are powers of 1024;

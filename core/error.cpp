@@ -1,8 +1,11 @@
 // zt::Error's message and location, and the one throw point behind ZT_CHECK / ZT_FAIL.
 #include "core/error.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
+
+#include "core/error_context.h"
 
 namespace zt {
 
@@ -11,8 +14,26 @@ bool debug_errors() {
   return v != nullptr && *v != '\0' && std::strcmp(v, "0") != 0;
 }
 
+static std::atomic<ErrorContextProvider> context_provider{nullptr};
+
+void set_error_context_provider(ErrorContextProvider provider) {
+  context_provider.store(provider);
+}
+
+std::string error_context() {
+  const ErrorContextProvider provider = context_provider.load();
+  std::string what;
+  try {
+    if (provider) what = provider();
+  } catch (...) {  // the error being raised matters more than its context
+    what.clear();
+  }
+  return what.empty() ? what : "\n  " + what;
+}
+
 Error::Error(const std::string& msg, const std::string& location)
-    : std::runtime_error(debug_errors() && !location.empty() ? location + ": " + msg : msg),
+    : std::runtime_error((debug_errors() && !location.empty() ? location + ": " + msg : msg) +
+                         error_context()),
       location_(location) {}
 
 std::string list_names(const std::vector<std::string>& names, size_t shown) {

@@ -17,7 +17,8 @@ class Error : public std::runtime_error {
   /// An error without a source location: what() is `what`.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
   /// An error raised at `location` ("tensor.cpp:87"): what() is `msg`, prefixed with
-  /// "tensor.cpp:87: " when debug_errors() is on.
+  /// "tensor.cpp:87: " when debug_errors() is on, then a line naming the module that was
+  /// running (core/error_context.h) when one was.
   Error(const std::string& msg, const std::string& location);
   /// Where ZT_CHECK / ZT_FAIL raised it ("tensor.cpp:87"); empty when unknown.
   const std::string& location() const { return location_; }

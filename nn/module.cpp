@@ -6,6 +6,8 @@
 #include <functional>
 #include <sstream>
 
+#include "core/error_context.h"
+
 namespace zt::nn {
 
 static std::atomic<uint64_t> registrations{0};
@@ -57,7 +59,56 @@ bool Module::trains() const {
   return false;
 }
 
+namespace {
+
+// The modules this thread is running, outermost first: errors raised inside them say
+// which one (core/error_context.h).
+std::vector<const Module*>& running() {
+  thread_local std::vector<const Module*> v;
+  return v;
+}
+
+struct Running {
+  explicit Running(const Module* m) { running().push_back(m); }
+  ~Running() { running().pop_back(); }
+  Running(const Running&) = delete;
+  Running& operator=(const Running&) = delete;
+};
+
+// `child`'s dotted path below `parent`, or "" when it is not registered under it. (Not
+// named_modules(): that needs the parent owned by a shared_ptr, and this must not throw.)
+std::string path_below(const Module& parent, const Module* child) {
+  for (const auto& [name, m] : parent.named_children()) {
+    if (m.get() == child) return name;
+    const std::string below = path_below(*m, child);
+    if (!below.empty()) return name + "." + below;
+  }
+  return "";
+}
+
+// "in module decoder.up.1.conv (Conv2d) of Decoder": the innermost running module, by its
+// path from the outermost one (a module called without being registered under the one
+// that called it is a "<Type>" step of the path).
+std::string describe_running() {
+  const std::vector<const Module*>& v = running();
+  if (v.empty()) return "";
+  const Module& inner = *v.back();
+  if (v.size() == 1) return "in module " + inner.type_name();
+  std::string path;
+  for (size_t i = 1; i < v.size(); ++i) {
+    const std::string step = path_below(*v[i - 1], v[i]);
+    path += (path.empty() ? "" : ".") + (step.empty() ? "<" + v[i]->type_name() + ">" : step);
+  }
+  return "in module " + path + " (" + inner.type_name() + ") of " + v.front()->type_name();
+}
+
+[[maybe_unused]] const bool provider_installed =
+    (set_error_context_provider(&describe_running), true);
+
+}  // namespace
+
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {
+  const Running running_now(this);
   for (auto& [id, h] : pre_hooks_) h(*this, inputs);
   std::vector<Tensor> outputs = forward(inputs);
   for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);

@@ -145,6 +145,42 @@ TEST(Module, SequentialCallsChildrenThroughTheirEntryPoint) {
   EXPECT_THROW(seq->at<nn::Linear>(1), Error);
 }
 
+// The message an error raised by `f` carries ("" when none is raised).
+template <typename F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Module, ErrorsNameTheModuleThatWasRunning) {
+  auto net = std::make_shared<Net>();
+  const std::string wrong_width = error_of([&] { (*net)(ones({2, 5})); });
+  EXPECT_NE(wrong_width.find("\n  in module block.fc (Linear) of Net"), std::string::npos)
+      << wrong_width;
+  // Called directly, a child is the outermost module; once the calls have returned (by
+  // the error), nothing is running.
+  EXPECT_NE(error_of([&] {
+              (*net->head)(ones({2, 3}));
+            }).find("\n  in module Linear"),
+            std::string::npos);
+  const std::string outside = error_of([] { matmul(ones({2, 3}), ones({2, 3})); });
+  EXPECT_FALSE(outside.empty());
+  EXPECT_EQ(outside.find("in module"), std::string::npos) << outside;
+
+  // A module called without being registered under its caller is named by its type.
+  struct Adhoc : nn::UnaryModule {
+    Adhoc() : nn::UnaryModule("Adhoc") {}
+    Tensor forward(const Tensor& x) override { return nn::Linear(4, 2)(x); }
+  };
+  nn::Sequential seq({std::make_shared<Adhoc>()});
+  const std::string adhoc = error_of([&] { seq(ones({1, 3})); });
+  EXPECT_NE(adhoc.find("in module 0.<Linear> (Linear) of Sequential"), std::string::npos) << adhoc;
+}
+
 TEST(Module, ModuleListAndDict) {
   auto list = std::make_shared<nn::ModuleList>();
   list->push_back(std::make_shared<nn::Linear>(2, 2));

@@ -1,0 +1,21 @@
+// What was running when an error was raised. A layer above core (nn's module calls) says
+// what this thread is running through a provider, and every zt::Error raised with a
+// location (ZT_CHECK, ZT_FAIL) and every out-of-memory error then names it on its last
+// line: "in module decoder.up.1.conv (Conv2d) of Decoder". Core knows nothing of modules.
+#pragma once
+
+#include <string>
+
+namespace zt {
+
+/// Describes what the calling thread is running ("" when nothing); called only while an
+/// error is being raised.
+using ErrorContextProvider = std::string (*)();
+
+/// Installs the process-wide provider (null removes it).
+void set_error_context_provider(ErrorContextProvider provider);
+
+/// "\n  <what the provider says>", or "" when there is no provider or it says nothing.
+std::string error_context();
+
+}  // namespace zt
