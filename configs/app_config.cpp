@@ -106,6 +106,8 @@ void read_train(Section s, TrainConfig& t) {
       .get("step_size", t.step_size, 1)
       .get("gamma", t.gamma, 0.0, 1.0)
       .get("weight_decay", t.weight_decay, 0.0, 10.0)
+      .get("weight_decay_1d", t.weight_decay_1d)
+      .get("no_weight_decay", t.no_weight_decay)
       .get("betas", betas)
       .get("eps", t.eps, 0.0, 1.0)
       .get("momentum", t.momentum, 0.0, 1.0)
@@ -138,6 +140,11 @@ void read_train(Section s, TrainConfig& t) {
     if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
   t.betas = {betas[0], betas[1]};
   if (t.min_lr > t.lr) s.fail("min_lr", "min_lr must not exceed lr");
+  for (const std::string& pattern : t.no_weight_decay)
+    if (pattern.empty())
+      s.fail("no_weight_decay",
+             "a pattern is empty; write a parameter name, '*' for any run "
+             "of characters (\"*.bias\")");
   // Adam divides by sqrt(v) + eps, and v is 0 where a gradient has been 0 (0 / 0 = NaN).
   if (t.eps == 0.0 && t.optimizer != Optimizer::sgd)
     s.fail("eps",

@@ -64,6 +64,10 @@ struct TrainConfig {
   bool deepspeed_schedule = false;
   double gamma = 0.1;  ///< schedule step: decay factor
   double weight_decay = 0.0;
+  /// Whether parameters of fewer than two dimensions (biases, norm scales) take weight decay.
+  bool weight_decay_1d = true;
+  /// Name patterns ('*': any run of characters) of parameters that take no weight decay.
+  std::vector<std::string> no_weight_decay;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
   double momentum = 0.9;         ///< sgd only

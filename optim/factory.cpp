@@ -6,8 +6,8 @@
 
 namespace zt::optim {
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
-                                          std::vector<std::pair<std::string, Tensor>> params) {
+namespace {
+std::unique_ptr<Optimizer> build(const OptimizerConfig& cfg, NamedTensors params) {
   if (cfg.type == "adamw" || cfg.type == "adam")
     ZT_CHECK(!cfg.nesterov, "optimizer '", cfg.type,
              "': nesterov is an SGD option; Adam and AdamW have no Nesterov variant in zt");
@@ -27,6 +27,60 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
     return std::make_unique<SGD>(std::move(params), o);
   }
   ZT_FAIL("unknown optimizer '", cfg.type, "': expected adamw, adam or sgd");
+}
+}  // namespace
+
+bool glob_match(const std::string& pattern, const std::string& text) {
+  // Greedy with backtracking to the last '*': linear in practice, no recursion.
+  size_t p = 0, t = 0, star = std::string::npos, resume = 0;
+  while (t < text.size()) {
+    if (p < pattern.size() && pattern[p] == '*') {
+      star = p++;
+      resume = t;
+    } else if (p < pattern.size() && pattern[p] == text[t]) {
+      ++p;
+      ++t;
+    } else if (star != std::string::npos) {
+      p = star + 1;
+      t = ++resume;
+    } else {
+      return false;
+    }
+  }
+  while (p < pattern.size() && pattern[p] == '*') ++p;
+  return p == pattern.size();
+}
+
+std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
+                                                 const std::vector<std::string>& names,
+                                                 const std::vector<int64_t>& dims) {
+  ZT_CHECK(names.size() == dims.size(), "weight_decay_exclusions: ", names.size(), " names but ",
+           dims.size(), " dimension counts");
+  std::vector<std::string> out;
+  std::vector<bool> used(cfg.no_weight_decay.size(), false);
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool excluded = !cfg.weight_decay_1d && dims[i] < 2;
+    for (size_t k = 0; k < cfg.no_weight_decay.size(); ++k)
+      if (glob_match(cfg.no_weight_decay[k], names[i])) excluded = used[k] = true;
+    if (excluded) out.push_back(names[i]);
+  }
+  for (size_t k = 0; k < used.size(); ++k)
+    ZT_CHECK(used[k], "optimizer: the no_weight_decay pattern '", cfg.no_weight_decay[k],
+             "' matches no trained parameter; they are named like ", list_names(names, 4));
+  return out;
+}
+
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
+                                          std::vector<std::pair<std::string, Tensor>> params,
+                                          std::vector<int64_t> dims) {
+  std::vector<std::string> names;
+  for (const auto& [name, t] : params) names.push_back(name);
+  if (dims.empty())
+    for (const auto& [name, t] : params) dims.push_back(t.dim());
+  const std::vector<std::string> excluded = weight_decay_exclusions(cfg, names, dims);
+  std::unique_ptr<Optimizer> opt = build(cfg, std::move(params));
+  opt->exclude_from_weight_decay(excluded);
+  return opt;
 }
 
 }  // namespace zt::optim

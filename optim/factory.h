@@ -19,11 +19,30 @@ struct OptimizerConfig {
   double weight_decay = 0.0;
   double momentum = 0.0;  // sgd
   bool nesterov = false;  // sgd
+  /// Whether parameters of fewer than two dimensions (biases, norm scales) take the weight
+  /// decay. GPT-2-style training turns it off; on by default, as in PyTorch.
+  bool weight_decay_1d = true;
+  /// Parameters whose dotted names match one of these take no weight decay either; '*'
+  /// matches any run of characters ("*.bias", "tok_emb.*"). A pattern that matches no
+  /// parameter is an error.
+  std::vector<std::string> no_weight_decay = {};
 };
 
-/// Builds the optimizer `cfg` names over `params` (name, tensor); an unknown type is an
-/// error listing the known ones.
+/// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is the number
+/// of dimensions of the parameter named `names[i]`.
+std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
+                                                 const std::vector<std::string>& names,
+                                                 const std::vector<int64_t>& dims);
+
+/// Builds the optimizer `cfg` names over `params` (name, tensor), with weight decay left
+/// out where cfg says; an unknown type is an error listing the known ones. `dims`: each
+/// parameter's number of dimensions when `params` are not the parameters themselves (the
+/// ZeRO engine's flat shards); empty: each tensor's own.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
-                                          std::vector<std::pair<std::string, Tensor>> params);
+                                          std::vector<std::pair<std::string, Tensor>> params,
+                                          std::vector<int64_t> dims = {});
+
+/// '*' matches any run of characters, everything else itself.
+bool glob_match(const std::string& pattern, const std::string& text);
 
 }  // namespace zt::optim

@@ -43,6 +43,25 @@ void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
   copies_[it->second] = std::move(copy);
 }
 
+void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
+  std::vector<std::string> unknown;
+  for (const std::string& n : names) {
+    auto it = index_.find(n);
+    if (it == index_.end())
+      unknown.push_back(n);
+    else
+      state_[it->second].decays = false;
+  }
+  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown),
+           " to exclude from weight decay");
+}
+
+bool Optimizer::decays(const std::string& name) const {
+  auto it = index_.find(name);
+  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "'");
+  return state_[it->second].decays;
+}
+
 void Optimizer::step() {
   autograd::NoGradGuard ng;
   std::vector<Tensor> ps, gs, copies;
@@ -219,7 +238,10 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
            "\n  (was the state saved for the same parameters and partitioning?)");
 
   autograd::NoGradGuard ng;
-  for (auto& st : state_) st = ParamState{};
+  for (auto& st : state_) {  // state, not settings: `decays` stays
+    st.slots.clear();
+    st.step = 0;
+  }
   for (const auto& [k, t] : state) {
     if (k == "step") {
       step_count_ = static_cast<int64_t>(t.item());

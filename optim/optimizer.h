@@ -39,6 +39,12 @@ class Optimizer {
   /// Tensor::to rounds; fused kernels write bf16/f16 copies in the update's own pass.
   /// An undefined `copy` stops it.
   void set_low_precision_copy(const std::string& name, Tensor copy);
+  /// Makes the parameters named `names` take no weight decay (biases and norm scales, as
+  /// GPT-2-style training leaves them); the others keep the options' weight_decay. An
+  /// unknown name is an error listing them.
+  void exclude_from_weight_decay(const std::vector<std::string>& names);
+  /// Whether parameter `name` takes the options' weight decay.
+  bool decays(const std::string& name) const;
   /// Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
 
@@ -65,10 +71,12 @@ class Optimizer {
   void load_state_dict(const NamedTensors& state);
 
  protected:
-  /// Per-parameter state: slot tensors (created on first use) and the number of updates.
+  /// Per-parameter state: slot tensors (created on first use) and the number of updates,
+  /// and whether the parameter takes weight decay (a setting: loading state keeps it).
   struct ParamState {
     std::map<std::string, Tensor> slots;
     int64_t step = 0;
+    bool decays = true;
   };
   /// Updates `param` in place from `grad` (same shape, device; already counted in
   /// state.step). Called under NoGradGuard.

@@ -22,8 +22,8 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
   struct Group {
     std::vector<Tensor> p, g, buf, copy;
   };
-  // (device type, device index, dtype, copy dtype or -1, first step) -> parameters.
-  std::map<std::tuple<int, int, int, int, bool>, Group> groups;
+  // (device type, device index, dtype, copy dtype or -1, first step, decays) -> parameters.
+  std::map<std::tuple<int, int, int, int, bool, bool>, Group> groups;
   std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
@@ -33,7 +33,7 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     if (buf.defined()) others.push_back(buf);
     if (!fused_path(p, others)) {
       check_capturable_path(p);
-      update_generic(p, grads[i], buf, first);
+      update_generic(p, grads[i], buf, first, states[i]->decays);
       write_copy(copies[i], p);
       continue;
     }
@@ -41,7 +41,7 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     if (copies[i].defined() && !in_pass) late_copies.push_back(i);
     const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
     Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
-                        static_cast<int>(p.dtype()), copy_dtype, first}];
+                        static_cast<int>(p.dtype()), copy_dtype, first, states[i]->decays}];
     gr.p.push_back(p);
     gr.g.push_back(grads[i]);
     if (buf.defined()) gr.buf.push_back(std::move(buf));
@@ -57,8 +57,9 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     Tensor on_device = step_constants(index++, gr.p[0].device(), [this, first] {
       return std::vector<double>{lr(), first ? 1.0 : 0.0};
     });
-    sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(), o.weight_decay(),
-               o.nesterov(), first, on_device);
+    const double wd = std::get<5>(key) ? o.weight_decay() : 0.0;
+    sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr(), o.momentum(), o.dampening(), wd, o.nesterov(),
+               first, on_device);
   }
   for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }
@@ -67,9 +68,10 @@ void SGD::update(const Tensor& p, const Tensor& g, ParamState& st) {
   update_many({p}, {g}, {&st}, {Tensor()});
 }
 
-void SGD::update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first) {
+void SGD::update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first,
+                         bool decays) {
   const double lr = this->lr(), mom = options_.momentum(), damp = options_.dampening(),
-               wd = options_.weight_decay();
+               wd = decays ? options_.weight_decay() : 0.0;
   Tensor d = wd != 0 ? add_scaled(g, p, wd) : g;
   if (buf.defined()) {
     if (first) {

@@ -59,8 +59,9 @@ class SGD : public Optimizer {
                    const std::vector<Tensor>& copies) override;
 
  private:
-  // core's ops, for tensors the fused kernel does not take; buf undefined without momentum.
-  void update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first);
+  // core's ops, for tensors the fused kernel does not take; buf undefined without momentum;
+  // `decays`: whether p takes the weight decay.
+  void update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first, bool decays);
 
   SGDOptions options_;
 };

@@ -59,6 +59,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   check_config(config_);
   autograd::NoGradGuard ng;
   std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
+  std::vector<int64_t> trainable_dims;                    // their full shapes' dimensions
   std::vector<Tensor> reduced;                            // what the reducer reduces
   std::vector<ZeroParam*> with_grads;                     // gradient shards to allocate
   const DType low = config_.precision.dtype();
@@ -85,7 +86,10 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       broadcast_tensor(p, comm_, 0);
       replicas_.emplace_back(name, p);
       replica_trains_.push_back(p.requires_grad());
-      if (p.requires_grad()) trainable.emplace_back(name, p);
+      if (p.requires_grad()) {
+        trainable.emplace_back(name, p);
+        trainable_dims.push_back(p.dim());
+      }
       continue;
     }
     // Master shards, gradient shards and buckets are fp32: a wider parameter would be
@@ -111,6 +115,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       }
       with_grads.push_back(z);
       trainable.emplace_back(name, z->fp32_shard());
+      trainable_dims.push_back(static_cast<int64_t>(z->shape.size()));
       reduced.push_back(p);
     }
     params_.push_back({name, p});
@@ -121,7 +126,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     buffers_.emplace_back(name, b);
   }
   check_buffer_policies();
-  optimizer_ = optim::make_optimizer(optimizer, trainable);
+  optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
   hooks_ = std::make_unique<Hooks>(*coordinator_, *reducer_, reduced);

@@ -42,6 +42,8 @@ zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
   o.beta2 = train.betas[1];
   o.eps = train.eps;
   o.weight_decay = train.weight_decay;
+  o.weight_decay_1d = train.weight_decay_1d;
+  o.no_weight_decay = train.no_weight_decay;
   o.momentum = train.momentum;
   return o;
 }

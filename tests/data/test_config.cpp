@@ -304,6 +304,14 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  lr: 0.1\n  min_lr: 0.2\n",
      {},
      {"train.min_lr: min_lr must not exceed lr"}},
+    {"empty_no_weight_decay_pattern",
+     "train:\n  no_weight_decay: [\"*.bias\", \"\"]\n",
+     {},
+     {"train.no_weight_decay: a pattern is empty"}},
+    {"no_weight_decay_not_a_list",
+     "train:\n  no_weight_decay: {bias: true}\n",
+     {},
+     {"train.no_weight_decay: expected a list"}},
     {"buffer_sync",
      "buffers:\n  sync: avg\n",
      {},
@@ -459,6 +467,17 @@ TEST(Config, VqtokOnlyTrainingKeysAreRefusedByVqgpt) {
                      "training (vqtok)"),
             std::string::npos)
       << err;
+}
+
+TEST(Config, WeightDecayExclusionsAreRead) {
+  AppConfig d = parse_app_config(parse_yaml("train:\n  steps: 2\n"));
+  EXPECT_TRUE(d.train.weight_decay_1d) << "every parameter decays by default, as in PyTorch";
+  EXPECT_TRUE(d.train.no_weight_decay.empty());
+  AppConfig c =
+      parse_app_config(parse_yaml("train:\n  weight_decay: 0.1\n  weight_decay_1d: false\n  "
+                                  "no_weight_decay: [\"tok_emb.*\"]\n"));
+  EXPECT_FALSE(c.train.weight_decay_1d);
+  EXPECT_EQ(c.train.no_weight_decay, std::vector<std::string>{"tok_emb.*"});
 }
 
 TEST(Config, MixedPrecisionSectionsReachTheEngineConfig) {

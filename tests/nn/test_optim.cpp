@@ -170,6 +170,54 @@ TEST(Optimizer, FactoryBuildsTheConfiguredOptimizer) {
       "unknown optimizer 'lion'"));
 }
 
+TEST(Optimizer, WeightDecayLeavesOutWhatTheConfigSays) {
+  EXPECT_TRUE(optim::glob_match("*.bias", "block.0.fc.bias"));
+  EXPECT_TRUE(optim::glob_match("tok_emb.*", "tok_emb.weight"));
+  EXPECT_TRUE(optim::glob_match("*ln*w*", "h.0.ln_1.weight"));
+  EXPECT_FALSE(optim::glob_match("*.bias", "block.0.fc.bias_scale"));
+  EXPECT_FALSE(optim::glob_match("fc.*", "block.fc.weight"));
+  // With a zero gradient, only the weight decay moves a parameter: decoupled, L2 (through
+  // the moments) and SGD's. Matrices decay; the vector and the pattern's matrix do not,
+  // on the fused loop and, for the transposed (non-contiguous) matrix, the ops path.
+  for (const std::string type : {"adamw", "adam", "sgd"}) {
+    SCOPED_TRACE(type);
+    optim::OptimizerConfig c;
+    c.type = type;
+    c.lr = 0.1;
+    c.weight_decay = 0.5;
+    c.weight_decay_1d = false;
+    c.no_weight_decay = {"emb*"};
+    Tensor w = ones({2, 3}), strided = ones({3, 2}).transpose(0, 1), bias = ones({3}),
+           emb = ones({4, 3});
+    auto opt =
+        optim::make_optimizer(c, {{"w", w}, {"strided", strided}, {"bias", bias}, {"emb", emb}});
+    for (const Tensor& t : {w, strided, bias, emb}) t.set_grad(zeros(t.sizes()));
+    opt->step();
+    EXPECT_LT(w.to_vector()[0], 1.0);
+    EXPECT_TRUE(values_are(strided, w.to_vector(), 1e-5));
+    EXPECT_TRUE(values_are(bias, {1, 1, 1}, 0));
+    EXPECT_TRUE(values_are(emb, std::vector<double>(12, 1.0), 0));
+    // A setting, not state: loading a state dict keeps it.
+    opt->load_state_dict(opt->state_dict());
+    EXPECT_TRUE(opt->decays("w"));
+    EXPECT_FALSE(opt->decays("bias"));
+    EXPECT_FALSE(opt->decays("emb"));
+  }
+  optim::OptimizerConfig c;
+  c.no_weight_decay = {"*.bais"};
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        optim::make_optimizer(c, {{"fc.bias", param()}});
+      },
+      "the no_weight_decay pattern '*.bais' matches no trained "
+      "parameter; they are named like fc.bias"));
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        optim::make_optimizer({}, {{"w", param()}})->exclude_from_weight_decay({"b"});
+      },
+      "no parameter named b"));
+}
+
 TEST(Optimizer, StateDictRoundTrip) {
   for (int kind = 0; kind < 2; ++kind) {
     auto make = [&](const Tensor& p) -> std::unique_ptr<optim::Optimizer> {

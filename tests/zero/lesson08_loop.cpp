@@ -29,6 +29,7 @@ zero::OptimizerConfig optimizer(const EquivalenceSetup& s) {
   o.lr = 1e-2;
   o.weight_decay = 0.01;
   o.momentum = 0;  // sgd: the update is lr x (gradient + weight_decay x parameter)
+  o.weight_decay_1d = s.decay_1d;
   return o;
 }
 
@@ -80,6 +81,9 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
   cfg.stage3_max_reuse_distance = 0;
   cfg.stage3_param_persistence_threshold = 10;  // the small biases persist
   zero::Engine engine(m, comm, cfg, optimizer(s));
+  // The optimizer sees flat shards; the engine decides weight decay by the full shapes.
+  for (const auto& [name, p] : m->named_parameters())
+    EXPECT_EQ(engine.optimizer().decays(name), s.decay_1d || p.dim() >= 2) << name;
   int64_t local = kGlobalBatch / N;
   for (int step = 0; step < kSteps; ++step) {
     for (int k = 0; k < s.gas; ++k) {

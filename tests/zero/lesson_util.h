@@ -113,6 +113,7 @@ struct EquivalenceSetup {
   double clip = 0.0;                // gradient clipping (0: off)
   std::string optimizer = "adamw";  // or "sgd": plain SGD, no momentum
   bool replicated_front = false;    // train ReplicatedFront instead of Mixed
+  bool decay_1d = true;             // false: biases and norm scales take no weight decay
 };
 /// Plain single-process training on the whole batch; the final parameters.
 std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s);

@@ -3,7 +3,8 @@
 // model (Linear, Conv2d, Conv3d, GroupNorm, LayerNorm, attention) for 5 steps on N = 1..4
 // thread ranks — the global batch split across ranks — gives the parameters of plain
 // single-process training on the whole batch, to 1e-5 relative in f32; also with
-// gradient accumulation and with gradient clipping active.
+// gradient accumulation, with gradient clipping active, and with weight decay left off
+// the biases and norm scales.
 //
 // AdamW alone would hide a wrong gradient scale (its update does not change when every
 // gradient is multiplied by a constant), so the SGD cases check the 1/N average of the
@@ -18,7 +19,8 @@ using namespace zt;
 namespace {
 void check_equivalence(int N, const lesson::EquivalenceSetup& s) {
   SCOPED_TRACE(s.optimizer + ", N " + std::to_string(N) + ", gas " + std::to_string(s.gas) +
-               ", clip " + std::to_string(s.clip) + (s.replicated_front ? ", replica" : ""));
+               ", clip " + std::to_string(s.clip) + (s.replicated_front ? ", replica" : "") +
+               (s.decay_1d ? "" : ", no 1-d decay"));
   auto expect = lesson::train_single(s);
   comm::run_threads(
       N, [&](comm::Communicator& comm) { lesson::train_zero_and_compare(comm, s, expect); });
@@ -43,6 +45,13 @@ TEST(Lesson08Equivalence, PlainSgd) {
   for (int N : {1, 2, 3, 4}) check_equivalence(N, {.optimizer = "sgd"});
   check_equivalence(3, {.gas = 2, .optimizer = "sgd"});
   check_equivalence(4, {.clip = 0.05, .optimizer = "sgd"});
+}
+
+// Weight decay left off biases and norm scales (GPT-2-style): the optimizer sees flat
+// shards, so the engine must decide by each parameter's full shape, as plain training does.
+TEST(Lesson08Equivalence, WeightDecayLeavesVectorsOut) {
+  check_equivalence(3, {.optimizer = "sgd", .decay_1d = false});
+  check_equivalence(2, {.optimizer = "sgd", .replicated_front = true, .decay_1d = false});
 }
 
 TEST(Lesson08Equivalence, TrainableReplica) {
