@@ -81,6 +81,19 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
   return d;
 }
 
+// The first line (1-based) at or before `last` whose indentation holds a tab, or 0.
+int tab_indented_line(const std::string& text, int last) {
+  int line = 1;
+  for (size_t at = 0; at < text.size() && line <= last; ++line) {
+    size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const size_t indent_end = text.find_first_not_of(" \t", at);
+    if (text.find('\t', at) < std::min(end, indent_end)) return line;
+    at = end + 1;
+  }
+  return 0;
+}
+
 YAML::Node parse_text(const std::string& text, const std::string& source) {
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(text);
@@ -92,6 +105,10 @@ YAML::Node parse_text(const std::string& text, const std::string& source) {
     }
     return docs.empty() ? YAML::Node() : docs[0];
   } catch (const YAML::ParserException& e) {
+    // YAML indents with spaces alone; a tab shows up as a puzzling error further on.
+    if (const int tab = tab_indented_line(text, e.mark.line + 1))
+      throw Error(source + ":" + std::to_string(tab) +
+                  ": a tab in the indentation; YAML indents with spaces only");
     throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
                 std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg);
   } catch (const YAML::Exception& e) {
@@ -191,6 +208,9 @@ int64_t Node::as_int() const {
 
 double Node::as_double() const {
   double v = 0;
+  const std::string s = trim(scalar());
+  if (s == ".nan" || s == ".NaN" || s == ".NAN" || (parse_double(s, v) && std::isnan(v)))
+    fail("expected a number, got '" + scalar() + "' (NaN: not a number)");
   if (!parse_double(scalar(), v)) fail("expected a number, got '" + scalar() + "'");
   return v;
 }

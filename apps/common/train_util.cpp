@@ -387,9 +387,9 @@ MetricsWriter::~MetricsWriter() {
 
 void MetricsWriter::write(const nlohmann::json& record) {
   const std::string line = record.dump() + "\n";
-  ZT_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size(), "writing metrics to '",
-           path_, "' failed (disk full?)");
-  std::fflush(f_);
+  // A full disk shows at the flush: the line would be lost without a word.
+  ZT_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
+           "writing metrics to '", path_, "' failed (disk full?)");
   if (!tb_ || !record.is_object()) return;
   const int64_t step = record.value("step", int64_t{0});
   const auto kind = record.find("kind");

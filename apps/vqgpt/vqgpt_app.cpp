@@ -8,6 +8,7 @@
 #include "apps/vqgpt/vqgpt_app.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -342,6 +343,10 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                     comm::Communicator& comm) {
   ZT_CHECK(o.num >= 1, "sample: --num must be at least 1, got ", o.num);
+  std::string ext = fs::path(o.out).extension().string();
+  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",
+           "must end in .png, got '", o.out, "'");
   auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
   model->eval();
   const gpt::TokenLayout& layout = model->layout();

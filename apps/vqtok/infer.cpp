@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <optional>
 #include <set>
 
@@ -288,7 +289,8 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   const int64_t k = cfg.model.codebook_size;
   const double lo = min(codes).item(), hi = max(codes).item();
   ZT_CHECK(lo >= 0 && hi < static_cast<double>(k), "decode: token ids in '", o.codes, "' span [",
-           lo, ", ", hi, "] but the codebook has ", k, " entries (model.codebook_size)");
+           std::fixed, std::setprecision(0), lo, ", ", hi, "] but the codebook has ", k,
+           " entries (model.codebook_size)");
   // The output folder before the weights: a refused folder costs no decoding.
   std::optional<DecodeFolder> folder;
   if (!o.out_dir.empty())

@@ -17,7 +17,8 @@
 //  5. ranks given different configs stop at start-up naming the differing key (numbers
 //     compare as numbers);
 //  6. a resume at another world size or batch size reads on after the samples already read;
-//  7. a torn last metrics line is dropped on --resume, earlier lines kept.
+//  7. a torn last metrics line is dropped on --resume, earlier lines kept; a metrics line
+//     the disk has no room for is an error, not a silent loss.
 #include <unistd.h>
 
 #include <cmath>
@@ -28,6 +29,7 @@
 
 #include "apps/app_test_util.h"
 #include "apps/common/run_checks.h"
+#include "apps/common/train_util.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
@@ -490,4 +492,14 @@ TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
   const std::string err = error_of([&] { app::read_metrics(dir + "/bad.jsonl", &torn); });
   EXPECT_TRUE(has(err, "bad.jsonl:2")) << err;
   fs::remove_all(dir);
+}
+
+TEST(Reliability, AMetricsLineTheDiskCannotHoldIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "needs /dev/full (a device that is always full)";
+  app::MetricsWriter metrics("/dev/full", /*append=*/true);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        metrics.write({{"step", 1}, {"loss", 0.5}});
+      },
+      "writing metrics to '/dev/full' failed (disk full?)"));
 }

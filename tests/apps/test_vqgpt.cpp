@@ -456,8 +456,13 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     EXPECT_EQ(sr.frames.sizes(), (Shape{3, 4, 3, 8, 8}));
     const auto hashes = comm.all_gather_object<uint64_t>(zero::tensor_hash(sr.sequences));
     EXPECT_EQ(hashes.front(), hashes.back());
+    // The grid is a PNG: another name is refused before anything runs.
+    so.out = s / "grid.jpg";
+    EXPECT_TRUE(test::throws_with([&] { vqgpt::sample(cfg, so, comm); },
+                                  "so --out must end in .png, got '"));
   });
   EXPECT_TRUE(fs::exists(s / "grid.png"));
+  EXPECT_FALSE(fs::exists(s / "grid.jpg"));
   RecordProperty("final_loss", std::to_string(loss));
   RecordProperty("unigram_entropy", std::to_string(entropy));
 }

@@ -268,6 +268,16 @@ TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
   EXPECT_TRUE(fs::exists(d.out_dir + "/clip_000005_frame_03.png"));
   EXPECT_FALSE(fs::exists(d.out_dir + "/clip_000006_frame_00.png"));
   EXPECT_TRUE(fs::exists(d.out_dir + "/grid.png"));
+
+  // Ids the codebook does not have are refused, named as the integers they are.
+  Tensor bad = saved.clone();
+  bad.view({bad.numel()}).narrow(0, 0, 1).fill_(1234567);
+  data::save_npy(ids, bad);
+  d.out_dir.clear();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(test::throws_with([&] { vqtok::decode(t.cfg, d, comm); },
+                                  ", 1234567] but the codebook has"));
+  });
 }
 
 TEST(VqtokApp, HelpersPsnrLrPlanAndCodebookUsage) {

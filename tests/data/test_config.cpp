@@ -35,7 +35,7 @@ TEST(Config, TreeKeepsLocations) {
 }
 
 TEST(Config, ScalarConversions) {
-  Node r = parse_yaml("a: 5e8\nb: 1.5e-3\nc: yes\nd: hello\ne: -3\n");
+  Node r = parse_yaml("a: 5e8\nb: 1.5e-3\nc: yes\nd: hello\ne: -3\nf: .nan\ng: nan\n");
   EXPECT_EQ(r["a"].as_int(), 500000000);
   EXPECT_DOUBLE_EQ(r["b"].as_double(), 1.5e-3);
   EXPECT_TRUE(r["c"].as_bool());
@@ -43,6 +43,10 @@ TEST(Config, ScalarConversions) {
   EXPECT_EQ(r["e"].as<int>(), -3);
   EXPECT_NE(error_of([&] { r["b"].as_int(); }).find("expected an integer, got '1.5e-3'"),
             std::string::npos);
+  for (const char* key : {"f", "g"})
+    EXPECT_NE(error_of([&] { r[key].as_double(); }).find("' (NaN: not a number)"),
+              std::string::npos)
+        << key;
 }
 
 TEST(Config, SectionReadsDeclaredKeysAndKeepsDefaults) {
@@ -325,6 +329,10 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:3: train.steps: duplicate key"}},
     {"parse_error", "train: [1, 2\n", {}, {"bad.yaml:", "YAML parse error"}},
+    {"tab_indent",
+     "train:\n  steps: 2\n\tlr: 0.1\n",
+     {},
+     {"bad.yaml:3: a tab in the indentation; YAML indents with spaces only"}},
     {"zero_not_map", "zero_optimization: 3\n", {}, {"zero_optimization: expected a mapping"}},
     {"empty_file", "", {}, {"bad.yaml: the config is empty", "configs/vqtok_tiny.yaml"}},
     {"eval_without_samples",
