@@ -208,10 +208,11 @@ int64_t Node::as_int() const {
 
 double Node::as_double() const {
   double v = 0;
+  const bool parsed = parse_double(scalar(), v);
   const std::string s = trim(scalar());
-  if (s == ".nan" || s == ".NaN" || s == ".NAN" || (parse_double(s, v) && std::isnan(v)))
+  if (std::isnan(v) || s == ".nan" || s == ".NaN" || s == ".NAN")  // YAML's spellings of NaN
     fail("expected a number, got '" + scalar() + "' (NaN: not a number)");
-  if (!parse_double(scalar(), v)) fail("expected a number, got '" + scalar() + "'");
+  if (!parsed) fail("expected a number, got '" + scalar() + "'");
   return v;
 }
 

@@ -7,6 +7,7 @@
 namespace zt::optim {
 
 namespace {
+
 std::unique_ptr<Optimizer> build(const OptimizerConfig& cfg, NamedTensors params) {
   if (cfg.type == "adamw" || cfg.type == "adam")
     ZT_CHECK(!cfg.nesterov, "optimizer '", cfg.type,
@@ -28,10 +29,32 @@ std::unique_ptr<Optimizer> build(const OptimizerConfig& cfg, NamedTensors params
   }
   ZT_FAIL("unknown optimizer '", cfg.type, "': expected adamw, adam or sgd");
 }
+
+// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is the number
+// of dimensions of the parameter named `names[i]`.
+std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
+                                                 const std::vector<std::string>& names,
+                                                 const std::vector<int64_t>& dims) {
+  ZT_CHECK(names.size() == dims.size(), "make_optimizer: ", names.size(), " parameters but ",
+           dims.size(), " dimension counts");
+  std::vector<std::string> out;
+  std::vector<bool> used(cfg.no_weight_decay.size(), false);
+  for (size_t i = 0; i < names.size(); ++i) {
+    bool excluded = !cfg.weight_decay_1d && dims[i] < 2;
+    for (size_t k = 0; k < cfg.no_weight_decay.size(); ++k)
+      if (glob_match(cfg.no_weight_decay[k], names[i])) excluded = used[k] = true;
+    if (excluded) out.push_back(names[i]);
+  }
+  for (size_t k = 0; k < used.size(); ++k)
+    ZT_CHECK(used[k], "optimizer: the no_weight_decay pattern '", cfg.no_weight_decay[k],
+             "' matches no trained parameter; they are named like ", list_names(names, 4));
+  return out;
+}
+
 }  // namespace
 
 bool glob_match(const std::string& pattern, const std::string& text) {
-  // Greedy with backtracking to the last '*': linear in practice, no recursion.
+  // Greedy, backtracking to the last '*' only: no recursion.
   size_t p = 0, t = 0, star = std::string::npos, resume = 0;
   while (t < text.size()) {
     if (p < pattern.size() && pattern[p] == '*') {
@@ -49,25 +72,6 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   }
   while (p < pattern.size() && pattern[p] == '*') ++p;
   return p == pattern.size();
-}
-
-std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
-                                                 const std::vector<std::string>& names,
-                                                 const std::vector<int64_t>& dims) {
-  ZT_CHECK(names.size() == dims.size(), "weight_decay_exclusions: ", names.size(), " names but ",
-           dims.size(), " dimension counts");
-  std::vector<std::string> out;
-  std::vector<bool> used(cfg.no_weight_decay.size(), false);
-  for (size_t i = 0; i < names.size(); ++i) {
-    bool excluded = !cfg.weight_decay_1d && dims[i] < 2;
-    for (size_t k = 0; k < cfg.no_weight_decay.size(); ++k)
-      if (glob_match(cfg.no_weight_decay[k], names[i])) excluded = used[k] = true;
-    if (excluded) out.push_back(names[i]);
-  }
-  for (size_t k = 0; k < used.size(); ++k)
-    ZT_CHECK(used[k], "optimizer: the no_weight_decay pattern '", cfg.no_weight_decay[k],
-             "' matches no trained parameter; they are named like ", list_names(names, 4));
-  return out;
 }
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,

@@ -28,12 +28,6 @@ struct OptimizerConfig {
   std::vector<std::string> no_weight_decay = {};
 };
 
-/// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is the number
-/// of dimensions of the parameter named `names[i]`.
-std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
-                                                 const std::vector<std::string>& names,
-                                                 const std::vector<int64_t>& dims);
-
 /// Builds the optimizer `cfg` names over `params` (name, tensor), with weight decay left
 /// out where cfg says; an unknown type is an error listing the known ones. `dims`: each
 /// parameter's number of dimensions when `params` are not the parameters themselves (the
