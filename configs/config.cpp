@@ -81,14 +81,16 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
   return d;
 }
 
-// The first line (1-based) at or before `last` whose indentation holds a tab, or 0.
-int tab_indented_line(const std::string& text, int last) {
+// Line `error` (1-based) or the one before it, whichever has a tab in its indentation
+// (the line before first), or 0.
+int tab_indented_line(const std::string& text, int error) {
   int line = 1;
-  for (size_t at = 0; at < text.size() && line <= last; ++line) {
+  for (size_t at = 0; at < text.size() && line <= error; ++line) {
     size_t end = text.find('\n', at);
     if (end == std::string::npos) end = text.size();
-    const size_t indent_end = text.find_first_not_of(" \t", at);
-    if (text.find('\t', at) < std::min(end, indent_end)) return line;
+    if (line >= error - 1)
+      for (size_t i = at; i < end && (text[i] == ' ' || text[i] == '\t'); ++i)
+        if (text[i] == '\t') return line;
     at = end + 1;
   }
   return 0;
@@ -105,12 +107,13 @@ YAML::Node parse_text(const std::string& text, const std::string& source) {
     }
     return docs.empty() ? YAML::Node() : docs[0];
   } catch (const YAML::ParserException& e) {
-    // YAML indents with spaces alone; a tab shows up as a puzzling error further on.
+    const std::string at = source + ":" + std::to_string(e.mark.line + 1) + ":" +
+                           std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg;
+    // YAML indents with spaces alone; a tab there makes a puzzling parse error.
     if (const int tab = tab_indented_line(text, e.mark.line + 1))
       throw Error(source + ":" + std::to_string(tab) +
-                  ": a tab in the indentation; YAML indents with spaces only");
-    throw Error(source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg);
+                  ": a tab in the indentation; YAML indents with spaces only (" + at + ")");
+    throw Error(at);
   } catch (const YAML::Exception& e) {
     throw Error(source + ": YAML error: " + e.what());
   }

@@ -47,7 +47,7 @@ struct MemoryCounters {
 /// has no memory left for it. Its last line names the module that was running, if any.
 class OutOfMemoryError : public Error {
  public:
-  explicit OutOfMemoryError(const std::string& what) : Error(what + error_context()) {}
+  explicit OutOfMemoryError(const std::string& what) : Error(with_error_context(what)) {}
 };
 
 /// "64MiB", "1.5GiB", "512k", "4096" -> bytes (k/M/G and KiB/MiB/GiB are powers of 1024;

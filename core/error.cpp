@@ -20,20 +20,22 @@ void set_error_context_provider(ErrorContextProvider provider) {
   context_provider.store(provider);
 }
 
-std::string error_context() {
+std::string with_error_context(const std::string& message) {
   const ErrorContextProvider provider = context_provider.load();
   std::string what;
   try {
     if (provider) what = provider();
   } catch (...) {  // the error being raised matters more than its context
-    what.clear();
+    return message;
   }
-  return what.empty() ? what : "\n  " + what;
+  if (what.empty()) return message;
+  what = "\n  " + what;
+  return message.find(what) == std::string::npos ? message + what : message;
 }
 
 Error::Error(const std::string& msg, const std::string& location)
-    : std::runtime_error((debug_errors() && !location.empty() ? location + ": " + msg : msg) +
-                         error_context()),
+    : std::runtime_error(
+          with_error_context(debug_errors() && !location.empty() ? location + ": " + msg : msg)),
       location_(location) {}
 
 std::string list_names(const std::vector<std::string>& names, size_t shown) {

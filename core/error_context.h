@@ -15,7 +15,8 @@ using ErrorContextProvider = std::string (*)();
 /// Installs the process-wide provider (null removes it).
 void set_error_context_provider(ErrorContextProvider provider);
 
-/// "\n  <what the provider says>", or "" when there is no provider or it says nothing.
-std::string error_context();
+/// `message`, then "\n  <what the provider says>" unless the provider says nothing or
+/// `message` holds that line already (an error caught and raised again in one module).
+std::string with_error_context(const std::string& message);
 
 }  // namespace zt

@@ -61,18 +61,20 @@ bool Module::trains() const {
 
 namespace {
 
-// The modules this thread is running, outermost first: errors raised inside them say
+// The modules this thread is running, as a list of frames from the innermost outwards
+// (each frame lives on the stack of the call it marks): errors raised inside them say
 // which one (core/error_context.h).
-std::vector<const Module*>& running() {
-  thread_local std::vector<const Module*> v;
-  return v;
-}
+struct Running;
+thread_local const Running* innermost = nullptr;
 
 struct Running {
-  explicit Running(const Module* m) { running().push_back(m); }
-  ~Running() { running().pop_back(); }
+  explicit Running(const Module* m) : module(m), outer(innermost) { innermost = this; }
+  ~Running() { innermost = outer; }
   Running(const Running&) = delete;
   Running& operator=(const Running&) = delete;
+
+  const Module* module;
+  const Running* outer;
 };
 
 // `child`'s dotted path below `parent`, or "" when it is not registered under it. (Not
@@ -90,7 +92,8 @@ std::string path_below(const Module& parent, const Module* child) {
 // path from the outermost one (a module called without being registered under the one
 // that called it is a "<Type>" step of the path).
 std::string describe_running() {
-  const std::vector<const Module*>& v = running();
+  std::vector<const Module*> v;  // outermost first
+  for (const Running* r = innermost; r != nullptr; r = r->outer) v.insert(v.begin(), r->module);
   if (v.empty()) return "";
   const Module& inner = *v.back();
   if (v.size() == 1) return "in module " + inner.type_name();

@@ -47,7 +47,8 @@ std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
   }
   for (size_t k = 0; k < used.size(); ++k)
     ZT_CHECK(used[k], "optimizer: the no_weight_decay pattern '", cfg.no_weight_decay[k],
-             "' matches no trained parameter; they are named like ", list_names(names, 4));
+             "' matches no trained parameter; ",
+             names.empty() ? "there are none" : "they are named like " + list_names(names, 4));
   return out;
 }
 

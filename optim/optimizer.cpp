@@ -44,6 +44,10 @@ void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
 }
 
 void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
+  ZT_CHECK(replay_states_.empty(),
+           "optimizer exclude_from_weight_decay: a step of this optimizer was captured in a "
+           "CUDA graph, which holds its weight decay; exclude parameters before the warm-up "
+           "steps (or make a new optimizer and graph)");
   std::vector<std::string> unknown;
   for (const std::string& n : names) {
     auto it = index_.find(n);

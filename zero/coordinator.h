@@ -25,7 +25,10 @@ namespace zt::zero {
 struct EngineStats {
   int64_t steps = 0;
   int64_t micro_steps = 0;
-  int64_t gathers_issued = 0;     // all-gathers started (one per module group; fetch + prefetch)
+  // All-gathers started for module calls (one per module group; fetch + prefetch); the
+  // re-gathers of persistent parameters (at construction, after each step and after a
+  // checkpoint load) are not counted.
+  int64_t gathers_issued = 0;
   int64_t prefetches_issued = 0;  // of which ahead of need
   int64_t releases = 0;           // parameters released
   int64_t trace_invalidations = 0;

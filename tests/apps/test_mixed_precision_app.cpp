@@ -7,9 +7,12 @@
 //     after an overflow;
 //  3. configs/emu3_vision_tokenizer.yaml (train.dtype: bf16), shrunk with --set
 //     overrides, trains a step and saves a checkpoint with vqtok's own train();
-//  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer.
+//  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer;
+//  5. train.weight_decay_1d and train.no_weight_decay reach the optimizer of the fp32
+//     masters, decided by each parameter's full shape and name.
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <string>
 
 #include "apps/app_test_util.h"
@@ -113,6 +116,25 @@ TEST(MixedPrecisionApp, Bf16FromYamlStoresBf16AndUpdatesF32Masters) {
       }
       ++i;
     }
+  });
+}
+
+TEST(MixedPrecisionApp, WeightDecayExclusionsFromYamlReachTheOptimizer) {
+  const config::AppConfig cfg =
+      config_with({"bf16={enabled: true}", "train.weight_decay=0.1", "train.weight_decay_1d=false",
+                   "train.no_weight_decay=['quantize.*']"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EngineRun r = build(cfg, comm);
+    std::map<std::string, int64_t> dims;
+    for (const auto& [name, p] : r.model->named_parameters()) dims[name] = p.dim();
+    int decaying = 0, spared = 0;
+    for (const auto& [name, shard] : r.engine->optimizer().params()) {
+      const bool expected = dims.at(name) >= 2 && name.rfind("quantize.", 0) != 0;
+      EXPECT_EQ(r.engine->optimizer().decays(name), expected) << name;
+      ++(expected ? decaying : spared);
+    }
+    EXPECT_GT(decaying, 0);
+    EXPECT_GT(spared, 0);
   });
 }
 

@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/test_util.h"
+#include "core/allocator.h"
 #include "nn/nn.h"
 
 using namespace zt;
@@ -179,6 +180,15 @@ TEST(Module, ErrorsNameTheModuleThatWasRunning) {
   nn::Sequential seq({std::make_shared<Adhoc>()});
   const std::string adhoc = error_of([&] { seq(ones({1, 3})); });
   EXPECT_NE(adhoc.find("in module 0.<Linear> (Linear) of Sequential"), std::string::npos) << adhoc;
+
+  // An out-of-memory error names the module too (its first allocation is block.fc's).
+  const Tensor x = ones({2, 3});
+  auto ledger = std::make_shared<MemoryLedger>("rank 0");
+  LedgerScope scope(ledger);
+  ledger->set_limit(Device::cpu(), 8);
+  const std::string oom = error_of([&] { (*net)(x); });
+  EXPECT_NE(oom.find("out of memory"), std::string::npos) << oom;
+  EXPECT_NE(oom.find("\n  in module block.fc (Linear) of Net"), std::string::npos) << oom;
 }
 
 TEST(Module, ModuleListAndDict) {

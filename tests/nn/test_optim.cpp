@@ -178,7 +178,7 @@ TEST(Optimizer, WeightDecayLeavesOutWhatTheConfigSays) {
   EXPECT_FALSE(optim::glob_match("fc.*", "block.fc.weight"));
   // With a zero gradient, only the weight decay moves a parameter: decoupled, L2 (through
   // the moments) and SGD's. Matrices decay; the vector and the pattern's matrix do not,
-  // on the fused loop and, for the transposed (non-contiguous) matrix, the ops path.
+  // on the fused loop and, for the transposed (non-contiguous) matrices, the ops path.
   for (const std::string type : {"adamw", "adam", "sgd"}) {
     SCOPED_TRACE(type);
     optim::OptimizerConfig c;
@@ -188,7 +188,7 @@ TEST(Optimizer, WeightDecayLeavesOutWhatTheConfigSays) {
     c.weight_decay_1d = false;
     c.no_weight_decay = {"emb*"};
     Tensor w = ones({2, 3}), strided = ones({3, 2}).transpose(0, 1), bias = ones({3}),
-           emb = ones({4, 3});
+           emb = ones({3, 4}).transpose(0, 1);
     auto opt =
         optim::make_optimizer(c, {{"w", w}, {"strided", strided}, {"bias", bias}, {"emb", emb}});
     for (const Tensor& t : {w, strided, bias, emb}) t.set_grad(zeros(t.sizes()));
