@@ -150,6 +150,7 @@ bool parse_double(const std::string& raw, double& out) {
   if (!s.empty() && s[0] == '+') s = s.substr(1);
   if (s == ".inf" || s == ".Inf") s = "inf";
   if (s == "-.inf" || s == "-.Inf") s = "-inf";
+  if (s == ".nan" || s == ".NaN" || s == ".NAN") s = "nan";
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
   return ec == std::errc() && p == s.data() + s.size();
@@ -211,11 +212,8 @@ int64_t Node::as_int() const {
 
 double Node::as_double() const {
   double v = 0;
-  const bool parsed = parse_double(scalar(), v);
-  const std::string s = trim(scalar());
-  if (std::isnan(v) || s == ".nan" || s == ".NaN" || s == ".NAN")  // YAML's spellings of NaN
-    fail("expected a number, got '" + scalar() + "' (NaN: not a number)");
-  if (!parsed) fail("expected a number, got '" + scalar() + "'");
+  if (!parse_double(scalar(), v)) fail("expected a number, got '" + scalar() + "'");
+  if (std::isnan(v)) fail("expected a number, got '" + scalar() + "' (NaN: not a number)");
   return v;
 }
 

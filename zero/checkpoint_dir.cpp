@@ -396,10 +396,8 @@ ResumePoint find_resume_point(const std::string& root) {
               (valid_tag(latest) ? "" : " (not a checkpoint name)");
   if (!rp.note.empty() || !problems.empty()) {
     if (rp.note.empty()) {
-      std::string names;
-      for (const std::string& n : passed) names += (names.empty() ? "" : ", ") + n;
-      rp.note = "newer checkpoint folder" + std::string(passed.size() > 1 ? "s " : " ") + names +
-                (passed.size() > 1 ? " are" : " is") + " incomplete";
+      rp.note = "newer checkpoint folder" + std::string(passed.size() > 1 ? "s " : " ") +
+                list_names(passed) + (passed.size() > 1 ? " are" : " is") + " incomplete";
     }
     rp.note += "; resuming from the newest complete checkpoint, '" + rp.dir + "'" + listed();
   }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/common/run_checks.h"
+#include "core/tensor.h"
 #include "zero/checkpoint.h"
 
 namespace zt::app {
@@ -27,9 +28,7 @@ std::string text_of(const T& v) {
   if constexpr (std::is_same_v<T, bool>) {
     os << (v ? "true" : "false");
   } else if constexpr (std::is_same_v<T, std::vector<int64_t>>) {
-    os << "[";
-    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-    os << "]";
+    os << shape_str(v);
   } else {
     os << v;
   }
@@ -176,9 +175,12 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
 }
 
 void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
-                         const std::string& command, comm::Communicator& comm, bool quiet) {
+                         const std::string& app, const std::string& command,
+                         comm::Communicator& comm, bool quiet) {
   const std::string note = decided_by_rank0(comm, [&]() -> std::string {
     const SavedRun run = read_saved_run(dir);
+    const std::string other_app = foreign_app(run, app);
+    ZT_CHECK(other_app.empty(), other_app);
     if (run.config_yaml.empty()) return "";  // saved without it: nothing to compare
     config::AppConfig saved;
     try {

@@ -51,15 +51,17 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
                           comm::Communicator& comm);
 
-/// Before training resumes from the checkpoint `dir` of its own app (every rank calls it;
-/// rank 0 reads): compares the configuration the checkpoint recorded with `cfg`. Model keys
+/// Before training resumes from the checkpoint `dir` (every rank calls it; rank 0 reads):
+/// a checkpoint of another app than `app` is the error check_checkpoint_app raises; else
+/// compares the configuration the checkpoint recorded with `cfg`. Model keys
 /// whose effective values differ (model.*, and gpt.* but gpt.tokenizer_checkpoint) are an
 /// error on every rank naming them, both values and how to go on; train.*, loss.* and
 /// data.* keys written with other values are listed in a note on stderr (rank 0, unless
 /// `quiet`), but for those that only say where and how the run is carried out
 /// (resume_ignored_keys()). `command` ("vqtok train") starts the messages.
 void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
-                         const std::string& command, comm::Communicator& comm, bool quiet);
+                         const std::string& app, const std::string& command,
+                         comm::Communicator& comm, bool quiet);
 
 /// The train.* and data.* keys (and their elements) a resume does not compare: where the
 /// run reads and writes, its device and kernels, and how often it logs, evaluates and saves.

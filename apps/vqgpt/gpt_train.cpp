@@ -113,8 +113,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                      comm);
   const std::string& resume_from = run_start.resume_from;
   if (!resume_from.empty()) {
-    app::check_checkpoint_app(resume_from, "vqgpt", comm);
-    app::check_resume_config(cfg, resume_from, "vqgpt train", comm, /*quiet=*/!say);
+    app::check_resume_config(cfg, resume_from, "vqgpt", "vqgpt train", comm, /*quiet=*/!say);
   }
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm, device)
                                        : random_tokenizer(cfg, comm, device);

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "zero/checkpoint_dir.h"
 
 namespace zt::vqtok {
 
@@ -92,15 +93,10 @@ int64_t DecodeFolder::finish() {
 }
 
 void DecodeFolder::write_manifest(const std::set<std::string>& files) const {
-  const fs::path path = fs::path(dir_) / kDecodeManifest;
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream f(tmp);
-    f << nlohmann::json{{"written_by", "vqtok decode"}, {"files", files}}.dump(1) << "\n";
-    f.close();
-    ZT_CHECK(!f.fail(), "decode: cannot write '", tmp.string(), "'; is the folder writable?");
-  }
-  fs::rename(tmp, path);  // whole or not at all: the next decode reads one or the other
+  // Whole or not at all: the next decode reads one or the other.
+  zero::ckpt::write_text_atomically(
+      fs::path(dir_) / kDecodeManifest,
+      nlohmann::json{{"written_by", "vqtok decode"}, {"files", files}}.dump(1) + "\n", "decode");
 }
 
 }  // namespace zt::vqtok

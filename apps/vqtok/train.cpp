@@ -202,8 +202,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // continues the counts, rank 0 holding the sum over the ranks that saved them).
   Tensor hits = zeros({codebook}, DType::i64);
   if (!resume_from.empty()) {
-    app::check_checkpoint_app(resume_from, "vqtok", comm);
-    app::check_resume_config(cfg, resume_from, "vqtok train", comm, /*quiet=*/!say);
+    app::check_resume_config(cfg, resume_from, "vqtok", "vqtok train", comm, /*quiet=*/!say);
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
     start = extra.step;
     const std::string data_note = app::resume_data(*loader, extra);

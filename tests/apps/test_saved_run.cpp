@@ -112,7 +112,7 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
     const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
     ::testing::internal::CaptureStderr();
     comm::run_threads(2, [&](comm::Communicator& comm) {
-      app::check_resume_config(cfg, ckpt, "vqtok train", comm, /*quiet=*/false);
+      app::check_resume_config(cfg, ckpt, "vqtok", "vqtok train", comm, /*quiet=*/false);
     });
     return ::testing::internal::GetCapturedStderr();
   };
