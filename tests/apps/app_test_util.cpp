@@ -40,12 +40,14 @@ config::AppConfig tiny_vqtok_config(const std::string& out_dir, std::vector<std:
   return config::parse_app_config(root, config::App::vqtok);
 }
 
-vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume) {
+vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume, int ranks,
+                               bool overwrite) {
   vqtok::TrainResult out;
-  comm::run_threads(2, [&](comm::Communicator& comm) {
+  comm::run_threads(ranks, [&](comm::Communicator& comm) {
     vqtok::TrainOptions o;
     o.quiet = true;
     o.resume = resume;
+    o.overwrite = overwrite;
     vqtok::TrainResult r = vqtok::train(cfg, o, comm);
     if (comm.rank() == 0) out = r;
   });

@@ -18,8 +18,10 @@ config::AppConfig tiny_vqtok_config(const std::string& out_dir, std::vector<std:
 
 /// An empty folder under the temp directory, unique to this process: <prefix>_<name>_<pid>.
 std::string fresh_dir(const std::string& prefix, const std::string& name);
-/// vqtok::train on 2 thread ranks, quiet (resuming if `resume`); rank 0's result.
-vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume = false);
+/// vqtok::train on `ranks` thread ranks, quiet (resuming if `resume`, with --overwrite if
+/// `overwrite`); rank 0's result.
+vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume = false, int ranks = 2,
+                               bool overwrite = false);
 
 /// Saves a freshly initialized tokenizer of cfg.model (seed 5) to `weights`, trains vqgpt
 /// on it quietly on `ranks` thread ranks and returns each rank's result.

@@ -54,20 +54,6 @@ std::string fresh_dir(const std::string& name) {
   return apptest::fresh_dir("zt_rel", name);
 }
 
-vqtok::TrainResult train(const config::AppConfig& cfg, bool resume, int ranks = 2,
-                         bool overwrite = false) {
-  vqtok::TrainResult out;
-  comm::run_threads(ranks, [&](comm::Communicator& comm) {
-    vqtok::TrainOptions o;
-    o.quiet = true;
-    o.resume = resume;
-    o.overwrite = overwrite;
-    vqtok::TrainResult r = vqtok::train(cfg, o, comm);
-    if (comm.rank() == 0) out = r;
-  });
-  return out;
-}
-
 std::vector<std::string> lines(const std::string& path) {
   std::vector<std::string> out;
   std::ifstream f(path);
@@ -103,21 +89,21 @@ TEST(Reliability, ASecondRunIntoAFolderInUseIsRefused) {
   const std::string dir = fresh_dir("lock");
   {
     zero::RunLock other(dir);  // another run, alive (this process)
-    const std::string err = error_of([&] { train(tiny_config(dir), false); });
+    const std::string err = error_of([&] { apptest::train_vqtok(tiny_config(dir), false); });
     EXPECT_TRUE(has(err, "vqtok train: '" + dir + "' is in use by another run (pid " +
                              std::to_string(::getpid()) + " on "))
         << err;
     EXPECT_FALSE(fs::exists(dir + "/checkpoints"));
   }
   write_file(dir + "/.lock", "p1-h0-0\npid 1 on a machine that was restarted\n");
-  EXPECT_EQ(train(tiny_config(dir), false).steps, 4);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir), false).steps, 4);
   EXPECT_EQ(lines(dir + "/.lock").size(), 0u) << "released: the file names nobody";
   fs::remove_all(dir);
 }
 
 TEST(Reliability, ResumeWithABrokenLatestUsesTheNewestCompleteCheckpoint) {
   const std::string base = fresh_dir("latest");
-  train(tiny_config(base), false);  // checkpoints at steps 2 and 4, metrics for 1..4
+  apptest::train_vqtok(tiny_config(base), false);  // checkpoints at steps 2 and 4, metrics for 1..4
   const std::string ck = base + "/checkpoints";
   const auto metrics = lines(base + "/metrics.jsonl");
   ASSERT_EQ(metrics.size(), 4u);
@@ -142,7 +128,7 @@ TEST(Reliability, ResumeWithABrokenLatestUsesTheNewestCompleteCheckpoint) {
     fs::copy(base, dir, fs::copy_options::recursive);
     c.damage(dir + "/checkpoints");
     // One more step than was saved: the resumed run trains from its start to step 5.
-    const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true, 1);
+    const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, {"train.steps=5"}), true, 1);
     EXPECT_EQ(r.start_step, c.start);
     EXPECT_EQ(r.steps, 5);
     for (const char* step : {"step_000002", "step_000004", "step_000005"})
@@ -159,12 +145,12 @@ TEST(Reliability, ResumeWithABrokenLatestUsesTheNewestCompleteCheckpoint) {
 
 TEST(Reliability, ResumeWithNoCompleteCheckpointStopsAndChangesNothing) {
   const std::string dir = fresh_dir("nocomplete");
-  train(tiny_config(dir), false);
+  apptest::train_vqtok(tiny_config(dir), false);
   fs::remove(dir + "/checkpoints/step_000002/meta.json");
   fs::remove(dir + "/checkpoints/step_000004/rank_00001.safetensors");  // digests fail
   const auto before = lines(dir + "/metrics.jsonl");
   const std::string err =
-      error_of([&] { train(tiny_config(dir, {"train.steps=6"}), /*resume=*/true); });
+      error_of([&] { apptest::train_vqtok(tiny_config(dir, {"train.steps=6"}), /*resume=*/true); });
   EXPECT_TRUE(has(err, "no complete checkpoint")) << err;
   EXPECT_TRUE(has(err, "rank_00001.safetensors")) << err;
   EXPECT_TRUE(has(err, "--overwrite")) << err;
@@ -176,9 +162,10 @@ TEST(Reliability, ResumeWithNoCompleteCheckpointStopsAndChangesNothing) {
 
 TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
   const std::string dir = fresh_dir("refuse");
-  train(tiny_config(dir), false);
+  apptest::train_vqtok(tiny_config(dir), false);
   const auto before = lines(dir + "/metrics.jsonl");
-  const std::string err = error_of([&] { train(tiny_config(dir, {"train.steps=3"}), false); });
+  const std::string err =
+      error_of([&] { apptest::train_vqtok(tiny_config(dir, {"train.steps=3"}), false); });
   for (const char* part : {"already holds checkpoints", "--resume", "output_dir", "--overwrite"})
     EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
   EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
@@ -186,7 +173,8 @@ TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000004/meta.json"));
 
   // --overwrite clears the earlier run deliberately: only the new run's results remain.
-  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=3"}), false, 2, true);
+  const vqtok::TrainResult r =
+      apptest::train_vqtok(tiny_config(dir, {"train.steps=3"}), false, 2, true);
   EXPECT_EQ(r.start_step, 0);
   EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 3u);
   EXPECT_FALSE(fs::exists(dir + "/checkpoints/step_000004"));
@@ -204,25 +192,26 @@ TEST(Reliability, ResultsWithoutCheckpointsAreAnEarlierRunToo) {
     sets.insert(sets.begin(), "train.checkpoint_every=0");
     return tiny_config(dir, std::move(sets));
   };
-  train(config({}), false);
+  apptest::train_vqtok(config({}), false);
   ASSERT_FALSE(zero::holds_checkpoints(dir + "/checkpoints"));
   const auto before = lines(dir + "/metrics.jsonl");
   ASSERT_EQ(before.size(), 4u);
-  std::string err = error_of([&] { train(config({"train.steps=3"}), false); });
+  std::string err = error_of([&] { apptest::train_vqtok(config({"train.steps=3"}), false); });
   for (const char* part : {"holds the results of an earlier run (curves.svg, metrics.jsonl)",
                            "output_dir", "--overwrite", "--resume"})
     EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
   EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
   // Resuming another run's checkpoint there would write over them as well.
-  train(tiny_config(other), false);
-  err = error_of([&] { train(config({"train.resume=" + other + "/checkpoints"}), false); });
+  apptest::train_vqtok(tiny_config(other), false);
+  err = error_of(
+      [&] { apptest::train_vqtok(config({"train.resume=" + other + "/checkpoints"}), false); });
   EXPECT_TRUE(has(err, "holds an earlier run's results (curves.svg, metrics.jsonl)")) << err;
   EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
 
   // --overwrite replaces them; --resume starts that run over (it saved nothing to go on from).
-  EXPECT_EQ(train(config({"train.steps=3"}), false, 2, /*overwrite=*/true).steps, 3);
+  EXPECT_EQ(apptest::train_vqtok(config({"train.steps=3"}), false, 2, /*overwrite=*/true).steps, 3);
   EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 3u);
-  EXPECT_EQ(train(config({"train.steps=2"}), /*resume=*/true).start_step, 0);
+  EXPECT_EQ(apptest::train_vqtok(config({"train.steps=2"}), /*resume=*/true).start_step, 0);
   EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 2u);
   fs::remove_all(dir);
   fs::remove_all(other);
@@ -230,16 +219,17 @@ TEST(Reliability, ResultsWithoutCheckpointsAreAnEarlierRunToo) {
 
 TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) {
   const std::string dir = fresh_dir("overwrite_fails");
-  train(tiny_config(dir), false);
+  apptest::train_vqtok(tiny_config(dir), false);
   const auto before = lines(dir + "/metrics.jsonl");
   // A new run that diverges at its first step: it stops before it has replaced anything.
-  const std::string err =
-      error_of([&] { train(tiny_config(dir, {"loss.l2=1.0e39"}), false, 2, /*overwrite=*/true); });
+  const std::string err = error_of([&] {
+    apptest::train_vqtok(tiny_config(dir, {"loss.l2=1.0e39"}), false, 2, /*overwrite=*/true);
+  });
   EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
   EXPECT_TRUE(fs::exists(dir + "/.overwritten/checkpoints/step_000004/meta.json"));
   EXPECT_EQ(lines(dir + "/.overwritten/metrics.jsonl"), before);
   // The next start puts the earlier run back, and --resume continues it.
-  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true);
+  const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, {"train.steps=5"}), true);
   EXPECT_EQ(r.start_step, 4);
   EXPECT_FALSE(fs::exists(dir + "/.overwritten"));
   const auto after = lines(dir + "/metrics.jsonl");
@@ -250,8 +240,8 @@ TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) 
 
 TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
   const std::string dir = fresh_dir("start_refusals"), other = fresh_dir("start_other");
-  train(tiny_config(dir), false);    // checkpoints at steps 2 and 4
-  train(tiny_config(other), false);  // another run's
+  apptest::train_vqtok(tiny_config(dir), false);    // checkpoints at steps 2 and 4
+  apptest::train_vqtok(tiny_config(other), false);  // another run's
   const std::string root = dir + "/checkpoints";
   auto start = [&](std::vector<std::string> sets, app::StartRequest req) {
     return error_of([&] {
@@ -305,7 +295,7 @@ TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
   const std::vector<std::string> sets = {"train.steps=4", "train.checkpoint_every=1",
                                          "train.codebook_restart_every=2", "model.dropout=0.2"};
   const std::string full = fresh_dir("bits_full");
-  train(tiny_config(full, sets), false);
+  apptest::train_vqtok(tiny_config(full, sets), false);
   const auto want = lines(full + "/metrics.jsonl");
   const nlohmann::json final_files =
       nlohmann::json::parse(std::ifstream(full + "/checkpoints/step_000004/meta.json"))["files"];
@@ -316,7 +306,7 @@ TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
     fs::create_directories(dir + "/checkpoints");
     fs::copy(full + "/checkpoints/" + tag, dir + "/checkpoints/" + tag);
     write_file(dir + "/checkpoints/latest", tag + "\n");
-    const vqtok::TrainResult r = train(tiny_config(dir, sets), true);
+    const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, sets), true);
     EXPECT_EQ(r.start_step, k);
     // Every parameter, master, optimizer moment, buffer and code count, by digest.
     const nlohmann::json files =
@@ -340,7 +330,8 @@ TEST(Reliability, ResumingAtEveryStepIsBitIdentical) {
 // had read (rounded down to a whole batch of the new run, with a note).
 TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
   const std::string dir = fresh_dir("reshape");
-  train(tiny_config(dir, {"train.steps=2", "train.batch=4"}), false);  // 2 ranks: 16 read
+  apptest::train_vqtok(tiny_config(dir, {"train.steps=2", "train.batch=4"}),
+                       false);  // 2 ranks: 16 read
   auto loader_at = [&](int64_t step) {
     return nlohmann::json::parse(
         std::ifstream(dir + "/checkpoints/" + zero::checkpoint_tag(step) + "/meta.json"))["loader"];
@@ -352,10 +343,10 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
                                     "train.batch=" + std::to_string(batch),
                                     "train.checkpoint_every=1"};
   };
-  EXPECT_EQ(train(tiny_config(dir, sets(3, 8)), true, 1).start_step, 2);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, sets(3, 8)), true, 1).start_step, 2);
   EXPECT_EQ(loader_at(3), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 8}}));
   // From there (24 samples) at 3 ranks x batch 4, 12 a step: step 2, then 3.
-  EXPECT_EQ(train(tiny_config(dir, sets(4, 4)), true, 3).start_step, 3);
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, sets(4, 4)), true, 3).start_step, 3);
   EXPECT_EQ(loader_at(4), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 4}}));
 
   // The note the resumed run prints says where it goes on and what it reads again.
@@ -375,7 +366,7 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
 TEST(Reliability, NonFiniteWeightsAreAnErrorInEval) {
   const std::string dir = fresh_dir("nan_eval");
   const config::AppConfig cfg = tiny_config(dir, {"train.steps=1", "train.checkpoint_every=1"});
-  train(cfg, false, 1);
+  apptest::train_vqtok(cfg, false, 1);
   const std::string weights = dir + "/model.safetensors";
   comm::run_threads(
       1, [&](comm::Communicator& comm) { vqtok::export_model(cfg, "", weights, comm, true); });
@@ -406,7 +397,7 @@ TEST(Reliability, ADivergingRunStopsNamingTheStepAndSavesNoNonFiniteCheckpoint) 
   const std::string dir = fresh_dir("nan_train");
   const config::AppConfig cfg =
       tiny_config(dir, {"train.steps=3", "train.checkpoint_every=1", "loss.l2=1.0e39"});
-  const std::string err = error_of([&] { train(cfg, false); });
+  const std::string err = error_of([&] { apptest::train_vqtok(cfg, false); });
   EXPECT_TRUE(has(err, "at step ")) << err;
   EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
   EXPECT_TRUE(has(err, "weighted sum")) << err;
@@ -469,13 +460,13 @@ TEST(Reliability, ModelsThatDifferAreNamed) {
 
 TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
   const std::string dir = fresh_dir("torn");
-  train(tiny_config(dir), false);
+  apptest::train_vqtok(tiny_config(dir), false);
   const auto before = lines(dir + "/metrics.jsonl");
   {
     std::ofstream f(dir + "/metrics.jsonl", std::ios::app);
     f << R"({"kind": "train", "step": 5, "lo)";  // a write cut short by a kill
   }
-  const vqtok::TrainResult r = train(tiny_config(dir, {"train.steps=5"}), true);
+  const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, {"train.steps=5"}), true);
   EXPECT_EQ(r.start_step, 4);
   const auto after = lines(dir + "/metrics.jsonl");
   ASSERT_EQ(after.size(), 5u);
