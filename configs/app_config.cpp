@@ -168,6 +168,7 @@ void read_gpt(Section s, GptConfig& g) {
       .get("n_embd", g.n_embd, 1, 1 << 16)
       .get("block_size", g.block_size, 0, 1 << 24)
       .get("dropout", g.dropout, 0.0, 0.99)
+      .get("tie_embeddings", g.tie_embeddings)
       .get("tokenizer_checkpoint", g.tokenizer_checkpoint);
   s.finish();
   if (g.n_embd % g.n_head != 0)

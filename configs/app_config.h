@@ -127,6 +127,7 @@ struct GptConfig {
   int64_t n_embd = 128;    ///< a multiple of n_head
   int64_t block_size = 0;  ///< 0: BOS + codes + one EOL per row; else >= that
   double dropout = 0.0;
+  bool tie_embeddings = false;         ///< one matrix for the token table and the output head
   std::string tokenizer_checkpoint{};  ///< the trained vqtok checkpoint (required)
 };
 

@@ -4,7 +4,8 @@
 The model is zt's GPT (apps/vqgpt/model/gpt.cpp) with its key names: token and learned
 position embeddings, pre-LayerNorm blocks (x + attn(ln_1(x)), then x + mlp(ln_2(x))),
 causal multi-head attention with separate q/k/v/out projections and no biases, an MLP
-E -> 4E -> E with tanh GELU, a final LayerNorm and an untied linear head without bias;
+E -> 4E -> E with tanh GELU, a final LayerNorm and a linear head without bias (untied, or
+with --tie-embeddings the token table's matrix);
 GPT-2 small's shape by default. The step is that of apps/bench/bench_gpt.cpp: random
 tokens (B sequences of --seq + 1, inputs and shifted targets), cross-entropy on the logits
 in fp32, backward, AdamW (lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay: zt's
@@ -15,13 +16,15 @@ JSON says which): --sdpa auto takes the first of flash, efficient, cudnn, math t
 these shapes. One warm-up step, then medians of --steps timed steps in wall time,
 synchronizing at the phase boundaries: forward_ms (zero_grad, forward and loss),
 backward_ms, optimizer_ms, step_ms (their sum), tokens_per_s, and zt's FLOP count
-(6 N + 12 L E T) x tokens (N without the wte and wpe tables), as tflops and mfu against --peak-tflops (on CUDA by default
+(6 N + 12 L E T) x tokens (N without the lookup tables: wpe, and wte unless tied), as
+tflops and mfu against --peak-tflops (on CUDA by default
 an H200's dense 989 for bf16 and 67 for f32). Only torch and the standard library are
 used; not used by the test suite.
 
     python3 tools/bench_gpt_torch.py [--layers 12 --width 768 --heads 12 --seq 1024
         --vocab 50304] [--batch 4] [--steps 3] [--device cpu|cuda] [--dtype f32|bf16]
         [--threads N] [--sdpa auto|flash|efficient|cudnn|math] [--tf32 none|all]
+        [--tie-embeddings]
 """
 import argparse
 import contextlib
@@ -42,12 +45,12 @@ BACKENDS = {name: getattr(SDPBackend, attr) for name, attr in
              ("cudnn", "CUDNN_ATTENTION"), ("math", "MATH")] if hasattr(SDPBackend, attr)}
 
 
-def zt_count_parameters(v, t, layers, e):
+def zt_count_parameters(v, t, layers, e, tied):
     """gpt::GptSpec::count_parameters, written out again."""
     ln = 2 * e
     attn = 4 * e * e
     mlp = (e * 4 * e + 4 * e) + (4 * e * e + e)
-    return v * e + t * e + layers * (2 * ln + attn + mlp) + ln + v * e
+    return v * e + t * e + layers * (2 * ln + attn + mlp) + ln + (0 if tied else v * e)
 
 
 class Attention(nn.Module):
@@ -92,13 +95,15 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    def __init__(self, vocab, seq, layers, e, heads):
+    def __init__(self, vocab, seq, layers, e, heads, tied):
         super().__init__()
         self.wte = nn.Embedding(vocab, e)
         self.wpe = nn.Embedding(seq, e)
         self.blocks = nn.ModuleList(Block(e, heads) for _ in range(layers))
         self.ln_f = nn.LayerNorm(e)
         self.head = nn.Linear(e, vocab, bias=False)
+        if tied:  # zt keeps the head's initialization for the shared matrix
+            self.wte.weight = self.head.weight
 
     def forward(self, ids):  # (B, T) -> logits (B, T, V)
         pos = torch.arange(ids.shape[1], device=ids.device)
@@ -143,6 +148,8 @@ def main():
     ap.add_argument("--tf32", choices=["none", "all"], default="none",
                     help="TF32 matmuls for f32 on CUDA (zt-bench gpt uses none)")
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
+    ap.add_argument("--tie-embeddings", action="store_true",
+                    help="one matrix for the token table and the output head")
     ap.add_argument("--peak-tflops", type=float, default=-1.0,
                     help="dense peak for --dtype, for MFU (default: an H200's on cuda)")
     a = ap.parse_args()
@@ -159,9 +166,9 @@ def main():
         peak = (989.0 if a.dtype == "bf16" else 67.0) if a.device == "cuda" else 0.0
     dev = torch.device(a.device)
     torch.manual_seed(1)
-    model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads).to(dev)
+    model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads, a.tie_embeddings).to(dev)
     n = sum(p.numel() for p in model.parameters())
-    zt_n = zt_count_parameters(a.vocab, a.seq, a.layers, a.width)
+    zt_n = zt_count_parameters(a.vocab, a.seq, a.layers, a.width, a.tie_embeddings)
     if n != zt_n:
         sys.exit(f"bench_gpt_torch: {n} parameters, zt's model has {zt_n}: the model here no "
                  "longer matches apps/vqgpt/model/gpt.cpp")
@@ -212,12 +219,12 @@ def main():
         return round(1e3 * statistics.median(v), 2)
 
     tokens = a.batch * a.seq
-    n_matmul = n - (a.vocab + a.seq) * a.width  # wte and wpe are lookups, not matmuls
+    n_matmul = n - (a.seq + (0 if a.tie_embeddings else a.vocab)) * a.width  # lookups
     flops = (6.0 * n_matmul + 12.0 * a.layers * a.width * a.seq) * tokens
     step_s = statistics.median(total)
     tflops = flops / step_s / 1e12
     out = {"bench": "gpt-torch", "device": a.device, "dtype": a.dtype, "layers": a.layers,
-           "width": a.width, "heads": a.heads, "seq": a.seq, "vocab": a.vocab,
+           "tied": a.tie_embeddings, "width": a.width, "heads": a.heads, "seq": a.seq, "vocab": a.vocab,
            "batch": a.batch, "threads": torch.get_num_threads(), "params": n, "zt_params": zt_n,
            "tokens_per_step": tokens, "forward_ms": ms(fwd), "backward_ms": ms(bwd),
            "optimizer_ms": ms(optim), "step_ms": ms(total),

@@ -144,8 +144,9 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
 void export_consolidated(Engine& engine, const std::string& path) {
   comm::Communicator& comm = engine.comm();
   autograd::NoGradGuard ng;
-  // Full fp32 values from the master shards, one parameter at a time; only rank 0 keeps them.
-  std::map<std::string, Tensor> full;
+  // Full fp32 values from the master shards, one parameter at a time; only rank 0 keeps
+  // them. By tensor, not name: a tied parameter is written under each of its names.
+  std::map<const TensorImpl*, Tensor> full;
   for (const auto& mp : engine.partitioned()) {
     const ZeroParam* z = zero_param(mp.param);
     // Gathered where the shards live: an offloaded master is in host memory, and NCCL
@@ -157,14 +158,14 @@ void export_consolidated(Engine& engine, const std::string& path) {
     else
       comm.all_gather(gathered, src.contiguous());
     if (comm.rank() == 0)
-      full[mp.name] = host(gathered.narrow(0, 0, z->part.numel).reshape(z->shape)).clone();
+      full[mp.param.impl()] = host(gathered.narrow(0, 0, z->part.numel).reshape(z->shape)).clone();
   }
   std::string err;
   if (comm.rank() == 0) {
     err = capture([&] {
       NamedTensors out;
       for (const auto& [name, t] : nn::state_dict(engine.module())) {
-        auto it = full.find(name);
+        auto it = full.find(t.impl());
         Tensor v = it != full.end() ? it->second : host(t);
         out.emplace_back(name,
                          is_floating(v.dtype()) && v.dtype() != DType::f32 ? v.to(DType::f32) : v);

@@ -1,6 +1,7 @@
 // Fetch, prefetch and release of module groups along the trace.
 #include "zero/coordinator.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
@@ -20,6 +21,21 @@ Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Conf
     }
     if (!g.params.empty()) groups_.push_back(std::move(g));
   }
+  std::unordered_map<const ZeroParam*, std::vector<int>> members;
+  for (int id = 0; id < static_cast<int>(groups_.size()); ++id)
+    for (const ZeroParam* z : groups_[id].params) members[z].push_back(id);
+  for (auto& [z, ids] : members)
+    if (ids.size() > 1) tied_.emplace(z, std::move(ids));
+  in_use_.assign(groups_.size(), 0);
+}
+
+bool Coordinator::in_use_elsewhere(const ZeroParam* z, int id) const {
+  if (tied_.empty()) return false;
+  auto it = tied_.find(z);
+  if (it == tied_.end()) return false;
+  for (int other : it->second)
+    if (other != id && in_use_[other]) return true;
+  return false;
 }
 
 // A forward that records a graph, or a checkpoint's first run (its graph comes in
@@ -75,6 +91,7 @@ void Coordinator::fetch(int id, bool backward_phase) {
                    "is off until the trace is recorded again\n",
                    comm_.rank(), g.path.c_str());
   }
+  in_use_[id] = 1;
   gather(id, false);
   if (training) prefetch_after(id);
   for (ZeroParam* z : g.params) z->wait();
@@ -100,6 +117,7 @@ void Coordinator::release_param(ZeroParam* z) {
 }
 
 void Coordinator::release(int id) {
+  in_use_[id] = 0;
   bool training = in_training_step() || autograd::in_backward();
   // Kept for a reuse within stage3_max_reuse_distance, but only while the gathered
   // elements stay within stage3_max_live_parameters: the bound holds for kept modules too.
@@ -110,7 +128,7 @@ void Coordinator::release(int id) {
   log("release:", id);
   bool any = false;
   for (ZeroParam* z : groups_[id].params)
-    if (z->releasable()) {
+    if (z->releasable() && !in_use_elsewhere(z, id)) {
       release_param(z);
       any = true;
     }
@@ -123,6 +141,7 @@ void Coordinator::release(int id) {
 
 void Coordinator::release_all() {
   close_all_gathers();
+  std::fill(in_use_.begin(), in_use_.end(), 0);
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->releasable()) release_param(z);

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "nn/module.h"
@@ -36,7 +37,9 @@ struct EngineStats {
   int64_t overflow_skips = 0;
 };
 
-/// A module that owns partitioned parameters, and those parameters.
+/// A module that owns partitioned parameters, and those parameters. A tied parameter (one
+/// tensor registered in two modules, as a language model's token table and output head)
+/// is a member of each of its modules' groups.
 struct ModuleGroup {
   std::string path;  // dotted module path, "<root>" for the model itself
   nn::Module* module = nullptr;
@@ -81,6 +84,8 @@ class Coordinator {
   void gather(int id, bool prefetch);
   void prefetch_after(int id);
   void release_param(ZeroParam* z);
+  /// A tied parameter that another group between its fetch and its release still uses.
+  bool in_use_elsewhere(const ZeroParam* z, int id) const;
   void check_ranks_agree();
   void close_gather(int id);
   void close_all_gathers();
@@ -89,6 +94,11 @@ class Coordinator {
   const Config& config_;
   EngineStats& stats_;
   std::vector<ModuleGroup> groups_;
+  // Tied parameters and the groups they are members of; which groups are in use (fetched
+  // and not yet released), so that one group's release leaves a tied parameter gathered
+  // while another (an enclosing module, say) still computes with it.
+  std::unordered_map<const ZeroParam*, std::vector<int>> tied_;
+  std::vector<char> in_use_;
   Trace trace_;
   int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
   bool log_events_ = false;

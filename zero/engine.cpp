@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <map>
 #include <mutex>
 #include <set>
 #include <unordered_map>
@@ -63,18 +62,9 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   std::vector<Tensor> reduced;                            // what the reducer reduces
   std::vector<ZeroParam*> with_grads;                     // gradient shards to allocate
   const DType low = config_.precision.dtype();
-  // A tensor registered in two modules (tied weights) would be gathered, released and
-  // reduced once per module: refused, naming both places.
-  std::map<const TensorImpl*, std::string> registered;
-  for (auto& [path, m] : model_->named_modules())
-    for (auto& [n, p] : m->local_parameters()) {
-      if (!p.defined()) continue;
-      const std::string name = path.empty() ? n : path + "." + n;
-      auto [it, fresh] = registered.emplace(p.impl(), name);
-      ZT_CHECK(fresh, "zero::Engine: '", it->second, "' and '", name,
-               "' are one tensor (tied weights), which zt's ZeRO-3 engine does not support: give "
-               "each module its own parameter");
-    }
+  // A tensor registered in two modules (tied weights) is listed once, under its first
+  // name: one shard, one master, one gradient shard. The coordinator gathers it for either
+  // module, and autograd sums both uses' gradients before the reducer sees it.
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
     if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());

@@ -20,6 +20,15 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     for (auto& [local, b] : mod->local_buffers())
       if (b.defined() && mod->buffer_is_persistent(local))
         targets.emplace_back(path.empty() ? local : path + "." + local, b);
+  // The other names of tied parameters (nn::state_dict lists each): known keys, and a
+  // stand-in where the first name is missing (a file that kept only one of them).
+  std::map<std::string, std::string> alias_of;
+  {
+    std::map<const TensorImpl*, std::string> first;
+    for (auto& [name, t] : targets) first.emplace(t.impl(), name);
+    for (auto& [name, t] : nn::state_dict(m))
+      if (first.at(t.impl()) != name) alias_of.emplace(name, first.at(t.impl()));
+  }
 
   // Rank src decides what is loaded and whether it is valid; everyone learns the verdict,
   // so a bad dict is the same error on every rank instead of a hang.
@@ -27,6 +36,12 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
     for (const auto& [k, v] : state) values[k] = v;
+    for (const auto& [alias, name] : alias_of) {
+      auto it = values.find(alias);
+      if (it == values.end()) continue;
+      values.emplace(name, it->second);
+      values.erase(it);
+    }
     std::vector<std::string> missing, unexpected, shapes;
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {

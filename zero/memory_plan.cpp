@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <sstream>
+#include <unordered_set>
 
 #include "zero/param.h"
 #include "zero/partition.h"
@@ -37,11 +38,16 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   };
   std::map<std::string, Group> groups;
   int64_t persistent = 0;
+  // A tied parameter is stored once (its shards, gradient and optimizer state), but each
+  // of its modules gathers it.
+  std::unordered_set<const TensorImpl*> stored;
+  int64_t tied_again = 0;
   for (auto& [path, m] : model.named_modules()) {
     int64_t flat = 0, copies = 0, members = 0;
     for (auto& [n, p] : m->local_parameters()) {
+      const bool first = stored.insert(p.impl()).second;
       if (is_replicated(p)) {
-        plan.replicated += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+        if (first) plan.replicated += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
         continue;
       }
       const int64_t numel = is_partitioned(p) ? zero_param(p)->part.numel : p.numel();
@@ -50,8 +56,8 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
                                                     : p.dtype();
       const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
       const Partition part = make_partition(numel, world);
-      plan.param_shard += part.shard_numel * esize;
-      if (p.requires_grad()) {
+      if (first) plan.param_shard += part.shard_numel * esize;
+      if (first && p.requires_grad()) {
         plan.grad_shard += grad_shard_slot(part.shard_numel) * 4;  // the engine's flat buffer
         if (config.offload_optimizer.enabled() && !p.device().is_cpu()) {
           plan.optim_state_host += part.shard_numel * 4 * (optimizer_states + 1);
@@ -61,11 +67,12 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
         }
       }
       if (numel <= config.stage3_param_persistence_threshold) {
-        persistent += numel * esize;
+        if (first) persistent += numel * esize;
         continue;
       }
       flat += part.padded_numel() * esize;
       copies += numel * esize;
+      if (!first) tied_again += numel * esize;  // gathered once when all modules are
       ++members;
     }
     if (members == 0) continue;
@@ -87,7 +94,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   const int64_t esize = static_cast<int64_t>(dtype_size(low));
   const int64_t window =
       std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
-  const int64_t whole = std::max(chain, total);
+  const int64_t whole = std::max(chain, total - tied_again);
   // Modules kept for reuse fill up to stage3_max_live_parameters, then the chain being
   // fetched comes on top.
   const int64_t kept = config.stage3_max_reuse_distance > 0

@@ -12,10 +12,8 @@ Init::~Init() {
   nn::pop_registration_observer(this);
 }
 
-void Init::on_parameter(nn::Module& m, const std::string& name, const Tensor& p) {
-  ZT_CHECK(!is_partitioned(p), "zero::Init: ", m.type_name(), ".", name,
-           " is a tensor already registered (tied weights), which zt's ZeRO-3 does not "
-           "support: give each module its own parameter");
+void Init::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+  if (is_partitioned(p)) return;  // registered again (tied weights): partitioned already
   partition_param(p, comm_, 0);
   p.impl()->unavailable_hint =
       "While a model is built under zero::Init, each parameter is partitioned as it is "

@@ -70,6 +70,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_flag("--offload", offload,
                "fp32 masters and AdamW state in pinned host memory, updated there "
                "(offload_optimizer)");
+  app.add_flag("--tie-embeddings", spec.tie_embeddings,
+               "one matrix for the token table and the output head (GPT-2's 124M parameters "
+               "at the default sizes)");
   app.add_flag("--checkpoint-activations", recompute,
                "keep no activations inside each block from forward to backward (recomputed)");
   app.add_flag("--kernels", kernels,
@@ -188,9 +191,11 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const std::string profile = kernels ? bench::kernel_profile_json("gpt", steps, step) : "";
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
-    // The parameters that multiply: all but the token and position tables (lookups).
+    // The parameters that multiply: all but the token and position tables (lookups; a
+    // tied token table multiplies as the head).
     const double n_matmul =
-        n - static_cast<double>((spec.vocab_size + spec.block_size) * spec.n_embd);
+        n - static_cast<double>((spec.block_size + (spec.tie_embeddings ? 0 : spec.vocab_size)) *
+                                spec.n_embd);
     const double tokens = static_cast<double>(batch) * static_cast<double>(spec.block_size) *
                           static_cast<double>(comm.size());
     const double flops = (6.0 * n_matmul + 12.0 * static_cast<double>(spec.n_layer * spec.n_embd) *
@@ -200,18 +205,20 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const double tflops = flops / step_s / 1e12;
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
-        "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"ranks\":%d,"
+        "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%s,"
+        "\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), graphed ? "true" : "false",
-        offload ? "true" : "false", recompute ? "true" : "false", comm.size(),
-        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
-        static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
-        static_cast<long long>(spec.vocab_size), batch, n, tokens, bench::median(fwd),
-        bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
+        offload ? "true" : "false", recompute ? "true" : "false",
+        spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
+        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
+        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
+        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
+        tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);

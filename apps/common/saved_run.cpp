@@ -93,6 +93,7 @@ std::vector<KeyChange> gpt_changes(const config::GptConfig& before,
   compare(d, "gpt.n_embd", before.n_embd, after.n_embd);
   compare(d, "gpt.block_size", before.block_size, after.block_size);
   compare(d, "gpt.dropout", before.dropout, after.dropout);
+  compare(d, "gpt.tie_embeddings", before.tie_embeddings, after.tie_embeddings);
   return d;
 }
 

@@ -157,6 +157,20 @@ TEST(VqGptModel, APrefixSeesTheFirstPositions) {
   EXPECT_CLOSE(prefix, by_hand(ids.narrow(1, 0, 5).contiguous()), 0.0, 0.0);
 }
 
+// tie_embeddings: head.weight is wte.weight, counted and listed once, saved under both names.
+TEST(VqGptModel, TiedEmbeddingsAreOneMatrix) {
+  gpt::GptSpec spec = kSmallGpt;
+  spec.tie_embeddings = true;
+  gpt::Gpt m(spec);
+  EXPECT_TRUE(m.head->weight.same(m.wte->weight));
+  EXPECT_EQ(m.num_parameters(), spec.count_parameters());
+  EXPECT_EQ(spec.count_parameters(), kSmallGpt.count_parameters() - 16 * 8);
+  for (const auto& [n, p] : m.named_parameters()) EXPECT_NE(n, "head.weight");
+  int names = 0;
+  for (const auto& [n, t] : nn::state_dict(m)) names += n == "head.weight" || n == "wte.weight";
+  EXPECT_EQ(names, 2);
+}
+
 // Gpt::decode with a KV cache gives, token by token after a prompt, the rows of a forward
 // over the whole sequence; sampling through the cache draws the sequences that sampling
 // with whole-prefix forwards draws (f64: the logits agree to rounding far below any
@@ -267,15 +281,18 @@ TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {
   EXPECT_NE(zero::tensor_hash(gpt::tokenize(plain, x, layout)), zero::tensor_hash(want));
 }
 
-TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
-  Scratch s("equiv");
+// Trains the tiny config (with `overrides`) for 5 steps on `n` thread ranks for each n of
+// `ranks`, the same global batch of 8 clips (8 / n per rank), and exports each run.
+std::map<int, nn::NamedTensors> train_and_export(const Scratch& s, const std::vector<int>& ranks,
+                                                 const std::vector<std::string>& overrides = {}) {
   const std::string weights = s / "tokenizer.safetensors";
   nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
   std::map<int, nn::NamedTensors> exported;
-  for (int n : {1, 2, 4}) {
-    // The same global batch of 8 clips: 8 / n per rank.
+  for (int n : ranks) {
     const std::string run = s / ("run" + std::to_string(n));
-    config::AppConfig c = tiny_config(run);
+    const config::AppConfig base = tiny_config(run);
+    for (const std::string& o : overrides) config::apply_override(base.root, o);
+    config::AppConfig c = config::parse_app_config(base.root, config::App::vqgpt);
     c.train.batch = 8 / n;
     c.train.checkpoint_every = 5;
     comm::run_threads(n, [&](comm::Communicator& comm) {
@@ -285,10 +302,16 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
       const vqgpt::TrainResult r = vqgpt::train(c, o, comm);
       EXPECT_EQ(r.steps, 5);
       EXPECT_EQ(r.replica_checks, 1 + 2) << "at start and at steps 2 and 4";
-      vqgpt::export_model(c, "", s / ("model" + std::to_string(n) + ".safetensors"), comm, true);
+      vqgpt::export_model(c, "", run + ".safetensors", comm, true);
     });
-    exported[n] = nn::load_safetensors(s / ("model" + std::to_string(n) + ".safetensors"));
+    exported[n] = nn::load_safetensors(run + ".safetensors");
   }
+  return exported;
+}
+
+TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
+  Scratch s("equiv");
+  std::map<int, nn::NamedTensors> exported = train_and_export(s, {1, 2, 4});
   const nn::NamedTensors& one = exported[1];
   ASSERT_GT(one.size(), 0u);
   int64_t gpt_tensors = 0;
@@ -302,6 +325,20 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
     }
   }
   EXPECT_EQ(gpt_tensors, 2 + 2 * 12 + 2 + 1) << "wte, wpe, 2 blocks x 12, ln_f, head";
+}
+
+// gpt.tie_embeddings: one matrix for the token table and the output head, trained under
+// ZeRO-3 to the same values on one and two ranks, and exported under both names.
+TEST(VqGpt, TiedEmbeddingsTrainTheSameOnOneAndTwoRanks) {
+  Scratch s("tied");
+  std::map<int, nn::NamedTensors> exported =
+      train_and_export(s, {1, 2}, {"gpt.tie_embeddings=true"});
+  std::map<std::string, Tensor> one(exported[1].begin(), exported[1].end());
+  ASSERT_TRUE(one.count("gpt.wte.weight") && one.count("gpt.head.weight"));
+  EXPECT_CLOSE(one["gpt.head.weight"], one["gpt.wte.weight"], 0.0, 0.0);
+  ASSERT_EQ(exported[2].size(), exported[1].size());
+  for (size_t i = 0; i < exported[1].size(); ++i)
+    EXPECT_CLOSE(exported[2][i].second, exported[1][i].second, 1e-5, 1e-7) << exported[1][i].first;
 }
 
 // train.activation_checkpointing recomputes each GptBlock in backward: with dropout on

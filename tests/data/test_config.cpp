@@ -173,6 +173,9 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_EQ(gpt.gpt->block_size, 73);
   EXPECT_EQ(gpt.replicated, (std::vector<std::string>{"tokenizer"}));
   EXPECT_EQ(gpt.zero.buffers.sync, zero::BufferSync::broadcast);
+  EXPECT_FALSE(gpt.gpt->tie_embeddings);
+  EXPECT_TRUE(load_app_config(dir + "vqgpt_tiny.yaml", {"gpt.tie_embeddings=true"}, App::vqgpt)
+                  .gpt->tie_embeddings);
 
   AppConfig o = load_app_config(dir + "vqtok_tiny.yaml",
                                 {"train.lr=5e-4", "train.steps=20", "buffers.sync=none"});

@@ -4,10 +4,8 @@
 // inside forward), the post-forward hook releases it (NOT_AVAILABLE after). The engine
 // gathers a module's own parameters with one all-gather (lesson 16 shows the layout).
 // Touching a released parameter is an error that names it and says how to gather it —
-// never a silent zero-sized tensor. For the same reason a tensor registered in two modules
-// (tied weights) is refused when the engine is built: each module gathers and releases its
-// own parameters, so a shared one would be gathered twice and its gradient reduced twice
-// (test_engine_misuse.cpp).
+// never a silent zero-sized tensor. A tensor registered in two modules (tied weights) is
+// gathered for either one (lesson 24).
 //
 // These lessons use `lesson::eager_release_config()` so every release is visible. The
 // engine's defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for

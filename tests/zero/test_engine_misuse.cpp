@@ -1,6 +1,6 @@
 // Mistakes a program embedding zero::Engine makes, each refused with an error that says what
 // is wrong and what to do, where the engine would otherwise train something else silently:
-// tied weights, a second engine on one model, a step without a backward, freezing or
+// a second engine on one model, a step without a backward, freezing or
 // unfreezing a parameter after the engine was built, zero::Config values out of range, a
 // trainable f64 parameter, and a buffer policy for a path the model lacks. Also: backward
 // twice through one graph with retain_graph, as in PyTorch.
@@ -16,15 +16,11 @@ using namespace zt;
 
 namespace {
 
-// Two Linear(4, 4) layers in a row; with `tie`, the second reuses the first's weight.
+// Two Linear(4, 4) layers in a row.
 struct Pair : nn::UnaryModule {
-  explicit Pair(bool tie) : nn::UnaryModule("Pair") {
+  Pair() : nn::UnaryModule("Pair") {
     a = register_module("a", std::make_shared<nn::Linear>(4, 4));
     b = register_module("b", std::make_shared<nn::Linear>(4, 4));
-    if (tie) {
-      b->weight = a->weight;
-      b->replace_tensor("weight", a->weight);
-    }
   }
   Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
   std::shared_ptr<nn::Linear> a, b;
@@ -43,27 +39,9 @@ Tensor loss_of(zero::Engine& e, int seed) {
 
 }  // namespace
 
-TEST(EngineMisuse, TiedWeightsAreRefusedNamingBothPlaces) {
-  comm::run_threads(2, [](comm::Communicator& comm) {
-    EXPECT_TRUE(
-        test::throws_with([&] { zero::Engine e(std::make_shared<Pair>(true), comm, {}, adamw()); },
-                          "zero::Engine: 'a.weight' and 'b.weight' are one tensor (tied weights)"));
-    // Under zero::Init the second registration is refused at once.
-    EXPECT_TRUE(test::throws_with(
-        [&] {
-          zero::Init init(comm);
-          nn::Sequential s;
-          auto first = std::make_shared<nn::Linear>(4, 4);
-          s.push_back(first);
-          s.register_parameter("again", first->weight);
-        },
-        "zero::Init: Sequential.again is a tensor already registered (tied weights)"));
-  });
-}
-
 TEST(EngineMisuse, ASecondEngineOnOneModelIsRefusedWhileTheFirstLives) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     {
       zero::Engine first(m, comm, {}, adamw());
       EXPECT_TRUE(test::throws_with([&] { zero::Engine second(m, comm, {}, adamw()); },
@@ -81,7 +59,7 @@ TEST(EngineMisuse, ASecondEngineOnOneModelIsRefusedWhileTheFirstLives) {
 // claims the parameters; the others are refused before they touch them.
 TEST(EngineMisuse, OneModelSharedByTheThreadRanksIsRefused) {
   for (int attempt = 0; attempt < 5; ++attempt) {
-    auto shared = std::make_shared<Pair>(false);
+    auto shared = std::make_shared<Pair>();
     const std::string why = test::error_of([&] {
       comm::run_threads(
           4, [&](comm::Communicator& comm) { zero::Engine e(shared, comm, {}, adamw()); });
@@ -104,7 +82,7 @@ TEST(EngineMisuse, ConvertingAPartitionedModelIsRefused) {
     std::shared_ptr<nn::Linear> replica;
     {
       zero::Init init(comm);
-      m = std::make_shared<Pair>(false);
+      m = std::make_shared<Pair>();
       zero::Replicated whole(comm);
       replica = std::make_shared<nn::Linear>(4, 4);
     }
@@ -125,7 +103,7 @@ TEST(EngineMisuse, ConvertingAPartitionedModelIsRefused) {
 // is unknown) leaves the model free: the next engine builds.
 TEST(EngineMisuse, AFailedConstructionLeavesTheModelFreeForTheNext) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     zero::OptimizerConfig lamb = adamw();
     lamb.type = "lamb";
     EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, lamb); }, "lamb"));
@@ -137,7 +115,7 @@ TEST(EngineMisuse, AFailedConstructionLeavesTheModelFreeForTheNext) {
 
 TEST(EngineMisuse, AStepWithoutABackwardIsRefused) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    zero::Engine e(std::make_shared<Pair>(false), comm, {}, adamw());
+    zero::Engine e(std::make_shared<Pair>(), comm, {}, adamw());
     EXPECT_TRUE(test::throws_with([&] { e.step(); }, "no backward() since the last step()"));
     e.backward(loss_of(e, 1));
     EXPECT_TRUE(e.step());
@@ -150,7 +128,7 @@ TEST(EngineMisuse, AStepWithoutABackwardIsRefused) {
 // step would apply them. Refused at the next backward or step, naming a parameter.
 TEST(EngineMisuse, ABackwardOutsideTheEngineIsRefused) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    zero::Engine e(std::make_shared<Pair>(false), comm, {}, adamw());
+    zero::Engine e(std::make_shared<Pair>(), comm, {}, adamw());
     loss_of(e, 1).backward();
     const char* why = "a gradient reached 'b.bias' outside engine.backward(loss)";
     EXPECT_TRUE(test::throws_with([&] { e.backward(loss_of(e, 2)); }, why));
@@ -165,7 +143,7 @@ TEST(EngineMisuse, SeveralBackwardsPerStepUnderAccumulationAreRefused) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     zero::Config cfg;
     cfg.gradient_accumulation_steps = 2;
-    zero::Engine e(std::make_shared<Pair>(false), comm, cfg, adamw());
+    zero::Engine e(std::make_shared<Pair>(), comm, cfg, adamw());
     e.backward(loss_of(e, 1));
     e.backward(loss_of(e, 2));
     EXPECT_TRUE(test::throws_with(
@@ -178,7 +156,7 @@ TEST(EngineMisuse, SeveralBackwardsPerStepUnderAccumulationAreRefused) {
 // its parameters would keep each rank's own unreduced .grad and never train.
 TEST(EngineMisuse, AModuleAddedAfterTheEngineIsRefusedAtTheStep) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     zero::Engine e(m, comm, {}, adamw());
     e.backward(loss_of(e, 1));
     EXPECT_TRUE(e.step()) << "registrations elsewhere in the process leave the model alone";
@@ -191,7 +169,7 @@ TEST(EngineMisuse, AModuleAddedAfterTheEngineIsRefusedAtTheStep) {
 
 TEST(EngineMisuse, FreezingOrUnfreezingAfterTheEngineIsBuiltIsRefused) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     m->b->bias.set_requires_grad(false);  // frozen from the start: fine
     zero::Engine e(m, comm, {}, adamw());
     e.backward(loss_of(e, 1));
@@ -236,14 +214,14 @@ TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
       zero::Config cfg;
       edit(cfg);
       EXPECT_TRUE(test::throws_with(
-          [&] { zero::Engine e(std::make_shared<Pair>(false), comm, cfg, adamw()); }, message))
+          [&] { zero::Engine e(std::make_shared<Pair>(), comm, cfg, adamw()); }, message))
           << message;
     }
     zero::OptimizerConfig nesterov = adamw();
     nesterov.nesterov = true;
-    EXPECT_TRUE(test::throws_with(
-        [&] { zero::Engine e(std::make_shared<Pair>(false), comm, {}, nesterov); },
-        "nesterov is an SGD option"));
+    EXPECT_TRUE(
+        test::throws_with([&] { zero::Engine e(std::make_shared<Pair>(), comm, {}, nesterov); },
+                          "nesterov is an SGD option"));
   });
 }
 
@@ -251,11 +229,11 @@ TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
 // at fp32 precision, so it is refused; a frozen one is fine.
 TEST(EngineMisuse, TrainableF64ParametersAreRefused) {
   comm::run_threads(1, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     m->to(DType::f64);
     EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, adamw()); },
                                   "parameter 'a.weight' is f64 and requires grad"));
-    auto frozen = std::make_shared<Pair>(false);
+    auto frozen = std::make_shared<Pair>();
     frozen->to(DType::f64);
     frozen->requires_grad_(false);
     frozen->b->to(DType::f32);
@@ -287,7 +265,7 @@ TEST(EngineMisuse, ABufferPolicyForNoModuleIsRefused) {
 // on the first, as in PyTorch; the gradients add up.
 TEST(EngineMisuse, RetainGraphAllowsASecondBackward) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>(false);
+    auto m = std::make_shared<Pair>();
     zero::Engine e(m, comm, {}, adamw());
     const Tensor loss = loss_of(e, 1);
     e.backward(loss, /*retain_graph=*/true);

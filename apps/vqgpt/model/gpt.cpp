@@ -9,7 +9,8 @@ int64_t GptSpec::count_parameters() const {
   const int64_t ln = 2 * e;
   const int64_t attn = 4 * e * e;  // no biases
   const int64_t mlp = (e * 4 * e + 4 * e) + (4 * e * e + e);
-  return vocab_size * e + block_size * e + n_layer * (2 * ln + attn + mlp) + ln + vocab_size * e;
+  return vocab_size * e + block_size * e + n_layer * (2 * ln + attn + mlp) + ln +
+         (tie_embeddings ? 0 : vocab_size * e);
 }
 
 GptMlp::GptMlp(int64_t n_embd, double dropout) : UnaryModule("GptMlp") {
@@ -65,13 +66,17 @@ Gpt::Gpt(const GptSpec& s) : UnaryModule("Gpt"), spec_(s) {
   ln_f = register_module("ln_f", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
   head = register_module(
       "head", std::make_shared<nn::Linear>(nn::LinearOptions(s.n_embd, s.vocab_size).bias(false)));
+  if (s.tie_embeddings) {
+    wte->weight = head->weight;
+    wte->replace_tensor("weight", head->weight);
+  }
 }
 
 std::string Gpt::extra_repr() const {
   return "vocab=" + std::to_string(spec_.vocab_size) +
          ", block_size=" + std::to_string(spec_.block_size) +
          ", n_layer=" + std::to_string(spec_.n_layer) + ", n_head=" + std::to_string(spec_.n_head) +
-         ", n_embd=" + std::to_string(spec_.n_embd);
+         ", n_embd=" + std::to_string(spec_.n_embd) + (spec_.tie_embeddings ? ", tied" : "");
 }
 
 Tensor Gpt::embed(const Tensor& ids, int64_t first) {

@@ -31,6 +31,10 @@ struct GptSpec {
   int64_t n_head = 4;
   int64_t n_embd = 128;  ///< a multiple of n_head
   double dropout = 0.0;
+  /// One (V, E) matrix for the token table and the output head, as GPT-2 (wte.weight;
+  /// head.weight is the same tensor). It keeps the head's initialization, uniform within
+  /// +-1/sqrt(E): for GPT-2's E = 768 about the N(0, 0.02) GPT-2 draws.
+  bool tie_embeddings = false;
 
   /// Parameter elements of the model, counted without building it.
   int64_t count_parameters() const;
@@ -73,7 +77,8 @@ struct KvCache {
 };
 
 /// ids i64 (B, T) -> logits (B, T, V). Key names: wte.weight, wpe.weight, blocks.{i}.*,
-/// ln_f.*, head.weight. Initialization: PyTorch's defaults for every layer.
+/// ln_f.*, head.weight (with tie_embeddings the same tensor as wte.weight, which
+/// named_parameters() lists alone). Initialization: PyTorch's defaults for every layer.
 class Gpt : public nn::UnaryModule {
  public:
   explicit Gpt(const GptSpec& spec);

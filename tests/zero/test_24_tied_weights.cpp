@@ -1,0 +1,240 @@
+// Lesson 24 — tied weights.
+// Invariant: a tensor registered in two modules (a language model's token table and its
+// output head, as GPT-2 ties them) is ONE partitioned parameter: one shard, one fp32
+// master, one gradient shard, updated once per step. Each module that uses it gathers it
+// when called (one group per module, the tied parameter a member of both), and a module's
+// release leaves it gathered while another module that uses it is still computing (an
+// enclosing one, say). Autograd sums the gradients of both uses before the parameter's
+// gradient is final, so the reducer sees it once. Training is that of plain single-process
+// training; a checkpoint export writes it under both names, and a state dict that kept
+// only one of the names loads.
+//
+// Run alone: ctest --test-dir build -R zero.Lesson24
+#include <algorithm>
+#include <type_traits>
+
+#include "nn/safetensors.h"
+#include "zero/checkpoint.h"
+#include "zero/checkpoint_util.h"
+#include "zero/lesson_util.h"
+#include "zero/memory_plan.h"
+
+using namespace zt;
+
+namespace {
+
+constexpr int64_t kVocab = 13, kWidth = 6, kBatch = 12, kSeq = 5;  // kBatch: 1..4 ranks
+constexpr int kSteps = 4;
+
+// ids (B, T) -> logits (B, T, V): wte -> tanh(mid) -> head, head.weight being wte.weight
+// (the first name: wte is registered first). The head's initialization is kept, as
+// gpt::Gpt keeps it.
+class TinyLm : public nn::UnaryModule {
+ public:
+  TinyLm() : nn::UnaryModule("TinyLm") {
+    wte = register_module("wte", std::make_shared<nn::Embedding>(kVocab, kWidth));
+    mid = register_module("mid", std::make_shared<nn::Linear>(kWidth, kWidth));
+    head = register_module(
+        "head", std::make_shared<nn::Linear>(nn::LinearOptions(kWidth, kVocab).bias(false)));
+    wte->weight = head->weight;
+    wte->replace_tensor("weight", head->weight);
+  }
+  std::shared_ptr<nn::Embedding> wte;
+  std::shared_ptr<nn::Linear> mid, head;
+
+ protected:
+  Tensor forward(const Tensor& ids) override { return (*head)(tanh((*mid)((*wte)(ids)))); }
+};
+
+// A module that owns a matrix and lends it to a child: Outer computes x W^T itself after
+// its child Inner (which registered the same tensor) has returned. Inner's release must
+// not take the matrix from under Outer.
+class Inner : public nn::UnaryModule {
+ public:
+  explicit Inner(const Tensor& w) : nn::UnaryModule("Inner") {
+    weight = register_parameter("weight", w);
+  }
+  Tensor weight;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return tanh(linear(x, weight)); }
+};
+
+class Outer : public nn::UnaryModule {
+ public:
+  Outer() : nn::UnaryModule("Outer") {
+    weight = register_parameter("weight", mul(randn({kWidth, kWidth}), 0.3));
+    inner = register_module("inner", std::make_shared<Inner>(weight));
+    out = register_module("out", std::make_shared<nn::Linear>(kWidth, kVocab));
+  }
+  Tensor weight;
+  std::shared_ptr<Inner> inner;
+  std::shared_ptr<nn::Linear> out;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    return (*out)(linear((*inner)(x), weight));  // weight used after inner released
+  }
+};
+
+// x (B, T, E) for Outer, ids (B, T) for TinyLm, and targets (B, T), from `step`.
+Tensor inputs_of(bool ids, int step) {
+  Generator g(static_cast<uint64_t>(100 + step));
+  return ids ? randint(0, kVocab, {kBatch, kSeq}, g) : randn({kBatch, kSeq, kWidth}, g);
+}
+Tensor targets_of(int step) {
+  Generator g(static_cast<uint64_t>(200 + step));
+  return randint(0, kVocab, {kBatch, kSeq}, g);
+}
+
+Tensor lm_loss(const Tensor& logits, const Tensor& targets) {
+  return cross_entropy(logits.reshape({-1, kVocab}), targets.reshape({-1}));
+}
+
+zero::OptimizerConfig adamw() {
+  zero::OptimizerConfig o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+using Params = std::vector<std::pair<std::string, Tensor>>;
+
+template <typename M>
+Params train_single() {
+  manual_seed(5);
+  auto m = std::make_shared<M>();
+  auto opt = optim::make_optimizer(adamw(), m->named_parameters());
+  for (int s = 0; s < kSteps; ++s) {
+    m->zero_grad();
+    lm_loss((*m)(inputs_of(std::is_same_v<M, TinyLm>, s)), targets_of(s)).backward();
+    opt->step();
+  }
+  Params out;
+  for (auto& [n, p] : m->named_parameters()) out.emplace_back(n, p.detach().clone());
+  return out;
+}
+
+// kSteps under ZeRO-3 on `comm`, each rank its slice of the batch; checks the parameters
+// against `expect`. Returns the coordinator's events of the last step.
+template <typename M>
+std::vector<std::string> train_zero_and_compare(comm::Communicator& comm, const zero::Config& cfg,
+                                                const Params& expect) {
+  manual_seed(5);
+  std::shared_ptr<M> m;
+  {
+    zero::Init init(comm);
+    m = std::make_shared<M>();
+  }
+  zero::Engine engine(m, comm, cfg, adamw());
+  const int64_t local = kBatch / comm.size();
+  for (int s = 0; s < kSteps; ++s) {
+    engine.set_event_log(s == kSteps - 1);
+    Tensor x = inputs_of(std::is_same_v<M, TinyLm>, s).narrow(0, comm.rank() * local, local);
+    Tensor y = targets_of(s).narrow(0, comm.rank() * local, local);
+    engine.backward(lm_loss(engine(x), y));
+    EXPECT_TRUE(engine.step());
+  }
+  EXPECT_EQ(engine.partitioned().size(), expect.size()) << "the tied matrix is one parameter";
+  const Params got = lesson::full_parameters(*m, comm);
+  EXPECT_EQ(got.size(), expect.size());
+  for (size_t i = 0; i < std::min(got.size(), expect.size()); ++i)
+    EXPECT_CLOSE(got[i].second, expect[i].second, 1e-5, 1e-6)
+        << got[i].first << " on rank " << comm.rank() << " of " << comm.size();
+  return engine.events();
+}
+
+int count(const std::vector<std::string>& events, const std::string& e) {
+  return static_cast<int>(std::count(events.begin(), events.end(), e));
+}
+
+}  // namespace
+
+TEST(Lesson24TiedWeights, ALanguageModelsTiedTableAndHeadTrainAsInOneProcess) {
+  const Params expect = train_single<TinyLm>();
+  ASSERT_EQ(expect.front().first, "wte.weight");
+  for (const auto& [n, p] : expect) EXPECT_NE(n, "head.weight") << "listed once";
+  for (int N : {1, 2, 3}) {
+    // Everything released after use: the matrix is gathered for wte and again for head,
+    // in forward and in backward.
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto events = train_zero_and_compare<TinyLm>(comm, lesson::eager_release_config(), expect);
+      if (N > 1) {
+        EXPECT_EQ(count(events, "gather:wte"), 2) << "forward and backward";
+        EXPECT_EQ(count(events, "gather:head"), 2) << "released by wte, gathered again";
+      }
+    });
+    // DeepSpeed's defaults (prefetch, reuse, persistence) and small buckets.
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      zero::Config cfg;
+      cfg.reduce_bucket_size = 40;
+      cfg.stage3_prefetch_bucket_size = 60;
+      cfg.stage3_param_persistence_threshold = 10;
+      train_zero_and_compare<TinyLm>(comm, cfg, expect);
+    });
+  }
+}
+
+TEST(Lesson24TiedWeights, AnEnclosingModuleKeepsItsMatrixWhileTheChildReleasesIt) {
+  const Params expect = train_single<Outer>();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto events = train_zero_and_compare<Outer>(comm, lesson::eager_release_config(), expect);
+    // Inner's release left the matrix to Outer; Outer's released it.
+    EXPECT_EQ(count(events, "gather:inner"), 0) << "Outer had gathered it";
+    EXPECT_EQ(count(events, "gather:<root>"), 2);
+  });
+}
+
+TEST(Lesson24TiedWeights, ExportWritesBothNamesAndALoadTakesEither) {
+  const lesson::TempDir dir;
+  const std::string path = dir / "tied.safetensors";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(5);
+    std::shared_ptr<TinyLm> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<TinyLm>();
+      // Registering the same tensor again under zero::Init keeps its one partition.
+      m->register_parameter("again", m->wte->weight);
+    }
+    zero::Engine engine(m, comm, lesson::eager_release_config(), adamw());
+    engine.backward(lm_loss(engine(inputs_of(true, 0).narrow(0, comm.rank() * 6, 6)),
+                            targets_of(0).narrow(0, comm.rank() * 6, 6)));
+    engine.step();
+    zero::export_consolidated(engine, path);
+    const auto saved = nn::load_safetensors(path);
+    auto value = [&](const std::string& n) {
+      for (const auto& [k, t] : saved)
+        if (k == n) return t;
+      ADD_FAILURE() << n << " is not in the export";
+      return Tensor();
+    };
+    const Tensor w = value("wte.weight");
+    EXPECT_CLOSE(value("head.weight"), w, 0.0, 0.0);
+    EXPECT_CLOSE(value("again"), w, 0.0, 0.0);
+    EXPECT_CLOSE(lesson::full_parameters(*m, comm).front().second, w, 0.0, 0.0);
+
+    // A dict with the matrix under its second name only (the first name missing) loads it.
+    std::vector<std::pair<std::string, Tensor>> dict;
+    for (const auto& [k, t] : saved)
+      if (k != "wte.weight" && k != "again")
+        dict.emplace_back(k, k == "head.weight" ? mul(t, 2.0) : t);
+    zero::load_state_dict(*m, dict, comm);
+    EXPECT_CLOSE(lesson::full_parameters(*m, comm).front().second, mul(w, 2.0), 0.0, 0.0);
+  });
+}
+
+TEST(Lesson24TiedWeights, ThePlannerStoresTheMatrixOnce) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    std::shared_ptr<TinyLm> tied;
+    {
+      zero::Init init(comm);
+      tied = std::make_shared<TinyLm>();
+    }
+    const zero::MemoryPlan plan = zero::plan_memory(*tied, 2, zero::Config{}, 2);
+    int64_t shard_bytes = 0;
+    for (const auto& [n, p] : tied->named_parameters())
+      shard_bytes += zero::make_partition(p.numel(), 2).shard_numel * 4;
+    EXPECT_EQ(plan.param_shard, shard_bytes);
+  });
+}
