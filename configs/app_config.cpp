@@ -89,6 +89,30 @@ void read_data(Section s, data::DataConfig& d) {
            "image_folder and npy data");
 }
 
+// train.param_groups: [{params: [patterns], lr_scale: x, weight_decay: y}, ...].
+void read_param_groups(const Node& list, std::vector<optim::ParamGroup>& out) {
+  if (!list) return;
+  if (!list.is_sequence())
+    list.fail("expected a list of {params: [name patterns], lr_scale: x, weight_decay: y}");
+  for (size_t i = 0; i < list.size(); ++i) {
+    Section g(list.at(i));
+    optim::ParamGroup pg;
+    double wd = -1.0;  // absent: as outside any group
+    g.get("params", pg.params)
+        .get("lr_scale", pg.lr_scale, 0.0, 1e6)
+        .get("weight_decay", wd, 0.0, 10.0);
+    g.finish();
+    if (wd >= 0.0) pg.weight_decay = wd;
+    if (pg.params.empty())
+      g.fail("params",
+             "each group needs params: a list of parameter name patterns, e.g. "
+             "[\"gpt.wte.*\"]");
+    for (const std::string& pattern : pg.params)
+      if (pattern.empty()) g.fail("params", "a pattern is empty");
+    out.push_back(std::move(pg));
+  }
+}
+
 void read_train(Section s, TrainConfig& t) {
   std::vector<double> betas(t.betas.begin(), t.betas.end());
   s.get("steps", t.steps, 1)
@@ -130,6 +154,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("tensorboard", t.tensorboard)
       .get("cuda_graph", t.cuda_graph)
       .get("activation_checkpointing", t.activation_checkpointing);
+  read_param_groups(s.raw("param_groups"), t.param_groups);
   s.finish();
   if (t.cuda_graph && t.device != "cuda")
     s.fail("cuda_graph", "CUDA graphs need device: cuda (the device is " + t.device + ")");

@@ -18,6 +18,7 @@
 
 #include "configs/config.h"
 #include "data/data_config.h"
+#include "optim/factory.h"
 #include "zero/config.h"
 
 namespace zt::config {
@@ -68,6 +69,8 @@ struct TrainConfig {
   bool weight_decay_1d = true;
   /// Name patterns ('*': any run of characters) of parameters that take no weight decay.
   std::vector<std::string> no_weight_decay;
+  /// Parameters with a learning-rate scale or weight decay of their own.
+  std::vector<optim::ParamGroup> param_groups;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
   double momentum = 0.9;         ///< sgd only

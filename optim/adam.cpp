@@ -1,6 +1,6 @@
 // Adam/AdamW update: the fused adam_update (core/ops/optim.h) for contiguous f32/f64 tensors on
 // the CPU or a GPU (one pass, no temporaries; one call per group of parameters that
-// share a device, dtype, copy dtype and step), core's ops elsewhere. The arithmetic runs
+// share a device, dtype, copy dtype, step and settings), core's ops elsewhere. The arithmetic runs
 // in the tensor's own type.
 #include "optim/adam.h"
 
@@ -11,7 +11,7 @@
 namespace zt::optim {
 
 Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(params), o.lr(), {"exp_avg", "exp_avg_sq"}),
+    : Optimizer(std::move(params), o.lr(), o.weight_decay(), {"exp_avg", "exp_avg_sq"}),
       options_(o),
       decoupled_(decoupled) {
   ZT_CHECK(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1,
@@ -26,9 +26,11 @@ namespace {
 struct StepConstants {
   double step_size, inv_sqrt_bc2, decay, l2;
 };
+// `lr`: the optimizer's; `s`: the parameters' own settings.
 StepConstants adam_constants(double lr, const AdamOptions& o, bool decoupled, int64_t step,
-                             bool decays) {
-  const double t = static_cast<double>(step), wd = decays ? o.weight_decay() : 0.0;
+                             const ParamSettings& s) {
+  const double t = static_cast<double>(step), wd = s.weight_decay;
+  lr *= s.lr_scale;
   return {lr / (1 - std::pow(o.beta1(), t)), 1.0 / std::sqrt(1 - std::pow(o.beta2(), t)),
           decoupled ? 1 - lr * wd : 1.0, decoupled ? 0.0 : wd};
 }
@@ -40,8 +42,9 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     std::vector<Tensor> p, g, m, v, copy;
     ParamState* state = nullptr;  // the first parameter's (all share its step)
   };
-  // (device type, device index, dtype, copy dtype or -1, step, decays) -> parameters.
-  std::map<std::tuple<int, int, int, int, int64_t, bool>, Group> groups;
+  // (device type, device index, dtype, copy dtype or -1, step, lr scale, weight decay)
+  // -> parameters.
+  std::map<std::tuple<int, int, int, int, int64_t, double, double>, Group> groups;
   std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
@@ -56,9 +59,9 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     const bool in_pass = fused_copy(copies[i], p);
     if (copies[i].defined() && !in_pass) late_copies.push_back(i);
     const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
-    Group& gr =
-        groups[{static_cast<int>(p.device().type), p.device().index, static_cast<int>(p.dtype()),
-                copy_dtype, states[i]->step, states[i]->decays}];
+    Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
+                        static_cast<int>(p.dtype()), copy_dtype, states[i]->step,
+                        states[i]->settings.lr_scale, states[i]->settings.weight_decay}];
     if (!gr.state) gr.state = states[i];
     gr.p.push_back(p);
     gr.g.push_back(grads[i]);
@@ -69,10 +72,10 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
   const AdamOptions& o = options_;
   size_t index = 0;
   for (auto& [key, gr] : groups) {
-    const StepConstants k = adam_constants(lr(), o, decoupled_, std::get<4>(key), std::get<5>(key));
     const ParamState* st = gr.state;
+    const StepConstants k = adam_constants(lr(), o, decoupled_, st->step, st->settings);
     Tensor on_device = step_constants(index++, gr.p[0].device(), [this, st] {
-      const StepConstants c = adam_constants(lr(), options_, decoupled_, st->step, st->decays);
+      const StepConstants c = adam_constants(lr(), options_, decoupled_, st->step, st->settings);
       return std::vector<double>{c.l2, c.decay, c.step_size, c.inv_sqrt_bc2};
     });
     adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay, k.step_size,
@@ -83,7 +86,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
 
 void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {
   const double b1 = options_.beta1(), b2 = options_.beta2(), eps = options_.eps();
-  const StepConstants k = adam_constants(lr(), options_, decoupled_, st.step, st.decays);
+  const StepConstants k = adam_constants(lr(), options_, decoupled_, st.step, st.settings);
   const double step_size = k.step_size, inv_sqrt_bc2 = k.inv_sqrt_bc2, decay = k.decay, l2 = k.l2;
   Tensor m = slot(st, "exp_avg", p);
   Tensor v = slot(st, "exp_avg_sq", p);

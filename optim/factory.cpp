@@ -52,6 +52,38 @@ std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
   return out;
 }
 
+// Gives the parameters of each of cfg's param_groups the group's settings.
+void apply_param_groups(const OptimizerConfig& cfg, const std::vector<std::string>& names,
+                        Optimizer& opt) {
+  std::vector<int> group_of(names.size(), -1);
+  for (size_t k = 0; k < cfg.param_groups.size(); ++k) {
+    const ParamGroup& g = cfg.param_groups[k];
+    ZT_CHECK(!g.params.empty(), "optimizer: param_groups[", k, "] lists no parameters");
+    for (const std::string& pattern : g.params) {
+      bool matched = false;
+      for (size_t i = 0; i < names.size(); ++i) {
+        if (!glob_match(pattern, names[i])) continue;
+        matched = true;
+        ZT_CHECK(group_of[i] < 0 || group_of[i] == static_cast<int>(k), "optimizer: '", names[i],
+                 "' is in param_groups[", group_of[i], "] and param_groups[", k,
+                 "]; a parameter may be in one group only");
+        group_of[i] = static_cast<int>(k);
+      }
+      ZT_CHECK(matched, "optimizer: the param_groups[", k, "] pattern '", pattern,
+               "' matches no trained parameter; ",
+               names.empty() ? "there are none" : "they are named like " + list_names(names, 4));
+    }
+  }
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (group_of[i] < 0) continue;
+    const ParamGroup& g = cfg.param_groups[static_cast<size_t>(group_of[i])];
+    ParamSettings s = opt.settings(names[i]);
+    s.lr_scale = g.lr_scale;
+    if (g.weight_decay) s.weight_decay = *g.weight_decay;
+    opt.set_settings({names[i]}, s);
+  }
+}
+
 }  // namespace
 
 bool glob_match(const std::string& pattern, const std::string& text) {
@@ -85,6 +117,7 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
   const std::vector<std::string> excluded = weight_decay_exclusions(cfg, names, dims);
   std::unique_ptr<Optimizer> opt = build(cfg, std::move(params));
   opt->exclude_from_weight_decay(excluded);
+  apply_param_groups(cfg, names, *opt);
   return opt;
 }
 

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,15 @@
 #include "optim/optimizer.h"
 
 namespace zt::optim {
+
+/// Parameters with hyper-parameters of their own (what PyTorch calls a param_group): those
+/// whose dotted names match one of `params` ('*' matches any run of characters).
+struct ParamGroup {
+  std::vector<std::string> params = {};
+  double lr_scale =
+      1.0;  ///< learning rate: lr_scale x the optimizer's (which follows the schedule)
+  std::optional<double> weight_decay = {};  ///< unset: as outside any group
+};
 
 /// Which optimizer, with its hyper-parameters (DeepSpeed's `optimizer` section).
 struct OptimizerConfig {
@@ -23,15 +33,18 @@ struct OptimizerConfig {
   /// decay. GPT-2-style training turns it off; on by default, as in PyTorch.
   bool weight_decay_1d = true;
   /// Parameters whose dotted names match one of these take no weight decay either; '*'
-  /// matches any run of characters ("*.bias", "tok_emb.*"). A pattern that matches no
+  /// matches any run of characters ("*.bias", "gpt.wte.*"). A pattern that matches no
   /// parameter is an error.
   std::vector<std::string> no_weight_decay = {};
+  /// Applied last: a group's settings win over the two above. A parameter in two groups,
+  /// or a pattern that matches no parameter, is an error.
+  std::vector<ParamGroup> param_groups = {};
 };
 
 /// Builds the optimizer `cfg` names over `params` (name, tensor), with weight decay left
-/// out where cfg says; an unknown type is an error listing the known ones. `dims`: each
-/// parameter's number of dimensions when `params` are not the parameters themselves (the
-/// ZeRO engine's flat shards); empty: each tensor's own.
+/// out and parameter groups set where cfg says; an unknown type is an error listing the known ones.
+/// `dims`: each parameter's number of dimensions when `params` are not the parameters themselves
+/// (the ZeRO engine's flat shards); empty: each tensor's own.
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
                                           std::vector<std::pair<std::string, Tensor>> params,
                                           std::vector<int64_t> dims = {});

@@ -7,9 +7,10 @@
 
 namespace zt::optim {
 
-Optimizer::Optimizer(NamedTensors params, double lr, std::vector<std::string> slots)
+Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
+                     std::vector<std::string> slots)
     : params_(std::move(params)),
-      state_(params_.size()),
+      state_(params_.size(), ParamState{{}, 0, ParamSettings{1.0, weight_decay}}),
       copies_(params_.size()),
       slot_names_(std::move(slots)),
       lr_(lr) {
@@ -31,39 +32,53 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
-  auto it = index_.find(name);
-  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name,
-           "' to give a low-precision copy");
-  const Tensor& p = params_[it->second].second;
+  const size_t i = index_of(name, " to give a low-precision copy");
+  const Tensor& p = params_[i].second;
   ZT_CHECK(!copy.defined() || (is_floating(copy.dtype()) && copy.is_contiguous() &&
                                copy.numel() == p.numel() && copy.device() == p.device()),
            "optimizer: the low-precision copy of '", name, "' is ", copy.str(),
            " but the parameter is ", p.str(),
            "; pass a contiguous floating tensor of the same numel and device");
-  copies_[it->second] = std::move(copy);
+  copies_[i] = std::move(copy);
+}
+
+size_t Optimizer::index_of(const std::string& name, const char* what) const {
+  auto it = index_.find(name);
+  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "'", what);
+  return it->second;
+}
+
+void Optimizer::set_settings(const std::vector<std::string>& names, const ParamSettings& s) {
+  ZT_CHECK(replay_states_.empty(),
+           "optimizer: a step of this optimizer was captured in a CUDA graph, which holds its "
+           "learning rates and weight decays; set them before the warm-up steps (or make a new "
+           "optimizer and graph)");
+  ZT_CHECK(s.lr_scale >= 0 && s.weight_decay >= 0,
+           "optimizer: lr_scale and weight_decay must be >= 0, got ", s.lr_scale, " and ",
+           s.weight_decay);
+  std::vector<std::string> unknown;
+  for (const std::string& n : names)
+    if (!index_.count(n)) unknown.push_back(n);
+  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown),
+           " to give settings");
+  for (const std::string& n : names) state_[index_.at(n)].settings = s;
 }
 
 void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
-  ZT_CHECK(replay_states_.empty(),
-           "optimizer exclude_from_weight_decay: a step of this optimizer was captured in a "
-           "CUDA graph, which holds its weight decay; exclude parameters before the warm-up "
-           "steps (or make a new optimizer and graph)");
   std::vector<std::string> unknown;
-  for (const std::string& n : names) {
-    auto it = index_.find(n);
-    if (it == index_.end())
-      unknown.push_back(n);
-    else
-      state_[it->second].decays = false;
-  }
+  for (const std::string& n : names)
+    if (!index_.count(n)) unknown.push_back(n);
   ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown),
            " to exclude from weight decay");
+  for (const std::string& n : names) {
+    ParamSettings s = settings(n);
+    s.weight_decay = 0.0;
+    set_settings({n}, s);
+  }
 }
 
-bool Optimizer::decays(const std::string& name) const {
-  auto it = index_.find(name);
-  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "'");
-  return state_[it->second].decays;
+const ParamSettings& Optimizer::settings(const std::string& name) const {
+  return state_[index_of(name, " (settings)")].settings;
 }
 
 void Optimizer::step() {
@@ -242,7 +257,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
            "\n  (was the state saved for the same parameters and partitioning?)");
 
   autograd::NoGradGuard ng;
-  for (auto& st : state_) {  // state, not settings: `decays` stays
+  for (auto& st : state_) {  // state, not settings
     st.slots.clear();
     st.step = 0;
   }

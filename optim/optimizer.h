@@ -19,11 +19,20 @@ namespace zt::optim {
 
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
+/// A parameter's own hyper-parameters (what PyTorch keeps per param_group): its learning
+/// rate as a multiple of the optimizer's (which a schedule sets each step), and its weight
+/// decay.
+struct ParamSettings {
+  double lr_scale = 1.0;
+  double weight_decay = 0.0;
+};
+
 class Optimizer {
  public:
-  /// `params`: unique names, floating tensors updated in place; `slots`: the state names
-  /// this optimizer keeps per parameter (e.g. {"exp_avg", "exp_avg_sq"}).
-  Optimizer(NamedTensors params, double lr, std::vector<std::string> slots);
+  /// `params`: unique names, floating tensors updated in place; `weight_decay`: every
+  /// parameter's to begin with; `slots`: the state names this optimizer keeps per
+  /// parameter (e.g. {"exp_avg", "exp_avg_sq"}).
+  Optimizer(NamedTensors params, double lr, double weight_decay, std::vector<std::string> slots);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
@@ -39,12 +48,15 @@ class Optimizer {
   /// Tensor::to rounds; fused kernels write bf16/f16 copies in the update's own pass.
   /// An undefined `copy` stops it.
   void set_low_precision_copy(const std::string& name, Tensor copy);
+  /// Gives the parameters named `names` settings of their own (a group with another
+  /// learning rate or weight decay); the others keep theirs. An unknown name is an error
+  /// listing them. Refused once a step was captured in a CUDA graph (which holds them).
+  void set_settings(const std::vector<std::string>& names, const ParamSettings& s);
   /// Makes the parameters named `names` take no weight decay (biases and norm scales, as
-  /// GPT-2-style training leaves them); the others keep the options' weight_decay. An
-  /// unknown name is an error listing them.
+  /// GPT-2-style training leaves them), keeping their learning rates.
   void exclude_from_weight_decay(const std::vector<std::string>& names);
-  /// Whether parameter `name` takes the options' weight decay.
-  bool decays(const std::string& name) const;
+  /// Parameter `name`'s settings.
+  const ParamSettings& settings(const std::string& name) const;
   /// Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
 
@@ -72,11 +84,11 @@ class Optimizer {
 
  protected:
   /// Per-parameter state: slot tensors (created on first use) and the number of updates,
-  /// and whether the parameter takes weight decay (a setting: loading state keeps it).
+  /// and the parameter's settings (loading state keeps them).
   struct ParamState {
     std::map<std::string, Tensor> slots;
     int64_t step = 0;
-    bool decays = true;
+    ParamSettings settings;
   };
   /// Updates `param` in place from `grad` (same shape, device; already counted in
   /// state.step). Called under NoGradGuard.
@@ -112,6 +124,8 @@ class Optimizer {
   std::vector<ParamState> state_;
   std::vector<Tensor> copies_;  // per parameter: its low-precision copy, or undefined
   std::unordered_map<std::string, size_t> index_;
+  /// The index of parameter `name`; an unknown name is an error saying `what` needed it.
+  size_t index_of(const std::string& name, const char* what) const;
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

@@ -60,8 +60,9 @@ class SGD : public Optimizer {
 
  private:
   // core's ops, for tensors the fused kernel does not take; buf undefined without momentum;
-  // `decays`: whether p takes the weight decay.
-  void update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first, bool decays);
+  // `s`: p's own learning-rate scale and weight decay.
+  void update_generic(const Tensor& p, const Tensor& g, const Tensor& buf, bool first,
+                      const ParamSettings& s);
 
   SGDOptions options_;
 };

@@ -44,6 +44,7 @@ zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
   o.weight_decay = train.weight_decay;
   o.weight_decay_1d = train.weight_decay_1d;
   o.no_weight_decay = train.no_weight_decay;
+  o.param_groups = train.param_groups;
   o.momentum = train.momentum;
   return o;
 }

@@ -119,22 +119,32 @@ TEST(MixedPrecisionApp, Bf16FromYamlStoresBf16AndUpdatesF32Masters) {
   });
 }
 
-TEST(MixedPrecisionApp, WeightDecayExclusionsFromYamlReachTheOptimizer) {
-  const config::AppConfig cfg =
-      config_with({"bf16={enabled: true}", "train.weight_decay=0.1", "train.weight_decay_1d=false",
-                   "train.no_weight_decay=['quantize.*']"});
+TEST(MixedPrecisionApp, WeightDecayExclusionsAndParamGroupsFromYamlReachTheOptimizer) {
+  const config::AppConfig cfg = config_with(
+      {"bf16={enabled: true}", "train.weight_decay=0.1", "train.weight_decay_1d=false",
+       "train.no_weight_decay=['quantize.*']",
+       "train.param_groups=[{params: ['decoder.conv_out.*'], lr_scale: 0.5, weight_decay: 0.2}]"});
   comm::run_threads(2, [&](comm::Communicator& comm) {
     EngineRun r = build(cfg, comm);
     std::map<std::string, int64_t> dims;
     for (const auto& [name, p] : r.model->named_parameters()) dims[name] = p.dim();
-    int decaying = 0, spared = 0;
+    int decaying = 0, spared = 0, grouped = 0;
     for (const auto& [name, shard] : r.engine->optimizer().params()) {
+      const optim::ParamSettings& s = r.engine->optimizer().settings(name);
+      if (name.rfind("decoder.conv_out.", 0) == 0) {
+        EXPECT_EQ(s.lr_scale, 0.5) << name;
+        EXPECT_EQ(s.weight_decay, 0.2) << name;
+        ++grouped;
+        continue;
+      }
       const bool expected = dims.at(name) >= 2 && name.rfind("quantize.", 0) != 0;
-      EXPECT_EQ(r.engine->optimizer().decays(name), expected) << name;
+      EXPECT_EQ(s.lr_scale, 1.0) << name;
+      EXPECT_EQ(s.weight_decay, expected ? 0.1 : 0.0) << name;
       ++(expected ? decaying : spared);
     }
     EXPECT_GT(decaying, 0);
     EXPECT_GT(spared, 0);
+    EXPECT_EQ(grouped, 2) << "decoder.conv_out.weight and .bias";
   });
 }
 

@@ -315,6 +315,23 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  no_weight_decay: [\"*.bias\", \"\"]\n",
      {},
      {"train.no_weight_decay: a pattern is empty"}},
+    {"param_groups_not_a_list",
+     "train:\n  param_groups: {params: [\"*.bias\"]}\n",
+     {},
+     {"train.param_groups: expected a list of {params: [name patterns], lr_scale: x, "
+      "weight_decay: y}"}},
+    {"param_group_without_params",
+     "train:\n  param_groups:\n    - {lr_scale: 0.1}\n",
+     {},
+     {"bad.yaml:3: train.param_groups.0.params: each group needs params"}},
+    {"param_group_unknown_key",
+     "train:\n  param_groups:\n    - {params: [\"a.*\"], lr: 0.1}\n",
+     {},
+     {"train.param_groups.0.lr: unknown key"}},
+    {"param_group_negative_decay",
+     "train:\n  param_groups:\n    - {params: [\"a.*\"], weight_decay: -1}\n",
+     {},
+     {"train.param_groups.0.weight_decay: -1 is out of range"}},
     {"no_weight_decay_not_a_list",
      "train:\n  no_weight_decay: {bias: true}\n",
      {},
@@ -489,6 +506,16 @@ TEST(Config, WeightDecayExclusionsAreRead) {
                                   "no_weight_decay: [\"tok_emb.*\"]\n"));
   EXPECT_FALSE(c.train.weight_decay_1d);
   EXPECT_EQ(c.train.no_weight_decay, std::vector<std::string>{"tok_emb.*"});
+  EXPECT_TRUE(c.train.param_groups.empty());
+  AppConfig g = parse_app_config(
+      parse_yaml("train:\n  param_groups:\n    - {params: [\"gpt.wte.*\", \"*.bias\"], "
+                 "lr_scale: 0.1}\n    - {params: [\"gpt.head.*\"], weight_decay: 0.0}\n"));
+  ASSERT_EQ(g.train.param_groups.size(), 2u);
+  EXPECT_EQ(g.train.param_groups[0].params, (std::vector<std::string>{"gpt.wte.*", "*.bias"}));
+  EXPECT_EQ(g.train.param_groups[0].lr_scale, 0.1);
+  EXPECT_FALSE(g.train.param_groups[0].weight_decay.has_value()) << "as outside any group";
+  EXPECT_EQ(g.train.param_groups[1].lr_scale, 1.0);
+  EXPECT_EQ(g.train.param_groups[1].weight_decay, 0.0);
 }
 
 TEST(Config, MixedPrecisionSectionsReachTheEngineConfig) {

@@ -199,9 +199,9 @@ TEST(Optimizer, WeightDecayLeavesOutWhatTheConfigSays) {
     EXPECT_TRUE(values_are(emb, std::vector<double>(12, 1.0), 0));
     // A setting, not state: loading a state dict keeps it.
     opt->load_state_dict(opt->state_dict());
-    EXPECT_TRUE(opt->decays("w"));
-    EXPECT_FALSE(opt->decays("bias"));
-    EXPECT_FALSE(opt->decays("emb"));
+    EXPECT_EQ(opt->settings("w").weight_decay, 0.5);
+    EXPECT_EQ(opt->settings("bias").weight_decay, 0.0);
+    EXPECT_EQ(opt->settings("emb").weight_decay, 0.0);
   }
   optim::OptimizerConfig c;
   c.no_weight_decay = {"*.bais"};
@@ -216,6 +216,51 @@ TEST(Optimizer, WeightDecayLeavesOutWhatTheConfigSays) {
         optim::make_optimizer({}, {{"w", param()}})->exclude_from_weight_decay({"b"});
       },
       "no parameter named b"));
+}
+
+// param_groups: a group's parameters take its learning-rate scale and weight decay (over
+// weight_decay_1d and no_weight_decay); a parameter in two groups, a pattern that matches
+// nothing and a group without parameters are errors.
+TEST(Optimizer, ParamGroupsGiveTheirParametersTheirSettings) {
+  optim::OptimizerConfig c;
+  c.weight_decay = 0.1;
+  c.weight_decay_1d = false;
+  c.param_groups = {{.params = {"emb.*"}, .lr_scale = 0.1},
+                    {.params = {"head.*", "*.scale"}, .lr_scale = 2.0, .weight_decay = 0.3}};
+  auto opt = optim::make_optimizer(c, {{"emb.weight", ones({3, 2})},
+                                       {"head.weight", ones({2, 3})},
+                                       {"head.bias", ones({3})},
+                                       {"ln.scale", ones({3})},
+                                       {"fc.weight", ones({3, 3})},
+                                       {"fc.bias", ones({3})}});
+  auto expect = [&](const std::string& n, double lr_scale, double wd) {
+    EXPECT_EQ(opt->settings(n).lr_scale, lr_scale) << n;
+    EXPECT_EQ(opt->settings(n).weight_decay, wd) << n;
+  };
+  expect("emb.weight", 0.1, 0.1);  // the group keeps the decay it had
+  expect("head.weight", 2.0, 0.3);
+  expect("head.bias", 2.0, 0.3);  // the group's decay wins over weight_decay_1d
+  expect("ln.scale", 2.0, 0.3);
+  expect("fc.weight", 1.0, 0.1);
+  expect("fc.bias", 1.0, 0.0);
+  opt->load_state_dict(opt->state_dict());
+  expect("head.bias", 2.0, 0.3);  // settings, not state: a load keeps them
+
+  auto refused = [](std::vector<optim::ParamGroup> groups, const std::string& why) {
+    optim::OptimizerConfig bad;
+    bad.param_groups = std::move(groups);
+    return test::throws_with(
+        [&] {
+          optim::make_optimizer(bad, {{"a.weight", param()}, {"b.weight", param()}});
+        },
+        why);
+  };
+  EXPECT_TRUE(refused({{.params = {"a.*"}}, {.params = {"*.weight"}}},
+                      "'a.weight' is in param_groups[0] and param_groups[1]"));
+  EXPECT_TRUE(refused({{.params = {"c.*"}}},
+                      "the param_groups[0] pattern 'c.*' matches no trained parameter; they are "
+                      "named like a.weight, b.weight"));
+  EXPECT_TRUE(refused({{}}, "param_groups[0] lists no parameters"));
 }
 
 TEST(Optimizer, StateDictRoundTrip) {

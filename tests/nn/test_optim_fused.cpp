@@ -108,6 +108,54 @@ TEST(OptimFused, LowPrecisionCopiesFollowEveryPath) {
   }
 }
 
+// A parameter's own settings (lr_scale, weight_decay) update it as an optimizer with
+// those options would, bit for bit: on the fused kernels and, for a transposed
+// (non-contiguous) tensor, on the ops path.
+TEST(OptimFused, ParamSettingsUpdateAsThoseOptionsWould) {
+  using Make =
+      std::function<std::unique_ptr<optim::Optimizer>(optim::NamedTensors, double, double)>;
+  const std::vector<Make> kinds = {
+      [](optim::NamedTensors p, double lr, double wd) {
+        return std::make_unique<optim::Adam>(std::move(p), optim::AdamOptions(lr).weight_decay(wd));
+      },
+      [](optim::NamedTensors p, double lr, double wd) {
+        return std::make_unique<optim::AdamW>(std::move(p),
+                                              optim::AdamWOptions(lr).weight_decay(wd));
+      },
+      [](optim::NamedTensors p, double lr, double wd) {
+        return std::make_unique<optim::SGD>(std::move(p),
+                                            optim::SGDOptions(lr).momentum(0.9).weight_decay(wd));
+      },
+  };
+  for (size_t k = 0; k < kinds.size(); ++k) {
+    for (bool strided : {false, true}) {
+      SCOPED_TRACE("optimizer " + std::to_string(k) + (strided ? ", strided" : ""));
+      auto make_param = [&](uint64_t seed) {
+        Tensor p = normal({6, 4}, seed);
+        return strided ? p.transpose(0, 1) : p;
+      };
+      Tensor grouped = make_param(1), other = make_param(2), alone = make_param(1);
+      auto a = kinds[k]({{"g", grouped}, {"o", other}}, 0.02, 0.1);
+      a->set_settings({"g"}, {.lr_scale = 0.5, .weight_decay = 0.4});
+      auto b = kinds[k]({{"g", alone}}, 0.01, 0.4);
+      for (int step = 0; step < 3; ++step) {
+        Tensor g = normal({6, 4}, 10 + step);
+        if (strided) g = g.transpose(0, 1);
+        grouped.set_grad(g);
+        other.set_grad(g);
+        alone.set_grad(g.clone());
+        a->step();
+        b->step();
+        ASSERT_TRUE(same_bits(grouped.contiguous(), alone.contiguous())) << "step " << step;
+      }
+    }
+  }
+  optim::SGD sgd({{"w", normal({4}, 1)}}, optim::SGDOptions(0.1));
+  EXPECT_TRUE(test::throws_with([&] { sgd.set_settings({"v"}, {}); }, "no parameter named v"));
+  EXPECT_TRUE(test::throws_with([&] { sgd.set_settings({"w"}, {.lr_scale = -1}); },
+                                "lr_scale and weight_decay must be >= 0"));
+}
+
 TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
   Tensor w = normal({4}, 1);
   optim::SGD sgd({{"w", w}}, optim::SGDOptions(0.1));
@@ -121,7 +169,8 @@ TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
 
 // Capturable mode (for CUDA graphs): the per-step constants reach the kernels through a
 // device tensor written before the update; every optimizer gives the default mode's bits,
-// across learning-rate changes, a parameter whose count lags and SGD's first step.
+// across learning-rate changes, a parameter whose count lags, parameters with settings of
+// their own and SGD's first step.
 TEST(OptimFused, CapturableModeGivesTheDefaultModesBits) {
   const std::vector<Shape> shapes = {{3, 5}, {1}, {9000}};
   for (const Factory& make : factories()) {
@@ -133,6 +182,10 @@ TEST(OptimFused, CapturableModeGivesTheDefaultModesBits) {
     }
     auto a = make(plain);
     auto b = make(capt);
+    for (auto* o : {a.get(), b.get()}) {  // three groups of settings
+      o->set_settings({"p0"}, {.lr_scale = 0.5, .weight_decay = 0.05});
+      o->exclude_from_weight_decay({"p2"});
+    }
     b->set_capturable(true);
     ASSERT_TRUE(b->capturable());
     for (int step = 0; step < 5; ++step) {
