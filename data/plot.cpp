@@ -4,12 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace zt::data {
 
@@ -133,26 +131,9 @@ std::string svg_plot(const std::vector<PlotSeries>& series, const PlotOptions& o
 
 void save_svg_plot(const std::string& path, const std::vector<PlotSeries>& series,
                    const PlotOptions& options) {
-  const std::string svg = svg_plot(series, options);
-  // Through a temporary file and a rename: readers see the old plot or the new one, and a
-  // failed write leaves neither a truncated plot nor an empty temporary behind.
-  const std::string tmp = path + ".tmp";
-  std::ofstream f(tmp, std::ios::trunc);
-  ZT_CHECK(f, "cannot write plot '", path, "': ", std::strerror(errno),
-           " (does the directory exist?)");
-  f << svg;
-  f.close();
-  std::error_code ec;
-  if (f.fail()) {
-    std::filesystem::remove(tmp, ec);
-    ZT_FAIL("writing plot '", path, "' failed (disk full?)");
-  }
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignore;
-    std::filesystem::remove(tmp, ignore);
-    ZT_FAIL("cannot write plot '", path, "': ", ec.message());
-  }
+  // Readers see the old plot or the new one; a failed write leaves neither a truncated
+  // plot nor a temporary behind.
+  write_text_atomically(path, svg_plot(series, options));
 }
 
 }  // namespace zt::data

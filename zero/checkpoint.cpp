@@ -11,6 +11,7 @@
 #include <map>
 
 #include "core/ops.h"
+#include "core/text_file.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 #include "zero/checkpoint_meta.h"
@@ -127,7 +128,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
           {"loss_scaler", loss_scaler_json(engine.loss_scaler())},
           {"tensors", describe(engine)},
           {"files", files}};
-      write_text_atomically(tmp / kMetaFile, meta.dump(1) + "\n", id);
+      write_text_atomically((tmp / kMetaFile).string(), meta.dump(1) + "\n", id);
       commit(tmp, root, tag, id);
     });
     if (!err.empty()) {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/text_file.h"
 #include "zero/checkpoint.h"
 #include "zero/replicas.h"
 
@@ -96,24 +97,6 @@ std::optional<int64_t> tag_step(const std::string& name) {
 }
 
 // Writes `path` through a temporary file and a rename, so readers see old or new text.
-void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id) {
-  fs::path tmp = path.parent_path() / ("." + path.filename().string() + ".tmp-" + id);
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    ZT_CHECK(f.good(), "cannot create '", tmp.string(), "'");
-    f << text;
-    f.close();
-    ZT_CHECK(f.good(), "cannot write '", tmp.string(), "' (disk full?)");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    std::error_code ignore;
-    fs::remove(tmp, ignore);
-    ZT_FAIL("cannot rename '", tmp.string(), "' to '", path.string(), "': ", ec.message());
-  }
-}
-
 // A JSON value as an error message quotes it: its first 60 characters.
 static std::string quoted(const json* v) {
   if (!v) return "none";
@@ -233,7 +216,7 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
     ZT_FAIL("cannot rename '", tmp.string(), "' to '", dst.string(), "': ", ec.message());
   }
   if (!old.empty()) fs::remove_all(old, ec);
-  write_text_atomically(root / kLatestFile, tag + "\n", id);
+  write_text_atomically((root / kLatestFile).string(), tag + "\n", id);
 }
 
 }  // namespace ckpt

@@ -46,8 +46,6 @@ std::string capture(F&& f) {
   }
 }
 
-/// Writes `path` through a temporary file and a rename, so readers see old or new text.
-void write_text_atomically(const fs::path& path, const std::string& text, const std::string& id);
 /// meta.json of checkpoint `dir`, checked for format, version, a `step` >= 0 and a `files`
 /// table of digests (errors name the file).
 json read_meta(const fs::path& dir);

@@ -64,7 +64,8 @@ int main(int argc, char** argv) {
   sample->add_option("--checkpoint", so.checkpoint,
                      "vqgpt checkpoint directory (default: output_dir/checkpoints)");
   sample->add_option("-o,--out", so.out, "grid PNG to write")->required();
-  sample->add_option("--num", so.num, "sequences to sample")->check(zt::app::kPositive);
+  sample->add_option("--num", so.num, "sequences to sample (1 to 1024: one grid image)")
+      ->check(CLI::Range(1, 1024));
   sample->add_option("--temperature", so.sampling.temperature, "softmax temperature (> 0)")
       ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")

@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
-#include "zero/checkpoint_dir.h"
+#include "core/text_file.h"
 
 namespace zt::vqtok {
 
@@ -94,8 +94,8 @@ int64_t DecodeFolder::finish() {
 
 void DecodeFolder::write_manifest(const std::set<std::string>& files) const {
   // Whole or not at all: the next decode reads one or the other.
-  zero::ckpt::write_text_atomically(
-      fs::path(dir_) / kDecodeManifest,
+  write_text_atomically(
+      (fs::path(dir_) / kDecodeManifest).string(),
       nlohmann::json{{"written_by", "vqtok decode"}, {"files", files}}.dump(1) + "\n", "decode");
 }
 

@@ -8,9 +8,9 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <map>
 #include <optional>
+#include <sstream>
 
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
@@ -19,6 +19,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "core/step_graph.h"
+#include "core/text_file.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/plot.h"
@@ -65,22 +66,11 @@ struct Curves {
     const size_t at = right.find("<svg ");
     if (at != std::string::npos)
       right.replace(at, 5, "<svg x=\"" + std::to_string(lo.width) + "\" ");
-    const std::string tmp = path + ".tmp";
-    bool ok = false;
-    {
-      std::ofstream f(tmp);
-      f << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << lo.width + po.width
+    std::ostringstream svg;
+    svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << lo.width + po.width
         << "\" height=\"" << std::max(lo.height, po.height) << "\">\n"
         << left << right << "</svg>\n";
-      f.close();
-      ok = !f.fail();
-    }
-    std::error_code ec;
-    if (ok) fs::rename(tmp, path, ec);
-    if (!ok || ec) {
-      fs::remove(tmp, ec);  // no empty or partial .tmp left behind
-      ZT_FAIL("cannot write '", path, "'; check that the output folder is writable and not full");
-    }
+    write_text_atomically(path, svg.str());
   }
 };
 

@@ -170,6 +170,22 @@ if(TARGET zt-bench)
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
                    --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --checkpoint-activations)
   set_tests_properties(apps.bench.gpt_checkpoint_activations PROPERTIES LABELS apps TIMEOUT 60)
+  # --tie-embeddings: the token table is the head (vocab x width counted once).
+  add_test(NAME apps.bench.gpt_tied
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"bench\":\"gpt\".*\"tied\":true.*\"params\":29536,.*\"tokens_per_s\":[0-9]"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 1 --width 32
+                   --heads 2 --seq 16 --vocab 512 --batch 2 --steps 1 --tie-embeddings)
+  set_tests_properties(apps.bench.gpt_tied PROPERTIES LABELS apps TIMEOUT 60)
+endif()
+
+# vqgpt sample --num is bounded (one grid image): a mistake on the command line (exit 2).
+if(TARGET vqgpt)
+  add_test(NAME apps.vqgpt.sample_num_is_bounded
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--num.*not in range"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqgpt> sample --config
+                   ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --num 5000)
+  set_tests_properties(apps.vqgpt.sample_num_is_bounded PROPERTIES LABELS apps TIMEOUT 30)
 endif()
 
 # vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so

@@ -1,0 +1,48 @@
+// write_text_atomically: a reader sees the old text or the new, and a failed write leaves
+// nothing behind.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "common/test_util.h"
+#include "core/text_file.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+std::string read_all(const fs::path& p) {
+  std::ifstream f(p);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+}  // namespace
+
+TEST(TextFile, ReplacesTheWholeFileAndLeavesNoTemporary) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("zt_text_file_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "notes.txt").string();
+  write_text_atomically(path, "first version, longer than the second\n");
+  write_text_atomically(path, "second\n", "rank1");
+  EXPECT_EQ(read_all(path), "second\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1)
+      << "only the file itself";
+
+  // A folder that does not exist: an error naming the path, nothing written.
+  const std::string missing = (dir / "no_such_folder" / "x.txt").string();
+  EXPECT_TRUE(test::throws_with([&] { write_text_atomically(missing, "x"); },
+                                "cannot write '" + missing + "': check that its folder exists"));
+  // The rename fails (a folder holds the name): the temporary is removed, the folder kept.
+  fs::create_directories(dir / "taken" / "inside");
+  EXPECT_TRUE(test::throws_with([&] { write_text_atomically((dir / "taken").string(), "x"); },
+                                "cannot write '"));
+  EXPECT_TRUE(fs::is_directory(dir / "taken" / "inside"));
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2)
+      << "notes.txt and taken/, no temporaries";
+  fs::remove_all(dir);
+}
