@@ -30,57 +30,66 @@ std::unique_ptr<Optimizer> build(const OptimizerConfig& cfg, NamedTensors params
   ZT_FAIL("unknown optimizer '", cfg.type, "': expected adamw, adam or sgd");
 }
 
-// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is the number
-// of dimensions of the parameter named `names[i]`.
-std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
-                                                 const std::vector<std::string>& names,
-                                                 const std::vector<int64_t>& dims) {
-  ZT_CHECK(names.size() == dims.size(), "make_optimizer: ", names.size(), " parameters but ",
-           dims.size(), " dimension counts");
-  std::vector<std::string> out;
-  std::vector<bool> used(cfg.no_weight_decay.size(), false);
-  for (size_t i = 0; i < names.size(); ++i) {
-    bool excluded = !cfg.weight_decay_1d && dims[i] < 2;
-    for (size_t k = 0; k < cfg.no_weight_decay.size(); ++k)
-      if (glob_match(cfg.no_weight_decay[k], names[i])) excluded = used[k] = true;
-    if (excluded) out.push_back(names[i]);
+// For each pattern, the parameters (indices) one of whose names it matches; a pattern
+// that matches none is an error saying which `what` it is in. `names[i]`: parameter i's
+// names, the first its own, the others those of a tied tensor's other registrations.
+std::vector<std::vector<size_t>> match(const std::vector<std::string>& patterns,
+                                       const std::vector<std::vector<std::string>>& names,
+                                       const std::string& what) {
+  std::vector<std::vector<size_t>> out(patterns.size());
+  for (size_t k = 0; k < patterns.size(); ++k) {
+    for (size_t i = 0; i < names.size(); ++i)
+      for (const std::string& n : names[i])
+        if (glob_match(patterns[k], n)) {
+          out[k].push_back(i);
+          break;
+        }
+    if (!out[k].empty()) continue;
+    std::vector<std::string> first;
+    for (const auto& n : names) first.push_back(n.front());
+    ZT_FAIL("optimizer: the ", what, " pattern '", patterns[k], "' matches no trained parameter; ",
+            first.empty() ? "there are none" : "they are named like " + list_names(first, 4));
   }
-  for (size_t k = 0; k < used.size(); ++k)
-    ZT_CHECK(used[k], "optimizer: the no_weight_decay pattern '", cfg.no_weight_decay[k],
-             "' matches no trained parameter; ",
-             names.empty() ? "there are none" : "they are named like " + list_names(names, 4));
+  return out;
+}
+
+// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is parameter
+// i's number of dimensions.
+std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
+                                                 const std::vector<std::vector<std::string>>& names,
+                                                 const std::vector<int64_t>& dims) {
+  std::vector<bool> excluded(names.size(), false);
+  for (size_t i = 0; i < names.size(); ++i) excluded[i] = !cfg.weight_decay_1d && dims[i] < 2;
+  for (const auto& hits : match(cfg.no_weight_decay, names, "no_weight_decay"))
+    for (size_t i : hits) excluded[i] = true;
+  std::vector<std::string> out;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (excluded[i]) out.push_back(names[i].front());
   return out;
 }
 
 // Gives the parameters of each of cfg's param_groups the group's settings.
-void apply_param_groups(const OptimizerConfig& cfg, const std::vector<std::string>& names,
-                        Optimizer& opt) {
+void apply_param_groups(const OptimizerConfig& cfg,
+                        const std::vector<std::vector<std::string>>& names, Optimizer& opt) {
   std::vector<int> group_of(names.size(), -1);
   for (size_t k = 0; k < cfg.param_groups.size(); ++k) {
     const ParamGroup& g = cfg.param_groups[k];
     ZT_CHECK(!g.params.empty(), "optimizer: param_groups[", k, "] lists no parameters");
-    for (const std::string& pattern : g.params) {
-      bool matched = false;
-      for (size_t i = 0; i < names.size(); ++i) {
-        if (!glob_match(pattern, names[i])) continue;
-        matched = true;
-        ZT_CHECK(group_of[i] < 0 || group_of[i] == static_cast<int>(k), "optimizer: '", names[i],
-                 "' is in param_groups[", group_of[i], "] and param_groups[", k,
+    for (const auto& hits : match(g.params, names, "param_groups[" + std::to_string(k) + "]"))
+      for (size_t i : hits) {
+        ZT_CHECK(group_of[i] < 0 || group_of[i] == static_cast<int>(k), "optimizer: '",
+                 names[i].front(), "' is in param_groups[", group_of[i], "] and param_groups[", k,
                  "]; a parameter may be in one group only");
         group_of[i] = static_cast<int>(k);
       }
-      ZT_CHECK(matched, "optimizer: the param_groups[", k, "] pattern '", pattern,
-               "' matches no trained parameter; ",
-               names.empty() ? "there are none" : "they are named like " + list_names(names, 4));
-    }
   }
   for (size_t i = 0; i < names.size(); ++i) {
     if (group_of[i] < 0) continue;
     const ParamGroup& g = cfg.param_groups[static_cast<size_t>(group_of[i])];
-    ParamSettings s = opt.settings(names[i]);
+    ParamSettings s = opt.settings(names[i].front());
     s.lr_scale = g.lr_scale;
     if (g.weight_decay) s.weight_decay = *g.weight_decay;
-    opt.set_settings({names[i]}, s);
+    opt.set_settings({names[i].front()}, s);
   }
 }
 
@@ -109,11 +118,19 @@ bool glob_match(const std::string& pattern, const std::string& text) {
 
 std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
                                           std::vector<std::pair<std::string, Tensor>> params,
-                                          std::vector<int64_t> dims) {
-  std::vector<std::string> names;
-  for (const auto& [name, t] : params) names.push_back(name);
+                                          std::vector<int64_t> dims,
+                                          const std::vector<std::vector<std::string>>& aliases) {
   if (dims.empty())
     for (const auto& [name, t] : params) dims.push_back(t.dim());
+  ZT_CHECK(dims.size() == params.size() && (aliases.empty() || aliases.size() == params.size()),
+           "make_optimizer: ", params.size(), " parameters but ", dims.size(),
+           " dimension counts and ", aliases.size(), " alias lists");
+  std::vector<std::vector<std::string>> names;
+  for (size_t i = 0; i < params.size(); ++i) {
+    names.push_back({params[i].first});
+    if (!aliases.empty())
+      names.back().insert(names.back().end(), aliases[i].begin(), aliases[i].end());
+  }
   const std::vector<std::string> excluded = weight_decay_exclusions(cfg, names, dims);
   std::unique_ptr<Optimizer> opt = build(cfg, std::move(params));
   opt->exclude_from_weight_decay(excluded);

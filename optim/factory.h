@@ -42,12 +42,14 @@ struct OptimizerConfig {
 };
 
 /// Builds the optimizer `cfg` names over `params` (name, tensor), with weight decay left
-/// out and parameter groups set where cfg says; an unknown type is an error listing the known ones.
-/// `dims`: each parameter's number of dimensions when `params` are not the parameters themselves
-/// (the ZeRO engine's flat shards); empty: each tensor's own.
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
-                                          std::vector<std::pair<std::string, Tensor>> params,
-                                          std::vector<int64_t> dims = {});
+/// out and parameter groups set where cfg says; an unknown type is an error listing the
+/// known ones. `dims`: each parameter's number of dimensions when `params` are not the
+/// parameters themselves (the ZeRO engine's flat shards); empty: each tensor's own.
+/// `aliases`: each parameter's other names (a tied tensor registered in several modules),
+/// which cfg's name patterns match too; empty: none.
+std::unique_ptr<Optimizer> make_optimizer(
+    const OptimizerConfig& cfg, std::vector<std::pair<std::string, Tensor>> params,
+    std::vector<int64_t> dims = {}, const std::vector<std::vector<std::string>>& aliases = {});
 
 /// '*' matches any run of characters, everything else itself.
 bool glob_match(const std::string& pattern, const std::string& text);

@@ -56,20 +56,19 @@ void Optimizer::set_settings(const std::vector<std::string>& names, const ParamS
   ZT_CHECK(s.lr_scale >= 0 && s.weight_decay >= 0,
            "optimizer: lr_scale and weight_decay must be >= 0, got ", s.lr_scale, " and ",
            s.weight_decay);
-  std::vector<std::string> unknown;
-  for (const std::string& n : names)
-    if (!index_.count(n)) unknown.push_back(n);
-  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown),
-           " to give settings");
+  check_known(names, "to give settings");
   for (const std::string& n : names) state_[index_.at(n)].settings = s;
 }
 
-void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
+void Optimizer::check_known(const std::vector<std::string>& names, const char* what) const {
   std::vector<std::string> unknown;
   for (const std::string& n : names)
     if (!index_.count(n)) unknown.push_back(n);
-  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown),
-           " to exclude from weight decay");
+  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown), " ", what);
+}
+
+void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
+  check_known(names, "to exclude from weight decay");
   for (const std::string& n : names) {
     ParamSettings s = settings(n);
     s.weight_decay = 0.0;

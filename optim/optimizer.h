@@ -126,6 +126,8 @@ class Optimizer {
   std::unordered_map<std::string, size_t> index_;
   /// The index of parameter `name`; an unknown name is an error saying `what` needed it.
   size_t index_of(const std::string& name, const char* what) const;
+  /// An error listing the names in `names` that name no parameter, saying `what` needed them.
+  void check_known(const std::vector<std::string>& names, const char* what) const;
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

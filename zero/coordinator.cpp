@@ -16,8 +16,11 @@ Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Conf
     g.module = m.get();
     for (auto& [n, p] : m->local_parameters()) {
       if (!is_partitioned(p)) continue;
-      g.params.push_back(zero_param(p));
-      g.elems += g.params.back()->part.padded_numel();
+      ZeroParam* z = zero_param(p);
+      // One tensor under two names of one module is one member: gathered once.
+      if (std::find(g.params.begin(), g.params.end(), z) != g.params.end()) continue;
+      g.params.push_back(z);
+      g.elems += z->part.padded_numel();
     }
     if (!g.params.empty()) groups_.push_back(std::move(g));
   }
@@ -29,13 +32,21 @@ Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Conf
   in_use_.assign(groups_.size(), 0);
 }
 
-bool Coordinator::in_use_elsewhere(const ZeroParam* z, int id) const {
+bool Coordinator::needed_elsewhere(const ZeroParam* z, int id, bool training) const {
   if (tied_.empty()) return false;
   auto it = tied_.find(z);
   if (it == tied_.end()) return false;
-  for (int other : it->second)
-    if (other != id && in_use_[other]) return true;
+  for (int other : it->second) {
+    if (other == id) continue;
+    if (in_use_[other] || (training && kept_for_reuse(other))) return true;
+  }
   return false;
+}
+
+bool Coordinator::kept_for_reuse(int id) const {
+  if (live_elems_ > config_.stage3_max_live_parameters) return false;
+  const int64_t d = trace_.reuse_distance(id);
+  return d >= 0 && d < config_.stage3_max_reuse_distance;
 }
 
 // A forward that records a graph, or a checkpoint's first run (its graph comes in
@@ -119,16 +130,11 @@ void Coordinator::release_param(ZeroParam* z) {
 void Coordinator::release(int id) {
   in_use_[id] = 0;
   bool training = in_training_step() || autograd::in_backward();
-  // Kept for a reuse within stage3_max_reuse_distance, but only while the gathered
-  // elements stay within stage3_max_live_parameters: the bound holds for kept modules too.
-  if (training && live_elems_ <= config_.stage3_max_live_parameters) {
-    int64_t d = trace_.reuse_distance(id);
-    if (d >= 0 && d < config_.stage3_max_reuse_distance) return;
-  }
+  if (training && kept_for_reuse(id)) return;
   log("release:", id);
   bool any = false;
   for (ZeroParam* z : groups_[id].params)
-    if (z->releasable() && !in_use_elsewhere(z, id)) {
+    if (z->releasable() && !needed_elsewhere(z, id, training)) {
       release_param(z);
       any = true;
     }

@@ -84,8 +84,13 @@ class Coordinator {
   void gather(int id, bool prefetch);
   void prefetch_after(int id);
   void release_param(ZeroParam* z);
-  /// A tied parameter that another group between its fetch and its release still uses.
-  bool in_use_elsewhere(const ZeroParam* z, int id) const;
+  /// Group `id` stays gathered for a reuse within stage3_max_reuse_distance, but only
+  /// while the gathered elements stay within stage3_max_live_parameters (the bound holds
+  /// for kept modules too).
+  bool kept_for_reuse(int id) const;
+  /// A tied parameter that another group holding it still needs: it is between its fetch
+  /// and its release (an enclosing module), or (training) kept for its reuse.
+  bool needed_elsewhere(const ZeroParam* z, int id, bool training) const;
   void check_ranks_agree();
   void close_gather(int id);
   void close_all_gathers();
@@ -96,7 +101,7 @@ class Coordinator {
   std::vector<ModuleGroup> groups_;
   // Tied parameters and the groups they are members of; which groups are in use (fetched
   // and not yet released), so that one group's release leaves a tied parameter gathered
-  // while another (an enclosing module, say) still computes with it.
+  // while another still computes with it (an enclosing module) or will soon.
   std::unordered_map<const ZeroParam*, std::vector<int>> tied_;
   std::vector<char> in_use_;
   Trace trace_;

@@ -9,6 +9,7 @@
 #include <unordered_map>
 
 #include "core/ops.h"
+#include "nn/state_dict.h"
 #include "zero/hooks.h"
 #include "zero/replicas.h"
 #include "zero/sync_batchnorm.h"
@@ -57,14 +58,23 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   claim_.take(model_.get(), "the model (" + model_->type_name() + ")", comm.rank());
   check_config(config_);
   autograd::NoGradGuard ng;
-  std::vector<std::pair<std::string, Tensor>> trainable;  // what the optimizer updates
-  std::vector<int64_t> trainable_dims;                    // their full shapes' dimensions
-  std::vector<Tensor> reduced;                            // what the reducer reduces
-  std::vector<ZeroParam*> with_grads;                     // gradient shards to allocate
+  std::vector<std::pair<std::string, Tensor>> trainable;    // what the optimizer updates
+  std::vector<int64_t> trainable_dims;                      // their full shapes' dimensions
+  std::vector<std::vector<std::string>> trainable_aliases;  // their tied tensors' other names
+  std::vector<Tensor> reduced;                              // what the reducer reduces
+  std::vector<ZeroParam*> with_grads;                       // gradient shards to allocate
   const DType low = config_.precision.dtype();
   // A tensor registered in two modules (tied weights) is listed once, under its first
   // name: one shard, one master, one gradient shard. The coordinator gathers it for either
-  // module, and autograd sums both uses' gradients before the reducer sees it.
+  // module; autograd sums both uses' gradients (where a use is recomputed by a checkpointed
+  // module, the reducer adds its gradient in). The optimizer's name patterns see every name.
+  std::unordered_map<const TensorImpl*, std::vector<std::string>> names_of;
+  for (auto& [name, t] : nn::state_dict(*model_)) names_of[t.impl()].push_back(name);
+  auto aliases = [&](const std::string& name, const Tensor& p) {
+    std::vector<std::string> v = names_of[p.impl()];
+    v.erase(std::remove(v.begin(), v.end(), name), v.end());
+    return v;
+  };
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
     if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());
@@ -79,6 +89,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       if (p.requires_grad()) {
         trainable.emplace_back(name, p);
         trainable_dims.push_back(p.dim());
+        trainable_aliases.push_back(aliases(name, p));
       }
       continue;
     }
@@ -106,6 +117,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       with_grads.push_back(z);
       trainable.emplace_back(name, z->fp32_shard());
       trainable_dims.push_back(static_cast<int64_t>(z->shape.size()));
+      trainable_aliases.push_back(aliases(name, p));
       reduced.push_back(p);
     }
     params_.push_back({name, p});
@@ -116,7 +128,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     buffers_.emplace_back(name, b);
   }
   check_buffer_policies();
-  optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims);
+  optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims, trainable_aliases);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
   hooks_ = std::make_unique<Hooks>(*coordinator_, *reducer_, reduced);

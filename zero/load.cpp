@@ -20,8 +20,9 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     for (auto& [local, b] : mod->local_buffers())
       if (b.defined() && mod->buffer_is_persistent(local))
         targets.emplace_back(path.empty() ? local : path + "." + local, b);
-  // The other names of tied parameters (nn::state_dict lists each): known keys, and a
-  // stand-in where the first name is missing (a file that kept only one of them).
+  // The other names of tied parameters (nn::state_dict lists each): known keys, checked
+  // as their first name is, and a stand-in where the first name is missing (a file that
+  // kept only one of them). A dict holding two different values for one tensor is refused.
   std::map<std::string, std::string> alias_of;
   {
     std::map<const TensorImpl*, std::string> first;
@@ -36,13 +37,22 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
     for (const auto& [k, v] : state) values[k] = v;
+    std::vector<std::string> missing, unexpected, shapes, differ;
     for (const auto& [alias, name] : alias_of) {
       auto it = values.find(alias);
       if (it == values.end()) continue;
-      values.emplace(name, it->second);
-      values.erase(it);
+      auto first = values.find(name);
+      if (first == values.end()) {
+        values.emplace(name, it->second);
+      } else if (first->second.sizes() != it->second.sizes()) {
+        shapes.push_back(alias + " (" + shape_str(it->second.sizes()) + ", but " + name + " " +
+                         shape_str(first->second.sizes()) + ")");
+      } else if (max(abs(sub(first->second.to(DType::f64), it->second.to(DType::f64)))).item() !=
+                 0.0) {
+        differ.push_back(name + " and " + alias);
+      }
+      values.erase(alias);
     }
-    std::vector<std::string> missing, unexpected, shapes;
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {
       known[name] = true;
@@ -61,6 +71,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       if (!v.empty()) err += std::string(err.empty() ? " " : "; ") + what + ": " + list_names(v);
     };
     list("wrong shapes", shapes);
+    list("different values for one tied tensor", differ);
     if (strict) {
       list("missing keys", missing);
       list("unexpected keys", unexpected);

@@ -43,8 +43,10 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   std::unordered_set<const TensorImpl*> stored;
   int64_t tied_again = 0;
   for (auto& [path, m] : model.named_modules()) {
-    int64_t flat = 0, copies = 0, members = 0;
+    int64_t flat = 0, copies = 0, members = 0, tied_flat = 0, tied_copies = 0;
+    std::unordered_set<const TensorImpl*> member;  // one tensor under two names: one member
     for (auto& [n, p] : m->local_parameters()) {
+      if (!member.insert(p.impl()).second) continue;
       const bool first = stored.insert(p.impl()).second;
       if (is_replicated(p)) {
         if (first) plan.replicated += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
@@ -72,10 +74,14 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
       }
       flat += part.padded_numel() * esize;
       copies += numel * esize;
-      if (!first) tied_again += numel * esize;  // gathered once when all modules are
+      if (!first) {  // another module's too: gathered once when all modules are
+        tied_flat += part.padded_numel() * esize;
+        tied_copies += numel * esize;
+      }
       ++members;
     }
     if (members == 0) continue;
+    tied_again += members == 1 ? tied_flat : tied_copies;
     groups[path] = members == 1 ? Group{flat, flat} : Group{copies, flat + copies};
   }
   for (auto& [path, b] : model.named_buffers())

@@ -16,6 +16,7 @@
 
 #include "configs/deepspeed.h"
 #include "core/ops.h"
+#include "core/text_file.h"
 #include "zero/checkpoint.h"
 
 namespace zt::app {
@@ -442,18 +443,15 @@ std::string filter_metrics(const std::string& path,
                            const std::function<bool(const nlohmann::json&)>& keep) {
   std::string torn;
   auto records = read_metrics(path, &torn);
-  const std::string tmp = path + ".tmp";
   int64_t dropped = 0;
-  {
-    MetricsWriter w(tmp, /*append=*/false);
-    for (const auto& r : records) {
-      if (keep(r))
-        w.write(r);
-      else
-        ++dropped;
-    }
+  std::string kept;
+  for (const auto& r : records) {
+    if (keep(r))
+      kept += r.dump() + "\n";  // as MetricsWriter writes it
+    else
+      ++dropped;
   }
-  fs::rename(tmp, path);
+  write_text_atomically(path, kept);
   std::string note = torn;
   if (dropped > 0)
     note += (note.empty() ? "" : "; ") + path + ": dropped " + std::to_string(dropped) + " record" +

@@ -35,8 +35,9 @@ TEST(TextFile, ReplacesTheWholeFileAndLeavesNoTemporary) {
 
   // A folder that does not exist: an error naming the path, nothing written.
   const std::string missing = (dir / "no_such_folder" / "x.txt").string();
-  EXPECT_TRUE(test::throws_with([&] { write_text_atomically(missing, "x"); },
-                                "cannot write '" + missing + "': check that its folder exists"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { write_text_atomically(missing, "x"); },
+      "cannot write '" + missing + "': No such file or directory (check that its folder exists"));
   // The rename fails (a folder holds the name): the temporary is removed, the folder kept.
   fs::create_directories(dir / "taken" / "inside");
   EXPECT_TRUE(test::throws_with([&] { write_text_atomically((dir / "taken").string(), "x"); },

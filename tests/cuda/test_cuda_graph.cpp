@@ -190,9 +190,13 @@ TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
   // The graph launch, and the fills that write the optimizer's step constants.
   EXPECT_LE(w.launches, 1 + 4);
   EXPECT_GT(graph.nodes(), 10u);
-  // The graph holds the optimizer state's addresses: loading new state is refused.
+  // The graph holds the optimizer state's addresses and the parameters' settings: loading
+  // new state and changing a learning-rate scale are refused.
   EXPECT_TRUE(
       throws_with([&] { opt.load_state_dict(opt.state_dict()); }, "captured in a CUDA graph"));
+  const std::string first = opt.params().front().first;
+  EXPECT_TRUE(throws_with([&] { opt.set_settings({first}, {.lr_scale = 0.5}); },
+                          "captured in a CUDA graph"));
 }
 
 TEST(CudaGraph, WhatAGraphCannotReplayIsAClearError) {

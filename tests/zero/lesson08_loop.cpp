@@ -30,6 +30,8 @@ zero::OptimizerConfig optimizer(const EquivalenceSetup& s) {
   o.weight_decay = 0.01;
   o.momentum = 0;  // sgd: the update is lr x (gradient + weight_decay x parameter)
   o.weight_decay_1d = s.decay_1d;
+  if (s.param_groups)
+    o.param_groups = {{.params = {"*conv2.*"}, .lr_scale = 0.5, .weight_decay = 0.0}};
   return o;
 }
 
@@ -82,10 +84,13 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
   cfg.stage3_param_persistence_threshold = 10;  // the small biases persist
   zero::Engine engine(m, comm, cfg, optimizer(s));
   // The optimizer sees flat shards; the engine decides weight decay by the full shapes.
-  for (const auto& [name, p] : m->named_parameters())
+  for (const auto& [name, p] : m->named_parameters()) {
+    const bool grouped = s.param_groups && name.find("conv2.") != std::string::npos;
     EXPECT_EQ(engine.optimizer().settings(name).weight_decay,
-              s.decay_1d || p.dim() >= 2 ? 0.01 : 0.0)
+              !grouped && (s.decay_1d || p.dim() >= 2) ? 0.01 : 0.0)
         << name;
+    EXPECT_EQ(engine.optimizer().settings(name).lr_scale, grouped ? 0.5 : 1.0) << name;
+  }
   int64_t local = kGlobalBatch / N;
   for (int step = 0; step < kSteps; ++step) {
     for (int k = 0; k < s.gas; ++k) {

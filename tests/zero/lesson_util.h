@@ -114,6 +114,7 @@ struct EquivalenceSetup {
   std::string optimizer = "adamw";  // or "sgd": plain SGD, no momentum
   bool replicated_front = false;    // train ReplicatedFront instead of Mixed
   bool decay_1d = true;             // false: biases and norm scales take no weight decay
+  bool param_groups = false;        // conv2's parameters: half the learning rate, no decay
 };
 /// Plain single-process training on the whole batch; the final parameters.
 std::vector<std::pair<std::string, Tensor>> train_single(const EquivalenceSetup& s);

@@ -3,8 +3,8 @@
 // model (Linear, Conv2d, Conv3d, GroupNorm, LayerNorm, attention) for 5 steps on N = 1..4
 // thread ranks — the global batch split across ranks — gives the parameters of plain
 // single-process training on the whole batch, to 1e-5 relative in f32; also with
-// gradient accumulation, with gradient clipping active, and with weight decay left off
-// the biases and norm scales.
+// gradient accumulation, with gradient clipping active, with weight decay left off the
+// biases and norm scales, and with a parameter group of its own learning rate.
 //
 // AdamW alone would hide a wrong gradient scale (its update does not change when every
 // gradient is multiplied by a constant), so the SGD cases check the 1/N average of the
@@ -20,7 +20,7 @@ namespace {
 void check_equivalence(int N, const lesson::EquivalenceSetup& s) {
   SCOPED_TRACE(s.optimizer + ", N " + std::to_string(N) + ", gas " + std::to_string(s.gas) +
                ", clip " + std::to_string(s.clip) + (s.replicated_front ? ", replica" : "") +
-               (s.decay_1d ? "" : ", no 1-d decay"));
+               (s.decay_1d ? "" : ", no 1-d decay") + (s.param_groups ? ", param groups" : ""));
   auto expect = lesson::train_single(s);
   comm::run_threads(
       N, [&](comm::Communicator& comm) { lesson::train_zero_and_compare(comm, s, expect); });
@@ -52,6 +52,13 @@ TEST(Lesson08Equivalence, PlainSgd) {
 TEST(Lesson08Equivalence, WeightDecayLeavesVectorsOut) {
   check_equivalence(3, {.optimizer = "sgd", .decay_1d = false});
   check_equivalence(2, {.optimizer = "sgd", .replicated_front = true, .decay_1d = false});
+}
+
+// A parameter group (half the learning rate, no weight decay for conv2): the engine gives
+// the flat shards the settings plain training gives the parameters.
+TEST(Lesson08Equivalence, ParamGroups) {
+  check_equivalence(3, {.optimizer = "sgd", .param_groups = true});
+  check_equivalence(2, {.param_groups = true});
 }
 
 TEST(Lesson08Equivalence, TrainableReplica) {

@@ -3,11 +3,13 @@
 // output head, as GPT-2 ties them) is ONE partitioned parameter: one shard, one fp32
 // master, one gradient shard, updated once per step. Each module that uses it gathers it
 // when called (one group per module, the tied parameter a member of both), and a module's
-// release leaves it gathered while another module that uses it is still computing (an
-// enclosing one, say). Autograd sums the gradients of both uses before the parameter's
-// gradient is final, so the reducer sees it once. Training is that of plain single-process
-// training; a checkpoint export writes it under both names, and a state dict that kept
-// only one of the names loads.
+// release leaves it gathered while another module that holds it still needs it (an
+// enclosing one that is still computing, or one kept gathered for its backward). Autograd
+// sums the gradients of both uses before the parameter's gradient is final; a use inside
+// a checkpointed module arrives in a backward of its own, and the reducer adds it in.
+// Training is that of plain single-process training; a checkpoint resumes it exactly; an
+// export writes it under every name, and a state dict that kept only one of the names
+// loads (two that disagree are refused).
 //
 // Run alone: ctest --test-dir build -R zero.Lesson24
 #include <algorithm>
@@ -115,25 +117,38 @@ Params train_single() {
   return out;
 }
 
+// How a ZeRO-3 run differs from the plain one besides the engine.
+struct Variant {
+  bool init = true;              // built under zero::Init (else the engine partitions it)
+  bool checkpoint_head = false;  // TinyLm's head recomputes in backward
+  int gas = 1;                   // micro-batches per step (each rank's slice split)
+};
+
 // kSteps under ZeRO-3 on `comm`, each rank its slice of the batch; checks the parameters
 // against `expect`. Returns the coordinator's events of the last step.
 template <typename M>
-std::vector<std::string> train_zero_and_compare(comm::Communicator& comm, const zero::Config& cfg,
-                                                const Params& expect) {
+std::vector<std::string> train_zero_and_compare(comm::Communicator& comm, zero::Config cfg,
+                                                const Params& expect, const Variant& v = {}) {
   manual_seed(5);
   std::shared_ptr<M> m;
-  {
+  if (v.init) {
     zero::Init init(comm);
     m = std::make_shared<M>();
+  } else {
+    m = std::make_shared<M>();
   }
+  if constexpr (std::is_same_v<M, TinyLm>) m->head->set_checkpointing(v.checkpoint_head);
+  cfg.gradient_accumulation_steps = v.gas;
   zero::Engine engine(m, comm, cfg, adamw());
-  const int64_t local = kBatch / comm.size();
+  const int64_t local = kBatch / comm.size() / v.gas;
   for (int s = 0; s < kSteps; ++s) {
     engine.set_event_log(s == kSteps - 1);
-    Tensor x = inputs_of(std::is_same_v<M, TinyLm>, s).narrow(0, comm.rank() * local, local);
-    Tensor y = targets_of(s).narrow(0, comm.rank() * local, local);
-    engine.backward(lm_loss(engine(x), y));
-    EXPECT_TRUE(engine.step());
+    const Tensor x = inputs_of(std::is_same_v<M, TinyLm>, s), y = targets_of(s);
+    for (int k = 0; k < v.gas; ++k) {
+      const int64_t at = (comm.rank() * v.gas + k) * local;
+      engine.backward(lm_loss(engine(x.narrow(0, at, local)), y.narrow(0, at, local)));
+      EXPECT_EQ(engine.step(), k == v.gas - 1);
+    }
   }
   EXPECT_EQ(engine.partitioned().size(), expect.size()) << "the tied matrix is one parameter";
   const Params got = lesson::full_parameters(*m, comm);
@@ -173,6 +188,124 @@ TEST(Lesson24TiedWeights, ALanguageModelsTiedTableAndHeadTrainAsInOneProcess) {
       train_zero_and_compare<TinyLm>(comm, cfg, expect);
     });
   }
+}
+
+TEST(Lesson24TiedWeights, TrainsAsInOneProcessWithRecomputationAccumulationOrOffload) {
+  const Params expect = train_single<TinyLm>();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const zero::Config eager = lesson::eager_release_config();
+    // The head recomputes in backward: its use of the matrix reaches the reducer in a
+    // backward of its own, and the reducer adds it to the embedding's.
+    train_zero_and_compare<TinyLm>(comm, eager, expect, {.checkpoint_head = true});
+    train_zero_and_compare<TinyLm>(comm, eager, expect, {.gas = 2});
+    train_zero_and_compare<TinyLm>(comm, eager, expect, {.init = false});
+    zero::Config offload = eager;
+    offload.offload_optimizer = {zero::OffloadDevice::kCpu, /*pin_memory=*/true};
+    train_zero_and_compare<TinyLm>(comm, offload, expect);
+  });
+}
+
+// With DeepSpeed's reuse distance, a module kept gathered for its backward keeps the
+// matrix for it even when the other module holding it releases it: the head's release
+// after its backward leaves the table to the embedding's backward, which comes next.
+TEST(Lesson24TiedWeights, AModuleKeptForReuseKeepsTheMatrix) {
+  const Params expect = train_single<TinyLm>();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    zero::Config cfg;  // the default reuse distance
+    cfg.stage3_param_persistence_threshold = 0;
+    cfg.stage3_prefetch_bucket_size = 0;
+    auto events = train_zero_and_compare<TinyLm>(comm, cfg, expect);
+    EXPECT_EQ(count(events, "gather:wte"), 1) << "kept from forward to backward";
+    EXPECT_EQ(count(events, "gather:head"), 0) << "the embedding holds it";
+  });
+}
+
+// A module that registers one tensor under two names (as PyTorch allows) gathers it once:
+// counted once against stage3_max_live_parameters, so the gathers per step stay the same
+// however long the run.
+TEST(Lesson24TiedWeights, OneModuleRegisteringATensorTwiceGathersItOnce) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<TinyLm> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<TinyLm>();
+      m->mid->register_parameter("weight_again", m->mid->weight);
+    }
+    zero::Config cfg;
+    cfg.stage3_param_persistence_threshold = 0;
+    cfg.stage3_max_live_parameters = 250;  // everything fits (about 130 elements) once
+    zero::Engine engine(m, comm, cfg, adamw());
+    std::vector<int64_t> gathers;
+    for (int s = 0; s < 12; ++s) {
+      const int64_t before = engine.stats().gathers_issued;
+      engine.backward(lm_loss(engine(inputs_of(true, s).narrow(0, comm.rank() * 6, 6)),
+                              targets_of(s).narrow(0, comm.rank() * 6, 6)));
+      engine.step();
+      gathers.push_back(engine.stats().gathers_issued - before);
+    }
+    for (int s = 2; s < 12; ++s) EXPECT_EQ(gathers[s], gathers[1]) << "step " << s;
+  });
+}
+
+TEST(Lesson24TiedWeights, ALoadWithBothNamesChecksThem) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<TinyLm> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<TinyLm>();
+    }
+    nn::NamedTensors dict;
+    for (const auto& [k, t] : lesson::full_parameters(*m, comm)) dict.emplace_back(k, add(t, 1.0));
+    const Tensor w = dict.front().second;  // wte.weight
+    dict.emplace_back("head.weight", w);   // the same values under the other name: loads
+    zero::load_state_dict(*m, dict, comm);
+    EXPECT_CLOSE(lesson::full_parameters(*m, comm).front().second, w, 0.0, 0.0);
+
+    dict.back().second = mul(w, 3.0);
+    EXPECT_TRUE(test::throws_with([&] { zero::load_state_dict(*m, dict, comm); },
+                                  "different values for one tied tensor: wte.weight and "
+                                  "head.weight"));
+    dict.back().second = zeros({kVocab, kWidth + 1});
+    EXPECT_TRUE(test::throws_with([&] { zero::load_state_dict(*m, dict, comm); },
+                                  "wrong shapes: head.weight ([13, 7], but wte.weight [13, 6])"));
+    EXPECT_CLOSE(lesson::full_parameters(*m, comm).front().second, w, 0.0, 0.0)
+        << "a refused load changes nothing";
+  });
+}
+
+// A checkpoint holds the tied matrix once; a resume continues bit for bit.
+TEST(Lesson24TiedWeights, ACheckpointOfATiedModelResumesExactly) {
+  const lesson::TempDir dir;
+  auto run = [&](comm::Communicator& comm, int from, int to, bool save, bool load) {
+    manual_seed(5);
+    std::shared_ptr<TinyLm> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<TinyLm>();
+    }
+    auto e = std::make_unique<zero::Engine>(m, comm, lesson::eager_release_config(), adamw());
+    if (load) zero::load_checkpoint(*e, dir.path);
+    for (int s = from; s < to; ++s) {
+      e->backward(lm_loss((*e)(inputs_of(true, s).narrow(0, comm.rank() * 6, 6)),
+                          targets_of(s).narrow(0, comm.rank() * 6, 6)));
+      e->step();
+    }
+    if (save) zero::save_checkpoint(*e, dir.path, zero::checkpoint_tag(to));
+    return lesson::full_parameters(*m, comm);
+  };
+  Params straight, resumed;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    Params p = run(comm, 0, 4, false, false);
+    if (comm.rank() == 0) straight = p;
+  });
+  comm::run_threads(2, [&](comm::Communicator& comm) { run(comm, 0, 2, true, false); });
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    Params p = run(comm, 2, 4, false, true);
+    if (comm.rank() == 0) resumed = p;
+  });
+  ASSERT_EQ(resumed.size(), straight.size());
+  for (size_t i = 0; i < straight.size(); ++i)
+    EXPECT_EQ(resumed[i].second.to_vector(), straight[i].second.to_vector()) << straight[i].first;
 }
 
 TEST(Lesson24TiedWeights, AnEnclosingModuleKeepsItsMatrixWhileTheChildReleasesIt) {
