@@ -261,6 +261,17 @@ TEST(Optimizer, ParamGroupsGiveTheirParametersTheirSettings) {
                       "the param_groups[0] pattern 'c.*' matches no trained parameter; they are "
                       "named like a.weight, b.weight"));
   EXPECT_TRUE(refused({{}}, "param_groups[0] lists no parameters"));
+
+  // A tied tensor's other names (aliases) are matched too: "head.weight" is "emb.weight".
+  optim::OptimizerConfig tied;
+  tied.weight_decay = 0.1;
+  tied.no_weight_decay = {"head.*"};
+  tied.param_groups = {{.params = {"head.weight"}, .lr_scale = 0.5}};
+  auto t = optim::make_optimizer(tied, {{"emb.weight", ones({3, 2})}, {"fc.weight", ones({2, 2})}},
+                                 {}, {{"head.weight"}, {}});
+  EXPECT_EQ(t->settings("emb.weight").lr_scale, 0.5);
+  EXPECT_EQ(t->settings("emb.weight").weight_decay, 0.0);
+  EXPECT_EQ(t->settings("fc.weight").weight_decay, 0.1);
 }
 
 TEST(Optimizer, StateDictRoundTrip) {
