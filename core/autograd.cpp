@@ -76,6 +76,7 @@ thread_local bool g_grad_enabled = true;
 struct BackwardState {
   std::vector<std::function<void()>> callbacks;
   BackwardState* outermost = this;  // a checkpoint's backward runs inside another
+  const Node* running = nullptr;    // the node whose gradients are being computed
 };
 thread_local BackwardState* g_backward = nullptr;
 
@@ -172,6 +173,10 @@ bool in_backward() {
   return g_backward != nullptr;
 }
 
+const std::string* running_backward_node() {
+  return g_backward && g_backward->running ? &g_backward->running->name() : nullptr;
+}
+
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
               bool retain_graph) {
   ZT_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
@@ -254,6 +259,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     Node* n = ready.top();
     ready.pop();
     if (!done.insert(n).second) continue;
+    state.running = n;
     std::vector<Tensor> in = std::move(buffers[n]);
     buffers.erase(n);
     in.resize(n->num_outputs());
@@ -272,6 +278,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
     owners.erase(n);
   }
+  state.running = nullptr;
   for (auto& cb : state.callbacks) cb();
 }
 

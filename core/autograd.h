@@ -127,5 +127,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
 void queue_callback(std::function<void()> fn);
 /// True while this thread runs a backward pass.
 bool in_backward();
+/// The name of the node ("linear", a custom function's name) whose gradients this
+/// thread's innermost backward pass is computing; null outside one. Errors raised there
+/// name it (core/error_context.h).
+const std::string* running_backward_node();
 
 }  // namespace zt::autograd

@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/autograd.h"
 #include "core/error_context.h"
 
 namespace zt {
@@ -22,15 +23,17 @@ void set_error_context_provider(ErrorContextProvider provider) {
 
 std::string with_error_context(const std::string& message) {
   const ErrorContextProvider provider = context_provider.load();
-  std::string what;
+  std::string out = message;
+  auto add = [&out](const std::string& line) {
+    if (!line.empty() && out.find("\n  " + line) == std::string::npos) out += "\n  " + line;
+  };
   try {
-    if (provider) what = provider();
+    if (provider) add(provider());
+    if (const std::string* node = autograd::running_backward_node()) add("in backward of " + *node);
   } catch (...) {  // the error being raised matters more than its context
     return message;
   }
-  if (what.empty()) return message;
-  what = "\n  " + what;
-  return message.find(what) == std::string::npos ? message + what : message;
+  return out;
 }
 
 Error::Error(const std::string& msg, const std::string& location)

@@ -219,3 +219,28 @@ TEST(Autograd, MultipleRootsAndNoGradInputs) {
   EXPECT_FALSE(c.grad().defined());
   EXPECT_THROW(mul(x, 2.0).set_requires_grad(false), Error);  // not a leaf
 }
+
+// An error raised while a node's gradients are computed names the node on its last line
+// (the op, or a custom function's name); once backward has ended, errors carry no such
+// line.
+TEST(Autograd, ErrorsInBackwardNameTheNode) {
+  Tensor x = leaf({1, 2, 3});
+  auto out = autograd::apply_function(
+      "my_scale", {x},
+      [](const std::vector<Tensor>& in) { return std::vector<Tensor>{mul(in[0], 2.0)}; },
+      [](const std::vector<Tensor>&) -> std::vector<Tensor> { ZT_FAIL("a bad gradient"); });
+  const std::string custom = test::error_of([&] { sum(out[0]).backward(); });
+  EXPECT_NE(custom.find("a bad gradient\n  in backward of my_scale"), std::string::npos) << custom;
+
+  // An op's backward raising (its saved tensors freed by the first backward).
+  Tensor a = leaf({1, 2, 3, 4, 5, 6}).reshape({2, 3}), b = leaf({1, 2, 3}).reshape({3, 1});
+  Tensor y = matmul(a, b);  // (2, 1)
+  const std::string op = test::error_of([&] {
+    autograd::backward({y}, {ones({2, 1}, DType::f64)});
+    autograd::backward({y}, {ones({2, 1}, DType::f64)});  // the graph was freed
+  });
+  EXPECT_NE(op.find("saved tensors were freed"), std::string::npos) << op;
+  EXPECT_NE(op.find("\n  in backward of mm"), std::string::npos) << op;
+  const std::string outside = test::error_of([] { matmul(ones({2, 3}), ones({2, 3})); });
+  EXPECT_EQ(outside.find("in backward of"), std::string::npos) << outside;
+}
