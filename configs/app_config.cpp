@@ -97,12 +97,13 @@ void read_param_groups(const Node& list, std::vector<optim::ParamGroup>& out) {
   for (size_t i = 0; i < list.size(); ++i) {
     Section g(list.at(i));
     optim::ParamGroup pg;
-    double wd = -1.0;  // absent: as outside any group
-    g.get("params", pg.params)
-        .get("lr_scale", pg.lr_scale, 0.0, 1e6)
-        .get("weight_decay", wd, 0.0, 10.0);
+    g.get("params", pg.params).get("lr_scale", pg.lr_scale, 0.0, 1e6);
+    if (g.has("weight_decay")) {  // absent: as outside any group
+      double wd = 0.0;
+      g.get("weight_decay", wd, 0.0, 10.0);
+      pg.weight_decay = wd;
+    }
     g.finish();
-    if (wd >= 0.0) pg.weight_decay = wd;
     if (pg.params.empty())
       g.fail("params",
              "each group needs params: a list of parameter name patterns, e.g. "

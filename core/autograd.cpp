@@ -19,9 +19,9 @@ Node::Node(std::string name, int num_outputs)
     : name_(std::move(name)), num_outputs_(num_outputs), seq_(g_next_seq.fetch_add(1)) {}
 
 std::vector<Tensor> LambdaNode::apply(const std::vector<Tensor>& grad_outputs) {
-  ZT_CHECK(fn_ != nullptr, "backward through '", name(),
-           "' a second time: its saved tensors were freed. Pass retain_graph=true to the "
-           "first backward if you need to backpropagate twice");
+  ZT_CHECK(fn_ != nullptr,
+           "backward through this node a second time: its saved tensors were freed. Pass "
+           "retain_graph=true to the first backward if you need to backpropagate twice");
   return fn_(grad_outputs);
 }
 

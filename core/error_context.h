@@ -1,7 +1,8 @@
 // What was running when an error was raised. A layer above core (nn's module calls) says
 // what this thread is running through a provider, and every zt::Error raised with a
-// location (ZT_CHECK, ZT_FAIL) and every out-of-memory error then names it on its last
-// line: "in module decoder.up.1.conv (Conv2d) of Decoder". Core knows nothing of modules.
+// location (ZT_CHECK, ZT_FAIL) and every out-of-memory error then names it on a line of
+// its own at the end: "in module decoder.up.1.conv (Conv2d) of Decoder". Core knows
+// nothing of modules.
 // Raised in a backward pass, they also name the autograd node: "in backward of linear".
 #pragma once
 

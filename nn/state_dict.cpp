@@ -4,6 +4,7 @@
 
 #include <sstream>
 #include <unordered_map>
+#include <unordered_set>
 
 namespace zt::nn {
 
@@ -21,12 +22,63 @@ NamedTensors state_dict(const Module& m) {
   return out;
 }
 
-LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict) {
-  NamedTensors own = state_dict(m);
+NamedTensors unique_state_dict(const Module& m) {
+  NamedTensors out;
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [n, t] : state_dict(m))
+    if (seen.insert(t.impl()).second) out.emplace_back(n, t);
+  return out;
+}
+
+std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(const Module& m) {
+  std::unordered_map<const TensorImpl*, std::vector<std::string>> out;
+  for (auto& [n, t] : state_dict(m)) out[t.impl()].push_back(n);
+  return out;
+}
+
+NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
+                             std::vector<std::string>& problems) {
+  std::unordered_map<std::string, std::string> first_of;  // every name -> its tensor's first
+  for (auto& [impl, names] : names_by_tensor(m))
+    for (const std::string& n : names) first_of.emplace(n, names.front());
+  NamedTensors out;
+  std::vector<std::string> given_as;           // the name each entry of `out` came under
+  std::unordered_map<std::string, size_t> at;  // a tensor's first name -> its entry in `out`
+  for (const auto& [k, t] : dict) {
+    auto f = first_of.find(k);
+    if (f == first_of.end() || !t.defined()) {  // unknown or undefined: the caller's to judge
+      out.emplace_back(k, t);
+      given_as.push_back(k);
+      continue;
+    }
+    auto [it, fresh] = at.emplace(f->second, out.size());
+    if (fresh) {
+      out.emplace_back(f->second, t);
+      given_as.push_back(k);
+      continue;
+    }
+    const Tensor& other = out[it->second].second;
+    const std::string& other_name = given_as[it->second];
+    if (other.sizes() != t.sizes())
+      problems.push_back(k + " " + shape_str(t.sizes()) + " but " + other_name + " " +
+                         shape_str(other.sizes()) + " (one tied tensor)");
+    else if (max(abs(sub(other.to(DType::f64), t.to(DType::f64)))).item() != 0.0)
+      problems.push_back(other_name + " and " + k + " hold different values for one tied tensor");
+  }
+  return out;
+}
+
+LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) {
+  const NamedTensors own = unique_state_dict(m);
+  std::vector<std::string> duplicates, tied;
+  {
+    std::unordered_set<std::string> names;
+    for (const auto& [n, t] : dict_in)
+      if (!names.insert(n).second) duplicates.push_back(n);
+  }
+  const NamedTensors dict = fold_tied_names(m, dict_in, tied);
   std::unordered_map<std::string, const Tensor*> given;
-  std::vector<std::string> duplicates;
-  for (const auto& [n, t] : dict)
-    if (!given.emplace(n, &t).second) duplicates.push_back(n);
+  for (const auto& [n, t] : dict) given.emplace(n, &t);
 
   LoadResult r;
   std::vector<std::string> mismatched, undefined;
@@ -48,6 +100,7 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict) {
 
   std::ostringstream err;
   if (!duplicates.empty()) err << "\n  duplicate keys: " << list_names(duplicates);
+  if (!tied.empty()) err << "\n  " << list_names(tied);
   if (!undefined.empty()) err << "\n  undefined tensors: " << list_names(undefined);
   if (!mismatched.empty()) err << "\n  shape mismatches: " << list_names(mismatched);
   if (strict && !r.missing_keys.empty())

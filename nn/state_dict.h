@@ -5,6 +5,7 @@
 
 #include <map>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +20,17 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 /// tensors are the module's own (not copies).
 NamedTensors state_dict(const Module& m);
 
+/// state_dict(m) with each tensor once, under its first name (a tied tensor, registered
+/// under several names, is listed by the first).
+NamedTensors unique_state_dict(const Module& m);
+/// Every name state_dict(m) gives each tensor, the first name first.
+std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(const Module& m);
+/// `dict` with each tied tensor's entries under its first name: a dict that kept another
+/// of its names (a file that saved one) stands in for the first. Two entries for one
+/// tensor must agree in shape and values; each disagreement is added to `problems`.
+NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
+                             std::vector<std::string>& problems);
+
 /// What a non-strict load skipped.
 struct LoadResult {
   std::vector<std::string> missing_keys;     // in the model, absent from the dict
@@ -26,9 +38,9 @@ struct LoadResult {
 };
 
 /// Copies each entry into the model's tensor of the same name (casting dtype, across
-/// devices). Shape mismatches are always an error; with `strict`, missing and unexpected
-/// keys are too. All problems are reported together, by name, in one error, and nothing
-/// is copied unless the load is valid.
+/// devices); a tied tensor takes the entry of any of its names (fold_tied_names). Shape
+/// mismatches are always an error; with `strict`, missing and unexpected keys are too. All problems
+/// are reported together, by name, in one error, and nothing is copied unless the load is valid.
 LoadResult load_state_dict(Module& m, const NamedTensors& dict, bool strict = true);
 LoadResult load_state_dict(Module& m, const std::map<std::string, Tensor>& dict,
                            bool strict = true);

@@ -32,7 +32,7 @@ void Optimizer::set_lr(double lr) {
 }
 
 void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
-  const size_t i = index_of(name, " to give a low-precision copy");
+  const size_t i = index_of(name, "to give a low-precision copy");
   const Tensor& p = params_[i].second;
   ZT_CHECK(!copy.defined() || (is_floating(copy.dtype()) && copy.is_contiguous() &&
                                copy.numel() == p.numel() && copy.device() == p.device()),
@@ -44,15 +44,19 @@ void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
 
 size_t Optimizer::index_of(const std::string& name, const char* what) const {
   auto it = index_.find(name);
-  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "'", what);
+  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "' ", what);
   return it->second;
 }
 
-void Optimizer::set_settings(const std::vector<std::string>& names, const ParamSettings& s) {
+void Optimizer::check_not_captured() const {
   ZT_CHECK(replay_states_.empty(),
            "optimizer: a step of this optimizer was captured in a CUDA graph, which holds its "
            "learning rates and weight decays; set them before the warm-up steps (or make a new "
            "optimizer and graph)");
+}
+
+void Optimizer::set_settings(const std::vector<std::string>& names, const ParamSettings& s) {
+  check_not_captured();
   ZT_CHECK(s.lr_scale >= 0 && s.weight_decay >= 0,
            "optimizer: lr_scale and weight_decay must be >= 0, got ", s.lr_scale, " and ",
            s.weight_decay);
@@ -68,16 +72,13 @@ void Optimizer::check_known(const std::vector<std::string>& names, const char* w
 }
 
 void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
+  check_not_captured();
   check_known(names, "to exclude from weight decay");
-  for (const std::string& n : names) {
-    ParamSettings s = settings(n);
-    s.weight_decay = 0.0;
-    set_settings({n}, s);
-  }
+  for (const std::string& n : names) state_[index_.at(n)].settings.weight_decay = 0.0;
 }
 
 const ParamSettings& Optimizer::settings(const std::string& name) const {
-  return state_[index_of(name, " (settings)")].settings;
+  return state_[index_of(name, "(settings)")].settings;
 }
 
 void Optimizer::step() {

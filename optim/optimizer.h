@@ -128,6 +128,8 @@ class Optimizer {
   size_t index_of(const std::string& name, const char* what) const;
   /// An error listing the names in `names` that name no parameter, saying `what` needed them.
   void check_known(const std::vector<std::string>& names, const char* what) const;
+  /// An error once a step was captured in a CUDA graph, which holds the settings.
+  void check_not_captured() const;
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

@@ -96,7 +96,6 @@ std::optional<int64_t> tag_step(const std::string& name) {
   return step;
 }
 
-// Writes `path` through a temporary file and a rename, so readers see old or new text.
 // A JSON value as an error message quotes it: its first 60 characters.
 static std::string quoted(const json* v) {
   if (!v) return "none";

@@ -1,7 +1,8 @@
 // The gather coordinator: which parameters are gathered when. The unit is a module group
 // (a module and the partitioned parameters it owns itself): fetch() gathers a group with
 // ONE all-gather (zero::GroupGather) and, while training, prefetches the groups the trace
-// expects next; release() frees a group unless the trace reuses it soon. Two documented
+// expects next; release() frees a group unless the trace reuses it soon (a member that is
+// tied to another group stays while that group needs it). Two documented
 // bounds from zero::Config limit what is gathered:
 //   stage3_prefetch_bucket_size  elements ahead of the current module (the window)
 //   stage3_max_live_parameters   gathered elements held at once (prefetch stops there,
@@ -59,7 +60,8 @@ class Coordinator {
   /// Makes group `id` AVAILABLE: records it in the trace (training only), gathers what is
   /// missing, prefetches along the trace (training only) and waits.
   void fetch(int id, bool backward_phase);
-  /// Releases group `id` unless the trace reuses it within stage3_max_reuse_distance.
+  /// Releases group `id` unless the trace reuses it within stage3_max_reuse_distance,
+  /// leaving gathered any tied member another group still needs.
   void release(int id);
   /// Releases every releasable parameter (end of backward, skipped step).
   void release_all();

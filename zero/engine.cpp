@@ -68,8 +68,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   // name: one shard, one master, one gradient shard. The coordinator gathers it for either
   // module; autograd sums both uses' gradients (where a use is recomputed by a checkpointed
   // module, the reducer adds its gradient in). The optimizer's name patterns see every name.
-  std::unordered_map<const TensorImpl*, std::vector<std::string>> names_of;
-  for (auto& [name, t] : nn::state_dict(*model_)) names_of[t.impl()].push_back(name);
+  auto names_of = nn::names_by_tensor(*model_);
   auto aliases = [&](const std::string& name, const Tensor& p) {
     std::vector<std::string> v = names_of[p.impl()];
     v.erase(std::remove(v.begin(), v.end(), name), v.end());

@@ -13,46 +13,17 @@ namespace zt::zero {
 void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Tensor>>& state,
                      comm::Communicator& comm, bool strict, int src) {
   autograd::NoGradGuard ng;
-  // Every parameter and persistent buffer, in state_dict order.
-  std::vector<std::pair<std::string, Tensor>> targets;
-  for (auto& [name, p] : m.named_parameters()) targets.emplace_back(name, p);
-  for (auto& [path, mod] : m.named_modules())
-    for (auto& [local, b] : mod->local_buffers())
-      if (b.defined() && mod->buffer_is_persistent(local))
-        targets.emplace_back(path.empty() ? local : path + "." + local, b);
-  // The other names of tied parameters (nn::state_dict lists each): known keys, checked
-  // as their first name is, and a stand-in where the first name is missing (a file that
-  // kept only one of them). A dict holding two different values for one tensor is refused.
-  std::map<std::string, std::string> alias_of;
-  {
-    std::map<const TensorImpl*, std::string> first;
-    for (auto& [name, t] : targets) first.emplace(t.impl(), name);
-    for (auto& [name, t] : nn::state_dict(m))
-      if (first.at(t.impl()) != name) alias_of.emplace(name, first.at(t.impl()));
-  }
+  // Every parameter and persistent buffer, in state_dict order, each tensor once.
+  const std::vector<std::pair<std::string, Tensor>> targets = nn::unique_state_dict(m);
 
   // Rank src decides what is loaded and whether it is valid; everyone learns the verdict,
   // so a bad dict is the same error on every rank instead of a hang.
   std::string verdict;
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
-    for (const auto& [k, v] : state) values[k] = v;
-    std::vector<std::string> missing, unexpected, shapes, differ;
-    for (const auto& [alias, name] : alias_of) {
-      auto it = values.find(alias);
-      if (it == values.end()) continue;
-      auto first = values.find(name);
-      if (first == values.end()) {
-        values.emplace(name, it->second);
-      } else if (first->second.sizes() != it->second.sizes()) {
-        shapes.push_back(alias + " (" + shape_str(it->second.sizes()) + ", but " + name + " " +
-                         shape_str(first->second.sizes()) + ")");
-      } else if (max(abs(sub(first->second.to(DType::f64), it->second.to(DType::f64)))).item() !=
-                 0.0) {
-        differ.push_back(name + " and " + alias);
-      }
-      values.erase(alias);
-    }
+    // A tied tensor's entries under its first name, checked to agree.
+    std::vector<std::string> missing, unexpected, shapes, tied;
+    for (const auto& [k, v] : nn::fold_tied_names(m, state, tied)) values[k] = v;
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {
       known[name] = true;
@@ -71,7 +42,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       if (!v.empty()) err += std::string(err.empty() ? " " : "; ") + what + ": " + list_names(v);
     };
     list("wrong shapes", shapes);
-    list("different values for one tied tensor", differ);
+    list("tied names that disagree", tied);
     if (strict) {
       list("missing keys", missing);
       list("unexpected keys", unexpected);

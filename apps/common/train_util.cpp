@@ -387,8 +387,13 @@ MetricsWriter::~MetricsWriter() {
   if (f_) std::fclose(f_);
 }
 
+// One record of a JSON-lines metrics file.
+static std::string metrics_line(const nlohmann::json& record) {
+  return record.dump() + "\n";
+}
+
 void MetricsWriter::write(const nlohmann::json& record) {
-  const std::string line = record.dump() + "\n";
+  const std::string line = metrics_line(record);
   // A full disk shows at the flush: the line would be lost without a word.
   ZT_CHECK(std::fwrite(line.data(), 1, line.size(), f_) == line.size() && std::fflush(f_) == 0,
            "writing metrics to '", path_, "' failed (disk full?)");
@@ -447,7 +452,7 @@ std::string filter_metrics(const std::string& path,
   std::string kept;
   for (const auto& r : records) {
     if (keep(r))
-      kept += r.dump() + "\n";  // as MetricsWriter writes it
+      kept += metrics_line(r);
     else
       ++dropped;
   }

@@ -77,6 +77,23 @@ TEST(Module, TiedWeightsAreListedOnce) {
   EXPECT_EQ(names(m.named_parameters()), (std::vector<std::string>{"0.weight"}));
   EXPECT_EQ(m.num_parameters(), 9);
   EXPECT_EQ(nn::state_dict(m).size(), 2u);
+  EXPECT_EQ(names(nn::unique_state_dict(m)), (std::vector<std::string>{"0.weight"}));
+
+  // A strict load takes a dict that kept either name; two that disagree are refused.
+  const Tensor w = full({3, 3}, 2.0);
+  nn::load_state_dict(m, nn::NamedTensors{{"1.weight", w}});
+  EXPECT_CLOSE(a->weight, w, 0.0, 0.0);
+  nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", w}});
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", mul(w, 2.0)}});
+      },
+      "0.weight and 1.weight hold different values for one tied tensor"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", ones({3, 2})}});
+      },
+      "1.weight [3, 2] but 0.weight [3, 3] (one tied tensor)"));
 }
 
 TEST(Module, DuplicateAndBadNamesAreErrors) {
