@@ -53,24 +53,17 @@ std::vector<std::vector<size_t>> match(const std::vector<std::string>& patterns,
   return out;
 }
 
-// The parameters, by name, that `cfg` leaves out of weight decay; `dims[i]` is parameter
+// Each parameter's settings under `cfg`: its weight decay (left out by weight_decay_1d and
+// no_weight_decay), then the settings of its param_group, if any; `dims[i]` is parameter
 // i's number of dimensions.
-std::vector<std::string> weight_decay_exclusions(const OptimizerConfig& cfg,
-                                                 const std::vector<std::vector<std::string>>& names,
-                                                 const std::vector<int64_t>& dims) {
-  std::vector<bool> excluded(names.size(), false);
-  for (size_t i = 0; i < names.size(); ++i) excluded[i] = !cfg.weight_decay_1d && dims[i] < 2;
-  for (const auto& hits : match(cfg.no_weight_decay, names, "no_weight_decay"))
-    for (size_t i : hits) excluded[i] = true;
-  std::vector<std::string> out;
+std::vector<ParamSettings> settings_of(const OptimizerConfig& cfg,
+                                       const std::vector<std::vector<std::string>>& names,
+                                       const std::vector<int64_t>& dims) {
+  std::vector<ParamSettings> out(names.size(), ParamSettings{1.0, cfg.weight_decay});
   for (size_t i = 0; i < names.size(); ++i)
-    if (excluded[i]) out.push_back(names[i].front());
-  return out;
-}
-
-// Gives the parameters of each of cfg's param_groups the group's settings.
-void apply_param_groups(const OptimizerConfig& cfg,
-                        const std::vector<std::vector<std::string>>& names, Optimizer& opt) {
+    if (!cfg.weight_decay_1d && dims[i] < 2) out[i].weight_decay = 0.0;
+  for (const auto& hits : match(cfg.no_weight_decay, names, "no_weight_decay"))
+    for (size_t i : hits) out[i].weight_decay = 0.0;
   std::vector<int> group_of(names.size(), -1);
   for (size_t k = 0; k < cfg.param_groups.size(); ++k) {
     const ParamGroup& g = cfg.param_groups[k];
@@ -81,16 +74,11 @@ void apply_param_groups(const OptimizerConfig& cfg,
                  names[i].front(), "' is in param_groups[", group_of[i], "] and param_groups[", k,
                  "]; a parameter may be in one group only");
         group_of[i] = static_cast<int>(k);
+        out[i].lr_scale = g.lr_scale;
+        if (g.weight_decay) out[i].weight_decay = *g.weight_decay;
       }
   }
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (group_of[i] < 0) continue;
-    const ParamGroup& g = cfg.param_groups[static_cast<size_t>(group_of[i])];
-    ParamSettings s = opt.settings(names[i].front());
-    s.lr_scale = g.lr_scale;
-    if (g.weight_decay) s.weight_decay = *g.weight_decay;
-    opt.set_settings({names[i].front()}, s);
-  }
+  return out;
 }
 
 }  // namespace
@@ -131,10 +119,11 @@ std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
     if (!aliases.empty())
       names.back().insert(names.back().end(), aliases[i].begin(), aliases[i].end());
   }
-  const std::vector<std::string> excluded = weight_decay_exclusions(cfg, names, dims);
+  const std::vector<ParamSettings> settings = settings_of(cfg, names, dims);
   std::unique_ptr<Optimizer> opt = build(cfg, std::move(params));
-  opt->exclude_from_weight_decay(excluded);
-  apply_param_groups(cfg, names, *opt);
+  for (size_t i = 0; i < names.size(); ++i)
+    if (settings[i].lr_scale != 1.0 || settings[i].weight_decay != cfg.weight_decay)
+      opt->set_settings({names[i].front()}, settings[i]);
   return opt;
 }
 
