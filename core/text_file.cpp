@@ -1,10 +1,12 @@
-// write_text_atomically: a temporary file, then a rename.
+// write_file_atomically: a temporary file, synced, then a rename and a synced folder.
 #include "core/text_file.h"
+
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 
 #include "core/error.h"
 
@@ -12,32 +14,57 @@ namespace zt {
 
 namespace fs = std::filesystem;
 
-void write_text_atomically(const std::string& path, const std::string& text,
+bool write_all(std::FILE* f, const void* data, size_t bytes) {
+  return bytes == 0 || std::fwrite(data, 1, bytes, f) == bytes;
+}
+
+void sync_folder(const std::string& dir) {
+  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  const int synced = ::fsync(fd);
+  (void)synced;
+  ::close(fd);
+}
+
+void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
                            const std::string& id) {
   const fs::path target(path);
   const fs::path tmp = target.parent_path() /
                        ("." + target.filename().string() + ".tmp" + (id.empty() ? "" : "-") + id);
   std::string why;  // empty: written
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    if (!f.good()) {
-      why = std::strerror(errno);
-    } else {
-      f << text;
-      f.close();
-      if (!f.good()) why = "the write failed";
+  std::FILE* f = std::fopen(tmp.c_str(), "wb");
+  if (f == nullptr) {
+    why = std::strerror(errno);
+  } else {
+    bool ok = false;
+    try {
+      ok = fill(f) && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+    } catch (...) {
+      std::fclose(f);
+      std::remove(tmp.c_str());
+      throw;
     }
+    int err = ok ? 0 : errno;
+    if (std::fclose(f) != 0 && ok) {
+      ok = false;
+      err = errno;
+    }
+    if (!ok) why = err != 0 ? std::strerror(err) : "a write failed";
   }
-  std::error_code ec;
+  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
   if (why.empty()) {
-    fs::rename(tmp, target, ec);
-    if (ec) why = ec.message();
+    sync_folder(target.parent_path().string());
+    return;
   }
-  if (why.empty()) return;
-  std::error_code ignore;
-  fs::remove(tmp, ignore);
+  std::remove(tmp.c_str());
   ZT_FAIL("cannot write '", path, "': ", why,
           " (check that its folder exists, is writable and not full)");
+}
+
+void write_text_atomically(const std::string& path, const std::string& text,
+                           const std::string& id) {
+  write_file_atomically(
+      path, [&](std::FILE* f) { return write_all(f, text.data(), text.size()); }, id);
 }
 
 }  // namespace zt

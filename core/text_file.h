@@ -1,15 +1,33 @@
-// Writing a whole text file so that readers never see half of it.
+// Writing a whole file so that readers never see half of it, and a finished write survives
+// a crash of the machine.
 #pragma once
 
+#include <cstdio>
+#include <functional>
 #include <string>
 
 namespace zt {
 
-/// Writes `text` to `path` through a temporary file beside it and a rename: a reader sees
-/// the old contents or the new ones, never a part. A failed write (a full disk, a missing
-/// folder) leaves no temporary behind and raises an error naming `path`. `id` keeps the
-/// temporaries of concurrent writers of one path apart (a rank, a unique token).
+/// Writes `path` through a temporary file beside it (".<name>.tmp", or ".<name>.tmp-<id>"):
+/// `fill` writes the contents to the open file and returns false when a write failed; then
+/// the file is flushed and synced to disk, renamed over `path`, and the folder synced so the
+/// rename lasts too. A reader sees the old contents or the new ones, never a part, even after
+/// a power loss. A failure (a full disk, a missing folder, `fill` returning false or
+/// throwing) leaves `path` as it was and no temporary behind, and raises an error naming
+/// `path` and the cause. `id` keeps the temporaries of concurrent writers of one path apart
+/// (a rank, a unique token).
+void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
+                           const std::string& id = "");
+
+/// write_file_atomically with `text` as the contents.
 void write_text_atomically(const std::string& path, const std::string& text,
                            const std::string& id = "");
+
+/// Writes `bytes` bytes from `data` to `f`; false when the write failed. For `fill`s.
+bool write_all(std::FILE* f, const void* data, size_t bytes);
+
+/// Syncs a folder's entries to disk (after files were renamed or removed in it). Errors are
+/// ignored: a file system that cannot sync folders has nothing to make durable this way.
+void sync_folder(const std::string& dir);
 
 }  // namespace zt

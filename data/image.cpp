@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/text_file.h"
 #include "data/resample.h"
 #include "stb_image.h"
 #include "stb_image_write.h"
@@ -137,21 +138,6 @@ Image tensor_to_image(const Tensor& chw) {
   return img;
 }
 
-void save_png(const std::string& path, const uint8_t* rgb, int64_t height, int64_t width) {
-  ZT_CHECK(height >= 1 && width >= 1, "save_png '", path, "': empty image ", height, "x", width);
-  const int ok = stbi_write_png(path.c_str(), static_cast<int>(width), static_cast<int>(height), 3,
-                                rgb, static_cast<int>(width * 3));
-  ZT_CHECK(ok, "cannot write PNG '", path, "': ", std::strerror(errno),
-           " (does the directory exist?)");
-}
-
-void save_png(const std::string& path, const Image& img) {
-  ZT_CHECK(static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3, "save_png '", path,
-           "': the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x", img.width,
-           "x3");
-  save_png(path, img.rgb.data(), img.height, img.width);
-}
-
 std::vector<uint8_t> encode_png(const Image& img) {
   ZT_CHECK(img.height >= 1 && img.width >= 1 &&
                static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
@@ -168,6 +154,11 @@ std::vector<uint8_t> encode_png(const Image& img) {
                                         static_cast<int>(img.width * 3));
   ZT_CHECK(ok, "encode_png: stb could not encode a ", img.height, "x", img.width, " image");
   return out;
+}
+
+void save_png(const std::string& path, const Image& img) {
+  const std::vector<uint8_t> png = encode_png(img);
+  write_file_atomically(path, [&](std::FILE* f) { return write_all(f, png.data(), png.size()); });
 }
 
 Image make_grid(const std::vector<Tensor>& clips, int64_t pad) {

@@ -49,10 +49,9 @@ Tensor image_to_tensor(const Image& img);
 /// (3, H, W) in [-1, 1] -> Image: (x * 0.5 + 0.5) * 255, rounded and clipped.
 Image tensor_to_image(const Tensor& chw);
 
-/// Writes a PNG. Error naming the file if it cannot be written.
+/// Writes a PNG atomically (write_file_atomically: the old file, if any, stays whole until
+/// the new one is complete). Error naming the file if it cannot be written.
 void save_png(const std::string& path, const Image& img);
-/// Writes a PNG from an H x W x 3 uint8 buffer.
-void save_png(const std::string& path, const uint8_t* rgb, int64_t height, int64_t width);
 /// The bytes of a PNG file holding `img` (what save_png writes), for embedding elsewhere.
 std::vector<uint8_t> encode_png(const Image& img);
 

@@ -16,6 +16,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/text_file.h"
 
 namespace zt::data {
 
@@ -209,6 +210,12 @@ Tensor load_npy(const std::string& path) {
     f.read(static_cast<char*>(t.data_ptr()), n * h.item_size);
   }
   ZT_CHECK(f.good() || n == 0, "'", path, "': read failed (file changed while reading?)");
+  if (h.kind == 'b') {  // a C++ bool holds 0 or 1 and nothing else
+    const auto* bytes = static_cast<const uint8_t*>(t.data_ptr());
+    for (int64_t i = 0; i < n; ++i)
+      ZT_CHECK(bytes[i] <= 1, "'", path, "': element ", i, " of the bool array is byte ",
+               int{bytes[i]}, ", not 0 or 1");
+  }
   return t;
 }
 
@@ -228,19 +235,21 @@ void save_npy(const std::string& path, const Tensor& t) {
   const size_t total = 10 + header.size() + 1;
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  ZT_CHECK(f, "cannot write '", path, "': ", std::strerror(errno), " (does the directory exist?)");
-  f.write(kMagic, 6);
-  const char version[2] = {1, 0};
-  f.write(version, 2);
   const uint16_t hlen = static_cast<uint16_t>(header.size());
-  const char lb[2] = {static_cast<char>(hlen & 0xff), static_cast<char>(hlen >> 8)};
-  f.write(lb, 2);
-  f.write(header.data(), static_cast<std::streamsize>(header.size()));
-  f.write(static_cast<const char*>(c.data_ptr()),
-          static_cast<std::streamsize>(c.numel() * static_cast<int64_t>(dtype_size(c.dtype()))));
-  f.close();
-  ZT_CHECK(!f.fail(), "writing '", path, "' failed (disk full?)");
+  const char prefix[10] = {kMagic[0],
+                           kMagic[1],
+                           kMagic[2],
+                           kMagic[3],
+                           kMagic[4],
+                           kMagic[5],
+                           1,
+                           0,
+                           static_cast<char>(hlen & 0xff),
+                           static_cast<char>(hlen >> 8)};  // magic, version 1.0, header length
+  write_file_atomically(path, [&](std::FILE* f) {
+    return write_all(f, prefix, sizeof prefix) && write_all(f, header.data(), header.size()) &&
+           write_all(f, c.data_ptr(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  });
 }
 
 NpyArray::NpyArray(const std::string& path, int64_t frames)

@@ -11,7 +11,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <bit>
 #include <cstdio>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/ops/factory.h"
+#include "core/text_file.h"
 
 namespace zt::nn {
 
@@ -286,29 +286,13 @@ void save_safetensors(const std::string& path,
   h.append((8 - h.size() % 8) % 8, ' ');
   const uint64_t n = h.size();
 
-  static std::atomic<uint64_t> counter{0};
-  const std::string tmp =
-      path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  ZT_CHECK(f != nullptr, where, "cannot create '", tmp, "' (", std::strerror(errno), ")");
-  bool ok = std::fwrite(&n, 8, 1, f) == 1 && std::fwrite(h.data(), 1, n, f) == n;
-  for (size_t i : order) {
-    if (!ok) break;
-    size_t bytes = static_cast<size_t>(cpu[i].numel()) * dtype_size(cpu[i].dtype());
-    if (bytes) ok = std::fwrite(cpu[i].data_ptr(), 1, bytes, f) == bytes;
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-  int err = errno;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    ZT_FAIL(where, "write failed (", std::strerror(err), "): disk full or not writable?");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    err = errno;
-    std::remove(tmp.c_str());
-    ZT_FAIL(where, "cannot rename the temporary file into place (", std::strerror(err), ")");
-  }
+  write_file_atomically(path, [&](std::FILE* f) {
+    bool ok = write_all(f, &n, 8) && write_all(f, h.data(), n);
+    for (size_t i : order)
+      ok = ok && write_all(f, cpu[i].data_ptr(),
+                           static_cast<size_t>(cpu[i].numel()) * dtype_size(cpu[i].dtype()));
+    return ok;
+  });
 }
 
 std::vector<std::pair<std::string, Tensor>> load_safetensors(const std::string& path) {

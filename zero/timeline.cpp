@@ -5,10 +5,10 @@
 #include <chrono>
 #include <climits>
 #include <cstdio>
-#include <fstream>
 #include <set>
 
 #include "core/error.h"
+#include "core/text_file.h"
 
 namespace zt::zero {
 
@@ -166,19 +166,20 @@ std::string Timeline::events_json(int64_t origin_ns) const {
 }
 
 void Timeline::write(const std::string& path, const std::vector<std::string>& rank_events) {
-  std::ofstream f(path);
-  ZT_CHECK(f.good(), "zero::Timeline: cannot write the trace file '", path,
-           "'; check that its directory exists and is writable (train.trace)");
-  f << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
+  std::string text = "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[\n";
   bool first = true;
   for (const std::string& r : rank_events) {
     if (r.empty()) continue;
-    if (!first) f << ",\n";
-    f << r;
+    if (!first) text += ",\n";
+    text += r;
     first = false;
   }
-  f << "\n]}\n";
-  ZT_CHECK(f.good(), "zero::Timeline: writing '", path, "' failed (disk full?)");
+  text += "\n]}\n";
+  try {
+    write_text_atomically(path, text);
+  } catch (const Error& e) {
+    ZT_FAIL("zero::Timeline: ", e.what(), " (train.trace)");
+  }
 }
 
 TimelineSpan::TimelineSpan(Timeline* timeline, Track track, std::string name)

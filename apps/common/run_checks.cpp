@@ -85,10 +85,11 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
   const fs::path dir = set_aside_dir(output_dir);
   if (!fs::is_directory(dir)) return;
   if (zero::holds_checkpoints(root.string())) {
-    std::fprintf(stderr,
-                 "%s: note: '%s' holds results an --overwrite run set aside; they are "
-                 "deleted when the next --overwrite run takes its first step\n",
-                 app, dir.string().c_str());
+    std::fprintf(
+        stderr,
+        "%s: note: '%s' holds results an --overwrite run set aside; they are "
+        "deleted when the next --overwrite run starts (move them elsewhere to keep them)\n",
+        app, dir.string().c_str());
     return;
   }
   fs::remove_all(root);

@@ -117,16 +117,15 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
   const fs::path meta = fs::path(run.dir) / "meta.json";
   std::ifstream f(meta);
   ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f);
+  try {  // JSON errors here: a meta.json that does not parse, or keys of the wrong type
+    const nlohmann::json j = nlohmann::json::parse(f);
+    ZT_CHECK(j.is_object(), "'", meta.string(), "' is malformed: not a JSON object");
+    const nlohmann::json user = j.value("user", nlohmann::json::object());
+    if (user.is_object()) run.app = user.value("app", "");
+    run.config_yaml = j.value("config_yaml", "");
   } catch (const nlohmann::json::exception& e) {
     ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
   }
-  ZT_CHECK(j.is_object(), "'", meta.string(), "' is malformed: not a JSON object");
-  const nlohmann::json user = j.value("user", nlohmann::json::object());
-  if (user.is_object()) run.app = user.value("app", "");
-  run.config_yaml = j.value("config_yaml", "");
   return run;
 }
 

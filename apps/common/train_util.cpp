@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <mutex>
@@ -424,14 +426,18 @@ void MetricsWriter::image(const std::string& tag, int64_t step, const data::Imag
 std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn) {
   std::vector<nlohmann::json> out;
   std::ifstream in(path);
-  if (!in) return out;
+  if (!in) {  // none yet is no records; one that cannot be read is not
+    ZT_CHECK(!fs::exists(path), "cannot read the metrics file '", path,
+             "': ", std::strerror(errno));
+    return out;
+  }
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   for (size_t n = 0; n < lines.size(); ++n) {
     if (lines[n].empty()) continue;
     try {
       out.push_back(nlohmann::json::parse(lines[n]));
-    } catch (const std::exception& e) {
+    } catch (const nlohmann::json::exception& e) {
       if (torn && n + 1 == lines.size()) {
         *torn = path + ":" + std::to_string(n + 1) +
                 ": dropped a torn last line (a write cut short when the run stopped)";
@@ -440,6 +446,13 @@ std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* t
       ZT_FAIL(path, ":", n + 1, ": not a JSON object (", e.what(),
               "); fix or delete that line (a torn line is dropped only when it is the last)");
     }
+    const nlohmann::json& r = out.back();
+    const auto kind = r.is_object() ? r.find("kind") : r.end();
+    ZT_CHECK(r.is_object() && r.contains("step") && r["step"].is_number_integer() &&
+                 (kind == r.end() || kind->is_string()),
+             path, ":", n + 1, ": not a metrics record (a JSON object with an integer \"step\" ",
+             "and a string \"kind\" if any): ", lines[n].substr(0, 80),
+             "; fix or delete that line");
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include "apps/vqtok/decode_folder.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "core/text_file.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/image_folder.h"
@@ -148,6 +149,18 @@ void unit_codebook_rows(nn::NamedTensors& state) {
   ZT_FAIL("export: the model has no quantize.embedding.weight to normalize");
 }
 
+// The transformers export writes config.json beside the weights: one that is there already
+// and is not a config of this model type (a DeepSpeed config, say) is not replaced.
+void refuse_foreign_config(const fs::path& json_path, const std::string& model_type) {
+  if (!fs::exists(json_path)) return;
+  std::ifstream in(json_path);
+  const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+  ZT_CHECK(old.is_object() && old.value("model_type", nlohmann::json()) == model_type, "export: '",
+           json_path.string(), "' exists and is not a config of model_type '", model_type,
+           "'; the transformers format writes config.json beside --out, so export into "
+           "another folder (or move that file)");
+}
+
 }  // namespace
 
 std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model_cfg, Device device,
@@ -192,7 +205,13 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
   }
 
   std::shared_ptr<vq::VqModel> model = frozen_replica(cfg.model, device, comm);
-  zero::load_state_dict(*model, state, comm, /*strict=*/true, /*src=*/0);
+  try {
+    zero::load_state_dict(*model, state, comm, /*strict=*/true, /*src=*/0);
+  } catch (const comm::AbortedError&) {
+    throw;                    // another rank's failure, already named
+  } catch (const Error& e) {  // the same verdict on every rank: which file it is about
+    ZT_FAIL("the weights in '", path, "' do not fit this model: ", e.what());
+  }
   // Every rank holds the same replica, so every rank reaches the same verdict.
   const std::string bad = app::first_nonfinite(*model);
   ZT_CHECK(bad.empty(), "the weights in '", path,
@@ -256,20 +275,18 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   if (rank == 0 && !o.out.empty()) {
     const fs::path parent = fs::path(o.out).parent_path();
     if (!parent.empty()) fs::create_directories(parent);
+    // Images from a folder: which file each row holds, one path per line. An earlier
+    // encode's list goes first, so that no crash leaves it beside codes it does not describe.
+    const std::vector<std::string> files = item_files(*src.dataset, n);
+    const std::string list = o.out + ".files.txt";
+    fs::remove(list);
     data::save_npy(o.out, res.codes);
     if (!o.quiet)
       std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
-    // Images from a folder: which file each row holds, one path per line (and no list
-    // left from an earlier encode beside codes that are not from files).
-    const std::vector<std::string> files = item_files(*src.dataset, n);
-    const std::string list = o.out + ".files.txt";
-    if (files.empty()) {
-      fs::remove(list);
-    } else {
-      std::ofstream f(list);
-      for (const std::string& file : files) f << file << "\n";
-      f.close();
-      ZT_CHECK(!f.fail(), "encode: cannot write '", list, "'");
+    if (!files.empty()) {
+      std::string text;
+      for (const std::string& file : files) text += file + "\n";
+      write_text_atomically(list, text);
       if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
     }
   }
@@ -428,7 +445,11 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
   const bool hf = naming == vq::KeyNaming::transformers;
   nlohmann::json hf_config;
-  if (hf) hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
+  const fs::path json_path = fs::path(out).parent_path() / "config.json";
+  if (hf) {
+    hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
+    refuse_foreign_config(json_path, hf_config["model_type"]);
+  }
   auto [model, engine] = load_engine(cfg, dir, comm);
   // The engine writes the BAAI file; it is rewritten where its rows or names must change.
   const bool cosine = cfg.model.l2_norm_codes;
@@ -443,17 +464,15 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
         // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
         nn::save_safetensors(out, vq::to_transformers(state),
                              {{"format", "pt"}, {"exporter", "zt"}});
-        const fs::path json_path = fs::path(out).parent_path() / "config.json";
-        std::ofstream f(json_path);
-        f << hf_config.dump(2) << "\n";
-        ZT_CHECK(f.good(), "export: cannot write '", json_path.string(), "'");
+        write_text_atomically(json_path.string(), hf_config.dump(2) + "\n");
       } else {
         nn::save_safetensors(out, state, nn::SafetensorsFile(baai_out).metadata());
       }
-      fs::remove(baai_out);
     } catch (const std::exception& e) {
       err = e.what();
     }
+    std::error_code ignore;
+    fs::remove(baai_out, ignore);  // the intermediate file, written or not
   }
   const auto failed = comm.all_gather_object<uint64_t>(err.empty() ? 0 : 1);
   ZT_CHECK(failed[0] == 0, err.empty() ? "export: rank 0 could not write the export" : err);

@@ -16,7 +16,6 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <string>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "apps/common/app_cli.h"
 #include "apps/common/cli_checks.h"
 #include "apps/vqtok/vqtok_app.h"
+#include "core/text_file.h"
 
 namespace {
 
@@ -172,11 +172,7 @@ int main(int argc, char** argv) {
                         nlohmann::json j = r.json();
                         j["split"] = eval_split;
                         std::printf("%s\n", j.dump().c_str());
-                        if (!eval_out.empty()) {
-                          std::ofstream f(eval_out);
-                          f << j.dump(2) << "\n";
-                          ZT_CHECK(f.good(), "eval: cannot write '", eval_out, "'");
-                        }
+                        if (!eval_out.empty()) write_text_atomically(eval_out, j.dump(2) + "\n");
                       });
     }
     if (*exp) {

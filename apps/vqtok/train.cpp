@@ -39,7 +39,7 @@ struct Curves {
       eval_psnr{"eval", {}, {}};
 
   void add(const json& r) {
-    if (!r.contains("step") || !r.contains("loss") || !r.contains("psnr")) return;
+    if (!r.value("loss", json()).is_number() || !r.value("psnr", json()).is_number()) return;
     const bool ev = r.value("kind", "") == "eval";
     const double s = r["step"].get<double>();
     (ev ? eval_loss : loss).x.push_back(s);

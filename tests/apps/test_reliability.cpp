@@ -482,6 +482,12 @@ TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
   std::string torn;
   const std::string err = error_of([&] { app::read_metrics(dir + "/bad.jsonl", &torn); });
   EXPECT_TRUE(has(err, "bad.jsonl:2")) << err;
+  // So is JSON that is not a record zt wrote (a number; a step that is a string).
+  for (const std::string& line : {std::string("42"), std::string(R"({"step": "5"})")}) {
+    write_file(dir + "/odd.jsonl", "{\"step\": 1}\n" + line + "\n{\"step\": 2}\n");
+    const std::string odd = error_of([&] { app::read_metrics(dir + "/odd.jsonl", &torn); });
+    EXPECT_TRUE(has(odd, "odd.jsonl:2: not a metrics record")) << odd;
+  }
   fs::remove_all(dir);
 }
 

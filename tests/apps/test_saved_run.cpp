@@ -7,6 +7,8 @@
 //     not the keys that only say where and how the run is carried out (log_every, workers);
 //  3. a checkpoint of the other app is named as such, by every loader of each app.
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "apps/app_test_util.h"
 #include "apps/common/saved_run.h"
@@ -183,5 +185,13 @@ TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
   });
   EXPECT_TRUE(has(err, "'" + tok_step + to_vqgpt)) << err;
   EXPECT_TRUE(has(err, "vqgpt train reads one as gpt.tokenizer_checkpoint or --tokenizer")) << err;
+  // A meta.json whose keys hold the wrong types is named as malformed, not left to a bare
+  // JSON type error.
+  const std::string meta = tok_step + "/meta.json";
+  nlohmann::json j = nlohmann::json::parse(std::ifstream(meta));
+  j["user"]["app"] = 1;
+  std::ofstream(meta) << j.dump();
+  EXPECT_TRUE(
+      test::throws_with([&] { app::read_saved_run(tok_step); }, "'" + meta + "' is malformed: "));
   fs::remove_all(dir);
 }

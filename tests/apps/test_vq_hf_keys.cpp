@@ -224,6 +224,25 @@ TEST(VqHfKeys, TransformersExportLoadsBackThroughWeights) {
     std::ifstream f(dir / "hf" / "config.json");
     ASSERT_TRUE(f.good());
     EXPECT_EQ(nlohmann::json::parse(f), vq::transformers_config(cfg.model));
+    // Exported again into that folder, its own config.json is replaced; a folder whose
+    // config.json is something else's (a DeepSpeed config) is refused before anything is
+    // written there.
+    vqtok::export_model(cfg, "", hf_out, comm, true, vq::KeyNaming::transformers);
+    const fs::path other = dir / "other";
+    fs::create_directories(other);
+    std::ofstream(other / "config.json") << R"({"train_batch_size": 8})";
+    EXPECT_TRUE(test::throws_with(
+        [&] {
+          vqtok::export_model(cfg, "", (other / "model.safetensors").string(), comm, true,
+                              vq::KeyNaming::transformers);
+        },
+        "config.json' exists and is not a config of model_type 'emu3_vqgan'"));
+    EXPECT_EQ(std::distance(fs::directory_iterator(other), fs::directory_iterator()), 1);
+    // Weights of another model: the error names the file.
+    const std::string stray = (other / "stray.safetensors").string();
+    nn::save_safetensors(stray, {{"decoder.conv_in.weight", zeros({2, 2})}});
+    EXPECT_TRUE(test::throws_with([&] { vqtok::load_frozen_model(cfg, stray, comm); },
+                                  "the weights in '" + stray + "' do not fit this model"));
 
     // Loaded through --weights, both files give the same model: same codes, same frames.
     auto a = vqtok::load_frozen_model(cfg, baai_out, comm);

@@ -1,10 +1,12 @@
-// write_text_atomically: a reader sees the old text or the new, and a failed write leaves
-// nothing behind.
+// write_file_atomically: a reader sees the old contents or the new, and a failed write
+// leaves the old file whole and nothing behind.
 #include <unistd.h>
 
+#include <cerrno>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 
 #include "common/test_util.h"
 #include "core/text_file.h"
@@ -45,5 +47,24 @@ TEST(TextFile, ReplacesTheWholeFileAndLeavesNoTemporary) {
   EXPECT_TRUE(fs::is_directory(dir / "taken" / "inside"));
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2)
       << "notes.txt and taken/, no temporaries";
+
+  // A write that fails part way (a full disk: `fill` says so) or throws: the old file stays
+  // whole and no temporary is left.
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        write_file_atomically(path, [](std::FILE* f) {
+          errno = ENOSPC;
+          return write_all(f, "half", 4) && false;
+        });
+      },
+      "cannot write '" + path + "': No space left on device"));
+  EXPECT_THROW(write_file_atomically(path,
+                                     [](std::FILE* f) -> bool {
+                                       write_all(f, "half", 4);
+                                       throw std::runtime_error("the caller's own error");
+                                     }),
+               std::runtime_error);
+  EXPECT_EQ(read_all(path), "second\n");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
   fs::remove_all(dir);
 }

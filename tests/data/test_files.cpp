@@ -178,6 +178,13 @@ TEST(Npy, BadDtypesAndShapesAreNamed) {
   expect_error([&] { load_npy(d + "/huge.npy"); }, {"huge.npy", "more than 15 digits"});
   write_npy_header(d + "/product.npy", "'<f4'", "(999999999999999, 999999999999999, 3)", 0);
   expect_error([&] { load_npy(d + "/product.npy"); }, {"product.npy", "more data than"});
+  // A bool array holds bytes 0 and 1 only: another byte is named, not read into a C++ bool.
+  write_npy_header(d + "/bool.npy", "'|b1'", "(3,)", 0);
+  std::ofstream(d + "/bool.npy", std::ios::binary | std::ios::app) << std::string("\1\0\1", 3);
+  EXPECT_EQ(load_npy(d + "/bool.npy").to(DType::i64).data<int64_t>()[2], 1);
+  write_npy_header(d + "/b2.npy", "'|b1'", "(3,)", 0);
+  std::ofstream(d + "/b2.npy", std::ios::binary | std::ios::app) << std::string("\1\2\0", 3);
+  expect_error([&] { load_npy(d + "/b2.npy"); }, {"b2.npy", "element 1", "byte 2, not 0 or 1"});
 }
 
 TEST(Image, Emu3TargetSize) {
@@ -327,6 +334,11 @@ TEST(Image, GridAndPngRoundTrip) {
   Image t = tensor_to_image(full({3, 2, 2}, 0.0));
   EXPECT_EQ(t.rgb[0], 128);
   expect_error([&] { save_png(d + "/no/such/dir/x.png", g); }, {"no/such/dir/x.png"});
+  // Written again over the old file (through a temporary and a rename): the new image whole,
+  // no temporary left beside it.
+  save_png(d + "/grid.png", solid(3, 5, 9, 8, 7));
+  EXPECT_EQ(load_image(d + "/grid.png").rgb, solid(3, 5, 9, 8, 7).rgb);
+  EXPECT_EQ(std::distance(fs::directory_iterator(d), fs::directory_iterator()), 1);
 }
 
 TEST(Plot, SvgHasCurvesAndEscapesText) {
