@@ -112,10 +112,15 @@ std::string describe_running() {
 
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {
   const Running running_now(this);
-  for (auto& [id, h] : pre_hooks_) h(*this, inputs);
-  std::vector<Tensor> outputs = forward(inputs);
-  for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);
-  return outputs;
+  try {
+    for (auto& [id, h] : pre_hooks_) h(*this, inputs);
+    std::vector<Tensor> outputs = forward(inputs);
+    for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);
+    return outputs;
+  } catch (...) {
+    for (auto& [id, h] : error_hooks_) h(*this);
+    throw;
+  }
 }
 
 std::vector<Tensor> UnaryModule::forward(const std::vector<Tensor>& inputs) {
@@ -306,9 +311,15 @@ int Module::add_forward_hook(PostForwardHook h) {
   return next_hook_id_++;
 }
 
+int Module::add_forward_error_hook(ForwardErrorHook h) {
+  error_hooks_.emplace_back(next_hook_id_, std::move(h));
+  return next_hook_id_++;
+}
+
 void Module::remove_hook(int id) {
   std::erase_if(pre_hooks_, [id](const auto& p) { return p.first == id; });
   std::erase_if(post_hooks_, [id](const auto& p) { return p.first == id; });
+  std::erase_if(error_hooks_, [id](const auto& p) { return p.first == id; });
 }
 
 void Module::print_into(std::string& out, const std::string& name, int depth) const {

@@ -43,6 +43,10 @@ RegistrationObserver* current_registration_observer();
 using PreForwardHook = std::function<void(Module&, std::vector<Tensor>& inputs)>;
 using PostForwardHook =
     std::function<void(Module&, const std::vector<Tensor>& inputs, std::vector<Tensor>& outputs)>;
+/// Runs when a call() fails (forward() or a hook threw), before the error goes on: what a
+/// pre-forward hook set up and its post-forward hook would have undone is undone here.
+/// It must not throw.
+using ForwardErrorHook = std::function<void(Module&)>;
 
 class Module : public std::enable_shared_from_this<Module> {
  public:
@@ -119,6 +123,7 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- hooks (return an id for remove_hook)
   int add_forward_pre_hook(PreForwardHook h);
   int add_forward_hook(PostForwardHook h);
+  int add_forward_error_hook(ForwardErrorHook h);
   void remove_hook(int id);
 
   const std::string& type_name() const { return type_name_; }
@@ -152,6 +157,7 @@ class Module : public std::enable_shared_from_this<Module> {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<int, PreForwardHook>> pre_hooks_;
   std::vector<std::pair<int, PostForwardHook>> post_hooks_;
+  std::vector<std::pair<int, ForwardErrorHook>> error_hooks_;
   int next_hook_id_ = 0;
 };
 

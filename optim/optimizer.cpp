@@ -107,7 +107,23 @@ void Optimizer::step() {
   }
   ++step_count_;
   for (ParamState* st : states) ++st->step;
-  update_many(ps, gs, states, copies);
+  // A step that fails before it updates anything (out of memory for the first step's
+  // moments, on a fused path) is as if not taken: counters back, the slots it made gone,
+  // so the step can be taken again. (Off the fused path a failure part way through can
+  // leave earlier parameters updated; nothing puts those back.)
+  std::vector<size_t> slots_before(states.size());
+  for (size_t i = 0; i < states.size(); ++i) slots_before[i] = states[i]->slots.size();
+  try {
+    update_many(ps, gs, states, copies);
+  } catch (...) {
+    --step_count_;
+    for (size_t i = 0; i < states.size(); ++i) {
+      --states[i]->step;
+      if (states[i]->slots.size() != slots_before[i] && states[i]->step == 0)
+        states[i]->slots.clear();  // made by this, the parameter's first step
+    }
+    throw;
+  }
 }
 
 namespace {

@@ -153,11 +153,30 @@ void Coordinator::release_all() {
       if (z->releasable()) release_param(z);
 }
 
+// After a failure: what is gathered goes; a gather still in flight stays so (finishing it
+// would allocate, which may be what failed): the next fetch or release finishes it.
+void Coordinator::abandon(int id) {
+  in_use_[id] = 0;
+  trace_.abandon();
+  for (ZeroParam* z : groups_[id].params)
+    if (z->status == ParamStatus::kAvailable && z->releasable() &&
+        !needed_elsewhere(z, id, /*training=*/true))
+      release_param(z);
+}
+
+void Coordinator::abandon_step() {
+  close_all_gathers();
+  for (int id = 0; id < static_cast<int>(groups_.size()); ++id) abandon(id);
+}
+
 void Coordinator::regather_persistent() {
   close_all_gathers();
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->status != ParamStatus::kNotAvailable) release_param(z);
+  // Nothing is gathered now, whatever the count said (a new engine finds the gathered
+  // copies an earlier engine on this model left, which this one never counted).
+  live_elems_ = 0;
   for (ModuleGroup& g : groups_) {
     std::vector<ZeroParam*> keep;
     for (ZeroParam* z : g.params)

@@ -65,6 +65,15 @@ class Coordinator {
   void release(int id);
   /// Releases every releasable parameter (end of backward, skipped step).
   void release_all();
+  /// Group `id`'s call failed: releases its gathered parameters (a local act: no
+  /// collective, no allocation; a gather in flight is left for the next fetch or release
+  /// to finish) and abandons the step's trace, so that a retried forward neither finds
+  /// the group in use nor breaks the recorded order.
+  void abandon(int id);
+  /// A backward or step failed: abandon() for every group.
+  void abandon_step();
+  /// A forward failed: the step's trace cannot be trusted (a retry starts over).
+  void abandon_trace() { trace_.abandon(); }
   /// Drops every gathered copy, persistent ones too (their values are stale), then
   /// gathers again the persistent parameters and those a scope holds.
   void regather_persistent();

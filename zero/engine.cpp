@@ -130,7 +130,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims, trainable_aliases);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
-  hooks_ = std::make_unique<Hooks>(*coordinator_, *reducer_, reduced);
+  hooks_ = std::make_unique<Hooks>(*model_, *coordinator_, *reducer_, reduced);
   if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
   coordinator_->regather_persistent();
   verify_replicas();
@@ -204,10 +204,41 @@ void Engine::backward(const Tensor& loss, bool retain_graph) {
       explicit InBackward(Hooks& h) : hooks(h) { hooks.set_in_engine_backward(true); }
       ~InBackward() { hooks.set_in_engine_backward(false); }
     } in_backward(*hooks_);
-    l.backward(Tensor(), retain_graph);
+    discarding_on_error("backward", [&] {
+      l.backward(Tensor(), retain_graph);
+      reducer_->flush();
+    });
   }
-  reducer_->flush();
   ++backwards_;
+}
+
+void Engine::discard_gradients() {
+  reducer_->discard();
+  for (Tensor& flat : grad_flats_) flat.zero_();
+  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  micro_ = 0;
+  backwards_ = 0;
+  hooks_->on_backward_failed();
+}
+
+void Engine::abort_after(const char* phase, const std::exception& e) {
+  if (comm_.size() == 1 || dynamic_cast<const comm::AgreedError*>(&e) ||
+      dynamic_cast<const comm::AbortedError*>(&e))
+    return;
+  comm_.abort(detail::cat("rank ", comm_.rank(), ": the engine's ", phase, " failed: ", e.what()));
+}
+
+void Engine::discarding_on_error(const char* phase, const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    abort_after(phase, e);
+    try {
+      discard_gradients();
+    } catch (...) {  // the first error is the one to report
+    }
+    throw;
+  }
 }
 
 void Engine::check_no_stray_gradient() const {
@@ -271,13 +302,20 @@ bool Engine::step() {
            config_.gradient_accumulation_steps,
            ": the engine counts micro-batches by step() calls, as DeepSpeed does. Call "
            "engine.step() after every micro-batch's backward; the parameters change at every ",
-           config_.gradient_accumulation_steps, "th call");
-  backwards_ = 0;
+           config_.gradient_accumulation_steps,
+           "th call (engine.discard_gradients() drops the gradients gathered so far)");
   check_trainable_unchanged();
   check_model_unchanged();
+  backwards_ = 0;  // past the refusals: a refused step can be called again
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;
   micro_ = 0;
+  bool applied = false;
+  discarding_on_error("step", [&] { applied = update(); });
+  return applied;
+}
+
+bool Engine::update() {
   autograd::NoGradGuard ng;
   reduce_gradients();
   std::vector<Tensor> replica_grads = average_replica_grads();

@@ -11,6 +11,7 @@
 // Replicated modules get no hooks; buffers are replicated and kept identical on every rank.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,7 +50,19 @@ class Engine {
   Tensor operator()(const Tensor& x) { return forward({x})[0]; }
   /// loss.backward() scaled by 1 / gradient_accumulation_steps (and the fp16 loss scale).
   /// retain_graph keeps the graph for another backward through it, as in PyTorch.
+  /// A backward that throws (out of memory, an error in a backward function) discards the
+  /// accumulation window as discard_gradients() does, so the engine goes on with the
+  /// next batch; with more than one rank it also aborts the communicator with the cause,
+  /// because the other ranks' collectives can no longer be matched.
   void backward(const Tensor& loss, bool retain_graph = false);
+  /// Drops every gradient since the last optimizer step (the whole accumulation window:
+  /// queued and in-flight buckets, the gradient shards, the replicas' gradients), and
+  /// releases the gathered parameters and starts the step's prefetch trace over; the next
+  /// backward starts a new window. For a caller that catches an error from its step,
+  /// wherever it came from (the engine's own failures discard already; one in the loss,
+  /// between forward and backward, leaves the trace holding a forward that a retry would
+  /// repeat), or wants a step undone before it is taken. Every rank calls it.
+  void discard_gradients();
   /// Flushes queued gradient buckets and waits for every reduce-scatter; afterwards each
   /// rank's gradient shards hold its slice of the averaged gradients (step() does this).
   void reduce_gradients();
@@ -59,7 +72,9 @@ class Engine {
   /// arrived (a branch this step did not use), as DeepSpeed's ZeRO-3 does: AdamW's
   /// momentum and weight decay still move it. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
-  /// each phase of a freezing schedule).
+  /// each phase of a freezing schedule). A refused step changes nothing: mend the cause
+  /// and call it again. A step that fails once it has begun (out of memory for the
+  /// optimizer's state) discards the window, as a failed backward does.
   bool step();
 
   /// Hashes every replicated parameter and every buffer not under buffers.sync none on
@@ -149,6 +164,16 @@ class Engine {
   void check_buffer_policies() const;
   bool unscale_or_skip(std::vector<Tensor>& replica_grads);
   void skip_overflowed_step();
+  /// The ranks can no longer match their collectives after a failure on some of them:
+  /// with more than one rank, aborts the communicator naming `phase` and the error (not
+  /// for an error every rank raised together, nor one that is already an abort).
+  void abort_after(const char* phase, const std::exception& e);
+  /// Runs `fn`; if it throws, discards the window (aborting the communicator first where
+  /// abort_after says so) and rethrows.
+  void discarding_on_error(const char* phase, const std::function<void()>& fn);
+  /// step() past its checks at an accumulation boundary: reduce, clip, update. False
+  /// when an fp16 overflow skipped the update.
+  bool update();
   void end_timeline_step();
   void check_capturable() const;
   void check_trainable_unchanged() const;

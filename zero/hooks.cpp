@@ -43,8 +43,11 @@ static void wrap_for_backward(const char* name, std::vector<Tensor>& ts,
   for (size_t k = 0; k < idx.size(); ++k) ts[idx[k]] = out[k];
 }
 
-Hooks::Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<Tensor>& trainable)
+Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
+             const std::vector<Tensor>& trainable)
     : coordinator_(coordinator), reducer_(reducer) {
+  module_hooks_.emplace_back(
+      &model, model.add_forward_error_hook([this](nn::Module&) { coordinator_.abandon_trace(); }));
   const auto& groups = coordinator_.groups();
   for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
     nn::Module* m = groups[id].module;
@@ -57,6 +60,8 @@ Hooks::Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<T
                [this, id](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& outputs) {
                  on_post_forward(id, outputs);
                }));
+    module_hooks_.emplace_back(
+        m, m->add_forward_error_hook([this, id](nn::Module&) { on_forward_failed(id); }));
   }
   for (const Tensor& p : trainable)
     grad_hooks_.emplace_back(
@@ -101,6 +106,13 @@ void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   coordinator_.release(id);
 }
 
+// 3, when the forward threw: the group is no longer in use, and the step's trace cannot
+// be trusted (a retried forward starts over).
+void Hooks::on_forward_failed(int id) {
+  if (!forward_begin_.empty()) forward_begin_[id] = -1;
+  coordinator_.abandon(id);  // allocates nothing, waits for nothing: cannot fail
+}
+
 // 4.
 void Hooks::on_pre_backward(int id) {
   if (!end_of_backward_queued_) {
@@ -128,8 +140,14 @@ void Hooks::on_backward_end() {
   end_of_backward_queued_ = false;
   for (int id = 0; id < static_cast<int>(backward_begin_.size()); ++id)
     end_compute(backward_begin_, Track::kBackward, id);
-  reducer_.flush();
   coordinator_.release_all();
+  reducer_.flush();
+}
+
+void Hooks::on_backward_failed() {
+  end_of_backward_queued_ = false;
+  std::fill(backward_begin_.begin(), backward_begin_.end(), -1);
+  coordinator_.abandon_step();
 }
 
 }  // namespace zt::zero

@@ -16,9 +16,11 @@ namespace zt::zero {
 
 class Hooks {
  public:
-  /// Hooks every group of `coordinator` and every parameter in `trainable` (partitioned,
-  /// with a gradient shard).
-  Hooks(Coordinator& coordinator, GradReducer& reducer, const std::vector<Tensor>& trainable);
+  /// Hooks every group of `coordinator`, every parameter in `trainable` (partitioned,
+  /// with a gradient shard), and `model`'s failures (a forward that fails outside every
+  /// group, in the model's own code, abandons the step's trace too).
+  Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
+        const std::vector<Tensor>& trainable);
   ~Hooks();
   Hooks(const Hooks&) = delete;
   Hooks& operator=(const Hooks&) = delete;
@@ -28,10 +30,14 @@ class Hooks {
   /// The first parameter a gradient reached outside Engine::backward (a plain
   /// loss.backward()), empty if none did: that gradient went into the shards unscaled.
   const std::string& stray_gradient() const { return stray_; }
+  /// After a backward that threw (its end-of-backward callback never ran): the next
+  /// backward queues its own, and the groups it left gathered are released.
+  void on_backward_failed();
 
  private:
   void on_pre_forward(int id, std::vector<Tensor>& inputs);
   void on_post_forward(int id, std::vector<Tensor>& outputs);
+  void on_forward_failed(int id);
   void on_pre_backward(int id);
   void on_grad_ready(const Tensor& param);
   void on_post_backward(int id);

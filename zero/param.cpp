@@ -169,34 +169,41 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
 
 void GroupGather::finish() {
   if (done) return;
-  done = true;
-  if (work) work->wait();
-  work = nullptr;
-  send = Tensor();
+  // Transactional: a failure (a memory limit refusing a member's full copy) changes
+  // nothing the members see, and the next wait() tries again from `flat` without another
+  // collective, so the ranks stay in step.
+  if (work) {
+    work->wait();
+    work = nullptr;
+    send = Tensor();
+  }
   autograd::NoGradGuard ng;
   const int64_t world = flat.numel() / std::max<int64_t>(piece, 1);
   // Each member's pieces from every rank's part of `flat`, all in one copy call.
-  std::vector<Tensor> spans, pieces;
+  std::vector<Tensor> full(members.size()), spans, pieces;
   for (size_t k = 0; k < members.size(); ++k) {
     ZeroParam* z = members[k];
     if (!z) continue;
     if (members.size() == 1) {
-      z->gathered = flat;
+      full[k] = flat;
       continue;
     }
     MemTagScope tag(MemTag::kGatheredParam);
-    z->gathered = Tensor::empty({z->part.numel}, z->dtype, z->device);
+    full[k] = Tensor::empty({z->part.numel}, z->dtype, z->device);
     for (int r = 0; r < world; ++r) {
       const int64_t valid = z->part.shard_valid(r);
       if (valid > 0) {
-        spans.push_back(z->gathered.narrow(0, z->part.shard_offset(r), valid));
+        spans.push_back(full[k].narrow(0, z->part.shard_offset(r), valid));
         pieces.push_back(flat.narrow(0, r * piece + offsets[k], valid));
       }
     }
   }
   multi_copy_(spans, pieces);
-  for (ZeroParam* z : members) {
+  done = true;
+  for (size_t k = 0; k < members.size(); ++k) {
+    ZeroParam* z = members[k];
     if (!z) continue;
+    z->gathered = std::move(full[k]);
     attach_storage(z->owner, z->gathered);
     z->status = ParamStatus::kAvailable;
   }

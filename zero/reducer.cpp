@@ -119,6 +119,18 @@ void GradReducer::finish(Pending& p) {
                         ",\"params\":" + std::to_string(p.entries.size()));
 }
 
+void GradReducer::discard() {
+  queued_.clear();
+  queued_elems_ = 0;
+  for (Pending& p : pending_) {
+    try {
+      if (p.work) p.work->wait();
+    } catch (...) {  // an aborted communicator: nothing left to wait for
+    }
+  }
+  pending_.clear();
+}
+
 void GradReducer::drain() {
   while (!pending_.empty()) {
     finish(pending_.front());

@@ -35,6 +35,9 @@ class GradReducer {
   void flush();
   /// Waits for every bucket in flight and accumulates the results into the shards.
   void drain();
+  /// Drops what is queued and what is in flight (waited for, not added: a collective's
+  /// buffers must outlive it); the shards keep what earlier buckets added.
+  void discard();
   /// Buckets reduced so far.
   int64_t buckets() const { return buckets_; }
   /// Records each bucket, issue to finish, into `t` (null: off).

@@ -23,6 +23,9 @@ class Trace {
   bool end_step();
   /// Discards the trace (invalidated by the caller, e.g. ranks disagree).
   void invalidate();
+  /// A step that failed part way: the trace is discarded as by invalidate(), without
+  /// counting as an invalidation (the order did not change; the step stopped).
+  void abandon() { state_ = State::kInvalid; }
 
   State state() const { return state_; }
   const std::vector<int>& ids() const { return ids_; }

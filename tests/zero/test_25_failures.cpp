@@ -1,0 +1,242 @@
+// Lesson 25 — when a step fails.
+// Invariant: a training step that fails part way leaves the engine ready for the next
+// call, so that catching the error and running the step again trains exactly as if it had
+// never failed. A step fails when a rank's memory limit refuses an allocation (in the
+// forward, the backward, or the optimizer's first step) or a backward function raises:
+//  - forward: the module's error hook releases what its pre-forward hook gathered and
+//    abandons the step's trace; a gather whose full copies could not be allocated keeps
+//    what the collective brought, and the next wait finishes it without another one;
+//  - backward: the accumulation window is discarded (queued and in-flight buckets, the
+//    gradient shards), and the end-of-backward release is armed again;
+//  - step: the optimizer's counters and first-step moments go back, the window is
+//    discarded (Engine::discard_gradients() does the same on request).
+// With more than one rank a failed backward or step also aborts the communicator: the
+// ranks' collectives can no longer be matched, so the others stop with the cause rather
+// than pairing the wrong collectives.
+//
+// Run alone: ctest --test-dir build -R zero.Lesson25
+#include <array>
+#include <utility>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+constexpr int64_t kWidth = 16, kDepth = 3, kBatch = 4;
+
+// The batch of step s: x, y (kBatch, kWidth).
+std::pair<Tensor, Tensor> batch_of(int s) {
+  Generator g(200 + s);
+  Tensor x = randn({kBatch, kWidth}, g);
+  return {x, randn({kBatch, kWidth}, g)};
+}
+
+Tensor mse(const Tensor& out, const Tensor& y) {
+  Tensor d = sub(out, y);
+  return mean(mul(d, d));
+}
+
+std::shared_ptr<lesson::TanhStack> stack(comm::Communicator& comm) {
+  manual_seed(5);
+  zero::Init init(comm);
+  return std::make_shared<lesson::TanhStack>(kDepth, kWidth);
+}
+
+enum Phase { kForward, kBackward, kStep, kPhases };
+
+// One training step on batch s; with `limit` > 0 under that many more bytes than this
+// rank holds now. Returns the phase that ran out of memory, or kPhases when none did.
+Phase step_under(zero::Engine& engine, int s, int64_t limit) {
+  auto [x, y] = batch_of(s);
+  MemoryLedger& ledger = *current_ledger();
+  ledger.set_limit(Device::cpu(), limit > 0 ? memory_stats().total_current + limit : 0);
+  Phase at = kForward;
+  try {
+    Tensor loss = mse(engine(x), y);
+    at = kBackward;
+    engine.backward(loss);
+    at = kStep;
+    engine.step();
+    at = kPhases;
+  } catch (const OutOfMemoryError&) {
+    // Needed where the loss failed, outside the engine's reach (the step's trace holds a
+    // forward the retry repeats); a no-op after the engine's own failures.
+    engine.discard_gradients();
+  }
+  ledger.set_limit(Device::cpu(), 0);
+  return at;
+}
+
+}  // namespace
+
+TEST(Lesson25Failures, AStepThatRanOutOfMemoryAnywhereTrainsAsIfItNeverFailed) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    // The reference: three steps, each at its first try.
+    auto ref = stack(comm);
+    zero::Engine plain(ref, comm, lesson::eager_release_config(), {});
+    reset_peak_memory();
+    const int64_t before = memory_stats().total_current;
+    step_under(plain, 0, 0);
+    const int64_t need = memory_stats().total_peak - before;  // the first step's, moments too
+    for (int s = 1; s < 3; ++s) step_under(plain, s, 0);
+    const auto want = lesson::full_parameters(*ref, comm);
+
+    // The first step of a fresh engine under budgets from nothing to all it needs: it fails
+    // at every point of the step in turn, is run again without the limit, and two more
+    // steps follow. Every run must end where the reference did, bit for bit.
+    std::array<int, kPhases> failed{};
+    constexpr int kBudgets = 40;
+    for (int b = 0; b <= kBudgets; ++b) {
+      auto m = stack(comm);
+      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+      const Phase at = step_under(engine, 0, 1 + need * b / kBudgets);
+      if (at != kPhases) {
+        ++failed[at];
+        ASSERT_EQ(step_under(engine, 0, 0), kPhases) << "budget " << b << ", again unlimited";
+      }
+      for (int s = 1; s < 3; ++s) ASSERT_EQ(step_under(engine, s, 0), kPhases);
+      EXPECT_EQ(engine.stats().steps, 3);
+      const auto got = lesson::full_parameters(*m, comm);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_EQ(got[i].second.to_vector(), want[i].second.to_vector())
+            << got[i].first << " after a failure at phase " << at << " (budget " << b << ")";
+    }
+    EXPECT_GT(failed[kForward], 0);
+    EXPECT_GT(failed[kBackward], 0);
+    EXPECT_GT(failed[kStep], 0) << "the optimizer's first step: its moments";
+  });
+}
+
+TEST(Lesson25Failures, AGatherThatRanOutOfMemoryIsFinishedByTheNextCall) {
+  // Two ranks, so each layer's weight and bias arrive in one collective and are then
+  // copied out into full tensors: a limit can refuse those copies after the collective.
+  // The forward is tried under growing budgets; every failure is followed by the same
+  // forward without the limit, which must give the reference output, and training goes
+  // on to match the run that never failed.
+  std::vector<std::vector<double>> outputs(2), reference(2);
+  for (bool limited : {false, true}) {
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto m = stack(comm);
+      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+      auto& out = limited ? outputs[comm.rank()] : reference[comm.rank()];
+      int failures = 0;
+      for (int s = 0; s < 12; ++s) {
+        auto [x, y] = batch_of(s);
+        current_ledger()->set_limit(Device::cpu(), memory_stats().total_current + 256 * s + 1);
+        Tensor pred;
+        try {
+          if (limited) pred = engine(x);
+        } catch (const OutOfMemoryError&) {
+          ++failures;
+        }
+        current_ledger()->set_limit(Device::cpu(), 0);
+        if (!pred.defined()) pred = engine(x);
+        const std::vector<double> v = pred.to_vector();
+        out.insert(out.end(), v.begin(), v.end());
+        engine.backward(mse(pred, y));
+        engine.step();
+      }
+      if (limited) {
+        EXPECT_GT(failures, 2);
+      }
+    });
+  }
+  EXPECT_EQ(outputs, reference);
+}
+
+TEST(Lesson25Failures, AFailedBackwardIsDiscardedAndTheReleaseAfterBackwardStillRuns) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    auto ref = stack(comm), m = stack(comm);
+    zero::Engine plain(ref, comm, lesson::eager_release_config(), {});
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    // A backward function that raises once, after the last layer's gradients are queued.
+    bool fail = true;
+    const Tensor w0 = m->layers[0]->weight;
+    const int hook = w0.register_post_accumulate_grad_hook([&](const Tensor&) {
+      if (std::exchange(fail, false)) throw Error("a backward function failed");
+    });
+    auto [x, y] = batch_of(0);
+    EXPECT_THROW(engine.backward(mse(engine(x), y)), Error);
+    w0.remove_post_accumulate_grad_hook(hook);
+    // step() now is refused (nothing to apply), and changes nothing.
+    EXPECT_TRUE(test::throws_with([&] { engine.step(); }, "no backward() since the last step()"));
+    for (int s = 0; s < 3; ++s) {
+      auto [xs, ys] = batch_of(s);
+      engine.backward(mse(engine(xs), ys));
+      // Released when backward ends: the first layer too (its input needs no gradient).
+      for (auto& [n, p] : m->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
+      engine.step();
+      plain.backward(mse(plain(xs), ys));
+      plain.step();
+    }
+    const auto want = lesson::full_parameters(*ref, comm);
+    const auto got = lesson::full_parameters(*m, comm);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i].second.to_vector(), want[i].second.to_vector()) << got[i].first;
+  });
+}
+
+TEST(Lesson25Failures, DiscardGradientsDropsTheWindowAndARefusedStepCanBeRetried) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto ref = stack(comm), m = stack(comm);
+    zero::Config gas = lesson::eager_release_config();
+    gas.gradient_accumulation_steps = 2;
+    zero::Engine plain(ref, comm, gas, {});
+    zero::Engine engine(m, comm, gas, {});
+    auto train = [](zero::Engine& e, int s) {
+      auto [x, y] = batch_of(s);
+      e.backward(mse(e(x), y));
+    };
+    // Two backwards without a step between: refused, and refused again (the count stays)
+    // until discard_gradients() drops the window.
+    train(engine, 7);
+    train(engine, 8);
+    EXPECT_TRUE(test::throws_with([&] { engine.step(); }, "discard_gradients()"));
+    EXPECT_THROW(engine.step(), Error);
+    engine.discard_gradients();
+    // Half a window, dropped: the next window is the reference's first.
+    train(engine, 9);
+    engine.step();
+    engine.discard_gradients();
+    for (int s = 0; s < 4; ++s) {
+      train(engine, s);
+      engine.step();
+      train(plain, s);
+      plain.step();
+    }
+    EXPECT_EQ(engine.stats().steps, plain.stats().steps);
+    const auto want = lesson::full_parameters(*ref, comm);
+    const auto got = lesson::full_parameters(*m, comm);
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i].second.to_vector(), want[i].second.to_vector()) << got[i].first;
+  });
+}
+
+TEST(Lesson25Failures, ABackwardThatFailsOnOneRankStopsTheOthersWithItsCause) {
+  std::vector<std::string> seen(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto m = stack(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    const Tensor w = m->layers[kDepth - 1]->weight;
+    if (comm.rank() == 1)
+      w.register_post_accumulate_grad_hook(
+          [](const Tensor&) { throw Error("rank 1's backward function failed"); });
+    try {
+      for (int s = 0; s < 3; ++s) {
+        auto [x, y] = batch_of(s);
+        engine.backward(mse(engine(x), y));
+        engine.step();
+      }
+    } catch (const std::exception& e) {
+      seen[comm.rank()] = e.what();
+    }
+    // Carrying on after the error: the communicator is aborted, on both ranks.
+    EXPECT_THROW(comm.barrier(), comm::AbortedError);
+  });
+  EXPECT_NE(seen[1].find("rank 1's backward function failed"), std::string::npos) << seen[1];
+  EXPECT_NE(seen[0].find("rank 1: the engine's backward failed: rank 1's backward function"),
+            std::string::npos)
+      << seen[0];
+}
