@@ -4,7 +4,7 @@
 // embed_dim == z_channels or H, W divisible by the model's spatial factor).
 //
 // Top-level sections: model, data, train, loss, gpt (vqgpt only), zero_optimization,
-// bf16, fp16 (DeepSpeed's key names), buffers, replicated, output_dir, deepspeed_config
+// bf16, fp16 (DeepSpeed's key names), buffers, memory, replicated, output_dir, deepspeed_config
 // (a DeepSpeed JSON file taking over the engine's settings, configs/deepspeed.h). Every section is
 // parsed here into its owner's plain struct (data::DataConfig, zero::Config); unknown
 // keys and keys without a value are errors with file, line and the nearest valid key.
@@ -164,7 +164,8 @@ struct AppConfig {
   int64_t train_batch_size = 0;
   std::string train_batch_size_where;
 
-  /// Tokens per clip: (frames / t) * (height / s) * (width / s); images count as 4 frames.
+  /// Tokens per clip: (frames / t) * (height / s) * (width / s); an image is one latent frame
+  /// (it is repeated to temporal_downsample_factor frames).
   int64_t tokens_per_clip() const;
 };
 

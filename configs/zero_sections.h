@@ -21,7 +21,8 @@ namespace zt::config {
 void read_zero_optimization(Section s, zero::Config& out, std::vector<std::string>& warnings);
 
 /// Reads the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
-/// loss_scale_window, hysteresis, min_loss_scale}) sections; both enabled is an error.
+/// loss_scale_window, hysteresis, consecutive_hysteresis, min_loss_scale}) sections; both
+/// enabled is an error.
 zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16);
 
 /// Reads zt's `buffers` section: {sync, verify_every, modules: [{module, sync}]}.
