@@ -31,24 +31,38 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     batch.clear();
     batch_elems = 0;
   };
-  for (const Tensor& p : params_) {
-    ZeroParam* z = zero_param(p);
-    bool here = z && z->kind == ParamKind::kPartitioned && z->status == ParamStatus::kNotAvailable;
-    gathered_here_.push_back(here);
-    if (z && z->kind == ParamKind::kPartitioned) {
-      ++z->holds;
-      if (!here) continue;
-      if (!batch.empty() &&
-          (batch_elems + z->part.padded_numel() > kBatchElems || batch.front()->dtype != z->dtype ||
-           batch.front()->device != z->device))
-        flush();
-      batch.push_back(z);
-      batch_elems += z->part.padded_numel();
+  try {
+    for (const Tensor& p : params_) {
+      ZeroParam* z = zero_param(p);
+      bool here =
+          z && z->kind == ParamKind::kPartitioned && z->status == ParamStatus::kNotAvailable;
+      gathered_here_.push_back(here);
+      if (z && z->kind == ParamKind::kPartitioned) {
+        ++z->holds;
+        if (!here) continue;
+        if (!batch.empty() &&
+            (batch_elems + z->part.padded_numel() > kBatchElems ||
+             batch.front()->dtype != z->dtype || batch.front()->device != z->device))
+          flush();
+        batch.push_back(z);
+        batch_elems += z->part.padded_numel();
+      }
     }
+    flush();
+    for (const Tensor& p : params_)
+      if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) z->wait();
+  } catch (...) {
+    // No scope was opened (no destructor will run): the holds counted so far go, and what
+    // was gathered here is released (a gather still in flight stays for its next wait).
+    for (size_t i = 0; i < gathered_here_.size(); ++i) {
+      ZeroParam* z = zero_param(params_[i]);
+      if (!z || z->kind != ParamKind::kPartitioned) continue;
+      --z->holds;
+      if (gathered_here_[i] && z->status == ParamStatus::kAvailable && z->releasable())
+        z->release();
+    }
+    throw;
   }
-  flush();
-  for (const Tensor& p : params_)
-    if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) z->wait();
   if (!modifier_) {
     for (const Tensor& t : params_) hashes_.push_back(content_hash(t));
     for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));

@@ -9,7 +9,8 @@
 //  - backward: the accumulation window is discarded (queued and in-flight buckets, the
 //    gradient shards), and the end-of-backward release is armed again;
 //  - step: the optimizer's counters and first-step moments go back, the window is
-//    discarded (Engine::discard_gradients() does the same on request).
+//    discarded (Engine::discard_gradients() does the same on request);
+//  - a GatheredParameters scope that could not gather opens nothing and holds nothing.
 // With more than one rank a failed backward or step also aborts the communicator: the
 // ranks' collectives can no longer be matched, so the others stop with the cause rather
 // than pairing the wrong collectives.
@@ -239,4 +240,23 @@ TEST(Lesson25Failures, ABackwardThatFailsOnOneRankStopsTheOthersWithItsCause) {
   EXPECT_NE(seen[0].find("rank 1: the engine's backward failed: rank 1's backward function"),
             std::string::npos)
       << seen[0];
+}
+
+TEST(Lesson25Failures, AGatheredParametersScopeThatCouldNotGatherHoldsNothing) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = stack(comm);
+    // Too little memory for the scope's gather: it opens nothing and keeps nothing held.
+    current_ledger()->set_limit(Device::cpu(), memory_stats().total_current + 1024);
+    EXPECT_THROW(zero::GatheredParameters whole(*m, comm), OutOfMemoryError);
+    current_ledger()->set_limit(Device::cpu(), 0);
+    for (auto& [n, p] : m->named_parameters()) {
+      EXPECT_EQ(zero::zero_param(p)->holds, 0) << n;
+      EXPECT_FALSE(p.has_storage()) << n;
+    }
+    {
+      zero::GatheredParameters whole(*m, comm);
+      for (auto& [n, p] : m->named_parameters()) EXPECT_TRUE(p.has_storage()) << n;
+    }
+    for (auto& [n, p] : m->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
+  });
 }
