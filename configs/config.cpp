@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -96,7 +97,49 @@ int tab_indented_line(const std::string& text, int error) {
   return 0;
 }
 
+// The offset of the first byte of `text` that does not start (or continue) a valid UTF-8
+// sequence, or npos. (Overlong forms and surrogates count as invalid, as in JSON.)
+size_t first_invalid_utf8(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size();) {
+    const unsigned c = s[i];
+    size_t n = 0;
+    unsigned min = 0, code = 0;
+    if (c < 0x80)
+      n = 1;
+    else if ((c & 0xE0) == 0xC0)
+      n = 2, min = 0x80, code = c & 0x1F;
+    else if ((c & 0xF0) == 0xE0)
+      n = 3, min = 0x800, code = c & 0x0F;
+    else if ((c & 0xF8) == 0xF0)
+      n = 4, min = 0x10000, code = c & 0x07;
+    else
+      return i;
+    if (i + n > text.size()) return i;
+    for (size_t k = 1; k < n; ++k) {
+      if ((s[i + k] & 0xC0) != 0x80) return i;
+      code = (code << 6) | (s[i + k] & 0x3F);
+    }
+    if (n > 1 && (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))) return i;
+    i += n;
+  }
+  return std::string::npos;
+}
+
 YAML::Node parse_text(const std::string& text, const std::string& source) {
+  // Checkpoints keep the config as JSON text, which must be UTF-8: found here, not at the
+  // first save.
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
+    const size_t nl = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
+    const size_t column = nl == std::string::npos ? bad : bad - nl - 1;
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
+    throw Error(source + ":" +
+                std::to_string(std::count(text.begin(), text.begin() + bad, '\n') + 1) + ":" +
+                std::to_string(column + 1) + ": byte " + byte +
+                " is not UTF-8 text; zt reads configs as UTF-8 (and keeps them in every "
+                "checkpoint): save the file as UTF-8");
+  }
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(text);
     if (docs.size() > 1) {

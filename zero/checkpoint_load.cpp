@@ -2,6 +2,8 @@
 // shards when the world size changed) before anything changes, the ranks agree, then the
 // engine is written. Also verify_checkpoint, the same file checks without an engine.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <optional>
 
@@ -166,28 +168,47 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
       if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
       if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
     }
-    st.optim.emplace_back("step",
-                          scalar_tensor(meta.at("optimizer_step").get<double>(), DType::i64));
+    // A count: a whole number >= 0 (a damaged or hand-edited meta.json may hold anything,
+    // and a negative optimizer step would turn Adam's bias correction into garbage).
+    auto count = [&](const json& parent, const char* key, const char* path) -> int64_t {
+      const json& v = parent.at(key);
+      ZT_CHECK(v.is_number_unsigned() &&
+                   v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+               "'", meta_path, "' is malformed: ", path, " is ", v.dump(),
+               ", not a whole number >= 0");
+      return v.get<int64_t>();
+    };
+    st.optim.emplace_back(
+        "step", scalar_tensor(static_cast<double>(count(meta, "optimizer_step", "optimizer_step")),
+                              DType::i64));
 
     st.extra.step = meta.at("step").get<int64_t>();
     st.extra.config_yaml = meta.at("config_yaml").get<std::string>();
-    st.extra.loader_epoch = meta.at("loader").at("epoch").get<int64_t>();
-    st.extra.loader_position = meta.at("loader").at("position").get<int64_t>();
-    st.extra.loader_batch = meta.at("loader").value("batch", int64_t{0});
+    const json& loader = meta.at("loader");
+    st.extra.loader_epoch = count(loader, "epoch", "loader.epoch");
+    st.extra.loader_position = count(loader, "position", "loader.position");
+    st.extra.loader_batch = loader.contains("batch") ? count(loader, "batch", "loader.batch") : 0;
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;
     if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object()) {
-      st.engine_steps = {it->at("applied").get<int64_t>(), it->at("skipped").get<int64_t>()};
+      st.engine_steps = {count(*it, "applied", "engine_steps.applied"),
+                         count(*it, "skipped", "engine_steps.skipped")};
     } else {  // saved before the counts were: the optimizer counted the applied steps
-      const auto applied = meta.at("optimizer_step").get<int64_t>();
+      const int64_t applied = count(meta, "optimizer_step", "optimizer_step");
       if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
     }
     if (const auto it = meta.find("lr"); optim && it != meta.end()) st.lr = it->get<double>();
-    if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object())
-      st.scaler = LossScaler::State{it->at("scale").get<double>(), it->at("hysteresis").get<int>(),
-                                    it->at("iteration").get<int64_t>(),
+    if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object()) {
+      const double scale = it->at("scale").get<double>();
+      const int64_t hysteresis = count(*it, "hysteresis", "loss_scaler.hysteresis");
+      ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis <= std::numeric_limits<int>::max(),
+               "'", meta_path, "' is malformed: loss_scaler holds scale ", scale,
+               " and hysteresis ", hysteresis, " (a scale > 0 and a count are needed)");
+      st.scaler = LossScaler::State{scale, static_cast<int>(hysteresis),
+                                    count(*it, "iteration", "loss_scaler.iteration"),
                                     it->at("last_overflow").get<int64_t>()};
+    }
   } catch (const json::exception& ex) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
   }

@@ -541,7 +541,12 @@ std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& e
     loader.restore(saved);
     return "";
   }
-  const int64_t samples = saved.position * extra.loader_batch * extra.saved_world_size;
+  int64_t samples = 0;
+  ZT_CHECK(!__builtin_mul_overflow(saved.position, extra.loader_batch, &samples) &&
+               !__builtin_mul_overflow(samples, int64_t{extra.saved_world_size}, &samples),
+           "'", extra.dir, "/meta.json': the loader position ", saved.position, " x batch ",
+           extra.loader_batch, " x ", extra.saved_world_size,
+           " ranks is past any data set (a damaged meta.json?)");
   const data::LoaderState now = loader.state_at_sample(saved.epoch, samples);
   loader.restore(now);
   const int64_t batch = loader.options().batch_size, world = loader.sampler().world();

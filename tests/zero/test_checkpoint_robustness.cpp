@@ -134,6 +134,18 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
     c = static_cast<char>(c ^ 0x10);
     f.write(&c, 1);
   });
+  // meta.json's counters out of range (no digest covers meta.json itself).
+  auto meta_edit = [&](const std::string& name, const std::function<void(nlohmann::json&)>& edit) {
+    return damaged(name, [&](const fs::path& d) {
+      nlohmann::json m = nlohmann::json::parse(std::ifstream(d / "meta.json"));
+      edit(m);
+      std::ofstream(d / "meta.json") << m.dump(1);
+    });
+  };
+  std::string negative_step =
+      meta_edit("negative_step", [](nlohmann::json& m) { m["optimizer_step"] = -1; });
+  std::string odd_position =
+      meta_edit("odd_position", [](nlohmann::json& m) { m["loader"]["position"] = 2.5; });
 
   auto refused = [&](const Factory& make, const std::string& dir, const std::string& needle,
                      const std::string& optimizer = "adamw") {
@@ -151,6 +163,10 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
   refused(lesson::make_mixed, truncated, "rank_00000.safetensors");
   refused(lesson::make_mixed, flipped, "is corrupt");
   refused(lesson::make_mixed, tmp / "nowhere", "no checkpoint at");
+  refused(lesson::make_mixed, negative_step,
+          "meta.json' is malformed: optimizer_step is -1, not a whole number >= 0");
+  refused(lesson::make_mixed, odd_position,
+          "meta.json' is malformed: loader.position is 2.5, not a whole number >= 0");
   refused([](comm::Communicator&) { return std::make_shared<MixedPlus>(); }, good,
           "'extra.weight' (partitioned f32 [3, 5]) is in this model but not in the checkpoint");
   refused([](comm::Communicator&) { return std::make_shared<Reshaped>(); }, good,
