@@ -366,12 +366,12 @@ bool Engine::update() {
     offload_->params_to_device();
   }
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  ++stats_.steps;  // applied: counted, whatever fails below
+  capture_counted_ = graph_capturing();
 
   // Gathered copies are stale now: drop them, re-gather the persistent ones.
   coordinator_->regather_persistent();
   sync_buffers();
-  ++stats_.steps;
-  capture_counted_ = graph_capturing();
   coordinator_->end_step();
   end_timeline_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)

@@ -74,7 +74,8 @@ class Engine {
   /// construction: a requires_grad changed since is an error here (build a new engine for
   /// each phase of a freezing schedule). A refused step changes nothing: mend the cause
   /// and call it again. A step that fails once it has begun (out of memory for the
-  /// optimizer's state) discards the window, as a failed backward does.
+  /// optimizer's state) discards the window, as a failed backward does; one that fails
+  /// after the update (re-gathering persistent parameters) has applied and counted it.
   bool step();
 
   /// Hashes every replicated parameter and every buffer not under buffers.sync none on
