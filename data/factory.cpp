@@ -38,7 +38,7 @@ ImageFolderOptions image_options(const DataConfig& cfg) {
   return o;
 }
 
-std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, int64_t scored) {
   if (cfg.kind == DataKind::synthetic) {
     SyntheticVideoOptions o;
     o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
@@ -61,7 +61,8 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval) {
       throw Error(std::string("data.eval_path: ") + e.what());
     }
   }
-  const int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
+  int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
+  if (scored > 0) n = std::min(n, scored);
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds->size() / n);
   return std::make_shared<Subset>(ds, idx);

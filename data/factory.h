@@ -18,7 +18,11 @@ ImageFolderOptions image_options(const DataConfig& cfg);
 /// The training dataset (eval = false) or the eval one (eval = true): `eval_samples`
 /// clips, for synthetic data drawn with another seed, for image_folder/npy evenly spaced
 /// items of data.eval_path, or of data.path (the training data) when that is empty.
-std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false);
+/// `scored` > 0: only that many will be evaluated (train.eval_batches x batch x ranks), so
+/// the files are spread over the data in that many, not in eval_samples of which an
+/// evaluation would read the first ones only.
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false,
+                                            int64_t scored = 0);
 
 /// Whether cfg's eval clips are held out from training (synthetic, or an eval_path).
 bool eval_held_out(const DataConfig& cfg);

@@ -27,6 +27,12 @@
 
 namespace zt::app {
 
+/// How many eval items a training run's evaluation reads: train.eval_batches x batch x
+/// `world` (0: all, when eval_batches is 0).
+inline int64_t scored_eval_items(const config::AppConfig& cfg, int64_t world) {
+  return cfg.train.eval_batches * cfg.train.batch * world;
+}
+
 // ---- engine construction
 
 /// The optimizer settings of cfg.train (type, lr, betas, eps, weight decay, momentum).

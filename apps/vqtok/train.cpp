@@ -174,7 +174,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
   std::shared_ptr<const data::Dataset> eval_set;
   if (tc.eval_every > 0) {
-    eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+    eval_set = data::make_dataset(cfg.data, /*eval=*/true, app::scored_eval_items(cfg, world));
     app::check_same_data(*eval_set, comm, "vqtok train");
   }
 

@@ -162,6 +162,20 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
   cfg.eval_path = d + "/wide.npy";
   expect_error([&] { make_dataset(cfg, /*eval=*/true); },
                {"data.eval_path: ", "wide.npy", "8x16", "8x8"});
+
+  // Of 16 items, eval_samples 8 of which an evaluation scores 4: those 4 are spread over
+  // the whole file (items 0, 4, 8, 12), not the first 4 of the 8 (items 0, 2, 4, 6).
+  std::vector<double> ramp;
+  for (int i = 0; i < 16; ++i)
+    for (int k = 0; k < 3 * 8 * 8; ++k) ramp.push_back(i / 16.0);
+  save_npy(d + "/ramp.npy", from_vector(ramp, {16, 1, 3, 8, 8}, DType::f32));
+  cfg.eval_path = d + "/ramp.npy";
+  cfg.eval_samples = 8;
+  auto scored = make_dataset(cfg, /*eval=*/true, /*scored=*/4);
+  ASSERT_EQ(scored->size(), 4);
+  for (int64_t j = 0; j < 4; ++j)
+    EXPECT_FLOAT_EQ(scored->get(j).clip.to_vector()[0], static_cast<float>(4 * j) / 16) << j;
+  EXPECT_EQ(make_dataset(cfg, /*eval=*/true, /*scored=*/100)->size(), 8);
 }
 
 TEST(Npy, BadDtypesAndShapesAreNamed) {
