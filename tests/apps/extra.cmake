@@ -13,15 +13,17 @@ zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps m
 zt_test_properties(${exe} "^apps\\.[A-Za-z0-9_]+\\.[A-Za-z0-9_]*(Cuda|Gpu)" LABELS apps cuda)
 
 # Two-process mpirun jobs (MPMD: `rank 0's arguments : rank 1's`) that must stop at
-# start-up with a message (PASS) and, where `agreed`, without MPI_ABORT: an error every
-# rank raises together ends each process normally, printed once by rank 0.
+# start-up with a message (EXPECT), exit status 1, and nothing written at NOT_WRITTEN
+# (paths, '|' between them); where `agreed`, without MPI_ABORT: an error every rank raises
+# together ends each process normally, printed once by rank 0.
 function(zt_mpirun_app_test name pass agreed)
-  cmake_parse_arguments(PARSE_ARGV 3 arg "" "" "RANK0;RANK1")
+  cmake_parse_arguments(PARSE_ARGV 3 arg "" "NOT_WRITTEN" "RANK0;RANK1")
   add_test(NAME apps.mpi.${name}
-           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 1 ${arg_RANK0} :
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=${pass}"
+                   "-DNOT_WRITTEN=${arg_NOT_WRITTEN}" -P ${ZT_RUN_AND_CHECK} --
+                   ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 1 ${arg_RANK0} :
                    -np 1 ${arg_RANK1})
   set_tests_properties(apps.mpi.${name} PROPERTIES LABELS "mpi;apps" TIMEOUT 60 PROCESSORS 2
-    PASS_REGULAR_EXPRESSION "${pass}"
     ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
   if(agreed)
     set_tests_properties(apps.mpi.${name} PROPERTIES FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked")
@@ -30,17 +32,18 @@ endfunction()
 
 if(ZT_MPIRUN)
   set(_vqtok $<TARGET_FILE:vqtok>)
-  set(_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
-           --set output_dir=${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
+  set(_out ${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
+  set(_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set output_dir=${_out})
   # Ranks given different --set options stop naming the key (and write nothing), instead
   # of training silently or failing inside a collective; so does every subcommand (eval
   # would score two different eval sets).
   zt_mpirun_app_test(config_mismatch "'train.lr' is 1e-3 on rank 0 but 2e-3 on rank 1" ON
+    NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg} --set train.lr=1e-3
     RANK1 ${_vqtok} train ${_cfg} --set train.lr=2e-3)
   zt_mpirun_app_test(config_mismatch_eval
     "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
-    ON
+    ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
   # Ranks in different working directories: a relative output_dir names two folders, and
@@ -50,6 +53,7 @@ if(ZT_MPIRUN)
   set(_rel train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set output_dir=out)
   zt_mpirun_app_test(working_directories
     "views of output_dir: 'lock in output_dir out' is rank 0's on rank 0 but missing on rank 1" ON
+    NOT_WRITTEN "${_wdir}/a/out/checkpoints|${_wdir}/a/out/metrics.jsonl|${_wdir}/b/out"
     RANK0 -wdir ${_wdir}/a ${_vqtok} ${_rel}
     RANK1 -wdir ${_wdir}/b ${_vqtok} ${_rel})
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
@@ -57,6 +61,7 @@ if(ZT_MPIRUN)
   # timeout (120 s here, past the test's limit).
   zt_mpirun_app_test(startup_failure
     "rank 1 aborts the MPI job: it failed at start-up: ZT_COMM_TIMEOUT_MS: 'soon'" OFF
+    NOT_WRITTEN ${_out}
     RANK0 -x ZT_COMM_TIMEOUT_MS=120000 ${_vqtok} train ${_cfg}
     RANK1 -x ZT_COMM_TIMEOUT_MS=soon ${_vqtok} train ${_cfg})
 endif()
@@ -117,10 +122,11 @@ if(ZT_INSTALL)
   set_tests_properties(apps.embed.threads PROPERTIES LABELS apps TIMEOUT 60
                        FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive")
 
-  add_test(NAME apps.embed.tokenizer COMMAND ${_zt_embed}/example/tokenizer_example --ranks 2)
+  add_test(NAME apps.embed.tokenizer
+           COMMAND ${CMAKE_COMMAND} "-DEXPECT=codes identical on every rank" -P ${ZT_RUN_AND_CHECK}
+                   -- ${_zt_embed}/example/tokenizer_example --ranks 2)
   set_tests_properties(apps.embed.tokenizer PROPERTIES LABELS apps TIMEOUT 60
-                       FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive"
-                       PASS_REGULAR_EXPRESSION "codes identical on every rank")
+                       FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive")
 
   find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
   if(ZT_MPIRUN)
@@ -133,11 +139,11 @@ if(ZT_INSTALL)
     # The tokenizer loaded on rank 0 only and broadcast over MPI (CPU tensors): every
     # process tokenizes to the same codes.
     add_test(NAME apps.embed.tokenizer_mpi
-             COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
-                     ${_zt_embed}/example/tokenizer_example)
+             COMMAND ${CMAKE_COMMAND} "-DEXPECT=codes identical on every rank"
+                     -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
+                     -np 2 ${_zt_embed}/example/tokenizer_example)
     set_tests_properties(apps.embed.tokenizer_mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120
       PROCESSORS 2 FIXTURES_REQUIRED zt_example
-      PASS_REGULAR_EXPRESSION "codes identical on every rank"
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
   endif()
 

@@ -43,6 +43,13 @@ if(ZT_CUDA)
     set_tests_properties(comm.nccl.np1 PROPERTIES LABELS "mpi;cuda;comm" TIMEOUT 180
       ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
       SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
+    # Two ranks: NCCL's collectives themselves (the tests skip, saying why, without two GPUs).
+    add_test(NAME comm.nccl.np2
+             COMMAND ${CMAKE_COMMAND} -DGTEST=ON -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN}
+                     --allow-run-as-root --oversubscribe -np 2 $<TARGET_FILE:zt_test_comm_nccl>)
+    set_tests_properties(comm.nccl.np2 PROPERTIES LABELS "mpi;cuda;comm" TIMEOUT 180 PROCESSORS 2
+      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1"
+      SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
   else()
     add_test(NAME comm.nccl.np1 COMMAND ${CMAKE_COMMAND} -E echo
              "ALL SKIPPED: mpirun not found; install OpenMPI to run the NCCL communicator tests")

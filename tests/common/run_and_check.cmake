@@ -2,13 +2,16 @@
 # PASS_REGULAR_EXPRESSION alone cannot do (it ignores the exit status, so a crash after the
 # expected line would pass; and SKIP_REGULAR_EXPRESSION skips whatever the status).
 #
-#   cmake [-DEXIT_CODE=<n>] [-DEXPECT=<regex>] [-DGTEST=ON] -P run_and_check.cmake -- <command>...
+#   cmake [-DEXIT_CODE=<n>] [-DEXPECT=<regex>] [-DGTEST=ON] [-DNOT_WRITTEN=<paths>]
+#         -P run_and_check.cmake -- <command>...
 #
 #   EXIT_CODE  the exit status the command must end with (default 0);
 #   EXPECT     a regular expression its output (stdout and stderr together) must match;
 #   GTEST      the command runs GoogleTest tests: when they passed with every test skipped
 #              (no GPU, say), prints "ALL SKIPPED:" for the entry's SKIP_REGULAR_EXPRESSION.
 #              A failed test fails the entry (exit status), however many others skipped.
+#   NOT_WRITTEN  paths ('|' between them), removed before the command runs, that must not
+#              exist after it: for a run that must stop before it writes anything.
 if(NOT DEFINED EXIT_CODE)
   set(EXIT_CODE 0)
 endif()
@@ -30,6 +33,10 @@ if(NOT cmd)
   message(FATAL_ERROR "run_and_check.cmake: no command after --")
 endif()
 
+string(REPLACE "|" ";" not_written "${NOT_WRITTEN}")
+if(not_written)
+  file(REMOVE_RECURSE ${not_written})
+endif()
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 message("${out}")
 if(NOT "${rc}" STREQUAL "${EXIT_CODE}")
@@ -38,6 +45,11 @@ endif()
 if(DEFINED EXPECT AND NOT out MATCHES "${EXPECT}")
   message(FATAL_ERROR "the output does not match ${EXPECT}")
 endif()
+foreach(path IN LISTS not_written)
+  if(EXISTS "${path}")
+    message(FATAL_ERROR "'${path}' exists: the command should have stopped before writing it")
+  endif()
+endforeach()
 if(GTEST)  # GoogleTest's summary, without colours (mpirun gives ranks a terminal)
   string(ASCII 27 esc)
   string(REGEX REPLACE "${esc}\\[[0-9;]*m" "" plain "${out}")

@@ -1,11 +1,15 @@
 // NcclComm on CUDA tensors, one GPU per process under mpirun (labels mpi, cuda; built
 // only with ZT_CUDA), and the events that order NCCL's stream against the compute stream.
 // Also the frozen tokenizer's rank-0-only load broadcast over NCCL. Skips, saying so,
-// where no GPU is visible. ctest runs it with one process; on a multi-GPU machine run it
-// with `mpirun -np <GPUs>` as well.
+// where no GPU is visible or there are fewer GPUs than processes. ctest runs it with one
+// process (comm.nccl.np1) and with two (comm.nccl.np2, which needs two GPUs). At one rank
+// a communicator runs every collective in place, so the tests of NCCL's collectives
+// themselves skip there, saying so; the others check what one rank can.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 
 #include "apps/vqtok/model/vq_model.h"
 #include "comm/checks.h"
@@ -26,14 +30,30 @@ std::unique_ptr<NcclComm> make_comm() {
   c->set_timeout(30s);
   return c;
 }
+
+// The processes mpirun started (1 outside mpirun).
+int processes() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char* s = std::getenv(v)) return std::max(1, std::atoi(s));
+  return 1;
+}
 }  // namespace
 
-#define SKIP_WITHOUT_GPU() \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible: NcclComm tests skipped"
+#define SKIP_WITHOUT_GPU()                                                                 \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible: NcclComm tests skipped"; \
+  if (cuda_device_count() < processes())                                                   \
+  GTEST_SKIP() << processes() << " processes but " << cuda_device_count()                  \
+               << " GPU(s): NCCL needs a GPU of its own for each rank"
+
+#define SKIP_AT_ONE_RANK(c)                                                              \
+  if ((c).size() < 2)                                                                    \
+  GTEST_SKIP() << "one rank: every collective runs in place and none reaches NCCL; run " \
+                  "under mpirun -np 2 or more on as many GPUs (ctest's comm.nccl.np2)"
 
 TEST(NcclComm, FloatCollectives) {
   SKIP_WITHOUT_GPU();
   auto c = make_comm();
+  SKIP_AT_ONE_RANK(*c);
   EXPECT_STREQ(c->backend(), "nccl");
   EXPECT_TRUE(c->device().is_cuda());
   const int n = c->size();
@@ -61,6 +81,7 @@ TEST(NcclComm, FloatCollectives) {
 TEST(NcclComm, CountersAndAsync) {
   SKIP_WITHOUT_GPU();
   auto c = make_comm();
+  SKIP_AT_ONE_RANK(*c);
   EXPECT_NO_THROW(checks::counters_match_textbook(*c));
   EXPECT_NO_THROW(checks::async_completes_while_computing(*c));
 }
