@@ -42,7 +42,10 @@ std::vector<Tensor> StepGraph::run(const Step& step, const std::function<void()>
     }
     s.graph.capture([&] { s.outputs = step(); });
   }
-  before_replay();
+  {
+    cuda::StreamGuard on(s.graph.stream());  // the step's constants, in order with its replays
+    before_replay();
+  }
   s.graph.replay();
   return s.outputs;
 }

@@ -52,6 +52,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
     Tensor v = slot(*states[i], "exp_avg_sq", p);
     if (!fused_path(p, {grads[i], m, v})) {
       check_capturable_path(p);
+      updating();
       update(p, grads[i], *states[i]);
       write_copy(copies[i], p);
       continue;
@@ -78,6 +79,7 @@ void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tens
       const StepConstants c = adam_constants(lr(), options_, decoupled_, st->step, st->settings);
       return std::vector<double>{c.l2, c.decay, c.step_size, c.inv_sqrt_bc2};
     });
+    updating();
     adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay, k.step_size,
                 k.inv_sqrt_bc2, o.eps(), on_device);
   }

@@ -82,6 +82,10 @@ const ParamSettings& Optimizer::settings(const std::string& name) const {
 }
 
 void Optimizer::step() {
+  ZT_CHECK(broken_.empty(),
+           "optimizer: an earlier step failed after it had updated some parameters (", broken_,
+           "), so the parameters and the optimizer state no longer agree: load a "
+           "checkpoint (or build a new optimizer) to go on");
   autograd::NoGradGuard ng;
   std::vector<Tensor> ps, gs, copies;
   std::vector<ParamState*> states;
@@ -97,7 +101,8 @@ void Optimizer::step() {
     states.push_back(&state_[i]);
     copies.push_back(copies_[i]);
   }
-  if (graph_capturing()) {
+  const bool capturing = graph_capturing();  // updates recorded, none run
+  if (capturing) {
     ZT_CHECK(capturable_,
              "optimizer: a step is being captured in a CUDA graph, but the "
              "optimizer is not capturable: call set_capturable(true) before the warm-up steps");
@@ -108,14 +113,24 @@ void Optimizer::step() {
   ++step_count_;
   for (ParamState* st : states) ++st->step;
   // A step that fails before it updates anything (out of memory for the first step's
-  // moments, on a fused path) is as if not taken: counters back, the slots it made gone,
-  // so the step can be taken again. (Off the fused path a failure part way through can
-  // leave earlier parameters updated; nothing puts those back.)
+  // moments) is as if not taken: counters back, the slots it made gone, so the step can
+  // be taken again. One that fails after some parameters were updated (a later group's
+  // launch refused on a GPU) cannot be taken back: the next step() says so.
   std::vector<size_t> slots_before(states.size());
   for (size_t i = 0; i < states.size(); ++i) slots_before[i] = states[i]->slots.size();
+  updated_some_ = false;
   try {
     update_many(ps, gs, states, copies);
-  } catch (...) {
+  } catch (const std::exception& e) {
+    if (updated_some_ && !capturing) {
+      broken_ = e.what();
+      throw;
+    }
+    if (capturing) {  // no step was captured
+      replay_makers_.clear();
+      replay_states_.clear();
+      capture_counted_ = false;
+    }
     --step_count_;
     for (size_t i = 0; i < states.size(); ++i) {
       --states[i]->step;
@@ -175,6 +190,7 @@ void Optimizer::update_many(const std::vector<Tensor>& params, const std::vector
                             const std::vector<ParamState*>& states,
                             const std::vector<Tensor>& copies) {
   for (size_t i = 0; i < params.size(); ++i) {
+    updating();
     update(params[i], grads[i], *states[i]);
     write_copy(copies[i], params[i]);
   }
@@ -193,6 +209,11 @@ Tensor& Optimizer::slot(ParamState& state, const std::string& name, const Tensor
   auto it = state.slots.find(name);
   if (created) *created = it == state.slots.end();
   if (it != state.slots.end()) return it->second;
+  // Made inside a capture, its zero fill would be part of the graph: every replay would
+  // start the parameter's state over.
+  ZT_CHECK(!graph_capturing(), "optimizer: the captured step creates the '", name,
+           "' state of a parameter; run a warm-up step in which every parameter gets a gradient "
+           "before capturing");
   MemTagScope tag(MemTag::kOptimState);
   return state.slots[name] = zeros(param.sizes(), param.dtype(), param.device());
 }
@@ -277,6 +298,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     st.slots.clear();
     st.step = 0;
   }
+  broken_.clear();  // the loaded state is whole
   for (const auto& [k, t] : state) {
     if (k == "step") {
       step_count_ = static_cast<int64_t>(t.item());

@@ -37,7 +37,11 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  /// One update of every parameter whose grad is defined (others are skipped).
+  /// One update of every parameter whose grad is defined (others are skipped). A step
+  /// that fails before it changed a parameter (out of memory for the first step's state)
+  /// is as if not called, and can be called again; one that fails after (a later group's
+  /// kernel refused on a GPU) leaves parameters and state part-updated, and every later
+  /// step() refuses until load_state_dict() restores a whole state.
   void step();
   /// Sets every parameter's grad to undefined.
   void zero_grad();
@@ -113,6 +117,9 @@ class Optimizer {
   static bool fused_copy(const Tensor& copy, const Tensor& param);
   /// Writes `copy` (if defined) from the updated `param`.
   static void write_copy(const Tensor& copy, const Tensor& param);
+  /// update_many calls it just before it first changes a parameter (a fused launch, an
+  /// update()): a step that fails after that cannot be taken back (see step()).
+  void updating() { updated_some_ = true; }
   /// In capturable mode, the constants tensor of the `group`-th fused call of a step (on
   /// `device`, make().size() f64 values), written now from make(); while a graph is
   /// captured it is not written: before_replay() writes make() before each replay.
@@ -122,6 +129,8 @@ class Optimizer {
  private:
   NamedTensors params_;
   std::vector<ParamState> state_;
+  bool updated_some_ = false;  // in this step, updating() was called
+  std::string broken_;  // why an earlier step left the state part-updated ("" when it did not)
   std::vector<Tensor> copies_;  // per parameter: its low-precision copy, or undefined
   std::unordered_map<std::string, size_t> index_;
   /// The index of parameter `name`; an unknown name is an error saying `what` needed it.

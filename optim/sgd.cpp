@@ -34,6 +34,7 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
     if (buf.defined()) others.push_back(buf);
     if (!fused_path(p, others)) {
       check_capturable_path(p);
+      updating();
       update_generic(p, grads[i], buf, first, states[i]->settings);
       write_copy(copies[i], p);
       continue;
@@ -52,14 +53,12 @@ void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tenso
   const SGDOptions& o = options_;
   size_t index = 0;
   for (auto& [key, gr] : groups) {
-    const bool first = std::get<4>(key);
-    ZT_CHECK(!first || !graph_capturing(),
-             "SGD: the captured step creates momentum buffers; "
-             "run a warm-up step before capturing");
+    const bool first = std::get<4>(key);  // (never while capturing: slot() refuses)
     const double scale = std::get<5>(key), wd = std::get<6>(key);
     Tensor on_device = step_constants(index++, gr.p[0].device(), [this, first, scale] {
       return std::vector<double>{lr() * scale, first ? 1.0 : 0.0};
     });
+    updating();
     sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr() * scale, o.momentum(), o.dampening(), wd,
                o.nesterov(), first, on_device);
   }

@@ -219,6 +219,27 @@ TEST(CudaGraph, WhatAGraphCannotReplayIsAClearError) {
     graph.run(draws, [] {});
     EXPECT_TRUE(throws_with([&] { graph.run(draws, [] {}); }, "a random draw"));
   }
+  {
+    // A parameter whose first gradient arrives in the captured step: the zero fill of its
+    // new Adam state would be in the graph, and every replay would start that state over.
+    Tensor a = normal_cpu({8}, 4).to(kGpu), b = normal_cpu({8}, 6).to(kGpu);
+    a.set_requires_grad(true);
+    b.set_requires_grad(true);
+    optim::Adam opt({{"a", a}, {"b", b}}, optim::AdamOptions(1e-2));
+    opt.set_capturable(true);
+    bool with_b = false;
+    auto step = [&] {
+      a.set_grad(ones({8}, DType::f32, kGpu));
+      if (with_b) b.set_grad(ones({8}, DType::f32, kGpu));
+      opt.step();
+      return std::vector<Tensor>{};
+    };
+    StepGraph graph(kGpu, 1);
+    graph.run(step, [&] { opt.before_replay(); });  // the warm-up: a alone
+    with_b = true;
+    EXPECT_TRUE(throws_with([&] { graph.run(step, [&] { opt.before_replay(); }); },
+                            "the captured step creates the 'exp_avg' state of a parameter"));
+  }
   // Eager work goes on as before after a failed capture.
   EXPECT_EQ(sum(x).item(), sum(x.to(Device::cpu())).item());
 }

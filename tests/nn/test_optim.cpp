@@ -347,6 +347,45 @@ TEST(Optimizer, SkipsParamsWithoutGradAndZeroGrad) {
   EXPECT_EQ(opt.lr(), 0.5);
 }
 
+namespace {
+// Plain gradient steps whose update of a 3-element parameter can be made to fail, as a
+// GPU's kernel launch for a later group of parameters can be refused after the first ran.
+class Flaky : public optim::Optimizer {
+ public:
+  explicit Flaky(optim::NamedTensors params) : Optimizer(std::move(params), 1.0, 0.0, {}) {}
+  bool fail = false;
+
+ protected:
+  void update(const Tensor& p, const Tensor& g, ParamState&) override {
+    if (fail && p.numel() == 3) throw Error("the launch was refused");
+    p.copy_(sub(p, g));
+  }
+};
+}  // namespace
+
+TEST(Optimizer, AStepThatFailsPartWayRefusesTheNextUntilAStateIsLoaded) {
+  Tensor a = param(), b = from_vector({1.0, 2.0, 3.0}, {3});
+  b.set_requires_grad(true);
+  Flaky opt({{"a", a}, {"b", b}});
+  optim::NamedTensors start;
+  for (const auto& [k, t] : opt.state_dict()) start.emplace_back(k, t.clone());
+  a.set_grad(ones({4}));
+  b.set_grad(ones({3}));
+  opt.fail = true;
+  EXPECT_THROW(opt.step(), Error);
+  EXPECT_TRUE(values_are(a, {0, -3, 2, -0.5})) << "a was updated before b failed";
+  EXPECT_TRUE(values_are(b, {1, 2, 3}));
+  opt.fail = false;
+  EXPECT_TRUE(test::throws_with(
+      [&] { opt.step(); },
+      "an earlier step failed after it had updated some parameters (the launch was refused)"));
+  EXPECT_TRUE(values_are(b, {1, 2, 3})) << "the refused step changed nothing";
+  opt.load_state_dict(start);  // a whole state again (here the one before the first step)
+  opt.step();
+  EXPECT_TRUE(values_are(b, {0, 1, 2}));
+  EXPECT_EQ(opt.step_count(), 1);
+}
+
 TEST(Clip, GlobalNormSeparable) {
   Tensor a = from_vector({3, 4}, {2}), b = from_vector({12}, {1});
   a.set_requires_grad(true);
