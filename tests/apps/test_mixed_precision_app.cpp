@@ -51,6 +51,16 @@ std::string fresh_dir(const std::string& name) {
   return p.string();
 }
 
+// What a checkpoint holds in `file`: how many tensors under each prefix ("param/",
+// "master/") have each dtype, as "param/ bf16" -> count.
+std::map<std::string, int> dtypes_in(const std::string& checkpoint, const std::string& file) {
+  nn::SafetensorsFile f(checkpoint + "/" + file);
+  std::map<std::string, int> out;
+  for (const std::string& k : f.keys())
+    out[k.substr(0, k.find('/') + 1) + " " + dtype_name(f.info(k).dtype)]++;
+  return out;
+}
+
 struct EngineRun {
   std::shared_ptr<vq::VqModel> model;
   std::unique_ptr<zero::Engine> engine;
@@ -216,6 +226,13 @@ TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
     ASSERT_EQ(r.log_losses.size(), 1u);
     EXPECT_TRUE(std::isfinite(r.log_losses[0]));
     ASSERT_FALSE(r.final_checkpoint.empty());
+    // It trained in bf16: the rank's parameter shards are bf16 beside f32 masters, and
+    // nothing else in the file is.
+    const auto dt = dtypes_in(r.final_checkpoint, "rank_00000.safetensors");
+    EXPECT_GT(dt.count("param/ bf16") ? dt.at("param/ bf16") : 0, 0);
+    EXPECT_EQ(dt.count("param/ bf16") ? dt.at("param/ bf16") : -1,
+              dt.count("master/ f32") ? dt.at("master/ f32") : -2);
+    EXPECT_EQ(dt.count("param/ f32") + dt.count("master/ bf16"), 0u);
     // The bf16 run's checkpoint loads back for inference as a whole f32 model.
     std::shared_ptr<vq::VqModel> frozen = vqtok::load_frozen_model(cfg, r.final_checkpoint, comm);
     for (const auto& [name, p] : frozen->named_parameters())
@@ -258,7 +275,7 @@ model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_reso
 gpt: {n_layer: 1, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
 data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 64, eval_samples: 4}
 train: {steps: 3, batch: 4, lr: 3.0e-3, schedule: constant, log_every: 1, eval_every: 0,
-        checkpoint_every: 0, dtype: bf16}
+        checkpoint_every: 3, dtype: bf16}
 replicated: [tokenizer]
 output_dir: unset
 )",
@@ -271,6 +288,15 @@ output_dir: unset
     EXPECT_EQ(r.steps, 3);
     ASSERT_EQ(r.log_losses.size(), 3u);
     for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
+    ASSERT_FALSE(r.final_checkpoint.empty());
+    // The GPT's shards are bf16 (f32 masters beside them); the tokenizer, replicated, is
+    // saved whole in f32 with no 16-bit tensor anywhere.
+    const auto shards = dtypes_in(r.final_checkpoint, "rank_00000.safetensors");
+    EXPECT_GT(shards.count("param/ bf16") ? shards.at("param/ bf16") : 0, 0);
+    EXPECT_EQ(shards.count("param/ f32"), 0u);
+    const auto reps = dtypes_in(r.final_checkpoint, "replicated.safetensors");
+    EXPECT_GT(reps.count("param/ f32") ? reps.at("param/ f32") : 0, 0);
+    EXPECT_EQ(reps.count("param/ bf16"), 0u);
   }
   fs::remove_all(out);
 }

@@ -493,7 +493,7 @@ TEST(Reliability, ATornLastMetricsLineIsDroppedOnResume) {
 
 TEST(Reliability, AMetricsLineTheDiskCannotHoldIsAnError) {
   // Linux's /dev/full refuses every write with ENOSPC: a disk that is always full.
-  ASSERT_TRUE(fs::exists("/dev/full"));
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full here (a container without it)";
   app::MetricsWriter metrics("/dev/full", /*append=*/true);
   EXPECT_TRUE(test::throws_with(
       [&] {

@@ -366,19 +366,40 @@ TEST(VqModel, ActionableErrors) {
   manual_seed(5);
   auto bad = tiny();
   bad.ch = 48;
-  EXPECT_THROW(vq::VqModel{bad}, Error);
+  EXPECT_TRUE(
+      test::throws_with([&] { vq::VqModel{bad}; },
+                        "model.ch must be a positive multiple of 32 (GroupNorm(32)), got 48"));
   bad = tiny();
   bad.embed_dim = 8;
-  EXPECT_THROW(vq::VqModel::count_parameters(bad), Error);
+  EXPECT_TRUE(
+      test::throws_with([&] { vq::VqModel::count_parameters(bad); },
+                        "model.embed_dim must equal model.z_channels (> 0), got embed_dim 8"));
   bad = tiny();
   bad.attn_resolutions = {4};
-  EXPECT_THROW(vq::VqModel{bad}, Error);
+  EXPECT_TRUE(test::throws_with([&] { vq::VqModel{bad}; },
+                                "model.attn_resolutions holds level indices in [0, "));
 
   vq::VqModel model(tiny());
   model.eval();
   autograd::NoGradGuard ng;
-  EXPECT_THROW(model.encode(zeros({1, 3, 3, 16, 16})), Error);  // T not a multiple of 4
-  EXPECT_THROW(model.encode(zeros({1, 4, 3, 12, 16})), Error);  // H not a multiple of 8
-  EXPECT_THROW(model.encode(zeros({1, 4, 1, 16, 16})), Error);  // 1 channel
-  EXPECT_THROW(model.decode_codes(zeros({2, 2}, DType::i64)), Error);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.encode(zeros({1, 3, 3, 16, 16}));
+      },
+      "T = 3 is not a multiple of temporal_downsample_factor 4"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.encode(zeros({1, 4, 3, 12, 16}));
+      },
+      "H, W = 12, 16 must be multiples of the spatial factor"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.encode(zeros({1, 4, 1, 16, 16}));
+      },
+      "expected video (B, T, 3, H, W), got"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.decode_codes(zeros({2, 2}, DType::i64));
+      },
+      "expected codes (B, T', h, w) or image codes (B, h, w), got"));
 }

@@ -76,13 +76,16 @@ TEST(KernelTable, CrossEntropySkipsIgnoredAndReportsFirstBadTarget) {
   Tensor da = Tensor::empty({64, 3000}, DType::bf16), db = Tensor::empty({64, 3000}, DType::bf16);
   Tensor one = full({}, 1.0, DType::f64);
   Tensor sa = Tensor::empty({3}, DType::f64), sb = Tensor::empty({3}, DType::f64);
-  cpu::cross_entropy_forward(sa, la, big, tb, -100);
-  cpu::cross_entropy_backward(da, big, la, tb, one, sa, -100);
-  const int threads = num_threads();
-  set_num_threads(1);
-  cpu::cross_entropy_forward(sb, lb, big, tb, -100);
-  cpu::cross_entropy_backward(db, big, lb, tb, one, sb, -100);
-  set_num_threads(threads);
+  {
+    test::ThreadCount two(2);  // two threads even where the default is one
+    cpu::cross_entropy_forward(sa, la, big, tb, -100);
+    cpu::cross_entropy_backward(da, big, la, tb, one, sa, -100);
+  }
+  {
+    test::ThreadCount serial(1);
+    cpu::cross_entropy_forward(sb, lb, big, tb, -100);
+    cpu::cross_entropy_backward(db, big, lb, tb, one, sb, -100);
+  }
   EXPECT_EQ(std::memcmp(sa.data_ptr(), sb.data_ptr(), 3 * sizeof(double)), 0);
   EXPECT_EQ(std::memcmp(la.data_ptr(), lb.data_ptr(), 64 * sizeof(double)), 0);
   EXPECT_EQ(std::memcmp(da.data_ptr(), db.data_ptr(), 64 * 3000 * sizeof(bf16)), 0);
@@ -94,20 +97,23 @@ TEST(KernelTable, RandomFillRoundsThroughFloatAndIgnoresThreads) {
   const Generator g(seed);
   Tensor f = Tensor::empty({n}, DType::f32), h = Tensor::empty({n}, DType::bf16);
   Tensor d = Tensor::empty({n}, DType::f64);
-  cpu::random_fill(f, seed, offset, true, 0.5, 2.0);
-  cpu::random_fill(h, seed, offset, true, 0.5, 2.0);
-  cpu::random_fill(d, seed, offset, false, -1.0, 3.0);
+  {
+    test::ThreadCount two(2);  // two threads even where the default is one
+    cpu::random_fill(f, seed, offset, true, 0.5, 2.0);
+    cpu::random_fill(h, seed, offset, true, 0.5, 2.0);
+    cpu::random_fill(d, seed, offset, false, -1.0, 3.0);
+  }
   for (int64_t i = 0; i < n; i += 499) {
     const double z = g.normal(offset + i);
     EXPECT_EQ(f.data<float>()[i], static_cast<float>(0.5 + 2.0 * z)) << i;
     EXPECT_EQ(h.data<bf16>()[i].bits, bf16(f.data<float>()[i]).bits) << i;
     EXPECT_EQ(d.data<double>()[i], -1.0 + 4.0 * g.uniform64(offset + i)) << i;
   }
-  const int threads = num_threads();
-  set_num_threads(1);
   Tensor serial = Tensor::empty({n}, DType::f32);
-  cpu::random_fill(serial, seed, offset, true, 0.5, 2.0);
-  set_num_threads(threads);
+  {
+    test::ThreadCount one_thread(1);
+    cpu::random_fill(serial, seed, offset, true, 0.5, 2.0);
+  }
   EXPECT_EQ(std::memcmp(serial.data_ptr(), f.data_ptr(), n * sizeof(float)), 0);
 }
 
