@@ -2,6 +2,7 @@
 #include "data/factory.h"
 
 #include <algorithm>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,8 @@
 #include "data/synthetic_video.h"
 
 namespace zt::data {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -55,6 +58,18 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
   if (cfg.eval_path.empty()) {
     ds = open_files(cfg, cfg.path);
   } else {
+    // Held-out data that is also training data would be scored as held out.
+    const fs::path train = fs::weakly_canonical(cfg.path),
+                   held = fs::weakly_canonical(cfg.eval_path);
+    const auto [t, h] = std::mismatch(train.begin(), train.end(), held.begin(), held.end());
+    const char* overlap = t == train.end() && h == held.end() ? "is"
+                          : t == train.end()                  ? "lies inside"
+                          : h == held.end()                   ? "holds"
+                                                              : nullptr;
+    ZT_CHECK(!overlap, "data.eval_path '", cfg.eval_path, "' ", overlap, " data.path '", cfg.path,
+             "': items of it are trained on, so eval would not be held out. Name data that "
+             "training does not read, or leave eval_path out to draw eval items from the "
+             "training data (the run then says so)");
     try {
       ds = open_files(cfg, cfg.eval_path);
     } catch (const Error& e) {

@@ -556,7 +556,14 @@ std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& e
       extra.saved_world_size, " ranks x batch ", extra.loader_batch, "); this run reads ",
       world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
   if (now.epoch > saved.epoch) {
-    const int64_t left = loader.batches_per_epoch() * batch * world - samples;
+    // What the checkpoint's layout would still have read of that epoch: its ranks'
+    // batches cover a longer epoch than this run's do.
+    const data::DistributedSampler& s = loader.sampler();
+    const data::DistributedSampler old(s.dataset_size(), 0, extra.saved_world_size, s.seed(),
+                                       s.shuffle(), s.drop_last());
+    const int64_t b = extra.loader_batch, per_rank = old.num_samples();
+    const int64_t old_batches = loader.options().drop_last ? per_rank / b : (per_rank + b - 1) / b;
+    const int64_t left = old_batches * b * extra.saved_world_size - samples;
     return note + detail::cat("with epoch ", now.epoch,
                               left > 0 ? detail::cat(", leaving the last ", left,
                                                      " samples of epoch ", saved.epoch, " unread")

@@ -360,6 +360,17 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
   EXPECT_EQ(loader->state(), (data::LoaderState{0, 3}));
   EXPECT_TRUE(has(note, "at sample 30 of epoch 0 (3 ranks x batch 2)")) << note;
   EXPECT_TRUE(has(note, "goes on at sample 24 of epoch 0, reading 6 samples again")) << note;
+  // Past the end of this run's epoch (of 18 samples 2 ranks x batch 4 read 16 an epoch,
+  // 1 rank x batch 1 all 18): it goes on with the next epoch and says what it leaves.
+  config::AppConfig small = tiny_config(dir, {"train.batch=4", "data.num_samples=18"});
+  auto short_loader = data::make_loader(data::make_dataset(small.data), small.data, 4, 0, 2);
+  zero::CheckpointExtra past;
+  past.loader_position = 16;
+  past.loader_batch = 1;
+  past.saved_world_size = 1;
+  const std::string next = app::resume_data(*short_loader, past);
+  EXPECT_EQ(short_loader->state(), (data::LoaderState{1, 0}));
+  EXPECT_TRUE(has(next, "with epoch 1, leaving the last 2 samples of epoch 0 unread")) << next;
   fs::remove_all(dir);
 }
 

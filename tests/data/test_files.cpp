@@ -176,6 +176,10 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
   for (int64_t j = 0; j < 4; ++j)
     EXPECT_FLOAT_EQ(scored->get(j).clip.to_vector()[0], static_cast<float>(4 * j) / 16) << j;
   EXPECT_EQ(make_dataset(cfg, /*eval=*/true, /*scored=*/100)->size(), 8);
+  // Held-out data that training reads too is refused, however it is spelled.
+  cfg.eval_path = d + "/./train.npy";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); },
+               {"data.eval_path '" + d + "/./train.npy' is data.path", "would not be held out"});
 }
 
 TEST(Npy, BadDtypesAndShapesAreNamed) {
@@ -282,6 +286,26 @@ TEST(Npy, FloatClipsInTheUnitRangeWarn) {
       << err;
   EXPECT_EQ(err.find("signed.npy"), std::string::npos) << err;
   EXPECT_EQ(err.find("unit.npy", err.find("unit.npy") + 1), std::string::npos) << "warned twice";
+}
+
+TEST(Image, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/all/train");
+  fs::create_directories(d + "/all/val");
+  save_png(d + "/all/train/a.png", solid(8, 8, 1, 2, 3));
+  save_png(d + "/all/val/b.png", solid(8, 8, 4, 5, 6));
+  DataConfig cfg;
+  cfg.kind = DataKind::image_folder;
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  cfg.path = d + "/all";
+  cfg.eval_path = d + "/all/val";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"lies inside data.path"});
+  cfg.path = d + "/all/train";
+  cfg.eval_path = d + "/all";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"holds data.path"});
+  cfg.eval_path = d + "/all/val";  // side by side: held out
+  EXPECT_EQ(make_dataset(cfg, /*eval=*/true)->size(), 1);
 }
 
 TEST(Image, FolderDecodesResizesAndScales) {
