@@ -24,10 +24,9 @@ foreach(np 2 3)
   endif()
 endforeach()
 
-# NcclComm (CUDA builds only): one process here; labels mpi, cuda and comm. Without a GPU
-# every test skips: the entry reports itself skipped only when all of them did and the
-# binary passed (ZT_RUN_AND_CHECK with GTEST), so a failing test fails it. Without mpirun
-# it is registered anyway and reports itself skipped.
+# NcclComm (CUDA builds only): one process, and two; labels mpi, cuda and comm. Without a
+# GPU every test skips: an entry reports itself skipped only when all of them did and the
+# binary passed (zt_mpirun_gtest), so a failing test fails it.
 if(ZT_CUDA)
   file(GLOB ZT_COMM_NCCL_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/comm/nccl/*.cpp)
   add_executable(zt_test_comm_nccl ${ZT_COMM_NCCL_TESTS}
@@ -36,24 +35,7 @@ if(ZT_CUDA)
   target_compile_options(zt_test_comm_nccl PRIVATE ${ZT_WARNINGS})
   target_link_libraries(zt_test_comm_nccl PRIVATE zt_zero zt_emu3 GTest::gtest GTest::gtest_main)
   add_dependencies(zt_test_comm zt_test_comm_nccl)
-  if(ZT_MPIRUN)
-    add_test(NAME comm.nccl.np1
-             COMMAND ${CMAKE_COMMAND} -DGTEST=ON -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN}
-                     --allow-run-as-root -np 1 $<TARGET_FILE:zt_test_comm_nccl>)
-    set_tests_properties(comm.nccl.np1 PROPERTIES LABELS "mpi;cuda;comm" TIMEOUT 180
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"
-      SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
-    # Two ranks: NCCL's collectives themselves (the tests skip, saying why, without two GPUs).
-    add_test(NAME comm.nccl.np2
-             COMMAND ${CMAKE_COMMAND} -DGTEST=ON -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN}
-                     --allow-run-as-root --oversubscribe -np 2 $<TARGET_FILE:zt_test_comm_nccl>)
-    set_tests_properties(comm.nccl.np2 PROPERTIES LABELS "mpi;cuda;comm" TIMEOUT 180 PROCESSORS 2
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1"
-      SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
-  else()
-    add_test(NAME comm.nccl.np1 COMMAND ${CMAKE_COMMAND} -E echo
-             "ALL SKIPPED: mpirun not found; install OpenMPI to run the NCCL communicator tests")
-    set_tests_properties(comm.nccl.np1 PROPERTIES LABELS "mpi;cuda;comm"
-                         SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
-  endif()
+  zt_mpirun_gtest(comm.nccl.np1 1 zt_test_comm_nccl LABELS mpi cuda comm TIMEOUT 180)
+  # Two ranks: NCCL's collectives themselves (the tests skip, saying why, without two GPUs).
+  zt_mpirun_gtest(comm.nccl.np2 2 zt_test_comm_nccl LABELS mpi cuda comm TIMEOUT 180)
 endif()

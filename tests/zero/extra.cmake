@@ -10,16 +10,4 @@ target_compile_options(zt_test_zero_mpi PRIVATE ${ZT_WARNINGS})
 target_link_libraries(zt_test_zero_mpi PRIVATE zt_zero GTest::gtest GTest::gtest_main)
 add_dependencies(zt_test_zero zt_test_zero_mpi)
 
-find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
-if(ZT_MPIRUN)
-  add_test(NAME zero.Lesson08EquivalenceMpi.np2
-           COMMAND ${CMAKE_COMMAND} -DGTEST=ON -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN}
-                   --allow-run-as-root --oversubscribe -np 2 $<TARGET_FILE:zt_test_zero_mpi>)
-  set_tests_properties(zero.Lesson08EquivalenceMpi.np2 PROPERTIES LABELS "mpi;zero" TIMEOUT 300 PROCESSORS 2
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1"
-    SKIP_REGULAR_EXPRESSION "ALL SKIPPED:")
-else()
-  add_test(NAME zero.Lesson08EquivalenceMpi.np2 COMMAND ${CMAKE_COMMAND} -E echo
-           "SKIPPED: mpirun not found; install OpenMPI to run lesson 8 under MPI")
-  set_tests_properties(zero.Lesson08EquivalenceMpi.np2 PROPERTIES LABELS "mpi;zero" SKIP_REGULAR_EXPRESSION "SKIPPED")
-endif()
+zt_mpirun_gtest(zero.Lesson08EquivalenceMpi.np2 2 zt_test_zero_mpi LABELS mpi zero TIMEOUT 300)
