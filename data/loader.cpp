@@ -59,53 +59,58 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
   out.labels = empty({b}, DType::i64);
   out.indices = empty({b}, DType::i64);
 
-  // Sample 0 fixes the clip shape; the others are checked against it.
-  Sample s0 = dataset_->get(idx[0]);
-  check_clip(s0.clip, dataset_->describe() + " sample " + std::to_string(idx[0]));
-  Shape shape = s0.clip.sizes();
-  Shape bshape = shape;
-  bshape.insert(bshape.begin(), b);
-  out.clips = empty(bshape, DType::f32);
-  const int64_t per = s0.clip.numel();
-  float* dst = out.clips.data<float>();
-  int64_t* labels = out.labels.data<int64_t>();
-  int64_t* indices = out.indices.data<int64_t>();
-
-  auto put = [&](int64_t i, const Sample& s) {
-    check_clip(s.clip, dataset_->describe() + " sample " + std::to_string(idx[i]));
-    ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset_->describe(), " sample ", idx[i],
-             " has shape ", shape_str(s.clip.sizes()), " but sample ", idx[0], " has ",
-             shape_str(shape), "; clips in a batch must share a shape (set data.height/width)");
-    const Tensor c = s.clip.contiguous();
-    std::memcpy(dst + i * per, c.data<float>(), static_cast<size_t>(per) * sizeof(float));
-    labels[i] = s.label;
-    indices[i] = idx[i];
-  };
-  put(0, s0);
-
-  const int64_t nthreads = std::min<int64_t>(options_.workers, b - 1);
-  if (nthreads <= 1) {
-    for (int64_t i = 1; i < b; ++i) put(i, dataset_->get(idx[i]));
-    return out;
-  }
-  std::atomic<int64_t> next{1};
+  // The samples, read by up to `workers` threads at once (each takes the next index),
+  // then checked and copied in batch order: sample 0 fixes the clip shape.
+  std::vector<Sample> samples(static_cast<size_t>(b));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(b));
+  std::atomic<int64_t> next{0};
   auto work = [&] {
     LedgerScope ledger(ledger_);
     for (int64_t i = next++; i < b; i = next++) {
       try {
-        put(i, dataset_->get(idx[i]));
+        samples[static_cast<size_t>(i)] = dataset_->get(idx[i]);
       } catch (...) {
         errors[static_cast<size_t>(i)] = std::current_exception();
       }
     }
   };
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < nthreads; ++t) pool.emplace_back(work);
-  for (auto& t : pool) t.join();
+  const int64_t nthreads = std::min<int64_t>(options_.workers, b);
+  if (nthreads <= 1) {
+    work();
+  } else {
+    std::vector<std::thread> pool;
+    try {
+      for (int64_t t = 0; t < nthreads; ++t) pool.emplace_back(work);
+    } catch (...) {  // no thread to be had: the started ones finish first
+      next = b;
+      for (auto& t : pool) t.join();
+      throw;
+    }
+    for (auto& t : pool) t.join();
+  }
   // The first failing sample in batch order, whichever thread saw it first.
   for (const auto& e : errors)
     if (e) std::rethrow_exception(e);
+
+  auto what = [&](int64_t i) { return dataset_->describe() + " sample " + std::to_string(idx[i]); };
+  check_clip(samples[0].clip, what(0));
+  const Shape shape = samples[0].clip.sizes();
+  Shape bshape = shape;
+  bshape.insert(bshape.begin(), b);
+  out.clips = empty(bshape, DType::f32);
+  const int64_t per = samples[0].clip.numel();
+  float* dst = out.clips.data<float>();
+  for (int64_t i = 0; i < b; ++i) {
+    const Sample& s = samples[static_cast<size_t>(i)];
+    check_clip(s.clip, what(i));
+    ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset_->describe(), " sample ", idx[i],
+             " has shape ", shape_str(s.clip.sizes()), " but sample ", idx[0], " has ",
+             shape_str(shape), "; clips in a batch must share a shape (set data.height/width)");
+    const Tensor c = s.clip.contiguous();
+    std::memcpy(dst + i * per, c.data<float>(), static_cast<size_t>(per) * sizeof(float));
+    out.labels.data<int64_t>()[i] = s.label;
+    out.indices.data<int64_t>()[i] = idx[i];
+  }
   return out;
 }
 

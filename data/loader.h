@@ -27,7 +27,7 @@ namespace zt::data {
 struct LoaderOptions {
   int64_t batch_size = 1;  ///< per rank
   int64_t prefetch = 2;    ///< batches prepared ahead; 0: made synchronously in next()
-  int64_t workers = 1;     ///< threads that load the samples of one batch
+  int64_t workers = 1;     ///< threads that read the samples of one batch at once
   bool drop_last = true;   ///< drop an epoch's incomplete last batch
 };
 

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/ops/factory.h"
@@ -181,6 +184,37 @@ TEST(Loader, SampleErrorsSurfaceInOrder) {
     EXPECT_NE(std::string(e.what()).find("sample 5 is broken"), std::string::npos) << e.what();
   }
   EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{6, 7}));
+}
+
+// Reads that wait (up to a few seconds) for another read to be in progress: how many were
+// in progress at once.
+class Overlapping : public Counting {
+ public:
+  Overlapping() : Counting(4) {}
+  Sample get(int64_t i) const override {
+    std::unique_lock<std::mutex> lock(mu_);
+    most_ = std::max(most_, ++in_progress_);
+    cv_.notify_all();
+    cv_.wait_for(lock, std::chrono::seconds(5), [&] { return in_progress_ >= 2 || most_ >= 2; });
+    --in_progress_;
+    return Counting::get(i);
+  }
+  int most() const { return most_; }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable int in_progress_ = 0, most_ = 0;
+};
+
+TEST(Loader, WorkersReadEverySampleOfASmallBatchAtOnce) {
+  // A batch of 2 with 2 workers: both samples are read at the same time (the first is not
+  // read alone before the others).
+  auto ds = std::make_shared<Overlapping>();
+  DataLoader l(ds, DistributedSampler(4, 0, 1, 0, false),
+               {.batch_size = 2, .prefetch = 0, .workers = 2});
+  EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(ds->most(), 2);
 }
 
 TEST(Loader, MismatchedShapesAreAnError) {
