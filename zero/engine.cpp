@@ -218,7 +218,7 @@ void Engine::discard_gradients() {
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   micro_ = 0;
   backwards_ = 0;
-  hooks_->on_backward_failed();
+  hooks_->abandon_backward();
 }
 
 void Engine::abort_after(const char* phase, const std::exception& e) {

@@ -144,7 +144,7 @@ void Hooks::on_backward_end() {
   reducer_.flush();
 }
 
-void Hooks::on_backward_failed() {
+void Hooks::abandon_backward() {
   end_of_backward_queued_ = false;
   std::fill(backward_begin_.begin(), backward_begin_.end(), -1);
   coordinator_.abandon_step();

@@ -30,9 +30,10 @@ class Hooks {
   /// The first parameter a gradient reached outside Engine::backward (a plain
   /// loss.backward()), empty if none did: that gradient went into the shards unscaled.
   const std::string& stray_gradient() const { return stray_; }
-  /// After a backward that threw (its end-of-backward callback never ran): the next
-  /// backward queues its own, and the groups it left gathered are released.
-  void on_backward_failed();
+  /// A backward whose end-of-backward callback will not run (it threw, or its gradients
+  /// are discarded): the next backward queues its own, the groups left gathered are
+  /// released and the step's trace is abandoned.
+  void abandon_backward();
 
  private:
   void on_pre_forward(int id, std::vector<Tensor>& inputs);
