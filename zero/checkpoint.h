@@ -37,9 +37,10 @@ struct CheckpointExtra {
   int64_t step = -1;
   /// The run's configuration (YAML text, e.g. config::Node::dump()); recorded, returned.
   std::string config_yaml;
-  /// Data loader position (data::LoaderState{epoch, position}) and the per-rank batch
-  /// size it counts in (0: not recorded, as in checkpoints saved before it was).
-  int64_t loader_epoch = 0, loader_position = 0, loader_batch = 0;
+  /// Data loader position (data::LoaderState{epoch, position}), the per-rank batch size it
+  /// counts in and the data set's size, whose shuffle it is a position in (each 0: not
+  /// recorded, as in checkpoints saved before they were).
+  int64_t loader_epoch = 0, loader_position = 0, loader_batch = 0, loader_dataset_size = 0;
   /// Free-form strings (run name, RNG seeds, ...).
   std::map<std::string, std::string> user;
   /// The application's own training state (counters, RNG state, an EMA, ...): rank 0's

@@ -188,6 +188,8 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
     st.extra.loader_epoch = count(loader, "epoch", "loader.epoch");
     st.extra.loader_position = count(loader, "position", "loader.position");
     st.extra.loader_batch = loader.contains("batch") ? count(loader, "batch", "loader.batch") : 0;
+    st.extra.loader_dataset_size =
+        loader.contains("dataset_size") ? count(loader, "dataset_size", "loader.dataset_size") : 0;
     st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;

@@ -528,6 +528,7 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
   extra.loader_batch = loader.options().batch_size;
+  extra.loader_dataset_size = loader.sampler().dataset_size();
   extra.user["app"] = app_name;
   extra.state = std::move(state);
   extra.state.emplace_back("rng_state", gather_rng_state(engine.comm()));
@@ -535,7 +536,8 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
                                static_cast<int>(cfg.train.keep_checkpoints));
 }
 
-std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
+// resume_data's work: the loader restored, and a note where the layout changed.
+static std::string resume_position(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
   const data::LoaderState saved{extra.loader_epoch, extra.loader_position};
   if (extra.loader_batch == 0) {  // saved before checkpoints recorded the batch size
     loader.restore(saved);
@@ -573,6 +575,18 @@ std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& e
   note += detail::cat("at sample ", samples - reread, " of epoch ", now.epoch);
   if (reread > 0) note += detail::cat(", reading ", reread, " samples again");
   return note;
+}
+
+std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
+  std::string note = resume_position(loader, extra);
+  const int64_t now = loader.sampler().dataset_size(), then = extra.loader_dataset_size;
+  if (then == 0 || then == now) return note;
+  return detail::cat("the data set holds ", now, " items, not the ", then,
+                     " it held when the checkpoint was saved: the rest of epoch ",
+                     extra.loader_epoch,
+                     " follows another shuffle, so some of its items may be read again and "
+                     "others not at all",
+                     note.empty() ? "" : "; ", note);
 }
 
 Tensor gather_rng_state(comm::Communicator& comm) {

@@ -239,7 +239,7 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
 /// Continues `loader` where a loaded checkpoint's data stream stopped: after as many
 /// samples of the saved epoch, also when the checkpoint was saved at another world size
 /// or batch size (DataLoader::state_at_sample). Returns a note for the user when the
-/// layout changed, empty otherwise.
+/// layout or the data set's size changed, empty otherwise.
 std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra);
 
 /// Every rank's default random generator state (seed, offset), as an i64 tensor

@@ -336,7 +336,8 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
     return nlohmann::json::parse(
         std::ifstream(dir + "/checkpoints/" + zero::checkpoint_tag(step) + "/meta.json"))["loader"];
   };
-  EXPECT_EQ(loader_at(2), (nlohmann::json{{"epoch", 0}, {"position", 2}, {"batch", 4}}));
+  EXPECT_EQ(loader_at(2),
+            (nlohmann::json{{"epoch", 0}, {"position", 2}, {"batch", 4}, {"dataset_size", 64}}));
   // 1 rank x batch 8: sample 16 is step 2; one step later the stream is at 3.
   const auto sets = [](int steps, int batch) {
     return std::vector<std::string>{"train.steps=" + std::to_string(steps),
@@ -344,10 +345,12 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
                                     "train.checkpoint_every=1"};
   };
   EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, sets(3, 8)), true, 1).start_step, 2);
-  EXPECT_EQ(loader_at(3), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 8}}));
+  EXPECT_EQ(loader_at(3),
+            (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 8}, {"dataset_size", 64}}));
   // From there (24 samples) at 3 ranks x batch 4, 12 a step: step 2, then 3.
   EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, sets(4, 4)), true, 3).start_step, 3);
-  EXPECT_EQ(loader_at(4), (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 4}}));
+  EXPECT_EQ(loader_at(4),
+            (nlohmann::json{{"epoch", 0}, {"position", 3}, {"batch", 4}, {"dataset_size", 64}}));
 
   // The note the resumed run prints says where it goes on and what it reads again.
   config::AppConfig cfg = tiny_config(dir, {"train.batch=4"});
@@ -371,6 +374,18 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
   const std::string next = app::resume_data(*short_loader, past);
   EXPECT_EQ(short_loader->state(), (data::LoaderState{1, 0}));
   EXPECT_TRUE(has(next, "with epoch 1, leaving the last 2 samples of epoch 0 unread")) << next;
+  // A data set of another size than the checkpoint's: its shuffle is another, and the
+  // note says what that means for the epoch under way.
+  zero::CheckpointExtra grown = past;
+  grown.loader_position = 4;
+  grown.loader_batch = 4;
+  grown.saved_world_size = 2;
+  grown.loader_dataset_size = 16;
+  const std::string other = app::resume_data(*short_loader, grown);
+  EXPECT_TRUE(has(other,
+                  "the data set holds 18 items, not the 16 it held when the checkpoint "
+                  "was saved: the rest of epoch 0 follows another shuffle"))
+      << other;
   fs::remove_all(dir);
 }
 
