@@ -1,0 +1,61 @@
+// resume_data: where a resumed run's data stream goes on, at the checkpoint's layout or
+// another one, and the note that says what changed.
+#include "apps/common/train_util.h"
+#include "data/sampler.h"
+
+namespace zt::app {
+
+// resume_data's work: the loader restored, and a note where the layout changed.
+static std::string resume_position(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
+  const data::LoaderState saved{extra.loader_epoch, extra.loader_position};
+  if (extra.loader_batch == 0) {  // saved before checkpoints recorded the batch size
+    loader.restore(saved);
+    return "";
+  }
+  int64_t samples = 0;
+  ZT_CHECK(!__builtin_mul_overflow(saved.position, extra.loader_batch, &samples) &&
+               !__builtin_mul_overflow(samples, int64_t{extra.saved_world_size}, &samples),
+           "'", extra.dir, "/meta.json': the loader position ", saved.position, " x batch ",
+           extra.loader_batch, " x ", extra.saved_world_size,
+           " ranks is past any data set (a damaged meta.json?)");
+  const data::LoaderState now = loader.state_at_sample(saved.epoch, samples);
+  loader.restore(now);
+  const int64_t batch = loader.options().batch_size, world = loader.sampler().world();
+  if (extra.loader_batch == batch && extra.saved_world_size == world) return "";
+  std::string note = detail::cat(
+      "the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch, " (",
+      extra.saved_world_size, " ranks x batch ", extra.loader_batch, "); this run reads ",
+      world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
+  if (now.epoch > saved.epoch) {
+    // What the checkpoint's layout would still have read of that epoch: its ranks'
+    // batches cover a longer epoch than this run's do.
+    const data::DistributedSampler& s = loader.sampler();
+    const data::DistributedSampler old(s.dataset_size(), 0, extra.saved_world_size, s.seed(),
+                                       s.shuffle(), s.drop_last());
+    const int64_t b = extra.loader_batch, per_rank = old.num_samples();
+    const int64_t old_batches = loader.options().drop_last ? per_rank / b : (per_rank + b - 1) / b;
+    const int64_t left = old_batches * b * extra.saved_world_size - samples;
+    return note + detail::cat("with epoch ", now.epoch,
+                              left > 0 ? detail::cat(", leaving the last ", left,
+                                                     " samples of epoch ", saved.epoch, " unread")
+                                       : std::string());
+  }
+  const int64_t reread = samples - now.position * batch * world;
+  note += detail::cat("at sample ", samples - reread, " of epoch ", now.epoch);
+  if (reread > 0) note += detail::cat(", reading ", reread, " samples again");
+  return note;
+}
+
+std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra) {
+  std::string note = resume_position(loader, extra);
+  const int64_t now = loader.sampler().dataset_size(), then = extra.loader_dataset_size;
+  if (then == 0 || then == now) return note;
+  return detail::cat("the data set holds ", now, " items, not the ", then,
+                     " it held when the checkpoint was saved: the rest of epoch ",
+                     extra.loader_epoch,
+                     " follows another shuffle, so some of its items may be read again and "
+                     "others not at all",
+                     note.empty() ? "" : "; ", note);
+}
+
+}  // namespace zt::app
