@@ -153,6 +153,14 @@ void TensorBoardWriter::add_scalar(const std::string& tag, int64_t step, double 
   write_event(step, body);
 }
 
+void TensorBoardWriter::add_session_start(int64_t step) {
+  std::string session_log;
+  put_int(session_log, 1, 1);  // status: START
+  std::string body;
+  put_bytes(body, 7, session_log);
+  write_event(step, body);
+}
+
 void TensorBoardWriter::add_image(const std::string& tag, int64_t step,
                                   const std::vector<uint8_t>& png, int64_t height, int64_t width,
                                   int channels) {

@@ -40,6 +40,10 @@ class TensorBoardWriter {
   /// channels (1 grey, 3 RGB, 4 RGBA).
   void add_image(const std::string& tag, int64_t step, const std::vector<uint8_t>& png,
                  int64_t height, int64_t width, int channels);
+  /// A SessionLog START event at `step`: a run resumed from a checkpoint writes one at its
+  /// first step, and TensorBoard then drops the points at that step and later that the
+  /// earlier run logged past the checkpoint (they are not part of the resumed run's curve).
+  void add_session_start(int64_t step);
   /// The event file's path.
   const std::string& path() const { return path_; }
 

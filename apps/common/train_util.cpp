@@ -415,8 +415,9 @@ void MetricsWriter::write(const nlohmann::json& record) {
     if (k != "step") add(prefix + k, v);
 }
 
-void MetricsWriter::enable_tensorboard(const std::string& dir) {
+void MetricsWriter::enable_tensorboard(const std::string& dir, int64_t resumed_step) {
   tb_ = std::make_unique<data::TensorBoardWriter>(dir);
+  if (resumed_step > 0) tb_->add_session_start(resumed_step + 1);
 }
 
 void MetricsWriter::image(const std::string& tag, int64_t step, const data::Image& img) {

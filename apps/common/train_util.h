@@ -178,7 +178,10 @@ class MetricsWriter {
   /// "<kind>/<field>" when the record has a string "kind" (e.g. train/loss, eval/psnr).
   void write(const nlohmann::json& record);
   /// From now on, also writes TensorBoard event files into `dir` (a new file per call).
-  void enable_tensorboard(const std::string& dir);
+  /// A run resumed at `resumed_step` (> 0) starts its file with a session start at the
+  /// next step, so that TensorBoard drops what an earlier run logged past the checkpoint,
+  /// as filter_metrics does for metrics.jsonl.
+  void enable_tensorboard(const std::string& dir, int64_t resumed_step = 0);
   /// With TensorBoard on, logs `img` (as PNG) under `tag` at `step`; otherwise nothing.
   void image(const std::string& tag, int64_t step, const data::Image& img);
   const std::string& path() const { return path_; }

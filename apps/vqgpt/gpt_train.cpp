@@ -151,7 +151,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
-    if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());
+    if (tc.tensorboard)
+      metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string(), start);
   }
   const int64_t targets_per_clip = layout.length() - 1;
   const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;

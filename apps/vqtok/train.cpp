@@ -229,7 +229,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
     }
     metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
-    if (tc.tensorboard) metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string());
+    if (tc.tensorboard)
+      metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string(), start);
   }
   if (say) {
     std::printf("model: %lld parameters, %lld tokens per clip; data: %s\n",

@@ -2,11 +2,14 @@
 // <output_dir>/tb (rank 0 only) that the independent reader of
 // tests/common/tfevents_reader.h parses: every numeric field of every metrics.jsonl
 // record as a "<kind>/<field>" scalar at its step, and the eval reconstruction grid as a
-// PNG image identical to recon_step_*.png.
+// PNG image identical to recon_step_*.png. A run resumed from a checkpoint older than its
+// last logged step shows in TensorBoard exactly what metrics.jsonl keeps.
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -16,6 +19,7 @@
 #include "common/tfevents_reader.h"
 #include "configs/config.h"
 #include "data/image.h"
+#include "zero/checkpoint.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -109,5 +113,75 @@ TEST(TensorBoardApp, VqtokWritesScalarsAndReconGrid) {
   EXPECT_EQ(recon->width, file_grid.width);
   EXPECT_EQ(recon->colorspace, 3);
   EXPECT_EQ(tb_grid.rgb, file_grid.rgb);
+  fs::remove_all(out);
+}
+
+// The first run logs steps 1-3 and saves at 2 and 3; with the step-3 checkpoint gone, the
+// resumed run starts again at step 3. Its event file starts with a session start at step 3,
+// so TensorBoard (the reader's shown_events) drops the first run's step-3 points, and what
+// it shows is what metrics.jsonl keeps: the first run's steps 1-2 and the second's step 3.
+TEST(TensorBoardApp, ResumeShowsWhatMetricsKeeps) {
+  const fs::path out = fs::temp_directory_path() / ("zt_tb_resume_" + std::to_string(::getpid()));
+  fs::remove_all(out);
+  config::Node root = config::parse_yaml(kTinyYaml, "test_tensorboard_app");
+  for (const char* o : {"train.tensorboard=true", "train.checkpoint_every=2"})
+    config::apply_override(root, o);
+  config::apply_override(root, "output_dir=" + out.string());
+  const config::AppConfig cfg = config::parse_app_config(root, config::App::vqtok);
+  auto run = [&](bool resume) {
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.quiet = true;
+      o.resume = resume;
+      vqtok::train(cfg, o, comm);
+    });
+  };
+  run(false);
+  fs::remove_all(out / "checkpoints" / zero::checkpoint_tag(3));
+  run(true);
+
+  // Both event files, in the order they were written (the first event's wall time).
+  std::vector<std::vector<test::TfEvent>> files;
+  for (const auto& e : fs::directory_iterator(out / "tb"))
+    files.push_back(test::read_events(e.path().string()));
+  ASSERT_EQ(files.size(), 2u);
+  std::sort(files.begin(), files.end(),
+            [](const auto& a, const auto& b) { return a.at(0).wall_time < b.at(0).wall_time; });
+  ASSERT_GE(files[1].size(), 2u);
+  EXPECT_EQ(files[1][1].session_status, 1);
+  EXPECT_EQ(files[1][1].step, 3);
+  std::vector<test::TfEvent> all = files[0];
+  all.insert(all.end(), files[1].begin(), files[1].end());
+
+  std::map<std::pair<std::string, int64_t>, float> shown;
+  int images = 0;
+  for (const test::TfEvent& e : test::shown_events(all))
+    for (const test::TfValue& v : e.values) {
+      if (v.has_simple) {
+        EXPECT_TRUE(shown.emplace(std::pair{v.tag, e.step}, v.simple).second);
+      }
+      images += v.has_image ? 1 : 0;
+    }
+  EXPECT_EQ(images, 1) << "the first run's step-3 reconstruction grid is dropped";
+  // metrics.jsonl's numeric fields, nested objects flattened with "/" as the writer does.
+  std::map<std::pair<std::string, int64_t>, float> kept;
+  std::function<void(const std::string&, int64_t, const nlohmann::json&)> keep =
+      [&](const std::string& tag, int64_t step, const nlohmann::json& v) {
+        if (v.is_object())
+          for (const auto& [k, x] : v.items()) keep(tag + "/" + k, step, x);
+        else if (v.is_number())
+          kept[{tag, step}] = static_cast<float>(v.get<double>());
+      };
+  for (const auto& r : app::read_metrics((out / "metrics.jsonl").string()))
+    for (const auto& [k, v] : r.items())
+      if (k != "step") keep(r.at("kind").get<std::string>() + "/" + k, r.at("step"), v);
+  EXPECT_GT(kept.size(), 3u * 10u);
+  for (const auto& [key, value] : kept) {
+    const auto it = shown.find(key);
+    ASSERT_NE(it, shown.end()) << key.first << " at step " << key.second << " is not shown";
+    EXPECT_EQ(it->second, value) << key.first << " at step " << key.second;
+  }
+  for (const auto& [key, value] : shown)
+    EXPECT_TRUE(kept.count(key)) << key.first << " at step " << key.second << " is not kept";
   fs::remove_all(out);
 }

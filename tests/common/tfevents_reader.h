@@ -14,7 +14,8 @@
 
 namespace zt::test {
 
-/// One decoded Event: wall_time, step, file_version, and the summary values it carries.
+/// One decoded Event: wall_time, step, file_version, a SessionLog's status (0 when none;
+/// 1 START), and the summary values it carries.
 struct TfValue {
   std::string tag;
   bool has_simple = false;
@@ -27,6 +28,7 @@ struct TfEvent {
   double wall_time = 0.0;
   int64_t step = 0;
   std::string file_version;
+  int64_t session_status = 0;
   std::vector<TfValue> values;
 };
 
@@ -153,6 +155,9 @@ inline TfEvent decode_event(const std::string& payload) {
         }
         e.values.push_back(std::move(v));
       }
+    } else if (f.number == 7 && f.wire == 2) {
+      for (const PbField& sl : pb_fields(f.bytes))
+        if (sl.number == 1 && sl.wire == 0) e.session_status = static_cast<int64_t>(sl.varint);
     } else {
       throw std::runtime_error("unexpected Event field " + std::to_string(f.number));
     }
@@ -170,6 +175,20 @@ inline std::string read_file_bytes(const std::string& path) {
 inline std::vector<TfEvent> read_events(const std::string& path) {
   std::vector<TfEvent> out;
   for (const std::string& r : tfrecords(read_file_bytes(path))) out.push_back(decode_event(r));
+  return out;
+}
+
+/// The events TensorBoard shows from `events` (in the order written, across files): a
+/// session START at step s drops every earlier event at step s or later.
+inline std::vector<TfEvent> shown_events(const std::vector<TfEvent>& events) {
+  std::vector<TfEvent> out;
+  for (const TfEvent& e : events) {
+    if (e.session_status == 1) {
+      std::erase_if(out, [&](const TfEvent& o) { return o.step >= e.step; });
+      continue;
+    }
+    out.push_back(e);
+  }
   return out;
 }
 

@@ -165,6 +165,33 @@ TEST(TensorBoard, RoundTripThroughIndependentReader) {
   fs::remove_all(dir);
 }
 
+// A resumed run's session start: its exact bytes (confirmed against TensorBoard 2.21's
+// event_pb2, as the golden file above), and what TensorBoard then shows: the points at its
+// step and later that were logged before it are gone, the ones logged after it stay.
+TEST(TensorBoard, SessionStartDropsPointsPastIt) {
+  const std::string dir = fresh_dir("session");
+  std::string path;
+  {
+    data::TensorBoardWriter w(dir, [] { return 1700000000.5; });
+    for (int64_t step = 1; step <= 3; ++step) w.add_scalar("loss", step, static_cast<double>(step));
+    w.add_session_start(2);
+    w.add_scalar("loss", 2, 20.0);
+    path = w.path();
+  }
+  const auto records = test::tfrecords(test::read_file_bytes(path));
+  ASSERT_EQ(records.size(), 6u);
+  EXPECT_EQ(to_hex(records[4]), "0900002040fc54d94110023a020801");
+  const auto events = test::read_events(path);
+  EXPECT_EQ(events[4].session_status, 1);
+  EXPECT_EQ(events[4].step, 2);
+  EXPECT_TRUE(events[4].values.empty());
+  std::vector<std::pair<int64_t, float>> shown;
+  for (const test::TfEvent& e : test::shown_events(events))
+    for (const test::TfValue& v : e.values) shown.emplace_back(e.step, v.simple);
+  EXPECT_EQ(shown, (std::vector<std::pair<int64_t, float>>{{1, 1.0f}, {2, 20.0f}}));
+  fs::remove_all(dir);
+}
+
 TEST(TensorBoard, BadImageIsAnError) {
   const std::string dir = fresh_dir("bad");
   data::TensorBoardWriter w(dir);
