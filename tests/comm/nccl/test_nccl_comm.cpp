@@ -10,10 +10,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <thread>
+#include <utility>
 
 #include "apps/vqtok/model/vq_model.h"
 #include "comm/checks.h"
 #include "common/test_util.h"
+#include "core/cuda/stream.h"
 #include "core/ops.h"
 #include "core/work_counts.h"
 #include "zero/comm/cuda/nccl_comm.h"
@@ -141,6 +144,32 @@ TEST(NcclComm, CollectivesAreOrderedAgainstTheComputeStream) {
   EXPECT_CLOSE(summed_copy.to(Device::cpu()), mul(ref, static_cast<double>(size)), 1e-5, 1e-5)
       << "all_reduce";
   set_tf32(saved);
+}
+
+// Every stream that waits for a collective is ordered after it, not only the first one:
+// rank 1 joins an all_reduce 300 ms late, so on rank 0 the collective cannot finish before
+// then, and events recorded right after wait() on two different streams are still pending.
+TEST(NcclComm, EveryWaitingStreamIsOrdered) {
+  SKIP_WITHOUT_GPU();
+  auto c = make_comm();
+  SKIP_AT_ONE_RANK(*c);
+  const int dev = c->device().index;
+  Tensor t = add(zeros({1024}, DType::f32, c->device()), 1.0);
+  if (c->rank() == 1) std::this_thread::sleep_for(300ms);
+  auto work = c->all_reduce(t, comm::ReduceOp::kSum, /*async=*/true);
+  cuda::Stream first(dev), second(dev);
+  cuda::Event after_first, after_second;
+  for (auto [stream, event] : {std::pair{&first, &after_first}, {&second, &after_second}}) {
+    cuda::StreamGuard g(*stream);
+    work->wait();
+    event->record(stream->get());
+  }
+  if (c->rank() == 0) {
+    EXPECT_FALSE(after_first.query()) << "the first waiting stream ran ahead of the collective";
+    EXPECT_FALSE(after_second.query()) << "the second waiting stream ran ahead of the collective";
+  }
+  after_second.synchronize();
+  EXPECT_CLOSE(t.to(Device::cpu()), mul(ones({1024}), static_cast<double>(c->size())), 0, 0);
 }
 
 // The frozen tokenizer as vqgpt builds it on GPUs: every rank starts from different

@@ -5,6 +5,7 @@
 // it out before the collective is done with it. The watchdog polls the second events.
 #include "zero/comm/cuda/nccl_comm.h"
 
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -96,10 +97,10 @@ char* bytes_of(const Tensor& t) {
 }
 }  // namespace
 
-/// A collective in flight on the NCCL stream. wait() orders the caller's stream (and the
-/// stream the collective was issued from, which owns its tensors' memory) after the
-/// collective and returns: the host does not block. Once that order is queued the
-/// tensors can be let go, since the caching allocator reuses memory only in its owning
+/// A collective in flight on the NCCL stream. Each wait() orders the caller's current
+/// stream (and, the first time, the stream the collective was issued from, which owns its
+/// tensors' memory) after the collective and returns: the host does not block. Once that order is
+/// queued the tensors can be let go, since the caching allocator reuses memory only in its owning
 /// stream's order. The communicator's watchdog finds a collective that fails or never
 /// finishes. A barrier is the exception: it promises the host that every rank arrived,
 /// so its wait() blocks until the barrier's event completed.
@@ -115,7 +116,7 @@ class NcclWork : public Work {
         host_waits_(host_waits) {}
   ~NcclWork() override {
     try {  // keep later compute ordered after the collective even if never waited for
-      order_after();
+      if (!owner_ordered_) order_after();
     } catch (...) {
     }
   }
@@ -145,13 +146,16 @@ class NcclWork : public Work {
     std::string why = comm_->abort_reason();
     if (!why.empty()) throw AbortedError(detail::cat("zt.comm: ", what_, " aborted because ", why));
   }
+  // Every stream that waits is ordered (a second waiter on another stream too); the owning
+  // stream once, after which the tensors can be let go.
   void order_after() {
-    if (ordered_) return;
     cuda::DeviceGuard g(comm_->device_);
     cudaStream_t current = cuda::current_stream(comm_->device_);
-    cuda::stream_wait_event(current, *done_);
+    if (last_ordered_ != current) cuda::stream_wait_event(current, *done_);
+    last_ordered_ = current;
+    if (owner_ordered_) return;
     if (issued_on_ != current) cuda::stream_wait_event(issued_on_, *done_);
-    ordered_ = true;
+    owner_ordered_ = true;
     hold_.clear();
   }
 
@@ -161,7 +165,8 @@ class NcclWork : public Work {
   std::shared_ptr<const cuda::Event> done_;
   cudaStream_t issued_on_;
   bool host_waits_;
-  bool ordered_ = false;
+  bool owner_ordered_ = false;
+  std::optional<cudaStream_t> last_ordered_;  // the stream the last wait() ordered
 };
 
 NcclComm::NcclComm(int device) : NcclComm(std::make_unique<MpiComm>(), device) {}
