@@ -7,6 +7,7 @@
 #include <tuple>
 
 #include "common/test_util.h"
+#include "core/cpu/winograd.h"
 
 using namespace zt;
 using zt::test::throws_with;
@@ -145,6 +146,22 @@ TEST(Conv3d, MatchesReferenceTokenizerShapes) {
   }
 }
 
+// The geometry of a "same" 3x3 convolution (3-D with a depth-1 kernel when d > 1), for
+// checking which path the tests below take: the choice is made silently.
+namespace {
+ConvGeometry same_3x3(int64_t c, int64_t o, int64_t d, int64_t h, int64_t w) {
+  ConvGeometry g;
+  g.c = c;
+  g.o = o;
+  g.d = g.od = d;
+  g.h = g.oh = h;
+  g.w = g.ow = w;
+  g.kh = g.kw = 3;
+  g.pad_h = g.pad_w = 1;
+  return g;
+}
+}  // namespace
+
 // "Same" 3x3 convolutions with >= 16 channels on both sides take the Winograd F(2x2, 3x3)
 // path (core/cpu/winograd.h). Sizes cover full 8-tile vector groups plus scalar tails
 // (tiles per row 16 + 2), odd H and W (partial edge tiles), 1x1 images and depth slices,
@@ -155,6 +172,7 @@ TEST(Conv2d, WinogradMatchesReference) {
                                                         {{2, 16, 5, 16}, 16}, {{1, 16, 6, 32}, 20}};
   Generator gen(31);
   for (const auto& [xs, o] : cases) {
+    ASSERT_TRUE(cpu::winograd_applies(same_3x3(xs[1], o, 1, xs[2], xs[3]))) << shape_str(xs);
     Tensor x = randn(xs, gen), w = randn({o, xs[1], 3, 3}, gen), b = randn({o}, gen);
     Conv2dArgs a;
     a.padding = {1, 1, 1, 1};
@@ -167,6 +185,7 @@ TEST(Conv2d, WinogradMatchesReference) {
 }
 
 TEST(Conv3d, WinogradDepthSlicesMatchReference) {
+  ASSERT_TRUE(cpu::winograd_applies(same_3x3(16, 16, 3, 6, 5)));
   Generator gen(32);
   Tensor x = randn({2, 16, 3, 6, 5}, gen), w = randn({16, 16, 1, 3, 3}, gen);
   Conv3dArgs a;
@@ -187,6 +206,8 @@ TEST(Conv2d, WinogradGradientsMatchDirectPath) {
                                                                   {DType::f32, 5, 32},
                                                                   {DType::f32, 4, 4}};
   for (const auto& [dt, height, width] : cases) {
+    ASSERT_TRUE(cpu::winograd_applies(same_3x3(16, 24, 1, height, width)));
+    ASSERT_FALSE(cpu::winograd_applies(same_3x3(8, 24, 1, height, width)));
     Generator gen(33);
     Tensor x = randn({2, 16, height, width}, gen, dt), w = randn({24, 16, 3, 3}, gen, dt);
     Tensor b = randn({24}, gen, dt), go = randn({2, 24, height, width}, gen, dt);
