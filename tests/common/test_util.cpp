@@ -1,9 +1,13 @@
 // Tensor comparisons and the finite-difference gradient checker.
 #include "common/test_util.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <mutex>
 #include <sstream>
 
 namespace zt::test {
@@ -107,9 +111,32 @@ std::string error_of(const std::function<void()>& fn) {
   return "";
 }
 
+std::string process_temp_dir(const std::string& name) {
+  // One remover per name, destroyed (in reverse order of creation) at exit.
+  struct Removed {
+    std::filesystem::path path;
+    pid_t owner = ::getpid();  // a forked child leaves it to its parent
+    ~Removed() {
+      std::error_code ec;
+      if (::getpid() == owner) std::filesystem::remove_all(path, ec);
+    }
+  };
+  static std::mutex mu;
+  static std::map<std::string, Removed> made;
+  std::lock_guard<std::mutex> lock(mu);
+  auto [it, fresh] = made.try_emplace(name);
+  if (fresh) {
+    it->second.path =
+        std::filesystem::path(::testing::TempDir()) / (name + "_" + std::to_string(::getpid()));
+    std::filesystem::remove_all(it->second.path);
+    std::filesystem::create_directories(it->second.path);
+  }
+  return it->second.path.string();
+}
+
 std::string write_temp_file(const std::string& folder, const std::string& sub,
                             const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / folder / sub;
+  const auto dir = std::filesystem::path(process_temp_dir(folder)) / sub;
   std::filesystem::create_directories(dir);
   const std::string path = (dir / name).string();
   std::ofstream(path) << text;

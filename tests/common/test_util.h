@@ -32,8 +32,12 @@ namespace zt::test {
 /// The message of the exception fn() throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& fn);
 
-/// Writes `text` to <temp dir>/<folder>/<sub>/<name> (folders created) and returns the path.
-/// Give each test case its own `sub`: ctest may run cases in parallel.
+/// <temp dir>/<name>_<pid>, created: a folder of this process alone (two build trees may
+/// run the same tests at once), removed with everything in it when the process exits.
+std::string process_temp_dir(const std::string& name);
+
+/// Writes `text` to process_temp_dir(folder)/<sub>/<name> (folders created) and returns
+/// the path.
 std::string write_temp_file(const std::string& folder, const std::string& sub,
                             const std::string& name, const std::string& text);
 

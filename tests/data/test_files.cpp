@@ -8,6 +8,7 @@
 #include <fstream>
 #include <set>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "data/factory.h"
@@ -24,7 +25,7 @@ namespace {
 // A fresh directory per test (ctest may run tests in parallel).
 std::string temp_dir() {
   const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path d = fs::path(::testing::TempDir()) / "zt_data_test" /
+  const fs::path d = fs::path(test::process_temp_dir("zt_data_test")) /
                      (std::string(info->test_suite_name()) + "." + info->name());
   fs::remove_all(d);
   fs::create_directories(d);

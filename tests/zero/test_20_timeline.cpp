@@ -11,6 +11,8 @@
 // spans on the checkpoint track by themselves.
 //
 // Run alone: ctest --test-dir build -R zero.Lesson20
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -74,10 +76,11 @@ json train_and_read(const std::string& path, const std::string& ckpt_root) {
 }  // namespace
 
 TEST(Lesson20Timeline, GathersPrecedeComputeAndPrefetchOverlapsIt) {
+  const std::string pid = std::to_string(::getpid());
   const std::string path =
-      (std::filesystem::temp_directory_path() / "zt_lesson20_timeline.json").string();
+      (std::filesystem::temp_directory_path() / ("zt_lesson20_timeline_" + pid + ".json")).string();
   const std::string ckpt =
-      (std::filesystem::temp_directory_path() / "zt_lesson20_checkpoints").string();
+      (std::filesystem::temp_directory_path() / ("zt_lesson20_checkpoints_" + pid)).string();
   std::filesystem::remove_all(ckpt);
   json doc = train_and_read(path, ckpt);
   std::filesystem::remove(path);

@@ -6,6 +6,8 @@
 // host queues the whole step without waiting. Only logging reads the norm. The gradient
 // shards are views of one flat buffer per device, so the kernels a step runs do not grow
 // with the number of parameters (the norm is one sum_squares, the update one adam_update).
+#include <unistd.h>
+
 #include <filesystem>
 
 #include "core/work_counts.h"
@@ -158,7 +160,8 @@ TEST(Lesson22StepOnDevice, WhatKeepsAStepFromBeingCapturedIsNamed) {
     manual_seed(22);
     zero::Engine engine(std::make_shared<lesson::Mixed>(), comm, {}, adamw());
     const std::filesystem::path path =
-        std::filesystem::temp_directory_path() / "zt_lesson22_timeline.json";
+        std::filesystem::temp_directory_path() /
+        ("zt_lesson22_timeline_" + std::to_string(::getpid()) + ".json");
     engine.set_timeline(path.string());
     EXPECT_NE(engine.capture_blocker().find("timeline"), std::string::npos);
     engine.write_timeline();
