@@ -356,7 +356,7 @@ std::string nonfinite_loss_report(const Tensor& input,
 void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
                        const char* app) {
   const std::vector<std::string> all = engine.comm().all_gather_bytes(local);
-  if (engine.loss_scale() != 1.0) return;  // fp16: the engine skipped the update
+  if (engine.loss_scaler().active()) return;  // fp16: the engine skipped the update
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty())
       throw comm::AgreedError(

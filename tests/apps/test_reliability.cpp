@@ -432,6 +432,26 @@ TEST(Reliability, ADivergingRunStopsNamingTheStepAndSavesNoNonFiniteCheckpoint) 
   fs::remove_all(dir);
 }
 
+// Under fp16 the engine skips an update whose gradients overflowed, whatever the scale: a
+// fixed scale of 1 (or a dynamic one down at min_loss_scale) too. The run goes on then.
+TEST(Reliability, AnFp16OverflowTheEngineSkippedDoesNotStopTheRun) {
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(3);
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.loss_scale = 1;  // fixed: the scale is 1 before and after the overflow
+    zero::Engine engine(std::make_shared<nn::Linear>(4, 3), comm, cfg, {});
+    // Outputs |w x| < 2e4 fit in f16; the weights' gradients, ~ (w x) x ~ 1e8, do not.
+    const Tensor y = engine(mul(ones({2, 4}), 1e4).to(DType::f16)).to(DType::f32);
+    engine.backward(mean(mul(y, y)));
+    EXPECT_FALSE(engine.step()) << "the overflowed update is skipped";
+    EXPECT_EQ(engine.stats().overflow_skips, 1);
+    EXPECT_EQ(engine.loss_scale(), 1.0);
+    EXPECT_EQ(error_of([&] { app::check_step_finite(engine, "", 1, "test"); }), "")
+        << "the skipped step stopped the run";
+  });
+}
+
 TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
   const std::string dir = fresh_dir("ranks");
   for (const auto& [set, key] : std::vector<std::pair<std::string, std::string>>{
