@@ -167,10 +167,23 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
   }
 }
 
+// A scheduler key left out takes DeepSpeed's default, as DeepSpeed would; unless the YAML
+// sets the same setting (then take() names both), a warning says which default applies.
+void note_default(const TakeOver& take, const Section& p, const char* key, const char* yaml_key,
+                  const std::string& what, std::vector<std::string>& warnings,
+                  const Node& type_node) {
+  if (p.node() && p.node().has(key)) return;
+  if (take.yaml_train && take.yaml_train.is_map() && take.yaml_train.has(yaml_key)) return;
+  warnings.push_back(type_node.where() + ": " + type_node.path() + " " + type_node.scalar() +
+                     " without params." + key + ": " + what);
+}
+
 // DeepSpeed warms up logarithmically unless warmup_type is linear; zt warms up linearly.
 void read_warmup(Section& p, TrainConfig& t, TakeOver& take, std::vector<std::string>& warnings,
                  const Node& type_node) {
-  int64_t warmup = t.warmup;
+  int64_t warmup = 1000;  // DeepSpeed's warmup_num_steps default
+  note_default(take, p, "warmup_num_steps", "warmup",
+               "DeepSpeed's default warmup of 1000 updates applies", warnings, type_node);
   std::string warmup_type = "log";
   p.get("warmup_num_steps", warmup, 0).get_enum("warmup_type", warmup_type, {"log", "linear"});
   if (p.node() && p.node().has("warmup_type") && warmup_type == "log")
@@ -196,7 +209,13 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
     return n ? n : type_node;
   };
   if (type == "WarmupLR" || type == "WarmupDecayLR") {
-    double min_lr = 0, max_lr = t.lr;
+    double min_lr = 0, max_lr = 0.001;  // DeepSpeed's warmup_max_lr default
+    if (t.lr != max_lr)
+      note_default(take, p, "warmup_max_lr", "lr",
+                   "the learning rate rises to DeepSpeed's default warmup_max_lr, 0.001, in "
+                   "place of the optimizer's " +
+                       text(t.lr),
+                   warnings, type_node);
     p.get("warmup_min_lr", min_lr, 0.0).get("warmup_max_lr", max_lr, 0.0, 10.0);
     if (min_lr != 0) p.fail("warmup_min_lr", "zt warms up from 0; set warmup_min_lr: 0");
     read_warmup(p, t, take, warnings, type_node);

@@ -99,11 +99,13 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                      R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 20,
                                                               "warmup_type": "linear"}}})",
                      "train:\n  steps: 20\n  min_lr: 1.0e-5\n");
-  ASSERT_EQ(decay.warnings.size(), 1u);
-  EXPECT_NE(decay.warnings[0].find(
+  ASSERT_EQ(decay.warnings.size(), 2u);
+  EXPECT_NE(decay.warnings[0].find("default warmup of 1000 updates"), std::string::npos)
+      << decay.warnings[0];
+  EXPECT_NE(decay.warnings[1].find(
                 "scheduler.type WarmupDecayLR sets train.min_lr to 0, replacing 1e-05 from "),
             std::string::npos)
-      << decay.warnings[0];
+      << decay.warnings[1];
   // A value computed from the key's is named as computed: min_lr = cos_min_ratio x lr.
   const AppConfig cosine =
       with_deepspeed("derived",
@@ -223,6 +225,39 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   for (const auto& m : d.warnings)
     said_log |= m.find("DeepSpeed's default warmup is logarithmic") != std::string::npos;
   EXPECT_TRUE(said_log) << "warmup_type left at DeepSpeed's default (log) is noted";
+  // Keys left out take DeepSpeed's defaults (WarmupLR and WarmupDecayLR: warmup_num_steps
+  // 1000, warmup_max_lr 0.001, whatever the optimizer's lr; WarmupCosineLR: 1000), each
+  // named in a warning when the YAML does not set the same thing.
+  auto said = [](const AppConfig& c, const std::string& what) {
+    for (const auto& m : c.warnings)
+      if (m.find(what) != std::string::npos) return true;
+    return false;
+  };
+  const char* kOptimizer = R"("optimizer": {"type": "AdamW", "params": {"lr": 3e-4}})";
+  AppConfig dd = with_deepspeed("decay_defaults", std::string("{") + kOptimizer + R"(,
+      "scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 100,
+      "warmup_type": "linear"}}})");
+  EXPECT_EQ(dd.train.warmup, 1000);
+  EXPECT_DOUBLE_EQ(dd.train.lr, 0.001);
+  EXPECT_TRUE(said(dd,
+                   "scheduler.type WarmupDecayLR without params.warmup_num_steps: "
+                   "DeepSpeed's default warmup of 1000 updates applies"));
+  EXPECT_TRUE(said(dd,
+                   "rises to DeepSpeed's default warmup_max_lr, 0.001, in place of the "
+                   "optimizer's 0.0003"));
+  AppConfig cd = with_deepspeed("cosine_defaults", std::string("{") + kOptimizer + R"(,
+      "scheduler": {"type": "WarmupCosineLR", "params": {"total_num_steps": 100,
+      "warmup_type": "linear"}}})");
+  EXPECT_EQ(cd.train.warmup, 1000);
+  EXPECT_DOUBLE_EQ(cd.train.lr, 3e-4) << "WarmupCosineLR scales the optimizer's lr";
+  EXPECT_TRUE(said(cd, "DeepSpeed's default warmup of 1000 updates applies"));
+  // A YAML warmup is replaced too, and the warning names both.
+  AppConfig yd = with_deepspeed("yaml_warmup", R"({"scheduler": {"type": "WarmupLR", "params":
+      {"warmup_max_lr": 1e-3, "warmup_type": "linear"}}})",
+                                "train:\n  steps: 10\n  warmup: 5\n");
+  EXPECT_EQ(yd.train.warmup, 1000);
+  EXPECT_TRUE(said(yd, "sets train.warmup to 1000, replacing 5"));
+  EXPECT_FALSE(said(yd, "without params.warmup_num_steps"));
   // fp16 with dynamic scaling.
   AppConfig f = with_deepspeed("fp16", R"({"fp16": {"enabled": true, "loss_scale": 0,
       "initial_scale_power": 12, "loss_scale_window": 100, "hysteresis": 2,
