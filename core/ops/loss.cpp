@@ -48,6 +48,15 @@ void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
            shape_str(y.sizes()), " must have the same shape");
 }
 
+bool is_16bit(DType dt) {
+  return dt == DType::bf16 || dt == DType::f16;
+}
+
+// A loss's operand: 16-bit values widened to f32 (loss.h).
+Tensor widened(const Tensor& t) {
+  return is_16bit(t.dtype()) ? t.to(DType::f32) : t;
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
@@ -95,7 +104,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
             ") (and is not ignore_index = ", ignore_index, ")");
   }
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
-  Tensor out = div(stats.narrow(0, 0, 1), stats.narrow(0, 1, 1)).reshape({}).to(logits.dtype());
+  const DType out_dtype = is_16bit(logits.dtype()) ? DType::f32 : logits.dtype();
+  Tensor out = div(stats.narrow(0, 0, 1), stats.narrow(0, 1, 1)).reshape({}).to(out_dtype);
   if (!autograd::needs_grad({logits})) return out;
   // d loss / d logits[p] = (softmax[p] - onehot(t_p)) * g / count for kept positions,
   // written in the logits' dtype and returned in their layout.
@@ -115,13 +125,13 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 
 Tensor mse_loss(const Tensor& x, const Tensor& y) {
   check_same_shape("mse_loss", x, y);
-  Tensor d = sub(x, y);
+  Tensor d = sub(widened(x), widened(y));
   return mean(mul(d, d));
 }
 
 Tensor l1_loss(const Tensor& x, const Tensor& y) {
   check_same_shape("l1_loss", x, y);
-  return mean(abs(sub(x, y)));
+  return mean(abs(sub(widened(x), widened(y))));
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& g) {

@@ -8,14 +8,20 @@ namespace zt {
 
 Tensor softmax(const Tensor& x, int64_t dim);
 Tensor log_softmax(const Tensor& x, int64_t dim);
+// The losses below return f32 for bf16/f16 inputs, as they run under torch.autocast: a
+// 16-bit loss would be rounded once more, and under fp16 the loss scale (65536 to start)
+// times the loss seeds backward with inf (f16 holds at most 65504). The gradients they
+// pass back are in the inputs' dtype.
+
 /// logits (N, C) or (N, C, *) of any floating dtype, target i64 or i32 (N) or (N, *); mean
-/// over targets != ignore_index (NaN when all are ignored), in the logits' dtype. Fused:
+/// over targets != ignore_index (NaN when all are ignored), in the logits' dtype (f32 for
+/// 16-bit logits). Fused:
 /// nothing of the logits' size is stored beyond the logits themselves ((N, C, *) logits
 /// are first copied class-last) and the gradient (one tensor like the logits).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
-/// Mean squared error, mean reduction.
+/// Mean squared error, mean reduction (16-bit inputs: computed in f32).
 Tensor mse_loss(const Tensor& x, const Tensor& y);
-/// Mean absolute error, mean reduction.
+/// Mean absolute error, mean reduction (16-bit inputs: computed in f32).
 Tensor l1_loss(const Tensor& x, const Tensor& y);
 /// Inverted dropout with keep-probability 1 - p, mask from the generator.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& g = default_generator());

@@ -112,6 +112,35 @@ TEST(Losses, MseAndL1) {
   EXPECT_THROW(mse_loss(zeros({2, 3}), zeros({3})), Error);
 }
 
+// 16-bit inputs give f32 losses (loss.h), so that fp16's loss scale of 65536 times the
+// loss seeds backward with a finite value; their gradients come back in 16 bits.
+TEST(Losses, SixteenBitInputsGiveF32Losses) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    // Logits [0, ln 3] over two classes, target 1 in a batch of 4: p = [1/4, 3/4], loss
+    // ln(4/3), gradient (p - onehot) * 65536 / 4 = [4096, -4096] per row.
+    Tensor logits = from_vector({0, std::log(3.0)}, {1, 2}).expand({4, 2}).contiguous().to(dt);
+    logits.set_requires_grad(true);
+    Tensor loss = cross_entropy(logits, from_vector({1, 1, 1, 1}, {4}, DType::i64));
+    EXPECT_EQ(loss.dtype(), DType::f32) << dtype_name(dt);
+    EXPECT_NEAR(loss.item(), std::log(4.0 / 3.0), 2e-3);
+    loss.backward(full({}, 65536.0, DType::f32));
+    EXPECT_EQ(logits.grad().dtype(), dt);
+    EXPECT_TRUE(test::all_close(logits.grad().to(DType::f64),
+                                from_vector({4096, -4096}, {1, 2}).expand({4, 2}).to(DType::f64),
+                                1e-2, 0))
+        << dtype_name(dt);
+    // A difference of 300 squares to 90000, past f16's largest value.
+    Tensor x = full({2}, 300.0, dt).set_requires_grad(true), y = zeros({2}, dt);
+    Tensor mse = mse_loss(x, y);
+    EXPECT_EQ(mse.dtype(), DType::f32);
+    EXPECT_EQ(mse.item(), 90000.0) << dtype_name(dt);
+    mse.backward();
+    EXPECT_EQ(x.grad().dtype(), dt);
+    EXPECT_TRUE(values_are(x.grad(), {300, 300})) << "2 * 300 / 2";
+    EXPECT_EQ(l1_loss(x, y).dtype(), DType::f32);
+  }
+}
+
 TEST(Dropout, MaskFromGenerator) {
   // Element i is kept iff the f32 uniform at stream position offset + i is < 1 - p;
   // kept values are scaled by 1 / (1 - p) = 4/3.

@@ -142,6 +142,32 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
   });
 }
 
+// A loss of 16-bit outputs is f32 (core/ops/loss.h): scaled by the default 2^16 it stays
+// finite, so the first fp16 step is applied at the full scale. (A 16-bit loss times 65536
+// is inf in f16, whatever the loss: every step at that scale would be skipped.)
+TEST(Lesson14MixedPrecision, Fp16LossesOfSixteenBitOutputsTakeTheDefaultScale) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(4);
+    std::shared_ptr<Mlp> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Mlp>();
+    }
+    zero::Config cfg;
+    cfg.precision.fp16 = true;  // dynamic scaling from 2^16
+    zero::Engine engine(m, comm, cfg, {});
+    auto [x, y] = data(0);
+    const Tensor logits = engine(x.to(DType::f16));
+    ASSERT_EQ(logits.dtype(), DType::f16);
+    const Tensor loss = cross_entropy(logits, argmax(y, 1));
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    engine.backward(loss);
+    EXPECT_TRUE(engine.step()) << "the first step overflowed at scale 2^16";
+    EXPECT_EQ(engine.stats().overflow_skips, 0);
+    EXPECT_EQ(engine.loss_scale(), 65536.0);
+  });
+}
+
 TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
   ::testing::internal::CaptureStderr();  // rank 0 says what each overflow did
   comm::run_threads(2, [](comm::Communicator& comm) {
