@@ -354,6 +354,7 @@ bool Engine::update() {
     TimelineSpan span(timeline(), Track::kOptimizer, "optimizer step");
     optimizer_->step();
   }
+  if (scaler_.active()) scaler_.on_good_step();
   for (NamedParam& np : params_) {
     ZeroParam* z = zero_param(np.param);
     if (!z->grad_shard.defined()) continue;
@@ -440,8 +441,7 @@ bool Engine::unscale_or_skip(std::vector<Tensor>& replica_grads) {
   last_grad_norm_ = mul(last_grad_norm_, 1.0 / scaler_.scale());
   optim::scale_grads(grad_flats_, 1.0 / scaler_.scale());
   optim::scale_grads(replica_grads, 1.0 / scaler_.scale());
-  scaler_.on_good_step();
-  return true;
+  return true;  // the scaler counts the step once the optimizer has applied it
 }
 
 void Engine::skip_overflowed_step() {

@@ -8,7 +8,8 @@
 //    what the collective brought, and the next wait finishes it without another one;
 //  - backward: the accumulation window is discarded (queued and in-flight buckets, the
 //    gradient shards), and the end-of-backward release is armed again;
-//  - step: the optimizer's counters and first-step moments go back, the window is
+//  - step: the optimizer's counters and first-step moments go back (the fp16 loss scaler
+//    counts a step only once the optimizer applied it), the window is
 //    discarded (Engine::discard_gradients() does the same on request);
 //  - a GatheredParameters scope that could not gather opens nothing and holds nothing.
 // With more than one rank a failed backward or step also aborts the communicator: the
@@ -47,15 +48,16 @@ std::shared_ptr<lesson::TanhStack> stack(comm::Communicator& comm) {
 
 enum Phase { kForward, kBackward, kStep, kPhases };
 
-// One training step on batch s; with `limit` > 0 under that many more bytes than this
-// rank holds now. Returns the phase that ran out of memory, or kPhases when none did.
-Phase step_under(zero::Engine& engine, int s, int64_t limit) {
+// One training step on batch s (its input in `dt`); with `limit` > 0 under that many more
+// bytes than this rank holds now. Returns the phase that ran out of memory, or kPhases
+// when none did.
+Phase step_under(zero::Engine& engine, int s, int64_t limit, DType dt = DType::f32) {
   auto [x, y] = batch_of(s);
   MemoryLedger& ledger = *current_ledger();
   ledger.set_limit(Device::cpu(), limit > 0 ? memory_stats().total_current + limit : 0);
   Phase at = kForward;
   try {
-    Tensor loss = mse(engine(x), y);
+    Tensor loss = mse(engine(x.to(dt)).to(DType::f32), y);
     at = kBackward;
     engine.backward(loss);
     at = kStep;
@@ -107,6 +109,32 @@ TEST(Lesson25Failures, AStepThatRanOutOfMemoryAnywhereTrainsAsIfItNeverFailed) {
     EXPECT_GT(failed[kForward], 0);
     EXPECT_GT(failed[kBackward], 0);
     EXPECT_GT(failed[kStep], 0) << "the optimizer's first step: its moments";
+  });
+}
+
+// Under fp16 a step that failed in the optimizer leaves the loss scaler as it was: with
+// loss_scale_window 1 the scale doubles at every applied step after the first (as
+// DeepSpeed's), so it doubles at the step after the retry, not at the retry itself.
+TEST(Lesson25Failures, AFailedFp16StepLeavesTheLossScaleAsItWas) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.precision.fp16 = true;
+    cfg.precision.initial_scale_power = 8;
+    cfg.precision.loss_scale_window = 1;
+    bool failed_in_step = false;
+    for (int64_t limit = 1; !failed_in_step && limit < (int64_t{1} << 24); limit *= 2) {
+      auto m = stack(comm);
+      zero::Engine engine(m, comm, cfg, {});
+      failed_in_step = step_under(engine, 0, limit, DType::f16) == kStep;
+      if (!failed_in_step) continue;
+      EXPECT_EQ(engine.loss_scale(), 256.0) << "the failed step moved the scale";
+      ASSERT_EQ(step_under(engine, 0, 0, DType::f16), kPhases);
+      EXPECT_EQ(engine.loss_scale(), 256.0) << "the failed step counted as a good one";
+      ASSERT_EQ(step_under(engine, 1, 0, DType::f16), kPhases);
+      EXPECT_EQ(engine.loss_scale(), 512.0);
+      EXPECT_EQ(engine.stats().steps, 2);
+    }
+    EXPECT_TRUE(failed_in_step) << "no budget failed in the optimizer's first step";
   });
 }
 
