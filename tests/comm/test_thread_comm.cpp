@@ -2,6 +2,7 @@
 // progress, fail-fast on exceptions, deadlines and mismatch detection, determinism, and
 // byte counters that equal the textbook volumes.
 #include <gtest/gtest.h>
+#include <pthread.h>
 
 #include <atomic>
 #include <chrono>
@@ -245,6 +246,25 @@ TEST(ThreadComm, ARankFailingDuringALargeCollectiveFreesNothingAPeerReads) {
     });
     EXPECT_NE(err.find("rank 0 fails while its broadcast is in flight"), std::string::npos) << err;
   }
+}
+
+// A rank thread that cannot be created is an error naming it, not std::terminate: here
+// every new thread asks for a 1 TiB stack, more than the machine can map.
+TEST(ThreadComm, ARankThreadThatCannotStartIsAnError) {
+  pthread_attr_t saved, huge;
+  ASSERT_EQ(pthread_getattr_default_np(&saved), 0);
+  ASSERT_EQ(pthread_attr_init(&huge), 0);
+  ASSERT_EQ(pthread_attr_setstacksize(&huge, size_t{1} << 40), 0);
+  ASSERT_EQ(pthread_setattr_default_np(&huge), 0);
+  bool ran = false;
+  const std::string err =
+      test::error_of([&] { comm::run_threads(3, [&](comm::Communicator&) { ran = true; }); });
+  pthread_setattr_default_np(&saved);
+  pthread_attr_destroy(&huge);
+  pthread_attr_destroy(&saved);
+  EXPECT_NE(err.find("cannot start thread rank 0 of 3"), std::string::npos) << err;
+  EXPECT_NE(err.find("run fewer ranks (--ranks)"), std::string::npos) << err;
+  EXPECT_FALSE(ran);
 }
 
 TEST(Launch, PlainStartUsesThreadRanks) {

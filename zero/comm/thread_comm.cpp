@@ -9,6 +9,7 @@
 #include <cstring>
 #include <exception>
 #include <mutex>
+#include <system_error>
 #include <thread>
 
 #include "core/parallel.h"
@@ -180,7 +181,7 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   const int threads_per_rank = std::max(1, num_threads() / n);  // the caller's share
   std::vector<std::thread> ranks;
   ranks.reserve(n);
-  for (int r = 0; r < n; ++r) {
+  auto start = [&](int r) {
     ranks.emplace_back([&, r] {
       try {  // the ledger reads $ZT_MEMORY_LIMIT, which may not parse
         LedgerScope ledger(std::make_shared<MemoryLedger>(detail::cat("rank ", r)));
@@ -195,8 +196,20 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
         fail(r, std::current_exception());
       }
     });
+  };
+  std::string not_started;  // why a rank's thread could not be created
+  for (int r = 0; r < n && not_started.empty(); ++r) {
+    try {
+      start(r);
+    } catch (const std::system_error& e) {
+      not_started = detail::cat("cannot start thread rank ", r, " of ", n, ": ", e.what());
+      group->abort(not_started);  // the ranks already running stop at their next collective
+    }
   }
   for (auto& t : ranks) t.join();
+  ZT_CHECK(not_started.empty(), not_started,
+           " (the machine's limit on threads or memory); run fewer ranks (--ranks), or more "
+           "processes under mpirun");
   if (first) std::rethrow_exception(first);
   if (first_aborted) std::rethrow_exception(first_aborted);
 }
