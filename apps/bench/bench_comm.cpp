@@ -59,10 +59,17 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
   int64_t min_bytes = 4096, max_bytes = 16 << 20;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
       ->check(zt::app::kPositive);
-  app.add_option("--min-bytes", min_bytes, "smallest message");
-  app.add_option("--max-bytes", max_bytes, "largest message (sizes grow 4x)");
-  app.add_option("--reps", reps, "timed repetitions per size (median reported)");
+  app.add_option("--min-bytes", min_bytes, "smallest message")->check(zt::app::kPositive);
+  app.add_option("--max-bytes", max_bytes, "largest message (sizes grow 4x)")
+      ->check(zt::app::kPositive);
+  app.add_option("--reps", reps, "timed repetitions per size (median reported)")
+      ->check(zt::app::kPositive);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
+  if (min_bytes > max_bytes) {
+    std::fprintf(stderr, "zt-bench comm: --min-bytes %lld is above --max-bytes %lld\n",
+                 static_cast<long long>(min_bytes), static_cast<long long>(max_bytes));
+    return 2;
+  }
   zt::comm::LaunchOptions opts;
   opts.ranks = zt::comm::under_mpirun() ? 1 : ranks;
   zt::comm::launch(opts, [&](Communicator& c) { run_sizes(c, min_bytes, max_bytes, reps); });

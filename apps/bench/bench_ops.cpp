@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/cli_checks.h"
 #include "apps/common/train_util.h"
 #include "core/ops.h"
 
@@ -180,21 +181,32 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   zt::bench::Cli app("ops");
   int threads = zt::num_threads(), reps = 5;
   std::string device = "cpu", dtype = "f32", filter;
-  app.add_option("--threads", threads, "kernel and BLAS threads (default: all cores)");
+  app.add_option("--threads", threads, "kernel and BLAS threads (default: all cores)")
+      ->check(zt::app::kPositive);
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
-  app.add_option("--reps", reps, "timed repetitions per case (median reported)");
+  app.add_option("--reps", reps, "timed repetitions per case (median reported)")
+      ->check(zt::app::kPositive);
   app.add_option("--filter", filter, "only cases whose \"op shape\" contains this");
   app.add_tf32_option();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
-  Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, std::max(reps, 1),
-           std::max(threads, 1)};
+  Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, reps, threads};
   if (const std::string why = st.device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
     std::fprintf(stderr, "zt-bench ops: --device cuda %s\n", why.c_str());
     return 1;
   }
   zt::set_num_threads(st.threads);
-  for (const Case& c : make_cases(st))
-    if (filter.empty() || (c.op + " " + c.shape).find(filter) != std::string::npos) run_case(c, st);
+  std::vector<Case> cases = make_cases(st);
+  std::erase_if(cases, [&](const Case& c) {
+    return !filter.empty() && (c.op + " " + c.shape).find(filter) == std::string::npos;
+  });
+  if (cases.empty()) {
+    std::fprintf(stderr,
+                 "zt-bench ops: no case matches --filter '%s' (a part of \"op shape\", "
+                 "e.g. 'conv2d' or 'linear')\n",
+                 filter.c_str());
+    return 2;
+  }
+  for (const Case& c : cases) run_case(c, st);
   return 0;
 }

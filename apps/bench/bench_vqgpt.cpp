@@ -95,8 +95,10 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--device", device_name, "cpu or cuda (on a GPU: 1 thread rank, or mpirun)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
-  app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)");
-  app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)");
+  app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)")
+      ->check(zt::app::kPositive);
+  app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--steps", steps, "timed steps")->check(zt::app::kPositive);
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
       ->check(zt::app::kKeyValue);

@@ -232,16 +232,37 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps TIMEOUT 30)
 endif()
 
-# zt-bench plan and comm take --ranks N >= 1: -1 is a mistake on the command line (exit 2),
-# as for every other option, not an error while running.
+# Counts that make no sense are mistakes on the command line (exit 2), as for every other
+# option, not garbage numbers, an endless loop (comm's sizes from 0) or an empty output.
 if(TARGET zt-bench)
-  foreach(bench plan comm)
+  foreach(bench plan comm vqgpt)
     add_test(NAME apps.bench.${bench}_ranks_must_be_positive
              COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--ranks.*must be a positive number"
                      -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
     set_tests_properties(apps.bench.${bench}_ranks_must_be_positive PROPERTIES LABELS apps
       TIMEOUT 30)
   endforeach()
+  set(bad_counts "comm|--min-bytes|0" "comm|--reps|0" "ops|--reps|0" "vqtok-step|--steps|0"
+                 "vqtok-step|--threads|-1")
+  foreach(case IN LISTS bad_counts)
+    string(REPLACE "|" ";" args "${case}")
+    list(GET args 0 bench)
+    list(GET args 1 option)
+    string(REPLACE "--" "" name "${bench}_${option}")
+    add_test(NAME apps.bench.${name}_must_be_positive
+             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=${option}.*must be a positive number"
+                     -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ${args})
+    set_tests_properties(apps.bench.${name}_must_be_positive PROPERTIES LABELS apps TIMEOUT 30)
+  endforeach()
+  add_test(NAME apps.bench.comm_min_above_max
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--min-bytes 1000 is above --max-bytes 10"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> comm --min-bytes 1000
+                   --max-bytes 10)
+  add_test(NAME apps.bench.ops_filter_matching_nothing
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=no case matches --filter 'nomatch'"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ops --filter nomatch)
+  set_tests_properties(apps.bench.comm_min_above_max apps.bench.ops_filter_matching_nothing
+    PROPERTIES LABELS apps TIMEOUT 30)
 endif()
 
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
