@@ -1,6 +1,8 @@
 // Start-of-run and non-finite checks of the training apps (see run_checks.h).
 #include "apps/common/run_checks.h"
 
+#include "apps/common/output_paths.h"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -211,6 +213,11 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
              cfg.output_dir,
              "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
+    check_output_folder(app + ": output_dir", cfg.output_dir);
+    std::vector<std::string> read = config_inputs(cfg);
+    for (const auto& [key, path] : request.inputs) read.push_back(path);
+    if (explicit_dir) read.push_back(tc.resume);
+    check_output_writable(app + ": train.trace", tc.trace, read);
     ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
              "' is a file, not a folder, and this run saves its checkpoints there; move it away "
              "or set another output_dir (--set output_dir=...)");

@@ -13,6 +13,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "apps/common/output_paths.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -188,6 +189,7 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
            "--out DIR");
   // vqtok writes <output_dir>/checkpoints: aim it so that `root` is that folder.
   const fs::path output_dir = p.filename() == "checkpoints" ? p.parent_path() : p;
+  app::check_on_rank0(comm, [&] { app::check_output_folder("tokenizer --out", output_dir); });
   auto fmt_g = [](double v) {  // exact: %.17g reads back as the same double
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", v);
@@ -347,6 +349,18 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",
            "must end in .png, got '", o.out, "'");
+  std::vector<std::string> inputs = app::config_inputs(cfg);
+  inputs.insert(inputs.end(), {o.checkpoint.empty() ? checkpoint_root(cfg) : o.checkpoint,
+                               tokenizer_source(cfg, "")});
+  app::check_on_rank0(comm, [&] {
+    app::check_output_file("sample --out", o.out, inputs);
+    inputs.push_back(o.out);
+    app::check_output_file("sample --tokens", o.tokens_out, inputs);
+    std::error_code ec;
+    ZT_CHECK(o.out.empty() || o.tokens_out.empty() ||
+                 fs::weakly_canonical(o.out, ec) != fs::weakly_canonical(o.tokens_out, ec),
+             "sample: --out and --tokens are both '", o.out, "'; pass two files");
+  });
   auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
   model->eval();
   const gpt::TokenLayout& layout = model->layout();
@@ -400,6 +414,10 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  std::vector<std::string> inputs = app::config_inputs(cfg);
+  inputs.insert(inputs.end(), {checkpoint.empty() ? checkpoint_root(cfg) : checkpoint,
+                               tokenizer_source(cfg, "")});
+  app::check_on_rank0(comm, [&] { app::check_output_file("export -o", out, inputs); });
   auto [model, engine] = load_run(cfg, checkpoint, comm, "export");
   app::export_engine(*engine, out, comm);
   if (comm.rank() == 0 && !quiet)

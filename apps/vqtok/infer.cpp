@@ -12,6 +12,7 @@
 #include <optional>
 #include <set>
 
+#include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/decode_folder.h"
@@ -223,9 +224,9 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
   // Output and input errors before the weights are read and anything is encoded.
-  ZT_CHECK(o.out.empty() || !fs::is_directory(o.out), "encode: -o '", o.out,
-           "' is a folder; pass the .npy file to write, e.g. ",
-           (fs::path(o.out) / "codes.npy").string());
+  std::vector<std::string> inputs = app::config_inputs(cfg);
+  inputs.insert(inputs.end(), {o.weights, o.input});
+  app::check_on_rank0(comm, [&] { app::check_output_file("encode -o", o.out, inputs); });
   Source src = open_source(cfg, o);
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
@@ -295,6 +296,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
 
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
   ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
+  app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir); });
   Tensor codes = data::load_npy(o.codes);
   ZT_CHECK(codes.dtype() == DType::i64 || codes.dtype() == DType::i32, "decode: '", o.codes,
            "' holds ", dtype_name(codes.dtype()), "; token ids must be int64 or int32");
@@ -441,6 +443,9 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   vq::KeyNaming naming) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
+  std::vector<std::string> inputs = app::config_inputs(cfg);
+  inputs.push_back(dir);
+  app::check_on_rank0(comm, [&] { app::check_output_file("export -o", out, inputs); });
   ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
   const bool hf = naming == vq::KeyNaming::transformers;

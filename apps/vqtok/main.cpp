@@ -22,6 +22,7 @@
 
 #include "apps/common/app_cli.h"
 #include "apps/common/cli_checks.h"
+#include "apps/common/output_paths.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/text_file.h"
 
@@ -167,6 +168,10 @@ int main(int argc, char** argv) {
       return kCli.run(eval_c, "eval", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
                         note_cpu(cfg, comm, "eval");
+                        std::vector<std::string> inputs = app::config_inputs(cfg);
+                        inputs.push_back(vo.weights);
+                        app::check_on_rank0(
+                            comm, [&] { app::check_output_writable("eval -o", eval_out, inputs); });
                         vqtok::EvalResult r = vqtok::evaluate(cfg, vo, comm);
                         if (comm.rank() != 0) return;
                         nlohmann::json j = r.json();

@@ -1,0 +1,110 @@
+// Output-path checks (output_paths.h).
+#include "apps/common/output_paths.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+
+#include "apps/common/run_checks.h"
+#include "core/error.h"
+#include "zero/checkpoint_dir.h"
+
+namespace zt::app {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// What `dir` is, when it is part of saved checkpoints: "" when it is not.
+std::string checkpoint_part(const fs::path& dir) {
+  std::error_code ec;
+  if (fs::is_regular_file(dir / "latest", ec)) return "a checkpoints folder (it holds 'latest')";
+  if (fs::is_regular_file(dir / "meta.json", ec) &&
+      fs::is_regular_file(dir / zero::ckpt::rank_file(0), ec))
+    return "a checkpoint (it holds meta.json and " + zero::ckpt::rank_file(0) + ")";
+  return "";
+}
+
+// The nearest of `path` and its ancestors that is part of saved checkpoints, with what it
+// is; {"", ""} when none is.
+std::pair<std::string, std::string> inside_checkpoints(const fs::path& path) {
+  std::error_code ec;
+  fs::path p = fs::weakly_canonical(fs::absolute(path), ec);
+  if (ec) p = fs::absolute(path);
+  for (; !p.empty(); p = p.parent_path()) {
+    if (std::string what = checkpoint_part(p); !what.empty()) return {p.string(), what};
+    if (p == p.root_path()) break;
+  }
+  return {"", ""};
+}
+
+}  // namespace
+
+std::vector<std::string> config_inputs(const config::AppConfig& cfg) {
+  return {cfg.source, cfg.deepspeed_config};
+}
+
+void check_output_file(const std::string& option, const std::string& path,
+                       const std::vector<std::string>& inputs) {
+  if (path.empty()) return;
+  std::error_code ec;
+  ZT_CHECK(!fs::is_directory(path, ec), option, " '", path,
+           "' is a folder; pass the file to write (a path in that folder, or another)");
+  for (const std::string& in : inputs) {
+    if (in.empty() || !fs::exists(path, ec)) continue;
+    ZT_CHECK(!fs::equivalent(path, in, ec), option, " '", path, "' is a file this command reads ('",
+             in, "'): writing it would destroy it; pass another file");
+  }
+  const auto [where, what] = inside_checkpoints(
+      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());
+  ZT_CHECK(where.empty(), option, " '", path, "' lies in ", what, ", '", where,
+           "': writing there would damage what was saved; pass a path outside it");
+  const std::string name = fs::path(path).filename().string();
+  ZT_CHECK(!(fs::exists(path, ec) &&
+             (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock")),
+           option, " '", path, "' is a training run's ", name,
+           ": writing it would destroy that run's record; pass another file");
+}
+
+void check_output_writable(const std::string& option, const std::string& path,
+                           const std::vector<std::string>& inputs) {
+  if (path.empty()) return;
+  check_output_file(option, path, inputs);
+  const fs::path folder = fs::absolute(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  const fs::path probe = folder / (".zt-probe-" + std::to_string(::getpid()));
+  std::FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
+  const int err = errno;
+  if (f) {
+    std::fclose(f);
+    fs::remove(probe, ec);
+    return;
+  }
+  ZT_FAIL(option, " '", path,
+          "' cannot be written: ", ec ? ec.message() : std::string(std::strerror(err)), " (in '",
+          folder.string(), "'); pass a path in a writable folder");
+}
+
+void check_output_folder(const std::string& option, const std::string& path) {
+  if (path.empty()) return;
+  std::error_code ec;
+  ZT_CHECK(!fs::exists(path, ec) || fs::is_directory(path, ec), option, " '", path,
+           "' is a file; pass a folder");
+  const auto [where, what] = inside_checkpoints(path);
+  ZT_CHECK(where.empty(), option, " '", path, "' is or lies in ", what, ", '", where,
+           "': writing there would mix with what was saved, and pruning old checkpoints "
+           "would delete it; pass a folder outside it");
+}
+
+void check_on_rank0(comm::Communicator& comm, const std::function<void()>& check) {
+  decided_by_rank0(comm, [&] {
+    check();
+    return std::string();
+  });
+}
+
+}  // namespace zt::app

@@ -1,0 +1,107 @@
+// What the apps may write (apps/common/output_paths.h): an output path that is one of the
+// command's inputs, lies in saved checkpoints or is a run's own record is refused before
+// any work, naming the option, the path and why; a folder likewise. Then one app end to
+// end: `vqtok encode -o` over the weights it reads changes nothing.
+#include <filesystem>
+#include <fstream>
+
+#include "apps/app_test_util.h"
+#include "apps/common/output_paths.h"
+#include "common/test_util.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+using test::error_of;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+void touch(const fs::path& p, const std::string& text = "x") {
+  fs::create_directories(p.parent_path());
+  std::ofstream(p) << text;
+}
+
+// A run's folder as training leaves it: checkpoints/latest, one checkpoint, metrics.
+fs::path saved_run(const std::string& name) {
+  const fs::path run = fs::path(test::process_temp_dir("zt_output_paths")) / name;
+  touch(run / "checkpoints" / "latest", "step_000002");
+  touch(run / "checkpoints" / "step_000002" / "meta.json", "{}");
+  touch(run / "checkpoints" / "step_000002" / "rank_00000.safetensors");
+  touch(run / "metrics.jsonl", "{\"step\": 1}\n");
+  return run;
+}
+
+}  // namespace
+
+TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
+  const fs::path run = saved_run("files");
+  const fs::path ckpt = run / "checkpoints" / "step_000002";
+  const std::string weights = (run / "tok.safetensors").string();
+  touch(weights);
+  auto refused = [&](const fs::path& out, const std::vector<std::string>& why) {
+    const std::string err = error_of([&] {
+      app::check_output_file("encode -o", out.string(), {"", weights});
+    });
+    for (const std::string& w : why) EXPECT_TRUE(has(err, w)) << out << ": " << err;
+    EXPECT_TRUE(has(err, "encode -o '" + out.string() + "'")) << err;
+  };
+  refused(weights, {"is a file this command reads"});
+  refused(run / "." / "tok.safetensors", {"is a file this command reads"});  // another spelling
+  refused(ckpt / "meta.json", {"lies in a checkpoint", ckpt.string()});
+  refused(ckpt / "new.npy", {"lies in a checkpoint"});
+  refused(run / "checkpoints" / "latest", {"lies in a checkpoints folder (it holds 'latest')"});
+  refused(run / "checkpoints" / "ids.npy", {"lies in a checkpoints folder"});
+  refused(run / "metrics.jsonl", {"is a training run's metrics.jsonl"});
+  refused(run, {"is a folder; pass the file to write"});
+  // Beside the run, a new file, and an existing one the command does not read, are fine.
+  for (const fs::path& ok : {run / "ids.npy", run / "model.safetensors", run / "old.npy"}) {
+    if (ok.filename() == "old.npy") touch(ok);
+    EXPECT_EQ(error_of([&] { app::check_output_file("encode -o", ok.string(), {weights}); }), "")
+        << ok;
+  }
+  // Written only at the end of work: the folder must take a file now.
+  EXPECT_TRUE(
+      has(error_of([&] { app::check_output_writable("eval -o", "/proc/zt_no_such/x.json", {}); }),
+          "cannot be written"));
+  const fs::path later = run / "deeper" / "eval.json";
+  EXPECT_EQ(error_of([&] { app::check_output_writable("eval -o", later.string(), {}); }), "");
+  EXPECT_TRUE(fs::is_directory(later.parent_path()));
+  EXPECT_FALSE(fs::exists(later)) << "the probe is not the file";
+  EXPECT_EQ(std::distance(fs::directory_iterator(later.parent_path()), fs::directory_iterator()), 0)
+      << "the probe is removed";
+}
+
+TEST(OutputPaths, FoldersInsideSavedCheckpointsAreRefused) {
+  const fs::path run = saved_run("folders");
+  auto err = [](const fs::path& p) {
+    return error_of([&] { app::check_output_folder("decode -o", p.string()); });
+  };
+  EXPECT_TRUE(has(err(run / "checkpoints"), "is or lies in a checkpoints folder"));
+  EXPECT_TRUE(has(err(run / "checkpoints" / "step_000002"), "is or lies in a checkpoint ("));
+  EXPECT_TRUE(has(err(run / "checkpoints" / "step_000002" / "frames"), "is or lies in"));
+  EXPECT_TRUE(has(err(run / "metrics.jsonl"), "is a file; pass a folder"));
+  EXPECT_EQ(err(run), "") << "a run's own folder holds checkpoints, and is not one";
+  EXPECT_EQ(err(run / "frames"), "");
+}
+
+TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
+  const std::string dir = test::process_temp_dir("zt_output_paths") + "/encode";
+  const config::AppConfig cfg =
+      apptest::tiny_vqtok_config(dir, {"train.steps=1", "train.eval_every=0"});
+  apptest::train_vqtok(cfg, false, 1);
+  const std::string weights = dir + "/checkpoints";
+  const std::string meta = weights + "/step_000001/meta.json";
+  ASSERT_TRUE(fs::exists(meta));
+  const auto before = fs::file_size(meta);
+  vqtok::EncodeOptions o;
+  o.weights = weights;
+  o.out = meta;
+  o.limit = 1;
+  const std::string err = error_of(
+      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  EXPECT_TRUE(has(err, "encode -o '" + meta + "' lies in a checkpoint")) << err;
+  EXPECT_EQ(fs::file_size(meta), before);
+}
