@@ -230,6 +230,10 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
     restore_set_aside(cfg.output_dir, root, app.c_str());
+    ZT_CHECK(!(request.resume && explicit_dir), app,
+             ": --resume continues from the newest checkpoint in this run's folder and "
+             "train.resume names '",
+             tc.resume, "'; pass one of them");
     ZT_CHECK(!request.overwrite || !(request.resume || tc.resume == "auto"), app,
              ": --overwrite starts a new run and --resume (or train.resume: auto) continues the "
              "last one; pass one of them");

@@ -264,6 +264,13 @@ TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
     err = start({"train.resume=" + from}, {"t"});
     EXPECT_TRUE(has(err, "is not the newest of them")) << from << ": " << err;
   }
+  // --resume and a train.resume folder name two starting points.
+  err = start({"train.resume=" + other + "/checkpoints"}, {"t", /*resume=*/true});
+  EXPECT_TRUE(has(err,
+                  "--resume continues from the newest checkpoint in this run's folder and "
+                  "train.resume names '" +
+                      other + "/checkpoints'"))
+      << err;
   EXPECT_EQ(lines(dir + "/metrics.jsonl"), before);
   EXPECT_TRUE(fs::exists(root + "/step_000002/meta.json"));
   EXPECT_TRUE(fs::exists(root + "/step_000004/meta.json"));
