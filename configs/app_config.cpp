@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "configs/deepspeed.h"
 #include "configs/zero_sections.h"
@@ -205,6 +206,38 @@ void read_gpt(Section s, GptConfig& g) {
            "vqgpt needs gpt.tokenizer_checkpoint: the directory of a trained vqtok checkpoint");
 }
 
+// Keys the YAML sets that the rest of the final config (after a DeepSpeed config) leaves
+// without effect: a warning each, naming the key and what it would apply to. (Not errors:
+// switching the optimizer or schedule by one key leaves the other's settings harmless.)
+void note_inapplicable(const Node& root, AppConfig& c) {
+  const TrainConfig& t = c.train;
+  const char* optimizers[] = {"adamw", "adam", "sgd"};
+  const char* schedules[] = {"constant", "cosine", "linear", "step"};
+  const std::string opt = optimizers[static_cast<int>(t.optimizer)];
+  const std::string sched = schedules[static_cast<int>(t.schedule)];
+  auto note = [&](const char* section, const char* key, bool applies, const std::string& why) {
+    const Node s = root.get(section);
+    const Node n = s && s.is_map() ? s.get(key) : Node();
+    if (n && !applies) c.warnings.push_back(n.where() + ": " + n.path() + " has no effect " + why);
+  };
+  const bool sgd = t.optimizer == Optimizer::sgd;
+  note("train", "momentum", sgd, "with optimizer " + opt + " (it is sgd's)");
+  for (const char* key : {"betas", "eps"})
+    note("train", key, !sgd, "with optimizer sgd (it is adam's and adamw's)");
+  for (const char* key : {"step_size", "gamma"})
+    note("train", key, t.schedule == Schedule::step,
+         "with schedule " + sched + " (it is schedule step's)");
+  note("train", "min_lr", t.schedule == Schedule::cosine || t.schedule == Schedule::linear,
+       "with schedule " + sched + " (it is the floor of cosine and linear)");
+  note("train", "trace_steps", !t.trace.empty(), "without train.trace");
+  note("train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
+       "beyond train.steps (" + std::to_string(t.steps) + "): the warmup is cut to the run, " +
+           "and a resume with more steps warms up again over the longer warmup");
+  const bool synthetic = c.data.kind == data::DataKind::synthetic;
+  note("data", "path", !synthetic, "with data.kind synthetic (it names image_folder or npy data)");
+  note("data", "num_shapes", synthetic, "with data.kind image_folder or npy (it is synthetic's)");
+}
+
 // The engine's sections into c.zero: zero_optimization, bf16 / fp16 reconciled with
 // train.dtype, buffers, and the train keys DeepSpeed keeps at the top level. A DeepSpeed
 // config `ds` (absent: none) replaces each of zero_optimization and the precision
@@ -348,6 +381,7 @@ AppConfig parse_app_config(const Node& root, App app) {
   }
   read_engine(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);
+  note_inapplicable(root, c);
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");
@@ -387,7 +421,25 @@ AppConfig parse_app_config(const Node& root, App app) {
 
 AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides,
                           App app) {
-  return parse_app_config(load_yaml_file(path, overrides), app);
+  AppConfig c = parse_app_config(load_yaml_file(path, overrides), app);
+  // Two overrides of one key with different values (--set train.steps=4 --steps 8): the
+  // later wins, and a warning says so. (load_yaml_file has checked each assignment.)
+  auto trimmed = [](std::string s) {
+    s.erase(0, s.find_first_not_of(" \t"));
+    s.erase(s.find_last_not_of(" \t") + 1);
+    return s;
+  };
+  std::map<std::string, std::pair<std::string, std::string>> seen;  // key -> value, source
+  for (const Override& o : overrides) {
+    const size_t eq = o.assignment.find('=');
+    const std::string key = trimmed(o.assignment.substr(0, eq));
+    const std::string value = trimmed(o.assignment.substr(eq + 1));
+    if (auto it = seen.find(key); it != seen.end() && it->second.first != value)
+      c.warnings.push_back(o.source + " replaces " + it->second.second + " (" + key + ": " + value +
+                           ")");
+    seen[key] = {value, o.source};
+  }
+  return c;
 }
 
 }  // namespace zt::config

@@ -310,6 +310,59 @@ TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {
       << c.warnings[1];
 }
 
+// Keys the rest of the config leaves without effect (another optimizer's, schedule's or
+// data kind's) warn, naming where they are set; the keys that apply do not.
+TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
+  AppConfig c = parse_app_config(
+      parse_yaml("train:\n  optimizer: adamw\n  momentum: 0.8\n  schedule: cosine\n"
+                 "  step_size: 3\n  gamma: 0.5\n  trace_steps: 4\ndata:\n  path: /x\n",
+                 "k.yaml"));
+  const std::vector<std::string> want = {
+      "k.yaml:3: train.momentum has no effect with optimizer adamw (it is sgd's)",
+      "k.yaml:5: train.step_size has no effect with schedule cosine (it is schedule step's)",
+      "k.yaml:6: train.gamma has no effect with schedule cosine",
+      "k.yaml:7: train.trace_steps has no effect without train.trace",
+      "k.yaml:9: data.path has no effect with data.kind synthetic"};
+  ASSERT_EQ(c.warnings.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(c.warnings[i].rfind(want[i], 0), 0u) << c.warnings[i];
+  AppConfig sgd = parse_app_config(
+      parse_yaml("train:\n  optimizer: sgd\n  momentum: 0.8\n  betas: [0.9, 0.99]\n"
+                 "  schedule: constant\n  min_lr: 0.0\n",
+                 "s.yaml"));
+  ASSERT_EQ(sgd.warnings.size(), 2u);
+  EXPECT_EQ(sgd.warnings[0].rfind("s.yaml:4: train.betas has no effect with optimizer sgd", 0), 0u);
+  EXPECT_EQ(sgd.warnings[1].rfind("s.yaml:6: train.min_lr has no effect with schedule constant", 0),
+            0u);
+  AppConfig cut = parse_app_config(parse_yaml("train:\n  steps: 4\n  warmup: 20\n", "c.yaml"));
+  ASSERT_EQ(cut.warnings.size(), 1u);
+  EXPECT_EQ(
+      cut.warnings[0].rfind(
+          "c.yaml:3: train.warmup has no effect beyond train.steps (4): the warmup is cut", 0),
+      0u)
+      << cut.warnings[0];
+  EXPECT_TRUE(parse_app_config(parse_yaml("train:\n  schedule: step\n  step_size: 3\n"
+                                          "  trace: t.json\n  trace_steps: 4\n"))
+                  .warnings.empty());
+}
+
+// Two overrides of one key: the later wins and a warning names both (a shortcut such as
+// --steps is applied after every --set). The same value twice says nothing.
+TEST(Config, AnOverrideReplacedByALaterOneWarns) {
+  const std::string tiny = std::string(ZT_SOURCE_DIR) + "/configs/vqtok_tiny.yaml";
+  AppConfig c = load_app_config(
+      tiny, {{"train.steps=40", "--set train.steps=40"}, {"train.steps=80", "--steps 80"}},
+      App::vqtok);
+  EXPECT_EQ(c.train.steps, 80);
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0], "--steps 80 replaces --set train.steps=40 (train.steps: 80)");
+  EXPECT_TRUE(load_app_config(
+                  tiny,
+                  {{"train.steps=80", "--set train.steps=80"}, {"train.steps=80", "--steps 80"}},
+                  App::vqtok)
+                  .warnings.empty());
+}
+
 TEST(Config, Tf32DefaultsToConvolutionsOnly) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.tf32, "conv");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: all\n"), App::vqtok).train.tf32, "all");
