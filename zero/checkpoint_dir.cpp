@@ -222,20 +222,21 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
 
 using namespace ckpt;
 
-std::string find_checkpoint(const std::string& dir_or_root) {
+std::string find_checkpoint(const std::string& dir_or_root, std::string* note) {
   fs::path p(dir_or_root);
   if (fs::exists(p / kMetaFile)) return p.string();
   fs::path latest = p / kLatestFile;
-  ZT_CHECK(fs::exists(latest), "no checkpoint at '", dir_or_root,
-           "': expected a checkpoint directory (with ", kMetaFile,
-           ") or a checkpoint root (with a '", kLatestFile, "' file)");
-  std::ifstream f(latest);
   std::string tag;
-  f >> tag;
-  ZT_CHECK(valid_tag(tag), "'", latest.string(), "' does not name a checkpoint (read '", tag, "')");
-  ZT_CHECK(fs::exists(p / tag / kMetaFile), "'", latest.string(), "' names '", tag, "' but '",
-           (p / tag / kMetaFile).string(), "' does not exist (deleted checkpoint?)");
-  return (p / tag).string();
+  if (std::ifstream f(latest); f) f >> tag;
+  if (valid_tag(tag) && fs::exists(p / tag / kMetaFile)) return (p / tag).string();
+  // `latest` missing, garbage or naming a folder that is gone: the newest complete one.
+  std::error_code ec;
+  const ResumePoint rp = fs::is_directory(p, ec) ? find_resume_point(dir_or_root) : ResumePoint{};
+  ZT_CHECK(!rp.dir.empty(), "no checkpoint at '", dir_or_root,
+           "': expected a checkpoint directory (with ", kMetaFile,
+           ") or a checkpoint root (with a '", kLatestFile, "' file or step folders)");
+  if (note) *note = rp.note;
+  return rp.dir;
 }
 
 bool has_checkpoint(const std::string& dir_or_root) {
@@ -381,7 +382,7 @@ ResumePoint find_resume_point(const std::string& root) {
       rp.note = "newer checkpoint folder" + std::string(passed.size() > 1 ? "s " : " ") +
                 list_names(passed) + (passed.size() > 1 ? " are" : " is") + " incomplete";
     }
-    rp.note += "; resuming from the newest complete checkpoint, '" + rp.dir + "'" + listed();
+    rp.note += "; taking the newest complete checkpoint, '" + rp.dir + "'" + listed();
   }
   return rp;
 }

@@ -100,6 +100,21 @@ struct Staged {
 };
 
 // With optim false the optimizer state is neither read nor checked.
+// meta.json's `key` of `parent` (at `path`) read as T; missing or of another type is an
+// error naming the file, the key and what it holds ("a number", `kind`).
+template <typename T>
+T field(const json& parent, const char* key, const char* path, const char* kind,
+        const std::string& meta_path) {
+  const auto it = parent.find(key);
+  ZT_CHECK(it != parent.end(), "'", meta_path, "' is malformed: ", path, " is missing");
+  try {
+    return it->get<T>();
+  } catch (const json::exception&) {
+    ZT_FAIL("'", meta_path, "' is malformed: ", path, " is ", it->dump().substr(0, 80), ", not ",
+            kind);
+  }
+}
+
 Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();
@@ -182,15 +197,22 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
         "step", scalar_tensor(static_cast<double>(count(meta, "optimizer_step", "optimizer_step")),
                               DType::i64));
 
-    st.extra.step = meta.at("step").get<int64_t>();
-    st.extra.config_yaml = meta.at("config_yaml").get<std::string>();
+    st.extra.step = field<int64_t>(meta, "step", "step", "an integer", meta_path);
+    st.extra.config_yaml =
+        field<std::string>(meta, "config_yaml", "config_yaml", "a string", meta_path);
     const json& loader = meta.at("loader");
     st.extra.loader_epoch = count(loader, "epoch", "loader.epoch");
     st.extra.loader_position = count(loader, "position", "loader.position");
     st.extra.loader_batch = loader.contains("batch") ? count(loader, "batch", "loader.batch") : 0;
     st.extra.loader_dataset_size =
         loader.contains("dataset_size") ? count(loader, "dataset_size", "loader.dataset_size") : 0;
-    st.extra.user = meta.at("user").get<std::map<std::string, std::string>>();
+    ZT_CHECK(st.extra.loader_dataset_size == 0 ||
+                 st.extra.loader_position <= st.extra.loader_dataset_size,
+             "'", meta_path, "' is malformed: loader.position ", st.extra.loader_position,
+             " is past the end of its data set (loader.dataset_size ", st.extra.loader_dataset_size,
+             ")");
+    st.extra.user = field<std::map<std::string, std::string>>(meta, "user", "user",
+                                                              "an object of strings", meta_path);
     st.extra.dir = dir.string();
     st.extra.saved_world_size = W;
     if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object()) {
@@ -200,16 +222,18 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
       const int64_t applied = count(meta, "optimizer_step", "optimizer_step");
       if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
     }
-    if (const auto it = meta.find("lr"); optim && it != meta.end()) st.lr = it->get<double>();
+    if (optim && meta.contains("lr"))
+      st.lr = field<double>(meta, "lr", "lr", "a number", meta_path);
     if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object()) {
-      const double scale = it->at("scale").get<double>();
+      const double scale = field<double>(*it, "scale", "loss_scaler.scale", "a number", meta_path);
       const int64_t hysteresis = count(*it, "hysteresis", "loss_scaler.hysteresis");
       ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis <= std::numeric_limits<int>::max(),
                "'", meta_path, "' is malformed: loss_scaler holds scale ", scale,
                " and hysteresis ", hysteresis, " (a scale > 0 and a count are needed)");
-      st.scaler = LossScaler::State{scale, static_cast<int>(hysteresis),
-                                    count(*it, "iteration", "loss_scaler.iteration"),
-                                    it->at("last_overflow").get<int64_t>()};
+      st.scaler = LossScaler::State{
+          scale, static_cast<int>(hysteresis), count(*it, "iteration", "loss_scaler.iteration"),
+          field<int64_t>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer",
+                         meta_path)};
     }
   } catch (const json::exception& ex) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());

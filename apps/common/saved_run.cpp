@@ -113,16 +113,24 @@ std::string foreign_app(const SavedRun& run, const std::string& app) {
 
 SavedRun read_saved_run(const std::string& dir_or_root) {
   SavedRun run;
-  run.dir = zero::find_checkpoint(dir_or_root);
+  run.dir = zero::find_checkpoint(dir_or_root, &run.note);
   const fs::path meta = fs::path(run.dir) / "meta.json";
   std::ifstream f(meta);
   ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
   try {  // JSON errors here: a meta.json that does not parse, or keys of the wrong type
     const nlohmann::json j = nlohmann::json::parse(f);
     ZT_CHECK(j.is_object(), "'", meta.string(), "' is malformed: not a JSON object");
-    const nlohmann::json user = j.value("user", nlohmann::json::object());
-    if (user.is_object()) run.app = user.value("app", "");
-    run.config_yaml = j.value("config_yaml", "");
+    // A string field, "" when absent; of another type, an error naming it.
+    auto text = [&](const nlohmann::json& o, const char* key, const char* path) -> std::string {
+      const auto it = o.find(key);
+      if (it == o.end()) return "";
+      ZT_CHECK(it->is_string(), "'", meta.string(), "' is malformed: ", path, " is ",
+               it->dump().substr(0, 80), ", not a string");
+      return it->get<std::string>();
+    };
+    if (const auto user = j.find("user"); user != j.end() && user->is_object())
+      run.app = text(*user, "app", "user.app");
+    run.config_yaml = text(j, "config_yaml", "config_yaml");
   } catch (const nlohmann::json::exception& e) {
     ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
   }
@@ -167,11 +175,14 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
                           comm::Communicator& comm) {
-  decided_by_rank0(comm, [&] {
-    const std::string err = foreign_app(read_saved_run(dir_or_root), app);
+  const std::string note = decided_by_rank0(comm, [&] {
+    const SavedRun run = read_saved_run(dir_or_root);
+    const std::string err = foreign_app(run, app);
     ZT_CHECK(err.empty(), err);
-    return std::string();
+    return run.note;
   });
+  if (!note.empty() && comm.rank() == 0)
+    std::fprintf(stderr, "%s: note: %s\n", app.c_str(), note.c_str());
 }
 
 void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
@@ -198,6 +209,13 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              ". A resume continues the same model: set these keys back to the checkpoint's "
              "values (its meta.json records its config as config_yaml), or train this model "
              "as a new run (another output_dir, or --overwrite)");
+    // The parameters are stored in the checkpoint's precision; a load into another fails.
+    ZT_CHECK(saved.train.dtype == cfg.train.dtype, command, ": the checkpoint '", run.dir,
+             "' trained in ", saved.train.dtype, " and this config trains in ", cfg.train.dtype,
+             " (train.dtype, or the bf16/fp16 sections). A resume continues in the checkpoint's "
+             "precision: set train.dtype: ",
+             saved.train.dtype,
+             ", or start a new run from its weights (export them, another output_dir)");
     const std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
     if (changed.empty()) return "";
     return command + ": note: resuming with settings that differ from the checkpoint's: " +

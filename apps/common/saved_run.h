@@ -17,6 +17,7 @@ struct SavedRun {
   std::string dir;          ///< the checkpoint directory (zero::find_checkpoint's answer)
   std::string app;          ///< "vqtok", "vqgpt", or "" when not recorded
   std::string config_yaml;  ///< the configuration it ran with ("" when not recorded)
+  std::string note;         ///< why `dir` is not the one a root's `latest` names ("" when it is)
 };
 
 /// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root
@@ -47,7 +48,8 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 
 /// Errors on every rank when the checkpoint `dir_or_root` names records another app than
 /// `app` ("vqtok", "vqgpt"): "'DIR' is a vqgpt checkpoint; vqtok needs one of its own",
-/// saying where its own come from. A checkpoint that records no app passes. Rank 0 reads.
+/// saying where its own come from. A checkpoint that records no app passes. Rank 0 reads,
+/// and prints SavedRun::note on stderr when a root's `latest` was passed over.
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
                           comm::Communicator& comm);
 

@@ -135,6 +135,10 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
         "the run goes on with this config's values"})
     EXPECT_TRUE(has(text, part)) << part << " not in: " << text;
   EXPECT_FALSE(has(text, "log_every")) << text;
+  // Another precision cannot load the checkpoint's parameters: refused before the load.
+  const std::string err = error_of([&] { note({"train.dtype=bf16"}); });
+  EXPECT_TRUE(has(err, "trained in f32 and this config trains in bf16")) << err;
+  EXPECT_TRUE(has(err, "set train.dtype: f32")) << err;
   fs::remove_all(dir);
 }
 
@@ -191,7 +195,7 @@ TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
   nlohmann::json j = nlohmann::json::parse(std::ifstream(meta));
   j["user"]["app"] = 1;
   std::ofstream(meta) << j.dump();
-  EXPECT_TRUE(
-      test::throws_with([&] { app::read_saved_run(tok_step); }, "'" + meta + "' is malformed: "));
+  EXPECT_TRUE(test::throws_with([&] { app::read_saved_run(tok_step); },
+                                "'" + meta + "' is malformed: user.app is 1, not a string"));
   fs::remove_all(dir);
 }

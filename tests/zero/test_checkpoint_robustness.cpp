@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "common/test_util.h"
 #include "zero/checkpoint_util.h"
 
 using namespace zt;
@@ -146,6 +147,14 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
       meta_edit("negative_step", [](nlohmann::json& m) { m["optimizer_step"] = -1; });
   std::string odd_position =
       meta_edit("odd_position", [](nlohmann::json& m) { m["loader"]["position"] = 2.5; });
+  std::string text_lr = meta_edit("text_lr", [](nlohmann::json& m) { m["lr"] = "abc"; });
+  std::string text_scale = meta_edit("text_scale", [](nlohmann::json& m) {
+    m["loss_scaler"] = {{"scale", "x"}, {"hysteresis", 2}, {"iteration", 0}, {"last_overflow", -1}};
+  });
+  std::string past_end = meta_edit("past_end", [](nlohmann::json& m) {
+    m["loader"]["position"] = 1000;
+    m["loader"]["dataset_size"] = 10;
+  });
 
   auto refused = [&](const Factory& make, const std::string& dir, const std::string& needle,
                      const std::string& optimizer = "adamw") {
@@ -167,6 +176,12 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
           "meta.json' is malformed: optimizer_step is -1, not a whole number >= 0");
   refused(lesson::make_mixed, odd_position,
           "meta.json' is malformed: loader.position is 2.5, not a whole number >= 0");
+  refused(lesson::make_mixed, text_lr, "meta.json' is malformed: lr is \"abc\", not a number");
+  refused(lesson::make_mixed, text_scale,
+          "meta.json' is malformed: loss_scaler.scale is \"x\", not a number");
+  refused(lesson::make_mixed, past_end,
+          "meta.json' is malformed: loader.position 1000 is past the end of its data set "
+          "(loader.dataset_size 10)");
   refused([](comm::Communicator&) { return std::make_shared<MixedPlus>(); }, good,
           "'extra.weight' (partitioned f32 [3, 5]) is in this model but not in the checkpoint");
   refused([](comm::Communicator&) { return std::make_shared<Reshaped>(); }, good,
@@ -225,6 +240,32 @@ TEST(CheckpointRobustness, KeepLastKeepsNewest) {
   EXPECT_EQ(zero::find_checkpoint(tmp.path), tmp / "step_000004");
 }
 
+// find_checkpoint (what eval, export and sample load) passes over a `latest` that is
+// missing, garbage or names a deleted folder, as a resume does: the newest complete
+// checkpoint, with a note saying why.
+TEST(CheckpointRobustness, FindCheckpointPassesOverABrokenLatest) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  std::string note = "unset";
+  EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
+  EXPECT_EQ(note, "unset") << "latest names it: no note";
+  fs::remove(fs::path(base) / "latest");
+  EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
+  EXPECT_NE(note.find("'" + base + "/latest' is missing; taking the newest complete checkpoint"),
+            std::string::npos)
+      << note;
+  std::ofstream(fs::path(base) / "latest") << "step_000009\n";
+  EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
+  EXPECT_NE(note.find("names 'step_000009'"), std::string::npos) << note;
+  std::ofstream(fs::path(base) / "latest") << "\x01garbage";
+  EXPECT_EQ(zero::find_checkpoint(base), base + "/step_000003");
+  const std::string empty = tmp / "empty";
+  fs::create_directories(empty);
+  EXPECT_NE(test::error_of([&] { zero::find_checkpoint(empty); }).find("no checkpoint at"),
+            std::string::npos);
+}
+
 TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   TempDir tmp;
   const std::string base = tmp / "base";
@@ -258,7 +299,7 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
   EXPECT_EQ(rp.step, 3);
   const std::string newer = rp.dir.substr(0, rp.dir.size() - 1) + "5";
   EXPECT_EQ(rp.note,
-            "newer checkpoint folder 'step_000005' is incomplete; resuming from the "
+            "newer checkpoint folder 'step_000005' is incomplete; taking the "
             "newest complete checkpoint, '" +
                 rp.dir + "'\n  checkpoint '" + newer +
                 "': cannot open meta.json (not a checkpoint directory, or an incomplete one)");
