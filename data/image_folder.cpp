@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 
 #include "core/error.h"
 #include "core/ops/factory.h"
@@ -30,20 +31,32 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
   std::error_code ec;
   ZT_CHECK(fs::is_directory(dir, ec), "ImageFolder: '", dir,
            "' is not a directory (data.path must name a folder of PNG/JPEG images)");
-  // Linked folders are followed (a link back up would loop: the depth bounds it); hidden
-  // entries (".*", such as macOS's "._x.png" metadata files) are left out.
-  constexpr int kMaxDepth = 64;
+  // Linked folders are followed, each folder once: a link back up (a loop, which the
+  // listing would follow 40 levels deep) or a second link to one folder would list its
+  // images again. Hidden entries (".*", such as macOS's "._x.png" metadata files) are left
+  // out.
+  std::set<fs::path> listed = {fs::canonical(dir, ec)};
   for (auto it = fs::recursive_directory_iterator(
            dir, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::end(it); it.increment(ec)) {
-    ZT_CHECK(it.depth() < kMaxDepth, "ImageFolder: '", it->path().string(), "' lies ", kMaxDepth,
-             " folders deep under '", dir, "'; is there a link to a folder above it?");
+    std::error_code entry;  // the non-throwing queries: a broken link is named below
     if (it->path().filename().string().rfind('.', 0) == 0) {
-      if (it->is_directory()) it.disable_recursion_pending();
+      if (it->is_directory(entry)) it.disable_recursion_pending();
       continue;
     }
-    if (it->is_regular_file() && is_image_file(it->path().string()))
-      files_.push_back(it->path().string());
+    if (it->is_directory(entry)) {
+      const fs::path real = fs::canonical(it->path(), entry);
+      ZT_CHECK(listed.insert(real).second, "ImageFolder: '", it->path().string(),
+               "' is a link to '", real.string(),
+               "', a folder listed already (a link to a folder above it, or a second link to "
+               "one): its images would be read again; remove the link");
+      continue;
+    }
+    if (!is_image_file(it->path().string())) continue;
+    ZT_CHECK(!(it->is_symlink(entry) && !fs::exists(it->path(), entry)), "ImageFolder: '",
+             it->path().string(),
+             "' is a link to a file that does not exist; remove it or restore its target");
+    if (it->is_regular_file(entry)) files_.push_back(it->path().string());
   }
   ZT_CHECK(!ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
   std::sort(files_.begin(), files_.end());

@@ -271,6 +271,28 @@ TEST(Image, FolderSkipsHiddenFollowsLinksAndRefusesHugeImages) {
   expect_error([&] { load_image(d + "/huge.png"); }, {"huge.png", "14000x14000"});
 }
 
+// A link to an image that is gone would silently shrink the data set, and a link back up
+// (a loop) or a second link to one folder would read its images again: each is an error
+// naming the link.
+TEST(Image, FolderNamesABrokenLinkAndALinkLoop) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/set");
+  save_png(d + "/set/a.png", solid(8, 8, 1, 2, 3));
+  fs::create_symlink(d + "/gone.png", d + "/set/b.png");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"set/b.png' is a link to a file that does not exist"});
+  fs::remove(d + "/set/b.png");
+  fs::create_directory_symlink(d + "/set", d + "/set/loop");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"set/loop' is a link to '", "a folder listed already"});
+  fs::remove(d + "/set/loop");
+  fs::create_directories(d + "/other");
+  fs::create_directory_symlink(d + "/other", d + "/set/one");
+  fs::create_directory_symlink(d + "/other", d + "/set/two");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"a second link to one"});
+}
+
 // Float clips in [0, 1] (torchvision's ToTensor range) pass the [-1, 1] check; opening
 // such a file warns, once per file.
 TEST(Npy, FloatClipsInTheUnitRangeWarn) {
