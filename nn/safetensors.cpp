@@ -111,6 +111,10 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
 
   uint64_t n = 0;
   std::memcpy(&n, map_->bytes(), 8);
+  // A safetensors file starts with its JSON header's length, then the header's "{".
+  ZT_CHECK(n <= kMaxHeaderBytes || size <= 8 || map_->bytes()[8] == '{', where,
+           "not a safetensors file (it should start with the 8-byte length of a JSON header, "
+           "then the header's '{'; is it another kind of file?)");
   ZT_CHECK(n <= kMaxHeaderBytes, where, "header length ", n, " exceeds the ", kMaxHeaderBytes,
            "-byte limit (corrupt length field?)");
   ZT_CHECK(n <= size - 8, where, "truncated: header length ", n, " but only ", size - 8,

@@ -148,6 +148,8 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
       {"short length field", std::string(4, '\0'), "too small"},
       {"length past end", raw_file(ok, 8, 4096), "truncated: header length 4096"},
       {"absurd length", raw_file(ok, 8, 1ll << 40), "exceeds"},
+      {"another kind of file", "model:\n  ch: 32\n  codebook_size: 256\n",
+       "not a safetensors file (it should start with the 8-byte length of a JSON header"},
       {"not json", raw_file("{\"a\": [1,", 0), "not valid JSON"},
       {"not an object", raw_file("[1, 2]", 0), "must be a JSON object"},
       {"entry not an object", raw_file(R"({"a": 3})", 0), "entry must be an object"},
