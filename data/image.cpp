@@ -26,11 +26,41 @@ void check_pixels(const std::string& path, int64_t h, int64_t w) {
            " pixels, more than zt decodes (", kMaxPixels, ", PIL's limit): downscale it first");
 }
 
+// A PNG's size from its IHDR chunk (the first after the signature), for the images stb's
+// header query refuses (RGB past 2^30 bytes decoded): {0, 0} when `path` is no PNG.
+std::pair<int64_t, int64_t> png_size(const std::string& path) {
+  unsigned char b[24] = {};
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  const size_t got = f ? std::fread(b, 1, sizeof b, f) : 0;
+  if (f) std::fclose(f);
+  static const unsigned char kSignature[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  if (got < sizeof b || std::memcmp(b, kSignature, 8) != 0 || std::memcmp(b + 12, "IHDR", 4) != 0)
+    return {0, 0};
+  auto be32 = [&](int at) {
+    return (int64_t{b[at]} << 24) | (int64_t{b[at + 1]} << 16) | (int64_t{b[at + 2]} << 8) |
+           int64_t{b[at + 3]};
+  };
+  return {be32(20), be32(16)};
+}
+
+// stb's header query into h, w, with an image too large to decode refused by its size;
+// false (stbi_failure_reason says why) when stb cannot tell the size.
+bool header_size(const std::string& path, int& h, int& w) {
+  int n = 0;
+  if (stbi_info(path.c_str(), &w, &h, &n)) {
+    check_pixels(path, h, w);
+    return true;
+  }
+  const auto [ph, pw] = png_size(path);
+  if (ph > 0 && pw > 0) check_pixels(path, ph, pw);
+  return false;
+}
+
 }  // namespace
 
 Image load_image(const std::string& path) {
   int w = 0, h = 0, n = 0;
-  if (stbi_info(path.c_str(), &w, &h, &n)) check_pixels(path, h, w);
+  header_size(path, h, w);
   unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
   ZT_CHECK(px != nullptr, "cannot read image '", path, "': ", stbi_failure_reason(),
            " (zt reads PNG, JPEG, BMP and TGA files)");
@@ -43,9 +73,8 @@ Image load_image(const std::string& path) {
 }
 
 std::pair<int64_t, int64_t> image_size(const std::string& path) {
-  int w = 0, h = 0, n = 0;
-  ZT_CHECK(stbi_info(path.c_str(), &w, &h, &n), "cannot read image '", path,
-           "': ", stbi_failure_reason());
+  int w = 0, h = 0;
+  ZT_CHECK(header_size(path, h, w), "cannot read image '", path, "': ", stbi_failure_reason());
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
   check_pixels(path, h, w);
   return {h, w};

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -269,6 +270,15 @@ TEST(Image, FolderSkipsHiddenFollowsLinksAndRefusesHugeImages) {
       .write(reinterpret_cast<const char*>(header), sizeof header);
   expect_error([&] { image_size(d + "/huge.png"); }, {"huge.png", "14000x14000", "downscale"});
   expect_error([&] { load_image(d + "/huge.png"); }, {"huge.png", "14000x14000"});
+  // 20000 x 20000 RGB: past what stb's header query takes (2^30 bytes), read from IHDR.
+  unsigned char bigger[sizeof header];
+  std::memcpy(bigger, header, sizeof header);
+  bigger[18] = bigger[22] = 0x4e;  // 0x4e20 = 20000
+  bigger[19] = bigger[23] = 0x20;
+  std::ofstream(d + "/bigger.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bigger), sizeof bigger);
+  expect_error([&] { image_size(d + "/bigger.png"); }, {"bigger.png", "20000x20000", "downscale"});
+  expect_error([&] { load_image(d + "/bigger.png"); }, {"bigger.png", "20000x20000"});
 }
 
 // A link to an image that is gone would silently shrink the data set, and a link back up
