@@ -109,6 +109,9 @@ const char* descr_of(DType t) {
 }  // namespace
 
 NpyHeader read_npy_header(const std::string& path) {
+  std::error_code ec;
+  ZT_CHECK(!std::filesystem::is_directory(path, ec), "'", path,
+           "' is a folder, not a .npy file (a folder of images is data.kind: image_folder)");
   std::ifstream f(path, std::ios::binary);
   ZT_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
   char pre[8] = {};

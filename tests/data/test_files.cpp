@@ -109,6 +109,7 @@ TEST(Npy, BrokenFilesNameThemselves) {
   expect_error([&] { NpyArray x(d + "/i64.npy"); }, {"i64.npy", "float32 in [-1, 1] or uint8"});
   std::ofstream(d + "/junk.npy") << "not numpy at all";
   expect_error([&] { load_npy(d + "/junk.npy"); }, {"junk.npy", "bad magic"});
+  expect_error([&] { NpyArray(d, 1); }, {"is a folder, not a .npy file", "image_folder"});
   expect_error([&] { load_npy(d + "/missing.npy"); }, {"missing.npy"});
 }
 
