@@ -23,8 +23,13 @@ inline const CLI::Validator kPositive(
 inline const CLI::Validator kKeyValue(
     [](std::string& text) -> std::string {
       const size_t eq = text.find('=');
-      if (eq != std::string::npos && eq > 0) return "";
-      return "expected key.path=value (e.g. --set train.lr=1e-3), got '" + text + "'";
+      const std::string key = eq == std::string::npos ? "" : text.substr(0, eq);
+      const bool parts_named = !key.empty() && key.front() != '.' && key.back() != '.' &&
+                               key.find("..") == std::string::npos;
+      if (parts_named) return "";
+      return "expected key.path=value with every part of the path named (e.g. --set "
+             "train.lr=1e-3), got '" +
+             text + "'";
     },
     "KEY=VALUE");
 

@@ -219,6 +219,15 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
 endif()
 
+# A --set whose key path leaves a part unnamed is a mistake on the command line (exit 2).
+if(TARGET vqtok)
+  add_test(NAME apps.vqtok.set_with_an_unnamed_part
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=every part of the path named"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> train --config
+                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set train.=3)
+  set_tests_properties(apps.vqtok.set_with_an_unnamed_part PROPERTIES LABELS apps TIMEOUT 30)
+endif()
+
 # zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda

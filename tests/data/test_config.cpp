@@ -79,6 +79,10 @@ TEST(Config, OverridesCreateAndReplace) {
             std::string::npos);
   EXPECT_NE(error_of([&] { apply_override(r, "train.lr.x=1"); }).find("is a single value"),
             std::string::npos);
+  for (const char* unnamed : {"train.=3", ".lr=3", "train..lr=3"})
+    EXPECT_NE(error_of([&] { apply_override(r, unnamed); }).find("empty component in key path"),
+              std::string::npos)
+        << unnamed;
 }
 
 TEST(Config, EditDistance) {
