@@ -157,13 +157,17 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const int64_t targets_per_clip = layout.length() - 1;
   const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;
   if (say) {
+    const int64_t unused = spec.vocab_size - layout.min_vocab();
+    const std::string spare =
+        unused > 0 ? " + " + std::to_string(unused) + " unused (gpt.vocab_size)" : "";
     std::printf(
-        "gpt: %lld parameters (ZeRO-3 over %lld ranks), vocab %lld = %lld codes + BOS/EOL/EOS, "
+        "gpt: %lld parameters (ZeRO-3 over %lld ranks), vocab %lld = %lld codes + BOS/EOL/EOS%s, "
         "block %lld, %lld layers x %lld heads x %lld\n",
         static_cast<long long>(spec.count_parameters()), static_cast<long long>(world),
         static_cast<long long>(spec.vocab_size), static_cast<long long>(layout.codebook_size()),
-        static_cast<long long>(spec.block_size), static_cast<long long>(spec.n_layer),
-        static_cast<long long>(spec.n_head), static_cast<long long>(spec.n_embd));
+        spare.c_str(), static_cast<long long>(spec.block_size),
+        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_head),
+        static_cast<long long>(spec.n_embd));
     std::printf(
         "tokenizer: %lld parameters + %zu buffers, frozen replica on every rank (eval, no grad); "
         "replicas verified identical on %lld ranks\n",
