@@ -63,7 +63,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       ->check(zt::app::kPositive);
   app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(zt::app::kPositive);
   app.add_option("--threads", threads, "kernel threads per rank (0: the process's count / ranks)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(zt::app::kNonNegative);
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "parameter and compute dtype: f32, or bf16 with fp32 masters")
       ->check(CLI::IsMember({"f32", "bf16"}));

@@ -65,9 +65,9 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
   app.add_option("--dtype", dtype, "parameter storage: f32 or bf16 (fp32 master)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--prefetch", prefetch, "stage3_prefetch_bucket_size (elements)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(zt::app::kNonNegative);
   app.add_option("--persistence", persistence, "stage3_param_persistence_threshold")
-      ->check(CLI::NonNegativeNumber);
+      ->check(zt::app::kNonNegative);
   app.add_option("--gpt-layers", layers, "GPT blocks")->check(zt::app::kPositive);
   app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4)")->check(zt::app::kPositive);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

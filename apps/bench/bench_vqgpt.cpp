@@ -98,7 +98,7 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)")
       ->check(zt::app::kPositive);
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(zt::app::kNonNegative);
   app.add_option("--steps", steps, "timed steps")->check(zt::app::kPositive);
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
       ->check(zt::app::kKeyValue);

@@ -4,7 +4,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <string>
 
 namespace zt::app {
@@ -17,6 +19,26 @@ inline const CLI::Validator kPositive(
       return "must be a positive number, got " + text;
     },
     "POSITIVE");
+
+/// A finite number >= 0.
+inline const CLI::Validator kNonNegative(
+    [](std::string& text) -> std::string {
+      double v = 0;
+      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0) return "";
+      return "must be a number >= 0, got " + text;
+    },
+    "NONNEGATIVE");
+
+/// A seed: a whole number from 0 to 2^64 - 1 (not wrapped or saturated from -1 or more).
+inline const CLI::Validator kSeed(
+    [](std::string& text) -> std::string {
+      const bool digits =
+          !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+      errno = 0;
+      if (digits && (std::strtoull(text.c_str(), nullptr, 10), errno == 0)) return "";
+      return "must be a whole number from 0 to 18446744073709551615, got " + text;
+    },
+    "SEED");
 
 /// A --set override's form, key.path=value: without '=' it is a mistake on the command line
 /// (exit 2), found before any config is read.

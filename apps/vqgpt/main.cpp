@@ -69,9 +69,11 @@ int main(int argc, char** argv) {
   sample->add_option("--temperature", so.sampling.temperature, "softmax temperature (> 0)")
       ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
-      ->check(CLI::NonNegativeNumber);
-  sample->add_option("--seed", so.sampling.seed,
-                     "sampling seed (each rank draws from its own stream of it)");
+      ->check(zt::app::kNonNegative);
+  sample
+      ->add_option("--seed", so.sampling.seed,
+                   "sampling seed (each rank draws from its own stream of it)")
+      ->check(zt::app::kSeed);
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");

@@ -192,6 +192,22 @@ if(TARGET vqgpt)
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqgpt> sample --config
                    ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --num 5000)
   set_tests_properties(apps.vqgpt.sample_num_is_bounded PROPERTIES LABELS apps TIMEOUT 30)
+  # A seed of -1 would wrap to 2^64 - 1 (and anything past it saturate to the same).
+  add_test(NAME apps.vqgpt.sample_seed_is_a_whole_number
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2
+                   "-DEXPECT=--seed: must be a whole number from 0 to 18446744073709551615"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqgpt> sample --config
+                   ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --seed -1)
+  set_tests_properties(apps.vqgpt.sample_seed_is_a_whole_number PROPERTIES LABELS apps
+    TIMEOUT 30)
+endif()
+if(TARGET vqtok)
+  add_test(NAME apps.vqtok.encode_limit_is_not_negative
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--limit: must be a number >= 0, got -1"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> encode --config
+                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --out ids.npy --limit -1)
+  set_tests_properties(apps.vqtok.encode_limit_is_not_negative PROPERTIES LABELS apps
+    TIMEOUT 30)
 endif()
 
 # vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
