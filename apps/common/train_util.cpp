@@ -394,6 +394,16 @@ static std::string metrics_line(const nlohmann::json& record) {
   return record.dump() + "\n";
 }
 
+std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size) {
+  const int64_t per_step = batch * world * accumulation;
+  if (per_step <= dataset_size) return "";
+  return "one step reads " + std::to_string(per_step) + " clips (train.batch " +
+         std::to_string(batch) + " x " + std::to_string(world) + " ranks x " +
+         std::to_string(accumulation) +
+         " train.gradient_accumulation_steps), more than the training data's " +
+         std::to_string(dataset_size) + ": every step spans more than an epoch";
+}
+
 void MetricsWriter::write(const nlohmann::json& record) {
   const std::string line = metrics_line(record);
   // A full disk shows at the flush: the line would be lost without a word.

@@ -182,6 +182,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         dataset->describe().c_str(), cfg.output_dir.c_str());
     if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
     std::fflush(stdout);
+    const std::string note =
+        app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps, dataset->size());
+    if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
   }
 
   app::LrPlan lr_plan(tc);

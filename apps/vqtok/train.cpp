@@ -245,6 +245,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         static_cast<long long>(tc.steps), cfg.output_dir.c_str());
     if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
     std::fflush(stdout);
+    const std::string note =
+        app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps, dataset->size());
+    if (!note.empty()) std::fprintf(stderr, "vqtok train: note: %s\n", note.c_str());
   }
 
   TrainResult result;

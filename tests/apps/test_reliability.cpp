@@ -459,6 +459,17 @@ TEST(Reliability, AnFp16OverflowTheEngineSkippedDoesNotStopTheRun) {
   });
 }
 
+// A step that reads more clips than the data holds (a large accumulation on a small data
+// set) is noted: every step then spans more than an epoch.
+TEST(Reliability, AStepBeyondAnEpochIsNoted) {
+  EXPECT_EQ(app::epoch_note(2, 2, 4, 16), "");
+  const std::string note = app::epoch_note(4, 2, 16, 64);
+  EXPECT_TRUE(has(note,
+                  "one step reads 128 clips (train.batch 4 x 2 ranks x 16 "
+                  "train.gradient_accumulation_steps), more than the training data's 64"))
+      << note;
+}
+
 TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
   const std::string dir = fresh_dir("ranks");
   for (const auto& [set, key] : std::vector<std::pair<std::string, std::string>>{
