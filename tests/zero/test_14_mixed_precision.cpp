@@ -29,6 +29,13 @@ class Mlp : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*b)(gelu((*a)(x))); }
 };
 
+// The Mlp as every test here builds it: seed 4, partitioned over comm's ranks.
+std::shared_ptr<Mlp> partitioned_mlp(comm::Communicator& comm) {
+  manual_seed(4);
+  zero::Init init(comm);
+  return std::make_shared<Mlp>();
+}
+
 std::pair<Tensor, Tensor> data(int step) {
   Generator g(50 + static_cast<uint64_t>(step % 4));
   Tensor x = randn({16, 8}, g);
@@ -38,12 +45,7 @@ std::pair<Tensor, Tensor> data(int step) {
 
 TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    manual_seed(4);
-    std::shared_ptr<Mlp> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Mlp>();
-    }
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
     zero::Config cfg;
     cfg.precision.bf16 = true;
     zero::OptimizerConfig opt;
@@ -73,11 +75,7 @@ TEST(Lesson14MixedPrecision, Bf16ParamsWithFp32Masters) {
 TEST(Lesson14MixedPrecision, Bf16CostsEighteenBytesPerElement) {
   const int N = 2;
   comm::run_threads(N, [](comm::Communicator& comm) {
-    std::shared_ptr<Mlp> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Mlp>();
-    }
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
     zero::Config cfg = lesson::eager_release_config();
     cfg.precision.bf16 = true;
     zero::Engine engine(m, comm, cfg, {});
@@ -112,11 +110,7 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
   for (const auto& [name, p] : plain.named_parameters())
     state.emplace_back(name, randn(p.sizes(), g) * 0.3);  // not bf16 values
   comm::run_threads(2, [&](comm::Communicator& comm) {
-    std::shared_ptr<Mlp> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Mlp>();
-    }
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
     zero::Config cfg;
     cfg.precision.bf16 = true;
     zero::Engine engine(m, comm, cfg, zero::OptimizerConfig{});
@@ -147,12 +141,7 @@ TEST(Lesson14MixedPrecision, LoadedWeightsReachTheMastersUnrounded) {
 // is inf in f16, whatever the loss: every step at that scale would be skipped.)
 TEST(Lesson14MixedPrecision, Fp16LossesOfSixteenBitOutputsTakeTheDefaultScale) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    manual_seed(4);
-    std::shared_ptr<Mlp> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Mlp>();
-    }
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
     zero::Config cfg;
     cfg.precision.fp16 = true;  // dynamic scaling from 2^16
     zero::Engine engine(m, comm, cfg, {});
@@ -171,12 +160,7 @@ TEST(Lesson14MixedPrecision, Fp16LossesOfSixteenBitOutputsTakeTheDefaultScale) {
 TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
   ::testing::internal::CaptureStderr();  // rank 0 says what each overflow did
   comm::run_threads(2, [](comm::Communicator& comm) {
-    manual_seed(4);
-    std::shared_ptr<Mlp> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<Mlp>();
-    }
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
     zero::Config cfg;
     cfg.precision.fp16 = true;
     cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
