@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -136,6 +137,22 @@ struct AppCommands {
           const std::vector<config::Override>& extra_sets,
           const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) const {
     return run_on_ranks(name, kind, c, command, extra_sets, fn);
+  }
+  /// The train command: --steps S (> 0) as train.steps; `train` returns the signal that
+  /// stopped the run (0 when none), and the exit status is then 128 + it, as a shell
+  /// reports a process the signal ended.
+  int run_train(
+      const CommonArgs& c, int64_t steps,
+      const std::function<int(const config::AppConfig&, comm::Communicator&)>& train) const {
+    std::vector<config::Override> extra;
+    if (steps > 0)
+      extra.push_back({"train.steps=" + std::to_string(steps), "--steps " + std::to_string(steps)});
+    std::atomic<int> stopped_by{0};  // every rank agrees on it
+    const int rc =
+        run(c, "train", extra, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+          stopped_by = train(cfg, comm);
+        });
+    return stopped_by ? 128 + stopped_by : rc;
   }
 };
 

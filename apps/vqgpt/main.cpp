@@ -14,7 +14,6 @@
 //   vqgpt plan      --config C [--ranks N] [--steps S]   (training memory per rank)
 #include <CLI/CLI.hpp>
 
-#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -104,16 +103,10 @@ int main(int argc, char** argv) {
   try {
     if (*train) {
       to.tty = app::stdout_is_tty();
-      std::vector<config::Override> extra;
-      if (steps > 0)
-        extra.push_back(
-            {"train.steps=" + std::to_string(steps), "--steps " + std::to_string(steps)});
-      std::atomic<int> stopped_by{0};  // every rank agrees on it
-      const int rc = kCli.run(train_c, "train", extra,
-                              [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                                stopped_by = vqgpt::train(cfg, to, comm).stopped_by_signal;
-                              });
-      return stopped_by ? 128 + stopped_by : rc;  // as a shell reports a process the signal ended
+      return kCli.run_train(train_c, steps,
+                            [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                              return vqgpt::train(cfg, to, comm).stopped_by_signal;
+                            });
     }
     if (*sample)
       return kCli.run(sample_c, "sample", {},

@@ -12,7 +12,6 @@
 //   vqtok plan   --config C [--ranks N] [--steps S]
 #include <CLI/CLI.hpp>
 
-#include <atomic>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -137,16 +136,10 @@ int main(int argc, char** argv) {
       to.resume = resume;
       to.overwrite = overwrite;
       to.tty = app::stdout_is_tty();
-      std::vector<config::Override> extra;
-      if (steps > 0)
-        extra.push_back(
-            {"train.steps=" + std::to_string(steps), "--steps " + std::to_string(steps)});
-      std::atomic<int> stopped_by{0};  // every rank agrees on it
-      const int rc = kCli.run(train_c, "train", extra,
-                              [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                                stopped_by = vqtok::train(cfg, to, comm).stopped_by_signal;
-                              });
-      return stopped_by ? 128 + stopped_by : rc;  // as a shell reports a process the signal ended
+      return kCli.run_train(train_c, steps,
+                            [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                              return vqtok::train(cfg, to, comm).stopped_by_signal;
+                            });
     }
     if (*encode) {
       eo.eval_split = encode_split == "eval";
