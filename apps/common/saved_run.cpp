@@ -174,11 +174,26 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 }
 
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
-                          comm::Communicator& comm) {
+                          comm::Communicator& comm, const config::AppConfig* cfg) {
   const std::string note = decided_by_rank0(comm, [&] {
     const SavedRun run = read_saved_run(dir_or_root);
     const std::string err = foreign_app(run, app);
     ZT_CHECK(err.empty(), err);
+    if (!cfg || run.config_yaml.empty()) return run.note;
+    config::AppConfig saved;
+    try {
+      saved = saved_config(run, config::App::any);
+    } catch (const std::exception&) {
+      return run.note;  // a config this build cannot read: the tensors are compared instead
+    }
+    std::vector<KeyChange> model = model_changes(saved.model, cfg->model, /*weights_only=*/true);
+    if (saved.gpt && cfg->gpt)
+      for (KeyChange& c : gpt_changes(*saved.gpt, *cfg->gpt))
+        if (c.key != "gpt.dropout") model.push_back(std::move(c));
+    ZT_CHECK(model.empty(), "this config describes another model than the checkpoint '", run.dir,
+             "' holds: ", describe(model, "the checkpoint", "this config"),
+             ". Pass the config it was trained with (its meta.json records it as config_yaml), "
+             "or set these keys to the checkpoint's values");
     return run.note;
   });
   if (!note.empty() && comm.rank() == 0)

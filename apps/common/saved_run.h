@@ -48,10 +48,13 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 
 /// Errors on every rank when the checkpoint `dir_or_root` names records another app than
 /// `app` ("vqtok", "vqgpt"): "'DIR' is a vqgpt checkpoint; vqtok needs one of its own",
-/// saying where its own come from. A checkpoint that records no app passes. Rank 0 reads,
-/// and prints SavedRun::note on stderr when a root's `latest` was passed over.
+/// saying where its own come from. A checkpoint that records no app passes. With `cfg`,
+/// the model it describes must be the one the checkpoint recorded (model.* keys that the
+/// weights depend on, gpt.* but dropout): an error naming the keys that differ, before any
+/// tensor is read. Rank 0 reads, and prints SavedRun::note on stderr when a root's `latest`
+/// was passed over.
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
-                          comm::Communicator& comm);
+                          comm::Communicator& comm, const config::AppConfig* cfg = nullptr);
 
 /// Before training resumes from the checkpoint `dir` (every rank calls it; rank 0 reads):
 /// a checkpoint of another app than `app` is the error check_checkpoint_app raises; else

@@ -283,7 +283,7 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
            "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
-  app::check_checkpoint_app(dir, "vqgpt", comm);
+  app::check_checkpoint_app(dir, "vqgpt", comm, &cfg);
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm);

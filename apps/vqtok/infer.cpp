@@ -128,7 +128,7 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
     const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
     Device device = Device::cpu()) {
-  app::check_checkpoint_app(dir, "vqtok", comm);
+  app::check_checkpoint_app(dir, "vqtok", comm, &cfg);
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);

@@ -78,6 +78,28 @@ TEST(SavedRun, AResumeWithAnotherModelStopsNamingTheKeys) {
   fs::remove_all(dir);
 }
 
+// eval, export, encode and sample read a checkpoint with the config they are given: one
+// that describes another model is named by its keys before any tensor is read; keys the
+// weights do not depend on (model.dropout) do not count.
+TEST(SavedRun, InferenceWithAnotherModelStopsNamingTheKeys) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "infer");
+  apptest::train_vqtok(vqtok_config(dir), false);
+  auto check = [&](std::vector<std::string> sets) {
+    const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
+    return error_of([&] {
+      comm::run_threads(2, [&](comm::Communicator& comm) {
+        app::check_checkpoint_app(dir + "/checkpoints", "vqtok", comm, &cfg);
+      });
+    });
+  };
+  const std::string err = check({"model.codebook_size=128"});
+  EXPECT_TRUE(has(err, "this config describes another model than the checkpoint '")) << err;
+  EXPECT_TRUE(has(err, "model.codebook_size (64 in the checkpoint, 128 in this config)")) << err;
+  EXPECT_EQ(check({"model.dropout=0.3"}), "");
+  EXPECT_EQ(check({}), "");
+  fs::remove_all(dir);
+}
+
 // vqgpt's model is its tokenizer's model.* and its GPT's gpt.* (vocab_size and block_size
 // as resolved); gpt.tokenizer_checkpoint is not read on a resume.
 TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
