@@ -53,8 +53,9 @@ void check_output_file(const std::string& option, const std::string& path,
   std::error_code ec;
   ZT_CHECK(!fs::is_directory(path, ec), option, " '", path,
            "' is a folder; pass the file to write (a path in that folder, or another)");
+  const bool exists = fs::exists(path, ec);
   for (const std::string& in : inputs) {
-    if (in.empty() || !fs::exists(path, ec)) continue;
+    if (in.empty() || !exists) continue;
     ZT_CHECK(!fs::equivalent(path, in, ec), option, " '", path, "' is a file this command reads ('",
              in, "'): writing it would destroy it; pass another file");
   }
@@ -63,8 +64,7 @@ void check_output_file(const std::string& option, const std::string& path,
   ZT_CHECK(where.empty(), option, " '", path, "' lies in ", what, ", '", where,
            "': writing there would damage what was saved; pass a path outside it");
   const std::string name = fs::path(path).filename().string();
-  ZT_CHECK(!(fs::exists(path, ec) &&
-             (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock")),
+  ZT_CHECK(!(exists && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock")),
            option, " '", path, "' is a training run's ", name,
            ": writing it would destroy that run's record; pass another file");
 }
