@@ -30,6 +30,14 @@ function(zt_mpirun_app_test name pass agreed)
   endif()
 endfunction()
 
+# A command line that must be refused: exit status `code` and output matching `expect`
+# (a regex); the command is the rest of the arguments.
+function(zt_refusal_test name code expect)
+  add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=${code} "-DEXPECT=${expect}"
+                                -P ${ZT_RUN_AND_CHECK} -- ${ARGN})
+  set_tests_properties(${name} PROPERTIES LABELS apps TIMEOUT 30)
+endfunction()
+
 if(ZT_MPIRUN)
   set(_vqtok $<TARGET_FILE:vqtok>)
   set(_out ${CMAKE_BINARY_DIR}/tests/apps_mpi_mismatch)
@@ -193,21 +201,20 @@ if(TARGET vqgpt)
                    ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --num 5000)
   set_tests_properties(apps.vqgpt.sample_num_is_bounded PROPERTIES LABELS apps TIMEOUT 30)
   # A seed of -1 would wrap to 2^64 - 1 (and anything past it saturate to the same).
-  add_test(NAME apps.vqgpt.sample_seed_is_a_whole_number
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2
-                   "-DEXPECT=--seed: must be a whole number from 0 to 18446744073709551615"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqgpt> sample --config
-                   ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --seed -1)
-  set_tests_properties(apps.vqgpt.sample_seed_is_a_whole_number PROPERTIES LABELS apps
-    TIMEOUT 30)
+  zt_refusal_test(apps.vqgpt.sample_seed_is_a_whole_number 2
+    "--seed: must be a whole number from 0 to 18446744073709551615"
+    $<TARGET_FILE:vqgpt> sample --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
+    --out grid.png --seed -1)
 endif()
 if(TARGET vqtok)
-  add_test(NAME apps.vqtok.encode_limit_is_not_negative
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--limit: must be a number >= 0, got -1"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> encode --config
-                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --out ids.npy --limit -1)
-  set_tests_properties(apps.vqtok.encode_limit_is_not_negative PROPERTIES LABELS apps
-    TIMEOUT 30)
+  zt_refusal_test(apps.vqtok.encode_limit_is_not_negative 2
+    "--limit: must be a number >= 0, got -1"
+    $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --out ids.npy --limit -1)
+  # A --set whose key path leaves a part unnamed.
+  zt_refusal_test(apps.vqtok.set_with_an_unnamed_part 2 "every part of the path named"
+    $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --set train.=3)
 endif()
 
 # vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
@@ -235,15 +242,6 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
 endif()
 
-# A --set whose key path leaves a part unnamed is a mistake on the command line (exit 2).
-if(TARGET vqtok)
-  add_test(NAME apps.vqtok.set_with_an_unnamed_part
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=every part of the path named"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> train --config
-                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set train.=3)
-  set_tests_properties(apps.vqtok.set_with_an_unnamed_part PROPERTIES LABELS apps TIMEOUT 30)
-endif()
-
 # zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda
@@ -261,11 +259,8 @@ endif()
 # option, not garbage numbers, an endless loop (comm's sizes from 0) or an empty output.
 if(TARGET zt-bench)
   foreach(bench plan comm vqgpt)
-    add_test(NAME apps.bench.${bench}_ranks_must_be_positive
-             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--ranks.*must be a positive number"
-                     -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
-    set_tests_properties(apps.bench.${bench}_ranks_must_be_positive PROPERTIES LABELS apps
-      TIMEOUT 30)
+    zt_refusal_test(apps.bench.${bench}_ranks_must_be_positive 2
+      "--ranks.*must be a positive number" $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
   endforeach()
   set(bad_counts "comm|--min-bytes|0" "comm|--reps|0" "ops|--reps|0" "vqtok-step|--steps|0"
                  "vqtok-step|--threads|-1")
@@ -274,20 +269,13 @@ if(TARGET zt-bench)
     list(GET args 0 bench)
     list(GET args 1 option)
     string(REPLACE "--" "" name "${bench}_${option}")
-    add_test(NAME apps.bench.${name}_must_be_positive
-             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=${option}.*must be a positive number"
-                     -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ${args})
-    set_tests_properties(apps.bench.${name}_must_be_positive PROPERTIES LABELS apps TIMEOUT 30)
+    zt_refusal_test(apps.bench.${name}_must_be_positive 2 "${option}.*must be a positive number"
+      $<TARGET_FILE:zt-bench> ${args})
   endforeach()
-  add_test(NAME apps.bench.comm_min_above_max
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--min-bytes 1000 is above --max-bytes 10"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> comm --min-bytes 1000
-                   --max-bytes 10)
-  add_test(NAME apps.bench.ops_filter_matching_nothing
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=no case matches --filter 'nomatch'"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> ops --filter nomatch)
-  set_tests_properties(apps.bench.comm_min_above_max apps.bench.ops_filter_matching_nothing
-    PROPERTIES LABELS apps TIMEOUT 30)
+  zt_refusal_test(apps.bench.comm_min_above_max 2 "--min-bytes 1000 is above --max-bytes 10"
+    $<TARGET_FILE:zt-bench> comm --min-bytes 1000 --max-bytes 10)
+  zt_refusal_test(apps.bench.ops_filter_matching_nothing 2 "no case matches --filter 'nomatch'"
+    $<TARGET_FILE:zt-bench> ops --filter nomatch)
 endif()
 
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
