@@ -54,10 +54,14 @@ void check_output_file(const std::string& option, const std::string& path,
   ZT_CHECK(!fs::is_directory(path, ec), option, " '", path,
            "' is a folder; pass the file to write (a path in that folder, or another)");
   const bool exists = fs::exists(path, ec);
+  const fs::path real = fs::weakly_canonical(fs::absolute(path), ec);
   for (const std::string& in : inputs) {
-    if (in.empty() || !exists) continue;
-    ZT_CHECK(!fs::equivalent(path, in, ec), option, " '", path, "' is a file this command reads ('",
-             in, "'): writing it would destroy it; pass another file");
+    if (in.empty()) continue;
+    // The same path (also one not written yet), or another name of the same file.
+    const bool same = real == fs::weakly_canonical(fs::absolute(in), ec) ||
+                      (exists && fs::equivalent(path, in, ec));
+    ZT_CHECK(!same, option, " '", path, "' is a file this command reads ('", in,
+             "'): writing it would destroy it; pass another file");
   }
   const auto [where, what] = inside_checkpoints(
       fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());

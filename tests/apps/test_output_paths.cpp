@@ -50,6 +50,11 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   };
   refused(weights, {"is a file this command reads"});
   refused(run / "." / "tok.safetensors", {"is a file this command reads"});  // another spelling
+  // A path not written yet that another output of the command takes (sample's --tokens and
+  // --out).
+  const std::string grid = (run / "grid.png").string();
+  EXPECT_TRUE(has(error_of([&] { app::check_output_file("sample --tokens", grid, {grid}); }),
+                  "is a file this command reads"));
   refused(ckpt / "meta.json", {"lies in a checkpoint", ckpt.string()});
   refused(ckpt / "new.npy", {"lies in a checkpoint"});
   refused(run / "checkpoints" / "latest", {"lies in a checkpoints folder (it holds 'latest')"});
