@@ -18,6 +18,10 @@ size_t dtype_size(DType t);
 const char* dtype_name(DType t);
 /// True for f32, f64, bf16, f16.
 bool is_floating(DType t);
+/// True for the 16-bit floating types, bf16 and f16.
+inline bool is_16bit_float(DType t) {
+  return t == DType::bf16 || t == DType::f16;
+}
 
 /// bfloat16: the top 16 bits of an IEEE float, rounded to nearest even.
 struct bf16 {

@@ -32,8 +32,7 @@ DType check_optimizer_lists(const char* op, const std::vector<Tensor>& p,
     if (low.empty() || !low[i].defined()) continue;
     const Tensor& l = low[i];
     ZT_CHECK(l.device() == dev && l.is_contiguous() && l.numel() == p[i].numel() &&
-                 (l.dtype() == DType::bf16 || l.dtype() == DType::f16) &&
-                 (low_dt == dt || l.dtype() == low_dt),
+                 is_16bit_float(l.dtype()) && (low_dt == dt || l.dtype() == low_dt),
              op, ": low-precision output ", i, " is ", l.str(),
              "; pass contiguous bf16/f16 tensors (one dtype) of ", p[i].numel(), " elements on ",
              dev.str());

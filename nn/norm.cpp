@@ -93,7 +93,7 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
   // one pass, E[x^2] - E[x]^2 in f32 (or bf16) cancels away the variance of a channel whose
   // mean is large beside its spread. The affine runs in f32 for 16-bit inputs.
   const DType io = input.dtype();
-  const bool narrow = io == DType::bf16 || io == DType::f16;
+  const bool narrow = is_16bit_float(io);
   const DType affine = narrow ? DType::f32 : io;
   const Tensor x64 = input.to(DType::f64);
   std::vector<int64_t> dims{0};

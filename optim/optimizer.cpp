@@ -235,8 +235,8 @@ void Optimizer::check_capturable_path(const Tensor& param) {
 }
 
 bool Optimizer::fused_copy(const Tensor& copy, const Tensor& param) {
-  return copy.defined() && (copy.dtype() == DType::bf16 || copy.dtype() == DType::f16) &&
-         copy.is_contiguous() && copy.device() == param.device();
+  return copy.defined() && is_16bit_float(copy.dtype()) && copy.is_contiguous() &&
+         copy.device() == param.device();
 }
 
 NamedTensors Optimizer::state_dict() const {

@@ -97,7 +97,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc) {
   if (m == 0 || n == 0) return;
-  if (c.dtype() == DType::bf16 || c.dtype() == DType::f16) {
+  if (is_16bit_float(c.dtype())) {
     int64_t la, lb, lc;
     Tensor af = to_f32(a, trans_a, la), bf = to_f32(b, trans_b, lb), cf = to_f32(c, false, lc);
     gemm_f32_f64(trans_a, trans_b, m, n, k, alpha, af, la, bf, lb, beta, cf, lc);

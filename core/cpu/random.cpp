@@ -31,7 +31,7 @@ void fill_range(T* p, int64_t i0, int64_t i1, const Generator& g, uint64_t offse
 void random_fill(const Tensor& out, uint64_t seed, uint64_t offset, bool normal, double a,
                  double b) {
   ZT_CHECK(out.is_contiguous(), "random_fill: expects a contiguous tensor");
-  if (out.dtype() == DType::bf16 || out.dtype() == DType::f16) {
+  if (is_16bit_float(out.dtype())) {
     // An f32 fill, then one conversion pass (values stored through float, as specified).
     Tensor f = Tensor::empty(out.sizes(), DType::f32);
     random_fill(f, seed, offset, normal, a, b);

@@ -45,9 +45,9 @@ bool use_flash(const Tensor& q, const Tensor& k, const Tensor& v) {
   if (mode == AttentionKernel::math ||
       (mode == AttentionKernel::automatic && !q.device().is_cuda()))
     return false;
-  return (q.dtype() == DType::bf16 || q.dtype() == DType::f16) && q.dim() <= 4 &&
-         flash::head_dim_supported(q.size(-1)) && v.size(-1) == q.size(-1) && q.size(-2) > 0 &&
-         k.size(-2) > 0 && flash::layout_ok(q) && flash::layout_ok(k) && flash::layout_ok(v);
+  return is_16bit_float(q.dtype()) && q.dim() <= 4 && flash::head_dim_supported(q.size(-1)) &&
+         v.size(-1) == q.size(-1) && q.size(-2) > 0 && k.size(-2) > 0 && flash::layout_ok(q) &&
+         flash::layout_ok(k) && flash::layout_ok(v);
 }
 
 // An empty tensor shaped like t whose dims lie in memory in the order of t's strides

@@ -90,7 +90,7 @@ Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, cons
 // The CPU kernels compute in f32 or f64: 16-bit tensors (mixed precision) are converted
 // to f32 for the kernel (f32 accumulation, as on GPUs) and the results back.
 bool cpu_low_precision(const Tensor& t) {
-  return t.device().is_cpu() && (t.dtype() == DType::bf16 || t.dtype() == DType::f16);
+  return t.device().is_cpu() && is_16bit_float(t.dtype());
 }
 Tensor kernel_operand(const Tensor& t) {
   Tensor c = t.detach().contiguous();

@@ -20,8 +20,7 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   const char* op = log ? "log_softmax" : "softmax";
   ZT_CHECK(x.defined(), op, ": undefined input");
   ZT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
-  if (x.dtype() == DType::bf16 || x.dtype() == DType::f16)
-    return softmax_impl(x.to(DType::f32), dim, log).to(x.dtype());
+  if (is_16bit_float(x.dtype())) return softmax_impl(x.to(DType::f32), dim, log).to(x.dtype());
   if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
   dim = wrap_dim(dim, x.dim(), op);
   int64_t R = 1, L = x.size(dim), I = 1;
@@ -48,13 +47,9 @@ void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
            shape_str(y.sizes()), " must have the same shape");
 }
 
-bool is_16bit(DType dt) {
-  return dt == DType::bf16 || dt == DType::f16;
-}
-
 // A loss's operand: 16-bit values widened to f32 (loss.h).
 Tensor widened(const Tensor& t) {
-  return is_16bit(t.dtype()) ? t.to(DType::f32) : t;
+  return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
 }
 
 }  // namespace
@@ -104,7 +99,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
             ") (and is not ignore_index = ", ignore_index, ")");
   }
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
-  const DType out_dtype = is_16bit(logits.dtype()) ? DType::f32 : logits.dtype();
+  const DType out_dtype = is_16bit_float(logits.dtype()) ? DType::f32 : logits.dtype();
   Tensor out = div(stats.narrow(0, 0, 1), stats.narrow(0, 1, 1)).reshape({}).to(out_dtype);
   if (!autograd::needs_grad({logits})) return out;
   // d loss / d logits[p] = (softmax[p] - onehot(t_p)) * g / count for kept positions,

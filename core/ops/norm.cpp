@@ -14,10 +14,6 @@ namespace zt {
 
 namespace {
 
-bool is_low_precision(DType t) {
-  return t == DType::bf16 || t == DType::f16;
-}
-
 Tensor to_f32(const Tensor& t) {
   return t.defined() ? t.to(DType::f32) : t;
 }
@@ -51,7 +47,7 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   channel_dims("group_norm", x, weight, bias, N, C, S);
   ZT_CHECK(groups > 0 && C % groups == 0, "group_norm: ", C, " channels cannot be split into ",
            groups, " groups (groups must divide C)");
-  if (is_low_precision(x.dtype()))
+  if (is_16bit_float(x.dtype()))
     return group_norm(x.to(DType::f32), groups, to_f32(weight), to_f32(bias), eps).to(x.dtype());
   const int64_t G = groups;
   Tensor xc = x.detach().contiguous();
@@ -94,7 +90,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   ZT_CHECK(training || running_mean.defined(),
            "batch_norm: evaluation mode needs running_mean and running_var "
            "(or call it with training = true to use batch statistics)");
-  if (is_low_precision(x.dtype())) {
+  if (is_16bit_float(x.dtype())) {
     return batch_norm(x.to(DType::f32), running_mean, running_var, to_f32(weight), to_f32(bias),
                       training, momentum, eps)
         .to(x.dtype());

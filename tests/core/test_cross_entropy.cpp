@@ -74,8 +74,7 @@ void check(const Tensor& logits_in, const std::vector<double>& t, const Shape& t
   logits.set_requires_grad(true);
   Tensor target = from_vector(t, target_shape, index_type);
   Tensor loss = cross_entropy(logits, target, ignore);
-  const bool narrow = logits.dtype() == DType::bf16 || logits.dtype() == DType::f16;
-  EXPECT_EQ(loss.dtype(), narrow ? DType::f32 : logits.dtype());
+  EXPECT_EQ(loss.dtype(), is_16bit_float(logits.dtype()) ? DType::f32 : logits.dtype());
   loss.backward(full({}, g, loss.dtype()));
   const Reference r = reference(logits, t, ignore, g);
   EXPECT_NEAR(loss.item(), r.loss, rtol_loss * std::abs(r.loss));
