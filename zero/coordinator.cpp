@@ -154,7 +154,8 @@ void Coordinator::release_all() {
 }
 
 // After a failure: what is gathered goes; a gather still in flight stays so (finishing it
-// would allocate, which may be what failed): the next fetch or release finishes it.
+// would allocate, which may be what failed): the next fetch or release finishes it, or
+// ~Engine drops it.
 void Coordinator::abandon(int id) {
   in_use_[id] = 0;
   trace_.abandon();

@@ -184,8 +184,15 @@ Engine::~Engine() {
   }
   coordinator_->set_timeline(nullptr);
   reducer_->set_timeline(nullptr);
-  // The model may outlive the engine: hooks go with hooks_, gradient shards here.
-  for (NamedParam& np : params_) zero_param(np.param)->grad_shard = Tensor();
+  // The model may outlive the engine: hooks go with hooks_, gradient shards here, and a
+  // gather a failed forward left in flight (Coordinator::abandon) is dropped, since its
+  // work must not outlive the communicator.
+  for (NamedParam& np : params_) {
+    ZeroParam* z = zero_param(np.param);
+    z->grad_shard = Tensor();
+    if (z->status == ParamStatus::kInflight && z->flight)
+      std::shared_ptr<GroupGather>(z->flight)->drop();
+  }
 }
 
 std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {

@@ -214,6 +214,24 @@ void GroupGather::finish() {
     if (z) z->flight = nullptr;
 }
 
+void GroupGather::drop() noexcept {
+  if (work) {
+    try {
+      work->wait();
+    } catch (...) {  // the collective's failure was reported where the step failed
+    }
+    work = nullptr;
+  }
+  send = flat = Tensor();
+  // Last: dropping the members' references may destroy this object.
+  std::vector<ZeroParam*> ms = std::move(members);
+  for (ZeroParam* z : ms)
+    if (z) {
+      z->status = ParamStatus::kNotAvailable;
+      z->flight = nullptr;
+    }
+}
+
 // ---- partitioning
 
 void partition_param(const Tensor& p, comm::Communicator& comm, int src) {

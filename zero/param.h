@@ -106,6 +106,10 @@ struct GroupGather {
 
   /// Waits for the collective and makes every member AVAILABLE. Idempotent.
   void finish();
+  /// Waits for the collective (its error, if any, ignored) and drops what it brought:
+  /// every member is NOT_AVAILABLE again, and no work on the communicator is left. For
+  /// an owner that goes away with gathers in flight (~Engine), before its communicator.
+  void drop() noexcept;
 };
 
 /// Starts one all-gather for the NOT_AVAILABLE parameters of `group` (all partitioned,

@@ -11,13 +11,15 @@
 //  - step: the optimizer's counters and first-step moments go back (the fp16 loss scaler
 //    counts a step only once the optimizer applied it), the window is
 //    discarded (Engine::discard_gradients() does the same on request);
-//  - a GatheredParameters scope that could not gather opens nothing and holds nothing.
+//  - a GatheredParameters scope that could not gather opens nothing and holds nothing;
+//  - an engine destroyed after a failed forward drops the gathers it left in flight.
 // With more than one rank a failed backward or step also aborts the communicator: the
 // ranks' collectives can no longer be matched, so the others stop with the cause rather
 // than pairing the wrong collectives.
 //
 // Run alone: ctest --test-dir build -R zero.Lesson25
 #include <array>
+#include <cmath>
 #include <utility>
 
 #include "zero/lesson_util.h"
@@ -173,6 +175,43 @@ TEST(Lesson25Failures, AGatherThatRanOutOfMemoryIsFinishedByTheNextCall) {
     });
   }
   EXPECT_EQ(outputs, reference);
+}
+
+TEST(Lesson25Failures, AnEngineGoneWithGathersInFlightLeavesNoneBehind) {
+  // A forward that fails after its first layer prefetched the others leaves their gathers
+  // in flight (the next fetch would finish them). The engine going away then waits for
+  // them and drops what they brought: no work outlives it, and a new engine trains on.
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = stack(comm);
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.stage3_prefetch_bucket_size = 1'000'000;
+    auto in_flight = [&] {
+      int n = 0;
+      for (auto& [name, p] : m->named_parameters())
+        n += zero::zero_param(p)->status == zero::ParamStatus::kInflight;
+      return n;
+    };
+    auto [x, y] = batch_of(0);
+    {
+      zero::Engine engine(m, comm, cfg, {});
+      engine.backward(mse(engine(x), y));  // records the order prefetching follows
+      engine.step();
+      const int hook = m->layers[0]->add_forward_pre_hook(
+          [](nn::Module&, std::vector<Tensor>&) { throw Error("the first layer failed"); });
+      EXPECT_THROW(engine(x), Error);
+      m->layers[0]->remove_hook(hook);
+      ASSERT_GT(in_flight(), 0) << "no prefetch was left in flight: nothing to test";
+    }
+    EXPECT_EQ(in_flight(), 0);
+    zero::Engine again(m, comm, cfg, {});
+    for (int s = 1; s < 3; ++s) {
+      auto [xs, ys] = batch_of(s);
+      const Tensor loss = mse(again(xs), ys);
+      EXPECT_TRUE(std::isfinite(loss.item()));
+      again.backward(loss);
+      again.step();
+    }
+  });
 }
 
 TEST(Lesson25Failures, AFailedBackwardIsDiscardedAndTheReleaseAfterBackwardStillRuns) {
