@@ -31,19 +31,20 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   MemoryPlan plan;
   plan.world = world;
   const DType low = config.precision.dtype();
-  // Per module owning partitioned parameters: bytes held while gathered, and bytes at the
-  // moment its flat all-gather is unpacked (flat buffer + the members' copies).
-  struct Group {
-    int64_t held = 0, transient = 0;
+  // Per module owning partitioned parameters, its gathered members: a member's bytes as
+  // its own padded all-gather (`padded`, the parameter itself when it gathers alone) and
+  // as a copy out of a shared flat one (`exact`).
+  struct Member {
+    const TensorImpl* impl;
+    int64_t padded, exact;
   };
-  std::map<std::string, Group> groups;
+  std::map<std::string, std::vector<Member>> groups;  // by path: ancestors first
   int64_t persistent = 0;
-  // A tied parameter is stored once (its shards, gradient and optimizer state), but each
-  // of its modules gathers it.
+  // A tied parameter is stored once (its shards, gradient and optimizer state); each of
+  // its modules lists it, and gathers it only when no module holds it already.
   std::unordered_set<const TensorImpl*> stored;
-  int64_t tied_again = 0;
   for (auto& [path, m] : model.named_modules()) {
-    int64_t flat = 0, copies = 0, members = 0, tied_flat = 0, tied_copies = 0;
+    std::vector<Member> members;
     std::unordered_set<const TensorImpl*> member;  // one tensor under two names: one member
     for (auto& [n, p] : m->local_parameters()) {
       if (!member.insert(p.impl()).second) continue;
@@ -72,35 +73,42 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
         if (first) persistent += numel * esize;
         continue;
       }
-      flat += part.padded_numel() * esize;
-      copies += numel * esize;
-      if (!first) {  // another module's too: gathered once when all modules are
-        tied_flat += part.padded_numel() * esize;
-        tied_copies += numel * esize;
-      }
-      ++members;
+      members.push_back({p.impl(), part.padded_numel() * esize, numel * esize});
     }
-    if (members == 0) continue;
-    tied_again += members == 1 ? tied_flat : tied_copies;
-    groups[path] = members == 1 ? Group{flat, flat} : Group{copies, flat + copies};
+    if (!members.empty()) groups[path] = std::move(members);
   }
   for (auto& [path, b] : model.named_buffers())
     plan.replicated += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
 
+  // Gathering a group while `held` are gathered: the members it adds are kept (held_bytes:
+  // one alone is its padded gather; several are copied out of one flat buffer) and, while
+  // its flat buffer is unpacked, momentarily more (returned).
+  auto gather = [](const std::vector<Member>& members, std::unordered_set<const TensorImpl*>& held,
+                   int64_t& held_bytes) {
+    int64_t padded = 0, exact = 0, n = 0;
+    for (const Member& m : members)
+      if (held.insert(m.impl).second) padded += m.padded, exact += m.exact, ++n;
+    held_bytes += n == 1 ? padded : exact;
+    return n == 1 ? padded : padded + exact;
+  };
   // The chain: a module computes inside every ancestor's call, whose parameters stay
-  // gathered meanwhile.
-  int64_t chain = 0, total = 0;
+  // gathered meanwhile (ancestors come first in path order).
+  int64_t chain = 0, whole = 0;
+  std::unordered_set<const TensorImpl*> all;
   for (auto& [path, g] : groups) {
-    int64_t held = 0;
+    std::unordered_set<const TensorImpl*> held;
+    int64_t held_bytes = 0;
     for (auto& [other, o] : groups)
-      if (other != path && (other.empty() || path.rfind(other + ".", 0) == 0)) held += o.held;
-    chain = std::max(chain, held + g.transient);
-    total += g.held;
+      if (other != path && (other.empty() || path.rfind(other + ".", 0) == 0))
+        gather(o, held, held_bytes);
+    const int64_t ancestors = held_bytes;
+    chain = std::max(chain, ancestors + gather(g, held, held_bytes));
+    gather(g, all, whole);
   }
   const int64_t esize = static_cast<int64_t>(dtype_size(low));
   const int64_t window =
       std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
-  const int64_t whole = std::max(chain, total - tied_again);
+  whole = std::max(chain, whole);
   // Modules kept for reuse fill up to stage3_max_live_parameters, then the chain being
   // fetched comes on top.
   const int64_t kept = config.stage3_max_reuse_distance > 0

@@ -79,6 +79,21 @@ class Outer : public nn::UnaryModule {
   }
 };
 
+// Outer without a module of its own after the child: the lent matrix is all it gathers.
+class Lender : public nn::UnaryModule {
+ public:
+  static constexpr int64_t kSide = 24;
+  Lender() : nn::UnaryModule("Lender") {
+    weight = register_parameter("weight", mul(randn({kSide, kSide}), 0.3));
+    inner = register_module("inner", std::make_shared<Inner>(weight));
+  }
+  Tensor weight;
+  std::shared_ptr<Inner> inner;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return linear((*inner)(x), weight); }
+};
+
 // x (B, T, E) for Outer, ids (B, T) for TinyLm, and targets (B, T), from `step`.
 Tensor inputs_of(bool ids, int step) {
   Generator g(static_cast<uint64_t>(100 + step));
@@ -369,5 +384,27 @@ TEST(Lesson24TiedWeights, ThePlannerStoresTheMatrixOnce) {
     for (const auto& [n, p] : tied->named_parameters())
       shard_bytes += zero::make_partition(p.numel(), 2).shard_numel * 4;
     EXPECT_EQ(plan.param_shard, shard_bytes);
+  });
+}
+
+TEST(Lesson24TiedWeights, ThePlannerGathersAMatrixLentToAChildOnce) {
+  // Lender gathers the matrix for its own call; Inner, inside it, finds it gathered.
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(3);
+    std::shared_ptr<Lender> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Lender>();
+    }
+    const zero::Config cfg = lesson::eager_release_config();
+    zero::Engine engine(m, comm, cfg, {});
+    const Tensor x = randn({kBatch, kSeq, Lender::kSide});
+    const zero::MemoryReport got = zero::measure_memory(engine, [&] {
+      const Tensor y = engine(x);
+      return mean(mul(y, y));
+    });
+    const int64_t matrix = Lender::kSide * Lender::kSide * 4;
+    EXPECT_EQ(got.gathered_param_peak, matrix);
+    EXPECT_EQ(zero::plan_memory(*m, 2, cfg).gathered_peak, matrix);
   });
 }
