@@ -110,15 +110,24 @@ std::string describe_running() {
 
 }  // namespace
 
+// Runs a snapshot of `hooks`, as PyTorch does: a hook may remove itself (a one-shot hook)
+// or add hooks to the same list, which run from its next pass.
+template <typename Hooks, typename... Args>
+static void run_hooks(const Hooks& hooks, Args&... args) {
+  if (hooks.empty()) return;
+  const Hooks snapshot = hooks;
+  for (auto& [id, h] : snapshot) h(args...);
+}
+
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {
   const Running running_now(this);
   try {
-    for (auto& [id, h] : pre_hooks_) h(*this, inputs);
+    run_hooks(pre_hooks_, *this, inputs);
     std::vector<Tensor> outputs = forward(inputs);
-    for (auto& [id, h] : post_hooks_) h(*this, inputs, outputs);
+    run_hooks(post_hooks_, *this, inputs, outputs);
     return outputs;
   } catch (...) {
-    for (auto& [id, h] : error_hooks_) h(*this);
+    run_hooks(error_hooks_, *this);
     throw;
   }
 }

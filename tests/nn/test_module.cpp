@@ -1,5 +1,6 @@
 // Module mechanics: registration and dotted names, traversal order, modes, conversion,
 // hooks through the single call() entry point, containers, printing, and seeded init.
+#include <algorithm>
 #include <cmath>
 
 #include "common/test_util.h"
@@ -144,6 +145,30 @@ TEST(Module, HooksCanReplaceInputsAndOutputs) {
   lin.remove_hook(pre);
   lin.remove_hook(post);
   EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {1, 2}));
+}
+
+TEST(Module, AHookMayRemoveItselfOrAddHooksWhileTheModuleRuns) {
+  // The pre-forward hooks registered when a call begins run for it, as in PyTorch: a
+  // one-shot hook removes itself and the next hook still runs; a pre-forward hook added
+  // by one runs from the next call on.
+  nn::Linear lin(2, 2);
+  std::vector<std::string> ran;
+  const std::string tag(100, 'x');  // a capture the function must keep while it runs
+  int once = -1;
+  once = lin.add_forward_pre_hook([&, tag](nn::Module&, std::vector<Tensor>&) {
+    lin.remove_hook(once);
+    ran.push_back("once:" + std::to_string(tag.size()));
+    for (int i = 0; i < 8; ++i)  // enough to move the list's storage
+      lin.add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) { ran.push_back("added"); });
+  });
+  lin.add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) { ran.push_back("next"); });
+  lin(ones({1, 2}));
+  EXPECT_EQ(ran, (std::vector<std::string>{"once:100", "next"}));
+  ran.clear();
+  lin(ones({1, 2}));
+  EXPECT_EQ(ran.size(), 9u);
+  EXPECT_EQ(ran.front(), "next");
+  EXPECT_EQ(std::count(ran.begin(), ran.end(), "added"), 8);
 }
 
 TEST(Module, SequentialCallsChildrenThroughTheirEntryPoint) {
