@@ -82,7 +82,9 @@ Tensor BatchNorm::forward(const Tensor& x) {
       factor = 1.0 / n;
     }
   }
-  if (batch_stats && stats_reducer) return forward_reduced(x, factor);
+  // Only training statistics are shared: an eval without running statistics normalizes
+  // by its own batch (as PyTorch's SyncBatchNorm), so ranks may evaluate unevenly.
+  if (is_training() && stats_reducer) return forward_reduced(x, factor);
   return batch_norm(x, (update || !batch_stats) ? running_mean : Tensor(),
                     (update || !batch_stats) ? running_var : Tensor(), weight, bias, batch_stats,
                     factor, options.eps());

@@ -178,6 +178,20 @@ TEST(BatchNorm, StatsReducerPathMatchesFusedPath) {
   twice->eval();
   EXPECT_CLOSE((*twice)(x), batch_norm(x, twice->running_mean, twice->running_var, twice->weight,
                                        twice->bias, false, 0.1, 1e-5));
+  // So does an eval without running statistics: it normalizes by its own batch, so a rank
+  // may evaluate alone (PyTorch's SyncBatchNorm syncs in training only).
+  auto untracked =
+      std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(2).track_running_stats(false));
+  untracked->to(DType::f64);
+  int untracked_calls = 0;
+  untracked->stats_reducer = [&](const nn::BatchNormStats& s) {
+    ++untracked_calls;
+    return s;
+  };
+  untracked->eval();
+  EXPECT_CLOSE((*untracked)(x), batch_norm(x, Tensor(), Tensor(), untracked->weight,
+                                           untracked->bias, true, 0.1, 1e-5));
+  EXPECT_EQ(untracked_calls, 0);
 }
 
 // A reduced (synchronized) BatchNorm on bf16 activations normalizes in f32: a channel whose
