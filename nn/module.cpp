@@ -221,13 +221,16 @@ std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) 
 }
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(
-    const std::string& prefix) const {
+    const std::string& prefix, bool remove_duplicate) const {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
-  out.emplace_back(prefix, std::const_pointer_cast<Module>(shared_from_this()));
-  for (const auto& [n, c] : children_) {
-    auto sub = c->named_modules(prefix.empty() ? n : prefix + "." + n);
-    out.insert(out.end(), sub.begin(), sub.end());
-  }
+  std::unordered_set<const Module*> seen;
+  std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
+                                                                     const std::string& path) {
+    if (remove_duplicate && !seen.insert(&m).second) return;
+    out.emplace_back(path, std::const_pointer_cast<Module>(m.shared_from_this()));
+    for (const auto& [n, c] : m.children_) visit(*c, path.empty() ? n : path + "." + n);
+  };
+  visit(*this, prefix);
   return out;
 }
 

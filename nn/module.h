@@ -78,8 +78,11 @@ class Module : public std::enable_shared_from_this<Module> {
   // optimizer built from the list updates it once. state_dict() keeps every name.
   std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
   std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  /// Every module of the tree with its dotted path, this one first ("" or `prefix`). A
+  /// module registered under several paths is listed once, under its first, unless
+  /// `remove_duplicate` is false (as PyTorch's named_modules).
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_modules(
-      const std::string& prefix = "") const;
+      const std::string& prefix = "", bool remove_duplicate = true) const;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   std::vector<Tensor> parameters(bool recurse = true) const;
   /// Child by dotted path ("encoder.down.0"); null if absent.

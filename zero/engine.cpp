@@ -537,7 +537,8 @@ void Engine::verify_replicas() {
 
 void Engine::check_buffer_policies() const {
   std::set<std::string> paths;
-  for (const auto& [path, m] : model_->named_modules()) paths.insert(path);
+  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/false))
+    paths.insert(path);
   for (const auto& [name, b] : buffers_) paths.insert(name);
   for (const BufferPolicy& p : config_.buffers.modules)
     ZT_CHECK(p.module.empty() || paths.count(p.module), "zero::Config: buffers.modules names '",

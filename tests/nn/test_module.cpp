@@ -97,6 +97,24 @@ TEST(Module, TiedWeightsAreListedOnce) {
       "1.weight [3, 2] but 0.weight [3, 3] (one tied tensor)"));
 }
 
+// A module registered twice (one block applied at two places) is one module: listed once,
+// under its first path, unless asked for every path; its weights once, its state under both.
+TEST(Module, ASharedModuleIsListedOnce) {
+  auto seq = std::make_shared<nn::Sequential>();
+  nn::Sequential& m = *seq;
+  auto block = std::make_shared<nn::Linear>(3, 3);
+  m.push_back(block);
+  m.push_back(std::make_shared<nn::Tanh>());
+  m.push_back(block);
+  std::vector<std::string> paths, all;
+  for (const auto& [p, mod] : m.named_modules()) paths.push_back(p);
+  for (const auto& [p, mod] : m.named_modules("", false)) all.push_back(p);
+  EXPECT_EQ(paths, (std::vector<std::string>{"", "0", "1"}));
+  EXPECT_EQ(all, (std::vector<std::string>{"", "0", "1", "2"}));
+  EXPECT_EQ(names(m.named_parameters()), (std::vector<std::string>{"0.weight", "0.bias"}));
+  EXPECT_EQ(nn::state_dict(m).size(), 4u);
+}
+
 TEST(Module, DuplicateAndBadNamesAreErrors) {
   Block b;
   EXPECT_THROW(b.register_parameter("scale", ones({1})), Error);

@@ -94,6 +94,21 @@ class Lender : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return linear((*inner)(x), weight); }
 };
 
+// One block registered under two names and applied twice (weights shared by layers, as
+// ALBERT shares them): one module, so one group of parameters with one set of hooks.
+class Twice : public nn::UnaryModule {
+ public:
+  Twice() : nn::UnaryModule("Twice") {
+    first = register_module("first", std::make_shared<nn::Linear>(kWidth, kWidth));
+    register_module("again", first);
+    out = register_module("out", std::make_shared<nn::Linear>(kWidth, kVocab));
+  }
+  std::shared_ptr<nn::Linear> first, out;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*out)(tanh((*first)(tanh((*first)(x))))); }
+};
+
 // x (B, T, E) for Outer, ids (B, T) for TinyLm, and targets (B, T), from `step`.
 Tensor inputs_of(bool ids, int step) {
   Generator g(static_cast<uint64_t>(100 + step));
@@ -406,5 +421,14 @@ TEST(Lesson24TiedWeights, ThePlannerGathersAMatrixLentToAChildOnce) {
     const int64_t matrix = Lender::kSide * Lender::kSide * 4;
     EXPECT_EQ(got.gathered_param_peak, matrix);
     EXPECT_EQ(zero::plan_memory(*m, 2, cfg).gathered_peak, matrix);
+  });
+}
+
+TEST(Lesson24TiedWeights, AModuleAppliedTwiceIsOneGroupAndTrainsAsInOneProcess) {
+  const Params expect = train_single<Twice>();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const auto events = train_zero_and_compare<Twice>(comm, lesson::eager_release_config(), expect);
+    EXPECT_EQ(count(events, "fetch:first"), 2) << "one fetch per call";
+    for (const std::string& e : events) EXPECT_EQ(e.find(":again"), std::string::npos) << e;
   });
 }
