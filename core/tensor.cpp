@@ -37,10 +37,10 @@ Shape contiguous_strides(const Shape& sizes) {
 }
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
-  int64_t n = std::max<int64_t>(ndim, 1);
-  ZT_CHECK(dim >= -n && dim < n, op, ": dimension ", dim, " out of range for a tensor with ", ndim,
-           " dims");
-  return dim < 0 ? dim + n : dim;
+  ZT_CHECK(ndim > 0, op, ": dimension ", dim, " given for a 0-d tensor, which has none");
+  ZT_CHECK(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " out of range for a tensor with ",
+           ndim, " dims");
+  return dim < 0 ? dim + ndim : dim;
 }
 
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
@@ -225,6 +225,11 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
+  if (dim() == 0) {  // as PyTorch: dims 0 and -1 name the scalar itself
+    wrap_dim(d0, 1, "transpose");
+    wrap_dim(d1, 1, "transpose");
+    return *this;
+  }
   std::vector<int64_t> p(dim());
   for (int64_t i = 0; i < dim(); ++i) p[i] = i;
   std::swap(p[wrap_dim(d0, dim(), "transpose")], p[wrap_dim(d1, dim(), "transpose")]);
@@ -300,8 +305,8 @@ Tensor Tensor::expand(const Shape& sizes) const {
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
-  d = wrap_dim(d, dim(), "squeeze");
-  if (sizes()[d] != 1) return *this;
+  d = wrap_dim(d, std::max<int64_t>(dim(), 1), "squeeze");
+  if (dim() == 0 || sizes()[d] != 1) return *this;
   Shape sz = sizes();
   sz.erase(sz.begin() + d);
   return reshape(sz);

@@ -160,7 +160,8 @@ class Tensor {
 
 /// Contiguous strides for sizes.
 Shape contiguous_strides(const Shape& sizes);
-/// Wraps a negative dim; error if out of range.
+/// Wraps a negative dim; error if out of range (a 0-d tensor has no dims: an op that
+/// treats a scalar as one element, as reductions do, checks against 1 itself).
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op = "dim");
 
 }  // namespace zt

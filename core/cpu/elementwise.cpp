@@ -68,7 +68,7 @@ A unary_fn(A x, A p0, A p1) {
   if constexpr (Op == UnaryOp::kSqrt) return std::sqrt(x);
   if constexpr (Op == UnaryOp::kRsqrt) return A(1) / std::sqrt(x);
   if constexpr (Op == UnaryOp::kAbs) return std::abs(x);
-  if constexpr (Op == UnaryOp::kRelu) return x > A(0) ? x : A(0);
+  if constexpr (Op == UnaryOp::kRelu) return x > A(0) || x != x ? x : A(0);  // NaN stays
   if constexpr (Op == UnaryOp::kSilu) return x * sigmoid(x);
   if constexpr (Op == UnaryOp::kSigmoid) return sigmoid(x);
   if constexpr (Op == UnaryOp::kTanh) return std::tanh(x);

@@ -58,15 +58,16 @@ struct NearestPlan {
   int64_t in_row(int64_t od, int64_t oh) const { return (d[od] * in[1] + h[oh]) * in[2]; }
 };
 
-// o[r] = index of the first max (kMax) or min of row r of x (rows, n) under strict
-// comparisons: a NaN never replaces the best so far, and a NaN first stays. Blocks of
-// kBlock elements are first tested as a whole (one vectorizable pass) and scanned one
-// by one only when some element beats the best so far, which gives the same answer.
+// o[r] = index of the first max (kMax) or min of row r of x (rows, n), a NaN being both
+// (PyTorch's rule: the first NaN, so that max() shows it): an element replaces the best
+// so far when strictly beyond it or a NaN where the best is not. Blocks of kBlock
+// elements are first tested as a whole (one vectorizable pass) and scanned one by one
+// only when some element beats the best so far, which gives the same answer.
 template <bool kMax, typename T>
 void first_extreme(int64_t* o, const T* x, int64_t rows, int64_t n) {
   using A = acc_t<T>;
   constexpr int64_t kBlock = 16;
-  auto beats = [](A v, A best) { return kMax ? v > best : v < best; };
+  auto beats = [](A v, A best) { return (kMax ? v > best : v < best) || (v != v && best == best); };
   for (int64_t r = 0; r < rows; ++r) {
     const T* row = x + r * n;
     A bv = A(row[0]);

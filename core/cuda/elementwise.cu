@@ -78,7 +78,7 @@ __device__ A apply_unary(UnaryOp op, A x, A p0, A p1) {
     case UnaryOp::kAbs:
       return d_abs(x);
     case UnaryOp::kRelu:
-      return x > A(0) ? x : A(0);
+      return x > A(0) || x != x ? x : A(0);  // NaN stays, as on the CPU
     case UnaryOp::kSilu:
       return x * sigmoid(x);
     case UnaryOp::kSigmoid:

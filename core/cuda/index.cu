@@ -164,11 +164,13 @@ __global__ void one_hot_kernel(float* out, const I* ids, int64_t n, int64_t clas
   }
 }
 
-// Candidate (v, i) against the best so far (bv, bi; bi < 0: none). NaNs never win.
+// Candidate (v, i) against the best so far (bv, bi; bi < 0: none). A NaN is both the max
+// and the min, the first of several winning (the CPU's rule, PyTorch's).
 template <typename A>
 __device__ __forceinline__ bool wins(A v, int64_t i, A bv, int64_t bi, bool want_max) {
-  if (v != v) return false;
   if (bi < 0) return true;
+  const bool v_nan = v != v, bv_nan = bv != bv;
+  if (v_nan || bv_nan) return v_nan && (!bv_nan || i < bi);
   if (want_max ? v > bv : v < bv) return true;
   return v == bv && i < bi;
 }
@@ -203,11 +205,7 @@ __global__ void arg_extreme_kernel(int64_t* out, const T* x, int64_t n, bool wan
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    // A NaN first element makes every strict comparison false on the CPU: it stays 0.
-    A first = convert<A>(row[0]);
-    out[blockIdx.x] = (first != first || si[0] < 0) ? 0 : si[0];
-  }
+  if (threadIdx.x == 0) out[blockIdx.x] = si[0] < 0 ? 0 : si[0];
 }
 
 struct NearestDims {

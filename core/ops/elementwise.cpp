@@ -175,6 +175,8 @@ Tensor neg(const Tensor& a) {
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
   autograd::record("pow", {a}, {out}, [a, e](const std::vector<Tensor>& g) {
+    // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is NaN).
+    if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
     return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
   });
   return out;
@@ -289,10 +291,14 @@ Tensor gt(const Tensor& a, const Tensor& b) {
 Tensor ge(const Tensor& a, const Tensor& b) {
   return binary_op("ge", BinaryOp::kGe, a, b, DType::b8);
 }
+// An integer tensor against a scalar compares with the scalar as given (0 < 0.5), not
+// truncated to the tensor's dtype: in f64.
 Tensor gt(const Tensor& a, double b) {
+  if (!is_floating(a.dtype())) return gt(a.to(DType::f64), b);
   return gt(a, full({}, b, a.dtype(), a.device()));
 }
 Tensor lt(const Tensor& a, double b) {
+  if (!is_floating(a.dtype())) return lt(a.to(DType::f64), b);
   return lt(a, full({}, b, a.dtype(), a.device()));
 }
 

@@ -26,7 +26,14 @@ ReducePlan plan_reduce(const Tensor& a, const std::vector<int64_t>& dims_in, boo
                        const char* op) {
   ReducePlan p;
   p.reduced.assign(a.dim(), dims_in.empty());
-  for (int64_t d : dims_in) p.reduced[wrap_dim(d, a.dim(), op)] = true;
+  std::vector<bool> named(std::max<int64_t>(a.dim(), 1), false);
+  for (int64_t d : dims_in) {
+    // A 0-d tensor reduces over its one element (dim 0 or -1), as PyTorch's.
+    const int64_t w = wrap_dim(d, std::max<int64_t>(a.dim(), 1), op);
+    ZT_CHECK(!named[w], op, ": dimension ", w, " appears more than once in the dims");
+    named[w] = true;
+    if (a.dim() > 0) p.reduced[w] = true;
+  }
   for (int64_t d = 0; d < a.dim(); ++d) {
     if (p.reduced[d]) {
       p.dims.push_back(d);
@@ -75,6 +82,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduce(a, dims, keepdim, "mean");
   ZT_CHECK(p.count > 0, "mean of an empty tensor");
+  // 16-bit inputs are averaged in f32 and rounded once (PyTorch's accumulate type).
+  if (is_16bit_float(a.dtype())) return mean(a.to(DType::f32), dims, keepdim).to(a.dtype());
   return mul(sum(a, dims, keepdim), 1.0 / static_cast<double>(p.count));
 }
 
@@ -82,6 +91,10 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
   ReducePlan p = plan_reduce(a, dims, keepdim, "var");
   ZT_CHECK(p.count > (unbiased ? 1 : 0), "var: need at least ", unbiased ? 2 : 1,
            " elements per reduction, got ", p.count);
+  // In f32 for 16-bit inputs: a mean rounded to 8 bits before the subtraction would be
+  // most of a small spread around a large mean.
+  if (is_16bit_float(a.dtype()))
+    return var(a.to(DType::f32), dims, unbiased, keepdim).to(a.dtype());
   Tensor d = sub(a, mean(a, dims, true));
   Tensor s = sum(mul(d, d), dims, keepdim);
   return mul(s, 1.0 / static_cast<double>(unbiased ? p.count - 1 : p.count));
@@ -89,6 +102,10 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
 
 namespace {
 Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
+  if (a.dim() == 0) {  // its one element: index 0, a 0-d result
+    wrap_dim(dim, 1, want_max ? "argmax" : "argmin");
+    return arg_extreme(a.reshape({1}), 0, false, want_max);
+  }
   dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");
   ZT_CHECK(a.size(dim) > 0, "argmax/argmin over an empty dimension");
   ReducePlan p = plan_reduce(a, {dim}, keepdim, "argmax");
@@ -100,6 +117,10 @@ Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
 }
 
 Tensor extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
+  if (a.dim() == 0) {
+    wrap_dim(dim, 1, want_max ? "max" : "min");
+    return extreme(a.reshape({1}), 0, false, want_max);
+  }
   Tensor idx = arg_extreme(a, dim, true, want_max);
   Tensor v = gather(a, dim, idx);
   return keepdim ? v : v.squeeze(dim);
@@ -126,10 +147,28 @@ Tensor min(const Tensor& a) {
 }
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
-  ZT_CHECK(p > 0, "norm: p must be positive, got ", p);
-  if (p == 2.0) return sqrt(sum(mul(a, a), dims, keepdim));
+  ZT_CHECK(p > 0 && std::isfinite(p), "norm: p must be positive and finite, got ", p,
+           " (the max norm is max(abs(x)))");
   if (p == 1.0) return sum(abs(a), dims, keepdim);
-  return pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = p == 2.0 ? sqrt(sum(mul(a, a), dims, keepdim))
+                   : pow(sum(pow(abs(a), p), dims, keepdim), 1.0 / p);
+  }
+  if (autograd::needs_grad({a})) {
+    // d|x|_p / dx = x |x|^(p-2) / |x|_p^(p-1), and 0 where the norm or x is 0 (as
+    // PyTorch's; the composed formula would give 0 * inf = NaN there).
+    const Shape keep = plan_reduce(a, dims, true, "norm").out_keep;
+    autograd::record("norm", {a}, {out}, [a, out, p, keep](const std::vector<Tensor>& g) {
+      const Tensor n = out.reshape(keep), zero = zeros({}, a.dtype(), a.device());
+      const Tensor scale =
+          where(eq(n, zero), zero, div(g[0].reshape(keep), p == 2.0 ? n : pow(n, p - 1.0)));
+      const Tensor dir = p == 2.0 ? a : where(eq(a, zero), zero, mul(a, pow(abs(a), p - 2.0)));
+      return std::vector<Tensor>{mul(dir, scale)};
+    });
+  }
+  return out;
 }
 
 Tensor sum_squares(const Tensor& a) {

@@ -10,12 +10,14 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim
 /// Variance; unbiased divides by n - 1.
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true,
            bool keepdim = false);
-/// Max/min over one dim (gradient flows to the first extremal element) or all.
+/// Max/min over one dim (gradient flows to the first extremal element) or all; a NaN is
+/// both (argmax).
 Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
-/// Indices (i64) of the first max/min along dim; no gradient.
+/// Indices (i64) of the first max/min along dim, a NaN counting as both (the first NaN,
+/// as PyTorch's); no gradient.
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim = false);
 /// p-norm (p = 2 by default) over dims or all.

@@ -64,6 +64,15 @@ TEST(Elementwise, UnaryValues) {
   Tensor g = from_vector({1, -1, 0}, {3});
   EXPECT_TRUE(values_are(gelu(g), {0.841345, -0.158655, 0}));
   EXPECT_TRUE(values_are(gelu(g, true), {0.841192, -0.158808, 0}));
+  // A NaN goes through relu (as PyTorch's), so a check for non-finite values still sees it.
+  EXPECT_TRUE(std::isnan(relu(from_vector({NAN}, {1})).item()));
+}
+
+TEST(Elementwise, PowerZeroHasAZeroGradientEverywhere) {
+  // x^0 = 1: its gradient is 0 also at x = 0, where 0 * x^-1 would be NaN.
+  Tensor x = from_vector({0, 2}, {2}, DType::f64).set_requires_grad(true);
+  sum(pow(x, 0.0)).backward();
+  EXPECT_TRUE(values_are(x.grad(), {0, 0}));
 }
 
 TEST(Elementwise, WhereAndComparisons) {
@@ -76,6 +85,11 @@ TEST(Elementwise, WhereAndComparisons) {
   EXPECT_TRUE(values_are(ge(a, b), {0, 1, 1}));
   EXPECT_TRUE(values_are(gt(a, 1.5), {0, 1, 1}));
   EXPECT_TRUE(values_are(lt(a, 1.5), {1, 0, 0}));
+  // An integer tensor meets the scalar as given, not truncated: 0 < 0.5 and 0 > -0.5.
+  const Tensor ints = from_vector({0, 1}, {2}, DType::i64);
+  EXPECT_TRUE(values_are(lt(ints, 0.5), {1, 0}));
+  EXPECT_TRUE(values_are(gt(ints, -0.5), {1, 1}));
+  EXPECT_TRUE(values_are(gt(ints, 0.5), {0, 1}));
   EXPECT_EQ(eq(a, b).dtype(), DType::b8);
   // where(a > b, a, b) = elementwise max = [3, 2, 3].
   EXPECT_TRUE(values_are(where(gt(a, b), a, b), {3, 2, 3}));

@@ -117,26 +117,27 @@ TEST(KernelTable, RandomFillRoundsThroughFloatAndIgnoresThreads) {
   EXPECT_EQ(std::memcmp(serial.data_ptr(), f.data_ptr(), n * sizeof(float)), 0);
 }
 
-TEST(KernelTable, ArgExtremeSkipsNaNsUnlessFirst) {
+TEST(KernelTable, ArgExtremeTakesTheFirstNaNElseTheFirstExtreme) {
+  // PyTorch's rule: a NaN is both the max and the min (the first NaN, wherever it is);
+  // without one, ties keep the first.
   const double nan = std::numeric_limits<double>::quiet_NaN();
   Tensor x = from_vector({nan, 5, 9, 1, nan, 3, 4, 4, 2}, {3, 3}, DType::f32);
   Tensor out = Tensor::empty({3}, DType::i64);
   cpu::arg_extreme(out, x, 3, 3, true);
-  EXPECT_TRUE(values_are(out, {0, 2, 0}));  // NaN first stays; ties keep the first
+  EXPECT_TRUE(values_are(out, {0, 1, 0}));
   cpu::arg_extreme(out, x, 3, 3, false);
-  EXPECT_TRUE(values_are(out, {0, 0, 2}));
-  // Rows longer than the kernel's blocks of 16: NaNs, ties and the extremes spread over
-  // several blocks and the tail; row 1 starts with a NaN.
+  EXPECT_TRUE(values_are(out, {0, 1, 2}));
+  // Rows longer than the kernel's blocks of 16: ties and the extremes spread over several
+  // blocks and the tail (row 0); NaNs in a later block than a max or min (row 1).
   std::vector<double> v(2 * 40);
   for (int64_t i = 0; i < 40; ++i) v[i] = v[40 + i] = static_cast<double>(i % 7);
-  for (int64_t i : {5, 20, 39}) v[i] = nan;
-  v[23] = v[31] = 9;   // first max at 23
-  v[17] = v[38] = -1;  // first min at 17
-  v[40] = nan;
+  v[23] = v[31] = v[40 + 3] = 9;   // first max at 23
+  v[17] = v[38] = v[40 + 4] = -1;  // first min at 17
+  for (int64_t i : {20, 33}) v[40 + i] = nan;
   Tensor long_rows = from_vector(v, {2, 40}, DType::bf16);
   Tensor out2 = Tensor::empty({2}, DType::i64);
   cpu::arg_extreme(out2, long_rows, 2, 40, true);
-  EXPECT_TRUE(values_are(out2, {23, 0}));
+  EXPECT_TRUE(values_are(out2, {23, 20}));
   cpu::arg_extreme(out2, long_rows, 2, 40, false);
-  EXPECT_TRUE(values_are(out2, {17, 0}));
+  EXPECT_TRUE(values_are(out2, {17, 20}));
 }

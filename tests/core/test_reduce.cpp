@@ -61,6 +61,57 @@ TEST(Reduce, NormValues) {
   EXPECT_TRUE(values_are(norm(x, 2.0, {1}), {3.741657, 8.774964}));
 }
 
+TEST(Reduce, ANaNIsTheMaxAndTheMin) {
+  // As PyTorch's: the first NaN wins wherever it is, so max() shows a NaN.
+  const Tensor x = from_vector({1, NAN, 3, NAN}, {4});
+  EXPECT_TRUE(std::isnan(max(x, 0).item()));
+  EXPECT_TRUE(std::isnan(min(x).item()));
+  EXPECT_TRUE(values_are(argmax(x, 0), {1}));
+  EXPECT_TRUE(values_are(argmin(x, 0), {1}));
+}
+
+TEST(Reduce, AScalarReducesOverItsOneElementAndHasNoDimensionToIndex) {
+  // As PyTorch's: a 0-d tensor reduces, transposes and squeezes over dim 0 or -1 (itself);
+  // size, narrow and the like name a dimension it does not have.
+  const Tensor s = scalar_tensor(3);
+  EXPECT_TRUE(values_are(sum(s, {0}), {3}));
+  EXPECT_EQ(mean(s, {-1}).dim(), 0);
+  EXPECT_TRUE(values_are(max(s, 0), {3}));
+  EXPECT_EQ(max(s, 0, true).dim(), 0);
+  EXPECT_TRUE(values_are(argmax(s, -1), {0}));
+  EXPECT_EQ(argmin(s, 0).dim(), 0);
+  EXPECT_EQ(s.transpose(0, -1).dim(), 0);
+  EXPECT_EQ(s.squeeze(0).dim(), 0);
+  EXPECT_TRUE(test::throws_with([&] { s.size(0); }, "size: dimension 0 given for a 0-d tensor"));
+  EXPECT_TRUE(test::throws_with([&] { s.narrow(0, 0, 1); }, "narrow: dimension 0 given"));
+  EXPECT_TRUE(test::throws_with([&] { sum(s, {1}); }, "sum: dimension 1 out of range"));
+  // A dimension named twice is a mistake, not a double reduction.
+  EXPECT_TRUE(test::throws_with([] { sum(x23(), {1, -1}); }, "sum: dimension 1 appears more"));
+}
+
+TEST(Reduce, SixteenBitMeanAndVarianceAreComputedInF32) {
+  // bf16 keeps 8 bits: 1000 and 1004 are exact, but a mean rounded to bf16 before the
+  // subtraction would be most of their spread. Variance: unbiased 8, biased 4.
+  const Tensor x = from_vector({1000, 1004}, {2}, DType::bf16);
+  EXPECT_TRUE(values_are(var(x), {8}));
+  EXPECT_TRUE(values_are(var(x, {}, false), {4}));
+  EXPECT_EQ(var(x).dtype(), DType::bf16);
+  // Mean of 250, 4, 7 = 87: a sum rounded to bf16 (261 -> 260) would give 86.5.
+  EXPECT_TRUE(values_are(mean(from_vector({250, 4, 7}, {3}, DType::bf16)), {87}));
+}
+
+TEST(Reduce, NormGradientIsZeroWhereTheNormOrTheElementIs) {
+  // As PyTorch's: where sqrt'(0) * 0 would be NaN, the gradient is 0.
+  Tensor z = zeros({3}, DType::f64).set_requires_grad(true);
+  norm(z).backward();
+  EXPECT_TRUE(values_are(z.grad(), {0, 0, 0}));
+  // p = 3 at [0, 2, 0]: x |x| / |x|_3^2 = [0, 4, 0] / 4.
+  Tensor x = from_vector({0, 2, 0}, {3}, DType::f64).set_requires_grad(true);
+  norm(x, 3.0).backward();
+  EXPECT_TRUE(values_are(x.grad(), {0, 1, 0}));
+  EXPECT_TRUE(test::throws_with([&] { norm(x, INFINITY); }, "p must be positive and finite"));
+}
+
 TEST(Reduce, MaxGradientGoesToFirstExtremum) {
   // max([1, 3, 3]) = 3: the gradient flows to the first 3 only.
   Tensor x = from_vector({1, 3, 3}, {3}, DType::f64).set_requires_grad(true);
