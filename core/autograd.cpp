@@ -40,6 +40,32 @@ bool sole_owner(const Tensor& t, long handles) {
          t.storage()->bytes() == static_cast<size_t>(t.numel()) * dtype_size(t.dtype());
 }
 
+// True when a tensor of shape `from` broadcasts to shape `to`.
+bool expands_to(const Shape& from, const Shape& to) {
+  if (from.size() > to.size()) return false;
+  const size_t lead = to.size() - from.size();
+  for (size_t i = 0; i < from.size(); ++i)
+    if (from[i] != 1 && from[i] != to[lead + i]) return false;
+  return true;
+}
+
+// The gradient `g` that node `n` returned for its input `i`, made to fit the input as
+// PyTorch's engine does: summed back over dims the input was broadcast along, converted to
+// its dtype; a shape or device it cannot fit is the function's bug, named here.
+Tensor fit_gradient(const Node& n, size_t i, Tensor g) {
+  if (i >= n.input_meta.size() || !g.defined()) return g;
+  const InputMeta& m = n.input_meta[i];
+  if (g.sizes() != m.sizes) {
+    ZT_CHECK(expands_to(m.sizes, g.sizes()), "backward of ", n.name(),
+             " returned a gradient of shape ", shape_str(g.sizes()), " for its input ", i,
+             ", whose shape is ", shape_str(m.sizes));
+    g = sum_to(g, m.sizes);
+  }
+  ZT_CHECK(g.device() == m.device, "backward of ", n.name(), " returned a gradient on ",
+           g.device().str(), " for its input ", i, ", which is on ", m.device.str());
+  return g.dtype() == m.dtype ? g : g.to(m.dtype);
+}
+
 // Accumulates into a leaf's .grad().
 class AccumulateGrad : public Node {
  public:
@@ -126,7 +152,12 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
   auto node =
       std::make_shared<LambdaNode>(name, static_cast<int>(outputs.size()), std::move(backward));
   node->next_edges.reserve(inputs.size());
-  for (const Tensor& t : inputs) node->next_edges.push_back(gradient_edge(t));
+  node->input_meta.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    node->next_edges.push_back(gradient_edge(t));
+    node->input_meta.push_back(
+        node->next_edges.back().fn ? InputMeta{t.sizes(), t.dtype(), t.device()} : InputMeta{});
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined()) continue;
     TensorImpl* o = outputs[i].impl();
@@ -198,6 +229,9 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     } else {
       ZT_CHECK(g.sizes() == r.sizes(), "backward: gradient shape ", shape_str(g.sizes()),
                " does not match output shape ", shape_str(r.sizes()));
+      ZT_CHECK(g.device() == r.device(), "backward: gradient on ", g.device().str(),
+               " for an output on ", r.device().str());
+      if (g.dtype() != r.dtype()) g = g.to(r.dtype());  // as PyTorch: in the output's dtype
     }
     seeds.emplace_back(gradient_edge(r), g);
   }
@@ -273,7 +307,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.fn) continue;
-      if (i < out.size()) accumulate(e, out[i]);
+      if (i < out.size()) accumulate(e, fit_gradient(*n, i, out[i]));
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }
     owners.erase(n);

@@ -19,6 +19,13 @@ struct Edge {
   int input_nr = 0;
 };
 
+/// What an input's gradient must be: its shape, dtype and device when it was recorded.
+struct InputMeta {
+  Shape sizes;
+  DType dtype = DType::f32;
+  Device device;
+};
+
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
 class Node : public std::enable_shared_from_this<Node> {
@@ -34,6 +41,10 @@ class Node : public std::enable_shared_from_this<Node> {
   uint64_t sequence_nr() const { return seq_; }
 
   std::vector<Edge> next_edges;  // one per differentiable input
+  /// Per edge: the input's metadata (record() fills it), against which the engine checks
+  /// the gradient apply() returns: a gradient the input broadcast to is summed back, one
+  /// of another dtype converted, anything else is an error naming the node.
+  std::vector<InputMeta> input_meta;
   /// Hooks on an output's gradient before apply() (tensor hooks, retain_grad).
   std::vector<std::pair<int, GradHook>> pre_hooks;
 

@@ -223,6 +223,31 @@ TEST(Autograd, MultipleRootsAndNoGradInputs) {
 // An error raised while a node's gradients are computed names the node on its last line
 // (the op, or a custom function's name); once backward has ended, errors carry no such
 // line.
+TEST(Autograd, GradientsAreFittedToTheirInputsOrRefused) {
+  // As PyTorch's engine: a backward function's gradient for an input is summed back over
+  // the dims the input was broadcast along and converted to the input's dtype; a shape
+  // the input cannot broadcast to is the function's bug, named at once instead of being
+  // broadcast into the next node or stored as a .grad() of the wrong shape.
+  auto custom = [](const Tensor& x, Tensor grad) {
+    return autograd::apply_function(
+        "custom", {x}, [](const std::vector<Tensor>& in) { return in; },
+        [grad](const std::vector<Tensor>&) { return std::vector<Tensor>{grad}; })[0];
+  };
+  Tensor x = ones({3}).set_requires_grad(true);
+  sum(custom(x, ones({2, 3}, DType::f64))).backward();
+  EXPECT_EQ(x.grad().dtype(), DType::f32);
+  EXPECT_TRUE(values_are(x.grad(), {2, 2, 2}));
+  Tensor y = ones({3}).set_requires_grad(true);
+  EXPECT_TRUE(test::throws_with([&] { sum(custom(y, ones({1}))).backward(); },
+                                "backward of custom returned a gradient of shape [1] for its "
+                                "input 0, whose shape is [3]"));
+  // A seed gradient takes the output's dtype.
+  Tensor z = ones({2}).set_requires_grad(true);
+  autograd::backward({mul(z, 3.0)}, {ones({2}, DType::f64)});
+  EXPECT_EQ(z.grad().dtype(), DType::f32);
+  EXPECT_TRUE(values_are(z.grad(), {3, 3}));
+}
+
 TEST(Autograd, ErrorsInBackwardNameTheNode) {
   Tensor x = leaf({1, 2, 3});
   auto out = autograd::apply_function(
