@@ -22,6 +22,20 @@ bool is_floating(DType t);
 inline bool is_16bit_float(DType t) {
   return t == DType::bf16 || t == DType::f16;
 }
+/// The gap between 1 and the next value of a floating type (torch.finfo(t).eps):
+/// 2^-7 for bf16, 2^-10 for f16, 2^-23 for f32, 2^-52 for f64.
+inline double machine_epsilon(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return 0.0078125;
+    case DType::f16:
+      return 0.0009765625;
+    case DType::f64:
+      return 2.220446049250313e-16;
+    default:
+      return 1.1920928955078125e-07;
+  }
+}
 
 /// bfloat16: the top 16 bits of an IEEE float, rounded to nearest even.
 struct bf16 {

@@ -4,7 +4,7 @@
 namespace zt::nn {
 
 Dropout::Dropout(double p) : UnaryModule("Dropout"), p_(p) {
-  ZT_CHECK(p >= 0.0 && p < 1.0, "Dropout: p must be in [0, 1), got ", p);
+  ZT_CHECK(p >= 0.0 && p <= 1.0, "Dropout: p must be in [0, 1], got ", p);
 }
 
 std::string Dropout::extra_repr() const {

@@ -132,6 +132,9 @@ class Module : public std::enable_shared_from_this<Module> {
   const std::string& type_name() const { return type_name_; }
   /// One line for the printed tree ("Conv2d(3, 32, kernel=3)").
   virtual std::string extra_repr() const { return ""; }
+  /// True for an own state entry a loaded dict may lack, the module keeping its value (as
+  /// PyTorch's BatchNorm takes a dict without num_batches_tracked). None by default.
+  virtual bool state_entry_optional(const std::string& local_name) const { return false; }
   /// The module tree with shapes and parameter counts.
   std::string pretty_print() const;
 

@@ -196,14 +196,19 @@ RMSNorm::RMSNorm(const RMSNormOptions& opts) : UnaryModule("RMSNorm"), options(o
 
 std::string RMSNorm::extra_repr() const {
   std::ostringstream os;
-  os << shape_str(options.normalized_shape()) << ", eps=" << options.eps()
-     << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false");
+  os << shape_str(options.normalized_shape()) << ", eps=";
+  if (options.eps())
+    os << *options.eps();
+  else
+    os << "None";
+  os << ", elementwise_affine=" << (options.elementwise_affine() ? "true" : "false");
   return os.str();
 }
 
 Tensor RMSNorm::forward(const Tensor& x) {
   check_trailing("RMSNorm", x, options.normalized_shape());
-  return rms_norm(x, options.normalized_shape(), weight, options.eps());
+  return rms_norm(x, options.normalized_shape(), weight,
+                  options.eps().value_or(machine_epsilon(x.dtype())));
 }
 
 }  // namespace zt::nn

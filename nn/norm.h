@@ -47,6 +47,10 @@ class BatchNorm : public UnaryModule {
   /// reset_running_stats(), weight to 1 and bias to 0.
   void reset_parameters();
   std::string extra_repr() const override;
+  /// num_batches_tracked: older and converted checkpoints lack it.
+  bool state_entry_optional(const std::string& local_name) const override {
+    return local_name == "num_batches_tracked";
+  }
 
   BatchNormOptions options;
   Tensor weight, bias;                                    // (C) when affine
@@ -122,12 +126,13 @@ class LayerNorm : public UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 
-/// Options for RMSNorm: RMSNormOptions({D}).eps(1e-6).
+/// Options for RMSNorm: RMSNormOptions({D}).eps(1e-6).elementwise_affine(true).
 struct RMSNormOptions {
   /* implicit */ RMSNormOptions(Shape normalized_shape)
       : normalized_shape_(std::move(normalized_shape)) {}
   ZT_ARG(Shape, normalized_shape);
-  ZT_ARG(double, eps) = 1e-6;
+  /// std::nullopt (the default): the input dtype's machine_epsilon, as PyTorch's.
+  ZT_ARG(std::optional<double>, eps) = std::nullopt;
   ZT_ARG(bool, elementwise_affine) = true;
 };
 

@@ -30,6 +30,22 @@ NamedTensors unique_state_dict(const Module& m) {
   return out;
 }
 
+NamedTensors persistent_buffers(const Module& m) {
+  std::unordered_set<std::string> kept;
+  for (auto& [n, t] : state_dict(m)) kept.insert(n);
+  NamedTensors out;
+  for (auto& [n, b] : m.named_buffers())
+    if (kept.count(n)) out.emplace_back(n, b);
+  return out;
+}
+
+bool may_be_missing(const Module& m, const std::string& name) {
+  const size_t dot = name.rfind('.');
+  if (dot == std::string::npos) return m.state_entry_optional(name);
+  const std::shared_ptr<Module> owner = m.find(name.substr(0, dot));
+  return owner && owner->state_entry_optional(name.substr(dot + 1));
+}
+
 std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(const Module& m) {
   std::unordered_map<const TensorImpl*, std::vector<std::string>> out;
   for (auto& [n, t] : state_dict(m)) out[t.impl()].push_back(n);
@@ -87,7 +103,7 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
     known[n] = true;
     auto it = given.find(n);
     if (it == given.end()) {
-      r.missing_keys.push_back(n);
+      if (!may_be_missing(m, n)) r.missing_keys.push_back(n);
     } else if (!it->second->defined()) {
       undefined.push_back(n);
     } else if (it->second->sizes() != t.sizes()) {

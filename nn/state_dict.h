@@ -23,6 +23,13 @@ NamedTensors state_dict(const Module& m);
 /// state_dict(m) with each tensor once, under its first name (a tied tensor, registered
 /// under several names, is listed by the first).
 NamedTensors unique_state_dict(const Module& m);
+/// m.named_buffers() without the non-persistent ones (those state_dict leaves out): the
+/// buffers a checkpoint keeps, each once. A non-persistent buffer (a mask, a cache) is
+/// rebuilt with the model, so a resumed run keeps the rebuilt value.
+NamedTensors persistent_buffers(const Module& m);
+/// True when the dotted `name` of m's state is one its module lets a load go without
+/// (Module::state_entry_optional): then not a missing key.
+bool may_be_missing(const Module& m, const std::string& name);
 /// Every name state_dict(m) gives each tensor, the first name first.
 std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(const Module& m);
 /// `dict` with each tied tensor's entries under its first name: a dict that kept another

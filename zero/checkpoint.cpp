@@ -90,7 +90,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
     mine_digest = hex64(digest(shards));
     if (rank != 0) return;
     for (const auto& [n, p] : engine.replicated()) reps.emplace_back("param/" + n, host(p));
-    for (const auto& [n, b] : engine.module().named_buffers())
+    for (const auto& [n, b] : nn::persistent_buffers(engine.module()))
       reps.emplace_back("buffer/" + n, host(b));
     for (const auto& [n, t] : extra.state) reps.emplace_back("state/" + n, host(t).contiguous());
     nn::save_safetensors((tmp / kReplicatedFile).string(), reps);

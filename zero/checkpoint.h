@@ -2,8 +2,10 @@
 //
 //   <root>/<tag>/rank_00000.safetensors ...  each rank's parameter shards, fp32 master
 //                                            shards and optimizer-state shards
-//   <root>/<tag>/replicated.safetensors      replicated parameters, every buffer, and the
-//                                            optimizer state of trainable replicas (rank 0)
+//   <root>/<tag>/replicated.safetensors      replicated parameters, the persistent buffers
+//                                            (not a non-persistent one, rebuilt with the
+//                                            model), the optimizer state of trainable
+//                                            replicas (rank 0)
 //   <root>/<tag>/meta.json                   world size, step, config, per-parameter shape
 //                                            and partition layout, loader position, digests
 //   <root>/latest                            the tag of the newest checkpoint

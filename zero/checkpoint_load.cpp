@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "nn/safetensors.h"
+#include "nn/state_dict.h"
 #include "zero/checkpoint.h"
 #include "zero/checkpoint_meta.h"
 
@@ -90,7 +91,7 @@ Tensor reslice(ShardFiles& files, const std::string& key, const Partition& old,
 struct Staged {
   std::vector<Tensor> shards, masters;  // per engine.partitioned(); masters undefined if none
   std::vector<Tensor> replicas;         // per engine.replicated()
-  std::vector<Tensor> buffers;          // per module().named_buffers()
+  std::vector<Tensor> buffers;          // per nn::persistent_buffers(module())
   optim::NamedTensors optim;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
@@ -177,7 +178,7 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
       return rep->get(key);
     };
     for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
-    for (const auto& [n, b] : e.module().named_buffers())
+    for (const auto& [n, b] : nn::persistent_buffers(e.module()))
       st.buffers.push_back(get("buffer/" + n, b));
     for (const std::string& k : rep->keys()) {
       if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
@@ -293,7 +294,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   }
   const auto& reps = engine.replicated();
   for (size_t i = 0; i < reps.size(); ++i) reps[i].second.copy_(st.replicas[i]);
-  auto buffers = engine.module().named_buffers();
+  auto buffers = nn::persistent_buffers(engine.module());
   for (size_t i = 0; i < buffers.size(); ++i) buffers[i].second.copy_(st.buffers[i]);
   if (st.engine_steps)
     engine.set_step_counts(st.engine_steps->first, st.engine_steps->second);

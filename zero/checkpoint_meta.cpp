@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "nn/state_dict.h"
 #include "zero/param.h"
 #include "zero/partition.h"
 
@@ -66,7 +67,7 @@ json describe(Engine& e) {
                    {"dtype", dtype_name(p.dtype())},
                    {"shape", p.sizes()},
                    {"trainable", p.requires_grad()}});
-  for (const auto& [n, b] : e.module().named_buffers())
+  for (const auto& [n, b] : nn::persistent_buffers(e.module()))
     out.push_back(
         {{"name", n}, {"kind", "buffer"}, {"dtype", dtype_name(b.dtype())}, {"shape", b.sizes()}});
   return out;

@@ -29,7 +29,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       known[name] = true;
       auto it = values.find(name);
       if (it == values.end()) {
-        missing.push_back(name);
+        if (!nn::may_be_missing(m, name)) missing.push_back(name);
       } else if (it->second.sizes() != t.sizes()) {
         shapes.push_back(name + " (checkpoint " + shape_str(it->second.sizes()) + ", model " +
                          shape_str(t.sizes()) + ")");

@@ -47,6 +47,22 @@ TEST(BatchNorm, BuffersNamedAsPyTorch) {
   EXPECT_TRUE(plain.named_buffers().empty());
 }
 
+TEST(BatchNorm, ADictWithoutTheBatchCounterLoads) {
+  // As PyTorch's: older and converted checkpoints have no num_batches_tracked; a strict
+  // load takes them and the module keeps its own count. Any other missing key is missing.
+  nn::BatchNorm2d bn(nn::BatchNormOptions(2));
+  bn.num_batches_tracked.fill_(7);
+  nn::NamedTensors dict;
+  for (const auto& [n, t] : nn::state_dict(bn))
+    if (n != "num_batches_tracked") dict.emplace_back(n, full(t.sizes(), 0.5, t.dtype()));
+  nn::load_state_dict(bn, dict);
+  EXPECT_TRUE(values_are(bn.running_var, {0.5, 0.5}));
+  EXPECT_EQ(bn.num_batches_tracked.item(), 7);
+  dict.pop_back();  // running_var
+  EXPECT_TRUE(
+      test::throws_with([&] { nn::load_state_dict(bn, dict); }, "missing keys (1): running_var"));
+}
+
 TEST(BatchNorm, FirstStepByHand) {
   // Channel 0 holds 1, 2, 3, 4: mean 2.5, biased var 1.25, unbiased 5/3.
   nn::BatchNorm2d bn(nn::BatchNormOptions(1));

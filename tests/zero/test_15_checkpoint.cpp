@@ -8,7 +8,7 @@
 //   <root>/<tag>/rank_00000.safetensors ...  each rank's shards ([shard_numel] each):
 //                                            "param/<name>", "master/<name>" (fp32, where
 //                                            kept apart) and "optim/<name>.<slot>"
-//   <root>/<tag>/replicated.safetensors      replicated parameters, every buffer and the
+//   <root>/<tag>/replicated.safetensors      replicated parameters, every persistent buffer and the
 //                                            replicas' optimizer state (written by rank 0)
 //   <root>/<tag>/meta.json                   world size, step, config, each parameter's
 //                                            shape and partition layout, file digests
@@ -154,4 +154,34 @@ TEST(Lesson15Checkpoint, ExportLoadsIntoPlainModel) {
   plain->eval();
   autograd::NoGradGuard ng;
   EXPECT_CLOSE((*plain)(x), engine_out, 1e-6, 1e-6);
+}
+
+// A non-persistent buffer (a mask or cache the model rebuilds from its config) is no part
+// of the training state, as in PyTorch and DeepSpeed: not saved, and a resumed model keeps
+// the one it built, even of another size.
+TEST(Lesson15Checkpoint, ANonPersistentBufferIsRebuiltNotSaved) {
+  TempDir tmp;
+  auto with_cache = [](int64_t n) {
+    return [n](comm::Communicator& comm) {
+      std::shared_ptr<nn::Module> m = lesson::make_net(comm);
+      m->register_buffer("cache", full({n}, static_cast<double>(n)), /*persistent=*/false);
+      return m;
+    };
+  };
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, with_cache(3), 5);
+    train_step(*e, 0);
+    zero::save_checkpoint(*e, tmp.path, "ck");
+  });
+  EXPECT_FALSE(nn::SafetensorsFile(tmp / "ck/replicated.safetensors").contains("buffer/cache"));
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, with_cache(5), 6);
+    zero::load_checkpoint(*e, tmp / "ck");
+    const Named buffers = e->module().named_buffers();
+    auto cache = std::find_if(buffers.begin(), buffers.end(),
+                              [](const auto& nb) { return nb.first == "cache"; });
+    ASSERT_NE(cache, buffers.end());
+    EXPECT_TRUE(zt::test::values_are(cache->second, {5, 5, 5, 5, 5})) << "as built";
+    train_step(*e, 1);
+  });
 }
