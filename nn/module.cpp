@@ -185,6 +185,11 @@ void Module::replace_tensor(const std::string& name, const Tensor& t) {
   for (auto* v : {&params_, &buffers_})
     for (auto& [n, x] : *v)
       if (n == name) {
+        ZT_CHECK(t.defined() && t.sizes() == x.sizes() && t.dtype() == x.dtype() &&
+                     t.device() == x.device(),
+                 type_name_, ": replace_tensor('", name, "'): the replacement is ",
+                 t.defined() ? t.str() : std::string("undefined"), ", the registered tensor ",
+                 x.str(), "; a tie or a load keeps shape, dtype and device");
         x = t;
         ++registrations;
         return;

@@ -75,6 +75,11 @@ TEST(Module, TiedWeightsAreListedOnce) {
   m.push_back(b);
   b->weight = a->weight;
   b->replace_tensor("weight", a->weight);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        b->replace_tensor("weight", ones({5, 5}));
+      },
+      "Linear: replace_tensor('weight'): the replacement is "));
   EXPECT_EQ(names(m.named_parameters()), (std::vector<std::string>{"0.weight"}));
   EXPECT_EQ(m.num_parameters(), 9);
   EXPECT_EQ(nn::state_dict(m).size(), 2u);
