@@ -24,5 +24,10 @@ namespace zt::detail {
 
 /// Error unless all defined tensors share a device and dtype.
 void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype = true);
+/// Error when an in-place op's destination has elements that share memory (an expand()ed
+/// view: stride 0 along a dim of size > 1), or (with `src`) when both are dense and
+/// overlap in part: the result would depend on the order of the writes (PyTorch refuses
+/// both).
+void check_writable(const char* op, const Tensor& dst, const Tensor& src = Tensor());
 
 }  // namespace zt::detail

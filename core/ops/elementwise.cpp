@@ -27,6 +27,24 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
              " (convert with .to(dtype) first)");
   }
 }
+
+void check_writable(const char* op, const Tensor& dst, const Tensor& src) {
+  for (int64_t d = 0; d < dst.dim(); ++d)
+    ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
+             dst.str(), ", has several elements in one memory location (dim ", d,
+             " has stride 0: an expand()ed view); write to a clone() or to the tensor it "
+             "expands");
+  if (!src.defined() || !dst.has_storage() || !src.has_storage() ||
+      dst.storage() != src.storage() || !dst.is_contiguous() || !src.is_contiguous())
+    return;
+  const int64_t d0 = dst.offset() * static_cast<int64_t>(dtype_size(dst.dtype()));
+  const int64_t s0 = src.offset() * static_cast<int64_t>(dtype_size(src.dtype()));
+  const int64_t d1 = d0 + dst.numel() * static_cast<int64_t>(dtype_size(dst.dtype()));
+  const int64_t s1 = s0 + src.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
+  ZT_CHECK(d0 == s0 || d1 <= s0 || s1 <= d0, op,
+           ": the source and the tensor written to "
+           "overlap in part in one storage; copy from a clone() of the source");
+}
 }  // namespace detail
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
@@ -304,6 +322,7 @@ Tensor lt(const Tensor& a, double b) {
 
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
+  detail::check_writable("add_", a, b);
   Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
@@ -357,11 +376,13 @@ void multi_add_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) 
 }
 
 void mul_(const Tensor& a, double s) {
+  detail::check_writable("mul_", a);
   ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
 }
 
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
+  detail::check_writable("mul_", a, b);
   Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }

@@ -68,6 +68,25 @@ TEST(Elementwise, UnaryValues) {
   EXPECT_TRUE(std::isnan(relu(from_vector({NAN}, {1})).item()));
 }
 
+TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
+  // As PyTorch's: an expand()ed destination has one memory location for several elements
+  // (mul_ would scale the one element 3 times), and a source overlapping the destination in
+  // part would be read after it was written.
+  const Tensor one = ones({1});
+  EXPECT_TRUE(
+      test::throws_with([&] { mul_(one.expand({3}), 2.0); }, "mul_: the tensor written to"));
+  EXPECT_TRUE(test::throws_with([&] { add_(one.expand({4}), ones({4}), 1.0); }, "stride 0"));
+  EXPECT_TRUE(test::throws_with([&] { one.expand({2}).fill_(1.0); }, "fill_: "));
+  EXPECT_TRUE(values_are(one, {1}));
+  const Tensor x = from_vector({0, 1, 2, 3, 4, 5, 6, 7}, {8});
+  EXPECT_TRUE(test::throws_with([&] { x.narrow(0, 1, 7).copy_(x.narrow(0, 0, 7)); },
+                                "copy_: the source and the tensor written to overlap in part"));
+  // Disjoint parts of one storage, and an element onto itself, are fine.
+  x.narrow(0, 4, 4).copy_(x.narrow(0, 0, 4));
+  mul_(x, x);
+  EXPECT_TRUE(values_are(x, {0, 1, 4, 9, 0, 1, 4, 9}));
+}
+
 TEST(Elementwise, PowerZeroHasAZeroGradientEverywhere) {
   // x^0 = 1: its gradient is 0 also at x = 0, where 0 * x^-1 would be NaN.
   Tensor x = from_vector({0, 2}, {2}, DType::f64).set_requires_grad(true);
