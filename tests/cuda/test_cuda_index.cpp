@@ -74,7 +74,7 @@ TEST(CudaIndex, GatherAndMaxMinAreExact) {
 
 TEST(CudaIndex, ArgmaxArgminAreExact) {
   ZT_SKIP_WITHOUT_GPU();
-  // Ties (the first index wins) and NaNs (skipped, unless first: then index 0).
+  // Ties (the first index wins) and NaNs (the first NaN wins, as on the CPU and in PyTorch).
   const double nan = NAN;
   Tensor t = from_vector({1, 3, 3, 0, 3, nan, 2, 5, 5, 5, nan, 1, 0, -1, -1, nan, 7, 8}, {3, 6});
   for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
