@@ -204,7 +204,9 @@ T Node::as() const {
   } else {
     // std::vector<E>
     using E = typename T::value_type;
-    if (!is_sequence()) fail("expected a list, e.g. [1, 2]");
+    if (!is_sequence())
+      fail(std::is_same_v<E, std::string> ? "expected a list, e.g. [a, b]"
+                                          : "expected a list, e.g. [1, 2]");
     T out;
     for (size_t i = 0; i < size(); ++i) out.push_back(at(i).template as<E>());
     return out;

@@ -169,6 +169,10 @@ void Section::finish(
   for (const auto& key : node_.keys()) {
     if (std::find(known_->begin(), known_->end(), key) != known_->end()) continue;
     Node n = node_.get(key);
+    if (key == "<<")
+      n.fail(
+          "YAML merge keys (<<: *anchor) are not supported; write the keys out (an anchor "
+          "may still stand for a whole value: key: *anchor)");
     if (known_->empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
     if (const std::vector<std::string> there =
             elsewhere ? elsewhere(key) : std::vector<std::string>{};
