@@ -297,10 +297,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     std::vector<Tensor> in = std::move(buffers[n]);
     buffers.erase(n);
     in.resize(n->num_outputs());
-    for (auto& [idx, hook] : n->pre_hooks) {
-      if (!in[idx].defined()) continue;
-      Tensor r = hook(in[idx]);
-      if (r.defined()) in[idx] = r;
+    for (const auto* hooks : {&n->pre_hooks, &n->retain_hooks}) {
+      for (const auto& [idx, hook] : *hooks) {
+        if (!in[idx].defined()) continue;
+        Tensor r = hook(in[idx]);
+        if (r.defined()) in[idx] = r;
+      }
     }
     std::vector<Tensor> out = n->apply(in);
     if (!retain_graph) n->release();

@@ -45,8 +45,11 @@ class Node : public std::enable_shared_from_this<Node> {
   /// the gradient apply() returns: a gradient the input broadcast to is summed back, one
   /// of another dtype converted, anything else is an error naming the node.
   std::vector<InputMeta> input_meta;
-  /// Hooks on an output's gradient before apply() (tensor hooks, retain_grad).
+  /// Hooks on an output's gradient before apply() (tensor hooks), in registration order.
   std::vector<std::pair<int, GradHook>> pre_hooks;
+  /// retain_grad's hooks: after every pre-hook, as PyTorch's, so .grad() is the gradient
+  /// the hooks made, whenever retain_grad() was called.
+  std::vector<std::pair<int, GradHook>> retain_hooks;
 
  private:
   std::string name_;

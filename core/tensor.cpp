@@ -461,7 +461,7 @@ void Tensor::retain_grad() const {
   if (impl_->retains_grad) return;
   impl_->retains_grad = true;
   std::weak_ptr<TensorImpl> weak = impl_;
-  impl_->grad_fn->pre_hooks.emplace_back(impl_->output_nr, [weak](const Tensor& g) {
+  impl_->grad_fn->retain_hooks.emplace_back(impl_->output_nr, [weak](const Tensor& g) {
     if (auto self = weak.lock()) {
       if (self->grad) {
         self->grad = add(Tensor(self->grad), g).impl_ptr();

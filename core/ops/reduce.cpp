@@ -139,11 +139,32 @@ Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
 Tensor min(const Tensor& a, int64_t dim, bool keepdim) {
   return extreme(a, dim, keepdim, false);
 }
+namespace {
+// Over all elements, as PyTorch's: the value of the first extremum, and a gradient spread
+// evenly over every element equal to it (every NaN, when the value is one).
+Tensor extreme_all(const Tensor& a, bool want_max) {
+  Tensor out;
+  {
+    autograd::NoGradGuard ng;
+    out = extreme(a.reshape({-1}), 0, false, want_max);
+  }
+  if (autograd::needs_grad({a})) {
+    autograd::record(want_max ? "max" : "min", {a}, {out},
+                     [a, v = out.detach()](const std::vector<Tensor>& g) {
+                       const bool nan = std::isnan(v.item());
+                       const Tensor hit = (nan ? ne(a, a) : eq(a, v)).to(a.dtype());
+                       return std::vector<Tensor>{mul(hit, div(g[0], sum(hit)))};
+                     });
+  }
+  return out;
+}
+}  // namespace
+
 Tensor max(const Tensor& a) {
-  return max(a.reshape({-1}), 0);
+  return extreme_all(a, true);
 }
 Tensor min(const Tensor& a) {
-  return min(a.reshape({-1}), 0);
+  return extreme_all(a, false);
 }
 
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {

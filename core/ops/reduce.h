@@ -10,8 +10,9 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim
 /// Variance; unbiased divides by n - 1.
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, bool unbiased = true,
            bool keepdim = false);
-/// Max/min over one dim (gradient flows to the first extremal element) or all; a NaN is
-/// both (argmax).
+/// Max/min over one dim (gradient flows to the first extremal element) or all (gradient
+/// spread evenly over the elements equal to the result, as PyTorch's); a NaN is both
+/// (argmax).
 Tensor max(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor min(const Tensor& a, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& a);

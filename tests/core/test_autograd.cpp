@@ -68,6 +68,18 @@ TEST(Autograd, RetainGrad) {
   EXPECT_TRUE(values_are(x.grad(), {2 * 4 + 2, 2 * 12 + 2}));
 }
 
+TEST(Autograd, RetainedGradIsTheGradientAfterEveryHook) {
+  // As PyTorch's: retain_grad() called before a hook that triples the gradient still
+  // keeps the tripled one, the gradient that flows on.
+  Tensor x = leaf({1, 2});
+  Tensor h = mul(x, 1.0);
+  h.retain_grad();
+  h.register_hook([](const Tensor& g) { return mul(g, 3.0); });
+  sum(h).backward();
+  EXPECT_TRUE(values_are(h.grad(), {3, 3}));
+  EXPECT_TRUE(values_are(x.grad(), {3, 3}));
+}
+
 TEST(Autograd, TensorHookReplacesGrad) {
   // Hook on an intermediate doubles its gradient; hook on the leaf adds 1 before
   // accumulation. y = sum(3 h), h = x * 1: dh = 3 -> hooked 6 -> dx = 6 -> leaf hook 7.

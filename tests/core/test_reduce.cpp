@@ -112,11 +112,22 @@ TEST(Reduce, NormGradientIsZeroWhereTheNormOrTheElementIs) {
   EXPECT_TRUE(test::throws_with([&] { norm(x, INFINITY); }, "p must be positive and finite"));
 }
 
-TEST(Reduce, MaxGradientGoesToFirstExtremum) {
-  // max([1, 3, 3]) = 3: the gradient flows to the first 3 only.
+TEST(Reduce, MaxGradientGoesToFirstExtremumAlongADimAndToEveryTieOverAll) {
+  // max([1, 3, 3], 0) = 3 at index 1: the gradient flows to the first 3 only, as the
+  // index says. Over all elements PyTorch spreads it evenly over the ties instead.
   Tensor x = from_vector({1, 3, 3}, {3}, DType::f64).set_requires_grad(true);
   max(x, 0).backward();
   EXPECT_TRUE(values_are(x.grad(), {0, 1, 0}));
+  x.set_grad(Tensor());
+  mul(max(x), 4.0).backward();
+  EXPECT_TRUE(values_are(x.grad(), {0, 2, 2}));
+  Tensor y = from_vector({2, -1, 5, -1}, {2, 2}, DType::f64).set_requires_grad(true);
+  min(y).backward();
+  EXPECT_TRUE(values_are(y.grad(), {0, 0.5, 0, 0.5}));
+  // A NaN result: its gradient goes to the NaNs.
+  Tensor z = from_vector({NAN, 1, NAN}, {3}, DType::f64).set_requires_grad(true);
+  max(z).backward();
+  EXPECT_TRUE(values_are(z.grad(), {0.5, 0, 0.5}));
 }
 
 TEST(Reduce, Gradients) {
