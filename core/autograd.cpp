@@ -18,6 +18,21 @@ static std::atomic<uint64_t> g_next_seq{0};
 Node::Node(std::string name, int num_outputs)
     : name_(std::move(name)), num_outputs_(num_outputs), seq_(g_next_seq.fetch_add(1)) {}
 
+void Node::check_saved() const {
+  for (const SavedVersion& s : saved) {
+    const std::shared_ptr<Storage>& now = s.tensor.impl()->storage;
+    if (!now || now != s.storage.lock() || now->version() == s.version) continue;
+    const std::string& name = s.tensor.name();
+    ZT_FAIL("backward of ", name_, ": a tensor it saved for its gradient, ", s.tensor.str(),
+            name.empty() ? "" : " '" + name + "'",
+            ", was written in place since the forward (copy_, fill_, add_, mul_ or an "
+            "optimizer step; version ",
+            s.version, " then, ", now->version(),
+            " now), so the gradient would use the new values. Write to a clone(), or after "
+            "backward()");
+  }
+}
+
 std::vector<Tensor> LambdaNode::apply(const std::vector<Tensor>& grad_outputs) {
   ZT_CHECK(fn_ != nullptr,
            "backward through this node a second time: its saved tensors were freed. Pass "
@@ -147,7 +162,7 @@ Edge gradient_edge(const Tensor& t) {
 }
 
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn backward) {
+            BackwardFn backward, const std::vector<Tensor>& saved) {
   if (!needs_grad(inputs)) return;
   auto node =
       std::make_shared<LambdaNode>(name, static_cast<int>(outputs.size()), std::move(backward));
@@ -157,6 +172,11 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     node->next_edges.push_back(gradient_edge(t));
     node->input_meta.push_back(
         node->next_edges.back().fn ? InputMeta{t.sizes(), t.dtype(), t.device()} : InputMeta{});
+  }
+  node->saved.reserve(saved.size());
+  for (const Tensor& t : saved) {
+    if (!t.defined() || !t.has_storage()) continue;
+    node->saved.push_back({t, t.storage(), t.storage()->version()});
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined()) continue;
@@ -171,7 +191,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
 std::vector<Tensor> apply_function(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
-    BackwardFn backward) {
+    BackwardFn backward, const std::vector<Tensor>& saved) {
   std::vector<Tensor> outputs;
   {
     NoGradGuard ng;
@@ -185,13 +205,15 @@ std::vector<Tensor> apply_function(
     if (o.defined() && o.grad_fn()) o = o.detach();
   }
   size_t n_in = inputs.size();
-  record(name.c_str(), inputs, outputs,
-         [backward = std::move(backward), n_in, name](const std::vector<Tensor>& g) {
-           std::vector<Tensor> gi = backward(g);
-           ZT_CHECK(gi.size() == n_in, "custom function '", name, "' returned ", gi.size(),
-                    " gradients for ", n_in, " inputs");
-           return gi;
-         });
+  record(
+      name.c_str(), inputs, outputs,
+      [backward = std::move(backward), n_in, name](const std::vector<Tensor>& g) {
+        std::vector<Tensor> gi = backward(g);
+        ZT_CHECK(gi.size() == n_in, "custom function '", name, "' returned ", gi.size(),
+                 " gradients for ", n_in, " inputs");
+        return gi;
+      },
+      saved);
   return outputs;
 }
 
@@ -304,6 +326,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
         if (r.defined()) in[idx] = r;
       }
     }
+    n->check_saved();
     std::vector<Tensor> out = n->apply(in);
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next_edges.size(); ++i) {

@@ -28,6 +28,16 @@ struct InputMeta {
 
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
+/// A tensor a node's backward reads, with its storage's version when it was saved. An
+/// in-place write to it since (copy_, fill_, add_, mul_, an optimizer update) is an error
+/// when the node runs, as PyTorch's version counter makes it. A storage swapped meanwhile
+/// (a ZeRO-3 parameter released and gathered again) is not a write.
+struct SavedVersion {
+  Tensor tensor;
+  std::weak_ptr<Storage> storage;
+  uint64_t version = 0;
+};
+
 class Node : public std::enable_shared_from_this<Node> {
  public:
   Node(std::string name, int num_outputs);
@@ -50,6 +60,10 @@ class Node : public std::enable_shared_from_this<Node> {
   /// retain_grad's hooks: after every pre-hook, as PyTorch's, so .grad() is the gradient
   /// the hooks made, whenever retain_grad() was called.
   std::vector<std::pair<int, GradHook>> retain_hooks;
+  /// The tensors apply() reads (record()'s `saved`); checked before it runs.
+  std::vector<SavedVersion> saved;
+  /// Error naming the node and the tensor if one in `saved` was written in place since.
+  void check_saved() const;
 
  private:
   std::string name_;
@@ -63,7 +77,10 @@ class LambdaNode : public Node {
   LambdaNode(std::string name, int num_outputs, BackwardFn fn)
       : Node(std::move(name), num_outputs), fn_(std::move(fn)) {}
   std::vector<Tensor> apply(const std::vector<Tensor>& grad_outputs) override;
-  void release() override { fn_ = nullptr; }
+  void release() override {
+    fn_ = nullptr;
+    saved.clear();
+  }
 
  private:
   BackwardFn fn_;
@@ -104,16 +121,19 @@ Edge gradient_edge(const Tensor& t);
 /// Records an op: if any input requires grad (and grad mode is on), attaches a
 /// LambdaNode to `outputs` whose closure maps output grads to one grad per input
 /// (undefined grads are allowed). Outputs must be fresh tensors (no history).
-/// Saved tensors captured by the closure should be inputs or detach()ed outputs.
+/// Saved tensors captured by the closure should be inputs or detach()ed outputs; list
+/// those whose values it reads in `saved`, so that an in-place write to one before the
+/// backward is an error instead of a wrong gradient (shapes alone need not be listed).
 void record(const char* name, const std::vector<Tensor>& inputs, const std::vector<Tensor>& outputs,
-            BackwardFn backward);
+            BackwardFn backward, const std::vector<Tensor>& saved = {});
 
 /// A custom autograd function usable outside core: `forward` runs without recording
-/// and returns the outputs; `backward` maps output grads to one grad per input.
+/// and returns the outputs; `backward` maps output grads to one grad per input; `saved`
+/// as record()'s.
 std::vector<Tensor> apply_function(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
-    BackwardFn backward);
+    BackwardFn backward, const std::vector<Tensor>& saved = {});
 
 /// Activation checkpointing: runs `fn(inputs)` without a graph, keeping only the inputs,
 /// and recomputes it with a graph when its outputs' gradients arrive, backpropagating

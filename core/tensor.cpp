@@ -375,7 +375,7 @@ Tensor Tensor::to(Device dev) const {
 }
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
-  detail::check_writable("copy_", *this, src);
+  detail::begin_write("copy_", *this, src);
   Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
   // Onto the very same elements (a one-rank shard written from its own full value): nothing
   // to do, and a memcpy onto itself is undefined.
@@ -412,7 +412,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
 }
 
 const Tensor& Tensor::fill_(double value) const {
-  detail::check_writable("fill_", *this);
+  detail::begin_write("fill_", *this);
   ZT_DISPATCH(device(), fill, *this, value);
   return *this;
 }

@@ -83,19 +83,21 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
   if (!autograd::needs_grad({q, k, v})) return out;
   const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
   const Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
-  autograd::record(
-      "scaled_dot_product_attention", {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
-        // A fresh copy when needed: a contiguous gradient may still start mid-row (cat's
-        // backward hands out narrowed views).
-        const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
-        const Tensor dq = empty_in_layout_of(q4), dk = empty_in_layout_of(k4),
-                     dv = empty_in_layout_of(v4);
-        const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
-        ZT_DISPATCH(dev, flash_attention_backward, dq, dk, dv, delta, q4, k4, v4, o4, as_4d(dout),
-                    lse, s, causal);
-        return std::vector<Tensor>{gq ? dq.view(qs) : Tensor(), gk ? dk.view(ks) : Tensor(),
-                                   gv ? dv.view(vs) : Tensor()};
-      });
+  autograd::record("scaled_dot_product_attention", {q, k, v}, {out},
+                   [=](const std::vector<Tensor>& g) {
+                     // A fresh copy when needed: a contiguous gradient may still start mid-row
+                     // (cat's backward hands out narrowed views).
+                     const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
+                     const Tensor dq = empty_in_layout_of(q4), dk = empty_in_layout_of(k4),
+                                  dv = empty_in_layout_of(v4);
+                     const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
+                     ZT_DISPATCH(dev, flash_attention_backward, dq, dk, dv, delta, q4, k4, v4, o4,
+                                 as_4d(dout), lse, s, causal);
+                     return std::vector<Tensor>{gq ? dq.view(qs) : Tensor(),
+                                                gk ? dk.view(ks) : Tensor(),
+                                                gv ? dv.view(vs) : Tensor()};
+                   },
+                   {q4, k4, v4, o4});
   return out;
 }
 
@@ -177,34 +179,37 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   if (autograd::needs_grad({q, k, v})) {
     const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
     const Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
-    autograd::record(op, {q, k, v}, {out}, [=](const std::vector<Tensor>& g) {
-      Tensor g3 = g[0].reshape({B, Tq, Dv});
-      Tensor dq, dk, dv;
-      if (gv) {
-        dv = Tensor::empty({B, Tk, Dv}, dt, dev);
-        bmm_into(dv, pd.transpose(1, 2), g3);
-        dv = dv.view(vs);
-      }
-      if (gq || gk) {
-        Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
-        bmm_into(dp, g3, v3.transpose(1, 2));
-        dp = as_dtype(dp, st);
-        Tensor ds = Tensor::empty({B, Tq, Tk}, st, dev);
-        if (Tk > 0) ZT_DISPATCH(dev, softmax_backward, ds, dp, p, B * Tq, Tk, 1, false);
-        ds = as_dtype(ds, dt);
-        if (gq) {
-          dq = Tensor::empty({B, Tq, D}, dt, dev);
-          bmm_into(dq, ds, k3, s);
-          dq = dq.view(qs);
-        }
-        if (gk) {
-          dk = Tensor::empty({B, Tk, D}, dt, dev);
-          bmm_into(dk, ds.transpose(1, 2), q3, s);
-          dk = dk.view(ks);
-        }
-      }
-      return std::vector<Tensor>{dq, dk, dv};
-    });
+    autograd::record(op, {q, k, v}, {out},
+                     [=](const std::vector<Tensor>& g) {
+                       Tensor g3 = g[0].reshape({B, Tq, Dv});
+                       Tensor dq, dk, dv;
+                       if (gv) {
+                         dv = Tensor::empty({B, Tk, Dv}, dt, dev);
+                         bmm_into(dv, pd.transpose(1, 2), g3);
+                         dv = dv.view(vs);
+                       }
+                       if (gq || gk) {
+                         Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
+                         bmm_into(dp, g3, v3.transpose(1, 2));
+                         dp = as_dtype(dp, st);
+                         Tensor ds = Tensor::empty({B, Tq, Tk}, st, dev);
+                         if (Tk > 0)
+                           ZT_DISPATCH(dev, softmax_backward, ds, dp, p, B * Tq, Tk, 1, false);
+                         ds = as_dtype(ds, dt);
+                         if (gq) {
+                           dq = Tensor::empty({B, Tq, D}, dt, dev);
+                           bmm_into(dq, ds, k3, s);
+                           dq = dq.view(qs);
+                         }
+                         if (gk) {
+                           dk = Tensor::empty({B, Tk, D}, dt, dev);
+                           bmm_into(dk, ds.transpose(1, 2), q3, s);
+                           dk = dk.view(ks);
+                         }
+                       }
+                       return std::vector<Tensor>{dq, dk, dv};
+                     },
+                     {q3, k3, v3});
   }
   return out;
 }

@@ -129,7 +129,8 @@ Tensor conv_apply(const char* op, const ConvGeometry& g, const Shape& out_shape,
                        ZT_DISPATCH(xd.device(), conv_backward, g, go, xd, wd, dx, dw, db);
                        return std::vector<Tensor>{from_kernel(dx, x), from_kernel(dw, weight),
                                                   from_kernel(db, weight)};
-                     });
+                     },
+                     {x, weight});
   }
   return out;
 }

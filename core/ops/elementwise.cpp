@@ -28,22 +28,33 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
   }
 }
 
-void check_writable(const char* op, const Tensor& dst, const Tensor& src) {
+void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
+  ZT_CHECK(!dst.requires_grad() || !autograd::grad_mode_enabled(), op, ": an in-place write to ",
+           dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
+           ", which requires grad, while grad mode is on; autograd does not record in-place "
+           "writes. Update parameters under a NoGradGuard (as optimizers do); in a model, use "
+           "the out-of-place op (add, mul, where, ...)");
   for (int64_t d = 0; d < dst.dim(); ++d)
     ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
              dst.str(), ", has several elements in one memory location (dim ", d,
              " has stride 0: an expand()ed view); write to a clone() or to the tensor it "
              "expands");
-  if (!src.defined() || !dst.has_storage() || !src.has_storage() ||
-      dst.storage() != src.storage() || !dst.is_contiguous() || !src.is_contiguous())
-    return;
-  const int64_t d0 = dst.offset() * static_cast<int64_t>(dtype_size(dst.dtype()));
-  const int64_t s0 = src.offset() * static_cast<int64_t>(dtype_size(src.dtype()));
-  const int64_t d1 = d0 + dst.numel() * static_cast<int64_t>(dtype_size(dst.dtype()));
-  const int64_t s1 = s0 + src.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
-  ZT_CHECK(d0 == s0 || d1 <= s0 || s1 <= d0, op,
-           ": the source and the tensor written to "
-           "overlap in part in one storage; copy from a clone() of the source");
+  if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
+      dst.is_contiguous() && src.is_contiguous()) {
+    const int64_t d0 = dst.offset() * static_cast<int64_t>(dtype_size(dst.dtype()));
+    const int64_t s0 = src.offset() * static_cast<int64_t>(dtype_size(src.dtype()));
+    const int64_t d1 = d0 + dst.numel() * static_cast<int64_t>(dtype_size(dst.dtype()));
+    const int64_t s1 = s0 + src.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
+    ZT_CHECK(d0 == s0 || d1 <= s0 || s1 <= d0, op,
+             ": the source and the tensor written to "
+             "overlap in part in one storage; copy from a clone() of the source");
+  }
+  count_writes({dst});
+}
+
+void count_writes(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts)
+    if (t.defined() && t.has_storage()) t.storage()->bump_version();
 }
 }  // namespace detail
 
@@ -101,9 +112,11 @@ Tensor unary_with_grad(const char* name, UnaryOp op, BinaryOp grad_op, const Ten
   Tensor out = unary_op(name, op, a);
   if (autograd::needs_grad({a})) {
     Tensor saved = save_output ? out.detach() : a;
-    autograd::record(name, {a}, {out}, [grad_op, saved, name](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{binary_float(name, grad_op, g[0], saved)};
-    });
+    autograd::record(name, {a}, {out},
+                     [grad_op, saved, name](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{binary_float(name, grad_op, g[0], saved)};
+                     },
+                     {saved});
   }
   return out;
 }
@@ -136,10 +149,12 @@ Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_float("mul", BinaryOp::kMul, a, b);
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record("mul", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{ga ? sum_to(mul(g[0], b), a.sizes()) : Tensor(),
-                                 gb ? sum_to(mul(g[0], a), b.sizes()) : Tensor()};
-    });
+    autograd::record("mul", {a, b}, {out},
+                     [a, b, ga, gb](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{ga ? sum_to(mul(g[0], b), a.sizes()) : Tensor(),
+                                                  gb ? sum_to(mul(g[0], a), b.sizes()) : Tensor()};
+                     },
+                     {ga ? b : Tensor(), gb ? a : Tensor()});
   }
   return out;
 }
@@ -149,11 +164,13 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad({a, b})) {
     bool gb = b.requires_grad();
     Tensor o = out.detach();
-    autograd::record("div", {a, b}, {out}, [a, b, o, gb](const std::vector<Tensor>& g) {
-      Tensor ga = sum_to(div(g[0], b), a.sizes());
-      Tensor gbv = gb ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
-      return std::vector<Tensor>{ga, gbv};
-    });
+    autograd::record("div", {a, b}, {out},
+                     [a, b, o, gb](const std::vector<Tensor>& g) {
+                       Tensor ga = sum_to(div(g[0], b), a.sizes());
+                       Tensor gbv = gb ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
+                       return std::vector<Tensor>{ga, gbv};
+                     },
+                     {b, gb ? o : Tensor()});
   }
   return out;
 }
@@ -192,11 +209,14 @@ Tensor neg(const Tensor& a) {
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
-  autograd::record("pow", {a}, {out}, [a, e](const std::vector<Tensor>& g) {
-    // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is NaN).
-    if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
-    return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
-  });
+  autograd::record("pow", {a}, {out},
+                   [a, e](const std::vector<Tensor>& g) {
+                     // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is
+                     // NaN).
+                     if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
+                     return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
+                   },
+                   {a});
   return out;
 }
 
@@ -204,52 +224,61 @@ Tensor exp(const Tensor& a) {
   Tensor out = unary_op("exp", UnaryOp::kExp, a);
   Tensor o = out.detach();
   autograd::record("exp", {a}, {out},
-                   [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], o)}; });
+                   [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], o)}; },
+                   {o});
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_op("log", UnaryOp::kLog, a);
   autograd::record("log", {a}, {out},
-                   [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; });
+                   [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; },
+                   {a});
   return out;
 }
 
 Tensor sqrt(const Tensor& a) {
   Tensor out = unary_op("sqrt", UnaryOp::kSqrt, a);
   Tensor o = out.detach();
-  autograd::record("sqrt", {a}, {out}, [o](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{div(mul(g[0], 0.5), o)};
-  });
+  autograd::record(
+      "sqrt", {a}, {out},
+      [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(mul(g[0], 0.5), o)}; },
+      {o});
   return out;
 }
 
 Tensor rsqrt(const Tensor& a) {
   Tensor out = unary_op("rsqrt", UnaryOp::kRsqrt, a);
   Tensor o = out.detach();
-  autograd::record("rsqrt", {a}, {out}, [o](const std::vector<Tensor>& g) {
-    // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
-    return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
-  });
+  autograd::record("rsqrt", {a}, {out},
+                   [o](const std::vector<Tensor>& g) {
+                     // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
+                     return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
+                   },
+                   {o});
   return out;
 }
 
 Tensor abs(const Tensor& a) {
   Tensor out = unary_op("abs", UnaryOp::kAbs, a);
-  autograd::record("abs", {a}, {out}, [a](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{mul(g[0], unary_op("sign", UnaryOp::kSign, a))};
-  });
+  autograd::record("abs", {a}, {out},
+                   [a](const std::vector<Tensor>& g) {
+                     return std::vector<Tensor>{mul(g[0], unary_op("sign", UnaryOp::kSign, a))};
+                   },
+                   {a});
   return out;
 }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   ZT_CHECK(lo <= hi, "clamp: lo (", lo, ") > hi (", hi, ")");
   Tensor out = unary_op("clamp", UnaryOp::kClamp, a, lo, hi);
-  autograd::record("clamp", {a}, {out}, [a, lo, hi](const std::vector<Tensor>& g) {
-    Tensor inside = mul(ge(a, full({}, lo, a.dtype(), a.device())).to(a.dtype()),
-                        le(a, full({}, hi, a.dtype(), a.device())).to(a.dtype()));
-    return std::vector<Tensor>{mul(g[0], inside)};
-  });
+  autograd::record("clamp", {a}, {out},
+                   [a, lo, hi](const std::vector<Tensor>& g) {
+                     Tensor inside = mul(ge(a, full({}, lo, a.dtype(), a.device())).to(a.dtype()),
+                                         le(a, full({}, hi, a.dtype(), a.device())).to(a.dtype()));
+                     return std::vector<Tensor>{mul(g[0], inside)};
+                   },
+                   {a});
   return out;
 }
 
@@ -264,11 +293,13 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   ZT_DISPATCH(a.device(), where, out, cond.expand(s), a.detach().expand(s), b.detach().expand(s));
   if (autograd::needs_grad({a, b})) {
     Shape sa = a.sizes(), sb = b.sizes();
-    autograd::record("where", {a, b}, {out}, [cond, sa, sb](const std::vector<Tensor>& g) {
-      Tensor z = zeros({}, g[0].dtype(), g[0].device());
-      return std::vector<Tensor>{sum_to(where(cond, g[0], z), sa),
-                                 sum_to(where(cond, z, g[0]), sb)};
-    });
+    autograd::record("where", {a, b}, {out},
+                     [cond, sa, sb](const std::vector<Tensor>& g) {
+                       Tensor z = zeros({}, g[0].dtype(), g[0].device());
+                       return std::vector<Tensor>{sum_to(where(cond, g[0], z), sa),
+                                                  sum_to(where(cond, z, g[0]), sb)};
+                     },
+                     {cond});
   }
   return out;
 }
@@ -322,7 +353,7 @@ Tensor lt(const Tensor& a, double b) {
 
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
-  detail::check_writable("add_", a, b);
+  detail::begin_write("add_", a, b);
   Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
@@ -376,13 +407,13 @@ void multi_add_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) 
 }
 
 void mul_(const Tensor& a, double s) {
-  detail::check_writable("mul_", a);
+  detail::begin_write("mul_", a);
   ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
 }
 
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
-  detail::check_writable("mul_", a, b);
+  detail::begin_write("mul_", a, b);
   Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }

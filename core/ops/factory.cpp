@@ -61,7 +61,9 @@ namespace {
 void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b) {
   ZT_CHECK(is_floating(t.dtype()), "random fill needs a floating tensor, got ",
            dtype_name(t.dtype()));
+  autograd::NoGradGuard ng;  // an initializer, as nn.init's: not recorded, allowed on parameters
   uint64_t off = g.advance(static_cast<uint64_t>(t.numel()));
+  detail::count_writes({t});
   // Kernels fill contiguous tensors: in place when t is one (no temporary: a parameter
   // being initialized is often the largest tensor alive), else through a copy.
   Tensor c = t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype(), t.device());

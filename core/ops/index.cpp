@@ -46,12 +46,14 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
   ZT_DISPATCH(x.device(), index_rows, out, xc, ic, outer, n, inner);
   if (autograd::needs_grad({x})) {
     Shape xs = x.sizes();
-    autograd::record(
-        "index_select", {x}, {out}, [xs, ic, outer, n, inner](const std::vector<Tensor>& g) {
-          Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
-          ZT_DISPATCH(gx.device(), index_rows_add, gx, g[0].contiguous(), ic, outer, n, inner);
-          return std::vector<Tensor>{gx};
-        });
+    autograd::record("index_select", {x}, {out},
+                     [xs, ic, outer, n, inner](const std::vector<Tensor>& g) {
+                       Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
+                       ZT_DISPATCH(gx.device(), index_rows_add, gx, g[0].contiguous(), ic, outer, n,
+                                   inner);
+                       return std::vector<Tensor>{gx};
+                     },
+                     {ic});
   }
   return out;
 }

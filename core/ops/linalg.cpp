@@ -106,10 +106,13 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   Tensor out = bmm_raw(ad, bd);
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
-    autograd::record("bmm", {a, b}, {out}, [ad, bd, ga, gb](const std::vector<Tensor>& g) {
-      return std::vector<Tensor>{ga ? bmm_raw(g[0], bd.transpose(1, 2)) : Tensor(),
-                                 gb ? bmm_raw(ad.transpose(1, 2), g[0]) : Tensor()};
-    });
+    autograd::record("bmm", {a, b}, {out},
+                     [ad, bd, ga, gb](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{
+                           ga ? bmm_raw(g[0], bd.transpose(1, 2)) : Tensor(),
+                           gb ? bmm_raw(ad.transpose(1, 2), g[0]) : Tensor()};
+                     },
+                     {ga ? bd : Tensor(), gb ? ad : Tensor()});
   }
   return out;
 }
@@ -127,10 +130,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     Tensor out = mm_raw(a.detach(), b.detach());
     if (autograd::needs_grad({a, b})) {
       bool ga = a.requires_grad(), gb = b.requires_grad();
-      autograd::record("mm", {a, b}, {out}, [a, b, ga, gb](const std::vector<Tensor>& g) {
-        return std::vector<Tensor>{ga ? mm_raw(g[0], b.detach().transpose(0, 1)) : Tensor(),
-                                   gb ? mm_raw(a.detach().transpose(0, 1), g[0]) : Tensor()};
-      });
+      autograd::record("mm", {a, b}, {out},
+                       [a, b, ga, gb](const std::vector<Tensor>& g) {
+                         return std::vector<Tensor>{
+                             ga ? mm_raw(g[0], b.detach().transpose(0, 1)) : Tensor(),
+                             gb ? mm_raw(a.detach().transpose(0, 1), g[0]) : Tensor()};
+                       },
+                       {ga ? b : Tensor(), gb ? a : Tensor()});
     }
     return out;
   }
@@ -215,7 +221,8 @@ Tensor linear_op(const char* op, const Tensor& x, const Tensor& weight, const Te
     autograd::record(op, {x, weight, bias}, {out},
                      [x, weight, pre, gelu, gx, gw, gb, xs](const std::vector<Tensor>& g) {
                        return linear_backward(g[0], x, weight, pre, gelu, gx, gw, gb, xs);
-                     });
+                     },
+                     {gw ? x : Tensor(), gx ? weight : Tensor()});
   }
   return out;
 }

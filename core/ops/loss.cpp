@@ -31,12 +31,14 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   ZT_DISPATCH(x.device(), softmax_forward, y, xc, R, L, I, log);
   if (autograd::needs_grad({x})) {
     Tensor ys = y.detach();
-    autograd::record(op, {x}, {y}, [ys, R, L, I, log](const std::vector<Tensor>& g) {
-      Tensor dy = g[0].contiguous();
-      Tensor dx = Tensor::empty(ys.sizes(), ys.dtype(), ys.device());
-      ZT_DISPATCH(ys.device(), softmax_backward, dx, dy, ys, R, L, I, log);
-      return std::vector<Tensor>{dx};
-    });
+    autograd::record(op, {x}, {y},
+                     [ys, R, L, I, log](const std::vector<Tensor>& g) {
+                       Tensor dy = g[0].contiguous();
+                       Tensor dx = Tensor::empty(ys.sizes(), ys.dtype(), ys.device());
+                       ZT_DISPATCH(ys.device(), softmax_backward, dx, dy, ys, R, L, I, log);
+                       return std::vector<Tensor>{dx};
+                     },
+                     {ys});
   }
   return y;
 }
@@ -108,13 +110,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   for (int64_t d : perm) permuted.push_back(logits.size(d));
   std::vector<int64_t> inv(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
-  autograd::record("cross_entropy", {logits}, {out}, [=](const std::vector<Tensor>& g) {
-    Tensor d = Tensor::empty(rows.sizes(), rows.dtype(), dev);
-    ZT_DISPATCH(dev, cross_entropy_backward, d, rows, lse, tgt, g[0].to(DType::f64).contiguous(),
-                stats, ignore_index);
-    if (class_last) return std::vector<Tensor>{d};
-    return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous()};
-  });
+  autograd::record("cross_entropy", {logits}, {out},
+                   [=](const std::vector<Tensor>& g) {
+                     Tensor d = Tensor::empty(rows.sizes(), rows.dtype(), dev);
+                     ZT_DISPATCH(dev, cross_entropy_backward, d, rows, lse, tgt,
+                                 g[0].to(DType::f64).contiguous(), stats, ignore_index);
+                     if (class_last) return std::vector<Tensor>{d};
+                     return std::vector<Tensor>{d.reshape(permuted).permute(inv).contiguous()};
+                   },
+                   {rows, tgt});
   return out;
 }
 

@@ -61,15 +61,19 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     // The weight itself is saved (not a view of it): a ZeRO engine may re-gather it
     // into new storage before backward.
-    autograd::record("group_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
-      Tensor dy = g[0].contiguous();
-      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-      Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-      Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-      ZT_DISPATCH(xc.device(), group_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, N, C, S, G);
-      return std::vector<Tensor>{dx, dw, db};
-    });
+    autograd::record("group_norm", {x, weight, bias}, {y},
+                     [=](const std::vector<Tensor>& g) {
+                       Tensor dy = g[0].contiguous();
+                       Tensor dx =
+                           gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+                       Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+                       Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+                       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+                       ZT_DISPATCH(xc.device(), group_norm_backward, dx, dw, db, dy, xc, mean, rstd,
+                                   wc, N, C, S, G);
+                       return std::vector<Tensor>{dx, dw, db};
+                     },
+                     {xc, weight});
   }
   return y;
 }
@@ -131,16 +135,19 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   ZT_DISPATCH(x.device(), batch_norm_forward, y, xc, mean, rstd, w, b, N, C, S);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
-    autograd::record("batch_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
-      Tensor dy = g[0].contiguous();
-      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-      Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-      Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-      ZT_DISPATCH(xc.device(), batch_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, N, C, S,
-                  training);
-      return std::vector<Tensor>{dx, dw, db};
-    });
+    autograd::record("batch_norm", {x, weight, bias}, {y},
+                     [=](const std::vector<Tensor>& g) {
+                       Tensor dy = g[0].contiguous();
+                       Tensor dx =
+                           gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+                       Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+                       Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
+                       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+                       ZT_DISPATCH(xc.device(), batch_norm_backward, dx, dw, db, dy, xc, mean, rstd,
+                                   wc, N, C, S, training);
+                       return std::vector<Tensor>{dx, dw, db};
+                     },
+                     {xc, weight, mean});
   }
   return y;
 }
@@ -183,15 +190,19 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     // As in group_norm, the weight itself is saved (a ZeRO engine may re-gather it).
-    autograd::record("layer_norm", {x, weight, bias}, {y}, [=](const std::vector<Tensor>& g) {
-      Tensor dy = g[0].to(xc.dtype()).contiguous();
-      Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-      Tensor dw = gw ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
-      Tensor db = gb ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
-      Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-      ZT_DISPATCH(xc.device(), layer_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, rows, d);
-      return std::vector<Tensor>{dx, dw, db};
-    });
+    autograd::record(
+        "layer_norm", {x, weight, bias}, {y},
+        [=](const std::vector<Tensor>& g) {
+          Tensor dy = g[0].to(xc.dtype()).contiguous();
+          Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+          Tensor dw = gw ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
+          Tensor db = gb ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
+          Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
+          ZT_DISPATCH(xc.device(), layer_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, rows,
+                      d);
+          return std::vector<Tensor>{dx, dw, db};
+        },
+        {xc, weight});
   }
   return y;
 }

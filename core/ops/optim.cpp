@@ -11,6 +11,8 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                  double decay, double step_size, double inv_sqrt_bc2, double eps,
                  const Tensor& constants) {
   if (p.empty()) return;
+  detail::count_writes(p);
+  detail::count_writes(low);
   ZT_DISPATCH(p[0].device(), adam_update, p, g, m, v, low, beta1, beta2, l2, decay, step_size,
               inv_sqrt_bc2, eps, constants);
 }
@@ -20,6 +22,8 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
                 double momentum, double dampening, double weight_decay, bool nesterov, bool first,
                 const Tensor& constants) {
   if (p.empty()) return;
+  detail::count_writes(p);
+  detail::count_writes(low);
   ZT_DISPATCH(p[0].device(), sgd_update, p, g, buf, low, lr, momentum, dampening, weight_decay,
               nesterov, first, constants);
 }

@@ -149,12 +149,14 @@ Tensor extreme_all(const Tensor& a, bool want_max) {
     out = extreme(a.reshape({-1}), 0, false, want_max);
   }
   if (autograd::needs_grad({a})) {
+    const Tensor v = out.detach();
     autograd::record(want_max ? "max" : "min", {a}, {out},
-                     [a, v = out.detach()](const std::vector<Tensor>& g) {
+                     [a, v](const std::vector<Tensor>& g) {
                        const bool nan = std::isnan(v.item());
                        const Tensor hit = (nan ? ne(a, a) : eq(a, v)).to(a.dtype());
                        return std::vector<Tensor>{mul(hit, div(g[0], sum(hit)))};
-                     });
+                     },
+                     {a, v});
   }
   return out;
 }
@@ -181,13 +183,17 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
     // d|x|_p / dx = x |x|^(p-2) / |x|_p^(p-1), and 0 where the norm or x is 0 (as
     // PyTorch's; the composed formula would give 0 * inf = NaN there).
     const Shape keep = plan_reduce(a, dims, true, "norm").out_keep;
-    autograd::record("norm", {a}, {out}, [a, out, p, keep](const std::vector<Tensor>& g) {
-      const Tensor n = out.reshape(keep), zero = zeros({}, a.dtype(), a.device());
-      const Tensor scale =
-          where(eq(n, zero), zero, div(g[0].reshape(keep), p == 2.0 ? n : pow(n, p - 1.0)));
-      const Tensor dir = p == 2.0 ? a : where(eq(a, zero), zero, mul(a, pow(abs(a), p - 2.0)));
-      return std::vector<Tensor>{mul(dir, scale)};
-    });
+    const Tensor o = out.detach();  // not out: its node would hold itself
+    autograd::record(
+        "norm", {a}, {out},
+        [a, o, p, keep](const std::vector<Tensor>& g) {
+          const Tensor n = o.reshape(keep), zero = zeros({}, a.dtype(), a.device());
+          const Tensor scale =
+              where(eq(n, zero), zero, div(g[0].reshape(keep), p == 2.0 ? n : pow(n, p - 1.0)));
+          const Tensor dir = p == 2.0 ? a : where(eq(a, zero), zero, mul(a, pow(abs(a), p - 2.0)));
+          return std::vector<Tensor>{mul(dir, scale)};
+        },
+        {a, o});
   }
   return out;
 }

@@ -1,6 +1,6 @@
 // The autograd engine: explicit output gradients, accumulation into leaves, no-grad
 // mode, retain_grad, tensor and post-accumulate hooks, custom functions, callbacks at
-// the end of backward, and the errors for misuse.
+// the end of backward, version counters on saved tensors, and the errors for misuse.
 #include "common/test_util.h"
 
 using namespace zt;
@@ -280,4 +280,73 @@ TEST(Autograd, ErrorsInBackwardNameTheNode) {
   EXPECT_NE(op.find("\n  in backward of mm"), std::string::npos) << op;
   const std::string outside = test::error_of([] { matmul(ones({2, 3}), ones({2, 3})); });
   EXPECT_EQ(outside.find("in backward of"), std::string::npos) << outside;
+}
+
+TEST(Autograd, AWriteInPlaceToATensorSavedForBackwardIsAnErrorThere) {
+  // As PyTorch's version counter: y = x * w saves both; w changed before backward would
+  // give dx = the new w, a silently wrong gradient.
+  Tensor x = leaf({1, 2}), w = leaf({3, 4});
+  Tensor y = mul(x, w);
+  {
+    autograd::NoGradGuard no_grad;  // as an optimizer step would
+    add_(w, ones({2}, DType::f64));
+  }
+  const std::string e = test::error_of([&] { sum(y).backward(); });
+  EXPECT_NE(e.find("backward of mul: a tensor it saved for its gradient, f64[2] cpu, was "
+                   "written in place since the forward"),
+            std::string::npos)
+      << e;
+  EXPECT_NE(e.find(" then, "), std::string::npos) << e;  // the versions, as PyTorch shows them
+
+  // An op that saves nothing it reads (add) does not mind, as in PyTorch; nor does a node
+  // whose saved tensor was written after its backward ran.
+  Tensor a = leaf({1, 2});
+  Tensor s = add(a, w);
+  w.detach().fill_(0.0);
+  sum(s).backward();
+  EXPECT_TRUE(values_are(a.grad(), {1, 1}));
+
+  // Views share the count: exp saves its output, and a write through a narrowed view of
+  // it is seen; so is a random fill, an optimizer update or a checkpoint's saved input.
+  Tensor z = leaf({0, 1});
+  Tensor ez = exp(z);
+  ez.detach().narrow(0, 1, 1).fill_(7.0);
+  EXPECT_NE(test::error_of([&] { sum(ez).backward(); }).find("backward of exp"), std::string::npos);
+  Tensor p = leaf({1, 1});
+  Tensor q = mul(p, p);
+  {
+    autograd::NoGradGuard no_grad;
+    sgd_update({p}, {ones({2}, DType::f64)}, {}, {}, 0.1, 0.0, 0.0, 0.0, false, true);
+  }
+  EXPECT_NE(test::error_of([&] { sum(q).backward(); }).find("backward of mul"), std::string::npos);
+  Tensor u = leaf({1, 2});
+  Tensor h = mul(u, 1.0);
+  Tensor c = autograd::checkpoint("square", {h}, [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{mul(in[0], in[0])};
+  })[0];
+  uniform_(h.detach(), 0.0, 1.0);
+  EXPECT_NE(test::error_of([&] { sum(c).backward(); }).find("backward of square"),
+            std::string::npos);
+}
+
+TEST(Autograd, AnInPlaceWriteToATensorThatRequiresGradIsRefusedInGradMode) {
+  // Autograd does not record in-place writes: in grad mode one to a leaf that requires
+  // grad (PyTorch refuses it too) or to a result in the graph (PyTorch would record it)
+  // would be missing from the gradient. Under a NoGradGuard it is an edit.
+  Tensor w = leaf({1, 2});
+  EXPECT_TRUE(test::throws_with([&] { w.fill_(0.0); },
+                                "fill_: an in-place write to f64[2] cpu, which requires grad, "
+                                "while grad mode is on"));
+  Tensor h = mul(w, 2.0);
+  EXPECT_TRUE(test::throws_with([&] { mul_(h, 2.0); }, "mul_: an in-place write"));
+  EXPECT_TRUE(test::throws_with([&] { h.copy_(ones({2}, DType::f64)); }, "copy_: an in-place"));
+  EXPECT_TRUE(values_are(w, {1, 2}));
+  {
+    autograd::NoGradGuard no_grad;
+    add_(w, ones({2}, DType::f64));
+  }
+  EXPECT_TRUE(values_are(w, {2, 3}));
+  // Initializers fill parameters in any mode, as nn.init's do.
+  normal_(w, 0.0, 1.0);
+  EXPECT_TRUE(w.requires_grad());
 }

@@ -295,12 +295,13 @@ TEST(Conv3d, GradCheckOnlyWeightNeedsGrad) {
 }
 
 TEST(Conv2d, BackwardReadsWeightAtBackwardTime) {
-  // A ZeRO engine re-fills the weight's storage before backward; dx must use the values
-  // present then. With a 1x1 conv and w = 2 at backward time, dx = 2 * upstream.
+  // A ZeRO engine releases the weight's storage after the forward and gathers it again,
+  // into new storage, before backward; dx must use the values present then (and a new
+  // storage is not an in-place write). With a 1x1 conv and w = 2 then, dx = 2 * upstream.
   Tensor x = test::rand_leaf({1, 1, 2, 2}, 20);
   Tensor w = full({1, 1, 1, 1}, 5.0, DType::f64).set_requires_grad(true);
   Tensor y = conv2d(x, w, Tensor());
-  w.detach().fill_(2.0);
+  w.impl()->storage = full({1, 1, 1, 1}, 2.0, DType::f64).storage();
   sum(y).backward();
   EXPECT_TRUE(values_are(x.grad(), {2, 2, 2, 2}));
 }

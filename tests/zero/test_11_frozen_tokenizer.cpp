@@ -141,6 +141,7 @@ TEST(Lesson11FrozenTokenizer, GatheredParametersWithModifierRank) {
     {
       zero::GatheredParameters g(*tok, comm, /*modifier_rank=*/0);
       if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;  // an edit, not part of any graph (as in PyTorch)
         tok->conv->bias.fill_(0.5);
         tok->bn->running_mean.fill_(0.25);
       }
@@ -163,6 +164,7 @@ TEST(Lesson11FrozenTokenizer, EditWithoutModifierRankIsAnError) {
         tok = std::make_shared<lesson::TokenizerLike>();
       }
       zero::GatheredParameters g(*tok, comm);
+      autograd::NoGradGuard no_grad;
       tok->conv->weight.fill_(1.0);
       g.exit();
     });
