@@ -1,7 +1,8 @@
 // The backward engine. Nodes run in decreasing sequence number (reverse creation
-// order) once every gradient flowing into them has arrived; gradients for the same
-// input slot are summed. Leaves accumulate through AccumulateGrad, which runs the
-// leaf's hooks, adds into .grad() and then runs its post-accumulate hooks.
+// order) once every gradient flowing into them has arrived, a ready AccumulateGrad
+// first; gradients for the same input slot are summed. Leaves accumulate through
+// AccumulateGrad, which runs the leaf's hooks, adds into .grad() and then runs its
+// post-accumulate hooks.
 #include "core/autograd.h"
 
 #include <atomic>
@@ -86,6 +87,7 @@ class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
       : Node("AccumulateGrad", 1), leaf_(std::move(leaf)) {}
+  bool accumulates() const override { return true; }
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
     Tensor g = grads[0];
     if (!g.defined()) return {};
@@ -291,7 +293,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       slot = add(slot, g);
     }
   };
-  auto cmp = [](Node* a, Node* b) { return a->sequence_nr() < b->sequence_nr(); };
+  auto cmp = [](Node* a, Node* b) {
+    return std::make_pair(a->accumulates(), a->sequence_nr()) <
+           std::make_pair(b->accumulates(), b->sequence_nr());
+  };
   std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
   for (auto& [e, g] : seeds) {
     accumulate(e, g);

@@ -49,6 +49,11 @@ class Node : public std::enable_shared_from_this<Node> {
   const std::string& name() const { return name_; }
   int num_outputs() const { return num_outputs_; }
   uint64_t sequence_nr() const { return seq_; }
+  /// True for a leaf's AccumulateGrad: it runs as soon as it is ready, before any other
+  /// ready node (as PyTorch's), so a gradient is final, and its post-accumulate hooks (a
+  /// ZeRO engine's reduce-scatter) run, as early as possible, even when the node was made
+  /// by an older graph that something still holds.
+  virtual bool accumulates() const { return false; }
 
   std::vector<Edge> next_edges;  // one per differentiable input
   /// Per edge: the input's metadata (record() fills it), against which the engine checks

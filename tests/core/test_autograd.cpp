@@ -350,3 +350,21 @@ TEST(Autograd, AnInPlaceWriteToATensorThatRequiresGradIsRefusedInGradMode) {
   normal_(w, 0.0, 1.0);
   EXPECT_TRUE(w.requires_grad());
 }
+
+TEST(Autograd, ALeafGradientIsAccumulatedAsSoonAsItIsReady) {
+  // As PyTorch's: a leaf's accumulation runs before any other ready node, even when an
+  // older graph that something still holds made it (it would otherwise rank last, and a
+  // ZeRO engine's reduce-scatter, run from the post-accumulate hook, would wait for the
+  // whole backward). y = sum((x2 * u) @ w): w's gradient is ready first.
+  const Tensor u = from_vector({1, 2}, {1, 2}, DType::f64).set_requires_grad(true);
+  const Tensor w = from_vector({3, 4}, {2, 1}, DType::f64).set_requires_grad(true);
+  // Held, with its graph: w's accumulator is made first (the oldest), then u's.
+  const Tensor kept_w = sum(w);
+  const Tensor kept = add(kept_w, sum(u));
+  std::vector<std::string> order;
+  u.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("u"); });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w"); });
+  const Tensor y = sum(matmul(mul(full({1, 2}, 2.0, DType::f64), u), w));
+  y.backward();
+  EXPECT_EQ(order, (std::vector<std::string>{"w", "u"}));
+}
