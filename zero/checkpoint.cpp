@@ -46,7 +46,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
            "not 'latest')");
   TimelineSpan span(engine.timeline(), Track::kCheckpoint, "save " + tag);
   ZT_CHECK(keep_last >= 0, what, ": keep_last must be >= 0, got ", keep_last);
-  ZT_CHECK(engine.stats().micro_steps % engine.config().gradient_accumulation_steps == 0, what,
+  ZT_CHECK(engine.at_window_start(), what,
            ": called between gradient-accumulation micro-steps; save after step() returned true");
   autograd::NoGradGuard ng;
 

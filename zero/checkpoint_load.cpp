@@ -286,7 +286,9 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     }
   }
 
-  // 3. Apply. Master shards first; refresh_from_master() rewrites low-precision shards.
+  // 3. Apply. Gradients of a window under way were computed from the old weights: they
+  // go. Master shards first; refresh_from_master() rewrites low-precision shards.
+  if (!engine.at_window_start()) engine.discard_gradients();
   const auto& ps = engine.partitioned();
   for (size_t i = 0; i < ps.size(); ++i) {
     zero_param(ps[i].param)->shard.copy_(st.shards[i]);

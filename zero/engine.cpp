@@ -216,13 +216,35 @@ void Engine::backward(const Tensor& loss, bool retain_graph) {
       reducer_->flush();
     });
   }
+  keep_replica_grads();
   ++backwards_;
+}
+
+void Engine::keep_replica_grads() {
+  replica_window_grads_.resize(replicas_.size());
+  for (size_t i = 0; i < replicas_.size(); ++i) {
+    const Tensor& p = replicas_[i].second;
+    Tensor& sum = replica_window_grads_[i];
+    const Tensor g = p.grad();
+    if (!sum.defined() || sum.same(g)) {
+      sum = g;  // the backward accumulated into it (or it is the window's first)
+      continue;
+    }
+    autograd::NoGradGuard ng;
+    if (g.defined()) add_(sum, g);
+    p.set_grad(sum);
+  }
+}
+
+void Engine::clear_replica_grads() {
+  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  replica_window_grads_.clear();
 }
 
 void Engine::discard_gradients() {
   reducer_->discard();
   for (Tensor& flat : grad_flats_) flat.zero_();
-  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  clear_replica_grads();
   micro_ = 0;
   backwards_ = 0;
   hooks_->abandon_backward();
@@ -254,7 +276,8 @@ void Engine::check_no_stray_gradient() const {
            "' outside engine.backward(loss) (a plain loss.backward()?). Under the engine every "
            "backward goes through engine.backward(loss), which scales the loss and reduces "
            "the gradients; that gradient is in the shards now, and Module::zero_grad() cannot "
-           "take it out, so the next step would apply it");
+           "take it out, so the next step would apply it: engine.discard_gradients() drops it "
+           "(and the rest of the window)");
 }
 
 void Engine::check_model_unchanged() {
@@ -373,7 +396,7 @@ bool Engine::update() {
     TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");
     offload_->params_to_device();
   }
-  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  clear_replica_grads();
   ++stats_.steps;  // applied: counted, whatever fails below
   capture_counted_ = graph_capturing();
 
@@ -477,7 +500,7 @@ void Engine::skip_overflowed_step() {
                  scale.c_str());
   }
   for (Tensor& flat : grad_flats_) flat.zero_();
-  for (auto& [name, p] : replicas_) p.set_grad(Tensor());
+  clear_replica_grads();
   coordinator_->release_all();
   coordinator_->end_step();
   end_timeline_step();

@@ -138,6 +138,9 @@ class Engine {
   const Config& config() const { return config_; }
   /// Optimizer steps applied (an fp16 step skipped for an overflow does not count).
   int64_t global_step() const { return stats_.steps; }
+  /// True between windows: no gradient of a new accumulation window yet (after a step()
+  /// that returned true, or discard_gradients()); checkpoints are saved there.
+  bool at_window_start() const { return micro_ == 0 && backwards_ == 0; }
   void set_global_step(int64_t s) { stats_.steps = s; }
   /// Applied and fp16-skipped steps, as load_checkpoint restores them.
   void set_step_counts(int64_t applied, int64_t skipped) {
@@ -160,6 +163,11 @@ class Engine {
 
  private:
   std::vector<Tensor> average_replica_grads();
+  /// After a backward: each trainable replica's .grad() added to its window sum (when a
+  /// zero_grad() replaced it), and shown as that sum.
+  void keep_replica_grads();
+  /// Clears the replicas' gradients and their window sums.
+  void clear_replica_grads();
   void allocate_grad_shards(const std::vector<ZeroParam*>& with_grads);
   /// Errors unless each buffers.modules path names a module or buffer of the model.
   void check_buffer_policies() const;
@@ -217,7 +225,12 @@ class Engine {
   std::unique_ptr<Hooks> hooks_;  // last: removed first
   LossScaler scaler_;
   int micro_ = 0;
-  int backwards_ = 0;               // backward() calls since the last step()
+  int backwards_ = 0;  // backward() calls since the last step()
+  // Per replicas_ entry: its gradient summed over this window's backwards, which the
+  // replica's .grad() shows. A zero_grad() between micro-steps (a PyTorch habit) cannot
+  // drop the earlier micro-steps' part, as it cannot for the partitioned parameters,
+  // whose gradients are in the shards (DeepSpeed's engine owns its gradients alike).
+  std::vector<Tensor> replica_window_grads_;
   uint64_t registrations_ = 0;      // nn::registration_count() when last checked
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device

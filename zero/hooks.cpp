@@ -146,6 +146,7 @@ void Hooks::on_backward_end() {
 
 void Hooks::abandon_backward() {
   end_of_backward_queued_ = false;
+  stray_.clear();  // discard_gradients() dropped what it brought
   std::fill(backward_begin_.begin(), backward_begin_.end(), -1);
   coordinator_.abandon_step();
 }

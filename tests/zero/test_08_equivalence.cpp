@@ -68,6 +68,35 @@ TEST(Lesson08Equivalence, TrainableReplica) {
   }
 }
 
+// A zero_grad() between micro-steps (a PyTorch habit) drops nothing: the partitioned
+// parameters' gradients are in the shards, and the engine keeps each trainable replica's
+// window sum too, as DeepSpeed's engine owns its gradients.
+TEST(Lesson08Equivalence, AZeroGradBetweenMicroStepsDropsNothing) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto build = [&] {
+      manual_seed(11);
+      zero::Init init(comm);
+      return std::make_shared<lesson::ReplicatedFront>(&comm);
+    };
+    auto a = build(), b = build();
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.gradient_accumulation_steps = 2;
+    zero::Engine ea(a, comm, cfg, {}), eb(b, comm, cfg, {});
+    for (int s = 0; s < 4; ++s) {
+      auto [x, y] = lesson::batch(4, 10 * s + comm.rank());
+      ea.backward(mse_loss(ea(x), y));
+      ea.step();
+      a->zero_grad();
+      eb.backward(mse_loss(eb(x), y));
+      eb.step();
+    }
+    const auto want = lesson::full_parameters(*b, comm), got = lesson::full_parameters(*a, comm);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_EQ(got[i].second.to_vector(), want[i].second.to_vector()) << got[i].first;
+  });
+}
+
 TEST(Lesson08Equivalence, FrozenReplicaIsLeftAlone) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     manual_seed(11);

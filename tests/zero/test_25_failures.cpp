@@ -22,6 +22,7 @@
 #include <cmath>
 #include <utility>
 
+#include "zero/checkpoint.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -275,6 +276,16 @@ TEST(Lesson25Failures, DiscardGradientsDropsTheWindowAndARefusedStepCanBeRetried
       plain.step();
     }
     EXPECT_EQ(engine.stats().steps, plain.stats().steps);
+    // The dropped half window does not shift the boundaries: a checkpoint saves here.
+    EXPECT_TRUE(engine.at_window_start());
+    const std::string dir = test::process_temp_dir("lesson25_discard");
+    const std::string saved = zero::save_checkpoint(engine, dir, "after_discard");
+    // A load in the middle of a window drops the window's gradients (computed from the
+    // weights being replaced) and starts a new one.
+    train(engine, 5);
+    EXPECT_FALSE(engine.at_window_start());
+    zero::load_checkpoint(engine, saved);
+    EXPECT_TRUE(engine.at_window_start());
     const auto want = lesson::full_parameters(*ref, comm);
     const auto got = lesson::full_parameters(*m, comm);
     for (size_t i = 0; i < want.size(); ++i)
