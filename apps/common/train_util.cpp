@@ -271,24 +271,37 @@ void ScalarWindow::add(const std::string& name, double value) {
 }
 
 std::vector<std::pair<std::string, double>> ScalarWindow::reduce(comm::Communicator& comm) {
-  // Every rank must hold the same names: compare a digest first so a mismatch is an
-  // error naming the names, not a wrong sum.
+  // The names any rank holds, sorted; one all-reduce of their sums and counts (0 and 0
+  // where this rank has none).
   std::string mine;
-  for (const auto& n : names_) mine += n + ",";
-  auto all = comm.all_gather_bytes(mine);
-  for (size_t r = 0; r < all.size(); ++r)
-    ZT_CHECK(all[r] == mine, "ScalarWindow: rank ", r, " has scalars {", all[r], "}, rank ",
-             comm.rank(), " has {", mine, "}");
-  const auto n = static_cast<int64_t>(names_.size());
-  std::vector<double> v(sums_);
-  v.insert(v.end(), counts_.begin(), counts_.end());
+  for (const auto& n : names_) mine += n + '\n';
+  std::set<std::string> names;
+  for (const std::string& list : comm.all_gather_bytes(mine)) {
+    std::istringstream in(list);
+    for (std::string n; std::getline(in, n);) names.insert(n);
+  }
+  const auto n = static_cast<int64_t>(names.size());
+  std::vector<double> v(2 * static_cast<size_t>(n), 0.0);
+  int64_t i = 0;
+  for (const std::string& name : names) {
+    const auto it = std::lower_bound(names_.begin(), names_.end(), name);
+    if (it != names_.end() && *it == name) {
+      const auto at = static_cast<size_t>(it - names_.begin());
+      v[static_cast<size_t>(i)] = sums_[at];
+      v[static_cast<size_t>(n + i)] = counts_[at];
+    }
+    ++i;
+  }
   std::vector<std::pair<std::string, double>> out;
   if (n > 0) {
     Tensor t = from_vector(v, {2 * n}, DType::f64);
     all_reduce_host(comm, t, comm::ReduceOp::kSum);
     const double* d = t.data<double>();
-    for (int64_t i = 0; i < n; ++i)
-      out.emplace_back(names_[static_cast<size_t>(i)], d[n + i] > 0 ? d[i] / d[n + i] : 0.0);
+    i = 0;
+    for (const std::string& name : names) {
+      out.emplace_back(name, d[i] / d[n + i]);  // every name was added somewhere: count > 0
+      ++i;
+    }
   }
   names_.clear();
   sums_.clear();

@@ -109,7 +109,9 @@ double psnr_from_mse(double mse);
 class ScalarWindow {
  public:
   void add(const std::string& name, double value);
-  /// Global means per name (sum over ranks / count over ranks); clears the window.
+  /// Global means per name (sum over ranks / count over ranks), over the names any rank
+  /// added (a rank whose micro-batches were all skipped for a non-finite loss added none);
+  /// clears the window. Every rank calls it.
   std::vector<std::pair<std::string, double>> reduce(comm::Communicator& comm);
   bool empty() const { return names_.empty(); }
 

@@ -225,7 +225,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     engine->set_lr(lr);
     timer.start();
     const Clock::time_point t0 = Clock::now();
-    double tok_seconds = 0.0, step_loss = 0.0;
+    double tok_seconds = 0.0, loss_sum = 0.0;  // over the finite micro-batches
+    int finite = 0;
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
@@ -252,7 +253,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                                  {{"cross-entropy (gpt logits vs. tokens)", loss}});
         continue;
       }
-      step_loss += v / static_cast<double>(tc.gradient_accumulation_steps);
+      loss_sum += v;
+      ++finite;
       const std::vector<int64_t> h =
           gpt::token_histogram(seq.narrow(1, 1, targets_per_clip), spec.vocab_size);
       for (size_t i = 0; i < h.size(); ++i) histogram[i] += h[i];
@@ -263,7 +265,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     timer.stop();
     run_tok_seconds += tok_seconds;
     run_step_seconds += step_seconds;
-    window.add("loss", step_loss);
+    // The finite micro-batches' mean; none when every one was skipped (fp16).
+    const double step_loss = finite > 0 ? loss_sum / finite : std::nan("");
+    if (finite > 0) window.add("loss", step_loss);
     if (!graph) window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
     const int64_t done = step + 1;
@@ -281,14 +285,20 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       const json tok_share = graph ? json() : json(share);
       const double tps = static_cast<double>(clips_per_step * targets_per_clip) / m["step_s"];
       const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
-      result.log_steps.push_back(static_cast<double>(done));
-      result.log_losses.push_back(m["loss"]);
-      result.loss = m["loss"];
+      // A window whose every micro-batch had a non-finite loss on every rank (fp16 steps
+      // the engine skipped) measured no loss: null in the record, said in the log line.
+      const bool measured = m.count("loss") > 0;
+      if (measured) {
+        result.log_steps.push_back(static_cast<double>(done));
+        result.log_losses.push_back(m["loss"]);
+        result.loss = m["loss"];
+      }
       if (rank0) {
         const zero::MemoryReport mem = engine->memory_report();
         metrics->write({{"kind", "train"},
                         {"step", done},
-                        {"loss", m["loss"]},
+                        {"loss", measured ? json(m["loss"]) : json()},
+                        {"skipped_steps", engine->stats().overflow_skips},
                         {"unigram_entropy", entropy},
                         {"lr", lr},
                         {"grad_norm", engine->last_grad_norm()},
@@ -300,8 +310,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                         {"memory", json::parse(mem.json())}});
         if (say)
           progress.line("step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-                        " | mean loss " + fmt("%.4f", m["loss"]) + " (unigram " +
-                        fmt("%.3f", entropy) + ") | lr " + fmt("%.2e", lr) + " | " +
+                        (measured ? " | mean loss " + fmt("%.4f", m["loss"])
+                                  : std::string(" | no finite loss in this window")) +
+                        " (unigram " + fmt("%.3f", entropy) + ") | lr " + fmt("%.2e", lr) + " | " +
                         fmt("%.3f s/step", m["step_s"]) +
                         (graph ? std::string(" (cuda graph)")
                                : " (tokenizer " + fmt("%.0f%%", 100.0 * share) + ")") +

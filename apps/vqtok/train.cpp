@@ -383,24 +383,30 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       const double sec = timer.window_mean();
       const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
       const zero::MemoryReport mem = engine->memory_report();
-      // PSNR of the window's mean MSE (the per-step PSNRs' mean is also recorded).
-      last_psnr = app::psnr_from_mse(m["mse"]);
-      result.log_steps.push_back(static_cast<double>(done));
-      result.log_losses.push_back(m["loss"]);
-      result.log_psnr.push_back(last_psnr);
-      result.psnr = last_psnr;
+      // A window whose every micro-batch had a non-finite loss on every rank (fp16 steps
+      // the engine skipped) measured nothing: null in the record, said in the log line.
+      const bool measured = m.count("mse") > 0;
+      auto value = [&](const char* k) { return measured ? json(m.at(k)) : json(); };
+      if (measured) {  // PSNR of the window's mean MSE (the per-step PSNRs' mean too)
+        last_psnr = app::psnr_from_mse(m["mse"]);
+        result.log_steps.push_back(static_cast<double>(done));
+        result.log_losses.push_back(m["loss"]);
+        result.log_psnr.push_back(last_psnr);
+        result.psnr = last_psnr;
+      }
       result.codebook = cb;
       if (rank0) {
         json rec = {{"kind", "train"},
                     {"step", done},
-                    {"loss", m["loss"]},
-                    {"mse", m["mse"]},
-                    {"l1", m["l1"]},
-                    {"vq", m["vq"]},
-                    {"commit", m["commit"]},
-                    {"codebook_loss", m["codebook_loss"]},
-                    {"psnr", last_psnr},
-                    {"psnr_mean", m["psnr"]},
+                    {"loss", value("loss")},
+                    {"mse", value("mse")},
+                    {"l1", value("l1")},
+                    {"vq", value("vq")},
+                    {"commit", value("commit")},
+                    {"codebook_loss", value("codebook_loss")},
+                    {"psnr", measured ? json(last_psnr) : json()},
+                    {"psnr_mean", value("psnr")},
+                    {"skipped_steps", engine->stats().overflow_skips},
                     {"codebook_usage", cb.usage},
                     {"codes_used", cb.used},
                     {"perplexity", cb.perplexity},
@@ -414,14 +420,18 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         curves.save(curves_path);
         if (say)
           progress.line(
-              "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | mean loss " +
-              fmt("%.4f", m["loss"]) + " (mse " + fmt("%.4f", m["mse"]) + " l1 " +
-              fmt("%.4f", m["l1"]) + " vq " + fmt("%.4f", m["vq"]) + ") | psnr " +
-              fmt("%.2f dB", last_psnr) + " | codes " + fmt("%.1f%%", 100.0 * cb.usage) + " (" +
-              std::to_string(cb.used) + "/" + std::to_string(codebook) + ") | lr " +
-              fmt("%.2e", lr) + " | " + fmt("%.3f s/step", sec) + " | eta " +
-              app::format_duration(eta) + " | mem " + format_byte_size(mem.model_state()) +
-              " state, " + format_byte_size(mem.activation_peak) + " act peak");
+              "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
+              (measured ? " | mean loss " + fmt("%.4f", m["loss"]) + " (mse " +
+                              fmt("%.4f", m["mse"]) + " l1 " + fmt("%.4f", m["l1"]) + " vq " +
+                              fmt("%.4f", m["vq"]) + ") | psnr " + fmt("%.2f dB", last_psnr)
+                        : std::string(" | no finite loss in this window (") +
+                              std::to_string(engine->stats().overflow_skips) +
+                              " fp16 steps skipped so far)") +
+              " | codes " + fmt("%.1f%%", 100.0 * cb.usage) + " (" + std::to_string(cb.used) + "/" +
+              std::to_string(codebook) + ") | lr " + fmt("%.2e", lr) + " | " +
+              fmt("%.3f s/step", sec) + " | eta " + app::format_duration(eta) + " | mem " +
+              format_byte_size(mem.model_state()) + " state, " +
+              format_byte_size(mem.activation_peak) + " act peak");
       }
     }
     if (say && progress.tty())  // PSNR and codes are the last log line's (none before it)

@@ -459,6 +459,28 @@ TEST(Reliability, AnFp16OverflowTheEngineSkippedDoesNotStopTheRun) {
   });
 }
 
+// Under fp16 a step whose loss is not finite is one the engine skips: the run goes on, and
+// its log window, which measured nothing, records nulls and the skipped steps (not a loss
+// of 0 and a PSNR of 99 dB).
+TEST(Reliability, AnFp16WindowOfSkippedStepsLogsNoValues) {
+  const std::string dir = fresh_dir("fp16_skipped");
+  const config::AppConfig cfg =
+      tiny_config(dir, {"train.steps=2", "train.log_every=1", "train.checkpoint_every=0",
+                        "fp16={enabled: true}", "loss.l2=1.0e39"});
+  apptest::train_vqtok(cfg, false);
+  int records = 0;
+  for (const std::string& l : lines(dir + "/metrics.jsonl")) {
+    const auto r = nlohmann::json::parse(l);
+    if (r.value("kind", "") != "train") continue;
+    ++records;
+    EXPECT_TRUE(r["loss"].is_null()) << l;
+    EXPECT_TRUE(r["psnr"].is_null()) << l;
+    EXPECT_EQ(r["skipped_steps"], r["step"]) << l;
+  }
+  EXPECT_EQ(records, 2);
+  fs::remove_all(dir);
+}
+
 // A step that reads more clips than the data holds (a large accumulation on a small data
 // set) is noted: every step then spans more than an epoch.
 TEST(Reliability, AStepBeyondAnEpochIsNoted) {

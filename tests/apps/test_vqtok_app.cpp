@@ -317,6 +317,14 @@ TEST(VqtokApp, HelpersPsnrLrPlanAndCodebookUsage) {
     auto m = w.reduce(comm);
     ASSERT_EQ(m.size(), 1u);
     EXPECT_DOUBLE_EQ(m[0].second, 2.0);
+    // A name only some ranks added (the others' micro-batches all skipped, fp16) is the
+    // mean over the ranks that did.
+    w.add("loss", 4.0);
+    if (comm.rank() == 1) w.add("mse", 0.5);
+    m = w.reduce(comm);
+    ASSERT_EQ(m.size(), 2u);
+    EXPECT_EQ(m[0], (std::pair<std::string, double>{"loss", 4.0}));
+    EXPECT_EQ(m[1], (std::pair<std::string, double>{"mse", 0.5}));
   });
 }
 
