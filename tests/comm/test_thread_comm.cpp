@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -153,6 +154,30 @@ TEST(ThreadComm, TimeoutNamesCollectiveSequenceAndMissingRanks) {
   EXPECT_NE(err.find("broadcast #1 (f32 x 5, root 0)"), std::string::npos) << err;
   EXPECT_NE(err.find("timed out after 200 ms"), std::string::npos) << err;
   EXPECT_NE(err.find("rank(s) that did not arrive: [2]"), std::string::npos) << err;
+}
+
+TEST(ThreadComm, AHugeTimeoutWaitsForEver) {
+  // A "no timeout" value (milliseconds::max(), as torch users pass a timedelta of days)
+  // saturates the deadline: a late rank is waited for, not blamed at once.
+  EXPECT_EQ(run_error(2,
+                      [](Communicator& c) {
+                        c.set_timeout(std::chrono::milliseconds::max());
+                        if (c.rank() == 1) std::this_thread::sleep_for(50ms);
+                        c.barrier();
+                      }),
+            "");
+}
+
+TEST(ThreadComm, MaxIsNaNWhereAnyRankHasOne) {
+  // As torch.maximum: a NaN on any rank, the last one too, is the maximum.
+  EXPECT_EQ(run_error(3,
+                      [](Communicator& c) {
+                        Tensor t = from_vector({1, c.rank() == 2 ? NAN : 5.0}, {2});
+                        c.all_reduce(t, ReduceOp::kMax);
+                        const std::vector<double> v = t.to_vector();
+                        ZT_CHECK(v[0] == 1 && std::isnan(v[1]), "max: ", v[0], ", ", v[1]);
+                      }),
+            "");
 }
 
 TEST(ThreadComm, RankThatReturnedIsReportedNotWaitedFor) {

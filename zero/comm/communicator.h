@@ -6,6 +6,7 @@
 // Legend: N = size(), r = rank(), s = elements per rank (a shard), n = whole tensor.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -26,7 +27,8 @@ namespace zt::comm {
 using Deadline = std::chrono::steady_clock::time_point;
 
 /// How a reduction combines ranks. kAvg divides the sum by N (integer types truncate);
-/// bf16/f16 are reduced in fp32 and rounded once (ThreadComm, MpiComm).
+/// kMax of floating values is NaN where any rank has a NaN (as torch.maximum; NCCL's
+/// fmax drops it); bf16/f16 are reduced in fp32 and rounded once (ThreadComm, MpiComm).
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
 
 /// The kinds of collective; indexes CommCounters.
@@ -156,6 +158,7 @@ class Communicator {
   /// How long a collective may take (default: $ZT_COMM_TIMEOUT_MS or 600 s), counted
   /// from its wait (CPU backends) or its issue (NcclComm's watchdog). A timeout is an
   /// error naming the collective, its sequence number and, where known, missing ranks.
+  /// A huge value (milliseconds::max()) waits for ever in effect: deadlines saturate.
   void set_timeout(std::chrono::milliseconds t) { timeout_.store(t, std::memory_order_relaxed); }
   std::chrono::milliseconds timeout() const { return timeout_.load(std::memory_order_relaxed); }
 
@@ -222,6 +225,12 @@ std::vector<T> Communicator::all_gather_object(const T& mine) {
     std::memcpy(&out[i], all[i].data(), sizeof(T));
   }
   return out;
+}
+
+/// now + timeout, a century at most (a "no timeout" value would overflow the clock).
+inline std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  return std::chrono::steady_clock::now() +
+         std::min<std::chrono::milliseconds>(timeout, std::chrono::hours(24 * 365 * 100));
 }
 
 }  // namespace zt::comm

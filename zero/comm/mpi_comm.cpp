@@ -194,7 +194,7 @@ void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline d
 void MpiComm::execute(const Request& req) {
   check_healthy(req);
   const std::string what = describe(req);
-  const Deadline deadline = std::chrono::steady_clock::now() + timeout();
+  const Deadline deadline = deadline_after(timeout());
   const int n = size(), r = rank();
   const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
   const MPI_Datatype T = word_type(e);

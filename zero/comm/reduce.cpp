@@ -34,7 +34,7 @@ void reduce_typed(ReduceOp op, T* out, const void* const* ins, int n_ins, int64_
       } else if (op == ReduceOp::kMax) {
         for (int64_t i = 0; i < m; ++i) {
           A v = static_cast<A>(x[i]);
-          acc[i] = v > acc[i] ? v : acc[i];
+          acc[i] = v > acc[i] || v != v ? v : acc[i];  // a NaN on any rank wins (torch's)
         }
       } else {
         for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<A>(x[i]);

@@ -71,7 +71,7 @@ void ThreadComm::execute(const Request& req) {
   check_healthy(req);
   const std::string what = describe(req);
   const std::chrono::milliseconds wait = timeout();
-  const WaitLimit limit{std::chrono::steady_clock::now() + wait, wait};
+  const WaitLimit limit{deadline_after(wait), wait};
   const int n = size(), r = rank();
   const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
   Post p;

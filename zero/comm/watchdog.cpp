@@ -30,8 +30,7 @@ void Watchdog::watch(std::string what, std::chrono::milliseconds timeout, Done d
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!failure_.empty()) return;
-    entries_.push_back(
-        {std::move(what), timeout, std::chrono::steady_clock::now() + timeout, std::move(done)});
+    entries_.push_back({std::move(what), timeout, deadline_after(timeout), std::move(done)});
   }
   cv_.notify_all();
 }
