@@ -10,10 +10,13 @@
 #include <type_traits>
 #include <vector>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "apps/common/run_checks.h"
 #include "core/tensor.h"
+#include "core/text_file.h"
 #include "zero/checkpoint.h"
 
 namespace zt::app {
@@ -82,6 +85,36 @@ std::vector<KeyChange> settings_changes(const config::Node& saved, const config:
   return out;
 }
 
+// The training settings a DeepSpeed JSON may set, as resolved: a run configured by one
+// differs from its checkpoint there, not (only) in the YAML's train section.
+std::vector<KeyChange> train_changes(const config::TrainConfig& before,
+                                     const config::TrainConfig& after) {
+  static const char* const optimizers[] = {"adamw", "adam", "sgd"};
+  static const char* const schedules[] = {"constant", "cosine", "linear", "step"};
+  auto name = [](const char* const* names, auto v) {
+    return std::string(names[static_cast<int>(v)]);
+  };
+  std::vector<KeyChange> d;
+  compare(d, "train.batch", before.batch, after.batch);
+  compare(d, "train.gradient_accumulation_steps", before.gradient_accumulation_steps,
+          after.gradient_accumulation_steps);
+  compare(d, "train.optimizer", name(optimizers, before.optimizer),
+          name(optimizers, after.optimizer));
+  compare(d, "train.lr", before.lr, after.lr);
+  compare(d, "train.schedule",
+          name(schedules, before.schedule) + (before.deepspeed_schedule ? " (DeepSpeed's)" : ""),
+          name(schedules, after.schedule) + (after.deepspeed_schedule ? " (DeepSpeed's)" : ""));
+  compare(d, "train.warmup", before.warmup, after.warmup);
+  compare(d, "train.min_lr", before.min_lr, after.min_lr);
+  compare(d, "train.steps", before.steps, after.steps);
+  compare(d, "train.weight_decay", before.weight_decay, after.weight_decay);
+  compare(d, "train.betas[0]", before.betas[0], after.betas[0]);
+  compare(d, "train.betas[1]", before.betas[1], after.betas[1]);
+  compare(d, "train.eps", before.eps, after.eps);
+  compare(d, "train.gradient_clipping", before.gradient_clipping, after.gradient_clipping);
+  return d;
+}
+
 // vqgpt's GPT keys (vocab_size and block_size as resolved): all but tokenizer_checkpoint,
 // which a resume does not read (the checkpoint holds the tokenizer).
 std::vector<KeyChange> gpt_changes(const config::GptConfig& before,
@@ -128,8 +161,10 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
                it->dump().substr(0, 80), ", not a string");
       return it->get<std::string>();
     };
-    if (const auto user = j.find("user"); user != j.end() && user->is_object())
+    if (const auto user = j.find("user"); user != j.end() && user->is_object()) {
       run.app = text(*user, "app", "user.app");
+      run.deepspeed_json = text(*user, "deepspeed_json", "user.deepspeed_json");
+    }
     run.config_yaml = text(j, "config_yaml", "config_yaml");
   } catch (const nlohmann::json::exception& e) {
     ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
@@ -140,7 +175,23 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
 config::AppConfig saved_config(const SavedRun& run, config::App app) {
   const std::string meta = (fs::path(run.dir) / "meta.json").string();
   ZT_CHECK(!run.config_yaml.empty(), "'", meta, "' records no configuration");
-  return config::parse_app_config(config::parse_yaml(run.config_yaml, meta), app);
+  const config::Node root = config::parse_yaml(run.config_yaml, meta);
+  if (run.deepspeed_json.empty()) return config::parse_app_config(root, app);
+  // The DeepSpeed config as it was, through a file of this process's own (the parser reads
+  // deepspeed_config as a path).
+  const fs::path ds =
+      fs::temp_directory_path() / ("zt_saved_deepspeed_" + std::to_string(::getpid()) + ".json");
+  write_text_atomically(ds.string(), run.deepspeed_json);
+  struct Remove {
+    fs::path p;
+    ~Remove() {
+      std::error_code ec;
+      fs::remove(p, ec);
+    }
+  } remove{ds};
+  config::apply_override(root, config::Override("deepspeed_config='" + ds.string() + "'",
+                                                meta + ": user.deepspeed_json"));
+  return config::parse_app_config(root, app);
 }
 
 std::string describe(const std::vector<KeyChange>& changes, const std::string& before_name,
@@ -231,7 +282,16 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "precision: set train.dtype: ",
              saved.train.dtype,
              ", or start a new run from its weights (export them, another output_dir)");
-    const std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
+    std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
+    if (!saved.deepspeed_config.empty() || !cfg.deepspeed_config.empty()) {
+      // The JSON's settings are in neither YAML tree: compare what they resolved to.
+      std::map<std::string, KeyChange> by_key;
+      for (KeyChange& c : changed) by_key[c.key] = std::move(c);
+      for (KeyChange& c : train_changes(saved.train, cfg.train))
+        by_key.try_emplace(c.key, std::move(c));
+      changed.clear();
+      for (auto& [key, c] : by_key) changed.push_back(std::move(c));
+    }
     if (changed.empty()) return "";
     return command + ": note: resuming with settings that differ from the checkpoint's: " +
            describe(changed, "the checkpoint", "this config") +

@@ -17,7 +17,10 @@ struct SavedRun {
   std::string dir;          ///< the checkpoint directory (zero::find_checkpoint's answer)
   std::string app;          ///< "vqtok", "vqgpt", or "" when not recorded
   std::string config_yaml;  ///< the configuration it ran with ("" when not recorded)
-  std::string note;         ///< why `dir` is not the one a root's `latest` names ("" when it is)
+  /// The DeepSpeed JSON config_yaml's deepspeed_config named, as it was then ("" when none
+  /// or not recorded): saved_config() reads this, not the file as it is now.
+  std::string deepspeed_json;
+  std::string note;  ///< why `dir` is not the one a root's `latest` names ("" when it is)
 };
 
 /// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root

@@ -1,12 +1,14 @@
 // A DeepSpeed JSON config as a DeepSpeed user writes it for ZeRO-3 (micro batch,
 // accumulation, train_batch_size, clipping, AdamW, a warmup schedule, bf16 and
 // zero_optimization) trains vqtok and vqgpt on thread ranks; a train_batch_size that
-// does not fit the world size stops the run before it starts.
+// does not fit the world size stops the run before it starts; a checkpoint records the
+// JSON, so a resume compares the settings it gave.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "apps/app_test_util.h"
+#include "apps/common/saved_run.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
@@ -121,6 +123,55 @@ train: {steps: 2, eval_every: 0, checkpoint_every: 0}
     EXPECT_TRUE(
         test::throws_with([&] { vqtok::train(cfg, o, comm); }, "train_batch_size: 8 must equal"));
   });
+}
+
+// The checkpoint keeps the DeepSpeed JSON as it was: a resume with the file edited, or
+// without it, lists what changed (or refuses another precision before the load).
+TEST(DeepSpeedApp, AResumeComparesTheDeepSpeedSettingsTheCheckpointWasTrainedWith) {
+  Scratch s("resume");
+  const std::string yaml = R"(
+model: {codebook_size: 32, ch: 32, ch_mult: [1, 1], num_res_blocks: 1, attn_resolutions: []}
+data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 32, eval_samples: 2}
+train: {steps: 2, eval_every: 0, checkpoint_every: 2}
+)";
+  const config::AppConfig cfg = load(s, yaml, config::App::vqtok);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+  });
+  const std::string ckpt = s.path("out/checkpoints");
+  auto resume_note = [&](const config::AppConfig& now) {
+    std::string note;
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      testing::internal::CaptureStderr();
+      const std::string err = test::error_of(
+          [&] { app::check_resume_config(now, ckpt, "vqtok", "vqtok train", comm, false); });
+      note = testing::internal::GetCapturedStderr() + err;
+    });
+    return note;
+  };
+  EXPECT_EQ(resume_note(cfg), "") << "the same settings: nothing to say";
+  auto edit = [&](const std::string& from, const std::string& to) {
+    std::string text = kDsConfig;
+    for (size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + 1))
+      text.replace(at, from.size(), to);
+    std::ofstream(s.path("ds_config.json"), std::ios::trunc) << text;
+    return load(s, yaml, config::App::vqtok);
+  };
+  std::string note = resume_note(edit("2e-3", "5e-4"));
+  EXPECT_NE(note.find("train.lr (0.002 in the checkpoint, 0.0005 in this config)"),
+            std::string::npos)
+      << note;
+  note = resume_note(edit("\"bf16\"", "\"fp16\""));
+  EXPECT_NE(note.find("trained in bf16 and this config trains in f16"), std::string::npos) << note;
+  // Without the JSON: the YAML's own values (and precision) differ from the checkpoint's.
+  std::ofstream(s.path("plain.yaml")) << yaml << "output_dir: " << s.path("out") << "\n"
+                                      << "bf16: {enabled: true}\n";
+  note = resume_note(config::load_app_config(s.path("plain.yaml"), {}, config::App::vqtok));
+  EXPECT_NE(note.find("train.gradient_clipping (1 in the checkpoint, 0 in this config)"),
+            std::string::npos)
+      << note;
 }
 
 TEST(DeepSpeedApp, Zero3JsonTrainsVqgpt) {
