@@ -230,10 +230,16 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
     restore_set_aside(cfg.output_dir, root, app.c_str());
-    ZT_CHECK(!(request.resume && explicit_dir), app,
-             ": --resume continues from the newest checkpoint in this run's folder and "
-             "train.resume names '",
-             tc.resume, "'; pass one of them");
+    const bool earlier = zero::holds_checkpoints(root);
+    // --resume with train.resume: DIR (a run started from another run's checkpoint, and a
+    // launcher that passes --resume every time): DIR starts the run, and once the run has
+    // saved, its own newest checkpoint continues it, as a plain --resume does.
+    const bool from_dir = explicit_dir && !(request.resume && earlier);
+    if (explicit_dir && !from_dir && request.say)
+      std::printf(
+          "--resume: '%s' holds this run's checkpoints: continuing from the newest "
+          "(train.resume '%s' only started the run)\n",
+          root.c_str(), tc.resume.c_str());
     ZT_CHECK(!request.overwrite || !(request.resume || tc.resume == "auto"), app,
              ": --overwrite starts a new run and --resume (or train.resume: auto) continues the "
              "last one; pass one of them");
@@ -244,10 +250,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                ": --overwrite would delete '", path, "' (", key,
                "), which this run reads: it lies in this run's checkpoint folder '", root,
                "'; set another output_dir (--set output_dir=...)");
-    const bool earlier = zero::holds_checkpoints(root);
     // An earlier run's metrics, curves or images, also of a run that saved no checkpoint.
     const std::string results = result_names(cfg.output_dir);
-    if (explicit_dir) {
+    if (from_dir) {
       ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
                "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
                "'auto'");
@@ -257,8 +262,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
       if (earlier && !request.overwrite && from != checkpoint_of(root))
         throw Error(app + ": '" + root + "' already holds checkpoints, and train.resume '" +
                     tc.resume + "' is not the newest of them: the resumed run would save among " +
-                    "(and over) them. Set another output_dir (--set output_dir=...), pass " +
-                    "--resume to continue from the newest, or --overwrite to replace them");
+                    "(and over) them. Pass --resume to continue this run from its newest, " +
+                    "set another output_dir (--set output_dir=...), or pass --overwrite to " +
+                    "replace them");
       if (!earlier && !results.empty() && !request.overwrite)
         throw Error(app + ": '" + cfg.output_dir + "' holds an earlier run's results (" + results +
                     ") and train.resume '" + tc.resume + "' is another run's checkpoint: " +
