@@ -15,15 +15,18 @@
 namespace zt::comm {
 
 namespace internal {
-void throw_mpi_error(const char* file, int line, const char* call, int rc) {
+std::string mpi_error_text(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
   int len = 0;
   if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) len = 0;
-  ::zt::detail::throw_error(
-      file, line,
-      ::zt::detail::cat("MPI error in ", call, ": ", std::string(buf, static_cast<size_t>(len)),
-                        " (HINT: run under mpirun with matching "
-                        "collectives on every rank)"));
+  return std::string(buf, static_cast<size_t>(len));
+}
+
+void throw_mpi_error(const char* file, int line, const char* call, int rc) {
+  ::zt::detail::throw_error(file, line,
+                            ::zt::detail::cat("MPI error in ", call, ": ", mpi_error_text(rc),
+                                              " (HINT: run under mpirun with matching "
+                                              "collectives on every rank)"));
 }
 }  // namespace internal
 
@@ -76,6 +79,11 @@ void mpi_init() {
     if (!init) {
       MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &rt.provided));
       rt.owned = true;
+      // Errors come back to zt, which names the collective, instead of ending the job
+      // inside MPI (MPI_ERRORS_ARE_FATAL). OpenMPI raises a failed request's error on the
+      // world communicator, so that one's handler too (a program that initialized MPI
+      // itself keeps its own).
+      MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
     } else {
       MPI_CHECK(MPI_Query_thread(&rt.provided));
     }
@@ -111,6 +119,7 @@ static MPI_Comm dup_world() {
   MpiLock lock;
   MPI_Comm c;
   MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
+  MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));  // as the world's (mpi_init)
   return c;
 }
 
@@ -159,13 +168,24 @@ std::shared_ptr<Work> MpiComm::submit(Request req) {
   return exec_->submit([this, req = std::move(req)] { execute(req); });
 }
 
+void MpiComm::fail_call(const std::string& what, const char* call, int rc) {
+  leaked_ = true;
+  const std::string msg = ::zt::detail::cat(
+      "zt.comm: ", what, ": ", call, " failed: ", internal::mpi_error_text(rc),
+      " (the ranks issued different collectives, or this one with other sizes: each rank's "
+      "output above names the collective it ran)");
+  fail(msg);
+  ZT_FAIL(msg);
+}
+
 void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline deadline) {
   for (int polls = 0;; ++polls) {
-    int done = 0;
+    int done = 0, rc = MPI_SUCCESS;
     {
       MpiLock lock;
-      MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+      rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
+    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Test", rc);
     if (done) return;
     std::string why = abort_reason();
     if (!why.empty()) {
@@ -200,7 +220,7 @@ void MpiComm::execute(const Request& req) {
   const MPI_Datatype T = word_type(e);
   MPI_Request rq = MPI_REQUEST_NULL;
   auto start = [&](int rc, const char* call) {
-    if (rc != MPI_SUCCESS) internal::throw_mpi_error(__FILE__, __LINE__, call, rc);
+    if (rc != MPI_SUCCESS) fail_call(what, call, rc);
   };
   switch (req.kind) {
     case Collective::kAllGather: {

@@ -15,8 +15,10 @@
 #include "zero/comm/executor.h"
 
 namespace zt::comm::internal {
+/// MPI's text for an error code.
+std::string mpi_error_text(int rc);
 [[noreturn]] void throw_mpi_error(const char* file, int line, const char* call, int rc);
-}
+}  // namespace zt::comm::internal
 
 /// Throws zt::Error naming the MPI call, its error string, file and line.
 #define MPI_CHECK(call)                                                             \
@@ -73,6 +75,9 @@ class MpiComm : public Communicator {
   void execute(const Request& req);
   // Polls req until done, the deadline, or an abort; on failure the request is leaked.
   void wait_request(MPI_Request* req, const std::string& what, Deadline deadline);
+  /// `call` returned `rc` for collective `what`: fails this communicator (its request may
+  /// still reference comm_) and throws, naming both.
+  [[noreturn]] void fail_call(const std::string& what, const char* call, int rc);
   void fail(const std::string& reason);
 
   MPI_Comm comm_ = MPI_COMM_NULL;

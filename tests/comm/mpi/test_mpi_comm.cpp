@@ -21,6 +21,15 @@ std::unique_ptr<MpiComm> make_comm() {
   c->set_timeout(20s);
   return c;
 }
+// The message fn() throws, "" when none.
+std::string test_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
 }  // namespace
 
 TEST(MpiComm, RunsUnderMpirun) {
@@ -81,6 +90,22 @@ TEST(MpiComm, TimeoutNamesCollectiveAndSequence) {
   } else {
     std::this_thread::sleep_for(500ms);
     c->barrier();  // completes rank 0's abandoned request
+  }
+}
+
+TEST(MpiComm, AnMpiErrorNamesTheCollective) {
+  // Rank 0 gathers 4 elements per rank, the others 8: rank 0 cannot take the others' 8
+  // (MPI_ERR_TRUNCATE). MPI's error comes back to zt, which names the collective, instead
+  // of ending the job inside MPI; the communicator is failed from then on.
+  auto c = make_comm();
+  const int64_t s = c->rank() == 0 ? 4 : 8;
+  Tensor out = Tensor::empty({s * c->size()});
+  const std::string err = test_error([&] { c->all_gather(out, ones({s})); });
+  if (c->rank() == 0) {
+    const std::string what =
+        "zt.comm: all_gather #0 (f32 x " + std::to_string(4 * c->size()) + ") on rank 0";
+    EXPECT_NE(err.find(what + ": MPI_Test failed: MPI_ERR_TRUNCATE"), std::string::npos) << err;
+    EXPECT_THROW(c->barrier(), AbortedError);
   }
 }
 
