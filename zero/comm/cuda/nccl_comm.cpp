@@ -5,6 +5,7 @@
 // it out before the collective is done with it. The watchdog polls the second events.
 #include "zero/comm/cuda/nccl_comm.h"
 
+#include <cstdio>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -193,12 +194,33 @@ NcclComm::NcclComm(std::unique_ptr<MpiComm> boot, int device)
 }
 
 NcclComm::~NcclComm() {
-  watchdog_.reset();  // it polls nccl_
+  // Let the collectives in flight finish while the watchdog still runs: one the peers
+  // never issue (a rank-0-only collective at the end of a run) would block a plain
+  // synchronize for ever, silently; the watchdog ends the job naming it at its deadline.
+  bool finished = true;
   if (nccl_) {
     cuda::DeviceGuard g(device_);
+    const Deadline deadline = deadline_after(timeout());
+    for (;;) {
+      finished = cudaStreamQuery(stream_.get()) != cudaErrorNotReady;
+      if (finished || std::chrono::steady_clock::now() >= deadline) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+  }
+  watchdog_.reset();  // it polls nccl_
+  if (!nccl_) return;
+  cuda::DeviceGuard g(device_);
+  if (finished) {
     cudaStreamSynchronize(stream_.get());
     ncclCommDestroy(nccl_);
+    return;
   }
+  std::fprintf(stderr,
+               "zt.comm: rank %d: NCCL collectives still in flight after %lld ms when the "
+               "communicator was destroyed (a collective the other ranks did not issue?); "
+               "aborting it\n",
+               rank(), static_cast<long long>(timeout().count()));
+  ncclCommAbort(nccl_);  // makes kernels stuck waiting for peers exit
 }
 
 void NcclComm::fail(const std::string& reason) {
