@@ -2,7 +2,7 @@
 # build one executable that ctest runs under mpirun with 2 and 3 processes. Without mpirun
 # the tests are registered anyway and report themselves skipped.
 file(GLOB ZT_COMM_MPI_TESTS CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi/*.cpp)
-add_executable(zt_test_comm_mpi ${ZT_COMM_MPI_TESTS})
+add_executable(zt_test_comm_mpi ${ZT_COMM_MPI_TESTS} ${CMAKE_CURRENT_SOURCE_DIR}/common/test_util.cpp)
 target_include_directories(zt_test_comm_mpi PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 target_compile_options(zt_test_comm_mpi PRIVATE ${ZT_WARNINGS})
 target_link_libraries(zt_test_comm_mpi PRIVATE zt_comm GTest::gtest GTest::gtest_main)

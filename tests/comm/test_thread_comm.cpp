@@ -156,6 +156,20 @@ TEST(ThreadComm, TimeoutNamesCollectiveSequenceAndMissingRanks) {
   EXPECT_NE(err.find("rank(s) that did not arrive: [2]"), std::string::npos) << err;
 }
 
+TEST(ThreadComm, AnAsyncCollectiveDroppedUnwaitedStillReportsItsError) {
+  // Rank 0 issues an asynchronous all_reduce that rank 1 never issues, and returns without
+  // waiting: the error its rank could not see is run_threads' (was: success).
+  const std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(2s);
+    Tensor t = ones({4});
+    if (c.rank() == 0) c.all_reduce(t, ReduceOp::kSum, /*async=*/true);
+  });
+  EXPECT_NE(err.find("rank 0: "), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce #0"), std::string::npos) << err;
+  EXPECT_NE(err.find("returned without calling it"), std::string::npos) << err;
+  EXPECT_NE(err.find("without wait()"), std::string::npos) << err;
+}
+
 TEST(ThreadComm, AHugeTimeoutWaitsForEver) {
   // A "no timeout" value (milliseconds::max(), as torch users pass a timedelta of days)
   // saturates the deadline: a late rank is waited for, not blamed at once.

@@ -38,12 +38,17 @@ void CpuWork::finish(std::exception_ptr error) {
 Executor::Executor() : thread_([this, l = current_ledger()] { loop(l); }) {}
 
 Executor::~Executor() {
+  finish();
+}
+
+std::exception_ptr Executor::finish() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
+  return lost_;
 }
 
 std::shared_ptr<Work> Executor::submit(std::function<void()> task) {
@@ -85,6 +90,7 @@ void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
+      if (err && !lost_ && item.second.use_count() == 1) lost_ = err;  // no one can wait()
     }
     item.second->finish(err);
   }

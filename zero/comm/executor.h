@@ -41,6 +41,10 @@ class Executor {
   Executor();
   /// Runs what is queued, then joins.
   ~Executor();
+  /// Runs what is queued and joins now; returns the first error of a task whose work no
+  /// one held any more (an async collective dropped without wait(): its error would
+  /// otherwise go unseen), or null. The executor takes no tasks after it.
+  std::exception_ptr finish();
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
@@ -57,7 +61,8 @@ class Executor {
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<CpuWork>>> queue_;
   bool stop_ = false;
-  bool busy_ = false;  // a task is running
+  bool busy_ = false;        // a task is running
+  std::exception_ptr lost_;  // the first error of a work no one held (finish())
   std::thread thread_;
 };
 

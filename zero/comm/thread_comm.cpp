@@ -23,6 +23,15 @@ ThreadComm::ThreadComm(std::shared_ptr<ThreadGroup> group, int rank)
 }
 
 ThreadComm::~ThreadComm() {
+  if (const std::exception_ptr lost = exec_->finish()) {
+    try {
+      std::rethrow_exception(lost);
+    } catch (const std::exception& e) {
+      group_->note_unseen(detail::cat("rank ", rank(), ": ", e.what()));
+    } catch (...) {
+      group_->note_unseen(detail::cat("rank ", rank(), ": an unknown error"));
+    }
+  }
   exec_.reset();
   group_->mark_exited(rank());
 }
@@ -212,6 +221,10 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
            "processes under mpirun");
   if (first) std::rethrow_exception(first);
   if (first_aborted) std::rethrow_exception(first_aborted);
+  const std::string unseen = group->unseen();
+  ZT_CHECK(unseen.empty(), unseen,
+           "\n  (an asynchronous collective that failed after its rank dropped its Work "
+           "without wait(): wait() on every Work a collective returns)");
 }
 
 }  // namespace zt::comm

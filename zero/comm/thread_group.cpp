@@ -161,6 +161,16 @@ std::string ThreadGroup::abort_reason() const {
   return abort_reason_;
 }
 
+void ThreadGroup::note_unseen(const std::string& error) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (unseen_.empty()) unseen_ = error;
+}
+
+std::string ThreadGroup::unseen() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return unseen_;
+}
+
 void ThreadGroup::mark_exited(int rank) {
   std::lock_guard<std::mutex> lock(mu_);
   exited_[rank] = true;

@@ -68,6 +68,9 @@ class ThreadGroup {
   std::string abort_reason() const;
   /// A rank that returned: waiting for it is an error, not a hang.
   void mark_exited(int rank);
+  /// An error no rank saw (Executor::finish()): kept, first wins, for run_threads.
+  void note_unseen(const std::string& error);
+  std::string unseen() const;
 
  private:
   static constexpr int kLeavePhase = 2;
@@ -98,6 +101,7 @@ class ThreadGroup {
   std::vector<bool> exited_;
   std::vector<int64_t> last_seq_;  // last sequence number each rank posted (-1: none)
   std::string abort_reason_;
+  std::string unseen_;
 };
 
 }  // namespace zt::comm

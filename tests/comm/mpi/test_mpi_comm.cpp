@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "comm/checks.h"
+#include "common/test_util.h"
 #include "zero/comm/launch.h"
 #include "zero/comm/mpi_comm.h"
 
@@ -20,15 +21,6 @@ std::unique_ptr<MpiComm> make_comm() {
   auto c = std::make_unique<MpiComm>();
   c->set_timeout(20s);
   return c;
-}
-// The message fn() throws, "" when none.
-std::string test_error(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 }  // namespace
 
@@ -100,7 +92,7 @@ TEST(MpiComm, AnMpiErrorNamesTheCollective) {
   auto c = make_comm();
   const int64_t s = c->rank() == 0 ? 4 : 8;
   Tensor out = Tensor::empty({s * c->size()});
-  const std::string err = test_error([&] { c->all_gather(out, ones({s})); });
+  const std::string err = test::error_of([&] { c->all_gather(out, ones({s})); });
   if (c->rank() == 0) {
     const std::string what =
         "zt.comm: all_gather #0 (f32 x " + std::to_string(4 * c->size()) + ") on rank 0";
