@@ -502,6 +502,7 @@ void Engine::skip_overflowed_step() {
   for (Tensor& flat : grad_flats_) flat.zero_();
   clear_replica_grads();
   coordinator_->release_all();
+  sync_buffers();  // the forwards updated them (BatchNorm statistics) all the same
   coordinator_->end_step();
   end_timeline_step();
 }
