@@ -10,6 +10,7 @@
 
 #include "core/ops.h"
 #include "nn/state_dict.h"
+#include "zero/gathered.h"
 #include "zero/hooks.h"
 #include "zero/replicas.h"
 #include "zero/sync_batchnorm.h"
@@ -403,6 +404,7 @@ bool Engine::update() {
   // Gathered copies are stale now: drop them, re-gather the persistent ones.
   coordinator_->regather_persistent();
   sync_buffers();
+  GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
@@ -503,6 +505,7 @@ void Engine::skip_overflowed_step() {
   clear_replica_grads();
   coordinator_->release_all();
   sync_buffers();  // the forwards updated them (BatchNorm statistics) all the same
+  GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
 }

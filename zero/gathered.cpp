@@ -9,6 +9,14 @@
 
 namespace zt::zero {
 
+namespace {
+// This thread's open read-only scopes (a rank is one thread).
+std::vector<GatheredParameters*>& open_read_only() {
+  thread_local std::vector<GatheredParameters*> scopes;
+  return scopes;
+}
+}  // namespace
+
 GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communicator& comm,
                                        std::optional<int> modifier_rank,
                                        std::vector<Tensor> buffers)
@@ -64,9 +72,19 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     throw;
   }
   if (!modifier_) {
-    for (const Tensor& t : params_) hashes_.push_back(content_hash(t));
-    for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));
+    hash_contents();
+    open_read_only().push_back(this);
   }
+}
+
+void GatheredParameters::hash_contents() {
+  hashes_.clear();
+  for (const Tensor& t : params_) hashes_.push_back(content_hash(t));
+  for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));
+}
+
+void GatheredParameters::note_step() {
+  for (GatheredParameters* g : open_read_only()) g->hash_contents();
 }
 
 // A module's tensors, named after their dotted paths (for error messages).
@@ -106,6 +124,7 @@ GatheredParameters::~GatheredParameters() noexcept(false) {
 void GatheredParameters::exit() {
   if (!open_) return;
   open_ = false;
+  std::erase(open_read_only(), this);
   autograd::NoGradGuard ng;
   std::string changed;
   bool modified = false;

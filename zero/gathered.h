@@ -34,8 +34,13 @@ class GatheredParameters {
   /// Broadcasts and re-partitions (modifier rank) or checks for changes (none), then
   /// releases what this scope gathered. Idempotent.
   void exit();
+  /// After an optimizer step (and its buffer sync) on this thread: the read-only scopes
+  /// open here take the new values as their own, so that a scope held across a step
+  /// does not blame the step's update on the user. The engine calls it.
+  static void note_step();
 
  private:
+  void hash_contents();
   static constexpr int64_t kBatchElems = int64_t{8} << 20;  // elements per all-gather
   std::vector<Tensor> params_, buffers_;
   std::vector<bool> gathered_here_;

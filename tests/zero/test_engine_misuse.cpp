@@ -140,6 +140,30 @@ TEST(EngineMisuse, ABackwardOutsideTheEngineIsRefused) {
   });
 }
 
+// A read-only GatheredParameters scope held across a step sees the step's update as the
+// scope's values, not as an edit (it blamed the optimizer on the user); an edit after the
+// step is still one.
+TEST(EngineMisuse, AReadOnlyScopeHeldAcrossAStepTakesTheUpdate) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Pair>();
+    zero::Engine e(m, comm, {}, adamw());
+    {
+      zero::GatheredParameters g(*m, comm);
+      e.backward(loss_of(e, 1));
+      EXPECT_TRUE(e.step());
+      EXPECT_NO_THROW(g.exit());
+    }
+    zero::GatheredParameters g(*m, comm);
+    e.backward(loss_of(e, 2));
+    EXPECT_TRUE(e.step());
+    {
+      autograd::NoGradGuard no_grad;
+      m->b->bias.fill_(1.0);
+    }
+    EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'b.bias' was modified inside a scope"));
+  });
+}
+
 // Under gradient accumulation the engine counts micro-batches by step() calls (DeepSpeed's
 // contract). Several backward() calls before one step(), as a PyTorch loop accumulates,
 // would update at every gas-th step() only, with gas times the gradient: refused.
