@@ -124,10 +124,21 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   result.replica_checks = 1;
   const gpt::TokenLayout layout = model->layout();
   const gpt::GptSpec& spec = model->gpt->spec();
+  // The run's target tokens per vocabulary entry (unigram_entropy): this rank's, and on
+  // rank 0 those of the run before a resume (saved summed over ranks).
+  std::vector<int64_t> histogram(static_cast<size_t>(spec.vocab_size), 0);
 
   int64_t start = 0;
   if (!resume_from.empty()) {
     zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
+    const Tensor saved = app::checkpoint_state(extra.state, "token_histogram");
+    if (saved.defined() && comm.rank() == 0) {
+      ZT_CHECK(saved.dim() == 1 && saved.numel() == spec.vocab_size && saved.dtype() == DType::i64,
+               "'", extra.dir, "': token_histogram is ", saved.str(), ", expected i64[",
+               spec.vocab_size, "] (gpt.vocab_size)");
+      const std::vector<double> v = saved.to_vector();
+      for (size_t i = 0; i < v.size(); ++i) histogram[i] = static_cast<int64_t>(v[i]);
+    }
     ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
     const std::string data_note = app::resume_data(*loader, extra);
@@ -191,11 +202,15 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::ScalarWindow window;
   app::StepTimer timer;
   app::Progress progress(tc.steps, options.tty && say);
-  std::vector<int64_t> histogram(static_cast<size_t>(spec.vocab_size), 0);
   double run_tok_seconds = 0.0, run_step_seconds = 0.0;
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
+    // Summed over ranks: resumable at any world size.
+    std::vector<double> counts(histogram.begin(), histogram.end());
+    Tensor total = from_vector(counts, {spec.vocab_size}, DType::f64);
+    app::all_reduce_host(comm, total, comm::ReduceOp::kSum);
     const std::string dir =
-        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt");
+        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt",
+                                      {{"token_histogram", total.to(DType::i64)}});
     if (say) progress.line("checkpoint " + dir);
     return dir;
   });

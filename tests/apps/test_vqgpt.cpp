@@ -524,7 +524,7 @@ TEST(VqGpt, ResumeSurvivesABrokenLatestAndANewRunDoesNotOverwrite) {
     });
     return out;
   };
-  train(cfg, false, false);
+  const vqgpt::TrainResult whole = train(cfg, false, false);
   const std::string ck = s / "run/checkpoints";
   // `latest` garbage and the newest step without meta.json: resume from step 2.
   std::ofstream(ck + "/latest") << "garbage\n";
@@ -532,6 +532,8 @@ TEST(VqGpt, ResumeSurvivesABrokenLatestAndANewRunDoesNotOverwrite) {
   const vqgpt::TrainResult r = train(cfg, true, false);
   EXPECT_EQ(r.start_step, 2);
   EXPECT_EQ(r.steps, 4);
+  // The run's token statistics go on from the checkpoint: as if never interrupted.
+  EXPECT_EQ(r.unigram_entropy, whole.unigram_entropy);
   EXPECT_TRUE(fs::exists(ck + "/step_000002/meta.json"));
   EXPECT_TRUE(fs::exists(ck + "/step_000004/meta.json"));
   // A new run into the same folder: refused, nothing deleted; --overwrite starts over.
