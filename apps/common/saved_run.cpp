@@ -282,6 +282,17 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "precision: set train.dtype: ",
              saved.train.dtype,
              ", or start a new run from its weights (export them, another output_dir)");
+    // The optimizer's state is loaded as saved: Adam's moments (adam and adamw alike), or
+    // SGD's momentum buffers (none at momentum 0).
+    auto state_kind = [](const config::TrainConfig& t) {
+      if (t.optimizer != config::Optimizer::sgd) return std::string("Adam's moments");
+      return std::string(t.momentum != 0 ? "SGD's momentum buffers" : "no state (SGD, momentum 0)");
+    };
+    ZT_CHECK(state_kind(saved.train) == state_kind(cfg.train), command, ": the checkpoint '",
+             run.dir, "' holds ", state_kind(saved.train), " and this config's optimizer keeps ",
+             state_kind(cfg.train),
+             " (train.optimizer, train.momentum). A resume continues the optimizer's state: set "
+             "them back, or start a new run from its weights (export them, another output_dir)");
     std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
     if (!saved.deepspeed_config.empty() || !cfg.deepspeed_config.empty()) {
       // The JSON's settings are in neither YAML tree: compare what they resolved to.

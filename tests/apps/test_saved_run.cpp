@@ -135,10 +135,14 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   auto note = [&](std::vector<std::string> sets) {
     const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
     ::testing::internal::CaptureStderr();
-    comm::run_threads(2, [&](comm::Communicator& comm) {
-      app::check_resume_config(cfg, ckpt, "vqtok", "vqtok train", comm, /*quiet=*/false);
+    const std::string err = error_of([&] {
+      comm::run_threads(2, [&](comm::Communicator& comm) {
+        app::check_resume_config(cfg, ckpt, "vqtok", "vqtok train", comm, /*quiet=*/false);
+      });
     });
-    return ::testing::internal::GetCapturedStderr();
+    const std::string out = ::testing::internal::GetCapturedStderr();  // also after an error
+    if (!err.empty()) throw Error(err);
+    return out;
   };
   EXPECT_EQ(note({}), "");
   EXPECT_EQ(note({"train.lr=0.003"}), "") << "3.0e-3 written another way";
@@ -161,6 +165,15 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   const std::string err = error_of([&] { note({"train.dtype=bf16"}); });
   EXPECT_TRUE(has(err, "trained in f32 and this config trains in bf16")) << err;
   EXPECT_TRUE(has(err, "set train.dtype: f32")) << err;
+  // So is an optimizer whose state the checkpoint's does not fit (adam and adamw share it).
+  const std::string adam = note({"train.optimizer=adam"});
+  EXPECT_TRUE(has(adam, "train.optimizer ((not set) in the checkpoint, adam in this config)"))
+      << adam;
+  const std::string sgd = error_of([&] { note({"train.optimizer=sgd"}); });
+  EXPECT_TRUE(has(sgd,
+                  "holds Adam's moments and this config's optimizer keeps SGD's momentum "
+                  "buffers (train.optimizer, train.momentum)"))
+      << sgd;
   fs::remove_all(dir);
 }
 
