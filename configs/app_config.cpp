@@ -156,6 +156,8 @@ void read_train(Section s, TrainConfig& t) {
       .get("tensorboard", t.tensorboard)
       .get("cuda_graph", t.cuda_graph)
       .get("activation_checkpointing", t.activation_checkpointing);
+  if (t.schedule == Schedule::step && t.gamma <= 0)  // 0 would stop training at step_size
+    s.fail("gamma", "must be in (0, 1], got " + std::to_string(t.gamma));
   read_param_groups(s.raw("param_groups"), t.param_groups);
   s.finish();
   if (t.cuda_graph && t.device != "cuda")

@@ -375,8 +375,8 @@ std::string format_duration(double seconds) {
   char buf[32];
   if (!std::isfinite(seconds) || seconds < 0) return "?";
   const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (seconds < 60)
-    std::snprintf(buf, sizeof buf, "%.0fs", seconds);
+  if (s < 60)  // rounded first: 59.6 s is "1m00s", not "60s"
+    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
   else if (s < 3600)
     std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
                   static_cast<long long>(s % 60));

@@ -114,6 +114,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const std::string& resume_from = run_start.resume_from;
   if (!resume_from.empty()) {
     app::check_resume_config(cfg, resume_from, "vqgpt", "vqgpt train", comm, /*quiet=*/!say);
+    if (say && !options.tokenizer.empty())
+      std::fprintf(stderr,
+                   "vqgpt train: note: --tokenizer '%s' is not read on a resume: the checkpoint "
+                   "holds the tokenizer it trained with\n",
+                   options.tokenizer.c_str());
   }
   auto tokenizer = resume_from.empty() ? load_tokenizer(cfg, options.tokenizer, comm, device)
                                        : random_tokenizer(cfg, comm, device);
@@ -234,6 +239,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   model->train();                          // the tokenizer stays in eval mode
   const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  int64_t last_done = start;               // a stop signal may end the loop early
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
@@ -355,6 +361,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         progress.line("eval  step " + std::to_string(done) + " | loss " +
                       fmt("%.4f", result.eval_loss));
     }
+    last_done = done;
     if (checkpoints.stop_after(done, comm)) break;
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
@@ -370,7 +377,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   Tensor tot = from_vector({run_tok_seconds, run_step_seconds}, {2}, DType::f64);
   app::all_reduce_host(comm, tot, comm::ReduceOp::kSum);
   const auto t = tot.to_vector();
-  const int64_t steps_run = tc.steps - start;
+  const int64_t steps_run = last_done - start;
   result.tokenizer_share = t[1] > 0 ? t[0] / t[1] : 0.0;
   if (t[1] > 0 && steps_run > 0)
     result.tokens_per_second = static_cast<double>(steps_run * clips_per_step * targets_per_clip) /

@@ -59,3 +59,11 @@ TEST(Progress, NoTerminalOnlyPlainLines) {
   });
   EXPECT_EQ(out, "checkpoint runs/x/step_1\n");
 }
+
+TEST(Progress, DurationsRoundOnce) {
+  // Rounded to whole seconds before the unit is chosen: 59.6 s is a minute.
+  EXPECT_EQ(app::format_duration(12.4), "12s");
+  EXPECT_EQ(app::format_duration(59.6), "1m00s");
+  EXPECT_EQ(app::format_duration(3599.6), "1h00m");
+  EXPECT_EQ(app::format_duration(-1), "?");
+}

@@ -122,6 +122,13 @@ TEST(Config, AdamNeedsAPositiveEps) {
             0.0);  // SGD does not read it
 }
 
+TEST(Config, TheStepScheduleNeedsAPositiveGamma) {
+  const std::string msg = error_of([] {
+    parse_app_config(parse_yaml("train: {schedule: step, gamma: 0}\n", "g.yaml"), App::vqtok);
+  });
+  EXPECT_NE(msg.find("g.yaml:1: train.gamma: must be in (0, 1], got 0"), std::string::npos) << msg;
+}
+
 TEST(Config, ShippedConfigsLoad) {
   const std::string dir = std::string(ZT_SOURCE_DIR) + "/configs/";
   AppConfig tiny = load_app_config(dir + "vqtok_tiny.yaml", {}, App::vqtok);
