@@ -24,10 +24,11 @@ struct SyncGroup {
 
 // One collective over `group`: on the tensor itself when it is the only contiguous
 // member, else on a flat buffer its members are packed into and unpacked from by one
-// multi_copy_ each. An average is taken in f64 whatever the buffers' dtype: values equal on
-// every rank then average back to themselves exactly (in f32, (x + x + x) / 3 is not
-// always x), so a buffer no rank changed, such as a frozen BatchNorm's statistics, stays
-// bit for bit as it was at any world size.
+// multi_copy_ each. An average is taken in f64 whatever the buffers' dtype: f32, bf16 and
+// f16 values equal on every rank then average back to themselves exactly (in f32,
+// (x + x + x) / 3 is not always x), so a buffer no rank changed, such as a frozen
+// BatchNorm's statistics, stays bit for bit as it was at any world size. An f64 buffer has
+// no wider type to sum in: its equal values may come back an ulp apart.
 void sync_group(const SyncGroup& group, comm::Communicator& comm) {
   const DType wire = group.average ? DType::f64 : group.dtype;
   auto collective = [&](const Tensor& t) {
