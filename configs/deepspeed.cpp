@@ -284,12 +284,16 @@ static std::string without_comments(const std::string& text) {
   return out;
 }
 
-Node load_deepspeed_file(const std::string& path) {
+std::string read_deepspeed_file(const std::string& path) {
   std::ifstream f(path);
   if (!f) throw Error("cannot open DeepSpeed config '" + path + "': " + std::strerror(errno));
   std::stringstream text;
   text << f.rdbuf();
-  return parse_yaml(without_comments(text.str()), path);
+  return text.str();
+}
+
+Node load_deepspeed_file(const std::string& path) {
+  return parse_yaml(without_comments(read_deepspeed_file(path)), path);
 }
 
 namespace {

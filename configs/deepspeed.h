@@ -17,6 +17,8 @@ namespace zt::config {
 /// Reads a DeepSpeed config file as DeepSpeed does (with hjson): JSON, plus `#`, `//`
 /// and `/* */` comments and trailing commas; a key given twice is an error.
 Node load_deepspeed_file(const std::string& path);
+/// The file's text as it is (a checkpoint records it); an error naming it if unreadable.
+std::string read_deepspeed_file(const std::string& path);
 
 /// Applies the train keys of the DeepSpeed config `ds` (load_deepspeed_file) to `c`, parsed from
 /// the YAML tree `yaml`: the JSON wins, and each YAML train key it replaces with another value adds

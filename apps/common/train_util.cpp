@@ -551,14 +551,8 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
   extra.config_yaml = cfg.root.dump();
   // A DeepSpeed JSON sets much of the run (config_yaml holds only its path): kept as it
   // was, so that a resume compares the settings it gave, not the file as it is then.
-  if (!cfg.deepspeed_config.empty()) {
-    std::ifstream f(cfg.deepspeed_config);
-    std::ostringstream text;
-    text << f.rdbuf();
-    ZT_CHECK(f.good() || f.eof(), "cannot read the DeepSpeed config '", cfg.deepspeed_config,
-             "' to record it with the checkpoint");
-    extra.user["deepspeed_json"] = text.str();
-  }
+  if (!cfg.deepspeed_config.empty())
+    extra.user["deepspeed_json"] = config::read_deepspeed_file(cfg.deepspeed_config);
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
   extra.loader_batch = loader.options().batch_size;
