@@ -22,7 +22,13 @@ Tensor L1Loss::forward(const Tensor& x, const Tensor& y) {
 }
 
 std::string CrossEntropyLoss::extra_repr() const {
-  return "ignore_index=" + std::to_string(ignore_index_);
+  static const char* const reductions[] = {"mean", "sum", "none"};
+  std::string s = "ignore_index=" + std::to_string(options_.ignore_index);
+  if (options_.label_smoothing != 0)
+    s += ", label_smoothing=" + std::to_string(options_.label_smoothing);
+  if (options_.reduction != Reduction::kMean)
+    s += std::string(", reduction=") + reductions[static_cast<int>(options_.reduction)];
+  return s;
 }
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& target) {
@@ -34,7 +40,7 @@ Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& target) {
   for (int64_t d = 2; ok && d < logits.dim(); ++d) ok = target.size(d - 1) == logits.size(d);
   ZT_CHECK(ok, "CrossEntropyLoss: logits ", shape_str(logits.sizes()), " (N, C, *) and target ",
            shape_str(target.sizes()), " (N, *) do not match");
-  return cross_entropy(logits, target, ignore_index_);
+  return cross_entropy(logits, target, options_);
 }
 
 }  // namespace zt::nn

@@ -1,5 +1,6 @@
-// Loss modules (mean reduction): MSELoss, L1Loss, CrossEntropyLoss. Each is called with
-// two inputs, loss(prediction, target), and returns a scalar.
+// Loss modules: MSELoss, L1Loss, CrossEntropyLoss. Each is called with two inputs,
+// loss(prediction, target), and returns a scalar (the mean; CrossEntropyLoss also takes
+// label smoothing and the sum, or one loss per position).
 #pragma once
 
 #include "nn/module.h"
@@ -40,14 +41,17 @@ class L1Loss : public LossModule {
 class CrossEntropyLoss : public LossModule {
  public:
   explicit CrossEntropyLoss(int64_t ignore_index = -100)
-      : LossModule("CrossEntropyLoss"), ignore_index_(ignore_index) {}
+      : CrossEntropyLoss(CrossEntropyOptions{.ignore_index = ignore_index}) {}
+  /// With label smoothing or another reduction (kNone returns one loss per position).
+  explicit CrossEntropyLoss(CrossEntropyOptions options)
+      : LossModule("CrossEntropyLoss"), options_(options) {}
   std::string extra_repr() const override;
 
  protected:
   Tensor forward(const Tensor& logits, const Tensor& target) override;
 
  private:
-  int64_t ignore_index_;
+  CrossEntropyOptions options_;
 };
 
 }  // namespace zt::nn

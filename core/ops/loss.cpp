@@ -63,7 +63,8 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+namespace {
+void check_cross_entropy(const Tensor& logits, const Tensor& target) {
   ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
   ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
            shape_str(logits.sizes()));
@@ -76,6 +77,37 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   ZT_CHECK(target.sizes() == want, "cross_entropy: target shape ", shape_str(target.sizes()),
            " does not match logits ", shape_str(logits.sizes()), " (expected ", shape_str(want),
            ")");
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
+  ZT_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
+           "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
+  if (o.label_smoothing == 0 && o.reduction == Reduction::kMean)
+    return cross_entropy(logits, target, o.ignore_index);
+  check_cross_entropy(logits, target);
+  const int64_t C = logits.size(1);
+  // Targets as f64 (class indices are exact there): which count, and each one's class,
+  // 0 where ignored (gather needs an index in range).
+  const Tensor t = target.to(logits.device()).to(DType::f64);
+  const Tensor kept = ne(t, full({}, static_cast<double>(o.ignore_index), DType::f64, t.device()));
+  const Tensor out_of_range =
+      mul(add(lt(t, 0.0).to(DType::f64), gt(t, C - 1.0).to(DType::f64)), kept.to(DType::f64));
+  ZT_CHECK(sum(out_of_range).item() == 0, "cross_entropy: a target is out of range [0, ", C,
+           ") (and is not ignore_index = ", o.ignore_index, ")");
+  const Tensor index = where(kept, t, zeros({}, DType::f64, t.device())).to(DType::i64);
+  const Tensor logp = log_softmax(widened(logits), 1);  // (N, C, *)
+  Tensor per = neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1));
+  if (o.label_smoothing > 0)
+    per = add(mul(per, 1.0 - o.label_smoothing), mul(neg(mean(logp, {1})), o.label_smoothing));
+  per = mul(per, kept.to(per.dtype()));  // 0 where ignored
+  if (o.reduction == Reduction::kNone) return per;
+  if (o.reduction == Reduction::kSum) return sum(per);
+  return div(sum(per), sum(kept.to(per.dtype())));  // all ignored: NaN, as PyTorch's
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
+  check_cross_entropy(logits, target);
   const int64_t C = logits.size(1);
   const Device dev = logits.device();
   // The kernels read (P, C) rows with the class dim last and contiguous: (N, C) logits

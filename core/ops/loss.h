@@ -19,6 +19,21 @@ Tensor log_softmax(const Tensor& x, int64_t dim);
 /// nothing of the logits' size is stored beyond the logits themselves ((N, C, *) logits
 /// are first copied class-last) and the gradient (one tensor like the logits).
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100);
+
+/// How a loss combines its positions: their mean, their sum, or none (one per position).
+enum class Reduction { kMean, kSum, kNone };
+/// torch.nn.functional.cross_entropy's options (no class weights).
+struct CrossEntropyOptions {
+  int64_t ignore_index = -100;
+  /// The target mixes the one-hot class (1 - label_smoothing) with the uniform
+  /// distribution (label_smoothing), in [0, 1].
+  double label_smoothing = 0.0;
+  /// kMean: over targets != ignore_index; kSum; kNone: (N) or (N, *), 0 where ignored.
+  Reduction reduction = Reduction::kMean;
+};
+/// cross_entropy with options; the defaults run the fused kernels above, the others a
+/// composition over log_softmax (which stores a tensor of the logits' size).
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o);
 /// Mean squared error, mean reduction (16-bit inputs: computed in f32).
 Tensor mse_loss(const Tensor& x, const Tensor& y);
 /// Mean absolute error, mean reduction (16-bit inputs: computed in f32).

@@ -101,6 +101,50 @@ TEST(CrossEntropy, Errors) {
   EXPECT_THROW(cross_entropy(logits, zeros({2})), Error);  // float targets
 }
 
+TEST(CrossEntropy, LabelSmoothingAndReductionsAsPyTorchDefinesThem) {
+  // Rows of HandValues: -log p = [1.098612 x 3] and [1.386294, 1.386294, 0.693147].
+  // label_smoothing 0.3: (1 - 0.3) * nll + 0.3 * mean_c(-log p_c).
+  Tensor logits = from_vector({0, 0, 0, 0, 0, std::log(2.0)}, {2, 3}, DType::f64);
+  Tensor target = from_vector({0, 2}, {2}, DType::i64);
+  CrossEntropyOptions o;
+  o.label_smoothing = 0.3;
+  o.reduction = Reduction::kNone;
+  const double row1 = 0.7 * 0.693147 + 0.3 * (2 * 1.386294 + 0.693147) / 3;
+  EXPECT_TRUE(values_are(cross_entropy(logits, target, o), {1.098612, row1}));
+  o.reduction = Reduction::kSum;
+  EXPECT_NEAR(cross_entropy(logits, target, o).item(), 1.098612 + row1, 1e-5);
+  o.reduction = Reduction::kMean;
+  EXPECT_NEAR(cross_entropy(logits, target, o).item(), (1.098612 + row1) / 2, 1e-5);
+  // Without smoothing every reduction agrees with the fused loss; an ignored target is 0
+  // in kNone and left out of the mean.
+  Tensor ignored = from_vector({0, -100}, {2}, DType::i64);
+  CrossEntropyOptions plain;
+  plain.reduction = Reduction::kNone;
+  EXPECT_TRUE(values_are(cross_entropy(logits, ignored, plain), {1.098612, 0}));
+  plain.reduction = Reduction::kSum;
+  EXPECT_NEAR(cross_entropy(logits, target, plain).item(), 2 * cross_entropy(logits, target).item(),
+              1e-12);
+  o.reduction = Reduction::kMean;
+  EXPECT_NEAR(cross_entropy(logits, ignored, o).item(), 1.098612, 1e-5);
+  // Gradients, spatial logits included.
+  Tensor l4 = test::rand_leaf({2, 3, 2, 2}, 3);
+  Tensor t4 = from_vector({0, 1, 2, -100, 2, 2, 1, 0}, {2, 2, 2}, DType::i64);
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    o.reduction = r;
+    EXPECT_GRAD_OK([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t4, o); },
+                   {l4});
+  }
+  o.label_smoothing = 1.5;
+  EXPECT_TRUE(test::throws_with([&] { cross_entropy(logits, target, o); },
+                                "label_smoothing must be in [0, 1], got 1.5"));
+  o.label_smoothing = 0.1;
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        cross_entropy(logits, from_vector({0, 3}, {2}, DType::i64), o);
+      },
+      "out of range [0, 3)"));
+}
+
 TEST(Losses, MseAndL1) {
   // x = [1, 2, 3], y = [1, 0, 0]: mse = (0 + 4 + 9) / 3 = 4.333333, l1 = (0 + 2 + 3) / 3.
   Tensor x = from_vector({1, 2, 3}, {3}), y = from_vector({1, 0, 0}, {3});

@@ -158,6 +158,13 @@ TEST(Losses, Values) {
   EXPECT_NEAR(nn::CrossEntropyLoss(-1)(l2, from_vector({0, -1}, {2}, DType::i64)).item(),
               std::log(1 + std::exp(1.0)), 1e-5);
   EXPECT_THROW(ce(logits, zeros({2})), Error);
+  // Its options as torch.nn.CrossEntropyLoss's: per position, with label smoothing 0.5 the
+  // target is [0.75, 0.25], so row 0 of l2 (log-probabilities -log(1 + e) - [1, 0]) gives
+  // 0.75 * 1.313262 + 0.25 * 0.313262.
+  nn::CrossEntropyLoss smooth({.label_smoothing = 0.5, .reduction = Reduction::kNone});
+  EXPECT_TRUE(values_are(smooth(l2, from_vector({0, 1}, {2}, DType::i64)),
+                         {0.75 * 1.313262 + 0.25 * 0.313262, 0.693147}));
+  EXPECT_EQ(smooth.extra_repr(), "ignore_index=-100, label_smoothing=0.500000, reduction=none");
   EXPECT_THROW(nn::MSELoss()(x, zeros({3})), Error);
 }
 
