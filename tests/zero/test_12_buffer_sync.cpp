@@ -48,14 +48,16 @@ class TwoNorms : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*bn_b)((*bn_a)((*conv)(x))); }
 };
 
+// The lesson's model, partitioned, with the same initial weights on every call.
+std::shared_ptr<lesson::TokenizerLike> tokenizer(comm::Communicator& comm) {
+  manual_seed(9);
+  zero::Init init(comm);
+  return std::make_shared<lesson::TokenizerLike>();
+}
+
 Stats train(comm::Communicator& comm, zero::BufferSync sync, int k, bool* diverged = nullptr,
             bool tamper = false) {
-  manual_seed(9);
-  std::shared_ptr<lesson::TokenizerLike> tok;
-  {
-    zero::Init init(comm);
-    tok = std::make_shared<lesson::TokenizerLike>();
-  }
+  const auto tok = tokenizer(comm);
   zero::Config cfg;
   cfg.buffers.sync = sync;
   zero::Engine engine(tok, comm, cfg, {});
@@ -100,12 +102,7 @@ TEST(Lesson12BufferSync, AverageGivesTheMeanOfRanks) {
 // forward ran): they are synchronized as after an applied step.
 TEST(Lesson12BufferSync, AStepSkippedForAnFp16OverflowStillSyncsTheBuffers) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    manual_seed(9);
-    std::shared_ptr<lesson::TokenizerLike> tok;
-    {
-      zero::Init init(comm);
-      tok = std::make_shared<lesson::TokenizerLike>();
-    }
+    const auto tok = tokenizer(comm);
     zero::Config cfg;
     cfg.precision.fp16 = true;
     cfg.precision.loss_scale = 1;  // fixed: the gradients below overflow f16 whatever it is
