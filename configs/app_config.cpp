@@ -15,6 +15,16 @@
 
 namespace zt::config {
 
+const char* optimizer_name(Optimizer o) {
+  static const char* const names[] = {"adamw", "adam", "sgd"};
+  return names[static_cast<int>(o)];
+}
+
+const char* schedule_name(Schedule s) {
+  static const char* const names[] = {"constant", "cosine", "linear", "step"};
+  return names[static_cast<int>(s)];
+}
+
 namespace {
 
 bool is_pow2(int64_t v) {
@@ -213,10 +223,8 @@ void read_gpt(Section s, GptConfig& g) {
 // switching the optimizer or schedule by one key leaves the other's settings harmless.)
 void note_inapplicable(const Node& root, AppConfig& c) {
   const TrainConfig& t = c.train;
-  const char* optimizers[] = {"adamw", "adam", "sgd"};
-  const char* schedules[] = {"constant", "cosine", "linear", "step"};
-  const std::string opt = optimizers[static_cast<int>(t.optimizer)];
-  const std::string sched = schedules[static_cast<int>(t.schedule)];
+  const std::string opt = optimizer_name(t.optimizer);
+  const std::string sched = schedule_name(t.schedule);
   auto note = [&](const char* section, const char* key, bool applies, const std::string& why) {
     const Node s = root.get(section);
     const Node n = s && s.is_map() ? s.get(key) : Node();

@@ -49,6 +49,9 @@ struct ModelConfig {
 
 enum class Optimizer { adamw, adam, sgd };
 enum class Schedule { constant, cosine, linear, step };
+/// The config's spelling of each: "adamw", ...; "constant", ...
+const char* optimizer_name(Optimizer o);
+const char* schedule_name(Schedule s);
 
 /// The optimization loop. `batch` is per rank (global batch = batch * ranks).
 struct TrainConfig {

@@ -78,10 +78,9 @@ std::string text(const T& v) {
   if constexpr (std::is_same_v<T, std::array<double, 2>>) {
     os << "[" << v[0] << ", " << v[1] << "]";
   } else if constexpr (std::is_same_v<T, Optimizer>) {
-    os << (v == Optimizer::adamw ? "adamw" : v == Optimizer::adam ? "adam" : "sgd");
+    os << optimizer_name(v);
   } else if constexpr (std::is_same_v<T, Schedule>) {
-    const char* names[] = {"constant", "cosine", "linear", "step"};
-    os << names[static_cast<int>(v)];
+    os << schedule_name(v);
   } else {
     os << v;
   }

@@ -89,21 +89,18 @@ std::vector<KeyChange> settings_changes(const config::Node& saved, const config:
 // differs from its checkpoint there, not (only) in the YAML's train section.
 std::vector<KeyChange> train_changes(const config::TrainConfig& before,
                                      const config::TrainConfig& after) {
-  static const char* const optimizers[] = {"adamw", "adam", "sgd"};
-  static const char* const schedules[] = {"constant", "cosine", "linear", "step"};
-  auto name = [](const char* const* names, auto v) {
-    return std::string(names[static_cast<int>(v)]);
-  };
   std::vector<KeyChange> d;
   compare(d, "train.batch", before.batch, after.batch);
   compare(d, "train.gradient_accumulation_steps", before.gradient_accumulation_steps,
           after.gradient_accumulation_steps);
-  compare(d, "train.optimizer", name(optimizers, before.optimizer),
-          name(optimizers, after.optimizer));
+  compare(d, "train.optimizer", std::string(config::optimizer_name(before.optimizer)),
+          std::string(config::optimizer_name(after.optimizer)));
   compare(d, "train.lr", before.lr, after.lr);
   compare(d, "train.schedule",
-          name(schedules, before.schedule) + (before.deepspeed_schedule ? " (DeepSpeed's)" : ""),
-          name(schedules, after.schedule) + (after.deepspeed_schedule ? " (DeepSpeed's)" : ""));
+          config::schedule_name(before.schedule) +
+              std::string(before.deepspeed_schedule ? " (DeepSpeed's)" : ""),
+          config::schedule_name(after.schedule) +
+              std::string(after.deepspeed_schedule ? " (DeepSpeed's)" : ""));
   compare(d, "train.warmup", before.warmup, after.warmup);
   compare(d, "train.min_lr", before.min_lr, after.min_lr);
   compare(d, "train.steps", before.steps, after.steps);

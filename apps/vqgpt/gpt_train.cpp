@@ -41,13 +41,19 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// Entropy of the summed histograms of every rank (the local one is left as it is).
-double global_entropy(const std::vector<int64_t>& local, comm::Communicator& comm) {
+// Every rank's histogram summed (f64 holds the counts exactly); the local one is left as is.
+Tensor summed_histogram(const std::vector<int64_t>& local, comm::Communicator& comm) {
   std::vector<double> v(local.begin(), local.end());
   Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
   app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
+  return t;
+}
+
+// Entropy of the summed histograms of every rank.
+double global_entropy(const std::vector<int64_t>& local, comm::Communicator& comm) {
   std::vector<int64_t> counts;
-  for (double c : t.to_vector()) counts.push_back(static_cast<int64_t>(c));
+  for (double c : summed_histogram(local, comm).to_vector())
+    counts.push_back(static_cast<int64_t>(c));
   return gpt::unigram_entropy(counts);
 }
 
@@ -210,12 +216,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   double run_tok_seconds = 0.0, run_step_seconds = 0.0;
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
     // Summed over ranks: resumable at any world size.
-    std::vector<double> counts(histogram.begin(), histogram.end());
-    Tensor total = from_vector(counts, {spec.vocab_size}, DType::f64);
-    app::all_reduce_host(comm, total, comm::ReduceOp::kSum);
-    const std::string dir =
-        app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader, "vqgpt",
-                                      {{"token_histogram", total.to(DType::i64)}});
+    const Tensor total = summed_histogram(histogram, comm).to(DType::i64);
+    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader,
+                                                          "vqgpt", {{"token_histogram", total}});
     if (say) progress.line("checkpoint " + dir);
     return dir;
   });

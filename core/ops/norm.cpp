@@ -39,6 +39,20 @@ bool wants_grad(const Tensor& t) {
   return t.defined() && t.requires_grad();
 }
 
+// What a norm's backward kernel writes: dx like x, dw and db of the parameters' shape,
+// each only where wanted (undefined otherwise); and the weight as the kernel reads it.
+struct NormGrads {
+  Tensor dx, dw, db, wc;
+};
+NormGrads norm_grads(const Tensor& xc, const Tensor& weight, const Shape& param, bool gx, bool gw,
+                     bool gb) {
+  auto like = [&](bool wanted, const Shape& s) {
+    return wanted ? Tensor::empty(s, xc.dtype(), xc.device()) : Tensor();
+  };
+  return {like(gx, xc.sizes()), like(gw, param), like(gb, param),
+          weight.defined() ? weight.detach().contiguous() : Tensor()};
+}
+
 }  // namespace
 
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
@@ -63,15 +77,10 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
     // into new storage before backward.
     autograd::record("group_norm", {x, weight, bias}, {y},
                      [=](const std::vector<Tensor>& g) {
-                       Tensor dy = g[0].contiguous();
-                       Tensor dx =
-                           gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-                       Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-                       Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-                       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-                       ZT_DISPATCH(xc.device(), group_norm_backward, dx, dw, db, dy, xc, mean, rstd,
-                                   wc, N, C, S, G);
-                       return std::vector<Tensor>{dx, dw, db};
+                       const NormGrads d = norm_grads(xc, weight, {C}, gx, gw, gb);
+                       ZT_DISPATCH(xc.device(), group_norm_backward, d.dx, d.dw, d.db,
+                                   g[0].contiguous(), xc, mean, rstd, d.wc, N, C, S, G);
+                       return std::vector<Tensor>{d.dx, d.dw, d.db};
                      },
                      {xc, weight});
   }
@@ -137,15 +146,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     autograd::record("batch_norm", {x, weight, bias}, {y},
                      [=](const std::vector<Tensor>& g) {
-                       Tensor dy = g[0].contiguous();
-                       Tensor dx =
-                           gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-                       Tensor dw = gw ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-                       Tensor db = gb ? Tensor::empty({C}, xc.dtype(), xc.device()) : Tensor();
-                       Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-                       ZT_DISPATCH(xc.device(), batch_norm_backward, dx, dw, db, dy, xc, mean, rstd,
-                                   wc, N, C, S, training);
-                       return std::vector<Tensor>{dx, dw, db};
+                       const NormGrads d = norm_grads(xc, weight, {C}, gx, gw, gb);
+                       ZT_DISPATCH(xc.device(), batch_norm_backward, d.dx, d.dw, d.db,
+                                   g[0].contiguous(), xc, mean, rstd, d.wc, N, C, S, training);
+                       return std::vector<Tensor>{d.dx, d.dw, d.db};
                      },
                      {xc, weight, mean});
   }
@@ -190,19 +194,14 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     // As in group_norm, the weight itself is saved (a ZeRO engine may re-gather it).
-    autograd::record(
-        "layer_norm", {x, weight, bias}, {y},
-        [=](const std::vector<Tensor>& g) {
-          Tensor dy = g[0].to(xc.dtype()).contiguous();
-          Tensor dx = gx ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
-          Tensor dw = gw ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
-          Tensor db = gb ? Tensor::empty(normalized_shape, xc.dtype(), xc.device()) : Tensor();
-          Tensor wc = weight.defined() ? weight.detach().contiguous() : Tensor();
-          ZT_DISPATCH(xc.device(), layer_norm_backward, dx, dw, db, dy, xc, mean, rstd, wc, rows,
-                      d);
-          return std::vector<Tensor>{dx, dw, db};
-        },
-        {xc, weight});
+    autograd::record("layer_norm", {x, weight, bias}, {y},
+                     [=](const std::vector<Tensor>& g) {
+                       const NormGrads n = norm_grads(xc, weight, normalized_shape, gx, gw, gb);
+                       ZT_DISPATCH(xc.device(), layer_norm_backward, n.dx, n.dw, n.db,
+                                   g[0].to(xc.dtype()).contiguous(), xc, mean, rstd, n.wc, rows, d);
+                       return std::vector<Tensor>{n.dx, n.dw, n.db};
+                     },
+                     {xc, weight});
   }
   return y;
 }
