@@ -187,8 +187,12 @@ void Coordinator::regather_persistent() {
   }
 }
 
+void Coordinator::check_trace_agrees() {
+  if (trace_.state() == Trace::State::kRecording && !trace_.ids().empty()) check_ranks_agree();
+}
+
 void Coordinator::end_step() {
-  if (trace_.end_step()) check_ranks_agree();
+  trace_.end_step();  // check_trace_agrees() compared a finished recording
   stats_.trace_invalidations = trace_.invalidations();
 }
 
@@ -220,7 +224,8 @@ void Coordinator::check_ranks_agree() {
   for (size_t r = 0; r < lists.size(); ++r)
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
   trace_.invalidate();
-  ZT_FAIL(os.str(), " every rank must run the same modules in the same order under ZeRO-3");
+  os << " every rank must run the same modules in the same order under ZeRO-3";
+  throw comm::AgreedError(os.str(), comm_.rank());  // every rank compared the same lists
 }
 
 }  // namespace zt::zero

@@ -77,8 +77,11 @@ class Coordinator {
   /// Drops every gathered copy, persistent ones too (their values are stale), then
   /// gathers again the persistent parameters and those a scope holds.
   void regather_persistent();
-  /// Ends a step in the trace; after the first recorded step, checks that every rank
-  /// fetched the same modules in the same order (an error naming the first difference).
+  /// Before the update of a step that recorded the trace: checks that every rank fetched
+  /// the same modules in the same order (an error naming the first difference), so that
+  /// a divergent step is refused before it changes anything.
+  void check_trace_agrees();
+  /// Ends a step in the trace (a finished recording becomes the trace prefetch follows).
   void end_step();
 
   /// When on, records "fetch:<module>", "gather:<module>", "prefetch:<module>",

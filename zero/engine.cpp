@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <mutex>
-#include <set>
 #include <unordered_map>
 
 #include "core/ops.h"
@@ -14,6 +13,7 @@
 #include "zero/hooks.h"
 #include "zero/replicas.h"
 #include "zero/sync_batchnorm.h"
+#include "zero/window_check.h"
 
 namespace zt::zero {
 
@@ -83,6 +83,13 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   for (auto& [name, p] : named) {
     p.set_name(name);
     if (is_replicated(p)) {
+      // A replica is updated in its own dtype, with no fp32 master beside it: in 16 bits
+      // every update under half an ulp of the weight would be lost.
+      ZT_CHECK(!(p.requires_grad() && is_16bit_float(p.dtype())), "zero::Engine: parameter '", name,
+               "' is a trainable replica in ", dtype_name(p.dtype()),
+               "; replicas are updated in their own dtype (no fp32 master), so small updates "
+               "would round away: build it in f32 (mixed precision applies to partitioned "
+               "parameters), partition it, or freeze it");
       broadcast_tensor(p, comm_, 0);
       replicas_.emplace_back(name, p);
       replica_trains_.push_back(p.requires_grad());
@@ -271,44 +278,6 @@ void Engine::discarding_on_error(const char* phase, const std::function<void()>&
   }
 }
 
-void Engine::check_no_stray_gradient() const {
-  const std::string& p = hooks_->stray_gradient();
-  ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p,
-           "' outside engine.backward(loss) (a plain loss.backward()?). Under the engine every "
-           "backward goes through engine.backward(loss), which scales the loss and reduces "
-           "the gradients; that gradient is in the shards now, and Module::zero_grad() cannot "
-           "take it out, so the next step would apply it: engine.discard_gradients() drops it "
-           "(and the rest of the window)");
-}
-
-void Engine::check_model_unchanged() {
-  if (nn::registration_count() == registrations_) return;
-  std::set<const TensorImpl*> known;
-  for (const NamedParam& np : params_) known.insert(np.param.impl());
-  for (const auto& [name, p] : replicas_) known.insert(p.impl());
-  for (const auto& [name, p] : model_->named_parameters())
-    ZT_CHECK(known.count(p.impl()) || !p.requires_grad(), "zero::Engine::step: '", name,
-             "' was registered (or replaced) after the engine was built, so nothing would "
-             "train it: the engine partitions, reduces and updates the parameters it was built "
-             "with. Build the whole model first (a new engine for each phase that adds modules)");
-  registrations_ = nn::registration_count();
-}
-
-void Engine::check_trainable_unchanged() const {
-  auto changed = [](const std::string& name, bool was) {
-    ZT_FAIL("zero::Engine::step: '", name, "' was ", was ? "trainable" : "frozen",
-            " when the engine was built and now has requires_grad ", was ? "false" : "true",
-            "; which parameters train is fixed when an engine is built: set requires_grad "
-            "before building it (a new engine for each phase of a freezing schedule)");
-  };
-  for (const NamedParam& np : params_)
-    if (zero_param(np.param)->grad_shard.defined() != np.param.requires_grad())
-      changed(np.name, zero_param(np.param)->grad_shard.defined());
-  for (size_t i = 0; i < replicas_.size(); ++i)
-    if (replica_trains_[i] != replicas_[i].second.requires_grad())
-      changed(replicas_[i].first, replica_trains_[i]);
-}
-
 void Engine::reduce_gradients() {
   reducer_->flush();
   reducer_->drain();
@@ -349,6 +318,10 @@ bool Engine::step() {
 bool Engine::update() {
   autograd::NoGradGuard ng;
   reduce_gradients();
+  coordinator_->check_trace_agrees();  // the forwards ran the same modules,
+  verify_after_step_ =                 // and the backwards reduced the same gradients
+      agree_on_window(reducer_->layout(), replica_versions() != replica_versions_, comm_);
+  reducer_->clear_layout();
   std::vector<Tensor> replica_grads = average_replica_grads();
 
   // Global norm: shard norms summed across ranks, replicas counted once. It stays on the
@@ -407,32 +380,12 @@ bool Engine::update() {
   GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
-  if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
+  if (verify_after_step_ ||
+      (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0))
     verify_replicas();
+  else
+    replica_versions_ = replica_versions();  // the optimizer's writes to trainable replicas
   return true;
-}
-
-std::string Engine::capture_blocker() const {
-  if (comm_.size() > 1)
-    return "it runs on " + std::to_string(comm_.size()) +
-           " ranks, and NCCL's collectives are not captured (one rank only)";
-  if (config_.gradient_accumulation_steps > 1)
-    return "gradient_accumulation_steps is " + std::to_string(config_.gradient_accumulation_steps) +
-           " (a graph holds one whole step; set it to 1)";
-  if (scaler_.active())
-    return "fp16 loss scaling decides on the host whether to skip a step (use bf16)";
-  if (offload_->moves()) return "offload_optimizer updates on the host";
-  if (timeline_ && !timeline_written_) return "a timeline (train.trace) is being recorded";
-  return "";
-}
-
-void Engine::check_capturable() const {
-  if (std::string why = capture_blocker(); !why.empty())
-    ZT_FAIL("zero::Engine: the step cannot be captured in a CUDA graph: ", why,
-            ". Train without cuda_graph, or change that setting");
-  ZT_CHECK(optimizer_->capturable(),
-           "zero::Engine: a step is being captured in a CUDA graph "
-           "but the engine is not capturable: call set_capturable(true) before the warm-up steps");
 }
 
 void Engine::before_replay() {
@@ -505,6 +458,7 @@ void Engine::skip_overflowed_step() {
   clear_replica_grads();
   coordinator_->release_all();
   sync_buffers();  // the forwards updated them (BatchNorm statistics) all the same
+  if (verify_after_step_) verify_replicas();
   GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
@@ -560,18 +514,15 @@ void Engine::verify_replicas() {
   for (const auto& nb : buffers_)  // buffers.sync none: each rank keeps its own
     if (config_.buffers.sync_for(nb.first) != BufferSync::none) all.push_back(nb);
   zero::verify_replicas(all, comm_);
+  replica_versions_ = replica_versions();
+  verify_after_step_ = false;
 }
 
-void Engine::check_buffer_policies() const {
-  std::set<std::string> paths;
-  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/false))
-    paths.insert(path);
-  for (const auto& [name, b] : buffers_) paths.insert(name);
-  for (const BufferPolicy& p : config_.buffers.modules)
-    ZT_CHECK(p.module.empty() || paths.count(p.module), "zero::Config: buffers.modules names '",
-             p.module, "', which is no module or buffer of the model (paths are dotted, as in ",
-             buffers_.empty() ? std::string("named_modules()") : "'" + buffers_.front().first + "'",
-             "), so its policy would apply to nothing");
+uint64_t Engine::replica_versions() const {
+  uint64_t sum = 0;
+  for (const auto& [name, p] : replicas_)
+    if (p.has_storage()) sum += p.storage()->version();
+  return sum;
 }
 
 void Engine::set_lr(double lr) {

@@ -70,7 +70,12 @@ class Engine {
   /// updates and returns true. Needs a backward() since the last step(). Every parameter
   /// trainable when the engine was built is updated, with a zero gradient where none
   /// arrived (a branch this step did not use), as DeepSpeed's ZeRO-3 does: AdamW's
-  /// momentum and weight decay still move it. Which parameters train is fixed at
+  /// momentum and weight decay still move it. Every rank must have backpropagated through
+  /// the same parameters: one small exchange per step compares the ranks' gradient
+  /// layouts, and a difference is an error on every rank before the update (the window is
+  /// discarded; zero/window_check.h). The same exchange finds a replicated parameter
+  /// written outside the engine (a load on one rank), and the replicas are then verified
+  /// after the step, whatever buffers.verify_every says. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
   /// each phase of a freezing schedule). A refused step changes nothing: mend the cause
   /// and call it again. A step that fails once it has begun (out of memory for the
@@ -191,6 +196,7 @@ class Engine {
   /// Errors on a trainable parameter the model gained after construction (checked when
   /// nn::registration_count() moved since the last check).
   void check_model_unchanged();
+  uint64_t replica_versions() const;
 
   /// The model and the parameters this engine partitions, held exclusively while it
   /// lives (released last, also when the constructor throws). Thread ranks share one
@@ -231,7 +237,12 @@ class Engine {
   // drop the earlier micro-steps' part, as it cannot for the partitioned parameters,
   // whose gradients are in the shards (DeepSpeed's engine owns its gradients alike).
   std::vector<Tensor> replica_window_grads_;
-  uint64_t registrations_ = 0;      // nn::registration_count() when last checked
+  uint64_t registrations_ = 0;  // nn::registration_count() when last checked
+  // The replicas' storage versions summed (replica_versions()) after the engine's own
+  // writes: a sum that moved by the next step means a write from outside (a load on one
+  // rank), and the replicas are verified after that step (verify_after_step_).
+  uint64_t replica_versions_ = 0;
+  bool verify_after_step_ = false;
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard

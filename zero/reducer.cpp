@@ -33,12 +33,14 @@ void GradReducer::add(const Tensor& p) {
   if (!queued_.empty() && queued_elems_ + n > bucket_elems_) flush();
   queued_.push_back({z, g.reshape({-1})});
   queued_elems_ += n;
+  if (comm_.size() > 1) layout_.append(p.name()).append(1, '\n');
 }
 
 void GradReducer::flush() {
   if (queued_.empty()) return;
   autograd::NoGradGuard ng;
   int world = comm_.size();
+  if (world > 1) layout_ += "|\n";
   if (world == 1) {  // one rank: its shard is the whole gradient; add it in, no bucket
     std::vector<Tensor> shards, grads;
     for (const Entry& e : queued_) {
@@ -121,6 +123,7 @@ void GradReducer::finish(Pending& p) {
 
 void GradReducer::discard() {
   queued_.clear();
+  layout_.clear();
   queued_elems_ = 0;
   for (Pending& p : pending_) {
     try {

@@ -11,6 +11,7 @@
 
 #include <deque>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "zero/comm/communicator.h"
@@ -40,6 +41,11 @@ class GradReducer {
   void discard();
   /// Buckets reduced so far.
   int64_t buckets() const { return buckets_; }
+  /// What was reduced since clear_layout(), in order: each parameter's name as it joined a
+  /// bucket, one per line, and "|" where a bucket was issued. Every rank must reduce the
+  /// same layout: the engine compares them at each step (Engine::check_ranks_reduced_alike).
+  const std::string& layout() const { return layout_; }
+  void clear_layout() { layout_.clear(); }
   /// Records each bucket, issue to finish, into `t` (null: off).
   void set_timeline(Timeline* t) { timeline_ = t; }
 
@@ -65,6 +71,7 @@ class GradReducer {
   int64_t queued_elems_ = 0;
   std::deque<Pending> pending_;
   int64_t buckets_ = 0;
+  std::string layout_;
   Timeline* timeline_ = nullptr;
 };
 

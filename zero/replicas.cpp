@@ -155,7 +155,7 @@ void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
     }
     os << " — it is the first divergent tensor; use a buffers.sync policy (broadcast or "
           "average) or load it on every rank";
-    ZT_FAIL(os.str());
+    throw comm::AgreedError(os.str(), comm.rank());  // every rank compared the same hashes
   }
 }
 

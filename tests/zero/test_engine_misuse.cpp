@@ -2,7 +2,9 @@
 // is wrong and what to do, where the engine would otherwise train something else silently:
 // a second engine on one model, a step without a backward, freezing or
 // unfreezing a parameter after the engine was built, zero::Config values out of range, a
-// trainable f64 parameter, and a buffer policy for a path the model lacks. Also: backward
+// trainable f64 parameter or 16-bit replica, a buffer policy for a path the model lacks, a
+// parameter some ranks backpropagate through and others not, and a replica loaded on one
+// rank after the engine was built. Also: backward
 // twice through one graph with retain_graph, as in PyTorch.
 #include <cmath>
 #include <functional>
@@ -24,6 +26,36 @@ struct Pair : nn::UnaryModule {
   }
   Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
   std::shared_ptr<nn::Linear> a, b;
+};
+
+// A trunk and two heads of one size; forward runs both and returns the one `use_b` picks.
+struct Heads : nn::UnaryModule {
+  Heads() : nn::UnaryModule("Heads") {
+    trunk = register_module("trunk", std::make_shared<nn::Linear>(4, 4));
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = tanh((*trunk)(x));
+    Tensor ya = (*a)(h), yb = (*b)(h);
+    return use_b ? yb : ya;
+  }
+  std::shared_ptr<nn::Linear> trunk, a, b;
+  bool use_b = false;
+};
+
+// A replicated Linear (a frozen tokenizer, say) in front of a partitioned one.
+struct Tokenized : nn::UnaryModule {
+  Tokenized(comm::Communicator& comm, bool train_tok) : nn::UnaryModule("Tokenized") {
+    {
+      zero::Replicated replica(comm);
+      tok = register_module("tok", std::make_shared<nn::Linear>(4, 4));
+    }
+    tok->requires_grad_(train_tok);
+    head = register_module("head", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return (*head)(tanh((*tok)(x))); }
+  std::shared_ptr<nn::Linear> tok, head;
 };
 
 zero::OptimizerConfig adamw() {
@@ -303,5 +335,72 @@ TEST(EngineMisuse, RetainGraphAllowsASecondBackward) {
     e.reduce_gradients();
     EXPECT_CLOSE(zero::zero_param(m->a->weight)->grad_shard, mul(once, 2.0), 1e-6, 1e-7);
     EXPECT_TRUE(e.step());
+  });
+}
+
+// Each rank reduce-scatters the gradients it got. A head that only some ranks' losses use
+// (every rank ran both) shifts their buckets against the others'; the heads have one size, so
+// the collective pairs rank 0's 'a' slices with rank 1's 'b' slices without an error of its
+// own. The step compares the ranks' layouts first: an error on every rank, nothing updated,
+// and the next step, with every rank on one head, trains. (On the first step, which records
+// the trace of module calls, the ranks' traces differ already and say so first.)
+TEST(EngineMisuse, AParameterWithAGradientOnSomeRanksOnlyIsAnErrorAtTheStep) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Heads>();
+    zero::Engine e(m, comm, {}, adamw());
+    e.backward(mean(e(randn({3, 4}))));
+    EXPECT_TRUE(e.step());
+    const Tensor before = m->trunk->weight.detach().clone();
+    m->use_b = comm.rank() == 1;
+    e.backward(mean(e(randn({3, 4}))));
+    const std::string why = test::error_of([&] { e.step(); });
+    EXPECT_NE(why.find("the ranks reduced different gradients in this window: 'a."),
+              std::string::npos)
+        << why;
+    EXPECT_NE(why.find("' got a gradient on ranks {0} and none on ranks {1}. Every rank must "
+                       "backpropagate through the same parameters"),
+              std::string::npos)
+        << why;
+    EXPECT_TRUE(test::all_close(m->trunk->weight, before, 0, 0)) << "nothing was applied";
+    m->use_b = false;
+    e.backward(mean(e(randn({3, 4}))));
+    EXPECT_TRUE(e.step());
+    EXPECT_FALSE(test::all_close(m->trunk->weight, before, 0, 0));
+  });
+}
+
+// A replica written on one rank after the engine was built (a load on rank 0 only) would stay
+// divergent for good. The write moves the replica's storage version, the step's exchange
+// tells every rank, and the replicas are verified after that step, with verify_every at its
+// default 0. The same load on every rank passes.
+TEST(EngineMisuse, AReplicaLoadedOnOneRankAfterTheEngineIsBuiltIsFoundAtTheNextStep) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Tokenized>(comm, false);
+    zero::Engine e(m, comm, {}, adamw());
+    const nn::NamedTensors loaded = {{"weight", full({4, 4}, 0.5)}, {"bias", zeros({4})}};
+    if (comm.rank() == 0) nn::load_state_dict(*m->tok, loaded);
+    e.backward(loss_of(e, 1));
+    EXPECT_TRUE(test::throws_with(
+        [&] { e.step(); },
+        "replica check failed: 'tok.weight' differs across ranks (2 distinct values): "
+        "ranks {0} ranks {1}"));
+    nn::load_state_dict(*m->tok, loaded);
+    e.backward(loss_of(e, 2));
+    EXPECT_TRUE(e.step());
+    e.backward(loss_of(e, 3));
+    EXPECT_TRUE(e.step());
+  });
+}
+
+// A replica has no fp32 master: the optimizer updates it in its own dtype, where a 16-bit
+// weight would lose every update under half an ulp. Refused when trainable; frozen is fine.
+TEST(EngineMisuse, ATrainable16BitReplicaIsRefused) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Tokenized>(comm, true);
+    m->tok->to(DType::bf16);
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, adamw()); },
+                                  "parameter 'tok.weight' is a trainable replica in bf16"));
+    m->tok->requires_grad_(false);
+    zero::Engine e(m, comm, {}, adamw());
   });
 }

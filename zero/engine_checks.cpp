@@ -1,0 +1,83 @@
+// Engine's refusals: what step(), capture and construction check before they change
+// anything (the engine itself is in engine.cpp).
+#include <set>
+
+#include "zero/engine.h"
+#include "zero/hooks.h"
+
+namespace zt::zero {
+
+void Engine::check_no_stray_gradient() const {
+  const std::string& p = hooks_->stray_gradient();
+  ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p,
+           "' outside engine.backward(loss) (a plain loss.backward()?). Under the engine every "
+           "backward goes through engine.backward(loss), which scales the loss and reduces "
+           "the gradients; that gradient is in the shards now, and Module::zero_grad() cannot "
+           "take it out, so the next step would apply it: engine.discard_gradients() drops it "
+           "(and the rest of the window)");
+}
+
+void Engine::check_model_unchanged() {
+  if (nn::registration_count() == registrations_) return;
+  std::set<const TensorImpl*> known;
+  for (const NamedParam& np : params_) known.insert(np.param.impl());
+  for (const auto& [name, p] : replicas_) known.insert(p.impl());
+  for (const auto& [name, p] : model_->named_parameters())
+    ZT_CHECK(known.count(p.impl()) || !p.requires_grad(), "zero::Engine::step: '", name,
+             "' was registered (or replaced) after the engine was built, so nothing would "
+             "train it: the engine partitions, reduces and updates the parameters it was built "
+             "with. Build the whole model first (a new engine for each phase that adds modules)");
+  registrations_ = nn::registration_count();
+}
+
+void Engine::check_trainable_unchanged() const {
+  auto changed = [](const std::string& name, bool was) {
+    ZT_FAIL("zero::Engine::step: '", name, "' was ", was ? "trainable" : "frozen",
+            " when the engine was built and now has requires_grad ", was ? "false" : "true",
+            "; which parameters train is fixed when an engine is built: set requires_grad "
+            "before building it (a new engine for each phase of a freezing schedule)");
+  };
+  for (const NamedParam& np : params_)
+    if (zero_param(np.param)->grad_shard.defined() != np.param.requires_grad())
+      changed(np.name, zero_param(np.param)->grad_shard.defined());
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (replica_trains_[i] != replicas_[i].second.requires_grad())
+      changed(replicas_[i].first, replica_trains_[i]);
+}
+
+std::string Engine::capture_blocker() const {
+  if (comm_.size() > 1)
+    return "it runs on " + std::to_string(comm_.size()) +
+           " ranks, and NCCL's collectives are not captured (one rank only)";
+  if (config_.gradient_accumulation_steps > 1)
+    return "gradient_accumulation_steps is " + std::to_string(config_.gradient_accumulation_steps) +
+           " (a graph holds one whole step; set it to 1)";
+  if (scaler_.active())
+    return "fp16 loss scaling decides on the host whether to skip a step (use bf16)";
+  if (offload_->moves()) return "offload_optimizer updates on the host";
+  if (timeline_ && !timeline_written_) return "a timeline (train.trace) is being recorded";
+  return "";
+}
+
+void Engine::check_capturable() const {
+  if (std::string why = capture_blocker(); !why.empty())
+    ZT_FAIL("zero::Engine: the step cannot be captured in a CUDA graph: ", why,
+            ". Train without cuda_graph, or change that setting");
+  ZT_CHECK(optimizer_->capturable(),
+           "zero::Engine: a step is being captured in a CUDA graph "
+           "but the engine is not capturable: call set_capturable(true) before the warm-up steps");
+}
+
+void Engine::check_buffer_policies() const {
+  std::set<std::string> paths;
+  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/false))
+    paths.insert(path);
+  for (const auto& [name, b] : buffers_) paths.insert(name);
+  for (const BufferPolicy& p : config_.buffers.modules)
+    ZT_CHECK(p.module.empty() || paths.count(p.module), "zero::Config: buffers.modules names '",
+             p.module, "', which is no module or buffer of the model (paths are dotted, as in ",
+             buffers_.empty() ? std::string("named_modules()") : "'" + buffers_.front().first + "'",
+             "), so its policy would apply to nothing");
+}
+
+}  // namespace zt::zero

@@ -1,0 +1,94 @@
+// The per-step agreement on the gradient layout and on replica writes.
+#include "zero/window_check.h"
+
+#include <algorithm>
+#include <set>
+#include <sstream>
+#include <vector>
+
+#include "zero/replicas.h"
+
+namespace zt::zero {
+
+namespace {
+
+// The parameter names of a layout, in order (bucket marks left out).
+std::vector<std::string> names_in(const std::string& layout) {
+  std::vector<std::string> names;
+  std::istringstream in(layout);
+  for (std::string line; std::getline(in, line);)
+    if (line != "|") names.push_back(line);
+  return names;
+}
+
+// "{0, 2}"
+std::string rank_set(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << "{";
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str() + "}";
+}
+
+// "a.weight, a.bias | b.weight |", at most `limit` characters.
+std::string one_line(const std::string& layout, size_t limit = 200) {
+  std::string s;
+  for (char c : layout) s += c == '\n' ? ' ' : c;
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s.size() <= limit ? s : s.substr(0, limit) + " ...";
+}
+
+[[noreturn]] void fail_layouts_differ(const std::vector<std::string>& layouts, int rank) {
+  std::vector<std::set<std::string>> sets;
+  std::vector<std::string> order;  // every name, first seen first
+  for (const std::string& l : layouts) {
+    sets.emplace_back();
+    for (std::string& n : names_in(l))
+      if (sets.back().insert(n).second && std::find(order.begin(), order.end(), n) == order.end())
+        order.push_back(n);
+  }
+  std::ostringstream os;
+  os << "zero::Engine::step: the ranks reduced different gradients in this window: ";
+  bool named = false;
+  for (const std::string& n : order) {
+    std::vector<int> with, without;
+    for (size_t r = 0; r < sets.size(); ++r)
+      (sets[r].count(n) ? with : without).push_back(static_cast<int>(r));
+    if (without.empty()) continue;
+    os << "'" << n << "' got a gradient on ranks " << rank_set(with) << " and none on ranks "
+       << rank_set(without);
+    named = true;
+    break;
+  }
+  if (!named) {
+    os << "the same parameters, in different orders or buckets (";
+    for (size_t r = 0; r < layouts.size(); ++r)
+      os << (r ? "; " : "") << "rank " << r << ": " << one_line(layouts[r]);
+    os << ")";
+  }
+  os << ". Every rank must backpropagate through the same parameters at each step: the "
+        "reduce-scatter buckets are laid out from the gradients each rank got, so they no "
+        "longer line up and would mix one parameter's gradient into another's. On the ranks "
+        "whose loss skips a branch, add 0 * (its output).sum() to the loss. This window's "
+        "gradients were discarded; nothing was updated";
+  throw comm::AgreedError(os.str(), rank);
+}
+
+}  // namespace
+
+bool agree_on_window(const std::string& layout, bool replicas_written, comm::Communicator& comm) {
+  if (comm.size() == 1) return false;
+  struct Mine {
+    uint64_t layout;
+    uint64_t written;
+  };
+  const std::vector<Mine> all =
+      comm.all_gather_object(Mine{fnv1a(layout.data(), layout.size()), replicas_written});
+  bool written = false;
+  for (const Mine& m : all) {
+    written = written || m.written != 0;
+    if (m.layout != all[0].layout) fail_layouts_differ(comm.all_gather_bytes(layout), comm.rank());
+  }
+  return written;
+}
+
+}  // namespace zt::zero
