@@ -22,7 +22,9 @@ std::string shape_str(const Shape& s) {
 
 int64_t shape_numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      ZT_FAIL("shape ", shape_str(s), " has more elements than an int64 counts");
   return n;
 }
 
@@ -50,7 +52,12 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   impl->strides = contiguous_strides(sizes);
   impl->dtype = dtype;
   impl->device = device;
-  impl->storage = std::make_shared<Storage>(shape_numel(sizes) * dtype_size(dtype), device);
+  int64_t bytes = 0;
+  ZT_CHECK(
+      !__builtin_mul_overflow(shape_numel(sizes), static_cast<int64_t>(dtype_size(dtype)), &bytes),
+      "shape ", shape_str(sizes), " of ", dtype_name(dtype),
+      " has more bytes than an int64 counts");
+  impl->storage = std::make_shared<Storage>(bytes, device);
   return Tensor(std::move(impl));
 }
 
@@ -62,6 +69,7 @@ int64_t Tensor::stride(int64_t d) const {
 }
 
 bool Tensor::is_contiguous() const {
+  if (numel() == 0) return true;  // no element to lay out (as PyTorch's)
   int64_t expected = 1;
   for (int64_t i = dim() - 1; i >= 0; --i) {
     if (impl_->sizes[i] == 1) continue;
@@ -152,6 +160,7 @@ static std::optional<Shape> view_strides(const Shape& sizes, const Shape& stride
                                          const Shape& target) {
   Shape out(target.size(), 1);
   if (sizes.empty()) return out;
+  if (shape_numel(sizes) == 0) return contiguous_strides(target);  // no element to place
   int64_t view_d = static_cast<int64_t>(target.size()) - 1;
   int64_t chunk_base = strides.back();
   int64_t tensor_numel = 1, view_numel = 1;
@@ -245,7 +254,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   start = std::clamp<int64_t>(start, 0, n);
   end = std::clamp<int64_t>(end, start, n);
   Shape sz = sizes(), st = strides();
-  sz[d] = (end - start + step - 1) / step;
+  sz[d] = end > start ? (end - start - 1) / step + 1 : 0;
   st[d] *= step;
   Tensor out = make_view(sz, st, offset() + start * strides()[d]);
   Shape in_sizes = sizes();
@@ -263,8 +272,8 @@ Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
   int64_t n = sizes()[d];
   if (start < 0) start += n;
-  ZT_CHECK(start >= 0 && length >= 0 && start + length <= n, "narrow: range [", start, ", ",
-           start + length, ") out of bounds for dimension ", d, " of size ", n);
+  ZT_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: ", length,
+           " elements from ", start, " are out of bounds for dimension ", d, " of size ", n);
   return slice(d, start, start + length, 1);
 }
 
@@ -290,6 +299,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
       continue;
     }
     int64_t cur = this->sizes()[i - lead];
+    ZT_CHECK(sizes[i] >= -1, "expand: negative size ", sizes[i], " in ", shape_str(sizes));
     int64_t want = sizes[i] == -1 ? cur : sizes[i];
     ZT_CHECK(cur == want || cur == 1, "expand: cannot expand ", shape_str(this->sizes()), " to ",
              shape_str(sizes));
@@ -323,6 +333,8 @@ Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
   if (dim() == 0) return reshape({1});
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
+  ZT_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim,
+           " of ", shape_str(sizes()));
   Shape sz;
   for (int64_t i = 0; i < start_dim; ++i) sz.push_back(sizes()[i]);
   int64_t m = 1;

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/error.h"
 #include "core/parallel.h"
 
 namespace zt::cpu {
@@ -64,6 +65,9 @@ inline int64_t blas_split_parts(int64_t m, int64_t n, int64_t k) {
 template <typename T>
 void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
+  ZT_CHECK(std::max({m, n, k, lda, ldb, ldc}) <= INT32_MAX, "gemm: a product of (", m, " x ", k,
+           ") and (", k, " x ", n, ") with leading dims ", lda, ", ", ldb, ", ", ldc,
+           " does not fit BLAS's 32-bit sizes; split the product");
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
   const bool by_rows = m >= n;

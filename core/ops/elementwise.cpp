@@ -28,6 +28,32 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
   }
 }
 
+namespace {
+
+// True when the elements are one contiguous block, in any order of the dims.
+bool is_dense(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that count
+  for (int64_t d = 0; d < t.dim(); ++d)
+    if (t.sizes()[d] > 1) dims.emplace_back(t.strides()[d], t.sizes()[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t expected = 1;
+  for (const auto& [stride, size] : dims) {
+    if (stride != expected) return false;
+    expected *= size;
+  }
+  return true;
+}
+
+// [first byte, past the last byte] of a tensor's elements in its storage (numel > 0).
+std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
+  int64_t last = t.offset();
+  for (int64_t d = 0; d < t.dim(); ++d) last += (t.sizes()[d] - 1) * t.strides()[d];
+  const auto es = static_cast<int64_t>(dtype_size(t.dtype()));
+  return {t.offset() * es, (last + 1) * es};
+}
+
+}  // namespace
+
 void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
   ZT_CHECK(!dst.requires_grad() || !autograd::grad_mode_enabled(), op, ": an in-place write to ",
            dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
@@ -39,15 +65,21 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
              dst.str(), ", has several elements in one memory location (dim ", d,
              " has stride 0: an expand()ed view); write to a clone() or to the tensor it "
              "expands");
+  // Overlap, as PyTorch judges it: two dense tensors (each a permutation of one
+  // contiguous block) in one storage must be the same elements in the same layout or
+  // apart; elementwise kernels read and write in an order that a partial overlap (x and
+  // x.t(), x[1:] and x[:-1]) would make the result depend on. Strided tensors with gaps
+  // pass unchecked (x[::2] and x[1::2] share a range but no element).
   if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
-      dst.is_contiguous() && src.is_contiguous()) {
-    const int64_t d0 = dst.offset() * static_cast<int64_t>(dtype_size(dst.dtype()));
-    const int64_t s0 = src.offset() * static_cast<int64_t>(dtype_size(src.dtype()));
-    const int64_t d1 = d0 + dst.numel() * static_cast<int64_t>(dtype_size(dst.dtype()));
-    const int64_t s1 = s0 + src.numel() * static_cast<int64_t>(dtype_size(src.dtype()));
-    ZT_CHECK(d0 == s0 || d1 <= s0 || s1 <= d0, op,
-             ": the source and the tensor written to "
-             "overlap in part in one storage; copy from a clone() of the source");
+      dst.numel() > 0 && src.numel() > 0 && is_dense(dst) && is_dense(src)) {
+    const auto [d0, d1] = byte_range(dst);
+    const auto [s0, s1] = byte_range(src);
+    const bool same = d0 == s0 && dst.sizes() == src.sizes() && dst.strides() == src.strides() &&
+                      dst.dtype() == src.dtype();
+    ZT_CHECK(same || d1 <= s0 || s1 <= d0, op, ": the source ", src.str(),
+             " and the tensor written to, ", dst.str(),
+             ", overlap in part in one storage (the write would change elements still to be "
+             "read); copy from a clone() of the source");
   }
   count_writes({dst});
 }
@@ -369,6 +401,7 @@ void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor
   auto key = [&](size_t i) {
     ZT_CHECK(dst[i].defined() && src[i].defined(), accumulate ? "multi_add_" : "multi_copy_",
              ": pair ", i, " has an undefined tensor");
+    detail::begin_write(accumulate ? "multi_add_" : "multi_copy_", dst[i], src[i]);
     return std::make_tuple(dst[i].device(), dst[i].dtype(), src[i].dtype());
   };
   std::vector<std::vector<size_t>> groups;

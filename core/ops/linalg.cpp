@@ -2,6 +2,8 @@
 // linear_gelu on the GEMM with a fused bias / GELU epilogue (cuBLASLt on GPU).
 #include "core/ops/linalg.h"
 
+#include <cstdint>
+
 #include "core/autograd.h"
 #include "core/kernels.h"
 #include "core/ops.h"
@@ -17,10 +19,14 @@ struct GemmOperand {
   int64_t ld;
   bool trans;
 };
+// BLAS and cuBLAS take 32-bit leading dims: a wider one is copied contiguous.
+constexpr int64_t kMaxLd = INT32_MAX;
 GemmOperand as_gemm_operand(const Tensor& x) {
   int64_t r = x.size(0), c = x.size(1);
-  if (x.stride(1) == 1 && x.stride(0) >= std::max<int64_t>(c, 1)) return {x, x.stride(0), false};
-  if (x.stride(0) == 1 && x.stride(1) >= std::max<int64_t>(r, 1)) return {x, x.stride(1), true};
+  if (x.stride(1) == 1 && x.stride(0) >= std::max<int64_t>(c, 1) && x.stride(0) <= kMaxLd)
+    return {x, x.stride(0), false};
+  if (x.stride(0) == 1 && x.stride(1) >= std::max<int64_t>(r, 1) && x.stride(1) <= kMaxLd)
+    return {x, x.stride(1), true};
   Tensor y = x.contiguous();
   return {y, std::max<int64_t>(c, 1), false};
 }
@@ -52,9 +58,10 @@ struct BatchedOperand {
 };
 BatchedOperand as_batched_operand(const Tensor& x) {
   int64_t r = x.size(1), c = x.size(2), sb = x.size(0) > 1 ? x.stride(0) : 0;
-  if (x.stride(2) == 1 && x.stride(1) >= std::max<int64_t>(c, 1))
+  if (x.stride(2) == 1 && x.stride(1) >= std::max<int64_t>(c, 1) && x.stride(1) <= kMaxLd)
     return {x, x.stride(1), false, sb};
-  if (x.stride(1) == 1 && x.stride(2) >= std::max<int64_t>(r, 1)) return {x, x.stride(2), true, sb};
+  if (x.stride(1) == 1 && x.stride(2) >= std::max<int64_t>(r, 1) && x.stride(2) <= kMaxLd)
+    return {x, x.stride(2), true, sb};
   Tensor y = x.contiguous();
   return {y, std::max<int64_t>(c, 1), false, r * c};
 }
@@ -71,6 +78,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc) {
   detail::check_same("gemm", {a, b, c});
+  detail::begin_write("gemm", c);
   ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -81,6 +89,7 @@ void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
                out.size(2) == b.size(2) && out.is_contiguous(),
            "bmm_into: expected out (B, M, N) contiguous, a (B, M, K), b (B, K, N); got ",
            shape_str(out.sizes()), ", ", shape_str(a.sizes()), ", ", shape_str(b.sizes()));
+  detail::begin_write("bmm_into", out);
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   if (B * M * N == 0) return;
   if (K == 0) {  // empty sums
@@ -165,14 +174,22 @@ void linear_into(const Tensor& out2, const Tensor& x2, const Tensor& w, const Te
               X.t, X.ld, W.t, W.ld, b, gelu, out2, aux);
 }
 
+// x (..., last) as rows: (product of the leading dims, last); -1 would not do where
+// last is 0.
+Tensor as_rows(const Tensor& x) {
+  const int64_t last = x.size(-1);
+  Shape lead(x.sizes().begin(), x.sizes().end() - 1);
+  return x.reshape({shape_numel(lead), last});
+}
+
 // The backward of linear (gelu = false) and linear_gelu from the output gradient g
 // (..., F_out): the gradient of the pre-activation and the bias gradient in one
 // gemm_epilogue_backward pass, then the x and weight gradients as requested.
 std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tensor& weight,
                                     const Tensor& pre, bool gelu, bool gx, bool gw, bool gb,
                                     const Shape& xs) {
-  const int64_t fin = weight.size(1), fout = weight.size(0);
-  Tensor g2 = g.reshape({-1, fout}).contiguous();
+  const int64_t fout = weight.size(0);
+  Tensor g2 = as_rows(g).contiguous();
   const int64_t rows = g2.size(0);
   Tensor dpre = gelu ? Tensor::empty({rows, fout}, g2.dtype(), g2.device()) : g2;
   Tensor dx, dw, db;
@@ -180,7 +197,7 @@ std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tens
   if (gelu || gb)
     ZT_DISPATCH(g2.device(), gemm_epilogue_backward, rows, fout, g2, pre, gelu, dpre, db);
   if (gx) dx = mm_raw(dpre, weight.detach()).view(xs);
-  if (gw) dw = mm_raw(dpre.transpose(0, 1), x.detach().reshape({-1, fin}));
+  if (gw) dw = mm_raw(dpre.transpose(0, 1), as_rows(x.detach()));
   return {dx, dw, db};
 }
 
@@ -197,7 +214,7 @@ Tensor linear_op(const char* op, const Tensor& x, const Tensor& weight, const Te
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", fout, ")");
   ZT_CHECK(!gelu || fin > 0, op, ": weight ", shape_str(weight.sizes()),
            " has no input features; use at least one");
-  Tensor x2 = x.detach().reshape({-1, fin});
+  Tensor x2 = as_rows(x.detach());
   const int64_t rows = x2.size(0);
   Tensor out2 = Tensor::empty({rows, fout}, x.dtype(), x.device());
   Tensor pre =

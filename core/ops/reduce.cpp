@@ -173,6 +173,9 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
   ZT_CHECK(p > 0 && std::isfinite(p), "norm: p must be positive and finite, got ", p,
            " (the max norm is max(abs(x)))");
   if (p == 1.0) return sum(abs(a), dims, keepdim);
+  // 16-bit powers overflow (f16's 65504) or underflow long before the norm does: summed in
+  // f32 and rounded once, as PyTorch's.
+  if (is_16bit_float(a.dtype())) return norm(a.to(DType::f32), p, dims, keepdim).to(a.dtype());
   Tensor out;
   {
     autograd::NoGradGuard ng;

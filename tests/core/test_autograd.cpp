@@ -327,6 +327,22 @@ TEST(Autograd, AWriteInPlaceToATensorSavedForBackwardIsAnErrorThere) {
   uniform_(h.detach(), 0.0, 1.0);
   EXPECT_NE(test::error_of([&] { sum(c).backward(); }).find("backward of square"),
             std::string::npos);
+  // The writers with many destinations, and the products into an output, count too.
+  for (int writer = 0; writer < 3; ++writer) {
+    Tensor v = leaf({1, 2});
+    Tensor r = mul(v, v);
+    {
+      autograd::NoGradGuard no_grad;
+      Tensor vd = v.detach();
+      if (writer == 0) multi_copy_({vd}, {full({2}, 100.0, DType::f64)});
+      if (writer == 1) multi_add_({vd}, {ones({2}, DType::f64)});
+      if (writer == 2)
+        gemm(false, false, 1, 2, 1, 1.0, ones({1, 1}, DType::f64), 1, ones({1, 2}, DType::f64), 2,
+             0.0, vd.view({1, 2}), 2);
+    }
+    EXPECT_NE(test::error_of([&] { sum(r).backward(); }).find("backward of mul"), std::string::npos)
+        << "writer " << writer;
+  }
 }
 
 TEST(Autograd, AnInPlaceWriteToATensorThatRequiresGradIsRefusedInGradMode) {

@@ -80,11 +80,24 @@ TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
   EXPECT_TRUE(values_are(one, {1}));
   const Tensor x = from_vector({0, 1, 2, 3, 4, 5, 6, 7}, {8});
   EXPECT_TRUE(test::throws_with([&] { x.narrow(0, 1, 7).copy_(x.narrow(0, 0, 7)); },
-                                "copy_: the source and the tensor written to overlap in part"));
-  // Disjoint parts of one storage, and an element onto itself, are fine.
+                                "copy_: the source f32[7] cpu and the tensor written to, f32[7] "
+                                "cpu, overlap in part in one storage"));
+  // A view laid out differently over the same elements: x += x.t() would read elements it
+  // has written (in an order the threads choose), so it is refused as PyTorch refuses it.
+  const Tensor m = from_vector({1, 2, 3, 4}, {2, 2});
+  EXPECT_TRUE(test::throws_with([&] { add_(m, m.transpose(0, 1), 1.0); }, "add_: the source"));
+  EXPECT_TRUE(test::throws_with([&] { m.copy_(m.transpose(0, 1)); }, "overlap in part"));
+  EXPECT_TRUE(test::throws_with([&] { mul_(m, m.transpose(0, 1)); }, "overlap in part"));
+  EXPECT_TRUE(
+      test::throws_with([&] { multi_copy_({m}, {m.transpose(0, 1)}); }, "multi_copy_: the source"));
+  EXPECT_TRUE(values_are(m, {1, 2, 3, 4}));
+  // Disjoint parts of one storage, interleaved views that share no element, and an element
+  // onto itself are fine.
   x.narrow(0, 4, 4).copy_(x.narrow(0, 0, 4));
+  x.slice(0, 1, 8, 2).copy_(x.slice(0, 0, 8, 2));
+  EXPECT_TRUE(values_are(x, {0, 0, 2, 2, 0, 0, 2, 2}));
   mul_(x, x);
-  EXPECT_TRUE(values_are(x, {0, 1, 4, 9, 0, 1, 4, 9}));
+  EXPECT_TRUE(values_are(x, {0, 0, 4, 4, 0, 0, 4, 4}));
 }
 
 TEST(Elementwise, PowerZeroHasAZeroGradientEverywhere) {

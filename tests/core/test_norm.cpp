@@ -264,3 +264,12 @@ TEST(Norms, ResultsDoNotDependOnThreadCount) {
   set_num_threads(hardware_threads());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "output " << i;
 }
+
+// 16-bit inputs are summed in f32 and rounded once: f16's squares of 40 sum past its 65504,
+// and squares of 1e-4 underflow to 0.
+TEST(Norm, SixteenBitInputsDoNotOverflowOrUnderflow) {
+  EXPECT_NEAR(norm(full({64}, 40.0, DType::f16)).to(DType::f32).item(), 320.0, 0.5);
+  EXPECT_NEAR(norm(full({64}, 20.0, DType::f16), 3.0).to(DType::f32).item(), 80.0, 0.1);
+  EXPECT_NEAR(norm(full({4096}, 1e-4, DType::f16)).to(DType::f32).item(), 6.4e-3, 1e-5);
+  EXPECT_EQ(norm(full({4}, 1.0, DType::bf16)).dtype(), DType::bf16);
+}

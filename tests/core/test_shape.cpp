@@ -186,3 +186,36 @@ TEST(Split, GradCheck) {
                  }),
                  {x});
 }
+
+// A tensor with a dimension of size 0 has no element to lay out: it is contiguous whatever
+// its strides, so views, reshapes and the ops built on them work (as in PyTorch).
+TEST(Shape, TensorsWithAZeroSizeDimensionWorkInEveryPosition) {
+  const Tensor e = zeros({3, 0});
+  EXPECT_TRUE(e.is_contiguous());
+  EXPECT_EQ(e.view({3, 0}).sizes(), (Shape{3, 0}));
+  EXPECT_EQ(e.reshape({-1}).sizes(), (Shape{0}));
+  EXPECT_EQ(e.unsqueeze(0).sizes(), (Shape{1, 3, 0}));
+  EXPECT_EQ(zeros({3, 0, 1}).squeeze(2).sizes(), (Shape{3, 0}));
+  EXPECT_EQ(matmul(zeros({4, 2, 0}), zeros({0, 3})).sizes(), (Shape{4, 2, 3}));
+  EXPECT_TRUE(values_are(matmul(ones({2, 0}), ones({0, 3})), {0, 0, 0, 0, 0, 0}));
+  EXPECT_EQ(bmm(zeros({2, 2, 3}), zeros({2, 3, 0})).sizes(), (Shape{2, 2, 0}));
+  EXPECT_EQ(linear(ones({3, 5}), ones({0, 5}), Tensor()).sizes(), (Shape{3, 0}));
+  // No input features: the output is the bias.
+  EXPECT_TRUE(
+      values_are(linear(ones({2, 0}), ones({2, 0}), from_vector({1, 2}, {2})), {1, 2, 1, 2}));
+}
+
+// Arguments that would overflow a size, or describe an impossible view, are refused.
+TEST(Shape, OverflowingAndInvertedArgumentsAreRefused) {
+  EXPECT_TRUE(test::throws_with([] { zeros({int64_t{1} << 62}); }, "has more bytes than an int64"));
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        Tensor::empty({int64_t{1} << 32, int64_t{1} << 32});
+      },
+      "has more elements than an int64"));
+  const Tensor x = zeros({2, 3, 5});
+  EXPECT_TRUE(test::throws_with([&] { x.flatten(2, 1); }, "flatten: start_dim 2 comes after"));
+  EXPECT_TRUE(test::throws_with([&] { x.narrow(0, 1, INT64_MAX); }, "narrow: "));
+  EXPECT_EQ(x.slice(2, 0, 5, INT64_MAX).sizes(), (Shape{2, 3, 1}));
+  EXPECT_TRUE(test::throws_with([] { ones({1}).expand({-2}); }, "expand: negative size -2"));
+}
