@@ -29,7 +29,7 @@ enum class BinaryOp : uint8_t {
   kAdd, kSub, kMul, kDiv,
   kEq, kNe, kLt, kLe, kGt, kGe,  // bool output
   // backward helpers: (a = upstream grad, b = saved input or output)
-  kReluGrad,      // a * (b > 0), b = x
+  kReluGrad,      // b <= 0 ? 0 : a, b = x (a NaN x passes a, as PyTorch's)
   kSiluGrad,      // a * s (1 + b (1 - s)), s = sigmoid(b), b = x
   kSigmoidGrad,   // a * b (1 - b), b = y
   kTanhGrad,      // a * (1 - b^2), b = y

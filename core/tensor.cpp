@@ -424,6 +424,11 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
 }
 
 const Tensor& Tensor::fill_(double value) const {
+  // An integer out of range (or NaN) would be an undefined conversion (PyTorch refuses it;
+  // a fraction truncates, as there).
+  const double lo = dtype() == DType::i64 ? -0x1p63 : -0x1p31;
+  ZT_CHECK(is_floating(dtype()) || dtype() == DType::b8 || (value >= lo && value < -lo),
+           "fill_: ", value, " cannot be converted to ", dtype_name(dtype()), " without overflow");
   detail::begin_write("fill_", *this);
   ZT_DISPATCH(device(), fill, *this, value);
   return *this;

@@ -87,7 +87,7 @@ A binary_fn(A a, A b) {
   if constexpr (Op == BinaryOp::kSub) return a - b;
   if constexpr (Op == BinaryOp::kMul) return a * b;
   if constexpr (Op == BinaryOp::kDiv) return a / b;
-  if constexpr (Op == BinaryOp::kReluGrad) return b > A(0) ? a : A(0);
+  if constexpr (Op == BinaryOp::kReluGrad) return b <= A(0) ? A(0) : a;
   if constexpr (Op == BinaryOp::kSiluGrad) {
     A s = sigmoid(b);
     return a * s * (A(1) + b * (A(1) - s));

@@ -115,7 +115,7 @@ __device__ A apply_binary(BinaryOp op, A a, A b) {
     case BinaryOp::kDiv:
       return a / b;
     case BinaryOp::kReluGrad:
-      return b > A(0) ? a : A(0);
+      return b <= A(0) ? A(0) : a;
     case BinaryOp::kSiluGrad: {
       A s = sigmoid(b);
       return a * s * (A(1) + b * (A(1) - s));

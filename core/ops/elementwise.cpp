@@ -383,10 +383,21 @@ Tensor lt(const Tensor& a, double b) {
   return lt(a, full({}, b, a.dtype(), a.device()));
 }
 
+namespace {
+// The source of an in-place binary op, broadcast to the destination's shape.
+Tensor source_for(const char* op, const Tensor& dst, const Tensor& src) {
+  if (src.sizes() == dst.sizes()) return src;
+  ZT_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), op) == dst.sizes(), op, ": the source ",
+           shape_str(src.sizes()), " does not broadcast to the destination's shape ",
+           shape_str(dst.sizes()));
+  return src.expand(dst.sizes());
+}
+}  // namespace
+
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
   detail::begin_write("add_", a, b);
-  Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
+  Tensor eb = source_for("add_", a, b);
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
 
@@ -447,7 +458,7 @@ void mul_(const Tensor& a, double s) {
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
   detail::begin_write("mul_", a, b);
-  Tensor eb = b.sizes() == a.sizes() ? b : b.expand(a.sizes());
+  Tensor eb = source_for("mul_", a, b);
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }
 

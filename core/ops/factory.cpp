@@ -50,7 +50,10 @@ Tensor from_vector(const std::vector<double>& values, const Shape& sizes, DType 
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
   ZT_CHECK(step != 0, "arange: step must be non-zero");
-  int64_t n = static_cast<int64_t>(std::ceil((end - start) / step));
+  const double count = std::ceil((end - start) / step);
+  ZT_CHECK(std::isfinite(count) && count < 0x1p48, "arange: the range [", start, ", ", end,
+           ") in steps of ", step, " is not a finite number of elements that fits in memory");
+  int64_t n = static_cast<int64_t>(count);
   n = std::max<int64_t>(n, 0);
   std::vector<double> v(n);
   for (int64_t i = 0; i < n; ++i) v[i] = start + static_cast<double>(i) * step;

@@ -66,6 +66,10 @@ TEST(Elementwise, UnaryValues) {
   EXPECT_TRUE(values_are(gelu(g, true), {0.841192, -0.158808, 0}));
   // A NaN goes through relu (as PyTorch's), so a check for non-finite values still sees it.
   EXPECT_TRUE(std::isnan(relu(from_vector({NAN}, {1})).item()));
+  Tensor xn = from_vector({NAN, -1, 1}, {3}, DType::f64).set_requires_grad(true);
+  sum(relu(xn)).backward();
+  EXPECT_TRUE(values_are(xn.grad(), {1, 0, 1}))
+      << "the gradient passes at a NaN, as PyTorch's threshold_backward";
 }
 
 TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
@@ -91,6 +95,12 @@ TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
   EXPECT_TRUE(
       test::throws_with([&] { multi_copy_({m}, {m.transpose(0, 1)}); }, "multi_copy_: the source"));
   EXPECT_TRUE(values_are(m, {1, 2, 3, 4}));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        add_(ones({3}), ones({2, 3}), 1.0);
+      },
+      "add_: the source [2, 3] does not broadcast to the destination's "
+      "shape [3]"));
   // Disjoint parts of one storage, interleaved views that share no element, and an element
   // onto itself are fine.
   x.narrow(0, 4, 4).copy_(x.narrow(0, 0, 4));

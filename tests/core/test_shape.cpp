@@ -1,6 +1,7 @@
 // Shape ops: pad, interpolate_nearest, repeat_interleave, repeat, cat, stack, split and
 // chunk. Hand-computed values, f64 gradient checks (incl. non-contiguous inputs and
 // uneven sizes), views that share storage, and argument errors.
+#include <cmath>
 #include <string>
 
 #include "common/test_util.h"
@@ -218,4 +219,11 @@ TEST(Shape, OverflowingAndInvertedArgumentsAreRefused) {
   EXPECT_TRUE(test::throws_with([&] { x.narrow(0, 1, INT64_MAX); }, "narrow: "));
   EXPECT_EQ(x.slice(2, 0, 5, INT64_MAX).sizes(), (Shape{2, 3, 1}));
   EXPECT_TRUE(test::throws_with([] { ones({1}).expand({-2}); }, "expand: negative size -2"));
+  // Values an integer dtype cannot hold, and ranges with no finite length.
+  EXPECT_TRUE(test::throws_with([] { full({2}, 3e9, DType::i32); },
+                                "fill_: 3e+09 cannot be converted to i32 without overflow"));
+  EXPECT_TRUE(test::throws_with([] { full({2}, NAN, DType::i64); }, "cannot be converted to i64"));
+  EXPECT_TRUE(values_are(full({2}, -2147483648.0, DType::i32), {-2147483648.0, -2147483648.0}));
+  EXPECT_TRUE(test::throws_with([] { arange(0, 1e30); }, "arange: the range [0, 1e+30)"));
+  EXPECT_TRUE(test::throws_with([] { arange(0, NAN); }, "arange: "));
 }
