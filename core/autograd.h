@@ -1,7 +1,7 @@
 // Autograd: a define-by-run graph of Nodes. Each differentiable op records one Node
 // whose backward closure maps output gradients to input gradients; leaves that require
-// grad accumulate through an AccumulateGrad node. backward() runs nodes in reverse
-// creation order once all their inputs are ready (deterministic).
+// grad accumulate through an AccumulateGrad node. backward() runs a ready AccumulateGrad
+// first (as PyTorch), other nodes in reverse creation order once ready (deterministic).
 #pragma once
 
 #include <functional>

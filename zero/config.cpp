@@ -18,9 +18,10 @@ void check_config(const Config& c) {
       {"stage3_param_persistence_threshold", c.stage3_param_persistence_threshold},
       {"stage3_max_live_parameters", c.stage3_max_live_parameters},
       {"stage3_max_reuse_distance", c.stage3_max_reuse_distance},
-      {"reduce_bucket_size", c.reduce_bucket_size},
       {"buffers.verify_every", c.buffers.verify_every}};
   for (const auto& [name, v] : sizes) ZT_CHECK(v >= 0, where, name, " is ", v, "; it must be >= 0");
+  ZT_CHECK(c.reduce_bucket_size >= 1, where, "reduce_bucket_size is ", c.reduce_bucket_size,
+           "; it must be >= 1 (elements per gradient bucket)");
   ZT_CHECK(c.gradient_accumulation_steps >= 1, where, "gradient_accumulation_steps is ",
            c.gradient_accumulation_steps, "; it must be >= 1 (1: an update after every backward)");
   ZT_CHECK(std::isfinite(c.gradient_clipping) && c.gradient_clipping >= 0, where,

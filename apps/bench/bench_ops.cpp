@@ -106,7 +106,8 @@ std::vector<Case> make_cases(const Setup& st) {
   zt::Generator g(1);
   std::vector<Case> cases;
   const double esz = static_cast<double>(zt::dtype_size(st.dtype));
-  // Encoder levels of the tiny tokenizer: (N, C, H, W) for N = 8 clips x 4 frames.
+  // Encoder levels of the default small tokenizer (vqtok-step's): (N, C, H, W) for N = 8
+  // clips x 4 frames.
   const std::vector<Shape> levels = {
       {32, 32, 32, 32}, {32, 64, 16, 16}, {32, 64, 8, 8}, {32, 128, 4, 4}};
   for (const Shape& s : levels) {

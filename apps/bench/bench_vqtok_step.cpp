@@ -257,7 +257,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
 
 const zt::bench::Registrar kRegisterVqtokStep(
     "vqtok-step",
-    "one training step of the tiny vqtok model (--batch, --steps, --modules, --kernels, --zero, "
+    "one training step of the default small vqtok model, 4.29M parameters, on clips of 4 frames "
+    "of 32x32 (--batch, --steps, --modules, --kernels, --zero, "
     "--offload, --cuda-graph)",
     run_vqtok_step);
 

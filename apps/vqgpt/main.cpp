@@ -2,16 +2,15 @@
 // the subcommand and its options, loads the config (with --set overrides), starts the
 // ranks (`--ranks N` thread ranks, or one process per rank under mpirun) and calls the
 // library functions in apps/vqgpt/vqgpt_app.h. Errors print "vqgpt: error: ..." on
-// stderr and exit 1.
+// stderr and exit 1 (2 for a mistake on the command line, 128 + the signal when stopped
+// by one).
 //
-//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
-//                   [--tokenizer W]
-//                   [--device D]
-//   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T]
-//                   [--top-k K] [--seed S] [--tokens ids.npy] [--device D]
+//   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] ...
+//   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T] ...
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
 //   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
-//   vqgpt plan      --config C [--ranks N] [--steps S]   (training memory per rank)
+//   vqgpt plan      --config C [--ranks N] [--steps S] ...   (training memory per rank)
+// (`vqgpt <command> --help` lists every option with its default.)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

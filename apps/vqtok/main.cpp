@@ -1,15 +1,16 @@
 // vqtok: the Emu3-style video tokenizer's command line. Parses the subcommand and its
 // options, loads the config (with --set overrides), starts the ranks (`--ranks N` thread
 // ranks, or one process per rank under mpirun) and calls the library functions in
-// apps/vqtok/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1.
+// apps/vqtok/vqtok_app.h. Errors print "vqtok: error: ..." on stderr and exit 1 (2 for a
+// mistake on the command line, 128 + the signal when stopped by one).
 //
-//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] [--steps S]
-//                [--device D]
-//   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify]
-//   vqtok decode --config C [--weights W] --codes ids.npy --out DIR
-//   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B]
+//   vqtok train  --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] ...
+//   vqtok encode --config C [--weights W] [--input X] --out ids.npy [--verify] ...
+//   vqtok decode --config C [--weights W] --codes ids.npy --out DIR ...
+//   vqtok eval   --config C [--weights W] [--split eval|train] [--batches B] ...
 //   vqtok export --config C [--checkpoint D] --out model.safetensors [--format baai|transformers]
-//   vqtok plan   --config C [--ranks N] [--steps S]
+//   vqtok plan   --config C [--ranks N] [--steps S] ...
+// (`vqtok <command> --help` lists every option with its default.)
 #include <CLI/CLI.hpp>
 
 #include <cstdio>

@@ -260,6 +260,8 @@ TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
         {[](zero::Config& c) { c.gradient_clipping = std::nan(""); }, "gradient_clipping is nan"},
         {[](zero::Config& c) { c.gradient_clipping = -1; }, "gradient_clipping is -1"},
         {[](zero::Config& c) { c.reduce_bucket_size = -5; }, "reduce_bucket_size is -5"},
+        {[](zero::Config& c) { c.reduce_bucket_size = 0; },
+         "reduce_bucket_size is 0; it must be >= 1"},
         {[](zero::Config& c) { c.buffers.verify_every = -1; }, "buffers.verify_every is -1"},
         {[](zero::Config& c) { c.precision.bf16 = c.precision.fp16 = true; },
          "precision.bf16 and precision.fp16 are both enabled"},

@@ -13,7 +13,7 @@
 using namespace zt;
 
 bool tokenize(comm::Communicator& comm) {
-  config::ModelConfig cfg;  // the tiny tokenizer: 32 channels, 4x spatial reduction
+  config::ModelConfig cfg;  // a small tokenizer: 32 channels, 4x spatial reduction
   cfg.ch_mult = {1, 2, 2};
   cfg.attn_resolutions = {2};
   cfg.codebook_size = 64;
