@@ -150,7 +150,8 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     return out;
   }
   Shape ba(a.sizes().begin(), a.sizes().end() - 2), bb(b.sizes().begin(), b.sizes().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  const std::string op = "matmul of " + shape_str(a.sizes()) + " and " + shape_str(b.sizes());
+  Shape batch = broadcast_shapes(ba, bb, op.c_str());  // the batch dims
   Shape sa = batch, sb = batch;
   sa.insert(sa.end(), {M, K});
   sb.insert(sb.end(), {K, N});

@@ -172,6 +172,7 @@ Tensor min(const Tensor& a) {
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
   ZT_CHECK(p > 0 && std::isfinite(p), "norm: p must be positive and finite, got ", p,
            " (the max norm is max(abs(x)))");
+  plan_reduce(a, dims, keepdim, "norm");  // errors name norm, not the ops it is built of
   if (p == 1.0) return sum(abs(a), dims, keepdim);
   // 16-bit powers overflow (f16's 65504) or underflow long before the norm does: summed in
   // f32 and rounded once, as PyTorch's.

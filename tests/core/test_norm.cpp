@@ -272,4 +272,5 @@ TEST(Norm, SixteenBitInputsDoNotOverflowOrUnderflow) {
   EXPECT_NEAR(norm(full({64}, 20.0, DType::f16), 3.0).to(DType::f32).item(), 80.0, 0.1);
   EXPECT_NEAR(norm(full({4096}, 1e-4, DType::f16)).to(DType::f32).item(), 6.4e-3, 1e-5);
   EXPECT_EQ(norm(full({4}, 1.0, DType::bf16)).dtype(), DType::bf16);
+  EXPECT_TRUE(test::throws_with([] { norm(ones({2, 3}), 2.0, {5}); }, "norm: dimension 5"));
 }

@@ -204,6 +204,12 @@ TEST(Shape, TensorsWithAZeroSizeDimensionWorkInEveryPosition) {
   // No input features: the output is the bias.
   EXPECT_TRUE(
       values_are(linear(ones({2, 0}), ones({2, 0}), from_vector({1, 2}, {2})), {1, 2, 1, 2}));
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        matmul(ones({2, 3, 4}), ones({3, 4, 5}));
+      },
+      "matmul of [2, 3, 4] and [3, 4, 5]: shapes [2] and [3] cannot be "
+      "broadcast together"));
 }
 
 // Arguments that would overflow a size, or describe an impossible view, are refused.
