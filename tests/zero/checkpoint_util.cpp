@@ -54,8 +54,7 @@ std::unique_ptr<zero::Engine> make_engine(comm::Communicator& comm, const Factor
 
 void train_step(zero::Engine& e, int step) {
   auto [x, y] = batch(kGlobalBatch, 100 + step);
-  int64_t b = kGlobalBatch / e.comm().size(), off = b * e.comm().rank();
-  e.backward(mse_loss(e(x.narrow(0, off, b)), y.narrow(0, off, b)));
+  e.backward(mse_loss(e(rank_slice(x, e.comm())), rank_slice(y, e.comm())));
   EXPECT_TRUE(e.step());
 }
 

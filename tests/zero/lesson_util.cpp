@@ -1,6 +1,8 @@
 // Lesson helpers.
 #include "zero/lesson_util.h"
 
+#include <algorithm>
+
 namespace zt::lesson {
 
 Mixed::Mixed() : nn::UnaryModule("Mixed") {
@@ -45,6 +47,36 @@ std::pair<Tensor, Tensor> batch(int64_t B, int seed) {
   return {x, y};
 }
 
+Tensor rank_slice(const Tensor& t, const comm::Communicator& comm) {
+  const int64_t local = t.size(0) / comm.size();
+  return t.narrow(0, comm.rank() * local, local);
+}
+
+::testing::AssertionResult shard_is_slice(const Tensor& shard, const zero::Partition& part,
+                                          int rank, const Tensor& full, double rtol, double atol) {
+  const int64_t valid = part.shard_valid(rank);
+  if (valid == 0) return ::testing::AssertionSuccess();
+  return test::all_close(shard.narrow(0, 0, valid),
+                         full.reshape({-1}).narrow(0, part.shard_offset(rank), valid), rtol, atol);
+}
+
+zero::OptimizerConfig adamw() {
+  zero::OptimizerConfig o;
+  o.lr = 1e-2;
+  o.weight_decay = 0.01;
+  return o;
+}
+
+size_t index_of(const std::vector<std::string>& events, const std::string& e, size_t from) {
+  if (from >= events.size()) return std::string::npos;
+  auto it = std::find(events.begin() + static_cast<int64_t>(from), events.end(), e);
+  return it == events.end() ? std::string::npos : static_cast<size_t>(it - events.begin());
+}
+
+int count_of(const std::vector<std::string>& events, const std::string& e) {
+  return static_cast<int>(std::count(events.begin(), events.end(), e));
+}
+
 std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
                                                             comm::Communicator& comm) {
   std::vector<std::pair<std::string, Tensor>> out;
@@ -85,6 +117,18 @@ void load_pretrained_stats(TokenizerLike& t) {
 
 std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator& comm) {
   return comm.all_gather_bytes(std::to_string(zero::tensor_hash(t)));
+}
+
+std::vector<std::vector<double>> gather_doubles(const std::vector<double>& local,
+                                                comm::Communicator& comm) {
+  const std::vector<std::string> bytes = comm.all_gather_bytes(
+      std::string(reinterpret_cast<const char*>(local.data()), local.size() * sizeof(double)));
+  std::vector<std::vector<double>> out;
+  for (const std::string& b : bytes) {
+    const double* v = reinterpret_cast<const double*>(b.data());
+    out.emplace_back(v, v + b.size() / sizeof(double));
+  }
+  return out;
 }
 
 KernelCalls kernel_calls(KernelProfile& profile) {

@@ -5,6 +5,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_util.h"
@@ -50,16 +52,44 @@ class TanhStack : public nn::UnaryModule {
 /// A deterministic batch drawn from `seed`: x (B, 3, 2, 6, 6), y (B, 5).
 std::pair<Tensor, Tensor> batch(int64_t B, int seed);
 
+/// A model of type M built under zero::Init on `comm`: every parameter is partitioned as
+/// it is registered (lesson 2 shows it step by step).
+template <typename M, typename... Args>
+std::shared_ptr<M> partitioned(comm::Communicator& comm, Args&&... args) {
+  zero::Init init(comm);
+  return std::make_shared<M>(std::forward<Args>(args)...);
+}
+
+/// This rank's rows of a global batch t (B, ...): rows [rank x B / N, (rank + 1) x B / N).
+/// B must divide by the number of ranks.
+Tensor rank_slice(const Tensor& t, const comm::Communicator& comm);
+
+/// Whether `shard` (a rank's flat shard: parameter, gradient or master) holds that rank's
+/// slice of `full` in its valid elements (the padding past them is not compared; a rank
+/// holding only padding passes).
+::testing::AssertionResult shard_is_slice(const Tensor& shard, const zero::Partition& part,
+                                          int rank, const Tensor& full, double rtol = 0,
+                                          double atol = 0);
+
+/// AdamW with lr 1e-2 and weight decay 0.01, the lessons' usual optimizer.
+zero::OptimizerConfig adamw();
+
 /// Full values of every parameter (gathered if partitioned), by name, on this rank.
 std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
                                                             comm::Communicator& comm);
+
+/// Where event `e` is in an engine's event log at or after `from` (npos: not there).
+size_t index_of(const std::vector<std::string>& events, const std::string& e, size_t from = 0);
+/// How many times event `e` is in the log.
+int count_of(const std::vector<std::string>& events, const std::string& e);
 
 /// Engine settings that make every release visible: nothing persistent
 /// (stage3_param_persistence_threshold 0), nothing kept for reuse
 /// (stage3_max_reuse_distance 0) and no prefetch (stage3_prefetch_bucket_size 0). The
 /// defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for good and
-/// a module gathered from its forward to its backward when that comes back within 1e9
-/// elements: for the lessons' small models, everything stays gathered (lessons 4, 9, 18).
+/// a module gathered from its forward to its backward when that comes back in fewer than
+/// 1e9 elements: for the lessons' small models, everything stays gathered (lessons 4, 9,
+/// 18).
 zero::Config eager_release_config();
 
 }  // namespace zt::lesson
@@ -86,6 +116,10 @@ void load_pretrained_stats(TokenizerLike& t);
 /// Hashes of `t` from every rank (rank order).
 std::vector<std::string> hashes_across_ranks(const Tensor& t, comm::Communicator& comm);
 
+/// `local` from every rank (rank order).
+std::vector<std::vector<double>> gather_doubles(const std::vector<double>& local,
+                                                comm::Communicator& comm);
+
 /// Kernel-table calls by kernel name, from a profile of the calling thread.
 using KernelCalls = std::map<std::string, int64_t>;
 KernelCalls kernel_calls(KernelProfile& profile);
@@ -107,7 +141,8 @@ class ReplicatedFront : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 
-/// Lesson 8's training setup: 5 steps on a global batch of 12 (lesson08_loop.cpp).
+/// Lesson 8's training setup: 5 steps on a global batch of 12. The loop itself is in
+/// lesson08_loop.cpp, written to be read with test_08_equivalence.cpp.
 struct EquivalenceSetup {
   int gas = 1;                      // gradient accumulation steps
   double clip = 0.0;                // gradient clipping (0: off)
