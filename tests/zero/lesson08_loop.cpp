@@ -1,6 +1,15 @@
 // Lesson 8's training loop: the same training of the Mixed model once in one process on
-// the whole batch and once under ZeRO-3 with the batch split across ranks (used by
-// test_08_equivalence.cpp and its mpirun twin in mpi/).
+// the whole batch (train_single) and once under ZeRO-3 with the batch split across ranks
+// (train_zero_and_compare), for test_08_equivalence.cpp and its mpirun twin in mpi/.
+// Side by side, the two loops differ only where ZeRO-3 says they should:
+//  - each rank trains on its slice of every micro-batch, and its loss is NOT rescaled:
+//    the reduce-scatter averages the ranks' gradients, which is the gradient of the whole
+//    batch's mean loss;
+//  - step() is called after every micro-batch; the engine counts them and updates at the
+//    last of each gradient_accumulation_steps, scaling by 1/gas itself (the plain loop
+//    divides each loss by gas);
+//  - clipping is a config setting, applied to the global norm over every rank's shards;
+//  - the result is compared on the full, gathered parameters.
 #include "zero/lesson_util.h"
 
 namespace zt::lesson {
@@ -91,13 +100,10 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
         << name;
     EXPECT_EQ(engine.optimizer().settings(name).lr_scale, grouped ? 0.5 : 1.0) << name;
   }
-  int64_t local = kGlobalBatch / N;
   for (int step = 0; step < kSteps; ++step) {
     for (int k = 0; k < s.gas; ++k) {
-      auto [x, y] = micro_batch(step, k);
-      Tensor xs = x.narrow(0, comm.rank() * local, local);
-      Tensor ys = y.narrow(0, comm.rank() * local, local);
-      engine.backward(mse_loss(engine(xs), ys));
+      auto [x, y] = micro_batch(step, k);  // the global micro-batch; this rank's rows of it
+      engine.backward(mse_loss(engine(rank_slice(x, comm)), rank_slice(y, comm)));
       bool stepped = engine.step();
       EXPECT_EQ(stepped, k == s.gas - 1);
     }
@@ -105,6 +111,10 @@ void train_zero_and_compare(comm::Communicator& comm, const EquivalenceSetup& s,
   if (s.clip > 0) {
     EXPECT_GT(engine.last_grad_norm(), s.clip) << "clipping was active";
   }
+  // The settings above did what they say: prefetches were issued along the trace, and
+  // each backward filled several buckets.
+  EXPECT_GT(engine.stats().prefetches_issued, 0);
+  EXPECT_GT(engine.stats().buckets_reduced, kSteps * s.gas);
   auto got = full_parameters(*m, comm);
   ASSERT_EQ(got.size(), expect.size());
   for (size_t i = 0; i < got.size(); ++i)

@@ -67,15 +67,18 @@ TEST(Lesson00ByHand, TheLifeOfAParameter) {
     EXPECT_EQ(z->status, zero::ParamStatus::kNotAvailable);
     EXPECT_FALSE(w.has_storage());
 
-    // 5. Reduce-scatter through the reducer: rank r receives slice r of the AVERAGE of
-    //    the ranks' gradients, added into its fp32 gradient shard. The bucket takes the
-    //    full gradient.
+    // 5. Reduce-scatter: each rank pads its full gradient (from its own data) to N x 8
+    //    elements, and one reduce-scatter with kAvg hands rank r slice r of the AVERAGE
+    //    over ranks, which is added into its fp32 gradient shard. The full gradient is then
+    //    freed. The engine's zero::GradReducer does the same for many parameters at once,
+    //    laid side by side in a bucket (lessons 6 and 17).
+    Tensor padded = zeros({z->part.padded_numel()});
+    padded.narrow(0, 0, z->part.numel).copy_(w.grad().reshape({-1}));
+    Tensor slice = zeros({z->part.shard_numel});
+    comm.reduce_scatter(slice, padded, comm::ReduceOp::kAvg);
     z->grad_shard = zeros({z->part.shard_numel});
-    zero::GradReducer reducer(comm, /*bucket_elems=*/1 << 20, /*async=*/false);
-    reducer.add(w);
-    EXPECT_FALSE(w.grad().defined());
-    reducer.flush();
-    reducer.drain();
+    add_(z->grad_shard, slice);
+    w.set_grad(Tensor());
     Tensor ref_grad = ref->weight.grad().reshape({-1});
     EXPECT_CLOSE(z->grad_shard.narrow(0, 0, valid), ref_grad.narrow(0, off, valid), 1e-5, 1e-7);
 

@@ -5,14 +5,17 @@
 // gathers a module's own parameters with one all-gather (lesson 16 shows the layout).
 // Touching a released parameter is an error that names it and says how to gather it —
 // never a silent zero-sized tensor. A tensor registered in two modules (tied weights) is
-// gathered for either one (lesson 24).
+// gathered for either one (lesson 24). At one rank there is nothing to gather: the
+// gathered parameter is its shard, used in place. An inference forward (under
+// NoGradGuard) keeps nothing for reuse: even with the default reuse distance it releases
+// every module after its forward (persistent parameters aside).
 //
 // These lessons use `lesson::eager_release_config()` so every release is visible. The
 // engine's defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for
-// good (`stage3_param_persistence_threshold`: PersistentParametersStayGathered below). They also
-// keep a module gathered from its forward to its backward when that comes back within 1e9 elements
-// (`stage3_max_reuse_distance`, lesson 18). For models this small, that means everything: with the
-// defaults nothing here would ever be released.
+// good (`stage3_param_persistence_threshold`: PersistentParametersStayGathered below). They
+// also keep a module gathered from its forward to its backward when that comes back in
+// fewer than 1e9 elements (`stage3_max_reuse_distance`, lesson 18). For models this small,
+// that means everything: with the defaults nothing here would be released in training.
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -106,18 +109,50 @@ TEST(Lesson04GatherRelease, PersistentParametersStayGathered) {
   });
 }
 
-TEST(Lesson04GatherRelease, AModelOutlivesItsEngine) {
-  comm::run_threads(2, [](comm::Communicator& comm) {
+// At one rank the cycle costs nothing it need not: the gathered parameter IS its shard,
+// used in place (the same storage: no copy, no gathered memory), and its gradient is
+// added into the gradient shard with no bucket and no reduce-scatter.
+TEST(Lesson04GatherRelease, AtOneRankTheGatheredParameterIsItsShard) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
     {
       zero::Init init(comm);
       m = std::make_shared<Probe>();
     }
-    for (int round = 0; round < 2; ++round) {  // a second engine takes over the same model
-      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
-      engine.backward(sum(engine(ones({2, 4}))));
-      EXPECT_TRUE(engine.step());
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    const void* shard = zero::zero_param(m->lin->weight)->shard.data_ptr();
+    const void* during = nullptr;
+    m->lin->add_forward_pre_hook(
+        [&](nn::Module&, std::vector<Tensor>&) { during = m->lin->weight.data_ptr(); });
+    reset_peak_memory();
+    comm.reset_counters();
+    engine.backward(sum(engine(ones({2, 4}))));
+    EXPECT_TRUE(engine.step());
+    EXPECT_EQ(during, shard) << "the gathered weight is the shard's storage";
+    EXPECT_EQ(engine.memory_report().gathered_param_peak, 0) << "nothing was copied out";
+    EXPECT_EQ(comm.counters()[comm::Collective::kReduceScatter].calls, 0);
+  });
+}
+
+// Under the default reuse distance a training step keeps each module gathered from its
+// forward to its backward (lesson 18). An inference forward under NoGradGuard has no
+// backward to wait for: it keeps nothing for reuse, and every module is released after
+// its forward.
+TEST(Lesson04GatherRelease, AnInferenceForwardKeepsNothingForReuse) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<lesson::Mixed>();
     }
-    EXPECT_TRUE(m->lin->weight.impl()->post_accumulate_hooks.empty()) << "no hook left behind";
+    zero::Config cfg;  // the defaults, except that nothing persists
+    cfg.stage3_param_persistence_threshold = 0;
+    zero::Engine engine(m, comm, cfg, {});
+    auto [x, y] = lesson::batch(2, comm.rank());
+    engine.backward(mse_loss(engine(x), y));  // records the trace reuse is decided by
+    engine.step();
+    autograd::NoGradGuard ng;
+    engine(x);
+    for (auto& [n, p] : m->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
   });
 }

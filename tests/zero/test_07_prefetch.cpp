@@ -8,6 +8,8 @@
 // further past persistent or kept parameters). A module
 // arriving out of order invalidates the trace (the next step records again); ranks that
 // ran different modules while recording get an error naming the first difference.
+// Lesson 17 takes the trace apart as a plain data structure (the window, the reuse
+// distance).
 #include <algorithm>
 
 #include "zero/lesson_util.h"
@@ -35,13 +37,6 @@ zero::Config prefetch_config() {
   return c;
 }
 
-// A model of type M built under zero::Init on `comm`: partitioned as it is built.
-template <typename M>
-std::shared_ptr<M> partitioned(comm::Communicator& comm) {
-  zero::Init init(comm);
-  return std::make_shared<M>();
-}
-
 void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
   engine.backward(mse_loss(engine(x), y));
   engine.step();
@@ -50,7 +45,7 @@ void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
 
 TEST(Lesson07Prefetch, TraceIsModuleOrder) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);
@@ -87,7 +82,7 @@ TEST(Lesson07Prefetch, TraceIsModuleOrder) {
 
 TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     // A window of exactly conv2's padded elements: at conv3's fetch only conv2 fits.
     zero::Config cfg = prefetch_config();
     cfg.stage3_prefetch_bucket_size = 0;
@@ -102,9 +97,9 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
     EXPECT_GT(engine.stats().prefetches_issued, before);
     const auto& ev = engine.events();
     auto pos = [&](const std::string& e) {
-      auto it = std::find(ev.begin(), ev.end(), e);
-      EXPECT_NE(it, ev.end()) << "no event " << e;
-      return it - ev.begin();
+      const size_t at = lesson::index_of(ev, e);
+      EXPECT_NE(at, std::string::npos) << "no event " << e;
+      return at;
     };
     // conv2's parameters are in flight before conv3 (the module before it) finishes.
     EXPECT_LT(pos("prefetch:conv2"), pos("forward_end:conv3"));
@@ -117,7 +112,7 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
 
 TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<Swappable> m = partitioned<Swappable>(comm);
+    std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     Tensor x = ones({2, 6}), y = zeros({2, 6});
     train_step(engine, x, y);
@@ -135,7 +130,7 @@ TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
 TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   try {
     comm::run_threads(2, [](comm::Communicator& comm) {
-      std::shared_ptr<Swappable> m = partitioned<Swappable>(comm);
+      std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
       zero::Engine engine(m, comm, prefetch_config(), {});
       m->swap = comm.rank() == 1;  // same shapes, so the collectives still match
       train_step(engine, ones({2, 6}), zeros({2, 6}));
@@ -153,7 +148,7 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
 // next modules' backward are already issued.
 TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Config cfg = lesson::eager_release_config();
     cfg.stage3_prefetch_bucket_size = 300;  // a few small modules ahead
     zero::Engine engine(m, comm, cfg, {});
@@ -165,6 +160,7 @@ TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
     size_t last_forward = 0;
     for (size_t i = 0; i < ev.size(); ++i)
       if (ev[i].rfind("forward_end:", 0) == 0) last_forward = i;
+    ASSERT_GT(last_forward, 0u) << "no forward_end event: nothing tells forward from backward";
     const auto backward_prefetches =
         std::count_if(ev.begin() + static_cast<int64_t>(last_forward), ev.end(),
                       [](const std::string& e) { return e.rfind("prefetch:", 0) == 0; });
@@ -177,7 +173,7 @@ TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
 // breaks the recorded order once: the next step records again.
 TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = partitioned<lesson::Mixed>(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Engine engine(m, comm, prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);

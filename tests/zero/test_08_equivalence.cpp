@@ -12,6 +12,11 @@
 // in a zero::Replicated scope) trains to the same values too: its gradients are
 // all-reduced (averaged) instead of reduce-scattered and count once in the global norm.
 // A frozen replica is left alone: no gradient, no optimizer state, no reduction.
+//
+// The training loop is in lesson08_loop.cpp: train_single (one process, the whole batch)
+// and train_zero_and_compare (ZeRO-3, each rank its slice). Read it next: the batch split,
+// the loss that is not rescaled, step() once per micro-batch and the comparison of the
+// full parameters are all there.
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -100,11 +105,7 @@ TEST(Lesson08Equivalence, AZeroGradBetweenMicroStepsDropsNothing) {
 TEST(Lesson08Equivalence, FrozenReplicaIsLeftAlone) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     manual_seed(11);
-    std::shared_ptr<lesson::ReplicatedFront> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::ReplicatedFront>(&comm);
-    }
+    auto m = lesson::partitioned<lesson::ReplicatedFront>(comm, &comm);
     m->front->requires_grad_(false);
     const Tensor before = m->front->weight.detach().clone();
     zero::Engine engine(m, comm, lesson::eager_release_config(), {});

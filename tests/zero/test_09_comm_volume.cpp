@@ -8,7 +8,7 @@
 //
 // The defaults trade memory for traffic. Parameters of at most
 // `stage3_param_persistence_threshold` (100k) elements stay gathered: one all-gather after
-// each step, none in forward or backward. A module whose backward comes back within
+// each step, none in forward or backward. A module whose backward comes back in fewer than
 // `stage3_max_reuse_distance` (1e9) elements is kept from its forward to its backward:
 // 2 x instead of 3 x, with the whole model gathered at the forward/backward turn
 // (lesson 18).
@@ -27,12 +27,6 @@
 using namespace zt;
 
 namespace {
-// The Mixed model partitioned over `comm`.
-std::shared_ptr<lesson::Mixed> build(comm::Communicator& comm) {
-  zero::Init init(comm);
-  return std::make_shared<lesson::Mixed>();
-}
-
 // This rank's parameter shards, in bytes (padding included).
 int64_t shard_bytes(const zero::Engine& engine) {
   int64_t bytes = 0;
@@ -54,7 +48,7 @@ void micro_step(zero::Engine& engine, comm::Communicator& comm, int step) {
 TEST(Lesson09CommVolume, ThreeTimesTheParametersPerStep) {
   for (int N : {2, 3, 4}) {
     comm::run_threads(N, [N](comm::Communicator& comm) {
-      std::shared_ptr<lesson::Mixed> m = build(comm);
+      std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
       zero::Engine engine(m, comm, lesson::eager_release_config(), {});
       const int64_t shard = shard_bytes(engine);
       for (int step = 0; step < 2; ++step) {
@@ -65,19 +59,19 @@ TEST(Lesson09CommVolume, ThreeTimesTheParametersPerStep) {
         int64_t rs = c[comm::Collective::kReduceScatter].bytes;
         EXPECT_EQ(ag, 2 * (N - 1) * shard) << "forward + backward all-gathers, N=" << N;
         EXPECT_EQ(rs, (N - 1) * shard) << "one reduce-scatter of every gradient";
-        EXPECT_EQ(ag + rs, 3 * (N - 1) * shard);
+        // Together: 3 x (N - 1) x shard bytes a step.
       }
     });
   }
 }
 
 // Persistence off, the default reuse distance: once the first step has recorded the trace,
-// every module's backward comes back within 1e9 elements, so nothing is released between
+// every module's backward comes back in fewer than 1e9 elements, so nothing is released between
 // forward and backward.
 TEST(Lesson09CommVolume, DefaultReuseDistanceMakesItTwice) {
   const int N = 2;
   comm::run_threads(N, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = build(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Config cfg;  // the defaults, except:
     cfg.stage3_param_persistence_threshold = 0;
     zero::Engine engine(m, comm, cfg, {});
@@ -108,7 +102,7 @@ TEST(Lesson09CommVolume, DefaultReuseDistanceMakesItTwice) {
 TEST(Lesson09CommVolume, PersistentParametersAreGatheredOnceAfterTheStep) {
   const int N = 2;
   comm::run_threads(N, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = build(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Engine engine(m, comm, zero::Config{}, {});
     const int64_t shard = shard_bytes(engine);
     for (int step = 0; step < 2; ++step) {
@@ -162,7 +156,7 @@ TEST(Lesson09CommVolume, OneAndAHalfTimesDataParallel) {
 TEST(Lesson09CommVolume, AccumulationMovesEveryMicroStep) {
   const int N = 2, gas = 3;
   comm::run_threads(N, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m = build(comm);
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     zero::Config cfg = lesson::eager_release_config();
     cfg.gradient_accumulation_steps = gas;
     zero::Engine engine(m, comm, cfg, {});

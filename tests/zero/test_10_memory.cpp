@@ -11,11 +11,12 @@
 // precision, 2 for fp16 parameters + 2 for fp16 gradients + 12 for the fp32 master and
 // Adam's two moments. In fp32 there is no separate master: the parameter shard is it.)
 #include "zero/lesson_util.h"
+#include "zero/memory_plan.h"
 
 using namespace zt;
 
 namespace {
-// Big enough that per-tensor overheads do not matter: 3 layers of 96 x 96.
+// 3 layers of 96 x 96.
 class Wide : public nn::UnaryModule {
  public:
   Wide() : nn::UnaryModule("Wide") {
@@ -36,11 +37,7 @@ class Wide : public nn::UnaryModule {
 TEST(Lesson10Memory, ModelStateIsOneNthPerRank) {
   for (int N : {1, 2, 4}) {
     comm::run_threads(N, [N](comm::Communicator& comm) {
-      std::shared_ptr<Wide> m;
-      {
-        zero::Init init(comm);
-        m = std::make_shared<Wide>();
-      }
+      std::shared_ptr<Wide> m = lesson::partitioned<Wide>(comm);
       zero::Engine engine(m, comm, lesson::eager_release_config(), {});
       engine.backward(sum(engine(ones({4, 96}))));
       engine.step();  // creates the optimizer moments
@@ -62,6 +59,28 @@ TEST(Lesson10Memory, ModelStateIsOneNthPerRank) {
       EXPECT_EQ(r.model_state(), 16 * shard_elems + 4 * (grad_slots - shard_elems)) << r.json();
       EXPECT_EQ(r.gathered_param, 0)
           << "nothing stays gathered after the step (eager release: nothing persistent)";
+    });
+  }
+}
+
+// The same bytes can be known before anything runs: zero::plan_memory predicts a rank's
+// shards from the model's parameter shapes, the world size and the config alone, and the
+// gathered peak from the module structure (here one Linear at a time, gathered with one
+// all-gather: its flat buffer and the full weight and bias copied out of it).
+TEST(Lesson10Memory, ThePlannerPredictsItBeforeAnythingRuns) {
+  for (int N : {2, 4}) {
+    comm::run_threads(N, [N](comm::Communicator& comm) {
+      std::shared_ptr<Wide> m = lesson::partitioned<Wide>(comm);
+      const zero::Config cfg = lesson::eager_release_config();
+      const zero::MemoryPlan plan = zero::plan_memory(*m, N, cfg);
+      zero::Engine engine(m, comm, cfg, {});
+      const zero::MemoryReport r = zero::measure_memory(engine, [&] {
+        return sum(engine(ones({4, 96})));
+      });
+      EXPECT_EQ(plan.param_shard, r.param_shard) << "N=" << N;
+      EXPECT_EQ(plan.grad_shard, r.grad_shard) << "N=" << N;
+      EXPECT_EQ(plan.optim_state, r.optim_state) << "N=" << N;
+      EXPECT_EQ(plan.gathered_peak, r.gathered_param_peak) << "N=" << N;
     });
   }
 }

@@ -23,27 +23,20 @@ TEST(Lesson13SyncBatchNorm, MatchesSingleProcessOnTheGlobalBatch) {
   for (int N : {2, 3}) {
     comm::run_threads(N, [&](comm::Communicator& comm) {
       manual_seed(5);
-      std::shared_ptr<lesson::TokenizerLike> tok;
-      {
-        zero::Init init(comm);
-        tok = std::make_shared<lesson::TokenizerLike>();
-      }
+      auto tok = lesson::partitioned<lesson::TokenizerLike>(comm);
       zero::Config cfg;
       cfg.sync_batchnorm = true;
       zero::Engine engine(tok, comm, cfg, {});
-      int64_t local = kGlobal / N, off = comm.rank() * local;
-      Tensor out = engine(x.narrow(0, off, local));
-      EXPECT_CLOSE(out, ref_out.narrow(0, off, local), 1e-5, 1e-6) << "outputs";
-      engine.backward(mse_loss(out, target.narrow(0, off, local)));
+      Tensor out = engine(lesson::rank_slice(x, comm));
+      EXPECT_CLOSE(out, lesson::rank_slice(ref_out, comm), 1e-5, 1e-6) << "outputs";
+      engine.backward(mse_loss(out, lesson::rank_slice(target, comm)));
       engine.reduce_gradients();
       const auto& ps = engine.partitioned();
+      ASSERT_EQ(ps.size(), ref_grads.size());
       for (size_t i = 0; i < ps.size(); ++i) {
-        const zero::Partition& part = zero::zero_param(ps[i].param)->part;
-        int64_t valid = part.shard_valid(comm.rank());
-        if (valid == 0) continue;
-        EXPECT_CLOSE(zero::zero_param(ps[i].param)->grad_shard.narrow(0, 0, valid),
-                     ref_grads[i].reshape({-1}).narrow(0, part.shard_offset(comm.rank()), valid),
-                     1e-5, 1e-6)
+        const zero::ZeroParam* z = zero::zero_param(ps[i].param);
+        EXPECT_TRUE(
+            lesson::shard_is_slice(z->grad_shard, z->part, comm.rank(), ref_grads[i], 1e-5, 1e-6))
             << ps[i].name;
       }
       EXPECT_CLOSE(tok->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6);
@@ -73,6 +66,7 @@ TEST(Lesson13SyncBatchNorm, OneRankUsesItsOwnStatisticsWithoutACollective) {
     EXPECT_EQ(comm.counters().total_calls(), 0) << comm.counters().json();
     EXPECT_CLOSE(out, ref_out, 1e-5, 1e-6) << "outputs";
     const auto ps = tok->parameters(), ref_ps = ref->parameters();
+    ASSERT_EQ(ps.size(), ref_ps.size());
     for (size_t i = 0; i < ps.size(); ++i) EXPECT_CLOSE(ps[i].grad(), ref_ps[i].grad(), 1e-5, 1e-6);
     EXPECT_CLOSE(tok->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6);
     EXPECT_CLOSE(tok->bn->running_var, ref->bn->running_var, 1e-5, 1e-6);

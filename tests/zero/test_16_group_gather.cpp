@@ -71,11 +71,7 @@ TEST(Lesson16GroupGather, FlatBufferLayoutAndCopyOut) {
 
 TEST(Lesson16GroupGather, EngineGathersEachModuleOnce) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::Mixed> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<lesson::Mixed>();
-    }
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     int groups = 0;  // modules owning parameters themselves (a Linear: weight and bias)
     for (auto& [path, mod] : m->named_modules()) groups += mod->local_parameters().empty() ? 0 : 1;
     zero::Engine engine(m, comm, lesson::eager_release_config(), {});

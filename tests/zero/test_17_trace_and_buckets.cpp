@@ -9,8 +9,9 @@
 // average of its slices; here is the layout that makes it so. The reducer lays a bucket
 // out rank-major,
 //   [ rank 0: p slice 0 | q slice 0 ][ rank 1: p slice 1 | q slice 1 ]
-// A parameter that would overflow reduce_bucket_size starts a new bucket, and one larger
-// than the bucket gets a bucket of its own: a parameter is never split across buckets
+// so that the reduce-scatter's piece r is every parameter's slice r (ABucketIsLaidOutRankMajor
+// builds one by hand). A parameter that would overflow reduce_bucket_size starts a new bucket, and
+// one larger than the bucket gets a bucket of its own: a parameter is never split across buckets
 // (why lesson 6's 64-element buckets still reduce conv2's 216-element weight).
 #include "zero/lesson_util.h"
 
@@ -64,6 +65,7 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
       std::vector<Tensor> params;
       for (const auto& b : base) {
         Tensor p = zeros({static_cast<int64_t>(b.size())});
+        p.set_name(params.empty() ? "p" : "q");
         p.set_requires_grad(true);
         zero::partition_param(p, comm, 0);
         zero::zero_param(p)->grad_shard = zeros({zero::zero_param(p)->part.shard_numel});
@@ -82,6 +84,8 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
       // than a bucket and gets one of its own, whole.
       int64_t expect_buckets = bucket >= 10 ? 1 : 2;
       EXPECT_EQ(reducer.buckets(), expect_buckets);
+      // What went into each bucket, in order ("|": a bucket issued).
+      EXPECT_EQ(reducer.layout(), expect_buckets == 1 ? "p\nq\n|\n" : "p\n|\nq\n|\n");
       comm::CommCounters c = comm.counters();
       EXPECT_EQ(c[comm::Collective::kReduceScatter].calls, expect_buckets);
       EXPECT_EQ(c[comm::Collective::kReduceScatter].bytes, (N - 1) * (3 + 2) * 4)
@@ -97,4 +101,29 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
       }
     });
   }
+}
+
+// What the reducer does with a bucket of p and q, by hand: rank r's part holds slice r of
+// each parameter side by side (padding zero), so one reduce-scatter hands rank r its
+// slices of both averages at once.
+TEST(Lesson17Buckets, ABucketIsLaidOutRankMajor) {
+  const int N = 2;
+  comm::run_threads(N, [&](comm::Communicator& comm) {
+    // Rank r's full gradients, r + 1 times the base values: p 5 elements (slices of 3),
+    // q 3 elements (slices of 2), so S = 3 + 2 elements per rank.
+    const double f = comm.rank() + 1;
+    const Tensor p = mul(from_vector({1, 2, 3, 4, 5}, {5}), f);
+    const Tensor q = mul(from_vector({10, 20, 30}, {3}), f);
+    // [ rank 0: p[0:3] | q[0:2] ][ rank 1: p[3:5] pad | q[2:3] pad ]
+    Tensor bucket = zeros({N * 5});
+    bucket.narrow(0, 0, 3).copy_(p.narrow(0, 0, 3));
+    bucket.narrow(0, 3, 2).copy_(q.narrow(0, 0, 2));
+    bucket.narrow(0, 5, 2).copy_(p.narrow(0, 3, 2));
+    bucket.narrow(0, 8, 1).copy_(q.narrow(0, 2, 1));
+    Tensor mine = zeros({5});
+    comm.reduce_scatter(mine, bucket, comm::ReduceOp::kAvg);
+    // The averages are 1.5 times the base values; rank r gets [p slice r | q slice r].
+    const std::vector<std::vector<double>> want = {{1.5, 3, 4.5, 15, 30}, {6, 7.5, 0, 45, 0}};
+    EXPECT_TRUE(test::values_are(mine, want[comm.rank()])) << "rank " << comm.rank();
+  });
 }

@@ -26,16 +26,11 @@ int64_t rank_limit() {
   return 16 * deep_numel() / 3;
 }
 
-// Batch of step s: x (B, kWidth), target (B, kWidth); rows [lo, lo + B) of the global one.
-std::pair<Tensor, Tensor> batch_rows(int s, int64_t lo, int64_t B) {
+// The global batch of step s: x, target (kGlobalBatch, kWidth).
+std::pair<Tensor, Tensor> global_batch(int s) {
   Generator g(100 + s);
-  Tensor x = randn({kGlobalBatch, kWidth}, g), y = randn({kGlobalBatch, kWidth}, g);
-  return {x.slice(0, lo, lo + B).contiguous(), y.slice(0, lo, lo + B).contiguous()};
-}
-
-Tensor mse(const Tensor& out, const Tensor& y) {
-  Tensor d = sub(out, y);
-  return mean(mul(d, d));
+  Tensor x = randn({kGlobalBatch, kWidth}, g);
+  return {x, randn({kGlobalBatch, kWidth}, g)};
 }
 
 // Settings that bound every transient: two layers gathered at most, one layer prefetched,
@@ -56,9 +51,9 @@ std::vector<double> train_single() {
   auto opt = optim::make_optimizer({}, m->named_parameters());
   std::vector<double> losses;
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch_rows(s, 0, kGlobalBatch);
+    auto [x, y] = global_batch(s);
     m->zero_grad();
-    Tensor loss = mse((*m)(x), y);
+    Tensor loss = mse_loss((*m)(x), y);
     loss.backward();
     opt->step();
     losses.push_back(loss.item());
@@ -71,17 +66,12 @@ std::vector<double> train_single() {
 std::vector<double> train_limited(comm::Communicator& comm) {
   current_ledger()->set_limit(Device::cpu(), rank_limit());
   manual_seed(3);
-  std::shared_ptr<lesson::TanhStack> m;
-  {
-    zero::Init init(comm);
-    m = std::make_shared<lesson::TanhStack>(kDepth, kWidth);
-  }
+  auto m = lesson::partitioned<lesson::TanhStack>(comm, kDepth, kWidth);
   zero::Engine engine(m, comm, tight_config(), {});
-  const int64_t B = kGlobalBatch / comm.size();
   std::vector<double> losses;
   for (int s = 0; s < kSteps; ++s) {
-    auto [x, y] = batch_rows(s, comm.rank() * B, B);
-    Tensor loss = mse(engine(x), y);
+    auto [x, y] = global_batch(s);
+    Tensor loss = mse_loss(engine(lesson::rank_slice(x, comm)), lesson::rank_slice(y, comm));
     engine.backward(loss);
     engine.step();
     Tensor l = full({1}, loss.item(), DType::f64);

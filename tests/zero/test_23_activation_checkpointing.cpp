@@ -86,11 +86,7 @@ Outcome train_model(const zero::Config& config, const std::function<void(M&)>& c
   Outcome out;
   comm::run_threads(2, [&](comm::Communicator& comm) {
     manual_seed(3);
-    std::shared_ptr<M> net;
-    {
-      zero::Init init(comm);
-      net = std::make_shared<M>();
-    }
+    std::shared_ptr<M> net = lesson::partitioned<M>(comm);
     checkpoint(*net);
     zero::OptimizerConfig adamw;
     adamw.lr = 1e-2;
@@ -100,7 +96,7 @@ Outcome train_model(const zero::Config& config, const std::function<void(M&)>& c
     Outcome r;
     for (int s = 0; s < kSteps; ++s) {
       Generator g(s);
-      Tensor x = randn({kBatch, kWidth}, g).narrow(0, comm.rank() * kBatch / 2, kBatch / 2);
+      Tensor x = lesson::rank_slice(randn({kBatch, kWidth}, g), comm);
       reset_peak_memory();
       Tensor y = engine(x);
       Tensor loss = mean(mul(y, y));
@@ -180,6 +176,7 @@ TEST(Lesson23ActivationCheckpointing, TheBackwardEndsOnceWhereverItsFirstGradien
   for (Also also : {Also::kHead, Also::kModel}) {
     const Outcome o = train(true, c, also);
     EXPECT_EQ(o.losses, plain.losses);
+    ASSERT_EQ(o.params.size(), plain.params.size());
     for (size_t i = 0; i < plain.params.size(); ++i)
       EXPECT_EQ(o.params[i].second.to_vector(), plain.params[i].second.to_vector())
           << plain.params[i].first;
@@ -195,6 +192,7 @@ TEST(Lesson23ActivationCheckpointing, ABlockCalledTwiceSumsItsTwoGradients) {
   ASSERT_EQ(checkpointed.losses.size(), plain.losses.size());
   for (size_t i = 0; i < plain.losses.size(); ++i)
     EXPECT_NEAR(checkpointed.losses[i], plain.losses[i], 1e-6 * std::abs(plain.losses[i]));
+  ASSERT_EQ(checkpointed.params.size(), plain.params.size());
   for (size_t i = 0; i < plain.params.size(); ++i)
     EXPECT_CLOSE(checkpointed.params[i].second, plain.params[i].second, 1e-5, 1e-7)
         << plain.params[i].first;
