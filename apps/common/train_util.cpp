@@ -564,6 +564,11 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
                                static_cast<int>(cfg.train.keep_checkpoints));
 }
 
+void seed_dropout(const config::TrainConfig& train, const comm::Communicator& comm) {
+  manual_seed(static_cast<uint64_t>(train.seed) * 1000003u + static_cast<uint64_t>(comm.rank()) +
+              1u);
+}
+
 Tensor gather_rng_state(comm::Communicator& comm) {
   const Generator& g = default_generator();
   const auto seeds = comm.all_gather_object<uint64_t>(g.seed());

@@ -251,6 +251,11 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
 /// layout or the data set's size changed, empty otherwise.
 std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& extra);
 
+/// Seeds this rank's default generator, which dropout draws from, with a stream of its own
+/// derived from train.seed: dropout masks differ per rank, as each rank's data does. Call
+/// after building the model (whose initialization is seeded alike on every rank).
+void seed_dropout(const config::TrainConfig& train, const comm::Communicator& comm);
+
 /// Every rank's default random generator state (seed, offset), as an i64 tensor
 /// [world, 2] on every rank. Every rank must call it.
 Tensor gather_rng_state(comm::Communicator& comm);

@@ -158,9 +158,7 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
       zero::partition(*g, comm);
   }
   app::checkpoint_activations(*g, cfg.train, {"GptBlock"});
-  // Dropout masks differ per rank (as each rank's data does).
-  manual_seed(static_cast<uint64_t>(cfg.train.seed) * 1000003u +
-              static_cast<uint64_t>(comm.rank()) + 1u);
+  app::seed_dropout(cfg.train, comm);
   return std::make_shared<VqGptModel>(std::move(tokenizer), std::move(g),
                                       gpt::TokenLayout::of(cfg));
 }

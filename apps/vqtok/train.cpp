@@ -148,6 +148,7 @@ std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device de
     zero::partition(*model, comm);
   }
   app::checkpoint_activations(*model, cfg.train, vq::recomputed_block_types());
+  app::seed_dropout(cfg.train, comm);
   return model;
 }
 

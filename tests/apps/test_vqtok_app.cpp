@@ -25,6 +25,8 @@
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 #include "zero/checkpoint.h"
+#include "zero/gathered.h"
+#include "zero/replicas.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -344,6 +346,22 @@ TEST(VqtokApp, MissingWeightsAndCheckpointsAreNamed) {
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("no checkpoint"), std::string::npos) << e.what();
     }
+  });
+}
+
+// The model starts identical on every rank (one seed, then the engine's broadcast), but
+// dropout draws from each rank's own stream, as each rank's data differs.
+TEST(VqtokApp, DropoutStreamsDifferPerRankAfterAnIdenticalBuild) {
+  const auto cfg = tiny_config(fresh_dir("dropout"), {"model.dropout=0.1"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto model = vqtok::build_model(cfg, Device::cpu(), comm);
+    const double draw = rand({1}).item();
+    const std::vector<double> draws = comm.all_gather_object(draw);
+    EXPECT_NE(draws[0], draws[1]) << "dropout masks would repeat on every rank";
+    zero::GatheredParameters all(*model, comm);
+    const Tensor& w = model->named_parameters().front().second;
+    const auto hashes = comm.all_gather_object(zero::tensor_hash(w));
+    EXPECT_EQ(hashes[0], hashes[1]) << "the model itself is the same on every rank";
   });
 }
 
