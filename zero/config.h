@@ -54,7 +54,8 @@ struct Config {
   int64_t stage3_param_persistence_threshold = 100'000;
   /// Upper bound on gathered elements held at once (prefetch stops there).
   int64_t stage3_max_live_parameters = 1'000'000'000;
-  /// Keep a parameter gathered if the trace reuses it within this many elements.
+  /// Keep a parameter gathered if the trace reuses it in fewer than this many elements (0
+  /// turns reuse off).
   int64_t stage3_max_reuse_distance = 1'000'000'000;
   /// Elements per gradient bucket reduce-scattered at once.
   int64_t reduce_bucket_size = 500'000'000;
