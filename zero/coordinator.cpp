@@ -187,12 +187,12 @@ void Coordinator::regather_persistent() {
   }
 }
 
-void Coordinator::check_trace_agrees() {
-  if (trace_.state() == Trace::State::kRecording && !trace_.ids().empty()) check_ranks_agree();
+bool Coordinator::recorded_trace() const {
+  return trace_.state() == Trace::State::kRecording && !trace_.ids().empty();
 }
 
 void Coordinator::end_step() {
-  trace_.end_step();  // check_trace_agrees() compared a finished recording
+  trace_.end_step();  // the engine had check_ranks_agree() compare a finished recording
   stats_.trace_invalidations = trace_.invalidations();
 }
 

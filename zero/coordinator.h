@@ -77,10 +77,12 @@ class Coordinator {
   /// Drops every gathered copy, persistent ones too (their values are stale), then
   /// gathers again the persistent parameters and those a scope holds.
   void regather_persistent();
-  /// Before the update of a step that recorded the trace: checks that every rank fetched
-  /// the same modules in the same order (an error naming the first difference), so that
-  /// a divergent step is refused before it changes anything.
-  void check_trace_agrees();
+  /// True when this step recorded the trace (it becomes the trace at end_step()).
+  bool recorded_trace() const;
+  /// Checks that every rank fetched the same modules in the same order (an error naming
+  /// the first difference). Every rank calls it, before the update of a step in which any
+  /// rank recorded the trace, so a divergent step is refused before it changes anything.
+  void check_ranks_agree();
   /// Ends a step in the trace (a finished recording becomes the trace prefetch follows).
   void end_step();
 
@@ -105,7 +107,6 @@ class Coordinator {
   /// A tied parameter that another group holding it still needs: it is between its fetch
   /// and its release (an enclosing module), or (training) kept for its reuse.
   bool needed_elsewhere(const ZeroParam* z, int id, bool training) const;
-  void check_ranks_agree();
   void close_gather(int id);
   void close_all_gathers();
 

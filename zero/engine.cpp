@@ -318,10 +318,18 @@ bool Engine::step() {
 bool Engine::update() {
   autograd::NoGradGuard ng;
   reduce_gradients();
-  coordinator_->check_trace_agrees();  // the forwards ran the same modules,
-  verify_after_step_ =                 // and the backwards reduced the same gradients
-      agree_on_window(reducer_->layout(), replica_versions() != replica_versions_, comm_);
+  // The ranks agree that their backwards reduced the same gradients, their forwards ran
+  // the same modules (when a trace was recorded) and their replicas are the same (when
+  // one was written from outside), before anything is updated.
+  const WindowFlags any = agree_on_window(
+      reducer_->layout(), {replica_versions() != replica_versions_, coordinator_->recorded_trace()},
+      comm_);
+  // Where both differ, the modules each rank ran say more than the gradients.
+  if (any.trace_recorded) coordinator_->check_ranks_agree();
+  if (!any.layouts_agree) fail_layouts_differ(reducer_->layout(), comm_);
   reducer_->clear_layout();
+  if (any.replicas_written) zero::verify_replicas(replicas_, comm_);
+  replica_versions_ = replica_versions();
   std::vector<Tensor> replica_grads = average_replica_grads();
 
   // Global norm: shard norms summed across ranks, replicas counted once. It stays on the
@@ -380,11 +388,9 @@ bool Engine::update() {
   GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
-  if (verify_after_step_ ||
-      (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0))
+  if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();
-  else
-    replica_versions_ = replica_versions();  // the optimizer's writes to trainable replicas
+  replica_versions_ = replica_versions();  // the optimizer's writes to trainable replicas
   return true;
 }
 
@@ -458,7 +464,6 @@ void Engine::skip_overflowed_step() {
   clear_replica_grads();
   coordinator_->release_all();
   sync_buffers();  // the forwards updated them (BatchNorm statistics) all the same
-  if (verify_after_step_) verify_replicas();
   GatheredParameters::note_step();
   coordinator_->end_step();
   end_timeline_step();
@@ -515,7 +520,6 @@ void Engine::verify_replicas() {
     if (config_.buffers.sync_for(nb.first) != BufferSync::none) all.push_back(nb);
   zero::verify_replicas(all, comm_);
   replica_versions_ = replica_versions();
-  verify_after_step_ = false;
 }
 
 uint64_t Engine::replica_versions() const {

@@ -75,7 +75,7 @@ class Engine {
   /// layouts, and a difference is an error on every rank before the update (the window is
   /// discarded; zero/window_check.h). The same exchange finds a replicated parameter
   /// written outside the engine (a load on one rank), and the replicas are then verified
-  /// after the step, whatever buffers.verify_every says. Which parameters train is fixed at
+  /// before the update, whatever buffers.verify_every says. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
   /// each phase of a freezing schedule). A refused step changes nothing: mend the cause
   /// and call it again. A step that fails once it has begun (out of memory for the
@@ -240,9 +240,8 @@ class Engine {
   uint64_t registrations_ = 0;  // nn::registration_count() when last checked
   // The replicas' storage versions summed (replica_versions()) after the engine's own
   // writes: a sum that moved by the next step means a write from outside (a load on one
-  // rank), and the replicas are verified after that step (verify_after_step_).
+  // rank), and that step verifies the replicas before its update.
   uint64_t replica_versions_ = 0;
-  bool verify_after_step_ = false;
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard

@@ -37,7 +37,7 @@ std::string one_line(const std::string& layout, size_t limit = 200) {
   return s.size() <= limit ? s : s.substr(0, limit) + " ...";
 }
 
-[[noreturn]] void fail_layouts_differ(const std::vector<std::string>& layouts, int rank) {
+[[noreturn]] void fail_with(const std::vector<std::string>& layouts, int rank) {
   std::vector<std::set<std::string>> sets;
   std::vector<std::string> order;  // every name, first seen first
   for (const std::string& l : layouts) {
@@ -75,20 +75,26 @@ std::string one_line(const std::string& layout, size_t limit = 200) {
 
 }  // namespace
 
-bool agree_on_window(const std::string& layout, bool replicas_written, comm::Communicator& comm) {
-  if (comm.size() == 1) return false;
-  struct Mine {
+void fail_layouts_differ(const std::string& layout, comm::Communicator& comm) {
+  fail_with(comm.all_gather_bytes(layout), comm.rank());
+}
+
+WindowFlags agree_on_window(const std::string& layout, WindowFlags mine, comm::Communicator& comm) {
+  if (comm.size() == 1) return mine;
+  struct Report {
     uint64_t layout;
-    uint64_t written;
+    uint32_t written;
+    uint32_t recorded;
   };
-  const std::vector<Mine> all =
-      comm.all_gather_object(Mine{fnv1a(layout.data(), layout.size()), replicas_written});
-  bool written = false;
-  for (const Mine& m : all) {
-    written = written || m.written != 0;
-    if (m.layout != all[0].layout) fail_layouts_differ(comm.all_gather_bytes(layout), comm.rank());
+  const std::vector<Report> all = comm.all_gather_object(
+      Report{fnv1a(layout.data(), layout.size()), mine.replicas_written, mine.trace_recorded});
+  WindowFlags any;
+  for (const Report& r : all) {
+    any.replicas_written = any.replicas_written || r.written != 0;
+    any.trace_recorded = any.trace_recorded || r.recorded != 0;
+    any.layouts_agree = any.layouts_agree && r.layout == all[0].layout;
   }
-  return written;
+  return any;
 }
 
 }  // namespace zt::zero

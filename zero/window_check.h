@@ -7,7 +7,9 @@
 //   different parameters' slices and raises nothing. Here it is an error before the update.
 // - whether a replicated parameter was written outside the engine since the last check (a
 //   load on rank 0 only, after the engine was built): then the replicas are verified
-//   after the step.
+//   before the update;
+// - whether a rank recorded the module trace in this step: then every rank compares its
+//   trace (a rank alone that decided so would run a collective the others do not).
 #pragma once
 
 #include <string>
@@ -16,10 +18,19 @@
 
 namespace zt::zero {
 
-/// Compares this rank's reduce layout (GradReducer::layout()) with every other rank's and
-/// tells whether any rank set `replicas_written`. Throws comm::AgreedError on every rank
-/// when the layouts differ, naming the first parameter that got a gradient on some ranks
-/// only (or, when the sets agree, the ranks' orders).
-bool agree_on_window(const std::string& layout, bool replicas_written, comm::Communicator& comm);
+/// What some rank reported (with one rank: this rank's own report).
+struct WindowFlags {
+  bool replicas_written = false;
+  bool trace_recorded = false;
+  bool layouts_agree = true;  // every rank reduced the same layout
+};
+
+/// Compares a hash of this rank's reduce layout (GradReducer::layout()) with every other
+/// rank's, and returns each flag set on any rank.
+WindowFlags agree_on_window(const std::string& layout, WindowFlags mine, comm::Communicator& comm);
+/// When agree_on_window found the layouts differ, every rank calls this: it throws
+/// comm::AgreedError naming the first parameter that got a gradient on some ranks only (or,
+/// when the sets agree, the ranks' orders).
+[[noreturn]] void fail_layouts_differ(const std::string& layout, comm::Communicator& comm);
 
 }  // namespace zt::zero

@@ -95,6 +95,10 @@ TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
   EXPECT_TRUE(
       test::throws_with([&] { multi_copy_({m}, {m.transpose(0, 1)}); }, "multi_copy_: the source"));
   EXPECT_TRUE(values_are(m, {1, 2, 3, 4}));
+  // The same elements in the same order, seen through other size-1 dims, are no overlap.
+  const Tensor row = from_vector({1, 2, 3, 4}, {1, 4});
+  row.transpose(0, 1).copy_(row.reshape({4, 1}));
+  EXPECT_TRUE(values_are(row, {1, 2, 3, 4}));
   EXPECT_TRUE(test::throws_with(
       [&] {
         add_(ones({3}), ones({2, 3}), 1.0);

@@ -373,8 +373,8 @@ TEST(EngineMisuse, AParameterWithAGradientOnSomeRanksOnlyIsAnErrorAtTheStep) {
 
 // A replica written on one rank after the engine was built (a load on rank 0 only) would stay
 // divergent for good. The write moves the replica's storage version, the step's exchange
-// tells every rank, and the replicas are verified after that step, with verify_every at its
-// default 0. The same load on every rank passes.
+// tells every rank, and the replicas are verified before that step's update, with
+// verify_every at its default 0: nothing is applied. The same load on every rank passes.
 TEST(EngineMisuse, AReplicaLoadedOnOneRankAfterTheEngineIsBuiltIsFoundAtTheNextStep) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     auto m = std::make_shared<Tokenized>(comm, false);
@@ -382,10 +382,12 @@ TEST(EngineMisuse, AReplicaLoadedOnOneRankAfterTheEngineIsBuiltIsFoundAtTheNextS
     const nn::NamedTensors loaded = {{"weight", full({4, 4}, 0.5)}, {"bias", zeros({4})}};
     if (comm.rank() == 0) nn::load_state_dict(*m->tok, loaded);
     e.backward(loss_of(e, 1));
+    const Tensor before = m->head->weight.detach().clone();
     EXPECT_TRUE(test::throws_with(
         [&] { e.step(); },
         "replica check failed: 'tok.weight' differs across ranks (2 distinct values): "
         "ranks {0} ranks {1}"));
+    EXPECT_TRUE(test::all_close(m->head->weight, before, 0, 0)) << "nothing was applied";
     nn::load_state_dict(*m->tok, loaded);
     e.backward(loss_of(e, 2));
     EXPECT_TRUE(e.step());
