@@ -28,6 +28,7 @@ std::string CrossEntropyLoss::extra_repr() const {
     s += ", label_smoothing=" + std::to_string(options_.label_smoothing);
   if (options_.reduction != Reduction::kMean)
     s += std::string(", reduction=") + reductions[static_cast<int>(options_.reduction)];
+  if (options_.weight.defined()) s += ", weight=" + options_.weight.str();
   return s;
 }
 

@@ -83,10 +83,16 @@ void check_cross_entropy(const Tensor& logits, const Tensor& target) {
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   ZT_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
            "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
-  if (o.label_smoothing == 0 && o.reduction == Reduction::kMean)
+  if (o.label_smoothing == 0 && o.reduction == Reduction::kMean && !o.weight.defined())
     return cross_entropy(logits, target, o.ignore_index);
   check_cross_entropy(logits, target);
   const int64_t C = logits.size(1);
+  ZT_CHECK(!o.weight.defined() ||
+               (o.weight.dim() == 1 && o.weight.size(0) == C && is_floating(o.weight.dtype())),
+           "cross_entropy: weight must be a floating tensor of one weight per class (", C,
+           "), got ",
+           o.weight.defined() ? dtype_name(o.weight.dtype()) + shape_str(o.weight.sizes())
+                              : std::string());
   // Targets as f64 (class indices are exact there): which count, and each one's class,
   // 0 where ignored (gather needs an index in range).
   const Tensor t = target.to(logits.device()).to(DType::f64);
@@ -97,13 +103,26 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
            ") (and is not ignore_index = ", o.ignore_index, ")");
   const Tensor index = where(kept, t, zeros({}, DType::f64, t.device())).to(DType::i64);
   const Tensor logp = log_softmax(widened(logits), 1);  // (N, C, *)
-  Tensor per = neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1));
-  if (o.label_smoothing > 0)
-    per = add(mul(per, 1.0 - o.label_smoothing), mul(neg(mean(logp, {1})), o.label_smoothing));
-  per = mul(per, kept.to(per.dtype()));  // 0 where ignored
+  // Each class's weight shaped to broadcast over (N, C, *), and each target's weight (the
+  // kept targets' weights, or their count, are the mean's divisor).
+  Shape per_class(static_cast<size_t>(logits.dim()), 1);
+  per_class[1] = C;
+  const Tensor w = o.weight.defined()
+                       ? o.weight.to(logp.device()).to(logp.dtype()).reshape(per_class)
+                       : Tensor();
+  const Tensor kept_w = kept.to(logp.dtype());
+  const Tensor target_w =
+      w.defined() ? mul(gather(w.expand(logp.sizes()), 1, index.unsqueeze(1)).squeeze(1), kept_w)
+                  : kept_w;
+  Tensor per = mul(neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1)), target_w);
+  if (o.label_smoothing > 0) {  // (1 - e) nll + e / C * sum_c w_c (-log p_c), as PyTorch's
+    const Tensor smooth = neg(sum(w.defined() ? mul(logp, w) : logp, {1}));
+    per = add(mul(per, 1.0 - o.label_smoothing),
+              mul(mul(smooth, kept_w), o.label_smoothing / static_cast<double>(C)));
+  }
   if (o.reduction == Reduction::kNone) return per;
   if (o.reduction == Reduction::kSum) return sum(per);
-  return div(sum(per), sum(kept.to(per.dtype())));  // all ignored: NaN, as PyTorch's
+  return div(sum(per), sum(target_w));  // all ignored: NaN, as PyTorch's
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {

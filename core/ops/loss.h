@@ -22,7 +22,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 
 /// How a loss combines its positions: their mean, their sum, or none (one per position).
 enum class Reduction { kMean, kSum, kNone };
-/// torch.nn.functional.cross_entropy's options (no class weights).
+/// torch.nn.functional.cross_entropy's options.
 struct CrossEntropyOptions {
   int64_t ignore_index = -100;
   /// The target mixes the one-hot class (1 - label_smoothing) with the uniform
@@ -30,6 +30,10 @@ struct CrossEntropyOptions {
   double label_smoothing = 0.0;
   /// kMean: over targets != ignore_index; kSum; kNone: (N) or (N, *), 0 where ignored.
   Reduction reduction = Reduction::kMean;
+  /// Class weights (C), floating (undefined: all 1), as PyTorch's `weight`: each position's
+  /// loss is scaled by its target's weight (the smoothing term by each class's), and
+  /// kMean divides by the kept targets' weights summed instead of their count.
+  Tensor weight = Tensor();
 };
 /// cross_entropy with options; the defaults run the fused kernels above, the others a
 /// composition over log_softmax (which stores a tensor of the logits' size).

@@ -137,6 +137,11 @@ TEST(CrossEntropy, LabelSmoothingAndReductionsAsPyTorchDefinesThem) {
   o.label_smoothing = 1.5;
   EXPECT_TRUE(test::throws_with([&] { cross_entropy(logits, target, o); },
                                 "label_smoothing must be in [0, 1], got 1.5"));
+  o.label_smoothing = 0;
+  o.weight = ones({4});
+  EXPECT_TRUE(test::throws_with([&] { cross_entropy(logits, target, o); },
+                                "weight must be a floating tensor of one weight per class (3)"));
+  o.weight = Tensor();
   o.label_smoothing = 0.1;
   EXPECT_TRUE(test::throws_with(
       [&] {
@@ -235,5 +240,41 @@ TEST(Dropout, GradientIsTheMask) {
     if (kept) {
       EXPECT_NEAR(yv[i], xv[i] / 0.6, 1e-12);
     }
+  }
+}
+
+TEST(CrossEntropy, ClassWeightsAsPyTorchDefinesThem) {
+  // The rows of HandValues again, with weights w = [1, 2, 4]: -log p = [1.098612 x 3] and
+  // [1.386294, 1.386294, 0.693147]; targets 0 and 2 weigh 1 and 4.
+  const double a = 1.098612, b = 1.386294, c = 0.693147;
+  Tensor logits = from_vector({0, 0, 0, 0, 0, std::log(2.0)}, {2, 3}, DType::f64);
+  Tensor target = from_vector({0, 2}, {2}, DType::i64);
+  CrossEntropyOptions o;
+  o.weight = from_vector({1, 2, 4}, {3}, DType::f64);
+  // Each position's loss times its target's weight; the mean divides by the weights' sum.
+  EXPECT_NEAR(cross_entropy(logits, target, o).item(), (1 * a + 4 * c) / 5, 1e-5);
+  o.reduction = Reduction::kSum;
+  EXPECT_NEAR(cross_entropy(logits, target, o).item(), 1 * a + 4 * c, 1e-5);
+  o.reduction = Reduction::kNone;
+  EXPECT_TRUE(values_are(cross_entropy(logits, target, o), {1 * a, 4 * c}));
+  // An ignored target weighs nothing in the mean.
+  o.reduction = Reduction::kMean;
+  EXPECT_NEAR(cross_entropy(logits, from_vector({0, -100}, {2}, DType::i64), o).item(), a, 1e-5);
+  // Smoothing: (1 - e) w_t nll + e / C sum_c w_c (-log p_c); the mean divides by sum w_t.
+  o.label_smoothing = 0.3;
+  const double row0 = 0.7 * a + 0.1 * (1 + 2 + 4) * a;
+  const double row1 = 0.7 * 4 * c + 0.1 * (1 * b + 2 * b + 4 * c);
+  EXPECT_NEAR(cross_entropy(logits, target, o).item(), (row0 + row1) / 5, 1e-5);
+  // Weights of 1 are no weights at all, and gradients check out in every reduction.
+  CrossEntropyOptions ones_w;
+  ones_w.weight = ones({3}, DType::f64);
+  EXPECT_NEAR(cross_entropy(logits, target, ones_w).item(), cross_entropy(logits, target).item(),
+              1e-12);
+  Tensor l4 = test::rand_leaf({2, 3, 2, 2}, 5);
+  Tensor t4 = from_vector({0, 1, 2, -100, 2, 2, 1, 0}, {2, 2, 2}, DType::i64);
+  for (Reduction r : {Reduction::kMean, Reduction::kSum, Reduction::kNone}) {
+    o.reduction = r;
+    EXPECT_GRAD_OK([&](const std::vector<Tensor>& in) { return cross_entropy(in[0], t4, o); },
+                   {l4});
   }
 }
