@@ -33,7 +33,8 @@ Shape contiguous_strides(const Shape& sizes) {
   int64_t s = 1;
   for (int64_t i = static_cast<int64_t>(sizes.size()) - 1; i >= 0; --i) {
     st[i] = s;
-    s *= std::max<int64_t>(sizes[i], 1);
+    if (i > 0 && __builtin_mul_overflow(s, std::max<int64_t>(sizes[i], 1), &s))
+      ZT_FAIL("shape ", shape_str(sizes), " has strides past what an int64 counts");
   }
   return st;
 }
@@ -47,16 +48,16 @@ int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
 
 Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   for (int64_t d : sizes) ZT_CHECK(d >= 0, "negative size in shape ", shape_str(sizes));
-  auto impl = std::make_shared<TensorImpl>();
-  impl->sizes = sizes;
-  impl->strides = contiguous_strides(sizes);
-  impl->dtype = dtype;
-  impl->device = device;
   int64_t bytes = 0;
   ZT_CHECK(
       !__builtin_mul_overflow(shape_numel(sizes), static_cast<int64_t>(dtype_size(dtype)), &bytes),
       "shape ", shape_str(sizes), " of ", dtype_name(dtype),
       " has more bytes than an int64 counts");
+  auto impl = std::make_shared<TensorImpl>();
+  impl->sizes = sizes;
+  impl->strides = contiguous_strides(sizes);
+  impl->dtype = dtype;
+  impl->device = device;
   impl->storage = std::make_shared<Storage>(bytes, device);
   return Tensor(std::move(impl));
 }
