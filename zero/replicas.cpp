@@ -125,6 +125,13 @@ uint64_t content_hash(const Tensor& t) {
   return mix(mix(mix(mix(tail, lane[0]), lane[1]), lane[2]), lane[3]);
 }
 
+std::string rank_set(const std::vector<int>& ranks) {
+  std::ostringstream os;
+  os << "{";
+  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
+  return os.str() + "}";
+}
+
 void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
   if (comm.size() == 1) return;
   std::string mine(tensors.size() * sizeof(uint64_t), '\0');
@@ -138,21 +145,17 @@ void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
              all[r].size() / sizeof(uint64_t), " replicated tensors, rank ", comm.rank(), " has ",
              tensors.size(), " (the ranks built different models)");
   for (size_t i = 0; i < tensors.size(); ++i) {
-    std::map<uint64_t, std::vector<size_t>> groups;
+    std::map<uint64_t, std::vector<int>> groups;
     for (size_t r = 0; r < all.size(); ++r) {
       uint64_t h;
       std::memcpy(&h, all[r].data() + i * sizeof(uint64_t), sizeof(h));
-      groups[h].push_back(r);
+      groups[h].push_back(static_cast<int>(r));
     }
     if (groups.size() == 1) continue;
     std::ostringstream os;
     os << "replica check failed: '" << tensors[i].first << "' differs across ranks ("
        << groups.size() << " distinct values):";
-    for (auto& [h, ranks] : groups) {
-      os << " ranks {";
-      for (size_t k = 0; k < ranks.size(); ++k) os << (k ? ", " : "") << ranks[k];
-      os << "}";
-    }
+    for (auto& [h, ranks] : groups) os << " ranks " << rank_set(ranks);
     os << " — it is the first divergent tensor; use a buffers.sync policy (broadcast or "
           "average) or load it on every rank";
     throw comm::AgreedError(os.str(), comm.rank());  // every rank compared the same hashes

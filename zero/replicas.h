@@ -35,6 +35,9 @@ uint64_t tensor_hash(const Tensor& t);
 /// 20x faster than tensor_hash. Not stable across versions: never store it.
 uint64_t content_hash(const Tensor& t);
 
+/// "{0, 2}": a set of ranks as errors name it.
+std::string rank_set(const std::vector<int>& ranks);
+
 /// Compares hashes of `tensors` across ranks; throws naming the first tensor that differs
 /// and the ranks that hold each value ("'bn.running_mean' differs across ranks (2 distinct
 /// values): ranks {0, 2} ranks {1}").

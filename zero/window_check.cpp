@@ -21,14 +21,6 @@ std::vector<std::string> names_in(const std::string& layout) {
   return names;
 }
 
-// "{0, 2}"
-std::string rank_set(const std::vector<int>& ranks) {
-  std::ostringstream os;
-  os << "{";
-  for (size_t i = 0; i < ranks.size(); ++i) os << (i ? ", " : "") << ranks[i];
-  return os.str() + "}";
-}
-
 // "a.weight, a.bias | b.weight |", at most `limit` characters.
 std::string one_line(const std::string& layout, size_t limit = 200) {
   std::string s;
