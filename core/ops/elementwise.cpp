@@ -310,6 +310,8 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
+  ZT_CHECK(!std::isnan(lo) && !std::isnan(hi), "clamp: a bound is NaN (lo ", lo, ", hi ", hi,
+           "); pass -inf or inf for a side without a bound");
   ZT_CHECK(lo <= hi, "clamp: lo (", lo, ") > hi (", hi, ")");
   Tensor out = unary_op("clamp", UnaryOp::kClamp, a, lo, hi);
   autograd::record("clamp", {a}, {out},

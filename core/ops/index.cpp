@@ -89,6 +89,7 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
 }
 
 Tensor one_hot(const Tensor& ids, int64_t classes) {
+  ZT_CHECK(classes >= 0, "one_hot: the number of classes must be given and >= 0, got ", classes);
   Tensor ic = device_index("one_hot", ids, ids, classes, "id");
   Shape os = ids.sizes();
   os.push_back(classes);

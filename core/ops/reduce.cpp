@@ -101,14 +101,16 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
 }
 
 namespace {
-Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
+// `op` names the caller in errors: argmax, argmin, max or min.
+Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max, const char* op) {
   if (a.dim() == 0) {  // its one element: index 0, a 0-d result
-    wrap_dim(dim, 1, want_max ? "argmax" : "argmin");
-    return arg_extreme(a.reshape({1}), 0, false, want_max);
+    wrap_dim(dim, 1, op);
+    return arg_extreme(a.reshape({1}), 0, false, want_max, op);
   }
-  dim = wrap_dim(dim, a.dim(), want_max ? "argmax" : "argmin");
-  ZT_CHECK(a.size(dim) > 0, "argmax/argmin over an empty dimension");
-  ReducePlan p = plan_reduce(a, {dim}, keepdim, "argmax");
+  dim = wrap_dim(dim, a.dim(), op);
+  ZT_CHECK(a.size(dim) > 0, op, ": dimension ", dim, " of ", shape_str(a.sizes()),
+           " is empty, so it has no ", want_max ? "maximum" : "minimum");
+  ReducePlan p = plan_reduce(a, {dim}, keepdim, op);
   Tensor x = reduced_last(a, p);
   const int64_t n = p.count, rows = x.numel() / n;
   Tensor out = Tensor::empty(p.out, DType::i64, a.device());
@@ -117,21 +119,22 @@ Tensor arg_extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
 }
 
 Tensor extreme(const Tensor& a, int64_t dim, bool keepdim, bool want_max) {
+  const char* op = want_max ? "max" : "min";
   if (a.dim() == 0) {
-    wrap_dim(dim, 1, want_max ? "max" : "min");
+    wrap_dim(dim, 1, op);
     return extreme(a.reshape({1}), 0, false, want_max);
   }
-  Tensor idx = arg_extreme(a, dim, true, want_max);
+  Tensor idx = arg_extreme(a, dim, true, want_max, op);
   Tensor v = gather(a, dim, idx);
   return keepdim ? v : v.squeeze(dim);
 }
 }  // namespace
 
 Tensor argmax(const Tensor& a, int64_t dim, bool keepdim) {
-  return arg_extreme(a, dim, keepdim, true);
+  return arg_extreme(a, dim, keepdim, true, "argmax");
 }
 Tensor argmin(const Tensor& a, int64_t dim, bool keepdim) {
-  return arg_extreme(a, dim, keepdim, false);
+  return arg_extreme(a, dim, keepdim, false, "argmin");
 }
 Tensor max(const Tensor& a, int64_t dim, bool keepdim) {
   return extreme(a, dim, keepdim, true);

@@ -1,5 +1,7 @@
 // User errors are zt::Error exceptions whose message names the problem: each test
 // triggers one and checks a key phrase of the message.
+#include <cmath>
+
 #include "common/test_util.h"
 
 using namespace zt;
@@ -59,4 +61,10 @@ TEST(Errors, OpArguments) {
   EXPECT_ERROR_WITH(from_vector({1, 2, 3}, {2, 2}), "3 values for shape [2, 2]");
   EXPECT_ERROR_WITH(var(zeros({1}), {0}), "at least 2 elements");
   EXPECT_ERROR_WITH(clamp(zeros({2}), 1, 0), "lo (1) > hi (0)");
+  EXPECT_ERROR_WITH(clamp(zeros({2}), NAN, 1), "clamp: a bound is NaN");
+  EXPECT_ERROR_WITH(one_hot(zeros({2}, DType::i64), -1), "one_hot: the number of classes");
+  // Each extremum names itself, the dimension and the shape.
+  EXPECT_ERROR_WITH(max(zeros({0})), "max: dimension 0 of [0] is empty, so it has no maximum");
+  EXPECT_ERROR_WITH(min(zeros({3, 0}), 1), "min: dimension 1 of [3, 0] is empty");
+  EXPECT_ERROR_WITH(argmax(zeros({3, 0}), -1), "argmax: dimension 1 of [3, 0] is empty");
 }
