@@ -34,14 +34,17 @@ void normal_(const Tensor& t, double mean, double std, Generator& g) {
   zt::normal_(t, mean, std, g);
 }
 
+// Not recorded by autograd, like the random initializers: a parameter that requires grad
+// is filled in grad mode too.
 void constant_(const Tensor& t, double value) {
+  autograd::NoGradGuard no_grad;
   t.fill_(value);
 }
 void zeros_(const Tensor& t) {
-  t.fill_(0.0);
+  constant_(t, 0.0);
 }
 void ones_(const Tensor& t) {
-  t.fill_(1.0);
+  constant_(t, 1.0);
 }
 
 static double fan_for(const Tensor& t, const std::string& mode) {

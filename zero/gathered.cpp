@@ -160,4 +160,15 @@ void GatheredParameters::exit() {
            "exit. Pass modifier_rank (e.g. 0) to broadcast and re-partition edits");
 }
 
+void apply_gathered(nn::Module& root, comm::Communicator& comm,
+                    const std::function<void(const std::string& name, nn::Module& m)>& init) {
+  for (const auto& [name, m] : root.named_modules()) {
+    std::vector<Tensor> params, buffers;
+    for (const auto& [local, p] : m->local_parameters()) params.push_back(p);
+    for (const auto& [local, b] : m->local_buffers()) buffers.push_back(b);
+    GatheredParameters whole(std::move(params), comm, /*modifier_rank=*/0, std::move(buffers));
+    init(name, *m);
+  }
+}
+
 }  // namespace zt::zero

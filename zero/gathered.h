@@ -9,7 +9,9 @@
 // read-only: a change is detected on exit and raised, never silently discarded.
 #pragma once
 
+#include <functional>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include "nn/module.h"
@@ -49,5 +51,15 @@ class GatheredParameters {
   std::vector<uint64_t> hashes_;
   bool open_ = true;
 };
+
+/// Runs `init(name, module)` on every module of `root` (pre-order, named as
+/// named_modules() names them), each inside a GatheredParameters scope over that module's
+/// own parameters and buffers with modifier rank 0: custom initialization of a model that
+/// was partitioned at registration (zero::Init), holding one module's parameters whole at
+/// a time, never the whole model. Every rank runs `init`, so the ranks' random generators
+/// stay in step; rank 0's values are the ones every rank keeps. Plain (never partitioned)
+/// tensors are initialized in place and broadcast from rank 0 like the others.
+void apply_gathered(nn::Module& root, comm::Communicator& comm,
+                    const std::function<void(const std::string& name, nn::Module& m)>& init);
 
 }  // namespace zt::zero

@@ -313,6 +313,12 @@ TEST(Init, DefaultBoundsFollowPyTorch) {
   EXPECT_EQ(sum(abs(w)).item(), 0.0);
   nn::init::ones_(w);
   EXPECT_EQ(sum(w).item(), 64.0 * 32.0);
+  // Like the random ones, the constant initializers fill a parameter in grad mode.
+  nn::Linear lin(3, 2);
+  nn::init::constant_(lin.bias, 0.5);
+  EXPECT_TRUE(values_are(lin.bias, {0.5, 0.5}));
+  nn::init::zeros_(lin.weight);
+  EXPECT_EQ(sum(abs(lin.weight)).item(), 0.0);
   EXPECT_NEAR(nn::init::calculate_gain("leaky_relu", std::sqrt(5.0)), std::sqrt(1.0 / 3.0), 1e-12);
   EXPECT_THROW(nn::init::calculate_gain("swoosh"), Error);
 }

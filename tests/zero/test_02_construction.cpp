@@ -4,7 +4,8 @@
 // the full tensor is freed before the next parameter is created, so building a model
 // never holds more than one full parameter (the gathered-param peak stays below the
 // largest parameter; rank 0 also holds, for the scatter, one padded copy of the parameter
-// being partitioned, counted as a comm buffer).
+// being partitioned, counted as a comm buffer). An initialization of one's own after
+// construction runs module by module, never holding the whole model (apply_gathered).
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -63,5 +64,42 @@ TEST(Lesson02Construction, NeverMoreThanOneFullParameterAlive) {
       shard_bytes += shard.numel() * static_cast<int64_t>(dtype_size(shard.dtype()));
     }
     EXPECT_EQ(c.cur(MemTag::kParamShard), shard_bytes);
+  });
+}
+
+// A custom initialization (GPT-2's N(0, 0.02), say) cannot run after construction on the
+// model's own tensors: under Init they are shards. zero::apply_gathered runs it module by
+// module, each module's own parameters gathered whole for its call and rank 0's result
+// re-partitioned, so the whole model is never held, and the values are those of the same
+// initialization applied to a model built without partitioning.
+TEST(Lesson02Construction, ACustomInitializationRunsOneModuleAtATime) {
+  const auto init = [](const std::string&, nn::Module& m) {
+    for (const auto& [name, p] : m.local_parameters())
+      nn::init::normal_(p, name == "bias" ? 1.0 : 0.0, 0.02);
+  };
+  manual_seed(7);
+  auto reference = std::make_shared<lesson::Mixed>();
+  for (const auto& [name, m] : reference->named_modules()) init(name, *m);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(7 + 100 * comm.rank());  // rank 0's values win, as at construction
+    auto m = lesson::partitioned<lesson::Mixed>(comm);
+    const int64_t before = memory_stats().cur(MemTag::kGatheredParam);
+    int calls = 0;
+    zero::apply_gathered(*m, comm, [&](const std::string& name, nn::Module& module) {
+      int64_t own = 0;
+      for (const auto& [local, p] : module.local_parameters())
+        own += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+      EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam) - before, own)
+          << "only '" << name << "' is whole while it is initialized";
+      init(name, module);
+      ++calls;
+    });
+    EXPECT_EQ(calls, static_cast<int>(m->named_modules().size()));
+    EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), before) << "everything released";
+    const auto got = lesson::full_parameters(*m, comm);
+    const auto want = reference->named_parameters();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_CLOSE(got[i].second, want[i].second, 0.0, 0.0) << got[i].first;
   });
 }
