@@ -26,7 +26,7 @@
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
 #include "apps/common/train_util.h"
-#include "apps/vqgpt/model/gpt.h"
+#include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/step_graph.h"
@@ -116,15 +116,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
     if (threads > 0) set_num_threads(threads);  // else its share of the process's count
     manual_seed(1);
-    std::shared_ptr<gpt::Gpt> model;
-    if (device.is_cpu()) {
-      zero::Init init(comm);
-      model = std::make_shared<gpt::Gpt>(spec);
-    } else {  // built on the host, moved, then partitioned (shards stay on the GPU)
-      model = std::make_shared<gpt::Gpt>(spec);
-      model->to(device);
-      zero::partition(*model, comm);
-    }
+    std::shared_ptr<gpt::Gpt> model = vqgpt::build_gpt(spec, comm, device);
     for (const auto& [name, block] : model->blocks->named_children())
       block->set_checkpointing(recompute);
     zero::Config cfg;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "core/ops.h"
@@ -200,8 +201,7 @@ Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64
   Tensor seq = zeros({n, len}, DType::i64);
   int64_t* ids = seq.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) ids[i * len] = layout.bos();
-  std::vector<double> p(static_cast<size_t>(k));
-  std::vector<int64_t> order(static_cast<size_t>(k));
+  std::vector<double> p(static_cast<size_t>(k)), sorted(static_cast<size_t>(k));
   for (int64_t pos = 1; pos < len; ++pos) {
     const int64_t fixed = layout.fixed_token(pos);
     if (fixed >= 0) {  // EOL / EOS: placed, not sampled
@@ -219,28 +219,37 @@ Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64
     const std::vector<double> u = rand({n}, gen, DType::f64).to_vector();
     for (int64_t i = 0; i < n; ++i) {
       const double* row = l + i * v;
-      for (int64_t c = 0; c < k; ++c) order[static_cast<size_t>(c)] = c;
-      if (top_k < k)
-        std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
-                          [&](int64_t a, int64_t b) { return row[a] > row[b]; });
-      double mx = -std::numeric_limits<double>::infinity();
-      for (int64_t j = 0; j < top_k; ++j) mx = std::max(mx, row[order[static_cast<size_t>(j)]]);
-      double total = 0.0;
-      for (int64_t j = 0; j < top_k; ++j) {
-        const auto c = static_cast<size_t>(order[static_cast<size_t>(j)]);
-        p[c] = std::exp((row[c] - mx) / o.temperature);
-        total += p[c];
+      for (int64_t c = 0; c < k; ++c)
+        ZT_CHECK(std::isfinite(row[c]), "sample: the logit of code ", c, " is ", row[c],
+                 " at position ", pos, " of sequence ", i,
+                 ": the model's weights or activations are not finite (a diverged "
+                 "checkpoint?); nothing can be sampled from it");
+      // Top-k keeps every code whose logit is at least the k-th largest (ties included,
+      // as nanoGPT's and Hugging Face's samplers do), so no tied code is favoured.
+      double threshold = -std::numeric_limits<double>::infinity();
+      if (top_k < k) {
+        std::copy(row, row + k, sorted.begin());
+        std::nth_element(sorted.begin(), sorted.begin() + (top_k - 1), sorted.end(),
+                         std::greater<>());
+        threshold = sorted[static_cast<size_t>(top_k - 1)];
       }
-      // Inverse CDF over the kept codes, in id order for top_k == k.
-      double target = u[static_cast<size_t>(i)] * total, acc = 0.0;
-      int64_t pick = order[static_cast<size_t>(top_k - 1)];
-      for (int64_t j = 0; j < top_k; ++j) {
-        const int64_t c = order[static_cast<size_t>(j)];
+      const double mx = *std::max_element(row, row + k);
+      double total = 0.0;
+      for (int64_t c = 0; c < k; ++c) {
+        p[static_cast<size_t>(c)] =
+            row[c] >= threshold ? std::exp((row[c] - mx) / o.temperature) : 0.0;
+        total += p[static_cast<size_t>(c)];
+      }
+      // Inverse CDF over the kept codes in id order; the last kept code takes what
+      // rounding leaves above the sum.
+      const double target = u[static_cast<size_t>(i)] * total;
+      double acc = 0.0;
+      int64_t pick = -1;
+      for (int64_t c = 0; c < k; ++c) {
+        if (p[static_cast<size_t>(c)] == 0.0) continue;
+        pick = c;
         acc += p[static_cast<size_t>(c)];
-        if (acc > target) {
-          pick = c;
-          break;
-        }
+        if (acc > target) break;
       }
       ids[i * len + pos] = pick;
     }

@@ -73,7 +73,9 @@ double unigram_entropy(const std::vector<int64_t>& counts);
 /// Sampling settings.
 struct SampleOptions {
   double temperature = 1.0;  ///< > 0
-  int64_t top_k = 0;         ///< keep the k most likely codes (0: all)
+  /// Keep the codes whose logit is at least the k-th largest (ties with it included);
+  /// 0: all.
+  int64_t top_k = 0;
   uint64_t seed = 0;
 };
 

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 
 #include "apps/common/output_paths.h"
 #include "apps/common/saved_run.h"
@@ -134,29 +135,39 @@ std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
   return vqtok::frozen_replica(cfg.model, device, comm);
 }
 
+std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator& comm,
+                                    Device device, bool replicated) {
+  const auto init = [n_layer = spec.n_layer](const std::string& name, nn::Module& m) {
+    gpt::init_gpt2(name, m, n_layer);
+  };
+  std::shared_ptr<gpt::Gpt> g;
+  if (device.is_cpu()) {
+    {
+      zero::Init partitioned(comm);  // at registration: no rank holds the whole model
+      std::optional<zero::Replicated> replicas;
+      if (replicated) replicas.emplace(comm);
+      g = std::make_shared<gpt::Gpt>(spec);
+    }
+    zero::apply_gathered(*g, comm, init);
+    return g;
+  }
+  // The same values, built whole on the host, moved, then split (NCCL broadcasts).
+  g = std::make_shared<gpt::Gpt>(spec);
+  for (const auto& [name, m] : g->named_modules()) init(name, *m);
+  g->to(device);
+  if (replicated)
+    zero::replicate(*g, comm);
+  else
+    zero::partition(*g, comm);
+  return g;
+}
+
 std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
                                         std::shared_ptr<vq::VqModel> tokenizer,
                                         comm::Communicator& comm, bool replicated_gpt) {
-  const gpt::GptSpec spec = gpt::gpt_spec(cfg);
   manual_seed(static_cast<uint64_t>(cfg.train.seed));
-  std::shared_ptr<gpt::Gpt> g;
   const Device device = tokenizer->parameters().front().device();  // the GPT goes there too
-  if (device.is_cpu()) {
-    zero::Init init(comm);  // partitioned at registration: no rank holds the whole model
-    if (replicated_gpt) {
-      zero::Replicated replicas(comm);
-      g = std::make_shared<gpt::Gpt>(spec);
-    } else {
-      g = std::make_shared<gpt::Gpt>(spec);
-    }
-  } else {  // the same values, built whole on the host, moved, then split (NCCL broadcasts)
-    g = std::make_shared<gpt::Gpt>(spec);
-    g->to(device);
-    if (replicated_gpt)
-      zero::replicate(*g, comm);
-    else
-      zero::partition(*g, comm);
-  }
+  std::shared_ptr<gpt::Gpt> g = build_gpt(gpt::gpt_spec(cfg), comm, device, replicated_gpt);
   app::checkpoint_activations(*g, cfg.train, {"GptBlock"});
   app::seed_dropout(cfg.train, comm);
   return std::make_shared<VqGptModel>(std::move(tokenizer), std::move(g),

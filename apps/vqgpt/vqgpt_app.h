@@ -71,10 +71,17 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
 std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
                                               comm::Communicator& comm,
                                               Device device = Device::cpu());
-/// The root module around `tokenizer`, its Gpt built from seed train.seed and partitioned
-/// (or, with `replicated_gpt`, replicated: trainable replicas whose gradients the engine
-/// all-reduces, i.e. plain data parallelism, for comparisons) on the tokenizer's device:
-/// under zero::Init on the CPU; on a GPU built on the host, moved, then partitioned.
+/// A Gpt of `spec` with GPT-2's initialization (gpt::init_gpt2) from the default generator,
+/// partitioned over comm's ranks (or, with `replicated`, replicated: trainable replicas
+/// whose gradients the engine all-reduces, i.e. plain data parallelism, for comparisons)
+/// on `device`. On the CPU it is built under zero::Init, so no rank ever holds the whole
+/// model, and initialized one module at a time (zero::apply_gathered); on a GPU it is built
+/// and initialized on the host, moved, then split. Equal values either way, for any number
+/// of ranks.
+std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator& comm,
+                                    Device device, bool replicated = false);
+/// The root module around `tokenizer`, its Gpt (build_gpt) built from seed train.seed on the
+/// tokenizer's device.
 std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
                                         std::shared_ptr<vq::VqModel> tokenizer,
                                         comm::Communicator& comm, bool replicated_gpt = false);

@@ -5,7 +5,7 @@
 //  2. with the tokenizer's weights and BatchNorm buffers read on rank 0 only, every rank
 //     produces identical tokens — without a single collective per tokenizer call;
 //  3. equivalence: 5 steps on N = 1, 2, 4 ranks with the same global batch give the same
-//     parameters (1e-5 relative, f32);
+//     parameters (f32, kEquivalence below);
 //  4. a short run's loss falls below the unigram entropy of its token stream;
 //  5. sampling follows the layout and decodes to images; export holds both children;
 //  6. --resume survives a broken `latest`; a new run or quick tokenizer does not overwrite
@@ -281,6 +281,13 @@ TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {
   EXPECT_NE(zero::tensor_hash(gpt::tokenize(plain, x, layout)), zero::tensor_hash(want));
 }
 
+// How far apart the parameters of equal runs on different rank counts may end: 1e-5
+// relative, or 2e-6 absolute. Each rank count sums gradients in its own order, and Adam
+// divides by sqrt(v), so an element whose gradient is near zero takes those rounding
+// differences into its update at up to ~1e-4 of the 5 steps' total budget (lr 3e-3 x 5;
+// 8e-7 measured). Pairing the wrong shards moves elements by the whole budget.
+constexpr double kEquivalenceRtol = 1e-5, kEquivalenceAtol = 2e-6;
+
 // Trains the tiny config (with `overrides`) for 5 steps on `n` thread ranks for each n of
 // `ranks`, the same global batch of 8 clips (8 / n per rank), and exports each run.
 std::map<int, nn::NamedTensors> train_and_export(const Scratch& s, const std::vector<int>& ranks,
@@ -320,7 +327,7 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
     for (size_t i = 0; i < one.size(); ++i) {
       ASSERT_EQ(exported[n][i].first, one[i].first);
       if (one[i].first.rfind("gpt.", 0) == 0 && n == 2) ++gpt_tensors;
-      EXPECT_CLOSE(exported[n][i].second, one[i].second, 1e-5, 1e-7)
+      EXPECT_CLOSE(exported[n][i].second, one[i].second, kEquivalenceRtol, kEquivalenceAtol)
           << one[i].first << " on " << n << " ranks";
     }
   }
@@ -338,7 +345,8 @@ TEST(VqGpt, TiedEmbeddingsTrainTheSameOnOneAndTwoRanks) {
   EXPECT_CLOSE(one["gpt.head.weight"], one["gpt.wte.weight"], 0.0, 0.0);
   ASSERT_EQ(exported[2].size(), exported[1].size());
   for (size_t i = 0; i < exported[1].size(); ++i)
-    EXPECT_CLOSE(exported[2][i].second, exported[1][i].second, 1e-5, 1e-7) << exported[1][i].first;
+    EXPECT_CLOSE(exported[2][i].second, exported[1][i].second, kEquivalenceRtol, kEquivalenceAtol)
+        << exported[1][i].first;
 }
 
 // train.activation_checkpointing recomputes each GptBlock in backward: with dropout on

@@ -2,6 +2,10 @@
 // per device; the causal mask lives in nn::MultiheadSelfAttention.
 #include "apps/vqgpt/model/gpt.h"
 
+#include <cmath>
+
+#include "nn/init.h"
+
 namespace zt::gpt {
 
 int64_t GptSpec::count_parameters() const {
@@ -114,6 +118,22 @@ Tensor Gpt::decode(const Tensor& ids, KvCache& cache) {
   Tensor logits = (*head)((*ln_f)(x));  // (B, Tn, V)
   cache = std::move(next);              // only once every block took the tokens
   return logits;
+}
+
+void init_gpt2(const std::string& name, nn::Module& m, int64_t n_layer) {
+  constexpr double kStd = 0.02;
+  const auto ends_with = [&](const std::string& suffix) {
+    return name.size() >= suffix.size() &&
+           name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  if (auto* linear = dynamic_cast<nn::Linear*>(&m)) {
+    const bool ends_residual = ends_with(".attn.out_proj") || ends_with(".mlp.proj");
+    nn::init::normal_(linear->weight, 0.0,
+                      ends_residual ? kStd / std::sqrt(2.0 * static_cast<double>(n_layer)) : kStd);
+    if (linear->bias.defined()) nn::init::zeros_(linear->bias);
+  } else if (auto* embedding = dynamic_cast<nn::Embedding*>(&m)) {
+    nn::init::normal_(embedding->weight, 0.0, kStd);
+  }
 }
 
 }  // namespace zt::gpt

@@ -32,8 +32,7 @@ struct GptSpec {
   int64_t n_embd = 128;  ///< a multiple of n_head
   double dropout = 0.0;
   /// One (V, E) matrix for the token table and the output head, as GPT-2 (wte.weight;
-  /// head.weight is the same tensor). It keeps the head's initialization, uniform within
-  /// +-1/sqrt(E): for GPT-2's E = 768 about the N(0, 0.02) GPT-2 draws.
+  /// head.weight is the same tensor).
   bool tie_embeddings = false;
 
   /// Parameter elements of the model, counted without building it.
@@ -78,7 +77,8 @@ struct KvCache {
 
 /// ids i64 (B, T) -> logits (B, T, V). Key names: wte.weight, wpe.weight, blocks.{i}.*,
 /// ln_f.*, head.weight (with tie_embeddings the same tensor as wte.weight, which
-/// named_parameters() lists alone). Initialization: PyTorch's defaults for every layer.
+/// named_parameters() lists alone). A new Gpt holds each layer's PyTorch default
+/// initialization; init_gpt2() gives it GPT-2's.
 class Gpt : public nn::UnaryModule {
  public:
   explicit Gpt(const GptSpec& spec);
@@ -109,5 +109,15 @@ class Gpt : public nn::UnaryModule {
   // GPU forward then copies nothing from the host (a CUDA graph could not hold the copy).
   Tensor positions_;
 };
+
+/// GPT-2's initialization of the module at `name` in a Gpt (its path as named_modules()
+/// gives it), drawn from the default generator: Linear and Embedding weights N(0, 0.02),
+/// except the projections that end a residual branch (blocks.{i}.attn.out_proj and
+/// blocks.{i}.mlp.proj), N(0, 0.02 / sqrt(2 n_layer)), so that the residual stream's
+/// variance does not grow with depth; Linear biases 0; LayerNorms keep their 1 and 0.
+/// It writes the module's own tensors only, so it can run one module at a time:
+/// zero::apply_gathered(model, comm, ...) for a partitioned Gpt, or a loop over
+/// named_modules() for a whole one.
+void init_gpt2(const std::string& name, nn::Module& m, int64_t n_layer);
 
 }  // namespace zt::gpt
