@@ -62,9 +62,21 @@ std::vector<Tensor> checkpoint(
   std::vector<Tensor> node_inputs = inputs;
   node_inputs.push_back(zeros({}).set_requires_grad());
   const size_t n_in = inputs.size();
-  auto run_first = [&fn, n_in](const std::vector<Tensor>& x) {
+  auto run_first = [&fn, &name, n_in](const std::vector<Tensor>& x) {
     Scoped<bool> first(g_checkpoint_forward, true);
-    return fn(std::vector<Tensor>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n_in)));
+    std::vector<uint64_t> versions(n_in, 0);
+    for (size_t i = 0; i < n_in; ++i)
+      if (x[i].defined()) versions[i] = x[i].storage()->version();
+    std::vector<Tensor> out =
+        fn(std::vector<Tensor>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(n_in)));
+    // The recomputation starts from the inputs as they are then: one fn wrote in place
+    // would be written twice, and backward would differentiate the wrong forward.
+    for (size_t i = 0; i < n_in; ++i)
+      ZT_CHECK(!x[i].defined() || x[i].storage()->version() == versions[i], "checkpoint '", name,
+               "': the function wrote to its input ", i, " ", shape_str(x[i].sizes()),
+               " in place; its recomputation in backward would start from the written value. "
+               "Write to a copy (clone()) or use the out-of-place op");
+    return out;
   };
   auto recompute = [fn, saved = std::move(saved), wants = std::move(wants),
                     start](const std::vector<Tensor>& grads) {

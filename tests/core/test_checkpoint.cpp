@@ -2,7 +2,7 @@
 // function bit for bit, dropout included; only the inputs are kept between forward and
 // backward; the generator ends where the plain run leaves it; parameters get gradients
 // when no input needs one; a backward inside the backward queues its end-of-backward
-// callbacks on the outer one.
+// callbacks on the outer one; a function that writes to its input is refused.
 #include "common/test_util.h"
 
 using namespace zt;
@@ -173,4 +173,19 @@ TEST(Checkpoint, IntegerOutputsComeBackWithoutAGraph) {
   EXPECT_FALSE(out[1].requires_grad());
   sum(out[0]).backward();
   EXPECT_TRUE(test::values_are(x.grad(), {2, 2, 2}));
+}
+
+// A function that writes to its input in place would run its write twice (once more in
+// the recomputation) and be differentiated from the written value: the first run says so.
+TEST(Checkpoint, AFunctionThatWritesToItsInputIsAnError) {
+  Tensor w = test::rand_leaf({3, 3}, 4);
+  Tensor x = test::rand_leaf({2, 3}, 5).detach();  // data: no gradient, so the write is allowed
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        autograd::checkpoint("scales_its_input", {x}, [&](const std::vector<Tensor>& in) {
+          mul_(in[0], 2.0);
+          return std::vector<Tensor>{tanh(matmul(in[0], w))};
+        });
+      },
+      "checkpoint 'scales_its_input': the function wrote to its input 0 [2, 3] in place"));
 }
