@@ -123,6 +123,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     cfg.precision.bf16 = dtype == "bf16";
     if (offload) cfg.offload_optimizer = {zero::OffloadDevice::kCpu, /*pin_memory=*/true};
     zero::Engine engine(model, comm, cfg, {.type = "adamw", .lr = 1e-4});
+    // The peaks printed are training's: building the model (one module gathered at a time
+    // for its initialization) is not counted.
+    reset_peak_memory();
     Generator g(7 + comm.rank());
     const Tensor ids = randint(0, spec.vocab_size, {batch, spec.block_size + 1}, g).to(device);
     const Tensor inputs = ids.narrow(1, 0, spec.block_size).contiguous();
