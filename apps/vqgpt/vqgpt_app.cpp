@@ -254,7 +254,8 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   ZT_CHECK(overwrite || !zero::holds_checkpoints(ckpt_root), "tokenizer: '", ckpt_root,
            "' already holds checkpoints (an earlier tokenizer?); to use it, point "
            "gpt.tokenizer_checkpoint at it; to train a new one, pass another --out folder, or "
-           "--overwrite to delete the old one first");
+           "--overwrite to replace it (the old one is set aside, and deleted once the new "
+           "tokenizer has trained a step)");
   vqtok::TrainOptions to;
   to.quiet = quiet;
   to.overwrite = overwrite;

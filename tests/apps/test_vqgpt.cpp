@@ -281,11 +281,10 @@ TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {
   EXPECT_NE(zero::tensor_hash(gpt::tokenize(plain, x, layout)), zero::tensor_hash(want));
 }
 
-// How far apart the parameters of equal runs on different rank counts may end: 1e-5
-// relative, or 2e-6 absolute. Each rank count sums gradients in its own order, and Adam
-// divides by sqrt(v), so an element whose gradient is near zero takes those rounding
-// differences into its update at up to ~1e-4 of the 5 steps' total budget (lr 3e-3 x 5;
-// 8e-7 measured). Pairing the wrong shards moves elements by the whole budget.
+// How far apart equal runs on different rank counts may end: each sums gradients in its
+// own order, and Adam divides by sqrt(v), so an element with a near-zero gradient takes
+// that rounding into its update, up to ~1e-4 of the 5 steps' budget (lr 3e-3 x 5; 8e-7
+// measured). Pairing the wrong shards moves elements by the whole budget.
 constexpr double kEquivalenceRtol = 1e-5, kEquivalenceAtol = 2e-6;
 
 // Trains the tiny config (with `overrides`) for 5 steps on `n` thread ranks for each n of
@@ -589,7 +588,9 @@ TEST(VqGpt, QuickTokenizerDoesNotReplaceAnExistingOne) {
       vqgpt::train_quick_tokenizer(cfg, 1, out, comm, true);
       ADD_FAILURE() << "expected an error";
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("--overwrite"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("--overwrite to replace it (the old one is set aside"),
+                std::string::npos)
+          << e.what();
     }
     EXPECT_TRUE(fs::exists(out + "/checkpoints/step_000002/meta.json"));
     vqgpt::train_quick_tokenizer(cfg, 1, out, comm, true, /*overwrite=*/true);
