@@ -18,13 +18,7 @@ using namespace zt;
 namespace {
 
 gpt::GptSpec small_spec() {
-  gpt::GptSpec spec;
-  spec.vocab_size = 300;
-  spec.block_size = 40;
-  spec.n_layer = 3;
-  spec.n_head = 2;
-  spec.n_embd = 64;
-  return spec;
+  return {.vocab_size = 300, .block_size = 40, .n_layer = 3, .n_head = 2, .n_embd = 64};
 }
 
 // Every parameter of a Gpt built with build_gpt on `ranks` thread ranks, whole, by name.
