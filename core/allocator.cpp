@@ -38,9 +38,9 @@ const char* mem_tag_name(MemTag t) {
 }
 
 int MemoryLedger::slot_of(Device d) {
-  int s = d.is_cpu() ? 0 : 1 + d.index;
-  ZT_CHECK(s >= 0 && s < kMaxDevices, "device index out of range: ", d.str());
-  return s;
+  ZT_CHECK(d.is_cpu() || (d.index >= 0 && d.index < kMaxCudaDevices), "memory ledger: device ",
+           d.str(), " is out of range; zt supports cuda:0..", kMaxCudaDevices - 1);
+  return d.is_cpu() ? 0 : 1 + d.index;
 }
 
 static void raise_peak(std::atomic<int64_t>& peak, int64_t v) {

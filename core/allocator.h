@@ -57,7 +57,8 @@ int64_t parse_byte_size(const std::string& text, const std::string& what = "byte
 /// A set of counters (CPU + each GPU), with optional limits. Thread-safe.
 class MemoryLedger {
  public:
-  static constexpr int kMaxDevices = 9;  // slot 0: CPU, 1..8: cuda:0..7
+  /// Counter slots: 0 for the CPU, 1 + i for cuda:i.
+  static constexpr int kLedgerSlots = kMaxCudaDevices + 1;
   /// A ledger named `label` in errors ("rank 2"); limits start at $ZT_MEMORY_LIMIT
   /// (every device) when that is set, else none.
   explicit MemoryLedger(std::string label = "this process");
@@ -88,7 +89,7 @@ class MemoryLedger {
   /// Throws OutOfMemoryError: `bytes` would pass `limit`, this ledger's for `d`, or with
   /// `host` the machine's memory (every CPU ledger of the process together).
   [[noreturn]] void fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit, bool host) const;
-  std::array<Slot, kMaxDevices> slots_;
+  std::array<Slot, kLedgerSlots> slots_;
   std::string label_;
 };
 

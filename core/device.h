@@ -7,6 +7,10 @@ namespace zt {
 
 enum class DeviceType : uint8_t { CPU, CUDA };
 
+/// CUDA devices zt addresses per process: cuda:0 .. cuda:15. Per-device tables (streams,
+/// library handles, error records, memory ledgers) are sized from it.
+inline constexpr int kMaxCudaDevices = 16;
+
 /// A device: type plus index (the CUDA ordinal; 0 for the CPU).
 struct Device {
   DeviceType type = DeviceType::CPU;

@@ -19,7 +19,7 @@ std::string PlanResult::json() const {
 
 NoMemoryLimit::NoMemoryLimit() {
   const std::shared_ptr<MemoryLedger>& ledger = current_ledger();
-  for (int slot = 0; slot < MemoryLedger::kMaxDevices; ++slot) {
+  for (int slot = 0; slot < MemoryLedger::kLedgerSlots; ++slot) {
     const Device d = slot == 0 ? Device::cpu() : Device::cuda(slot - 1);
     if (const int64_t limit = ledger->limit(d); limit > 0) {
       lifted_.emplace_back(d, limit);

@@ -18,9 +18,9 @@ namespace {
 
 // Per device: the record's host address (null until used), its device address and the
 // claim word in device memory.
-std::atomic<DeviceError*> g_records[kMaxDevices];
-DeviceError* g_device_records[kMaxDevices];
-int* g_claims[kMaxDevices];
+std::atomic<DeviceError*> g_records[kMaxCudaDevices];
+DeviceError* g_device_records[kMaxCudaDevices];
+int* g_claims[kMaxCudaDevices];
 std::mutex g_mu;
 
 const char* op_name(int op) {
@@ -43,8 +43,8 @@ const char* op_name(int op) {
 DeviceErrorSlot device_error_record() {
   int dev = 0;
   CUDA_CHECK(cudaGetDevice(&dev));
-  ZT_CHECK(dev >= 0 && dev < kMaxDevices, "device_error_record: device ", dev, " beyond ",
-           kMaxDevices);
+  ZT_CHECK(dev >= 0 && dev < kMaxCudaDevices, "device_error_record: device ", dev, " beyond ",
+           kMaxCudaDevices);
   if (g_records[dev].load(std::memory_order_acquire) == nullptr) {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_records[dev].load(std::memory_order_acquire) == nullptr) {
@@ -69,7 +69,7 @@ DeviceErrorSlot device_error_record() {
 }
 
 void raise_device_errors() {
-  for (int dev = 0; dev < kMaxDevices; ++dev) {
+  for (int dev = 0; dev < kMaxCudaDevices; ++dev) {
     DeviceError* r = g_records[dev].load(std::memory_order_acquire);
     if (r == nullptr) continue;
     volatile int* kind = &r->kind;

@@ -14,12 +14,13 @@ namespace zt::cuda {
 namespace {
 
 // nullptr is the legacy default stream: one per device, shared by all threads.
-thread_local std::array<cudaStream_t, kMaxDevices> t_streams{};
+thread_local std::array<cudaStream_t, kMaxCudaDevices> t_streams{};
 thread_local bool t_capturing = false;
 
 int resolve(int device) {
   int d = device < 0 ? current_device() : device;
-  ZT_CHECK(d < kMaxDevices, "CUDA device ", d, " out of range (zt supports ", kMaxDevices, ")");
+  ZT_CHECK(d < kMaxCudaDevices, "CUDA device ", d, " out of range (zt supports ", kMaxCudaDevices,
+           ")");
   return d;
 }
 }  // namespace
@@ -158,7 +159,7 @@ StreamGuard::~StreamGuard() {
 }
 
 int sm_count(int device) {
-  static std::array<std::atomic<int>, kMaxDevices> cache{};
+  static std::array<std::atomic<int>, kMaxCudaDevices> cache{};
   int d = resolve(device);
   int n = cache[d].load(std::memory_order_relaxed);
   if (n == 0) {

@@ -10,12 +10,10 @@
 
 #include <array>
 
+#include "core/device.h"
 #include "core/error.h"
 
 namespace zt::cuda {
-
-/// Devices zt addresses per process (per-device tables are this long).
-inline constexpr int kMaxDevices = 16;
 
 /// The CUDA device this thread is using (cudaGetDevice).
 int current_device();
@@ -138,9 +136,9 @@ H thread_handle(int device, Create create, Destroy) {
       if (handle) Destroy{}(handle);
     }
   };
-  thread_local std::array<Owned, kMaxDevices> owned;
-  ZT_CHECK(device >= 0 && device < kMaxDevices, "CUDA device ", device,
-           " out of range (zt supports ", kMaxDevices, ")");
+  thread_local std::array<Owned, kMaxCudaDevices> owned;
+  ZT_CHECK(device >= 0 && device < kMaxCudaDevices, "CUDA device ", device,
+           " out of range (zt supports ", kMaxCudaDevices, ")");
   Owned& o = owned[static_cast<size_t>(device)];
   if (!o.handle) {
     DeviceGuard g(device);

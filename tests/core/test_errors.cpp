@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "common/test_util.h"
+#include "core/allocator.h"
 
 using namespace zt;
 
@@ -67,4 +68,17 @@ TEST(Errors, OpArguments) {
   EXPECT_ERROR_WITH(max(zeros({0})), "max: dimension 0 of [0] is empty, so it has no maximum");
   EXPECT_ERROR_WITH(min(zeros({3, 0}), 1), "min: dimension 1 of [3, 0] is empty");
   EXPECT_ERROR_WITH(argmax(zeros({3, 0}), -1), "argmax: dimension 1 of [3, 0] is empty");
+}
+
+// The ledger counts every device the CUDA layer addresses (cuda:0 .. kMaxCudaDevices - 1),
+// and names that range for any other.
+TEST(Errors, LedgerDeviceRange) {
+  MemoryLedger ledger;
+  const Device last = Device::cuda(kMaxCudaDevices - 1);
+  ledger.add(last, MemTag::kOther, 64);
+  EXPECT_EQ(ledger.counters(last).total_current, 64);
+  EXPECT_EQ(ledger.counters(Device::cuda(0)).total_current, 0);
+  ledger.sub(last, MemTag::kOther, 64);
+  EXPECT_ERROR_WITH(ledger.add(Device::cuda(kMaxCudaDevices), MemTag::kOther, 64),
+                    "device cuda:16 is out of range; zt supports cuda:0..15");
 }
