@@ -41,7 +41,8 @@ bool graph_capturing();
 /// bits, fp32 accumulation), for matrix multiplies (cuBLAS) and convolutions (cuDNN)
 /// separately. The library's default is exact fp32 for both; the apps turn
 /// convolutions on (train.tf32: conv), as PyTorch does. No effect on the CPU or on
-/// other dtypes. Process-wide.
+/// other dtypes. Process-wide. TF32 costs about 1e-3 relative error in f32 GEMMs and
+/// convolutions and is much faster; off, f32 results match the CPU to float rounding.
 struct Tf32Policy {
   bool matmul = false;
   bool conv = false;

@@ -216,8 +216,8 @@ void take(const Tensor& out, const Tensor& x, const Tensor& offsets);
 void put_add(const Tensor& dst, const Tensor& src, const Tensor& offsets);
 /// out (ids..., classes) f32, already zero: out[i, ids[i]] = 1.
 void one_hot(const Tensor& out, const Tensor& ids, int64_t classes);
-/// out (rows) i64: index of the first max (or min) of each row of x (rows, n) under
-/// strict comparisons, so NaNs are skipped unless first. Any dtype.
+/// out (rows) i64: index of the first max (or min) of each row of x (rows, n); a NaN
+/// counts as both, the first NaN winning (PyTorch's rule). Any dtype.
 void arg_extreme(const Tensor& out, const Tensor& x, int64_t rows, int64_t n, bool want_max);
 /// Nearest resize of x (planes, D, H, W) to out (planes, Do, Ho, Wo) with PyTorch's
 /// 'nearest' index rule; any dtype.

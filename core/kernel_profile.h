@@ -22,7 +22,7 @@ class KernelProfile {
  public:
   /// One kernel's totals.
   struct Entry {
-    std::string kernel;  ///< the kernel-table name: "gemm", "conv2d_forward", ...
+    std::string kernel;  ///< the kernel-table name: "gemm", "conv_forward", ...
     int64_t calls = 0;   ///< outermost dispatches of it
     double ms = 0;       ///< summed time in milliseconds
   };

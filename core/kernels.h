@@ -3,9 +3,10 @@
 // core/ops/dispatch.h); kernels only compute. Both devices implement one list
 // (core/kernel_list.h, included below into zt::cpu and zt::cuda), with the same names,
 // arguments and contracts, in files of the same names: core/cpu/index.cpp beside
-// core/cuda/index.cu, and so on. The CPU kernels are the specification. `out` is always
-// contiguous and preallocated; elementwise inputs may be strided (broadcast inputs
-// arrive as expand()ed views with zero strides).
+// core/cuda/index.cu, and so on. The CPU kernels are the specification. Outputs of unary,
+// binary, axpy, copy and fill may be strided views (the in-place ops write through them);
+// every other kernel takes a contiguous, preallocated output. Elementwise inputs may be
+// strided (broadcast inputs arrive as expand()ed views with zero strides).
 #pragma once
 
 #include <array>

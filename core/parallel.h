@@ -22,8 +22,9 @@ int default_thread_count(int omp_num_threads, int process_cpus, int machine_cpus
                          int local_processes);
 }  // namespace detail
 
-/// Runs fn(begin, end) over [0, n) split into chunks across num_threads() when n * cost
-/// is large enough; serial otherwise.
+/// Runs fn(begin, end) over [0, n) in at most min(num_threads(), ceil(n / grain))
+/// contiguous chunks of about n / chunks items each, run in parallel; one call fn(0, n)
+/// on this thread when n <= grain or with one thread, none when n <= 0.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn);
 

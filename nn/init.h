@@ -24,8 +24,11 @@ void uniform_(const Tensor& t, double lo = 0.0, double hi = 1.0,
 /// N(mean, std).
 void normal_(const Tensor& t, double mean = 0.0, double std = 1.0,
              Generator& g = default_generator());
+/// Every element = value.
 void constant_(const Tensor& t, double value);
+/// Every element = 0.
 void zeros_(const Tensor& t);
+/// Every element = 1.
 void ones_(const Tensor& t);
 
 /// Kaiming (He) uniform: U(-b, b), b = gain * sqrt(3 / fan), fan per `mode` ("fan_in" or

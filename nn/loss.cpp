@@ -34,7 +34,7 @@ std::string CrossEntropyLoss::extra_repr() const {
 
 Tensor CrossEntropyLoss::forward(const Tensor& logits, const Tensor& target) {
   ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
-           "CrossEntropyLoss: target must hold class indices (i64), got ",
+           "CrossEntropyLoss: target must hold class indices (i64 or i32), got ",
            dtype_name(target.dtype()));
   bool ok =
       logits.dim() >= 2 && target.dim() == logits.dim() - 1 && target.size(0) == logits.size(0);

@@ -1,6 +1,6 @@
 // Loss modules: MSELoss, L1Loss, CrossEntropyLoss. Each is called with two inputs,
 // loss(prediction, target), and returns a scalar (the mean; CrossEntropyLoss also takes
-// label smoothing and the sum, or one loss per position).
+// class weights, label smoothing and the sum, or one loss per position).
 #pragma once
 
 #include "nn/module.h"
@@ -36,13 +36,15 @@ class L1Loss : public LossModule {
   Tensor forward(const Tensor& x, const Tensor& y) override;
 };
 
-/// logits (N, C) or (N, C, *), target i64 (N) or (N, *): mean of -log softmax at the
-/// target over targets != ignore_index.
+/// logits (N, C) or (N, C, *), target i64 or i32 (N) or (N, *): mean of -log softmax at
+/// the target over targets != ignore_index, weighted by options.weight[target] when given
+/// (PyTorch's `weight`: the mean then divides by the kept targets' summed weights).
 class CrossEntropyLoss : public LossModule {
  public:
   explicit CrossEntropyLoss(int64_t ignore_index = -100)
       : CrossEntropyLoss(CrossEntropyOptions{.ignore_index = ignore_index}) {}
-  /// With label smoothing or another reduction (kNone returns one loss per position).
+  /// With class weights, label smoothing or another reduction (kNone returns one loss per
+  /// position).
   explicit CrossEntropyLoss(CrossEntropyOptions options)
       : LossModule("CrossEntropyLoss"), options_(options) {}
   std::string extra_repr() const override;

@@ -33,10 +33,10 @@ class RegistrationObserver {
 };
 /// Pushes/pops a registration observer for this thread (used by RAII scopes).
 void push_registration_observer(RegistrationObserver* o);
+void pop_registration_observer(RegistrationObserver* o);
 /// Parameters, buffers and child modules registered (or replaced) so far, process-wide:
 /// a model whose owner saw this count unchanged has not changed shape.
 uint64_t registration_count();
-void pop_registration_observer(RegistrationObserver* o);
 /// The innermost observer on this thread, or null.
 RegistrationObserver* current_registration_observer();
 

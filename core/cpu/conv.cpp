@@ -111,7 +111,6 @@ struct ConvData {
   T* grad_x = nullptr;
 };
 
-// Forward for samples [n_begin, n_end), serially.
 // The weight as one (O, C) matrix per tap: wt (taps, O, C) <- w (O, C, taps).
 template <typename T>
 std::vector<T> weight_per_tap(const ConvGeometry& g, const T* w) {
@@ -155,6 +154,7 @@ void forward_planes(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin
   }
 }
 
+// Forward for samples [n_begin, n_end), serially.
 template <typename T>
 void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
   const int64_t k = g.col_rows(), l = g.out_positions(), o = g.o;
@@ -195,8 +195,6 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
   }
 }
 
-// Backward for samples [n_begin, n_end), serially: grad_x of those samples (if wanted)
-// and their weight gradient written (not added) to dw (if non-null).
 // Backward over padded planes, one sample at a time, with G (O, Q) the output gradient
 // in plane layout (zero in the wrap columns):
 //   dW_t (O, C) += G @ window_t^T            (window_t of the padded input)
@@ -236,6 +234,8 @@ void backward_planes(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t
       for (int64_t t = 0; t < taps; ++t) dw[(oc * c + ci) * taps + t] = dwt[(t * o + oc) * c + ci];
 }
 
+// Backward for samples [n_begin, n_end), serially: grad_x of those samples (if wanted)
+// and their weight gradient written (not added) to dw (if non-null).
 template <typename T>
 void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t n_begin,
                     int64_t n_end) {

@@ -46,13 +46,14 @@ Loop<N> make_loop(const Shape& sizes, const std::array<Shape, N>& strides) {
   return l;
 }
 
+/// The most elements for_each_row hands fn at once.
+constexpr int64_t kRowPiece = 32768;
+
 /// Calls fn(offsets, n, inner_strides) for every innermost row, or for pieces of it: a
 /// row longer than kRowPiece elements is cut into pieces of at most that many, so a
 /// contiguous tensor (one merged row) runs on several threads too. Rows and pieces run
 /// in parallel when the loop is large. Offsets are element offsets per operand; fn must
 /// treat each element on its own (elementwise kernels).
-constexpr int64_t kRowPiece = 32768;
-
 template <size_t N, typename Fn>
 void for_each_row(const Loop<N>& l, Fn&& fn) {
   int64_t nd = static_cast<int64_t>(l.sizes.size());

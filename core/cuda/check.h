@@ -1,6 +1,6 @@
 // Status-code checks for the CUDA runtime, cuBLAS and cuDNN. Each macro turns a failed
-// status into zt::Error("file:line: ...") naming the call, the library's own message and
-// a HINT on what to do about it. cuBLAS and cuDNN statuses are passed as integers so
+// status into zt::Error (with file:line under ZT_DEBUG=1) naming the call, the library's own
+// message and a HINT on what to do about it. cuBLAS and cuDNN statuses are passed as integers so
 // that this header needs only the CUDA runtime.
 #pragma once
 

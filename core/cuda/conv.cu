@@ -1,6 +1,7 @@
 // CUDA convolution through cuDNN's convolution API: forward, backward data and backward
-// filter, plus the bias (a broadcast add forward; a per-channel sum, in double like the
-// CPU, backward). The twin of core/cpu/conv.cpp, same ConvGeometry and contract.
+// filter, plus the bias (a broadcast add forward; a per-channel sum in double backward: the
+// CPU's sums 16 lanes in the tensor's dtype first, so the two agree to that dtype's
+// rounding). The twin of core/cpu/conv.cpp, same ConvGeometry and contract.
 // Legend: N batch, C in channels, O out channels, D/H/W input sizes, Do/Ho/Wo output
 // sizes, L = Do*Ho*Wo.
 //
@@ -246,6 +247,7 @@ std::pair<std::vector<Choice>*, std::vector<Choice>::iterator> cached_place(cons
   return {&cached, it};
 }
 
+// Puts `c` first among the key's cached candidates.
 void move_first(const CacheKey& key, const Choice& c) {
   std::lock_guard<std::mutex> lock(g_cache_mutex);
   auto [cached, it] = cached_place(key, c);

@@ -1,9 +1,14 @@
 // CUDA elementwise kernels: unary, binary (incl. backward helpers and comparisons),
 // axpy, where, copy, multi_copy, fill and row sums. The CPU kernels of the same names
-// (core/cpu/elementwise.cpp) are the specification: same formulas, same accumulation
-// types (float for 16-bit types, double for f64; double for sums), same conversions.
+// (core/cpu/elementwise.cpp) are the specification: same accumulation types (float for
+// 16-bit types, double for f64; double for sums), same conversions, the same formulas
+// in exact arithmetic. Not the same bits for every f32 op: the CPU's exp, sigmoid and
+// GELUs go through lanes.h (a Cephes exp, the A&S 7.1.26 erf, tanh-GELU as
+// x * sigmoid(2u)) where these use expf, erff and tanhf, so they agree to a few ulp.
 #include <cstring>
 
+#include "core/cuda/block_reduce.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"

@@ -21,8 +21,4 @@ struct GemmTypes {
 /// types with fp32 accumulation; any other dtype is an error naming `op`.
 GemmTypes gemm_types(DType dt, const char* op);
 
-/// f32 GEMMs use TF32 tensor cores when tf32().matmul is set (core/device.h): about 1e-3
-/// relative error, much faster. Off by default, so f32 matmuls match the CPU to float
-/// rounding.
-
 }  // namespace zt::cuda

@@ -213,7 +213,7 @@ struct NearestDims {
   float scale[3];  // in / out in float, as the CPU computes it
 };
 
-// PyTorch's 'nearest' source index along one axis (core/ops/shape.cpp's rule).
+// PyTorch's 'nearest' source index along one axis (core/cpu/index.cpp's nearest_indices).
 __device__ __forceinline__ int64_t nearest_src(const NearestDims& p, int a, int64_t o) {
   const int64_t in = p.in[a], out = p.out[a];
   if (out == in) return o;

@@ -1,43 +1,76 @@
 // Elementwise ops with NumPy broadcasting. Differentiable unless noted; gradients of
-// broadcast inputs are summed back to the input's shape.
+// broadcast inputs are summed back to the input's shape. Two-tensor ops take one dtype
+// and one device for both operands (errors name the op and both); arithmetic is on
+// floating dtypes, and the output has the broadcast shape and the operands' dtype.
 #pragma once
 
 #include "core/tensor.h"
 
 namespace zt {
 
+/// a + b.
 Tensor add(const Tensor& a, const Tensor& b);
+/// a - b.
 Tensor sub(const Tensor& a, const Tensor& b);
+/// a * b.
 Tensor mul(const Tensor& a, const Tensor& b);
+/// a / b.
 Tensor div(const Tensor& a, const Tensor& b);
+/// a + b for a scalar b, computed in a's accumulation type (float for 16-bit dtypes).
 Tensor add(const Tensor& a, double b);
+/// a * b for a scalar b, computed in a's accumulation type (float for 16-bit dtypes).
 Tensor mul(const Tensor& a, double b);
 /// a + alpha * b.
 Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha);
+/// -a (as mul(a, -1)).
 Tensor neg(const Tensor& a);
+/// a^exponent; the gradient of a^0 is 0 everywhere, also at a = 0.
 Tensor pow(const Tensor& a, double exponent);
+/// e^a.
 Tensor exp(const Tensor& a);
+/// Natural log of a (NaN below 0, -inf at 0).
 Tensor log(const Tensor& a);
+/// Square root of a.
 Tensor sqrt(const Tensor& a);
+/// 1 / sqrt(a).
 Tensor rsqrt(const Tensor& a);
+/// |a|; gradient sign(a) (0 at 0).
 Tensor abs(const Tensor& a);
+/// a limited to [lo, hi]; gradient 1 inside the closed interval, 0 outside. Errors when
+/// a bound is NaN (pass -inf or inf for a side without one) or lo > hi.
 Tensor clamp(const Tensor& a, double lo, double hi);
 /// cond ? a : b (cond is bool, broadcast); differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// max(a, 0); gradient 0 at a = 0.
 Tensor relu(const Tensor& a);
-Tensor silu(const Tensor& a);  // x * sigmoid(x), a.k.a. swish
+/// a * sigmoid(a), a.k.a. swish.
+Tensor silu(const Tensor& a);
+/// 1 / (1 + e^-a).
 Tensor sigmoid(const Tensor& a);
+/// tanh(a).
 Tensor tanh(const Tensor& a);
+/// GELU: a * Phi(a) with the exact erf form, or with tanh_approx PyTorch's
+/// approximate='tanh' form 0.5 a (1 + tanh(sqrt(2/pi) (a + 0.044715 a^3))).
 Tensor gelu(const Tensor& a, bool tanh_approx = false);
 
-// Comparisons: bool results, no gradient.
+// Comparisons: operands of any one dtype, a bool result of the broadcast shape, no
+// gradient.
+/// a == b.
 Tensor eq(const Tensor& a, const Tensor& b);
+/// a != b.
 Tensor ne(const Tensor& a, const Tensor& b);
+/// a < b.
 Tensor lt(const Tensor& a, const Tensor& b);
+/// a <= b.
 Tensor le(const Tensor& a, const Tensor& b);
+/// a > b.
 Tensor gt(const Tensor& a, const Tensor& b);
+/// a >= b.
 Tensor ge(const Tensor& a, const Tensor& b);
+/// a > b for a scalar b: compared in a's dtype when floating, else in f64 (so an integer
+/// tensor is compared with b as given: 0 > -0.5 is true).
 Tensor gt(const Tensor& a, double b);
+/// a < b for a scalar b: compared in a's dtype when floating, else in f64 (0 < 0.5 is true).
 Tensor lt(const Tensor& a, double b);
 
 /// Sums a broadcast gradient back to `shape` (the inverse of expand).

@@ -19,8 +19,10 @@ Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
 /// accumulator, so they differ from the composed ops by one bf16/f16 rounding.
 Tensor linear_gelu(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 
-/// Raw GEMM on contiguous row-major buffers: C = alpha * op(A) @ op(B) + beta * C.
-/// A is (M, K) after op, B (K, N), C (M, N). dtype f32 or f64; device from the tensors.
+/// Raw GEMM, no autograd: C = alpha * op(A) @ op(B) + beta * C, row-major with leading
+/// dimensions lda, ldb, ldc (strided views allowed). A is (M, K) after op, B (K, N),
+/// C (M, N). f32, f64, bf16 or f16 (16-bit types accumulate in fp32); device from the
+/// tensors.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha,
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc);

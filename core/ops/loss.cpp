@@ -1,6 +1,7 @@
-// Softmax family over any dim and cross-entropy with ignore_index (kernels in
-// core/cpu/softmax.cpp and core/cuda/softmax.cu), mean-reduced MSE / L1 losses and
-// inverted dropout.
+// Softmax family over any dim; cross-entropy with ignore_index (fused kernels in
+// core/cpu/softmax.cpp and core/cuda/softmax.cu), and with class weights, label
+// smoothing or another reduction (composed over log_softmax); mean-reduced MSE / L1
+// losses and inverted dropout.
 // Legend: N batch, C classes, * extra positions; (R, L, I) the view of a tensor as
 // rows before the softmax dim, the dim itself, and the elements after it.
 #include "core/ops/loss.h"

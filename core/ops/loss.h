@@ -6,7 +6,10 @@
 
 namespace zt {
 
+/// softmax of a floating x along dim, x's shape and dtype (16-bit inputs computed in f32
+/// and rounded once).
 Tensor softmax(const Tensor& x, int64_t dim);
+/// log(softmax(x, dim)) computed stably, x's shape and dtype (16-bit inputs in f32).
 Tensor log_softmax(const Tensor& x, int64_t dim);
 // The losses below return f32 for bf16/f16 inputs, as they run under torch.autocast: a
 // 16-bit loss would be rounded once more, and under fp16 the loss scale (65536 to start)

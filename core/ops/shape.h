@@ -1,4 +1,5 @@
-// Shape-changing ops that copy: pad, interpolate, repeat, cat/stack/split.
+// Shape-changing ops that copy (pad, interpolate, repeat, cat, stack) and the
+// view-returning split/chunk.
 #pragma once
 
 #include "core/tensor.h"
@@ -15,7 +16,11 @@ Tensor interpolate_nearest(const Tensor& x, const Shape& size);
 Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim);
 /// Tiles the tensor `repeats[d]` times along each dim.
 Tensor repeat(const Tensor& x, const Shape& repeats);
+/// Joins xs (at least one; one dtype, one device, at least 1-D, equal sizes except at
+/// dim) along dim: the sizes at dim add up.
 Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
+/// Joins xs (at least one, all of one shape, dtype and device) along a new dim inserted
+/// at `dim`: (S...) -> (S[:dim]..., len(xs), S[dim:]...).
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 /// Views of consecutive pieces of `size` (the last may be smaller).
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);
