@@ -100,4 +100,13 @@ void check_cross_entropy_stats(const char* op, const Tensor& stats) {
            shape_str(stats.sizes()));
 }
 
+void check_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& grad) {
+  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1,
+           "cross_entropy backward: expects a one-element f64 gradient, got ", grad.str());
+  ZT_CHECK(dlogits.dtype() == logits.dtype() && dlogits.sizes() == logits.sizes() &&
+               dlogits.is_contiguous(),
+           "cross_entropy backward: expects a contiguous output of the logits' shape and dtype (",
+           logits.str(), "), got ", dlogits.str());
+}
+
 }  // namespace zt::detail

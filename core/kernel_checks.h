@@ -38,5 +38,8 @@ void check_cross_entropy(const char* op, const Tensor& lse, const Tensor& logits
                          const Tensor& target);
 /// stats: the (3) f64 contiguous record of cross_entropy_forward.
 void check_cross_entropy_stats(const char* op, const Tensor& stats);
+/// cross_entropy_backward's grad (a one-element f64 tensor) and dlogits (contiguous, of
+/// the logits' shape and dtype).
+void check_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& grad);
 
 }  // namespace zt::detail

@@ -8,6 +8,18 @@
 
 namespace zt::nn {
 
+namespace {
+// "(a[0], a[1], ...)" over the first n entries, as extra_repr and errors print options.
+template <typename A>
+std::string tuple_str(const A& a, size_t n) {
+  std::ostringstream os;
+  os << "(";
+  for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << a[i];
+  os << ")";
+  return os.str();
+}
+}  // namespace
+
 template <size_t D>
 std::array<int64_t, 2 * D> ConvOptions<D>::padding_per_side() const {
   if (explicit_padding_) return *explicit_padding_;
@@ -23,8 +35,10 @@ ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
            ": channel counts must be positive, got ", opts.in_channels(), " -> ",
            opts.out_channels());
   for (size_t d = 0; d < D; ++d) {
-    ZT_CHECK(opts.kernel_size()[d] > 0, type_name, ": kernel sizes must be positive");
-    ZT_CHECK(opts.stride()[d] > 0, type_name, ": strides must be positive");
+    ZT_CHECK(opts.kernel_size()[d] > 0, type_name,
+             ": kernel sizes must be positive, got kernel_size=", tuple_str(opts.kernel_size(), D));
+    ZT_CHECK(opts.stride()[d] > 0, type_name,
+             ": strides must be positive, got stride=", tuple_str(opts.stride(), D));
   }
   for (int64_t p : opts.padding_per_side())
     ZT_CHECK(p >= 0, type_name, ": padding must be non-negative, got ", p);
@@ -50,18 +64,11 @@ void ConvNd<D>::reset_parameters() {
 
 template <size_t D>
 std::string ConvNd<D>::extra_repr() const {
-  auto list = [](const auto& a, size_t n) {
-    std::ostringstream os;
-    os << "(";
-    for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << a[i];
-    os << ")";
-    return os.str();
-  };
   std::ostringstream os;
   os << options.in_channels() << ", " << options.out_channels()
-     << ", kernel_size=" << list(options.kernel_size(), D)
-     << ", stride=" << list(options.stride(), D)
-     << ", padding=" << list(options.padding_per_side(), 2 * D);
+     << ", kernel_size=" << tuple_str(options.kernel_size(), D)
+     << ", stride=" << tuple_str(options.stride(), D)
+     << ", padding=" << tuple_str(options.padding_per_side(), 2 * D);
   if (!options.bias()) os << ", bias=false";
   return os.str();
 }

@@ -13,7 +13,8 @@ SGD::SGD(NamedTensors params, const SGDOptions& o)
   ZT_CHECK(o.momentum() >= 0, "SGD: momentum must be >= 0, got ", o.momentum());
   ZT_CHECK(o.weight_decay() >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay());
   ZT_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0),
-           "SGD: nesterov needs momentum > 0 and dampening 0");
+           "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum(),
+           " and dampening ", o.dampening());
 }
 
 void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,

@@ -168,10 +168,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
   detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
   detail::check_cross_entropy_stats("cross_entropy backward", stats);
   const double count = stats.data<double>()[1];
-  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
-               dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
-           "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
-           "of the logits' shape and dtype");
+  detail::check_cross_entropy_backward(dlogits, logits, grad);
   const int64_t P = logits.size(0), C = logits.size(1);
   const double* pl = lse.data<double>();
   const double scale = count > 0 ? grad.data<double>()[0] / count : 0.0;

@@ -339,9 +339,9 @@ void check_conv(const char* what, const ConvGeometry& g, std::initializer_list<T
   bool first = true;
   for (const Tensor& t : ts) {
     if (!t.defined()) continue;
-    ZT_CHECK(t.is_contiguous(), what, ": expects contiguous tensors");
+    ZT_CHECK(t.is_contiguous(), what, ": expects contiguous tensors, got a strided ", t.str());
     if (first) dt = t.dtype();
-    ZT_CHECK(t.dtype() == dt, what, ": mixed dtypes");
+    ZT_CHECK(t.dtype() == dt, what, ": expects one dtype, got ", dtype_name(dt), " and ", t.str());
     first = false;
   }
   ZT_CHECK(is_floating(dt), what, ": expects a floating dtype, got ", dtype_name(dt));

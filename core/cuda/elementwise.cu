@@ -372,7 +372,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
   std::array<const Shape*, 3> st{&out.strides(), &a.strides(), &b.strides()};
   int dev = out.device().index;
   if (is_compare(op)) {
-    ZT_CHECK(out.dtype() == DType::b8, "comparison output must be bool");
+    ZT_CHECK(out.dtype() == DType::b8, "binary: a comparison's output must be bool, got ",
+             out.str());
     dispatch_device(a.dtype(), [&]<typename T>() {
       CompareFn<T> f{op, static_cast<bool*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
                      static_cast<const T*>(b.data_ptr())};
@@ -513,7 +514,10 @@ void fill(const Tensor& dst, double value) {
 
 void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) {
   check_device("sum", out.device(), {in});
-  ZT_CHECK(in.is_contiguous() && out.is_contiguous(), "sum_rows: expects contiguous tensors");
+  ZT_CHECK(in.is_contiguous() && out.is_contiguous(),
+           "sum_rows: expects contiguous tensors, got in ", in.str(),
+           (in.is_contiguous() ? "" : " (strided)"), " and out ", out.str(),
+           (out.is_contiguous() ? "" : " (strided)"));
   if (rows == 0) return;
   if (inner == 0) {
     fill(out, 0.0);
@@ -535,7 +539,9 @@ void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) 
     // Long rows: fixed-size chunks (independent of the GPU model), then a second pass
     // over the per-chunk partial sums in double.
     int64_t chunks = (inner + kChunk - 1) / kChunk;
-    ZT_CHECK(chunks <= 65535, "sum: rows of ", inner, " elements are too long for one pass");
+    ZT_CHECK(chunks <= 65535, "sum: rows of ", inner,
+             " elements are too long for one pass (at most ", 65535 * kChunk, " = 65535 x ", kChunk,
+             "); sum the tensor in pieces and add them");
     Tensor partial;
     double* pp = nullptr;
     if (chunks > 1) {

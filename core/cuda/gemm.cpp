@@ -75,7 +75,9 @@ GemmShape gemm_shape(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k
 void check_operands(const char* op, const Tensor& a, const Tensor& b, const Tensor& c) {
   ZT_CHECK(a.device() == c.device() && b.device() == c.device(), op, ": operands on ",
            a.device().str(), ", ", b.device().str(), " and ", c.device().str());
-  ZT_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), op, ": mixed dtypes");
+  ZT_CHECK(a.dtype() == c.dtype() && b.dtype() == c.dtype(), op,
+           ": operands of one dtype expected, got a ", a.str(), ", b ", b.str(), " and c ",
+           c.str());
 }
 
 }  // namespace

@@ -87,7 +87,9 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
   const int dev = dy.device().index;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   const int64_t col_blocks = (n + kCols - 1) / kCols;
-  ZT_CHECK(chunks <= 65535, "gemm_epilogue_backward: ", m, " rows are too many for one pass");
+  ZT_CHECK(chunks <= 65535, "gemm_epilogue_backward: ", m,
+           " rows are too many for one pass (at most ", 65535 * kChunkRows, " = 65535 x ",
+           kChunkRows, "); split the batch");
   dispatch_device_floating(dy.dtype(), "gemm_epilogue_backward", [&]<typename T>() {
     DeviceGuard g(dev);
     cudaStream_t stream = current_stream(dev);

@@ -286,7 +286,9 @@ int bits_for(int64_t max_key) {
 void scatter_rows_add(const Tensor& dst, const Tensor& src, const Tensor& rows, int64_t M,
                       int64_t inner, int64_t num_rows) {
   if (M == 0 || inner == 0) return;
-  ZT_CHECK(M < INT_MAX, "scatter-add: ", M, " rows are too many for one pass");
+  ZT_CHECK(M < INT_MAX, "scatter-add: ", M,
+           " rows are too many for one pass (at most 2^31 - 2); "
+           "split the index");
   const Device dev = dst.device();
   cudaStream_t st = current_stream();
   const int m = static_cast<int>(M);
@@ -327,7 +329,8 @@ void scatter_rows_add(const Tensor& dst, const Tensor& src, const Tensor& rows, 
 }
 
 void check_contiguous(const char* op, std::initializer_list<Tensor> ts) {
-  for (const Tensor& t : ts) ZT_CHECK(t.is_contiguous(), op, ": expects contiguous tensors");
+  for (const Tensor& t : ts)
+    ZT_CHECK(t.is_contiguous(), op, ": expects contiguous tensors, got a strided ", t.str());
 }
 
 NearestDims nearest_dims(const Shape& in, const Shape& out) {

@@ -290,10 +290,7 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
   check_device("cross_entropy backward", logits.device(), {dlogits, lse, target, grad, stats});
   ::zt::detail::check_cross_entropy("cross_entropy backward", lse, logits, target);
   ::zt::detail::check_cross_entropy_stats("cross_entropy backward", stats);
-  ZT_CHECK(grad.dtype() == DType::f64 && grad.numel() == 1 && dlogits.dtype() == logits.dtype() &&
-               dlogits.sizes() == logits.sizes() && dlogits.is_contiguous(),
-           "cross_entropy backward: expects an f64 scalar gradient and a contiguous output "
-           "of the logits' shape and dtype");
+  ::zt::detail::check_cross_entropy_backward(dlogits, logits, grad);
   const int64_t P = logits.size(0), C = logits.size(1);
   if (P * C == 0) return;
   DeviceGuard g(logits.device().index);

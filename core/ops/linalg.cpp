@@ -128,7 +128,8 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same("matmul", {a, b});
-  ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: 0-dim operands");
+  ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must be at least 1-D, got ",
+           shape_str(a.sizes()), " and ", shape_str(b.sizes()), "; scale by a scalar with mul()");
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);

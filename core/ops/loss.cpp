@@ -65,14 +65,23 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
 }
 
 namespace {
-void check_cross_entropy(const Tensor& logits, const Tensor& target) {
+// Target `target` at flat position `position` of the target tensor is not a class in
+// [0, C) nor ignore_index.
+[[noreturn]] void fail_target_out_of_range(int64_t target, int64_t position, int64_t C,
+                                           int64_t ignore_index) {
+  ZT_FAIL("cross_entropy: target ", target, " at position ", position, " is out of range [0, ", C,
+          ") (and is not ignore_index = ", ignore_index, ")");
+}
+
+void check_cross_entropy_args(const Tensor& logits, const Tensor& target) {
   ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
   ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
            shape_str(logits.sizes()));
   ZT_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating, got ",
            dtype_name(logits.dtype()));
   ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
-           "cross_entropy: target must hold class indices (i64), got ", dtype_name(target.dtype()));
+           "cross_entropy: target must hold class indices (i64 or i32), got ",
+           dtype_name(target.dtype()));
   Shape want = logits.sizes();
   want.erase(want.begin() + 1);
   ZT_CHECK(target.sizes() == want, "cross_entropy: target shape ", shape_str(target.sizes()),
@@ -86,7 +95,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
            "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
   if (o.label_smoothing == 0 && o.reduction == Reduction::kMean && !o.weight.defined())
     return cross_entropy(logits, target, o.ignore_index);
-  check_cross_entropy(logits, target);
+  check_cross_entropy_args(logits, target);
   const int64_t C = logits.size(1);
   ZT_CHECK(!o.weight.defined() ||
                (o.weight.dim() == 1 && o.weight.size(0) == C && is_floating(o.weight.dtype())),
@@ -100,8 +109,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const Tensor kept = ne(t, full({}, static_cast<double>(o.ignore_index), DType::f64, t.device()));
   const Tensor out_of_range =
       mul(add(lt(t, 0.0).to(DType::f64), gt(t, C - 1.0).to(DType::f64)), kept.to(DType::f64));
-  ZT_CHECK(sum(out_of_range).item() == 0, "cross_entropy: a target is out of range [0, ", C,
-           ") (and is not ignore_index = ", o.ignore_index, ")");
+  if (sum(out_of_range).item() != 0) {
+    const Tensor bad = out_of_range.reshape({-1});
+    const auto p = static_cast<int64_t>(argmax(bad, 0).item());
+    fail_target_out_of_range(static_cast<int64_t>(t.reshape({-1}).narrow(0, p, 1).item()), p, C,
+                             o.ignore_index);
+  }
   const Tensor index = where(kept, t, zeros({}, DType::f64, t.device())).to(DType::i64);
   const Tensor logp = log_softmax(widened(logits), 1);  // (N, C, *)
   // Each class's weight shaped to broadcast over (N, C, *), and each target's weight (the
@@ -127,7 +140,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  check_cross_entropy(logits, target);
+  check_cross_entropy_args(logits, target);
   const int64_t C = logits.size(1);
   const Device dev = logits.device();
   // The kernels read (P, C) rows with the class dim last and contiguous: (N, C) logits
@@ -148,9 +161,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   ZT_DISPATCH(dev, cross_entropy_forward, stats, lse, rows, tgt, ignore_index);
   if (dev.is_cpu() && stats.data<double>()[2] >= 0) {  // CUDA raises it at its next wait
     const auto p = static_cast<int64_t>(stats.data<double>()[2]);
-    const auto t = static_cast<int64_t>(tgt.narrow(0, p, 1).item());
-    ZT_FAIL("cross_entropy: target ", t, " at position ", p, " is out of range [0, ", C,
-            ") (and is not ignore_index = ", ignore_index, ")");
+    fail_target_out_of_range(static_cast<int64_t>(tgt.narrow(0, p, 1).item()), p, C, ignore_index);
   }
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
   const DType out_dtype = is_16bit_float(logits.dtype()) ? DType::f32 : logits.dtype();

@@ -81,7 +81,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduce(a, dims, keepdim, "mean");
-  ZT_CHECK(p.count > 0, "mean of an empty tensor");
+  ZT_CHECK(p.count > 0, "mean over ", dims.empty() ? "all dims" : "dims " + shape_str(dims), " of ",
+           dtype_name(a.dtype()), shape_str(a.sizes()), ": no elements to average");
   // 16-bit inputs are averaged in f32 and rounded once (PyTorch's accumulate type).
   if (is_16bit_float(a.dtype())) return mean(a.to(DType::f32), dims, keepdim).to(a.dtype());
   return mul(sum(a, dims, keepdim), 1.0 / static_cast<double>(p.count));

@@ -4,6 +4,7 @@
 
 #include "common/test_util.h"
 #include "core/allocator.h"
+#include "core/kernels.h"
 
 using namespace zt;
 
@@ -70,6 +71,12 @@ TEST(Errors, OpArguments) {
   EXPECT_ERROR_WITH(argmax(zeros({3, 0}), -1), "argmax: dimension 1 of [3, 0] is empty");
 }
 
+TEST(Errors, EmptyMeanAndScalarMatmul) {
+  EXPECT_ERROR_WITH(mean(zeros({4, 0}), {1}), "mean over dims [1] of f32[4, 0]: no elements");
+  EXPECT_ERROR_WITH(mean(zeros({0})), "mean over all dims of f32[0]");
+  EXPECT_ERROR_WITH(matmul(zeros({}), zeros({2})), "got [] and [2]; scale by a scalar with mul()");
+}
+
 // The ledger counts every device the CUDA layer addresses (cuda:0 .. kMaxCudaDevices - 1),
 // and names that range for any other.
 TEST(Errors, LedgerDeviceRange) {
@@ -81,4 +88,15 @@ TEST(Errors, LedgerDeviceRange) {
   ledger.sub(last, MemTag::kOther, 64);
   EXPECT_ERROR_WITH(ledger.add(Device::cuda(kMaxCudaDevices), MemTag::kOther, 64),
                     "device cuda:16 is out of range; zt supports cuda:0..15");
+}
+
+TEST(Errors, CrossEntropyBackwardKernelArguments) {
+  const Tensor logits = zeros({2, 3}), lse = zeros({2}, DType::f64);
+  const Tensor target = zeros({2}, DType::i64), stats = zeros({3}, DType::f64);
+  EXPECT_ERROR_WITH(
+      cpu::cross_entropy_backward(zeros({2, 3}), logits, lse, target, zeros({1}), stats, -100),
+      "expects a one-element f64 gradient, got f32[1]");
+  EXPECT_ERROR_WITH(cpu::cross_entropy_backward(zeros({3, 2}), logits, lse, target,
+                                                zeros({1}, DType::f64), stats, -100),
+                    "of the logits' shape and dtype (f32[2, 3] cpu), got f32[3, 2]");
 }

@@ -155,7 +155,7 @@ TEST(CrossEntropy, LabelSmoothingAndReductionsAsPyTorchDefinesThem) {
       [&] {
         cross_entropy(logits, from_vector({0, 3}, {2}, DType::i64), o);
       },
-      "out of range [0, 3)"));
+      "target 3 at position 1 is out of range [0, 3)"));
 }
 
 TEST(Losses, MseAndL1) {

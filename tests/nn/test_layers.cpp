@@ -55,6 +55,19 @@ TEST(Conv2d, ForwardByHand) {
   EXPECT_TRUE(values_are(box(iota({1, 1, 3, 3})), {1, 5, 11, 28}));
 }
 
+TEST(Conv2d, BadOptionsAreNamed) {
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        nn::Conv2d(nn::Conv2dOptions(1, 1, {3, 0}));
+      },
+      "Conv2d: kernel sizes must be positive, got kernel_size=(3, 0)"));
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        nn::Conv2d(nn::Conv2dOptions(1, 1, 3).stride({1, -2}));
+      },
+      "Conv2d: strides must be positive, got stride=(1, -2)"));
+}
+
 TEST(Conv2d, ExplicitPaddingIsTheTokenizerDownsample) {
   // Pad right and bottom by 1, then 3x3 stride 2 padding 0, on the 4x4 ramp 1..16.
   nn::Conv2d down(nn::Conv2dOptions(1, 1, 3).stride(2).explicit_padding({0, 1, 0, 1}).bias(false));

@@ -137,6 +137,16 @@ TEST(Adam, GenericPathMatchesFusedLoop) {
   }
 }
 
+TEST(SGD, NesterovOptionsAreChecked) {
+  Tensor p = from_vector({1.0}, {1});
+  p.set_requires_grad(true);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        optim::SGD({{"p", p}}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.5).nesterov(true));
+      },
+      "nesterov needs momentum > 0 and dampening 0, got momentum 0.9 and dampening 0.5"));
+}
+
 TEST(Optimizer, FactoryBuildsTheConfiguredOptimizer) {
   // Each type from the config follows the trajectory of the class built by hand.
   optim::OptimizerConfig c;
