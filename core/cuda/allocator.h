@@ -15,8 +15,17 @@
 #include <cuda_runtime_api.h>
 
 #include "core/allocator.h"
+#include "core/tensor.h"
 
 namespace zt::cuda {
+
+/// At least `bytes` of scratch on CUDA device `d` from the caching allocator, ordered on
+/// the current stream like any tensor: an i64 tensor of ceil(bytes / 8) elements, to be
+/// used through data_ptr(). Undefined for 0 bytes.
+inline Tensor device_bytes(size_t bytes, Device d) {
+  if (bytes == 0) return Tensor();
+  return Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, d);
+}
 
 class CachingAllocator final : public Allocator {
  public:

@@ -5,6 +5,7 @@
 // so it rounds as on the CPU.
 // Legend: R rows (queries of every batch entry), L keys per row.
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 
@@ -13,13 +14,6 @@ namespace zt::cuda {
 namespace {
 
 constexpr int kRowsPerBlock = kThreads / 32;
-
-__device__ __forceinline__ float d_exp(float x) {
-  return expf(x);
-}
-__device__ __forceinline__ double d_exp(double x) {
-  return exp(x);
-}
 
 template <typename T>
 __global__ void attention_softmax_kernel(T* y, const T* x, int64_t R, int64_t L, T s, bool causal) {

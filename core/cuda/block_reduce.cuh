@@ -1,5 +1,4 @@
-// Warp and block reductions for the CUDA kernels (norms, softmax, argmax, conv bias),
-// and non-contracting arithmetic for matching the CPU's rounding.
+// Warp and block reductions for the CUDA kernels (norms, softmax, argmax, conv bias).
 // The trees are fixed (shuffle-down within a warp, then warp 0 over the per-warp
 // partials), so a result depends only on the launch shape, never on timing: the same
 // inputs give bitwise the same sums run after run.
@@ -59,21 +58,6 @@ __device__ A block_all_max(A v, A* scratch) {
   }
   __syncthreads();
   return scratch[0];
-}
-
-/// Multiply and add without contraction into an FMA: the CPU kernels (built without
-/// FMA) round after each operation, and these keep the GPU's results identical.
-__device__ __forceinline__ float mul_rn(float a, float b) {
-  return __fmul_rn(a, b);
-}
-__device__ __forceinline__ double mul_rn(double a, double b) {
-  return __dmul_rn(a, b);
-}
-__device__ __forceinline__ float add_rn(float a, float b) {
-  return __fadd_rn(a, b);
-}
-__device__ __forceinline__ double add_rn(double a, double b) {
-  return __dadd_rn(a, b);
 }
 
 }  // namespace zt::cuda

@@ -31,6 +31,7 @@
 #include <utility>
 
 #include "core/allocator.h"
+#include "core/cuda/allocator.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/conv_rank.h"
 #include "core/cuda/cudnn.h"
@@ -231,13 +232,6 @@ std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cud
   return c;
 }
 
-// Workspace from the caching allocator (ordered on the current stream like any tensor).
-Tensor workspace(size_t bytes, Device dev) {
-  if (bytes == 0) return Tensor();
-  return Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, dev);
-}
-
-// Puts `c` first among the key's cached candidates.
 // The key's cached candidate list and `c`'s place in it; the caller holds g_cache_mutex.
 std::pair<std::vector<Choice>*, std::vector<Choice>::iterator> cached_place(const CacheKey& key,
                                                                             const Choice& c) {
@@ -270,7 +264,7 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
     d.conv.set_math(c.math);
     Tensor ws;
     try {
-      ws = workspace(c.workspace, dev);
+      ws = device_bytes(c.workspace, dev);
     } catch (const OutOfMemoryError&) {
       if (!no_memory) no_memory = std::current_exception();
       continue;

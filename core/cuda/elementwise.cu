@@ -17,51 +17,6 @@ namespace zt::cuda {
 
 namespace {
 
-// ---------------------------------------------------------------- math (float/double)
-
-__device__ __forceinline__ float d_exp(float x) {
-  return expf(x);
-}
-__device__ __forceinline__ double d_exp(double x) {
-  return exp(x);
-}
-__device__ __forceinline__ float d_log(float x) {
-  return logf(x);
-}
-__device__ __forceinline__ double d_log(double x) {
-  return log(x);
-}
-__device__ __forceinline__ float d_sqrt(float x) {
-  return sqrtf(x);
-}
-__device__ __forceinline__ double d_sqrt(double x) {
-  return sqrt(x);
-}
-__device__ __forceinline__ float d_abs(float x) {
-  return fabsf(x);
-}
-__device__ __forceinline__ double d_abs(double x) {
-  return fabs(x);
-}
-__device__ __forceinline__ float d_tanh(float x) {
-  return tanhf(x);
-}
-__device__ __forceinline__ double d_tanh(double x) {
-  return tanh(x);
-}
-__device__ __forceinline__ float d_erf(float x) {
-  return erff(x);
-}
-__device__ __forceinline__ double d_erf(double x) {
-  return erf(x);
-}
-__device__ __forceinline__ float d_pow(float x, float p) {
-  return powf(x, p);
-}
-__device__ __forceinline__ double d_pow(double x, double p) {
-  return pow(x, p);
-}
-
 template <typename A>
 __device__ A sigmoid(A x) {
   return A(1) / (A(1) + d_exp(-x));
@@ -134,13 +89,8 @@ __device__ A apply_binary(BinaryOp op, A a, A b) {
       A pdf = d_exp(A(-0.5) * b * b) * A(0.39894228040143267794);
       return a * (cdf + b * pdf);
     }
-    case BinaryOp::kGeluTanhGrad: {
-      const A k = A(0.79788456080286535588);
-      A u = k * (b + A(0.044715) * b * b * b);
-      A t = d_tanh(u);
-      A du = k * (A(1) + A(3) * A(0.044715) * b * b);
-      return a * (A(0.5) * (A(1) + t) + A(0.5) * b * (A(1) - t * t) * du);
-    }
+    case BinaryOp::kGeluTanhGrad:
+      return gelu_tanh_grad(a, b);
     default:
       return a;  // comparisons are handled by CompareFn
   }
@@ -267,12 +217,6 @@ constexpr int64_t kWarpRowMax = 1024;  // rows up to this long: one warp per row
 constexpr int64_t kChunk = 65536;      // longer rows: one block per chunk of this size
 constexpr int kWarpsPerBlock = kThreads / 32;
 
-__device__ __forceinline__ double warp_sum(double s) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) s += __shfl_down_sync(0xffffffffu, s, o);
-  return s;
-}
-
 // One warp per row of `in` (rows, inner); lane 0 writes the row's sum.
 template <typename In, typename Out>
 __global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64_t inner) {
@@ -282,7 +226,7 @@ __global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64
   const In* p = in + row * inner;
   double s = 0;
   for (int64_t i = lane; i < inner; i += 32) s += convert<double>(p[i]);
-  s = warp_sum(s);
+  s = warp_reduce_sum(s);
   if (lane == 0) out[row] = convert<Out>(static_cast<acc_t<Out>>(s));
 }
 
@@ -291,24 +235,18 @@ __global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64
 template <typename T>
 __global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int64_t inner,
                                       int64_t chunks) {
-  __shared__ double warp_sums[kWarpsPerBlock];
+  __shared__ double scratch[32];
   int64_t row = blockIdx.x, c = blockIdx.y;
   int64_t lo = c * kChunk, hi = min(inner, lo + kChunk);
   const T* p = in + row * inner;
   double s = 0;
   for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) s += convert<double>(p[i]);
-  s = warp_sum(s);
-  if (threadIdx.x % 32 == 0) warp_sums[threadIdx.x / 32] = s;
-  __syncthreads();
-  if (threadIdx.x < 32) {
-    s = threadIdx.x < kWarpsPerBlock ? warp_sums[threadIdx.x] : 0.0;
-    s = warp_sum(s);
-    if (threadIdx.x == 0) {
-      if (chunks == 1) {
-        out[row] = convert<T>(static_cast<acc_t<T>>(s));
-      } else {
-        partial[row * chunks + c] = s;
-      }
+  s = block_all_sum(s, scratch);
+  if (threadIdx.x == 0) {
+    if (chunks == 1) {
+      out[row] = convert<T>(static_cast<acc_t<T>>(s));
+    } else {
+      partial[row * chunks + c] = s;
     }
   }
 }

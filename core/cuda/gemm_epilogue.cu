@@ -4,6 +4,7 @@
 // sum per chunk and column; a second kernel adds a column's chunk partials in order. The
 // CPU kernel (core/cpu/gemm.cpp) is the specification: the same GELU-gradient formula in
 // the same accumulation type, the same double sums in another order.
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 
@@ -14,23 +15,6 @@ namespace {
 constexpr int kCols = 32;            // columns per block (one warp across)
 constexpr int kRowLanes = 8;         // row lanes per block
 constexpr int64_t kChunkRows = 512;  // rows per chunk: a fixed split, whatever the GPU
-
-__device__ __forceinline__ float d_tanh(float x) {
-  return tanhf(x);
-}
-__device__ __forceinline__ double d_tanh(double x) {
-  return tanh(x);
-}
-
-// BinaryOp::kGeluTanhGrad's formula: g * gelu_tanh'(x).
-template <typename A>
-__device__ __forceinline__ A gelu_tanh_grad(A g, A x) {
-  const A k = A(0.79788456080286535588);
-  A u = k * (x + A(0.044715) * x * x * x);
-  A t = d_tanh(u);
-  A du = k * (A(1) + A(3) * A(0.044715) * x * x);
-  return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
-}
 
 // Block (kCols, kRowLanes) over columns [blockIdx.x * kCols, + kCols) and the rows of
 // chunk blockIdx.y: writes dpre (when gelu) and, when partial, the chunk's column sums.
@@ -111,10 +95,8 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
     }
     CUDA_CHECK_LAUNCH();
     if (pp) {
-      constexpr int kThreads = 256;
-      bias_grad_kernel<T>
-          <<<grid_x((n + kThreads - 1) / kThreads, "bias_grad_kernel"), kThreads, 0, stream>>>(
-              pp, static_cast<T*>(dbias.data_ptr()), chunks, n);
+      bias_grad_kernel<T><<<blocks_for(n, kThreads, "bias_grad_kernel"), kThreads, 0, stream>>>(
+          pp, static_cast<T*>(dbias.data_ptr()), chunks, n);
       CUDA_CHECK_LAUNCH();
     }
   });

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 
+#include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/stream.h"
@@ -226,10 +227,7 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   // The cached descriptor holds the first call's pointers; this call's go in now.
   if (p.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
   if (p.aux) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
-  Tensor workspace;
-  if (plan.workspace > 0)
-    workspace =
-        Tensor::empty({static_cast<int64_t>((plan.workspace + 3) / 4)}, DType::i32, out.device());
+  const Tensor workspace = device_bytes(plan.workspace, out.device());
   const float alpha = 1.0f, beta = 0.0f;
   const cublasStatus_t st = cublasLtMatmul(h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta,
                                            p.out, plan.c, out.data_ptr(), plan.c, &plan.algo,

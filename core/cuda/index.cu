@@ -18,7 +18,9 @@
 
 #include <climits>
 
+#include "core/cuda/allocator.h"
 #include "core/cuda/device_error.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 
@@ -29,10 +31,6 @@ namespace {
 template <typename I>
 __device__ __forceinline__ int64_t idx_at(const I* p, int64_t i) {
   return static_cast<int64_t>(p[i]);
-}
-
-int64_t step_blocks(int64_t n, int dev) {
-  return grid_for(n, dev);
 }
 
 #define ZT_GRID_LOOP(i, n)                                                               \
@@ -271,9 +269,10 @@ __global__ void nearest_backward_kernel(T* gx, const T* gy, int64_t total, Neare
 
 // ---------------------------------------------------------------- helpers
 
-// Bytes of scratch from the caching allocator (ordered on the current stream).
+// Scratch for cub: `bytes` and one spare element, so never empty (a null pointer asks
+// cub for the size instead of running).
 Tensor scratch_bytes(size_t bytes, Device dev) {
-  return Tensor::empty({static_cast<int64_t>((bytes + 7) / 8) + 1}, DType::i64, dev);
+  return device_bytes(bytes + 8, dev);
 }
 
 int bits_for(int64_t max_key) {
@@ -306,7 +305,7 @@ void scatter_rows_add(const Tensor& dst, const Tensor& src, const Tensor& rows, 
   int* counts = static_cast<int*>(ints.data_ptr());
   int* offsets = counts + M;
   int* num_runs = offsets + M;
-  iota_kernel<<<step_blocks(M, dev.index), kThreads, 0, st>>>(v_in, M);
+  iota_kernel<<<grid_for(M, dev.index), kThreads, 0, st>>>(v_in, M);
   CUDA_CHECK_LAUNCH();
   size_t b1 = 0, b2 = 0, b3 = 0;
   CUDA_CHECK(
@@ -321,7 +320,7 @@ void scatter_rows_add(const Tensor& dst, const Tensor& src, const Tensor& rows, 
       cub::DeviceRunLengthEncode::Encode(tmp.data_ptr(), b2, k_out, uniq, counts, num_runs, m, st));
   CUDA_CHECK(cub::DeviceScan::ExclusiveSum(tmp.data_ptr(), b3, counts, offsets, m, st));
   dispatch_device_floating(dst.dtype(), "scatter-add", [&]<typename T>() {
-    segment_add_kernel<T><<<step_blocks(M * inner, dev.index), kThreads, 0, st>>>(
+    segment_add_kernel<T><<<grid_for(M * inner, dev.index), kThreads, 0, st>>>(
         static_cast<T*>(dst.data_ptr()), static_cast<const T*>(src.data_ptr()), uniq, v_out, counts,
         offsets, num_runs, inner);
     CUDA_CHECK_LAUNCH();

@@ -33,6 +33,12 @@ inline unsigned grid_x(int64_t blocks, const char* what) {
   return static_cast<unsigned>(blocks);
 }
 
+/// The grid for n items at `per_block` items per block: at least one block (a launch
+/// over no items still runs, and exits), checked as grid_x checks, naming `what`.
+inline unsigned blocks_for(int64_t n, int64_t per_block, const char* what) {
+  return grid_x(std::max<int64_t>(1, (n + per_block - 1) / per_block), what);
+}
+
 /// Sizes (innermost last) and per-operand strides, in elements, passed by value.
 template <int N>
 struct OffsetCalc {

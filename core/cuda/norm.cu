@@ -16,6 +16,7 @@
 // elementwise passes, and for LayerNorm's parameter gradients one thread per column and
 // block of kLayerNormRowBlock rows, then one per column over the blocks in order.
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 
@@ -41,6 +42,15 @@ __device__ __forceinline__ double dbl(T v) {
 
 // ---------------------------------------------------------------- kernels: GroupNorm
 
+// Mean and (biased) variance of M > 0 values from their shifted sums s1 = sum(x - k) and
+// s2 = sum((x - k)^2), as the CPU's moments_from_shifted_sums.
+__device__ __forceinline__ void moments_from_shifted_sums(double k, double s1, double s2, int64_t M,
+                                                          double& mu, double& var) {
+  const double m1 = s1 / static_cast<double>(M);
+  mu = k + m1;
+  var = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
+}
+
 // Block per (n, g): statistics over its M contiguous elements, then y.
 template <typename T>
 __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
@@ -59,9 +69,7 @@ __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
     }
     s1 = block_all_sum(s1, scratch);
     s2 = block_all_sum(s2, scratch);
-    double m1 = s1 / static_cast<double>(M);
-    mu = k + m1;
-    var = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
+    moments_from_shifted_sums(k, s1, s2, M, mu, var);
   }
   const double r = 1.0 / sqrt(var + eps);
   if (threadIdx.x == 0) {
@@ -186,9 +194,7 @@ __global__ void batch_norm_stats_kernel(T* mean, T* var, const T* x, int64_t N, 
     }
     s1 = block_all_sum(s1, scratch);
     s2 = block_all_sum(s2, scratch);
-    double m1 = s1 / static_cast<double>(M);
-    mu = k + m1;
-    v = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
+    moments_from_shifted_sums(k, s1, s2, M, mu, v);
   }
   if (threadIdx.x == 0) {
     mean[c] = static_cast<T>(mu);
@@ -367,10 +373,6 @@ unsigned layer_norm_threads(int64_t D) {
   return static_cast<unsigned>(std::min<int64_t>(kThreads, std::max<int64_t>(32, t)));
 }
 
-unsigned blocks_for(int64_t n, int64_t per_block) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + per_block - 1) / per_block));
-}
-
 Tensor f64_buffer(int64_t n, Device dev) {
   return Tensor::empty({std::max<int64_t>(n, 1)}, DType::f64, dev);
 }
@@ -407,20 +409,23 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     double* psdy = mptr<double>(sdy);
     double* psdyx = mptr<double>(sdyx);
     if (N * C > 0) {
-      group_norm_row_sums_kernel<T><<<blocks_for(N * C, kWarps), kThreads, 0, st>>>(
-          psdy, psdyx, cptr<T>(dy), cptr<T>(x), cptr<T>(mean), N * C, C, S, G);
+      group_norm_row_sums_kernel<T>
+          <<<blocks_for(N * C, kWarps, "group_norm_row_sums_kernel"), kThreads, 0, st>>>(
+              psdy, psdyx, cptr<T>(dy), cptr<T>(x), cptr<T>(mean), N * C, C, S, G);
       CUDA_CHECK_LAUNCH();
     }
     if ((dweight.defined() || dbias.defined()) && C > 0) {
-      group_norm_param_grad_kernel<T><<<blocks_for(C, kThreads), kThreads, 0, st>>>(
-          mptr<T>(dweight), mptr<T>(dbias), psdy, psdyx, cptr<T>(rstd), N, C, G);
+      group_norm_param_grad_kernel<T>
+          <<<blocks_for(C, kThreads, "group_norm_param_grad_kernel"), kThreads, 0, st>>>(
+              mptr<T>(dweight), mptr<T>(dbias), psdy, psdyx, cptr<T>(rstd), N, C, G);
       CUDA_CHECK_LAUNCH();
     }
     if (!dx.defined() || N * C * S == 0) return;
     Tensor c2 = f64_buffer(N * G, d), c3 = f64_buffer(N * G, d);
-    group_norm_coef_kernel<T><<<blocks_for(N * G, kThreads), kThreads, 0, st>>>(
-        mptr<double>(c2), mptr<double>(c3), psdy, psdyx, cptr<T>(rstd), cptr<T>(weight), N * G, C,
-        S, G);
+    group_norm_coef_kernel<T>
+        <<<blocks_for(N * G, kThreads, "group_norm_coef_kernel"), kThreads, 0, st>>>(
+            mptr<double>(c2), mptr<double>(c3), psdy, psdyx, cptr<T>(rstd), cptr<T>(weight), N * G,
+            C, S, G);
     CUDA_CHECK_LAUNCH();
     const int64_t total = N * C * S;
     group_norm_dx_kernel<T><<<grid_for(total, d.index), kThreads, 0, st>>>(
@@ -531,7 +536,7 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
     Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
     Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
-    const unsigned cols = blocks_for(D, kThreads);
+    const unsigned cols = blocks_for(D, kThreads, "layer_norm_backward");
     if (blocks > 0) {
       layer_norm_param_partials_kernel<T>
           <<<dim3(cols, static_cast<unsigned>(blocks)), kThreads, 0, st>>>(

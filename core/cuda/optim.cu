@@ -18,7 +18,9 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cuda/allocator.h"
 #include "core/cuda/block_reduce.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/graph.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernel_checks.h"
@@ -45,28 +47,6 @@ struct Entry {
   int64_t block0;
 };
 static_assert(sizeof(Entry) == 7 * 8, "Entry has no padding: tables compare with memcmp");
-
-// ---------------------------------------------------------------- exact arithmetic
-
-// mul_rn and add_rn come from block_reduce.cuh.
-__device__ __forceinline__ float sub_rn(float a, float b) {
-  return __fsub_rn(a, b);
-}
-__device__ __forceinline__ double sub_rn(double a, double b) {
-  return __dsub_rn(a, b);
-}
-__device__ __forceinline__ float div_rn(float a, float b) {
-  return __fdiv_rn(a, b);
-}
-__device__ __forceinline__ double div_rn(double a, double b) {
-  return __ddiv_rn(a, b);
-}
-__device__ __forceinline__ float sqrt_rn(float a) {
-  return __fsqrt_rn(a);
-}
-__device__ __forceinline__ double sqrt_rn(double a) {
-  return __dsqrt_rn(a);
-}
 
 // ---------------------------------------------------------------- update rules
 
@@ -212,8 +192,7 @@ Tensor captured_table(const std::vector<Entry>& entries, int device, cudaStream_
   }
   std::shared_ptr<void> host(h, [](void* p) { cudaFreeHost(p); });
   std::memcpy(h, entries.data(), bytes);
-  Tensor table =
-      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
+  Tensor table = device_bytes(bytes, Device::cuda(device));
   ++::zt::detail::thread_work_counts().h2d_copies;
   CUDA_CHECK(cudaMemcpyAsync(table.data_ptr(), h, bytes, cudaMemcpyHostToDevice, stream));
   Graph::keep_alive(table);
@@ -236,8 +215,7 @@ Tensor device_table(const std::vector<Entry>& entries, int device, cudaStream_t 
       c.used = st.clock;
       return c.table;
     }
-  Tensor table =
-      Tensor::empty({static_cast<int64_t>((bytes + 7) / 8)}, DType::i64, Device::cuda(device));
+  Tensor table = device_bytes(bytes, Device::cuda(device));
   Staging::Slot& slot = st.slots[st.next];
   st.next = (st.next + 1) % kStagingSlots;
   if (!slot.copied) {

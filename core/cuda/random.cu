@@ -3,6 +3,7 @@
 // use word 0 (float path) or words 0-1 (f64 path); normal draws use Box-Muller in
 // double on words 0-1 (float path) or 0-3 (f64 path), exactly as Generator does, so
 // CPU and GPU give the same numbers up to the last bit of the math library.
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 

@@ -11,6 +11,7 @@
 // neighbouring threads read neighbouring elements.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_error.cuh"
+#include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"
@@ -18,13 +19,6 @@
 namespace zt::cuda {
 
 namespace {
-
-__device__ __forceinline__ float d_exp(float x) {
-  return expf(x);
-}
-__device__ __forceinline__ double d_exp(double x) {
-  return exp(x);
-}
 
 // All -inf: use 0 as the shift so x - max is -inf, not NaN (as the CPU).
 template <typename T>
@@ -214,10 +208,6 @@ unsigned ce_threads(int64_t C) {
   return C >= 16384 ? 1024u : static_cast<unsigned>(kThreads);
 }
 
-unsigned blocks_for(int64_t n) {
-  return static_cast<unsigned>(std::max<int64_t>(1, (n + kThreads - 1) / kThreads));
-}
-
 }  // namespace
 
 void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int64_t I, bool log) {
@@ -232,7 +222,8 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int
           <<<grid_x(R, "softmax_rows_kernel"), kThreads, 0, current_stream()>>>(py, px, L, log);
     } else {
       softmax_cols_kernel<T>
-          <<<blocks_for(R * I), kThreads, 0, current_stream()>>>(py, px, R, L, I, log);
+          <<<blocks_for(R * I, kThreads, "softmax"), kThreads, 0, current_stream()>>>(py, px, R, L,
+                                                                                      I, log);
     }
     CUDA_CHECK_LAUNCH();
   });
@@ -253,7 +244,8 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
               pdx, pdy, py, L, log);
     } else {
       softmax_backward_cols_kernel<T>
-          <<<blocks_for(R * I), kThreads, 0, current_stream()>>>(pdx, pdy, py, R, L, I, log);
+          <<<blocks_for(R * I, kThreads, "softmax backward"), kThreads, 0, current_stream()>>>(
+              pdx, pdy, py, R, L, I, log);
     }
     CUDA_CHECK_LAUNCH();
   });

@@ -19,9 +19,8 @@ constexpr int64_t kPerThread = 16;    // elements per thread before a second blo
 constexpr int64_t kMaxBlocks = 1024;  // enough to fill the largest GPUs' memory pipes
 
 // Blocks for n > 0 elements: one per kThreads * kPerThread elements, at most kMaxBlocks.
-int64_t blocks_for(int64_t n) {
-  const int64_t per_block = kThreads * kPerThread;
-  return std::min<int64_t>(kMaxBlocks, (n + per_block - 1) / per_block);
+int64_t partial_blocks(int64_t n) {
+  return std::min<int64_t>(kMaxBlocks, blocks_for(n, kThreads * kPerThread, "sum_squares"));
 }
 
 // partial[blockIdx.x] = the sum of x[i]^2 over the i this block's threads visit.
@@ -75,7 +74,7 @@ void sum_squares(const Tensor& out, const Tensor& x) {
     cudaStream_t stream = current_stream(dev);
     const T* px = static_cast<const T*>(x.data_ptr());
     double* po = static_cast<double*>(out.data_ptr());
-    const int64_t blocks = blocks_for(n);
+    const int64_t blocks = partial_blocks(n);
     if (blocks == 1) {
       sum_squares_partial_kernel<T><<<1, kThreads, 0, stream>>>(px, n, po);
       CUDA_CHECK_LAUNCH();

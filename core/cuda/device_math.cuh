@@ -1,0 +1,104 @@
+// Device math shared by the CUDA kernels: float/double overloads of the libm functions
+// (d_exp, d_log, ...), the operations that round once each (mul_rn, add_rn, ...: no
+// contraction into an FMA), and the tanh-GELU gradient used by two kernels.
+#pragma once
+
+#include <cuda_runtime.h>
+
+namespace zt::cuda {
+
+// ---------------------------------------------------------------- libm, float/double
+
+__device__ __forceinline__ float d_exp(float x) {
+  return expf(x);
+}
+__device__ __forceinline__ double d_exp(double x) {
+  return exp(x);
+}
+__device__ __forceinline__ float d_log(float x) {
+  return logf(x);
+}
+__device__ __forceinline__ double d_log(double x) {
+  return log(x);
+}
+__device__ __forceinline__ float d_sqrt(float x) {
+  return sqrtf(x);
+}
+__device__ __forceinline__ double d_sqrt(double x) {
+  return sqrt(x);
+}
+__device__ __forceinline__ float d_abs(float x) {
+  return fabsf(x);
+}
+__device__ __forceinline__ double d_abs(double x) {
+  return fabs(x);
+}
+__device__ __forceinline__ float d_tanh(float x) {
+  return tanhf(x);
+}
+__device__ __forceinline__ double d_tanh(double x) {
+  return tanh(x);
+}
+__device__ __forceinline__ float d_erf(float x) {
+  return erff(x);
+}
+__device__ __forceinline__ double d_erf(double x) {
+  return erf(x);
+}
+__device__ __forceinline__ float d_pow(float x, float p) {
+  return powf(x, p);
+}
+__device__ __forceinline__ double d_pow(double x, double p) {
+  return pow(x, p);
+}
+
+// ---------------------------------------------------------------- one rounding each
+
+/// Arithmetic without contraction into an FMA. The CPU's baseline (SSE2) code rounds
+/// after each operation and these match it there; the AVX2/AVX-512 variants in
+/// cpu/norm.cpp and cpu/lanes.cpp may contract, so results can differ in the last place.
+__device__ __forceinline__ float mul_rn(float a, float b) {
+  return __fmul_rn(a, b);
+}
+__device__ __forceinline__ double mul_rn(double a, double b) {
+  return __dmul_rn(a, b);
+}
+__device__ __forceinline__ float add_rn(float a, float b) {
+  return __fadd_rn(a, b);
+}
+__device__ __forceinline__ double add_rn(double a, double b) {
+  return __dadd_rn(a, b);
+}
+__device__ __forceinline__ float sub_rn(float a, float b) {
+  return __fsub_rn(a, b);
+}
+__device__ __forceinline__ double sub_rn(double a, double b) {
+  return __dsub_rn(a, b);
+}
+__device__ __forceinline__ float div_rn(float a, float b) {
+  return __fdiv_rn(a, b);
+}
+__device__ __forceinline__ double div_rn(double a, double b) {
+  return __ddiv_rn(a, b);
+}
+__device__ __forceinline__ float sqrt_rn(float a) {
+  return __fsqrt_rn(a);
+}
+__device__ __forceinline__ double sqrt_rn(double a) {
+  return __dsqrt_rn(a);
+}
+
+// ---------------------------------------------------------------- GELU
+
+/// g * gelu_tanh'(x), the gradient of PyTorch's approximate='tanh' GELU at x for the
+/// upstream gradient g, in A (float or double): BinaryOp::kGeluTanhGrad's formula.
+template <typename A>
+__device__ __forceinline__ A gelu_tanh_grad(A g, A x) {
+  const A k = A(0.79788456080286535588);  // sqrt(2/pi)
+  A u = k * (x + A(0.044715) * x * x * x);
+  A t = d_tanh(u);
+  A du = k * (A(1) + A(3) * A(0.044715) * x * x);
+  return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
+}
+
+}  // namespace zt::cuda
