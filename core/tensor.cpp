@@ -80,9 +80,15 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
+// A tensor whose storage was released (a partitioned ZeRO-3 parameter) was touched.
+[[noreturn]] static void fail_released(const TensorImpl& t) {
+  ZT_FAIL("parameter '", t.name.empty() ? "<unnamed>" : t.name,
+          "' is not available (NOT_AVAILABLE: its data is partitioned across ranks). ",
+          t.unavailable_hint.empty() ? "Gather it first." : t.unavailable_hint);
+}
+
 const std::shared_ptr<Storage>& Tensor::storage() const {
-  ZT_CHECK(impl_->storage != nullptr, "tensor '", impl_->name,
-           "' is not available: ", impl_->unavailable_hint);
+  if (!impl_->storage) fail_released(*impl_);
   return impl_->storage;
 }
 
@@ -93,11 +99,7 @@ std::string Tensor::str() const {
 
 void* Tensor::data_ptr() const {
   ZT_CHECK(defined(), "data access on an undefined tensor");
-  if (!impl_->storage) {
-    ZT_FAIL("parameter '", impl_->name.empty() ? "<unnamed>" : impl_->name,
-            "' is not available (NOT_AVAILABLE: its data is partitioned across ranks). ",
-            impl_->unavailable_hint.empty() ? "Gather it first." : impl_->unavailable_hint);
-  }
+  if (!impl_->storage) fail_released(*impl_);
   return static_cast<char*>(impl_->storage->data()) + impl_->offset * dtype_size(dtype());
 }
 

@@ -8,6 +8,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/device.h"
@@ -157,6 +158,16 @@ class Tensor {
   Tensor make_view(const Shape& sizes, const Shape& strides, int64_t offset) const;
   std::shared_ptr<TensorImpl> impl_;
 };
+
+/// t.data<T>(), or nullptr for an undefined t (an optional weight, bias or gradient).
+template <typename T>
+T* data_or_null(const Tensor& t) {
+  return t.defined() ? t.data<T>() : nullptr;
+}
+
+/// Tensors with their names, in order: parameters and buffers by dotted name, state
+/// dicts, safetensors files.
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 /// Contiguous strides for sizes.
 Shape contiguous_strides(const Shape& sizes);

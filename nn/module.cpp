@@ -202,8 +202,7 @@ bool Module::buffer_is_persistent(const std::string& local_name) const {
          non_persistent_.end();
 }
 
-void Module::collect(const std::string& prefix, bool params, bool recurse,
-                     std::vector<std::pair<std::string, Tensor>>& out,
+void Module::collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,
                      std::unordered_set<const TensorImpl*>& seen) const {
   for (const auto& [n, t] : params ? params_ : buffers_)
     if (t.defined() && seen.insert(t.impl()).second) out.emplace_back(prefix + n, t);
@@ -211,15 +210,15 @@ void Module::collect(const std::string& prefix, bool params, bool recurse,
   for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, true, out, seen);
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_parameters(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors Module::named_parameters(bool recurse) const {
+  NamedTensors out;
   std::unordered_set<const TensorImpl*> seen;
   collect("", true, recurse, out, seen);
   return out;
 }
 
-std::vector<std::pair<std::string, Tensor>> Module::named_buffers(bool recurse) const {
-  std::vector<std::pair<std::string, Tensor>> out;
+NamedTensors Module::named_buffers(bool recurse) const {
+  NamedTensors out;
   std::unordered_set<const TensorImpl*> seen;
   collect("", false, recurse, out, seen);
   return out;
@@ -271,7 +270,7 @@ static void convert_in_place(const Module& m, const std::string& op,
                              const std::function<bool(const Tensor&)>& differs,
                              const std::function<Tensor(const Tensor&)>& convert) {
   autograd::NoGradGuard ng;
-  std::vector<std::pair<std::string, Tensor>> all = m.named_parameters();
+  NamedTensors all = m.named_parameters();
   for (auto& b : m.named_buffers()) all.push_back(std::move(b));
   std::erase_if(all, [&](const auto& nt) { return !nt.second.defined() || !differs(nt.second); });
   for (const auto& [name, t] : all) {

@@ -78,8 +78,8 @@ class Module : public std::enable_shared_from_this<Module> {
   // ---- traversal (dotted names, registration order). A tensor registered under several
   // names (tied weights) is listed once, under its first name, as PyTorch lists it, so an
   // optimizer built from the list updates it once. state_dict() keeps every name.
-  std::vector<std::pair<std::string, Tensor>> named_parameters(bool recurse = true) const;
-  std::vector<std::pair<std::string, Tensor>> named_buffers(bool recurse = true) const;
+  NamedTensors named_parameters(bool recurse = true) const;
+  NamedTensors named_buffers(bool recurse = true) const;
   /// Every module of the tree with its dotted path, this one first ("" or `prefix`). A
   /// module registered under several paths is listed once, under its first, unless
   /// `remove_duplicate` is false (as PyTorch's named_modules).
@@ -90,8 +90,8 @@ class Module : public std::enable_shared_from_this<Module> {
   /// Child by dotted path ("encoder.down.0"); null if absent.
   std::shared_ptr<Module> find(const std::string& path) const;
   /// Own (non-recursive) parameters and buffers with local names.
-  const std::vector<std::pair<std::string, Tensor>>& local_parameters() const { return params_; }
-  const std::vector<std::pair<std::string, Tensor>>& local_buffers() const { return buffers_; }
+  const NamedTensors& local_parameters() const { return params_; }
+  const NamedTensors& local_buffers() const { return buffers_; }
   bool buffer_is_persistent(const std::string& local_name) const;
 
   // ---- modes and conversion
@@ -147,8 +147,7 @@ class Module : public std::enable_shared_from_this<Module> {
   static Tensor first(const std::vector<Tensor>& v) { return v.empty() ? Tensor() : v[0]; }
 
  private:
-  void collect(const std::string& prefix, bool params, bool recurse,
-               std::vector<std::pair<std::string, Tensor>>& out,
+  void collect(const std::string& prefix, bool params, bool recurse, NamedTensors& out,
                std::unordered_set<const TensorImpl*>& seen) const;
   void print_into(std::string& out, const std::string& name, int depth) const;
   /// Hooks, forward(), hooks: call() without checkpointing.
@@ -159,8 +158,8 @@ class Module : public std::enable_shared_from_this<Module> {
   std::string type_name_;
   bool training_ = true;
   bool checkpointing_ = false;
-  std::vector<std::pair<std::string, Tensor>> params_;
-  std::vector<std::pair<std::string, Tensor>> buffers_;
+  NamedTensors params_;
+  NamedTensors buffers_;
   std::vector<std::string> non_persistent_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::vector<std::pair<int, PreForwardHook>> pre_hooks_;

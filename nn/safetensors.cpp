@@ -243,8 +243,7 @@ Tensor SafetensorsFile::view(const std::string& key) const {
   return Tensor(std::move(impl));
 }
 
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata) {
   const std::string where = "save_safetensors('" + path + "'): ";
   // Contiguous CPU copies; data laid out by descending element size so every tensor is
@@ -299,9 +298,9 @@ void save_safetensors(const std::string& path,
   });
 }
 
-std::vector<std::pair<std::string, Tensor>> load_safetensors(const std::string& path) {
+NamedTensors load_safetensors(const std::string& path) {
   SafetensorsFile f(path);
-  std::vector<std::pair<std::string, Tensor>> out;
+  NamedTensors out;
   for (const auto& k : f.keys()) out.emplace_back(k, f.get(k));
   return out;
 }

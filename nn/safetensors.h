@@ -63,12 +63,11 @@ class SafetensorsFile {
 /// Writes `tensors` (any device, any strides; names unique, not "__metadata__") and an
 /// optional metadata map to `path`: written to a temporary file, then renamed, so the
 /// file appears only when complete.
-void save_safetensors(const std::string& path,
-                      const std::vector<std::pair<std::string, Tensor>>& tensors,
+void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const std::map<std::string, std::string>& metadata = {});
 
 /// Every tensor of a safetensors file, copied, in header order.
-std::vector<std::pair<std::string, Tensor>> load_safetensors(const std::string& path);
+NamedTensors load_safetensors(const std::string& path);
 
 /// The safetensors dtype string ("F32", "BF16", ...) of a zt dtype.
 const char* safetensors_dtype_name(DType t);

@@ -13,7 +13,7 @@
 
 namespace zt::nn {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using ::zt::NamedTensors;
 
 /// Parameters and persistent buffers with dotted names, in PyTorch's order: each module's
 /// own parameters, then its own buffers, then its children in registration order. The

@@ -104,8 +104,7 @@ bool glob_match(const std::string& pattern, const std::string& text) {
   return p == pattern.size();
 }
 
-std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg,
-                                          std::vector<std::pair<std::string, Tensor>> params,
+std::unique_ptr<Optimizer> make_optimizer(const OptimizerConfig& cfg, NamedTensors params,
                                           std::vector<int64_t> dims,
                                           const std::vector<std::vector<std::string>>& aliases) {
   if (dims.empty())

@@ -48,8 +48,8 @@ struct OptimizerConfig {
 /// `aliases`: each parameter's other names (a tied tensor registered in several modules),
 /// which cfg's name patterns match too; empty: none.
 std::unique_ptr<Optimizer> make_optimizer(
-    const OptimizerConfig& cfg, std::vector<std::pair<std::string, Tensor>> params,
-    std::vector<int64_t> dims = {}, const std::vector<std::vector<std::string>>& aliases = {});
+    const OptimizerConfig& cfg, NamedTensors params, std::vector<int64_t> dims = {},
+    const std::vector<std::vector<std::string>>& aliases = {});
 
 /// '*' matches any run of characters, everything else itself.
 bool glob_match(const std::string& pattern, const std::string& text);

@@ -17,7 +17,7 @@
 
 namespace zt::optim {
 
-using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+using ::zt::NamedTensors;
 
 /// A parameter's own hyper-parameters (what PyTorch keeps per param_group): its learning
 /// rate as a multiple of the optimizer's (which a schedule sets each step), and its weight

@@ -294,7 +294,7 @@ void forward_impl(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
   ConvData<T> a;
   a.x = x.data<T>();
   a.w = weight.data<T>();
-  a.bias = bias.defined() ? bias.data<T>() : nullptr;
+  a.bias = data_or_null<T>(bias);
   a.out = out.data<T>();
   const int64_t groups = sample_groups(g);
   if (groups <= 1) {
@@ -314,7 +314,7 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   a.x = x.data<T>();
   a.w = weight.data<T>();
   a.grad_out = grad_out.data<T>();
-  a.grad_x = grad_x.defined() ? grad_x.data<T>() : nullptr;
+  a.grad_x = data_or_null<T>(grad_x);
   const int64_t l = g.out_positions(), o = g.o, wnum = o * g.col_rows();
   if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
     // Channel blocks over the threads; within a block samples outer, so grad_out is read
@@ -328,7 +328,7 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
     T* db = grad_bias.data<T>();
     for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);
   }
-  T* dw = grad_weight.defined() ? grad_weight.data<T>() : nullptr;
+  T* dw = data_or_null<T>(grad_weight);
   if (!a.grad_x && !dw) return;
   const int64_t groups = sample_groups(g);
   if (groups <= 1) {

@@ -173,7 +173,7 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
     const T* x = gelu ? aux.data<T>() : nullptr;
     T* d = gelu ? dpre.data<T>() : nullptr;
     const T* src = gelu ? d : g;  // the values summed, as stored
-    T* db = dbias.defined() ? dbias.data<T>() : nullptr;
+    T* db = data_or_null<T>(dbias);
     // Column blocks over the threads; per column, sum_rows' order: 8 double lanes over
     // the rows r < m - m % 8 (row r in lane r % 8), the remaining rows into s, then s
     // plus the lanes in order.

@@ -40,20 +40,20 @@ std::vector<int64_t> nearest_indices(int64_t in, int64_t out) {
   return idx;
 }
 
-// The source index tables of a nearest resize (planes, D, H, W) -> (planes, Do, Ho, Wo).
+// The source index tables of a nearest resize (planes, D, H, W) -> (planes, Do, Ho, Wo),
+// the same for every plane.
 struct NearestPlan {
-  int64_t planes, in_plane, out_plane;
+  int64_t in_plane, out_plane;
   Shape in, out;
   std::vector<int64_t> d, h, w;
-  NearestPlan(int64_t planes_, const Shape& in_, const Shape& out_)
-      : planes(planes_),
-        in_plane(shape_numel(in_)),
-        out_plane(shape_numel(out_)),
-        in(in_),
-        out(out_),
-        d(nearest_indices(in_[0], out_[0])),
-        h(nearest_indices(in_[1], out_[1])),
-        w(nearest_indices(in_[2], out_[2])) {}
+  NearestPlan(const Shape& in_dhw, const Shape& out_dhw)
+      : in_plane(shape_numel(in_dhw)),
+        out_plane(shape_numel(out_dhw)),
+        in(in_dhw),
+        out(out_dhw),
+        d(nearest_indices(in_dhw[0], out_dhw[0])),
+        h(nearest_indices(in_dhw[1], out_dhw[1])),
+        w(nearest_indices(in_dhw[2], out_dhw[2])) {}
   // The first input element of output row (od, oh) in a plane.
   int64_t in_row(int64_t od, int64_t oh) const { return (d[od] * in[1] + h[oh]) * in[2]; }
 };
@@ -203,7 +203,7 @@ void arg_extreme(const Tensor& out, const Tensor& x, int64_t rows, int64_t n, bo
 
 void nearest_forward(const Tensor& out, const Tensor& x, int64_t planes, const Shape& in_dhw,
                      const Shape& out_dhw) {
-  const NearestPlan p(planes, in_dhw, out_dhw);
+  const NearestPlan p(in_dhw, out_dhw);
   dispatch_all(out.dtype(), [&]<typename T>() {
     const T* px = static_cast<const T*>(x.data_ptr());
     T* py = static_cast<T*>(out.data_ptr());
@@ -223,7 +223,7 @@ void nearest_forward(const Tensor& out, const Tensor& x, int64_t planes, const S
 
 void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const Shape& in_dhw,
                       const Shape& out_dhw) {
-  const NearestPlan p(planes, in_dhw, out_dhw);
+  const NearestPlan p(in_dhw, out_dhw);
   dispatch_floating(gx.dtype(), "interpolate_nearest backward", [&]<typename T>() {
     const T* pgy = gy.data<T>();
     T* pgx = gx.data<T>();

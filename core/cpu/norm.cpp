@@ -93,15 +93,14 @@ __attribute__((always_inline)) inline void grad_sums_lanes(const T* dy, const T*
 
 // y[i] = x[i] a + b over [0, n).
 template <typename T>
-__attribute__((always_inline)) inline void scale_shift_lanes(T* y, const T* x, int64_t n, T a,
-                                                             T b) {
+__attribute__((always_inline)) inline void scale_shift_row(T* y, const T* x, int64_t n, T a, T b) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }
 
 // The input gradient of a row, dx[i] = c1 dy[i] + c2 (x[i] - mu) + c3, over [0, n).
 template <typename T>
-__attribute__((always_inline)) inline void input_grad_lanes(T* dx, const T* dy, const T* x,
-                                                            int64_t n, T c1, T c2, T mu, T c3) {
+__attribute__((always_inline)) inline void input_grad_row(T* dx, const T* dy, const T* x, int64_t n,
+                                                          T c1, T c2, T mu, T c3) {
   for (int64_t i = 0; i < n; ++i) dx[i] = c1 * dy[i] + c2 * (x[i] - mu) + c3;
 }
 
@@ -125,11 +124,11 @@ struct F32Loops {
     grad_sums_lanes(dy, x, n, mu, sdy, sdyx);                                                   \
   }                                                                                             \
   attr void scale_shift_##isa(float* y, const float* x, int64_t n, float a, float b) {          \
-    scale_shift_lanes(y, x, n, a, b);                                                           \
+    scale_shift_row(y, x, n, a, b);                                                             \
   }                                                                                             \
   attr void input_grad_##isa(float* dx, const float* dy, const float* x, int64_t n, float c1,   \
                              float c2, float mu, float c3) {                                    \
-    input_grad_lanes(dx, dy, x, n, c1, c2, mu, c3);                                             \
+    input_grad_row(dx, dy, x, n, c1, c2, mu, c3);                                               \
   }                                                                                             \
   constexpr F32Loops kLoops_##isa{moments_##isa, grad_sums_##isa, scale_shift_##isa,            \
                                   input_grad_##isa};
@@ -177,7 +176,7 @@ void scale_shift(T* y, const T* x, int64_t n, T a, T b) {
   if constexpr (std::is_same_v<T, float>) {
     f32_loops().scale_shift(y, x, n, a, b);
   } else {
-    scale_shift_lanes(y, x, n, a, b);
+    scale_shift_row(y, x, n, a, b);
   }
 }
 
@@ -186,8 +185,16 @@ void input_grad(T* dx, const T* dy, const T* x, int64_t n, T c1, T c2, T mu, T c
   if constexpr (std::is_same_v<T, float>) {
     f32_loops().input_grad(dx, dy, x, n, c1, c2, mu, c3);
   } else {
-    input_grad_lanes(dx, dy, x, n, c1, c2, mu, c3);
+    input_grad_row(dx, dy, x, n, c1, c2, mu, c3);
   }
+}
+
+// Mean and (biased) variance of M > 0 values from their shifted sums s1 = sum(x - k) and
+// s2 = sum((x - k)^2); the variance is clamped at 0 against rounding.
+void moments_from_shifted_sums(double k, double s1, double s2, int64_t M, double& mu, double& var) {
+  const double m1 = s1 / static_cast<double>(M);
+  mu = k + m1;
+  var = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
 }
 
 // Mean and (biased) variance of p[0..n), shifted by p[0] for accuracy; 0 and 0 when empty.
@@ -197,9 +204,7 @@ void contiguous_moments(const T* p, int64_t n, double& mu, double& var) {
   if (n <= 0) return;
   double k = static_cast<double>(p[0]), s1 = 0, s2 = 0;
   shifted_moments(p, n, s1, s2, k);
-  const double m1 = s1 / static_cast<double>(n);
-  mu = k + m1;
-  var = std::max(0.0, s2 / static_cast<double>(n) - m1 * m1);
+  moments_from_shifted_sums(k, s1, s2, n, mu, var);
 }
 
 // Adds sum(g) to sg and sum(g * h) to sgh over [0, n).
@@ -223,15 +228,6 @@ void pair_sums(const A* g, const A* h, int64_t n, double& sg, double& sgh) {
   }
 }
 
-template <typename T>
-const T* ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-template <typename T>
-T* mut_ptr_or_null(const Tensor& t) {
-  return t.defined() ? t.data<T>() : nullptr;
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- GroupNorm
@@ -241,8 +237,8 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
                         int64_t G, double eps) {
   dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
     const T* px = x.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
-    const T* pb = ptr_or_null<T>(bias);
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
     T* py = y.data<T>();
     T* pm = mean.data<T>();
     T* pr = rstd.data<T>();
@@ -277,9 +273,9 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const T* pdy = dy.data<T>();
     const T* pm = mean.data<T>();
     const T* pr = rstd.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
+    const T* pw = data_or_null<T>(weight);
     const int64_t Cg = C / G, M = Cg * S;
-    T* pdx = mut_ptr_or_null<T>(dx);
+    T* pdx = data_or_null<T>(dx);
     const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
     // Per (n, g) block, whose rows then stay in cache: per channel, sum dy and sum
     // dy * (x - mean); then with xhat = (x - mean) r and dxhat = dy w,
@@ -314,8 +310,8 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       }
     });
     // Parameter gradients: dweight[c] = sum_n rstd * sum dy (x - mean); dbias = sum dy.
-    T* pdw = mut_ptr_or_null<T>(dweight);
-    T* pdb = mut_ptr_or_null<T>(dbias);
+    T* pdw = data_or_null<T>(dweight);
+    T* pdb = data_or_null<T>(dbias);
     for (int64_t c = 0; c < C && (pdw || pdb); ++c) {
       double w = 0, b = 0;
       for (int64_t n = 0; n < N; ++n) {
@@ -343,9 +339,7 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, in
         if (M > 0) {
           double k = static_cast<double>(px[c * S]), s1 = 0, s2 = 0;
           for (int64_t n = 0; n < N; ++n) shifted_moments(px + (n * C + c) * S, S, s1, s2, k);
-          double m1 = s1 / static_cast<double>(M);
-          mu = k + m1;
-          v = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
+          moments_from_shifted_sums(k, s1, s2, M, mu, v);
         }
         pm[c] = static_cast<T>(mu);
         pv[c] = static_cast<T>(v);
@@ -360,8 +354,8 @@ void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, co
     const T* px = x.data<T>();
     const T* pm = mean.data<T>();
     const T* pr = rstd.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
-    const T* pb = ptr_or_null<T>(bias);
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
     T* py = y.data<T>();
     parallel_for(N * C, grain_for(S), [&](int64_t r0, int64_t r1) {
       for (int64_t nc = r0; nc < r1; ++nc) {
@@ -382,7 +376,7 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const T* pdy = dy.data<T>();
     const T* pm = mean.data<T>();
     const T* pr = rstd.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
+    const T* pw = data_or_null<T>(weight);
     const int64_t M = N * S;
     // Phase 1, per channel: sum dy and sum dy * (x - mean).
     std::vector<double> sdy(C), sdyx(C);
@@ -395,8 +389,8 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
         sdyx[c] = b;
       }
     });
-    T* pdw = mut_ptr_or_null<T>(dweight);
-    T* pdb = mut_ptr_or_null<T>(dbias);
+    T* pdw = data_or_null<T>(dweight);
+    T* pdb = data_or_null<T>(dbias);
     for (int64_t c = 0; c < C; ++c) {
       if (pdw) pdw[c] = static_cast<T>(sdyx[c] * static_cast<double>(pr[c]));
       if (pdb) pdb[c] = static_cast<T>(sdy[c]);
@@ -483,8 +477,8 @@ void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
   dispatch_floating(x.dtype(), "layer_norm", [&]<typename T>() {
     using A = acc_t<T>;
     const T* px = x.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
-    const T* pb = ptr_or_null<T>(bias);
+    const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
     T* py = y.data<T>();
     A* pm = mean.data<A>();
     A* pr = rstd.data<A>();
@@ -509,10 +503,10 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     using A = acc_t<T>;
     const T* px = x.data<T>();
     const T* pdy = dy.data<T>();
-    const T* pw = ptr_or_null<T>(weight);
+    const T* pw = data_or_null<T>(weight);
     const A* pm = mean.data<A>();
     const A* pr = rstd.data<A>();
-    T* pdx = mut_ptr_or_null<T>(dx);
+    T* pdx = data_or_null<T>(dx);
     const bool params = dweight.defined() || dbias.defined();
     const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
     // Per block of rows: sum dy * xhat and sum dy for every column.
@@ -531,8 +525,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       }
     });
     if (!params) return;
-    T* pdw = mut_ptr_or_null<T>(dweight);
-    T* pdb = mut_ptr_or_null<T>(dbias);
+    T* pdw = data_or_null<T>(dweight);
+    T* pdb = data_or_null<T>(dbias);
     // Each column's partial sums in block order (blocks outer so the reads are rows).
     parallel_for(D, grain_for(blocks), [&](int64_t j0, int64_t j1) {
       std::vector<double> w(static_cast<size_t>(j1 - j0)), b(static_cast<size_t>(j1 - j0));

@@ -12,41 +12,8 @@
 namespace zt {
 
 namespace {
-// A 2-D operand as (data, leading dim, transposed) without copying when its strides
-// are BLAS-compatible.
-struct GemmOperand {
-  Tensor t;
-  int64_t ld;
-  bool trans;
-};
 // BLAS and cuBLAS take 32-bit leading dims: a wider one is copied contiguous.
 constexpr int64_t kMaxLd = INT32_MAX;
-GemmOperand as_gemm_operand(const Tensor& x) {
-  int64_t r = x.size(0), c = x.size(1);
-  if (x.stride(1) == 1 && x.stride(0) >= std::max<int64_t>(c, 1) && x.stride(0) <= kMaxLd)
-    return {x, x.stride(0), false};
-  if (x.stride(0) == 1 && x.stride(1) >= std::max<int64_t>(r, 1) && x.stride(1) <= kMaxLd)
-    return {x, x.stride(1), true};
-  Tensor y = x.contiguous();
-  return {y, std::max<int64_t>(c, 1), false};
-}
-
-// out (M, N) = a (M, K) @ b (K, N), both 2-D, no autograd.
-void mm_into(const Tensor& out, const Tensor& a, const Tensor& b, double beta = 0.0) {
-  GemmOperand A = as_gemm_operand(a), B = as_gemm_operand(b);
-  gemm(A.trans, B.trans, a.size(0), b.size(1), a.size(1), 1.0, A.t, A.ld, B.t, B.ld, beta, out,
-       std::max<int64_t>(out.size(1), 1));
-}
-
-Tensor mm_raw(const Tensor& a, const Tensor& b) {
-  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
-  if (a.size(1) == 0) {
-    out.zero_();
-    return out;
-  }
-  mm_into(out, a, b);
-  return out;
-}
 
 // A (B, R, C) operand as (data, leading dim, transposed, batch stride): in place when
 // its matrices are BLAS-compatible, else a contiguous copy.
@@ -64,6 +31,35 @@ BatchedOperand as_batched_operand(const Tensor& x) {
     return {x, x.stride(2), true, sb};
   Tensor y = x.contiguous();
   return {y, std::max<int64_t>(c, 1), false, r * c};
+}
+
+// A 2-D operand as (data, leading dim, transposed) without copying when its strides
+// are BLAS-compatible: a batch of one.
+struct GemmOperand {
+  Tensor t;
+  int64_t ld;
+  bool trans;
+};
+GemmOperand as_gemm_operand(const Tensor& x) {
+  const BatchedOperand b = as_batched_operand(x.detach().unsqueeze(0));
+  return {b.t.squeeze(0), b.ld, b.trans};
+}
+
+// out (M, N) = a (M, K) @ b (K, N), both 2-D, no autograd.
+void mm_into(const Tensor& out, const Tensor& a, const Tensor& b, double beta = 0.0) {
+  GemmOperand A = as_gemm_operand(a), B = as_gemm_operand(b);
+  gemm(A.trans, B.trans, a.size(0), b.size(1), a.size(1), 1.0, A.t, A.ld, B.t, B.ld, beta, out,
+       std::max<int64_t>(out.size(1), 1));
+}
+
+Tensor mm_raw(const Tensor& a, const Tensor& b) {
+  Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
+  if (a.size(1) == 0) {
+    out.zero_();
+    return out;
+  }
+  mm_into(out, a, b);
+  return out;
 }
 
 // Batched a (B, M, K) @ b (B, K, N), no autograd.

@@ -14,6 +14,11 @@ namespace zt {
 
 namespace {
 
+// An optional weight or bias as a kernel takes it: detached and contiguous, or undefined.
+Tensor kernel_arg(const Tensor& t) {
+  return t.defined() ? t.detach().contiguous() : Tensor();
+}
+
 Tensor to_f32(const Tensor& t) {
   return t.defined() ? t.to(DType::f32) : t;
 }
@@ -49,8 +54,7 @@ NormGrads norm_grads(const Tensor& xc, const Tensor& weight, const Shape& param,
   auto like = [&](bool wanted, const Shape& s) {
     return wanted ? Tensor::empty(s, xc.dtype(), xc.device()) : Tensor();
   };
-  return {like(gx, xc.sizes()), like(gw, param), like(gb, param),
-          weight.defined() ? weight.detach().contiguous() : Tensor()};
+  return {like(gx, xc.sizes()), like(gw, param), like(gb, param), kernel_arg(weight)};
 }
 
 }  // namespace
@@ -68,8 +72,8 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = Tensor::empty({N, G}, x.dtype(), x.device());
   Tensor rstd = Tensor::empty({N, G}, x.dtype(), x.device());
-  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor w = kernel_arg(weight);
+  Tensor b = kernel_arg(bias);
   ZT_DISPATCH(x.device(), group_norm_forward, y, mean, rstd, xc, w, b, N, C, S, G, eps);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
@@ -139,8 +143,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     }
   }
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
-  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor w = kernel_arg(weight);
+  Tensor b = kernel_arg(bias);
   ZT_DISPATCH(x.device(), batch_norm_forward, y, xc, mean, rstd, w, b, N, C, S);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
@@ -188,8 +192,8 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = Tensor::empty({rows}, stat, x.device());
   Tensor rstd = Tensor::empty({rows}, stat, x.device());
-  Tensor w = weight.defined() ? weight.detach().contiguous() : Tensor();
-  Tensor b = bias.defined() ? bias.detach().contiguous() : Tensor();
+  Tensor w = kernel_arg(weight);
+  Tensor b = kernel_arg(bias);
   ZT_DISPATCH(x.device(), layer_norm_forward, y, mean, rstd, xc, w, b, rows, d, eps);
   if (autograd::needs_grad({x, weight, bias})) {
     bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);

@@ -62,13 +62,11 @@ Tensor reduced_last(const Tensor& a, const ReducePlan& p) {
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduce(a, dims, keepdim, "sum");
   Tensor x = reduced_last(a, p);
-  int64_t rows = p.count == 0 ? 0 : x.numel() / std::max<int64_t>(p.count, 1);
-  if (p.count == 0) rows = shape_numel(p.out);
   Tensor out = Tensor::empty(p.out, a.dtype(), a.device());
   if (p.count == 0) {
     out.zero_();
   } else {
-    ZT_DISPATCH(a.device(), sum_rows, out, x, rows, p.count);
+    ZT_DISPATCH(a.device(), sum_rows, out, x, x.numel() / p.count, p.count);
   }
   if (autograd::needs_grad({a})) {
     Shape in = a.sizes(), keep = p.out_keep;
