@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/checkpoint.h"
 #include "core/tensor.h"
 
 namespace zt::autograd {
@@ -139,22 +140,6 @@ std::vector<Tensor> apply_function(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,
     BackwardFn backward, const std::vector<Tensor>& saved = {});
-
-/// Activation checkpointing: runs `fn(inputs)` without a graph, keeping only the inputs,
-/// and recomputes it with a graph when its outputs' gradients arrive, backpropagating
-/// through the recomputation (a backward inside the backward) into the inputs and into
-/// every leaf `fn` used (its parameters), whether or not an input requires grad. The
-/// recomputation draws the same random numbers (dropout masks) as the first run, and
-/// leaves the generator where it was. Other side effects of `fn` run twice, except what
-/// asks in_recompute() (BatchNorm updates its running statistics once). Integer outputs
-/// come back without a graph; outside grad mode this is just fn(inputs).
-std::vector<Tensor> checkpoint(
-    const std::string& name, const std::vector<Tensor>& inputs,
-    const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn);
-/// True inside a checkpoint's first run (no graph: it will be recomputed in backward).
-bool in_checkpoint_forward();
-/// True while a checkpoint recomputes its function during backward.
-bool in_recompute();
 
 /// Runs backward from `roots` with `grads` (undefined = ones for scalars).
 void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,

@@ -6,6 +6,8 @@
 // A parameter's post-accumulate hooks fire once per backward it accumulates in: once per
 // checkpointed call that uses it, where a plain graph sums its gradients and fires once
 // (the ZeRO reducer sums what it is given twice).
+#include "core/checkpoint.h"
+
 #include <utility>
 
 #include "core/autograd.h"

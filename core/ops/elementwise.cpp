@@ -1,4 +1,4 @@
-// Elementwise ops: broadcasting, dtype/device checks, kernels and gradients.
+// Elementwise ops: broadcasting, kernels and gradients.
 #include "core/ops/elementwise.h"
 
 #include <algorithm>
@@ -10,93 +10,6 @@
 #include "core/ops/dispatch.h"
 
 namespace zt {
-
-namespace detail {
-void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype) {
-  const Tensor* first = nullptr;
-  for (const Tensor& t : ts) {
-    if (!t.defined()) continue;
-    if (!first) {
-      first = &t;
-      continue;
-    }
-    ZT_CHECK(t.device() == first->device(), op, ": expected all tensors on one device, got ",
-             first->device().str(), " and ", t.device().str());
-    ZT_CHECK(!same_dtype || t.dtype() == first->dtype(), op, ": dtype mismatch, ",
-             dtype_name(first->dtype()), " and ", dtype_name(t.dtype()),
-             " (convert with .to(dtype) first)");
-  }
-}
-
-namespace {
-
-// True when the elements are one contiguous block, in any order of the dims.
-bool is_dense(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that count
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.sizes()[d] > 1) dims.emplace_back(t.strides()[d], t.sizes()[d]);
-  std::sort(dims.begin(), dims.end());
-  int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
-    if (stride != expected) return false;
-    expected *= size;
-  }
-  return true;
-}
-
-// The (size, stride) of each dim with more than one element, in order: two tensors with
-// the same offset and these are the same elements in the same order.
-std::vector<std::pair<int64_t, int64_t>> layout_of(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> l;
-  for (int64_t d = 0; d < t.dim(); ++d)
-    if (t.sizes()[d] > 1) l.emplace_back(t.sizes()[d], t.strides()[d]);
-  return l;
-}
-
-// [first byte, past the last byte] of a tensor's elements in its storage (numel > 0).
-std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
-  int64_t last = t.offset();
-  for (int64_t d = 0; d < t.dim(); ++d) last += (t.sizes()[d] - 1) * t.strides()[d];
-  const auto es = static_cast<int64_t>(dtype_size(t.dtype()));
-  return {t.offset() * es, (last + 1) * es};
-}
-
-}  // namespace
-
-void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
-  ZT_CHECK(!dst.requires_grad() || !autograd::grad_mode_enabled(), op, ": an in-place write to ",
-           dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
-           ", which requires grad, while grad mode is on; autograd does not record in-place "
-           "writes. Update parameters under a NoGradGuard (as optimizers do); in a model, use "
-           "the out-of-place op (add, mul, where, ...)");
-  for (int64_t d = 0; d < dst.dim(); ++d)
-    ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
-             dst.str(), ", has several elements in one memory location (dim ", d,
-             " has stride 0: an expand()ed view); write to a clone() or to the tensor it "
-             "expands");
-  // Overlap, as PyTorch judges it: two dense tensors (each a permutation of one
-  // contiguous block) in one storage must be the same elements in the same layout or
-  // apart; elementwise kernels read and write in an order that a partial overlap (x and
-  // x.t(), x[1:] and x[:-1]) would make the result depend on. Strided tensors with gaps
-  // pass unchecked (x[::2] and x[1::2] share a range but no element).
-  if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
-      dst.numel() > 0 && src.numel() > 0 && is_dense(dst) && is_dense(src)) {
-    const auto [d0, d1] = byte_range(dst);
-    const auto [s0, s1] = byte_range(src);
-    const bool same = d0 == s0 && dst.dtype() == src.dtype() && layout_of(dst) == layout_of(src);
-    ZT_CHECK(same || d1 <= s0 || s1 <= d0, op, ": the source ", src.str(),
-             " and the tensor written to, ", dst.str(),
-             ", overlap in part in one storage (the write would change elements still to be "
-             "read); copy from a clone() of the source");
-  }
-  count_writes({dst});
-}
-
-void count_writes(const std::vector<Tensor>& ts) {
-  for (const Tensor& t : ts)
-    if (t.defined() && t.has_storage()) t.storage()->bump_version();
-}
-}  // namespace detail
 
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t n = std::max(a.size(), b.size());
