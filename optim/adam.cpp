@@ -5,8 +5,6 @@
 #include "optim/adam.h"
 
 #include <cmath>
-#include <map>
-#include <tuple>
 
 namespace zt::optim {
 
@@ -38,52 +36,29 @@ StepConstants adam_constants(double lr, const AdamOptions& o, bool decoupled, in
 
 void Adam::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                        const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
-  struct Group {
-    std::vector<Tensor> p, g, m, v, copy;
-    ParamState* state = nullptr;  // the first parameter's (all share its step)
-  };
-  // (device type, device index, dtype, copy dtype or -1, step, lr scale, weight decay)
-  // -> parameters.
-  std::map<std::tuple<int, int, int, int, int64_t, double, double>, Group> groups;
-  std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& p = params[i];
-    Tensor m = slot(*states[i], "exp_avg", p);
-    Tensor v = slot(*states[i], "exp_avg_sq", p);
-    if (!fused_path(p, {grads[i], m, v})) {
-      check_capturable_path(p);
-      updating();
-      update(p, grads[i], *states[i]);
-      write_copy(copies[i], p);
-      continue;
-    }
-    const bool in_pass = fused_copy(copies[i], p);
-    if (copies[i].defined() && !in_pass) late_copies.push_back(i);
-    const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
-    Group& gr = groups[{static_cast<int>(p.device().type), p.device().index,
-                        static_cast<int>(p.dtype()), copy_dtype, states[i]->step,
-                        states[i]->settings.lr_scale, states[i]->settings.weight_decay}];
-    if (!gr.state) gr.state = states[i];
-    gr.p.push_back(p);
-    gr.g.push_back(grads[i]);
-    gr.m.push_back(std::move(m));
-    gr.v.push_back(std::move(v));
-    if (in_pass) gr.copy.push_back(copies[i]);
-  }
   const AdamOptions& o = options_;
-  size_t index = 0;
-  for (auto& [key, gr] : groups) {
-    const ParamState* st = gr.state;
-    const StepConstants k = adam_constants(lr(), o, decoupled_, st->step, st->settings);
-    Tensor on_device = step_constants(index++, gr.p[0].device(), [this, st] {
-      const StepConstants c = adam_constants(lr(), options_, decoupled_, st->step, st->settings);
-      return std::vector<double>{c.l2, c.decay, c.step_size, c.inv_sqrt_bc2};
-    });
-    updating();
-    adam_update(gr.p, gr.g, gr.m, gr.v, gr.copy, o.beta1(), o.beta2(), k.l2, k.decay, k.step_size,
-                k.inv_sqrt_bc2, o.eps(), on_device);
-  }
-  for (size_t i : late_copies) write_copy(copies[i], params[i]);
+  update_fused(
+      params, grads, states, copies,
+      [&](size_t i) {
+        return FusedEntry{
+            {slot(*states[i], "exp_avg", params[i]), slot(*states[i], "exp_avg_sq", params[i])},
+            states[i]->step};
+      },
+      [&](size_t i, const FusedEntry&) { update(params[i], grads[i], *states[i]); },
+      [this](const FusedGroup& gr) {
+        const ParamState* st = gr.state;
+        return [this, st] {
+          const StepConstants c =
+              adam_constants(lr(), options_, decoupled_, st->step, st->settings);
+          return std::vector<double>{c.l2, c.decay, c.step_size, c.inv_sqrt_bc2};
+        };
+      },
+      [&](const FusedGroup& gr, const Tensor& on_device) {
+        const StepConstants k =
+            adam_constants(lr(), o, decoupled_, gr.state->step, gr.state->settings);
+        adam_update(gr.p, gr.g, gr.slots[0], gr.slots[1], gr.copy, o.beta1(), o.beta2(), k.l2,
+                    k.decay, k.step_size, k.inv_sqrt_bc2, o.eps(), on_device);
+      });
 }
 
 void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {

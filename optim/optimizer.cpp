@@ -1,8 +1,10 @@
 // Optimizer base: step bookkeeping, lazily created state, state dict save/load.
 #include "optim/optimizer.h"
 
+#include <map>
 #include <set>
 #include <sstream>
+#include <tuple>
 #include <unordered_map>
 
 namespace zt::optim {
@@ -48,15 +50,15 @@ size_t Optimizer::index_of(const std::string& name, const char* what) const {
   return it->second;
 }
 
-void Optimizer::check_not_captured() const {
-  ZT_CHECK(replay_states_.empty(),
-           "optimizer: a step of this optimizer was captured in a CUDA graph, which holds its "
-           "learning rates and weight decays; set them before the warm-up steps (or make a new "
-           "optimizer and graph)");
+void Optimizer::check_not_captured(const char* op, const char* held, const char* instead) const {
+  ZT_CHECK(replay_states_.empty(), op,
+           ": a step of this optimizer was captured in a CUDA graph, which holds ", held, "; ",
+           instead, " (or make a new optimizer and graph)");
 }
 
 void Optimizer::set_settings(const std::vector<std::string>& names, const ParamSettings& s) {
-  check_not_captured();
+  check_not_captured("optimizer", "its learning rates and weight decays",
+                     "set them before the warm-up steps");
   ZT_CHECK(s.lr_scale >= 0 && s.weight_decay >= 0,
            "optimizer: lr_scale and weight_decay must be >= 0, got ", s.lr_scale, " and ",
            s.weight_decay);
@@ -72,7 +74,8 @@ void Optimizer::check_known(const std::vector<std::string>& names, const char* w
 }
 
 void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {
-  check_not_captured();
+  check_not_captured("optimizer", "its learning rates and weight decays",
+                     "set them before the warm-up steps");
   check_known(names, "to exclude from weight decay");
   for (const std::string& n : names) state_[index_.at(n)].settings.weight_decay = 0.0;
 }
@@ -126,18 +129,23 @@ void Optimizer::step() {
       broken_ = e.what();
       throw;
     }
-    if (capturing) {  // no step was captured
-      replay_makers_.clear();
-      replay_states_.clear();
-      capture_counted_ = false;
-    }
-    --step_count_;
-    for (size_t i = 0; i < states.size(); ++i) {
-      --states[i]->step;
-      if (states[i]->slots.size() != slots_before[i] && states[i]->step == 0)
-        states[i]->slots.clear();  // made by this, the parameter's first step
-    }
+    undo_step(states, slots_before, capturing);
     throw;
+  }
+}
+
+void Optimizer::undo_step(const std::vector<ParamState*>& states,
+                          const std::vector<size_t>& slots_before, bool capturing) {
+  if (capturing) {  // no step was captured
+    replay_makers_.clear();
+    replay_states_.clear();
+    capture_counted_ = false;
+  }
+  --step_count_;
+  for (size_t i = 0; i < states.size(); ++i) {
+    --states[i]->step;
+    if (states[i]->slots.size() != slots_before[i] && states[i]->step == 0)
+      states[i]->slots.clear();  // made by this, the parameter's first step
   }
 }
 
@@ -194,6 +202,57 @@ void Optimizer::update_many(const std::vector<Tensor>& params, const std::vector
     update(params[i], grads[i], *states[i]);
     write_copy(copies[i], params[i]);
   }
+}
+
+void Optimizer::update_fused(
+    const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+    const std::vector<ParamState*>& states, const std::vector<Tensor>& copies,
+    const std::function<FusedEntry(size_t i)>& entry,
+    const std::function<void(size_t i, const FusedEntry& e)>& fallback,
+    const std::function<std::function<std::vector<double>()>(const FusedGroup&)>& constants,
+    const std::function<void(const FusedGroup&, const Tensor& on_device)>& run) {
+  // (device type, device index, dtype, copy dtype or -1, step key, lr scale, weight decay)
+  // -> parameters.
+  std::map<std::tuple<int, int, int, int, int64_t, double, double>, FusedGroup> groups;
+  std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    FusedEntry e = entry(i);
+    std::vector<Tensor> others{grads[i]};
+    for (const Tensor& s : e.slots)
+      if (s.defined()) others.push_back(s);
+    if (!fused_path(p, others)) {
+      check_capturable_path(p);
+      updating();
+      fallback(i, e);
+      write_copy(copies[i], p);
+      continue;
+    }
+    const bool in_pass = fused_copy(copies[i], p);
+    if (copies[i].defined() && !in_pass) late_copies.push_back(i);
+    const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
+    const ParamSettings& s = states[i]->settings;
+    FusedGroup& gr =
+        groups[{static_cast<int>(p.device().type), p.device().index, static_cast<int>(p.dtype()),
+                copy_dtype, e.step_key, s.lr_scale, s.weight_decay}];
+    if (!gr.state) {
+      gr.state = states[i];
+      gr.step_key = e.step_key;
+      gr.slots.resize(e.slots.size());
+    }
+    gr.p.push_back(p);
+    gr.g.push_back(grads[i]);
+    for (size_t k = 0; k < e.slots.size(); ++k)
+      if (e.slots[k].defined()) gr.slots[k].push_back(std::move(e.slots[k]));
+    if (in_pass) gr.copy.push_back(copies[i]);
+  }
+  size_t index = 0;
+  for (const auto& [key, gr] : groups) {
+    const Tensor on_device = step_constants(index++, gr.p[0].device(), constants(gr));
+    updating();
+    run(gr, on_device);
+  }
+  for (size_t i : late_copies) write_copy(copies[i], params[i]);
 }
 
 void Optimizer::write_copy(const Tensor& copy, const Tensor& param) {
@@ -256,10 +315,8 @@ NamedTensors Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const NamedTensors& state) {
-  ZT_CHECK(replay_states_.empty(),
-           "optimizer load_state_dict: a step of this optimizer was "
-           "captured in a CUDA graph, which holds its state tensors' addresses; load the state "
-           "before the warm-up steps (or make a new optimizer and graph)");
+  check_not_captured("optimizer load_state_dict", "its state tensors' addresses",
+                     "load the state before the warm-up steps");
   // Expected keys -> (param index, slot name; "" for the per-param step).
   std::unordered_map<std::string, std::pair<size_t, std::string>> expected;
   for (size_t i = 0; i < params_.size(); ++i) {

@@ -126,6 +126,35 @@ class Optimizer {
   /// Undefined when not capturable (the kernels take the arguments).
   Tensor step_constants(size_t group, Device device, std::function<std::vector<double>()> make);
 
+  /// What a fused optimizer gives update_fused for one parameter: its slot tensors in the
+  /// kernel's order (an undefined one, as SGD's buffer without momentum, is left out), and
+  /// a step key (Adam: the step count; SGD: the first-step flag).
+  struct FusedEntry {
+    std::vector<Tensor> slots;
+    int64_t step_key = 0;
+  };
+  /// The parameters of one fused kernel call: one device, dtype, in-pass copy dtype, step
+  /// key and settings. slots[k] holds the k-th slot of each parameter that has one.
+  struct FusedGroup {
+    std::vector<Tensor> p, g, copy;
+    std::vector<std::vector<Tensor>> slots;
+    const ParamState* state = nullptr;  // the first parameter's (its step and settings)
+    int64_t step_key = 0;
+  };
+  /// update_many for an optimizer with fused kernels (Adam, SGD). Per parameter i,
+  /// entry(i) gives its slots; a parameter the kernels cannot take (fused_path) is
+  /// updated at once by fallback(i, entry) and its copy written. The others are grouped
+  /// (in a fixed order of the group keys); per group, in turn, the constants from
+  /// constants(group) are prepared (step_constants) and run(group, on_device) launches
+  /// the kernel. Copies the kernels cannot write in their pass are written last.
+  void update_fused(
+      const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+      const std::vector<ParamState*>& states, const std::vector<Tensor>& copies,
+      const std::function<FusedEntry(size_t i)>& entry,
+      const std::function<void(size_t i, const FusedEntry& e)>& fallback,
+      const std::function<std::function<std::vector<double>()>(const FusedGroup&)>& constants,
+      const std::function<void(const FusedGroup&, const Tensor& on_device)>& run);
+
  private:
   NamedTensors params_;
   std::vector<ParamState> state_;
@@ -137,8 +166,14 @@ class Optimizer {
   size_t index_of(const std::string& name, const char* what) const;
   /// An error listing the names in `names` that name no parameter, saying `what` needed them.
   void check_known(const std::vector<std::string>& names, const char* what) const;
-  /// An error once a step was captured in a CUDA graph, which holds the settings.
-  void check_not_captured() const;
+  /// An error, from `op`, once a step was captured in a CUDA graph, which holds `held`
+  /// (the settings, the state's addresses); `instead` says what to do.
+  void check_not_captured(const char* op, const char* held, const char* instead) const;
+  /// Takes back a step that failed before it updated any parameter: the step counters,
+  /// the slots it created (a parameter's first step: `slots_before` has the counts before
+  /// it) and, when `capturing`, the captured step's records.
+  void undo_step(const std::vector<ParamState*>& states, const std::vector<size_t>& slots_before,
+                 bool capturing);
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

@@ -3,9 +3,6 @@
 // first-step flag and settings), core's in-place ops for everything else. Both compute one formula.
 #include "optim/sgd.h"
 
-#include <map>
-#include <tuple>
-
 namespace zt::optim {
 
 SGD::SGD(NamedTensors params, const SGDOptions& o)
@@ -19,51 +16,31 @@ SGD::SGD(NamedTensors params, const SGDOptions& o)
 
 void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                       const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
-  const bool with_buf = options_.momentum() != 0;
-  struct Group {
-    std::vector<Tensor> p, g, buf, copy;
-  };
-  // (device type, device index, dtype, copy dtype or -1, first step, lr scale, weight
-  // decay) -> parameters.
-  std::map<std::tuple<int, int, int, int, bool, double, double>, Group> groups;
-  std::vector<size_t> late_copies;  // copies the kernels cannot write: after the update
-  for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& p = params[i];
-    bool first = false;
-    Tensor buf = with_buf ? slot(*states[i], "momentum_buffer", p, &first) : Tensor();
-    std::vector<Tensor> others{grads[i]};
-    if (buf.defined()) others.push_back(buf);
-    if (!fused_path(p, others)) {
-      check_capturable_path(p);
-      updating();
-      update_generic(p, grads[i], buf, first, states[i]->settings);
-      write_copy(copies[i], p);
-      continue;
-    }
-    const bool in_pass = fused_copy(copies[i], p);
-    if (copies[i].defined() && !in_pass) late_copies.push_back(i);
-    const int copy_dtype = in_pass ? static_cast<int>(copies[i].dtype()) : -1;
-    Group& gr =
-        groups[{static_cast<int>(p.device().type), p.device().index, static_cast<int>(p.dtype()),
-                copy_dtype, first, states[i]->settings.lr_scale, states[i]->settings.weight_decay}];
-    gr.p.push_back(p);
-    gr.g.push_back(grads[i]);
-    if (buf.defined()) gr.buf.push_back(std::move(buf));
-    if (in_pass) gr.copy.push_back(copies[i]);
-  }
   const SGDOptions& o = options_;
-  size_t index = 0;
-  for (auto& [key, gr] : groups) {
-    const bool first = std::get<4>(key);  // (never while capturing: slot() refuses)
-    const double scale = std::get<5>(key), wd = std::get<6>(key);
-    Tensor on_device = step_constants(index++, gr.p[0].device(), [this, first, scale] {
-      return std::vector<double>{lr() * scale, first ? 1.0 : 0.0};
-    });
-    updating();
-    sgd_update(gr.p, gr.g, gr.buf, gr.copy, lr() * scale, o.momentum(), o.dampening(), wd,
-               o.nesterov(), first, on_device);
-  }
-  for (size_t i : late_copies) write_copy(copies[i], params[i]);
+  const bool with_buf = o.momentum() != 0;
+  update_fused(
+      params, grads, states, copies,
+      [&](size_t i) {
+        bool first = false;
+        Tensor buf = with_buf ? slot(*states[i], "momentum_buffer", params[i], &first) : Tensor();
+        return FusedEntry{{buf}, first ? 1 : 0};
+      },
+      [&](size_t i, const FusedEntry& e) {
+        update_generic(params[i], grads[i], e.slots[0], e.step_key != 0, states[i]->settings);
+      },
+      // (The first-step flag is never set while capturing: slot() refuses.)
+      [this](const FusedGroup& gr) {
+        const bool first = gr.step_key != 0;
+        const double scale = gr.state->settings.lr_scale;
+        return [this, first, scale] {
+          return std::vector<double>{lr() * scale, first ? 1.0 : 0.0};
+        };
+      },
+      [&](const FusedGroup& gr, const Tensor& on_device) {
+        const ParamSettings& s = gr.state->settings;
+        sgd_update(gr.p, gr.g, gr.slots[0], gr.copy, lr() * s.lr_scale, o.momentum(), o.dampening(),
+                   s.weight_decay, o.nesterov(), gr.step_key != 0, on_device);
+      });
 }
 
 void SGD::update(const Tensor& p, const Tensor& g, ParamState& st) {
