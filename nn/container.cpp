@@ -60,12 +60,9 @@ bool ModuleDict::contains(const std::string& key) const {
 }
 
 std::shared_ptr<Module> ModuleDict::operator[](const std::string& key) const {
-  std::string known;
-  for (const auto& [n, c] : named_children()) {
+  for (const auto& [n, c] : named_children())
     if (n == key) return c;
-    known += (known.empty() ? "" : ", ") + n;
-  }
-  ZT_FAIL("ModuleDict: no key '", key, "' (keys: ", known, ")");
+  ZT_FAIL("ModuleDict: no key '", key, "' (keys: ", list_names(keys()), ")");
 }
 
 std::vector<std::string> ModuleDict::keys() const {

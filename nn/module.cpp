@@ -147,11 +147,20 @@ static bool has_name(const V& v, const std::string& n) {
   return std::any_of(v.begin(), v.end(), [&](const auto& p) { return p.first == n; });
 }
 
+// A name for a new parameter, buffer or child of a `type` module: valid (check_name) and
+// not yet taken by any of the three.
+template <typename Children>
+static void check_new_name(const std::string& name, const std::string& type,
+                           const NamedTensors& params, const NamedTensors& buffers,
+                           const Children& children) {
+  check_name(name, type);
+  ZT_CHECK(!has_name(params, name) && !has_name(buffers, name) && !has_name(children, name), type,
+           ": '", name, "' is already registered");
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t, bool requires_grad) {
-  check_name(name, type_name_);
+  check_new_name(name, type_name_, params_, buffers_, children_);
   ZT_CHECK(t.defined(), type_name_, ": parameter '", name, "' is undefined");
-  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-           type_name_, ": '", name, "' is already registered");
   if (!t.is_leaf()) t = t.detach();
   t.set_requires_grad(requires_grad);
   params_.emplace_back(name, t);
@@ -161,9 +170,7 @@ Tensor Module::register_parameter(const std::string& name, Tensor t, bool requir
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor t, bool persistent) {
-  check_name(name, type_name_);
-  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-           type_name_, ": '", name, "' is already registered");
+  check_new_name(name, type_name_, params_, buffers_, children_);
   buffers_.emplace_back(name, t);
   ++registrations;
   if (!persistent) non_persistent_.push_back(name);
@@ -173,10 +180,8 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
 }
 
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
-  check_name(name, type_name_);
+  check_new_name(name, type_name_, params_, buffers_, children_);
   ZT_CHECK(m != nullptr, type_name_, ": child '", name, "' is null");
-  ZT_CHECK(!has_name(params_, name) && !has_name(buffers_, name) && !has_name(children_, name),
-           type_name_, ": '", name, "' is already registered");
   children_.emplace_back(name, std::move(m));
   ++registrations;
 }

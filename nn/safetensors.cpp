@@ -15,7 +15,9 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <utility>
 
 #include "core/ops/factory.h"
 #include "core/text_file.h"
@@ -30,11 +32,13 @@ namespace {
 using ojson = nlohmann::ordered_json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
 
+// The safetensors dtype names zt reads and writes.
+constexpr std::pair<const char*, DType> kDtypeNames[] = {
+    {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
+    {"I64", DType::i64}, {"I32", DType::i32}, {"BOOL", DType::b8}};
+
 bool parse_dtype(const std::string& s, DType& out) {
-  static const std::pair<const char*, DType> table[] = {
-      {"F32", DType::f32}, {"F16", DType::f16}, {"BF16", DType::bf16}, {"F64", DType::f64},
-      {"I64", DType::i64}, {"I32", DType::i32}, {"BOOL", DType::b8}};
-  for (const auto& [name, t] : table)
+  for (const auto& [name, t] : kDtypeNames)
     if (s == name) {
       out = t;
       return true;
@@ -59,23 +63,9 @@ bool as_index(const ojson& j, uint64_t& out) {
 }  // namespace
 
 const char* safetensors_dtype_name(DType t) {
-  switch (t) {
-    case DType::f32:
-      return "F32";
-    case DType::f16:
-      return "F16";
-    case DType::bf16:
-      return "BF16";
-    case DType::f64:
-      return "F64";
-    case DType::i64:
-      return "I64";
-    case DType::i32:
-      return "I32";
-    case DType::b8:
-      return "BOOL";
-  }
-  ZT_FAIL("unknown dtype");
+  for (const auto& [name, dt] : kDtypeNames)
+    if (dt == t) return name;
+  ZT_FAIL("safetensors: no safetensors name for dtype ", dtype_name(t));
 }
 
 /// An mmap of a whole file (private, copy-on-write), unmapped when the last user lets go.
@@ -88,95 +78,90 @@ struct SafetensorsFile::Mapping {
   const uint8_t* bytes() const { return static_cast<const uint8_t*>(addr); }
 };
 
-SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
-  const std::string where = "safetensors file '" + path + "': ";
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  ZT_CHECK(fd >= 0, where, "cannot open (", std::strerror(errno), ")");
-  struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    ZT_FAIL(where, "not a regular file");
-  }
-  const uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (size < 8) {
-    ::close(fd);
-    ZT_FAIL(where, "truncated: ", size, " bytes, too small for the 8-byte header length");
-  }
-  map_ = std::make_shared<Mapping>();
-  map_->size = size;
-  map_->addr = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-  int err = errno;
-  ::close(fd);
-  ZT_CHECK(map_->addr != MAP_FAILED, where, "mmap failed (", std::strerror(err), ")");
+namespace {
 
+// An open file descriptor, closed with the object.
+struct Fd {
+  int fd;
+  ~Fd() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+// Maps the whole regular file at `path` (private, copy-on-write) into *addr, *size; a
+// file under 8 bytes (no room for the header length) is an error. Errors start `where`.
+void map_file(const std::string& path, const std::string& where, void** addr, uint64_t* size) {
+  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  ZT_CHECK(f.fd >= 0, where, "cannot open (", std::strerror(errno), ")");
+  struct stat st {};
+  ZT_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), where, "not a regular file");
+  *size = static_cast<uint64_t>(st.st_size);
+  ZT_CHECK(*size >= 8, where, "truncated: ", *size,
+           " bytes, too small for the 8-byte header length");
+  *addr = ::mmap(nullptr, *size, PROT_READ | PROT_WRITE, MAP_PRIVATE, f.fd, 0);
+  ZT_CHECK(*addr != MAP_FAILED, where, "mmap failed (", std::strerror(errno), ")");
+}
+
+// The JSON header's length n, from the file's first 8 bytes, checked against the file's
+// `size` (so the header, bytes [8, 8 + n), lies inside it).
+uint64_t header_length(const uint8_t* bytes, uint64_t size, const std::string& where) {
   uint64_t n = 0;
-  std::memcpy(&n, map_->bytes(), 8);
+  std::memcpy(&n, bytes, 8);
   // A safetensors file starts with its JSON header's length, then the header's "{".
-  ZT_CHECK(n <= kMaxHeaderBytes || size <= 8 || map_->bytes()[8] == '{', where,
+  ZT_CHECK(n <= kMaxHeaderBytes || size <= 8 || bytes[8] == '{', where,
            "not a safetensors file (it should start with the 8-byte length of a JSON header, "
            "then the header's '{'; is it another kind of file?)");
   ZT_CHECK(n <= kMaxHeaderBytes, where, "header length ", n, " exceeds the ", kMaxHeaderBytes,
            "-byte limit (corrupt length field?)");
   ZT_CHECK(n <= size - 8, where, "truncated: header length ", n, " but only ", size - 8,
            " bytes follow the length field");
-  data_start_ = 8 + n;
-  const uint64_t data_size = size - data_start_;
+  return n;
+}
 
-  const char* hbeg = reinterpret_cast<const char*>(map_->bytes() + 8);
-  ojson header = ojson::parse(hbeg, hbeg + n, nullptr, /*allow_exceptions=*/false);
-  ZT_CHECK(!header.is_discarded(), where, "header is not valid JSON (", n, " bytes)");
-  ZT_CHECK(header.is_object(), where, "header must be a JSON object");
-
-  for (auto it = header.begin(); it != header.end(); ++it) {
-    const std::string& key = it.key();
-    const ojson& v = it.value();
-    if (key == "__metadata__") {
-      ZT_CHECK(v.is_object(), where, "__metadata__ must be an object of strings");
-      for (auto m = v.begin(); m != v.end(); ++m) {
-        ZT_CHECK(m.value().is_string(), where, "__metadata__['", m.key(), "'] is not a string");
-        metadata_[m.key()] = m.value().get<std::string>();
-      }
-      continue;
-    }
-    const std::string at = where + "tensor '" + key + "': ";
-    ZT_CHECK(v.is_object(), at, "entry must be an object with dtype, shape, data_offsets");
-    ZT_CHECK(v.contains("dtype") && v["dtype"].is_string(), at, "missing string 'dtype'");
-    ZT_CHECK(v.contains("shape") && v["shape"].is_array(), at, "missing array 'shape'");
-    ZT_CHECK(
-        v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
-        at, "'data_offsets' must be [begin, end]");
-    SafetensorsInfo info;
-    const std::string dt = v["dtype"].get<std::string>();
-    ZT_CHECK(parse_dtype(dt, info.dtype), at, "unsupported dtype '", dt,
-             "' (supported: F32, F16, BF16, F64, I64, I32, BOOL)");
-    uint64_t numel = 1;
-    for (const auto& d : v["shape"]) {
-      uint64_t s = 0;
-      ZT_CHECK(as_index(d, s), at, "shape entries must be non-negative integers, got ", d.dump());
-      ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel), at, "shape ", v["shape"].dump(),
-               " overflows");
-      info.shape.push_back(static_cast<int64_t>(s));
-    }
-    uint64_t nbytes = 0;
-    ZT_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(info.dtype)), &nbytes),
-             at, "byte size overflows");
-    ZT_CHECK(as_index(v["data_offsets"][0], info.data_begin) &&
-                 as_index(v["data_offsets"][1], info.data_end),
-             at, "data_offsets must be non-negative integers, got ", v["data_offsets"].dump());
-    ZT_CHECK(info.data_begin <= info.data_end, at, "data_offsets ", v["data_offsets"].dump(),
-             " end before they begin");
-    ZT_CHECK(info.data_end <= data_size, at, "data_offsets ", v["data_offsets"].dump(),
-             " run past the end of the data (", data_size, " bytes): file truncated?");
-    ZT_CHECK(info.data_end - info.data_begin == nbytes, at, "data_offsets span ",
-             info.data_end - info.data_begin, " bytes but ", dt, v["shape"].dump(), " needs ",
-             nbytes);
-    ZT_CHECK(infos_.emplace(key, std::move(info)).second, at, "duplicate key");
-    keys_.push_back(key);
+// One tensor's header entry `v` (dtype, shape, data_offsets), checked: a known dtype, a
+// shape whose byte size does not overflow and matches the offsets, which lie inside the
+// `data_size` bytes of data. Errors start `at`.
+SafetensorsInfo parse_entry(const ojson& v, uint64_t data_size, const std::string& at) {
+  ZT_CHECK(v.is_object(), at, "entry must be an object with dtype, shape, data_offsets");
+  ZT_CHECK(v.contains("dtype") && v["dtype"].is_string(), at, "missing string 'dtype'");
+  ZT_CHECK(v.contains("shape") && v["shape"].is_array(), at, "missing array 'shape'");
+  ZT_CHECK(
+      v.contains("data_offsets") && v["data_offsets"].is_array() && v["data_offsets"].size() == 2,
+      at, "'data_offsets' must be [begin, end]");
+  SafetensorsInfo info;
+  const std::string dt = v["dtype"].get<std::string>();
+  ZT_CHECK(parse_dtype(dt, info.dtype), at, "unsupported dtype '", dt,
+           "' (supported: F32, F16, BF16, F64, I64, I32, BOOL)");
+  uint64_t numel = 1;
+  for (const auto& d : v["shape"]) {
+    uint64_t s = 0;
+    ZT_CHECK(as_index(d, s), at, "shape entries must be non-negative integers, got ", d.dump());
+    ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel), at, "shape ", v["shape"].dump(),
+             " overflows");
+    info.shape.push_back(static_cast<int64_t>(s));
   }
+  uint64_t nbytes = 0;
+  ZT_CHECK(!__builtin_mul_overflow(numel, static_cast<uint64_t>(dtype_size(info.dtype)), &nbytes),
+           at, "byte size overflows");
+  ZT_CHECK(as_index(v["data_offsets"][0], info.data_begin) &&
+               as_index(v["data_offsets"][1], info.data_end),
+           at, "data_offsets must be non-negative integers, got ", v["data_offsets"].dump());
+  ZT_CHECK(info.data_begin <= info.data_end, at, "data_offsets ", v["data_offsets"].dump(),
+           " end before they begin");
+  ZT_CHECK(info.data_end <= data_size, at, "data_offsets ", v["data_offsets"].dump(),
+           " run past the end of the data (", data_size, " bytes): file truncated?");
+  ZT_CHECK(info.data_end - info.data_begin == nbytes, at, "data_offsets span ",
+           info.data_end - info.data_begin, " bytes but ", dt, v["shape"].dump(), " needs ",
+           nbytes);
+  return info;
+}
 
-  // The entries must tile [0, data_size) exactly.
+// The entries must tile [0, data_size) exactly: sorted by offset, no overlap, no gap and
+// no trailing bytes.
+void check_tiling(const std::map<std::string, SafetensorsInfo>& infos, uint64_t data_size,
+                  const std::string& where) {
   std::vector<const std::pair<const std::string, SafetensorsInfo>*> order;
-  for (const auto& e : infos_) order.push_back(&e);
+  for (const auto& e : infos) order.push_back(&e);
   std::stable_sort(order.begin(), order.end(), [](auto* a, auto* b) {
     return a->second.data_begin != b->second.data_begin
                ? a->second.data_begin < b->second.data_begin
@@ -197,16 +182,46 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
            " trailing bytes after the last tensor (corrupt header or data)");
 }
 
+}  // namespace
+
+SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
+  const std::string where = "safetensors file '" + path + "': ";
+  map_ = std::make_shared<Mapping>();
+  map_file(path, where, &map_->addr, &map_->size);
+  const uint64_t size = map_->size;
+  const uint64_t n = header_length(map_->bytes(), size, where);
+  data_start_ = 8 + n;
+  const uint64_t data_size = size - data_start_;
+
+  const char* hbeg = reinterpret_cast<const char*>(map_->bytes() + 8);
+  ojson header = ojson::parse(hbeg, hbeg + n, nullptr, /*allow_exceptions=*/false);
+  ZT_CHECK(!header.is_discarded(), where, "header is not valid JSON (", n, " bytes)");
+  ZT_CHECK(header.is_object(), where, "header must be a JSON object");
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& key = it.key();
+    const ojson& v = it.value();
+    if (key == "__metadata__") {
+      ZT_CHECK(v.is_object(), where, "__metadata__ must be an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        ZT_CHECK(m.value().is_string(), where, "__metadata__['", m.key(), "'] is not a string");
+        metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string at = where + "tensor '" + key + "': ";
+    ZT_CHECK(infos_.emplace(key, parse_entry(v, data_size, at)).second, at, "duplicate key");
+    keys_.push_back(key);
+  }
+  check_tiling(infos_, data_size, where);
+}
+
 SafetensorsFile::~SafetensorsFile() = default;
 
 const SafetensorsInfo& SafetensorsFile::info(const std::string& key) const {
   auto it = infos_.find(key);
   if (it != infos_.end()) return it->second;
-  std::string some;
-  for (size_t i = 0; i < keys_.size() && i < 5; ++i) some += (i ? ", " : "") + keys_[i];
-  if (keys_.size() > 5) some += ", ...";
   ZT_FAIL("safetensors file '", path_, "': no tensor '", key, "' (", keys_.size(),
-          " tensors: ", some, ")");
+          " tensors: ", list_names(keys_, 5), ")");
 }
 
 const uint8_t* SafetensorsFile::data_of(const SafetensorsInfo& info) const {

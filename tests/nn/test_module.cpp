@@ -323,6 +323,19 @@ TEST(Init, DefaultBoundsFollowPyTorch) {
   EXPECT_THROW(nn::init::calculate_gain("swoosh"), Error);
 }
 
+TEST(Init, XavierAndConstantFollowPyTorch) {
+  manual_seed(2);
+  // fan_in 32, fan_out 64: Xavier's bound sqrt(6 / 96) = 0.25, its std sqrt(2 / 96).
+  Tensor w = empty({64, 32});
+  nn::init::xavier_uniform_(w, 2.0);
+  for (double v : w.to_vector()) EXPECT_LE(std::abs(v), 2.0 * 0.25);
+  EXPECT_GT(max(abs(w)).item(), 0.9 * 2.0 * 0.25);
+  nn::init::xavier_normal_(w);
+  EXPECT_NEAR(std::sqrt(mean(mul(w, w)).item()), std::sqrt(2.0 / 96.0), 0.01);
+  nn::init::constant_(w, 0.5);
+  EXPECT_EQ(sum(w).item(), 0.5 * 64.0 * 32.0);
+}
+
 namespace {
 double abs_sum(const Tensor& t) {
   double s = 0;
