@@ -232,11 +232,14 @@ const std::string* running_backward_node() {
   return g_backward && g_backward->running ? &g_backward->running->name() : nullptr;
 }
 
-void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
-              bool retain_graph) {
+namespace {
+
+// The roots' gradient edges with their seed gradients: `grads[i]`, or ones for an
+// undefined one (scalar roots only), converted to the root's dtype.
+std::vector<std::pair<Edge, Tensor>> seed_gradients(const std::vector<Tensor>& roots,
+                                                    const std::vector<Tensor>& grads) {
   ZT_CHECK(roots.size() == grads.size(), "backward: ", roots.size(), " roots but ", grads.size(),
            " gradients");
-  // Seed gradients.
   std::vector<std::pair<Edge, Tensor>> seeds;
   for (size_t i = 0; i < roots.size(); ++i) {
     const Tensor& r = roots[i];
@@ -259,12 +262,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     }
     seeds.emplace_back(gradient_edge(r), g);
   }
+  return seeds;
+}
 
-  // Dependency counts over the reachable graph.
+// For every node reachable from the seeds: how many edges lead into it, so that it runs
+// once all of its gradients have arrived.
+std::unordered_map<Node*, int> count_dependencies(
+    const std::vector<std::pair<Edge, Tensor>>& seeds) {
   std::unordered_map<Node*, int> deps;
   std::unordered_set<Node*> seen;
   std::vector<Node*> stack;
-  for (auto& [e, g] : seeds) {
+  for (const auto& [e, g] : seeds) {
     if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
   }
   while (!stack.empty()) {
@@ -276,12 +284,19 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
       if (seen.insert(e.fn.get()).second) stack.push_back(e.fn.get());
     }
   }
+  return deps;
+}
 
-  std::unordered_map<Node*, std::vector<Tensor>> buffers;
+// The gradients gathered so far for the nodes still to run, one slot per node output,
+// and a handle on each such node (so it lives until it ran).
+struct GradBuffers {
+  std::unordered_map<Node*, std::vector<Tensor>> slots;
   std::unordered_map<Node*, std::shared_ptr<Node>> owners;
-  auto accumulate = [&](const Edge& e, const Tensor& g) {
+
+  // Adds g into the slot of edge e (nothing for a missing edge or gradient).
+  void add(const Edge& e, const Tensor& g) {
     if (!e.fn || !g.defined()) return;
-    auto& buf = buffers[e.fn.get()];
+    auto& buf = slots[e.fn.get()];
     owners[e.fn.get()] = e.fn;
     if (buf.empty()) buf.resize(e.fn->num_outputs());
     Tensor& slot = buf[e.input_nr];
@@ -290,19 +305,36 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     } else if (slot.sizes() == g.sizes() && slot.dtype() == g.dtype() && sole_owner(slot, 1)) {
       add_(slot, g);  // the buffer holds the only handle: sum in place
     } else {
-      slot = add(slot, g);
+      slot = ::zt::add(slot, g);
     }
-  };
+  }
+  // Node n's gathered gradients, one per output (undefined where none came); forgets them.
+  std::vector<Tensor> take(Node* n) {
+    std::vector<Tensor> in = std::move(slots[n]);
+    slots.erase(n);
+    in.resize(n->num_outputs());
+    return in;
+  }
+};
+
+}  // namespace
+
+void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads,
+              bool retain_graph) {
+  const std::vector<std::pair<Edge, Tensor>> seeds = seed_gradients(roots, grads);
+  std::unordered_map<Node*, int> deps = count_dependencies(seeds);
+  GradBuffers buffers;
+  // Ready nodes: an AccumulateGrad first, then the latest created (reverse creation order).
   auto cmp = [](Node* a, Node* b) {
     return std::make_pair(a->accumulates(), a->sequence_nr()) <
            std::make_pair(b->accumulates(), b->sequence_nr());
   };
   std::priority_queue<Node*, std::vector<Node*>, decltype(cmp)> ready(cmp);
-  for (auto& [e, g] : seeds) {
-    accumulate(e, g);
-    owners[e.fn.get()] = e.fn;
+  for (const auto& [e, g] : seeds) {
+    buffers.add(e, g);
+    buffers.owners[e.fn.get()] = e.fn;
   }
-  for (auto& [e, g] : seeds)
+  for (const auto& [e, g] : seeds)
     if (deps[e.fn.get()] == 0) ready.push(e.fn.get());
 
   BackwardState state;
@@ -321,9 +353,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     ready.pop();
     if (!done.insert(n).second) continue;
     state.running = n;
-    std::vector<Tensor> in = std::move(buffers[n]);
-    buffers.erase(n);
-    in.resize(n->num_outputs());
+    std::vector<Tensor> in = buffers.take(n);
     for (const auto* hooks : {&n->pre_hooks, &n->retain_hooks}) {
       for (const auto& [idx, hook] : *hooks) {
         if (!in[idx].defined()) continue;
@@ -337,10 +367,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];
       if (!e.fn) continue;
-      if (i < out.size()) accumulate(e, fit_gradient(*n, i, out[i]));
+      if (i < out.size()) buffers.add(e, fit_gradient(*n, i, out[i]));
       if (--deps[e.fn.get()] == 0) ready.push(e.fn.get());
     }
-    owners.erase(n);
+    buffers.owners.erase(n);
   }
   state.running = nullptr;
   for (auto& cb : state.callbacks) cb();

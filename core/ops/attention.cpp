@@ -110,6 +110,66 @@ Tensor as_dtype(const Tensor& t, DType dt) {
   return t.dtype() == dt ? t : t.to(dt);
 }
 
+// The composed path: scores = q k^T (a batched GEMM in q's dtype), the scaled (causal)
+// softmax in softmax_dtype, then p v; the backward is the same GEMMs and
+// softmax_backward. q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv), already checked.
+Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double s) {
+  const int64_t Tq = q.size(-2), D = q.size(-1), Tk = k.size(-2), Dv = v.size(-1);
+  const int64_t B = shape_numel(Shape(q.sizes().begin(), q.sizes().end() - 2));
+  const DType dt = q.dtype(), st = softmax_dtype(dt);
+  const Device dev = q.device();
+
+  Tensor q3 = q.detach().reshape({B, Tq, D}), k3 = k.detach().reshape({B, Tk, D}),
+         v3 = v.detach().reshape({B, Tk, Dv});
+  Tensor scores = Tensor::empty({B, Tq, Tk}, dt, dev);
+  bmm_into(scores, q3, k3.transpose(1, 2));
+  Tensor p = as_dtype(scores, st);
+  if (Tk > 0) ZT_DISPATCH(dev, attention_softmax_forward, p, p, B * Tq, Tk, s, causal);
+  Tensor pd = as_dtype(p, dt);
+  Tensor out3 = Tensor::empty({B, Tq, Dv}, dt, dev);
+  bmm_into(out3, pd, v3);
+  Shape os = q.sizes();
+  os.back() = Dv;
+  Tensor out = out3.view(os);
+
+  if (autograd::needs_grad({q, k, v})) {
+    const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
+    const Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
+    autograd::record("scaled_dot_product_attention", {q, k, v}, {out},
+                     [=](const std::vector<Tensor>& g) {
+                       Tensor g3 = g[0].reshape({B, Tq, Dv});
+                       Tensor dq, dk, dv;
+                       if (gv) {
+                         dv = Tensor::empty({B, Tk, Dv}, dt, dev);
+                         bmm_into(dv, pd.transpose(1, 2), g3);
+                         dv = dv.view(vs);
+                       }
+                       if (gq || gk) {
+                         Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
+                         bmm_into(dp, g3, v3.transpose(1, 2));
+                         dp = as_dtype(dp, st);
+                         Tensor ds = Tensor::empty({B, Tq, Tk}, st, dev);
+                         if (Tk > 0)
+                           ZT_DISPATCH(dev, softmax_backward, ds, dp, p, B * Tq, Tk, 1, false);
+                         ds = as_dtype(ds, dt);
+                         if (gq) {
+                           dq = Tensor::empty({B, Tq, D}, dt, dev);
+                           bmm_into(dq, ds, k3, s);
+                           dq = dq.view(qs);
+                         }
+                         if (gk) {
+                           dk = Tensor::empty({B, Tk, D}, dt, dev);
+                           bmm_into(dk, ds.transpose(1, 2), q3, s);
+                           dk = dk.view(ks);
+                         }
+                       }
+                       return std::vector<Tensor>{dq, dk, dv};
+                     },
+                     {q3, k3, v3});
+  }
+  return out;
+}
+
 }  // namespace
 
 AttentionKernel attention_kernel() {
@@ -152,66 +212,14 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                Shape(v.sizes().begin(), v.sizes().end() - 2) == lead,
            op, ": leading dims of q ", shape_str(q.sizes()), ", k ", shape_str(k.sizes()),
            " and v ", shape_str(v.sizes()), " differ (no broadcasting; expand them first)");
-  const int64_t B = shape_numel(lead), Tq = q.size(-2), D = q.size(-1), Tk = k.size(-2),
-                Dv = v.size(-1);
+  const int64_t Tq = q.size(-2), D = q.size(-1), Tk = k.size(-2);
   ZT_CHECK(k.size(-1) == D && v.size(-2) == Tk, op, ": k ", shape_str(k.sizes()),
            " must be (..., Tk, ", D, ") and v ", shape_str(v.sizes()), " (..., ", Tk, ", Dv)");
   ZT_CHECK(!causal || Tq == Tk, op, ": causal attention needs as many queries as keys, got ", Tq,
            " and ", Tk);
   const double s = scale ? *scale : 1.0 / std::sqrt(static_cast<double>(std::max<int64_t>(D, 1)));
   if (use_flash(q, k, v)) return flash_attention(q, k, v, causal, s);
-  const DType dt = q.dtype(), st = softmax_dtype(dt);
-  const Device dev = q.device();
-
-  Tensor q3 = q.detach().reshape({B, Tq, D}), k3 = k.detach().reshape({B, Tk, D}),
-         v3 = v.detach().reshape({B, Tk, Dv});
-  Tensor scores = Tensor::empty({B, Tq, Tk}, dt, dev);
-  bmm_into(scores, q3, k3.transpose(1, 2));
-  Tensor p = as_dtype(scores, st);
-  if (Tk > 0) ZT_DISPATCH(dev, attention_softmax_forward, p, p, B * Tq, Tk, s, causal);
-  Tensor pd = as_dtype(p, dt);
-  Tensor out3 = Tensor::empty({B, Tq, Dv}, dt, dev);
-  bmm_into(out3, pd, v3);
-  Shape os = q.sizes();
-  os.back() = Dv;
-  Tensor out = out3.view(os);
-
-  if (autograd::needs_grad({q, k, v})) {
-    const bool gq = q.requires_grad(), gk = k.requires_grad(), gv = v.requires_grad();
-    const Shape qs = q.sizes(), ks = k.sizes(), vs = v.sizes();
-    autograd::record(op, {q, k, v}, {out},
-                     [=](const std::vector<Tensor>& g) {
-                       Tensor g3 = g[0].reshape({B, Tq, Dv});
-                       Tensor dq, dk, dv;
-                       if (gv) {
-                         dv = Tensor::empty({B, Tk, Dv}, dt, dev);
-                         bmm_into(dv, pd.transpose(1, 2), g3);
-                         dv = dv.view(vs);
-                       }
-                       if (gq || gk) {
-                         Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
-                         bmm_into(dp, g3, v3.transpose(1, 2));
-                         dp = as_dtype(dp, st);
-                         Tensor ds = Tensor::empty({B, Tq, Tk}, st, dev);
-                         if (Tk > 0)
-                           ZT_DISPATCH(dev, softmax_backward, ds, dp, p, B * Tq, Tk, 1, false);
-                         ds = as_dtype(ds, dt);
-                         if (gq) {
-                           dq = Tensor::empty({B, Tq, D}, dt, dev);
-                           bmm_into(dq, ds, k3, s);
-                           dq = dq.view(qs);
-                         }
-                         if (gk) {
-                           dk = Tensor::empty({B, Tk, D}, dt, dev);
-                           bmm_into(dk, ds.transpose(1, 2), q3, s);
-                           dk = dk.view(ks);
-                         }
-                       }
-                       return std::vector<Tensor>{dq, dk, dv};
-                     },
-                     {q3, k3, v3});
-  }
-  return out;
+  return math_attention(q, k, v, causal, s);
 }
 
 }  // namespace zt
