@@ -95,7 +95,8 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
                    const Tensor& grad_bias);
 
 // ---------------------------------------------------------------- normalization
-// cpu/norm.cpp, cuda/norm.cu. Legend: N batch, C channels, S spatial elements per
+// cpu/norm.cpp, cuda/norm.cu (GroupNorm, BatchNorm); cpu/layer_norm.cpp,
+// cuda/layer_norm.cu (LayerNorm). Legend: N batch, C channels, S spatial elements per
 // channel, G groups. Tensors contiguous, f32 or f64 (LayerNorm: also bf16 and f16);
 // GroupNorm and BatchNorm statistics (mean, rstd) have the dtype of x. Sums accumulate
 // in double (LayerNorm on CUDA: f32 or f64); results do not depend on the thread count.

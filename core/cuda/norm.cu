@@ -1,20 +1,17 @@
-// CUDA normalization kernels: GroupNorm, BatchNorm and LayerNorm (statistics,
-// normalization, the analytic backward). The twin of core/cpu/norm.cpp, whose formulas
-// these follow: GroupNorm and BatchNorm line for line (statistics in one shifted pass,
-// the block's first element as the shift, sums of dy and dy * (x - mean) in double, the
-// final affine in the tensor's dtype); LayerNorm with its statistics in two passes (mean,
-// then centered squares) in f32 (f64 for f64), the affine in that type. Same formulas, not
-// the same bits: the CPU's AVX2 loops fuse x * a + b into one multiply-add, and nvcc fuses
-// some double expressions the CPU rounds twice (last-place differences).
+// CUDA normalization kernels: GroupNorm and BatchNorm (statistics, normalization, the
+// analytic backward); LayerNorm is in cuda/layer_norm.cu. The twin of core/cpu/norm.cpp,
+// whose formulas these follow line for line (statistics in one shifted pass, the block's
+// first element as the shift, sums of dy and dy * (x - mean) in double, the final affine
+// in the tensor's dtype). Same formulas, not the same bits: the CPU's AVX2 loops fuse
+// x * a + b into one multiply-add, and nvcc fuses some double expressions the CPU rounds
+// twice (last-place differences).
 // Reductions use fixed trees (block_reduce.cuh): each device's results are bitwise
 // reproducible run to run.
 // Legend: N batch, C channels, S spatial elements per channel, G groups, Cg = C / G,
 // M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
 //
-// Parallel layout: one block per statistic ((n, g), c, or a LayerNorm row), one warp
-// per (n, c) row for the GroupNorm backward sums, one thread per element for the
-// elementwise passes, and for LayerNorm's parameter gradients one thread per column and
-// block of kLayerNormRowBlock rows, then one per column over the blocks in order.
+// Parallel layout: one block per statistic ((n, g) or c), one warp per (n, c) row for the
+// GroupNorm backward sums, one thread per element for the elementwise passes.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
@@ -25,15 +22,6 @@ namespace zt::cuda {
 namespace {
 
 constexpr int kWarps = kThreads / 32;
-
-template <typename T>
-const T* cptr(const Tensor& t) {
-  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
-}
-template <typename T>
-T* mptr(const Tensor& t) {
-  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
-}
 
 template <typename T>
 __device__ __forceinline__ double dbl(T v) {
@@ -264,114 +252,7 @@ __global__ void batch_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
   }
 }
 
-// ---------------------------------------------------------------- kernels: LayerNorm
-
-constexpr int64_t kLayerNormRowBlock = 64;
-
-// Block per row: mean, then the mean of centered squares, then y.
-template <typename T>
-__global__ void layer_norm_forward_kernel(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x,
-                                          const T* w, const T* b, int64_t D, double eps) {
-  using A = acc_t<T>;
-  __shared__ A scratch[32];
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * D;
-  T* yr = y + r * D;
-  const A inv_d = D > 0 ? static_cast<A>(1.0 / static_cast<double>(D)) : A(0);
-  A s = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s = add_rn(s, convert<A>(xr[j]));
-  const A m = mul_rn(block_all_sum(s, scratch), inv_d);
-  A q = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A d = convert<A>(xr[j]) - m;
-    q = add_rn(q, mul_rn(d, d));
-  }
-  const double var = static_cast<double>(mul_rn(block_all_sum(q, scratch), inv_d));
-  const A rs = static_cast<A>(1.0 / sqrt(var + eps));
-  if (threadIdx.x == 0) {
-    mean[r] = m;
-    rstd[r] = rs;
-  }
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    A v = mul_rn(convert<A>(xr[j]) - m, rs);
-    if (w) v = mul_rn(v, convert<A>(w[j]));
-    if (b) v = add_rn(v, convert<A>(b[j]));
-    yr[j] = convert<T>(v);
-  }
-}
-
-// Block per row: with g = dy w and xhat = (x - mean) rstd,
-// dx = rstd (g - mean(g) - xhat mean(g xhat)).
-template <typename T>
-__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const acc_t<T>* mean,
-                                     const acc_t<T>* rstd, const T* w, int64_t D) {
-  using A = acc_t<T>;
-  __shared__ A scratch[32];
-  const int64_t r = blockIdx.x;
-  const T* xr = x + r * D;
-  const T* gr = dy + r * D;
-  const A m = mean[r], rs = rstd[r];
-  const A inv_d = static_cast<A>(1.0 / static_cast<double>(D));
-  A sg = 0, sgx = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A g = w ? mul_rn(convert<A>(gr[j]), convert<A>(w[j])) : convert<A>(gr[j]);
-    sg = add_rn(sg, g);
-    sgx = add_rn(sgx, mul_rn(g, mul_rn(convert<A>(xr[j]) - m, rs)));
-  }
-  const A c3 = -mul_rn(block_all_sum(sg, scratch), inv_d);
-  const A c2 = -mul_rn(block_all_sum(sgx, scratch), inv_d);
-  T* o = dx + r * D;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A g = w ? mul_rn(convert<A>(gr[j]), convert<A>(w[j])) : convert<A>(gr[j]);
-    const A xhat = mul_rn(convert<A>(xr[j]) - m, rs);
-    o[j] = convert<T>(mul_rn(add_rn(add_rn(g, c3), mul_rn(xhat, c2)), rs));
-  }
-}
-
-// Thread per (column, block of rows): partial sums of dy xhat and dy over the block's
-// rows, in row order (adjacent threads read adjacent columns).
-template <typename T>
-__global__ void layer_norm_param_partials_kernel(acc_t<T>* part_w, acc_t<T>* part_b, const T* dy,
-                                                 const T* x, const acc_t<T>* mean,
-                                                 const acc_t<T>* rstd, int64_t rows, int64_t D) {
-  using A = acc_t<T>;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  const int64_t blk = blockIdx.y, r0 = blk * kLayerNormRowBlock;
-  const int64_t r1 = r0 + kLayerNormRowBlock < rows ? r0 + kLayerNormRowBlock : rows;
-  A sw = 0, sb = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const A g = convert<A>(dy[r * D + j]);
-    sw = add_rn(sw, mul_rn(g, mul_rn(convert<A>(x[r * D + j]) - mean[r], rstd[r])));
-    sb = add_rn(sb, g);
-  }
-  part_w[blk * D + j] = sw;
-  part_b[blk * D + j] = sb;
-}
-
-// Thread per column: the partial sums added in block order.
-template <typename T>
-__global__ void layer_norm_param_final_kernel(T* dw, T* db, const acc_t<T>* part_w,
-                                              const acc_t<T>* part_b, int64_t blocks, int64_t D) {
-  using A = acc_t<T>;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= D) return;
-  A sw = 0, sb = 0;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    sw = add_rn(sw, part_w[blk * D + j]);
-    sb = add_rn(sb, part_b[blk * D + j]);
-  }
-  if (dw) dw[j] = convert<T>(sw);
-  if (db) db[j] = convert<T>(sb);
-}
-
 // ---------------------------------------------------------------- helpers
-
-// Threads per LayerNorm row: about 8 elements each, a multiple of 32, at most kThreads.
-unsigned layer_norm_threads(int64_t D) {
-  const int64_t t = ((D + 8 * 32 - 1) / (8 * 32)) * 32;
-  return static_cast<unsigned>(std::min<int64_t>(kThreads, std::max<int64_t>(32, t)));
-}
 
 Tensor f64_buffer(int64_t n, Device dev) {
   return Tensor::empty({std::max<int64_t>(n, 1)}, DType::f64, dev);
@@ -485,67 +366,6 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     batch_norm_dx_kernel<T><<<grid_for(total, d.index), kThreads, 0, st>>>(
         mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
         cptr<double>(sdy), cptr<double>(sdyx), total, C, S, inv_m, training);
-    CUDA_CHECK_LAUNCH();
-  });
-}
-
-// ---------------------------------------------------------------- launchers: LayerNorm
-
-void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D,
-                        double eps) {
-  check_device("layer_norm", x.device(), {y, mean, rstd, weight, bias});
-  if (rows == 0) return;
-  ZT_CHECK(rows < (int64_t{1} << 31), "layer_norm: ", rows,
-           " rows exceed the CUDA grid (2^31 - 1 blocks); normalize the input in parts");
-  const int dev = x.device().index;
-  dispatch_device_floating(x.dtype(), "layer_norm", [&]<typename T>() {
-    using A = acc_t<T>;
-    DeviceGuard g(dev);
-    layer_norm_forward_kernel<T>
-        <<<grid_x(rows, "layer_norm_forward_kernel"), layer_norm_threads(D), 0, current_stream()>>>(
-            mptr<T>(y), mptr<A>(mean), mptr<A>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), D,
-            eps);
-    CUDA_CHECK_LAUNCH();
-  });
-}
-
-void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, int64_t rows, int64_t D) {
-  check_device("layer_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
-  const Device d = x.device();
-  const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-  const bool params = dweight.defined() || dbias.defined();  // their partials: grid y = blocks
-  ZT_CHECK(rows < (int64_t{1} << 31) && (!params || blocks < 65536), "layer_norm backward: ", rows,
-           " rows exceed the CUDA grid (at most ",
-           params ? 65535 * kLayerNormRowBlock : (int64_t{1} << 31) - 1,
-           "); normalize the input in parts");
-  dispatch_device_floating(x.dtype(), "layer_norm backward", [&]<typename T>() {
-    using A = acc_t<T>;
-    DeviceGuard guard(d.index);
-    cudaStream_t st = current_stream();
-    if (dx.defined() && rows > 0 && D > 0) {
-      layer_norm_dx_kernel<T>
-          <<<grid_x(rows, "layer_norm_dx_kernel"), layer_norm_threads(D), 0, st>>>(
-              mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight),
-              D);
-      CUDA_CHECK_LAUNCH();
-    }
-    if (!params || D == 0) return;
-    const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-    Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
-    Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
-    const unsigned cols = blocks_for(D, kThreads, "layer_norm_backward");
-    if (blocks > 0) {
-      layer_norm_param_partials_kernel<T>
-          <<<dim3(cols, static_cast<unsigned>(blocks)), kThreads, 0, st>>>(
-              mptr<A>(part_w), mptr<A>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
-              cptr<A>(rstd), rows, D);
-      CUDA_CHECK_LAUNCH();
-    }
-    layer_norm_param_final_kernel<T><<<cols, kThreads, 0, st>>>(
-        mptr<T>(dweight), mptr<T>(dbias), cptr<A>(part_w), cptr<A>(part_b), blocks, D);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -1,0 +1,184 @@
+// The row sums and row loops of the CPU normalization kernels, shared by cpu/norm.cpp
+// (GroupNorm, BatchNorm, and the f32 loops compiled per ISA) and cpu/layer_norm.cpp.
+// Private to those two files.
+#pragma once
+
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+namespace zt::cpu {
+
+// Sums are taken in kLanes independent double accumulators (a fixed order, so still
+// deterministic) and combined at the end: a single running double sum is a chain of
+// dependent adds, several times slower than the loads feeding it.
+constexpr int64_t kLanes = 8;
+
+// kLanes doubles in one vector: GCC lowers it to the widest registers of the target (one
+// AVX-512 register, two AVX2 or four SSE2 ones), lane j adding elements i = j mod kLanes.
+using f64xL = double __attribute__((vector_size(kLanes * sizeof(double))));
+using f32xL = float __attribute__((vector_size(kLanes * sizeof(float))));
+
+// p[0..kLanes) as doubles.
+template <typename T>
+__attribute__((always_inline)) inline void load_lanes(const T* p, f64xL& v) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32xL f;
+    std::memcpy(&f, p, sizeof f);
+    v = __builtin_convertvector(f, f64xL);
+  } else {
+    for (int64_t j = 0; j < kLanes; ++j) v[j] = static_cast<double>(p[j]);
+  }
+}
+
+// Adds sum(p - k) to s1 and sum((p - k)^2) to s2 over p[0..n).
+template <typename T>
+__attribute__((always_inline)) inline void shifted_moments_lanes(const T* p, int64_t n, double& s1,
+                                                                 double& s2, double k) {
+  f64xL a1 = {}, a2 = {}, d;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(p + i, d);
+    d -= k;
+    a1 += d;
+    a2 += d * d;
+  }
+  for (; i < n; ++i) {
+    const double e = static_cast<double>(p[i]) - k;
+    a1[0] += e;
+    a2[0] += e * e;
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    s1 += a1[j];
+    s2 += a2[j];
+  }
+}
+
+// Adds sum(dy) to sdy and sum(dy * (x - mu)) to sdyx over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void grad_sums_lanes(const T* dy, const T* x, int64_t n,
+                                                           double mu, double& sdy, double& sdyx) {
+  f64xL a = {}, b = {}, d, e;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(dy + i, d);
+    load_lanes(x + i, e);
+    a += d;
+    b += d * (e - mu);
+  }
+  for (; i < n; ++i) {
+    const double g = static_cast<double>(dy[i]);
+    a[0] += g;
+    b[0] += g * (static_cast<double>(x[i]) - mu);
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    sdy += a[j];
+    sdyx += b[j];
+  }
+}
+
+// y[i] = x[i] a + b over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void scale_shift_row(T* y, const T* x, int64_t n, T a, T b) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
+// The input gradient of a row, dx[i] = c1 dy[i] + c2 (x[i] - mu) + c3, over [0, n).
+template <typename T>
+__attribute__((always_inline)) inline void input_grad_row(T* dx, const T* dy, const T* x, int64_t n,
+                                                          T c1, T c2, T mu, T c3) {
+  for (int64_t i = 0; i < n; ++i) dx[i] = c1 * dy[i] + c2 * (x[i] - mu) + c3;
+}
+
+// The four loops above for f32, compiled in cpu/norm.cpp for each Isa of lanes.h (the
+// library targets the baseline, where the double sums run two lanes per instruction);
+// cpu_isa() picks one.
+// Every variant keeps the same kLanes partial sums, so they differ only where AVX2 and
+// AVX-512 contract a multiply and an add into one rounding (FMA).
+struct F32Loops {
+  void (*moments)(const float*, int64_t, double&, double&, double);
+  void (*grad_sums)(const float*, const float*, int64_t, double, double&, double&);
+  void (*scale_shift)(float*, const float*, int64_t, float, float);
+  void (*input_grad)(float*, const float*, const float*, int64_t, float, float, float, float);
+};
+
+/// The F32Loops compiled for this machine's ISA (cpu_isa()), picked on first use
+/// (cpu/norm.cpp).
+const F32Loops& f32_loops();
+
+template <typename T>
+void shifted_moments(const T* p, int64_t n, double& s1, double& s2, double k) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().moments(p, n, s1, s2, k);
+  } else {
+    shifted_moments_lanes(p, n, s1, s2, k);
+  }
+}
+
+template <typename T>
+void grad_sums(const T* dy, const T* x, int64_t n, double mu, double& sdy, double& sdyx) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().grad_sums(dy, x, n, mu, sdy, sdyx);
+  } else {
+    grad_sums_lanes(dy, x, n, mu, sdy, sdyx);
+  }
+}
+
+template <typename T>
+void scale_shift(T* y, const T* x, int64_t n, T a, T b) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().scale_shift(y, x, n, a, b);
+  } else {
+    scale_shift_row(y, x, n, a, b);
+  }
+}
+
+template <typename T>
+void input_grad(T* dx, const T* dy, const T* x, int64_t n, T c1, T c2, T mu, T c3) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().input_grad(dx, dy, x, n, c1, c2, mu, c3);
+  } else {
+    input_grad_row(dx, dy, x, n, c1, c2, mu, c3);
+  }
+}
+
+// Mean and (biased) variance of M > 0 values from their shifted sums s1 = sum(x - k) and
+// s2 = sum((x - k)^2); the variance is clamped at 0 against rounding.
+inline void moments_from_shifted_sums(double k, double s1, double s2, int64_t M, double& mu,
+                                      double& var) {
+  const double m1 = s1 / static_cast<double>(M);
+  mu = k + m1;
+  var = std::max(0.0, s2 / static_cast<double>(M) - m1 * m1);
+}
+
+// Mean and (biased) variance of p[0..n), shifted by p[0] for accuracy; 0 and 0 when empty.
+template <typename T>
+void contiguous_moments(const T* p, int64_t n, double& mu, double& var) {
+  mu = var = 0;
+  if (n <= 0) return;
+  double k = static_cast<double>(p[0]), s1 = 0, s2 = 0;
+  shifted_moments(p, n, s1, s2, k);
+  moments_from_shifted_sums(k, s1, s2, n, mu, var);
+}
+
+// Adds sum(g) to sg and sum(g * h) to sgh over [0, n).
+template <typename A>
+void pair_sums(const A* g, const A* h, int64_t n, double& sg, double& sgh) {
+  double a[kLanes] = {}, b[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t j = 0; j < kLanes; ++j) {
+      a[j] += static_cast<double>(g[i + j]);
+      b[j] += static_cast<double>(g[i + j]) * static_cast<double>(h[i + j]);
+    }
+  }
+  for (; i < n; ++i) {
+    a[0] += static_cast<double>(g[i]);
+    b[0] += static_cast<double>(g[i]) * static_cast<double>(h[i]);
+  }
+  for (int64_t j = 0; j < kLanes; ++j) {
+    sg += a[j];
+    sgh += b[j];
+  }
+}
+}  // namespace zt::cpu
