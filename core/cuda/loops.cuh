@@ -3,8 +3,8 @@
 // element offsets. launch_elementwise coalesces the shape (dims contiguous for every
 // operand merge), passes sizes and strides by value (up to kMaxDims dims; more are
 // split on the host), and runs a grid-stride loop, with a fast path when every
-// operand is contiguous. Also: device-side dtypes, conversions that match the CPU's,
-// and a dtype dispatcher.
+// operand is contiguous. Device-side dtypes, conversions and the dtype dispatcher are
+// in device_types.cuh (included here).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -17,6 +17,7 @@
 #include <type_traits>
 
 #include "core/cuda/check.h"
+#include "core/cuda/device_types.cuh"
 #include "core/cuda/stream.h"
 #include "core/tensor.h"
 
@@ -168,65 +169,23 @@ void launch_elementwise(int device, const Shape& sizes, const std::array<const S
   detail::launch_dims<N>(c, 0, offsets, f, device, stream);
 }
 
-// ---------------------------------------------------------------- device dtypes
-
-template <typename T>
-constexpr bool kIsHalf = std::is_same_v<T, __nv_bfloat16> || std::is_same_v<T, __half>;
-
-/// S -> D exactly as cpu::copy converts: 16-bit floats go through float.
-template <typename D, typename S>
-__device__ __forceinline__ D convert(S x) {
-  if constexpr (std::is_same_v<D, S>) {
-    return x;
-  } else if constexpr (std::is_same_v<S, __nv_bfloat16>) {
-    return convert<D>(__bfloat162float(x));
-  } else if constexpr (std::is_same_v<S, __half>) {
-    return convert<D>(__half2float(x));
-  } else if constexpr (std::is_same_v<D, __nv_bfloat16>) {
-    return __float2bfloat16_rn(static_cast<float>(x));
-  } else if constexpr (std::is_same_v<D, __half>) {
-    return __float2half_rn(static_cast<float>(x));
-  } else {
-    return static_cast<D>(x);
-  }
-}
-
-/// Calls fn.template operator()<T>() with the device type T of `t` (all dtypes).
-template <typename Fn>
-void dispatch_device(DType t, Fn&& fn) {
-  switch (t) {
-    case DType::f32:
-      return fn.template operator()<float>();
-    case DType::f64:
-      return fn.template operator()<double>();
-    case DType::bf16:
-      return fn.template operator()<__nv_bfloat16>();
-    case DType::f16:
-      return fn.template operator()<__half>();
-    case DType::i64:
-      return fn.template operator()<int64_t>();
-    case DType::i32:
-      return fn.template operator()<int32_t>();
-    case DType::b8:
-      return fn.template operator()<bool>();
-  }
-  ZT_FAIL("unknown dtype");
-}
-
-/// Like dispatch_device, floating types only; other types are an error naming `op`.
-template <typename Fn>
-void dispatch_device_floating(DType t, const char* op, Fn&& fn) {
-  ZT_CHECK(is_floating(t), op, ": expected a floating dtype, got ", dtype_name(t));
-  dispatch_device(t, [&]<typename T>() {
-    if constexpr (std::is_floating_point_v<T> || kIsHalf<T>) fn.template operator()<T>();
-  });
-}
-
 /// Error unless every defined tensor is on `dev` (kernels here run on one GPU).
 inline void check_device(const char* op, Device dev, std::initializer_list<Tensor> ts) {
   for (const Tensor& t : ts)
     ZT_CHECK(!t.defined() || t.device() == dev, op, ": tensors on ", dev.str(), " and ",
              t.device().str(), "; move them to one GPU first");
+}
+
+/// A tensor's data as a kernel argument of device type T (no dtype check: T may be a
+/// device type such as __nv_bfloat16), or nullptr for an undefined (optional) tensor.
+template <typename T>
+const T* cptr(const Tensor& t) {
+  return t.defined() ? static_cast<const T*>(t.data_ptr()) : nullptr;
+}
+/// cptr for a tensor the kernel writes.
+template <typename T>
+T* mptr(const Tensor& t) {
+  return t.defined() ? static_cast<T*>(t.data_ptr()) : nullptr;
 }
 
 }  // namespace zt::cuda

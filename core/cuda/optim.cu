@@ -298,7 +298,7 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
   if (p.empty()) return;
   const DType low_dt = ::zt::detail::check_optimizer_lists("adam_update", p, {&g, &m, &v}, low);
   ::zt::detail::check_step_constants("adam_update", constants, 4, p[0].device());
-  const auto* k = constants.defined() ? constants.data<double>() : nullptr;
+  const double* k = data_or_null<double>(constants);
   auto run = [&]<typename T>() {
     const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
     const AdamOp<T> op{b1,
@@ -326,7 +326,7 @@ void sgd_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
   if (p.empty()) return;
   const DType low_dt = ::zt::detail::check_sgd_lists(p, g, buf, low);
   ::zt::detail::check_step_constants("sgd_update", constants, 2, p[0].device());
-  const auto* k = constants.defined() ? constants.data<double>() : nullptr;
+  const double* k = data_or_null<double>(constants);
   auto run = [&]<typename T>() {
     const SgdOp<T> op{static_cast<T>(lr),
                       static_cast<T>(momentum),
