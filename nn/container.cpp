@@ -3,46 +3,43 @@
 
 namespace zt::nn {
 
-Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
-    : Module("Sequential") {
-  for (const auto& m : modules) push_back(m);
+const std::shared_ptr<Module>& IndexedModules::operator[](size_t i) const {
+  ZT_CHECK(i < modules_.size(), type_name(), ": index ", i, " out of range (size ", modules_.size(),
+           ")");
+  return modules_[i];
 }
 
-void Sequential::push_back(std::shared_ptr<Module> m) {
-  push_back(std::to_string(modules_.size()), std::move(m));
-}
-
-void Sequential::push_back(const std::string& name, std::shared_ptr<Module> m) {
+void IndexedModules::append(const std::string& name, std::shared_ptr<Module> m) {
   register_module(name, m);
   modules_.push_back(std::move(m));
 }
 
-const std::shared_ptr<Module>& Sequential::operator[](size_t i) const {
-  ZT_CHECK(i < modules_.size(), "Sequential: index ", i, " out of range (size ", modules_.size(),
-           ")");
-  return modules_[i];
+Sequential::Sequential(std::initializer_list<std::shared_ptr<Module>> modules)
+    : IndexedModules("Sequential") {
+  for (const auto& m : modules) push_back(m);
+}
+
+void Sequential::push_back(std::shared_ptr<Module> m) {
+  append(std::to_string(size()), std::move(m));
+}
+
+void Sequential::push_back(const std::string& name, std::shared_ptr<Module> m) {
+  append(name, std::move(m));
 }
 
 std::vector<Tensor> Sequential::forward(const std::vector<Tensor>& inputs) {
   std::vector<Tensor> x = inputs;
-  for (const auto& m : modules_) x = m->call(std::move(x));
+  for (const auto& m : modules()) x = m->call(std::move(x));
   return x;
 }
 
 ModuleList::ModuleList(std::initializer_list<std::shared_ptr<Module>> modules)
-    : Module("ModuleList") {
+    : IndexedModules("ModuleList") {
   for (const auto& m : modules) push_back(m);
 }
 
 void ModuleList::push_back(std::shared_ptr<Module> m) {
-  register_module(std::to_string(modules_.size()), m);
-  modules_.push_back(std::move(m));
-}
-
-const std::shared_ptr<Module>& ModuleList::operator[](size_t i) const {
-  ZT_CHECK(i < modules_.size(), "ModuleList: index ", i, " out of range (size ", modules_.size(),
-           ")");
-  return modules_[i];
+  append(std::to_string(size()), std::move(m));
 }
 
 std::vector<Tensor> ModuleList::forward(const std::vector<Tensor>&) {

@@ -264,6 +264,12 @@ TEST(Module, ModuleListAndDict) {
   EXPECT_EQ(list->at<nn::Linear>(1)->options.out_features(), 3);
   EXPECT_THROW((*list)(ones({1, 2})), Error);
   EXPECT_EQ(names(list->named_parameters())[2], "1.weight");
+  // Sequential and ModuleList share indexing; errors name the container.
+  EXPECT_TRUE(test::throws_with([&] { (*list)[2]; }, "ModuleList: index 2 out of range (size 2)"));
+  EXPECT_TRUE(test::throws_with([&] { list->at<nn::SiLU>(0); }, "ModuleList: child 0 is a Linear"));
+  nn::Sequential seq({std::make_shared<nn::SiLU>()});
+  EXPECT_TRUE(test::throws_with([&] { seq[1]; }, "Sequential: index 1 out of range (size 1)"));
+  EXPECT_EQ(seq.at<nn::SiLU>(0).get(), seq[0].get());
 
   auto dict = std::make_shared<nn::ModuleDict>();
   dict->insert("enc", std::make_shared<nn::Linear>(2, 2));
