@@ -1,5 +1,6 @@
-// Normalization ops: argument checks, fused kernels (core/kernels.h: core/cpu/norm.cpp
-// and core/cuda/norm.cu, chosen by the input's device) and their autograd records.
+// Normalization ops: argument checks, fused kernels (core/kernels.h: core/cpu/norm.cpp,
+// core/cpu/layer_norm.cpp and their core/cuda twins, chosen by the input's device) and
+// their autograd records.
 // GroupNorm, BatchNorm and LayerNorm have fused forward and backward kernels (LayerNorm's
 // include the elementwise affine and read bf16/f16 directly); RMSNorm is composed.
 // Legend: N batch, C channels, S spatial elements (product of *), G groups.

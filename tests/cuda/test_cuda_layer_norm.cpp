@@ -1,4 +1,4 @@
-// The fused LayerNorm kernels on the GPU against their CPU twins (core/cpu/norm.cpp):
+// The fused LayerNorm kernels on the GPU against their CPU twins (core/cpu/layer_norm.cpp):
 // output and the input, weight and bias gradients of the public op, forward and backward
 // on both devices with the same inputs and upstream gradient; and two GPU runs giving the
 // same bits (the parameter gradients are reduced in fixed blocks of rows, no atomics).
