@@ -3,8 +3,10 @@
 #include "nn/conv.h"
 
 #include <sstream>
+#include <tuple>
 
 #include "nn/init.h"
+#include "nn/layer_params.h"
 
 namespace zt::nn {
 
@@ -44,16 +46,7 @@ ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
     ZT_CHECK(p >= 0, type_name, ": padding must be non-negative, got ", p);
   Shape wshape{opts.out_channels(), opts.in_channels()};
   for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
-  Tensor w = empty(wshape);
-  init::default_linear_init_(w, Tensor());
-  // Register the weight before creating the bias: inside a partitioning scope at most one
-  // full parameter exists at a time.
-  weight = this->register_parameter("weight", w);
-  if (opts.bias()) {
-    Tensor b = empty({opts.out_channels()});
-    init::default_bias_init_(b, weight);
-    bias = this->register_parameter("bias", b);
-  }
+  std::tie(weight, bias) = register_weight_and_bias(*this, wshape, opts.bias());
 }
 
 template <size_t D>

@@ -1,7 +1,10 @@
 // Linear, Identity and Flatten.
 #include "nn/linear.h"
 
+#include <tuple>
+
 #include "nn/init.h"
+#include "nn/layer_params.h"
 
 namespace zt::nn {
 
@@ -9,17 +12,8 @@ Linear::Linear(const LinearOptions& opts) : UnaryModule("Linear"), options(opts)
   ZT_CHECK(opts.in_features() > 0 && opts.out_features() > 0,
            "Linear: in_features and out_features must be positive, got ", opts.in_features(),
            " and ", opts.out_features());
-  // Create the initial values first, then register (a partitioning scope shards here).
-  Tensor w = empty({opts.out_features(), opts.in_features()});
-  init::default_linear_init_(w, Tensor());
-  // Register the weight before creating the bias: inside a partitioning scope at most one
-  // full parameter exists at a time.
-  weight = register_parameter("weight", w);
-  if (opts.bias()) {
-    Tensor b = empty({opts.out_features()});
-    init::default_bias_init_(b, weight);
-    bias = register_parameter("bias", b);
-  }
+  std::tie(weight, bias) =
+      register_weight_and_bias(*this, {opts.out_features(), opts.in_features()}, opts.bias());
 }
 
 void Linear::reset_parameters() {
