@@ -16,8 +16,10 @@ namespace zt::autograd {
 /// every leaf `fn` used (its parameters), whether or not an input requires grad. The
 /// recomputation draws the same random numbers (dropout masks) as the first run, and
 /// leaves the generator where it was. Other side effects of `fn` run twice, except what
-/// asks in_recompute() (BatchNorm updates its running statistics once). Integer outputs
-/// come back without a graph; outside grad mode this is just fn(inputs).
+/// asks in_recompute() (BatchNorm updates its running statistics once). `fn` must not
+/// write to its inputs in place (the recomputation would start from the written value):
+/// the first run checks and throws. Integer outputs come back without a graph; outside
+/// grad mode this is just fn(inputs).
 std::vector<Tensor> checkpoint(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& fn);
