@@ -78,7 +78,14 @@ int64_t parse_byte_size(const std::string& text, const std::string& what) {
            text,
            "' is not a byte size; write a number with an optional unit, e.g. 4096, 512k, "
            "64MiB, 1.5GiB");
-  return static_cast<int64_t>(std::llround(v * mul));
+  // A limit of 0 is "no limit": a size that would round to 0, or past what int64 holds,
+  // must not quietly become one.
+  const double bytes = v * mul;
+  ZT_CHECK(bytes == 0 || bytes >= 1, what, what.empty() ? "'" : ": '", text,
+           "' is less than one byte (0 means no limit)");
+  ZT_CHECK(bytes < 0x1p63, what, what.empty() ? "'" : ": '", text,
+           "' is larger than any memory (at most 8 EiB)");
+  return static_cast<int64_t>(std::llround(bytes));
 }
 
 std::string format_byte_size(int64_t bytes) {

@@ -51,7 +51,8 @@ class OutOfMemoryError : public Error {
 };
 
 /// "64MiB", "1.5GiB", "512k", "4096" -> bytes (k/M/G and KiB/MiB/GiB are powers of 1024;
-/// KB/MB/GB powers of 1000). Errors name `what` and the accepted forms.
+/// KB/MB/GB powers of 1000). Errors name `what` and the accepted forms; a size below one
+/// byte (other than 0) or past 8 EiB is an error, never rounded to 0 or wrapped.
 int64_t parse_byte_size(const std::string& text, const std::string& what = "byte size");
 
 /// A set of counters (CPU + each GPU), with optional limits. Thread-safe.

@@ -49,6 +49,13 @@ TEST(ByteSize, Parses) {
   EXPECT_TRUE(test::throws_with([] { parse_byte_size("lots", "memory.limit"); },
                                 "memory.limit: 'lots' is not a byte size"));
   EXPECT_TRUE(test::throws_with([] { parse_byte_size("-1"); }, "is not a byte size"));
+  // 0 means "no limit"; nothing else may become it by rounding or overflow.
+  EXPECT_EQ(parse_byte_size("0"), 0);
+  EXPECT_EQ(parse_byte_size("1"), 1);
+  EXPECT_EQ(parse_byte_size("9e18"), int64_t{9000000000000000000});
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("0.4"); }, "is less than one byte"));
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("1e30"); }, "larger than any memory"));
+  EXPECT_TRUE(test::throws_with([] { parse_byte_size("1e19"); }, "larger than any memory"));
 }
 
 // Many spans of one track in flight at once (prefetches issued far ahead, waited late) each
