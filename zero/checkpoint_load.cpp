@@ -100,7 +100,6 @@ struct Staged {
   std::optional<std::pair<int64_t, int64_t>> engine_steps;
 };
 
-// With optim false the optimizer state is neither read nor checked.
 // meta.json's `key` of `parent` (at `path`) read as T; missing or of another type is an
 // error naming the file, the key and what it holds ("a number", `kind`).
 template <typename T>
@@ -116,6 +115,7 @@ T field(const json& parent, const char* key, const char* path, const char* kind,
   }
 }
 
+// With optim false the optimizer state is neither read nor checked.
 Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();

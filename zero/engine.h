@@ -45,7 +45,8 @@ class Engine {
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  /// Calls the model (its hooks do the gathering). Same as calling the model directly.
+  /// Calls the model under the activation memory tag (what memory_report() counts as
+  /// activations); otherwise as calling the model directly, whose hooks do the gathering.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
   Tensor operator()(const Tensor& x) { return forward({x})[0]; }
   /// loss.backward() scaled by 1 / gradient_accumulation_steps (and the fp16 loss scale).
@@ -228,7 +229,8 @@ class Engine {
   std::unique_ptr<Timeline> timeline_;
   std::string timeline_path_;
   bool timeline_written_ = false;
-  std::unique_ptr<Hooks> hooks_;  // last: removed first
+  // After coordinator_ and reducer_, which its hooks call: destroyed before them.
+  std::unique_ptr<Hooks> hooks_;
   LossScaler scaler_;
   int micro_ = 0;
   int backwards_ = 0;  // backward() calls since the last step()

@@ -1,10 +1,11 @@
 // Bucketed gradient reduce-scatter. As each partitioned parameter's gradient becomes
-// final, add() queues it; when the queued elements reach reduce_bucket_size the bucket
-// is laid out rank-major —
+// final, add() queues it; when the next gradient would take the queue past
+// reduce_bucket_size, what is queued is laid out as one bucket, rank-major —
 //   [ rank 0: p1 slice 0 | p2 slice 0 | ... ][ rank 1: p1 slice 1 | ... ] ...
 // — so ONE reduce-scatter (avg) hands every rank its slices of all parameters in the
-// bucket. It runs asynchronously while backward continues; drain() waits and adds each
-// rank's slices into its fp32 gradient shards. Full gradients are freed at flush; at most
+// bucket. It runs asynchronously while backward continues; finish() (at drain(), or at a
+// flush for buckets already done) adds each rank's slices into its fp32 gradient shards.
+// Full gradients are freed at flush; at most
 // kMaxInFlight buckets are in flight (finished ones are retired at each flush), so the
 // reducer's memory is a few buckets whatever the model size.
 #pragma once
@@ -43,7 +44,8 @@ class GradReducer {
   int64_t buckets() const { return buckets_; }
   /// What was reduced since clear_layout(), in order: each parameter's name as it joined a
   /// bucket, one per line, and "|" where a bucket was issued. Every rank must reduce the
-  /// same layout: the engine compares them at each step (Engine::check_ranks_reduced_alike).
+  /// same layout: the engine compares them at each step (agree_on_window(),
+  /// zero/window_check.h).
   const std::string& layout() const { return layout_; }
   void clear_layout() { layout_.clear(); }
   /// Records each bucket, issue to finish, into `t` (null: off).

@@ -1,8 +1,8 @@
 // The prefetch coordinator's trace: the order in which modules fetch their parameters
 // during one optimizer step (forward and backward). Recorded on the first step, checked
 // against every later step; a module arriving out of order invalidates it (the next
-// step records again). Knows nothing about communication: the engine asks it what to
-// prefetch and whether a released module is reused soon.
+// step records again). Knows nothing about communication: the Coordinator asks it what
+// to prefetch and whether a released module is reused soon.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +19,8 @@ class Trace {
   /// matched the trace (or was recorded); false if it invalidated the trace.
   bool on_fetch(int id, int64_t elems);
   /// Ends a step: a finished recording becomes valid; an invalid trace records again.
-  /// Returns true if a recording just finished (the engine then compares ranks).
+  /// Returns true if a recording just finished. (The ranks' traces are compared before the
+  /// step ends: Coordinator::check_ranks_agree().)
   bool end_step();
   /// Discards the trace (invalidated by the caller, e.g. ranks disagree).
   void invalidate();

@@ -1,4 +1,5 @@
-// The per-step agreement on the gradient layout and on replica writes.
+// The per-step agreement on the gradient layout, on replica writes and on whether a
+// prefetch trace was recorded.
 #include "zero/window_check.h"
 
 #include <algorithm>

@@ -96,11 +96,11 @@ std::string nonfinite_loss_report(const Tensor& input,
                                   const std::vector<std::pair<std::string, Tensor>>& terms);
 
 /// The non-finite policy of a training step; every rank calls it after each optimizer step
-/// with `local`, this rank's report ("" when its losses were finite). With fp16 loss
-/// scaling (engine.loss_scale() != 1) a non-finite loss or gradient skips the update (the
-/// engine did) and training goes on. Otherwise any rank's report, or a non-finite global
-/// gradient norm, is an error on every rank naming the step and what first went
-/// non-finite (before the run saves a checkpoint with such values).
+/// with `local`, this rank's report ("" when its losses were finite). With fp16
+/// (engine.loss_scaler().active(), whatever the scale) a non-finite loss or gradient skips
+/// the update (the engine did) and training goes on. Otherwise any rank's report, or a non-finite
+/// global gradient norm, is an error on every rank naming the step and what first went non-finite
+/// (before the run saves a checkpoint with such values).
 void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
                        const char* app);
 

@@ -166,12 +166,12 @@ bool stdout_is_tty();
 /// Says (stdout) that a run resumed at step `start` >= train.steps has nothing to train.
 void say_nothing_to_train(const char* app, int64_t start, int64_t steps);
 
-/// A JSON-lines file: one object per line, flushed after each write; optionally also
-/// TensorBoard event files (train.tensorboard).
 /// "" unless one optimizer step reads more clips than the training data holds (each step
 /// then spans more than an epoch, seldom what was meant): a note saying so and why.
 std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size);
 
+/// A JSON-lines file: one object per line, flushed after each write; optionally also
+/// TensorBoard event files (train.tensorboard).
 class MetricsWriter {
  public:
   /// Opens `path` (creating folders); `append` keeps existing lines.

@@ -5,8 +5,10 @@
 //   train     the VqModel built under zero::Init and trained with ZeRO-3 (loss = l2 * MSE
 //             + l1 * L1 + vq * (codebook + commitment * commit), straight-through), with
 //             metrics.jsonl, curves.svg, recon_step_XXXXXX.png and checkpoints in output_dir
-//   encode    clips or images -> token ids (.npy, int64): clips (N, T/4, H/8, W/8),
-//             images (N, H/8, W/8); a frozen replica of the model on every rank
+//   encode    clips or images -> token ids (.npy, int64): clips (N, T/f, H/s, W/s),
+//             images (N, H/s, W/s), with f = model.temporal_downsample_factor and
+//             s = 2^(len(model.ch_mult)-1) (4 and 8 for the released Emu3 model); a frozen
+//             replica of the model on every rank
 //   decode    token ids (.npy) -> PNG frames
 //   evaluate  PSNR and codebook usage over a dataset
 //   export    a checkpoint -> one consolidated fp32 safetensors file (buffers included)

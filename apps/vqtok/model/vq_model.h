@@ -1,10 +1,12 @@
 // VqModel: the Emu3-style VQ video tokenizer (docs/EMU3_TOKENIZER.md) as one zt module, with the
 // real checkpoint's state-dict key names (encoder.*, decoder.*, quantize.embedding.weight,
-// quant_conv.conv.*, post_quant_conv.conv.*). Clips of T frames become T/4 x H/8 x W/8
-// codes; single images are repeated to 4 frames and give H/8 x W/8 codes.
+// quant_conv.conv.*, post_quant_conv.conv.*). Clips of T frames become T/f x H/s x W/s
+// codes; single images are repeated to f frames and give H/s x W/s codes (f = 4 and s = 8
+// for the released Emu3 model).
 //
 // Shape legend: B batch, T frames (a multiple of f = temporal_downsample_factor), C = 3
-// channels, H/W pixels (multiples of s = spatial factor, 8), T' = T/f, h/w = H/s, W/s,
+// channels, H/W pixels (multiples of s = 2^(len(ch_mult)-1), the spatial factor),
+// T' = T/f, h/w = H/s, W/s,
 // E embed_dim, K codebook_size. Pixels are in [-1, 1].
 #pragma once
 
