@@ -101,7 +101,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
   if (!err.empty()) {
     std::error_code ec;
     if (rank == 0) fs::remove_all(tmp, ec);
-    throw Error(err);
+    throw comm::AgreedError(err, rank);  // agree() told every rank the same
   }
 
   // 3. Rank 0 writes meta.json, renames the directory into place, updates latest, prunes.

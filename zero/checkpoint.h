@@ -66,8 +66,8 @@ std::string checkpoint_tag(int64_t step);
 /// checkpoints under root_dir: the new one and the keep_last - 1 complete others with the
 /// highest steps stay. Only folders named checkpoint_tag(step) are counted or deleted, and
 /// only complete ones (every file there and whole), never one of a later step. Any failure
-/// on any rank throws on every rank and removes the temporary directory. Returns the
-/// checkpoint directory.
+/// on any rank throws comm::AgreedError on every rank and removes the temporary directory.
+/// Returns the checkpoint directory.
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra = {}, int keep_last = 0);
 
@@ -137,7 +137,8 @@ class RunLock {
 /// world size, then refreshes gathered copies and verifies replicas. Every rank must call it. The
 /// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
 /// the same buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
-/// model) throws on every rank and leaves the engine unchanged. Returns the extra data.
+/// model) throws comm::AgreedError on every rank and leaves the engine unchanged. Returns the
+/// extra data.
 /// With optimizer_state false the optimizer state is neither read nor checked, and the
 /// optimizer is left as it is (inference and export, whose engine's optimizer need not be
 /// the one the checkpoint was trained with).
@@ -147,7 +148,8 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
 /// Writes the whole model to one safetensors file at `path` with its state_dict() key
 /// names: parameters in fp32 (from the fp32 masters), persistent buffers (floating ones in
 /// fp32), loadable into a plain model with nn::load_state_dict. Every rank must call it
-/// (shards are all-gathered); rank 0 writes, atomically. A failure throws on every rank.
+/// (shards are all-gathered); rank 0 writes, atomically. A failure throws comm::AgreedError
+/// on every rank.
 void export_consolidated(Engine& engine, const std::string& path);
 
 }  // namespace zt::zero

@@ -282,7 +282,8 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     std::string all = capture([&] { agree(comm, what, err); });
     if (!all.empty()) {
       if (err.empty()) engine.optimizer().load_state_dict(before);
-      throw Error(all + "\n  (was the checkpoint saved with the same optimizer?)");
+      throw comm::AgreedError(all + "\n  (was the checkpoint saved with the same optimizer?)",
+                              comm.rank());  // agree() told every rank the same
     }
   }
 

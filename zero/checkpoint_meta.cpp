@@ -16,8 +16,10 @@ void agree(comm::Communicator& comm, const std::string& what, const std::string&
   std::vector<std::string> all = comm.all_gather_bytes(mine);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty())
-      throw Error(what + " failed" + (all.size() > 1 ? " on rank " + std::to_string(r) : "") +
-                  ": " + all[r]);
+      throw comm::AgreedError(what + " failed" +
+                                  (all.size() > 1 ? " on rank " + std::to_string(r) : "") + ": " +
+                                  all[r],
+                              comm.rank());
 }
 
 uint64_t digest(NamedTensors tensors) {

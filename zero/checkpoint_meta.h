@@ -10,8 +10,9 @@
 
 namespace zt::zero::ckpt {
 
-/// Every rank learns every rank's error ("" = fine) and all throw if any failed. The error
-/// text already says where it was raised, so no second location is added.
+/// Every rank learns every rank's error ("" = fine) and all throw comm::AgreedError if any
+/// failed (the same text on every rank, so launch() ends an mpirun job without aborting
+/// it). The error text already says where it was raised, so no second location is added.
 void agree(comm::Communicator& comm, const std::string& what, const std::string& mine);
 
 /// Order-independent digest of named tensors (dtype, shape, bytes): catches corrupted data

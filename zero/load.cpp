@@ -56,8 +56,11 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     verdict = err.empty() ? present : "!" + err;
   }
   std::string decided = comm.all_gather_bytes(verdict)[src];
-  ZT_CHECK(decided.empty() || decided[0] != '!', "load_state_dict (rank ", src,
-           "'s state dict):", decided.substr(1));
+  if (!decided.empty() && decided[0] == '!')  // every rank learned the same verdict
+    throw comm::AgreedError(
+        detail::cat("load_state_dict (rank ", src, "'s state dict):", decided.substr(1)),
+        comm.rank());
+  // Not agreed: only the ranks whose model differs from rank src's raise this.
   ZT_CHECK(decided.size() == targets.size(), "load_state_dict: ranks disagree on the model (",
            decided.size(), " vs ", targets.size(), " tensors)");
 

@@ -16,7 +16,7 @@ namespace zt::zero {
 
 /// Loads `state` (read on rank `src` only; other ranks may pass anything, e.g. {}) into
 /// `m`. With `strict`, rank src checks keys and shapes like nn::load_state_dict and every
-/// rank throws the same error. Ends with a replica check of buffers and replicas.
+/// rank throws the same comm::AgreedError. Ends with a replica check of buffers and replicas.
 void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Tensor>>& state,
                      comm::Communicator& comm, bool strict = true, int src = 0);
 

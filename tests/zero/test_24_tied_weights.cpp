@@ -281,6 +281,15 @@ TEST(Lesson24TiedWeights, ALoadWithBothNamesChecksThem) {
     EXPECT_TRUE(test::throws_with([&] { zero::load_state_dict(*m, dict, comm); },
                                   "tied names that disagree: wte.weight and head.weight hold "
                                   "different values for one tied tensor"));
+    // Every rank raised it together (comm::AgreedError: launch() ends an mpirun job without
+    // aborting it), and the communicator still works.
+    try {
+      zero::load_state_dict(*m, dict, comm);
+      ADD_FAILURE() << "the load was not refused";
+    } catch (const comm::AgreedError& e) {
+      EXPECT_EQ(e.rank(), comm.rank());
+    }
+    comm.barrier();
     dict.back().second = zeros({kVocab, kWidth + 1});
     EXPECT_TRUE(test::throws_with([&] { zero::load_state_dict(*m, dict, comm); },
                                   "head.weight [13, 7] but wte.weight [13, 6] (one tied tensor)"));

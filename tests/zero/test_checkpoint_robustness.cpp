@@ -55,6 +55,25 @@ void expect_error(const std::function<void()>& f, const std::string& needle) {
   EXPECT_TRUE(test::throws_with(f, needle));
 }
 
+// Runs f on every rank of `comm`, expecting comm::AgreedError (every rank raised it
+// together, so launch() ends an mpirun job without MPI_Abort) whose message contains
+// `needle`; the communicator is not aborted: the next collective works.
+void expect_agreed(comm::Communicator& comm, const std::function<void()>& f,
+                   const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown (wanted '" << needle << "')";
+  } catch (const comm::AgreedError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(e.rank(), comm.rank());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a comm::AgreedError: " << e.what();
+  }
+  Tensor one = ones({1});
+  comm.all_reduce(one, comm::ReduceOp::kSum);
+  EXPECT_EQ(one.item(), static_cast<double>(comm.size()));
+}
+
 std::string read_latest(const std::string& root) {
   std::ifstream f(fs::path(root) / "latest");
   std::string tag;
@@ -161,7 +180,8 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
     comm::run_threads(2, [&](comm::Communicator& comm) {
       auto e = make_engine(comm, make, 7, {}, optimizer);
       Named before = full_state(*e);
-      expect_error([&] { zero::load_checkpoint(*e, dir); }, needle);
+      expect_agreed(
+          comm, [&] { zero::load_checkpoint(*e, dir); }, needle);
       expect_same(full_state(*e), before, 0.0, 0.0);
       EXPECT_EQ(e->optimizer().step_count(), 0);
       EXPECT_EQ(e->global_step(), 0);
@@ -206,9 +226,11 @@ TEST(CheckpointRobustness, FailedSaveLeavesPreviousCheckpoint) {
     }
     comm.barrier();
     train_step(*e, 1);
-    expect_error([&] { zero::save_checkpoint(*e, root, "step_000002"); }, "is in the way");
-    expect_error([&] { zero::save_checkpoint(*e, tmp / "plain_file/ckpt", "step_000002"); },
-                 "save_checkpoint");
+    expect_agreed(
+        comm, [&] { zero::save_checkpoint(*e, root, "step_000002"); }, "is in the way");
+    expect_agreed(
+        comm, [&] { zero::save_checkpoint(*e, tmp / "plain_file/ckpt", "step_000002"); },
+        "save_checkpoint");
   });
   // No temporary directory is left; latest still names the previous checkpoint.
   EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001", "step_000002"}));
