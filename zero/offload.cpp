@@ -10,18 +10,13 @@
 #ifdef ZT_WITH_CUDA
 #include <cuda_runtime_api.h>
 
+#include "core/cuda/check.h"
 #include "core/cuda/stream.h"
 #endif
 
 namespace zt::zero {
 
 #ifdef ZT_WITH_CUDA
-namespace {
-void check_cuda(cudaError_t e, const char* what) {
-  ZT_CHECK(e == cudaSuccess, "optimizer offload: ", what, " failed: ", cudaGetErrorString(e));
-}
-}  // namespace
-
 struct OptimizerOffload::Streams {
   explicit Streams(int device) : device(device), copy(device) {}
   int device;
@@ -62,8 +57,11 @@ Tensor OptimizerOffload::host_buffer(int64_t numel, DType dtype, MemTag tag) con
     ledger->add(Device::cpu(), tag, static_cast<int64_t>(bytes));  // a limit refuses first
     void* p = nullptr;
     cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
-    if (e != cudaSuccess) ledger->sub(Device::cpu(), tag, static_cast<int64_t>(bytes));
-    check_cuda(e, "cudaHostAlloc of a pinned host buffer");
+    if (e != cudaSuccess) {  // the ledger gives the bytes back before the error goes up
+      ledger->sub(Device::cpu(), tag, static_cast<int64_t>(bytes));
+      cuda::detail::throw_cuda_error(e, "cudaHostAlloc (optimizer offload's pinned host buffer)",
+                                     __FILE__, __LINE__);
+    }
     auto impl = std::make_shared<TensorImpl>();
     impl->storage =
         std::make_shared<Storage>(p, bytes, Device::cpu(), [ledger, tag, bytes](void* q) {
@@ -101,10 +99,9 @@ void OptimizerOffload::grads_to_host() {
   ready.record(cuda::current_stream(device_.index));
   cuda::stream_wait_event(streams_->copy.get(), ready);
   for (Placed& p : placed_) {
-    check_cuda(cudaMemcpyAsync(p.host_grad.data_ptr(), p.z->grad_shard.data_ptr(),
+    CUDA_CHECK(cudaMemcpyAsync(p.host_grad.data_ptr(), p.z->grad_shard.data_ptr(),
                                p.host_grad.numel() * sizeof(float), cudaMemcpyDeviceToHost,
-                               streams_->copy.get()),
-               "copying a gradient shard to the host");
+                               streams_->copy.get()));
     ++::zt::detail::thread_work_counts().d2h_copies;
   }
   streams_->copy.synchronize();
@@ -127,10 +124,9 @@ void OptimizerOffload::params_to_device() {
   cuda::stream_wait_event(streams_->copy.get(), ready);
   for (Placed& p : placed_) {
     const Tensor& src = p.staging.defined() ? p.staging : p.z->master;
-    check_cuda(cudaMemcpyAsync(p.z->shard.data_ptr(), src.data_ptr(),
+    CUDA_CHECK(cudaMemcpyAsync(p.z->shard.data_ptr(), src.data_ptr(),
                                src.numel() * dtype_size(src.dtype()), cudaMemcpyHostToDevice,
-                               streams_->copy.get()),
-               "copying an updated shard to the device");
+                               streams_->copy.get()));
     ++::zt::detail::thread_work_counts().h2d_copies;
   }
   cuda::Event uploaded;

@@ -245,6 +245,16 @@ TEST(ThreadComm, BadArgumentsFailAtTheCall) {
     c.reduce_scatter(out, in, ReduceOp::kSum);
   });
   EXPECT_NE(err.find("pad the input"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    Tensor in = ones({4}), out = zeros({2}, DType::f64);
+    c.reduce_scatter(out, in, ReduceOp::kSum);
+  });
+  EXPECT_NE(err.find("reduce_scatter: dtypes differ (out f64, in f32)"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    Tensor in = ones({4}, DType::bf16), out = zeros({2});
+    if (c.rank() == 0) c.scatter(out, in, 0);  // the root checks its input
+  });
+  EXPECT_NE(err.find("scatter: dtypes differ (out f32, in bf16)"), std::string::npos) << err;
   err = run_error(1, [](Communicator& c) {
     Tensor t = ones({4, 4}).transpose(0, 1);
     c.all_reduce(t, ReduceOp::kSum);

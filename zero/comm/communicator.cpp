@@ -209,7 +209,8 @@ std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tens
                                                    bool async) {
   check_tensor(out, "reduce_scatter out", tensor_device(out));
   check_tensor(in, "reduce_scatter in", tensor_device(out));
-  ZT_CHECK(out.dtype() == in.dtype(), "reduce_scatter: dtypes differ");
+  ZT_CHECK(out.dtype() == in.dtype(), "reduce_scatter: dtypes differ (out ",
+           dtype_name(out.dtype()), ", in ", dtype_name(in.dtype()), ")");
   ZT_CHECK(op != ReduceOp::kMax, "reduce_scatter: supports sum and avg, not max");
   ZT_CHECK(in.dtype() != DType::b8, "reduce_scatter: cannot sum bool tensors");
   ZT_CHECK(in.numel() == out.numel() * size_, "reduce_scatter: in has ", in.numel(),
@@ -259,7 +260,8 @@ std::shared_ptr<Work> Communicator::scatter(const Tensor& out, const Tensor& in,
   Request r;
   if (rank_ == root) {
     check_tensor(in, "scatter in", tensor_device(out));
-    ZT_CHECK(in.dtype() == out.dtype(), "scatter: dtypes differ");
+    ZT_CHECK(in.dtype() == out.dtype(), "scatter: dtypes differ (out ", dtype_name(out.dtype()),
+             ", in ", dtype_name(in.dtype()), ")");
     ZT_CHECK(in.numel() == out.numel() * size_, "scatter: in has ", in.numel(),
              " elements, expected size() * out.numel() = ", size_, " * ", out.numel());
     int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
