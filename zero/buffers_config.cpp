@@ -1,19 +1,7 @@
-// The buffer policy's lookups: names of the sync modes and the policy for one buffer.
+// The buffer policy's lookup: the sync mode for one buffer.
 #include "zero/buffers_config.h"
 
 namespace zt::zero {
-
-const char* buffer_sync_name(BufferSync s) {
-  switch (s) {
-    case BufferSync::broadcast:
-      return "broadcast";
-    case BufferSync::average:
-      return "average";
-    case BufferSync::none:
-      return "none";
-  }
-  return "?";
-}
 
 BufferSync BuffersConfig::sync_for(const std::string& buffer_name) const {
   BufferSync best = sync;

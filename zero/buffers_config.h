@@ -12,8 +12,6 @@ namespace zt::zero {
 /// broadcast: rank 0's value; average: all-reduce mean of floating buffers (integer
 /// buffers take rank 0's); none: each rank keeps its own.
 enum class BufferSync { broadcast, average, none };
-/// Spelling of a BufferSync ("broadcast", "average", "none").
-const char* buffer_sync_name(BufferSync s);
 
 /// A buffer sync policy for one module subtree (dotted path, "" = everything).
 struct BufferPolicy {

@@ -47,7 +47,6 @@ class Timeline {
   /// True while the recorded steps are fewer than max_steps.
   bool active() const { return step_ < max_steps_; }
   int64_t steps_recorded() const { return step_; }
-  int64_t max_steps() const { return max_steps_; }
   /// Ends an optimizer step (later events of a step past max_steps are dropped).
   void end_step() { ++step_; }
 

@@ -168,8 +168,6 @@ class Communicator {
   virtual void abort(const std::string& reason) = 0;
   /// The first abort reason, or "" while healthy.
   virtual std::string abort_reason() const = 0;
-  /// Collectives issued so far (the next one gets this sequence number).
-  int64_t next_seq() const { return seq_; }
 
  protected:
   Communicator(int rank, int size);
