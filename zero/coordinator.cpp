@@ -95,21 +95,23 @@ void Coordinator::fetch(int id, bool backward_phase) {
   bool training = backward_phase || in_training_step();
   log(backward_phase ? "fetch_backward:" : "fetch:", id);
   if (training && !trace_.on_fetch(id, g.elems)) {
-    ++stats_.trace_invalidations;
-    if (stats_.trace_invalidations == 1)
+    stats_.trace_invalidations = trace_.invalidations();
+    if (!reorder_logged_) {
+      reorder_logged_ = true;
       std::fprintf(stderr,
                    "zt: rank %d: module '%s' fetched out of the recorded order; prefetching "
                    "is off until the trace is recorded again\n",
                    comm_.rank(), g.path.c_str());
+    }
   }
   in_use_[id] = 1;
   gather(id, false);
-  if (training) prefetch_after(id);
+  if (training) prefetch_upcoming();
   for (ZeroParam* z : g.params) z->wait();
   close_gather(id);
 }
 
-void Coordinator::prefetch_after(int) {
+void Coordinator::prefetch_upcoming() {
   if (trace_.state() != Trace::State::kValid || config_.stage3_prefetch_bucket_size <= 0) return;
   for (int next : trace_.upcoming(config_.stage3_prefetch_bucket_size)) {
     int64_t missing = 0;
@@ -224,6 +226,7 @@ void Coordinator::check_ranks_agree() {
   for (size_t r = 0; r < lists.size(); ++r)
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
   trace_.invalidate();
+  stats_.trace_invalidations = trace_.invalidations();
   os << " every rank must run the same modules in the same order under ZeRO-3";
   throw comm::AgreedError(os.str(), comm_.rank());  // every rank compared the same lists
 }

@@ -54,7 +54,9 @@ class Coordinator {
   Coordinator(nn::Module& model, comm::Communicator& comm, const Config& config,
               EngineStats& stats);
 
+  /// The module groups, indexed by the ids the hooks pass (registration order).
   const std::vector<ModuleGroup>& groups() const { return groups_; }
+  /// The prefetch trace of the step under way.
   const Trace& trace() const { return trace_; }
 
   /// Makes group `id` AVAILABLE: records it in the trace (training only), gathers what is
@@ -89,6 +91,8 @@ class Coordinator {
   /// When on, records "fetch:<module>", "gather:<module>", "prefetch:<module>",
   /// "release:<module>", "forward_end:<module>", "fetch_backward:<module>".
   void set_event_log(bool on) { log_events_ = on; }
+  /// Records `prefix` + group `id`'s path when the event log is on (the hooks log
+  /// "forward_end:"; the coordinator the rest).
   void log(const std::string& prefix, int id);
   const std::vector<std::string>& events() const { return events_; }
   /// Records gathers (issue to completed wait) and releases into `t` (null: off).
@@ -98,7 +102,9 @@ class Coordinator {
  private:
   static bool in_training_step();
   void gather(int id, bool prefetch);
-  void prefetch_after(int id);
+  // Gathers the modules the trace says come next (at the trace's position, just past the
+  // module being fetched), as far as the prefetch bucket and the live bound allow.
+  void prefetch_upcoming();
   void release_param(ZeroParam* z);
   /// Group `id` stays gathered for a reuse within stage3_max_reuse_distance, but only
   /// while the gathered elements stay within stage3_max_live_parameters (the bound holds
@@ -122,6 +128,7 @@ class Coordinator {
   Trace trace_;
   int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
   bool log_events_ = false;
+  bool reorder_logged_ = false;  // the first out-of-order fetch was reported (once per run)
   std::vector<std::string> events_;
   Timeline* timeline_ = nullptr;
   struct Issued {

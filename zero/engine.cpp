@@ -244,15 +244,22 @@ void Engine::keep_replica_grads() {
   }
 }
 
-void Engine::clear_replica_grads() {
+void Engine::zero_window_gradients() {
+  for (Tensor& flat : grad_flats_) flat.zero_();
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   replica_window_grads_.clear();
 }
 
+void Engine::close_step() {
+  sync_buffers();
+  GatheredParameters::note_step();
+  coordinator_->end_step();
+  end_timeline_step();
+}
+
 void Engine::discard_gradients() {
   reducer_->discard();
-  for (Tensor& flat : grad_flats_) flat.zero_();
-  clear_replica_grads();
+  zero_window_gradients();
   micro_ = 0;
   backwards_ = 0;
   hooks_->abandon_backward();
@@ -373,21 +380,17 @@ bool Engine::update() {
     z->fp32_shard().set_grad(Tensor());
     if (!offload_->moves() && !copies_in_step(*z)) z->shard_from_master();
   }
-  for (Tensor& flat : grad_flats_) flat.zero_();
   if (offload_->moves()) {  // the shards are written from the host masters
     TimelineSpan span(timeline(), Track::kOptimizer, "offload: parameters to device");
     offload_->params_to_device();
   }
-  clear_replica_grads();
+  zero_window_gradients();
   ++stats_.steps;  // applied: counted, whatever fails below
   capture_counted_ = graph_capturing();
 
   // Gathered copies are stale now: drop them, re-gather the persistent ones.
   coordinator_->regather_persistent();
-  sync_buffers();
-  GatheredParameters::note_step();
-  coordinator_->end_step();
-  end_timeline_step();
+  close_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();
   replica_versions_ = replica_versions();  // the optimizer's writes to trainable replicas
@@ -460,13 +463,9 @@ void Engine::skip_overflowed_step() {
     std::fprintf(stderr, "zt: fp16 gradient overflow at step %ld: update skipped, %s\n", call,
                  scale.c_str());
   }
-  for (Tensor& flat : grad_flats_) flat.zero_();
-  clear_replica_grads();
-  coordinator_->release_all();
-  sync_buffers();  // the forwards updated them (BatchNorm statistics) all the same
-  GatheredParameters::note_step();
-  coordinator_->end_step();
-  end_timeline_step();
+  zero_window_gradients();
+  coordinator_->release_all();  // the weights did not change: persistent copies stay
+  close_step();  // buffers sync all the same: the forwards updated them (BatchNorm statistics)
 }
 
 void Engine::set_timeline(const std::string& path, int64_t steps) {

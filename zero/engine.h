@@ -39,6 +39,12 @@ class Hooks;
 
 class Engine {
  public:
+  /// Takes over `model`, built under zero::Init or plain (its parameters are partitioned
+  /// now), each rank with its own model object (one shared by thread ranks is an error).
+  /// Checks `config` (check_config), broadcasts rank 0's replicas and buffers, and ends by
+  /// verifying that the replicas agree. Refuses a trainable f64 parameter and a trainable
+  /// 16-bit replica (both would train at a lower precision than they show). Every rank
+  /// constructs its engine together.
   Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
          OptimizerConfig optimizer);
   ~Engine();
@@ -91,7 +97,10 @@ class Engine {
   /// Applies the buffer policy now (broadcast / average / none per module path).
   void sync_buffers();
 
+  /// Sets the optimizer's learning rate (>= 0) for the next steps (each parameter group's
+  /// lr_scale applies on top).
   void set_lr(double lr);
+  /// The learning rate last set (the optimizer's base rate).
   double lr() const;
 
   /// CUDA graphs (core/step_graph.h): makes the optimizer capturable, so that a step
@@ -115,12 +124,15 @@ class Engine {
   /// This rank's model-state bytes (on the parameters' device; with offload_optimizer
   /// also the optimizer state's host bytes).
   MemoryReport memory_report() const;
+  /// Counters of this rank: steps, gathers, releases, buckets, trace invalidations, skips.
   EngineStats stats() const;
+  /// The prefetch trace (zero/trace.h): its state and the recorded module order.
   const Trace& trace() const { return coordinator_->trace(); }
   /// When on, records "fetch:<module>", "gather:<module>", "prefetch:<module>",
   /// "forward_end:<module>", "fetch_backward:<module>", "release:<module>" (module paths;
   /// one gather or prefetch per module group).
   void set_event_log(bool on) { coordinator_->set_event_log(on); }
+  /// The events recorded while the event log was on, in order.
   const std::vector<std::string>& events() const { return coordinator_->events(); }
 
   /// Records a timeline (zero/timeline.h) of the next `steps` optimizer steps into `path`
@@ -138,15 +150,21 @@ class Engine {
   /// The device the model trains on: its partitioned parameters' (else its replicated
   /// ones', else the CPU).
   Device device() const;
+  /// The model the engine trains (its parameters partitioned or replicated).
   nn::Module& module() { return *model_; }
+  /// The communicator of the engine's ranks.
   comm::Communicator& comm() { return comm_; }
+  /// The optimizer over the fp32 shards and the trainable replicas.
   optim::Optimizer& optimizer() { return *optimizer_; }
+  /// The settings the engine was built with (checked).
   const Config& config() const { return config_; }
   /// Optimizer steps applied (an fp16 step skipped for an overflow does not count).
   int64_t global_step() const { return stats_.steps; }
   /// True between windows: no gradient of a new accumulation window yet (after a step()
   /// that returned true, or discard_gradients()); checkpoints are saved there.
   bool at_window_start() const { return micro_ == 0 && backwards_ == 0; }
+  /// Sets the applied-step count (global_step()), as a load of a checkpoint saved without
+  /// the engine's step counts does.
   void set_global_step(int64_t s) { stats_.steps = s; }
   /// Applied and fp16-skipped steps, as load_checkpoint restores them.
   void set_step_counts(int64_t applied, int64_t skipped) {
@@ -172,8 +190,12 @@ class Engine {
   /// After a backward: each trainable replica's .grad() added to its window sum (when a
   /// zero_grad() replaced it), and shown as that sum.
   void keep_replica_grads();
-  /// Clears the replicas' gradients and their window sums.
-  void clear_replica_grads();
+  /// Zeroes the window's gradients: the gradient shards (grad_flats_), and the replicas'
+  /// gradients with their window sums.
+  void zero_window_gradients();
+  /// The end of an optimizer step, applied or skipped (DESIGN step 6): buffers synced,
+  /// GatheredParameters scopes told, the trace's step ended, the timeline's step closed.
+  void close_step();
   void allocate_grad_shards(const std::vector<ZeroParam*>& with_grads);
   /// Errors unless each buffers.modules path names a module or buffer of the model.
   void check_buffer_policies() const;

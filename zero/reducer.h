@@ -27,6 +27,9 @@ class GradReducer {
   /// oldest bucket before it lays out the next one.
   static constexpr size_t kMaxInFlight = 2;
 
+  /// Buckets of up to `bucket_elems` elements (reduce_bucket_size). `async` is
+  /// overlap_comm: true issues each bucket's reduce-scatter and lets backward go on; false
+  /// waits for each bucket (drains it) as soon as it is issued.
   GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async);
 
   /// Queues the (final, full) gradient of partitioned parameter `p`; its reduced slice is

@@ -144,6 +144,29 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   }
 }
 
+// A divergent step discards its recording (an invalidation); a later reorder is still
+// reported, once, and counted with it.
+TEST(Lesson07Prefetch, AReorderAfterADivergentStepIsReported) {
+  ::testing::internal::CaptureStderr();
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    Tensor x = ones({2, 6}), y = zeros({2, 6});
+    m->swap = comm.rank() == 1;
+    EXPECT_TRUE(test::throws_with([&] { train_step(engine, x, y); }, "first difference"));
+    EXPECT_EQ(engine.stats().trace_invalidations, 1);
+    m->swap = false;
+    train_step(engine, x, y);  // records
+    train_step(engine, x, y);  // follows the trace
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    m->swap = true;
+    train_step(engine, x, y);  // out of order
+    EXPECT_EQ(engine.stats().trace_invalidations, 2);
+  });
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("module 'b' fetched out of the recorded order"), std::string::npos) << err;
+}
+
 // Backward follows the trace too: while a module's backward runs, the all-gathers of the
 // next modules' backward are already issued.
 TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
