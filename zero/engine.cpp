@@ -456,10 +456,11 @@ void Engine::skip_overflowed_step() {
             ? detail::cat("loss scale at its minimum ", before)
         : scaler_.overflows_tolerated() == 0
             ? detail::cat("loss scale kept at ", before,
-                          " (fp16.hysteresis: the next overflow halves it)")
+                          " (precision.hysteresis, DeepSpeed's fp16.hysteresis: the next "
+                          "overflow halves it)")
             : detail::cat("loss scale kept at ", before,
-                          " (fp16.hysteresis: ", scaler_.overflows_tolerated(),
-                          " more overflows before it halves)");
+                          " (precision.hysteresis, DeepSpeed's fp16.hysteresis: ",
+                          scaler_.overflows_tolerated(), " more overflows before it halves)");
     std::fprintf(stderr, "zt: fp16 gradient overflow at step %ld: update skipped, %s\n", call,
                  scale.c_str());
   }

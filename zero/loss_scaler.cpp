@@ -39,12 +39,11 @@ void LossScaler::on_overflow() {
   // DeepSpeed's does; at the minimum an overflow stops the run.
   if (p_.hysteresis == 1 || hysteresis_ == 1) {
     ZT_CHECK(scale_ != p_.min_loss_scale,
-             "fp16: the gradients overflow with the loss scale at its minimum "
-             "(fp16.min_loss_scale ",
+             "fp16: the gradients overflow with the loss scale at its minimum, min_loss_scale ",
              p_.min_loss_scale,
-             "): training stops here, as "
-             "DeepSpeed's does. Lower train.lr, set train.gradient_clipping, or train in bf16, "
-             "which needs no loss scale");
+             " (zero::Config::precision; DeepSpeed's fp16.min_loss_scale): training stops here, "
+             "as DeepSpeed's does. Lower the learning rate, clip the gradients "
+             "(gradient_clipping), or train in bf16, which needs no loss scale");
     scale_ = std::max(scale_ / 2, p_.min_loss_scale);
   } else {
     --hysteresis_;

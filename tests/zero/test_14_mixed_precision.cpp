@@ -199,6 +199,29 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
       << said;
 }
 
+// With hysteresis 2 the first overflow only uses it up; the note names the setting both as
+// zero::Config's field and as DeepSpeed's key.
+TEST(Lesson14MixedPrecision, Fp16HysteresisIsNamedWhenTheScaleIsKept) {
+  ::testing::internal::CaptureStderr();
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
+    cfg.precision.hysteresis = 2;
+    zero::Engine engine(m, comm, cfg, {});
+    auto [x, y] = data(0);
+    engine.backward(mse_loss(engine(x.to(DType::f16)).to(DType::f32), y));
+    EXPECT_FALSE(engine.step());
+    EXPECT_EQ(engine.loss_scale(), std::ldexp(1.0, 40));
+  });
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("loss scale kept at 1.09951e+12 (precision.hysteresis, DeepSpeed's "
+                      "fp16.hysteresis: the next overflow halves it)"),
+            std::string::npos)
+      << said;
+}
+
 TEST(Lesson14MixedPrecision, PartitionInTheStorageDtype) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     // An fp32 parameter partitioned straight into bf16 storage (what the engine does

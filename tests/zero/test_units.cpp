@@ -142,7 +142,9 @@ TEST(LossScaler, AnOverflowAtTheMinimumStopsTheRun) {
   s.on_overflow();  // 4 -> 2
   EXPECT_EQ(s.scale(), 2.0);
   EXPECT_TRUE(test::throws_with([&] { s.on_overflow(); },
-                                "the gradients overflow with the loss scale at its minimum"));
+                                "the gradients overflow with the loss scale at its minimum, "
+                                "min_loss_scale 2 (zero::Config::precision; DeepSpeed's "
+                                "fp16.min_loss_scale)"));
   // An initial scale below the minimum is not at it: the first halving raises it to the
   // minimum, as DeepSpeed's max(scale / 2, min_scale) does.
   p.min_loss_scale = 64;
