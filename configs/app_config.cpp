@@ -15,14 +15,35 @@
 
 namespace zt::config {
 
+const std::vector<std::pair<std::string, Optimizer>> kOptimizerNames = {
+    {"adamw", Optimizer::adamw}, {"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}};
+const std::vector<std::pair<std::string, Schedule>> kScheduleNames = {
+    {"constant", Schedule::constant},
+    {"cosine", Schedule::cosine},
+    {"linear", Schedule::linear},
+    {"step", Schedule::step}};
+const std::vector<std::pair<std::string, data::DataKind>> kDataKindNames = {
+    {"synthetic", data::DataKind::synthetic},
+    {"image_folder", data::DataKind::image_folder},
+    {"npy", data::DataKind::npy}};
+
+namespace {
+
+template <typename E>
+const char* name_in(const std::vector<std::pair<std::string, E>>& names, E value) {
+  for (const auto& [name, v] : names)
+    if (v == value) return name.c_str();
+  return "?";
+}
+
+}  // namespace
+
 const char* optimizer_name(Optimizer o) {
-  static const char* const names[] = {"adamw", "adam", "sgd"};
-  return names[static_cast<int>(o)];
+  return name_in(kOptimizerNames, o);
 }
 
 const char* schedule_name(Schedule s) {
-  static const char* const names[] = {"constant", "cosine", "linear", "step"};
-  return names[static_cast<int>(s)];
+  return name_in(kScheduleNames, s);
 }
 
 namespace {
@@ -67,10 +88,7 @@ void read_model(Section s, ModelConfig& m) {
 
 void read_data(Section s, data::DataConfig& d) {
   using data::DataKind;
-  s.get_enum("kind", d.kind,
-             {{"synthetic", DataKind::synthetic},
-              {"image_folder", DataKind::image_folder},
-              {"npy", DataKind::npy}})
+  s.get_enum("kind", d.kind, kDataKindNames)
       .get("path", d.path)
       .get("eval_path", d.eval_path)
       .get("frames", d.frames, 1, 4096)
@@ -83,11 +101,9 @@ void read_data(Section s, data::DataConfig& d) {
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
       .get("prefetch", d.prefetch, 1, 1024)
-      .get_enum(
-          "resize", d.resize,
-          {{"bilinear", data::ResizeFilter::bilinear}, {"bicubic", data::ResizeFilter::bicubic}})
-      .get_enum("fit", d.fit,
-                {{"crop", data::ImageFit::crop}, {"stretch", data::ImageFit::stretch}})
+      .get_enum("resize", d.resize,
+                {{"bilinear", data::Filter::bilinear}, {"bicubic", data::Filter::bicubic}})
+      .get_enum("fit", d.fit, {{"crop", data::Fit::crop}, {"stretch", data::Fit::stretch}})
       .get("num_shapes", d.num_shapes, 1, 16);
   s.finish();
   if (d.kind != DataKind::synthetic && d.path.empty())
@@ -129,14 +145,9 @@ void read_train(Section s, TrainConfig& t) {
   std::vector<double> betas(t.betas.begin(), t.betas.end());
   s.get("steps", t.steps, 1)
       .get("batch", t.batch, 1)
-      .get_enum("optimizer", t.optimizer,
-                {{"adamw", Optimizer::adamw}, {"adam", Optimizer::adam}, {"sgd", Optimizer::sgd}})
+      .get_enum("optimizer", t.optimizer, kOptimizerNames)
       .get("lr", t.lr, 0.0, 10.0)
-      .get_enum("schedule", t.schedule,
-                {{"constant", Schedule::constant},
-                 {"cosine", Schedule::cosine},
-                 {"linear", Schedule::linear},
-                 {"step", Schedule::step}})
+      .get_enum("schedule", t.schedule, kScheduleNames)
       .get("warmup", t.warmup, 0)
       .get("min_lr", t.min_lr, 0.0, 10.0)
       .get("step_size", t.step_size, 1)

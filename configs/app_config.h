@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "configs/config.h"
@@ -50,6 +51,11 @@ struct ModelConfig {
 
 enum class Optimizer { adamw, adam, sgd };
 enum class Schedule { constant, cosine, linear, step };
+/// The config's spelling of each value ({"adamw", Optimizer::adamw}, ...): the names the
+/// YAML reads and the *_name() functions print.
+extern const std::vector<std::pair<std::string, Optimizer>> kOptimizerNames;
+extern const std::vector<std::pair<std::string, Schedule>> kScheduleNames;
+extern const std::vector<std::pair<std::string, data::DataKind>> kDataKindNames;
 /// The config's spelling of each: "adamw", ...; "constant", ...
 const char* optimizer_name(Optimizer o);
 const char* schedule_name(Schedule s);

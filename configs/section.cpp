@@ -2,6 +2,7 @@
 // distance behind its "did you mean" suggestions.
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <sstream>
 
 #include "configs/config.h"
@@ -25,6 +26,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
     std::swap(prev, cur);
   }
   return prev[b.size()];
+}
+
+std::string nearest_name(const std::string& given, const std::vector<std::string>& names) {
+  std::string best;
+  size_t best_d = SIZE_MAX;
+  for (const std::string& n : names)
+    if (const size_t d = edit_distance(given, n); d < best_d) best_d = d, best = n;
+  return best;
 }
 
 // ---- Section
@@ -129,14 +138,10 @@ Section& Section::get_enum(const std::string& key, std::string& out,
   if (Node n = take(key)) {
     const std::string v = n.as_string();
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
-      std::string list, best;
-      size_t best_d = SIZE_MAX;
-      for (const auto& a : allowed) {
-        list += (list.empty() ? "" : ", ") + a;
-        const size_t d = edit_distance(v, a);
-        if (d < best_d) best_d = d, best = a;
-      }
-      n.fail("'" + v + "' is not one of: " + list + " (did you mean '" + best + "'?)");
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+      n.fail("'" + v + "' is not one of: " + list + " (did you mean '" + nearest_name(v, allowed) +
+             "'?)");
     }
     out = v;
   }
@@ -181,13 +186,8 @@ void Section::finish(
       for (const std::string& p : there) paths += (paths.empty() ? "'" : " or '") + p + "'";
       n.fail("unknown key here; it belongs in another section: did you mean " + paths + "?");
     }
-    std::string best;
-    size_t best_d = SIZE_MAX;
-    for (const auto& k : *known_) {
-      const size_t d = edit_distance(key, k);
-      if (d < best_d) best_d = d, best = k;
-    }
-    n.fail("unknown key; did you mean '" + join_path(node_.path(), best) + "'?");
+    n.fail("unknown key; did you mean '" + join_path(node_.path(), nearest_name(key, *known_)) +
+           "'?");
   }
 }
 

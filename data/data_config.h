@@ -6,11 +6,14 @@
 #include <cstdint>
 #include <string>
 
+#include "data/image_options.h"
+
 namespace zt::data {
 
 enum class DataKind { synthetic, image_folder, npy };
-enum class ResizeFilter { bilinear, bicubic };
-enum class ImageFit { crop, stretch };
+/// Earlier names of Filter and Fit, still spelled by some callers.
+using ResizeFilter = Filter;
+using ImageFit = Fit;
 
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {
@@ -29,10 +32,10 @@ struct DataConfig {
   bool shuffle = true;
   int64_t workers = 1;   ///< threads preparing samples of a batch
   int64_t prefetch = 2;  ///< batches prepared ahead
-  ResizeFilter resize = ResizeFilter::bicubic;
+  Filter resize = Filter::bicubic;
   /// image_folder: an image of another aspect ratio than height x width is scaled to
   /// cover it and cropped to its middle (crop), or scaled to it (stretch).
-  ImageFit fit = ImageFit::crop;
+  Fit fit = Fit::crop;
   int64_t num_shapes = 2;  ///< synthetic: moving shapes per clip
 };
 

@@ -36,8 +36,8 @@ ImageFolderOptions image_options(const DataConfig& cfg) {
   o.frames = cfg.frames;
   o.height = cfg.height;
   o.width = cfg.width;
-  o.filter = cfg.resize == ResizeFilter::bicubic ? Filter::bicubic : Filter::bilinear;
-  o.fit = cfg.fit == ImageFit::crop ? Fit::crop : Fit::stretch;
+  o.filter = cfg.resize;
+  o.fit = cfg.fit;
   return o;
 }
 

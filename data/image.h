@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "data/image_options.h"
 
 namespace zt::data {
 
@@ -18,12 +19,6 @@ struct Image {
   int64_t width = 0;
   std::vector<uint8_t> rgb;
 };
-
-enum class Filter { bilinear, bicubic };
-/// How an image takes a fixed height x width of another aspect ratio: crop scales it to
-/// cover the size (the side that fits exactly) and cuts the middle out (for a square size,
-/// torchvision's Resize(size) + CenterCrop(size)); stretch scales each side on its own.
-enum class Fit { crop, stretch };
 
 /// Decodes an image file as RGB (grey and alpha are converted). An unreadable or
 /// truncated file is an error naming it and stb's reason.

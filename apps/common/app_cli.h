@@ -176,13 +176,10 @@ inline void tidy_defaults(CLI::App& app) {
 /// The name of `names` nearest to `given` when it is close (two edits, or a third of its
 /// letters for long names), else "".
 inline std::string close_name(const std::string& given, const std::vector<std::string>& names) {
-  std::string best;
-  size_t best_d = 0;
-  for (const std::string& n : names) {
-    const size_t d = config::edit_distance(given, n);
-    if (best.empty() || d < best_d) best = n, best_d = d;
-  }
-  return !best.empty() && best_d <= std::max<size_t>(2, best.size() / 3) ? best : "";
+  const std::string best = config::nearest_name(given, names);
+  return !best.empty() && config::edit_distance(given, best) <= std::max<size_t>(2, best.size() / 3)
+             ? best
+             : "";
 }
 
 /// "<app>: unknown command '<given>'; did you mean '<nearest>'?" (the suggestion only

@@ -1,0 +1,15 @@
+// How an image takes a clip's fixed height x width: the resampling filter and the fit.
+// Shared by the image functions (data/image.h) and the data config (data/data_config.h),
+// which name the same settings.
+#pragma once
+
+namespace zt::data {
+
+/// The resampling filter (Pillow's BILINEAR or BICUBIC, data/resample.h).
+enum class Filter { bilinear, bicubic };
+/// How an image takes a fixed height x width of another aspect ratio: crop scales it to
+/// cover the size (the side that fits exactly) and cuts the middle out (for a square size,
+/// torchvision's Resize(size) + CenterCrop(size)); stretch scales each side on its own.
+enum class Fit { crop, stretch };
+
+}  // namespace zt::data
