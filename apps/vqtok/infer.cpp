@@ -460,9 +460,15 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   const bool cosine = cfg.model.l2_norm_codes;
   const std::string baai_out = hf || cosine ? out + ".baai.tmp" : out;
   app::export_engine(*engine, baai_out, comm);
-  std::string err;  // rank 0's failure, told to every rank so none waits
-  if ((hf || cosine) && comm.rank() == 0) {
-    try {
+  if (hf || cosine)  // rank 0 rewrites it; its error, if any, reaches every rank
+    app::decided_by_rank0(comm, [&] {
+      struct RemoveAfter {  // the intermediate file, written or not
+        const std::string& path;
+        ~RemoveAfter() {
+          std::error_code ignore;
+          fs::remove(path, ignore);
+        }
+      } remove_after{baai_out};
       nn::NamedTensors state = nn::load_safetensors(baai_out);
       if (cosine) unit_codebook_rows(state);
       if (hf) {
@@ -473,14 +479,8 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
       } else {
         nn::save_safetensors(out, state, nn::SafetensorsFile(baai_out).metadata());
       }
-    } catch (const std::exception& e) {
-      err = e.what();
-    }
-    std::error_code ignore;
-    fs::remove(baai_out, ignore);  // the intermediate file, written or not
-  }
-  const auto failed = comm.all_gather_object<uint64_t>(err.empty() ? 0 : 1);
-  ZT_CHECK(failed[0] == 0, err.empty() ? "export: rank 0 could not write the export" : err);
+      return std::string();
+    });
   if (comm.rank() == 0 && !quiet)
     std::printf("export: %s -> %s (%zu tensors, fp32, %s names%s)\n",
                 zero::find_checkpoint(dir).c_str(), out.c_str(), nn::state_dict(*model).size(),

@@ -1,12 +1,14 @@
 // What the apps may write (apps/common/output_paths.h): an output path that is one of the
 // command's inputs, lies in saved checkpoints or is a run's own record is refused before
 // any work, naming the option, the path and why; a folder likewise. Then one app end to
-// end: `vqtok encode -o` over the weights it reads changes nothing.
+// end: `vqtok encode -o` over the weights it reads changes nothing. A write that rank 0
+// alone does (an export's rewrite) fails on every rank with rank 0's reason.
 #include <filesystem>
 #include <fstream>
 
 #include "apps/app_test_util.h"
 #include "apps/common/output_paths.h"
+#include "apps/common/run_checks.h"
 #include "common/test_util.h"
 
 using namespace zt;
@@ -109,4 +111,20 @@ TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
       [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
   EXPECT_TRUE(has(err, "encode -o '" + meta + "' lies in a checkpoint")) << err;
   EXPECT_EQ(fs::file_size(meta), before);
+}
+
+// What rank 0 alone decides or writes (app::decided_by_rank0): every rank returns its answer,
+// or throws its error as comm::AgreedError naming rank 0's reason, and the ranks go on.
+TEST(OutputPaths, RankZerosFailureReachesEveryRankWithItsReason) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    EXPECT_EQ(app::decided_by_rank0(comm, [] { return std::string("fine"); }), "fine");
+    try {
+      app::decided_by_rank0(comm, []() -> std::string { throw Error("disk full at 'x'"); });
+      ADD_FAILURE() << "rank " << comm.rank() << " did not throw";
+    } catch (const comm::AgreedError& e) {
+      EXPECT_TRUE(has(e.what(), "disk full at 'x'")) << e.what();
+      EXPECT_EQ(e.rank(), comm.rank());
+    }
+    comm.barrier();  // not aborted
+  });
 }
