@@ -1,6 +1,7 @@
 // resume_data: where a resumed run's data stream goes on, at the checkpoint's layout or
 // another one, and the note that says what changed.
-#include "apps/common/train_util.h"
+#include "apps/common/resume_data.h"
+
 #include "data/sampler.h"
 
 namespace zt::app {

@@ -1,6 +1,8 @@
 // Each rank's default random generator, which dropout draws from: its own stream from
 // train.seed, and its state saved in a checkpoint and restored on resume.
-#include "apps/common/train_util.h"
+#include "apps/common/rng_state.h"
+
+#include "core/rng.h"
 
 namespace zt::app {
 
