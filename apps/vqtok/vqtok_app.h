@@ -124,6 +124,10 @@ struct EncodeResult {
   std::vector<uint64_t> verify_hashes;
 };
 
+/// Encodes the input's first `limit` items (all by default) to token ids with a frozen
+/// replica on every rank: batches are dealt out over the ranks and assembled on every rank;
+/// rank 0 writes `out` (and, for images from a folder, out + ".files.txt" naming each
+/// row's file). Errors name an item size the model's factors do not divide.
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
                     comm::Communicator& comm);
 
@@ -154,6 +158,9 @@ struct EvalResult {
   nlohmann::json json() const;
 };
 
+/// Scores a frozen replica of the weights on the config's dataset (evaluate_batches over
+/// the chosen split): reconstruction errors, PSNR, the VQ term and codebook usage, the same
+/// on every rank.
 EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& options,
                     comm::Communicator& comm);
 
