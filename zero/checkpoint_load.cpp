@@ -115,7 +115,130 @@ T field(const json& parent, const char* key, const char* path, const char* kind,
   }
 }
 
-// With optim false the optimizer state is neither read nor checked.
+// A count in meta.json: a whole number >= 0 (a damaged or hand-edited meta.json may hold
+// anything, and a negative optimizer step would turn Adam's bias correction into garbage).
+int64_t count(const json& parent, const char* key, const char* path, const std::string& meta_path) {
+  const json& v = parent.at(key);
+  ZT_CHECK(
+      v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
+      "'", meta_path, "' is malformed: ", path, " is ", v.dump(), ", not a whole number >= 0");
+  return v.get<int64_t>();
+}
+
+// This rank's shards (and fp32 masters) of the partitioned parameters, and with `optim`
+// their optimizer state, each re-sliced from the saved world size to this one.
+void stage_partitioned(Engine& e, const fs::path& dir, const json& meta, bool optim, Staged& st) {
+  const int rank = e.comm().rank(), W = meta.at("world_size").get<int>();
+  ShardFiles files(dir, meta);
+  std::map<std::string, const json*> layout;
+  for (const json& t : meta.at("tensors"))
+    if (t.at("kind") == "partitioned") layout[t.at("name").get<std::string>()] = &t;
+
+  std::map<std::string, std::pair<Partition, Partition>> parts;  // name -> (old, now)
+  for (const auto& mp : e.partitioned()) {
+    const ZeroParam* z = zero_param(mp.param);
+    const json& t = *layout.at(mp.name);
+    Partition old = make_partition(z->part.numel, W);  // the meta's (check_layout)
+    parts[mp.name] = {old, z->part};
+    st.shards.push_back(reslice(files, "param/" + mp.name, old, z->part, rank, z->dtype));
+    Tensor master;
+    if (separate_master(mp))
+      master = t.value("master", false)
+                   ? reslice(files, "master/" + mp.name, old, z->part, rank, DType::f32)
+                   : st.shards.back().to(DType::f32);
+    st.masters.push_back(master);
+  }
+  if (!optim) return;
+
+  // Optimizer state: the keys of one old rank file (all hold the same keys), each moment
+  // re-sliced like its parameter.
+  const nn::SafetensorsFile& any = files.file(std::min(rank, W - 1));
+  for (const std::string& k : any.keys()) {
+    if (k.rfind("optim/", 0) != 0) continue;
+    std::string key = k.substr(6), owner = state_owner(key);
+    auto it = parts.find(owner);
+    ZT_CHECK(it != parts.end(), "'", any.path(), "': optimizer state '", key,
+             "' belongs to no partitioned parameter of this model");
+    if (key == owner + ".step") {
+      st.optim.emplace_back(key, any.get(k));
+    } else {
+      auto [old, now] = it->second;
+      st.optim.emplace_back(key, reslice(files, k, old, now, rank, any.info(k).dtype));
+    }
+  }
+}
+
+// Replicated parameters, buffers, their optimizer state (with `optim`) and the app's state:
+// every rank reads the same file (one filesystem); verify_replicas() proves they agree
+// afterwards.
+void stage_replicated(Engine& e, const fs::path& dir, const json& meta, bool optim, Staged& st) {
+  auto rep = ShardFiles::open_verified(dir, kReplicatedFile, meta);
+  auto get = [&](const std::string& key, const Tensor& like) {
+    ZT_CHECK(rep->contains(key), "'", rep->path(), "' has no tensor '", key, "'");
+    const nn::SafetensorsInfo& inf = rep->info(key);
+    ZT_CHECK(inf.shape == like.sizes() && inf.dtype == like.dtype(), "'", rep->path(),
+             "': tensor '", key, "' is ", dtype_name(inf.dtype), " ", shape_str(inf.shape),
+             ", this model has ", dtype_name(like.dtype()), " ", shape_str(like.sizes()));
+    return rep->get(key);
+  };
+  for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
+  for (const auto& [n, b] : nn::persistent_buffers(e.module()))
+    st.buffers.push_back(get("buffer/" + n, b));
+  for (const std::string& k : rep->keys()) {
+    if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
+    if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
+  }
+}
+
+// meta.json's counters and settings: the optimizer's step, the step, the config, the
+// loader's position, the user's fields, the engine's step counts, the learning rate (with
+// `optim`) and the fp16 loss scaler.
+void stage_meta(const json& meta, const std::string& meta_path, bool optim, Staged& st) {
+  auto count_of = [&](const json& parent, const char* key, const char* path) {
+    return count(parent, key, path, meta_path);
+  };
+  st.optim.emplace_back(
+      "step", scalar_tensor(static_cast<double>(count_of(meta, "optimizer_step", "optimizer_step")),
+                            DType::i64));
+
+  st.extra.step = field<int64_t>(meta, "step", "step", "an integer", meta_path);
+  st.extra.config_yaml =
+      field<std::string>(meta, "config_yaml", "config_yaml", "a string", meta_path);
+  const json& loader = meta.at("loader");
+  st.extra.loader_epoch = count_of(loader, "epoch", "loader.epoch");
+  st.extra.loader_position = count_of(loader, "position", "loader.position");
+  st.extra.loader_batch = loader.contains("batch") ? count_of(loader, "batch", "loader.batch") : 0;
+  st.extra.loader_dataset_size =
+      loader.contains("dataset_size") ? count_of(loader, "dataset_size", "loader.dataset_size") : 0;
+  ZT_CHECK(
+      st.extra.loader_dataset_size == 0 || st.extra.loader_position <= st.extra.loader_dataset_size,
+      "'", meta_path, "' is malformed: loader.position ", st.extra.loader_position,
+      " is past the end of its data set (loader.dataset_size ", st.extra.loader_dataset_size, ")");
+  st.extra.user = field<std::map<std::string, std::string>>(meta, "user", "user",
+                                                            "an object of strings", meta_path);
+  st.extra.saved_world_size = meta.at("world_size").get<int>();
+  if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object()) {
+    st.engine_steps = {count_of(*it, "applied", "engine_steps.applied"),
+                       count_of(*it, "skipped", "engine_steps.skipped")};
+  } else {  // saved before the counts were: the optimizer counted the applied steps
+    const int64_t applied = count_of(meta, "optimizer_step", "optimizer_step");
+    if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
+  }
+  if (optim && meta.contains("lr")) st.lr = field<double>(meta, "lr", "lr", "a number", meta_path);
+  if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object()) {
+    const double scale = field<double>(*it, "scale", "loss_scaler.scale", "a number", meta_path);
+    const int64_t hysteresis = count_of(*it, "hysteresis", "loss_scaler.hysteresis");
+    ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis <= std::numeric_limits<int>::max(),
+             "'", meta_path, "' is malformed: loss_scaler holds scale ", scale, " and hysteresis ",
+             hysteresis, " (a scale > 0 and a count are needed)");
+    st.scaler = LossScaler::State{
+        scale, static_cast<int>(hysteresis), count_of(*it, "iteration", "loss_scaler.iteration"),
+        field<int64_t>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer", meta_path)};
+  }
+}
+
+// Validates everything a load of `dir` will write and reads it, before the engine is
+// touched. With optim false the optimizer state is neither read nor checked.
 Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();
@@ -127,115 +250,10 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
              "' was saved from a different model or precision (another model config, or "
              "another train.dtype / bf16 / fp16 section?): ",
              diff);
-
-    const int rank = e.comm().rank(), W = meta.at("world_size").get<int>();
-    ShardFiles files(dir, meta);
-    std::map<std::string, const json*> layout;
-    for (const json& t : meta.at("tensors"))
-      if (t.at("kind") == "partitioned") layout[t.at("name").get<std::string>()] = &t;
-
-    std::map<std::string, std::pair<Partition, Partition>> parts;  // name -> (old, now)
-    for (const auto& mp : e.partitioned()) {
-      const ZeroParam* z = zero_param(mp.param);
-      const json& t = *layout.at(mp.name);
-      Partition old = make_partition(z->part.numel, W);  // the meta's (check_layout)
-      parts[mp.name] = {old, z->part};
-      st.shards.push_back(reslice(files, "param/" + mp.name, old, z->part, rank, z->dtype));
-      Tensor master;
-      if (separate_master(mp))
-        master = t.value("master", false)
-                     ? reslice(files, "master/" + mp.name, old, z->part, rank, DType::f32)
-                     : st.shards.back().to(DType::f32);
-      st.masters.push_back(master);
-    }
-
-    // Optimizer state of partitioned parameters: the keys of one old rank file (all hold
-    // the same keys), each moment re-sliced like its parameter.
-    const nn::SafetensorsFile& any = files.file(std::min(rank, W - 1));
-    for (const std::string& k : any.keys()) {
-      if (!optim || k.rfind("optim/", 0) != 0) continue;
-      std::string key = k.substr(6), owner = state_owner(key);
-      auto it = parts.find(owner);
-      ZT_CHECK(it != parts.end(), "'", any.path(), "': optimizer state '", key,
-               "' belongs to no partitioned parameter of this model");
-      if (key == owner + ".step") {
-        st.optim.emplace_back(key, any.get(k));
-      } else {
-        auto [old, now] = it->second;
-        st.optim.emplace_back(key, reslice(files, k, old, now, rank, any.info(k).dtype));
-      }
-    }
-
-    // Replicated parameters, buffers and their optimizer state: every rank reads the same
-    // file (one filesystem); verify_replicas() proves they agree afterwards.
-    auto rep = ShardFiles::open_verified(dir, kReplicatedFile, meta);
-    auto get = [&](const std::string& key, const Tensor& like) {
-      ZT_CHECK(rep->contains(key), "'", rep->path(), "' has no tensor '", key, "'");
-      const nn::SafetensorsInfo& inf = rep->info(key);
-      ZT_CHECK(inf.shape == like.sizes() && inf.dtype == like.dtype(), "'", rep->path(),
-               "': tensor '", key, "' is ", dtype_name(inf.dtype), " ", shape_str(inf.shape),
-               ", this model has ", dtype_name(like.dtype()), " ", shape_str(like.sizes()));
-      return rep->get(key);
-    };
-    for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
-    for (const auto& [n, b] : nn::persistent_buffers(e.module()))
-      st.buffers.push_back(get("buffer/" + n, b));
-    for (const std::string& k : rep->keys()) {
-      if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
-      if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
-    }
-    // A count: a whole number >= 0 (a damaged or hand-edited meta.json may hold anything,
-    // and a negative optimizer step would turn Adam's bias correction into garbage).
-    auto count = [&](const json& parent, const char* key, const char* path) -> int64_t {
-      const json& v = parent.at(key);
-      ZT_CHECK(v.is_number_unsigned() &&
-                   v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-               "'", meta_path, "' is malformed: ", path, " is ", v.dump(),
-               ", not a whole number >= 0");
-      return v.get<int64_t>();
-    };
-    st.optim.emplace_back(
-        "step", scalar_tensor(static_cast<double>(count(meta, "optimizer_step", "optimizer_step")),
-                              DType::i64));
-
-    st.extra.step = field<int64_t>(meta, "step", "step", "an integer", meta_path);
-    st.extra.config_yaml =
-        field<std::string>(meta, "config_yaml", "config_yaml", "a string", meta_path);
-    const json& loader = meta.at("loader");
-    st.extra.loader_epoch = count(loader, "epoch", "loader.epoch");
-    st.extra.loader_position = count(loader, "position", "loader.position");
-    st.extra.loader_batch = loader.contains("batch") ? count(loader, "batch", "loader.batch") : 0;
-    st.extra.loader_dataset_size =
-        loader.contains("dataset_size") ? count(loader, "dataset_size", "loader.dataset_size") : 0;
-    ZT_CHECK(st.extra.loader_dataset_size == 0 ||
-                 st.extra.loader_position <= st.extra.loader_dataset_size,
-             "'", meta_path, "' is malformed: loader.position ", st.extra.loader_position,
-             " is past the end of its data set (loader.dataset_size ", st.extra.loader_dataset_size,
-             ")");
-    st.extra.user = field<std::map<std::string, std::string>>(meta, "user", "user",
-                                                              "an object of strings", meta_path);
+    stage_partitioned(e, dir, meta, optim, st);
+    stage_replicated(e, dir, meta, optim, st);
+    stage_meta(meta, meta_path, optim, st);
     st.extra.dir = dir.string();
-    st.extra.saved_world_size = W;
-    if (const auto it = meta.find("engine_steps"); it != meta.end() && it->is_object()) {
-      st.engine_steps = {count(*it, "applied", "engine_steps.applied"),
-                         count(*it, "skipped", "engine_steps.skipped")};
-    } else {  // saved before the counts were: the optimizer counted the applied steps
-      const int64_t applied = count(meta, "optimizer_step", "optimizer_step");
-      if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
-    }
-    if (optim && meta.contains("lr"))
-      st.lr = field<double>(meta, "lr", "lr", "a number", meta_path);
-    if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object()) {
-      const double scale = field<double>(*it, "scale", "loss_scaler.scale", "a number", meta_path);
-      const int64_t hysteresis = count(*it, "hysteresis", "loss_scaler.hysteresis");
-      ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis <= std::numeric_limits<int>::max(),
-               "'", meta_path, "' is malformed: loss_scaler holds scale ", scale,
-               " and hysteresis ", hysteresis, " (a scale > 0 and a count are needed)");
-      st.scaler = LossScaler::State{
-          scale, static_cast<int>(hysteresis), count(*it, "iteration", "loss_scaler.iteration"),
-          field<int64_t>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer",
-                         meta_path)};
-    }
   } catch (const json::exception& ex) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
   }
