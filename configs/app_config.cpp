@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <type_traits>
 
 #include "configs/deepspeed.h"
 #include "configs/zero_sections.h"
@@ -53,19 +54,13 @@ bool is_pow2(int64_t v) {
 }
 
 void read_model(Section s, ModelConfig& m) {
-  s.get("codebook_size", m.codebook_size, 2, int64_t{1} << 30)
-      .get("embed_dim", m.embed_dim, 1, 4096)
-      .get("z_channels", m.z_channels, 1, 4096)
-      .get("in_channels", m.in_channels, 1, 64)
-      .get("out_channels", m.out_channels, 1, 64)
-      .get("temporal_downsample_factor", m.temporal_downsample_factor, 1, 64)
-      .get("ch", m.ch, 1, 1 << 16)
-      .get("ch_mult", m.ch_mult, 1, 64)
-      .get("num_res_blocks", m.num_res_blocks, 1, 64)
-      .get("attn_resolutions", m.attn_resolutions, 0, 63)
-      .get("dropout", m.dropout, 0.0, 0.99)
-      .get("l2_norm_codes", m.l2_norm_codes)
-      .get("out_init_scale", m.out_init_scale, 0.0, 10.0);
+  for_each_model_key([&](const char* key, auto member, auto lo, auto hi, bool) {
+    auto& field = m.*member;
+    if constexpr (std::is_same_v<std::remove_cvref_t<decltype(field)>, bool>)
+      s.get(key, field);
+    else
+      s.get(key, field, lo, hi);
+  });
   s.finish();
   if (m.embed_dim != m.z_channels)
     s.fail("embed_dim", "embed_dim (" + std::to_string(m.embed_dim) + ") must equal z_channels (" +

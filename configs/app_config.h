@@ -49,6 +49,30 @@ struct ModelConfig {
   int64_t temporal_layers() const;
 };
 
+/// Every key of ModelConfig, listed once for the code that reads them (configs/) and the
+/// code that compares two (a resume's check, apps/common/saved_run.cpp): calls
+/// visit(key, member pointer, lo, hi, shapes_weights) per key. lo and hi bound a number
+/// (each element of a list; a bool has none); shapes_weights is true for a key that
+/// changes the weights' names or shapes.
+template <typename Visit>
+void for_each_model_key(Visit&& visit) {
+  using M = ModelConfig;
+  using I = int64_t;
+  visit("codebook_size", &M::codebook_size, I{2}, I{1} << 30, true);
+  visit("embed_dim", &M::embed_dim, I{1}, I{4096}, true);
+  visit("z_channels", &M::z_channels, I{1}, I{4096}, true);
+  visit("in_channels", &M::in_channels, I{1}, I{64}, true);
+  visit("out_channels", &M::out_channels, I{1}, I{64}, true);
+  visit("temporal_downsample_factor", &M::temporal_downsample_factor, I{1}, I{64}, true);
+  visit("ch", &M::ch, I{1}, I{1} << 16, true);
+  visit("ch_mult", &M::ch_mult, I{1}, I{64}, true);
+  visit("num_res_blocks", &M::num_res_blocks, I{1}, I{64}, true);
+  visit("attn_resolutions", &M::attn_resolutions, I{0}, I{63}, true);
+  visit("l2_norm_codes", &M::l2_norm_codes, I{0}, I{1}, true);
+  visit("dropout", &M::dropout, 0.0, 0.99, false);
+  visit("out_init_scale", &M::out_init_scale, 0.0, 10.0, false);
+}
+
 enum class Optimizer { adamw, adam, sgd };
 enum class Schedule { constant, cosine, linear, step };
 /// The config's spelling of each value ({"adamw", Optimizer::adamw}, ...): the names the

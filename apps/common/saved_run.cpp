@@ -203,21 +203,10 @@ std::string describe(const std::vector<KeyChange>& changes, const std::string& b
 std::vector<KeyChange> model_changes(const config::ModelConfig& before,
                                      const config::ModelConfig& after, bool weights_only) {
   std::vector<KeyChange> d;
-  compare(d, "model.codebook_size", before.codebook_size, after.codebook_size);
-  compare(d, "model.embed_dim", before.embed_dim, after.embed_dim);
-  compare(d, "model.z_channels", before.z_channels, after.z_channels);
-  compare(d, "model.in_channels", before.in_channels, after.in_channels);
-  compare(d, "model.out_channels", before.out_channels, after.out_channels);
-  compare(d, "model.temporal_downsample_factor", before.temporal_downsample_factor,
-          after.temporal_downsample_factor);
-  compare(d, "model.ch", before.ch, after.ch);
-  compare(d, "model.ch_mult", before.ch_mult, after.ch_mult);
-  compare(d, "model.num_res_blocks", before.num_res_blocks, after.num_res_blocks);
-  compare(d, "model.attn_resolutions", before.attn_resolutions, after.attn_resolutions);
-  compare(d, "model.l2_norm_codes", before.l2_norm_codes, after.l2_norm_codes);
-  if (weights_only) return d;
-  compare(d, "model.dropout", before.dropout, after.dropout);
-  compare(d, "model.out_init_scale", before.out_init_scale, after.out_init_scale);
+  config::for_each_model_key([&](const char* key, auto member, auto, auto, bool shapes_weights) {
+    if (shapes_weights || !weights_only)
+      compare(d, std::string("model.") + key, before.*member, after.*member);
+  });
   return d;
 }
 

@@ -2,13 +2,15 @@
 // that read it (apps/common/saved_run.h). What these tests pin down:
 //  1. a resume whose config describes another model (model.*, vqgpt's gpt.*) stops before
 //     it trains, naming each key with both values, also where the shapes are the same
-//     (model.l2_norm_codes); a key written out at its default is no change;
+//     (model.l2_norm_codes); a key written out at its default is no change; every model
+//     key is compared (config::for_each_model_key lists them once);
 //  2. a resume with other train/loss/data settings goes on, with a note naming them, but
 //     not the keys that only say where and how the run is carried out (log_every, workers);
 //  3. a checkpoint of the other app is named as such, by every loader of each app.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "apps/app_test_util.h"
 #include "apps/common/saved_run.h"
@@ -81,6 +83,31 @@ TEST(SavedRun, AResumeWithAnotherModelStopsNamingTheKeys) {
 // eval, export, encode and sample read a checkpoint with the config they are given: one
 // that describes another model is named by its keys before any tensor is read; keys the
 // weights do not depend on (model.dropout) do not count.
+// Every key of ModelConfig changed at once: each is named, and with weights_only all but
+// the two that do not shape the trained weights (dropout, out_init_scale).
+TEST(SavedRun, EveryModelKeyIsCompared) {
+  const config::ModelConfig before;
+  config::ModelConfig after;
+  int keys = 0;
+  config::for_each_model_key([&](const char*, auto member, auto, auto, bool) {
+    auto& field = after.*member;
+    using T = std::remove_cvref_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, bool>)
+      field = !field;
+    else if constexpr (std::is_same_v<T, std::vector<int64_t>>)
+      field.push_back(1);
+    else
+      field += 1;
+    ++keys;
+  });
+  EXPECT_EQ(keys, 13);
+  EXPECT_EQ(app::model_changes(before, after, false).size(), 13u);
+  const std::vector<app::KeyChange> weights = app::model_changes(before, after, true);
+  EXPECT_EQ(weights.size(), 11u);
+  for (const app::KeyChange& c : weights)
+    EXPECT_TRUE(c.key != "model.dropout" && c.key != "model.out_init_scale") << c.key;
+}
+
 TEST(SavedRun, InferenceWithAnotherModelStopsNamingTheKeys) {
   const std::string dir = apptest::fresh_dir("zt_saved", "infer");
   apptest::train_vqtok(vqtok_config(dir), false);
