@@ -18,25 +18,12 @@
 #include "nn/module.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
+#include "zero/engine_stats.h"
 #include "zero/param.h"
 #include "zero/timeline.h"
 #include "zero/trace.h"
 
 namespace zt::zero {
-
-struct EngineStats {
-  int64_t steps = 0;
-  int64_t micro_steps = 0;
-  // All-gathers started for module calls (one per module group; fetch + prefetch); the
-  // re-gathers of persistent parameters (at construction, after each step and after a
-  // checkpoint load) are not counted.
-  int64_t gathers_issued = 0;
-  int64_t prefetches_issued = 0;  // of which ahead of need
-  int64_t releases = 0;           // parameters released
-  int64_t trace_invalidations = 0;
-  int64_t buckets_reduced = 0;
-  int64_t overflow_skips = 0;
-};
 
 /// A module that owns partitioned parameters, and those parameters. A tied parameter (one
 /// tensor registered in two modules, as a language model's token table and output head)
