@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "zero/comm/reduce.h"  // bytes_of
+
 namespace zt::comm {
 
 const char* collective_name(Collective c) {
@@ -141,14 +143,10 @@ void check_tensor(const Tensor& t, const char* what, Device dev) {
            " but the communicator works on ", dev.str(), kHint);
 }
 
-const char* byte_ptr(const Tensor& t) {
-  return static_cast<const char*>(t.data_ptr());
-}
-
 // Exact in-place layouts are allowed (in == out's slice r); any other overlap is an error.
 void check_overlap(const Tensor& a, const Tensor& b, const char* what, const char* allowed) {
-  const char* pa = byte_ptr(a);
-  const char* pb = byte_ptr(b);
+  const char* pa = bytes_of(a);
+  const char* pb = bytes_of(b);
   int64_t na = a.numel() * static_cast<int64_t>(dtype_size(a.dtype()));
   int64_t nb = b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
   if (na == 0 || nb == 0 || pa == allowed) return;
@@ -195,7 +193,7 @@ std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& 
   ZT_CHECK(out.numel() == in.numel() * size_, "all_gather: out has ", out.numel(),
            " elements, expected size() * in.numel() = ", size_, " * ", in.numel());
   int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
-  check_overlap(in, out, "all_gather", byte_ptr(out) + rank_ * in.numel() * e);
+  check_overlap(in, out, "all_gather", bytes_of(out) + rank_ * in.numel() * e);
   count(Collective::kAllGather,
         received_bytes(Collective::kAllGather, in.numel(), e, size_, rank_, 0));
   Request r;
@@ -217,7 +215,7 @@ std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tens
            " elements, expected size() * out.numel() = ", size_, " * ", out.numel(),
            " (pad the input to a multiple of size())");
   int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
-  check_overlap(out, in, "reduce_scatter", byte_ptr(in) + rank_ * out.numel() * e);
+  check_overlap(out, in, "reduce_scatter", bytes_of(in) + rank_ * out.numel() * e);
   count(Collective::kReduceScatter,
         received_bytes(Collective::kReduceScatter, out.numel(), e, size_, rank_, 0));
   Request r;
@@ -265,7 +263,7 @@ std::shared_ptr<Work> Communicator::scatter(const Tensor& out, const Tensor& in,
     ZT_CHECK(in.numel() == out.numel() * size_, "scatter: in has ", in.numel(),
              " elements, expected size() * out.numel() = ", size_, " * ", out.numel());
     int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
-    check_overlap(out, in, "scatter", byte_ptr(in) + rank_ * out.numel() * e);
+    check_overlap(out, in, "scatter", bytes_of(in) + rank_ * out.numel() * e);
     r.in = in;
   }
   count(Collective::kScatter, received_bytes(Collective::kScatter, out.numel(),

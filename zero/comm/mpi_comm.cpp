@@ -65,9 +65,6 @@ int as_count(int64_t n, const std::string& what) {
   return static_cast<int>(n);
 }
 
-char* bytes_of(const Tensor& t) {
-  return static_cast<char*>(t.data_ptr());
-}
 }  // namespace
 
 void mpi_init() {

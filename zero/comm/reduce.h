@@ -1,6 +1,7 @@
-// The CPU reduction kernel shared by ThreadComm and MpiComm: combines one buffer per rank
-// element by element in rank order 0..N-1, so results are bitwise reproducible and equal
-// on both backends.
+// What the CPU communicators share: the reduction kernel of ThreadComm and MpiComm, which
+// combines one buffer per rank element by element in rank order 0..N-1, so results are
+// bitwise reproducible and equal on both backends, and byte addressing of a tensor (which
+// the argument checks of every backend use too).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,12 @@ namespace zt::comm {
 /// out may alias any one of ins.
 void reduce_buffers(DType dtype, ReduceOp op, void* out, const void* const* ins, int n_ins,
                     int64_t count);
+
+/// The first byte of `t`'s data, for offsets in bytes (rank r's slice, an element count
+/// times the element size).
+inline char* bytes_of(const Tensor& t) {
+  return static_cast<char*>(t.data_ptr());
+}
 
 /// [begin, end) of chunk j when n elements are split into `parts` near-equal chunks (the
 /// first n % parts chunks are one longer).

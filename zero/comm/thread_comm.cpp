@@ -57,9 +57,6 @@ std::shared_ptr<Work> ThreadComm::submit(Request req) {
 }
 
 namespace {
-char* bytes_of(const Tensor& t) {
-  return static_cast<char*>(t.data_ptr());
-}
 void copy_bytes(void* dst, const void* src, size_t n) {
   if (dst != src && n > 0) std::memcpy(dst, src, n);
 }
