@@ -191,6 +191,45 @@ void check_same(comm::Communicator& comm, const std::string& mine, const std::st
   }
 }
 
+// What start_run checks before it takes the lock: output_dir and the checkpoint root are
+// folders (or not there yet), output_dir is no place a run must not write, and the trace
+// file overwrites nothing the run reads.
+void check_run_paths(const config::AppConfig& cfg, const std::string& root,
+                     const StartRequest& request) {
+  const config::TrainConfig& tc = cfg.train;
+  const std::string& app = request.app;
+  ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
+           cfg.output_dir,
+           "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
+  check_output_folder(app + ": output_dir", cfg.output_dir);
+  std::vector<std::string> read = config_inputs(cfg);
+  for (const auto& [key, path] : request.inputs) read.push_back(path);
+  if (!tc.resume.empty() && tc.resume != "auto") read.push_back(tc.resume);
+  check_output_writable(app + ": train.trace", tc.trace, read);
+  ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
+           "' is a file, not a folder, and this run saves its checkpoints there; move it away "
+           "or set another output_dir (--set output_dir=...)");
+}
+
+// Every rank writes its checkpoint shard into output_dir, so each must see the folder rank
+// 0 locked (whose lock holds `lock_id`), not another of that name (another working
+// directory, or a machine that does not share rank 0's disk: found at the first save
+// otherwise). An error on every rank otherwise.
+void check_lock_seen_by_all(const std::string& output_dir, const std::string& lock_id,
+                            comm::Communicator& comm, const std::string& app) {
+  std::string seen = "missing";
+  for (int look = 0; look < 5 && seen != "rank 0's"; ++look) {
+    if (look > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NFS caches
+    std::ifstream f(fs::path(output_dir) / ".lock");
+    if (std::string holder; std::getline(f, holder))
+      seen = holder == lock_id ? "rank 0's" : "another run's";
+  }
+  check_same(comm, "lock in output_dir " + output_dir + "=" + seen, "views of output_dir",
+             app.c_str(),
+             "every rank writes its shard of each checkpoint there: start the ranks in one "
+             "working directory, with output_dir on a filesystem they all share");
+}
+
 }  // namespace
 
 RunStart start_run(const config::AppConfig& cfg, const std::string& root,
@@ -210,17 +249,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   };
   std::shared_ptr<zero::RunLock> lock;
   auto decide = [&]() -> std::string {
-    ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
-             cfg.output_dir,
-             "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
-    check_output_folder(app + ": output_dir", cfg.output_dir);
-    std::vector<std::string> read = config_inputs(cfg);
-    for (const auto& [key, path] : request.inputs) read.push_back(path);
-    if (explicit_dir) read.push_back(tc.resume);
-    check_output_writable(app + ": train.trace", tc.trace, read);
-    ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
-             "' is a file, not a folder, and this run saves its checkpoints there; move it away "
-             "or set another output_dir (--set output_dir=...)");
+    check_run_paths(cfg, root, request);
     try {  // first: nothing below may touch a folder another run is writing
       lock = std::make_shared<zero::RunLock>(cfg.output_dir);
     } catch (const std::exception& e) {
@@ -304,20 +333,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     return lock->id() + "\n" + d;
   });
   const size_t a = decided.find('\n'), b = decided.find('\n', a + 1);
-  // Every rank writes its checkpoint shard into output_dir, so each must see the folder rank
-  // 0 locked, not another of that name (another working directory, or a machine that does
-  // not share rank 0's disk: found at the first save otherwise).
-  std::string seen = "missing";
-  for (int look = 0; look < 5 && seen != "rank 0's"; ++look) {
-    if (look > 0) std::this_thread::sleep_for(std::chrono::milliseconds(200));  // NFS caches
-    std::ifstream f(fs::path(cfg.output_dir) / ".lock");
-    if (std::string holder; std::getline(f, holder))
-      seen = holder == decided.substr(0, a) ? "rank 0's" : "another run's";
-  }
-  check_same(comm, "lock in output_dir " + cfg.output_dir + "=" + seen, "views of output_dir",
-             app.c_str(),
-             "every rank writes its shard of each checkpoint there: start the ranks in one "
-             "working directory, with output_dir on a filesystem they all share");
+  check_lock_seen_by_all(cfg.output_dir, decided.substr(0, a), comm, app);
   return RunStart{decided.substr(b + 1), decided.substr(a + 1, b - a - 1), lock};
 }
 
