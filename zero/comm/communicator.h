@@ -1,7 +1,8 @@
 // The communicator interface (namespace zt::comm): rank, size and the collectives
 // ZeRO-3 needs on flat tensors, each blocking or async, with per-kind counters and a
 // deadline on every collective. Backends: ThreadComm (thread ranks sharing memory),
-// MpiComm (one process per rank, CPU tensors), NcclComm (CUDA tensors).
+// MpiComm (one process per rank, CPU tensors), NcclComm (CUDA tensors). An issued
+// collective and its errors are in comm/work.h, the counters in comm/counters.h.
 //
 // Legend: N = size(), r = rank(), s = elements per rank (a shard), n = whole tensor.
 #pragma once
@@ -20,6 +21,8 @@
 
 #include "core/error.h"
 #include "core/tensor.h"
+#include "zero/comm/counters.h"
+#include "zero/comm/work.h"
 
 namespace zt::comm {
 
@@ -31,86 +34,8 @@ using Deadline = std::chrono::steady_clock::time_point;
 /// fmax drops it); bf16/f16 are reduced in fp32 and rounded once (ThreadComm, MpiComm).
 enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
 
-/// The kinds of collective; indexes CommCounters.
-enum class Collective : uint8_t {
-  kAllGather,
-  kReduceScatter,
-  kAllReduce,
-  kBroadcast,
-  kScatter,
-  kBarrier,
-  kAllGatherBytes,
-};
-constexpr int kNumCollectives = 7;
-
-/// "all_gather", "reduce_scatter", ...
-const char* collective_name(Collective c);
 /// "sum", "avg", "max".
 const char* reduce_op_name(ReduceOp op);
-
-/// Thrown by a collective that cannot run because its communicator was aborted by an
-/// earlier failure, whose message it quotes ("... aborted because rank 0 failed: ...").
-class AbortedError : public Error {
- public:
-  using Error::Error;
-};
-
-/// An error every rank raises at the same point, after a collective told each of them
-/// (a check that compared the ranks' configs, say). launch() lets it end every process
-/// normally, where another error aborts the MPI job, and a program prints it once.
-class AgreedError : public Error {
- public:
-  AgreedError(const std::string& what, int rank) : Error(what), rank_(rank) {}
-  /// The rank that raised this copy.
-  int rank() const { return rank_; }
-
- private:
-  int rank_;
-};
-
-/// An issued collective. Per communicator, work completes in issue order. A Work keeps
-/// its tensors alive until it finished (CPU backends) or until the compute stream is
-/// ordered after it (NCCL); it must not outlive its communicator.
-class Work {
- public:
-  virtual ~Work() = default;
-  /// CPU tensors: blocks until the collective finished; throws zt::Error if it failed or
-  /// timed out. CUDA tensors (NcclComm): orders the caller's stream after the collective
-  /// and returns at once (no host wait); a failure or timeout is found by the
-  /// communicator's watchdog, which ends the job. Either way, outputs may be read (and
-  /// inputs reused) by work issued after wait() returned.
-  virtual void wait() = 0;
-  /// True once the collective finished or failed (wait() then returns or throws at once).
-  virtual bool test() = 0;
-};
-
-/// Calls and bytes of one collective kind.
-struct CollectiveCounters {
-  int64_t calls = 0;
-  int64_t bytes = 0;
-};
-
-/// Per-kind counters of one rank. "bytes" is the payload this rank *receives* under the
-/// bandwidth-optimal algorithm (the textbook volume), whatever the backend really moves:
-///   all_gather      (N-1)*s        (s = in.numel())
-///   reduce_scatter  (N-1)*s        (s = out.numel())
-///   all_reduce      2*(N-1)*n/N    (ring: reduce-scatter + all-gather; integer division)
-///   broadcast       n on non-roots, 0 on the root
-///   scatter         s on non-roots, 0 on the root (s = out.numel())
-///   barrier         0
-///   all_gather_bytes  the sum of the other ranks' payload sizes
-/// times the element size. With N = 1 every volume is 0.
-struct CommCounters {
-  std::array<CollectiveCounters, kNumCollectives> per_kind{};
-  const CollectiveCounters& operator[](Collective c) const { return per_kind[static_cast<int>(c)]; }
-  int64_t total_calls() const;
-  int64_t total_bytes() const;
-  /// {"all_gather":{"calls":3,"bytes":96},...} on one line.
-  std::string json() const;
-};
-
-/// The textbook received volume in bytes (see CommCounters) for one call.
-int64_t received_bytes(Collective c, int64_t numel, size_t elem_size, int size, int rank, int root);
 
 /// A group of ranks. Tensors are contiguous, have storage, and live on device(); sizes
 /// are flat (only numel matters). Calls must be issued in the same order on every rank.
