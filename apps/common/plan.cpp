@@ -28,6 +28,12 @@ NoMemoryLimit::NoMemoryLimit() {
   }
 }
 
+int64_t NoMemoryLimit::lifted(Device d) const {
+  for (const auto& [device, limit] : lifted_)
+    if (device == d) return limit;
+  return 0;
+}
+
 NoMemoryLimit::~NoMemoryLimit() {
   for (const auto& [d, limit] : lifted_) current_ledger()->set_limit(d, limit);
 }
@@ -43,8 +49,8 @@ void row(const std::string& what, int64_t predicted, int64_t measured) {
 }  // namespace
 
 PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::AppConfig& cfg,
-                         const std::function<Tensor()>& loss, comm::Communicator& comm,
-                         const std::string& app, int steps, bool quiet) {
+                         const NoMemoryLimit& limits, const std::function<Tensor()>& loss,
+                         comm::Communicator& comm, const std::string& app, int steps, bool quiet) {
   ZT_CHECK(steps >= 1, app, ": needs at least one measured step, got ", steps);
   const bool say = comm.rank() == 0 && !quiet;
   PlanResult r;
@@ -62,6 +68,7 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
     engine.step();
   }
   r.measured = engine.memory_report();
+  r.limit = limits.lifted(engine.device());
   if (!say) return r;
   const zero::MemoryPlan& p = r.plan;
   const zero::MemoryReport& m = r.measured;
@@ -82,12 +89,12 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   row("communication buffers (peak)", -1, m.comm_buffer_peak);
   row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
   row("total (peak)", r.predicted_total(), m.total_peak);
-  if (cfg.memory_limit > 0) {
+  if (r.limit > 0) {
     const int64_t need = std::max(r.predicted_total(), m.total_peak);
-    std::printf("  memory.limit %s per rank: %s\n", format_byte_size(cfg.memory_limit).c_str(),
-                need <= cfg.memory_limit
-                    ? ("fits, " + format_byte_size(cfg.memory_limit - need) + " to spare").c_str()
-                    : ("does not fit by " + format_byte_size(need - cfg.memory_limit)).c_str());
+    std::printf("  memory limit %s per rank (memory.limit or ZT_MEMORY_LIMIT): %s\n",
+                format_byte_size(r.limit).c_str(),
+                r.fits() ? ("fits, " + format_byte_size(r.limit - need) + " to spare").c_str()
+                         : ("does not fit by " + format_byte_size(need - r.limit)).c_str());
   }
   std::printf("%s\n", r.json().c_str());
   std::fflush(stdout);

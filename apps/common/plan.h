@@ -7,6 +7,7 @@
 // Communication buffers and other memory (the dataset, temporaries) are measured only.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,9 +23,17 @@ struct PlanResult {
   zero::MemoryPlan plan;
   int64_t activation_estimate = 0;  ///< the traced first step's activation peak
   zero::MemoryReport measured;      ///< peaks over the steps after the first
+  /// The limit a training run would meet on the engine's device (memory.limit or
+  /// $ZT_MEMORY_LIMIT, as the plan found it); 0: none.
+  int64_t limit = 0;
   /// Predicted peak: model states + gathered peak + replicated + activation estimate.
   int64_t predicted_total() const {
     return plan.model_state() + plan.gathered_peak + plan.replicated + activation_estimate;
+  }
+  /// Whether the larger of the predicted and the measured peak is within `limit` (true
+  /// without a limit).
+  bool fits() const {
+    return limit <= 0 || std::max(predicted_total(), measured.total_peak) <= limit;
   }
   /// {"predicted": {...}, "measured": {...}} on one line.
   std::string json() const;
@@ -38,6 +47,8 @@ class NoMemoryLimit {
   ~NoMemoryLimit();
   NoMemoryLimit(const NoMemoryLimit&) = delete;
   NoMemoryLimit& operator=(const NoMemoryLimit&) = delete;
+  /// The limit lifted on `d` (whatever set it: memory.limit, $ZT_MEMORY_LIMIT); 0: none.
+  int64_t lifted(Device d) const;
 
  private:
   std::vector<std::pair<Device, int64_t>> lifted_;
@@ -45,9 +56,11 @@ class NoMemoryLimit {
 
 /// Runs the plan for `engine` (over `model`, built for cfg): `loss` returns one training
 /// step's loss through the engine. Every rank runs it and gets its own numbers; rank 0
-/// prints its table unless `quiet`. `app` names the command in the output ("vqtok plan").
+/// prints its table, and whether it fits the limit `limits` lifted, unless `quiet`. `app`
+/// names the command in the output ("vqtok plan").
 PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::AppConfig& cfg,
-                         const std::function<Tensor()>& loss, comm::Communicator& comm,
-                         const std::string& app, int steps = 2, bool quiet = false);
+                         const NoMemoryLimit& limits, const std::function<Tensor()>& loss,
+                         comm::Communicator& comm, const std::string& app, int steps = 2,
+                         bool quiet = false);
 
 }  // namespace zt::app

@@ -17,8 +17,8 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   model->train();
   const Tensor sequences = model->tokenize(loader->next().clips);  // every step sees these
   return app::plan_training(
-      *engine, *model, cfg, [&] { return model->loss(sequences); }, comm, "vqgpt plan", steps,
-      quiet);
+      *engine, *model, cfg, measure_all, [&] { return model->loss(sequences); }, comm, "vqgpt plan",
+      steps, quiet);
 }
 
 }  // namespace zt::vqgpt

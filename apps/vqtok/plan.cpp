@@ -17,7 +17,7 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   const Tensor clips = loader->next().clips.to(device);  // every step sees this batch
   model->train();
   return app::plan_training(
-      *engine, *model, cfg,
+      *engine, *model, cfg, measure_all,
       [&] { return objective(engine->forward({clips}), clips, cfg.loss).total; }, comm,
       "vqtok plan", steps, quiet);
 }

@@ -134,7 +134,23 @@ TEST(MemoryPlan, VqtokPlanForAConfig) {
     expect_close(r.plan.gathered_peak, r.measured.gathered_param_peak, "gathered peak");
     expect_close(r.activation_estimate, r.measured.activation_peak, "activation estimate");
     EXPECT_GT(r.predicted_total(), cfg.memory_limit) << "the tiny model needs more than 1 MiB";
+    EXPECT_EQ(r.limit, cfg.memory_limit);
+    EXPECT_FALSE(r.fits());
     EXPECT_EQ(current_ledger()->limit(Device::cpu()), cfg.memory_limit) << "limit restored";
+  });
+}
+
+// The verdict is on the limit the run would meet, whoever set it: here the ledger's (as
+// $ZT_MEMORY_LIMIT sets it), with no memory.limit in the config.
+TEST(MemoryPlan, TheVerdictReadsTheLimitTheRunWouldMeet) {
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(apptest::fresh_dir("plan", "env"));
+  ASSERT_EQ(cfg.memory_limit, 0);
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    current_ledger()->set_limit(Device::cpu(), int64_t{1} << 20);
+    const app::PlanResult r = vqtok::plan(cfg, comm, 1, /*quiet=*/true);
+    EXPECT_EQ(r.limit, int64_t{1} << 20);
+    EXPECT_FALSE(r.fits()) << "the tiny model needs more than 1 MiB";
+    current_ledger()->set_limit(Device::cpu(), 0);
   });
 }
 
