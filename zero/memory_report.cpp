@@ -37,10 +37,12 @@ MemoryReport memory_report(Device d, bool optim_offloaded) {
   r.peaks = c.peak;
   r.total_peak = c.total_peak;
   if (optim_offloaded) {
-    MemoryCounters host = d.is_cpu() ? c : memory_stats(Device::cpu());
     r.optim_offloaded = true;
-    r.optim_state_host = host.cur(MemTag::kOptimState);
-    r.grad_shard_host = d.is_cpu() ? 0 : host.cur(MemTag::kGradShard);
+    if (!d.is_cpu()) {  // on the CPU the state is optim_state already: counted once
+      MemoryCounters host = memory_stats(Device::cpu());
+      r.optim_state_host = host.cur(MemTag::kOptimState);
+      r.grad_shard_host = host.cur(MemTag::kGradShard);
+    }
   }
   return r;
 }

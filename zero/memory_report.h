@@ -24,7 +24,8 @@ struct MemoryReport {
   std::array<int64_t, kNumMemTags> peaks{};
   int64_t total_peak = 0;
   /// offload_optimizer: the optimizer state lives on the host; its bytes there (fp32
-  /// masters and moments) and the host gradient buffers (0 when training on the cpu).
+  /// masters and moments) and the host gradient buffers. Both 0 when training on the
+  /// cpu, where the state is optim_state already (as the memory planner counts it).
   bool optim_offloaded = false;
   int64_t optim_state_host = 0, grad_shard_host = 0;
   /// param + grad + optimizer shards.
@@ -32,8 +33,8 @@ struct MemoryReport {
   std::string json() const;
 };
 
-/// The report for device `d` from this thread's memory ledger; with `optim_offloaded`
-/// it also reads the optimizer state's (and, off the CPU, the gradient buffers') host bytes.
+/// The report for device `d` from this thread's memory ledger; with `optim_offloaded` and
+/// `d` off the CPU it also reads the optimizer state's and the gradient buffers' host bytes.
 MemoryReport memory_report(Device d, bool optim_offloaded = false);
 
 }  // namespace zt::zero
