@@ -74,17 +74,15 @@ int64_t parse_byte_size(const std::string& text, const std::string& what) {
                                {"GB", 1e9}};
   for (const Unit& u : units)
     if (unit == u.name) mul = u.mul;
-  ZT_CHECK(end != p && mul > 0 && std::isfinite(v) && v >= 0, what, what.empty() ? "'" : ": '",
-           text,
-           "' is not a byte size; write a number with an optional unit, e.g. 4096, 512k, "
+  const std::string quoted = what + (what.empty() ? "'" : ": '") + text + "'";
+  ZT_CHECK(end != p && mul > 0 && std::isfinite(v) && v >= 0, quoted,
+           " is not a byte size; write a number with an optional unit, e.g. 4096, 512k, "
            "64MiB, 1.5GiB");
   // A limit of 0 is "no limit": a size that would round to 0, or past what int64 holds,
   // must not quietly become one.
   const double bytes = v * mul;
-  ZT_CHECK(bytes == 0 || bytes >= 1, what, what.empty() ? "'" : ": '", text,
-           "' is less than one byte (0 means no limit)");
-  ZT_CHECK(bytes < 0x1p63, what, what.empty() ? "'" : ": '", text,
-           "' is larger than any memory (at most 8 EiB)");
+  ZT_CHECK(bytes == 0 || bytes >= 1, quoted, " is less than one byte (0 means no limit)");
+  ZT_CHECK(bytes < 0x1p63, quoted, " is larger than any memory (at most 8 EiB)");
   return static_cast<int64_t>(std::llround(bytes));
 }
 

@@ -90,11 +90,10 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
   row("total (peak)", r.predicted_total(), m.total_peak);
   if (r.limit > 0) {
-    const int64_t need = std::max(r.predicted_total(), m.total_peak);
     std::printf("  memory limit %s per rank (memory.limit or ZT_MEMORY_LIMIT): %s\n",
                 format_byte_size(r.limit).c_str(),
-                r.fits() ? ("fits, " + format_byte_size(r.limit - need) + " to spare").c_str()
-                         : ("does not fit by " + format_byte_size(need - r.limit)).c_str());
+                r.fits() ? ("fits, " + format_byte_size(r.limit - r.needed()) + " to spare").c_str()
+                         : ("does not fit by " + format_byte_size(r.needed() - r.limit)).c_str());
   }
   std::printf("%s\n", r.json().c_str());
   std::fflush(stdout);

@@ -30,11 +30,10 @@ struct PlanResult {
   int64_t predicted_total() const {
     return plan.model_state() + plan.gathered_peak + plan.replicated + activation_estimate;
   }
-  /// Whether the larger of the predicted and the measured peak is within `limit` (true
-  /// without a limit).
-  bool fits() const {
-    return limit <= 0 || std::max(predicted_total(), measured.total_peak) <= limit;
-  }
+  /// The larger of the predicted and the measured peak: what the limit must hold.
+  int64_t needed() const { return std::max(predicted_total(), measured.total_peak); }
+  /// Whether needed() is within `limit` (true without a limit).
+  bool fits() const { return limit <= 0 || needed() <= limit; }
   /// {"predicted": {...}, "measured": {...}} on one line.
   std::string json() const;
 };
