@@ -27,6 +27,10 @@ const std::vector<std::pair<std::string, data::DataKind>> kDataKindNames = {
     {"synthetic", data::DataKind::synthetic},
     {"image_folder", data::DataKind::image_folder},
     {"npy", data::DataKind::npy}};
+const std::vector<std::pair<std::string, data::Filter>> kFilterNames = {
+    {"bilinear", data::Filter::bilinear}, {"bicubic", data::Filter::bicubic}};
+const std::vector<std::pair<std::string, data::Fit>> kFitNames = {{"crop", data::Fit::crop},
+                                                                  {"stretch", data::Fit::stretch}};
 
 namespace {
 
@@ -45,6 +49,18 @@ const char* optimizer_name(Optimizer o) {
 
 const char* schedule_name(Schedule s) {
   return name_in(kScheduleNames, s);
+}
+
+const char* data_kind_name(data::DataKind k) {
+  return name_in(kDataKindNames, k);
+}
+
+const char* filter_name(data::Filter f) {
+  return name_in(kFilterNames, f);
+}
+
+const char* fit_name(data::Fit f) {
+  return name_in(kFitNames, f);
 }
 
 namespace {
@@ -96,9 +112,8 @@ void read_data(Section s, data::DataConfig& d) {
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
       .get("prefetch", d.prefetch, 1, 1024)
-      .get_enum("resize", d.resize,
-                {{"bilinear", data::Filter::bilinear}, {"bicubic", data::Filter::bicubic}})
-      .get_enum("fit", d.fit, {{"crop", data::Fit::crop}, {"stretch", data::Fit::stretch}})
+      .get_enum("resize", d.resize, kFilterNames)
+      .get_enum("fit", d.fit, kFitNames)
       .get("num_shapes", d.num_shapes, 1, 16);
   s.finish();
   if (d.kind != DataKind::synthetic && d.path.empty())

@@ -80,9 +80,15 @@ enum class Schedule { constant, cosine, linear, step };
 extern const std::vector<std::pair<std::string, Optimizer>> kOptimizerNames;
 extern const std::vector<std::pair<std::string, Schedule>> kScheduleNames;
 extern const std::vector<std::pair<std::string, data::DataKind>> kDataKindNames;
-/// The config's spelling of each: "adamw", ...; "constant", ...
+extern const std::vector<std::pair<std::string, data::Filter>> kFilterNames;
+extern const std::vector<std::pair<std::string, data::Fit>> kFitNames;
+/// The config's spelling of each: "adamw", ...; "constant", ...; "synthetic", ...;
+/// "bicubic", ...; "crop", ...
 const char* optimizer_name(Optimizer o);
 const char* schedule_name(Schedule s);
+const char* data_kind_name(data::DataKind k);
+const char* filter_name(data::Filter f);
+const char* fit_name(data::Fit f);
 
 /// The optimization loop. `batch` is per rank (global batch = batch * ranks).
 struct TrainConfig {

@@ -11,9 +11,6 @@
 namespace zt::data {
 
 enum class DataKind { synthetic, image_folder, npy };
-/// Earlier names of Filter and Fit, still spelled by some callers.
-using ResizeFilter = Filter;
-using ImageFit = Fit;
 
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {

@@ -211,7 +211,6 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   };
   const config::ModelConfig& m = cfg.model;
   const data::DataConfig& d = cfg.data;
-  const char* kinds[] = {"synthetic", "image_folder", "npy"};
   // The vqtok config as YAML, so its checkpoint records a config vqtok itself can read.
   std::string y;
   y += "model:\n  codebook_size: " + std::to_string(m.codebook_size) +
@@ -225,15 +224,15 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  attn_resolutions: " + list(m.attn_resolutions) + "\n  dropout: " + fmt_g(m.dropout) +
        "\n  l2_norm_codes: " + (m.l2_norm_codes ? "true" : "false") +
        "\n  out_init_scale: " + fmt_g(m.out_init_scale) + "\n";
-  y += std::string("data:\n  kind: ") + kinds[static_cast<int>(d.kind)] +
+  y += std::string("data:\n  kind: ") + config::data_kind_name(d.kind) +
        (d.path.empty() ? "" : "\n  path: \"" + d.path + "\"") +
        "\n  frames: " + std::to_string(d.frames) + "\n  height: " + std::to_string(d.height) +
        "\n  width: " + std::to_string(d.width) +
        "\n  num_samples: " + std::to_string(d.num_samples) +
        "\n  eval_samples: " + std::to_string(d.eval_samples) +
        "\n  seed: " + std::to_string(d.seed) + "\n  num_shapes: " + std::to_string(d.num_shapes) +
-       "\n  resize: " + (d.resize == data::ResizeFilter::bicubic ? "bicubic" : "bilinear") +
-       "\n  fit: " + (d.fit == data::ImageFit::crop ? "crop" : "stretch") + "\n";
+       "\n  resize: " + config::filter_name(d.resize) + "\n  fit: " + config::fit_name(d.fit) +
+       "\n";
   y += "train:\n  steps: " + std::to_string(steps) +
        "\n  batch: 4\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +
        "\n  min_lr: 1.0e-4\n  betas: [0.9, 0.99]\n  gradient_clipping: 1.0\n  log_every: " +
