@@ -40,28 +40,33 @@ inline void blas_call(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int 
 
 }  // namespace detail
 
-/// Register-tile multiple on which blas_gemm splits a product.
-constexpr int64_t kBlasSplitAlign = 16;
+/// The multiple of output rows on which blas_gemm splits a product: a common multiple of
+/// OpenBLAS's f32 register tiles along the rows of a row-major result (16 for the Intel
+/// kernels, 24 for Zen's), so that every row is summed by the same micro-kernel as in one
+/// call.
+constexpr int64_t kBlasSplitAlign = 48;
 
-/// How many blocks blas_gemm splits an f32 (m, n, k) product into on this thread: one
-/// inside a parallel region, else as blas_work_groups allows over the longer output side
-/// (at least 4 MFLOP each).
+/// How many blocks of output rows blas_gemm splits an f32 (m, n, k) product into on this
+/// thread: one inside a parallel region, else as blas_work_groups allows (at least 4
+/// MFLOP and kBlasSplitAlign rows each).
 inline int64_t blas_split_parts(int64_t m, int64_t n, int64_t k) {
   if (omp_in_parallel()) return 1;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
                        static_cast<double>(std::max<int64_t>(k, 1));
-  return blas_work_groups(flops, std::max<int64_t>(std::max(m, n) / kBlasSplitAlign, 1));
+  return blas_work_groups(flops, std::max<int64_t>(m / kBlasSplitAlign, 1));
 }
 
 /// c (m, n) = alpha op(a) op(b) + beta c, row-major, on this thread's kernel threads.
 /// BLAS's own threads stay off: an f32 product large enough to share is split into blocks
-/// of output rows (or columns, when wider than tall) over the threads, each block one
-/// single-threaded BLAS call. (OpenBLAS's pthreads pool would spin next to OpenMP's on
-/// the same cores, and each pool's spinning slows the other's work.) The blocks are too
-/// large for OpenBLAS's small-matrix kernels, so each element is summed as in one call
-/// (tests/core/test_blas_split.cpp checks the bits). f64 products, the tests' reference
-/// precision, run whole: OpenBLAS's f64 kernels sum some blocks differently. Inside a
-/// parallel region a product runs whole on the calling thread.
+/// of output rows over the threads, each block one single-threaded BLAS call. (OpenBLAS's
+/// pthreads pool would spin next to OpenMP's on the same cores, and each pool's spinning
+/// slows the other's work.) The blocks are too large for OpenBLAS's small-matrix kernels
+/// and start on a register-tile boundary, so each element is summed as in one call
+/// (tests/core/test_blas_split.cpp checks the bits). Blocks of columns would not be: on
+/// Zen, OpenBLAS sums a column by another micro-kernel depending on where the call's
+/// columns start, so a product with fewer than 2 x kBlasSplitAlign rows runs whole. f64
+/// products, the tests' reference precision, run whole: OpenBLAS's f64 kernels sum some
+/// blocks differently. Inside a parallel region a product runs whole on the calling thread.
 template <typename T>
 void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t lda,
                const T* b, int64_t ldb, T beta, T* c, int64_t ldc) {
@@ -70,8 +75,6 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
            " does not fit BLAS's 32-bit sizes; split the product");
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
-  const bool by_rows = m >= n;
-  const int64_t extent = by_rows ? m : n;
   const int64_t parts = std::is_same_v<T, float> ? blas_split_parts(m, n, k) : 1;
   if (parts <= 1) {
     detail::blas_call(TA, TB, static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha,
@@ -79,26 +82,15 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
                       static_cast<int>(ldc));
     return;
   }
-  const int64_t tiles = (extent + kBlasSplitAlign - 1) / kBlasSplitAlign;
+  const int64_t tiles = (m + kBlasSplitAlign - 1) / kBlasSplitAlign;
   parallel_for(parts, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      const int64_t e0 = std::min(extent, tiles * p / parts * kBlasSplitAlign);
-      const int64_t e1 = std::min(extent, tiles * (p + 1) / parts * kBlasSplitAlign);
-      if (e0 >= e1) continue;
-      const T* ab = a;
-      const T* bb = b;
-      T* cb = c;
-      if (by_rows) {
-        ab += ta ? e0 : e0 * lda;
-        cb += e0 * ldc;
-      } else {
-        bb += tb ? e0 * ldb : e0;
-        cb += e0;
-      }
-      const int64_t mb = by_rows ? e1 - e0 : m, nb = by_rows ? n : e1 - e0;
-      detail::blas_call(TA, TB, static_cast<int>(mb), static_cast<int>(nb), static_cast<int>(k),
-                        alpha, ab, static_cast<int>(lda), bb, static_cast<int>(ldb), beta, cb,
-                        static_cast<int>(ldc));
+      const int64_t r0 = std::min(m, tiles * p / parts * kBlasSplitAlign);
+      const int64_t r1 = std::min(m, tiles * (p + 1) / parts * kBlasSplitAlign);
+      if (r0 >= r1) continue;
+      detail::blas_call(TA, TB, static_cast<int>(r1 - r0), static_cast<int>(n), static_cast<int>(k),
+                        alpha, ta ? a + r0 : a + r0 * lda, static_cast<int>(lda), b,
+                        static_cast<int>(ldb), beta, c + r0 * ldc, static_cast<int>(ldc));
     }
   });
 }
