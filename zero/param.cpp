@@ -235,6 +235,10 @@ void GroupGather::drop() noexcept {
 // ---- partitioning
 
 void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
+  partition_param(p, comm, src, p.device());
+}
+
+void partition_param(const Tensor& p, comm::Communicator& comm, int src, Device device) {
   ZT_CHECK(!is_partitioned(p), "parameter '", p.name(), "' is already partitioned");
   autograd::NoGradGuard ng;
   auto z = std::make_shared<ZeroParam>();
@@ -243,16 +247,16 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
   z->rank = comm.rank();
   z->shape = p.sizes();
   z->dtype = p.dtype();
-  z->device = p.device();
+  z->device = device;
   z->owner = p.impl();
   {
     MemTagScope tag(MemTag::kParamShard);
-    z->shard = zeros({z->part.shard_numel}, p.dtype(), p.device());
+    z->shard = zeros({z->part.shard_numel}, p.dtype(), device);
   }
   Tensor padded;
   if (comm.rank() == src) {
     MemTagScope tag(MemTag::kCommBuffer);
-    padded = zeros({z->part.padded_numel()}, p.dtype(), p.device());
+    padded = zeros({z->part.padded_numel()}, p.dtype(), device);
     if (p.numel() > 0) padded.narrow(0, 0, p.numel()).copy_(p.detach().reshape({-1}));
   }
   if (comm.size() == 1) {
@@ -261,6 +265,7 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src) {
     comm.scatter(z->shard, padded, src);
   }
   p.impl()->storage = nullptr;
+  p.impl()->device = device;
   p.impl()->unavailable_hint = kGatherHint;
   z->status = ParamStatus::kNotAvailable;
   p.impl()->extra = z;

@@ -129,6 +129,10 @@ bool is_replicated(const Tensor& p);
 /// other than the parameter's, the shard is stored in it (the original values kept as
 /// the fp32 master shard if the parameter requires grad).
 void partition_param(const Tensor& p, comm::Communicator& comm, int src = 0);
+/// The same with the shard made on `device` from `p` wherever it lies (a host parameter's
+/// values are copied there by `src` alone; no other rank touches them). `p` then reports
+/// `device`.
+void partition_param(const Tensor& p, comm::Communicator& comm, int src, Device device);
 void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage);
 /// Makes `p` a replica: broadcast from `src`, marked replicated (gathers first if it was
 /// partitioned).

@@ -1,6 +1,8 @@
 // Init and Replicated scopes, and after-the-fact conversion.
 #include "zero/scope.h"
 
+#include <optional>
+
 #include "zero/param.h"
 
 namespace zt::zero {
@@ -39,14 +41,23 @@ void Replicated::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
   broadcast_tensor(b, comm_, 0);
 }
 
-void partition(nn::Module& m, comm::Communicator& comm) {
+// Shards on `device`, or on each parameter's own device.
+static void partition_on(nn::Module& m, comm::Communicator& comm, std::optional<Device> device) {
   for (auto& [name, p] : m.named_parameters()) {
     if (p.name().empty()) p.set_name(name);
     if (is_partitioned(p)) continue;
     p.impl()->extra = nullptr;  // a replica becomes a plain tensor first
-    partition_param(p, comm, 0);
+    partition_param(p, comm, 0, device.value_or(p.device()));
   }
+  if (device) m.to(*device);  // the buffers: every parameter already reports `device`
   for (auto& [name, b] : m.named_buffers()) broadcast_tensor(b, comm, 0);
+}
+
+void partition(nn::Module& m, comm::Communicator& comm) {
+  partition_on(m, comm, std::nullopt);
+}
+void partition(nn::Module& m, comm::Communicator& comm, Device device) {
+  partition_on(m, comm, device);
 }
 
 void replicate(nn::Module& m, comm::Communicator& comm) {

@@ -57,6 +57,11 @@ class Replicated : public nn::RegistrationObserver {
 /// After the fact: partitions every not-yet-partitioned parameter of `m` (rank 0's values
 /// win; replicas become partitioned) and broadcasts its buffers.
 void partition(nn::Module& m, comm::Communicator& comm);
+/// The same with every shard and buffer made on `device`, one parameter at a time, from a
+/// model built wherever it was (the host): the device never holds more than the shards and
+/// one full parameter, and each host parameter is released as its shard is made. This is
+/// how a model too big for one GPU is built whole in host memory and split onto the GPUs.
+void partition(nn::Module& m, comm::Communicator& comm, Device device);
 /// After the fact: makes every parameter of `m` a replica (gathering partitioned ones)
 /// and broadcasts parameters and buffers from rank 0.
 void replicate(nn::Module& m, comm::Communicator& comm);

@@ -126,18 +126,18 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
   zt::manual_seed(6);
   auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
   zt::vq::VqModel& model = *model_ptr;
-  model.to(device);
   // The update: plain AdamW on the module, or a ZeRO-3 engine (same AdamW settings).
   std::unique_ptr<zt::optim::AdamW> opt;
   std::unique_ptr<zt::zero::Engine> engine;
   if (comm) {
-    zt::zero::partition(model, *comm);
+    zt::zero::partition(model, *comm, device);  // as the app: split onto the device
     zt::zero::Config cfg;
     if (o.offload) cfg.offload_optimizer = {zt::zero::OffloadDevice::kCpu, /*pin_memory=*/true};
     engine = std::make_unique<zt::zero::Engine>(
         model_ptr, *comm, cfg,
         zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
   } else {
+    model.to(device);
     opt = std::make_unique<zt::optim::AdamW>(model.named_parameters(),
                                              zt::optim::AdamWOptions(1e-4).weight_decay(0.01));
   }

@@ -151,14 +151,16 @@ std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator
     zero::apply_gathered(*g, comm, init);
     return g;
   }
-  // The same values, built whole on the host, moved, then split (NCCL broadcasts).
+  // The same values, built whole on the host, then split onto the GPU one parameter at a
+  // time (NCCL scatters from device memory), so the device never holds the whole model.
   g = std::make_shared<gpt::Gpt>(spec);
   for (const auto& [name, m] : g->named_modules()) init(name, *m);
-  g->to(device);
-  if (replicated)
+  if (replicated) {
+    g->to(device);
     zero::replicate(*g, comm);
-  else
-    zero::partition(*g, comm);
+  } else {
+    zero::partition(*g, comm, device);
+  }
   return g;
 }
 

@@ -142,10 +142,9 @@ std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device de
   if (device.is_cpu()) {
     zero::Init init(comm);
     model = std::make_shared<vq::VqModel>(cfg.model);
-  } else {  // built whole on the host, moved, then partitioned (shards stay on the GPU)
+  } else {  // built whole on the host, split onto the GPU one parameter at a time
     model = std::make_shared<vq::VqModel>(cfg.model);
-    model->to(device);
-    zero::partition(*model, comm);
+    zero::partition(*model, comm, device);
   }
   app::checkpoint_activations(*model, cfg.train, vq::recomputed_block_types());
   app::seed_dropout(cfg.train, comm);

@@ -2,13 +2,14 @@
 // (Linear, Conv2d, GroupNorm, LayerNorm) to the parameters of plain CPU training, and
 // bf16 mixed precision on the GPU converges, a model of replicas alone clips on the GPU, a
 // one-rank thread communicator takes GPU tensors, synchronized BatchNorm runs at one rank,
-// a checkpoint saved on the GPU resumes there, and checkpointed (recomputed) modules
-// train as plain ones. One rank: the multi-rank path over NCCL
-// is exercised by the NCCL communicator tests under mpirun.
+// a checkpoint saved on the GPU resumes there, checkpointed (recomputed) modules
+// train as plain ones, and a host model is split onto the GPU one parameter at a time. One rank:
+// the multi-rank path over NCCL is exercised by the NCCL communicator tests under mpirun.
 #include <gtest/gtest.h>
 
 #include <stdlib.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 
@@ -298,4 +299,47 @@ TEST(CudaZero, CheckpointOfAGpuEngineResumesOnTheGpu) {
     });
   }
   std::filesystem::remove_all(root);
+}
+
+// A model built whole on the host is split onto the GPU one parameter at a time
+// (zero::partition with a device, as the apps build for a GPU): the device never holds
+// the whole model, each host parameter is released as its shard is made, the shards hold
+// the host values, and the buffers move too. A dominant Linear shows the bound: moving
+// the model first and then partitioning peaks at the model plus two copies of it.
+TEST(CudaZero, AHostModelIsSplitOntoTheGpuOneParameterAtATime) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: splitting onto a GPU needs one";
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    const Device gpu = Device::cuda(0);
+    manual_seed(5);
+    auto m = std::make_shared<nn::ModuleDict>();
+    m->insert("big", std::make_shared<nn::Linear>(512, 512));
+    m->insert("small", std::make_shared<Small>());
+    auto bn = std::make_shared<nn::BatchNorm2d>(8);
+    m->insert("bn", bn);
+    std::vector<std::vector<double>> want;
+    int64_t model_bytes = 0, largest = 0;
+    for (auto& [n, p] : m->named_parameters()) {
+      want.push_back(p.to_vector());
+      const int64_t bytes = p.numel() * 4;  // f32
+      model_bytes += bytes;
+      largest = std::max(largest, bytes);
+    }
+    const int64_t host_before = memory_stats(Device::cpu()).total_current;
+    const int64_t gpu_before = memory_stats(gpu).total_current;
+    reset_peak_memory();
+    zero::partition(*m, comm, gpu);
+    const MemoryCounters on_gpu = memory_stats(gpu);
+    EXPECT_LE(on_gpu.total_peak - gpu_before, model_bytes + largest)
+        << "the shards and one full parameter at a time";
+    EXPECT_LE(memory_stats(Device::cpu()).total_current, host_before - model_bytes)
+        << "the host copies are released";
+    EXPECT_EQ(bn->running_mean.device(), gpu) << "buffers move with the parameters";
+    size_t i = 0;
+    for (auto& [n, p] : m->named_parameters()) {
+      ASSERT_TRUE(zero::is_partitioned(p)) << n;
+      EXPECT_EQ(p.device(), gpu) << n;
+      zero::GatheredParameters g({p}, comm);
+      EXPECT_EQ(p.to(Device::cpu()).to_vector(), want[i++]) << n << ": the host values";
+    }
+  });
 }
