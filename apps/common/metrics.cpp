@@ -118,4 +118,19 @@ std::string filter_metrics(const std::string& path,
 // Under mpirun a rank's stdout may be a pseudo-terminal even when mpirun's own output
 // goes to a file, so redrawing is off there: plain lines only.
 
+std::unique_ptr<MetricsWriter> open_run_metrics(const std::string& output_dir, int64_t start,
+                                                bool tensorboard, const char* what) {
+  namespace fs = std::filesystem;
+  fs::create_directories(output_dir);
+  const std::string path = (fs::path(output_dir) / "metrics.jsonl").string();
+  if (start > 0) {
+    const std::string note = filter_metrics(
+        path, [&](const nlohmann::json& r) { return r.value("step", int64_t{0}) <= start; });
+    if (!note.empty()) std::fprintf(stderr, "%s: note: %s\n", what, note.c_str());
+  }
+  auto metrics = std::make_unique<MetricsWriter>(path, /*append=*/start > 0);
+  if (tensorboard) metrics->enable_tensorboard((fs::path(output_dir) / "tb").string(), start);
+  return metrics;
+}
+
 }  // namespace zt::app

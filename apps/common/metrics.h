@@ -52,5 +52,11 @@ std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* t
 /// naming what it dropped (the torn line, how many records), else "".
 std::string filter_metrics(const std::string& path,
                            const std::function<bool(const nlohmann::json&)>& keep);
+/// Rank 0's metrics.jsonl in `output_dir` (created) for a run from step `start`: a new run
+/// (start 0) starts the file afresh; a resumed one first drops the records past `start`
+/// (a run that went further before it stopped; a note on stderr after "`what`: note:"
+/// says so) and appends. With `tensorboard`, event files under output_dir/tb too.
+std::unique_ptr<MetricsWriter> open_run_metrics(const std::string& output_dir, int64_t start,
+                                                bool tensorboard, const char* what);
 
 }  // namespace zt::app

@@ -2,6 +2,9 @@
 // another one, and the note that says what changed.
 #include "apps/common/resume_data.h"
 
+#include <cstdio>
+
+#include "apps/common/rng_state.h"
 #include "data/sampler.h"
 
 namespace zt::app {
@@ -57,6 +60,38 @@ std::string resume_data(data::DataLoader& loader, const zero::CheckpointExtra& e
                      " follows another shuffle, so some of its items may be read again and "
                      "others not at all",
                      note.empty() ? "" : "; ", note);
+}
+
+Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
+                        const std::string& name) {
+  for (const auto& [n, t] : state)
+    if (n == name) return t;
+  return {};
+}
+
+Tensor checkpoint_counts(const zero::CheckpointExtra& extra, const std::string& name, int64_t n,
+                         const char* per) {
+  const Tensor t = checkpoint_state(extra.state, name);
+  ZT_CHECK(!t.defined() || (t.dim() == 1 && t.numel() == n && t.dtype() == DType::i64), "'",
+           extra.dir, "': ", name, " is ", t.str(), ", expected i64[", n, "], one count per ", per);
+  return t;
+}
+
+zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& loader,
+                                      const std::string& dir, const comm::Communicator& comm,
+                                      bool say, const char* what) {
+  zero::CheckpointExtra extra = zero::load_checkpoint(engine, dir);
+  const std::string note = resume_data(loader, extra);
+  if (say && !note.empty()) std::fprintf(stderr, "%s: note: %s\n", what, note.c_str());
+  restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm);
+  if (say) {
+    std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
+                extra.dir.c_str(), static_cast<long long>(extra.step), extra.saved_world_size,
+                static_cast<long long>(loader.state().epoch),
+                static_cast<long long>(loader.state().position));
+    std::fflush(stdout);
+  }
+  return extra;
 }
 
 }  // namespace zt::app

@@ -10,12 +10,27 @@
 #include <numbers>
 #include <set>
 
+#include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
 #include "core/ops.h"
 #include "core/text_file.h"
+#include "data/factory.h"
 #include "zero/checkpoint.h"
 
 namespace zt::app {
+
+TrainData make_train_data(const config::AppConfig& cfg, comm::Communicator& comm, const char* app) {
+  const int64_t world = comm.size();
+  TrainData d;
+  d.dataset = data::make_dataset(cfg.data);
+  check_same_data(*d.dataset, comm, app);
+  d.loader = data::make_loader(d.dataset, cfg.data, cfg.train.batch, comm.rank(), world);
+  if (cfg.train.eval_every > 0) {
+    d.eval_set = data::make_dataset(cfg.data, /*eval=*/true, scored_eval_items(cfg, world));
+    check_same_data(*d.eval_set, comm, app);
+  }
+  return d;
+}
 
 namespace fs = std::filesystem;
 
@@ -276,13 +291,6 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
   extra.state.emplace_back("rng_state", gather_rng_state(engine.comm()));
   return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
                                static_cast<int>(cfg.train.keep_checkpoints));
-}
-
-Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
-                        const std::string& name) {
-  for (const auto& [n, t] : state)
-    if (n == name) return t;
-  return {};
 }
 
 }  // namespace zt::app

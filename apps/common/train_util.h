@@ -31,6 +31,16 @@ inline int64_t scored_eval_items(const config::AppConfig& cfg, int64_t world) {
   return cfg.train.eval_batches * cfg.train.batch * world;
 }
 
+/// A training run's data, each data set checked to be the same on every rank: the
+/// training set, this rank's loader over it, and the eval set (null unless
+/// train.eval_every > 0). Built before the model, so that a data set too small for the
+/// ranks fails before every rank builds one.
+struct TrainData {
+  std::shared_ptr<const data::Dataset> dataset, eval_set;
+  std::unique_ptr<data::DataLoader> loader;
+};
+TrainData make_train_data(const config::AppConfig& cfg, comm::Communicator& comm, const char* app);
+
 // ---- engine construction
 
 /// The optimizer settings of cfg.train (type, lr, betas, eps, weight decay, momentum).
@@ -112,9 +122,5 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
                                      const config::AppConfig& cfg, const data::DataLoader& loader,
                                      const std::string& app_name,
                                      std::vector<std::pair<std::string, Tensor>> state = {});
-/// The tensor `name` of a loaded checkpoint's app state, or an undefined tensor when the
-/// checkpoint has none of that name (saved before it existed).
-Tensor checkpoint_state(const std::vector<std::pair<std::string, Tensor>>& state,
-                        const std::string& name);
 
 }  // namespace zt::app

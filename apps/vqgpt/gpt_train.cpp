@@ -96,14 +96,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const int64_t world = comm.size();
 
   // The data first: a dataset too small for the ranks fails before anything is built.
-  auto dataset = data::make_dataset(cfg.data);
-  app::check_same_data(*dataset, comm, "vqgpt train");
-  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
-  std::shared_ptr<const data::Dataset> eval_set;
-  if (tc.eval_every > 0) {
-    eval_set = data::make_dataset(cfg.data, /*eval=*/true, app::scored_eval_items(cfg, world));
-    app::check_same_data(*eval_set, comm, "vqgpt train");
-  }
+  const app::TrainData train_data = app::make_train_data(cfg, comm, "vqgpt train");
+  data::DataLoader& loader = *train_data.loader;
 
   // Where to start, before the tokenizer: a vqgpt checkpoint carries it (none is loaded then).
   const std::string ckpt_root = checkpoint_root(cfg);
@@ -141,41 +135,21 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   int64_t start = 0;
   if (!resume_from.empty()) {
-    zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
-    const Tensor saved = app::checkpoint_state(extra.state, "token_histogram");
-    if (saved.defined() && comm.rank() == 0) {
-      ZT_CHECK(saved.dim() == 1 && saved.numel() == spec.vocab_size && saved.dtype() == DType::i64,
-               "'", extra.dir, "': token_histogram is ", saved.str(), ", expected i64[",
-               spec.vocab_size, "] (gpt.vocab_size)");
-      const std::vector<double> v = saved.to_vector();
-      for (size_t i = 0; i < v.size(); ++i) histogram[i] = static_cast<int64_t>(v[i]);
-    }
+    const zero::CheckpointExtra extra =
+        app::resume_training(*engine, loader, resume_from, comm, say, "vqgpt train");
     ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
-    const std::string data_note = app::resume_data(*loader, extra);
-    if (say && !data_note.empty())
-      std::fprintf(stderr, "vqgpt train: note: %s\n", data_note.c_str());
-    // Dropout draws from each rank's default generator: continue its stream (same world
-    // size; at another one the streams cannot line up anyway).
-    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
-    if (say)
-      std::printf("resumed from %s at step %lld (saved on %d ranks)\n", extra.dir.c_str(),
-                  static_cast<long long>(start), extra.saved_world_size);
+    if (comm.rank() == 0)
+      if (const Tensor saved = app::checkpoint_counts(extra, "token_histogram", spec.vocab_size,
+                                                      "token (gpt.vocab_size)");
+          saved.defined()) {
+        const std::vector<double> v = saved.to_vector();
+        for (size_t i = 0; i < v.size(); ++i) histogram[i] = static_cast<int64_t>(v[i]);
+      }
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;
-  const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
-  if (rank0) {
-    fs::create_directories(cfg.output_dir);
-    if (start > 0) {
-      const std::string note = app::filter_metrics(
-          metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
-    }
-    metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
-    if (tc.tensorboard)
-      metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string(), start);
-  }
+  if (rank0) metrics = app::open_run_metrics(cfg.output_dir, start, tc.tensorboard, "vqgpt train");
   const int64_t targets_per_clip = layout.length() - 1;
   const int64_t clips_per_step = tc.batch * world * tc.gradient_accumulation_steps;
   if (say) {
@@ -201,11 +175,12 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         static_cast<long long>(layout.length()), static_cast<long long>(layout.frames()),
         static_cast<long long>(layout.rows()), static_cast<long long>(layout.cols()),
         static_cast<long long>(clips_per_step), static_cast<long long>(tc.steps),
-        dataset->describe().c_str(), cfg.output_dir.c_str());
-    if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
+        train_data.dataset->describe().c_str(), cfg.output_dir.c_str());
+    if (train_data.eval_set)
+      std::printf("eval: %s\n", data::describe_eval(cfg.data, *train_data.eval_set).c_str());
     std::fflush(stdout);
-    const std::string note =
-        app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps, dataset->size());
+    const std::string note = app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps,
+                                             train_data.dataset->size());
     if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
   }
 
@@ -217,7 +192,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
     // Summed over ranks: resumable at any world size.
     const Tensor total = summed_histogram(histogram, comm).to(DType::i64);
-    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader,
+    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader,
                                                           "vqgpt", {{"token_histogram", total}});
     if (say) progress.line("checkpoint " + dir);
     return dir;
@@ -254,7 +229,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
-      data::Batch batch = loader->next();
+      data::Batch batch = loader.next();
       Tensor seq, loss;
       if (graph) {
         graph_clips = graph->stage(batch.clips);
@@ -354,8 +329,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                 " | step loss " + fmt("%.4f", step_loss) + " | " +
                                 fmt("%.3f s/step", timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) {
-      auto eval_loader =
-          data::make_loader(eval_set, cfg.data, tc.batch, comm.rank(), world, /*eval=*/true);
+      auto eval_loader = data::make_loader(train_data.eval_set, cfg.data, tc.batch, comm.rank(),
+                                           world, /*eval=*/true);
       model->eval();
       result.eval_loss = evaluate(*model, *eval_loader, tc.eval_batches, comm);
       model->train();
@@ -401,7 +376,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         "done: step %lld | loss %.4f (unigram entropy %.4f)%s | %.3f s/step, %s | %.0f tokens/s | "
         "metrics %s\n",
         static_cast<long long>(result.steps), result.loss, result.unigram_entropy, eval.c_str(),
-        result.seconds_per_step, tok_part.c_str(), result.tokens_per_second, metrics_path.c_str());
+        result.seconds_per_step, tok_part.c_str(), result.tokens_per_second,
+        metrics->path().c_str());
     std::fflush(stdout);
   }
   return result;

@@ -169,14 +169,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const app::LrPlan lr_plan(tc);
 
   // The data first: a dataset too small for the ranks fails before every rank builds a model.
-  auto dataset = data::make_dataset(cfg.data);
-  app::check_same_data(*dataset, comm, "vqtok train");
-  auto loader = data::make_loader(dataset, cfg.data, tc.batch, comm.rank(), world);
-  std::shared_ptr<const data::Dataset> eval_set;
-  if (tc.eval_every > 0) {
-    eval_set = data::make_dataset(cfg.data, /*eval=*/true, app::scored_eval_items(cfg, world));
-    app::check_same_data(*eval_set, comm, "vqtok train");
-  }
+  const app::TrainData train_data = app::make_train_data(cfg, comm, "vqtok train");
+  data::DataLoader& loader = *train_data.loader;
 
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   app::check_same_model(*model, comm, "vqtok train");
@@ -193,49 +187,29 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   Tensor hits = zeros({codebook}, DType::i64);
   if (!resume_from.empty()) {
     app::check_resume_config(cfg, resume_from, "vqtok", "vqtok train", comm, /*quiet=*/!say);
-    zero::CheckpointExtra extra = zero::load_checkpoint(*engine, resume_from);
+    const zero::CheckpointExtra extra =
+        app::resume_training(*engine, loader, resume_from, comm, say, "vqtok train");
     start = extra.step;
-    const std::string data_note = app::resume_data(*loader, extra);
-    if (say && !data_note.empty())
-      std::fprintf(stderr, "vqtok train: note: %s\n", data_note.c_str());
-    // Dropout draws from each rank's default generator: continue its stream (same world
-    // size; at another one the streams cannot line up anyway).
-    app::restore_rng_state(app::checkpoint_state(extra.state, "rng_state"), comm);
-    const Tensor saved_hits = app::checkpoint_state(extra.state, "codebook_hits");
-    if (saved_hits.defined() && comm.rank() == 0) {
-      ZT_CHECK(saved_hits.sizes() == hits.sizes() && saved_hits.dtype() == DType::i64, "'",
-               extra.dir, "': codebook_hits is ", shape_str(saved_hits.sizes()),
-               ", this model has ", codebook, " codes");
-      hits.copy_(saved_hits);
-    }
-    if (say)
-      std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
-                  extra.dir.c_str(), static_cast<long long>(start), extra.saved_world_size,
-                  static_cast<long long>(loader->state().epoch),
-                  static_cast<long long>(loader->state().position));
+    if (comm.rank() == 0)
+      if (const Tensor saved = app::checkpoint_counts(extra, "codebook_hits", codebook,
+                                                      "code (model.codebook_size)");
+          saved.defined())
+        hits.copy_(saved);
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;
   Curves curves;
-  const std::string metrics_path = (fs::path(cfg.output_dir) / "metrics.jsonl").string();
   const std::string curves_path = (fs::path(cfg.output_dir) / "curves.svg").string();
   if (rank0) {
-    fs::create_directories(cfg.output_dir);
-    if (start > 0) {
-      // Drop records past the checkpoint (a run that went further before it stopped).
-      const std::string note = app::filter_metrics(
-          metrics_path, [&](const json& r) { return r.value("step", int64_t{0}) <= start; });
-      if (!note.empty()) std::fprintf(stderr, "vqtok train: note: %s\n", note.c_str());
-      for (const json& r : app::read_metrics(metrics_path)) curves.add(r);
-    }
-    metrics = std::make_unique<app::MetricsWriter>(metrics_path, /*append=*/start > 0);
-    if (tc.tensorboard)
-      metrics->enable_tensorboard((fs::path(cfg.output_dir) / "tb").string(), start);
+    metrics = app::open_run_metrics(cfg.output_dir, start, tc.tensorboard, "vqtok train");
+    if (start > 0)  // the records up to the checkpoint
+      for (const json& r : app::read_metrics(metrics->path())) curves.add(r);
   }
   if (say) {
     std::printf("model: %lld parameters, %lld tokens per clip; data: %s\n",
                 static_cast<long long>(vq::VqModel::count_parameters(cfg.model)),
-                static_cast<long long>(cfg.tokens_per_clip()), dataset->describe().c_str());
+                static_cast<long long>(cfg.tokens_per_clip()),
+                train_data.dataset->describe().c_str());
     std::printf(
         "batch %lld per rank x %lld ranks x %lld accumulation = %lld clips per step; "
         "steps %lld; output %s\n",
@@ -243,10 +217,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         static_cast<long long>(tc.gradient_accumulation_steps),
         static_cast<long long>(tc.batch * world * tc.gradient_accumulation_steps),
         static_cast<long long>(tc.steps), cfg.output_dir.c_str());
-    if (eval_set) std::printf("eval: %s\n", data::describe_eval(cfg.data, *eval_set).c_str());
+    if (train_data.eval_set)
+      std::printf("eval: %s\n", data::describe_eval(cfg.data, *train_data.eval_set).c_str());
     std::fflush(stdout);
-    const std::string note =
-        app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps, dataset->size());
+    const std::string note = app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps,
+                                             train_data.dataset->size());
     if (!note.empty()) std::fprintf(stderr, "vqtok train: note: %s\n", note.c_str());
   }
 
@@ -259,15 +234,16 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
     Tensor total_hits = hits.clone();  // summed over ranks: resumable at any world size
     app::all_reduce_host(comm, total_hits, comm::ReduceOp::kSum);
-    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, *loader,
+    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader,
                                                           "vqtok", {{"codebook_hits", total_hits}});
     if (say) progress.line("checkpoint " + dir);
     return dir;
   });
 
   auto run_eval = [&](int64_t step) {
-    auto eval_loader = data::make_loader(eval_set, cfg.data, tc.batch, comm.rank(), world,
-                                         /*eval=*/true);
+    auto eval_loader =
+        data::make_loader(train_data.eval_set, cfg.data, tc.batch, comm.rank(), world,
+                          /*eval=*/true);
     std::vector<Tensor> first;
     model->eval();
     // Evaluated on `device`; the outputs come back to the host with the batch.
@@ -329,7 +305,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     double step_loss = 0.0;
     std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
-      data::Batch batch = loader->next();
+      data::Batch batch = loader.next();
       clips = graph ? graph->stage(batch.clips) : batch.clips.to(device);
       const std::vector<Tensor> r =
           graph ? graph->run(train_step, [&] { engine->before_replay(); }) : train_step();
@@ -466,7 +442,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     std::printf(
         "done: step %lld | psnr %.2f dB%s | codebook usage %.1f%% | %.3f s/step | metrics %s\n",
         static_cast<long long>(result.steps), result.psnr, eval.c_str(),
-        100.0 * result.codebook.usage, result.seconds_per_step, metrics_path.c_str());
+        100.0 * result.codebook.usage, result.seconds_per_step, metrics->path().c_str());
     std::fflush(stdout);
   }
   return result;
