@@ -46,6 +46,14 @@ void row(const std::string& what, int64_t predicted, int64_t measured) {
   std::printf("  %-36s %12s %12s\n", what.c_str(), cell(predicted).c_str(), cell(measured).c_str());
 }
 
+// "<what> 1 GiB per rank (...): fits, 10 MiB to spare" or "...: does not fit by 3 MiB".
+void verdict(const char* what, int64_t limit, int64_t needed) {
+  const std::string v = needed <= limit ? "fits, " + format_byte_size(limit - needed) + " to spare"
+                                        : "does not fit by " + format_byte_size(needed - limit);
+  std::printf("  %s %s per rank (memory.limit or ZT_MEMORY_LIMIT): %s\n", what,
+              format_byte_size(limit).c_str(), v.c_str());
+}
+
 }  // namespace
 
 PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::AppConfig& cfg,
@@ -69,6 +77,7 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   }
   r.measured = engine.memory_report();
   r.limit = limits.lifted(engine.device());
+  if (r.host_needed() > 0) r.host_limit = limits.lifted(Device::cpu());
   if (!say) return r;
   const zero::MemoryPlan& p = r.plan;
   const zero::MemoryReport& m = r.measured;
@@ -89,12 +98,13 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   row("communication buffers (peak)", -1, m.comm_buffer_peak);
   row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
   row("total (peak)", r.predicted_total(), m.total_peak);
-  if (r.limit > 0) {
-    std::printf("  memory limit %s per rank (memory.limit or ZT_MEMORY_LIMIT): %s\n",
-                format_byte_size(r.limit).c_str(),
-                r.fits() ? ("fits, " + format_byte_size(r.limit - r.needed()) + " to spare").c_str()
-                         : ("does not fit by " + format_byte_size(r.needed() - r.limit)).c_str());
+  if (r.host_needed() > 0) {
+    std::printf("  on the host (offload_optimizer):\n");
+    row("optimizer state", p.optim_state_host, m.optim_state_host);
+    row("gradient buffers", p.grad_shard_host, m.grad_shard_host);
   }
+  if (r.limit > 0) verdict("memory limit", r.limit, r.needed());
+  if (r.host_limit > 0) verdict("host memory limit", r.host_limit, r.host_needed());
   std::printf("%s\n", r.json().c_str());
   std::fflush(stdout);
   return r;

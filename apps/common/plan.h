@@ -32,8 +32,20 @@ struct PlanResult {
   }
   /// The larger of the predicted and the measured peak: what the limit must hold.
   int64_t needed() const { return std::max(predicted_total(), measured.total_peak); }
-  /// Whether needed() is within `limit` (true without a limit).
-  bool fits() const { return limit <= 0 || needed() <= limit; }
+  /// On a GPU with offload_optimizer, the host limit the run would meet (memory.limit caps
+  /// each device, the host included); 0: none, or nothing offloaded.
+  int64_t host_limit = 0;
+  /// What the host must hold for the offloaded optimizer: its state and gradient buffers,
+  /// the larger of predicted and measured.
+  int64_t host_needed() const {
+    return std::max(plan.optim_state_host + plan.grad_shard_host,
+                    measured.optim_state_host + measured.grad_shard_host);
+  }
+  /// Whether needed() is within `limit` and host_needed() within `host_limit` (each true
+  /// without its limit).
+  bool fits() const {
+    return (limit <= 0 || needed() <= limit) && (host_limit <= 0 || host_needed() <= host_limit);
+  }
   /// {"predicted": {...}, "measured": {...}} on one line.
   std::string json() const;
 };

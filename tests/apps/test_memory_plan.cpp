@@ -1,7 +1,8 @@
 // The memory planner (zero/memory_plan.h): predicted per-rank model-state and gathered
 // bytes are within 10% of what a short run measures, for the tiny tokenizer and a small
 // transformer at N = 1, 2, 4 thread ranks (at N = 1 the gathered bytes are none: one
-// rank computes with its shards in place); and `vqtok plan` for a config.
+// rank computes with its shards in place); `vqtok plan` for a config; and the verdict
+// against memory.limit, the host's included.
 #include <cmath>
 
 #include "apps/app_test_util.h"
@@ -167,4 +168,28 @@ TEST(MemoryPlan, VqgptPlanForTheTinyConfig) {
         << "the tokenizer's fp32 parameters are whole on every rank";
     expect_close(r.activation_estimate, r.measured.activation_peak, "activation estimate");
   });
+}
+
+// On a GPU with offload_optimizer the optimizer state lives in host memory, which
+// memory.limit caps as well: the verdict holds the host's share (state and gradient
+// buffers, the larger of predicted and measured) to the host limit, apart from the
+// device's. (Numbers as a plan on a GPU reports them; without a GPU the share is 0.)
+TEST(MemoryPlan, AnOffloadedOptimizerIsHeldToTheHostLimit) {
+  app::PlanResult r;
+  r.plan.param_shard = 100;
+  r.plan.optim_state_host = 800;
+  r.plan.grad_shard_host = 200;
+  r.measured.total_peak = 150;
+  r.measured.optim_state_host = 800;
+  r.measured.grad_shard_host = 260;
+  r.limit = 1000;
+  EXPECT_EQ(r.needed(), 150);
+  EXPECT_EQ(r.host_needed(), 1060) << "the measured gradient buffers are the larger";
+  EXPECT_TRUE(r.fits()) << "no host limit: the device's alone";
+  r.host_limit = 1000;
+  EXPECT_FALSE(r.fits()) << "1060 B of optimizer on a 1000 B host";
+  r.host_limit = 2000;
+  EXPECT_TRUE(r.fits());
+  r.limit = 100;
+  EXPECT_FALSE(r.fits()) << "the device's limit still counts";
 }
