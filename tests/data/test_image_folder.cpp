@@ -1,0 +1,172 @@
+// ImageFolder: the listing (hidden entries, links, classes), decoding, resizing and
+// [-1, 1] scaling, and the files it cannot use. Every file it refuses is named, with
+// what to do about it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "data/factory.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+
+namespace fs = std::filesystem;
+
+namespace zt::data {
+namespace {
+
+// A fresh directory per test (ctest may run tests in parallel).
+std::string temp_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const fs::path d = fs::path(test::process_temp_dir("zt_image_folder_test")) /
+                     (std::string(info->test_suite_name()) + "." + info->name());
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d.string();
+}
+
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const auto& f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
+  Image img{h, w, {}};
+  for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
+  return img;
+}
+
+// Hidden entries (".*": macOS's "._x.png" metadata files, ".git") are left out; linked
+// folders are followed; an image header claiming more pixels than PIL decodes is refused
+// before anything is decoded.
+TEST(ImageFolder, SkipsHiddenFollowsLinksAndRefusesHugeImages) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/set/.cache");
+  fs::create_directories(d + "/elsewhere");
+  save_png(d + "/set/a.png", solid(8, 8, 1, 2, 3));
+  std::ofstream(d + "/set/._a.png") << "AppleDouble metadata, not a PNG";
+  save_png(d + "/set/.cache/b.png", solid(8, 8, 1, 2, 3));
+  save_png(d + "/elsewhere/c.png", solid(8, 8, 1, 2, 3));
+  fs::create_directory_symlink(d + "/elsewhere", d + "/set/linked");
+  ImageFolder f(d + "/set", {.frames = 1, .height = 8, .width = 8});
+  ASSERT_EQ(f.size(), 2);
+  EXPECT_EQ(fs::path(f.files()[0]).filename(), "a.png");
+  EXPECT_EQ(fs::path(f.files()[1]).filename(), "c.png");
+  // A PNG whose header says 14000 x 14000 (the rest of the file never read; stb itself
+  // refuses sides past 2^30 / 3 pixels, PIL from 178956970).
+  const unsigned char header[] = {0x89, 'P',  'N', 'G', '\r', '\n', 0x1a, '\n', 0,    0, 0,
+                                  13,   'I',  'H', 'D', 'R',  0,    0,    0x36, 0xb0, 0, 0,
+                                  0x36, 0xb0, 8,   2,   0,    0,    0,    0,    0,    0, 0};
+  std::ofstream(d + "/huge.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(header), sizeof header);
+  expect_error([&] { image_size(d + "/huge.png"); }, {"huge.png", "14000x14000", "downscale"});
+  expect_error([&] { load_image(d + "/huge.png"); }, {"huge.png", "14000x14000"});
+  // 20000 x 20000 RGB: past what stb's header query takes (2^30 bytes), read from IHDR.
+  unsigned char bigger[sizeof header];
+  std::memcpy(bigger, header, sizeof header);
+  bigger[18] = bigger[22] = 0x4e;  // 0x4e20 = 20000
+  bigger[19] = bigger[23] = 0x20;
+  std::ofstream(d + "/bigger.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(bigger), sizeof bigger);
+  expect_error([&] { image_size(d + "/bigger.png"); }, {"bigger.png", "20000x20000", "downscale"});
+  expect_error([&] { load_image(d + "/bigger.png"); }, {"bigger.png", "20000x20000"});
+}
+
+// A link to an image that is gone would silently shrink the data set, and a link back up
+// (a loop) or a second link to one folder would read its images again: each is an error
+// naming the link.
+TEST(ImageFolder, NamesABrokenLinkAndALinkLoop) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/set");
+  save_png(d + "/set/a.png", solid(8, 8, 1, 2, 3));
+  fs::create_symlink(d + "/gone.png", d + "/set/b.png");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"set/b.png' is a link to a file that does not exist"});
+  fs::remove(d + "/set/b.png");
+  fs::create_directory_symlink(d + "/set", d + "/set/loop");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"set/loop' is a link to '", "a folder listed already"});
+  fs::remove(d + "/set/loop");
+  fs::create_directories(d + "/other");
+  fs::create_directory_symlink(d + "/other", d + "/set/one");
+  fs::create_directory_symlink(d + "/other", d + "/set/two");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"a second link to one"});
+}
+
+TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/all/train");
+  fs::create_directories(d + "/all/val");
+  save_png(d + "/all/train/a.png", solid(8, 8, 1, 2, 3));
+  save_png(d + "/all/val/b.png", solid(8, 8, 4, 5, 6));
+  DataConfig cfg;
+  cfg.kind = DataKind::image_folder;
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  cfg.path = d + "/all";
+  cfg.eval_path = d + "/all/val";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"lies inside data.path"});
+  cfg.path = d + "/all/train";
+  cfg.eval_path = d + "/all";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"holds data.path"});
+  cfg.eval_path = d + "/all/val";  // side by side: held out
+  EXPECT_EQ(make_dataset(cfg, /*eval=*/true)->size(), 1);
+}
+
+TEST(ImageFolder, DecodesResizesAndScales) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/cats");
+  fs::create_directories(d + "/dogs");
+  save_png(d + "/cats/a.png", solid(12, 20, 255, 0, 51));
+  save_png(d + "/dogs/b.png", solid(40, 40, 0, 255, 255));
+  std::ofstream(d + "/notes.txt") << "ignored";
+
+  ImageFolder fixed(d, {.height = 16, .width = 16});
+  ASSERT_EQ(fixed.size(), 2);
+  EXPECT_EQ(fixed.classes(), (std::vector<std::string>{"cats", "dogs"}));
+  Sample a = fixed.get(0);
+  EXPECT_EQ(a.clip.sizes(), (Shape{4, 3, 16, 16}));
+  EXPECT_EQ(a.label, 0);
+  EXPECT_EQ(fixed.get(1).label, 1);
+  const auto v = a.clip.to_vector();
+  EXPECT_NEAR(v[0], 1.0, 1e-6);                     // R = 255
+  EXPECT_NEAR(v[256], -1.0, 1e-6);                  // G = 0
+  EXPECT_NEAR(v[512], 51 / 127.5 - 1, 1e-6);        // B = 51
+  EXPECT_NEAR(v[3 * 256 * 3 + 512], v[512], 1e-7);  // frame 3 == frame 0
+
+  ImageFolder natural(d, {.frames = 1});
+  EXPECT_EQ(natural.get(0).clip.sizes(), (Shape{1, 3, 16, 16}));  // 12x20 -> multiples of 8
+  EXPECT_EQ(natural.get(1).clip.sizes(), (Shape{1, 3, 40, 40}));
+}
+
+TEST(ImageFolder, BrokenImagesNameThemselves) {
+  const std::string d = temp_dir();
+  expect_error([&] { ImageFolder f(d); }, {d, "no images"});
+  expect_error([&] { ImageFolder f(d + "/nope"); }, {"nope", "is not a directory"});
+  std::ofstream(d + "/fake.png") << "this is not a png";
+  expect_error([&] { ImageFolder f(d); }, {d + "/fake.png", "cannot read image"});
+
+  const std::string e = d + "/trunc";
+  fs::create_directories(e);
+  save_png(e + "/full.png", solid(32, 32, 10, 20, 30));
+  std::ifstream in(e + "/full.png", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  std::ofstream(e + "/full.png", std::ios::binary | std::ios::trunc) << bytes.substr(0, 40);
+  expect_error(
+      [&] {
+        ImageFolder f(e);
+        f.get(0);
+      },
+      {e + "/full.png"});
+}
+}  // namespace
+}  // namespace zt::data
