@@ -31,6 +31,8 @@ const std::vector<std::pair<std::string, data::Filter>> kFilterNames = {
     {"bilinear", data::Filter::bilinear}, {"bicubic", data::Filter::bicubic}};
 const std::vector<std::pair<std::string, data::Fit>> kFitNames = {{"crop", data::Fit::crop},
                                                                   {"stretch", data::Fit::stretch}};
+const std::vector<std::pair<std::string, data::OnBadImage>> kBadImageNames = {
+    {"error", data::OnBadImage::error}, {"skip", data::OnBadImage::skip}};
 
 namespace {
 
@@ -61,6 +63,10 @@ const char* filter_name(data::Filter f) {
 
 const char* fit_name(data::Fit f) {
   return name_in(kFitNames, f);
+}
+
+const char* bad_image_name(data::OnBadImage b) {
+  return name_in(kBadImageNames, b);
 }
 
 namespace {
@@ -114,6 +120,7 @@ void read_data(Section s, data::DataConfig& d) {
       .get("prefetch", d.prefetch, 1, 1024)
       .get_enum("resize", d.resize, kFilterNames)
       .get_enum("fit", d.fit, kFitNames)
+      .get_enum("on_bad_image", d.on_bad_image, kBadImageNames)
       .get("num_shapes", d.num_shapes, 1, 16);
   s.finish();
   if (d.kind != DataKind::synthetic && d.path.empty())
@@ -267,6 +274,8 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   const bool synthetic = c.data.kind == data::DataKind::synthetic;
   note("data", "path", !synthetic, "with data.kind synthetic (it names image_folder or npy data)");
   note("data", "num_shapes", synthetic, "with data.kind image_folder or npy (it is synthetic's)");
+  note("data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
+       std::string("with data.kind ") + data_kind_name(c.data.kind) + " (it is image_folder's)");
 }
 
 // The engine's sections into c.zero: zero_optimization, bf16 / fp16 reconciled with

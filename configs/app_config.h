@@ -82,13 +82,15 @@ extern const std::vector<std::pair<std::string, Schedule>> kScheduleNames;
 extern const std::vector<std::pair<std::string, data::DataKind>> kDataKindNames;
 extern const std::vector<std::pair<std::string, data::Filter>> kFilterNames;
 extern const std::vector<std::pair<std::string, data::Fit>> kFitNames;
+extern const std::vector<std::pair<std::string, data::OnBadImage>> kBadImageNames;
 /// The config's spelling of each: "adamw", ...; "constant", ...; "synthetic", ...;
-/// "bicubic", ...; "crop", ...
+/// "bicubic", ...; "crop", ...; "error", ...
 const char* optimizer_name(Optimizer o);
 const char* schedule_name(Schedule s);
 const char* data_kind_name(data::DataKind k);
 const char* filter_name(data::Filter f);
 const char* fit_name(data::Fit f);
+const char* bad_image_name(data::OnBadImage b);
 
 /// The optimization loop. `batch` is per rank (global batch = batch * ranks).
 struct TrainConfig {

@@ -33,6 +33,9 @@ struct DataConfig {
   /// image_folder: an image of another aspect ratio than height x width is scaled to
   /// cover it and cropped to its middle (crop), or scaled to it (stretch).
   Fit fit = Fit::crop;
+  /// image_folder: a file whose header reads but whose data does not decode (corrupt or
+  /// truncated) ends the run (error), or the next image stands in for it (skip).
+  OnBadImage on_bad_image = OnBadImage::error;
   int64_t num_shapes = 2;  ///< synthetic: moving shapes per clip
 };
 

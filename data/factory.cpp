@@ -38,6 +38,7 @@ ImageFolderOptions image_options(const DataConfig& cfg) {
   o.width = cfg.width;
   o.filter = cfg.resize;
   o.fit = cfg.fit;
+  o.on_bad_image = cfg.on_bad_image;
   return o;
 }
 

@@ -12,7 +12,7 @@
 namespace zt::data {
 
 /// cfg's image settings for an ImageFolder (or a single image): frames, fixed size,
-/// resize filter and fit.
+/// resize filter, fit and what a file that does not decode does.
 ImageFolderOptions image_options(const DataConfig& cfg);
 
 /// The training dataset (eval = false) or the eval one (eval = true): `eval_samples`

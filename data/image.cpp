@@ -58,17 +58,32 @@ bool header_size(const std::string& path, int& h, int& w) {
 
 }  // namespace
 
-Image load_image(const std::string& path) {
+bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0, n = 0;
-  header_size(path, h, w);
+  if (!header_size(path, h, w)) {
+    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    return false;
+  }
   unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
-  ZT_CHECK(px != nullptr, "cannot read image '", path, "': ", stbi_failure_reason(),
-           " (zt reads PNG, JPEG, BMP and TGA files)");
-  Image img;
+  if (px == nullptr) {
+    // The format is one stb reads (its header did): the data after it is damaged, most
+    // often a download or copy that stopped early.
+    why = detail::cat("corrupt or truncated file (its header reads as a ", h, "x", w,
+                      " image, but decoding failed: ", stbi_failure_reason(), ")");
+    return false;
+  }
   img.height = h;
   img.width = w;
   img.rgb.assign(px, px + static_cast<size_t>(w) * h * 3);
   stbi_image_free(px);
+  return true;
+}
+
+Image load_image(const std::string& path) {
+  Image img;
+  std::string why;
+  ZT_CHECK(try_load_image(path, img, why), "cannot read image '", path, "': ", why,
+           "; remove or replace the file");
   return img;
 }
 

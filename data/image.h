@@ -20,9 +20,14 @@ struct Image {
   std::vector<uint8_t> rgb;
 };
 
-/// Decodes an image file as RGB (grey and alpha are converted). An unreadable or
-/// truncated file is an error naming it and stb's reason.
+/// Decodes an image file as RGB (grey and alpha are converted). An unreadable file is an
+/// error naming it and stb's reason; one whose header reads but whose data does not decode
+/// is called corrupt or truncated.
 Image load_image(const std::string& path);
+/// load_image without that error: false, with `why` set to the reason (without the path:
+/// "corrupt or truncated file (...)"), when the file cannot be decoded. An image too large
+/// to decode is still an error.
+bool try_load_image(const std::string& path, Image& img, std::string& why);
 /// Reads only the header: {height, width}. Error naming the file if it is not an image.
 std::pair<int64_t, int64_t> image_size(const std::string& path);
 

@@ -2,9 +2,11 @@
 #include "data/image_folder.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <mutex>
 #include <set>
 
 #include "core/error.h"
@@ -88,8 +90,8 @@ std::pair<int64_t, int64_t> ImageFolder::target_size(int64_t h, int64_t w) const
 Sample ImageFolder::get(int64_t index) const {
   ZT_CHECK(index >= 0 && index < size(), "ImageFolder: index ", index, " out of range [0, ", size(),
            ")");
-  const std::string& path = files_[static_cast<size_t>(index)];
-  Image img = load_image(path);
+  Image img;
+  const int64_t at = decodable(index, img);
   const auto [h, w] = target_size(img.height, img.width);
   img = options_.height > 0 ? fit_image(img, h, w, options_.filter, options_.fit)
                             : resize_image(img, h, w, options_.filter);
@@ -98,7 +100,29 @@ Sample ImageFolder::get(int64_t index) const {
   const int64_t n = frame.numel();
   for (int64_t t = 0; t < options_.frames; ++t)
     std::memcpy(clip.data<float>() + t * n, frame.data<float>(), static_cast<size_t>(n) * 4);
-  return Sample{clip, labels_[static_cast<size_t>(index)], index};
+  return Sample{clip, labels_[static_cast<size_t>(at)], at};
+}
+
+int64_t ImageFolder::decodable(int64_t index, Image& img) const {
+  std::string why;
+  for (int64_t k = 0; k < size(); ++k) {
+    // The stand-in depends on the index alone, so every run, rank and resume reads the same
+    // samples in the same order.
+    const int64_t at = (index + k) % size();
+    const std::string& path = files_[static_cast<size_t>(at)];
+    if (try_load_image(path, img, why)) return at;
+    ZT_CHECK(options_.on_bad_image == OnBadImage::skip, "cannot read image '", path, "': ", why,
+             "; remove or replace the file, or set data.on_bad_image: skip to read the next "
+             "image in its place");
+    static std::mutex mutex;
+    static std::set<std::string> reported;  // per process: every rank and epoch says it once
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (reported.insert(path).second)
+      std::fprintf(stderr, "data: skipping unreadable image '%s': %s\n", path.c_str(), why.c_str());
+  }
+  ZT_FAIL("ImageFolder: no image under '", dir_, "' decodes (", size(),
+          " files, data.on_bad_image: skip); the last one tried, '",
+          files_[static_cast<size_t>((index + size() - 1) % size())], "': ", why);
 }
 
 std::string ImageFolder::describe() const {

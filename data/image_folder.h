@@ -26,6 +26,9 @@ struct ImageFolderOptions {
   int64_t max_area = 0;
   Filter filter = Filter::bicubic;
   Fit fit = Fit::crop;  ///< at a fixed size: crop to the middle or stretch
+  /// A file that does not decode: an error, or skipped (the next index that decodes,
+  /// wrapping, stands in for it; each such file is named once per process on stderr).
+  OnBadImage on_bad_image = OnBadImage::error;
 };
 
 class ImageFolder : public Dataset {
@@ -34,7 +37,9 @@ class ImageFolder : public Dataset {
   /// it is missing or holds no image, or naming the first file that is not one.
   ImageFolder(const std::string& dir, ImageFolderOptions options = {});
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
-  /// The image as a (frames, 3, H, W) clip; label = class id.
+  /// The image as a (frames, 3, H, W) clip; label = class id. A file that does not decode
+  /// is an error naming it, or with OnBadImage::skip the sample of the next index that
+  /// decodes (Sample::index says which); an error when none does.
   Sample get(int64_t index) const override;
   std::string describe() const override;
 
@@ -44,6 +49,10 @@ class ImageFolder : public Dataset {
   std::pair<int64_t, int64_t> target_size(int64_t h, int64_t w) const;
 
  private:
+  /// Decodes the file at `index` into img, or with OnBadImage::skip the first of the
+  /// following ones (wrapping) that decodes; returns the index read.
+  int64_t decodable(int64_t index, Image& img) const;
+
   std::string dir_;
   ImageFolderOptions options_;
   std::vector<std::string> files_;

@@ -234,6 +234,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  eval_samples: " + std::to_string(d.eval_samples) +
        "\n  seed: " + std::to_string(d.seed) + "\n  num_shapes: " + std::to_string(d.num_shapes) +
        "\n  resize: " + config::filter_name(d.resize) + "\n  fit: " + config::fit_name(d.fit) +
+       (d.kind == data::DataKind::image_folder
+            ? std::string("\n  on_bad_image: ") + config::bad_image_name(d.on_bad_image)
+            : "") +
        "\n";
   y += "train:\n  steps: " + std::to_string(steps) +
        "\n  batch: 4\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +

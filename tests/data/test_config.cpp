@@ -326,17 +326,24 @@ TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {
 TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
   AppConfig c = parse_app_config(
       parse_yaml("train:\n  optimizer: adamw\n  momentum: 0.8\n  schedule: cosine\n"
-                 "  step_size: 3\n  gamma: 0.5\n  trace_steps: 4\ndata:\n  path: /x\n",
+                 "  step_size: 3\n  gamma: 0.5\n  trace_steps: 4\ndata:\n  path: /x\n"
+                 "  on_bad_image: skip\n",
                  "k.yaml"));
   const std::vector<std::string> want = {
       "k.yaml:3: train.momentum has no effect with optimizer adamw (it is sgd's)",
       "k.yaml:5: train.step_size has no effect with schedule cosine (it is schedule step's)",
       "k.yaml:6: train.gamma has no effect with schedule cosine",
       "k.yaml:7: train.trace_steps has no effect without train.trace",
-      "k.yaml:9: data.path has no effect with data.kind synthetic"};
+      "k.yaml:9: data.path has no effect with data.kind synthetic",
+      "k.yaml:10: data.on_bad_image has no effect with data.kind synthetic (it is "
+      "image_folder's)"};
   ASSERT_EQ(c.warnings.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(c.warnings[i].rfind(want[i], 0), 0u) << c.warnings[i];
+  AppConfig folder = parse_app_config(
+      parse_yaml("data:\n  kind: image_folder\n  path: /x\n  on_bad_image: skip\n", "f.yaml"));
+  EXPECT_TRUE(folder.warnings.empty());
+  EXPECT_EQ(folder.data.on_bad_image, data::OnBadImage::skip);
   AppConfig sgd = parse_app_config(
       parse_yaml("train:\n  optimizer: sgd\n  momentum: 0.8\n  betas: [0.9, 0.99]\n"
                  "  schedule: constant\n  min_lr: 0.0\n",

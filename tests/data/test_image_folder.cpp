@@ -168,5 +168,61 @@ TEST(ImageFolder, BrokenImagesNameThemselves) {
       },
       {e + "/full.png"});
 }
+// `path`, a PNG cut after its header: stb reads its size, then fails to decode it, as a
+// download that stopped early does.
+void write_truncated_png(const std::string& path, const Image& img) {
+  const std::vector<uint8_t> png = encode_png(img);
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(png.data()), 40);
+}
+
+// A file whose header reads but whose data does not decode passes the listing and fails
+// when it is read. By default that is an error naming the file, calling it corrupt (not
+// unsupported) and saying how to go on; with on_bad_image: skip the next image of the
+// folder (wrapping) stands in for it, the same one at every read, and the file is named
+// once on stderr.
+TEST(ImageFolder, AnUnreadableImageIsAnErrorOrSkipped) {
+  const std::string d = temp_dir();
+  save_png(d + "/a.png", solid(8, 8, 255, 0, 0));
+  write_truncated_png(d + "/b.png", solid(8, 8, 0, 255, 0));
+  save_png(d + "/c.png", solid(8, 8, 0, 0, 255));
+  write_truncated_png(d + "/d.png", solid(8, 8, 9, 9, 9));
+  const ImageFolderOptions o{.frames = 1, .height = 8, .width = 8};
+  ImageFolder strict(d, o);
+  ASSERT_EQ(strict.size(), 4);
+  EXPECT_EQ(strict.get(0).index, 0);
+  const std::string msg = test::error_of([&] { strict.get(1); });
+  for (const char* part :
+       {"b.png", "corrupt or truncated", "its header reads as a 8x8 image",
+        "decoding failed: ", "remove or replace the file", "set data.on_bad_image: skip"})
+    EXPECT_NE(msg.find(part), std::string::npos) << part << " missing from: " << msg;
+  EXPECT_EQ(msg.find("zt reads PNG"), std::string::npos) << "not a format question: " << msg;
+  expect_error([&] { load_image(d + "/b.png"); }, {"b.png", "corrupt or truncated", "remove"});
+
+  ImageFolderOptions skipping = o;
+  skipping.on_bad_image = OnBadImage::skip;
+  ImageFolder f(d, skipping);
+  ::testing::internal::CaptureStderr();
+  const Sample b = f.get(1), again = f.get(1), wrapped = f.get(3);
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(b.index, 2);
+  EXPECT_EQ(b.clip.to_vector(), f.get(2).clip.to_vector());
+  EXPECT_EQ(again.index, 2);
+  EXPECT_EQ(wrapped.index, 0) << "the last file's stand-in is the first";
+  EXPECT_NE(err.find("data: skipping unreadable image '" + d + "/b.png': corrupt or truncated"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("b.png", err.find("b.png") + 1), std::string::npos) << "named twice: " << err;
+  EXPECT_NE(err.find("d.png"), std::string::npos) << err;
+
+  // With nothing that decodes there is nothing to stand in.
+  const std::string e = d + "/none";
+  fs::create_directories(e);
+  write_truncated_png(e + "/x.png", solid(8, 8, 1, 1, 1));
+  write_truncated_png(e + "/y.png", solid(8, 8, 2, 2, 2));
+  ::testing::internal::CaptureStderr();
+  expect_error([&] { ImageFolder(e, skipping).get(0); }, {"no image under '" + e, "decodes"});
+  ::testing::internal::GetCapturedStderr();
+}
+
 }  // namespace
 }  // namespace zt::data
