@@ -16,10 +16,20 @@ namespace fs = std::filesystem;
 
 namespace zt::data {
 
-bool is_image_file(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
+namespace {
+
+// ".webp" for "a/b.WebP"; "(no extension)" for "a/README".
+std::string extension_of(const fs::path& path) {
+  std::string ext = path.extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
+  return ext.empty() ? "(no extension)" : ext;
+}
+
+}  // namespace
+
+bool is_image_file(const std::string& path) {
+  const std::string ext = extension_of(path);
   return ext == ".png" || ext == ".jpg" || ext == ".jpeg" || ext == ".bmp" || ext == ".tga";
 }
 
@@ -54,7 +64,11 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
                "one): its images would be read again; remove the link");
       continue;
     }
-    if (!is_image_file(it->path().string())) continue;
+    if (!is_image_file(it->path().string())) {
+      // Counted, not named: a folder of .webp files should say why it trains on nothing.
+      if (it->is_regular_file(entry)) ++skipped_[extension_of(it->path())];
+      continue;
+    }
     ZT_CHECK(!(it->is_symlink(entry) && !fs::exists(it->path(), entry)), "ImageFolder: '",
              it->path().string(),
              "' is a link to a file that does not exist; remove it or restore its target");
@@ -63,7 +77,10 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
   ZT_CHECK(!ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
   std::sort(files_.begin(), files_.end());
   ZT_CHECK(!files_.empty(), "ImageFolder: no images (.png, .jpg, .jpeg, .bmp, .tga) under '", dir,
-           "'");
+           "'",
+           skipped_.empty() ? std::string()
+                            : "; it holds " + skipped_files() +
+                                  ", which zt does not read: convert them to PNG or JPEG");
 
   std::map<std::string, int64_t> class_ids;
   std::vector<std::string> class_of;
@@ -126,7 +143,22 @@ int64_t ImageFolder::decodable(int64_t index, Image& img) const {
 }
 
 std::string ImageFolder::describe() const {
-  return "ImageFolder('" + dir_ + "', " + std::to_string(files_.size()) + " images)";
+  return "ImageFolder('" + dir_ + "', " + std::to_string(files_.size()) + " images" +
+         (skipped_.empty() ? "" : "; skipped " + skipped_files()) + ")";
+}
+
+std::string ImageFolder::skipped_files() const {
+  std::vector<std::pair<int64_t, std::string>> by_count;
+  int64_t total = 0;
+  for (const auto& [ext, n] : skipped_) {
+    by_count.emplace_back(-n, ext);
+    total += n;
+  }
+  std::sort(by_count.begin(), by_count.end());  // most first, then by name
+  std::string s = std::to_string(total) + (total == 1 ? " file:" : " files:");
+  for (size_t i = 0; i < by_count.size(); ++i)
+    s += (i ? ", " : " ") + by_count[i].second + " " + std::to_string(-by_count[i].first);
+  return s;
 }
 
 }  // namespace zt::data

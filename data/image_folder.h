@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -34,13 +35,16 @@ struct ImageFolderOptions {
 class ImageFolder : public Dataset {
  public:
   /// Lists (and header-checks) the images under `dir`; error naming the directory if
-  /// it is missing or holds no image, or naming the first file that is not one.
+  /// it is missing or holds no image (and what it holds instead), or naming the first file
+  /// that is not one. Files of other extensions are counted (describe()), not read.
   ImageFolder(const std::string& dir, ImageFolderOptions options = {});
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   /// The image as a (frames, 3, H, W) clip; label = class id. A file that does not decode
   /// is an error naming it, or with OnBadImage::skip the sample of the next index that
   /// decodes (Sample::index says which); an error when none does.
   Sample get(int64_t index) const override;
+  /// "ImageFolder('dir', 10 images)", with "; skipped 3 files: .webp 2, .txt 1" when the
+  /// folder holds files of other extensions.
   std::string describe() const override;
 
   const std::vector<std::string>& files() const { return files_; }
@@ -52,12 +56,15 @@ class ImageFolder : public Dataset {
   /// Decodes the file at `index` into img, or with OnBadImage::skip the first of the
   /// following ones (wrapping) that decodes; returns the index read.
   int64_t decodable(int64_t index, Image& img) const;
+  /// "3 files: .webp 2, .txt 1" (most first).
+  std::string skipped_files() const;
 
   std::string dir_;
   ImageFolderOptions options_;
   std::vector<std::string> files_;
   std::vector<int64_t> labels_;
   std::vector<std::string> classes_;
+  std::map<std::string, int64_t> skipped_;  ///< files of other extensions, by extension
 };
 
 /// True for the file extensions ImageFolder reads (.png .jpg .jpeg .bmp .tga, any case).

@@ -224,5 +224,26 @@ TEST(ImageFolder, AnUnreadableImageIsAnErrorOrSkipped) {
   ::testing::internal::GetCapturedStderr();
 }
 
+// Files of other extensions (.webp, .gif, ...) are not read, but counted: the start-up
+// line says how many of each were left out, and a folder with no image says what it
+// holds instead. Hidden files are not counted.
+TEST(ImageFolder, SaysWhichFilesItSkipped) {
+  const std::string d = temp_dir();
+  save_png(d + "/a.png", solid(8, 8, 1, 2, 3));
+  for (const char* name : {"/x.webp", "/y.WEBP", "/notes.txt", "/.z.webp"})
+    std::ofstream(d + name) << "not read";
+  ImageFolder f(d, {.frames = 1, .height = 8, .width = 8});
+  EXPECT_EQ(f.size(), 1);
+  EXPECT_EQ(f.describe(), "ImageFolder('" + d + "', 1 images; skipped 3 files: .webp 2, .txt 1)");
+  fs::remove(d + "/a.png");
+  expect_error([&] { ImageFolder(d, {.frames = 1}); },
+               {"no images (.png", "it holds 3 files: .webp 2, .txt 1, which zt does not read"});
+  fs::remove(d + "/notes.txt");
+  fs::remove(d + "/x.webp");
+  fs::remove(d + "/y.WEBP");
+  save_png(d + "/b.png", solid(8, 8, 1, 2, 3));
+  EXPECT_EQ(ImageFolder(d, {.frames = 1}).describe(), "ImageFolder('" + d + "', 1 images)");
+}
+
 }  // namespace
 }  // namespace zt::data
