@@ -26,6 +26,36 @@ std::string extension_of(const fs::path& path) {
   return ext.empty() ? "(no extension)" : ext;
 }
 
+// Whether `path`, as the walk from `root` names it, is reached through a link: the path
+// itself or a folder between it and `root` is a symbolic link.
+bool through_link(const fs::path& path, const fs::path& root) {
+  fs::path at = root;
+  std::error_code ec;
+  for (const fs::path& part : path.lexically_relative(root)) {
+    at /= part;
+    if (fs::is_symlink(at, ec)) return true;
+  }
+  return false;
+}
+
+// The error for a folder the walk reaches twice, `seen` first and then `again`, both
+// `real`. Which one comes first depends on the directory's order, so the link to remove is
+// the one that goes through a link, whichever that is.
+[[noreturn]] void refuse_second_visit(const fs::path& seen, const fs::path& again,
+                                      const fs::path& real, const fs::path& root) {
+  const bool seen_linked = through_link(seen, root), again_linked = through_link(again, root);
+  if (seen_linked && again_linked)
+    ZT_FAIL("ImageFolder: '", seen.string(), "' and '", again.string(), "' are both links to '",
+            real.string(), "': its images would be read twice; remove one of the two links");
+  const fs::path& link = seen_linked ? seen : again;
+  const fs::path& folder = seen_linked ? again : seen;
+  const bool loop =
+      !link.lexically_relative(folder).empty() && *link.lexically_relative(folder).begin() != "..";
+  ZT_FAIL("ImageFolder: '", link.string(), "' is a link to '", folder.string(),
+          "', a folder listed already", loop ? " above it (a loop)" : "",
+          ": its images would be read twice; remove the link '", link.string(), "'");
+}
+
 }  // namespace
 
 bool is_image_file(const std::string& path) {
@@ -47,7 +77,7 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
   // listing would follow 40 levels deep) or a second link to one folder would list its
   // images again. Hidden entries (".*", such as macOS's "._x.png" metadata files) are left
   // out.
-  std::set<fs::path> listed = {fs::canonical(dir, ec)};
+  std::map<fs::path, fs::path> listed = {{fs::canonical(dir, ec), dir}};  // real -> as walked
   for (auto it = fs::recursive_directory_iterator(
            dir, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::end(it); it.increment(ec)) {
@@ -58,10 +88,8 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
     }
     if (it->is_directory(entry)) {
       const fs::path real = fs::canonical(it->path(), entry);
-      ZT_CHECK(listed.insert(real).second, "ImageFolder: '", it->path().string(),
-               "' is a link to '", real.string(),
-               "', a folder listed already (a link to a folder above it, or a second link to "
-               "one): its images would be read again; remove the link");
+      const auto [first, fresh] = listed.emplace(real, it->path());
+      if (!fresh) refuse_second_visit(first->second, it->path(), real, dir);
       continue;
     }
     if (!is_image_file(it->path().string())) {

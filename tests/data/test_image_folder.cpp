@@ -92,14 +92,35 @@ TEST(ImageFolder, NamesABrokenLinkAndALinkLoop) {
                {"set/b.png' is a link to a file that does not exist"});
   fs::remove(d + "/set/b.png");
   fs::create_directory_symlink(d + "/set", d + "/set/loop");
-  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
-               {"set/loop' is a link to '", "a folder listed already"});
+  expect_error(
+      [&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+      {"set/loop' is a link to '" + d + "/set', a folder listed already above it (a loop)"});
   fs::remove(d + "/set/loop");
   fs::create_directories(d + "/other");
   fs::create_directory_symlink(d + "/other", d + "/set/one");
   fs::create_directory_symlink(d + "/other", d + "/set/two");
   expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
-               {"a second link to one"});
+               {"/set/one' and '", "are both links to '", "remove one of the two links"});
+}
+
+// A link to a folder beside it: whichever of the two the directory lists first, the error
+// names both and calls the link the link (several names, so both orders occur).
+TEST(ImageFolder, ALinkToAListedFolderIsNamedAsTheLink) {
+  const std::string d = temp_dir();
+  for (const auto& [real, link] : std::vector<std::pair<std::string, std::string>>{
+           {"a", "link_a"}, {"z", "link_z"}, {"m", "b"}, {"q", "r"}, {"c", "c2"}, {"x1", "x0"}}) {
+    const std::string e = d + "/" + real + "_" + link;
+    fs::create_directories(e + "/" + real);
+    save_png(e + "/" + real + "/i.png", solid(8, 8, 1, 2, 3));
+    fs::create_directory_symlink(e + "/" + real, e + "/" + link);
+    const std::string msg = test::error_of([&] { ImageFolder f(e, {.frames = 1}); });
+    EXPECT_NE(msg.find("'" + e + "/" + link + "' is a link to '" + e + "/" + real +
+                       "', a folder listed already: its images would be read twice; remove the "
+                       "link '" +
+                       e + "/" + link + "'"),
+              std::string::npos)
+        << msg;
+  }
 }
 
 TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
