@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,33 @@ std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const std::stri
            s[s.size() - 2], "x", s[s.size() - 1],
            " clips but the config says data.height x data.width = ", cfg.height, "x", cfg.width);
   return npy;
+}
+
+// Error naming a file that both the training set and the held-out one list, by canonical
+// path: the path check sees two folders side by side, but a link inside data.path to the
+// eval folder (or to files of it) trains on eval items. npy data is one file each, which
+// that check compares by its canonical path already.
+void check_no_shared_file(const DataConfig& cfg, const Dataset& train, const Dataset& held) {
+  const auto* t = dynamic_cast<const ImageFolder*>(&train);
+  const auto* h = dynamic_cast<const ImageFolder*>(&held);
+  if (t == nullptr || h == nullptr) return;
+  std::map<fs::path, std::string> held_files;  // real path -> as eval lists it
+  // A file whose real path cannot be found stands for itself.
+  auto real = [](const std::string& f) {
+    std::error_code ec;
+    fs::path p = fs::weakly_canonical(f, ec);
+    return ec ? fs::path(f) : p;
+  };
+  for (const std::string& f : h->files()) held_files.emplace(real(f), f);
+  for (const std::string& f : t->files()) {
+    const auto shared = held_files.find(real(f));
+    ZT_CHECK(shared == held_files.end(), "data.eval_path '", cfg.eval_path,
+             "' holds files that data.path '", cfg.path, "' lists too, such as '", shared->second,
+             "', which training reads as '", f,
+             "' (through a link): items of it are trained on, so eval would not be held out. "
+             "Remove the link from data.path, or leave eval_path out to draw eval items from "
+             "the training data (the run then says so)");
+  }
 }
 
 }  // namespace
@@ -55,18 +83,26 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
     return std::make_shared<SyntheticVideo>(o);
   }
   if (!eval) return open_files(cfg, cfg.path);
+  return make_eval_dataset(cfg, nullptr, scored);
+}
+
+std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
+                                                 const std::shared_ptr<const Dataset>& train,
+                                                 int64_t scored) {
+  if (cfg.kind == DataKind::synthetic) return make_dataset(cfg, /*eval=*/true, scored);
   std::shared_ptr<const Dataset> ds;
   if (cfg.eval_path.empty()) {
     ds = open_files(cfg, cfg.path);
   } else {
     // Held-out data that is also training data would be scored as held out.
-    const fs::path train = fs::weakly_canonical(cfg.path),
-                   held = fs::weakly_canonical(cfg.eval_path);
-    const auto [t, h] = std::mismatch(train.begin(), train.end(), held.begin(), held.end());
-    const char* overlap = t == train.end() && h == held.end() ? "is"
-                          : t == train.end()                  ? "lies inside"
-                          : h == held.end()                   ? "holds"
-                                                              : nullptr;
+    const fs::path train_dir = fs::weakly_canonical(cfg.path),
+                   held_dir = fs::weakly_canonical(cfg.eval_path);
+    const auto [t, h] =
+        std::mismatch(train_dir.begin(), train_dir.end(), held_dir.begin(), held_dir.end());
+    const char* overlap = t == train_dir.end() && h == held_dir.end() ? "is"
+                          : t == train_dir.end()                      ? "lies inside"
+                          : h == held_dir.end()                       ? "holds"
+                                                                      : nullptr;
     ZT_CHECK(!overlap, "data.eval_path '", cfg.eval_path, "' ", overlap, " data.path '", cfg.path,
              "': items of it are trained on, so eval would not be held out. Name data that "
              "training does not read, or leave eval_path out to draw eval items from the "
@@ -76,6 +112,7 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
     } catch (const Error& e) {
       throw Error(std::string("data.eval_path: ") + e.what());
     }
+    if (train) check_no_shared_file(cfg, *train, *ds);
   }
   int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
   if (scored > 0) n = std::min(n, scored);

@@ -24,6 +24,14 @@ ImageFolderOptions image_options(const DataConfig& cfg);
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false,
                                             int64_t scored = 0);
 
+/// The eval dataset of a run that holds its training dataset `train` (make_dataset(cfg)):
+/// make_dataset(cfg, true, scored), and held-out data (data.eval_path) is also refused
+/// when a file of it is one `train` lists (by canonical path: a link inside data.path to
+/// the eval folder counts). make_dataset(cfg, true) compares the two paths alone.
+std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
+                                                 const std::shared_ptr<const Dataset>& train,
+                                                 int64_t scored = 0);
+
 /// Whether cfg's eval clips are held out from training (synthetic, or an eval_path).
 bool eval_held_out(const DataConfig& cfg);
 

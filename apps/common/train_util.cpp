@@ -26,7 +26,7 @@ TrainData make_train_data(const config::AppConfig& cfg, comm::Communicator& comm
   check_same_data(*d.dataset, comm, app);
   d.loader = data::make_loader(d.dataset, cfg.data, cfg.train.batch, comm.rank(), world);
   if (cfg.train.eval_every > 0) {
-    d.eval_set = data::make_dataset(cfg.data, /*eval=*/true, scored_eval_items(cfg, world));
+    d.eval_set = data::make_eval_dataset(cfg.data, d.dataset, scored_eval_items(cfg, world));
     check_same_data(*d.eval_set, comm, app);
   }
   return d;

@@ -143,6 +143,35 @@ TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
   EXPECT_EQ(make_dataset(cfg, /*eval=*/true)->size(), 1);
 }
 
+// Two folders side by side pass the path check, but a link inside the training folder to
+// the eval folder would train on every eval item: a run that holds its training set
+// compares the files both list by their real paths, and names one they share.
+TEST(ImageFolder, AnEvalFolderLinkedFromTheTrainingFolderIsRefused) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/train");
+  fs::create_directories(d + "/val");
+  save_png(d + "/train/a.png", solid(8, 8, 1, 2, 3));
+  save_png(d + "/val/b.png", solid(8, 8, 4, 5, 6));
+  DataConfig cfg;
+  cfg.kind = DataKind::image_folder;
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  cfg.path = d + "/train";
+  cfg.eval_path = d + "/val";
+  EXPECT_EQ(make_eval_dataset(cfg, make_dataset(cfg))->size(), 1);  // held out
+  fs::create_directory_symlink(d + "/val", d + "/train/val");
+  auto train = make_dataset(cfg);
+  EXPECT_EQ(train->size(), 2);
+  expect_error(
+      [&] { make_eval_dataset(cfg, train); },
+      {"data.eval_path '" + d + "/val' holds files that data.path",
+       "such as '" + d + "/val/b.png', which training reads as '" + d + "/train/val/b.png'",
+       "held out"});
+  fs::remove(d + "/train/val");  // a link to one file of it counts too
+  fs::create_symlink(d + "/val/b.png", d + "/train/c.png");
+  expect_error([&] { make_eval_dataset(cfg, make_dataset(cfg)); }, {"/train/c.png'"});
+}
+
 TEST(ImageFolder, DecodesResizesAndScales) {
   const std::string d = temp_dir();
   fs::create_directories(d + "/cats");
