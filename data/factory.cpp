@@ -92,7 +92,9 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
   if (cfg.kind == DataKind::synthetic) return make_dataset(cfg, /*eval=*/true, scored);
   std::shared_ptr<const Dataset> ds;
   if (cfg.eval_path.empty()) {
-    ds = open_files(cfg, cfg.path);
+    // Eval items of the training data: its listing, when the run has it, rather than a
+    // second walk and header check of every file.
+    ds = train ? train : open_files(cfg, cfg.path);
   } else {
     // Held-out data that is also training data would be scored as held out.
     const fs::path train_dir = fs::weakly_canonical(cfg.path),

@@ -25,9 +25,11 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = f
                                             int64_t scored = 0);
 
 /// The eval dataset of a run that holds its training dataset `train` (make_dataset(cfg)):
-/// make_dataset(cfg, true, scored), and held-out data (data.eval_path) is also refused
-/// when a file of it is one `train` lists (by canonical path: a link inside data.path to
-/// the eval folder counts). make_dataset(cfg, true) compares the two paths alone.
+/// the items of make_dataset(cfg, true, scored), but without data.eval_path they are
+/// drawn from `train` itself (data.path is not listed again), and with one it is also
+/// refused when a file of it is one `train` lists (by canonical path: a link inside
+/// data.path to the eval folder counts). make_dataset(cfg, true) compares the two paths
+/// alone.
 std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                                                  const std::shared_ptr<const Dataset>& train,
                                                  int64_t scored = 0);

@@ -172,6 +172,33 @@ TEST(ImageFolder, AnEvalFolderLinkedFromTheTrainingFolderIsRefused) {
   expect_error([&] { make_eval_dataset(cfg, make_dataset(cfg)); }, {"/train/c.png'"});
 }
 
+// Without data.eval_path, a run's eval items are drawn from the training set it holds
+// (its listing, not a second walk and header check of data.path), and they are the items
+// a fresh listing would give.
+TEST(ImageFolder, EvalItemsOfTheTrainingDataReuseItsListing) {
+  const std::string d = temp_dir();
+  for (int i = 0; i < 7; ++i)
+    save_png(d + "/" + std::to_string(i) + ".png", solid(8, 8, static_cast<uint8_t>(i), 0, 0));
+  DataConfig cfg;
+  cfg.kind = DataKind::image_folder;
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  cfg.path = d;
+  cfg.eval_samples = 3;
+  const auto train = make_dataset(cfg);
+  for (int64_t scored : {0, 2, 5}) {
+    const auto eval =
+        std::dynamic_pointer_cast<const Subset>(make_eval_dataset(cfg, train, scored));
+    const auto fresh = std::dynamic_pointer_cast<const Subset>(make_dataset(cfg, true, scored));
+    ASSERT_TRUE(eval && fresh);
+    EXPECT_EQ(&eval->base(), train.get()) << "the training set's own listing";
+    EXPECT_NE(&fresh->base(), train.get());
+    EXPECT_EQ(eval->indices(), fresh->indices()) << "scored " << scored;
+    EXPECT_EQ(eval->indices(),
+              (scored == 2 ? std::vector<int64_t>{0, 3} : std::vector<int64_t>{0, 2, 4}));
+  }
+}
+
 TEST(ImageFolder, DecodesResizesAndScales) {
   const std::string d = temp_dir();
   fs::create_directories(d + "/cats");
