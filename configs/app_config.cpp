@@ -328,10 +328,16 @@ void check_app(Section& root, AppConfig& c) {
                   " (2^(len(model.ch_mult) - 1)), got " + std::to_string(d.height) + "x" +
                   std::to_string(d.width));
   Section model = Section(root.node()).sub("model");
-  if (d.kind != data::DataKind::npy && m.in_channels != 3)
-    model.fail("in_channels", "in_channels (" + std::to_string(m.in_channels) + ") must be 3: " +
-                                  (d.kind == data::DataKind::synthetic ? "synthetic" : "image") +
-                                  " data is RGB");
+  // Every dataset gives three channels: a .npy file's clips must be (N, T, 3, H, W) or
+  // (N, 3, H, W) as well.
+  const char* rgb = d.kind == data::DataKind::synthetic      ? "synthetic data is RGB"
+                    : d.kind == data::DataKind::image_folder ? "image data is RGB"
+                                                             : "npy clips are RGB (zt reads "
+                                                               "(N, T, 3, H, W) or (N, 3, H, W) "
+                                                               "arrays)";
+  if (m.in_channels != 3)
+    model.fail("in_channels",
+               "in_channels (" + std::to_string(m.in_channels) + ") must be 3: " + rgb);
   if (m.out_channels != m.in_channels)
     model.fail("out_channels", "out_channels (" + std::to_string(m.out_channels) +
                                    ") must equal in_channels (" + std::to_string(m.in_channels) +

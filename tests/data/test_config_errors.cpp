@@ -111,6 +111,10 @@ const std::vector<BadCase> kBadConfigs = {
      "model:\n  in_channels: 1\n  out_channels: 1\n",
      {},
      {"bad.yaml:2: model.in_channels: in_channels (1) must be 3: synthetic data is RGB"}},
+    {"in_channels_npy",  // no .npy file can supply another channel count
+     "data:\n  kind: npy\n  path: clips.npy\nmodel:\n  in_channels: 1\n  out_channels: 1\n",
+     {},
+     {"bad.yaml:5: model.in_channels: in_channels (1) must be 3: npy clips are RGB"}},
     {"out_channels",
      "model:\n  out_channels: 4\n",
      {},
