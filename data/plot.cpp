@@ -40,6 +40,10 @@ std::string num(double v) {
   return os.str();
 }
 
+// At most this many ticks per axis: a step too small to advance its value (below half
+// an ulp of it) would otherwise add ticks forever.
+constexpr size_t kMaxTicks = 50;
+
 // Nice tick positions covering [lo, hi].
 std::vector<double> ticks(double lo, double hi) {
   const double span = hi - lo;
@@ -52,9 +56,19 @@ std::vector<double> ticks(double lo, double hi) {
       break;
     }
   std::vector<double> t;
-  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span; v += step)
+  for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span && t.size() < kMaxTicks;
+       v += step)
     t.push_back(std::fabs(v) < 1e-12 * step ? 0.0 : v);
   return t;
+}
+
+// [lo, hi] widened when it is too narrow to draw and label: a single value, or values equal
+// to 9 digits (at 1e4 the next double is 2e-12 away, which no absolute threshold catches).
+void widen_flat(double& lo, double& hi) {
+  const double size = std::max({std::fabs(lo), std::fabs(hi), 1.0});
+  if (hi - lo >= 1e-9 * size) return;
+  const double pad = 0.5 * std::max(1.0, 1e-6 * size);
+  lo -= pad, hi += pad;
 }
 
 }  // namespace
@@ -75,8 +89,8 @@ std::string svg_plot(const std::vector<PlotSeries>& series, const PlotOptions& o
     }
   }
   if (!(x0 <= x1)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;  // nothing to draw: empty axes
-  if (x1 - x0 < 1e-12) x0 -= 0.5, x1 += 0.5;
-  if (y1 - y0 < 1e-12) y0 -= 0.5, y1 += 0.5;
+  widen_flat(x0, x1);
+  widen_flat(y0, y1);
   if (o.log_y) y0 = std::floor(y0), y1 = std::ceil(y1);
 
   const double L = 70, R = 20, T = o.title.empty() ? 20 : 40, B = 50;

@@ -303,6 +303,20 @@ TEST(Plot, SvgHasCurvesAndEscapesText) {
   EXPECT_THROW(svg_plot({PlotSeries{"bad", {1, 2}, {1}}}), Error);
 }
 
+// A series flat to the last bits at a large magnitude (a token count, a grad norm) gets
+// an axis padded around it; its tick step would otherwise be below half an ulp of the
+// values, and the tick loop would never end.
+TEST(Plot, ANearlyConstantSeriesAtLargeMagnitudeTerminates) {
+  for (double y : {1e4, 1e5, 1e9, 1e15}) {
+    PlotSeries flat{"flat", {0, 1, 2}, {y, std::nextafter(y, 2 * y), y}};
+    const std::string svg = svg_plot({flat});
+    EXPECT_NE(svg.find("<polyline"), std::string::npos);
+    EXPECT_LT(svg.size(), 20000u) << "y " << y << ": too many ticks";
+    PlotSeries wide_x{"x", {y, std::nextafter(y, 2 * y)}, {1, 2}};
+    EXPECT_LT(svg_plot({wide_x}).size(), 20000u) << "x " << y;
+  }
+}
+
 TEST(Plot, AFailedWriteLeavesNoTemporary) {
   // The plot's path is taken by a folder: the rename fails, the folder stays, and no
   // temporary (empty or partial) is left behind.
