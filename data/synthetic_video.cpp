@@ -61,22 +61,22 @@ struct Shape2d {
   double r, x0, y0, vx, vy, angle, spin;
 };
 
-// Signed distance from (px, py) to the shape centred at (cx, cy); negative inside.
-double distance(const Shape2d& s, double px, double py, double cx, double cy, double angle) {
-  double dx = px - cx, dy = py - cy;
+}  // namespace
+
+double shape_distance(ShapeKind kind, double r, double dx, double dy, double angle) {
   const double c = std::cos(angle), sn = std::sin(angle);
   const double rx = c * dx + sn * dy, ry = -sn * dx + c * dy;
-  switch (s.kind) {
+  switch (kind) {
     case ShapeKind::circle:
-      return std::hypot(dx, dy) - s.r;
+      return std::hypot(dx, dy) - r;
     case ShapeKind::square:
-      return std::max(std::fabs(rx), std::fabs(ry)) - s.r * 0.85;
+      return std::max(std::fabs(rx), std::fabs(ry)) - r * 0.85;
     case ShapeKind::triangle: {
       // Equilateral triangle: the max over its three edge half-planes.
       double d = -1e30;
       for (int e = 0; e < 3; ++e) {
         const double a = angle + kPi / 2 + e * 2.0 * kPi / 3.0;
-        d = std::max(d, std::cos(a) * dx + std::sin(a) * dy - s.r * 0.6);
+        d = std::max(d, std::cos(a) * dx + std::sin(a) * dy - r * 0.6);
       }
       return d;
     }
@@ -84,7 +84,12 @@ double distance(const Shape2d& s, double px, double py, double cx, double cy, do
   return 1e30;
 }
 
-}  // namespace
+double shape_half_extent(double r) {
+  // Covered means d < 0.5: a square's corner reaches sqrt(2) (0.85 r + 0.5) = 1.203 r + 0.71,
+  // a triangle's vertex 2 (0.6 r + 0.5) = 1.2 r + 1, a circle r + 0.5; one more pixel for
+  // the pixel grid.
+  return 1.25 * r + 2.0;
+}
 
 SyntheticVideo::SyntheticVideo(SyntheticVideoOptions options) : options_(options) {
   ZT_CHECK(options_.size >= 1, "SyntheticVideo: size must be >= 1, got ", options_.size);
@@ -149,14 +154,16 @@ Sample SyntheticVideo::get(int64_t index) const {
       const double cx = bounce(s.x0 + s.vx * t, s.r, W - s.r);
       const double cy = bounce(s.y0 + s.vy * t, s.r, H - s.r);
       const double ang = s.angle + s.spin * t;
-      const int64_t y0 = std::max<int64_t>(0, static_cast<int64_t>(cy - s.r - 2));
-      const int64_t y1 = std::min<int64_t>(H, static_cast<int64_t>(cy + s.r + 3));
-      const int64_t x0 = std::max<int64_t>(0, static_cast<int64_t>(cx - s.r - 2));
-      const int64_t x1 = std::min<int64_t>(W, static_cast<int64_t>(cx + s.r + 3));
+      // The box holds the shape at any angle (a box of r + 2 cut rotated corners off).
+      const double h = shape_half_extent(s.r);
+      const int64_t y0 = std::max<int64_t>(0, static_cast<int64_t>(cy - h));
+      const int64_t y1 = std::min<int64_t>(H, static_cast<int64_t>(cy + h) + 1);
+      const int64_t x0 = std::max<int64_t>(0, static_cast<int64_t>(cx - h));
+      const int64_t x1 = std::min<int64_t>(W, static_cast<int64_t>(cx + h) + 1);
       for (int64_t y = y0; y < y1; ++y)
         for (int64_t x = x0; x < x1; ++x) {
           // Pixel centres at +0.5.
-          const double d = distance(s, x + 0.5, y + 0.5, cx, cy, ang);
+          const double d = shape_distance(s.kind, s.r, x + 0.5 - cx, y + 0.5 - cy, ang);
           const double cov = std::clamp(0.5 - d, 0.0, 1.0);
           if (cov <= 0) continue;
           for (int c = 0; c < 3; ++c) {

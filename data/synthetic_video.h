@@ -25,6 +25,16 @@ struct SyntheticVideoOptions {
 /// Shape kinds; a clip's label is its first shape's kind.
 enum class ShapeKind : int64_t { circle = 0, square = 1, triangle = 2 };
 
+/// The signed distance in pixels (negative inside) from the point (dx, dy) away from a
+/// shape's centre to a shape of `kind` and radius r turned by `angle` radians: a circle of
+/// radius r, a square of half-side 0.85 r, an equilateral triangle of inradius 0.6 r. A
+/// pixel whose centre lies at distance d is covered clamp(0.5 - d, 0, 1).
+double shape_distance(ShapeKind kind, double r, double dx, double dy, double angle);
+/// Half the side of the box around a shape's centre that it is drawn in: every point a
+/// shape of radius r covers at any angle lies at least a pixel inside it (a square's
+/// corner is 1.203 r out, a triangle's vertex 1.2 r, plus the soft edge).
+double shape_half_extent(double r);
+
 class SyntheticVideo : public Dataset {
  public:
   explicit SyntheticVideo(SyntheticVideoOptions options);
