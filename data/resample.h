@@ -1,7 +1,11 @@
 // Resampling of 8-bit images as Pillow's Image.resize does it (BILINEAR and BICUBIC), bit
-// for bit, so pixels prepared here equal those of a PyTorch pipeline that resizes PIL images
-// (torchvision's Resize). The reference is Pillow 13; older Pillow differs only in the
-// order of the two passes when the height shrinks most (see resample.cpp).
+// for bit, so for lossless files (PNG, BMP, TGA) the pixels prepared here equal those of a
+// PyTorch pipeline that resizes PIL images (torchvision's Resize). JPEG files are decoded
+// by stb_image, not by libjpeg as PIL decodes them: its chroma upsampling, YCbCr->RGB
+// conversion and IDCT round differently, so decoded JPEG pixels, and everything made from
+// them, can differ from PIL's by a level or two. The reference is Pillow 13; older Pillow
+// differs only in the order of the two passes when the height shrinks most (see
+// resample.cpp).
 //
 // Each axis whose size changes is filtered in its own pass. Output sample i of an axis
 // scaled by s = in / out is centred at (i + 0.5) * s in the input; its filter is stretched
