@@ -12,6 +12,7 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "data/data_test_util.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/image_folder.h"
@@ -23,31 +24,9 @@ namespace fs = std::filesystem;
 namespace zt::data {
 namespace {
 
-// A fresh directory per test (ctest may run tests in parallel).
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path d = fs::path(test::process_temp_dir("zt_data_test")) /
-                     (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
-
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const auto& f : fragments)
-      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
-
-Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
-  Image img{h, w, {}};
-  for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
-  return img;
-}
+using datatest::expect_error;
+using datatest::solid;
+using datatest::temp_dir;
 
 TEST(Npy, RoundTrip) {
   const std::string d = temp_dir();

@@ -9,6 +9,7 @@
 
 #include "common/test_util.h"
 #include "core/error.h"
+#include "data/data_test_util.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/image_folder.h"
@@ -18,30 +19,17 @@ namespace fs = std::filesystem;
 namespace zt::data {
 namespace {
 
-// A fresh directory per test (ctest may run tests in parallel).
-std::string temp_dir() {
-  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-  const fs::path d = fs::path(test::process_temp_dir("zt_image_folder_test")) /
-                     (std::string(info->test_suite_name()) + "." + info->name());
-  fs::remove_all(d);
-  fs::create_directories(d);
-  return d.string();
-}
+using datatest::expect_error;
+using datatest::solid;
+using datatest::temp_dir;
 
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& fragments) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error& e) {
-    for (const auto& f : fragments)
-      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
-  }
-}
-
-Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
-  Image img{h, w, {}};
-  for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
-  return img;
+// image_folder data of single 8 x 8 frames; the test sets the paths.
+DataConfig folder_config() {
+  DataConfig cfg;
+  cfg.kind = DataKind::image_folder;
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  return cfg;
 }
 
 // Hidden entries (".*": macOS's "._x.png" metadata files, ".git") are left out; linked
@@ -129,10 +117,7 @@ TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
   fs::create_directories(d + "/all/val");
   save_png(d + "/all/train/a.png", solid(8, 8, 1, 2, 3));
   save_png(d + "/all/val/b.png", solid(8, 8, 4, 5, 6));
-  DataConfig cfg;
-  cfg.kind = DataKind::image_folder;
-  cfg.frames = 1;
-  cfg.height = cfg.width = 8;
+  DataConfig cfg = folder_config();
   cfg.path = d + "/all";
   cfg.eval_path = d + "/all/val";
   expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"lies inside data.path"});
@@ -152,10 +137,7 @@ TEST(ImageFolder, AnEvalFolderLinkedFromTheTrainingFolderIsRefused) {
   fs::create_directories(d + "/val");
   save_png(d + "/train/a.png", solid(8, 8, 1, 2, 3));
   save_png(d + "/val/b.png", solid(8, 8, 4, 5, 6));
-  DataConfig cfg;
-  cfg.kind = DataKind::image_folder;
-  cfg.frames = 1;
-  cfg.height = cfg.width = 8;
+  DataConfig cfg = folder_config();
   cfg.path = d + "/train";
   cfg.eval_path = d + "/val";
   EXPECT_EQ(make_eval_dataset(cfg, make_dataset(cfg))->size(), 1);  // held out
@@ -179,10 +161,7 @@ TEST(ImageFolder, EvalItemsOfTheTrainingDataReuseItsListing) {
   const std::string d = temp_dir();
   for (int i = 0; i < 7; ++i)
     save_png(d + "/" + std::to_string(i) + ".png", solid(8, 8, static_cast<uint8_t>(i), 0, 0));
-  DataConfig cfg;
-  cfg.kind = DataKind::image_folder;
-  cfg.frames = 1;
-  cfg.height = cfg.width = 8;
+  DataConfig cfg = folder_config();
   cfg.path = d;
   cfg.eval_samples = 3;
   const auto train = make_dataset(cfg);

@@ -1,0 +1,49 @@
+// Helpers the data tests share: a fresh folder per test, an error's expected fragments,
+// and a one-colour image.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "core/error.h"
+#include "data/image.h"
+
+namespace zt::data::datatest {
+
+/// A fresh folder for the running test (ctest may run tests in parallel), removed with the
+/// process's temporary folder.
+inline std::string temp_dir() {
+  const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+  const std::filesystem::path d = std::filesystem::path(test::process_temp_dir("zt_data_test")) /
+                                  (std::string(info->test_suite_name()) + "." + info->name());
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d.string();
+}
+
+/// Fails unless fn() throws zt::Error whose message holds every fragment.
+inline void expect_error(const std::function<void()>& fn,
+                         const std::vector<std::string>& fragments) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error& e) {
+    for (const auto& f : fragments)
+      EXPECT_NE(std::string(e.what()).find(f), std::string::npos) << e.what();
+  }
+}
+
+/// An h x w image of one colour.
+inline Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
+  Image img{h, w, {}};
+  for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
+  return img;
+}
+
+}  // namespace zt::data::datatest
