@@ -107,6 +107,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   // 0 where ignored (gather needs an index in range).
   const Tensor t = target.to(logits.device()).to(DType::f64);
   const Tensor kept = ne(t, full({}, static_cast<double>(o.ignore_index), DType::f64, t.device()));
+  // Checked on the host: one wait per call on a GPU (the fused path above checks in its
+  // kernel instead).
   const Tensor out_of_range =
       mul(add(lt(t, 0.0).to(DType::f64), gt(t, C - 1.0).to(DType::f64)), kept.to(DType::f64));
   if (sum(out_of_range).item() != 0) {
@@ -128,11 +130,15 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntr
   const Tensor target_w =
       w.defined() ? mul(gather(w.expand(logp.sizes()), 1, index.unsqueeze(1)).squeeze(1), kept_w)
                   : kept_w;
-  Tensor per = mul(neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1)), target_w);
+  // Ignored targets are cut out with where, not multiplied by 0: with every target ignored
+  // the mean divides by 0, and 0 x inf would make the gradient NaN (PyTorch's is 0).
+  const Tensor none = zeros({}, logp.dtype(), logp.device());
+  Tensor per =
+      where(kept, mul(neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1)), target_w), none);
   if (o.label_smoothing > 0) {  // (1 - e) nll + e / C * sum_c w_c (-log p_c), as PyTorch's
     const Tensor smooth = neg(sum(w.defined() ? mul(logp, w) : logp, {1}));
     per = add(mul(per, 1.0 - o.label_smoothing),
-              mul(mul(smooth, kept_w), o.label_smoothing / static_cast<double>(C)));
+              where(kept, mul(smooth, o.label_smoothing / static_cast<double>(C)), none));
   }
   if (o.reduction == Reduction::kNone) return per;
   if (o.reduction == Reduction::kSum) return sum(per);

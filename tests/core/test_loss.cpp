@@ -280,3 +280,20 @@ TEST(CrossEntropy, ClassWeightsAsPyTorchDefinesThem) {
               1e-12);
   expect_gradients_in_every_reduction(o, 5);
 }
+
+// Every target ignored (a micro-batch of padding alone): the mean is 0 / 0, NaN, as
+// PyTorch's, but the gradient is 0, not NaN, with label smoothing or class weights too, so
+// summing it with other ranks' gradients spreads nothing.
+TEST(CrossEntropy, EveryTargetIgnoredGivesAZeroGradient) {
+  const Tensor target = full({3}, -100, DType::i64);
+  for (const bool weighted : {false, true}) {
+    CrossEntropyOptions o;
+    o.label_smoothing = 0.2;
+    if (weighted) o.weight = from_vector({1, 2, 3, 4}, {4}, DType::f64);
+    Tensor logits = test::rand_leaf({3, 4}, 7);
+    Tensor loss = cross_entropy(logits, target, o);
+    EXPECT_TRUE(std::isnan(loss.item())) << "0 / 0";
+    loss.backward();
+    EXPECT_TRUE(values_are(logits.grad(), std::vector<double>(12, 0.0), 0)) << weighted;
+  }
+}
