@@ -127,10 +127,14 @@ TEST(StateDict, AllProblemsReportedInOneError) {
   EXPECT_NE(e.find("missing keys (1): 1.running_mean"), std::string::npos) << e;
   EXPECT_NE(e.find("unexpected keys (1): 5.weight"), std::string::npos) << e;
   EXPECT_NE(e.find("4.bias (checkpoint [5], model [3])"), std::string::npos) << e;
+  EXPECT_EQ(e.find("strict=false"), std::string::npos) << "it would fail as well: " << e;
   EXPECT_EQ(m->at<nn::Linear>(4)->weight.to_vector(), before.to_vector());  // untouched
-  // Non-strict: missing/unexpected are returned; shape mismatches still fail.
+  // Non-strict: missing/unexpected are returned; shape mismatches still fail. Keys alone
+  // are what strict=false lets through, so then the error suggests it.
   bad.erase(std::remove_if(bad.begin(), bad.end(), [](auto& p) { return p.first == "4.bias"; }),
             bad.end());
+  e = error_of([&] { nn::load_state_dict(*m, bad); });
+  EXPECT_NE(e.find("pass strict=false to load a subset"), std::string::npos) << e;
   auto r = nn::load_state_dict(*m, bad, /*strict=*/false);
   EXPECT_EQ(r.missing_keys, (std::vector<std::string>{"1.running_mean", "4.bias"}));
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"5.weight"});
