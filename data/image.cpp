@@ -95,7 +95,8 @@ std::pair<int64_t, int64_t> image_size(const std::string& path) {
   return {h, w};
 }
 
-Image resize_image(const Image& img, int64_t height, int64_t width, Filter filter) {
+// resize_image's argument checks.
+static void check_resize_args(const Image& img, int64_t height, int64_t width) {
   ZT_CHECK(height >= 1 && width >= 1, "resize_image: target size ", height, "x", width,
            " must be positive");
   ZT_CHECK(static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
@@ -103,12 +104,17 @@ Image resize_image(const Image& img, int64_t height, int64_t width, Filter filte
            img.width, "x3");
   ZT_CHECK(img.height >= 1 && img.width >= 1, "resize_image: the source image is empty (",
            img.height, "x", img.width, ")");
+}
+
+Image resize_image(const Image& img, int64_t height, int64_t width, Filter filter) {
+  check_resize_args(img, height, width);
   return resample(img, height, width, filter);
 }
 
 Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, Fit fit) {
+  check_resize_args(img, height, width);
   if (fit == Fit::stretch || (img.height == height && img.width == width))
-    return resize_image(img, height, width, filter);
+    return resample(img, height, width, filter);
   // The side whose scale is larger fits exactly; the other is truncated as torchvision's
   // Resize computes its long side, and never below the target.
   int64_t rh = height, rw = width;
@@ -116,18 +122,11 @@ Image fit_image(const Image& img, int64_t height, int64_t width, Filter filter, 
     rw = std::max(width, img.width * height / img.height);
   else
     rh = std::max(height, img.height * width / img.width);
-  const Image scaled = resize_image(img, rh, rw, filter);
-  // CenterCrop's offsets: round((size - crop) / 2), halves to even.
+  // CenterCrop's offsets: round((size - crop) / 2), halves to even. Only the crop is
+  // computed.
   const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(rh - height) / 2.0));
   const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(rw - width) / 2.0));
-  Image out;
-  out.height = height;
-  out.width = width;
-  out.rgb.resize(static_cast<size_t>(height * width * 3));
-  for (int64_t y = 0; y < height; ++y)
-    std::memcpy(out.rgb.data() + y * width * 3, scaled.rgb.data() + ((top + y) * rw + left) * 3,
-                static_cast<size_t>(width * 3));
-  return out;
+  return resample_window(img, rh, rw, {top, left, height, width}, filter);
 }
 
 std::pair<int64_t, int64_t> emu3_target_size(int64_t height, int64_t width, int64_t factor,

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "core/error.h"
 
@@ -104,8 +105,15 @@ bool height_first(int64_t in_h, int64_t in_w, int64_t out_h, int64_t out_w) {
 }  // namespace
 
 ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter) {
+  return resample_taps(in_size, out_size, 0, out_size, filter);
+}
+
+ResampleTaps resample_taps(int64_t in_size, int64_t out_size, int64_t start, int64_t len,
+                           Filter filter) {
   ZT_CHECK(in_size >= 1 && out_size >= 1, "resample_taps: sizes ", in_size, " -> ", out_size,
            " must be positive");
+  ZT_CHECK(start >= 0 && len >= 1 && start + len <= out_size, "resample_taps: outputs ", start,
+           " .. ", start + len - 1, " are not within 0 .. ", out_size - 1);
   double (*const kernel)(double) = filter == Filter::bicubic ? cubic : triangle;
   // Pillow carries the source extent as a float; the cast keeps its scale for sides
   // beyond 2^24 too.
@@ -117,12 +125,12 @@ ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter) {
   const double inv_stretch = 1.0 / stretch;
   ResampleTaps t;
   t.stride = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  t.first.resize(static_cast<size_t>(out_size));
-  t.count.resize(static_cast<size_t>(out_size));
-  t.weight.assign(static_cast<size_t>(out_size * t.stride), 0);
+  t.first.resize(static_cast<size_t>(len));
+  t.count.resize(static_cast<size_t>(len));
+  t.weight.assign(static_cast<size_t>(len * t.stride), 0);
   std::vector<double> w(static_cast<size_t>(t.stride));
-  for (int64_t i = 0; i < out_size; ++i) {
-    const double centre = (static_cast<double>(i) + 0.5) * scale;
+  for (int64_t i = 0; i < len; ++i) {
+    const double centre = (static_cast<double>(start + i) + 0.5) * scale;
     // The window [centre - support, centre + support) rounded to whole samples (truncated
     // as a C cast does) and cut to the image.
     const int64_t lo = std::max<int64_t>(0, static_cast<int64_t>(centre - support + 0.5));
@@ -146,33 +154,59 @@ ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter) {
 }
 
 Image resample(const Image& img, int64_t height, int64_t width, Filter filter) {
+  return resample_window(img, height, width, {0, 0, height, width}, filter);
+}
+
+Image resample_window(const Image& img, int64_t height, int64_t width, const Window& win,
+                      Filter filter) {
   ZT_CHECK(img.height >= 1 && img.width >= 1 && height >= 1 && width >= 1 &&
                static_cast<int64_t>(img.rgb.size()) == img.height * img.width * kChannels,
            "resample: cannot take a ", img.height, "x", img.width, " image of ", img.rgb.size(),
            " bytes to ", height, "x", width);
-  const int64_t in_h = img.height, in_w = img.width;
+  ZT_CHECK(win.top >= 0 && win.left >= 0 && win.height >= 1 && win.width >= 1 &&
+               win.top + win.height <= height && win.left + win.width <= width,
+           "resample: the window ", win.height, "x", win.width, " at (", win.top, ", ", win.left,
+           ") is not inside the ", height, "x", width, " result");
+  const int64_t in_h = img.height, in_w = img.width, out_h = win.height, out_w = win.width;
   Image out;
-  out.height = height;
-  out.width = width;
-  if (width == in_w && height == in_h) {
-    out.rgb = img.rgb;
-  } else if (height == in_h) {
-    out.rgb = resample_rows(img.rgb.data(), in_h, in_w, width, resample_taps(in_w, width, filter));
-  } else if (width == in_w) {
-    out.rgb = resample_columns(img.rgb.data(), 0, in_w * kChannels, height,
-                               resample_taps(in_h, height, filter));
-  } else if (height_first(in_h, in_w, height, width)) {
-    const std::vector<uint8_t> cols = resample_columns(img.rgb.data(), 0, in_w * kChannels, height,
-                                                       resample_taps(in_h, height, filter));
-    out.rgb = resample_rows(cols.data(), height, in_w, width, resample_taps(in_w, width, filter));
+  out.height = out_h;
+  out.width = out_w;
+  // A side that keeps its size is not filtered (as Pillow skips that pass), only cut.
+  const bool rows_change = width != in_w, cols_change = height != in_h;
+  const uint8_t* src = img.rgb.data();
+  if (!rows_change && !cols_change) {
+    out.rgb.resize(static_cast<size_t>(out_h * out_w * kChannels));
+    for (int64_t y = 0; y < out_h; ++y)
+      std::memcpy(out.rgb.data() + y * out_w * kChannels,
+                  src + ((win.top + y) * in_w + win.left) * kChannels,
+                  static_cast<size_t>(out_w * kChannels));
+    return out;
+  }
+  if (!cols_change) {  // the window's rows, each resampled
+    out.rgb = resample_rows(src + win.top * in_w * kChannels, out_h, in_w, out_w,
+                            resample_taps(in_w, width, win.left, out_w, filter));
+    return out;
+  }
+  const ResampleTaps vt = resample_taps(in_h, height, win.top, out_h, filter);
+  if (!rows_change) {  // every row the window reads, cut to its columns, then filtered down
+    const int64_t row_lo = vt.first.front(), row_hi = vt.first.back() + vt.count.back();
+    std::vector<uint8_t> cut(static_cast<size_t>((row_hi - row_lo) * out_w * kChannels));
+    for (int64_t y = row_lo; y < row_hi; ++y)
+      std::memcpy(cut.data() + (y - row_lo) * out_w * kChannels,
+                  src + (y * in_w + win.left) * kChannels, static_cast<size_t>(out_w * kChannels));
+    out.rgb = resample_columns(cut.data(), row_lo, out_w * kChannels, out_h, vt);
+    return out;
+  }
+  const ResampleTaps ht = resample_taps(in_w, width, win.left, out_w, filter);
+  if (height_first(in_h, in_w, height, width)) {
+    const std::vector<uint8_t> cols = resample_columns(src, 0, in_w * kChannels, out_h, vt);
+    out.rgb = resample_rows(cols.data(), out_h, in_w, out_w, ht);
   } else {
     // Width first, over only the rows the vertical pass reads (row_lo .. row_hi - 1).
-    const ResampleTaps vt = resample_taps(in_h, height, filter);
     const int64_t row_lo = vt.first.front(), row_hi = vt.first.back() + vt.count.back();
     const std::vector<uint8_t> rows =
-        resample_rows(img.rgb.data() + row_lo * in_w * kChannels, row_hi - row_lo, in_w, width,
-                      resample_taps(in_w, width, filter));
-    out.rgb = resample_columns(rows.data(), row_lo, width * kChannels, height, vt);
+        resample_rows(src + row_lo * in_w * kChannels, row_hi - row_lo, in_w, out_w, ht);
+    out.rgb = resample_columns(rows.data(), row_lo, out_w * kChannels, out_h, vt);
   }
   return out;
 }

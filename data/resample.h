@@ -36,9 +36,23 @@ constexpr int kResampleFracBits = 22;
 
 /// The taps that take an axis of in_size samples to out_size (both >= 1).
 ResampleTaps resample_taps(int64_t in_size, int64_t out_size, Filter filter);
+/// Those of output samples start .. start + len - 1 alone (entry 0 is sample `start`).
+ResampleTaps resample_taps(int64_t in_size, int64_t out_size, int64_t start, int64_t len,
+                           Filter filter);
 
 /// img (H x W x 3) resampled to height x width; an unchanged axis is not filtered. Width
 /// first, unless the image loses more than twice as many rows as columns (Pillow 13's order).
 Image resample(const Image& img, int64_t height, int64_t width, Filter filter);
+
+/// A part of a result: rows top .. top + height - 1, columns left .. left + width - 1.
+struct Window {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+/// resample(img, height, width, filter) cut to `win`, the same bits, computing only the
+/// window's pixels: a center crop of an image much wider or taller than its target holds
+/// no more than the window (a 1 x 100000 banner cropped to 256 x 256 would otherwise be
+/// scaled to 256 x 25600000 first).
+Image resample_window(const Image& img, int64_t height, int64_t width, const Window& win,
+                      Filter filter);
 
 }  // namespace zt::data

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/error.h"
 #include "data/image.h"
 #include "data/resample.h"
 
@@ -192,6 +193,35 @@ TEST(Resample, SameSizeIsACopyAndBadSizesAreErrors) {
   EXPECT_THROW(resize_image(img, 0, 7, Filter::bicubic), std::exception);
   EXPECT_THROW(resize_image(Image{2, 2, {}}, 3, 3, Filter::bilinear), std::exception);
   EXPECT_THROW(resize_image(Image{0, 0, {}}, 3, 3, Filter::bilinear), std::exception);
+}
+
+// A window of a result (a center crop, as fit_image takes it) has the bits of the whole
+// result cut, in every path: nothing, one side or both changing, width or height first.
+TEST(Resample, AWindowIsTheWholeResultCut) {
+  struct Case {
+    int64_t in_h, in_w, h, w;
+  };
+  const Case cases[] = {{9, 13, 9, 13}, {9, 13, 9, 31},  {9, 13, 4, 13},   {9, 13, 17, 29},
+                        {40, 11, 7, 9}, {11, 40, 7, 19}, {3, 200, 12, 800}};
+  for (const Filter f : {Filter::bilinear, Filter::bicubic}) {
+    for (const Case& c : cases) {
+      const Image img = pattern(c.in_h, c.in_w);
+      const Image whole = resample(img, c.h, c.w, f);
+      for (const Window win : {Window{0, 0, c.h, c.w}, Window{c.h / 3, c.w / 4, c.h / 2 + 1, 3},
+                               Window{c.h - 1, c.w - 2, 1, 2}}) {
+        const Image part = resample_window(img, c.h, c.w, win, f);
+        ASSERT_EQ(part.height, win.height);
+        ASSERT_EQ(part.width, win.width);
+        std::vector<uint8_t> cut;
+        for (int64_t y = win.top; y < win.top + win.height; ++y)
+          cut.insert(cut.end(), whole.rgb.begin() + (y * c.w + win.left) * 3,
+                     whole.rgb.begin() + (y * c.w + win.left + win.width) * 3);
+        EXPECT_EQ(part.rgb, cut) << c.in_h << "x" << c.in_w << " -> " << c.h << "x" << c.w
+                                 << " window at " << win.top << "," << win.left;
+      }
+    }
+  }
+  EXPECT_THROW(resample_window(pattern(4, 4), 8, 8, {6, 0, 3, 2}, Filter::bilinear), Error);
 }
 
 }  // namespace
