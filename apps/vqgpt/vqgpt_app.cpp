@@ -232,7 +232,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  width: " + std::to_string(d.width) +
        "\n  num_samples: " + std::to_string(d.num_samples) +
        "\n  eval_samples: " + std::to_string(d.eval_samples) +
-       "\n  seed: " + std::to_string(d.seed) + "\n  num_shapes: " + std::to_string(d.num_shapes) +
+       "\n  seed: " + std::to_string(d.seed) +
+       (d.kind == data::DataKind::synthetic ? "\n  num_shapes: " + std::to_string(d.num_shapes)
+                                            : "") +
        "\n  resize: " + config::filter_name(d.resize) + "\n  fit: " + config::fit_name(d.fit) +
        (d.kind == data::DataKind::image_folder
             ? std::string("\n  on_bad_image: ") + config::bad_image_name(d.on_bad_image)
