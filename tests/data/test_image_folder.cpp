@@ -32,6 +32,14 @@ DataConfig folder_config() {
   return cfg;
 }
 
+// Folders `train` and `val` holding one image each: train/a.png and val/b.png.
+void folder_pair(const std::string& train, const std::string& val) {
+  fs::create_directories(train);
+  fs::create_directories(val);
+  save_png(train + "/a.png", solid(8, 8, 1, 2, 3));
+  save_png(val + "/b.png", solid(8, 8, 4, 5, 6));
+}
+
 // Hidden entries (".*": macOS's "._x.png" metadata files, ".git") are left out; linked
 // folders are followed; an image header claiming more pixels than PIL decodes is refused
 // before anything is decoded.
@@ -113,10 +121,7 @@ TEST(ImageFolder, ALinkToAListedFolderIsNamedAsTheLink) {
 
 TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
   const std::string d = temp_dir();
-  fs::create_directories(d + "/all/train");
-  fs::create_directories(d + "/all/val");
-  save_png(d + "/all/train/a.png", solid(8, 8, 1, 2, 3));
-  save_png(d + "/all/val/b.png", solid(8, 8, 4, 5, 6));
+  folder_pair(d + "/all/train", d + "/all/val");
   DataConfig cfg = folder_config();
   cfg.path = d + "/all";
   cfg.eval_path = d + "/all/val";
@@ -133,10 +138,7 @@ TEST(ImageFolder, AnEvalFolderInsideOrAroundTheTrainingFolderIsRefused) {
 // compares the files both list by their real paths, and names one they share.
 TEST(ImageFolder, AnEvalFolderLinkedFromTheTrainingFolderIsRefused) {
   const std::string d = temp_dir();
-  fs::create_directories(d + "/train");
-  fs::create_directories(d + "/val");
-  save_png(d + "/train/a.png", solid(8, 8, 1, 2, 3));
-  save_png(d + "/val/b.png", solid(8, 8, 4, 5, 6));
+  folder_pair(d + "/train", d + "/val");
   DataConfig cfg = folder_config();
   cfg.path = d + "/train";
   cfg.eval_path = d + "/val";
