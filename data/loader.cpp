@@ -209,6 +209,9 @@ void DataLoader::restore(const LoaderState& state) {
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
            " is outside the ", batches_per_epoch_,
            " batches per epoch (was the checkpoint made with another batch size or world?)");
+  // Already there (an eval loader rewound before its first batch): the prepared batches
+  // are the ones that position reads; keep them.
+  if (state == consumer_) return;
   stop();
   consumer_ = state;
   start();

@@ -62,7 +62,7 @@ class DataLoader {
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
   /// Position of the next batch next() will return.
   LoaderState state() const;
-  /// Continues from `state` (discarding prepared batches).
+  /// Continues from `state`, discarding the prepared batches, unless it is already there.
   void restore(const LoaderState& state);
   /// The state `samples` samples (all ranks together) into `epoch`, rounded down to a
   /// whole batch of this loader on every rank (batch size x world). An epoch's global order does

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <thread>
 
 #include "core/error.h"
 #include "core/ops/factory.h"
@@ -115,6 +117,41 @@ TEST(Loader, StateRestoreResumesExactly) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(ids(b.next()), expect[i]) << "batch " << i;
 
   EXPECT_THROW(b.restore({0, 3}), Error);  // past the end of an epoch
+}
+
+// Counts the reads of each sample.
+class ReadCounting : public Dataset {
+ public:
+  explicit ReadCounting(int64_t n) : reads_(static_cast<size_t>(n)) {}
+  int64_t size() const override { return static_cast<int64_t>(reads_.size()); }
+  Sample get(int64_t i) const override {
+    ++reads_[static_cast<size_t>(i)];
+    ++total_;
+    return Sample{full({1, 3, 2, 2}, static_cast<double>(i)), 0, i};
+  }
+  std::string describe() const override { return "ReadCounting"; }
+  int64_t reads(int64_t i) const { return reads_[static_cast<size_t>(i)]; }
+  int64_t total() const { return total_; }
+
+ private:
+  mutable std::vector<std::atomic<int64_t>> reads_;
+  mutable std::atomic<int64_t> total_{0};
+};
+
+// Restoring the position a loader is at keeps the batches it prepared (as an eval loader
+// is rewound before its first batch): no sample is read twice.
+TEST(Loader, RestoringThePositionItIsAtKeepsThePreparedBatches) {
+  auto ds = std::make_shared<ReadCounting>(16);
+  DataLoader l(ds, DistributedSampler(16), {.batch_size = 4, .prefetch = 2});
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ds->total() < 8 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(ds->total(), 8) << "two batches prepared";
+  l.restore({0, 0});
+  // The two prepared batches; meanwhile the loader prepares at most the epoch's other two.
+  EXPECT_EQ(l.next().position, 0);
+  EXPECT_EQ(l.next().position, 1);
+  for (int64_t i = 0; i < 16; ++i) EXPECT_LE(ds->reads(i), 1) << "sample " << i;
 }
 
 // A stream saved at 2 ranks x batch 3 continues at 3 ranks x batch 2 (or 1 rank x batch 4)
