@@ -119,6 +119,16 @@ double Tensor::item() const {
   return to_vector()[0];
 }
 
+void Tensor::set_data(const Tensor& src) const {
+  ZT_CHECK(src.defined(), "set_data: the source is undefined");
+  impl_->storage = src.impl_->storage;
+  impl_->sizes = src.impl_->sizes;
+  impl_->strides = src.impl_->strides;
+  impl_->offset = src.impl_->offset;
+  impl_->dtype = src.impl_->dtype;
+  impl_->device = src.impl_->device;
+}
+
 // ---------------------------------------------------------------- views
 
 Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offset) const {

@@ -142,6 +142,10 @@ class Tensor {
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   /// Same storage, no autograd history.
   Tensor detach() const;
+  /// This handle takes `src`'s data (storage, shape, strides, dtype, device), as PyTorch's
+  /// `t.data = src`: every holder of the handle (a module's member, its registration) sees
+  /// the new data; the autograd state, name and hooks stay.
+  void set_data(const Tensor& src) const;
   /// Keep .grad() for a non-leaf after backward.
   void retain_grad() const;
   /// Hook on this tensor's gradient (may return a replacement).

@@ -283,13 +283,7 @@ static void convert_in_place(const Module& m, const std::string& op,
     ZT_CHECK(why.empty(), op, ": cannot convert '", name, "': ", why);
   }
   for (auto& [name, t] : all) {
-    Tensor c = convert(t);
-    TensorImpl* impl = t.impl();
-    impl->storage = c.impl()->storage;
-    impl->strides = c.strides();
-    impl->offset = 0;
-    impl->device = c.device();
-    impl->dtype = c.dtype();
+    t.set_data(convert(t));
     if (t.grad().defined()) t.set_grad(convert(t.grad()));
   }
 }

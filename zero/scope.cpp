@@ -10,34 +10,51 @@ namespace zt::zero {
 Init::Init(comm::Communicator& comm) : comm_(comm), tag_(MemTag::kGatheredParam) {
   nn::push_registration_observer(this);
 }
+Init::Init(comm::Communicator& comm, Device device) : Init(comm) {
+  device_ = device;
+}
 Init::~Init() {
   nn::pop_registration_observer(this);
 }
 
 void Init::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
   if (is_partitioned(p)) return;  // registered again (tied weights): partitioned already
-  partition_param(p, comm_, 0);
+  partition_param(p, comm_, 0, device_.value_or(p.device()));
   p.impl()->unavailable_hint =
       "While a model is built under zero::Init, each parameter is partitioned as it is "
       "registered: give it its initial values before registering it. Once built, call the "
       "owning module through Module::call() (operator()) under a zero::Engine, which gathers "
       "it, or open a zero::GatheredParameters scope around the access.";
 }
+// A buffer or replica registered inside a scope with a device moves there, keeping its
+// handle (the module's member sees the move).
+static void move_registered(const Tensor& t, std::optional<Device> device) {
+  if (!device || t.device() == *device || is_partitioned(t)) return;
+  autograd::NoGradGuard ng;
+  t.set_data(t.detach().to(*device));
+}
+
 void Init::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
+  move_registered(b, device_);
   broadcast_tensor(b, comm_, 0);
 }
 
 Replicated::Replicated(comm::Communicator& comm) : comm_(comm), tag_(MemTag::kOther) {
   nn::push_registration_observer(this);
 }
+Replicated::Replicated(comm::Communicator& comm, Device device) : Replicated(comm) {
+  device_ = device;
+}
 Replicated::~Replicated() {
   nn::pop_registration_observer(this);
 }
 
 void Replicated::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+  move_registered(p, device_);
   replicate_param(p, comm_, 0);
 }
 void Replicated::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
+  move_registered(b, device_);
   broadcast_tensor(b, comm_, 0);
 }
 

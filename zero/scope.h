@@ -8,9 +8,14 @@
 //     zero::Replicated frozen(comm);       // full replicas, no hooks, no per-call cost
 //     auto tok = std::make_shared<VqModel>(...);
 //   }
+//
+// Given a device, a scope places what registers inside on that device: modules build on
+// the host, and each parameter leaves the host as it registers (zero::Init(comm, gpu)), so
+// neither the host nor the GPU ever holds the whole model.
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "nn/module.h"
 #include "zero/comm/communicator.h"
@@ -24,6 +29,9 @@ namespace zt::zero {
 class Init : public nn::RegistrationObserver {
  public:
   explicit Init(comm::Communicator& comm);
+  /// The shards and buffers made on `device` from parameters and buffers built anywhere
+  /// (the host): each host parameter is released once its shard is made.
+  Init(comm::Communicator& comm, Device device);
   ~Init() override;
   Init(const Init&) = delete;
   Init& operator=(const Init&) = delete;
@@ -33,7 +41,8 @@ class Init : public nn::RegistrationObserver {
 
  private:
   comm::Communicator& comm_;
-  MemTagScope tag_;  // full tensors built inside are counted as gathered parameters
+  std::optional<Device> device_;  // none: each tensor stays where it was made
+  MemTagScope tag_;               // full tensors built inside are counted as gathered parameters
 };
 
 /// Inside an Init scope (or anywhere): parameters and buffers registered inside become
@@ -42,6 +51,8 @@ class Init : public nn::RegistrationObserver {
 class Replicated : public nn::RegistrationObserver {
  public:
   explicit Replicated(comm::Communicator& comm);
+  /// The replicas and buffers moved to `device` as they register.
+  Replicated(comm::Communicator& comm, Device device);
   ~Replicated() override;
   Replicated(const Replicated&) = delete;
   Replicated& operator=(const Replicated&) = delete;
@@ -51,6 +62,7 @@ class Replicated : public nn::RegistrationObserver {
 
  private:
   comm::Communicator& comm_;
+  std::optional<Device> device_;
   MemTagScope tag_;
 };
 

@@ -130,7 +130,7 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
   std::unique_ptr<zt::optim::AdamW> opt;
   std::unique_ptr<zt::zero::Engine> engine;
   if (comm) {
-    zt::zero::partition(model, *comm, device);  // as the app: split onto the device
+    zt::zero::partition(model, *comm, device);  // the plain run's values, split onto the device
     zt::zero::Config cfg;
     if (o.offload) cfg.offload_optimizer = {zt::zero::OffloadDevice::kCpu, /*pin_memory=*/true};
     engine = std::make_unique<zt::zero::Engine>(

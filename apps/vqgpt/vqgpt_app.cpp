@@ -141,26 +141,15 @@ std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator
     gpt::init_gpt2(name, m, n_layer);
   };
   std::shared_ptr<gpt::Gpt> g;
-  if (device.is_cpu()) {
-    {
-      zero::Init partitioned(comm);  // at registration: no rank holds the whole model
-      std::optional<zero::Replicated> replicas;
-      if (replicated) replicas.emplace(comm);
-      g = std::make_shared<gpt::Gpt>(spec);
-    }
-    zero::apply_gathered(*g, comm, init);
-    return g;
+  {
+    // At registration, onto the device: no rank (and on a GPU, not the host) ever holds
+    // the whole model.
+    zero::Init partitioned(comm, device);
+    std::optional<zero::Replicated> replicas;
+    if (replicated) replicas.emplace(comm, device);
+    g = std::make_shared<gpt::Gpt>(spec);
   }
-  // The same values, built whole on the host, then split onto the GPU one parameter at a
-  // time (NCCL scatters from device memory), so the device never holds the whole model.
-  g = std::make_shared<gpt::Gpt>(spec);
-  for (const auto& [name, m] : g->named_modules()) init(name, *m);
-  if (replicated) {
-    g->to(device);
-    zero::replicate(*g, comm);
-  } else {
-    zero::partition(*g, comm, device);
-  }
+  zero::apply_gathered(*g, comm, init);  // GPT-2's initialization, one module at a time
   return g;
 }
 

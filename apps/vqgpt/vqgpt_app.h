@@ -74,10 +74,10 @@ std::shared_ptr<vq::VqModel> random_tokenizer(const config::AppConfig& cfg,
 /// A Gpt of `spec` with GPT-2's initialization (gpt::init_gpt2) from the default generator,
 /// partitioned over comm's ranks (or, with `replicated`, replicated: trainable replicas
 /// whose gradients the engine all-reduces, i.e. plain data parallelism, for comparisons)
-/// on `device`. On the CPU it is built under zero::Init, so no rank ever holds the whole
-/// model, and initialized one module at a time (zero::apply_gathered); on a GPU it is built
-/// and initialized on the host, moved, then split. Equal values either way, for any number
-/// of ranks.
+/// on `device`. It is built under zero::Init(comm, device), so no rank (and on a GPU, not the
+/// host) ever holds the whole model, and initialized one module at a time
+/// (zero::apply_gathered). Equal values for any number of ranks, on either device (a GPU's
+/// normal draws equal the host's up to the last bit of its math library).
 std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator& comm,
                                     Device device, bool replicated = false);
 /// The root module around `tokenizer`, its Gpt (build_gpt) built from seed train.seed on the

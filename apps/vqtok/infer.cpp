@@ -168,13 +168,10 @@ std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model_cfg
                                             comm::Communicator& comm) {
   manual_seed(0);
   std::shared_ptr<vq::VqModel> model;
-  if (device.is_cpu()) {
-    zero::Replicated replicas(comm);  // rank 0's values broadcast at registration
+  {
+    // Rank 0's values broadcast at registration, each tensor moved to the device first.
+    zero::Replicated replicas(comm, device);
     model = std::make_shared<vq::VqModel>(model_cfg);
-  } else {
-    model = std::make_shared<vq::VqModel>(model_cfg);
-    model->to(device);
-    zero::replicate(*model, comm);
   }
   model->requires_grad_(false);
   model->eval();

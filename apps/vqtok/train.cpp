@@ -139,12 +139,11 @@ std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device de
                                          comm::Communicator& comm) {
   manual_seed(static_cast<uint64_t>(cfg.train.seed));
   std::shared_ptr<vq::VqModel> model;
-  if (device.is_cpu()) {
-    zero::Init init(comm);
+  {
+    // Each parameter is partitioned onto the device as it registers: no rank, and on a
+    // GPU neither the host nor the device, ever holds the whole model.
+    zero::Init init(comm, device);
     model = std::make_shared<vq::VqModel>(cfg.model);
-  } else {  // built whole on the host, split onto the GPU one parameter at a time
-    model = std::make_shared<vq::VqModel>(cfg.model);
-    zero::partition(*model, comm, device);
   }
   app::checkpoint_activations(*model, cfg.train, vq::recomputed_block_types());
   app::seed_dropout(cfg.train, comm);

@@ -47,9 +47,9 @@ Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const conf
 /// The objective's VQ term before loss.vq: codebook + commitment * commit.
 Tensor vq_term(const std::vector<Tensor>& out, double commitment);
 
-/// cfg's model for training on `device`, seeded with train.seed: on the CPU partitioned as
-/// it is built (zero::Init: no rank ever holds all of it); on a GPU built on the host,
-/// moved, then partitioned.
+/// cfg's model for training on `device`, seeded with train.seed, partitioned onto `device`
+/// as it is built (zero::Init(comm, device)): no rank, and on a GPU not the host either,
+/// ever holds all of it.
 std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device device,
                                          comm::Communicator& comm);
 
@@ -98,8 +98,8 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
                                                const std::string& source, comm::Communicator& comm,
                                                Device device = Device::cpu());
 /// A frozen (requires_grad off), eval-mode VqModel with rank 0's initial values on every
-/// rank, on `device`: built in a zero::Replicated scope on the CPU; on a GPU built on the
-/// host, moved, then replicated (zero::replicate broadcasts device tensors over `comm`).
+/// rank, on `device`: built in a zero::Replicated(comm, device) scope, each tensor moved to
+/// the device and broadcast over `comm` as it registers.
 std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model, Device device,
                                             comm::Communicator& comm);
 

@@ -384,3 +384,19 @@ TEST(Autograd, ALeafGradientIsAccumulatedAsSoonAsItIsReady) {
   y.backward();
   EXPECT_EQ(order, (std::vector<std::string>{"w", "u"}));
 }
+
+// set_data swaps what a handle holds, as PyTorch's `t.data = src`: another holder of the
+// same handle (a module's member, its registration) sees the new shape, dtype and values,
+// and the leaf keeps requiring grad, so a gradient flows into the new data.
+TEST(Autograd, SetDataChangesWhatEveryHolderOfTheHandleSees) {
+  Tensor t = leaf({1, 2});
+  const Tensor member = t;  // the same handle
+  t.set_data(from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f32));
+  EXPECT_EQ(member.sizes(), (Shape{2, 3}));
+  EXPECT_EQ(member.dtype(), DType::f32);
+  EXPECT_TRUE(member.requires_grad());
+  EXPECT_TRUE(member.is_leaf());
+  sum(mul(member, member)).backward();
+  EXPECT_TRUE(values_are(t.grad(), {2, 4, 6, 8, 10, 12}));
+  EXPECT_THROW(t.set_data(Tensor()), Error);
+}

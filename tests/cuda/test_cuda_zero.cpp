@@ -3,7 +3,8 @@
 // bf16 mixed precision on the GPU converges, a model of replicas alone clips on the GPU, a
 // one-rank thread communicator takes GPU tensors, synchronized BatchNorm runs at one rank,
 // a checkpoint saved on the GPU resumes there, checkpointed (recomputed) modules
-// train as plain ones, and a host model is split onto the GPU one parameter at a time. One rank:
+// train as plain ones, a host model is split onto the GPU one parameter at a time, and a model
+// built under zero::Init(comm, gpu) is never whole on the host. One rank:
 // the multi-rank path over NCCL is exercised by the NCCL communicator tests under mpirun.
 #include <gtest/gtest.h>
 
@@ -341,5 +342,64 @@ TEST(CudaZero, AHostModelIsSplitOntoTheGpuOneParameterAtATime) {
       zero::GatheredParameters g({p}, comm);
       EXPECT_EQ(p.to(Device::cpu()).to_vector(), want[i++]) << n << ": the host values";
     }
+  });
+}
+
+// Built under zero::Init(comm, gpu), as the apps build for a GPU: each parameter's shard is
+// made on the GPU as the parameter registers, and its host tensor is released, so the host
+// never holds more than one parameter (with its initializer's scratch) where building the
+// model whole first holds all four layers. Replicas built in zero::Replicated(comm, gpu) are
+// moved as they register. Both hold the values of the same model built on the host.
+TEST(CudaZero, AModelBuiltUnderInitOnTheGpuIsNeverWholeOnTheHost) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: building onto a GPU needs one";
+  const auto build = [] {
+    auto m = std::make_shared<nn::ModuleDict>();
+    for (int i = 0; i < 4; ++i)
+      m->insert("fc" + std::to_string(i), std::make_shared<nn::Linear>(256, 256));
+    m->insert("bn", std::make_shared<nn::BatchNorm2d>(8));
+    return m;
+  };
+  manual_seed(5);
+  std::vector<std::vector<double>> want;
+  int64_t model_bytes = 0, largest = 0;
+  for (auto& [n, p] : build()->named_parameters()) {
+    want.push_back(p.to_vector());
+    model_bytes += p.numel() * 4;  // f32
+    largest = std::max(largest, p.numel() * 4);
+  }
+  ASSERT_GE(model_bytes, 4 * largest) << "the bound below tells one layer from the model";
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const Device gpu = Device::cuda(0);
+    const auto check = [&](nn::Module& m, bool partitioned) {
+      size_t i = 0;
+      for (auto& [n, p] : m.named_parameters()) {
+        EXPECT_EQ(zero::is_partitioned(p), partitioned) << n;
+        EXPECT_EQ(zero::is_replicated(p), !partitioned) << n;
+        EXPECT_EQ(p.device(), gpu) << n;
+        zero::GatheredParameters g({p}, comm);
+        EXPECT_EQ(p.to(Device::cpu()).to_vector(), want[i++]) << n << ": the host values";
+      }
+      for (auto& [n, b] : m.named_buffers()) EXPECT_EQ(b.device(), gpu) << n;
+    };
+    manual_seed(5);
+    const int64_t host_before = memory_stats(Device::cpu()).total_current;
+    reset_peak_memory();
+    std::shared_ptr<nn::ModuleDict> m;
+    {
+      zero::Init init(comm, gpu);
+      m = build();
+    }
+    EXPECT_LE(memory_stats(Device::cpu()).total_peak - host_before, 2 * largest)
+        << "one parameter at a time on the host";
+    EXPECT_LE(memory_stats(Device::cpu()).total_current, host_before) << "nothing kept there";
+    check(*m, /*partitioned=*/true);
+
+    manual_seed(5);
+    std::shared_ptr<nn::ModuleDict> r;
+    {
+      zero::Replicated replicas(comm, gpu);
+      r = build();
+    }
+    check(*r, /*partitioned=*/false);
   });
 }
