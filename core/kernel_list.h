@@ -99,7 +99,8 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 // cuda/layer_norm.cu (LayerNorm). Legend: N batch, C channels, S spatial elements per
 // channel, G groups. Tensors contiguous, f32 or f64 (LayerNorm: also bf16 and f16);
 // GroupNorm and BatchNorm statistics (mean, rstd) have the dtype of x. Sums accumulate
-// in double (LayerNorm on CUDA: f32 or f64); results do not depend on the thread count.
+// in double (LayerNorm's statistics on CUDA: f32 or f64); results do not depend on the thread
+// count.
 
 /// y, x (N, C, S); weight, bias (C) or undefined; mean, rstd (N, G) written.
 /// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements.

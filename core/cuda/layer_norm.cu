@@ -1,7 +1,8 @@
 // CUDA LayerNorm kernels: statistics and normalization of each row, and the analytic
 // backward. The twin of core/cpu/layer_norm.cpp, with its statistics in two passes (mean,
 // then centered squares) in f32 (f64 for f64) where the CPU takes one shifted pass in
-// double, and the affine and the backward in that type: same formulas, not the same bits.
+// double, and the affine and the input gradient in that type; the parameter gradients are
+// summed in double, as on the CPU: same formulas, not the same bits.
 // Reductions use fixed trees (block_reduce.cuh): results are bitwise reproducible run to
 // run.
 // Legend: D elements per row (the normalized dims), rows the other dims together.
@@ -81,34 +82,38 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const acc_t
 }
 
 // Thread per (column, block of rows): partial sums of dy xhat and dy over the block's
-// rows, in row order (adjacent threads read adjacent columns).
+// rows, in row order, in double as on the CPU (adjacent threads read adjacent columns). The
+// row blocks stride by gridDim.y, so any number of rows fits the grid.
 template <typename T>
-__global__ void layer_norm_param_partials_kernel(acc_t<T>* part_w, acc_t<T>* part_b, const T* dy,
+__global__ void layer_norm_param_partials_kernel(double* part_w, double* part_b, const T* dy,
                                                  const T* x, const acc_t<T>* mean,
                                                  const acc_t<T>* rstd, int64_t rows, int64_t D) {
   using A = acc_t<T>;
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= D) return;
-  const int64_t blk = blockIdx.y, r0 = blk * kLayerNormRowBlock;
-  const int64_t r1 = r0 + kLayerNormRowBlock < rows ? r0 + kLayerNormRowBlock : rows;
-  A sw = 0, sb = 0;
-  for (int64_t r = r0; r < r1; ++r) {
-    const A g = convert<A>(dy[r * D + j]);
-    sw = add_rn(sw, mul_rn(g, mul_rn(convert<A>(x[r * D + j]) - mean[r], rstd[r])));
-    sb = add_rn(sb, g);
+  const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
+  for (int64_t blk = blockIdx.y; blk < blocks; blk += gridDim.y) {
+    const int64_t r0 = blk * kLayerNormRowBlock;
+    const int64_t r1 = r0 + kLayerNormRowBlock < rows ? r0 + kLayerNormRowBlock : rows;
+    double sw = 0, sb = 0;
+    for (int64_t r = r0; r < r1; ++r) {
+      const double g = convert<double>(dy[r * D + j]);
+      const A xhat = mul_rn(convert<A>(x[r * D + j]) - mean[r], rstd[r]);
+      sw = add_rn(sw, mul_rn(g, static_cast<double>(xhat)));
+      sb = add_rn(sb, g);
+    }
+    part_w[blk * D + j] = sw;
+    part_b[blk * D + j] = sb;
   }
-  part_w[blk * D + j] = sw;
-  part_b[blk * D + j] = sb;
 }
 
-// Thread per column: the partial sums added in block order.
+// Thread per column: the partial sums added in block order, in double.
 template <typename T>
-__global__ void layer_norm_param_final_kernel(T* dw, T* db, const acc_t<T>* part_w,
-                                              const acc_t<T>* part_b, int64_t blocks, int64_t D) {
-  using A = acc_t<T>;
+__global__ void layer_norm_param_final_kernel(T* dw, T* db, const double* part_w,
+                                              const double* part_b, int64_t blocks, int64_t D) {
   const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (j >= D) return;
-  A sw = 0, sb = 0;
+  double sw = 0, sb = 0;
   for (int64_t blk = 0; blk < blocks; ++blk) {
     sw = add_rn(sw, part_w[blk * D + j]);
     sb = add_rn(sb, part_b[blk * D + j]);
@@ -150,11 +155,9 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   check_device("layer_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
   const Device d = x.device();
   const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-  const bool params = dweight.defined() || dbias.defined();  // their partials: grid y = blocks
-  ZT_CHECK(rows < (int64_t{1} << 31) && (!params || blocks < 65536), "layer_norm backward: ", rows,
-           " rows exceed the CUDA grid (at most ",
-           params ? 65535 * kLayerNormRowBlock : (int64_t{1} << 31) - 1,
-           "); normalize the input in parts");
+  const bool params = dweight.defined() || dbias.defined();
+  ZT_CHECK(rows < (int64_t{1} << 31), "layer_norm backward: ", rows,
+           " rows exceed the CUDA grid (2^31 - 1 blocks); normalize the input in parts");
   dispatch_device_floating(x.dtype(), "layer_norm backward", [&]<typename T>() {
     using A = acc_t<T>;
     DeviceGuard guard(d.index);
@@ -167,19 +170,18 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       CUDA_CHECK_LAUNCH();
     }
     if (!params || D == 0) return;
-    const DType acc = x.dtype() == DType::f64 ? DType::f64 : DType::f32;
-    Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
-    Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, acc, d);
+    Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
+    Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
     const unsigned cols = blocks_for(D, kThreads, "layer_norm_backward");
     if (blocks > 0) {
-      layer_norm_param_partials_kernel<T>
-          <<<dim3(cols, static_cast<unsigned>(blocks)), kThreads, 0, st>>>(
-              mptr<A>(part_w), mptr<A>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
-              cptr<A>(rstd), rows, D);
+      const unsigned row_blocks = static_cast<unsigned>(std::min<int64_t>(blocks, 65535));
+      layer_norm_param_partials_kernel<T><<<dim3(cols, row_blocks), kThreads, 0, st>>>(
+          mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
+          cptr<A>(rstd), rows, D);
       CUDA_CHECK_LAUNCH();
     }
     layer_norm_param_final_kernel<T><<<cols, kThreads, 0, st>>>(
-        mptr<T>(dweight), mptr<T>(dbias), cptr<A>(part_w), cptr<A>(part_b), blocks, D);
+        mptr<T>(dweight), mptr<T>(dbias), cptr<double>(part_w), cptr<double>(part_b), blocks, D);
     CUDA_CHECK_LAUNCH();
   });
 }

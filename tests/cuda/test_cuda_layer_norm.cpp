@@ -1,10 +1,11 @@
 // The fused LayerNorm kernels on the GPU against their CPU twins (core/cpu/layer_norm.cpp):
 // output and the input, weight and bias gradients of the public op, forward and backward
 // on both devices with the same inputs and upstream gradient; and two GPU runs giving the
-// same bits (the parameter gradients are reduced in fixed blocks of rows, no atomics).
+// same bits (the parameter gradients are reduced in fixed blocks of rows, no atomics), also
+// over more blocks of rows than one grid dimension holds.
 // Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
 //   f32: rtol 1e-4, atol 1e-4 (the GPU sums the statistics in f32 in two passes, the CPU
-//        in double in one shifted pass; dweight/dbias are sums over up to 300 rows);
+//        in double in one shifted pass; dweight/dbias are sums in double on both);
 //   bf16: rtol 1e-2, atol 2e-2 (f32 arithmetic on both sides, then one bf16 rounding,
 //        which may land one bf16 ulp = 2^-8 apart; atol for entries near zero).
 // Without a GPU every test skips and says why.
@@ -67,4 +68,14 @@ TEST(CudaLayerNorm, RunsAreBitwiseReproducible) {
     const Fn fn = layer_norm_fn(c.D, c.affine);
     EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kGpu, fn, in), 0, 0));
   }
+}
+
+// More blocks of 64 rows than a grid's y dimension holds (65535): the parameter
+// gradients' row blocks stride over the grid, and sum in double as the CPU's do.
+TEST(CudaLayerNorm, ParameterGradientsOverMoreRowBlocksThanTheGridHolds) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Case c{65535 * 64 + 100, 3, true};
+  const std::vector<Tensor> in = inputs(c, DType::f32, 900);
+  const Fn fn = layer_norm_fn(c.D, c.affine);
+  EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), 1e-4, 1e-4));
 }
