@@ -6,6 +6,7 @@
 #include "zero/comm/cuda/nccl_comm.h"
 
 #include <cstdio>
+#include <exception>
 #include <optional>
 #include <thread>
 #include <vector>
@@ -197,29 +198,36 @@ NcclComm::~NcclComm() {
   // Let the collectives in flight finish while the watchdog still runs: one the peers
   // never issue (a rank-0-only collective at the end of a run) would block a plain
   // synchronize for ever, silently; the watchdog ends the job naming it at its deadline.
-  bool finished = true;
+  // Destroyed while an error unwinds (one every rank raised: ranks that disagree on their
+  // steps, say), the job is stopping and what is in flight may never complete (the
+  // disagreeing collectives): no wait, so that the error is printed now, not after the
+  // timeout as the watchdog's.
+  const bool unwinding = std::uncaught_exceptions() > 0;
+  cudaError_t state = cudaSuccess;
   if (nccl_) {
     cuda::DeviceGuard g(device_);
-    const Deadline deadline = deadline_after(timeout());
+    const Deadline deadline = deadline_after(unwinding ? std::chrono::milliseconds(0) : timeout());
     for (;;) {
-      finished = cudaStreamQuery(stream_.get()) != cudaErrorNotReady;
-      if (finished || std::chrono::steady_clock::now() >= deadline) break;
+      state = cudaStreamQuery(stream_.get());
+      if (state != cudaErrorNotReady || std::chrono::steady_clock::now() >= deadline) break;
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
     }
   }
   watchdog_.reset();  // it polls nccl_
   if (!nccl_) return;
   cuda::DeviceGuard g(device_);
-  if (finished) {
-    cudaStreamSynchronize(stream_.get());
+  // Destroy only a clean communicator; after an error (the stream's, or one NCCL reports
+  // since the last collective completed) destroying can block, and NCCL asks for an abort.
+  if (state == cudaSuccess && async_error().empty()) {
     ncclCommDestroy(nccl_);
     return;
   }
-  std::fprintf(stderr,
-               "zt.comm: rank %d: NCCL collectives still in flight after %lld ms when the "
-               "communicator was destroyed (a collective the other ranks did not issue?); "
-               "aborting it\n",
-               rank(), static_cast<long long>(timeout().count()));
+  if (state == cudaErrorNotReady && !unwinding)
+    std::fprintf(stderr,
+                 "zt.comm: rank %d: NCCL collectives still in flight after %lld ms when the "
+                 "communicator was destroyed (a collective the other ranks did not issue?); "
+                 "aborting it\n",
+                 rank(), static_cast<long long>(timeout().count()));
   ncclCommAbort(nccl_);  // makes kernels stuck waiting for peers exit
 }
 
