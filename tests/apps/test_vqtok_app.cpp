@@ -359,7 +359,7 @@ TEST(VqtokApp, DropoutStreamsDifferPerRankAfterAnIdenticalBuild) {
     const std::vector<double> draws = comm.all_gather_object(draw);
     EXPECT_NE(draws[0], draws[1]) << "dropout masks would repeat on every rank";
     zero::GatheredParameters all(*model, comm);
-    const Tensor& w = model->named_parameters().front().second;
+    const Tensor w = model->named_parameters().front().second;
     const auto hashes = comm.all_gather_object(zero::tensor_hash(w));
     EXPECT_EQ(hashes[0], hashes[1]) << "the model itself is the same on every rank";
   });
