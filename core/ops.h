@@ -2,6 +2,7 @@
 #pragma once
 
 #include "core/autograd.h"
+#include "core/ops/activation.h"
 #include "core/ops/attention.h"
 #include "core/ops/conv.h"
 #include "core/ops/elementwise.h"

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <tuple>
 
 #include "core/autograd.h"
@@ -187,6 +188,54 @@ Tensor log(const Tensor& a) {
   autograd::record("log", {a}, {out},
                    [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; },
                    {a});
+  return out;
+}
+
+Tensor log1p(const Tensor& a) {
+  ZT_CHECK(a.defined(), "log1p: undefined input");
+  ZT_CHECK(is_floating(a.dtype()), "log1p: expected a floating tensor, got ",
+           dtype_name(a.dtype()));
+  if (is_16bit_float(a.dtype())) return log1p(a.to(DType::f32)).to(a.dtype());
+  Tensor out;
+  {
+    // Kahan's form: w = 1 + a rounded, then log(w) * a / (w - 1), w - 1 being exact, is
+    // log(1 + a) to a few ulps; where w is 1 (|a| below half an ulp of 1) it is a itself,
+    // and where w is inf, inf.
+    autograd::NoGradGuard ng;
+    const Tensor x = a.detach();
+    const Tensor w = add(x, 1.0);
+    const Tensor one = full({}, 1.0, x.dtype(), x.device());
+    const Tensor inf = full({}, std::numeric_limits<double>::infinity(), x.dtype(), x.device());
+    out = where(eq(w, one), x, where(eq(w, inf), x, div(mul(log(w), x), sub(w, one))));
+  }
+  autograd::record(
+      "log1p", {a}, {out},
+      [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], add(a, 1.0))}; },
+      {a});
+  return out;
+}
+
+Tensor expm1(const Tensor& a) {
+  ZT_CHECK(a.defined(), "expm1: undefined input");
+  ZT_CHECK(is_floating(a.dtype()), "expm1: expected a floating tensor, got ",
+           dtype_name(a.dtype()));
+  if (is_16bit_float(a.dtype())) return expm1(a.to(DType::f32)).to(a.dtype());
+  Tensor out;
+  {
+    // Kahan's form for |a| <= 1/2: u = e^a rounded, then (u - 1) a / log(u), u - 1 being
+    // exact there, is e^a - 1 to a few ulps (a itself where u is 1). Farther out u - 1
+    // loses nothing.
+    autograd::NoGradGuard ng;
+    const Tensor x = a.detach();
+    const Tensor u = exp(x);
+    const Tensor one = full({}, 1.0, x.dtype(), x.device());
+    const Tensor um1 = sub(u, one);
+    const Tensor near = where(eq(u, one), x, div(mul(um1, x), log(u)));
+    out = where(gt(abs(x), 0.5), um1, near);
+  }
+  autograd::record(
+      "expm1", {a}, {out},
+      [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], exp(a))}; }, {a});
   return out;
 }
 

@@ -30,6 +30,10 @@ Tensor pow(const Tensor& a, double exponent);
 Tensor exp(const Tensor& a);
 /// Natural log of a (NaN below 0, -inf at 0).
 Tensor log(const Tensor& a);
+/// log(1 + a), accurate for small |a| (composed from add, log and div; 16-bit inputs in f32).
+Tensor log1p(const Tensor& a);
+/// e^a - 1, accurate for small |a| (composed from exp, log and div; 16-bit inputs in f32).
+Tensor expm1(const Tensor& a);
 /// Square root of a.
 Tensor sqrt(const Tensor& a);
 /// 1 / sqrt(a).
