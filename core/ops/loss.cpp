@@ -1,7 +1,7 @@
 // Softmax family over any dim; cross-entropy with ignore_index (fused kernels in
 // core/cpu/softmax.cpp and core/cuda/softmax.cu), and with class weights, label
-// smoothing or another reduction (composed over log_softmax); mean-reduced MSE / L1
-// losses and inverted dropout.
+// smoothing or another reduction (composed over log_softmax, sharing nll_loss's terms);
+// inverted dropout. The pointwise losses live in loss_pointwise.cpp.
 // Legend: N batch, C classes, * extra positions; (R, L, I) the view of a tensor as
 // rows before the softmax dim, the dim itself, and the elements after it.
 #include "core/ops/loss.h"
@@ -44,12 +44,6 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   return y;
 }
 
-void check_same_shape(const char* op, const Tensor& x, const Tensor& y) {
-  ZT_CHECK(x.defined() && y.defined(), op, ": undefined input");
-  ZT_CHECK(x.sizes() == y.sizes(), op, ": input ", shape_str(x.sizes()), " and target ",
-           shape_str(y.sizes()), " must have the same shape");
-}
-
 // A loss's operand: 16-bit values widened to f32 (loss.h).
 Tensor widened(const Tensor& t) {
   return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
@@ -64,89 +58,133 @@ Tensor log_softmax(const Tensor& x, int64_t dim) {
   return softmax_impl(x, dim, true);
 }
 
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::kMean:
+      return "mean";
+    case Reduction::kSum:
+      return "sum";
+    case Reduction::kNone:
+      return "none";
+    case Reduction::kBatchMean:
+      return "batchmean";
+  }
+  return "?";
+}
+
 namespace {
 // Target `target` at flat position `position` of the target tensor is not a class in
 // [0, C) nor ignore_index.
-[[noreturn]] void fail_target_out_of_range(int64_t target, int64_t position, int64_t C,
-                                           int64_t ignore_index) {
-  ZT_FAIL("cross_entropy: target ", target, " at position ", position, " is out of range [0, ", C,
+[[noreturn]] void fail_target_out_of_range(const char* op, int64_t target, int64_t position,
+                                           int64_t C, int64_t ignore_index) {
+  ZT_FAIL(op, ": target ", target, " at position ", position, " is out of range [0, ", C,
           ") (and is not ignore_index = ", ignore_index, ")");
 }
 
-void check_cross_entropy_args(const Tensor& logits, const Tensor& target) {
-  ZT_CHECK(logits.defined() && target.defined(), "cross_entropy: undefined input");
-  ZT_CHECK(logits.dim() >= 2, "cross_entropy: logits must be (N, C) or (N, C, *), got ",
-           shape_str(logits.sizes()));
-  ZT_CHECK(is_floating(logits.dtype()), "cross_entropy: logits must be floating, got ",
-           dtype_name(logits.dtype()));
-  ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32,
-           "cross_entropy: target must hold class indices (i64 or i32), got ",
-           dtype_name(target.dtype()));
-  Shape want = logits.sizes();
+// `input` names the scores in errors: "logits" (cross_entropy) or "input" (nll_loss).
+void check_class_loss_args(const char* op, const char* input, const Tensor& scores,
+                           const Tensor& target) {
+  ZT_CHECK(scores.defined() && target.defined(), op, ": undefined input");
+  ZT_CHECK(scores.dim() >= 2, op, ": ", input, " must be (N, C) or (N, C, *), got ",
+           shape_str(scores.sizes()));
+  ZT_CHECK(is_floating(scores.dtype()), op, ": ", input, " must be floating, got ",
+           dtype_name(scores.dtype()));
+  ZT_CHECK(target.dtype() == DType::i64 || target.dtype() == DType::i32, op,
+           ": target must hold class indices (i64 or i32), got ", dtype_name(target.dtype()));
+  Shape want = scores.sizes();
   want.erase(want.begin() + 1);
-  ZT_CHECK(target.sizes() == want, "cross_entropy: target shape ", shape_str(target.sizes()),
-           " does not match logits ", shape_str(logits.sizes()), " (expected ", shape_str(want),
-           ")");
+  ZT_CHECK(target.sizes() == want, op, ": target shape ", shape_str(target.sizes()),
+           " does not match ", input, " ", shape_str(scores.sizes()), " (expected ",
+           shape_str(want), ")");
+}
+
+// The negative log-likelihood of each position, shared by nll_loss and the composed
+// cross_entropy. logp (N, C, *) in f32 or f64.
+struct NllTerms {
+  Tensor per;       // (N, *): -w[t] logp[t], 0 where ignored
+  Tensor target_w;  // (N, *): w[t], 0 where ignored (kMean's divisor is its sum)
+  Tensor kept;      // (N, *) bool: target != ignore_index
+  Tensor w;         // (1, C, 1...) class weights shaped to broadcast, or undefined
+};
+
+NllTerms nll_terms(const char* op, const Tensor& logp, const Tensor& target, int64_t ignore_index,
+                   const Tensor& weight) {
+  const int64_t C = logp.size(1);
+  ZT_CHECK(
+      !weight.defined() ||
+          (weight.dim() == 1 && weight.size(0) == C && is_floating(weight.dtype())),
+      op, ": weight must be a floating tensor of one weight per class (", C, "), got ",
+      weight.defined() ? dtype_name(weight.dtype()) + shape_str(weight.sizes()) : std::string());
+  // Targets as f64 (class indices are exact there): which count, and each one's class,
+  // 0 where ignored (gather needs an index in range).
+  const Tensor t = target.to(logp.device()).to(DType::f64);
+  NllTerms r;
+  r.kept = ne(t, full({}, static_cast<double>(ignore_index), DType::f64, t.device()));
+  // Checked on the host: one wait per call on a GPU (the fused cross_entropy checks in its
+  // kernel instead).
+  const Tensor out_of_range =
+      mul(add(lt(t, 0.0).to(DType::f64), gt(t, C - 1.0).to(DType::f64)), r.kept.to(DType::f64));
+  if (sum(out_of_range).item() != 0) {
+    const Tensor bad = out_of_range.reshape({-1});
+    const auto p = static_cast<int64_t>(argmax(bad, 0).item());
+    fail_target_out_of_range(op, static_cast<int64_t>(t.reshape({-1}).narrow(0, p, 1).item()), p, C,
+                             ignore_index);
+  }
+  const Tensor index = where(r.kept, t, zeros({}, DType::f64, t.device())).to(DType::i64);
+  Shape per_class(static_cast<size_t>(logp.dim()), 1);
+  per_class[1] = C;
+  if (weight.defined()) r.w = weight.to(logp.device()).to(logp.dtype()).reshape(per_class);
+  const Tensor kept_w = r.kept.to(logp.dtype());
+  r.target_w = r.w.defined()
+                   ? mul(gather(r.w.expand(logp.sizes()), 1, index.unsqueeze(1)).squeeze(1), kept_w)
+                   : kept_w;
+  // Ignored targets are cut out with where, not multiplied by 0: with every target ignored
+  // the mean divides by 0, and 0 x inf would make the gradient NaN (PyTorch's is 0).
+  const Tensor none = zeros({}, logp.dtype(), logp.device());
+  r.per = where(r.kept, mul(neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1)), r.target_w), none);
+  return r;
+}
+
+Tensor reduce_nll(const Tensor& per, const Tensor& target_w, Reduction reduction) {
+  if (reduction == Reduction::kNone) return per;
+  if (reduction == Reduction::kSum) return sum(per);
+  return div(sum(per), sum(target_w));  // all ignored: NaN, as PyTorch's
+}
+
+void check_not_batchmean(const char* op, Reduction r) {
+  ZT_CHECK(r != Reduction::kBatchMean, op,
+           ": reduction batchmean is kl_div's alone (use mean, sum or none)");
 }
 }  // namespace
+
+Tensor nll_loss(const Tensor& logp, const Tensor& target, const NLLLossOptions& o) {
+  check_class_loss_args("nll_loss", "input", logp, target);
+  check_not_batchmean("nll_loss", o.reduction);
+  const NllTerms t = nll_terms("nll_loss", widened(logp), target, o.ignore_index, o.weight);
+  return reduce_nll(t.per, t.target_w, o.reduction);
+}
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const CrossEntropyOptions& o) {
   ZT_CHECK(o.label_smoothing >= 0 && o.label_smoothing <= 1,
            "cross_entropy: label_smoothing must be in [0, 1], got ", o.label_smoothing);
+  check_not_batchmean("cross_entropy", o.reduction);
   if (o.label_smoothing == 0 && o.reduction == Reduction::kMean && !o.weight.defined())
     return cross_entropy(logits, target, o.ignore_index);
-  check_cross_entropy_args(logits, target);
-  const int64_t C = logits.size(1);
-  ZT_CHECK(!o.weight.defined() ||
-               (o.weight.dim() == 1 && o.weight.size(0) == C && is_floating(o.weight.dtype())),
-           "cross_entropy: weight must be a floating tensor of one weight per class (", C,
-           "), got ",
-           o.weight.defined() ? dtype_name(o.weight.dtype()) + shape_str(o.weight.sizes())
-                              : std::string());
-  // Targets as f64 (class indices are exact there): which count, and each one's class,
-  // 0 where ignored (gather needs an index in range).
-  const Tensor t = target.to(logits.device()).to(DType::f64);
-  const Tensor kept = ne(t, full({}, static_cast<double>(o.ignore_index), DType::f64, t.device()));
-  // Checked on the host: one wait per call on a GPU (the fused path above checks in its
-  // kernel instead).
-  const Tensor out_of_range =
-      mul(add(lt(t, 0.0).to(DType::f64), gt(t, C - 1.0).to(DType::f64)), kept.to(DType::f64));
-  if (sum(out_of_range).item() != 0) {
-    const Tensor bad = out_of_range.reshape({-1});
-    const auto p = static_cast<int64_t>(argmax(bad, 0).item());
-    fail_target_out_of_range(static_cast<int64_t>(t.reshape({-1}).narrow(0, p, 1).item()), p, C,
-                             o.ignore_index);
-  }
-  const Tensor index = where(kept, t, zeros({}, DType::f64, t.device())).to(DType::i64);
+  check_class_loss_args("cross_entropy", "logits", logits, target);
   const Tensor logp = log_softmax(widened(logits), 1);  // (N, C, *)
-  // Each class's weight shaped to broadcast over (N, C, *), and each target's weight (the
-  // kept targets' weights, or their count, are the mean's divisor).
-  Shape per_class(static_cast<size_t>(logits.dim()), 1);
-  per_class[1] = C;
-  const Tensor w = o.weight.defined()
-                       ? o.weight.to(logp.device()).to(logp.dtype()).reshape(per_class)
-                       : Tensor();
-  const Tensor kept_w = kept.to(logp.dtype());
-  const Tensor target_w =
-      w.defined() ? mul(gather(w.expand(logp.sizes()), 1, index.unsqueeze(1)).squeeze(1), kept_w)
-                  : kept_w;
-  // Ignored targets are cut out with where, not multiplied by 0: with every target ignored
-  // the mean divides by 0, and 0 x inf would make the gradient NaN (PyTorch's is 0).
-  const Tensor none = zeros({}, logp.dtype(), logp.device());
-  Tensor per =
-      where(kept, mul(neg(gather(logp, 1, index.unsqueeze(1)).squeeze(1)), target_w), none);
+  NllTerms t = nll_terms("cross_entropy", logp, target, o.ignore_index, o.weight);
   if (o.label_smoothing > 0) {  // (1 - e) nll + e / C * sum_c w_c (-log p_c), as PyTorch's
-    const Tensor smooth = neg(sum(w.defined() ? mul(logp, w) : logp, {1}));
-    per = add(mul(per, 1.0 - o.label_smoothing),
-              where(kept, mul(smooth, o.label_smoothing / static_cast<double>(C)), none));
+    const auto C = static_cast<double>(logits.size(1));
+    const Tensor none = zeros({}, logp.dtype(), logp.device());
+    const Tensor smooth = neg(sum(t.w.defined() ? mul(logp, t.w) : logp, {1}));
+    t.per = add(mul(t.per, 1.0 - o.label_smoothing),
+                where(t.kept, mul(smooth, o.label_smoothing / C), none));
   }
-  if (o.reduction == Reduction::kNone) return per;
-  if (o.reduction == Reduction::kSum) return sum(per);
-  return div(sum(per), sum(target_w));  // all ignored: NaN, as PyTorch's
+  return reduce_nll(t.per, t.target_w, o.reduction);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index) {
-  check_cross_entropy_args(logits, target);
+  check_class_loss_args("cross_entropy", "logits", logits, target);
   const int64_t C = logits.size(1);
   const Device dev = logits.device();
   // The kernels read (P, C) rows with the class dim last and contiguous: (N, C) logits
@@ -167,7 +205,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   ZT_DISPATCH(dev, cross_entropy_forward, stats, lse, rows, tgt, ignore_index);
   if (dev.is_cpu() && stats.data<double>()[2] >= 0) {  // CUDA raises it at its next wait
     const auto p = static_cast<int64_t>(stats.data<double>()[2]);
-    fail_target_out_of_range(static_cast<int64_t>(tgt.narrow(0, p, 1).item()), p, C, ignore_index);
+    fail_target_out_of_range("cross_entropy", static_cast<int64_t>(tgt.narrow(0, p, 1).item()), p,
+                             C, ignore_index);
   }
   // Mean over non-ignored targets; all ignored gives NaN (0 / 0), as in PyTorch.
   const DType out_dtype = is_16bit_float(logits.dtype()) ? DType::f32 : logits.dtype();
@@ -189,17 +228,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                    },
                    {rows, tgt});
   return out;
-}
-
-Tensor mse_loss(const Tensor& x, const Tensor& y) {
-  check_same_shape("mse_loss", x, y);
-  Tensor d = sub(widened(x), widened(y));
-  return mean(mul(d, d));
-}
-
-Tensor l1_loss(const Tensor& x, const Tensor& y) {
-  check_same_shape("l1_loss", x, y);
-  return mean(abs(sub(widened(x), widened(y))));
 }
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& g) {
