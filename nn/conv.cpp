@@ -1,5 +1,6 @@
-// Conv2d/Conv3d: option validation, initialization and the mapping onto core's
-// per-side padding arguments.
+// Conv1d/2d/3d: option validation, initialization and the mapping onto core's
+// per-side padding arguments. Conv1d is a 2-D convolution over (N, C, 1, L) with a
+// (1, k) kernel: views only, no copy.
 #include "nn/conv.h"
 
 #include <sstream>
@@ -44,6 +45,11 @@ ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
   }
   for (int64_t p : opts.padding_per_side())
     ZT_CHECK(p >= 0, type_name, ": padding must be non-negative, got ", p);
+  // The kernels below convolve densely over all input channels.
+  for (size_t d = 0; d < D; ++d)
+    ZT_CHECK(opts.dilation()[d] == 1, type_name, ": dilation=", tuple_str(opts.dilation(), D),
+             " is not supported (only 1)");
+  ZT_CHECK(opts.groups() == 1, type_name, ": groups=", opts.groups(), " is not supported (only 1)");
   Shape wshape{opts.out_channels(), opts.in_channels()};
   for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
   std::tie(weight, bias) = register_weight_and_bias(*this, wshape, opts.bias());
@@ -68,16 +74,28 @@ std::string ConvNd<D>::extra_repr() const {
 
 template <size_t D>
 void ConvNd<D>::check_input(const Tensor& x) const {
+  const char* layout = D == 1 ? "(N, C, L)" : D == 2 ? "(N, C, H, W)" : "(N, C, D, H, W)";
   ZT_CHECK(x.dim() == static_cast<int64_t>(D) + 2, this->type_name(), ": expected a ", D + 2,
-           "-D input (N, C", D == 3 ? ", D" : "", ", H, W), got ", shape_str(x.sizes()));
+           "-D input ", layout, ", got ", shape_str(x.sizes()));
   ZT_CHECK(x.size(1) == options.in_channels(), this->type_name(), ": input ", shape_str(x.sizes()),
            " has ", x.size(1), " channels, expected ", options.in_channels());
 }
 
+template class ConvNd<1>;
 template class ConvNd<2>;
 template class ConvNd<3>;
+template struct ConvOptions<1>;
 template struct ConvOptions<2>;
 template struct ConvOptions<3>;
+
+Tensor Conv1d::forward(const Tensor& x) {
+  check_input(x);
+  const std::array<int64_t, 2> pad = options.padding_per_side();
+  Conv2dArgs args;
+  args.stride = {1, options.stride()[0]};
+  args.padding = {0, 0, pad[0], pad[1]};
+  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, args).squeeze(2);
+}
 
 Tensor Conv2d::forward(const Tensor& x) {
   check_input(x);

@@ -1,5 +1,6 @@
-// Conv2d and Conv3d modules over core's conv2d/conv3d. Legend: N batch, C_in/C_out
-// channels, D/H/W depth (time)/height/width, k kernel sizes.
+// Conv1d, Conv2d and Conv3d modules over core's conv2d/conv3d (Conv1d runs as a 2-D
+// convolution of height 1). Legend: N batch, C_in/C_out channels, L length, D/H/W depth
+// (time)/height/width, k kernel sizes.
 // Padding is symmetric per spatial dim (`padding(1)`, `padding({1, 0})`) or explicit per
 // side (`explicit_padding({top, bottom, left, right})`), which covers the tokenizer's
 // right/bottom Downsample pad and the causal time pad of CausalConv3d with no extra copy.
@@ -27,7 +28,7 @@ struct ExpandingArray {
   std::array<int64_t, N> values{};
 };
 
-/// Options for a D-dimensional convolution (D = 2, 3): ConvOptions<2>(in, out, 3).stride(2).
+/// Options for a D-dimensional convolution (D = 1, 2, 3): ConvOptions<2>(in, out, 3).stride(2).
 template <size_t D>
 struct ConvOptions {
   ConvOptions(int64_t in_channels, int64_t out_channels, ExpandingArray<D> kernel_size)
@@ -39,10 +40,15 @@ struct ConvOptions {
   /// Symmetric zero padding per spatial dim.
   ZT_ARG(ExpandingArray<D>, padding) = 0;
   ZT_ARG(bool, bias) = true;
+  /// Only 1 (no dilation) is supported: a layer given another refuses it, naming it.
+  ZT_ARG(ExpandingArray<D>, dilation) = 1;
+  /// Only 1 (every output channel sees every input channel) is supported, as dilation.
+  ZT_ARG(int64_t, groups) = 1;
 
  public:
-  /// Explicit zero padding, (before, after) for each spatial dim in order: 2-D {top,
-  /// bottom, left, right}; 3-D {front, back, top, bottom, left, right}. Overrides padding().
+  /// Explicit zero padding, (before, after) for each spatial dim in order: 1-D {left,
+  /// right}; 2-D {top, bottom, left, right}; 3-D {front, back, top, bottom, left, right}.
+  /// Overrides padding().
   ConvOptions& explicit_padding(const std::array<int64_t, 2 * D>& pads) {
     explicit_padding_ = pads;
     return *this;
@@ -56,10 +62,11 @@ struct ConvOptions {
  private:
   std::optional<std::array<int64_t, 2 * D>> explicit_padding_;
 };
+using Conv1dOptions = ConvOptions<1>;
 using Conv2dOptions = ConvOptions<2>;
 using Conv3dOptions = ConvOptions<3>;
 
-/// Shared state of Conv2d/Conv3d: weight (C_out, C_in, *k), bias (C_out) with PyTorch's
+/// Shared state of Conv1d/2d/3d: weight (C_out, C_in, *k), bias (C_out) with PyTorch's
 /// default init (kaiming_uniform(a = sqrt(5)), bias U(+-1/sqrt(fan_in))).
 template <size_t D>
 class ConvNd : public UnaryModule {
@@ -75,6 +82,16 @@ class ConvNd : public UnaryModule {
 
  protected:
   void check_input(const Tensor& x) const;
+};
+
+/// x (N, C_in, L) -> (N, C_out, L'); weight (C_out, C_in, k).
+class Conv1d : public ConvNd<1> {
+ public:
+  explicit Conv1d(const Conv1dOptions& options) : ConvNd<1>(options, "Conv1d") {}
+  Conv1d(int64_t in, int64_t out, int64_t k) : Conv1d(Conv1dOptions(in, out, k)) {}
+
+ protected:
+  Tensor forward(const Tensor& x) override;
 };
 
 /// x (N, C_in, H, W) -> (N, C_out, H', W').

@@ -60,9 +60,14 @@ bool BatchNorm::updates_running_stats() const {
 }
 
 Tensor BatchNorm::forward(const Tensor& x) {
-  ZT_CHECK(x.dim() == spatial_dims_ + 2, type_name(), ": expected a ", spatial_dims_ + 2,
-           "-D input (N, C, ", spatial_dims_ == 3 ? "D, " : "", "H, W), got ",
-           shape_str(x.sizes()));
+  if (spatial_dims_ == 1) {  // BatchNorm1d: a length dim is optional, as PyTorch's
+    ZT_CHECK(x.dim() == 2 || x.dim() == 3, type_name(),
+             ": expected a 2-D or 3-D input (N, C) or (N, C, L), got ", shape_str(x.sizes()));
+  } else {
+    ZT_CHECK(x.dim() == spatial_dims_ + 2, type_name(), ": expected a ", spatial_dims_ + 2,
+             "-D input (N, C, ", spatial_dims_ == 3 ? "D, " : "", "H, W), got ",
+             shape_str(x.sizes()));
+  }
   ZT_CHECK(x.size(1) == options.num_features(), type_name(), ": input ", shape_str(x.sizes()),
            " has ", x.size(1), " channels, expected ", options.num_features());
   const bool track = options.track_running_stats();

@@ -1,6 +1,6 @@
-// Normalization layers: BatchNorm2d/3d (PyTorch semantics, with a hook for synchronized
-// batch statistics), GroupNorm, LayerNorm, RMSNorm. Legend: N batch, C channels,
-// * spatial dims (H, W or D, H, W), G groups.
+// Normalization layers: BatchNorm1d/2d/3d (PyTorch semantics, with a hook for
+// synchronized batch statistics), GroupNorm, LayerNorm, RMSNorm. Legend: N batch,
+// C channels, * spatial dims (none or L, H, W, or D, H, W), G groups.
 #pragma once
 
 #include <functional>
@@ -35,12 +35,13 @@ struct BatchNormStats {
 /// `sum` and `sum_sq` — every rank's loss depends on every rank's local sums.
 using BatchNormStatsReducer = std::function<BatchNormStats(const BatchNormStats& local)>;
 
-/// Batch normalization over (N, *) per channel, as torch.nn.BatchNorm{2,3}d: training uses
+/// Batch normalization over (N, *) per channel, as torch.nn.BatchNorm{1,2,3}d: training uses
 /// the batch statistics (biased variance) and updates running_mean / running_var (unbiased)
 /// with `momentum` and counts num_batches_tracked; eval uses the running statistics.
 /// Buffers: running_mean (C) f32, running_var (C) f32, num_batches_tracked i64 scalar.
 class BatchNorm : public UnaryModule {
  public:
+  /// Normalizes inputs with `spatial_dims` dims after (N, C); 1 also takes none (N, C).
   BatchNorm(const BatchNormOptions& options, int64_t spatial_dims, const char* type_name);
   /// Running stats to (0, 1), num_batches_tracked to 0.
   void reset_running_stats();
@@ -66,6 +67,12 @@ class BatchNorm : public UnaryModule {
   Tensor forward_reduced(const Tensor& x, double factor);
   bool updates_running_stats() const;
   int64_t spatial_dims_;
+};
+
+/// x (N, C) or (N, C, L).
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(const BatchNormOptions& options) : BatchNorm(options, 1, "BatchNorm1d") {}
 };
 
 /// x (N, C, H, W).
