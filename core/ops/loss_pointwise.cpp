@@ -169,9 +169,7 @@ Tensor kl_div(const Tensor& logp, const Tensor& target, const KLDivLossOptions& 
   }
   if (o.reduction != Reduction::kBatchMean) return reduce("kl_div", per, o.reduction);
   ZT_CHECK(per.dim() >= 1 && per.size(0) > 0,
-           "kl_div: batchmean needs a batch (dim 0) of at "
-           "least one, got ",
-           shape_str(per.sizes()));
+           "kl_div: batchmean needs a batch (dim 0) of at least one, got ", shape_str(per.sizes()));
   return div(sum(per), full({}, static_cast<double>(per.size(0)), per.dtype(), per.device()));
 }
 
