@@ -8,28 +8,16 @@
 #include "common/test_util.h"
 #include "nn/conv.h"
 #include "nn/embedding.h"
+#include "nn/nn_test_util.h"
 #include "nn/norm.h"
 #include "nn/state_dict.h"
 
 using namespace zt;
+using zt::nn_test::keys;
+using zt::nn_test::seq;
 using zt::test::values_are;
 
 namespace {
-
-// sin(a i + b) for i = 0, 1, ... in row-major order: inputs both sides can rebuild.
-Tensor seq(const Shape& sizes, double a, double b, DType dt = DType::f64) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(a * i + b);
-  return from_vector(v, sizes, dt);
-}
-
-std::vector<std::string> keys(const NamedTensors& named) {
-  std::vector<std::string> k;
-  for (const auto& [name, t] : named) k.push_back(name);
-  return k;
-}
 
 // BatchNorm1d(3, momentum=0.2) in f64 with weight [1, 0.5, 2] and bias [0, 0.1, -0.3].
 std::shared_ptr<nn::BatchNorm1d> make_bn() {

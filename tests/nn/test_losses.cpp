@@ -7,29 +7,17 @@
 
 #include "common/test_util.h"
 #include "nn/loss.h"
+#include "nn/nn_test_util.h"
 #include "nn/state_dict.h"
 
 using namespace zt;
+using zt::nn_test::keys;
+using zt::nn_test::seq;
 using zt::test::values_are;
 
 namespace {
 
 const Reduction kAll[] = {Reduction::kMean, Reduction::kSum, Reduction::kNone};
-
-// sin(a i + b) for i = 0, 1, ... in row-major order: inputs both sides can rebuild.
-Tensor seq(const Shape& sizes, double a, double b, DType dt = DType::f64) {
-  int64_t n = 1;
-  for (int64_t s : sizes) n *= s;
-  std::vector<double> v(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = std::sin(a * i + b);
-  return from_vector(v, sizes, dt);
-}
-
-std::vector<std::string> keys(const NamedTensors& named) {
-  std::vector<std::string> k;
-  for (const auto& [name, t] : named) k.push_back(name);
-  return k;
-}
 
 // log_softmax(seq((3, 4), 0.9, 0.2), 1), as torch computes it.
 Tensor nll_input(DType dt = DType::f64) {
