@@ -162,6 +162,39 @@ Tensor GroupNorm::forward(const Tensor& x) {
   return group_norm(x, options.num_groups(), weight, bias, options.eps());
 }
 
+InstanceNorm::InstanceNorm(const InstanceNormOptions& opts, int64_t spatial_dims,
+                           const char* type_name)
+    : UnaryModule(type_name), options(opts), spatial_dims_(spatial_dims) {
+  ZT_CHECK(opts.num_features() > 0, type_name, ": num_features must be positive, got ",
+           opts.num_features());
+  ZT_CHECK(!opts.track_running_stats(), type_name,
+           ": track_running_stats=true is not supported; each sample is normalized by its own "
+           "statistics (PyTorch's default)");
+  if (opts.affine()) {
+    weight = register_parameter("weight", ones({opts.num_features()}));
+    bias = register_parameter("bias", zeros({opts.num_features()}));
+  }
+}
+
+std::string InstanceNorm::extra_repr() const {
+  std::ostringstream os;
+  os << options.num_features() << ", eps=" << options.eps()
+     << ", affine=" << (options.affine() ? "true" : "false");
+  return os.str();
+}
+
+Tensor InstanceNorm::forward(const Tensor& x) {
+  const int64_t c = options.num_features();
+  ZT_CHECK(x.dim() == spatial_dims_ + 2 && x.size(1) == c, type_name(), ": input ",
+           shape_str(x.sizes()), " must be (N, ", c, ", ", spatial_dims_ == 1 ? "L" : "",
+           spatial_dims_ == 2 ? "H, W" : "", spatial_dims_ == 3 ? "D, H, W" : "", ")");
+  // As PyTorch: in training, one element per channel has no variance to normalize by.
+  ZT_CHECK(!is_training() || x.numel() == 0 || x.numel() / (x.size(0) * c) > 1, type_name(),
+           ": expected more than one spatial element per channel in training, got input ",
+           shape_str(x.sizes()));
+  return group_norm(x, c, weight, bias, options.eps());
+}
+
 static void check_trailing(const char* type, const Tensor& x, const Shape& ns) {
   bool ok = x.dim() >= static_cast<int64_t>(ns.size());
   for (size_t i = 0; ok && i < ns.size(); ++i)

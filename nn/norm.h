@@ -1,6 +1,6 @@
 // Normalization layers: BatchNorm1d/2d/3d (PyTorch semantics, with a hook for
-// synchronized batch statistics), GroupNorm, LayerNorm, RMSNorm. Legend: N batch,
-// C channels, * spatial dims (none or L, H, W, or D, H, W), G groups.
+// synchronized batch statistics), GroupNorm, InstanceNorm1d/2d/3d, LayerNorm, RMSNorm. Legend: N
+// batch, C channels, * spatial dims (none or L, H, W, or D, H, W), G groups.
 #pragma once
 
 #include <functional>
@@ -108,6 +108,55 @@ class GroupNorm : public UnaryModule {
 
  protected:
   Tensor forward(const Tensor& x) override;
+};
+
+/// Options for InstanceNorm: InstanceNormOptions(C).eps(1e-5).affine(false), PyTorch's
+/// defaults. track_running_stats(true) is refused: the statistics are always the input's
+/// own, per sample and channel.
+struct InstanceNormOptions {
+  explicit InstanceNormOptions(int64_t num_features) : num_features_(num_features) {}
+  ZT_ARG(int64_t, num_features);
+  ZT_ARG(double, eps) = 1e-5;
+  ZT_ARG(bool, affine) = false;
+  ZT_ARG(bool, track_running_stats) = false;
+};
+
+/// x (N, C, *) with `spatial_dims` dims in *, each (sample, channel) normalized over *
+/// (GroupNorm with one channel per group); weight (C) 1 and bias (C) 0 when affine.
+class InstanceNorm : public UnaryModule {
+ public:
+  InstanceNorm(const InstanceNormOptions& options, int64_t spatial_dims, const char* type_name);
+  std::string extra_repr() const override;
+
+  InstanceNormOptions options;
+  Tensor weight, bias;  // (C) when affine
+
+ protected:
+  Tensor forward(const Tensor& x) override;
+
+ private:
+  int64_t spatial_dims_;
+};
+
+/// x (N, C, L).
+class InstanceNorm1d : public InstanceNorm {
+ public:
+  explicit InstanceNorm1d(const InstanceNormOptions& options)
+      : InstanceNorm(options, 1, "InstanceNorm1d") {}
+};
+
+/// x (N, C, H, W).
+class InstanceNorm2d : public InstanceNorm {
+ public:
+  explicit InstanceNorm2d(const InstanceNormOptions& options)
+      : InstanceNorm(options, 2, "InstanceNorm2d") {}
+};
+
+/// x (N, C, D, H, W).
+class InstanceNorm3d : public InstanceNorm {
+ public:
+  explicit InstanceNorm3d(const InstanceNormOptions& options)
+      : InstanceNorm(options, 3, "InstanceNorm3d") {}
 };
 
 /// Options for LayerNorm: LayerNormOptions({D}).eps(1e-5).elementwise_affine(true).
