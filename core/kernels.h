@@ -49,9 +49,22 @@ struct ConvGeometry {
   int64_t sd = 1, sh = 1, sw = 1;           // strides
   int64_t pad_d = 0, pad_h = 0, pad_w = 0;  // front/top/left padding (zeros)
   int64_t od = 1, oh = 1, ow = 1;           // output spatial sizes
+  int64_t dd = 1, dh = 1, dw = 1;           // dilations (tap spacing)
+  int64_t groups = 1;  // channel groups: group i maps input channels [i*C/G, (i+1)*C/G)
+                       // to output channels [i*O/G, (i+1)*O/G); weight (O, C/G, k...)
 
-  /// Rows of the column matrix: C * kd * kh * kw.
-  int64_t col_rows() const { return c * kd * kh * kw; }
+  /// Rows of the column matrix: C * kd * kh * kw (of one group when groups > 1: C/G).
+  int64_t col_rows() const { return c / groups * kd * kh * kw; }
+  /// True with unit dilation along every axis.
+  bool is_dense() const { return dd == 1 && dh == 1 && dw == 1; }
+  /// One group's convolution: C/G inputs, O/G outputs, groups = 1.
+  ConvGeometry group() const {
+    ConvGeometry s = *this;
+    s.c = c / groups;
+    s.o = o / groups;
+    s.groups = 1;
+    return s;
+  }
   /// Output positions per sample: Do * Ho * Wo.
   int64_t out_positions() const { return od * oh * ow; }
   /// Input positions per sample: D * H * W.

@@ -1,10 +1,11 @@
-// Conv1d/2d/3d: option validation, initialization and the mapping onto core's
-// per-side padding arguments. Conv1d is a 2-D convolution over (N, C, 1, L) with a
-// (1, k) kernel: views only, no copy.
+// Conv1d/2d/3d and ConvTranspose1d/2d/3d: option validation, initialization and the
+// mapping onto core's arguments. The 1-D ones are 2-D ones over (N, C, 1, L) with a (1, k)
+// kernel: views only, no copy.
 #include "nn/conv.h"
 
 #include <sstream>
 #include <tuple>
+#include <type_traits>
 
 #include "nn/init.h"
 #include "nn/layer_params.h"
@@ -20,6 +21,17 @@ std::string tuple_str(const A& a, size_t n) {
   for (size_t i = 0; i < n; ++i) os << (i ? ", " : "") << a[i];
   os << ")";
   return os.str();
+}
+// The options PyTorch prints only when they differ from their defaults.
+template <typename Options>
+void print_optional(std::ostream& os, const Options& options, size_t n) {
+  for (size_t d = 0; d < n; ++d) {
+    if (options.dilation()[d] == 1) continue;
+    os << ", dilation=" << tuple_str(options.dilation(), n);
+    break;
+  }
+  if (options.groups() != 1) os << ", groups=" << options.groups();
+  if (!options.bias()) os << ", bias=false";
 }
 }  // namespace
 
@@ -42,15 +54,16 @@ ConvNd<D>::ConvNd(const ConvOptions<D>& opts, const char* type_name)
              ": kernel sizes must be positive, got kernel_size=", tuple_str(opts.kernel_size(), D));
     ZT_CHECK(opts.stride()[d] > 0, type_name,
              ": strides must be positive, got stride=", tuple_str(opts.stride(), D));
+    ZT_CHECK(opts.dilation()[d] > 0, type_name,
+             ": dilations must be positive, got dilation=", tuple_str(opts.dilation(), D));
   }
   for (int64_t p : opts.padding_per_side())
     ZT_CHECK(p >= 0, type_name, ": padding must be non-negative, got ", p);
-  // The kernels below convolve densely over all input channels.
-  for (size_t d = 0; d < D; ++d)
-    ZT_CHECK(opts.dilation()[d] == 1, type_name, ": dilation=", tuple_str(opts.dilation(), D),
-             " is not supported (only 1)");
-  ZT_CHECK(opts.groups() == 1, type_name, ": groups=", opts.groups(), " is not supported (only 1)");
-  Shape wshape{opts.out_channels(), opts.in_channels()};
+  const int64_t groups = opts.groups();
+  ZT_CHECK(groups > 0 && opts.in_channels() % groups == 0 && opts.out_channels() % groups == 0,
+           type_name, ": groups=", groups, " must be positive and divide in_channels (",
+           opts.in_channels(), ") and out_channels (", opts.out_channels(), ")");
+  Shape wshape{opts.out_channels(), opts.in_channels() / groups};
   for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
   std::tie(weight, bias) = register_weight_and_bias(*this, wshape, opts.bias());
 }
@@ -68,7 +81,7 @@ std::string ConvNd<D>::extra_repr() const {
      << ", kernel_size=" << tuple_str(options.kernel_size(), D)
      << ", stride=" << tuple_str(options.stride(), D)
      << ", padding=" << tuple_str(options.padding_per_side(), 2 * D);
-  if (!options.bias()) os << ", bias=false";
+  print_optional(os, options, D);
   return os.str();
 }
 
@@ -94,6 +107,8 @@ Tensor Conv1d::forward(const Tensor& x) {
   Conv2dArgs args;
   args.stride = {1, options.stride()[0]};
   args.padding = {0, 0, pad[0], pad[1]};
+  args.dilation = {1, options.dilation()[0]};
+  args.groups = options.groups();
   return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, args).squeeze(2);
 }
 
@@ -102,6 +117,8 @@ Tensor Conv2d::forward(const Tensor& x) {
   Conv2dArgs args;
   args.stride = options.stride().values;
   args.padding = options.padding_per_side();
+  args.dilation = options.dilation().values;
+  args.groups = options.groups();
   return conv2d(x, weight, bias, args);
 }
 
@@ -110,7 +127,92 @@ Tensor Conv3d::forward(const Tensor& x) {
   Conv3dArgs args;
   args.stride = options.stride().values;
   args.padding = options.padding_per_side();
+  args.dilation = options.dilation().values;
+  args.groups = options.groups();
   return conv3d(x, weight, bias, args);
 }
+
+template <size_t D>
+ConvTransposeNd<D>::ConvTransposeNd(const ConvTransposeOptions<D>& opts, const char* type_name)
+    : UnaryModule(type_name), options(opts) {
+  const int64_t groups = opts.groups();
+  ZT_CHECK(opts.in_channels() > 0 && opts.out_channels() > 0, type_name,
+           ": channel counts must be positive, got ", opts.in_channels(), " -> ",
+           opts.out_channels());
+  ZT_CHECK(groups > 0 && opts.in_channels() % groups == 0 && opts.out_channels() % groups == 0,
+           type_name, ": groups=", groups, " must be positive and divide in_channels (",
+           opts.in_channels(), ") and out_channels (", opts.out_channels(), ")");
+  for (size_t d = 0; d < D; ++d) {
+    ZT_CHECK(opts.kernel_size()[d] > 0 && opts.stride()[d] > 0 && opts.dilation()[d] > 0, type_name,
+             ": kernel sizes, strides and dilations must be positive, got kernel_size=",
+             tuple_str(opts.kernel_size(), D), ", stride=", tuple_str(opts.stride(), D),
+             ", dilation=", tuple_str(opts.dilation(), D));
+    ZT_CHECK(opts.padding()[d] >= 0, type_name,
+             ": padding must be non-negative, got padding=", tuple_str(opts.padding(), D));
+    ZT_CHECK(opts.output_padding()[d] >= 0 && opts.output_padding()[d] < opts.stride()[d],
+             type_name, ": output_padding=", tuple_str(opts.output_padding(), D),
+             " must be non-negative and smaller than stride=", tuple_str(opts.stride(), D));
+  }
+  Shape wshape{opts.in_channels(), opts.out_channels() / groups};
+  for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);
+  std::tie(weight, bias) =
+      register_weight_and_bias(*this, wshape, opts.bias(), opts.out_channels());
+}
+
+template <size_t D>
+void ConvTransposeNd<D>::reset_parameters() {
+  autograd::NoGradGuard ng;
+  init::default_linear_init_(weight, bias);
+}
+
+template <size_t D>
+std::string ConvTransposeNd<D>::extra_repr() const {
+  std::ostringstream os;
+  os << options.in_channels() << ", " << options.out_channels()
+     << ", kernel_size=" << tuple_str(options.kernel_size(), D)
+     << ", stride=" << tuple_str(options.stride(), D)
+     << ", padding=" << tuple_str(options.padding(), D);
+  for (size_t d = 0; d < D; ++d) {
+    if (options.output_padding()[d] == 0) continue;
+    os << ", output_padding=" << tuple_str(options.output_padding(), D);
+    break;
+  }
+  print_optional(os, options, D);
+  return os.str();
+}
+
+template <size_t D>
+Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
+  const char* layout = D == 1 ? "(N, C, L)" : D == 2 ? "(N, C, H, W)" : "(N, C, D, H, W)";
+  ZT_CHECK(x.dim() == static_cast<int64_t>(D) + 2, this->type_name(), ": expected a ", D + 2,
+           "-D input ", layout, ", got ", shape_str(x.sizes()));
+  ZT_CHECK(x.size(1) == options.in_channels(), this->type_name(), ": input ", shape_str(x.sizes()),
+           " has ", x.size(1), " channels, expected ", options.in_channels());
+  if constexpr (D == 1) {
+    ConvTranspose2dArgs args;
+    args.stride = {1, options.stride()[0]};
+    args.padding = {0, options.padding()[0]};
+    args.output_padding = {0, options.output_padding()[0]};
+    args.dilation = {1, options.dilation()[0]};
+    args.groups = options.groups();
+    return conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, args).squeeze(2);
+  } else {
+    std::conditional_t<D == 2, ConvTranspose2dArgs, ConvTranspose3dArgs> args;
+    args.stride = options.stride().values;
+    args.padding = options.padding().values;
+    args.output_padding = options.output_padding().values;
+    args.dilation = options.dilation().values;
+    args.groups = options.groups();
+    if constexpr (D == 2) return conv_transpose2d(x, weight, bias, args);
+    if constexpr (D == 3) return conv_transpose3d(x, weight, bias, args);
+  }
+}
+
+template class ConvTransposeNd<1>;
+template class ConvTransposeNd<2>;
+template class ConvTransposeNd<3>;
+template struct ConvTransposeOptions<1>;
+template struct ConvTransposeOptions<2>;
+template struct ConvTransposeOptions<3>;
 
 }  // namespace zt::nn

@@ -3,7 +3,8 @@
 
 The same shapes as apps/bench/bench_ops.cpp (the tiny tokenizer's encoder levels, batch 8
 clips x 4 frames): conv2d k3x3 p1 C->C at (32, C, H, W), the causal conv3d k3x3x3 of the
-temporal blocks, and linear 1024x512 -> 512. fwd_ms is the forward alone, fwd_bwd_ms the
+temporal blocks, a depthwise 7x7 conv2d and a k4 s2 transposed conv2d at the 16x16 / 8x8
+levels, and linear 1024x512 -> 512. fwd_ms is the forward alone, fwd_bwd_ms the
 forward plus backward into the input, weight and bias (gradients reset each time), both
 the median of --reps timed calls after two warm-up calls. One JSON line per case, shaped
 like zt-bench's. Not used by the test suite.
@@ -43,6 +44,12 @@ def cases():
     x, wt, b = leaf(8, 4, 4, 4, 4), leaf(4, 4, 3, 3, 3), leaf(4)
     yield ("conv3d", "8x4x4x4x4 k3x3x3 causal O4", [x, wt, b],
            lambda: F.conv3d(F.pad(x, (1, 1, 1, 1, 2, 0)), wt, b))
+    x, wt, b = leaf(32, 64, 16, 16), leaf(64, 1, 7, 7), leaf(64)
+    yield ("conv2d", "32x64x16x16 k7x7 p3 depthwise", [x, wt, b],
+           lambda: F.conv2d(x, wt, b, padding=3, groups=64))
+    xt, wtt = leaf(32, 64, 8, 8), leaf(64, 64, 4, 4)
+    yield ("conv_transpose2d", "32x64x8x8 k4x4 s2 p1 O64", [xt, wtt, b],
+           lambda: F.conv_transpose2d(xt, wtt, b, stride=2, padding=1))
     x, wt, b = leaf(1024, 512), leaf(512, 512), leaf(512)
     yield ("linear", "1024x512 -> 512", [x, wt, b], lambda: F.linear(x, wt, b))
 

@@ -1,6 +1,7 @@
 // zt-bench ops: forward and forward+backward time of the ops the tiny Emu3-style
 // tokenizer spends its time in, at its shapes (batch 8 x 4 frames of 32x32 = 32 images,
-// ch 32, ch_mult [1, 2, 2, 4]; docs/EMU3_TOKENIZER.md). One JSON object per (op, shape):
+// ch 32, ch_mult [1, 2, 2, 4]; docs/EMU3_TOKENIZER.md), plus a depthwise and a transposed
+// convolution at the same sizes. One JSON object per (op, shape):
 //   fwd_ms      forward only;  fwd_bwd_ms  forward + backward (median of --reps)
 //   gflops      (forward + backward FLOPs) / fwd_bwd time. Convolutions and linear
 //               count 2 FLOPs per multiply-add, backward = 2x forward (input and weight
@@ -133,6 +134,28 @@ std::vector<Case> make_cases(const Setup& st) {
     cases.push_back({"conv3d", dims(s) + " k3x3x3 causal O4", f, 2 * f, 0, {x, w, b}, [=] {
                        return zt::conv3d(x, w, b, a);
                      }});
+  }
+  {
+    // A depthwise 7x7 convolution (ConvNeXt's) and a k4 s2 p1 transposed convolution that
+    // doubles H and W (a decoder's upsampling), at the 16x16 level.
+    Tensor x = make_leaf({32, 64, 16, 16}, st, g), w = make_leaf({64, 1, 7, 7}, st, g),
+           b = make_leaf({64}, st, g);
+    zt::Conv2dArgs a;
+    a.padding = {3, 3, 3, 3};
+    a.groups = 64;
+    double f = 2.0 * 32 * 64 * 16 * 16 * 49;
+    cases.push_back({"conv2d", "32x64x16x16 k7x7 p3 depthwise", f, 2 * f, 0, {x, w, b}, [=] {
+                       return zt::conv2d(x, w, b, a);
+                     }});
+    Tensor xt = make_leaf({32, 64, 8, 8}, st, g), wt = make_leaf({64, 64, 4, 4}, st, g);
+    zt::ConvTranspose2dArgs t;
+    t.stride = {2, 2};
+    t.padding = {1, 1};
+    double ft = 2.0 * 32 * 64 * 8 * 8 * 64 * 16;
+    cases.push_back(
+        {"conv_transpose2d", "32x64x8x8 k4x4 s2 p1 O64", ft, 2 * ft, 0, {xt, wt, b}, [=] {
+           return zt::conv_transpose2d(xt, wt, b, t);
+         }});
   }
   {
     Tensor x = make_leaf({1024, 512}, st, g), w = make_leaf({512, 512}, st, g),

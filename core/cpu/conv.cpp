@@ -12,6 +12,9 @@
 // columns ordered (sample, Do, Ho, Wo); with one sample per chunk the GEMM writes the
 // output (and reads the output gradient) in place, otherwise the (O, m*L) result is
 // transposed to (m, O, L) in one pass that also adds the bias.
+// Grouped convolutions run each group as one of the above on copies of its channels,
+// except depthwise ones (one input channel per group), which run directly
+// (conv_depthwise.h).
 // Threads: with num_threads() > 1 the batch is split into one group of samples per
 // thread (parallel_for), each running the serial path with a single-threaded BLAS;
 // the weight gradient is reduced from per-group partial sums. Mixing OpenMP workers
@@ -28,6 +31,7 @@
 
 #include "core/cpu/blas.h"
 #include "core/cpu/conv_cols.h"
+#include "core/cpu/conv_depthwise.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/winograd.h"
 #include "core/parallel.h"
@@ -288,14 +292,9 @@ void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t 
   }
 }
 
+// Forward of an ungrouped convolution, the batch split over the threads.
 template <typename T>
-void forward_impl(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
-                  const Tensor& bias) {
-  ConvData<T> a;
-  a.x = x.data<T>();
-  a.w = weight.data<T>();
-  a.bias = data_or_null<T>(bias);
-  a.out = out.data<T>();
+void forward_dense(const ConvGeometry& g, const ConvData<T>& a) {
   const int64_t groups = sample_groups(g);
   if (groups <= 1) {
     forward_range(g, a, 0, g.n);
@@ -306,31 +305,12 @@ void forward_impl(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
   });
 }
 
+// Input gradient (if a.grad_x) and weight gradient (if dw) of an ungrouped convolution,
+// the batch split over the threads.
 template <typename T>
-void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
-                   const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
-                   const Tensor& grad_bias) {
-  ConvData<T> a;
-  a.x = x.data<T>();
-  a.w = weight.data<T>();
-  a.grad_out = grad_out.data<T>();
-  a.grad_x = data_or_null<T>(grad_x);
-  const int64_t l = g.out_positions(), o = g.o, wnum = o * g.col_rows();
-  if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
-    // Channel blocks over the threads; within a block samples outer, so grad_out is read
-    // in memory order, and each channel adds its rows in sample order (the same bits at
-    // any thread count).
-    std::vector<double> s(o, 0.0);
-    parallel_for(o, grain_for(g.n * l), [&](int64_t c0, int64_t c1) {
-      for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t oc = c0; oc < c1; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
-    });
-    T* db = grad_bias.data<T>();
-    for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);
-  }
-  T* dw = data_or_null<T>(grad_weight);
+void backward_dense(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
   if (!a.grad_x && !dw) return;
-  const int64_t groups = sample_groups(g);
+  const int64_t groups = sample_groups(g), wnum = g.o * g.col_rows();
   if (groups <= 1) {
     backward_range(g, a, dw, 0, g.n);
     return;
@@ -351,6 +331,105 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
       for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
     }
   });
+}
+
+// Channels [c0, c0 + cn) of each of n samples of `from_c` channels <-> a contiguous
+// (n, cn, positions) buffer: a grouped convolution runs each group as an ungrouped one on
+// such copies (one pass over the input and the output in all).
+template <typename T>
+void gather_channels(const T* from, int64_t from_c, int64_t c0, int64_t cn, int64_t n,
+                     int64_t positions, T* to) {
+  for (int64_t b = 0; b < n; ++b)
+    std::memcpy(to + b * cn * positions, from + (b * from_c + c0) * positions,
+                cn * positions * sizeof(T));
+}
+template <typename T>
+void scatter_channels(const T* from, int64_t to_c, int64_t c0, int64_t cn, int64_t n,
+                      int64_t positions, T* to) {
+  for (int64_t b = 0; b < n; ++b)
+    std::memcpy(to + (b * to_c + c0) * positions, from + b * cn * positions,
+                cn * positions * sizeof(T));
+}
+
+// Group i's weights (O/G, C/G, k...) are rows [i*O/G, (i+1)*O/G) of the weight: contiguous.
+template <typename T>
+void forward_grouped(const ConvGeometry& g, const ConvData<T>& a) {
+  const ConvGeometry s = g.group();
+  const int64_t in_pos = g.in_positions(), out_pos = g.out_positions();
+  std::vector<T> xs(g.n * s.c * in_pos), ys(g.n * s.o * out_pos);
+  for (int64_t i = 0; i < g.groups; ++i) {
+    gather_channels(a.x, g.c, i * s.c, s.c, g.n, in_pos, xs.data());
+    ConvData<T> sa;
+    sa.x = xs.data();
+    sa.w = a.w + i * s.o * s.col_rows();
+    sa.bias = a.bias ? a.bias + i * s.o : nullptr;
+    sa.out = ys.data();
+    forward_dense(s, sa);
+    scatter_channels(ys.data(), g.o, i * s.o, s.o, g.n, out_pos, a.out);
+  }
+}
+
+template <typename T>
+void backward_grouped(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
+  const ConvGeometry s = g.group();
+  const int64_t in_pos = g.in_positions(), out_pos = g.out_positions();
+  std::vector<T> xs(dw ? g.n * s.c * in_pos : 0), gs(g.n * s.o * out_pos);
+  std::vector<T> dxs(a.grad_x ? g.n * s.c * in_pos : 0);
+  for (int64_t i = 0; i < g.groups; ++i) {
+    if (dw) gather_channels(a.x, g.c, i * s.c, s.c, g.n, in_pos, xs.data());
+    gather_channels(a.grad_out, g.o, i * s.o, s.o, g.n, out_pos, gs.data());
+    ConvData<T> sa;
+    sa.x = xs.data();
+    sa.w = a.w + i * s.o * s.col_rows();
+    sa.grad_out = gs.data();
+    sa.grad_x = a.grad_x ? dxs.data() : nullptr;
+    backward_dense(s, sa, dw ? dw + i * s.o * s.col_rows() : nullptr);
+    if (a.grad_x) scatter_channels(dxs.data(), g.c, i * s.c, s.c, g.n, in_pos, a.grad_x);
+  }
+}
+
+template <typename T>
+void forward_impl(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
+                  const Tensor& bias) {
+  ConvData<T> a;
+  a.x = x.data<T>();
+  a.w = weight.data<T>();
+  a.bias = data_or_null<T>(bias);
+  a.out = out.data<T>();
+  if (depthwise_applies(g)) return depthwise_forward(g, a.x, a.w, a.bias, a.out);
+  if (g.groups > 1) return forward_grouped(g, a);
+  forward_dense(g, a);
+}
+
+template <typename T>
+void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
+                   const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
+                   const Tensor& grad_bias) {
+  ConvData<T> a;
+  a.x = x.data<T>();
+  a.w = weight.data<T>();
+  a.grad_out = grad_out.data<T>();
+  a.grad_x = data_or_null<T>(grad_x);
+  const int64_t l = g.out_positions(), o = g.o;
+  if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
+    // Channel blocks over the threads; within a block samples outer, so grad_out is read
+    // in memory order, and each channel adds its rows in sample order (the same bits at
+    // any thread count).
+    std::vector<double> s(o, 0.0);
+    parallel_for(o, grain_for(g.n * l), [&](int64_t c0, int64_t c1) {
+      for (int64_t n = 0; n < g.n; ++n)
+        for (int64_t oc = c0; oc < c1; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
+    });
+    T* db = grad_bias.data<T>();
+    for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);
+  }
+  T* dw = data_or_null<T>(grad_weight);
+  if (depthwise_applies(g)) {
+    if (a.grad_x || dw) depthwise_backward(g, a.grad_out, a.x, a.w, a.grad_x, dw);
+    return;
+  }
+  if (g.groups > 1) return backward_grouped(g, a, dw);
+  backward_dense(g, a, dw);
 }
 
 }  // namespace

@@ -9,25 +9,15 @@ namespace zt::cpu {
 
 namespace {
 
-// Output positions o along one axis whose input index o*s + tap - pad lies in [0, in).
-struct Span {
-  int64_t lo, hi;
-};
-Span valid_span(int64_t tap, int64_t s, int64_t pad, int64_t in, int64_t out) {
-  int64_t lo = pad - tap <= 0 ? 0 : (pad - tap + s - 1) / s;
-  int64_t last = in - 1 + pad - tap;  // largest o*s allowed
-  int64_t hi = last < 0 ? 0 : std::min(out, last / s + 1);
-  return {std::min(lo, hi), hi};
-}
-
-// One column-matrix row: kernel tap (c, i, j, k) with its valid output spans.
+// One column-matrix row: kernel tap of channel c at input offsets (i, j, k) from a
+// window's origin (the tap's indices times the dilations), with its valid output spans.
 struct Tap {
   int64_t c, i, j, k;
   Span sd, sh, sw;
 };
 Tap make_tap(const ConvGeometry& g, int64_t r) {
   int64_t kvol = g.kd * g.kh * g.kw, t = r % kvol;
-  Tap p{r / kvol, t / (g.kh * g.kw), (t / g.kw) % g.kh, t % g.kw, {}, {}, {}};
+  Tap p{r / kvol, t / (g.kh * g.kw) * g.dd, (t / g.kw) % g.kh * g.dh, t % g.kw * g.dw, {}, {}, {}};
   p.sd = valid_span(p.i, g.sd, g.pad_d, g.d, g.od);
   p.sh = valid_span(p.j, g.sh, g.pad_h, g.h, g.oh);
   p.sw = valid_span(p.k, g.sw, g.pad_w, g.w, g.ow);
@@ -126,7 +116,7 @@ PlaneLayout plane_layout(const ConvGeometry& g) {
 }
 
 bool use_planes(const ConvGeometry& g) {
-  if (g.sd != 1 || g.sh != 1 || g.sw != 1 || g.is_pointwise()) return false;
+  if (g.sd != 1 || g.sh != 1 || g.sw != 1 || !g.is_dense() || g.is_pointwise()) return false;
   const int64_t back_w = g.ow + g.kw - 1 - g.pad_w - g.w;
   if (back_w < 0 || g.pad_d + g.d > g.od + g.kd - 1 || g.pad_h + g.h > g.oh + g.kh - 1)
     return false;

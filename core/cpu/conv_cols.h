@@ -19,11 +19,24 @@
 // L = Do*Ho*Wo, Q = ((Do - 1)*hp + Ho)*wp >= L columns per sample.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/kernels.h"
 
 namespace zt::cpu {
+
+/// Output positions [lo, hi) along one axis whose input index o*s + tap - pad lies in
+/// [0, in), for a tap at offset `tap` from the window's origin.
+struct Span {
+  int64_t lo, hi;
+};
+inline Span valid_span(int64_t tap, int64_t s, int64_t pad, int64_t in, int64_t out) {
+  int64_t lo = pad - tap <= 0 ? 0 : (pad - tap + s - 1) / s;
+  int64_t last = in - 1 + pad - tap;  // largest o*s allowed
+  int64_t hi = last < 0 ? 0 : std::min(out, last / s + 1);
+  return {std::min(lo, hi), hi};
+}
 
 /// col (K, m*L) <- x (m, C, D, H, W); zeros where a tap reads padding.
 template <typename T>

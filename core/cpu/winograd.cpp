@@ -320,9 +320,9 @@ void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* 
 }  // namespace
 
 bool winograd_applies(const ConvGeometry& g) {
-  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.pad_h == 1 && g.pad_w == 1 &&
-         g.oh == g.h && g.ow == g.w && g.kd == 1 && g.sd == 1 && g.pad_d == 0 && g.od == g.d &&
-         g.c >= kMinChannels && g.o >= kMinChannels;
+  return g.is_dense() && g.groups == 1 && g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 &&
+         g.pad_h == 1 && g.pad_w == 1 && g.oh == g.h && g.ow == g.w && g.kd == 1 && g.sd == 1 &&
+         g.pad_d == 0 && g.od == g.d && g.c >= kMinChannels && g.o >= kMinChannels;
 }
 
 template <typename T>

@@ -75,9 +75,12 @@ bool is_2d(const ConvGeometry& g) {
 
 // Error unless padding the front pads on both sides gives the geometry's output size.
 void check_symmetric(const ConvGeometry& g) {
-  auto out = [](int64_t in, int64_t k, int64_t s, int64_t p) { return (in + 2 * p - k) / s + 1; };
-  ZT_CHECK(out(g.d, g.kd, g.sd, g.pad_d) == g.od && out(g.h, g.kh, g.sh, g.pad_h) == g.oh &&
-               out(g.w, g.kw, g.sw, g.pad_w) == g.ow,
+  auto out = [](int64_t in, int64_t k, int64_t s, int64_t p, int64_t dil) {
+    return (in + 2 * p - dil * (k - 1) - 1) / s + 1;
+  };
+  ZT_CHECK(out(g.d, g.kd, g.sd, g.pad_d, g.dd) == g.od &&
+               out(g.h, g.kh, g.sh, g.pad_h, g.dh) == g.oh &&
+               out(g.w, g.kw, g.sw, g.pad_w, g.dw) == g.ow,
            "conv on CUDA: cuDNN pads symmetrically; pad the input with zt::pad first for "
            "asymmetric padding (conv2d / conv3d do this)");
 }
@@ -96,12 +99,14 @@ struct ConvDescs {
   ConvDescs(const ConvGeometry& g, DType dt)
       : x(dt, dims(g, g.n, g.c, g.d, g.h, g.w)),
         y(dt, dims(g, g.n, g.o, g.od, g.oh, g.ow)),
-        w(dt, dims(g, g.o, g.c, g.kd, g.kh, g.kw)),
+        w(dt, dims(g, g.o, g.c / g.groups, g.kd, g.kh, g.kw)),
         conv(is_2d(g) ? std::vector<int>{as_int(g.pad_h), as_int(g.pad_w)}
                       : std::vector<int>{as_int(g.pad_d), as_int(g.pad_h), as_int(g.pad_w)},
              is_2d(g) ? std::vector<int>{as_int(g.sh), as_int(g.sw)}
                       : std::vector<int>{as_int(g.sd), as_int(g.sh), as_int(g.sw)},
-             dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
+             is_2d(g) ? std::vector<int>{as_int(g.dh), as_int(g.dw)}
+                      : std::vector<int>{as_int(g.dd), as_int(g.dh), as_int(g.dw)},
+             as_int(g.groups), dt == DType::f64 ? CUDNN_DATA_DOUBLE : CUDNN_DATA_FLOAT),
         exact_f32(dt == DType::f32 && !tf32().conv),
         dtype(dt) {
     reset_math();
@@ -125,7 +130,7 @@ struct ConvDescs {
   }
 };
 
-using CacheKey = std::tuple<int, int, int, bool, std::array<int64_t, 18>>;
+using CacheKey = std::tuple<int, int, int, bool, std::array<int64_t, 22>>;
 
 // Usable candidates per call geometry, best first; one that fails to run is dropped.
 std::mutex g_cache_mutex;
@@ -136,8 +141,9 @@ std::map<CacheKey, std::vector<Choice>>& choice_cache() {
 
 CacheKey cache_key(const ConvGeometry& g, DType dt, Pass pass, bool exact) {
   return {current_device(), static_cast<int>(dt), static_cast<int>(pass), exact,
-          std::array<int64_t, 18>{g.n, g.c, g.o, g.d, g.h, g.w, g.kd, g.kh, g.kw, g.sd, g.sh, g.sw,
-                                  g.pad_d, g.pad_h, g.pad_w, g.od, g.oh, g.ow}};
+          std::array<int64_t, 22>{g.n,  g.c,  g.o,  g.d,  g.h,     g.w,     g.kd,    g.kh,
+                                  g.kw, g.sd, g.sh, g.sw, g.pad_d, g.pad_h, g.pad_w, g.od,
+                                  g.oh, g.ow, g.dd, g.dh, g.dw,    g.groups}};
 }
 
 // This thread's descriptors for a geometry and dtype, made on first use and reused

@@ -75,12 +75,13 @@ FilterDescriptor::~FilterDescriptor() {
 
 ConvolutionDescriptor::ConvolutionDescriptor(const std::vector<int>& pads,
                                              const std::vector<int>& strides,
+                                             const std::vector<int>& dilations, int groups,
                                              cudnnDataType_t compute) {
   CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc_));
-  std::vector<int> dilation(pads.size(), 1);
   CUDNN_CHECK(cudnnSetConvolutionNdDescriptor(desc_, static_cast<int>(pads.size()), pads.data(),
-                                              strides.data(), dilation.data(),
+                                              strides.data(), dilations.data(),
                                               CUDNN_CROSS_CORRELATION, compute));
+  if (groups != 1) CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc_, groups));
 }
 ConvolutionDescriptor::~ConvolutionDescriptor() {
   cudnnDestroyConvolutionDescriptor(desc_);

@@ -57,12 +57,12 @@ class FilterDescriptor {
   cudnnFilterDescriptor_t desc_ = nullptr;
 };
 
-/// An owned convolution descriptor: symmetric zero padding, strides, no dilation,
-/// cross-correlation (what zt's conv computes), one group.
+/// An owned convolution descriptor: symmetric zero padding, strides, dilations and the
+/// channel groups, cross-correlation (what zt's conv computes).
 class ConvolutionDescriptor {
  public:
   ConvolutionDescriptor(const std::vector<int>& pads, const std::vector<int>& strides,
-                        cudnnDataType_t compute);
+                        const std::vector<int>& dilations, int groups, cudnnDataType_t compute);
   ~ConvolutionDescriptor();
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;

@@ -1,8 +1,9 @@
-// conv2d / conv3d: argument checks, output allocation and autograd. Both run the 3-D
-// kernel of the tensors' device (core/cpu/conv.cpp, or cuDNN through core/cuda/conv.cu);
-// a 2-D conv is a 3-D one with depth 1. cuDNN pads symmetrically, so on the GPU an
-// asymmetric padding that changes the output size is applied with pad() first.
-// Legend: N batch, C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
+// conv2d / conv3d and their transposes: argument checks, output allocation and
+// autograd. All run the 3-D kernels of the tensors' device (core/cpu/conv.cpp, or cuDNN
+// through core/cuda/conv.cu); a 2-D conv is a 3-D one with depth 1, and a transposed conv
+// runs the kernels of the conv whose input gradient it is. cuDNN pads symmetrically, so on the GPU
+// an asymmetric padding that changes the output size is applied with pad() first. Legend: N batch,
+// C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
 #include "core/ops/conv.h"
 
 #include "core/autograd.h"
@@ -13,23 +14,32 @@ namespace zt {
 
 namespace {
 
+// The extent of a kernel of k taps spaced `dilation` apart.
+int64_t span(int64_t k, int64_t dilation) {
+  return dilation * (k - 1) + 1;
+}
+
 // Output size along one axis; error naming the op and the axis when the padded input
-// is smaller than the kernel.
+// is smaller than the (dilated) kernel.
 int64_t out_size(const char* op, const char* axis, int64_t in, int64_t k, int64_t s, int64_t p0,
-                 int64_t p1, const Tensor& x, const Tensor& w) {
+                 int64_t p1, int64_t dilation, const Tensor& x, const Tensor& w) {
   ZT_CHECK(k >= 1, op, ": kernel size along ", axis, " must be >= 1; weight ",
            shape_str(w.sizes()));
   ZT_CHECK(s >= 1, op, ": stride along ", axis, " must be >= 1, got ", s);
+  ZT_CHECK(dilation >= 1, op, ": dilation along ", axis, " must be >= 1, got ", dilation);
   ZT_CHECK(p0 >= 0 && p1 >= 0, op, ": padding along ", axis, " must be >= 0, got (", p0, ", ", p1,
            "); crop with narrow() first");
-  ZT_CHECK(in + p0 + p1 >= k, op, ": padded input ", axis, " (", in, " + ", p0, " + ", p1,
-           ") is smaller than the kernel (", k, "); input ", shape_str(x.sizes()), ", weight ",
-           shape_str(w.sizes()));
-  return (in + p0 + p1 - k) / s + 1;
+  const int64_t extent = span(k, dilation);
+  ZT_CHECK(in + p0 + p1 >= extent, op, ": padded input ", axis, " (", in, " + ", p0, " + ", p1,
+           ") is smaller than the kernel (", extent, dilation > 1 ? " with its dilation" : "",
+           "); input ", shape_str(x.sizes()), ", weight ", shape_str(w.sizes()));
+  return (in + p0 + p1 - extent) / s + 1;
 }
 
+void check_conv_device(const char* op, const Tensor& x);
+
 void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const Tensor& weight,
-                       const Tensor& bias) {
+                       const Tensor& bias, int64_t groups) {
   ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
   detail::check_same(op, {x, weight, bias});
   const int64_t nd = spatial + 2;
@@ -37,9 +47,14 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
            spatial == 2 ? "H, W" : "D, H, W", "), got ", shape_str(x.sizes()));
   ZT_CHECK(weight.dim() == nd, op, ": weight must be ", nd, "-D (O, C, ",
            spatial == 2 ? "kh, kw" : "kd, kh, kw", "), got ", shape_str(weight.sizes()));
-  ZT_CHECK(x.size(1) == weight.size(1), op, ": input has ", x.size(1),
-           " channels but weight expects ", weight.size(1), " (input ", shape_str(x.sizes()),
-           ", weight ", shape_str(weight.sizes()), ")");
+  ZT_CHECK(groups >= 1, op, ": groups must be >= 1, got ", groups);
+  ZT_CHECK(x.size(1) % groups == 0 && weight.size(0) % groups == 0, op, ": groups=", groups,
+           " must divide the input channels (", x.size(1), ") and the output channels (",
+           weight.size(0), ")");
+  ZT_CHECK(x.size(1) == weight.size(1) * groups, op, ": input has ", x.size(1),
+           " channels but weight expects ", weight.size(1) * groups,
+           groups > 1 ? " (its channels per group times groups)" : "", " (input ",
+           shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ")");
   ZT_CHECK(x.size(1) >= 1 && weight.size(0) >= 1, op,
            ": need at least one input and output "
            "channel, got input ",
@@ -47,6 +62,11 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
   ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), op, ": bias ",
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", weight.size(0),
            ") to match weight ", shape_str(weight.sizes()));
+  check_conv_device(op, x);
+}
+
+// Floating dtypes on the CPU or a GPU.
+void check_conv_device(const char* op, const Tensor& x) {
   if (x.device().is_cuda()) {
     ZT_CHECK(is_floating(x.dtype()), op, ": supports f32, f64, bf16 and f16 on CUDA, got ",
              dtype_name(x.dtype()));
@@ -63,11 +83,11 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
 // `pads` symmetric. Keeps the front pad where the back pad does not change the output
 // size (the extra zeros are never read). Returns x itself when nothing is needed.
 Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, const int64_t* strides,
-                         int64_t* pads) {
+                         const int64_t* dilations, int64_t* pads) {
   std::vector<int64_t> extra;  // pad()'s order: last dim first
   bool any = false;
   for (int64_t a = spatial - 1; a >= 0; --a) {
-    int64_t in = x.size(2 + a), k = w.size(2 + a), s = strides[a];
+    int64_t in = x.size(2 + a), k = span(w.size(2 + a), dilations[a]), s = strides[a];
     int64_t& p0 = pads[2 * a];
     int64_t& p1 = pads[2 * a + 1];
     int64_t e0 = 0, e1 = 0;
@@ -135,28 +155,37 @@ Tensor conv_apply(const char* op, const ConvGeometry& g, const Shape& out_shape,
   return out;
 }
 
+// The fields of one spatial axis of a geometry (0, 1, 2: D, H, W).
+struct Axis {
+  int64_t *in, *kernel, *stride, *pad, *dilation, *out;
+  const char* name;
+};
+Axis axis(ConvGeometry& g, int a) {
+  if (a == 0) return {&g.d, &g.kd, &g.sd, &g.pad_d, &g.dd, &g.od, "D"};
+  if (a == 1) return {&g.h, &g.kh, &g.sh, &g.pad_h, &g.dh, &g.oh, "H"};
+  return {&g.w, &g.kw, &g.sw, &g.pad_w, &g.dw, &g.ow, "W"};
+}
+
 // The geometry of a convolution over `dims` (2 or 3) spatial axes; a 2-D one has
 // D = kd = 1. stride has one entry per axis, padding two (front, back) per axis.
+// D = kd = 1. stride and dilation have one entry per axis, padding two (front, back).
+template <typename Args>
 ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,
-                           const int64_t* stride, const int64_t* padding) {
+                           const Args& args) {
   ConvGeometry g;
   g.n = x.size(0);
   g.c = x.size(1);
   g.o = weight.size(0);
-  int64_t* in[3] = {&g.d, &g.h, &g.w};
-  int64_t* kernel[3] = {&g.kd, &g.kh, &g.kw};
-  int64_t* step[3] = {&g.sd, &g.sh, &g.sw};
-  int64_t* pad[3] = {&g.pad_d, &g.pad_h, &g.pad_w};
-  int64_t* out[3] = {&g.od, &g.oh, &g.ow};
-  const char* names[3] = {"D", "H", "W"};
+  g.groups = args.groups;
   for (int i = 0; i < dims; ++i) {
-    const int a = 3 - dims + i;
-    *in[a] = x.size(2 + i);
-    *kernel[a] = weight.size(2 + i);
-    *step[a] = stride[i];
-    *pad[a] = padding[2 * i];
-    *out[a] = out_size(op, names[a], *in[a], *kernel[a], stride[i], padding[2 * i],
-                       padding[2 * i + 1], x, weight);
+    const Axis a = axis(g, 3 - dims + i);
+    *a.in = x.size(2 + i);
+    *a.kernel = weight.size(2 + i);
+    *a.stride = args.stride[i];
+    *a.pad = args.padding[2 * i];
+    *a.dilation = args.dilation[i];
+    *a.out = out_size(op, a.name, *a.in, *a.kernel, args.stride[i], args.padding[2 * i],
+                      args.padding[2 * i + 1], args.dilation[i], x, weight);
   }
   return g;
 }
@@ -164,27 +193,124 @@ ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tens
 }  // namespace
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
-  check_conv_inputs("conv2d", 2, x, weight, bias);
+  check_conv_inputs("conv2d", 2, x, weight, bias, args.groups);
   if (x.device().is_cuda()) {
     Conv2dArgs sym = args;
-    Tensor xp = pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.padding.data());
+    Tensor xp =
+        pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.dilation.data(), sym.padding.data());
     if (!xp.same(x)) return conv2d(xp, weight, bias, sym);
   }
-  const ConvGeometry g =
-      conv_geometry("conv2d", 2, x, weight, args.stride.data(), args.padding.data());
+  const ConvGeometry g = conv_geometry("conv2d", 2, x, weight, args);
   return conv_apply("conv2d", g, {g.n, g.o, g.oh, g.ow}, x, weight, bias);
 }
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dArgs& args) {
-  check_conv_inputs("conv3d", 3, x, weight, bias);
+  check_conv_inputs("conv3d", 3, x, weight, bias, args.groups);
   if (x.device().is_cuda()) {
     Conv3dArgs sym = args;
-    Tensor xp = pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.padding.data());
+    Tensor xp =
+        pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.dilation.data(), sym.padding.data());
     if (!xp.same(x)) return conv3d(xp, weight, bias, sym);
   }
-  const ConvGeometry g =
-      conv_geometry("conv3d", 3, x, weight, args.stride.data(), args.padding.data());
+  const ConvGeometry g = conv_geometry("conv3d", 3, x, weight, args);
   return conv_apply("conv3d", g, {g.n, g.o, g.od, g.oh, g.ow}, x, weight, bias);
+}
+
+namespace {
+
+// The transposed convolution of x (N, C, spatial...) is the input gradient of the
+// convolution `g` whose input is the result (N, O, out...) and whose output is x, with
+// the weight (C, O/G, k...) as that convolution's weight: conv_backward computes it,
+// conv_forward its input gradient, and conv_backward's weight gradient (the convolution's
+// input being the upstream gradient, its output gradient x) its weight gradient. The
+// padding is that convolution's (the front pad; the back pad is padding -
+// output_padding, which the kernels derive from the sizes).
+template <typename Args>
+Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& weight,
+                      const Tensor& bias, const Args& args) {
+  ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
+  detail::check_same(op, {x, weight, bias});
+  ZT_CHECK(x.dim() == dims + 2 && weight.dim() == dims + 2, op, ": input and weight must be ",
+           dims + 2, "-D (N, C, ", dims == 2 ? "H, W" : "D, H, W", ") and (C, O/groups, ",
+           dims == 2 ? "kh, kw" : "kd, kh, kw", "), got ", shape_str(x.sizes()), " and ",
+           shape_str(weight.sizes()));
+  const int64_t groups = args.groups;
+  ZT_CHECK(groups >= 1 && x.size(1) % groups == 0, op, ": groups=", groups,
+           " must be >= 1 and divide the input channels (", x.size(1), ")");
+  ZT_CHECK(x.size(1) == weight.size(0), op, ": input has ", x.size(1),
+           " channels but weight expects ", weight.size(0), " (input ", shape_str(x.sizes()),
+           ", weight ", shape_str(weight.sizes()), ", which is (C, O/groups, k...))");
+  ZT_CHECK(x.size(1) >= 1 && weight.size(1) >= 1, op, ": need at least one input and output ",
+           "channel, got weight ", shape_str(weight.sizes()));
+  ConvGeometry g;
+  g.n = x.size(0);
+  g.o = x.size(1);
+  g.c = weight.size(1) * groups;
+  g.groups = groups;
+  ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == g.c), op, ": bias ",
+           shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", g.c,
+           ") to match weight ", shape_str(weight.sizes()), " and groups=", groups);
+  check_conv_device(op, x);
+  Shape out_shape{g.n, g.c};
+  for (int i = 0; i < dims; ++i) {
+    const Axis a = axis(g, 3 - dims + i);
+    const int64_t s = args.stride[i], p = args.padding[i], extra = args.output_padding[i];
+    const int64_t k = weight.size(2 + i), dl = args.dilation[i];
+    ZT_CHECK(s >= 1 && dl >= 1 && k >= 1, op, ": stride, dilation and kernel size along ", a.name,
+             " must be >= 1, got ", s, ", ", dl, " and ", k);
+    ZT_CHECK(p >= 0, op, ": padding along ", a.name, " must be >= 0, got ", p);
+    ZT_CHECK(extra >= 0 && extra < s, op, ": output_padding along ", a.name, " (", extra,
+             ") must be >= 0 and smaller than the stride (", s, ")");
+    const int64_t size = (x.size(2 + i) - 1) * s - 2 * p + span(k, dl) + extra;
+    ZT_CHECK(size >= 1, op, ": the output ", a.name, " would be ", size, " (input ",
+             shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ", padding ", p, ")");
+    *a.in = size;
+    *a.kernel = k;
+    *a.stride = s;
+    *a.pad = p;
+    *a.dilation = dl;
+    *a.out = x.size(2 + i);
+    out_shape.push_back(size);
+  }
+  Tensor xc = kernel_operand(x), wc = kernel_operand(weight);
+  Tensor y = kernel_result(out_shape, x);
+  // conv_backward reads its x only for a weight gradient: the result stands in for it.
+  ZT_DISPATCH(x.device(), conv_backward, g, xc, y, wc, y, Tensor(), Tensor());
+  y = from_kernel(y, x);
+  if (autograd::needs_grad({x, weight})) {
+    const bool gx = x.requires_grad(), gw = weight.requires_grad();
+    autograd::record(op, {x, weight}, {y},
+                     [g, x, weight, gx, gw](const std::vector<Tensor>& grads) {
+                       if (!grads[0].defined()) return std::vector<Tensor>(2);
+                       Tensor go = kernel_operand(grads[0]);
+                       Tensor xd = kernel_operand(x), wd = kernel_operand(weight);
+                       Tensor dx = gx ? kernel_result(xd.sizes(), x) : Tensor();
+                       Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
+                       if (gx) ZT_DISPATCH(go.device(), conv_forward, g, dx, go, wd, Tensor());
+                       if (gw) {
+                         ZT_DISPATCH(go.device(), conv_backward, g, xd, go, wd, Tensor(), dw,
+                                     Tensor());
+                       }
+                       return std::vector<Tensor>{from_kernel(dx, x), from_kernel(dw, weight)};
+                     },
+                     {x, weight});
+  }
+  if (!bias.defined()) return y;
+  Shape bshape(static_cast<size_t>(dims + 2), 1);
+  bshape[1] = g.c;
+  return y + bias.view(bshape);
+}
+
+}  // namespace
+
+Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose2dArgs& args) {
+  return conv_transpose("conv_transpose2d", 2, x, weight, bias, args);
+}
+
+Tensor conv_transpose3d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose3dArgs& args) {
+  return conv_transpose("conv_transpose3d", 3, x, weight, bias, args);
 }
 
 }  // namespace zt

@@ -7,49 +7,13 @@
 #include <tuple>
 
 #include "common/test_util.h"
+#include "core/conv_reference.h"
 #include "core/cpu/winograd.h"
 
 using namespace zt;
+using zt::test::reference_conv3d;
 using zt::test::throws_with;
 using zt::test::values_are;
-
-namespace {
-
-// Direct 3-D convolution in f64: x (N, C, D, H, W), w (O, C, kd, kh, kw), bias (O) or
-// undefined; stride s and front/top/left padding p0, output sizes `os` (Do, Ho, Wo).
-Tensor reference_conv3d(const Tensor& x, const Tensor& w, const Tensor& bias,
-                        std::array<int64_t, 3> s, std::array<int64_t, 3> p0,
-                        std::array<int64_t, 3> os) {
-  Tensor xc = x.detach().to(DType::f64).contiguous(), wc = w.detach().to(DType::f64).contiguous();
-  const int64_t n = x.size(0), c = x.size(1), o = w.size(0);
-  const int64_t d = x.size(2), h = x.size(3), wd = x.size(4);
-  const int64_t kd = w.size(2), kh = w.size(3), kw = w.size(4);
-  std::vector<double> xv = xc.to_vector(), wv = wc.to_vector();
-  std::vector<double> bv = bias.defined() ? bias.to_vector() : std::vector<double>(o, 0.0);
-  std::vector<double> out(n * o * os[0] * os[1] * os[2]);
-  size_t idx = 0;
-  for (int64_t b = 0; b < n; ++b)
-    for (int64_t oc = 0; oc < o; ++oc)
-      for (int64_t z = 0; z < os[0]; ++z)
-        for (int64_t y = 0; y < os[1]; ++y)
-          for (int64_t xx = 0; xx < os[2]; ++xx) {
-            double acc = bv[oc];
-            for (int64_t ic = 0; ic < c; ++ic)
-              for (int64_t i = 0; i < kd; ++i)
-                for (int64_t j = 0; j < kh; ++j)
-                  for (int64_t k = 0; k < kw; ++k) {
-                    int64_t zi = z * s[0] + i - p0[0], yi = y * s[1] + j - p0[1],
-                            xi = xx * s[2] + k - p0[2];
-                    if (zi < 0 || zi >= d || yi < 0 || yi >= h || xi < 0 || xi >= wd) continue;
-                    acc += xv[(((b * c + ic) * d + zi) * h + yi) * wd + xi] *
-                           wv[(((oc * c + ic) * kd + i) * kh + j) * kw + k];
-                  }
-            out[idx++] = acc;
-          }
-  return from_vector(out, {n, o, os[0], os[1], os[2]}, DType::f64);
-}
-
-}  // namespace
 
 TEST(Conv2d, HandComputedWindowSums) {
   // x = [[1,2,3],[4,5,6],[7,8,9]], w = ones(2x2): each output sums a 2x2 window.

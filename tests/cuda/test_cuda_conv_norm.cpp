@@ -1,5 +1,6 @@
-// Convolutions (cuDNN), normalizations, softmax and cross-entropy on the GPU against
-// their CPU twins (core/cpu/conv.cpp and core/cpu/norm.cpp are the specification).
+// Convolutions (cuDNN; grouped, dilated and transposed too), normalizations, softmax and
+// cross-entropy on the GPU against their CPU twins (core/cpu/conv.cpp and core/cpu/norm.cpp
+// are the specification).
 // Every case runs the public op forward and backward on both devices with the same
 // inputs and the same upstream gradient and compares the output and every input
 // gradient. Tolerances (|gpu - cpu| <= atol + rtol |cpu|):
@@ -26,6 +27,8 @@ struct Conv2dCase {
   std::array<int64_t, 2> stride;
   std::array<int64_t, 4> pad;  // top, bottom, left, right
   bool bias;
+  std::array<int64_t, 2> dilation;
+  int64_t groups;
 };
 
 struct Conv3dCase {
@@ -33,23 +36,32 @@ struct Conv3dCase {
   std::array<int64_t, 3> stride;
   std::array<int64_t, 6> pad;  // front, back, top, bottom, left, right
   bool bias;
+  std::array<int64_t, 3> dilation;
+  int64_t groups;
 };
 
 const Conv2dCase kConv2d[] = {
-    {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true},   // 'same' 3x3
-    {{2, 4, 10, 9}, {5, 4, 3, 3}, {2, 2}, {0, 1, 0, 1}, true},   // VQGAN downsample
-    {{3, 6, 5, 7}, {2, 6, 1, 1}, {1, 1}, {0, 0, 0, 0}, true},    // pointwise
-    {{1, 5, 8, 8}, {6, 5, 4, 4}, {2, 2}, {1, 1, 1, 1}, false},   // 4x4 stride 2
-    {{2, 3, 9, 10}, {3, 3, 3, 2}, {2, 3}, {1, 0, 2, 1}, false},  // asymmetric per axis
-    {{2, 2, 10, 10}, {3, 2, 3, 3}, {3, 3}, {1, 0, 1, 0}, true},  // stride 3, p1 < p0
+    {{2, 3, 9, 11}, {4, 3, 3, 3}, {1, 1}, {1, 1, 1, 1}, true, {1, 1}, 1},   // 'same' 3x3
+    {{2, 4, 10, 9}, {5, 4, 3, 3}, {2, 2}, {0, 1, 0, 1}, true, {1, 1}, 1},   // VQGAN downsample
+    {{3, 6, 5, 7}, {2, 6, 1, 1}, {1, 1}, {0, 0, 0, 0}, true, {1, 1}, 1},    // pointwise
+    {{1, 5, 8, 8}, {6, 5, 4, 4}, {2, 2}, {1, 1, 1, 1}, false, {1, 1}, 1},   // 4x4 stride 2
+    {{2, 3, 9, 10}, {3, 3, 3, 2}, {2, 3}, {1, 0, 2, 1}, false, {1, 1}, 1},  // asymmetric per axis
+    {{2, 2, 10, 10}, {3, 2, 3, 3}, {3, 3}, {1, 0, 1, 0}, true, {1, 1}, 1},  // stride 3, p1 < p0
+    {{2, 4, 9, 8}, {6, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, true, {1, 1}, 2},    // 2 groups
+    {{2, 3, 8, 8}, {6, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, true, {1, 1}, 3},    // depthwise x2
+    {{2, 3, 11, 9}, {4, 3, 3, 3}, {1, 1}, {2, 2, 2, 2}, false, {2, 2}, 1},  // dilated
+    {{1, 4, 9, 10}, {4, 2, 3, 2}, {2, 1}, {2, 1, 0, 3}, true, {2, 3}, 2},   // both, asymmetric
 };
 
+// Causal time, downsample, pointwise, depth 1, time stride, and 2 groups with a time
+// dilation of 2.
 const Conv3dCase kConv3d[] = {
-    {{2, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, {1, 1, 1}, {2, 0, 1, 1, 1, 1}, true},   // causal time
-    {{1, 4, 4, 8, 8}, {4, 4, 3, 3, 3}, {1, 2, 2}, {2, 0, 0, 1, 0, 1}, true},   // downsample
-    {{2, 3, 3, 4, 5}, {2, 3, 1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, true},   // pointwise
-    {{2, 3, 1, 6, 6}, {4, 3, 1, 3, 3}, {1, 1, 1}, {0, 0, 1, 1, 1, 1}, false},  // depth 1
-    {{1, 2, 6, 5, 5}, {3, 2, 2, 3, 3}, {2, 1, 1}, {0, 0, 1, 1, 1, 1}, true},   // time stride
+    {{2, 3, 5, 6, 7}, {4, 3, 3, 3, 3}, {1, 1, 1}, {2, 0, 1, 1, 1, 1}, true, {1, 1, 1}, 1},
+    {{1, 4, 4, 8, 8}, {4, 4, 3, 3, 3}, {1, 2, 2}, {2, 0, 0, 1, 0, 1}, true, {1, 1, 1}, 1},
+    {{2, 3, 3, 4, 5}, {2, 3, 1, 1, 1}, {1, 1, 1}, {0, 0, 0, 0, 0, 0}, true, {1, 1, 1}, 1},
+    {{2, 3, 1, 6, 6}, {4, 3, 1, 3, 3}, {1, 1, 1}, {0, 0, 1, 1, 1, 1}, false, {1, 1, 1}, 1},
+    {{1, 2, 6, 5, 5}, {3, 2, 2, 3, 3}, {2, 1, 1}, {0, 0, 1, 1, 1, 1}, true, {1, 1, 1}, 1},
+    {{2, 4, 6, 5, 5}, {6, 2, 2, 3, 3}, {1, 1, 1}, {2, 0, 1, 1, 1, 1}, true, {2, 1, 1}, 2},
 };
 
 Fn conv2d_fn(const Conv2dCase& c) {
@@ -57,6 +69,8 @@ Fn conv2d_fn(const Conv2dCase& c) {
     Conv2dArgs a;
     a.stride = c.stride;
     a.padding = c.pad;
+    a.dilation = c.dilation;
+    a.groups = c.groups;
     return conv2d(in[0], in[1], c.bias ? in[2] : Tensor(), a);
   };
 }
@@ -66,6 +80,8 @@ Fn conv3d_fn(const Conv3dCase& c) {
     Conv3dArgs a;
     a.stride = c.stride;
     a.padding = c.pad;
+    a.dilation = c.dilation;
+    a.groups = c.groups;
     return conv3d(in[0], in[1], c.bias ? in[2] : Tensor(), a);
   };
 }
@@ -109,6 +125,47 @@ TEST(CudaConv, Conv3dMatchesCpu) {
     for (DType dt : {DType::f32, DType::f64}) {
       std::vector<Tensor> in = conv_inputs(c.x, c.w, seed, dt);
       auto gpu = run_on(kGpu, conv3d_fn(c), in), cpu = run_on(kCpu, conv3d_fn(c), in);
+      double tol = dt == DType::f32 ? 1e-4 : 1e-10;
+      EXPECT_TRUE(runs_match(gpu, cpu, tol, tol)) << dtype_name(dt);
+    }
+    seed += 3;
+  }
+}
+
+TEST(CudaConv, TransposedMatchesCpu) {
+  // The k4 s2 p1 upsampling, output padding with grouped dilated taps, and a 3-D one.
+  ZT_SKIP_WITHOUT_GPU();
+  struct Case {
+    Shape x, w;  // w (C, O/groups, k...)
+    std::array<int64_t, 3> stride, padding, output_padding, dilation;
+    int64_t groups;
+  };
+  const Case cases[] = {
+      {{2, 4, 5, 6}, {4, 3, 4, 4}, {2, 2, 0}, {1, 1, 0}, {0, 0, 0}, {1, 1, 0}, 1},
+      {{2, 4, 3, 4}, {4, 1, 3, 2}, {2, 3, 0}, {1, 0, 0}, {1, 2, 0}, {2, 2, 0}, 2},
+      {{1, 2, 3, 4, 4}, {2, 3, 2, 3, 3}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 1, 2}, 1},
+  };
+  uint64_t seed = 60;
+  for (const Case& c : cases) {
+    SCOPED_TRACE("conv_transpose x " + shape_str(c.x) + " w " + shape_str(c.w));
+    const bool is3d = c.x.size() == 5;
+    Fn fn = [c, is3d](const std::vector<Tensor>& in) {
+      if (is3d) {
+        ConvTranspose3dArgs a{c.stride, c.padding, c.output_padding, c.dilation, c.groups};
+        return conv_transpose3d(in[0], in[1], in[2], a);
+      }
+      ConvTranspose2dArgs a{{c.stride[0], c.stride[1]},
+                            {c.padding[0], c.padding[1]},
+                            {c.output_padding[0], c.output_padding[1]},
+                            {c.dilation[0], c.dilation[1]},
+                            c.groups};
+      return conv_transpose2d(in[0], in[1], in[2], a);
+    };
+    for (DType dt : {DType::f32, DType::f64}) {
+      std::vector<Tensor> in = {normal_cpu(c.x, seed, DType::bf16).to(dt),
+                                normal_cpu(c.w, seed + 1, DType::bf16).to(dt),
+                                normal_cpu({c.w[1] * c.groups}, seed + 2, DType::bf16).to(dt)};
+      auto gpu = run_on(kGpu, fn, in), cpu = run_on(kCpu, fn, in);
       double tol = dt == DType::f32 ? 1e-4 : 1e-10;
       EXPECT_TRUE(runs_match(gpu, cpu, tol, tol)) << dtype_name(dt);
     }

@@ -1,11 +1,12 @@
 // One-dimensional layers and the Embedding padding row, against torch.nn: BatchNorm1d
 // on (N, C) and (N, C, L) (outputs, running statistics, eval, the synchronized path),
-// Conv1d (PyTorch's weight shape and state dict, strides, padding, refused options),
-// and Embedding's padding_idx (a zero row that learns nothing).
+// Conv1d (PyTorch's weight shape and state dict, strides, padding, dilation, groups,
+// refused options), and Embedding's padding_idx (a zero row that learns nothing).
 #include <cmath>
 #include <string>
 
 #include "common/test_util.h"
+#include "core/conv_reference.h"
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/nn_test_util.h"
@@ -199,13 +200,35 @@ TEST(Conv1d, GradientsByFiniteDifferences) {
                  {test::rand_leaf({2, 2, 6}, 44), conv.weight, conv.bias});
 }
 
-TEST(Conv1d, RefusesWhatItCannotRunNamingTheOption) {
-  EXPECT_TRUE(test::throws_with([] { nn::Conv1d(nn::Conv1dOptions(2, 2, 3).dilation(2)); },
-                                "Conv1d: dilation=(2) is not supported"));
-  EXPECT_TRUE(test::throws_with([] { nn::Conv1d(nn::Conv1dOptions(2, 2, 3).groups(2)); },
-                                "Conv1d: groups=2 is not supported"));
-  EXPECT_TRUE(test::throws_with([] { nn::Conv2d(nn::Conv2dOptions(2, 2, 3).groups(2)); },
-                                "Conv2d: groups=2 is not supported"));
+TEST(Conv1d, DilatedAndGroupedMatchTheDirectReference) {
+  // PyTorch's shapes: weight (C_out, C_in / groups, k); fan_in = C_in / groups * k = 6.
+  manual_seed(45);
+  nn::Conv1d conv(nn::Conv1dOptions(4, 6, 3).dilation(2).groups(2).padding(2));
+  EXPECT_EQ(conv.weight.sizes(), Shape({6, 2, 3}));
+  EXPECT_EQ(conv.extra_repr(),
+            "4, 6, kernel_size=(3), stride=(1), padding=(2, 2), dilation=(2), groups=2");
+  EXPECT_LE(max(abs(conv.weight)).item(), 1.0 / std::sqrt(6.0));
+  const Tensor x = randn({2, 4, 9});
+  const Tensor y = conv(x);
+  EXPECT_EQ(y.sizes(), Shape({2, 6, 9}));
+  auto as_3d = [](const Tensor& t) { return t.unsqueeze(2).unsqueeze(2); };
+  const Tensor ref = test::reference_conv3d(as_3d(x), as_3d(conv.weight), conv.bias, {1, 1, 1},
+                                            {0, 0, 2}, {1, 1, 9}, {1, 1, 2}, 2);
+  EXPECT_CLOSE(y.to(DType::f64), ref.view({2, 6, 9}), 1e-5, 1e-5);
+  // Depthwise 2-D: one (1, 3, 3) filter per channel.
+  nn::Conv2d depthwise(nn::Conv2dOptions(3, 3, 3).groups(3).padding(1));
+  EXPECT_EQ(depthwise.weight.sizes(), Shape({3, 1, 3, 3}));
+  EXPECT_EQ(depthwise(zeros({1, 3, 5, 5})).sizes(), Shape({1, 3, 5, 5}));
+}
+
+TEST(Conv1d, RefusesBadOptionsAndInputsNamingThem) {
+  EXPECT_TRUE(test::throws_with([] { nn::Conv1d(nn::Conv1dOptions(2, 2, 3).dilation(0)); },
+                                "Conv1d: dilations must be positive, got dilation=(0)"));
+  EXPECT_TRUE(test::throws_with([] { nn::Conv1d(nn::Conv1dOptions(4, 6, 3).groups(4)); },
+                                "Conv1d: groups=4 must be positive and divide in_channels (4) "
+                                "and out_channels (6)"));
+  EXPECT_TRUE(test::throws_with([] { nn::Conv2d(nn::Conv2dOptions(2, 2, 3).groups(0)); },
+                                "Conv2d: groups=0 must be positive"));
   nn::Conv1d conv(2, 3, 3);
   EXPECT_TRUE(test::throws_with(
       [&] {
