@@ -312,6 +312,13 @@ std::string Node::dump() const {
   return e.c_str();
 }
 
+std::string yaml_quoted(const std::string& text) {
+  YAML::Emitter e;
+  e << YAML::DoubleQuoted << text;
+  ZT_CHECK(e.good(), "yaml_quoted: '", text, "' cannot be written as YAML: ", e.GetLastError());
+  return e.c_str();
+}
+
 // ---- loading
 
 Node parse_yaml(const std::string& text, const std::string& source) {

@@ -89,6 +89,10 @@ class Node {
   std::shared_ptr<detail::NodeData> d_;
 };
 
+/// `text` as a YAML scalar that reads back as exactly `text` (a double-quoted scalar, written
+/// by yaml-cpp's emitter): for a path put into YAML text or a key.path=value override.
+std::string yaml_quoted(const std::string& text);
+
 /// Parses YAML text; `source` names it in errors. An empty or comment-only document is
 /// an error (it would otherwise train silently with every default).
 Node parse_yaml(const std::string& text, const std::string& source = "<string>");

@@ -77,11 +77,9 @@ inline int run_on_ranks(
     const std::function<void(const config::AppConfig&, comm::Communicator&)>& fn) {
   std::vector<config::Override> sets(c.sets.begin(), c.sets.end());
   if (!c.device.empty()) sets.push_back({"train.device=" + c.device, "--device " + c.device});
-  if (!c.deepspeed.empty()) {  // single-quoted YAML: any path, '' for a quote
-    std::string quoted = "'";
-    for (char ch : c.deepspeed) quoted += ch == '\'' ? std::string("''") : std::string(1, ch);
-    sets.push_back({"deepspeed_config=" + quoted + "'", "--deepspeed " + c.deepspeed});
-  }
+  if (!c.deepspeed.empty())
+    sets.push_back(
+        {"deepspeed_config=" + config::yaml_quoted(c.deepspeed), "--deepspeed " + c.deepspeed});
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
   const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
