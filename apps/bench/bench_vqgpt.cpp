@@ -39,7 +39,7 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
   device = app::train_device(train, comm, "zt-bench vqgpt");
   auto tok = vqgpt::random_tokenizer(cfg, comm, device);
   auto model = vqgpt::build_model(cfg, tok, comm, replicated_dp);
-  auto engine = vqgpt::make_engine(model, cfg, comm);
+  auto engine = vqgpt::make_engine(model, cfg, comm, app::EngineUse::training);
   auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, cfg.train.batch,
                                   comm.rank(), comm.size());
   model->train();

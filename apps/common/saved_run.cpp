@@ -175,9 +175,17 @@ config::AppConfig saved_config(const SavedRun& run, config::App app) {
   const config::Node root = config::parse_yaml(run.config_yaml, meta);
   if (run.deepspeed_json.empty()) return config::parse_app_config(root, app);
   // The DeepSpeed config as it was, through a file of this process's own (the parser reads
-  // deepspeed_config as a path).
+  // deepspeed_config as a path). That file is gone once parsed: what names it (errors,
+  // warnings, where train_batch_size was set) names the record in meta.json instead.
   const fs::path ds =
       fs::temp_directory_path() / ("zt_saved_deepspeed_" + std::to_string(::getpid()) + ".json");
+  const std::string recorded = meta + ": user.deepspeed_json";
+  auto as_recorded = [&](std::string text) {
+    for (size_t at = text.find(ds.string()); at != std::string::npos;
+         at = text.find(ds.string(), at + recorded.size()))
+      text.replace(at, ds.string().size(), recorded);
+    return text;
+  };
   write_text_atomically(ds.string(), run.deepspeed_json);
   struct Remove {
     fs::path p;
@@ -186,9 +194,18 @@ config::AppConfig saved_config(const SavedRun& run, config::App app) {
       fs::remove(p, ec);
     }
   } remove{ds};
-  config::apply_override(root, config::Override("deepspeed_config='" + ds.string() + "'",
-                                                meta + ": user.deepspeed_json"));
-  return config::parse_app_config(root, app);
+  config::apply_override(
+      root, config::Override("deepspeed_config=" + config::yaml_quoted(ds.string()), recorded));
+  config::AppConfig cfg;
+  try {
+    cfg = config::parse_app_config(root, app);
+  } catch (const Error& e) {
+    throw Error(as_recorded(e.what()));
+  }
+  cfg.deepspeed_config = recorded;
+  cfg.train_batch_size_where = as_recorded(cfg.train_batch_size_where);
+  for (std::string& w : cfg.warnings) w = as_recorded(w);
+  return cfg;
 }
 
 std::string describe(const std::vector<KeyChange>& changes, const std::string& before_name,

@@ -28,7 +28,8 @@ struct SavedRun {
 SavedRun read_saved_run(const std::string& dir_or_root);
 
 /// The saved configuration parsed for `app`; an error naming meta.json when none is
-/// recorded or it does not parse.
+/// recorded or it does not parse. A recorded DeepSpeed JSON is read as it was saved;
+/// deepspeed_config, and every message about it, name it as "<meta.json>: user.deepspeed_json".
 config::AppConfig saved_config(const SavedRun& run, config::App app);
 
 /// One key whose value differs between two configurations.

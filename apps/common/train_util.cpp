@@ -127,16 +127,19 @@ int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& tra
 }
 
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
-                                          const config::AppConfig& cfg, comm::Communicator& comm) {
+                                          const config::AppConfig& cfg, comm::Communicator& comm,
+                                          EngineUse use) {
   warn_once(cfg.warnings, comm);
-  config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size, if given
+  const bool training = use == EngineUse::training;
+  if (training) config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
   apply_replicated(*model, cfg.replicated, comm);
   nn::Module& m = *model;
   auto engine =
       std::make_unique<zero::Engine>(std::move(model), comm, cfg.zero, optimizer_config(cfg.train));
   const DType low = cfg.zero.precision.dtype();
   if (low != DType::f32) cast_at_part_edges(m, low);
-  if (!cfg.train.trace.empty()) engine->set_timeline(cfg.train.trace, cfg.train.trace_steps);
+  if (training && !cfg.train.trace.empty())
+    engine->set_timeline(cfg.train.trace, cfg.train.trace_steps);
   return engine;
 }
 

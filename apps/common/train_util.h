@@ -54,13 +54,20 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 /// nn::Module::set_checkpointing); an error if none is. Returns how many.
 int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& train,
                                const std::vector<std::string>& block_types);
+/// What an engine is built for. Only a run that trains (train, and plan, which measures
+/// training steps) is held to DeepSpeed's train_batch_size at this world size and records
+/// train.trace's timeline; one that reads weights (export, encode, eval, decode, sample,
+/// a frozen tokenizer) is held to neither.
+enum class EngineUse { training, reading_weights };
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
-/// are unchanged). Prints cfg.warnings once on rank 0; checks a DeepSpeed
-/// train_batch_size against the world size. Records a timeline when train.trace is set.
+/// are unchanged). Prints cfg.warnings once on rank 0. For EngineUse::training, checks a
+/// DeepSpeed train_batch_size against the world size and records a timeline when
+/// train.trace is set.
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
-                                          const config::AppConfig& cfg, comm::Communicator& comm);
+                                          const config::AppConfig& cfg, comm::Communicator& comm,
+                                          EngineUse use);
 /// Why a GPU cannot be used here ("" when it can), to follow "<what> 'cuda' ": the build
 /// has no CUDA, or no GPU is visible.
 std::string cuda_missing();

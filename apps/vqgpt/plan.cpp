@@ -11,7 +11,7 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   app::check_same_config(cfg.root, comm, "vqgpt plan");
   app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
   auto model = build_model(cfg, random_tokenizer(cfg, comm), comm);
-  auto engine = make_engine(model, cfg, comm);
+  auto engine = make_engine(model, cfg, comm, app::EngineUse::training);
   auto dataset = data::make_dataset(cfg.data);
   auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
   model->train();

@@ -127,6 +127,7 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
   }
   tok_cfg.replicated.clear();
   tok_cfg.gpt.reset();
+  tok_cfg.warnings.clear();  // about the tokenizer's training, said when it trained
   return vqtok::load_frozen_model(tok_cfg, path, comm, device);
 }
 
@@ -166,13 +167,14 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
 }
 
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
-                                          const config::AppConfig& cfg, comm::Communicator& comm) {
+                                          const config::AppConfig& cfg, comm::Communicator& comm,
+                                          app::EngineUse use) {
   ZT_CHECK(
       std::find(cfg.replicated.begin(), cfg.replicated.end(), "tokenizer") != cfg.replicated.end(),
       cfg.source,
       ": `replicated` must name the frozen tokenizer (replicated: [tokenizer]); a "
       "partitioned tokenizer would all-gather its parameters on every call");
-  return app::make_engine(std::move(model), cfg, comm);
+  return app::make_engine(std::move(model), cfg, comm, use);
 }
 
 std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
@@ -300,7 +302,7 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   app::check_checkpoint_app(dir, "vqgpt", comm, &cfg);
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
-  auto engine = make_engine(model, cfg, comm);
+  auto engine = make_engine(model, cfg, comm, app::EngineUse::reading_weights);
   // The model alone (the tokenizer's weights and buffers come along); any optimizer's run.
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};

@@ -130,7 +130,7 @@ std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engi
     Device device = Device::cpu()) {
   app::check_checkpoint_app(dir, "vqtok", comm, &cfg);
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
-  auto engine = app::make_engine(model, cfg, comm);
+  auto engine = app::make_engine(model, cfg, comm, app::EngineUse::reading_weights);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};
 }

@@ -1,8 +1,9 @@
 // A DeepSpeed JSON config as a DeepSpeed user writes it for ZeRO-3 (micro batch,
 // accumulation, train_batch_size, clipping, AdamW, a warmup schedule, bf16 and
 // zero_optimization) trains vqtok and vqgpt on thread ranks; a train_batch_size that
-// does not fit the world size stops the run before it starts; a checkpoint records the
-// JSON, so a resume compares the settings it gave.
+// does not fit the world size stops the run before it starts, while the commands that read
+// the weights at another world size are not held to it; a checkpoint records the JSON, so
+// a resume compares the settings it gave.
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -13,6 +14,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "configs/deepspeed.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 
@@ -190,4 +192,52 @@ replicated: [tokenizer]
     ASSERT_FALSE(r.log_losses.empty());
     for (double l : r.log_losses) EXPECT_TRUE(std::isfinite(l));
   }
+}
+
+// Only training is held to train_batch_size: a tokenizer trained on 2 ranks under it
+// exports, evaluates and loads as vqgpt's tokenizer on 1 rank, and train.trace, a training
+// setting, writes no timeline from them. The checkpoint's own config names the JSON it
+// recorded, never the temporary file it was read through.
+TEST(DeepSpeedApp, ReadingWeightsIsNotHeldToTheTrainingBatchSize) {
+  Scratch s("read");
+  const std::string model =
+      "model: {codebook_size: 32, ch: 32, ch_mult: [1, 1], num_res_blocks: 1, "
+      "attn_resolutions: []}\n"
+      "data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 32, "
+      "eval_samples: 2}\n";
+  config::AppConfig cfg = load(s, model + "train: {steps: 1, eval_every: 0, checkpoint_every: 1}\n",
+                               config::App::vqtok);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+  });
+  cfg.train.trace = s.path("trace.json");
+  const std::string ckpt = s.path("out/checkpoints");
+  const config::AppConfig gpt_cfg = config::parse_app_config(
+      config::parse_yaml(model + "gpt: {n_layer: 1, n_head: 2, n_embd: 32, tokenizer_checkpoint: " +
+                             ckpt + "}\nreplicated: [tokenizer]\n",
+                         "test"),
+      config::App::vqgpt);
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::export_model(cfg, "", s.path("tok.safetensors"), comm, /*quiet=*/true);
+    vqtok::EvalOptions e;
+    e.weights = ckpt;
+    EXPECT_GT(vqtok::evaluate(cfg, e, comm).clips, 0);
+    EXPECT_TRUE(vqgpt::load_tokenizer(gpt_cfg, "", comm));
+  });
+  EXPECT_TRUE(fs::exists(s.path("tok.safetensors")));
+  for (const auto& e : fs::directory_iterator(s.dir))
+    EXPECT_EQ(e.path().filename().string().rfind("trace", 0), std::string::npos) << e.path();
+
+  app::SavedRun run = app::read_saved_run(ckpt);
+  const std::string recorded = run.dir + "/meta.json: user.deepspeed_json";
+  const config::AppConfig saved = app::saved_config(run, config::App::vqtok);
+  std::string err = test::error_of([&] { config::check_world_size(saved, 1); });
+  EXPECT_EQ(err.rfind(recorded + ":2: train_batch_size: 8 must equal", 0), 0u) << err;
+  run.deepspeed_json = R"({"train_micro_batch_size_per_gpu": 2, "no_such_key": 1})";
+  err = test::error_of([&] { app::saved_config(run, config::App::vqtok); });
+  EXPECT_NE(err.find(recorded + ":1"), std::string::npos) << err;
+  EXPECT_NE(err.find("no_such_key"), std::string::npos) << err;
+  EXPECT_EQ(err.find("zt_saved_deepspeed"), std::string::npos) << err;
 }

@@ -73,7 +73,7 @@ EngineRun build(const config::AppConfig& cfg, comm::Communicator& comm) {
     zero::Init init(comm);
     r.model = std::make_shared<vq::VqModel>(cfg.model);
   }
-  r.engine = app::make_engine(r.model, cfg, comm);
+  r.engine = app::make_engine(r.model, cfg, comm, app::EngineUse::training);
   return r;
 }
 

@@ -31,7 +31,7 @@ TEST(TraceConfig, TrainTraceWritesOneBoundedFileForAllRanks) {
   comm::run_threads(2, [&](comm::Communicator& comm) {
     manual_seed(1);
     auto model = std::make_shared<nn::Linear>(8, 8);
-    auto engine = app::make_engine(model, cfg, comm);
+    auto engine = app::make_engine(model, cfg, comm, app::EngineUse::training);
     for (int s = 0; s < 3; ++s) {
       engine->backward(sum(engine->forward({ones({2, 8})})[0]));
       engine->step();
