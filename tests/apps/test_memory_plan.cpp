@@ -170,6 +170,23 @@ TEST(MemoryPlan, VqgptPlanForTheTinyConfig) {
   });
 }
 
+// `vqgpt plan --device cuda` sets the device up as `vqgpt train` does (app::train_device):
+// where no GPU can be used, the error names the plan, why and the fix, rather than a plan
+// of a CPU run presented as the GPU's.
+TEST(MemoryPlan, VqgptPlanSetsUpTheDeviceAsTrainingDoes) {
+  const std::string why = app::cuda_missing();
+  if (why.empty()) GTEST_SKIP() << "a GPU is visible: the plan would run on it";
+  const config::AppConfig cfg = config::load_app_config(
+      std::string(ZT_SOURCE_DIR) + "/configs/vqgpt_tiny.yaml",
+      {"output_dir=" + apptest::fresh_dir("plan", "cuda"), "train.device=cuda"},
+      config::App::vqgpt);
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(
+        test::throws_with([&] { vqgpt::plan(cfg, comm, 1, /*quiet=*/true); },
+                          "vqgpt plan: train.device 'cuda' " + why + ", or set train.device=cpu"));
+  });
+}
+
 // On a GPU with offload_optimizer the optimizer state lives in host memory, which
 // memory.limit caps as well: the verdict holds the host's share (state and gradient
 // buffers, the larger of predicted and measured) to the host limit, apart from the
