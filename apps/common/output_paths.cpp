@@ -10,6 +10,7 @@
 
 #include "apps/common/run_checks.h"
 #include "core/error.h"
+#include "data/dataset.h"
 #include "zero/checkpoint_dir.h"
 
 namespace zt::app {
@@ -41,10 +42,31 @@ std::pair<std::string, std::string> inside_checkpoints(const fs::path& path) {
   return {"", ""};
 }
 
+// Errors unless `path` lies outside every folder of `inputs` (their data: a write there
+// would add to it or replace a file of it).
+void check_outside_inputs(const std::string& option, const std::string& path,
+                          const std::vector<std::string>& inputs) {
+  std::error_code ec;
+  for (const std::string& in : inputs)
+    ZT_CHECK(in.empty() || !fs::is_directory(in, ec) || !within(path, in), option, " '", path,
+             "' is or lies in '", in,
+             "', a folder this command reads (its data): writing there would change what it "
+             "reads; pass a path outside it");
+}
+
 }  // namespace
 
 std::vector<std::string> config_inputs(const config::AppConfig& cfg) {
-  return {cfg.source, cfg.deepspeed_config};
+  std::vector<std::string> inputs = {cfg.source, cfg.deepspeed_config};
+  if (cfg.data.kind != data::DataKind::synthetic)
+    inputs.insert(inputs.end(), {cfg.data.path, cfg.data.eval_path});
+  return inputs;
+}
+
+bool within(const fs::path& path, const fs::path& dir) {
+  const fs::path rel = fs::weakly_canonical(fs::absolute(path))
+                           .lexically_relative(fs::weakly_canonical(fs::absolute(dir)));
+  return !rel.empty() && *rel.begin() != "..";
 }
 
 void check_output_file(const std::string& option, const std::string& path,
@@ -67,6 +89,7 @@ void check_output_file(const std::string& option, const std::string& path,
       fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());
   ZT_CHECK(where.empty(), option, " '", path, "' lies in ", what, ", '", where,
            "': writing there would damage what was saved; pass a path outside it");
+  check_outside_inputs(option, path, inputs);
   const std::string name = fs::path(path).filename().string();
   ZT_CHECK(!(exists && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock")),
            option, " '", path, "' is a training run's ", name,
@@ -93,7 +116,8 @@ void check_output_writable(const std::string& option, const std::string& path,
           folder.string(), "'); pass a path in a writable folder");
 }
 
-void check_output_folder(const std::string& option, const std::string& path) {
+void check_output_folder(const std::string& option, const std::string& path,
+                         const std::vector<std::string>& inputs) {
   if (path.empty()) return;
   std::error_code ec;
   ZT_CHECK(!fs::exists(path, ec) || fs::is_directory(path, ec), option, " '", path,
@@ -102,6 +126,7 @@ void check_output_folder(const std::string& option, const std::string& path) {
   ZT_CHECK(where.empty(), option, " '", path, "' is or lies in ", what, ", '", where,
            "': writing there would mix with what was saved, and pruning old checkpoints "
            "would delete it; pass a folder outside it");
+  check_outside_inputs(option, path, inputs);
 }
 
 void check_on_rank0(comm::Communicator& comm, const std::function<void()>& check) {

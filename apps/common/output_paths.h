@@ -2,6 +2,7 @@
 // command line or in the config does not overwrite what the run reads or what was saved.
 #pragma once
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -11,14 +12,19 @@
 
 namespace zt::app {
 
-/// The files every command of `cfg` reads: the config file and its DeepSpeed JSON.
+/// What every command of `cfg` may read: the config file, its DeepSpeed JSON, and the
+/// dataset's data.path and data.eval_path (files or folders; synthetic data reads none).
 std::vector<std::string> config_inputs(const config::AppConfig& cfg);
+
+/// Whether `path` is `dir` or lies inside it (both made absolute and normal first).
+bool within(const std::filesystem::path& path, const std::filesystem::path& dir);
 
 /// Checks that the file `path`, given as `option` (e.g. "encode -o"), may be written: it is
 /// not a folder; not one of `inputs` (what the command reads: files or folders; empty
 /// entries are skipped); not inside saved checkpoints (a checkpoint folder, holding
-/// meta.json and rank files, or a checkpoints root, holding `latest`); and not a run's own
-/// metrics.jsonl, curves.svg or .lock. Each error names the option, the path and why.
+/// meta.json and rank files, or a checkpoints root, holding `latest`); not inside a folder
+/// of `inputs` (a folder of images); and not a run's own metrics.jsonl, curves.svg or
+/// .lock. Each error names the option, the path and why (and the input it would damage).
 void check_output_file(const std::string& option, const std::string& path,
                        const std::vector<std::string>& inputs);
 
@@ -29,8 +35,9 @@ void check_output_writable(const std::string& option, const std::string& path,
                            const std::vector<std::string>& inputs);
 
 /// Checks that the folder `path`, given as `option`, may be filled: it is not a file and
-/// is not, nor lies inside, saved checkpoints (as above).
-void check_output_folder(const std::string& option, const std::string& path);
+/// is not, nor lies inside, saved checkpoints or a folder of `inputs` (as above).
+void check_output_folder(const std::string& option, const std::string& path,
+                         const std::vector<std::string>& inputs);
 
 /// Runs `check` (the checks above) on rank 0 and throws its error on every rank.
 void check_on_rank0(comm::Communicator& comm, const std::function<void()>& check);

@@ -105,13 +105,6 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
                app, output_dir.c_str());
 }
 
-// Whether `path` is `dir` or lies inside it (paths made absolute and normal first).
-bool within(const fs::path& path, const fs::path& dir) {
-  const fs::path rel = fs::weakly_canonical(fs::absolute(path))
-                           .lexically_relative(fs::weakly_canonical(fs::absolute(dir)));
-  return !rel.empty() && *rel.begin() != "..";
-}
-
 // The checkpoint directory `dir_or_root` names, or "" when it names none.
 std::string checkpoint_of(const std::string& dir_or_root) {
   try {
@@ -201,10 +194,10 @@ void check_run_paths(const config::AppConfig& cfg, const std::string& root,
   ZT_CHECK(!fs::exists(cfg.output_dir) || fs::is_directory(cfg.output_dir), app, ": output_dir '",
            cfg.output_dir,
            "' is a file, not a folder; set output_dir to a folder (--set output_dir=...)");
-  check_output_folder(app + ": output_dir", cfg.output_dir);
   std::vector<std::string> read = config_inputs(cfg);
   for (const auto& [key, path] : request.inputs) read.push_back(path);
   if (!tc.resume.empty() && tc.resume != "auto") read.push_back(tc.resume);
+  check_output_folder(app + ": output_dir", cfg.output_dir, read);
   check_output_writable(app + ": train.trace", tc.trace, read);
   ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
            "' is a file, not a folder, and this run saves its checkpoints there; move it away "

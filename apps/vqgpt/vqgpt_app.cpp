@@ -191,7 +191,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
            "--out DIR");
   // vqtok writes <output_dir>/checkpoints: aim it so that `root` is that folder.
   const fs::path output_dir = p.filename() == "checkpoints" ? p.parent_path() : p;
-  app::check_on_rank0(comm, [&] { app::check_output_folder("tokenizer --out", output_dir); });
+  app::check_on_rank0(comm, [&] {
+    app::check_output_folder("tokenizer --out", output_dir, app::config_inputs(cfg));
+  });
   auto fmt_g = [](double v) {  // exact: %.17g reads back as the same double
     char buf[32];
     std::snprintf(buf, sizeof buf, "%.17g", v);

@@ -293,7 +293,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
 
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
   ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
-  app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir); });
+  std::vector<std::string> inputs = app::config_inputs(cfg);
+  inputs.insert(inputs.end(), {o.weights, o.codes});
+  app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });
   Tensor codes = data::load_npy(o.codes);
   ZT_CHECK(codes.dtype() == DType::i64 || codes.dtype() == DType::i32, "decode: '", o.codes,
            "' holds ", dtype_name(codes.dtype()), "; token ids must be int64 or int32");

@@ -1,8 +1,9 @@
 // What the apps may write (apps/common/output_paths.h): an output path that is one of the
-// command's inputs, lies in saved checkpoints or is a run's own record is refused before
-// any work, naming the option, the path and why; a folder likewise. Then one app end to
-// end: `vqtok encode -o` over the weights it reads changes nothing. A write that rank 0
-// alone does (an export's rewrite) fails on every rank with rank 0's reason.
+// command's inputs (the config's dataset among them) or lies in an input folder, lies in
+// saved checkpoints or is a run's own record is refused before any work, naming the
+// option, the path and why; a folder likewise. Then one app end to end: `vqtok encode -o`
+// over the weights it reads changes nothing. A write that rank 0 alone does (an export's
+// rewrite) fails on every rank with rank 0's reason.
 #include <filesystem>
 #include <fstream>
 
@@ -84,7 +85,7 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
 TEST(OutputPaths, FoldersInsideSavedCheckpointsAreRefused) {
   const fs::path run = saved_run("folders");
   auto err = [](const fs::path& p) {
-    return error_of([&] { app::check_output_folder("decode -o", p.string()); });
+    return error_of([&] { app::check_output_folder("decode -o", p.string(), {}); });
   };
   EXPECT_TRUE(has(err(run / "checkpoints"), "is or lies in a checkpoints folder"));
   EXPECT_TRUE(has(err(run / "checkpoints" / "step_000002"), "is or lies in a checkpoint ("));
@@ -111,6 +112,50 @@ TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
       [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
   EXPECT_TRUE(has(err, "encode -o '" + meta + "' lies in a checkpoint")) << err;
   EXPECT_EQ(fs::file_size(meta), before);
+}
+
+// The config's dataset is an input of every command: an output that is data.path or
+// data.eval_path, or lies in such a folder, is refused naming both, before any work.
+TEST(OutputPaths, TheConfigsDataIsNeitherReplacedNorAddedTo) {
+  const fs::path root = fs::path(test::process_temp_dir("zt_output_paths")) / "data";
+  const std::string clips = (root / "clips.npy").string(), images = (root / "images").string(),
+                    held_out = (root / "held_out").string();
+  touch(clips);
+  touch(root / "images" / "a.png");
+  fs::create_directories(held_out);
+  config::AppConfig cfg = apptest::tiny_vqtok_config((root / "run").string());
+  EXPECT_EQ(app::config_inputs(cfg), (std::vector<std::string>{cfg.source, ""}))
+      << "synthetic data reads no file";
+  cfg.data.kind = data::DataKind::npy;
+  cfg.data.path = clips;
+  EXPECT_TRUE(
+      has(error_of([&] { app::check_output_file("encode -o", clips, app::config_inputs(cfg)); }),
+          "encode -o '" + clips + "' is a file this command reads ('" + clips + "')"));
+  cfg.data.kind = data::DataKind::image_folder;
+  cfg.data.path = images;
+  cfg.data.eval_path = held_out;
+  const std::vector<std::string> inputs = app::config_inputs(cfg);
+  auto refused = [&](const std::string& err, const std::string& out, const std::string& in) {
+    EXPECT_TRUE(has(err, "'" + out + "' is or lies in '" + in + "', a folder this command reads"))
+        << err;
+  };
+  const std::string json = images + "/eval.json", trace = held_out + "/trace.json";
+  refused(error_of([&] { app::check_output_writable("eval -o", json, inputs); }), json, images);
+  refused(error_of([&] { app::check_output_writable("train.trace", trace, inputs); }), trace,
+          held_out);
+  refused(error_of([&] { app::check_output_folder("decode -o", images, inputs); }), images, images);
+  EXPECT_FALSE(fs::exists(json));
+  EXPECT_EQ(
+      error_of([&] { app::check_output_folder("decode -o", (root / "frames").string(), inputs); }),
+      "");
+  // The commands check before they read anything: decode -o into the training images.
+  vqtok::DecodeOptions d;
+  d.codes = (root / "ids.npy").string();
+  d.out_dir = images + "/decoded";
+  const std::string err = error_of(
+      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::decode(cfg, d, c); }); });
+  refused(err, d.out_dir, images);
+  EXPECT_TRUE(has(err, "decode -o")) << err;
 }
 
 // What rank 0 alone decides or writes (app::decided_by_rank0): every rank returns its answer,
