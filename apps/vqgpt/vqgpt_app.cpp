@@ -220,7 +220,7 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  l2_norm_codes: " + (m.l2_norm_codes ? "true" : "false") +
        "\n  out_init_scale: " + fmt_g(m.out_init_scale) + "\n";
   y += std::string("data:\n  kind: ") + config::data_kind_name(d.kind) +
-       (d.path.empty() ? "" : "\n  path: \"" + d.path + "\"") +
+       (d.path.empty() ? "" : "\n  path: " + config::yaml_quoted(d.path)) +
        "\n  frames: " + std::to_string(d.frames) + "\n  height: " + std::to_string(d.height) +
        "\n  width: " + std::to_string(d.width) +
        "\n  num_samples: " + std::to_string(d.num_samples) +
@@ -241,7 +241,7 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        "\n  keep_checkpoints: 1\n";
   y += "loss:\n  l2: 1.0\n  l1: 0.1\n";
   y += "buffers:\n  sync: average\n";
-  y += "output_dir: \"" + output_dir.string() + "\"\n";
+  y += "output_dir: " + config::yaml_quoted(output_dir.string()) + "\n";
   const config::AppConfig tok_cfg = config::parse_app_config(
       config::parse_yaml(y, "<vqgpt quick tokenizer>"), config::App::vqtok);
   if (comm.rank() == 0 && !quiet) {
