@@ -347,7 +347,7 @@ void check_app(Section& root, AppConfig& c) {
                                   std::to_string(c.train.eval_every) +
                                   ": evaluation needs held-out samples; set eval_samples, or "
                                   "train.eval_every: 0 to evaluate never");
-  if (d.frames != 1 && d.frames % m.temporal_downsample_factor != 0)
+  if (m.code_frames(d.frames) == 0)
     data.fail("frames", "frames (" + std::to_string(d.frames) +
                             ") must be 1 (an image) or a multiple of "
                             "model.temporal_downsample_factor (" +
@@ -382,10 +382,14 @@ int64_t ModelConfig::temporal_layers() const {
   return n;
 }
 
+int64_t ModelConfig::code_frames(int64_t frames) const {
+  if (frames == 1) return 1;
+  return frames % temporal_downsample_factor == 0 ? frames / temporal_downsample_factor : 0;
+}
+
 int64_t AppConfig::tokens_per_clip() const {
-  const int64_t t = data.frames == 1 ? 1 : data.frames / model.temporal_downsample_factor;
   const int64_t s = model.spatial_factor();
-  return t * (data.height / s) * (data.width / s);
+  return model.code_frames(data.frames) * (data.height / s) * (data.width / s);
 }
 
 AppConfig parse_app_config(const Node& root, App app) {

@@ -45,6 +45,10 @@ struct ModelConfig {
 
   /// 2^(len(ch_mult) - 1): H and W must be multiples of it.
   int64_t spatial_factor() const { return int64_t{1} << (ch_mult.size() - 1); }
+  /// The code frames T' of a clip of `frames` frames: frames / temporal_downsample_factor,
+  /// and 1 for a one-frame clip (data.frames: 1), an image, which the tokenizer repeats to
+  /// temporal_downsample_factor frames. 0 when `frames` is neither 1 nor a multiple of it.
+  int64_t code_frames(int64_t frames) const;
   /// log2(temporal_downsample_factor).
   int64_t temporal_layers() const;
 };

@@ -20,9 +20,8 @@ TokenLayout::TokenLayout(int64_t codebook_size, int64_t frames, int64_t rows, in
 
 TokenLayout TokenLayout::of(const config::AppConfig& cfg) {
   const int64_t s = cfg.model.spatial_factor();
-  const int64_t t =
-      cfg.data.frames == 1 ? 1 : cfg.data.frames / cfg.model.temporal_downsample_factor;
-  return TokenLayout(cfg.model.codebook_size, t, cfg.data.height / s, cfg.data.width / s);
+  return TokenLayout(cfg.model.codebook_size, cfg.model.code_frames(cfg.data.frames),
+                     cfg.data.height / s, cfg.data.width / s);
 }
 
 int64_t TokenLayout::fixed_token(int64_t pos) const {

@@ -251,19 +251,22 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     if (rank == 0 && !o.quiet)
       std::printf("verify: %d ranks produced identical tokens for batch 0\n", world);
   }
-  // The ids' shape from the first item: clips (T, 3, H, W) -> (T/f, H/s, W/s).
+  // The ids' shape from the first item: clips (T, 3, H, W) -> (T', H/s, W/s), T' as
+  // training encodes them (ModelConfig::code_frames: 1 for a one-frame clip).
   const Shape item = src.dataset->get(0).clip.sizes();
   const int64_t sf = cfg.model.spatial_factor(), tf = cfg.model.temporal_downsample_factor;
-  ZT_CHECK(item[2] % sf == 0 && item[3] % sf == 0 && (src.images || item[0] % tf == 0),
+  const int64_t code_frames = cfg.model.code_frames(item[0]);
+  ZT_CHECK(item[2] % sf == 0 && item[3] % sf == 0 && (src.images || code_frames > 0),
            "encode: items of ", src.what, " are ", shape_str(item),
            " (T, 3, H, W); H and W must be "
            "multiples of ",
-           sf, (src.images ? "" : " and T a multiple of "), (src.images ? "" : std::to_string(tf)),
+           sf, (src.images ? "" : " and T 1 or a multiple of "),
+           (src.images ? "" : std::to_string(tf)),
            fs::path(o.input).extension() == ".npy"
                ? " (an array is encoded at its own size: re-save it at such a size)"
                : " (set data.height/width/frames)");
   res.codes = src.images ? zeros({n, item[2] / sf, item[3] / sf}, DType::i64)
-                         : zeros({n, item[0] / tf, item[2] / sf, item[3] / sf}, DType::i64);
+                         : zeros({n, code_frames, item[2] / sf, item[3] / sf}, DType::i64);
   for (int64_t b = 0; b < batches; ++b) {
     if (b % world != rank) continue;
     Tensor codes = model->encode(load_batch(src, b, batch, n)).codes;
@@ -323,13 +326,18 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   Tensor frames;
   const int64_t s = cfg.model.spatial_factor(), f = cfg.model.temporal_downsample_factor;
   const bool images = codes.dim() == 3;
+  // Codes of one-frame clips (data.frames: 1, encoded as images) decode to that one frame,
+  // as training reconstructs them.
+  const int64_t clip_frames =
+      images ? 0 : (cfg.data.frames == 1 && codes.size(1) == 1 ? 1 : codes.size(1) * f);
   Shape full = images ? Shape{n, 3, codes.size(1) * s, codes.size(2) * s}
-                      : Shape{n, codes.size(1) * f, 3, codes.size(2) * s, codes.size(3) * s};
+                      : Shape{n, clip_frames, 3, codes.size(2) * s, codes.size(3) * s};
   frames = zeros(full);
   for (int64_t b = 0; b * batch < n; ++b) {
     if (b % world != rank) continue;
     const int64_t len = std::min(batch, n - b * batch);
-    frames.narrow(0, b * batch, len).copy_(model->decode_codes(codes.narrow(0, b * batch, len)));
+    Tensor out = model->decode_codes(codes.narrow(0, b * batch, len));
+    frames.narrow(0, b * batch, len).copy_(images ? out : out.narrow(1, 0, clip_frames));
   }
   assemble(frames, comm);
   if (folder) {  // rank 0

@@ -127,7 +127,9 @@ struct EncodeResult {
 /// Encodes the input's first `limit` items (all by default) to token ids with a frozen
 /// replica on every rank: batches are dealt out over the ranks and assembled on every rank;
 /// rank 0 writes `out` (and, for images from a folder, out + ".files.txt" naming each
-/// row's file). Errors name an item size the model's factors do not divide.
+/// row's file). Clips of T frames give T' = ModelConfig::code_frames(T) code
+/// frames (1 for one-frame clips). Errors name an item size the model's factors do not
+/// divide.
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
                     comm::Communicator& comm);
 
@@ -140,7 +142,8 @@ struct DecodeOptions {
 };
 
 /// Decodes every clip; returns the frames (N, T, 3, H, W) or images (N, 3, H, W) in
-/// [-1, 1], identical on every rank.
+/// [-1, 1], identical on every rank. Under data.frames: 1, codes (N, 1, h, w) are of
+/// one-frame clips and decode to one frame each.
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& options, comm::Communicator& comm);
 
 struct EvalOptions {

@@ -6,7 +6,8 @@
 //  2. export writes every state-dict key (BatchNorm buffers included) in fp32, and the
 //     file loads into a plain model that computes what the checkpoint computes;
 //  3. encode on 2 ranks: every rank produces identical tokens (--verify) and the same
-//     ids as 1 rank; decode and eval run on them;
+//     ids as 1 rank; decode and eval run on them; one-frame clips encode as training
+//     encodes them;
 //  4. the helpers: PSNR, the learning-rate plan, codebook usage reduced across ranks;
 //  5. errors name what is missing (weights, checkpoint).
 #include <unistd.h>
@@ -20,6 +21,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "data/factory.h"
 #include "data/image.h"
 #include "data/npy.h"
 #include "nn/safetensors.h"
@@ -59,6 +61,16 @@ const Trained& trained() {
     return t;
   }();
   return *t;
+}
+
+// cfg's tokenizer freshly initialized (seed 5), saved to `path`; the model, in eval mode.
+std::shared_ptr<vq::VqModel> random_weights(const config::AppConfig& cfg, const std::string& path) {
+  manual_seed(5);
+  auto tok = std::make_shared<vq::VqModel>(cfg.model);
+  fs::create_directories(fs::path(path).parent_path());
+  nn::save_safetensors(path, nn::state_dict(*tok));
+  tok->eval();
+  return tok;
 }
 
 std::vector<nlohmann::json> records(const std::string& dir, const std::string& kind) {
@@ -213,6 +225,46 @@ TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
   o.input = dir + "/imgs.npy";
   comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
   EXPECT_FALSE(fs::exists(o.out + ".files.txt"));
+  fs::remove_all(dir);
+}
+
+// A one-frame clip (data.frames: 1) is an image to the tokenizer, whatever
+// model.temporal_downsample_factor: encode gives it the one code frame that training and
+// vqgpt give it, from the config's data or an array, and decode gives one frame back.
+TEST(VqtokApp, OneFrameClipsEncodeAsTrainingEncodesThem) {
+  const std::string dir = fresh_dir("one_frame");
+  const auto cfg = tiny_config(dir, {"data.frames=1"});
+  ASSERT_EQ(cfg.model.temporal_downsample_factor, 4);
+  const std::string weights = dir + "/tok.safetensors";
+  auto tok = random_weights(cfg, weights);
+  auto eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+  std::vector<Tensor> clips;
+  for (int64_t i = 0; i < 3; ++i) clips.push_back(eval_set->get(i).clip);
+  const Tensor x = stack(clips, 0);  // (3, 1, 3, 16, 16)
+  data::save_npy(dir + "/clips.npy", x);
+  Tensor want;
+  {
+    autograd::NoGradGuard ng;
+    want = tok->encode_image(x.select(1, 0)).codes;  // as vqgpt tokenizes them
+  }
+  vqtok::EncodeOptions o;
+  o.weights = weights;
+  o.limit = 3;
+  o.out = dir + "/ids.npy";
+  o.quiet = true;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    for (const std::string& input : {std::string(), dir + "/clips.npy"}) {
+      o.input = input;
+      const Tensor codes = vqtok::encode(cfg, o, comm).codes;
+      ASSERT_EQ(codes.sizes(), (Shape{3, 1, 2, 2})) << input;
+      EXPECT_EQ(codes.select(1, 0).contiguous().to_vector(), want.to_vector()) << input;
+    }
+    vqtok::DecodeOptions d;
+    d.weights = weights;
+    d.codes = o.out;
+    d.quiet = true;
+    EXPECT_EQ(vqtok::decode(cfg, d, comm).sizes(), (Shape{3, 1, 3, 16, 16}));
+  });
   fs::remove_all(dir);
 }
 
