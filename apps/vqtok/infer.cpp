@@ -88,26 +88,29 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   return s;
 }
 
-// The image file of each of the first n items of an image folder (or of a subset of one,
-// such as its eval split); empty for other datasets.
-std::vector<std::string> item_files(const data::Dataset& ds, int64_t n) {
+// The image file each row was read from, by the index its Sample reported (an image
+// folder with data.on_bad_image: skip reads the next decodable file in a bad one's place),
+// for an image folder or a subset of one (such as its eval split: a Sample's index is the
+// folder's); empty for other datasets. read_from: (N) i64.
+std::vector<std::string> item_files(const data::Dataset& ds, const Tensor& read_from) {
   const auto* subset = dynamic_cast<const data::Subset*>(&ds);
   const auto* folder = dynamic_cast<const data::ImageFolder*>(subset ? &subset->base() : &ds);
   std::vector<std::string> out;
-  for (int64_t i = 0; folder && i < n; ++i) {
-    const int64_t item = subset ? subset->indices()[static_cast<size_t>(i)] : i;
-    out.push_back(folder->files()[static_cast<size_t>(item)]);
-  }
+  for (int64_t i = 0; folder && i < read_from.numel(); ++i)
+    out.push_back(folder->files()[static_cast<size_t>(read_from.data<int64_t>()[i])]);
   return out;
 }
 
 // Items [b * batch, min(n, (b + 1) * batch)) stacked: clips (B, T, 3, H, W) or images
-// (B, 3, H, W).
-Tensor load_batch(const Source& s, int64_t b, int64_t batch, int64_t n) {
+// (B, 3, H, W). `read_from` (optional, (N) i64) receives the dataset index each was read
+// from (Sample::index) at its row.
+Tensor load_batch(const Source& s, int64_t b, int64_t batch, int64_t n,
+                  Tensor* read_from = nullptr) {
   std::vector<Tensor> xs;
   for (int64_t i = b * batch; i < std::min(n, (b + 1) * batch); ++i) {
-    Tensor clip = s.dataset->get(i).clip;
-    xs.push_back(s.images ? clip.select(0, 0) : clip);
+    const data::Sample sample = s.dataset->get(i);
+    xs.push_back(s.images ? sample.clip.select(0, 0) : sample.clip);
+    if (read_from) read_from->data<int64_t>()[i] = sample.index;
   }
   return stack(xs, 0);
 }
@@ -267,18 +270,20 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                : " (set data.height/width/frames)");
   res.codes = src.images ? zeros({n, item[2] / sf, item[3] / sf}, DType::i64)
                          : zeros({n, code_frames, item[2] / sf, item[3] / sf}, DType::i64);
+  Tensor read_from = zeros({n}, DType::i64);
   for (int64_t b = 0; b < batches; ++b) {
     if (b % world != rank) continue;
-    Tensor codes = model->encode(load_batch(src, b, batch, n)).codes;
+    Tensor codes = model->encode(load_batch(src, b, batch, n, &read_from)).codes;
     res.codes.narrow(0, b * batch, codes.size(0)).copy_(codes);
   }
   assemble(res.codes, comm);
+  assemble(read_from, comm);
   if (rank == 0 && !o.out.empty()) {
     const fs::path parent = fs::path(o.out).parent_path();
     if (!parent.empty()) fs::create_directories(parent);
     // Images from a folder: which file each row holds, one path per line. An earlier
     // encode's list goes first, so that no crash leaves it beside codes it does not describe.
-    const std::vector<std::string> files = item_files(*src.dataset, n);
+    const std::vector<std::string> files = item_files(*src.dataset, read_from);
     const std::string list = o.out + ".files.txt";
     fs::remove(list);
     data::save_npy(o.out, res.codes);

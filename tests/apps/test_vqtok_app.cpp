@@ -7,7 +7,7 @@
 //     file loads into a plain model that computes what the checkpoint computes;
 //  3. encode on 2 ranks: every rank produces identical tokens (--verify) and the same
 //     ids as 1 rank; decode and eval run on them; one-frame clips encode as training
-//     encodes them;
+//     encodes them, and an image folder's list names the file each row was read from;
 //  4. the helpers: PSNR, the learning-rate plan, codebook usage reduced across ranks;
 //  5. errors name what is missing (weights, checkpoint).
 #include <unistd.h>
@@ -225,6 +225,34 @@ TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
   o.input = dir + "/imgs.npy";
   comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
   EXPECT_FALSE(fs::exists(o.out + ".files.txt"));
+  fs::remove_all(dir);
+}
+
+// With data.on_bad_image: skip, a file that does not decode is read as the next one: the
+// list names the file each row's codes were read from.
+TEST(VqtokApp, TheFileListNamesTheImageReadInABadOnesPlace) {
+  const std::string dir = fresh_dir("bad_image");
+  auto cfg = tiny_config(dir, {"data.on_bad_image=skip"});
+  const std::string weights = dir + "/tok.safetensors";
+  random_weights(cfg, weights);
+  const data::Image grey{16, 16, std::vector<uint8_t>(16 * 16 * 3, 100)};
+  fs::create_directories(dir + "/imgs");
+  const std::vector<uint8_t> png = data::encode_png(grey);  // cut after its header
+  std::ofstream(dir + "/imgs/a.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(png.data()), 40);
+  data::save_png(dir + "/imgs/b.png", grey);
+  data::save_png(dir + "/imgs/c.png", grey);
+  vqtok::EncodeOptions o;
+  o.weights = weights;
+  o.input = dir + "/imgs";
+  o.out = dir + "/codes.npy";
+  o.batch = 2;
+  o.quiet = true;
+  comm::run_threads(2, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  std::ifstream list(o.out + ".files.txt");
+  std::vector<std::string> rows;
+  for (std::string l; std::getline(list, l);) rows.push_back(fs::path(l).filename().string());
+  EXPECT_EQ(rows, (std::vector<std::string>{"b.png", "b.png", "c.png"}));
   fs::remove_all(dir);
 }
 
