@@ -22,7 +22,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
     // A tied tensor's entries under its first name, checked to agree.
-    std::vector<std::string> missing, unexpected, shapes, tied;
+    std::vector<std::string> missing, unexpected, undefined, shapes, tied;
     for (const auto& [k, v] : nn::fold_tied_names(m, state, tied)) values[k] = v;
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {
@@ -30,6 +30,8 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       auto it = values.find(name);
       if (it == values.end()) {
         if (!nn::may_be_missing(m, name)) missing.push_back(name);
+      } else if (!it->second.defined()) {
+        undefined.push_back(name);
       } else if (it->second.sizes() != t.sizes()) {
         shapes.push_back(name + " (checkpoint " + shape_str(it->second.sizes()) + ", model " +
                          shape_str(t.sizes()) + ")");
@@ -41,6 +43,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     auto list = [&err](const char* what, const std::vector<std::string>& v) {
       if (!v.empty()) err += std::string(err.empty() ? " " : "; ") + what + ": " + list_names(v);
     };
+    list("undefined tensors", undefined);
     list("wrong shapes", shapes);
     list("tied names that disagree", tied);
     if (strict) {
@@ -49,7 +52,10 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     }
     std::string present;
     for (const auto& [name, t] : targets) present += values.count(name) ? '1' : '0';
-    if (!err.empty())
+    // Undefined entries alone are the dict's own damage, not another model's.
+    const bool other_model =
+        !shapes.empty() || !tied.empty() || (strict && (!missing.empty() || !unexpected.empty()));
+    if (other_model)
       err +=
           ". The state dict is of another model: build the model as it was when it was "
           "saved (for the apps, the config the weights were trained with)";

@@ -93,6 +93,16 @@ TEST(Lesson11FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
                       "the weights were trained with)")})
       EXPECT_NE(msg.find(part), std::string::npos) << "missing '" << part << "' in: " << msg;
   });
+  // An undefined tensor (a converter that left an optional entry empty) is named as such on
+  // every rank, as nn::load_state_dict names it.
+  auto empty = state;
+  empty[0].second = Tensor();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok = lesson::partitioned<lesson::TokenizerLike>(comm);
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::load_state_dict(*tok, comm.rank() == 0 ? empty : decltype(empty){}, comm); },
+        "load_state_dict (rank 0's state dict): undefined tensors: " + empty[0].first));
+  });
 }
 
 TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
