@@ -175,6 +175,8 @@ void read_train(Section s, TrainConfig& t) {
       .get("betas", betas)
       .get("eps", t.eps, 0.0, 1.0)
       .get("momentum", t.momentum, 0.0, 1.0)
+      .get("dampening", t.dampening, 0.0, 1.0)
+      .get("nesterov", t.nesterov)
       .get("gradient_clipping", t.gradient_clipping, 0.0)
       .get("gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 1 << 20)
       .get("log_every", t.log_every, 1)
@@ -259,7 +261,8 @@ void note_inapplicable(const Node& root, AppConfig& c) {
     if (n && !applies) c.warnings.push_back(n.where() + ": " + n.path() + " has no effect " + why);
   };
   const bool sgd = t.optimizer == Optimizer::sgd;
-  note("train", "momentum", sgd, "with optimizer " + opt + " (it is sgd's)");
+  for (const char* key : {"momentum", "dampening", "nesterov"})
+    note("train", key, sgd, "with optimizer " + opt + " (it is sgd's)");
   for (const char* key : {"betas", "eps"})
     note("train", key, !sgd, "with optimizer sgd (it is adam's and adamw's)");
   for (const char* key : {"step_size", "gamma"})

@@ -120,6 +120,8 @@ struct TrainConfig {
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
   double momentum = 0.9;         ///< sgd only
+  double dampening = 0.0;        ///< sgd only
+  bool nesterov = false;         ///< sgd only (needs momentum > 0 and dampening 0)
   double gradient_clipping = 0;  ///< max global grad norm; 0 disables
   int64_t gradient_accumulation_steps = 1;
   int64_t log_every = 10;

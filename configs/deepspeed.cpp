@@ -77,6 +77,8 @@ std::string text(const T& v) {
   std::ostringstream os;
   if constexpr (std::is_same_v<T, std::array<double, 2>>) {
     os << "[" << v[0] << ", " << v[1] << "]";
+  } else if constexpr (std::is_same_v<T, bool>) {
+    os << (v ? "true" : "false");
   } else if constexpr (std::is_same_v<T, Optimizer>) {
     os << optimizer_name(v);
   } else if constexpr (std::is_same_v<T, Schedule>) {
@@ -134,9 +136,10 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
   if (kind == "sgd") {
     p.get("momentum", momentum, 0.0, 1.0)
         .get("nesterov", nesterov)
-        .get("dampening", dampening, 0.0);
-    if (nesterov) p.fail("nesterov", "Nesterov momentum is not supported by zt's SGD");
-    if (dampening != 0) p.fail("dampening", "dampening is not supported by zt's SGD; remove it");
+        .get("dampening", dampening, 0.0, 1.0);
+    if (nesterov && (momentum <= 0 || dampening != 0))  // as torch.optim.SGD refuses it
+      p.fail("nesterov", "Nesterov momentum needs momentum > 0 and dampening 0, got momentum " +
+                             text(momentum) + " and dampening " + text(dampening));
   } else {
     p.get("betas", betas).get("eps", eps, 0.0, 1.0);
     if (eps == 0.0)  // as in read_train: 0 / 0 where a gradient has been 0
@@ -160,6 +163,8 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
   take("weight_decay", t.weight_decay, weight_decay, at("weight_decay"));
   if (kind == "sgd") {
     take("momentum", t.momentum, momentum, at("momentum"));
+    take("dampening", t.dampening, dampening, at("dampening"));
+    take("nesterov", t.nesterov, nesterov, at("nesterov"));
   } else {
     take("betas", t.betas, std::array<double, 2>{betas[0], betas[1]}, at("betas"));
     take("eps", t.eps, eps, at("eps"));

@@ -24,7 +24,10 @@ std::unique_ptr<Optimizer> build(const OptimizerConfig& cfg, NamedTensors params
   }
   if (cfg.type == "sgd") {
     SGDOptions o(cfg.lr);
-    o.momentum(cfg.momentum).nesterov(cfg.nesterov).weight_decay(cfg.weight_decay);
+    o.momentum(cfg.momentum)
+        .dampening(cfg.dampening)
+        .nesterov(cfg.nesterov)
+        .weight_decay(cfg.weight_decay);
     return std::make_unique<SGD>(std::move(params), o);
   }
   ZT_FAIL("unknown optimizer '", cfg.type, "': expected adamw, adam or sgd");

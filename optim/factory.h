@@ -27,8 +27,9 @@ struct OptimizerConfig {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999, eps = 1e-8;
   double weight_decay = 0.0;
-  double momentum = 0.0;  // sgd
-  bool nesterov = false;  // sgd
+  double momentum = 0.0;   // sgd
+  double dampening = 0.0;  // sgd
+  bool nesterov = false;   // sgd
   /// Whether parameters of fewer than two dimensions (biases, norm scales) take the weight
   /// decay. GPT-2-style training turns it off; on by default, as in PyTorch.
   bool weight_decay_1d = true;

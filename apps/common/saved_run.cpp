@@ -108,6 +108,9 @@ std::vector<KeyChange> train_changes(const config::TrainConfig& before,
   compare(d, "train.betas[0]", before.betas[0], after.betas[0]);
   compare(d, "train.betas[1]", before.betas[1], after.betas[1]);
   compare(d, "train.eps", before.eps, after.eps);
+  compare(d, "train.momentum", before.momentum, after.momentum);
+  compare(d, "train.dampening", before.dampening, after.dampening);
+  compare(d, "train.nesterov", before.nesterov, after.nesterov);
   compare(d, "train.gradient_clipping", before.gradient_clipping, after.gradient_clipping);
   return d;
 }

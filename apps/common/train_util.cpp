@@ -49,6 +49,8 @@ zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
   o.no_weight_decay = train.no_weight_decay;
   o.param_groups = train.param_groups;
   o.momentum = train.momentum;
+  o.dampening = train.dampening;
+  o.nesterov = train.nesterov;
   return o;
 }
 

@@ -202,6 +202,24 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   EXPECT_EQ(sgd.train.optimizer, Optimizer::sgd);
   EXPECT_DOUBLE_EQ(sgd.train.momentum, 0.8);
   EXPECT_DOUBLE_EQ(sgd.train.lr, 0.1);
+  EXPECT_FALSE(sgd.train.nesterov);
+  // zt's SGD is torch's: Nesterov momentum and dampening map through.
+  AppConfig nesterov = with_deepspeed("nesterov", R"({"optimizer": {"type": "SGD", "params":
+      {"lr": 0.1, "momentum": 0.9, "nesterov": true}}})");
+  EXPECT_TRUE(nesterov.train.nesterov);
+  EXPECT_DOUBLE_EQ(nesterov.train.dampening, 0.0);
+  AppConfig damped = with_deepspeed("dampening", R"({"optimizer": {"type": "SGD", "params":
+      {"lr": 0.1, "momentum": 0.9, "dampening": 0.3}}})");
+  EXPECT_DOUBLE_EQ(damped.train.dampening, 0.3);
+  EXPECT_FALSE(damped.train.nesterov);
+  const std::string both = error_of([] {
+    with_deepspeed("nesterov_damped", R"({"optimizer": {"type": "SGD", "params":
+        {"lr": 0.1, "momentum": 0.9, "dampening": 0.3, "nesterov": true}}})");
+  });
+  EXPECT_NE(both.find("optimizer.params.nesterov: Nesterov momentum needs momentum > 0 and "
+                      "dampening 0, got momentum 0.9 and dampening 0.3"),
+            std::string::npos)
+      << both;
   AppConfig w = with_deepspeed("warmup", R"({"scheduler": {"type": "WarmupLR", "params":
       {"warmup_min_lr": 0, "warmup_max_lr": 2e-3, "warmup_num_steps": 7,
        "warmup_type": "linear"}}})");
