@@ -72,9 +72,10 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
                             const CheckpointExtra& extra = {}, int keep_last = 0);
 
 /// The checkpoint directory `dir_or_root` names: itself if it holds meta.json, else the
-/// tag its `latest` file names; when `latest` is missing, garbage or names a folder that is
-/// gone, the newest complete checkpoint (find_resume_point), and *note says why. Throws if
-/// there is none.
+/// tag its `latest` file names; when `latest` is missing, garbage, names a folder that is
+/// gone, or names an older step than a newer complete step folder (a save killed before it
+/// updated `latest`), the newest complete checkpoint (find_resume_point), and *note says
+/// why. Throws if there is none.
 std::string find_checkpoint(const std::string& dir_or_root, std::string* note = nullptr);
 
 /// True if `dir_or_root` holds a checkpoint (directly or through `latest`).

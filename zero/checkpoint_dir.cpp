@@ -228,7 +228,24 @@ std::string find_checkpoint(const std::string& dir_or_root, std::string* note) {
   fs::path latest = p / kLatestFile;
   std::string tag;
   if (std::ifstream f(latest); f) f >> tag;
-  if (valid_tag(tag) && fs::exists(p / tag / kMetaFile)) return (p / tag).string();
+  if (valid_tag(tag) && fs::exists(p / tag / kMetaFile)) {
+    // `latest` is a hint, as for a resume: a save killed between its rename and the update
+    // of `latest` leaves a newer step folder. When one is there, the resume rule decides
+    // (find_resume_point: the newest complete one), unless `latest` names a newer step.
+    int64_t latest_step = -1;
+    const std::string unread =
+        capture([&] { latest_step = read_meta(p / tag).at("step").get<int64_t>(); });
+    const auto folders = step_folders(p);
+    if (!unread.empty() || folders.empty() || folders.front().first <= latest_step)
+      return (p / tag).string();
+    ResumePoint rp;
+    if (!capture([&] { rp = find_resume_point(dir_or_root); }).empty() || rp.step <= latest_step)
+      return (p / tag).string();
+    if (note)
+      *note = "'" + latest.string() + "' names '" + tag + "' (step " + std::to_string(latest_step) +
+              "), but '" + rp.dir + "' is newer and complete; taking it";
+    return rp.dir;
+  }
   // `latest` missing, garbage or naming a folder that is gone: the newest complete one.
   std::error_code ec;
   const ResumePoint rp = fs::is_directory(p, ec) ? find_resume_point(dir_or_root) : ResumePoint{};

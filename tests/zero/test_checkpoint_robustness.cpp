@@ -263,8 +263,8 @@ TEST(CheckpointRobustness, KeepLastKeepsNewest) {
 }
 
 // find_checkpoint (what eval, export and sample load) passes over a `latest` that is
-// missing, garbage or names a deleted folder, as a resume does: the newest complete
-// checkpoint, with a note saying why.
+// missing, garbage, names a deleted folder or an older step than a complete folder, as a
+// resume does: the newest complete checkpoint, with a note saying why.
 TEST(CheckpointRobustness, FindCheckpointPassesOverABrokenLatest) {
   TempDir tmp;
   const std::string base = tmp / "base";
@@ -272,6 +272,14 @@ TEST(CheckpointRobustness, FindCheckpointPassesOverABrokenLatest) {
   std::string note = "unset";
   EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
   EXPECT_EQ(note, "unset") << "latest names it: no note";
+  // A save killed between its rename and the update of `latest` left `latest` naming the
+  // checkpoint before it.
+  std::ofstream(fs::path(base) / "latest", std::ios::trunc) << "step_000002\n";
+  EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
+  EXPECT_NE(note.find("'" + base + "/latest' names 'step_000002' (step 2), but '" + base +
+                      "/step_000003' is newer and complete; taking it"),
+            std::string::npos)
+      << note;
   fs::remove(fs::path(base) / "latest");
   EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000003");
   EXPECT_NE(note.find("'" + base + "/latest' is missing; taking the newest complete checkpoint"),
