@@ -19,6 +19,13 @@ Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
   ZT_CHECK(o.weight_decay() >= 0, "Adam: weight_decay must be >= 0, got ", o.weight_decay());
 }
 
+std::map<std::string, double> Adam::hyper_parameters() const {
+  return {{"beta1", options_.beta1()},
+          {"beta2", options_.beta2()},
+          {"eps", options_.eps()},
+          {"weight_decay", options_.weight_decay()}};
+}
+
 namespace {
 // The constants of one Adam step: {step_size, inv_sqrt_bc2, decay, l2}.
 struct StepConstants {

@@ -55,9 +55,12 @@ class Adam : public Optimizer {
  public:
   Adam(NamedTensors params, const AdamOptions& options) : Adam(std::move(params), options, false) {}
   const AdamOptions& options() const { return options_; }
+  std::string kind() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::map<std::string, double> hyper_parameters() const override;
 
  protected:
   Adam(NamedTensors params, const AdamOptions& options, bool decoupled_weight_decay);
+  bool slots_required() const override { return true; }
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;
   void update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                    const std::vector<ParamState*>& states,

@@ -325,6 +325,9 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   }
   std::vector<std::string> unexpected, mismatched;
   bool has_step = false;
+  // Per parameter: its step (-1: no "<param>.step") and the slots given.
+  std::vector<int64_t> steps(params_.size(), -1);
+  std::vector<std::set<std::string>> given(params_.size());
   for (const auto& [k, t] : state) {
     if (k == "step") {
       has_step = t.defined() && t.numel() == 1;
@@ -335,11 +338,31 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       unexpected.push_back(k);
       continue;
     }
-    const Tensor& p = params_[it->second.first].second;
-    Shape want = it->second.second.empty() ? Shape{} : p.sizes();
-    if (!t.defined() || t.sizes() != want)
+    const auto& [i, s] = it->second;
+    const Tensor& p = params_[i].second;
+    Shape want = s.empty() ? Shape{} : p.sizes();
+    if (!t.defined() || t.sizes() != want) {
       mismatched.push_back(k + " (" + (t.defined() ? shape_str(t.sizes()) : "undefined") +
                            ", expected " + shape_str(want) + ")");
+    } else if (s.empty()) {
+      steps[i] = static_cast<int64_t>(t.item());
+    } else {
+      given[i].insert(s);
+    }
+  }
+  // A slot without its step would restart the bias correction (Adam) at step 1; a step
+  // without Adam's moments would take a first step of about lr * 3 per element.
+  std::vector<std::string> incomplete;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    std::vector<std::string> lacking;
+    if (steps[i] > 0 && slots_required())
+      for (const auto& s : slot_names_)
+        if (!given[i].count(s)) lacking.push_back(s);
+    if (steps[i] < 0 && !given[i].empty())
+      incomplete.push_back(params_[i].first + " (" + *given[i].begin() + " without step)");
+    else if (!lacking.empty())
+      incomplete.push_back(params_[i].first + " (step " + std::to_string(steps[i]) + " without " +
+                           list_names(lacking) + ")");
   }
   std::ostringstream err;
   if (!has_step) err << "\n  missing or malformed 'step' entry";
@@ -347,6 +370,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     err << "\n  unexpected keys (" << unexpected.size() << "): " << list_names(unexpected);
   if (!mismatched.empty())
     err << "\n  shape mismatches (" << mismatched.size() << "): " << list_names(mismatched);
+  if (!incomplete.empty())
+    err << "\n  incomplete state (" << incomplete.size() << "): " << list_names(incomplete);
   ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),
            "\n  (was the state saved for the same parameters and partitioning?)");
 

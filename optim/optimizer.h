@@ -63,6 +63,15 @@ class Optimizer {
   const ParamSettings& settings(const std::string& name) const;
   /// Number of step() calls so far.
   int64_t step_count() const { return step_count_; }
+  /// False after a step failed part-way (see step()): the parameters and the state no
+  /// longer agree, so neither should be saved; load_state_dict() makes it true again.
+  bool consistent() const { return broken_.empty(); }
+
+  /// The optimizer's type ("Adam", "AdamW", "SGD"): a checkpoint records it, and a state
+  /// saved by another type is refused.
+  virtual std::string kind() const = 0;
+  /// Its hyper-parameters by name (betas, eps, momentum, ...), recorded beside kind().
+  virtual std::map<std::string, double> hyper_parameters() const { return {}; }
 
   /// Capturable mode, for steps captured in a CUDA graph (core/cuda/graph.h): the
   /// per-step constants (learning rate, bias corrections, SGD's first-step flag) reach
@@ -81,9 +90,11 @@ class Optimizer {
   /// "<param>.step" (i64 scalar) and "<param>.<slot>" (param-shaped). Tensors are the
   /// optimizer's own; clone them to snapshot.
   NamedTensors state_dict() const;
-  /// Restores a state_dict() (values copied). Unknown keys and shape mismatches are
-  /// reported together, by name, in one error. Refused once a step was captured in a CUDA
-  /// graph (the state tensors are made anew).
+  /// Restores a state_dict() (values copied). Unknown keys, shape mismatches and
+  /// incomplete per-parameter state (slots without "<param>.step"; where
+  /// slots_required(), a step > 0 without every slot) are reported together, by name, in
+  /// one error. Refused once a step was captured in a CUDA graph (the state tensors are
+  /// made anew).
   void load_state_dict(const NamedTensors& state);
 
  protected:
@@ -94,6 +105,9 @@ class Optimizer {
     int64_t step = 0;
     ParamSettings settings;
   };
+  /// True when a parameter that has taken a step holds every slot (Adam's moments); false
+  /// when a slot may be missing (SGD's momentum buffer: the next step is then a first one).
+  virtual bool slots_required() const { return false; }
   /// Updates `param` in place from `grad` (same shape, device; already counted in
   /// state.step). Called under NoGradGuard.
   virtual void update(const Tensor& param, const Tensor& grad, ParamState& state) = 0;

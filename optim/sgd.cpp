@@ -14,6 +14,13 @@ SGD::SGD(NamedTensors params, const SGDOptions& o)
            " and dampening ", o.dampening());
 }
 
+std::map<std::string, double> SGD::hyper_parameters() const {
+  return {{"momentum", options_.momentum()},
+          {"dampening", options_.dampening()},
+          {"nesterov", options_.nesterov() ? 1.0 : 0.0},
+          {"weight_decay", options_.weight_decay()}};
+}
+
 void SGD::update_many(const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                       const std::vector<ParamState*>& states, const std::vector<Tensor>& copies) {
   const SGDOptions& o = options_;

@@ -51,6 +51,8 @@ class SGD : public Optimizer {
  public:
   SGD(NamedTensors params, const SGDOptions& options);
   const SGDOptions& options() const { return options_; }
+  std::string kind() const override { return "SGD"; }
+  std::map<std::string, double> hyper_parameters() const override;
 
  protected:
   void update(const Tensor& param, const Tensor& grad, ParamState& state) override;

@@ -363,6 +363,7 @@ namespace {
 class Flaky : public optim::Optimizer {
  public:
   explicit Flaky(optim::NamedTensors params) : Optimizer(std::move(params), 1.0, 0.0, {}) {}
+  std::string kind() const override { return "Flaky"; }
   bool fail = false;
 
  protected:
@@ -390,10 +391,36 @@ TEST(Optimizer, AStepThatFailsPartWayRefusesTheNextUntilAStateIsLoaded) {
       [&] { opt.step(); },
       "an earlier step failed after it had updated some parameters (the launch was refused)"));
   EXPECT_TRUE(values_are(b, {1, 2, 3})) << "the refused step changed nothing";
-  opt.load_state_dict(start);  // a whole state again (here the one before the first step)
+  EXPECT_FALSE(opt.consistent()) << "what a checkpoint save asks before it saves";
+  opt.load_state_dict(start);
+  EXPECT_TRUE(opt.consistent());  // a whole state again (here the one before the first step)
   opt.step();
   EXPECT_TRUE(values_are(b, {0, 1, 2}));
   EXPECT_EQ(opt.step_count(), 1);
+}
+
+// Per-parameter entries that do not belong together are refused, naming the parameters: a
+// moment without its step would restart Adam's bias correction, and a step without the
+// moments would make its next update about three times too large. SGD's missing momentum
+// buffer is its first step (torch's None), so a step alone is whole there.
+TEST(Optimizer, IncompleteStateIsRefused) {
+  Tensor a = param(), b = from_vector({1.0, 2.0, 3.0}, {3});
+  b.set_requires_grad(true);
+  optim::Adam adam({{"a", a}, {"b", b}}, optim::AdamOptions(0.1));
+  a.set_grad(ones({4}));
+  b.set_grad(ones({3}));
+  adam.step();
+  optim::NamedTensors partial;
+  for (const auto& [k, t] : adam.state_dict())
+    if (k != "a.step" && k != "b.exp_avg_sq") partial.emplace_back(k, t.clone());
+  EXPECT_TRUE(test::throws_with([&] { adam.load_state_dict(partial); },
+                                "incomplete state (2): a (exp_avg without step), b (step 1 "
+                                "without exp_avg_sq)"));
+  EXPECT_EQ(adam.state_dict().size(), 7u) << "a refused load changes nothing";
+  optim::SGD sgd({{"a", a}, {"b", b}}, optim::SGDOptions(0.1).momentum(0.9));
+  sgd.load_state_dict(
+      {{"step", scalar_tensor(1.0, DType::i64)}, {"a.step", scalar_tensor(1.0, DType::i64)}});
+  EXPECT_EQ(sgd.step_count(), 1);
 }
 
 TEST(Clip, GlobalNormSeparable) {
