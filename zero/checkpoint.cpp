@@ -26,14 +26,22 @@ std::string checkpoint_tag(int64_t step) {
   return b;
 }
 
-// fp16's dynamic loss scale, so a resume continues it (null without fp16).
+// fp16's loss scale, so a resume continues a dynamic one (null without fp16).
 static json loss_scaler_json(const LossScaler& scaler) {
   if (!scaler.active()) return nullptr;
   const LossScaler::State s = scaler.state();
-  return {{"scale", s.scale},
+  return {{"dynamic", scaler.dynamic()},
+          {"scale", s.scale},
           {"hysteresis", s.hysteresis},
           {"iteration", s.iteration},
           {"last_overflow", s.last_overflow}};
+}
+
+// The optimizer's type and hyper-parameters: a load of its state refuses another type.
+static json optimizer_json(const optim::Optimizer& opt) {
+  json j = {{"type", opt.kind()}};
+  for (const auto& [name, value] : opt.hyper_parameters()) j[name] = value;
+  return j;
 }
 
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
@@ -48,6 +56,21 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
   ZT_CHECK(keep_last >= 0, what, ": keep_last must be >= 0, got ", keep_last);
   ZT_CHECK(engine.at_window_start(), what,
            ": called between gradient-accumulation micro-steps; save after step() returned true");
+  const int64_t step = extra.step >= 0 ? extra.step : engine.global_step();
+  // A folder named for another step than its meta.json records is incomplete to a resume
+  // and to keep_last (checkpoint_dir.cpp): refused here rather than saved unusable.
+  if (const std::optional<int64_t> named = tag_step(tag))
+    ZT_CHECK(*named == step, what, ": the tag names step ", *named,
+             " but the checkpoint records step ", step,
+             " (CheckpointExtra::step, or engine.global_step() when it is -1); pass "
+             "CheckpointExtra::step = ",
+             *named, ", or tag it checkpoint_tag(", step, ")");
+  // A step that failed part-way left some parameters updated and others not.
+  agree(comm, what,
+        engine.optimizer().consistent()
+            ? ""
+            : "the last optimizer step failed part-way, so the parameters and the optimizer "
+              "state disagree and are not saved; load a checkpoint to go on");
   autograd::NoGradGuard ng;
 
   // 1. Rank 0 makes the temporary directory; every rank learns its name.
@@ -114,7 +137,8 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
           {"version", kVersion},
           {"tag", tag},
           {"world_size", comm.size()},
-          {"step", extra.step >= 0 ? extra.step : engine.global_step()},
+          {"step", step},
+          {"optimizer", optimizer_json(engine.optimizer())},
           {"optimizer_step", engine.optimizer().step_count()},
           {"lr", engine.lr()},
           {"engine_steps",
@@ -136,7 +160,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
       std::error_code ec;
       fs::remove_all(tmp, ec);
     } else if (keep_last > 0) {
-      prune(root, tag, extra.step >= 0 ? extra.step : engine.global_step(), keep_last);
+      prune(root, tag, step, keep_last);
     }
   }
   agree(comm, what, err);

@@ -60,7 +60,9 @@ struct CheckpointExtra {
 std::string checkpoint_tag(int64_t step);
 
 /// Saves a checkpoint to <root_dir>/<tag> and points <root_dir>/latest at it. Every rank
-/// must call it, at a step boundary (not between gradient-accumulation micro-steps). An
+/// must call it, at a step boundary (not between gradient-accumulation micro-steps), and
+/// not after an optimizer step that failed part-way (Optimizer::consistent()). A tag
+/// shaped like checkpoint_tag(step) must name the step the checkpoint records. An
 /// existing <root_dir>/<tag> is replaced only after the new one is complete; one that is
 /// not complete is kept, renamed <tag>.incomplete-<id>. keep_last > 0 then deletes older
 /// checkpoints under root_dir: the new one and the keep_last - 1 complete others with the
@@ -137,9 +139,11 @@ class RunLock {
 /// set included), replicated parameters, buffers and the global step from a checkpoint saved at any
 /// world size, then refreshes gathered copies and verifies replicas. Every rank must call it. The
 /// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
-/// the same buffers; the optimizer the same kind. Any problem (missing or corrupt file, different
-/// model) throws comm::AgreedError on every rank and leaves the engine unchanged. Returns the
-/// extra data.
+/// the same buffers; the optimizer the same kind (Optimizer::kind(), where the checkpoint
+/// records it). Any problem (missing or corrupt file, different model, another optimizer)
+/// throws comm::AgreedError on every rank and leaves the engine unchanged. A dynamic fp16
+/// loss scale goes on from the saved one; a fixed loss_scale in the config wins (a note
+/// says so when the saved scale was dynamic). Returns the extra data.
 /// With optimizer_state false the optimizer state is neither read nor checked, and the
 /// optimizer is left as it is (inference and export, whose engine's optimizer need not be
 /// the one the checkpoint was trained with).

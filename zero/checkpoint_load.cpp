@@ -3,6 +3,7 @@
 // engine is written. Also verify_checkpoint, the same file checks without an engine.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <optional>
@@ -95,6 +96,7 @@ struct Staged {
   optim::NamedTensors optim;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
+  std::optional<bool> scaler_dynamic;       // whether that scale was dynamic, where saved
   std::optional<double> lr;                 // with the optimizer state, where saved
   // The engine's applied and fp16-skipped step counts (checkpoints saved with them).
   std::optional<std::pair<int64_t, int64_t>> engine_steps;
@@ -224,17 +226,46 @@ void stage_meta(const json& meta, const std::string& meta_path, bool optim, Stag
     const int64_t applied = count_of(meta, "optimizer_step", "optimizer_step");
     if (applied <= st.extra.step) st.engine_steps = {applied, st.extra.step - applied};
   }
-  if (optim && meta.contains("lr")) st.lr = field<double>(meta, "lr", "lr", "a number", meta_path);
+  if (optim && meta.contains("lr")) {
+    // Checked here: set_lr would refuse it only after the engine was half written.
+    st.lr = field<double>(meta, "lr", "lr", "a number", meta_path);
+    ZT_CHECK(std::isfinite(*st.lr) && *st.lr >= 0, "'", meta_path, "' is malformed: lr is ", *st.lr,
+             ", not a learning rate (finite, >= 0)");
+  }
   if (const auto it = meta.find("loss_scaler"); it != meta.end() && it->is_object()) {
     const double scale = field<double>(*it, "scale", "loss_scaler.scale", "a number", meta_path);
     const int64_t hysteresis = count_of(*it, "hysteresis", "loss_scaler.hysteresis");
-    ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis <= std::numeric_limits<int>::max(),
+    // A hysteresis of 0 would count down past 1 and never halve the scale again.
+    ZT_CHECK(std::isfinite(scale) && scale > 0 && hysteresis >= 1 &&
+                 hysteresis <= std::numeric_limits<int>::max(),
              "'", meta_path, "' is malformed: loss_scaler holds scale ", scale, " and hysteresis ",
-             hysteresis, " (a scale > 0 and a count are needed)");
+             hysteresis, " (a finite scale > 0 and a hysteresis >= 1 are needed)");
+    if (it->contains("dynamic"))
+      st.scaler_dynamic =
+          field<bool>(*it, "dynamic", "loss_scaler.dynamic", "true or false", meta_path);
     st.scaler = LossScaler::State{
         scale, static_cast<int>(hysteresis), count_of(*it, "iteration", "loss_scaler.iteration"),
         field<int64_t>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer", meta_path)};
   }
+}
+
+// The optimizer that wrote the state is the engine's kind: Adam's moments under AdamW
+// would change the weight decay from L2 to decoupled, and a state without moments (SGD)
+// would make Adam's first step about three times too large. Checkpoints saved before the
+// type was recorded are taken as they are.
+void check_optimizer_kind(Engine& e, const fs::path& dir, const json& meta,
+                          const std::string& meta_path) {
+  const auto it = meta.find("optimizer");
+  if (it == meta.end()) return;
+  ZT_CHECK(it->is_object(), "'", meta_path, "' is malformed: optimizer is ",
+           it->dump().substr(0, 80), ", not an object");
+  const std::string saved =
+      field<std::string>(*it, "type", "optimizer.type", "a string", meta_path);
+  const std::string mine = e.optimizer().kind();
+  ZT_CHECK(saved == mine, "checkpoint '", dir.string(), "' holds the state of optimizer ", saved,
+           ", but this engine's optimizer is ", mine, ": resume with ", saved,
+           " (and its hyper-parameters in ", kMetaFile,
+           "), or load with optimizer_state = false to take the model only");
 }
 
 // Validates everything a load of `dir` will write and reads it, before the engine is
@@ -250,6 +281,7 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
              "' was saved from a different model or precision (another model config, or "
              "another train.dtype / bf16 / fp16 section?): ",
              diff);
+    if (optim) check_optimizer_kind(e, dir, meta, meta_path);
     stage_partitioned(e, dir, meta, optim, st);
     stage_replicated(e, dir, meta, optim, st);
     stage_meta(meta, meta_path, optim, st);
@@ -258,6 +290,23 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
   }
   return st;
+}
+
+// A dynamic loss scale goes on from where it was saved. A fixed loss_scale in the config
+// wins: it is what the user asked for, and a restored scale would stay fixed at the saved
+// value. A checkpoint saved before the mode was recorded counts as dynamic.
+void restore_loss_scaler(Engine& engine, const Staged& st, bool tell) {
+  LossScaler& scaler = engine.loss_scaler();
+  if (!st.scaler || !scaler.active()) return;
+  const bool saved_dynamic = st.scaler_dynamic.value_or(true);
+  if (saved_dynamic && scaler.dynamic()) scaler.restore(*st.scaler);
+  if (tell && st.scaler_dynamic && saved_dynamic != scaler.dynamic())
+    std::fprintf(stderr,
+                 "zt: load_checkpoint('%s'): note: the checkpoint's fp16 loss scale %s %g, "
+                 "the config's %s %g; going on with the config's\n",
+                 st.extra.dir.c_str(), saved_dynamic ? "was dynamic, at" : "was fixed at",
+                 st.scaler->scale, scaler.dynamic() ? "is dynamic, from" : "is fixed at",
+                 scaler.scale());
 }
 
 }  // namespace
@@ -321,7 +370,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     engine.set_step_counts(st.engine_steps->first, st.engine_steps->second);
   else
     engine.set_global_step(st.extra.step);
-  if (st.scaler && engine.loss_scaler().active()) engine.loss_scaler().restore(*st.scaler);
+  restore_loss_scaler(engine, st, comm.rank() == 0);
   if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
   engine.verify_replicas();

@@ -14,10 +14,6 @@ LossScaler::LossScaler(const MixedPrecision& precision) : p_(precision) {
   hysteresis_ = p_.hysteresis;
 }
 
-bool LossScaler::dynamic() const {
-  return p_.fp16 && p_.loss_scale <= 0;
-}
-
 void LossScaler::on_good_step() {
   if (!dynamic()) return;
   if (p_.consecutive_hysteresis) hysteresis_ = p_.hysteresis;

@@ -24,6 +24,8 @@ class LossScaler {
   double scale() const { return scale_; }
   /// True under fp16: gradients carry the scale, so the step unscales and checks them.
   bool active() const { return p_.fp16; }
+  /// True under fp16 without a fixed `loss_scale`: the scale moves with overflows.
+  bool dynamic() const { return p_.fp16 && p_.loss_scale <= 0; }
   /// After a step whose gradient norm was finite.
   void on_good_step();
   /// After a step whose gradients overflowed (the caller skips the update).
@@ -41,8 +43,6 @@ class LossScaler {
   void restore(const State& s);
 
  private:
-  bool dynamic() const;
-
   MixedPrecision p_;
   double scale_ = 1.0;
   int hysteresis_ = 0;

@@ -288,10 +288,12 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "precision: set train.dtype: ",
              saved.train.dtype,
              ", or start a new run from its weights (export them, another output_dir)");
-    // The optimizer's state is loaded as saved: Adam's moments (adam and adamw alike), or
-    // SGD's momentum buffers (none at momentum 0).
+    // The optimizer's state is loaded as saved: Adam's or AdamW's moments (the load refuses
+    // another optimizer's: the weight decay differs), or SGD's momentum buffers (none at
+    // momentum 0).
     auto state_kind = [](const config::TrainConfig& t) {
-      if (t.optimizer != config::Optimizer::sgd) return std::string("Adam's moments");
+      if (t.optimizer == config::Optimizer::adam) return std::string("Adam's moments");
+      if (t.optimizer == config::Optimizer::adamw) return std::string("AdamW's moments");
       return std::string(t.momentum != 0 ? "SGD's momentum buffers" : "no state (SGD, momentum 0)");
     };
     ZT_CHECK(state_kind(saved.train) == state_kind(cfg.train), command, ": the checkpoint '",

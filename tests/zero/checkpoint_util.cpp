@@ -4,6 +4,7 @@
 #include <stdlib.h>
 
 #include <filesystem>
+#include <fstream>
 
 namespace zt::lesson {
 
@@ -91,6 +92,29 @@ std::set<std::string> entries(const std::string& dir) {
   std::set<std::string> out;
   for (const auto& e : fs::directory_iterator(dir)) out.insert(e.path().filename().string());
   return out;
+}
+
+void expect_agreed(comm::Communicator& comm, const std::function<void()>& f,
+                   const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "no error thrown (wanted '" << needle << "')";
+  } catch (const comm::AgreedError& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+    EXPECT_EQ(e.rank(), comm.rank());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "not a comm::AgreedError: " << e.what();
+  }
+  Tensor one = ones({1});
+  comm.all_reduce(one, comm::ReduceOp::kSum);
+  EXPECT_EQ(one.item(), static_cast<double>(comm.size()));
+}
+
+void edit_meta(const std::string& dir, const std::function<void(nlohmann::json&)>& edit) {
+  const fs::path meta_path = fs::path(dir) / "meta.json";
+  nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
+  edit(meta);
+  std::ofstream(meta_path, std::ios::trunc) << meta.dump(1);
 }
 
 }  // namespace zt::lesson

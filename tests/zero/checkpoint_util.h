@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 #include <utility>
@@ -60,5 +61,14 @@ struct TempDir {
 
 /// Names in `dir`, sorted.
 std::set<std::string> entries(const std::string& dir);
+
+/// Runs f on every rank of `comm`, expecting comm::AgreedError (every rank raised it
+/// together, so launch() ends an mpirun job without MPI_Abort) whose message contains
+/// `needle`; the communicator is not aborted: the next collective works.
+void expect_agreed(comm::Communicator& comm, const std::function<void()>& f,
+                   const std::string& needle);
+
+/// Rewrites meta.json of checkpoint folder `dir` through `edit`.
+void edit_meta(const std::string& dir, const std::function<void(nlohmann::json&)>& edit);
 
 }  // namespace zt::lesson

@@ -174,7 +174,9 @@ TEST(LossScaler, ItsStateTravelsWithTheCheckpoint) {
     zero::Engine a(saved, comm, cfg, {});
     train(a, 3);  // hysteresis 2: the first overflow is tolerated, then 2^40 -> 2^39 -> 2^38
     ASSERT_EQ(a.loss_scale(), std::ldexp(1.0, 38));
-    zero::save_checkpoint(a, dir, "step_000003");
+    zero::CheckpointExtra extra;
+    extra.step = 3;  // the app's count: the engine applied none of the 3 steps
+    zero::save_checkpoint(a, dir, "step_000003", extra);
     auto resumed = std::make_shared<lesson::TanhStack>(2, 8);
     zero::Engine b(resumed, comm, cfg, {});
     zero::load_checkpoint(b, dir + "/step_000003");
@@ -198,6 +200,46 @@ TEST(LossScaler, ItsStateTravelsWithTheCheckpoint) {
     zero::load_checkpoint(c, dir + "/step_000003");
     EXPECT_EQ(c.global_step(), 0);
     EXPECT_EQ(c.stats().overflow_skips, 3);
+  });
+  std::filesystem::remove_all(dir);
+}
+
+// A fixed loss_scale in the config is what the user asked for (often after a dynamic scale
+// misbehaved): it wins over the checkpoint's dynamic scale, which would otherwise stay fixed
+// at its saved value, and a note says so. Both dynamic: the saved scale goes on.
+TEST(LossScaler, AFixedScaleInTheConfigWinsOverTheSavedOne) {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("zt_fixed_" + std::to_string(::getpid())))
+          .string();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    zero::Config dynamic;
+    dynamic.precision.fp16 = true;
+    dynamic.precision.initial_scale_power = 40;  // overflows at once
+    zero::Engine a(std::make_shared<lesson::TanhStack>(2, 8), comm, dynamic, {});
+    for (int i = 0; i < 3; ++i) {
+      manual_seed(static_cast<uint64_t>(i));
+      a.backward(mean(a(randn({4, 8}).to(DType::f16)).to(DType::f32)));
+      a.step();
+    }
+    ASSERT_EQ(a.loss_scale(), std::ldexp(1.0, 38));
+    zero::CheckpointExtra extra;
+    extra.step = 3;
+    zero::save_checkpoint(a, dir, "step_000003", extra);
+
+    zero::Config fixed = dynamic;
+    fixed.precision.loss_scale = 128;
+    zero::Engine b(std::make_shared<lesson::TanhStack>(2, 8), comm, fixed, {});
+    ::testing::internal::CaptureStderr();
+    zero::load_checkpoint(b, dir + "/step_000003");
+    const std::string note = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(b.loss_scale(), 128.0);
+    EXPECT_NE(note.find("note: the checkpoint's fp16 loss scale was dynamic, at 2.74878e+11, the "
+                        "config's is fixed at 128; going on with the config's"),
+              std::string::npos)
+        << note;
+    zero::Engine c(std::make_shared<lesson::TanhStack>(2, 8), comm, dynamic, {});
+    zero::load_checkpoint(c, dir + "/step_000003");
+    EXPECT_EQ(c.loss_scale(), a.loss_scale());
   });
   std::filesystem::remove_all(dir);
 }
