@@ -68,8 +68,9 @@ class Optimizer {
   bool consistent() const { return broken_.empty(); }
 
   /// The optimizer's type ("Adam", "AdamW", "SGD"): a checkpoint records it, and a state
-  /// saved by another type is refused.
-  virtual std::string kind() const = 0;
+  /// saved by another type is refused. Empty by default, so that an optimizer written
+  /// outside zt needs none (the engine builds only zt's, optim/factory.h).
+  virtual std::string kind() const { return {}; }
   /// Its hyper-parameters by name (betas, eps, momentum, ...), recorded beside kind().
   virtual std::map<std::string, double> hyper_parameters() const { return {}; }
 
