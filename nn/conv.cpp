@@ -25,11 +25,16 @@ std::string tuple_str(const A& a, size_t n) {
 // The options PyTorch prints only when they differ from their defaults.
 template <typename Options>
 void print_optional(std::ostream& os, const Options& options, size_t n) {
-  for (size_t d = 0; d < n; ++d) {
-    if (options.dilation()[d] == 1) continue;
-    os << ", dilation=" << tuple_str(options.dilation(), n);
-    break;
-  }
+  auto print_unless = [&](const char* name, const auto& values, int64_t v) {
+    for (size_t d = 0; d < n; ++d) {
+      if (values[d] == v) continue;
+      os << ", " << name << "=" << tuple_str(values, n);
+      return;
+    }
+  };
+  print_unless("dilation", options.dilation(), 1);
+  if constexpr (requires { options.output_padding(); })
+    print_unless("output_padding", options.output_padding(), 0);
   if (options.groups() != 1) os << ", groups=" << options.groups();
   if (!options.bias()) os << ", bias=false";
 }
@@ -172,11 +177,6 @@ std::string ConvTransposeNd<D>::extra_repr() const {
      << ", kernel_size=" << tuple_str(options.kernel_size(), D)
      << ", stride=" << tuple_str(options.stride(), D)
      << ", padding=" << tuple_str(options.padding(), D);
-  for (size_t d = 0; d < D; ++d) {
-    if (options.output_padding()[d] == 0) continue;
-    os << ", output_padding=" << tuple_str(options.output_padding(), D);
-    break;
-  }
   print_optional(os, options, D);
   return os.str();
 }

@@ -188,9 +188,9 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   ZT_CHECK(x.dim() == spatial_dims_ + 2 && x.size(1) == c, type_name(), ": input ",
            shape_str(x.sizes()), " must be (N, ", c, ", ", spatial_dims_ == 1 ? "L" : "",
            spatial_dims_ == 2 ? "H, W" : "", spatial_dims_ == 3 ? "D, H, W" : "", ")");
-  // As PyTorch: in training, one element per channel has no variance to normalize by.
-  ZT_CHECK(!is_training() || x.numel() == 0 || x.numel() / (x.size(0) * c) > 1, type_name(),
-           ": expected more than one spatial element per channel in training, got input ",
+  // As PyTorch: one element per channel has no variance to normalize by.
+  ZT_CHECK(x.numel() == 0 || x.numel() / (x.size(0) * c) > 1, type_name(),
+           ": expected more than one spatial element per channel, got input ",
            shape_str(x.sizes()));
   return group_norm(x, c, weight, bias, options.eps());
 }

@@ -1,10 +1,13 @@
 // Depthwise CPU convolution (groups == C: each output channel reads one input channel),
 // computed directly instead of as one GEMM per group (which would be 1 x taps x L GEMMs).
-// For each tap and each output row whose input row exists, one strided multiply-add over
-// the row's valid output columns (valid_span): no column matrix, no bounds checks in the
-// inner loop, which vectorizes at stride 1. Output and input-gradient planes are split
-// over the threads; each channel's weight gradient is summed by one thread in a fixed
-// order (samples, rows) in double, so the bits do not depend on the thread count.
+// Stride-1 undilated ones copy each channel into a zero-padded plane (conv_cols.h's
+// layout) and run each tap as one multiply-add over all Q output positions from the
+// tap's offset, a long loop that vectorizes; the wrap columns' garbage is dropped (and
+// their gradient is zero) as in the GEMM path. Others run, per tap and per output row
+// whose input row exists, one strided multiply-add over the row's valid columns
+// (valid_span). Output and input-gradient planes are split over the threads; each
+// channel's weight gradient is summed by one thread in a fixed order (per sample and tap,
+// eight lanes combined in double), so the bits do not depend on the thread count.
 // Legend as in ConvGeometry (core/kernels.h); m = O / C output channels per input channel.
 #include "core/cpu/conv_depthwise.h"
 
@@ -43,6 +46,39 @@ void for_each_row(const ConvGeometry& g, Fn&& fn) {
       }
 }
 
+// One channel of g: the geometry the padded-plane helpers (conv_cols.h) work on.
+ConvGeometry single_channel(const ConvGeometry& g) {
+  ConvGeometry one = g;
+  one.n = 1;
+  one.c = one.o = 1;
+  one.groups = 1;
+  return one;
+}
+
+// sum a[i] b[i] over [0, n) in kLanes independent partial sums (a loop the compiler
+// vectorizes; a single running sum would be a serial chain), combined in double.
+template <typename T>
+double dot_lanes(const T* a, const T* b, int64_t n) {
+  constexpr int64_t kLanes = 8;
+  T acc[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int64_t j = 0; j < kLanes; ++j) acc[j] += a[i + j] * b[i + j];
+  double s = 0;
+  for (; i < n; ++i) s += static_cast<double>(a[i]) * static_cast<double>(b[i]);
+  for (int64_t j = 0; j < kLanes; ++j) s += static_cast<double>(acc[j]);
+  return s;
+}
+
+// Calls fn(tap, offset) for every tap of a padded-plane layout.
+template <typename Fn>
+void for_each_offset(const ConvGeometry& g, const PlaneLayout& p, Fn&& fn) {
+  int64_t t = 0;
+  for (int64_t i = 0; i < g.kd; ++i)
+    for (int64_t j = 0; j < g.kh; ++j)
+      for (int64_t k = 0; k < g.kw; ++k) fn(t++, p.tap_offset(i, j, k));
+}
+
 }  // namespace
 
 bool depthwise_applies(const ConvGeometry& g) {
@@ -53,22 +89,33 @@ template <typename T>
 void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, const T* bias, T* out) {
   const int64_t taps = g.kd * g.kh * g.kw, m = g.o / g.c;
   const int64_t in_pos = g.in_positions(), out_pos = g.out_positions();
+  const ConvGeometry one = single_channel(g);
+  const bool planes = use_planes(one);
   parallel_for(g.n * g.o, grain_for(taps * out_pos), [&](int64_t p0, int64_t p1) {
+    const PlaneLayout pl = planes ? plane_layout(one) : PlaneLayout{};
+    std::vector<T> xp(planes ? pl.buffer_size(one) : 0), y(planes ? pl.q : 0);
     for (int64_t p = p0; p < p1; ++p) {  // p = (sample, output channel)
       const int64_t oc = p % g.o;
-      const T* xp = x + (p / g.o * g.c + oc / m) * in_pos;
-      const T* wp = w + oc * taps;
-      T* yp = out + p * out_pos;
-      std::fill_n(yp, out_pos, bias ? bias[oc] : T(0));
+      const T* xc = x + (p / g.o * g.c + oc / m) * in_pos;
+      const T* wc = w + oc * taps;
+      T* yc = out + p * out_pos;
+      if (planes) {  // y (Q) = sum over taps of w_t * (the padded plane from the tap's offset)
+        pad_planes(one, pl, xc, xp.data());
+        std::fill(y.begin(), y.end(), T(0));
+        for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+          const T wv = wc[t];
+          const T* src = xp.data() + off;
+          for (int64_t q = 0; q < pl.q; ++q) y[q] += wv * src[q];
+        });
+        planes2out(one, pl, y.data(), bias ? bias + oc : nullptr, yc);
+        continue;
+      }
+      std::fill_n(yc, out_pos, bias ? bias[oc] : T(0));
       for_each_row(g, [&](int64_t t, int64_t xo, int64_t yo, int64_t lo, int64_t hi) {
-        const T wv = wp[t];
-        const T* xr = xp + xo;
-        T* yr = yp + yo;
-        if (g.sw == 1) {
-          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow];
-        } else {
-          for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * g.sw];
-        }
+        const T wv = wc[t];
+        const T* xr = xc + xo;
+        T* yr = yc + yo;
+        for (int64_t ow = lo; ow < hi; ++ow) yr[ow] += wv * xr[ow * g.sw];
       });
     }
   });
@@ -79,14 +126,28 @@ void depthwise_backward(const ConvGeometry& g, const T* grad_out, const T* x, co
                         T* grad_w) {
   const int64_t taps = g.kd * g.kh * g.kw, m = g.o / g.c;
   const int64_t in_pos = g.in_positions(), out_pos = g.out_positions();
+  const ConvGeometry one = single_channel(g);
+  const bool planes = use_planes(one);
   if (grad_x) {  // per (sample, input channel): the sum over its m output channels
     parallel_for(g.n * g.c, grain_for(m * taps * out_pos), [&](int64_t p0, int64_t p1) {
+      const PlaneLayout pl = planes ? plane_layout(one) : PlaneLayout{};
+      std::vector<T> dxp(planes ? pl.buffer_size(one) : 0), gp(planes ? pl.q : 0);
       for (int64_t p = p0; p < p1; ++p) {  // p = (sample, input channel)
         const int64_t n = p / g.c, ic = p % g.c;
         T* dx = grad_x + p * in_pos;
-        std::fill_n(dx, in_pos, T(0));
+        if (planes) std::fill(dxp.begin(), dxp.end(), T(0));
+        if (!planes) std::fill_n(dx, in_pos, T(0));
         for (int64_t oc = ic * m; oc < (ic + 1) * m; ++oc) {
           const T* gy = grad_out + (n * g.o + oc) * out_pos;
+          if (planes) {  // the forward's adjoint: each tap adds w_t * G from its offset
+            grad2planes(one, pl, gy, gp.data());
+            for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+              const T wv = w[oc * taps + t];
+              T* dst = dxp.data() + off;
+              for (int64_t q = 0; q < pl.q; ++q) dst[q] += wv * gp[q];
+            });
+            continue;
+          }
           for_each_row(g, [&](int64_t t, int64_t xo, int64_t yo, int64_t lo, int64_t hi) {
             const T wv = w[oc * taps + t];
             T* dr = dx + xo;
@@ -94,20 +155,35 @@ void depthwise_backward(const ConvGeometry& g, const T* grad_out, const T* x, co
             for (int64_t ow = lo; ow < hi; ++ow) dr[ow * g.sw] += wv * gr[ow];
           });
         }
+        if (planes) crop_planes(one, pl, dxp.data(), dx);
       }
     });
   }
   if (!grad_w) return;
   parallel_for(g.o, grain_for(g.n * taps * out_pos), [&](int64_t c0, int64_t c1) {
+    const PlaneLayout pl = planes ? plane_layout(one) : PlaneLayout{};
+    std::vector<T> xp(planes ? pl.buffer_size(one) : 0), gp(planes ? pl.q : 0);
     std::vector<double> acc(taps);
     for (int64_t oc = c0; oc < c1; ++oc) {
       std::fill(acc.begin(), acc.end(), 0.0);
       for (int64_t n = 0; n < g.n; ++n) {
-        const T* xp = x + (n * g.c + oc / m) * in_pos;
+        const T* xc = x + (n * g.c + oc / m) * in_pos;
         const T* gy = grad_out + (n * g.o + oc) * out_pos;
+        if (planes) {  // dw_t = sum over q of G[q] * (the padded plane from the tap's offset)
+          pad_planes(one, pl, xc, xp.data());
+          grad2planes(one, pl, gy, gp.data());
+          for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+            acc[t] += dot_lanes(gp.data(), xp.data() + off, pl.q);
+          });
+          continue;
+        }
         for_each_row(g, [&](int64_t t, int64_t xo, int64_t yo, int64_t lo, int64_t hi) {
-          const T* xr = xp + xo;
+          const T* xr = xc + xo;
           const T* gr = gy + yo;
+          if (g.sw == 1) {
+            acc[t] += dot_lanes(gr + lo, xr + lo, hi - lo);
+            return;
+          }
           T s = 0;
           for (int64_t ow = lo; ow < hi; ++ow) s += gr[ow] * xr[ow * g.sw];
           acc[t] += static_cast<double>(s);

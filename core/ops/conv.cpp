@@ -87,6 +87,9 @@ Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, cons
   std::vector<int64_t> extra;  // pad()'s order: last dim first
   bool any = false;
   for (int64_t a = spatial - 1; a >= 0; --a) {
+    // Checked again with the axis's name by conv_geometry; here only what the sums need.
+    ZT_CHECK(strides[a] >= 1 && dilations[a] >= 1, "conv: strides and dilations must be >= 1, got ",
+             strides[a], " and ", dilations[a]);
     int64_t in = x.size(2 + a), k = span(w.size(2 + a), dilations[a]), s = strides[a];
     int64_t& p0 = pads[2 * a];
     int64_t& p1 = pads[2 * a + 1];
@@ -167,7 +170,6 @@ Axis axis(ConvGeometry& g, int a) {
 }
 
 // The geometry of a convolution over `dims` (2 or 3) spatial axes; a 2-D one has
-// D = kd = 1. stride has one entry per axis, padding two (front, back) per axis.
 // D = kd = 1. stride and dilation have one entry per axis, padding two (front, back).
 template <typename Args>
 ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,

@@ -198,24 +198,30 @@ TEST(Conv2dGroups, ErrorsNameTheGroupsAndTheDilation) {
 TEST(Conv2dGroups, DepthwiseGivesTheSameBitsOnTwoThreads) {
   // The direct depthwise kernel splits planes over the threads and sums each channel's
   // weight gradient on one thread in a fixed order: the bits do not depend on the count.
+  // Large enough that all three loops split over two threads (more items than the grain
+  // of 32768 multiply-adds per thread allows on one), once with stride 2 (the row path),
+  // once with stride 1 (padded planes).
   Generator gen(74);
-  Tensor x = randn({3, 8, 12, 12}, gen), w = randn({16, 1, 3, 3}, gen), b = randn({16}, gen);
-  Tensor go = randn({3, 16, 6, 6}, gen);
-  Conv2dArgs a;
-  a.stride = {2, 2};
-  a.padding = {1, 1, 1, 1};
-  a.groups = 8;
-  auto run = [&](int threads) {
-    const int prev = num_threads();
-    set_num_threads(threads);
-    Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
-           bl = b.clone().set_requires_grad(true);
-    Tensor y = conv2d(xl, wl, bl, a);
-    y.backward(go);
-    set_num_threads(prev);
-    return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
-  };
-  std::vector<Tensor> serial = run(1), threaded = run(2);
-  for (size_t i = 0; i < serial.size(); ++i)
-    EXPECT_EQ(threaded[i].to_vector(), serial[i].to_vector()) << i;
+  Tensor x = randn({8, 32, 40, 40}, gen), w = randn({64, 1, 5, 5}, gen), b = randn({64}, gen);
+  for (int64_t stride : {2, 1}) {
+    const int64_t out = stride == 2 ? 20 : 40;
+    Tensor go = randn({8, 64, out, out}, gen);
+    Conv2dArgs a;
+    a.stride = {stride, stride};
+    a.padding = {2, 2, 2, 2};
+    a.groups = 32;
+    auto run = [&](int threads) {
+      const int prev = num_threads();
+      set_num_threads(threads);
+      Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
+             bl = b.clone().set_requires_grad(true);
+      Tensor y = conv2d(xl, wl, bl, a);
+      y.backward(go);
+      set_num_threads(prev);
+      return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
+    };
+    std::vector<Tensor> serial = run(1), threaded = run(2);
+    for (size_t i = 0; i < serial.size(); ++i)
+      EXPECT_EQ(threaded[i].to_vector(), serial[i].to_vector()) << "stride " << stride << ": " << i;
+  }
 }

@@ -42,8 +42,8 @@ TEST(ConvTranspose2d, MatchesPyTorchForwardAndBackward) {
                             .groups(2)
                             .dilation({1, 2}));
   EXPECT_EQ(m.extra_repr(),
-            "4, 4, kernel_size=(2, 3), stride=(2, 2), padding=(0, 1), output_padding=(1, 1), "
-            "dilation=(1, 2), groups=2");
+            "4, 4, kernel_size=(2, 3), stride=(2, 2), padding=(0, 1), dilation=(1, 2), "
+            "output_padding=(1, 1), groups=2");
   m.to(DType::f64);
   {
     autograd::NoGradGuard ng;
