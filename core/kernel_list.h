@@ -83,13 +83,14 @@ void random_fill(const Tensor& out, uint64_t seed, uint64_t offset, bool normal,
 // the legend. Tensors contiguous, one dtype: f32 or f64 (CUDA also bf16 and f16).
 // Padding is symmetric on CUDA (the op pads asymmetric inputs first).
 
-/// out (N, O, Do, Ho, Wo) = conv(x (N, C, D, H, W), weight (O, C, kd, kh, kw)) + bias (O);
-/// bias may be undefined.
+/// out (N, O, Do, Ho, Wo) = conv(x (N, C, D, H, W), weight (O, C/G, kd, kh, kw)) + bias (O)
+/// with G = g.groups and g's dilations; bias may be undefined.
 void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
                   const Tensor& bias);
 /// Gradients of conv_forward from grad_out (N, O, Do, Ho, Wo): grad_x like x,
 /// grad_weight like weight, grad_bias (O). Each output may be undefined (not wanted);
-/// defined outputs are contiguous and fully overwritten.
+/// defined outputs are contiguous and fully overwritten. x is read only for grad_weight
+/// (otherwise only its shape and dtype are: conv_transpose passes grad_x for it).
 void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                    const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                    const Tensor& grad_bias);

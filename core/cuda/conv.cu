@@ -10,16 +10,19 @@
 // the output size, so here a front pad p always means p on both sides.
 //
 // Descriptors are made once per geometry and thread and reused. Algorithms:
-// cudnnGet*Algorithm_v7 heuristics (cheap, no benchmarking), cached per geometry; the ranked
-// results that succeeded and need at most kMaxConvWorkspace bytes (asked again under each
-// one's math type) are tried in the order of conv_rank.h (deterministic ones first; for exact
-// f32, sums of products before FFT and Winograd), and one that cuDNN refuses at run time is
-// dropped. f32 runs in exact fp32 (FMA math)
-// unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32 accumulation
-// and fall back to an f32 computation (said once per shape on stderr) when cuDNN runs none of
-// its engines for them.
+// cudnnGet*Algorithm_v7 heuristics, cached per geometry; the ranked results that
+// succeeded and need at most kMaxConvWorkspace bytes (asked again under each one's math
+// type) are tried in the order of conv_rank.h (deterministic ones first; for exact f32,
+// sums of products before FFT and Winograd), with ZT_CUDNN_BENCHMARK=1 the first group
+// reordered by timing each candidate once per geometry (time_candidates, as PyTorch's
+// cudnn.benchmark), and one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA
+// math) unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32
+// accumulation and fall back to an f32 computation (said once per shape on stderr) when cuDNN runs
+// none of its engines for them.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <map>
 #include <memory>
@@ -37,6 +40,7 @@
 #include "core/cuda/cudnn.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/loops.cuh"
+#include "core/cuda/stream.h"
 #include "core/kernels.h"
 
 namespace zt::cuda {
@@ -254,6 +258,69 @@ void move_first(const CacheKey& key, const Choice& c) {
   if (it != cached->end()) std::rotate(cached->begin(), it, it + 1);
 }
 
+// ZT_CUDNN_BENCHMARK=1 turns on time_candidates. Off by default: timings differ from run
+// to run, and so may the algorithm picked and the result's rounding, where zt otherwise
+// gives the same bits every run.
+bool benchmark_mode() {
+  static const bool on = [] {
+    const char* e = std::getenv("ZT_CUDNN_BENCHMARK");
+    if (!e || std::string(e).empty() || std::string(e) == "0") return false;
+    ZT_CHECK(std::string(e) == "1", "ZT_CUDNN_BENCHMARK='", e, "' must be 0 or 1");
+    return true;
+  }();
+  return on;
+}
+
+// Keys whose candidates were timed; the caller holds g_cache_mutex.
+std::set<CacheKey>& timed_keys() {
+  static std::set<CacheKey> keys;
+  return keys;
+}
+
+// PyTorch's cudnn.benchmark within the deterministic algorithms: on a key's first call outside
+// a graph capture, each candidate of the first try group (deterministic ones first, see
+// conv_rank.h) runs twice on the call's own tensors (its outputs are overwritten, and the
+// real call writes them again after), the second run timed with events, and that group
+// is put in order of time; the other groups follow in cuDNN's order. One host wait per
+// candidate, once per shape; a candidate that fails here is left for run_candidates.
+template <typename Call>
+void time_candidates(const CacheKey& key, ConvDescs& d, Device dev, const Call& call) {
+  std::vector<Choice> cands;
+  {
+    std::lock_guard<std::mutex> lock(g_cache_mutex);
+    if (!timed_keys().insert(key).second) return;
+    cands = choice_cache()[key];
+  }
+  if (cands.size() < 2 || cands[1].group != cands[0].group) return;
+  const cudaStream_t stream = current_stream();
+  std::vector<std::pair<float, Choice>> timed;
+  size_t n = 0;
+  for (; n < cands.size() && cands[n].group == cands[0].group; ++n) {
+    const Choice& c = cands[n];
+    float ms = INFINITY;
+    try {
+      d.conv.set_math(c.math);
+      Tensor ws = device_bytes(c.workspace, dev);
+      void* wp = ws.defined() ? ws.data_ptr() : nullptr;
+      Event start(true), stop(true);
+      if (call(c, wp) == CUDNN_STATUS_SUCCESS) {
+        start.record(stream);
+        const cudnnStatus_t st = call(c, wp);
+        stop.record(stream);
+        stop.synchronize();
+        if (st == CUDNN_STATUS_SUCCESS) ms = stop.elapsed_ms(start);
+      }
+    } catch (const OutOfMemoryError&) {
+    }
+    timed.emplace_back(ms, c);
+  }
+  std::stable_sort(timed.begin(), timed.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (size_t i = 0; i < n; ++i) cands[i] = timed[i].second;
+  std::lock_guard<std::mutex> lock(g_cache_mutex);
+  choice_cache()[key] = cands;
+}
+
 // Runs `call(choice, workspace)` with the candidates in order until one runs; a
 // candidate cuDNN refuses at run time ("not supported", 3xxx) is dropped from the cache,
 // and one whose workspace does not fit in memory is passed over for the next, which may
@@ -264,6 +331,8 @@ template <typename Call>
 bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
                     Device dev, const Call& call) {
   const CacheKey key = cache_key(g, dt, pass, d.exact_f32);
+  candidates(key, pass, d, h);
+  if (benchmark_mode() && !capturing()) time_candidates(key, d, dev, call);
   std::vector<Choice> cands = candidates(key, pass, d, h);
   std::exception_ptr no_memory;
   for (const Choice& c : cands) {

@@ -28,6 +28,7 @@ struct ConvChoice {
   int algo;
   size_t workspace;
   cudnnMathType_t math;
+  int group = 0;  // try_group's: candidates are timed against the others of their group
 };
 
 /// Whether algorithm `algo` of `pass` sums products of the untransformed inputs.
@@ -70,8 +71,9 @@ std::vector<ConvChoice> usable_algos(ConvPass pass, const Perf* perfs, int n, bo
         (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     const int algo = static_cast<int>(p.algo);
-    grouped.emplace_back(try_group(pass, algo, p.determinism == CUDNN_DETERMINISTIC, exact_f32),
-                         ConvChoice{algo, p.memory, exact_f32 ? CUDNN_FMA_MATH : p.mathType});
+    const int group = try_group(pass, algo, p.determinism == CUDNN_DETERMINISTIC, exact_f32);
+    grouped.emplace_back(
+        group, ConvChoice{algo, p.memory, exact_f32 ? CUDNN_FMA_MATH : p.mathType, group});
   }
   std::stable_sort(grouped.begin(), grouped.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });
