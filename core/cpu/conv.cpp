@@ -127,15 +127,6 @@ std::vector<T> weight_per_tap(const ConvGeometry& g, const T* w) {
   return wt;
 }
 
-// Calls fn(t, offset) for every tap t of the kernel with its window offset.
-template <typename Fn>
-void for_each_tap(const ConvGeometry& g, const PlaneLayout& p, Fn&& fn) {
-  int64_t t = 0;
-  for (int64_t i = 0; i < g.kd; ++i)
-    for (int64_t j = 0; j < g.kh; ++j)
-      for (int64_t k = 0; k < g.kw; ++k) fn(t++, p.tap_offset(i, j, k));
-}
-
 // Forward over padded planes, one sample at a time: y (O, Q) = sum over taps t of
 // wt[t] (O, C) @ window_t (C, Q), the window read in place with row stride `plane`.
 template <typename T>

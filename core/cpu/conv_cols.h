@@ -58,6 +58,16 @@ struct PlaneLayout {
   int64_t tap_offset(int64_t i, int64_t j, int64_t k) const { return (i * hp + j) * wp + k; }
 };
 
+/// Calls fn(t, offset) for every tap t of g's kernel (in weight order) with its offset
+/// from a window's origin in layout p.
+template <typename Fn>
+void for_each_tap(const ConvGeometry& g, const PlaneLayout& p, Fn&& fn) {
+  int64_t t = 0;
+  for (int64_t i = 0; i < g.kd; ++i)
+    for (int64_t j = 0; j < g.kh; ++j)
+      for (int64_t k = 0; k < g.kw; ++k) fn(t++, p.tap_offset(i, j, k));
+}
+
 /// True when the padded-plane layout applies (stride 1, not pointwise) and its wrap
 /// columns add at most half of the real ones.
 bool use_planes(const ConvGeometry& g);

@@ -70,15 +70,6 @@ double dot_lanes(const T* a, const T* b, int64_t n) {
   return s;
 }
 
-// Calls fn(tap, offset) for every tap of a padded-plane layout.
-template <typename Fn>
-void for_each_offset(const ConvGeometry& g, const PlaneLayout& p, Fn&& fn) {
-  int64_t t = 0;
-  for (int64_t i = 0; i < g.kd; ++i)
-    for (int64_t j = 0; j < g.kh; ++j)
-      for (int64_t k = 0; k < g.kw; ++k) fn(t++, p.tap_offset(i, j, k));
-}
-
 }  // namespace
 
 bool depthwise_applies(const ConvGeometry& g) {
@@ -102,7 +93,7 @@ void depthwise_forward(const ConvGeometry& g, const T* x, const T* w, const T* b
       if (planes) {  // y (Q) = sum over taps of w_t * (the padded plane from the tap's offset)
         pad_planes(one, pl, xc, xp.data());
         std::fill(y.begin(), y.end(), T(0));
-        for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+        for_each_tap(one, pl, [&](int64_t t, int64_t off) {
           const T wv = wc[t];
           const T* src = xp.data() + off;
           for (int64_t q = 0; q < pl.q; ++q) y[q] += wv * src[q];
@@ -141,7 +132,7 @@ void depthwise_backward(const ConvGeometry& g, const T* grad_out, const T* x, co
           const T* gy = grad_out + (n * g.o + oc) * out_pos;
           if (planes) {  // the forward's adjoint: each tap adds w_t * G from its offset
             grad2planes(one, pl, gy, gp.data());
-            for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+            for_each_tap(one, pl, [&](int64_t t, int64_t off) {
               const T wv = w[oc * taps + t];
               T* dst = dxp.data() + off;
               for (int64_t q = 0; q < pl.q; ++q) dst[q] += wv * gp[q];
@@ -172,7 +163,7 @@ void depthwise_backward(const ConvGeometry& g, const T* grad_out, const T* x, co
         if (planes) {  // dw_t = sum over q of G[q] * (the padded plane from the tap's offset)
           pad_planes(one, pl, xc, xp.data());
           grad2planes(one, pl, gy, gp.data());
-          for_each_offset(one, pl, [&](int64_t t, int64_t off) {
+          for_each_tap(one, pl, [&](int64_t t, int64_t off) {
             acc[t] += dot_lanes(gp.data(), xp.data() + off, pl.q);
           });
           continue;

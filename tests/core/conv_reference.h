@@ -1,11 +1,13 @@
 // A direct (nested-loop) 3-D convolution in f64: the specification the conv tests
-// compare conv2d / conv3d against (a 2-D case is a 3-D one of depth 1).
+// compare conv2d / conv3d against (a 2-D case is a 3-D one of depth 1); and conv2d with
+// its gradients at a given thread count.
 #pragma once
 
 #include <array>
 #include <vector>
 
 #include "core/ops.h"
+#include "core/parallel.h"
 
 namespace zt::test {
 
@@ -44,6 +46,21 @@ inline Tensor reference_conv3d(const Tensor& x, const Tensor& w, const Tensor& b
             out[idx++] = acc;
           }
   return from_vector(out, {n, o, os[0], os[1], os[2]}, DType::f64);
+}
+
+/// conv2d(x, w, b, a) and its gradients to x, w and b from upstream `go`, computed with
+/// `threads` kernel threads (the count is restored after): {y, dx, dw, db}.
+inline std::vector<Tensor> conv2d_on_threads(int threads, const Tensor& x, const Tensor& w,
+                                             const Tensor& b, const Tensor& go,
+                                             const Conv2dArgs& a) {
+  const int prev = num_threads();
+  set_num_threads(threads);
+  Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
+         bl = b.clone().set_requires_grad(true);
+  Tensor y = conv2d(xl, wl, bl, a);
+  y.backward(go);
+  set_num_threads(prev);
+  return {y, xl.grad(), wl.grad(), bl.grad()};
 }
 
 }  // namespace zt::test

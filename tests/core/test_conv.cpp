@@ -335,17 +335,8 @@ TEST(Conv2d, ThreadedMatchesSerial) {
   Tensor go = randn({4, 32, 16, 16}, gen);
   Conv2dArgs a;
   a.padding = {1, 1, 1, 1};
-  auto run = [&](int threads) {
-    const int prev = num_threads();
-    set_num_threads(threads);
-    Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
-           bl = b.clone().set_requires_grad(true);
-    Tensor y = conv2d(xl, wl, bl, a);
-    y.backward(go);
-    set_num_threads(prev);
-    return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
-  };
-  std::vector<Tensor> serial = run(1), threaded = run(2);
+  const std::vector<Tensor> serial = test::conv2d_on_threads(1, x, w, b, go, a),
+                            threaded = test::conv2d_on_threads(2, x, w, b, go, a);
   for (size_t i = 0; i < serial.size(); ++i) EXPECT_CLOSE(threaded[i], serial[i], 1e-4, 1e-4) << i;
 }
 

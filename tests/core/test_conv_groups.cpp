@@ -210,17 +210,8 @@ TEST(Conv2dGroups, DepthwiseGivesTheSameBitsOnTwoThreads) {
     a.stride = {stride, stride};
     a.padding = {2, 2, 2, 2};
     a.groups = 32;
-    auto run = [&](int threads) {
-      const int prev = num_threads();
-      set_num_threads(threads);
-      Tensor xl = x.clone().set_requires_grad(true), wl = w.clone().set_requires_grad(true),
-             bl = b.clone().set_requires_grad(true);
-      Tensor y = conv2d(xl, wl, bl, a);
-      y.backward(go);
-      set_num_threads(prev);
-      return std::vector<Tensor>{y, xl.grad(), wl.grad(), bl.grad()};
-    };
-    std::vector<Tensor> serial = run(1), threaded = run(2);
+    const std::vector<Tensor> serial = test::conv2d_on_threads(1, x, w, b, go, a),
+                              threaded = test::conv2d_on_threads(2, x, w, b, go, a);
     for (size_t i = 0; i < serial.size(); ++i)
       EXPECT_EQ(threaded[i].to_vector(), serial[i].to_vector()) << "stride " << stride << ": " << i;
   }
