@@ -22,6 +22,18 @@ std::string tuple_str(const A& a, size_t n) {
   os << ")";
   return os.str();
 }
+// Errors unless x is (N, in_channels, ...) with `spatial` dims after the channels.
+void check_conv_input(const std::string& type_name, const Tensor& x, size_t spatial,
+                      int64_t in_channels) {
+  const char* layout = spatial == 1   ? "(N, C, L)"
+                       : spatial == 2 ? "(N, C, H, W)"
+                                      : "(N, C, D, H, W)";
+  ZT_CHECK(x.dim() == static_cast<int64_t>(spatial) + 2, type_name, ": expected a ", spatial + 2,
+           "-D input ", layout, ", got ", shape_str(x.sizes()));
+  ZT_CHECK(x.size(1) == in_channels, type_name, ": input ", shape_str(x.sizes()), " has ",
+           x.size(1), " channels, expected ", in_channels);
+}
+
 // The options PyTorch prints only when they differ from their defaults.
 template <typename Options>
 void print_optional(std::ostream& os, const Options& options, size_t n) {
@@ -92,11 +104,7 @@ std::string ConvNd<D>::extra_repr() const {
 
 template <size_t D>
 void ConvNd<D>::check_input(const Tensor& x) const {
-  const char* layout = D == 1 ? "(N, C, L)" : D == 2 ? "(N, C, H, W)" : "(N, C, D, H, W)";
-  ZT_CHECK(x.dim() == static_cast<int64_t>(D) + 2, this->type_name(), ": expected a ", D + 2,
-           "-D input ", layout, ", got ", shape_str(x.sizes()));
-  ZT_CHECK(x.size(1) == options.in_channels(), this->type_name(), ": input ", shape_str(x.sizes()),
-           " has ", x.size(1), " channels, expected ", options.in_channels());
+  check_conv_input(this->type_name(), x, D, options.in_channels());
 }
 
 template class ConvNd<1>;
@@ -183,11 +191,7 @@ std::string ConvTransposeNd<D>::extra_repr() const {
 
 template <size_t D>
 Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
-  const char* layout = D == 1 ? "(N, C, L)" : D == 2 ? "(N, C, H, W)" : "(N, C, D, H, W)";
-  ZT_CHECK(x.dim() == static_cast<int64_t>(D) + 2, this->type_name(), ": expected a ", D + 2,
-           "-D input ", layout, ", got ", shape_str(x.sizes()));
-  ZT_CHECK(x.size(1) == options.in_channels(), this->type_name(), ": input ", shape_str(x.sizes()),
-           " has ", x.size(1), " channels, expected ", options.in_channels());
+  check_conv_input(this->type_name(), x, D, options.in_channels());
   if constexpr (D == 1) {
     ConvTranspose2dArgs args;
     args.stride = {1, options.stride()[0]};
