@@ -116,13 +116,12 @@ template struct ConvOptions<3>;
 
 Tensor Conv1d::forward(const Tensor& x) {
   check_input(x);
-  const std::array<int64_t, 2> pad = options.padding_per_side();
-  Conv2dArgs args;
-  args.stride = {1, options.stride()[0]};
-  args.padding = {0, 0, pad[0], pad[1]};
-  args.dilation = {1, options.dilation()[0]};
+  Conv1dArgs args;
+  args.stride = options.stride().values;
+  args.padding = options.padding_per_side();
+  args.dilation = options.dilation().values;
   args.groups = options.groups();
-  return conv2d(x.unsqueeze(2), weight.unsqueeze(2), bias, args).squeeze(2);
+  return conv1d(x, weight, bias, args);
 }
 
 Tensor Conv2d::forward(const Tensor& x) {
@@ -192,24 +191,18 @@ std::string ConvTransposeNd<D>::extra_repr() const {
 template <size_t D>
 Tensor ConvTransposeNd<D>::forward(const Tensor& x) {
   check_conv_input(this->type_name(), x, D, options.in_channels());
-  if constexpr (D == 1) {
-    ConvTranspose2dArgs args;
-    args.stride = {1, options.stride()[0]};
-    args.padding = {0, options.padding()[0]};
-    args.output_padding = {0, options.output_padding()[0]};
-    args.dilation = {1, options.dilation()[0]};
-    args.groups = options.groups();
-    return conv_transpose2d(x.unsqueeze(2), weight.unsqueeze(2), bias, args).squeeze(2);
-  } else {
-    std::conditional_t<D == 2, ConvTranspose2dArgs, ConvTranspose3dArgs> args;
-    args.stride = options.stride().values;
-    args.padding = options.padding().values;
-    args.output_padding = options.output_padding().values;
-    args.dilation = options.dilation().values;
-    args.groups = options.groups();
-    if constexpr (D == 2) return conv_transpose2d(x, weight, bias, args);
-    if constexpr (D == 3) return conv_transpose3d(x, weight, bias, args);
-  }
+  using Args =
+      std::conditional_t<D == 1, ConvTranspose1dArgs,
+                         std::conditional_t<D == 2, ConvTranspose2dArgs, ConvTranspose3dArgs>>;
+  Args args;
+  args.stride = options.stride().values;
+  args.padding = options.padding().values;
+  args.output_padding = options.output_padding().values;
+  args.dilation = options.dilation().values;
+  args.groups = options.groups();
+  if constexpr (D == 1) return conv_transpose1d(x, weight, bias, args);
+  if constexpr (D == 2) return conv_transpose2d(x, weight, bias, args);
+  if constexpr (D == 3) return conv_transpose3d(x, weight, bias, args);
 }
 
 template class ConvTransposeNd<1>;

@@ -1,9 +1,9 @@
-// conv2d / conv3d and their transposes: argument checks, output allocation and
+// conv1d / conv2d / conv3d and their transposes: argument checks, output allocation and
 // autograd. All run the 3-D kernels of the tensors' device (core/cpu/conv.cpp, or cuDNN
-// through core/cuda/conv.cu); a 2-D conv is a 3-D one with depth 1, and a transposed conv
-// runs the kernels of the conv whose input gradient it is. cuDNN pads symmetrically, so on the GPU
-// an asymmetric padding that changes the output size is applied with pad() first. Legend: N batch,
-// C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
+// through core/cuda/conv.cu); a 2-D conv is a 3-D one with depth 1 (a 1-D one also has height 1),
+// and a transposed conv runs the kernels of the conv whose input gradient it is. cuDNN pads
+// symmetrically, so on the GPU an asymmetric padding that changes the output size is applied with
+// pad() first. Legend: N batch, C in channels, O out channels, D/H/W spatial sizes, k kernel sizes.
 #include "core/ops/conv.h"
 
 #include "core/autograd.h"
@@ -38,15 +38,23 @@ int64_t out_size(const char* op, const char* axis, int64_t in, int64_t k, int64_
 
 void check_conv_device(const char* op, const Tensor& x);
 
+// The spatial axes of a `spatial`-D convolution's input and of its kernel, for messages.
+const char* input_axes(int64_t spatial) {
+  return spatial == 1 ? "L" : (spatial == 2 ? "H, W" : "D, H, W");
+}
+const char* kernel_axes(int64_t spatial) {
+  return spatial == 1 ? "k" : (spatial == 2 ? "kh, kw" : "kd, kh, kw");
+}
+
 void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const Tensor& weight,
                        const Tensor& bias, int64_t groups) {
   ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
   detail::check_same(op, {x, weight, bias});
   const int64_t nd = spatial + 2;
-  ZT_CHECK(x.dim() == nd, op, ": input must be ", nd, "-D (N, C, ",
-           spatial == 2 ? "H, W" : "D, H, W", "), got ", shape_str(x.sizes()));
-  ZT_CHECK(weight.dim() == nd, op, ": weight must be ", nd, "-D (O, C, ",
-           spatial == 2 ? "kh, kw" : "kd, kh, kw", "), got ", shape_str(weight.sizes()));
+  ZT_CHECK(x.dim() == nd, op, ": input must be ", nd, "-D (N, C, ", input_axes(spatial), "), got ",
+           shape_str(x.sizes()));
+  ZT_CHECK(weight.dim() == nd, op, ": weight must be ", nd, "-D (O, C, ", kernel_axes(spatial),
+           "), got ", shape_str(weight.sizes()));
   ZT_CHECK(groups >= 1, op, ": groups must be >= 1, got ", groups);
   ZT_CHECK(x.size(1) % groups == 0 && weight.size(0) % groups == 0, op, ": groups=", groups,
            " must divide the input channels (", x.size(1), ") and the output channels (",
@@ -158,19 +166,22 @@ Tensor conv_apply(const char* op, const ConvGeometry& g, const Shape& out_shape,
   return out;
 }
 
-// The fields of one spatial axis of a geometry (0, 1, 2: D, H, W).
+// The fields of the i-th of `dims` spatial axes of a geometry: the last `dims` of D, H, W
+// (a 1-D convolution's is W, named L).
 struct Axis {
   int64_t *in, *kernel, *stride, *pad, *dilation, *out;
   const char* name;
 };
-Axis axis(ConvGeometry& g, int a) {
+Axis axis(ConvGeometry& g, int dims, int i) {
+  const int a = 3 - dims + i;
   if (a == 0) return {&g.d, &g.kd, &g.sd, &g.pad_d, &g.dd, &g.od, "D"};
   if (a == 1) return {&g.h, &g.kh, &g.sh, &g.pad_h, &g.dh, &g.oh, "H"};
-  return {&g.w, &g.kw, &g.sw, &g.pad_w, &g.dw, &g.ow, "W"};
+  return {&g.w, &g.kw, &g.sw, &g.pad_w, &g.dw, &g.ow, dims == 1 ? "L" : "W"};
 }
 
-// The geometry of a convolution over `dims` (2 or 3) spatial axes; a 2-D one has
-// D = kd = 1. stride and dilation have one entry per axis, padding two (front, back).
+// The geometry of a convolution over `dims` (1, 2 or 3) spatial axes; a 2-D one has
+// D = kd = 1, a 1-D one also H = kh = 1. stride and dilation have one entry per axis, padding two
+// (front, back).
 template <typename Args>
 ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tensor& weight,
                            const Args& args) {
@@ -180,7 +191,7 @@ ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tens
   g.o = weight.size(0);
   g.groups = args.groups;
   for (int i = 0; i < dims; ++i) {
-    const Axis a = axis(g, 3 - dims + i);
+    const Axis a = axis(g, dims, i);
     *a.in = x.size(2 + i);
     *a.kernel = weight.size(2 + i);
     *a.stride = args.stride[i];
@@ -192,30 +203,35 @@ ConvGeometry conv_geometry(const char* op, int dims, const Tensor& x, const Tens
   return g;
 }
 
+// conv1d / conv2d / conv3d: `dims` spatial axes, Args their Conv*dArgs.
+template <typename Args>
+Tensor conv_nd(const char* op, int dims, const Tensor& x, const Tensor& weight, const Tensor& bias,
+               const Args& args) {
+  check_conv_inputs(op, dims, x, weight, bias, args.groups);
+  if (x.device().is_cuda()) {
+    Args sym = args;
+    Tensor xp = pad_for_symmetric(x, weight, dims, sym.stride.data(), sym.dilation.data(),
+                                  sym.padding.data());
+    if (!xp.same(x)) return conv_nd(op, dims, xp, weight, bias, sym);
+  }
+  ConvGeometry g = conv_geometry(op, dims, x, weight, args);
+  Shape out_shape{g.n, g.o};
+  for (int i = 0; i < dims; ++i) out_shape.push_back(*axis(g, dims, i).out);
+  return conv_apply(op, g, out_shape, x, weight, bias);
+}
+
 }  // namespace
 
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv1dArgs& args) {
+  return conv_nd("conv1d", 1, x, weight, bias, args);
+}
+
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv2dArgs& args) {
-  check_conv_inputs("conv2d", 2, x, weight, bias, args.groups);
-  if (x.device().is_cuda()) {
-    Conv2dArgs sym = args;
-    Tensor xp =
-        pad_for_symmetric(x, weight, 2, sym.stride.data(), sym.dilation.data(), sym.padding.data());
-    if (!xp.same(x)) return conv2d(xp, weight, bias, sym);
-  }
-  const ConvGeometry g = conv_geometry("conv2d", 2, x, weight, args);
-  return conv_apply("conv2d", g, {g.n, g.o, g.oh, g.ow}, x, weight, bias);
+  return conv_nd("conv2d", 2, x, weight, bias, args);
 }
 
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const Conv3dArgs& args) {
-  check_conv_inputs("conv3d", 3, x, weight, bias, args.groups);
-  if (x.device().is_cuda()) {
-    Conv3dArgs sym = args;
-    Tensor xp =
-        pad_for_symmetric(x, weight, 3, sym.stride.data(), sym.dilation.data(), sym.padding.data());
-    if (!xp.same(x)) return conv3d(xp, weight, bias, sym);
-  }
-  const ConvGeometry g = conv_geometry("conv3d", 3, x, weight, args);
-  return conv_apply("conv3d", g, {g.n, g.o, g.od, g.oh, g.ow}, x, weight, bias);
+  return conv_nd("conv3d", 3, x, weight, bias, args);
 }
 
 namespace {
@@ -233,9 +249,8 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
   ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
   detail::check_same(op, {x, weight, bias});
   ZT_CHECK(x.dim() == dims + 2 && weight.dim() == dims + 2, op, ": input and weight must be ",
-           dims + 2, "-D (N, C, ", dims == 2 ? "H, W" : "D, H, W", ") and (C, O/groups, ",
-           dims == 2 ? "kh, kw" : "kd, kh, kw", "), got ", shape_str(x.sizes()), " and ",
-           shape_str(weight.sizes()));
+           dims + 2, "-D (N, C, ", input_axes(dims), ") and (C, O/groups, ", kernel_axes(dims),
+           "), got ", shape_str(x.sizes()), " and ", shape_str(weight.sizes()));
   const int64_t groups = args.groups;
   ZT_CHECK(groups >= 1 && x.size(1) % groups == 0, op, ": groups=", groups,
            " must be >= 1 and divide the input channels (", x.size(1), ")");
@@ -255,7 +270,7 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
   check_conv_device(op, x);
   Shape out_shape{g.n, g.c};
   for (int i = 0; i < dims; ++i) {
-    const Axis a = axis(g, 3 - dims + i);
+    const Axis a = axis(g, dims, i);
     const int64_t s = args.stride[i], p = args.padding[i], extra = args.output_padding[i];
     const int64_t k = weight.size(2 + i), dl = args.dilation[i];
     ZT_CHECK(s >= 1 && dl >= 1 && k >= 1, op, ": stride, dilation and kernel size along ", a.name,
@@ -304,6 +319,11 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
 }
 
 }  // namespace
+
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dArgs& args) {
+  return conv_transpose("conv_transpose1d", 1, x, weight, bias, args);
+}
 
 Tensor conv_transpose2d(const Tensor& x, const Tensor& weight, const Tensor& bias,
                         const ConvTranspose2dArgs& args) {

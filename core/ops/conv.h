@@ -9,6 +9,19 @@
 
 namespace zt {
 
+struct Conv1dArgs {
+  std::array<int64_t, 1> stride{1};
+  std::array<int64_t, 2> padding{0, 0};  // left, right
+  std::array<int64_t, 1> dilation{1};
+  int64_t groups = 1;
+};
+
+/// x (N, C, L), weight (O, C/G, k), bias (O) or undefined -> (N, O, L'): conv2d's W axis
+/// alone. The weight is used as given (no view of it is kept), so a ZeRO engine frees a
+/// gathered weight after forward as it does a 2-D one's.
+Tensor conv1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+              const Conv1dArgs& args = {});
+
 struct Conv2dArgs {
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 4> padding{0, 0, 0, 0};  // top, bottom, left, right
@@ -32,6 +45,18 @@ struct Conv3dArgs {
 /// W'); dilation and groups as conv2d's.
 Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias,
               const Conv3dArgs& args = {});
+
+struct ConvTranspose1dArgs {
+  std::array<int64_t, 1> stride{1};
+  std::array<int64_t, 1> padding{0};
+  std::array<int64_t, 1> output_padding{0};
+  std::array<int64_t, 1> dilation{1};
+  int64_t groups = 1;
+};
+
+/// x (N, C, L), weight (C, O/G, k) -> (N, O, L'), as conv_transpose2d's W axis.
+Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bias,
+                        const ConvTranspose1dArgs& args = {});
 
 struct ConvTranspose2dArgs {
   std::array<int64_t, 2> stride{1, 1};

@@ -59,6 +59,49 @@ TEST(Lesson04GatherRelease, AvailableOnlyAroundForward) {
   });
 }
 
+namespace {
+// 1-D and 2-D convolutions and their transposes: x (B, 2, 8) -> (B, 2, 8).
+class Convs : public nn::UnaryModule {
+ public:
+  Convs() : nn::UnaryModule("Convs") {
+    c1 = register_module("c1", std::make_shared<nn::Conv1d>(nn::Conv1dOptions(2, 4, 3).padding(1)));
+    t1 = register_module(
+        "t1", std::make_shared<nn::ConvTranspose1d>(nn::ConvTranspose1dOptions(4, 4, 2).stride(2)));
+    c2 = register_module("c2", std::make_shared<nn::Conv2d>(nn::Conv2dOptions(4, 2, 3)));
+  }
+  std::shared_ptr<nn::Conv1d> c1;
+  std::shared_ptr<nn::ConvTranspose1d> t1;
+  std::shared_ptr<nn::Conv2d> c2;
+
+ protected:
+  // (B, 2, 8) -> (B, 4, 8) -> (B, 4, 16) -> as (B, 4, 4, 4) -> (B, 2, 2, 2) -> (B, 2, 4).
+  Tensor forward(const Tensor& x) override {
+    Tensor h = (*t1)(silu((*c1)(x)));
+    return (*c2)(h.reshape({x.size(0), 4, 4, 4})).reshape({x.size(0), 2, 4});
+  }
+};
+}  // namespace
+
+// Released means the gathered bytes are freed, not only the parameter emptied: an op
+// keeps the weight it was given for backward, never a view of it, so nothing holds the
+// gathered storage from forward to backward, whatever the layer's rank.
+TEST(Lesson04GatherRelease, NoLayerKeepsAGatheredWeightUntilBackward) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Convs> m = lesson::partitioned<Convs>(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    Generator g(3);
+    Tensor x = randn({2, 2, 8}, g);
+    Tensor y = engine(x);
+    Tensor loss = sum(y * y);
+    EXPECT_EQ(engine.memory_report().gathered_param, 0)
+        << "gathered weights outlive their forward: " << engine.memory_report().json();
+    EXPECT_GT(engine.memory_report().gathered_param_peak, 0);
+    engine.backward(loss);
+    engine.step();
+    EXPECT_EQ(engine.memory_report().gathered_param, 0);
+  });
+}
+
 TEST(Lesson04GatherRelease, TouchingAReleasedParameterNamesIt) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
