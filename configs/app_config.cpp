@@ -188,6 +188,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("seed", t.seed, 0)
       .get_enum("device", t.device, {"cpu", "cuda"})
       .get_enum("tf32", t.tf32, {"conv", "all", "none"})
+      .get("cudnn_deterministic", t.cudnn_deterministic)
       .get_enum("attention", t.attention, {"auto", "flash", "math"})
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
       .get("resume", t.resume)
@@ -198,6 +199,11 @@ void read_train(Section s, TrainConfig& t) {
       .get("activation_checkpointing", t.activation_checkpointing);
   if (t.schedule == Schedule::step && t.gamma <= 0)  // 0 would stop training at step_size
     s.fail("gamma", "must be in (0, 1], got " + std::to_string(t.gamma));
+  if (s.has("cudnn_benchmark")) {
+    bool on = false;
+    s.get("cudnn_benchmark", on);
+    t.cudnn_benchmark = on;
+  }
   read_param_groups(s.raw("param_groups"), t.param_groups);
   s.finish();
   if (t.cuda_graph && t.device != "cuda")

@@ -137,6 +137,14 @@ struct TrainConfig {
   /// TF32 tensor cores for f32 work on CUDA: "conv" (convolutions only, PyTorch's
   /// default), "all" (also matrix multiplies) or "none" (exact fp32).
   std::string tf32 = "conv";
+  /// cuDNN algorithm choice on CUDA (zt::set_conv_algo_policy): true times each
+  /// convolution shape's candidates once and keeps the fastest (PyTorch's
+  /// cudnn.benchmark), false takes cuDNN's heuristic ranking; unset keeps the process's
+  /// choice (ZT_CUDNN_BENCHMARK, else false).
+  std::optional<bool> cudnn_benchmark{};
+  /// true: deterministic cuDNN algorithms first (the same bits every run); false: all
+  /// compete, those that sum with atomics included (PyTorch's cudnn.deterministic).
+  bool cudnn_deterministic = true;
   /// scaled_dot_product_attention's kernels (zt::set_attention_kernel): "auto" (fused on a
   /// GPU for bf16/f16 heads of 32-128, batched GEMMs otherwise), "flash" (fused wherever
   /// supported, the CPU's slow emulation included) or "math" (batched GEMMs only); unset

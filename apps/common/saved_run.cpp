@@ -320,13 +320,24 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
 }
 
 const std::vector<std::string>& resume_ignored_keys() {
-  static const std::vector<std::string> keys = {
-      "train.resume",           "train.device",           "train.tf32",
-      "train.attention",        "train.cuda_graph",       "train.activation_checkpointing",
-      "train.log_every",        "train.tensorboard",      "train.trace",
-      "train.trace_steps",      "train.eval_every",       "train.eval_batches",
-      "train.checkpoint_every", "train.keep_checkpoints", "data.workers",
-      "data.prefetch"};
+  static const std::vector<std::string> keys = {"train.resume",
+                                                "train.device",
+                                                "train.tf32",
+                                                "train.cudnn_benchmark",
+                                                "train.cudnn_deterministic",
+                                                "train.attention",
+                                                "train.cuda_graph",
+                                                "train.activation_checkpointing",
+                                                "train.log_every",
+                                                "train.tensorboard",
+                                                "train.trace",
+                                                "train.trace_steps",
+                                                "train.eval_every",
+                                                "train.eval_batches",
+                                                "train.checkpoint_every",
+                                                "train.keep_checkpoints",
+                                                "data.workers",
+                                                "data.prefetch"};
   return keys;
 }
 

@@ -12,6 +12,7 @@
 
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
+#include "core/conv_algo.h"
 #include "core/ops.h"
 #include "core/text_file.h"
 #include "data/factory.h"
@@ -175,6 +176,8 @@ Device train_device(const config::TrainConfig& train, const comm::Communicator& 
     ZT_FAIL(app, ": train.device 'cuda' ", why, ", or set train.device=cpu");
   }
   set_tf32({.matmul = train.tf32 == "all", .conv = train.tf32 != "none"});
+  set_conv_algo_policy({.benchmark = train.cudnn_benchmark.value_or(conv_algo_policy().benchmark),
+                        .deterministic = train.cudnn_deterministic});
   if (comm.device().is_cuda()) return comm.device();  // NCCL: this process's GPU
   ZT_CHECK(comm.size() == 1, app, ": train.device 'cuda' with ", comm.size(),
            " thread ranks; thread ranks exchange host memory, so on GPUs run one rank per "

@@ -74,8 +74,9 @@ std::string cuda_missing();
 /// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"
 /// needs a CUDA build and a visible GPU, and one rank per process: NCCL under mpirun (the
 /// GPU of the local rank) or a single thread rank (thread ranks exchange host memory).
-/// It applies train.attention (set_attention_kernel) and, on a GPU, train.tf32 (set_tf32,
-/// core/device.h). Errors name `app` and the fix.
+/// It applies train.attention (set_attention_kernel) and, on a GPU, train.tf32 (set_tf32)
+/// and train.cudnn_benchmark / cudnn_deterministic (set_conv_algo_policy, core/device.h).
+/// Errors name `app` and the fix.
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app);
 /// train.cuda_graph: null when off; else the step graph, after checking that the step can

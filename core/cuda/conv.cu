@@ -12,10 +12,11 @@
 // Descriptors are made once per geometry and thread and reused. Algorithms:
 // cudnnGet*Algorithm_v7 heuristics, cached per geometry; the ranked results that
 // succeeded and need at most kMaxConvWorkspace bytes (asked again under each one's math
-// type) are tried in the order of conv_rank.h (deterministic ones first; for exact f32,
-// sums of products before FFT and Winograd), with ZT_CUDNN_BENCHMARK=1 the first group
-// reordered by timing each candidate once per geometry (time_candidates, as PyTorch's
-// cudnn.benchmark), and one that cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA
+// type) are tried in the order of conv_rank.h (deterministic ones first unless
+// conv_algo_policy().deterministic is off; for exact f32, sums of products before FFT and
+// Winograd), with conv_algo_policy().benchmark the first group reordered by timing each
+// candidate once per geometry (time_candidates, as PyTorch's cudnn.benchmark), and one that
+// cuDNN refuses at run time is dropped. f32 runs in exact fp32 (FMA
 // math) unless set_tf32({.conv = true}) (core/device.h); bf16/f16 use tensor cores with fp32
 // accumulation and fall back to an f32 computation (said once per shape on stderr) when cuDNN runs
 // none of its engines for them.
@@ -34,6 +35,7 @@
 #include <utility>
 
 #include "core/allocator.h"
+#include "core/conv_algo.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/conv_rank.h"
@@ -134,7 +136,8 @@ struct ConvDescs {
   }
 };
 
-using CacheKey = std::tuple<int, int, int, bool, std::array<int64_t, 22>>;
+// Device, dtype, pass, exact f32, the ConvAlgoPolicy's two flags, the geometry.
+using CacheKey = std::tuple<int, int, int, bool, bool, bool, std::array<int64_t, 22>>;
 
 // Usable candidates per call geometry, best first; one that fails to run is dropped.
 std::mutex g_cache_mutex;
@@ -143,8 +146,14 @@ std::map<CacheKey, std::vector<Choice>>& choice_cache() {
   return cache;
 }
 
-CacheKey cache_key(const ConvGeometry& g, DType dt, Pass pass, bool exact) {
-  return {current_device(), static_cast<int>(dt), static_cast<int>(pass), exact,
+CacheKey cache_key(const ConvGeometry& g, DType dt, Pass pass, bool exact,
+                   ConvAlgoPolicy policy = {}) {
+  return {current_device(),
+          static_cast<int>(dt),
+          static_cast<int>(pass),
+          exact,
+          policy.benchmark,
+          policy.deterministic,
           std::array<int64_t, 22>{g.n,  g.c,  g.o,  g.d,  g.h,     g.w,     g.kd,    g.kh,
                                   g.kw, g.sd, g.sh, g.sw, g.pad_d, g.pad_h, g.pad_w, g.od,
                                   g.oh, g.ow, g.dd, g.dh, g.dw,    g.groups}};
@@ -172,7 +181,7 @@ bool refused(cudnnStatus_t st) {
 
 // cuDNN's ranked list of the pass's algorithms (empty when it refuses the configuration
 // itself, so that 16-bit convolutions fall back to f32).
-std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h) {
+std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h, bool deterministic_first) {
   d.reset_math();  // not the math the last candidate run or sized left on the descriptor
   int returned = 0;
   cudnnStatus_t st;
@@ -181,19 +190,22 @@ std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h) {
     cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
     st = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
                                                 CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS)
+      c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   } else if (pass == Pass::kBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
     st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
         &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS)
+      c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
     st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
         &returned, perfs);
-    if (st == CUDNN_STATUS_SUCCESS) c = usable_algos(pass, perfs, returned, d.exact_f32);
+    if (st == CUDNN_STATUS_SUCCESS)
+      c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   }
   if (st != CUDNN_STATUS_SUCCESS && !refused(st))
     detail::throw_cudnn_error(st, "cudnnGetConvolution*Algorithm_v7", __FILE__, __LINE__);
@@ -224,14 +236,15 @@ std::optional<size_t> workspace_bytes(Pass pass, ConvDescs& d, cudnnHandle_t h, 
   return bytes;
 }
 
-std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cudnnHandle_t h) {
+std::vector<Choice> candidates(const CacheKey& key, Pass pass, ConvDescs& d, cudnnHandle_t h,
+                               bool deterministic_first) {
   {
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto it = choice_cache().find(key);
     if (it != choice_cache().end()) return it->second;
   }
   std::vector<Choice> c;
-  for (Choice choice : ranked(pass, d, h)) {
+  for (Choice choice : ranked(pass, d, h, deterministic_first)) {
     const std::optional<size_t> bytes = workspace_bytes(pass, d, h, choice);
     if (!bytes || *bytes > kMaxConvWorkspace) continue;
     choice.workspace = std::max(choice.workspace, *bytes);
@@ -258,30 +271,17 @@ void move_first(const CacheKey& key, const Choice& c) {
   if (it != cached->end()) std::rotate(cached->begin(), it, it + 1);
 }
 
-// ZT_CUDNN_BENCHMARK=1 turns on time_candidates. Off by default: timings differ from run
-// to run, and so may the algorithm picked and the result's rounding, where zt otherwise
-// gives the same bits every run.
-bool benchmark_mode() {
-  static const bool on = [] {
-    const char* e = std::getenv("ZT_CUDNN_BENCHMARK");
-    if (!e || std::string(e).empty() || std::string(e) == "0") return false;
-    ZT_CHECK(std::string(e) == "1", "ZT_CUDNN_BENCHMARK='", e, "' must be 0 or 1");
-    return true;
-  }();
-  return on;
-}
-
 // Keys whose candidates were timed; the caller holds g_cache_mutex.
 std::set<CacheKey>& timed_keys() {
   static std::set<CacheKey> keys;
   return keys;
 }
 
-// PyTorch's cudnn.benchmark within the deterministic algorithms: on a key's first call outside
-// a graph capture, each candidate of the first try group (deterministic ones first, see
-// conv_rank.h) runs twice on the call's own tensors (its outputs are overwritten, and the
-// real call writes them again after), the second run timed with events, and that group
-// is put in order of time; the other groups follow in cuDNN's order. One host wait per
+// PyTorch's cudnn.benchmark (conv_algo_policy().benchmark): on a key's first call outside
+// a graph capture, each candidate of the first try group (the deterministic ones unless the
+// policy lets all compete, see conv_rank.h) runs twice on the call's own tensors (its outputs are
+// overwritten, and the real call writes them again after), the second run timed with events, and
+// that group is put in order of time; the other groups follow in cuDNN's order. One host wait per
 // candidate, once per shape; a candidate that fails here is left for run_candidates.
 template <typename Call>
 void time_candidates(const CacheKey& key, ConvDescs& d, Device dev, const Call& call) {
@@ -330,12 +330,13 @@ void time_candidates(const CacheKey& key, ConvDescs& d, Device dev, const Call& 
 template <typename Call>
 bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cudnnHandle_t h,
                     Device dev, const Call& call) {
-  const CacheKey key = cache_key(g, dt, pass, d.exact_f32);
-  if (benchmark_mode() && !capturing()) {
-    candidates(key, pass, d, h);  // the list to time, cached
+  const ConvAlgoPolicy policy = conv_algo_policy();
+  const CacheKey key = cache_key(g, dt, pass, d.exact_f32, policy);
+  if (policy.benchmark && !capturing()) {
+    candidates(key, pass, d, h, policy.deterministic);  // the list to time, cached
     time_candidates(key, d, dev, call);
   }
-  std::vector<Choice> cands = candidates(key, pass, d, h);
+  std::vector<Choice> cands = candidates(key, pass, d, h, policy.deterministic);
   std::exception_ptr no_memory;
   for (const Choice& c : cands) {
     d.conv.set_math(c.math);

@@ -50,9 +50,11 @@ inline bool sums_products(ConvPass pass, int algo) {
 
 /// The group an algorithm is tried in (lower first; cuDNN's order within a group). For
 /// exact f32: products summed and deterministic, products summed, transformed and
-/// deterministic, transformed. Otherwise: deterministic, then the rest.
-inline int try_group(ConvPass pass, int algo, bool deterministic, bool exact_f32) {
-  const int by_determinism = deterministic ? 0 : 1;
+/// deterministic, transformed. Otherwise: deterministic, then the rest. Without
+/// `deterministic_first` (ConvAlgoPolicy::deterministic off) determinism does not count.
+inline int try_group(ConvPass pass, int algo, bool deterministic, bool exact_f32,
+                     bool deterministic_first = true) {
+  const int by_determinism = deterministic || !deterministic_first ? 0 : 1;
   if (!exact_f32) return by_determinism;
   return (sums_products(pass, algo) ? 0 : 2) + by_determinism;
 }
@@ -62,7 +64,8 @@ inline int try_group(ConvPass pass, int algo, bool deterministic, bool exact_f32
 /// algorithm when exact f32 is wanted (those run with FMA math); ordered by try_group,
 /// cuDNN's order kept within a group.
 template <typename Perf>
-std::vector<ConvChoice> usable_algos(ConvPass pass, const Perf* perfs, int n, bool exact_f32) {
+std::vector<ConvChoice> usable_algos(ConvPass pass, const Perf* perfs, int n, bool exact_f32,
+                                     bool deterministic_first = true) {
   std::vector<std::pair<int, ConvChoice>> grouped;
   for (int i = 0; i < n; ++i) {
     const Perf& p = perfs[i];
@@ -71,7 +74,8 @@ std::vector<ConvChoice> usable_algos(ConvPass pass, const Perf* perfs, int n, bo
         (p.mathType == CUDNN_TENSOR_OP_MATH || p.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION))
       continue;
     const int algo = static_cast<int>(p.algo);
-    const int group = try_group(pass, algo, p.determinism == CUDNN_DETERMINISTIC, exact_f32);
+    const int group =
+        try_group(pass, algo, p.determinism == CUDNN_DETERMINISTIC, exact_f32, deterministic_first);
     grouped.emplace_back(
         group, ConvChoice{algo, p.memory, exact_f32 ? CUDNN_FMA_MATH : p.mathType, group});
   }

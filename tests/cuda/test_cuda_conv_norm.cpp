@@ -15,6 +15,7 @@
 // and compare run_on(kGpu, ...) with run_on(kCpu, ...) at a stated tolerance.
 #include <cmath>
 
+#include "core/conv_algo.h"
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
@@ -211,6 +212,39 @@ TEST(CudaConv, OnlyRequestedGradientsAndRepeatCallsAgree) {
   EXPECT_TRUE(zt::test::all_close(x.grad(), xr.grad(), 1e-4, 1e-4));
   // The algorithm cache: a second identical call gives bitwise the same output.
   EXPECT_TRUE(zt::test::all_close(conv2d(x.detach(), w, b, a), y.detach(), 0, 0));
+}
+
+// Every cuDNN algorithm policy (core/conv_algo.h: timed candidates, atomics allowed) gives
+// the CPU's results at the tolerances above, f32 and bf16, 2-D and 1-D.
+TEST(CudaConv, EveryAlgorithmPolicyMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  const ConvAlgoPolicy saved = conv_algo_policy();
+  Fn conv1d_fn = [](const std::vector<Tensor>& in) {
+    Conv1dArgs a;
+    a.stride = {2};
+    a.padding = {2, 1};
+    return conv1d(in[0], in[1], in[2], a);
+  };
+  for (ConvAlgoPolicy p :
+       {ConvAlgoPolicy{true, true}, ConvAlgoPolicy{true, false}, ConvAlgoPolicy{false, false}}) {
+    set_conv_algo_policy(p);
+    for (DType dt : {DType::f32, DType::bf16}) {
+      SCOPED_TRACE(std::string("benchmark ") + (p.benchmark ? "on" : "off") + ", deterministic " +
+                   (p.deterministic ? "on" : "off") + ", " + dtype_name(dt));
+      const double rtol = dt == DType::f32 ? 1e-4 : 3e-2, atol = dt == DType::f32 ? 1e-4 : 5e-2;
+      for (const Conv2dCase& c : {kConv2d[0], kConv2d[1], kConv2d[6]}) {
+        std::vector<Tensor> in = conv_inputs(c.x, c.w, 90, dt);
+        auto gpu = run_on(kGpu, conv2d_fn(c), in);
+        auto cpu = run_on(kCpu, conv2d_fn(c), to_dtype(in, DType::f32));
+        EXPECT_TRUE(runs_match(gpu, cpu, rtol, atol)) << "conv2d x " << shape_str(c.x);
+      }
+      std::vector<Tensor> in = conv_inputs({2, 3, 17}, {5, 3, 4}, 91, dt);
+      auto gpu = run_on(kGpu, conv1d_fn, in);
+      auto cpu = run_on(kCpu, conv1d_fn, to_dtype(in, DType::f32));
+      EXPECT_TRUE(runs_match(gpu, cpu, rtol, atol)) << "conv1d";
+    }
+  }
+  set_conv_algo_policy(saved);
 }
 
 TEST(CudaNorm, GroupNormMatchesCpu) {

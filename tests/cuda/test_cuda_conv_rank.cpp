@@ -75,6 +75,25 @@ TEST(CudaConvRank, OtherwiseDeterministicFirstInCudnnsOrder) {
   EXPECT_EQ(c[1].math, CUDNN_TENSOR_OP_MATH);  // each keeps its own math type
 }
 
+// train.cudnn_deterministic: false (PyTorch's default): determinism no longer orders the
+// list, so atomics compete in cuDNN's own order; exact f32 still puts sums of products first.
+TEST(CudaConvRank, WithoutDeterminismFirstCudnnsOrderStands) {
+  auto perfs = filter_list();
+  const int n = static_cast<int>(perfs.size());
+  std::vector<ConvChoice> c = usable_algos(ConvPass::kBackwardFilter, perfs.data(), n,
+                                           /*exact_f32=*/false, /*deterministic_first=*/false);
+  EXPECT_EQ(algos(c), (std::vector<int>{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1}));
+  for (const ConvChoice& choice : c) EXPECT_EQ(choice.group, 0) << "one group: all are timed";
+  c = usable_algos(ConvPass::kBackwardFilter, perfs.data(), n, /*exact_f32=*/true,
+                   /*deterministic_first=*/false);
+  EXPECT_EQ(algos(c), (std::vector<int>{CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1,
+                                        CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT}));
+}
+
 TEST(CudaConvRank, TransformingAlgorithmsOfEachPass) {
   EXPECT_TRUE(sums_products(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM));
   EXPECT_FALSE(sums_products(ConvPass::kForward, CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING));

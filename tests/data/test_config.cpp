@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include "common/test_util.h"
 #include "configs/app_config.h"
@@ -385,6 +386,21 @@ TEST(Config, Tf32DefaultsToConvolutionsOnly) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.tf32, "conv");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: all\n"), App::vqtok).train.tf32, "all");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: none\n"), App::vqtok).train.tf32, "none");
+}
+
+TEST(Config, CudnnBenchmarkIsLeftToTheProcessUnlessSetAndDeterministicByDefault) {
+  const TrainConfig d = parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train;
+  EXPECT_FALSE(d.cudnn_benchmark.has_value());
+  EXPECT_TRUE(d.cudnn_deterministic);
+  const TrainConfig on =
+      parse_app_config(
+          parse_yaml("train:\n  cudnn_benchmark: true\n  cudnn_deterministic: false\n"), App::vqtok)
+          .train;
+  EXPECT_EQ(on.cudnn_benchmark, std::optional<bool>(true));
+  EXPECT_FALSE(on.cudnn_deterministic);
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  cudnn_benchmark: false\n"), App::vqtok)
+                .train.cudnn_benchmark,
+            std::optional<bool>(false));
 }
 
 TEST(Config, AttentionKernelIsLeftToTheProcessUnlessSet) {
