@@ -4,6 +4,8 @@
 // cuDNN's work ordered with zt's other kernels (and the caching allocator's reuse).
 #include "core/cuda/cudnn.h"
 
+#include <array>
+
 #include <cstdint>
 
 #include "core/cuda/check.h"
@@ -35,7 +37,14 @@ cudnnHandle_t cudnn_handle() {
         return made;
       },
       [](cudnnHandle_t made) { cudnnDestroy(made); });
-  CUDNN_CHECK(cudnnSetStream(h, current_stream(dev)));
+  // cudnnSetStream costs microseconds even to the stream already set: call it on a change
+  // only. A new handle runs on the default stream, which null stands for.
+  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
+  const cudaStream_t s = current_stream(dev);
+  if (bound[static_cast<size_t>(dev)] != s) {
+    CUDNN_CHECK(cudnnSetStream(h, s));
+    bound[static_cast<size_t>(dev)] = s;
+  }
   return h;
 }
 
@@ -87,7 +96,9 @@ ConvolutionDescriptor::~ConvolutionDescriptor() {
   cudnnDestroyConvolutionDescriptor(desc_);
 }
 void ConvolutionDescriptor::set_math(cudnnMathType_t math) {
+  if (math == math_) return;
   CUDNN_CHECK(cudnnSetConvolutionMathType(desc_, math));
+  math_ = math;
 }
 
 }  // namespace zt::cuda

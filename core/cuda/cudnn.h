@@ -67,11 +67,13 @@ class ConvolutionDescriptor {
   ConvolutionDescriptor(const ConvolutionDescriptor&) = delete;
   ConvolutionDescriptor& operator=(const ConvolutionDescriptor&) = delete;
   cudnnConvolutionDescriptor_t get() const { return desc_; }
-  /// Tensor cores (TF32 for f32), FMA only, or cuDNN's default.
+  /// Tensor cores (TF32 for f32), FMA only, or cuDNN's default; a call that changes
+  /// nothing makes no cuDNN call.
   void set_math(cudnnMathType_t math);
 
  private:
   cudnnConvolutionDescriptor_t desc_ = nullptr;
+  cudnnMathType_t math_ = CUDNN_DEFAULT_MATH;  // a new descriptor's
 };
 
 }  // namespace zt::cuda

@@ -7,6 +7,7 @@
 // with the same choices.
 #include "core/cuda/gemm.h"
 
+#include <array>
 #include <limits>
 
 #include "core/cuda/check.h"
@@ -35,7 +36,13 @@ cublasHandle_t cublas_handle() {
         return made;
       },
       [](cublasHandle_t made) { cublasDestroy(made); });
-  CUBLAS_CHECK(cublasSetStream(h, current_stream(dev)));
+  // As cudnn_handle: set the stream on a change only (a new handle's is the default).
+  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
+  const cudaStream_t s = current_stream(dev);
+  if (bound[static_cast<size_t>(dev)] != s) {
+    CUBLAS_CHECK(cublasSetStream(h, s));
+    bound[static_cast<size_t>(dev)] = s;
+  }
   return h;
 }
 
