@@ -40,7 +40,7 @@ struct KernelProfile::Impl {
 
   Entry& entry(const char* name) {
     auto it = totals.find(std::string_view(name));
-    if (it == totals.end()) it = totals.emplace(name, Entry{name, 0, 0}).first;
+    if (it == totals.end()) it = totals.emplace(name, Entry{name, 0, 0, 0}).first;
     return it->second;
   }
 };
@@ -100,10 +100,9 @@ KernelProfile::Span::Span(KernelProfile& p, const char* kernel, const Device& d)
       // skip the destructor and leave the nesting depth raised for good.
       im.timed = false;
     }
-    return;
   }
 #endif
-  im.start = Clock::now();
+  im.start = Clock::now();  // after the start event: host_ms leaves the records out
 }
 
 KernelProfile::Span::~Span() {
@@ -111,8 +110,10 @@ KernelProfile::Span::~Span() {
   if (!outer_) return;
   Impl& im = *p_.impl_;
   if (!im.timed) return;
+  const double host_ms = std::chrono::duration<double, std::milli>(Clock::now() - im.start).count();
   Entry& e = im.entry(im.kernel);
   ++e.calls;
+  e.host_ms += host_ms;
 #ifdef ZT_WITH_CUDA
   if (im.device.is_cuda()) {
     try {
@@ -125,7 +126,7 @@ KernelProfile::Span::~Span() {
     return;
   }
 #endif
-  e.ms += std::chrono::duration<double, std::milli>(Clock::now() - im.start).count();
+  e.ms += host_ms;
 }
 
 namespace detail {

@@ -1,12 +1,13 @@
 // Where a thread's kernel time goes. While a KernelProfile lives, each kernel-table
 // dispatch (core/kernels.h) of its thread is timed and summed per kernel name: CPU
 // kernels by the host clock (they run inside the call), CUDA kernels by two events
-// recorded around the dispatch on the current stream, so in GPU time. A dispatch made
-// inside another one (a CPU bf16 gemm converting its operands) counts toward the outer
-// one. Timing costs host time per dispatch (a clock read, or two event records), so time
-// a step without a profile and use a profile for the split. Inside a CUDA graph capture
-// nothing is timed (events would be captured too), and of several GPUs only the first
-// one the thread dispatches to is timed (zt threads each work on one).
+// recorded around the dispatch on the current stream, so in GPU time, and the host time
+// spent issuing them beside it (Entry::host_ms: what a launch-bound step spends where). A dispatch
+// made inside another one (a CPU bf16 gemm converting its operands) counts toward the outer one.
+// Timing costs host time per dispatch (a clock read, or two event records), so time a step without
+// a profile and use a profile for the split. Inside a CUDA graph capture nothing is timed (events
+// would be captured too), and of several GPUs only the first one the thread dispatches to is timed
+// (zt threads each work on one).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +26,10 @@ class KernelProfile {
     std::string kernel;  ///< the kernel-table name: "gemm", "conv_forward", ...
     int64_t calls = 0;   ///< outermost dispatches of it
     double ms = 0;       ///< summed time in milliseconds
+    /// Summed host time inside the dispatches, in milliseconds: on the CPU the same as
+    /// ms; on a GPU what issuing the work cost the host (checks, allocation, descriptor
+    /// setup, launches; the profile's own event records excluded).
+    double host_ms = 0;
   };
 
   /// Starts profiling the calling thread; a thread runs one profile at a time.

@@ -29,16 +29,19 @@ class Cli : public CLI::App {
   /// --help (*exit_code 0, usage printed) or a bad argument (*exit_code nonzero, the
   /// error printed).
   bool parse_args(const std::vector<std::string>& args, int* exit_code);
-  /// Adds --tf32 conv|all|none, the GPU TF32 policy as train.tf32 spells it (default conv,
-  /// as the apps'); parse_args applies it (set_tf32).
-  void add_tf32_option();
+  /// Adds the GPU math options as the apps' train keys spell them: --tf32 conv|all|none
+  /// (default conv, as the apps'), --cudnn-benchmark and --cudnn-nondeterministic;
+  /// parse_args applies them (set_tf32, set_conv_algo_policy).
+  void add_gpu_math_options();
 
  private:
   std::string tf32_;
+  bool cudnn_benchmark_ = false, cudnn_nondeterministic_ = false;
 };
 
-/// The TF32 policy in force, as train.tf32 spells it: all, conv or none.
-const char* tf32_name();
+/// The GPU math policies in force as JSON fields (no braces): "tf32" as train.tf32 spells
+/// it, "cudnn_benchmark" and "cudnn_deterministic".
+std::string gpu_math_json();
 
 /// Blocks until device work queued before it is done (copies one element of t to the
 /// host); nothing for a CPU or undefined tensor. On every device t must hold its data (a
@@ -56,9 +59,12 @@ std::string work_per_call_json(const std::function<void()>& fn);
 
 /// Runs fn (one step) `steps` times under a KernelProfile (core/kernel_profile.h) and
 /// returns one JSON line per kernel, most time first:
-/// {"bench":"<bench>","kernel":"gemm","calls_per_step":42.0,"ms_per_step":1.234,"share":0.41}
-/// (share: of the time of all kernels). Call it after the timed steps: profiling adds
-/// host time to every dispatch.
+/// {"bench":"<bench>","kernel":"gemm","calls_per_step":42.0,"ms_per_step":1.234,"share":0.41,
+///  "host_ms_per_step":0.3,"host_us_per_call":7.1}
+/// (share: of the time of all kernels; host: the host's time issuing them), then one line
+/// {"bench":"<bench>","kernels":"all","ms_per_step":..,"host_ms_per_step":..,
+///  "wall_ms_per_step":..}. Call it after the timed steps: profiling adds host time to
+/// every dispatch.
 std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn);
 
 /// Seconds per call of fn: warm-up calls, then the median of `reps` timed runs.

@@ -83,9 +83,9 @@ void run_case(const Case& c, const Setup& st) {
   }
   std::printf(
       "{\"bench\":\"ops\",\"op\":\"%s\",\"shape\":\"%s\",\"device\":\"%s\",\"dtype\":\"%s\","
-      "\"threads\":%d,\"tf32\":\"%s\"",
+      "\"threads\":%d,%s",
       c.op.c_str(), c.shape.c_str(), st.device.str().c_str(), zt::dtype_name(st.dtype), st.threads,
-      zt::bench::tf32_name());
+      zt::bench::gpu_math_json().c_str());
   if (!error.empty()) {
     std::printf(",\"error\":\"%s\"}\n", error.c_str());
   } else {
@@ -212,7 +212,7 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   app.add_option("--reps", reps, "timed repetitions per case (median reported)")
       ->check(zt::app::kPositive);
   app.add_option("--filter", filter, "only cases whose \"op shape\" contains this");
-  app.add_tf32_option();
+  app.add_gpu_math_options();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   Setup st{Device::parse(device), dtype == "f64" ? DType::f64 : DType::f32, reps, threads};
   if (const std::string why = st.device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {

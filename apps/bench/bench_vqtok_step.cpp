@@ -107,12 +107,13 @@ int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* 
   }
   const std::string work = zt::bench::work_per_call_json([&] { graph.run(step, before_replay); });
   std::printf(
-      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"tf32\":\"%s\","
+      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",%s,"
       "\"cuda_graph\":true,\"graph_nodes\":%zu,\"batch\":%d,\"frames\":4,\"size\":32,"
       "\"steps\":%d,\"forward_ms\":0,\"backward_ms\":0,\"step_ms\":0,\"total_ms\":%.2f,"
       "\"total_wall_ms\":%.2f,\"loss\":%.6f,%s}\n",
-      o.device.str().c_str(), engine ? "zero3" : "adamw", zt::bench::tf32_name(), graph.nodes(),
-      o.batch, o.steps, zt::bench::median(wall), zt::bench::median(wall), loss, work.c_str());
+      o.device.str().c_str(), engine ? "zero3" : "adamw", zt::bench::gpu_math_json().c_str(),
+      graph.nodes(), o.batch, o.steps, zt::bench::median(wall), zt::bench::median(wall), loss,
+      work.c_str());
   std::fflush(stdout);
   return 0;
 }
@@ -196,12 +197,12 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
   const std::string work = zt::bench::work_per_call_json(step);
   std::printf(
       "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
-      "\"tf32\":\"%s\",\"batch\":%d,"
+      "%s,\"batch\":%d,"
       "\"frames\":4,\"size\":32,\"threads\":%d,"
       "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
       "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
       device.str().c_str(), engine ? "zero3" : "adamw", o.offload ? "true" : "false",
-      zt::bench::tf32_name(), batch, o.threads, steps, zt::bench::median(fwd),
+      zt::bench::gpu_math_json().c_str(), batch, o.threads, steps, zt::bench::median(fwd),
       zt::bench::median(bwd), zt::bench::median(opt_ms), zt::bench::median(total),
       zt::bench::median(wall), loss, work.c_str());
   if (o.modules) {
@@ -235,7 +236,7 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--cuda-graph", o.graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
-  app.add_tf32_option();
+  app.add_gpu_math_options();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   o.device = zt::Device::parse(device_name);
   auto refuse = [](const char* why) {

@@ -10,6 +10,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
+#include "core/conv_algo.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
 
@@ -54,19 +55,32 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
       std::fprintf(stderr, "%s: %s\n", get_name().c_str(), hint.c_str());
     return false;
   }
-  if (!tf32_.empty()) set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});
+  if (!tf32_.empty()) {
+    set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});
+    set_conv_algo_policy({.benchmark = cudnn_benchmark_ || conv_algo_policy().benchmark,
+                          .deterministic = !cudnn_nondeterministic_});
+  }
   return true;
 }
 
-void Cli::add_tf32_option() {
+void Cli::add_gpu_math_options() {
   tf32_ = "conv";
   add_option("--tf32", tf32_, "GPU TF32 policy as train.tf32: conv (default), all or none")
       ->check(CLI::IsMember({"conv", "all", "none"}));
+  add_flag("--cudnn-benchmark", cudnn_benchmark_,
+           "time cuDNN's convolution algorithms once per shape and keep the fastest, as "
+           "train.cudnn_benchmark (default: ZT_CUDNN_BENCHMARK, else off)");
+  add_flag("--cudnn-nondeterministic", cudnn_nondeterministic_,
+           "let cuDNN algorithms that sum with atomics compete (train.cudnn_deterministic: "
+           "false)");
 }
 
-const char* tf32_name() {
-  const Tf32Policy p = tf32();
-  return p.matmul ? "all" : (p.conv ? "conv" : "none");
+std::string gpu_math_json() {
+  const Tf32Policy t = tf32();
+  const ConvAlgoPolicy c = conv_algo_policy();
+  return std::string("\"tf32\":\"") + (t.matmul ? "all" : (t.conv ? "conv" : "none")) +
+         "\",\"cudnn_benchmark\":" + (c.benchmark ? "true" : "false") +
+         ",\"cudnn_deterministic\":" + (c.deterministic ? "true" : "false");
 }
 
 void sync(const Tensor& t) {
@@ -96,20 +110,35 @@ std::string work_per_call_json(const std::function<void()>& fn) {
 
 std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn) {
   KernelProfile profile;
+  const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) fn();
+  const double wall_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   const std::vector<KernelProfile::Entry> all = profile.totals();
-  double sum = 0;
-  for (const auto& e : all) sum += e.ms;
-  std::string out;
+  double sum = 0, host = 0;
   for (const auto& e : all) {
-    char buf[256];
+    sum += e.ms;
+    host += e.host_ms;
+  }
+  std::string out;
+  char buf[320];
+  for (const auto& e : all) {
     std::snprintf(buf, sizeof buf,
                   "{\"bench\":\"%s\",\"kernel\":\"%s\",\"calls_per_step\":%.1f,"
-                  "\"ms_per_step\":%.3f,\"share\":%.3f}\n",
+                  "\"ms_per_step\":%.3f,\"share\":%.3f,\"host_ms_per_step\":%.3f,"
+                  "\"host_us_per_call\":%.1f}\n",
                   bench, e.kernel.c_str(), static_cast<double>(e.calls) / steps, e.ms / steps,
-                  sum > 0 ? e.ms / sum : 0.0);
+                  sum > 0 ? e.ms / sum : 0.0, e.host_ms / steps,
+                  e.calls > 0 ? 1e3 * e.host_ms / static_cast<double>(e.calls) : 0.0);
     out += buf;
   }
+  // Where a step's host time goes: inside the dispatches, and the rest (autograd, module
+  // and engine code, allocation outside kernels); all under the profile's own event cost.
+  std::snprintf(buf, sizeof buf,
+                "{\"bench\":\"%s\",\"kernels\":\"all\",\"ms_per_step\":%.3f,"
+                "\"host_ms_per_step\":%.3f,\"wall_ms_per_step\":%.3f}\n",
+                bench, sum / steps, host / steps, wall_ms / steps);
+  out += buf;
   return out;
 }
 

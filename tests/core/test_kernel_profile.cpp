@@ -47,6 +47,7 @@ TEST(KernelProfile, CountsAndTimesEachKernelOfThisThread) {
   for (size_t i = 0; i < all.size(); ++i) {
     calls += all[i].calls;
     EXPECT_GE(all[i].ms, 0.0) << all[i].kernel;
+    EXPECT_EQ(all[i].host_ms, all[i].ms) << "on the CPU the kernel runs inside the call";
     if (i > 0) {
       EXPECT_GE(all[i - 1].ms, all[i].ms) << "not sorted by time";
     }

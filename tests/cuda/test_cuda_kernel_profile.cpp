@@ -34,6 +34,9 @@ TEST(CudaKernelProfile, TimesKernelsInGpuTime) {
   // issuing them takes the host microseconds (the profile must not time the host's side).
   EXPECT_GT(all[0].ms, 2.0);
   EXPECT_GT(all[0].ms, host_ms) << "GPU time, not the time the host took to queue the work";
+  // The host's side is kept apart: positive, and within the host's wall time.
+  EXPECT_GT(all[0].host_ms, 0.0);
+  EXPECT_LE(all[0].host_ms, host_ms);
   set_tf32(saved);
 }
 
