@@ -335,10 +335,15 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   TimelineSpan span(engine.timeline(), Track::kCheckpoint, "load " + dir_or_root);
   autograd::NoGradGuard ng;
 
-  // 1. Read and validate everything; nothing in the engine changes yet.
+  // 1. Rank 0 names the folder; every rank reads and validates it. Nothing in the engine
+  // changes yet.
+  std::string dir;
+  const std::string not_found =
+      comm.rank() == 0 ? capture([&] { dir = find_checkpoint(dir_or_root); }) : "";
+  dir = comm.all_gather_bytes(dir)[0];
+  agree(comm, what, not_found);
   Staged st;
-  agree(comm, what,
-        capture([&] { st = stage(engine, find_checkpoint(dir_or_root), optimizer_state); }));
+  agree(comm, what, capture([&] { st = stage(engine, dir, optimizer_state); }));
 
   // 2. The optimizer checks keys and shapes before it changes anything; ranks that
   // succeeded roll back if another rank failed.

@@ -3,7 +3,7 @@
 // optimizer is refused; a step-shaped tag names the step the checkpoint records; an
 // engine whose last optimizer step failed part-way is not saved; a meta.json whose
 // learning rate or loss-scaler hysteresis is out of range is refused before the engine
-// changes.
+// changes; every rank loads the checkpoint rank 0 names.
 #include <filesystem>
 #include <fstream>
 
@@ -88,6 +88,28 @@ TEST(CheckpointConsistency, AStepShapedTagNamesTheRecordedStep) {
     zero::save_checkpoint(*e, tmp.path, "best");  // not step-shaped: any step
   });
   EXPECT_EQ(zero::find_resume_point(tmp.path).step, 3);
+}
+
+// Rank 0 names the checkpoint: were `dir_or_root` resolved on each rank, ranks that see
+// another `latest` (or another working folder for a relative path) would load different
+// steps into one model. Here rank 1 passes a path that holds nothing: it still loads
+// step 2, the one rank 0's root names, as rank 0 does.
+TEST(CheckpointConsistency, EveryRankLoadsTheCheckpointRankZeroNames) {
+  TempDir tmp;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    train_step(*e, 0);
+    zero::save_checkpoint(*e, tmp.path, zero::checkpoint_tag(1));
+    train_step(*e, 1);
+    zero::save_checkpoint(*e, tmp.path, zero::checkpoint_tag(2));
+    const Named at_step2 = full_state(*e);
+    auto fresh = make_engine(comm, lesson::make_mixed, 6);
+    const zero::CheckpointExtra x =
+        zero::load_checkpoint(*fresh, comm.rank() == 0 ? tmp.path : tmp / "nothing_here");
+    EXPECT_EQ(x.step, 2);
+    EXPECT_EQ(fs::path(x.dir).filename(), "step_000002");
+    expect_same(full_state(*fresh), at_step2, 0, 0);
+  });
 }
 
 // A step that failed after it had updated some parameters (here: the second group's step
