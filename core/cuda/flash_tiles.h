@@ -83,6 +83,11 @@ struct Tiles {
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
     return key < p.tk && (!p.causal || key <= q);
   }
+  /// Whether every key of [k0, k0 + nk) is visible to every query from q0 on: a step
+  /// clear of the mask and the key tail skips the per-element test (block-uniform).
+  static ZT_FLASH_FN bool all_visible(const Params& p, int64_t q0, int64_t k0, int nk) {
+    return k0 + nk <= p.tk && (!p.causal || k0 + nk - 1 <= q0);
+  }
   /// Lane ln's accumulator element e of an n8 block: row 16 w + g + 8 (e / 2) of the
   /// block's rows (w = ln / 32 its warp), column 2t + e % 2 of the n8 block.
   static ZT_FLASH_FN int row_of(int ln, int e) {
@@ -285,6 +290,7 @@ struct Tiles {
     walk(0, kend, fetch, [&](int64_t k0, int buf) {
       Reg<F4> s[2 * KB];
       scores(s, qa, sm.other[buf][0]);
+      const bool full = all_visible(p, t.r0, k0, kOther);
       Reg<F2> mx;  // the rows' new maxima
       Block::each([&](int ln) {
         mx[ln] = m[ln];
@@ -293,8 +299,8 @@ struct Tiles {
           ZT_FLASH_UNROLL
           for (int e = 0; e < 4; ++e) {
             float& x = s[j][ln].v[e];
-            x = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2
-                                                                             : -INFINITY;
+            x = full || visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2
+                                                                                     : -INFINITY;
             mx[ln].v[e / 2] = fmaxf(mx[ln].v[e / 2], x);
           }
         }
@@ -395,6 +401,7 @@ struct Tiles {
       Reg<F4> s[2 * KB], dp[2 * KB];
       scores(s, qa, sm.other[buf][0]);   // q k^T
       scores(dp, da, sm.other[buf][1]);  // dout v^T
+      const bool full = all_visible(p, t.r0, k0, kOther);
       Reg<U4> dsa[KB];
       Block::each([&](int ln) {
         float ds[2 * KB][4];
@@ -403,7 +410,7 @@ struct Tiles {
           ZT_FLASH_UNROLL
           for (int e = 0; e < 4; ++e) {
             const int h = e / 2;
-            ds[j][e] = visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
+            ds[j][e] = full || visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
                            ? Block::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
                                  (dp[j][ln].v[e] - delta[ln].v[h])
                            : 0.f;
@@ -458,6 +465,8 @@ struct Tiles {
         for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[1], c);
         scores(dp, a, dt);  // v dout^T
       }
+      // Every query of the step below tq and at or past the tile's last key: no test.
+      const bool full = q0 + kOther <= p.tq && all_visible(p, q0, k0, kRows);
       Reg<U4> pa[KB], dsa[KB];
       Block::each([&](int ln) {
         float pr[2 * KB][4], ds[2 * KB][4];
@@ -467,7 +476,7 @@ struct Tiles {
           for (int e = 0; e < 4; ++e) {
             const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
             const int64_t q = q0 + qc;
-            const bool vis = q < p.tq && visible(p, q, k0 + row_of(ln, e));
+            const bool vis = full || (q < p.tq && visible(p, q, k0 + row_of(ln, e)));
             pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
             ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - Block::ld(&delta[qc], ln));
           }
