@@ -54,6 +54,13 @@ std::string Communicator::signature(const Request& req) {
   return os.str();
 }
 
+std::string mismatch_message(int64_t seq, const std::string& sides) {
+  return detail::cat("zt.comm: mismatched collectives at sequence #", seq, ": ", sides,
+                     " (every rank must issue the same collectives in the same order: did the "
+                     "ranks take different code paths, such as a data-dependent branch or a "
+                     "module called on some ranks only?)");
+}
+
 std::string Communicator::describe(const Request& req) const {
   std::string sig = signature(req);
   size_t name_end = sig.find(' ');

@@ -150,6 +150,10 @@ std::vector<T> Communicator::all_gather_object(const T& mine) {
   return out;
 }
 
+/// The error for ranks that issued different collectives as request `seq`: `sides` says
+/// who called what ("rank 0 called ..., rank 1 called ...").
+std::string mismatch_message(int64_t seq, const std::string& sides);
+
 /// now + timeout, a century at most (a "no timeout" value would overflow the clock).
 inline std::chrono::steady_clock::time_point deadline_after(std::chrono::milliseconds timeout) {
   return std::chrono::steady_clock::now() +

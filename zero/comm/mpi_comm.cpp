@@ -3,7 +3,9 @@
 // (reduce_buffers) after an all-to-all of shards, in rank order:
 //   reduce_scatter = alltoall(shards) -> reduce
 //   all_reduce     = alltoallv(even chunks) -> reduce own chunk -> allgatherv(in place)
-// which receives the textbook volumes (see CommCounters).
+// which receives the textbook volumes (see CommCounters). Each collective is preceded by
+// a 16-byte all-reduce that checks every rank issued the same one (set_check_collectives).
+// The check's bytes are not counted.
 #include "zero/comm/mpi_comm.h"
 
 #include <climits>
@@ -215,6 +217,7 @@ void MpiComm::execute(const Request& req) {
   const int n = size(), r = rank();
   const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
   const MPI_Datatype T = word_type(e);
+  if (n > 1 && check_.load(std::memory_order_relaxed)) check_signatures(req, what, deadline);
   MPI_Request rq = MPI_REQUEST_NULL;
   auto start = [&](int rc, const char* call) {
     if (rc != MPI_SUCCESS) fail_call(what, call, rc);
@@ -299,35 +302,77 @@ void MpiComm::execute(const Request& req) {
       break;
     }
     case Collective::kAllGatherBytes: {
-      const std::string& mine = *req.bytes_in;
-      int64_t len = static_cast<int64_t>(mine.size());
-      std::vector<int64_t> lens(n);
-      {
-        MpiLock lock;
-        start(MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_, &rq),
-              "MPI_Iallgather");
-      }
-      wait_request(&rq, what, deadline);
-      std::vector<int> counts(n), displs(n);
-      int64_t total = 0;
-      for (int j = 0; j < n; ++j) {
-        counts[j] = as_count(lens[j], what);
-        displs[j] = as_count(total, what);
-        total += lens[j];
-      }
-      std::string all(static_cast<size_t>(total), '\0');
-      {
-        MpiLock lock;
-        start(MPI_Iallgatherv(mine.data(), counts[r], MPI_CHAR, all.data(), counts.data(),
-                              displs.data(), MPI_CHAR, comm_, &rq),
-              "MPI_Iallgatherv");
-      }
-      wait_request(&rq, what, deadline);
-      for (int j = 0; j < n; ++j) req.bytes_out->push_back(all.substr(displs[j], counts[j]));
+      *req.bytes_out = gather_bytes(*req.bytes_in, what, deadline);
       return;
     }
   }
   wait_request(&rq, what, deadline);
+}
+
+std::vector<std::string> MpiComm::gather_bytes(const std::string& mine, const std::string& what,
+                                               Deadline deadline) {
+  const int n = size();
+  int64_t len = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lens(n);
+  MPI_Request rq = MPI_REQUEST_NULL;
+  {
+    MpiLock lock;
+    const int rc = MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_, &rq);
+    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallgather", rc);
+  }
+  wait_request(&rq, what, deadline);
+  std::vector<int> counts(n), displs(n);
+  int64_t total = 0;
+  for (int j = 0; j < n; ++j) {
+    counts[j] = as_count(lens[j], what);
+    displs[j] = as_count(total, what);
+    total += lens[j];
+  }
+  std::string all(static_cast<size_t>(total), '\0');
+  {
+    MpiLock lock;
+    const int rc = MPI_Iallgatherv(mine.data(), counts[rank()], MPI_CHAR, all.data(), counts.data(),
+                                   displs.data(), MPI_CHAR, comm_, &rq);
+    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallgatherv", rc);
+  }
+  wait_request(&rq, what, deadline);
+  std::vector<std::string> out;
+  for (int j = 0; j < n; ++j) out.push_back(all.substr(displs[j], counts[j]));
+  return out;
+}
+
+namespace {
+// FNV-1a: the same hash in every process, whatever its standard library.
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 14695981039346656037ull;
+  for (unsigned char c : s) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+}  // namespace
+
+void MpiComm::check_signatures(const Request& req, const std::string& what, Deadline deadline) {
+  const std::string sig = signature(req);
+  const uint64_t h = fnv1a(sig);
+  // The maxima of h and ~h: every rank's h is the same iff max h == ~max ~h (= min h).
+  uint64_t v[2] = {h, ~h};
+  MPI_Request rq = MPI_REQUEST_NULL;
+  {
+    MpiLock lock;
+    const int rc = MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_, &rq);
+    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallreduce", rc);
+  }
+  wait_request(&rq, what, deadline);
+  if (v[0] == ~v[1]) return;
+  const std::vector<std::string> sigs = gather_bytes(sig, what, deadline);  // every rank is here
+  std::string sides;
+  for (size_t j = 0; j < sigs.size(); ++j)
+    sides += ::zt::detail::cat(j > 0 ? ", " : "", "rank ", j, " called ", sigs[j]);
+  const std::string msg = mismatch_message(req.seq, sides);
+  fail(msg);
+  ZT_FAIL(msg);
 }
 
 }  // namespace zt::comm

@@ -7,9 +7,11 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "zero/comm/communicator.h"
 #include "zero/comm/executor.h"
@@ -66,6 +68,12 @@ class MpiComm : public Communicator {
   std::string abort_reason() const override;
   /// The underlying MPI communicator.
   MPI_Comm handle() const { return comm_; }
+  /// Whether each collective first checks that every rank issued the same one (kind,
+  /// dtype, size, op, root: Communicator::signature), with one all-reduce of 16 bytes,
+  /// and on a mismatch fails at once on every rank naming what each called. On by
+  /// default: MPI cannot tell a collective of another size, and would hang until the
+  /// timeout or read past a buffer. Every rank must set the same value.
+  void set_check_collectives(bool on) { check_.store(on, std::memory_order_relaxed); }
 
  protected:
   std::shared_ptr<Work> submit(Request req) override;
@@ -73,6 +81,11 @@ class MpiComm : public Communicator {
  private:
   explicit MpiComm(MPI_Comm dup);
   void execute(const Request& req);
+  // Fails every rank, naming what each called, when the ranks' signatures of req differ.
+  void check_signatures(const Request& req, const std::string& what, Deadline deadline);
+  // Every rank's `mine`, in rank order.
+  std::vector<std::string> gather_bytes(const std::string& mine, const std::string& what,
+                                        Deadline deadline);
   // Polls req until done, the deadline, or an abort; on failure the request is leaked.
   void wait_request(MPI_Request* req, const std::string& what, Deadline deadline);
   /// `call` returned `rc` for collective `what`: fails this communicator (its request may
@@ -81,7 +94,8 @@ class MpiComm : public Communicator {
   void fail(const std::string& reason);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool leaked_ = false;  // an unfinished request still references comm_
+  bool leaked_ = false;            // an unfinished request still references comm_
+  std::atomic<bool> check_{true};  // set by the rank, read by the communication thread
   mutable std::mutex mu_;
   std::string abort_reason_;
   std::unique_ptr<Executor> exec_;

@@ -80,12 +80,8 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, H
   for (int j = 0; j < size_; ++j) {
     if (s.arrived[j] && s.posts[j].signature != post.signature) {
       std::string msg =
-          detail::cat("zt.comm: mismatched collectives at sequence #", seq, ": rank ", j,
-                      " called ", s.posts[j].signature, ", rank ", rank, " called ", post.signature,
-                      " (every rank must issue the same collectives in the same "
-                      "order: did the ranks take different code paths, such as "
-                      "a data-dependent branch or a module called on some "
-                      "ranks only?)");
+          mismatch_message(seq, detail::cat("rank ", j, " called ", s.posts[j].signature, ", rank ",
+                                            rank, " called ", post.signature));
       abort_locked(msg);
       ZT_FAIL(msg);
     }

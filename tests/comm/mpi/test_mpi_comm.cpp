@@ -67,6 +67,9 @@ TEST(MpiComm, ResultsEqualThreadRanksBitwise) {
 
 TEST(MpiComm, TimeoutNamesCollectiveAndSequence) {
   auto c = make_comm();
+  // Off, so that the late ranks' barrier is the very MPI call rank 0 abandoned (with the
+  // check on, that would be the check's all-reduce, and their barrier would wait alone).
+  c->set_check_collectives(false);
   c->barrier();  // #0
   if (c->rank() == 0) {
     c->set_timeout(200ms);
@@ -85,11 +88,35 @@ TEST(MpiComm, TimeoutNamesCollectiveAndSequence) {
   }
 }
 
+TEST(MpiComm, MismatchedCollectivesFailAtOnceNamingEachSide) {
+  // Without the check, rank 0's broadcast would wait for the others until the timeout
+  // (20 s here) and their all-reduces of another size would read garbage or hang.
+  auto c = make_comm();
+  c->barrier();  // #0
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = test::error_of([&] {
+    Tensor t = ones({c->rank() == 0 ? 6 : 7});
+    if (c->rank() == 0)
+      c->broadcast(t, 0);
+    else
+      c->all_reduce(t, ReduceOp::kSum);
+  });
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 5.0);
+  EXPECT_NE(err.find("mismatched collectives at sequence #1: rank 0 called broadcast (f32 x 6, "
+                     "root 0), rank 1 called all_reduce (f32 x 7, sum)"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("different code paths"), std::string::npos) << err;
+  EXPECT_THROW(c->barrier(), AbortedError) << "the communicator is failed on every rank";
+}
+
 TEST(MpiComm, AnMpiErrorNamesTheCollective) {
   // Rank 0 gathers 4 elements per rank, the others 8: rank 0 cannot take the others' 8
   // (MPI_ERR_TRUNCATE). MPI's error comes back to zt, which names the collective, instead
-  // of ending the job inside MPI; the communicator is failed from then on.
+  // of ending the job inside MPI; the communicator is failed from then on. (The signature
+  // check, off here, would name the mismatch before MPI sees it.)
   auto c = make_comm();
+  c->set_check_collectives(false);
   const int64_t s = c->rank() == 0 ? 4 : 8;
   Tensor out = Tensor::empty({s * c->size()});
   const std::string err = test::error_of([&] { c->all_gather(out, ones({s})); });
