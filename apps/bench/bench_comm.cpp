@@ -11,6 +11,7 @@
 #include "apps/common/cli_checks.h"
 #include "core/ops.h"
 #include "zero/comm/launch.h"
+#include "zero/comm/mpi_comm.h"
 
 namespace {
 
@@ -19,7 +20,9 @@ using zt::Tensor;
 using zt::comm::Communicator;
 using zt::comm::ReduceOp;
 
-void run_sizes(Communicator& c, int64_t min_bytes, int64_t max_bytes, int reps) {
+// checked: each collective preceded by MpiComm's same-collective check (thread ranks
+// compare their calls in every case).
+void run_sizes(Communicator& c, int64_t min_bytes, int64_t max_bytes, int reps, bool checked) {
   const int n = c.size();
   const double ratio = static_cast<double>(n - 1) / n;
   for (int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= 4) {
@@ -43,8 +46,10 @@ void run_sizes(Communicator& c, int64_t min_bytes, int64_t max_bytes, int reps) 
       if (c.rank() == 0) {
         std::printf(
             "{\"bench\":\"comm\",\"backend\":\"%s\",\"ranks\":%d,\"op\":\"%s\",\"dtype\":\"f32\","
-            "\"bytes\":%lld,\"seconds\":%.6e,\"algbw_GBps\":%.3f,\"busbw_GBps\":%.3f}\n",
-            c.backend(), n, k.op, static_cast<long long>(b), s, b / s / 1e9, b / s / 1e9 * k.bus);
+            "\"checked\":%s,\"bytes\":%lld,\"seconds\":%.6e,\"algbw_GBps\":%.3f,\"busbw_GBps\":%."
+            "3f}\n",
+            c.backend(), n, k.op, checked ? "true" : "false", static_cast<long long>(b), s,
+            b / s / 1e9, b / s / 1e9 * k.bus);
         std::fflush(stdout);
       }
     }
@@ -56,6 +61,7 @@ void run_sizes(Communicator& c, int64_t min_bytes, int64_t max_bytes, int reps) 
 ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)") {
   zt::bench::Cli app("comm");
   int ranks = 2, reps = 5;
+  bool unchecked = false;
   int64_t min_bytes = 4096, max_bytes = 16 << 20;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
       ->check(zt::app::kPositive);
@@ -64,6 +70,9 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
       ->check(zt::app::kPositive);
   app.add_option("--reps", reps, "timed repetitions per size (median reported)")
       ->check(zt::app::kPositive);
+  app.add_flag("--unchecked", unchecked,
+               "mpirun: without the check that every rank issued the same collective "
+               "(MpiComm::set_check_collectives), to show what it costs");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   if (min_bytes > max_bytes) {
     std::fprintf(stderr, "zt-bench comm: --min-bytes %lld is above --max-bytes %lld\n",
@@ -72,6 +81,9 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
   }
   zt::comm::LaunchOptions opts;
   opts.ranks = zt::comm::under_mpirun() ? 1 : ranks;
-  zt::comm::launch(opts, [&](Communicator& c) { run_sizes(c, min_bytes, max_bytes, reps); });
+  zt::comm::launch(opts, [&](Communicator& c) {
+    if (auto* mpi = dynamic_cast<zt::comm::MpiComm*>(&c)) mpi->set_check_collectives(!unchecked);
+    run_sizes(c, min_bytes, max_bytes, reps, !unchecked);
+  });
   return 0;
 }
