@@ -68,9 +68,10 @@ inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
       ->check(CLI::ExistingFile);
 }
 
-/// Loads the config (with c.sets and extra_sets applied) for `kind`, prints what runs on
-/// rank 0, checks that every rank resolved the same config (under mpirun each process
-/// reads its own command line), and calls fn on every rank.
+/// Loads the config (with c.sets and extra_sets applied) for `kind` (one that does not load
+/// on some process of an mpirun job is reported once, by rank 0: agree_before_launch),
+/// prints what runs on rank 0, checks that every rank resolved the same config (under mpirun each
+/// process reads its own command line), and calls fn on every rank.
 inline int run_on_ranks(
     const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
     const std::vector<config::Override>& extra_sets,
@@ -81,7 +82,15 @@ inline int run_on_ranks(
     sets.push_back(
         {"deepspeed_config=" + config::yaml_quoted(c.deepspeed), "--deepspeed " + c.deepspeed});
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  const config::AppConfig cfg = config::load_app_config(c.config, sets, kind);
+  // Under mpirun every process reads the config: a bad one is reported once, by rank 0.
+  config::AppConfig cfg;
+  std::exception_ptr bad_config;
+  try {
+    cfg = config::load_app_config(c.config, sets, kind);
+  } catch (...) {
+    bad_config = std::current_exception();
+  }
+  comm::agree_before_launch(bad_config);
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
   comm::LaunchOptions launch;
   launch.ranks = c.ranks;

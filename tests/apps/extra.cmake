@@ -64,6 +64,18 @@ if(ZT_MPIRUN)
     NOT_WRITTEN "${_wdir}/a/out/checkpoints|${_wdir}/a/out/metrics.jsonl|${_wdir}/b/out"
     RANK0 -wdir ${_wdir}/a ${_vqtok} ${_rel}
     RANK1 -wdir ${_wdir}/b ${_vqtok} ${_rel})
+  # A config that does not load is one error, printed once by rank 0, and every process
+  # ends normally; where only rank 1's fails, rank 0 names it.
+  zt_mpirun_app_test(config_error "vqtok: error: --set train.lr=fast: train.lr: expected a number" ON
+    NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} train ${_cfg} --set train.lr=fast
+    RANK1 ${_vqtok} train ${_cfg} --set train.lr=fast)
+  set_tests_properties(apps.mpi.config_error PROPERTIES FAIL_REGULAR_EXPRESSION
+    "MPI_ABORT was invoked;train.lr: expected a number[^\n]*\n.*train.lr: expected a number")
+  zt_mpirun_app_test(config_error_rank1 "vqtok: error: rank 1: --set train.lr=fast: train.lr: expected" ON
+    NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} train ${_cfg}
+    RANK1 ${_vqtok} train ${_cfg} --set train.lr=fast)
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
   # the job at once (MPI_Abort); it used to wait in MPI_Finalize while rank 0 waited out its
   # timeout (120 s here, past the test's limit).

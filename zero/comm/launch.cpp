@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/allocator.h"
 #include "zero/comm/mpi_comm.h"
@@ -29,6 +31,49 @@ static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts
 #endif
   }
   return std::make_unique<MpiComm>();
+}
+
+namespace {
+// The message of an exception_ptr ("" when null).
+std::string message_of(const std::exception_ptr& e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+}  // namespace
+
+void agree_before_launch(const std::exception_ptr& failure) {
+  if (!under_mpirun()) {
+    if (failure) std::rethrow_exception(failure);
+    return;
+  }
+  mpi_init();
+  int n = 1, rank = 0;
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  const std::string mine = message_of(failure);
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(n), displs(n);
+  MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  int total = 0;
+  for (int j = 0; j < n; ++j) {
+    displs[j] = total;
+    total += lens[j];
+  }
+  if (total == 0) return;  // nobody failed
+  std::string all(static_cast<size_t>(total), '\0');
+  MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
+                           MPI_CHAR, MPI_COMM_WORLD));
+  int first = 0;
+  while (lens[first] == 0) ++first;
+  const std::string msg = all.substr(displs[first], lens[first]);
+  const bool as_rank0 = lens[0] > 0 && all.substr(0, lens[0]) == msg;
+  throw AgreedError(as_rank0 ? msg : detail::cat("rank ", first, ": ", msg), rank);
 }
 
 void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <functional>
 
 #include "core/device.h"
@@ -23,6 +24,14 @@ struct LaunchOptions {
   /// ($ZT_MEMORY_LIMIT, or none).
   int64_t memory_limit = 0;
 };
+
+/// Settles a failure before launch (a bad config or argument) across the processes of an
+/// mpirun job: every process must call it, with the exception it caught or null. Returns
+/// when none failed. Otherwise each process throws comm::AgreedError, which rank 0 alone
+/// prints: the first failing rank's message, "rank R: " before it when rank 0 did not fail
+/// the same way; so the job prints one error and every process ends normally. A plain
+/// start rethrows `failure` itself.
+void agree_before_launch(const std::exception_ptr& failure);
 
 /// Runs fn(comm) on every rank. Plain start: run_threads(opts.ranks, fn) (first exception
 /// rethrown). Under mpirun: fn runs once in this process; opts.ranks must be 1 or the
