@@ -5,7 +5,6 @@
 #include "core/cuda/cudnn.h"
 
 #include <array>
-
 #include <cstdint>
 
 #include "core/cuda/check.h"
