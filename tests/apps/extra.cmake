@@ -176,15 +176,15 @@ endif()
 
 # zt-bench gpt on a tiny shape, bf16 on 2 thread ranks: the benchmark runs end to end and
 # prints its JSON line (a smoke test; the numbers are not checked), then with --kernels
-# one line per kernel, the matrix multiplies among them (core.KernelProfile checks the
-# profile itself). The head (2048 x 64) is above the persistence threshold, so the step
+# one line per kernel, the matrix multiplies among them, with the host's time per kernel, and
+# the summary line (core.KernelProfile checks the profile itself). The head (2048 x 64) is above the persistence threshold, so the step
 # releases it, and the phase clocks must not read it.
 # The apps.bench entries run through ZT_RUN_AND_CHECK: each needs its exit status (0, or 1
 # for a refusal) as well as its line.
 if(TARGET zt-bench)
   add_test(NAME apps.bench.gpt
            COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9]"
+                   "-DEXPECT=\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9][^\n]*\"host_ms_per_step\":[0-9.]+,\"host_us_per_call\":[0-9].*\"kernels\":\"all\",\"ms_per_step\":[0-9.]+,\"host_ms_per_step\":[0-9.]+,\"wall_ms_per_step\":[0-9]"
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
                    --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --dtype bf16 --ranks 2
                    --kernels)
