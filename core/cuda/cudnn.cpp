@@ -4,7 +4,6 @@
 // cuDNN's work ordered with zt's other kernels (and the caching allocator's reuse).
 #include "core/cuda/cudnn.h"
 
-#include <array>
 #include <cstdint>
 
 #include "core/cuda/check.h"
@@ -36,14 +35,8 @@ cudnnHandle_t cudnn_handle() {
         return made;
       },
       [](cudnnHandle_t made) { cudnnDestroy(made); });
-  // cudnnSetStream costs microseconds even to the stream already set: call it on a change
-  // only. A new handle runs on the default stream, which null stands for.
-  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
-  const cudaStream_t s = current_stream(dev);
-  if (bound[static_cast<size_t>(dev)] != s) {
-    CUDNN_CHECK(cudnnSetStream(h, s));
-    bound[static_cast<size_t>(dev)] = s;
-  }
+  bind_stream(h, dev, current_stream(dev),
+              [](cudnnHandle_t made, cudaStream_t s) { CUDNN_CHECK(cudnnSetStream(made, s)); });
   return h;
 }
 

@@ -7,7 +7,6 @@
 // with the same choices.
 #include "core/cuda/gemm.h"
 
-#include <array>
 #include <limits>
 
 #include "core/cuda/check.h"
@@ -36,13 +35,8 @@ cublasHandle_t cublas_handle() {
         return made;
       },
       [](cublasHandle_t made) { cublasDestroy(made); });
-  // As cudnn_handle: set the stream on a change only (a new handle's is the default).
-  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
-  const cudaStream_t s = current_stream(dev);
-  if (bound[static_cast<size_t>(dev)] != s) {
-    CUBLAS_CHECK(cublasSetStream(h, s));
-    bound[static_cast<size_t>(dev)] = s;
-  }
+  bind_stream(h, dev, current_stream(dev),
+              [](cublasHandle_t made, cudaStream_t s) { CUBLAS_CHECK(cublasSetStream(made, s)); });
   return h;
 }
 

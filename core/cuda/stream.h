@@ -147,6 +147,19 @@ H thread_handle(int device, Create create, Destroy) {
   return o.handle;
 }
 
+/// Binds this thread's library handle of `device` to `stream` with set(handle, stream)
+/// unless its last bind was to that stream: binding costs microseconds even to the stream
+/// already set. A new handle runs on the default stream, which null stands for. One table
+/// per handle type.
+template <typename H, typename Set>
+void bind_stream(H handle, int device, cudaStream_t stream, Set set) {
+  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
+  cudaStream_t& last = bound[static_cast<size_t>(device)];
+  if (last == stream) return;
+  set(handle, stream);
+  last = stream;
+}
+
 /// Multiprocessor count of `device` (cached): sizes persistent grids.
 int sm_count(int device);
 
