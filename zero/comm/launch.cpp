@@ -34,6 +34,20 @@ static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts
 }
 
 namespace {
+// Runs start() under mpirun: every failure past MPI's start ends the job, since a rank that
+// returned from main would wait in MPI_Finalize for the others, which wait for it in their
+// first collective. Without a shared job (one process, or MPI never started) it rethrows
+// for the caller to report.
+template <typename Start>
+auto at_startup(Start start) {
+  try {
+    return start();
+  } catch (const std::exception& e) {
+    abort_job_if_shared(detail::cat("it failed at start-up: ", e.what()));
+    throw;
+  }
+}
+
 // The message of an exception_ptr ("" when null).
 std::string message_of(const std::exception_ptr& e) {
   if (!e) return "";
@@ -52,28 +66,15 @@ void agree_before_launch(const std::exception_ptr& failure) {
     if (failure) std::rethrow_exception(failure);
     return;
   }
-  mpi_init();
-  int n = 1, rank = 0;
-  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
-  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  const std::string mine = message_of(failure);
-  int len = static_cast<int>(mine.size());
-  std::vector<int> lens(n), displs(n);
-  MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
-  int total = 0;
-  for (int j = 0; j < n; ++j) {
-    displs[j] = total;
-    total += lens[j];
-  }
-  if (total == 0) return;  // nobody failed
-  std::string all(static_cast<size_t>(total), '\0');
-  MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(),
-                           MPI_CHAR, MPI_COMM_WORLD));
-  int first = 0;
-  while (lens[first] == 0) ++first;
-  const std::string msg = all.substr(displs[first], lens[first]);
-  const bool as_rank0 = lens[0] > 0 && all.substr(0, lens[0]) == msg;
-  throw AgreedError(as_rank0 ? msg : detail::cat("rank ", first, ": ", msg), rank);
+  // A communicator of its own (the collective check and the deadline included); launch
+  // makes the one the run uses.
+  const auto comm = at_startup([] { return std::make_unique<MpiComm>(); });
+  const std::vector<std::string> all = comm->all_gather_bytes(message_of(failure));
+  const auto first = std::find_if(all.begin(), all.end(), [](const auto& m) { return !m.empty(); });
+  if (first == all.end()) return;  // nobody failed
+  const int r = static_cast<int>(first - all.begin());
+  throw AgreedError(all[0] == *first ? *first : detail::cat("rank ", r, ": ", *first),
+                    comm->rank());
 }
 
 void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {
@@ -96,19 +97,14 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
     });
     return;
   }
-  // Every failure past MPI's start ends the job: a rank that returned from main would wait
-  // in MPI_Finalize for the others, which wait for it in their first collective.
-  std::unique_ptr<Communicator> comm;
-  try {
-    comm = make_process_comm(opts);
-    ZT_CHECK(opts.ranks <= 1 || opts.ranks == comm->size(), "launch: --ranks ", opts.ranks,
-             " conflicts with the ", comm->size(),
+  const std::unique_ptr<Communicator> comm = at_startup([&] {
+    std::unique_ptr<Communicator> c = make_process_comm(opts);
+    ZT_CHECK(opts.ranks <= 1 || opts.ranks == c->size(), "launch: --ranks ", opts.ranks,
+             " conflicts with the ", c->size(),
              " processes of mpirun (under mpirun each process is one rank; drop --ranks)");
-    apply(*comm);
-  } catch (const std::exception& e) {
-    abort_job_if_shared(detail::cat("it failed at start-up: ", e.what()));
-    throw;  // one process (or MPI never started): the caller reports it
-  }
+    apply(*c);
+    return c;
+  });
   try {
     fn(*comm);
   } catch (const AgreedError&) {
