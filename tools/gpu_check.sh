@@ -55,20 +55,20 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 35 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 12 "bin/zt_test_comm_nccl"             # NcclComm on one GPU, the tokenizer over NCCL
-step 15 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
-step 10 "bin/zt-bench ops --device cuda"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20"
+step 10 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
+step 8 "bin/zt-bench ops --device cuda"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20"
 # The same through a one-rank ZeRO-3 engine (same steps and threads): the engine's cost.
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --zero"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --zero"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --zero"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --zero"
 # cuDNN algorithms timed once per shape (train.cudnn_benchmark), then also among those that
 # sum with atomics (train.cudnn_deterministic: false): the PyTorch twins' settings below.
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --cudnn-benchmark"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --cudnn-benchmark"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --cudnn-benchmark \
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --cudnn-benchmark"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --cudnn-benchmark"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --cudnn-benchmark \
   --cudnn-nondeterministic"
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --cudnn-benchmark \
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --cudnn-benchmark \
   --cudnn-nondeterministic"
 # The same with per-module forward times and GPU time per kernel (both add host waits); at
 # batch 8, where the eager step is host bound, --kernels also says where the host's time goes
@@ -79,19 +79,25 @@ step 18 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 3 --kernels"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --threads 16 --zero"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --threads 16 --zero --offload"
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
+step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
 # Both sides under one TF32 policy: TF32 convolutions, exact matmuls (zt's default, PyTorch's);
 # PyTorch with cudnn.benchmark on and cudnn.deterministic off.
-torch_step 40 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 30"
-torch_step 40 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
-step 15 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
+torch_step 35 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 30"
+torch_step 30 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
+step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
 # The same without the fused attention kernels (batched GEMMs and softmax): what they save.
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --attention math"
 # Replayed from a CUDA graph: the GPU's time alone, no host launch overhead.
-step 15 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
+step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
-step 15 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
-step 22 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
+# The fused attention kernels at every tile shape (GPT-2 small's attention, then head dim
+# 128), and the GPT step under the larger shapes: which to make the default.
+step 15 "bin/zt-bench attention --device cuda"
+step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
+step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x64,16x64"
+step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x32,32x32"
+step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
+step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
 step 18 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"

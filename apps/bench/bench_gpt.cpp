@@ -18,7 +18,8 @@
 // graph per step, so the time is the GPU's alone; there are no phase clocks (the split
 // prints as 0) and step_ms is the wall time per replay. --checkpoint-activations
 // recomputes each block's forward in backward (memory.activation_peak shows what it
-// saves); the FLOPs above leave the recomputation out, as MFU does.
+// saves); the FLOPs above leave the recomputation out, as MFU does. --flash-tiles sets the
+// fused attention kernels' tile shapes (zt-bench attention times each one).
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "apps/common/cli_checks.h"
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
+#include "core/cuda/flash_params.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/step_graph.h"
@@ -50,7 +52,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   double peak_tflops = -1;
   bool offload = false, kernels = false, graphed = false, recompute = false;
   std::string device_name = "cpu", dtype = "f32",
-              attention = attention_kernel_name(attention_kernel());
+              attention = attention_kernel_name(attention_kernel()), flash_tiles;
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::kPositive);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
       ->check(zt::app::kPositive);
@@ -82,6 +84,10 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "attention kernels: auto (fused on a GPU for bf16), flash (fused wherever "
                  "supported; on the CPU a slow emulation) or math (batched GEMMs and softmax)")
       ->check(CLI::IsMember({"auto", "flash", "math"}));
+  app.add_option("--flash-tiles", flash_tiles,
+                 "the fused attention kernels' tile shapes, FORWARD[,BACKWARD] as rows per warp "
+                 "x rows per step (e.g. 32x64,16x64; zt-bench attention lists and times them); "
+                 "default: each head dim's default");
   app.add_flag("--cuda-graph", graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda, "
                "one rank; no --offload or --kernels)");
@@ -111,6 +117,21 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     return 1;
   }
   set_attention_kernel(parse_attention_kernel(attention));
+  if (!flash_tiles.empty()) {
+    const size_t comma = flash_tiles.find(',');
+    try {
+      flash::set_tile_shape(flash::Pass::forward,
+                            flash::parse_tile_shape(flash_tiles.substr(0, comma)));
+      if (comma != std::string::npos) {
+        const flash::TileShape b = flash::parse_tile_shape(flash_tiles.substr(comma + 1));
+        flash::set_tile_shape(flash::Pass::dq, b);
+        flash::set_tile_shape(flash::Pass::dkdv, b);
+      }
+    } catch (const Error& e) {
+      std::fprintf(stderr, "zt-bench gpt: --flash-tiles: %s\n", e.what());
+      return 1;
+    }
+  }
   if (peak_tflops < 0) peak_tflops = device.is_cuda() ? (dtype == "bf16" ? 989.0 : 67.0) : 0.0;
 
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
@@ -198,8 +219,16 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                          tokens;
     const double step_s = bench::median(total) / 1e3;
     const double tflops = flops / step_s / 1e12;
+    // The fused kernels' shapes at this head dim, forward then backward ("none": a head dim
+    // they are not built for).
+    const int64_t head_dim = spec.n_embd / spec.n_head;
+    const std::string tiles = flash::head_dim_supported(head_dim)
+                                  ? flash::tile_shape(flash::Pass::forward, head_dim).str() + "," +
+                                        flash::tile_shape(flash::Pass::dq, head_dim).str()
+                                  : "none";
     std::printf(
-        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
+        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
+        "tiles\":\"%s\","
         "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%s,"
         "\"ranks\":%d,"
         "\"layers\":%lld,"
@@ -207,8 +236,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
-        device.str().c_str(), dtype.c_str(), attention.c_str(), graphed ? "true" : "false",
-        offload ? "true" : "false", recompute ? "true" : "false",
+        device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
+        graphed ? "true" : "false", offload ? "true" : "false", recompute ? "true" : "false",
         spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,

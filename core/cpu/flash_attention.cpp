@@ -13,17 +13,17 @@ namespace zt::cpu {
 
 namespace {
 
-enum Pass { kForward, kDq, kDkDv };
+using flash::Pass;
 
 template <Pass kPass>
 void run(DType dt, int64_t d, const flash::Params& p, int64_t rows) {
-  flash::with_tiles<flash::HostBlock, bf16, f16>(dt, d, [&]<class Tiles>() {
+  flash::with_tiles<kPass, flash::HostBlock, bf16, f16>(dt, d, [&]<class Tiles>() {
     parallel_for(Tiles::tasks(p, rows), 1, [&](int64_t t0, int64_t t1) {
       auto sm = std::make_unique<typename Tiles::Smem>();
       for (int64_t t = t0; t < t1; ++t) {
-        if constexpr (kPass == kForward)
+        if constexpr (kPass == Pass::forward)
           Tiles::forward(p, t, *sm);
-        else if constexpr (kPass == kDq)
+        else if constexpr (kPass == Pass::dq)
           Tiles::backward_dq(p, t, *sm);
         else
           Tiles::backward_dkdv(p, t, *sm);
@@ -37,7 +37,7 @@ void run(DType dt, int64_t d, const flash::Params& p, int64_t rows) {
 void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor& q, const Tensor& k,
                              const Tensor& v, double scale, bool causal) {
   const flash::Params p = flash::params(q, k, v, out, {}, {}, {}, {}, lse, {}, scale, causal);
-  run<kForward>(q.dtype(), q.size(3), p, q.size(2));
+  run<Pass::forward>(q.dtype(), q.size(3), p, q.size(2));
 }
 
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -45,8 +45,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& v, const Tensor& out, const Tensor& dout,
                               const Tensor& lse, double scale, bool causal) {
   const flash::Params p = flash::params(q, k, v, out, dout, dq, dk, dv, lse, delta, scale, causal);
-  run<kDq>(q.dtype(), q.size(3), p, q.size(2));
-  run<kDkDv>(q.dtype(), q.size(3), p, k.size(2));
+  run<Pass::dq>(q.dtype(), q.size(3), p, q.size(2));
+  run<Pass::dkdv>(q.dtype(), q.size(3), p, k.size(2));
 }
 
 }  // namespace zt::cpu

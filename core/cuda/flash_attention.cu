@@ -1,9 +1,12 @@
 // Fused attention on the GPU: the tiles of core/cuda/flash_tiles.h on a block of a few
 // warps, fragments moved from shared memory by ldmatrix and multiplied by mma.sync
 // m16n8k16 (bf16 or f16 in, f32 accumulation; sm_80 and newer). A block's task is one
-// tile of its own rows (16 per warp); its warps share the other side's staged tiles.
+// tile of its own rows (16 or 32 per warp, flash::tile_shape); its warps share the other
+// side's staged tiles.
 // Launches: one for the forward; dq (which also writes delta) then dk / dv for the
 // backward, in stream order.
+#include <atomic>
+
 #include "core/cuda/flash_tiles.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
@@ -123,31 +126,44 @@ struct MmaBlock {
   static __device__ __forceinline__ float log2(float x) { return log2f(x); }
 };
 
-enum Pass { kForward, kDq, kDkDv };
+using flash::Pass;
 
 template <class Tiles, Pass kPass>
 __global__ void __launch_bounds__(Tiles::kLanes) flash_kernel(flash::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // bf16 mma.sync needs sm_80; the host refuses older devices before launching
 #else
-  __shared__ typename Tiles::Smem sm;
-  if constexpr (kPass == kForward)
+  extern __shared__ __align__(16) unsigned char smem[];  // Tiles::Smem: over 48 KiB for some shapes
+  auto& sm = *reinterpret_cast<typename Tiles::Smem*>(smem);
+  if constexpr (kPass == Pass::forward)
     Tiles::forward(p, blockIdx.x, sm);
-  else if constexpr (kPass == kDq)
+  else if constexpr (kPass == Pass::dq)
     Tiles::backward_dq(p, blockIdx.x, sm);
   else
     Tiles::backward_dkdv(p, blockIdx.x, sm);
 #endif
 }
 
-// One block per task of a pass over `rows` own rows.
+// One block per task of a pass over `rows` own rows. A kernel's dynamic shared memory past
+// 48 KiB must be allowed once per device (cudaFuncSetAttribute).
 template <Pass kPass>
-void launch(DType dt, int64_t d, const flash::Params& p, int64_t rows) {
-  flash::with_tiles<MmaBlock, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
+void launch(DType dt, int64_t d, const flash::Params& p, int64_t rows, int device) {
+  flash::with_tiles<kPass, MmaBlock, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
     const int64_t blocks = Tiles::tasks(p, rows);
     if (blocks == 0) return;
+    constexpr size_t kSmem = sizeof(typename Tiles::Smem);
+    if constexpr (kSmem > 48 * 1024) {
+      static std::atomic<uint64_t> allowed{0};  // bit i: device i (devices past 63: every call)
+      const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
+      if (!bit || !(allowed.load() & bit)) {
+        CUDA_CHECK(cudaFuncSetAttribute(flash_kernel<Tiles, kPass>,
+                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        static_cast<int>(kSmem)));
+        allowed.fetch_or(bit);
+      }
+    }
     flash_kernel<Tiles, kPass>
-        <<<grid_x(blocks, "flash_kernel"), Tiles::kLanes, 0, current_stream()>>>(p);
+        <<<grid_x(blocks, "flash_kernel"), Tiles::kLanes, kSmem, current_stream()>>>(p);
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -168,7 +184,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   check_flash_device("flash attention", q, {k, v, out, lse});
   const flash::Params p = flash::params(q, k, v, out, {}, {}, {}, {}, lse, {}, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<kForward>(q.dtype(), q.size(3), p, q.size(2));
+  launch<Pass::forward>(q.dtype(), q.size(3), p, q.size(2), q.device().index);
 }
 
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -178,8 +194,8 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
   check_flash_device("flash attention backward", q, {k, v, out, dout, lse, dq, dk, dv, delta});
   const flash::Params p = flash::params(q, k, v, out, dout, dq, dk, dv, lse, delta, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<kDq>(q.dtype(), q.size(3), p, q.size(2));
-  launch<kDkDv>(q.dtype(), q.size(3), p, k.size(2));
+  launch<Pass::dq>(q.dtype(), q.size(3), p, q.size(2), q.device().index);
+  launch<Pass::dkdv>(q.dtype(), q.size(3), p, k.size(2), q.device().index);
 }
 
 }  // namespace zt::cuda

@@ -12,9 +12,10 @@
 // each thread for its own lane; on the host, for every lane in turn), and a Reg<T> is a
 // lane's register (reg[lane]). Block::sync() is the block's barrier for shared memory.
 //
-// A block owns kRows rows, 16 per warp (queries for the forward and dq, keys for dk and
-// dv), and walks the other side in steps of kOther rows, which all its warps share from
-// shared memory (one load from global memory per block, not per warp), double buffered:
+// A block owns kRows rows, 16 MT per warp in MT m16 tiles (queries for the forward and
+// dq, keys for dk and dv), and walks the other side in steps of kOther = 16 KB rows, which
+// all its warps share from shared memory (one load from global memory per block, not per
+// warp; a warp's B fragments, loaded once per step, feed all its MT tiles), double buffered:
 // the next step's tiles are copied asynchronously (cp.async on the GPU) while the
 // current one computes. Scores, softmax and probabilities stay in registers (an mma's
 // accumulator layout is the next mma's A operand layout, so p feeds p v with no trip
@@ -26,7 +27,11 @@
 //   backward dq:   delta = rowsum(dout * out); ds = p (dout v^T - delta); dq = scale ds k
 //            dk, dv (after dq, reading delta): dv = p^T dout, dk = scale ds^T q
 // The dq and dk/dv blocks each own their outputs, so no atomics: results do not depend on
-// scheduling. Exponentials are base 2 of log2(e)-scaled scores (one MUFU.EX2 on the GPU).
+// scheduling. Nor, but for the forward's step size, on the tile shape: a row's arithmetic
+// is the same whichever warp owns it, and the backward adds the other side's 16-row chunks
+// in order whatever the step; the forward's running max moves once per step, so its
+// roundings of p and of the rescaled sums follow the step (kOther). Exponentials are base 2 of
+// log2(e)-scaled scores (one MUFU.EX2 on the GPU).
 //
 // Fragments (PTX ISA, mma.m16n8k16 with 16-bit inputs; g = lane / 4, t = lane % 4):
 //   A (16 x 16, U4): v[0] = (g, 2t..2t+1), v[1] = (g+8, 2t..), v[2] = (g, 2t+8..),
@@ -41,6 +46,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <iterator>
+#include <utility>
 
 #include "core/cuda/flash_params.h"
 
@@ -49,21 +56,22 @@ namespace zt::flash {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-/// Tiles<Block, DK>: the algorithm for head dim D = 16 DK on one block backend of
-/// Block::kWarps warps. Block provides Reg<T>, each(f) (f(lane) for the block's lanes,
-/// 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain or
-/// transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half
-/// `half` of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack
-/// / to_float (16-bit conversions), store2, exp2, log2 and 16-byte copies, plain or
-/// asynchronous (copy16_async, landing at wait_async).
-template <class Block, int DK>
+/// Tiles<Block, DK, MT, KB>: the algorithm for head dim D = 16 DK on one block backend of
+/// Block::kWarps warps, each owning MT m16 tiles, in steps of 16 KB rows of the other side
+/// (TileShape{16 MT, 16 KB}, flash_params.h). Block provides Reg<T>, each(f) (f(lane) for the
+/// block's lanes, 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain
+/// or transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half `half`
+/// of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack / to_float
+/// (16-bit conversions), store2, exp2, log2 and 16-byte copies, plain or asynchronous
+/// (copy16_async, landing at wait_async).
+template <class Block, int DK, int MT = 1, int KB = (DK <= 4 ? 2 : 1)>
 struct Tiles {
   static constexpr int D = 16 * DK;
   static constexpr int kWarps = Block::kWarps;
   static constexpr int kLanes = 32 * kWarps;
-  static constexpr int kRows = 16 * kWarps;   // the block's own rows, 16 per warp
-  static constexpr int KB = DK <= 4 ? 2 : 1;  // 16-row chunks of the other side per step
-  static constexpr int kOther = 16 * KB;      // the other side's rows per step
+  static constexpr int kWarpRows = 16 * MT;         // a warp's own rows: MT m16 tiles
+  static constexpr int kRows = kWarpRows * kWarps;  // the block's own rows
+  static constexpr int kOther = 16 * KB;            // the other side's rows per step
   static constexpr int kLd = D + 8;  // staged rows: 16 bytes of padding against bank conflicts
   static constexpr int kVec = 8;     // elements per 16-byte copy
   static_assert(kRows % kOther == 0, "a causal walk starts on a step of the other side");
@@ -88,10 +96,11 @@ struct Tiles {
   static ZT_FLASH_FN bool all_visible(const Params& p, int64_t q0, int64_t k0, int nk) {
     return k0 + nk <= p.tk && (!p.causal || k0 + nk - 1 <= q0);
   }
-  /// Lane ln's accumulator element e of an n8 block: row 16 w + g + 8 (e / 2) of the
-  /// block's rows (w = ln / 32 its warp), column 2t + e % 2 of the n8 block.
-  static ZT_FLASH_FN int row_of(int ln, int e) {
-    return 16 * (ln / 32) + ln % 32 / 4 + 8 * (e / 2);
+  /// Lane ln's accumulator element e of an n8 block of its warp's m16 tile i: row
+  /// 16 (MT w + i) + g + 8 (e / 2) of the block's rows (w = ln / 32 its warp), column
+  /// 2t + e % 2 of the n8 block.
+  static ZT_FLASH_FN int row_of(int ln, int i, int e) {
+    return kWarpRows * (ln / 32) + 16 * i + ln % 32 / 4 + 8 * (e / 2);
   }
   static ZT_FLASH_FN int col_of(int ln, int e) { return 2 * (ln % 4) + e % 2; }
 
@@ -146,17 +155,27 @@ struct Tiles {
     }
   }
 
-  /// The A fragment of columns [16c, 16c + 16) of the warp's 16 rows of a staged tile of
-  /// the block's rows. Lane l gives the address of row l % 8 of 8 x 8 matrix mi = l / 8:
+  /// The A fragment of columns [16c, 16c + 16) of the warp's m16 tile i of a staged tile
+  /// of the block's rows. Lane l gives the address of row l % 8 of 8 x 8 matrix mi = l / 8:
   /// rows 8 (mi % 2), columns 8 (mi / 2).
-  static ZT_FLASH_FN void load_a(Reg<U4>& a, const uint16_t* tile, int c) {
+  static ZT_FLASH_FN void load_a(Reg<U4>& a, const uint16_t* tile, int i, int c) {
     Block::ldsm(
         a,
         [&](int ln) {
           const int l = ln % 32, mi = l / 8;
-          return tile + (16 * (ln / 32) + l % 8 + 8 * (mi % 2)) * kLd + 16 * c + 8 * (mi / 2);
+          return tile + (kWarpRows * (ln / 32) + 16 * i + l % 8 + 8 * (mi % 2)) * kLd + 16 * c +
+                 8 * (mi / 2);
         },
         false);
+  }
+  /// Every A fragment of the warp's rows of a staged tile: a[i][c] for m16 tile i,
+  /// columns [16c, 16c + 16).
+  static ZT_FLASH_FN void load_rows(Reg<U4> (&a)[MT][DK], const uint16_t* tile) {
+    ZT_FLASH_UNROLL
+    for (int i = 0; i < MT; ++i) {
+      ZT_FLASH_UNROLL
+      for (int c = 0; c < DK; ++c) load_a(a[i][c], tile, i, c);
+    }
   }
   /// B fragments (two n8 halves) of a staged tile's transpose: its rows [16 kb, 16 kb + 16)
   /// are the n index, columns [16c, 16c + 16) the k index (for a b^T with b row by row).
@@ -181,33 +200,45 @@ struct Tiles {
         true);
   }
 
-  static ZT_FLASH_FN void zero(Reg<F4>& c) {
+  /// Every accumulator of the warp's m16 tiles to 0.
+  template <int N>
+  static ZT_FLASH_FN void zero(Reg<F4> (&c)[MT][N]) {
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
-      for (int e = 0; e < 4; ++e) c[ln].v[e] = 0.f;
+      for (int i = 0; i < MT; ++i) {
+        ZT_FLASH_UNROLL
+        for (int j = 0; j < N; ++j) {
+          ZT_FLASH_UNROLL
+          for (int e = 0; e < 4; ++e) c[i][j][ln].v[e] = 0.f;
+        }
+      }
     });
   }
 
-  /// s (the warp's 16 rows x kOther as 2 KB n8 blocks) = a b^T over D, for A fragments a
-  /// of the rows and a staged kOther x D tile b.
-  static ZT_FLASH_FN void scores(Reg<F4> (&s)[2 * KB], const Reg<U4> (&a)[DK], const uint16_t* b) {
-    ZT_FLASH_UNROLL
-    for (int j = 0; j < 2 * KB; ++j) zero(s[j]);
+  /// s[i] (the warp's m16 tile i x kOther as 2 KB n8 blocks) = a b^T over D, for A
+  /// fragments a of the rows and a staged kOther x D tile b.
+  static ZT_FLASH_FN void scores(Reg<F4> (&s)[MT][2 * KB], const Reg<U4> (&a)[MT][DK],
+                                 const uint16_t* b) {
+    zero(s);
     ZT_FLASH_UNROLL
     for (int kb = 0; kb < KB; ++kb) {
       ZT_FLASH_UNROLL
       for (int c = 0; c < DK; ++c) {
         Reg<U4> f;
         load_bt(f, b, kb, c);
-        Block::template mma<0>(s[2 * kb], a[c], f);
-        Block::template mma<1>(s[2 * kb + 1], a[c], f);
+        ZT_FLASH_UNROLL
+        for (int i = 0; i < MT; ++i) {
+          Block::template mma<0>(s[i][2 * kb], a[i][c], f);
+          Block::template mma<1>(s[i][2 * kb + 1], a[i][c], f);
+        }
       }
     }
   }
 
-  /// acc (16 x D as 2 DK n8 blocks) += p v for A fragments p (16 x kOther, 16 columns
-  /// each) and a staged kOther x D tile v.
-  static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[2 * DK], const Reg<U4> (&p)[KB],
+  /// acc[i] (16 x D as 2 DK n8 blocks) += p[i] v for A fragments p (the warp's m16 tile i
+  /// x kOther, 16 columns each) and a staged kOther x D tile v. The 16-row chunks of v add
+  /// in order.
+  static ZT_FLASH_FN void accumulate(Reg<F4> (&acc)[MT][2 * DK], const Reg<U4> (&p)[MT][KB],
                                      const uint16_t* v) {
     ZT_FLASH_UNROLL
     for (int kb = 0; kb < KB; ++kb) {
@@ -215,8 +246,11 @@ struct Tiles {
       for (int c = 0; c < DK; ++c) {
         Reg<U4> f;
         load_b(f, v, kb, c);
-        Block::template mma<0>(acc[2 * c], p[kb], f);
-        Block::template mma<1>(acc[2 * c + 1], p[kb], f);
+        ZT_FLASH_UNROLL
+        for (int i = 0; i < MT; ++i) {
+          Block::template mma<0>(acc[i][2 * c], p[i][kb], f);
+          Block::template mma<1>(acc[i][2 * c + 1], p[i][kb], f);
+        }
       }
     }
   }
@@ -249,21 +283,34 @@ struct Tiles {
   }
 
   /// The block's rows [r0, r0 + kRows) below `rows` of m's matrix (b, h) = acc times
-  /// each lane's row factor (mult.v[0] for row g, v[1] for row g + 8).
+  /// each lane's row factor (mult[i].v[0] for row g of m16 tile i, v[1] for row g + 8).
   static ZT_FLASH_FN void write(const Mat& m, const Task& t, int64_t r0, int64_t rows,
-                                const Reg<F4> (&acc)[2 * DK], const Reg<F2>& mult) {
+                                const Reg<F4> (&acc)[MT][2 * DK], const Reg<F2> (&mult)[MT]) {
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        const int64_t r = r0 + row_of(ln, 2 * h);
-        if (r >= rows) continue;
-        uint16_t* dst = m.at(t.b, t.h, r) + 2 * (ln % 4);
-        const float f = mult[ln].v[h];
+      for (int i = 0; i < MT; ++i) {
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * DK; ++j)
-          Block::store2(dst + 8 * j, acc[j][ln].v[2 * h] * f, acc[j][ln].v[2 * h + 1] * f);
+        for (int h = 0; h < 2; ++h) {
+          const int64_t r = r0 + row_of(ln, i, 2 * h);
+          if (r >= rows) continue;
+          uint16_t* dst = m.at(t.b, t.h, r) + 2 * (ln % 4);
+          const float f = mult[i][ln].v[h];
+          ZT_FLASH_UNROLL
+          for (int j = 0; j < 2 * DK; ++j)
+            Block::store2(dst + 8 * j, acc[i][j][ln].v[2 * h] * f, acc[i][j][ln].v[2 * h + 1] * f);
+        }
       }
     });
+  }
+  /// The same factor f for every row.
+  static ZT_FLASH_FN void write(const Mat& m, const Task& t, int64_t r0, int64_t rows,
+                                const Reg<F4> (&acc)[MT][2 * DK], float f) {
+    Reg<F2> mult[MT];
+    Block::each([&](int ln) {
+      ZT_FLASH_UNROLL
+      for (int i = 0; i < MT; ++i) mult[i][ln] = {{f, f}};
+    });
+    write(m, t, r0, rows, acc, mult);
   }
 
   static ZT_FLASH_FN void forward(const Params& p, int64_t task, Smem& sm) {
@@ -272,77 +319,90 @@ struct Tiles {
     const float scale2 = p.scale * kLog2e;
     stage(sm.own[0], p.q, t, t.r0, kRows, p.tq);
     Block::sync();
-    Reg<U4> qa[DK];
-    ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) load_a(qa[c], sm.own[0], c);
-    Reg<F4> o[2 * DK];
-    ZT_FLASH_UNROLL
-    for (int j = 0; j < 2 * DK; ++j) zero(o[j]);
-    Reg<F2> m, l;  // rows g and g + 8: running max (log2 units), this lane's partial sum
+    Reg<U4> qa[MT][DK];
+    load_rows(qa, sm.own[0]);
+    Reg<F4> o[MT][2 * DK];
+    zero(o);
+    Reg<F2> m[MT], l[MT];  // rows g and g + 8: running max (log2 units), this lane's partial sum
     Block::each([&](int ln) {
-      m[ln] = {{-INFINITY, -INFINITY}};
-      l[ln] = {{0.f, 0.f}};
+      ZT_FLASH_UNROLL
+      for (int i = 0; i < MT; ++i) {
+        m[i][ln] = {{-INFINITY, -INFINITY}};
+        l[i][ln] = {{0.f, 0.f}};
+      }
     });
     auto fetch = [&](int64_t k0, int buf) {
       stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
       stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
     };
     walk(0, kend, fetch, [&](int64_t k0, int buf) {
-      Reg<F4> s[2 * KB];
+      Reg<F4> s[MT][2 * KB];
       scores(s, qa, sm.other[buf][0]);
       const bool full = all_visible(p, t.r0, k0, kOther);
-      Reg<F2> mx;  // the rows' new maxima
+      Reg<F2> mx[MT];  // the rows' new maxima
       Block::each([&](int ln) {
-        mx[ln] = m[ln];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
+        for (int i = 0; i < MT; ++i) {
+          mx[i][ln] = m[i][ln];
           ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            float& x = s[j][ln].v[e];
-            x = full || visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e)) ? x * scale2
-                                                                                     : -INFINITY;
-            mx[ln].v[e / 2] = fmaxf(mx[ln].v[e / 2], x);
+          for (int j = 0; j < 2 * KB; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              float& x = s[i][j][ln].v[e];
+              x = full || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
+                      ? x * scale2
+                      : -INFINITY;
+              mx[i][ln].v[e / 2] = fmaxf(mx[i][ln].v[e / 2], x);
+            }
           }
         }
       });
-      quad_reduce<true>(mx);
-      Reg<U4> pa[KB];  // p as the A operand of p v
+      ZT_FLASH_UNROLL
+      for (int i = 0; i < MT; ++i) quad_reduce<true>(mx[i]);
+      Reg<U4> pa[MT][KB];  // p as the A operand of p v
       Block::each([&](int ln) {
-        float shift[2], alpha[2];
         ZT_FLASH_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          shift[h] = mx[ln].v[h] == -INFINITY ? 0.f : mx[ln].v[h];  // nothing visible yet
-          alpha[h] = Block::exp2(m[ln].v[h] - shift[h]);
-          m[ln].v[h] = mx[ln].v[h];
-          l[ln].v[h] *= alpha[h];
-        }
-        ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * DK; ++j) {
+        for (int i = 0; i < MT; ++i) {
+          float shift[2], alpha[2];
           ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) o[j][ln].v[e] *= alpha[e / 2];
-        }
-        float pr[2 * KB][4];
-        ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
-          ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            pr[j][e] = Block::exp2(s[j][ln].v[e] - shift[e / 2]);  // exp2(-inf) = 0 when masked
-            l[ln].v[e / 2] += pr[j][e];
+          for (int h = 0; h < 2; ++h) {
+            shift[h] = mx[i][ln].v[h] == -INFINITY ? 0.f : mx[i][ln].v[h];  // nothing visible yet
+            alpha[h] = Block::exp2(m[i][ln].v[h] - shift[h]);
+            m[i][ln].v[h] = mx[i][ln].v[h];
+            l[i][ln].v[h] *= alpha[h];
           }
+          ZT_FLASH_UNROLL
+          for (int j = 0; j < 2 * DK; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) o[i][j][ln].v[e] *= alpha[e / 2];
+          }
+          float pr[2 * KB][4];
+          ZT_FLASH_UNROLL
+          for (int j = 0; j < 2 * KB; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              pr[j][e] = Block::exp2(s[i][j][ln].v[e] - shift[e / 2]);  // 0 where masked
+              l[i][ln].v[e / 2] += pr[j][e];
+            }
+          }
+          pack_a(pa[i], ln, pr);
         }
-        pack_a(pa, ln, pr);
       });
       accumulate(o, pa, sm.other[buf][1]);
     });
-    quad_reduce<false>(l);
-    Reg<F2> inv;
+    Reg<F2> inv[MT];
+    ZT_FLASH_UNROLL
+    for (int i = 0; i < MT; ++i) quad_reduce<false>(l[i]);
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        inv[ln].v[h] = 1.f / l[ln].v[h];
-        const int64_t r = t.r0 + row_of(ln, 2 * h);
-        if (ln % 4 == 0 && r < p.tq)
-          p.lse[t.bh * p.tq + r] = (m[ln].v[h] + Block::log2(l[ln].v[h])) * kLn2;
+      for (int i = 0; i < MT; ++i) {
+        ZT_FLASH_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          inv[i][ln].v[h] = 1.f / l[i][ln].v[h];
+          const int64_t r = t.r0 + row_of(ln, i, 2 * h);
+          if (ln % 4 == 0 && r < p.tq)
+            p.lse[t.bh * p.tq + r] = (m[i][ln].v[h] + Block::log2(l[i][ln].v[h])) * kLn2;
+        }
       }
     });
     write(p.o, t, t.r0, p.tq, o, inv);
@@ -357,72 +417,73 @@ struct Tiles {
     stage(sm.own[1], p.dout, t, t.r0, kRows, p.tq);
     Block::sync();
     Block::each([&](int ln) {  // a row per lane: delta from dout (staged) and out
-      if (ln >= kRows) return;
-      const int64_t q = t.r0 + ln;
-      float d = 0.f;
-      if (q < p.tq) {
-        const uint16_t* o = p.o.at(t.b, t.h, q);
-        for (int c = 0; c < D; c += kVec) {
-          alignas(16) uint16_t chunk[kVec];  // copied as one 16-byte vector
-          Block::copy16(chunk, o + c);
-          ZT_FLASH_UNROLL
-          for (int i = 0; i < kVec; ++i)
-            d += Block::to_float(Block::ld(&sm.own[1][ln * kLd + c + i], ln)) *
-                 Block::to_float(chunk[i]);
+      for (int row = ln; row < kRows; row += kLanes) {
+        const int64_t q = t.r0 + row;
+        float d = 0.f;
+        if (q < p.tq) {
+          const uint16_t* o = p.o.at(t.b, t.h, q);
+          for (int c = 0; c < D; c += kVec) {
+            alignas(16) uint16_t chunk[kVec];  // copied as one 16-byte vector
+            Block::copy16(chunk, o + c);
+            ZT_FLASH_UNROLL
+            for (int x = 0; x < kVec; ++x)
+              d += Block::to_float(Block::ld(&sm.own[1][row * kLd + c + x], ln)) *
+                   Block::to_float(chunk[x]);
+          }
+          p.delta[t.bh * p.tq + q] = d;
         }
-        p.delta[t.bh * p.tq + q] = d;
+        Block::st(&sm.own_r[0][row], q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f, ln);
+        Block::st(&sm.own_r[1][row], d, ln);
       }
-      Block::st(&sm.own_r[0][ln], q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f, ln);
-      Block::st(&sm.own_r[1][ln], d, ln);
     });
     Block::sync();
-    Reg<U4> qa[DK], da[DK];
-    ZT_FLASH_UNROLL
-    for (int c = 0; c < DK; ++c) {
-      load_a(qa[c], sm.own[0], c);
-      load_a(da[c], sm.own[1], c);
-    }
-    Reg<F2> lse, delta;  // rows g and g + 8
+    Reg<U4> qa[MT][DK], da[MT][DK];
+    load_rows(qa, sm.own[0]);
+    load_rows(da, sm.own[1]);
+    Reg<F2> lse[MT], delta[MT];  // rows g and g + 8
     Block::each([&](int ln) {
       ZT_FLASH_UNROLL
-      for (int h = 0; h < 2; ++h) {
-        lse[ln].v[h] = Block::ld(&sm.own_r[0][row_of(ln, 2 * h)], ln);
-        delta[ln].v[h] = Block::ld(&sm.own_r[1][row_of(ln, 2 * h)], ln);
+      for (int i = 0; i < MT; ++i) {
+        ZT_FLASH_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          lse[i][ln].v[h] = Block::ld(&sm.own_r[0][row_of(ln, i, 2 * h)], ln);
+          delta[i][ln].v[h] = Block::ld(&sm.own_r[1][row_of(ln, i, 2 * h)], ln);
+        }
       }
     });
-    Reg<F4> dq[2 * DK];
-    ZT_FLASH_UNROLL
-    for (int j = 0; j < 2 * DK; ++j) zero(dq[j]);
+    Reg<F4> dq[MT][2 * DK];
+    zero(dq);
     auto fetch = [&](int64_t k0, int buf) {
       stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
       stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
     };
     walk(0, kend, fetch, [&](int64_t k0, int buf) {
-      Reg<F4> s[2 * KB], dp[2 * KB];
+      Reg<F4> s[MT][2 * KB], dp[MT][2 * KB];
       scores(s, qa, sm.other[buf][0]);   // q k^T
       scores(dp, da, sm.other[buf][1]);  // dout v^T
       const bool full = all_visible(p, t.r0, k0, kOther);
-      Reg<U4> dsa[KB];
+      Reg<U4> dsa[MT][KB];
       Block::each([&](int ln) {
-        float ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
+        for (int i = 0; i < MT; ++i) {
+          float ds[2 * KB][4];
           ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int h = e / 2;
-            ds[j][e] = full || visible(p, t.r0 + row_of(ln, e), k0 + 8 * j + col_of(ln, e))
-                           ? Block::exp2(s[j][ln].v[e] * scale2 - lse[ln].v[h]) *
-                                 (dp[j][ln].v[e] - delta[ln].v[h])
-                           : 0.f;
+          for (int j = 0; j < 2 * KB; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              const int h = e / 2;
+              ds[j][e] = full || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
+                             ? Block::exp2(s[i][j][ln].v[e] * scale2 - lse[i][ln].v[h]) *
+                                   (dp[i][j][ln].v[e] - delta[i][ln].v[h])
+                             : 0.f;
+            }
           }
+          pack_a(dsa[i], ln, ds);
         }
-        pack_a(dsa, ln, ds);
       });
       accumulate(dq, dsa, sm.other[buf][0]);  // dq += ds k
     });
-    Reg<F2> scale;
-    Block::each([&](int ln) { scale[ln] = {{p.scale, p.scale}}; });
-    write(p.dq, t, t.r0, p.tq, dq, scale);
+    write(p.dq, t, t.r0, p.tq, dq, p.scale);
   }
 
   /// dk and dv for a key tile (after every backward_dq of the batch: reads delta).
@@ -432,20 +493,18 @@ struct Tiles {
     const float scale2 = p.scale * kLog2e;
     stage(sm.own[0], p.k, t, k0, kRows, p.tk);
     stage(sm.own[1], p.v, t, k0, kRows, p.tk);
-    Reg<F4> dk[2 * DK], dv[2 * DK];
-    ZT_FLASH_UNROLL
-    for (int j = 0; j < 2 * DK; ++j) {
-      zero(dk[j]);
-      zero(dv[j]);
-    }
+    Reg<F4> dk[MT][2 * DK], dv[MT][2 * DK];
+    zero(dk);
+    zero(dv);
     auto fetch = [&](int64_t q0, int buf) {
       stage<true>(sm.other[buf][0], p.q, t, q0, kOther, p.tq);
       stage<true>(sm.other[buf][1], p.dout, t, q0, kOther, p.tq);
       Block::each([&](int ln) {
-        if (ln >= kOther) return;
-        const bool in = q0 + ln < p.tq;
-        Block::st(&sm.other_r[buf][0][ln], in ? p.lse[t.bh * p.tq + q0 + ln] * kLog2e : 0.f, ln);
-        Block::st(&sm.other_r[buf][1][ln], in ? p.delta[t.bh * p.tq + q0 + ln] : 0.f, ln);
+        for (int r = ln; r < kOther; r += kLanes) {
+          const bool in = q0 + r < p.tq;
+          Block::st(&sm.other_r[buf][0][r], in ? p.lse[t.bh * p.tq + q0 + r] * kLog2e : 0.f, ln);
+          Block::st(&sm.other_r[buf][1][r], in ? p.delta[t.bh * p.tq + q0 + r] : 0.f, ln);
+        }
       });
     };
     // Causal: queries before k0 see none of these keys (k0 is a multiple of kRows, so
@@ -455,70 +514,96 @@ struct Tiles {
       const uint16_t* dt = sm.other[buf][1];
       const float* lse = sm.other_r[buf][0];
       const float* delta = sm.other_r[buf][1];
-      Reg<F4> s[2 * KB], dp[2 * KB];  // rows: the warp's keys; columns: the step's queries
+      Reg<F4> s[MT][2 * KB], dp[MT][2 * KB];  // rows: the warp's keys; columns: the queries
       {
-        Reg<U4> a[DK];
-        ZT_FLASH_UNROLL
-        for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[0], c);
+        Reg<U4> a[MT][DK];
+        load_rows(a, sm.own[0]);
         scores(s, a, qt);  // k q^T
-        ZT_FLASH_UNROLL
-        for (int c = 0; c < DK; ++c) load_a(a[c], sm.own[1], c);
+        load_rows(a, sm.own[1]);
         scores(dp, a, dt);  // v dout^T
       }
       // Every query of the step below tq and at or past the tile's last key: no test.
       const bool full = q0 + kOther <= p.tq && all_visible(p, q0, k0, kRows);
-      Reg<U4> pa[KB], dsa[KB];
+      Reg<U4> pa[MT][KB], dsa[MT][KB];
       Block::each([&](int ln) {
-        float pr[2 * KB][4], ds[2 * KB][4];
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
+        for (int i = 0; i < MT; ++i) {
+          float pr[2 * KB][4], ds[2 * KB][4];
           ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
-            const int64_t q = q0 + qc;
-            const bool vis = full || (q < p.tq && visible(p, q, k0 + row_of(ln, e)));
-            pr[j][e] = vis ? Block::exp2(s[j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
-            ds[j][e] = pr[j][e] * (dp[j][ln].v[e] - Block::ld(&delta[qc], ln));
+          for (int j = 0; j < 2 * KB; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
+              const int64_t q = q0 + qc;
+              const bool vis = full || (q < p.tq && visible(p, q, k0 + row_of(ln, i, e)));
+              pr[j][e] =
+                  vis ? Block::exp2(s[i][j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
+              ds[j][e] = pr[j][e] * (dp[i][j][ln].v[e] - Block::ld(&delta[qc], ln));
+            }
           }
+          pack_a(pa[i], ln, pr);
+          pack_a(dsa[i], ln, ds);
         }
-        pack_a(pa, ln, pr);
-        pack_a(dsa, ln, ds);
       });
       accumulate(dv, pa, dt);   // dv += p^T dout
       accumulate(dk, dsa, qt);  // dk += ds^T q
     });
-    Reg<F2> scale, one;
-    Block::each([&](int ln) {
-      scale[ln] = {{p.scale, p.scale}};
-      one[ln] = {{1.f, 1.f}};
-    });
-    write(p.dk, t, k0, p.tk, dk, scale);
-    write(p.dv, t, k0, p.tk, dv, one);
+    write(p.dk, t, k0, p.tk, dk, p.scale);
+    write(p.dv, t, k0, p.tk, dv, 1.f);
   }
 };
 
-/// fn.template operator()<Tiles<Block<E, W>, DK>>() for dtype dt (E: Bf16 or F16, the
-/// backend's 16-bit types) and head dim d = 16 DK: blocks of W = 4 warps up to D = 64,
-/// of 2 above (their registers and shared memory grow with D).
-template <template <class, int> class Block, class Bf16, class F16, class Fn>
+/// Calls fn.template operator()<Tiles<Block<E, W>, DK, MT, KB>>() for the first of
+/// kShapes equal to `shape` ({16 MT, 16 KB}); false if none is.
+template <template <class, int> class Block, class E, int W, int DK, const auto& kShapes, class Fn>
+bool with_shape(TileShape shape, Fn&& fn) {
+  return [&]<size_t... I>(std::index_sequence<I...>) {
+    return ((shape == kShapes[I] &&
+             (fn.template operator()<
+                  Tiles<Block<E, W>, DK, kShapes[I].warp_rows / 16, kShapes[I].step_rows / 16>>(),
+              true)) ||
+            ...);
+  }
+  (std::make_index_sequence<std::size(kShapes)>());
+}
+
+/// fn.template operator()<Tiles<Block<E, W>, DK, MT, KB>>() for dtype dt (E: Bf16 or F16,
+/// the backend's 16-bit types), head dim d = 16 DK and the tile shape kPass takes at d
+/// (tile_shape, flash_params.h): blocks of W = 4 warps up to D = 64, of 2 above (their
+/// registers and shared memory grow with D).
+template <Pass kPass, template <class, int> class Block, class Bf16, class F16, class Fn>
 void with_tiles(DType dt, int64_t d, Fn&& fn) {
+  const TileShape shape = tile_shape(kPass, d);
   auto by_dim = [&]<class E>() {
+    constexpr bool kForward = kPass == Pass::forward;
     switch (d) {
       case 32:
-        return fn.template operator()<Tiles<Block<E, 4>, 2>>();
+        if constexpr (kForward)
+          return with_shape<Block, E, 4, 2, kNarrowShapes>(shape, fn);
+        else
+          return with_shape<Block, E, 4, 2, kNarrowBackwardShapes>(shape, fn);
       case 64:
-        return fn.template operator()<Tiles<Block<E, 4>, 4>>();
+        if constexpr (kForward)
+          return with_shape<Block, E, 4, 4, kNarrowShapes>(shape, fn);
+        else
+          return with_shape<Block, E, 4, 4, kNarrowBackwardShapes>(shape, fn);
       case 96:
-        return fn.template operator()<Tiles<Block<E, 2>, 6>>();
+        return with_shape<Block, E, 2, 6, kWideShapes>(shape, fn);
       case 128:
-        return fn.template operator()<Tiles<Block<E, 2>, 8>>();
+        return with_shape<Block, E, 2, 8, kWideShapes>(shape, fn);
       default:
         ZT_FAIL("flash attention: head dim ", d, " is not one of 32, 64, 96, 128");
     }
   };
-  if (dt == DType::bf16) return by_dim.template operator()<Bf16>();
-  ZT_CHECK(dt == DType::f16, "flash attention: expected bf16 or f16, got ", dtype_name(dt));
-  return by_dim.template operator()<F16>();
+  bool built = false;
+  if (dt == DType::bf16) {
+    built = by_dim.template operator()<Bf16>();
+  } else {
+    ZT_CHECK(dt == DType::f16, "flash attention: expected bf16 or f16, got ", dtype_name(dt));
+    built = by_dim.template operator()<F16>();
+  }
+  ZT_CHECK(built, "flash attention: tile shape ", shape.str(), " is not built for head dim ", d,
+           " (built: ", tile_shapes_str(kPass, d), ")");
 }
 
 }  // namespace zt::flash

@@ -189,6 +189,21 @@ if(TARGET zt-bench)
                    --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --dtype bf16 --ranks 2
                    --kernels)
   set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60)
+  # zt-bench attention on the CPU (the kernels' warp emulation, a small shape): every
+  # built tile shape runs, the ones that keep the default's bits say so (rel_err 0), and
+  # the fastest are named. --flash-tiles reaches the GPT's attention.
+  add_test(NAME apps.bench.attention
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"fastest_forward\":\"[0-9]+x[0-9]+\",\"fastest_backward\""
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> attention --device cpu
+                   --batch 1 --heads 2 --seq 150 --reps 1)
+  set_tests_properties(apps.bench.attention PROPERTIES LABELS apps TIMEOUT 60)
+  add_test(NAME apps.bench.gpt_flash_tiles
+           COMMAND ${CMAKE_COMMAND} "-DEXPECT=\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\""
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64
+                   --heads 2 --seq 32 --vocab 256 --batch 1 --steps 1 --dtype bf16 --attention
+                   flash --flash-tiles 32x64,16x64)
+  set_tests_properties(apps.bench.gpt_flash_tiles PROPERTIES LABELS apps TIMEOUT 60)
   # --checkpoint-activations: the recomputing step runs end to end and says so.
   add_test(NAME apps.bench.gpt_checkpoint_activations
            COMMAND ${CMAKE_COMMAND}

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/cuda/flash_params.h"
 #include "core/kernel_profile.h"
 #include "core/kernels.h"
 #include "core/ops.h"
@@ -78,6 +79,29 @@ class AttentionKernelScope {
 
  private:
   AttentionKernel before_;
+};
+
+/// Sets the fused kernels' tile shapes for a scope (flash::set_tile_shape; {}: the head
+/// dim's default), the forward's, dq's and dk / dv's.
+class TileShapeScope {
+ public:
+  TileShapeScope(flash::TileShape forward, flash::TileShape dq, flash::TileShape dkdv) {
+    const flash::TileShape shapes[] = {forward, dq, dkdv};
+    for (int i = 0; i < 3; ++i) {
+      before_[i] = flash::tile_shape_set(kPasses[i]);
+      flash::set_tile_shape(kPasses[i], shapes[i]);
+    }
+  }
+  ~TileShapeScope() {
+    for (int i = 0; i < 3; ++i) flash::set_tile_shape(kPasses[i], before_[i]);
+  }
+  TileShapeScope(const TileShapeScope&) = delete;
+  TileShapeScope& operator=(const TileShapeScope&) = delete;
+
+ private:
+  static constexpr flash::Pass kPasses[] = {flash::Pass::forward, flash::Pass::dq,
+                                            flash::Pass::dkdv};
+  flash::TileShape before_[3];
 };
 
 /// scaled_dot_product_attention's output and its inputs' gradients.

@@ -59,6 +59,62 @@ TEST(FlashAttention, MatchesTheGemmPathInF32) {
   }
 }
 
+TEST(FlashAttention, EveryTileShapeMatchesF32WithTheDefaultsBits) {
+  // Which warp owns a row does not change its arithmetic, nor does the backward's step:
+  // it adds the other side's 16-row chunks in order. The forward's step sets where its
+  // running max moves, so only a forward with another step may differ in the last bits.
+  // 150 rows: tiles of 64 or 128 rows, the last one partly filled.
+  using flash::Pass;
+  for (int64_t d : {32, 64}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("D=" + std::to_string(d) + " causal=" + std::to_string(causal));
+      const Tensor q = normals({2, 2, 150, d}, 1, DType::bf16),
+                   k = normals({2, 2, 150, d}, 2, DType::bf16),
+                   v = normals({2, 2, 150, d}, 3, DType::bf16);
+      const test::AttentionGrads base =
+          test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+      const flash::TileShape step = flash::tile_shape(Pass::forward, d);
+      for (const flash::TileShape& s : flash::tile_shapes(Pass::forward, d)) {
+        SCOPED_TRACE("forward " + s.str());
+        test::TileShapeScope shapes(s, {}, {});
+        ASSERT_EQ(flash::tile_shape(Pass::forward, d), s);
+        expect_matches_f32(q, k, v, causal);
+        const test::AttentionGrads got =
+            test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+        if (s.step_rows == step.step_rows) {
+          EXPECT_TRUE(same_bits(got.out, base.out));
+        }
+      }
+      for (const flash::TileShape& s : flash::tile_shapes(Pass::dq, d)) {
+        SCOPED_TRACE("backward " + s.str());
+        test::TileShapeScope shapes({}, s, s);
+        const test::AttentionGrads got =
+            test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+        EXPECT_TRUE(same_bits(got.dq, base.dq));
+        EXPECT_TRUE(same_bits(got.dk, base.dk));
+        EXPECT_TRUE(same_bits(got.dv, base.dv));
+      }
+    }
+  }
+}
+
+TEST(FlashAttention, TileShapesAreParsedAndAnUnbuiltOneIsRefused) {
+  using flash::Pass;
+  EXPECT_EQ(flash::parse_tile_shape("32x64"), (flash::TileShape{32, 64}));
+  for (const char* bad : {"32", "x64", "32x", "32x64x1", "a x b", "32 64", ""}) {
+    EXPECT_TRUE(test::throws_with([&] { flash::parse_tile_shape(bad); },
+                                  "is not ROWSxSTEP (rows per warp x rows per step, e.g. 32x64)"))
+        << bad;
+  }
+  EXPECT_EQ(flash::tile_shapes_str(Pass::forward, 64), "16x32, 16x64, 32x32, 32x64");
+  EXPECT_EQ(flash::tile_shapes_str(Pass::dkdv, 128), "16x16");
+  const Tensor q = normals({1, 1, 20, 128}, 4, DType::bf16);
+  test::TileShapeScope shapes({32, 64}, {}, {});
+  EXPECT_TRUE(test::throws_with(
+      [&] { test::attention_grads(AttentionKernel::flash, q, q, q, false); },
+      "flash attention: tile shape 32x64 is not built for head dim 128 (built: 16x16)"));
+}
+
 TEST(FlashAttention, MoreKeysThanQueriesAndFewerLeadingDims) {
   // Tq = 21, Tk = 45 (tails on both sides); one leading dim, then none.
   const Tensor q = normals({3, 21, 64}, 4, DType::bf16), k = normals({3, 45, 64}, 5, DType::bf16),

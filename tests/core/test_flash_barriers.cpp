@@ -242,15 +242,24 @@ TEST(FlashBarriers, TheCheckerFindsPlantedRaces) {
 TEST(FlashBarriers, EveryPassSyncsItsSharedMemory) {
   // Blocks of 4 warps (D = 32, steps of 32) and of 2 (D = 128, steps of 16); one tile and
   // several, partly filled; causal and not; fewer queries than keys and more.
+  // Every tile shape built (flash_params.h): 16 or 32 rows per warp, steps of 32 or 64.
   using Small = flash::Tiles<RaceBlock<bf16, 4>, 2>;
   using Wide = flash::Tiles<RaceBlock<bf16, 2>, 8>;
+  using SmallLongSteps = flash::Tiles<RaceBlock<bf16, 4>, 2, 1, 4>;
+  using SmallTwoTiles = flash::Tiles<RaceBlock<bf16, 4>, 2, 2, 2>;
+  using SmallLargest = flash::Tiles<RaceBlock<bf16, 4>, 2, 2, 4>;
   for (bool causal : {false, true}) {
-    for (int64_t t : {33, 100}) {
+    for (int64_t t : {33, 100, 200}) {
       SCOPED_TRACE("T=" + std::to_string(t) + " causal=" + std::to_string(causal));
       EXPECT_TRUE(no_races(races_of<Small>(t, t, causal)));
       EXPECT_TRUE(no_races(races_of<Wide>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<SmallLongSteps>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<SmallTwoTiles>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<SmallLargest>(t, t, causal)));
     }
   }
   EXPECT_TRUE(no_races(races_of<Small>(20, 70, false)));
   EXPECT_TRUE(no_races(races_of<Wide>(70, 20, false)));
+  EXPECT_TRUE(no_races(races_of<SmallLargest>(20, 150, false)));
+  EXPECT_TRUE(no_races(races_of<SmallLargest>(150, 20, false)));
 }

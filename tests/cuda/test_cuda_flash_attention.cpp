@@ -43,6 +43,50 @@ TEST(CudaFlashAttention, MatchesItsHostEmulationAndF32) {
   }
 }
 
+TEST(CudaFlashAttention, EveryTileShapeMatchesItsHostEmulation) {
+  ZT_SKIP_WITHOUT_GPU();
+  // As on the host (FlashAttention.EveryTileShapeMatchesF32WithTheDefaultsBits): a row's
+  // arithmetic does not depend on the warp that owns it, nor the backward's on its step,
+  // so those shapes give the default's bits here too. 150 rows: a partly filled last tile.
+  using flash::Pass;
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return test::all_close(a.to(kCpu).to(DType::f64), b.to(kCpu).to(DType::f64), 0.0, 0.0);
+  };
+  for (int64_t d : {32, 64}) {
+    for (bool causal : {false, true}) {
+      SCOPED_TRACE("D=" + std::to_string(d) + " causal=" + std::to_string(causal));
+      const Tensor q = normal_cpu({2, 3, 150, d}, 1, DType::bf16),
+                   k = normal_cpu({2, 3, 150, d}, 2, DType::bf16),
+                   v = normal_cpu({2, 3, 150, d}, 3, DType::bf16);
+      auto on_gpu = [&] {
+        return test::attention_grads(AttentionKernel::automatic, q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                     causal);
+      };
+      auto on_host = [&] { return test::attention_grads(AttentionKernel::flash, q, k, v, causal); };
+      const test::AttentionGrads base = on_gpu();
+      const int step = flash::tile_shape(Pass::forward, d).step_rows;
+      for (const flash::TileShape& s : flash::tile_shapes(Pass::forward, d)) {
+        SCOPED_TRACE("forward " + s.str());
+        test::TileShapeScope shapes(s, {}, {});
+        const test::AttentionGrads gpu = on_gpu();
+        EXPECT_TRUE(test::grads_close(gpu, on_host(), test::flash_tolerance(DType::bf16)));
+        if (s.step_rows == step) {
+          EXPECT_TRUE(same_bits(gpu.out, base.out));
+        }
+      }
+      for (const flash::TileShape& s : flash::tile_shapes(Pass::dq, d)) {
+        SCOPED_TRACE("backward " + s.str());
+        test::TileShapeScope shapes({}, s, s);
+        const test::AttentionGrads gpu = on_gpu();
+        EXPECT_TRUE(test::grads_close(gpu, on_host(), test::flash_tolerance(DType::bf16)));
+        EXPECT_TRUE(same_bits(gpu.dq, base.dq));
+        EXPECT_TRUE(same_bits(gpu.dk, base.dk));
+        EXPECT_TRUE(same_bits(gpu.dv, base.dv));
+      }
+    }
+  }
+}
+
 TEST(CudaFlashAttention, TransformerHeadsInPlace) {
   ZT_SKIP_WITHOUT_GPU();
   // (B, T, H, D) projections viewed as (B, H, T, D) heads, 300 tokens (a tail of 12),
