@@ -43,6 +43,23 @@ __device__ A block_all_sum(A v, A* scratch) {
   return scratch[0];
 }
 
+/// For a block of (32, Y) threads (blockDim.y == Y): each column's Y lane values added in
+/// lane order, y = 0 first; thread (x, 0) returns column x's sum, the others their own v.
+/// Every thread of the block must call it (it synchronizes); `scratch` is Y x 32 values of
+/// shared memory, free again when it returns. Parallel column sums (parameter gradients)
+/// give each lane every Y-th row, so the rows' latency overlaps and the bits stay fixed.
+template <typename A, int Y>
+__device__ A column_lanes_sum(A v, A (&scratch)[Y][32]) {
+  scratch[threadIdx.y][threadIdx.x] = v;
+  __syncthreads();
+  if (threadIdx.y == 0) {
+#pragma unroll
+    for (int y = 1; y < Y; ++y) v = v + scratch[y][threadIdx.x];
+  }
+  __syncthreads();
+  return v;
+}
+
 /// Max over the block, as block_all_sum (fmax semantics).
 template <typename A>
 __device__ A block_all_max(A v, A* scratch) {

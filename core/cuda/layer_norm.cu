@@ -8,8 +8,8 @@
 // Legend: D elements per row (the normalized dims), rows the other dims together.
 //
 // Parallel layout: one block per row for the statistics, the normalization and the input
-// gradient; for the parameter gradients one thread per column and block of
-// kLayerNormRowBlock rows, then one per column over the blocks in order.
+// gradient; for the parameter gradients blocks of 32 columns x kSumLanes row lanes, one
+// per block of kLayerNormRowBlock rows, then one per 32 columns over those partial sums.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
@@ -20,6 +20,7 @@ namespace zt::cuda {
 namespace {
 
 constexpr int64_t kLayerNormRowBlock = 64;
+constexpr int kSumLanes = 8;  // row lanes of the parameter-gradient blocks (blockDim.y)
 
 // Block per row: mean, then the mean of centered squares, then y.
 template <typename T>
@@ -81,43 +82,58 @@ __global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const acc_t
   }
 }
 
-// Thread per (column, block of rows): partial sums of dy xhat and dy over the block's
-// rows, in row order, in double as on the CPU (adjacent threads read adjacent columns). The
-// row blocks stride by gridDim.y, so any number of rows fits the grid.
+// Block of 32 columns x kSumLanes row lanes per block of kLayerNormRowBlock rows: lane y
+// sums rows y, y + kSumLanes, ... of the block in order, then the lanes add in lane order
+// (column_lanes_sum); partial sums of dy xhat and dy in double, as on the CPU. The row
+// blocks stride by gridDim.y, so any number of rows fits the grid.
 template <typename T>
 __global__ void layer_norm_param_partials_kernel(double* part_w, double* part_b, const T* dy,
                                                  const T* x, const acc_t<T>* mean,
                                                  const acc_t<T>* rstd, int64_t rows, int64_t D) {
   using A = acc_t<T>;
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= D) return;
+  __shared__ double scratch[kSumLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
-  for (int64_t blk = blockIdx.y; blk < blocks; blk += gridDim.y) {
+  for (int64_t blk = blockIdx.y; blk < blocks; blk += gridDim.y) {  // uniform over the block
     const int64_t r0 = blk * kLayerNormRowBlock;
     const int64_t r1 = r0 + kLayerNormRowBlock < rows ? r0 + kLayerNormRowBlock : rows;
     double sw = 0, sb = 0;
-    for (int64_t r = r0; r < r1; ++r) {
-      const double g = convert<double>(dy[r * D + j]);
-      const A xhat = mul_rn(convert<A>(x[r * D + j]) - mean[r], rstd[r]);
-      sw = add_rn(sw, mul_rn(g, static_cast<double>(xhat)));
-      sb = add_rn(sb, g);
+    if (j < D) {
+#pragma unroll 4
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kSumLanes) {
+        const double g = convert<double>(dy[r * D + j]);
+        const A xhat = mul_rn(convert<A>(x[r * D + j]) - mean[r], rstd[r]);
+        sw = add_rn(sw, mul_rn(g, static_cast<double>(xhat)));
+        sb = add_rn(sb, g);
+      }
     }
-    part_w[blk * D + j] = sw;
-    part_b[blk * D + j] = sb;
+    sw = column_lanes_sum(sw, scratch);
+    sb = column_lanes_sum(sb, scratch);
+    if (threadIdx.y == 0 && j < D) {
+      part_w[blk * D + j] = sw;
+      part_b[blk * D + j] = sb;
+    }
   }
 }
 
-// Thread per column: the partial sums added in block order, in double.
+// Block of 32 columns x kSumLanes lanes: lane y adds the partial sums of row blocks y,
+// y + kSumLanes, ... in order, then the lanes add in lane order, in double.
 template <typename T>
 __global__ void layer_norm_param_final_kernel(T* dw, T* db, const double* part_w,
                                               const double* part_b, int64_t blocks, int64_t D) {
-  const int64_t j = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (j >= D) return;
+  __shared__ double scratch[kSumLanes][32];
+  const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   double sw = 0, sb = 0;
-  for (int64_t blk = 0; blk < blocks; ++blk) {
-    sw = add_rn(sw, part_w[blk * D + j]);
-    sb = add_rn(sb, part_b[blk * D + j]);
+  if (j < D) {
+#pragma unroll 4
+    for (int64_t blk = threadIdx.y; blk < blocks; blk += kSumLanes) {
+      sw = add_rn(sw, part_w[blk * D + j]);
+      sb = add_rn(sb, part_b[blk * D + j]);
+    }
   }
+  sw = column_lanes_sum(sw, scratch);
+  sb = column_lanes_sum(sb, scratch);
+  if (threadIdx.y != 0 || j >= D) return;
   if (dw) dw[j] = convert<T>(sw);
   if (db) db[j] = convert<T>(sb);
 }
@@ -172,15 +188,16 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     if (!params || D == 0) return;
     Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
     Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
-    const unsigned cols = blocks_for(D, kThreads, "layer_norm_backward");
+    const unsigned cols = blocks_for(D, 32, "layer_norm_backward");
+    const dim3 lanes(32, kSumLanes);
     if (blocks > 0) {
       const unsigned row_blocks = static_cast<unsigned>(std::min<int64_t>(blocks, 65535));
-      layer_norm_param_partials_kernel<T><<<dim3(cols, row_blocks), kThreads, 0, st>>>(
+      layer_norm_param_partials_kernel<T><<<dim3(cols, row_blocks), lanes, 0, st>>>(
           mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
           cptr<A>(rstd), rows, D);
       CUDA_CHECK_LAUNCH();
     }
-    layer_norm_param_final_kernel<T><<<cols, kThreads, 0, st>>>(
+    layer_norm_param_final_kernel<T><<<cols, lanes, 0, st>>>(
         mptr<T>(dweight), mptr<T>(dbias), cptr<double>(part_w), cptr<double>(part_b), blocks, D);
     CUDA_CHECK_LAUNCH();
   });

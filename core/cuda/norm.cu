@@ -11,7 +11,8 @@
 // M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
 //
 // Parallel layout: one block per statistic ((n, g) or c), one warp per (n, c) row for the
-// GroupNorm backward sums, one thread per element for the elementwise passes.
+// GroupNorm backward sums, blocks of 32 channels x kSumLanes batch lanes for its parameter
+// gradients, one thread per element for the elementwise passes.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
@@ -22,6 +23,7 @@ namespace zt::cuda {
 namespace {
 
 constexpr int kWarps = kThreads / 32;
+constexpr int kSumLanes = 16;  // batch lanes of the GroupNorm parameter gradients (blockDim.y)
 
 template <typename T>
 __device__ __forceinline__ double dbl(T v) {
@@ -105,19 +107,27 @@ __global__ void group_norm_row_sums_kernel(double* sdy, double* sdyx, const T* d
   }
 }
 
-// Thread per channel: dweight = sum_n rstd[n, g] sdyx[n, c], dbias = sum_n sdy[n, c], in
-// the CPU's order (n ascending).
+// Block of 32 channels x kSumLanes batch lanes: dweight = sum_n rstd[n, g] sdyx[n, c],
+// dbias = sum_n sdy[n, c]; lane y adds n = y, y + kSumLanes, ... in order, then the lanes
+// add in lane order (column_lanes_sum: the same bits every run). One thread per channel
+// walking all N in turn waited on N dependent loads (a batch of 256: most of the backward).
 template <typename T>
 __global__ void group_norm_param_grad_kernel(T* dw, T* db, const double* sdy, const double* sdyx,
                                              const T* rstd, int64_t N, int64_t C, int64_t G) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= C) return;
+  __shared__ double scratch[kSumLanes][32];
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
   const int64_t Cg = C / G;
   double w = 0, b = 0;
-  for (int64_t n = 0; n < N; ++n) {
-    w += dbl(rstd[n * G + c / Cg]) * sdyx[n * C + c];
-    b += sdy[n * C + c];
+  if (c < C) {
+#pragma unroll 4
+    for (int64_t n = threadIdx.y; n < N; n += kSumLanes) {
+      w += dbl(rstd[n * G + c / Cg]) * sdyx[n * C + c];
+      b += sdy[n * C + c];
+    }
   }
+  w = column_lanes_sum(w, scratch);
+  b = column_lanes_sum(b, scratch);
+  if (threadIdx.y != 0 || c >= C) return;
   if (dw) dw[c] = static_cast<T>(w);
   if (db) db[c] = static_cast<T>(b);
 }
@@ -297,7 +307,7 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     }
     if ((dweight.defined() || dbias.defined()) && C > 0) {
       group_norm_param_grad_kernel<T>
-          <<<blocks_for(C, kThreads, "group_norm_param_grad_kernel"), kThreads, 0, st>>>(
+          <<<blocks_for(C, 32, "group_norm_param_grad_kernel"), dim3(32, kSumLanes), 0, st>>>(
               mptr<T>(dweight), mptr<T>(dbias), psdy, psdyx, cptr<T>(rstd), N, C, G);
       CUDA_CHECK_LAUNCH();
     }

@@ -258,7 +258,9 @@ TEST(CudaNorm, GroupNormMatchesCpu) {
   const Case cases[] = {{{3, 8, 4, 5}, 4, true, 3.0},
                         {{2, 8, 3, 2, 2}, 8, false, 0.0},
                         {{2, 6, 1}, 1, true, 100.0},
-                        {{4, 32, 16, 16}, 32, true, -2.0}};
+                        {{4, 32, 16, 16}, 32, true, -2.0},
+                        // a batch over the parameter gradients' 16 lanes, not a multiple
+                        {{37, 40, 3, 3}, 4, true, 1.0}};
   uint64_t seed = 100;
   for (const Case& c : cases) {
     for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
