@@ -1,9 +1,11 @@
 // cuda::gemm_epilogue_backward: the GELU gradient through the epilogue and the bias
 // gradient (column sums) in one pass over dy, deterministic without atomics. Blocks of
 // 32 columns x 8 row lanes walk one chunk of rows each, in double, and write one partial
-// sum per chunk and column; a second kernel adds a column's chunk partials in order. The
+// sum per chunk and column; a second kernel adds a column's chunk partials (over 8 lanes,
+// then the lanes in order). The
 // CPU kernel (core/cpu/gemm.cpp) is the specification: the same GELU-gradient formula in
 // the same accumulation type, the same double sums in another order.
+#include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
@@ -14,48 +16,56 @@ namespace {
 
 constexpr int kCols = 32;            // columns per block (one warp across)
 constexpr int kRowLanes = 8;         // row lanes per block
-constexpr int64_t kChunkRows = 512;  // rows per chunk: a fixed split, whatever the GPU
+constexpr int64_t kChunkRows = 256;  // rows per chunk: a fixed split, whatever the GPU
 
 // Block (kCols, kRowLanes) over columns [blockIdx.x * kCols, + kCols) and the rows of
-// chunk blockIdx.y: writes dpre (when gelu) and, when partial, the chunk's column sums.
+// chunks blockIdx.y, + gridDim.y, ... (any number of rows fits the grid): writes dpre (when
+// gelu) and, when partial, each chunk's column sums.
 template <typename T, bool kGelu>
-__global__ void epilogue_backward_kernel(const T* dy, const T* aux, T* dpre, double* partial,
-                                         int64_t m, int64_t n) {
+__global__ void epilogue_backward_kernel(const T* __restrict__ dy, const T* __restrict__ aux,
+                                         T* __restrict__ dpre, double* partial, int64_t m,
+                                         int64_t n) {
   using A = acc_t<T>;
-  __shared__ double sums[kRowLanes][kCols + 1];
+  __shared__ double sums[kRowLanes][kCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
-  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * kChunkRows;
-  const int64_t r1 = m < r0 + kChunkRows ? m : r0 + kChunkRows;
-  double s = 0;
-  if (col < n) {
-    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
-      const int64_t i = r * n + col;
-      T v = dy[i];
-      if constexpr (kGelu) {
-        v = convert<T>(gelu_tanh_grad(convert<A>(dy[i]), convert<A>(aux[i])));
-        dpre[i] = v;
+  const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
+  for (int64_t chunk = blockIdx.y; chunk < chunks; chunk += gridDim.y) {  // uniform per block
+    const int64_t r0 = chunk * kChunkRows;
+    const int64_t r1 = m < r0 + kChunkRows ? m : r0 + kChunkRows;
+    double s = 0;
+    if (col < n) {
+      // Unrolled so several rows' loads are in flight at once: one 2-byte load a thread at
+      // a time kept the memory a few times below its bandwidth.
+#pragma unroll 4
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowLanes) {
+        const int64_t i = r * n + col;
+        T v = dy[i];
+        if constexpr (kGelu) {
+          v = convert<T>(gelu_tanh_grad(convert<A>(dy[i]), convert<A>(aux[i])));
+          dpre[i] = v;
+        }
+        s += convert<double>(v);
       }
-      s += convert<double>(v);
     }
-  }
-  if (partial == nullptr) return;
-  sums[threadIdx.y][threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.y == 0 && col < n) {
-    double t = 0;
-    for (int l = 0; l < kRowLanes; ++l) t += sums[l][threadIdx.x];
-    partial[static_cast<int64_t>(blockIdx.y) * n + col] = t;
+    if (partial == nullptr) continue;
+    s = column_lanes_sum(s, sums);
+    if (threadIdx.y == 0 && col < n) partial[chunk * n + col] = s;
   }
 }
 
-// dbias[col] = the sum of the chunks' partials for col, in chunk order.
+// Block (kCols, kRowLanes): dbias[col] = the chunks' partials for col, lane y adding
+// chunks y, y + kRowLanes, ... in order, then the lanes in lane order.
 template <typename T>
 __global__ void bias_grad_kernel(const double* partial, T* dbias, int64_t chunks, int64_t n) {
-  const int64_t col = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (col >= n) return;
+  __shared__ double sums[kRowLanes][kCols];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kCols + threadIdx.x;
   double s = 0;
-  for (int64_t c = 0; c < chunks; ++c) s += partial[c * n + col];
-  dbias[col] = convert<T>(static_cast<acc_t<T>>(s));
+  if (col < n) {
+#pragma unroll 4
+    for (int64_t c = threadIdx.y; c < chunks; c += kRowLanes) s += partial[c * n + col];
+  }
+  s = column_lanes_sum(s, sums);
+  if (threadIdx.y == 0 && col < n) dbias[col] = convert<T>(static_cast<acc_t<T>>(s));
 }
 
 }  // namespace
@@ -71,9 +81,6 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
   const int dev = dy.device().index;
   const int64_t chunks = (m + kChunkRows - 1) / kChunkRows;
   const int64_t col_blocks = (n + kCols - 1) / kCols;
-  ZT_CHECK(chunks <= 65535, "gemm_epilogue_backward: ", m,
-           " rows are too many for one pass (at most ", 65535 * kChunkRows, " = 65535 x ",
-           kChunkRows, "); split the batch");
   dispatch_device_floating(dy.dtype(), "gemm_epilogue_backward", [&]<typename T>() {
     DeviceGuard g(dev);
     cudaStream_t stream = current_stream(dev);
@@ -84,7 +91,8 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
       pp = static_cast<double*>(partial.data_ptr());
     }
     const T* pdy = static_cast<const T*>(dy.data_ptr());
-    dim3 grid(grid_x(col_blocks, "gemm_epilogue_backward"), static_cast<unsigned>(chunks));
+    dim3 grid(grid_x(col_blocks, "gemm_epilogue_backward"),
+              static_cast<unsigned>(std::min<int64_t>(chunks, 65535)));
     dim3 block(kCols, kRowLanes);
     if (gelu) {
       epilogue_backward_kernel<T, true><<<grid, block, 0, stream>>>(
@@ -95,7 +103,7 @@ void gemm_epilogue_backward(int64_t m, int64_t n, const Tensor& dy, const Tensor
     }
     CUDA_CHECK_LAUNCH();
     if (pp) {
-      bias_grad_kernel<T><<<blocks_for(n, kThreads, "bias_grad_kernel"), kThreads, 0, stream>>>(
+      bias_grad_kernel<T><<<grid_x(col_blocks, "bias_grad_kernel"), block, 0, stream>>>(
           pp, static_cast<T*>(dbias.data_ptr()), chunks, n);
       CUDA_CHECK_LAUNCH();
     }

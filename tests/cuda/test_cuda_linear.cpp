@@ -93,7 +93,7 @@ TEST(CudaLinear, GemmEpilogueTakesBiasAndAuxAtOddOffsets) {
 
 TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
-  // 1100 rows: three row chunks; 70 columns: a partial column block.
+  // 1100 rows: five row chunks, the last partly filled; 70 columns: a partial column block.
   const int64_t M = 1100, N = 70;
   for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
     // Sums in double on both devices, in different orders; GELU's tanh may differ in the
