@@ -13,6 +13,7 @@
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
+#include "core/cuda/row_chunks.cuh"
 #include "core/kernels.h"
 
 namespace zt::cuda {
@@ -22,64 +23,65 @@ namespace {
 constexpr int64_t kLayerNormRowBlock = 64;
 constexpr int kSumLanes = 8;  // row lanes of the parameter-gradient blocks (blockDim.y)
 
-// Block per row: mean, then the mean of centered squares, then y.
+// Block per row: mean, then the mean of centered squares, then y; the row read (and y
+// written) 16 bytes at a time where it allows (row_chunks.cuh).
 template <typename T>
-__global__ void layer_norm_forward_kernel(T* y, acc_t<T>* mean, acc_t<T>* rstd, const T* x,
-                                          const T* w, const T* b, int64_t D, double eps) {
+__global__ void layer_norm_forward_kernel(T* __restrict__ y, acc_t<T>* mean, acc_t<T>* rstd,
+                                          const T* __restrict__ x, const T* w, const T* b,
+                                          int64_t D, double eps) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
   const int64_t r = blockIdx.x;
-  const T* xr = x + r * D;
-  T* yr = y + r * D;
+  const T* xr[] = {x + r * D};
   const A inv_d = D > 0 ? static_cast<A>(1.0 / static_cast<double>(D)) : A(0);
   A s = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) s = add_rn(s, convert<A>(xr[j]));
+  row_for_each<A>(xr, D, [&](int64_t, const A(&v)[1]) { s = add_rn(s, v[0]); });
   const A m = mul_rn(block_all_sum(s, scratch), inv_d);
   A q = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A d = convert<A>(xr[j]) - m;
+  row_for_each<A>(xr, D, [&](int64_t, const A(&v)[1]) {
+    const A d = v[0] - m;
     q = add_rn(q, mul_rn(d, d));
-  }
+  });
   const double var = static_cast<double>(mul_rn(block_all_sum(q, scratch), inv_d));
   const A rs = static_cast<A>(1.0 / sqrt(var + eps));
   if (threadIdx.x == 0) {
     mean[r] = m;
     rstd[r] = rs;
   }
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    A v = mul_rn(convert<A>(xr[j]) - m, rs);
-    if (w) v = mul_rn(v, convert<A>(w[j]));
-    if (b) v = add_rn(v, convert<A>(b[j]));
-    yr[j] = convert<T>(v);
-  }
+  row_map<A>(xr, y + r * D, D, [&](int64_t j, const A(&v)[1]) {
+    A o = mul_rn(v[0] - m, rs);
+    if (w) o = mul_rn(o, convert<A>(w[j]));
+    if (b) o = add_rn(o, convert<A>(b[j]));
+    return convert<T>(o);
+  });
 }
 
 // Block per row: with g = dy w and xhat = (x - mean) rstd,
-// dx = rstd (g - mean(g) - xhat mean(g xhat)).
+// dx = rstd (g - mean(g) - xhat mean(g xhat)); dy and x read 16 bytes at a time where the
+// rows allow.
 template <typename T>
-__global__ void layer_norm_dx_kernel(T* dx, const T* dy, const T* x, const acc_t<T>* mean,
+__global__ void layer_norm_dx_kernel(T* __restrict__ dx, const T* __restrict__ dy,
+                                     const T* __restrict__ x, const acc_t<T>* mean,
                                      const acc_t<T>* rstd, const T* w, int64_t D) {
   using A = acc_t<T>;
   __shared__ A scratch[32];
   const int64_t r = blockIdx.x;
-  const T* xr = x + r * D;
-  const T* gr = dy + r * D;
+  const T* rows[] = {dy + r * D, x + r * D};  // (dy, x)
   const A m = mean[r], rs = rstd[r];
   const A inv_d = static_cast<A>(1.0 / static_cast<double>(D));
   A sg = 0, sgx = 0;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A g = w ? mul_rn(convert<A>(gr[j]), convert<A>(w[j])) : convert<A>(gr[j]);
+  row_for_each<A>(rows, D, [&](int64_t j, const A(&v)[2]) {
+    const A g = w ? mul_rn(v[0], convert<A>(w[j])) : v[0];
     sg = add_rn(sg, g);
-    sgx = add_rn(sgx, mul_rn(g, mul_rn(convert<A>(xr[j]) - m, rs)));
-  }
+    sgx = add_rn(sgx, mul_rn(g, mul_rn(v[1] - m, rs)));
+  });
   const A c3 = -mul_rn(block_all_sum(sg, scratch), inv_d);
   const A c2 = -mul_rn(block_all_sum(sgx, scratch), inv_d);
-  T* o = dx + r * D;
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    const A g = w ? mul_rn(convert<A>(gr[j]), convert<A>(w[j])) : convert<A>(gr[j]);
-    const A xhat = mul_rn(convert<A>(xr[j]) - m, rs);
-    o[j] = convert<T>(mul_rn(add_rn(add_rn(g, c3), mul_rn(xhat, c2)), rs));
-  }
+  row_map<A>(rows, dx + r * D, D, [&](int64_t j, const A(&v)[2]) {
+    const A g = w ? mul_rn(v[0], convert<A>(w[j])) : v[0];
+    const A xhat = mul_rn(v[1] - m, rs);
+    return convert<T>(mul_rn(add_rn(add_rn(g, c3), mul_rn(xhat, c2)), rs));
+  });
 }
 
 // Block of 32 columns x kSumLanes row lanes per block of kLayerNormRowBlock rows: lane y

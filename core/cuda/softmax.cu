@@ -13,6 +13,7 @@
 #include "core/cuda/device_error.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
+#include "core/cuda/row_chunks.cuh"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"
 
@@ -110,43 +111,6 @@ __device__ __forceinline__ bool ce_kept(int64_t t, int64_t C, int64_t ignore) {
   return t != ignore && t >= 0 && t < C;
 }
 
-// A row of n elements at `row` as a scalar head (before its first 16-byte boundary),
-// 16-byte chunks of kVec elements, and a scalar tail from tail(). Rows of a vocabulary are
-// read 16 bytes a load: with one element a load, too few bytes are in flight to keep the
-// memory busy (the wide loss kernels ran at a fifth of the bandwidth).
-template <typename T>
-struct RowChunks {
-  static constexpr int kVec = 16 / sizeof(T);
-  int64_t head, chunks;
-  __device__ RowChunks(const T* row, int64_t n) {
-    const auto misaligned = static_cast<int64_t>(reinterpret_cast<uintptr_t>(row) % 16);
-    head = misaligned % static_cast<int64_t>(sizeof(T)) != 0
-               ? n  // not even element aligned: all scalar
-               : ((16 - misaligned) % 16) / static_cast<int64_t>(sizeof(T));
-    if (head > n) head = n;
-    chunks = (n - head) / kVec;
-  }
-  __device__ int64_t tail() const { return head + chunks * kVec; }
-};
-
-// Calls f(c, v) for each element c of a row of n (v its value as A), every thread of the
-// block its share: the head and tail strided, the chunks loaded 16 bytes at a time.
-template <typename A, typename T, typename F>
-__device__ __forceinline__ void for_row(const T* __restrict__ row, int64_t n,
-                                        const RowChunks<T>& rc, F&& f) {
-  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) f(c, convert<A>(row[c]));
-  const uint4* vec = reinterpret_cast<const uint4*>(row + rc.head);
-#pragma unroll 2
-  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
-    const uint4 raw = vec[i];
-    const T* v = reinterpret_cast<const T*>(&raw);
-#pragma unroll
-    for (int e = 0; e < RowChunks<T>::kVec; ++e)
-      f(rc.head + i * RowChunks<T>::kVec + e, convert<A>(v[e]));
-  }
-  for (int64_t c = rc.tail() + threadIdx.x; c < n; c += blockDim.x) f(c, convert<A>(row[c]));
-}
-
 // One block per row: lse[p] = log(sum_c exp(x[p, c])) for kept rows, 0 otherwise. Each
 // thread keeps a running max m and sum of exp(x - m) over its classes (one read of the
 // row); the block then takes the max M and sums the partial sums rescaled to it. The same
@@ -165,7 +129,9 @@ __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* tar
   const T* xr = x + p * C;
   A m = -INFINITY;
   double s = 0;
-  for_row<A>(xr, C, RowChunks<T>(xr, C), [&](int64_t, A v) {
+  const T* rows[] = {xr};
+  row_for_each<A>(rows, C, [&](int64_t, const A(&x1)[1]) {
+    const A v = x1[0];
     if (v > m) {
       s = s * static_cast<double>(d_exp(m - v)) + 1.0;
       m = v;
@@ -216,47 +182,25 @@ __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, cons
 }
 
 // One block per row: d = (exp(x - lse) - onehot(t)) * grad / count, rounded once to T;
-// zeros on ignored rows. Read and written 16 bytes at a time where the logits' row and
-// d's lie alike against 16-byte boundaries (contiguous rows of one shape from aligned
-// buffers do), element by element otherwise.
+// zeros on ignored rows. 16 bytes a load and a store where the rows allow (row_chunks.cuh).
 template <typename T, typename I>
 __global__ void ce_backward_kernel(T* __restrict__ d, const T* __restrict__ x, const double* lse,
                                    const I* target, const double* grad, const double* stats,
                                    int64_t C, int64_t ignore) {
   using A = acc_t<T>;
-  constexpr int kVec = RowChunks<T>::kVec;
   const int64_t p = blockIdx.x;
   const auto t = static_cast<int64_t>(target[p]);
-  T* dr = d + p * C;
-  const T* xr = x + p * C;
   const bool kept = t != ignore;
   const double count = stats[1];
   const auto s = static_cast<A>(count > 0 ? grad[0] / count : 0.0);
   const auto m = static_cast<A>(lse[p]);
-  auto value = [&](int64_t c, A v) {
+  const T* rows[] = {x + p * C};
+  row_map<A>(rows, d + p * C, C, [&](int64_t c, const A(&v)[1]) {
     if (!kept) return convert<T>(A(0));
-    A e = d_exp(v - m);
+    A e = d_exp(v[0] - m);
     if (c == t) e = e - A(1);
     return convert<T>(mul_rn(e, s));
-  };
-  RowChunks<T> rc(xr, C);
-  if (reinterpret_cast<uintptr_t>(xr) % 16 != reinterpret_cast<uintptr_t>(dr) % 16)
-    rc.head = C, rc.chunks = 0;
-  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) dr[c] = value(c, convert<A>(xr[c]));
-  const uint4* xv = reinterpret_cast<const uint4*>(xr + rc.head);
-  uint4* dv = reinterpret_cast<uint4*>(dr + rc.head);
-#pragma unroll 2
-  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
-    const uint4 raw = xv[i];
-    const T* v = reinterpret_cast<const T*>(&raw);
-    uint4 out;
-    T* o = reinterpret_cast<T*>(&out);
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) o[e] = value(rc.head + i * kVec + e, convert<A>(v[e]));
-    dv[i] = out;
-  }
-  for (int64_t c = rc.tail() + threadIdx.x; c < C; c += blockDim.x)
-    dr[c] = value(c, convert<A>(xr[c]));
+  });
 }
 
 // Threads per row: wide rows (vocabularies) get the largest blocks.
