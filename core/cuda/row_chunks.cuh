@@ -36,53 +36,33 @@ struct RowChunks {
   __device__ int64_t tail() const { return head + chunks * kVec; }
 };
 
-/// f(c, v) for each element c of the K rows in[] (v[k] = in[k][c] as A), the block's
-/// threads each taking their share. K >= 1 rows that lie alike.
-template <typename A, int K, typename T, typename F>
-__device__ __forceinline__ void row_for_each(const T* const (&in)[K], int64_t n, F&& f) {
-  constexpr int kVec = RowChunks<T>::kVec;
-  auto one = [&](int64_t c) {
-    A v[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) v[k] = convert<A>(in[k][c]);
-    f(c, v);
-  };
-  const RowChunks<T> rc = [&]<int... I>(std::integer_sequence<int, I...>) {
-    return RowChunks<T>(n, in[I]...);
-  }
-  (std::make_integer_sequence<int, K>());
-  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) one(c);
-#pragma unroll 2
-  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
-    uint4 raw[K];
-#pragma unroll
-    for (int k = 0; k < K; ++k) raw[k] = reinterpret_cast<const uint4*>(in[k] + rc.head)[i];
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) {
-      A v[K];
-#pragma unroll
-      for (int k = 0; k < K; ++k) v[k] = convert<A>(reinterpret_cast<const T*>(&raw[k])[e]);
-      f(rc.head + i * kVec + e, v);
-    }
-  }
-  for (int64_t c = rc.tail() + threadIdx.x; c < n; c += blockDim.x) one(c);
-}
+namespace detail {
 
-/// out[c] = f(c, v) (a T) for each element c of the K rows in[], as row_for_each; out
-/// written 16 bytes a store where it lies as the inputs do.
-template <typename A, int K, typename T, typename F>
-__device__ __forceinline__ void row_map(const T* const (&in)[K], T* out, int64_t n, F&& f) {
+/// The walk of row_for_each (kMap false: f(c, v)) and row_map (out[c] = f(c, v)).
+template <bool kMap, typename A, int K, typename T, typename F>
+__device__ __forceinline__ void row_walk(const T* const (&in)[K], T* out, int64_t n, F&& f) {
   constexpr int kVec = RowChunks<T>::kVec;
+  const RowChunks<T> rc = [&]<int... I>(std::integer_sequence<int, I...>) {
+    if constexpr (kMap)
+      return RowChunks<T>(n, out, in[I]...);
+    else
+      return RowChunks<T>(n, in[I]...);
+  }
+  (std::make_integer_sequence<int, K>());
+  // Element c from values v: its result stored (kMap) or only f called.
+  auto apply = [&](int64_t c, const A(&v)[K], T& slot) {
+    if constexpr (kMap)
+      slot = f(c, v);
+    else
+      f(c, v);
+  };
   auto one = [&](int64_t c) {
     A v[K];
 #pragma unroll
     for (int k = 0; k < K; ++k) v[k] = convert<A>(in[k][c]);
-    out[c] = f(c, v);
+    T unused;
+    apply(c, v, kMap ? out[c] : unused);
   };
-  const RowChunks<T> rc = [&]<int... I>(std::integer_sequence<int, I...>) {
-    return RowChunks<T>(n, out, in[I]...);
-  }
-  (std::make_integer_sequence<int, K>());
   for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) one(c);
 #pragma unroll 2
   for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
@@ -94,11 +74,27 @@ __device__ __forceinline__ void row_map(const T* const (&in)[K], T* out, int64_t
       A v[K];
 #pragma unroll
       for (int k = 0; k < K; ++k) v[k] = convert<A>(reinterpret_cast<const T*>(&raw[k])[e]);
-      reinterpret_cast<T*>(&res)[e] = f(rc.head + i * kVec + e, v);
+      apply(rc.head + i * kVec + e, v, reinterpret_cast<T*>(&res)[e]);
     }
-    reinterpret_cast<uint4*>(out + rc.head)[i] = res;
+    if constexpr (kMap) reinterpret_cast<uint4*>(out + rc.head)[i] = res;
   }
   for (int64_t c = rc.tail() + threadIdx.x; c < n; c += blockDim.x) one(c);
+}
+
+}  // namespace detail
+
+/// f(c, v) for each element c of the K rows in[] (v[k] = in[k][c] as A), the block's
+/// threads each taking their share. K >= 1 rows that lie alike.
+template <typename A, int K, typename T, typename F>
+__device__ __forceinline__ void row_for_each(const T* const (&in)[K], int64_t n, F&& f) {
+  detail::row_walk<false, A>(in, static_cast<T*>(nullptr), n, f);
+}
+
+/// out[c] = f(c, v) (a T) for each element c of the K rows in[], as row_for_each; out
+/// written 16 bytes a store where it lies as the inputs do.
+template <typename A, int K, typename T, typename F>
+__device__ __forceinline__ void row_map(const T* const (&in)[K], T* out, int64_t n, F&& f) {
+  detail::row_walk<true, A>(in, out, n, f);
 }
 
 }  // namespace zt::cuda
