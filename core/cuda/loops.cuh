@@ -3,8 +3,8 @@
 // element offsets. launch_elementwise coalesces the shape (dims contiguous for every
 // operand merge), passes sizes and strides by value (up to kMaxDims dims; more are
 // split on the host), and runs a grid-stride loop, with a fast path when every
-// operand is contiguous. Device-side dtypes, conversions and the dtype dispatcher are
-// in device_types.cuh (included here).
+// operand is contiguous, and 32-bit index math (IntDivider) below 2^31 elements. Device-side
+// dtypes, conversions and the dtype dispatcher are in device_types.cuh (included here).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -18,6 +18,7 @@
 
 #include "core/cuda/check.h"
 #include "core/cuda/device_types.cuh"
+#include "core/cuda/int_divider.h"
 #include "core/cuda/stream.h"
 #include "core/tensor.h"
 
@@ -61,6 +62,40 @@ struct OffsetCalc {
     }
   }
 };
+
+/// OffsetCalc for fewer than 2^31 elements: the index splits by IntDividers (a multiply-
+/// high and a shift per dim, where a 64-bit division is a software routine per dim and
+/// element); offsets stay 64-bit.
+template <int N>
+struct OffsetCalc32 {
+  int ndim;
+  uint32_t numel;
+  int64_t base[N];
+  IntDivider sizes[kMaxDims];
+  int64_t strides[kMaxDims][N];
+
+  __device__ void get(uint32_t i, int64_t (&off)[N]) const {
+#pragma unroll
+    for (int k = 0; k < N; ++k) off[k] = base[k];
+    for (int d = ndim - 1; d >= 0; --d) {
+      uint32_t q, r;
+      sizes[d].divmod(i, q, r);
+      i = q;
+#pragma unroll
+      for (int k = 0; k < N; ++k) off[k] += static_cast<int64_t>(r) * strides[d][k];
+    }
+  }
+};
+
+template <int N, typename F>
+__global__ void strided_kernel32(OffsetCalc32<N> calc, F f) {
+  const uint32_t step = gridDim.x * blockDim.x;  // i + step < 2^32: i < 2^31, step < 2^31
+  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < calc.numel; i += step) {
+    int64_t off[N];
+    calc.get(i, off);
+    f(off);
+  }
+}
 
 template <int N, typename F>
 __global__ void strided_kernel(OffsetCalc<N> calc, F f) {
@@ -141,7 +176,19 @@ void launch_dims(const Coalesced& c, size_t first, std::array<int64_t, N> base, 
     for (int k = 0; k < N; ++k) calc.strides[d][k] = c.strides[first + d][k];
   }
   if (calc.numel == 0) return;
-  strided_kernel<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc, f);
+  if (calc.numel < (int64_t{1} << 31)) {
+    OffsetCalc32<N> calc32{};
+    calc32.ndim = calc.ndim;
+    calc32.numel = static_cast<uint32_t>(calc.numel);
+    for (int k = 0; k < N; ++k) calc32.base[k] = calc.base[k];
+    for (int d = 0; d < calc.ndim; ++d) {
+      calc32.sizes[d] = IntDivider(calc.sizes[d]);
+      for (int k = 0; k < N; ++k) calc32.strides[d][k] = calc.strides[d][k];
+    }
+    strided_kernel32<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc32, f);
+  } else {
+    strided_kernel<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc, f);
+  }
   CUDA_CHECK_LAUNCH();
 }
 }  // namespace detail
