@@ -11,8 +11,9 @@
 // M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
 //
 // Parallel layout: one block per statistic ((n, g) or c), one warp per (n, c) row for the
-// GroupNorm backward sums, blocks of 32 channels x kSumLanes batch lanes for its parameter
-// gradients, one thread per element for the elementwise passes.
+// GroupNorm backward sums and its input gradient, blocks of 32 channels x kSumLanes batch
+// lanes for its parameter gradients, one thread per element for BatchNorm's elementwise
+// passes.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
@@ -44,7 +45,8 @@ __device__ __forceinline__ void moments_from_shifted_sums(double k, double s1, d
 // Block per (n, g): statistics over its M contiguous elements, then y.
 template <typename T>
 __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
-                                          const T* b, int64_t C, int64_t S, int64_t G, double eps) {
+                                          const T* b, int64_t C, int64_t S, int64_t G, double eps,
+                                          IntDivider s_div) {
   __shared__ double scratch[32];
   const int64_t ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, M = Cg * S;
   const T* blk = x + (n * C + g * Cg) * S;
@@ -69,8 +71,9 @@ __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
   T* yb = y + (n * C + g * Cg) * S;
   int64_t cached = -1;
   T ta = 0, tsh = 0;
+  const bool small = M < (int64_t{1} << 31);  // s_div divides indices below 2^31
   for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
-    const int64_t c = g * Cg + i / S;
+    const int64_t c = g * Cg + (small ? s_div.div(static_cast<uint32_t>(i)) : i / S);
     if (c != cached) {
       double a = r * (w ? dbl(w[c]) : 1.0);
       ta = static_cast<T>(a);
@@ -153,21 +156,24 @@ __global__ void group_norm_coef_kernel(double* c2, double* c3, const double* sdy
   c3[ng] = -r * sum_dxhat * inv_m;
 }
 
-// Thread per element of (N, C, S).
+// Warp per (n, c) row: the row's coefficients once, then its S elements (the same
+// per-element formula as one thread per element, without an index division each).
 template <typename T>
 __global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd,
-                                     const T* w, const double* c2, const double* c3, int64_t total,
+                                     const T* w, const double* c2, const double* c3, int64_t NC,
                                      int64_t C, int64_t S, int64_t G) {
-  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += step) {
-    const int64_t nc = i / S, n = nc / C, c = nc % C, ng = n * G + c / (C / G);
-    const double r = dbl(rstd[ng]);
-    const T t1 = static_cast<T>(r * (w ? dbl(w[c]) : 1.0));
-    const T t2 = static_cast<T>(c2[ng]), t3 = static_cast<T>(c3[ng]);
-    const T tmu = static_cast<T>(dbl(mean[ng]));
-    dx[i] = add_rn(add_rn(mul_rn(t1, dy[i]), mul_rn(t2, x[i] - tmu)), t3);
-  }
+  const int64_t nc = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (nc >= NC) return;
+  const int64_t n = nc / C, c = nc % C, ng = n * G + c / (C / G);
+  const double r = dbl(rstd[ng]);
+  const T t1 = static_cast<T>(r * (w ? dbl(w[c]) : 1.0));
+  const T t2 = static_cast<T>(c2[ng]), t3 = static_cast<T>(c3[ng]);
+  const T tmu = static_cast<T>(dbl(mean[ng]));
+  const T* dr = dy + nc * S;
+  const T* xr = x + nc * S;
+  T* o = dx + nc * S;
+  for (int64_t s = threadIdx.x % 32; s < S; s += 32)
+    o[s] = add_rn(add_rn(mul_rn(t1, dr[s]), mul_rn(t2, xr[s] - tmu)), t3);
 }
 
 // ---------------------------------------------------------------- kernels: BatchNorm
@@ -283,7 +289,7 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     group_norm_forward_kernel<T>
         <<<grid_x(N * G, "group_norm_forward_kernel"), kThreads, 0, current_stream()>>>(
             mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C,
-            S, G, eps);
+            S, G, eps, IntDivider(std::clamp<int64_t>(S, 1, (int64_t{1} << 31) - 1)));
     CUDA_CHECK_LAUNCH();
   });
 }
@@ -318,10 +324,9 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
             mptr<double>(c2), mptr<double>(c3), psdy, psdyx, cptr<T>(rstd), cptr<T>(weight), N * G,
             C, S, G);
     CUDA_CHECK_LAUNCH();
-    const int64_t total = N * C * S;
-    group_norm_dx_kernel<T><<<grid_for(total, d.index), kThreads, 0, st>>>(
+    group_norm_dx_kernel<T><<<blocks_for(N * C, kWarps, "group_norm_dx_kernel"), kThreads, 0, st>>>(
         mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
-        cptr<double>(c2), cptr<double>(c3), total, C, S, G);
+        cptr<double>(c2), cptr<double>(c3), N * C, C, S, G);
     CUDA_CHECK_LAUNCH();
   });
 }
