@@ -220,8 +220,11 @@ __device__ __forceinline__ int64_t nearest_src(const NearestDims& p, int a, int6
   return v < in - 1 ? v : in - 1;
 }
 
-// First output o along axis a whose source index is >= i (the map is monotone).
+// First output o along axis a whose source index is >= i (the map is monotone): i itself
+// for an equal size and 2 i for a doubling (nearest_src's own cases), else by bisection.
 __device__ int64_t nearest_first(const NearestDims& p, int a, int64_t i) {
+  if (p.out[a] == p.in[a]) return i;
+  if (p.out[a] == 2 * p.in[a]) return 2 * i;
   int64_t lo = 0, hi = p.out[a];
   while (lo < hi) {
     const int64_t mid = (lo + hi) / 2;
