@@ -82,8 +82,8 @@ step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 3 --threads 16 
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
 # Both sides under one TF32 policy: TF32 convolutions, exact matmuls (zt's default, PyTorch's);
 # PyTorch with cudnn.benchmark on and cudnn.deterministic off.
-torch_step 35 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 30"
-torch_step 30 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
+torch_step 32 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 30"
+torch_step 28 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
 # The same without the fused attention kernels (batched GEMMs and softmax): what they save.
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --attention math"
@@ -92,10 +92,11 @@ step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 # The fused attention kernels at every tile shape (GPT-2 small's attention, then head dim
 # 128), and the GPT step under the larger shapes: which to make the default.
-step 15 "bin/zt-bench attention --device cuda"
+step 12 "bin/zt-bench attention --device cuda"
+torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
-step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x64,16x64"
-step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x32,32x32"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x64,16x64"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x32,32x32"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
