@@ -20,7 +20,7 @@
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
 #include "apps/common/train_util.h"
-#include "core/cuda/flash_params.h"
+#include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
 
 namespace {

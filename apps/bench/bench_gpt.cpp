@@ -29,6 +29,7 @@
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/cuda/flash_params.h"
+#include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 #include "core/step_graph.h"

@@ -7,6 +7,7 @@
 
 #include "core/cpu/flash_host.h"
 #include "core/cpu/loops.h"
+#include "core/cuda/flash_dispatch.h"
 #include "core/kernels.h"
 
 namespace zt::cpu {

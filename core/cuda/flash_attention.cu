@@ -7,7 +7,7 @@
 // backward, in stream order.
 #include <atomic>
 
-#include "core/cuda/flash_tiles.h"
+#include "core/cuda/flash_dispatch.h"
 #include "core/cuda/loops.cuh"
 #include "core/kernels.h"
 

@@ -39,15 +39,15 @@
 //   B (16 x 8, two of U4's registers): (2t..2t+1, g) and (2t+8.., g)
 //   C (16 x 8, F4):  v[0..1] = (g, 2t..2t+1), v[2..3] = (g+8, 2t..2t+1)
 // A 16 x 16 block of C as two n8 halves is, packed pairwise, an A fragment.
-// The parameters, layout rules and lane register types are in flash_params.h.
+// The parameters, layout rules and lane register types are in flash_params.h; the tile
+// shapes built, and the choice among them, in flash_shapes.h; with_tiles, which picks a
+// call's instantiation, in flash_dispatch.h.
 // Legend: (n0, n1) the two leading dims (batch, heads), Tq queries, Tk keys, D the head
 // dim (q, k and v share it), all tensors with the last dim contiguous.
 #pragma once
 
 #include <cmath>
 #include <cstdint>
-#include <iterator>
-#include <utility>
 
 #include "core/cuda/flash_params.h"
 
@@ -58,7 +58,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 
 /// Tiles<Block, DK, MT, KB>: the algorithm for head dim D = 16 DK on one block backend of
 /// Block::kWarps warps, each owning MT m16 tiles, in steps of 16 KB rows of the other side
-/// (TileShape{16 MT, 16 KB}, flash_params.h). Block provides Reg<T>, each(f) (f(lane) for the
+/// (TileShape{16 MT, 16 KB}, flash_shapes.h). Block provides Reg<T>, each(f) (f(lane) for the
 /// block's lanes, 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain
 /// or transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half `half`
 /// of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack / to_float
@@ -552,58 +552,5 @@ struct Tiles {
     write(p.dv, t, k0, p.tk, dv, 1.f);
   }
 };
-
-/// Calls fn.template operator()<Tiles<Block<E, W>, DK, MT, KB>>() for the first of
-/// kShapes equal to `shape` ({16 MT, 16 KB}); false if none is.
-template <template <class, int> class Block, class E, int W, int DK, const auto& kShapes, class Fn>
-bool with_shape(TileShape shape, Fn&& fn) {
-  return [&]<size_t... I>(std::index_sequence<I...>) {
-    return ((shape == kShapes[I] &&
-             (fn.template operator()<
-                  Tiles<Block<E, W>, DK, kShapes[I].warp_rows / 16, kShapes[I].step_rows / 16>>(),
-              true)) ||
-            ...);
-  }
-  (std::make_index_sequence<std::size(kShapes)>());
-}
-
-/// fn.template operator()<Tiles<Block<E, W>, DK, MT, KB>>() for dtype dt (E: Bf16 or F16,
-/// the backend's 16-bit types), head dim d = 16 DK and the tile shape kPass takes at d
-/// (tile_shape, flash_params.h): blocks of W = 4 warps up to D = 64, of 2 above (their
-/// registers and shared memory grow with D).
-template <Pass kPass, template <class, int> class Block, class Bf16, class F16, class Fn>
-void with_tiles(DType dt, int64_t d, Fn&& fn) {
-  const TileShape shape = tile_shape(kPass, d);
-  auto by_dim = [&]<class E>() {
-    constexpr bool kForward = kPass == Pass::forward;
-    switch (d) {
-      case 32:
-        if constexpr (kForward)
-          return with_shape<Block, E, 4, 2, kNarrowShapes>(shape, fn);
-        else
-          return with_shape<Block, E, 4, 2, kNarrowBackwardShapes>(shape, fn);
-      case 64:
-        if constexpr (kForward)
-          return with_shape<Block, E, 4, 4, kNarrowShapes>(shape, fn);
-        else
-          return with_shape<Block, E, 4, 4, kNarrowBackwardShapes>(shape, fn);
-      case 96:
-        return with_shape<Block, E, 2, 6, kWideShapes>(shape, fn);
-      case 128:
-        return with_shape<Block, E, 2, 8, kWideShapes>(shape, fn);
-      default:
-        ZT_FAIL("flash attention: head dim ", d, " is not one of 32, 64, 96, 128");
-    }
-  };
-  bool built = false;
-  if (dt == DType::bf16) {
-    built = by_dim.template operator()<Bf16>();
-  } else {
-    ZT_CHECK(dt == DType::f16, "flash attention: expected bf16 or f16, got ", dtype_name(dt));
-    built = by_dim.template operator()<F16>();
-  }
-  ZT_CHECK(built, "flash attention: tile shape ", shape.str(), " is not built for head dim ", d,
-           " (built: ", tile_shapes_str(kPass, d), ")");
-}
 
 }  // namespace zt::flash

@@ -12,7 +12,7 @@
 
 #include <gtest/gtest.h>
 
-#include "core/cuda/flash_params.h"
+#include "core/cuda/flash_shapes.h"
 #include "core/kernel_profile.h"
 #include "core/kernels.h"
 #include "core/ops.h"

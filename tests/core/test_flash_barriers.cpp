@@ -242,7 +242,7 @@ TEST(FlashBarriers, TheCheckerFindsPlantedRaces) {
 TEST(FlashBarriers, EveryPassSyncsItsSharedMemory) {
   // Blocks of 4 warps (D = 32, steps of 32) and of 2 (D = 128, steps of 16); one tile and
   // several, partly filled; causal and not; fewer queries than keys and more.
-  // Every tile shape built (flash_params.h): 16 or 32 rows per warp, steps of 32 or 64.
+  // Every tile shape built (flash_shapes.h): 16 or 32 rows per warp, steps of 32 or 64.
   using Small = flash::Tiles<RaceBlock<bf16, 4>, 2>;
   using Wide = flash::Tiles<RaceBlock<bf16, 2>, 8>;
   using SmallLongSteps = flash::Tiles<RaceBlock<bf16, 4>, 2, 1, 4>;
