@@ -169,6 +169,25 @@ struct AxpyFn {
   }
 };
 
+// Values of one element for the vectorized path (launch_vectorized, loops.cuh): the
+// formulas of UnaryFn, BinaryFn and AxpyFn.
+template <typename A>
+struct UnaryValue {
+  UnaryOp op;
+  A p0, p1;
+  __device__ A operator()(const A (&x)[1]) const { return apply_unary(op, x[0], p0, p1); }
+};
+template <typename A>
+struct BinaryValue {
+  BinaryOp op;
+  __device__ A operator()(const A (&x)[2]) const { return apply_binary(op, x[0], x[1]); }
+};
+template <typename A>
+struct AxpyValue {
+  A alpha;
+  __device__ A operator()(const A (&x)[2]) const { return x[0] + alpha * x[1]; }
+};
+
 template <typename T>
 struct WhereFn {
   T* out;
@@ -313,8 +332,12 @@ __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
 void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1) {
   check_device("unary op", out.device(), {in});
   dispatch_device_floating(in.dtype(), "unary op", [&]<typename T>() {
+    using A = acc_t<T>;
+    if (launch_vectorized<T, 1>(out, {&in},
+                                UnaryValue<A>{op, static_cast<A>(p0), static_cast<A>(p1)}))
+      return;
     UnaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
-                 static_cast<acc_t<T>>(p0), static_cast<acc_t<T>>(p1)};
+                 static_cast<A>(p0), static_cast<A>(p1)};
     launch_elementwise<2>(out.device().index, out.sizes(), {&out.strides(), &in.strides()}, f);
   });
 }
@@ -334,6 +357,7 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     return;
   }
   dispatch_device_floating(a.dtype(), "binary op", [&]<typename T>() {
+    if (launch_vectorized<T, 2>(out, {&a, &b}, BinaryValue<acc_t<T>>{op})) return;
     BinaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
                   static_cast<const T*>(b.data_ptr())};
     launch_elementwise<3>(dev, out.sizes(), st, f);
@@ -343,6 +367,8 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
 void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   check_device("axpy", out.device(), {a, b});
   dispatch_device_floating(out.dtype(), "axpy", [&]<typename T>() {
+    if (launch_vectorized<T, 2>(out, {&a, &b}, AxpyValue<acc_t<T>>{static_cast<acc_t<T>>(alpha)}))
+      return;
     AxpyFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
                 static_cast<const T*>(b.data_ptr()), static_cast<acc_t<T>>(alpha)};
     launch_elementwise<3>(out.device().index, out.sizes(),

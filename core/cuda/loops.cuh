@@ -216,6 +216,68 @@ void launch_elementwise(int device, const Shape& sizes, const std::array<const S
   detail::launch_dims<N>(c, 0, offsets, f, device, stream);
 }
 
+/// The K input pointers of vec_kernel, passed by value.
+template <typename T, int K>
+struct VecInputs {
+  const T* p[K];
+};
+
+/// Every operand contiguous, of one shape and dtype T, 16-byte aligned: a thread per
+/// 16-byte chunk of kVec elements (one element a load leaves 16-bit ops far below the
+/// memory's bandwidth), the elements past the last whole chunk one by one. out[i] =
+/// v(x), x[k] the inputs' values at i as acc_t<T>.
+template <int K, typename T, typename V>
+__global__ void vec_kernel(T* __restrict__ out, VecInputs<T, K> in, int64_t n, V v) {
+  using A = acc_t<T>;
+  constexpr int kVec = 16 / sizeof(T);
+  const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t chunks = n / kVec;
+  for (int64_t c = first; c < chunks; c += step) {
+    uint4 raw[K], res;
+#pragma unroll
+    for (int k = 0; k < K; ++k) raw[k] = reinterpret_cast<const uint4*>(in.p[k])[c];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      A x[K];
+#pragma unroll
+      for (int k = 0; k < K; ++k) x[k] = convert<A>(reinterpret_cast<const T*>(&raw[k])[e]);
+      reinterpret_cast<T*>(&res)[e] = convert<T>(v(x));
+    }
+    reinterpret_cast<uint4*>(out)[c] = res;
+  }
+  for (int64_t i = chunks * kVec + first; i < n; i += step) {
+    A x[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) x[k] = convert<A>(in.p[k][i]);
+    out[i] = convert<T>(v(x));
+  }
+}
+
+/// Runs vec_kernel<K, T> when out and every input are contiguous, of out's sizes and
+/// dtype and 16-byte aligned (fresh tensors are); false otherwise, with nothing launched,
+/// for the caller's general path. Launched on the current stream of out's device.
+template <typename T, int K, typename V>
+bool launch_vectorized(const Tensor& out, const std::array<const Tensor*, K>& in, const V& v) {
+  auto fits = [&](const Tensor& t) {
+    return t.is_contiguous() && t.sizes() == out.sizes() && t.dtype() == out.dtype() &&
+           reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+  };
+  if (out.numel() == 0 || !fits(out)) return false;
+  VecInputs<T, K> ptrs{};
+  for (int k = 0; k < K; ++k) {
+    if (!fits(*in[k])) return false;
+    ptrs.p[k] = static_cast<const T*>(in[k]->data_ptr());
+  }
+  const int device = out.device().index;
+  DeviceGuard g(device);
+  const int64_t n = out.numel(), work = std::max<int64_t>(n / (16 / sizeof(T)), 1);
+  vec_kernel<K, T><<<grid_for(work, device), kThreads, 0, current_stream(device)>>>(
+      static_cast<T*>(out.data_ptr()), ptrs, n, v);
+  CUDA_CHECK_LAUNCH();
+  return true;
+}
+
 /// Error unless every defined tensor is on `dev` (kernels here run on one GPU).
 inline void check_device(const char* op, Device dev, std::initializer_list<Tensor> ts) {
   for (const Tensor& t : ts)
