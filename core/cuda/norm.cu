@@ -86,7 +86,8 @@ __global__ void group_norm_forward_kernel(T* __restrict__ y, T* mean, T* rstd,
   });
 }
 
-// Warp per (n, c) row: sdy = sum dy, sdyx = sum dy (x - mean[n, g]).
+// Warp per (n, c) row: sdy = sum dy, sdyx = sum dy (x - mean[n, g]); the row read 16
+// bytes at a time where it allows.
 template <typename T>
 __global__ void group_norm_row_sums_kernel(double* sdy, double* sdyx, const T* dy, const T* x,
                                            const T* mean, int64_t NC, int64_t C, int64_t S,
@@ -96,14 +97,15 @@ __global__ void group_norm_row_sums_kernel(double* sdy, double* sdyx, const T* d
   if (nc >= NC) return;
   const int64_t n = nc / C, g = (nc % C) / (C / G);
   const double mu = dbl(mean[n * G + g]);
-  const T* xr = x + nc * S;
-  const T* dr = dy + nc * S;
+  const T* rows[] = {dy + nc * S, x + nc * S};  // (dy, x)
   double a = 0, b = 0;
-  for (int64_t s = lane; s < S; s += 32) {
-    double d = dbl(dr[s]);
-    a += d;
-    b += d * (dbl(xr[s]) - mu);
-  }
+  row_for_each<double>(
+      rows, S,
+      [&](int64_t, const double(&v)[2]) {
+        a += v[0];
+        b += v[0] * (v[1] - mu);
+      },
+      RowThreads::warp());
   a = warp_reduce_sum(a);
   b = warp_reduce_sum(b);
   if (lane == 0) {
@@ -158,8 +160,9 @@ __global__ void group_norm_coef_kernel(double* c2, double* c3, const double* sdy
   c3[ng] = -r * sum_dxhat * inv_m;
 }
 
-// Warp per (n, c) row: the row's coefficients once, then its S elements (the same
-// per-element formula as one thread per element, without an index division each).
+// Warp per (n, c) row: the row's coefficients once, then its S elements, 16 bytes at a
+// time where the rows allow (the same per-element formula as one thread per element,
+// without an index division each).
 template <typename T>
 __global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* mean, const T* rstd,
                                      const T* w, const double* c2, const double* c3, int64_t NC,
@@ -171,11 +174,13 @@ __global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
   const T t1 = static_cast<T>(r * (w ? dbl(w[c]) : 1.0));
   const T t2 = static_cast<T>(c2[ng]), t3 = static_cast<T>(c3[ng]);
   const T tmu = static_cast<T>(dbl(mean[ng]));
-  const T* dr = dy + nc * S;
-  const T* xr = x + nc * S;
-  T* o = dx + nc * S;
-  for (int64_t s = threadIdx.x % 32; s < S; s += 32)
-    o[s] = add_rn(add_rn(mul_rn(t1, dr[s]), mul_rn(t2, xr[s] - tmu)), t3);
+  const T* rows[] = {dy + nc * S, x + nc * S};  // (dy, x)
+  row_map<T>(
+      rows, dx + nc * S, S,
+      [&](int64_t, const T(&v)[2]) {
+        return add_rn(add_rn(mul_rn(t1, v[0]), mul_rn(t2, v[1] - tmu)), t3);
+      },
+      RowThreads::warp());
 }
 
 // ---------------------------------------------------------------- kernels: BatchNorm

@@ -5,8 +5,8 @@
 // first 16-byte boundary), the chunks, and a scalar tail. Rows read or written together
 // must lie alike against 16-byte boundaries, else the pass runs element by element.
 // Thread threadIdx.x takes head elements threadIdx.x, + blockDim.x, ..., then chunks
-// threadIdx.x, + blockDim.x, ..., then tail elements likewise: a fixed split, so sums
-// built in it have the same bits every run.
+// threadIdx.x, + blockDim.x, ..., then tail elements likewise (a warp's lanes, for rows a
+// warp owns): a fixed split, so sums built in it have the same bits every run.
 #pragma once
 
 #include <cstdint>
@@ -36,11 +36,23 @@ struct RowChunks {
   __device__ int64_t tail() const { return head + chunks * kVec; }
 };
 
+/// The threads that share a row: each takes element (or chunk) first, first + step, ...
+struct RowThreads {
+  int first, step;
+  /// The whole block (threadIdx.x of blockDim.x).
+  static __device__ RowThreads block() {
+    return {static_cast<int>(threadIdx.x), static_cast<int>(blockDim.x)};
+  }
+  /// The calling thread's warp (its lane of 32).
+  static __device__ RowThreads warp() { return {static_cast<int>(threadIdx.x % 32), 32}; }
+};
+
 namespace detail {
 
 /// The walk of row_for_each (kMap false: f(c, v)) and row_map (out[c] = f(c, v)).
 template <bool kMap, typename A, int K, typename T, typename F>
-__device__ __forceinline__ void row_walk(const T* const (&in)[K], T* out, int64_t n, F&& f) {
+__device__ __forceinline__ void row_walk(const T* const (&in)[K], T* out, int64_t n, F&& f,
+                                         RowThreads t) {
   constexpr int kVec = RowChunks<T>::kVec;
   const RowChunks<T> rc = [&]<int... I>(std::integer_sequence<int, I...>) {
     if constexpr (kMap)
@@ -63,9 +75,9 @@ __device__ __forceinline__ void row_walk(const T* const (&in)[K], T* out, int64_
     T unused;
     apply(c, v, kMap ? out[c] : unused);
   };
-  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) one(c);
+  for (int64_t c = t.first; c < rc.head; c += t.step) one(c);
 #pragma unroll 2
-  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
+  for (int64_t i = t.first; i < rc.chunks; i += t.step) {
     uint4 raw[K], res;
 #pragma unroll
     for (int k = 0; k < K; ++k) raw[k] = reinterpret_cast<const uint4*>(in[k] + rc.head)[i];
@@ -78,23 +90,26 @@ __device__ __forceinline__ void row_walk(const T* const (&in)[K], T* out, int64_
     }
     if constexpr (kMap) reinterpret_cast<uint4*>(out + rc.head)[i] = res;
   }
-  for (int64_t c = rc.tail() + threadIdx.x; c < n; c += blockDim.x) one(c);
+  for (int64_t c = rc.tail() + t.first; c < n; c += t.step) one(c);
 }
 
 }  // namespace detail
 
 /// f(c, v) for each element c of the K rows in[] (v[k] = in[k][c] as A), the block's
-/// threads each taking their share. K >= 1 rows that lie alike.
+/// threads (or a warp's lanes, RowThreads::warp()) each taking their share. K >= 1 rows
+/// that lie alike.
 template <typename A, int K, typename T, typename F>
-__device__ __forceinline__ void row_for_each(const T* const (&in)[K], int64_t n, F&& f) {
-  detail::row_walk<false, A>(in, static_cast<T*>(nullptr), n, f);
+__device__ __forceinline__ void row_for_each(const T* const (&in)[K], int64_t n, F&& f,
+                                             RowThreads t = RowThreads::block()) {
+  detail::row_walk<false, A>(in, static_cast<T*>(nullptr), n, f, t);
 }
 
 /// out[c] = f(c, v) (a T) for each element c of the K rows in[], as row_for_each; out
 /// written 16 bytes a store where it lies as the inputs do.
 template <typename A, int K, typename T, typename F>
-__device__ __forceinline__ void row_map(const T* const (&in)[K], T* out, int64_t n, F&& f) {
-  detail::row_walk<true, A>(in, out, n, f);
+__device__ __forceinline__ void row_map(const T* const (&in)[K], T* out, int64_t n, F&& f,
+                                        RowThreads t = RowThreads::block()) {
+  detail::row_walk<true, A>(in, out, n, f, t);
 }
 
 }  // namespace zt::cuda
