@@ -209,6 +209,39 @@ TEST(CudaOps, WhereAndAxpyMatchCpu) {
   }
 }
 
+// Unary, binary and axpy over contiguous, 16-byte aligned operands of one shape run 16
+// bytes a thread (vec_kernel): lengths below, at and past whole chunks, in place (out is
+// an input), and a view one element into its buffer (not aligned: the general path).
+TEST(CudaOps, ContiguousOperandsOfOneShapeMatchCpuWholeChunksOrNot) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  for (DType dt : kFloatTypes) {
+    for (int64_t n : {1, 7, 8, 9, 1000, 4099}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n));
+      const Tensor a = randn_cpu({n + 1}, 13, dt), b = randn_cpu({n + 1}, 14, dt);
+      for (int64_t start : {0, 1}) {  // 1: misaligned views
+        const Tensor ca = a.narrow(0, start, n), cb = b.narrow(0, start, n);
+        const Tensor ga = a.to(kGpu).narrow(0, start, n), gb = b.to(kGpu).narrow(0, start, n);
+        for (UnaryOp op : {UnaryOp::kSilu, UnaryOp::kExp, UnaryOp::kAffine}) {
+          Tensor ref = Tensor::empty({n}, dt), out = Tensor::empty({n}, dt, kGpu);
+          cpu::unary(op, ref, ca, 1.5, -0.25);
+          cuda::unary(op, out, ga, 1.5, -0.25);
+          EXPECT_TRUE(all_close(out, ref, rtol_for(dt), 1e-6)) << static_cast<int>(op);
+        }
+        for (BinaryOp op : {BinaryOp::kAdd, BinaryOp::kMul, BinaryOp::kSiluGrad}) {
+          Tensor ref = Tensor::empty({n}, dt), out = Tensor::empty({n}, dt, kGpu);
+          cpu::binary(op, ref, ca, cb);
+          cuda::binary(op, out, ga, gb);
+          EXPECT_TRUE(all_close(out, ref, rtol_for(dt), 1e-5)) << static_cast<int>(op);
+        }
+        Tensor ref = ca.clone(), got = ga.clone();
+        add_(ref, cb, -0.75);  // in place: out aliases the first operand
+        add_(got, gb, -0.75);
+        EXPECT_TRUE(all_close(got, ref, rtol_for(dt), 1e-6));
+      }
+    }
+  }
+}
+
 // An op whose operands lie on two devices is refused with an error before any kernel
 // runs (a CPU kernel given a GPU pointer would read device memory on the host).
 TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
