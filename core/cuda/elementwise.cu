@@ -274,7 +274,6 @@ __global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int6
 
 constexpr int kMultiCopyPerLaunch = 96;         // pairs per launch (kernel arguments < 4 KB)
 constexpr int64_t kMultiCopyBlockElems = 4096;  // elements per block, 16 per thread
-static_assert(kMultiCopyBlockElems % kThreads == 0, "a multi_copy block's elements per thread");
 
 // Up to kMultiCopyPerLaunch pairs, passed by value: pair i has n[i] elements, worked on
 // by blocks [block0[i], block0[i + 1]).
@@ -287,8 +286,8 @@ struct MultiCopyArgs {
 };
 static_assert(sizeof(MultiCopyArgs) <= 4000, "kernel arguments are limited to 4 KB");
 
-// Block b (of kThreads threads) copies (or adds) elements [(b - block0) *
-// kMultiCopyBlockElems, + that) of the pair whose block range holds b.
+// Block b copies (or adds) elements [(b - block0) * kMultiCopyBlockElems, + that) of the
+// pair whose block range holds b.
 template <typename D, typename S>
 __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
   const int64_t block = blockIdx.x;
@@ -306,22 +305,9 @@ __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
   D* dst = static_cast<D*>(args.dst[lo]);
   const S* src = static_cast<const S*>(args.src[lo]);
   using A = acc_t<D>;
-  // Every load of the thread's kPer elements first, then the stores: loads and stores in
-  // turn (dst may alias src, so they cannot be reordered) had one load in flight a thread.
-  constexpr int kPer = static_cast<int>(kMultiCopyBlockElems / kThreads);
-  D v[kPer];
-#pragma unroll
-  for (int u = 0; u < kPer; ++u) {
-    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(u) * kThreads;
-    if (i < end) {
-      v[u] = convert<D>(src[i]);
-      if (accumulate) v[u] = convert<D>(convert<A>(dst[i]) + convert<A>(v[u]));
-    }
-  }
-#pragma unroll
-  for (int u = 0; u < kPer; ++u) {
-    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(u) * kThreads;
-    if (i < end) dst[i] = v[u];
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const D v = convert<D>(src[i]);
+    dst[i] = accumulate ? convert<D>(convert<A>(dst[i]) + convert<A>(v)) : v;
   }
 }
 

@@ -43,25 +43,22 @@ __device__ __forceinline__ void moments_from_shifted_sums(double k, double s1, d
   var = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
 }
 
-// Block per (n, g): statistics over its M contiguous elements, then y; read and written
-// 16 bytes at a time where the rows allow (row_chunks.cuh).
+// Block per (n, g): statistics over its M contiguous elements, then y.
 template <typename T>
-__global__ void group_norm_forward_kernel(T* __restrict__ y, T* mean, T* rstd,
-                                          const T* __restrict__ x, const T* w, const T* b,
-                                          int64_t C, int64_t S, int64_t G, double eps,
-                                          IntDivider s_div) {
+__global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
+                                          const T* b, int64_t C, int64_t S, int64_t G, double eps) {
   __shared__ double scratch[32];
   const int64_t ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, M = Cg * S;
-  const T* blk[] = {x + (n * C + g * Cg) * S};
+  const T* blk = x + (n * C + g * Cg) * S;
   double mu = 0, var = 0;
   if (M > 0) {
-    const double k = dbl(blk[0][0]);
+    const double k = dbl(blk[0]);
     double s1 = 0, s2 = 0;
-    row_for_each<double>(blk, M, [&](int64_t, const double(&v)[1]) {
-      const double d = v[0] - k;
+    for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+      double d = dbl(blk[i]) - k;
       s1 += d;
       s2 += d * d;
-    });
+    }
     s1 = block_all_sum(s1, scratch);
     s2 = block_all_sum(s2, scratch);
     moments_from_shifted_sums(k, s1, s2, M, mu, var);
@@ -71,19 +68,19 @@ __global__ void group_norm_forward_kernel(T* __restrict__ y, T* mean, T* rstd,
     mean[ng] = static_cast<T>(mu);
     rstd[ng] = static_cast<T>(r);
   }
+  T* yb = y + (n * C + g * Cg) * S;
   int64_t cached = -1;
   T ta = 0, tsh = 0;
-  const bool small = M < (int64_t{1} << 31);  // s_div divides indices below 2^31
-  row_map<T>(blk, y + (n * C + g * Cg) * S, M, [&](int64_t i, const T(&v)[1]) {
-    const int64_t c = g * Cg + (small ? s_div.div(static_cast<uint32_t>(i)) : i / S);
+  for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
+    const int64_t c = g * Cg + i / S;
     if (c != cached) {
-      const double a = r * (w ? dbl(w[c]) : 1.0);
+      double a = r * (w ? dbl(w[c]) : 1.0);
       ta = static_cast<T>(a);
       tsh = static_cast<T>((b ? dbl(b[c]) : 0.0) - mu * a);
       cached = c;
     }
-    return add_rn(mul_rn(v[0], ta), tsh);
-  });
+    yb[i] = add_rn(mul_rn(blk[i], ta), tsh);
+  }
 }
 
 // Warp per (n, c) row: sdy = sum dy, sdyx = sum dy (x - mean[n, g]); the row read 16
@@ -296,7 +293,7 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
     group_norm_forward_kernel<T>
         <<<grid_x(N * G, "group_norm_forward_kernel"), kThreads, 0, current_stream()>>>(
             mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C,
-            S, G, eps, IntDivider(std::clamp<int64_t>(S, 1, (int64_t{1} << 31) - 1)));
+            S, G, eps);
     CUDA_CHECK_LAUNCH();
   });
 }
