@@ -2,9 +2,10 @@
 // An op is a functor `f(off)` that reads and writes its operands at per-operand
 // element offsets. launch_elementwise coalesces the shape (dims contiguous for every
 // operand merge), passes sizes and strides by value (up to kMaxDims dims; more are
-// split on the host), and runs a grid-stride loop, with a fast path when every
-// operand is contiguous, and 32-bit index math (IntDivider) below 2^31 elements. Device-side
-// dtypes, conversions and the dtype dispatcher are in device_types.cuh (included here).
+// split on the host), and runs a grid-stride loop, with a fast path when every operand is
+// contiguous, and 32-bit index math (IntDivider) below 2^31 elements. launch_vectorized runs
+// ops over contiguous, aligned operands of one shape 16 bytes a thread. Device-side dtypes,
+// conversions and the dtype dispatcher are in device_types.cuh (included here).
 #pragma once
 
 #include <cuda_bf16.h>
@@ -41,44 +42,36 @@ inline unsigned blocks_for(int64_t n, int64_t per_block, const char* what) {
   return grid_x(std::max<int64_t>(1, (n + per_block - 1) / per_block), what);
 }
 
-/// Sizes (innermost last) and per-operand strides, in elements, passed by value.
-template <int N>
-struct OffsetCalc {
-  int ndim;
-  int64_t numel;
-  int64_t base[N];
-  int64_t sizes[kMaxDims];
-  int64_t strides[kMaxDims][N];
-
-  __device__ void get(int64_t i, int64_t (&off)[N]) const {
-#pragma unroll
-    for (int k = 0; k < N; ++k) off[k] = base[k];
-    for (int d = ndim - 1; d >= 0; --d) {
-      int64_t q = i / sizes[d];
-      int64_t r = i - q * sizes[d];
-      i = q;
-#pragma unroll
-      for (int k = 0; k < N; ++k) off[k] += r * strides[d][k];
-    }
+/// Division by an int64 divisor as `/` does it: OffsetCalc's sizes past 2^31 elements
+/// (IntDivider, int_divider.h, below).
+struct Int64Divider {
+  int64_t divisor = 1;
+  Int64Divider() = default;
+  explicit Int64Divider(int64_t d) : divisor(d) {}
+  __device__ void divmod(int64_t n, int64_t& q, int64_t& r) const {
+    q = n / divisor;
+    r = n - q * divisor;
   }
 };
 
-/// OffsetCalc for fewer than 2^31 elements: the index splits by IntDividers (a multiply-
-/// high and a shift per dim, where a 64-bit division is a software routine per dim and
-/// element); offsets stay 64-bit.
-template <int N>
-struct OffsetCalc32 {
+/// Sizes (innermost last) as dividers and per-operand strides, in elements, passed by value.
+/// Div is IntDivider below 2^31 elements (a multiply-high and a shift per dim, where a 64-bit
+/// division is a software routine per dim and element), else Int64Divider; offsets are
+/// 64-bit either way.
+template <int N, typename Div>
+struct OffsetCalc {
+  using Index = std::conditional_t<std::is_same_v<Div, IntDivider>, uint32_t, int64_t>;
   int ndim;
-  uint32_t numel;
+  Index numel;
   int64_t base[N];
-  IntDivider sizes[kMaxDims];
+  Div sizes[kMaxDims];
   int64_t strides[kMaxDims][N];
 
-  __device__ void get(uint32_t i, int64_t (&off)[N]) const {
+  __device__ void get(Index i, int64_t (&off)[N]) const {
 #pragma unroll
     for (int k = 0; k < N; ++k) off[k] = base[k];
     for (int d = ndim - 1; d >= 0; --d) {
-      uint32_t q, r;
+      Index q, r;
       sizes[d].divmod(i, q, r);
       i = q;
 #pragma unroll
@@ -87,20 +80,13 @@ struct OffsetCalc32 {
   }
 };
 
-template <int N, typename F>
-__global__ void strided_kernel32(OffsetCalc32<N> calc, F f) {
-  const uint32_t step = gridDim.x * blockDim.x;  // i + step < 2^32: i < 2^31, step < 2^31
-  for (uint32_t i = blockIdx.x * blockDim.x + threadIdx.x; i < calc.numel; i += step) {
-    int64_t off[N];
-    calc.get(i, off);
-    f(off);
-  }
-}
-
-template <int N, typename F>
-__global__ void strided_kernel(OffsetCalc<N> calc, F f) {
-  int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < calc.numel;
+// A grid-stride loop over calc's elements (for IntDivider: i + step < 2^32, as i < 2^31 and
+// the grid holds fewer than 2^31 threads).
+template <int N, typename Div, typename F>
+__global__ void strided_kernel(OffsetCalc<N, Div> calc, F f) {
+  using Index = typename OffsetCalc<N, Div>::Index;
+  const Index step = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index i = static_cast<Index>(blockIdx.x) * blockDim.x + threadIdx.x; i < calc.numel;
        i += step) {
     int64_t off[N];
     calc.get(i, off);
@@ -166,29 +152,24 @@ void launch_dims(const Coalesced& c, size_t first, std::array<int64_t, N> base, 
     }
     return;
   }
-  OffsetCalc<N> calc{};
-  calc.ndim = static_cast<int>(nd);
-  calc.numel = 1;
-  for (int k = 0; k < N; ++k) calc.base[k] = base[k];
-  for (size_t d = 0; d < nd; ++d) {
-    calc.sizes[d] = c.sizes[first + d];
-    calc.numel *= calc.sizes[d];
-    for (int k = 0; k < N; ++k) calc.strides[d][k] = c.strides[first + d][k];
-  }
-  if (calc.numel == 0) return;
-  if (calc.numel < (int64_t{1} << 31)) {
-    OffsetCalc32<N> calc32{};
-    calc32.ndim = calc.ndim;
-    calc32.numel = static_cast<uint32_t>(calc.numel);
-    for (int k = 0; k < N; ++k) calc32.base[k] = calc.base[k];
-    for (int d = 0; d < calc.ndim; ++d) {
-      calc32.sizes[d] = IntDivider(calc.sizes[d]);
-      for (int k = 0; k < N; ++k) calc32.strides[d][k] = calc.strides[d][k];
+  int64_t numel = 1;
+  for (size_t d = 0; d < nd; ++d) numel *= c.sizes[first + d];
+  if (numel == 0) return;
+  auto launch = [&]<typename Div>() {
+    OffsetCalc<N, Div> calc{};
+    calc.ndim = static_cast<int>(nd);
+    calc.numel = static_cast<typename OffsetCalc<N, Div>::Index>(numel);
+    for (int k = 0; k < N; ++k) calc.base[k] = base[k];
+    for (size_t d = 0; d < nd; ++d) {
+      calc.sizes[d] = Div(c.sizes[first + d]);
+      for (int k = 0; k < N; ++k) calc.strides[d][k] = c.strides[first + d][k];
     }
-    strided_kernel32<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc32, f);
-  } else {
-    strided_kernel<N><<<grid_for(calc.numel, device), kThreads, 0, stream>>>(calc, f);
-  }
+    strided_kernel<N, Div><<<grid_for(numel, device), kThreads, 0, stream>>>(calc, f);
+  };
+  if (numel < (int64_t{1} << 31))
+    launch.template operator()<IntDivider>();
+  else
+    launch.template operator()<Int64Divider>();
   CUDA_CHECK_LAUNCH();
 }
 }  // namespace detail
