@@ -16,6 +16,16 @@ __device__ __forceinline__ A warp_reduce_sum(A v) {
   return v;
 }
 
+/// Sum over the 32 lanes of a warp; every lane holds the same result. A butterfly: at each
+/// level both lanes of a pair add the same two values (in swapped order, which IEEE
+/// addition does not see), so the lanes agree bitwise.
+template <typename A>
+__device__ __forceinline__ A warp_all_sum(A v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
 /// Max over the 32 lanes of a warp; every lane holds the result (NaNs are skipped
 /// unless every value is NaN, like fmax).
 template <typename A>

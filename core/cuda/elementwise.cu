@@ -287,7 +287,8 @@ struct MultiCopyArgs {
 static_assert(sizeof(MultiCopyArgs) <= 4000, "kernel arguments are limited to 4 KB");
 
 // Block b copies (or adds) elements [(b - block0) * kMultiCopyBlockElems, + that) of the
-// pair whose block range holds b.
+// pair whose block range holds b: kN at a time (16 bytes of the wider type) where both
+// arrays lie on kN-element boundaries, then the run's tail one by one.
 template <typename D, typename S>
 __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
   const int64_t block = blockIdx.x;
@@ -305,10 +306,28 @@ __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
   D* dst = static_cast<D*>(args.dst[lo]);
   const S* src = static_cast<const S*>(args.src[lo]);
   using A = acc_t<D>;
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const D v = convert<D>(src[i]);
-    dst[i] = accumulate ? convert<D>(convert<A>(dst[i]) + convert<A>(v)) : v;
+  constexpr int kN = 16 / (sizeof(D) > sizeof(S) ? sizeof(D) : sizeof(S));
+  auto step = [&]<int kM>(int64_t i) {
+    S sv[kM];
+    D dv[kM];
+    copy_vec<kM>(sv, src + i);
+    if (accumulate) copy_vec<kM>(dv, dst + i);
+#pragma unroll
+    for (int e = 0; e < kM; ++e) {
+      const D v = convert<D>(sv[e]);
+      dv[e] = accumulate ? convert<D>(convert<A>(dv[e]) + convert<A>(v)) : v;
+    }
+    copy_vec<kM>(dst + i, dv);
+  };
+  int64_t i = begin + threadIdx.x;
+  if (reinterpret_cast<uintptr_t>(dst) % (kN * sizeof(D)) == 0 &&
+      reinterpret_cast<uintptr_t>(src) % (kN * sizeof(S)) == 0) {
+    const int64_t whole = begin + (end - begin) / kN * kN;
+    for (int64_t j = begin + threadIdx.x * kN; j < whole; j += blockDim.x * kN)
+      step.template operator()<kN>(j);
+    i = whole + threadIdx.x;
   }
+  for (; i < end; i += blockDim.x) step.template operator()<1>(i);
 }
 
 }  // namespace

@@ -197,6 +197,23 @@ void launch_elementwise(int device, const Shape& sizes, const std::array<const S
   detail::launch_dims<N>(c, 0, offsets, f, device, stream);
 }
 
+/// kN elements from src to dst as one access of kN sizeof(T) bytes where that is 4, 8 or
+/// 16 (the caller checked that both lie on such a boundary), else one by one.
+template <int kN, typename T>
+__device__ __forceinline__ void copy_vec(T* dst, const T* src) {
+  constexpr size_t kBytes = kN * sizeof(T);
+  if constexpr (kBytes == 16) {
+    *reinterpret_cast<uint4*>(dst) = *reinterpret_cast<const uint4*>(src);
+  } else if constexpr (kBytes == 8) {
+    *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+  } else if constexpr (kBytes == 4) {
+    *reinterpret_cast<uint32_t*>(dst) = *reinterpret_cast<const uint32_t*>(src);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kN; ++e) dst[e] = src[e];
+  }
+}
+
 /// The K input pointers of vec_kernel, passed by value.
 template <typename T, int K>
 struct VecInputs {

@@ -68,17 +68,16 @@ struct AdamOp {
     return o;
   }
 
-  __device__ __forceinline__ T operator()(T* p, const T* g, T* m, T* v, int64_t i) const {
-    const T pi = p[i];
-    const T gi = add_rn(g[i], mul_rn(l2, pi));
-    const T mi = add_rn(mul_rn(beta1, m[i]), mul_rn(omb1, gi));
-    const T vi = add_rn(mul_rn(beta2, v[i]), mul_rn(mul_rn(omb2, gi), gi));
-    m[i] = mi;
-    v[i] = vi;
+  // One element: p, its gradient g and moments m, v (has_state is always true here).
+  __device__ __forceinline__ void operator()(T& p, T g, T& m, T& v, bool) const {
+    const T pi = p;
+    const T gi = add_rn(g, mul_rn(l2, pi));
+    const T mi = add_rn(mul_rn(beta1, m), mul_rn(omb1, gi));
+    const T vi = add_rn(mul_rn(beta2, v), mul_rn(mul_rn(omb2, gi), gi));
+    m = mi;
+    v = vi;
     const T denom = add_rn(mul_rn(sqrt_rn(vi), inv_sqrt_bc2), eps);
-    const T out = sub_rn(mul_rn(pi, decay), div_rn(mul_rn(step_size, mi), denom));
-    p[i] = out;
-    return out;
+    p = sub_rn(mul_rn(pi, decay), div_rn(mul_rn(step_size, mi), denom));
   }
 };
 
@@ -98,24 +97,49 @@ struct SgdOp {
     return o;
   }
 
-  __device__ __forceinline__ T operator()(T* p, const T* g, T* buf, T*, int64_t i) const {
-    const T pi = p[i];
-    T d = add_rn(g[i], mul_rn(weight_decay, pi));
-    if (buf) {
-      const T b = first ? d : add_rn(mul_rn(momentum, buf[i]), mul_rn(omd, d));
-      buf[i] = b;
+  // One element: p, its gradient g and momentum buffer buf (when has_buf).
+  __device__ __forceinline__ void operator()(T& p, T g, T& buf, T&, bool has_buf) const {
+    const T pi = p;
+    T d = add_rn(g, mul_rn(weight_decay, pi));
+    if (has_buf) {
+      const T b = first ? d : add_rn(mul_rn(momentum, buf), mul_rn(omd, d));
+      buf = b;
       d = nesterov ? add_rn(d, mul_rn(momentum, b)) : b;
     }
-    const T out = sub_rn(pi, mul_rn(lr, d));
-    p[i] = out;
-    return out;
+    p = sub_rn(pi, mul_rn(lr, d));
   }
 };
 
+// Elements [i, i + kN) of an entry through `op`, loaded and stored kN at a time (one
+// access per array: the caller checked the alignment) or one by one (kN = 1); writes
+// their 16-bit copy (type L) when the entry has one.
+template <int kN, typename T, typename L, typename Op>
+__device__ __forceinline__ void update(const Op& op, T* p, const T* g, T* s0, T* s1, L* low,
+                                       int64_t i) {
+  T pv[kN], gv[kN], av[kN] = {}, bv[kN] = {};
+  copy_vec<kN>(pv, p + i);
+  copy_vec<kN>(gv, g + i);
+  if (s0) copy_vec<kN>(av, s0 + i);
+  if (s1) copy_vec<kN>(bv, s1 + i);
+  L lv[kN];
+#pragma unroll
+  for (int e = 0; e < kN; ++e) {
+    op(pv[e], gv[e], av[e], bv[e], s0 != nullptr);
+    lv[e] = convert<L>(pv[e]);
+  }
+  copy_vec<kN>(p + i, pv);
+  if (s0) copy_vec<kN>(s0 + i, av);
+  if (s1) copy_vec<kN>(s1 + i, bv);
+  if (low) copy_vec<kN>(low + i, lv);
+}
+
 // Block b updates elements [(b - block0) * kBlockElems, + kBlockElems) of the entry
-// whose block range holds b, and writes their 16-bit copy (type L) when it has one.
+// whose block range holds b, and writes their 16-bit copy (type L) when it has one:
+// 16 / sizeof(T) elements a thread at a time where every array of the entry starts on a
+// 16-byte boundary (a block's run starts on one too), then the run's tail one by one.
 template <typename T, typename L, typename Op>
 __global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries, Op step) {
+  constexpr int kVec = 16 / sizeof(T);
   __shared__ int s_entry;
   const Op op = step.resolved();
   const int64_t block = blockIdx.x;
@@ -139,10 +163,17 @@ __global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries
   T* s0 = static_cast<T*>(e.s0);
   T* s1 = static_cast<T*>(e.s1);
   L* low = static_cast<L*>(e.low);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
-    const T x = op(p, g, s0, s1, i);
-    if (low) low[i] = convert<L>(x);
+  const auto bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
+                    reinterpret_cast<uintptr_t>(s0) | reinterpret_cast<uintptr_t>(s1);
+  const bool vec = bits % 16 == 0 && reinterpret_cast<uintptr_t>(low) % (kVec * sizeof(L)) == 0;
+  int64_t i = begin + threadIdx.x;
+  if (vec) {
+    const int64_t whole = begin + (end - begin) / kVec * kVec;
+    for (int64_t j = begin + threadIdx.x * kVec; j < whole; j += blockDim.x * kVec)
+      update<kVec>(op, p, g, s0, s1, low, j);
+    i = whole + threadIdx.x;
   }
+  for (; i < end; i += blockDim.x) update<1>(op, p, g, s0, s1, low, i);
 }
 
 // ---------------------------------------------------------------- table upload

@@ -24,9 +24,15 @@ struct Case {
 };
 
 // Rows of a GPT-2-small width, D not a multiple of a warp, one row, many blocks of rows
-// (and more columns than one block has threads), a row longer than 8 per thread.
-const Case kCases[] = {{64, 768, true},   {3, 37, true},   {1, 19, false},
-                       {300, 1000, true}, {5, 4096, true}, {9, 100, false}};
+// (and more columns than one block has threads), a row longer than 8 per thread. The warp
+// path (rows of whole 16-byte chunks, at most 4 a lane) takes 64 x 768 and 300 x 1000 in
+// bf16 (3 and 4 chunks a lane; 300 rows end in a partial block of 16), 9 x 100 in f32
+// (25 chunks: lanes without one), 130 x 512 in f32 (4 chunks, nine row blocks), 70 x 256
+// in bf16 without weights and 3 x 64 (fewer rows than a block has warps); the others take
+// the block path (f32 rows of 768 and 1000 are too long for the warp's registers).
+const Case kCases[] = {{64, 768, true},   {3, 37, true},    {1, 19, false},
+                       {300, 1000, true}, {5, 4096, true},  {9, 100, false},
+                       {130, 512, true},  {70, 256, false}, {3, 64, true}};
 
 Fn layer_norm_fn(int64_t D, bool affine) {
   return [D, affine](const std::vector<Tensor>& in) {

@@ -322,6 +322,20 @@ TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
         EXPECT_TRUE(all_close(gadd[i], added[i], 0, 0)) << "pair " << i;
       }
     }
+  // Arrays one element past a 16-byte boundary (views into a buffer) take the kernel's
+  // element-by-element path, aligned ones its 16-byte one: the same bits either way.
+  for (int64_t off : {0, 1}) {
+    SCOPED_TRACE("offset " + std::to_string(off));
+    Tensor src = randn_cpu({1001}, 90, DType::bf16), dst = randn_cpu({1001}, 91);
+    std::vector<Tensor> copied{dst.narrow(0, off, 1000).clone()}, added{copied[0].clone()};
+    multi_copy_(copied, {src.narrow(0, off, 1000)});
+    multi_add_(added, {src.narrow(0, off, 1000)});
+    Tensor gsrc = src.to(kGpu), gcopy = dst.to(kGpu), gadd = dst.to(kGpu);
+    multi_copy_({gcopy.narrow(0, off, 1000)}, {gsrc.narrow(0, off, 1000)});
+    multi_add_({gadd.narrow(0, off, 1000)}, {gsrc.narrow(0, off, 1000)});
+    EXPECT_TRUE(all_close(gcopy.narrow(0, off, 1000), copied[0], 0, 0));
+    EXPECT_TRUE(all_close(gadd.narrow(0, off, 1000), added[0], 0, 0));
+  }
   // Integers copy into their own dtype (the engine's packed batch counters).
   Tensor counts = from_vector({3, 1, 4, 1, 5}, {5}, DType::i64);
   Tensor out = zeros({5}, DType::i64, kGpu);

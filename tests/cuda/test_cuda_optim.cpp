@@ -151,6 +151,48 @@ TEST(CudaOptim, OneLaunchOverManyTensorsEqualsOneLaunchEach) {
   }
 }
 
+// The kernel updates 16 bytes at a time where all of an entry's arrays start on a 16-byte
+// boundary, else element by element. Views one element into their buffers take the second
+// path, fresh tensors the first (with tails: the sizes are not multiples of 4); both give
+// the CPU's bits, the bf16 copies included.
+TEST(CudaOptim, AlignedAndMisalignedArraysGiveTheCpuBits) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Device gpu = Device::cuda(0);
+  for (bool misaligned : {false, true}) {
+    SCOPED_TRACE(misaligned ? "views one element in" : "fresh tensors");
+    std::vector<Tensor> pg, gg, mg, vg, lg, pc, gc, mc, vc, lc;
+    for (size_t i = 0; i < kShapes.size(); ++i) {
+      const int64_t n = shape_numel(kShapes[i]), off = misaligned ? 1 : 0;
+      auto on_gpu = [&](const Tensor& t) {
+        Tensor buf = Tensor::empty({n + off}, t.dtype(), gpu);
+        Tensor view = buf.slice(0, off, n + off);
+        view.copy_(t.to(gpu));
+        return view;
+      };
+      pc.push_back(normal_cpu({n}, i + 1));
+      gc.push_back(normal_cpu({n}, i + 11));
+      mc.push_back(normal_cpu({n}, i + 21));
+      vc.push_back(abs(normal_cpu({n}, i + 31)));
+      lc.push_back(Tensor::empty({n}, DType::bf16));
+      pg.push_back(on_gpu(pc.back()));
+      gg.push_back(on_gpu(gc.back()));
+      mg.push_back(on_gpu(mc.back()));
+      vg.push_back(on_gpu(vc.back()));
+      lg.push_back(on_gpu(lc.back()));
+    }
+    for (int step = 0; step < 2; ++step) {
+      cuda::adam_update(pg, gg, mg, vg, lg, 0.9, 0.999, 0.01, 1, 1e-3, 1.2, 1e-8);
+      cpu::adam_update(pc, gc, mc, vc, lc, 0.9, 0.999, 0.01, 1, 1e-3, 1.2, 1e-8);
+    }
+    for (size_t i = 0; i < pg.size(); ++i) {
+      EXPECT_TRUE(same_bits(pg[i], pc[i])) << "tensor " << i;
+      EXPECT_TRUE(same_bits(mg[i], mc[i])) << "tensor " << i;
+      EXPECT_TRUE(same_bits(vg[i], vc[i])) << "tensor " << i;
+      EXPECT_TRUE(same_bits(lg[i], lc[i])) << "tensor " << i;
+    }
+  }
+}
+
 TEST(CudaOptim, ARepeatedUpdateReusesItsUploadedTable) {
   ZT_SKIP_WITHOUT_GPU();
   const Device gpu = Device::cuda(0);
