@@ -91,12 +91,12 @@ step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --atten
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 # The fused attention kernels at every tile shape (GPT-2 small's attention, then head dim
-# 128), and the GPT step under the larger shapes: which to make the default.
+# 128), and the GPT step under three-stage pipelines: which to make the default.
 step 12 "bin/zt-bench attention --device cuda"
 torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x64,16x64"
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 32x32,32x32"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 16x32x3,16x32x3"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 16x64x3,16x32x3"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"

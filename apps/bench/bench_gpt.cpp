@@ -87,7 +87,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       ->check(CLI::IsMember({"auto", "flash", "math"}));
   app.add_option("--flash-tiles", flash_tiles,
                  "the fused attention kernels' tile shapes, FORWARD[,BACKWARD] as rows per warp "
-                 "x rows per step (e.g. 32x64,16x64; zt-bench attention lists and times them); "
+                 "x rows per step [x pipeline stages] (e.g. 32x64,16x32x3; zt-bench attention "
+                 "lists and times them); "
                  "default: each head dim's default");
   app.add_flag("--cuda-graph", graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda, "

@@ -3,13 +3,14 @@
 // ldmatrix, mma.sync m16n8k16 and the lane shuffles gather and scatter a warp's 32 of them
 // exactly as the PTX ISA lays the fragments out (the layouts at the top of
 // flash_tiles.h); the products are exact 16-bit values multiplied and summed in f32 in a
-// fixed order; an asynchronous copy lands at the next wait_async. Used by
+// fixed order; an asynchronous copy lands at the wait_async that covers its group. Used by
 // core/cpu/flash_attention.cpp, and by the tests, which check its barriers by deriving
 // a backend that records every shared-memory access.
 #pragma once
 
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <vector>
 
 #include "core/cuda/flash_tiles.h"
@@ -115,12 +116,22 @@ struct HostBlock {
   }
   static void copy16(uint16_t* dst, const uint16_t* src) { std::memcpy(dst, src, 16); }
   static void zero16(uint16_t* dst) { std::memset(dst, 0, 16); }
-  /// As cp.async: the copy lands only at the next wait_async, so a read of the tile
-  /// before that wait sees the old contents here as it could on the GPU.
-  static void copy16_async(uint16_t* dst, const uint16_t* src) { pending().push_back({dst, src}); }
+  /// As cp.async: the copy lands only at a wait_async that covers its group, so a read of
+  /// the tile before that wait sees the old contents here as it could on the GPU.
+  static void copy16_async(uint16_t* dst, const uint16_t* src) { open().push_back({dst, src}); }
+  /// Closes the group of the copies issued since the last commit.
+  static void commit_async() {
+    committed().push_back(std::move(open()));
+    open().clear();
+  }
+  /// Lands every committed group but the newest kPending; kPending 0: every copy.
+  template <int kPending = 0>
   static void wait_async() {
-    for (const Copy& c : pending()) std::memcpy(c.dst, c.src, 16);
-    pending().clear();
+    if (kPending == 0) commit_async();
+    while (committed().size() > static_cast<size_t>(kPending)) {
+      for (const Copy& c : committed().front()) std::memcpy(c.dst, c.src, 16);
+      committed().pop_front();
+    }
   }
   static float exp2(float x) { return std::exp2(x); }
   static float log2(float x) { return std::log2(x); }
@@ -130,9 +141,13 @@ struct HostBlock {
     uint16_t* dst;
     const uint16_t* src;
   };
-  static std::vector<Copy>& pending() {
+  static std::vector<Copy>& open() {  // issued since the last commit
     thread_local std::vector<Copy> copies;
     return copies;
+  }
+  static std::deque<std::vector<Copy>>& committed() {  // oldest group first
+    thread_local std::deque<std::vector<Copy>> groups;
+    return groups;
   }
   static float low(uint32_t w) { return to_float(static_cast<uint16_t>(w & 0xffffu)); }
   static float high(uint32_t w) { return to_float(static_cast<uint16_t>(w >> 16)); }

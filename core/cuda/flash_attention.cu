@@ -114,13 +114,22 @@ struct MmaBlock {
     *reinterpret_cast<uint4*>(dst) = make_uint4(0, 0, 0, 0);
   }
   /// 16 bytes from global to shared memory without passing through registers; they land
-  /// at the thread's next wait_async.
+  /// at the thread's wait_async that covers their group.
   static __device__ __forceinline__ void copy16_async(uint16_t* dst, const uint16_t* src) {
     const auto d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" : : "r"(d), "l"(src));
   }
+  /// Closes the group of the thread's copies issued since its last commit.
+  static __device__ __forceinline__ void commit_async() {
+    asm volatile("cp.async.commit_group;\n" : : : "memory");
+  }
+  /// Waits for every committed group but the newest kPending; kPending 0: for every copy.
+  template <int kPending = 0>
   static __device__ __forceinline__ void wait_async() {
-    asm volatile("cp.async.wait_all;\n" : : : "memory");
+    if constexpr (kPending == 0)
+      asm volatile("cp.async.wait_all;\n" : : : "memory");
+    else
+      asm volatile("cp.async.wait_group %0;\n" : : "n"(kPending) : "memory");
   }
   static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
   static __device__ __forceinline__ float log2(float x) { return log2f(x); }

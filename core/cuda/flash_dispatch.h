@@ -12,14 +12,14 @@
 
 namespace zt::flash {
 
-/// Calls fn.template operator()<Tiles<Block<E, W>, DK, MT, KB>>() for the first of
-/// kShapes equal to `shape` ({16 MT, 16 KB}); false if none is.
+/// Calls fn.template operator()<Tiles<Block<E, W>, DK, MT, KB, ST>>() for the first of
+/// kShapes equal to `shape` ({16 MT, 16 KB, ST}); false if none is.
 template <template <class, int> class Block, class E, int W, int DK, const auto& kShapes, class Fn>
 bool with_shape(TileShape shape, Fn&& fn) {
   return [&]<size_t... I>(std::index_sequence<I...>) {
     return ((shape == kShapes[I] &&
-             (fn.template operator()<
-                  Tiles<Block<E, W>, DK, kShapes[I].warp_rows / 16, kShapes[I].step_rows / 16>>(),
+             (fn.template operator()<Tiles<Block<E, W>, DK, kShapes[I].warp_rows / 16,
+                                           kShapes[I].step_rows / 16, kShapes[I].stages>>(),
               true)) ||
             ...);
   }

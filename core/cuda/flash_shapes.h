@@ -6,6 +6,7 @@
 // step). Pure C++, as flash_params.h; `zt-bench attention` times every shape.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -21,18 +22,25 @@ namespace zt::flash {
 /// dk and dv.
 enum class Pass { forward, dq, dkdv };
 
-/// A pass's tile shape: the rows each warp owns (16 or 32: one or two m16 tiles) and the
-/// other side's rows per step; written "32x64".
+/// A pass's tile shape: the rows each warp owns (16 or 32: one or two m16 tiles), the
+/// other side's rows per step, and the steps in shared memory at once (2: the one computed
+/// on and the next, being copied; 3: two being copied); written "32x64", or "32x64x3"
+/// with three stages.
 struct TileShape {
   int warp_rows = 0, step_rows = 0;  // {0, 0}: the head dim's default
+  int stages = 2;
   constexpr bool operator==(const TileShape&) const = default;
-  std::string str() const { return std::to_string(warp_rows) + "x" + std::to_string(step_rows); }
+  std::string str() const {
+    return std::to_string(warp_rows) + "x" + std::to_string(step_rows) +
+           (stages == 2 ? "" : "x" + std::to_string(stages));
+  }
 };
 /// The shapes built for head dims up to 64 (blocks of 4 warps) and above (2 warps); the
 /// first of each is the default. Larger tiles for dq and dk / dv would spill registers.
-inline constexpr TileShape kNarrowShapes[] = {{16, 32}, {16, 64}, {32, 32}, {32, 64}};
-inline constexpr TileShape kNarrowBackwardShapes[] = {{16, 32}, {16, 64}, {32, 32}};
-inline constexpr TileShape kWideShapes[] = {{16, 16}};
+inline constexpr TileShape kNarrowShapes[] = {{16, 32}, {16, 64},    {32, 32},
+                                              {32, 64}, {16, 32, 3}, {16, 64, 3}};
+inline constexpr TileShape kNarrowBackwardShapes[] = {{16, 32}, {16, 64}, {32, 32}, {16, 32, 3}};
+inline constexpr TileShape kWideShapes[] = {{16, 16}, {16, 16, 3}};
 
 /// The shapes `pass` has built for head dim d (32, 64, 96 or 128), the default first.
 inline std::vector<TileShape> tile_shapes(Pass pass, int64_t d) {
@@ -50,45 +58,57 @@ inline std::string tile_shapes_str(Pass pass, int64_t d) {
 }
 
 namespace detail {
-inline std::atomic<uint32_t> chosen_shapes[3];  // per Pass: warp_rows << 16 | step_rows
+inline std::atomic<uint64_t>
+    chosen_shapes[3];  // per Pass: warp_rows << 32 | step_rows << 8 | stages
 }  // namespace detail
 
 /// Sets the shape `pass` takes at every head dim; {} restores each head dim's default. A
 /// head dim that does not build the shape fails its next call, naming the shapes it has.
 inline void set_tile_shape(Pass pass, TileShape shape) {
   ZT_CHECK(shape.warp_rows >= 0 && shape.warp_rows < 65536 && shape.step_rows >= 0 &&
-               shape.step_rows < 65536,
+               shape.step_rows < 65536 && shape.stages >= 2 && shape.stages < 256,
            "flash attention: tile shape ", shape.str(), " out of range");
-  detail::chosen_shapes[static_cast<int>(pass)].store(static_cast<uint32_t>(shape.warp_rows) << 16 |
-                                                      static_cast<uint32_t>(shape.step_rows));
+  detail::chosen_shapes[static_cast<int>(pass)].store(static_cast<uint64_t>(shape.warp_rows) << 32 |
+                                                      static_cast<uint64_t>(shape.step_rows) << 8 |
+                                                      static_cast<uint64_t>(shape.stages));
 }
 /// The shape set for `pass`; {} when none is (each head dim's default).
 inline TileShape tile_shape_set(Pass pass) {
-  const uint32_t v = detail::chosen_shapes[static_cast<int>(pass)].load();
-  return {static_cast<int>(v >> 16), static_cast<int>(v & 0xffffu)};
+  const uint64_t v = detail::chosen_shapes[static_cast<int>(pass)].load();
+  if (v == 0) return {};
+  return {static_cast<int>(v >> 32), static_cast<int>(v >> 8 & 0xffffu),
+          static_cast<int>(v & 0xffu)};
 }
 /// The shape `pass` takes at head dim d: the one set, or d's default.
 inline TileShape tile_shape(Pass pass, int64_t d) {
   const TileShape set = tile_shape_set(pass);
   return set == TileShape{} ? tile_shapes(pass, d).front() : set;
 }
-/// "RxS" (warp rows x step rows) as a shape; a clear error for anything else.
+/// "RxS" (warp rows x step rows) or "RxSxP" (and P stages) as a shape; a clear error for
+/// anything else.
 inline TileShape parse_tile_shape(const std::string& s) {
-  const size_t x = s.find('x');
-  TileShape t;
-  if (x != std::string::npos) {
-    const std::string rows = s.substr(0, x), step = s.substr(x + 1);
+  std::vector<int> parts;
+  size_t at = 0;
+  while (parts.size() < 4) {
+    const size_t x = s.find('x', at);
+    const std::string part = s.substr(at, x == std::string::npos ? std::string::npos : x - at);
     try {
-      size_t end_rows = 0, end_step = 0;
-      t = {std::stoi(rows, &end_rows), std::stoi(step, &end_step)};
-      if (end_rows != rows.size() || end_step != step.size()) t = {};
+      size_t end = 0;
+      parts.push_back(std::stoi(part, &end));
+      if (end != part.size()) parts.back() = 0;
     } catch (const std::exception&) {
-      t = {};
+      parts.push_back(0);
     }
+    if (x == std::string::npos) break;
+    at = x + 1;
   }
-  ZT_CHECK(t.warp_rows > 0 && t.step_rows > 0, "flash attention: tile shape '", s,
-           "' is not ROWSxSTEP (rows per warp x rows per step, e.g. 32x64)");
-  return t;
+  const bool ok = (parts.size() == 2 || parts.size() == 3) &&
+                  std::all_of(parts.begin(), parts.end(), [](int v) { return v > 0; }) &&
+                  (parts.size() == 2 || parts[2] >= 2);
+  ZT_CHECK(ok, "flash attention: tile shape '", s,
+           "' is not ROWSxSTEP or ROWSxSTEPxSTAGES (rows per warp x rows per step, then steps ",
+           "in shared memory, 2 or more; e.g. 32x64 or 16x32x3)");
+  return {parts[0], parts[1], parts.size() == 3 ? parts[2] : 2};
 }
 
 }  // namespace zt::flash

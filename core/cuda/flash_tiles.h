@@ -15,12 +15,12 @@
 // A block owns kRows rows, 16 MT per warp in MT m16 tiles (queries for the forward and
 // dq, keys for dk and dv), and walks the other side in steps of kOther = 16 KB rows, which
 // all its warps share from shared memory (one load from global memory per block, not per
-// warp; a warp's B fragments, loaded once per step, feed all its MT tiles), double buffered:
-// the next step's tiles are copied asynchronously (cp.async on the GPU) while the
-// current one computes. Scores, softmax and probabilities stay in registers (an mma's
-// accumulator layout is the next mma's A operand layout, so p feeds p v with no trip
-// through memory); nothing of size Tq x Tk is stored: the forward keeps each row's
-// log-sum-exp, the backward recomputes p.
+// warp; a warp's B fragments, loaded once per step, feed all its MT tiles), in a pipeline
+// of ST stages: the next ST - 1 steps' tiles are copied asynchronously (cp.async on the
+// GPU) while the current one computes. Scores, softmax and probabilities stay in registers (an
+// mma's accumulator layout is the next mma's A operand layout, so p feeds p v with no trip through
+// memory); nothing of size Tq x Tk is stored: the forward keeps each row's log-sum-exp, the
+// backward recomputes p.
 //   forward: online softmax over key steps: m = running max, l = running sum of
 //            exp(scale s - m), o rescaled by exp(m_old - m) as m grows; p rounded to 16
 //            bits before p v (as FlashAttention); out = o / l, lse = m + log l
@@ -56,15 +56,17 @@ namespace zt::flash {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
-/// Tiles<Block, DK, MT, KB>: the algorithm for head dim D = 16 DK on one block backend of
-/// Block::kWarps warps, each owning MT m16 tiles, in steps of 16 KB rows of the other side
-/// (TileShape{16 MT, 16 KB}, flash_shapes.h). Block provides Reg<T>, each(f) (f(lane) for the
+/// Tiles<Block, DK, MT, KB, ST>: the algorithm for head dim D = 16 DK on one block backend
+/// of Block::kWarps warps, each owning MT m16 tiles, in steps of 16 KB rows of the other
+/// side, ST of them in shared memory at once (TileShape{16 MT, 16 KB, ST}, flash_shapes.h).
+/// Block provides Reg<T>, each(f) (f(lane) for the
 /// block's lanes, 32 per warp), sync() (a block barrier), and per warp: ldsm (ldmatrix .x4, plain
 /// or transposed, each lane giving one row address), mma<half>(d, a, b) (d += a times B half `half`
 /// of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack / to_float
 /// (16-bit conversions), store2, exp2, log2 and 16-byte copies, plain or asynchronous
-/// (copy16_async, landing at wait_async).
-template <class Block, int DK, int MT = 1, int KB = (DK <= 4 ? 2 : 1)>
+/// (copy16_async; commit_async closes a group of them, wait_async<N>() lands all groups but
+/// the newest N, wait_async<0>() every copy).
+template <class Block, int DK, int MT = 1, int KB = (DK <= 4 ? 2 : 1), int ST = 2>
 struct Tiles {
   static constexpr int D = 16 * DK;
   static constexpr int kWarps = Block::kWarps;
@@ -72,20 +74,22 @@ struct Tiles {
   static constexpr int kWarpRows = 16 * MT;         // a warp's own rows: MT m16 tiles
   static constexpr int kRows = kWarpRows * kWarps;  // the block's own rows
   static constexpr int kOther = 16 * KB;            // the other side's rows per step
+  static constexpr int kStages = ST;                // steps in shared memory at once
   static constexpr int kLd = D + 8;  // staged rows: 16 bytes of padding against bank conflicts
   static constexpr int kVec = 8;     // elements per 16-byte copy
   static_assert(kRows % kOther == 0, "a causal walk starts on a step of the other side");
+  static_assert(kStages >= 2, "a step computes while the next is copied");
   template <class T>
   using Reg = typename Block::template Reg<T>;
 
   /// The block's shared memory: two staged tiles of its own rows and their statistics;
-  /// two buffers (one being computed on, one being fetched) of the other side's two tiles
-  /// and their statistics.
+  /// kStages buffers (one being computed on, the others being fetched) of the other side's
+  /// two tiles and their statistics.
   struct Smem {
     alignas(16) uint16_t own[2][kRows * kLd];
-    alignas(16) uint16_t other[2][2][kOther * kLd];
+    alignas(16) uint16_t other[kStages][2][kOther * kLd];
     float own_r[2][kRows];
-    float other_r[2][2][kOther];
+    float other_r[kStages][2][kOther];
   };
 
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
@@ -120,7 +124,8 @@ struct Tiles {
 
   /// Rows [r0, r0 + n) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
   /// The caller syncs before (no lane still reads dst) and after (before any lane does);
-  /// kAsync copies land only at the next Block::wait_async() (cp.async on the GPU).
+  /// kAsync copies land only at the Block::wait_async that covers their group (cp.async on
+  /// the GPU).
   template <bool kAsync = false>
   static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0, int n,
                                 int64_t rows) {
@@ -138,20 +143,26 @@ struct Tiles {
     });
   }
 
-  /// Walks the other side in steps of kOther rows from `first` to `end`, double
-  /// buffered: step i + 1's tiles (fetch(i + 1, buffer)) are copied while step i
-  /// computes (compute(i's first row, buffer)). One barrier per step: after it, step i's
-  /// copies have landed and every lane is done with step i - 1, whose buffer step i + 1
-  /// then reuses.
+  /// Walks the other side in steps of kOther rows from `first` to `end`, kStages deep:
+  /// steps i + 1 .. i + kStages - 1 are being copied (fetch(row, buffer), one group of
+  /// copies per step) while step i computes (compute(i's first row, buffer)). One barrier
+  /// per step: after it, step i's copies have landed and every lane is done with step
+  /// i - 1, whose buffer step i + kStages - 1 then reuses.
   template <class Fetch, class Compute>
   static ZT_FLASH_FN void walk(int64_t first, int64_t end, Fetch&& fetch, Compute&& compute) {
     const int64_t steps = end > first ? (end - first + kOther - 1) / kOther : 0;
-    if (steps > 0) fetch(first, 0);
+    ZT_FLASH_UNROLL
+    for (int i = 0; i + 1 < kStages; ++i) {
+      if (i < steps) fetch(first + i * kOther, i);
+      Block::commit_async();
+    }
     for (int64_t i = 0; i < steps; ++i) {
-      Block::wait_async();
+      Block::template wait_async<kStages - 2>();
       Block::sync();
-      if (i + 1 < steps) fetch(first + (i + 1) * kOther, static_cast<int>((i + 1) % 2));
-      compute(first + i * kOther, static_cast<int>(i % 2));
+      const int64_t next = i + kStages - 1;
+      if (next < steps) fetch(first + next * kOther, static_cast<int>(next % kStages));
+      Block::commit_async();
+      compute(first + i * kOther, static_cast<int>(i % kStages));
     }
   }
 

@@ -101,18 +101,24 @@ TEST(FlashAttention, EveryTileShapeMatchesF32WithTheDefaultsBits) {
 TEST(FlashAttention, TileShapesAreParsedAndAnUnbuiltOneIsRefused) {
   using flash::Pass;
   EXPECT_EQ(flash::parse_tile_shape("32x64"), (flash::TileShape{32, 64}));
-  for (const char* bad : {"32", "x64", "32x", "32x64x1", "a x b", "32 64", ""}) {
+  EXPECT_EQ(flash::parse_tile_shape("16x32x3"), (flash::TileShape{16, 32, 3}));
+  EXPECT_EQ(flash::parse_tile_shape("16x32x3").str(), "16x32x3");
+  EXPECT_EQ(flash::parse_tile_shape("16x32x2").str(), "16x32");
+  for (const char* bad :
+       {"32", "x64", "32x", "32x64x1", "32x64x3x2", "32x64x", "a x b", "32 64", ""}) {
     EXPECT_TRUE(test::throws_with([&] { flash::parse_tile_shape(bad); },
-                                  "is not ROWSxSTEP (rows per warp x rows per step, e.g. 32x64)"))
+                                  "is not ROWSxSTEP or ROWSxSTEPxSTAGES (rows per warp x rows "
+                                  "per step, then steps in shared memory, 2 or more;"))
         << bad;
   }
-  EXPECT_EQ(flash::tile_shapes_str(Pass::forward, 64), "16x32, 16x64, 32x32, 32x64");
-  EXPECT_EQ(flash::tile_shapes_str(Pass::dkdv, 128), "16x16");
+  EXPECT_EQ(flash::tile_shapes_str(Pass::forward, 64),
+            "16x32, 16x64, 32x32, 32x64, 16x32x3, 16x64x3");
+  EXPECT_EQ(flash::tile_shapes_str(Pass::dkdv, 128), "16x16, 16x16x3");
   const Tensor q = normals({1, 1, 20, 128}, 4, DType::bf16);
   test::TileShapeScope shapes({32, 64}, {}, {});
   EXPECT_TRUE(test::throws_with(
       [&] { test::attention_grads(AttentionKernel::flash, q, q, q, false); },
-      "flash attention: tile shape 32x64 is not built for head dim 128 (built: 16x16)"));
+      "flash attention: tile shape 32x64 is not built for head dim 128 (built: 16x16, 16x16x3)"));
 }
 
 TEST(FlashAttention, MoreKeysThanQueriesAndFewerLeadingDims) {

@@ -34,7 +34,12 @@ struct Shadow {
 
 struct Tracker {
   std::unordered_map<uintptr_t, Shadow> shadow;
-  std::vector<uintptr_t> in_flight;  // asynchronous copies not yet landed
+  struct InFlight {
+    uintptr_t address;
+    int64_t group;  // groups are numbered from 0 as committed; `committed` is the open one
+  };
+  std::vector<InFlight> in_flight;  // asynchronous copies not yet landed
+  int64_t committed = 0;            // groups committed so far
   int64_t epoch = 0;
   int lane = -1;  // the lane in Block::each; -1 outside
   uintptr_t lo = 0, hi = 0;
@@ -63,7 +68,7 @@ struct Tracker {
       s.from = epoch;
       s.until = async ? INT64_MAX : epoch;
       s.async = async;
-      if (async) in_flight.push_back(a);
+      if (async) in_flight.push_back({a, committed});
     }
   }
   void read(const void* p, int bytes, int ln) {
@@ -80,9 +85,18 @@ struct Tracker {
       }
     }
   }
-  void land() {  // the copies are visible after the next barrier
-    for (uintptr_t a : in_flight) shadow[a].until = epoch;
-    in_flight.clear();
+  // The copies of every committed group but the newest `pending` (pending 0: every copy)
+  // are visible after the next barrier.
+  void land(int pending) {
+    if (pending == 0) ++committed;
+    std::vector<InFlight> still;
+    for (const InFlight& c : in_flight) {
+      if (c.group < committed - pending)
+        shadow[c.address].until = epoch;
+      else
+        still.push_back(c);
+    }
+    in_flight = std::move(still);
   }
 };
 
@@ -138,9 +152,14 @@ struct RaceBlock : flash::HostBlock<E, kWarpCount> {
     tracker->write(dst, 16, tracker->lane, true);
     Base::copy16_async(dst, src);
   }
+  static void commit_async() {
+    ++tracker->committed;
+    Base::commit_async();
+  }
+  template <int kPending = 0>
   static void wait_async() {
-    tracker->land();
-    Base::wait_async();
+    tracker->land(kPending);
+    Base::template wait_async<kPending>();
   }
   static void store2(uint16_t* dst, float lo, float hi) {
     if (tracker->shared(dst)) tracker->write(dst, 4, tracker->lane, false);
@@ -230,6 +249,32 @@ TEST(FlashBarriers, TheCheckerFindsPlantedRaces) {
     Block::sync();
     EXPECT_EQ(t.races.empty(), wait_then_sync == 2) << wait_then_sync;
   }
+  // Committed groups: wait_async<1> lands every group but the newest, on the host's block
+  // too (its tile holds the first copy, not yet the second).
+  t.races.clear();
+  Block::each([&](int ln) {
+    if (ln == 2) Block::copy16_async(&tile[24], src);
+  });
+  Block::commit_async();
+  Block::each([&](int ln) {
+    if (ln == 2) Block::copy16_async(&tile[32], src);
+  });
+  Block::commit_async();
+  Block::wait_async<1>();
+  Block::sync();
+  EXPECT_EQ(tile[24], 1);
+  EXPECT_EQ(tile[32], 0);
+  Block::each([&](int ln) {
+    if (ln == 3) Block::ld(&tile[24], ln);
+  });
+  EXPECT_TRUE(t.races.empty()) << t.races.front();
+  Block::each([&](int ln) {
+    if (ln == 3) Block::ld(&tile[32], ln);  // the newest group: still in flight
+  });
+  EXPECT_EQ(t.races.size(), 1u);
+  Block::wait_async();
+  Block::sync();
+  EXPECT_EQ(tile[32], 1);
   // Two lanes writing one address in one epoch.
   t.races.clear();
   Block::each([&](int ln) {
@@ -242,12 +287,16 @@ TEST(FlashBarriers, TheCheckerFindsPlantedRaces) {
 TEST(FlashBarriers, EveryPassSyncsItsSharedMemory) {
   // Blocks of 4 warps (D = 32, steps of 32) and of 2 (D = 128, steps of 16); one tile and
   // several, partly filled; causal and not; fewer queries than keys and more.
-  // Every tile shape built (flash_shapes.h): 16 or 32 rows per warp, steps of 32 or 64.
+  // Every tile shape built (flash_shapes.h): 16 or 32 rows per warp, steps of 32 or 64,
+  // two stages or three.
   using Small = flash::Tiles<RaceBlock<bf16, 4>, 2>;
   using Wide = flash::Tiles<RaceBlock<bf16, 2>, 8>;
   using SmallLongSteps = flash::Tiles<RaceBlock<bf16, 4>, 2, 1, 4>;
   using SmallTwoTiles = flash::Tiles<RaceBlock<bf16, 4>, 2, 2, 2>;
   using SmallLargest = flash::Tiles<RaceBlock<bf16, 4>, 2, 2, 4>;
+  using SmallThreeStages = flash::Tiles<RaceBlock<bf16, 4>, 2, 1, 2, 3>;
+  using SmallLongStepsThreeStages = flash::Tiles<RaceBlock<bf16, 4>, 2, 1, 4, 3>;
+  using WideThreeStages = flash::Tiles<RaceBlock<bf16, 2>, 8, 1, 1, 3>;
   for (bool causal : {false, true}) {
     for (int64_t t : {33, 100, 200}) {
       SCOPED_TRACE("T=" + std::to_string(t) + " causal=" + std::to_string(causal));
@@ -256,8 +305,12 @@ TEST(FlashBarriers, EveryPassSyncsItsSharedMemory) {
       EXPECT_TRUE(no_races(races_of<SmallLongSteps>(t, t, causal)));
       EXPECT_TRUE(no_races(races_of<SmallTwoTiles>(t, t, causal)));
       EXPECT_TRUE(no_races(races_of<SmallLargest>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<SmallThreeStages>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<SmallLongStepsThreeStages>(t, t, causal)));
+      EXPECT_TRUE(no_races(races_of<WideThreeStages>(t, t, causal)));
     }
   }
+  EXPECT_TRUE(no_races(races_of<SmallThreeStages>(20, 150, false)));
   EXPECT_TRUE(no_races(races_of<Small>(20, 70, false)));
   EXPECT_TRUE(no_races(races_of<Wide>(70, 20, false)));
   EXPECT_TRUE(no_races(races_of<SmallLargest>(20, 150, false)));
