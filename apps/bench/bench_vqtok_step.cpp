@@ -19,6 +19,11 @@
 // masters) instead of plain AdamW on the module: the engine's own cost, side by side.
 // --offload (with --zero) keeps the fp32 masters and AdamW's state in pinned host memory
 // and updates them there (offload_optimizer), to show what that costs a step.
+// --paired builds both, plain AdamW and the one-rank engine (same initial weights and
+// batch), and alternates their steps in one process, printing a line for each: on a
+// host-bound GPU step two processes can differ by more than the engine costs (the same
+// run measured 61-65 ms in one and 47-69 ms in another), a pair of alternating steps
+// shares the host's state.
 // --cuda-graph (with --device cuda) captures the whole step as a CUDA graph after two
 // warm-up steps and replays it (core/step_graph.h): there are no phase clocks then, so
 // forward/backward/step are 0 and total_ms is the wall time of a replayed step.
@@ -86,7 +91,48 @@ class ModuleTimer {
 struct Options {
   zt::Device device = zt::Device::cpu();
   int batch = 8, steps = 3, threads = 1;
-  bool modules = false, kernels = false, zero_engine = false, graphed = false, offload = false;
+  bool modules = false, kernels = false, zero_engine = false, graphed = false, offload = false,
+       paired = false;
+};
+
+// One way to train the model: plain AdamW on the module (comm null), or a ZeRO-3 engine on
+// comm's rank (same AdamW settings), with the step's phases and their times.
+struct Trainer {
+  std::shared_ptr<zt::vq::VqModel> model;
+  std::unique_ptr<zt::optim::AdamW> opt;
+  std::unique_ptr<zt::zero::Engine> engine;
+  std::vector<double> fwd, bwd, opt_ms, total, wall;
+  double loss = 0;
+
+  Trainer(zt::comm::Communicator* comm, const Options& o) {
+    zt::manual_seed(6);
+    model = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
+    if (comm) {
+      zt::zero::partition(*model, *comm, o.device);  // the plain run's values, on the device
+      zt::zero::Config cfg;
+      if (o.offload) cfg.offload_optimizer = {zt::zero::OffloadDevice::kCpu, /*pin_memory=*/true};
+      engine = std::make_unique<zt::zero::Engine>(
+          model, *comm, cfg,
+          zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
+    } else {
+      model->to(o.device);
+      opt = std::make_unique<zt::optim::AdamW>(model->named_parameters(),
+                                               zt::optim::AdamWOptions(1e-4).weight_decay(0.01));
+    }
+  }
+  const char* name() const { return engine ? "zero3" : "adamw"; }
+  Tensor forward(const Tensor& video) {
+    if (opt) opt->zero_grad();
+    // call() is forward_train: {recon, codes, loss_vq, ...}; the engine's hooks see it.
+    std::vector<Tensor> out = engine ? engine->forward({video}) : model->call({video});
+    return zt::mse_loss(out[0], video) + zt::l1_loss(out[0], video) + out[2];
+  }
+  void backward(const Tensor& l) { engine ? engine->backward(l) : l.backward(); }
+  void update() { engine ? (void)engine->step() : opt->step(); }
+  void step(const Tensor& video) {
+    backward(forward(video));
+    update();
+  }
 };
 
 // --cuda-graph: the step replayed from a CUDA graph, timed per step in wall-clock time
@@ -119,29 +165,16 @@ int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* 
 }
 
 // Times `steps` steps (after one warm-up) and prints the results: plain AdamW on the
-// calling thread (comm null), or through a ZeRO-3 engine on comm's rank.
+// calling thread (comm null), or through a ZeRO-3 engine on comm's rank, or (--paired)
+// both, their steps alternating.
 int time_steps(zt::comm::Communicator* comm, const Options& o) {
   const zt::Device device = o.device;
   const int batch = o.batch, steps = o.steps;
   zt::set_num_threads(o.threads);  // a rank's thread starts with its own count
-  zt::manual_seed(6);
-  auto model_ptr = std::make_shared<zt::vq::VqModel>(zt::config::ModelConfig{});
-  zt::vq::VqModel& model = *model_ptr;
-  // The update: plain AdamW on the module, or a ZeRO-3 engine (same AdamW settings).
-  std::unique_ptr<zt::optim::AdamW> opt;
-  std::unique_ptr<zt::zero::Engine> engine;
-  if (comm) {
-    zt::zero::partition(model, *comm, device);  // the plain run's values, split onto the device
-    zt::zero::Config cfg;
-    if (o.offload) cfg.offload_optimizer = {zt::zero::OffloadDevice::kCpu, /*pin_memory=*/true};
-    engine = std::make_unique<zt::zero::Engine>(
-        model_ptr, *comm, cfg,
-        zt::zero::OptimizerConfig{.type = "adamw", .lr = 1e-4, .weight_decay = 0.01});
-  } else {
-    model.to(device);
-    opt = std::make_unique<zt::optim::AdamW>(model.named_parameters(),
-                                             zt::optim::AdamWOptions(1e-4).weight_decay(0.01));
-  }
+  std::vector<std::unique_ptr<Trainer>> trainers;
+  if (!comm || o.paired) trainers.push_back(std::make_unique<Trainer>(nullptr, o));
+  if (comm) trainers.push_back(std::make_unique<Trainer>(comm, o));
+  zt::manual_seed(7);
   Tensor video = (zt::rand({batch, 4, 3, 32, 32}) * 2.0 - 1.0).to(device);
   // Phase clock: process CPU time on CPU; on the GPU, wall time after the queued work.
   const auto wall_start = std::chrono::steady_clock::now();
@@ -150,68 +183,69 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
     zt::bench::sync(last);
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - wall_start).count();
   };
+  Trainer& first = *trainers.front();
   ModuleTimer timer;
-  if (o.modules) timer.attach(model);
+  if (o.modules) timer.attach(*first.model);
 
-  std::vector<double> fwd, bwd, opt_ms, total, wall;
-  double loss = 0;
-  auto forward = [&] {
-    if (opt) opt->zero_grad();
-    // call() is forward_train: {recon, codes, loss_vq, ...}; the engine's hooks see it.
-    std::vector<Tensor> out = engine ? engine->forward({video}) : model.call({video});
-    return zt::mse_loss(out[0], video) + zt::l1_loss(out[0], video) + out[2];
-  };
-  auto backward = [&](const Tensor& l) { engine ? engine->backward(l) : l.backward(); };
-  auto update = [&] { engine ? (void)engine->step() : opt->step(); };
-  if (o.graphed)
-    return time_graphed(o, opt.get(), engine.get(), [&] {
-      Tensor l = forward();
-      backward(l);
-      update();
+  if (o.graphed) {
+    return time_graphed(o, first.opt.get(), first.engine.get(), [&] {
+      Tensor l = first.forward(video);
+      first.backward(l);
+      first.update();
       return std::vector<Tensor>{l};
     });
+  }
   for (int i = 0; i <= steps; ++i) {
     timer.enable(i > 0);
-    auto w0 = std::chrono::steady_clock::now();
-    const double c0 = clock(video);
-    Tensor l = forward();
-    const double c1 = clock(l);
-    backward(l);
-    const double c2 = clock(video);
-    update();
-    const double c3 = clock(video);
-    auto w1 = std::chrono::steady_clock::now();
-    loss = l.item();
-    if (i == 0) continue;
-    fwd.push_back(1e3 * (c1 - c0));
-    bwd.push_back(1e3 * (c2 - c1));
-    opt_ms.push_back(1e3 * (c3 - c2));
-    total.push_back(1e3 * (c3 - c0));
-    wall.push_back(1e3 * std::chrono::duration<double>(w1 - w0).count());
+    for (auto& t : trainers) {
+      auto w0 = std::chrono::steady_clock::now();
+      const double c0 = clock(video);
+      Tensor l = t->forward(video);
+      const double c1 = clock(l);
+      t->backward(l);
+      const double c2 = clock(video);
+      t->update();
+      const double c3 = clock(video);
+      auto w1 = std::chrono::steady_clock::now();
+      t->loss = l.item();
+      if (i == 0) continue;
+      t->fwd.push_back(1e3 * (c1 - c0));
+      t->bwd.push_back(1e3 * (c2 - c1));
+      t->opt_ms.push_back(1e3 * (c3 - c2));
+      t->total.push_back(1e3 * (c3 - c0));
+      t->wall.push_back(1e3 * std::chrono::duration<double>(w1 - w0).count());
+    }
   }
   timer.enable(false);
-  auto step = [&] {
-    backward(forward());
-    update();
-  };
-  const std::string work = zt::bench::work_per_call_json(step);
-  std::printf(
-      "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
-      "%s,\"batch\":%d,"
-      "\"frames\":4,\"size\":32,\"threads\":%d,"
-      "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
-      "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
-      device.str().c_str(), engine ? "zero3" : "adamw", o.offload ? "true" : "false",
-      zt::bench::gpu_math_json().c_str(), batch, o.threads, steps, zt::bench::median(fwd),
-      zt::bench::median(bwd), zt::bench::median(opt_ms), zt::bench::median(total),
-      zt::bench::median(wall), loss, work.c_str());
+  for (auto& t : trainers) {
+    const std::string work = zt::bench::work_per_call_json([&] { t->step(video); });
+    std::printf(
+        "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
+        "\"paired\":%s,%s,\"batch\":%d,\"frames\":4,\"size\":32,\"threads\":%d,"
+        "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
+        "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
+        device.str().c_str(), t->name(), t->engine && o.offload ? "true" : "false",
+        o.paired ? "true" : "false", zt::bench::gpu_math_json().c_str(), batch, o.threads, steps,
+        zt::bench::median(t->fwd), zt::bench::median(t->bwd), zt::bench::median(t->opt_ms),
+        zt::bench::median(t->total), zt::bench::median(t->wall), t->loss, work.c_str());
+  }
+  if (o.paired) {
+    const double plain = zt::bench::median(first.total);
+    const double zero = zt::bench::median(trainers.back()->total);
+    std::printf(
+        "{\"bench\":\"vqtok-step\",\"paired\":true,\"adamw_ms\":%.1f,\"zero3_ms\":%.1f,"
+        "\"zero3_over_adamw\":%.3f}\n",
+        plain, zero, plain > 0 ? zero / plain : 0.0);
+  }
   if (o.modules) {
-    for (auto& [type, s] : timer.totals())
+    for (auto& [type, sec] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
-                  type.c_str(), 1e3 * s / std::max(steps, 1));
+                  type.c_str(), 1e3 * sec / std::max(steps, 1));
   }
   if (o.kernels)
-    std::fputs(zt::bench::kernel_profile_json("vqtok-step", steps, step).c_str(), stdout);
+    std::fputs(
+        zt::bench::kernel_profile_json("vqtok-step", steps, [&] { first.step(video); }).c_str(),
+        stdout);
   std::fflush(stdout);
   return 0;
 }
@@ -233,6 +267,9 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_flag("--zero", o.zero_engine, "step through a one-rank ZeRO-3 engine, not plain AdamW");
   app.add_flag("--offload", o.offload,
                "with --zero: fp32 masters and AdamW state in pinned host memory, updated there");
+  app.add_flag("--paired", o.paired,
+               "plain AdamW and the one-rank ZeRO-3 engine in one process, steps alternating "
+               "(a line each, then their ratio)");
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--cuda-graph", o.graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
@@ -247,10 +284,13 @@ int run_vqtok_step(const std::vector<std::string>& args) {
     return refuse(("--device cuda " + why).c_str());
   if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels))
     return refuse("--cuda-graph needs --device cuda (and no --modules or --kernels)");
-  if (o.offload && (!o.zero_engine || o.graphed))
+  if (o.offload && ((!o.zero_engine && !o.paired) || o.graphed))
     return refuse(
-        "--offload needs --zero (and no --cuda-graph: the host update cannot be captured)");
-  if (!o.zero_engine) return time_steps(nullptr, o);
+        "--offload needs --zero or --paired (and no --cuda-graph: the host update cannot be "
+        "captured)");
+  if (o.paired && (o.graphed || o.modules || o.kernels))
+    return refuse("--paired times eager steps: no --cuda-graph, --modules or --kernels");
+  if (!o.zero_engine && !o.paired) return time_steps(nullptr, o);
   int rc = 0;
   zt::comm::run_threads(1, [&](zt::comm::Communicator& comm) { rc = time_steps(&comm, o); });
   return rc;
@@ -260,7 +300,7 @@ const zt::bench::Registrar kRegisterVqtokStep(
     "vqtok-step",
     "one training step of the default small vqtok model, 4.29M parameters, on clips of 4 frames "
     "of 32x32 (--batch, --steps, --modules, --kernels, --zero, "
-    "--offload, --cuda-graph)",
+    "--offload, --paired, --cuda-graph)",
     run_vqtok_step);
 
 }  // namespace

@@ -269,6 +269,22 @@ if(TARGET zt-bench)
   set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
 endif()
 
+# zt-bench vqtok-step --paired: plain AdamW and the one-rank engine alternate in one process
+# and the ratio of their medians is printed; it times eager steps only (exit 1 otherwise).
+if(TARGET zt-bench)
+  add_test(NAME apps.bench.vqtok_step_paired
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"update\":\"adamw\".*\"update\":\"zero3\".*\"adamw_ms\":[0-9.]+,\"zero3_ms\":[0-9.]+,\"zero3_over_adamw\":[0-9.]+}"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired
+                   --batch 1 --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_paired PROPERTIES LABELS apps TIMEOUT 60)
+  add_test(NAME apps.bench.vqtok_step_paired_times_eager_steps
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--paired times eager steps"
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired --kernels)
+  set_tests_properties(apps.bench.vqtok_step_paired_times_eager_steps PROPERTIES LABELS apps
+    TIMEOUT 30)
+endif()
+
 # zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda
