@@ -22,8 +22,9 @@
 // memory); nothing of size Tq x Tk is stored: the forward keeps each row's log-sum-exp, the
 // backward recomputes p.
 //   forward: online softmax over key steps: m = running max, l = running sum of
-//            exp(scale s - m), o rescaled by exp(m_old - m) as m grows; p rounded to 16
-//            bits before p v (as FlashAttention); out = o / l, lse = m + log l
+//            exp(scale s - m) (a step's terms added as a tree, then to l), o rescaled by
+//            exp(m_old - m) as m grows; p rounded to 16 bits before p v (as
+//            FlashAttention); out = o / l, lse = m + log l
 //   backward dq:   delta = rowsum(dout * out); ds = p (dout v^T - delta); dq = scale ds k
 //            dk, dv (after dq, reading delta): dv = p^T dout, dk = scale ds^T q
 // The dq and dk/dv blocks each own their outputs, so no atomics: results do not depend on
@@ -278,6 +279,20 @@ struct Tiles {
     }
   }
 
+  /// v[0] op v[1] op ... op v[N - 1] as a balanced tree (pairs, then pairs of pairs): log2 N
+  /// dependent operations where a running fold has N - 1. N a power of 2.
+  template <int N, class Op>
+  static ZT_FLASH_FN float tree(const float (&v)[N], Op op) {
+    if constexpr (N == 1) {
+      return v[0];
+    } else {
+      float pairs[N / 2];
+      ZT_FLASH_UNROLL
+      for (int k = 0; k < N / 2; ++k) pairs[k] = op(v[2 * k], v[2 * k + 1]);
+      return tree(pairs, op);
+    }
+  }
+
   /// x = max (or sum) over the four lanes of each quad, which share rows g and g + 8.
   template <bool kMax>
   static ZT_FLASH_FN void quad_reduce(Reg<F2>& x) {
@@ -354,7 +369,7 @@ struct Tiles {
       Block::each([&](int ln) {
         ZT_FLASH_UNROLL
         for (int i = 0; i < MT; ++i) {
-          mx[i][ln] = m[i][ln];
+          float half[2][4 * KB];  // the lane's scaled scores of rows g and g + 8
           ZT_FLASH_UNROLL
           for (int j = 0; j < 2 * KB; ++j) {
             ZT_FLASH_UNROLL
@@ -363,9 +378,13 @@ struct Tiles {
               x = full || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
                       ? x * scale2
                       : -INFINITY;
-              mx[i][ln].v[e / 2] = fmaxf(mx[i][ln].v[e / 2], x);
+              half[e / 2][2 * j + e % 2] = x;
             }
           }
+          ZT_FLASH_UNROLL
+          for (int h = 0; h < 2; ++h)
+            mx[i][ln].v[h] =
+                fmaxf(m[i][ln].v[h], tree(half[h], [](float a, float b) { return fmaxf(a, b); }));
         }
       });
       ZT_FLASH_UNROLL
@@ -387,15 +406,18 @@ struct Tiles {
             ZT_FLASH_UNROLL
             for (int e = 0; e < 4; ++e) o[i][j][ln].v[e] *= alpha[e / 2];
           }
-          float pr[2 * KB][4];
+          float pr[2 * KB][4], half[2][4 * KB];
           ZT_FLASH_UNROLL
           for (int j = 0; j < 2 * KB; ++j) {
             ZT_FLASH_UNROLL
             for (int e = 0; e < 4; ++e) {
               pr[j][e] = Block::exp2(s[i][j][ln].v[e] - shift[e / 2]);  // 0 where masked
-              l[i][ln].v[e / 2] += pr[j][e];
+              half[e / 2][2 * j + e % 2] = pr[j][e];
             }
           }
+          ZT_FLASH_UNROLL
+          for (int h = 0; h < 2; ++h)
+            l[i][ln].v[h] += tree(half[h], [](float a, float b) { return a + b; });
           pack_a(pa[i], ln, pr);
         }
       });

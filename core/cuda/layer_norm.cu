@@ -2,21 +2,20 @@
 // backward. The twin of core/cpu/layer_norm.cpp, with its statistics in two passes (mean,
 // then centered squares) in f32 (f64 for f64) where the CPU takes one shifted pass in
 // double, and the affine and the input gradient in that type; the parameter gradients are
-// summed in double, as on the CPU: same formulas, not the same bits.
+// summed in double, as on the CPU (16 bytes a load: each lane's rows of a block in f32
+// first): same formulas, not the same bits.
 // Reductions use fixed trees (block_reduce.cuh): results are bitwise reproducible run to
 // run.
 // Legend: D elements per row (the normalized dims), rows the other dims together.
 //
 // Parallel layout. Rows that split into whole 16-byte chunks, at most kMaxWarpChunks a
-// lane (D up to 1024 for 16-bit types, 512 for f32), take the warp path: a warp per row
-// holds it in registers (one read of x, or of dy and x), reduces with shuffles and never
-// waits on a block barrier; the backward's warps also sum their rows' parameter
-// gradients in the same pass (one block per kWarpRowBlock rows), in f32 over a warp's
-// rows, then in double over the block's warps in warp order. Other rows take the block
-// path: one block per row for the statistics, the normalization and the input gradient;
-// for the parameter gradients blocks of 32 columns x kSumLanes row lanes, one per block
-// of kLayerNormRowBlock rows. Both then add the row blocks' partial sums per column (one
-// block per 32 columns), in double.
+// lane (D up to 1024 for 16-bit types, 512 for f32), take the warp path for the
+// statistics, the normalization and the input gradient: a warp per row holds it in
+// registers (one read of x, or of dy and x), reduces with shuffles and never waits on a
+// block barrier. Other rows take the block path: one block per row. The parameter
+// gradients: blocks of 32 columns (of 32 16-byte chunks where the rows split into them)
+// x kSumLanes row lanes, one per block of kLayerNormRowBlock rows, then one block per 32
+// columns adding those partial sums in double.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
@@ -28,12 +27,10 @@ namespace zt::cuda {
 namespace {
 
 constexpr int64_t kLayerNormRowBlock = 64;
-constexpr int kSumLanes = 8;           // row lanes of the parameter-gradient blocks (blockDim.y)
-constexpr int kFinalLanes = 32;        // row-block lanes of the final parameter-gradient sums
-constexpr int kWarpRowWarps = 8;       // warps of a warp-path forward block
-constexpr int kBackwardWarps = 4;      // warps of a warp-path backward block
-constexpr int kMaxWarpChunks = 4;      // 16-byte chunks a lane holds of a row
-constexpr int64_t kWarpRowBlock = 16;  // rows of a warp-path backward block
+constexpr int kSumLanes = 8;       // row lanes of the parameter-gradient blocks (blockDim.y)
+constexpr int kFinalLanes = 32;    // row-block lanes of the final parameter-gradient sums
+constexpr int kWarpRowWarps = 8;   // warps (rows) of a warp-path block
+constexpr int kMaxWarpChunks = 4;  // 16-byte chunks a lane holds of a row
 
 // ---------------------------------------------------------------- warp path
 
@@ -114,105 +111,125 @@ __global__ void __launch_bounds__(kWarpRowWarps * 32)
   }
 }
 
-// A block per kWarpRowBlock rows, its warps taking every kBackwardWarps-th row, the next
-// one loaded while this one computes (small blocks, so that enough run at once to keep the
-// memory busy: the lanes' registers allow three a multiprocessor). Writes dx as
-// layer_norm_dx_kernel does (when dx is not null) and, when part_w is not null, the
-// block's partial sums of dy xhat and dy per column (f32 over a warp's rows, then the
-// warps added in warp order in double) into row block blockIdx.x of part_w and part_b.
+// A warp per row (kWarpRowWarps rows a block): dx as layer_norm_dx_kernel's, from the
+// row's dy and x held in registers.
 template <typename T, int C>
-__global__ void __launch_bounds__(kBackwardWarps * 32)
-    layer_norm_backward_warp_kernel(T* __restrict__ dx, double* part_w, double* part_b,
-                                    const T* __restrict__ dy, const T* __restrict__ x,
-                                    const float* mean, const float* rstd, const T* w, int64_t rows,
-                                    int64_t D) {
+__global__ void __launch_bounds__(kWarpRowWarps * 32)
+    layer_norm_dx_warp_kernel(T* __restrict__ dx, const T* __restrict__ dy, const T* __restrict__ x,
+                              const float* mean, const float* rstd, const T* w, int64_t rows,
+                              int64_t D) {
   using Row = WarpRow<T, C>;
   constexpr int kVec = Row::kVec;
-  extern __shared__ double warp_sums[];  // 2 D: the sums of dy xhat, then of dy
-  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t r = static_cast<int64_t>(blockIdx.x) * kWarpRowWarps + threadIdx.x / 32;
+  if (r >= rows) return;  // the whole warp
   const int64_t n = D / kVec;
   const float inv_d = static_cast<float>(1.0 / static_cast<double>(D));
-  const int64_t r0 = static_cast<int64_t>(blockIdx.x) * kWarpRowBlock;
-  const int64_t r1 = r0 + kWarpRowBlock < rows ? r0 + kWarpRowBlock : rows;
-  Row wr;
+  Row dyr, xr, wr;
+  dyr.load(dy + r * D, n);
+  xr.load(x + r * D, n);
   if (w) wr.load(w, n);
-  float aw[C][kVec] = {}, ab[C][kVec] = {};
-  Row dy_next, x_next;
-  int64_t r = r0 + warp;
-  if (r < r1) {
-    dy_next.load(dy + r * D, n);
-    x_next.load(x + r * D, n);
-  }
-  for (; r < r1; r += kBackwardWarps) {
-    const Row dyr = dy_next, xr = x_next;
-    if (r + kBackwardWarps < r1) {
-      dy_next.load(dy + (r + kBackwardWarps) * D, n);
-      x_next.load(x + (r + kBackwardWarps) * D, n);
-    }
-    const float m = mean[r], rs = rstd[r];
-    float sg = 0, sgx = 0;
+  const float m = mean[r], rs = rstd[r];
+  auto g_at = [&](int k, int e) { return w ? mul_rn(dyr.at(k, e), wr.at(k, e)) : dyr.at(k, e); };
+  float sg = 0, sgx = 0;
 #pragma unroll
-    for (int k = 0; k < C; ++k)
-      if (Row::has(n, k))
-#pragma unroll
-        for (int e = 0; e < kVec; ++e) {
-          const float g0 = dyr.at(k, e), xhat = mul_rn(xr.at(k, e) - m, rs);
-          const float g = w ? mul_rn(g0, wr.at(k, e)) : g0;
-          sg = add_rn(sg, g);
-          sgx = add_rn(sgx, mul_rn(g, xhat));
-          aw[k][e] = add_rn(aw[k][e], mul_rn(g0, xhat));
-          ab[k][e] = add_rn(ab[k][e], g0);
-        }
-    if (!dx) continue;
-    const float c3 = -mul_rn(warp_all_sum(sg), inv_d);
-    const float c2 = -mul_rn(warp_all_sum(sgx), inv_d);
-#pragma unroll
-    for (int k = 0; k < C; ++k) {
-      if (!Row::has(n, k)) continue;
-      uint4 out;
+  for (int k = 0; k < C; ++k)
+    if (Row::has(n, k))
 #pragma unroll
       for (int e = 0; e < kVec; ++e) {
-        const float g0 = dyr.at(k, e), xhat = mul_rn(xr.at(k, e) - m, rs);
-        const float g = w ? mul_rn(g0, wr.at(k, e)) : g0;
-        reinterpret_cast<T*>(&out)[e] =
-            convert<T>(mul_rn(add_rn(add_rn(g, c3), mul_rn(xhat, c2)), rs));
+        const float g = g_at(k, e);
+        sg = add_rn(sg, g);
+        sgx = add_rn(sgx, mul_rn(g, mul_rn(xr.at(k, e) - m, rs)));
       }
-      Row::store(dx + r * D, k, out);
-    }
-  }
-  if (!part_w) return;
-  // The warps' sums added in warp order: warp u adds its own once warps 0..u-1 have.
-  for (int u = 0; u < kBackwardWarps; ++u) {
-    if (warp == u) {
+  const float c3 = -mul_rn(warp_all_sum(sg), inv_d);
+  const float c2 = -mul_rn(warp_all_sum(sgx), inv_d);
 #pragma unroll
-      for (int k = 0; k < C; ++k)
-        if (Row::has(n, k))
+  for (int k = 0; k < C; ++k) {
+    if (!Row::has(n, k)) continue;
+    uint4 out;
 #pragma unroll
-          for (int e = 0; e < kVec; ++e) {
-            const int64_t j = (threadIdx.x % 32 + 32 * k) * kVec + e;
-            warp_sums[j] = (u == 0 ? 0.0 : warp_sums[j]) + static_cast<double>(aw[k][e]);
-            warp_sums[D + j] = (u == 0 ? 0.0 : warp_sums[D + j]) + static_cast<double>(ab[k][e]);
-          }
+    for (int e = 0; e < kVec; ++e) {
+      const float xhat = mul_rn(xr.at(k, e) - m, rs);
+      reinterpret_cast<T*>(&out)[e] =
+          convert<T>(mul_rn(add_rn(add_rn(g_at(k, e), c3), mul_rn(xhat, c2)), rs));
     }
-    __syncthreads();
-  }
-  for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
-    part_w[blockIdx.x * D + j] = warp_sums[j];
-    part_b[blockIdx.x * D + j] = warp_sums[D + j];
+    Row::store(dx + r * D, k, out);
   }
 }
 
+// The parameter gradients' partial sums, 16 bytes a load: a block of 32 lanes, each
+// taking kVec adjacent columns, x kSumLanes row lanes per block of kLayerNormRowBlock rows
+// (as layer_norm_param_partials_kernel, whose layout it shares). Lane y sums rows y,
+// y + kSumLanes, ... of the block in f32, then the row lanes add in lane order in
+// double. The row blocks stride by gridDim.y.
+template <typename T>
+__global__ void layer_norm_param_partials_vec_kernel(double* part_w, double* part_b, const T* dy,
+                                                     const T* x, const float* mean,
+                                                     const float* rstd, int64_t rows, int64_t D) {
+  constexpr int kVec = 16 / sizeof(T);
+  __shared__ float scratch[2][kSumLanes][32 * kVec];
+  const int64_t n = D / kVec, chunk = static_cast<int64_t>(blockIdx.x) * 32 + threadIdx.x;
+  const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
+  for (int64_t blk = blockIdx.y; blk < blocks; blk += gridDim.y) {  // uniform over the block
+    const int64_t r0 = blk * kLayerNormRowBlock;
+    const int64_t r1 = r0 + kLayerNormRowBlock < rows ? r0 + kLayerNormRowBlock : rows;
+    float sw[kVec] = {}, sb[kVec] = {};
+    if (chunk < n) {
+#pragma unroll 4
+      for (int64_t r = r0 + threadIdx.y; r < r1; r += kSumLanes) {
+        const uint4 gv = reinterpret_cast<const uint4*>(dy + r * D)[chunk];
+        const uint4 xv = reinterpret_cast<const uint4*>(x + r * D)[chunk];
+        const float m = mean[r], rs = rstd[r];
+#pragma unroll
+        for (int e = 0; e < kVec; ++e) {
+          const float g = convert<float>(reinterpret_cast<const T*>(&gv)[e]);
+          const float xhat = mul_rn(convert<float>(reinterpret_cast<const T*>(&xv)[e]) - m, rs);
+          sw[e] = add_rn(sw[e], mul_rn(g, xhat));
+          sb[e] = add_rn(sb[e], g);
+        }
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) {
+      scratch[0][threadIdx.y][threadIdx.x * kVec + e] = sw[e];
+      scratch[1][threadIdx.y][threadIdx.x * kVec + e] = sb[e];
+    }
+    __syncthreads();
+    // Thread (x, y) adds columns y, y + kSumLanes, ... of the block's 32 kVec over the lanes.
+    for (int c = threadIdx.y * 32 + threadIdx.x; c < 32 * kVec; c += 32 * kSumLanes) {
+      const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 * kVec + c;
+      if (j >= D) continue;
+      double tw = 0, tb = 0;
+#pragma unroll
+      for (int y = 0; y < kSumLanes; ++y) {
+        tw += static_cast<double>(scratch[0][y][c]);
+        tb += static_cast<double>(scratch[1][y][c]);
+      }
+      part_w[blk * D + j] = tw;
+      part_b[blk * D + j] = tb;
+    }
+    __syncthreads();  // scratch is refilled by the next row block
+  }
+}
+
+// Whether rows of D elements of T split into whole 16-byte chunks at every pointer given
+// (null ones aside): D a multiple of 16 / sizeof(T), each pointer on a 16-byte boundary;
+// never for f64 (the 16-byte kernels compute in f32).
+template <typename T>
+bool rows_of_chunks(int64_t D, std::initializer_list<const void*> ptrs) {
+  if constexpr (std::is_same_v<T, double>) return false;
+  if (D <= 0 || D % static_cast<int64_t>(16 / sizeof(T)) != 0) return false;
+  for (const void* p : ptrs)
+    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return false;
+  return true;
+}
+
 // The lane's chunks a row of D elements needs on the warp path (1 to kMaxWarpChunks), or
-// 0 where the rows take the block path: f64, a row not whole 16-byte chunks, a pointer
-// off a 16-byte boundary, or a row too long for a warp's registers.
+// 0 where the rows take the block path: not rows_of_chunks, or too long for a warp's
+// registers.
 template <typename T>
 int warp_row_chunks(int64_t D, std::initializer_list<const void*> ptrs) {
-  constexpr int64_t kVec = 16 / sizeof(T);
-  if constexpr (std::is_same_v<T, double>) return 0;
-  if (D <= 0 || D % kVec != 0) return 0;
-  for (const void* p : ptrs)
-    if (p && reinterpret_cast<uintptr_t>(p) % 16 != 0) return 0;
-  const int64_t c = (D / kVec + 31) / 32;
+  if (!rows_of_chunks<T>(D, ptrs)) return 0;
+  const int64_t c = (D / static_cast<int64_t>(16 / sizeof(T)) + 31) / 32;
   return c <= kMaxWarpChunks ? static_cast<int>(c) : 0;
 }
 
@@ -391,54 +408,60 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& weight, int64_t rows, int64_t D) {
   check_device("layer_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
   const Device d = x.device();
+  const int64_t blocks = (rows + kLayerNormRowBlock - 1) / kLayerNormRowBlock;
   const bool params = dweight.defined() || dbias.defined();
   ZT_CHECK(rows < (int64_t{1} << 31), "layer_norm backward: ", rows,
            " rows exceed the CUDA grid (2^31 - 1 blocks); normalize the input in parts");
-  if (rows == 0 && !params) return;
   dispatch_device_floating(x.dtype(), "layer_norm backward", [&]<typename T>() {
     using A = acc_t<T>;
     DeviceGuard guard(d.index);
     cudaStream_t st = current_stream();
-    const int chunks =
-        warp_row_chunks<T>(D, {cptr<T>(x), cptr<T>(dy), cptr<T>(dx), cptr<T>(weight)});
-    const bool warp_path = std::is_same_v<A, float> && chunks > 0 && rows > 0;
-    const int64_t blocks = (rows + (warp_path ? kWarpRowBlock : kLayerNormRowBlock) - 1) /
-                           (warp_path ? kWarpRowBlock : kLayerNormRowBlock);
-    Tensor part_w, part_b;
-    if (params && D > 0) {
-      part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
-      part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
-    }
-    if constexpr (std::is_same_v<A, float>) {
-      if (warp_path) {
-        with_warp_chunks(chunks, [&]<int C>() {
-          layer_norm_backward_warp_kernel<T, C>
-              <<<grid_x(blocks, "layer_norm_backward_warp_kernel"), kBackwardWarps * 32,
-                 part_w.defined() ? 2 * D * sizeof(double) : 0, st>>>(
-                  mptr<T>(dx), mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x),
-                  cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight), rows, D);
-        });
-        CUDA_CHECK_LAUNCH();
+    if (dx.defined() && rows > 0 && D > 0) {
+      const int chunks =
+          warp_row_chunks<T>(D, {cptr<T>(x), cptr<T>(dy), cptr<T>(dx), cptr<T>(weight)});
+      if (chunks > 0) {
+        if constexpr (std::is_same_v<A, float>) {
+          with_warp_chunks(chunks, [&]<int C>() {
+            layer_norm_dx_warp_kernel<T, C>
+                <<<blocks_for(rows, kWarpRowWarps, "layer_norm_dx_warp_kernel"), kWarpRowWarps * 32,
+                   0, st>>>(mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd),
+                            cptr<T>(weight), rows, D);
+          });
+        }
+      } else {
+        layer_norm_dx_kernel<T>
+            <<<grid_x(rows, "layer_norm_dx_kernel"), layer_norm_threads(D), 0, st>>>(
+                mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight),
+                D);
       }
-    }
-    if (!warp_path && dx.defined() && rows > 0 && D > 0) {
-      layer_norm_dx_kernel<T>
-          <<<grid_x(rows, "layer_norm_dx_kernel"), layer_norm_threads(D), 0, st>>>(
-              mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<A>(mean), cptr<A>(rstd), cptr<T>(weight),
-              D);
       CUDA_CHECK_LAUNCH();
     }
-    if (!part_w.defined()) return;
-    const unsigned cols = blocks_for(D, 32, "layer_norm_backward");
-    if (!warp_path && blocks > 0) {
+    if (!params || D == 0) return;
+    Tensor part_w = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
+    Tensor part_b = Tensor::empty({std::max<int64_t>(blocks * D, 1)}, DType::f64, d);
+    if (blocks > 0) {
       const unsigned row_blocks = static_cast<unsigned>(std::min<int64_t>(blocks, 65535));
-      layer_norm_param_partials_kernel<T><<<dim3(cols, row_blocks), dim3(32, kSumLanes), 0, st>>>(
-          mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
-          cptr<A>(rstd), rows, D);
+      const dim3 lanes(32, kSumLanes);
+      if (rows_of_chunks<T>(D, {cptr<T>(dy), cptr<T>(x)})) {
+        if constexpr (!std::is_same_v<T, double>) {
+          const int64_t vec = 16 / sizeof(T);
+          layer_norm_param_partials_vec_kernel<T>
+              <<<dim3(blocks_for(D / vec, 32, "layer_norm_backward"), row_blocks), lanes, 0, st>>>(
+                  mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x),
+                  cptr<A>(mean), cptr<A>(rstd), rows, D);
+        }
+      } else {
+        layer_norm_param_partials_kernel<T>
+            <<<dim3(blocks_for(D, 32, "layer_norm_backward"), row_blocks), lanes, 0, st>>>(
+                mptr<double>(part_w), mptr<double>(part_b), cptr<T>(dy), cptr<T>(x), cptr<A>(mean),
+                cptr<A>(rstd), rows, D);
+      }
       CUDA_CHECK_LAUNCH();
     }
-    layer_norm_param_final_kernel<T><<<cols, dim3(32, kFinalLanes), 0, st>>>(
-        mptr<T>(dweight), mptr<T>(dbias), cptr<double>(part_w), cptr<double>(part_b), blocks, D);
+    layer_norm_param_final_kernel<T>
+        <<<blocks_for(D, 32, "layer_norm_backward"), dim3(32, kFinalLanes), 0, st>>>(
+            mptr<T>(dweight), mptr<T>(dbias), cptr<double>(part_w), cptr<double>(part_b), blocks,
+            D);
     CUDA_CHECK_LAUNCH();
   });
 }

@@ -113,10 +113,11 @@ __device__ __forceinline__ bool ce_kept(int64_t t, int64_t C, int64_t ignore) {
 
 // One block per row: lse[p] = log(sum_c exp(x[p, c])) for kept rows, 0 otherwise. Each
 // thread keeps a running max m and sum of exp(x - m) over its classes (one read of the
-// row): the terms since m last grew in A (by d_exp_fast), the sum before in double; the
-// block then takes the max M and sums the partial sums rescaled to it. The same
-// max-shifted sum as the CPU's two passes, in another order. (Per element the loop is
-// instruction bound: expf and a double add a term took it to a third of the bandwidth.)
+// row, 16 bytes a load): m moves once per chunk of a load, to the chunk's max; the terms
+// since m last grew sum in A (by d_exp_fast), the sum before in double; the block then
+// takes the max M and sums the partial sums rescaled to it. The same max-shifted sum as
+// the CPU's two passes, in another order. (Per element the loop is instruction bound:
+// expf, a double add and a branch a term took it to a third of the bandwidth.)
 template <typename T, typename I>
 __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* target, int64_t C,
                               int64_t ignore) {
@@ -131,17 +132,36 @@ __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* tar
   const T* xr = x + p * C;
   A m = -INFINITY, recent = 0;  // recent: the terms since m last grew
   double s = 0;
-  const T* rows[] = {xr};
-  row_for_each<A>(rows, C, [&](int64_t, const A(&x1)[1]) {
-    const A v = x1[0];
-    if (v > m) {
-      s = (s + static_cast<double>(recent)) * static_cast<double>(d_exp(m - v)) + 1.0;
+  // Values v[0..n) into (m, recent, s): m moves at most once per call (to their max; fmax
+  // skips NaNs), then each adds exp(v - m): 0 for -inf (also when m is -inf), 1 for m itself
+  // (also when m is +inf). A NaN makes the sum NaN.
+  auto absorb = [&](const A* v, int n) {
+    A cm = v[0];
+    for (int e = 1; e < n; ++e) cm = fmax(cm, v[e]);
+    if (cm > m) {
+      s = (s + static_cast<double>(recent)) * static_cast<double>(d_exp(m - cm));
       recent = 0;
-      m = v;
-    } else {
-      recent += v == A(-INFINITY) ? A(0) : d_exp_fast(v - m);  // a NaN makes the sum NaN
+      m = cm;
     }
-  });
+    for (int e = 0; e < n; ++e)
+      recent += v[e] == A(-INFINITY) ? A(0) : v[e] == m ? A(1) : d_exp_fast(v[e] - m);
+  };
+  constexpr int kVec = RowChunks<T>::kVec;
+  const RowChunks<T> rc(C, xr);
+  auto one = [&](int64_t c) {
+    const A v = convert<A>(xr[c]);
+    absorb(&v, 1);
+  };
+  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) one(c);
+#pragma unroll 2
+  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
+    const uint4 raw = reinterpret_cast<const uint4*>(xr + rc.head)[i];
+    A v[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = convert<A>(reinterpret_cast<const T*>(&raw)[e]);
+    absorb(v, kVec);
+  }
+  for (int64_t c = rc.tail() + threadIdx.x; c < C; c += blockDim.x) one(c);
   s += static_cast<double>(recent);
   const A M = block_all_max(m, ascratch);
   const double part = s == 0.0 ? 0.0 : s * exp(static_cast<double>(m) - static_cast<double>(M));

@@ -25,11 +25,12 @@ struct Case {
 
 // Rows of a GPT-2-small width, D not a multiple of a warp, one row, many blocks of rows
 // (and more columns than one block has threads), a row longer than 8 per thread. The warp
-// path (rows of whole 16-byte chunks, at most 4 a lane) takes 64 x 768 and 300 x 1000 in
-// bf16 (3 and 4 chunks a lane; 300 rows end in a partial block of 16), 9 x 100 in f32
-// (25 chunks: lanes without one), 130 x 512 in f32 (4 chunks, nine row blocks), 70 x 256
-// in bf16 without weights and 3 x 64 (fewer rows than a block has warps); the others take
-// the block path (f32 rows of 768 and 1000 are too long for the warp's registers).
+// path (rows of whole 16-byte chunks, at most 4 a lane: the forward and dx) takes 64 x 768
+// and 300 x 1000 in bf16 (3 and 4 chunks a lane), 9 x 100 in f32 (25 chunks: lanes without
+// one), 130 x 512 in f32, 70 x 256 in bf16 without weights and 3 x 64 (fewer rows than a
+// block has warps); the block path the others (f32 rows of 768 and 1000 are too long for
+// a warp's registers). The parameter gradients load 16 bytes at a time for every D that
+// is whole chunks (768, 1000, 4096, 512, 64; 300 rows end in a partial block of 64).
 const Case kCases[] = {{64, 768, true},   {3, 37, true},    {1, 19, false},
                        {300, 1000, true}, {5, 4096, true},  {9, 100, false},
                        {130, 512, true},  {70, 256, false}, {3, 64, true}};
@@ -78,14 +79,18 @@ TEST(CudaLayerNorm, RunsAreBitwiseReproducible) {
 
 // More blocks of 64 rows than a grid's y dimension holds (65535): the parameter
 // gradients' row blocks stride over the grid, and sum in double as the CPU's do. Each row
-// is (-1, 0, 1) plus a little noise: among 4M rows of 3 normal values some have almost
-// no variance, and their input gradient (a small difference times a huge 1/std) would
-// differ by more than f32 rounding between any two summation orders.
+// is (-1, 0, 1) or (-1, 0, 0.5, 1) plus a little noise: among 4M rows of 3 normal values
+// some have almost no variance, and their input gradient (a small difference times a huge
+// 1/std) would differ by more than f32 rounding between any two summation orders.
 TEST(CudaLayerNorm, ParameterGradientsOverMoreRowBlocksThanTheGridHolds) {
   ZT_SKIP_WITHOUT_GPU();
-  const Case c{65535 * 64 + 100, 3, true};
-  std::vector<Tensor> in = inputs(c, DType::f32, 900);
-  in[0] = add(mul(normal_cpu({c.rows, c.D}, 901), 0.1), from_vector({-1, 0, 1}, {3}));
-  const Fn fn = layer_norm_fn(c.D, c.affine);
-  EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), 1e-4, 1e-4));
+  // D = 3: element by element; D = 4 (one 16-byte chunk of f32): 16 bytes a load.
+  for (const std::vector<double>& row : {std::vector<double>{-1, 0, 1}, {-1, 0, 0.5, 1}}) {
+    const Case c{65535 * 64 + 100, static_cast<int64_t>(row.size()), true};
+    SCOPED_TRACE("D " + std::to_string(c.D));
+    std::vector<Tensor> in = inputs(c, DType::f32, 900);
+    in[0] = add(mul(normal_cpu({c.rows, c.D}, 901), 0.1), from_vector(row, {c.D}));
+    const Fn fn = layer_norm_fn(c.D, c.affine);
+    EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), 1e-4, 1e-4));
+  }
 }
