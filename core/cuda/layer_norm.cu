@@ -194,7 +194,8 @@ __global__ void layer_norm_param_partials_vec_kernel(double* part_w, double* par
       scratch[1][threadIdx.y][threadIdx.x * kVec + e] = sb[e];
     }
     __syncthreads();
-    // Thread (x, y) adds columns y, y + kSumLanes, ... of the block's 32 kVec over the lanes.
+    // Thread (x, y) adds column 32 y + x of the block's 32 kVec (and every 32 kSumLanes-th
+    // after it) over the row lanes.
     for (int c = threadIdx.y * 32 + threadIdx.x; c < 32 * kVec; c += 32 * kSumLanes) {
       const int64_t j = static_cast<int64_t>(blockIdx.x) * 32 * kVec + c;
       if (j >= D) continue;
