@@ -111,16 +111,48 @@ void Coordinator::fetch(int id, bool backward_phase) {
   close_gather(id);
 }
 
+// The window is trace_.upcoming(bucket): the entries from the trace's position whose
+// elements fit in the bucket. Each entry whose group misses parameters is gathered, in
+// order, until one would pass the live bound (it is tried again on the next call). An
+// entry found complete stays complete until a release (note_released), so a call starts
+// where the last one stopped, or at the first entry released since. (A GatheredParameters
+// scope inside a step releases what it gathered behind the prefetcher's back: an entry it
+// covered may then go unprefetched, and its fetch gathers it.)
 void Coordinator::prefetch_upcoming() {
   if (trace_.state() != Trace::State::kValid || config_.stage3_prefetch_bucket_size <= 0) return;
-  for (int next : trace_.upcoming(config_.stage3_prefetch_bucket_size)) {
+  const size_t pos = trace_.position();
+  size_t i = std::max(pos, std::min(prefetch_next_, prefetch_dirty_));
+  prefetch_dirty_ = Trace::kNone;
+  for (;
+       i < trace_.size() && trace_.elems_between(pos, i + 1) <= config_.stage3_prefetch_bucket_size;
+       ++i) {
+    const int next = trace_.id_at(i);
     int64_t missing = 0;
     for (ZeroParam* z : groups_[next].params)
       if (z->status == ParamStatus::kNotAvailable) missing += z->part.padded_numel();
     if (missing == 0) continue;
-    if (live_elems_ + missing > config_.stage3_max_live_parameters) return;
+    if (live_elems_ + missing > config_.stage3_max_live_parameters) break;
     gather(next, true);
   }
+  prefetch_next_ = i;
+}
+
+void Coordinator::note_released(int id) {
+  auto mark = [&](int g) {
+    prefetch_dirty_ = std::min(prefetch_dirty_, trace_.next_fetch(g, trace_.position()));
+  };
+  mark(id);
+  if (tied_.empty()) return;
+  for (ZeroParam* z : groups_[id].params) {
+    auto it = tied_.find(z);
+    if (it != tied_.end())
+      for (int g : it->second) mark(g);
+  }
+}
+
+void Coordinator::reset_prefetch_walk() {
+  prefetch_next_ = 0;
+  prefetch_dirty_ = Trace::kNone;
 }
 
 void Coordinator::release_param(ZeroParam* z) {
@@ -140,6 +172,7 @@ void Coordinator::release(int id) {
       release_param(z);
       any = true;
     }
+  if (any) note_released(id);
   if (timeline_ && any) {
     close_gather(id);
     timeline_->instant(Track::kRelease, groups_[id].path,
@@ -149,6 +182,7 @@ void Coordinator::release(int id) {
 
 void Coordinator::release_all() {
   close_all_gathers();
+  prefetch_dirty_ = 0;  // everything is to be gathered again
   std::fill(in_use_.begin(), in_use_.end(), 0);
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
@@ -161,6 +195,7 @@ void Coordinator::release_all() {
 void Coordinator::abandon(int id) {
   in_use_[id] = 0;
   trace_.abandon();
+  reset_prefetch_walk();
   for (ZeroParam* z : groups_[id].params)
     if (z->status == ParamStatus::kAvailable && z->releasable() &&
         !needed_elsewhere(z, id, /*training=*/true))
@@ -174,6 +209,7 @@ void Coordinator::abandon_step() {
 
 void Coordinator::regather_persistent() {
   close_all_gathers();
+  prefetch_dirty_ = 0;
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->status != ParamStatus::kNotAvailable) release_param(z);
@@ -195,6 +231,7 @@ bool Coordinator::recorded_trace() const {
 
 void Coordinator::end_step() {
   trace_.end_step();  // the engine had check_ranks_agree() compare a finished recording
+  reset_prefetch_walk();
   stats_.trace_invalidations = trace_.invalidations();
 }
 

@@ -92,6 +92,10 @@ class Coordinator {
   // Gathers the modules the trace says come next (at the trace's position, just past the
   // module being fetched), as far as the prefetch bucket and the live bound allow.
   void prefetch_upcoming();
+  // A release of group `id`'s parameters (and so of the groups tied to them): their next
+  // fetches must be looked at again by the prefetcher.
+  void note_released(int id);
+  void reset_prefetch_walk();
   void release_param(ZeroParam* z);
   /// Group `id` stays gathered for a reuse within stage3_max_reuse_distance, but only
   /// while the gathered elements stay within stage3_max_live_parameters (the bound holds
@@ -113,6 +117,12 @@ class Coordinator {
   std::unordered_map<const ZeroParam*, std::vector<int>> tied_;
   std::vector<char> in_use_;
   Trace trace_;
+  // The prefetcher's walk of this step's trace: entries before prefetch_next_ (from the
+  // trace's position on) were gathered or found gathered, and stay so unless released;
+  // prefetch_dirty_ is the first entry whose group lost parameters since (each call then
+  // walks only the window's new entries, not the whole window again).
+  size_t prefetch_next_ = 0;
+  size_t prefetch_dirty_ = Trace::kNone;
   int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
   bool log_events_ = false;
   bool reorder_logged_ = false;  // the first out-of-order fetch was reported (once per run)

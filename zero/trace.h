@@ -39,10 +39,27 @@ class Trace {
   /// Times the trace was invalidated.
   int64_t invalidations() const { return invalidations_; }
 
+  // Random access to a valid trace (the prefetcher walks it without copying it; each
+  // call is constant time, next_fetch logarithmic in the module's fetches).
+  static constexpr size_t kNone = static_cast<size_t>(-1);
+  /// The index of the next fetch expected (fetches before it have happened this step).
+  size_t position() const { return pos_; }
+  size_t size() const { return ids_.size(); }
+  int id_at(size_t i) const { return ids_[i]; }
+  /// Elements fetched by trace entries [a, b).
+  int64_t elems_between(size_t a, size_t b) const { return starts_[b] - starts_[a]; }
+  /// The first index at or after i where `id` is fetched; kNone if there is none (or the
+  /// trace is not valid).
+  size_t next_fetch(int id, size_t i) const;
+
  private:
   State state_ = State::kRecording;
   std::vector<int> ids_;
   std::vector<int64_t> elems_;
+  // Of a valid trace: starts_[i] = elements of entries [0, i) (size + 1 of them), and each
+  // module id's entry indices in order.
+  std::vector<int64_t> starts_;
+  std::vector<std::vector<size_t>> fetches_of_;
   size_t pos_ = 0;
   int64_t invalidations_ = 0;
 };

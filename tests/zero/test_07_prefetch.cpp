@@ -191,6 +191,35 @@ TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
   });
 }
 
+// A window over the whole step, with every module released right after its use: a
+// module's backward fetch comes after its forward release, and must be prefetched again.
+// The prefetcher walks each entry of the window once and goes back only to entries a
+// release emptied, so this checks that it does go back: in a traced step only two fetches
+// gather for themselves, the step's first and the backward's first (the forward's last
+// module, released and needed again at once); every other fetch was prefetched.
+TEST(Lesson07Prefetch, AModuleReleasedAfterForwardIsPrefetchedForBackward) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step(engine, x, y);  // records the trace
+    engine.set_event_log(true);
+    const int64_t before = engine.stats().prefetches_issued;
+    train_step(engine, x, y);
+    const std::vector<std::string>& ev = engine.events();
+    std::vector<std::string> gathers;
+    int64_t prefetches = 0, fetches = 0;
+    for (const std::string& e : ev) {
+      if (e.rfind("gather:", 0) == 0) gathers.push_back(e);
+      prefetches += e.rfind("prefetch:", 0) == 0;
+      fetches += e.rfind("fetch:", 0) == 0 || e.rfind("fetch_backward:", 0) == 0;
+    }
+    EXPECT_EQ(gathers, (std::vector<std::string>{"gather:conv3", "gather:head"}));
+    EXPECT_EQ(prefetches, engine.stats().prefetches_issued - before);
+    EXPECT_EQ(prefetches + 2, fetches) << "every other fetch was prefetched";
+  });
+}
+
 // Evaluating between steps: a forward under no_grad neither records nor invalidates the
 // trace. A forward with gradients on and no backward (an evaluation that forgot no_grad)
 // breaks the recorded order once: the next step records again.
