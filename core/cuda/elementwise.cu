@@ -319,15 +319,10 @@ __global__ void multi_copy_kernel(const MultiCopyArgs args, bool accumulate) {
     }
     copy_vec<kM>(dst + i, dv);
   };
-  int64_t i = begin + threadIdx.x;
-  if (reinterpret_cast<uintptr_t>(dst) % (kN * sizeof(D)) == 0 &&
-      reinterpret_cast<uintptr_t>(src) % (kN * sizeof(S)) == 0) {
-    const int64_t whole = begin + (end - begin) / kN * kN;
-    for (int64_t j = begin + threadIdx.x * kN; j < whole; j += blockDim.x * kN)
-      step.template operator()<kN>(j);
-    i = whole + threadIdx.x;
-  }
-  for (; i < end; i += blockDim.x) step.template operator()<1>(i);
+  block_run<kN>(begin, end,
+                reinterpret_cast<uintptr_t>(dst) % (kN * sizeof(D)) == 0 &&
+                    reinterpret_cast<uintptr_t>(src) % (kN * sizeof(S)) == 0,
+                step);
 }
 
 }  // namespace

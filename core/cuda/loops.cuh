@@ -214,6 +214,22 @@ __device__ __forceinline__ void copy_vec(T* dst, const T* src) {
   }
 }
 
+/// A block's run [begin, end) of elements, its threads taking kN at a time
+/// (step.template operator()<kN>(i) for elements i .. i + kN) where `whole_ok` (every array
+/// lies on a kN-element boundary, as does begin), then the elements past the last whole kN
+/// one by one (operator()<1>); else all one by one.
+template <int kN, typename Step>
+__device__ __forceinline__ void block_run(int64_t begin, int64_t end, bool whole_ok, Step&& step) {
+  int64_t i = begin + threadIdx.x;
+  if (whole_ok) {
+    const int64_t whole = begin + (end - begin) / kN * kN;
+    for (int64_t j = begin + threadIdx.x * kN; j < whole; j += blockDim.x * kN)
+      step.template operator()<kN>(j);
+    i = whole + threadIdx.x;
+  }
+  for (; i < end; i += blockDim.x) step.template operator()<1>(i);
+}
+
 /// The K input pointers of vec_kernel, passed by value.
 template <typename T, int K>
 struct VecInputs {

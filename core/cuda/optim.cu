@@ -166,14 +166,8 @@ __global__ void multi_tensor_kernel(const Entry* __restrict__ table, int entries
   const auto bits = reinterpret_cast<uintptr_t>(p) | reinterpret_cast<uintptr_t>(g) |
                     reinterpret_cast<uintptr_t>(s0) | reinterpret_cast<uintptr_t>(s1);
   const bool vec = bits % 16 == 0 && reinterpret_cast<uintptr_t>(low) % (kVec * sizeof(L)) == 0;
-  int64_t i = begin + threadIdx.x;
-  if (vec) {
-    const int64_t whole = begin + (end - begin) / kVec * kVec;
-    for (int64_t j = begin + threadIdx.x * kVec; j < whole; j += blockDim.x * kVec)
-      update<kVec>(op, p, g, s0, s1, low, j);
-    i = whole + threadIdx.x;
-  }
-  for (; i < end; i += blockDim.x) update<1>(op, p, g, s0, s1, low, i);
+  block_run<kVec>(begin, end, vec,
+                  [&]<int kN>(int64_t i) { update<kN>(op, p, g, s0, s1, low, i); });
 }
 
 // ---------------------------------------------------------------- table upload

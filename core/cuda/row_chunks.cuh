@@ -104,6 +104,31 @@ __device__ __forceinline__ void row_for_each(const T* const (&in)[K], int64_t n,
   detail::row_walk<false, A>(in, static_cast<T*>(nullptr), n, f, t);
 }
 
+/// f(v, count) over one row's values as A in runs, the threads of t taking their shares as
+/// row_for_each does: each scalar head and tail element alone (count 1), each 16-byte chunk
+/// as one run (count kVec). For reductions that do per-run work (a running max moved once
+/// a chunk).
+template <typename A, typename T, typename F>
+__device__ __forceinline__ void row_for_each_run(const T* row, int64_t n, F&& f,
+                                                 RowThreads t = RowThreads::block()) {
+  constexpr int kVec = RowChunks<T>::kVec;
+  const RowChunks<T> rc(n, row);
+  auto one = [&](int64_t c) {
+    const A v = convert<A>(row[c]);
+    f(&v, 1);
+  };
+  for (int64_t c = t.first; c < rc.head; c += t.step) one(c);
+#pragma unroll 2
+  for (int64_t i = t.first; i < rc.chunks; i += t.step) {
+    const uint4 raw = reinterpret_cast<const uint4*>(row + rc.head)[i];
+    A v[kVec];
+#pragma unroll
+    for (int e = 0; e < kVec; ++e) v[e] = convert<A>(reinterpret_cast<const T*>(&raw)[e]);
+    f(v, kVec);
+  }
+  for (int64_t c = rc.tail() + t.first; c < n; c += t.step) one(c);
+}
+
 /// out[c] = f(c, v) (a T) for each element c of the K rows in[], as row_for_each; out
 /// written 16 bytes a store where it lies as the inputs do.
 template <typename A, int K, typename T, typename F>

@@ -146,22 +146,7 @@ __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* tar
     for (int e = 0; e < n; ++e)
       recent += v[e] == A(-INFINITY) ? A(0) : v[e] == m ? A(1) : d_exp_fast(v[e] - m);
   };
-  constexpr int kVec = RowChunks<T>::kVec;
-  const RowChunks<T> rc(C, xr);
-  auto one = [&](int64_t c) {
-    const A v = convert<A>(xr[c]);
-    absorb(&v, 1);
-  };
-  for (int64_t c = threadIdx.x; c < rc.head; c += blockDim.x) one(c);
-#pragma unroll 2
-  for (int64_t i = threadIdx.x; i < rc.chunks; i += blockDim.x) {
-    const uint4 raw = reinterpret_cast<const uint4*>(xr + rc.head)[i];
-    A v[kVec];
-#pragma unroll
-    for (int e = 0; e < kVec; ++e) v[e] = convert<A>(reinterpret_cast<const T*>(&raw)[e]);
-    absorb(v, kVec);
-  }
-  for (int64_t c = rc.tail() + threadIdx.x; c < C; c += blockDim.x) one(c);
+  row_for_each_run<A>(xr, C, absorb);
   s += static_cast<double>(recent);
   const A M = block_all_max(m, ascratch);
   const double part = s == 0.0 ? 0.0 : s * exp(static_cast<double>(m) - static_cast<double>(M));
