@@ -1,9 +1,9 @@
 // Counts of the device work the calling thread has issued: kernel-table dispatches on
 // either device and, on CUDA, kernel and library launches, host synchronizations and
-// copies between host and device memory, and on either device the values the host reads
-// back from tensors (item(), to_vector()). The counts are per thread (a thread rank's
-// counts are its own) and cost one increment each; zt-bench prints them per step, and a
-// steady-state step should show no synchronizations at all.
+// copies between host and device memory and the library calls made, and on either device
+// the values the host reads back from tensors (item(), to_vector()). The counts are per thread (a
+// thread rank's counts are its own) and cost one increment each; zt-bench prints them per step, and
+// a steady-state step should show no synchronizations at all.
 #pragma once
 
 #include <cstdint>
@@ -20,10 +20,13 @@ struct WorkCounts {
   /// Tensor::to_vector / item calls, any device: on a GPU each is a wait, so a CPU run
   /// that reads nothing back shows a step that would not synchronize either.
   int64_t host_reads = 0;
+  /// CUDA runtime, cuBLAS, cuDNN and NCCL calls (core/api_profile.h times them per site)
+  int64_t api_calls = 0;
 
   WorkCounts operator-(const WorkCounts& o) const {
     return {dispatches - o.dispatches, launches - o.launches,     syncs - o.syncs,
-            d2h_copies - o.d2h_copies, h2d_copies - o.h2d_copies, host_reads - o.host_reads};
+            d2h_copies - o.d2h_copies, h2d_copies - o.h2d_copies, host_reads - o.host_reads,
+            api_calls - o.api_calls};
   }
 };
 

@@ -60,8 +60,10 @@ step 8 "bin/zt-bench ops --device cuda"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20"
 # The same step alternating with one through a one-rank ZeRO-3 engine, in one process: the
-# engine's cost (separate processes differ by more than it on the host-bound batch 8).
-step 12 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --paired"
+# engine's cost (separate processes differ by more than it on the host-bound batch 8); then
+# (--api) each one's host time per step inside every GPU library call site: where the
+# engine's extra host time goes.
+step 14 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --paired --api"
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --paired"
 # cuDNN algorithms timed once per shape (train.cudnn_benchmark), then also among those that
 # sum with atomics (train.cudnn_deterministic: false): the PyTorch twins' settings below.
@@ -102,8 +104,9 @@ step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offlo
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
 # bf16: its first step has taken 15-19 s on a fresh machine (the same with the fused attention
-# or the GEMM path; 0.065 s/step after), the limit leaves room for that.
-step 32 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
+# or the GEMM path; 0.065 s/step after), the limit leaves room for that. ZT_API_PROFILE prints
+# the run's host time per GPU library call site at exit: which calls that first step waits in.
+step 32 "ZT_API_PROFILE=1 bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.dtype=bf16 \
   --set train.steps=50 --set output_dir=/tmp/zt_gpu_check/bf16 --overwrite"
 step 12 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set train.steps=100 \
   --tokenizer /tmp/zt_gpu_check/f32/checkpoints --set output_dir=/tmp/zt_gpu_check/gpt \

@@ -56,7 +56,7 @@ Tensor OptimizerOffload::host_buffer(int64_t numel, DType dtype, MemTag tag) con
     std::shared_ptr<MemoryLedger> ledger = current_ledger();
     ledger->add(Device::cpu(), tag, static_cast<int64_t>(bytes));  // a limit refuses first
     void* p = nullptr;
-    cudaError_t e = cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault);
+    cudaError_t e = ZT_API(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
     if (e != cudaSuccess) {  // the ledger gives the bytes back before the error goes up
       ledger->sub(Device::cpu(), tag, static_cast<int64_t>(bytes));
       cuda::detail::throw_cuda_error(e, "cudaHostAlloc (optimizer offload's pinned host buffer)",

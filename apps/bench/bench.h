@@ -52,10 +52,21 @@ void sync(const Tensor& t);
 double median(std::vector<double> v);
 
 /// The work of one call of fn (core/work_counts.h: kernel-table dispatches; on CUDA
-/// kernel launches, host synchronizations and copies) as JSON fields, e.g.
+/// kernel launches, host synchronizations, copies and library calls) as JSON fields, e.g.
 /// `"dispatches_per_step":812,"syncs_per_step":0,...`. fn runs once, and its own
 /// synchronizations count: call it on a step without phase clocks.
 std::string work_per_call_json(const std::function<void()>& fn);
+
+/// Runs fn (one step) `steps` times under an ApiProfile (core/api_profile.h) and returns one
+/// JSON line per library call site, most host time first (the first `shown`), each opening
+/// with `fields` (e.g. `"bench":"vqtok-step","update":"zero3"`):
+/// {<fields>,"api":"cudaEventRecord","at":"stream.cpp:40","calls_per_step":12.0,
+///  "host_ms_per_step":0.031,"host_us_per_call":2.58}
+/// then one line {<fields>,"api":"all","sites":..,"calls_per_step":..,"host_ms_per_step":..,
+/// "wall_ms_per_step":..}: how much of a step's wall time the host spends inside the GPU
+/// libraries, and in which calls (kernel launches themselves are KernelProfile's host time).
+std::string api_profile_json(const std::string& fields, int steps, const std::function<void()>& fn,
+                             size_t shown = 25);
 
 /// Runs fn (one step) `steps` times under a KernelProfile (core/kernel_profile.h) and
 /// returns one JSON line per kernel, most time first:

@@ -24,6 +24,9 @@
 // host-bound GPU step two processes can differ by more than the engine costs (the same
 // run measured 61-65 ms in one and 47-69 ms in another), a pair of alternating steps
 // shares the host's state.
+// --api then runs --steps more steps of each trainer under an ApiProfile and prints the
+// host time per step inside each CUDA runtime / cuBLAS / cuDNN call site (core/api_profile.h):
+// where a host-bound step's time goes, and with --paired what the engine adds.
 // --cuda-graph (with --device cuda) captures the whole step as a CUDA graph after two
 // warm-up steps and replays it (core/step_graph.h): there are no phase clocks then, so
 // forward/backward/step are 0 and total_ms is the wall time of a replayed step.
@@ -92,7 +95,7 @@ struct Options {
   zt::Device device = zt::Device::cpu();
   int batch = 8, steps = 3, threads = 1;
   bool modules = false, kernels = false, zero_engine = false, graphed = false, offload = false,
-       paired = false;
+       paired = false, api = false;
 };
 
 // One way to train the model: plain AdamW on the module (comm null), or a ZeRO-3 engine on
@@ -237,6 +240,19 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
         "\"zero3_over_adamw\":%.3f}\n",
         plain, zero, plain > 0 ? zero / plain : 0.0);
   }
+  if (o.api) {
+    for (auto& t : trainers) {
+      const std::string fields =
+          std::string("\"bench\":\"vqtok-step\",\"update\":\"") + t->name() + "\"";
+      std::fputs(zt::bench::api_profile_json(fields, steps,
+                                             [&] {
+                                               t->step(video);
+                                               zt::bench::sync(video);
+                                             })
+                     .c_str(),
+                 stdout);
+    }
+  }
   if (o.modules) {
     for (auto& [type, sec] : timer.totals())
       std::printf("{\"bench\":\"vqtok-step\",\"module\":\"%s\",\"forward_ms_per_step\":%.2f}\n",
@@ -270,6 +286,9 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   app.add_flag("--paired", o.paired,
                "plain AdamW and the one-rank ZeRO-3 engine in one process, steps alternating "
                "(a line each, then their ratio)");
+  app.add_flag("--api", o.api,
+               "then run --steps more steps of each trainer and print the host time per step "
+               "in each GPU library call site");
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_flag("--cuda-graph", o.graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda)");
@@ -282,8 +301,8 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   };
   if (const std::string why = o.device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty())
     return refuse(("--device cuda " + why).c_str());
-  if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels))
-    return refuse("--cuda-graph needs --device cuda (and no --modules or --kernels)");
+  if (o.graphed && (!o.device.is_cuda() || o.modules || o.kernels || o.api))
+    return refuse("--cuda-graph needs --device cuda (and no --modules, --kernels or --api)");
   if (o.offload && ((!o.zero_engine && !o.paired) || o.graphed))
     return refuse(
         "--offload needs --zero or --paired (and no --cuda-graph: the host update cannot be "
@@ -299,7 +318,7 @@ int run_vqtok_step(const std::vector<std::string>& args) {
 const zt::bench::Registrar kRegisterVqtokStep(
     "vqtok-step",
     "one training step of the default small vqtok model, 4.29M parameters, on clips of 4 frames "
-    "of 32x32 (--batch, --steps, --modules, --kernels, --zero, "
+    "of 32x32 (--batch, --steps, --modules, --kernels, --api, --zero, "
     "--offload, --paired, --cuda-graph)",
     run_vqtok_step);
 

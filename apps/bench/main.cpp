@@ -10,6 +10,7 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
+#include "core/api_profile.h"
 #include "core/conv_algo.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
@@ -98,22 +99,60 @@ std::string work_per_call_json(const std::function<void()>& fn) {
   const WorkCounts before = work_counts();
   fn();
   const WorkCounts w = work_counts() - before;
-  char buf[256];
+  char buf[320];
   std::snprintf(buf, sizeof buf,
                 "\"dispatches_per_step\":%lld,\"launches_per_step\":%lld,\"syncs_per_step\":%lld,"
-                "\"d2h_per_step\":%lld,\"h2d_per_step\":%lld,\"host_reads_per_step\":%lld",
+                "\"d2h_per_step\":%lld,\"h2d_per_step\":%lld,\"host_reads_per_step\":%lld,"
+                "\"api_calls_per_step\":%lld",
                 static_cast<long long>(w.dispatches), static_cast<long long>(w.launches),
                 static_cast<long long>(w.syncs), static_cast<long long>(w.d2h_copies),
-                static_cast<long long>(w.h2d_copies), static_cast<long long>(w.host_reads));
+                static_cast<long long>(w.h2d_copies), static_cast<long long>(w.host_reads),
+                static_cast<long long>(w.api_calls));
   return buf;
+}
+
+namespace {
+// Wall-clock milliseconds of `steps` calls of fn.
+double wall_ms_of(int steps, const std::function<void()>& fn) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < steps; ++i) fn();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::string api_profile_json(const std::string& fields, int steps, const std::function<void()>& fn,
+                             size_t shown) {
+  ApiProfile profile;
+  const double wall_ms = wall_ms_of(steps, fn);
+  const std::vector<ApiProfile::Site> sites = profile.sites();
+  double ms = 0;
+  int64_t calls = 0;
+  std::string out;
+  char buf[512];
+  for (size_t i = 0; i < sites.size(); ++i) {
+    const ApiProfile::Site& s = sites[i];
+    ms += s.host_ms;
+    calls += s.calls;
+    if (i >= shown) continue;
+    std::snprintf(buf, sizeof buf,
+                  "{%s,\"api\":\"%s\",\"at\":\"%s\",\"calls_per_step\":%.1f,"
+                  "\"host_ms_per_step\":%.3f,\"host_us_per_call\":%.2f}\n",
+                  fields.c_str(), s.call.c_str(), s.where.c_str(),
+                  static_cast<double>(s.calls) / steps, s.host_ms / steps,
+                  1e3 * s.host_ms / static_cast<double>(s.calls));
+    out += buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "{%s,\"api\":\"all\",\"sites\":%zu,\"calls_per_step\":%.1f,"
+                "\"host_ms_per_step\":%.3f,\"wall_ms_per_step\":%.3f}\n",
+                fields.c_str(), sites.size(), static_cast<double>(calls) / steps, ms / steps,
+                wall_ms / steps);
+  return out + buf;
 }
 
 std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn) {
   KernelProfile profile;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < steps; ++i) fn();
-  const double wall_ms =
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const double wall_ms = wall_ms_of(steps, fn);
   const std::vector<KernelProfile::Entry> all = profile.totals();
   double sum = 0, host = 0;
   for (const auto& e : all) {

@@ -125,7 +125,7 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
   cudaError_t st;
   {
     RelaxedCapture relaxed;  // in a capture the block joins the graph's private pool
-    st = cudaMalloc(&p, size);
+    st = ZT_API(cudaMalloc(&p, size));
   }
   if (st == cudaErrorMemoryAllocation && capturing()) {
     cudaGetLastError();
@@ -138,7 +138,7 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
     cudaGetLastError();
     std::lock_guard<std::mutex> lock(s.mu);
     release_cached(s, d.index);
-    st = cudaMalloc(&p, size);
+    st = ZT_API(cudaMalloc(&p, size));
   }
   if (st == cudaErrorMemoryAllocation) {
     cudaGetLastError();

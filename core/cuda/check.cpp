@@ -106,7 +106,7 @@ void throw_cudnn_error(int status, const char* call, const char* file, int line)
 
 namespace zt::cuda {
 bool event_done(cudaEvent_t event) {
-  const cudaError_t s = cudaEventQuery(event);
+  const cudaError_t s = ZT_API(cudaEventQuery(event));
   if (s == cudaErrorNotReady) {
     if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
     return false;

@@ -1,4 +1,5 @@
-// Status-code checks for the CUDA runtime, cuBLAS and cuDNN. Each macro turns a failed
+// Status-code checks for the CUDA runtime, cuBLAS and cuDNN. Each call counts and is timed at
+// its site under an ApiProfile (core/api_profile.h). Each macro turns a failed
 // status into zt::Error (with file:line under ZT_DEBUG=1) naming the call, the library's own
 // message and a HINT on what to do about it. cuBLAS and cuDNN statuses are passed as integers so
 // that this header needs only the CUDA runtime.
@@ -6,6 +7,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include "core/api_profile.h"
 #include "core/work_counts.h"
 
 namespace zt::cuda::detail {
@@ -25,7 +27,7 @@ bool event_done(cudaEvent_t event);
 /// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
 #define CUDA_CHECK(call)                                                           \
   do {                                                                             \
-    cudaError_t zt_status_ = (call);                                               \
+    cudaError_t zt_status_ = ZT_API(call);                                         \
     if (zt_status_ != cudaSuccess)                                                 \
       ::zt::cuda::detail::throw_cuda_error(zt_status_, #call, __FILE__, __LINE__); \
   } while (0)
@@ -33,7 +35,7 @@ bool event_done(cudaEvent_t event);
 /// Throws zt::Error unless the cuBLAS / cuBLASLt call returns CUBLAS_STATUS_SUCCESS.
 #define CUBLAS_CHECK(call)                                                           \
   do {                                                                               \
-    int zt_status_ = static_cast<int>(call);                                         \
+    int zt_status_ = static_cast<int>(ZT_API(call));                                 \
     if (zt_status_ != 0)                                                             \
       ::zt::cuda::detail::throw_cublas_error(zt_status_, #call, __FILE__, __LINE__); \
   } while (0)
@@ -41,7 +43,7 @@ bool event_done(cudaEvent_t event);
 /// Throws zt::Error unless the cuDNN call returns CUDNN_STATUS_SUCCESS.
 #define CUDNN_CHECK(call)                                                           \
   do {                                                                              \
-    int zt_status_ = static_cast<int>(call);                                        \
+    int zt_status_ = static_cast<int>(ZT_API(call));                                \
     if (zt_status_ != 0)                                                            \
       ::zt::cuda::detail::throw_cudnn_error(zt_status_, #call, __FILE__, __LINE__); \
   } while (0)

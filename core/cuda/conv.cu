@@ -188,22 +188,23 @@ std::vector<Choice> ranked(Pass pass, ConvDescs& d, cudnnHandle_t h, bool determ
   std::vector<Choice> c;
   if (pass == Pass::kForward) {
     cudnnConvolutionFwdAlgoPerf_t perfs[CUDNN_CONVOLUTION_FWD_ALGO_COUNT];
-    st = cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &returned, perfs);
+    st = ZT_API(cudnnGetConvolutionForwardAlgorithm_v7(h, d.x.get(), d.w.get(), d.conv.get(),
+                                                       d.y.get(), CUDNN_CONVOLUTION_FWD_ALGO_COUNT,
+                                                       &returned, perfs));
     if (st == CUDNN_STATUS_SUCCESS)
       c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   } else if (pass == Pass::kBackwardData) {
     cudnnConvolutionBwdDataAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT];
-    st = cudnnGetConvolutionBackwardDataAlgorithm_v7(
+    st = ZT_API(cudnnGetConvolutionBackwardDataAlgorithm_v7(
         h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(), CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT,
-        &returned, perfs);
+        &returned, perfs));
     if (st == CUDNN_STATUS_SUCCESS)
       c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   } else {
     cudnnConvolutionBwdFilterAlgoPerf_t perfs[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT];
-    st = cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+    st = ZT_API(cudnnGetConvolutionBackwardFilterAlgorithm_v7(
         h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(), CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT,
-        &returned, perfs);
+        &returned, perfs));
     if (st == CUDNN_STATUS_SUCCESS)
       c = usable_algos(pass, perfs, returned, d.exact_f32, deterministic_first);
   }
@@ -219,17 +220,17 @@ std::optional<size_t> workspace_bytes(Pass pass, ConvDescs& d, cudnnHandle_t h, 
   size_t bytes = 0;
   cudnnStatus_t st;
   if (pass == Pass::kForward)
-    st = cudnnGetConvolutionForwardWorkspaceSize(h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
-                                                 static_cast<cudnnConvolutionFwdAlgo_t>(c.algo),
-                                                 &bytes);
+    st = ZT_API(cudnnGetConvolutionForwardWorkspaceSize(
+        h, d.x.get(), d.w.get(), d.conv.get(), d.y.get(),
+        static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), &bytes));
   else if (pass == Pass::kBackwardData)
-    st = cudnnGetConvolutionBackwardDataWorkspaceSize(
+    st = ZT_API(cudnnGetConvolutionBackwardDataWorkspaceSize(
         h, d.w.get(), d.y.get(), d.conv.get(), d.x.get(),
-        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &bytes);
+        static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), &bytes));
   else
-    st = cudnnGetConvolutionBackwardFilterWorkspaceSize(
+    st = ZT_API(cudnnGetConvolutionBackwardFilterWorkspaceSize(
         h, d.x.get(), d.y.get(), d.conv.get(), d.w.get(),
-        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &bytes);
+        static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), &bytes));
   if (refused(st)) return std::nullopt;
   if (st != CUDNN_STATUS_SUCCESS)
     detail::throw_cudnn_error(st, "cudnnGetConvolution*WorkspaceSize", __FILE__, __LINE__);
@@ -436,10 +437,10 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
   Scale s;
   bool ran =
       run_candidates(g, dt, Pass::kForward, d, h, out.device(), [&](const Choice& c, void* ws) {
-        return cudnnConvolutionForward(h, s.one(dt), d.x.get(), x.data_ptr(), d.w.get(),
-                                       weight.data_ptr(), d.conv.get(),
-                                       static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
-                                       c.workspace, s.zero(dt), d.y.get(), out.data_ptr());
+        return ZT_API(cudnnConvolutionForward(h, s.one(dt), d.x.get(), x.data_ptr(), d.w.get(),
+                                              weight.data_ptr(), d.conv.get(),
+                                              static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
+                                              c.workspace, s.zero(dt), d.y.get(), out.data_ptr()));
       });
   if (!ran && is_half(dt)) {  // no 16-bit engine for this shape: compute in f32
     say_f32_fallback("forward", x, weight);
@@ -485,18 +486,18 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   bool ran_x = !grad_x.defined(), ran_w = !grad_weight.defined();
   if (!ran_x) {
     ran_x = run_candidates(g, dt, Pass::kBackwardData, d, h, dev, [&](const Choice& c, void* ws) {
-      return cudnnConvolutionBackwardData(h, s.one(dt), d.w.get(), weight.data_ptr(), d.y.get(),
-                                          grad_out.data_ptr(), d.conv.get(),
-                                          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws,
-                                          c.workspace, s.zero(dt), d.x.get(), grad_x.data_ptr());
+      return ZT_API(cudnnConvolutionBackwardData(
+          h, s.one(dt), d.w.get(), weight.data_ptr(), d.y.get(), grad_out.data_ptr(), d.conv.get(),
+          static_cast<cudnnConvolutionBwdDataAlgo_t>(c.algo), ws, c.workspace, s.zero(dt),
+          d.x.get(), grad_x.data_ptr()));
     });
   }
   if (!ran_w) {
     ran_w = run_candidates(g, dt, Pass::kBackwardFilter, d, h, dev, [&](const Choice& c, void* ws) {
-      return cudnnConvolutionBackwardFilter(
+      return ZT_API(cudnnConvolutionBackwardFilter(
           h, s.one(dt), d.x.get(), x.data_ptr(), d.y.get(), grad_out.data_ptr(), d.conv.get(),
           static_cast<cudnnConvolutionBwdFilterAlgo_t>(c.algo), ws, c.workspace, s.zero(dt),
-          d.w.get(), grad_weight.data_ptr());
+          d.w.get(), grad_weight.data_ptr()));
     });
   }
   if ((!ran_x || !ran_w) && is_half(dt)) {  // compute the missing ones in f32

@@ -120,8 +120,8 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(h, plan->desc, plan->a, plan->b, plan->c,
-                                                     plan->c, plan->pref, 1, &result, &returned);
+  cublasStatus_t st = ZT_API(cublasLtMatmulAlgoGetHeuristic(
+      h, plan->desc, plan->a, plan->b, plan->c, plan->c, plan->pref, 1, &result, &returned));
   if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
     plan->algo = result.algo;
     plan->workspace = result.workspaceSize;
@@ -229,10 +229,10 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
   if (p.aux) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
   const Tensor workspace = device_bytes(plan.workspace, out.device());
   const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = cublasLtMatmul(h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta,
-                                           p.out, plan.c, out.data_ptr(), plan.c, &plan.algo,
-                                           workspace.defined() ? workspace.data_ptr() : nullptr,
-                                           plan.workspace, current_stream(dev));
+  const cublasStatus_t st = ZT_API(cublasLtMatmul(
+      h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.c, out.data_ptr(), plan.c,
+      &plan.algo, workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
+      current_stream(dev)));
   if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // the heuristic's algorithm refused at run time
     std::fprintf(stderr,
                  "zt: cuBLASLt refused its algorithm for the %lldx%lldx%lld GEMM "

@@ -259,11 +259,11 @@ endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
 # nothing back to the host in a steady step (host_reads_per_step 0, which would be a GPU
-# wait each).
+# wait each); on the CPU it makes no GPU library calls (api_calls_per_step 0).
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_zero
            COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"zero3\".*\"host_reads_per_step\":0}" -P
+                   "-DEXPECT=\"update\":\"zero3\".*\"host_reads_per_step\":0,\"api_calls_per_step\":0}" -P
                    ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --batch 1
                    --steps 1)
   set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
@@ -278,6 +278,14 @@ if(TARGET zt-bench)
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired
                    --batch 1 --steps 1)
   set_tests_properties(apps.bench.vqtok_step_paired PROPERTIES LABELS apps TIMEOUT 60)
+  # --api: after the timed steps, each trainer's library call sites and their total line
+  # (on the CPU: no sites, no calls, and the wall time of a step).
+  add_test(NAME apps.bench.vqtok_step_paired_api
+           COMMAND ${CMAKE_COMMAND}
+                   "-DEXPECT=\"update\":\"adamw\",\"api\":\"all\",\"sites\":0,\"calls_per_step\":0.0,\"host_ms_per_step\":0.000,\"wall_ms_per_step\":[0-9.]+}.*\"update\":\"zero3\",\"api\":\"all\""
+                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired --api
+                   --batch 1 --steps 1)
+  set_tests_properties(apps.bench.vqtok_step_paired_api PROPERTIES LABELS apps TIMEOUT 60)
   add_test(NAME apps.bench.vqtok_step_paired_times_eager_steps
            COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--paired times eager steps"
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired --kernels)
@@ -326,7 +334,7 @@ endif()
 if(TARGET zt-bench)
   add_test(NAME apps.bench.vqtok_step_offload
            COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0}"
+                   "-DEXPECT=\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0,\"api_calls_per_step\":0}"
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --offload
                    --batch 1 --steps 1)
   set_tests_properties(apps.bench.vqtok_step_offload PROPERTIES LABELS apps TIMEOUT 60)

@@ -1,8 +1,10 @@
 // KernelProfile on the GPU (label cuda): dispatches are timed by events in GPU time, so a
 // large matrix multiply shows its milliseconds even though its dispatch returns at once,
-// calls are counted per kernel, and nothing is timed inside a CUDA graph capture.
+// calls are counted per kernel, and nothing is timed inside a CUDA graph capture; and the
+// library calls under an ApiProfile.
 #include <chrono>
 
+#include "core/api_profile.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
 #include "cuda/cuda_compare.h"
@@ -54,3 +56,33 @@ TEST(CudaKernelProfile, NothingIsTimedInsideACapture) {
   EXPECT_EQ(profile.totals()[0].calls, 1);
 }
 #endif
+
+// The library calls behind GPU work are sites of an ApiProfile (core/api_profile.h): a
+// device-to-host copy is one checked cudaMemcpy-family call at least, and every site's time
+// is host time, within the host's wall time.
+TEST(CudaApiProfile, ListsTheLibraryCallsOfGpuWork) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Tensor a = randn({256, 256}).to(kGpu);
+  Tensor c = matmul(a, a);
+  (void)c.to(kCpu);  // warm-up: handles, heuristics
+  const WorkCounts before = work_counts();
+  ApiProfile profile;
+  const auto t0 = std::chrono::steady_clock::now();
+  c = matmul(a, a);
+  (void)c.to(kCpu);
+  const double host_ms =
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<ApiProfile::Site> sites = profile.sites();
+  ASSERT_FALSE(sites.empty()) << "a multiply and a copy back make library calls";
+  int64_t calls = 0;
+  double ms = 0;
+  bool memcpy_seen = false;
+  for (const auto& s : sites) {
+    calls += s.calls;
+    ms += s.host_ms;
+    memcpy_seen |= s.call.rfind("cudaMemcpy", 0) == 0;
+  }
+  EXPECT_TRUE(memcpy_seen) << "the copy back to the host";
+  EXPECT_EQ(calls, (work_counts() - before).api_calls) << "one thread, every call a site";
+  EXPECT_LE(ms, host_ms);
+}

@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 
+#include "core/api_profile.h"
 #include "core/cuda/stream.h"
 #include "zero/comm/communicator.h"
 #include "zero/comm/mpi_comm.h"
@@ -25,7 +26,7 @@ namespace zt::comm::internal {
 /// Throws zt::Error naming the NCCL call, its error string, file and line.
 #define NCCL_CHECK(call)                                                              \
   do {                                                                                \
-    ncclResult_t zt_nccl_rc_ = (call);                                                \
+    ncclResult_t zt_nccl_rc_ = ZT_API(call);                                          \
     if (zt_nccl_rc_ != ncclSuccess)                                                   \
       ::zt::comm::internal::throw_nccl_error(__FILE__, __LINE__, #call, zt_nccl_rc_); \
   } while (0)
