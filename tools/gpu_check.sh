@@ -53,7 +53,7 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
   fi
 }
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
-step 20 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
+step 25 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 8 "bin/zt_test_comm_nccl"             # NcclComm on one GPU, the tokenizer over NCCL
 step 8 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
 step 8 "bin/zt-bench ops --device cuda"
@@ -93,13 +93,14 @@ step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --atten
 # Replayed from a CUDA graph: the GPU's time alone, no host launch overhead.
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
-# The fused attention kernels at every tile shape (GPT-2 small's attention, then head dim
-# 128), and the GPT step under three-stage pipelines: which to make the default.
+# The fused attention kernels at every tile shape, their backward split and atomic (GPT-2
+# small's attention, then head dim 128), and the GPT step with a three-stage pipeline and with
+# the atomic backward (one pass, dq by f32 atomics): which to make the default.
 step 12 "bin/zt-bench attention --device cuda"
 torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 16x32x3,16x32x3"
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 16x64x3,16x32x3"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-backward atomic"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"

@@ -2,13 +2,14 @@
 // shape they are built with (flash::tile_shapes), by default at GPT-2 small's attention
 // (batch 8, 12 heads, 1024 tokens, head dim 64, causal, bf16). One JSON object per pass and
 // shape: the forward under each forward shape (the backward at its default), then the
-// backward (dq and dk / dv) under each backward shape (the forward at its default):
+// backward (dq and dk / dv) under each backward shape (the forward at its default), split
+// ("backward") and atomic ("backward_atomic", flash::Backward::atomic):
 //   ms        median time of the pass (backward: forward + backward minus forward)
 //   tflops    the pass's FLOPs per second, counted as FlashAttention counts them: forward
 //             4 B H Tq Tk D (q k^T and p v), backward 2.5x that (five products; zt's
 //             split backward computes seven), half of each under the causal mask
 //   rel_err   output (forward) or the largest of dq, dk, dv (backward) against the
-//             default shape's, relative in the 2-norm: 0 where the shape keeps the bits
+//             default shape's (split), relative in the 2-norm: 0 where the bits are kept
 // The last line names the fastest forward and backward shapes. On the CPU the kernels run
 // on their warp emulation (core/cpu/flash_host.h): a check that every shape runs, not a
 // speed; use a small --batch/--heads/--seq there.
@@ -105,6 +106,8 @@ ZT_BENCH(attention, "fused attention kernels at every tile shape: ms and TFLOP/s
     std::fflush(stdout);
   };
   using flash::Pass;
+  const flash::Backward way = flash::backward();
+  flash::set_backward(flash::Backward::split);
   const Run base = step();
   std::string best_forward, best_backward;
   double best_forward_s = INFINITY, best_backward_s = INFINITY;
@@ -117,16 +120,21 @@ ZT_BENCH(attention, "fused attention kernels at every tile shape: ms and TFLOP/s
   }
   flash::set_tile_shape(Pass::forward, {});
   const std::vector<flash::TileShape> backward_shapes = flash::tile_shapes(Pass::dq, dim);
-  for (const flash::TileShape& s : backward_shapes) {
-    flash::set_tile_shape(Pass::dq, s);
-    flash::set_tile_shape(Pass::dkdv, s);
-    const Run r = step();
-    const double err = std::max({relative_error(r.dq, base.dq), relative_error(r.dk, base.dk),
-                                 relative_error(r.dv, base.dv)});
-    const double sec = time_backward();
-    print("backward", s, s == backward_shapes.front(), sec, 2.5 * fwd_flops, err);
-    if (sec < best_backward_s) best_backward_s = sec, best_backward = s.str();
+  for (flash::Backward b : {flash::Backward::split, flash::Backward::atomic}) {
+    flash::set_backward(b);
+    const std::string pass = b == flash::Backward::split ? "backward" : "backward_atomic";
+    for (const flash::TileShape& s : backward_shapes) {
+      flash::set_tile_shape(Pass::dq, s);
+      flash::set_tile_shape(Pass::dkdv, s);
+      const Run r = step();
+      const double err = std::max({relative_error(r.dq, base.dq), relative_error(r.dk, base.dk),
+                                   relative_error(r.dv, base.dv)});
+      const double sec = time_backward();
+      print(pass.c_str(), s, s == backward_shapes.front(), sec, 2.5 * fwd_flops, err);
+      if (sec < best_backward_s) best_backward_s = sec, best_backward = pass + " " + s.str();
+    }
   }
+  flash::set_backward(way);
   flash::set_tile_shape(Pass::dq, {});
   flash::set_tile_shape(Pass::dkdv, {});
   std::printf("{\"bench\":\"attention\",\"fastest_forward\":\"%s\",\"fastest_backward\":\"%s\"}\n",

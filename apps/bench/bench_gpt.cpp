@@ -19,7 +19,8 @@
 // prints as 0) and step_ms is the wall time per replay. --checkpoint-activations
 // recomputes each block's forward in backward (memory.activation_peak shows what it
 // saves); the FLOPs above leave the recomputation out, as MFU does. --flash-tiles sets the
-// fused attention kernels' tile shapes (zt-bench attention times each one).
+// fused attention kernels' tile shapes (zt-bench attention times each one), --flash-backward
+// their backward's way to dq (split, or atomic: one pass and f32 atomics, flash_shapes.h).
 #include <chrono>
 #include <cstdio>
 #include <vector>
@@ -53,7 +54,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   double peak_tflops = -1;
   bool offload = false, kernels = false, graphed = false, recompute = false;
   std::string device_name = "cpu", dtype = "f32",
-              attention = attention_kernel_name(attention_kernel()), flash_tiles;
+              attention = attention_kernel_name(attention_kernel()), flash_tiles,
+              flash_backward = flash::backward_name(flash::backward());
   app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::kPositive);
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
       ->check(zt::app::kPositive);
@@ -90,6 +92,11 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "x rows per step [x pipeline stages] (e.g. 32x64,16x32x3; zt-bench attention "
                  "lists and times them); "
                  "default: each head dim's default");
+  app.add_option("--flash-backward", flash_backward,
+                 "the fused attention backward's way to dq: split (a dq pass, then dk / dv; "
+                 "the same bits every run) or atomic (one pass, dq's shares added in f32 by "
+                 "atomics; fewer products)")
+      ->check(CLI::IsMember({"split", "atomic"}));
   app.add_flag("--cuda-graph", graphed,
                "capture the step as a CUDA graph after 2 warm-up steps and replay it (cuda, "
                "one rank; no --offload or --kernels)");
@@ -119,6 +126,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     return 1;
   }
   set_attention_kernel(parse_attention_kernel(attention));
+  flash::set_backward(flash::parse_backward(flash_backward));
   if (!flash_tiles.empty()) {
     const size_t comma = flash_tiles.find(',');
     try {
@@ -230,7 +238,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                                   : "none";
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
-        "tiles\":\"%s\","
+        "tiles\":\"%s\",\"flash_backward\":\"%s\","
         "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%s,"
         "\"ranks\":%d,"
         "\"layers\":%lld,"
@@ -239,7 +247,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
-        graphed ? "true" : "false", offload ? "true" : "false", recompute ? "true" : "false",
+        flash::backward_name(flash::backward()), graphed ? "true" : "false",
+        offload ? "true" : "false", recompute ? "true" : "false",
         spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,

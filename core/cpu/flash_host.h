@@ -8,6 +8,7 @@
 // a backend that records every shared-memory access.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <deque>
@@ -132,6 +133,10 @@ struct HostBlock {
       for (const Copy& c : committed().front()) std::memcpy(c.dst, c.src, 16);
       committed().pop_front();
     }
+  }
+  /// Blocks run on several threads at once: their additions to one f32 are atomic here too.
+  static void atomic_add(float* p, float v) {
+    std::atomic_ref<float>(*p).fetch_add(v, std::memory_order_relaxed);
   }
   static float exp2(float x) { return std::exp2(x); }
   static float log2(float x) { return std::log2(x); }

@@ -3,8 +3,8 @@
 // m16n8k16 (bf16 or f16 in, f32 accumulation; sm_80 and newer). A block's task is one
 // tile of its own rows (16 or 32 per warp, flash::tile_shape); its warps share the other
 // side's staged tiles.
-// Launches: one for the forward; dq (which also writes delta) then dk / dv for the
-// backward, in stream order.
+// Launches: one for the forward; for the backward dq (which also writes delta) then dk / dv,
+// or under the atomic backward prepare, dk / dv with dq's shares, dq_finish, in stream order.
 #include <atomic>
 
 #include "core/cuda/flash_dispatch.h"
@@ -131,6 +131,7 @@ struct MmaBlock {
     else
       asm volatile("cp.async.wait_group %0;\n" : : "n"(kPending) : "memory");
   }
+  static __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
   static __device__ __forceinline__ float exp2(float x) { return exp2f(x); }
   static __device__ __forceinline__ float log2(float x) { return log2f(x); }
 };
@@ -142,25 +143,20 @@ __global__ void __launch_bounds__(Tiles::kLanes) flash_kernel(flash::Params p) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
   __trap();  // bf16 mma.sync needs sm_80; the host refuses older devices before launching
 #else
-  extern __shared__ __align__(16) unsigned char smem[];  // Tiles::Smem: over 48 KiB for some shapes
-  auto& sm = *reinterpret_cast<typename Tiles::Smem*>(smem);
-  if constexpr (kPass == Pass::forward)
-    Tiles::forward(p, blockIdx.x, sm);
-  else if constexpr (kPass == Pass::dq)
-    Tiles::backward_dq(p, blockIdx.x, sm);
-  else
-    Tiles::backward_dkdv(p, blockIdx.x, sm);
+  extern __shared__ __align__(16) unsigned char smem[];  // over 48 KiB for some shapes
+  flash::run_task<Tiles, kPass>(p, blockIdx.x,
+                                *reinterpret_cast<flash::SmemOf<Tiles, kPass>*>(smem));
 #endif
 }
 
 // One block per task of a pass over `rows` own rows. A kernel's dynamic shared memory past
 // 48 KiB must be allowed once per device (cudaFuncSetAttribute).
 template <Pass kPass>
-void launch(DType dt, int64_t d, const flash::Params& p, int64_t rows, int device) {
+void launch(DType dt, int64_t d, const flash::Params& p, int device) {
   flash::with_tiles<kPass, MmaBlock, __nv_bfloat16, __half>(dt, d, [&]<class Tiles>() {
-    const int64_t blocks = Tiles::tasks(p, rows);
+    const int64_t blocks = Tiles::tasks(p, flash::task_rows<kPass>(p));
     if (blocks == 0) return;
-    constexpr size_t kSmem = sizeof(typename Tiles::Smem);
+    constexpr size_t kSmem = sizeof(flash::SmemOf<Tiles, kPass>);
     if constexpr (kSmem > 48 * 1024) {
       static std::atomic<uint64_t> allowed{0};  // bit i: device i (devices past 63: every call)
       const uint64_t bit = device < 64 ? uint64_t{1} << device : 0;
@@ -193,7 +189,7 @@ void flash_attention_forward(const Tensor& out, const Tensor& lse, const Tensor&
   check_flash_device("flash attention", q, {k, v, out, lse});
   const flash::Params p = flash::params(q, k, v, out, {}, {}, {}, {}, lse, {}, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<Pass::forward>(q.dtype(), q.size(3), p, q.size(2), q.device().index);
+  launch<Pass::forward>(q.dtype(), q.size(3), p, q.device().index);
 }
 
 void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& dv,
@@ -201,10 +197,17 @@ void flash_attention_backward(const Tensor& dq, const Tensor& dk, const Tensor& 
                               const Tensor& v, const Tensor& out, const Tensor& dout,
                               const Tensor& lse, double scale, bool causal) {
   check_flash_device("flash attention backward", q, {k, v, out, dout, lse, dq, dk, dv, delta});
-  const flash::Params p = flash::params(q, k, v, out, dout, dq, dk, dv, lse, delta, scale, causal);
+  flash::Params p = flash::params(q, k, v, out, dout, dq, dk, dv, lse, delta, scale, causal);
   DeviceGuard g(q.device().index);
-  launch<Pass::dq>(q.dtype(), q.size(3), p, q.size(2), q.device().index);
-  launch<Pass::dkdv>(q.dtype(), q.size(3), p, k.size(2), q.device().index);
+  Tensor acc;  // the atomic backward's f32 dq, until its passes are queued
+  flash::backward_passes(
+      p, [&]<Pass kPass>() { launch<kPass>(q.dtype(), q.size(3), p, q.device().index); },
+      [&] {
+        acc = Tensor::empty({q.numel()}, DType::f32, q.device());
+        CUDA_CHECK(
+            cudaMemsetAsync(acc.data_ptr(), 0, acc.numel() * sizeof(float), current_stream()));
+        return static_cast<float*>(acc.data_ptr());
+      });
 }
 
 }  // namespace zt::cuda

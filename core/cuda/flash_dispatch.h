@@ -5,12 +5,60 @@
 #pragma once
 
 #include <iterator>
+#include <type_traits>
 #include <utility>
 
 #include "core/cuda/flash_shapes.h"
 #include "core/cuda/flash_tiles.h"
 
 namespace zt::flash {
+
+/// The shared memory of one block of kPass: none for the atomic backward's prepare and
+/// dq_finish passes, ds's stage besides the tiles for its dkdvq pass.
+struct NoSmem {};
+template <class Tiles, Pass kPass>
+using SmemOf = std::conditional_t<
+    kPass == Pass::prepare || kPass == Pass::dq_finish, NoSmem,
+    std::conditional_t<kPass == Pass::dkdvq, typename Tiles::SmemDq, typename Tiles::Smem>>;
+
+/// Runs task `task` of kPass on one block.
+template <class Tiles, Pass kPass>
+ZT_FLASH_FN void run_task(const Params& p, int64_t task, SmemOf<Tiles, kPass>& sm) {
+  if constexpr (kPass == Pass::forward)
+    Tiles::forward(p, task, sm);
+  else if constexpr (kPass == Pass::dq)
+    Tiles::backward_dq(p, task, sm);
+  else if constexpr (kPass == Pass::dkdv)
+    Tiles::backward_dkdv(p, task, sm);
+  else if constexpr (kPass == Pass::prepare)
+    Tiles::backward_prepare(p, task);
+  else if constexpr (kPass == Pass::dkdvq)
+    Tiles::template backward_dkdv<true>(p, task, sm);
+  else
+    Tiles::backward_dq_finish(p, task);
+}
+
+/// The rows whose tiles are kPass's tasks: keys for dk / dv, queries otherwise.
+template <Pass kPass>
+int64_t task_rows(const Params& p) {
+  return kPass == Pass::dkdv || kPass == Pass::dkdvq ? p.tk : p.tq;
+}
+
+/// The backward's passes in order for the way to dq set (backward(), flash_shapes.h): each
+/// as run.template operator()<kPass>(). Before the atomic ones, zero_acc() must give
+/// p.dq_acc: Tq D zeros per matrix, living until the passes are done.
+template <class Run, class ZeroAcc>
+void backward_passes(Params& p, Run&& run, ZeroAcc&& zero_acc) {
+  if (backward() == Backward::split) {
+    run.template operator()<Pass::dq>();
+    run.template operator()<Pass::dkdv>();
+    return;
+  }
+  p.dq_acc = zero_acc();
+  run.template operator()<Pass::prepare>();
+  run.template operator()<Pass::dkdvq>();
+  run.template operator()<Pass::dq_finish>();
+}
 
 /// Calls fn.template operator()<Tiles<Block<E, W>, DK, MT, KB, ST>>() for the first of
 /// kShapes equal to `shape` ({16 MT, 16 KB, ST}); false if none is.

@@ -53,6 +53,9 @@ struct Params {
   int64_t matrices, n1, tq, tk;      // matrices = n0 n1
   float scale;
   bool causal;  // query i sees keys j <= i (Tq == Tk)
+  // (n0 n1, Tq, D) contiguous, zeros before the atomic backward's dkdvq pass, which adds
+  // dq / scale into it (Backward::atomic); null otherwise.
+  float* dq_acc;
 };
 
 /// Whether t is in the kernels' layout. Every matrix is read by 16-byte copies or
@@ -101,7 +104,8 @@ inline Params params(const Tensor& q, const Tensor& k, const Tensor& v, const Te
           q.size(2),
           k.size(2),
           static_cast<float>(scale),
-          causal};
+          causal,
+          nullptr};
 }
 
 }  // namespace zt::flash

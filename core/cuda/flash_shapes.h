@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <iterator>
 #include <string>
@@ -18,9 +19,64 @@
 
 namespace zt::flash {
 
-/// The kernels' passes: the forward; for the backward dq (which also writes delta), then
-/// dk and dv.
-enum class Pass { forward, dq, dkdv };
+/// The kernels' passes: the forward; for the split backward dq (which also writes delta),
+/// then dk and dv; for the atomic backward (Backward::atomic) prepare (delta), dkdvq (dk, dv
+/// and each key tile's share of dq, added up in f32 by atomics), then dq_finish (dq from
+/// the f32 sums). The last three take dkdv's tile shape.
+enum class Pass { forward, dq, dkdv, prepare, dkdvq, dq_finish };
+
+/// The pass whose tile shape `pass` takes (set_tile_shape sets forward, dq and dkdv).
+constexpr Pass shape_pass(Pass pass) {
+  return pass == Pass::forward || pass == Pass::dq ? pass : Pass::dkdv;
+}
+
+/// How the backward finds dq.
+///   split (the default): a dq pass over query tiles, then a dk / dv pass over key tiles;
+///     each block owns its outputs, so the bits are the same every run; seven products
+///     per tile pair (the dq pass recomputes q k^T and dout v^T).
+///   atomic: one pass over key tiles computes dk, dv and each tile's share of dq, which
+///     blocks add to an f32 buffer with atomics (FlashAttention-2's way); five products
+///     per tile pair and an f32 buffer of dq's size, but dq's bits depend on the order in
+///     which the blocks' additions land.
+enum class Backward { split, atomic };
+
+namespace detail {
+inline Backward backward_from_env() {
+  const char* v = std::getenv("ZT_FLASH_BACKWARD");
+  if (v == nullptr || *v == 0 || std::string(v) == "split") return Backward::split;
+  ZT_CHECK(std::string(v) == "atomic", "ZT_FLASH_BACKWARD='", v,
+           "' is not 'split' or 'atomic' (how the fused attention backward finds dq)");
+  return Backward::atomic;
+}
+inline std::atomic<int>& backward_choice() {  // -1: not yet read from the environment
+  static std::atomic<int> choice{-1};
+  return choice;
+}
+}  // namespace detail
+
+/// Sets the backward's way to dq for the process (ZT_FLASH_BACKWARD=split|atomic sets it
+/// before the first call).
+inline void set_backward(Backward b) {
+  detail::backward_choice().store(static_cast<int>(b));
+}
+/// The backward's way to dq.
+inline Backward backward() {
+  int v = detail::backward_choice().load();
+  if (v < 0) {
+    v = static_cast<int>(detail::backward_from_env());
+    detail::backward_choice().store(v);
+  }
+  return static_cast<Backward>(v);
+}
+/// "split" or "atomic", and back (a clear error for anything else).
+inline const char* backward_name(Backward b) {
+  return b == Backward::split ? "split" : "atomic";
+}
+inline Backward parse_backward(const std::string& s) {
+  ZT_CHECK(s == "split" || s == "atomic", "flash attention backward '", s,
+           "' is not 'split' or 'atomic'");
+  return s == "split" ? Backward::split : Backward::atomic;
+}
 
 /// A pass's tile shape: the rows each warp owns (16 or 32: one or two m16 tiles), the
 /// other side's rows per step, and the steps in shared memory at once (2: the one computed
@@ -65,6 +121,8 @@ inline std::atomic<uint64_t>
 /// Sets the shape `pass` takes at every head dim; {} restores each head dim's default. A
 /// head dim that does not build the shape fails its next call, naming the shapes it has.
 inline void set_tile_shape(Pass pass, TileShape shape) {
+  ZT_CHECK(shape_pass(pass) == pass, "flash attention: pass ", static_cast<int>(pass),
+           " takes dk / dv's tile shape; set that one");
   ZT_CHECK(shape.warp_rows >= 0 && shape.warp_rows < 65536 && shape.step_rows >= 0 &&
                shape.step_rows < 65536 && shape.stages >= 2 && shape.stages < 256,
            "flash attention: tile shape ", shape.str(), " out of range");
@@ -74,7 +132,7 @@ inline void set_tile_shape(Pass pass, TileShape shape) {
 }
 /// The shape set for `pass`; {} when none is (each head dim's default).
 inline TileShape tile_shape_set(Pass pass) {
-  const uint64_t v = detail::chosen_shapes[static_cast<int>(pass)].load();
+  const uint64_t v = detail::chosen_shapes[static_cast<int>(shape_pass(pass))].load();
   if (v == 0) return {};
   return {static_cast<int>(v >> 32), static_cast<int>(v >> 8 & 0xffffu),
           static_cast<int>(v & 0xffu)};

@@ -28,7 +28,13 @@
 //   backward dq:   delta = rowsum(dout * out); ds = p (dout v^T - delta); dq = scale ds k
 //            dk, dv (after dq, reading delta): dv = p^T dout, dk = scale ds^T q
 // The dq and dk/dv blocks each own their outputs, so no atomics: results do not depend on
-// scheduling. Nor, but for the forward's step size, on the tile shape: a row's arithmetic
+// scheduling. The atomic backward (flash::Backward::atomic, flash_shapes.h) instead finds
+// delta first (backward_prepare), then has each dk / dv block also multiply its step's ds,
+// staged in shared memory, by its keys and add that share of dq to an f32 buffer with
+// atomics (backward_dkdv<true>), and rounds dq from the buffer last (backward_dq_finish):
+// five products per tile pair instead of seven, dq's bits in the order the additions land
+// (dk and dv keep the split backward's bits). Nor, but for the forward's step size, on the
+// tile shape: a row's arithmetic
 // is the same whichever warp owns it, and the backward adds the other side's 16-row chunks
 // in order whatever the step; the forward's running max moves once per step, so its
 // roundings of p and of the rescaled sums follow the step (kOther). Exponentials are base 2 of
@@ -66,7 +72,7 @@ constexpr float kLn2 = 0.6931471805599453f;
 /// of b), shfl_xor; ld / st (a lane's plain shared-memory reads and writes), pack / to_float
 /// (16-bit conversions), store2, exp2, log2 and 16-byte copies, plain or asynchronous
 /// (copy16_async; commit_async closes a group of them, wait_async<N>() lands all groups but
-/// the newest N, wait_async<0>() every copy).
+/// the newest N, wait_async<0>() every copy), and atomic_add (an f32 in global memory).
 template <class Block, int DK, int MT = 1, int KB = (DK <= 4 ? 2 : 1), int ST = 2>
 struct Tiles {
   static constexpr int D = 16 * DK;
@@ -77,7 +83,8 @@ struct Tiles {
   static constexpr int kOther = 16 * KB;            // the other side's rows per step
   static constexpr int kStages = ST;                // steps in shared memory at once
   static constexpr int kLd = D + 8;  // staged rows: 16 bytes of padding against bank conflicts
-  static constexpr int kVec = 8;     // elements per 16-byte copy
+  static constexpr int kLdS = kOther + 8;  // staged ds rows (the atomic backward), padded too
+  static constexpr int kVec = 8;           // elements per 16-byte copy
   static_assert(kRows % kOther == 0, "a causal walk starts on a step of the other side");
   static_assert(kStages >= 2, "a step computes while the next is copied");
   template <class T>
@@ -91,6 +98,11 @@ struct Tiles {
     alignas(16) uint16_t other[kStages][2][kOther * kLd];
     float own_r[2][kRows];
     float other_r[kStages][2][kOther];
+  };
+  /// The atomic backward's dk / dv pass also stages each step's ds (its keys x the step's
+  /// queries, 16-bit) for the product ds^T k.
+  struct SmemDq : Smem {
+    alignas(16) uint16_t ds[kRows * kLdS];
   };
 
   static ZT_FLASH_FN bool visible(const Params& p, int64_t q, int64_t key) {
@@ -441,6 +453,21 @@ struct Tiles {
     write(p.o, t, t.r0, p.tq, o, inv);
   }
 
+  /// rowsum(dout * out) over one query row: out's row o read in 16-byte chunks, dout's
+  /// columns [c, c + kVec) as dout_chunk(c, chunk) gives them; in column order.
+  template <class DoutChunk>
+  static ZT_FLASH_FN float row_delta(const uint16_t* o, DoutChunk&& dout_chunk) {
+    float d = 0.f;
+    for (int c = 0; c < D; c += kVec) {
+      alignas(16) uint16_t chunk[kVec], dchunk[kVec];  // copied as one 16-byte vector
+      Block::copy16(chunk, o + c);
+      dout_chunk(c, dchunk);
+      ZT_FLASH_UNROLL
+      for (int x = 0; x < kVec; ++x) d += Block::to_float(dchunk[x]) * Block::to_float(chunk[x]);
+    }
+    return d;
+  }
+
   /// dq for a query tile; also writes the tile's delta = rowsum(dout * out) for dk / dv.
   static ZT_FLASH_FN void backward_dq(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tq, true);
@@ -454,15 +481,10 @@ struct Tiles {
         const int64_t q = t.r0 + row;
         float d = 0.f;
         if (q < p.tq) {
-          const uint16_t* o = p.o.at(t.b, t.h, q);
-          for (int c = 0; c < D; c += kVec) {
-            alignas(16) uint16_t chunk[kVec];  // copied as one 16-byte vector
-            Block::copy16(chunk, o + c);
+          d = row_delta(p.o.at(t.b, t.h, q), [&](int c, uint16_t(&chunk)[kVec]) {
             ZT_FLASH_UNROLL
-            for (int x = 0; x < kVec; ++x)
-              d += Block::to_float(Block::ld(&sm.own[1][row * kLd + c + x], ln)) *
-                   Block::to_float(chunk[x]);
-          }
+            for (int x = 0; x < kVec; ++x) chunk[x] = Block::ld(&sm.own[1][row * kLd + c + x], ln);
+          });
           p.delta[t.bh * p.tq + q] = d;
         }
         Block::st(&sm.own_r[0][row], q < p.tq ? p.lse[t.bh * p.tq + q] * kLog2e : 0.f, ln);
@@ -519,7 +541,9 @@ struct Tiles {
     write(p.dq, t, t.r0, p.tq, dq, p.scale);
   }
 
-  /// dk and dv for a key tile (after every backward_dq of the batch: reads delta).
+  /// dk and dv for a key tile (after every backward_dq, or backward_prepare, of the batch:
+  /// reads delta); kAtomicDq: also adds the tile's share of dq to p.dq_acc (sm is an SmemDq).
+  template <bool kAtomicDq = false>
   static ZT_FLASH_FN void backward_dkdv(const Params& p, int64_t task, Smem& sm) {
     const Task t = task_of(p, task, p.tk, false);
     const int64_t k0 = t.r0;
@@ -576,13 +600,111 @@ struct Tiles {
           }
           pack_a(pa[i], ln, pr);
           pack_a(dsa[i], ln, ds);
+          if constexpr (kAtomicDq) {  // ds as the keys x queries tile, rounded as dsa
+            ZT_FLASH_UNROLL
+            for (int j = 0; j < 2 * KB; ++j) {
+              ZT_FLASH_UNROLL
+              for (int h = 0; h < 2; ++h)
+                Block::store2(static_cast<SmemDq&>(sm).ds + row_of(ln, i, 2 * h) * kLdS + 8 * j +
+                                  col_of(ln, 0),
+                              ds[j][2 * h], ds[j][2 * h + 1]);
+            }
+          }
         }
       });
       accumulate(dv, pa, dt);   // dv += p^T dout
       accumulate(dk, dsa, qt);  // dk += ds^T q
+      if constexpr (kAtomicDq) {
+        Block::sync();  // every warp's ds is staged (the next step's writes follow walk's barrier)
+        add_dq(p, t, q0, static_cast<SmemDq&>(sm).ds, sm.own[0]);
+      }
     });
     write(p.dk, t, k0, p.tk, dk, p.scale);
     write(p.dv, t, k0, p.tk, dv, 1.f);
+  }
+
+  /// p.dq_acc's rows [q0, q0 + kOther) += ds^T k, for a step's ds (the block's kRows keys x
+  /// the step's queries, staged 16-bit in ds) and the block's keys (staged in k). Warp w
+  /// computes the 16 x 16 blocks x kWarps + w of the KB x DK of the step's dq (query chunk
+  /// j / DK, head-dim columns 16 (j % DK) for block j) over all kRows keys, then adds them
+  /// in with atomics.
+  static ZT_FLASH_FN void add_dq(const Params& p, const Task& t, int64_t q0, const uint16_t* ds,
+                                 const uint16_t* k) {
+    static_assert(KB * DK % kWarps == 0, "every warp takes as many blocks of dq");
+    ZT_FLASH_UNROLL
+    for (int x = 0; x < KB * DK / kWarps; ++x) {
+      auto block_of = [&](int ln) { return x * kWarps + ln / 32; };
+      Reg<F4> acc[2];
+      Block::each([&](int ln) {
+        ZT_FLASH_UNROLL
+        for (int h = 0; h < 2; ++h) acc[h][ln] = {{0.f, 0.f, 0.f, 0.f}};
+      });
+      ZT_FLASH_UNROLL
+      for (int kc = 0; kc < kRows / 16; ++kc) {
+        Reg<U4> a, b;
+        // A = ds^T (queries x keys 16 kc ..): ds is stored keys by queries, so transposed on
+        // load; B = k (keys 16 kc .. x head-dim columns), transposed on load as in load_b.
+        Block::ldsm(
+            a,
+            [&](int ln) {
+              const int l = ln % 32, mi = l / 8, j = block_of(ln);
+              return ds + (16 * kc + 8 * (mi / 2) + l % 8) * kLdS + 16 * (j / DK) + 8 * (mi % 2);
+            },
+            true);
+        Block::ldsm(
+            b,
+            [&](int ln) {
+              const int l = ln % 32, mi = l / 8, j = block_of(ln);
+              return k + (16 * kc + 8 * (mi % 2) + l % 8) * kLd + 16 * (j % DK) + 8 * (mi / 2);
+            },
+            true);
+        Block::template mma<0>(acc[0], a, b);
+        Block::template mma<1>(acc[1], a, b);
+      }
+      Block::each([&](int ln) {
+        const int j = block_of(ln);
+        ZT_FLASH_UNROLL
+        for (int e = 0; e < 4; ++e) {
+          const int64_t q = q0 + 16 * (j / DK) + ln % 32 / 4 + 8 * (e / 2);
+          if (q >= p.tq) continue;
+          float* row = p.dq_acc + (t.bh * p.tq + q) * D + 16 * (j % DK) + col_of(ln, e);
+          ZT_FLASH_UNROLL
+          for (int h = 0; h < 2; ++h) Block::atomic_add(row + 8 * h, acc[h][ln].v[e]);
+        }
+      });
+    }
+  }
+
+  /// The atomic backward's first pass, over query tiles: delta = rowsum(dout * out), in the
+  /// split backward's order (so p, ds, dk and dv keep their bits). No shared memory.
+  static ZT_FLASH_FN void backward_prepare(const Params& p, int64_t task) {
+    const Task t = task_of(p, task, p.tq, false);
+    Block::each([&](int ln) {
+      for (int row = ln; row < kRows; row += kLanes) {
+        const int64_t q = t.r0 + row;
+        if (q >= p.tq) break;
+        const uint16_t* dout = p.dout.at(t.b, t.h, q);
+        p.delta[t.bh * p.tq + q] =
+            row_delta(p.o.at(t.b, t.h, q),
+                      [&](int c, uint16_t(&chunk)[kVec]) { Block::copy16(chunk, dout + c); });
+      }
+    });
+  }
+
+  /// The atomic backward's last pass, over query tiles: dq = scale dq_acc, rounded to 16
+  /// bits. No shared memory.
+  static ZT_FLASH_FN void backward_dq_finish(const Params& p, int64_t task) {
+    const Task t = task_of(p, task, p.tq, false);
+    constexpr int kPairs = D / 2;
+    Block::each([&](int ln) {
+      for (int i = ln; i < kRows * kPairs; i += kLanes) {
+        const int row = i / kPairs, c = 2 * (i % kPairs);
+        const int64_t q = t.r0 + row;
+        if (q >= p.tq) break;  // rows grow with i
+        const float* acc = p.dq_acc + (t.bh * p.tq + q) * D + c;
+        Block::store2(p.dq.at(t.b, t.h, q) + c, acc[0] * p.scale, acc[1] * p.scale);
+      }
+    });
   }
 };
 

@@ -190,19 +190,20 @@ if(TARGET zt-bench)
                    --kernels)
   set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60)
   # zt-bench attention on the CPU (the kernels' warp emulation, a small shape): every
-  # built tile shape runs, the ones that keep the default's bits say so (rel_err 0), and
-  # the fastest are named. --flash-tiles reaches the GPT's attention.
+  # built tile shape runs, the ones that keep the default's bits say so (rel_err 0), the
+  # atomic backward runs too (its dq within 1e-3 of split's), and the fastest are named.
+  # --flash-tiles and --flash-backward reach the GPT's attention.
   add_test(NAME apps.bench.attention
            COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
+                   "-DEXPECT=\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> attention --device cpu
                    --batch 1 --heads 2 --seq 150 --reps 1)
   set_tests_properties(apps.bench.attention PROPERTIES LABELS apps TIMEOUT 60)
   add_test(NAME apps.bench.gpt_flash_tiles
-           COMMAND ${CMAKE_COMMAND} "-DEXPECT=\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\""
+           COMMAND ${CMAKE_COMMAND} "-DEXPECT=\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
                    -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64
                    --heads 2 --seq 32 --vocab 256 --batch 1 --steps 1 --dtype bf16 --attention
-                   flash --flash-tiles 32x64,16x64)
+                   flash --flash-tiles 32x64,16x64 --flash-backward atomic)
   set_tests_properties(apps.bench.gpt_flash_tiles PROPERTIES LABELS apps TIMEOUT 60)
   # --checkpoint-activations: the recomputing step runs end to end and says so.
   add_test(NAME apps.bench.gpt_checkpoint_activations

@@ -104,6 +104,20 @@ class TileShapeScope {
   flash::TileShape before_[3];
 };
 
+/// Sets the fused backward's way to dq (flash::set_backward) for its lifetime.
+class FlashBackwardScope {
+ public:
+  explicit FlashBackwardScope(flash::Backward b) : before_(flash::backward()) {
+    flash::set_backward(b);
+  }
+  ~FlashBackwardScope() { flash::set_backward(before_); }
+  FlashBackwardScope(const FlashBackwardScope&) = delete;
+  FlashBackwardScope& operator=(const FlashBackwardScope&) = delete;
+
+ private:
+  flash::Backward before_;
+};
+
 /// scaled_dot_product_attention's output and its inputs' gradients.
 struct AttentionGrads {
   Tensor out, dq, dk, dv;

@@ -98,6 +98,63 @@ TEST(FlashAttention, EveryTileShapeMatchesF32WithTheDefaultsBits) {
   }
 }
 
+TEST(FlashAttention, TheAtomicBackwardMatchesF32AndKeepsDkAndDvBits) {
+  // flash::Backward::atomic: dk and dv come from the same products in the same order as
+  // the split backward's (delta's sum too), so they keep its bits; dq is the same sum of
+  // products with the key tiles' shares added in f32 in another order, within the
+  // split one's rounding of it. Both block sizes (4 warps up to D = 64, 2 above), one
+  // tile and several, causal and not; then every dk / dv tile shape.
+  using flash::Pass;
+  auto check = [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
+    const test::AttentionGrads split =
+        test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+    test::FlashBackwardScope atomic(flash::Backward::atomic);
+    expect_matches_f32(q, k, v, causal);
+    const test::AttentionGrads got = test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+    EXPECT_TRUE(same_bits(got.out, split.out));
+    EXPECT_TRUE(same_bits(got.dk, split.dk));
+    EXPECT_TRUE(same_bits(got.dv, split.dv));
+    EXPECT_LT(test::relative_error(got.dq, split.dq), test::flash_tolerance(q.dtype()));
+  };
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t d : {64, 128}) {
+      for (int64_t t : {37, 150}) {
+        for (bool causal : {false, true}) {
+          SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                       " T=" + std::to_string(t) + " causal=" + std::to_string(causal));
+          check(normals({2, 2, t, d}, 1, dt), normals({2, 2, t, d}, 2, dt),
+                normals({2, 2, t, d}, 3, dt), causal);
+        }
+      }
+    }
+  }
+  for (const flash::TileShape& s : flash::tile_shapes(Pass::dkdv, 32)) {
+    SCOPED_TRACE("dk / dv " + s.str());
+    test::TileShapeScope shapes({}, {}, s);
+    check(normals({1, 2, 150, 32}, 1, DType::bf16), normals({1, 2, 150, 32}, 2, DType::bf16),
+          normals({1, 2, 150, 32}, 3, DType::bf16), true);
+  }
+  // Fewer queries than keys and more (no mask): the dq buffer's rows are the queries'.
+  check(normals({1, 2, 20, 64}, 4, DType::bf16), normals({1, 2, 70, 64}, 5, DType::bf16),
+        normals({1, 2, 70, 64}, 6, DType::bf16), false);
+  check(normals({1, 2, 70, 64}, 4, DType::bf16), normals({1, 2, 20, 64}, 5, DType::bf16),
+        normals({1, 2, 20, 64}, 6, DType::bf16), false);
+}
+
+TEST(FlashAttention, TheBackwardsWayToDqIsSetAndParsed) {
+  EXPECT_EQ(flash::parse_backward("split"), flash::Backward::split);
+  EXPECT_EQ(flash::parse_backward("atomic"), flash::Backward::atomic);
+  EXPECT_STREQ(flash::backward_name(flash::Backward::atomic), "atomic");
+  EXPECT_TRUE(test::throws_with([] { flash::parse_backward("atomics"); },
+                                "'atomics' is not 'split' or 'atomic'"));
+  const flash::Backward before = flash::backward();  // split unless ZT_FLASH_BACKWARD says
+  {
+    test::FlashBackwardScope scope(flash::Backward::atomic);
+    EXPECT_EQ(flash::backward(), flash::Backward::atomic);
+  }
+  EXPECT_EQ(flash::backward(), before);
+}
+
 TEST(FlashAttention, TileShapesAreParsedAndAnUnbuiltOneIsRefused) {
   using flash::Pass;
   EXPECT_EQ(flash::parse_tile_shape("32x64"), (flash::TileShape{32, 64}));

@@ -169,7 +169,8 @@ struct RaceBlock : flash::HostBlock<E, kWarpCount> {
 
 using Block = RaceBlock<bf16, 1>;
 
-// Runs every task of the three passes, each block with fresh shared memory and a fresh
+// Runs every task of the passes that use shared memory (the forward, the split backward's
+// two, the atomic backward's dk / dv), each block with fresh shared memory and a fresh
 // shadow; returns the races found.
 template <class Tiles>
 std::vector<std::string> races_of(int64_t tq, int64_t tk, bool causal) {
@@ -183,17 +184,19 @@ std::vector<std::string> races_of(int64_t tq, int64_t tk, bool causal) {
   const Tensor dk = Tensor::empty(k.sizes(), DType::bf16),
                dv = Tensor::empty(k.sizes(), DType::bf16);
   const Tensor lse = Tensor::empty({1, 2, tq}), delta = Tensor::empty({1, 2, tq});
-  const flash::Params p =
+  flash::Params p =
       flash::params(q, k, v, o, dout, dq, dk, dv, lse, delta, 1.0 / std::sqrt(Tiles::D), causal);
+  std::vector<float> dq_acc(static_cast<size_t>(q.numel()));
+  p.dq_acc = dq_acc.data();
   Tracker t;
   tracker = &t;
   std::vector<std::string> found;
-  auto run = [&](int64_t rows, auto pass) {
+  auto run = [&]<class Smem = typename Tiles::Smem>(int64_t rows, auto pass) {
     for (int64_t task = 0; task < Tiles::tasks(p, rows); ++task) {
-      auto sm = std::make_unique<typename Tiles::Smem>();
+      auto sm = std::make_unique<Smem>();
       t = Tracker{};
       t.lo = reinterpret_cast<uintptr_t>(sm.get());
-      t.hi = t.lo + sizeof(typename Tiles::Smem);
+      t.hi = t.lo + sizeof(Smem);
       pass(task, *sm);
       if (!t.in_flight.empty()) t.races.push_back("asynchronous copies still in flight at the end");
       found.insert(found.end(), t.races.begin(), t.races.end());
@@ -202,6 +205,10 @@ std::vector<std::string> races_of(int64_t tq, int64_t tk, bool causal) {
   run(tq, [&](int64_t task, typename Tiles::Smem& sm) { Tiles::forward(p, task, sm); });
   run(tq, [&](int64_t task, typename Tiles::Smem& sm) { Tiles::backward_dq(p, task, sm); });
   run(tk, [&](int64_t task, typename Tiles::Smem& sm) { Tiles::backward_dkdv(p, task, sm); });
+  // The atomic backward's dk / dv pass, which stages ds for dq's share.
+  run.template operator()<typename Tiles::SmemDq>(tk, [&](int64_t task, typename Tiles::Smem& sm) {
+    Tiles::template backward_dkdv<true>(p, task, sm);
+  });
   tracker = nullptr;
   return found;
 }

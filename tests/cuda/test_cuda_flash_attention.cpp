@@ -87,6 +87,59 @@ TEST(CudaFlashAttention, EveryTileShapeMatchesItsHostEmulation) {
   }
 }
 
+TEST(CudaFlashAttention, TheAtomicBackwardMatchesItsHostEmulationAndF32) {
+  ZT_SKIP_WITHOUT_GPU();
+  // flash::Backward::atomic on tensor cores, with real atomics: dq within the tolerance of
+  // the host emulation's and of f32; dk and dv, and the output, keep the split backward's
+  // bits on the GPU as on the host (FlashAttention.TheAtomicBackwardMatchesF32AndKeepsDkAndDvBits).
+  // Every head dim, causal and not, 150 rows (a partly filled last tile); then every dk / dv
+  // tile shape at D = 64, and a transformer's strided heads of GPT-2 small's shape.
+  auto same_bits = [](const Tensor& a, const Tensor& b) {
+    return test::all_close(a.to(kCpu).to(DType::f64), b.to(kCpu).to(DType::f64), 0.0, 0.0);
+  };
+  auto check = [&](const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                   const std::function<Tensor(const Tensor&)>& view) {
+    auto on_gpu = [&] {
+      return test::attention_grads(AttentionKernel::automatic, q.to(kGpu), k.to(kGpu), v.to(kGpu),
+                                   causal, view);
+    };
+    const test::AttentionGrads split = on_gpu();
+    test::FlashBackwardScope atomic(flash::Backward::atomic);
+    test::AttentionGrads gpu;
+    ASSERT_TRUE(test::runs_fused([&] { gpu = on_gpu(); }));
+    const DType dt = q.dtype();
+    const test::AttentionGrads host =
+        test::attention_grads(AttentionKernel::flash, q, k, v, causal, view);
+    const test::AttentionGrads f32 = test::attention_grads(
+        AttentionKernel::math, q.to(DType::f32), k.to(DType::f32), v.to(DType::f32), causal, view);
+    EXPECT_TRUE(test::grads_close(gpu, host, test::flash_tolerance(dt))) << "against the host";
+    EXPECT_TRUE(test::grads_close(gpu, f32, test::flash_tolerance(dt))) << "against f32";
+    EXPECT_TRUE(same_bits(gpu.out, split.out));
+    EXPECT_TRUE(same_bits(gpu.dk, split.dk));
+    EXPECT_TRUE(same_bits(gpu.dv, split.dv));
+  };
+  auto as_is = [](const Tensor& t) { return t; };
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t d : {32, 64, 96, 128}) {
+      for (bool causal : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                     " causal=" + std::to_string(causal));
+        check(normal_cpu({2, 3, 150, d}, 1, dt), normal_cpu({2, 3, 150, d}, 2, dt),
+              normal_cpu({2, 3, 150, d}, 3, dt), causal, as_is);
+      }
+    }
+  }
+  for (const flash::TileShape& s : flash::tile_shapes(flash::Pass::dkdv, 64)) {
+    SCOPED_TRACE("dk / dv " + s.str());
+    test::TileShapeScope shapes({}, {}, s);
+    check(normal_cpu({2, 3, 150, 64}, 1, DType::bf16), normal_cpu({2, 3, 150, 64}, 2, DType::bf16),
+          normal_cpu({2, 3, 150, 64}, 3, DType::bf16), true, as_is);
+  }
+  auto heads = [](const Tensor& t) { return t.permute({0, 2, 1, 3}); };
+  check(normal_cpu({2, 300, 12, 64}, 4, DType::bf16), normal_cpu({2, 300, 12, 64}, 5, DType::bf16),
+        normal_cpu({2, 300, 12, 64}, 6, DType::bf16), true, heads);
+}
+
 TEST(CudaFlashAttention, TransformerHeadsInPlace) {
   ZT_SKIP_WITHOUT_GPU();
   // (B, T, H, D) projections viewed as (B, H, T, D) heads, 300 tokens (a tail of 12),
