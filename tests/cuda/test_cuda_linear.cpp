@@ -93,26 +93,57 @@ TEST(CudaLinear, GemmEpilogueTakesBiasAndAuxAtOddOffsets) {
 
 TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
-  // 1100 rows: five row chunks, the last partly filled; 70 columns: a partial column block.
-  const int64_t M = 1100, N = 70;
-  for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
-    // Sums in double on both devices, in different orders; GELU's tanh may differ in the
-    // last bit, which can flip a bf16 rounding.
-    const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-5 : 1e-10);
-    for (bool gelu : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " gelu=" + std::to_string(gelu));
-      Tensor dy = normal_cpu({M, N}, 16, dt), aux = normal_cpu({M, N}, 17, dt);
-      Tensor cdpre = Tensor::empty({M, N}, dt), cdb = Tensor::empty({N}, dt);
-      cpu::gemm_epilogue_backward(M, N, dy, aux, gelu, cdpre, cdb);
-      Tensor gdy = dy.to(kGpu), gaux = aux.to(kGpu);
-      Tensor gdpre = Tensor::empty({M, N}, dt, kGpu), gdb = Tensor::empty({N}, dt, kGpu);
-      cuda::gemm_epilogue_backward(M, N, gdy, gaux, gelu, gdpre, gdb);
-      if (gelu) {
-        EXPECT_TRUE(test::all_close(gdpre.to(kCpu).to(DType::f64), cdpre.to(DType::f64), tol, tol));
+  // 1100 rows: five row chunks, the last partly filled; 70 columns: a partial column block
+  // of the one-column path; 72 and 776: whole 16-byte runs (the 16-byte path), 776 with a
+  // partial column block.
+  const int64_t M = 1100;
+  for (int64_t N : {70, 72, 776})
+    for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+      // Sums in double on both devices, in different orders; GELU's tanh may differ in the
+      // last bit, which can flip a bf16 rounding.
+      const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-5 : 1e-10);
+      for (bool gelu : {false, true}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(N) +
+                     " gelu=" + std::to_string(gelu));
+        Tensor dy = normal_cpu({M, N}, 16, dt), aux = normal_cpu({M, N}, 17, dt);
+        Tensor cdpre = Tensor::empty({M, N}, dt), cdb = Tensor::empty({N}, dt);
+        cpu::gemm_epilogue_backward(M, N, dy, aux, gelu, cdpre, cdb);
+        Tensor gdy = dy.to(kGpu), gaux = aux.to(kGpu);
+        Tensor gdpre = Tensor::empty({M, N}, dt, kGpu), gdb = Tensor::empty({N}, dt, kGpu);
+        cuda::gemm_epilogue_backward(M, N, gdy, gaux, gelu, gdpre, gdb);
+        if (gelu) {
+          EXPECT_TRUE(
+              test::all_close(gdpre.to(kCpu).to(DType::f64), cdpre.to(DType::f64), tol, tol));
+        }
+        EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), tol, tol));
       }
-      EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), tol, tol));
     }
-  }
+}
+
+TEST(CudaLinear, GemmEpilogueBackwardGivesTheSameBitsOnBothPaths) {
+  ZT_SKIP_WITHOUT_GPU();
+  // 72 columns of bf16: whole 16-byte runs; the same values one element past a 16-byte
+  // boundary take the one-column path, and every column adds its rows in the same order.
+  const int64_t M = 1100, N = 72;
+  auto misaligned = [&](const Tensor& t) {
+    Tensor buf = Tensor::empty({M * N + 8}, t.dtype(), kGpu);
+    Tensor v = buf.narrow(0, 1, M * N).view({M, N});
+    v.copy_(t);
+    return v;
+  };
+  const Tensor dy = normal_cpu({M, N}, 16, DType::bf16).to(kGpu);
+  const Tensor aux = normal_cpu({M, N}, 17, DType::bf16).to(kGpu);
+  auto run = [&](const Tensor& d, const Tensor& a, const Tensor& dpre) {
+    Tensor db = Tensor::empty({N}, DType::bf16, kGpu);
+    cuda::gemm_epilogue_backward(M, N, d, a, true, dpre, db);
+    return db;
+  };
+  const Tensor dpre = Tensor::empty({M, N}, DType::bf16, kGpu);
+  const Tensor odpre = misaligned(dpre);
+  const Tensor db = run(dy, aux, dpre), odb = run(misaligned(dy), misaligned(aux), odpre);
+  auto bits = [](const Tensor& t) { return t.to(kCpu).to(DType::f64); };
+  EXPECT_TRUE(test::all_close(bits(odb), bits(db), 0.0, 0.0));
+  EXPECT_TRUE(test::all_close(bits(odpre), bits(dpre), 0.0, 0.0));
 }
 #endif
 
