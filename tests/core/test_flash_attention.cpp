@@ -233,7 +233,7 @@ TEST(FlashAttention, HeadViewsKeepTheirLayoutAndValues) {
   EXPECT_TRUE(same_bits(heads(strided.dv).contiguous(), dense.dv));
 }
 
-TEST(FlashAttention, SameBitsOnOneAndTwoThreads) {
+TEST(FlashAttention, SameBitsOnOneAndTwoThreadsButTheAtomicDq) {
   const Tensor q = normals({2, 2, 50, 64}, 13, DType::bf16),
                k = normals({2, 2, 50, 64}, 14, DType::bf16),
                v = normals({2, 2, 50, 64}, 15, DType::bf16);
@@ -250,6 +250,23 @@ TEST(FlashAttention, SameBitsOnOneAndTwoThreads) {
   EXPECT_TRUE(same_bits(one.dq, two.dq));
   EXPECT_TRUE(same_bits(one.dk, two.dk));
   EXPECT_TRUE(same_bits(one.dv, two.dv));
+  // The atomic backward's key tiles add their shares of dq from both threads at once (four
+  // tiles over 200 keys): dk and dv keep their bits, dq stays within its rounding.
+  const Tensor lq = normals({1, 2, 200, 64}, 13, DType::bf16),
+               lk = normals({1, 2, 200, 64}, 14, DType::bf16),
+               lv = normals({1, 2, 200, 64}, 15, DType::bf16);
+  test::FlashBackwardScope atomic(flash::Backward::atomic);
+  {
+    test::ThreadCount threads(1);
+    one = test::attention_grads(AttentionKernel::flash, lq, lk, lv, false);
+  }
+  {
+    test::ThreadCount threads(2);
+    two = test::attention_grads(AttentionKernel::flash, lq, lk, lv, false);
+  }
+  EXPECT_TRUE(same_bits(one.dk, two.dk));
+  EXPECT_TRUE(same_bits(one.dv, two.dv));
+  EXPECT_LT(test::relative_error(one.dq, two.dq), test::flash_tolerance(DType::bf16));
 }
 
 TEST(FlashAttention, KernelChoiceAndFallbacks) {
