@@ -11,7 +11,8 @@
 # The --offload runs show what optimizer offload costs a step, beside the same runs without.
 # The whole log goes to $OUT/gpu_check.log when $OUT is set (the device tool returns
 # only the output's tail); the tail ends with a summary: each step's exit code and
-# seconds, then every benchmark's result line (shortened).
+# seconds, then every benchmark's result line (shortened; per-kernel, per-module and
+# per-call-site lines stay in the log).
 set -u
 # Every step is a single process: a launcher's variables, if this machine's environment
 # happened to carry them, would make the apps start as one rank of an MPI job.
@@ -115,7 +116,7 @@ step 12 "bin/vqgpt train --config configs/vqgpt_tiny.yaml --device cuda --set tr
 step 10 "bin/zt-bench vqgpt --device cuda --steps 5"
 echo "=== summary (full log: $log)"
 printf '%s\n' "${summary[@]}" | cut -c1-160
-grep -a '^{"bench"' "$log" | grep -v -e '"kernel":' -e '"module":' | cut -c1-400
+grep -a '^{"bench"' "$log" | grep -v -e '"kernel":' -e '"module":' -e '"at":' | cut -c1-400
 rc=0
 if [ ${#failed[@]} -gt 0 ]; then
   echo "gpu_check: ${#failed[@]} step(s) FAILED (rc other than 0 above)"
