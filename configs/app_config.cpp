@@ -190,6 +190,7 @@ void read_train(Section s, TrainConfig& t) {
       .get_enum("tf32", t.tf32, {"conv", "all", "none"})
       .get("cudnn_deterministic", t.cudnn_deterministic)
       .get_enum("attention", t.attention, {"auto", "flash", "math"})
+      .get_enum("flash_backward", t.flash_backward, {"split", "atomic"})
       .get_enum("dtype", t.dtype, {"f32", "bf16", "f16"})
       .get("resume", t.resume)
       .get("trace", t.trace)

@@ -150,6 +150,11 @@ struct TrainConfig {
   /// supported, the CPU's slow emulation included) or "math" (batched GEMMs only); unset
   /// keeps the process's choice (ZT_ATTENTION, else auto).
   std::string attention{};
+  /// The fused attention backward's way to dq (zt::flash::set_backward): "split" (a dq
+  /// pass, then dk / dv; the same bits every run) or "atomic" (one pass, dq's shares added
+  /// in f32 by atomics: fewer products, dq's last bits vary); unset keeps the process's
+  /// choice (ZT_FLASH_BACKWARD, else split).
+  std::string flash_backward{};
   /// Storage and compute dtype of the partitioned parameters: f32, bf16 or f16. bf16
   /// and f16 are the same as enabling the bf16 / fp16 section; after parsing this is the
   /// effective dtype whichever way it was asked for.

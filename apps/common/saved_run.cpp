@@ -326,6 +326,7 @@ const std::vector<std::string>& resume_ignored_keys() {
                                                 "train.cudnn_benchmark",
                                                 "train.cudnn_deterministic",
                                                 "train.attention",
+                                                "train.flash_backward",
                                                 "train.cuda_graph",
                                                 "train.activation_checkpointing",
                                                 "train.log_every",

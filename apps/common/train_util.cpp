@@ -13,6 +13,7 @@
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
 #include "core/conv_algo.h"
+#include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
 #include "core/text_file.h"
 #include "data/factory.h"
@@ -169,6 +170,8 @@ std::string cuda_missing() {
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app) {
   if (!train.attention.empty()) set_attention_kernel(parse_attention_kernel(train.attention));
+  if (!train.flash_backward.empty())
+    flash::set_backward(flash::parse_backward(train.flash_backward));
   if (train.device == "cpu") return Device::cpu();
   ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
            "'");

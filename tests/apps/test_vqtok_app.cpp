@@ -21,6 +21,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "core/cuda/flash_shapes.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/npy.h"
@@ -472,6 +473,16 @@ TEST(VqtokApp, TrainDeviceRule) {
     EXPECT_EQ(attention_kernel(), AttentionKernel::flash);
   });
   set_attention_kernel(before);
+  // train.flash_backward likewise sets the fused backward's way to dq.
+  const flash::Backward way = flash::backward();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    app::train_device(tiny_config(fresh_dir("dev"), {"train.flash_backward=atomic"}).train, comm,
+                      "t");
+    EXPECT_EQ(flash::backward(), flash::Backward::atomic);
+    app::train_device(tiny_config(fresh_dir("dev")).train, comm, "t");
+    EXPECT_EQ(flash::backward(), flash::Backward::atomic) << "unset: the process's choice stays";
+  });
+  flash::set_backward(way);
   const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
 #ifndef ZT_WITH_CUDA
   expect_error(cuda, 1, "needs a CUDA build");

@@ -407,6 +407,11 @@ TEST(Config, AttentionKernelIsLeftToTheProcessUnlessSet) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.attention, "");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  attention: math\n"), App::vqtok).train.attention,
             "math");
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.flash_backward,
+            "");
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  flash_backward: atomic\n"), App::vqtok)
+                .train.flash_backward,
+            "atomic");
 }
 
 TEST(Config, MissingFileNamesIt) {
