@@ -3,8 +3,10 @@
 // in ZT_API is one call site; while an ApiProfile lives anywhere in the process, each
 // site counts its calls and sums the host time spent inside them. A host-bound step (small
 // kernels, a training step waiting on its launches) shows here which library calls cost
-// it: cudaLaunchKernel and cudnnConvolutionForward, but also descriptor setup, event records
-// and the first call of a shape (cuDNN's algorithm queries).
+// it: cuDNN's and cuBLAS's own calls (which launch their kernels), but also descriptor
+// setup, event records, copies, allocations and the first call of a shape (cuDNN's
+// algorithm queries). zt's own kernels launched with <<<>>> are not sites: KernelProfile's
+// host time covers those.
 // Outside a profile a site costs one relaxed load. Set ZT_API_PROFILE=1 to profile a whole
 // process: the table goes to stderr at exit (any program, e.g. a training run's first step).
 // Pure C++: the CUDA headers are not needed to include it.
@@ -13,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace zt {

@@ -149,7 +149,8 @@ __global__ void __launch_bounds__(Tiles::kLanes) flash_kernel(flash::Params p) {
 #endif
 }
 
-// One block per task of a pass over `rows` own rows. A kernel's dynamic shared memory past
+// One block per task of the pass (a tile of its own rows, flash::task_rows: queries or
+// keys). A kernel's dynamic shared memory past
 // 48 KiB must be allowed once per device (cudaFuncSetAttribute).
 template <Pass kPass>
 void launch(DType dt, int64_t d, const flash::Params& p, int device) {
