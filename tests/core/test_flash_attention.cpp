@@ -234,36 +234,23 @@ TEST(FlashAttention, HeadViewsKeepTheirLayoutAndValues) {
 }
 
 TEST(FlashAttention, SameBitsOnOneAndTwoThreadsButTheAtomicDq) {
-  const Tensor q = normals({2, 2, 50, 64}, 13, DType::bf16),
-               k = normals({2, 2, 50, 64}, 14, DType::bf16),
-               v = normals({2, 2, 50, 64}, 15, DType::bf16);
-  test::AttentionGrads one, two;
-  {
-    test::ThreadCount threads(1);
-    one = test::attention_grads(AttentionKernel::flash, q, k, v, true);
-  }
-  {
-    test::ThreadCount threads(2);
-    two = test::attention_grads(AttentionKernel::flash, q, k, v, true);
-  }
+  // The fused path on `threads` threads, on (1, 2, t, 64) or (2, 2, t, 64) normals.
+  auto on_threads = [](int threads, int64_t n0, int64_t t, bool causal) {
+    test::ThreadCount count(threads);
+    return test::attention_grads(AttentionKernel::flash, normals({n0, 2, t, 64}, 13, DType::bf16),
+                                 normals({n0, 2, t, 64}, 14, DType::bf16),
+                                 normals({n0, 2, t, 64}, 15, DType::bf16), causal);
+  };
+  test::AttentionGrads one = on_threads(1, 2, 50, true), two = on_threads(2, 2, 50, true);
   EXPECT_TRUE(same_bits(one.out, two.out));
   EXPECT_TRUE(same_bits(one.dq, two.dq));
   EXPECT_TRUE(same_bits(one.dk, two.dk));
   EXPECT_TRUE(same_bits(one.dv, two.dv));
   // The atomic backward's key tiles add their shares of dq from both threads at once (four
   // tiles over 200 keys): dk and dv keep their bits, dq stays within its rounding.
-  const Tensor lq = normals({1, 2, 200, 64}, 13, DType::bf16),
-               lk = normals({1, 2, 200, 64}, 14, DType::bf16),
-               lv = normals({1, 2, 200, 64}, 15, DType::bf16);
   test::FlashBackwardScope atomic(flash::Backward::atomic);
-  {
-    test::ThreadCount threads(1);
-    one = test::attention_grads(AttentionKernel::flash, lq, lk, lv, false);
-  }
-  {
-    test::ThreadCount threads(2);
-    two = test::attention_grads(AttentionKernel::flash, lq, lk, lv, false);
-  }
+  one = on_threads(1, 1, 200, false);
+  two = on_threads(2, 1, 200, false);
   EXPECT_TRUE(same_bits(one.dk, two.dk));
   EXPECT_TRUE(same_bits(one.dv, two.dv));
   EXPECT_LT(test::relative_error(one.dq, two.dq), test::flash_tolerance(DType::bf16));
