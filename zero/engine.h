@@ -121,6 +121,10 @@ class Engine {
   /// Global gradient norm before clipping at the last step (read back from the
   /// parameters' device: on a GPU this waits for the step, so call it when logging).
   double last_grad_norm() const { return last_grad_norm_.defined() ? last_grad_norm_.item() : 0.0; }
+  /// The same norm as one f64 element on the parameters' device, not read back (undefined
+  /// before the first step): a loop queues it and reads it when it reads its losses. A
+  /// replayed CUDA graph writes each step's norm into this one tensor.
+  const Tensor& last_grad_norm_tensor() const { return last_grad_norm_; }
   /// This rank's model-state bytes (on the parameters' device; with offload_optimizer
   /// also the optimizer state's host bytes).
   MemoryReport memory_report() const;

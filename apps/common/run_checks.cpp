@@ -367,42 +367,6 @@ void check_same_model(const nn::Module& model, comm::Communicator& comm, const c
              "every rank must build the same model (same model config and build)");
 }
 
-std::string nonfinite_loss_report(const Tensor& input,
-                                  const std::vector<std::pair<std::string, Tensor>>& terms) {
-  if (!all_finite(input))
-    return "the input batch holds non-finite values (check the data: data.path and its files)";
-  std::string s;
-  for (const auto& [name, t] : terms)
-    if (!all_finite(t)) s += (s.empty() ? "" : ", ") + name;
-  if (s.empty())
-    return "every loss term is finite but their weighted sum is not (check the loss weights)";
-  return "non-finite loss terms: " + s;
-}
-
-void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
-                       const char* app) {
-  const std::vector<std::string> all = engine.comm().all_gather_bytes(local);
-  if (engine.loss_scaler().active()) return;  // fp16: the engine skipped the update
-  for (size_t r = 0; r < all.size(); ++r)
-    if (!all[r].empty())
-      throw comm::AgreedError(
-          std::string(app) + ": the loss is not finite at step " + std::to_string(step) +
-              " on rank " + std::to_string(r) + ": " + all[r] +
-              ". Training stops here (no checkpoint of this step is written); resume from "
-              "the last checkpoint with a lower train.lr, train.gradient_clipping, or "
-              "bf16; fp16 with loss scaling would skip such steps instead",
-          engine.comm().rank());
-  const double norm = engine.last_grad_norm();
-  if (!std::isfinite(norm))  // the norm is all-reduced: every rank sees the same
-    throw comm::AgreedError(
-        std::string(app) + ": the gradient norm is " + std::to_string(norm) + " at step " +
-            std::to_string(step) +
-            " while every loss was finite: a gradient overflowed in backward. Training "
-            "stops here (no checkpoint of this step is written); resume from the last "
-            "checkpoint with a lower train.lr or train.gradient_clipping",
-        engine.comm().rank());
-}
-
 bool all_finite(const Tensor& t) {
   if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return true;
   const Tensor c = t.detach().to(Device::cpu()).to(DType::f64).contiguous();

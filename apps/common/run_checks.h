@@ -89,21 +89,6 @@ void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, con
 /// and (full, unpartitioned) shapes, naming the first that differs.
 void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app);
 
-/// What is non-finite about one micro-batch whose loss is not finite, for the error:
-/// the input batch (bad data) if it holds non-finite values, else the named loss terms
-/// that are non-finite (e.g. {"mse (decoder output vs. input)", l.mse}).
-std::string nonfinite_loss_report(const Tensor& input,
-                                  const std::vector<std::pair<std::string, Tensor>>& terms);
-
-/// The non-finite policy of a training step; every rank calls it after each optimizer step
-/// with `local`, this rank's report ("" when its losses were finite). With fp16
-/// (engine.loss_scaler().active(), whatever the scale) a non-finite loss or gradient skips
-/// the update (the engine did) and training goes on. Otherwise any rank's report, or a non-finite
-/// global gradient norm, is an error on every rank naming the step and what first went non-finite
-/// (before the run saves a checkpoint with such values).
-void check_step_finite(zero::Engine& engine, const std::string& local, int64_t step,
-                       const char* app);
-
 /// True when every element of a floating tensor is finite (other dtypes: true).
 bool all_finite(const Tensor& t);
 

@@ -3,13 +3,12 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstring>
 #include <mutex>
-
-#include "apps/common/train_util.h"
-#include "core/ops.h"
+#include <vector>
 
 namespace zt::app {
 
@@ -66,9 +65,10 @@ int StopOnSignal::received() {
 int agreed_stop_signal(comm::Communicator& comm) {
   const int mine = StopOnSignal::received();
   if (comm.size() == 1) return mine;
-  Tensor t = scalar_tensor(static_cast<double>(mine), DType::f64);
-  all_reduce_host(comm, t, comm::ReduceOp::kMax);
-  return static_cast<int>(t.item());
+  // Host bytes, not a device collective: under NCCL this runs every step without a wait
+  // on the GPU.
+  const std::vector<int> all = comm.all_gather_object<int>(mine);
+  return *std::max_element(all.begin(), all.end());
 }
 
 }  // namespace zt::app

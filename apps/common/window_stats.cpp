@@ -15,7 +15,7 @@ double psnr_from_mse(double mse) {
   return mse > 0 ? 10.0 * std::log10(4.0 / mse) : 99.0;
 }
 
-void ScalarWindow::add(const std::string& name, double value) {
+void ScalarWindow::add(const std::string& name, double value, double count) {
   auto it = std::lower_bound(names_.begin(), names_.end(), name);
   const auto i = static_cast<size_t>(it - names_.begin());
   if (it == names_.end() || *it != name) {
@@ -24,7 +24,7 @@ void ScalarWindow::add(const std::string& name, double value) {
     counts_.insert(counts_.begin() + static_cast<std::ptrdiff_t>(i), 0.0);
   }
   sums_[i] += value;
-  counts_[i] += 1.0;
+  counts_[i] += count;
 }
 
 std::vector<std::pair<std::string, double>> ScalarWindow::reduce(comm::Communicator& comm) {
@@ -66,25 +66,27 @@ std::vector<std::pair<std::string, double>> ScalarWindow::reduce(comm::Communica
   return out;
 }
 
-CodebookUsage::CodebookUsage(int64_t codebook_size)
-    : counts_(static_cast<size_t>(codebook_size), 0) {
+CodebookUsage::CodebookUsage(int64_t codebook_size) : size_(codebook_size) {
   ZT_CHECK(codebook_size > 0, "CodebookUsage: codebook_size must be > 0, got ", codebook_size);
 }
 
 void CodebookUsage::add(const Tensor& codes) {
-  Tensor c = codes.to(Device::cpu()).to(DType::i64).contiguous();
-  const int64_t* d = c.data<int64_t>();
-  const auto k = static_cast<int64_t>(counts_.size());
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    ZT_CHECK(d[i] >= 0 && d[i] < k, "codebook usage: code id ", d[i], " outside [0, ", k, ")");
-    ++counts_[static_cast<size_t>(d[i])];
-  }
+  add_counts(bincount(codes, size_));
+}
+
+void CodebookUsage::add_counts(const Tensor& counts) {
+  ZT_CHECK(counts.dtype() == DType::f64 && counts.sizes() == Shape{size_},
+           "codebook usage: counts must be f64 (", size_, "), got ", dtype_name(counts.dtype()),
+           " ", shape_str(counts.sizes()));
+  if (!counts_.defined()) counts_ = zeros({size_}, DType::f64, counts.device());
+  add_(counts_, counts.to(counts_.device()));
 }
 
 CodebookStats CodebookUsage::reduce(comm::Communicator& comm) {
-  const auto k = static_cast<int64_t>(counts_.size());
-  Tensor t = Tensor::empty({k}, DType::i64);
-  std::copy(counts_.begin(), counts_.end(), t.data<int64_t>());
+  const int64_t k = size_;
+  Tensor t = counts_.defined() ? counts_.to(Device::cpu()).to(DType::i64).contiguous()
+                               : zeros({k}, DType::i64);
+  if (counts_.defined()) counts_.zero_();
   all_reduce_host(comm, t, comm::ReduceOp::kSum);
   const int64_t* d = t.data<int64_t>();
   CodebookStats s;
@@ -98,7 +100,6 @@ CodebookStats CodebookUsage::reduce(comm::Communicator& comm) {
   }
   s.usage = static_cast<double>(s.used) / static_cast<double>(k);
   s.perplexity = s.tokens ? std::exp(entropy) : 0.0;
-  std::fill(counts_.begin(), counts_.end(), 0);
   return s;
 }
 

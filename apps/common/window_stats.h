@@ -20,8 +20,9 @@ double psnr_from_mse(double mse);
 /// the same names (the order does not matter) and call reduce() at the same steps.
 class ScalarWindow {
  public:
-  /// Adds one value of `name` to this rank's window (a new name joins the window).
-  void add(const std::string& name, double value);
+  /// Adds one value of `name` to this rank's window (a new name joins the window); or,
+  /// with `count`, the sum of that many values.
+  void add(const std::string& name, double value, double count = 1.0);
   /// Global means per name (sum over ranks / count over ranks), over the names any rank
   /// added (a rank whose micro-batches were all skipped for a non-finite loss added none);
   /// clears the window. Every rank calls it.
@@ -41,17 +42,22 @@ struct CodebookStats {
   int64_t tokens = 0;       ///< codes counted (all ranks)
 };
 
-/// This rank's histogram of the code ids seen since the last reduce().
+/// This rank's histogram of the code ids seen since the last reduce(), kept on the codes'
+/// device: counting reads nothing back (on a GPU a read is a host wait), reduce() does.
 class CodebookUsage {
  public:
   explicit CodebookUsage(int64_t codebook_size);
   /// Counts every id of `codes` (i64 or i32, any shape); error on an id outside [0, K).
   void add(const Tensor& codes);
+  /// Adds a histogram (K counts, f64, as bincount(codes, K) gives: e.g. weighted by
+  /// whether the micro-batch's loss was finite).
+  void add_counts(const Tensor& counts);
   /// All-reduces the histogram (every rank must call) and clears the window.
   CodebookStats reduce(comm::Communicator& comm);
 
  private:
-  std::vector<int64_t> counts_;
+  int64_t size_;
+  Tensor counts_;  // f64 on the device of the first counts added; undefined before
 };
 
 /// Seconds per step: mean over the steps since the last reset; ETA from it.

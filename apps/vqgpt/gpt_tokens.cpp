@@ -136,18 +136,6 @@ Tensor tokenize(vq::VqModel& tokenizer, const Tensor& clips, const TokenLayout& 
   return layout.sequence(codes);
 }
 
-std::vector<int64_t> token_histogram(const Tensor& sequences, int64_t vocab) {
-  ZT_CHECK(sequences.dtype() == DType::i64, "token_histogram: ids must be i64");
-  const Tensor s = sequences.to(Device::cpu()).contiguous();
-  std::vector<int64_t> counts(static_cast<size_t>(vocab), 0);
-  const int64_t* p = s.data<int64_t>();
-  for (int64_t i = 0; i < s.numel(); ++i) {
-    ZT_CHECK(p[i] >= 0 && p[i] < vocab, "token_histogram: id ", p[i], " outside [0, ", vocab, ")");
-    ++counts[static_cast<size_t>(p[i])];
-  }
-  return counts;
-}
-
 double unigram_entropy(const std::vector<int64_t>& counts) {
   double total = 0.0;
   for (int64_t c : counts) total += static_cast<double>(c);

@@ -65,8 +65,6 @@ GptSpec gpt_spec(const config::AppConfig& cfg);
 /// collective (the tokenizer must be a replica, not partitioned).
 Tensor tokenize(vq::VqModel& tokenizer, const Tensor& clips, const TokenLayout& layout);
 
-/// Counts of every id in `sequences` (i64, any shape) over a vocabulary of `vocab` ids.
-std::vector<int64_t> token_histogram(const Tensor& sequences, int64_t vocab);
 /// Entropy in nats of the distribution `counts` describes (0 for an empty histogram).
 double unigram_entropy(const std::vector<int64_t>& counts);
 

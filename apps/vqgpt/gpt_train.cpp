@@ -11,14 +11,17 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
+#include "apps/common/step_log.h"
 #include "apps/common/stop_signal.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
+#include "core/span_timer.h"
 #include "core/step_graph.h"
 #include "data/factory.h"
 #include "zero/checkpoint.h"
@@ -41,16 +44,16 @@ std::string fmt(const char* f, double v) {
   return buf;
 }
 
-// Every rank's histogram summed (f64 holds the counts exactly); the local one is left as is.
-Tensor summed_histogram(const std::vector<int64_t>& local, comm::Communicator& comm) {
-  std::vector<double> v(local.begin(), local.end());
-  Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
+// Every rank's histogram (f64 counts on any device) summed on the host; the local one is
+// left as is.
+Tensor summed_histogram(const Tensor& local, comm::Communicator& comm) {
+  Tensor t = local.to(Device::cpu()).clone();
   app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
   return t;
 }
 
 // Entropy of the summed histograms of every rank.
-double global_entropy(const std::vector<int64_t>& local, comm::Communicator& comm) {
+double global_entropy(const Tensor& local, comm::Communicator& comm) {
   std::vector<int64_t> counts;
   for (double c : summed_histogram(local, comm).to_vector())
     counts.push_back(static_cast<int64_t>(c));
@@ -132,7 +135,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   const gpt::GptSpec& spec = model->gpt->spec();
   // The run's target tokens per vocabulary entry (unigram_entropy): this rank's, and on
   // rank 0 those of the run before a resume (saved summed over ranks).
-  std::vector<int64_t> histogram(static_cast<size_t>(spec.vocab_size), 0);
+  Tensor histogram = zeros({spec.vocab_size}, DType::f64, device);
 
   int64_t start = 0;
   if (!resume_from.empty()) {
@@ -143,10 +146,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (comm.rank() == 0)
       if (const Tensor saved = app::checkpoint_counts(extra, "token_histogram", spec.vocab_size,
                                                       "token (gpt.vocab_size)");
-          saved.defined()) {
-        const std::vector<double> v = saved.to_vector();
-        for (size_t i = 0; i < v.size(); ++i) histogram[i] = static_cast<int64_t>(v[i]);
-      }
+          saved.defined())
+        histogram.copy_(saved.to(DType::f64).to(device));
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;
@@ -190,7 +191,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::StepTimer timer;
   app::Progress progress(tc.steps, options.tty && say);
   double run_tok_seconds = 0.0, run_step_seconds = 0.0;
+  std::function<void(int64_t)> settle_before_save;  // the loop's settle: no save holds a NaN
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
+    settle_before_save(step);
     // Summed over ranks: resumable at any world size.
     const Tensor total = summed_histogram(histogram, comm).to(DType::i64);
     const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader,
@@ -216,6 +219,28 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     return std::vector<Tensor>{learn(seq), seq};
   };
 
+  // The losses and gradient norms stay on the device until settle() reads them
+  // (app::StepLog): after the first step, at log and eval steps, before each checkpoint.
+  // The tokenizer is timed by events on a GPU, read then too.
+  app::StepLog log({{"loss", "cross-entropy (gpt logits vs. tokens)"}}, "vqgpt train");
+  SpanTimer tok_timer(device);
+  int64_t settled = start;  // the last step settle() read
+  auto settle = [&](int64_t now) {
+    // Each step's mean over its finite micro-batches (none: every one an fp16 skip).
+    std::map<int64_t, std::pair<double, int>> steps;
+    for (const app::StepLog::Row& row : log.settle(*engine, now))
+      if (row.finite()) {
+        steps[row.step].first += row.values[0];
+        ++steps[row.step].second;
+      }
+    for (const auto& [s, sum_count] : steps) window.add("loss", sum_count.first / sum_count.second);
+    const double tok = tok_timer.take_seconds();
+    if (!graph && now > settled) window.add("tok_s", tok, static_cast<double>(now - settled));
+    run_tok_seconds += tok;
+    settled = now;
+  };
+  settle_before_save = settle;
+
   model->train();                          // the tokenizer stays in eval mode
   const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
   int64_t last_done = start;               // a stop signal may end the loop early
@@ -223,11 +248,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
     engine->set_lr(lr);
+    const int64_t done = step + 1;
     timer.start();
     const Clock::time_point t0 = Clock::now();
-    double tok_seconds = 0.0, loss_sum = 0.0;  // over the finite micro-batches
-    int finite = 0;
-    std::string nonfinite;  // this rank's first non-finite loss of the step, explained
     const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader.next();
@@ -238,39 +261,25 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
         loss = r[0];
         seq = r[1];
       } else {
-        const Clock::time_point tk = Clock::now();
+        tok_timer.begin();
         seq = model->tokenize(batch.clips);  // (B, L), no gradients, no collectives
-        // On a GPU, wait for the tokenizer so that its share is its GPU time (one host wait).
-        if (device.is_cuda()) (void)seq.narrow(1, 0, 1).narrow(0, 0, 1).item();
-        tok_seconds += seconds_since(tk);
+        tok_timer.end();
         loss = learn(seq);
       }
-      const double v = loss.item();
-      if (!std::isfinite(v)) {  // policy: app::check_step_finite after the step
-        if (nonfinite.empty())
-          nonfinite = "loss " + std::to_string(v) + " in micro-batch " + std::to_string(k) + "; " +
-                      app::nonfinite_loss_report(batch.clips,
-                                                 {{"cross-entropy (gpt logits vs. tokens)", loss}});
-        continue;
-      }
-      loss_sum += v;
-      ++finite;
-      const std::vector<int64_t> h =
-          gpt::token_histogram(seq.narrow(1, 1, targets_per_clip), spec.vocab_size);
-      for (size_t i = 0; i < h.size(); ++i) histogram[i] += h[i];
+      log.add(done, k, {loss});
+      // A micro-batch whose loss is not finite (an update fp16 skips) counts no tokens.
+      add_(histogram, bincount(seq.narrow(1, 1, targets_per_clip), spec.vocab_size,
+                               isfinite(loss).to(DType::f64)));
     }
-    app::check_step_finite(*engine, nonfinite, step + 1, "vqgpt train");
+    log.add_norm(done, engine->last_grad_norm_tensor());
+    const bool logs = done % tc.log_every == 0 || done == tc.steps;
+    const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
+    if (step == start || logs || evals) settle(done);
     if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
     const double step_seconds = seconds_since(t0);
     timer.stop();
-    run_tok_seconds += tok_seconds;
     run_step_seconds += step_seconds;
-    // The finite micro-batches' mean; none when every one was skipped (fp16).
-    const double step_loss = finite > 0 ? loss_sum / finite : std::nan("");
-    if (finite > 0) window.add("loss", step_loss);
-    if (!graph) window.add("tok_s", tok_seconds);
     window.add("step_s", step_seconds);
-    const int64_t done = step + 1;
     // A replay runs no engine step, so no verify_replicas() (warm-up and capture steps do).
     const bool verified = !replayed && cfg.zero.buffers.verify_every > 0 &&
                           engine->global_step() % cfg.zero.buffers.verify_every == 0;
@@ -325,10 +334,12 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                     std::to_string(engine->replicated().size()) + " parameters, " +
                     std::to_string(model->tokenizer->named_buffers().size()) +
                     " buffers identical on " + std::to_string(world) + " ranks)");
-    if (say && progress.tty())
+    if (say && progress.tty())  // the loss is the last log line's (none before it)
       progress.update(done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-                                " | step loss " + fmt("%.4f", step_loss) + " | " +
-                                fmt("%.3f s/step", timer.run_mean()));
+                                (result.log_steps.empty()
+                                     ? std::string()
+                                     : " | loss " + fmt("%.4f", result.log_losses.back())) +
+                                " | " + fmt("%.3f s/step", timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) {
       auto eval_loader = data::make_loader(train_data.eval_set, cfg.data, tc.batch, comm.rank(),
                                            world, /*eval=*/true);
@@ -345,6 +356,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
   result.stopped_by_signal = checkpoints.stopped_by();
+  result.loss_reads = log.reads();
   progress.finish();
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 

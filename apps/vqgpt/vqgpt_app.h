@@ -117,6 +117,9 @@ struct TrainResult {
   int64_t replica_checks = 0;      ///< verify_replicas() runs that passed (start included)
   std::string final_checkpoint;    ///< "" when checkpoints are off
   int stopped_by_signal = 0;       ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
+  /// Times the loop read its losses back from the device (app::StepLog; a host wait each
+  /// on a GPU): after the first step, at log, eval and checkpoint steps.
+  int64_t loss_reads = 0;
 };
 
 /// Trains the Gpt on the frozen tokenizer's tokens of cfg's data for train.steps steps.

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -15,6 +16,7 @@
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
+#include "apps/common/step_log.h"
 #include "apps/common/stop_signal.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -84,14 +86,16 @@ std::string fmt(const char* f, double v) {
 
 // Dead-code restart: codes that no rank chose since the last restart are moved next to
 // randomly picked used codes (plus a small offset), so a codebook initialized near zero
-// does not collapse onto a handful of entries. `hits` counts this rank's choices and is
-// reset. Rank 0 edits inside GatheredParameters(modifier_rank 0): every rank ends with
-// rank 0's codebook, re-partitioned. Returns the number of codes moved.
+// does not collapse onto a handful of entries. `hits` counts this rank's choices (f64 on
+// the training device); it is read back here, at a restart step, and reset. Rank 0 edits inside
+// GatheredParameters(modifier_rank 0): every rank ends with rank 0's codebook, re-partitioned.
+// Returns the number of codes moved.
 int64_t restart_dead_codes(vq::VqModel& model, Tensor& hits, int64_t step,
                            comm::Communicator& comm) {
-  app::all_reduce_host(comm, hits, comm::ReduceOp::kSum);
-  const int64_t K = hits.numel();
-  const int64_t* h = hits.data<int64_t>();
+  Tensor summed = hits.to(Device::cpu()).to(DType::i64);
+  app::all_reduce_host(comm, summed, comm::ReduceOp::kSum);
+  const int64_t K = summed.numel();
+  const int64_t* h = summed.data<int64_t>();
   std::vector<int64_t> used, dead;
   for (int64_t k = 0; k < K; ++k) (h[k] > 0 ? used : dead).push_back(k);
   if (!used.empty() && !dead.empty()) {
@@ -183,7 +187,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   int64_t start = 0;
   // This rank's code choices since the last dead-code restart (training state: a resume
   // continues the counts, rank 0 holding the sum over the ranks that saved them).
-  Tensor hits = zeros({codebook}, DType::i64);
+  Tensor hits = zeros({codebook}, DType::f64, device);
   if (!resume_from.empty()) {
     app::check_resume_config(cfg, resume_from, "vqtok", "vqtok train", comm, /*quiet=*/!say);
     const zero::CheckpointExtra extra =
@@ -193,7 +197,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       if (const Tensor saved = app::checkpoint_counts(extra, "codebook_hits", codebook,
                                                       "code (model.codebook_size)");
           saved.defined())
-        hits.copy_(saved);
+        hits.copy_(saved.to(DType::f64).to(device));
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;
@@ -230,8 +234,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   app::CodebookUsage usage(codebook);
   app::StepTimer timer;
   app::Progress progress(tc.steps, options.tty && say);
+  std::function<void(int64_t)> settle_before_save;  // the loop's settle: no save holds a NaN
   app::RunCheckpoints checkpoints(tc, [&](int64_t step) {
-    Tensor total_hits = hits.clone();  // summed over ranks: resumable at any world size
+    settle_before_save(step);
+    // Summed over ranks: resumable at any world size.
+    Tensor total_hits = hits.to(Device::cpu()).to(DType::i64);
     app::all_reduce_host(comm, total_hits, comm::ReduceOp::kSum);
     const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader,
                                                           "vqtok", {{"codebook_hits", total_hits}});
@@ -294,62 +301,62 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   model->train();
   double last_psnr = 0.0;
-  std::optional<app::StopOnSignal> stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
-  if (options.stop_on_signal) stop_on_signal.emplace();
-  for (int64_t step = start; step < tc.steps; ++step) {
-    // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
-    const double lr = lr_plan.lr_at(engine->optimizer().step_count());
-    engine->set_lr(lr);
-    timer.start();
-    double step_loss = 0.0;
-    std::string nonfinite;  // this rank's first non-finite loss of the step, explained
-    for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
-      data::Batch batch = loader.next();
-      clips = graph ? graph->stage(batch.clips) : batch.clips.to(device);
-      const std::vector<Tensor> r =
-          graph ? graph->run(train_step, [&] { engine->before_replay(); }) : train_step();
-      // Read back once per micro-batch: the six scalars together, then the codes (on a
-      // GPU each read is a wait; one per value would be six).
-      std::vector<Tensor> scalars;
-      for (size_t i = 0; i < 6; ++i) scalars.push_back(r[i].to(DType::f64));
-      const std::vector<double> v = stack(scalars, 0).to_vector();
-      const double loss = v[0];
-      if (!std::isfinite(loss)) {  // policy: app::check_step_finite after the step
-        if (nonfinite.empty())
-          nonfinite = "loss " + std::to_string(loss) + " in micro-batch " + std::to_string(k) +
-                      "; " +
-                      app::nonfinite_loss_report(
-                          clips, {{"mse (decoder output vs. input)", r[1]},
-                                  {"l1 (decoder output vs. input)", r[2]},
-                                  {"commitment (encoder output vs. its code, quantizer)", r[4]},
-                                  {"codebook loss (quantizer.embedding)", r[5]}});
-        continue;
-      }
-      step_loss += loss / static_cast<double>(tc.gradient_accumulation_steps);
-      window.add("loss", loss);
+  // Every step's losses and gradient norm stay on the device until settle() reads them
+  // (app::StepLog): after the first step, at log, eval and restart steps, before each
+  // checkpoint. The codes are counted where they were chosen.
+  app::StepLog log({{"loss", ""},
+                    {"mse", "mse (decoder output vs. input)"},
+                    {"l1", "l1 (decoder output vs. input)"},
+                    {"vq", ""},
+                    {"commit", "commitment (encoder output vs. its code, quantizer)"},
+                    {"codebook_loss", "codebook loss (quantizer.embedding)"}},
+                   "vqtok train");
+  auto settle = [&](int64_t now) {
+    for (const app::StepLog::Row& row : log.settle(*engine, now)) {
+      if (!row.finite()) continue;  // fp16: an update the engine skipped
+      const std::vector<double>& v = row.values;
+      window.add("loss", v[0]);
       window.add("mse", v[1]);
       window.add("l1", v[2]);
       window.add("vq", v[3]);
       window.add("commit", v[4]);
       window.add("codebook_loss", v[5]);
       window.add("psnr", app::psnr_from_mse(v[1]));
-      const Tensor codes = r[6].reshape({-1}).to(Device::cpu());
-      usage.add(codes);
-      if (tc.codebook_restart_every > 0) {
-        int64_t* hc = hits.data<int64_t>();
-        for (int64_t i = 0; i < codes.numel(); ++i) ++hc[codes.data<int64_t>()[i]];
-      }
     }
-    app::check_step_finite(*engine, nonfinite, step + 1, "vqtok train");
+  };
+  settle_before_save = settle;
+  std::optional<app::StopOnSignal> stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
+  if (options.stop_on_signal) stop_on_signal.emplace();
+  for (int64_t step = start; step < tc.steps; ++step) {
+    // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
+    const double lr = lr_plan.lr_at(engine->optimizer().step_count());
+    engine->set_lr(lr);
+    const int64_t done = step + 1;
+    timer.start();
+    for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
+      data::Batch batch = loader.next();
+      clips = graph ? graph->stage(batch.clips) : batch.clips.to(device);
+      const std::vector<Tensor> r =
+          graph ? graph->run(train_step, [&] { engine->before_replay(); }) : train_step();
+      log.add(done, k, {r[0], r[1], r[2], r[3], r[4], r[5]}, clips);
+      // A micro-batch whose loss is not finite (an update fp16 skips) counts no codes.
+      const Tensor counts = bincount(r[6], codebook, isfinite(r[0]).to(DType::f64));
+      usage.add_counts(counts);
+      if (tc.codebook_restart_every > 0) add_(hits, counts);
+    }
+    log.add_norm(done, engine->last_grad_norm_tensor());
+    const bool logs = done % tc.log_every == 0 || done == tc.steps;
+    const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
+    const bool restarts =
+        tc.codebook_restart_every > 0 && done % tc.codebook_restart_every == 0 && done < tc.steps;
+    if (step == start || logs || evals || restarts) settle(done);
     if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
-    if (tc.codebook_restart_every > 0 && (step + 1) % tc.codebook_restart_every == 0 &&
-        step + 1 < tc.steps) {
+    if (restarts) {
       const int64_t moved = restart_dead_codes(*model, hits, step, comm);
-      if (say && moved > 0 && (step + 1) % tc.log_every == 0)
+      if (say && moved > 0 && done % tc.log_every == 0)
         progress.line("codebook: restarted " + std::to_string(moved) + " unused codes");
     }
     timer.stop();
-    const int64_t done = step + 1;
 
     if (done % tc.log_every == 0 || done == tc.steps) {
       std::map<std::string, double> m;
@@ -409,13 +416,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               format_byte_size(mem.activation_peak) + " act peak");
       }
     }
-    if (say && progress.tty())  // PSNR and codes are the last log line's (none before it)
+    if (say && progress.tty())  // loss, PSNR and codes are the last log line's (none before)
       progress.update(
           done,
-          "step " + std::to_string(done) + "/" + std::to_string(tc.steps) + " | step loss " +
-              fmt("%.4f", step_loss) +
+          "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
               (result.log_steps.empty() ? std::string()
-                                        : " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
+                                        : " | loss " + fmt("%.4f", result.log_losses.back()) +
+                                              " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
                                               fmt("%.1f%%", 100.0 * result.codebook.usage)) +
               " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
               app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
@@ -424,6 +431,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
   result.stopped_by_signal = checkpoints.stopped_by();
+  result.loss_reads = log.reads();
   progress.finish();
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 

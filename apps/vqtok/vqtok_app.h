@@ -73,6 +73,9 @@ struct TrainResult {
   double seconds_per_step = 0.0;
   std::string final_checkpoint;  ///< "" when checkpoints are off
   int stopped_by_signal = 0;     ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
+  /// Times the loop read its losses back from the device (app::StepLog; a host wait each
+  /// on a GPU): after the first step, at log, eval, restart and checkpoint steps.
+  int64_t loss_reads = 0;
 };
 
 /// Trains cfg's model on cfg's data for cfg.train.steps optimizer steps (global step).

@@ -332,6 +332,11 @@ Tensor eq(const Tensor& a, const Tensor& b) {
 Tensor ne(const Tensor& a, const Tensor& b) {
   return binary_op("ne", BinaryOp::kNe, a, b, DType::b8);
 }
+Tensor isfinite(const Tensor& a) {
+  if (!is_floating(a.dtype())) return ones(a.sizes(), DType::b8, a.device());
+  const Tensor d = a.detach();
+  return eq(sub(d, d), zeros({}, a.dtype(), a.device()));
+}
 Tensor lt(const Tensor& a, const Tensor& b) {
   return binary_op("lt", BinaryOp::kLt, a, b, DType::b8);
 }

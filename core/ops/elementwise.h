@@ -63,6 +63,9 @@ Tensor gelu(const Tensor& a, bool tanh_approx = false);
 Tensor eq(const Tensor& a, const Tensor& b);
 /// a != b.
 Tensor ne(const Tensor& a, const Tensor& b);
+/// Bool: true where a is neither infinite nor NaN (always, for integer dtypes). Computed on
+/// a's device (a - a is exactly 0 for a finite value), so a GPU result need not be read.
+Tensor isfinite(const Tensor& a);
 /// a < b.
 Tensor lt(const Tensor& a, const Tensor& b);
 /// a <= b.

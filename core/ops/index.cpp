@@ -98,4 +98,24 @@ Tensor one_hot(const Tensor& ids, int64_t classes) {
   return out;
 }
 
+Tensor bincount(const Tensor& ids, int64_t classes, const Tensor& weight) {
+  ZT_CHECK(classes >= 0, "bincount: the number of classes must be >= 0, got ", classes);
+  Tensor counts = zeros({classes}, DType::f64, ids.device());
+  const Tensor ic = device_index("bincount", counts, ids, classes, "id").reshape({-1});
+  if (ic.numel() == 0) return counts;
+  Tensor add;
+  if (weight.defined()) {
+    ZT_CHECK(weight.numel() == 1 && is_floating(weight.dtype()),
+             "bincount: the weight must be one floating element, got ", dtype_name(weight.dtype()),
+             " ", shape_str(weight.sizes()));
+    ZT_CHECK(weight.device() == ids.device(), "bincount: the weight is on ", weight.device().str(),
+             ", the ids on ", ids.device().str());
+    add = weight.detach().to(DType::f64).reshape({1}).expand({ic.numel()}).contiguous();
+  } else {
+    add = ones({ic.numel()}, DType::f64, ids.device());
+  }
+  ZT_DISPATCH(counts.device(), index_rows_add, counts, add, ic, 1, classes, 1);
+  return counts;
+}
+
 }  // namespace zt

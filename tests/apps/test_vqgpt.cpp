@@ -484,6 +484,7 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     EXPECT_LT(r.log_losses.back(), r.log_losses.front());
     EXPECT_GT(r.tokenizer_share, 0.0);
     EXPECT_LT(r.tokenizer_share, 1.0);
+    EXPECT_EQ(r.loss_reads, 5) << "after step 1 and at the 4 log steps, not once a step";
     if (comm.rank() == 0) {
       loss = r.loss;
       entropy = r.unigram_entropy;

@@ -1,6 +1,9 @@
 // Indexing and views: index_select, embedding, gather and one_hot; reshape, permute,
 // transpose, narrow, slice, select, expand, squeeze, unsqueeze, flatten, clone and
 // dtype conversion. Values worked out by hand, storage sharing, and gradient checks.
+#include <cmath>
+#include <limits>
+
 #include "common/test_util.h"
 
 using namespace zt;
@@ -145,4 +148,33 @@ TEST(Views, Gradients) {
     SCOPED_TRACE(name);
     EXPECT_GRAD_OK(fn, {x});
   }
+}
+
+TEST(Index, BincountCountsIdsWeightedOrNot) {
+  const Tensor ids = from_vector({2, 0, 2, 3, 2, 0}, {2, 3}, DType::i64);
+  Tensor c = bincount(ids, 5);
+  EXPECT_EQ(c.dtype(), DType::f64);
+  EXPECT_TRUE(values_are(c, {2, 0, 3, 1, 0}));
+  // i32 ids; a weight (a 0/1 flag, or any value) scales every id's count.
+  const Tensor ids32 = ids.to(DType::i32);
+  EXPECT_TRUE(values_are(bincount(ids32, 4, scalar_tensor(0.5)), {1, 0, 1.5, 0.5}));
+  EXPECT_TRUE(values_are(bincount(ids32, 4, scalar_tensor(0.0, DType::f32)), {0, 0, 0, 0}));
+  EXPECT_TRUE(values_are(bincount(Tensor::empty({0}, DType::i64), 3), {0, 0, 0}));
+  EXPECT_TRUE(test::throws_with([&] { (void)bincount(ids, 3); }, "id 3 out of range [0, 3)"));
+  EXPECT_TRUE(test::throws_with([&] { (void)bincount(ids, 5, ones({2})); },
+                                "the weight must be one floating element"));
+  EXPECT_TRUE(test::throws_with([&] { (void)bincount(ids.to(DType::f32), 5); },
+                                "indices must be i64 or i32"));
+}
+
+TEST(Index, IsFiniteTellsNaNAndInfinitiesApart) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = from_vector({1.0, -inf, 3e38, std::nan(""), inf, -0.0}, {6}, DType::f64);
+  for (DType dt : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor f = isfinite(x.to(dt));  // 3e38 is inf in f16: the conversion overflows
+    EXPECT_EQ(f.dtype(), DType::b8);
+    EXPECT_TRUE(values_are(f.to(DType::f32), {1, 0, dt == DType::f16 ? 0.0 : 1.0, 0, 0, 1}));
+  }
+  EXPECT_TRUE(values_are(isfinite(from_vector({1, 2}, {2}, DType::i64)).to(DType::f32), {1, 1}));
 }

@@ -1,14 +1,16 @@
 // KernelProfile: the per-kernel split of a thread's dispatches. Calls are counted per
 // kernel-table name, time is summed (most first), a dispatch inside another one counts
 // toward the outer one, other threads' work is not included, and a thread runs one
-// profile at a time.
+// profile at a time. SpanTimer: spans of host time summed until taken.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <thread>
 
 #include "common/test_util.h"
 #include "core/kernel_profile.h"
 #include "core/ops.h"
+#include "core/span_timer.h"
 #include "core/work_counts.h"
 
 using namespace zt;
@@ -87,4 +89,28 @@ TEST(KernelProfile, NothingIsRecordedWithoutAProfileAndOneRunsAtATime) {
   }
   KernelProfile after;  // the first one ended: a new one may start
   EXPECT_TRUE(after.totals().empty());
+}
+
+TEST(SpanTimer, SumsItsEndedSpansAndStartsOverAtEachTake) {
+  using namespace std::chrono_literals;
+  SpanTimer t(Device::cpu());
+  EXPECT_EQ(t.take_seconds(), 0.0);
+  for (auto d : {20ms, 10ms}) {
+    t.begin();
+    std::this_thread::sleep_for(d);
+    t.end();
+  }
+  const double both = t.take_seconds();
+  EXPECT_GE(both, 0.030);
+  EXPECT_LT(both, 5.0);
+  EXPECT_EQ(t.take_seconds(), 0.0) << "a take clears the sum";
+  // An open span is not counted until it ends.
+  t.begin();
+  std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(t.take_seconds(), 0.0);
+  t.end();
+  EXPECT_GE(t.take_seconds(), 0.010);
+  EXPECT_TRUE(test::throws_with([&] { t.end(); }, "end() without begin()"));
+  t.begin();
+  EXPECT_TRUE(test::throws_with([&] { t.begin(); }, "begin() while a span is open"));
 }

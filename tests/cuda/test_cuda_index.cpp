@@ -7,7 +7,9 @@
 // repeat_interleave) compare at 1e-6, because sum() accumulates in a different order.
 // Without a GPU every test skips and says why.
 #include <cmath>
+#include <limits>
 
+#include "core/work_counts.h"
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
@@ -125,6 +127,32 @@ TEST(CudaIndex, OneHotIsExact) {
   EXPECT_TRUE(zt::test::all_close(got, one_hot(ids, 7), 0, 0));
   EXPECT_TRUE(zt::test::all_close(one_hot(ids.to(DType::i32).to(kGpu), 7), one_hot(ids, 7), 0, 0));
   EXPECT_THROW(one_hot(full({2}, 7, DType::i64, kGpu), 7).to(kCpu), zt::Error);  // at the wait
+}
+
+TEST(CudaIndex, BincountAndIsFiniteMatchTheCpuWithoutAWait) {
+  ZT_SKIP_WITHOUT_GPU();
+  // The vqgpt token histogram's shape: many repeats over a 1k vocabulary.
+  const Tensor ids = ints_cpu({8, 512}, 0, 1000, 31);
+  const Tensor flag = scalar_tensor(1.0, DType::f32);
+  const WorkCounts before = work_counts();
+  const Tensor got = bincount(ids.to(kGpu), 1000, isfinite(flag.to(kGpu)).to(DType::f64));
+  const Tensor skipped =
+      bincount(ids.to(kGpu), 1000,
+               isfinite(scalar_tensor(std::numeric_limits<double>::infinity(), DType::f32, kGpu))
+                   .to(DType::f64));
+  EXPECT_EQ((work_counts() - before).syncs, 0) << "counting reads nothing back";
+  EXPECT_EQ(got.device(), kGpu);
+  EXPECT_TRUE(zt::test::all_close(got, bincount(ids, 1000), 0, 0));
+  EXPECT_TRUE(zt::test::all_close(skipped, zeros({1000}, DType::f64), 0, 0));
+  EXPECT_TRUE(zt::test::all_close(
+      bincount(ids.to(DType::i32).to(kGpu), 1000, scalar_tensor(0.5, DType::f64, kGpu)),
+      bincount(ids, 1000, scalar_tensor(0.5)), 0, 0));
+  EXPECT_THROW(bincount(ids.to(kGpu), 999).to(kCpu), zt::Error);  // at the wait
+  const double inf = std::numeric_limits<double>::infinity();
+  const Tensor x = from_vector({1.0, -inf, std::nan(""), inf, 0.0}, {5}, DType::f32);
+  for (DType dt : {DType::f32, DType::bf16})
+    EXPECT_TRUE(zt::test::all_close(isfinite(x.to(dt).to(kGpu)).to(DType::f32),
+                                    isfinite(x.to(dt)).to(DType::f32), 0, 0));
 }
 
 TEST(CudaShape, InterpolateNearestIsExact) {

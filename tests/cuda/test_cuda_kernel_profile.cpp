@@ -1,11 +1,13 @@
 // KernelProfile on the GPU (label cuda): dispatches are timed by events in GPU time, so a
 // large matrix multiply shows its milliseconds even though its dispatch returns at once,
 // calls are counted per kernel, and nothing is timed inside a CUDA graph capture; and the
-// library calls under an ApiProfile.
+// library calls under an ApiProfile. A SpanTimer times GPU work with events, waiting only
+// when its time is taken.
 #include <chrono>
 
 #include "core/api_profile.h"
 #include "core/kernel_profile.h"
+#include "core/span_timer.h"
 #include "core/work_counts.h"
 #include "cuda/cuda_compare.h"
 #ifdef ZT_WITH_CUDA
@@ -43,6 +45,35 @@ TEST(CudaKernelProfile, TimesKernelsInGpuTime) {
 }
 
 #ifdef ZT_WITH_CUDA
+TEST(CudaSpanTimer, TimesGpuWorkAndWaitsOnlyWhenTaken) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Tf32Policy saved = tf32();
+  set_tf32({.matmul = false, .conv = false});
+  const Tensor a = randn({4096, 4096}).to(kGpu);
+  Tensor c = matmul(a, a);  // warm-up
+  (void)c.to(kCpu);
+  SpanTimer t(kGpu);
+  const WorkCounts before = work_counts();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 2; ++i) {
+    t.begin();
+    for (int j = 0; j < 2; ++j) c = matmul(a, a);
+    t.end();
+    c = add(c, a);  // between spans: not timed
+  }
+  const double host_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_EQ((work_counts() - before).syncs, 0) << "no host wait before the take";
+  const double s = t.take_seconds();
+  EXPECT_EQ((work_counts() - before).syncs, 1) << "the take waits once";
+  // 4 x 137 GFLOP in exact f32: milliseconds on any GPU, while queueing them took the host
+  // microseconds.
+  EXPECT_GT(s, 0.002);
+  EXPECT_GT(s, host_s) << "GPU time, not the time the host took to queue the work";
+  EXPECT_EQ(t.take_seconds(), 0.0);
+  set_tf32(saved);
+}
+
 TEST(CudaKernelProfile, NothingIsTimedInsideACapture) {
   ZT_SKIP_WITHOUT_GPU();
   const Tensor a = randn({64, 64}).to(kGpu);
