@@ -60,6 +60,10 @@ class StepLog {
 
   /// Settles that read something back (each a host wait on a GPU).
   int64_t reads() const { return reads_; }
+  /// True once kMaxPending micro-batches wait: the loops settle then too, so that a long
+  /// log interval holds a bounded queue (every rank adds as many per step, so all agree).
+  bool full() const { return rows_.size() >= kMaxPending; }
+  static constexpr size_t kMaxPending = 1024;
 
  private:
   std::string report(const Row& row, bool input_finite) const;

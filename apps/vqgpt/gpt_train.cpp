@@ -220,7 +220,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   };
 
   // The losses and gradient norms stay on the device until settle() reads them
-  // (app::StepLog): after the first step, at log and eval steps, before each checkpoint.
+  // (app::StepLog): after the first step, at log and eval steps, before each checkpoint,
+  // and when its queue is full.
   // The tokenizer is timed by events on a GPU, read then too.
   app::StepLog log({{"loss", "cross-entropy (gpt logits vs. tokens)"}}, "vqgpt train");
   SpanTimer tok_timer(device);
@@ -274,7 +275,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     log.add_norm(done, engine->last_grad_norm_tensor());
     const bool logs = done % tc.log_every == 0 || done == tc.steps;
     const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
-    if (step == start || logs || evals) settle(done);
+    if (step == start || logs || evals || log.full()) settle(done);
     if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
     const double step_seconds = seconds_since(t0);
     timer.stop();

@@ -303,7 +303,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   double last_psnr = 0.0;
   // Every step's losses and gradient norm stay on the device until settle() reads them
   // (app::StepLog): after the first step, at log, eval and restart steps, before each
-  // checkpoint. The codes are counted where they were chosen.
+  // checkpoint, and when its queue is full. The codes are counted where they were chosen.
   app::StepLog log({{"loss", ""},
                     {"mse", "mse (decoder output vs. input)"},
                     {"l1", "l1 (decoder output vs. input)"},
@@ -349,7 +349,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
     const bool restarts =
         tc.codebook_restart_every > 0 && done % tc.codebook_restart_every == 0 && done < tc.steps;
-    if (step == start || logs || evals || restarts) settle(done);
+    if (step == start || logs || evals || restarts || log.full()) settle(done);
     if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
     if (restarts) {
       const int64_t moved = restart_dead_codes(*model, hits, step, comm);

@@ -70,7 +70,15 @@ TEST(StepLog, RowsComeBackInOrderFromOneRead) {
     }
     EXPECT_TRUE(log.settle(engine, 3).empty()) << "settled rows are gone";
     EXPECT_EQ(log.reads(), 1);
-    EXPECT_TRUE(test::throws_with([&] { log.add(4, 0, {scalar_tensor(1.0)}); },
+    for (size_t i = 0; i < app::StepLog::kMaxPending; ++i) {
+      EXPECT_FALSE(log.full());
+      log.add(4, static_cast<int64_t>(i), values(1.0, 0.5, 2.0));
+    }
+    EXPECT_TRUE(log.full()) << "a loop settles then, whatever its log interval";
+    EXPECT_EQ(log.settle(engine, 4).size(), app::StepLog::kMaxPending);
+    EXPECT_FALSE(log.full());
+    EXPECT_EQ(log.reads(), 2);
+    EXPECT_TRUE(test::throws_with([&] { log.add(5, 0, {scalar_tensor(1.0)}); },
                                   "test: a micro-batch logs 3 values, got 1"));
   });
 }
