@@ -56,7 +56,7 @@ torch_step() {  # like step, for a PyTorch twin: skipped (not failed) without Py
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 step 25 "bin/zt_test_cuda"                  # the cuda-labelled tests (they skip without a GPU)
 step 8 "bin/zt_test_comm_nccl"             # NcclComm on one GPU, the tokenizer over NCCL
-step 8 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt, a bf16 GPT block, cuda_graph
+step 15 "bin/zt_test_apps --gtest_filter='*Cuda*:*Gpu*'"  # vqgpt (f32, bf16 curve), a bf16 GPT block, cuda_graph
 step 8 "bin/zt-bench ops --device cuda"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30"
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20"
@@ -100,7 +100,6 @@ torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --b
 step 12 "bin/zt-bench attention --device cuda"
 torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-tiles 16x32x3,16x32x3"
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-backward atomic"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
