@@ -245,6 +245,7 @@ void read_gpt(Section s, GptConfig& g) {
       .get("block_size", g.block_size, 0, 1 << 24)
       .get("dropout", g.dropout, 0.0, 0.99)
       .get("tie_embeddings", g.tie_embeddings)
+      .get("fused_qkv", g.fused_qkv)
       .get("tokenizer_checkpoint", g.tokenizer_checkpoint);
   s.finish();
   if (g.n_embd % g.n_head != 0)

@@ -192,6 +192,7 @@ struct GptConfig {
   int64_t block_size = 0;  ///< 0: BOS + codes + one EOL per row; else >= that
   double dropout = 0.0;
   bool tie_embeddings = false;         ///< one matrix for the token table and the output head
+  bool fused_qkv = false;              ///< one q/k/v projection per block (GPT-2's c_attn)
   std::string tokenizer_checkpoint{};  ///< the trained vqtok checkpoint (required)
 };
 

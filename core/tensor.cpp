@@ -482,6 +482,26 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   autograd::backward({*this}, {grad}, retain_graph);
 }
 
+Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
+  ZT_CHECK(has_storage(), "as_strided: the tensor has no storage");
+  ZT_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ",
+           strides.size(), " strides");
+  int64_t last = offset;  // the furthest element the view reaches
+  bool empty = false;
+  for (size_t d = 0; d < sizes.size(); ++d) {
+    ZT_CHECK(sizes[d] >= 0 && strides[d] >= 0, "as_strided: sizes ", shape_str(sizes),
+             " and strides ", shape_str(strides), " must not be negative");
+    empty = empty || sizes[d] == 0;
+    if (sizes[d] > 0) last += (sizes[d] - 1) * strides[d];
+  }
+  const auto capacity =
+      static_cast<int64_t>(impl_->storage->bytes() / static_cast<size_t>(dtype_size(dtype())));
+  ZT_CHECK(offset >= 0 && (empty || last < capacity), "as_strided: sizes ", shape_str(sizes),
+           ", strides ", shape_str(strides), " from element ", offset, " reach past the storage's ",
+           capacity, " elements");
+  return make_view(sizes, strides, offset);
+}
+
 Tensor Tensor::detach() const {
   return make_view(sizes(), strides(), offset());
 }

@@ -110,6 +110,11 @@ class Tensor {
   Tensor permute(const std::vector<int64_t>& dims) const;
   Tensor transpose(int64_t d0, int64_t d1) const;
   Tensor narrow(int64_t dim, int64_t start, int64_t length) const;
+  /// A view of this tensor's storage with `sizes`, `strides` and element `offset` (into
+  /// the storage, as offset()), checked to stay inside it. Like detach(), it has no
+  /// autograd history: for buffers and gradients (one buffer handed out as the gradients
+  /// of several inputs, and joined again), not for tensors that need a backward.
+  Tensor as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const;
   /// Python-style slice with step > 0; start/end clamped like Python.
   Tensor slice(int64_t dim, int64_t start, int64_t end, int64_t step = 1) const;
   Tensor select(int64_t dim, int64_t index) const;

@@ -10,17 +10,24 @@ MultiheadSelfAttention::MultiheadSelfAttention(const MultiheadSelfAttentionOptio
   const int64_t e = opts.embed_dim(), h = opts.num_heads();
   ZT_CHECK(e > 0 && h > 0 && e % h == 0, "MultiheadSelfAttention: embed_dim (", e,
            ") must be a positive multiple of num_heads (", h, ")");
-  auto lin = [&] { return std::make_shared<Linear>(LinearOptions(e, e).bias(opts.bias())); };
-  q_proj = register_module("q_proj", lin());
-  k_proj = register_module("k_proj", lin());
-  v_proj = register_module("v_proj", lin());
-  out_proj = register_module("out_proj", lin());
+  auto lin = [&](int64_t out) {
+    return std::make_shared<Linear>(LinearOptions(e, out).bias(opts.bias()));
+  };
+  if (opts.fused_qkv()) {
+    qkv_proj = register_module("qkv_proj", lin(3 * e));
+  } else {
+    q_proj = register_module("q_proj", lin(e));
+    k_proj = register_module("k_proj", lin(e));
+    v_proj = register_module("v_proj", lin(e));
+  }
+  out_proj = register_module("out_proj", lin(e));
 }
 
 std::string MultiheadSelfAttention::extra_repr() const {
   return "embed_dim=" + std::to_string(options.embed_dim()) +
          ", num_heads=" + std::to_string(options.num_heads()) +
-         ", causal=" + (options.causal() ? "true" : "false");
+         ", causal=" + (options.causal() ? "true" : "false") +
+         (options.fused_qkv() ? ", fused_qkv=true" : "");
 }
 
 Tensor MultiheadSelfAttention::forward(const Tensor& x) {
@@ -56,7 +63,17 @@ std::vector<Tensor> MultiheadSelfAttention::attend(const Tensor& x, const Tensor
   auto heads = [&](const Tensor& y) {  // (B, T, E) -> (B, H, T, Dh)
     return y.reshape({b, t, h, dh}).permute({0, 2, 1, 3});
   };
-  Tensor q = heads((*q_proj)(x)), k = heads((*k_proj)(x)), v = heads((*v_proj)(x));
+  Tensor q, k, v;
+  if (qkv_proj) {  // one (B, T, 3E) product, split into views
+    const std::vector<Tensor> qkv = split((*qkv_proj)(x), e, 2);
+    q = heads(qkv[0]);
+    k = heads(qkv[1]);
+    v = heads(qkv[2]);
+  } else {
+    q = heads((*q_proj)(x));
+    k = heads((*k_proj)(x));
+    v = heads((*v_proj)(x));
+  }
   if (past > 0) {
     k = cat({k_past, k}, 2);
     v = cat({v_past, v}, 2);

@@ -17,10 +17,16 @@ struct MultiheadSelfAttentionOptions {
   /// Position t attends to positions <= t only.
   ZT_ARG(bool, causal) = false;
   ZT_ARG(bool, bias) = true;
+  /// One projection, qkv_proj (E -> 3E, GPT-2's c_attn), for q, k and v in this order:
+  /// one GEMM where there were three, and in the backward one input gradient where three
+  /// were added up (the fused attention writes dq, dk and dv into one buffer, which the
+  /// projection takes whole). Its weight is q_proj's, k_proj's and v_proj's stacked.
+  ZT_ARG(bool, fused_qkv) = false;
 };
 
 /// x (B, T, E) -> (B, T, E): out_proj(concat_h softmax(q_h k_h^T / sqrt(Dh) [causal]) v_h)
-/// with q/k/v = q_proj/k_proj/v_proj(x); children q_proj, k_proj, v_proj, out_proj.
+/// with q/k/v = q_proj/k_proj/v_proj(x); children q_proj, k_proj, v_proj, out_proj (or,
+/// with fused_qkv, qkv_proj and out_proj).
 ///
 /// Incremental decoding (a KV cache) for causal attention: call({x, k_past, v_past}) ->
 /// {y, k, v}, where x (B, Tn, E) holds the tokens after the Tp the cache holds, k_past and
@@ -37,6 +43,7 @@ class MultiheadSelfAttention : public UnaryModule {
 
   MultiheadSelfAttentionOptions options;
   std::shared_ptr<Linear> q_proj, k_proj, v_proj, out_proj;
+  std::shared_ptr<Linear> qkv_proj;  ///< with fused_qkv (then q_proj, k_proj, v_proj are null)
 
  protected:
   Tensor forward(const Tensor& x) override;

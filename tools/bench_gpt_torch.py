@@ -3,7 +3,9 @@
 
 The model is zt's GPT (apps/vqgpt/model/gpt.cpp) with its key names: token and learned
 position embeddings, pre-LayerNorm blocks (x + attn(ln_1(x)), then x + mlp(ln_2(x))),
-causal multi-head attention with separate q/k/v/out projections and no biases, an MLP
+causal multi-head attention with one q/k/v projection (--qkv fused, the default, as
+GPT-2's c_attn and zt-bench gpt's default) or three (--qkv separate), an out projection,
+no biases, an MLP
 E -> 4E -> E with tanh GELU, a final LayerNorm and a linear head without bias (untied, or
 with --tie-embeddings the token table's matrix);
 GPT-2 small's shape by default. The step is that of apps/bench/bench_gpt.cpp: random
@@ -24,7 +26,7 @@ used; not used by the test suite.
     python3 tools/bench_gpt_torch.py [--layers 12 --width 768 --heads 12 --seq 1024
         --vocab 50304] [--batch 4] [--steps 3] [--device cpu|cuda] [--dtype f32|bf16]
         [--threads N] [--sdpa auto|flash|efficient|cudnn|math] [--tf32 none|all]
-        [--tie-embeddings]
+        [--tie-embeddings] [--qkv fused|separate]
 """
 import argparse
 import contextlib
@@ -54,11 +56,15 @@ def zt_count_parameters(v, t, layers, e, tied):
 
 
 class Attention(nn.Module):
-    def __init__(self, e, heads):
+    def __init__(self, e, heads, fused_qkv):
         super().__init__()
         self.heads = heads
-        self.q_proj, self.k_proj, self.v_proj, self.out_proj = (
-            nn.Linear(e, e, bias=False) for _ in range(4))
+        if fused_qkv:  # GPT-2's c_attn, as zt's qkv_proj
+            self.qkv_proj = nn.Linear(e, 3 * e, bias=False)
+        else:
+            self.q_proj, self.k_proj, self.v_proj = (
+                nn.Linear(e, e, bias=False) for _ in range(3))
+        self.out_proj = nn.Linear(e, e, bias=False)
 
     def forward(self, x):  # (B, T, E)
         b, t, e = x.shape
@@ -66,8 +72,11 @@ class Attention(nn.Module):
         def split(y):  # (B, T, E) -> (B, H, T, E / H)
             return y.view(b, t, self.heads, e // self.heads).transpose(1, 2)
 
-        y = F.scaled_dot_product_attention(split(self.q_proj(x)), split(self.k_proj(x)),
-                                           split(self.v_proj(x)), is_causal=True)
+        if hasattr(self, "qkv_proj"):
+            q, k, v = self.qkv_proj(x).split(e, dim=2)
+        else:
+            q, k, v = self.q_proj(x), self.k_proj(x), self.v_proj(x)
+        y = F.scaled_dot_product_attention(split(q), split(k), split(v), is_causal=True)
         return self.out_proj(y.transpose(1, 2).reshape(b, t, e))
 
 
@@ -82,10 +91,10 @@ class Mlp(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, e, heads):
+    def __init__(self, e, heads, fused_qkv):
         super().__init__()
         self.ln_1 = nn.LayerNorm(e)
-        self.attn = Attention(e, heads)
+        self.attn = Attention(e, heads, fused_qkv)
         self.ln_2 = nn.LayerNorm(e)
         self.mlp = Mlp(e)
 
@@ -95,11 +104,11 @@ class Block(nn.Module):
 
 
 class Gpt(nn.Module):
-    def __init__(self, vocab, seq, layers, e, heads, tied):
+    def __init__(self, vocab, seq, layers, e, heads, tied, fused_qkv):
         super().__init__()
         self.wte = nn.Embedding(vocab, e)
         self.wpe = nn.Embedding(seq, e)
-        self.blocks = nn.ModuleList(Block(e, heads) for _ in range(layers))
+        self.blocks = nn.ModuleList(Block(e, heads, fused_qkv) for _ in range(layers))
         self.ln_f = nn.LayerNorm(e)
         self.head = nn.Linear(e, vocab, bias=False)
         if tied:  # zt keeps the head's initialization for the shared matrix
@@ -150,6 +159,8 @@ def main():
     ap.add_argument("--compile", action="store_true", help="torch.compile the model")
     ap.add_argument("--tie-embeddings", action="store_true",
                     help="one matrix for the token table and the output head")
+    ap.add_argument("--qkv", choices=["fused", "separate"], default="fused",
+                    help="one q/k/v projection per block (GPT-2's c_attn), or three (as zt-bench)")
     ap.add_argument("--peak-tflops", type=float, default=-1.0,
                     help="dense peak for --dtype, for MFU (default: an H200's on cuda)")
     a = ap.parse_args()
@@ -166,7 +177,8 @@ def main():
         peak = (989.0 if a.dtype == "bf16" else 67.0) if a.device == "cuda" else 0.0
     dev = torch.device(a.device)
     torch.manual_seed(1)
-    model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads, a.tie_embeddings).to(dev)
+    model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads, a.tie_embeddings,
+                a.qkv == "fused").to(dev)
     n = sum(p.numel() for p in model.parameters())
     zt_n = zt_count_parameters(a.vocab, a.seq, a.layers, a.width, a.tie_embeddings)
     if n != zt_n:
@@ -224,7 +236,7 @@ def main():
     step_s = statistics.median(total)
     tflops = flops / step_s / 1e12
     out = {"bench": "gpt-torch", "device": a.device, "dtype": a.dtype, "layers": a.layers,
-           "tied": a.tie_embeddings, "width": a.width, "heads": a.heads, "seq": a.seq, "vocab": a.vocab,
+           "tied": a.tie_embeddings, "qkv": a.qkv, "width": a.width, "heads": a.heads, "seq": a.seq, "vocab": a.vocab,
            "batch": a.batch, "threads": torch.get_num_threads(), "params": n, "zt_params": zt_n,
            "tokens_per_step": tokens, "forward_ms": ms(fwd), "backward_ms": ms(bwd),
            "optimizer_ms": ms(optim), "step_ms": ms(total),

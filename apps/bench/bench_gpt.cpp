@@ -11,10 +11,11 @@
 // the logits in their own dtype (the fused cross-entropy keeps its sums in f32 and
 // double), as vqgpt's training does: no full-vocabulary f32 copy of bf16 logits. --kernels adds
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
-// --attention picks scaled_dot_product_attention's kernels (auto: fused on a GPU for
-// bf16, the GEMM path otherwise; math: the GEMM path everywhere), so one GPU run can
-// show what the fused kernels save. --cuda-graph (cuda, one rank) captures the whole step
-// after two warm-up steps and replays it (core/step_graph.h): the host then launches one
+// --qkv: fused (the default, GPT-2's c_attn): one q/k/v projection per block; separate:
+// three, whose input gradients are added up. --attention picks scaled_dot_product_attention's
+// kernels (auto: fused on a GPU for bf16, the GEMM path otherwise; math: the GEMM path everywhere),
+// so one GPU run can show what the fused kernels save. --cuda-graph (cuda, one rank) captures the
+// whole step after two warm-up steps and replays it (core/step_graph.h): the host then launches one
 // graph per step, so the time is the GPU's alone; there are no phase clocks (the split
 // prints as 0) and step_ms is the wall time per replay. --checkpoint-activations
 // recomputes each block's forward in backward (memory.activation_peak shows what it
@@ -50,6 +51,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   spec.n_layer = 12;
   spec.n_head = 12;
   spec.n_embd = 768;
+  spec.fused_qkv = true;  // GPT-2's c_attn (tools/bench_gpt_torch.py builds the same)
+  std::string qkv = "fused";
   int batch = 4, steps = 3, ranks = 1, threads = 0;
   double peak_tflops = -1;
   bool offload = false, kernels = false, graphed = false, recompute = false;
@@ -78,6 +81,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_flag("--tie-embeddings", spec.tie_embeddings,
                "one matrix for the token table and the output head (GPT-2's 124M parameters "
                "at the default sizes)");
+  app.add_option("--qkv", qkv,
+                 "fused: one q/k/v projection per block, as GPT-2's c_attn; separate: three")
+      ->check(CLI::IsMember({"fused", "separate"}));
   app.add_flag("--checkpoint-activations", recompute,
                "keep no activations inside each block from forward to backward (recomputed)");
   app.add_flag("--kernels", kernels,
@@ -104,6 +110,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
+  spec.fused_qkv = qkv == "fused";
   if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
     std::fprintf(stderr, "zt-bench gpt: --device cuda %s\n", why.c_str());
     return 1;
@@ -239,7 +246,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
         "tiles\":\"%s\",\"flash_backward\":\"%s\","
-        "\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%s,"
+        "\"qkv\":\"%s\",\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%"
+        "s,"
         "\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
@@ -247,7 +255,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
-        flash::backward_name(flash::backward()), graphed ? "true" : "false",
+        flash::backward_name(flash::backward()), qkv.c_str(), graphed ? "true" : "false",
         offload ? "true" : "false", recompute ? "true" : "false",
         spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),

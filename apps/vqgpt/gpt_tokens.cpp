@@ -111,6 +111,7 @@ GptSpec gpt_spec(const config::AppConfig& cfg) {
   s.n_embd = g.n_embd;
   s.dropout = g.dropout;
   s.tie_embeddings = g.tie_embeddings;
+  s.fused_qkv = g.fused_qkv;
   const int64_t k = cfg.model.codebook_size;
   s.vocab_size = g.vocab_size;
   ZT_CHECK(s.vocab_size >= layout.min_vocab(), cfg.source, ": gpt.vocab_size (", g.vocab_size,

@@ -66,6 +66,26 @@ Tensor empty_in_layout_of(const Tensor& t) {
   return Tensor::empty(sizes, t.dtype(), t.device()).permute(inverse);
 }
 
+// Buffers for the gradients of q, k and v, each in its input's layout. When q, k and v
+// are packed (views of one storage with one shape and strides, k as far past q as v past
+// k: the heads of one fused q/k/v projection), the three share one buffer at the same
+// relative places, so that split()'s backward hands that buffer on whole, with no copy,
+// as the projection's output gradient.
+std::array<Tensor, 3> gradient_buffers(const Tensor& q, const Tensor& k, const Tensor& v) {
+  const int64_t step = k.offset() - q.offset();
+  const bool packed = q.has_storage() && q.storage() == k.storage() && q.storage() == v.storage() &&
+                      q.sizes() == k.sizes() && q.sizes() == v.sizes() &&
+                      q.strides() == k.strides() && q.strides() == v.strides() && step > 0 &&
+                      v.offset() - k.offset() == step && q.numel() > 0;
+  if (!packed) return {empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)};
+  int64_t extent = 1;  // elements from a view's first to its last, inclusive
+  for (int64_t d = 0; d < q.dim(); ++d) extent += (q.size(d) - 1) * q.stride(d);
+  const Tensor buffer = Tensor::empty({2 * step + extent}, q.dtype(), q.device());
+  return {buffer.as_strided(q.sizes(), q.strides(), 0),
+          buffer.as_strided(q.sizes(), q.strides(), step),
+          buffer.as_strided(q.sizes(), q.strides(), 2 * step)};
+}
+
 // (..., T, D) with at most two leading dims as the kernels' (n0, n1, T, D) view.
 Tensor as_4d(Tensor t) {
   while (t.dim() < 4) t = t.unsqueeze(0);
@@ -88,8 +108,7 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
                      // A fresh copy when needed: a contiguous gradient may still start mid-row
                      // (cat's backward hands out narrowed views).
                      const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
-                     const Tensor dq = empty_in_layout_of(q4), dk = empty_in_layout_of(k4),
-                                  dv = empty_in_layout_of(v4);
+                     const auto [dq, dk, dv] = gradient_buffers(q4, k4, v4);
                      const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
                      ZT_DISPATCH(dev, flash_attention_backward, dq, dk, dv, delta, q4, k4, v4, o4,
                                  as_4d(dout), lse, s, causal);

@@ -227,14 +227,62 @@ Tensor stack(const std::vector<Tensor>& xs, int64_t dim) {
   return out;
 }
 
+namespace {
+
+// The tensor the gradients `g` of split's pieces (starting at `starts` along `dim`) are
+// narrows of, when they are: every one defined, in one storage with one dtype and one
+// set of strides, each `starts[i]` strides along dim past the first. Then that tensor
+// (`sizes`, the pieces' strides) is the input's gradient with no copy: an op that wrote
+// its inputs' gradients into one buffer laid out as split's input (the fused attention's
+// dq, dk and dv of a packed q/k/v projection) hands it on as it is.
+Tensor joined_gradient(const std::vector<Tensor>& g, const std::vector<int64_t>& starts,
+                       int64_t dim, const Shape& sizes) {
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined() || g[i].impl()->storage == nullptr ||
+        g[i].impl()->storage != g[0].impl()->storage || g[i].dtype() != g[0].dtype() ||
+        g[i].strides() != g[0].strides() ||
+        g[i].offset() != g[0].offset() + starts[i] * g[0].stride(dim))
+      return Tensor();
+  }
+  return g[0].as_strided(sizes, g[0].strides(), g[0].offset());
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   ZT_CHECK(x.defined() && x.dim() >= 1, "split: input must be defined and at least 1-D");
   check_split_size("split", size);
   dim = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.size(dim);
+  const Tensor base = x.detach();  // views with no history: one node records them all
   std::vector<Tensor> out;
-  for (int64_t start = 0; start < n || (n == 0 && out.empty()); start += size)
-    out.push_back(x.narrow(dim, start, std::min(size, n - start)));
+  std::vector<int64_t> starts;
+  for (int64_t start = 0; start < n || (n == 0 && out.empty()); start += size) {
+    out.push_back(base.narrow(dim, start, std::min(size, n - start)));
+    starts.push_back(start);
+  }
+  if (autograd::needs_grad({x})) {
+    const Shape in_sizes = x.sizes();
+    const DType dt = x.dtype();
+    const Device dev = x.device();
+    std::vector<int64_t> lens;
+    for (const Tensor& t : out) lens.push_back(t.size(dim));
+    // One gradient for x from every piece's: as it is when they are narrows of one
+    // tensor laid out as x, else copied into place (zeros for a piece without one).
+    autograd::record("split", {x}, out, [=](const std::vector<Tensor>& g) {
+      if (Tensor whole = joined_gradient(g, starts, dim, in_sizes); whole.defined())
+        return std::vector<Tensor>{whole};
+      Tensor gx = Tensor::empty(in_sizes, dt, dev);
+      for (size_t i = 0; i < g.size(); ++i) {
+        Tensor piece = gx.narrow(dim, starts[i], lens[i]);
+        if (g[i].defined())
+          piece.copy_(g[i]);
+        else
+          piece.zero_();
+      }
+      return std::vector<Tensor>{gx};
+    });
+  }
   return out;
 }
 

@@ -333,6 +333,21 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
   EXPECT_EQ(gpt_tensors, 2 + 2 * 12 + 2 + 1) << "wte, wpe, 2 blocks x 12, ln_f, head";
 }
 
+// gpt.fused_qkv: one q/k/v projection per block (attn.qkv_proj, E -> 3E), trained under
+// ZeRO-3 to the same values on one and two ranks (its gradient is one tensor where three
+// were added up), and exported under its own name.
+TEST(VqGpt, FusedQkvTrainsTheSameOnOneAndTwoRanks) {
+  Scratch s("fused_qkv");
+  std::map<int, nn::NamedTensors> exported = train_and_export(s, {1, 2}, {"gpt.fused_qkv=true"});
+  std::map<std::string, Tensor> one(exported[1].begin(), exported[1].end());
+  ASSERT_TRUE(one.count("gpt.blocks.0.attn.qkv_proj.weight"));
+  EXPECT_EQ(one["gpt.blocks.0.attn.qkv_proj.weight"].sizes(), (Shape{96, 32}));
+  EXPECT_EQ(one.count("gpt.blocks.0.attn.q_proj.weight"), 0u);
+  ASSERT_EQ(exported[2].size(), exported[1].size());
+  for (const auto& [name, t] : exported[2])
+    EXPECT_CLOSE(t, one[name], kEquivalenceRtol, kEquivalenceAtol) << name << " on 2 ranks";
+}
+
 // gpt.tie_embeddings: one matrix for the token table and the output head, trained under
 // ZeRO-3 to the same values on one and two ranks, and exported under both names.
 TEST(VqGpt, TiedEmbeddingsTrainTheSameOnOneAndTwoRanks) {

@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "common/test_util.h"
 #include "core/cuda/flash_shapes.h"
 #include "core/kernel_profile.h"
 #include "core/kernels.h"
@@ -141,6 +142,49 @@ inline AttentionGrads attention_grads(
   Generator g(7);
   out.backward(randn(out.sizes(), g, DType::f64).to(DType::bf16).to(out.dtype()).to(out.device()));
   return {out.detach(), leaves[0].grad(), leaves[1].grad(), leaves[2].grad()};
+}
+
+/// The gradient that reaches a (B, T, 3E) q/k/v projection's output `qkv` (nn::
+/// MultiheadSelfAttention's fused_qkv) through causal fused attention over `heads` heads,
+/// with q, k and v split from it as views (packed) or copied apart; `copies` counts the
+/// copy kernels of the backward.
+inline Tensor qkv_projection_gradient(const Tensor& qkv, int64_t heads, bool packed,
+                                      int64_t* copies) {
+  const int64_t b = qkv.size(0), t = qkv.size(1), e = qkv.size(2) / 3, d = e / heads;
+  AttentionKernelScope scope(AttentionKernel::flash);
+  const Tensor leaf = qkv.clone().set_requires_grad(true);
+  Tensor seen;  // what reaches the projection's output, seen by an identity op
+  const Tensor spied = autograd::apply_function(
+      "spy", {leaf}, [](const std::vector<Tensor>& in) { return in; },
+      [&seen](const std::vector<Tensor>& g) {
+        seen = g[0];
+        return g;
+      })[0];
+  std::vector<Tensor> qkv_heads;
+  for (const Tensor& part : split(spied, e, 2))
+    qkv_heads.push_back(
+        (packed ? part : part.contiguous()).reshape({b, t, heads, d}).permute({0, 2, 1, 3}));
+  const Tensor out = scaled_dot_product_attention(qkv_heads[0], qkv_heads[1], qkv_heads[2], true);
+  Generator g(6);
+  const Tensor upstream = randn(out.sizes(), g, DType::f64).to(out.dtype()).to(out.device());
+  KernelProfile profile;
+  out.backward(upstream);
+  *copies = 0;
+  for (const KernelProfile::Entry& entry : profile.totals())
+    if (entry.kernel == "copy") *copies += entry.calls;
+  return seen;
+}
+
+/// q, k and v split from one projection's output get their gradients in one buffer at the
+/// same places (the fused attention's backward), and split() hands that buffer to the
+/// projection as it is: the same bits as q, k and v copied apart, without the three copies
+/// that join separate buffers.
+inline void expect_packed_qkv_gradient_whole(const Tensor& qkv, int64_t heads) {
+  int64_t packed_copies = -1, apart_copies = -1;
+  const Tensor packed = qkv_projection_gradient(qkv, heads, true, &packed_copies);
+  const Tensor apart = qkv_projection_gradient(qkv, heads, false, &apart_copies);
+  EXPECT_TRUE(all_close(packed, apart, 0.0, 0.0));
+  EXPECT_EQ(apart_copies - packed_copies, 3) << "split's three copies into the joint gradient";
 }
 
 /// Whether fn dispatched the fused attention kernels (forward and backward both).

@@ -141,6 +141,15 @@ TEST(FlashAttention, TheAtomicBackwardMatchesF32AndKeepsDkAndDvBits) {
         normals({1, 2, 20, 64}, 6, DType::bf16), false);
 }
 
+// q, k and v split from one (B, T, 3E) projection (nn::MultiheadSelfAttention's
+// fused_qkv) get their gradients in one buffer at the same places, and split() hands that
+// buffer to the projection as it is: the same bits as q, k and v copied apart, without
+// the three copies that join separate buffers.
+TEST(FlashAttention, PackedQkvGetOneGradientBufferThatReachesTheProjectionWhole) {
+  Generator g(5);
+  test::expect_packed_qkv_gradient_whole(randn({2, 37, 3 * 128}, g, DType::f64).to(DType::bf16), 2);
+}
+
 TEST(FlashAttention, TheBackwardsWayToDqIsSetAndParsed) {
   EXPECT_EQ(flash::parse_backward("split"), flash::Backward::split);
   EXPECT_EQ(flash::parse_backward("atomic"), flash::Backward::atomic);

@@ -188,6 +188,57 @@ TEST(Split, GradCheck) {
                  {x});
 }
 
+// split() is one autograd node: the pieces' gradients go into one input gradient (zeros
+// for a piece that got none), and when an op hands the pieces gradients that are the
+// narrows of one tensor laid out as the input (the fused attention's dq, dk, dv of a
+// packed projection), that tensor is the input's gradient as it is, not a copy.
+TEST(Split, GradientsOfThePiecesJoinIntoOneWithoutACopy) {
+  const Tensor x = zeros({2, 3, 6}).set_requires_grad(true);
+  std::vector<Tensor> p = split(x, 2, 2);
+  (sum(p[0]) + sum(mul(p[2], 3.0))).backward();
+  EXPECT_TRUE(values_are(x.grad().select(0, 1).select(0, 2), {1, 1, 0, 0, 3, 3}));
+
+  // The gradient split() passes on, seen by the op before it (a spy: identity forward).
+  const Tensor y = zeros({2, 3, 6}).set_requires_grad(true);
+  const Tensor buffer = arange(0, 36).reshape({2, 3, 6});
+  Tensor seen;
+  auto run = [&](bool adjacent) {
+    const std::vector<Tensor> spied = autograd::apply_function(
+        "spy", {y}, [](const std::vector<Tensor>& in) { return in; },
+        [&seen](const std::vector<Tensor>& g) {
+          seen = g[0];
+          return g;
+        });
+    const std::vector<Tensor> out = autograd::apply_function(
+        "joint", split(spied[0], 2, 2), [](const std::vector<Tensor>& in) { return in; },
+        [&buffer, adjacent](const std::vector<Tensor>&) {
+          std::vector<Tensor> g = split(buffer, 2, 2);
+          if (!adjacent) std::swap(g[0], g[1]);  // not laid out as the input: copied
+          return g;
+        });
+    (sum(out[0]) + sum(out[1]) + sum(out[2])).backward();
+  };
+  run(true);
+  EXPECT_TRUE(test::all_close(seen, buffer, 0, 0));
+  EXPECT_EQ(seen.data_ptr(), buffer.data_ptr()) << "the buffer itself, not a copy";
+  run(false);
+  EXPECT_NE(seen.data_ptr(), buffer.data_ptr());
+  EXPECT_TRUE(values_are(seen.select(0, 0).select(0, 0), {2, 3, 0, 1, 4, 5}));
+}
+
+TEST(Shape, AsStridedViewsTheStorageWithinItsBounds) {
+  const Tensor x = arange(0, 12);
+  EXPECT_TRUE(values_are(x.as_strided({2, 3}, {4, 1}, 2), {2, 3, 4, 6, 7, 8}));
+  EXPECT_TRUE(values_are(x.narrow(0, 6, 2).as_strided({3}, {2}, 1), {1, 3, 5}))
+      << "the offset counts from the storage's start, as offset() does";
+  EXPECT_TRUE(throws_with(
+      [&] {
+        (void)x.as_strided({2, 3}, {6, 1}, 4);
+      },
+      "reach past the storage's 12 elements"));
+  EXPECT_TRUE(throws_with([&] { (void)x.as_strided({2}, {1, 1}, 0); }, "1 sizes but 2 strides"));
+}
+
 // A tensor with a dimension of size 0 has no element to lay out: it is contiguous whatever
 // its strides, so views, reshapes and the ops built on them work (as in PyTorch).
 TEST(Shape, TensorsWithAZeroSizeDimensionWorkInEveryPosition) {

@@ -140,6 +140,14 @@ TEST(CudaFlashAttention, TheAtomicBackwardMatchesItsHostEmulationAndF32) {
         normal_cpu({2, 300, 12, 64}, 6, DType::bf16), true, heads);
 }
 
+// A packed q/k/v projection's heads (fused_qkv): one gradient buffer, passed on whole.
+TEST(CudaFlashAttention, PackedQkvGetOneGradientBufferThatReachesTheProjectionWhole) {
+  ZT_SKIP_WITHOUT_GPU();
+  Generator g(5);
+  test::expect_packed_qkv_gradient_whole(
+      randn({4, 256, 3 * 768}, g, DType::f64).to(DType::bf16).to(kGpu), 12);
+}
+
 TEST(CudaFlashAttention, TransformerHeadsInPlace) {
   ZT_SKIP_WITHOUT_GPU();
   // (B, T, H, D) projections viewed as (B, H, T, D) heads, 300 tokens (a tail of 12),

@@ -35,6 +35,47 @@ TEST(AttentionModule, EqualsComposedHeads) {
   }
 }
 
+// fused_qkv: one projection (qkv_proj, E -> 3E) whose weight is q_proj's, k_proj's and
+// v_proj's stacked gives the separate projections' outputs, input gradient and (stacked)
+// weight gradients, with and without a KV cache.
+TEST(AttentionModule, FusedQkvIsTheSeparateProjectionsStacked) {
+  for (bool bias : {false, true}) {
+    manual_seed(7);
+    nn::MultiheadSelfAttention sep(nn::MultiheadSelfAttentionOptions(8, 2).causal(true).bias(bias));
+    nn::MultiheadSelfAttention fused(
+        nn::MultiheadSelfAttentionOptions(8, 2).causal(true).bias(bias).fused_qkv(true));
+    EXPECT_EQ(fused.q_proj, nullptr);
+    EXPECT_EQ(fused.qkv_proj->weight.sizes(), (Shape{24, 8}));
+    {
+      autograd::NoGradGuard ng;
+      fused.qkv_proj->weight.copy_(
+          cat({sep.q_proj->weight, sep.k_proj->weight, sep.v_proj->weight}, 0));
+      if (bias)
+        fused.qkv_proj->bias.copy_(cat({sep.q_proj->bias, sep.k_proj->bias, sep.v_proj->bias}, 0));
+      fused.out_proj->weight.copy_(sep.out_proj->weight);
+      if (bias) fused.out_proj->bias.copy_(sep.out_proj->bias);
+    }
+    const Tensor x0 = randn({2, 5, 8});
+    const Tensor xs = x0.clone().set_requires_grad(true), xf = x0.clone().set_requires_grad(true);
+    const Tensor ys = sep(xs), yf = fused(xf);
+    EXPECT_CLOSE(yf, ys, 1e-5, 1e-6);
+    sum(mul(ys, ys)).backward();
+    sum(mul(yf, yf)).backward();
+    EXPECT_CLOSE(xf.grad(), xs.grad(), 1e-4, 1e-6);
+    EXPECT_CLOSE(
+        fused.qkv_proj->weight.grad(),
+        cat({sep.q_proj->weight.grad(), sep.k_proj->weight.grad(), sep.v_proj->weight.grad()}, 0),
+        1e-4, 1e-6);
+    EXPECT_EQ(fused.named_parameters().size(), sep.named_parameters().size() - (bias ? 4 : 2));
+    autograd::NoGradGuard ng;
+    std::vector<Tensor> a = sep.call({x0.narrow(1, 0, 4).contiguous(), Tensor(), Tensor()});
+    std::vector<Tensor> b = fused.call({x0.narrow(1, 0, 4).contiguous(), Tensor(), Tensor()});
+    a = sep.call({x0.narrow(1, 4, 1).contiguous(), a[1], a[2]});
+    b = fused.call({x0.narrow(1, 4, 1).contiguous(), b[1], b[2]});
+    for (size_t i = 0; i < 3; ++i) EXPECT_CLOSE(b[i], a[i], 1e-5, 1e-6) << "cache output " << i;
+  }
+}
+
 // A KV cache: a prompt of 4 tokens in one call, then 3 calls of one token, give the rows
 // of one call on all 7 (in f64, to rounding), and the cache holds every key and value.
 TEST(AttentionModule, KvCacheGivesTheRowsOfTheWholeSequence) {

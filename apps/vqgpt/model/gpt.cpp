@@ -31,9 +31,11 @@ Tensor GptMlp::forward(const Tensor& x) {
 
 GptBlock::GptBlock(const GptSpec& s) : UnaryModule("GptBlock") {
   ln_1 = register_module("ln_1", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
-  attn = register_module(
-      "attn", std::make_shared<nn::MultiheadSelfAttention>(
-                  nn::MultiheadSelfAttentionOptions(s.n_embd, s.n_head).causal(true).bias(false)));
+  attn = register_module("attn", std::make_shared<nn::MultiheadSelfAttention>(
+                                     nn::MultiheadSelfAttentionOptions(s.n_embd, s.n_head)
+                                         .causal(true)
+                                         .bias(false)
+                                         .fused_qkv(s.fused_qkv)));
   drop = register_module("drop", std::make_shared<nn::Dropout>(s.dropout));
   ln_2 = register_module("ln_2", std::make_shared<nn::LayerNorm>(nn::LayerNormOptions({s.n_embd})));
   mlp = register_module("mlp", std::make_shared<GptMlp>(s.n_embd, s.dropout));

@@ -34,6 +34,10 @@ struct GptSpec {
   /// One (V, E) matrix for the token table and the output head, as GPT-2 (wte.weight;
   /// head.weight is the same tensor).
   bool tie_embeddings = false;
+  /// One q/k/v projection per block, attn.qkv_proj (E -> 3E, GPT-2's c_attn), instead of
+  /// attn.q_proj, k_proj and v_proj: one GEMM for three, and no sum of three input
+  /// gradients (nn::MultiheadSelfAttentionOptions::fused_qkv).
+  bool fused_qkv = false;
 
   /// Parameter elements of the model, counted without building it.
   int64_t count_parameters() const;
