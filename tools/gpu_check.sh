@@ -90,7 +90,7 @@ torch_step 40 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --
 torch_step 34 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
 step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
 # The same without the fused attention kernels (batched GEMMs and softmax): what they save.
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 2 --attention math"
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --qkv separate"  # vs fused
 # Replayed from a CUDA graph: the GPU's time alone, no host launch overhead.
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
