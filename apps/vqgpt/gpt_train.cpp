@@ -221,8 +221,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // The losses and gradient norms stay on the device until settle() reads them
   // (app::StepLog): after the first step, at log and eval steps, before each checkpoint,
-  // and when its queue is full.
-  // The tokenizer is timed by events on a GPU, read then too.
+  // and when its queue is full. On a GPU the tokenizer is timed by events, read then too.
   app::StepLog log({{"loss", "cross-entropy (gpt logits vs. tokens)"}}, "vqgpt train");
   SpanTimer tok_timer(device);
   int64_t settled = start;  // the last step settle() read
