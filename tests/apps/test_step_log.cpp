@@ -1,8 +1,9 @@
 // StepLog: a training loop's losses and gradient norms stay where they were computed until
 // the loop settles (one read), and the non-finite policy acts then: it names the step that
 // went wrong, not the step that found it, picks the earliest step over ranks, tells the
-// input, the terms and their weighted sum apart, and lets fp16's skipped steps pass. And
-// the vqtok loop reads back only at the steps that need it.
+// input, the terms and their weighted sum apart, and lets fp16's skipped steps pass (an
+// engine's real overflow too). And the vqtok loop reads back only at the steps that need
+// it.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -166,6 +167,30 @@ TEST(StepLog, Fp16SkippedStepsComeBackMarkedAndTrainingGoesOn) {
         EXPECT_TRUE(rows[1].finite());
       },
       cfg);
+}
+
+// Under fp16 the engine skips an update whose gradients overflowed, whatever the scale: a
+// fixed scale of 1 (or a dynamic one down at min_loss_scale) too. The run goes on then.
+TEST(StepLog, AnFp16OverflowTheEngineSkippedDoesNotStopTheRun) {
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(3);
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.loss_scale = 1;  // fixed: the scale is 1 before and after the overflow
+    zero::Engine engine(std::make_shared<nn::Linear>(4, 3), comm, cfg, {});
+    // Outputs |w x| < 2e4 fit in f16; the weights' gradients, ~ (w x) x ~ 1e8, do not.
+    const Tensor y = engine(mul(ones({2, 4}), 1e4).to(DType::f16)).to(DType::f32);
+    engine.backward(mean(mul(y, y)));
+    EXPECT_FALSE(engine.step()) << "the overflowed update is skipped";
+    EXPECT_EQ(engine.stats().overflow_skips, 1);
+    EXPECT_EQ(engine.loss_scale(), 1.0);
+    EXPECT_FALSE(std::isfinite(engine.last_grad_norm()));
+    app::StepLog log({{"loss", ""}}, "test");
+    log.add(1, 0, {scalar_tensor(1.0)});
+    log.add_norm(1, engine.last_grad_norm_tensor());
+    EXPECT_EQ(error_of([&] { (void)log.settle(engine, 1); }), "")
+        << "the skipped step stopped the run";
+  });
 }
 
 // The vqtok loop reads its losses back after the first step, at log steps and before
