@@ -10,11 +10,14 @@
 #include "core/ops/attention.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
+#include <utility>
+#include <vector>
 
 #include "core/autograd.h"
 #include "core/cuda/flash_params.h"
@@ -66,17 +69,43 @@ Tensor empty_in_layout_of(const Tensor& t) {
   return Tensor::empty(sizes, t.dtype(), t.device()).permute(inverse);
 }
 
+// Whether three views with t's sizes and strides at offsets 0, step and 2 step are
+// disjoint the way a split of the last dim leaves them: the dims strided below `step`
+// (the last one, the heads) span at most `step` elements, and the others place those
+// blocks at least 3 step apart, each stride past all the smaller ones' reach (so every
+// outer position starts a block of three of its own).
+bool disjoint_at_steps(const Tensor& t, int64_t step) {
+  int64_t inner = 1;                               // elements an inner block spans
+  std::vector<std::pair<int64_t, int64_t>> outer;  // (stride, size)
+  for (int64_t d = 0; d < t.dim(); ++d) {
+    if (t.size(d) <= 1) continue;
+    if (t.stride(d) < step)
+      inner += (t.size(d) - 1) * t.stride(d);
+    else
+      outer.emplace_back(t.stride(d), t.size(d));
+  }
+  if (inner > step) return false;
+  std::sort(outer.begin(), outer.end());
+  int64_t reach = 3 * step;  // the smaller outer dims' reach, plus one block of three
+  for (const auto& [stride, size] : outer) {
+    if (stride < reach) return false;
+    reach += (size - 1) * stride;
+  }
+  return true;
+}
+
 // Buffers for the gradients of q, k and v, each in its input's layout. When q, k and v
 // are packed (views of one storage with one shape and strides, k as far past q as v past
-// k: the heads of one fused q/k/v projection), the three share one buffer at the same
-// relative places, so that split()'s backward hands that buffer on whole, with no copy,
-// as the projection's output gradient.
+// k, disjoint as a split of the last dim leaves them: the heads of one fused q/k/v
+// projection), the three share one buffer at the same relative places, so that split()'s
+// backward hands that buffer on whole, with no copy, as the projection's output gradient.
 std::array<Tensor, 3> gradient_buffers(const Tensor& q, const Tensor& k, const Tensor& v) {
   const int64_t step = k.offset() - q.offset();
   const bool packed = q.has_storage() && q.storage() == k.storage() && q.storage() == v.storage() &&
                       q.sizes() == k.sizes() && q.sizes() == v.sizes() &&
                       q.strides() == k.strides() && q.strides() == v.strides() && step > 0 &&
-                      v.offset() - k.offset() == step && q.numel() > 0;
+                      v.offset() - k.offset() == step && q.numel() > 0 &&
+                      disjoint_at_steps(q, step);
   if (!packed) return {empty_in_layout_of(q), empty_in_layout_of(k), empty_in_layout_of(v)};
   int64_t extent = 1;  // elements from a view's first to its last, inclusive
   for (int64_t d = 0; d < q.dim(); ++d) extent += (q.size(d) - 1) * q.stride(d);
