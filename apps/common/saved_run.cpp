@@ -127,6 +127,7 @@ std::vector<KeyChange> gpt_changes(const config::GptConfig& before,
   compare(d, "gpt.block_size", before.block_size, after.block_size);
   compare(d, "gpt.dropout", before.dropout, after.dropout);
   compare(d, "gpt.tie_embeddings", before.tie_embeddings, after.tie_embeddings);
+  compare(d, "gpt.fused_qkv", before.fused_qkv, after.fused_qkv);
   return d;
 }
 

@@ -151,6 +151,9 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
                            "gpt.dropout (0 in the checkpoint, 0.25 in this config)"})
     EXPECT_TRUE(has(err, part)) << part << " not in: " << err;
   EXPECT_FALSE(has(err, "vocab_size")) << "67 is what 0 resolves to: " << err;
+  // One q/k/v projection's parameters are not three's: named before any tensor is read.
+  const std::string fused = resume({"gpt.fused_qkv=true"});
+  EXPECT_TRUE(has(fused, "gpt.fused_qkv (false in the checkpoint, true in this config)")) << fused;
   EXPECT_EQ(resume({"gpt.vocab_size=67", "gpt.tokenizer_checkpoint=elsewhere"}), "");
   fs::remove_all(dir);
 }
