@@ -91,6 +91,7 @@ torch_step 34 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --
 step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
 # The same without the fused attention kernels (batched GEMMs and softmax): what they save.
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --qkv separate"  # vs fused
+step 8 "ZT_CUBLAS_WORKSPACE=0 bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3"  # cuBLAS's own pool
 # Replayed from a CUDA graph: the GPU's time alone, no host launch overhead.
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"

@@ -4,11 +4,18 @@
 // i.e. the same call with the operands (and m, n) swapped. f32 uses exact fp32 math
 // unless TF32 is allowed; bf16/f16 multiply on tensor cores with fp32 accumulation.
 // gemm_batched is one cublasGemmStridedBatchedEx (cublasDgemmStridedBatched for f64)
-// with the same choices.
+// with the same choices. cuBLAS gets a workspace of its own on each stream it runs on
+// (cublas_workspace_bytes), as NVIDIA recommends.
 #include "core/cuda/gemm.h"
 
+#include <array>
+#include <atomic>
+#include <cstdlib>
 #include <limits>
+#include <map>
+#include <utility>
 
+#include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
 #include "core/kernels.h"
@@ -23,7 +30,43 @@ int as_int(int64_t v, const char* what) {
   return static_cast<int>(v);
 }
 
+// Binds the handle to `stream` and gives it this thread's workspace on (device, stream),
+// made on first use from the caching allocator (cublasSetStream puts the library's own
+// pool back, so every bind sets it again). Inside a graph capture the library's pool
+// stays: nothing is allocated while work is being recorded.
+void bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
+  CUBLAS_CHECK(cublasSetStream(h, stream));
+  const size_t bytes = cublas_workspace_bytes(dev);
+  if (bytes == 0 || graph_capturing()) return;
+  thread_local std::map<std::pair<int, cudaStream_t>, Tensor> workspaces;
+  // Streams come and go (zt's wait for their work when they go): past a few, the others'
+  // workspaces go back to the allocator, which reuses a block on its own stream only.
+  if (workspaces.size() >= 8 && !workspaces.count({dev, stream})) workspaces.clear();
+  Tensor& ws = workspaces[{dev, stream}];
+  if (!ws.defined()) {
+    MemTagScope tag(MemTag::kOther);              // neither a model's state nor an activation
+    ws = device_bytes(bytes, Device::cuda(dev));  // on `stream`, the current one
+  }
+  CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), bytes));
+}
+
 }  // namespace
+
+size_t cublas_workspace_bytes(int device) {
+  static const int64_t from_env = [] {
+    const char* v = std::getenv("ZT_CUBLAS_WORKSPACE");
+    return v && *v ? parse_byte_size(v, "ZT_CUBLAS_WORKSPACE") : int64_t{-1};
+  }();
+  if (from_env >= 0) return static_cast<size_t>(from_env);
+  static std::array<std::atomic<int>, kMaxCudaDevices> majors{};  // 0: not asked yet
+  std::atomic<int>& major = majors[static_cast<size_t>(device)];
+  if (major.load(std::memory_order_relaxed) == 0) {
+    int m = 0;
+    CUDA_CHECK(cudaDeviceGetAttribute(&m, cudaDevAttrComputeCapabilityMajor, device));
+    major.store(m, std::memory_order_relaxed);
+  }
+  return (major.load(std::memory_order_relaxed) >= 9 ? size_t{32} : size_t{4}) << 20;
+}
 
 cublasHandle_t cublas_handle() {
   const int dev = current_device();
@@ -36,7 +79,7 @@ cublasHandle_t cublas_handle() {
       },
       [](cublasHandle_t made) { cublasDestroy(made); });
   bind_stream(h, dev, current_stream(dev),
-              [](cublasHandle_t made, cudaStream_t s) { CUBLAS_CHECK(cublasSetStream(made, s)); });
+              [dev](cublasHandle_t made, cudaStream_t s) { bind_with_workspace(made, dev, s); });
   return h;
 }
 

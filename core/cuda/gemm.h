@@ -5,12 +5,20 @@
 
 #include <cublas_v2.h>
 
+#include <cstddef>
+
 #include "core/dtype.h"
 
 namespace zt::cuda {
 
-/// This thread's cuBLAS handle for the current device, bound to current_stream().
+/// This thread's cuBLAS handle for the current device, bound to current_stream() with a
+/// workspace of cublas_workspace_bytes() for that stream (outside graph captures).
 cublasHandle_t cublas_handle();
+
+/// The workspace cuBLAS gets on each stream of `device`: NVIDIA's recommendation, 32 MiB
+/// from Hopper (compute capability 9) on and 4 MiB before, unless the environment
+/// variable ZT_CUBLAS_WORKSPACE gives a size ("16MiB"; 0: the library's own pool).
+size_t cublas_workspace_bytes(int device);
 
 /// The cuBLAS data and compute types of a non-f64 GEMM in one dtype.
 struct GemmTypes {

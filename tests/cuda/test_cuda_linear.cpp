@@ -7,7 +7,11 @@
 // products: 5e-2 for values of order 1. Without a GPU every test skips and says why.
 #include "cuda/cuda_compare.h"
 
+#include <cstdlib>
+
 #ifdef ZT_WITH_CUDA
+#include "core/cuda/gemm.h"
+#include "core/cuda/stream.h"
 #include "core/kernels.h"
 #endif
 
@@ -146,6 +150,32 @@ TEST(CudaLinear, GemmEpilogueBackwardGivesTheSameBitsOnBothPaths) {
   EXPECT_TRUE(test::all_close(bits(odpre), bits(dpre), 0.0, 0.0));
 }
 #endif
+
+// cuBLAS runs with a workspace of its own on each stream (32 MiB from Hopper on, unless
+// ZT_CUBLAS_WORKSPACE says otherwise), made at the first GEMM there and kept: a second
+// GEMM on that stream allocates nothing more, and the products match the CPU's.
+TEST(CudaLinear, CublasGetsAWorkspaceOnEachStream) {
+  ZT_SKIP_WITHOUT_GPU();
+  int major = 0;
+  ASSERT_EQ(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0), cudaSuccess);
+  const size_t bytes = cuda::cublas_workspace_bytes(0);
+  if (std::getenv("ZT_CUBLAS_WORKSPACE") == nullptr) {
+    EXPECT_EQ(bytes, (major >= 9 ? size_t{32} : size_t{4}) << 20);
+  }
+  const Tensor a = normal_cpu({64, 96}, 7, DType::bf16), b = normal_cpu({96, 80}, 8, DType::bf16);
+  const Tensor want = matmul(a, b);
+  const Tensor ga = a.to(kGpu), gb = b.to(kGpu);
+  cuda::Stream side;
+  cuda::StreamGuard guard(side);
+  const int64_t before = memory_stats(kGpu).cur(MemTag::kOther);
+  const Tensor first = matmul(ga, gb);
+  const int64_t after_first = memory_stats(kGpu).cur(MemTag::kOther);
+  EXPECT_GE(after_first - before, static_cast<int64_t>(bytes)) << "the side stream's workspace";
+  const Tensor second = matmul(ga, gb);
+  EXPECT_EQ(memory_stats(kGpu).cur(MemTag::kOther), after_first) << "kept, not made again";
+  EXPECT_TRUE(zt::test::all_close(first.to(kCpu), want, 5e-2, 5e-2));
+  EXPECT_TRUE(zt::test::all_close(second.to(kCpu), first.to(kCpu), 0, 0));
+}
 
 TEST(CudaLinear, LinearAndLinearGeluForwardBackwardMatchCpu) {
   ZT_SKIP_WITHOUT_GPU();
