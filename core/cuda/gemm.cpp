@@ -38,10 +38,10 @@ void bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const size_t bytes = cublas_workspace_bytes(dev);
   if (bytes == 0 || graph_capturing()) return;
+  // Kept for the thread's life: a graph captured on a stream may hold its workspace, and
+  // a thread binds few streams (a stream made again at a freed one's address reuses its
+  // entry; zt's streams wait for their work when they go).
   thread_local std::map<std::pair<int, cudaStream_t>, Tensor> workspaces;
-  // Streams come and go (zt's wait for their work when they go): past a few, the others'
-  // workspaces go back to the allocator, which reuses a block on its own stream only.
-  if (workspaces.size() >= 8 && !workspaces.count({dev, stream})) workspaces.clear();
   Tensor& ws = workspaces[{dev, stream}];
   if (!ws.defined()) {
     MemTagScope tag(MemTag::kOther);              // neither a model's state nor an activation
