@@ -32,10 +32,13 @@ endfunction()
 
 # A command line that must be refused: exit status `code` and output matching `expect`
 # (a regex); the command is the rest of the arguments.
-function(zt_refusal_test name code expect)
+function(zt_check_test name code timeout expect)
   add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=${code} "-DEXPECT=${expect}"
                                 -P ${ZT_RUN_AND_CHECK} -- ${ARGN})
-  set_tests_properties(${name} PROPERTIES LABELS apps TIMEOUT 30)
+  set_tests_properties(${name} PROPERTIES LABELS apps TIMEOUT ${timeout})
+endfunction()
+function(zt_refusal_test name code expect)
+  zt_check_test(${name} ${code} 30 "${expect}" ${ARGN})
 endfunction()
 
 if(ZT_MPIRUN)
@@ -179,55 +182,36 @@ endif()
 # one line per kernel, the matrix multiplies among them, with the host's time per kernel, and
 # the summary line (core.KernelProfile checks the profile itself). The head (2048 x 64) is above the persistence threshold, so the step
 # releases it, and the phase clocks must not read it.
-# The apps.bench entries run through ZT_RUN_AND_CHECK: each needs its exit status (0, or 1
-# for a refusal) as well as its line.
+# The apps.bench entries are zt_check_test's: each needs its exit status (0, or 1 for a
+# refusal) as well as its line.
 if(TARGET zt-bench)
-  add_test(NAME apps.bench.gpt
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9][^\n]*\"host_ms_per_step\":[0-9.]+,\"host_us_per_call\":[0-9].*\"kernels\":\"all\",\"ms_per_step\":[0-9.]+,\"host_ms_per_step\":[0-9.]+,\"wall_ms_per_step\":[0-9]"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
-                   --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --dtype bf16 --ranks 2
-                   --kernels)
-  set_tests_properties(apps.bench.gpt PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.gpt 0 60 "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9][^\n]*\"host_ms_per_step\":[0-9.]+,\"host_us_per_call\":[0-9].*\"kernels\":\"all\",\"ms_per_step\":[0-9.]+,\"host_ms_per_step\":[0-9.]+,\"wall_ms_per_step\":[0-9]"
+    $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 2048 --batch 2
+    --steps 1 --dtype bf16 --ranks 2 --kernels)
   # zt-bench attention on the CPU (the kernels' warp emulation, a small shape): every
   # built tile shape runs, the ones that keep the default's bits say so (rel_err 0), the
   # atomic backward runs too (its dq within 1e-3 of split's), and the fastest are named.
   # --flash-tiles and --flash-backward reach the GPT's attention.
-  add_test(NAME apps.bench.attention
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> attention --device cpu
-                   --batch 1 --heads 2 --seq 150 --reps 1)
-  set_tests_properties(apps.bench.attention PROPERTIES LABELS apps TIMEOUT 60)
-  add_test(NAME apps.bench.gpt_flash_tiles
-           COMMAND ${CMAKE_COMMAND} "-DEXPECT=\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64
-                   --heads 2 --seq 32 --vocab 256 --batch 1 --steps 1 --dtype bf16 --attention
-                   flash --flash-tiles 32x64,16x64 --flash-backward atomic)
-  set_tests_properties(apps.bench.gpt_flash_tiles PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.attention 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
+    $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 2 --seq 150 --reps 1)
+  zt_check_test(apps.bench.gpt_flash_tiles 0 60 "\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 32 --vocab 256 --batch 1
+    --steps 1 --dtype bf16 --attention flash --flash-tiles 32x64,16x64 --flash-backward atomic)
   # --checkpoint-activations: the recomputing step runs end to end and says so.
-  add_test(NAME apps.bench.gpt_checkpoint_activations
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"bench\":\"gpt\".*\"activation_checkpointing\":true.*\"tokens_per_s\":[0-9]"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64
-                   --heads 4 --seq 32 --vocab 2048 --batch 2 --steps 1 --checkpoint-activations)
-  set_tests_properties(apps.bench.gpt_checkpoint_activations PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.gpt_checkpoint_activations 0 60 "\"bench\":\"gpt\".*\"activation_checkpointing\":true.*\"tokens_per_s\":[0-9]"
+    $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 2048 --batch 2
+    --steps 1 --checkpoint-activations)
   # --tie-embeddings: the token table is the head (vocab x width counted once).
-  add_test(NAME apps.bench.gpt_tied
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"bench\":\"gpt\".*\"tied\":true.*\"params\":29536,.*\"tokens_per_s\":[0-9]"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --layers 1 --width 32
-                   --heads 2 --seq 16 --vocab 512 --batch 2 --steps 1 --tie-embeddings)
-  set_tests_properties(apps.bench.gpt_tied PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.gpt_tied 0 60 "\"bench\":\"gpt\".*\"tied\":true.*\"params\":29536,.*\"tokens_per_s\":[0-9]"
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 32 --heads 2 --seq 16 --vocab 512 --batch 2
+    --steps 1 --tie-embeddings)
 endif()
 
 # vqgpt sample --num is bounded (one grid image): a mistake on the command line (exit 2).
 if(TARGET vqgpt)
-  add_test(NAME apps.vqgpt.sample_num_is_bounded
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=2 "-DEXPECT=--num.*not in range"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqgpt> sample --config
-                   ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out grid.png --num 5000)
-  set_tests_properties(apps.vqgpt.sample_num_is_bounded PROPERTIES LABELS apps TIMEOUT 30)
+  zt_refusal_test(apps.vqgpt.sample_num_is_bounded 2 "--num.*not in range"
+    $<TARGET_FILE:vqgpt> sample --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out
+    grid.png --num 5000)
   # A seed of -1 would wrap to 2^64 - 1 (and anything past it saturate to the same).
   zt_refusal_test(apps.vqgpt.sample_seed_is_a_whole_number 2
     "--seed: must be a whole number from 0 to 18446744073709551615"
@@ -248,63 +232,38 @@ endif()
 # vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
 # (here before the missing weights end the run).
 if(TARGET vqtok)
-  add_test(NAME apps.vqtok.inference_says_it_runs_on_the_cpu
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
-                   "-DEXPECT=vqtok eval: runs on the CPU \\(train.device: cuda applies to vqtok train\\)"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:vqtok> eval --config
-                   ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set train.device=cuda
-                   --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights)
-  set_tests_properties(apps.vqtok.inference_says_it_runs_on_the_cpu PROPERTIES LABELS apps
-    TIMEOUT 60)
+  zt_check_test(apps.vqtok.inference_says_it_runs_on_the_cpu 1 60 "vqtok eval: runs on the CPU \\(train.device: cuda applies to vqtok train\\)"
+    $<TARGET_FILE:vqtok> eval --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set
+    train.device=cuda --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights)
 endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads
 # nothing back to the host in a steady step (host_reads_per_step 0, which would be a GPU
 # wait each); on the CPU it makes no GPU library calls (api_calls_per_step 0).
 if(TARGET zt-bench)
-  add_test(NAME apps.bench.vqtok_step_zero
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"zero3\".*\"host_reads_per_step\":0,\"api_calls_per_step\":0}" -P
-                   ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --batch 1
-                   --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_zero PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.vqtok_step_zero 0 60 "\"update\":\"zero3\".*\"host_reads_per_step\":0,\"api_calls_per_step\":0}"
+    $<TARGET_FILE:zt-bench> vqtok-step --zero --batch 1 --steps 1)
 endif()
 
 # zt-bench vqtok-step --paired: plain AdamW and the one-rank engine alternate in one process
 # and the ratio of their medians is printed; it times eager steps only (exit 1 otherwise).
 if(TARGET zt-bench)
-  add_test(NAME apps.bench.vqtok_step_paired
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"adamw\".*\"update\":\"zero3\".*\"adamw_ms\":[0-9.]+,\"zero3_ms\":[0-9.]+,\"zero3_over_adamw\":[0-9.]+}"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired
-                   --batch 1 --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_paired PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.vqtok_step_paired 0 60 "\"update\":\"adamw\".*\"update\":\"zero3\".*\"adamw_ms\":[0-9.]+,\"zero3_ms\":[0-9.]+,\"zero3_over_adamw\":[0-9.]+}"
+    $<TARGET_FILE:zt-bench> vqtok-step --paired --batch 1 --steps 1)
   # --api: after the timed steps, each trainer's library call sites and their total line
   # (on the CPU: no sites, no calls, and the wall time of a step).
-  add_test(NAME apps.bench.vqtok_step_paired_api
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"adamw\",\"api\":\"all\",\"sites\":0,\"calls_per_step\":0.0,\"host_ms_per_step\":0.000,\"wall_ms_per_step\":[0-9.]+}.*\"update\":\"zero3\",\"api\":\"all\""
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired --api
-                   --batch 1 --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_paired_api PROPERTIES LABELS apps TIMEOUT 60)
-  add_test(NAME apps.bench.vqtok_step_paired_times_eager_steps
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--paired times eager steps"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --paired --kernels)
-  set_tests_properties(apps.bench.vqtok_step_paired_times_eager_steps PROPERTIES LABELS apps
-    TIMEOUT 30)
+  zt_check_test(apps.bench.vqtok_step_paired_api 0 60 "\"update\":\"adamw\",\"api\":\"all\",\"sites\":0,\"calls_per_step\":0.0,\"host_ms_per_step\":0.000,\"wall_ms_per_step\":[0-9.]+}.*\"update\":\"zero3\",\"api\":\"all\""
+    $<TARGET_FILE:zt-bench> vqtok-step --paired --api --batch 1 --steps 1)
+  zt_refusal_test(apps.bench.vqtok_step_paired_times_eager_steps 1 "--paired times eager steps"
+    $<TARGET_FILE:zt-bench> vqtok-step --paired --kernels)
 endif()
 
 # zt-bench vqtok-step and gpt --cuda-graph without --device cuda say what they need (exit 1).
 if(TARGET zt-bench)
-  add_test(NAME apps.bench.vqtok_step_cuda_graph_needs_cuda
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--cuda-graph needs --device cuda"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --cuda-graph)
-  set_tests_properties(apps.bench.vqtok_step_cuda_graph_needs_cuda PROPERTIES LABELS apps
-    TIMEOUT 30)
-  add_test(NAME apps.bench.gpt_cuda_graph_needs_cuda
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=--cuda-graph needs --device cuda"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> gpt --cuda-graph)
-  set_tests_properties(apps.bench.gpt_cuda_graph_needs_cuda PROPERTIES LABELS apps TIMEOUT 30)
+  zt_refusal_test(apps.bench.vqtok_step_cuda_graph_needs_cuda 1 "--cuda-graph needs --device cuda"
+    $<TARGET_FILE:zt-bench> vqtok-step --cuda-graph)
+  zt_refusal_test(apps.bench.gpt_cuda_graph_needs_cuda 1 "--cuda-graph needs --device cuda"
+    $<TARGET_FILE:zt-bench> gpt --cuda-graph)
 endif()
 
 # Counts that make no sense are mistakes on the command line (exit 2), as for every other
@@ -333,10 +292,6 @@ endif()
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
 # so the step is the --zero step) and says so in its line.
 if(TARGET zt-bench)
-  add_test(NAME apps.bench.vqtok_step_offload
-           COMMAND ${CMAKE_COMMAND}
-                   "-DEXPECT=\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0,\"api_calls_per_step\":0}"
-                   -P ${ZT_RUN_AND_CHECK} -- $<TARGET_FILE:zt-bench> vqtok-step --zero --offload
-                   --batch 1 --steps 1)
-  set_tests_properties(apps.bench.vqtok_step_offload PROPERTIES LABELS apps TIMEOUT 60)
+  zt_check_test(apps.bench.vqtok_step_offload 0 60 "\"update\":\"zero3\",\"offload\":true.*\"host_reads_per_step\":0,\"api_calls_per_step\":0}"
+    $<TARGET_FILE:zt-bench> vqtok-step --zero --offload --batch 1 --steps 1)
 endif()
