@@ -1,5 +1,5 @@
-// StepLog: per micro-batch one f64 row on the device (the terms, then the input's
-// x - x summed), per step the gradient norm; settle() concatenates them, reads them
+// StepLog: per micro-batch one f64 row on the device (the terms, then the input's sum of
+// squares), per step the gradient norm; settle() concatenates them, reads them
 // once, and applies the non-finite policy with one gather of each rank's first bad loss.
 #include "apps/common/step_log.h"
 
@@ -32,13 +32,12 @@ void StepLog::add(int64_t step, int64_t micro, const std::vector<Tensor>& values
     dst.push_back(row.narrow(0, static_cast<int64_t>(i), 1));
     src.push_back(values[i].detach().reshape({1}));
   }
-  // x - x is 0 for a finite value, NaN for an infinite one or NaN: the sum says whether
-  // the whole input was finite. Integer inputs are.
+  // The sum of squares (in double, one pass, no temporary of the input's size) is finite
+  // exactly when every element is. Integer inputs are.
   const bool checked = input.defined() && is_floating(input.dtype());
   if (checked) {
-    const Tensor x = input.detach();
     dst.push_back(row.narrow(0, static_cast<int64_t>(n), 1));
-    src.push_back(sum(sub(x, x)).to(device).reshape({1}));
+    src.push_back(sum_squares(input.detach()).to(device).reshape({1}));
   }
   multi_copy_(dst, src);
   rows_.push_back({step, micro, checked, std::move(row)});

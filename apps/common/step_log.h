@@ -73,7 +73,7 @@ class StepLog {
   struct Pending {
     int64_t step, micro;
     bool has_input;
-    Tensor values;  // f64: the terms, then the input's x - x summed (0, or NaN if not finite)
+    Tensor values;  // f64: the terms, then the input's sum of squares (finite if it is)
   };
   std::vector<Pending> rows_;
   std::vector<std::pair<int64_t, Tensor>> norms_;  // (step, f64 norm)
