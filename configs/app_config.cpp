@@ -200,11 +200,13 @@ void read_train(Section s, TrainConfig& t) {
       .get("activation_checkpointing", t.activation_checkpointing);
   if (t.schedule == Schedule::step && t.gamma <= 0)  // 0 would stop training at step_size
     s.fail("gamma", "must be in (0, 1], got " + std::to_string(t.gamma));
-  if (s.has("cudnn_benchmark")) {
-    bool on = false;
-    s.get("cudnn_benchmark", on);
-    t.cudnn_benchmark = on;
-  }
+  for (auto [key, field] : {std::pair{"cudnn_benchmark", &t.cudnn_benchmark},
+                            std::pair{"gemm_benchmark", &t.gemm_benchmark}})
+    if (s.has(key)) {
+      bool on = false;
+      s.get(key, on);
+      *field = on;
+    }
   read_param_groups(s.raw("param_groups"), t.param_groups);
   s.finish();
   if (t.cuda_graph && t.device != "cuda")

@@ -142,6 +142,11 @@ struct TrainConfig {
   /// cudnn.benchmark), false takes cuDNN's heuristic ranking; unset keeps the process's
   /// choice (ZT_CUDNN_BENCHMARK, else false).
   std::optional<bool> cudnn_benchmark{};
+  /// cuBLASLt algorithm choice on CUDA (zt::set_gemm_benchmark): true times each GEMM
+  /// problem's candidates once and keeps the fastest (PyTorch's TunableOp), false takes
+  /// cuBLAS's and cuBLASLt's heuristics; unset keeps the process's choice
+  /// (ZT_GEMM_BENCHMARK, else false).
+  std::optional<bool> gemm_benchmark{};
   /// true: deterministic cuDNN algorithms first (the same bits every run); false: all
   /// compete, those that sum with atomics included (PyTorch's cudnn.deterministic).
   bool cudnn_deterministic = true;

@@ -92,6 +92,9 @@ step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernel
 # The same without the fused attention kernels (batched GEMMs and softmax): what they save.
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --qkv separate"  # vs fused
 step 8 "ZT_CUBLAS_WORKSPACE=0 bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3"  # cuBLAS's own pool
+# cuBLASLt's candidates timed once per GEMM problem (train.gemm_benchmark), every GEMM through
+# cuBLASLt: the kernel lines beside the first run's say what it gains per GEMM kind.
+step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --gemm-benchmark --kernels"
 # Replayed from a CUDA graph: the GPU's time alone, no host launch overhead.
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
@@ -102,7 +105,6 @@ step 12 "bin/zt-bench attention --device cuda"
 torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
 step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-backward atomic"
-step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --offload"  # its cost
 step 15 "bin/vqtok train --config configs/vqtok_tiny.yaml --device cuda --set train.steps=100 \
   --set output_dir=/tmp/zt_gpu_check/f32 --overwrite"
 # bf16: its first step has taken 15-19 s on a fresh machine (the same with the fused attention

@@ -30,17 +30,18 @@ class Cli : public CLI::App {
   /// error printed).
   bool parse_args(const std::vector<std::string>& args, int* exit_code);
   /// Adds the GPU math options as the apps' train keys spell them: --tf32 conv|all|none
-  /// (default conv, as the apps'), --cudnn-benchmark and --cudnn-nondeterministic;
-  /// parse_args applies them (set_tf32, set_conv_algo_policy).
+  /// (default conv, as the apps'), --cudnn-benchmark, --cudnn-nondeterministic and
+  /// --gemm-benchmark; parse_args applies them (set_tf32, set_conv_algo_policy,
+  /// set_gemm_benchmark).
   void add_gpu_math_options();
 
  private:
   std::string tf32_;
-  bool cudnn_benchmark_ = false, cudnn_nondeterministic_ = false;
+  bool cudnn_benchmark_ = false, cudnn_nondeterministic_ = false, gemm_benchmark_ = false;
 };
 
 /// The GPU math policies in force as JSON fields (no braces): "tf32" as train.tf32 spells
-/// it, "cudnn_benchmark" and "cudnn_deterministic".
+/// it, "cudnn_benchmark", "cudnn_deterministic" and "gemm_benchmark".
 std::string gpu_math_json();
 
 /// Blocks until device work queued before it is done (copies one element of t to the

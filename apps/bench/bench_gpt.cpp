@@ -108,6 +108,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                "one rank; no --offload or --kernels)");
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
+  app.add_gpu_math_options();  // --tf32 for f32 on a GPU; --gemm-benchmark
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
   spec.fused_qkv = qkv == "fused";
@@ -246,7 +247,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
         "tiles\":\"%s\",\"flash_backward\":\"%s\","
-        "\"qkv\":\"%s\",\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,\"tied\":%"
+        "\"qkv\":\"%s\",%s,\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,"
+        "\"tied\":%"
         "s,"
         "\"ranks\":%d,"
         "\"layers\":%lld,"
@@ -255,8 +257,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
-        flash::backward_name(flash::backward()), qkv.c_str(), graphed ? "true" : "false",
-        offload ? "true" : "false", recompute ? "true" : "false",
+        flash::backward_name(flash::backward()), qkv.c_str(), bench::gpu_math_json().c_str(),
+        graphed ? "true" : "false", offload ? "true" : "false", recompute ? "true" : "false",
         spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,

@@ -10,8 +10,8 @@
 
 #include "apps/bench/bench.h"
 #include "apps/common/app_cli.h"
+#include "core/algo_policy.h"
 #include "core/api_profile.h"
-#include "core/conv_algo.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
 
@@ -60,6 +60,7 @@ bool Cli::parse_args(const std::vector<std::string>& args, int* exit_code) {
     set_tf32({.matmul = tf32_ == "all", .conv = tf32_ != "none"});
     set_conv_algo_policy({.benchmark = cudnn_benchmark_ || conv_algo_policy().benchmark,
                           .deterministic = !cudnn_nondeterministic_});
+    if (gemm_benchmark_) set_gemm_benchmark(true);
   }
   return true;
 }
@@ -74,6 +75,9 @@ void Cli::add_gpu_math_options() {
   add_flag("--cudnn-nondeterministic", cudnn_nondeterministic_,
            "let cuDNN algorithms that sum with atomics compete (train.cudnn_deterministic: "
            "false)");
+  add_flag("--gemm-benchmark", gemm_benchmark_,
+           "time cuBLASLt's GEMM algorithms once per problem and keep the fastest, as "
+           "train.gemm_benchmark (default: ZT_GEMM_BENCHMARK, else off)");
 }
 
 std::string gpu_math_json() {
@@ -81,7 +85,8 @@ std::string gpu_math_json() {
   const ConvAlgoPolicy c = conv_algo_policy();
   return std::string("\"tf32\":\"") + (t.matmul ? "all" : (t.conv ? "conv" : "none")) +
          "\",\"cudnn_benchmark\":" + (c.benchmark ? "true" : "false") +
-         ",\"cudnn_deterministic\":" + (c.deterministic ? "true" : "false");
+         ",\"cudnn_deterministic\":" + (c.deterministic ? "true" : "false") +
+         ",\"gemm_benchmark\":" + (gemm_benchmark() ? "true" : "false");
 }
 
 void sync(const Tensor& t) {

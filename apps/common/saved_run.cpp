@@ -326,6 +326,7 @@ const std::vector<std::string>& resume_ignored_keys() {
                                                 "train.tf32",
                                                 "train.cudnn_benchmark",
                                                 "train.cudnn_deterministic",
+                                                "train.gemm_benchmark",
                                                 "train.attention",
                                                 "train.flash_backward",
                                                 "train.cuda_graph",

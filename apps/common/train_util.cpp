@@ -12,7 +12,7 @@
 
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
-#include "core/conv_algo.h"
+#include "core/algo_policy.h"
 #include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
 #include "core/text_file.h"
@@ -172,6 +172,7 @@ Device train_device(const config::TrainConfig& train, const comm::Communicator& 
   if (!train.attention.empty()) set_attention_kernel(parse_attention_kernel(train.attention));
   if (!train.flash_backward.empty())
     flash::set_backward(flash::parse_backward(train.flash_backward));
+  if (train.gemm_benchmark) set_gemm_benchmark(*train.gemm_benchmark);  // CUDA GEMMs only
   if (train.device == "cpu") return Device::cpu();
   ZT_CHECK(train.device == "cuda", app, ": train.device must be cpu or cuda, got '", train.device,
            "'");

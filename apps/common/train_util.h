@@ -74,8 +74,9 @@ std::string cuda_missing();
 /// The device training runs on, from train.device: cpu, or the GPU of this rank. "cuda"
 /// needs a CUDA build and a visible GPU, and one rank per process: NCCL under mpirun (the
 /// GPU of the local rank) or a single thread rank (thread ranks exchange host memory).
-/// It applies train.attention (set_attention_kernel) and, on a GPU, train.tf32 (set_tf32)
-/// and train.cudnn_benchmark / cudnn_deterministic (set_conv_algo_policy, core/device.h).
+/// It applies train.attention (set_attention_kernel), train.flash_backward and
+/// train.gemm_benchmark (set_gemm_benchmark, core/algo_policy.h) and, on a GPU, train.tf32
+/// (set_tf32) and train.cudnn_benchmark / cudnn_deterministic (set_conv_algo_policy).
 /// Errors name `app` and the fix.
 Device train_device(const config::TrainConfig& train, const comm::Communicator& comm,
                     const char* app);

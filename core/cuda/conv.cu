@@ -35,7 +35,7 @@
 #include <utility>
 
 #include "core/allocator.h"
-#include "core/conv_algo.h"
+#include "core/algo_policy.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/conv_rank.h"

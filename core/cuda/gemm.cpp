@@ -5,7 +5,8 @@
 // unless TF32 is allowed; bf16/f16 multiply on tensor cores with fp32 accumulation.
 // gemm_batched is one cublasGemmStridedBatchedEx (cublasDgemmStridedBatched for f64)
 // with the same choices. cuBLAS gets a workspace of its own on each stream it runs on
-// (cublas_workspace_bytes), as NVIDIA recommends.
+// (cublas_workspace_bytes), as NVIDIA recommends. Under gemm_benchmark() the non-f64 gemm
+// runs through cuBLASLt's timed candidates instead (gemm_lt, core/cuda/gemm_lt.cpp).
 #include "core/cuda/gemm.h"
 
 #include <array>
@@ -15,6 +16,7 @@
 #include <map>
 #include <utility>
 
+#include "core/algo_policy.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/stream.h"
@@ -133,6 +135,10 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   if (m == 0 || n == 0) return;
   const GemmShape sh = gemm_shape(trans_a, trans_b, m, n, k, lda, ldb, ldc);
   DeviceGuard g(c.device().index);
+  if (c.dtype() != DType::f64 && gemm_benchmark() &&
+      gemm_lt(trans_a, trans_b, m, n, k, static_cast<float>(alpha), a, lda, b, ldb,
+              static_cast<float>(beta), c, ldc))
+    return;
   cublasHandle_t h = cublas_handle();
   ++::zt::detail::thread_work_counts().launches;
   const void* pa = a.data_ptr();

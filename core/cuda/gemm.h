@@ -6,8 +6,10 @@
 #include <cublas_v2.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "core/dtype.h"
+#include "core/tensor.h"
 
 namespace zt::cuda {
 
@@ -28,5 +30,13 @@ struct GemmTypes {
 /// f32 (CUBLAS_COMPUTE_32F_FAST_TF32 when tf32().matmul), bf16 and f16, the 16-bit
 /// types with fp32 accumulation; any other dtype is an error naming `op`.
 GemmTypes gemm_types(DType dt, const char* op);
+
+/// cuda::gemm of a non-f64 dtype through cuBLASLt with timed candidates, as gemm() runs it
+/// under gemm_benchmark() (core/algo_policy.h; core/cuda/gemm_lt.cpp); the device is
+/// current. False when cuBLASLt offers no algorithm for the problem or refuses its own at
+/// run time (nothing was written): cuBLAS runs it then.
+bool gemm_lt(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, float beta,
+             const Tensor& c, int64_t ldc);
 
 }  // namespace zt::cuda

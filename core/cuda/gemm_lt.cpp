@@ -11,14 +11,20 @@
 // offers no algorithm or refuses its algorithm at run time (said once on stderr) run gemm
 // with the bias preloaded and then the copy and unary kernels instead: the same function,
 // with the pre-activation rounded before GELU.
+// Under gemm_benchmark() (core/algo_policy.h) the plain GEMMs run here too (gemm_lt, no
+// epilogue), and a plan keeps up to kCandidates heuristic answers, which its first call
+// outside a graph capture times (time_candidates).
 #include <cublasLt.h>
 
 #include <array>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <memory>
+#include <vector>
 
+#include "core/algo_policy.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/check.h"
 #include "core/cuda/gemm.h"
@@ -32,6 +38,8 @@ namespace {
 // The most workspace an algorithm may ask for (NVIDIA's suggestion for Hopper); each
 // call takes only what its algorithm needs, from the caching allocator.
 constexpr uint64_t kMaxWorkspaceBytes = uint64_t{32} << 20;
+// How many heuristic answers a plan keeps under gemm_benchmark().
+constexpr int kCandidates = 8;
 
 // This thread's cuBLASLt handle on `dev`.
 cublasLtHandle_t lt_handle(int dev) {
@@ -59,7 +67,8 @@ void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, co
 }
 
 // One problem's descriptor, layouts, heuristic preference and chosen algorithm
-// (found = false: cuBLASLt offered none); owns the cuBLASLt objects.
+// (found = false: cuBLASLt offered none), with the other candidates under gemm_benchmark()
+// and whether they were timed; owns the cuBLASLt objects.
 struct LtPlan {
   LtPlan() = default;
   ~LtPlan() {
@@ -78,15 +87,24 @@ struct LtPlan {
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
   bool found = false;
+  std::vector<cublasLtMatmulHeuristicResult_t> candidates;  // heuristic order; algo is one
+  bool timed = false;
 };
 
-// The row-major problem of one call, in cuBLASLt's column-major terms.
+// The row-major problem of one call (out = alpha op(a) op(b) + beta out, then the
+// epilogue), with its operands' pointers.
 struct LtProblem {
   bool ta, tb;
-  int64_t m, n, k, lda, ldb;
+  int64_t m, n, k, lda, ldb, ldc;
   GemmTypes types;
+  int64_t elem_bytes;
   cublasLtEpilogue_t epilogue;
-  const void *a, *b, *out, *bias, *aux;
+  const void *a, *b;
+  void* out;
+  const void* bias;
+  void* aux;
+  float alpha, beta;
+  bool benchmark;  // gemm_benchmark() when the call was made
 };
 
 std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
@@ -106,7 +124,7 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
                                           u(p.tb ? p.n : p.k), p.ldb));
   CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, p.types.type, u(p.ta ? p.m : p.k),
                                           u(p.ta ? p.k : p.m), p.lda));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, p.types.type, u(p.n), u(p.m), p.n));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, p.types.type, u(p.n), u(p.m), p.ldc));
 
   CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&plan->pref));
   auto set_pref = [&](cublasLtMatmulPreferenceAttributes_t attr, auto value) {
@@ -117,16 +135,29 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(alignment(p.a)));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(alignment(p.out)));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(alignment(p.out)));
+  // Timed candidates compete on speed alone: none may round split-K partial sums to a
+  // 16-bit output (the heuristic's first answer is left as cuBLAS would run it).
+  if (p.benchmark && p.types.type != CUDA_R_32F)
+    set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+             static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_INPLACE |
+                                   CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
 
-  cublasLtMatmulHeuristicResult_t result{};
+  std::vector<cublasLtMatmulHeuristicResult_t> results(p.benchmark ? kCandidates : 1);
   int returned = 0;
-  cublasStatus_t st = ZT_API(cublasLtMatmulAlgoGetHeuristic(
-      h, plan->desc, plan->a, plan->b, plan->c, plan->c, plan->pref, 1, &result, &returned));
-  if (st == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-    plan->algo = result.algo;
-    plan->workspace = result.workspaceSize;
+  cublasStatus_t st = ZT_API(
+      cublasLtMatmulAlgoGetHeuristic(h, plan->desc, plan->a, plan->b, plan->c, plan->c, plan->pref,
+                                     static_cast<int>(results.size()), results.data(), &returned));
+  if (st == CUBLAS_STATUS_SUCCESS)
+    for (int i = 0; i < returned; ++i)
+      if (results[static_cast<size_t>(i)].state == CUBLAS_STATUS_SUCCESS)
+        plan->candidates.push_back(results[static_cast<size_t>(i)]);
+  if (!plan->candidates.empty()) {
+    plan->algo = plan->candidates.front().algo;
+    plan->workspace = plan->candidates.front().workspaceSize;
     plan->found = true;
-  } else {  // correct but slower: said once per problem, so that a benchmark shows it
+  } else if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
+    // correct but slower: said once per problem, so that a benchmark shows it (a plain
+    // GEMM goes back to cuBLAS, as without gemm_benchmark)
     std::fprintf(stderr,
                  "zt: cuBLASLt has no algorithm for the %lldx%lldx%lld GEMM epilogue %d (%s); "
                  "running GEMM and epilogue apart\n",
@@ -139,7 +170,7 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
 
 // This thread's plan for the problem, made on first use.
 LtPlan& plan_for(int dev, cublasLtHandle_t h, const LtProblem& p) {
-  using Key = std::array<int64_t, 16>;
+  using Key = std::array<int64_t, 18>;
   thread_local std::map<Key, std::unique_ptr<LtPlan>> plans;
   const Key key{dev,
                 static_cast<int64_t>(p.types.type),
@@ -151,6 +182,8 @@ LtPlan& plan_for(int dev, cublasLtHandle_t h, const LtProblem& p) {
                 p.k,
                 p.lda,
                 p.ldb,
+                p.ldc,
+                p.benchmark,
                 static_cast<int64_t>(p.epilogue),
                 alignment(p.a),
                 alignment(p.b),
@@ -160,6 +193,87 @@ LtPlan& plan_for(int dev, cublasLtHandle_t h, const LtProblem& p) {
   auto it = plans.find(key);
   if (it == plans.end()) it = plans.emplace(key, make_plan(h, p)).first;
   return *it->second;
+}
+
+// One cublasLtMatmul of the plan's problem with `choice`, writing `out`.
+cublasStatus_t run_choice(cublasLtHandle_t h, const LtPlan& plan, const LtProblem& p,
+                          const cublasLtMatmulHeuristicResult_t& choice, void* out, Device dev) {
+  const Tensor workspace = device_bytes(choice.workspaceSize, dev);
+  return ZT_API(cublasLtMatmul(h, plan.desc, &p.alpha, p.b, plan.a, p.a, plan.b, &p.beta, out,
+                               plan.c, out, plan.c, &choice.algo,
+                               workspace.defined() ? workspace.data_ptr() : nullptr,
+                               choice.workspaceSize, current_stream(dev.index)));
+}
+
+// gemm_benchmark(): each candidate runs twice, the second run timed with events (one host
+// wait per candidate, once per plan), and the fastest becomes the plan's algorithm. The
+// runs write the call's own output and aux, which the real call writes again after; with
+// beta != 0 (the output is read) they write a scratch output instead, so that nothing the
+// caller holds changes. A candidate refused at run time, or whose workspace does not fit in
+// memory, does not compete; nothing to time (one candidate, no scratch memory) keeps the
+// heuristic's first.
+void time_candidates(cublasLtHandle_t h, LtPlan& plan, const LtProblem& p, Device dev) {
+  plan.timed = true;
+  if (plan.candidates.size() < 2) return;
+  void* out = p.out;
+  Tensor scratch;
+  if (p.beta != 0.0f) {
+    try {
+      scratch = device_bytes(static_cast<size_t>(((p.m - 1) * p.ldc + p.n) * p.elem_bytes), dev);
+    } catch (const OutOfMemoryError&) {
+      return;
+    }
+    out = scratch.data_ptr();
+  }
+  const cudaStream_t stream = current_stream(dev.index);
+  float best_ms = INFINITY;
+  for (const cublasLtMatmulHeuristicResult_t& c : plan.candidates) {
+    try {
+      if (run_choice(h, plan, p, c, out, dev) != CUBLAS_STATUS_SUCCESS) continue;
+      Event start(true), stop(true);
+      start.record(stream);
+      const cublasStatus_t st = run_choice(h, plan, p, c, out, dev);
+      stop.record(stream);
+      stop.synchronize();
+      const float ms = stop.elapsed_ms(start);
+      if (st == CUBLAS_STATUS_SUCCESS && ms < best_ms) {
+        best_ms = ms;
+        plan.algo = c.algo;
+        plan.workspace = c.workspaceSize;
+      }
+    } catch (const OutOfMemoryError&) {
+    }
+  }
+}
+
+// Runs the problem through its plan: false when cuBLASLt offers no algorithm or refuses its
+// algorithm at run time (the plan then says so on later calls too), for the caller's other
+// path; errors throw.
+bool run_lt(const LtProblem& p, Device dev) {
+  cublasLtHandle_t h = lt_handle(dev.index);
+  LtPlan& plan = plan_for(dev.index, h, p);
+  if (!plan.found) return false;
+  // The cached descriptor holds the first call's pointers; this call's go in now.
+  if (p.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
+  if (p.aux) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
+  if (p.benchmark && !plan.timed && !graph_capturing()) time_candidates(h, plan, p, dev);
+  cublasLtMatmulHeuristicResult_t choice{};
+  choice.algo = plan.algo;
+  choice.workspaceSize = plan.workspace;
+  const cublasStatus_t st = run_choice(h, plan, p, choice, p.out, dev);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // the heuristic's algorithm refused at run time
+    if (p.epilogue != CUBLASLT_EPILOGUE_DEFAULT)
+      std::fprintf(stderr,
+                   "zt: cuBLASLt refused its algorithm for the %lldx%lldx%lld GEMM "
+                   "epilogue; running GEMM and epilogue apart\n",
+                   static_cast<long long>(p.m), static_cast<long long>(p.n),
+                   static_cast<long long>(p.k));
+    plan.found = false;
+    return false;
+  }
+  CUBLAS_CHECK(st);
+  ++::zt::detail::thread_work_counts().launches;
+  return true;
 }
 
 // gemm with the bias rows preloaded (beta = 1), then aux = out and out = gelu(aux).
@@ -202,48 +316,55 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
     return;
   }
-  LtProblem p{trans_a,
-              trans_b,
-              m,
-              n,
-              k,
-              lda,
-              ldb,
-              gemm_types(out.dtype(), "gemm_epilogue"),
-              gelu ? (bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-                   : (bias.defined() ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT),
-              a.data_ptr(),
-              b.data_ptr(),
-              out.data_ptr(),
-              bias.defined() ? bias.data_ptr() : nullptr,
-              gelu ? aux.data_ptr() : nullptr};
-  const int dev = out.device().index;
-  cublasLtHandle_t h = lt_handle(dev);
-  LtPlan& plan = plan_for(dev, h, p);
-  if (!plan.found) {
+  const LtProblem p{
+      trans_a,
+      trans_b,
+      m,
+      n,
+      k,
+      lda,
+      ldb,
+      n,
+      gemm_types(out.dtype(), "gemm_epilogue"),
+      static_cast<int64_t>(dtype_size(out.dtype())),
+      gelu ? (bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+           : (bias.defined() ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT),
+      a.data_ptr(),
+      b.data_ptr(),
+      out.data_ptr(),
+      bias.defined() ? bias.data_ptr() : nullptr,
+      gelu ? aux.data_ptr() : nullptr,
+      1.0f,
+      0.0f,
+      gemm_benchmark()};
+  if (!run_lt(p, out.device()))
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
-    return;
-  }
-  // The cached descriptor holds the first call's pointers; this call's go in now.
-  if (p.bias) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, p.bias);
-  if (p.aux) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, p.aux);
-  const Tensor workspace = device_bytes(plan.workspace, out.device());
-  const float alpha = 1.0f, beta = 0.0f;
-  const cublasStatus_t st = ZT_API(cublasLtMatmul(
-      h, plan.desc, &alpha, p.b, plan.a, p.a, plan.b, &beta, p.out, plan.c, out.data_ptr(), plan.c,
-      &plan.algo, workspace.defined() ? workspace.data_ptr() : nullptr, plan.workspace,
-      current_stream(dev)));
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED) {  // the heuristic's algorithm refused at run time
-    std::fprintf(stderr,
-                 "zt: cuBLASLt refused its algorithm for the %lldx%lldx%lld GEMM "
-                 "epilogue; running GEMM and epilogue apart\n",
-                 static_cast<long long>(m), static_cast<long long>(n), static_cast<long long>(k));
-    plan.found = false;
-    gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
-    return;
-  }
-  CUBLAS_CHECK(st);
-  ++::zt::detail::thread_work_counts().launches;
+}
+
+bool gemm_lt(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+             const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, float beta,
+             const Tensor& c, int64_t ldc) {
+  if (k == 0) return false;  // c = beta c: cuBLAS's case (no empty layouts for cuBLASLt)
+  const LtProblem p{trans_a,
+                    trans_b,
+                    m,
+                    n,
+                    k,
+                    lda,
+                    ldb,
+                    ldc,
+                    gemm_types(c.dtype(), "gemm"),
+                    static_cast<int64_t>(dtype_size(c.dtype())),
+                    CUBLASLT_EPILOGUE_DEFAULT,
+                    a.data_ptr(),
+                    b.data_ptr(),
+                    c.data_ptr(),
+                    nullptr,
+                    nullptr,
+                    alpha,
+                    beta,
+                    true};
+  return run_lt(p, c.device());
 }
 
 }  // namespace zt::cuda

@@ -21,6 +21,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
+#include "core/algo_policy.h"
 #include "core/cuda/flash_shapes.h"
 #include "data/factory.h"
 #include "data/image.h"
@@ -483,6 +484,19 @@ TEST(VqtokApp, TrainDeviceRule) {
     EXPECT_EQ(flash::backward(), flash::Backward::atomic) << "unset: the process's choice stays";
   });
   flash::set_backward(way);
+  // train.gemm_benchmark likewise sets how CUDA GEMMs pick their algorithms.
+  const bool timed = gemm_benchmark();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    app::train_device(tiny_config(fresh_dir("dev"), {"train.gemm_benchmark=true"}).train, comm,
+                      "t");
+    EXPECT_TRUE(gemm_benchmark());
+    app::train_device(tiny_config(fresh_dir("dev")).train, comm, "t");
+    EXPECT_TRUE(gemm_benchmark()) << "unset: the process's choice stays";
+    app::train_device(tiny_config(fresh_dir("dev"), {"train.gemm_benchmark=false"}).train, comm,
+                      "t");
+    EXPECT_FALSE(gemm_benchmark());
+  });
+  set_gemm_benchmark(timed);
   const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
 #ifndef ZT_WITH_CUDA
   expect_error(cuda, 1, "needs a CUDA build");

@@ -15,7 +15,7 @@
 // and compare run_on(kGpu, ...) with run_on(kCpu, ...) at a stated tolerance.
 #include <cmath>
 
-#include "core/conv_algo.h"
+#include "core/algo_policy.h"
 #include "cuda/cuda_compare.h"
 
 using namespace zt;
@@ -214,7 +214,7 @@ TEST(CudaConv, OnlyRequestedGradientsAndRepeatCallsAgree) {
   EXPECT_TRUE(zt::test::all_close(conv2d(x.detach(), w, b, a), y.detach(), 0, 0));
 }
 
-// Every cuDNN algorithm policy (core/conv_algo.h: timed candidates, atomics allowed) gives
+// Every cuDNN algorithm policy (core/algo_policy.h: timed candidates, atomics allowed) gives
 // the CPU's results at the tolerances above, f32 and bf16, 2-D and 1-D.
 TEST(CudaConv, EveryAlgorithmPolicyMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();

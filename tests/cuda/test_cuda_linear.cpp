@@ -1,7 +1,8 @@
 // The GEMM with a fused bias / GELU epilogue (cublasLtMatmul with the BIAS and
 // GELU_AUX_BIAS epilogues; gemm plus elementwise kernels for f64 and for GELU with a
 // width that is not a multiple of 8), its backward pass (GELU gradient and bias column
-// sums), and linear / linear_gelu forward and backward on the GPU against the CPU. Tolerances: f32
+// sums), the timed cuBLASLt choice (gemm_benchmark), and linear / linear_gelu forward and
+// backward on the GPU against the CPU. Tolerances: f32
 // and f64 differ by summation order and tanh's last bits (1e-4 and 1e-10, TF32 off); bf16 by bf16
 // roundings of the products' inputs and outputs (2^-8 relative), compounded through the backward's
 // products: 5e-2 for values of order 1. Without a GPU every test skips and says why.
@@ -10,9 +11,11 @@
 #include <cstdlib>
 
 #ifdef ZT_WITH_CUDA
+#include "core/algo_policy.h"
 #include "core/cuda/gemm.h"
 #include "core/cuda/stream.h"
 #include "core/kernels.h"
+#include "core/work_counts.h"
 #endif
 
 using namespace zt;
@@ -90,6 +93,46 @@ TEST(CudaLinear, GemmEpilogueTakesBiasAndAuxAtOddOffsets) {
     cuda::gemm_epilogue(false, false, M, N, K, a.to(kGpu), K, b.to(kGpu), N, gbias, true, gout,
                         gaux);
     const double tol = tol_for(dt);
+    EXPECT_TRUE(test::all_close(gout.to(kCpu).to(DType::f64), out.to(DType::f64), tol, tol));
+    EXPECT_TRUE(test::all_close(gaux.to(kCpu).to(DType::f64), aux.to(DType::f64), tol, tol));
+  }
+}
+
+// set_gemm_benchmark (train.gemm_benchmark): every non-f64 GEMM runs through cuBLASLt's
+// timed candidates. A problem's first call waits on the host once per candidate timed (at
+// most 8), later calls of the same problem not at all; an accumulating gemm (beta 1) still
+// adds to what its output held (the timing runs wrote a scratch output), and the bias /
+// GELU epilogue matches the CPU.
+TEST(CudaLinear, GemmBenchmarkTimesEachProblemOnceAndMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  struct Restore {
+    bool was = gemm_benchmark();
+    ~Restore() { set_gemm_benchmark(was); }
+  } restore;
+  set_gemm_benchmark(true);
+  const int64_t M = 96, N = 136, K = 64;
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = normal_cpu({M, K}, 14, dt), b = normal_cpu({K, N}, 15, dt);
+    const Tensor c0 = normal_cpu({M, N}, 16, dt);
+    const Tensor ga = a.to(kGpu), gb = b.to(kGpu), gc = c0.to(kGpu);
+    const WorkCounts before = work_counts();
+    cuda::gemm(false, false, M, N, K, 1.0, ga, K, gb, N, 1.0, gc, N);  // gc = a b + c0
+    const int64_t first_waits = work_counts().syncs - before.syncs;
+    EXPECT_LE(first_waits, 8) << "one wait per timed candidate";
+    const WorkCounts again = work_counts();
+    cuda::gemm(false, false, M, N, K, 1.0, ga, K, gb, N, 1.0, gc, N);  // gc = 2 a b + c0
+    EXPECT_EQ(work_counts().syncs - again.syncs, 0) << "the choice is kept";
+    const Tensor ab = matmul(a.to(DType::f64), b.to(DType::f64));
+    const double tol = tol_for(dt);
+    EXPECT_TRUE(
+        test::all_close(gc.to(kCpu).to(DType::f64), ab * 2.0 + c0.to(DType::f64), tol, tol));
+
+    const Tensor bias = normal_cpu({N}, 17, dt);
+    Tensor out = Tensor::empty({M, N}, dt), aux = Tensor::empty({M, N}, dt);
+    cpu::gemm_epilogue(false, false, M, N, K, a, K, b, N, bias, true, out, aux);
+    Tensor gout = Tensor::empty({M, N}, dt, kGpu), gaux = Tensor::empty({M, N}, dt, kGpu);
+    cuda::gemm_epilogue(false, false, M, N, K, ga, K, gb, N, bias.to(kGpu), true, gout, gaux);
     EXPECT_TRUE(test::all_close(gout.to(kCpu).to(DType::f64), out.to(DType::f64), tol, tol));
     EXPECT_TRUE(test::all_close(gaux.to(kCpu).to(DType::f64), aux.to(DType::f64), tol, tol));
   }

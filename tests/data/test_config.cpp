@@ -403,6 +403,17 @@ TEST(Config, CudnnBenchmarkIsLeftToTheProcessUnlessSetAndDeterministicByDefault)
             std::optional<bool>(false));
 }
 
+TEST(Config, GemmBenchmarkIsLeftToTheProcessUnlessSet) {
+  EXPECT_FALSE(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok)
+                   .train.gemm_benchmark.has_value());
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  gemm_benchmark: true\n"), App::vqtok)
+                .train.gemm_benchmark,
+            std::optional<bool>(true));
+  EXPECT_EQ(parse_app_config(parse_yaml("train:\n  gemm_benchmark: false\n"), App::vqtok)
+                .train.gemm_benchmark,
+            std::optional<bool>(false));
+}
+
 TEST(Config, AttentionKernelIsLeftToTheProcessUnlessSet) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.attention, "");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  attention: math\n"), App::vqtok).train.attention,
