@@ -2,12 +2,16 @@
 // each row, so no mask tensor and no scaled copy of the scores exist. The twin of
 // core/cuda/attention.cu. As softmax_forward: the max in the scores' dtype, the sum of
 // exp(x - max) in double, outputs in the scores' dtype; rows are independent and each
-// is reduced serially, so results do not depend on the number of threads.
+// is reduced in a fixed order, so results do not depend on the number of threads. f32
+// rows go through softmax_row_f32 (cpu/norm_sums.h: lanes.h's SIMD exp, the max and the
+// sum in independent lanes).
 // Legend: R rows (queries of every batch entry), L keys per row.
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
 #include "core/cpu/loops.h"
+#include "core/cpu/norm_sums.h"
 #include "core/kernels.h"
 
 namespace zt::cpu {
@@ -25,6 +29,11 @@ void attention_softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int6
         const T* xr = px + r * L;
         T* yr = py + r * L;
         const int64_t kept = causal ? r % L + 1 : L;  // keys [0, kept) are visible
+        for (int64_t l = kept; l < L; ++l) yr[l] = T(0);
+        if constexpr (std::is_same_v<T, float>) {
+          softmax_row_f32(yr, xr, kept, s);
+          continue;
+        }
         T mx = -INFINITY;
         for (int64_t l = 0; l < kept; ++l) mx = std::max(mx, xr[l] * s);
         if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
@@ -32,7 +41,6 @@ void attention_softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int6
         for (int64_t l = 0; l < kept; ++l) sum += static_cast<double>(std::exp(xr[l] * s - mx));
         const T inv = static_cast<T>(1.0 / sum);
         for (int64_t l = 0; l < kept; ++l) yr[l] = std::exp(xr[l] * s - mx) * inv;
-        for (int64_t l = kept; l < L; ++l) yr[l] = T(0);
       }
     });
   });

@@ -36,8 +36,14 @@ namespace {
                              float c2, float mu, float c3) {                                    \
     input_grad_row(dx, dy, x, n, c1, c2, mu, c3);                                               \
   }                                                                                             \
-  constexpr F32Loops kLoops_##isa{moments_##isa, grad_sums_##isa, scale_shift_##isa,            \
-                                  input_grad_##isa};
+  attr double sum_##isa(const float* p, int64_t n) {                                            \
+    return sum_lanes(p, n);                                                                     \
+  }                                                                                             \
+  attr float max_scaled_##isa(const float* p, int64_t n, float scale) {                         \
+    return max_scaled_lanes(p, n, scale);                                                       \
+  }                                                                                             \
+  constexpr F32Loops kLoops_##isa{moments_##isa,    grad_sums_##isa, scale_shift_##isa,         \
+                                  input_grad_##isa, sum_##isa,       max_scaled_##isa};
 ZT_NORM_F32_LOOPS(avx512, __attribute__((target(ZT_TARGET_AVX512))))
 ZT_NORM_F32_LOOPS(avx2, __attribute__((target(ZT_TARGET_AVX2))))
 ZT_NORM_F32_LOOPS(sse2, )

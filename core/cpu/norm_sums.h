@@ -1,11 +1,16 @@
 // The row sums and row loops of the CPU normalization kernels, shared by cpu/norm.cpp
-// (GroupNorm, BatchNorm, and the f32 loops compiled per ISA) and cpu/layer_norm.cpp.
-// Private to those two files.
+// (GroupNorm, BatchNorm, and the f32 loops compiled per ISA) and cpu/layer_norm.cpp, and
+// the f32 softmax row of cpu/softmax.cpp and cpu/attention.cpp (softmax_row_f32).
+// Private to those files.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
+
+#include "core/cpu/lanes.h"
 
 namespace zt::cpu {
 
@@ -77,6 +82,38 @@ __attribute__((always_inline)) inline void grad_sums_lanes(const T* dy, const T*
   }
 }
 
+// sum(p[0..n)) in double.
+template <typename T>
+__attribute__((always_inline)) inline double sum_lanes(const T* p, int64_t n) {
+  f64xL a = {}, d;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    load_lanes(p + i, d);
+    a += d;
+  }
+  for (; i < n; ++i) a[0] += static_cast<double>(p[i]);
+  double s = 0;
+  for (int64_t j = 0; j < kLanes; ++j) s += a[j];
+  return s;
+}
+
+// max(p[i] scale) over [0, n), NaNs passed over as std::max(m, v) does (-inf when n is
+// 0 or every product is NaN or -inf), in kLanes running maxima.
+__attribute__((always_inline)) inline float max_scaled_lanes(const float* p, int64_t n,
+                                                             float scale) {
+  f32xL m = f32xL{} - INFINITY, v;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    std::memcpy(&v, p + i, sizeof v);
+    v *= scale;
+    m = v > m ? v : m;
+  }
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < kLanes; ++j) mx = std::max(mx, m[j]);
+  for (; i < n; ++i) mx = std::max(mx, p[i] * scale);
+  return mx;
+}
+
 // y[i] = x[i] a + b over [0, n).
 template <typename T>
 __attribute__((always_inline)) inline void scale_shift_row(T* y, const T* x, int64_t n, T a, T b) {
@@ -90,7 +127,7 @@ __attribute__((always_inline)) inline void input_grad_row(T* dx, const T* dy, co
   for (int64_t i = 0; i < n; ++i) dx[i] = c1 * dy[i] + c2 * (x[i] - mu) + c3;
 }
 
-// The four loops above for f32, compiled in cpu/norm.cpp for each Isa of lanes.h (the
+// The loops above for f32, compiled in cpu/norm.cpp for each Isa of lanes.h (the
 // library targets the baseline, where the double sums run two lanes per instruction);
 // cpu_isa() picks one.
 // Every variant keeps the same kLanes partial sums, so they differ only where AVX2 and
@@ -100,6 +137,8 @@ struct F32Loops {
   void (*grad_sums)(const float*, const float*, int64_t, double, double&, double&);
   void (*scale_shift)(float*, const float*, int64_t, float, float);
   void (*input_grad)(float*, const float*, const float*, int64_t, float, float, float, float);
+  double (*sum)(const float*, int64_t);
+  float (*max_scaled)(const float*, int64_t, float);
 };
 
 /// The F32Loops compiled for this machine's ISA (cpu_isa()), picked on first use
@@ -181,4 +220,29 @@ void pair_sums(const A* g, const A* h, int64_t n, double& sg, double& sgh) {
     sgh += b[j];
   }
 }
+// sum(p[0..n)) in double, as sum_lanes.
+template <typename T>
+double row_sum(const T* p, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    return f32_loops().sum(p, n);
+  } else {
+    return sum_lanes(p, n);
+  }
+}
+
+// The softmax of a contiguous f32 row times `scale`, y = exp(x scale - m) / sum: m the
+// row's max (0 when it is -inf, so an all -inf row is NaN, not inf - inf), the sum of the
+// exponentials in double, the exponentials by lanes.h's exp. Returns log(sum) + m, the
+// row's log-sum-exp. y may be x.
+inline double softmax_row_f32(float* y, const float* x, int64_t n, float scale) {
+  float m = f32_loops().max_scaled(x, n, scale);
+  if (std::isinf(m) && m < 0) m = 0;
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale - m;
+  lane_row(LaneOp::kExp, y, y, nullptr, n);
+  const double sum = row_sum(y, n);
+  const auto inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) y[i] *= inv;
+  return std::log(sum) + static_cast<double>(m);
+}
+
 }  // namespace zt::cpu

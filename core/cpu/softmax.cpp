@@ -3,8 +3,10 @@
 // core/cuda/softmax.cu. Softmax takes the max in the tensor's dtype, the sum of
 // exp(x - max) in double, and writes the log-sum-exp and the outputs in the tensor's
 // dtype; cross-entropy does the same in f32 (f64 for f64 logits) over logits of any
-// floating dtype. Rows are independent and each is reduced serially, so results do not
-// depend on the number of threads.
+// floating dtype. Rows are independent and each is reduced in a fixed order, so results
+// do not depend on the number of threads. A contiguous f32 row (I = 1) goes through
+// softmax_row_f32 (cpu/norm_sums.h): the SIMD exp of lanes.h, and the max and the double
+// sum in independent lanes.
 // Legend: (R, L, I) the tensor viewed as rows before the softmax dim, the dim, and the
 // elements after it; P positions and C classes for the loss.
 #include <algorithm>
@@ -14,6 +16,7 @@
 
 #include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/norm_sums.h"
 #include "core/kernel_checks.h"
 #include "core/kernels.h"
 
@@ -28,6 +31,14 @@ void softmax_forward(const Tensor& y, const Tensor& x, int64_t R, int64_t L, int
         int64_t r = ri / I, i = ri % I;
         const T* xr = px + r * L * I + i;
         T* yr = py + r * L * I + i;
+        if constexpr (std::is_same_v<T, float>) {
+          if (I == 1 && (!log || py != px)) {  // log: y is scratch, so not x itself
+            const auto lse = static_cast<float>(softmax_row_f32(yr, xr, L, 1.0f));
+            if (log)
+              for (int64_t l = 0; l < L; ++l) yr[l] = xr[l] - lse;
+            continue;
+          }
+        }
         T mx = -INFINITY;
         for (int64_t l = 0; l < L; ++l) mx = std::max(mx, xr[l * I]);
         if (std::isinf(mx) && mx < 0) mx = 0;  // all -inf: avoid inf - inf
@@ -58,15 +69,22 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
         const T* yr = py + off;
         T* o = pdx + off;
         double s = 0;
+        if (I == 1) {  // a contiguous row: the sums in independent lanes
+          double sg = 0;
+          grad_sums(g, yr, L, 0.0, sg, s);  // sum(dy), sum(dy y)
+          if (log) s = sg;
+        }
         if (log) {
           // dx = dy - softmax * sum(dy)
-          for (int64_t l = 0; l < L; ++l) s += static_cast<double>(g[l * I]);
+          if (I != 1)
+            for (int64_t l = 0; l < L; ++l) s += static_cast<double>(g[l * I]);
           const T ts = static_cast<T>(s);
           for (int64_t l = 0; l < L; ++l) o[l * I] = g[l * I] - std::exp(yr[l * I]) * ts;
         } else {
           // dx = y (dy - sum(dy y))
-          for (int64_t l = 0; l < L; ++l)
-            s += static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
+          if (I != 1)
+            for (int64_t l = 0; l < L; ++l)
+              s += static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
           const T ts = static_cast<T>(s);
           for (int64_t l = 0; l < L; ++l) o[l * I] = yr[l * I] * (g[l * I] - ts);
         }
@@ -89,9 +107,13 @@ template <typename T>
 acc_t<T> row_max(const T* x, int64_t C) {
   using A = acc_t<T>;
   A mx = -INFINITY;
-  for (int64_t c = 0; c < C; ++c) {
-    const auto v = static_cast<A>(x[c]);
-    mx = v > mx ? v : mx;
+  if constexpr (std::is_same_v<T, float>) {
+    mx = f32_loops().max_scaled(x, C, 1.0f);
+  } else {
+    for (int64_t c = 0; c < C; ++c) {
+      const auto v = static_cast<A>(x[c]);
+      mx = v > mx ? v : mx;
+    }
   }
   return std::isinf(mx) && mx < 0 ? A(0) : mx;
 }
@@ -116,9 +138,7 @@ template <typename T>
 double row_log_sum_exp(const T* x, int64_t C, acc_t<T>* e) {
   const acc_t<T> mx = row_max(x, C);
   row_exp(e, x, mx, C);
-  double sum = 0;
-  for (int64_t c = 0; c < C; ++c) sum += static_cast<double>(e[c]);
-  return std::log(sum) + static_cast<double>(mx);
+  return std::log(row_sum(e, C)) + static_cast<double>(mx);
 }
 
 }  // namespace

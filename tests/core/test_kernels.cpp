@@ -141,3 +141,54 @@ TEST(KernelTable, ArgExtremeTakesTheFirstNaNElseTheFirstExtreme) {
   cpu::arg_extreme(out2, long_rows, 2, 40, false);
   EXPECT_TRUE(values_are(out2, {17, 20}));
 }
+
+// A contiguous f32 softmax row (softmax, log_softmax, attention's scaled and causal
+// softmax, cross-entropy's log-sum-exp) runs through SIMD lanes: an exp of at most about
+// 1 ulp and a max and double sum in independent lanes. At every row length around the
+// lane widths (tails of 1 to 15 elements) it matches the f64 kernels within a few f32
+// ulp, and its edge rows give what the f64 kernels give: a NaN poisons its row, an all
+// -inf row is NaN (0 / 0), a single +inf is NaN (inf - inf) and -inf entries weigh 0.
+TEST(KernelTable, F32SoftmaxRowsMatchF64AtEveryLength) {
+  Generator g(31);
+  for (int64_t L : {1, 2, 7, 8, 9, 15, 16, 17, 31, 33, 64, 100, 4099}) {
+    SCOPED_TRACE("L = " + std::to_string(L));
+    const int64_t R = 3;
+    const Tensor x64 = randn({R, L}, g, DType::f64) * 4.0;
+    const Tensor x = x64.to(DType::f32), xr = x.to(DType::f64);  // the f32 values, exactly
+    for (bool log : {false, true}) {
+      Tensor y = Tensor::empty({R, L}), want = Tensor::empty({R, L}, DType::f64);
+      cpu::softmax_forward(y, x, R, L, 1, log);
+      cpu::softmax_forward(want, xr, R, L, 1, log);
+      EXPECT_CLOSE(y.to(DType::f64), want, 1e-6, log ? 1e-5 : 1e-12);
+    }
+    if (L <= 100) {  // causal: row r of each L keeps r % L + 1 keys, every length up to L
+      Tensor scores = Tensor::empty({L * 2, L}), want = Tensor::empty({L * 2, L}, DType::f64);
+      const Tensor s32 = randn({L * 2, L}, g);
+      cpu::attention_softmax_forward(scores, s32, L * 2, L, 0.125, true);
+      cpu::attention_softmax_forward(want, s32.to(DType::f64), L * 2, L, 0.125, true);
+      EXPECT_CLOSE(scores.to(DType::f64), want, 1e-6, 1e-12);
+    }
+    Tensor target = from_vector(std::vector<double>(R, 0.0), {R}, DType::i64);
+    Tensor lse = Tensor::empty({R}, DType::f64), lse64 = Tensor::empty({R}, DType::f64);
+    Tensor stats = Tensor::empty({3}, DType::f64);
+    cpu::cross_entropy_forward(stats, lse, x, target, -100);
+    cpu::cross_entropy_forward(stats, lse64, xr, target, -100);
+    EXPECT_CLOSE(lse, lse64, 1e-6, 1e-6);
+  }
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const std::vector<std::vector<float>> edges = {
+      {1, nan, 2, 3, 4, 5, 6, 7, 8, 9}, {-inf, -inf, -inf}, {0, inf, 1}, {-inf, 0, -inf, 1, -inf}};
+  for (const auto& row : edges) {
+    const auto L = static_cast<int64_t>(row.size());
+    Tensor x = Tensor::empty({1, L});
+    std::memcpy(x.data<float>(), row.data(), row.size() * sizeof(float));
+    Tensor y = Tensor::empty({1, L}), want = Tensor::empty({1, L}, DType::f64);
+    cpu::softmax_forward(y, x, 1, L, 1, false);
+    cpu::softmax_forward(want, x.to(DType::f64), 1, L, 1, false);
+    for (int64_t l = 0; l < L; ++l) {
+      const double a = y.data<float>()[l], b = want.data<double>()[l];
+      EXPECT_TRUE(std::isnan(a) ? std::isnan(b) : std::abs(a - b) <= 1e-6)
+          << "element " << l << " of a row of " << L << ": " << a << " against " << b;
+    }
+  }
+}
