@@ -71,27 +71,27 @@ Tensor empty_in_layout_of(const Tensor& t) {
 
 // Whether three views with t's sizes and strides at offsets 0, step and 2 step are
 // disjoint the way a split of the last dim leaves them: the dims strided below `step`
-// (the last one, the heads) span at most `step` elements, and the others place those
-// blocks at least 3 step apart, each stride past all the smaller ones' reach (so every
-// outer position starts a block of three of its own).
+// (the last one, the heads) place single elements without overlap within one block of at
+// most `step` elements, and the others place those blocks at least 3 step apart; in both,
+// each stride lies past all the smaller ones' reach, so no element is reached twice (a
+// broadcast dim, stride 0, reaches its first element again).
 bool disjoint_at_steps(const Tensor& t, int64_t step) {
-  int64_t inner = 1;                               // elements an inner block spans
-  std::vector<std::pair<int64_t, int64_t>> outer;  // (stride, size)
+  std::vector<std::pair<int64_t, int64_t>> inner, outer;  // (stride, size)
   for (int64_t d = 0; d < t.dim(); ++d) {
     if (t.size(d) <= 1) continue;
-    if (t.stride(d) < step)
-      inner += (t.size(d) - 1) * t.stride(d);
-    else
-      outer.emplace_back(t.stride(d), t.size(d));
+    (t.stride(d) < step ? inner : outer).emplace_back(t.stride(d), t.size(d));
   }
-  if (inner > step) return false;
-  std::sort(outer.begin(), outer.end());
-  int64_t reach = 3 * step;  // the smaller outer dims' reach, plus one block of three
-  for (const auto& [stride, size] : outer) {
-    if (stride < reach) return false;
-    reach += (size - 1) * stride;
-  }
-  return true;
+  // The reach after the dims, from `reach` (what one position spans), or -1 on overlap.
+  auto reach_of = [](std::vector<std::pair<int64_t, int64_t>>& dims, int64_t reach) {
+    std::sort(dims.begin(), dims.end());
+    for (const auto& [stride, size] : dims) {
+      if (stride < reach) return int64_t{-1};
+      reach += (size - 1) * stride;
+    }
+    return reach;
+  };
+  const int64_t block = reach_of(inner, 1);
+  return block > 0 && block <= step && reach_of(outer, 3 * step) > 0;
 }
 
 // Buffers for the gradients of q, k and v, each in its input's layout. When q, k and v

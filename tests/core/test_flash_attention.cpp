@@ -150,30 +150,50 @@ TEST(FlashAttention, PackedQkvGetOneGradientBufferThatReachesTheProjectionWhole)
   test::expect_packed_qkv_gradient_whole(randn({2, 37, 3 * 128}, g, DType::f64).to(DType::bf16), 2);
 }
 
+namespace {
+
+// The gradients the flash attention hands each of q, k and v (pieces of x), when they
+// are the views make_piece(x, i) and when they are copies of them.
+std::vector<Tensor> gradients_seen(const Tensor& x,
+                                   const std::function<Tensor(const Tensor&, int64_t)>& piece,
+                                   bool views) {
+  test::AttentionKernelScope scope(AttentionKernel::flash);
+  std::vector<Tensor> in;
+  for (int64_t i = 0; i < 3; ++i) in.push_back(views ? piece(x, i) : piece(x, i).contiguous());
+  std::vector<Tensor> seen(3);  // each input's gradient, as the attention returns it
+  const std::vector<Tensor> spied = autograd::apply_function(
+      "spy", in, [](const std::vector<Tensor>& t) { return t; },
+      [&seen](const std::vector<Tensor>& g) {
+        seen = g;
+        return g;
+      });
+  const Tensor out = scaled_dot_product_attention(spied[0], spied[1], spied[2], true);
+  out.backward(normals(out.sizes(), 9, DType::bf16));
+  return seen;
+}
+
+}  // namespace
+
 // Views at equal steps that overlap (columns 0-63, 32-95 and 64-127 of one tensor) are not
 // a packed projection: their gradients get buffers of their own, the same bits as for
 // copies of them (one shared buffer would have the three overwrite each other).
 TEST(FlashAttention, OverlappingViewsAtEqualStepsGetGradientBuffersOfTheirOwn) {
   const Tensor x = normals({1, 2, 37, 128}, 8, DType::bf16).set_requires_grad(true);
-  auto grads = [&](bool views) {
-    test::AttentionKernelScope scope(AttentionKernel::flash);
-    std::vector<Tensor> in;
-    for (int64_t start : {0, 32, 64}) {
-      const Tensor piece = x.narrow(3, start, 64);
-      in.push_back(views ? piece : piece.contiguous());
-    }
-    std::vector<Tensor> seen(3);  // each input's gradient, as the attention returns it
-    const std::vector<Tensor> spied = autograd::apply_function(
-        "spy", in, [](const std::vector<Tensor>& t) { return t; },
-        [&seen](const std::vector<Tensor>& g) {
-          seen = g;
-          return g;
-        });
-    const Tensor out = scaled_dot_product_attention(spied[0], spied[1], spied[2], true);
-    out.backward(normals(out.sizes(), 9, DType::bf16));
-    return seen;
+  auto piece = [](const Tensor& t, int64_t i) { return t.narrow(3, 32 * i, 64); };
+  const std::vector<Tensor> shared = gradients_seen(x, piece, true),
+                            apart = gradients_seen(x, piece, false);
+  for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(shared[i], apart[i])) << "input " << i;
+}
+
+// Nor are pieces of one projection broadcast over the heads (stride 0): each head's
+// gradient would land on the same elements, where they must be summed.
+TEST(FlashAttention, BroadcastPiecesOfOneProjectionGetGradientBuffersOfTheirOwn) {
+  const Tensor x = normals({1, 37, 3 * 64}, 10, DType::bf16).set_requires_grad(true);
+  auto piece = [](const Tensor& t, int64_t i) {
+    return t.narrow(2, 64 * i, 64).unsqueeze(1).expand({1, 2, 37, 64});
   };
-  const std::vector<Tensor> shared = grads(true), apart = grads(false);
+  const std::vector<Tensor> shared = gradients_seen(x, piece, true),
+                            apart = gradients_seen(x, piece, false);
   for (size_t i = 0; i < 3; ++i) EXPECT_TRUE(same_bits(shared[i], apart[i])) << "input " << i;
 }
 
