@@ -22,10 +22,20 @@ struct SpanTimer::Impl {
 #ifdef ZT_WITH_CUDA
   std::vector<cuda::Event> events;  // pairs: [2k] start, [2k+1] end
   size_t used = 0;                  // events of the spans not yet settled
+  // The one stream every span is recorded on (set by the first), so that the last end
+  // event done means every earlier one is.
+  cudaStream_t stream = nullptr;
+  bool stream_set = false;
   void record() {
     cuda::DeviceGuard g(device.index);
+    const cudaStream_t s = cuda::current_stream(device.index);
+    ZT_CHECK(!stream_set || s == stream, "SpanTimer: spans on another stream (",
+             static_cast<const void*>(s), ") than its first one's (",
+             static_cast<const void*>(stream), "); time each stream with a timer of its own");
+    stream = s;
+    stream_set = true;
     if (events.size() == used) events.emplace_back(/*enable_timing=*/true);
-    events[used++].record(cuda::current_stream(device.index));
+    events[used++].record(s);
   }
 #endif
 };

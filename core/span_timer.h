@@ -1,6 +1,7 @@
 // SpanTimer: the summed time of spans of work on one device, without a host wait per span.
 // On the CPU a span is the host clock's time from begin() to end() (the work runs inside).
-// On a GPU, begin() and end() record events on the current stream and take_seconds()
+// On a GPU, begin() and end() record events on the current stream, which must be the same
+// stream for every span of a timer (an error names the two otherwise), and take_seconds()
 // waits for the last one: the GPU time of the work issued in between, read where a
 // training loop reads its results anyway (a log step), not once per span. The vqgpt loop
 // times its tokenizer's share of a step with it.

@@ -35,14 +35,16 @@ int as_int(int64_t v, const char* what) {
 // Binds the handle to `stream` and gives it this thread's workspace on (device, stream),
 // made on first use from the caching allocator (cublasSetStream puts the library's own
 // pool back, so every bind sets it again). Inside a graph capture the library's pool
-// stays: nothing is allocated while work is being recorded.
-void bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
+// stays (nothing is allocated while work is being recorded) and false says so: the next
+// use outside the capture binds again.
+bool bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const size_t bytes = cublas_workspace_bytes(dev);
-  if (bytes == 0 || graph_capturing()) return;
-  // Kept for the thread's life: a graph captured on a stream may hold its workspace, and
-  // a thread binds few streams (a stream made again at a freed one's address reuses its
-  // entry; zt's streams wait for their work when they go).
+  if (bytes == 0) return true;
+  if (graph_capturing()) return false;
+  // Kept for the thread's life: a graph captured on a stream may hold its workspace, and a
+  // thread binds few streams (a stream made again at a freed one's address reuses its
+  // entry: the caching allocator hands a freed block out again only in its stream's order).
   thread_local std::map<std::pair<int, cudaStream_t>, Tensor> workspaces;
   Tensor& ws = workspaces[{dev, stream}];
   if (!ws.defined()) {
@@ -50,6 +52,7 @@ void bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
     ws = device_bytes(bytes, Device::cuda(dev));  // on `stream`, the current one
   }
   CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), bytes));
+  return true;
 }
 
 }  // namespace
@@ -80,8 +83,9 @@ cublasHandle_t cublas_handle() {
         return made;
       },
       [](cublasHandle_t made) { cublasDestroy(made); });
-  bind_stream(h, dev, current_stream(dev),
-              [dev](cublasHandle_t made, cudaStream_t s) { bind_with_workspace(made, dev, s); });
+  bind_stream(h, dev, current_stream(dev), [dev](cublasHandle_t made, cudaStream_t s) {
+    return bind_with_workspace(made, dev, s);
+  });
   return h;
 }
 

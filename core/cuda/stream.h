@@ -9,6 +9,7 @@
 #include <cuda_runtime_api.h>
 
 #include <array>
+#include <type_traits>
 
 #include "core/device.h"
 #include "core/error.h"
@@ -149,15 +150,26 @@ H thread_handle(int device, Create create, Destroy) {
 
 /// Binds this thread's library handle of `device` to `stream` with set(handle, stream)
 /// unless its last bind was to that stream: binding costs microseconds even to the stream
-/// already set. A new handle runs on the default stream, which null stands for. One table
-/// per handle type.
+/// already set. The first use binds whatever the stream (the default one included: a set
+/// may do more than cudaStreamSet, as cuBLAS's workspace). A set that returns false (its
+/// work only partly done, as in a graph capture) is not remembered, so the next use binds
+/// again. One table per handle type and call site.
 template <typename H, typename Set>
 void bind_stream(H handle, int device, cudaStream_t stream, Set set) {
-  thread_local std::array<cudaStream_t, kMaxCudaDevices> bound{};
-  cudaStream_t& last = bound[static_cast<size_t>(device)];
-  if (last == stream) return;
-  set(handle, stream);
-  last = stream;
+  struct Bound {
+    cudaStream_t stream = nullptr;
+    bool set = false;
+  };
+  thread_local std::array<Bound, kMaxCudaDevices> bound{};
+  Bound& last = bound[static_cast<size_t>(device)];
+  if (last.set && last.stream == stream) return;
+  bool done = true;
+  if constexpr (std::is_same_v<decltype(set(handle, stream)), bool>) {
+    done = set(handle, stream);
+  } else {
+    set(handle, stream);
+  }
+  last = {stream, done};
 }
 
 /// Multiprocessor count of `device` (cached): sizes persistent grids.

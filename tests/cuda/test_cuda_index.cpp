@@ -133,13 +133,12 @@ TEST(CudaIndex, BincountAndIsFiniteMatchTheCpuWithoutAWait) {
   ZT_SKIP_WITHOUT_GPU();
   // The vqgpt token histogram's shape: many repeats over a 1k vocabulary.
   const Tensor ids = ints_cpu({8, 512}, 0, 1000, 31);
-  const Tensor flag = scalar_tensor(1.0, DType::f32);
+  // The uploads come first: a copy from host memory waits for itself.
+  const Tensor gids = ids.to(kGpu), flag = scalar_tensor(1.0, DType::f32, kGpu);
+  const Tensor ginf = scalar_tensor(std::numeric_limits<double>::infinity(), DType::f32, kGpu);
   const WorkCounts before = work_counts();
-  const Tensor got = bincount(ids.to(kGpu), 1000, isfinite(flag.to(kGpu)).to(DType::f64));
-  const Tensor skipped =
-      bincount(ids.to(kGpu), 1000,
-               isfinite(scalar_tensor(std::numeric_limits<double>::infinity(), DType::f32, kGpu))
-                   .to(DType::f64));
+  const Tensor got = bincount(gids, 1000, isfinite(flag).to(DType::f64));
+  const Tensor skipped = bincount(gids, 1000, isfinite(ginf).to(DType::f64));
   EXPECT_EQ((work_counts() - before).syncs, 0) << "counting reads nothing back";
   EXPECT_EQ(got.device(), kGpu);
   EXPECT_TRUE(zt::test::all_close(got, bincount(ids, 1000), 0, 0));
