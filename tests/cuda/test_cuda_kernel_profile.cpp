@@ -2,7 +2,7 @@
 // large matrix multiply shows its milliseconds even though its dispatch returns at once,
 // calls are counted per kernel, and nothing is timed inside a CUDA graph capture; and the
 // library calls under an ApiProfile. A SpanTimer times GPU work with events, waiting only
-// when its time is taken.
+// when its time is taken, on one stream.
 #include <chrono>
 
 #include "core/api_profile.h"
@@ -12,6 +12,7 @@
 #include "cuda/cuda_compare.h"
 #ifdef ZT_WITH_CUDA
 #include "core/cuda/graph.h"
+#include "core/cuda/stream.h"
 #endif
 
 using namespace zt;
@@ -72,6 +73,10 @@ TEST(CudaSpanTimer, TimesGpuWorkAndWaitsOnlyWhenTaken) {
   EXPECT_GT(s, host_s) << "GPU time, not the time the host took to queue the work";
   EXPECT_EQ(t.take_seconds(), 0.0);
   set_tf32(saved);
+  // Every span on one stream: the last end event done then means every earlier one is.
+  cuda::Stream side;
+  cuda::StreamGuard guard(side);
+  EXPECT_TRUE(zt::test::throws_with([&] { t.begin(); }, "than its first one's"));
 }
 
 TEST(CudaKernelProfile, NothingIsTimedInsideACapture) {
