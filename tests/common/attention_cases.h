@@ -180,6 +180,7 @@ inline Tensor qkv_projection_gradient(const Tensor& qkv, int64_t heads, bool pac
 /// projection as it is: the same bits as q, k and v copied apart, without the three copies
 /// that join separate buffers.
 inline void expect_packed_qkv_gradient_whole(const Tensor& qkv, int64_t heads) {
+  FlashBackwardScope split(flash::Backward::split);  // the same bits on both sides
   int64_t packed_copies = -1, apart_copies = -1;
   const Tensor packed = qkv_projection_gradient(qkv, heads, true, &packed_copies);
   const Tensor apart = qkv_projection_gradient(qkv, heads, false, &apart_copies);

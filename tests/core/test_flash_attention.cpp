@@ -9,6 +9,8 @@
 // does in bf16). Measured against f32: 2e-3 .. 3e-3 in bf16, 2e-4 .. 4e-4 in f16, about
 // the rounding of the results alone; held to 6e-3 and 8e-4. A fragment mapped to the
 // wrong rows or columns gives errors of order 1.
+#include <optional>
+
 #include "common/attention_cases.h"
 #include "common/test_util.h"
 
@@ -63,8 +65,10 @@ TEST(FlashAttention, EveryTileShapeMatchesF32WithTheDefaultsBits) {
   // Which warp owns a row does not change its arithmetic, nor does the backward's step:
   // it adds the other side's 16-row chunks in order. The forward's step sets where its
   // running max moves, so only a forward with another step may differ in the last bits.
-  // 150 rows: tiles of 64 or 128 rows, the last one partly filled.
+  // 150 rows: tiles of 64 or 128 rows, the last one partly filled. The split backward,
+  // whatever ZT_FLASH_BACKWARD says (the atomic one's dq bits depend on the threads).
   using flash::Pass;
+  test::FlashBackwardScope split(flash::Backward::split);
   for (int64_t d : {32, 64}) {
     for (bool causal : {false, true}) {
       SCOPED_TRACE("D=" + std::to_string(d) + " causal=" + std::to_string(causal));
@@ -297,6 +301,7 @@ TEST(FlashAttention, SameBitsOnOneAndTwoThreadsButTheAtomicDq) {
                                  normals({n0, 2, t, 64}, 14, DType::bf16),
                                  normals({n0, 2, t, 64}, 15, DType::bf16), causal);
   };
+  std::optional<test::FlashBackwardScope> split(flash::Backward::split);  // whatever the env says
   test::AttentionGrads one = on_threads(1, 2, 50, true), two = on_threads(2, 2, 50, true);
   EXPECT_TRUE(same_bits(one.out, two.out));
   EXPECT_TRUE(same_bits(one.dq, two.dq));
@@ -304,6 +309,7 @@ TEST(FlashAttention, SameBitsOnOneAndTwoThreadsButTheAtomicDq) {
   EXPECT_TRUE(same_bits(one.dv, two.dv));
   // The atomic backward's key tiles add their shares of dq from both threads at once (four
   // tiles over 200 keys): dk and dv keep their bits, dq stays within its rounding.
+  split.reset();
   test::FlashBackwardScope atomic(flash::Backward::atomic);
   one = on_threads(1, 1, 200, false);
   two = on_threads(2, 1, 200, false);

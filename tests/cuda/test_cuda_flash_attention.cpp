@@ -48,7 +48,9 @@ TEST(CudaFlashAttention, EveryTileShapeMatchesItsHostEmulation) {
   // As on the host (FlashAttention.EveryTileShapeMatchesF32WithTheDefaultsBits): a row's
   // arithmetic does not depend on the warp that owns it, nor the backward's on its step,
   // so those shapes give the default's bits here too. 150 rows: a partly filled last tile.
+  // The split backward, whatever ZT_FLASH_BACKWARD says: the atomic one's dq bits vary.
   using flash::Pass;
+  test::FlashBackwardScope split(flash::Backward::split);
   auto same_bits = [](const Tensor& a, const Tensor& b) {
     return test::all_close(a.to(kCpu).to(DType::f64), b.to(kCpu).to(DType::f64), 0.0, 0.0);
   };
@@ -177,7 +179,8 @@ TEST(CudaFlashAttention, ReplaysFromACudaGraph) {
   ZT_SKIP_WITHOUT_GPU();
   // Fused attention forward and backward as a step captured once (core/step_graph.h):
   // each replay on a new batch equals an eager step on it bit for bit (the kernels have
-  // no atomics, so their bits do not depend on the stream).
+  // no atomics under the split backward, so their bits do not depend on the stream).
+  test::FlashBackwardScope split(flash::Backward::split);
   const Shape shape{2, 4, 40, 64};
   const Tensor kv = normal_cpu(shape, 30, DType::bf16).to(kGpu);
   const Tensor up = normal_cpu(shape, 31, DType::bf16).to(kGpu);
