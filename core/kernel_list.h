@@ -207,9 +207,10 @@ std::array<int64_t, 2> index_range(const Tensor& index);
 /// out (outer, n_idx, inner) = x (outer, n, inner)[:, index, :]; any dtype.
 void index_rows(const Tensor& out, const Tensor& x, const Tensor& index, int64_t outer, int64_t n,
                 int64_t inner);
-/// dst (outer, n, inner) += src (outer, n_idx, inner) at rows index; floating dtypes.
+/// dst (outer, n, inner) += src (outer, n_idx, inner) at rows index; floating dtypes. `op`
+/// names the caller in errors; for kBincount the CUDA kernel reports an index out of range.
 void index_rows_add(const Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer,
-                    int64_t n, int64_t inner);
+                    int64_t n, int64_t inner, IndexAddOp op = IndexAddOp::kIndexSelectBackward);
 /// offsets (index's shape, i64): element offsets into a contiguous x (x_sizes) of
 /// gather(x, dim, index).
 void gather_offsets(const Tensor& offsets, const Tensor& index, const Shape& x_sizes, int64_t dim);

@@ -39,6 +39,11 @@ enum class BinaryOp : uint8_t {
 };
 // clang-format on
 
+/// The op an index_rows_add serves, for its errors: the backward of index_select (and
+/// embedding), whose forward already reported any index out of range, or bincount, which
+/// nothing before it checked on a GPU (its kernel reports a bad id there).
+enum class IndexAddOp : uint8_t { kIndexSelectBackward, kBincount };
+
 /// The geometry of one convolution call (already validated by the op). 2-D
 /// convolutions have D = kd = 1. Legend: N batch, C input channels, O output channels,
 /// D/H/W input sizes, Do/Ho/Wo output sizes, kd/kh/kw kernel sizes.

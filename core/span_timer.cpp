@@ -48,19 +48,27 @@ SpanTimer::~SpanTimer() = default;
 
 void SpanTimer::begin() {
   ZT_CHECK(!impl_->open, "SpanTimer: begin() while a span is open");
-  impl_->open = true;
 #ifdef ZT_WITH_CUDA
-  if (impl_->device.is_cuda()) return impl_->record();
+  if (impl_->device.is_cuda()) {
+    impl_->record();  // first: a refused span leaves the timer as it was
+    impl_->open = true;
+    return;
+  }
 #endif
+  impl_->open = true;
   impl_->start = std::chrono::steady_clock::now();
 }
 
 void SpanTimer::end() {
   ZT_CHECK(impl_->open, "SpanTimer: end() without begin()");
-  impl_->open = false;
 #ifdef ZT_WITH_CUDA
-  if (impl_->device.is_cuda()) return impl_->record();
+  if (impl_->device.is_cuda()) {
+    impl_->record();
+    impl_->open = false;
+    return;
+  }
 #endif
+  impl_->open = false;
   impl_->seconds +=
       std::chrono::duration<double>(std::chrono::steady_clock::now() - impl_->start).count();
 }

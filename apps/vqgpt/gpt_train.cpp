@@ -352,7 +352,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                       fmt("%.4f", result.eval_loss));
     }
     last_done = done;
-    if (checkpoints.stop_after(done, comm)) break;
+    if (checkpoints.stop_after(done, comm)) {
+      settle(done);  // a stop without a save still reads (and checks) what is queued
+      break;
+    }
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
   result.stopped_by_signal = checkpoints.stopped_by();

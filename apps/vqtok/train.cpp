@@ -427,7 +427,10 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
               " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
               app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
-    if (checkpoints.stop_after(done, comm)) break;
+    if (checkpoints.stop_after(done, comm)) {
+      settle(done);  // a stop without a save still reads (and checks) what is queued
+      break;
+    }
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
   result.stopped_by_signal = checkpoints.stopped_by();

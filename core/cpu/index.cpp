@@ -122,12 +122,13 @@ void index_rows(const Tensor& out, const Tensor& x, const Tensor& index, int64_t
 }
 
 void index_rows_add(const Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer,
-                    int64_t n, int64_t inner) {
+                    int64_t n, int64_t inner, IndexAddOp op) {
   const int64_t n_idx = index.numel();
-  dispatch_floating(dst.dtype(), "index_select backward", [&]<typename T>() {
+  const char* name = op == IndexAddOp::kBincount ? "bincount" : "index_select backward";
+  dispatch_floating(dst.dtype(), name, [&]<typename T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
-    with_indices(index, "index_select backward", [&](const auto* idx) {
+    with_indices(index, name, [&](const auto* idx) {
       for (int64_t o = 0; o < outer; ++o) {
         for (int64_t j = 0; j < n_idx; ++j) {
           T* drow = d + (o * n + idx[j]) * inner;

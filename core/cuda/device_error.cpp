@@ -33,6 +33,8 @@ const char* op_name(int op) {
       return "one_hot";
     case kOpCrossEntropy:
       return "cross_entropy";
+    case kOpBincount:
+      return "bincount";
     default:
       return "a CUDA kernel";
   }

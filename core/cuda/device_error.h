@@ -19,7 +19,7 @@ namespace zt::cuda {
 /// What a kernel found wrong (DeviceError::kind); 0: nothing.
 enum DeviceErrorKind : int {
   kNoDeviceError = 0,
-  kIndexOutOfRange = 1,   ///< an index (index_select, embedding, gather, one_hot)
+  kIndexOutOfRange = 1,   ///< an index (index_select, embedding, gather, one_hot, bincount)
   kTargetOutOfRange = 2,  ///< a cross_entropy target neither in range nor ignore_index
 };
 
@@ -29,6 +29,7 @@ enum DeviceErrorOp : int {
   kOpGather = 2,
   kOpOneHot = 3,
   kOpCrossEntropy = 4,
+  kOpBincount = 5,
 };
 
 /// One device's first recorded error, written by kernels (report_device_error in

@@ -81,13 +81,17 @@ __global__ void index_rows_kernel(T* out, const T* x, const I* idx, int64_t tota
   }
 }
 
-// rows[m] = destination row of source row m = (o, j): o * n + idx[j]. A bad index (the
-// forward reported it) is clamped into range, so the scatter stays in bounds.
+// rows[m] = destination row of source row m = (o, j): o * n + idx[j]. A bad index is
+// clamped into range, so the scatter stays in bounds, and reported when `report` is set
+// (bincount; an index_select's forward reported it already).
 template <typename I>
 __global__ void index_dest_rows_kernel(uint64_t* rows, const I* idx, int64_t M, int64_t n,
-                                       int64_t n_idx) {
+                                       int64_t n_idx, bool report, DeviceErrorSlot err) {
   ZT_GRID_LOOP(m, M) {
-    const int64_t v = idx_at(idx, m % n_idx);
+    const int64_t j = m % n_idx, v = idx_at(idx, j);
+    const bool bad = v < 0 || v >= n;
+    if (bad && report && m < n_idx)
+      report_device_error(err, kIndexOutOfRange, kOpBincount, v, n, j);
     rows[m] = static_cast<uint64_t>((m / n_idx) * n + (v < 0 ? 0 : (v >= n ? n - 1 : v)));
   }
 }
@@ -385,18 +389,19 @@ void index_rows(const Tensor& out, const Tensor& x, const Tensor& index, int64_t
 }
 
 void index_rows_add(const Tensor& dst, const Tensor& src, const Tensor& index, int64_t outer,
-                    int64_t n, int64_t inner) {
-  check_device("index_select backward", dst.device(), {src, index});
-  check_contiguous("index_select backward", {dst, src, index});
+                    int64_t n, int64_t inner, IndexAddOp op) {
+  const char* name = op == IndexAddOp::kBincount ? "bincount" : "index_select backward";
+  check_device(name, dst.device(), {src, index});
+  check_contiguous(name, {dst, src, index});
   const int64_t n_idx = index.numel(), M = outer * n_idx;
   if (M == 0 || inner == 0) return;
   const int dev = dst.device().index;
   DeviceGuard g(dev);
   Tensor rows = Tensor::empty({M}, DType::i64, dst.device());
-  dispatch_index(index.dtype(), "index_select backward", [&]<typename I>() {
+  dispatch_index(index.dtype(), name, [&]<typename I>() {
     index_dest_rows_kernel<I><<<grid_for(M, dev), kThreads, 0, current_stream()>>>(
         static_cast<uint64_t*>(rows.data_ptr()), static_cast<const I*>(index.data_ptr()), M, n,
-        n_idx);
+        n_idx, op == IndexAddOp::kBincount, device_error_record());
     CUDA_CHECK_LAUNCH();
   });
   scatter_rows_add(dst, src, rows, M, inner, outer * n);

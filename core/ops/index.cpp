@@ -114,7 +114,8 @@ Tensor bincount(const Tensor& ids, int64_t classes, const Tensor& weight) {
   } else {
     add = ones({ic.numel()}, DType::f64, ids.device());
   }
-  ZT_DISPATCH(counts.device(), index_rows_add, counts, add, ic, 1, classes, 1);
+  ZT_DISPATCH(counts.device(), index_rows_add, counts, add, ic, 1, classes, 1,
+              IndexAddOp::kBincount);
   return counts;
 }
 
