@@ -100,8 +100,9 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 // cuda/layer_norm.cu (LayerNorm). Legend: N batch, C channels, S spatial elements per
 // channel, G groups. Tensors contiguous, f32 or f64 (LayerNorm: also bf16 and f16);
 // GroupNorm and BatchNorm statistics (mean, rstd) have the dtype of x. Sums accumulate
-// in double (LayerNorm's statistics on CUDA: f32 or f64); results do not depend on the thread
-// count.
+// in double (LayerNorm's statistics on CUDA: f32 or f64, and its parameter gradients' 16-byte
+// path adds 8 rows' f32 products before its double sums); results do not depend on the
+// thread count.
 
 /// y, x (N, C, S); weight, bias (C) or undefined; mean, rstd (N, G) written.
 /// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements.
@@ -129,8 +130,9 @@ void batch_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 /// (D) of x's dtype or undefined; mean, rstd (rows) written in f32 (f64 for f64 x), rstd
 /// = 1 / sqrt(biased var + eps). y = (x - mean) rstd weight + bias is computed in f32 (f64
 /// for f64) and rounded once to x's dtype. Each row is reduced in a fixed order (CPU: in
-/// double, shifted by the row's first element; CUDA: two passes in f32 or f64, one block
-/// per row), so results do not depend on the thread count.
+/// double, shifted by the row's first element; CUDA: two passes in f32 or f64, by one warp
+/// per row where the row fits a warp's 16-byte loads, else one block per row), so results
+/// do not depend on the thread count.
 void layer_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
                         const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D,
                         double eps);

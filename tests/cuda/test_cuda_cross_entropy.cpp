@@ -13,6 +13,10 @@
 
 #include "cuda/cuda_compare.h"
 
+#ifdef ZT_WITH_CUDA
+#include "core/kernels.h"
+#endif
+
 using namespace zt;
 using namespace zt::cuda_test;
 
@@ -53,3 +57,32 @@ TEST(CudaCrossEntropy, LossIsReproducible) {
   zt::cuda_test::Run b = run_on(kGpu, fn, {logits, target});
   EXPECT_TRUE(runs_match(a, b, 0.0, 0.0));
 }
+
+#ifdef ZT_WITH_CUDA
+// Rows the CPU twin defines at the edges, over the 50k vocabulary, in f32 and bf16: a +inf
+// logit makes the row's log-sum-exp NaN (inf - inf), a NaN logit makes it NaN, a row
+// all -inf (its target kept) has -inf; a plain row beside them is unaffected.
+TEST(CudaCrossEntropy, EdgeRowsGiveTheCpusLogSumExp) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t P = 4, C = 50257;
+  std::vector<double> x = normal_cpu({P, C}, 630, DType::f64).to_vector();
+  x[0 * C + 777] = INFINITY;
+  x[1 * C + 31] = NAN;
+  for (int64_t k = 0; k < C; ++k) x[2 * C + k] = -INFINITY;
+  const Tensor target = from_vector({5, 6, 7, 8}, {P}, DType::i64);
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor logits = from_vector(x, {P, C}, dt);
+    Tensor lse = Tensor::empty({P}, DType::f64), stats = Tensor::empty({3}, DType::f64);
+    cpu::cross_entropy_forward(stats, lse, logits, target, -100);
+    Tensor glse = Tensor::empty({P}, DType::f64, kGpu);
+    Tensor gstats = Tensor::empty({3}, DType::f64, kGpu);
+    cuda::cross_entropy_forward(gstats, glse, logits.to(kGpu), target.to(kGpu), -100);
+    const std::vector<double> want = lse.to_vector(), got = glse.to(kCpu).to_vector();
+    EXPECT_TRUE(std::isnan(got[0]) && std::isnan(want[0])) << got[0] << " / " << want[0];
+    EXPECT_TRUE(std::isnan(got[1]) && std::isnan(want[1])) << got[1] << " / " << want[1];
+    EXPECT_TRUE(std::isinf(got[2]) && got[2] < 0 && want[2] == got[2]) << got[2];
+    EXPECT_NEAR(got[3], want[3], 1e-5 * std::abs(want[3]));
+  }
+}
+#endif

@@ -7,7 +7,8 @@
 //   f32: rtol 1e-4, atol 1e-4 (the GPU sums the statistics in f32 in two passes, the CPU
 //        in double in one shifted pass; dweight/dbias are sums in double on both);
 //   bf16: rtol 1e-2, atol 2e-2 (f32 arithmetic on both sides, then one bf16 rounding,
-//        which may land one bf16 ulp = 2^-8 apart; atol for entries near zero).
+//        which may land one bf16 ulp = 2^-8 apart; atol for entries near zero);
+//   f16: the same bounds (its ulp, 2^-11 relative, is smaller).
 // Without a GPU every test skips and says why.
 #include <string>
 
@@ -50,10 +51,10 @@ std::vector<Tensor> inputs(const Case& c, DType dt, uint64_t seed) {
 
 }  // namespace
 
-TEST(CudaLayerNorm, MatchesCpuF32AndBf16) {
+TEST(CudaLayerNorm, MatchesCpuF32Bf16AndF16) {
   ZT_SKIP_WITHOUT_GPU();
   uint64_t seed = 700;
-  for (DType dt : {DType::f32, DType::bf16}) {
+  for (DType dt : {DType::f32, DType::bf16, DType::f16}) {
     const double rtol = dt == DType::f32 ? 1e-4 : 1e-2, atol = dt == DType::f32 ? 1e-4 : 2e-2;
     for (const Case& c : kCases) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " rows " + std::to_string(c.rows) + " D " +
@@ -64,6 +65,19 @@ TEST(CudaLayerNorm, MatchesCpuF32AndBf16) {
       EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), rtol, atol));
     }
   }
+}
+
+// Rows that start off the 16-byte grid (x one element into its storage) take the block
+// path, whatever their width, with the same results.
+TEST(CudaLayerNorm, RowsOffThe16ByteGridTakeTheBlockPath) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t rows = 64, D = 768;
+  std::vector<Tensor> in = inputs({rows, D, true}, DType::bf16, 900);
+  in[0] = cat({normal_cpu({1}, 903, DType::bf16), in[0].reshape({-1})}, 0);
+  const Fn fn = [](const std::vector<Tensor>& v) {
+    return layer_norm(v[0].narrow(0, 1, rows * D).view({rows, D}), {D}, v[1], v[2]);
+  };
+  EXPECT_TRUE(runs_match(run_on(kGpu, fn, in), run_on(kCpu, fn, in), 1e-2, 2e-2));
 }
 
 TEST(CudaLayerNorm, RunsAreBitwiseReproducible) {
