@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "core/work_counts.h"
@@ -37,7 +38,9 @@ const char* base_name(const char* file) {
 void print_process_profile();
 ApiProfile* g_process_profile = [] {
   const char* v = std::getenv("ZT_API_PROFILE");
-  if (!v || !*v || std::strcmp(v, "0") == 0) return static_cast<ApiProfile*>(nullptr);
+  if (!v || !*v || std::strcmp(v, "0") == 0 || std::strcmp(v, "false") == 0 ||
+      std::strcmp(v, "off") == 0)
+    return static_cast<ApiProfile*>(nullptr);
   auto* p = new ApiProfile;
   std::atexit(print_process_profile);
   return p;
@@ -95,6 +98,8 @@ ApiProfile::~ApiProfile() {
 
 std::vector<ApiProfile::Site> ApiProfile::sites() const {
   std::vector<Site> out;
+  // A site in a template is one ApiSite per instantiation: one row per call and line.
+  std::map<std::pair<std::string, std::string>, size_t> row_of;
   std::lock_guard<std::mutex> lock(detail::sites_mutex());
   const std::vector<detail::ApiSite*>& all = detail::all_sites();
   for (size_t i = 0; i < all.size(); ++i) {
@@ -102,9 +107,16 @@ std::vector<ApiProfile::Site> ApiProfile::sites() const {
     const int64_t calls = all[i]->calls.load(std::memory_order_relaxed) - calls0;
     if (calls == 0) continue;
     const std::string text = all[i]->call;
-    out.push_back({text.substr(0, text.find('(')),
-                   std::string(all[i]->file) + ":" + std::to_string(all[i]->line), calls,
-                   1e-6 * static_cast<double>(all[i]->ns.load(std::memory_order_relaxed) - ns0)});
+    Site site{text.substr(0, text.find('(')),
+              std::string(all[i]->file) + ":" + std::to_string(all[i]->line), calls,
+              1e-6 * static_cast<double>(all[i]->ns.load(std::memory_order_relaxed) - ns0)};
+    const auto [it, fresh] = row_of.emplace(std::make_pair(site.call, site.where), out.size());
+    if (fresh) {
+      out.push_back(std::move(site));
+    } else {
+      out[it->second].calls += site.calls;
+      out[it->second].host_ms += site.host_ms;
+    }
   }
   std::stable_sort(out.begin(), out.end(),
                    [](const Site& a, const Site& b) { return a.host_ms > b.host_ms; });

@@ -487,18 +487,22 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
   ZT_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ",
            strides.size(), " strides");
   int64_t last = offset;  // the furthest element the view reaches
-  bool empty = false;
+  bool empty = false, overflow = false;
   for (size_t d = 0; d < sizes.size(); ++d) {
     ZT_CHECK(sizes[d] >= 0 && strides[d] >= 0, "as_strided: sizes ", shape_str(sizes),
              " and strides ", shape_str(strides), " must not be negative");
     empty = empty || sizes[d] == 0;
-    if (sizes[d] > 0) last += (sizes[d] - 1) * strides[d];
+    int64_t reach = 0;
+    if (sizes[d] > 0)
+      overflow = overflow || __builtin_mul_overflow(sizes[d] - 1, strides[d], &reach) ||
+                 __builtin_add_overflow(last, reach, &last);
   }
   const auto capacity =
       static_cast<int64_t>(impl_->storage->bytes() / static_cast<size_t>(dtype_size(dtype())));
-  ZT_CHECK(offset >= 0 && (empty || last < capacity), "as_strided: sizes ", shape_str(sizes),
-           ", strides ", shape_str(strides), " from element ", offset, " reach past the storage's ",
-           capacity, " elements");
+  // An empty view may sit at the storage's end, not past it.
+  ZT_CHECK(offset >= 0 && !overflow && (empty ? offset <= capacity : last < capacity),
+           "as_strided: sizes ", shape_str(sizes), ", strides ", shape_str(strides),
+           " from element ", offset, " reach past the storage's ", capacity, " elements");
   return make_view(sizes, strides, offset);
 }
 

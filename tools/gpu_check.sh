@@ -64,7 +64,7 @@ step 10 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20"
 # engine's cost (separate processes differ by more than it on the host-bound batch 8); then
 # (--api) each one's host time per step inside every GPU library call site: where the
 # engine's extra host time goes.
-step 14 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 30 --paired --api"
+step 14 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --paired --api"
 step 12 "bin/zt-bench vqtok-step --device cuda --batch 64 --steps 20 --paired"
 # cuDNN algorithms timed once per shape (train.cudnn_benchmark), then also among those that
 # sum with atomics (train.cudnn_deterministic: false): the PyTorch twins' settings below.
@@ -89,8 +89,9 @@ step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph
 torch_step 40 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 8 --steps 30"
 torch_step 34 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --batch 64 --steps 20"
 step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"  # GPT-2 small, MFU
-# The same without the fused attention kernels (batched GEMMs and softmax): what they save.
-step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --qkv separate"  # vs fused
+# The same with q, k and v projected apart (three GEMMs a block, their gradients summed):
+# what the fused projection saves.
+step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3 --qkv separate"
 step 8 "ZT_CUBLAS_WORKSPACE=0 bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 3"  # cuBLAS's own pool
 # cuBLASLt's candidates timed once per GEMM problem (train.gemm_benchmark), every GEMM through
 # cuBLASLt: the kernel lines beside the first run's say what it gains per GEMM kind.
@@ -99,8 +100,8 @@ step 10 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --gemm-
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 # The fused attention kernels at every tile shape, their backward split and atomic (GPT-2
-# small's attention, then head dim 128), and the GPT step with a three-stage pipeline and with
-# the atomic backward (one pass, dq by f32 atomics): which to make the default.
+# small's attention, then head dim 128), and the GPT step with the atomic backward (one
+# pass, dq by f32 atomics): which to make the default.
 step 12 "bin/zt-bench attention --device cuda"
 torch_step 20 "$py $repo/tools/bench_attention_torch.py --device cuda"  # PyTorch's SDPA, same count
 step 10 "bin/zt-bench attention --device cuda --heads 6 --dim 128"

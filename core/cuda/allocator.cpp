@@ -150,7 +150,7 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
         " held by zt tensors. HINT: lower the batch size, or check memory_stats() for the tag "
         "that grows"));
   }
-  CUDA_CHECK(st);
+  CUDA_CHECK_STATUS(st, "cudaMalloc");
   std::lock_guard<std::mutex> lock(s.mu);
   s.allocated += static_cast<int64_t>(size);
   s.live.emplace(p, Block{size, d.index, stream});

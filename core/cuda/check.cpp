@@ -111,7 +111,7 @@ bool event_done(cudaEvent_t event) {
     if (cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
     return false;
   }
-  CUDA_CHECK(s);
+  CUDA_CHECK_STATUS(s, "cudaEventQuery(event)");
   return true;
 }
 }  // namespace zt::cuda

@@ -24,29 +24,33 @@ namespace zt::cuda {
 bool event_done(cudaEvent_t event);
 }  // namespace zt::cuda
 
-/// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
-#define CUDA_CHECK(call)                                                           \
-  do {                                                                             \
-    cudaError_t zt_status_ = ZT_API(call);                                         \
-    if (zt_status_ != cudaSuccess)                                                 \
-      ::zt::cuda::detail::throw_cuda_error(zt_status_, #call, __FILE__, __LINE__); \
+/// The checks of a status already returned (by a call counted at its own site through
+/// ZT_API): `what` names the call in the error. No call is counted here.
+#define CUDA_CHECK_STATUS(status, what)                                           \
+  do {                                                                            \
+    const cudaError_t zt_status_ = (status);                                      \
+    if (zt_status_ != cudaSuccess)                                                \
+      ::zt::cuda::detail::throw_cuda_error(zt_status_, what, __FILE__, __LINE__); \
   } while (0)
-
-/// Throws zt::Error unless the cuBLAS / cuBLASLt call returns CUBLAS_STATUS_SUCCESS.
-#define CUBLAS_CHECK(call)                                                           \
-  do {                                                                               \
-    int zt_status_ = static_cast<int>(ZT_API(call));                                 \
-    if (zt_status_ != 0)                                                             \
-      ::zt::cuda::detail::throw_cublas_error(zt_status_, #call, __FILE__, __LINE__); \
-  } while (0)
-
-/// Throws zt::Error unless the cuDNN call returns CUDNN_STATUS_SUCCESS.
-#define CUDNN_CHECK(call)                                                           \
+#define CUBLAS_CHECK_STATUS(status, what)                                           \
   do {                                                                              \
-    int zt_status_ = static_cast<int>(ZT_API(call));                                \
+    const int zt_status_ = static_cast<int>(status);                                \
     if (zt_status_ != 0)                                                            \
-      ::zt::cuda::detail::throw_cudnn_error(zt_status_, #call, __FILE__, __LINE__); \
+      ::zt::cuda::detail::throw_cublas_error(zt_status_, what, __FILE__, __LINE__); \
   } while (0)
+#define CUDNN_CHECK_STATUS(status, what)                                           \
+  do {                                                                             \
+    const int zt_status_ = static_cast<int>(status);                               \
+    if (zt_status_ != 0)                                                           \
+      ::zt::cuda::detail::throw_cudnn_error(zt_status_, what, __FILE__, __LINE__); \
+  } while (0)
+
+/// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
+#define CUDA_CHECK(call) CUDA_CHECK_STATUS(ZT_API(call), #call)
+/// Throws zt::Error unless the cuBLAS / cuBLASLt call returns CUBLAS_STATUS_SUCCESS.
+#define CUBLAS_CHECK(call) CUBLAS_CHECK_STATUS(ZT_API(call), #call)
+/// Throws zt::Error unless the cuDNN call returns CUDNN_STATUS_SUCCESS.
+#define CUDNN_CHECK(call) CUDNN_CHECK_STATUS(ZT_API(call), #call)
 
 /// Checks the launch of the kernel just issued (bad configuration, missing sm_90 code)
 /// and counts it (core/work_counts.h).

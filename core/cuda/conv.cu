@@ -34,8 +34,8 @@
 #include <tuple>
 #include <utility>
 
-#include "core/allocator.h"
 #include "core/algo_policy.h"
+#include "core/allocator.h"
 #include "core/cuda/allocator.h"
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/conv_rank.h"
@@ -354,7 +354,7 @@ bool run_candidates(const ConvGeometry& g, DType dt, Pass pass, ConvDescs& d, cu
       if (no_memory) move_first(key, c);
       return true;
     }
-    if (!refused(st)) CUDNN_CHECK(st);
+    if (!refused(st)) CUDNN_CHECK_STATUS(st, "the cuDNN convolution");
     std::lock_guard<std::mutex> lock(g_cache_mutex);
     auto [cached, it] = cached_place(key, c);
     if (it != cached->end()) cached->erase(it);

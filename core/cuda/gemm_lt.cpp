@@ -278,7 +278,7 @@ bool run_lt(const LtProblem& p, Device dev) {
     plan.found = false;
     return false;
   }
-  CUBLAS_CHECK(st);
+  CUBLAS_CHECK_STATUS(st, "cublasLtMatmul");
   ++::zt::detail::thread_work_counts().launches;
   return true;
 }

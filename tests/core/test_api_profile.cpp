@@ -86,5 +86,27 @@ TEST(ApiProfile, CountsCallsFromEveryThread) {
   EXPECT_EQ(find(profile.sites(), "quick_call")->calls, 5);
 }
 
+// One ZT_API in a template: an ApiSite per instantiation, one row in the profile.
+template <typename T>
+T call_templated(T x) {
+  return ZT_API(quick_call(static_cast<int>(x)));
+}
+
+TEST(ApiProfile, ASiteInATemplateIsOneRow) {
+  ApiProfile profile;
+  call_templated<int>(1);
+  call_templated<long>(2);
+  call_templated<short>(3);
+  int rows = 0;  // only the template's site called quick_call while the profile lived
+  int64_t calls = 0;
+  for (const auto& site : profile.sites())
+    if (site.call == "quick_call") {
+      ++rows;
+      calls += site.calls;
+    }
+  EXPECT_EQ(rows, 1);
+  EXPECT_EQ(calls, 3);
+}
+
 }  // namespace
 }  // namespace zt

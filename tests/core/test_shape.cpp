@@ -237,6 +237,12 @@ TEST(Shape, AsStridedViewsTheStorageWithinItsBounds) {
       },
       "reach past the storage's 12 elements"));
   EXPECT_TRUE(throws_with([&] { (void)x.as_strided({2}, {1, 1}, 0); }, "1 sizes but 2 strides"));
+  // A stride whose reach overflows 64 bits does not wrap back into range.
+  EXPECT_TRUE(throws_with([&] { (void)x.as_strided({3}, {int64_t{1} << 62}, 0); },
+                          "reach past the storage's 12 elements"));
+  // An empty view may start at the end of the storage, not past it.
+  EXPECT_EQ(x.as_strided({0}, {1}, 12).numel(), 0);
+  EXPECT_TRUE(throws_with([&] { (void)x.as_strided({0}, {1}, 13); }, "from element 13"));
 }
 
 // A tensor with a dimension of size 0 has no element to lay out: it is contiguous whatever
