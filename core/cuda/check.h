@@ -26,24 +26,15 @@ bool event_done(cudaEvent_t event);
 
 /// The checks of a status already returned (by a call counted at its own site through
 /// ZT_API): `what` names the call in the error. No call is counted here.
-#define CUDA_CHECK_STATUS(status, what)                                           \
-  do {                                                                            \
-    const cudaError_t zt_status_ = (status);                                      \
-    if (zt_status_ != cudaSuccess)                                                \
-      ::zt::cuda::detail::throw_cuda_error(zt_status_, what, __FILE__, __LINE__); \
+#define ZT_STATUS_CHECK_(type, status, what, thrower)                                            \
+  do {                                                                                           \
+    const type zt_status_ = static_cast<type>(status);                                           \
+    if (zt_status_ != type{}) ::zt::cuda::detail::thrower(zt_status_, what, __FILE__, __LINE__); \
   } while (0)
-#define CUBLAS_CHECK_STATUS(status, what)                                           \
-  do {                                                                              \
-    const int zt_status_ = static_cast<int>(status);                                \
-    if (zt_status_ != 0)                                                            \
-      ::zt::cuda::detail::throw_cublas_error(zt_status_, what, __FILE__, __LINE__); \
-  } while (0)
-#define CUDNN_CHECK_STATUS(status, what)                                           \
-  do {                                                                             \
-    const int zt_status_ = static_cast<int>(status);                               \
-    if (zt_status_ != 0)                                                           \
-      ::zt::cuda::detail::throw_cudnn_error(zt_status_, what, __FILE__, __LINE__); \
-  } while (0)
+#define CUDA_CHECK_STATUS(status, what) \
+  ZT_STATUS_CHECK_(cudaError_t, status, what, throw_cuda_error)
+#define CUBLAS_CHECK_STATUS(status, what) ZT_STATUS_CHECK_(int, status, what, throw_cublas_error)
+#define CUDNN_CHECK_STATUS(status, what) ZT_STATUS_CHECK_(int, status, what, throw_cudnn_error)
 
 /// Throws zt::Error unless the CUDA runtime call returns cudaSuccess.
 #define CUDA_CHECK(call) CUDA_CHECK_STATUS(ZT_API(call), #call)
