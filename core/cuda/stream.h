@@ -151,9 +151,9 @@ H thread_handle(int device, Create create, Destroy) {
 /// Binds this thread's library handle of `device` to `stream` with set(handle, stream)
 /// unless its last bind was to that stream: binding costs microseconds even to the stream
 /// already set. The first use binds whatever the stream (the default one included: a set
-/// may do more than cudaStreamSet, as cuBLAS's workspace). A set that returns false (its
-/// work only partly done, as in a graph capture) is not remembered, so the next use binds
-/// again. One table per handle type and call site.
+/// may do more than set the stream, as cuBLAS's gives it a workspace). A set that returns
+/// false (its work only partly done, as in a graph capture) is not remembered, so the next
+/// use binds again. One table per handle type and call site.
 template <typename H, typename Set>
 void bind_stream(H handle, int device, cudaStream_t stream, Set set) {
   struct Bound {
