@@ -190,7 +190,7 @@ if(TARGET zt-bench)
     --steps 1 --dtype bf16 --ranks 2 --kernels)
   # zt-bench attention on the CPU (the kernels' warp emulation, a small shape): every
   # built tile shape runs, the ones that keep the default's bits say so (rel_err 0), the
-  # atomic backward runs too (its dq within 1e-3 of split's), and the fastest are named.
+  # atomic backward runs too (its dq within 1e-2 of split's), and the fastest are named.
   # --flash-tiles and --flash-backward reach the GPT's attention.
   zt_check_test(apps.bench.attention 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
     $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 2 --seq 150 --reps 1)

@@ -250,7 +250,7 @@ TEST(Norms, ResultsDoNotDependOnThreadCount) {
   Tensor x = randn({4, 8, 32, 64}, g), w = randn({8}, g), b = randn({8}, g);
   Tensor gy = randn({4, 8, 32, 64}, g);
   auto run = [&](int threads) {
-    set_num_threads(threads);
+    test::ThreadCount count(threads);
     Tensor xl = x.clone().set_requires_grad(true);
     Tensor y1 = group_norm(xl, 4, w, b, 1e-6);
     Tensor y2 = batch_norm(xl, Tensor(), Tensor(), w, b, true, 0.1, 1e-5);
@@ -261,7 +261,6 @@ TEST(Norms, ResultsDoNotDependOnThreadCount) {
   };
   auto one = run(1);
   auto two = run(2);
-  set_num_threads(hardware_threads());
   for (size_t i = 0; i < one.size(); ++i) EXPECT_EQ(one[i], two[i]) << "output " << i;
 }
 
