@@ -101,14 +101,36 @@ struct LtProblem {
   int64_t m, n, k, lda, ldb, ldc;
   GemmTypes types;
   int64_t elem_bytes;
-  cublasLtEpilogue_t epilogue;
   const void *a, *b;
   void* out;
-  const void* bias;
-  void* aux;
-  float alpha, beta;
-  bool benchmark;  // gemm_benchmark() when the call was made
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  const void* bias = nullptr;
+  void* aux = nullptr;
+  float alpha = 1.0f, beta = 0.0f;
+  bool benchmark = gemm_benchmark();  // when the call was made
 };
+
+// The problem out = op(a) op(b) of one call, before its epilogue and scaling; errors
+// name `op`.
+LtProblem lt_problem(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Tensor& a,
+                     int64_t lda, const Tensor& b, int64_t ldb, const Tensor& out, int64_t ldc,
+                     const char* op) {
+  LtProblem p{};
+  p.ta = ta;
+  p.tb = tb;
+  p.m = m;
+  p.n = n;
+  p.k = k;
+  p.lda = lda;
+  p.ldb = ldb;
+  p.ldc = ldc;
+  p.types = gemm_types(out.dtype(), op);
+  p.elem_bytes = static_cast<int64_t>(dtype_size(out.dtype()));
+  p.a = a.data_ptr();
+  p.b = b.data_ptr();
+  p.out = out.data_ptr();
+  return p;
+}
 
 std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
   auto plan = std::make_unique<LtPlan>();
@@ -323,27 +345,12 @@ void gemm_epilogue(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, 
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
     return;
   }
-  const LtProblem p{
-      trans_a,
-      trans_b,
-      m,
-      n,
-      k,
-      lda,
-      ldb,
-      n,
-      gemm_types(out.dtype(), "gemm_epilogue"),
-      static_cast<int64_t>(dtype_size(out.dtype())),
-      gelu ? (bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
-           : (bias.defined() ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT),
-      a.data_ptr(),
-      b.data_ptr(),
-      out.data_ptr(),
-      bias.defined() ? bias.data_ptr() : nullptr,
-      gelu ? aux.data_ptr() : nullptr,
-      1.0f,
-      0.0f,
-      gemm_benchmark()};
+  LtProblem p = lt_problem(trans_a, trans_b, m, n, k, a, lda, b, ldb, out, n, "gemm_epilogue");
+  p.epilogue = gelu
+                   ? (bias.defined() ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX)
+                   : (bias.defined() ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT);
+  p.bias = bias.defined() ? bias.data_ptr() : nullptr;
+  p.aux = gelu ? aux.data_ptr() : nullptr;
   if (!run_lt(p, out.device()))
     gemm_epilogue_composed(trans_a, trans_b, m, n, k, a, lda, b, ldb, bias, gelu, out, aux);
 }
@@ -352,25 +359,10 @@ bool gemm_lt(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float 
              const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, float beta,
              const Tensor& c, int64_t ldc) {
   if (k == 0) return false;  // c = beta c: cuBLAS's case (no empty layouts for cuBLASLt)
-  const LtProblem p{trans_a,
-                    trans_b,
-                    m,
-                    n,
-                    k,
-                    lda,
-                    ldb,
-                    ldc,
-                    gemm_types(c.dtype(), "gemm"),
-                    static_cast<int64_t>(dtype_size(c.dtype())),
-                    CUBLASLT_EPILOGUE_DEFAULT,
-                    a.data_ptr(),
-                    b.data_ptr(),
-                    c.data_ptr(),
-                    nullptr,
-                    nullptr,
-                    alpha,
-                    beta,
-                    true};
+  LtProblem p = lt_problem(trans_a, trans_b, m, n, k, a, lda, b, ldb, c, ldc, "gemm");
+  p.alpha = alpha;
+  p.beta = beta;
+  p.benchmark = true;
   return run_lt(p, c.device());
 }
 
