@@ -2,6 +2,7 @@
 #include "zero/offload.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "core/ops.h"
 #include "core/storage.h"
@@ -56,6 +57,9 @@ Tensor OptimizerOffload::host_buffer(int64_t numel, DType dtype, MemTag tag) con
     std::shared_ptr<MemoryLedger> ledger = current_ledger();
     ledger->add(Device::cpu(), tag, static_cast<int64_t>(bytes));  // a limit refuses first
     void* p = nullptr;
+    // On the training GPU's context: no stray context on the process's first GPU.
+    std::optional<cuda::DeviceGuard> on;
+    if (device_.is_cuda()) on.emplace(device_.index);
     cudaError_t e = ZT_API(cudaHostAlloc(&p, std::max<size_t>(bytes, 1), cudaHostAllocDefault));
     if (e != cudaSuccess) {  // the ledger gives the bytes back before the error goes up
       ledger->sub(Device::cpu(), tag, static_cast<int64_t>(bytes));
