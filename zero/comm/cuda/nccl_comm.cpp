@@ -187,11 +187,17 @@ NcclComm::NcclComm(std::unique_ptr<MpiComm> boot, int device)
   std::memcpy(&id, root_id.data(), sizeof(id));
   cuda::DeviceGuard g(device_);
   NCCL_CHECK(ncclCommInitRank(&nccl_, size(), id, rank()));
-  barrier_buf_ = Tensor::empty({1}, DType::i32, Device::cuda(device_));
-  // One rank runs every collective in place (Communicator::issue): nothing to watch.
-  if (size() > 1)
-    watchdog_ = std::make_unique<Watchdog>(
-        [this] { return async_error(); }, [this](const std::string& why) { watchdog_failed(why); });
+  try {  // a constructor that throws runs no destructor: the communicator goes here
+    barrier_buf_ = Tensor::empty({1}, DType::i32, Device::cuda(device_));
+    // One rank runs every collective in place (Communicator::issue): nothing to watch.
+    if (size() > 1)
+      watchdog_ =
+          std::make_unique<Watchdog>([this] { return async_error(); },
+                                     [this](const std::string& why) { watchdog_failed(why); });
+  } catch (...) {
+    ncclCommAbort(nccl_);
+    throw;
+  }
 }
 
 NcclComm::~NcclComm() {
