@@ -33,7 +33,8 @@ void StepLog::add(int64_t step, int64_t micro, const std::vector<Tensor>& values
     src.push_back(values[i].detach().reshape({1}));
   }
   // The sum of squares (in double, one pass, no temporary of the input's size) is finite
-  // exactly when every element is. Integer inputs are.
+  // exactly when every element is, for inputs within f32's range (the batches: f32 and
+  // 16-bit); an f64 input past 1e154 would read as non-finite. Integer inputs are finite.
   const bool checked = input.defined() && is_floating(input.dtype());
   if (checked) {
     dst.push_back(row.narrow(0, static_cast<int64_t>(n), 1));
