@@ -57,6 +57,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <type_traits>
 
 #include "core/cuda/flash_params.h"
 
@@ -115,6 +116,15 @@ struct Tiles {
   static ZT_FLASH_FN bool all_visible(const Params& p, int64_t q0, int64_t k0, int nk) {
     return k0 + nk <= p.tk && (!p.causal || k0 + nk - 1 <= q0);
   }
+  /// f(masked) with masked a std::bool_constant, true unless `full`: a step clear of the
+  /// mask and the tails (`full`, block-uniform) runs code with no per-element test.
+  template <class F>
+  static ZT_FLASH_FN void masked_or_not(bool full, F&& f) {
+    if (full)
+      f(std::false_type{});
+    else
+      f(std::true_type{});
+  }
   /// Lane ln's accumulator element e of an n8 block of its warp's m16 tile i: row
   /// 16 (MT w + i) + g + 8 (e / 2) of the block's rows (w = ln / 32 its warp), column
   /// 2t + e % 2 of the n8 block.
@@ -137,23 +147,45 @@ struct Tiles {
     return p.matrices * ((rows + kRows - 1) / kRows);
   }
 
-  /// Rows [r0, r0 + n) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
+  /// Rows [r0, r0 + N) of m's matrix (b, h) into dst; rows at or past `rows` read as 0.
   /// The caller syncs before (no lane still reads dst) and after (before any lane does);
   /// kAsync copies land only at the Block::wait_async that covers their group (cp.async on
-  /// the GPU).
-  template <bool kAsync = false>
-  static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0, int n,
+  /// the GPU). Where the lanes divide into whole rows of 16-byte chunks (every head dim but
+  /// 96), a lane copies one column of every kLanes / kPerRow-th row: its source address is
+  /// found once and then stepped, with no division or 64-bit product per chunk.
+  template <int N, bool kAsync = false>
+  static ZT_FLASH_FN void stage(uint16_t* dst, const Mat& m, const Task& t, int64_t r0,
                                 int64_t rows) {
-    constexpr int kPerRow = D / kVec;
+    constexpr int kPerRow = D / kVec, kChunks = N * kPerRow;
+    auto copy = [](uint16_t* d, const uint16_t* src) {
+      if constexpr (kAsync)
+        Block::copy16_async(d, src);
+      else
+        Block::copy16(d, src);
+    };
     Block::each([&](int ln) {
-      for (int i = ln; i < n * kPerRow; i += kLanes) {
-        const int r = i / kPerRow, c = i % kPerRow * kVec;
-        if (r0 + r >= rows)
-          Block::zero16(dst + r * kLd + c);
-        else if constexpr (kAsync)
-          Block::copy16_async(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
-        else
-          Block::copy16(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
+      if constexpr (kLanes % kPerRow == 0) {
+        constexpr int kRowStep = kLanes / kPerRow;
+        const int r = ln / kPerRow, c = ln % kPerRow * kVec;
+        const int64_t left = rows - r0 - r;  // the matrix's rows from this lane's first on
+        const int64_t first = t.b * m.s0 + t.h * m.s1 + (r0 + r) * m.row + c;
+        ZT_FLASH_UNROLL
+        for (int k = 0; k < (kChunks + kLanes - 1) / kLanes; ++k) {
+          if (kChunks % kLanes != 0 && r + k * kRowStep >= N) break;
+          uint16_t* d = dst + (r + k * kRowStep) * kLd + c;
+          if (k * kRowStep < left)
+            copy(d, m.p + first + k * kRowStep * m.row);
+          else
+            Block::zero16(d);
+        }
+      } else {
+        for (int i = ln; i < kChunks; i += kLanes) {
+          const int r = i / kPerRow, c = i % kPerRow * kVec;
+          if (r0 + r >= rows)
+            Block::zero16(dst + r * kLd + c);
+          else
+            copy(dst + r * kLd + c, m.at(t.b, t.h, r0 + r) + c);
+        }
       }
     });
   }
@@ -357,7 +389,7 @@ struct Tiles {
     const Task t = task_of(p, task, p.tq, true);
     const int64_t kend = p.causal && t.r0 + kRows < p.tk ? t.r0 + kRows : p.tk;
     const float scale2 = p.scale * kLog2e;
-    stage(sm.own[0], p.q, t, t.r0, kRows, p.tq);
+    stage<kRows>(sm.own[0], p.q, t, t.r0, p.tq);
     Block::sync();
     Reg<U4> qa[MT][DK];
     load_rows(qa, sm.own[0]);
@@ -372,34 +404,35 @@ struct Tiles {
       }
     });
     auto fetch = [&](int64_t k0, int buf) {
-      stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
-      stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
+      stage<kOther, true>(sm.other[buf][0], p.k, t, k0, p.tk);
+      stage<kOther, true>(sm.other[buf][1], p.v, t, k0, p.tk);
     };
     walk(0, kend, fetch, [&](int64_t k0, int buf) {
       Reg<F4> s[MT][2 * KB];
       scores(s, qa, sm.other[buf][0]);
-      const bool full = all_visible(p, t.r0, k0, kOther);
       Reg<F2> mx[MT];  // the rows' new maxima
-      Block::each([&](int ln) {
-        ZT_FLASH_UNROLL
-        for (int i = 0; i < MT; ++i) {
-          float half[2][4 * KB];  // the lane's scaled scores of rows g and g + 8
+      masked_or_not(all_visible(p, t.r0, k0, kOther), [&](auto masked) {
+        Block::each([&](int ln) {
           ZT_FLASH_UNROLL
-          for (int j = 0; j < 2 * KB; ++j) {
+          for (int i = 0; i < MT; ++i) {
+            float half[2][4 * KB];  // the lane's scaled scores of rows g and g + 8
             ZT_FLASH_UNROLL
-            for (int e = 0; e < 4; ++e) {
-              float& x = s[i][j][ln].v[e];
-              x = full || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
-                      ? x * scale2
-                      : -INFINITY;
-              half[e / 2][2 * j + e % 2] = x;
+            for (int j = 0; j < 2 * KB; ++j) {
+              ZT_FLASH_UNROLL
+              for (int e = 0; e < 4; ++e) {
+                float& x = s[i][j][ln].v[e];
+                x = !masked || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
+                        ? x * scale2
+                        : -INFINITY;
+                half[e / 2][2 * j + e % 2] = x;
+              }
             }
+            ZT_FLASH_UNROLL
+            for (int h = 0; h < 2; ++h)
+              mx[i][ln].v[h] =
+                  fmaxf(m[i][ln].v[h], tree(half[h], [](float a, float b) { return fmaxf(a, b); }));
           }
-          ZT_FLASH_UNROLL
-          for (int h = 0; h < 2; ++h)
-            mx[i][ln].v[h] =
-                fmaxf(m[i][ln].v[h], tree(half[h], [](float a, float b) { return fmaxf(a, b); }));
-        }
+        });
       });
       ZT_FLASH_UNROLL
       for (int i = 0; i < MT; ++i) quad_reduce<true>(mx[i]);

@@ -31,8 +31,8 @@ ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::backward_dq(const Params& p, int6
   const Task t = task_of(p, task, p.tq, true);
   const int64_t kend = p.causal && t.r0 + kRows < p.tk ? t.r0 + kRows : p.tk;
   const float scale2 = p.scale * kLog2e;
-  stage(sm.own[0], p.q, t, t.r0, kRows, p.tq);
-  stage(sm.own[1], p.dout, t, t.r0, kRows, p.tq);
+  stage<kRows>(sm.own[0], p.q, t, t.r0, p.tq);
+  stage<kRows>(sm.own[1], p.dout, t, t.r0, p.tq);
   Block::sync();
   Block::each([&](int ln) {  // a row per lane: delta from dout (staged) and out
     for (int row = ln; row < kRows; row += kLanes) {
@@ -67,32 +67,33 @@ ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::backward_dq(const Params& p, int6
   Reg<F4> dq[MT][2 * DK];
   zero(dq);
   auto fetch = [&](int64_t k0, int buf) {
-    stage<true>(sm.other[buf][0], p.k, t, k0, kOther, p.tk);
-    stage<true>(sm.other[buf][1], p.v, t, k0, kOther, p.tk);
+    stage<kOther, true>(sm.other[buf][0], p.k, t, k0, p.tk);
+    stage<kOther, true>(sm.other[buf][1], p.v, t, k0, p.tk);
   };
   walk(0, kend, fetch, [&](int64_t k0, int buf) {
     Reg<F4> s[MT][2 * KB], dp[MT][2 * KB];
     scores(s, qa, sm.other[buf][0]);   // q k^T
     scores(dp, da, sm.other[buf][1]);  // dout v^T
-    const bool full = all_visible(p, t.r0, k0, kOther);
     Reg<U4> dsa[MT][KB];
-    Block::each([&](int ln) {
-      ZT_FLASH_UNROLL
-      for (int i = 0; i < MT; ++i) {
-        float ds[2 * KB][4];
+    masked_or_not(all_visible(p, t.r0, k0, kOther), [&](auto masked) {
+      Block::each([&](int ln) {
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
+        for (int i = 0; i < MT; ++i) {
+          float ds[2 * KB][4];
           ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int h = e / 2;
-            ds[j][e] = full || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
-                           ? Block::exp2(s[i][j][ln].v[e] * scale2 - lse[i][ln].v[h]) *
-                                 (dp[i][j][ln].v[e] - delta[i][ln].v[h])
-                           : 0.f;
+          for (int j = 0; j < 2 * KB; ++j) {
+            ZT_FLASH_UNROLL
+            for (int e = 0; e < 4; ++e) {
+              const int h = e / 2;
+              ds[j][e] = !masked || visible(p, t.r0 + row_of(ln, i, e), k0 + 8 * j + col_of(ln, e))
+                             ? Block::exp2(s[i][j][ln].v[e] * scale2 - lse[i][ln].v[h]) *
+                                   (dp[i][j][ln].v[e] - delta[i][ln].v[h])
+                             : 0.f;
+            }
           }
+          pack_a(dsa[i], ln, ds);
         }
-        pack_a(dsa[i], ln, ds);
-      }
+      });
     });
     accumulate(dq, dsa, sm.other[buf][0]);  // dq += ds k
   });
@@ -106,19 +107,23 @@ ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::backward_dkdv(const Params& p, in
   const Task t = task_of(p, task, p.tk, false);
   const int64_t k0 = t.r0;
   const float scale2 = p.scale * kLog2e;
-  stage(sm.own[0], p.k, t, k0, kRows, p.tk);
-  stage(sm.own[1], p.v, t, k0, kRows, p.tk);
+  stage<kRows>(sm.own[0], p.k, t, k0, p.tk);
+  stage<kRows>(sm.own[1], p.v, t, k0, p.tk);
   Reg<F4> dk[MT][2 * DK], dv[MT][2 * DK];
   zero(dk);
   zero(dv);
   auto fetch = [&](int64_t q0, int buf) {
-    stage<true>(sm.other[buf][0], p.q, t, q0, kOther, p.tq);
-    stage<true>(sm.other[buf][1], p.dout, t, q0, kOther, p.tq);
-    Block::each([&](int ln) {
-      for (int r = ln; r < kOther; r += kLanes) {
+    stage<kOther, true>(sm.other[buf][0], p.q, t, q0, p.tq);
+    stage<kOther, true>(sm.other[buf][1], p.dout, t, q0, p.tq);
+    Block::each([&](int ln) {  // a fixed trip count: no loop where the lanes cover the step
+      const int64_t row0 = t.bh * p.tq + q0;
+      ZT_FLASH_UNROLL
+      for (int k = 0; k < (kOther + kLanes - 1) / kLanes; ++k) {
+        const int r = ln + k * kLanes;
+        if (kOther % kLanes != 0 && r >= kOther) break;
         const bool in = q0 + r < p.tq;
-        Block::st(&sm.other_r[buf][0][r], in ? p.lse[t.bh * p.tq + q0 + r] * kLog2e : 0.f, ln);
-        Block::st(&sm.other_r[buf][1][r], in ? p.delta[t.bh * p.tq + q0 + r] : 0.f, ln);
+        Block::st(&sm.other_r[buf][0][r], in ? p.lse[row0 + r] * kLog2e : 0.f, ln);
+        Block::st(&sm.other_r[buf][1][r], in ? p.delta[row0 + r] : 0.f, ln);
       }
     });
   };
@@ -138,36 +143,38 @@ ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::backward_dkdv(const Params& p, in
       scores(dp, a, dt);  // v dout^T
     }
     // Every query of the step below tq and at or past the tile's last key: no test.
-    const bool full = q0 + kOther <= p.tq && all_visible(p, q0, k0, kRows);
     Reg<U4> pa[MT][KB], dsa[MT][KB];
-    Block::each([&](int ln) {
-      ZT_FLASH_UNROLL
-      for (int i = 0; i < MT; ++i) {
-        float pr[2 * KB][4], ds[2 * KB][4];
+    masked_or_not(q0 + kOther <= p.tq && all_visible(p, q0, k0, kRows), [&](auto masked) {
+      Block::each([&](int ln) {
         ZT_FLASH_UNROLL
-        for (int j = 0; j < 2 * KB; ++j) {
-          ZT_FLASH_UNROLL
-          for (int e = 0; e < 4; ++e) {
-            const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
-            const int64_t q = q0 + qc;
-            const bool vis = full || (q < p.tq && visible(p, q, k0 + row_of(ln, i, e)));
-            pr[j][e] = vis ? Block::exp2(s[i][j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
-            ds[j][e] = pr[j][e] * (dp[i][j][ln].v[e] - Block::ld(&delta[qc], ln));
-          }
-        }
-        pack_a(pa[i], ln, pr);
-        pack_a(dsa[i], ln, ds);
-        if constexpr (kAtomicDq) {  // ds as the keys x queries tile, rounded as dsa
+        for (int i = 0; i < MT; ++i) {
+          float pr[2 * KB][4], ds[2 * KB][4];
           ZT_FLASH_UNROLL
           for (int j = 0; j < 2 * KB; ++j) {
             ZT_FLASH_UNROLL
-            for (int h = 0; h < 2; ++h)
-              Block::store2(
-                  static_cast<SmemDq&>(sm).ds + row_of(ln, i, 2 * h) * kLdS + 8 * j + col_of(ln, 0),
-                  ds[j][2 * h], ds[j][2 * h + 1]);
+            for (int e = 0; e < 4; ++e) {
+              const int qc = 8 * j + col_of(ln, e);  // the query's column in the step
+              const int64_t q = q0 + qc;
+              const bool vis = !masked || (q < p.tq && visible(p, q, k0 + row_of(ln, i, e)));
+              pr[j][e] =
+                  vis ? Block::exp2(s[i][j][ln].v[e] * scale2 - Block::ld(&lse[qc], ln)) : 0.f;
+              ds[j][e] = pr[j][e] * (dp[i][j][ln].v[e] - Block::ld(&delta[qc], ln));
+            }
+          }
+          pack_a(pa[i], ln, pr);
+          pack_a(dsa[i], ln, ds);
+          if constexpr (kAtomicDq) {  // ds as the keys x queries tile, rounded as dsa
+            ZT_FLASH_UNROLL
+            for (int j = 0; j < 2 * KB; ++j) {
+              ZT_FLASH_UNROLL
+              for (int h = 0; h < 2; ++h)
+                Block::store2(static_cast<SmemDq&>(sm).ds + row_of(ln, i, 2 * h) * kLdS + 8 * j +
+                                  col_of(ln, 0),
+                              ds[j][2 * h], ds[j][2 * h + 1]);
+            }
           }
         }
-      }
+      });
     });
     accumulate(dv, pa, dt);   // dv += p^T dout
     accumulate(dk, dsa, qt);  // dk += ds^T q

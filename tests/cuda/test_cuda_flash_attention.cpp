@@ -5,8 +5,8 @@
 // strided head views, and replays from a CUDA graph. Tolerances (relative, 2-norm) are
 // the CPU test's: the 16-bit roundings of results and probabilities give 2e-3 .. 3e-3
 // in bf16 and 2e-4 .. 4e-4 in f16 against f32; the GPU differs from the emulation only
-// by exp2's last bit and the tensor cores' order of summation, which move a few of those
-// roundings. Without a GPU every test skips and says why.
+// by exp2's last bit (and its flush to 0 below 2^-126) and the tensor cores' order of summation,
+// which move a few of those roundings. Without a GPU every test skips and says why.
 #include "common/attention_cases.h"
 #include "core/step_graph.h"
 #include "cuda/cuda_compare.h"
