@@ -107,6 +107,9 @@ void check_cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, c
                dlogits.is_contiguous(),
            "cross_entropy backward: expects a contiguous output of the logits' shape and dtype (",
            logits.str(), "), got ", dlogits.str());
+  ZT_CHECK(dlogits.data_ptr() != logits.data_ptr(),
+           "cross_entropy backward: the output must not be the logits themselves (the target's "
+           "element is read after the row is written)");
 }
 
 }  // namespace zt::detail

@@ -143,6 +143,12 @@ __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* tar
       recent = 0;
       m = cm;
     }
+    if (m > A(-INFINITY) && m < A(INFINITY)) {  // the usual case: no term needs a test
+      A part = 0;  // exp(-inf - m) is 0, exp(m - m) 1 and exp(NaN - m) NaN without one
+      for (int e = 0; e < n; ++e) part += d_exp_fast(v[e] - m);
+      recent += part;
+      return;
+    }
     for (int e = 0; e < n; ++e)
       recent += v[e] == A(-INFINITY) ? A(0) : v[e] == m ? A(1) : d_exp_fast(v[e] - m);
   };
@@ -192,6 +198,8 @@ __global__ void ce_sums_kernel(double* sums, const double* lse, const T* x, cons
 
 // One block per row: d = (exp(x - lse) - onehot(t)) * grad / count, rounded once to T;
 // zeros on ignored rows. 16 bytes a load and a store where the rows allow (row_chunks.cuh).
+// The one-hot term is the target's element alone, rewritten by one thread after the
+// block's pass (the pass tests no index).
 template <typename T, typename I>
 __global__ void ce_backward_kernel(T* __restrict__ d, const T* __restrict__ x, const double* lse,
                                    const I* target, const double* grad, const double* stats,
@@ -203,13 +211,20 @@ __global__ void ce_backward_kernel(T* __restrict__ d, const T* __restrict__ x, c
   const double count = stats[1];
   const auto s = static_cast<A>(count > 0 ? grad[0] / count : 0.0);
   const auto m = static_cast<A>(lse[p]);
-  const T* rows[] = {x + p * C};
-  row_map<A>(rows, d + p * C, C, [&](int64_t c, const A(&v)[1]) {
-    if (!kept) return convert<T>(A(0));
-    A e = d_exp(v[0] - m);
-    if (c == t) e = e - A(1);
+  auto grad_of = [&](A v, bool is_target) {
+    // In 16 bits the hardware exponential's 2 ulp vanish in the rounding to T.
+    A e = sizeof(T) == 2 ? d_exp_fast(v - m) : d_exp(v - m);
+    if (is_target) e = e - A(1);
     return convert<T>(mul_rn(e, s));
+  };
+  const T* rows[] = {x + p * C};
+  row_map<A>(rows, d + p * C, C, [&](int64_t, const A(&v)[1]) {
+    return kept ? grad_of(v[0], false) : convert<T>(A(0));
   });
+  if (ce_kept(t, C, ignore)) {  // block-uniform
+    __syncthreads();            // every thread's stores of the row come first
+    if (threadIdx.x == 0) d[p * C + t] = grad_of(convert<A>(x[p * C + t]), true);
+  }
 }
 
 // Threads per row of the backward: wide rows (vocabularies) get the largest blocks. The

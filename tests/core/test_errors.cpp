@@ -99,4 +99,7 @@ TEST(Errors, CrossEntropyBackwardKernelArguments) {
   EXPECT_ERROR_WITH(cpu::cross_entropy_backward(zeros({3, 2}), logits, lse, target,
                                                 zeros({1}, DType::f64), stats, -100),
                     "of the logits' shape and dtype (f32[2, 3] cpu), got f32[3, 2]");
+  EXPECT_ERROR_WITH(
+      cpu::cross_entropy_backward(logits, logits, lse, target, zeros({1}, DType::f64), stats, -100),
+      "the output must not be the logits themselves");
 }

@@ -6,8 +6,9 @@
 //        the GPU's threads in f32 between the steps of their running max and then in
 //        double; the GPU's exponentials of the sum are ex2.approx, about 2 ulp, and its
 //        expf may differ from glibc's by an ulp; gradient entries are ~1e-7);
-//   bf16: rtol 1e-2, atol 1e-12 (f32 math on both sides, then one bf16 rounding of the
-//        loss and of each gradient entry, which may land one bf16 ulp = 2^-8 apart).
+//   bf16: rtol 1e-2, atol 1e-12 (f32 math on both sides, the GPU's gradient exponentials
+//        ex2.approx, then one bf16 rounding of the loss and of each gradient entry, which
+//        may land one bf16 ulp = 2^-8 apart).
 // Without a GPU every test skips and says why.
 #include <cmath>
 
