@@ -40,8 +40,7 @@ ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::backward_dq(const Params& p, int6
       float d = 0.f;
       if (q < p.tq) {
         d = row_delta(p.o.at(t.b, t.h, q), [&](int c, uint16_t(&chunk)[kVec]) {
-          ZT_FLASH_UNROLL
-          for (int x = 0; x < kVec; ++x) chunk[x] = Block::ld(&sm.own[1][row * kLd + c + x], ln);
+          Block::copy16(chunk, &sm.own[1][row * kLd + c]);  // from the staged dout
         });
         p.delta[t.bh * p.tq + q] = d;
       }
