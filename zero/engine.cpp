@@ -148,8 +148,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
 }
 
 // Every gradient shard on a device is a view of one flat fp32 buffer (each in its slot:
-// grad_shard_slot), so the step's global norm, clipping and zeroing are one kernel per
-// device instead of one per parameter. The gaps stay zero.
+// grad_shard_slot), so the step's global norm and clipping are one kernel per device
+// instead of one per parameter. The gaps stay zero.
 void Engine::allocate_grad_shards(const std::vector<ZeroParam*>& with_grads) {
   MemTagScope tag(MemTag::kGradShard);
   std::vector<bool> done(with_grads.size(), false);
@@ -244,8 +244,11 @@ void Engine::keep_replica_grads() {
   }
 }
 
+// The shards are not cleared: each is marked stale, and the window's first gradient is
+// copied over it (GradReducer); reduce_gradients() clears those no gradient reached. The
+// gaps between slots stay zero from allocation (every later write to them is a scaling).
 void Engine::zero_window_gradients() {
-  for (Tensor& flat : grad_flats_) flat.zero_();
+  for (NamedParam& np : params_) zero_param(np.param)->grad_written = false;
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   replica_window_grads_.clear();
 }
@@ -288,6 +291,11 @@ void Engine::discarding_on_error(const char* phase, const std::function<void()>&
 void Engine::reduce_gradients() {
   reducer_->flush();
   reducer_->drain();
+  for (NamedParam& np : params_)
+    if (ZeroParam* z = zero_param(np.param); z->grad_shard.defined() && !z->grad_written) {
+      z->grad_shard.zero_();  // a branch this window did not use
+      z->grad_written = true;
+    }
 }
 
 EngineStats Engine::stats() const {

@@ -42,6 +42,8 @@ struct ZeroParam : TensorExtra {
   Tensor master;      // fp32 [shard_numel] kept apart when dtype is not f32 or the optimizer
                       // is offloaded (then in host memory, zero/offload.h); else undefined
   Tensor grad_shard;  // fp32 [shard_numel] while an engine trains it (else undefined)
+  bool grad_written = false;  // grad_shard holds gradient of this window; false: its values
+                              // are stale, and the next gradient is copied in, not added
   ParamStatus status = ParamStatus::kNotAvailable;
   Tensor gathered;                      // full storage while AVAILABLE
   std::shared_ptr<GroupGather> flight;  // the all-gather while INFLIGHT

@@ -10,6 +10,20 @@ namespace zt::zero {
 GradReducer::GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async)
     : comm_(comm), bucket_elems_(bucket_elems), async_(async) {}
 
+// Each shard's first gradient of a window is copied in (its old values are stale: the
+// engine does not clear the shards between windows), later ones are added; a copy call
+// and an add call, converting as they go.
+static void write_into_shards(const std::vector<ZeroParam*>& zs, const std::vector<Tensor>& grads) {
+  std::vector<Tensor> copy_to, copy_from, add_to, add_from;
+  for (size_t i = 0; i < zs.size(); ++i) {
+    (zs[i]->grad_written ? add_to : copy_to).push_back(zs[i]->grad_shard);
+    (zs[i]->grad_written ? add_from : copy_from).push_back(grads[i]);
+    zs[i]->grad_written = true;
+  }
+  if (!copy_to.empty()) multi_copy_(copy_to, copy_from);
+  if (!add_to.empty()) multi_add_(add_to, add_from);
+}
+
 void GradReducer::add(const Tensor& p) {
   ZeroParam* z = zero_param(p);
   ZT_CHECK(z && z->kind == ParamKind::kPartitioned, "GradReducer::add: '", p.name(),
@@ -41,13 +55,14 @@ void GradReducer::flush() {
   autograd::NoGradGuard ng;
   int world = comm_.size();
   if (world > 1) layout_ += "|\n";
-  if (world == 1) {  // one rank: its shard is the whole gradient; add it in, no bucket
-    std::vector<Tensor> shards, grads;
+  if (world == 1) {  // one rank: its shard is the whole gradient; written in, no bucket
+    std::vector<ZeroParam*> zs;
+    std::vector<Tensor> grads;
     for (const Entry& e : queued_) {
-      shards.push_back(e.z->grad_shard);
+      zs.push_back(e.z);
       grads.push_back(e.grad);
     }
-    multi_add_(shards, grads);  // one launch, converting as it adds
+    write_into_shards(zs, grads);
     queued_.clear();
     queued_elems_ = 0;
     ++buckets_;
@@ -106,15 +121,16 @@ void GradReducer::flush() {
 
 void GradReducer::finish(Pending& p) {
   if (p.work) p.work->wait();
-  std::vector<Tensor> shards, reduced;
+  std::vector<ZeroParam*> zs;
+  std::vector<Tensor> reduced;
   int64_t off = 0;
   for (const Entry& e : p.entries) {
     const int64_t s = e.z->part.shard_numel;
-    shards.push_back(e.z->grad_shard);
+    zs.push_back(e.z);
     reduced.push_back(p.output.narrow(0, off, s));
     off += s;
   }
-  multi_add_(shards, reduced);
+  write_into_shards(zs, reduced);
   if (timeline_ && p.issued_ns >= 0)
     timeline_->span(Track::kReduceScatter, "bucket " + std::to_string(p.number), p.issued_ns,
                     "\"elements\":" + std::to_string(p.output.numel() * comm_.size()) +

@@ -33,7 +33,9 @@ class GradReducer {
   GradReducer(comm::Communicator& comm, int64_t bucket_elems, bool async);
 
   /// Queues the (final, full) gradient of partitioned parameter `p`; its reduced slice is
-  /// added into the record's fp32 grad_shard (which must exist). A parameter queued again
+  /// written into the record's fp32 grad_shard (which must exist): copied where the record
+  /// says the shard holds no gradient of this window yet (ZeroParam::grad_written), else
+  /// added. A parameter queued again
   /// before its bucket goes (a checkpointed module called twice) has the two summed.
   void add(const Tensor& p);
   /// Reduce-scatters whatever is queued.
