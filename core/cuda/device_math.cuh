@@ -111,23 +111,22 @@ __device__ __forceinline__ A gelu_tanh_grad(A g, A x) {
   A du = k * (A(1) + A(3) * A(0.044715) * x * x);
   return g * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * du);
 }
-/// The same gradient in float, through s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u):
-/// 0.5 (1 + tanh u) = s and 0.5 (1 - tanh^2 u) = 2 s (1 - s), with 1 - s = e s, so nothing
-/// cancels where tanh u nears 1. Two MUFU operations (ex2, rcp) and about ten more against
-/// tanhf's branchy thirty, and closer to the exact gradient than the tanh form in float
-/// (largest error over [-20, 20]: 2e-7 against 6e-7). -2u log2(e) stops at 126, where s is
-/// 2^-126: e stays finite, so e s is never inf * 0.
+/// The same gradient in float, as the CPU's f32 kernels take it (gelu_tanh_grad_lanes,
+/// core/cpu/lanes.h): with s = sigmoid(2u) = 1 / (1 + e), e = exp(-2u),
+/// g (s + 2 x s (1 - s) u'), and 1 - s as s e where 2u > 0 (no cancellation near s = 1).
+/// Two MUFU operations (ex2, rcp; results below 2^-126 flushed to 0) and about ten more
+/// against tanhf's branchy thirty, and closer to the exact gradient than the tanh form in
+/// float (largest error over [-20, 20]: 2e-7 against 6e-7). Past |x| of about 10 it is
+/// exactly g or 0 as on the CPU (e overflows to inf, so s is 0; or e s underflows to 0).
 __device__ __forceinline__ float gelu_tanh_grad(float g, float x) {
-  constexpr float k = 0.79788456080286535588f;         // sqrt(2/pi)
-  constexpr float a = -2.f * 1.4426950408889634f * k;  // -2u log2(e) = x (a + b x^2)
-  constexpr float b = a * 0.044715f;
   const float x2 = x * x;
-  float e;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(fminf(x * fmaf(b, x2, a), 126.f)));
-  float s;
+  const float u2 = x * fmaf(0.0713548162726f, x2, 1.5957691216057308f);  // 2u
+  float e, s;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(e) : "f"(-u2 * 1.4426950408889634f));
   asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(s) : "f"(1.f + e));
-  const float du2 = fmaf(2.f * 3.f * 0.044715f * k, x2, 2.f * k);  // 2 du/dx
-  return g * fmaf(x * du2, s * (e * s), s);
+  const float rest = u2 > 0.f ? s * e : 1.f - s;                      // 1 - s
+  const float du2 = fmaf(0.2140644488178f, x2, 1.5957691216057308f);  // 2u'
+  return g * (s + x * s * rest * du2);
 }
 
 }  // namespace zt::cuda

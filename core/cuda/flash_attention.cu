@@ -134,8 +134,7 @@ struct MmaBlock {
   static __device__ __forceinline__ void atomic_add(float* p, float v) { atomicAdd(p, v); }
   /// 2^x by one MUFU.EX2; results below 2^-126 flush to 0 (exp2f adds a range check and
   /// two multiplies around it to keep them). They are p's and the rescale factors'
-  /// smallest values, which round to 0 in f16 and are lost in any sum with the row's
-  /// maximum's term (1).
+  /// smallest values, below 2^-126 of the row maximum's term (1) in every sum they join.
   static __device__ __forceinline__ float exp2(float x) {
     float y;
     asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));

@@ -6,9 +6,9 @@
 // 16 / sizeof(T), the arrays aligned) a thread takes 16 bytes of a row at a time, in
 // blocks of 8 column threads; otherwise one column each, 32 column threads. Either way a
 // column's rows are added in the same order, so the bits do not depend on the path. The
-// CPU kernel (core/cpu/gemm.cpp) is the specification: the same GELU gradient in the same
-// accumulation type (in float through a sigmoid, device_math.cuh, within a few float
-// roundings of the CPU's tanh form), the same double sums in another order.
+// CPU kernel (core/cpu/gemm.cpp) is the specification: the same GELU-gradient formula in
+// the same accumulation type (in float the sigmoid form of both, device_math.cuh), the
+// same double sums in another order.
 #include "core/cuda/block_reduce.cuh"
 #include "core/cuda/device_math.cuh"
 #include "core/cuda/loops.cuh"
