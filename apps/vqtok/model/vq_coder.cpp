@@ -188,7 +188,9 @@ std::vector<Tensor> Decoder::forward(const std::vector<Tensor>& inputs) {
   zz = zz.permute({0, 2, 1, 3, 4});                        // (2B, T, Z, h, w)
   const int64_t t = zz.size(1);
   Tensor h = zz.narrow(0, 0, b).reshape({b * t, c, hh, ww});
-  Tensor zq = zz.narrow(0, b, b).reshape({b * t, c, hh, ww});
+  // Contiguous once here: every SpatialNorm's convolutions read zq (at the latent size
+  // without interpolating), and each would copy a strided view again, forward and back.
+  Tensor zq = zz.narrow(0, b, b).reshape({b * t, c, hh, ww}).contiguous();
   h = (*conv_in)(h);
   h = (*mid)(h, zq);
   for (int64_t i = static_cast<int64_t>(up->size()) - 1; i >= 0; --i)
