@@ -194,8 +194,9 @@ class Engine {
   /// After a backward: each trainable replica's .grad() added to its window sum (when a
   /// zero_grad() replaced it), and shown as that sum.
   void keep_replica_grads();
-  /// Zeroes the window's gradients: the gradient shards (grad_flats_), and the replicas'
-  /// gradients with their window sums.
+  /// Ends the window's gradients: marks every gradient shard stale (its values stay; the
+  /// next window's first gradient overwrites them, ZeroParam::grad_written) and drops the
+  /// replicas' gradients with their window sums.
   void zero_window_gradients();
   /// The end of an optimizer step, applied or skipped (DESIGN step 6): buffers synced,
   /// GatheredParameters scopes told, the trace's step ended, the timeline's step closed.

@@ -18,10 +18,10 @@ static void write_into_shards(const std::vector<ZeroParam*>& zs, const std::vect
   for (size_t i = 0; i < zs.size(); ++i) {
     (zs[i]->grad_written ? add_to : copy_to).push_back(zs[i]->grad_shard);
     (zs[i]->grad_written ? add_from : copy_from).push_back(grads[i]);
-    zs[i]->grad_written = true;
   }
   if (!copy_to.empty()) multi_copy_(copy_to, copy_from);
   if (!add_to.empty()) multi_add_(add_to, add_from);
+  for (ZeroParam* z : zs) z->grad_written = true;  // only once written: a retry copies again
 }
 
 void GradReducer::add(const Tensor& p) {

@@ -35,12 +35,13 @@ class GradReducer {
   /// Queues the (final, full) gradient of partitioned parameter `p`; its reduced slice is
   /// written into the record's fp32 grad_shard (which must exist): copied where the record
   /// says the shard holds no gradient of this window yet (ZeroParam::grad_written), else
-  /// added. A parameter queued again
-  /// before its bucket goes (a checkpointed module called twice) has the two summed.
+  /// added. A parameter queued again before its bucket goes (a checkpointed module called
+  /// twice) has the two summed. Only the engine marks shards stale again (at each window's
+  /// end); a reducer used on its own is handed zeroed shards.
   void add(const Tensor& p);
   /// Reduce-scatters whatever is queued.
   void flush();
-  /// Waits for every bucket in flight and accumulates the results into the shards.
+  /// Waits for every bucket in flight and writes the results into the shards.
   void drain();
   /// Drops what is queued and what is in flight (waited for, not added: a collective's
   /// buffers must outlive it); the shards keep what earlier buckets added.

@@ -5,9 +5,10 @@
 // gradient, and the full gradients freed once reduced. Small buckets (many
 // reduce-scatters) give the same result as one. Laying a bucket out is one kernel call
 // (multi_copy_, plus one fill per padded tail: the zeros past a parameter's end in each
-// rank's slot) and adding its result into the shards one more (multi_add_, which is the
-// multi_copy kernel with accumulate on: the profile counts both as "multi_copy"),
-// whatever the number of parameters and ranks (one launch each on a GPU). At most two
+// rank's slot) and writing its result into the shards one more (multi_copy_ for a
+// window's first gradient of a shard, multi_add_ after: the multi_copy kernel with
+// accumulate on; the profile counts both as "multi_copy"), whatever the number of
+// parameters and ranks (one launch each on a GPU). At most two
 // buckets are in flight at once (GradReducer::kMaxInFlight): with overlap_comm, backward
 // goes on while they reduce, yet the buckets' memory stays bounded.
 #include <algorithm>
