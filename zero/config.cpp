@@ -31,8 +31,10 @@ void check_config(const Config& c) {
   ZT_CHECK(!(p.bf16 && p.fp16), where,
            "precision.bf16 and precision.fp16 are both enabled; enable one of them");
   if (!p.fp16) return;
-  ZT_CHECK(std::isfinite(p.loss_scale) && p.loss_scale >= 0, where, "precision.loss_scale is ",
-           p.loss_scale, "; it must be 0 (dynamic) or a finite scale");
+  ZT_CHECK(std::isfinite(p.loss_scale) && (p.loss_scale == 0 || p.loss_scale >= kLowestLossScale),
+           where, "precision.loss_scale is ", p.loss_scale,
+           "; it must be 0 (dynamic) or a finite scale of at least 2^-126 (the step divides "
+           "the fp32 gradients by it)");
   ZT_CHECK(p.loss_scale > 0 || (p.initial_scale_power >= 0 && p.initial_scale_power <= 62), where,
            "precision.initial_scale_power is ", p.initial_scale_power,
            "; use 0 to 62, as the config loaders do (DeepSpeed's default: 16)");

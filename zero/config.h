@@ -13,6 +13,10 @@
 
 namespace zt::zero {
 
+/// The smallest fp16 loss scale: 2^-126, whose reciprocal (the step divides the fp32
+/// gradients by the scale) is still a finite float.
+inline constexpr double kLowestLossScale = 0x1p-126;
+
 /// DeepSpeed's `bf16` and `fp16` sections. Parameters are stored (and computed) in the
 /// low-precision type; fp32 master shards and fp32 gradient shards stay with the optimizer.
 struct MixedPrecision {

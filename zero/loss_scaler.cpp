@@ -34,13 +34,19 @@ void LossScaler::on_overflow() {
   // A scale below the minimum (an initial scale under min_loss_scale) rises to it, as
   // DeepSpeed's does; at the minimum an overflow stops the run.
   if (p_.hysteresis == 1 || hysteresis_ == 1) {
-    ZT_CHECK(scale_ != p_.min_loss_scale,
-             "fp16: the gradients overflow with the loss scale at its minimum, min_loss_scale ",
-             p_.min_loss_scale,
-             " (zero::Config::precision; DeepSpeed's fp16.min_loss_scale): training stops here, "
-             "as DeepSpeed's does. Lower the learning rate, clip the gradients "
-             "(gradient_clipping), or train in bf16, which needs no loss scale");
-    scale_ = std::max(scale_ / 2, p_.min_loss_scale);
+    // Nor below 2^-126, whatever min_loss_scale says: the step divides the fp32 gradients
+    // by the scale, and a smaller one's reciprocal is no finite float.
+    const double floor = std::max(p_.min_loss_scale, kLowestLossScale);
+    ZT_CHECK(scale_ != floor, "fp16: the gradients overflow with the loss scale at its minimum, ",
+             floor == p_.min_loss_scale
+                 ? detail::cat("min_loss_scale ", p_.min_loss_scale,
+                               " (zero::Config::precision; DeepSpeed's fp16.min_loss_scale)")
+                 : detail::cat("2^-126 (the smallest scale whose reciprocal is a finite float; "
+                               "min_loss_scale is ",
+                               p_.min_loss_scale, ")"),
+             ": training stops here, as DeepSpeed's does. Lower the learning rate, clip the "
+             "gradients (gradient_clipping), or train in bf16, which needs no loss scale");
+    scale_ = std::max(scale_ / 2, floor);
   } else {
     --hysteresis_;
   }

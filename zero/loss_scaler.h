@@ -3,7 +3,7 @@
 // loss * scale and the step divides the gradients by the scale again. A non-finite
 // gradient norm means the scale overflowed: the step is skipped. The first
 // `hysteresis` - 1 overflows only use up the hysteresis; after that every overflow
-// halves the scale (never below min_loss_scale), until it grows again: after
+// halves the scale (never below min_loss_scale, nor 2^-126), until it grows again: after
 // `loss_scale_window` + 1 good steps in a row it doubles, and the hysteresis is restored
 // (with `consecutive_hysteresis`, every good step restores it). An overflow that would
 // halve the scale at min_loss_scale is an error, as in DeepSpeed. A fixed `loss_scale`

@@ -249,7 +249,8 @@ TEST(EngineMisuse, FreezingOrUnfreezingAfterTheEngineIsBuiltIsRefused) {
 // A zero::Config built in code gets the ranges the YAML loader enforces: a value the
 // engine would act on wrongly (an infinite loss scale from gradient_accumulation_steps 0,
 // gradient ascent from -2, clipping silently off for NaN, an fp16 scale of 2^2000 that
-// skips every step forever, bf16 and fp16 together) is an error naming the field.
+// skips every step forever, a fixed one so small that its reciprocal overflows, bf16 and
+// fp16 together) is an error naming the field.
 TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
   comm::run_threads(1, [](comm::Communicator& comm) {
     const std::vector<std::pair<std::function<void(zero::Config&)>, std::string>> cases = {
@@ -270,6 +271,12 @@ TEST(EngineMisuse, ConfigValuesOutOfRangeAreRefusedNamingTheField) {
            c.precision.initial_scale_power = 2000;
          },
          "precision.initial_scale_power is 2000; use 0 to 62"},
+        {[](zero::Config& c) {
+           c.precision.fp16 = true;
+           c.precision.loss_scale = 1e-40;
+         },
+         "precision.loss_scale is 1e-40; it must be 0 (dynamic) or a finite scale of at least "
+         "2^-126"},
         {[](zero::Config& c) { c.stage = 2; }, "stage 3 only, got stage 2"},
     };
     for (const auto& [edit, message] : cases) {

@@ -151,6 +151,16 @@ TEST(LossScaler, AnOverflowAtTheMinimumStopsTheRun) {
   zero::LossScaler below(p);  // 2^2 = 4
   below.on_overflow();
   EXPECT_EQ(below.scale(), 64.0);
+  // Whatever min_loss_scale says, the scale stops at 2^-126: the step divides the fp32
+  // gradients by it, and a smaller scale's reciprocal is no finite float.
+  p.min_loss_scale = 0;
+  zero::LossScaler floor(p);
+  for (int i = 0; i < 128; ++i) floor.on_overflow();
+  EXPECT_EQ(floor.scale(), 0x1p-126);
+  EXPECT_TRUE(std::isfinite(static_cast<float>(1.0 / floor.scale())));
+  EXPECT_TRUE(test::throws_with([&] { floor.on_overflow(); },
+                                "the loss scale at its minimum, 2^-126 (the smallest scale whose "
+                                "reciprocal is a finite float; min_loss_scale is 0)"));
 }
 
 // The scale, its hysteresis and its window travel with a checkpoint: a resumed fp16 run
