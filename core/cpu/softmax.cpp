@@ -68,26 +68,23 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
         const T* g = pdy + off;
         const T* yr = py + off;
         T* o = pdx + off;
+        // log: s = sum(dy); softmax: s = sum(dy y). A contiguous row sums in independent
+        // lanes (grad_sums: both sums in one pass).
         double s = 0;
-        if (I == 1) {  // a contiguous row: the sums in independent lanes
-          double sg = 0;
-          grad_sums(g, yr, L, 0.0, sg, s);  // sum(dy), sum(dy y)
-          if (log) s = sg;
-        }
-        if (log) {
-          // dx = dy - softmax * sum(dy)
-          if (I != 1)
-            for (int64_t l = 0; l < L; ++l) s += static_cast<double>(g[l * I]);
-          const T ts = static_cast<T>(s);
-          for (int64_t l = 0; l < L; ++l) o[l * I] = g[l * I] - std::exp(yr[l * I]) * ts;
+        if (I == 1) {
+          double sg = 0, sgy = 0;
+          grad_sums(g, yr, L, 0.0, sg, sgy);
+          s = log ? sg : sgy;
         } else {
-          // dx = y (dy - sum(dy y))
-          if (I != 1)
-            for (int64_t l = 0; l < L; ++l)
-              s += static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
-          const T ts = static_cast<T>(s);
-          for (int64_t l = 0; l < L; ++l) o[l * I] = yr[l * I] * (g[l * I] - ts);
+          for (int64_t l = 0; l < L; ++l)
+            s += log ? static_cast<double>(g[l * I])
+                     : static_cast<double>(g[l * I]) * static_cast<double>(yr[l * I]);
         }
+        const T ts = static_cast<T>(s);
+        if (log)  // dx = dy - softmax * sum(dy)
+          for (int64_t l = 0; l < L; ++l) o[l * I] = g[l * I] - std::exp(yr[l * I]) * ts;
+        else  // dx = y (dy - sum(dy y))
+          for (int64_t l = 0; l < L; ++l) o[l * I] = yr[l * I] * (g[l * I] - ts);
       }
     });
   });

@@ -115,21 +115,19 @@ struct LtProblem {
 LtProblem lt_problem(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const Tensor& a,
                      int64_t lda, const Tensor& b, int64_t ldb, const Tensor& out, int64_t ldc,
                      const char* op) {
-  LtProblem p{};
-  p.ta = ta;
-  p.tb = tb;
-  p.m = m;
-  p.n = n;
-  p.k = k;
-  p.lda = lda;
-  p.ldb = ldb;
-  p.ldc = ldc;
-  p.types = gemm_types(out.dtype(), op);
-  p.elem_bytes = static_cast<int64_t>(dtype_size(out.dtype()));
-  p.a = a.data_ptr();
-  p.b = b.data_ptr();
-  p.out = out.data_ptr();
-  return p;
+  return {ta,
+          tb,
+          m,
+          n,
+          k,
+          lda,
+          ldb,
+          ldc,
+          gemm_types(out.dtype(), op),
+          static_cast<int64_t>(dtype_size(out.dtype())),
+          a.data_ptr(),
+          b.data_ptr(),
+          out.data_ptr()};
 }
 
 std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
@@ -233,11 +231,10 @@ cublasStatus_t run_choice(cublasLtHandle_t h, const LtPlan& plan, const LtProble
 
 // gemm_benchmark(): each candidate runs once, then kTimedRuns more times between two events
 // (one host wait per candidate, once per plan), and the fastest becomes the plan's
-// algorithm. The
-// runs write the call's own output and aux, which the real call writes again after; with
-// beta != 0 (the output is read) they write a scratch output instead, so that nothing the
-// caller holds changes. A candidate refused at run time, or whose workspace does not fit in
-// memory, does not compete; nothing to time (one candidate, no scratch memory) keeps the
+// algorithm. The runs write the call's own output and aux, which the real call writes
+// again after; with beta != 0 (the output is read) they write a scratch output instead, so
+// that nothing the caller holds changes. A candidate refused at run time, or whose workspace does
+// not fit in memory, does not compete; nothing to time (one candidate, no scratch memory) keeps the
 // heuristic's first.
 void time_candidates(cublasLtHandle_t h, LtPlan& plan, const LtProblem& p, Device dev) {
   plan.timed = true;
