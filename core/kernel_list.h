@@ -114,9 +114,13 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
 void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                          const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G);
-/// x (N, C, S) -> per-channel mean and biased variance (C), over N * S elements.
-void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
-                      int64_t S);
+/// x (N, C, S) -> per-channel mean and rstd = 1 / sqrt(biased var + eps) (C, x's dtype),
+/// over M = N * S elements, in double. running_mean and running_var (C, any floating
+/// dtype, contiguous) or undefined: each becomes (1 - momentum) r + momentum stat, in
+/// double and rounded once, the variance unbiased by M / (M - 1) (M > 1).
+void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
+                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
+                      double eps, double momentum);
 /// y = (x - mean[c]) * rstd[c] * weight[c] + bias[c]; x, y (N, C, S); mean, rstd (C);
 /// weight, bias (C) or undefined.
 void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& rstd,

@@ -163,13 +163,15 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 
 // ---------------------------------------------------------------- BatchNorm
 
-void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
-                      int64_t S) {
+void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
+                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
+                      double eps, double momentum) {
+  const int64_t M = N * S;
+  std::vector<double> mus(C), vars(C);  // for the running statistics
   dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
     const T* px = x.data<T>();
     T* pm = mean.data<T>();
-    T* pv = var.data<T>();
-    const int64_t M = N * S;
+    T* pr = rstd.data<T>();
     parallel_for(C, grain_for(M), [&](int64_t c0, int64_t c1) {
       for (int64_t c = c0; c < c1; ++c) {
         double mu = 0, v = 0;
@@ -179,9 +181,22 @@ void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, in
           moments_from_shifted_sums(k, s1, s2, M, mu, v);
         }
         pm[c] = static_cast<T>(mu);
-        pv[c] = static_cast<T>(v);
+        pr[c] = static_cast<T>(1.0 / std::sqrt(v + eps));
+        mus[c] = mu;
+        vars[c] = v;
       }
     });
+  });
+  if (!running_mean.defined()) return;
+  const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
+  dispatch_floating(running_mean.dtype(), "batch_norm running statistics", [&]<typename R>() {
+    R* rm = running_mean.data<R>();
+    R* rv = running_var.data<R>();
+    for (int64_t c = 0; c < C; ++c) {
+      rm[c] = static_cast<R>((1.0 - momentum) * static_cast<double>(rm[c]) + momentum * mus[c]);
+      rv[c] = static_cast<R>((1.0 - momentum) * static_cast<double>(rv[c]) +
+                             momentum * unbias * vars[c]);
+    }
   });
 }
 

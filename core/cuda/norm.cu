@@ -182,10 +182,12 @@ __global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
 
 // ---------------------------------------------------------------- kernels: BatchNorm
 
-// Block per channel: shifted moments over the channel's N * S elements.
-template <typename T>
-__global__ void batch_norm_stats_kernel(T* mean, T* var, const T* x, int64_t N, int64_t C,
-                                        int64_t S) {
+// Block per channel: shifted moments over the channel's N * S elements, then its mean,
+// rstd and (rm and rv not null) running statistics.
+template <typename T, typename R>
+__global__ void batch_norm_stats_kernel(T* mean, T* rstd, R* rm, R* rv, const T* x, int64_t N,
+                                        int64_t C, int64_t S, double eps, double momentum,
+                                        double unbias) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x, M = N * S;
   double mu = 0, v = 0;
@@ -206,7 +208,11 @@ __global__ void batch_norm_stats_kernel(T* mean, T* var, const T* x, int64_t N, 
   }
   if (threadIdx.x == 0) {
     mean[c] = static_cast<T>(mu);
-    var[c] = static_cast<T>(v);
+    rstd[c] = static_cast<T>(1.0 / d_sqrt(v + eps));
+    if (rm) {
+      rm[c] = convert<R>((1.0 - momentum) * convert<double>(rm[c]) + momentum * mu);
+      rv[c] = convert<R>((1.0 - momentum) * convert<double>(rv[c]) + momentum * unbias * v);
+    }
   }
 }
 
@@ -337,16 +343,24 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 
 // ---------------------------------------------------------------- launchers: BatchNorm
 
-void batch_norm_stats(const Tensor& mean, const Tensor& var, const Tensor& x, int64_t N, int64_t C,
-                      int64_t S) {
-  check_device("batch_norm", x.device(), {mean, var});
+void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
+                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
+                      double eps, double momentum) {
+  check_device("batch_norm", x.device(), {mean, rstd, running_mean, running_var});
   if (C == 0) return;
+  const int64_t M = N * S;
+  const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
+  // Without running statistics R is a placeholder (its pointers are null).
+  const DType rdt = running_mean.defined() ? running_mean.dtype() : x.dtype();
   dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
-    DeviceGuard g(x.device().index);
-    batch_norm_stats_kernel<T>
-        <<<grid_x(C, "batch_norm_stats_kernel"), kThreads, 0, current_stream()>>>(
-            mptr<T>(mean), mptr<T>(var), cptr<T>(x), N, C, S);
-    CUDA_CHECK_LAUNCH();
+    dispatch_device_floating(rdt, "batch_norm running statistics", [&]<typename R>() {
+      DeviceGuard g(x.device().index);
+      batch_norm_stats_kernel<T, R>
+          <<<grid_x(C, "batch_norm_stats_kernel"), kThreads, 0, current_stream()>>>(
+              mptr<T>(mean), mptr<T>(rstd), mptr<R>(running_mean), mptr<R>(running_var), cptr<T>(x),
+              N, C, S, eps, momentum, unbias);
+      CUDA_CHECK_LAUNCH();
+    });
   });
 }
 

@@ -158,6 +158,23 @@ Tensor as_dtype(const Tensor& t, DType dt) {
   return t.dtype() == dt ? t : t.to(dt);
 }
 
+// alpha a b (B, M, N) for a (B, M, K), b (B, K, N), laid out as `like` (B, M, N): in
+// its transpose's rows when like is a transposed view (unit stride down its columns, as
+// the tokens of a permuted (N, C, HW) feature map), else contiguous. So the GEMM path's
+// output and gradients keep their inputs' layouts, as the fused path's do, and a feature
+// map's convolutions read them without a copy.
+Tensor bmm_in_layout_of(const Tensor& like, const Tensor& a, const Tensor& b, double alpha = 1.0) {
+  const int64_t B = a.size(0), M = a.size(1), N = b.size(2);
+  if (M > 1 && N > 1 && like.stride(1) == 1 && like.stride(2) != 1) {
+    Tensor t = Tensor::empty({B, N, M}, a.dtype(), a.device());
+    bmm_into(t, b.transpose(1, 2), a.transpose(1, 2), alpha);
+    return t.transpose(1, 2);
+  }
+  Tensor out = Tensor::empty({B, M, N}, a.dtype(), a.device());
+  bmm_into(out, a, b, alpha);
+  return out;
+}
+
 // The composed path: scores = q k^T (a batched GEMM in q's dtype), the scaled (causal)
 // softmax in softmax_dtype, then p v; the backward is the same GEMMs and
 // softmax_backward. q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv), already checked.
@@ -174,8 +191,7 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
   Tensor p = as_dtype(scores, st);
   if (Tk > 0) ZT_DISPATCH(dev, attention_softmax_forward, p, p, B * Tq, Tk, s, causal);
   Tensor pd = as_dtype(p, dt);
-  Tensor out3 = Tensor::empty({B, Tq, Dv}, dt, dev);
-  bmm_into(out3, pd, v3);
+  Tensor out3 = bmm_in_layout_of(q3, pd, v3);
   Shape os = q.sizes();
   os.back() = Dv;
   Tensor out = out3.view(os);
@@ -187,11 +203,7 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
                      [=](const std::vector<Tensor>& g) {
                        Tensor g3 = g[0].reshape({B, Tq, Dv});
                        Tensor dq, dk, dv;
-                       if (gv) {
-                         dv = Tensor::empty({B, Tk, Dv}, dt, dev);
-                         bmm_into(dv, pd.transpose(1, 2), g3);
-                         dv = dv.view(vs);
-                       }
+                       if (gv) dv = bmm_in_layout_of(v3, pd.transpose(1, 2), g3).view(vs);
                        if (gq || gk) {
                          Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
                          bmm_into(dp, g3, v3.transpose(1, 2));
@@ -200,16 +212,8 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
                          if (Tk > 0)
                            ZT_DISPATCH(dev, softmax_backward, ds, dp, p, B * Tq, Tk, 1, false);
                          ds = as_dtype(ds, dt);
-                         if (gq) {
-                           dq = Tensor::empty({B, Tq, D}, dt, dev);
-                           bmm_into(dq, ds, k3, s);
-                           dq = dq.view(qs);
-                         }
-                         if (gk) {
-                           dk = Tensor::empty({B, Tk, D}, dt, dev);
-                           bmm_into(dk, ds.transpose(1, 2), q3, s);
-                           dk = dk.view(ks);
-                         }
+                         if (gq) dq = bmm_in_layout_of(q3, ds, k3, s).view(qs);
+                         if (gk) dk = bmm_in_layout_of(k3, ds.transpose(1, 2), q3, s).view(ks);
                        }
                        return std::vector<Tensor>{dq, dk, dv};
                      },

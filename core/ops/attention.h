@@ -33,8 +33,10 @@ AttentionKernel parse_attention_kernel(const std::string& name);
 /// v (..., Tk, Dv) with the same leading dims (any number, none included) -> (..., Tq,
 /// Dv). causal: query i sees keys j <= i only (needs Tq == Tk). scale defaults to
 /// 1 / sqrt(D). Inputs may be strided views (transposed matrices and a regular batch
-/// stride are read in place; other layouts are copied). f32 and f64; bf16 and f16
-/// multiply in their dtype and take the softmax in f32. Differentiable in q, k and v.
+/// stride are read in place; other layouts are copied); where q is transposed (unit
+/// stride along T) the output is too, and so is each transposed input's gradient, as the
+/// tokens of a (N, C, HW) feature map: its convolutions read them without a copy. f32 and f64; bf16
+/// and f16 multiply in their dtype and take the softmax in f32. Differentiable in q, k and v.
 ///
 /// The fused path takes bf16 or f16 q, k, v with at most two leading dims, one head dim
 /// D = Dv of 32, 64, 96 or 128, the last dim contiguous, other strides multiples of 8 and

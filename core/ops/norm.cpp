@@ -100,10 +100,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   ZT_CHECK(running_mean.defined() == running_var.defined(),
            "batch_norm: pass both running_mean and running_var, or neither");
   for (const Tensor* p : {&running_mean, &running_var}) {
-    ZT_CHECK(
-        !p->defined() || (p->numel() == C && is_floating(p->dtype()) && p->device() == x.device()),
-        "batch_norm: running statistics must be floating tensors of shape [", C, "] on ",
-        x.device().str(), ", got ", p->str());
+    ZT_CHECK(!p->defined() || (p->numel() == C && is_floating(p->dtype()) &&
+                               p->device() == x.device() && p->is_contiguous()),
+             "batch_norm: running statistics must be contiguous floating tensors of shape [", C,
+             "] on ", x.device().str(), ", got ", p->str());
   }
   ZT_CHECK(training || running_mean.defined(),
            "batch_norm: evaluation mode needs running_mean and running_var "
@@ -124,20 +124,12 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                "input ",
                shape_str(x.sizes()));
       mean = Tensor::empty({C}, x.dtype(), x.device());
-      Tensor var = Tensor::empty({C}, x.dtype(), x.device());
-      ZT_DISPATCH(x.device(), batch_norm_stats, mean, var, xc, N, C, S);
-      rstd = rsqrt(add(var, eps));
-      if (running_mean.defined()) {
-        // r = (1 - momentum) r + momentum * stat; the variance enters unbiased.
-        double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
-        Tensor rm = running_mean.detach(), rv = running_var.detach();
-        Tensor new_m =
-            add_scaled(mul(rm, 1.0 - momentum), mean.to(rm.dtype()).reshape(rm.sizes()), momentum);
-        Tensor new_v = add_scaled(mul(rv, 1.0 - momentum), var.to(rv.dtype()).reshape(rv.sizes()),
-                                  momentum * unbias);
-        rm.copy_(new_m);
-        rv.copy_(new_v);
-      }
+      rstd = Tensor::empty({C}, x.dtype(), x.device());
+      // One kernel: the statistics, and r = (1 - momentum) r + momentum * stat for each
+      // running statistic (the variance unbiased), updated in place.
+      auto updated = [](const Tensor& r) { return r.defined() ? r.detach() : Tensor(); };
+      ZT_DISPATCH(x.device(), batch_norm_stats, mean, rstd, updated(running_mean),
+                  updated(running_var), xc, N, C, S, eps, momentum);
     } else {
       mean = running_mean.detach().reshape({C}).to(x.dtype()).contiguous();
       rstd = rsqrt(add(running_var.detach().reshape({C}).to(x.dtype()), eps)).contiguous();

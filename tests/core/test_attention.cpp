@@ -163,6 +163,41 @@ TEST(Attention, StridedInputsAndMoreKeysThanQueries) {
   EXPECT_TRUE(same_runs(fused, ref, 1e-12));
 }
 
+TEST(Attention, GemmPathKeepsTransposedLayouts) {
+  // The tokens of (N, C, HW) maps: the output and the gradients the op hands each
+  // transposed input are transposed too, so the maps' convolutions read them in place.
+  Generator g(14);
+  Tensor qm = randn({2, 4, 3}, g, DType::f64), km = randn({2, 4, 7}, g, DType::f64);
+  Tensor vm = randn({2, 5, 7}, g, DType::f64);
+  std::vector<Tensor> seen(3);  // the gradient each view receives
+  std::vector<Tensor> views;
+  for (Tensor* m : {&qm, &km, &vm}) {
+    m->set_requires_grad(true);
+    Tensor view = m->transpose(1, 2);
+    const size_t i = views.size();
+    view.register_hook([&seen, i](const Tensor& grad) {
+      seen[i] = grad;
+      return Tensor();
+    });
+    views.push_back(view);
+  }
+  Tensor out = scaled_dot_product_attention(views[0], views[1], views[2]);
+  EXPECT_EQ(out.sizes(), (Shape{2, 3, 5}));
+  EXPECT_TRUE(out.transpose(1, 2).is_contiguous()) << "strides " << shape_str(out.strides());
+  out.backward(randn(out.sizes(), g, DType::f64));
+  for (size_t i = 0; i < 3; ++i) {
+    ASSERT_TRUE(seen[i].defined()) << "input " << i;
+    EXPECT_TRUE(seen[i].transpose(1, 2).is_contiguous())
+        << "input " << i << ": strides " << shape_str(seen[i].strides());
+  }
+  // Contiguous inputs keep contiguous results.
+  Tensor plain = scaled_dot_product_attention(qm.detach().transpose(1, 2).contiguous(),
+                                              km.detach().transpose(1, 2).contiguous(),
+                                              vm.detach().transpose(1, 2).contiguous());
+  EXPECT_TRUE(plain.is_contiguous());
+  EXPECT_TRUE(test::all_close(plain, out.detach(), 1e-14, 1e-14));
+}
+
 TEST(Attention, GradientsMatchFiniteDifferences) {
   for (bool causal : {false, true}) {
     Tensor q = test::rand_leaf({2, 4, 3}, 21), k = test::rand_leaf({2, 4, 3}, 22);

@@ -148,6 +148,38 @@ TEST(BatchNorm, TrainingStepByHand) {
   EXPECT_TRUE(values_are(rm, {0.2, 1.5}));  // eval leaves them alone
 }
 
+TEST(BatchNorm, RunningStatisticsOfEveryDtypeUpdateInPlace) {
+  // One kernel computes the batch statistics and updates the running ones where they
+  // lie, in double, rounded into their own dtype, whatever the input's (a bf16 input runs
+  // in f32).
+  Generator g(5);
+  const Tensor x = add(randn({3, 2, 5}, g, DType::f64), 4.0);
+  const Tensor r0m = from_vector({0.25, -1.5}, {2}, DType::f64);
+  const Tensor r0v = from_vector({0.75, 2.0}, {2}, DType::f64);
+  for (DType xt : {DType::f64, DType::f32, DType::bf16}) {
+    const Tensor xr = x.to(xt).to(DType::f64);  // the values the kernel sees
+    const Tensor want_m = add(mul(r0m, 0.9), mul(mean(xr, {0, 2}), 0.1));
+    const Tensor want_v = add(mul(r0v, 0.9), mul(var(xr, {0, 2}, /*unbiased=*/true), 0.1));
+    for (DType rt : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+      Tensor rm = r0m.to(rt).clone(), rv = r0v.to(rt).clone();
+      const void* storage = rm.data_ptr();
+      batch_norm(x.to(xt), rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5);
+      EXPECT_EQ(rm.data_ptr(), storage);
+      EXPECT_EQ(rm.dtype(), rt);
+      const double tol = std::max(machine_epsilon(rt), 1e-14) * 8;
+      EXPECT_TRUE(test::all_close(rm.to(DType::f64), want_m, tol, tol))
+          << dtype_name(xt) << " input, " << dtype_name(rt) << " statistics";
+      EXPECT_TRUE(test::all_close(rv.to(DType::f64), want_v, tol, tol))
+          << dtype_name(xt) << " input, " << dtype_name(rt) << " statistics";
+    }
+  }
+  // Updated in place, so they must be contiguous.
+  Tensor strided = zeros({4}).slice(0, 0, 4, 2);
+  EXPECT_TRUE(test::throws_with(
+      [&] { batch_norm(x, strided, ones({2}), Tensor(), Tensor(), true, 0.1, 1e-5); },
+      "must be contiguous floating tensors of shape [2]"));
+}
+
 TEST(BatchNorm, AffineAndSpatial) {
   // x (1, 1, 4) = [0, 2, 4, 6]: mean 3, biased var 5; weight 2, bias 1, eps 0:
   // y = 2 (x - 3) / sqrt(5) + 1 = [-1.683282, 0.105573, 1.894427, 3.683282].

@@ -321,6 +321,21 @@ TEST(CudaNorm, BatchNormTrainAndEvalMatchCpu) {
     }
     seed += 5;
   }
+  // Running statistics in bf16 beside an f32 or a bf16 input: the statistics kernel
+  // updates them in their own dtype, rounded once, as the CPU's (one bf16 step apart at
+  // most).
+  for (DType xt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(std::string(dtype_name(xt)) + " input, bf16 running statistics");
+    const Tensor x = add(normal_cpu({4, 6, 3, 5}, 300, DType::f64), 5.0).to(xt);
+    Tensor rm_c = normal_cpu({6}, 301, DType::bf16);
+    Tensor rv_c = add(abs(normal_cpu({6}, 302, DType::f32)), 0.5).to(DType::bf16);
+    Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
+    batch_norm(x.to(kGpu), rm_g, rv_g, Tensor(), Tensor(), true, 0.1, 1e-5);
+    batch_norm(x, rm_c, rv_c, Tensor(), Tensor(), true, 0.1, 1e-5);
+    EXPECT_EQ(rm_g.dtype(), DType::bf16);
+    EXPECT_TRUE(zt::test::all_close(rm_g, rm_c, 8e-3, 8e-3)) << "running_mean";
+    EXPECT_TRUE(zt::test::all_close(rv_g, rv_c, 8e-3, 8e-3)) << "running_var";
+  }
 }
 
 TEST(CudaNorm, LayerNormAndRmsNormMatchCpu) {
