@@ -160,7 +160,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
       std::error_code ec;
       fs::remove_all(tmp, ec);
     } else if (keep_last > 0) {
-      prune(root, tag, step, keep_last);
+      prune(root, tag, step, keep_last, id);
     }
   }
   agree(comm, what, err);

@@ -94,6 +94,8 @@ struct ResumePoint {
   int64_t step = 0;  ///< its step
   /// Why it is not simply the one `latest` names ("" when it is), for the user.
   std::string note;
+  /// The newer step folders passed over (incomplete or damaged), newest first.
+  std::vector<std::string> passed_over;
 };
 
 /// The newest complete checkpoint under `root`: among the step folders (named
@@ -106,15 +108,27 @@ struct ResumePoint {
 /// complete, and when root is a file.
 ResumePoint find_resume_point(const std::string& root);
 
+/// A run that resumes from rp sets the folders it passed over aside, each renamed to
+/// "<tag>.incomplete-<id>" (kept for whoever can mend it): a damaged checkpoint newer than
+/// the one resumed from must not count among those a later save keeps (a prune counts
+/// whole folders without reading their digests), nor be looked at by every later resume.
+/// Returns their new paths.
+std::vector<std::string> set_aside_passed_over(const ResumePoint& rp, const std::string& id);
+
 /// True when `root` holds anything a save leaves: a `latest` file or a (non-hidden) folder.
 bool holds_checkpoints(const std::string& root);
 
-/// Removes what interrupted saves left under `root` (".<tag>.tmp-<id>" folders and
-/// ".latest.tmp-<id>" files) when the process named in <id> is gone from this machine; a
-/// ".<tag>.old-<id>" folder whose <tag> is missing is renamed back. Temporaries of live
-/// processes, of other machines and of this process are kept. Returns what it removed.
-/// save_checkpoint calls it (rank 0) before each save.
-std::vector<std::string> remove_stale_temporaries(const std::string& root);
+/// Removes what interrupted saves and prunes left under `root` (".<tag>.tmp-<id>" and
+/// ".<tag>.del-<id>" folders, ".latest.tmp-<id>" files) when the process named in <id> is
+/// gone from this machine, or has this process's pid but is not this process (a restarted
+/// container's app runs under the same pid); a ".<tag>.old-<id>" folder whose <tag> is
+/// missing is renamed back. Temporaries of live processes, of other machines and of this
+/// process are kept, unless `run_lock_held`: the caller holds the RunLock of the run that
+/// saves here, so every temporary but this process's is an earlier run's (another
+/// machine's included: a rescheduled job's) and goes. Returns what it removed.
+/// save_checkpoint calls it (rank 0) before each save; an app's run start, under its lock.
+std::vector<std::string> remove_stale_temporaries(const std::string& root,
+                                                  bool run_lock_held = false);
 
 /// Marks `dir` (created if missing) as written by this process while it lives: a kernel
 /// lock (flock) on `dir`/.lock, whose text names the process, its machine and when it

@@ -15,7 +15,9 @@
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <mutex>
 #include <random>
+#include <set>
 #include <vector>
 
 #include "core/error.h"
@@ -47,12 +49,28 @@ static std::string host_hash() {
   return hex64(fnv1a(name, std::strlen(name))).substr(8);
 }
 
+// The ids this process made: a temporary with this process's pid and another id is an
+// earlier process's (a restarted container runs its app under the same pid).
+static std::mutex g_ids_mutex;
+static std::set<std::string>& ids_made_here() {
+  static std::set<std::string> ids;
+  return ids;
+}
+
 // Distinguishes this save's temporary names from any other process's:
 // "p<pid>-h<host hash>-<random>".
 std::string unique_id() {
   std::random_device rd;
-  return "p" + std::to_string(::getpid()) + "-h" + host_hash() + "-" +
-         hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
+  std::string id = "p" + std::to_string(::getpid()) + "-h" + host_hash() + "-" +
+                   hex64((uint64_t{rd()} << 32) ^ rd()).substr(8);
+  std::lock_guard<std::mutex> lock(g_ids_mutex);
+  ids_made_here().insert(id);
+  return id;
+}
+
+static bool made_here(const std::string& id) {
+  std::lock_guard<std::mutex> lock(g_ids_mutex);
+  return ids_made_here().count(id) > 0;
 }
 
 // Whether `pid` has exited but is not yet reaped (Linux: state Z in /proc/<pid>/stat). The
@@ -67,15 +85,20 @@ static bool is_zombie(long pid) {
 }
 
 // Whether the process that made temporary id `id` may still be running: true unless the
-// id names a pid on this machine that no longer exists, or has exited (a zombie). Ids of the
-// older form "<pid>-<hex>" are taken to be from this machine.
-static bool owner_may_be_alive(const std::string& id) {
+// id names a pid on this machine that no longer exists, or has exited (a zombie), or is
+// this process's pid but not an id this process made. Ids of the older form "<pid>-<hex>"
+// are taken to be from this machine. With `run_lock_held` (the caller holds the RunLock of
+// the run that saves here, so no other process writes here) only this process's own ids.
+static bool owner_may_be_alive(const std::string& id, bool run_lock_held) {
+  if (made_here(id)) return true;
+  if (run_lock_held) return false;
   size_t i = id[0] == 'p' ? 1 : 0, j = i;
   while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
   if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
   if (i == 1 && id.compare(j + 1, 9, "h" + host_hash()) != 0) return true;  // another machine
   const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
-  if (pid <= 0 || pid == ::getpid()) return true;
+  if (pid <= 0) return true;
+  if (pid == ::getpid()) return false;  // an earlier process's: this one did not make it
   const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
   return exists && !is_zombie(pid);
 }
@@ -161,8 +184,12 @@ static std::string incomplete(const fs::path& dir, int64_t step, bool digests) {
 // nor checkpoints of later steps (an abandoned run's, after a resume from an earlier one).
 // Complete here means whole without the digests (which would read every kept checkpoint at
 // every save): meta.json reads and agrees with its folder, every file is there, uncut. The
-// new checkpoint is already committed, so a failure here only warns.
-void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last) {
+// new checkpoint is already committed, so a failure here only warns. Each goes in two
+// steps: renamed to a hidden ".<tag>.del-<id>" (atomic), then deleted, so that a process
+// killed part-way leaves no half-deleted step folder, which nothing would count or delete;
+// remove_stale_temporaries finishes what such a process left.
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last,
+           const std::string& id) {
   int kept = 1;  // keep_tag
   for (const auto& [step, name] : step_folders(root)) {
     if (name == keep_tag || step > keep_step) continue;
@@ -172,11 +199,20 @@ void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step,
       continue;
     }
     std::error_code ec;
-    fs::remove_all(root / name, ec);
+    const fs::path doomed = root / ("." + name + ".del-" + id);
+    fs::rename(root / name, doomed, ec);
+    if (!ec) fs::remove_all(doomed, ec);
     if (ec)
       std::fprintf(stderr, "zt: save_checkpoint: could not delete old checkpoint '%s': %s\n",
                    (root / name).c_str(), ec.message().c_str());
   }
+}
+
+fs::path set_aside_incomplete(const fs::path& dir, const std::string& id) {
+  fs::path aside = dir;
+  aside += ".incomplete-" + id;
+  fs::rename(dir, aside);
+  return aside;
 }
 
 // Moves the finished temporary directory to root/tag (replacing an older checkpoint of the
@@ -196,8 +232,7 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
     if (!damage.empty()) {
       // An incomplete or damaged folder of this tag (a resume passed it over for an older
       // checkpoint): kept under another name rather than deleted, for whoever can mend it.
-      fs::path aside = root / (tag + ".incomplete-" + id);
-      fs::rename(dst, aside);
+      const fs::path aside = set_aside_incomplete(dst, id);
       std::fprintf(
           stderr,
           "zt: save_checkpoint: '%s' was not a complete checkpoint (%s); moved it to '%s'\n",
@@ -318,7 +353,7 @@ RunLock::~RunLock() {
   ::close(fd_);
 }
 
-std::vector<std::string> remove_stale_temporaries(const std::string& root) {
+std::vector<std::string> remove_stale_temporaries(const std::string& root, bool run_lock_held) {
   std::vector<std::string> removed;
   std::error_code ec;
   std::vector<fs::path> entries;
@@ -326,11 +361,11 @@ std::vector<std::string> remove_stale_temporaries(const std::string& root) {
   for (const fs::path& p : entries) {
     const std::string name = p.filename().string();
     if (name.empty() || name[0] != '.') continue;
-    for (const char* mark : {".tmp-", ".old-"}) {
+    for (const char* mark : {".tmp-", ".old-", ".del-"}) {
       const size_t at = name.rfind(mark);
       if (at == std::string::npos || at < 2) continue;
       const std::string id = name.substr(at + 5);
-      if (id.empty() || owner_may_be_alive(id)) break;
+      if (id.empty() || owner_may_be_alive(id, run_lock_held)) break;
       std::error_code err;
       const fs::path restored = p.parent_path() / name.substr(1, at - 1);
       if (mark[1] == 'o' && !fs::exists(fs::symlink_status(restored))) {
@@ -346,6 +381,13 @@ std::vector<std::string> remove_stale_temporaries(const std::string& root) {
     }
   }
   return removed;
+}
+
+std::vector<std::string> set_aside_passed_over(const ResumePoint& rp, const std::string& id) {
+  std::vector<std::string> moved;
+  for (const std::string& dir : rp.passed_over)
+    moved.push_back(ckpt::set_aside_incomplete(dir, id).string());
+  return moved;
 }
 
 ResumePoint find_resume_point(const std::string& root) {
@@ -374,6 +416,7 @@ ResumePoint find_resume_point(const std::string& root) {
     }
     problems.push_back(err);
     passed.push_back("'" + name + "'");
+    rp.passed_over.push_back((r / name).string());
   }
   auto listed = [&] {
     std::string s;

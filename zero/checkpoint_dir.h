@@ -54,8 +54,14 @@ json read_meta(const fs::path& dir);
 /// whole safetensors file; with `digests`, each also matches the digest recorded at save
 /// (which reads every byte). Throws naming the first problem.
 json check_complete(const fs::path& dir, bool digests);
-/// Deletes older checkpoints under root (see save_checkpoint's keep_last).
-void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last);
+/// Deletes older checkpoints under root (see save_checkpoint's keep_last); `id` names the
+/// hidden folders each goes through on its way out.
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last,
+           const std::string& id);
+/// Renames an incomplete or damaged checkpoint folder to "<dir>.incomplete-<id>" (out of
+/// the step folders a resume or a prune looks at; kept for whoever can mend it) and
+/// returns the new path.
+fs::path set_aside_incomplete(const fs::path& dir, const std::string& id);
 /// Moves a finished temporary folder to root/tag and points root/latest at it.
 void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
             const std::string& id);

@@ -248,7 +248,7 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     } catch (const std::exception& e) {
       throw Error(app + ": " + e.what());
     }
-    for (const std::string& gone : zero::remove_stale_temporaries(root))
+    for (const std::string& gone : zero::remove_stale_temporaries(root, /*run_lock_held=*/true))
       std::fprintf(stderr, "%s: removed '%s' (left by an interrupted checkpoint save)\n",
                    app.c_str(), gone.c_str());
     restore_set_aside(cfg.output_dir, root, app.c_str());
@@ -304,6 +304,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                     " (or start a new run: another output_dir, or --overwrite to replace them)");
       }
       if (!rp.note.empty()) std::fprintf(stderr, "%s: note: %s\n", app.c_str(), rp.note.c_str());
+      for (const std::string& aside : zero::set_aside_passed_over(rp, lock->id()))
+        std::fprintf(stderr, "%s: note: set the incomplete checkpoint aside as '%s'\n", app.c_str(),
+                     aside.c_str());
       if (rp.dir.empty() && request.say)
         std::printf("no checkpoint under %s: starting at step 0\n", root.c_str());
       return "\n" + rp.dir;

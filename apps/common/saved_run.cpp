@@ -167,6 +167,8 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
       run.deepspeed_json = text(*user, "deepspeed_json", "user.deepspeed_json");
     }
     run.config_yaml = text(j, "config_yaml", "config_yaml");
+    if (const auto ws = j.find("world_size"); ws != j.end() && ws->is_number_integer())
+      run.world_size = ws->get<int64_t>();
   } catch (const nlohmann::json::exception& e) {
     ZT_FAIL("'", meta.string(), "' is malformed: ", e.what());
   }
@@ -265,14 +267,16 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
     const SavedRun run = read_saved_run(dir);
     const std::string other_app = foreign_app(run, app);
     ZT_CHECK(other_app.empty(), other_app);
-    if (run.config_yaml.empty()) return "";  // saved without it: nothing to compare
+    // Why `dir` (a root) resumes from another checkpoint than its `latest` names.
+    const std::string picked = run.note.empty() ? "" : command + ": note: " + run.note + "\n";
+    if (run.config_yaml.empty()) return picked;  // saved without it: nothing to compare
     config::AppConfig saved;
     try {
       saved = saved_config(run, config::App::any);
     } catch (const std::exception& e) {
-      return command + ": note: the configuration '" + run.dir +
+      return picked + command + ": note: the configuration '" + run.dir +
              "' was saved with does not read here, so it was not compared with this one (" +
-             e.what() + ")";
+             e.what() + ")\n";
     }
     std::vector<KeyChange> model = model_changes(saved.model, cfg.model);
     if (saved.gpt && cfg.gpt)
@@ -303,6 +307,10 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              " (train.optimizer, train.momentum). A resume continues the optimizer's state: set "
              "them back, or start a new run from its weights (export them, another output_dir)");
     std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
+    // train.seed seeds the initial weights (loaded instead) and each rank's dropout
+    // generator, whose states the checkpoint restores at the world size it was saved on.
+    if (run.world_size == comm.size())
+      std::erase_if(changed, [](const KeyChange& c) { return c.key == "train.seed"; });
     if (!saved.deepspeed_config.empty() || !cfg.deepspeed_config.empty()) {
       // The JSON's settings are in neither YAML tree: compare what they resolved to.
       std::map<std::string, KeyChange> by_key;
@@ -312,12 +320,12 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
       changed.clear();
       for (auto& [key, c] : by_key) changed.push_back(std::move(c));
     }
-    if (changed.empty()) return "";
-    return command + ": note: resuming with settings that differ from the checkpoint's: " +
+    if (changed.empty()) return picked;
+    return picked + command + ": note: resuming with settings that differ from the checkpoint's: " +
            describe(changed, "the checkpoint", "this config") +
-           "; the run goes on with this config's values";
+           "; the run goes on with this config's values\n";
   });
-  if (comm.rank() == 0 && !quiet && !note.empty()) std::fprintf(stderr, "%s\n", note.c_str());
+  if (comm.rank() == 0 && !quiet && !note.empty()) std::fprintf(stderr, "%s", note.c_str());
 }
 
 const std::vector<std::string>& resume_ignored_keys() {

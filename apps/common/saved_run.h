@@ -20,7 +20,8 @@ struct SavedRun {
   /// The DeepSpeed JSON config_yaml's deepspeed_config named, as it was then ("" when none
   /// or not recorded): saved_config() reads this, not the file as it is now.
   std::string deepspeed_json;
-  std::string note;  ///< why `dir` is not the one a root's `latest` names ("" when it is)
+  std::string note;        ///< why `dir` is not the one a root's `latest` names ("" when it is)
+  int64_t world_size = 0;  ///< the ranks it was saved on (0 when not recorded)
 };
 
 /// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root

@@ -162,12 +162,13 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   const std::string dir = apptest::fresh_dir("zt_saved", "settings");
   apptest::train_vqtok(vqtok_config(dir), false);
   const std::string ckpt = dir + "/checkpoints";
-  auto note = [&](std::vector<std::string> sets) {
+  auto note = [&](std::vector<std::string> sets, int ranks = 2, const std::string& from = "") {
     const config::AppConfig cfg = vqtok_config(dir, std::move(sets));
     ::testing::internal::CaptureStderr();
     const std::string err = error_of([&] {
-      comm::run_threads(2, [&](comm::Communicator& comm) {
-        app::check_resume_config(cfg, ckpt, "vqtok", "vqtok train", comm, /*quiet=*/false);
+      comm::run_threads(ranks, [&](comm::Communicator& comm) {
+        app::check_resume_config(cfg, from.empty() ? ckpt : from, "vqtok", "vqtok train", comm,
+                                 /*quiet=*/false);
       });
     });
     const std::string out = ::testing::internal::GetCapturedStderr();  // also after an error
@@ -191,6 +192,19 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
         "the run goes on with this config's values"})
     EXPECT_TRUE(has(text, part)) << part << " not in: " << text;
   EXPECT_FALSE(has(text, "log_every")) << text;
+  // train.seed seeds the initial weights, which the checkpoint replaces, and the ranks'
+  // dropout generators, whose states it restores on as many ranks as saved it: no change
+  // there. On another number of ranks the seed starts the generators anew.
+  EXPECT_EQ(note({"train.seed=5"}), "");
+  EXPECT_TRUE(
+      has(note({"train.seed=5"}, 1), "train.seed ((not set) in the checkpoint, 5 in this config)"))
+      << note({"train.seed=5"}, 1);
+  // A root whose `latest` is out of date: the note says which checkpoint the resume takes.
+  const std::string root = dir + "/stale_latest";
+  fs::copy(ckpt, root, fs::copy_options::recursive);
+  std::ofstream(root + "/latest") << "step_000001\n";
+  const std::string stale = note({}, 2, root);
+  EXPECT_TRUE(has(stale, "vqtok train: note: '" + root + "/latest' names 'step_000001'")) << stale;
   // Another precision cannot load the checkpoint's parameters: refused before the load.
   const std::string err = error_of([&] { note({"train.dtype=bf16"}); });
   EXPECT_TRUE(has(err, "trained in f32 and this config trains in bf16")) << err;

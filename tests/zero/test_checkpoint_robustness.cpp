@@ -4,7 +4,8 @@
 // changes; a failed save leaves the previous checkpoint intact; a resume point is the
 // newest complete checkpoint whatever `latest` says, and a meta.json that is not what a
 // save writes is damage the resume names; temporaries of saves whose process died are
-// removed at the next save; a save over a damaged checkpoint keeps it aside; app
+// removed at the next save; a save over a damaged checkpoint keeps it aside, as a resume
+// does with the ones it passed over; app
 // state travels with the checkpoint, and errors name one place.
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -428,16 +429,24 @@ TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   make_dir(".step_000003.tmp-" + live + "-0badf00d");             // a live process's: kept
   make_dir(".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d");  // another machine's: kept
   make_dir(".step_000005.tmp-" + zombie + "-0badf00d");           // an exited process's: removed
+  // This process's pid but not its id: an earlier process's (a restarted container's app
+  // runs under the same pid, often 1). Removed.
+  make_dir(".step_000006.tmp-" + std::to_string(getpid()) + "-0badf00d");
+  make_dir(".step_000007.del-" + dead + "-0badf00d");  // a prune killed mid-delete: removed
   std::ofstream(fs::path(root) / (".latest.tmp-" + dead + "-0badf00d")) << "step_0000";
   // Killed between moving step 1 aside and putting its replacement in place.
   fs::rename(fs::path(root) / "step_000001", fs::path(root) / (".step_000001.old-" + dead + "-1"));
   const auto removed = zero::remove_stale_temporaries(root);
   waitpid(zombie_pid, nullptr, 0);
-  EXPECT_EQ(removed.size(), 4u);
+  EXPECT_EQ(removed.size(), 6u);
   EXPECT_EQ(entries(root), (std::set<std::string>{
                                "latest", "step_000001", ".step_000003.tmp-" + live + "-0badf00d",
                                ".step_000004.tmp-p" + dead + "-hzzzzzzzz-0badf00d"}));
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000001"));
+  // Under the run's lock no other process writes here: a live process's and another
+  // machine's temporaries are an earlier run's too.
+  EXPECT_EQ(zero::remove_stale_temporaries(root, /*run_lock_held=*/true).size(), 2u);
+  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001"}));
   // The next save removes a dead process's temporary by itself.
   make_dir(".step_000009.tmp-" + dead + "-0badf00d");
   save_steps(root, 1);
@@ -520,6 +529,47 @@ TEST(CheckpointRobustness, PruningCountsAndDeletesOnlyCompleteCheckpoints) {
     EXPECT_EQ(fs::file_size(fs::path(root) / n / "rank_00001.safetensors"), 10u);
   }
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
+}
+
+// A damaged checkpoint can be whole: a flipped byte keeps every file's size, so a prune
+// (which reads no digests) would count it among those it keeps. A resume that passes it
+// over sets it aside; the next save's prune then keeps the checkpoint the run resumed from,
+// and deletes through a hidden folder that it leaves no trace of.
+TEST(CheckpointRobustness, AResumeSetsTheCheckpointsItPassedOverAside) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    while (e->global_step() < 8) {
+      train_step(*e, static_cast<int>(e->global_step()));
+      if (e->global_step() % 2 == 0)
+        zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
+    }
+  });
+  const fs::path damaged = fs::path(root) / "step_000008/rank_00000.safetensors";
+  {
+    std::fstream f(damaged, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-4, std::ios::end);
+    const char byte = static_cast<char>(f.get() ^ 0x55);
+    f.seekp(-4, std::ios::end);
+    f.put(byte);
+  }
+  const zero::ResumePoint rp = zero::find_resume_point(root);
+  ASSERT_EQ(rp.step, 6);
+  EXPECT_EQ(rp.passed_over, std::vector<std::string>{(fs::path(root) / "step_000008").string()});
+  const std::vector<std::string> aside = zero::set_aside_passed_over(rp, "test");
+  EXPECT_EQ(aside,
+            std::vector<std::string>{(fs::path(root) / "step_000008.incomplete-test").string()});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 9);
+    zero::load_checkpoint(*e, rp.dir);
+    train_step(*e, 6);
+    zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()), {}, /*keep_last=*/2);
+  });
+  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000006", "step_000007",
+                                                  "step_000008.incomplete-test"}));
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
+  EXPECT_EQ(zero::find_resume_point(root).step, 7);
 }
 
 TEST(CheckpointRobustness, AppStateTravelsWithTheCheckpointAndErrorsNameOnePlace) {
