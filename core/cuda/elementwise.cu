@@ -4,7 +4,9 @@
 // 16-bit types, double for f64; double for sums), same conversions, the same formulas
 // in exact arithmetic. Not the same bits for every f32 op: the CPU's exp, sigmoid and
 // GELUs go through lanes.h (a Cephes exp, the A&S 7.1.26 erf, tanh-GELU as
-// x * sigmoid(2u)) where these use expf, erff and tanhf, so they agree to a few ulp.
+// x * sigmoid(2u)) where these use expf, erff and tanhf, so they agree to a few ulp. And
+// nvcc fuses a multiply and an add into one FMA where the CPU may round twice: axpy with
+// alpha other than 1 and the affine x * p0 + p1 can differ in the last place.
 #include <cstring>
 
 #include "core/cuda/block_reduce.cuh"
@@ -399,11 +401,16 @@ void copy(const Tensor& dst, const Tensor& src) {
     Tensor s = src.is_contiguous() ? src : Tensor::empty(src.sizes(), src.dtype(), src.device());
     if (!s.same(src)) copy(s, src);
     Tensor local = Tensor::empty(src.sizes(), src.dtype(), dst.device());
-    {
-      DeviceGuard g(src.device().index);
-      synchronize_stream(current_stream(src.device().index));
-    }
+    // The peer copy waits for the source's stream (an event: no host wait, and a capture
+    // records it as a graph edge).
+    Event written = [&] {
+      DeviceGuard gs(src.device().index);
+      Event e;
+      e.record(current_stream(src.device().index));
+      return e;
+    }();
     DeviceGuard g(dev);
+    stream_wait_event(current_stream(dev), written);
     CUDA_CHECK(cudaMemcpyPeerAsync(local.data_ptr(), dev, s.data_ptr(), src.device().index,
                                    s.numel() * dtype_size(s.dtype()), current_stream(dev)));
     // The source's stream waits for the read: the source, or the contiguous copy freed on

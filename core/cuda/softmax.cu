@@ -133,8 +133,9 @@ __global__ void ce_lse_kernel(double* lse, const T* __restrict__ x, const I* tar
   A m = -INFINITY, recent = 0;  // recent: the terms since m last grew
   double s = 0;
   // Values v[0..n) into (m, recent, s): m moves at most once per call (to their max; fmax
-  // skips NaNs), then each adds exp(v - m): 0 for -inf (also when m is -inf), 1 for m itself
-  // (also when m is +inf). A NaN makes the sum NaN.
+  // skips NaNs), then each adds exp(v - m): 0 for -inf (also when m is -inf), 1 for m itself.
+  // A NaN makes the sum NaN, and so does a +inf (the block's step exp(m - M) is then
+  // exp(inf - inf)), as on the CPU.
   auto absorb = [&](const A* v, int n) {
     A cm = v[0];
     for (int e = 1; e < n; ++e) cm = fmax(cm, v[e]);
