@@ -56,15 +56,65 @@ bool header_size(const std::string& path, int& h, int& w) {
   return false;
 }
 
+// A file stb decodes through callbacks that note a read past its end. stb's BMP and TGA
+// decoders do not check for the end of the file: they take zeros for the missing bytes,
+// so a truncated file decodes as an image with a black bottom. Its PNG and JPEG decoders
+// check for themselves (a truncated one fails), so a read past the end counts for the
+// other formats only: a JPEG's decoder may look for one more marker at the very end.
+struct Reader {
+  std::FILE* f = nullptr;
+  bool past_end = false;
+  static int read(void* user, char* data, int size) {
+    auto* r = static_cast<Reader*>(user);
+    const size_t got = std::fread(data, 1, static_cast<size_t>(size), r->f);
+    if (got == 0 && size > 0) r->past_end = true;
+    return static_cast<int>(got);
+  }
+  static void skip(void* user, int n) { std::fseek(static_cast<Reader*>(user)->f, n, SEEK_CUR); }
+  static int eof(void* user) {
+    std::FILE* f = static_cast<Reader*>(user)->f;
+    const int c = std::fgetc(f);
+    if (c == EOF) return 1;
+    std::ungetc(c, f);
+    return 0;
+  }
+};
+
+// Decodes `path` as 8-bit RGB; *truncated tells a file that ended before the decoder was
+// done (its pixels are then partly made up). Null when stb fails (stbi_failure_reason).
+unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncated) {
+  Reader r;
+  r.f = std::fopen(path.c_str(), "rb");
+  if (!r.f) return stbi_load(path.c_str(), &w, &h, nullptr, 3);  // stb says why
+  unsigned char magic[2] = {};
+  const bool png_or_jpeg =
+      std::fread(magic, 1, 2, r.f) == 2 &&
+      ((magic[0] == 0x89 && magic[1] == 'P') || (magic[0] == 0xff && magic[1] == 0xd8));
+  std::rewind(r.f);
+  const stbi_io_callbacks io{Reader::read, Reader::skip, Reader::eof};
+  int n = 0;
+  unsigned char* px = stbi_load_from_callbacks(&io, &r, &w, &h, &n, 3);
+  std::fclose(r.f);
+  truncated = r.past_end && !png_or_jpeg;
+  return px;
+}
+
 }  // namespace
 
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
-  int w = 0, h = 0, n = 0;
+  int w = 0, h = 0;
   if (!header_size(path, h, w)) {
     why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
     return false;
   }
-  unsigned char* px = stbi_load(path.c_str(), &w, &h, &n, 3);
+  bool truncated = false;
+  unsigned char* px = decode_rgb(path, h, w, truncated);
+  if (px != nullptr && truncated) {
+    stbi_image_free(px);
+    why = detail::cat("truncated file (its header reads as a ", h, "x", w,
+                      " image, but the file ends before its pixels do)");
+    return false;
+  }
   if (px == nullptr) {
     // The format is one stb reads (its header did): the data after it is damaged, most
     // often a download or copy that stopped early.

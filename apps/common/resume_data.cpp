@@ -32,11 +32,12 @@ static std::string resume_position(data::DataLoader& loader, const zero::Checkpo
       world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
   if (now.epoch > saved.epoch) {
     // What the checkpoint's layout would still have read of that epoch: its ranks'
-    // batches cover a longer epoch than this run's do.
+    // batches cover a longer epoch than this run's do. Its share of a rank, as the sampler
+    // deals the data set of then (when recorded) to the ranks of then.
     const data::DistributedSampler& s = loader.sampler();
-    const data::DistributedSampler old(s.dataset_size(), 0, extra.saved_world_size, s.seed(),
-                                       s.shuffle(), s.drop_last());
-    const int64_t b = extra.loader_batch, per_rank = old.num_samples();
+    const int64_t n = extra.loader_dataset_size > 0 ? extra.loader_dataset_size : s.dataset_size();
+    const int64_t w = extra.saved_world_size;
+    const int64_t b = extra.loader_batch, per_rank = s.drop_last() ? n / w : (n + w - 1) / w;
     const int64_t old_batches = loader.options().drop_last ? per_rank / b : (per_rank + b - 1) / b;
     const int64_t left = old_batches * b * extra.saved_world_size - samples;
     return note + detail::cat("with epoch ", now.epoch,

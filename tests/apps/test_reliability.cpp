@@ -403,6 +403,14 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
                   "the data set holds 18 items, not the 16 it held when the checkpoint "
                   "was saved: the rest of epoch 0 follows another shuffle"))
       << other;
+  // What the saved layout left unread is counted over the data set it read: 20 ranks,
+  // more than this data set holds, at sample 20 of an epoch of 40 leave 20.
+  zero::CheckpointExtra wide = past;
+  wide.loader_position = 1;
+  wide.saved_world_size = 20;
+  wide.loader_dataset_size = 40;
+  const std::string unread = app::resume_data(*short_loader, wide);
+  EXPECT_TRUE(has(unread, "with epoch 1, leaving the last 20 samples of epoch 0 unread")) << unread;
   fs::remove_all(dir);
 }
 

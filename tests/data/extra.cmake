@@ -1,5 +1,7 @@
-# tests/data: the shipped configs are read from the source tree.
+# tests/data: the shipped configs are read from the source tree; stb's encoder writes the
+# BMP and TGA files the image tests read (zt_data compiles it).
 target_compile_definitions(${exe} PRIVATE ZT_SOURCE_DIR="${PROJECT_SOURCE_DIR}")
+target_include_directories(${exe} SYSTEM PRIVATE ${STB_INCLUDE_DIR})
 # configs/ sits above zero/ and data/: their libraries must not link it (their sources
 # also compile with ZT_BELOW_CONFIGS, which turns any configs/ include into an error).
 foreach(lib zt_comm zt_zero zt_data)

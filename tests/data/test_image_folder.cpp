@@ -13,6 +13,7 @@
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/image_folder.h"
+#include "stb_image_write.h"
 
 namespace fs = std::filesystem;
 
@@ -280,6 +281,49 @@ TEST(ImageFolder, AnUnreadableImageIsAnErrorOrSkipped) {
   ::testing::internal::CaptureStderr();
   expect_error([&] { ImageFolder(e, skipping).get(0); }, {"no image under '" + e, "decodes"});
   ::testing::internal::GetCapturedStderr();
+}
+
+// stb's BMP and TGA decoders take zeros for bytes past the end of the file: a truncated
+// one decoded as an image with a black bottom. It is refused as truncated, and no complete
+// file of any format is (PNG and JPEG decoders check for themselves).
+TEST(ImageFolder, ATruncatedBmpOrTgaIsRefusedAndCompleteFilesAreNot) {
+  const std::string d = temp_dir();
+  Image img;
+  for (int64_t side : {1, 3, 17, 32}) {
+    img.height = side;
+    img.width = side + 2;
+    img.rgb.resize(static_cast<size_t>(img.height * img.width * 3));
+    for (size_t i = 0; i < img.rgb.size(); ++i) img.rgb[i] = static_cast<uint8_t>(i * 37 + 11);
+    const int w = static_cast<int>(img.width), h = static_cast<int>(img.height);
+    const std::string bmp = d + "/x.bmp", tga = d + "/x.tga", rle = d + "/rle.tga";
+    const std::string png = d + "/x.png", jpg = d + "/x.jpg";
+    ASSERT_TRUE(stbi_write_bmp(bmp.c_str(), w, h, 3, img.rgb.data()));
+    stbi_write_tga_with_rle = 0;
+    ASSERT_TRUE(stbi_write_tga(tga.c_str(), w, h, 3, img.rgb.data()));
+    stbi_write_tga_with_rle = 1;
+    ASSERT_TRUE(stbi_write_tga(rle.c_str(), w, h, 3, img.rgb.data()));
+    ASSERT_TRUE(stbi_write_jpg(jpg.c_str(), w, h, 3, img.rgb.data(), 90));
+    save_png(png, img);
+    for (const std::string& f : {bmp, tga, rle, png, jpg}) {
+      Image got;
+      std::string why;
+      ASSERT_TRUE(try_load_image(f, got, why)) << f << " " << side << ": " << why;
+      if (f != jpg) {
+        EXPECT_EQ(got.rgb, img.rgb) << f;  // lossless formats
+      }
+    }
+    if (side < 17) continue;
+    for (const std::string& f : {bmp, tga, rle}) {
+      fs::resize_file(f, fs::file_size(f) * 6 / 10);
+      Image got;
+      std::string why;
+      EXPECT_FALSE(try_load_image(f, got, why)) << f << " cut to 60% decoded";
+      EXPECT_NE(why.find("truncated file (its header reads as a " + std::to_string(h) + "x" +
+                         std::to_string(w) + " image, but the file ends before its pixels do)"),
+                std::string::npos)
+          << why;
+    }
+  }
 }
 
 // Files of other extensions (.webp, .gif, ...) are not read, but counted: the start-up
