@@ -123,8 +123,23 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
     classes_.push_back(name);
   }
   for (const auto& c : class_of) labels_.push_back(class_ids[c]);
-  // Header check: a file that is not an image fails now, by name, not mid-training.
-  for (const auto& f : files_) image_size(f);
+  // Header check: files that are not images fail now, by name, not mid-training; all of
+  // them in one error (a scraped set's empty downloads and saved web pages come in
+  // numbers), the first ten by name.
+  std::vector<std::string> bad;
+  for (const auto& f : files_) {
+    try {
+      image_size(f);
+    } catch (const Error& e) {
+      bad.push_back(e.what());
+    }
+  }
+  if (bad.empty()) return;
+  std::string names;
+  for (size_t i = 0; i < std::min<size_t>(bad.size(), 10); ++i) names += "\n  " + bad[i];
+  if (bad.size() > 10) names += detail::cat("\n  and ", bad.size() - 10, " more");
+  ZT_FAIL("ImageFolder: ", bad.size(), " of the ", files_.size(), " image files under '", dir_,
+          "' cannot be read:", names, "\nremove or replace them");
 }
 
 std::pair<int64_t, int64_t> ImageFolder::target_size(int64_t h, int64_t w) const {

@@ -213,6 +213,18 @@ TEST(ImageFolder, BrokenImagesNameThemselves) {
   expect_error([&] { ImageFolder f(d + "/nope"); }, {"nope", "is not a directory"});
   std::ofstream(d + "/fake.png") << "this is not a png";
   expect_error([&] { ImageFolder f(d); }, {d + "/fake.png", "cannot read image"});
+  // Every file whose header does not read is counted in the one error, and the first ten
+  // by path are named (page0, page1, page10, page11, page2, ..., page7).
+  const std::string many = d + "/many";
+  fs::create_directories(many);
+  save_png(many + "/ok.png", solid(8, 8, 1, 2, 3));
+  for (int i = 0; i < 12; ++i) std::ofstream(many + "/page" + std::to_string(i) + ".jpg");
+  const std::string all = test::error_of([&] { ImageFolder f(many); });
+  for (const std::string& part :
+       {"ImageFolder: 12 of the 13 image files under '" + many + "' cannot be read:",
+        "cannot read image '" + many + "/page0.jpg'", "cannot read image '" + many + "/page7.jpg'",
+        std::string("and 2 more\nremove or replace them")})
+    EXPECT_NE(all.find(part), std::string::npos) << part << " missing from: " << all;
 
   const std::string e = d + "/trunc";
   fs::create_directories(e);
