@@ -16,6 +16,10 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b);
 void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
 /// out = cond ? a : b, cond bool.
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
+/// out = a + value * b * c over out's shape (a, b, c broadcast views of it), floating
+/// dtypes, 16-bit values computed in f32: the product, scaled, then the sum, each rounded
+/// to the computing type as a mul then an add would be (a GPU may fuse them into one FMA).
+void addcmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double value);
 /// dst (any strides) <- src (same shape, any strides and dtype), both on this device.
 void copy(const Tensor& dst, const Tensor& src);
 /// Many copies in one call, for the ZeRO engine's packing of buckets and gathered

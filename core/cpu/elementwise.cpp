@@ -320,6 +320,30 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
   });
 }
 
+void addcmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double value) {
+  auto l = make_loop<4>(out.sizes(), {out.strides(), a.strides(), b.strides(), c.strides()});
+  dispatch_floating(out.dtype(), "addcmul", [&]<typename T>() {
+    using A = acc_t<T>;
+    const A v = static_cast<A>(value);
+    T* o = out.data<T>();
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    const T* pc = c.data<T>();
+    auto at = [&](int64_t ia, int64_t ib, int64_t ic) {
+      const A p = A(pb[ib]) * A(pc[ic]);
+      return T(A(pa[ia]) + (value == 1.0 ? p : A(v * p)));
+    };
+    for_each_row(l, [&](auto off, int64_t n, auto st) {
+      if (st[0] == 1 && st[1] == 1 && st[2] == 1 && st[3] == 1) {
+        for (int64_t i = 0; i < n; ++i) o[off[0] + i] = at(off[1] + i, off[2] + i, off[3] + i);
+      } else {
+        for (int64_t i = 0; i < n; ++i)
+          o[off[0] + i * st[0]] = at(off[1] + i * st[1], off[2] + i * st[2], off[3] + i * st[3]);
+      }
+    });
+  });
+}
+
 void copy(const Tensor& dst, const Tensor& src) {
   auto l = make_loop<2>(dst.sizes(), {dst.strides(), src.strides()});
   dispatch_all(dst.dtype(), [&]<typename D>() {

@@ -190,6 +190,26 @@ struct AxpyValue {
   __device__ A operator()(const A (&x)[2]) const { return x[0] + alpha * x[1]; }
 };
 
+template <typename A>
+struct AddcmulValue {
+  A value;
+  __device__ A operator()(const A (&x)[3]) const { return x[0] + value * (x[1] * x[2]); }
+};
+
+template <typename T>
+struct AddcmulFn {
+  T* out;
+  const T* a;
+  const T* b;
+  const T* c;
+  AddcmulValue<acc_t<T>> v;
+  __device__ void operator()(const int64_t (&off)[4]) const {
+    using A = acc_t<T>;
+    out[off[0]] =
+        convert<T>(v({convert<A>(a[off[1]]), convert<A>(b[off[2]]), convert<A>(c[off[3]])}));
+  }
+};
+
 template <typename T>
 struct WhereFn {
   T* out;
@@ -387,6 +407,18 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
                  static_cast<const T*>(a.data_ptr()), static_cast<const T*>(b.data_ptr())};
     launch_elementwise<4>(out.device().index, out.sizes(),
                           {&out.strides(), &cond.strides(), &a.strides(), &b.strides()}, f);
+  });
+}
+
+void addcmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double value) {
+  check_device("addcmul", out.device(), {a, b, c});
+  dispatch_device_floating(out.dtype(), "addcmul", [&]<typename T>() {
+    const AddcmulValue<acc_t<T>> v{static_cast<acc_t<T>>(value)};
+    if (launch_vectorized<T, 3>(out, {&a, &b, &c}, v)) return;
+    AddcmulFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
+                   static_cast<const T*>(b.data_ptr()), static_cast<const T*>(c.data_ptr()), v};
+    launch_elementwise<4>(out.device().index, out.sizes(),
+                          {&out.strides(), &a.strides(), &b.strides(), &c.strides()}, f);
   });
 }
 

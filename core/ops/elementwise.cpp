@@ -308,6 +308,30 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   return out;
 }
 
+Tensor addcmul(const Tensor& a, const Tensor& b, const Tensor& c, double value) {
+  detail::check_same("addcmul", {a, b, c});
+  ZT_CHECK(is_floating(a.dtype()), "addcmul: expected floating tensors, got ",
+           dtype_name(a.dtype()));
+  const Shape s =
+      broadcast_shapes(broadcast_shapes(a.sizes(), b.sizes(), "addcmul"), c.sizes(), "addcmul");
+  Tensor out = Tensor::empty(s, a.dtype(), a.device());
+  ZT_DISPATCH(a.device(), addcmul, out, a.detach().expand(s), b.detach().expand(s),
+              c.detach().expand(s), value);
+  if (autograd::needs_grad({a, b, c})) {
+    const bool ga = a.requires_grad(), gb = b.requires_grad(), gc = c.requires_grad();
+    const Shape sa = a.sizes(), sb = b.sizes(), sc = c.sizes();
+    autograd::record("addcmul", {a, b, c}, {out},
+                     [=](const std::vector<Tensor>& g) {
+                       const Tensor gv = value == 1.0 ? g[0] : mul(g[0], value);
+                       return std::vector<Tensor>{ga ? sum_to(g[0], sa) : Tensor(),
+                                                  gb ? sum_to(mul(gv, c), sb) : Tensor(),
+                                                  gc ? sum_to(mul(gv, b), sc) : Tensor()};
+                     },
+                     {gb ? c : Tensor(), gc ? b : Tensor()});
+  }
+  return out;
+}
+
 Tensor relu(const Tensor& a) {
   return unary_with_grad("relu", UnaryOp::kRelu, BinaryOp::kReluGrad, a, false);
 }

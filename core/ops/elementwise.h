@@ -45,6 +45,9 @@ Tensor abs(const Tensor& a);
 Tensor clamp(const Tensor& a, double lo, double hi);
 /// cond ? a : b (cond is bool, broadcast); differentiable in a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// a + value * b * c, broadcast, in one pass (PyTorch's addcmul); differentiable in a, b
+/// and c.
+Tensor addcmul(const Tensor& a, const Tensor& b, const Tensor& c, double value = 1.0);
 /// max(a, 0); gradient 0 at a = 0.
 Tensor relu(const Tensor& a);
 /// a * sigmoid(a), a.k.a. swish.

@@ -224,6 +224,30 @@ TEST(Elementwise, WhereGradient) {
   EXPECT_GRAD_OK([&](auto& in) { return where(cond, in[0], in[1]); }, {a, b});
 }
 
+// addcmul(a, b, c, v) = a + v * b * c in one pass: by hand, the bits of a mul then an add
+// (v = 1; f32, strided and broadcast operands), every gradient, and its errors.
+TEST(Elementwise, AddcmulIsAMulAndAnAddInOnePass) {
+  const Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({2, -1}, {2, 1});
+  const Tensor c = from_vector({0.5, 4, -2}, {3});
+  EXPECT_TRUE(values_are(addcmul(a, b, c), {2, 10, -1, 0.5, -2, 5}));
+  EXPECT_TRUE(values_are(addcmul(a, b, c, -0.5), {0.5, -2, 5, 1.25, 4, 2}));
+  Generator g(3);
+  const Tensor x = randn({4, 6}, g), y = randn({6, 4}, g).transpose(0, 1), z = randn({6}, g);
+  const int64_t before = work_counts().dispatches;
+  const Tensor fused = addcmul(z, x, y);
+  EXPECT_EQ(work_counts().dispatches - before, 1);
+  EXPECT_TRUE(test::all_close(fused, add(mul(x, y), z), 0, 0)) << "f32, bit for bit";
+  Tensor l = test::rand_leaf({2, 3}, 31), m = test::rand_leaf({3}, 32);
+  Tensor r = test::rand_leaf({2, 1}, 33);
+  EXPECT_GRAD_OK([](auto& in) { return addcmul(in[0], in[1], in[2], 1.5); }, {l, m, r});
+  EXPECT_GRAD_OK([](auto& in) { return addcmul(in[1], in[2], in[0]); }, {l, m, r});
+  EXPECT_TRUE(test::throws_with([&] { addcmul(a, b, zeros({4})); }, "addcmul"));
+  EXPECT_TRUE(test::throws_with([&] { addcmul(a, a, a.to(DType::f64)); }, "addcmul"));
+  const Tensor i = zeros({3}, DType::i64);
+  EXPECT_TRUE(
+      test::throws_with([&] { addcmul(i, i, i); }, "addcmul: expected floating tensors, got i64"));
+}
+
 // A copy onto the very same elements (a one-rank shard written from its own full value) is
 // no kernel call; a copy from other elements of the storage, or from another storage, runs.
 TEST(Elementwise, CopyOntoTheSameElementsRunsNoKernel) {

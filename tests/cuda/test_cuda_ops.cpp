@@ -209,6 +209,21 @@ TEST(CudaOps, WhereAndAxpyMatchCpu) {
   }
 }
 
+// addcmul: the vectorized path (contiguous, aligned, one shape) and the general one
+// (broadcast and transposed operands), against the CPU's.
+TEST(CudaOps, AddcmulMatchesCpu) {
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  for (DType dt : kFloatTypes) {
+    SCOPED_TRACE(dtype_name(dt));
+    const Tensor a = randn_cpu({37, 40}, 21, dt), b = randn_cpu({37, 40}, 22, dt);
+    const Tensor c = randn_cpu({40, 37}, 23, dt).transpose(0, 1), d = randn_cpu({40}, 24, dt);
+    EXPECT_TRUE(all_close(addcmul(a.to(kGpu), b.to(kGpu), b.to(kGpu), 0.5), addcmul(a, b, b, 0.5),
+                          rtol_for(dt), 1e-6));
+    EXPECT_TRUE(all_close(addcmul(d.to(kGpu), c.to(kGpu), a.to(kGpu)), addcmul(d, c, a),
+                          rtol_for(dt), 1e-6));
+  }
+}
+
 // Unary, binary and axpy over contiguous, 16-byte aligned operands of one shape run 16
 // bytes a thread (vec_kernel): lengths below, at and past whole chunks, in place (out is
 // an input), and a view one element into its buffer (not aligned: the general path).
