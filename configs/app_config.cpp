@@ -217,7 +217,13 @@ void read_train(Section s, TrainConfig& t) {
   for (double b : betas)
     if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
   t.betas = {betas[0], betas[1]};
-  if (t.min_lr > t.lr) s.fail("min_lr", "min_lr must not exceed lr");
+  // The floor of cosine and linear; the other schedules have none (a warning says so).
+  if (t.min_lr > t.lr && (t.schedule == Schedule::cosine || t.schedule == Schedule::linear))
+    s.fail("min_lr", "min_lr must not exceed lr");
+  if (t.optimizer == Optimizer::sgd && t.nesterov && (t.momentum <= 0 || t.dampening != 0))
+    s.fail("nesterov",  // as torch.optim.SGD refuses it
+           "Nesterov momentum needs momentum > 0 and dampening 0, got momentum " +
+               std::to_string(t.momentum) + " and dampening " + std::to_string(t.dampening));
   for (const std::string& pattern : t.no_weight_decay)
     if (pattern.empty())
       s.fail("no_weight_decay",
@@ -287,6 +293,8 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   const bool synthetic = c.data.kind == data::DataKind::synthetic;
   note("data", "path", !synthetic, "with data.kind synthetic (it names image_folder or npy data)");
   note("data", "num_shapes", synthetic, "with data.kind image_folder or npy (it is synthetic's)");
+  note("data", "num_samples", synthetic,
+       "with data.kind image_folder or npy (it is synthetic's: the files set the count)");
   note("data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
        std::string("with data.kind ") + data_kind_name(c.data.kind) + " (it is image_folder's)");
 }
@@ -312,16 +320,23 @@ void read_engine(Section& s, const Node& ds, AppConfig& c) {
   const Node train = yaml.get("train");
   const Node dtype = train ? train.get("dtype") : Node();
   if (ds && (ds.has("bf16") || ds.has("fp16"))) {
+    // The DeepSpeed config's precision replaces the YAML's whole: both sections, also the
+    // one it leaves out.
+    const char* given = ds.has("bf16") ? "bf16" : "fp16";
     for (const char* key : {"bf16", "fp16"})
-      if (ds.has(key)) replaced(key);
+      if (Node y = s.take(key))
+        c.warnings.push_back(y.where() + ": " + y.path() +
+                             ": replaced by the DeepSpeed config's precision (" +
+                             ds.get(ds.has(key) ? key : given).where() + ")");
     c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
     const std::string implied = precision_dtype_name(c.zero.precision);
     if (dtype && dtype.as_string() != implied)
       c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
                            " is replaced by the DeepSpeed config's " + implied);
   } else {
+    const Node bf16 = yaml.get("bf16"), fp16 = yaml.get("fp16");
     c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
-    apply_dtype(dtype, c.zero.precision);
+    apply_dtype(dtype, bf16, fp16, c.zero.precision);
   }
   c.train.dtype = precision_dtype_name(c.zero.precision);
   read_buffers(s.sub("buffers"), c.zero.buffers);

@@ -358,6 +358,8 @@ void apply_override(const Node& root, const Override& o) {
   if (eq == std::string::npos || eq == 0)
     throw Error(source + ": expected key.path=value (e.g. --set train.lr=1e-3)");
   const std::string key_path = trim(assignment.substr(0, eq));
+  if (key_path.empty())
+    throw Error(source + ": expected key.path=value (e.g. --set train.lr=1e-3): the key is blank");
   if (key_path.front() == '.' || key_path.back() == '.')
     throw Error(source + ": empty component in key path '" + key_path + "'");
   const std::string value = assignment.substr(eq + 1);

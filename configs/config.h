@@ -142,9 +142,9 @@ class Section {
                int64_t hi = std::numeric_limits<int64_t>::max());
   Section& get(const std::string& key, int& out, int64_t lo,
                int64_t hi = std::numeric_limits<int>::max());
-  /// Real in [lo, hi].
+  /// Real in [lo, hi]; finite (no key takes an infinity: .inf is an error, as .nan is).
   Section& get(const std::string& key, double& out, double lo,
-               double hi = std::numeric_limits<double>::infinity());
+               double hi = std::numeric_limits<double>::max());
   /// Every element in [lo, hi].
   Section& get(const std::string& key, std::vector<int64_t>& out, int64_t lo,
                int64_t hi = std::numeric_limits<int64_t>::max());

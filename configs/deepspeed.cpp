@@ -382,7 +382,7 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   if (Node n = at("steps_per_print")) take("log_every", t.log_every, log_every, n);
   if (Node n = s.take("optimizer")) read_optimizer(Section(n), t, take);
   if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.warnings);
-  if (t.min_lr > t.lr) {
+  if (t.min_lr > t.lr && (t.schedule == Schedule::cosine || t.schedule == Schedule::linear)) {
     const Node floor = yaml_train && yaml_train.is_map() ? yaml_train.get("min_lr") : Node();
     throw Error(ds.file() + ": the schedule's floor train.min_lr (" + text(t.min_lr) +
                 (floor ? ", from " + floor.where() : std::string()) +

@@ -103,8 +103,8 @@ Section& Section::get(const std::string& key, double& out, double lo, double hi)
     if (!(v >= lo && v <= hi)) {
       std::ostringstream os;
       os << n.scalar() << " is out of range: must be ";
-      if (std::isinf(hi))
-        os << ">= " << lo;
+      if (hi == std::numeric_limits<double>::max())
+        os << ">= " << lo << " and finite";
       else
         os << "in [" << lo << ", " << hi << "]";
       n.fail(os.str());

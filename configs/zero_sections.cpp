@@ -38,7 +38,12 @@ void reject_unsupported(Section& s) {
     Section o(n);
     std::string device = "none";
     o.get("device", device);
-    return device == "none";  // other offload keys only matter with a device
+    // DeepSpeed's other offload_param keys only matter with a device; a key it does not
+    // have is a typo (an error naming the nearest one).
+    for (const char* key : {"nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
+      o.take(key);
+    o.finish();
+    return device == "none";
   };
   const std::string zpp = "ZeRO++ quantized or hierarchical communication";
   off("offload_param", no_offload, "parameters stay on the training device");
@@ -145,6 +150,10 @@ zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16) {
       .get("consecutive_hysteresis", m.consecutive_hysteresis)
       .get("min_loss_scale", m.min_loss_scale, 0.0);
   fp16.finish();
+  if (m.loss_scale > 0 && m.loss_scale < zero::kLowestLossScale)
+    fp16.fail("loss_scale",
+              "must be 0 (dynamic) or at least 2^-126: the step divides the fp32 gradients by "
+              "it");
   if (m.bf16 && m.fp16)
     fp16.fail("enabled",
               "bf16 and fp16 cannot both be enabled; keep one (bf16 needs no loss scaling)");
@@ -169,11 +178,19 @@ void read_buffers(Section s, zero::BuffersConfig& b) {
   s.finish();
 }
 
-void apply_dtype(const Node& dtype_node, zero::MixedPrecision& precision) {
+void apply_dtype(const Node& dtype_node, const Node& bf16, const Node& fp16,
+                 zero::MixedPrecision& precision) {
   if (!dtype_node || dtype_node.is_null()) return;
   const std::string dtype = dtype_node.as_string();
   const std::string implied = precision_dtype_name(precision);
   if (dtype == implied) return;
+  // A section turned off in so many words is a contradiction too.
+  const Node& asked = dtype == "bf16" ? bf16 : fp16;
+  const Node off = dtype != "f32" && asked && asked.is_map() ? asked.get("enabled") : Node();
+  if (off && !off.as_bool())
+    dtype_node.fail("train.dtype is " + dtype + " but " + off.path() + " is false (" + off.where() +
+                    "); they must agree: set train.dtype: f32, or enable " +
+                    (dtype == "bf16" ? "bf16" : "fp16"));
   if (implied != "f32") {
     const std::string section = precision.bf16 ? "bf16" : "fp16";
     dtype_node.fail("train.dtype is " + dtype + " but " + section +

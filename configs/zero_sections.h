@@ -30,8 +30,11 @@ void read_buffers(Section s, zero::BuffersConfig& out);
 
 /// Makes `precision` agree with train.dtype when the key is given (`dtype_node`: "f32",
 /// "bf16" or "f16"): bf16 / f16 enable that section; a section enabled against the
-/// dtype is an error located at the key. An absent node changes nothing.
-void apply_dtype(const Node& dtype_node, zero::MixedPrecision& precision);
+/// dtype, or the dtype's own section with `enabled: false` (`bf16`, `fp16`: the YAML's
+/// sections, absent when not given), is an error located at the key. An absent node
+/// changes nothing.
+void apply_dtype(const Node& dtype_node, const Node& bf16, const Node& fp16,
+                 zero::MixedPrecision& precision);
 
 /// The spelling of the parameter dtype `precision` implies ("f32", "bf16", "f16").
 const char* precision_dtype_name(const zero::MixedPrecision& precision);

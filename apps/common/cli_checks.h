@@ -45,7 +45,9 @@ inline const CLI::Validator kSeed(
 inline const CLI::Validator kKeyValue(
     [](std::string& text) -> std::string {
       const size_t eq = text.find('=');
-      const std::string key = eq == std::string::npos ? "" : text.substr(0, eq);
+      std::string key = eq == std::string::npos ? "" : text.substr(0, eq);
+      key.erase(0, key.find_first_not_of(" \t"));  // blanks around the key are not a part
+      key.erase(key.find_last_not_of(" \t") + 1);
       const bool parts_named = !key.empty() && key.front() != '.' && key.back() != '.' &&
                                key.find("..") == std::string::npos;
       if (parts_named) return "";

@@ -52,7 +52,9 @@ zero::OptimizerConfig optimizer_config(const config::TrainConfig& train) {
   o.param_groups = train.param_groups;
   o.momentum = train.momentum;
   o.dampening = train.dampening;
-  o.nesterov = train.nesterov;
+  // SGD's alone: left in a config whose optimizer became adam or adamw (by --set, or a
+  // DeepSpeed JSON's), it is a warning there (note_inapplicable), not an error here.
+  o.nesterov = train.optimizer == config::Optimizer::sgd && train.nesterov;
   return o;
 }
 

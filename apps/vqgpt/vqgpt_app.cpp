@@ -111,6 +111,11 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
     path = fs::path(path).parent_path().string();  // ".../checkpoints/latest" names the root
   ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (gpt.tokenizer_checkpoint); ",
            kHowToTrain);
+  // A tokenizer's run folder (what `vqgpt tokenizer` makes of a path not ending in
+  // "checkpoints"): its checkpoints are in <path>/checkpoints.
+  if (const fs::path run = fs::path(path) / "checkpoints";
+      fs::is_directory(path) && !zero::has_checkpoint(path) && zero::has_checkpoint(run.string()))
+    path = run.string();
   config::AppConfig tok_cfg = cfg;
   if (fs::is_directory(path)) {
     ZT_CHECK(zero::has_checkpoint(path), "vqgpt: '", path,

@@ -477,6 +477,9 @@ TEST(VqGpt, QuickTokenizerIsTheModelItsConfigDescribes) {
     EXPECT_EQ(saved.model.out_init_scale, 0.25);
     EXPECT_EQ(saved.model.dropout, 0.125);
     EXPECT_NO_THROW(vqgpt::load_tokenizer(cfg, out + "/checkpoints", comm));  // the same model
+    // The folder it was told to write (gpt.tokenizer_checkpoint, or --out) reads too: its
+    // checkpoints are in <out>/checkpoints.
+    EXPECT_NO_THROW(vqgpt::load_tokenizer(cfg, out, comm));
   });
 }
 

@@ -345,6 +345,13 @@ TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
       parse_yaml("data:\n  kind: image_folder\n  path: /x\n  on_bad_image: skip\n", "f.yaml"));
   EXPECT_TRUE(folder.warnings.empty());
   EXPECT_EQ(folder.data.on_bad_image, data::OnBadImage::skip);
+  AppConfig counted = parse_app_config(
+      parse_yaml("data:\n  kind: npy\n  path: /x.npy\n  num_samples: 5\n", "n.yaml"));
+  ASSERT_EQ(counted.warnings.size(), 1u);
+  EXPECT_EQ(counted.warnings[0].rfind(
+                "n.yaml:4: data.num_samples has no effect with data.kind image_folder or npy", 0),
+            0u)
+      << counted.warnings[0];
   AppConfig sgd = parse_app_config(
       parse_yaml("train:\n  optimizer: sgd\n  momentum: 0.8\n  betas: [0.9, 0.99]\n"
                  "  schedule: constant\n  min_lr: 0.0\n",

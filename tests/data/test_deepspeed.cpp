@@ -304,6 +304,16 @@ TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
   EXPECT_NE(all.find("run.yaml:2: train.dtype: f32 is replaced by the DeepSpeed config's bf16"),
             std::string::npos)
       << all;
+  // One precision section in the JSON replaces both of the YAML's, the one it lacks too.
+  AppConfig one = with_deepspeed("one_section", R"({"fp16": {"enabled": false}})",
+                                 "train:\n  dtype: bf16\nbf16:\n  enabled: true\n");
+  EXPECT_FALSE(one.zero.precision.bf16);
+  EXPECT_EQ(one.train.dtype, "f32");
+  all.clear();
+  for (const auto& w : one.warnings) all += w + "\n";
+  EXPECT_NE(all.find("run.yaml:3: bf16: replaced by the DeepSpeed config's precision"),
+            std::string::npos)
+      << all;
   // Without precision sections in the JSON, the YAML's apply.
   AppConfig y = with_deepspeed("keep", R"({"train_micro_batch_size_per_gpu": 3})",
                                "fp16:\n  enabled: true\n");
@@ -402,6 +412,10 @@ const std::vector<BadCase> kBad = {
      "{\"train_batch_size\": 16}",
      "",
      {"ds_config.json:1: train_batch_size: zt needs train_micro_batch_size_per_gpu"}},
+    {"offload_param_typo",
+     R"({"zero_optimization": {"stage": 3, "offload_param": {"devise": "cpu"}}})",
+     "",
+     {"zero_optimization.offload_param.devise: unknown key; did you mean"}},
     {"fp16_key",
      "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
      "",
