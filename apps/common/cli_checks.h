@@ -11,12 +11,25 @@
 
 namespace zt::app {
 
+/// False for a whole number written out (digits, a sign) that no int64 holds: an integer
+/// option would take it saturated (2^63 - 1), not refuse it.
+inline bool fits_int64(const std::string& text) {
+  const size_t digits = text.find_first_not_of("+-") == 0 ? 0 : 1;
+  if (text.empty() || text.find_first_not_of("0123456789", digits) != std::string::npos)
+    return true;  // not a whole number written out: the number checks below decide
+  errno = 0;
+  std::strtoll(text.c_str(), nullptr, 10);
+  return errno != ERANGE;
+}
+
 /// A finite number > 0.
 inline const CLI::Validator kPositive(
     [](std::string& text) -> std::string {
       double v = 0;
-      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0) return "";
-      return "must be a positive number, got " + text;
+      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0 && fits_int64(text))
+        return "";
+      return "must be a positive number" + std::string(fits_int64(text) ? "" : " below 2^63") +
+             ", got " + text;
     },
     "POSITIVE");
 
@@ -24,8 +37,10 @@ inline const CLI::Validator kPositive(
 inline const CLI::Validator kNonNegative(
     [](std::string& text) -> std::string {
       double v = 0;
-      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0) return "";
-      return "must be a number >= 0, got " + text;
+      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0 && fits_int64(text))
+        return "";
+      return "must be a number >= 0" + std::string(fits_int64(text) ? "" : " below 2^63") +
+             ", got " + text;
     },
     "NONNEGATIVE");
 

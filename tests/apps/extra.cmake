@@ -224,10 +224,18 @@ if(TARGET vqtok)
     "--limit: must be a number >= 0, got -1"
     $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --out ids.npy --limit -1)
-  # A --set whose key path leaves a part unnamed.
+  # A count past int64 would be taken saturated (2^63 - 1 steps), not refused.
+  zt_refusal_test(apps.vqtok.train_steps_past_int64 2
+    "--steps: must be a positive number below 2\\^63, got 99999999999999999999"
+    $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --steps 99999999999999999999)
+  # A --set whose key path leaves a part unnamed, or whose key is blank.
   zt_refusal_test(apps.vqtok.set_with_an_unnamed_part 2 "every part of the path named"
     $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --set train.=3)
+  zt_refusal_test(apps.vqtok.set_with_a_blank_key 2 "every part of the path named"
+    $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --set " =3")
 endif()
 
 # vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
