@@ -416,8 +416,12 @@ void apply_override(const Node& root, const Override& o) {
       if (last) cur->seq[idx] = fresh(path);
       cur = cur->seq[idx];
     } else {
+      // Where that value was set: the file's line, or an earlier --set (the culprit then).
+      const std::string set_by =
+          cur->line > 0 ? cur->file + ":" + std::to_string(cur->line) : cur->file;
       throw Error(source + ": cannot set '" + key_path + "': '" + cur->path +
-                  "' is a single value, not a mapping");
+                  "' is a single value, not a mapping" +
+                  (set_by.empty() ? std::string() : " (set by " + set_by + ")"));
     }
   }
 }

@@ -69,7 +69,13 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
   app.add_option("--persistence", persistence, "stage3_param_persistence_threshold")
       ->check(zt::app::kNonNegative);
   app.add_option("--gpt-layers", layers, "GPT blocks")->check(zt::app::kPositive);
-  app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4)")->check(zt::app::kPositive);
+  app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4: its 4 heads)")
+      ->check(zt::app::kPositive)
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            return std::stoll(text) % 4 == 0 ? "" : "must be a multiple of 4, got " + text;
+          },
+          "MULTIPLE OF 4"));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   zero::Config cfg;
   cfg.stage3_prefetch_bucket_size = prefetch;

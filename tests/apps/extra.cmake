@@ -292,6 +292,9 @@ if(TARGET zt-bench)
     zt_refusal_test(apps.bench.${name}_must_be_positive 2 "${option}.*must be a positive number"
       $<TARGET_FILE:zt-bench> ${args})
   endforeach()
+  # Checked before any case runs (it printed a case's line, then failed in the model).
+  zt_refusal_test(apps.bench.plan_gpt_embd_multiple_of_4 2 "--gpt-embd: must be a multiple of 4"
+    $<TARGET_FILE:zt-bench> plan --gpt-embd 6)
   zt_refusal_test(apps.bench.comm_min_above_max 2 "--min-bytes 1000 is above --max-bytes 10"
     $<TARGET_FILE:zt-bench> comm --min-bytes 1000 --max-bytes 10)
   zt_refusal_test(apps.bench.ops_filter_matching_nothing 2 "no case matches --filter 'nomatch'"

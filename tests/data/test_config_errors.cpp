@@ -320,6 +320,13 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  steps: 10\n",
      {" \t=5"},
      {"--set  \t=5: expected key.path=value (e.g. --set train.lr=1e-3): the key is blank"}},
+    // A path through a single value names where that value was set: the culprit may be an
+    // earlier --set.
+    {"set_through_a_value",
+     "train:\n  steps: 10\n",
+     {"train=3", "train.steps=1"},
+     {"--set train.steps=1: cannot set 'train.steps': 'train' is a single value, not a mapping "
+      "(set by --set train=3)"}},
     {"set_wrong_type",
      "train:\n  steps: 10\n",
      {"train.steps=abc"},
