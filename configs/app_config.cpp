@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <map>
+#include <sstream>
 #include <type_traits>
 
 #include "configs/deepspeed.h"
@@ -217,13 +218,6 @@ void read_train(Section s, TrainConfig& t) {
   for (double b : betas)
     if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
   t.betas = {betas[0], betas[1]};
-  // The floor of cosine and linear; the other schedules have none (a warning says so).
-  if (t.min_lr > t.lr && (t.schedule == Schedule::cosine || t.schedule == Schedule::linear))
-    s.fail("min_lr", "min_lr must not exceed lr");
-  if (t.optimizer == Optimizer::sgd && t.nesterov && (t.momentum <= 0 || t.dampening != 0))
-    s.fail("nesterov",  // as torch.optim.SGD refuses it
-           "Nesterov momentum needs momentum > 0 and dampening 0, got momentum " +
-               std::to_string(t.momentum) + " and dampening " + std::to_string(t.dampening));
   for (const std::string& pattern : t.no_weight_decay)
     if (pattern.empty())
       s.fail("no_weight_decay",
@@ -267,6 +261,23 @@ void read_gpt(Section s, GptConfig& g) {
 // Keys the YAML sets that the rest of the final config (after a DeepSpeed config) leaves
 // without effect: a warning each, naming the key and what it would apply to. (Not errors:
 // switching the optimizer or schedule by one key leaves the other's settings harmless.)
+// The YAML's train checks that a DeepSpeed JSON's settings may change, on the settings
+// as merged, located at the YAML's key (a JSON's own keys are checked where it is read).
+void check_merged_train(const Node& root, const AppConfig& c) {
+  const TrainConfig& t = c.train;
+  const Node train = root.get("train");
+  auto fail_at = [&](const char* key, const std::string& msg) {
+    const Node n = train && train.is_map() ? train.get(key) : Node();
+    if (n) n.fail(msg);
+    throw Error("train." + std::string(key) + ": " + msg);
+  };
+  if (t.min_lr > t.lr && has_lr_floor(t.schedule)) fail_at("min_lr", "min_lr must not exceed lr");
+  if (t.optimizer == Optimizer::sgd && t.nesterov) {
+    const std::string why = nesterov_problem(t.momentum, t.dampening);
+    if (!why.empty()) fail_at("nesterov", why);
+  }
+}
+
 void note_inapplicable(const Node& root, AppConfig& c) {
   const TrainConfig& t = c.train;
   const std::string opt = optimizer_name(t.optimizer);
@@ -284,7 +295,7 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   for (const char* key : {"step_size", "gamma"})
     note("train", key, t.schedule == Schedule::step,
          "with schedule " + sched + " (it is schedule step's)");
-  note("train", "min_lr", t.schedule == Schedule::cosine || t.schedule == Schedule::linear,
+  note("train", "min_lr", has_lr_floor(t.schedule),
        "with schedule " + sched + " (it is the floor of cosine and linear)");
   note("train", "trace_steps", !t.trace.empty(), "without train.trace");
   note("train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
@@ -404,6 +415,14 @@ void check_app(Section& root, AppConfig& c) {
 
 }  // namespace
 
+std::string nesterov_problem(double momentum, double dampening) {
+  if (momentum > 0 && dampening == 0) return "";
+  std::ostringstream os;
+  os << "Nesterov momentum needs momentum > 0 and dampening 0, got momentum " << momentum
+     << " and dampening " << dampening;
+  return os.str();
+}
+
 int64_t ModelConfig::temporal_layers() const {
   int64_t n = 0;
   for (int64_t f = temporal_downsample_factor; f > 1; f >>= 1) ++n;
@@ -459,6 +478,7 @@ AppConfig parse_app_config(const Node& root, App app) {
   }
   read_engine(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);
+  check_merged_train(root, c);
   note_inapplicable(root, c);
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)

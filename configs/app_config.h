@@ -91,6 +91,13 @@ extern const std::vector<std::pair<std::string, data::OnBadImage>> kBadImageName
 /// "bicubic", ...; "crop", ...; "error", ...
 const char* optimizer_name(Optimizer o);
 const char* schedule_name(Schedule s);
+/// Whether schedule `s` has a floor, train.min_lr (cosine and linear).
+inline bool has_lr_floor(Schedule s) {
+  return s == Schedule::cosine || s == Schedule::linear;
+}
+/// Why SGD cannot take Nesterov momentum with these settings ("" when it can): it needs
+/// momentum > 0 and dampening 0, as torch.optim.SGD does.
+std::string nesterov_problem(double momentum, double dampening);
 const char* data_kind_name(data::DataKind k);
 const char* filter_name(data::Filter f);
 const char* fit_name(data::Fit f);

@@ -137,9 +137,8 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
     p.get("momentum", momentum, 0.0, 1.0)
         .get("nesterov", nesterov)
         .get("dampening", dampening, 0.0, 1.0);
-    if (nesterov && (momentum <= 0 || dampening != 0))  // as torch.optim.SGD refuses it
-      p.fail("nesterov", "Nesterov momentum needs momentum > 0 and dampening 0, got momentum " +
-                             text(momentum) + " and dampening " + text(dampening));
+    if (const std::string why = nesterov_problem(momentum, dampening); nesterov && !why.empty())
+      p.fail("nesterov", why);
   } else {
     p.get("betas", betas).get("eps", eps, 0.0, 1.0);
     if (eps == 0.0)  // as in read_train: 0 / 0 where a gradient has been 0
@@ -382,7 +381,7 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   if (Node n = at("steps_per_print")) take("log_every", t.log_every, log_every, n);
   if (Node n = s.take("optimizer")) read_optimizer(Section(n), t, take);
   if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.warnings);
-  if (t.min_lr > t.lr && (t.schedule == Schedule::cosine || t.schedule == Schedule::linear)) {
+  if (t.min_lr > t.lr && has_lr_floor(t.schedule)) {
     const Node floor = yaml_train && yaml_train.is_map() ? yaml_train.get("min_lr") : Node();
     throw Error(ds.file() + ": the schedule's floor train.min_lr (" + text(t.min_lr) +
                 (floor ? ", from " + floor.where() : std::string()) +

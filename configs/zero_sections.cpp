@@ -41,7 +41,7 @@ void reject_unsupported(Section& s) {
     // DeepSpeed's other offload_param keys only matter with a device; a key it does not
     // have is a typo (an error naming the nearest one).
     for (const char* key : {"nvme_path", "pin_memory", "buffer_count", "buffer_size", "max_in_cpu"})
-      o.take(key);
+      o.take_or_null(key);
     o.finish();
     return device == "none";
   };

@@ -17,8 +17,9 @@ void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha);
 /// out = cond ? a : b, cond bool.
 void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor& b);
 /// out = a + value * b * c over out's shape (a, b, c broadcast views of it), floating
-/// dtypes, 16-bit values computed in f32: the product, scaled, then the sum, each rounded
-/// to the computing type as a mul then an add would be (a GPU may fuse them into one FMA).
+/// dtypes, 16-bit values computed in f32 and rounded once at the end: the product, scaled,
+/// then the sum, each rounded to the computing type (f32, f64), which for those gives a mul
+/// then an add's bits (a GPU may fuse them into one FMA); for 16-bit ones it is closer.
 void addcmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double value);
 /// dst (any strides) <- src (same shape, any strides and dtype), both on this device.
 void copy(const Tensor& dst, const Tensor& src);
@@ -119,9 +120,10 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
                          const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
                          const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G);
 /// x (N, C, S) -> per-channel mean and rstd = 1 / sqrt(biased var + eps) (C, x's dtype),
-/// over M = N * S elements, in double. running_mean and running_var (C, any floating
-/// dtype, contiguous) or undefined: each becomes (1 - momentum) r + momentum stat, in
-/// double and rounded once, the variance unbiased by M / (M - 1) (M > 1).
+/// over M = N * S elements, in double. running_mean and running_var (C, contiguous, one
+/// floating dtype: any) or undefined: each becomes (1 - momentum) r + momentum stat, in
+/// double, then converted to their dtype (16-bit ones through float, as copy converts),
+/// the variance unbiased by M / (M - 1) (M > 1).
 void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
                       const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
                       double eps, double momentum);

@@ -57,17 +57,23 @@ bool header_size(const std::string& path, int& h, int& w) {
 }
 
 // A file stb decodes through callbacks that note a read past its end. stb's BMP and TGA
-// decoders do not check for the end of the file: they take zeros for the missing bytes,
-// so a truncated file decodes as an image with a black bottom. Its PNG and JPEG decoders
-// check for themselves (a truncated one fails), so a read past the end counts for the
-// other formats only: a JPEG's decoder may look for one more marker at the very end.
+// decoders do not check for the end of the file: they take zeros (or, for a row read
+// whole, what the buffer held) for the missing bytes, so a truncated file decodes as an
+// image with a made-up bottom. Its PNG and JPEG decoders check for themselves (a truncated
+// one fails), so a read past the end counts for the other formats only: a JPEG's decoder
+// may look for one more marker at the very end.
 struct Reader {
+  // stb refills its buffer kRefill bytes at a time, and the last refill of a whole file
+  // comes back short; any other read (a row read whole) comes back short only when the
+  // file ends before it.
+  static constexpr int kRefill = 128;
   std::FILE* f = nullptr;
   bool past_end = false;
   static int read(void* user, char* data, int size) {
     auto* r = static_cast<Reader*>(user);
     const size_t got = std::fread(data, 1, static_cast<size_t>(size), r->f);
-    if (got == 0 && size > 0) r->past_end = true;
+    if (size > 0 && (got == 0 || (got < static_cast<size_t>(size) && size != kRefill)))
+      r->past_end = true;
     return static_cast<int>(got);
   }
   static void skip(void* user, int n) { std::fseek(static_cast<Reader*>(user)->f, n, SEEK_CUR); }

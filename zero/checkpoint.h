@@ -125,7 +125,10 @@ bool holds_checkpoints(const std::string& root);
 /// missing is renamed back. Temporaries of live processes, of other machines and of this
 /// process are kept, unless `run_lock_held`: the caller holds the RunLock of the run that
 /// saves here, so every temporary but this process's is an earlier run's (another
-/// machine's included: a rescheduled job's) and goes. Returns what it removed.
+/// machine's included: a rescheduled job's) and goes. That trusts the lock across
+/// machines, as the lock itself does (a file system whose flock is per machine, NFSv3
+/// mounted nolock, keeps neither two jobs apart nor their temporaries). Returns what it
+/// removed.
 /// save_checkpoint calls it (rank 0) before each save; an app's run start, under its lock.
 std::vector<std::string> remove_stale_temporaries(const std::string& root,
                                                   bool run_lock_held = false);

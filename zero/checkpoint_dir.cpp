@@ -211,7 +211,10 @@ void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step,
 fs::path set_aside_incomplete(const fs::path& dir, const std::string& id) {
   fs::path aside = dir;
   aside += ".incomplete-" + id;
-  fs::rename(dir, aside);
+  std::error_code ec;
+  fs::rename(dir, aside, ec);
+  ZT_CHECK(!ec, "cannot set the incomplete checkpoint '", dir.string(), "' aside as '",
+           aside.string(), "': ", ec.message(), "; move or delete it");
   return aside;
 }
 

@@ -73,7 +73,9 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
       ->check(zt::app::kPositive)
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
-            return std::stoll(text) % 4 == 0 ? "" : "must be a multiple of 4, got " + text;
+            int64_t v = 0;  // read as the option reads it (a text it cannot read fails there)
+            if (!CLI::detail::lexical_cast(text, v) || v % 4 == 0) return "";
+            return "must be a multiple of 4, got " + text;
           },
           "MULTIPLE OF 4"));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

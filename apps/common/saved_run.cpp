@@ -17,6 +17,7 @@
 #include "apps/common/run_checks.h"
 #include "core/tensor.h"
 #include "core/text_file.h"
+#include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 
 namespace zt::app {
@@ -260,6 +261,17 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
     std::fprintf(stderr, "%s: note: %s\n", app.c_str(), note.c_str());
 }
 
+// Whether checkpoint `run` holds the ranks' random generator states (resume_training
+// restores them); false when its replicated file does not read.
+static bool holds_rng_state(const SavedRun& run) {
+  try {
+    return nn::SafetensorsFile((fs::path(run.dir) / "replicated.safetensors").string())
+        .contains("state/rng_state");
+  } catch (const std::exception&) {
+    return false;
+  }
+}
+
 void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
                          const std::string& app, const std::string& command,
                          comm::Communicator& comm, bool quiet) {
@@ -308,8 +320,9 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "them back, or start a new run from its weights (export them, another output_dir)");
     std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
     // train.seed seeds the initial weights (loaded instead) and each rank's dropout
-    // generator, whose states the checkpoint restores at the world size it was saved on.
-    if (run.world_size == comm.size())
+    // generator, whose states the checkpoint restores at the world size it was saved on
+    // (when it holds them: older checkpoints do not).
+    if (run.world_size == comm.size() && holds_rng_state(run))
       std::erase_if(changed, [](const KeyChange& c) { return c.key == "train.seed"; });
     if (!saved.deepspeed_config.empty() || !cfg.deepspeed_config.empty()) {
       // The JSON's settings are in neither YAML tree: compare what they resolved to.

@@ -320,14 +320,16 @@ Tensor addcmul(const Tensor& a, const Tensor& b, const Tensor& c, double value) 
   if (autograd::needs_grad({a, b, c})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad(), gc = c.requires_grad();
     const Shape sa = a.sizes(), sb = b.sizes(), sc = c.sizes();
+    // Each factor is kept only for the other's gradient.
+    const Tensor keep_b = gc ? b : Tensor(), keep_c = gb ? c : Tensor();
     autograd::record("addcmul", {a, b, c}, {out},
                      [=](const std::vector<Tensor>& g) {
                        const Tensor gv = value == 1.0 ? g[0] : mul(g[0], value);
                        return std::vector<Tensor>{ga ? sum_to(g[0], sa) : Tensor(),
-                                                  gb ? sum_to(mul(gv, c), sb) : Tensor(),
-                                                  gc ? sum_to(mul(gv, b), sc) : Tensor()};
+                                                  gb ? sum_to(mul(gv, keep_c), sb) : Tensor(),
+                                                  gc ? sum_to(mul(gv, keep_b), sc) : Tensor()};
                      },
-                     {gb ? c : Tensor(), gc ? b : Tensor()});
+                     {keep_c, keep_b});
   }
   return out;
 }

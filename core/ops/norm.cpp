@@ -99,6 +99,10 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   channel_dims("batch_norm", x, weight, bias, N, C, S);
   ZT_CHECK(running_mean.defined() == running_var.defined(),
            "batch_norm: pass both running_mean and running_var, or neither");
+  ZT_CHECK(!running_mean.defined() || running_mean.dtype() == running_var.dtype(),
+           "batch_norm: running_mean is ", dtype_name(running_mean.dtype()), " and running_var ",
+           running_var.defined() ? dtype_name(running_var.dtype()) : "",
+           "; keep the running statistics in one dtype");
   for (const Tensor* p : {&running_mean, &running_var}) {
     ZT_CHECK(!p->defined() || (p->numel() == C && is_floating(p->dtype()) &&
                                p->device() == x.device() && p->is_contiguous()),
@@ -130,6 +134,8 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       auto updated = [](const Tensor& r) { return r.defined() ? r.detach() : Tensor(); };
       ZT_DISPATCH(x.device(), batch_norm_stats, mean, rstd, updated(running_mean),
                   updated(running_var), xc, N, C, S, eps, momentum);
+      // Written in place: a graph that saved them (an eval forward's) sees the change.
+      if (running_mean.defined()) detail::count_writes({running_mean, running_var});
     } else {
       mean = running_mean.detach().reshape({C}).to(x.dtype()).contiguous();
       rstd = rsqrt(add(running_var.detach().reshape({C}).to(x.dtype()), eps)).contiguous();

@@ -11,7 +11,9 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
 
 /// x (N, C, *). training: normalize with batch statistics over (N, *), and if running
 /// stats are given update them in place: r = (1 - momentum) r + momentum * stat, the
-/// variance unbiased (PyTorch semantics). eval: use the running statistics.
+/// variance unbiased (PyTorch semantics). eval: use the running statistics. The running
+/// statistics: both or neither, contiguous, of C elements and one floating dtype (any:
+/// each is updated in its own, from the statistics in double).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps);

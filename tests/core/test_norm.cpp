@@ -173,6 +173,22 @@ TEST(BatchNorm, RunningStatisticsOfEveryDtypeUpdateInPlace) {
           << dtype_name(xt) << " input, " << dtype_name(rt) << " statistics";
     }
   }
+  // One dtype for both (the kernel reads them as one).
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        batch_norm(x, zeros({2}), ones({2}, DType::f64), Tensor(), Tensor(), true, 0.1, 1e-5);
+      },
+      "batch_norm: running_mean is f32 and running_var f64; keep the running statistics in one "
+      "dtype"));
+  // Updated in place: a graph that saved them sees the write (an eval forward's backward,
+  // after a training forward, is refused as PyTorch refuses it).
+  Tensor rm = zeros({2}, DType::f64), rv = ones({2}, DType::f64);
+  Tensor xe = x.detach().clone();
+  xe.set_requires_grad(true);
+  Tensor ye = batch_norm(xe, rm, rv, Tensor(), Tensor(), false, 0.1, 1e-5);
+  batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5);
+  EXPECT_TRUE(
+      test::throws_with([&] { sum(ye).backward(); }, "was written in place since the forward"));
   // Updated in place, so they must be contiguous.
   Tensor strided = zeros({4}).slice(0, 0, 4, 2);
   EXPECT_TRUE(test::throws_with(

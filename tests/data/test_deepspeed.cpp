@@ -314,6 +314,16 @@ TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
   EXPECT_NE(all.find("run.yaml:3: bf16: replaced by the DeepSpeed config's precision"),
             std::string::npos)
       << all;
+  // The YAML's SGD settings under the JSON's AdamW are checked as merged: no effect, a
+  // warning (not SGD's refusal of Nesterov momentum without momentum).
+  AppConfig adamw =
+      with_deepspeed("sgd_left", R"({"optimizer": {"type": "AdamW", "params": {"lr": 1e-3}}})",
+                     "train:\n  optimizer: sgd\n  nesterov: true\n  momentum: 0\n");
+  EXPECT_EQ(adamw.train.optimizer, Optimizer::adamw);
+  all.clear();
+  for (const auto& w : adamw.warnings) all += w + "\n";
+  EXPECT_NE(all.find("train.nesterov has no effect with optimizer adamw"), std::string::npos)
+      << all;
   // Without precision sections in the JSON, the YAML's apply.
   AppConfig y = with_deepspeed("keep", R"({"train_micro_batch_size_per_gpu": 3})",
                                "fp16:\n  enabled: true\n");
@@ -436,7 +446,9 @@ TEST(DeepSpeed, UnsupportedKeysAtTheirNeutralValuesAreAccepted) {
                            R"({"communication_data_type": "fp32"})",
                            R"({"bf16": {"enabled": true}, "communication_data_type": "bf16"})",
                            R"({"fp16": {"enabled": true}, "communication_data_type": "fp16"})",
-                           R"({"tensorboard": {"enabled": false}})"}) {
+                           R"({"tensorboard": {"enabled": false}})",
+                           R"({"zero_optimization": {"offload_param": {"device": "none",
+                               "nvme_path": null, "pin_memory": false}}})"}) {
     SCOPED_TRACE(json);
     EXPECT_EQ(error_of([&] { with_deepspeed("neutral", json); }), "");
   }

@@ -111,7 +111,7 @@ std::vector<Tensor> SpatialNorm::forward(const std::vector<Tensor>& inputs) {
                  : interpolate_nearest(zq, {x.size(2), x.size(3)});
   Tensor n = (*norm_layer)(x);
   // n * y + b in one pass; b's convolution runs first (the order this model has always
-  // run them in, so results stay bit for bit the same).
+  // run them in, so f32 results stay bit for bit the same).
   Tensor b = (*conv_b)(z);
   return {addcmul(b, n, (*conv_y)(z))};
 }
