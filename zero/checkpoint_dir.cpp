@@ -91,10 +91,10 @@ static bool is_zombie(long pid) {
 // the run that saves here, so no other process writes here) only this process's own ids.
 static bool owner_may_be_alive(const std::string& id, bool run_lock_held) {
   if (made_here(id)) return true;
-  if (run_lock_held) return false;
   size_t i = id[0] == 'p' ? 1 : 0, j = i;
   while (j < id.size() && std::isdigit(static_cast<unsigned char>(id[j]))) ++j;
-  if (j == i || j >= id.size() || id[j] != '-') return true;                // not an id we wrote
+  if (j == i || j >= id.size() || id[j] != '-') return true;  // not an id we wrote: not ours
+  if (run_lock_held) return false;
   if (i == 1 && id.compare(j + 1, 9, "h" + host_hash()) != 0) return true;  // another machine
   const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
   if (pid <= 0) return true;

@@ -445,8 +445,10 @@ TEST(CheckpointRobustness, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000001"));
   // Under the run's lock no other process writes here: a live process's and another
   // machine's temporaries are an earlier run's too.
+  // A hidden folder whose name carries no id zt writes is nobody's temporary: kept.
+  make_dir(".notes.tmp-mine");
   EXPECT_EQ(zero::remove_stale_temporaries(root, /*run_lock_held=*/true).size(), 2u);
-  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001"}));
+  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001", ".notes.tmp-mine"}));
   // The next save removes a dead process's temporary by itself.
   make_dir(".step_000009.tmp-" + dead + "-0badf00d");
   save_steps(root, 1);
