@@ -528,6 +528,9 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
     return s;
   };
   std::map<std::string, std::pair<std::string, std::string>> seen;  // key -> value, source
+  // A mapping set whole (--set 'train={steps: 2}') replaces the file's: its other keys
+  // there go back to their defaults, and a warning names them.
+  const Node file = overrides.empty() ? Node() : load_yaml_file(path);
   for (const Override& o : overrides) {
     const size_t eq = o.assignment.find('=');
     const std::string key = trimmed(o.assignment.substr(0, eq));
@@ -536,6 +539,19 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
       c.warnings.push_back(o.source + " replaces " + it->second.second + " (" + key + ": " + value +
                            ")");
     seen[key] = {value, o.source};
+    Node before = file;
+    std::stringstream parts(key);
+    for (std::string part; before && std::getline(parts, part, '.');)
+      before = before.is_map() ? before.get(part) : Node();
+    const Node after = before && before.is_map() ? parse_yaml(value, o.source) : Node();
+    if (!after.is_map()) continue;
+    std::string dropped;
+    for (const std::string& k : before.keys())
+      if (!after.get(k)) dropped += (dropped.empty() ? "" : ", ") + k;
+    if (!dropped.empty())
+      c.warnings.push_back(
+          o.source + " sets all of " + key + ": the keys " + before.where() + " gives it (" +
+          dropped + ") go back to their defaults (to change one key, --set " + key + ".<key>=...)");
   }
   return c;
 }

@@ -389,6 +389,26 @@ TEST(Config, AnOverrideReplacedByALaterOneWarns) {
                   .warnings.empty());
 }
 
+// A mapping set whole replaces the file's (YAML's rule): a warning names the keys the
+// file gave it, which go back to their defaults. Setting one key, or all of them, says
+// nothing.
+TEST(Config, AnOverrideOfAWholeSectionNamesTheKeysItDrops) {
+  const std::string path =
+      test::write_temp_file("zt_config_test", "whole", "w.yaml",
+                            "train:\n  steps: 10\n  lr: 1.0e-3\n  batch: 4\nloss:\n  l1: 0.5\n");
+  AppConfig c =
+      load_app_config(path, {{"train={steps: 2, batch: 4}", "--set train={steps: 2, batch: 4}"}});
+  EXPECT_EQ(c.train.steps, 2);
+  EXPECT_EQ(c.train.lr, TrainConfig{}.lr) << "YAML's rule: the section is replaced";
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0], "--set train={steps: 2, batch: 4} sets all of train: the keys " + path +
+                               ":1 gives it (lr) go back to their defaults (to change one "
+                               "key, --set train.<key>=...)");
+  EXPECT_TRUE(load_app_config(path, {{"train.lr=2e-3", "--set train.lr=2e-3"}}).warnings.empty());
+  EXPECT_TRUE(
+      load_app_config(path, {{"loss={l1: 0.25}", "--set loss={l1: 0.25}"}}).warnings.empty());
+}
+
 TEST(Config, Tf32DefaultsToConvolutionsOnly) {
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  steps: 3\n"), App::vqtok).train.tf32, "conv");
   EXPECT_EQ(parse_app_config(parse_yaml("train:\n  tf32: all\n"), App::vqtok).train.tf32, "all");
