@@ -530,7 +530,7 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
   std::map<std::string, std::pair<std::string, std::string>> seen;  // key -> value, source
   // A mapping set whole (--set 'train={steps: 2}') replaces the file's: its other keys
   // there go back to their defaults, and a warning names them.
-  const Node file = overrides.empty() ? Node() : load_yaml_file(path);
+  Node file;  // the file as written, read again only for such an override
   for (const Override& o : overrides) {
     const size_t eq = o.assignment.find('=');
     const std::string key = trimmed(o.assignment.substr(0, eq));
@@ -539,12 +539,21 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
       c.warnings.push_back(o.source + " replaces " + it->second.second + " (" + key + ": " + value +
                            ")");
     seen[key] = {value, o.source};
+    // A mapping has a key: a value without ':' is none (parse_yaml reads only mappings).
+    if (value.find(':') == std::string::npos) continue;
+    Node after;
+    try {
+      after = parse_yaml(value, o.source);
+    } catch (const Error&) {  // a scalar or a list: it replaces no mapping's keys
+      continue;
+    }
+    if (!after.is_map()) continue;
+    if (!file) file = load_yaml_file(path);
     Node before = file;
     std::stringstream parts(key);
     for (std::string part; before && std::getline(parts, part, '.');)
       before = before.is_map() ? before.get(part) : Node();
-    const Node after = before && before.is_map() ? parse_yaml(value, o.source) : Node();
-    if (!after.is_map()) continue;
+    if (!before || !before.is_map()) continue;
     std::string dropped;
     for (const std::string& k : before.keys())
       if (!after.get(k)) dropped += (dropped.empty() ? "" : ", ") + k;

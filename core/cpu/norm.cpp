@@ -167,7 +167,8 @@ void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& runn
                       const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
                       double eps, double momentum) {
   const int64_t M = N * S;
-  std::vector<double> mus(C), vars(C);  // for the running statistics
+  const bool running = running_mean.defined();
+  std::vector<double> mus(running ? C : 0), vars(running ? C : 0);  // for the running update
   dispatch_f32_f64(x.dtype(), "batch_norm", [&]<typename T>() {
     const T* px = x.data<T>();
     T* pm = mean.data<T>();
@@ -182,12 +183,14 @@ void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& runn
         }
         pm[c] = static_cast<T>(mu);
         pr[c] = static_cast<T>(1.0 / std::sqrt(v + eps));
-        mus[c] = mu;
-        vars[c] = v;
+        if (running) {
+          mus[c] = mu;
+          vars[c] = v;
+        }
       }
     });
   });
-  if (!running_mean.defined()) return;
+  if (!running) return;
   const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
   dispatch_floating(running_mean.dtype(), "batch_norm running statistics", [&]<typename R>() {
     R* rm = running_mean.data<R>();

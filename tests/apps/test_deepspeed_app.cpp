@@ -10,13 +10,16 @@
 
 #include "apps/app_test_util.h"
 #include "apps/common/saved_run.h"
+#include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "configs/deepspeed.h"
+#include "nn/nn.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
+#include "optim/factory.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -240,4 +243,24 @@ TEST(DeepSpeedApp, ReadingWeightsIsNotHeldToTheTrainingBatchSize) {
   EXPECT_NE(err.find(recorded + ":1"), std::string::npos) << err;
   EXPECT_NE(err.find("no_such_key"), std::string::npos) << err;
   EXPECT_EQ(err.find("zt_saved_deepspeed"), std::string::npos) << err;
+}
+
+// An optimizer switched by one key (a DeepSpeed JSON's optimizer section, or --set) leaves
+// the other's settings harmless: SGD's nesterov beside adamw is a warning, and the
+// optimizer builds.
+TEST(DeepSpeedApp, AnotherOptimizersSettingsLeftInTheConfigAreHarmless) {
+  const config::AppConfig cfg =
+      apptest::tiny_vqtok_config(apptest::fresh_dir("zt_ds_app", "nesterov"),
+                                 {"train.optimizer=sgd", "train.momentum=0.9",
+                                  "train.nesterov=true", "train.optimizer=adamw"});
+  ASSERT_EQ(cfg.train.optimizer, config::Optimizer::adamw);
+  std::string warnings;
+  for (const std::string& w : cfg.warnings) warnings += w + "\n";
+  EXPECT_NE(warnings.find("train.nesterov has no effect with optimizer adamw"), std::string::npos)
+      << warnings;
+  nn::Linear layer(2, 3);
+  EXPECT_EQ(test::error_of([&] {
+              optim::make_optimizer(app::optimizer_config(cfg.train), layer.named_parameters());
+            }),
+            "");
 }

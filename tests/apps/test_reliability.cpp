@@ -34,9 +34,7 @@
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "data/factory.h"
-#include "nn/nn.h"
 #include "nn/safetensors.h"
-#include "optim/factory.h"
 #include "zero/checkpoint.h"
 
 using namespace zt;
@@ -414,23 +412,6 @@ TEST(Reliability, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead) {
   const std::string unread = app::resume_data(*short_loader, wide);
   EXPECT_TRUE(has(unread, "with epoch 1, leaving the last 20 samples of epoch 0 unread")) << unread;
   fs::remove_all(dir);
-}
-
-// An optimizer switched by one key (--set, or a DeepSpeed JSON's) leaves the other's
-// settings harmless: SGD's nesterov beside adamw is a warning, and the optimizer builds.
-TEST(Reliability, AnotherOptimizersSettingsLeftInTheConfigAreHarmless) {
-  const config::AppConfig cfg =
-      tiny_config(fresh_dir("nesterov"), {"train.optimizer=sgd", "train.momentum=0.9",
-                                          "train.nesterov=true", "train.optimizer=adamw"});
-  ASSERT_EQ(cfg.train.optimizer, config::Optimizer::adamw);
-  std::string warnings;
-  for (const std::string& w : cfg.warnings) warnings += w + "\n";
-  EXPECT_TRUE(has(warnings, "train.nesterov has no effect with optimizer adamw")) << warnings;
-  nn::Linear layer(2, 3);
-  EXPECT_EQ(error_of([&] {
-              optim::make_optimizer(app::optimizer_config(cfg.train), layer.named_parameters());
-            }),
-            "");
 }
 
 TEST(Reliability, NonFiniteWeightsAreAnErrorInEval) {

@@ -1,18 +1,18 @@
 // Every CUDA kernel against its CPU twin (core/cpu/elementwise.cpp is the
 // specification): unary and binary ops on broadcast and non-contiguous inputs,
 // comparisons, where, copies and casts between all dtypes, fill, sums, matmul,
-// Philox random fills (the same numbers as the CPU), streams and the caching
-// allocator. Without a GPU every test skips and says why; the device queries must then
-// answer "none" without crashing.
+// Philox random fills (the same numbers as the CPU); streams and the caching
+// allocator are test_cuda_streams_allocator.cpp's. Without a GPU every test skips and
+// says why; the device queries must then answer "none" without crashing.
 //
 // To add a case: build the inputs on the CPU, run the CPU kernel and the CUDA kernel on
 // copies (.to(kGpu)), and compare with all_close at the dtype's tolerance.
 #include <algorithm>
-#include <thread>
 
 #include "common/test_util.h"
 #include "core/kernels.h"
 #include "core/work_counts.h"
+#include "cuda/cuda_compare.h"
 
 #ifdef ZT_WITH_CUDA
 #include <cuda_runtime_api.h>
@@ -23,23 +23,9 @@
 #endif
 
 using namespace zt;
+using zt::cuda_test::kGpu;
+using zt::cuda_test::no_gpu_reason;
 using zt::test::all_close;
-
-namespace {
-
-// Why there is no GPU, for the skip message.
-std::string reason() {
-#ifdef ZT_WITH_CUDA
-  int n = 0;
-  cudaError_t s = cudaGetDeviceCount(&n);
-  if (s != cudaSuccess) return cudaGetErrorString(s);
-  return "no GPU visible (check CUDA_VISIBLE_DEVICES)";
-#else
-  return "zt was built without CUDA (-DZT_CUDA=OFF)";
-#endif
-}
-
-}  // namespace
 
 TEST(CudaDevice, QueriesAnswerWithoutAGpu) {
   bool available = false;
@@ -57,13 +43,12 @@ TEST(CudaDevice, QueriesAnswerWithoutAGpu) {
 #ifndef ZT_WITH_CUDA
 // Stands for the CUDA op tests, which a CPU-only build leaves out: always a skip, saying why.
 TEST(CudaOps, NeedACudaBuild) {
-  GTEST_SKIP() << reason() << ": the CUDA op tests are not compiled";
+  GTEST_SKIP() << no_gpu_reason() << ": the CUDA op tests are not compiled";
 }
 #else
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
 const DType kFloatTypes[] = {DType::f32, DType::f64, DType::bf16, DType::f16};
 
 // Standard normals, rounded to dt.
@@ -109,7 +94,7 @@ Tensor transposed(const Tensor& t) {
 }  // namespace
 
 TEST(CudaOps, UnaryMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   struct Case {
     UnaryOp op;
     double p0, p1;
@@ -143,7 +128,7 @@ TEST(CudaOps, UnaryMatchesCpu) {
 }
 
 TEST(CudaOps, BinaryBroadcastAndStridedMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   const BinaryOp ops[] = {BinaryOp::kAdd,         BinaryOp::kSub,      BinaryOp::kMul,
                           BinaryOp::kDiv,         BinaryOp::kReluGrad, BinaryOp::kSiluGrad,
                           BinaryOp::kSigmoidGrad, BinaryOp::kTanhGrad, BinaryOp::kGeluGrad,
@@ -170,7 +155,7 @@ TEST(CudaOps, BinaryBroadcastAndStridedMatchCpu) {
 }
 
 TEST(CudaOps, ComparisonsMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   const BinaryOp ops[] = {BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt,
                           BinaryOp::kLe, BinaryOp::kGt, BinaryOp::kGe};
   for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i64, DType::i32}) {
@@ -191,7 +176,7 @@ TEST(CudaOps, ComparisonsMatchCpu) {
 }
 
 TEST(CudaOps, WhereAndAxpyMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   Tensor x = randn_cpu({5, 6}, 8), y = randn_cpu({6}, 9);
   Tensor cond = gt(x, 0.0);
   for (DType dt : {DType::f32, DType::bf16, DType::i64}) {
@@ -212,7 +197,7 @@ TEST(CudaOps, WhereAndAxpyMatchCpu) {
 // addcmul: the vectorized path (contiguous, aligned, one shape) and the general one
 // (broadcast and transposed operands), against the CPU's.
 TEST(CudaOps, AddcmulMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(dtype_name(dt));
     const Tensor a = randn_cpu({37, 40}, 21, dt), b = randn_cpu({37, 40}, 22, dt);
@@ -228,7 +213,7 @@ TEST(CudaOps, AddcmulMatchesCpu) {
 // bytes a thread (vec_kernel): lengths below, at and past whole chunks, in place (out is
 // an input), and a view one element into its buffer (not aligned: the general path).
 TEST(CudaOps, ContiguousOperandsOfOneShapeMatchCpuWholeChunksOrNot) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   for (DType dt : kFloatTypes) {
     for (int64_t n : {1, 7, 8, 9, 1000, 4099}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n));
@@ -260,7 +245,7 @@ TEST(CudaOps, ContiguousOperandsOfOneShapeMatchCpuWholeChunksOrNot) {
 // An op whose operands lie on two devices is refused with an error before any kernel
 // runs (a CPU kernel given a GPU pointer would read device memory on the host).
 TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   const Tensor c = randn_cpu({4, 4}, 13), g = c.to(kGpu);
   const Tensor cond_c = gt(c, 0.0), cond_g = cond_c.to(kGpu);
   EXPECT_THROW(add(c, g), zt::Error);
@@ -272,7 +257,7 @@ TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
 }
 
 TEST(CudaOps, CopyCastsBetweenAllDtypes) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   const DType all[] = {DType::f32, DType::f64, DType::bf16, DType::f16,
                        DType::i64, DType::i32, DType::b8};
   std::vector<double> v;
@@ -309,7 +294,7 @@ TEST(CudaOps, CopyCastsBetweenAllDtypes) {
 // span many blocks, and empty ones; copies and additions equal the CPU's bits, in as
 // many launches as the argument blocks need; integers copy too.
 TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   std::vector<int64_t> sizes;
   for (int i = 0; i < 200; ++i) sizes.push_back(i % 7 == 0 ? 0 : (i * 977) % 5000 + 1);
   sizes[3] = 300'001;  // 74 blocks of 4096
@@ -360,7 +345,7 @@ TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
 }
 
 TEST(CudaOps, FillMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   for (DType dt :
        {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32, DType::b8}) {
     for (double value : {0.0, 2.7, -1.0}) {
@@ -377,7 +362,7 @@ TEST(CudaOps, FillMatchesCpu) {
 }
 
 TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   struct Case {
     Shape shape;
     std::vector<int64_t> dims;
@@ -403,7 +388,7 @@ TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
 }
 
 TEST(CudaOps, MatmulMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   ASSERT_FALSE(zt::tf32().matmul);  // exact fp32 by default
   // f32 and f64: exact arithmetic, only the summation order differs.
   for (DType dt : {DType::f32, DType::f64}) {
@@ -428,7 +413,7 @@ TEST(CudaOps, MatmulMatchesCpu) {
 }
 
 TEST(CudaOps, RandomFillEqualsCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(dtype_name(dt));
     Generator gc(1234), gg(1234);
@@ -472,7 +457,7 @@ TEST(CudaOps, RandomFillEqualsCpu) {
 // has no lower bound: TF32 allows cuDNN tensor-core algorithms, and cuDNN may still rank
 // an FMA one first for a shape this small.
 TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   const Tf32Policy saved = zt::tf32();
   Conv2dArgs pad1;
   pad1.padding = {1, 1, 1, 1};
@@ -501,7 +486,7 @@ TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
 // Work counters on the GPU: a kernel launches without waiting; reading a value back is
 // one device-to-host copy and one synchronization.
 TEST(CudaOps, WorkCountsLaunchesCopiesAndSyncs) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
+  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
   Tensor a = randn_cpu({32, 32}, 35).to(kGpu);
   (void)matmul(a, a);  // handles and caches created outside the counted stretch
   const WorkCounts before = work_counts();
@@ -516,86 +501,4 @@ TEST(CudaOps, WorkCountsLaunchesCopiesAndSyncs) {
   EXPECT_EQ(read.syncs, 1);
 }
 
-TEST(CudaStreams, WorkOnASideStreamIsOrderedByEvents) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
-  Tensor x = randn_cpu({256, 256}, 24);
-  Tensor ref = sum(mul(x, x), {1});
-  Tensor gx = x.to(kGpu);
-  cuda::Stream side;
-  cuda::Event done;
-  Tensor got;
-  {
-    cuda::StreamGuard guard(side);
-    EXPECT_EQ(cuda::current_stream(), side.get());
-    got = sum(mul(gx, gx), {1});
-    done.record(side.get());
-  }
-  EXPECT_EQ(cuda::current_stream(), nullptr);  // back on the legacy default stream
-  cuda::stream_wait_event(cuda::current_stream(), done);
-  EXPECT_TRUE(all_close(got, ref, 1e-6, 1e-5));
-  done.synchronize();
-  EXPECT_TRUE(done.query());
-}
-
-TEST(CudaAllocator, ReusesFreedBlocksAndEmptiesItsCache) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
-  Allocator* alloc = allocator_for(DeviceType::CUDA);
-  ASSERT_EQ(alloc, &cuda::caching_allocator());
-  alloc->empty_cache();
-  EXPECT_EQ(alloc->cached_bytes(), 0);
-  int64_t before = memory_stats(kGpu).total_current;
-  void* p = nullptr;
-  {
-    Tensor t = Tensor::empty({1000}, DType::f32, kGpu);
-    p = t.data_ptr();
-    EXPECT_EQ(memory_stats(kGpu).total_current, before + 4000);  // Storage counts bytes
-  }
-  EXPECT_EQ(memory_stats(kGpu).total_current, before);
-  EXPECT_EQ(alloc->cached_bytes(), 4096);  // rounded to its size class and kept
-  {
-    Tensor t = Tensor::empty({999}, DType::f32, kGpu);  // same size class
-    EXPECT_EQ(t.data_ptr(), p);
-    EXPECT_EQ(alloc->cached_bytes(), 0);
-  }
-  alloc->empty_cache();
-  EXPECT_EQ(alloc->cached_bytes(), 0);
-}
-
-TEST(CudaAllocator, IsThreadSafe) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << reason();
-  // Blocks that earlier tests in this process keep for its life (the optimizer kernels'
-  // uploaded tables) stay allocated: the threads must give back what they took.
-  const int64_t held_before = cuda::caching_allocator().allocated_bytes();
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
-  for (int t = 0; t < 4; ++t) {
-    threads.emplace_back([t, &failures] {
-      for (int i = 0; i < 200; ++i) {
-        Tensor a = full({64 + (i % 7) * 100}, static_cast<double>(t), DType::f32, kGpu);
-        if (sum(a).item() != static_cast<double>(t) * a.numel()) ++failures;
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(cuda::caching_allocator().allocated_bytes(), held_before);
-}
-
 #endif  // ZT_WITH_CUDA
-
-#ifdef ZT_WITH_CUDA
-TEST(CudaAllocator, SizeClasses) {  // pure arithmetic: runs without a GPU
-  using A = cuda::CachingAllocator;
-  EXPECT_EQ(A::round_size(0), 512u);
-  EXPECT_EQ(A::round_size(1), 512u);
-  EXPECT_EQ(A::round_size(513), 1024u);
-  EXPECT_EQ(A::round_size((1u << 20) - 1), 1u << 20);
-  EXPECT_EQ(A::round_size(1u << 20), 1u << 20);
-  EXPECT_EQ(A::round_size((1u << 20) + 1), (1u << 20) + (1u << 18));
-  EXPECT_EQ(A::round_size(3u << 20), 3u << 20);
-  for (size_t b : {size_t{5000}, size_t{3} << 22, (size_t{1} << 33) + 7}) {
-    EXPECT_GE(A::round_size(b), b);
-    EXPECT_LE(A::round_size(b), b + b / 4 + 512);
-  }
-}
-#endif

@@ -1,4 +1,4 @@
-// Helpers of lesson 15 and the checkpoint robustness tests.
+// Helpers of lesson 15 and the checkpoint robustness and cleanup tests.
 #include "zero/checkpoint_util.h"
 
 #include <stdlib.h>
@@ -115,6 +115,16 @@ void edit_meta(const std::string& dir, const std::function<void(nlohmann::json&)
   nlohmann::json meta = nlohmann::json::parse(std::ifstream(meta_path));
   edit(meta);
   std::ofstream(meta_path, std::ios::trunc) << meta.dump(1);
+}
+
+void save_steps(const std::string& root, int n) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, make_mixed, 5);
+    for (int s = 0; s < n; ++s) {
+      train_step(*e, s);
+      zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()));
+    }
+  });
 }
 
 }  // namespace zt::lesson

@@ -45,6 +45,9 @@ std::unique_ptr<zero::Engine> make_engine(comm::Communicator& comm, const Factor
 /// One step on this rank's slice of global batch `step` (the same data at any world size).
 void train_step(zero::Engine& e, int step);
 
+/// Saves steps 1..n of a 2-rank run of make_mixed under root.
+void save_steps(const std::string& root, int n);
+
 /// Full parameters and buffers, cloned.
 Named full_state(zero::Engine& e);
 
