@@ -33,7 +33,6 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
            " samples per epoch, fewer than one batch of ", options_.batch_size,
            "; use a smaller batch, more samples or fewer ranks");
   ledger_ = current_ledger();
-  start();
 }
 
 DataLoader::~DataLoader() {
@@ -137,7 +136,8 @@ void DataLoader::produce() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stopping_ || static_cast<int64_t>(queue_.size()) < options_.prefetch;
+        return stopping_ ||
+               (static_cast<int64_t>(queue_.size()) < options_.prefetch && !at_end(producer_));
       });
       if (stopping_) return;
       at = producer_;
@@ -152,13 +152,16 @@ void DataLoader::produce() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stopping_) return;
       queue_.push_back(std::move(item));
-      if (++producer_.position == batches_per_epoch_) producer_ = {producer_.epoch + 1, 0};
+      advance(producer_);
     }
     cv_.notify_all();
   }
 }
 
 Batch DataLoader::next() {
+  ZT_CHECK(!at_end(consumer_), "DataLoader::next: the batches restore() allowed, up to batch ",
+           consumer_.position, " of epoch ", consumer_.epoch, ", were all read");
+  if (options_.prefetch > 0 && !thread_.joinable()) start();
   Item item;
   if (options_.prefetch == 0) {
     try {
@@ -174,7 +177,7 @@ Batch DataLoader::next() {
   }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (++consumer_.position == batches_per_epoch_) consumer_ = {consumer_.epoch + 1, 0};
+    advance(consumer_);
   }
   cv_.notify_all();
   if (item.error) std::rethrow_exception(item.error);
@@ -204,17 +207,28 @@ int64_t DataLoader::unpadded(const Batch& b) const {
   return k;
 }
 
-void DataLoader::restore(const LoaderState& state) {
+void DataLoader::restore(const LoaderState& state, int64_t batches) {
   ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
            " is outside the ", batches_per_epoch_,
            " batches per epoch (was the checkpoint made with another batch size or world?)");
-  // Already there (an eval loader rewound before its first batch): the prepared batches
-  // are the ones that position reads; keep them.
-  if (state == consumer_) return;
-  stop();
-  consumer_ = state;
-  start();
+  ZT_CHECK(batches >= 0, "DataLoader::restore: batches must be >= 0, got ", batches);
+  std::optional<LoaderState> end;
+  if (batches > 0)
+    end = LoaderState{state.epoch + (state.position + batches) / batches_per_epoch_,
+                      (state.position + batches) % batches_per_epoch_};
+  // Already there with the prepared batches that position reads (a resume at the start):
+  // keep them, unless a new end falls among them.
+  const bool keep = state == consumer_ && thread_.joinable() && !end;
+  if (!keep) {
+    stop();
+    consumer_ = state;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    end_ = end;
+  }
+  if (!keep && options_.prefetch > 0) start();
 }
 
 }  // namespace zt::data

@@ -5,7 +5,9 @@
 // e, batch p holds sampler indices [p * B, (p + 1) * B) of epoch e. Threads only decide
 // *when* a batch is ready, never *what* is in it. next() runs through epochs without
 // end; state()/restore() capture and reset the position so a checkpoint can resume the
-// exact data stream.
+// exact data stream. The background thread starts at the first next() or restore(), so a
+// loader restored right after it is made (a resumed run, an evaluation) decodes nothing
+// it then throws away.
 #pragma once
 
 #include <condition_variable>
@@ -14,6 +16,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "core/allocator.h"
@@ -63,7 +66,10 @@ class DataLoader {
   /// Position of the next batch next() will return.
   LoaderState state() const;
   /// Continues from `state`, discarding the prepared batches, unless it is already there.
-  void restore(const LoaderState& state);
+  /// With `batches` > 0 only that many more are prepared and returned (an evaluation that
+  /// reads a fixed number decodes none past them); next() after them throws. A later
+  /// restore sets the end anew.
+  void restore(const LoaderState& state, int64_t batches = 0);
   /// The state `samples` samples (all ranks together) into `epoch`, rounded down to a
   /// whole batch of this loader on every rank (batch size x world). An epoch's global order does
   /// not depend on the world or the batch size (DistributedSampler deals it out round-robin), so a
@@ -89,6 +95,10 @@ class DataLoader {
   void start();
   void stop();
   void produce();
+  bool at_end(const LoaderState& s) const { return end_ && s == *end_; }
+  void advance(LoaderState& s) const {
+    if (++s.position == batches_per_epoch_) s = {s.epoch + 1, 0};
+  }
 
   std::shared_ptr<const Dataset> dataset_;
   DistributedSampler sampler_;
@@ -100,8 +110,9 @@ class DataLoader {
   int64_t cached_epoch_ = -1;
   std::vector<int64_t> cached_indices_;
 
-  LoaderState consumer_;  // next batch to return
-  LoaderState producer_;  // next batch to make
+  LoaderState consumer_;            // next batch to return
+  LoaderState producer_;            // next batch to make
+  std::optional<LoaderState> end_;  // restore's end: no batch is made or returned from here
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;

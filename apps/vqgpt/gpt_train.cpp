@@ -69,7 +69,7 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
   const auto counts = comm.all_gather_object<int64_t>(n);
   n = *std::min_element(counts.begin(), counts.end());
   ZT_CHECK(n > 0, "vqgpt eval: a rank has no batch; lower train.batch or raise data.eval_samples");
-  loader.restore({0, 0});
+  loader.restore({0, 0}, n);
   double sums[2] = {0.0, 0.0};
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();

@@ -403,7 +403,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
   ZT_CHECK(n > 0,
            "evaluation: a rank has no batch of data; lower the batch size or raise "
            "data.eval_samples");
-  loader.restore({0, 0});
+  loader.restore({0, 0}, n);
   app::CodebookUsage usage(cfg.model.codebook_size);
   double sums[5] = {0, 0, 0, 0, 0};  // squared error, abs error, elements, vq loss, clips
   for (int64_t i = 0; i < n; ++i) {

@@ -138,20 +138,61 @@ class ReadCounting : public Dataset {
   mutable std::atomic<int64_t> total_{0};
 };
 
-// Restoring the position a loader is at keeps the batches it prepared (as an eval loader
-// is rewound before its first batch): no sample is read twice.
+// Waits (up to 20 s) until `ds` has read at least `n` samples.
+void wait_for_reads(const ReadCounting& ds, int64_t n) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (ds.total() < n && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+}
+
+// Restoring the position a loader is at keeps the batches it prepared (a resume at the
+// start of the stream): no sample is read twice.
 TEST(Loader, RestoringThePositionItIsAtKeepsThePreparedBatches) {
   auto ds = std::make_shared<ReadCounting>(16);
   DataLoader l(ds, DistributedSampler(16), {.batch_size = 4, .prefetch = 2});
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (ds->total() < 8 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  l.restore({0, 0});  // starts preparing
+  wait_for_reads(*ds, 8);
   ASSERT_EQ(ds->total(), 8) << "two batches prepared";
   l.restore({0, 0});
   // The two prepared batches; meanwhile the loader prepares at most the epoch's other two.
   EXPECT_EQ(l.next().position, 0);
   EXPECT_EQ(l.next().position, 1);
   for (int64_t i = 0; i < 16; ++i) EXPECT_LE(ds->reads(i), 1) << "sample " << i;
+}
+
+// A loader reads nothing until it is asked for a batch or restored: a resumed run's loader
+// decodes no batch of the stream's start that the restore would throw away.
+TEST(Loader, ReadsNothingBeforeTheFirstNextOrRestore) {
+  auto ds = std::make_shared<ReadCounting>(16);
+  DataLoader l(ds, DistributedSampler(16), {.batch_size = 4, .prefetch = 2});
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(ds->total(), 0);
+  l.restore({0, 2});
+  EXPECT_EQ(l.next().position, 2);
+  EXPECT_EQ(ds->reads(0), 0) << "batch 0 was prepared and thrown away";
+}
+
+// restore(state, n) prepares and returns n batches (across an epoch's end too), then next()
+// throws; an evaluation that reads a fixed number of batches decodes none past them.
+TEST(Loader, RestoreWithACountPreparesNoBatchPastIt) {
+  auto ds = std::make_shared<ReadCounting>(16);
+  DataLoader l(ds, DistributedSampler(16), {.batch_size = 4, .prefetch = 3});  // 4 per epoch
+  l.restore({0, 3}, 2);
+  EXPECT_EQ(l.next().position, 3);
+  const Batch b = l.next();
+  EXPECT_EQ((LoaderState{b.epoch, b.position}), (LoaderState{1, 0}));
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(ds->total(), 8) << "only the two batches asked for are read";
+  try {
+    l.next();
+    ADD_FAILURE() << "next() past the batches restore() allowed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("restore() allowed"), std::string::npos) << e.what();
+  }
+  l.restore({0, 0});  // lifts the end
+  for (int i = 0; i < 5; ++i) l.next();
+  EXPECT_EQ(l.state(), (LoaderState{1, 1}));
+  EXPECT_THROW(l.restore({0, 0}, -1), Error);
 }
 
 // A stream saved at 2 ranks x batch 3 continues at 3 ranks x batch 2 (or 1 rank x batch 4)
