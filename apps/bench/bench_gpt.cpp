@@ -4,12 +4,14 @@
 // or bf16 (fp32 master shards). Prints one JSON object: the step split (forward, backward,
 // optimizer), tokens/s, memory per tag, and model FLOP utilization
 //   FLOPs per step = (6 N + 12 L E T) x tokens
-// (N parameters, L layers, E width, T context: the dense matmuls' multiply-adds, forward
+// (N the parameters that multiply, "matmul_params": all but the position table and an
+// untied token table, which are lookups; L layers, E width, T context: the dense matmuls'
+// multiply-adds, forward
 // and backward, plus attention's scores and weighted sums; causal masking not discounted),
 // MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
 // a GPU; none on the CPU, where only the achieved TFLOP/s are printed). The loss reads
 // the logits in their own dtype (the fused cross-entropy keeps its sums in f32 and
-// double), as vqgpt's training does: no full-vocabulary f32 copy of bf16 logits. --kernels adds
+// double): no full-vocabulary f32 copy of bf16 logits. --kernels adds
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
 // --qkv: fused (the default, GPT-2's c_attn): one q/k/v projection per block; separate:
 // three, whose input gradients are added up. --attention picks scaled_dot_product_attention's
@@ -253,7 +255,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"ranks\":%d,"
         "\"layers\":%lld,"
         "\"width\":%lld,\"heads\":%lld,\"seq\":%lld,\"vocab\":%lld,\"batch_per_rank\":%d,"
-        "\"params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,\"backward_ms\":%.2f,"
+        "\"params\":%.0f,\"matmul_params\":%.0f,\"tokens_per_step\":%.0f,\"forward_ms\":%.2f,"
+        "\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
         device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
@@ -262,7 +265,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
-        tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
+        n_matmul, tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
         tokens / step_s, tflops, peak_tflops,
         peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
         engine.memory_report().json().c_str());

@@ -132,6 +132,24 @@ std::vector<KeyChange> gpt_changes(const config::GptConfig& before,
   return d;
 }
 
+// The keys that shape the model a checkpoint holds, from `saved` to `now`. vqgpt: the
+// frozen tokenizer's weight-shaping model.* keys (its dropout and initialization play no
+// part), the GPT's keys and the clip size data.frames/height/width, which fixes the token
+// layout (rows, row ends, length) the GPT learned; gpt.dropout only for a resume. vqtok:
+// every model.* key for a resume, the weight-shaping ones for a load of the weights.
+std::vector<KeyChange> model_key_changes(const config::AppConfig& saved,
+                                         const config::AppConfig& now, bool resume) {
+  const bool gpt = saved.gpt && now.gpt;
+  std::vector<KeyChange> d = model_changes(saved.model, now.model, /*weights_only=*/gpt || !resume);
+  if (!gpt) return d;
+  for (KeyChange& c : gpt_changes(*saved.gpt, *now.gpt))
+    if (resume || c.key != "gpt.dropout") d.push_back(std::move(c));
+  compare(d, "data.frames", saved.data.frames, now.data.frames);
+  compare(d, "data.height", saved.data.height, now.data.height);
+  compare(d, "data.width", saved.data.width, now.data.width);
+  return d;
+}
+
 // The error for a checkpoint of another app, or "" when it is `app`'s (or says nothing).
 std::string foreign_app(const SavedRun& run, const std::string& app) {
   if (run.app.empty() || run.app == app) return "";
@@ -247,10 +265,7 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
     } catch (const std::exception&) {
       return run.note;  // a config this build cannot read: the tensors are compared instead
     }
-    std::vector<KeyChange> model = model_changes(saved.model, cfg->model, /*weights_only=*/true);
-    if (saved.gpt && cfg->gpt)
-      for (KeyChange& c : gpt_changes(*saved.gpt, *cfg->gpt))
-        if (c.key != "gpt.dropout") model.push_back(std::move(c));
+    const std::vector<KeyChange> model = model_key_changes(saved, *cfg, /*resume=*/false);
     ZT_CHECK(model.empty(), "this config describes another model than the checkpoint '", run.dir,
              "' holds: ", describe(model, "the checkpoint", "this config"),
              ". Pass the config it was trained with (its meta.json records it as config_yaml), "
@@ -290,9 +305,7 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "' was saved with does not read here, so it was not compared with this one (" +
              e.what() + ")\n";
     }
-    std::vector<KeyChange> model = model_changes(saved.model, cfg.model);
-    if (saved.gpt && cfg.gpt)
-      for (KeyChange& c : gpt_changes(*saved.gpt, *cfg.gpt)) model.push_back(std::move(c));
+    const std::vector<KeyChange> model = model_key_changes(saved, cfg, /*resume=*/true);
     ZT_CHECK(model.empty(), command, ": this config describes another model than the checkpoint '",
              run.dir, "' holds: ", describe(model, "the checkpoint", "this config"),
              ". A resume continues the same model: set these keys back to the checkpoint's "

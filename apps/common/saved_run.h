@@ -55,16 +55,19 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 /// `app` ("vqtok", "vqgpt"): "'DIR' is a vqgpt checkpoint; vqtok needs one of its own",
 /// saying where its own come from. A checkpoint that records no app passes. With `cfg`,
 /// the model it describes must be the one the checkpoint recorded (model.* keys that the
-/// weights depend on, gpt.* but dropout): an error naming the keys that differ, before any
-/// tensor is read. Rank 0 reads, and prints SavedRun::note on stderr when a root's `latest`
-/// was passed over.
+/// weights depend on; for vqgpt also gpt.* but dropout, and the clip size
+/// data.frames/height/width that fixes the token layout): an error naming the keys that differ,
+/// before any tensor is read. Rank 0 reads, and prints SavedRun::note on stderr when a root's
+/// `latest` was passed over.
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
                           comm::Communicator& comm, const config::AppConfig* cfg = nullptr);
 
 /// Before training resumes from the checkpoint `dir` (every rank calls it; rank 0 reads):
 /// a checkpoint of another app than `app` is the error check_checkpoint_app raises; else
 /// compares the configuration the checkpoint recorded with `cfg`. Model keys
-/// whose effective values differ (model.*, and gpt.* but gpt.tokenizer_checkpoint) are an
+/// whose effective values differ (model.*, and for vqgpt the gpt.* keys but
+/// gpt.tokenizer_checkpoint, the clip size data.frames/height/width that fixes the token
+/// layout, and of model.* only those that shape the frozen tokenizer's weights) are an
 /// error on every rank naming them, both values and how to go on; train.*, loss.* and
 /// data.* keys written with other values are listed in a note on stderr (rank 0, unless
 /// `quiet`), but for those that only say where and how the run is carried out

@@ -8,6 +8,7 @@
 #include "apps/vqgpt/vqgpt_app.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -339,28 +340,76 @@ std::string sheet_legend(const config::AppConfig& cfg, int64_t num) {
          "same tokenizer, for comparison";
 }
 
-// The sample sheet: the decoded samples under a caption, then up to 4 held-out clips of
-// the config's data through the tokenizer (what a perfect GPT's samples would look like).
-data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, const Tensor& frames,
-                         const gpt::SampleOptions& so) {
-  const bool images = cfg.data.frames == 1;
-  auto eval_set = data::make_dataset(cfg.data, /*eval=*/true);
-  const int64_t refs = std::min<int64_t>(images ? 4 : 2, eval_set->size());
+// Up to 4 held-out clips of the config's data (2 for videos), as the sample sheet shows
+// them under the samples; none, with a note on stderr, when the data cannot be read (a
+// checkpoint sampled away from its data): the samples matter more than the comparison.
+std::vector<Tensor> reference_clips(const config::AppConfig& cfg) {
   std::vector<Tensor> clips;
-  for (int64_t i = 0; i < refs; ++i) clips.push_back(eval_set->get(i).clip);
-  const Device device = tokenizer.parameters().front().device();
-  Tensor data = stack(clips, 0).to(device);  // (refs, T, 3, H, W)
-  Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes).to(Device::cpu());
-  if (images) recon = recon.select(1, 0);
+  try {
+    auto eval_set = data::make_dataset(cfg.data, /*eval=*/true);
+    const int64_t refs = std::min<int64_t>(cfg.data.frames == 1 ? 4 : 2, eval_set->size());
+    for (int64_t i = 0; i < refs; ++i) clips.push_back(eval_set->get(i).clip);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "sample: note: the grid has no row of held-out data: %s\n", e.what());
+    clips.clear();
+  }
+  return clips;
+}
+
+// The sample sheet: the decoded samples under a caption, then `refs` (held-out clips)
+// through the tokenizer, what a perfect GPT's samples would look like.
+data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, const Tensor& frames,
+                         const std::vector<Tensor>& refs, const gpt::SampleOptions& so) {
+  const bool images = cfg.data.frames == 1;
   char params[64];
   std::snprintf(params, sizeof params, "T=%.2g TOP-K %lld", so.temperature,
                 static_cast<long long>(so.top_k));
   const std::string what = images ? "SAMPLED FRAMES" : "SAMPLED CLIPS, ONE PER ROW, FRAMES L TO R";
   const data::Image samples = data::with_caption(
       data::make_grid({images ? square_grid(frames) : frames}), what + " (" + params + ")");
+  if (refs.empty()) return samples;
+  const Device device = tokenizer.parameters().front().device();
+  Tensor data = stack(refs, 0).to(device);  // (refs, T, 3, H, W)
+  Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes).to(Device::cpu());
+  if (images) recon = recon.select(1, 0);
   const data::Image reference = data::with_caption(
       data::make_grid({images ? recon.unsqueeze(0) : recon}), "HELD-OUT DATA VIA TOKENIZER");
   return data::stack_images({samples, reference});
+}
+
+// The decoded frames of all of `codes` (n, T', h, w) on every rank, in [-1, 1]: images
+// (n, 3, H, W) or clips (n, T, 3, H, W). The tokenizer is a replica on every rank: rank r
+// decodes its rows [first, first + count), train.batch at a time (a whole sample set at
+// once would hold every clip's activations), and a sum over the ranks assembles them.
+Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::AppConfig& cfg,
+                   int64_t first, int64_t count, comm::Communicator& comm) {
+  const bool images = cfg.data.frames == 1;
+  const Device device = tokenizer.parameters().front().device();
+  Tensor out;
+  for (int64_t i = 0; i < count; i += cfg.train.batch) {
+    const int64_t b = std::min(cfg.train.batch, count - i);
+    const Tensor c = codes.narrow(0, first + i, b).to(device);
+    const Tensor f = (images ? tokenizer.decode_codes(c.select(1, 0)) : tokenizer.decode_codes(c))
+                         .to(Device::cpu());
+    if (!out.defined()) {
+      Shape shape = f.sizes();
+      shape[0] = codes.size(0);
+      out = zeros(shape);
+    }
+    out.narrow(0, first + i, b).copy_(f);
+  }
+  if (comm.size() > 1) {            // a rank without rows takes the shape of rank 0's (it has some)
+    std::array<int64_t, 6> mine{};  // the dims, then their count
+    if (out.defined()) {
+      std::copy(out.sizes().begin(), out.sizes().end(), mine.begin());
+      mine[5] = out.dim();
+    }
+    const std::array<int64_t, 6> rank0 = comm.all_gather_object(mine)[0];
+    if (!out.defined()) out = zeros(Shape(rank0.begin(), rank0.begin() + rank0[5]));
+    Tensor flat = out.view({out.numel()});
+    app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
+  }
+  return out;
 }
 
 }  // namespace
@@ -372,11 +421,18 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",
            "must end in .png, got '", o.out, "'");
-  std::vector<std::string> inputs = read_by_run(cfg, o.checkpoint);
+  const std::vector<std::string> inputs = read_by_run(cfg, o.checkpoint);
+  std::vector<Tensor> refs;
   app::check_on_rank0(comm, [&] {
-    app::check_output_file("sample --out", o.out, inputs);
-    inputs.push_back(o.out);  // the grid: not also the codes
-    app::check_output_file("sample --tokens", o.tokens_out, inputs);
+    app::check_output_writable("sample --out", o.out, inputs);
+    std::error_code ec;
+    ZT_CHECK(o.out.empty() || o.tokens_out.empty() ||
+                 fs::weakly_canonical(fs::absolute(o.out), ec) !=
+                     fs::weakly_canonical(fs::absolute(o.tokens_out), ec),
+             "sample --tokens '", o.tokens_out, "' is the grid's file (--out '", o.out,
+             "'); pass another");
+    app::check_output_writable("sample --tokens", o.tokens_out, inputs);
+    if (!o.out.empty()) refs = reference_clips(cfg);  // before the sampling, not after
   });
   auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
   model->eval();
@@ -401,19 +457,11 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);
   }
   r.codes = layout.codes(r.sequences);
-  // The tokenizer is a replica on every rank: each decodes locally, no collective.
-  const bool images = cfg.data.frames == 1;
-  const Tensor codes = r.codes.to(device);
-  r.frames = (images ? model->tokenizer->decode_codes(codes.select(1, 0))  // (n, 3, H, W)
-                     : model->tokenizer->decode_codes(codes))              // (n, T, 3, H, W)
-                 .to(Device::cpu());
+  if (rank == 0 && !o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);  // first
+  r.frames = decode_rows(*model->tokenizer, r.codes, cfg, first, count, comm);
   if (rank == 0) {
-    if (!o.out.empty()) {
-      const fs::path parent = fs::path(o.out).parent_path();
-      if (!parent.empty()) fs::create_directories(parent);
-      data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, o.sampling));
-    }
-    if (!o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);
+    if (!o.out.empty())
+      data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
     if (!o.quiet) {
       std::printf(
           "sample: %lld sequences of %lld tokens (temperature %.2f, top-k %lld) -> %s%s%s\n",
@@ -433,7 +481,10 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   const std::vector<std::string> inputs = read_by_run(cfg, checkpoint);
   app::check_on_rank0(comm, [&] { app::check_output_file("export -o", out, inputs); });
-  auto [model, engine] = load_run(cfg, checkpoint, comm, "export");
+  // On the CPU, as vqtok export: the ranks of a CPU launch (--ranks, mpirun) hold no GPU.
+  config::AppConfig on_cpu = cfg;
+  on_cpu.train.device = "cpu";
+  auto [model, engine] = load_run(on_cpu, checkpoint, comm, "export");
   app::export_engine(*engine, out, comm);
   if (comm.rank() == 0 && !quiet)
     std::printf(

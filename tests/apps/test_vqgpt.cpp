@@ -267,7 +267,10 @@ std::map<int, nn::NamedTensors> train_and_export(const Scratch& s, const std::ve
       const vqgpt::TrainResult r = vqgpt::train(c, o, comm);
       EXPECT_EQ(r.steps, 5);
       EXPECT_EQ(r.replica_checks, 1 + 2) << "at start and at steps 2 and 4";
-      vqgpt::export_model(c, "", run + ".safetensors", comm, true);
+      // Export runs on the CPU whatever train.device says: these ranks hold no GPU.
+      config::AppConfig on_gpu = c;
+      on_gpu.train.device = "cuda";
+      vqgpt::export_model(on_gpu, "", run + ".safetensors", comm, true);
     });
     exported[n] = nn::load_safetensors(run + ".safetensors");
   }
@@ -402,13 +405,41 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     EXPECT_EQ(sr.frames.sizes(), (Shape{3, 4, 3, 8, 8}));
     const auto hashes = comm.all_gather_object<uint64_t>(zero::tensor_hash(sr.sequences));
     EXPECT_EQ(hashes.front(), hashes.back());
+    // Each rank decodes its own rows; every rank returns all of them, also a rank that
+    // sampled none (one sequence on two ranks).
+    const auto frames = comm.all_gather_object<uint64_t>(zero::tensor_hash(sr.frames));
+    EXPECT_EQ(frames.front(), frames.back());
+    vqgpt::SampleOptions one = so;
+    one.num = 1;
+    one.out = "";
+    const vqgpt::SampleResult r1 = vqgpt::sample(cfg, one, comm);
+    ASSERT_EQ(r1.frames.sizes(), (Shape{1, 4, 3, 8, 8}));
+    EXPECT_GT(zt::sum(zt::abs(r1.frames)).item(), 0.0) << "rank " << comm.rank();
     // The grid is a PNG: another name is refused before anything runs.
     so.out = s / "grid.jpg";
     EXPECT_TRUE(test::throws_with([&] { vqgpt::sample(cfg, so, comm); },
                                   "so --out must end in .png, got '"));
+    so.out = s / "grid.png";
+    so.tokens_out = so.out;
+    EXPECT_TRUE(
+        test::throws_with([&] { vqgpt::sample(cfg, so, comm); }, "is the grid's file (--out '"));
+    // Sampled away from its data: the grid has no held-out row, and the codes go to a
+    // folder made for them.
+    config::AppConfig away = cfg;
+    away.data.kind = data::DataKind::image_folder;
+    away.data.path = s / "no-such-data";
+    so.out = s / "away.png";
+    so.tokens_out = s / "codes/away.npy";
+    EXPECT_EQ(vqgpt::sample(away, so, comm).codes.size(0), 3);
+    // The clip size fixes the token layout the GPT learned: another one is refused.
+    config::AppConfig bigger = cfg;
+    bigger.data.height = 16;
+    EXPECT_TRUE(test::throws_with([&] { vqgpt::sample(bigger, one, comm); }, "data.height"));
   });
   EXPECT_TRUE(fs::exists(s / "grid.png"));
   EXPECT_FALSE(fs::exists(s / "grid.jpg"));
+  EXPECT_TRUE(fs::exists(s / "away.png"));
+  EXPECT_TRUE(fs::exists(s / "codes/away.npy"));
   RecordProperty("final_loss", std::to_string(loss));
   RecordProperty("unigram_entropy", std::to_string(entropy));
 }
