@@ -138,10 +138,19 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims, trainable_aliases);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
-  hooks_ = std::make_unique<Hooks>(*model_, *coordinator_, *reducer_, reduced);
-  if (config_.sync_batchnorm) enable_sync_batchnorm(*model_, comm_);
+  // A failed forward may be retried (lesson 25) where every rank failed alike; its next
+  // collective finds out whether they did.
+  hooks_ = std::make_unique<Hooks>(
+      *model_, *coordinator_, *reducer_, reduced, [this](const std::exception& e) {
+        if (!dynamic_cast<const comm::AgreedError*>(&e) &&
+            !dynamic_cast<const comm::AbortedError*>(&e))
+          comm_.agree_before_next_collective("the agreement after a failed forward");
+      });
   coordinator_->regather_persistent();
   verify_replicas();
+  // Last: a constructor that threw leaves no layer reducing through this engine's
+  // communicator (~Engine takes them back too).
+  if (config_.sync_batchnorm) synced_batchnorms_ = enable_sync_batchnorm(*model_, comm_);
   registrations_ = nn::registration_count();
   if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
@@ -192,6 +201,8 @@ Engine::~Engine() {
   }
   coordinator_->set_timeline(nullptr);
   reducer_->set_timeline(nullptr);
+  // A later engine over the model decides for itself (and this communicator may go).
+  for (const auto& bn : synced_batchnorms_) bn->stats_reducer = nullptr;
   // The model may outlive the engine: hooks go with hooks_, gradient shards here, and a
   // gather a failed forward left in flight (Coordinator::abandon) is dropped, since its
   // work must not outlive the communicator.

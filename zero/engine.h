@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "nn/module.h"
+#include "nn/norm.h"
 #include "optim/factory.h"
 #include "optim/optim.h"
 #include "zero/comm/communicator.h"
@@ -274,6 +275,7 @@ class Engine {
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard
+  std::vector<std::shared_ptr<nn::BatchNorm>> synced_batchnorms_;  // config_.sync_batchnorm's
   EngineStats stats_;
 };
 

@@ -44,10 +44,20 @@ static void wrap_for_backward(const char* name, std::vector<Tensor>& ts,
 }
 
 Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
-             const std::vector<Tensor>& trainable)
+             const std::vector<Tensor>& trainable,
+             std::function<void(const std::exception&)> on_forward_error)
     : coordinator_(coordinator), reducer_(reducer) {
   module_hooks_.emplace_back(
-      &model, model.add_forward_error_hook([this](nn::Module&) { coordinator_.abandon_trace(); }));
+      &model,
+      model.add_forward_error_hook([this, on_error = std::move(on_forward_error)](nn::Module&) {
+        coordinator_.abandon_trace();
+        try {
+          throw;  // the forward's error, which the module rethrows after its hooks
+        } catch (const std::exception& e) {
+          on_error(e);
+        } catch (...) {
+        }
+      }));
   const auto& groups = coordinator_.groups();
   for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
     nn::Module* m = groups[id].module;

@@ -17,10 +17,12 @@ namespace zt::zero {
 class Hooks {
  public:
   /// Hooks every group of `coordinator`, every parameter in `trainable` (partitioned,
-  /// with a gradient shard), and `model`'s failures (a forward that fails outside every
-  /// group, in the model's own code, abandons the step's trace too).
+  /// with a gradient shard), and `model`'s failures: a failed forward abandons the step's
+  /// trace (also one that fails outside every group, in the model's own code) and is
+  /// handed to `on_forward_error`.
   Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
-        const std::vector<Tensor>& trainable);
+        const std::vector<Tensor>& trainable,
+        std::function<void(const std::exception&)> on_forward_error);
   ~Hooks();
   Hooks(const Hooks&) = delete;
   Hooks& operator=(const Hooks&) = delete;

@@ -81,6 +81,9 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       Tensor full = Tensor::empty(z->shape, staged, z->device);
       if (comm.rank() == src) full.copy_(values[targets[i].first]);
       broadcast_tensor(full, comm, src);
+      // A prefetch in flight was posted with the old shard: finished first, it is then
+      // overwritten below with the rest of the gathered copy.
+      if (z->status == ParamStatus::kInflight) z->wait();
       z->write_shard(full);
       if (z->status == ParamStatus::kAvailable) t.copy_(full);
       continue;

@@ -115,17 +115,12 @@ void ZeroParam::shard_from_master() {
 
 // ---- group all-gathers
 
-int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,
-                     bool blocking) {
+// One all-gather of `members` (partitioned, not gathered, all of one dtype and device).
+static int64_t gather_run(const std::vector<ZeroParam*>& members, comm::Communicator& comm,
+                          bool blocking) {
   auto g = std::make_shared<GroupGather>();
   int64_t padded = 0;
-  for (ZeroParam* z : group) {
-    if (z->kind != ParamKind::kPartitioned || z->status != ParamStatus::kNotAvailable) continue;
-    ZT_CHECK(g->members.empty() ||
-                 (z->dtype == g->members[0]->dtype && z->device == g->members[0]->device),
-             "gather_group: '", z->owner->name, "' is stored as ", dtype_name(z->dtype), " but '",
-             g->members[0]->owner->name, "' as ", dtype_name(g->members[0]->dtype),
-             "; one all-gather needs one dtype and device");
+  for (ZeroParam* z : members) {
     g->members.push_back(z);
     g->offsets.push_back(g->piece);
     g->piece += z->part.shard_numel;
@@ -164,6 +159,27 @@ int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& c
     z->flight = g;
     z->status = ParamStatus::kInflight;
   }
+  return padded;
+}
+
+int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,
+                     bool blocking) {
+  // One all-gather per (dtype, device) among the members not gathered yet, in order of
+  // first appearance (the same on every rank): a module may mix them, as a frozen bf16
+  // base weight beside f32 adapters does.
+  std::vector<std::vector<ZeroParam*>> runs;
+  for (ZeroParam* z : group) {
+    if (z->kind != ParamKind::kPartitioned || z->status != ParamStatus::kNotAvailable) continue;
+    auto run = std::find_if(runs.begin(), runs.end(), [&](const std::vector<ZeroParam*>& r) {
+      return r[0]->dtype == z->dtype && r[0]->device == z->device;
+    });
+    if (run == runs.end())
+      runs.push_back({z});
+    else
+      run->push_back(z);
+  }
+  int64_t padded = 0;
+  for (const std::vector<ZeroParam*>& run : runs) padded += gather_run(run, comm, blocking);
   return padded;
 }
 

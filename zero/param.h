@@ -114,8 +114,8 @@ struct GroupGather {
   void drop() noexcept;
 };
 
-/// Starts one all-gather for the NOT_AVAILABLE parameters of `group` (all partitioned,
-/// same dtype and device); the others are left alone. Returns the elements (padded) it
+/// Starts the all-gathers of the NOT_AVAILABLE partitioned parameters of `group`, one per
+/// (dtype, device) among them; the others are left alone. Returns the elements (padded) it
 /// gathers, 0 if none needed it. With `blocking` the caller is about to wait: the
 /// collective may then run on the caller's thread (no hand-off to the comm thread).
 int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,

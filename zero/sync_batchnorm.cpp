@@ -6,10 +6,11 @@
 
 namespace zt::zero {
 
-int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm) {
-  int n = 0;
+std::vector<std::shared_ptr<nn::BatchNorm>> enable_sync_batchnorm(nn::Module& m,
+                                                                  comm::Communicator& comm) {
+  std::vector<std::shared_ptr<nn::BatchNorm>> changed;
   for (auto& [path, mod] : m.named_modules()) {
-    auto* bn = dynamic_cast<nn::BatchNorm*>(mod.get());
+    auto bn = std::dynamic_pointer_cast<nn::BatchNorm>(mod);
     if (!bn) continue;
     comm::Communicator* c = &comm;
     bn->stats_reducer = [c](const nn::BatchNormStats& local) {
@@ -41,9 +42,9 @@ int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm) {
       global.sum_sq = reduced[1];
       return global;
     };
-    ++n;
+    changed.push_back(bn);
   }
-  return n;
+  return changed;
 }
 
 }  // namespace zt::zero

@@ -3,7 +3,11 @@
 // global batch (outputs, gradients and running statistics).
 #pragma once
 
+#include <memory>
+#include <vector>
+
 #include "nn/module.h"
+#include "nn/norm.h"
 #include "zero/comm/communicator.h"
 
 namespace zt::zero {
@@ -12,7 +16,9 @@ namespace zt::zero {
 /// autograd function: forward sums (sum, sum_sq, count) over ranks; backward sums the
 /// gradients of sum and sum_sq over ranks, because every rank's loss depends on every
 /// rank's local sums. On one rank the reducer returns the local statistics as they are.
-/// Returns the number of layers changed.
-int enable_sync_batchnorm(nn::Module& m, comm::Communicator& comm);
+/// Returns the layers changed: the reducer holds `comm` by address, so whoever installs it
+/// resets their stats_reducer before `comm` goes (as ~Engine does).
+std::vector<std::shared_ptr<nn::BatchNorm>> enable_sync_batchnorm(nn::Module& m,
+                                                                  comm::Communicator& comm);
 
 }  // namespace zt::zero

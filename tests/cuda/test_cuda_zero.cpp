@@ -225,7 +225,7 @@ TEST(CudaZero, SyncBatchNormAtOneRankRunsOnTheGpu) {
     auto synced = std::make_shared<nn::BatchNorm3d>(4);
     plain->to(gpu);
     synced->to(gpu);
-    EXPECT_EQ(zero::enable_sync_batchnorm(*synced, comm), 1);
+    EXPECT_EQ(zero::enable_sync_batchnorm(*synced, comm).size(), 1u);
     comm.reset_counters();
     const Tensor want = (*plain)(x), got = (*synced)(x);
     mse_loss(want, target).backward();

@@ -241,3 +241,32 @@ TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
     EXPECT_EQ(engine.stats().trace_invalidations, 1);
   });
 }
+
+// A forward with gradients on and no backward leaves the backward's prefetches in flight,
+// posted with the shards of then. zero::load_state_dict finishes them before it writes the
+// shards, and overwrites their gathered copies too: the next forward computes with the
+// loaded weights, never the gathered old ones.
+TEST(Lesson07Prefetch, AStateDictLoadedOverAPrefetchInFlightIsTheOneUsed) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step(engine, x, y);  // records the trace
+    engine(x);                 // prefetches for a backward that never comes
+    int64_t in_flight = 0;
+    for (const auto& mp : engine.partitioned())
+      in_flight += zero::zero_param(mp.param)->status == zero::ParamStatus::kInflight;
+    EXPECT_GT(in_flight, 0) << "the case this lesson is about";
+    std::vector<std::pair<std::string, Tensor>> loaded;
+    for (const auto& [name, t] : nn::unique_state_dict(*m))
+      loaded.emplace_back(name, full(t.sizes(), 0.25, t.dtype()));
+    zero::load_state_dict(*m, loaded, comm);
+    for (const auto& [name, t] : lesson::full_parameters(*m, comm))
+      EXPECT_EQ(max(abs(add(t.to(DType::f32), -0.25))).item(), 0.0) << name;
+    autograd::NoGradGuard eval;
+    const Tensor got = engine(x);
+    std::shared_ptr<lesson::Mixed> plain = std::make_shared<lesson::Mixed>();
+    nn::load_state_dict(*plain, loaded);
+    EXPECT_EQ(max(abs(sub(got, (*plain)(x)))).item(), 0.0);
+  });
+}

@@ -59,7 +59,7 @@ TEST(Lesson13SyncBatchNorm, OneRankUsesItsOwnStatisticsWithoutACollective) {
   comm::run_threads(1, [&](comm::Communicator& comm) {
     manual_seed(6);
     auto tok = std::make_shared<lesson::TokenizerLike>();
-    EXPECT_EQ(zero::enable_sync_batchnorm(*tok, comm), 1);
+    EXPECT_EQ(zero::enable_sync_batchnorm(*tok, comm).size(), 1u);
     comm.reset_counters();
     Tensor out = (*tok)(x);
     mse_loss(out, target).backward();
@@ -71,4 +71,30 @@ TEST(Lesson13SyncBatchNorm, OneRankUsesItsOwnStatisticsWithoutACollective) {
     EXPECT_CLOSE(tok->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6);
     EXPECT_CLOSE(tok->bn->running_var, ref->bn->running_var, 1e-5, 1e-6);
   });
+}
+
+// The reducer belongs to the engine that installed it: a later engine over the same model
+// without sync_batchnorm keeps each rank's statistics its own.
+TEST(Lesson13SyncBatchNorm, AnEngineTakesItsReducersWithIt) {
+  std::vector<std::vector<double>> synced(2), own(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(6);
+    auto tok = lesson::partitioned<lesson::TokenizerLike>(comm);
+    Generator g(90 + comm.rank());  // each rank its own data
+    const Tensor x = randn({2, 3, 4, 6, 6}, g);
+    {
+      zero::Config sync;
+      sync.sync_batchnorm = true;
+      zero::Engine first(tok, comm, sync, {});
+      first(x);
+      synced[comm.rank()] = tok->bn->running_mean.to_vector();
+    }
+    zero::Config apart;
+    apart.buffers.sync = zero::BufferSync::none;
+    zero::Engine second(tok, comm, apart, {});
+    second(x);
+    own[comm.rank()] = tok->bn->running_mean.to_vector();
+  });
+  EXPECT_EQ(synced[0], synced[1]);
+  EXPECT_NE(own[0], own[1]);
 }

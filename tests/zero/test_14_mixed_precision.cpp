@@ -271,3 +271,58 @@ TEST(Lesson14MixedPrecision, AnEditOfAFewElementsKeepsTheOtherMasters) {
                                          want.to(DType::bf16).to(DType::f32)));
     });
 }
+
+namespace {
+// LoRA-style: a frozen bf16 base weight beside trainable f32 adapters, in one module.
+class Adapted : public nn::UnaryModule {
+ public:
+  Adapted() : nn::UnaryModule("Adapted") {
+    base = register_parameter("base", randn({8, 8}).to(DType::bf16), /*requires_grad=*/false);
+    down = register_parameter("down", mul(randn({2, 8}), 0.1));
+    up = register_parameter("up", mul(randn({8, 2}), 0.1));
+  }
+  Tensor base, down, up;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    return add(linear(x, base.to(DType::f32)), linear(linear(x, down), up));
+  }
+};
+}  // namespace
+
+// A module whose parameters are stored in different dtypes is gathered with one
+// all-gather per dtype, and trains on two ranks as on one.
+TEST(Lesson14MixedPrecision, AModuleMixingStorageDtypesIsGatheredOncePerDtype) {
+  std::map<int, std::vector<double>> trained;
+  for (int world : {1, 2}) {
+    comm::run_threads(world, [&](comm::Communicator& comm) {
+      manual_seed(9);
+      auto m = lesson::partitioned<Adapted>(comm);
+      zero::Config cfg = lesson::eager_release_config();
+      zero::OptimizerConfig opt;
+      opt.lr = 1e-2;
+      zero::Engine engine(m, comm, cfg, opt);
+      for (int step = 0; step < 3; ++step) {
+        Generator g(70 + static_cast<uint64_t>(step));
+        const Tensor x = randn({4, 8}, g);
+        comm.reset_counters();
+        engine.backward(
+            mse_loss(engine(lesson::rank_slice(x, comm)), lesson::rank_slice(mul(x, 0.5), comm)));
+        if (world == 2) {
+          EXPECT_EQ(comm.counters()[comm::Collective::kAllGather].calls, 2 * 2)
+              << "forward and backward, one all-gather for bf16 and one for f32";
+        }
+        engine.step();
+      }
+      std::vector<double> all;
+      for (const auto& [name, t] : lesson::full_parameters(*m, comm)) {
+        const std::vector<double> v = t.to(DType::f64).to_vector();
+        all.insert(all.end(), v.begin(), v.end());
+      }
+      if (comm.rank() == 0) trained[world] = all;
+    });
+  }
+  ASSERT_EQ(trained[1].size(), trained[2].size());
+  for (size_t i = 0; i < trained[1].size(); ++i)
+    EXPECT_NEAR(trained[2][i], trained[1][i], 1e-6) << i;
+}

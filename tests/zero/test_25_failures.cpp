@@ -13,6 +13,8 @@
 //    discarded (Engine::discard_gradients() does the same on request);
 //  - a GatheredParameters scope that could not gather opens nothing and holds nothing;
 //  - an engine destroyed after a failed forward drops the gathers it left in flight.
+// A failed forward is retried only where every rank failed alike: the retry's first
+// collective is an agreement that a rank which failed alone cannot meet.
 // With more than one rank a failed backward or step also aborts the communicator: the
 // ranks' collectives can no longer be matched, so the others stop with the cause rather
 // than pairing the wrong collectives.
@@ -338,6 +340,36 @@ TEST(Lesson25Failures, ABackwardThatFailsOnOneRankStopsTheOthersWithItsCause) {
   EXPECT_NE(seen[0].find("rank 1: the engine's backward failed: rank 1's backward function"),
             std::string::npos)
       << seen[0];
+}
+
+// A forward that fails is retried where every rank failed alike (a memory limit all of
+// them hit): the retry's first collective is an agreement they all meet. A forward that
+// fails on one rank only (its own bad sample) cannot be retried there: that rank's
+// agreement meets the other rank's next collective, which both report as a mismatch
+// naming it, instead of pairing the retried all-gathers with the other rank's later ones.
+TEST(Lesson25Failures, AForwardThatFailedOnOneRankOnlyIsNotRetriedIntoTheOthersCollectives) {
+  std::vector<std::string> seen(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto m = stack(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    bool fail = comm.rank() == 1;
+    m->layers[1]->add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) {
+      if (std::exchange(fail, false)) throw Error("rank 1's sample is bad");
+    });
+    auto [x, y] = batch_of(0);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      try {
+        engine.backward(mse_loss(engine(x), y));
+        engine.step();
+        break;
+      } catch (const std::exception& e) {
+        seen[comm.rank()] = e.what();
+        if (seen[comm.rank()].find("sample is bad") == std::string::npos) break;
+      }
+    }
+  });
+  for (const std::string& s : seen)
+    EXPECT_NE(s.find("[the agreement after a failed forward]"), std::string::npos) << s;
 }
 
 TEST(Lesson25Failures, AGatheredParametersScopeThatCouldNotGatherHoldsNothing) {

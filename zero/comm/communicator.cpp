@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <sstream>
+#include <utility>
 
 #include "zero/comm/reduce.h"  // bytes_of
 
@@ -51,6 +52,7 @@ std::string Communicator::signature(const Request& req) {
       os << ", root " << req.root;
     os << ')';
   }
+  if (req.label) os << " [" << req.label << ']';
   return os.str();
 }
 
@@ -243,6 +245,14 @@ std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine)
 }
 
 std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
+  if (agreement_) {
+    Request a;
+    a.kind = Collective::kAllGatherBytes;
+    a.label = std::exchange(agreement_, nullptr);
+    a.bytes_in = std::make_shared<const std::string>();
+    a.bytes_out = std::make_shared<std::vector<std::string>>();
+    issue(std::move(a), false);
+  }
   req.seq = seq_++;
   req.blocking = !async;
   check_healthy(req);

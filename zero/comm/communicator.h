@@ -72,6 +72,13 @@ class Communicator {
   void barrier();
   /// Every rank's `mine`, indexed by rank; for small objects (hashes, counts, names).
   std::vector<std::string> all_gather_bytes(const std::string& mine);
+  /// After a failure of this rank's own that the others may or may not share (a forward
+  /// that threw): the next collective it issues is preceded by an agreement, a blocking
+  /// all_gather_bytes whose signature names `why` (the same text on every rank). Ranks
+  /// that all failed alike meet there and go on (a retried step); a rank that failed alone
+  /// meets the others' next collective instead, a mismatch every rank reports naming
+  /// `why`, rather than pairing its retried collectives with their later ones.
+  void agree_before_next_collective(const char* why) { agreement_ = why; }
   /// Every rank's value of a trivially copyable object, indexed by rank.
   template <typename T>
   std::vector<T> all_gather_object(const T& mine);
@@ -107,7 +114,8 @@ class Communicator {
     int root = 0;
     std::shared_ptr<const std::string> bytes_in;  // all_gather_bytes
     std::shared_ptr<std::vector<std::string>> bytes_out;
-    bool blocking = false;  // the caller waits for it at once (a backend may run it inline)
+    const char* label = nullptr;  // in the signature: what the collective is for
+    bool blocking = false;        // the caller waits for it at once (a backend may run it inline)
   };
   /// Starts a request; the backend completes work in issue order.
   virtual std::shared_ptr<Work> submit(Request req) = 0;
@@ -130,6 +138,7 @@ class Communicator {
   int rank_;
   int size_;
   int64_t seq_ = 0;
+  const char* agreement_ = nullptr;                 // agree_before_next_collective's `why`
   std::atomic<std::chrono::milliseconds> timeout_;  // set by the rank, read by its comm thread
   mutable std::mutex counters_mu_;
   CommCounters counters_;
