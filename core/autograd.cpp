@@ -5,6 +5,8 @@
 // post-accumulate hooks.
 #include "core/autograd.h"
 
+#include <algorithm>
+
 #include <atomic>
 #include <queue>
 #include <unordered_map>
@@ -82,6 +84,16 @@ Tensor fit_gradient(const Node& n, size_t i, Tensor g) {
   return g.dtype() == m.dtype ? g : g.to(m.dtype);
 }
 
+// What a gradient hook returned for `g` (undefined: keep g). A hook may change the
+// values, not the shape, dtype or device (as PyTorch's rule).
+static Tensor hook_result(const Tensor& g, Tensor r, const std::string& where) {
+  if (!r.defined()) return g;
+  ZT_CHECK(r.sizes() == g.sizes() && r.dtype() == g.dtype() && r.device() == g.device(),
+           "a gradient hook on ", where, " returned ", r.str(), " for the gradient ", g.str(),
+           "; a hook may change a gradient's values, not its shape, dtype or device");
+  return r;
+}
+
 // Accumulates into a leaf's .grad().
 class AccumulateGrad : public Node {
  public:
@@ -91,16 +103,15 @@ class AccumulateGrad : public Node {
   std::vector<Tensor> apply(const std::vector<Tensor>& grads) override {
     Tensor g = grads[0];
     if (!g.defined()) return {};
-    for (auto& hook : leaf_->leaf_hooks) {
-      Tensor r = hook(g);
-      if (r.defined()) g = r;
-    }
     Tensor leaf(leaf_);
+    for (auto& hook : leaf_->leaf_hooks) g = hook_result(g, hook(g), "leaf '" + leaf.name() + "'");
+    // Held only here and by `grads` (the engine drops it next), or, for a hook's result,
+    // only here (the hook may have kept it): adopt it.
+    const int handles = g.same(grads[0]) ? 2 : 1;
     if (leaf_->grad) {
       Tensor cur(leaf_->grad);
       add_(cur, g);
-    } else if (sole_owner(g, 2) && g.sizes() == leaf.sizes() && g.dtype() == leaf.dtype()) {
-      // Held only by `grads` and `g`: adopt it (the engine drops `grads` next).
+    } else if (sole_owner(g, handles) && g.sizes() == leaf.sizes() && g.dtype() == leaf.dtype()) {
       leaf_->grad = g.impl_ptr();
     } else {
       // Own the gradient: the incoming tensor may be shared with other nodes.
@@ -148,7 +159,10 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 bool needs_grad(std::initializer_list<Tensor> inputs) {
-  return needs_grad(std::vector<Tensor>(inputs));
+  if (!g_grad_enabled) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
 }
 
 Edge gradient_edge(const Tensor& t) {
@@ -357,12 +371,17 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (const auto* hooks : {&n->pre_hooks, &n->retain_hooks}) {
       for (const auto& [idx, hook] : *hooks) {
         if (!in[idx].defined()) continue;
-        Tensor r = hook(in[idx]);
-        if (r.defined()) in[idx] = r;
+        in[idx] = hook_result(in[idx], hook(in[idx]), "an output of " + n->name());
       }
     }
-    n->check_saved();
-    std::vector<Tensor> out = n->apply(in);
+    // A node no gradient reached (every edge into it carried none: an output the loss
+    // does not use, an input a checkpointed function ignores) is not called, as in
+    // PyTorch's engine: its functions may assume a gradient. Its edges pass none on.
+    std::vector<Tensor> out;
+    if (std::any_of(in.begin(), in.end(), [](const Tensor& t) { return t.defined(); })) {
+      n->check_saved();
+      out = n->apply(in);
+    }
     if (!retain_graph) n->release();
     for (size_t i = 0; i < n->next_edges.size(); ++i) {
       const Edge& e = n->next_edges[i];

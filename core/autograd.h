@@ -119,6 +119,11 @@ class EnableGradGuard {
 
 /// True if recording is on and any of `inputs` requires grad.
 bool needs_grad(std::initializer_list<Tensor> inputs);
+/// needs_grad of one input, for the hottest call sites (views, scalar ops): they test it
+/// before they build what record() takes (shape copies, closures, argument lists).
+inline bool needs_grad_of(const Tensor& a) {
+  return a.defined() && a.requires_grad() && grad_mode_enabled();
+}
 bool needs_grad(const std::vector<Tensor>& inputs);
 
 /// The edge a gradient for `t` should flow into (empty if t needs no grad).

@@ -131,6 +131,12 @@ void Tensor::set_data(const Tensor& src) const {
 
 // ---------------------------------------------------------------- views
 
+void Tensor::undefined_tensor() {
+  ZT_FAIL(
+      "an undefined tensor (Tensor(): no shape, no data) was used where one is needed; an "
+      "optional argument left out, or a gradient not computed yet (.grad() before backward)?");
+}
+
 Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offset) const {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = impl_->storage;
@@ -210,6 +216,7 @@ Tensor Tensor::view(const Shape& sizes) const {
     st = *vs;
   }
   Tensor out = make_view(target, st, offset());
+  if (!autograd::needs_grad_of(*this)) return out;
   Shape in_sizes = this->sizes();
   autograd::record("view", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(in_sizes)};
@@ -240,6 +247,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     inv[d] = static_cast<int64_t>(i);
   }
   Tensor out = make_view(sz, st, offset());
+  if (!autograd::needs_grad_of(*this)) return out;
   autograd::record("permute", {*this}, {out}, [inv](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].permute(inv)};
   });
@@ -270,6 +278,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   sz[d] = end > start ? (end - start - 1) / step + 1 : 0;
   st[d] *= step;
   Tensor out = make_view(sz, st, offset() + start * strides()[d]);
+  if (!autograd::needs_grad_of(*this)) return out;
   Shape in_sizes = sizes();
   DType dt = dtype();
   Device dev = device();
@@ -320,6 +329,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
     st[i] = (cur == want) ? strides()[i - lead] : 0;
   }
   Tensor out = make_view(sz, st, offset());
+  if (!autograd::needs_grad_of(*this)) return out;
   Shape in_sizes = this->sizes();
   autograd::record("expand", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], in_sizes)};
@@ -370,8 +380,9 @@ Tensor Tensor::clone() const {
     autograd::NoGradGuard ng;
     out.copy_(*this);
   }
-  autograd::record("clone", {*this}, {out},
-                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  if (autograd::needs_grad_of(*this))
+    autograd::record("clone", {*this}, {out},
+                     [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
@@ -379,7 +390,7 @@ Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = Tensor::empty(sizes(), dt, device());
   out.copy_(*this);
-  if (is_floating(dt) && is_floating(dtype())) {
+  if (is_floating(dt) && is_floating(dtype()) && autograd::needs_grad_of(*this)) {
     DType in_dt = dtype();
     autograd::record("to_dtype", {*this}, {out}, [in_dt](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{g[0].to(in_dt)};
@@ -393,9 +404,10 @@ Tensor Tensor::to(Device dev) const {
   Tensor out = Tensor::empty(sizes(), dtype(), dev);
   out.copy_(*this);
   Device in_dev = device();
-  autograd::record("to_device", {*this}, {out}, [in_dev](const std::vector<Tensor>& g) {
-    return std::vector<Tensor>{g[0].to(in_dev)};
-  });
+  if (autograd::needs_grad_of(*this))
+    autograd::record("to_device", {*this}, {out}, [in_dev](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{g[0].to(in_dev)};
+    });
   return out;
 }
 

@@ -71,23 +71,23 @@ class Tensor {
   bool defined() const { return impl_ != nullptr; }
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
-  const Shape& sizes() const { return impl_->sizes; }
-  const Shape& strides() const { return impl_->strides; }
+  const Shape& sizes() const { return meta().sizes; }
+  const Shape& strides() const { return meta().strides; }
   /// Size of one dim; negative dims count from the end.
   int64_t size(int64_t dim) const;
   int64_t stride(int64_t dim) const;
-  int64_t dim() const { return static_cast<int64_t>(impl_->sizes.size()); }
-  int64_t numel() const { return shape_numel(impl_->sizes); }
-  int64_t offset() const { return impl_->offset; }
-  DType dtype() const { return impl_->dtype; }
-  Device device() const { return impl_->device; }
-  bool is_cuda() const { return impl_->device.is_cuda(); }
+  int64_t dim() const { return static_cast<int64_t>(meta().sizes.size()); }
+  int64_t numel() const { return shape_numel(meta().sizes); }
+  int64_t offset() const { return meta().offset; }
+  DType dtype() const { return meta().dtype; }
+  Device device() const { return meta().device; }
+  bool is_cuda() const { return meta().device.is_cuda(); }
   bool is_contiguous() const;
   /// True while the storage is present (false for a released ZeRO parameter).
   bool has_storage() const { return impl_ && impl_->storage != nullptr; }
   const std::shared_ptr<Storage>& storage() const;
-  const std::string& name() const { return impl_->name; }
-  void set_name(std::string n) const { impl_->name = std::move(n); }
+  const std::string& name() const { return meta().name; }
+  void set_name(std::string n) const { meta().name = std::move(n); }
   /// "f32[2, 3] cpu".
   std::string str() const;
 
@@ -165,6 +165,13 @@ class Tensor {
 
  private:
   Tensor make_view(const Shape& sizes, const Shape& strides, int64_t offset) const;
+  /// The metadata; an undefined tensor is an error (not a null dereference).
+  TensorImpl& meta() const {
+    if (!impl_) [[unlikely]]
+      undefined_tensor();
+    return *impl_;
+  }
+  [[noreturn]] static void undefined_tensor();
   std::shared_ptr<TensorImpl> impl_;
 };
 

@@ -2,6 +2,7 @@
 // failed load leaves the model untouched and the error lists every problem at once.
 #include "nn/state_dict.h"
 
+#include <cstring>
 #include <sstream>
 #include <unordered_map>
 #include <unordered_set>
@@ -52,6 +53,18 @@ std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(
   return out;
 }
 
+// Whether a and b (of one shape) hold the same values: bit for bit where they share a
+// dtype (so a NaN equals itself), else compared as doubles.
+static bool same_values(const Tensor& a, const Tensor& b) {
+  if (a.same(b) || a.numel() == 0) return true;
+  if (a.dtype() == b.dtype()) {
+    const Tensor x = a.to(Device::cpu()).contiguous(), y = b.to(Device::cpu()).contiguous();
+    return std::memcmp(x.data_ptr(), y.data_ptr(),
+                       static_cast<size_t>(x.numel()) * dtype_size(x.dtype())) == 0;
+  }
+  return max(abs(sub(a.to(DType::f64), b.to(DType::f64)))).item() == 0.0;
+}
+
 NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
                              std::vector<std::string>& problems) {
   std::unordered_map<std::string, std::string> first_of;  // every name -> its tensor's first
@@ -78,7 +91,7 @@ NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
     if (other.sizes() != t.sizes())
       problems.push_back(k + " " + shape_str(t.sizes()) + " but " + other_name + " " +
                          shape_str(other.sizes()) + " (one tied tensor)");
-    else if (max(abs(sub(other.to(DType::f64), t.to(DType::f64)))).item() != 0.0)
+    else if (!same_values(other, t))
       problems.push_back(other_name + " and " + k + " hold different values for one tied tensor");
   }
   return out;

@@ -131,15 +131,18 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor add(const Tensor& a, double b) {
   Tensor out = unary_op("add", UnaryOp::kAffine, a, 1.0, b);
-  autograd::record("add_scalar", {a}, {out},
-                   [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
+  if (autograd::needs_grad_of(a))
+    autograd::record("add_scalar", {a}, {out},
+                     [](const std::vector<Tensor>& g) { return std::vector<Tensor>{g[0]}; });
   return out;
 }
 
 Tensor mul(const Tensor& a, double b) {
   Tensor out = unary_op("mul", UnaryOp::kAffine, a, b, 0.0);
-  autograd::record("mul_scalar", {a}, {out},
-                   [b](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], b)}; });
+  if (autograd::needs_grad_of(a))
+    autograd::record("mul_scalar", {a}, {out}, [b](const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{mul(g[0], b)};
+    });
   return out;
 }
 
@@ -163,31 +166,34 @@ Tensor neg(const Tensor& a) {
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
-  autograd::record("pow", {a}, {out},
-                   [a, e](const std::vector<Tensor>& g) {
-                     // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is
-                     // NaN).
-                     if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
-                     return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
-                   },
-                   {a});
+  if (autograd::needs_grad_of(a))
+    autograd::record("pow", {a}, {out},
+                     [a, e](const std::vector<Tensor>& g) {
+                       // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is
+                       // NaN).
+                       if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
+                       return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
+                     },
+                     {a});
   return out;
 }
 
 Tensor exp(const Tensor& a) {
   Tensor out = unary_op("exp", UnaryOp::kExp, a);
   Tensor o = out.detach();
-  autograd::record("exp", {a}, {out},
-                   [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], o)}; },
-                   {o});
+  if (autograd::needs_grad_of(a))
+    autograd::record(
+        "exp", {a}, {out},
+        [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{mul(g[0], o)}; }, {o});
   return out;
 }
 
 Tensor log(const Tensor& a) {
   Tensor out = unary_op("log", UnaryOp::kLog, a);
-  autograd::record("log", {a}, {out},
-                   [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; },
-                   {a});
+  if (autograd::needs_grad_of(a))
+    autograd::record(
+        "log", {a}, {out},
+        [a](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(g[0], a)}; }, {a});
   return out;
 }
 
@@ -242,32 +248,35 @@ Tensor expm1(const Tensor& a) {
 Tensor sqrt(const Tensor& a) {
   Tensor out = unary_op("sqrt", UnaryOp::kSqrt, a);
   Tensor o = out.detach();
-  autograd::record(
-      "sqrt", {a}, {out},
-      [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(mul(g[0], 0.5), o)}; },
-      {o});
+  if (autograd::needs_grad_of(a))
+    autograd::record(
+        "sqrt", {a}, {out},
+        [o](const std::vector<Tensor>& g) { return std::vector<Tensor>{div(mul(g[0], 0.5), o)}; },
+        {o});
   return out;
 }
 
 Tensor rsqrt(const Tensor& a) {
   Tensor out = unary_op("rsqrt", UnaryOp::kRsqrt, a);
   Tensor o = out.detach();
-  autograd::record("rsqrt", {a}, {out},
-                   [o](const std::vector<Tensor>& g) {
-                     // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
-                     return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
-                   },
-                   {o});
+  if (autograd::needs_grad_of(a))
+    autograd::record("rsqrt", {a}, {out},
+                     [o](const std::vector<Tensor>& g) {
+                       // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
+                       return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
+                     },
+                     {o});
   return out;
 }
 
 Tensor abs(const Tensor& a) {
   Tensor out = unary_op("abs", UnaryOp::kAbs, a);
-  autograd::record("abs", {a}, {out},
-                   [a](const std::vector<Tensor>& g) {
-                     return std::vector<Tensor>{mul(g[0], unary_op("sign", UnaryOp::kSign, a))};
-                   },
-                   {a});
+  if (autograd::needs_grad_of(a))
+    autograd::record("abs", {a}, {out},
+                     [a](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{mul(g[0], unary_op("sign", UnaryOp::kSign, a))};
+                     },
+                     {a});
   return out;
 }
 
@@ -276,13 +285,15 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
            "); pass -inf or inf for a side without a bound");
   ZT_CHECK(lo <= hi, "clamp: lo (", lo, ") > hi (", hi, ")");
   Tensor out = unary_op("clamp", UnaryOp::kClamp, a, lo, hi);
-  autograd::record("clamp", {a}, {out},
-                   [a, lo, hi](const std::vector<Tensor>& g) {
-                     Tensor inside = mul(ge(a, full({}, lo, a.dtype(), a.device())).to(a.dtype()),
-                                         le(a, full({}, hi, a.dtype(), a.device())).to(a.dtype()));
-                     return std::vector<Tensor>{mul(g[0], inside)};
-                   },
-                   {a});
+  if (autograd::needs_grad_of(a))
+    autograd::record("clamp", {a}, {out},
+                     [a, lo, hi](const std::vector<Tensor>& g) {
+                       Tensor inside =
+                           mul(ge(a, full({}, lo, a.dtype(), a.device())).to(a.dtype()),
+                               le(a, full({}, hi, a.dtype(), a.device())).to(a.dtype()));
+                       return std::vector<Tensor>{mul(g[0], inside)};
+                     },
+                     {a});
   return out;
 }
 

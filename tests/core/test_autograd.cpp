@@ -400,3 +400,50 @@ TEST(Autograd, SetDataChangesWhatEveryHolderOfTheHandleSees) {
   EXPECT_TRUE(values_are(t.grad(), {2, 4, 6, 8, 10, 12}));
   EXPECT_THROW(t.set_data(Tensor()), Error);
 }
+
+// A function with two outputs of which the loss uses one passes no gradient to what lies
+// behind the other (here a transpose and a multiply, whose backward would assume one):
+// they are not called.
+TEST(Autograd, ABranchNoGradientReachesIsNotCalled) {
+  Tensor x = test::rand_leaf({2, 3}, 1);
+  const auto both = autograd::apply_function(
+      "pair", {mul(x, 2.0), mul(x, 5.0).transpose(0, 1)},
+      [](const std::vector<Tensor>& in) { return in; },
+      [](const std::vector<Tensor>& g) { return g; });
+  sum(both[0]).backward();
+  EXPECT_TRUE(test::values_are(x.grad(), {2, 2, 2, 2, 2, 2}));
+}
+
+// A gradient hook may change a gradient's values, not its shape or dtype.
+TEST(Autograd, AHookThatChangesAGradientsShapeOrDtypeIsAnError) {
+  Tensor x = test::rand_leaf({3}, 1);
+  x.register_hook([](const Tensor&) { return ones({2, 3}); });
+  EXPECT_THROW(sum(mul(x, 2.0)).backward(), Error);
+  Tensor y = test::rand_leaf({3}, 2);
+  Tensor h = mul(y, 2.0);
+  h.register_hook([](const Tensor& g) { return g.to(DType::f32); });
+  try {
+    sum(mul(h, 3.0)).backward();
+    ADD_FAILURE() << "a hook's f32 gradient for an f64 tensor was taken";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("not its shape, dtype or device"), std::string::npos)
+        << e.what();
+  }
+}
+
+// A leaf's first gradient is adopted only when nothing else holds it: a hook that keeps
+// the tensor it returns keeps it unchanged by later accumulation.
+TEST(Autograd, AGradientAHookKeptIsNotAccumulatedInto) {
+  Tensor p = test::rand_leaf({2}, 3);
+  std::vector<Tensor> seen;
+  p.register_hook([&](const Tensor& g) {
+    Tensor r = mul(g, 1.0);
+    seen.push_back(r);
+    return r;
+  });
+  sum(mul(p, 2.0)).backward();
+  sum(mul(p, 3.0)).backward();
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_TRUE(test::values_are(seen[0], {2, 2}));
+  EXPECT_TRUE(test::values_are(p.grad(), {5, 5}));
+}

@@ -189,3 +189,15 @@ TEST(Checkpoint, AFunctionThatWritesToItsInputIsAnError) {
       },
       "checkpoint 'scales_its_input': the function wrote to its input 0 [2, 3] in place"));
 }
+
+// An input the checkpointed function does not use gets no gradient, and the nodes behind
+// it (a view, an elementwise op) are not called: no gradient reached them.
+TEST(Checkpoint, AnInputTheFunctionIgnoresPassesNoGradientBack) {
+  Tensor x = test::rand_leaf({3}, 1), w = test::rand_leaf({3}, 2);
+  const auto out = autograd::checkpoint(
+      "ignores_x", {x.view({3, 1}), mul(x, 2.0)},
+      [&](const std::vector<Tensor>&) { return std::vector<Tensor>{mul(w, 3.0)}; });
+  sum(out[0]).backward();
+  EXPECT_FALSE(x.grad().defined());
+  EXPECT_TRUE(test::values_are(w.grad(), {3, 3, 3}));
+}

@@ -103,3 +103,19 @@ TEST(Errors, CrossEntropyBackwardKernelArguments) {
       cpu::cross_entropy_backward(logits, logits, lse, target, zeros({1}, DType::f64), stats, -100),
       "the output must not be the logits themselves");
 }
+
+// An undefined tensor (an optional argument left out, a gradient not computed yet) is an
+// error wherever an op needs one, never a null dereference.
+TEST(Errors, AnUndefinedTensorWhereOneIsNeeded) {
+  const Tensor none;
+  const char* phrase = "an undefined tensor";
+  EXPECT_ERROR_WITH(add(ones({2}), none), phrase);
+  EXPECT_ERROR_WITH(sum(none), phrase);
+  EXPECT_ERROR_WITH(matmul(ones({2, 2}), none), phrase);
+  EXPECT_ERROR_WITH(linear(ones({2, 2}), none), phrase);
+  EXPECT_ERROR_WITH(none.data<float>(), phrase);
+  EXPECT_ERROR_WITH(none.reshape({2}), phrase);
+  Tensor p = ones({2});
+  p.set_requires_grad(true);
+  EXPECT_ERROR_WITH(norm(p.grad(), 2.0, {}, false), phrase);  // before any backward
+}

@@ -100,6 +100,14 @@ TEST(Module, TiedWeightsAreListedOnce) {
         nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", ones({3, 2})}});
       },
       "1.weight [3, 2] but 0.weight [3, 3] (one tied tensor)"));
+  // A model's own state dict loads back, NaNs and all (NaN != NaN as a number).
+  {
+    autograd::NoGradGuard ng;
+    a->weight.fill_(std::nan(""));
+  }
+  nn::load_state_dict(m, nn::state_dict(m));
+  const auto nan = full({3, 3}, std::nan(""));
+  nn::load_state_dict(m, nn::NamedTensors{{"0.weight", nan}, {"1.weight", nan.clone()}});
 }
 
 // A module registered twice (one block applied at two places) is one module: listed once,
