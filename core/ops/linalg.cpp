@@ -2,6 +2,7 @@
 // linear_gelu on the GEMM with a fused bias / GELU epilogue (cuBLASLt on GPU).
 #include "core/ops/linalg.h"
 
+#include <algorithm>
 #include <cstdint>
 
 #include "core/autograd.h"
@@ -74,6 +75,26 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
           const Tensor& a, int64_t lda, const Tensor& b, int64_t ldb, double beta, const Tensor& c,
           int64_t ldc) {
   detail::check_same("gemm", {a, b, c});
+  // Each operand as the kernels read it (the BLAS ones through its leading dimension, the
+  // 16-bit ones through its view): the (rows, cols) view of op(X), whose stored matrix
+  // has rows `ld` elements apart and adjacent elements, so both readings agree and stay
+  // inside the tensor.
+  auto check = [](const char* what, const Tensor& t, int64_t rows, int64_t cols, bool trans,
+                  int64_t ld) {
+    const int64_t row_stride = trans ? t.stride(1) : t.stride(0);
+    const int64_t elem_stride = trans ? t.stride(0) : t.stride(1);
+    const int64_t stored_rows = trans ? cols : rows, stored_cols = trans ? rows : cols;
+    ZT_CHECK(t.dim() == 2 && t.size(0) == rows && t.size(1) == cols &&
+                 ld >= std::max<int64_t>(stored_cols, 1) &&
+                 (stored_rows <= 1 || row_stride == ld) && (stored_cols <= 1 || elem_stride == 1),
+             "gemm: ", what, " must be the ", rows, "x", cols, " view of op(", what,
+             ") whose stored ", stored_rows, "x", stored_cols, " matrix has rows ", ld,
+             " elements apart (its leading dimension) and adjacent elements; got ", t.str(),
+             " with strides ", shape_str(t.strides()));
+  };
+  check("A", a, m, k, trans_a, lda);
+  check("B", b, k, n, trans_b, ldb);
+  check("C", c, m, n, false, ldc);
   detail::begin_write("gemm", c);
   ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }

@@ -119,3 +119,17 @@ TEST(Errors, AnUndefinedTensorWhereOneIsNeeded) {
   p.set_requires_grad(true);
   EXPECT_ERROR_WITH(norm(p.grad(), 2.0, {}, false), phrase);  // before any backward
 }
+
+// Raw GEMM sizes are checked against the operands: a size or leading dimension larger
+// than a tensor would read (or write) past it.
+TEST(Errors, RawGemmSizesMustMatchTheOperands) {
+  const Tensor a = ones({2, 2}), b = ones({2, 2}), c = zeros({2, 2});
+  EXPECT_ERROR_WITH(gemm(false, false, 64, 64, 64, 1.0, a, 64, b, 64, 0.0, c, 64),
+                    "gemm: A must be the 64x64 view of op(A)");
+  EXPECT_ERROR_WITH(gemm(false, false, 2, 2, 2, 1.0, a, 3, b, 2, 0.0, c, 2), "leading dimension");
+  EXPECT_ERROR_WITH(gemm(false, false, 2, 2, 2, 1.0, a, 2, b, 2, 0.0, c.transpose(0, 1), 2),
+                    "gemm: C must");
+  // op(B) = B^T, passed as the transposed view of the stored matrix: fine.
+  gemm(false, true, 2, 2, 2, 1.0, a, 2, b.transpose(0, 1), 2, 0.0, c, 2);
+  EXPECT_EQ(c.to_vector(), (std::vector<double>{2, 2, 2, 2}));
+}
