@@ -167,6 +167,19 @@ void refuse_foreign_config(const fs::path& json_path, const std::string& model_t
 
 }  // namespace
 
+// A vqgpt export (tokenizer.* beside gpt.*): its tokenizer, under the tokenizer's own
+// names; any other state as it is.
+static nn::NamedTensors tokenizer_of_vqgpt_export(nn::NamedTensors state) {
+  auto under = [](const std::string& k, const char* prefix) { return k.rfind(prefix, 0) == 0; };
+  const bool gpt = std::any_of(state.begin(), state.end(),
+                               [&](const auto& kv) { return under(kv.first, "gpt."); });
+  if (!gpt) return state;
+  nn::NamedTensors tok;
+  for (auto& [k, t] : state)
+    if (under(k, "tokenizer.")) tok.emplace_back(k.substr(10), std::move(t));
+  return tok.empty() ? state : tok;
+}
+
 std::shared_ptr<vq::VqModel> frozen_replica(const config::ModelConfig& model_cfg, Device device,
                                             comm::Communicator& comm) {
   manual_seed(0);
@@ -200,6 +213,7 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
       state.emplace_back(name, t.detach().clone());
   } else if (comm.rank() == 0) {
     state = nn::load_safetensors(path);  // zero::load_state_dict reads rank 0's only
+    state = tokenizer_of_vqgpt_export(std::move(state));
     std::vector<std::string> keys;
     for (const auto& kv : state) keys.push_back(kv.first);
     if (vq::detect_naming(keys) == vq::KeyNaming::transformers) state = vq::to_baai(state);

@@ -93,7 +93,8 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
 std::string checkpoint_root(const config::AppConfig& cfg);
 /// A frozen (requires_grad off), eval-mode VqModel replicated on every rank with the weights
 /// of `source`: an exported .safetensors file (BAAI or transformers names, told apart by
-/// the keys) or a checkpoint directory; "" uses the run's
+/// the keys; a vqgpt export gives its tokenizer.* tensors) or a checkpoint directory; ""
+/// uses the run's
 /// checkpoint_root(cfg). Error naming the path and what to pass when nothing is there.
 /// Rank 0 reads the weights; they reach the other ranks over `comm`. The replica lives on
 /// `device` (a GPU: one rank per process, NCCL under mpirun).

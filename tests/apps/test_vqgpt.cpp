@@ -293,6 +293,18 @@ TEST(VqGpt, SameParametersOnOneTwoAndFourRanks) {
     }
   }
   EXPECT_EQ(gpt_tensors, 2 + 2 * 12 + 2 + 1) << "wte, wpe, 2 blocks x 12, ln_f, head";
+  // A vqgpt export serves as a tokenizer file too (vqgpt --tokenizer, vqtok --weights).
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    auto tok = vqtok::load_frozen_model(tiny_config(s / "run1"), s / "run1.safetensors", comm);
+    int64_t compared = 0;
+    for (const auto& [name, t] : nn::state_dict(*tok))
+      for (const auto& [key, saved] : one)
+        if (key == "tokenizer." + name) {
+          EXPECT_EQ(zero::tensor_hash(t), zero::tensor_hash(saved)) << name;
+          ++compared;
+        }
+    EXPECT_EQ(compared, static_cast<int64_t>(nn::state_dict(*tok).size()));
+  });
 }
 
 // gpt.fused_qkv: one q/k/v projection per block (attn.qkv_proj, E -> 3E), trained under
