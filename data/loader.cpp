@@ -228,6 +228,7 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
     std::lock_guard<std::mutex> lock(mu_);
     end_ = end;
   }
+  cv_.notify_all();  // a kept producer waiting at the old end goes on
   if (!keep && options_.prefetch > 0) start();
 }
 

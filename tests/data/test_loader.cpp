@@ -189,6 +189,8 @@ TEST(Loader, RestoreWithACountPreparesNoBatchPastIt) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("restore() allowed"), std::string::npos) << e.what();
   }
+  l.restore({1, 1});  // where it stands: the producer waiting at the end goes on
+  EXPECT_EQ(l.next().position, 1);
   l.restore({0, 0});  // lifts the end
   for (int i = 0; i < 5; ++i) l.next();
   EXPECT_EQ(l.state(), (LoaderState{1, 1}));
