@@ -364,7 +364,8 @@ bool Engine::update() {
   const Device dev = device();
   Tensor shard_sq = optim::grad_norm_sq_on(grad_flats_, dev);
   if (comm_.size() > 1) comm_.all_reduce(shard_sq, comm::ReduceOp::kSum);
-  last_grad_norm_ = sqrt(add(shard_sq, optim::grad_norm_sq_on(replica_grads, dev)));
+  last_grad_norm_ = sqrt(
+      replica_grads.empty() ? shard_sq : add(shard_sq, optim::grad_norm_sq_on(replica_grads, dev)));
   if (!unscale_or_skip(replica_grads)) return false;
   if (config_.gradient_clipping > 0) {
     Tensor coef = optim::clip_coefficient(last_grad_norm_, config_.gradient_clipping);

@@ -133,12 +133,13 @@ TEST(Lesson22StepOnDevice, NormAndClippingAreOneKernelEachAndNothingClearsTheGra
   // fill clears them. The rest works on one-element tensors.
   const lesson::KernelCalls want = {
       {"sum_squares", 1},  // norm: the squares of the flat gradient buffer, summed
-      {"fill", 5},         // one-element tensors: the norm's two partial sums (the flat
-                           // buffer's, which the CPU sums to a number, and the replicas',
-                           // none here), max_norm, and 1.0 twice in the clip coefficient
+      {"fill", 4},         // one-element tensors: the flat buffer's partial sum (which
+                           // the CPU sums to a number; without replicas, as here, there is
+                           // no second one to add), max_norm, and 1.0 twice in the clip
+                           // coefficient
       {"unary", 2},        // sqrt of the norm; norm + 1e-6
-      {"binary", 4},       // the partial sums added; max_norm / (norm + 1e-6); c < 1;
-                           // and clipping: the flat gradient buffer times the coefficient
+      {"binary", 3},       // max_norm / (norm + 1e-6); c < 1; and clipping: the flat
+                           // gradient buffer times the coefficient
       {"where", 1},        // the coefficient: c where c < 1, else 1
       {"copy", 1},         // the coefficient from f64 to the gradients' f32
       {"adam_update", 1},  // AdamW: one fused update of every shard
