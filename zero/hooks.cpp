@@ -23,6 +23,8 @@ namespace zt::zero {
 
 // Replaces the tensors of `ts` that require grad by identity outputs of one autograd
 // function whose backward calls `on_backward` (once, when all their gradients are in).
+// Two of them a module a step: their names stay within a std::string's inline 15
+// characters, which the node and its closure copy.
 static void wrap_for_backward(const char* name, std::vector<Tensor>& ts,
                               std::function<void()> on_backward) {
   if (!autograd::grad_mode_enabled()) return;
@@ -104,7 +106,7 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
   begin_compute(forward_begin_, id);
   // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
   // is over.
-  wrap_for_backward("zero_post_backward", inputs, [this, id] { on_post_backward(id); });
+  wrap_for_backward("zero_release", inputs, [this, id] { on_post_backward(id); });
 }
 
 // 3.
@@ -112,7 +114,7 @@ void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   end_compute(forward_begin_, Track::kForward, id);
   coordinator_.log("forward_end:", id);
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
-  wrap_for_backward("zero_pre_backward", outputs, [this, id] { on_pre_backward(id); });
+  wrap_for_backward("zero_gather_bwd", outputs, [this, id] { on_pre_backward(id); });
   coordinator_.release(id);
 }
 
