@@ -167,7 +167,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
   return (root / tag).string();
 }
 
-void export_consolidated(Engine& engine, const std::string& path) {
+NamedTensors consolidated_state(Engine& engine) {
   comm::Communicator& comm = engine.comm();
   autograd::NoGradGuard ng;
   // Full fp32 values from the master shards, one parameter at a time; only rank 0 keeps
@@ -186,16 +186,23 @@ void export_consolidated(Engine& engine, const std::string& path) {
     if (comm.rank() == 0)
       full[mp.param.impl()] = host(gathered.narrow(0, 0, z->part.numel).reshape(z->shape)).clone();
   }
+  NamedTensors out;
+  if (comm.rank() != 0) return out;
+  for (const auto& [name, t] : nn::state_dict(engine.module())) {
+    auto it = full.find(t.impl());
+    Tensor v = it != full.end() ? it->second : host(t);
+    out.emplace_back(name,
+                     is_floating(v.dtype()) && v.dtype() != DType::f32 ? v.to(DType::f32) : v);
+  }
+  return out;
+}
+
+void export_consolidated(Engine& engine, const std::string& path) {
+  comm::Communicator& comm = engine.comm();
+  const NamedTensors out = consolidated_state(engine);
   std::string err;
   if (comm.rank() == 0) {
     err = capture([&] {
-      NamedTensors out;
-      for (const auto& [name, t] : nn::state_dict(engine.module())) {
-        auto it = full.find(t.impl());
-        Tensor v = it != full.end() ? it->second : host(t);
-        out.emplace_back(name,
-                         is_floating(v.dtype()) && v.dtype() != DType::f32 ? v.to(DType::f32) : v);
-      }
       fs::path parent = fs::path(path).parent_path();
       if (!parent.empty()) fs::create_directories(parent);
       nn::save_safetensors(

@@ -176,4 +176,10 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
 /// on every rank.
 void export_consolidated(Engine& engine, const std::string& path);
 
+/// What export_consolidated writes, in memory: on rank 0 the model's state_dict() names
+/// with the parameters' fp32 values (from the fp32 masters, not their 16-bit storage) and
+/// the buffers (floating ones in fp32), on host memory; empty on the other ranks. Every
+/// rank must call it (shards are all-gathered).
+NamedTensors consolidated_state(Engine& engine);
+
 }  // namespace zt::zero

@@ -206,11 +206,10 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
     ZT_CHECK(zero::has_checkpoint(path), "'", path,
              "' holds no checkpoint (no meta.json and no 'latest'); train first, or pass an "
              "exported .safetensors file");
-    // Load the sharded checkpoint into a partitioned model, then gather it whole once.
+    // Load the sharded checkpoint into a partitioned model, then gather it whole once:
+    // the fp32 masters, as an export writes them (not a 16-bit run's rounded storage).
     auto [sharded, engine] = load_engine(cfg, path, comm, device);
-    zero::GatheredParameters whole(*sharded, comm);
-    for (const auto& [name, t] : nn::state_dict(*sharded))
-      state.emplace_back(name, t.detach().clone());
+    state = zero::consolidated_state(*engine);
   } else if (comm.rank() == 0) {
     state = nn::load_safetensors(path);  // zero::load_state_dict reads rank 0's only
     state = tokenizer_of_vqgpt_export(std::move(state));

@@ -233,10 +233,24 @@ TEST(MixedPrecisionApp, Emu3ConfigTrainsAStepInBf16) {
     EXPECT_EQ(dt.count("param/ bf16") ? dt.at("param/ bf16") : -1,
               dt.count("master/ f32") ? dt.at("master/ f32") : -2);
     EXPECT_EQ(dt.count("param/ f32") + dt.count("master/ bf16"), 0u);
-    // The bf16 run's checkpoint loads back for inference as a whole f32 model.
+    // The bf16 run's checkpoint loads back for inference as a whole f32 model, with the
+    // fp32 masters' values, as its export holds them (not the rounded bf16 storage).
     std::shared_ptr<vq::VqModel> frozen = vqtok::load_frozen_model(cfg, r.final_checkpoint, comm);
     for (const auto& [name, p] : frozen->named_parameters())
       EXPECT_EQ(p.dtype(), DType::f32) << name;
+    const std::string exported = out + "/export.safetensors";
+    vqtok::export_model(cfg, r.final_checkpoint, exported, comm, /*quiet=*/true);
+    std::shared_ptr<vq::VqModel> from_export = vqtok::load_frozen_model(cfg, exported, comm);
+    const auto a = nn::state_dict(*frozen), b = nn::state_dict(*from_export);
+    ASSERT_EQ(a.size(), b.size());
+    int64_t unrounded = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(zero::tensor_hash(a[i].second), zero::tensor_hash(b[i].second)) << a[i].first;
+      if (a[i].second.dtype() == DType::f32)
+        unrounded += zero::tensor_hash(a[i].second) !=
+                     zero::tensor_hash(a[i].second.to(DType::bf16).to(DType::f32));
+    }
+    EXPECT_GT(unrounded, 0) << "every tensor holds bf16 values: the masters were not read";
   });
   EXPECT_TRUE(fs::exists(out + "/metrics.jsonl"));
   fs::remove_all(out);
