@@ -244,11 +244,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   model->train();                          // the tokenizer stays in eval mode
   const app::StopOnSignal stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
   int64_t last_done = start;               // a stop signal may end the loop early
+  int64_t reached = start;                 // the last step run (fp16 overflows included)
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
     engine->set_lr(lr);
     const int64_t done = step + 1;
+    reached = done;
     timer.start();
     const Clock::time_point t0 = Clock::now();
     const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
@@ -364,7 +366,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 
   result.start_step = start;
-  result.steps = engine->global_step();
+  result.steps = reached;
   result.unigram_entropy = global_entropy(histogram, comm);
   result.seconds_per_step = timer.run_mean();
   // Shares and throughput from every rank's run totals.

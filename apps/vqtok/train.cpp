@@ -327,11 +327,13 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   settle_before_save = settle;
   std::optional<app::StopOnSignal> stop_on_signal;  // SIGINT/SIGTERM: a checkpoint, then return
   if (options.stop_on_signal) stop_on_signal.emplace();
+  int64_t reached = start;  // the last step run (fp16 overflows included)
   for (int64_t step = start; step < tc.steps; ++step) {
     // The schedule counts applied updates: it holds on a step an fp16 overflow skipped.
     const double lr = lr_plan.lr_at(engine->optimizer().step_count());
     engine->set_lr(lr);
     const int64_t done = step + 1;
+    reached = done;
     timer.start();
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader.next();
@@ -438,7 +440,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   progress.finish();
   engine->write_timeline();  // a run shorter than train.trace_steps: still one file
 
-  result.steps = engine->global_step();
+  result.steps = reached;
   result.seconds_per_step = timer.run_mean();
   result.final_checkpoint = checkpoints.last();
   if (say && start >= tc.steps) {

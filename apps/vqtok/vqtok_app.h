@@ -65,7 +65,7 @@ struct TrainOptions {
 
 struct TrainResult {
   int64_t start_step = 0;  ///< the step training started from (after a resume)
-  int64_t steps = 0;       ///< the global step at the end
+  int64_t steps = 0;       ///< the step the run reached (fp16 steps skipped for overflow count)
   std::vector<double> log_steps, log_losses, log_psnr;  ///< one entry per log interval
   double psnr = 0.0;                                    ///< of the last log window
   double eval_psnr = 0.0;                               ///< of the last evaluation (0 if none ran)

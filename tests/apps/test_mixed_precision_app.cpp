@@ -314,3 +314,20 @@ output_dir: unset
   }
   fs::remove_all(out);
 }
+
+// An fp16 run counts the steps it ran, also those an overflow skipped (the first ones at
+// the default scale of 2^16 are): the run's end says the step its checkpoints are named by.
+TEST(MixedPrecisionApp, AnFp16RunReportsTheStepsItRanNotTheUpdatesApplied) {
+  const std::string out = fresh_dir("fp16steps");
+  const config::AppConfig cfg =
+      config_with({"train.dtype=f16", "train.steps=3", "train.log_every=1", "train.eval_every=0",
+                   "train.checkpoint_every=3", "output_dir=" + out});
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    const vqtok::TrainResult r = vqtok::train(cfg, o, comm);
+    EXPECT_EQ(r.steps, 3);
+    EXPECT_EQ(fs::path(r.final_checkpoint).filename().string(), "step_000003");
+  });
+  fs::remove_all(out);
+}
