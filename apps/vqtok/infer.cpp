@@ -341,47 +341,66 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   const int64_t n = codes.size(0), batch = batch_of(cfg, o.batch);
   const int world = comm.size(), rank = comm.rank();
   autograd::NoGradGuard no_grad;
-  Tensor frames;
   const int64_t s = cfg.model.spatial_factor(), f = cfg.model.temporal_downsample_factor;
   const bool images = codes.dim() == 3;
   // Codes of one-frame clips (data.frames: 1, encoded as images) decode to that one frame,
   // as training reconstructs them.
   const int64_t clip_frames =
       images ? 0 : (cfg.data.frames == 1 && codes.size(1) == 1 ? 1 : codes.size(1) * f);
-  Shape full = images ? Shape{n, 3, codes.size(1) * s, codes.size(2) * s}
-                      : Shape{n, clip_frames, 3, codes.size(2) * s, codes.size(3) * s};
-  frames = zeros(full);
-  for (int64_t b = 0; b * batch < n; ++b) {
-    if (b % world != rank) continue;
-    const int64_t len = std::min(batch, n - b * batch);
-    Tensor out = model->decode_codes(codes.narrow(0, b * batch, len));
-    frames.narrow(0, b * batch, len).copy_(images ? out : out.narrow(1, 0, clip_frames));
-  }
-  assemble(frames, comm);
-  if (folder) {  // rank 0
-    // Every file to write: (name, frame (3, H, W)).
-    std::vector<std::pair<std::string, Tensor>> files;
+  auto shape_of = [&](int64_t clips) {
+    return images ? Shape{clips, 3, codes.size(1) * s, codes.size(2) * s}
+                  : Shape{clips, clip_frames, 3, codes.size(2) * s, codes.size(3) * s};
+  };
+  // Clip i's files: (name, frame index; -1 for an image).
+  auto files_of = [&](int64_t i) {
+    std::vector<std::pair<std::string, int64_t>> out;
     char name[64];
-    for (int64_t i = 0; i < n; ++i) {
-      if (images) {
-        std::snprintf(name, sizeof name, "image_%06lld.png", static_cast<long long>(i));
-        files.emplace_back(name, frames.select(0, i));
-        continue;
-      }
-      for (int64_t t = 0; t < frames.size(1); ++t) {
-        std::snprintf(name, sizeof name, "clip_%06lld_frame_%02lld.png", static_cast<long long>(i),
-                      static_cast<long long>(t));
-        files.emplace_back(name, frames.select(0, i).select(0, t));
-      }
+    if (images) {
+      std::snprintf(name, sizeof name, "image_%06lld.png", static_cast<long long>(i));
+      out.emplace_back(name, -1);
     }
+    for (int64_t t = 0; t < clip_frames; ++t) {
+      std::snprintf(name, sizeof name, "clip_%06lld_frame_%02lld.png", static_cast<long long>(i),
+                    static_cast<long long>(t));
+      out.emplace_back(name, t);
+    }
+    return out;
+  };
+  if (folder) {  // rank 0
     std::set<std::string> planned = {"grid.png"};
-    for (const auto& [file, frame] : files) planned.insert(file);
+    for (int64_t i = 0; i < n; ++i)
+      for (const auto& file : files_of(i)) planned.insert(file.first);
     folder->begin(planned);
-    for (const auto& [file, frame] : files)
-      data::save_png((fs::path(o.out_dir) / file).string(), data::tensor_to_image(frame));
-    const int64_t g = std::min<int64_t>(n, 8);
+  }
+  // A round at a time, each rank decoding one batch of it; the round is assembled on every
+  // rank and rank 0 writes its files before the next. With an output folder no rank holds
+  // more than a round's frames beside the grid's first 8 clips; without one, the frames of
+  // every clip are kept and returned.
+  const int64_t grid = std::min<int64_t>(n, 8);
+  Tensor frames = zeros(shape_of(o.out_dir.empty() ? n : grid));
+  const int64_t round = batch * world;
+  for (int64_t first = 0; first < n; first += round) {
+    const int64_t len = std::min(round, n - first), mine = rank * batch;
+    Tensor chunk = zeros(shape_of(len));
+    if (mine < len) {
+      const int64_t b = std::min(batch, len - mine);
+      Tensor out = model->decode_codes(codes.narrow(0, first + mine, b));
+      chunk.narrow(0, mine, b).copy_(images ? out : out.narrow(1, 0, clip_frames));
+    }
+    assemble(chunk, comm);
+    if (folder)
+      for (int64_t i = first; i < first + len; ++i)
+        for (const auto& [file, t] : files_of(i)) {
+          const Tensor clip = chunk.select(0, i - first);
+          data::save_png((fs::path(o.out_dir) / file).string(),
+                         data::tensor_to_image(t < 0 ? clip : clip.select(0, t)));
+        }
+    const int64_t keep = std::min(len, frames.size(0) - first);
+    if (keep > 0) frames.narrow(0, first, keep).copy_(chunk.narrow(0, 0, keep));
+  }
+  if (folder) {  // rank 0
     data::save_png((fs::path(o.out_dir) / "grid.png").string(),
-                   data::make_grid({frames.narrow(0, 0, g)}));
+                   data::make_grid({frames.narrow(0, 0, grid)}));
     const int64_t removed = folder->finish();
     if (removed > 0 && !o.quiet)
       std::printf("decode: removed %lld files of the earlier decode into %s\n",

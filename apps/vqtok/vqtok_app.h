@@ -146,8 +146,10 @@ struct DecodeOptions {
 };
 
 /// Decodes every clip; returns the frames (N, T, 3, H, W) or images (N, 3, H, W) in
-/// [-1, 1], identical on every rank. Under data.frames: 1, codes (N, 1, h, w) are of
-/// one-frame clips and decode to one frame each.
+/// [-1, 1], identical on every rank: all N without an output folder, else the first 8
+/// (the grid's), while the rest go to the folder a round (ranks x batch clips) at a
+/// time, so no rank holds every clip's frames. Under data.frames: 1, codes (N, 1, h, w)
+/// are of one-frame clips and decode to one frame each.
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& options, comm::Communicator& comm);
 
 struct EvalOptions {

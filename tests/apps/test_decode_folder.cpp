@@ -195,3 +195,32 @@ TEST(DecodeFolder, EncodeRefusesAFolderAsItsOutputFileAtOnce) {
   EXPECT_TRUE(has(err, "encode -o '" + o.out + "' is a folder; pass the file to write")) << err;
   fs::remove_all(dir);
 }
+
+// A decode into a folder goes a round (ranks x batch clips) at a time: every clip's files
+// are written, each rank returns only the grid's first 8 clips, and they are the frames a
+// decode kept in memory gives.
+TEST(DecodeFolder, ADecodeIntoAFolderKeepsOnlyTheGridsClips) {
+  const Scratch s("rounds");
+  const std::string ids = s.codes("ids.npy", {11, 1, 2, 2});
+  vqtok::DecodeOptions o;
+  o.weights = s.weights;
+  o.codes = ids;
+  o.batch = 2;
+  o.quiet = true;
+  std::vector<Tensor> kept(2), whole(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    whole[comm.rank()] = vqtok::decode(s.cfg, o, comm);
+    vqtok::DecodeOptions to_folder = o;
+    to_folder.out_dir = s.dir + "/out";
+    kept[comm.rank()] = vqtok::decode(s.cfg, to_folder, comm);
+  });
+  ASSERT_EQ(whole[0].size(0), 11);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(kept[r].size(0), 8) << "rank " << r;
+    EXPECT_EQ(kept[r].to_vector(), whole[0].narrow(0, 0, 8).to_vector()) << "rank " << r;
+    EXPECT_EQ(whole[r].to_vector(), whole[0].to_vector()) << "rank " << r;
+  }
+  for (int64_t t = 0; t < whole[0].size(1); ++t)
+    EXPECT_TRUE(fs::exists(s.dir + "/out/clip_000010_frame_0" + std::to_string(t) + ".png"));
+  EXPECT_TRUE(fs::exists(s.dir + "/out/grid.png"));
+}
