@@ -112,6 +112,13 @@ double StepTimer::stop() {
   return s;
 }
 
+double StepTimer::eta(int64_t left) const {
+  if (steps_ == 0) return 0.0;
+  const double wall =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - first_).count();
+  return wall / static_cast<double>(steps_) * static_cast<double>(left);
+}
+
 double StepTimer::window_mean() {
   const double m = window_steps_ ? window_ / static_cast<double>(window_steps_) : 0.0;
   window_ = 0.0;

@@ -60,19 +60,25 @@ class CodebookUsage {
   Tensor counts_;  // f64 on the device of the first counts added; undefined before
 };
 
-/// Seconds per step: mean over the steps since the last reset; ETA from it.
+/// Seconds per step: mean over the steps since the last reset; the ETA.
 class StepTimer {
  public:
-  void start() { t0_ = std::chrono::steady_clock::now(); }
+  void start() {
+    t0_ = std::chrono::steady_clock::now();
+    if (steps_ == 0) first_ = t0_;
+  }
   /// Ends a step started by start(); returns its seconds.
   double stop();
   /// Mean seconds per step of the current window, and clears it.
   double window_mean();
   /// Mean seconds per step over the whole run (0 before the first step).
   double run_mean() const { return steps_ ? total_ / static_cast<double>(steps_) : 0.0; }
+  /// Seconds `left` more steps take at the wall-clock pace since the first step began:
+  /// the evaluations, checkpoints and logging between steps count, so it holds.
+  double eta(int64_t left) const;
 
  private:
-  std::chrono::steady_clock::time_point t0_;
+  std::chrono::steady_clock::time_point t0_, first_;
   double window_ = 0.0, total_ = 0.0;
   int64_t window_steps_ = 0, steps_ = 0;
 };

@@ -295,7 +295,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       const json tok_time = graph ? json() : json(m["tok_s"]);  // null: not timed apart
       const json tok_share = graph ? json() : json(share);
       const double tps = static_cast<double>(clips_per_step * targets_per_clip) / m["step_s"];
-      const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
+      const double eta = timer.eta(tc.steps - done);
       // A window whose every micro-batch had a non-finite loss on every rank (fp16 steps
       // the engine skipped) measured no loss: null in the record, said in the log line.
       const bool measured = m.count("loss") > 0;

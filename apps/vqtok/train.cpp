@@ -365,7 +365,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
       const app::CodebookStats cb = usage.reduce(comm);
       const double sec = timer.window_mean();
-      const double eta = static_cast<double>(tc.steps - done) * timer.run_mean();
+      const double eta = timer.eta(tc.steps - done);
       const zero::MemoryReport mem = engine->memory_report();
       // A window whose every micro-batch had a non-finite loss on every rank (fp16 steps
       // the engine skipped) measured nothing: null in the record, said in the log line.
@@ -419,15 +419,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       }
     }
     if (say && progress.tty())  // loss, PSNR and codes are the last log line's (none before)
-      progress.update(
-          done,
-          "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
-              (result.log_steps.empty() ? std::string()
-                                        : " | loss " + fmt("%.4f", result.log_losses.back()) +
-                                              " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
-                                              fmt("%.1f%%", 100.0 * result.codebook.usage)) +
-              " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
-              app::format_duration(static_cast<double>(tc.steps - done) * timer.run_mean()));
+      progress.update(done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
+                                (result.log_steps.empty()
+                                     ? std::string()
+                                     : " | loss " + fmt("%.4f", result.log_losses.back()) +
+                                           " | psnr " + fmt("%.2f dB", last_psnr) + " | codes " +
+                                           fmt("%.1f%%", 100.0 * result.codebook.usage)) +
+                                " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
+                                app::format_duration(timer.eta(tc.steps - done)));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
     if (checkpoints.stop_after(done, comm)) {
       settle(done);  // a stop without a save still reads (and checks) what is queued

@@ -11,9 +11,11 @@
 #include <functional>
 #include <limits>
 #include <memory>
+#include <thread>
 
 #include "apps/app_test_util.h"
 #include "apps/common/step_log.h"
+#include "apps/common/window_stats.h"
 #include "common/test_util.h"
 #include "nn/linear.h"
 #include "zero/comm/launch.h"
@@ -205,4 +207,18 @@ TEST(StepLog, TheVqtokLoopReadsBackOnlyWhereItLogsOrSaves) {
   EXPECT_EQ(r.log_steps, (std::vector<double>{3, 6, 7}));
   EXPECT_EQ(r.loss_reads, 6);
   std::filesystem::remove_all(dir);
+}
+
+// The ETA counts the time between steps too (evaluations, checkpoints): 2 steps of about
+// 10 ms with 60 ms of other work between them take about 40 ms each, not 10.
+TEST(StepTimer, TheEtaCountsTheTimeBetweenSteps) {
+  zt::app::StepTimer t;
+  EXPECT_EQ(t.eta(5), 0.0) << "no step yet";
+  for (int i = 0; i < 2; ++i) {
+    t.start();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    t.stop();
+    if (i == 0) std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  }
+  EXPECT_GE(t.eta(10), 10 * 0.040) << "the pace of the run, gaps included";
 }
