@@ -18,13 +18,18 @@ void RunCheckpoints::save(int64_t step) {
   last_step_ = step;
 }
 
-bool RunCheckpoints::stop_after(int64_t done, comm::Communicator& comm) {
-  if (on() && done % every_ == 0) save(done);
+bool RunCheckpoints::signalled(int64_t done, comm::Communicator& comm) {
   const int signal = agreed_stop_signal(comm);
   if (signal == 0 || done >= steps_) return false;
-  if (on() && last_step_ != done) save(done);
   signal_ = signal;
   stopped_after_ = done;
+  return true;
+}
+
+bool RunCheckpoints::stop_after(int64_t done) {
+  if (on() && done % every_ == 0) save(done);
+  if (stopped_after_ != done) return false;
+  if (on() && last_step_ != done) save(done);
   return true;
 }
 

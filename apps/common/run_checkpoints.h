@@ -17,10 +17,14 @@ class RunCheckpoints {
   /// save(step) writes a checkpoint of `step` (every rank calls it) and returns its folder.
   RunCheckpoints(const config::TrainConfig& tc, std::function<std::string(int64_t)> save);
 
-  /// The end of step `done`, on every rank: the periodic save, then agreed_stop_signal,
-  /// saving this step (unless just saved, or checkpoints are off) when a signal came.
-  /// True when the run stops here; a signal after the last step ends the run as usual.
-  bool stop_after(int64_t done, comm::Communicator& comm);
+  /// After step `done` ran, before it logs, on every rank: whether a signal came
+  /// (agreed_stop_signal), so the run stops after this step. True then, and that step logs
+  /// the window it ends; a signal after the last step ends the run as usual.
+  bool signalled(int64_t done, comm::Communicator& comm);
+  /// The end of step `done`, on every rank: the periodic save, then, when signalled() said
+  /// so, this step's (unless just saved, or checkpoints are off). True when the run stops
+  /// here.
+  bool stop_after(int64_t done);
   /// After the loop, which ran from step `start`: the last step's checkpoint (unless saved
   /// already, or a signal stopped the run); when nothing was left to train, the newest
   /// checkpoint under `existing` (the resumed folder or the run's root).

@@ -274,7 +274,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                isfinite(loss).to(DType::f64)));
     }
     log.add_norm(done, engine->last_grad_norm_tensor());
-    const bool logs = done % tc.log_every == 0 || done == tc.steps;
+    // A stop by signal ends a log window early: it is logged, not lost.
+    const bool stops = checkpoints.signalled(done, comm);
+    const bool logs = done % tc.log_every == 0 || done == tc.steps || stops;
     const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
     if (step == start || logs || evals || log.full()) settle(done);
     if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
@@ -287,7 +289,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                           engine->global_step() % cfg.zero.buffers.verify_every == 0;
     if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
 
-    if (done % tc.log_every == 0 || done == tc.steps) {
+    if (logs) {
       std::map<std::string, double> m;
       for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
       const double entropy = global_entropy(histogram, comm);
@@ -354,7 +356,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                       fmt("%.4f", result.eval_loss));
     }
     last_done = done;
-    if (checkpoints.stop_after(done, comm)) {
+    if (checkpoints.stop_after(done)) {
       settle(done);  // a stop without a save still reads (and checks) what is queued
       break;
     }

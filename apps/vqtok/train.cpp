@@ -347,7 +347,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       if (tc.codebook_restart_every > 0) add_(hits, counts);
     }
     log.add_norm(done, engine->last_grad_norm_tensor());
-    const bool logs = done % tc.log_every == 0 || done == tc.steps;
+    // A stop by signal ends a log window early: it is logged, not lost.
+    const bool stops = checkpoints.signalled(done, comm);
+    const bool logs = done % tc.log_every == 0 || done == tc.steps || stops;
     const bool evals = tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps);
     const bool restarts =
         tc.codebook_restart_every > 0 && done % tc.codebook_restart_every == 0 && done < tc.steps;
@@ -360,7 +362,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     }
     timer.stop();
 
-    if (done % tc.log_every == 0 || done == tc.steps) {
+    if (logs) {
       std::map<std::string, double> m;
       for (const auto& [name, v] : window.reduce(comm)) m[name] = v;
       const app::CodebookStats cb = usage.reduce(comm);
@@ -428,7 +430,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                 " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
                                 app::format_duration(timer.eta(tc.steps - done)));
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
-    if (checkpoints.stop_after(done, comm)) {
+    if (checkpoints.stop_after(done)) {
       settle(done);  // a stop without a save still reads (and checks) what is queued
       break;
     }

@@ -311,15 +311,15 @@ TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
   fs::remove_all(r.dir);
   fs::create_directories(r.dir);
   const config::AppConfig cfg = apptest::tiny_vqtok_config(
-      r.out().string(), {"train.steps=100000", "train.eval_every=0", "train.log_every=1",
+      r.out().string(), {"train.steps=100000", "train.eval_every=0", "train.log_every=3",
                          "train.checkpoint_every=100000"});
   std::ofstream(r.config()) << cfg.root.dump();
   const fs::path log = r.dir / "term.log";
   const pid_t pid = start(r, {}, log);
   const fs::path metrics = r.out() / "metrics.jsonl";
-  for (int i = 0; i < 30000 && lines(metrics).size() < 2; ++i)
+  for (int i = 0; i < 30000 && lines(metrics).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  ASSERT_GE(lines(metrics).size(), 2u) << read_all(log);
+  ASSERT_GE(lines(metrics).size(), 1u) << read_all(log);
   ::kill(pid, SIGTERM);
   int status = 0;
   ::waitpid(pid, &status, 0);
@@ -329,7 +329,9 @@ TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
   const size_t at = text.find("stopped by SIGTERM after step ");
   ASSERT_NE(at, std::string::npos) << text;
   const int64_t step = std::stoll(text.substr(at + 30));
-  EXPECT_GE(step, 2);
+  EXPECT_GE(step, 3);
+  // The steps since the last log line are logged too (a window cut short), not lost.
+  EXPECT_EQ(nlohmann::json::parse(lines(metrics).back())["step"], step) << read_all(log);
   EXPECT_LT(step, 100000);
   char name[32];
   std::snprintf(name, sizeof name, "step_%06lld", static_cast<long long>(step));
