@@ -71,11 +71,13 @@ int main(int argc, char** argv) {
   encode->add_option(
       "--weights", eo.weights,
       "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
-  encode->add_option("--input", eo.input,
-                     ".npy of clips (N,T,3,H,W) or images (N,3,H,W), an image, or a folder of "
-                     "images (default: the config's dataset)");
-  encode->add_option("--split", encode_split, "config dataset split")
-      ->check(CLI::IsMember({"eval", "train"}));
+  CLI::Option* input =
+      encode->add_option("--input", eo.input,
+                         ".npy of clips (N,T,3,H,W) or images (N,3,H,W), an image, or a folder of "
+                         "images (default: the config's dataset)");
+  encode->add_option("--split", encode_split, "config dataset split (not with --input)")
+      ->check(CLI::IsMember({"eval", "train"}))
+      ->excludes(input);
   encode->add_option("-o,--out", eo.out, "token ids .npy to write")->required();
   encode->add_option("--limit", eo.limit, "encode at most this many items (0: all)")
       ->check(zt::app::kNonNegative);

@@ -220,6 +220,10 @@ if(TARGET vqgpt)
     --out grid.png --seed -1)
 endif()
 if(TARGET vqtok)
+  # --split names a split of the config's data; --input reads other data instead.
+  zt_refusal_test(apps.vqtok.encode_split_is_not_with_input 2 "--input excludes --split"
+    $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --out ids.npy --input clips.npy --split train)
   zt_refusal_test(apps.vqtok.encode_limit_is_not_negative 2
     "--limit: must be a number >= 0, got -1"
     $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
