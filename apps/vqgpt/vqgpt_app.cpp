@@ -343,14 +343,15 @@ std::string sheet_legend(const config::AppConfig& cfg, int64_t num) {
 // Up to 4 held-out clips of the config's data (2 for videos), as the sample sheet shows
 // them under the samples; none, with a note on stderr, when the data cannot be read (a
 // checkpoint sampled away from its data): the samples matter more than the comparison.
-std::vector<Tensor> reference_clips(const config::AppConfig& cfg) {
+std::vector<Tensor> reference_clips(const config::AppConfig& cfg, bool quiet) {
   std::vector<Tensor> clips;
   try {
     auto eval_set = data::make_dataset(cfg.data, /*eval=*/true);
     const int64_t refs = std::min<int64_t>(cfg.data.frames == 1 ? 4 : 2, eval_set->size());
     for (int64_t i = 0; i < refs; ++i) clips.push_back(eval_set->get(i).clip);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "sample: note: the grid has no row of held-out data: %s\n", e.what());
+    if (!quiet)
+      std::fprintf(stderr, "sample: note: the grid has no row of held-out data: %s\n", e.what());
     clips.clear();
   }
   return clips;
@@ -432,7 +433,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
              "sample --tokens '", o.tokens_out, "' is the grid's file (--out '", o.out,
              "'); pass another");
     app::check_output_writable("sample --tokens", o.tokens_out, inputs);
-    if (!o.out.empty()) refs = reference_clips(cfg);  // before the sampling, not after
+    if (!o.out.empty()) refs = reference_clips(cfg, o.quiet);  // before the sampling, not after
   });
   auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
   model->eval();
