@@ -458,9 +458,9 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);
   }
   r.codes = layout.codes(r.sequences);
-  if (rank == 0 && !o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);  // first
   r.frames = decode_rows(*model->tokenizer, r.codes, cfg, first, count, comm);
-  if (rank == 0) {
+  if (rank == 0) {  // after the last collective; the codes before the grid
+    if (!o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);
     if (!o.out.empty())
       data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
     if (!o.quiet) {
