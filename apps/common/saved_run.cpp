@@ -270,6 +270,11 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
              "' holds: ", describe(model, "the checkpoint", "this config"),
              ". Pass the config it was trained with (its meta.json records it as config_yaml), "
              "or set these keys to the checkpoint's values");
+    // Its parameters are stored in their training precision: a load into another fails.
+    ZT_CHECK(saved.train.dtype == cfg->train.dtype, "the checkpoint '", run.dir, "' trained in ",
+             saved.train.dtype, " and this config reads it in ", cfg->train.dtype,
+             " (train.dtype, or the bf16/fp16 sections): set train.dtype: ", saved.train.dtype,
+             ", or read its export (vqtok/vqgpt export), which is fp32");
     return run.note;
   });
   if (!note.empty() && comm.rank() == 0)

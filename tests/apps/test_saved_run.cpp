@@ -124,6 +124,10 @@ TEST(SavedRun, InferenceWithAnotherModelStopsNamingTheKeys) {
   EXPECT_TRUE(has(err, "model.codebook_size (64 in the checkpoint, 128 in this config)")) << err;
   EXPECT_EQ(check({"model.dropout=0.3"}), "");
   EXPECT_EQ(check({}), "");
+  // Another precision, named before the model is built and loaded.
+  const std::string dtype = check({"train.dtype=bf16"});
+  EXPECT_TRUE(has(dtype, "trained in f32 and this config reads it in bf16")) << dtype;
+  EXPECT_TRUE(has(dtype, "set train.dtype: f32")) << dtype;
   fs::remove_all(dir);
 }
 
