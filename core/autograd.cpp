@@ -6,7 +6,6 @@
 #include "core/autograd.h"
 
 #include <algorithm>
-
 #include <atomic>
 #include <queue>
 #include <unordered_map>
