@@ -125,29 +125,6 @@ bool is_compare(BinaryOp op) {
 // ---------------------------------------------------------------- functors
 
 template <typename T>
-struct UnaryFn {
-  UnaryOp op;
-  T* out;
-  const T* in;
-  acc_t<T> p0, p1;
-  __device__ void operator()(const int64_t (&off)[2]) const {
-    out[off[0]] = convert<T>(apply_unary(op, convert<acc_t<T>>(in[off[1]]), p0, p1));
-  }
-};
-
-template <typename T>
-struct BinaryFn {
-  BinaryOp op;
-  T* out;
-  const T* a;
-  const T* b;
-  __device__ void operator()(const int64_t (&off)[3]) const {
-    using A = acc_t<T>;
-    out[off[0]] = convert<T>(apply_binary(op, convert<A>(a[off[1]]), convert<A>(b[off[2]])));
-  }
-};
-
-template <typename T>
 struct CompareFn {
   BinaryOp op;
   bool* out;
@@ -159,20 +136,8 @@ struct CompareFn {
   }
 };
 
-template <typename T>
-struct AxpyFn {
-  T* out;
-  const T* a;
-  const T* b;
-  acc_t<T> alpha;
-  __device__ void operator()(const int64_t (&off)[3]) const {
-    using A = acc_t<T>;
-    out[off[0]] = convert<T>(convert<A>(a[off[1]]) + alpha * convert<A>(b[off[2]]));
-  }
-};
-
-// Values of one element for the vectorized path (launch_vectorized, loops.cuh): the
-// formulas of UnaryFn, BinaryFn and AxpyFn.
+// The formulas of the floating ops, one element in the accumulator type: the vectorized
+// path (launch_vectorized, loops.cuh) and the strided one (ValueFn) both apply them.
 template <typename A>
 struct UnaryValue {
   UnaryOp op;
@@ -196,19 +161,32 @@ struct AddcmulValue {
   __device__ A operator()(const A (&x)[3]) const { return x[0] + value * (x[1] * x[2]); }
 };
 
-template <typename T>
-struct AddcmulFn {
+// Formula `v` of K inputs at any strides (launch_elementwise's functor).
+template <typename T, int K, typename V>
+struct ValueFn {
   T* out;
-  const T* a;
-  const T* b;
-  const T* c;
-  AddcmulValue<acc_t<T>> v;
-  __device__ void operator()(const int64_t (&off)[4]) const {
-    using A = acc_t<T>;
-    out[off[0]] =
-        convert<T>(v({convert<A>(a[off[1]]), convert<A>(b[off[2]]), convert<A>(c[off[3]])}));
+  VecInputs<T, K> in;
+  V v;
+  __device__ void operator()(const int64_t (&off)[K + 1]) const {
+    acc_t<T> x[K];
+#pragma unroll
+    for (int k = 0; k < K; ++k) x[k] = convert<acc_t<T>>(in.p[k][off[k + 1]]);
+    out[off[0]] = convert<T>(v(x));
   }
 };
+
+// out = v(inputs) elementwise: vectorized where every operand allows it, else strided.
+template <typename T, int K, typename V>
+void launch_value(const Tensor& out, const std::array<const Tensor*, K>& in, const V& v) {
+  if (launch_vectorized<T, K>(out, in, v)) return;
+  ValueFn<T, K, V> f{static_cast<T*>(out.data_ptr()), {}, v};
+  std::array<const Shape*, K + 1> strides{&out.strides()};
+  for (int k = 0; k < K; ++k) {
+    f.in.p[k] = static_cast<const T*>(in[k]->data_ptr());
+    strides[k + 1] = &in[k]->strides();
+  }
+  launch_elementwise<K + 1>(out.device().index, out.sizes(), strides, f);
+}
 
 template <typename T>
 struct WhereFn {
@@ -355,12 +333,7 @@ void unary(UnaryOp op, const Tensor& out, const Tensor& in, double p0, double p1
   check_device("unary op", out.device(), {in});
   dispatch_device_floating(in.dtype(), "unary op", [&]<typename T>() {
     using A = acc_t<T>;
-    if (launch_vectorized<T, 1>(out, {&in},
-                                UnaryValue<A>{op, static_cast<A>(p0), static_cast<A>(p1)}))
-      return;
-    UnaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(in.data_ptr()),
-                 static_cast<A>(p0), static_cast<A>(p1)};
-    launch_elementwise<2>(out.device().index, out.sizes(), {&out.strides(), &in.strides()}, f);
+    launch_value<T, 1>(out, {&in}, UnaryValue<A>{op, static_cast<A>(p0), static_cast<A>(p1)});
   });
 }
 
@@ -379,22 +352,14 @@ void binary(BinaryOp op, const Tensor& out, const Tensor& a, const Tensor& b) {
     return;
   }
   dispatch_device_floating(a.dtype(), "binary op", [&]<typename T>() {
-    if (launch_vectorized<T, 2>(out, {&a, &b}, BinaryValue<acc_t<T>>{op})) return;
-    BinaryFn<T> f{op, static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
-                  static_cast<const T*>(b.data_ptr())};
-    launch_elementwise<3>(dev, out.sizes(), st, f);
+    launch_value<T, 2>(out, {&a, &b}, BinaryValue<acc_t<T>>{op});
   });
 }
 
 void axpy(const Tensor& out, const Tensor& a, const Tensor& b, double alpha) {
   check_device("axpy", out.device(), {a, b});
   dispatch_device_floating(out.dtype(), "axpy", [&]<typename T>() {
-    if (launch_vectorized<T, 2>(out, {&a, &b}, AxpyValue<acc_t<T>>{static_cast<acc_t<T>>(alpha)}))
-      return;
-    AxpyFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
-                static_cast<const T*>(b.data_ptr()), static_cast<acc_t<T>>(alpha)};
-    launch_elementwise<3>(out.device().index, out.sizes(),
-                          {&out.strides(), &a.strides(), &b.strides()}, f);
+    launch_value<T, 2>(out, {&a, &b}, AxpyValue<acc_t<T>>{static_cast<acc_t<T>>(alpha)});
   });
 }
 
@@ -413,12 +378,7 @@ void where(const Tensor& out, const Tensor& cond, const Tensor& a, const Tensor&
 void addcmul(const Tensor& out, const Tensor& a, const Tensor& b, const Tensor& c, double value) {
   check_device("addcmul", out.device(), {a, b, c});
   dispatch_device_floating(out.dtype(), "addcmul", [&]<typename T>() {
-    const AddcmulValue<acc_t<T>> v{static_cast<acc_t<T>>(value)};
-    if (launch_vectorized<T, 3>(out, {&a, &b, &c}, v)) return;
-    AddcmulFn<T> f{static_cast<T*>(out.data_ptr()), static_cast<const T*>(a.data_ptr()),
-                   static_cast<const T*>(b.data_ptr()), static_cast<const T*>(c.data_ptr()), v};
-    launch_elementwise<4>(out.device().index, out.sizes(),
-                          {&out.strides(), &a.strides(), &b.strides(), &c.strides()}, f);
+    launch_value<T, 3>(out, {&a, &b, &c}, AddcmulValue<acc_t<T>>{static_cast<acc_t<T>>(value)});
   });
 }
 
