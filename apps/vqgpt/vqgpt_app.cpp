@@ -8,7 +8,6 @@
 #include "apps/vqgpt/vqgpt_app.h"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 #include <cmath>
 #include <cstdio>
@@ -379,34 +378,25 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
 }
 
 // The decoded frames of all of `codes` (n, T', h, w) on every rank, in [-1, 1]: images
-// (n, 3, H, W) or clips (n, T, 3, H, W). The tokenizer is a replica on every rank: rank r
-// decodes its rows [first, first + count), train.batch at a time (a whole sample set at
-// once would hold every clip's activations), and a sum over the ranks assembles them.
+// (n, 3, H, W) or clips (n, T' x temporal factor, 3, H, W). The tokenizer is a replica on
+// every rank: rank r decodes its rows [first, first + count), train.batch at a time (a
+// whole sample set at once would hold every clip's activations), into zeros a sum over
+// the ranks then fills.
 Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::AppConfig& cfg,
                    int64_t first, int64_t count, comm::Communicator& comm) {
   const bool images = cfg.data.frames == 1;
+  const int64_t n = codes.size(0), s = cfg.model.spatial_factor();
+  const int64_t h = codes.size(2) * s, w = codes.size(3) * s;
+  Tensor out = images ? zeros({n, 3, h, w})
+                      : zeros({n, codes.size(1) * cfg.model.temporal_downsample_factor, 3, h, w});
   const Device device = tokenizer.parameters().front().device();
-  Tensor out;
   for (int64_t i = 0; i < count; i += cfg.train.batch) {
     const int64_t b = std::min(cfg.train.batch, count - i);
     const Tensor c = codes.narrow(0, first + i, b).to(device);
-    const Tensor f = (images ? tokenizer.decode_codes(c.select(1, 0)) : tokenizer.decode_codes(c))
-                         .to(Device::cpu());
-    if (!out.defined()) {
-      Shape shape = f.sizes();
-      shape[0] = codes.size(0);
-      out = zeros(shape);
-    }
-    out.narrow(0, first + i, b).copy_(f);
+    out.narrow(0, first + i, b)
+        .copy_(images ? tokenizer.decode_codes(c.select(1, 0)) : tokenizer.decode_codes(c));
   }
-  if (comm.size() > 1) {            // a rank without rows takes the shape of rank 0's (it has some)
-    std::array<int64_t, 6> mine{};  // the dims, then their count
-    if (out.defined()) {
-      std::copy(out.sizes().begin(), out.sizes().end(), mine.begin());
-      mine[5] = out.dim();
-    }
-    const std::array<int64_t, 6> rank0 = comm.all_gather_object(mine)[0];
-    if (!out.defined()) out = zeros(Shape(rank0.begin(), rank0.begin() + rank0[5]));
+  if (comm.size() > 1) {
     Tensor flat = out.view({out.numel()});
     app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
   }
