@@ -85,10 +85,11 @@ Tensor fit_gradient(const Node& n, size_t i, Tensor g) {
 
 // What a gradient hook returned for `g` (undefined: keep g). A hook may change the
 // values, not the shape, dtype or device (as PyTorch's rule).
-static Tensor hook_result(const Tensor& g, Tensor r, const std::string& where) {
+// `where` and `name` say whose hook it is, in the error only.
+static Tensor hook_result(const Tensor& g, Tensor r, const char* where, const std::string& name) {
   if (!r.defined()) return g;
   ZT_CHECK(r.sizes() == g.sizes() && r.dtype() == g.dtype() && r.device() == g.device(),
-           "a gradient hook on ", where, " returned ", r.str(), " for the gradient ", g.str(),
+           "a gradient hook on ", where, name, " returned ", r.str(), " for the gradient ", g.str(),
            "; a hook may change a gradient's values, not its shape, dtype or device");
   return r;
 }
@@ -103,7 +104,7 @@ class AccumulateGrad : public Node {
     Tensor g = grads[0];
     if (!g.defined()) return {};
     Tensor leaf(leaf_);
-    for (auto& hook : leaf_->leaf_hooks) g = hook_result(g, hook(g), "leaf '" + leaf.name() + "'");
+    for (auto& hook : leaf_->leaf_hooks) g = hook_result(g, hook(g), "leaf ", leaf.name());
     // Held only here and by `grads` (the engine drops it next), or, for a hook's result,
     // only here (the hook may have kept it): adopt it.
     const int handles = g.same(grads[0]) ? 2 : 1;
@@ -370,7 +371,7 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     for (const auto* hooks : {&n->pre_hooks, &n->retain_hooks}) {
       for (const auto& [idx, hook] : *hooks) {
         if (!in[idx].defined()) continue;
-        in[idx] = hook_result(in[idx], hook(in[idx]), "an output of " + n->name());
+        in[idx] = hook_result(in[idx], hook(in[idx]), "an output of ", n->name());
       }
     }
     // A node no gradient reached (every edge into it carried none: an output the loss
