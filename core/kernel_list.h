@@ -110,23 +110,30 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 // thread count.
 
 /// y, x (N, C, S); weight, bias (C) or undefined; mean, rstd (N, G) written.
-/// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements.
+/// Per (n, g): mean and 1 / sqrt(biased var + eps) over its C/G * S elements; then
+/// n = xhat weight + bias and the epilogue (core/ops/norm.h; scale, shift contiguous
+/// (N, C, S) or undefined): y = n scale + shift, then silu(y) if epi.silu.
 void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
-                        int64_t G, double eps);
-/// dy, x (N, C, S); mean, rstd (N, G) from the forward; weight (C) or undefined.
-/// Writes each defined output: dx (N, C, S), dweight (C), dbias (C).
+                        const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                        int64_t N, int64_t C, int64_t S, int64_t G, double eps);
+/// dy (the gradient of y), x (N, C, S); mean, rstd (N, G) from the forward; weight, bias
+/// (C) or undefined; epi as in the forward. Writes each defined output: dx (N, C, S),
+/// dweight (C), dbias (C), dscale and dshift (N, C, S). With an active epilogue dx must be
+/// defined: it holds the gradient of n before it gets the gradient of x.
 void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G);
+                         const Tensor& dscale, const Tensor& dshift, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                         int64_t N, int64_t C, int64_t S, int64_t G);
 /// x (N, C, S) -> per-channel mean and rstd = 1 / sqrt(biased var + eps) (C, x's dtype),
 /// over M = N * S elements, in double. running_mean and running_var (C, contiguous, one
 /// floating dtype: any) or undefined: each becomes (1 - momentum) r + momentum stat, in
 /// double, then converted to their dtype (16-bit ones through float, as copy converts),
-/// the variance unbiased by M / (M - 1) (M > 1).
+/// the variance unbiased by M / (M - 1) (M > 1). counter (i64, one element) or undefined:
+/// incremented by one where C > 0 (BatchNorm's num_batches_tracked).
 void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
-                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
-                      double eps, double momentum);
+                      const Tensor& running_var, const Tensor& counter, const Tensor& x, int64_t N,
+                      int64_t C, int64_t S, double eps, double momentum);
 /// y = (x - mean[c]) * rstd[c] * weight[c] + bias[c]; x, y (N, C, S); mean, rstd (C);
 /// weight, bias (C) or undefined.
 void batch_norm_forward(const Tensor& y, const Tensor& x, const Tensor& mean, const Tensor& rstd,

@@ -12,6 +12,7 @@
 #include <array>
 #include <cstdint>
 
+#include "core/ops/norm.h"
 #include "core/tensor.h"
 
 namespace zt {

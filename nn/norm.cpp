@@ -77,9 +77,10 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (update) {
     autograd::NoGradGuard ng;
     if (options.momentum()) {
-      // Counted where the counter lives (exact in f64): reading it back would make every
-      // training forward on a GPU wait for the device.
-      num_batches_tracked.copy_(add(num_batches_tracked.to(DType::f64), 1.0));
+      // Counted where the counter lives: reading it back would make every training forward
+      // on a GPU wait for the device. batch_norm's statistics kernel adds the one; the
+      // synchronized statistics' path adds it here (exact in f64).
+      if (stats_reducer) num_batches_tracked.copy_(add(num_batches_tracked.to(DType::f64), 1.0));
       factor = *options.momentum();
     } else {  // a cumulative average weighs this batch by 1 / count: read the count
       const double n = num_batches_tracked.item() + 1;
@@ -92,7 +93,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
   if (is_training() && stats_reducer) return forward_reduced(x, factor);
   return batch_norm(x, (update || !batch_stats) ? running_mean : Tensor(),
                     (update || !batch_stats) ? running_var : Tensor(), weight, bias, batch_stats,
-                    factor, options.eps());
+                    factor, options.eps(),
+                    update && options.momentum() ? num_batches_tracked : Tensor());
 }
 
 Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
@@ -153,13 +155,27 @@ std::string GroupNorm::extra_repr() const {
   std::ostringstream os;
   os << options.num_groups() << ", " << options.num_channels() << ", eps=" << options.eps()
      << ", affine=" << (options.affine() ? "true" : "false");
+  if (options.silu()) os << ", silu";
   return os.str();
 }
 
 Tensor GroupNorm::forward(const Tensor& x) {
+  return forward(std::vector<Tensor>{x})[0];
+}
+
+std::vector<Tensor> GroupNorm::forward(const std::vector<Tensor>& inputs) {
+  ZT_CHECK(inputs.size() == 1 || inputs.size() == 3,
+           "GroupNorm takes {x} or {x, scale, shift}, got ", inputs.size(), " inputs");
+  const Tensor& x = inputs[0];
   ZT_CHECK(x.dim() >= 2 && x.size(1) == options.num_channels(), "GroupNorm: input ",
            shape_str(x.sizes()), " must be (N, ", options.num_channels(), ", *)");
-  return group_norm(x, options.num_groups(), weight, bias, options.eps());
+  GroupNormEpilogue epilogue;
+  epilogue.silu = options.silu();
+  if (inputs.size() == 3) {
+    epilogue.scale = inputs[1];
+    epilogue.shift = inputs[2];
+  }
+  return {group_norm(x, options.num_groups(), weight, bias, options.eps(), epilogue)};
 }
 
 InstanceNorm::InstanceNorm(const InstanceNormOptions& opts, int64_t spatial_dims,

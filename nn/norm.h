@@ -88,6 +88,8 @@ class BatchNorm3d : public BatchNorm {
 };
 
 /// Options for GroupNorm: GroupNormOptions(G, C).eps(1e-6) (default eps 1e-5, as PyTorch's).
+/// silu(true): the module's output is silu(norm), computed in the norm's kernels (what
+/// `silu(norm(x))` computes, without the pass and the saved tensor of its own).
 struct GroupNormOptions {
   GroupNormOptions(int64_t num_groups, int64_t num_channels)
       : num_groups_(num_groups), num_channels_(num_channels) {}
@@ -95,19 +97,29 @@ struct GroupNormOptions {
   ZT_ARG(int64_t, num_channels);
   ZT_ARG(double, eps) = 1e-5;
   ZT_ARG(bool, affine) = true;
+  ZT_ARG(bool, silu) = false;
 };
 
 /// x (N, C, *) normalized over each group of C / G channels and *; weight 1, bias 0.
+/// Called as m(x) or m(x, scale, shift), scale and shift shaped like x: the output is then
+/// norm(x) * scale + shift (a spatially modulated norm), in the norm's kernels; silu
+/// (options) applies last.
 class GroupNorm : public UnaryModule {
  public:
   explicit GroupNorm(const GroupNormOptions& options);
   std::string extra_repr() const override;
+  /// m(x, scale, shift).
+  Tensor operator()(const Tensor& x, const Tensor& scale, const Tensor& shift) {
+    return first(call({x, scale, shift}));
+  }
+  using UnaryModule::operator();
 
   GroupNormOptions options;
   Tensor weight, bias;  // (C) when affine
 
  protected:
   Tensor forward(const Tensor& x) override;
+  std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 };
 
 /// Options for InstanceNorm: InstanceNormOptions(C).eps(1e-5).affine(false), PyTorch's

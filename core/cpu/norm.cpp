@@ -1,5 +1,6 @@
-// CPU normalization kernels: GroupNorm and BatchNorm (statistics, normalization and the
-// analytic backward); LayerNorm is in cpu/layer_norm.cpp. The twin of core/cuda/norm.cu.
+// CPU normalization kernels: GroupNorm with its epilogue and BatchNorm (statistics,
+// normalization and the analytic backward); LayerNorm is in cpu/layer_norm.cpp. The twin of
+// core/cuda/norm.cu.
 //
 // Numerics: statistics use one pass with a shift (the block's first element), summing
 // (x - k) and (x - k)^2 in double, so the variance does not suffer from cancellation
@@ -11,6 +12,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu/lanes.h"
@@ -69,13 +71,60 @@ const F32Loops& f32_loops() {
 
 // ---------------------------------------------------------------- GroupNorm
 
+namespace {
+
+// silu over a row, in place: the f32 row kernel of the silu op (its bits), else scalar.
+template <typename T>
+void silu_row(T* y, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    lane_row(LaneOp::kSilu, y, y, nullptr, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] / (T(1) + std::exp(-y[i]));
+  }
+}
+
+// dz[i] = silu'(z[i]) g[i] over a row (dz may alias g), as the silu op's backward.
+template <typename T>
+void silu_grad_row(T* dz, const T* g, const T* z, int64_t n) {
+  if constexpr (std::is_same_v<T, float>) {
+    lane_row(LaneOp::kSiluGrad, dz, g, z, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const T sg = T(1) / (T(1) + std::exp(-z[i]));
+      dz[i] = g[i] * sg * (T(1) + z[i] * (T(1) - sg));
+    }
+  }
+}
+
+// The epilogue of one row in place: y = y * scale + shift (if modulated), then silu.
+template <typename T>
+void epilogue_row(T* y, const T* scale, const T* shift, int64_t n, bool silu) {
+  if (scale)
+    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale[i] + shift[i];
+  if (silu) silu_row(y, n);
+}
+
+// The per-channel coefficients of n = x a + sh, from the statistics as stored (mean,
+// rstd in T): the backward recomputes the forward's n bit for bit.
+template <typename T>
+void affine_coefs(const T* w, const T* b, int64_t c, T mean, T rstd, T& a, T& sh) {
+  const double mu = static_cast<double>(mean);
+  const double ad = static_cast<double>(rstd) * (w ? static_cast<double>(w[c]) : 1.0);
+  a = static_cast<T>(ad);
+  sh = static_cast<T>((b ? static_cast<double>(b[c]) : 0.0) - mu * ad);
+}
+
+}  // namespace
+
 void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
-                        int64_t G, double eps) {
+                        const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                        int64_t N, int64_t C, int64_t S, int64_t G, double eps) {
   dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
     const T* px = x.data<T>();
     const T* pw = data_or_null<T>(weight);
     const T* pb = data_or_null<T>(bias);
+    const T* ps = data_or_null<T>(epi.scale);
+    const T* pt = data_or_null<T>(epi.shift);
     T* py = y.data<T>();
     T* pm = mean.data<T>();
     T* pr = rstd.data<T>();
@@ -86,16 +135,15 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
         const T* blk = px + (n * C + g * Cg) * S;
         double mu, var;
         contiguous_moments(blk, M, mu, var);
-        double r = 1.0 / std::sqrt(var + eps);
         pm[ng] = static_cast<T>(mu);
-        pr[ng] = static_cast<T>(r);
+        pr[ng] = static_cast<T>(1.0 / std::sqrt(var + eps));
         for (int64_t cc = 0; cc < Cg; ++cc) {
-          int64_t c = g * Cg + cc;
-          double a = r * (pw ? static_cast<double>(pw[c]) : 1.0);
-          double sh = (pb ? static_cast<double>(pb[c]) : 0.0) - mu * a;
-          const T* xr = blk + cc * S;
-          T* yr = py + (n * C + c) * S;
-          scale_shift(yr, xr, S, static_cast<T>(a), static_cast<T>(sh));
+          const int64_t c = g * Cg + cc, row = (n * C + c) * S;
+          T a, sh;
+          affine_coefs(pw, pb, c, pm[ng], pr[ng], a, sh);
+          scale_shift(py + row, blk + cc * S, S, a, sh);
+          if (epi.active())
+            epilogue_row(py + row, ps ? ps + row : nullptr, pt ? pt + row : nullptr, S, epi.silu);
         }
       }
     });
@@ -103,16 +151,25 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
 }
 
 void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G) {
+                         const Tensor& dscale, const Tensor& dshift, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                         int64_t N, int64_t C, int64_t S, int64_t G) {
   dispatch_f32_f64(x.dtype(), "group_norm backward", [&]<typename T>() {
     const T* px = x.data<T>();
-    const T* pdy = dy.data<T>();
     const T* pm = mean.data<T>();
     const T* pr = rstd.data<T>();
     const T* pw = data_or_null<T>(weight);
+    const T* pb = data_or_null<T>(bias);
+    const T* ps = data_or_null<T>(epi.scale);
+    const T* pt = data_or_null<T>(epi.shift);
+    T* pds = data_or_null<T>(dscale);
+    T* pdt = data_or_null<T>(dshift);
     const int64_t Cg = C / G, M = Cg * S;
     T* pdx = data_or_null<T>(dx);
+    // With an epilogue, each row's gradient of n is written into dx first, and the norm's
+    // backward below reads it there as its dy.
+    const T* pdy = epi.active() ? pdx : dy.data<T>();
     const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
     // Per (n, g) block, whose rows then stay in cache: per channel, sum dy and sum
     // dy * (x - mean); then with xhat = (x - mean) r and dxhat = dy w,
@@ -120,9 +177,35 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     //      = r w dy + c2 (x - mean) + c3.
     std::vector<double> sdy(N * C), sdyx(N * C);
     parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
+      std::vector<T> nrow(epi.active() ? S : 0), zrow(epi.silu && ps ? S : 0);
       for (int64_t ng = b0; ng < b1; ++ng) {
         const int64_t n = ng / G, c0 = (ng % G) * Cg;
         const double r = static_cast<double>(pr[ng]), mu = static_cast<double>(pm[ng]);
+        for (int64_t c = c0; epi.active() && c < c0 + Cg; ++c) {
+          // n = x a + sh as the forward rounded it, z = n scale + shift, and back:
+          // dz = silu'(z) dy, dshift = dz, dscale = dz n, dn = dz scale.
+          const int64_t row = (n * C + c) * S;
+          T a, sh;
+          affine_coefs(pw, pb, c, pm[ng], pr[ng], a, sh);
+          scale_shift(nrow.data(), px + row, S, a, sh);
+          T* g = pdx + row;
+          if (epi.silu) {
+            const T* z = nrow.data();
+            if (ps) {
+              std::copy(nrow.begin(), nrow.end(), zrow.begin());
+              epilogue_row(zrow.data(), ps + row, pt + row, S, false);
+              z = zrow.data();
+            }
+            silu_grad_row(g, dy.data<T>() + row, z, S);
+          } else {
+            std::copy(dy.data<T>() + row, dy.data<T>() + row + S, g);
+          }
+          if (!ps) continue;
+          if (pdt) std::copy(g, g + S, pdt + row);
+          if (pds)
+            for (int64_t i = 0; i < S; ++i) pds[row + i] = g[i] * nrow[i];
+          for (int64_t i = 0; i < S; ++i) g[i] *= ps[row + i];
+        }
         for (int64_t nc = n * C + c0; nc < n * C + c0 + Cg; ++nc) {
           double a = 0, b = 0;
           grad_sums(pdy + nc * S, px + nc * S, S, mu, a, b);
@@ -164,8 +247,9 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 // ---------------------------------------------------------------- BatchNorm
 
 void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
-                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
-                      double eps, double momentum) {
+                      const Tensor& running_var, const Tensor& counter, const Tensor& x, int64_t N,
+                      int64_t C, int64_t S, double eps, double momentum) {
+  if (counter.defined() && C > 0) ++*counter.data<int64_t>();
   const int64_t M = N * S;
   const bool running = running_mean.defined();
   std::vector<double> mus(running ? C : 0), vars(running ? C : 0);  // for the running update

@@ -1,6 +1,7 @@
 // Device math shared by the CUDA kernels: float/double overloads of the libm functions
 // (d_exp, d_log, ...), the operations that round once each (mul_rn, add_rn, ...: no
-// contraction into an FMA), and the tanh-GELU gradient used by two kernels.
+// contraction into an FMA), SiLU and its gradient, and the tanh-GELU gradient, each used
+// by more than one kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -97,6 +98,24 @@ __device__ __forceinline__ float sqrt_rn(float a) {
 }
 __device__ __forceinline__ double sqrt_rn(double a) {
   return __dsqrt_rn(a);
+}
+
+// ---------------------------------------------------------------- SiLU
+
+template <typename A>
+__device__ __forceinline__ A d_sigmoid(A x) {
+  return A(1) / (A(1) + d_exp(-x));
+}
+/// silu(x) = x sigmoid(x), UnaryOp::kSilu's formula.
+template <typename A>
+__device__ __forceinline__ A d_silu(A x) {
+  return x * d_sigmoid(x);
+}
+/// g * silu'(x) = g s (1 + x (1 - s)), s = sigmoid(x): BinaryOp::kSiluGrad's formula.
+template <typename A>
+__device__ __forceinline__ A d_silu_grad(A g, A x) {
+  const A s = d_sigmoid(x);
+  return g * s * (A(1) + x * (A(1) - s));
 }
 
 // ---------------------------------------------------------------- GELU

@@ -20,11 +20,6 @@ namespace zt::cuda {
 namespace {
 
 template <typename A>
-__device__ A sigmoid(A x) {
-  return A(1) / (A(1) + d_exp(-x));
-}
-
-template <typename A>
 __device__ A apply_unary(UnaryOp op, A x, A p0, A p1) {
   switch (op) {
     case UnaryOp::kNeg:
@@ -42,9 +37,9 @@ __device__ A apply_unary(UnaryOp op, A x, A p0, A p1) {
     case UnaryOp::kRelu:
       return x > A(0) || x != x ? x : A(0);  // NaN stays, as on the CPU
     case UnaryOp::kSilu:
-      return x * sigmoid(x);
+      return d_silu(x);
     case UnaryOp::kSigmoid:
-      return sigmoid(x);
+      return d_sigmoid(x);
     case UnaryOp::kTanh:
       return d_tanh(x);
     case UnaryOp::kGelu:
@@ -78,10 +73,8 @@ __device__ A apply_binary(BinaryOp op, A a, A b) {
       return a / b;
     case BinaryOp::kReluGrad:
       return b <= A(0) ? A(0) : a;
-    case BinaryOp::kSiluGrad: {
-      A s = sigmoid(b);
-      return a * s * (A(1) + b * (A(1) - s));
-    }
+    case BinaryOp::kSiluGrad:
+      return d_silu_grad(a, b);
     case BinaryOp::kSigmoidGrad:
       return a * b * (A(1) - b);
     case BinaryOp::kTanhGrad:

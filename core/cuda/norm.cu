@@ -1,11 +1,10 @@
-// CUDA normalization kernels: GroupNorm and BatchNorm (statistics, normalization, the
-// analytic backward); LayerNorm is in cuda/layer_norm.cu. The twin of core/cpu/norm.cpp,
-// whose formulas these follow line for line (statistics in one shifted pass, the block's
-// first element as the shift, sums of dy and dy * (x - mean) in double, the final affine
-// in the tensor's dtype). Same formulas, not the same bits: the CPU's AVX2 loops fuse
-// x * a + b into one multiply-add, and nvcc fuses some double expressions the CPU rounds
-// twice (last-place differences).
-// Reductions use fixed trees (block_reduce.cuh): each device's results are bitwise
+// CUDA normalization kernels: GroupNorm with its epilogue and BatchNorm (statistics,
+// normalization, the analytic backward); LayerNorm is in cuda/layer_norm.cu. The twin of
+// core/cpu/norm.cpp, whose formulas these follow line for line (statistics in one shifted pass, the
+// block's first element as the shift, sums of dy and dy * (x - mean) in double, the final affine in
+// the tensor's dtype). Same formulas, not the same bits: the CPU's AVX2 loops fuse x * a + b into
+// one multiply-add, and nvcc fuses some double expressions the CPU rounds twice (last-place
+// differences). Reductions use fixed trees (block_reduce.cuh): each device's results are bitwise
 // reproducible run to run.
 // Legend: N batch, C channels, S spatial elements per channel, G groups, Cg = C / G,
 // M elements per statistic (Cg * S for GroupNorm, N * S for BatchNorm).
@@ -43,13 +42,26 @@ __device__ __forceinline__ void moments_from_shifted_sums(double k, double s1, d
   var = fmax(0.0, s2 / static_cast<double>(M) - m1 * m1);
 }
 
-// Block per (n, g): statistics over its M contiguous elements, then y.
+// The per-channel coefficients of n = x a + sh from the statistics as stored (in T), as
+// the CPU's affine_coefs: the backward recomputes the forward's n bit for bit.
+template <typename T>
+__device__ __forceinline__ void affine_coefs(const T* w, const T* b, int64_t c, T mean, T rstd,
+                                             T& a, T& sh) {
+  const double ad = dbl(rstd) * (w ? dbl(w[c]) : 1.0);
+  a = static_cast<T>(ad);
+  sh = static_cast<T>((b ? dbl(b[c]) : 0.0) - dbl(mean) * ad);
+}
+
+// Block per (n, g): statistics over its M contiguous elements, then y: n = x a + sh, and
+// the epilogue (scale and shift (N, C, S) or null; silu).
 template <typename T>
 __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, const T* w,
-                                          const T* b, int64_t C, int64_t S, int64_t G, double eps) {
+                                          const T* b, const T* scale, const T* shift, bool silu,
+                                          int64_t C, int64_t S, int64_t G, double eps) {
   __shared__ double scratch[32];
   const int64_t ng = blockIdx.x, n = ng / G, g = ng % G, Cg = C / G, M = Cg * S;
-  const T* blk = x + (n * C + g * Cg) * S;
+  const int64_t base = (n * C + g * Cg) * S;
+  const T* blk = x + base;
   double mu = 0, var = 0;
   if (M > 0) {
     const double k = dbl(blk[0]);
@@ -63,23 +75,46 @@ __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
     s2 = block_all_sum(s2, scratch);
     moments_from_shifted_sums(k, s1, s2, M, mu, var);
   }
-  const double r = 1.0 / sqrt(var + eps);
+  const T tmu = static_cast<T>(mu), tr = static_cast<T>(1.0 / sqrt(var + eps));
   if (threadIdx.x == 0) {
-    mean[ng] = static_cast<T>(mu);
-    rstd[ng] = static_cast<T>(r);
+    mean[ng] = tmu;
+    rstd[ng] = tr;
   }
-  T* yb = y + (n * C + g * Cg) * S;
   int64_t cached = -1;
   T ta = 0, tsh = 0;
   for (int64_t i = threadIdx.x; i < M; i += blockDim.x) {
     const int64_t c = g * Cg + i / S;
     if (c != cached) {
-      double a = r * (w ? dbl(w[c]) : 1.0);
-      ta = static_cast<T>(a);
-      tsh = static_cast<T>((b ? dbl(b[c]) : 0.0) - mu * a);
+      affine_coefs(w, b, c, tmu, tr, ta, tsh);
       cached = c;
     }
-    yb[i] = add_rn(mul_rn(blk[i], ta), tsh);
+    T v = add_rn(mul_rn(blk[i], ta), tsh);
+    if (scale) v = add_rn(mul_rn(v, scale[base + i]), shift[base + i]);
+    y[base + i] = silu ? d_silu(v) : v;
+  }
+}
+
+// Warp per (n, c) row: the epilogue's backward. With n = x a + sh recomputed as the
+// forward rounded it and z = n scale + shift: dz = silu'(z) dy (dy without silu),
+// dshift = dz, dscale = dz n, and the gradient of n, dz scale, written into g.
+template <typename T>
+__global__ void group_norm_epilogue_grad_kernel(T* g, T* dscale, T* dshift, const T* dy, const T* x,
+                                                const T* mean, const T* rstd, const T* w,
+                                                const T* b, const T* scale, const T* shift,
+                                                bool silu, int64_t NC, int64_t C, int64_t S,
+                                                int64_t G) {
+  const int64_t nc = static_cast<int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+  if (nc >= NC) return;
+  const int64_t c = nc % C, ng = (nc / C) * G + c / (C / G);
+  T ta, tsh;
+  affine_coefs(w, b, c, mean[ng], rstd[ng], ta, tsh);
+  for (int64_t i = nc * S + threadIdx.x % 32; i < (nc + 1) * S; i += 32) {
+    const T nv = add_rn(mul_rn(x[i], ta), tsh);
+    const T z = scale ? add_rn(mul_rn(nv, scale[i]), shift[i]) : nv;
+    const T dz = silu ? d_silu_grad(dy[i], z) : dy[i];
+    if (dshift) dshift[i] = dz;
+    if (dscale) dscale[i] = mul_rn(dz, nv);
+    g[i] = scale ? mul_rn(dz, scale[i]) : dz;
   }
 }
 
@@ -183,13 +218,15 @@ __global__ void group_norm_dx_kernel(T* dx, const T* dy, const T* x, const T* me
 // ---------------------------------------------------------------- kernels: BatchNorm
 
 // Block per channel: shifted moments over the channel's N * S elements, then its mean,
-// rstd and (rm and rv not null) running statistics.
+// rstd and (rm and rv not null) running statistics; block 0 increments the counter (not
+// null).
 template <typename T, typename R>
-__global__ void batch_norm_stats_kernel(T* mean, T* rstd, R* rm, R* rv, const T* x, int64_t N,
-                                        int64_t C, int64_t S, double eps, double momentum,
-                                        double unbias) {
+__global__ void batch_norm_stats_kernel(T* mean, T* rstd, R* rm, R* rv, int64_t* counter,
+                                        const T* x, int64_t N, int64_t C, int64_t S, double eps,
+                                        double momentum, double unbias) {
   __shared__ double scratch[32];
   const int64_t c = blockIdx.x, M = N * S;
+  if (counter && c == 0 && threadIdx.x == 0) ++*counter;
   double mu = 0, v = 0;
   if (M > 0) {
     const double k = dbl(x[c * S]);
@@ -289,36 +326,51 @@ Tensor f64_buffer(int64_t n, Device dev) {
 // ---------------------------------------------------------------- launchers: GroupNorm
 
 void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd, const Tensor& x,
-                        const Tensor& weight, const Tensor& bias, int64_t N, int64_t C, int64_t S,
-                        int64_t G, double eps) {
-  check_device("group_norm", x.device(), {y, mean, rstd, weight, bias});
+                        const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                        int64_t N, int64_t C, int64_t S, int64_t G, double eps) {
+  check_device("group_norm", x.device(), {y, mean, rstd, weight, bias, epi.scale, epi.shift});
   if (N * G == 0) return;
   const int dev = x.device().index;
   dispatch_f32_f64(x.dtype(), "group_norm", [&]<typename T>() {
     DeviceGuard g(dev);
     group_norm_forward_kernel<T>
         <<<grid_x(N * G, "group_norm_forward_kernel"), kThreads, 0, current_stream()>>>(
-            mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias), C,
-            S, G, eps);
+            mptr<T>(y), mptr<T>(mean), mptr<T>(rstd), cptr<T>(x), cptr<T>(weight), cptr<T>(bias),
+            cptr<T>(epi.scale), cptr<T>(epi.shift), epi.silu, C, S, G, eps);
     CUDA_CHECK_LAUNCH();
   });
 }
 
 void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
-                         const Tensor& dy, const Tensor& x, const Tensor& mean, const Tensor& rstd,
-                         const Tensor& weight, int64_t N, int64_t C, int64_t S, int64_t G) {
-  check_device("group_norm backward", x.device(), {dx, dweight, dbias, dy, mean, rstd, weight});
+                         const Tensor& dscale, const Tensor& dshift, const Tensor& dy,
+                         const Tensor& x, const Tensor& mean, const Tensor& rstd,
+                         const Tensor& weight, const Tensor& bias, const GroupNormEpilogue& epi,
+                         int64_t N, int64_t C, int64_t S, int64_t G) {
+  check_device(
+      "group_norm backward", x.device(),
+      {dx, dweight, dbias, dscale, dshift, dy, mean, rstd, weight, bias, epi.scale, epi.shift});
   const Device d = x.device();
   dispatch_f32_f64(x.dtype(), "group_norm backward", [&]<typename T>() {
     DeviceGuard guard(d.index);
     cudaStream_t st = current_stream();
+    // With an epilogue, the gradient of n goes into dx first and is the norm's dy below.
+    const T* pdy = cptr<T>(dy);
+    if (epi.active() && N * C * S > 0) {
+      group_norm_epilogue_grad_kernel<T>
+          <<<blocks_for(N * C, kWarps, "group_norm_epilogue_grad_kernel"), kThreads, 0, st>>>(
+              mptr<T>(dx), mptr<T>(dscale), mptr<T>(dshift), pdy, cptr<T>(x), cptr<T>(mean),
+              cptr<T>(rstd), cptr<T>(weight), cptr<T>(bias), cptr<T>(epi.scale), cptr<T>(epi.shift),
+              epi.silu, N * C, C, S, G);
+      CUDA_CHECK_LAUNCH();
+      pdy = cptr<T>(dx);
+    }
     Tensor sdy = f64_buffer(N * C, d), sdyx = f64_buffer(N * C, d);
     double* psdy = mptr<double>(sdy);
     double* psdyx = mptr<double>(sdyx);
     if (N * C > 0) {
       group_norm_row_sums_kernel<T>
           <<<blocks_for(N * C, kWarps, "group_norm_row_sums_kernel"), kThreads, 0, st>>>(
-              psdy, psdyx, cptr<T>(dy), cptr<T>(x), cptr<T>(mean), N * C, C, S, G);
+              psdy, psdyx, pdy, cptr<T>(x), cptr<T>(mean), N * C, C, S, G);
       CUDA_CHECK_LAUNCH();
     }
     if ((dweight.defined() || dbias.defined()) && C > 0) {
@@ -334,8 +386,10 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
             mptr<double>(c2), mptr<double>(c3), psdy, psdyx, cptr<T>(rstd), cptr<T>(weight), N * G,
             C, S, G);
     CUDA_CHECK_LAUNCH();
+    // dx may alias dy here (an epilogue's gradient of n): each element is read, then
+    // written, by the same thread.
     group_norm_dx_kernel<T><<<blocks_for(N * C, kWarps, "group_norm_dx_kernel"), kThreads, 0, st>>>(
-        mptr<T>(dx), cptr<T>(dy), cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
+        mptr<T>(dx), pdy, cptr<T>(x), cptr<T>(mean), cptr<T>(rstd), cptr<T>(weight),
         cptr<double>(c2), cptr<double>(c3), N * C, C, S, G);
     CUDA_CHECK_LAUNCH();
   });
@@ -344,9 +398,9 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 // ---------------------------------------------------------------- launchers: BatchNorm
 
 void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
-                      const Tensor& running_var, const Tensor& x, int64_t N, int64_t C, int64_t S,
-                      double eps, double momentum) {
-  check_device("batch_norm", x.device(), {mean, rstd, running_mean, running_var});
+                      const Tensor& running_var, const Tensor& counter, const Tensor& x, int64_t N,
+                      int64_t C, int64_t S, double eps, double momentum) {
+  check_device("batch_norm", x.device(), {mean, rstd, running_mean, running_var, counter});
   if (C == 0) return;
   const int64_t M = N * S;
   const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
@@ -357,8 +411,8 @@ void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& runn
       DeviceGuard g(x.device().index);
       batch_norm_stats_kernel<T, R>
           <<<grid_x(C, "batch_norm_stats_kernel"), kThreads, 0, current_stream()>>>(
-              mptr<T>(mean), mptr<T>(rstd), mptr<R>(running_mean), mptr<R>(running_var), cptr<T>(x),
-              N, C, S, eps, momentum, unbias);
+              mptr<T>(mean), mptr<T>(rstd), mptr<R>(running_mean), mptr<R>(running_var),
+              mptr<int64_t>(counter), cptr<T>(x), N, C, S, eps, momentum, unbias);
       CUDA_CHECK_LAUNCH();
     });
   });

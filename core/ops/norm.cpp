@@ -58,45 +58,79 @@ NormGrads norm_grads(const Tensor& xc, const Tensor& weight, const Shape& param,
   return {like(gx, xc.sizes()), like(gw, param), like(gb, param), kernel_arg(weight)};
 }
 
+// The epilogue's tensors: both or neither, each like x.
+void check_epilogue(const Tensor& x, const GroupNormEpilogue& e) {
+  ZT_CHECK(e.scale.defined() == e.shift.defined(),
+           "group_norm: pass both the epilogue's scale and shift, or neither");
+  for (const Tensor* p : {&e.scale, &e.shift}) {
+    ZT_CHECK(!p->defined() || p->sizes() == x.sizes(), "group_norm: the epilogue's ",
+             p == &e.scale ? "scale" : "shift", " must have the input's shape ",
+             shape_str(x.sizes()), ", got ", shape_str(p->sizes()));
+  }
+  detail::check_same("group_norm", {x, e.scale, e.shift});
+}
+
 }  // namespace
 
 Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const Tensor& bias,
-                  double eps) {
+                  double eps, const GroupNormEpilogue& epilogue) {
   int64_t N, C, S;
   channel_dims("group_norm", x, weight, bias, N, C, S);
   ZT_CHECK(groups > 0 && C % groups == 0, "group_norm: ", C, " channels cannot be split into ",
            groups, " groups (groups must divide C)");
-  if (is_16bit_float(x.dtype()))
-    return group_norm(x.to(DType::f32), groups, to_f32(weight), to_f32(bias), eps).to(x.dtype());
+  check_epilogue(x, epilogue);
+  if (is_16bit_float(x.dtype())) {
+    const GroupNormEpilogue e32{to_f32(epilogue.scale), to_f32(epilogue.shift), epilogue.silu};
+    return group_norm(x.to(DType::f32), groups, to_f32(weight), to_f32(bias), eps, e32)
+        .to(x.dtype());
+  }
   const int64_t G = groups;
   Tensor xc = x.detach().contiguous();
   Tensor y = Tensor::empty(x.sizes(), x.dtype(), x.device());
   Tensor mean = Tensor::empty({N, G}, x.dtype(), x.device());
   Tensor rstd = Tensor::empty({N, G}, x.dtype(), x.device());
-  Tensor w = kernel_arg(weight);
-  Tensor b = kernel_arg(bias);
-  ZT_DISPATCH(x.device(), group_norm_forward, y, mean, rstd, xc, w, b, N, C, S, G, eps);
-  if (autograd::needs_grad({x, weight, bias})) {
-    bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
-    // The weight itself is saved (not a view of it): a ZeRO engine may re-gather it
-    // into new storage before backward.
-    autograd::record("group_norm", {x, weight, bias}, {y},
+  const GroupNormEpilogue epi{kernel_arg(epilogue.scale), kernel_arg(epilogue.shift),
+                              epilogue.silu};
+  ZT_DISPATCH(x.device(), group_norm_forward, y, mean, rstd, xc, kernel_arg(weight),
+              kernel_arg(bias), epi, N, C, S, G, eps);
+  if (autograd::needs_grad({x, weight, bias, epilogue.scale, epilogue.shift})) {
+    const bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
+    const bool gs = wants_grad(epilogue.scale), gt = wants_grad(epilogue.shift);
+    // The weight and bias themselves are saved (not views of them): a ZeRO engine may
+    // re-gather them into new storage before backward. With an epilogue the kernel
+    // recomputes n = xhat * weight + bias, so it reads the bias too, and the gradient of
+    // n passes through dx.
+    autograd::record("group_norm", {x, weight, bias, epilogue.scale, epilogue.shift}, {y},
                      [=](const std::vector<Tensor>& g) {
-                       const NormGrads d = norm_grads(xc, weight, {C}, gx, gw, gb);
-                       ZT_DISPATCH(xc.device(), group_norm_backward, d.dx, d.dw, d.db,
-                                   g[0].contiguous(), xc, mean, rstd, d.wc, N, C, S, G);
-                       return std::vector<Tensor>{d.dx, d.dw, d.db};
+                       const NormGrads d = norm_grads(xc, weight, {C}, gx || epi.active(), gw, gb);
+                       auto like_x = [&](bool wanted) {
+                         return wanted ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device())
+                                       : Tensor();
+                       };
+                       const Tensor ds = like_x(gs), dt = like_x(gt);
+                       ZT_DISPATCH(xc.device(), group_norm_backward, d.dx, d.dw, d.db, ds, dt,
+                                   g[0].contiguous(), xc, mean, rstd, d.wc,
+                                   epi.active() ? kernel_arg(bias) : Tensor(), epi, N, C, S, G);
+                       return std::vector<Tensor>{gx ? d.dx : Tensor(), d.dw, d.db, ds, dt};
                      },
-                     {xc, weight});
+                     {xc, weight, bias, epi.scale, epi.shift});
   }
   return y;
 }
 
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
-                  double eps) {
+                  double eps, const Tensor& num_batches_tracked) {
   int64_t N, C, S;
   channel_dims("batch_norm", x, weight, bias, N, C, S);
+  const Tensor& counter = num_batches_tracked;
+  ZT_CHECK(!counter.defined() || (training && running_mean.defined() && C > 0),
+           "batch_norm: num_batches_tracked counts training steps that update running "
+           "statistics (of at least one channel); pass it only with training = true and both");
+  ZT_CHECK(!counter.defined() || (counter.dtype() == DType::i64 && counter.numel() == 1 &&
+                                  counter.device() == x.device() && counter.is_contiguous()),
+           "batch_norm: num_batches_tracked must be an i64 scalar on ", x.device().str(), ", got ",
+           counter.str());
   ZT_CHECK(running_mean.defined() == running_var.defined(),
            "batch_norm: pass both running_mean and running_var, or neither");
   ZT_CHECK(!running_mean.defined() || running_mean.dtype() == running_var.dtype(),
@@ -114,7 +148,7 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
            "(or call it with training = true to use batch statistics)");
   if (is_16bit_float(x.dtype())) {
     return batch_norm(x.to(DType::f32), running_mean, running_var, to_f32(weight), to_f32(bias),
-                      training, momentum, eps)
+                      training, momentum, eps, counter)
         .to(x.dtype());
   }
   const int64_t M = N * S;
@@ -129,13 +163,14 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
                shape_str(x.sizes()));
       mean = Tensor::empty({C}, x.dtype(), x.device());
       rstd = Tensor::empty({C}, x.dtype(), x.device());
-      // One kernel: the statistics, and r = (1 - momentum) r + momentum * stat for each
-      // running statistic (the variance unbiased), updated in place.
+      // One kernel: the statistics, r = (1 - momentum) r + momentum * stat for each
+      // running statistic (the variance unbiased), updated in place, and the counter.
       auto updated = [](const Tensor& r) { return r.defined() ? r.detach() : Tensor(); };
       ZT_DISPATCH(x.device(), batch_norm_stats, mean, rstd, updated(running_mean),
-                  updated(running_var), xc, N, C, S, eps, momentum);
+                  updated(running_var), updated(counter), xc, N, C, S, eps, momentum);
       // Written in place: a graph that saved them (an eval forward's) sees the change.
       if (running_mean.defined()) detail::count_writes({running_mean, running_var});
+      if (counter.defined()) detail::count_writes({counter});
     } else {
       mean = running_mean.detach().reshape({C}).to(x.dtype()).contiguous();
       rstd = rsqrt(add(running_var.detach().reshape({C}).to(x.dtype()), eps)).contiguous();

@@ -127,6 +127,27 @@ TEST(GroupNorm, BadGroups) {
   EXPECT_THROW(group_norm(x, 3, ones({5}), Tensor()), Error);
 }
 
+// num_batches_tracked is counted in the statistics' kernel; given where nothing counts
+// (eval, no running statistics) or of another type, it is refused.
+TEST(BatchNorm, CountsInTheStatisticsKernel) {
+  Tensor x = from_vector({1, 2, 3, 4}, {2, 1, 2});
+  Tensor rm = zeros({1}), rv = ones({1}), count = full({}, 41.0, DType::i64);
+  batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, count);
+  EXPECT_EQ(count.item(), 42.0);
+  batch_norm(x.to(DType::bf16), rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, count);
+  EXPECT_EQ(count.item(), 43.0);
+  EXPECT_TRUE(
+      test::throws_with([&] { batch_norm(x, rm, rv, Tensor(), Tensor(), false, 0.1, 1e-5, count); },
+                        "pass it only with training = true"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { batch_norm(x, Tensor(), Tensor(), Tensor(), Tensor(), true, 0.1, 1e-5, count); },
+      "pass it only with training = true"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, zeros({})); },
+      "num_batches_tracked must be an i64 scalar"));
+  EXPECT_EQ(count.item(), 43.0);
+}
+
 TEST(BatchNorm, TrainingStepByHand) {
   // x (N=2, C=2, 1): channel 0 = {1, 3}: mean 2, biased var 1, unbiased 2;
   // channel 1 = {10, 20}: mean 15, biased var 25, unbiased 50. eps 0:

@@ -283,6 +283,31 @@ TEST(CudaNorm, GroupNormMatchesCpu) {
   }
 }
 
+// The epilogue (silu, and n * scale + shift) in the GPU's forward kernel and its backward
+// kernel that recomputes n, against the CPU's: the output and the gradients of x, weight,
+// bias, scale and shift.
+TEST(CudaNorm, GroupNormEpilogueMatchesCpu) {
+  ZT_SKIP_WITHOUT_GPU();
+  const Shape shape = {3, 64, 6, 5};
+  uint64_t seed = 150;
+  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+    for (bool modulated : {false, true}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (modulated ? " modulated" : " silu"));
+      Tensor x = add(normal_cpu(shape, seed, DType::f64), 1.0).to(dt);
+      Tensor w = normal_cpu({shape[1]}, seed + 1, dt), b = normal_cpu({shape[1]}, seed + 2, dt);
+      Tensor s = normal_cpu(shape, seed + 3, dt), t = normal_cpu(shape, seed + 4, dt);
+      Fn fn = [modulated](const std::vector<Tensor>& in) {
+        const GroupNormEpilogue e{modulated ? in[3] : Tensor(), modulated ? in[4] : Tensor(), true};
+        return group_norm(in[0], 32, in[1], in[2], 1e-6, e);
+      };
+      auto gpu = run_on(kGpu, fn, {x, w, b, s, t}), cpu = run_on(kCpu, fn, {x, w, b, s, t});
+      double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 3e-2;
+      EXPECT_TRUE(runs_match(gpu, cpu, tol, tol));
+      seed += 5;
+    }
+  }
+}
+
 TEST(CudaNorm, BatchNormTrainAndEvalMatchCpu) {
   ZT_SKIP_WITHOUT_GPU();
   const Shape shapes[] = {{4, 6, 3, 5}, {16, 5}, {2, 3, 2, 4, 4}};
@@ -330,8 +355,11 @@ TEST(CudaNorm, BatchNormTrainAndEvalMatchCpu) {
     Tensor rm_c = normal_cpu({6}, 301, DType::bf16);
     Tensor rv_c = add(abs(normal_cpu({6}, 302, DType::f32)), 0.5).to(DType::bf16);
     Tensor rm_g = rm_c.to(kGpu), rv_g = rv_c.to(kGpu);
-    batch_norm(x.to(kGpu), rm_g, rv_g, Tensor(), Tensor(), true, 0.1, 1e-5);
+    // The counter, incremented in the statistics' kernel.
+    Tensor count = full({}, 6.0, DType::i64, kGpu);
+    batch_norm(x.to(kGpu), rm_g, rv_g, Tensor(), Tensor(), true, 0.1, 1e-5, count);
     batch_norm(x, rm_c, rv_c, Tensor(), Tensor(), true, 0.1, 1e-5);
+    EXPECT_EQ(count.item(), 7.0);
     EXPECT_EQ(rm_g.dtype(), DType::bf16);
     EXPECT_TRUE(zt::test::all_close(rm_g, rm_c, 8e-3, 8e-3)) << "running_mean";
     EXPECT_TRUE(zt::test::all_close(rv_g, rv_c, 8e-3, 8e-3)) << "running_var";

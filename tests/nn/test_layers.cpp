@@ -103,6 +103,19 @@ TEST(Norms, GroupLayerRmsByHand) {
   nn::GroupNorm per_channel(nn::GroupNormOptions(2, 2));  // [1,2] and [3,4] separately
   EXPECT_TRUE(values_are(per_channel(iota({1, 2, 2})), {-1, 1, -1, 1}, 1e-4));
   EXPECT_THROW(nn::GroupNorm(nn::GroupNormOptions(3, 4)), Error);
+  // silu(true) and the modulated call m(x, scale, shift): silu(n * scale + shift).
+  nn::GroupNorm gs(nn::GroupNormOptions(1, 2).silu(true));
+  EXPECT_EQ(gs.extra_repr(), "1, 2, eps=1e-05, affine=true, silu");
+  const Tensor n = gn(iota({1, 2, 2})), scale = iota({1, 2, 2}), shift = full({1, 2, 2}, -1.0);
+  set(gs.weight, {2, 1});
+  set(gs.bias, {0, 1});
+  EXPECT_CLOSE(gs(iota({1, 2, 2})), silu(n), 1e-6, 1e-6);
+  EXPECT_CLOSE(gs(iota({1, 2, 2}), scale, shift), silu(n * scale + shift), 1e-6, 1e-6);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        gs(iota({1, 2, 2}), scale);
+      },
+      "GroupNorm takes {x} or {x, scale, shift}, got 2 inputs"));
 
   nn::LayerNorm ln(nn::LayerNormOptions({4}));
   EXPECT_TRUE(values_are(ln(iota({1, 4})), {-a, -b, b, a}, 1e-4));
@@ -231,6 +244,8 @@ TEST(GradCheck, Norms) {
   manual_seed(4);
   nn::GroupNorm gn(nn::GroupNormOptions(2, 4));
   expect_module_grads(gn, test::rand_leaf({2, 4, 3}, 4));
+  nn::GroupNorm gs(nn::GroupNormOptions(2, 4).silu(true));
+  expect_module_grads(gs, test::rand_leaf({2, 4, 3}, 10));
   nn::LayerNorm ln(nn::LayerNormOptions({5}));
   expect_module_grads(ln, test::rand_leaf({3, 5}, 5));
   nn::RMSNorm rms(nn::RMSNormOptions({5}));

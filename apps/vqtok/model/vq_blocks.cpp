@@ -53,11 +53,12 @@ std::shared_ptr<nn::Conv3d> make_conv3d(const nn::Conv3dOptions& options) {
   return std::make_shared<nn::Conv3d>(options);
 }
 
-std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where) {
+std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where, bool silu) {
   ZT_CHECK(channels % kNormGroups == 0, where, ": GroupNorm(", kNormGroups, ") needs a channel ",
            "count that is a multiple of ", kNormGroups, ", got ", channels,
            " (choose model.ch as a multiple of 32)");
-  return std::make_shared<nn::GroupNorm>(nn::GroupNormOptions(kNormGroups, channels).eps(kNormEps));
+  return std::make_shared<nn::GroupNorm>(
+      nn::GroupNormOptions(kNormGroups, channels).eps(kNormEps).silu(silu));
 }
 
 Tensor call_conditioned(nn::Module& m, const Tensor& x, const Tensor& zq) {
@@ -85,9 +86,10 @@ static void check_image(const Tensor& x, int64_t channels, const std::string& wh
 
 // ---- SpatialNorm
 
-SpatialNorm::SpatialNorm(int64_t channels, int64_t zq_channels) : nn::Module("SpatialNorm") {
+SpatialNorm::SpatialNorm(int64_t channels, int64_t zq_channels, bool silu)
+    : nn::Module("SpatialNorm") {
   ZT_CHECK(zq_channels > 0, "SpatialNorm: zq channels must be positive, got ", zq_channels);
-  norm_layer = register_module("norm_layer", make_group_norm(channels, "SpatialNorm"));
+  norm_layer = register_module("norm_layer", make_group_norm(channels, "SpatialNorm", silu));
   conv_y = register_module("conv_y", make_conv2d(nn::Conv2dOptions(zq_channels, channels, 1)));
   conv_b = register_module("conv_b", make_conv2d(nn::Conv2dOptions(zq_channels, channels, 1)));
 }
@@ -95,6 +97,7 @@ SpatialNorm::SpatialNorm(int64_t channels, int64_t zq_channels) : nn::Module("Sp
 std::string SpatialNorm::extra_repr() const {
   std::ostringstream os;
   os << norm_layer->options.num_channels() << ", zq_channels=" << conv_y->options.in_channels();
+  if (norm_layer->options.silu()) os << ", silu";
   return os.str();
 }
 
@@ -109,19 +112,18 @@ std::vector<Tensor> SpatialNorm::forward(const std::vector<Tensor>& inputs) {
   Tensor z = (zq.size(2) == x.size(2) && zq.size(3) == x.size(3))
                  ? zq
                  : interpolate_nearest(zq, {x.size(2), x.size(3)});
-  Tensor n = (*norm_layer)(x);
-  // n * y + b in one pass; b's convolution runs first (the order this model has always
-  // run them in, so f32 results stay bit for bit the same).
+  // GN(x) * y + b (then silu) in the norm's kernels; b's convolution runs first (the
+  // order this model has always run them in).
   Tensor b = (*conv_b)(z);
-  return {addcmul(b, n, (*conv_y)(z))};
+  return {(*norm_layer)(x, (*conv_y)(z), b)};
 }
 
 // ---- ResnetBlock
 
 static std::shared_ptr<nn::Module> make_norm(int64_t channels, int64_t zq_channels,
-                                             const char* where) {
-  if (zq_channels > 0) return std::make_shared<SpatialNorm>(channels, zq_channels);
-  return make_group_norm(channels, where);
+                                             const char* where, bool silu) {
+  if (zq_channels > 0) return std::make_shared<SpatialNorm>(channels, zq_channels, silu);
+  return make_group_norm(channels, where, silu);
 }
 
 ResnetBlock::ResnetBlock(int64_t in_channels, int64_t out_channels, double dropout,
@@ -136,9 +138,9 @@ ResnetBlock::ResnetBlock(int64_t in_channels, int64_t out_channels, double dropo
     return make_conv2d(nn::Conv2dOptions(i, o, 3).padding(1));
   };
   // Registration order = the checkpoint's key order.
-  norm1 = register_module("norm1", make_norm(in_channels, zq_channels, "ResnetBlock.norm1"));
+  norm1 = register_module("norm1", make_norm(in_channels, zq_channels, "ResnetBlock.norm1", true));
   conv1 = register_module("conv1", conv3x3(in_channels, out_channels));
-  norm2 = register_module("norm2", make_norm(out_channels, zq_channels, "ResnetBlock.norm2"));
+  norm2 = register_module("norm2", make_norm(out_channels, zq_channels, "ResnetBlock.norm2", true));
   conv2 = register_module(
       "conv2", make_conv2d(nn::Conv2dOptions(out_channels, out_channels, 3).padding(1), out_init));
   if (in_channels != out_channels)
@@ -156,8 +158,8 @@ std::string ResnetBlock::extra_repr() const {
 std::vector<Tensor> ResnetBlock::forward(const std::vector<Tensor>& inputs) {
   auto [x, zq] = unpack(inputs, conditioned_, "ResnetBlock");
   check_image(x, in_channels_, "ResnetBlock");
-  Tensor h = (*conv1)(silu(call_conditioned(*norm1, x, zq)));
-  h = silu(call_conditioned(*norm2, h, zq));
+  Tensor h = (*conv1)(call_conditioned(*norm1, x, zq));  // the norms apply the SiLU
+  h = call_conditioned(*norm2, h, zq);
   if (dropout_ > 0) h = dropout(h, dropout_, is_training());
   h = (*conv2)(h);
   return {(nin_shortcut ? (*nin_shortcut)(x) : x) + h};
@@ -168,7 +170,7 @@ std::vector<Tensor> ResnetBlock::forward(const std::vector<Tensor>& inputs) {
 AttnBlock::AttnBlock(int64_t channels, int64_t zq_channels, double out_init)
     : nn::Module("AttnBlock"), channels_(channels), conditioned_(zq_channels > 0) {
   auto conv1x1 = [channels] { return make_conv2d(nn::Conv2dOptions(channels, channels, 1)); };
-  norm = register_module("norm", make_norm(channels, zq_channels, "AttnBlock.norm"));
+  norm = register_module("norm", make_norm(channels, zq_channels, "AttnBlock.norm", false));
   q = register_module("q", conv1x1());
   k = register_module("k", conv1x1());
   v = register_module("v", conv1x1());

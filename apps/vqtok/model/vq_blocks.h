@@ -24,18 +24,22 @@ constexpr double kNormEps = 1e-6;
 /// out_init_scale for the convs that end a residual branch or the decoder).
 std::shared_ptr<nn::Conv2d> make_conv2d(const nn::Conv2dOptions& options, double init_gain = 1.0);
 std::shared_ptr<nn::Conv3d> make_conv3d(const nn::Conv3dOptions& options);
-/// GroupNorm(32, channels, eps 1e-6, affine); error if channels is not a multiple of 32.
-std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where);
+/// GroupNorm(32, channels, eps 1e-6, affine), with the SiLU after it fused in if `silu`;
+/// error if channels is not a multiple of 32.
+std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where,
+                                               bool silu = false);
 
 /// Calls m through its call() entry point as m(x) when zq is undefined (encoder: GroupNorm
 /// norms) or as m(x, zq) (decoder: SpatialNorm norms and the blocks holding them).
 Tensor call_conditioned(nn::Module& m, const Tensor& x, const Tensor& zq);
 
 /// zq-conditioned GroupNorm of the decoder: GN(x) * conv_y(zq') + conv_b(zq'), where zq'
-/// is zq resized (nearest) to x's H, W. Keys: norm_layer, conv_y, conv_b.
+/// is zq resized (nearest) to x's H, W; with `silu`, the SiLU after it too. The product,
+/// sum and SiLU run in the GroupNorm's kernels (its epilogue). Keys: norm_layer, conv_y,
+/// conv_b.
 class SpatialNorm : public nn::Module {
  public:
-  SpatialNorm(int64_t channels, int64_t zq_channels);
+  SpatialNorm(int64_t channels, int64_t zq_channels, bool silu = false);
   std::string extra_repr() const override;
 
   std::shared_ptr<nn::GroupNorm> norm_layer;   // GroupNorm(32, C)
@@ -46,7 +50,8 @@ class SpatialNorm : public nn::Module {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 };
 
-/// h = conv1(act(norm1(x))); h = conv2(dropout(act(norm2(h)))); out = shortcut(x) + h.
+/// h = conv1(act(norm1(x))); h = conv2(dropout(act(norm2(h)))); out = shortcut(x) + h;
+/// act (SiLU) runs inside the norms.
 /// norm1/norm2 are GroupNorm when zq_channels == 0 (encoder), else SpatialNorm (decoder);
 /// nin_shortcut (1x1) exists only when in != out channels. conv2's initial weight is
 /// scaled by out_init (1: the released init; 0: the block starts as its shortcut).

@@ -112,7 +112,7 @@ Encoder::Encoder(const config::ModelConfig& cfg) : nn::UnaryModule("Encoder"), c
   }
   mid = register_module("mid",
                         std::make_shared<MidBlock>(block_in, cfg.dropout, 0, cfg.out_init_scale));
-  norm_out = register_module("norm_out", make_group_norm(block_in, "Encoder.norm_out"));
+  norm_out = register_module("norm_out", make_group_norm(block_in, "Encoder.norm_out", true));
   conv_out = register_module(
       "conv_out", make_conv2d(nn::Conv2dOptions(block_in, cfg.z_channels, 3).padding(1)));
   time_conv = register_module("time_conv", std::make_shared<nn::ModuleList>());
@@ -133,7 +133,7 @@ Tensor Encoder::forward(const Tensor& x) {
   Tensor h = (*conv_in)(x.reshape({b * t, x.size(2), x.size(3), x.size(4)}));  // (B*T, ch, H, W)
   for (const auto& level : *down) h = (*level)(h);
   h = (*mid)(h);
-  h = (*conv_out)(silu((*norm_out)(h)));  // (B*T, Z, h, w)
+  h = (*conv_out)((*norm_out)(h));  // SiLU in the norm; (B*T, Z, h, w)
   h = h.reshape({b, t, h.size(1), h.size(2), h.size(3)}).permute({0, 2, 1, 3, 4});  // (B,Z,T,h,w)
   for (const auto& tc : *time_conv) h = silu((*tc)(h));  // T halves each time
   h = (*time_res_stack)(h);                              // (B, Z, T', h, w)
@@ -166,7 +166,7 @@ Decoder::Decoder(const config::ModelConfig& cfg) : nn::Module("Decoder"), cfg_(c
   }
   up = register_module("up", std::make_shared<nn::ModuleList>());
   for (auto& level : built) up->push_back(level);
-  norm_out = register_module("norm_out", std::make_shared<SpatialNorm>(block_in, zq_ch));
+  norm_out = register_module("norm_out", std::make_shared<SpatialNorm>(block_in, zq_ch, true));
   conv_out = register_module(
       "conv_out",
       make_conv2d(nn::Conv2dOptions(block_in, cfg.out_channels, 3).padding(1), cfg.out_init_scale));
@@ -195,7 +195,7 @@ std::vector<Tensor> Decoder::forward(const std::vector<Tensor>& inputs) {
   h = (*mid)(h, zq);
   for (int64_t i = static_cast<int64_t>(up->size()) - 1; i >= 0; --i)
     h = (*(*up)[static_cast<size_t>(i)])(h, zq);
-  h = (*conv_out)(silu((*norm_out)(h, zq)));  // (B*T, C_out, H, W)
+  h = (*conv_out)((*norm_out)(h, zq));  // SiLU in the norm; (B*T, C_out, H, W)
   return {h.reshape({b, t, h.size(1), h.size(2), h.size(3)})};
 }
 

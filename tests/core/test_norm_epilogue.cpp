@@ -1,0 +1,153 @@
+// GroupNorm's epilogue (core/ops/norm.h): silu(n) and n * scale + shift computed in the
+// norm's kernels must equal the ops they replace (group_norm, then addcmul and silu), in
+// value and in every gradient, and cost one dispatch each way.
+#include "common/test_util.h"
+#include "core/work_counts.h"
+
+using namespace zt;
+
+namespace {
+
+struct Inputs {
+  Tensor x, w, b, scale, shift, gy;
+};
+
+// x (3, 8, 5, 7) around 2 (so silu sees both signs after the affine), in dtype dt.
+Inputs make_inputs(DType dt, uint64_t seed) {
+  Generator g(seed);
+  auto leaf = [&](const Shape& s) {
+    return randn(s, g, DType::f64).to(dt).set_requires_grad(true);
+  };
+  Inputs in{leaf({3, 8, 5, 7}), leaf({8}),          leaf({8}),
+            leaf({3, 8, 5, 7}), leaf({3, 8, 5, 7}), randn({3, 8, 5, 7}, g, DType::f64).to(dt)};
+  in.x = add(in.x.detach(), 2.0).set_requires_grad(true);
+  return in;
+}
+
+// The output and the gradients of every input, fused (epilogue) or composed.
+std::vector<Tensor> run(const Inputs& in, bool modulated, bool silu_after, bool fused) {
+  std::vector<Tensor> leaves = {in.x, in.w, in.b};
+  if (modulated) leaves.insert(leaves.end(), {in.scale, in.shift});
+  for (const Tensor& t : leaves) t.set_grad(Tensor());
+  Tensor y;
+  if (fused) {
+    const GroupNormEpilogue e{modulated ? in.scale : Tensor(), modulated ? in.shift : Tensor(),
+                              silu_after};
+    y = group_norm(in.x, 4, in.w, in.b, 1e-6, e);
+  } else {
+    y = group_norm(in.x, 4, in.w, in.b, 1e-6);
+    if (modulated) y = addcmul(in.shift, y, in.scale);
+    if (silu_after) y = silu(y);
+  }
+  y.backward(in.gy);
+  std::vector<Tensor> out = {y.detach()};
+  for (const Tensor& t : leaves) out.push_back(t.grad());
+  return out;
+}
+
+void expect_fused_matches_composed(DType dt, double tol) {
+  const Inputs in = make_inputs(dt, 21);
+  for (bool modulated : {false, true}) {
+    for (bool silu_after : {false, true}) {
+      if (!modulated && !silu_after) continue;  // no epilogue
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (modulated ? " modulated" : "") +
+                   (silu_after ? " silu" : ""));
+      const std::vector<Tensor> fused = run(in, modulated, silu_after, true);
+      const std::vector<Tensor> composed = run(in, modulated, silu_after, false);
+      ASSERT_EQ(fused.size(), composed.size());
+      for (size_t i = 0; i < fused.size(); ++i) {
+        ASSERT_TRUE(fused[i].defined()) << "output " << i;
+        EXPECT_CLOSE(fused[i], composed[i], tol, tol) << "output " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST(GroupNormEpilogue, F64MatchesTheComposedOps) {
+  expect_fused_matches_composed(DType::f64, 1e-12);
+}
+
+// The f32 kernels: the silu row loops of the elementwise ops, rows of 35 (vector tails).
+TEST(GroupNormEpilogue, F32MatchesTheComposedOps) {
+  expect_fused_matches_composed(DType::f32, 2e-5);
+}
+
+TEST(GroupNormEpilogue, GradientsByFiniteDifferences) {
+  Tensor x = test::rand_leaf({2, 4, 3}, 1), w = test::rand_leaf({4}, 2);
+  Tensor b = test::rand_leaf({4}, 3), s = test::rand_leaf({2, 4, 3}, 4);
+  Tensor t = test::rand_leaf({2, 4, 3}, 5);
+  EXPECT_GRAD_OK(
+      [](const std::vector<Tensor>& in) {
+        return group_norm(in[0], 2, in[1], in[2], 1e-5, {in[3], in[4], true});
+      },
+      {x, w, b, s, t});
+  // No affine parameters; a transposed (non-contiguous) input and scale.
+  Tensor xt = test::rand_leaf({2, 3, 4}, 6), st = test::rand_leaf({2, 3, 4}, 7);
+  EXPECT_GRAD_OK(
+      [&](const std::vector<Tensor>& in) {
+        return group_norm(in[0].transpose(1, 2), 2, Tensor(), Tensor(), 1e-5,
+                          {in[1].transpose(1, 2), in[2], false});
+      },
+      {xt, st, test::rand_leaf({2, 4, 3}, 8)});
+}
+
+// Only the scale and shift want gradients: the kernel still needs the gradient of n
+// (dx's buffer), and x, weight and bias get none.
+TEST(GroupNormEpilogue, OnlyTheModulationWantsGradients) {
+  const Inputs in = make_inputs(DType::f64, 5);
+  Tensor x = in.x.detach(), w = in.w.detach(), b = in.b.detach();
+  auto modulation_grads = [&](bool fused) {
+    Tensor s = in.scale.detach().set_requires_grad(true);
+    Tensor t = in.shift.detach().set_requires_grad(true);
+    Tensor y = fused ? group_norm(x, 4, w, b, 1e-6, {s, t, true})
+                     : silu(addcmul(t, group_norm(x, 4, w, b, 1e-6), s));
+    y.backward(in.gy);
+    return std::vector<Tensor>{s.grad(), t.grad()};
+  };
+  const std::vector<Tensor> fused = modulation_grads(true), composed = modulation_grads(false);
+  EXPECT_CLOSE(fused[0], composed[0], 1e-12, 1e-12);
+  EXPECT_CLOSE(fused[1], composed[1], 1e-12, 1e-12);
+}
+
+TEST(GroupNormEpilogue, Bf16RunsTheEpilogueInF32) {
+  Inputs in = make_inputs(DType::f32, 9);
+  Tensor y = group_norm(in.x.to(DType::bf16), 4, in.w.to(DType::bf16), in.b.to(DType::bf16), 1e-6,
+                        {in.scale.to(DType::bf16), in.shift.to(DType::bf16), true});
+  EXPECT_EQ(y.dtype(), DType::bf16);
+  Tensor ref = silu(addcmul(in.shift, group_norm(in.x, 4, in.w, in.b, 1e-6), in.scale));
+  EXPECT_CLOSE(y.to(DType::f32), ref, 3e-2, 3e-2);
+}
+
+TEST(GroupNormEpilogue, OneDispatchEachWay) {
+  Inputs in = make_inputs(DType::f32, 13);
+  WorkCounts before = work_counts();
+  Tensor y = group_norm(in.x, 4, in.w, in.b, 1e-6, {in.scale, in.shift, true});
+  EXPECT_EQ((work_counts() - before).dispatches, 1);
+  Tensor gy = in.gy;  // contiguous already: the backward adds no copy
+  before = work_counts();
+  autograd::backward({y}, {gy});
+  EXPECT_EQ((work_counts() - before).dispatches, 1)
+      << "dx, dweight, dbias, dscale and dshift in one kernel call";
+}
+
+TEST(GroupNormEpilogue, BadModulationIsNamed) {
+  Tensor x = zeros({2, 4, 3});
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        group_norm(x, 2, Tensor(), Tensor(), 1e-5, {ones({2, 4, 3}), Tensor(), false});
+      },
+      "pass both the epilogue's scale and shift"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        group_norm(x, 2, Tensor(), Tensor(), 1e-5, {ones({2, 4, 1}), zeros({2, 4, 3}), false});
+      },
+      "the epilogue's scale must have the input's shape [2, 4, 3], got [2, 4, 1]"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        group_norm(x, 2, Tensor(), Tensor(), 1e-5,
+                   {ones({2, 4, 3}, DType::f64), zeros({2, 4, 3}), false});
+      },
+      "group_norm"));
+}
