@@ -167,9 +167,7 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     T* pdt = data_or_null<T>(dshift);
     const int64_t Cg = C / G, M = Cg * S;
     T* pdx = data_or_null<T>(dx);
-    // With an epilogue, each row's gradient of n is written into dx first, and the norm's
-    // backward below reads it there as its dy.
-    const T* pdy = epi.active() ? pdx : dy.data<T>();
+    const T* pdy = dy.data<T>();
     const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
     // Per (n, g) block, whose rows then stay in cache: per channel, sum dy and sum
     // dy * (x - mean); then with xhat = (x - mean) r and dxhat = dy w,
@@ -177,10 +175,15 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     //      = r w dy + c2 (x - mean) + c3.
     std::vector<double> sdy(N * C), sdyx(N * C);
     parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
+      // With an epilogue, the block's gradient of n (gn) is what the norm's backward
+      // below reads as its dy.
       std::vector<T> nrow(epi.active() ? S : 0), zrow(epi.silu && ps ? S : 0);
+      std::vector<T> gn(epi.active() ? M : 0);
       for (int64_t ng = b0; ng < b1; ++ng) {
         const int64_t n = ng / G, c0 = (ng % G) * Cg;
         const double r = static_cast<double>(pr[ng]), mu = static_cast<double>(pm[ng]);
+        // The block's dy, rows of S from channel c0 on.
+        const T* bdy = epi.active() ? gn.data() : pdy + (n * C + c0) * S;
         for (int64_t c = c0; epi.active() && c < c0 + Cg; ++c) {
           // n = x a + sh as the forward rounded it, z = n scale + shift, and back:
           // dz = silu'(z) dy, dshift = dz, dscale = dz n, dn = dz scale.
@@ -188,27 +191,29 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
           T a, sh;
           affine_coefs(pw, pb, c, pm[ng], pr[ng], a, sh);
           scale_shift(nrow.data(), px + row, S, a, sh);
-          T* g = pdx + row;
+          T* g = gn.data() + (c - c0) * S;
           if (epi.silu) {
             const T* z = nrow.data();
             if (ps) {
-              std::copy(nrow.begin(), nrow.end(), zrow.begin());
-              epilogue_row(zrow.data(), ps + row, pt + row, S, false);
+              for (int64_t i = 0; i < S; ++i) zrow[i] = nrow[i] * ps[row + i] + pt[row + i];
               z = zrow.data();
             }
-            silu_grad_row(g, dy.data<T>() + row, z, S);
+            silu_grad_row(g, pdy + row, z, S);
           } else {
-            std::copy(dy.data<T>() + row, dy.data<T>() + row + S, g);
+            std::copy(pdy + row, pdy + row + S, g);
           }
           if (!ps) continue;
-          if (pdt) std::copy(g, g + S, pdt + row);
-          if (pds)
-            for (int64_t i = 0; i < S; ++i) pds[row + i] = g[i] * nrow[i];
-          for (int64_t i = 0; i < S; ++i) g[i] *= ps[row + i];
+          for (int64_t i = 0; i < S; ++i) {
+            const T dz = g[i];
+            if (pdt) pdt[row + i] = dz;
+            if (pds) pds[row + i] = dz * nrow[i];
+            g[i] = dz * ps[row + i];
+          }
         }
-        for (int64_t nc = n * C + c0; nc < n * C + c0 + Cg; ++nc) {
+        for (int64_t cc = 0; cc < Cg; ++cc) {
+          const int64_t nc = n * C + c0 + cc;
           double a = 0, b = 0;
-          grad_sums(pdy + nc * S, px + nc * S, S, mu, a, b);
+          grad_sums(bdy + cc * S, px + nc * S, S, mu, a, b);
           sdy[nc] = a;
           sdyx[nc] = b;
         }
@@ -224,8 +229,8 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
         for (int64_t c = c0; c < c0 + Cg; ++c) {
           const double c1 = r * (pw ? static_cast<double>(pw[c]) : 1.0);
           const int64_t row = (n * C + c) * S;
-          input_grad(pdx + row, pdy + row, px + row, S, static_cast<T>(c1), static_cast<T>(c2),
-                     static_cast<T>(mu), static_cast<T>(c3));
+          input_grad(pdx + row, bdy + (c - c0) * S, px + row, S, static_cast<T>(c1),
+                     static_cast<T>(c2), static_cast<T>(mu), static_cast<T>(c3));
         }
       }
     });
