@@ -61,6 +61,11 @@ std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* whe
       nn::GroupNormOptions(kNormGroups, channels).eps(kNormEps).silu(silu));
 }
 
+Tensor resized_like(const Tensor& zq, const Tensor& x) {
+  if (zq.size(2) == x.size(2) && zq.size(3) == x.size(3)) return zq;
+  return interpolate_nearest(zq, {x.size(2), x.size(3)});
+}
+
 Tensor call_conditioned(nn::Module& m, const Tensor& x, const Tensor& zq) {
   return zq.defined() ? m(x, zq) : m(x);
 }
@@ -109,9 +114,7 @@ std::vector<Tensor> SpatialNorm::forward(const std::vector<Tensor>& inputs) {
   ZT_CHECK(zq.dim() == 4 && zq.size(0) == x.size(0) && zq.size(1) == conv_y->options.in_channels(),
            "SpatialNorm: zq ", shape_str(zq.sizes()), " does not match x ", shape_str(x.sizes()),
            " (expected (N, ", conv_y->options.in_channels(), ", h, w) with the same N)");
-  Tensor z = (zq.size(2) == x.size(2) && zq.size(3) == x.size(3))
-                 ? zq
-                 : interpolate_nearest(zq, {x.size(2), x.size(3)});
+  const Tensor z = resized_like(zq, x);
   // GN(x) * y + b (then silu) in the norm's kernels; b's convolution runs first (the
   // order this model has always run them in).
   Tensor b = (*conv_b)(z);

@@ -29,6 +29,9 @@ std::shared_ptr<nn::Conv3d> make_conv3d(const nn::Conv3dOptions& options);
 std::shared_ptr<nn::GroupNorm> make_group_norm(int64_t channels, const char* where,
                                                bool silu = false);
 
+/// zq (N, E, h, w) resized (nearest) to x's H, W; zq itself when they match.
+Tensor resized_like(const Tensor& zq, const Tensor& x);
+
 /// Calls m through its call() entry point as m(x) when zq is undefined (encoder: GroupNorm
 /// norms) or as m(x, zq) (decoder: SpatialNorm norms and the blocks holding them).
 Tensor call_conditioned(nn::Module& m, const Tensor& x, const Tensor& zq);

@@ -58,7 +58,9 @@ std::vector<Tensor> Level::forward(const std::vector<Tensor>& inputs) {
   ZT_CHECK(inputs.size() == 1 || inputs.size() == 2, "Level takes {x} or {x, zq}, got ",
            inputs.size(), " inputs");
   Tensor x = inputs[0];
-  Tensor zq = inputs.size() == 2 ? inputs[1] : Tensor();
+  // The conditioning map at the level's size once, for all of its SpatialNorms (each
+  // would resize it again, forward and back).
+  const Tensor zq = inputs.size() == 2 ? resized_like(inputs[1], x) : Tensor();
   for (size_t j = 0; j < block->size(); ++j) {
     x = call_conditioned(*(*block)[j], x, zq);
     if (attn->size() > 0) x = call_conditioned(*(*attn)[j], x, zq);
@@ -195,7 +197,7 @@ std::vector<Tensor> Decoder::forward(const std::vector<Tensor>& inputs) {
   h = (*mid)(h, zq);
   for (int64_t i = static_cast<int64_t>(up->size()) - 1; i >= 0; --i)
     h = (*(*up)[static_cast<size_t>(i)])(h, zq);
-  h = (*conv_out)((*norm_out)(h, zq));  // SiLU in the norm; (B*T, C_out, H, W)
+  h = (*conv_out)((*norm_out)(h, resized_like(zq, h)));  // SiLU in the norm; (B*T, C_out, H, W)
   return {h.reshape({b, t, h.size(1), h.size(2), h.size(3)})};
 }
 
