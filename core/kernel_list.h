@@ -118,8 +118,7 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
                         int64_t N, int64_t C, int64_t S, int64_t G, double eps);
 /// dy (the gradient of y), x (N, C, S); mean, rstd (N, G) from the forward; weight, bias
 /// (C) or undefined; epi as in the forward. Writes each defined output: dx (N, C, S),
-/// dweight (C), dbias (C), dscale and dshift (N, C, S). With an active epilogue dx must be
-/// defined (the CUDA kernels keep the gradient of n there before the gradient of x).
+/// dweight (C), dbias (C), dscale and dshift (N, C, S).
 void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& dbias,
                          const Tensor& dscale, const Tensor& dshift, const Tensor& dy,
                          const Tensor& x, const Tensor& mean, const Tensor& rstd,

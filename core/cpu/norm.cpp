@@ -168,6 +168,9 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     const int64_t Cg = C / G, M = Cg * S;
     T* pdx = data_or_null<T>(dx);
     const T* pdy = dy.data<T>();
+    T* pdw = data_or_null<T>(dweight);
+    T* pdb = data_or_null<T>(dbias);
+    const bool norm_grads = pdx || pdw || pdb;  // else only the epilogue's (scale, shift)
     const double inv_m = M > 0 ? 1.0 / static_cast<double>(M) : 0.0;
     // Per (n, g) block, whose rows then stay in cache: per channel, sum dy and sum
     // dy * (x - mean); then with xhat = (x - mean) r and dxhat = dy w,
@@ -210,6 +213,7 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
             g[i] = dz * ps[row + i];
           }
         }
+        if (!norm_grads) continue;
         for (int64_t cc = 0; cc < Cg; ++cc) {
           const int64_t nc = n * C + c0 + cc;
           double a = 0, b = 0;
@@ -235,8 +239,6 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
       }
     });
     // Parameter gradients: dweight[c] = sum_n rstd * sum dy (x - mean); dbias = sum dy.
-    T* pdw = data_or_null<T>(dweight);
-    T* pdb = data_or_null<T>(dbias);
     for (int64_t c = 0; c < C && (pdw || pdb); ++c) {
       double w = 0, b = 0;
       for (int64_t n = 0; n < N; ++n) {
@@ -254,7 +256,6 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& running_mean,
                       const Tensor& running_var, const Tensor& counter, const Tensor& x, int64_t N,
                       int64_t C, int64_t S, double eps, double momentum) {
-  if (counter.defined() && C > 0) ++*counter.data<int64_t>();
   const int64_t M = N * S;
   const bool running = running_mean.defined();
   std::vector<double> mus(running ? C : 0), vars(running ? C : 0);  // for the running update
@@ -279,6 +280,7 @@ void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& runn
       }
     });
   });
+  if (counter.defined() && C > 0) ++*counter.data<int64_t>();  // after the dtype check
   if (!running) return;
   const double unbias = static_cast<double>(M) / static_cast<double>(M - 1);
   dispatch_floating(running_mean.dtype(), "batch_norm running statistics", [&]<typename R>() {

@@ -44,12 +44,13 @@ __device__ __forceinline__ void moments_from_shifted_sums(double k, double s1, d
 
 // The per-channel coefficients of n = x a + sh from the statistics as stored (in T), as
 // the CPU's affine_coefs: the backward recomputes the forward's n bit for bit.
+// Each double operation rounds once (no contraction the compiler may choose per kernel).
 template <typename T>
 __device__ __forceinline__ void affine_coefs(const T* w, const T* b, int64_t c, T mean, T rstd,
                                              T& a, T& sh) {
-  const double ad = dbl(rstd) * (w ? dbl(w[c]) : 1.0);
+  const double ad = mul_rn(dbl(rstd), w ? dbl(w[c]) : 1.0);
   a = static_cast<T>(ad);
-  sh = static_cast<T>((b ? dbl(b[c]) : 0.0) - dbl(mean) * ad);
+  sh = static_cast<T>(sub_rn(b ? dbl(b[c]) : 0.0, mul_rn(dbl(mean), ad)));
 }
 
 // Block per (n, g): statistics over its M contiguous elements, then y: n = x a + sh, and
@@ -96,7 +97,8 @@ __global__ void group_norm_forward_kernel(T* y, T* mean, T* rstd, const T* x, co
 
 // Warp per (n, c) row: the epilogue's backward. With n = x a + sh recomputed as the
 // forward rounded it and z = n scale + shift: dz = silu'(z) dy (dy without silu),
-// dshift = dz, dscale = dz n, and the gradient of n, dz scale, written into g.
+// dshift = dz, dscale = dz n, and the gradient of n, dz scale, written into g; each
+// output only where not null.
 template <typename T>
 __global__ void group_norm_epilogue_grad_kernel(T* g, T* dscale, T* dshift, const T* dy, const T* x,
                                                 const T* mean, const T* rstd, const T* w,
@@ -114,7 +116,7 @@ __global__ void group_norm_epilogue_grad_kernel(T* g, T* dscale, T* dshift, cons
     const T dz = silu ? d_silu_grad(dy[i], z) : dy[i];
     if (dshift) dshift[i] = dz;
     if (dscale) dscale[i] = mul_rn(dz, nv);
-    g[i] = scale ? mul_rn(dz, scale[i]) : dz;
+    if (g) g[i] = scale ? mul_rn(dz, scale[i]) : dz;
   }
 }
 
@@ -353,17 +355,22 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
   dispatch_f32_f64(x.dtype(), "group_norm backward", [&]<typename T>() {
     DeviceGuard guard(d.index);
     cudaStream_t st = current_stream();
-    // With an epilogue, the gradient of n goes into dx first and is the norm's dy below.
+    // With an epilogue, the gradient of n is the norm's dy below: it goes into dx first
+    // (or a buffer of its own when only dweight or dbias is wanted; nowhere when only the
+    // epilogue's scale and shift are).
+    const bool norm_grads = dx.defined() || dweight.defined() || dbias.defined();
     const T* pdy = cptr<T>(dy);
     if (epi.active() && N * C * S > 0) {
+      Tensor gn = dx.defined() || !norm_grads ? dx : Tensor::empty(x.sizes(), x.dtype(), d);
       group_norm_epilogue_grad_kernel<T>
           <<<blocks_for(N * C, kWarps, "group_norm_epilogue_grad_kernel"), kThreads, 0, st>>>(
-              mptr<T>(dx), mptr<T>(dscale), mptr<T>(dshift), pdy, cptr<T>(x), cptr<T>(mean),
+              mptr<T>(gn), mptr<T>(dscale), mptr<T>(dshift), pdy, cptr<T>(x), cptr<T>(mean),
               cptr<T>(rstd), cptr<T>(weight), cptr<T>(bias), cptr<T>(epi.scale), cptr<T>(epi.shift),
               epi.silu, N * C, C, S, G);
       CUDA_CHECK_LAUNCH();
-      pdy = cptr<T>(dx);
+      pdy = cptr<T>(gn);
     }
+    if (!norm_grads) return;
     Tensor sdy = f64_buffer(N * C, d), sdyx = f64_buffer(N * C, d);
     double* psdy = mptr<double>(sdy);
     double* psdyx = mptr<double>(sdyx);

@@ -97,23 +97,22 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
     const bool gx = x.requires_grad(), gw = wants_grad(weight), gb = wants_grad(bias);
     const bool gs = wants_grad(epilogue.scale), gt = wants_grad(epilogue.shift);
     // The weight and bias themselves are saved (not views of them): a ZeRO engine may
-    // re-gather them into new storage before backward. With an epilogue the kernel
-    // recomputes n = xhat * weight + bias, so it reads the bias too, and the gradient of
-    // n passes through dx.
-    autograd::record("group_norm", {x, weight, bias, epilogue.scale, epilogue.shift}, {y},
-                     [=](const std::vector<Tensor>& g) {
-                       const NormGrads d = norm_grads(xc, weight, {C}, gx || epi.active(), gw, gb);
-                       auto like_x = [&](bool wanted) {
-                         return wanted ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device())
-                                       : Tensor();
-                       };
-                       const Tensor ds = like_x(gs), dt = like_x(gt);
-                       ZT_DISPATCH(xc.device(), group_norm_backward, d.dx, d.dw, d.db, ds, dt,
-                                   g[0].contiguous(), xc, mean, rstd, d.wc,
-                                   epi.active() ? kernel_arg(bias) : Tensor(), epi, N, C, S, G);
-                       return std::vector<Tensor>{gx ? d.dx : Tensor(), d.dw, d.db, ds, dt};
-                     },
-                     {xc, weight, bias, epi.scale, epi.shift});
+    // re-gather them into new storage before backward. Only an epilogue's kernel reads
+    // the bias (it recomputes n = xhat * weight + bias).
+    const Tensor saved_bias = epi.active() ? bias : Tensor();
+    autograd::record(
+        "group_norm", {x, weight, bias, epilogue.scale, epilogue.shift}, {y},
+        [=](const std::vector<Tensor>& g) {
+          const NormGrads d = norm_grads(xc, weight, {C}, gx, gw, gb);
+          auto like_x = [&](bool wanted) {
+            return wanted ? Tensor::empty(xc.sizes(), xc.dtype(), xc.device()) : Tensor();
+          };
+          const Tensor ds = like_x(gs), dt = like_x(gt);
+          ZT_DISPATCH(xc.device(), group_norm_backward, d.dx, d.dw, d.db, ds, dt, g[0].contiguous(),
+                      xc, mean, rstd, d.wc, kernel_arg(saved_bias), epi, N, C, S, G);
+          return std::vector<Tensor>{d.dx, d.dw, d.db, ds, dt};
+        },
+        {xc, weight, saved_bias, epi.scale, epi.shift});
   }
   return y;
 }

@@ -145,6 +145,9 @@ TEST(BatchNorm, CountsInTheStatisticsKernel) {
   EXPECT_TRUE(test::throws_with(
       [&] { batch_norm(x, rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, zeros({})); },
       "num_batches_tracked must be an i64 scalar"));
+  // An input the kernel refuses (integers) counts nothing.
+  EXPECT_THROW(batch_norm(x.to(DType::i32), rm, rv, Tensor(), Tensor(), true, 0.1, 1e-5, count),
+               Error);
   EXPECT_EQ(count.item(), 43.0);
 }
 

@@ -285,24 +285,45 @@ TEST(CudaNorm, GroupNormMatchesCpu) {
 
 // The epilogue (silu, and n * scale + shift) in the GPU's forward kernel and its backward
 // kernel that recomputes n, against the CPU's: the output and the gradients of x, weight,
-// bias, scale and shift.
+// bias, scale and shift; with and without affine parameters, silu and modulation; rows
+// longer than a warp and blocks longer than a block's threads (S 63, M 504); and only
+// the modulation wanting gradients (the norm's part skipped).
 TEST(CudaNorm, GroupNormEpilogueMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
-  const Shape shape = {3, 64, 6, 5};
+  struct Case {
+    Shape x;
+    int64_t groups;
+    bool affine, modulated, silu;
+  };
+  const Case cases[] = {{{3, 64, 6, 5}, 32, true, false, true},
+                        {{3, 64, 6, 5}, 32, true, true, true},
+                        {{2, 64, 9, 7}, 8, false, true, false},
+                        {{2, 64, 9, 7}, 8, true, true, true}};
   uint64_t seed = 150;
-  for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
-    for (bool modulated : {false, true}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + (modulated ? " modulated" : " silu"));
-      Tensor x = add(normal_cpu(shape, seed, DType::f64), 1.0).to(dt);
-      Tensor w = normal_cpu({shape[1]}, seed + 1, dt), b = normal_cpu({shape[1]}, seed + 2, dt);
-      Tensor s = normal_cpu(shape, seed + 3, dt), t = normal_cpu(shape, seed + 4, dt);
-      Fn fn = [modulated](const std::vector<Tensor>& in) {
-        const GroupNormEpilogue e{modulated ? in[3] : Tensor(), modulated ? in[4] : Tensor(), true};
-        return group_norm(in[0], 32, in[1], in[2], 1e-6, e);
+  for (const Case& c : cases) {
+    for (DType dt : {DType::f32, DType::f64, DType::bf16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + shape_str(c.x) +
+                   (c.modulated ? " modulated" : "") + (c.silu ? " silu" : "") +
+                   (c.affine ? "" : " no affine"));
+      Tensor x = add(normal_cpu(c.x, seed, DType::f64), 1.0).to(dt);
+      Tensor w = normal_cpu({c.x[1]}, seed + 1, dt), b = normal_cpu({c.x[1]}, seed + 2, dt);
+      Tensor s = normal_cpu(c.x, seed + 3, dt), t = normal_cpu(c.x, seed + 4, dt);
+      Fn fn = [c](const std::vector<Tensor>& in) {
+        const GroupNormEpilogue e{c.modulated ? in[3] : Tensor(), c.modulated ? in[4] : Tensor(),
+                                  c.silu};
+        return group_norm(in[0], c.groups, c.affine ? in[1] : Tensor(), c.affine ? in[2] : Tensor(),
+                          1e-6, e);
       };
-      auto gpu = run_on(kGpu, fn, {x, w, b, s, t}), cpu = run_on(kCpu, fn, {x, w, b, s, t});
       double tol = dt == DType::f64 ? 1e-10 : dt == DType::f32 ? 1e-4 : 3e-2;
-      EXPECT_TRUE(runs_match(gpu, cpu, tol, tol));
+      EXPECT_TRUE(runs_match(run_on(kGpu, fn, {x, w, b, s, t}), run_on(kCpu, fn, {x, w, b, s, t}),
+                             tol, tol));
+      if (c.modulated) {  // only the modulation wants gradients
+        Fn only = [fn, x, w, b](const std::vector<Tensor>& in) {
+          const Device dev = in[0].device();
+          return fn({x.to(dev), w.to(dev), b.to(dev), in[0], in[1]});
+        };
+        EXPECT_TRUE(runs_match(run_on(kGpu, only, {s, t}), run_on(kCpu, only, {s, t}), tol, tol));
+      }
       seed += 5;
     }
   }

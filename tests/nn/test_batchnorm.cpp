@@ -180,6 +180,9 @@ TEST(BatchNorm, StatsReducerPathMatchesFusedPath) {
   EXPECT_CLOSE(fused->weight.grad(), synced->weight.grad(), 1e-8, 1e-9);
   EXPECT_CLOSE(fused->running_mean, synced->running_mean, 1e-9, 1e-12);
   EXPECT_CLOSE(fused->running_var, synced->running_var, 1e-9, 1e-12);
+  // Counted once each: in the statistics' kernel, and by the module on the reducer's path.
+  EXPECT_EQ(fused->num_batches_tracked.item(), 1.0);
+  EXPECT_EQ(synced->num_batches_tracked.item(), 1.0);
   EXPECT_GRAD_OK([&](const std::vector<Tensor>& in) { return (*synced)(in[0]); },
                  {test::rand_leaf({3, 2, 2, 2}, 13), synced->weight, synced->bias});
 
