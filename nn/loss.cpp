@@ -77,6 +77,11 @@ Tensor HuberLoss::forward(const Tensor& x, const Tensor& y) {
   return huber_loss(x, y, options.reduction(), options.delta());
 }
 
+CrossEntropyLoss::CrossEntropyLoss(CrossEntropyOptions o)
+    : LossModule("CrossEntropyLoss"), options_(o) {
+  options_.weight = weight_buffer(*this, "weight", o.weight);
+}
+
 std::string CrossEntropyLoss::extra_repr() const {
   std::string s = "ignore_index=" + std::to_string(options_.ignore_index);
   if (options_.label_smoothing != 0)

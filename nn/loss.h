@@ -90,14 +90,14 @@ class HuberLoss : public LossModule {
 /// logits (N, C) or (N, C, *), target i64 or i32 (N) or (N, *): mean of -log softmax at
 /// the target over targets != ignore_index, weighted by options.weight[target] when given
 /// (PyTorch's `weight`: the mean then divides by the kept targets' summed weights).
+/// Buffer "weight" (C) when options.weight is given.
 class CrossEntropyLoss : public LossModule {
  public:
   explicit CrossEntropyLoss(int64_t ignore_index = -100)
       : CrossEntropyLoss(CrossEntropyOptions{.ignore_index = ignore_index}) {}
   /// With class weights, label smoothing or another reduction (kNone returns one loss per
   /// position).
-  explicit CrossEntropyLoss(CrossEntropyOptions options)
-      : LossModule("CrossEntropyLoss"), options_(options) {}
+  explicit CrossEntropyLoss(CrossEntropyOptions options);
   std::string extra_repr() const override;
 
  protected:

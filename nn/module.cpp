@@ -182,6 +182,17 @@ Tensor Module::register_buffer(const std::string& name, Tensor t, bool persisten
 void Module::add_child(const std::string& name, std::shared_ptr<Module> m) {
   check_new_name(name, type_name_, params_, buffers_, children_);
   ZT_CHECK(m != nullptr, type_name_, ": child '", name, "' is null");
+  // A module inside its own subtree would make every traversal endless.
+  std::unordered_set<const Module*> seen;
+  std::function<bool(const Module&)> reaches_this = [&](const Module& c) {
+    if (&c == this) return true;
+    if (!seen.insert(&c).second) return false;
+    for (const auto& [n, g] : c.children_)
+      if (reaches_this(*g)) return true;
+    return false;
+  };
+  ZT_CHECK(!reaches_this(*m), type_name_, ": child '", name, "' (", m->type_name_,
+           ") contains this module: adding it would make a cycle");
   children_.emplace_back(name, std::move(m));
   ++registrations;
 }
@@ -190,11 +201,14 @@ void Module::replace_tensor(const std::string& name, const Tensor& t) {
   for (auto* v : {&params_, &buffers_})
     for (auto& [n, x] : *v)
       if (n == name) {
-        ZT_CHECK(t.defined() && t.sizes() == x.sizes() && t.dtype() == x.dtype() &&
-                     t.device() == x.device(),
-                 type_name_, ": replace_tensor('", name, "'): the replacement is ",
-                 t.defined() ? t.str() : std::string("undefined"), ", the registered tensor ",
-                 x.str(), "; a tie or a load keeps shape, dtype and device");
+        // A placeholder (a buffer registered undefined) takes any tensor.
+        ZT_CHECK(
+            t.defined() && (!x.defined() || (t.sizes() == x.sizes() && t.dtype() == x.dtype() &&
+                                             t.device() == x.device())),
+            type_name_, ": replace_tensor('", name, "'): the replacement is ",
+            t.defined() ? t.str() : std::string("undefined"), ", the registered tensor ",
+            x.defined() ? x.str() : std::string("undefined"),
+            "; a tie or a load keeps shape, dtype and device");
         x = t;
         ++registrations;
         return;
@@ -229,8 +243,16 @@ NamedTensors Module::named_buffers(bool recurse) const {
   return out;
 }
 
+// The module's own shared_ptr, for the traversals that return it.
+static std::shared_ptr<Module> owned(const Module& m, const char* what) {
+  ZT_CHECK(!m.weak_from_this().expired(), m.type_name(), ": ", what,
+           " needs the module owned by a std::shared_ptr (build it with std::make_shared)");
+  return std::const_pointer_cast<Module>(m.shared_from_this());
+}
+
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_modules(
     const std::string& prefix, bool remove_duplicate) const {
+  owned(*this, "named_modules()");
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
   std::unordered_set<const Module*> seen;
   std::function<void(const Module&, const std::string&)> visit = [&](const Module& m,
@@ -254,9 +276,10 @@ std::vector<Tensor> Module::parameters(bool recurse) const {
 }
 
 std::shared_ptr<Module> Module::find(const std::string& path) const {
-  if (path.empty()) return std::const_pointer_cast<Module>(shared_from_this());
+  if (path.empty()) return owned(*this, "find(\"\")");
   size_t dot = path.find('.');
   std::string head = path.substr(0, dot);
+  if (dot != std::string::npos && dot + 1 == path.size()) return nullptr;  // "a." names nothing
   for (const auto& [n, c] : children_)
     if (n == head) return dot == std::string::npos ? c : c->find(path.substr(dot + 1));
   return nullptr;
@@ -307,7 +330,7 @@ void Module::zero_grad() {
 }
 
 void Module::requires_grad_(bool on) {
-  for (auto& [n, t] : named_parameters()) t.impl()->requires_grad = on;
+  for (auto& [n, t] : named_parameters()) t.set_requires_grad(on);  // floating ones only
 }
 
 int64_t Module::num_parameters() const {

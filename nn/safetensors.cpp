@@ -31,6 +31,37 @@ namespace {
 
 using ojson = nlohmann::ordered_json;
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementation's limit
+// A header nests 3 deep (the object, an entry, its shape); the JSON parser and dump()
+// recurse once per level, so a deeper header is refused before either sees it.
+constexpr int kMaxHeaderDepth = 8;
+
+// The deepest nesting of objects and arrays in the JSON text [b, e), strings skipped.
+int json_depth(const char* b, const char* e) {
+  int depth = 0, deepest = 0;
+  bool in_string = false;
+  for (const char* p = b; p < e; ++p) {
+    if (in_string) {
+      if (*p == '\\')
+        ++p;
+      else if (*p == '"')
+        in_string = false;
+    } else if (*p == '"') {
+      in_string = true;
+    } else if (*p == '[' || *p == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if (*p == ']' || *p == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+// j as JSON text for an error message, cut after 80 characters.
+std::string brief(const ojson& j) {
+  std::string s = j.dump();
+  if (s.size() > 80) s = s.substr(0, 77) + "...";
+  return s;
+}
 
 // The safetensors dtype names zt reads and writes.
 constexpr std::pair<const char*, DType> kDtypeNames[] = {
@@ -135,8 +166,8 @@ SafetensorsInfo parse_entry(const ojson& v, uint64_t data_size, const std::strin
   uint64_t numel = 1;
   for (const auto& d : v["shape"]) {
     uint64_t s = 0;
-    ZT_CHECK(as_index(d, s), at, "shape entries must be non-negative integers, got ", d.dump());
-    ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel), at, "shape ", v["shape"].dump(),
+    ZT_CHECK(as_index(d, s), at, "shape entries must be non-negative integers, got ", brief(d));
+    ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel), at, "shape ", brief(v["shape"]),
              " overflows");
     info.shape.push_back(static_cast<int64_t>(s));
   }
@@ -145,13 +176,13 @@ SafetensorsInfo parse_entry(const ojson& v, uint64_t data_size, const std::strin
            at, "byte size overflows");
   ZT_CHECK(as_index(v["data_offsets"][0], info.data_begin) &&
                as_index(v["data_offsets"][1], info.data_end),
-           at, "data_offsets must be non-negative integers, got ", v["data_offsets"].dump());
-  ZT_CHECK(info.data_begin <= info.data_end, at, "data_offsets ", v["data_offsets"].dump(),
+           at, "data_offsets must be non-negative integers, got ", brief(v["data_offsets"]));
+  ZT_CHECK(info.data_begin <= info.data_end, at, "data_offsets ", brief(v["data_offsets"]),
            " end before they begin");
-  ZT_CHECK(info.data_end <= data_size, at, "data_offsets ", v["data_offsets"].dump(),
+  ZT_CHECK(info.data_end <= data_size, at, "data_offsets ", brief(v["data_offsets"]),
            " run past the end of the data (", data_size, " bytes): file truncated?");
   ZT_CHECK(info.data_end - info.data_begin == nbytes, at, "data_offsets span ",
-           info.data_end - info.data_begin, " bytes but ", dt, v["shape"].dump(), " needs ",
+           info.data_end - info.data_begin, " bytes but ", dt, brief(v["shape"]), " needs ",
            nbytes);
   return info;
 }
@@ -194,8 +225,15 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const uint64_t data_size = size - data_start_;
 
   const char* hbeg = reinterpret_cast<const char*>(map_->bytes() + 8);
-  ojson header = ojson::parse(hbeg, hbeg + n, nullptr, /*allow_exceptions=*/false);
-  ZT_CHECK(!header.is_discarded(), where, "header is not valid JSON (", n, " bytes)");
+  const int depth = json_depth(hbeg, hbeg + n);
+  ZT_CHECK(depth <= kMaxHeaderDepth, where, "header nests ", depth,
+           " levels deep (a safetensors header nests 3: corrupt or hostile file)");
+  ojson header;
+  try {
+    header = ojson::parse(hbeg, hbeg + n);
+  } catch (const nlohmann::json::exception& e) {
+    ZT_FAIL(where, "header is not valid JSON (", n, " bytes): ", e.what());
+  }
   ZT_CHECK(header.is_object(), where, "header must be a JSON object");
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& key = it.key();
@@ -300,7 +338,12 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                                 {"shape", c.sizes()},
                                 {"data_offsets", {begin[i], begin[i] + nbytes}}};
   }
-  std::string h = header.dump();
+  std::string h;
+  try {
+    h = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // names and metadata are JSON strings
+    ZT_FAIL(where, "tensor names and metadata must be valid UTF-8 (", e.what(), ")");
+  }
   h.append((8 - h.size() % 8) % 8, ' ');
   const uint64_t n = h.size();
 

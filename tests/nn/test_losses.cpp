@@ -513,6 +513,10 @@ TEST(LossModules, WeightsAreBuffersNamedAsPyTorchNamesThem) {
   nn::BCEWithLogitsLoss bce({.weight = w, .pos_weight = w});
   EXPECT_EQ(keys(nn::state_dict(bce)), std::vector<std::string>({"weight", "pos_weight"}));
   EXPECT_EQ(keys(nn::state_dict(nn::BCELoss({.weight = w}))), std::vector<std::string>({"weight"}));
+  nn::CrossEntropyLoss ce(CrossEntropyOptions{.weight = w.clone()});
+  EXPECT_EQ(keys(nn::state_dict(ce)), std::vector<std::string>({"weight"}));
+  ce.to(DType::f32);
+  EXPECT_EQ(nn::state_dict(ce)[0].second.dtype(), DType::f32);
   // The buffer is what forward reads: converting the module converts the weight it uses.
   bce.to(DType::f32);
   EXPECT_EQ(bce.options.weight.dtype(), DType::f32);

@@ -135,6 +135,39 @@ TEST(Module, DuplicateAndBadNamesAreErrors) {
   EXPECT_THROW(b.register_parameter("a.b", ones({1})), Error);
 }
 
+// Misuse that would crash a traversal or hand back something surprising is named.
+TEST(Module, CyclesStackOwnedRootsAndEmptyPathsAreNamed) {
+  auto outer = std::make_shared<nn::Sequential>(), inner = std::make_shared<nn::Sequential>();
+  outer->push_back(inner);
+  EXPECT_TRUE(test::throws_with([&] { inner->push_back(outer); }, "would make a cycle"));
+  EXPECT_TRUE(test::throws_with([&] { outer->push_back(outer); }, "would make a cycle"));
+  EXPECT_EQ(outer->named_parameters().size(), 0u);  // still a tree, and traversable
+  nn::Linear on_stack(2, 2);
+  EXPECT_TRUE(test::throws_with([&] { on_stack.named_modules(); }, "std::shared_ptr"));
+  EXPECT_EQ(outer->find("0"), inner);
+  EXPECT_EQ(outer->find("0."), nullptr);
+  EXPECT_EQ(outer->find(".0"), nullptr);
+}
+
+TEST(Module, APlaceholderBufferTakesAnyTensorAndIntegersNeverRequireGrad) {
+  struct Cache : nn::UnaryModule {
+    Cache() : nn::UnaryModule("Cache") {
+      register_buffer("cache", Tensor());
+      register_parameter("ids", zeros({2}, DType::i64), /*requires_grad=*/false);
+      register_parameter("w", ones({2}));
+    }
+    Tensor forward(const Tensor& x) override { return x; }
+  } m;
+  m.replace_tensor("cache", ones({3}));
+  EXPECT_EQ(m.named_buffers().size(), 1u);
+  EXPECT_TRUE(test::throws_with([&] { m.replace_tensor("cache", ones({4})); },
+                                "a tie or a load keeps shape"));
+  EXPECT_TRUE(
+      test::throws_with([&] { m.requires_grad_(true); }, "only floating tensors can require grad"));
+  m.requires_grad_(false);
+  for (const auto& [n, p] : m.named_parameters()) EXPECT_FALSE(p.requires_grad()) << n;
+}
+
 TEST(Module, TrainEvalToAndZeroGrad) {
   auto net = std::make_shared<Net>();
   net->eval();

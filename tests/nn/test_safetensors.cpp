@@ -186,6 +186,22 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
        "gap of 4 bytes"},
       {"trailing bytes", raw_file(ok, 12), "4 trailing bytes"},
       {"bad metadata", raw_file(R"({"__metadata__":{"k":1}})", 0), "is not a string"},
+      // Nesting the parser and the error messages would recurse through (a stack
+      // overflow at about 100,000 levels), in a shape and in the offsets.
+      {"deep shape",
+       raw_file(R"({"a":{"dtype":"F32","shape":[)" + std::string(200000, '[') +
+                    std::string(200000, ']') + R"(],"data_offsets":[0,0]}})",
+                0),
+       "header nests 200003 levels deep"},
+      {"deep offsets",
+       raw_file(R"({"a":{"dtype":"F32","shape":[],"data_offsets":[)" + std::string(200000, '[') +
+                    std::string(200000, ']') + R"(,0]}})",
+                0),
+       "levels deep"},
+      {"brackets inside a string do not nest",
+       raw_file(R"({"a[[[[[[[[[[\"[[":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})", 4),
+       "shape entries must be non-negative integers, got [1]"},
+      {"not utf-8", raw_file("{\"a\xff\":3}", 0), "not valid JSON"},
   };
   std::string path = tmp_path("corrupt.safetensors");
   for (const Case& c : cases) {
@@ -194,6 +210,15 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
     EXPECT_NE(e.find(c.expect), std::string::npos) << c.name << ": got '" << e << "'";
     EXPECT_NE(e.find(path), std::string::npos) << c.name << ": the error should name the file";
   }
+  // Names and metadata are JSON strings: they must be UTF-8.
+  EXPECT_NE(error_of([&] {
+              nn::save_safetensors(path, {{"w\xff", ones({1})}});
+            }).find("tensor names and metadata must be valid UTF-8"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              nn::save_safetensors(path, {{"w", ones({1})}}, {{"k", "\xc3"}});
+            }).find(path),
+            std::string::npos);
   // A good file truncated by a few bytes.
   nn::save_safetensors(path, {{"w", ones({4, 4})}});
   std::string good = read_bytes(path);
