@@ -17,7 +17,12 @@
 //                        (modules whose inputs needed no gradient never see step 7).
 //   9. Engine::step      the optimizer updates the fp32 shard; low-precision shards are
 //                        rounded from it; persistent parameters are gathered again.
+//
+// A persistent parameter (at most stage3_param_persistence_threshold elements) stays
+// gathered: a module holding only those skips 4 and 7.
 #include "zero/hooks.h"
+
+#include <algorithm>
 
 namespace zt::zero {
 
@@ -62,6 +67,9 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
       }));
   const auto& groups = coordinator_.groups();
   for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
+    const auto& ps = groups[id].params;
+    wraps_.push_back(
+        !std::all_of(ps.begin(), ps.end(), [](const ZeroParam* z) { return z->persistent; }));
     nn::Module* m = groups[id].module;
     module_hooks_.emplace_back(
         m, m->add_forward_pre_hook([this, id](nn::Module&, std::vector<Tensor>& inputs) {
@@ -106,7 +114,7 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
   begin_compute(forward_begin_, id);
   // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
   // is over.
-  wrap_for_backward("zero_release", inputs, [this, id] { on_post_backward(id); });
+  if (wraps_[id]) wrap_for_backward("zero_release", inputs, [this, id] { on_post_backward(id); });
 }
 
 // 3.
@@ -114,7 +122,8 @@ void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   end_compute(forward_begin_, Track::kForward, id);
   coordinator_.log("forward_end:", id);
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
-  wrap_for_backward("zero_gather_bwd", outputs, [this, id] { on_pre_backward(id); });
+  if (wraps_[id])
+    wrap_for_backward("zero_gather_bwd", outputs, [this, id] { on_pre_backward(id); });
   coordinator_.release(id);
 }
 

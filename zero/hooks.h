@@ -53,6 +53,10 @@ class Hooks {
   GradReducer& reducer_;
   std::vector<std::pair<nn::Module*, int>> module_hooks_;  // (module, hook id)
   std::vector<std::pair<Tensor, int>> grad_hooks_;         // (parameter, hook id)
+  // Per group: whether its backward has anything to gather and release (steps 4 and 7);
+  // a group whose parameters are all persistent stays gathered, so its inputs and
+  // outputs are not wrapped (two autograd nodes a call fewer).
+  std::vector<char> wraps_;
   bool end_of_backward_queued_ = false;
   bool in_engine_backward_ = false;
   std::string stray_;
