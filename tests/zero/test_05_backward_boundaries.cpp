@@ -10,6 +10,7 @@
 // already), "gather:m" (an all-gather was issued for it on demand), "prefetch:m" (issued
 // ahead of need, lesson 7), "forward_end:m", "fetch_backward:m" (its backward needs them),
 // "release:m" (logged even when nothing was releasable, e.g. persistent parameters).
+#include "zero/checkpoint.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -65,5 +66,36 @@ TEST(Lesson05BackwardBoundaries, AModelOutlivesItsEngine) {
     }
     for (auto& [n, p] : m->named_parameters())
       EXPECT_TRUE(p.impl()->post_accumulate_hooks.empty()) << n << ": no hook left behind";
+  });
+}
+
+// A module whose parameters all persist (stage3_param_persistence_threshold) stays gathered
+// through backward: it gets neither function, so its backward logs no fetch; the step
+// trains the weights as a run where nothing persists does.
+TEST(Lesson05BackwardBoundaries, AModuleWhoseParametersPersistIsNotWrapped) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    NamedTensors trained[2];
+    for (int persist : {0, 1}) {
+      manual_seed(5);  // the same initial weights each time
+      std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+      zero::Config cfg = lesson::eager_release_config();
+      // The GroupNorm's weight and bias persist; every other module holds a larger one.
+      cfg.stage3_param_persistence_threshold = persist ? m->gn->weight.numel() : 0;
+      zero::Engine engine(m, comm, cfg, {});
+      engine.set_event_log(true);
+      auto [x, y] = lesson::batch(2, comm.rank());
+      Tensor loss = mse_loss(engine(x), y);
+      const size_t fwd_end = engine.events().size();
+      engine.backward(loss);
+      const auto& ev = engine.events();
+      EXPECT_EQ(index_of(ev, "fetch_backward:gn", fwd_end) == std::string::npos, persist == 1);
+      EXPECT_NE(index_of(ev, "fetch_backward:head", fwd_end), std::string::npos);
+      EXPECT_TRUE(engine.step());
+      trained[persist] = zero::consolidated_state(engine);
+    }
+    ASSERT_EQ(trained[0].size(), trained[1].size());
+    for (size_t i = 0; i < trained[0].size(); ++i)
+      EXPECT_EQ(trained[1][i].second.to_vector(), trained[0][i].second.to_vector())
+          << trained[0][i].first;
   });
 }
