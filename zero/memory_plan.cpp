@@ -17,9 +17,10 @@ std::string MemoryPlan::json() const {
      << ",\"grad_shard\":" << grad_shard << ",\"optim_state\":" << optim_state
      << ",\"model_state\":" << model_state() << ",\"gathered_peak\":" << gathered_peak
      << ",\"replicated\":" << replicated;
+  if (replica_grad > 0) os << ",\"replica_grad\":" << replica_grad;
   if (optim_state_host > 0)
-    os << ",\"optim_state_host\":" << optim_state_host
-       << ",\"grad_shard_host\":" << grad_shard_host;
+    os << ",\"optim_state_host\":" << optim_state_host << ",\"grad_shard_host\":" << grad_shard_host
+       << ",\"staging_host\":" << staging_host;
   os << "}";
   return os.str();
 }
@@ -50,7 +51,13 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
       if (!member.insert(p.impl()).second) continue;
       const bool first = stored.insert(p.impl()).second;
       if (is_replicated(p)) {
-        if (first) plan.replicated += p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+        const int64_t bytes = p.numel() * static_cast<int64_t>(dtype_size(p.dtype()));
+        if (!first) continue;
+        plan.replicated += bytes;
+        if (p.requires_grad()) {  // updated in its own dtype, on its own device
+          plan.optim_state += bytes * optimizer_states;
+          plan.replica_grad += bytes;
+        }
         continue;
       }
       const int64_t numel = is_partitioned(p) ? zero_param(p)->part.numel : p.numel();
@@ -65,6 +72,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
         if (config.offload_optimizer.enabled() && !p.device().is_cpu()) {
           plan.optim_state_host += part.shard_numel * 4 * (optimizer_states + 1);
           plan.grad_shard_host += part.shard_numel * 4;
+          if (dtype != DType::f32) plan.staging_host += part.shard_numel * esize;
         } else {
           plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
         }
@@ -106,14 +114,15 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
     gather(g, all, whole);
   }
   const int64_t esize = static_cast<int64_t>(dtype_size(low));
-  const int64_t window =
-      std::min(config.stage3_prefetch_bucket_size, config.stage3_max_live_parameters) * esize;
   whole = std::max(chain, whole);
+  // An element bound past the whole model bounds nothing more: capped there before it is
+  // multiplied into bytes (a bound of 2^62 elements would overflow).
+  const int64_t live = std::min(config.stage3_max_live_parameters, whole / esize + 1);
+  const int64_t window = std::min(config.stage3_prefetch_bucket_size, live) * esize;
   // Modules kept for reuse fill up to stage3_max_live_parameters, then the chain being
   // fetched comes on top.
-  const int64_t kept = config.stage3_max_reuse_distance > 0
-                           ? std::min(whole, config.stage3_max_live_parameters * esize + chain)
-                           : 0;
+  const int64_t kept =
+      config.stage3_max_reuse_distance > 0 ? std::min(whole, live * esize + chain) : 0;
   // One rank gathers nothing: a parameter's shard is the whole parameter, used in place.
   plan.gathered_peak =
       world == 1 ? 0 : persistent + std::max(std::min(chain + window, whole), kept);
@@ -125,8 +134,10 @@ MemoryReport measure_memory(Engine& engine, const std::function<Tensor()>& loss,
            steps);
   for (int s = 0; s < steps; ++s) {
     if (s == 1) reset_peak_memory();
-    engine.backward(loss());
-    engine.step();
+    for (int m = 0; m < engine.config().gradient_accumulation_steps; ++m) {
+      engine.backward(loss());
+      engine.step();
+    }
   }
   return engine.memory_report();
 }

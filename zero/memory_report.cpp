@@ -18,7 +18,8 @@ std::string MemoryReport::json() const {
   os << "\"total\":" << total_peak << "}";
   if (optim_offloaded)
     os << ",\"optim_state_device\":\"cpu\",\"optim_state_host\":" << optim_state_host
-       << ",\"grad_shard_host\":" << grad_shard_host;
+       << ",\"grad_shard_host\":" << grad_shard_host << ",\"staging_host\":" << staging_host
+       << ",\"host_total_peak\":" << host_total_peak;
   os << "}";
   return os.str();
 }
@@ -42,6 +43,8 @@ MemoryReport memory_report(Device d, bool optim_offloaded) {
       MemoryCounters host = memory_stats(Device::cpu());
       r.optim_state_host = host.cur(MemTag::kOptimState);
       r.grad_shard_host = host.cur(MemTag::kGradShard);
+      r.staging_host = host.cur(MemTag::kCommBuffer);  // between steps: the staging copies
+      r.host_total_peak = host.total_peak;
     }
   }
   return r;

@@ -24,17 +24,20 @@ struct MemoryReport {
   std::array<int64_t, kNumMemTags> peaks{};
   int64_t total_peak = 0;
   /// offload_optimizer: the optimizer state lives on the host; its bytes there (fp32
-  /// masters and moments) and the host gradient buffers. Both 0 when training on the
-  /// cpu, where the state is optim_state already (as the memory planner counts it).
+  /// masters and moments), the host gradient buffers and, for bf16/f16 storage, the
+  /// staging copies (the host's communication buffers), and the peak of everything the
+  /// host's ledger holds (what the host's memory limit caps: the data too). All 0 when
+  /// training on the cpu, where the state is optim_state already (as the planner counts it).
   bool optim_offloaded = false;
-  int64_t optim_state_host = 0, grad_shard_host = 0;
+  int64_t optim_state_host = 0, grad_shard_host = 0, staging_host = 0, host_total_peak = 0;
   /// param + grad + optimizer shards.
   int64_t model_state() const { return param_shard + grad_shard + optim_state; }
   std::string json() const;
 };
 
 /// The report for device `d` from this thread's memory ledger; with `optim_offloaded` and
-/// `d` off the CPU it also reads the optimizer state's and the gradient buffers' host bytes.
+/// `d` off the CPU it also reads the optimizer state's, the gradient buffers' and the
+/// staging copies' host bytes, and the host's total peak.
 MemoryReport memory_report(Device d, bool optim_offloaded = false);
 
 }  // namespace zt::zero

@@ -32,6 +32,23 @@ class Wide : public nn::UnaryModule {
     return h;
   }
 };
+
+// A replicated 96 x 96 layer (zero::Replicated: whole on every rank) in front of Wide.
+class ReplicaThenWide : public nn::UnaryModule {
+ public:
+  explicit ReplicaThenWide(comm::Communicator& comm) : nn::UnaryModule("ReplicaThenWide") {
+    {
+      zero::Replicated rep(comm);
+      front = register_module("front", std::make_shared<nn::Linear>(96, 96));
+    }
+    wide = register_module("wide", std::make_shared<Wide>());
+  }
+  std::shared_ptr<nn::Linear> front;
+  std::shared_ptr<Wide> wide;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*wide)((*front)(x)); }
+};
 }  // namespace
 
 TEST(Lesson10Memory, ModelStateIsOneNthPerRank) {
@@ -83,4 +100,46 @@ TEST(Lesson10Memory, ThePlannerPredictsItBeforeAnythingRuns) {
       EXPECT_EQ(plan.gathered_peak, r.gathered_param_peak) << "N=" << N;
     });
   }
+}
+
+// A trainable replica is not divided: its optimizer state (Adam's two moments) is whole on
+// every rank, 8 bytes per element beside its 4, and the planner counts it in the model
+// states. Its gradient is whole too, but only from backward to step: the backward
+// allocates it, so the allocator charges it to activations, and the step frees it.
+TEST(Lesson10Memory, AReplicaKeepsItsWholeOptimizerState) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = lesson::partitioned<ReplicaThenWide>(comm, comm);
+    const zero::Config cfg = lesson::eager_release_config();
+    const zero::MemoryPlan plan = zero::plan_memory(*m, 2, cfg);
+    zero::Engine engine(m, comm, cfg, {});
+    const zero::MemoryReport r = zero::measure_memory(engine, [&] {
+      return sum(engine(ones({4, 96})));
+    });
+    const int64_t replica = 4 * (96 * 96 + 96);
+    EXPECT_EQ(plan.replicated, replica);
+    EXPECT_EQ(plan.replica_grad, replica);
+    EXPECT_EQ(plan.optim_state, r.optim_state) << "the replica's moments included";
+    EXPECT_EQ(plan.model_state(), r.model_state());
+    engine.backward(sum(engine(ones({4, 96}))));
+    EXPECT_EQ(engine.memory_report().activation, plan.replica_grad) << "held until the step";
+    engine.step();
+    EXPECT_EQ(engine.memory_report().activation, 0);
+  });
+}
+
+// A measured step is a whole accumulation window: with gradient_accumulation_steps 2,
+// measure_memory's steps still apply updates, so the moments exist when it reads them.
+TEST(Lesson10Memory, MeasuredStepsAreWholeAccumulationWindows) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Wide> m = lesson::partitioned<Wide>(comm);
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.gradient_accumulation_steps = 2;
+    const zero::MemoryPlan plan = zero::plan_memory(*m, 2, cfg);
+    zero::Engine engine(m, comm, cfg, {});
+    const zero::MemoryReport r = zero::measure_memory(engine, [&] {
+      return sum(engine(ones({4, 96})));
+    });
+    EXPECT_EQ(engine.global_step(), 2);
+    EXPECT_EQ(plan.optim_state, r.optim_state);
+  });
 }
