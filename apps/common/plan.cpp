@@ -13,7 +13,9 @@ std::string PlanResult::json() const {
   std::ostringstream os;
   os << "{\"predicted\":" << p.substr(0, p.size() - 1)
      << ",\"activation_estimate\":" << activation_estimate << ",\"total\":" << predicted_total()
-     << "},\"measured\":" << measured.json() << "}";
+     << "},\"measured\":" << measured.json();
+  os << ",\"updates\":" << updates << ",\"steps\":" << steps
+     << ",\"complete\":" << (complete() ? "true" : "false") << "}";
   return os.str();
 }
 
@@ -65,16 +67,23 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   const config::TrainConfig& tc = cfg.train;
   const int moments = tc.optimizer != config::Optimizer::sgd ? 2 : tc.momentum != 0 ? 1 : 0;
   r.plan = zero::plan_memory(model, comm.size(), engine.config(), moments);
+  // A step: gradient_accumulation_steps micro-batches, the engine updating at the last.
+  auto step = [&] {
+    for (int m = 0; m < engine.config().gradient_accumulation_steps; ++m) {
+      engine.backward(loss());
+      engine.step();
+    }
+  };
   // The first step records the trace; its activation peak is the estimate.
   reset_peak_memory();
-  engine.backward(loss());
-  engine.step();
+  step();
   r.activation_estimate = engine.memory_report().activation_peak;
   reset_peak_memory();
-  for (int s = 0; s < steps; ++s) {
-    engine.backward(loss());
-    engine.step();
-  }
+  // Until `steps` updates applied (an fp16 overflow skips one), within a bound.
+  const int64_t start = engine.global_step();
+  r.steps = steps;
+  for (int s = 0; s < steps + kExtraPlanSteps && engine.global_step() - start < steps; ++s) step();
+  r.updates = engine.global_step() - start;
   r.measured = engine.memory_report();
   r.limit = limits.lifted(engine.device());
   if (r.host_needed() > 0) r.host_limit = limits.lifted(Device::cpu());
@@ -94,6 +103,8 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
       "   being fetched, the persistent parameters and the model's buffers)\n",
       static_cast<long long>(engine.config().stage3_max_live_parameters));
   row("replicated parameters and buffers", p.replicated, -1);
+  if (p.replica_grad > 0)  // allocated by the backward: an activation
+    row("replicas' gradients (in activations)", p.replica_grad, -1);
   row("activations (peak; one traced step)", r.activation_estimate, m.activation_peak);
   row("communication buffers (peak)", -1, m.comm_buffer_peak);
   row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
@@ -102,7 +113,14 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
     std::printf("  on the host (offload_optimizer):\n");
     row("optimizer state", p.optim_state_host, m.optim_state_host);
     row("gradient buffers", p.grad_shard_host, m.grad_shard_host);
+    row("staging copies (bf16/f16 shards)", p.staging_host, m.staging_host);
+    row("total (peak; measured: all the host holds)", p.host(), m.host_total_peak);
   }
+  if (!r.complete())
+    std::printf(
+        "  measured: only %lld of %d steps applied an update (fp16 overflows skipped the rest, "
+        "%d steps more included): the measured model states and peaks are incomplete\n",
+        static_cast<long long>(r.updates), steps, kExtraPlanSteps);
   if (r.limit > 0) verdict("memory limit", r.limit, r.needed());
   if (r.host_limit > 0) verdict("host memory limit", r.host_limit, r.host_needed());
   std::printf("%s\n", r.json().c_str());
