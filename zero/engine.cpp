@@ -117,7 +117,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     if (p.requires_grad()) {
       if (offload_->moves()) {
         offload_->place(*z);  // the fp32 master (and with it the optimizer state) on the host
-      } else if (z->master.defined() ? z->master.device() != z->device : z->dtype != DType::f32) {
+      } else if (z->dtype == DType::f32) {
+        // An f32 shard is its own master. One an earlier engine left (mixed precision, or
+        // offload on the host) holds the values: the shard takes them, the master goes.
+        if (z->master.defined()) z->shard.copy_(z->master);
+        z->master = Tensor();
+      } else if (!z->master.defined() || z->master.device() != z->device) {
         MemTagScope tag(MemTag::kOptimState);  // (a master an offloading engine left on the host)
         z->master = z->master.defined() ? z->master.to(z->device) : z->shard.to(DType::f32);
       }

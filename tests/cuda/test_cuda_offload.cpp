@@ -120,3 +120,79 @@ TEST(CudaOffload, PlannerMovesOptimizerStateToTheHost) {
   EXPECT_EQ(off.grad_shard, dev.grad_shard);
   EXPECT_EQ(off.param_shard, dev.param_shard);
 }
+
+// A model an offloading engine trained in f32 keeps its fp32 master in host memory; a
+// later f32 engine without offload copies that master into the shard (which it is for
+// f32) and drops it, rather than moving it back beside the shard: the device then holds
+// the 16 bytes per element the planner counts, not 20.
+TEST(CudaOffload, AnF32EngineAfterAnOffloadingOneKeepsNoMaster) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
+  manual_seed(16);
+  auto m = mlp();
+  m->to(Device::cuda(0));
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    zero::Config cfg;
+    cfg.stage3_param_persistence_threshold = 0;
+    auto loss = [&](zero::Engine& e) {
+      Generator g(40);
+      Tensor x = randn({16, 16}, g).to(Device::cuda(0));
+      Tensor y = randn({16, 4}, g).to(Device::cuda(0));
+      return mse_loss(e(x), y);
+    };
+    std::vector<std::vector<double>> masters;
+    {
+      zero::Config off = cfg;
+      off.offload_optimizer.device = zero::OffloadDevice::kCpu;
+      zero::Engine engine(m, comm, off, {});
+      for (int s = 0; s < 2; ++s) {
+        engine.backward(loss(engine));
+        engine.step();
+      }
+      for (const Tensor& p : m->parameters())
+        masters.push_back(zero::zero_param(p)->master.to_vector());
+    }
+    zero::Engine engine(m, comm, cfg, {});
+    size_t i = 0;
+    for (const Tensor& p : m->parameters()) {
+      const zero::ZeroParam* z = zero::zero_param(p);
+      EXPECT_FALSE(z->master.defined()) << p.name();
+      EXPECT_EQ(z->shard.to(Device::cpu()).to_vector(), masters[i++]) << p.name();
+    }
+    const zero::MemoryPlan plan = zero::plan_memory(*m, 1, cfg);
+    const zero::MemoryReport r = zero::measure_memory(engine, [&] { return loss(engine); });
+    EXPECT_EQ(plan.model_state(), r.model_state()) << r.json();
+  });
+}
+
+// bf16 with offload: the host holds each shard element's fp32 master and moments (12 B),
+// a gradient buffer (4 B) and the staging copy the master is rounded into (2 B); the
+// planner predicts each, and its host total is within what the host's ledger held.
+TEST(CudaOffload, PlannerCountsTheHostStagingCopies) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
+  manual_seed(16);
+  auto m = mlp();
+  m->to(Device::cuda(0));
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    zero::Config cfg;
+    cfg.stage3_param_persistence_threshold = 0;
+    cfg.precision.bf16 = true;
+    cfg.offload_optimizer.device = zero::OffloadDevice::kCpu;
+    cfg.offload_optimizer.pin_memory = true;
+    zero::Engine engine(m, comm, cfg, {});
+    const zero::MemoryPlan plan = zero::plan_memory(*m, 1, cfg);
+    const zero::MemoryReport r = zero::measure_memory(engine, [&] {
+      Generator g(40);
+      Tensor x = randn({16, 16}, g).to(DType::bf16).to(Device::cuda(0));
+      Tensor y = randn({16, 4}, g).to(Device::cuda(0));
+      return mse_loss(engine(x).to(DType::f32), y);
+    });
+    const int64_t numel = 16 * 64 + 64 + 64 * 64 + 64 + 64 * 4 + 4;
+    EXPECT_EQ(plan.staging_host, 2 * numel);
+    EXPECT_EQ(r.staging_host, plan.staging_host) << r.json();
+    EXPECT_EQ(r.optim_state_host, plan.optim_state_host);
+    EXPECT_EQ(r.grad_shard_host, plan.grad_shard_host);
+    EXPECT_EQ(plan.host(), 18 * numel);
+    EXPECT_GE(r.host_total_peak, plan.host());
+    EXPECT_EQ(plan.model_state(), r.model_state());
+  });
+}
