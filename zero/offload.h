@@ -8,10 +8,12 @@
 //   host staging (or the master itself for f32) --copy stream, H2D--> device shard
 //
 // The copies run on a side stream ordered against the compute stream by events; the
-// host waits only for the gradients it needs, and the compute stream (not the host)
-// waits for the uploads. With pin_memory the host buffers are page-locked, which makes
-// the copies truly asynchronous. Host buffers are charged to the CPU ledger (masters as
-// optimizer state, gradient buffers as gradient shards, staging as communication buffers).
+// host waits for the copy stream to finish all the gradient copies (and the previous
+// step's uploads queued before them) before the optimizer starts, and the compute stream
+// (not the host) waits for the uploads. With pin_memory the host buffers are page-locked,
+// which makes the copies truly asynchronous. Host buffers are charged to the CPU ledger
+// (masters as optimizer state, gradient buffers as gradient shards, staging as
+// communication buffers).
 //
 // When the parameters are on the CPU everything already lives in host memory: the
 // offload moves nothing and training is unchanged bit for bit.
