@@ -14,6 +14,7 @@
 
 #include "apps/vqgpt/model/gpt.h"
 #include "common/attention_cases.h"
+#include "common/gpu_skip.h"
 #include "core/ops.h"
 #include "nn/state_dict.h"
 
@@ -83,7 +84,7 @@ TEST(GptBlockPrecision, Bf16OnTheCpuMatchesF32) {
 }
 
 TEST(GptBlockPrecision, Bf16OnTheGpuMatchesF32OnTheCpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the bf16 GPU block needs a GPU";
+  ZT_GPU_OR_SKIP("the bf16 GPU block needs a GPU");
   expect_bf16_matches_f32(Device::cuda(0), true);
 }
 

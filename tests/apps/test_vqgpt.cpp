@@ -23,6 +23,7 @@
 #include "apps/app_test_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqgpt_test_util.h"
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 #include "core/work_counts.h"
 #include "nn/safetensors.h"
@@ -175,7 +176,7 @@ TEST(VqGptModel, KvCacheDecodesAsTheWholeSequenceAndSamplesTheSame) {
 // (a copy would also stop a CUDA graph capture of the vqgpt step), and it gives the CPU's
 // logits.
 TEST(VqGptModel, GpuForwardCopiesNothingFromTheHost) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: the GPT forward on a GPU needs one";
+  ZT_GPU_OR_SKIP("the GPT forward on a GPU needs one");
   const Tf32Policy saved = tf32();
   set_tf32({.matmul = false, .conv = false});  // exact f32 products on both devices
   manual_seed(9);

@@ -6,6 +6,7 @@
 
 #include "apps/app_test_util.h"
 #include "apps/vqgpt_test_util.h"
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 #include "nn/safetensors.h"
 #include "zero/comm/launch.h"
@@ -17,7 +18,7 @@ using namespace zt::vqgpt_test;
 // sums differs, so losses agree to 1e-4 relative and parameters after 4 AdamW steps
 // (lr 3e-3) to 1e-3 relative / 1e-5 absolute.
 TEST(VqGpt, CudaTrainingMatchesTheCpuRunInF32) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: vqgpt CUDA training needs a GPU";
+  ZT_GPU_OR_SKIP("vqgpt CUDA training needs a GPU");
   Scratch s("cuda");
   const std::string weights = s / "tokenizer.safetensors";
   nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
@@ -64,7 +65,7 @@ TEST(VqGpt, CudaTrainingMatchesTheCpuRunInF32) {
 // 2% relative at every logged window; a path that computes wrongly (a wrong GEMM or
 // attention) gives losses tens of percent off, or NaN.
 TEST(VqGpt, CudaBf16TrainingFollowsTheCpuF32Curve) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: vqgpt CUDA training needs a GPU";
+  ZT_GPU_OR_SKIP("vqgpt CUDA training needs a GPU");
   Scratch s("bf16");
   const std::string weights = s / "tokenizer.safetensors";
   nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));
@@ -99,7 +100,7 @@ TEST(VqGpt, CudaBf16TrainingFollowsTheCpuF32Curve) {
 // update) follows the eager run's losses (1e-5 relative: cuBLAS may add in another order on
 // another stream), and the tokenizer's share is not timed apart.
 TEST(VqGpt, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: train.cuda_graph needs a GPU";
+  ZT_GPU_OR_SKIP("train.cuda_graph needs a GPU");
   Scratch s("graph");
   const std::string weights = s / "tokenizer.safetensors";
   nn::save_safetensors(weights, pretrained_tokenizer(tiny_config(s / "x")));

@@ -19,6 +19,7 @@
 
 #include "apps/app_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "core/algo_policy.h"
@@ -497,26 +498,34 @@ TEST(VqtokApp, TrainDeviceRule) {
     EXPECT_FALSE(gemm_benchmark());
   });
   set_gemm_benchmark(timed);
+  // Without a GPU, train.device=cuda names why (with one, TrainDeviceRuleOnTheGpu).
   const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
 #ifndef ZT_WITH_CUDA
   expect_error(cuda, 1, "needs a CUDA build");
 #else
-  if (!cuda_available()) {
-    expect_error(cuda, 1, "no GPU is visible");
-  } else {
-    expect_error(cuda, 2, "one rank per process");
-    comm::run_threads(1, [&](comm::Communicator& comm) {
-      EXPECT_TRUE(app::train_device(cuda.train, comm, "t").is_cuda());
-    });
-  }
+  if (!cuda_available()) expect_error(cuda, 1, "no GPU is visible");
 #endif
+}
+
+// With a GPU, train.device=cuda takes one rank per process (or one thread rank) and
+// gives a CUDA device.
+TEST(VqtokApp, TrainDeviceRuleOnTheGpu) {
+  ZT_GPU_OR_SKIP("train.device=cuda needs one");
+  const auto cuda = tiny_config(fresh_dir("dev"), {"train.device=cuda"});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(test::throws_with([&] { app::train_device(cuda.train, comm, "vqtok train"); },
+                                  "one rank per process"));
+  });
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(app::train_device(cuda.train, comm, "t").is_cuda());
+  });
 }
 
 // train.cuda_graph: two eager warm-up steps, then the captured step replayed, give the
 // eager run's losses (cuDNN's backward algorithms may add in another order from run to
 // run, so 1e-5 relative rather than bits) and the same number of optimizer steps.
 TEST(VqtokApp, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: train.cuda_graph needs a GPU";
+  ZT_GPU_OR_SKIP("train.cuda_graph needs a GPU");
   std::map<bool, vqtok::TrainResult> results;
   for (const bool graphed : {false, true}) {
     const auto cfg = tiny_config(fresh_dir(graphed ? "graphed" : "eager"),

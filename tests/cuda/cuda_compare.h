@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 
 #ifdef ZT_WITH_CUDA
@@ -31,9 +32,8 @@ inline std::string no_gpu_reason() {
 #endif
 }
 
-#define ZT_SKIP_WITHOUT_GPU()  \
-  if (!::zt::cuda_available()) \
-  GTEST_SKIP() << "no CUDA device: " << ::zt::cuda_test::no_gpu_reason()
+/// Skips the test without a GPU, saying why (fails it instead under ZT_REQUIRE_GPU=1).
+#define ZT_SKIP_WITHOUT_GPU() ZT_GPU_OR_SKIP(::zt::cuda_test::no_gpu_reason())
 
 /// Standard normals (drawn in f64), rounded to dt.
 inline Tensor normal_cpu(const Shape& s, uint64_t seed, DType dt = DType::f32) {

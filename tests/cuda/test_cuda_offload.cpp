@@ -5,6 +5,7 @@
 // bytes drop to zero while the host holds them, and the planner predicts the move.
 #include <gtest/gtest.h>
 
+#include "common/gpu_skip.h"
 #include "common/mlp.h"
 #include "common/test_util.h"
 #include "nn/nn.h"
@@ -87,22 +88,22 @@ void expect_matches(DType dt, bool pin, double rtol, double atol) {
 }  // namespace
 
 TEST(CudaOffload, F32MatchesDeviceTrainingPinned) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
   expect_matches(DType::f32, true, 1e-4, 1e-5);
 }
 
 TEST(CudaOffload, F32MatchesDeviceTrainingPageable) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
   expect_matches(DType::f32, false, 1e-4, 1e-5);
 }
 
 TEST(CudaOffload, Bf16MatchesDeviceTraining) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
   expect_matches(DType::bf16, true, 2e-2, 1e-3);
 }
 
 TEST(CudaOffload, PlannerMovesOptimizerStateToTheHost) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: planning a GPU model needs one";
+  ZT_GPU_OR_SKIP("planning a GPU model needs one");
   manual_seed(1);
   auto m = mlp();
   m->to(Device::cuda(0));

@@ -43,7 +43,7 @@ TEST(CudaDevice, QueriesAnswerWithoutAGpu) {
 #ifndef ZT_WITH_CUDA
 // Stands for the CUDA op tests, which a CPU-only build leaves out: always a skip, saying why.
 TEST(CudaOps, NeedACudaBuild) {
-  GTEST_SKIP() << no_gpu_reason() << ": the CUDA op tests are not compiled";
+  ZT_GPU_OR_SKIP(no_gpu_reason() << ": the CUDA op tests are not compiled");
 }
 #else
 
@@ -94,7 +94,7 @@ Tensor transposed(const Tensor& t) {
 }  // namespace
 
 TEST(CudaOps, UnaryMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   struct Case {
     UnaryOp op;
     double p0, p1;
@@ -128,7 +128,7 @@ TEST(CudaOps, UnaryMatchesCpu) {
 }
 
 TEST(CudaOps, BinaryBroadcastAndStridedMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   const BinaryOp ops[] = {BinaryOp::kAdd,         BinaryOp::kSub,      BinaryOp::kMul,
                           BinaryOp::kDiv,         BinaryOp::kReluGrad, BinaryOp::kSiluGrad,
                           BinaryOp::kSigmoidGrad, BinaryOp::kTanhGrad, BinaryOp::kGeluGrad,
@@ -155,7 +155,7 @@ TEST(CudaOps, BinaryBroadcastAndStridedMatchCpu) {
 }
 
 TEST(CudaOps, ComparisonsMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   const BinaryOp ops[] = {BinaryOp::kEq, BinaryOp::kNe, BinaryOp::kLt,
                           BinaryOp::kLe, BinaryOp::kGt, BinaryOp::kGe};
   for (DType dt : {DType::f32, DType::bf16, DType::f64, DType::i64, DType::i32}) {
@@ -176,7 +176,7 @@ TEST(CudaOps, ComparisonsMatchCpu) {
 }
 
 TEST(CudaOps, WhereAndAxpyMatchCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   Tensor x = randn_cpu({5, 6}, 8), y = randn_cpu({6}, 9);
   Tensor cond = gt(x, 0.0);
   for (DType dt : {DType::f32, DType::bf16, DType::i64}) {
@@ -197,7 +197,7 @@ TEST(CudaOps, WhereAndAxpyMatchCpu) {
 // addcmul: the vectorized path (contiguous, aligned, one shape) and the general one
 // (broadcast and transposed operands), against the CPU's.
 TEST(CudaOps, AddcmulMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(dtype_name(dt));
     const Tensor a = randn_cpu({37, 40}, 21, dt), b = randn_cpu({37, 40}, 22, dt);
@@ -213,7 +213,7 @@ TEST(CudaOps, AddcmulMatchesCpu) {
 // bytes a thread (vec_kernel): lengths below, at and past whole chunks, in place (out is
 // an input), and a view one element into its buffer (not aligned: the general path).
 TEST(CudaOps, ContiguousOperandsOfOneShapeMatchCpuWholeChunksOrNot) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   for (DType dt : kFloatTypes) {
     for (int64_t n : {1, 7, 8, 9, 1000, 4099}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " n=" + std::to_string(n));
@@ -245,7 +245,7 @@ TEST(CudaOps, ContiguousOperandsOfOneShapeMatchCpuWholeChunksOrNot) {
 // An op whose operands lie on two devices is refused with an error before any kernel
 // runs (a CPU kernel given a GPU pointer would read device memory on the host).
 TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   const Tensor c = randn_cpu({4, 4}, 13), g = c.to(kGpu);
   const Tensor cond_c = gt(c, 0.0), cond_g = cond_c.to(kGpu);
   EXPECT_THROW(add(c, g), zt::Error);
@@ -257,7 +257,7 @@ TEST(CudaOps, OperandsOnTwoDevicesAreRefused) {
 }
 
 TEST(CudaOps, CopyCastsBetweenAllDtypes) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   const DType all[] = {DType::f32, DType::f64, DType::bf16, DType::f16,
                        DType::i64, DType::i32, DType::b8};
   std::vector<double> v;
@@ -294,7 +294,7 @@ TEST(CudaOps, CopyCastsBetweenAllDtypes) {
 // span many blocks, and empty ones; copies and additions equal the CPU's bits, in as
 // many launches as the argument blocks need; integers copy too.
 TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   std::vector<int64_t> sizes;
   for (int i = 0; i < 200; ++i) sizes.push_back(i % 7 == 0 ? 0 : (i * 977) % 5000 + 1);
   sizes[3] = 300'001;  // 74 blocks of 4096
@@ -345,7 +345,7 @@ TEST(CudaOps, MultiCopyMatchesCpuAcrossLaunches) {
 }
 
 TEST(CudaOps, FillMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   for (DType dt :
        {DType::f32, DType::f64, DType::bf16, DType::f16, DType::i64, DType::i32, DType::b8}) {
     for (double value : {0.0, 2.7, -1.0}) {
@@ -362,7 +362,7 @@ TEST(CudaOps, FillMatchesCpu) {
 }
 
 TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   struct Case {
     Shape shape;
     std::vector<int64_t> dims;
@@ -388,7 +388,7 @@ TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
 }
 
 TEST(CudaOps, MatmulMatchesCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   ASSERT_FALSE(zt::tf32().matmul);  // exact fp32 by default
   // f32 and f64: exact arithmetic, only the summation order differs.
   for (DType dt : {DType::f32, DType::f64}) {
@@ -413,7 +413,7 @@ TEST(CudaOps, MatmulMatchesCpu) {
 }
 
 TEST(CudaOps, RandomFillEqualsCpu) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   for (DType dt : kFloatTypes) {
     SCOPED_TRACE(dtype_name(dt));
     Generator gc(1234), gg(1234);
@@ -457,7 +457,7 @@ TEST(CudaOps, RandomFillEqualsCpu) {
 // has no lower bound: TF32 allows cuDNN tensor-core algorithms, and cuDNN may still rank
 // an FMA one first for a shape this small.
 TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   const Tf32Policy saved = zt::tf32();
   Conv2dArgs pad1;
   pad1.padding = {1, 1, 1, 1};
@@ -486,7 +486,7 @@ TEST(CudaOps, Tf32PolicyIsHonouredForMatmulAndConv) {
 // Work counters on the GPU: a kernel launches without waiting; reading a value back is
 // one device-to-host copy and one synchronization.
 TEST(CudaOps, WorkCountsLaunchesCopiesAndSyncs) {
-  if (!zt::cuda_available()) GTEST_SKIP() << "no CUDA device: " << no_gpu_reason();
+  ZT_SKIP_WITHOUT_GPU();
   Tensor a = randn_cpu({32, 32}, 35).to(kGpu);
   (void)matmul(a, a);  // handles and caches created outside the counted stretch
   const WorkCounts before = work_counts();

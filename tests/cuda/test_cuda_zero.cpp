@@ -14,6 +14,7 @@
 #include <cmath>
 #include <filesystem>
 
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 #include "core/allocator.h"
 #include "nn/nn.h"
@@ -100,7 +101,7 @@ std::vector<Tensor> train(Device d, bool zero_engine, int steps, DType dt = DTyp
 }  // namespace
 
 TEST(CudaZero, EngineOnGpuMatchesCpuTraining) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: ZeRO on the GPU needs one";
+  ZT_GPU_OR_SKIP("ZeRO on the GPU needs one");
   auto cpu = train(Device::cpu(), false, 5);
   auto gpu = train(Device::cuda(0), true, 5);
   ASSERT_EQ(cpu.size(), gpu.size());
@@ -111,7 +112,7 @@ TEST(CudaZero, EngineOnGpuMatchesCpuTraining) {
 // and training follows the plain GPU run (the same kernels; tolerance for atomics in
 // cuDNN's backward algorithms).
 TEST(CudaZero, CheckpointedModulesTrainAsPlainOnes) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: recomputation on the GPU needs one";
+  ZT_GPU_OR_SKIP("recomputation on the GPU needs one");
   std::vector<double> plain_losses, losses;
   int64_t plain_calls = 0, calls = 0;
   auto plain = train(Device::cuda(0), true, 5, DType::f32, &plain_losses, false, &plain_calls);
@@ -124,7 +125,7 @@ TEST(CudaZero, CheckpointedModulesTrainAsPlainOnes) {
 }
 
 TEST(CudaZero, Bf16MixedPrecisionConverges) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: bf16 training on the GPU needs one";
+  ZT_GPU_OR_SKIP("bf16 training on the GPU needs one");
   std::vector<double> losses;
   train(Device::cuda(0), true, 40, DType::bf16, &losses);
   ASSERT_EQ(losses.size(), 40u);
@@ -137,7 +138,7 @@ TEST(CudaZero, Bf16MixedPrecisionConverges) {
 // and clip coefficient live where the replicas do (the engine's device), and clipping
 // brings the update to the clipped size.
 TEST(CudaZero, AllReplicatedModelClipsOnItsDevice) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: replicas on the GPU need one";
+  ZT_GPU_OR_SKIP("replicas on the GPU need one");
   comm::run_threads(1, [](comm::Communicator& comm) {
     const Device gpu = Device::cuda(0);
     manual_seed(3);
@@ -168,7 +169,7 @@ TEST(CudaZero, AllReplicatedModelClipsOnItsDevice) {
 // A one-rank thread communicator (the apps' --ranks 1 on a GPU) runs each collective in
 // place, so it takes GPU tensors although thread ranks exchange host memory.
 TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tensors need one";
+  ZT_GPU_OR_SKIP("GPU tensors need one");
   comm::run_threads(1, [](comm::Communicator& c) {
     const Device gpu = Device::cuda(0);
     const Tensor x = arange(0, 6).to(gpu);
@@ -188,7 +189,7 @@ TEST(CudaZero, OneRankThreadCommunicatorTakesGpuTensors) {
 
 // Module::to(Device) moves each parameter's gradient with it, as PyTorch does.
 TEST(CudaZero, ModuleToMovesGradientsToo) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: moving a module needs one";
+  ZT_GPU_OR_SKIP("moving a module needs one");
   nn::Linear lin(3, 2);
   sum(lin(ones({4, 3}))).backward();
   const std::vector<double> g = lin.weight.grad().to_vector();
@@ -201,7 +202,7 @@ TEST(CudaZero, ModuleToMovesGradientsToo) {
 // memory.limit (LaunchOptions::memory_limit) caps a plain start's GPU as well as its host
 // memory: a thread rank's communicator works in host memory, but its model is on the GPU.
 TEST(CudaZero, LaunchLimitsTheGpuOfAPlainStart) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: a GPU limit needs one";
+  ZT_GPU_OR_SKIP("a GPU limit needs one");
   comm::LaunchOptions o;
   o.device = Device::cuda(0);
   o.memory_limit = int64_t{1} << 20;
@@ -215,7 +216,7 @@ TEST(CudaZero, LaunchLimitsTheGpuOfAPlainStart) {
 // layer uses its own batch statistics with no collective and gives plain BatchNorm's
 // outputs, gradients and running statistics.
 TEST(CudaZero, SyncBatchNormAtOneRankRunsOnTheGpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: BatchNorm on the GPU needs one";
+  ZT_GPU_OR_SKIP("BatchNorm on the GPU needs one");
   comm::run_threads(1, [](comm::Communicator& comm) {
     const Device gpu = Device::cuda(0);
     Generator g(5);
@@ -244,7 +245,7 @@ TEST(CudaZero, SyncBatchNormAtOneRankRunsOnTheGpu) {
 // does; a GatheredParameters edit (modifier rank 0, as vqtok's dead-code restart makes)
 // before the save reaches the shards, the masters and the checkpoint. f32 and bf16.
 TEST(CudaZero, CheckpointOfAGpuEngineResumesOnTheGpu) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: a GPU engine's checkpoint needs one";
+  ZT_GPU_OR_SKIP("a GPU engine's checkpoint needs one");
   const Device gpu = Device::cuda(0);
   char tmpl[] = "/tmp/zt_cuda_ckpt_XXXXXX";
   ASSERT_NE(mkdtemp(tmpl), nullptr);
@@ -308,7 +309,7 @@ TEST(CudaZero, CheckpointOfAGpuEngineResumesOnTheGpu) {
 // the host values, and the buffers move too. A dominant Linear shows the bound: moving
 // the model first and then partitioning peaks at the model plus two copies of it.
 TEST(CudaZero, AHostModelIsSplitOntoTheGpuOneParameterAtATime) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: splitting onto a GPU needs one";
+  ZT_GPU_OR_SKIP("splitting onto a GPU needs one");
   comm::run_threads(1, [](comm::Communicator& comm) {
     const Device gpu = Device::cuda(0);
     manual_seed(5);
@@ -351,7 +352,7 @@ TEST(CudaZero, AHostModelIsSplitOntoTheGpuOneParameterAtATime) {
 // model whole first holds all four layers. Replicas built in zero::Replicated(comm, gpu) are
 // moved as they register. Both hold the values of the same model built on the host.
 TEST(CudaZero, AModelBuiltUnderInitOnTheGpuIsNeverWholeOnTheHost) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: building onto a GPU needs one";
+  ZT_GPU_OR_SKIP("building onto a GPU needs one");
   const auto build = [] {
     auto m = std::make_shared<nn::ModuleDict>();
     for (int i = 0; i < 4; ++i)

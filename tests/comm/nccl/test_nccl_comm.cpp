@@ -15,6 +15,7 @@
 
 #include "apps/vqtok/model/vq_model.h"
 #include "comm/checks.h"
+#include "common/gpu_skip.h"
 #include "common/test_util.h"
 #include "core/cuda/stream.h"
 #include "core/ops.h"
@@ -42,10 +43,10 @@ int processes() {
 }
 }  // namespace
 
-#define SKIP_WITHOUT_GPU()                                                                 \
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device visible: NcclComm tests skipped"; \
-  if (cuda_device_count() < processes())                                                   \
-  GTEST_SKIP() << processes() << " processes but " << cuda_device_count()                  \
+#define SKIP_WITHOUT_GPU()                                                \
+  ZT_GPU_OR_SKIP("NcclComm tests skipped");                               \
+  if (cuda_device_count() < processes())                                  \
+  GTEST_SKIP() << processes() << " processes but " << cuda_device_count() \
                << " GPU(s): NCCL needs a GPU of its own for each rank"
 
 #define SKIP_AT_ONE_RANK(c)                                                              \
