@@ -7,7 +7,12 @@ factor 4, no dropout; docs/EMU3_TOKENIZER.md), written from apps/vqtok/model/*.c
 the same state-dict key names, layer for layer: GroupNorm(32, eps 1e-6) in the encoder,
 zq-conditioned SpatialNorm in the decoder, single-head attention per frame, causal Conv3d
 (2 frames padded in front), BatchNorm3d temporal res blocks, a codebook searched by
-squared L2 distance with the straight-through estimator. The step is that of
+squared L2 distance with the straight-through estimator. As in zt, the decoder resizes its
+conditioning map zq once per level (and once for norm_out), not in each SpatialNorm, so
+both run the same interpolations. Zero pads that are not symmetric (Downsample's right /
+bottom pad, CausalConv3d's 2 frames in front) stay separate F.pad calls: PyTorch's
+convolutions take symmetric padding only, where zt folds them into the convolution (so
+PyTorch runs a pad kernel more per such convolution). The step is that of
 apps/bench/bench_vqtok_step.cpp: B clips x 4 frames x 3 x 32 x 32 uniform in [-1, 1),
 loss = mse + l1 + vq loss (codebook + 0.25 commit), backward, AdamW (lr 1e-4, weight
 decay 0.01; fused on CUDA, foreach otherwise). One warm-up step, then --steps timed steps;
@@ -54,8 +59,16 @@ def group_norm(c):
     return nn.GroupNorm(32, c, eps=1e-6)
 
 
+def resized_like(zq, x):
+    """zq resized (nearest) to x's H, W; zq itself where the sizes are already equal."""
+    if zq is None or zq.shape[-2:] == x.shape[-2:]:
+        return zq
+    return F.interpolate(zq, size=x.shape[-2:], mode="nearest")
+
+
 class SpatialNorm(nn.Module):
-    """GN(x) * conv_y(zq') + conv_b(zq'), zq' = zq resized (nearest) to x's H, W."""
+    """GN(x) * conv_y(zq') + conv_b(zq'), zq' = zq resized (nearest) to x's H, W. The decoder
+    passes zq already resized (once per level, as zt's Level does), so none happens here."""
 
     def __init__(self, c, zq_c):
         super().__init__()
@@ -64,8 +77,7 @@ class SpatialNorm(nn.Module):
         self.conv_b = conv2d(zq_c, c, 1)
 
     def forward(self, x, zq):
-        if zq.shape[-2:] != x.shape[-2:]:
-            zq = F.interpolate(zq, size=x.shape[-2:], mode="nearest")
+        zq = resized_like(zq, x)
         return self.norm_layer(x) * self.conv_y(zq) + self.conv_b(zq)
 
 
@@ -143,6 +155,7 @@ class Level(nn.Module):
         self.resample = resample
 
     def forward(self, x, zq=None):
+        zq = resized_like(zq, x)  # once for the level's blocks (its resample comes last)
         for j, b in enumerate(self.block):
             x = b(x, zq)
             if len(self.attn):
@@ -266,7 +279,7 @@ class Decoder(nn.Module):
         h = self.mid(self.conv_in(h), zq)
         for level in reversed(self.up):
             h = level(h, zq)
-        h = self.conv_out(F.silu(self.norm_out(h, zq)))
+        h = self.conv_out(F.silu(self.norm_out(h, resized_like(zq, h))))
         return h.reshape(b, t, *h.shape[1:])
 
 
