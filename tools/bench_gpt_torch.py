@@ -11,8 +11,12 @@ with --tie-embeddings the token table's matrix);
 GPT-2 small's shape by default. The step is that of apps/bench/bench_gpt.cpp: random
 tokens (B sequences of --seq + 1, inputs and shifted targets), cross-entropy on the logits
 in fp32, backward, AdamW (lr 1e-4, betas 0.9/0.999, eps 1e-8, no weight decay: zt's
-optimizer defaults; fused on CUDA, foreach otherwise). --dtype bf16 runs the forward
-under torch.autocast(bfloat16) with fp32 weights (zt: bf16 compute, fp32 master shards).
+optimizer defaults; fused on CUDA, foreach otherwise). --dtype bf16 is PyTorch AMP: the
+forward under torch.autocast(bfloat16) with fp32 weights, so the residual stream and
+LayerNorm stay fp32, each GEMM casts its fp32 weight to bf16, and the loss takes an fp32
+copy of the logits; zt instead keeps bf16 parameters with fp32 master shards. --dtype
+bf16-pure is a bound on that difference: model.bfloat16() (bf16 weights, activations and
+AdamW state, no fp32 masters), no autocast, the loss on the bf16 logits.
 Attention is F.scaled_dot_product_attention pinned to one backend for the whole run (the
 JSON says which): --sdpa auto takes the first of flash, efficient, cudnn, math that runs
 these shapes. One warm-up step, then medians of --steps timed steps in wall time,
@@ -24,7 +28,7 @@ an H200's dense 989 for bf16 and 67 for f32). Only torch and the standard librar
 used; not used by the test suite.
 
     python3 tools/bench_gpt_torch.py [--layers 12 --width 768 --heads 12 --seq 1024
-        --vocab 50304] [--batch 4] [--steps 3] [--device cpu|cuda] [--dtype f32|bf16]
+        --vocab 50304] [--batch 4] [--steps 3] [--device cpu|cuda] [--dtype f32|bf16|bf16-pure]
         [--threads N] [--sdpa auto|flash|efficient|cudnn|math] [--tf32 none|all]
         [--tie-embeddings] [--qkv fused|separate]
 """
@@ -150,8 +154,9 @@ def main():
     ap.add_argument("--batch", type=int, default=4, help="sequences per step")
     ap.add_argument("--steps", type=int, default=3, help="timed steps (after one warm-up step)")
     ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    ap.add_argument("--dtype", choices=["f32", "bf16"], default="f32",
-                    help="bf16: autocast with fp32 weights")
+    ap.add_argument("--dtype", choices=["f32", "bf16", "bf16-pure"], default="f32",
+                    help="bf16: autocast with fp32 weights (AMP); bf16-pure: bf16 weights, "
+                    "no autocast, the loss on bf16 logits")
     ap.add_argument("--threads", type=int, default=0, help="torch.set_num_threads (0: default)")
     ap.add_argument("--sdpa", choices=["auto"] + list(BACKENDS), default="auto")
     ap.add_argument("--tf32", choices=["none", "all"], default="none",
@@ -174,11 +179,14 @@ def main():
     torch.backends.cudnn.allow_tf32 = a.tf32 == "all"
     peak = a.peak_tflops
     if peak < 0:
-        peak = (989.0 if a.dtype == "bf16" else 67.0) if a.device == "cuda" else 0.0
+        peak = (67.0 if a.dtype == "f32" else 989.0) if a.device == "cuda" else 0.0
     dev = torch.device(a.device)
     torch.manual_seed(1)
     model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads, a.tie_embeddings,
                 a.qkv == "fused").to(dev)
+    pure = a.dtype == "bf16-pure"
+    if pure:
+        model = model.bfloat16()
     n = sum(p.numel() for p in model.parameters())
     zt_n = zt_count_parameters(a.vocab, a.seq, a.layers, a.width, a.tie_embeddings)
     if n != zt_n:
@@ -189,7 +197,7 @@ def main():
                             weight_decay=0.0, **({"fused": True} if fused else {"foreach": True}))
     autocast = a.dtype == "bf16"
     sdpa = pick_sdpa(a.sdpa, (a.batch, a.heads, a.seq, a.width // a.heads),
-                     torch.bfloat16 if autocast else torch.float32, dev)
+                     torch.bfloat16 if autocast or pure else torch.float32, dev)
     fwd_model = torch.compile(model) if a.compile else model
     g = torch.Generator().manual_seed(7)
     ids = torch.randint(0, a.vocab, (a.batch, a.seq + 1), generator=g).to(dev)
@@ -213,7 +221,8 @@ def main():
             opt.zero_grad(set_to_none=True)
             with amp():
                 logits = fwd_model(inputs)
-            l = F.cross_entropy(logits.float().view(-1, a.vocab), targets.view(-1))
+            l = F.cross_entropy((logits if pure else logits.float()).view(-1, a.vocab),
+                                targets.view(-1))
             t1 = now()
             l.backward()
             t2 = now()

@@ -162,8 +162,8 @@ torch_step 34 "$py $repo/tools/bench_vqtok_torch.py --device cuda --tf32 conv --
 # The step captured once as a CUDA graph and replayed (train.cuda_graph).
 step 10 "bin/zt-bench vqtok-step --device cuda --batch 8 --steps 20 --cuda-graph"
 
-# --- GPT-2 small in bf16: MFU, GPU time per kernel; PyTorch's; replayed from a CUDA graph
-# (the GPU's time alone, no host launch overhead).
+# --- GPT-2 small in bf16: MFU, GPU time per kernel; PyTorch AMP's (autocast, fp32
+# weights); replayed from a CUDA graph (the GPU's time alone, no host launch overhead).
 step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --kernels"
 torch_step 22 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16 --batch 8 --steps 5"
 step 12 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --cuda-graph"
@@ -215,4 +215,7 @@ torch_step 15 "$py $repo/tools/bench_attention_torch.py --device cuda" # PyTorch
 step 8 "bin/zt-bench attention --device cuda --heads 6 --dim 128"
 step 8 "bin/zt-bench gpt --device cuda --dtype bf16 --batch 8 --steps 5 --flash-backward atomic"
 step 8 "bin/zt-bench vqgpt --device cuda --steps 5"
+# A bound for the GPT twin above, which is PyTorch AMP (fp32 weights, residual stream,
+# LayerNorm and logits for the loss): the same step with bf16 weights throughout.
+torch_step 20 "$py $repo/tools/bench_gpt_torch.py --device cuda --dtype bf16-pure --batch 8 --steps 5"
 finish
