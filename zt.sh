@@ -12,7 +12,8 @@ packages=(build-essential cmake ninja-build pkg-config libopenblas-dev libyaml-c
   libgtest-dev libgmock-dev nlohmann-json3-dev libstb-dev libcli11-dev openmpi-bin libopenmpi-dev)
 missing=()
 for p in "${packages[@]}"; do
-  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+  # Installed, not merely known to dpkg (removed packages keep their config files).
+  [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || missing+=("$p")
 done
 if [ ${#missing[@]} -gt 0 ]; then
   SUDO=""
@@ -25,7 +26,13 @@ fi
 build=${ZT_BUILD_DIR:-build}
 jobs=${ZT_JOBS:-$(nproc)}
 echo "== configuring $build (Release, Ninja)"
+# shellcheck disable=SC2086 # ZT_CMAKE_ARGS may hold several arguments
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release ${ZT_CMAKE_ARGS:-} >/dev/null
+if grep -q '^ZT_CUDA:BOOL=ON' "$build/CMakeCache.txt"; then
+  echo "== CUDA: enabled (ZT_CUDA=ON; ZT_CMAKE_ARGS=-DZT_CUDA=OFF builds without it)"
+else
+  echo "== CUDA: not enabled (ZT_CUDA=OFF: no nvcc found, or turned off)"
+fi
 echo "== building with $jobs jobs"
 cmake --build "$build" -j "$jobs"
 

@@ -79,12 +79,13 @@ def main():
     p.add_argument("--dump", help="print the listing between two hex addresses, LO:HI")
     a = p.parse_args()
     ptxas = ""
+    objdump = cuobjdump()  # before compiling: without it the compile would be wasted
     with tempfile.TemporaryDirectory() as tmp:
         cubin = a.source
         if not cubin.endswith(".cubin"):
             cubin = os.path.join(tmp, "k.cubin")
             ptxas = compile_cubin(a.source, a.arch, cubin)
-        sass = subprocess.run([cuobjdump(), "-sass", cubin], capture_output=True, text=True,
+        sass = subprocess.run([objdump, "-sass", cubin], capture_output=True, text=True,
                               check=True).stdout
     for name, ins in kernels(sass):
         if a.pattern not in name:
