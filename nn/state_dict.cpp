@@ -75,7 +75,7 @@ NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
   std::unordered_map<std::string, size_t> at;  // a tensor's first name -> its entry in `out`
   for (const auto& [k, t] : dict) {
     auto f = first_of.find(k);
-    if (f == first_of.end() || !t.defined()) {  // unknown or undefined: the caller's to judge
+    if (f == first_of.end()) {  // unknown: the caller's to judge
       out.emplace_back(k, t);
       given_as.push_back(k);
       continue;
@@ -86,7 +86,14 @@ NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
       given_as.push_back(k);
       continue;
     }
-    const Tensor& other = out[it->second].second;
+    // An undefined entry (the caller judges one left alone) gives way to a defined one.
+    Tensor& other = out[it->second].second;
+    if (!other.defined()) {
+      other = t;
+      given_as[it->second] = k;
+      continue;
+    }
+    if (!t.defined()) continue;
     const std::string& other_name = given_as[it->second];
     if (other.sizes() != t.sizes())
       problems.push_back(k + " " + shape_str(t.sizes()) + " but " + other_name + " " +

@@ -100,6 +100,17 @@ TEST(Module, TiedWeightsAreListedOnce) {
         nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", ones({3, 2})}});
       },
       "1.weight [3, 2] but 0.weight [3, 3] (one tied tensor)"));
+  // Either name may hold the value while the other is undefined; both undefined is refused.
+  const Tensor w3 = full({3, 3}, 3.0);
+  nn::load_state_dict(m, nn::NamedTensors{{"0.weight", Tensor()}, {"1.weight", w3}});
+  EXPECT_CLOSE(a->weight, w3, 0.0, 0.0);
+  nn::load_state_dict(m, nn::NamedTensors{{"0.weight", w}, {"1.weight", Tensor()}});
+  EXPECT_CLOSE(a->weight, w, 0.0, 0.0);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        nn::load_state_dict(m, nn::NamedTensors{{"0.weight", Tensor()}, {"1.weight", Tensor()}});
+      },
+      "0.weight"));
   // A model's own state dict loads back, NaNs and all (NaN != NaN as a number).
   {
     autograd::NoGradGuard ng;
