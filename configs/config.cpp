@@ -40,9 +40,18 @@ const NodeData& data_of(const std::shared_ptr<NodeData>& d) {
   return *d;
 }
 
-// Converts a yaml-cpp subtree. `line_override` >= 0 forces the line (overrides).
+// The most values one document converts to. An alias copies the subtree it names, so a
+// few lines of nested aliases stand for billions of values (a YAML "billion laughs").
+constexpr int64_t kMaxValues = 100'000;
+
+// Converts a yaml-cpp subtree. `line_override` >= 0 forces the line (overrides). `values`
+// counts the values converted so far, against kMaxValues.
 std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
-                                  const std::string& path, int line_override) {
+                                  const std::string& path, int line_override, int64_t& values) {
+  if (++values > kMaxValues)
+    throw_at(location(file, y.Mark().line >= 0 ? y.Mark().line + 1 : 0), path,
+             "the config expands to more than " + std::to_string(kMaxValues) +
+                 " values (nested YAML aliases?)");
   auto d = std::make_shared<NodeData>();
   d->file = file;
   d->path = path;
@@ -60,7 +69,8 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
     case YAML::NodeType::Sequence:
       d->kind = Node::Kind::sequence;
       for (size_t i = 0; i < y.size(); ++i)
-        d->seq.push_back(convert(y[i], file, join_path(path, std::to_string(i)), line_override));
+        d->seq.push_back(
+            convert(y[i], file, join_path(path, std::to_string(i)), line_override, values));
       break;
     case YAML::NodeType::Map:
       d->kind = Node::Kind::map;
@@ -72,7 +82,7 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
           if (k == key)
             throw_at(location(file, kv.first.Mark().line + 1), join_path(path, key),
                      "duplicate key (first given at line " + std::to_string(v->line) + ")");
-        auto child = convert(kv.second, file, join_path(path, key), line_override);
+        auto child = convert(kv.second, file, join_path(path, key), line_override, values);
         // A block mapping or list starts on the line after its key: point at the key.
         if (line_override < 0 && kv.first.Mark().line >= 0) child->line = kv.first.Mark().line + 1;
         d->map.emplace_back(key, child);
@@ -248,8 +258,10 @@ int64_t Node::as_int() const {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return v;
   double dv = 0;
-  if (parse_double(s, dv) && std::isfinite(dv) && dv == std::floor(dv) && std::fabs(dv) < 9.2e18)
-    return static_cast<int64_t>(dv);
+  const bool whole = parse_double(s, dv) && std::isfinite(dv) && dv == std::floor(dv);
+  if (whole && std::fabs(dv) < 9.2e18) return static_cast<int64_t>(dv);
+  if (whole || ec == std::errc::result_out_of_range)
+    fail("the integer '" + scalar() + "' is out of range (at most 9.2e18 in magnitude)");
   fail("expected an integer, got '" + scalar() + "'");
 }
 
@@ -323,7 +335,8 @@ std::string yaml_quoted(const std::string& text) {
 
 Node parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node y = parse_text(text, source);
-  auto d = convert(y, source, "", -1);
+  int64_t values = 0;
+  auto d = convert(y, source, "", -1, values);
   if (d->kind == Node::Kind::null)
     throw Error(source +
                 ": the config is empty (no keys, only blank lines or comments); write the "
@@ -373,7 +386,8 @@ void apply_override(const Node& root, const Override& o) {
   }
 
   auto fresh = [&](const std::string& path) {
-    return convert(parse_text(value, source), source, path, 0);
+    int64_t values = 0;
+    return convert(parse_text(value, source), source, path, 0, values);
   };
   std::shared_ptr<NodeData> cur = root.data();
   ZT_CHECK(cur != nullptr, "apply_override on an absent root");

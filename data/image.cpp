@@ -10,6 +10,7 @@
 #include "core/ops/factory.h"
 #include "core/text_file.h"
 #include "data/resample.h"
+#include "data/stb_alloc.h"
 #include "stb_image.h"
 #include "stb_image_write.h"
 
@@ -86,9 +87,19 @@ struct Reader {
   }
 };
 
-// Decodes `path` as 8-bit RGB; *truncated tells a file that ended before the decoder was
-// done (its pixels are then partly made up). Null when stb fails (stbi_failure_reason).
+// The most one allocation of stb's decoders needs for an h x w image (its header's
+// size): a PNG's inflated rows of up to 8 bytes a pixel (16-bit RGBA) and a filter byte,
+// or a JPEG's component planes padded to whole blocks, and 1 MiB to spare. Data that
+// inflates past it (a decompression bomb behind a small header) fails as out of memory.
+size_t decode_cap(int64_t h, int64_t w) {
+  return static_cast<size_t>((h + 16) * (8 * (w + 16) + 1)) + (size_t{1} << 20);
+}
+
+// Decodes `path` (an h x w image by its header) as 8-bit RGB; *truncated tells a file
+// that ended before the decoder was done (its pixels are then partly made up). Null when
+// stb fails (stbi_failure_reason).
 unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncated) {
+  const StbAllocCap cap(decode_cap(h, w));
   Reader r;
   r.f = std::fopen(path.c_str(), "rb");
   if (!r.f) return stbi_load(path.c_str(), &w, &h, nullptr, 3);  // stb says why

@@ -192,6 +192,21 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:3: train.steps: duplicate key"}},
     {"parse_error", "train: [1, 2\n", {}, {"bad.yaml:", "YAML parse error"}},
+    {"integer_out_of_range",
+     "train:\n  steps: 1e20\n",
+     {},
+     {"bad.yaml:2: train.steps: the integer '1e20' is out of range (at most 9.2e18 in "
+      "magnitude)"}},
+    // Nested aliases: six levels of ten stand for a million values (nine, a billion).
+    {"alias_bomb",
+     "a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n"
+     "a1: &a1 [*a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0, *a0]\n"
+     "a2: &a2 [*a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1, *a1]\n"
+     "a3: &a3 [*a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2, *a2]\n"
+     "a4: &a4 [*a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3, *a3]\n"
+     "a5: [*a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4, *a4]\n",
+     {},
+     {"bad.yaml:", "the config expands to more than 100000 values (nested YAML aliases?)"}},
     {"tab_indent",
      "train:\n  steps: 2\n\tlr: 0.1\n",
      {},

@@ -341,6 +341,30 @@ TEST(ImageFolder, ATruncatedBmpOrTgaIsRefusedAndCompleteFilesAreNot) {
   }
 }
 
+// A decompression bomb: a PNG whose header says 1x1 but whose data inflates to 12 MiB
+// (stb's inflate would grow its buffer toward 2 GiB for more). Its decoder is held to what
+// the header's size needs, so it fails as corrupt instead of allocating. And a file of a
+// format zt does not read under an image's name (a PPM called .png) is not decoded.
+TEST(ImageFolder, AnImageThatInflatesPastItsHeaderOrIsAnotherFormatIsRefused) {
+  const std::string d = temp_dir();
+  std::vector<uint8_t> png = encode_png(solid(2048, 2048, 0, 0, 0));
+  const uint8_t one_by_one[8] = {0, 0, 0, 1, 0, 0, 0, 1};  // IHDR width, height (stb checks
+  std::memcpy(png.data() + 16, one_by_one, 8);             // no CRC)
+  const std::string bomb = d + "/bomb.png";
+  std::ofstream(bomb, std::ios::binary)
+      .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  Image got;
+  std::string why;
+  EXPECT_FALSE(try_load_image(bomb, got, why));
+  EXPECT_NE(why.find("corrupt or truncated file (its header reads as a 1x1 image"),
+            std::string::npos)
+      << why;
+  const std::string ppm = d + "/ppm.png";
+  std::ofstream(ppm, std::ios::binary) << "P6\n2 2\n255\n" << std::string(12, '\x7f');
+  EXPECT_FALSE(try_load_image(ppm, got, why));
+  EXPECT_NE(why.find("zt reads PNG, JPEG, BMP and TGA files"), std::string::npos) << why;
+}
+
 // Files of other extensions (.webp, .gif, ...) are not read, but counted: the start-up
 // line says how many of each were left out, and a folder with no image says what it
 // holds instead. Hidden files are not counted.
