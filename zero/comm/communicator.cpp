@@ -229,8 +229,14 @@ void Communicator::barrier() {
 }
 
 std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine) {
+  return all_gather_bytes(mine, nullptr);
+}
+
+std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine,
+                                                        const char* label) {
   Request r;
   r.kind = Collective::kAllGatherBytes;
+  r.label = label;
   r.bytes_in = std::make_shared<const std::string>(mine);
   r.bytes_out = std::make_shared<std::vector<std::string>>();
   auto out = r.bytes_out;

@@ -72,6 +72,9 @@ class Communicator {
   void barrier();
   /// Every rank's `mine`, indexed by rank; for small objects (hashes, counts, names).
   std::vector<std::string> all_gather_bytes(const std::string& mine);
+  /// The same, its signature naming `label` (where the backend compares signatures, a
+  /// rank that issued another collective meets a mismatch that names it).
+  std::vector<std::string> all_gather_bytes(const std::string& mine, const char* label);
   /// After a failure of this rank's own that the others may or may not share (a forward
   /// that threw): the next collective it issues is preceded by an agreement, a blocking
   /// all_gather_bytes whose signature names `why` (the same text on every rank). Ranks

@@ -34,20 +34,6 @@ static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts
 }
 
 namespace {
-// Runs start() under mpirun: every failure past MPI's start ends the job, since a rank that
-// returned from main would wait in MPI_Finalize for the others, which wait for it in their
-// first collective. Without a shared job (one process, or MPI never started) it rethrows
-// for the caller to report.
-template <typename Start>
-auto at_startup(Start start) {
-  try {
-    return start();
-  } catch (const std::exception& e) {
-    abort_job_if_shared(detail::cat("it failed at start-up: ", e.what()));
-    throw;
-  }
-}
-
 // The message of an exception_ptr ("" when null).
 std::string message_of(const std::exception_ptr& e) {
   if (!e) return "";
@@ -59,6 +45,22 @@ std::string message_of(const std::exception_ptr& e) {
     return "an unknown error";
   }
 }
+
+// Runs start() under mpirun: every failure past MPI's start ends the job, since a rank that
+// returned from main would wait in MPI_Finalize for the others, which wait for it in their
+// first collective. Without a shared job (one process, or MPI never started) it rethrows
+// for the caller to report.
+template <typename Start>
+auto at_startup(Start start) {
+  try {
+    return start();
+  } catch (...) {
+    abort_job_if_shared(
+        detail::cat("it failed at start-up: ", message_of(std::current_exception())));
+    throw;
+  }
+}
+
 }  // namespace
 
 void agree_before_launch(const std::exception_ptr& failure) {
@@ -108,10 +110,11 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   try {
     fn(*comm);
   } catch (const AgreedError&) {
-    throw;  // every rank raises it: each ends normally (MPI_Finalize meets them all)
-  } catch (const std::exception& e) {
+    throw;         // every rank raises it: each ends normally (MPI_Finalize meets them all)
+  } catch (...) {  // anything else, std::exception or not, ends the whole job
     if (comm->size() == 1) throw;
-    comm->abort(detail::cat("rank ", comm->rank(), " failed: ", e.what()));
+    comm->abort(
+        detail::cat("rank ", comm->rank(), " failed: ", message_of(std::current_exception())));
     throw;  // not reached: abort ends the job
   }
 }

@@ -26,9 +26,7 @@ std::string mpi_error_text(int rc) {
 
 void throw_mpi_error(const char* file, int line, const char* call, int rc) {
   ::zt::detail::throw_error(file, line,
-                            ::zt::detail::cat("MPI error in ", call, ": ", mpi_error_text(rc),
-                                              " (HINT: run under mpirun with matching "
-                                              "collectives on every rank)"));
+                            ::zt::detail::cat("MPI error in ", call, ": ", mpi_error_text(rc)));
 }
 }  // namespace internal
 
@@ -164,15 +162,25 @@ std::string MpiComm::abort_reason() const {
 }
 
 std::shared_ptr<Work> MpiComm::submit(Request req) {
-  return exec_->submit([this, req = std::move(req)] { execute(req); });
+  // The check as it stands when the collective is issued (not when the communication
+  // thread gets to it): a rank that switches it off with work queued must not skip the
+  // check's collective for work another rank checks.
+  const bool check = check_.load(std::memory_order_relaxed);
+  return exec_->submit([this, req = std::move(req), check] { execute(req, check); });
 }
 
 void MpiComm::fail_call(const std::string& what, const char* call, int rc) {
   leaked_ = true;
+  // Only a message longer than its receive buffer says the ranks disagreed; other codes
+  // are MPI's own failures (a transport, a dead peer).
+  int cls = rc;
+  MPI_Error_class(rc, &cls);
+  const bool mismatch = cls == MPI_ERR_TRUNCATE || cls == MPI_ERR_COUNT;
   const std::string msg = ::zt::detail::cat(
       "zt.comm: ", what, ": ", call, " failed: ", internal::mpi_error_text(rc),
-      " (the ranks issued different collectives, or this one with other sizes: each rank's "
-      "output above names the collective it ran)");
+      mismatch ? " (the ranks issued different collectives, or this one with other sizes: "
+                 "each rank's output above names the collective it ran)"
+               : "");
   fail(msg);
   ZT_FAIL(msg);
 }
@@ -210,14 +218,14 @@ void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline d
   }
 }
 
-void MpiComm::execute(const Request& req) {
+void MpiComm::execute(const Request& req, bool check) {
   check_healthy(req);
   const std::string what = describe(req);
   const Deadline deadline = deadline_after(timeout());
   const int n = size(), r = rank();
   const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
   const MPI_Datatype T = word_type(e);
-  if (n > 1 && check_.load(std::memory_order_relaxed)) check_signatures(req, what, deadline);
+  if (n > 1 && check) check_signatures(req, what, deadline);
   MPI_Request rq = MPI_REQUEST_NULL;
   auto start = [&](int rc, const char* call) {
     if (rc != MPI_SUCCESS) fail_call(what, call, rc);

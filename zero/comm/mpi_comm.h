@@ -80,7 +80,8 @@ class MpiComm : public Communicator {
 
  private:
   explicit MpiComm(MPI_Comm dup);
-  void execute(const Request& req);
+  // Runs req; `check`: compare the ranks' signatures first (the switch as at issue).
+  void execute(const Request& req, bool check);
   // Fails every rank, naming what each called, when the ranks' signatures of req differ.
   void check_signatures(const Request& req, const std::string& what, Deadline deadline);
   // Every rank's `mine`, in rank order.

@@ -110,6 +110,39 @@ TEST(MpiComm, MismatchedCollectivesFailAtOnceNamingEachSide) {
   EXPECT_THROW(c->barrier(), AbortedError) << "the communicator is failed on every rank";
 }
 
+// The check applies as it stood when each collective was issued: rank 0 queues two
+// collectives, then turns the check off before its communication thread runs them; the
+// others issue the same two blocking (checked), then turn it off. Read when run, rank 0
+// would skip the check's all-reduce the others make, and the ranks' MPI calls would pair
+// off wrongly (both time out).
+TEST(MpiComm, TheCheckIsReadWhenACollectiveIsIssued) {
+  auto c = make_comm();
+  c->set_timeout(5s);
+  Tensor t = ones({8}), u = ones({8});
+  if (c->rank() == 0) {
+    auto w1 = c->broadcast(t, 0, /*async=*/true);
+    auto w2 = c->all_reduce(u, ReduceOp::kSum, /*async=*/true);
+    c->set_check_collectives(false);
+    w1->wait();
+    w2->wait();
+  } else {
+    c->broadcast(t, 0);
+    c->all_reduce(u, ReduceOp::kSum);
+    c->set_check_collectives(false);
+  }
+  EXPECT_EQ(u.to_vector(), std::vector<double>(8, c->size()));
+  c->barrier();  // unchecked on every rank now
+}
+
+// An agreement after a failed forward on one rank only meets another rank's labelled
+// gather of host objects: a mismatch naming the agreement, not a silent pairing.
+TEST(MpiComm, AnAgreementOnOneRankIsNamedWhereTheOthersGatherBytes) {
+  auto c = make_comm();
+  if (c->rank() == 0) c->agree_before_next_collective("the agreement after a failed forward");
+  const std::string err = test::error_of([&] { c->all_gather_bytes("x"); });
+  EXPECT_NE(err.find("the agreement after a failed forward"), std::string::npos) << err;
+}
+
 TEST(MpiComm, AnMpiErrorNamesTheCollective) {
   // Rank 0 gathers 4 elements per rank, the others 8: rank 0 cannot take the others' 8
   // (MPI_ERR_TRUNCATE). MPI's error comes back to zt, which names the collective, instead

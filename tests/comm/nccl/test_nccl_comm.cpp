@@ -90,6 +90,17 @@ TEST(NcclComm, CountersAndAsync) {
   EXPECT_NO_THROW(checks::async_completes_while_computing(*c));
 }
 
+// The agreement after a failed forward on one rank goes through the MPI bootstrap with its
+// label, so the others' gather of host objects meets a mismatch naming it.
+TEST(NcclComm, AnAgreementOnOneRankIsNamedWhereTheOthersGatherBytes) {
+  SKIP_WITHOUT_GPU();
+  auto c = make_comm();
+  SKIP_AT_ONE_RANK(*c);
+  if (c->rank() == 0) c->agree_before_next_collective("the agreement after a failed forward");
+  const std::string err = test::error_of([&] { c->all_gather_bytes("x"); });
+  EXPECT_NE(err.find("the agreement after a failed forward"), std::string::npos) << err;
+}
+
 // Under mpirun a CUDA launch is one NcclComm per process; started on its own (as the GPU
 // check runs this binary) it is one thread rank, which takes GPU tensors at one rank (and
 // needs no GPU to be made, so that case runs everywhere).

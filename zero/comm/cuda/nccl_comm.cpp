@@ -283,7 +283,7 @@ std::shared_ptr<Work> NcclComm::submit(Request req) {
            " was issued inside a CUDA graph capture; multi-rank steps cannot be captured");
   if (req.kind == Collective::kAllGatherBytes) {  // small host objects go through MPI
     boot_->set_timeout(timeout());                // under this communicator's deadline
-    *req.bytes_out = boot_->all_gather_bytes(*req.bytes_in);
+    *req.bytes_out = boot_->all_gather_bytes(*req.bytes_in, req.label);  // an agreement's too
     auto w = std::make_shared<CpuWork>();
     w->finish(nullptr);
     return w;
