@@ -27,14 +27,24 @@ struct Run {
   int64_t device_optim_after_step = -1;  // the device ledger's optimizer-state bytes
 };
 
-Run train(bool offload, bool pin, DType dt, int steps = 8) {
-  Run out;
+// The seeded MLP on the GPU, and the engine settings every test here starts from.
+std::shared_ptr<nn::Module> gpu_mlp() {
   manual_seed(16);
   auto m = mlp();
   m->to(Device::cuda(0));
+  return m;
+}
+zero::Config nothing_persists() {
+  zero::Config cfg;
+  cfg.stage3_param_persistence_threshold = 0;
+  return cfg;
+}
+
+Run train(bool offload, bool pin, DType dt, int steps = 8) {
+  Run out;
+  auto m = gpu_mlp();
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    zero::Config cfg;
-    cfg.stage3_param_persistence_threshold = 0;
+    zero::Config cfg = nothing_persists();
     cfg.precision.bf16 = dt == DType::bf16;
     cfg.offload_optimizer.device = offload ? zero::OffloadDevice::kCpu : zero::OffloadDevice::kNone;
     cfg.offload_optimizer.pin_memory = pin;
@@ -127,13 +137,10 @@ TEST(CudaOffload, PlannerMovesOptimizerStateToTheHost) {
 // f32) and drops it, rather than moving it back beside the shard: the device then holds
 // the 16 bytes per element the planner counts, not 20.
 TEST(CudaOffload, AnF32EngineAfterAnOffloadingOneKeepsNoMaster) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
-  manual_seed(16);
-  auto m = mlp();
-  m->to(Device::cuda(0));
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
+  auto m = gpu_mlp();
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    zero::Config cfg;
-    cfg.stage3_param_persistence_threshold = 0;
+    zero::Config cfg = nothing_persists();
     auto loss = [&](zero::Engine& e) {
       Generator g(40);
       Tensor x = randn({16, 16}, g).to(Device::cuda(0));
@@ -169,13 +176,10 @@ TEST(CudaOffload, AnF32EngineAfterAnOffloadingOneKeepsNoMaster) {
 // a gradient buffer (4 B) and the staging copy the master is rounded into (2 B); the
 // planner predicts each, and its host total is within what the host's ledger held.
 TEST(CudaOffload, PlannerCountsTheHostStagingCopies) {
-  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: optimizer offload from a GPU needs one";
-  manual_seed(16);
-  auto m = mlp();
-  m->to(Device::cuda(0));
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
+  auto m = gpu_mlp();
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    zero::Config cfg;
-    cfg.stage3_param_persistence_threshold = 0;
+    zero::Config cfg = nothing_persists();
     cfg.precision.bf16 = true;
     cfg.offload_optimizer.device = zero::OffloadDevice::kCpu;
     cfg.offload_optimizer.pin_memory = true;
