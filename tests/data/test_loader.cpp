@@ -266,6 +266,47 @@ TEST(Loader, SampleErrorsSurfaceInOrder) {
   EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{6, 7}));
 }
 
+// Two broken samples in one batch, read by two workers: the later one fails at once, the
+// earlier one only after the later one's error is in. The error raised is still the
+// earlier sample's (batch order), whichever worker saw its failure first.
+class TwoBroken : public Counting {
+ public:
+  TwoBroken() : Counting(4) {}
+  Sample get(int64_t i) const override {
+    if (i == 3) {
+      std::lock_guard<std::mutex> lock(mu_);
+      later_failed_ = true;
+      cv_.notify_all();
+      ZT_FAIL("TwoBroken: sample 3 is broken");
+    }
+    if (i == 2) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(5), [&] { return later_failed_; });
+      ZT_FAIL("TwoBroken: sample 2 is broken");
+    }
+    return Counting::get(i);
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  mutable bool later_failed_ = false;
+};
+
+TEST(Loader, TheFirstBrokenSampleInBatchOrderIsReported) {
+  auto ds = std::make_shared<TwoBroken>();
+  DataLoader l(ds, DistributedSampler(4, 0, 1, 0, false), {.batch_size = 2, .workers = 2});
+  EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{0, 1}));
+  try {
+    l.next();
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("sample 2 is broken"), std::string::npos) << what;
+    EXPECT_EQ(what.find("sample 3"), std::string::npos) << what;
+  }
+}
+
 // Reads that wait (up to a few seconds) for another read to be in progress: how many were
 // in progress at once.
 class Overlapping : public Counting {
