@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "data/image.h"
 #include "data/resample.h"
@@ -190,9 +191,18 @@ TEST(Resample, TapsStayInsideAndSumToOne) {
 TEST(Resample, SameSizeIsACopyAndBadSizesAreErrors) {
   const Image img = pattern(5, 7);
   EXPECT_EQ(resize_image(img, 5, 7, Filter::bicubic).rgb, img.rgb);
-  EXPECT_THROW(resize_image(img, 0, 7, Filter::bicubic), std::exception);
-  EXPECT_THROW(resize_image(Image{2, 2, {}}, 3, 3, Filter::bilinear), std::exception);
-  EXPECT_THROW(resize_image(Image{0, 0, {}}, 3, 3, Filter::bilinear), std::exception);
+  EXPECT_TRUE(test::throws_with([&] { resize_image(img, 0, 7, Filter::bicubic); },
+                                "resize_image: target size 0x7 must be positive"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        resize_image(Image{2, 2, {}}, 3, 3, Filter::bilinear);
+      },
+      "resize_image: the buffer holds 0 bytes, not 2x2x3"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        resize_image(Image{0, 0, {}}, 3, 3, Filter::bilinear);
+      },
+      "resize_image: the source image is empty (0x0)"));
 }
 
 // A window of a result (a center crop, as fit_image takes it) has the bits of the whole
