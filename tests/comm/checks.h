@@ -89,10 +89,11 @@ inline void all_gather(Communicator& c, DType dt, int64_t s, bool in_place = fal
   expect_values(out, want, detail::cat("all_gather s=", s, " N=", n));
 }
 
-inline void reduce_scatter(Communicator& c, DType dt, int64_t s, ReduceOp op) {
+inline void reduce_scatter(Communicator& c, DType dt, int64_t s, ReduceOp op,
+                           bool in_place = false) {
   const int n = c.size(), r = c.rank();
   Tensor in = filled(r, n * s, dt, 0, c.device());
-  Tensor out = zeros({s}, dt, c.device());
+  Tensor out = in_place ? in.narrow(0, r * s, s) : zeros({s}, dt, c.device());
   c.reduce_scatter(out, in, op);
   std::vector<double> want;
   for (int64_t i = 0; i < s; ++i) want.push_back(reduced(op, n, r * s + i, dt));
@@ -116,14 +117,44 @@ inline void broadcast(Communicator& c, DType dt, int64_t numel, int root) {
   expect_values(t, want, detail::cat("broadcast root=", root, " n=", numel));
 }
 
-inline void scatter(Communicator& c, DType dt, int64_t s, int root) {
+inline void scatter(Communicator& c, DType dt, int64_t s, int root, bool in_place = false) {
   const int n = c.size(), r = c.rank();
   Tensor in = r == root ? filled(root, n * s, dt, 3, c.device()) : Tensor();
-  Tensor out = zeros({s}, dt, c.device());
+  // In place: the root's own piece is already where it goes.
+  Tensor out = in_place && r == root ? in.narrow(0, r * s, s) : zeros({s}, dt, c.device());
   c.scatter(out, in, root);
   std::vector<double> want;
   for (int64_t i = 0; i < s; ++i) want.push_back(value(root, r * s + i, 3));
   expect_values(out, want, detail::cat("scatter root=", root, " s=", s));
+}
+
+/// The paths every_collective's small sizes do not reach: inputs past the 64 KiB a thread
+/// rank copies (it then posts its buffer itself and waits for the others to read it, as
+/// ZeRO's buckets do), results written in place, zero elements, and bools moved as bytes.
+inline void every_collective_at_the_edges(Communicator& c) {
+  const int n = c.size(), r = c.rank();
+  for (DType dt : {DType::f32, DType::bf16, DType::i32}) {
+    const int64_t s = 40'001;  // 80 KB or more an input
+    all_gather(c, dt, s);
+    all_gather(c, dt, s, /*in_place=*/true);
+    reduce_scatter(c, dt, s, ReduceOp::kSum);
+    reduce_scatter(c, dt, s, ReduceOp::kSum, /*in_place=*/true);
+    scatter(c, dt, s, n - 1, /*in_place=*/true);
+    broadcast(c, dt, s, n - 1);
+    all_gather(c, dt, 0);
+    reduce_scatter(c, dt, 0, ReduceOp::kAvg);
+    all_reduce(c, dt, 0, ReduceOp::kSum);
+    broadcast(c, dt, 0, 0);
+    scatter(c, dt, 0, 0);
+  }
+  Tensor bits = from_vector({r % 2 == 0 ? 1.0 : 0.0, 1.0}, {2}, DType::b8, c.device());
+  Tensor all = zeros({2 * n}, DType::b8, c.device());
+  c.all_gather(all, bits);
+  std::vector<double> want;
+  for (int j = 0; j < n; ++j) want.insert(want.end(), {j % 2 == 0 ? 1.0 : 0.0, 1.0});
+  expect_values(all, want, "all_gather of bools");
+  c.broadcast(bits, n - 1);
+  expect_values(bits, {(n - 1) % 2 == 0 ? 1.0 : 0.0, 1.0}, "broadcast of bools");
 }
 
 /// Every collective, every dtype, sizes that do not divide evenly.

@@ -41,6 +41,11 @@ TEST_P(ThreadCommN, EveryCollective) {
   EXPECT_EQ(run_error(GetParam(), [](Communicator& c) { checks::every_collective(c); }), "");
 }
 
+TEST_P(ThreadCommN, EveryCollectiveAtTheEdges) {
+  EXPECT_EQ(
+      run_error(GetParam(), [](Communicator& c) { checks::every_collective_at_the_edges(c); }), "");
+}
+
 TEST_P(ThreadCommN, CountersMatchTextbookVolumes) {
   EXPECT_EQ(run_error(GetParam(), [](Communicator& c) { checks::counters_match_textbook(c); }), "");
 }

@@ -34,6 +34,7 @@ TEST(MpiComm, RunsUnderMpirun) {
 TEST(MpiComm, EveryCollective) {
   auto c = make_comm();
   EXPECT_NO_THROW(checks::every_collective(*c));
+  EXPECT_NO_THROW(checks::every_collective_at_the_edges(*c));
 }
 
 TEST(MpiComm, CountersMatchTextbookVolumes) {
