@@ -147,21 +147,25 @@ Tensor conv_apply(const char* op, const ConvGeometry& g, const Shape& out_shape,
     const bool gx = x.requires_grad(), gw = weight.requires_grad();
     const bool gb = bias.defined() && bias.requires_grad();
     // Save x and weight themselves (not views or copies): a ZeRO engine swaps the
-    // weight's storage between forward and backward, so read it only here.
-    autograd::record(op, {x, weight, bias}, {out},
-                     [g, x, weight, gx, gw, gb](const std::vector<Tensor>& grads) {
-                       if (!grads[0].defined()) return std::vector<Tensor>(3);
-                       Tensor go = kernel_operand(grads[0]);
-                       Tensor xd = kernel_operand(x);
-                       Tensor wd = kernel_operand(weight);
-                       Tensor dx = gx ? kernel_result(xd.sizes(), x) : Tensor();
-                       Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
-                       Tensor db = gb ? kernel_result({g.o}, weight) : Tensor();
-                       ZT_DISPATCH(xd.device(), conv_backward, g, go, xd, wd, dx, dw, db);
-                       return std::vector<Tensor>{from_kernel(dx, x), from_kernel(dw, weight),
-                                                  from_kernel(db, weight)};
-                     },
-                     {x, weight});
+    // weight's storage between forward and backward, so read it only here. The kernel
+    // reads x only for the weight's gradient; for the input's alone, x is not kept and
+    // that gradient's buffer stands in for it (x and weight share dtype and device).
+    const Tensor kept_x = gw || !gx ? x : Tensor();
+    autograd::record(
+        op, {x, weight, bias}, {out},
+        [g, x = kept_x, xs = x.sizes(), weight, gx, gw, gb](const std::vector<Tensor>& grads) {
+          if (!grads[0].defined()) return std::vector<Tensor>(3);
+          Tensor go = kernel_operand(grads[0]);
+          Tensor wd = kernel_operand(weight);
+          Tensor dx = gx ? kernel_result(xs, weight) : Tensor();
+          Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
+          Tensor db = gb ? kernel_result({g.o}, weight) : Tensor();
+          Tensor xd = x.defined() ? kernel_operand(x) : dx;
+          ZT_DISPATCH(go.device(), conv_backward, g, go, xd, wd, dx, dw, db);
+          return std::vector<Tensor>{from_kernel(dx, weight), from_kernel(dw, weight),
+                                     from_kernel(db, weight)};
+        },
+        {kept_x, weight});
   }
   return out;
 }
@@ -296,21 +300,24 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
   y = from_kernel(y, x);
   if (autograd::needs_grad({x, weight})) {
     const bool gx = x.requires_grad(), gw = weight.requires_grad();
-    autograd::record(op, {x, weight}, {y},
-                     [g, x, weight, gx, gw](const std::vector<Tensor>& grads) {
-                       if (!grads[0].defined()) return std::vector<Tensor>(2);
-                       Tensor go = kernel_operand(grads[0]);
-                       Tensor xd = kernel_operand(x), wd = kernel_operand(weight);
-                       Tensor dx = gx ? kernel_result(xd.sizes(), x) : Tensor();
-                       Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
-                       if (gx) ZT_DISPATCH(go.device(), conv_forward, g, dx, go, wd, Tensor());
-                       if (gw) {
-                         ZT_DISPATCH(go.device(), conv_backward, g, xd, go, wd, Tensor(), dw,
-                                     Tensor());
-                       }
-                       return std::vector<Tensor>{from_kernel(dx, x), from_kernel(dw, weight)};
-                     },
-                     {x, weight});
+    // x is kept only for the weight's gradient (x and weight share dtype and device).
+    const Tensor kept_x = gw ? x : Tensor();
+    autograd::record(
+        op, {x, weight}, {y},
+        [g, x = kept_x, xs = x.sizes(), weight, gx, gw](const std::vector<Tensor>& grads) {
+          if (!grads[0].defined()) return std::vector<Tensor>(2);
+          Tensor go = kernel_operand(grads[0]);
+          Tensor wd = kernel_operand(weight);
+          Tensor dx = gx ? kernel_result(xs, weight) : Tensor();
+          Tensor dw = gw ? kernel_result(wd.sizes(), weight) : Tensor();
+          if (gx) ZT_DISPATCH(go.device(), conv_forward, g, dx, go, wd, Tensor());
+          if (gw) {
+            ZT_DISPATCH(go.device(), conv_backward, g, kernel_operand(x), go, wd, Tensor(), dw,
+                        Tensor());
+          }
+          return std::vector<Tensor>{from_kernel(dx, weight), from_kernel(dw, weight)};
+        },
+        {kept_x, weight});
   }
   if (!bias.defined()) return y;
   Shape bshape(static_cast<size_t>(dims + 2), 1);

@@ -102,13 +102,17 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 Tensor mul(const Tensor& a, const Tensor& b) {
   Tensor out = binary_float("mul", BinaryOp::kMul, a, b);
   if (autograd::needs_grad({a, b})) {
-    bool ga = a.requires_grad(), gb = b.requires_grad();
+    // Each operand is kept only for the other's gradient: dropout's mul(x, mask) keeps
+    // the mask, not x.
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    const Tensor ka = gb ? a : Tensor(), kb = ga ? b : Tensor();
     autograd::record("mul", {a, b}, {out},
-                     [a, b, ga, gb](const std::vector<Tensor>& g) {
-                       return std::vector<Tensor>{ga ? sum_to(mul(g[0], b), a.sizes()) : Tensor(),
-                                                  gb ? sum_to(mul(g[0], a), b.sizes()) : Tensor()};
+                     [ka, kb, sa = a.sizes(), sb = b.sizes()](const std::vector<Tensor>& g) {
+                       return std::vector<Tensor>{
+                           kb.defined() ? sum_to(mul(g[0], kb), sa) : Tensor(),
+                           ka.defined() ? sum_to(mul(g[0], ka), sb) : Tensor()};
                      },
-                     {ga ? b : Tensor(), gb ? a : Tensor()});
+                     {kb, ka});
   }
   return out;
 }
@@ -116,15 +120,16 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 Tensor div(const Tensor& a, const Tensor& b) {
   Tensor out = binary_float("div", BinaryOp::kDiv, a, b);
   if (autograd::needs_grad({a, b})) {
-    bool gb = b.requires_grad();
-    Tensor o = out.detach();
+    const bool ga = a.requires_grad(), gb = b.requires_grad();
+    const Tensor o = gb ? out.detach() : Tensor();
     autograd::record("div", {a, b}, {out},
-                     [a, b, o, gb](const std::vector<Tensor>& g) {
-                       Tensor ga = sum_to(div(g[0], b), a.sizes());
-                       Tensor gbv = gb ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
-                       return std::vector<Tensor>{ga, gbv};
+                     [b, o, ga, sa = a.sizes()](const std::vector<Tensor>& g) {
+                       Tensor gav = ga ? sum_to(div(g[0], b), sa) : Tensor();
+                       Tensor gbv =
+                           o.defined() ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
+                       return std::vector<Tensor>{gav, gbv};
                      },
-                     {b, gb ? o : Tensor()});
+                     {b, o});
   }
   return out;
 }

@@ -133,10 +133,11 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad({a, b})) {
     bool ga = a.requires_grad(), gb = b.requires_grad();
     autograd::record("bmm", {a, b}, {out},
-                     [ad, bd, ga, gb](const std::vector<Tensor>& g) {
+                     [ad = gb ? ad : Tensor(), bd = ga ? bd : Tensor()](
+                         const std::vector<Tensor>& g) {  // each kept for the other's gradient
                        return std::vector<Tensor>{
-                           ga ? bmm_raw(g[0], bd.transpose(1, 2)) : Tensor(),
-                           gb ? bmm_raw(ad.transpose(1, 2), g[0]) : Tensor()};
+                           bd.defined() ? bmm_raw(g[0], bd.transpose(1, 2)) : Tensor(),
+                           ad.defined() ? bmm_raw(ad.transpose(1, 2), g[0]) : Tensor()};
                      },
                      {ga ? bd : Tensor(), gb ? ad : Tensor()});
   }
@@ -158,10 +159,11 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
     if (autograd::needs_grad({a, b})) {
       bool ga = a.requires_grad(), gb = b.requires_grad();
       autograd::record("mm", {a, b}, {out},
-                       [a, b, ga, gb](const std::vector<Tensor>& g) {
+                       [a = gb ? a : Tensor(), b = ga ? b : Tensor()](
+                           const std::vector<Tensor>& g) {  // each kept for the other's gradient
                          return std::vector<Tensor>{
-                             ga ? mm_raw(g[0], b.detach().transpose(0, 1)) : Tensor(),
-                             gb ? mm_raw(a.detach().transpose(0, 1), g[0]) : Tensor()};
+                             b.defined() ? mm_raw(g[0], b.detach().transpose(0, 1)) : Tensor(),
+                             a.defined() ? mm_raw(a.detach().transpose(0, 1), g[0]) : Tensor()};
                        },
                        {ga ? b : Tensor(), gb ? a : Tensor()});
     }
@@ -253,12 +255,13 @@ Tensor linear_op(const char* op, const Tensor& x, const Tensor& weight, const Te
     bool gb = bias.defined() && bias.requires_grad();
     Shape xs = x.sizes();
     // Save x and weight themselves (not views): a ZeRO engine re-gathers the weight
-    // into the same tensor before backward.
-    autograd::record(op, {x, weight, bias}, {out},
-                     [x, weight, pre, gelu, gx, gw, gb, xs](const std::vector<Tensor>& g) {
-                       return linear_backward(g[0], x, weight, pre, gelu, gx, gw, gb, xs);
-                     },
-                     {gw ? x : Tensor(), gx ? weight : Tensor()});
+    // into the same tensor before backward. x is kept only for the weight's gradient.
+    autograd::record(
+        op, {x, weight, bias}, {out},
+        [x = gw ? x : Tensor(), weight, pre, gelu, gx, gw, gb, xs](const std::vector<Tensor>& g) {
+          return linear_backward(g[0], x, weight, pre, gelu, gx, gw, gb, xs);
+        },
+        {gw ? x : Tensor(), gx ? weight : Tensor()});
   }
   return out;
 }
