@@ -5,11 +5,13 @@
 #include <cstdio>
 #include <sstream>
 
+#include "zero/replicas.h"
+
 namespace zt::zero {
 
 Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Config& config,
                          EngineStats& stats)
-    : comm_(comm), config_(config), stats_(stats) {
+    : model_(model), comm_(comm), config_(config), stats_(stats) {
   for (auto& [path, m] : model.named_modules()) {
     ModuleGroup g;
     g.path = path.empty() ? "<root>" : path;
@@ -50,9 +52,13 @@ bool Coordinator::kept_for_reuse(int id) const {
 }
 
 // A forward that records a graph, or a checkpoint's first run (its graph comes in
-// backward): both are traced and prefetched along.
-bool Coordinator::in_training_step() {
-  return autograd::grad_mode_enabled() || autograd::in_checkpoint_forward();
+// backward): both are traced and prefetched along. A forward of the model in eval mode
+// is inference even with gradients on (an evaluation that forgot its NoGradGuard): it
+// neither follows nor records the trace, and keeps nothing gathered for a reuse; if a
+// backward does come, its fetches gather on demand.
+bool Coordinator::in_training_step() const {
+  return (autograd::grad_mode_enabled() && model_.is_training()) ||
+         autograd::in_checkpoint_forward();
 }
 
 void Coordinator::log(const std::string& prefix, int id) {
@@ -104,7 +110,8 @@ void Coordinator::fetch(int id, bool backward_phase) {
                    comm_.rank(), g.path.c_str());
     }
   }
-  in_use_[id] = 1;
+  if (training) fetched_.push_back(id);
+  ++in_use_[id];
   gather(id, false);
   if (training) prefetch_upcoming();
   for (ZeroParam* z : g.params) z->wait();
@@ -162,7 +169,10 @@ void Coordinator::release_param(ZeroParam* z) {
 }
 
 void Coordinator::release(int id) {
-  in_use_[id] = 0;
+  // A module that calls itself (or its backward, nested in its own) releases at the
+  // outermost call's end only.
+  if (in_use_[id] > 0) --in_use_[id];
+  if (in_use_[id] > 0) return;
   bool training = in_training_step() || autograd::in_backward();
   if (training && kept_for_reuse(id)) return;
   log("release:", id);
@@ -194,6 +204,7 @@ void Coordinator::release_all() {
 // ~Engine drops it.
 void Coordinator::abandon(int id) {
   in_use_[id] = 0;
+  fetched_.clear();  // a retried forward starts the comparison over
   trace_.abandon();
   reset_prefetch_walk();
   for (ZeroParam* z : groups_[id].params)
@@ -225,19 +236,20 @@ void Coordinator::regather_persistent() {
   }
 }
 
-bool Coordinator::recorded_trace() const {
-  return trace_.state() == Trace::State::kRecording && !trace_.ids().empty();
-}
-
 void Coordinator::end_step() {
-  trace_.end_step();  // the engine had check_ranks_agree() compare a finished recording
+  trace_.end_step();
+  fetched_.clear();
   reset_prefetch_walk();
   stats_.trace_invalidations = trace_.invalidations();
 }
 
+uint64_t Coordinator::fetches_hash() const {
+  return fnv1a(fetched_.data(), fetched_.size() * sizeof(int));
+}
+
 void Coordinator::check_ranks_agree() {
   std::string mine;
-  for (int id : trace_.ids()) mine += groups_[id].path + "\n";
+  for (int id : fetched_) mine += groups_[id].path + "\n";
   std::vector<std::string> all = comm_.all_gather_bytes(mine);
   bool same = true;
   for (const std::string& s : all) same = same && s == mine;
@@ -258,8 +270,7 @@ void Coordinator::check_ranks_agree() {
     if (differ) break;
   }
   std::ostringstream os;
-  os << "ranks ran different modules during the traced step; first difference at fetch #" << i
-     << ":";
+  os << "ranks ran different modules during this step; first difference at fetch #" << i << ":";
   for (size_t r = 0; r < lists.size(); ++r)
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
   trace_.invalidate();

@@ -66,11 +66,13 @@ class Coordinator {
   /// Drops every gathered copy, persistent ones too (their values are stale), then
   /// gathers again the persistent parameters and those a scope holds.
   void regather_persistent();
-  /// True when this step recorded the trace (it becomes the trace at end_step()).
-  bool recorded_trace() const;
+  /// A hash of the modules this step fetched in training (forward and backward, in
+  /// order), which the ranks compare before every update.
+  uint64_t fetches_hash() const;
   /// Checks that every rank fetched the same modules in the same order (an error naming
-  /// the first difference). Every rank calls it, before the update of a step in which any
-  /// rank recorded the trace, so a divergent step is refused before it changes anything.
+  /// the first difference). Every rank calls it, before the update of a step whose
+  /// fetches_hash() differs between ranks, so a divergent step is refused before it
+  /// changes anything.
   void check_ranks_agree();
   /// Ends a step in the trace (a finished recording becomes the trace prefetch follows).
   void end_step();
@@ -87,7 +89,7 @@ class Coordinator {
   Timeline* timeline() const { return timeline_; }
 
  private:
-  static bool in_training_step();
+  bool in_training_step() const;
   void gather(int id, bool prefetch);
   // Gathers the modules the trace says come next (at the trace's position, just past the
   // module being fetched), as far as the prefetch bucket and the live bound allow.
@@ -107,6 +109,7 @@ class Coordinator {
   void close_gather(int id);
   void close_all_gathers();
 
+  const nn::Module& model_;
   comm::Communicator& comm_;
   const Config& config_;
   EngineStats& stats_;
@@ -115,7 +118,8 @@ class Coordinator {
   // and not yet released), so that one group's release leaves a tied parameter gathered
   // while another still computes with it (an enclosing module) or will soon.
   std::unordered_map<const ZeroParam*, std::vector<int>> tied_;
-  std::vector<char> in_use_;
+  std::vector<int> in_use_;   // calls under way: fetches not yet released (nested: several)
+  std::vector<int> fetched_;  // this step's training fetches, in order
   Trace trace_;
   // The prefetcher's walk of this step's trace: entries before prefetch_next_ (from the
   // trace's position on) were gathered or found gathered, and stay so unless released;

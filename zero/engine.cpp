@@ -332,9 +332,9 @@ bool Engine::step() {
            " backward() calls since the last step() with gradient_accumulation_steps = ",
            config_.gradient_accumulation_steps,
            ": the engine counts micro-batches by step() calls, as DeepSpeed does. Call "
-           "engine.step() after every micro-batch's backward; the parameters change at every ",
+           "engine.step() after every micro-batch's backward; the parameters change once every ",
            config_.gradient_accumulation_steps,
-           "th call (engine.discard_gradients() drops the gradients gathered so far)");
+           " calls (engine.discard_gradients() drops the gradients gathered so far)");
   check_trainable_unchanged();
   check_model_unchanged();
   backwards_ = 0;  // past the refusals: a refused step can be called again
@@ -349,14 +349,13 @@ bool Engine::step() {
 bool Engine::update() {
   autograd::NoGradGuard ng;
   reduce_gradients();
-  // The ranks agree that their backwards reduced the same gradients, their forwards ran
-  // the same modules (when a trace was recorded) and their replicas are the same (when
-  // one was written from outside), before anything is updated.
-  const WindowFlags any = agree_on_window(
-      reducer_->layout(), {replica_versions() != replica_versions_, coordinator_->recorded_trace()},
-      comm_);
+  // The ranks agree that their backwards reduced the same gradients, they fetched the
+  // same modules and their replicas are the same (when one was written from outside),
+  // before anything is updated.
+  const WindowFlags any = agree_on_window(reducer_->layout(), coordinator_->fetches_hash(),
+                                          replica_versions() != replica_versions_, comm_);
   // Where both differ, the modules each rank ran say more than the gradients.
-  if (any.trace_recorded) coordinator_->check_ranks_agree();
+  if (!any.fetches_agree) coordinator_->check_ranks_agree();
   if (!any.layouts_agree) fail_layouts_differ(reducer_->layout(), comm_);
   reducer_->clear_layout();
   if (any.replicas_written) zero::verify_replicas(replicas_, comm_);

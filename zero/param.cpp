@@ -21,7 +21,10 @@ bool is_replicated(const Tensor& p) {
 
 static const char* kGatherHint =
     "Call the owning module through Module::call() (operator()) under a zero::Engine, which "
-    "gathers it, or open a zero::GatheredParameters scope around the access.";
+    "gathers it, or open a zero::GatheredParameters scope around the access. A module whose "
+    "forward uses another module's parameter directly registers it too "
+    "(register_parameter(name, other->weight)), and it is gathered for either (an access "
+    "outside both works only while a kept-for-reuse copy happens to be there).";
 
 // Points the parameter's tensor at the first numel elements of `flat`, in its full shape.
 static void attach_storage(TensorImpl* impl, const Tensor& flat) {

@@ -1,5 +1,5 @@
-// The per-step agreement on the gradient layout, on replica writes and on whether a
-// prefetch trace was recorded.
+// The per-step agreement on the gradient layout, on replica writes and on the modules
+// fetched.
 #include "zero/window_check.h"
 
 #include <algorithm>
@@ -72,20 +72,22 @@ void fail_layouts_differ(const std::string& layout, comm::Communicator& comm) {
   fail_with(comm.all_gather_bytes(layout), comm.rank());
 }
 
-WindowFlags agree_on_window(const std::string& layout, WindowFlags mine, comm::Communicator& comm) {
-  if (comm.size() == 1) return mine;
+WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bool replicas_written,
+                            comm::Communicator& comm) {
+  WindowFlags any;
+  any.replicas_written = replicas_written;
+  if (comm.size() == 1) return any;
   struct Report {
     uint64_t layout;
-    uint32_t written;
-    uint32_t recorded;
+    uint64_t fetches;
+    uint64_t written;
   };
   const std::vector<Report> all = comm.all_gather_object(
-      Report{fnv1a(layout.data(), layout.size()), mine.replicas_written, mine.trace_recorded});
-  WindowFlags any;
+      Report{fnv1a(layout.data(), layout.size()), fetches_hash, replicas_written ? 1u : 0u});
   for (const Report& r : all) {
     any.replicas_written = any.replicas_written || r.written != 0;
-    any.trace_recorded = any.trace_recorded || r.recorded != 0;
     any.layouts_agree = any.layouts_agree && r.layout == all[0].layout;
+    any.fetches_agree = any.fetches_agree && r.fetches == all[0].fetches;
   }
   return any;
 }

@@ -8,8 +8,11 @@
 // - whether a replicated parameter was written outside the engine since the last check (a
 //   load on rank 0 only, after the engine was built): then the replicas are verified
 //   before the update;
-// - whether a rank recorded the module trace in this step: then every rank compares its
-//   trace (a rank alone that decided so would run a collective the others do not).
+// - the modules each rank fetched (forward and backward, in order). Ranks that ran
+//   different modules gathered different parameters; where the gathers happen to have
+//   equal sizes they paired one module's slices with another's and raised nothing (frozen
+//   modules leave no gradient for the layout check to see). Then every rank compares the
+//   lists, for an error naming the first difference, before the update.
 #pragma once
 
 #include <string>
@@ -21,13 +24,14 @@ namespace zt::zero {
 /// What some rank reported (with one rank: this rank's own report).
 struct WindowFlags {
   bool replicas_written = false;
-  bool trace_recorded = false;
   bool layouts_agree = true;  // every rank reduced the same layout
+  bool fetches_agree = true;  // every rank fetched the same modules in the same order
 };
 
 /// Compares a hash of this rank's reduce layout (GradReducer::layout()) with every other
 /// rank's, and returns each flag set on any rank.
-WindowFlags agree_on_window(const std::string& layout, WindowFlags mine, comm::Communicator& comm);
+WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bool replicas_written,
+                            comm::Communicator& comm);
 /// When agree_on_window found the layouts differ, every rank calls this: it throws
 /// comm::AgreedError naming the first parameter that got a gradient on some ranks only (or,
 /// when the sets agree, the ranks' orders).

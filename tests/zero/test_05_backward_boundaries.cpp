@@ -99,3 +99,60 @@ TEST(Lesson05BackwardBoundaries, AModuleWhoseParametersPersistIsNotWrapped) {
           << trained[0][i].first;
   });
 }
+
+namespace {
+// A module that calls itself once: h = tanh(W x); h = self(h) on the outer call; then
+// tanh(W h). The inner call ends (its post-forward, and in backward its post-backward)
+// while the outer one still needs W.
+class SelfCalling : public nn::UnaryModule {
+ public:
+  SelfCalling() : nn::UnaryModule("SelfCalling") {
+    weight = register_parameter("weight", randn({6, 6}, DType::f32) * 0.5);
+  }
+  Tensor weight;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = tanh(linear(x, weight));
+    if (!inner_) {
+      inner_ = true;
+      h = (*this)(h);
+      inner_ = false;
+    }
+    return tanh(linear(h, weight));
+  }
+
+ private:
+  bool inner_ = false;
+};
+}  // namespace
+
+// The engine counts the calls under way: a module's parameters are released when its
+// outermost call ends, in forward and in backward, and the step trains as a plain model.
+TEST(Lesson05BackwardBoundaries, AModuleThatCallsItselfKeepsItsParametersUntilItsOuterCallEnds) {
+  manual_seed(9);
+  const Tensor x = randn({4, 6}), y = randn({4, 6});
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<SelfCalling> m = lesson::partitioned<SelfCalling>(comm);
+    zero::OptimizerConfig sgd;
+    sgd.type = "sgd";
+    sgd.lr = 0.1;
+    sgd.momentum = 0;
+    sgd.weight_decay = 0;
+    zero::Engine engine(m, comm, lesson::eager_release_config(), sgd);
+    // The same model unpartitioned, from the same weights, on the whole batch.
+    SelfCalling plain;
+    {
+      autograd::NoGradGuard ng;
+      plain.weight.copy_(lesson::full_parameters(*m, comm).at(0).second);
+    }
+    mse_loss(plain(x), y).backward();
+    const Tensor expect = plain.weight.detach() - plain.weight.grad() * 0.1;
+
+    engine.backward(mse_loss(engine(lesson::rank_slice(x, comm)), lesson::rank_slice(y, comm)));
+    EXPECT_FALSE(m->weight.has_storage()) << "released when backward ended";
+    ASSERT_TRUE(engine.step());
+    EXPECT_TRUE(
+        test::all_close(lesson::full_parameters(*m, comm).at(0).second, expect, 1e-5, 1e-6));
+  });
+}

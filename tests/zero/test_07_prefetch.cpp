@@ -7,7 +7,8 @@
 // group, gathered or not (DeepSpeed counts only what it actually prefetches, so it reaches
 // further past persistent or kept parameters). A module
 // arriving out of order invalidates the trace (the next step records again); ranks that
-// ran different modules while recording get an error naming the first difference.
+// ran different modules in a step get an error naming the first difference, before the
+// update.
 // Lesson 17 takes the trace apart as a plain data structure (the window, the reuse
 // distance).
 #include <algorithm>
@@ -144,6 +145,50 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   }
 }
 
+namespace {
+// Two frozen same-shaped layers, one of which runs, then a trainable head.
+class FrozenChoice : public nn::UnaryModule {
+ public:
+  FrozenChoice() : nn::UnaryModule("FrozenChoice") {
+    a = register_module("a", std::make_shared<nn::Linear>(6, 6));
+    b = register_module("b", std::make_shared<nn::Linear>(6, 6));
+    head = register_module("head", std::make_shared<nn::Linear>(6, 6));
+    a->requires_grad_(false);
+    b->requires_grad_(false);
+  }
+  std::shared_ptr<nn::Linear> a, b, head;
+  bool use_b = false;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*head)(use_b ? (*b)(x) : (*a)(x)); }
+};
+}  // namespace
+
+// The ranks compare the modules they fetched at every step, not only when recording: once
+// the trace is valid, a rank that runs b where the others run a gathers b's slices while
+// they gather a's, and with equal sizes and no gradient from either the collectives pair
+// up and the gradients agree. The step is refused before it changes anything.
+TEST(Lesson07Prefetch, RanksDivergingAfterTheTraceIsRecordedIsAnError) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<FrozenChoice> m = lesson::partitioned<FrozenChoice>(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), lesson::adamw());
+    Tensor x = ones({2, 6}), y = zeros({2, 6});
+    train_step(engine, x, y);
+    train_step(engine, x, y);
+    ASSERT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    const auto before = lesson::full_parameters(*m, comm);
+    m->use_b = comm.rank() == 1;
+    const std::string err = test::error_of([&] { train_step(engine, x, y); });
+    EXPECT_NE(err.find("ranks ran different modules"), std::string::npos) << err;
+    EXPECT_NE(err.find("rank 0 ran 'a'"), std::string::npos) << err;
+    EXPECT_NE(err.find("rank 1 ran 'b'"), std::string::npos) << err;
+    const auto after = lesson::full_parameters(*m, comm);
+    ASSERT_EQ(after.size(), before.size());
+    for (size_t i = 0; i < after.size(); ++i)
+      EXPECT_EQ(after[i].second.to_vector(), before[i].second.to_vector()) << after[i].first;
+  });
+}
+
 // A divergent step discards its recording (an invalidation); a later reorder is still
 // reported, once, and counted with it.
 TEST(Lesson07Prefetch, AReorderAfterADivergentStepIsReported) {
@@ -239,6 +284,29 @@ TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
     engine(x);  // gradients on, never backpropagated
     train_step(engine, x, y);
     EXPECT_EQ(engine.stats().trace_invalidations, 1);
+  });
+}
+
+// An evaluation that forgot its NoGradGuard: the model in eval mode runs an inference
+// forward even with gradients on. It keeps nothing gathered for a reuse (with the
+// defaults, a training forward keeps the whole model gathered until its backward, which
+// here never comes) and leaves the trace alone.
+TEST(Lesson07Prefetch, AnEvalModeForwardWithGradientsOnIsInference) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    zero::Config cfg;  // DeepSpeed's defaults: every module kept for its reuse
+    cfg.stage3_param_persistence_threshold = 0;
+    zero::Engine engine(m, comm, cfg, {});
+    auto [x, y] = lesson::batch(2, 0);
+    train_step(engine, x, y);
+    m->eval();
+    engine(x);
+    for (auto& [n, p] : m->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
+    m->train();
+    train_step(engine, x, y);
+    train_step(engine, x, y);
+    EXPECT_EQ(engine.stats().trace_invalidations, 0);
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
   });
 }
 
