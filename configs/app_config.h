@@ -126,7 +126,7 @@ struct TrainConfig {
   std::vector<optim::ParamGroup> param_groups;
   std::array<double, 2> betas = {0.9, 0.999};
   double eps = 1e-8;
-  double momentum = 0.9;         ///< sgd only
+  double momentum = 0.0;         ///< sgd only (0, as torch.optim.SGD and DeepSpeed's SGD)
   double dampening = 0.0;        ///< sgd only
   bool nesterov = false;         ///< sgd only (needs momentum > 0 and dampening 0)
   double gradient_clipping = 0;  ///< max global grad norm; 0 disables

@@ -218,11 +218,17 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   const std::string adam = error_of([&] { note({"train.optimizer=adam"}); });
   EXPECT_TRUE(has(adam, "holds AdamW's moments and this config's optimizer keeps Adam's moments"))
       << adam;
-  const std::string sgd = error_of([&] { note({"train.optimizer=sgd"}); });
+  const std::string sgd = error_of([&] { note({"train.optimizer=sgd", "train.momentum=0.9"}); });
   EXPECT_TRUE(has(sgd,
                   "holds AdamW's moments and this config's optimizer keeps SGD's momentum "
                   "buffers (train.optimizer, train.momentum)"))
       << sgd;
+  // SGD's momentum is 0 unless set, as torch's: no state at all.
+  const std::string plain = error_of([&] { note({"train.optimizer=sgd"}); });
+  EXPECT_TRUE(has(plain,
+                  "holds AdamW's moments and this config's optimizer keeps no state (SGD, "
+                  "momentum 0)"))
+      << plain;
   fs::remove_all(dir);
 }
 

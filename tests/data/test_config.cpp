@@ -123,6 +123,19 @@ TEST(Config, AdamNeedsAPositiveEps) {
             0.0);  // SGD does not read it
 }
 
+// A bare `optimizer: sgd` is torch.optim.SGD(params, lr): no momentum, no dampening, no
+// Nesterov, as a DeepSpeed JSON's SGD without those params.
+TEST(Config, SgdDefaultsToPlainSgdAsTorch) {
+  const TrainConfig t =
+      parse_app_config(parse_yaml("train: {optimizer: sgd, lr: 0.1}\n"), App::vqtok).train;
+  EXPECT_EQ(t.momentum, 0.0);
+  EXPECT_EQ(t.dampening, 0.0);
+  EXPECT_FALSE(t.nesterov);
+  EXPECT_EQ(parse_app_config(parse_yaml("train: {optimizer: sgd, momentum: 0.9}\n"), App::vqtok)
+                .train.momentum,
+            0.9);
+}
+
 TEST(Config, TheStepScheduleNeedsAPositiveGamma) {
   const std::string msg = error_of([] {
     parse_app_config(parse_yaml("train: {schedule: step, gamma: 0}\n", "g.yaml"), App::vqtok);
