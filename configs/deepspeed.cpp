@@ -189,9 +189,14 @@ void read_warmup(Section& p, TrainConfig& t, TakeOver& take, std::vector<std::st
                "DeepSpeed's default warmup of 1000 updates applies", warnings, type_node);
   std::string warmup_type = "log";
   p.get("warmup_num_steps", warmup, 0).get_enum("warmup_type", warmup_type, {"log", "linear"});
+  // DeepSpeed's WarmupLR and WarmupCosineLR raise on 0 (older ones ran max(2, 0) updates).
+  if (warmup == 0)
+    p.fail("warmup_num_steps",
+           "must be a positive integer, got 0 (DeepSpeed refuses 0 too); a warmup lasts at "
+           "least 2 updates, so give 1 or 2 for the shortest one");
   if (p.node() && p.node().has("warmup_type") && warmup_type == "log")
     p.fail("warmup_type", "zt warms up linearly; set warmup_type: linear");
-  if (!(p.node() && p.node().has("warmup_type")) && warmup > 0)
+  if (!(p.node() && p.node().has("warmup_type")))
     warnings.push_back(type_node.where() + ": " + type_node.path() +
                        ": DeepSpeed's default warmup is logarithmic; zt warms up linearly "
                        "(set params.warmup_type: linear to say so)");
