@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <vector>
 
 #include "apps/app_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -382,6 +383,27 @@ TEST(VqtokApp, HelpersPsnrLrPlanAndCodebookUsage) {
   const app::LrPlan cut(tc);
   EXPECT_NEAR(cut.lr_at(3), 0.4, 1e-12);  // 4 / 10 of the way, not 4 / 50
   EXPECT_NEAR(cut.lr_at(9), 1.0, 1e-12);  // the full rate at the run's last step
+
+  // schedule step after a warmup: StepLR counts from the warmup's end, so the rate is the
+  // full one for step_size updates after the warmup before its first decay.
+  tc.schedule = config::Schedule::step;
+  tc.warmup = 2;
+  tc.step_size = 2;
+  tc.gamma = 0.5;
+  const app::LrPlan step(tc);
+  std::vector<double> lrs;
+  for (int64_t s = 0; s < 10; ++s) lrs.push_back(step.lr_at(s));
+  EXPECT_EQ(lrs, (std::vector<double>{0.5, 1, 1, 1, 0.5, 0.5, 0.25, 0.25, 0.125, 0.125}));
+  tc.warmup = 0;  // StepLR from the first update
+  const app::LrPlan no_warmup(tc);
+  EXPECT_EQ(no_warmup.lr_at(0), 1.0);
+  EXPECT_EQ(no_warmup.lr_at(1), 1.0);
+  EXPECT_EQ(no_warmup.lr_at(2), 0.5);
+  tc.warmup = 50;  // cut to the run's 10 updates: StepLR counts from update 10
+  const app::LrPlan long_warmup(tc);
+  EXPECT_EQ(long_warmup.lr_at(9), 1.0);
+  EXPECT_EQ(long_warmup.lr_at(11), 1.0);
+  EXPECT_EQ(long_warmup.lr_at(12), 0.5);
 
   comm::run_threads(2, [](comm::Communicator& comm) {
     // rank 0 sees codes {0, 1, 1}, rank 1 {2, 1, 1}: 3 of 8 used, p = {1/6, 4/6, 1/6}.

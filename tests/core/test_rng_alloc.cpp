@@ -1,7 +1,10 @@
 // The counter-based RNG (reproducible, position-addressed streams) and the allocators'
 // byte accounting per MemTag and per thread ledger; bf16/f16 conversions.
 #include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <thread>
+#include <vector>
 
 #include "common/test_util.h"
 
@@ -171,4 +174,39 @@ TEST(Dtype, HalfConversions) {
   EXPECT_EQ(dtype_size(DType::bf16), 2u);
   EXPECT_EQ(dtype_size(DType::f16), 2u);
   EXPECT_EQ(empty({3}, DType::bf16).storage()->bytes(), 6u);
+}
+
+// fp32 -> bf16 rounds to nearest, ties to even, on the bits: the constructor every CPU
+// write of a bf16 (a master's rounded copy included) goes through. bf16 keeps 7 fraction
+// bits, so at 1 its ulp is 2^-7 and 1 + 2^-8 is halfway.
+TEST(Dtype, Bf16RoundsTiesToEven) {
+  auto from_bits = [](uint32_t u) {
+    float f;
+    std::memcpy(&f, &u, 4);
+    return f;
+  };
+  struct Case {
+    uint32_t in;
+    uint16_t out;
+    const char* what;
+  };
+  for (const Case& c :
+       std::vector<Case>{{0x3f808000u, 0x3f80, "1 + 2^-8: halfway, to the even 1"},
+                         {0x3f818000u, 0x3f82, "1 + 3 x 2^-8: halfway, to the even 1 + 2^-6"},
+                         {0x3f808001u, 0x3f81, "just past halfway: up"},
+                         {0x3f807fffu, 0x3f80, "just short of halfway: down"},
+                         {0xbf808000u, 0xbf80, "-(1 + 2^-8): ties to even in magnitude"},
+                         {0x00008000u, 0x0000, "subnormal halfway to 0: 0"},
+                         {0x00018000u, 0x0002, "subnormal halfway, odd below: up"},
+                         {0x7f7f8000u, 0x7f80, "halfway past the largest bf16: inf"},
+                         {0x7f7fffffu, 0x7f80, "FLT_MAX: inf"},
+                         {0x7f7f7fffu, 0x7f7f, "just short: the largest bf16"},
+                         {0x7f800000u, 0x7f80, "inf stays inf"},
+                         {0x7f800001u, 0x7fc0, "a signalling NaN: quiet"}}) {
+    EXPECT_EQ(bf16(from_bits(c.in)).bits, c.out) << c.what;
+    Tensor t = from_vector({static_cast<double>(from_bits(c.in))}, {1}).to(DType::bf16);
+    if (c.in != 0x7f800001u) {  // (a signalling NaN turns quiet on its way through a double)
+      EXPECT_EQ(t.data<bf16>()[0].bits, c.out) << c.what << " (tensor)";
+    }
+  }
 }

@@ -11,7 +11,9 @@
 // gathered parameters and their all-gathers: a step moves (N - 1) x shard x (2 + 2 + 4) bytes
 // instead of lesson 9's 3 x 4.
 #include <cmath>
+#include <vector>
 
+#include "optim/schedule.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -33,6 +35,14 @@ class Mlp : public nn::UnaryModule {
 std::shared_ptr<Mlp> partitioned_mlp(comm::Communicator& comm) {
   manual_seed(4);
   return lesson::partitioned<Mlp>(comm);
+}
+
+// Every "<param>.step" of the engine's optimizer: each parameter's own update count.
+std::vector<double> param_steps(zero::Engine& engine) {
+  std::vector<double> steps;
+  for (const auto& [name, t] : engine.optimizer().state_dict())
+    if (name.ends_with(".step")) steps.push_back(t.item());
+  return steps;
 }
 
 std::pair<Tensor, Tensor> data(int step) {
@@ -173,14 +183,25 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
     ASSERT_EQ(after.size(), before.size());
     for (size_t i = 0; i < before.size(); ++i)
       EXPECT_CLOSE(after[i].second, before[i].second, 0, 0) << before[i].first << " untouched";
-    // The scale keeps halving until gradients fit, then training proceeds.
-    int stepped = 0;
-    for (int step = 1; step < 40 && stepped < 3; ++step) {
+    // Nor is it an optimizer step: the optimizer's count and each parameter's own (Adam's
+    // bias correction) hold, as DeepSpeed's do.
+    EXPECT_EQ(engine.optimizer().step_count(), 0);
+    for (double s : param_steps(engine)) EXPECT_EQ(s, 0.0);
+    // The scale keeps halving until gradients fit, then training proceeds. A schedule read
+    // from the optimizer's count (as the apps' is) holds its rate over the skipped steps:
+    // the first update applied runs at the schedule's first rate, not at a later one.
+    const auto schedule = optim::LrSchedule::step(0.01, 1, 0.5);  // 0.01, 0.005, 0.0025
+    std::vector<double> applied_lrs;
+    for (int step = 1; step < 40 && applied_lrs.size() < 3; ++step) {
+      engine.set_lr(schedule.lr_at(engine.optimizer().step_count()));
       auto [xs, ys] = data(step);
       engine.backward(mse_loss(engine(xs.to(DType::f16)).to(DType::f32), ys));
-      stepped += engine.step() ? 1 : 0;
+      if (engine.step()) applied_lrs.push_back(engine.lr());
     }
-    EXPECT_EQ(stepped, 3);
+    EXPECT_EQ(applied_lrs, (std::vector<double>{0.01, 0.005, 0.0025}));
+    EXPECT_EQ(engine.optimizer().step_count(), 3);
+    const std::vector<double> steps = param_steps(engine);
+    EXPECT_EQ(steps, std::vector<double>(4, 3.0)) << "a.weight, a.bias, b.weight, b.bias";
     // Halved once per overflow; never doubled, as that takes loss_scale_window (1000, the
     // default) good steps in a row.
     EXPECT_GT(engine.stats().overflow_skips, 1);
