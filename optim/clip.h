@@ -29,7 +29,9 @@ double clip_coefficient(double total_norm, double max_norm);
 /// (a NaN norm gives 1, as the double form does).
 Tensor clip_coefficient(const Tensor& total_norm, double max_norm);
 /// Clips the parameters' gradients to global norm `max_norm` (as
-/// torch.nn.utils.clip_grad_norm_) and returns the norm before clipping.
+/// torch.nn.utils.clip_grad_norm_) and returns the norm before clipping. An infinite norm
+/// scales finite gradients to 0, as torch does; a NaN norm leaves every gradient as it is,
+/// where torch's would all become NaN.
 double clip_grad_norm(const std::vector<Tensor>& params, double max_norm);
 
 }  // namespace zt::optim

@@ -2,6 +2,8 @@
 // evaluated in double; the fused CPU loop and the generic (device) path agree; state
 // dict round trips; clipping and LR schedules.
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "common/test_util.h"
 #include "optim/optim.h"
@@ -438,6 +440,36 @@ TEST(Clip, GlobalNormSeparable) {
   // Below the limit nothing changes.
   EXPECT_NEAR(optim::clip_grad_norm({a, b}, 100.0), 6.5, 1e-5);
   EXPECT_TRUE(values_are(b.grad(), {12 * c}));
+}
+
+// A non-finite total norm. inf: the coefficient is 0, so finite gradients become 0 and an
+// infinite one NaN (inf x 0), as torch.nn.utils.clip_grad_norm_ does. NaN: the coefficient
+// is 1, so nothing is clipped and only the NaN gradient stays NaN; torch's coefficient would
+// be NaN and turn every gradient NaN. Both forms, the double one and the one-element tensor
+// the engine uses, agree.
+TEST(Clip, NonFiniteNorms) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const double inf = std::numeric_limits<double>::infinity();
+  auto with_grad = [](const std::vector<double>& g) {
+    Tensor p = zeros({static_cast<int64_t>(g.size())});
+    p.set_requires_grad(true);
+    p.set_grad(from_vector(g, {static_cast<int64_t>(g.size())}));
+    return p;
+  };
+  Tensor a = with_grad({3, 4}), b = with_grad({nan});
+  EXPECT_TRUE(std::isnan(optim::clip_grad_norm({a, b}, 1.0)));
+  EXPECT_TRUE(values_are(a.grad(), {3, 4}, 0)) << "a NaN norm clips nothing";
+  EXPECT_TRUE(std::isnan(b.grad().item()));
+  Tensor c = with_grad({inf, 4}), d = with_grad({3});
+  EXPECT_EQ(optim::clip_grad_norm({c, d}, 1.0), inf);
+  const std::vector<double> cg = c.grad().to_vector();
+  EXPECT_TRUE(std::isnan(cg[0]));
+  EXPECT_EQ(cg[1], 0.0);
+  EXPECT_TRUE(values_are(d.grad(), {0}, 0));
+  EXPECT_EQ(optim::clip_coefficient(nan, 1.0), 1.0);
+  EXPECT_EQ(optim::clip_coefficient(inf, 1.0), 0.0);
+  EXPECT_EQ(optim::clip_coefficient(from_vector({nan}, {1}, DType::f64), 1.0).item(), 1.0);
+  EXPECT_EQ(optim::clip_coefficient(from_vector({inf}, {1}, DType::f64), 1.0).item(), 0.0);
 }
 
 TEST(Schedule, Values) {
