@@ -104,7 +104,7 @@ class AccumulateGrad : public Node {
     Tensor g = grads[0];
     if (!g.defined()) return {};
     Tensor leaf(leaf_);
-    for (auto& hook : leaf_->leaf_hooks) g = hook_result(g, hook(g), "leaf ", leaf.name());
+    for (auto& h : leaf_->leaf_hooks) g = hook_result(g, (*h.fn)(g), "leaf ", leaf.name());
     // Held only here and by `grads` (the engine drops it next), or, for a hook's result,
     // only here (the hook may have kept it): adopt it.
     const int handles = g.same(grads[0]) ? 2 : 1;
@@ -117,7 +117,7 @@ class AccumulateGrad : public Node {
       // Own the gradient: the incoming tensor may be shared with other nodes.
       leaf_->grad = g.detach().clone().impl_ptr();
     }
-    for (auto& [id, hook] : leaf_->post_accumulate_hooks) hook(leaf);
+    for (auto& h : leaf_->post_accumulate_hooks) (*h.fn)(leaf);
     return {};
   }
 
@@ -368,11 +368,13 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (!done.insert(n).second) continue;
     state.running = n;
     std::vector<Tensor> in = buffers.take(n);
-    for (const auto* hooks : {&n->pre_hooks, &n->retain_hooks}) {
-      for (const auto& [idx, hook] : *hooks) {
-        if (!in[idx].defined()) continue;
+    for (const PreHook& h : n->pre_hooks) {
+      Tensor& g = in[h.output_nr];
+      if (g.defined()) g = hook_result(g, (*h.fn)(g), "an output of ", n->name());
+    }
+    for (const auto& [idx, hook] : n->retain_hooks) {
+      if (in[idx].defined())
         in[idx] = hook_result(in[idx], hook(in[idx]), "an output of ", n->name());
-      }
     }
     // A node no gradient reached (every edge into it carried none: an output the loss
     // does not use, an input a checkpointed function ignores) is not called, as in

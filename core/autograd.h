@@ -27,6 +27,13 @@ struct InputMeta {
   Device device;
 };
 
+/// A tensor hook on the gradient of a node's output `output_nr`.
+struct PreHook {
+  int output_nr = 0;
+  int id = 0;  // what Tensor::register_hook returned
+  std::shared_ptr<GradHook> fn;
+};
+
 using BackwardFn = std::function<std::vector<Tensor>(const std::vector<Tensor>& grad_outputs)>;
 
 /// A tensor a node's backward reads, with its storage's version when it was saved. An
@@ -62,7 +69,7 @@ class Node : public std::enable_shared_from_this<Node> {
   /// of another dtype converted, anything else is an error naming the node.
   std::vector<InputMeta> input_meta;
   /// Hooks on an output's gradient before apply() (tensor hooks), in registration order.
-  std::vector<std::pair<int, GradHook>> pre_hooks;
+  std::vector<PreHook> pre_hooks;
   /// retain_grad's hooks: after every pre-hook, as PyTorch's, so .grad() is the gradient
   /// the hooks made, whenever retain_grad() was called.
   std::vector<std::pair<int, GradHook>> retain_hooks;

@@ -539,25 +539,40 @@ void Tensor::retain_grad() const {
   });
 }
 
-void Tensor::register_hook(GradHook hook) const {
+int Tensor::register_hook(GradHook hook) const {
   ZT_CHECK(requires_grad(), "register_hook on a tensor that does not require grad");
+  const int id = impl_->next_hook_id++;
+  auto fn = std::make_shared<GradHook>(std::move(hook));
   if (is_leaf()) {
-    impl_->leaf_hooks.push_back(std::move(hook));
+    impl_->leaf_hooks.push_back({.id = id, .fn = std::move(fn)});
   } else {
-    impl_->grad_fn->pre_hooks.emplace_back(impl_->output_nr, std::move(hook));
+    impl_->grad_fn->pre_hooks.push_back(
+        {.output_nr = impl_->output_nr, .id = id, .fn = std::move(fn)});
+  }
+  return id;
+}
+
+void Tensor::remove_hook(int id) const {
+  if (is_leaf()) {
+    std::erase_if(impl_->leaf_hooks, [id](const auto& h) { return h.id == id; });
+  } else {
+    std::erase_if(impl_->grad_fn->pre_hooks, [&](const autograd::PreHook& h) {
+      return h.output_nr == impl_->output_nr && h.id == id;
+    });
   }
 }
 
 int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
   ZT_CHECK(is_leaf() && requires_grad(),
            "register_post_accumulate_grad_hook: only for leaves that require grad");
-  int id = impl_->next_post_accumulate_id++;
-  impl_->post_accumulate_hooks.emplace_back(id, std::move(hook));
+  const int id = impl_->next_hook_id++;
+  impl_->post_accumulate_hooks.push_back(
+      {.id = id, .fn = std::make_shared<PostAccumulateHook>(std::move(hook))});
   return id;
 }
 
 void Tensor::remove_post_accumulate_grad_hook(int id) const {
-  std::erase_if(impl_->post_accumulate_hooks, [id](const auto& h) { return h.first == id; });
+  std::erase_if(impl_->post_accumulate_hooks, [id](const auto& h) { return h.id == id; });
 }
 
 }  // namespace zt

@@ -28,6 +28,13 @@ class Tensor;
 using GradHook = std::function<Tensor(const Tensor&)>;  // may return undefined: keep grad
 using PostAccumulateHook = std::function<void(const Tensor& param)>;
 
+/// A registered hook: the id its register call returned (for removal) and the function.
+template <typename Fn>
+struct RegisteredHook {
+  int id = 0;
+  std::shared_ptr<Fn> fn;
+};
+
 /// Opaque per-tensor data owned by other layers (the ZeRO engine's parameter state).
 struct TensorExtra {
   virtual ~TensorExtra() = default;
@@ -52,10 +59,10 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;
   int output_nr = 0;
-  std::weak_ptr<autograd::Node> grad_accumulator;  // leaves only
-  std::vector<GradHook> leaf_hooks;                // run before accumulation (leaves)
-  std::vector<std::pair<int, PostAccumulateHook>> post_accumulate_hooks;  // (id, hook)
-  int next_post_accumulate_id = 0;
+  std::weak_ptr<autograd::Node> grad_accumulator;    // leaves only
+  std::vector<RegisteredHook<GradHook>> leaf_hooks;  // run before accumulation (leaves)
+  std::vector<RegisteredHook<PostAccumulateHook>> post_accumulate_hooks;
+  int next_hook_id = 0;  // for register_hook and register_post_accumulate_grad_hook
   std::shared_ptr<TensorExtra> extra;
 };
 
@@ -153,8 +160,13 @@ class Tensor {
   void set_data(const Tensor& src) const;
   /// Keep .grad() for a non-leaf after backward.
   void retain_grad() const;
-  /// Hook on this tensor's gradient (may return a replacement).
-  void register_hook(GradHook hook) const;
+  /// Hook on this tensor's gradient (may return a replacement). Returns an id for
+  /// remove_hook. A hook that captures its own tensor by value (not a weak_ptr to its
+  /// impl) forms a reference cycle (tensor -> grad_fn -> hook -> tensor) that keeps the
+  /// tensor, its graph and the leaves' gradients alive until the hook is removed.
+  int register_hook(GradHook hook) const;
+  /// Removes the tensor hook registered under `id` (no-op if it is already gone).
+  void remove_hook(int id) const;
   /// Leaf only: called after the gradient was accumulated into .grad(). Returns an id
   /// for remove_post_accumulate_grad_hook.
   int register_post_accumulate_grad_hook(PostAccumulateHook hook) const;

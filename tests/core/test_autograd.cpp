@@ -1,18 +1,11 @@
 // The autograd engine: explicit output gradients, accumulation into leaves, no-grad
 // mode, retain_grad, tensor and post-accumulate hooks, custom functions, callbacks at
 // the end of backward, version counters on saved tensors, and the errors for misuse.
-#include "common/test_util.h"
+#include "core/autograd_test_util.h"
 
 using namespace zt;
+using zt::test::leaf;
 using zt::test::values_are;
-
-namespace {
-Tensor leaf(const std::vector<double>& v) {
-  Tensor t = from_vector(v, {static_cast<int64_t>(v.size())}, DType::f64);
-  t.set_requires_grad(true);
-  return t;
-}
-}  // namespace
 
 TEST(Autograd, BackwardWithExplicitGradient) {
   // y = 3 x (non-scalar); dy = [1, 2] -> dx = [3, 6].
