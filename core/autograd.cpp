@@ -94,6 +94,21 @@ static Tensor hook_result(const Tensor& g, Tensor r, const char* where, const st
   return r;
 }
 
+// Runs call(hook) for each hook of `hooks` (a leaf's, a node's tensor hooks) so that a
+// hook may register or remove hooks while it runs (a one-shot hook removing itself), as
+// PyTorch's engine: over a snapshot of the list, so a hook registered meanwhile on the
+// tensor whose hooks are running runs from the next backward on, not in this one; and
+// skipping a hook removed meanwhile. Each function is shared, so the running one stays
+// alive whatever the list does.
+template <typename Hook, typename Call>
+void run_hooks(const std::vector<Hook>& hooks, Call&& call) {
+  if (hooks.empty()) return;
+  const std::vector<Hook> snapshot = hooks;
+  for (const Hook& h : snapshot)
+    if (std::any_of(hooks.begin(), hooks.end(), [&](const Hook& now) { return now.fn == h.fn; }))
+      call(h);
+}
+
 // Accumulates into a leaf's .grad().
 class AccumulateGrad : public Node {
  public:
@@ -104,7 +119,8 @@ class AccumulateGrad : public Node {
     Tensor g = grads[0];
     if (!g.defined()) return {};
     Tensor leaf(leaf_);
-    for (auto& h : leaf_->leaf_hooks) g = hook_result(g, (*h.fn)(g), "leaf ", leaf.name());
+    run_hooks(leaf_->leaf_hooks,
+              [&](const auto& h) { g = hook_result(g, (*h.fn)(g), "leaf ", leaf.name()); });
     // Held only here and by `grads` (the engine drops it next), or, for a hook's result,
     // only here (the hook may have kept it): adopt it.
     const int handles = g.same(grads[0]) ? 2 : 1;
@@ -117,7 +133,7 @@ class AccumulateGrad : public Node {
       // Own the gradient: the incoming tensor may be shared with other nodes.
       leaf_->grad = g.detach().clone().impl_ptr();
     }
-    for (auto& h : leaf_->post_accumulate_hooks) (*h.fn)(leaf);
+    run_hooks(leaf_->post_accumulate_hooks, [&](const auto& h) { (*h.fn)(leaf); });
     return {};
   }
 
@@ -368,10 +384,10 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     if (!done.insert(n).second) continue;
     state.running = n;
     std::vector<Tensor> in = buffers.take(n);
-    for (const PreHook& h : n->pre_hooks) {
+    run_hooks(n->pre_hooks, [&](const PreHook& h) {
       Tensor& g = in[h.output_nr];
       if (g.defined()) g = hook_result(g, (*h.fn)(g), "an output of ", n->name());
-    }
+    });
     for (const auto& [idx, hook] : n->retain_hooks) {
       if (in[idx].defined())
         in[idx] = hook_result(in[idx], hook(in[idx]), "an output of ", n->name());

@@ -28,7 +28,9 @@ class Tensor;
 using GradHook = std::function<Tensor(const Tensor&)>;  // may return undefined: keep grad
 using PostAccumulateHook = std::function<void(const Tensor& param)>;
 
-/// A registered hook: the id its register call returned (for removal) and the function.
+/// A registered hook: the id its register call returned (for removal) and the function,
+/// shared, so that backward runs it from a snapshot of the list it is in, which the
+/// hook itself may change (a one-shot hook removing itself).
 template <typename Fn>
 struct RegisteredHook {
   int id = 0;
@@ -165,7 +167,9 @@ class Tensor {
   /// impl) forms a reference cycle (tensor -> grad_fn -> hook -> tensor) that keeps the
   /// tensor, its graph and the leaves' gradients alive until the hook is removed.
   int register_hook(GradHook hook) const;
-  /// Removes the tensor hook registered under `id` (no-op if it is already gone).
+  /// Removes the tensor hook registered under `id` (no-op if it is already gone). A hook
+  /// removed during backward does not run after that; one registered during backward on
+  /// a tensor whose hooks are running runs from the next backward on.
   void remove_hook(int id) const;
   /// Leaf only: called after the gradient was accumulated into .grad(). Returns an id
   /// for remove_post_accumulate_grad_hook.

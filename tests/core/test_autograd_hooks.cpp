@@ -58,3 +58,77 @@ TEST(AutogradHooks, RemovingAHookThatCapturesItsOwnTensorFreesTheTensorAndItsGra
   EXPECT_TRUE(weak_y.expired()) << "the tensor outlived its scope";
   EXPECT_TRUE(weak_node.expired()) << "its node outlived its scope";
 }
+
+TEST(AutogradHooks, AHookRemovedDuringBackwardDoesNotRunAndOneAddedRunsNextTime) {
+  // A one-shot post-accumulate hook removes itself while it runs; the hook registered
+  // after it still runs, once per backward.
+  Tensor p = leaf({1, 2});
+  std::string order;
+  int one_shot = -1;
+  one_shot = p.register_post_accumulate_grad_hook([&, label = std::string("once")](const Tensor&) {
+    p.remove_post_accumulate_grad_hook(one_shot);
+    order += label;  // the capture is still alive after the removal
+    order += ",";
+  });
+  p.register_post_accumulate_grad_hook([&](const Tensor&) { order += "after,"; });
+  sum(p).backward();
+  sum(p).backward();
+  EXPECT_EQ(order, "once,after,after,");
+
+  // A hook that removes a later one: that one does not run in this backward.
+  Tensor q = leaf({1});
+  int later = -1;
+  std::string ran;
+  q.register_post_accumulate_grad_hook([&](const Tensor&) {
+    ran += "first,";
+    q.remove_post_accumulate_grad_hook(later);
+  });
+  later = q.register_post_accumulate_grad_hook([&](const Tensor&) { ran += "later,"; });
+  sum(q).backward();
+  EXPECT_EQ(ran, "first,");
+
+  // Tensor hooks on a leaf and on a non-leaf that register many hooks on their own tensor
+  // (the list grows, and moves, under the running hook): as in PyTorch, the new hooks run
+  // from the next backward on, not in the one that added them.
+  for (bool on_leaf : {true, false}) {
+    Tensor x = leaf({1, 2});
+    Tensor h = on_leaf ? x : mul(x, 1.0);
+    Tensor loss = sum(mul(h, 2.0));
+    int new_ran = 0;
+    h.register_hook([&](const Tensor&) {
+      for (int i = 0; i < 16; ++i)
+        h.register_hook([&](const Tensor&) {
+          ++new_ran;
+          return Tensor();
+        });
+      return Tensor();
+    });
+    loss.backward(Tensor(), true);
+    EXPECT_EQ(new_ran, 0) << "on_leaf " << on_leaf;
+    loss.backward(Tensor(), true);
+    EXPECT_EQ(new_ran, 16) << "on_leaf " << on_leaf;
+    EXPECT_TRUE(values_are(x.grad(), {4, 4})) << "on_leaf " << on_leaf;
+  }
+  // A tensor hook that removes itself and the hook after it: neither runs again.
+  for (bool on_leaf : {true, false}) {
+    Tensor x = leaf({1, 2});
+    Tensor h = on_leaf ? x : mul(x, 1.0);
+    Tensor loss = sum(mul(h, 2.0));
+    int self_id = -1, later_id = -1, self_ran = 0, later_ran = 0;
+    self_id = h.register_hook([&](const Tensor& g) {
+      ++self_ran;
+      h.remove_hook(self_id);
+      h.remove_hook(later_id);
+      return mul(g, 10.0);
+    });
+    later_id = h.register_hook([&](const Tensor&) {
+      ++later_ran;
+      return Tensor();
+    });
+    loss.backward(Tensor(), true);
+    loss.backward(Tensor(), true);
+    EXPECT_EQ(self_ran, 1) << "on_leaf " << on_leaf;
+    EXPECT_EQ(later_ran, 0) << "on_leaf " << on_leaf;
+    EXPECT_TRUE(values_are(x.grad(), {22, 22})) << "on_leaf " << on_leaf;  // 20, then 2
+  }
+}
