@@ -410,7 +410,12 @@ void backward(const std::vector<Tensor>& roots, const std::vector<Tensor>& grads
     buffers.owners.erase(n);
   }
   state.running = nullptr;
-  for (auto& cb : state.callbacks) cb();
+  // A callback may queue more (a flush that queues the next stage): run them until none
+  // is left, as PyTorch's engine, by index, since the list grows (and moves) meanwhile.
+  for (size_t i = 0; i < state.callbacks.size(); ++i) {
+    std::function<void()> cb = std::move(state.callbacks[i]);
+    cb();
+  }
 }
 
 }  // namespace zt::autograd

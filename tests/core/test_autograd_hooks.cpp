@@ -132,3 +132,25 @@ TEST(AutogradHooks, AHookRemovedDuringBackwardDoesNotRunAndOneAddedRunsNextTime)
     EXPECT_TRUE(values_are(x.grad(), {22, 22})) << "on_leaf " << on_leaf;  // 20, then 2
   }
 }
+
+TEST(AutogradHooks, ACallbackMayQueueMoreCallbacks) {
+  // As PyTorch's engine: callbacks run until none is left, those queued by a callback
+  // included, in the order they were queued.
+  Tensor x = leaf({1});
+  std::vector<std::string> order;
+  x.register_hook([&](const Tensor&) {
+    autograd::queue_callback([&] {
+      order.push_back("first");
+      autograd::queue_callback([&] {
+        order.push_back("queued by first");
+        autograd::queue_callback([&] { order.push_back("queued by that"); });
+      });
+    });
+    autograd::queue_callback([&] { order.push_back("second"); });
+    return Tensor();
+  });
+  sum(x).backward();
+  EXPECT_EQ(order,
+            (std::vector<std::string>{"first", "second", "queued by first", "queued by that"}));
+  EXPECT_FALSE(autograd::in_backward());
+}
