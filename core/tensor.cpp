@@ -389,7 +389,7 @@ Tensor Tensor::clone() const {
 Tensor Tensor::to(DType dt) const {
   if (dt == dtype()) return *this;
   Tensor out = Tensor::empty(sizes(), dt, device());
-  out.copy_(*this);
+  out.copy_(detach());  // the copy is not recorded: the node below is
   if (is_floating(dt) && is_floating(dtype()) && autograd::needs_grad_of(*this)) {
     DType in_dt = dtype();
     autograd::record("to_dtype", {*this}, {out}, [in_dt](const std::vector<Tensor>& g) {
@@ -402,7 +402,7 @@ Tensor Tensor::to(DType dt) const {
 Tensor Tensor::to(Device dev) const {
   if (dev == device()) return *this;
   Tensor out = Tensor::empty(sizes(), dtype(), dev);
-  out.copy_(*this);
+  out.copy_(detach());  // the copy is not recorded: the node below is
   Device in_dev = device();
   if (autograd::needs_grad_of(*this))
     autograd::record("to_device", {*this}, {out}, [in_dev](const std::vector<Tensor>& g) {
@@ -413,7 +413,8 @@ Tensor Tensor::to(Device dev) const {
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
   detail::begin_write("copy_", *this, src);
-  Tensor s = src.sizes() == sizes() ? src : src.expand(sizes());
+  // Detached: under a NoGradGuard src may require grad, and expanding it records nothing.
+  Tensor s = src.sizes() == sizes() ? src : src.detach().expand(sizes());
   // Onto the very same elements (a one-rank shard written from its own full value): nothing
   // to do, and a memcpy onto itself is undefined.
   if (has_storage() && s.has_storage() && storage() == s.storage() && offset() == s.offset() &&

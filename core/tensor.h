@@ -138,7 +138,9 @@ class Tensor {
   Tensor to(DType dtype) const;    // differentiable between floating types
   Tensor to(Device device) const;  // differentiable
   Tensor clone() const;            // differentiable, contiguous
-  /// Copies src into self (broadcast, cast, across devices). Not recorded by autograd.
+  /// Copies src into self (broadcast, cast, across devices). Not recorded by autograd:
+  /// in grad mode a `src` that requires grad is an error (its gradient would be lost;
+  /// copy src.detach(), or build the tensor out of place with cat, stack or where).
   const Tensor& copy_(const Tensor& src) const;
   /// Fills self with a value. Not recorded by autograd.
   const Tensor& fill_(double value) const;

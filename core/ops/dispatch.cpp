@@ -1,6 +1,7 @@
 // The checks shared by the op files (declared in core/ops/dispatch.h): operands on one
-// device with one dtype, and the guards every in-place write passes (no write to a tensor
-// autograd tracks, to an expand()ed view, or from a source that overlaps it in part).
+// device with one dtype, and the guards every in-place write passes (in grad mode, no write
+// to a tensor autograd tracks, or from a source that requires grad; no write to an expand()ed view,
+// or from a source that overlaps it in part).
 #include "core/ops/dispatch.h"
 
 #include <algorithm>
@@ -68,6 +69,11 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
            ", which requires grad, while grad mode is on; autograd does not record in-place "
            "writes. Update parameters under a NoGradGuard (as optimizers do); in a model, use "
            "the out-of-place op (add, mul, where, ...)");
+  ZT_CHECK(!src.defined() || !src.requires_grad() || !autograd::grad_mode_enabled(), op,
+           ": the source ", src.str(), src.name().empty() ? "" : " '" + src.name() + "'",
+           " requires grad, while grad mode is on; autograd does not record in-place writes, "
+           "so its gradient would be lost. Build the result out of place (cat, stack, where, "
+           "add, ...), or write src.detach() if no gradient should flow to it");
   for (int64_t d = 0; d < dst.dim(); ++d)
     ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
              dst.str(), ", has several elements in one memory location (dim ", d,
