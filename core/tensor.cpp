@@ -147,6 +147,10 @@ Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offse
   impl->device = impl_->device;
   impl->name = impl_->name;
   impl->unavailable_hint = impl_->unavailable_hint;
+  // A view of a tensor that requires grad made in no-grad mode has no history: a write to
+  // it (or a view of it) in grad mode would go unseen. detach() and as_strided() clear it.
+  impl->no_grad_view =
+      impl_->no_grad_view || (impl_->requires_grad && !autograd::grad_mode_enabled());
   return Tensor(std::move(impl));
 }
 
@@ -516,11 +520,15 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
   ZT_CHECK(offset >= 0 && !overflow && (empty ? offset <= capacity : last < capacity),
            "as_strided: sizes ", shape_str(sizes), ", strides ", shape_str(strides),
            " from element ", offset, " reach past the storage's ", capacity, " elements");
-  return make_view(sizes, strides, offset);
+  Tensor out = make_view(sizes, strides, offset);
+  out.impl_->no_grad_view = false;
+  return out;
 }
 
 Tensor Tensor::detach() const {
-  return make_view(sizes(), strides(), offset());
+  Tensor out = make_view(sizes(), strides(), offset());
+  out.impl_->no_grad_view = false;
+  return out;
 }
 
 void Tensor::retain_grad() const {

@@ -65,6 +65,9 @@ struct TensorImpl {
   std::vector<RegisteredHook<GradHook>> leaf_hooks;  // run before accumulation (leaves)
   std::vector<RegisteredHook<PostAccumulateHook>> post_accumulate_hooks;
   int next_hook_id = 0;  // for register_hook and register_post_accumulate_grad_hook
+  /// A view made under a NoGradGuard of a tensor that requires grad (or a view of such a
+  /// view): an in-place write to it with grad mode on is an error, as in PyTorch.
+  bool no_grad_view = false;
   std::shared_ptr<TensorExtra> extra;
 };
 

@@ -1,7 +1,7 @@
 // The checks shared by the op files (declared in core/ops/dispatch.h): operands on one
 // device with one dtype, and the guards every in-place write passes (in grad mode, no write
-// to a tensor autograd tracks, or from a source that requires grad; no write to an expand()ed view,
-// or from a source that overlaps it in part).
+// to a tensor autograd tracks or to a no-grad view of one, or from a source that requires
+// grad; no write to an expand()ed view, or from a source that overlaps it in part).
 #include "core/ops/dispatch.h"
 
 #include <algorithm>
@@ -69,6 +69,12 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
            ", which requires grad, while grad mode is on; autograd does not record in-place "
            "writes. Update parameters under a NoGradGuard (as optimizers do); in a model, use "
            "the out-of-place op (add, mul, where, ...)");
+  ZT_CHECK(!dst.impl()->no_grad_view || !autograd::grad_mode_enabled(), op,
+           ": an in-place write to ", dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
+           ", a view made under a NoGradGuard of a tensor that requires grad, while grad mode is "
+           "on (a view created in no-grad mode modified in place with grad mode enabled); "
+           "autograd would not see the tensor change. Write under a NoGradGuard too, or to a "
+           "view made in grad mode, or to a detach()ed view if the change is meant");
   ZT_CHECK(!src.defined() || !src.requires_grad() || !autograd::grad_mode_enabled(), op,
            ": the source ", src.str(), src.name().empty() ? "" : " '" + src.name() + "'",
            " requires grad, while grad mode is on; autograd does not record in-place writes, "

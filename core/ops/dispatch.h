@@ -25,7 +25,8 @@ namespace zt::detail {
 /// Error unless all defined tensors share a device and dtype.
 void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype = true);
 /// Before an in-place write to `dst`: an error when grad mode is on and `dst` or `src`
-/// requires grad (autograd does not record in-place writes), when `dst` has elements that share
+/// requires grad or `dst` is a view made under a NoGradGuard of a tensor that requires
+/// grad (autograd does not record in-place writes), when `dst` has elements that share
 /// memory (an expand()ed view: stride 0 along a dim of size > 1), or (with `src`) when
 /// both are dense and overlap in part (the result would depend on the order of the
 /// writes; PyTorch refuses both). Then counts the write in dst's storage version.

@@ -33,3 +33,45 @@ TEST(AutogradGuards, AnInPlaceWriteFromASourceThatRequiresGradIsRefusedInGradMod
   sum(mul(f, 2.0)).backward();
   EXPECT_TRUE(values_are(x.grad(), {2, 2, 2}));
 }
+
+TEST(AutogradGuards, AViewMadeInNoGradModeOfATensorThatRequiresGradIsNotWrittenInGradMode) {
+  // As PyTorch: the view has no history, so a write to it in grad mode would change the
+  // leaf behind autograd's back.
+  Tensor x = leaf({1, 2, 3});
+  Tensor v;
+  {
+    autograd::NoGradGuard no_grad;
+    v = x.narrow(0, 0, 2);
+  }
+  EXPECT_FALSE(v.requires_grad());
+  EXPECT_TRUE(throws_with([&] { add_(v, ones({2}, DType::f64)); },
+                          "add_: an in-place write to f64[2] cpu, a view made under a NoGradGuard "
+                          "of a tensor that requires grad, while grad mode is on"));
+  Tensor vv = v.view({2, 1});  // a view of that view, made in grad mode, is one too
+  EXPECT_TRUE(
+      throws_with([&] { vv.fill_(0.0); }, "fill_: an in-place write to f64[2, 1] cpu, a view"));
+  EXPECT_TRUE(throws_with([&] { v.copy_(zeros({2}, DType::f64)); }, "copy_: an in-place write"));
+  EXPECT_TRUE(values_are(x, {1, 2, 3}));
+  {
+    autograd::NoGradGuard no_grad;  // an edit, as an optimizer's
+    add_(v, ones({2}, DType::f64));
+  }
+  EXPECT_TRUE(values_are(x, {2, 3, 3}));
+  // detach() says the write is meant (PyTorch allows it too).
+  Tensor d;
+  {
+    autograd::NoGradGuard no_grad;
+    d = x.narrow(0, 2, 1).detach();
+  }
+  d.fill_(7.0);
+  EXPECT_TRUE(values_are(x, {2, 3, 7}));
+  // A no-grad view of a tensor that does not require grad is a plain view.
+  Tensor b = zeros({3}, DType::f64);
+  Tensor bv;
+  {
+    autograd::NoGradGuard no_grad;
+    bv = b.narrow(0, 1, 1);
+  }
+  bv.fill_(1.0);
+  EXPECT_TRUE(values_are(b, {0, 1, 0}));
+}
