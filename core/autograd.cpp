@@ -211,7 +211,8 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
     node->saved.push_back({t, t.storage(), t.storage()->version()});
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
-    if (!outputs[i].defined()) continue;
+    // An integer or bool output (indices, counts) is not differentiable (as PyTorch's).
+    if (!outputs[i].defined() || !is_floating(outputs[i].dtype())) continue;
     TensorImpl* o = outputs[i].impl();
     ZT_DCHECK(o->grad_fn == nullptr);
     o->grad_fn = node;

@@ -138,7 +138,9 @@ Edge gradient_edge(const Tensor& t);
 
 /// Records an op: if any input requires grad (and grad mode is on), attaches a
 /// LambdaNode to `outputs` whose closure maps output grads to one grad per input
-/// (undefined grads are allowed). Outputs must be fresh tensors (no history).
+/// (undefined grads are allowed). Outputs must be fresh tensors (no history). Outputs of
+/// an integer or bool dtype (indices, counts, masks) are not differentiable: they get no
+/// grad_fn and do not require grad, and their gradient slot is always undefined.
 /// Saved tensors captured by the closure should be inputs or detach()ed outputs; list
 /// those whose values it reads in `saved`, so that an in-place write to one before the
 /// backward is an error instead of a wrong gradient (shapes alone need not be listed).
@@ -147,7 +149,7 @@ void record(const char* name, const std::vector<Tensor>& inputs, const std::vect
 
 /// A custom autograd function usable outside core: `forward` runs without recording
 /// and returns the outputs; `backward` maps output grads to one grad per input; `saved`
-/// as record()'s.
+/// and integer outputs as record()'s.
 std::vector<Tensor> apply_function(
     const std::string& name, const std::vector<Tensor>& inputs,
     const std::function<std::vector<Tensor>(const std::vector<Tensor>&)>& forward,

@@ -109,10 +109,7 @@ std::vector<Tensor> checkpoint(
     return gi;
   };
   // The recomputation reads the inputs: a write to one before then is an error.
-  std::vector<Tensor> out = apply_function(name, node_inputs, run_first, recompute, inputs);
-  for (Tensor& o : out)  // integer outputs (ids, counts) carry no gradient
-    if (o.defined() && !is_floating(o.dtype())) o = o.detach();
-  return out;
+  return apply_function(name, node_inputs, run_first, recompute, inputs);
 }
 
 }  // namespace zt::autograd

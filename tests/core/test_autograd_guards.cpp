@@ -75,3 +75,34 @@ TEST(AutogradGuards, AViewMadeInNoGradModeOfATensorThatRequiresGradIsNotWrittenI
   bv.fill_(1.0);
   EXPECT_TRUE(values_are(b, {0, 1, 0}));
 }
+
+TEST(AutogradGuards, IntegerOutputsOfACustomFunctionDoNotRequireGrad) {
+  // As PyTorch: an integer or bool output (an index, a count, a mask) is not
+  // differentiable, so it is a plain tensor; its gradient slot stays undefined.
+  Tensor x = leaf({1, 5, 3});
+  bool count_grad_defined = true;
+  std::vector<Tensor> out = autograd::apply_function(
+      "doubled_with_count", {x},
+      [](const std::vector<Tensor>& in) {
+        return std::vector<Tensor>{mul(in[0], 2.0), full({}, 3.0, DType::i64),
+                                   ones({3}, DType::b8)};
+      },
+      [&](const std::vector<Tensor>& g) {
+        count_grad_defined = g[1].defined() || g[2].defined();
+        return std::vector<Tensor>{mul(g[0], 2.0)};
+      });
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_TRUE(out[0].requires_grad());
+  for (size_t i : {1u, 2u}) {
+    EXPECT_FALSE(out[i].requires_grad()) << "output " << i;
+    EXPECT_TRUE(out[i].is_leaf()) << "output " << i;
+  }
+  EXPECT_TRUE(values_are(out[1], {3}));
+  out[1].fill_(4.0);  // an in-place write in grad mode is an edit
+  EXPECT_TRUE(values_are(out[1], {4}));
+  out[1].set_requires_grad(false);
+  EXPECT_TRUE(throws_with([&] { out[1].backward(); }, "does not require grad"));
+  sum(out[0]).backward();
+  EXPECT_TRUE(values_are(x.grad(), {2, 2, 2}));
+  EXPECT_FALSE(count_grad_defined);
+}
