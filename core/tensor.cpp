@@ -489,8 +489,19 @@ Tensor Tensor::grad() const {
 
 void Tensor::set_grad(const Tensor& g) const {
   if (g.defined()) {
+    // Backward adds into .grad() in place: refuse here what it could not add into, rather
+    // than fail inside a later backward (as PyTorch, when a gradient is assigned).
     ZT_CHECK(g.sizes() == sizes(), "set_grad: gradient shape ", shape_str(g.sizes()),
              " does not match tensor shape ", shape_str(sizes()));
+    const std::string self = str() + (name().empty() ? "" : " '" + name() + "'");
+    ZT_CHECK(g.dtype() == dtype(), "set_grad: a gradient of dtype ", dtype_name(g.dtype()), " for ",
+             self, "; it must have the tensor's dtype (convert with .to(dtype))");
+    ZT_CHECK(g.device() == device(), "set_grad: a gradient on ", g.device().str(), " for ", self,
+             "; it must be on the tensor's device (move it with .to(device))");
+    ZT_CHECK(detail::elements_apart(g), "set_grad: the gradient ", g.str(),
+             " has elements that share memory (strides ", shape_str(g.strides()),
+             ": an expand()ed or as_strided() view), so backward could not add into it; pass "
+             "a clone()");
   }
   impl_->grad = g.impl_ptr();
 }

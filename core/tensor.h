@@ -155,6 +155,8 @@ class Tensor {
   const Tensor& set_requires_grad(bool r = true) const;
   bool is_leaf() const;
   Tensor grad() const;
+  /// Sets .grad() (undefined clears it); `g` must have this tensor's shape, dtype and
+  /// device, and no two elements in one memory location (backward adds into it in place).
   void set_grad(const Tensor& g) const;
   const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
   /// Backward from this tensor: scalar, or with `grad` of the same shape.

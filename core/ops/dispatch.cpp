@@ -30,14 +30,19 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
 
 namespace {
 
-// True when the elements are one contiguous block, in any order of the dims.
-bool is_dense(const Tensor& t) {
-  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size) of the dims that count
+// The (stride, size) of each dim with more than one element, the smallest stride first.
+std::vector<std::pair<int64_t, int64_t>> dims_by_stride(const Tensor& t) {
+  std::vector<std::pair<int64_t, int64_t>> dims;
   for (int64_t d = 0; d < t.dim(); ++d)
     if (t.sizes()[d] > 1) dims.emplace_back(t.strides()[d], t.sizes()[d]);
   std::sort(dims.begin(), dims.end());
+  return dims;
+}
+
+// True when the elements are one contiguous block, in any order of the dims.
+bool is_dense(const Tensor& t) {
   int64_t expected = 1;
-  for (const auto& [stride, size] : dims) {
+  for (const auto& [stride, size] : dims_by_stride(t)) {
     if (stride != expected) return false;
     expected *= size;
   }
@@ -101,6 +106,16 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
              "read); copy from a clone() of the source");
   }
   count_writes({dst});
+}
+
+bool elements_apart(const Tensor& t) {
+  // With the dims ordered by stride, each stride must step past all the smaller ones reach.
+  int64_t reach = 1;
+  for (const auto& [stride, size] : dims_by_stride(t)) {
+    if (stride < reach) return false;
+    reach += stride * (size - 1);
+  }
+  return true;
 }
 
 void count_writes(const std::vector<Tensor>& ts) {

@@ -31,6 +31,9 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
 /// both are dense and overlap in part (the result would depend on the order of the
 /// writes; PyTorch refuses both). Then counts the write in dst's storage version.
 void begin_write(const char* op, const Tensor& dst, const Tensor& src = Tensor());
+/// True when no two elements of `t` share a memory location (a sufficient test, which
+/// every layout made by views other than expand() and as_strided() passes).
+bool elements_apart(const Tensor& t);
 /// Counts an in-place write in each defined tensor's storage version (kernels that update
 /// tensors they were handed: random fills, optimizer updates).
 void count_writes(const std::vector<Tensor>& ts);

@@ -106,3 +106,30 @@ TEST(AutogradGuards, IntegerOutputsOfACustomFunctionDoNotRequireGrad) {
   EXPECT_TRUE(values_are(x.grad(), {2, 2, 2}));
   EXPECT_FALSE(count_grad_defined);
 }
+
+TEST(AutogradGuards, SetGradRefusesAGradientBackwardCouldNotAccumulateInto) {
+  // Backward adds into .grad() in place: a gradient of another dtype, or with several
+  // elements in one memory location, would fail there, far from the set_grad that caused
+  // it (PyTorch refuses such a gradient when it is assigned).
+  Tensor p = leaf({1, 2, 3});
+  EXPECT_TRUE(throws_with([&] { p.set_grad(zeros({3}, DType::f32)); },
+                          "set_grad: a gradient of dtype f32 for f64[3] cpu"));
+  EXPECT_TRUE(throws_with([&] { p.set_grad(zeros({4}, DType::f64)); },
+                          "set_grad: gradient shape [4] does not match tensor shape [3]"));
+  EXPECT_TRUE(throws_with([&] { p.set_grad(zeros({1}, DType::f64).expand({3})); },
+                          "set_grad: the gradient f64[3] cpu has elements that share memory"));
+  Tensor overlapping = zeros({3}, DType::f64).as_strided({2, 2}, {1, 1}, 0);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        zeros({2, 2}, DType::f64).set_grad(overlapping);
+      },
+      "set_grad: the gradient f64[2, 2] cpu has elements that share memory"));
+  EXPECT_FALSE(p.grad().defined());
+  // A strided gradient with no shared element is accumulated into in place.
+  Tensor strided = from_vector({1, 9, 1, 9, 1, 9}, {6}, DType::f64).slice(0, 0, 6, 2);
+  p.set_grad(strided);
+  sum(mul(p, 2.0)).backward();
+  EXPECT_TRUE(values_are(p.grad(), {3, 3, 3}));
+  p.set_grad(Tensor());  // clearing is always allowed
+  EXPECT_FALSE(p.grad().defined());
+}
