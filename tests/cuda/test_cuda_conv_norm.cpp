@@ -286,8 +286,9 @@ TEST(CudaNorm, GroupNormMatchesCpu) {
 // The epilogue (silu, and n * scale + shift) in the GPU's forward kernel and its backward
 // kernel that recomputes n, against the CPU's: the output and the gradients of x, weight,
 // bias, scale and shift; with and without affine parameters, silu and modulation; rows
-// longer than a warp and blocks longer than a block's threads (S 63, M 504); and only
-// the modulation wanting gradients (the norm's part skipped).
+// longer than a warp and blocks longer than a block's threads (S 63, M 504); only the
+// modulation wanting gradients (the norm's part skipped); and only the parameters wanting
+// them, x not (the gradient of n in a scratch buffer of the backward's, no dx).
 TEST(CudaNorm, GroupNormEpilogueMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
   struct Case {
@@ -323,6 +324,13 @@ TEST(CudaNorm, GroupNormEpilogueMatchesCpu) {
           return fn({x.to(dev), w.to(dev), b.to(dev), in[0], in[1]});
         };
         EXPECT_TRUE(runs_match(run_on(kGpu, only, {s, t}), run_on(kCpu, only, {s, t}), tol, tol));
+      }
+      if (c.affine) {  // weight, bias (and scale, shift) want gradients, x does not
+        Fn params = [fn, x](const std::vector<Tensor>& in) {
+          return fn({x.to(in[0].device()), in[0], in[1], in[2], in[3]});
+        };
+        EXPECT_TRUE(runs_match(run_on(kGpu, params, {w, b, s, t}),
+                               run_on(kCpu, params, {w, b, s, t}), tol, tol));
       }
       seed += 5;
     }

@@ -8,7 +8,10 @@
 //        expf may differ from glibc's by an ulp; gradient entries are ~1e-7);
 //   bf16: rtol 1e-2, atol 1e-12 (f32 math on both sides, the GPU's gradient exponentials
 //        ex2.approx, then one bf16 rounding of the loss and of each gradient entry, which
-//        may land one bf16 ulp = 2^-8 apart).
+//        may land one bf16 ulp = 2^-8 apart);
+//   f16: rtol 2e-3, atol 2^-24 (as bf16, one f16 ulp = 2^-11 .. 2^-10 relative apart, and
+//        gradient entries of ~1e-8 below f16's normal range, where one rounding may land
+//        one subnormal step = 2^-24 apart).
 // Without a GPU every test skips and says why.
 #include <cmath>
 
@@ -27,23 +30,28 @@ TEST(CudaCrossEntropy, VocabOf50kMatchesCpu) {
   struct Case {
     DType dtype;
     DType index_type;
-    double rtol;
+    double rtol, atol;
   };
-  const Case cases[] = {{DType::f32, DType::i64, 1e-5}, {DType::bf16, DType::i32, 1e-2}};
+  const Case cases[] = {{DType::f32, DType::i64, 1e-5, 1e-12},
+                        {DType::bf16, DType::i32, 1e-2, 1e-12},
+                        {DType::f16, DType::i64, 2e-3, 0x1p-24}};
   uint64_t seed = 600;
   for (const Case& c : cases) {
     SCOPED_TRACE(std::string(dtype_name(c.dtype)) + " logits, " + dtype_name(c.index_type) +
                  " targets");
-    // Logits of scale 3; row 1 has its first 1000 classes masked to -inf.
+    // Logits of scale 3; row 1 has its first 1000 classes masked to -inf. f16: row 2 of
+    // scale 6000, logits up to ~2.7e4 (f16's range ends at 65504), its loss term ~3e4.
     std::vector<double> x = mul(normal_cpu({P, C}, seed, DType::f64), 3.0).to_vector();
     for (int64_t k = 0; k < 1000; ++k) x[C + k] = -INFINITY;
+    if (c.dtype == DType::f16)
+      for (int64_t k = 0; k < C; ++k) x[2 * C + k] *= 2000;
     Tensor logits = from_vector(x, {P, C}, c.dtype);
     std::vector<double> t = zt::cuda_test::ints_cpu({P}, 1000, C, seed + 1).to_vector();
     for (int64_t i = 0; i < P; i += 9) t[i] = -100;  // ignore_index
     Tensor target = from_vector(t, {P}, c.index_type);
     Fn fn = [](const std::vector<Tensor>& in) { return cross_entropy(in[0], in[1]); };
     EXPECT_TRUE(runs_match(run_on(kGpu, fn, {logits, target}), run_on(kCpu, fn, {logits, target}),
-                           c.rtol, 1e-12));
+                           c.rtol, c.atol));
     seed += 2;
   }
 }

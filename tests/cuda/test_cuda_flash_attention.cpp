@@ -94,8 +94,11 @@ TEST(CudaFlashAttention, TheAtomicBackwardMatchesItsHostEmulationAndF32) {
   // flash::Backward::atomic on tensor cores, with real atomics: dq within the tolerance of
   // the host emulation's and of f32; dk and dv, and the output, keep the split backward's
   // bits on the GPU as on the host (FlashAttention.TheAtomicBackwardMatchesF32AndKeepsDkAndDvBits).
-  // Every head dim, causal and not, 150 rows (a partly filled last tile); then every dk / dv
-  // tile shape at D = 64, and a transformer's strided heads of GPT-2 small's shape.
+  // Every head dim, causal and not, 150 rows (a partly filled last tile); fewer queries than
+  // keys and more, where dq's f32 buffer has the queries' rows and a key tile skips the rows
+  // past the last query (no mask: causal attention needs Tq == Tk, and is refused); then
+  // every dk / dv tile shape at D = 64, and a transformer's strided heads of GPT-2 small's
+  // shape.
   auto same_bits = [](const Tensor& a, const Tensor& b) {
     return test::all_close(a.to(kCpu).to(DType::f64), b.to(kCpu).to(DType::f64), 0.0, 0.0);
   };
@@ -128,6 +131,19 @@ TEST(CudaFlashAttention, TheAtomicBackwardMatchesItsHostEmulationAndF32) {
                      " causal=" + std::to_string(causal));
         check(normal_cpu({2, 3, 150, d}, 1, dt), normal_cpu({2, 3, 150, d}, 2, dt),
               normal_cpu({2, 3, 150, d}, 3, dt), causal, as_is);
+      }
+    }
+  }
+  for (DType dt : {DType::bf16, DType::f16}) {
+    for (int64_t d : {64, 128}) {  // 4 warps a block, and 2
+      for (const auto& [tq, tk] : {std::pair<int64_t, int64_t>{20, 70}, {70, 20}}) {
+        SCOPED_TRACE(std::string(dtype_name(dt)) + " D=" + std::to_string(d) +
+                     " Tq=" + std::to_string(tq) + " Tk=" + std::to_string(tk));
+        const Tensor q = normal_cpu({2, 3, tq, d}, 7, dt), k = normal_cpu({2, 3, tk, d}, 8, dt),
+                     v = normal_cpu({2, 3, tk, d}, 9, dt);
+        check(q, k, v, false, as_is);
+        EXPECT_THROW((void)scaled_dot_product_attention(q.to(kGpu), k.to(kGpu), v.to(kGpu), true),
+                     zt::Error);
       }
     }
   }

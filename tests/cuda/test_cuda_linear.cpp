@@ -151,11 +151,14 @@ TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
   // partial column block.
   const int64_t M = 1100;
   for (int64_t N : {70, 72, 776})
-    for (DType dt : {DType::f32, DType::bf16, DType::f64}) {
+    for (DType dt : {DType::f32, DType::bf16, DType::f16, DType::f64}) {
       // Sums in double on both devices, in different orders; GELU's exponential and
       // reciprocal (the hardware's on the GPU) may differ in the last bit, which can flip a
-      // bf16 rounding.
-      const double tol = dt == DType::bf16 ? 1e-2 : (dt == DType::f32 ? 1e-5 : 1e-10);
+      // 16-bit rounding (2^-8 relative in bf16, 2^-11 in f16; the bias sums add a few).
+      const double tol = dt == DType::bf16  ? 1e-2
+                         : dt == DType::f16 ? 5e-3
+                         : dt == DType::f32 ? 1e-5
+                                            : 1e-10;
       for (bool gelu : {false, true}) {
         SCOPED_TRACE(std::string(dtype_name(dt)) + " N=" + std::to_string(N) +
                      " gelu=" + std::to_string(gelu));
@@ -172,6 +175,27 @@ TEST(CudaLinear, GemmEpilogueBackwardMatchesCpu) {
         EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), tol, tol));
       }
     }
+}
+
+// More chunks of 256 rows than a grid's y dimension holds (65535): one row more than the
+// grid's chunks cover, alone in a chunk that grid row 0 takes on its second pass. One f32
+// column (the one-column path; the 16-byte path shares the loop): 16.8M rows, 67 MB a
+// tensor. The last row's dy is 1000 at aux 1 (GELU' 1.08): the bias gradient, -327, would be
+// 1083 lower without it, and its dpre would be unwritten. Tolerance 1e-5 (3e-3 on the sum):
+// GELU's last bits differing, even in every row, add up to about 2.5e-4.
+TEST(CudaLinear, GemmEpilogueBackwardOverMoreRowChunksThanTheGridHolds) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t M = 65535 * 256 + 1, N = 1;
+  const Tensor dy = normal_cpu({M, N}, 18), aux = normal_cpu({M, N}, 19);
+  dy.narrow(0, M - 1, 1).fill_(1000.0);
+  aux.narrow(0, M - 1, 1).fill_(1.0);
+  Tensor cdpre = Tensor::empty({M, N}, DType::f32), cdb = Tensor::empty({N}, DType::f32);
+  cpu::gemm_epilogue_backward(M, N, dy, aux, true, cdpre, cdb);
+  Tensor gdpre = Tensor::empty({M, N}, DType::f32, kGpu),
+         gdb = Tensor::empty({N}, DType::f32, kGpu);
+  cuda::gemm_epilogue_backward(M, N, dy.to(kGpu), aux.to(kGpu), true, gdpre, gdb);
+  EXPECT_TRUE(test::all_close(gdpre.to(kCpu), cdpre, 1e-5, 1e-5));
+  EXPECT_TRUE(test::all_close(gdb.to(kCpu).to(DType::f64), cdb.to(DType::f64), 1e-5, 1e-5));
 }
 
 TEST(CudaLinear, GemmEpilogueBackwardGivesTheSameBitsOnBothPaths) {
