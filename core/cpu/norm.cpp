@@ -286,6 +286,7 @@ void batch_norm_stats(const Tensor& mean, const Tensor& rstd, const Tensor& runn
   dispatch_floating(running_mean.dtype(), "batch_norm running statistics", [&]<typename R>() {
     R* rm = running_mean.data<R>();
     R* rv = running_var.data<R>();
+    // In double; bf16/f16 are made from a float (two roundings, as the GPU's convert<R>).
     for (int64_t c = 0; c < C; ++c) {
       rm[c] = static_cast<R>((1.0 - momentum) * static_cast<double>(rm[c]) + momentum * mus[c]);
       rv[c] = static_cast<R>((1.0 - momentum) * static_cast<double>(rv[c]) +

@@ -249,6 +249,7 @@ __global__ void batch_norm_stats_kernel(T* mean, T* rstd, R* rm, R* rv, int64_t*
     mean[c] = static_cast<T>(mu);
     rstd[c] = static_cast<T>(1.0 / d_sqrt(v + eps));
     if (rm) {
+      // In double; convert<R> takes bf16/f16 through float (two roundings, as the CPU's cast).
       rm[c] = convert<R>((1.0 - momentum) * convert<double>(rm[c]) + momentum * mu);
       rv[c] = convert<R>((1.0 - momentum) * convert<double>(rv[c]) + momentum * unbias * v);
     }

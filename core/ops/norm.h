@@ -24,7 +24,8 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
 /// stats are given update them in place: r = (1 - momentum) r + momentum * stat, the
 /// variance unbiased (PyTorch semantics). eval: use the running statistics. The running
 /// statistics: both or neither, contiguous, of C elements and one floating dtype (any:
-/// each is updated in its own, from the statistics in double). num_batches_tracked (an
+/// each is updated in its own, the update computed in double; bf16/f16 round twice,
+/// double to float to 16 bits, on the CPU and the GPU alike). num_batches_tracked (an
 /// i64 scalar on x's device; training with running statistics only) is incremented by
 /// one in the statistics' kernel, as nn::BatchNorm counts its updates.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,

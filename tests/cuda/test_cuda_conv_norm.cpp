@@ -376,8 +376,8 @@ TEST(CudaNorm, BatchNormTrainAndEvalMatchCpu) {
     seed += 5;
   }
   // Running statistics in bf16 beside an f32 or a bf16 input: the statistics kernel
-  // updates them in their own dtype, rounded once, as the CPU's (one bf16 step apart at
-  // most).
+  // updates them in their own dtype, the update in double rounded to float, then to bf16,
+  // as the CPU's (one bf16 step apart at most: the statistics' double sums differ in order).
   for (DType xt : {DType::f32, DType::bf16}) {
     SCOPED_TRACE(std::string(dtype_name(xt)) + " input, bf16 running statistics");
     const Tensor x = add(normal_cpu({4, 6, 3, 5}, 300, DType::f64), 5.0).to(xt);
