@@ -14,9 +14,11 @@
 #ifdef __CUDACC__
 #define ZT_FLASH_FN __device__ __forceinline__
 #define ZT_FLASH_UNROLL _Pragma("unroll")
+#define ZT_FLASH_NO_UNROLL _Pragma("unroll 1")  // a loop kept rolled
 #else
 #define ZT_FLASH_FN inline
 #define ZT_FLASH_UNROLL
+#define ZT_FLASH_NO_UNROLL
 #endif
 
 namespace zt::flash {

@@ -190,7 +190,9 @@ template <class Block, int DK, int MT, int KB, int ST>
 ZT_FLASH_FN void Tiles<Block, DK, MT, KB, ST>::add_dq(const Params& p, const Task& t, int64_t q0,
                                                       const uint16_t* ds, const uint16_t* k) {
   static_assert(KB * DK % kWarps == 0, "every warp takes as many blocks of dq");
-  ZT_FLASH_UNROLL
+  // Not unrolled: with the blocks' loads scheduled across each other on top of dk and dv,
+  // the pass ran at 235-255 registers and spilled (D = 128; D = 64 at 32x32).
+  ZT_FLASH_NO_UNROLL
   for (int x = 0; x < KB * DK / kWarps; ++x) {
     auto block_of = [&](int ln) { return x * kWarps + ln / 32; };
     Reg<F4> acc[2];
