@@ -474,7 +474,8 @@ AppConfig parse_app_config(const Node& root, App app) {
       root.get("deepspeed_config")
           .fail("no DeepSpeed config at '" + c.deepspeed_config +
                 "' (a JSON file; relative paths start at the working directory)");
-    ds = load_deepspeed_file(c.deepspeed_config);
+    c.deepspeed_json = read_deepspeed_file(c.deepspeed_config);
+    ds = parse_deepspeed_text(c.deepspeed_json, c.deepspeed_config);
   }
   read_engine(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);

@@ -233,6 +233,9 @@ struct AppConfig {
   std::vector<std::string> warnings;
   /// The DeepSpeed config applied (deepspeed_config: path, or --deepspeed), or "".
   std::string deepspeed_config;
+  /// That file's text as it was read here: a checkpoint records it, so a save never reads
+  /// the file again (it may be gone or edited by then).
+  std::string deepspeed_json;
   /// DeepSpeed's train_batch_size (0: not given), checked against batch x accumulation x
   /// world size at launch (config::check_world_size), and where it was written.
   int64_t train_batch_size = 0;

@@ -300,8 +300,8 @@ std::string read_deepspeed_file(const std::string& path) {
   return text.str();
 }
 
-Node load_deepspeed_file(const std::string& path) {
-  return parse_yaml(without_comments(read_deepspeed_file(path)), path);
+Node parse_deepspeed_text(const std::string& text, const std::string& path) {
+  return parse_yaml(without_comments(text), path);
 }
 
 namespace {

@@ -14,13 +14,14 @@
 
 namespace zt::config {
 
-/// Reads a DeepSpeed config file as DeepSpeed does (with hjson): JSON, plus `#`, `//`
-/// and `/* */` comments and trailing commas; a key given twice is an error.
-Node load_deepspeed_file(const std::string& path);
 /// The file's text as it is (a checkpoint records it); an error naming it if unreadable.
 std::string read_deepspeed_file(const std::string& path);
+/// Parses a DeepSpeed config's `text` (read_deepspeed_file) as DeepSpeed does (with hjson):
+/// JSON, plus `#`, `//` and `/* */` comments and trailing commas; a key given twice is an
+/// error. Messages name `path`.
+Node parse_deepspeed_text(const std::string& text, const std::string& path);
 
-/// Applies the train keys of the DeepSpeed config `ds` (load_deepspeed_file) to `c`, parsed from
+/// Applies the train keys of the DeepSpeed config `ds` (parse_deepspeed_text) to `c`, parsed from
 /// the YAML tree `yaml`: the JSON wins, and each YAML train key it replaces with another value adds
 /// a warning naming both places (its zero_optimization, bf16 and fp16 sections replace the YAML's
 /// the same way, read by parse_app_config). Keys DeepSpeed has that zt does not implement are

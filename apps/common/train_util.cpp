@@ -292,10 +292,10 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
   zero::CheckpointExtra extra;
   extra.step = step;
   extra.config_yaml = cfg.root.dump();
-  // A DeepSpeed JSON sets much of the run (config_yaml holds only its path): kept as it
-  // was, so that a resume compares the settings it gave, not the file as it is then.
-  if (!cfg.deepspeed_config.empty())
-    extra.user["deepspeed_json"] = config::read_deepspeed_file(cfg.deepspeed_config);
+  // A DeepSpeed JSON sets much of the run (config_yaml holds only its path): kept as the
+  // run read it at the start, so that a resume compares the settings it gave, not the file
+  // as it is then (edited, or gone).
+  if (!cfg.deepspeed_config.empty()) extra.user["deepspeed_json"] = cfg.deepspeed_json;
   extra.loader_epoch = pos.epoch;
   extra.loader_position = pos.position;
   extra.loader_batch = loader.options().batch_size;

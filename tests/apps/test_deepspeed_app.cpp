@@ -64,6 +64,16 @@ config::AppConfig load(const Scratch& s, const std::string& yaml, config::App ap
   return config::load_app_config(s.path("run.yaml"), {}, app);
 }
 
+// A tiny vqtok run's YAML: its model and data, and `train` as its train section.
+std::string vqtok_yaml(const std::string& train) {
+  return "model: {codebook_size: 32, ch: 32, ch_mult: [1, 1], num_res_blocks: 1, "
+         "attn_resolutions: []}\n"
+         "data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 32, "
+         "eval_samples: 2}\n"
+         "train: " +
+         train + "\n";
+}
+
 }  // namespace
 
 // DeepSpeed's schedulers step after each update, starting at the warmup's start: update 0
@@ -105,12 +115,8 @@ TEST(DeepSpeedApp, SchedulesCountUpdatesAsDeepSpeedDoes) {
 
 TEST(DeepSpeedApp, Zero3JsonTrainsVqtok) {
   Scratch s("vqtok");
-  const config::AppConfig cfg = load(s, R"(
-model: {codebook_size: 32, ch: 32, ch_mult: [1, 1], num_res_blocks: 1, attn_resolutions: []}
-data: {kind: synthetic, frames: 4, height: 8, width: 8, num_samples: 32, eval_samples: 2}
-train: {steps: 2, eval_every: 0, checkpoint_every: 0}
-)",
-                                     config::App::vqtok);
+  const config::AppConfig cfg =
+      load(s, vqtok_yaml("{steps: 2, eval_every: 0, checkpoint_every: 0}"), config::App::vqtok);
   EXPECT_TRUE(cfg.zero.precision.bf16);
   EXPECT_EQ(cfg.train.batch, 2);
   comm::run_threads(2, [&](comm::Communicator& comm) {
@@ -177,6 +183,26 @@ train: {steps: 2, eval_every: 0, checkpoint_every: 2}
   EXPECT_NE(note.find("train.gradient_clipping (1 in the checkpoint, 0 in this config)"),
             std::string::npos)
       << note;
+}
+
+// The JSON is read once, when the config is: a file deleted during the run (a launcher's
+// temporary, say) does not fail the saves, and a checkpoint records the text the run was
+// configured with, not an edit made since.
+TEST(DeepSpeedApp, ACheckpointRecordsTheJsonAsTheRunReadIt) {
+  Scratch s("gone");
+  const config::AppConfig cfg =
+      load(s, vqtok_yaml("{steps: 2, eval_every: 0, checkpoint_every: 1}"), config::App::vqtok);
+  std::ofstream(s.path("ds_config.json"), std::ios::trunc) << "{\"edited\": true}";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    if (comm.rank() == 0) fs::remove(s.path("ds_config.json"));
+    comm.barrier();
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    EXPECT_EQ(test::error_of([&] { vqtok::train(cfg, o, comm); }), "");
+  });
+  for (const char* step : {"step_000001", "step_000002"})
+    EXPECT_EQ(app::read_saved_run(s.path("out/checkpoints/") + step).deepspeed_json, kDsConfig)
+        << step;
 }
 
 TEST(DeepSpeedApp, Zero3JsonTrainsVqgpt) {
