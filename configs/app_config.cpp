@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -184,7 +185,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("eval_every", t.eval_every, 0)
       .get("eval_batches", t.eval_batches, 1)
       .get("checkpoint_every", t.checkpoint_every, 0)
-      .get("keep_checkpoints", t.keep_checkpoints, 0)
+      .get("keep_checkpoints", t.keep_checkpoints, 0, std::numeric_limits<int>::max())
       .get("codebook_restart_every", t.codebook_restart_every, 0)
       .get("seed", t.seed, 0)
       .get_enum("device", t.device, {"cpu", "cuda"})

@@ -45,7 +45,7 @@ static json optimizer_json(const optim::Optimizer& opt) {
 }
 
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
-                            const CheckpointExtra& extra, int keep_last) {
+                            const CheckpointExtra& extra, int64_t keep_last) {
   comm::Communicator& comm = engine.comm();
   const int rank = comm.rank();
   const fs::path root(root_dir);

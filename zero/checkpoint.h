@@ -71,7 +71,7 @@ std::string checkpoint_tag(int64_t step);
 /// on any rank throws comm::AgreedError on every rank and removes the temporary directory.
 /// Returns the checkpoint directory.
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
-                            const CheckpointExtra& extra = {}, int keep_last = 0);
+                            const CheckpointExtra& extra = {}, int64_t keep_last = 0);
 
 /// The checkpoint directory `dir_or_root` names: itself if it holds meta.json, else the
 /// tag its `latest` file names; when `latest` is missing, garbage, names a folder that is

@@ -188,9 +188,9 @@ static std::string incomplete(const fs::path& dir, int64_t step, bool digests) {
 // steps: renamed to a hidden ".<tag>.del-<id>" (atomic), then deleted, so that a process
 // killed part-way leaves no half-deleted step folder, which nothing would count or delete;
 // remove_stale_temporaries finishes what such a process left.
-void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last,
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int64_t keep_last,
            const std::string& id) {
-  int kept = 1;  // keep_tag
+  int64_t kept = 1;  // keep_tag
   for (const auto& [step, name] : step_folders(root)) {
     if (name == keep_tag || step > keep_step) continue;
     if (!incomplete(root / name, step, /*digests=*/false).empty()) continue;

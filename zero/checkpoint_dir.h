@@ -56,7 +56,7 @@ json read_meta(const fs::path& dir);
 json check_complete(const fs::path& dir, bool digests);
 /// Deletes older checkpoints under root (see save_checkpoint's keep_last); `id` names the
 /// hidden folders each goes through on its way out.
-void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int keep_last,
+void prune(const fs::path& root, const std::string& keep_tag, int64_t keep_step, int64_t keep_last,
            const std::string& id);
 /// Renames an incomplete or damaged checkpoint folder to "<dir>.incomplete-<id>" (out of
 /// the step folders a resume or a prune looks at; kept for whoever can mend it) and

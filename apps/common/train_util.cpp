@@ -304,7 +304,7 @@ std::string save_training_checkpoint(zero::Engine& engine, const std::string& ro
   extra.state = std::move(state);
   extra.state.emplace_back("rng_state", gather_rng_state(engine.comm()));
   return zero::save_checkpoint(engine, root, zero::checkpoint_tag(step), extra,
-                               static_cast<int>(cfg.train.keep_checkpoints));
+                               cfg.train.keep_checkpoints);
 }
 
 }  // namespace zt::app

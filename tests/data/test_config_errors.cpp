@@ -59,6 +59,13 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: train.steps: 0 is out of range: must be >= 1"}},
     {"above_max", "train:\n  lr: 20\n", {}, {"train.lr: 20 is out of range: must be in [0, 10]"}},
+    // Past an int: it would wrap to a small count (deleting checkpoints asked to be kept) or a
+    // negative one (failing the first save after training).
+    {"keep_checkpoints_past_int",
+     "train:\n  keep_checkpoints: 4294967297\n",
+     {},
+     {"bad.yaml:2: train.keep_checkpoints: 4294967297 is out of range: must be in [0, "
+      "2147483647]"}},
     {"bad_enum",
      "train:\n  schedule: cosin\n",
      {},

@@ -160,6 +160,23 @@ TEST(CheckpointCleanup, PruningCountsAndDeletesOnlyCompleteCheckpoints) {
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
 }
 
+// keep_last is a count of checkpoints, not narrowed to an int: 2^32 + 1 keeps them all (as
+// an int it would be 1, and every save would delete the others).
+TEST(CheckpointCleanup, KeepLastPastAnIntKeepsEveryCheckpoint) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const int64_t keep = (int64_t{1} << 32) + comm.size();
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    for (int step = 0; step < 3; ++step) {
+      train_step(*e, step);
+      zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()), {}, keep);
+    }
+  });
+  EXPECT_EQ(entries(root),
+            (std::set<std::string>{"latest", "step_000001", "step_000002", "step_000003"}));
+}
+
 // A damaged checkpoint can be whole: a flipped byte keeps every file's size, so a prune
 // (which reads no digests) would count it among those it keeps. A resume that passes it
 // over sets it aside; the next save's prune then keeps the checkpoint the run resumed from,
