@@ -21,6 +21,7 @@
 
 #include "core/ops/factory.h"
 #include "core/text_file.h"
+#include "nn/json_text.h"
 
 namespace zt::nn {
 
@@ -34,27 +35,6 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;  // the reference implementat
 // A header nests 3 deep (the object, an entry, its shape); the JSON parser and dump()
 // recurse once per level, so a deeper header is refused before either sees it.
 constexpr int kMaxHeaderDepth = 8;
-
-// The deepest nesting of objects and arrays in the JSON text [b, e), strings skipped.
-int json_depth(const char* b, const char* e) {
-  int depth = 0, deepest = 0;
-  bool in_string = false;
-  for (const char* p = b; p < e; ++p) {
-    if (in_string) {
-      if (*p == '\\')
-        ++p;
-      else if (*p == '"')
-        in_string = false;
-    } else if (*p == '"') {
-      in_string = true;
-    } else if (*p == '[' || *p == '{') {
-      deepest = std::max(deepest, ++depth);
-    } else if (*p == ']' || *p == '}') {
-      --depth;
-    }
-  }
-  return deepest;
-}
 
 // j as JSON text for an error message, cut after 80 characters.
 std::string brief(const ojson& j) {
@@ -225,9 +205,8 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   const uint64_t data_size = size - data_start_;
 
   const char* hbeg = reinterpret_cast<const char*>(map_->bytes() + 8);
-  const int depth = json_depth(hbeg, hbeg + n);
-  ZT_CHECK(depth <= kMaxHeaderDepth, where, "header nests ", depth,
-           " levels deep (a safetensors header nests 3: corrupt or hostile file)");
+  check_json_depth(std::string_view(hbeg, n), kMaxHeaderDepth, where + "header",
+                   "a safetensors header nests 3");
   ojson header;
   try {
     header = ojson::parse(hbeg, hbeg + n);

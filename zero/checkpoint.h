@@ -31,6 +31,10 @@
 
 namespace zt::zero {
 
+/// The deepest nesting meta.json may have (a save writes 3 levels): a deeper one is damaged
+/// and refused before it is parsed, as every reader of it does.
+inline constexpr int kMaxMetaDepth = 8;
+
 /// What a checkpoint carries besides model and optimizer state.
 struct CheckpointExtra {
   /// Training step (the app's count: fp16 steps skipped for an overflow included).

@@ -18,10 +18,12 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <sstream>
 #include <vector>
 
 #include "core/error.h"
 #include "core/text_file.h"
+#include "nn/json_text.h"
 #include "zero/checkpoint.h"
 #include "zero/replicas.h"
 
@@ -119,11 +121,9 @@ std::optional<int64_t> tag_step(const std::string& name) {
   return step;
 }
 
-// A JSON value as an error message quotes it: its first 60 characters.
+// A JSON value as an error message quotes it (json_brief: a short scalar, or its type).
 static std::string quoted(const json* v) {
-  if (!v) return "none";
-  const std::string s = v->dump();
-  return s.size() <= 60 ? s : s.substr(0, 57) + "...";
+  return v ? nn::json_brief(*v) : "none";
 }
 
 json read_meta(const fs::path& dir) {
@@ -131,7 +131,12 @@ json read_meta(const fs::path& dir) {
   std::ifstream f(p);
   ZT_CHECK(f.good(), "checkpoint '", dir.string(), "': cannot open ", kMetaFile,
            " (not a checkpoint directory, or an incomplete one)");
-  json j = json::parse(f, nullptr, /*allow_exceptions=*/false);
+  std::stringstream text;
+  text << f.rdbuf();
+  // Nesting no save writes (damage, or a hand edit) is refused before anything recurses
+  // into it: a resume passes such a folder over like any other incomplete one.
+  nn::check_json_depth(text.view(), kMaxMetaDepth, "'" + p.string() + "'", "a meta.json nests 3");
+  json j = json::parse(text.view(), nullptr, /*allow_exceptions=*/false);
   ZT_CHECK(!j.is_discarded() && j.is_object(), "'", p.string(), "' is not valid JSON (corrupt?)");
   for (const char* key : {"format", "version"})
     ZT_CHECK(j.contains(key) && (key[0] == 'f' ? j[key].is_string() : j[key].is_number_integer()),

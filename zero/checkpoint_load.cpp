@@ -8,6 +8,7 @@
 #include <map>
 #include <optional>
 
+#include "nn/json_text.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 #include "zero/checkpoint.h"
@@ -112,7 +113,7 @@ T field(const json& parent, const char* key, const char* path, const char* kind,
   try {
     return it->get<T>();
   } catch (const json::exception&) {
-    ZT_FAIL("'", meta_path, "' is malformed: ", path, " is ", it->dump().substr(0, 80), ", not ",
+    ZT_FAIL("'", meta_path, "' is malformed: ", path, " is ", nn::json_brief(*it, 80), ", not ",
             kind);
   }
 }
@@ -123,7 +124,8 @@ int64_t count(const json& parent, const char* key, const char* path, const std::
   const json& v = parent.at(key);
   ZT_CHECK(
       v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-      "'", meta_path, "' is malformed: ", path, " is ", v.dump(), ", not a whole number >= 0");
+      "'", meta_path, "' is malformed: ", path, " is ", nn::json_brief(v, 80),
+      ", not a whole number >= 0");
   return v.get<int64_t>();
 }
 
@@ -258,7 +260,7 @@ void check_optimizer_kind(Engine& e, const fs::path& dir, const json& meta,
   const auto it = meta.find("optimizer");
   if (it == meta.end()) return;
   ZT_CHECK(it->is_object(), "'", meta_path, "' is malformed: optimizer is ",
-           it->dump().substr(0, 80), ", not an object");
+           nn::json_brief(*it, 80), ", not an object");
   const std::string saved =
       field<std::string>(*it, "type", "optimizer.type", "a string", meta_path);
   const std::string mine = e.optimizer().kind();

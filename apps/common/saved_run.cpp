@@ -17,6 +17,7 @@
 #include "apps/common/run_checks.h"
 #include "core/tensor.h"
 #include "core/text_file.h"
+#include "nn/json_text.h"
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 
@@ -170,15 +171,19 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
   const fs::path meta = fs::path(run.dir) / "meta.json";
   std::ifstream f(meta);
   ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
+  std::stringstream contents;
+  contents << f.rdbuf();
+  nn::check_json_depth(contents.view(), zero::kMaxMetaDepth, "'" + meta.string() + "'",
+                       "a meta.json nests 3");
   try {  // JSON errors here: a meta.json that does not parse, or keys of the wrong type
-    const nlohmann::json j = nlohmann::json::parse(f);
+    const nlohmann::json j = nlohmann::json::parse(contents.view());
     ZT_CHECK(j.is_object(), "'", meta.string(), "' is malformed: not a JSON object");
     // A string field, "" when absent; of another type, an error naming it.
     auto text = [&](const nlohmann::json& o, const char* key, const char* path) -> std::string {
       const auto it = o.find(key);
       if (it == o.end()) return "";
       ZT_CHECK(it->is_string(), "'", meta.string(), "' is malformed: ", path, " is ",
-               it->dump().substr(0, 80), ", not a string");
+               nn::json_brief(*it, 80), ", not a string");
       return it->get<std::string>();
     };
     if (const auto user = j.find("user"); user != j.end() && user->is_object()) {

@@ -287,5 +287,17 @@ TEST(SavedRun, ACheckpointOfTheOtherAppIsNamedAsSuch) {
   std::ofstream(meta) << j.dump();
   EXPECT_TRUE(test::throws_with([&] { app::read_saved_run(tok_step); },
                                 "'" + meta + "' is malformed: user.app is 1, not a string"));
+  j["user"]["app"] = {{"nested", {1, 2}}};  // quoted by its type, not serialized
+  std::ofstream(meta, std::ios::trunc) << j.dump();
+  EXPECT_TRUE(test::throws_with(
+      [&] { app::read_saved_run(tok_step); },
+      "'" + meta + "' is malformed: user.app is an object of 1 key, not a string"));
+  // Nested past what a save writes: refused before the parser (or a message) recurses into it.
+  j["user"]["app"] = "nest here";
+  std::string text = j.dump();
+  text.replace(text.find("\"nest here\""), 11, std::string(200000, '[') + std::string(200000, ']'));
+  std::ofstream(meta, std::ios::trunc) << text;
+  EXPECT_TRUE(test::throws_with([&] { app::read_saved_run(tok_step); },
+                                "'" + meta + "' nests 200002 levels deep"));
   fs::remove_all(dir);
 }

@@ -337,6 +337,36 @@ TEST(CheckpointRobustness, AMetaJsonWithABadStepOrFileTableIsNamed) {
       "the digest of 'replicated.safetensors' in 'files' must be a string, got 7");
 }
 
+// Nesting no save writes is refused before anything recurses into it (200,000 levels once
+// overflowed the stack while an error message serialized the value): the resume passes the
+// folder over like any other damaged one, and the load names the depth. A value nested
+// within the limit is quoted by its type and size.
+TEST(CheckpointRobustness, ADeeplyNestedMetaJsonIsPassedOver) {
+  TempDir tmp;
+  const std::string base = tmp / "base";
+  save_steps(base, 3);
+  const fs::path deep = fs::path(tmp.path) / "deep";
+  const std::string nested = std::string(200000, '[') + std::string(200000, ']');
+  fs::copy(base, deep, fs::copy_options::recursive);
+  edit_meta((deep / "step_000003").string(), [](auto& m) { m["step"] = "nest here"; });
+  const fs::path meta = deep / "step_000003/meta.json";
+  std::string text = nlohmann::json::parse(std::ifstream(meta)).dump(1);
+  text.replace(text.find("\"nest here\""), 11, nested);
+  std::ofstream(meta, std::ios::trunc) << text;
+  const std::string named = "'" + meta.string() + "' nests 200001 levels deep";
+  const zero::ResumePoint rp = zero::find_resume_point(deep.string());
+  EXPECT_EQ(rp.step, 2);
+  EXPECT_NE(rp.note.find(named), std::string::npos) << rp.note.substr(0, 400);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 7);
+    expect_error([&] { zero::load_checkpoint(*e, (deep / "step_000003").string()); }, named);
+  });
+  expect_passed_over(
+      base, fs::path(tmp.path) / "shallow",
+      [](auto& m) { m["step"] = nlohmann::json::array({nlohmann::json::array({3})}); },
+      "': 'step' must be an integer >= 0, got an array of 1 element");
+}
+
 // A meta.json that reads but disagrees with its own world size (its rank files intact, so
 // every digest matches) is damage too: the resume passes it over, as the load would refuse it.
 TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
