@@ -109,6 +109,10 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
                "' belongs to no parameter of the engine's model");
       (it->second ? shards : reps).emplace_back("optim/" + k, host(t));
     }
+    // Buffers under buffers.sync none differ between ranks: each rank keeps its own.
+    for (const auto& [n, b] : nn::persistent_buffers(engine.module()))
+      if (engine.config().buffers.sync_for(n) == BufferSync::none)
+        shards.emplace_back("buffer/" + n, host(b));
     nn::save_safetensors((tmp / rank_file(rank)).string(), shards);
     mine_digest = hex64(digest(shards));
     if (rank != 0) return;

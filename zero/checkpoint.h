@@ -1,7 +1,8 @@
 // Sharded ZeRO-3 checkpoints (docs/DESIGN.md, "Checkpoints"). A checkpoint is a directory
 //
 //   <root>/<tag>/rank_00000.safetensors ...  each rank's parameter shards, fp32 master
-//                                            shards and optimizer-state shards
+//                                            shards, optimizer-state shards and its own
+//                                            buffers under buffers.sync none
 //   <root>/<tag>/replicated.safetensors      replicated parameters, the persistent buffers
 //                                            (not a non-persistent one, rebuilt with the
 //                                            model), the optimizer state of trainable
@@ -18,8 +19,10 @@
 //
 // Shard keys: "param/<name>" [shard_numel] in the parameter's dtype, "master/<name>" fp32
 // [shard_numel] (only where the engine keeps a master apart), "optim/<name>.<slot>" and
-// "optim/<name>.step" (the optimizer's state_dict keys); replicated file: "param/<name>",
-// "buffer/<name>", "optim/<name>.<slot>".
+// "optim/<name>.step" (the optimizer's state_dict keys), "buffer/<name>" (the rank's own,
+// under buffers.sync none: a load at the same world size restores each rank's, at another
+// one rank 0's); replicated file: "param/<name>", "buffer/<name>" (rank 0's, every buffer),
+// "optim/<name>.<slot>".
 #pragma once
 
 #include <cstdint>
@@ -166,10 +169,11 @@ class RunLock {
 /// in between, a relative path from another working folder). Any problem (missing or corrupt file,
 /// different model, another optimizer) throws comm::AgreedError on every rank and leaves the engine
 /// unchanged. A dynamic fp16 loss scale goes on from the saved one; a fixed loss_scale in the
-/// config wins (a note says so when the saved scale was dynamic). Returns the extra data. With
-/// optimizer_state false the optimizer state is neither read nor checked, and the optimizer is left
-/// as it is (inference and export, whose engine's optimizer need not be the one the checkpoint was
-/// trained with).
+/// config wins (a note says so when the saved scale was dynamic). Buffers under buffers.sync
+/// none are each rank's own at the saved world size, rank 0's at another (a note says so).
+/// Returns the extra data. With optimizer_state false the optimizer state is neither read nor
+/// checked, and the optimizer is left as it is (inference and export, whose engine's optimizer
+/// need not be the one the checkpoint was trained with).
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                                 bool optimizer_state = true);
 

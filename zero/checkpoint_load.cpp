@@ -94,6 +94,8 @@ struct Staged {
   std::vector<Tensor> shards, masters;  // per engine.partitioned(); masters undefined if none
   std::vector<Tensor> replicas;         // per engine.replicated()
   std::vector<Tensor> buffers;          // per nn::persistent_buffers(module())
+  // Buffers under buffers.sync none saved per rank at another world size: rank 0's taken.
+  std::vector<std::string> rank0_buffers;
   optim::NamedTensors optim;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
@@ -131,9 +133,8 @@ int64_t count(const json& parent, const char* key, const char* path, const std::
 
 // This rank's shards (and fp32 masters) of the partitioned parameters, and with `optim`
 // their optimizer state, each re-sliced from the saved world size to this one.
-void stage_partitioned(Engine& e, const fs::path& dir, const json& meta, bool optim, Staged& st) {
+void stage_partitioned(Engine& e, ShardFiles& files, const json& meta, bool optim, Staged& st) {
   const int rank = e.comm().rank(), W = meta.at("world_size").get<int>();
-  ShardFiles files(dir, meta);
   std::map<std::string, const json*> layout;
   for (const json& t : meta.at("tensors"))
     if (t.at("kind") == "partitioned") layout[t.at("name").get<std::string>()] = &t;
@@ -174,20 +175,32 @@ void stage_partitioned(Engine& e, const fs::path& dir, const json& meta, bool op
 
 // Replicated parameters, buffers, their optimizer state (with `optim`) and the app's state:
 // every rank reads the same file (one filesystem); verify_replicas() proves they agree
-// afterwards.
-void stage_replicated(Engine& e, const fs::path& dir, const json& meta, bool optim, Staged& st) {
+// afterwards. Buffers under buffers.sync none come from this rank's own file where it holds
+// them (saved at this world size), else from the replicated file (rank 0's).
+void stage_replicated(Engine& e, const fs::path& dir, ShardFiles& files, const json& meta,
+                      bool optim, Staged& st) {
   auto rep = ShardFiles::open_verified(dir, kReplicatedFile, meta);
-  auto get = [&](const std::string& key, const Tensor& like) {
-    ZT_CHECK(rep->contains(key), "'", rep->path(), "' has no tensor '", key, "'");
-    const nn::SafetensorsInfo& inf = rep->info(key);
-    ZT_CHECK(inf.shape == like.sizes() && inf.dtype == like.dtype(), "'", rep->path(),
-             "': tensor '", key, "' is ", dtype_name(inf.dtype), " ", shape_str(inf.shape),
-             ", this model has ", dtype_name(like.dtype()), " ", shape_str(like.sizes()));
-    return rep->get(key);
+  auto get = [&](const nn::SafetensorsFile& f, const std::string& key, const Tensor& like) {
+    ZT_CHECK(f.contains(key), "'", f.path(), "' has no tensor '", key, "'");
+    const nn::SafetensorsInfo& inf = f.info(key);
+    ZT_CHECK(inf.shape == like.sizes() && inf.dtype == like.dtype(), "'", f.path(), "': tensor '",
+             key, "' is ", dtype_name(inf.dtype), " ", shape_str(inf.shape), ", this model has ",
+             dtype_name(like.dtype()), " ", shape_str(like.sizes()));
+    return f.get(key);
   };
-  for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get("param/" + n, p));
-  for (const auto& [n, b] : nn::persistent_buffers(e.module()))
-    st.buffers.push_back(get("buffer/" + n, b));
+  for (const auto& [n, p] : e.replicated()) st.replicas.push_back(get(*rep, "param/" + n, p));
+  const bool same_world = meta.at("world_size").get<int>() == e.comm().size();
+  for (const auto& [n, b] : nn::persistent_buffers(e.module())) {
+    const std::string key = "buffer/" + n;
+    if (e.config().buffers.sync_for(n) != BufferSync::none) {
+      st.buffers.push_back(get(*rep, key, b));
+    } else if (same_world && files.file(e.comm().rank()).contains(key)) {
+      st.buffers.push_back(get(files.file(e.comm().rank()), key, b));
+    } else {
+      if (!same_world && files.file(0).contains(key)) st.rank0_buffers.push_back(n);
+      st.buffers.push_back(get(*rep, key, b));
+    }
+  }
   for (const std::string& k : rep->keys()) {
     if (optim && k.rfind("optim/", 0) == 0) st.optim.emplace_back(k.substr(6), rep->get(k));
     if (k.rfind("state/", 0) == 0) st.extra.state.emplace_back(k.substr(6), rep->get(k));
@@ -284,8 +297,9 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
              "another train.dtype / bf16 / fp16 section?): ",
              diff);
     if (optim) check_optimizer_kind(e, dir, meta, meta_path);
-    stage_partitioned(e, dir, meta, optim, st);
-    stage_replicated(e, dir, meta, optim, st);
+    ShardFiles files(dir, meta);
+    stage_partitioned(e, files, meta, optim, st);
+    stage_replicated(e, dir, files, meta, optim, st);
     stage_meta(meta, meta_path, optim, st);
     st.extra.dir = dir.string();
   } catch (const json::exception& ex) {
@@ -378,6 +392,15 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   else
     engine.set_global_step(st.extra.step);
   restore_loss_scaler(engine, st, comm.rank() == 0);
+  if (comm.rank() == 0 && !st.rank0_buffers.empty()) {
+    const size_t more = st.rank0_buffers.size() - 1;
+    const std::string names =
+        st.rank0_buffers.front() + (more > 0 ? " and " + std::to_string(more) + " more" : "");
+    std::fprintf(stderr,
+                 "zt: load_checkpoint('%s'): note: the buffers under buffers.sync none (%s) were "
+                 "saved per rank on %d ranks; on %d ranks every rank starts from rank 0's\n",
+                 st.extra.dir.c_str(), names.c_str(), st.extra.saved_world_size, comm.size());
+  }
   if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
   engine.verify_replicas();

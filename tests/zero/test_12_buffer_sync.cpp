@@ -5,9 +5,13 @@
 // the ranks differ, as the user asked). verify_replicas() checks every buffer the policy
 // keeps identical, naming the first divergent one and the ranks (a buffer edited on one
 // rank behind the engine's back, say), and leaves `none` buffers out.
+// A checkpoint keeps every rank's `none` buffers (each in its own rank file): a load at the
+// same world size gives each rank its own back, so a resume goes on as the run would have.
+// At another world size there is no rank to match: every rank takes rank 0's, with a note.
 // `average` gives the mean of the ranks' running variances, not the variance of the
 // global batch (the spread between the ranks' means is lost); lesson 13's sync BatchNorm
 // is the exact version.
+#include "zero/checkpoint_util.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -246,4 +250,40 @@ TEST(Lesson12BufferSync, EqualBuffersAverageToThemselves) {
         EXPECT_CLOSE(buffers[i].second, before[i], 0, 0) << buffers[i].first << " at N=" << N;
     });
   }
+}
+
+TEST(Lesson12BufferSync, ACheckpointKeepsEachRanksNoneBuffers) {
+  lesson::TempDir tmp;
+  const std::string dir = tmp / "ckpt/step";
+  zero::Config cfg;
+  cfg.buffers.sync = zero::BufferSync::none;
+  std::vector<std::vector<double>> saved(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const auto tok = tokenizer(comm);
+    zero::Engine engine(tok, comm, cfg, {});
+    Generator g(100 + comm.rank());  // different data on every rank
+    engine.backward(mean(engine(add(randn({2, 3, 4, 6, 6}, g), comm.rank()))));
+    engine.step();
+    saved[comm.rank()] = tok->bn->running_mean.to_vector();
+    zero::save_checkpoint(engine, tmp / "ckpt", "step");
+  });
+  ASSERT_NE(saved[0], saved[1]) << "the ranks' statistics differ";
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const auto tok = tokenizer(comm);
+    zero::Engine engine(tok, comm, cfg, {});
+    zero::load_checkpoint(engine, dir);
+    EXPECT_EQ(tok->bn->running_mean.to_vector(), saved[comm.rank()]) << "rank " << comm.rank();
+  });
+  testing::internal::CaptureStderr();
+  comm::run_threads(3, [&](comm::Communicator& comm) {
+    const auto tok = tokenizer(comm);
+    zero::Engine engine(tok, comm, cfg, {});
+    zero::load_checkpoint(engine, dir);
+    EXPECT_EQ(tok->bn->running_mean.to_vector(), saved[0]) << "rank " << comm.rank();
+  });
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("note: the buffers under buffers.sync none (bn.running_mean and 2 more) "
+                     "were saved per rank on 2 ranks; on 3 ranks every rank starts from rank 0's"),
+            std::string::npos)
+      << err;
 }
