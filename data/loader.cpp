@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "core/allocator.h"
@@ -136,8 +137,8 @@ void DataLoader::produce() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stopping_ ||
-               (static_cast<int64_t>(queue_.size()) < options_.prefetch && !at_end(producer_));
+        return stopping_ || (static_cast<int64_t>(queue_.size()) < options_.prefetch &&
+                             !at_end(producer_) && has_next(producer_));
       });
       if (stopping_) return;
       at = producer_;
@@ -161,6 +162,10 @@ void DataLoader::produce() {
 Batch DataLoader::next() {
   ZT_CHECK(!at_end(consumer_), "DataLoader::next: the batches restore() allowed, up to batch ",
            consumer_.position, " of epoch ", consumer_.epoch, ", were all read");
+  ZT_CHECK(has_next(consumer_), "DataLoader::next: batch ", consumer_.position, " of epoch ",
+           consumer_.epoch,
+           " is the last an epoch count reaches (restored from a damaged "
+           "position?)");
   if (options_.prefetch > 0 && !thread_.joinable()) start();
   Item item;
   if (options_.prefetch == 0) {
@@ -193,7 +198,11 @@ LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
   ZT_CHECK(epoch >= 0 && samples >= 0, "DataLoader::state_at_sample: epoch ", epoch, " and sample ",
            samples, " must be >= 0");
   const int64_t position = samples / (options_.batch_size * sampler_.world());
-  if (position >= batches_per_epoch_) return {epoch + 1, 0};
+  if (position >= batches_per_epoch_) {
+    ZT_CHECK(epoch < std::numeric_limits<int64_t>::max(), "DataLoader::state_at_sample: sample ",
+             samples, " is past the end of epoch ", epoch, ", the last an epoch count reaches");
+    return {epoch + 1, 0};
+  }
   return {epoch, position};
 }
 
@@ -214,9 +223,14 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
            " batches per epoch (was the checkpoint made with another batch size or world?)");
   ZT_CHECK(batches >= 0, "DataLoader::restore: batches must be >= 0, got ", batches);
   std::optional<LoaderState> end;
-  if (batches > 0)
-    end = LoaderState{state.epoch + (state.position + batches) / batches_per_epoch_,
-                      (state.position + batches) % batches_per_epoch_};
+  if (batches > 0) {
+    int64_t through = 0, end_epoch = 0;  // batches from the start of state.epoch
+    ZT_CHECK(!__builtin_add_overflow(state.position, batches, &through) &&
+                 !__builtin_add_overflow(state.epoch, through / batches_per_epoch_, &end_epoch),
+             "DataLoader::restore: ", batches, " batches from batch ", state.position, " of epoch ",
+             state.epoch, " go past the last epoch an epoch count reaches");
+    end = LoaderState{end_epoch, through % batches_per_epoch_};
+  }
   // Already there with the prepared batches that position reads (a resume at the start):
   // keep them, unless a new end falls among them.
   const bool keep = state == consumer_ && thread_.joinable() && !end;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -96,6 +97,13 @@ class DataLoader {
   void stop();
   void produce();
   bool at_end(const LoaderState& s) const { return end_ && s == *end_; }
+  // Whether a batch follows s: every one but the last of epoch INT64_MAX, after which no
+  // epoch number is left to count (only a damaged checkpoint's position gets there). Neither
+  // the producer nor next() reads the batch at a state without one, so advance never
+  // overflows.
+  bool has_next(const LoaderState& s) const {
+    return s.position + 1 < batches_per_epoch_ || s.epoch < std::numeric_limits<int64_t>::max();
+  }
   void advance(LoaderState& s) const {
     if (++s.position == batches_per_epoch_) s = {s.epoch + 1, 0};
   }

@@ -120,14 +120,19 @@ T field(const json& parent, const char* key, const char* path, const char* kind,
   }
 }
 
-// A count in meta.json: a whole number >= 0 (a damaged or hand-edited meta.json may hold
-// anything, and a negative optimizer step would turn Adam's bias correction into garbage).
-int64_t count(const json& parent, const char* key, const char* path, const std::string& meta_path) {
+// Above any count a run reaches (2^62 steps, epochs, samples), with room to count on: a
+// value past it could only come from damage, and would overflow where it is counted on.
+constexpr int64_t kMaxCount = int64_t{1} << 62;
+
+// A count in meta.json: a whole number from 0 to `max` (a damaged or hand-edited meta.json
+// may hold anything: a negative optimizer step would turn Adam's bias correction into
+// garbage, and an epoch near INT64_MAX would overflow the loader's next one).
+int64_t count(const json& parent, const char* key, const char* path, const std::string& meta_path,
+              int64_t max = kMaxCount) {
   const json& v = parent.at(key);
-  ZT_CHECK(
-      v.is_number_unsigned() && v.get<uint64_t>() <= uint64_t{std::numeric_limits<int64_t>::max()},
-      "'", meta_path, "' is malformed: ", path, " is ", nn::json_brief(v, 80),
-      ", not a whole number >= 0");
+  ZT_CHECK(v.is_number_unsigned() && v.get<uint64_t>() <= static_cast<uint64_t>(max), "'",
+           meta_path, "' is malformed: ", path, " is ", nn::json_brief(v, 80),
+           ", not a whole number from 0 to ", max);
   return v.get<int64_t>();
 }
 
@@ -211,9 +216,8 @@ void stage_replicated(Engine& e, const fs::path& dir, ShardFiles& files, const j
 // loader's position, the user's fields, the engine's step counts, the learning rate (with
 // `optim`) and the fp16 loss scaler.
 void stage_meta(const json& meta, const std::string& meta_path, bool optim, Staged& st) {
-  auto count_of = [&](const json& parent, const char* key, const char* path) {
-    return count(parent, key, path, meta_path);
-  };
+  auto count_of = [&](const json& parent, const char* key, const char* path,
+                      int64_t max = kMaxCount) { return count(parent, key, path, meta_path, max); };
   st.optim.emplace_back(
       "step", scalar_tensor(static_cast<double>(count_of(meta, "optimizer_step", "optimizer_step")),
                             DType::i64));
@@ -224,7 +228,10 @@ void stage_meta(const json& meta, const std::string& meta_path, bool optim, Stag
   const json& loader = meta.at("loader");
   st.extra.loader_epoch = count_of(loader, "epoch", "loader.epoch");
   st.extra.loader_position = count_of(loader, "position", "loader.position");
-  st.extra.loader_batch = loader.contains("batch") ? count_of(loader, "batch", "loader.batch") : 0;
+  // A per-rank batch size past an int is no batch a run reads.
+  st.extra.loader_batch = loader.contains("batch") ? count_of(loader, "batch", "loader.batch",
+                                                              std::numeric_limits<int32_t>::max())
+                                                   : 0;
   st.extra.loader_dataset_size =
       loader.contains("dataset_size") ? count_of(loader, "dataset_size", "loader.dataset_size") : 0;
   ZT_CHECK(

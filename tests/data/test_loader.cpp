@@ -8,9 +8,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <limits>
 #include <mutex>
 #include <thread>
 
+#include "common/test_util.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "data/loader.h"
@@ -232,6 +234,31 @@ TEST(Loader, StateAtSampleContinuesTheGlobalOrderUnderAnotherLayout) {
   // At or past the epoch's last whole batch: the next epoch.
   EXPECT_EQ(l.state_at_sample(1, 48), (LoaderState{2, 0}));
   EXPECT_THROW(l.state_at_sample(-1, 0), Error);
+}
+
+// The epoch count never overflows, however far a (damaged) checkpoint's position puts it:
+// the last batch of epoch INT64_MAX has no next epoch, so it is refused, and so are a
+// position and a batch count that would count past it. The batch before it reads.
+TEST(Loader, TheEpochCountNeverOverflows) {
+  constexpr int64_t kLast = std::numeric_limits<int64_t>::max();
+  auto ds = std::make_shared<Counting>(8);
+  for (int64_t prefetch : {0, 2}) {
+    DataLoader l(ds, DistributedSampler(8), {.batch_size = 4, .prefetch = prefetch});  // 2
+    l.restore({kLast, 0});
+    EXPECT_EQ(l.next().position, 0) << "prefetch " << prefetch;
+    EXPECT_TRUE(test::throws_with([&] { l.next(); },
+                                  "DataLoader::next: batch 1 of epoch 9223372036854775807 is the "
+                                  "last an epoch count reaches"))
+        << "prefetch " << prefetch;
+    EXPECT_EQ(l.state(), (LoaderState{kLast, 1}));
+    EXPECT_TRUE(test::throws_with([&] { l.state_at_sample(kLast, 8); },
+                                  "sample 8 is past the end of epoch 9223372036854775807"));
+    EXPECT_TRUE(test::throws_with(
+        [&] {
+          l.restore({kLast, 1}, 2);
+        },
+        "go past the last epoch an epoch count reaches"));
+  }
 }
 
 // Without drop_last the sampler pads 10 samples to 12 for 3 ranks (ranks 1 and 2 get a

@@ -8,6 +8,7 @@
 // test_checkpoint_cleanup.cpp.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -124,6 +125,13 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
   std::string text_scale = meta_edit("text_scale", [](nlohmann::json& m) {
     m["loss_scaler"] = {{"scale", "x"}, {"hysteresis", 2}, {"iteration", 0}, {"last_overflow", -1}};
   });
+  // Counts no run reaches, which would overflow later (the loader's next epoch, samples
+  // counted in batches).
+  std::string huge_epoch = meta_edit("huge_epoch", [](nlohmann::json& m) {
+    m["loader"]["epoch"] = std::numeric_limits<int64_t>::max();
+  });
+  std::string huge_batch =
+      meta_edit("huge_batch", [](nlohmann::json& m) { m["loader"]["batch"] = int64_t{1} << 40; });
   std::string past_end = meta_edit("past_end", [](nlohmann::json& m) {
     m["loader"]["position"] = 1000;
     m["loader"]["dataset_size"] = 10;
@@ -147,9 +155,16 @@ TEST(CheckpointRobustness, BadCheckpointIsRefusedAndChangesNothing) {
   refused(lesson::make_mixed, flipped, "is corrupt");
   refused(lesson::make_mixed, tmp / "nowhere", "no checkpoint at");
   refused(lesson::make_mixed, negative_step,
-          "meta.json' is malformed: optimizer_step is -1, not a whole number >= 0");
+          "meta.json' is malformed: optimizer_step is -1, not a whole number from 0 to "
+          "4611686018427387904");
   refused(lesson::make_mixed, odd_position,
-          "meta.json' is malformed: loader.position is 2.5, not a whole number >= 0");
+          "meta.json' is malformed: loader.position is 2.5, not a whole number from 0 to ");
+  refused(lesson::make_mixed, huge_epoch,
+          "meta.json' is malformed: loader.epoch is 9223372036854775807, not a whole number from "
+          "0 to 4611686018427387904");
+  refused(lesson::make_mixed, huge_batch,
+          "meta.json' is malformed: loader.batch is 1099511627776, not a whole number from 0 to "
+          "2147483647");
   refused(lesson::make_mixed, text_lr, "meta.json' is malformed: lr is \"abc\", not a number");
   refused(lesson::make_mixed, text_scale,
           "meta.json' is malformed: loss_scaler.scale is \"x\", not a number");
