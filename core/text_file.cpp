@@ -19,11 +19,14 @@ bool write_all(std::FILE* f, const void* data, size_t bytes) {
 }
 
 void sync_folder(const std::string& dir) {
-  const int fd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  const int synced = ::fsync(fd);
-  (void)synced;
+  const std::string path = dir.empty() ? "." : dir;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) ZT_FAIL("cannot open folder '", path, "' to sync it: ", std::strerror(errno));
+  const int err = ::fsync(fd) == 0 ? 0 : errno;
   ::close(fd);
+  ZT_CHECK(err == 0 || err == EINVAL || err == ENOTSUP, "cannot sync folder '", path,
+           "' to disk: ", std::strerror(err), " (what was written or renamed in it may not ",
+           "survive a power loss)");
 }
 
 void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
@@ -53,7 +56,11 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
   }
   if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
   if (why.empty()) {
-    sync_folder(target.parent_path().string());
+    try {
+      sync_folder(target.parent_path().string());
+    } catch (const Error& e) {
+      ZT_FAIL("wrote '", path, "', but ", e.what());
+    }
     return;
   }
   std::remove(tmp.c_str());

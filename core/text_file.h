@@ -11,8 +11,9 @@ namespace zt {
 /// Writes `path` through a temporary file beside it (".<name>.tmp", or ".<name>.tmp-<id>"):
 /// `fill` writes the contents to the open file and returns false when a write failed; then
 /// the file is flushed and synced to disk, renamed over `path`, and the folder synced so the
-/// rename lasts too. A reader sees the old contents or the new ones, never a part, even after
-/// a power loss. A failure (a full disk, a missing folder, `fill` returning false or
+/// rename lasts too (a failed folder sync is an error too: the new contents are in place but
+/// may not survive a power loss). A reader sees the old contents or the new ones, never a part,
+/// even after a power loss. A failure (a full disk, a missing folder, `fill` returning false or
 /// throwing) leaves `path` as it was and no temporary behind, and raises an error naming
 /// `path` and the cause. `id` keeps the temporaries of concurrent writers of one path apart
 /// (a rank, a unique token).
@@ -26,8 +27,9 @@ void write_text_atomically(const std::string& path, const std::string& text,
 /// Writes `bytes` bytes from `data` to `f`; false when the write failed. For `fill`s.
 bool write_all(std::FILE* f, const void* data, size_t bytes);
 
-/// Syncs a folder's entries to disk (after files were renamed or removed in it). Errors are
-/// ignored: a file system that cannot sync folders has nothing to make durable this way.
+/// Syncs a folder's entries to disk (after files were renamed or removed in it). A folder that
+/// cannot be opened or synced is an error naming it and the cause; a file system that cannot
+/// sync folders at all (EINVAL, ENOTSUP) has nothing to make durable this way, and passes.
 void sync_folder(const std::string& dir);
 
 }  // namespace zt

@@ -257,6 +257,9 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
     if (!old.empty()) fs::rename(old, dst, ignore);
     ZT_FAIL("cannot rename '", tmp.string(), "' to '", dst.string(), "': ", ec.message());
   }
+  // The rename made durable before `latest` names it, and before any prune deletes the
+  // older checkpoints it replaces (a failure here fails the save, so nothing is pruned).
+  sync_folder(root.string());
   if (!old.empty()) fs::remove_all(old, ec);
   write_text_atomically((root / kLatestFile).string(), tag + "\n", id);
 }

@@ -68,3 +68,22 @@ TEST(TextFile, ReplacesTheWholeFileAndLeavesNoTemporary) {
   EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 2);
   fs::remove_all(dir);
 }
+
+// A folder sync that fails is reported, not ignored: a save that could not make its renames
+// durable must not count as done (a checkpoint save would then delete older checkpoints).
+TEST(TextFile, AFolderThatCannotBeSyncedIsAnError) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("zt_sync_folder_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_EQ(test::error_of([&] { sync_folder(dir.string()); }), "");
+  const std::string missing = (dir / "gone").string();
+  EXPECT_TRUE(test::throws_with(
+      [&] { sync_folder(missing); },
+      "cannot open folder '" + missing + "' to sync it: No such file or directory"));
+  const std::string file = (dir / "a_file").string();
+  write_text_atomically(file, "x");
+  EXPECT_TRUE(test::throws_with([&] { sync_folder(file); },
+                                "cannot open folder '" + file + "' to sync it: Not a directory"));
+  fs::remove_all(dir);
+}
