@@ -23,10 +23,11 @@ void write_low(const Tensor& low, const T* p, int64_t b, int64_t e) {
   }
 }
 
-// The constants of one Adam step in the parameter's type.
+// The constants of one Adam step in the parameter's type. 1 - beta is taken in double
+// and rounded once, as PyTorch's scalar arguments are (1 - 0.999f in f32 is 1.3e-5 off).
 template <typename T>
 struct AdamStep {
-  T beta1, beta2, l2, decay, step_size, inv_sqrt_bc2, eps;
+  T beta1, beta2, omb1, omb2, l2, decay, step_size, inv_sqrt_bc2, eps;
 };
 
 // One pass over n elements. The four arrays are distinct tensors (no aliasing), which
@@ -34,11 +35,10 @@ struct AdamStep {
 template <typename T>
 void adam_rows(const AdamStep<T>& k, T* __restrict p, const T* __restrict g, T* __restrict m,
                T* __restrict v, int64_t n) {
-  const T omb1 = 1 - k.beta1, omb2 = 1 - k.beta2;
   for (int64_t i = 0; i < n; ++i) {
     const T gi = g[i] + k.l2 * p[i];
-    const T mi = k.beta1 * m[i] + omb1 * gi;
-    const T vi = k.beta2 * v[i] + omb2 * gi * gi;
+    const T mi = k.beta1 * m[i] + k.omb1 * gi;
+    const T vi = k.beta2 * v[i] + k.omb2 * gi * gi;
     m[i] = mi;
     v[i] = vi;
     p[i] = p[i] * k.decay - k.step_size * mi / (std::sqrt(vi) * k.inv_sqrt_bc2 + k.eps);
@@ -62,10 +62,10 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
     inv_sqrt_bc2 = k[3];
   }
   auto run = [&]<typename T>() {
-    const AdamStep<T> k{static_cast<T>(beta1),     static_cast<T>(beta2),
-                        static_cast<T>(l2),        static_cast<T>(decay),
-                        static_cast<T>(step_size), static_cast<T>(inv_sqrt_bc2),
-                        static_cast<T>(eps)};
+    const AdamStep<T> k{
+        static_cast<T>(beta1),       static_cast<T>(beta2),        static_cast<T>(1.0 - beta1),
+        static_cast<T>(1.0 - beta2), static_cast<T>(l2),           static_cast<T>(decay),
+        static_cast<T>(step_size),   static_cast<T>(inv_sqrt_bc2), static_cast<T>(eps)};
     for (size_t i = 0; i < p.size(); ++i) {
       T* pp = p[i].data<T>();
       const T* gp = g[i].data<T>();

@@ -328,8 +328,8 @@ void adam_update(const std::vector<Tensor>& p, const std::vector<Tensor>& g,
     const T b1 = static_cast<T>(beta1), b2 = static_cast<T>(beta2);
     const AdamOp<T> op{b1,
                        b2,
-                       static_cast<T>(1) - b1,
-                       static_cast<T>(1) - b2,
+                       static_cast<T>(1.0 - beta1),  // in double, rounded once, as on the CPU
+                       static_cast<T>(1.0 - beta2),
                        static_cast<T>(l2),
                        static_cast<T>(decay),
                        static_cast<T>(step_size),

@@ -39,7 +39,7 @@ Entry clone(const Entry& e) {
   return {e.p.clone(), e.g.clone(), e.s0.clone(), e.s1.clone()};
 }
 
-// The Adam contract, one element at a time, in T.
+// The Adam contract, one element at a time, in T (but 1 - beta: in double, rounded once).
 template <typename T>
 void adam_reference(const Entry& e, double b1, double b2, double l2, double decay, double step,
                     double ibc2, double eps) {
@@ -48,7 +48,8 @@ void adam_reference(const Entry& e, double b1, double b2, double l2, double deca
   const T tb1 = static_cast<T>(b1), tb2 = static_cast<T>(b2), tl2 = static_cast<T>(l2),
           tdecay = static_cast<T>(decay), tstep = static_cast<T>(step),
           tibc2 = static_cast<T>(ibc2), teps = static_cast<T>(eps);
-  const T omb1 = static_cast<T>(1) - tb1, omb2 = static_cast<T>(1) - tb2;
+  // 1 - beta in double, rounded once, as PyTorch's scalar arguments.
+  const T omb1 = static_cast<T>(1.0 - b1), omb2 = static_cast<T>(1.0 - b2);
   for (int64_t i = 0; i < e.p.numel(); ++i) {
     volatile T gi = g[i] + tl2 * p[i];  // volatile: one rounding per statement
     volatile T mi = tb1 * m[i] + omb1 * gi;
