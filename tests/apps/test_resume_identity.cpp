@@ -1,60 +1,191 @@
-// What a resume goes on with (thread ranks, the tiny vqtok model of test_vqtok_app.cpp).
-// What these tests pin down:
-//  1. resuming from the checkpoint of every step of a short run (dead-code restarts in
-//     between) ends bit for bit where the uninterrupted run ends;
+// What a resume goes on with (thread ranks, the tiny vqtok model of test_vqtok_app.cpp and the
+// tiny vqgpt of test_vqgpt.cpp). What these tests pin down:
+//  1. at the same world size, a run resumed from the checkpoint of any step saves the same
+//     checkpoints bit for bit (every tensor by digest; optimizer step, learning rate, applied
+//     and skipped steps, data position, loss scaler) and logs the same metrics records, evals
+//     included, as the uninterrupted run: with dead-code restarts and dropout in between, with
+//     gradient accumulation and evals, for an fp16 run whose every step overflows and for an
+//     fp16 vqgpt run whose loss scale is kept by hysteresis, halved and grown again;
 //  2. a resume at another world size or batch size reads on after the samples already read.
 // How --resume meets damaged folders and earlier runs: test_reliability.cpp.
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include <gtest/gtest.h>
 
 #include "apps/common/resume_data.h"
 #include "apps/reliability_test_util.h"
+#include "apps/vqgpt_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "data/factory.h"
+#include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 
 using namespace zt;
 using namespace zt::reltest;
 namespace fs = std::filesystem;
 
-TEST(ResumeIdentity, ResumingAtEveryStepIsBitIdentical) {
-  // Dead-code restarts every 2 steps, a checkpoint every step: steps 1 and 3 are saved
-  // with code counts pending, which the resumed run must continue; dropout draws from each
-  // rank's random stream, which it must continue too.
-  const std::vector<std::string> sets = {"train.steps=4", "train.checkpoint_every=1",
-                                         "train.codebook_restart_every=2", "model.dropout=0.2"};
+namespace {
+
+// What two runs of one computation may log otherwise: timings and memory high-water marks.
+constexpr const char* kMachineFigures[] = {"step_time",      "eta_s",           "tokens_per_s",
+                                           "tokenizer_time", "tokenizer_share", "memory"};
+
+// The metrics records a run logged after step `after`, in order, less kMachineFigures.
+std::vector<nlohmann::json> records_after(const std::string& run, int64_t after) {
+  std::vector<nlohmann::json> out;
+  for (const std::string& l : lines(run + "/metrics.jsonl")) {
+    nlohmann::json r = nlohmann::json::parse(l);
+    if (r.value("step", int64_t{0}) <= after) continue;
+    for (const char* key : kMachineFigures) r.erase(key);
+    out.push_back(std::move(r));
+  }
+  return out;
+}
+
+// What the checkpoint of `step` holds: every file by digest (parameters, fp32 masters,
+// optimizer moments, buffers, code counts, random streams) and the counters a run goes on from.
+nlohmann::json saved_state(const std::string& run, int64_t step) {
+  const auto meta = nlohmann::json::parse(
+      std::ifstream(run + "/checkpoints/" + zero::checkpoint_tag(step) + "/meta.json"));
+  nlohmann::json out;
+  for (const char* key : {"files", "optimizer_step", "lr", "engine_steps", "loader", "loss_scaler"})
+    out[key] = meta.value(key, nlohmann::json());
+  return out;
+}
+
+// Trains a run into the folder given (from its newest checkpoint when resuming, a
+// checkpoint every step) and returns the step it started from.
+using Train = std::function<int64_t(const std::string& dir, bool resume)>;
+
+struct Uninterrupted {
+  nlohmann::json state;                 // its last checkpoint's (saved_state)
+  std::vector<nlohmann::json> records;  // all its metrics records (records_after)
+};
+
+// Trains `steps` steps uninterrupted, then again from its checkpoint of each step of `at`,
+// alone in a fresh folder. Each resumed run must save the same checkpoints, bit for bit,
+// and log the same records (evals included) to the last bit. Returns the uninterrupted run.
+Uninterrupted expect_resumes_bit_identical(const Train& train, int64_t steps,
+                                           const std::vector<int64_t>& at) {
   const std::string full = fresh_dir("bits_full");
-  apptest::train_vqtok(tiny_config(full, sets), false);
-  const auto want = lines(full + "/metrics.jsonl");
-  const nlohmann::json final_files =
-      nlohmann::json::parse(std::ifstream(full + "/checkpoints/step_000004/meta.json"))["files"];
-  for (int64_t k = 1; k <= 3; ++k) {
+  EXPECT_EQ(train(full, false), 0);
+  Uninterrupted want{saved_state(full, steps), records_after(full, 0)};
+  EXPECT_FALSE(want.state["files"].empty());
+  for (int64_t k : at) {
     SCOPED_TRACE("resumed at step " + std::to_string(k));
     const std::string dir = fresh_dir("bits_resume");
     const std::string tag = zero::checkpoint_tag(k);
     fs::create_directories(dir + "/checkpoints");
     fs::copy(full + "/checkpoints/" + tag, dir + "/checkpoints/" + tag);
     write_file(dir + "/checkpoints/latest", tag + "\n");
-    const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, sets), true);
-    EXPECT_EQ(r.start_step, k);
-    // Every parameter, master, optimizer moment, buffer and code count, by digest.
-    const nlohmann::json files =
-        nlohmann::json::parse(std::ifstream(dir + "/checkpoints/step_000004/meta.json"))["files"];
-    EXPECT_EQ(files, final_files);
-    // The metrics of the steps it trained: the same losses to the last bit.
-    const auto got = lines(dir + "/metrics.jsonl");
-    for (int64_t s = k + 1; s <= 4; ++s) {
-      const auto a = nlohmann::json::parse(line_of_step(got, s));
-      const auto b = nlohmann::json::parse(line_of_step(want, s));
-      for (const char* key : {"loss", "mse", "vq", "codes_used", "grad_norm"})
-        EXPECT_EQ(a[key], b[key]) << key << " at step " << s;
-    }
+    EXPECT_EQ(train(dir, true), k);
+    for (int64_t s = k + 1; s <= steps; ++s)
+      EXPECT_EQ(saved_state(dir, s), saved_state(full, s)) << "checkpoint of step " << s;
+    const auto got = records_after(dir, 0), expected = records_after(full, k);
+    EXPECT_EQ(got.size(), expected.size());
+    for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i)
+      EXPECT_EQ(got[i], expected[i]) << "record " << i;
     fs::remove_all(dir);
   }
   fs::remove_all(full);
+  return want;
+}
+
+// vqtok on 2 thread ranks with this file's tiny config, `sets` and a checkpoint every step.
+Train vqtok_run(std::vector<std::string> sets) {
+  sets.push_back("train.checkpoint_every=1");
+  return [sets](const std::string& dir, bool resume) {
+    return apptest::train_vqtok(tiny_config(dir, sets), resume).start_step;
+  };
+}
+
+int64_t count_kind(const std::vector<nlohmann::json>& records, const std::string& kind) {
+  return std::count_if(records.begin(), records.end(),
+                       [&](const nlohmann::json& r) { return r.value("kind", "") == kind; });
+}
+
+}  // namespace
+
+// Dead-code restarts every 2 steps: steps 1 and 3 are saved with code counts pending, which
+// the resumed run must continue; dropout draws from each rank's random stream, which it must
+// continue too.
+TEST(ResumeIdentity, ResumingAtEveryStepIsBitIdentical) {
+  const Uninterrupted full = expect_resumes_bit_identical(
+      vqtok_run({"train.codebook_restart_every=2", "model.dropout=0.2"}), 4, {1, 2, 3});
+  EXPECT_EQ(full.state["optimizer_step"], 4);
+  EXPECT_EQ(count_kind(full.records, "train"), 4);
+}
+
+// Two micro-batches a step and an eval every 2 steps: a resume goes on at the right
+// micro-batch of the data and evaluates at the same steps on the same weights.
+TEST(ResumeIdentity, ResumingWithAccumulationAndEvalIsBitIdentical) {
+  const Uninterrupted full = expect_resumes_bit_identical(
+      vqtok_run({"train.gradient_accumulation_steps=2", "train.eval_every=2",
+                 "train.codebook_restart_every=2", "model.dropout=0.2"}),
+      4, {1, 2, 3});
+  EXPECT_EQ(full.state["loader"]["position"], 8) << "4 steps of 2 micro-batches";
+  EXPECT_EQ(count_kind(full.records, "eval"), 2);
+}
+
+// An fp16 run whose every step overflows: the loss scale (kept once by hysteresis, then
+// halved) and the skip counts go on from the checkpoint, and no optimizer step is ever taken.
+TEST(ResumeIdentity, ResumingAnFp16RunWhoseStepsAllOverflowIsBitIdentical) {
+  const Uninterrupted full = expect_resumes_bit_identical(
+      vqtok_run({"fp16={enabled: true, initial_scale_power: 40, hysteresis: 2}"}), 4, {1, 2, 3});
+  EXPECT_EQ(full.state["engine_steps"], (nlohmann::json{{"applied", 0}, {"skipped", 4}}));
+  EXPECT_EQ(full.state["optimizer_step"], 0);
+  EXPECT_EQ(full.state["loss_scaler"]["scale"], std::ldexp(1.0, 37));
+}
+
+// vqgpt in fp16 with dropout, 2 micro-batches a step and an eval every 2 steps, its loss scale
+// set so that steps overflow: step 1's scale is kept by hysteresis, step 2 halves it, 2 good
+// steps double it, and step 6's is kept again. The warmup goes on only with applied steps.
+TEST(ResumeIdentity, ResumingAnFp16VqGptRunWithSkippedStepsIsBitIdentical) {
+  const std::string tokenizer = fresh_dir("bits_tokenizer") + ".safetensors";
+  auto config = [](const std::string& dir) {
+    return vqgpt_test::tiny_config(
+        dir,
+        "fp16: {enabled: true, initial_scale_power: 19, hysteresis: 2, loss_scale_window: 2}\n",
+        {"train.steps=6", "train.log_every=1", "train.eval_every=2", "train.checkpoint_every=1",
+         "train.keep_checkpoints=0", "train.gradient_accumulation_steps=2", "gpt.dropout=0.1",
+         "train.schedule=cosine", "train.warmup=4"});
+  };
+  nn::save_safetensors(tokenizer, vqgpt_test::pretrained_tokenizer(config("unused")));
+  const Train train = [&](const std::string& dir, bool resume) {
+    int64_t start = -1;
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      vqgpt::TrainOptions o;
+      o.quiet = true;
+      o.tokenizer = tokenizer;
+      o.resume = resume;
+      const vqgpt::TrainResult r = vqgpt::train(config(dir), o, comm);
+      if (comm.rank() == 0) start = r.start_step;
+    });
+    return start;
+  };
+  // Saved with the hysteresis spent, after the halving, within the growth window, after it.
+  const Uninterrupted full = expect_resumes_bit_identical(train, 6, {1, 2, 3, 5});
+  fs::remove(tokenizer);
+  EXPECT_EQ(full.state["engine_steps"], (nlohmann::json{{"applied", 3}, {"skipped", 3}}));
+  EXPECT_EQ(full.state["loss_scaler"]["scale"], std::ldexp(1.0, 19));
+  EXPECT_EQ(full.state["loss_scaler"]["hysteresis"], 1);
+  std::vector<int64_t> skipped;
+  std::vector<double> lr;
+  for (const nlohmann::json& r : full.records)
+    if (r["kind"] == "train") {
+      skipped.push_back(r["skipped_steps"].get<int64_t>());
+      lr.push_back(r["lr"].get<double>() / 3.0e-3);
+    }
+  EXPECT_EQ(skipped, (std::vector<int64_t>{1, 2, 2, 2, 2, 3}));
+  const std::vector<double> warmup = {0.25, 0.25, 0.25, 0.5, 0.75, 1.0};
+  ASSERT_EQ(lr.size(), warmup.size());
+  for (size_t i = 0; i < lr.size(); ++i) EXPECT_NEAR(lr[i], warmup[i], 1e-12) << "step " << i + 1;
+  EXPECT_EQ(count_kind(full.records, "eval"), 3);
 }
 
 // An epoch's samples form one global order that the ranks deal out round-robin, so a

@@ -6,6 +6,7 @@
 
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -29,7 +30,10 @@ struct Scratch {
   std::string operator/(const std::string& f) const { return (dir / f).string(); }
 };
 
-inline config::AppConfig tiny_config(const std::string& out_dir, const std::string& extra = "") {
+// The tiny vqgpt config: `extra` is YAML appended to it, `sets` are `--set key=value` overrides
+// applied after that.
+inline config::AppConfig tiny_config(const std::string& out_dir, const std::string& extra = "",
+                                     const std::vector<std::string>& sets = {}) {
   const std::string y = R"(
 model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
 gpt: {n_layer: 2, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
@@ -43,7 +47,9 @@ buffers: {sync: broadcast, verify_every: 2}
 replicated: [tokenizer]
 output_dir: ")" + out_dir +
                         "\"\n" + extra;
-  return config::parse_app_config(config::parse_yaml(y, "<test vqgpt>"), config::App::vqgpt);
+  const config::Node root = config::parse_yaml(y, "<test vqgpt>");
+  for (const std::string& s : sets) config::apply_override(root, s);
+  return config::parse_app_config(root, config::App::vqgpt);
 }
 
 // A "pretrained" tokenizer: random weights and non-default BatchNorm statistics.
