@@ -20,6 +20,14 @@ TEST(AutogradGuards, AnInPlaceWriteFromASourceThatRequiresGradIsRefusedInGradMod
   EXPECT_TRUE(throws_with([&] { mul_(buf, x); }, "mul_: the source f64[3] cpu"));  // broadcast
   EXPECT_TRUE(throws_with([&] { multi_add_({buf.select(0, 0)}, {x}); }, "multi_add_: the source"));
   EXPECT_TRUE(values_are(buf, {0, 0, 0, 0, 0, 0}));
+  // The GEMMs that write into a given output refuse such operands too.
+  Tensor w = leaf({1, 2, 3, 4, 5, 6}).view({3, 2});
+  Tensor c = zeros({2, 2}, DType::f64), a = ones({2, 3}, DType::f64);
+  EXPECT_TRUE(throws_with([&] { gemm(false, false, 2, 2, 3, 1.0, a, 3, w, 2, 0.0, c, 2); },
+                          "gemm: the source f64[3, 2] cpu"));
+  EXPECT_TRUE(throws_with([&] { bmm_into(c.unsqueeze(0), a.unsqueeze(0), w.unsqueeze(0)); },
+                          "bmm_into: the source"));
+  EXPECT_TRUE(values_are(c, {0, 0, 0, 0}));
   buf.select(0, 0).copy_(mul(x, 2.0).detach());
   {
     autograd::NoGradGuard no_grad;
