@@ -68,7 +68,7 @@ std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
 
 }  // namespace
 
-void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
+void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs) {
   ZT_CHECK(!dst.requires_grad() || !autograd::grad_mode_enabled(), op, ": an in-place write to ",
            dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
            ", which requires grad, while grad mode is on; autograd does not record in-place "
@@ -80,32 +80,38 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
            "on (a view created in no-grad mode modified in place with grad mode enabled); "
            "autograd would not see the tensor change. Write under a NoGradGuard too, or to a "
            "view made in grad mode, or to a detach()ed view if the change is meant");
-  ZT_CHECK(!src.defined() || !src.requires_grad() || !autograd::grad_mode_enabled(), op,
-           ": the source ", src.str(), src.name().empty() ? "" : " '" + src.name() + "'",
-           " requires grad, while grad mode is on; autograd does not record in-place writes, "
-           "so its gradient would be lost. Build the result out of place (cat, stack, where, "
-           "add, ...), or write src.detach() if no gradient should flow to it");
   for (int64_t d = 0; d < dst.dim(); ++d)
     ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
              dst.str(), ", has several elements in one memory location (dim ", d,
              " has stride 0: an expand()ed view); write to a clone() or to the tensor it "
              "expands");
-  // Overlap, as PyTorch judges it: two dense tensors (each a permutation of one
-  // contiguous block) in one storage must be the same elements in the same layout or
-  // apart; elementwise kernels read and write in an order that a partial overlap (x and
-  // x.t(), x[1:] and x[:-1]) would make the result depend on. Strided tensors with gaps
-  // pass unchecked (x[::2] and x[1::2] share a range but no element).
-  if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
-      dst.numel() > 0 && src.numel() > 0 && is_dense(dst) && is_dense(src)) {
-    const auto [d0, d1] = byte_range(dst);
-    const auto [s0, s1] = byte_range(src);
-    const bool same = d0 == s0 && dst.dtype() == src.dtype() && layout_of(dst) == layout_of(src);
-    ZT_CHECK(same || d1 <= s0 || s1 <= d0, op, ": the source ", src.str(),
-             " and the tensor written to, ", dst.str(),
-             ", overlap in part in one storage (the write would change elements still to be "
-             "read); copy from a clone() of the source");
+  for (const Tensor& src : srcs) {
+    ZT_CHECK(!src.defined() || !src.requires_grad() || !autograd::grad_mode_enabled(), op,
+             ": the source ", src.str(), src.name().empty() ? "" : " '" + src.name() + "'",
+             " requires grad, while grad mode is on; autograd does not record in-place writes, "
+             "so its gradient would be lost. Build the result out of place (cat, stack, where, "
+             "add, ...), or write src.detach() if no gradient should flow to it");
+    // Overlap, as PyTorch judges it: two dense tensors (each a permutation of one
+    // contiguous block) in one storage must be the same elements in the same layout or
+    // apart; elementwise kernels read and write in an order that a partial overlap (x and
+    // x.t(), x[1:] and x[:-1]) would make the result depend on. Strided tensors with gaps
+    // pass unchecked (x[::2] and x[1::2] share a range but no element).
+    if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
+        dst.numel() > 0 && src.numel() > 0 && is_dense(dst) && is_dense(src)) {
+      const auto [d0, d1] = byte_range(dst);
+      const auto [s0, s1] = byte_range(src);
+      const bool same = d0 == s0 && dst.dtype() == src.dtype() && layout_of(dst) == layout_of(src);
+      ZT_CHECK(same || d1 <= s0 || s1 <= d0, op, ": the source ", src.str(),
+               " and the tensor written to, ", dst.str(),
+               ", overlap in part in one storage (the write would change elements still to be "
+               "read); copy from a clone() of the source");
+    }
   }
   count_writes({dst});
+}
+
+void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
+  begin_write(op, dst, {src});
 }
 
 bool elements_apart(const Tensor& t) {

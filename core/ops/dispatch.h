@@ -31,6 +31,8 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
 /// both are dense and overlap in part (the result would depend on the order of the
 /// writes; PyTorch refuses both). Then counts the write in dst's storage version.
 void begin_write(const char* op, const Tensor& dst, const Tensor& src = Tensor());
+/// The same for a write that reads several sources (a GEMM's operands), counted once.
+void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs);
 /// True when no two elements of `t` share a memory location (a sufficient test, which
 /// every layout made by views other than expand() and as_strided() passes).
 bool elements_apart(const Tensor& t);
