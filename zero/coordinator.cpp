@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <sstream>
+#include <utility>
 
 #include "zero/replicas.h"
 
@@ -47,15 +48,15 @@ bool Coordinator::needed_elsewhere(const ZeroParam* z, int id, bool training) co
 
 bool Coordinator::kept_for_reuse(int id) const {
   if (live_elems_ > config_.stage3_max_live_parameters) return false;
-  const int64_t d = trace_.reuse_distance(id);
+  const int64_t d = train_.trace.reuse_distance(id);
   return d >= 0 && d < config_.stage3_max_reuse_distance;
 }
 
 // A forward that records a graph, or a checkpoint's first run (its graph comes in
-// backward): both are traced and prefetched along. A forward of the model in eval mode
-// is inference even with gradients on (an evaluation that forgot its NoGradGuard): it
-// neither follows nor records the trace, and keeps nothing gathered for a reuse; if a
-// backward does come, its fetches gather on demand.
+// backward): both follow the training trace. A forward of the model in eval mode is
+// inference even with gradients on (an evaluation that forgot its NoGradGuard): it
+// follows the inference trace and keeps nothing gathered for a reuse; if a backward does
+// come, its fetches gather on demand.
 bool Coordinator::in_training_step() const {
   return (autograd::grad_mode_enabled() && model_.is_training()) ||
          autograd::in_checkpoint_forward();
@@ -100,40 +101,103 @@ void Coordinator::fetch(int id, bool backward_phase) {
   ModuleGroup& g = groups_[id];
   bool training = backward_phase || in_training_step();
   log(backward_phase ? "fetch_backward:" : "fetch:", id);
-  if (training && !trace_.on_fetch(id, g.elems)) {
-    stats_.trace_invalidations = trace_.invalidations();
-    if (!reorder_logged_) {
-      reorder_logged_ = true;
-      std::fprintf(stderr,
-                   "zt: rank %d: module '%s' fetched out of the recorded order; prefetching "
-                   "is off until the trace is recorded again\n",
-                   comm_.rank(), g.path.c_str());
-    }
-  }
-  if (training) fetched_.push_back(id);
+  if (training)
+    trace_training(id);
+  else
+    trace_inference(id);
   ++in_use_[id];
+  ++calls_;
   gather(id, false);
-  if (training) prefetch_upcoming();
+  prefetch_upcoming(training ? train_ : infer_);
   for (ZeroParam* z : g.params) z->wait();
   close_gather(id);
 }
 
-// The window is trace_.upcoming(bucket): the entries from the trace's position whose
+void Coordinator::trace_training(int id) {
+  model_call_ = false;  // a training call of the model starts no inference pass
+  fetched_.push_back(id);
+  if (train_.trace.on_fetch(id, groups_[id].elems)) return;
+  stats_.trace_invalidations = train_.trace.invalidations();
+  if (reorder_logged_) return;
+  reorder_logged_ = true;
+  std::fprintf(stderr,
+               "zt: rank %d: module '%s' fetched out of the recorded order; prefetching is off "
+               "until the trace is recorded again\n",
+               comm_.rank(), groups_[id].path.c_str());
+}
+
+// An inference pass has no step to end it, so a pass starts at a top-level fetch (no
+// module call under way) that follows a call of the model itself (Engine::forward), or,
+// where inference only calls submodules directly (an app's model->encode()), at a
+// top-level fetch of the module the trace starts with. There a recording is complete and
+// a trace followed to its end starts over. A fetch out of order invalidates the trace and
+// releases what was prefetched for it; the next pass records again. Every rank sees the
+// same calls, so every rank holds the same trace and issues the same prefetches.
+void Coordinator::trace_inference(int id) {
+  Trace& t = infer_.trace;
+  const bool top = calls_ == 0;
+  const bool model_call = std::exchange(model_call_, false);
+  if (model_call) model_passes_ = true;
+  const bool start =
+      top && (model_call || (!model_passes_ && (t.size() == 0 || t.ids().front() == id)));
+  if (start) begin_inference_pass(id);
+  if (t.state() == Trace::State::kInvalid) return;  // until a pass starts
+  if (t.state() == Trace::State::kRecording) {
+    if (t.size() == 0 && !start) return;  // a recording begins with a pass
+    const size_t max_entries = std::max<size_t>(size_t{1} << 16, 64 * groups_.size());
+    if (t.size() >= max_entries) {  // a pass that never ends: no trace to follow
+      t.invalidate();
+      ++stats_.inference_trace_invalidations;
+      return;
+    }
+  }
+  if (t.on_fetch(id, groups_[id].elems)) return;
+  ++stats_.inference_trace_invalidations;
+  release_idle(id);
+}
+
+void Coordinator::begin_inference_pass(int id) {
+  Trace& t = infer_.trace;
+  if (t.state() == Trace::State::kValid && t.position() < t.size()) {  // the last stopped short
+    t.invalidate();
+    ++stats_.inference_trace_invalidations;
+    release_idle(id);
+  }
+  t.end_step();  // a recording becomes the trace; a trace starts over; else records anew
+  infer_.reset();
+}
+
+void Coordinator::release_idle(int fetching) {
+  for (int g = 0; g < static_cast<int>(groups_.size()); ++g) {
+    if (in_use_[g] > 0 || g == fetching) continue;
+    bool any = false;
+    for (ZeroParam* z : groups_[g].params)
+      if (z->releasable() && !needed_elsewhere(z, g, /*training=*/false)) {
+        release_param(z);
+        any = true;
+      }
+    if (!any) continue;
+    log("release:", g);
+    note_released(g);
+    close_gather(g);
+  }
+}
+
+// The window is w.trace.upcoming(bucket): the entries from the trace's position whose
 // elements fit in the bucket. Each entry whose group misses parameters is gathered, in
 // order, until one would pass the live bound (it is tried again on the next call). An
 // entry found complete stays complete until a release (note_released), so a call starts
 // where the last one stopped, or at the first entry released since. (A GatheredParameters
 // scope inside a step releases what it gathered behind the prefetcher's back: an entry it
 // covered may then go unprefetched, and its fetch gathers it.)
-void Coordinator::prefetch_upcoming() {
-  if (trace_.state() != Trace::State::kValid || config_.stage3_prefetch_bucket_size <= 0) return;
-  const size_t pos = trace_.position();
-  size_t i = std::max(pos, std::min(prefetch_next_, prefetch_dirty_));
-  prefetch_dirty_ = Trace::kNone;
-  for (;
-       i < trace_.size() && trace_.elems_between(pos, i + 1) <= config_.stage3_prefetch_bucket_size;
-       ++i) {
-    const int next = trace_.id_at(i);
+void Coordinator::prefetch_upcoming(Walk& w) {
+  const Trace& t = w.trace;
+  if (t.state() != Trace::State::kValid || config_.stage3_prefetch_bucket_size <= 0) return;
+  const size_t pos = t.position();
+  size_t i = std::max(pos, std::min(w.next, w.dirty));
+  w.dirty = Trace::kNone;
+  for (; i < t.size() && t.elems_between(pos, i + 1) <= config_.stage3_prefetch_bucket_size; ++i) {
+    const int next = t.id_at(i);
     int64_t missing = 0;
     for (ZeroParam* z : groups_[next].params)
       if (z->status == ParamStatus::kNotAvailable) missing += z->part.padded_numel();
@@ -141,12 +205,13 @@ void Coordinator::prefetch_upcoming() {
     if (live_elems_ + missing > config_.stage3_max_live_parameters) break;
     gather(next, true);
   }
-  prefetch_next_ = i;
+  w.next = i;
 }
 
 void Coordinator::note_released(int id) {
   auto mark = [&](int g) {
-    prefetch_dirty_ = std::min(prefetch_dirty_, trace_.next_fetch(g, trace_.position()));
+    for (Walk* w : {&train_, &infer_})
+      w->dirty = std::min(w->dirty, w->trace.next_fetch(g, w->trace.position()));
   };
   mark(id);
   if (tied_.empty()) return;
@@ -155,11 +220,6 @@ void Coordinator::note_released(int id) {
     if (it != tied_.end())
       for (int g : it->second) mark(g);
   }
-}
-
-void Coordinator::reset_prefetch_walk() {
-  prefetch_next_ = 0;
-  prefetch_dirty_ = Trace::kNone;
 }
 
 void Coordinator::release_param(ZeroParam* z) {
@@ -171,7 +231,10 @@ void Coordinator::release_param(ZeroParam* z) {
 void Coordinator::release(int id) {
   // A module that calls itself (or its backward, nested in its own) releases at the
   // outermost call's end only.
-  if (in_use_[id] > 0) --in_use_[id];
+  if (in_use_[id] > 0) {
+    --in_use_[id];
+    --calls_;
+  }
   if (in_use_[id] > 0) return;
   bool training = in_training_step() || autograd::in_backward();
   if (training && kept_for_reuse(id)) return;
@@ -192,8 +255,9 @@ void Coordinator::release(int id) {
 
 void Coordinator::release_all() {
   close_all_gathers();
-  prefetch_dirty_ = 0;  // everything is to be gathered again
+  train_.dirty = infer_.dirty = 0;  // everything is to be gathered again
   std::fill(in_use_.begin(), in_use_.end(), 0);
+  calls_ = 0;
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->releasable()) release_param(z);
@@ -203,14 +267,21 @@ void Coordinator::release_all() {
 // would allocate, which may be what failed): the next fetch or release finishes it, or
 // ~Engine drops it.
 void Coordinator::abandon(int id) {
+  calls_ -= in_use_[id];
   in_use_[id] = 0;
   fetched_.clear();  // a retried forward starts the comparison over
-  trace_.abandon();
-  reset_prefetch_walk();
+  abandon_trace();
   for (ZeroParam* z : groups_[id].params)
     if (z->status == ParamStatus::kAvailable && z->releasable() &&
         !needed_elsewhere(z, id, /*training=*/true))
       release_param(z);
+}
+
+void Coordinator::abandon_trace() {
+  for (Walk* w : {&train_, &infer_}) {
+    w->trace.abandon();
+    w->reset();
+  }
 }
 
 void Coordinator::abandon_step() {
@@ -220,7 +291,7 @@ void Coordinator::abandon_step() {
 
 void Coordinator::regather_persistent() {
   close_all_gathers();
-  prefetch_dirty_ = 0;
+  train_.dirty = infer_.dirty = 0;
   for (ModuleGroup& g : groups_)
     for (ZeroParam* z : g.params)
       if (z->status != ParamStatus::kNotAvailable) release_param(z);
@@ -237,10 +308,10 @@ void Coordinator::regather_persistent() {
 }
 
 void Coordinator::end_step() {
-  trace_.end_step();
+  train_.trace.end_step();
   fetched_.clear();
-  reset_prefetch_walk();
-  stats_.trace_invalidations = trace_.invalidations();
+  train_.reset();
+  stats_.trace_invalidations = train_.trace.invalidations();
 }
 
 uint64_t Coordinator::fetches_hash() const {
@@ -273,8 +344,8 @@ void Coordinator::check_ranks_agree() {
   os << "ranks ran different modules during this step; first difference at fetch #" << i << ":";
   for (size_t r = 0; r < lists.size(); ++r)
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
-  trace_.invalidate();
-  stats_.trace_invalidations = trace_.invalidations();
+  train_.trace.invalidate();
+  stats_.trace_invalidations = train_.trace.invalidations();
   os << " every rank must run the same modules in the same order under ZeRO-3";
   throw comm::AgreedError(os.str(), comm_.rank());  // every rank compared the same lists
 }

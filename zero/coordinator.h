@@ -1,8 +1,9 @@
 // The gather coordinator: which parameters are gathered when. The unit is a module group
 // (a module and the partitioned parameters it owns itself): fetch() gathers a group with
-// ONE all-gather (zero::GroupGather) and, while training, prefetches the groups the trace
-// expects next; release() frees a group unless the trace reuses it soon (a member that is
-// tied to another group stays while that group needs it). Two documented
+// ONE all-gather (zero::GroupGather) and prefetches the groups the trace expects next;
+// release() frees a group unless the training trace reuses it soon (a member that is
+// tied to another group stays while that group needs it). Training steps and inference
+// passes follow two traces, so an evaluation between steps disturbs neither. Two documented
 // bounds from zero::Config limit what is gathered:
 //   stage3_prefetch_bucket_size  elements ahead of the current module (the window)
 //   stage3_max_live_parameters   gathered elements held at once (prefetch stops there,
@@ -43,11 +44,13 @@ class Coordinator {
 
   /// The module groups, indexed by the ids the hooks pass (registration order).
   const std::vector<ModuleGroup>& groups() const { return groups_; }
-  /// The prefetch trace of the step under way.
-  const Trace& trace() const { return trace_; }
+  /// The prefetch trace of training steps.
+  const Trace& trace() const { return train_.trace; }
+  /// The prefetch trace of inference passes (forwards under NoGradGuard or in eval mode).
+  const Trace& inference_trace() const { return infer_.trace; }
 
-  /// Makes group `id` AVAILABLE: records it in the trace (training only), gathers what is
-  /// missing, prefetches along the trace (training only) and waits.
+  /// Makes group `id` AVAILABLE: records it in its mode's trace, gathers what is missing,
+  /// prefetches along that trace and waits.
   void fetch(int id, bool backward_phase);
   /// Releases group `id` unless the trace reuses it within stage3_max_reuse_distance,
   /// leaving gathered any tied member another group still needs.
@@ -61,8 +64,11 @@ class Coordinator {
   void abandon(int id);
   /// A backward or step failed: abandon() for every group.
   void abandon_step();
-  /// A forward failed: the step's trace cannot be trusted (a retry starts over).
-  void abandon_trace() { trace_.abandon(); }
+  /// A forward failed: the traces cannot be trusted (a retry starts over).
+  void abandon_trace();
+  /// The model itself is called (Engine::forward): in inference, a pass starts at the
+  /// next fetch.
+  void on_model_call() { model_call_ = true; }
   /// Drops every gathered copy, persistent ones too (their values are stale), then
   /// gathers again the persistent parameters and those a scope holds.
   void regather_persistent();
@@ -89,15 +95,36 @@ class Coordinator {
   Timeline* timeline() const { return timeline_; }
 
  private:
+  // A trace and the prefetcher's walk of it: entries before `next` (from the trace's
+  // position on) were gathered or found gathered, and stay so unless released; `dirty`
+  // is the first entry whose group lost parameters since (each call then walks only the
+  // window's new entries, not the whole window again).
+  struct Walk {
+    Trace trace;
+    size_t next = 0;
+    size_t dirty = Trace::kNone;
+    void reset() {
+      next = 0;
+      dirty = Trace::kNone;
+    }
+  };
+
   bool in_training_step() const;
   void gather(int id, bool prefetch);
-  // Gathers the modules the trace says come next (at the trace's position, just past the
-  // module being fetched), as far as the prefetch bucket and the live bound allow.
-  void prefetch_upcoming();
+  // Group `id`'s fetch in its mode's trace: followed, recorded or found out of order.
+  void trace_training(int id);
+  void trace_inference(int id);
+  // An inference pass starts at group `id`'s fetch (see trace_inference()).
+  void begin_inference_pass(int id);
+  // Gathers the modules `w`'s trace says come next (at its position, just past the module
+  // being fetched), as far as the prefetch bucket and the live bound allow.
+  void prefetch_upcoming(Walk& w);
   // A release of group `id`'s parameters (and so of the groups tied to them): their next
-  // fetches must be looked at again by the prefetcher.
+  // fetches must be looked at again by the prefetchers.
   void note_released(int id);
-  void reset_prefetch_walk();
+  // Releases the groups no call is using but `fetching` (an inference pass left the trace:
+  // what was prefetched for it will not be fetched).
+  void release_idle(int fetching);
   void release_param(ZeroParam* z);
   /// Group `id` stays gathered for a reuse within stage3_max_reuse_distance, but only
   /// while the gathered elements stay within stage3_max_live_parameters (the bound holds
@@ -118,15 +145,12 @@ class Coordinator {
   // and not yet released), so that one group's release leaves a tied parameter gathered
   // while another still computes with it (an enclosing module) or will soon.
   std::unordered_map<const ZeroParam*, std::vector<int>> tied_;
-  std::vector<int> in_use_;   // calls under way: fetches not yet released (nested: several)
-  std::vector<int> fetched_;  // this step's training fetches, in order
-  Trace trace_;
-  // The prefetcher's walk of this step's trace: entries before prefetch_next_ (from the
-  // trace's position on) were gathered or found gathered, and stay so unless released;
-  // prefetch_dirty_ is the first entry whose group lost parameters since (each call then
-  // walks only the window's new entries, not the whole window again).
-  size_t prefetch_next_ = 0;
-  size_t prefetch_dirty_ = Trace::kNone;
+  std::vector<int> in_use_;    // calls under way: fetches not yet released (nested: several)
+  int calls_ = 0;              // the sum of in_use_: 0 between top-level module calls
+  bool model_call_ = false;    // the model was called since the last fetch
+  bool model_passes_ = false;  // inference passes begin with calls of the model
+  std::vector<int> fetched_;   // this step's training fetches, in order
+  Walk train_, infer_;
   int64_t live_elems_ = 0;  // gathered elements, for stage3_max_live_parameters
   bool log_events_ = false;
   bool reorder_logged_ = false;  // the first out-of-order fetch was reported (once per run)

@@ -131,8 +131,11 @@ class Engine {
   MemoryReport memory_report() const;
   /// Counters of this rank: steps, gathers, releases, buckets, trace invalidations, skips.
   EngineStats stats() const;
-  /// The prefetch trace (zero/trace.h): its state and the recorded module order.
+  /// The prefetch trace of training steps (zero/trace.h): its state and the recorded
+  /// module order.
   const Trace& trace() const { return coordinator_->trace(); }
+  /// The prefetch trace of inference passes (zero/coordinator.h).
+  const Trace& inference_trace() const { return coordinator_->inference_trace(); }
   /// When on, records "fetch:<module>", "gather:<module>", "prefetch:<module>",
   /// "forward_end:<module>", "fetch_backward:<module>", "release:<module>" (module paths;
   /// one gather or prefetch per module group).

@@ -16,9 +16,11 @@ struct EngineStats {
   int64_t gathers_issued = 0;
   int64_t prefetches_issued = 0;    ///< of which ahead of need
   int64_t releases = 0;             ///< parameters released
-  int64_t trace_invalidations = 0;  ///< times the prefetch trace was found out of order
-  int64_t buckets_reduced = 0;      ///< gradient buckets reduce-scattered
-  int64_t overflow_skips = 0;       ///< fp16 steps skipped for an overflow
+  int64_t trace_invalidations = 0;  ///< times the training trace was found out of order
+  /// Times an inference pass left the inference trace (a different pass; not an error).
+  int64_t inference_trace_invalidations = 0;
+  int64_t buckets_reduced = 0;  ///< gradient buckets reduce-scattered
+  int64_t overflow_skips = 0;   ///< fp16 steps skipped for an overflow
 };
 
 }  // namespace zt::zero

@@ -54,6 +54,10 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
              const std::vector<Tensor>& trainable,
              std::function<void(const std::exception&)> on_forward_error)
     : coordinator_(coordinator), reducer_(reducer) {
+  // First, so that it runs before the root group's own fetch.
+  module_hooks_.emplace_back(
+      &model, model.add_forward_pre_hook(
+                  [this](nn::Module&, std::vector<Tensor>&) { coordinator_.on_model_call(); }));
   module_hooks_.emplace_back(
       &model,
       model.add_forward_error_hook([this, on_error = std::move(on_forward_error)](nn::Module&) {

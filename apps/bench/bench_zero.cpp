@@ -4,10 +4,13 @@
 //   zero3    ZeRO-3 without prefetching
 //   zero3_pf ZeRO-3 with prefetching
 // at --ranks N thread ranks (or one process per rank under mpirun), plus per-rank
-// model-state bytes and communication bytes per step. One JSON object per line.
+// model-state bytes and communication bytes per step, and the time of an inference
+// forward (under NoGradGuard, after the steps). One JSON object per line.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <vector>
 
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
@@ -48,9 +51,34 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Runs `steps` steps (the first is a warm-up that also records the trace) and returns
-// the median step time; fills bytes.
-double run_engine(comm::Communicator& comm, const Options& o, const std::string& mode,
+// The median of `times` past the first (a warm-up).
+double median_after_first(std::vector<double> times) {
+  std::sort(times.begin() + 1, times.end());
+  return times[1 + (times.size() - 1) / 2];
+}
+
+// The median time of `steps` calls of `forward` under NoGradGuard, the first a warm-up
+// (under an engine it records the inference trace).
+template <typename F>
+double time_inference(int steps, const std::function<void()>& barrier, F forward) {
+  autograd::NoGradGuard no_grad;
+  std::vector<double> times;
+  for (int s = 0; s < steps; ++s) {
+    barrier();
+    auto t0 = std::chrono::steady_clock::now();
+    forward();
+    times.push_back(seconds_since(t0));
+  }
+  return median_after_first(times);
+}
+
+struct Timing {
+  double step = 0, inference = 0;  // seconds
+};
+
+// Runs `steps` steps (the first is a warm-up that also records the trace), then as many
+// inference forwards; returns their median times and fills bytes.
+Timing run_engine(comm::Communicator& comm, const Options& o, const std::string& mode,
                   zero::MemoryReport* mem, int64_t* comm_bytes) {
   manual_seed(1);
   std::shared_ptr<Stack> model;
@@ -86,11 +114,11 @@ double run_engine(comm::Communicator& comm, const Options& o, const std::string&
   }
   *mem = engine.memory_report();
   *comm_bytes = comm.counters().total_bytes();
-  std::sort(times.begin() + 1, times.end());
-  return times[1 + (times.size() - 1) / 2];
+  return {median_after_first(times), time_inference(
+                                         o.steps, [&] { comm.barrier(); }, [&] { engine(x); })};
 }
 
-double run_single(const Options& o) {
+Timing run_single(const Options& o) {
   manual_seed(1);
   auto model = std::make_shared<Stack>(o.width, o.depth);
   auto opt = optim::make_optimizer({}, model->named_parameters());
@@ -105,8 +133,8 @@ double run_single(const Options& o) {
     opt->step();
     times.push_back(seconds_since(t0));
   }
-  std::sort(times.begin() + 1, times.end());
-  return times[1 + (times.size() - 1) / 2];
+  return {median_after_first(times), time_inference(
+                                         o.steps, [] {}, [&] { (*model)(x); })};
 }
 
 }  // namespace
@@ -126,10 +154,12 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
   bool mpi = comm::under_mpirun();
   if (!mpi) {
     set_num_threads(1);
+    const Timing t = run_single(o);
     std::printf(
         "{\"bench\":\"zero\",\"mode\":\"single\",\"ranks\":1,\"width\":%ld,\"depth\":%d,"
-        "\"batch\":%ld,\"step_ms\":%.2f}\n",
-        static_cast<long>(o.width), o.depth, static_cast<long>(o.batch), 1e3 * run_single(o));
+        "\"batch\":%ld,\"step_ms\":%.2f,\"infer_ms\":%.2f}\n",
+        static_cast<long>(o.width), o.depth, static_cast<long>(o.batch), 1e3 * t.step,
+        1e3 * t.inference);
   }
   double ddp_ms = 0;
   int64_t engine_params = Stack(o.width, o.depth).num_parameters();
@@ -137,17 +167,17 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
     comm::launch(mpi ? 1 : o.ranks, [&](comm::Communicator& comm) {
       zero::MemoryReport mem;
       int64_t bytes = 0;
-      double t = run_engine(comm, o, mode, &mem, &bytes);
+      const Timing t = run_engine(comm, o, mode, &mem, &bytes);
       if (comm.rank() != 0) return;
-      if (std::string(mode) == "ddp") ddp_ms = 1e3 * t;
+      if (std::string(mode) == "ddp") ddp_ms = 1e3 * t.step;
       // Replicas are not sharded state: for ddp the figure is 16 bytes per parameter.
       int64_t state = std::string(mode) == "ddp" ? 16 * engine_params : mem.model_state();
       std::printf(
           "{\"bench\":\"zero\",\"mode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
-          "\"step_ms\":%.2f,\"vs_ddp\":%.3f,\"model_state_bytes\":%ld,"
+          "\"step_ms\":%.2f,\"vs_ddp\":%.3f,\"infer_ms\":%.2f,\"model_state_bytes\":%ld,"
           "\"gathered_peak_bytes\":%ld,\"comm_bytes_per_step\":%ld}\n",
-          mode, comm.backend(), comm.size(), 1e3 * t, ddp_ms > 0 ? 1e3 * t / ddp_ms : 1.0,
-          static_cast<long>(state), static_cast<long>(mem.gathered_param_peak),
+          mode, comm.backend(), comm.size(), 1e3 * t.step, ddp_ms > 0 ? 1e3 * t.step / ddp_ms : 1.0,
+          1e3 * t.inference, static_cast<long>(state), static_cast<long>(mem.gathered_param_peak),
           static_cast<long>(bytes));
       std::fflush(stdout);
     });

@@ -258,6 +258,13 @@ if(TARGET zt-bench)
     $<TARGET_FILE:zt-bench> vqtok-step --zero --batch 1 --steps 1)
 endif()
 
+# zt-bench zero on a small stack: every mode runs on 2 thread ranks and prints its step and
+# inference times (the prefetching mode last).
+if(TARGET zt-bench)
+  zt_check_test(apps.bench.zero_modes 0 60 "\"mode\":\"single\".*\"infer_ms\":[0-9.]+}.*\"mode\":\"ddp\".*\"mode\":\"zero3\".*\"mode\":\"zero3_pf\",\"backend\":\"thread\",\"ranks\":2,\"step_ms\":[0-9.]+,\"vs_ddp\":[0-9.]+,\"infer_ms\":[0-9.]+,"
+    $<TARGET_FILE:zt-bench> zero --width 16 --depth 2 --batch 4 --steps 3)
+endif()
+
 # zt-bench vqtok-step --paired: plain AdamW and the one-rank engine alternate in one process
 # and the ratio of their medians is printed; it times eager steps only (exit 1 otherwise).
 if(TARGET zt-bench)

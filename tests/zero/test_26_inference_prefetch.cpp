@@ -1,0 +1,200 @@
+// Lesson 26 — prefetching in inference.
+// Invariant: inference passes (forwards under NoGradGuard, or of a model in eval mode)
+// follow a trace of their own, apart from training's. The first pass records the order in
+// which modules fetch their parameters; later passes prefetch along it within the bounds
+// training has (stage3_prefetch_bucket_size ahead, stage3_max_live_parameters at most).
+// A pass starts with a call of the model (Engine::forward), or, where inference calls
+// submodules directly, with a top-level call of the module its trace starts with. A
+// module called out of order invalidates the inference trace, what was prefetched for it
+// is released, and the next pass records again. Training steps and inference passes in
+// between disturb neither trace, and inference keeps nothing for a reuse: after a pass that
+// followed its trace nothing is left gathered.
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+// a, then b, or c instead when use_c; encode() calls the same modules without the model.
+class Branchy : public nn::UnaryModule {
+ public:
+  Branchy() : nn::UnaryModule("Branchy") {
+    a = register_module("a", std::make_shared<nn::Linear>(6, 6));
+    b = register_module("b", std::make_shared<nn::Linear>(6, 6));
+    c = register_module("c", std::make_shared<nn::Linear>(6, 6));
+  }
+  std::shared_ptr<nn::Linear> a, b, c;
+  bool use_c = false;
+  Tensor encode(const Tensor& x) { return forward(x); }
+
+ protected:
+  Tensor forward(const Tensor& x) override { return use_c ? (*c)((*a)(x)) : (*b)((*a)(x)); }
+};
+
+zero::Config prefetch_config() {
+  zero::Config c = lesson::eager_release_config();
+  c.stage3_prefetch_bucket_size = 1'000'000;
+  return c;
+}
+
+// The events of the log that start with `kind` ("gather:", ...), module paths only.
+std::vector<std::string> modules_of(const std::vector<std::string>& events,
+                                    const std::string& kind) {
+  std::vector<std::string> out;
+  for (const std::string& e : events)
+    if (e.rfind(kind, 0) == 0) out.push_back(e.substr(kind.size()));
+  return out;
+}
+
+std::vector<std::string> gathered(nn::Module& m) {
+  std::vector<std::string> out;
+  for (auto& [n, p] : m.named_parameters())
+    if (p.has_storage()) out.push_back(n);
+  return out;
+}
+
+// The same model whole, with the partitioned one's current values.
+template <typename M>
+std::shared_ptr<M> plain_copy(M& m, comm::Communicator& comm) {
+  auto plain = std::make_shared<M>();
+  nn::load_state_dict(*plain, lesson::full_parameters(m, comm));
+  return plain;
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  return max(abs(sub(a, b))).item();
+}
+
+}  // namespace
+
+TEST(Lesson26InferencePrefetch, APassRecordsAndTheNextOnesPrefetch) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    auto [x, y] = lesson::batch(2, comm.rank());
+    autograd::NoGradGuard no_grad;
+    const Tensor first = engine(x);  // records
+    EXPECT_EQ(engine.stats().prefetches_issued, 0);
+    EXPECT_EQ(engine.inference_trace().state(), zero::Trace::State::kRecording);
+    engine.set_event_log(true);
+    const Tensor second = engine(x);
+    EXPECT_EQ(engine.inference_trace().state(), zero::Trace::State::kValid);
+    const std::vector<std::string> fetched = modules_of(engine.events(), "fetch:");
+    // The first module is gathered on demand; every other one was prefetched before its call
+    // (the window holds the whole model here).
+    EXPECT_EQ(modules_of(engine.events(), "gather:"), std::vector<std::string>{fetched.front()});
+    EXPECT_EQ(modules_of(engine.events(), "prefetch:"),
+              std::vector<std::string>(fetched.begin() + 1, fetched.end()));
+    EXPECT_EQ(max_diff(first, second), 0.0);
+    EXPECT_EQ(gathered(*m), std::vector<std::string>{}) << "inference keeps nothing gathered";
+    EXPECT_EQ(engine.trace().size(), 0u) << "the training trace is not touched";
+    EXPECT_EQ(engine.stats().inference_trace_invalidations, 0);
+  });
+}
+
+// After each step the prefetched values are the updated ones: the evaluation matches the
+// plain model holding the partitioned one's current weights.
+TEST(Lesson26InferencePrefetch, TrainingStepsAndEvaluationsKeepTheirOwnTraces) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), lesson::adamw());
+    auto [x, y] = lesson::batch(2, comm.rank());
+    auto train_step = [&] {
+      engine.backward(mse_loss(engine(x), y));
+      engine.step();
+    };
+    auto evaluate = [&] {
+      autograd::NoGradGuard no_grad;
+      return engine(x);
+    };
+    train_step();
+    evaluate();
+    evaluate();
+    train_step();
+    engine.set_event_log(true);
+    const Tensor got = evaluate();
+    EXPECT_EQ(modules_of(engine.events(), "gather:").size(), 1u) << "the rest was prefetched";
+    EXPECT_LT(max_diff(got, (*plain_copy(*m, comm))(x)), 1e-6);
+    const int64_t before = engine.stats().prefetches_issued;
+    train_step();
+    EXPECT_GT(engine.stats().prefetches_issued, before) << "training still prefetches";
+    EXPECT_EQ(engine.stats().trace_invalidations, 0);
+    EXPECT_EQ(engine.stats().inference_trace_invalidations, 0);
+    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+    EXPECT_EQ(engine.inference_trace().state(), zero::Trace::State::kValid);
+  });
+}
+
+TEST(Lesson26InferencePrefetch, AnotherOrderReleasesWhatWasPrefetchedForTheOldOne) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Branchy> m = lesson::partitioned<Branchy>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    Tensor x = full({2, 6}, 0.5);
+    autograd::NoGradGuard no_grad;
+    engine(x);  // records a, b
+    engine(x);  // prefetches b at a's call
+    m->use_c = true;
+    engine.set_event_log(true);
+    const Tensor got = engine(x);
+    EXPECT_EQ(engine.stats().inference_trace_invalidations, 1);
+    const auto& ev = engine.events();
+    // b was prefetched at a's call, for the old order; c's call gives it back.
+    EXPECT_LT(lesson::index_of(ev, "prefetch:b"), lesson::index_of(ev, "fetch:c"));
+    EXPECT_LT(lesson::index_of(ev, "fetch:c"), lesson::index_of(ev, "release:b"));
+    EXPECT_EQ(gathered(*m), std::vector<std::string>{});
+    std::shared_ptr<Branchy> plain = plain_copy(*m, comm);
+    plain->use_c = true;
+    EXPECT_EQ(max_diff(got, (*plain)(x)), 0.0);
+    engine(x);  // records a, c
+    const int64_t before = engine.stats().prefetches_issued;
+    engine(x);
+    EXPECT_EQ(engine.stats().prefetches_issued, before + 1) << "c, at a's call";
+    EXPECT_EQ(engine.stats().inference_trace_invalidations, 1);
+    EXPECT_EQ(gathered(*m), std::vector<std::string>{});
+  });
+}
+
+// Inference that calls submodules directly (an app's model->encode()): passes start at a
+// top-level call of the module the trace starts with.
+TEST(Lesson26InferencePrefetch, PassesOfSubmoduleCallsArePrefetchedToo) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Branchy> m = lesson::partitioned<Branchy>(comm);
+    zero::Engine engine(m, comm, prefetch_config(), {});
+    Tensor x = full({2, 6}, 0.5);
+    autograd::NoGradGuard no_grad;
+    const Tensor first = m->encode(x);
+    engine.set_event_log(true);
+    const Tensor second = m->encode(x);
+    const Tensor third = m->encode(x);
+    EXPECT_EQ(lesson::count_of(engine.events(), "prefetch:b"), 2);
+    EXPECT_EQ(lesson::count_of(engine.events(), "gather:b"), 0);
+    EXPECT_EQ(max_diff(first, second), 0.0);
+    EXPECT_EQ(max_diff(first, third), 0.0);
+    EXPECT_EQ(engine.stats().inference_trace_invalidations, 0);
+    EXPECT_EQ(gathered(*m), std::vector<std::string>{});
+  });
+}
+
+// The live bound holds in inference as in training: with room for two modules'
+// parameters, each call prefetches only the next.
+TEST(Lesson26InferencePrefetch, TheLiveBoundHolds) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TanhStack> m = lesson::partitioned<lesson::TanhStack>(comm, 6, 8);
+    zero::Config cfg = prefetch_config();
+    int64_t layer = 0;
+    for (auto& [n, p] : m->layers[0]->named_parameters())
+      layer += zero::zero_param(p)->part.padded_numel();
+    cfg.stage3_max_live_parameters = 2 * layer;
+    zero::Engine engine(m, comm, cfg, {});
+    Tensor x = full({2, 8}, 0.25);
+    autograd::NoGradGuard no_grad;
+    engine(x);
+    const int64_t before = engine.stats().prefetches_issued;
+    reset_peak_memory();
+    engine(x);
+    EXPECT_EQ(engine.stats().prefetches_issued - before, 5) << "every layer but the first";
+    // At most the bound and the module being fetched (lesson 18).
+    EXPECT_LE(engine.memory_report().gathered_param_peak,
+              (2 + 1) * layer * static_cast<int64_t>(sizeof(float)));
+  });
+}
