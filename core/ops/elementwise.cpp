@@ -209,15 +209,16 @@ Tensor log1p(const Tensor& a) {
   if (is_16bit_float(a.dtype())) return log1p(a.to(DType::f32)).to(a.dtype());
   Tensor out;
   {
-    // Kahan's form: w = 1 + a rounded, then log(w) * a / (w - 1), w - 1 being exact, is
+    // Kahan's form: w = 1 + a rounded, then log(w) * (a / (w - 1)), w - 1 being exact, is
     // log(1 + a) to a few ulps; where w is 1 (|a| below half an ulp of 1) it is a itself,
-    // and where w is inf, inf.
+    // and where w is inf, inf. The quotient (about 1) is taken first: log(w) * a would
+    // overflow for finite a above about MAX / log(MAX) (3.8e36 in f32).
     autograd::NoGradGuard ng;
     const Tensor x = a.detach();
     const Tensor w = add(x, 1.0);
     const Tensor one = full({}, 1.0, x.dtype(), x.device());
     const Tensor inf = full({}, std::numeric_limits<double>::infinity(), x.dtype(), x.device());
-    out = where(eq(w, one), x, where(eq(w, inf), x, div(mul(log(w), x), sub(w, one))));
+    out = where(eq(w, one), x, where(eq(w, inf), x, mul(log(w), div(x, sub(w, one)))));
   }
   autograd::record(
       "log1p", {a}, {out},

@@ -2,6 +2,8 @@
 // updates, and a central-difference gradient check for every differentiable op,
 // including broadcast and non-contiguous (transposed) operands.
 #include <cmath>
+#include <limits>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/work_counts.h"
@@ -262,4 +264,36 @@ TEST(Elementwise, CopyOntoTheSameElementsRunsNoKernel) {
   t.narrow(0, 3, 3).copy_(t.narrow(0, 3, 3).to(DType::f64));  // a cast, then a copy back
   EXPECT_EQ((work_counts() - before).dispatches, 3);
   EXPECT_TRUE(values_are(t, {4, 5, 6, 4, 5, 6}));
+}
+
+// log1p over the whole finite range against std::log1p: tiny values (where 1 + x rounds to
+// 1 or nearly), moderate ones, and the largest floats, whose log1p is only about 88 (f32) or
+// 709 (f64); no step may overflow on the way. Its gradient stays 1 / (1 + x).
+TEST(Elementwise, Log1pIsAccurateFromTinyToTheLargestFloats) {
+  const std::vector<double> xs = {
+      1e-30, 1e-10, -1e-10, 3e-8, -0.75, -0.25, 0.4,   3.0,   1e3,
+      1e10,  3e36,  1e37,   1e38, 3e38,  1e300, 1e306, 1e308, std::numeric_limits<double>::max()};
+  for (DType dt : {DType::f64, DType::f32}) {
+    // f32 inputs are the floats nearest to xs (up to FLT_MAX); the reference is exact enough
+    // in double. Both tolerances are about two ulps of the result.
+    const bool f32 = dt == DType::f32;
+    const double tol = f32 ? 2.4e-7 : 4.5e-16;
+    for (double v : xs) {
+      if (f32 && v > std::numeric_limits<float>::max()) continue;
+      const double x = f32 ? static_cast<double>(static_cast<float>(v)) : v;
+      const double want = std::log1p(x);
+      const double got = log1p(from_vector({x}, {1}, dt)).item();
+      EXPECT_NEAR(got, want, tol * std::abs(want)) << dtype_name(dt) << " log1p(" << x << ")";
+    }
+  }
+  // bf16 and f16 run in f32: a bf16 near 1e37 is finite too.
+  const double b = log1p(from_vector({1e37}, {1}, DType::bf16)).item();
+  EXPECT_NEAR(b, 85.1956, 0.5);
+  // The gradient 1 / (1 + x), at both ends.
+  Tensor leaf = from_vector({-1e-10, 0.4, 1e306}, {3}, DType::f64).set_requires_grad(true);
+  sum(log1p(leaf)).backward();
+  const std::vector<double> g = leaf.grad().to_vector();
+  EXPECT_NEAR(g[0], 1.0 / (1.0 - 1e-10), 1e-16);
+  EXPECT_NEAR(g[1], 1.0 / 1.4, 1e-16);
+  EXPECT_NEAR(g[2] / (1.0 / 1e306), 1.0, 1e-15);
 }
