@@ -32,6 +32,7 @@
 #include "core/cpu/blas.h"
 #include "core/cpu/conv_cols.h"
 #include "core/cpu/conv_depthwise.h"
+#include "core/cpu/conv_path.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/winograd.h"
 #include "core/parallel.h"
@@ -74,34 +75,24 @@ int64_t sample_groups(const ConvGeometry& g) {
   return blas_work_groups(flops, g.n);
 }
 
-// The three algorithms, each correct for the geometries it applies to.
-enum class Path { kWinograd, kPlanes, kColumns };
-
-// ZT_CONV_PATH=winograd|planes|columns forces a path wherever it applies (for measuring
-// the paths against each other, e.g. with zt-bench ops); unset, the rule below decides.
-std::optional<Path> forced_path() {
-  static const std::optional<Path> forced = []() -> std::optional<Path> {
-    const char* e = std::getenv("ZT_CONV_PATH");
-    if (!e) return std::nullopt;
-    const std::string v = e;
-    if (v == "winograd") return Path::kWinograd;
-    if (v == "planes") return Path::kPlanes;
-    if (v == "columns") return Path::kColumns;
-    ZT_FAIL("ZT_CONV_PATH='", v, "' is not a convolution path (winograd, planes or columns)");
-  }();
+// $ZT_CONV_PATH (conv_path.h), read once per process, forces a path wherever that path
+// applies; unset, the rule below decides. conv_forward and conv_backward read it before
+// any parallel_for, so a bad value is an error on the calling thread, not on a worker.
+std::optional<ConvPath> forced_path() {
+  static const std::optional<ConvPath> forced = parse_conv_path(std::getenv("ZT_CONV_PATH"));
   return forced;
 }
 
 // Winograd where it applies (2.25x fewer multiplications, fastest at every measured
 // "same" 3x3 shape, 4x4 maps included), then padded planes, then exact columns.
-Path choose_path(const ConvGeometry& g) {
-  const std::optional<Path> f = forced_path();
-  if (f == Path::kWinograd && winograd_applies(g)) return Path::kWinograd;
-  if (f == Path::kPlanes && use_planes(g)) return Path::kPlanes;
-  if (f == Path::kColumns) return Path::kColumns;
-  if (winograd_applies(g)) return Path::kWinograd;
-  if (use_planes(g)) return Path::kPlanes;
-  return Path::kColumns;
+ConvPath choose_path(const ConvGeometry& g) {
+  const std::optional<ConvPath> f = forced_path();
+  if (f == ConvPath::kWinograd && winograd_applies(g)) return ConvPath::kWinograd;
+  if (f == ConvPath::kPlanes && use_planes(g)) return ConvPath::kPlanes;
+  if (f == ConvPath::kColumns) return ConvPath::kColumns;
+  if (winograd_applies(g)) return ConvPath::kWinograd;
+  if (use_planes(g)) return ConvPath::kPlanes;
+  return ConvPath::kColumns;
 }
 
 // Raw pointers of one call; any of the optional ones may be null.
@@ -154,11 +145,11 @@ template <typename T>
 void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
   const int64_t k = g.col_rows(), l = g.out_positions(), o = g.o;
   const int64_t x_stride = g.c * g.in_positions(), out_stride = o * l;
-  const Path path = choose_path(g);
-  if (path == Path::kWinograd)
+  const ConvPath path = choose_path(g);
+  if (path == ConvPath::kWinograd)
     return winograd_forward(g, a.x + n_begin * x_stride, a.w, a.bias, n_end - n_begin,
                             a.out + n_begin * out_stride);
-  if (path == Path::kPlanes) return forward_planes(g, a, n_begin, n_end);
+  if (path == ConvPath::kPlanes) return forward_planes(g, a, n_begin, n_end);
   const int64_t nb = std::min(samples_per_chunk(g, l), n_end - n_begin);
   const bool pointwise = g.is_pointwise();
   std::vector<T> col(pointwise && nb == 1 ? 0 : k * nb * l);
@@ -237,15 +228,16 @@ void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t 
   const int64_t k = g.col_rows(), l = g.out_positions(), o = g.o;
   const int64_t x_stride = g.c * g.in_positions(), out_stride = o * l;
   if (dw && n_begin == n_end) std::fill_n(dw, o * k, T(0));
-  const Path path = choose_path(g);
-  if (n_begin < n_end && path == Path::kWinograd) {
+  const ConvPath path = choose_path(g);
+  if (n_begin < n_end && path == ConvPath::kWinograd) {
     const int64_t m = n_end - n_begin;
     const T* gm = a.grad_out + n_begin * out_stride;
     if (a.grad_x) winograd_backward_data(g, gm, a.w, m, a.grad_x + n_begin * x_stride);
     if (dw) winograd_backward_weight(g, a.x + n_begin * x_stride, gm, m, dw);
     return;
   }
-  if (n_begin < n_end && path == Path::kPlanes) return backward_planes(g, a, dw, n_begin, n_end);
+  if (n_begin < n_end && path == ConvPath::kPlanes)
+    return backward_planes(g, a, dw, n_begin, n_end);
   const int64_t nb = std::min(samples_per_chunk(g, l), std::max<int64_t>(n_end - n_begin, 1));
   const bool pointwise = g.is_pointwise();
   const bool need_col = dw && !(pointwise && nb == 1);
@@ -425,8 +417,19 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
 
 }  // namespace
 
+std::optional<ConvPath> parse_conv_path(const char* value) {
+  if (value == nullptr || *value == '\0') return std::nullopt;
+  const std::string v = value;
+  if (v == "winograd") return ConvPath::kWinograd;
+  if (v == "planes") return ConvPath::kPlanes;
+  if (v == "columns") return ConvPath::kColumns;
+  ZT_FAIL("environment variable ZT_CONV_PATH='", v,
+          "' is not a convolution path: use winograd, planes or columns, or leave it unset");
+}
+
 void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
                   const Tensor& bias) {
+  (void)forced_path();  // a bad $ZT_CONV_PATH throws here, on the calling thread
   dispatch_f32_f64(x.dtype(), "conv on CPU",
                    [&]<typename T>() { forward_impl<T>(g, out, x, weight, bias); });
 }
@@ -434,6 +437,7 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
 void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& x,
                    const Tensor& weight, const Tensor& grad_x, const Tensor& grad_weight,
                    const Tensor& grad_bias) {
+  (void)forced_path();  // a bad $ZT_CONV_PATH throws here, on the calling thread
   dispatch_f32_f64(x.dtype(), "conv backward on CPU", [&]<typename T>() {
     backward_impl<T>(g, grad_out, x, weight, grad_x, grad_weight, grad_bias);
   });
