@@ -24,7 +24,9 @@ int default_thread_count(int omp_num_threads, int process_cpus, int machine_cpus
 
 /// Runs fn(begin, end) over [0, n) in at most min(num_threads(), ceil(n / grain))
 /// contiguous chunks of about n / chunks items each, run in parallel; one call fn(0, n)
-/// on this thread when n <= grain or with one thread, none when n <= 0.
+/// on this thread when n <= grain or with one thread, none when n <= 0. An exception that
+/// fn throws in any chunk is rethrown on the calling thread once every chunk has finished
+/// (the lowest chunk's when several throw).
 template <typename Fn>
 void parallel_for(int64_t n, int64_t grain, Fn&& fn);
 

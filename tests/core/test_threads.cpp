@@ -3,7 +3,9 @@
 // processes when a launcher started several without pinning them. And the elementwise
 // loops share even one long contiguous row among the threads.
 #include <algorithm>
+#include <atomic>
 #include <mutex>
+#include <new>
 #include <set>
 #include <thread>
 #include <utility>
@@ -77,4 +79,40 @@ TEST(Threads, LongRowsAreCutIntoPiecesForTheThreads) {
   }
   EXPECT_EQ(next, numel);
   EXPECT_EQ(threads.size(), 2u);
+}
+
+// An exception thrown in any chunk of parallel_for reaches the caller once every chunk has
+// run, also from a worker thread (an exception escaping an OpenMP region would end the
+// process); when several chunks throw, the lowest chunk's is the one rethrown, whatever
+// the scheduling. Other exception types keep theirs.
+TEST(Threads, ParallelForRethrowsAChunksExceptionOnTheCallingThread) {
+  test::ThreadCount two(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<int> ran{0};
+  std::thread::id thrower;
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        parallel_for(2, 1, [&](int64_t b, int64_t) {
+          ++ran;
+          if (b == 1) {
+            thrower = std::this_thread::get_id();
+            ZT_FAIL("chunk ", b, " failed");
+          }
+        });
+      },
+      "chunk 1 failed"));
+  EXPECT_EQ(ran.load(), 2);
+  EXPECT_NE(thrower, caller);  // the second chunk ran on a worker
+  EXPECT_TRUE(test::throws_with(
+      [] { parallel_for(2, 1, [](int64_t b, int64_t) { ZT_FAIL("chunk ", b, " failed"); }); },
+      "chunk 0 failed"));
+  EXPECT_THROW(parallel_for(2, 1,
+                            [](int64_t b, int64_t) {
+                              if (b == 1) throw std::bad_alloc();
+                            }),
+               std::bad_alloc);
+  // The threads are still usable afterwards.
+  std::atomic<int64_t> covered{0};
+  parallel_for(1000, 1, [&](int64_t b, int64_t e) { covered += e - b; });
+  EXPECT_EQ(covered.load(), 1000);
 }
