@@ -161,9 +161,13 @@ ConvTransposeNd<D>::ConvTransposeNd(const ConvTransposeOptions<D>& opts, const c
              ", dilation=", tuple_str(opts.dilation(), D));
     ZT_CHECK(opts.padding()[d] >= 0, type_name,
              ": padding must be non-negative, got padding=", tuple_str(opts.padding(), D));
-    ZT_CHECK(opts.output_padding()[d] >= 0 && opts.output_padding()[d] < opts.stride()[d],
-             type_name, ": output_padding=", tuple_str(opts.output_padding(), D),
-             " must be non-negative and smaller than stride=", tuple_str(opts.stride(), D));
+    // PyTorch's bound: below the stride or below the dilation, per dim.
+    const int64_t e = opts.output_padding()[d];
+    ZT_CHECK(e >= 0 && (e < opts.stride()[d] || e < opts.dilation()[d]), type_name,
+             ": output_padding=", tuple_str(opts.output_padding(), D),
+             " must be non-negative and smaller than the stride or the dilation in each dim; dim ",
+             d, " has output_padding ", e, ", stride ", opts.stride()[d], ", dilation ",
+             opts.dilation()[d]);
   }
   Shape wshape{opts.in_channels(), opts.out_channels() / groups};
   for (size_t d = 0; d < D; ++d) wshape.push_back(opts.kernel_size()[d]);

@@ -128,7 +128,8 @@ struct ConvTransposeOptions {
   ZT_ARG(ExpandingArray<D>, stride) = 1;
   /// Removed from both sides of each spatial dim of the output.
   ZT_ARG(ExpandingArray<D>, padding) = 0;
-  /// Added at the end of each spatial dim of the output; smaller than the stride.
+  /// Added at the end of each spatial dim of the output; smaller than the stride or the
+  /// dilation (PyTorch's bound).
   ZT_ARG(ExpandingArray<D>, output_padding) = 0;
   ZT_ARG(int64_t, groups) = 1;
   ZT_ARG(bool, bias) = true;

@@ -240,6 +240,45 @@ Tensor conv3d(const Tensor& x, const Tensor& weight, const Tensor& bias, const C
 
 namespace {
 
+template <typename Args>
+Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& weight,
+                      const Tensor& bias, const Args& args);
+
+// y (N, O, spatial...) + bias (O) broadcast over the spatial axes; y when bias is undefined.
+Tensor add_channel_bias(const Tensor& y, const Tensor& bias) {
+  if (!bias.defined()) return y;
+  Shape bshape(static_cast<size_t>(y.dim()), 1);
+  bshape[1] = bias.size(0);
+  return y + bias.view(bshape);
+}
+
+// An output_padding e at least the stride s (allowed when below the dilation) gives a result
+// whose convolution, padded p on both sides, has more than x's L positions: cuDNN, which pads
+// symmetrically, refuses that geometry. The result is positions [p, p + size) of the uncropped
+// transposed convolution F (length (L - 1) * s + dilation * (k - 1) + 1), zeros past F's end;
+// so run it with padding max(p - e, 0) and no output_padding, then crop the front and zero-pad
+// the back with pad(). The CPU takes the same route, so one path serves both devices.
+// Returns an undefined tensor (no bias added) when every axis has e < s.
+template <typename Args>
+Tensor crop_output_padding(const char* op, int dims, const Tensor& x, const Tensor& weight,
+                           const Args& args) {
+  Args inner = args;
+  std::vector<int64_t> pads(2 * static_cast<size_t>(dims), 0);  // pad()'s order: last dim first
+  bool any = false;
+  for (int i = 0; i < dims; ++i) {
+    const int64_t p = args.padding[i], e = args.output_padding[i];
+    if (e < args.stride[i]) continue;
+    any = true;
+    inner.padding[i] = std::max<int64_t>(p - e, 0);
+    inner.output_padding[i] = 0;
+    const size_t at = 2 * static_cast<size_t>(dims - 1 - i);
+    pads[at] = inner.padding[i] - p;          // crops the front
+    pads[at + 1] = e - p + inner.padding[i];  // zeros past the uncropped end
+  }
+  if (!any) return Tensor();
+  return pad(conv_transpose(op, dims, x, weight, Tensor(), inner), pads);
+}
+
 // The transposed convolution of x (N, C, spatial...) is the input gradient of the
 // convolution `g` whose input is the result (N, O, out...) and whose output is x, with
 // the weight (C, O/G, k...) as that convolution's weight: conv_backward computes it,
@@ -280,8 +319,10 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
     ZT_CHECK(s >= 1 && dl >= 1 && k >= 1, op, ": stride, dilation and kernel size along ", a.name,
              " must be >= 1, got ", s, ", ", dl, " and ", k);
     ZT_CHECK(p >= 0, op, ": padding along ", a.name, " must be >= 0, got ", p);
-    ZT_CHECK(extra >= 0 && extra < s, op, ": output_padding along ", a.name, " (", extra,
-             ") must be >= 0 and smaller than the stride (", s, ")");
+    // PyTorch's bound: below the stride or below the dilation.
+    ZT_CHECK(extra >= 0 && (extra < s || extra < dl), op, ": output_padding along ", a.name, " (",
+             extra, ") must be >= 0 and smaller than the stride (", s, ") or the dilation (", dl,
+             ")");
     const int64_t size = (x.size(2 + i) - 1) * s - 2 * p + span(k, dl) + extra;
     ZT_CHECK(size >= 1, op, ": the output ", a.name, " would be ", size, " (input ",
              shape_str(x.sizes()), ", weight ", shape_str(weight.sizes()), ", padding ", p, ")");
@@ -292,6 +333,9 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
     *a.dilation = dl;
     *a.out = x.size(2 + i);
     out_shape.push_back(size);
+  }
+  if (Tensor y = crop_output_padding(op, dims, x, weight, args); y.defined()) {
+    return add_channel_bias(y, bias);
   }
   Tensor xc = kernel_operand(x), wc = kernel_operand(weight);
   Tensor y = kernel_result(out_shape, x);
@@ -319,10 +363,7 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
         },
         {kept_x, weight});
   }
-  if (!bias.defined()) return y;
-  Shape bshape(static_cast<size_t>(dims + 2), 1);
-  bshape[1] = g.c;
-  return y + bias.view(bshape);
+  return add_channel_bias(y, bias);
 }
 
 }  // namespace

@@ -61,7 +61,7 @@ Tensor conv_transpose1d(const Tensor& x, const Tensor& weight, const Tensor& bia
 struct ConvTranspose2dArgs {
   std::array<int64_t, 2> stride{1, 1};
   std::array<int64_t, 2> padding{0, 0};         // removed from both sides of each axis
-  std::array<int64_t, 2> output_padding{0, 0};  // added at the bottom / right, < stride
+  std::array<int64_t, 2> output_padding{0, 0};  // at the bottom / right, < max(stride, dilation)
   std::array<int64_t, 2> dilation{1, 1};
   int64_t groups = 1;
 };

@@ -132,7 +132,7 @@ TEST(Conv1d, ErrorsSpeakOfLengthAndKernel) {
         conv_transpose1d(x, randn({3, 2, 3}), Tensor(), t);
       },
       "conv_transpose1d: output_padding along L (2) must be >= 0 and "
-      "smaller than the stride (2)"));
+      "smaller than the stride (2) or the dilation (1)"));
   EXPECT_TRUE(throws_with([&] { conv_transpose1d(x, w.unsqueeze(2), Tensor()); },
                           "(N, C, L) and (C, O/groups, k)"));
 }

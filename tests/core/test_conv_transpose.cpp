@@ -44,6 +44,10 @@ TEST(ConvTranspose2d, IsTheAdjointOfConv2dAcrossShapes) {
       {{2, 6, 5, 5}, {6, 1, 3, 3}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 6, {2, 6, 5, 5}},
       {{1, 16, 6, 7}, {16, 16, 3, 3}, {1, 1}, {1, 1}, {0, 0}, {1, 1}, 1, {1, 16, 6, 7}},
       {{3, 2, 5, 5}, {2, 3, 1, 1}, {1, 1}, {0, 0}, {0, 0}, {1, 1}, 1, {3, 3, 5, 5}},
+      // output_padding at the stride or above, below the dilation (the largest PyTorch
+      // allows): within the padding along H, past it along W (zero columns).
+      {{1, 2, 4, 3}, {2, 3, 3, 2}, {1, 2}, {2, 0}, {2, 2}, {3, 3}, 1, {1, 3, 8, 10}},
+      {{2, 4, 3, 3}, {4, 1, 2, 3}, {2, 1}, {1, 0}, {3, 1}, {4, 2}, 2, {2, 2, 10, 8}},
   };
   Generator gen(81);
   for (const Case& c : cases) {
@@ -101,6 +105,34 @@ TEST(ConvTranspose3d, IsTheAdjointOfConv3d) {
   EXPECT_NEAR(dot(y, r), dot(x, conv3d(r, w, Tensor(), a)), 1e-9);
 }
 
+TEST(ConvTranspose1d, OutputPaddingBelowTheDilationButNotTheStride) {
+  // Stride 1, kernel [1, 10] dilated 3: the uncropped result of x = [1, 2] is
+  // [1, 2, 0, 10, 20]. output_padding 2 (< dilation 3) extends it by two positions, which
+  // padding p then shifts in: [p, 7 - p) of [1, 2, 0, 10, 20, 0, 0], plus the bias.
+  Tensor x = from_vector({1, 2}, {1, 1, 2}), w = from_vector({1, 10}, {1, 1, 2});
+  ConvTranspose1dArgs a;
+  a.dilation = {3};
+  a.output_padding = {2};
+  EXPECT_TRUE(values_are(conv_transpose1d(x, w, Tensor(), a), {1, 2, 0, 10, 20, 0, 0}));
+  a.padding = {1};
+  EXPECT_TRUE(values_are(conv_transpose1d(x, w, Tensor(), a), {2, 0, 10, 20, 0}));
+  a.padding = {2};
+  EXPECT_TRUE(values_are(conv_transpose1d(x, w, from_vector({0.5}, {1}), a), {0.5, 10.5, 20.5}));
+}
+
+TEST(ConvTranspose3d, OutputPaddingBelowTheDilationGradCheck) {
+  Tensor x = test::rand_leaf({1, 2, 2, 3, 2}, 6), w = test::rand_leaf({2, 1, 2, 2, 2}, 7),
+         b = test::rand_leaf({1}, 8);
+  ConvTranspose3dArgs a;
+  a.stride = {1, 2, 1};
+  a.padding = {1, 0, 2};
+  a.output_padding = {1, 2, 1};
+  a.dilation = {2, 3, 2};
+  EXPECT_GRAD_OK(
+      [a](const std::vector<Tensor>& in) { return conv_transpose3d(in[0], in[1], in[2], a); },
+      {x, w, b});
+}
+
 TEST(ConvTranspose2d, GradCheckStridedPaddedGroupedDilated) {
   Tensor x = test::rand_leaf({2, 4, 3, 3}, 1), w = test::rand_leaf({4, 1, 3, 2}, 2),
          b = test::rand_leaf({2}, 3);
@@ -139,7 +171,17 @@ TEST(ConvTranspose2d, ErrorsNameTheArgument) {
       [&] {
         conv_transpose2d(x, zeros({4, 2, 3, 3}), Tensor(), big);
       },
-      "output_padding along H (2) must be >= 0 and smaller than the stride (2)"));
+      "conv_transpose2d: output_padding along H (2) must be >= 0 and smaller than the stride "
+      "(2) or the dilation (1)"));
+  big.stride = {1, 2};
+  big.output_padding = {0, 3};
+  big.dilation = {1, 3};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv_transpose2d(x, zeros({4, 2, 3, 3}), Tensor(), big);
+      },
+      "conv_transpose2d: output_padding along W (3) must be >= 0 and smaller than the stride "
+      "(2) or the dilation (3)"));
   ConvTranspose2dArgs thin;
   thin.padding = {0, 3};
   EXPECT_TRUE(throws_with(

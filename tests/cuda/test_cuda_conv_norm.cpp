@@ -134,7 +134,8 @@ TEST(CudaConv, Conv3dMatchesCpu) {
 }
 
 TEST(CudaConv, TransposedMatchesCpu) {
-  // The k4 s2 p1 upsampling, output padding with grouped dilated taps, and a 3-D one.
+  // The k4 s2 p1 upsampling, output padding with grouped dilated taps, a 3-D one, and output
+  // padding past the stride.
   ZT_SKIP_WITHOUT_GPU();
   struct Case {
     Shape x, w;  // w (C, O/groups, k...)
@@ -145,6 +146,8 @@ TEST(CudaConv, TransposedMatchesCpu) {
       {{2, 4, 5, 6}, {4, 3, 4, 4}, {2, 2, 0}, {1, 1, 0}, {0, 0, 0}, {1, 1, 0}, 1},
       {{2, 4, 3, 4}, {4, 1, 3, 2}, {2, 3, 0}, {1, 0, 0}, {1, 2, 0}, {2, 2, 0}, 2},
       {{1, 2, 3, 4, 4}, {2, 3, 2, 3, 3}, {2, 1, 1}, {1, 1, 1}, {1, 0, 0}, {1, 1, 2}, 1},
+      // output_padding at or above the stride, below the dilation (cropped and padded).
+      {{2, 4, 3, 4}, {4, 3, 3, 2}, {1, 2, 0}, {2, 0, 0}, {2, 2, 0}, {3, 3, 0}, 1},
   };
   uint64_t seed = 60;
   for (const Case& c : cases) {

@@ -125,7 +125,15 @@ TEST(ConvTranspose1d, MatchesPyTorchAndChecksItsOptions) {
       1e-12));
   EXPECT_TRUE(test::throws_with(
       [] { nn::ConvTranspose1d(nn::ConvTranspose1dOptions(2, 2, 3).stride(2).output_padding(2)); },
-      "ConvTranspose1d: output_padding=(2) must be non-negative and smaller than stride=(2)"));
+      "ConvTranspose1d: output_padding=(2) must be non-negative and smaller than the stride or "
+      "the dilation in each dim; dim 0 has output_padding 2, stride 2, dilation 1"));
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        nn::ConvTranspose2d(
+            nn::ConvTranspose2dOptions(2, 2, 3).stride({2, 1}).dilation({1, 3}).output_padding(
+                {1, 3}));
+      },
+      "dim 1 has output_padding 3, stride 1, dilation 3"));
   EXPECT_TRUE(
       test::throws_with([] { nn::ConvTranspose2d(nn::ConvTranspose2dOptions(4, 6, 3).groups(4)); },
                         "ConvTranspose2d: groups=4 must be positive and divide in_channels (4) and "
@@ -135,6 +143,19 @@ TEST(ConvTranspose1d, MatchesPyTorchAndChecksItsOptions) {
         m(zeros({1, 3, 4}, DType::f64));
       },
       "ConvTranspose1d: input [1, 3, 4] has 3 channels, expected 2"));
+}
+
+TEST(ConvTranspose2d, OutputPaddingBelowTheDilationAsPyTorchAllows) {
+  // stride (2, 1), dilation (1, 3): the largest output_padding is (1, 2); the output is
+  // (4 - 1) * 2 + 2 + 1 + 1 = 10 by (5 - 1) + 3 * 2 + 1 + 2 = 13, its last two columns zero
+  // (no padding to shift them in) but for the bias.
+  nn::ConvTranspose2d m(
+      nn::ConvTranspose2dOptions(2, 3, 3).stride({2, 1}).dilation({1, 3}).output_padding({1, 2}));
+  m.to(DType::f64);
+  Tensor y = m(test::rand_leaf({2, 2, 4, 5}, 48));
+  ASSERT_EQ(y.sizes(), Shape({2, 3, 10, 13}));
+  Tensor tail = y.narrow(3, 11, 2) - m.bias.view({1, 3, 1, 1});
+  EXPECT_EQ(max(abs(tail)).item(), 0.0);
 }
 
 TEST(ConvTranspose2d, GradientsByFiniteDifferences) {
