@@ -1,18 +1,12 @@
-// MpiComm: every collective is nonblocking MPI polled on the communication thread.
-// Data moves as raw unsigned words of the element size; reductions are computed locally
-// (reduce_buffers) after an all-to-all of shards, in rank order:
-//   reduce_scatter = alltoall(shards) -> reduce
-//   all_reduce     = alltoallv(even chunks) -> reduce own chunk -> allgatherv(in place)
-// which receives the textbook volumes (see CommCounters). Each collective is preceded by
-// a 16-byte all-reduce that checks every rank issued the same one (set_check_collectives).
-// The check's bytes are not counted.
+// MpiComm: MPI's runtime, errors, and the waiting and checking every collective shares;
+// the collectives themselves are in mpi_collectives.cpp. Every collective is nonblocking
+// MPI polled on the communication thread. Each is preceded by a 16-byte all-reduce that
+// checks every rank issued the same one (set_check_collectives), once per collective
+// whatever the number of MPI calls it takes. The check's bytes are not counted.
 #include "zero/comm/mpi_comm.h"
 
-#include <climits>
 #include <cstdio>
 #include <thread>
-
-#include "zero/comm/reduce.h"
 
 namespace zt::comm {
 
@@ -43,26 +37,6 @@ struct MpiRuntime {
 MpiRuntime& runtime() {
   static MpiRuntime rt;
   return rt;
-}
-
-MPI_Datatype word_type(size_t elem_size) {
-  switch (elem_size) {
-    case 1:
-      return MPI_UINT8_T;
-    case 2:
-      return MPI_UINT16_T;
-    case 4:
-      return MPI_UINT32_T;
-    case 8:
-      return MPI_UINT64_T;
-  }
-  ZT_FAIL("MpiComm: unsupported element size ", elem_size);
-}
-
-int as_count(int64_t n, const std::string& what) {
-  ZT_CHECK(n <= INT_MAX, "zt.comm: ", what, ": ", n,
-           " elements exceed one MPI call's count limit (INT_MAX); split the tensor");
-  return static_cast<int>(n);
 }
 
 }  // namespace
@@ -162,11 +136,12 @@ std::string MpiComm::abort_reason() const {
 }
 
 std::shared_ptr<Work> MpiComm::submit(Request req) {
-  // The check as it stands when the collective is issued (not when the communication
-  // thread gets to it): a rank that switches it off with work queued must not skip the
-  // check's collective for work another rank checks.
+  // The check and the chunk limit as they stand when the collective is issued (not when the
+  // communication thread gets to it): a rank that switches the check off with work queued
+  // must not skip the check's collective for work another rank checks.
   const bool check = check_.load(std::memory_order_relaxed);
-  return exec_->submit([this, req = std::move(req), check] { execute(req, check); });
+  const int64_t limit = limit_.load(std::memory_order_relaxed);
+  return exec_->submit([this, req = std::move(req), check, limit] { execute(req, check, limit); });
 }
 
 void MpiComm::fail_call(const std::string& what, const char* call, int rc) {
@@ -218,135 +193,45 @@ void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline d
   }
 }
 
-void MpiComm::execute(const Request& req, bool check) {
-  check_healthy(req);
-  const std::string what = describe(req);
-  const Deadline deadline = deadline_after(timeout());
-  const int n = size(), r = rank();
-  const size_t e = req.out.defined() ? dtype_size(req.out.dtype()) : 1;
-  const MPI_Datatype T = word_type(e);
-  if (n > 1 && check) check_signatures(req, what, deadline);
-  MPI_Request rq = MPI_REQUEST_NULL;
-  auto start = [&](int rc, const char* call) {
-    if (rc != MPI_SUCCESS) fail_call(what, call, rc);
-  };
-  switch (req.kind) {
-    case Collective::kAllGather: {
-      const int s = as_count(req.in.numel(), what);
-      const void* send = req.in.data_ptr();
-      if (send == bytes_of(req.out) + static_cast<size_t>(r) * s * e) send = MPI_IN_PLACE;
-      MpiLock lock;
-      start(MPI_Iallgather(send, s, T, req.out.data_ptr(), s, T, comm_, &rq), "MPI_Iallgather");
-      break;
-    }
-    case Collective::kReduceScatter: {
-      const int s = as_count(req.out.numel(), what);
-      Tensor tmp = Tensor::empty({req.in.numel()}, req.in.dtype());  // [N][s]
-      {
-        MpiLock lock;
-        start(MPI_Ialltoall(req.in.data_ptr(), s, T, tmp.data_ptr(), s, T, comm_, &rq),
-              "MPI_Ialltoall");
-      }
-      wait_request(&rq, what, deadline);
-      std::vector<const void*> ins(n);
-      for (int j = 0; j < n; ++j) ins[j] = bytes_of(tmp) + static_cast<size_t>(j) * s * e;
-      reduce_buffers(req.out.dtype(), req.op, req.out.data_ptr(), ins.data(), n, s);
-      return;
-    }
-    case Collective::kAllReduce: {
-      const Tensor& t = req.out;
-      std::vector<int> counts(n), displs(n), rcounts(n), rdispls(n);
-      for (int j = 0; j < n; ++j) {
-        int64_t lo, hi;
-        even_chunk(t.numel(), n, j, &lo, &hi);
-        counts[j] = as_count(hi - lo, what);
-        displs[j] = as_count(lo, what);
-      }
-      const int c = counts[r];
-      for (int j = 0; j < n; ++j) {
-        rcounts[j] = c;
-        rdispls[j] = j * c;
-      }
-      Tensor tmp = Tensor::empty({static_cast<int64_t>(c) * n}, t.dtype());  // [N][c_r]
-      {
-        MpiLock lock;
-        start(MPI_Ialltoallv(t.data_ptr(), counts.data(), displs.data(), T, tmp.data_ptr(),
-                             rcounts.data(), rdispls.data(), T, comm_, &rq),
-              "MPI_Ialltoallv");
-      }
-      wait_request(&rq, what, deadline);
-      std::vector<const void*> ins(n);
-      for (int j = 0; j < n; ++j) ins[j] = bytes_of(tmp) + static_cast<size_t>(j) * c * e;
-      reduce_buffers(t.dtype(), req.op, bytes_of(t) + static_cast<size_t>(displs[r]) * e,
-                     ins.data(), n, c);
-      {
-        MpiLock lock;
-        start(MPI_Iallgatherv(MPI_IN_PLACE, 0, T, t.data_ptr(), counts.data(), displs.data(), T,
-                              comm_, &rq),
-              "MPI_Iallgatherv");
-      }
-      break;
-    }
-    case Collective::kBroadcast: {
-      MpiLock lock;
-      start(
-          MPI_Ibcast(req.out.data_ptr(), as_count(req.out.numel(), what), T, req.root, comm_, &rq),
-          "MPI_Ibcast");
-      break;
-    }
-    case Collective::kScatter: {
-      const int s = as_count(req.out.numel(), what);
-      const void* send = r == req.root ? req.in.data_ptr() : nullptr;
-      void* recv = req.out.data_ptr();
-      if (r == req.root && recv == bytes_of(req.in) + static_cast<size_t>(r) * s * e)
-        recv = MPI_IN_PLACE;
-      MpiLock lock;
-      start(MPI_Iscatter(send, s, T, recv, s, T, req.root, comm_, &rq), "MPI_Iscatter");
-      break;
-    }
-    case Collective::kBarrier: {
-      MpiLock lock;
-      start(MPI_Ibarrier(comm_, &rq), "MPI_Ibarrier");
-      break;
-    }
-    case Collective::kAllGatherBytes: {
-      *req.bytes_out = gather_bytes(*req.bytes_in, what, deadline);
-      return;
-    }
-  }
-  wait_request(&rq, what, deadline);
+void MpiComm::set_chunk_limit(int64_t elements) {
+  ZT_CHECK(elements >= 1 && elements <= INT_MAX, "MpiComm::set_chunk_limit: ", elements,
+           " elements; the limit must be in [1, INT_MAX]");
+  limit_.store(elements, std::memory_order_relaxed);
 }
 
-std::vector<std::string> MpiComm::gather_bytes(const std::string& mine, const std::string& what,
-                                               Deadline deadline) {
-  const int n = size();
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(n);
+void MpiComm::execute(const Request& req, bool check, int64_t limit) {
+  check_healthy(req);
+  const Call call{describe(req), deadline_after(timeout()), limit};
+  if (size() > 1 && check) check_signatures(req, call);
+  switch (req.kind) {
+    case Collective::kAllGather:
+      return all_gather_chunks(req, call);
+    case Collective::kReduceScatter:
+      return reduce_scatter_chunks(req, call);
+    case Collective::kAllReduce:
+      return all_reduce_chunks(req, call);
+    case Collective::kBroadcast:
+      return broadcast_chunks(req, call);
+    case Collective::kScatter:
+      return scatter_chunks(req, call);
+    case Collective::kBarrier:
+      return start_and_wait(call, "MPI_Ibarrier",
+                            [&](MPI_Request* rq) { return MPI_Ibarrier(comm_, rq); });
+    case Collective::kAllGatherBytes:
+      *req.bytes_out = gather_bytes(*req.bytes_in, call);
+      return;
+  }
+}
+
+void MpiComm::start_and_wait(const Call& call, const char* name,
+                             const std::function<int(MPI_Request*)>& start) {
   MPI_Request rq = MPI_REQUEST_NULL;
   {
     MpiLock lock;
-    const int rc = MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_, &rq);
-    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallgather", rc);
+    const int rc = start(&rq);
+    if (rc != MPI_SUCCESS) fail_call(call.what, name, rc);
   }
-  wait_request(&rq, what, deadline);
-  std::vector<int> counts(n), displs(n);
-  int64_t total = 0;
-  for (int j = 0; j < n; ++j) {
-    counts[j] = as_count(lens[j], what);
-    displs[j] = as_count(total, what);
-    total += lens[j];
-  }
-  std::string all(static_cast<size_t>(total), '\0');
-  {
-    MpiLock lock;
-    const int rc = MPI_Iallgatherv(mine.data(), counts[rank()], MPI_CHAR, all.data(), counts.data(),
-                                   displs.data(), MPI_CHAR, comm_, &rq);
-    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallgatherv", rc);
-  }
-  wait_request(&rq, what, deadline);
-  std::vector<std::string> out;
-  for (int j = 0; j < n; ++j) out.push_back(all.substr(displs[j], counts[j]));
-  return out;
+  wait_request(&rq, call.what, call.deadline);
 }
 
 namespace {
@@ -361,20 +246,16 @@ uint64_t fnv1a(const std::string& s) {
 }
 }  // namespace
 
-void MpiComm::check_signatures(const Request& req, const std::string& what, Deadline deadline) {
+void MpiComm::check_signatures(const Request& req, const Call& call) {
   const std::string sig = signature(req);
   const uint64_t h = fnv1a(sig);
   // The maxima of h and ~h: every rank's h is the same iff max h == ~max ~h (= min h).
   uint64_t v[2] = {h, ~h};
-  MPI_Request rq = MPI_REQUEST_NULL;
-  {
-    MpiLock lock;
-    const int rc = MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_, &rq);
-    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Iallreduce", rc);
-  }
-  wait_request(&rq, what, deadline);
+  start_and_wait(call, "MPI_Iallreduce", [&](MPI_Request* rq) {
+    return MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_, rq);
+  });
   if (v[0] == ~v[1]) return;
-  const std::vector<std::string> sigs = gather_bytes(sig, what, deadline);  // every rank is here
+  const std::vector<std::string> sigs = gather_bytes(sig, call);  // every rank is here
   std::string sides;
   for (size_t j = 0; j < sigs.size(); ++j)
     sides += ::zt::detail::cat(j > 0 ? ", " : "", "rank ", j, " called ", sigs[j]);

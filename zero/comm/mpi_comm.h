@@ -2,12 +2,15 @@
 // nonblocking MPI on a communication thread that polls them against the deadline, so
 // async work progresses while the caller computes. Reductions move shards with
 // MPI_Ialltoall(v) and combine them with the shared fixed-order kernel, so results are
-// bitwise equal to ThreadComm's.
+// bitwise equal to ThreadComm's. MPI counts are int: a collective over more elements per
+// rank than the chunk limit (INT_MAX) runs as several MPI calls (mpi_collectives.cpp).
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
+#include <climits>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -74,19 +77,47 @@ class MpiComm : public Communicator {
   /// default: MPI cannot tell a collective of another size, and would hang until the
   /// timeout or read past a buffer. Every rank must set the same value.
   void set_check_collectives(bool on) { check_.store(on, std::memory_order_relaxed); }
+  /// The most elements (of the tensor's dtype; bytes for all_gather_bytes) one MPI call
+  /// moves per rank: INT_MAX, MPI's count limit, by default. A larger collective runs as
+  /// several calls of at most this many, with the same result as one call: all_reduce and
+  /// broadcast split the tensor, all_gather, reduce_scatter and scatter each rank's slice
+  /// (all_reduce's and all_gather_bytes' calls carry a 1/N share of the limit per rank).
+  /// Lowering it is for tests, to run the splitting on small tensors; at least 1. Read
+  /// when a collective is issued; every rank must set the same value.
+  void set_chunk_limit(int64_t elements);
+  /// The chunk limit collectives issued now get (set_chunk_limit).
+  int64_t chunk_limit() const { return limit_.load(std::memory_order_relaxed); }
 
  protected:
   std::shared_ptr<Work> submit(Request req) override;
 
  private:
+  // What the MPI calls of one collective share: its name in errors, its deadline and the
+  // chunk limit as it stood at issue.
+  struct Call {
+    std::string what;
+    Deadline deadline;
+    int64_t limit;
+  };
+
   explicit MpiComm(MPI_Comm dup);
   // Runs req; `check`: compare the ranks' signatures first (the switch as at issue).
-  void execute(const Request& req, bool check);
+  void execute(const Request& req, bool check, int64_t limit);
   // Fails every rank, naming what each called, when the ranks' signatures of req differ.
-  void check_signatures(const Request& req, const std::string& what, Deadline deadline);
+  void check_signatures(const Request& req, const Call& call);
+  // The collectives, each as MPI calls of at most call.limit elements per rank
+  // (mpi_collectives.cpp).
+  void all_gather_chunks(const Request& req, const Call& call);
+  void reduce_scatter_chunks(const Request& req, const Call& call);
+  void all_reduce_chunks(const Request& req, const Call& call);
+  void broadcast_chunks(const Request& req, const Call& call);
+  void scatter_chunks(const Request& req, const Call& call);
   // Every rank's `mine`, in rank order.
-  std::vector<std::string> gather_bytes(const std::string& mine, const std::string& what,
-                                        Deadline deadline);
+  std::vector<std::string> gather_bytes(const std::string& mine, const Call& call);
+  // Starts one MPI request with `start` (under MpiLock; `name` is the MPI function, for
+  // errors) and waits for it.
+  void start_and_wait(const Call& call, const char* name,
+                      const std::function<int(MPI_Request*)>& start);
   // Polls req until done, the deadline, or an abort; on failure the request is leaked.
   void wait_request(MPI_Request* req, const std::string& what, Deadline deadline);
   /// `call` returned `rc` for collective `what`: fails this communicator (its request may
@@ -95,8 +126,9 @@ class MpiComm : public Communicator {
   void fail(const std::string& reason);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
-  bool leaked_ = false;            // an unfinished request still references comm_
-  std::atomic<bool> check_{true};  // set by the rank, read by the communication thread
+  bool leaked_ = false;                  // an unfinished request still references comm_
+  std::atomic<bool> check_{true};        // set by the rank, read by the communication thread
+  std::atomic<int64_t> limit_{INT_MAX};  // set by the rank, read at issue
   mutable std::mutex mu_;
   std::string abort_reason_;
   std::unique_ptr<Executor> exec_;
