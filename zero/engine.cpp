@@ -157,7 +157,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   // communicator (~Engine takes them back too).
   if (config_.sync_batchnorm) synced_batchnorms_ = enable_sync_batchnorm(*model_, comm_);
   registrations_ = nn::registration_count();
-  if (config_.offload_optimizer.enabled() && comm_.rank() == 0)
+  if (config_.offload_optimizer.enabled() && comm_.rank() == 0 && !config_.quiet)
     std::fprintf(stderr, "zt: %s\n", offload_->describe().c_str());
 }
 
@@ -198,8 +198,9 @@ Engine::~Engine() {
     std::string path = timeline_path_ + ".rank" + std::to_string(comm_.rank()) + ".json";
     try {
       Timeline::write(path, {timeline_->events_json(timeline_->first_ns())});
-      std::fprintf(stderr, "zt: rank %d: timeline of %ld step(s) written to %s\n", comm_.rank(),
-                   static_cast<long>(timeline_->steps_recorded()), path.c_str());
+      if (!config_.quiet)
+        std::fprintf(stderr, "zt: rank %d: timeline of %ld step(s) written to %s\n", comm_.rank(),
+                     static_cast<long>(timeline_->steps_recorded()), path.c_str());
     } catch (const std::exception& e) {
       std::fprintf(stderr, "zt: rank %d: %s\n", comm_.rank(), e.what());
     }
@@ -472,7 +473,7 @@ void Engine::skip_overflowed_step() {
   ++stats_.overflow_skips;
   // Step calls so far, this one included (applied and skipped), as the apps count steps.
   const long call = static_cast<long>(stats_.steps + stats_.overflow_skips);
-  if (comm_.rank() == 0) {
+  if (comm_.rank() == 0 && !config_.quiet) {
     const std::string scale =
         scaler_.scale() != before ? detail::cat("loss scale ", before, " -> ", scaler_.scale())
         : config_.precision.loss_scale > 0 ? detail::cat("loss scale fixed at ", before)

@@ -37,9 +37,10 @@ void Engine::write_timeline() {
   std::vector<std::string> all = comm_.all_gather_bytes(timeline_->events_json(origin));
   if (comm_.rank() == 0) {
     Timeline::write(timeline_path_, all);
-    std::fprintf(stderr, "zt: timeline of %ld step(s) on %d rank(s) written to %s\n",
-                 static_cast<long>(timeline_->steps_recorded()), comm_.size(),
-                 timeline_path_.c_str());
+    if (!config_.quiet)
+      std::fprintf(stderr, "zt: timeline of %ld step(s) on %d rank(s) written to %s\n",
+                   static_cast<long>(timeline_->steps_recorded()), comm_.size(),
+                   timeline_path_.c_str());
   }
   timeline_.reset();
 }

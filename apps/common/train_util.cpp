@@ -134,14 +134,16 @@ int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& tra
 
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
-                                          EngineUse use) {
+                                          EngineUse use, bool quiet) {
   warn_once(cfg.warnings, comm);
   const bool training = use == EngineUse::training;
   if (training) config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
   apply_replicated(*model, cfg.replicated, comm);
   nn::Module& m = *model;
-  auto engine =
-      std::make_unique<zero::Engine>(std::move(model), comm, cfg.zero, optimizer_config(cfg.train));
+  zero::Config zero_config = cfg.zero;
+  zero_config.quiet = quiet;
+  auto engine = std::make_unique<zero::Engine>(std::move(model), comm, std::move(zero_config),
+                                               optimizer_config(cfg.train));
   const DType low = cfg.zero.precision.dtype();
   if (low != DType::f32) cast_at_part_edges(m, low);
   if (training && !cfg.train.trace.empty())

@@ -64,10 +64,11 @@ enum class EngineUse { training, reading_weights };
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
 /// are unchanged). Prints cfg.warnings once on rank 0. For EngineUse::training, checks a
 /// DeepSpeed train_batch_size against the world size and records a timeline when
-/// train.trace is set.
+/// train.trace is set. `quiet` (a run's quiet option): the engine prints none of its notes
+/// (zero::Config::quiet: fp16 overflows, the offload, the timeline).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
-                                          EngineUse use);
+                                          EngineUse use, bool quiet = false);
 /// Why a GPU cannot be used here ("" when it can), to follow "<what> 'cuda' ": the build
 /// has no CUDA, or no GPU is visible.
 std::string cuda_missing();

@@ -127,8 +127,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                        : random_tokenizer(cfg, comm, device);
   auto model = build_model(cfg, tokenizer, comm);
   app::check_same_model(*model, comm, "vqgpt train");
-  auto engine =
-      make_engine(model, cfg, comm, app::EngineUse::training);  // verifies replicas once built
+  auto engine = make_engine(model, cfg, comm, app::EngineUse::training,
+                            options.quiet);  // verifies replicas once built
   TrainResult result;
   result.replica_checks = 1;
   const gpt::TokenLayout layout = model->layout();

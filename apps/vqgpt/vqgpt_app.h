@@ -86,11 +86,11 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
                                         std::shared_ptr<vq::VqModel> tokenizer,
                                         comm::Communicator& comm, bool replicated_gpt = false);
 /// The engine over `model` with cfg's ZeRO and optimizer settings, built for `use`
-/// (app::make_engine); cfg.replicated must name the tokenizer (error otherwise: a
-/// partitioned tokenizer would all-gather on every call).
+/// (app::make_engine, `quiet` as there); cfg.replicated must name the tokenizer (error
+/// otherwise: a partitioned tokenizer would all-gather on every call).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
-                                          app::EngineUse use);
+                                          app::EngineUse use, bool quiet = false);
 
 // ---- train
 

@@ -177,7 +177,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   app::check_same_model(*model, comm, "vqtok train");
-  auto engine = app::make_engine(model, cfg, comm, app::EngineUse::training);
+  auto engine = app::make_engine(model, cfg, comm, app::EngineUse::training, options.quiet);
 
   // Resume: the engine's state, the global step and the loader's position.
   const std::string ckpt_root = checkpoint_root(cfg);

@@ -9,13 +9,15 @@
 //     overrides, trains a step and saves a checkpoint with vqtok's own train();
 //  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer;
 //  5. train.weight_decay_1d and train.no_weight_decay reach the optimizer of the fp32
-//     masters, decided by each parameter's full shape and name.
+//     masters, decided by each parameter's full shape and name;
+//  6. a quiet fp16 run prints nothing, not even the engine's notes on its overflows.
 #include <cmath>
 #include <filesystem>
 #include <map>
 #include <string>
 
 #include "apps/app_test_util.h"
+#include "apps/common/metrics.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
@@ -330,4 +332,37 @@ TEST(MixedPrecisionApp, AnFp16RunReportsTheStepsItRanNotTheUpdatesApplied) {
     EXPECT_EQ(fs::path(r.final_checkpoint).filename().string(), "step_000003");
   });
   fs::remove_all(out);
+}
+
+// A quiet run prints nothing (TrainOptions::quiet), the engine's notes included: the fp16
+// overflows of its first steps (the scale starts at 2^16), where offload_optimizer keeps
+// the state, and the timeline it wrote. The same run without quiet prints each of them, so
+// the capture would see them.
+TEST(MixedPrecisionApp, AQuietFp16RunPrintsNothingNotEvenTheEnginesNotes) {
+  auto run = [](const std::string& out, bool quiet) {
+    const config::AppConfig cfg =
+        config_with({"train.dtype=f16", "train.steps=3", "train.log_every=1", "train.eval_every=0",
+                     "train.checkpoint_every=0", "zero_optimization.offload_optimizer.device=cpu",
+                     "train.trace=" + out + "/trace.json", "output_dir=" + out});
+    ::testing::internal::CaptureStdout();
+    ::testing::internal::CaptureStderr();
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.quiet = quiet;
+      vqtok::train(cfg, o, comm);
+    });
+    std::string printed = ::testing::internal::GetCapturedStdout();
+    printed += ::testing::internal::GetCapturedStderr();
+    const std::vector<nlohmann::json> log = app::read_metrics(out + "/metrics.jsonl");
+    EXPECT_GT(log.empty() ? 0 : log.back().value("skipped_steps", 0), 0) << "no overflow";
+    EXPECT_TRUE(fs::exists(out + "/trace.json"));
+    fs::remove_all(out);
+    return printed;
+  };
+  const std::string loud = run(fresh_dir("loud"), false);
+  EXPECT_NE(loud.find("zt: fp16 gradient overflow at step 1: update skipped"), std::string::npos)
+      << loud;
+  EXPECT_NE(loud.find("zt: offload_optimizer: optimizer state on cpu"), std::string::npos) << loud;
+  EXPECT_NE(loud.find("zt: timeline of "), std::string::npos) << loud;
+  EXPECT_EQ(run(fresh_dir("quiet"), true), "");
 }
