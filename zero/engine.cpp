@@ -509,6 +509,7 @@ void Engine::verify_replicas() {
   for (const auto& nb : buffers_)  // buffers.sync none: each rank keeps its own
     if (config_.buffers.sync_for(nb.first) != BufferSync::none) all.push_back(nb);
   zero::verify_replicas(all, comm_);
+  ++stats_.replica_verifications;  // passed: a mismatch threw above
   replica_versions_ = replica_versions();
 }
 

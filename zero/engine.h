@@ -93,7 +93,9 @@ class Engine {
 
   /// Hashes every replicated parameter and every buffer not under buffers.sync none on
   /// every rank; throws naming the first tensor that differs and which ranks hold which
-  /// value.
+  /// value. A run that passes counts in stats().replica_verifications, so a caller can tell
+  /// whether a step() verified (step() runs it after an applied update that
+  /// buffers.verify_every selects, never on a skipped fp16 step).
   void verify_replicas();
   /// Applies the buffer policy now (broadcast / average / none per module path).
   void sync_buffers();

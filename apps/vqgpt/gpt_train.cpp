@@ -130,7 +130,6 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   auto engine = make_engine(model, cfg, comm, app::EngineUse::training,
                             options.quiet);  // verifies replicas once built
   TrainResult result;
-  result.replica_checks = 1;
   const gpt::TokenLayout layout = model->layout();
   const gpt::GptSpec& spec = model->gpt->spec();
   // The run's target tokens per vocabulary entry (unigram_entropy): this rank's, and on
@@ -141,7 +140,6 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   if (!resume_from.empty()) {
     const zero::CheckpointExtra extra =
         app::resume_training(*engine, loader, resume_from, comm, say, "vqgpt train");
-    ++result.replica_checks;  // load_checkpoint ends with one
     start = extra.step;
     if (comm.rank() == 0)
       if (const Tensor saved = app::checkpoint_counts(extra, "token_histogram", spec.vocab_size,
@@ -253,7 +251,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     reached = done;
     timer.start();
     const Clock::time_point t0 = Clock::now();
-    const bool replayed = graph && graph->captured();  // no engine step runs, only its graph
+    // The engine counts the replica checks it ran: after an applied update that
+    // buffers.verify_every selects, never on a skipped fp16 step or a graph replay.
+    const int64_t checks_before = engine->stats().replica_verifications;
     for (int64_t k = 0; k < tc.gradient_accumulation_steps; ++k) {
       data::Batch batch = loader.next();
       Tensor seq, loss;
@@ -284,10 +284,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     timer.stop();
     run_step_seconds += step_seconds;
     window.add("step_s", step_seconds);
-    // A replay runs no engine step, so no verify_replicas() (warm-up and capture steps do).
-    const bool verified = !replayed && cfg.zero.buffers.verify_every > 0 &&
-                          engine->global_step() % cfg.zero.buffers.verify_every == 0;
-    if (verified) ++result.replica_checks;  // the engine's step ran verify_replicas()
+    const bool verified = engine->stats().replica_verifications > checks_before;
 
     if (logs) {
       std::map<std::string, double> m;
@@ -369,6 +366,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   result.start_step = start;
   result.steps = reached;
+  // The construction's, the resume's load's and the steps' (each one that passed).
+  result.replica_checks = engine->stats().replica_verifications;
   result.unigram_entropy = global_entropy(histogram, comm);
   result.seconds_per_step = timer.run_mean();
   // Shares and throughput from every rank's run totals.

@@ -114,9 +114,11 @@ struct TrainResult {
       0.0;  ///< tokenization time / step time over the run (0 under cuda_graph)
   double seconds_per_step = 0.0;   ///< mean over the run
   double tokens_per_second = 0.0;  ///< trained target tokens (all ranks) per second
-  int64_t replica_checks = 0;      ///< verify_replicas() runs that passed (start included)
-  std::string final_checkpoint;    ///< "" when checkpoints are off
-  int stopped_by_signal = 0;       ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
+  /// The engine's replica checks that passed (zero::EngineStats::replica_verifications): at
+  /// start, after a resume's load, and after each applied update buffers.verify_every selects.
+  int64_t replica_checks = 0;
+  std::string final_checkpoint;  ///< "" when checkpoints are off
+  int stopped_by_signal = 0;     ///< SIGINT/SIGTERM that ended the run early (app::StopOnSignal)
   /// Times the loop read its losses back from the device (app::StepLog; a host wait each
   /// on a GPU): after the first step, at log, eval and checkpoint steps.
   int64_t loss_reads = 0;

@@ -10,7 +10,8 @@
 //  4. vqgpt trains its partitioned GPT in bf16 beside the replicated f32 tokenizer;
 //  5. train.weight_decay_1d and train.no_weight_decay reach the optimizer of the fp32
 //     masters, decided by each parameter's full shape and name;
-//  6. a quiet fp16 run prints nothing, not even the engine's notes on its overflows.
+//  6. a quiet fp16 run prints nothing, not even the engine's notes on its overflows;
+//  7. an fp16 step that an overflow skips is no replica check in vqgpt's log or result.
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -19,6 +20,7 @@
 #include "apps/app_test_util.h"
 #include "apps/common/metrics.h"
 #include "apps/vqgpt/vqgpt_app.h"
+#include "apps/vqgpt_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "configs/config.h"
@@ -314,6 +316,41 @@ output_dir: unset
     EXPECT_GT(reps.count("param/ f32") ? reps.at("param/ f32") : 0, 0);
     EXPECT_EQ(reps.count("param/ bf16"), 0u);
   }
+  fs::remove_all(out);
+}
+
+// An fp16 vqgpt run whose every update overflows verifies the tokenizer's replicas once,
+// when its engine is built: buffers.verify_every counts applied updates, and a skipped step
+// leaves the applied count at 0, a multiple of every verify_every. Neither the log nor the
+// result claims a check at those steps.
+TEST(MixedPrecisionApp, VqgptClaimsNoReplicaCheckAtASkippedFp16Step) {
+  const std::string out = fresh_dir("vqgpt_fp16_verify");
+  fs::create_directories(out);
+  const std::string weights = out + "/tokenizer.safetensors";
+  const config::AppConfig cfg = vqgpt_test::tiny_config(
+      out + "/run", "",
+      {"train.steps=3", "train.log_every=1", "train.checkpoint_every=0", "buffers.verify_every=1",
+       "fp16={enabled: true, initial_scale_power: 40}"});
+  nn::save_safetensors(weights, vqgpt_test::pretrained_tokenizer(cfg));
+  std::vector<vqgpt::TrainResult> results(2);
+  ::testing::internal::CaptureStdout();  // rank 0's log
+  ::testing::internal::CaptureStderr();  // and its overflow notes
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.tokenizer = weights;
+    results[static_cast<size_t>(comm.rank())] = vqgpt::train(cfg, o, comm);
+  });
+  const std::string printed = ::testing::internal::GetCapturedStdout();
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  for (const char* step : {"step 1:", "step 2:", "step 3:"})
+    ASSERT_NE(said.find(std::string("fp16 gradient overflow at ") + step + " update skipped"),
+              std::string::npos)
+        << said;
+  for (const vqgpt::TrainResult& r : results) {
+    EXPECT_EQ(r.steps, 3);
+    EXPECT_EQ(r.replica_checks, 1) << "the engine verified at start only";
+  }
+  EXPECT_EQ(printed.find("tokenizer replicas verified ("), std::string::npos) << printed;
   fs::remove_all(out);
 }
 

@@ -220,6 +220,39 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
       << said;
 }
 
+// A step verifies the replicas (buffers.verify_every) only when it applies its update. A
+// skipped step leaves global_step() where it was, a multiple of verify_every as often as
+// not (0 before the first update): the engine's count says whether a check ran.
+TEST(Lesson14MixedPrecision, ASkippedFp16StepVerifiesNoReplicas) {
+  ::testing::internal::CaptureStderr();  // the overflow notes
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
+    zero::Config cfg;
+    cfg.precision.fp16 = true;
+    cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
+    cfg.precision.hysteresis = 1;
+    cfg.buffers.verify_every = 1;
+    zero::Engine engine(m, comm, cfg, {});
+    EXPECT_EQ(engine.stats().replica_verifications, 1) << "the construction's";
+    int64_t applied = 0;
+    for (int step = 0; step < 40 && applied < 2; ++step) {
+      auto [x, y] = data(step);
+      engine.backward(mse_loss(engine(x.to(DType::f16)).to(DType::f32), y));
+      const int64_t before = engine.stats().replica_verifications;
+      const bool ok = engine.step();
+      EXPECT_EQ(engine.stats().replica_verifications, before + (ok ? 1 : 0))
+          << "step " << step << (ok ? " applied" : " skipped");
+      applied += ok ? 1 : 0;
+    }
+    EXPECT_EQ(applied, 2);
+    EXPECT_GT(engine.stats().overflow_skips, 0);
+    EXPECT_EQ(engine.stats().replica_verifications, 1 + applied);
+    engine.verify_replicas();  // the caller's own count too
+    EXPECT_EQ(engine.stats().replica_verifications, 2 + applied);
+  });
+  ::testing::internal::GetCapturedStderr();
+}
+
 // With hysteresis 2 the first overflow only uses it up; the note names the setting both as
 // zero::Config's field and as DeepSpeed's key.
 TEST(Lesson14MixedPrecision, Fp16HysteresisIsNamedWhenTheScaleIsKept) {
