@@ -258,7 +258,8 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 }
 
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
-                          comm::Communicator& comm, const config::AppConfig* cfg) {
+                          comm::Communicator& comm, const config::AppConfig* cfg,
+                          const std::string& dtype_advice) {
   const std::string note = decided_by_rank0(comm, [&] {
     const SavedRun run = read_saved_run(dir_or_root);
     const std::string err = foreign_app(run, app);
@@ -279,7 +280,7 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
     ZT_CHECK(saved.train.dtype == cfg->train.dtype, "the checkpoint '", run.dir, "' trained in ",
              saved.train.dtype, " and this config reads it in ", cfg->train.dtype,
              " (train.dtype, or the bf16/fp16 sections): set train.dtype: ", saved.train.dtype,
-             ", or read its export (vqtok/vqgpt export), which is fp32");
+             " to read it", dtype_advice);
     return run.note;
   });
   if (!note.empty() && comm.rank() == 0)
@@ -326,8 +327,8 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              "' trained in ", saved.train.dtype, " and this config trains in ", cfg.train.dtype,
              " (train.dtype, or the bf16/fp16 sections). A resume continues in the checkpoint's "
              "precision: set train.dtype: ",
-             saved.train.dtype,
-             ", or start a new run from its weights (export them, another output_dir)");
+             saved.train.dtype, ", or train in ", cfg.train.dtype,
+             " as a new run (another output_dir, or --overwrite)");
     // The optimizer's state is loaded as saved: Adam's or AdamW's moments (the load refuses
     // another optimizer's: the weight decay differs), or SGD's momentum buffers (none at
     // momentum 0).
@@ -340,7 +341,8 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
              run.dir, "' holds ", state_kind(saved.train), " and this config's optimizer keeps ",
              state_kind(cfg.train),
              " (train.optimizer, train.momentum). A resume continues the optimizer's state: set "
-             "them back, or start a new run from its weights (export them, another output_dir)");
+             "them back, or train with this optimizer as a new run (another output_dir, or "
+             "--overwrite)");
     std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);
     // train.seed seeds the initial weights (loaded instead) and each rank's dropout
     // generator, whose states the checkpoint restores at the world size it was saved on

@@ -57,10 +57,16 @@ std::vector<KeyChange> model_changes(const config::ModelConfig& before,
 /// the model it describes must be the one the checkpoint recorded (model.* keys that the
 /// weights depend on; for vqgpt also gpt.* but dropout, and the clip size
 /// data.frames/height/width that fixes the token layout): an error naming the keys that differ,
-/// before any tensor is read. Rank 0 reads, and prints SavedRun::note on stderr when a root's
-/// `latest` was passed over.
+/// before any tensor is read; and so must its train.dtype (the parameters are stored in it):
+/// an error saying which to set, followed by `dtype_advice`, what else the command at hand
+/// offers (vqtok's readers: ", or pass --weights an exported file"; "" for none). Rank 0
+/// reads, and prints SavedRun::note on stderr when a root's `latest` was passed over.
 void check_checkpoint_app(const std::string& dir_or_root, const std::string& app,
-                          comm::Communicator& comm, const config::AppConfig* cfg = nullptr);
+                          comm::Communicator& comm, const config::AppConfig* cfg = nullptr,
+                          const std::string& dtype_advice = "");
+/// check_checkpoint_app's dtype_advice for an export, which writes fp32 from any precision.
+inline constexpr char kExportIsFp32[] =
+    " (the export is fp32 whatever precision the checkpoint is read in)";
 
 /// Before training resumes from the checkpoint `dir` (every rank calls it; rank 0 reads):
 /// a checkpoint of another app than `app` is the error check_checkpoint_app raises; else
@@ -71,7 +77,9 @@ void check_checkpoint_app(const std::string& dir_or_root, const std::string& app
 /// error on every rank naming them, both values and how to go on; train.*, loss.* and
 /// data.* keys written with other values are listed in a note on stderr (rank 0, unless
 /// `quiet`), but for those that only say where and how the run is carried out
-/// (resume_ignored_keys()). `command` ("vqtok train") starts the messages.
+/// (resume_ignored_keys()). Another train.dtype or optimizer state is an error too, saying
+/// to set them back or to train anew (neither app starts a run from a checkpoint's
+/// weights). `command` ("vqtok train") starts the messages.
 void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
                          const std::string& app, const std::string& command,
                          comm::Communicator& comm, bool quiet);

@@ -298,15 +298,16 @@ std::vector<std::string> read_by_run(const config::AppConfig& cfg, const std::st
   return inputs;
 }
 
-// The model and engine restored from a vqgpt checkpoint (tokenizer included).
+// The model and engine restored from a vqgpt checkpoint (tokenizer included), for the
+// command `what`; `dtype_advice` as check_checkpoint_app's (neither command reads an export).
 std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
     const config::AppConfig& cfg, const std::string& checkpoint, comm::Communicator& comm,
-    const char* what) {
+    const char* what, const char* dtype_advice) {
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
            "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
-  app::check_checkpoint_app(dir, "vqgpt", comm, &cfg);
+  app::check_checkpoint_app(dir, "vqgpt", comm, &cfg, dtype_advice);
   const Device device = app::train_device(cfg.train, comm, what);
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm, app::EngineUse::reading_weights);
@@ -425,7 +426,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     app::check_output_writable("sample --tokens", o.tokens_out, inputs);
     if (!o.out.empty()) refs = reference_clips(cfg, o.quiet);  // before the sampling, not after
   });
-  auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample");
+  auto [model, engine] = load_run(cfg, o.checkpoint, comm, "sample", "");
   model->eval();
   const gpt::TokenLayout& layout = model->layout();
   const int world = comm.size(), rank = comm.rank();
@@ -475,7 +476,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   // On the CPU, as vqtok export: the ranks of a CPU launch (--ranks, mpirun) hold no GPU.
   config::AppConfig on_cpu = cfg;
   on_cpu.train.device = "cpu";
-  auto [model, engine] = load_run(on_cpu, checkpoint, comm, "export");
+  auto [model, engine] = load_run(on_cpu, checkpoint, comm, "export", app::kExportIsFp32);
   app::export_engine(*engine, out, comm);
   if (comm.rank() == 0 && !quiet)
     std::printf(

@@ -128,10 +128,11 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
 
 // Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`'s
 // model (not its optimizer state: train.optimizer need not match the run's); returns both.
+// `dtype_advice`: what the command offers beside setting train.dtype (check_checkpoint_app).
 std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engine(
     const config::AppConfig& cfg, const std::string& dir, comm::Communicator& comm,
-    Device device = Device::cpu()) {
-  app::check_checkpoint_app(dir, "vqtok", comm, &cfg);
+    const std::string& dtype_advice, Device device = Device::cpu()) {
+  app::check_checkpoint_app(dir, "vqtok", comm, &cfg, dtype_advice);
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
   auto engine = app::make_engine(model, cfg, comm, app::EngineUse::reading_weights);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
@@ -208,7 +209,8 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
              "exported .safetensors file");
     // Load the sharded checkpoint into a partitioned model, then gather it whole once:
     // the fp32 masters, as an export writes them (not a 16-bit run's rounded storage).
-    auto [sharded, engine] = load_engine(cfg, path, comm, device);
+    auto [sharded, engine] = load_engine(
+        cfg, path, comm, ", or pass --weights an exported .safetensors file of it (fp32)", device);
     state = zero::consolidated_state(*engine);
   } else if (comm.rank() == 0) {
     state = nn::load_safetensors(path);  // zero::load_state_dict reads rank 0's only
@@ -499,7 +501,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
     hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
     refuse_foreign_config(json_path, hf_config["model_type"]);
   }
-  auto [model, engine] = load_engine(cfg, dir, comm);
+  auto [model, engine] = load_engine(cfg, dir, comm, app::kExportIsFp32);
   // The engine writes the BAAI file; it is rewritten where its rows or names must change.
   const bool cosine = cfg.model.l2_norm_codes;
   const std::string baai_out = hf || cosine ? out + ".baai.tmp" : out;

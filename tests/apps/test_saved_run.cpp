@@ -6,7 +6,10 @@
 //     key is compared (config::for_each_model_key lists them once);
 //  2. a resume with other train/loss/data settings goes on, with a note naming them, but
 //     not the keys that only say where and how the run is carried out (log_every, workers);
-//  3. a checkpoint of the other app is named as such, by every loader of each app.
+//  3. a checkpoint of the other app is named as such, by every loader of each app;
+//  4. a checkpoint of another precision (or optimizer) is answered with advice the command
+//     at hand can follow: set train.dtype, pass an export where the command reads one,
+//     train anew where it resumes.
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -124,10 +127,64 @@ TEST(SavedRun, InferenceWithAnotherModelStopsNamingTheKeys) {
   EXPECT_TRUE(has(err, "model.codebook_size (64 in the checkpoint, 128 in this config)")) << err;
   EXPECT_EQ(check({"model.dropout=0.3"}), "");
   EXPECT_EQ(check({}), "");
-  // Another precision, named before the model is built and loaded.
+  // Another precision, named before the model is built and loaded. Each reader's advice is
+  // one it can follow: vqtok's --weights readers take an export instead; export itself is
+  // told that its file is fp32 all the same, not to read an export.
   const std::string dtype = check({"train.dtype=bf16"});
   EXPECT_TRUE(has(dtype, "trained in f32 and this config reads it in bf16")) << dtype;
-  EXPECT_TRUE(has(dtype, "set train.dtype: f32")) << dtype;
+  EXPECT_TRUE(has(dtype, "set train.dtype: f32 to read it")) << dtype;
+  EXPECT_FALSE(has(dtype, "export")) << dtype;
+  const config::AppConfig bf16 = vqtok_config(dir, {"train.dtype=bf16"});
+  std::string reader, exporter;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    reader = error_of([&] { vqtok::load_frozen_model(bf16, dir + "/checkpoints", comm); });
+    exporter = error_of(
+        [&] { vqtok::export_model(bf16, "", dir + "/x.safetensors", comm, /*quiet=*/true); });
+  });
+  EXPECT_TRUE(has(reader,
+                  "set train.dtype: f32 to read it, or pass --weights an exported "
+                  ".safetensors file of it (fp32)"))
+      << reader;
+  EXPECT_TRUE(has(exporter,
+                  "set train.dtype: f32 to read it (the export is fp32 whatever "
+                  "precision the checkpoint is read in)"))
+      << exporter;
+  EXPECT_FALSE(has(exporter, "read its export")) << exporter;
+  EXPECT_FALSE(fs::exists(dir + "/x.safetensors"));
+  fs::remove_all(dir);
+}
+
+// vqgpt sample and export read checkpoints only (no exported file) and train reads no
+// weights of an earlier run: a checkpoint of another precision is answered with what each
+// command can do.
+TEST(SavedRun, AVqgptCheckpointOfAnotherPrecisionGetsAdviceItsCommandCanFollow) {
+  const std::string dir = apptest::fresh_dir("zt_saved", "gpt_dtype");
+  fs::create_directories(dir);
+  const config::AppConfig f32 = vqgpt_config(dir + "/run");
+  apptest::train_vqgpt_with_fresh_tokenizer(f32, dir + "/tok.safetensors", 1);
+  const config::AppConfig bf16 = vqgpt_config(dir + "/run", {"train.dtype=bf16", "train.steps=2"});
+  std::string sampled, exported, resumed;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqgpt::SampleOptions so;
+    so.quiet = true;
+    sampled = error_of([&] { vqgpt::sample(bf16, so, comm); });
+    exported = error_of([&] { vqgpt::export_model(bf16, "", dir + "/x.safetensors", comm, true); });
+    vqgpt::TrainOptions o;
+    o.quiet = true;
+    o.resume = true;
+    resumed = error_of([&] { vqgpt::train(bf16, o, comm); });
+  });
+  EXPECT_TRUE(has(sampled, "trained in f32 and this config reads it in bf16")) << sampled;
+  EXPECT_TRUE(has(sampled, "set train.dtype: f32 to read it")) << sampled;
+  EXPECT_FALSE(has(sampled, "export")) << sampled;
+  EXPECT_TRUE(has(exported, "set train.dtype: f32 to read it (the export is fp32")) << exported;
+  EXPECT_FALSE(has(exported, "read its export")) << exported;
+  EXPECT_TRUE(has(resumed, "vqgpt train: the checkpoint '")) << resumed;
+  EXPECT_TRUE(has(resumed,
+                  "set train.dtype: f32, or train in bf16 as a new run (another "
+                  "output_dir, or --overwrite)"))
+      << resumed;
+  EXPECT_FALSE(has(resumed, "export")) << resumed;
   fs::remove_all(dir);
 }
 
@@ -215,9 +272,17 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   EXPECT_TRUE(has(err, "set train.dtype: f32")) << err;
   // So is another optimizer: its state is not the checkpoint's (adam's moments are adamw's,
   // but its weight decay is not).
+  EXPECT_TRUE(has(err, "or train in bf16 as a new run (another output_dir, or --overwrite)"))
+      << err;
+  EXPECT_FALSE(has(err, "export")) << "neither app starts a run from exported weights: " << err;
   const std::string adam = error_of([&] { note({"train.optimizer=adam"}); });
   EXPECT_TRUE(has(adam, "holds AdamW's moments and this config's optimizer keeps Adam's moments"))
       << adam;
+  EXPECT_TRUE(has(adam,
+                  "set them back, or train with this optimizer as a new run (another "
+                  "output_dir, or --overwrite)"))
+      << adam;
+  EXPECT_FALSE(has(adam, "export")) << adam;
   const std::string sgd = error_of([&] { note({"train.optimizer=sgd", "train.momentum=0.9"}); });
   EXPECT_TRUE(has(sgd,
                   "holds AdamW's moments and this config's optimizer keeps SGD's momentum "
