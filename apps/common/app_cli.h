@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "apps/common/cli_checks.h"
@@ -129,14 +130,20 @@ struct AppCommands {
     return plan;
   }
   /// What main() returns for an error that escaped a command: "<app>: error: ..." on
-  /// stderr (after whatever stdout holds), exit status 1.
+  /// stderr (after whatever stdout holds), exit status 1. A message that names the app
+  /// first already ("vqgpt: no tokenizer ...": the library's errors say whose they are)
+  /// is not prefixed with the name a second time.
   /// An error every rank of an mpirun job raised together (comm::AgreedError) is printed
   /// by rank 0 alone.
   int fail(const std::exception& e) const {
     std::fflush(stdout);
     const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e);
-    if (!agreed || agreed->rank() == 0 || !comm::under_mpirun())
-      std::fprintf(stderr, "%s: error: %s\n", name, e.what());
+    if (!agreed || agreed->rank() == 0 || !comm::under_mpirun()) {
+      const std::string own = std::string(name) + ": ";
+      const char* what = e.what();
+      if (std::string_view(what).starts_with(own)) what += own.size();
+      std::fprintf(stderr, "%s: error: %s\n", name, what);
+    }
     return 1;
   }
   /// run_on_ranks for this app.

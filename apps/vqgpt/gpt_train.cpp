@@ -104,16 +104,14 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
 
   // Where to start, before the tokenizer: a vqgpt checkpoint carries it (none is loaded then).
   const std::string ckpt_root = checkpoint_root(cfg);
-  const std::string tokenizer_key =
-      options.tokenizer.empty() ? "gpt.tokenizer_checkpoint" : "--tokenizer";
-  const app::RunStart run_start =
-      app::start_run(cfg, ckpt_root,
-                     {"vqgpt train",
-                      options.resume,
-                      options.overwrite,
-                      say,
-                      {{tokenizer_key, tokenizer_source(cfg, options.tokenizer)}}},
-                     comm);
+  const app::RunStart run_start = app::start_run(
+      cfg, ckpt_root,
+      {"vqgpt train",
+       options.resume,
+       options.overwrite,
+       say,
+       {{tokenizer_key(options.tokenizer), tokenizer_source(cfg, options.tokenizer)}}},
+      comm);
   const std::string& resume_from = run_start.resume_from;
   if (!resume_from.empty()) {
     app::check_resume_config(cfg, resume_from, "vqgpt", "vqgpt train", comm, /*quiet=*/!say);

@@ -38,6 +38,10 @@ const char* kHowToTrain =
     "  vqgpt tokenizer --config <this config> --steps 200\n"
     "or pass --tokenizer with an exported .safetensors file (vqtok export)";
 
+const char* kCheckTheTokenizerPath =
+    "check the path: --tokenizer takes a vqtok checkpoint directory (a run's "
+    "output_dir/checkpoints, or the run folder) or an exported .safetensors file (vqtok export)";
+
 // A vqtok checkpoint's own configuration (the YAML recorded in its meta.json).
 config::AppConfig checkpoint_config(const std::string& dir) {
   const app::SavedRun run = app::read_saved_run(dir);
@@ -103,14 +107,21 @@ std::string tokenizer_source(const config::AppConfig& cfg, const std::string& so
   return source.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : source;
 }
 
+std::string tokenizer_key(const std::string& source) {
+  return source.empty() ? "gpt.tokenizer_checkpoint" : "--tokenizer";
+}
+
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
                                             comm::Communicator& comm, Device device) {
   std::string path = tokenizer_source(cfg, source);
-  ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (gpt.tokenizer_checkpoint); ", kHowToTrain);
+  const std::string key = tokenizer_key(source);
+  ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (", key, "); ", kHowToTrain);
+  // A path typed for this run is most likely mistyped; the config's may name a tokenizer
+  // that is still to be trained.
+  const std::string advice = source.empty() ? kHowToTrain : kCheckTheTokenizerPath;
   if (fs::is_regular_file(path) && fs::path(path).filename() == "latest")
     path = fs::path(path).parent_path().string();  // ".../checkpoints/latest" names the root
-  ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (gpt.tokenizer_checkpoint); ",
-           kHowToTrain);
+  ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (", key, "); ", advice);
   // A tokenizer's run folder (what `vqgpt tokenizer` makes of a path not ending in
   // "checkpoints"): its checkpoints are in <path>/checkpoints.
   if (const fs::path run = fs::path(path) / "checkpoints";
@@ -118,15 +129,15 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
     path = run.string();
   config::AppConfig tok_cfg = cfg;
   if (fs::is_directory(path)) {
-    ZT_CHECK(zero::has_checkpoint(path), "vqgpt: '", path,
-             "' holds no vqtok checkpoint (no meta.json, no 'latest'); ", kHowToTrain);
+    ZT_CHECK(zero::has_checkpoint(path), "vqgpt: '", path, "' (", key,
+             ") holds no vqtok checkpoint (no meta.json, no 'latest'); ", advice);
     // Load with the tokenizer's own settings (optimizer kind, ZeRO), but check that it
     // is the model this config describes.
     tok_cfg = checkpoint_config(zero::find_checkpoint(path));
     const std::vector<app::KeyChange> diff =
         app::model_changes(tok_cfg.model, cfg.model, /*weights_only=*/true);
-    ZT_CHECK(diff.empty(), "vqgpt: the tokenizer at '", path,
-             "' was trained with a different model (",
+    ZT_CHECK(diff.empty(), "vqgpt: the tokenizer at '", path, "' (", key,
+             ") was trained with a different model (",
              app::describe(diff, "the tokenizer's config", "this config"),
              "); copy its model section into this config");
   }

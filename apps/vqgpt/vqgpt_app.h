@@ -58,11 +58,15 @@ class VqGptModel : public nn::Module {
 
 /// The tokenizer weights a run reads: `source`, or gpt.tokenizer_checkpoint when it is "".
 std::string tokenizer_source(const config::AppConfig& cfg, const std::string& source);
+/// Where those weights were named, as messages say: "--tokenizer" (TrainOptions::tokenizer)
+/// when `source` is given, else "gpt.tokenizer_checkpoint".
+std::string tokenizer_key(const std::string& source);
 /// The frozen tokenizer replica with the weights of `source`: a vqtok checkpoint (a
 /// directory holding meta.json, a root holding `latest`, or that `latest` file) or an
 /// exported .safetensors file; "" uses gpt.tokenizer_checkpoint. Weights are read on rank
-/// 0 (a checkpoint is gathered whole once) and broadcast. Error saying how to train one
-/// when nothing is there.
+/// 0 (a checkpoint is gathered whole once) and broadcast. When nothing is there, an error
+/// naming tokenizer_key(source): for --tokenizer, to check the path and what it takes; for
+/// the config's key, also how to train one.
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
                                             comm::Communicator& comm,
                                             Device device = Device::cpu());

@@ -218,6 +218,13 @@ if(TARGET vqgpt)
     "--seed: must be a whole number from 0 to 18446744073709551615"
     $<TARGET_FILE:vqgpt> sample --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
     --out grid.png --seed -1)
+  # A --tokenizer path that is not there is blamed on --tokenizer (not the config's
+  # gpt.tokenizer_checkpoint), and the app's name starts the error once.
+  set(_no_tok ${CMAKE_CURRENT_BINARY_DIR}/apps_vqgpt_no_tokenizer)
+  zt_check_test(apps.vqgpt.train_names_a_missing_tokenizer_option 1 60
+    "vqgpt: error: no tokenizer at '[^']*/no_such_tokenizer.safetensors' \\(--tokenizer\\); check the path"
+    $<TARGET_FILE:vqgpt> train --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --steps 1
+    --tokenizer ${_no_tok}/no_such_tokenizer.safetensors --set output_dir=${_no_tok}/run)
 endif()
 if(TARGET vqtok)
   # --split names a split of the config's data; --input reads other data instead.

@@ -547,3 +547,31 @@ TEST(VqGpt, QuickTokenizerDoesNotReplaceAnExistingOne) {
   EXPECT_FALSE(fs::exists(out + "/checkpoints/step_000002"));
   EXPECT_TRUE(fs::exists(out + "/checkpoints/step_000001/meta.json"));
 }
+
+// A tokenizer that is not there is blamed on the option that named it: a --tokenizer path
+// is to be checked; the config's key may name one still to be trained.
+TEST(VqGpt, AMissingTokenizerNamesTheOptionItCameFrom) {
+  Scratch s("tok_source");
+  fs::create_directories(s / "empty");
+  const config::AppConfig cfg =
+      tiny_config(s / "run", "", {"gpt.tokenizer_checkpoint=" + (s / "tok")});
+  std::string typed, folder, configured;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    typed = test::error_of([&] { vqgpt::load_tokenizer(cfg, s / "tok.safetensors", comm); });
+    folder = test::error_of([&] { vqgpt::load_tokenizer(cfg, s / "empty", comm); });
+    configured = test::error_of([&] { vqgpt::load_tokenizer(cfg, "", comm); });
+  });
+  for (const std::string& e : {typed, folder}) {
+    EXPECT_NE(e.find("(--tokenizer)"), std::string::npos) << e;
+    EXPECT_NE(e.find("check the path: --tokenizer takes a vqtok checkpoint"), std::string::npos)
+        << e;
+    EXPECT_EQ(e.find("gpt.tokenizer_checkpoint"), std::string::npos) << e;
+    EXPECT_EQ(e.find("train one first"), std::string::npos) << e;
+  }
+  EXPECT_NE(typed.find("no tokenizer at '" + (s / "tok.safetensors") + "'"), std::string::npos);
+  EXPECT_NE(folder.find("' (--tokenizer) holds no vqtok checkpoint"), std::string::npos) << folder;
+  EXPECT_NE(configured.find("no tokenizer at '" + (s / "tok") +
+                            "' (gpt.tokenizer_checkpoint); train one first"),
+            std::string::npos)
+      << configured;
+}
