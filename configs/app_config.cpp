@@ -251,9 +251,22 @@ void read_gpt(Section s, GptConfig& g) {
       .get("fused_qkv", g.fused_qkv)
       .get("tokenizer_checkpoint", g.tokenizer_checkpoint);
   s.finish();
-  if (g.n_embd % g.n_head != 0)
-    s.fail("n_embd", "n_embd (" + std::to_string(g.n_embd) + ") must be a multiple of n_head (" +
-                         std::to_string(g.n_head) + ")");
+  if (g.n_embd % g.n_head != 0) {
+    // A constraint of two keys: located at the one set apart from the section (a --set: the
+    // latest change), else at n_embd where written, and naming where the other was set.
+    const Node& section = s.node();
+    auto node = [&](const char* key) { return section.is_map() ? section.get(key) : Node(); };
+    const Node head = node("n_head"), embd = node("n_embd");
+    auto set_apart = [&](const Node& n) { return n && n.file() != section.file(); };
+    auto set_at = [](const Node& n) { return n ? "set at " + n.where() : std::string("default"); };
+    const std::string e = std::to_string(g.n_embd), h = std::to_string(g.n_head);
+    const std::string why = ": each head takes n_embd / n_head channels";
+    if ((set_apart(head) && !set_apart(embd)) || !embd)
+      s.fail("n_head", "gpt.n_head (" + h + ") must divide gpt.n_embd (" + e + ", " + set_at(embd) +
+                           ")" + why);
+    s.fail("n_embd", "gpt.n_embd (" + e + ") must be a multiple of gpt.n_head (" + h + ", " +
+                         set_at(head) + ")" + why);
+  }
   if (g.tokenizer_checkpoint.empty())
     s.fail("tokenizer_checkpoint",
            "vqgpt needs gpt.tokenizer_checkpoint: the directory of a trained vqtok checkpoint");
