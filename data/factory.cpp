@@ -18,16 +18,23 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The image_folder or npy dataset at `path` (cfg.path or cfg.eval_path).
-std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const std::string& path) {
-  if (cfg.kind == DataKind::image_folder)
-    return std::make_shared<ImageFolder>(path, image_options(cfg));
-  auto npy = std::make_shared<NpyArray>(path, cfg.frames);
-  const Shape& s = npy->header().shape;
-  ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", path, "' holds ",
-           s[s.size() - 2], "x", s[s.size() - 1],
-           " clips but the config says data.height x data.width = ", cfg.height, "x", cfg.width);
-  return npy;
+// The image_folder or npy dataset at `path`, the value of `key` (data.path or
+// data.eval_path), which its errors name first: the file's own error may not say which
+// setting gave the path.
+std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const char* key,
+                                          const std::string& path) {
+  try {
+    if (cfg.kind == DataKind::image_folder)
+      return std::make_shared<ImageFolder>(path, image_options(cfg));
+    auto npy = std::make_shared<NpyArray>(path, cfg.frames);
+    const Shape& s = npy->header().shape;
+    ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", path, "' holds ",
+             s[s.size() - 2], "x", s[s.size() - 1],
+             " clips but the config says data.height x data.width = ", cfg.height, "x", cfg.width);
+    return npy;
+  } catch (const Error& e) {
+    throw Error(std::string(key) + ": " + e.what());
+  }
 }
 
 // Error naming a file that both the training set and the held-out one list, by canonical
@@ -82,7 +89,7 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
     o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
     return std::make_shared<SyntheticVideo>(o);
   }
-  if (!eval) return open_files(cfg, cfg.path);
+  if (!eval) return open_files(cfg, "data.path", cfg.path);
   return make_eval_dataset(cfg, nullptr, scored);
 }
 
@@ -94,7 +101,7 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
   if (cfg.eval_path.empty()) {
     // Eval items of the training data: its listing, when the run has it, rather than a
     // second walk and header check of every file.
-    ds = train ? train : open_files(cfg, cfg.path);
+    ds = train ? train : open_files(cfg, "data.path", cfg.path);
   } else {
     // Held-out data that is also training data would be scored as held out.
     const fs::path train_dir = fs::weakly_canonical(cfg.path),
@@ -109,11 +116,7 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
              "': items of it are trained on, so eval would not be held out. Name data that "
              "training does not read, or leave eval_path out to draw eval items from the "
              "training data (the run then says so)");
-    try {
-      ds = open_files(cfg, cfg.eval_path);
-    } catch (const Error& e) {
-      throw Error(std::string("data.eval_path: ") + e.what());
-    }
+    ds = open_files(cfg, "data.eval_path", cfg.eval_path);
     if (train) check_no_shared_file(cfg, *train, *ds);
   }
   int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());

@@ -164,6 +164,27 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
                {"data.eval_path '" + d + "/./train.npy' is data.path", "would not be held out"});
 }
 
+// A file the config names that does not open is named with the key that gave it, for
+// training data as for held-out data, and whichever split reads it.
+TEST(Npy, AFileThatDoesNotOpenNamesItsKey) {
+  const std::string d = temp_dir();
+  save_npy(d + "/val.npy", full({3, 1, 3, 8, 8}, 0.0));
+  DataConfig cfg;
+  cfg.kind = DataKind::npy;
+  cfg.path = d + "/missing.npy";
+  cfg.frames = 1;
+  cfg.height = cfg.width = 8;
+  const std::string cannot_open = "cannot open '" + d + "/missing.npy'";
+  expect_error([&] { make_dataset(cfg); }, {"data.path: " + cannot_open});
+  // Eval items drawn from the training data.
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"data.path: " + cannot_open});
+  cfg.path = d;  // a folder where a file belongs
+  expect_error([&] { make_dataset(cfg); }, {"data.path: '" + d + "' is a folder, not a .npy"});
+  cfg.path = d + "/val.npy";
+  cfg.eval_path = d + "/missing.npy";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); }, {"data.eval_path: " + cannot_open});
+}
+
 TEST(Npy, BadDtypesAndShapesAreNamed) {
   const std::string d = temp_dir();
   write_npy_header(d + "/obj.npy", "'|O'", "(2, 4, 3, 2, 2)", 2 * 4 * 3 * 2 * 2 * 8);
