@@ -73,6 +73,15 @@ void check_multi_copy(const std::vector<Tensor>& dst, const std::vector<Tensor>&
              "multi_copy: pair ", i, " is ", d.str(), " <- ", s.str(), " and pair 0 is ",
              dst[0].str(), " <- ", src[0].str(), "; pass contiguous pairs of one numel on ",
              device.str(), ", every destination of one dtype and every source of one");
+    // Refused here, before the kernel's parallel region touches any data.
+    for (const Tensor* t : {&d, &s}) {
+      if (t->has_storage()) continue;
+      const Tensor& r = *t;
+      ZT_FAIL("multi_copy: pair ", i, "'s ", t == &d ? "destination" : "source", " ('",
+              r.name().empty() ? "<unnamed>" : r.name(), "', ", r.str(),
+              ") has no storage: a partitioned parameter that is not gathered (NOT_AVAILABLE). ",
+              r.impl()->unavailable_hint.empty() ? "Gather it first." : r.impl()->unavailable_hint);
+    }
   }
   const DType dt = dst[0].dtype(), st = src[0].dtype();
   if (is_floating(dt) && is_floating(st)) return;

@@ -94,8 +94,9 @@ void add_(const Tensor& a, const Tensor& b, double alpha = 1.0);
 /// dst[i] = src[i] (converted to dst[i]'s dtype as copy_ converts) for every i, in one
 /// kernel call per (device, dst dtype, src dtype) group (multi_copy in core/kernels.h):
 /// the ZeRO engine's packing of buckets and gathered parameters, one launch instead of
-/// one per piece. Each pair contiguous, of one numel, on one device, floating or both of
-/// one dtype; destinations must not overlap each other or any source.
+/// one per piece. Each pair contiguous, with storage (not a released parameter), of one
+/// numel, on one device, floating or both of one dtype; destinations must not overlap
+/// each other or any source.
 void multi_copy_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src);
 /// multi_copy_, adding: dst[i] += src[i], with the bits of add_(dst[i], src[i].to(dst[i]'s
 /// dtype)).

@@ -2,9 +2,11 @@
 // as the ZeRO engine packs buckets and gathered parameters. Each pair must give the bits
 // of its own copy_ or add_ of the converted source, with any number of pairs, sizes
 // that straddle the kernel's chunks, empty pairs and mixed dtypes; integers and bools
-// copy into their own dtype; bad pairs are refused with a message that names the pair.
+// copy into their own dtype; bad pairs (a tensor without storage among them) are refused
+// with a message that names the pair.
 #include "common/test_util.h"
 #include "core/kernels.h"
+#include "core/parallel.h"
 #include "core/work_counts.h"
 
 using namespace zt;
@@ -141,4 +143,33 @@ TEST(MultiCopy, BadPairsAreRefusedByName) {
       throws_with([&] { multi_copy_({a}, {zeros({4}, DType::i32)}); }, "copies i32 into f32"));
   Tensor n = zeros({4}, DType::i64);
   EXPECT_TRUE(throws_with([&] { multi_add_({n}, {n}); }, "additions take floating dtypes"));
+}
+
+// A partitioned parameter that is not gathered has no storage: the pair is refused by name
+// before the kernel runs, with one kernel thread or several (where the copy would be split
+// across a parallel region).
+TEST(MultiCopy, ATensorWithoutStorageIsRefusedByName) {
+  const int before = num_threads();
+  for (int threads : {1, 2, 4}) {
+    set_num_threads(threads);
+    Tensor released = zeros({70001});
+    released.set_name("block.3.weight");
+    released.impl()->storage = nullptr;  // as ZeroParam::release leaves it
+    Tensor a = zeros({40000}), b = ones({40000}), c = zeros({70001});
+    EXPECT_TRUE(throws_with(
+        [&] {
+          multi_copy_({a, c}, {b, released});
+        },
+        "multi_copy: pair 1's source ('block.3.weight', f32[70001] cpu) has "
+        "no storage: a partitioned parameter that is not gathered"))
+        << threads << " threads";
+    EXPECT_TRUE(throws_with(
+        [&] {
+          multi_add_({a, released}, {b, c});
+        },
+        "pair 1's destination ('block.3.weight'"))
+        << threads << " threads";
+    EXPECT_EQ(a.to_vector(), std::vector<double>(40000, 0.0)) << "nothing is written";
+  }
+  set_num_threads(before);
 }
