@@ -2,7 +2,9 @@
 // batches into a bounded queue; within a batch, `workers` threads split the samples,
 // each writing its own rows of the preallocated batch tensor, so the result does not
 // depend on scheduling. Loader threads charge the creating thread's memory ledger so
-// per-rank memory accounting stays per rank.
+// per-rank memory accounting stays per rank, and run kernels on its share of threads (a
+// thread rank's, not the process's): the producer on all of it, the workers of a batch
+// on an equal part each.
 #include "data/loader.h"
 
 #include <atomic>
@@ -13,6 +15,7 @@
 #include "core/allocator.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/parallel.h"
 
 namespace zt::data {
 
@@ -34,6 +37,7 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
            " samples per epoch, fewer than one batch of ", options_.batch_size,
            "; use a smaller batch, more samples or fewer ranks");
   ledger_ = current_ledger();
+  threads_ = num_threads();
 }
 
 DataLoader::~DataLoader() {
@@ -64,8 +68,10 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
   std::vector<Sample> samples(static_cast<size_t>(b));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(b));
   std::atomic<int64_t> next{0};
+  const int64_t nthreads = std::min<int64_t>(options_.workers, b);
   auto work = [&] {
     LedgerScope ledger(ledger_);
+    if (nthreads > 1) set_num_threads(std::max(1, threads_ / static_cast<int>(nthreads)));
     for (int64_t i = next++; i < b; i = next++) {
       try {
         samples[static_cast<size_t>(i)] = dataset_->get(idx[i]);
@@ -74,7 +80,6 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
       }
     }
   };
-  const int64_t nthreads = std::min<int64_t>(options_.workers, b);
   if (nthreads <= 1) {
     work();
   } else {
@@ -132,6 +137,7 @@ void DataLoader::stop() {
 
 void DataLoader::produce() {
   LedgerScope ledger(ledger_);
+  set_num_threads(threads_);
   for (;;) {
     LoaderState at;
     {

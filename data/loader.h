@@ -113,6 +113,9 @@ class DataLoader {
   LoaderOptions options_;
   int64_t batches_per_epoch_ = 0;
   std::shared_ptr<MemoryLedger> ledger_;  // the creating thread's memory ledger
+  // The creating thread's kernel thread count (num_threads()): the producer's, split among
+  // the workers of a batch.
+  int threads_ = 1;
 
   // Indices of one epoch, cached (producer side only).
   int64_t cached_epoch_ = -1;

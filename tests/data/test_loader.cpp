@@ -1,7 +1,8 @@
 // DataLoader: batches are the sampler's indices in order, stacked; the stream is the
 // same whatever the prefetch depth or worker count; state()/restore() resume it exactly
 // (also across epochs) and, through state_at_sample, under another world or batch size;
-// a failing sample surfaces in next(), naming the problem.
+// a failing sample surfaces in next(), naming the problem; the loader's threads use the
+// creating thread's kernel thread count.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -15,6 +16,7 @@
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/parallel.h"
 #include "data/loader.h"
 
 namespace zt::data {
@@ -363,6 +365,52 @@ TEST(Loader, WorkersReadEverySampleOfASmallBatchAtOnce) {
                {.batch_size = 2, .prefetch = 0, .workers = 2});
   EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{0, 1}));
   EXPECT_EQ(ds->most(), 2);
+}
+
+// Records the kernel thread count (num_threads()) each read runs with.
+class ThreadCounting : public Counting {
+ public:
+  ThreadCounting() : Counting(8) {}
+  Sample get(int64_t i) const override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      seen_.push_back(num_threads());
+    }
+    return Counting::get(i);
+  }
+  std::vector<int> seen() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+
+ private:
+  mutable std::mutex mu_;
+  mutable std::vector<int> seen_;
+};
+
+TEST(Loader, ThreadsRunOnTheCreatingThreadsShare) {
+  // A count that differs from the process default a new thread starts with (a thread rank's
+  // share, say): the producer reads with all of it, two workers with half each.
+  int fresh = 0;
+  std::thread([&] { fresh = num_threads(); }).join();
+  const int share = 2 * (fresh + 1);
+  std::thread([&] {
+    set_num_threads(share);
+    for (int64_t prefetch : {0, 2}) {
+      for (int64_t workers : {1, 2}) {
+        auto ds = std::make_shared<ThreadCounting>();
+        DataLoader l(ds, DistributedSampler(8, 0, 1, 0, false),
+                     {.batch_size = 2, .prefetch = prefetch, .workers = workers});
+        l.next();
+        l.next();
+        const int want = workers == 1 ? share : share / 2;
+        const std::vector<int> seen = ds->seen();  // the producer may read on
+        EXPECT_GE(seen.size(), 4u);
+        EXPECT_EQ(seen, std::vector<int>(seen.size(), want))
+            << "prefetch " << prefetch << ", workers " << workers << "; a new thread has " << fresh;
+      }
+    }
+  }).join();
 }
 
 TEST(Loader, MismatchedShapesAreAnError) {
