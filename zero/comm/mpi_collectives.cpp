@@ -12,6 +12,9 @@
 // a datatype of c words whose extent is s words (one per rank), so no offset overflows an
 // int either. The reductions combine element by element in rank order, so every split gives
 // the bits of one call.
+//
+// Every buffer a request uses is held by call.held (the caller's tensors are already), so
+// that a request abandoned by a failed wait keeps it (mpi_comm.cpp).
 #include <algorithm>
 #include <climits>
 
@@ -107,7 +110,8 @@ void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
   const MPI_Datatype T = word_type(e);
   // [N][c]: every rank's range of this rank's slice. out may be in's slice r: a call writes
   // only the range it has just sent.
-  Tensor tmp = Tensor::empty({n * std::min(s, call.limit)}, req.in.dtype());
+  const Tensor tmp = Tensor::empty({n * std::min(s, call.limit)}, req.in.dtype());
+  call.held->tensors.push_back(tmp);
   std::vector<const void*> ins(n);
   for (int64_t k = 0, chunks = calls_for(s, call.limit); k < chunks; ++k) {
     const int64_t off = k * call.limit, c = std::min(call.limit, s - off);
@@ -126,7 +130,12 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
   const int n = size(), r = rank();
   const size_t e = dtype_size(t.dtype());
   const MPI_Datatype T = word_type(e);
-  std::vector<int> counts(n), displs(n), rcounts(n), rdispls(n);
+  // Read by MPI until a call completes, as its buffers are.
+  std::vector<int>& counts = call.held->hold(std::vector<int>(n));
+  std::vector<int>& displs = call.held->hold(std::vector<int>(n));
+  std::vector<int>& rcounts = call.held->hold(std::vector<int>(n));
+  std::vector<int>& rdispls = call.held->hold(std::vector<int>(n));
+  Tensor& tmp = call.held->hold(Tensor());  // [N][c_r]: the current piece's
   std::vector<const void*> ins(n);
   // Pieces of `limit` elements: counts and offsets within a piece fit an int.
   for (int64_t k = 0, pieces = calls_for(t.numel(), call.limit); k < pieces; ++k) {
@@ -143,7 +152,7 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
       rcounts[j] = c;
       rdispls[j] = j * c;
     }
-    Tensor tmp = Tensor::empty({static_cast<int64_t>(c) * n}, t.dtype());  // [N][c_r]
+    tmp = Tensor::empty({static_cast<int64_t>(c) * n}, t.dtype());
     start_and_wait(call, "MPI_Ialltoallv", [&](MPI_Request* rq) {
       return MPI_Ialltoallv(piece, counts.data(), displs.data(), T, tmp.data_ptr(), rcounts.data(),
                             rdispls.data(), T, comm_, rq);
@@ -190,10 +199,12 @@ void MpiComm::scatter_chunks(const Request& req, const Call& call) {
   }
 }
 
-std::vector<std::string> MpiComm::gather_bytes(const std::string& mine, const Call& call) {
+std::vector<std::string> MpiComm::gather_bytes(std::shared_ptr<const std::string> mine,
+                                               const Call& call) {
   const int n = size();
-  int64_t len = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lens(n);
+  call.held->host.push_back(mine);
+  const int64_t& len = call.held->hold(static_cast<int64_t>(mine->size()));
+  std::vector<int64_t>& lens = call.held->hold(std::vector<int64_t>(n));
   start_and_wait(call, "MPI_Iallgather", [&](MPI_Request* rq) {
     return MPI_Iallgather(&len, 1, MPI_INT64_T, lens.data(), 1, MPI_INT64_T, comm_, rq);
   });
@@ -202,8 +213,9 @@ std::vector<std::string> MpiComm::gather_bytes(const std::string& mine, const Ca
   const int64_t longest = *std::max_element(lens.begin(), lens.end());
   std::vector<std::string> out(n);
   for (int j = 0; j < n; ++j) out[j].reserve(static_cast<size_t>(lens[j]));
-  std::vector<int> counts(n), displs(n);
-  std::string round;
+  std::vector<int>& counts = call.held->hold(std::vector<int>(n));
+  std::vector<int>& displs = call.held->hold(std::vector<int>(n));
+  std::string& round = call.held->hold(std::string());
   for (int64_t k = 0, rounds = calls_for(longest, quota); k < rounds; ++k) {
     const int64_t from = k * quota;
     int total = 0;
@@ -213,7 +225,7 @@ std::vector<std::string> MpiComm::gather_bytes(const std::string& mine, const Ca
       total += counts[j];
     }
     round.assign(static_cast<size_t>(total), '\0');
-    const char* send = mine.data() + std::min(from, len);
+    const char* send = mine->data() + std::min(from, len);
     start_and_wait(call, "MPI_Iallgatherv", [&](MPI_Request* rq) {
       return MPI_Iallgatherv(send, counts[rank()], MPI_CHAR, round.data(), counts.data(),
                              displs.data(), MPI_CHAR, comm_, rq);

@@ -3,8 +3,15 @@
 // MPI polled on the communication thread. Each is preceded by a 16-byte all-reduce that
 // checks every rank issued the same one (set_check_collectives), once per collective
 // whatever the number of MPI calls it takes. The check's bytes are not counted.
+//
+// A wait that gives up (a timeout, an abort, an MPI error) leaves its MPI request pending:
+// MPI cannot cancel a collective. Every buffer a request uses, the caller's tensors
+// included, is held by the collective's Call (MpiComm::Held, never the stack), and a
+// request left pending keeps it (abandoned_) until it completes, when a late peer arrives
+// and MPI makes progress; a new tensor never receives that peer's data.
 #include "zero/comm/mpi_comm.h"
 
+#include <array>
 #include <cstdio>
 #include <thread>
 
@@ -114,6 +121,7 @@ MpiComm::MpiComm(MPI_Comm dup) : Communicator(comm_rank(dup), comm_size(dup)), c
 
 MpiComm::~MpiComm() {
   exec_.reset();
+  release_abandoned();
   if (!leaked_) {
     MpiLock lock;
     MPI_Comm_free(&comm_);
@@ -160,22 +168,63 @@ void MpiComm::fail_call(const std::string& what, const char* call, int rc) {
   ZT_FAIL(msg);
 }
 
-void MpiComm::wait_request(MPI_Request* req, const std::string& what, Deadline deadline) {
+void MpiComm::abandon(MPI_Request req, const Call& call) {
+  leaked_ = true;
+  if (req != MPI_REQUEST_NULL) abandoned_.push_back({req, call.held});
+}
+
+namespace {
+// The abandoned requests still pending when their communicator went, with their memory:
+// MPI may write into it until MPI_Finalize, so it is never freed (reachable, not lost).
+std::mutex& pending_mu() {
+  static auto* mu = new std::mutex();  // usable by a communicator destroyed at exit
+  return *mu;
+}
+std::vector<std::shared_ptr<const void>>& pending_for_ever() {
+  static auto* kept = new std::vector<std::shared_ptr<const void>>();
+  return *kept;
+}
+}  // namespace
+
+void MpiComm::release_abandoned() {
+  if (abandoned_.empty()) return;
+  int fin = 0;
+  if (MPI_Finalized(&fin) == MPI_SUCCESS && fin) {  // MPI touches no buffer any more
+    abandoned_.clear();
+    return;
+  }
+  MpiLock lock;
+  for (Abandoned& a : abandoned_) {
+    int done = 0;
+    // An error completes the request too, when MPI freed it (MPI_REQUEST_NULL).
+    MPI_Test(&a.request, &done, MPI_STATUS_IGNORE);
+    if (done || a.request == MPI_REQUEST_NULL) continue;
+    std::lock_guard<std::mutex> kept(pending_mu());
+    pending_for_ever().push_back(std::move(a.held));
+  }
+  abandoned_.clear();
+}
+
+void MpiComm::wait_request(MPI_Request* req, const Call& call) {
+  const std::string& what = call.what;
   for (int polls = 0;; ++polls) {
     int done = 0, rc = MPI_SUCCESS;
     {
       MpiLock lock;
       rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
     }
-    if (rc != MPI_SUCCESS) fail_call(what, "MPI_Test", rc);
+    if (rc != MPI_SUCCESS) {
+      abandon(*req, call);
+      fail_call(what, "MPI_Test", rc);
+    }
     if (done) return;
     std::string why = abort_reason();
     if (!why.empty()) {
-      leaked_ = true;
+      abandon(*req, call);
       throw AbortedError(::zt::detail::cat("zt.comm: ", what, " aborted because ", why));
     }
-    if (std::chrono::steady_clock::now() > deadline) {
-      leaked_ = true;
+    if (std::chrono::steady_clock::now() > call.deadline) {
+      abandon(*req, call);
       std::string msg = ::zt::detail::cat(
           "zt.comm: ", what, " timed out after ", timeout().count(),
           " ms (see Communicator::set_timeout); MPI cannot tell which ranks did not arrive: a "
@@ -201,7 +250,8 @@ void MpiComm::set_chunk_limit(int64_t elements) {
 
 void MpiComm::execute(const Request& req, bool check, int64_t limit) {
   check_healthy(req);
-  const Call call{describe(req), deadline_after(timeout()), limit};
+  const Call call{describe(req), deadline_after(timeout()), limit, std::make_shared<Held>()};
+  call.held->tensors = {req.out, req.in};
   if (size() > 1 && check) check_signatures(req, call);
   switch (req.kind) {
     case Collective::kAllGather:
@@ -218,7 +268,7 @@ void MpiComm::execute(const Request& req, bool check, int64_t limit) {
       return start_and_wait(call, "MPI_Ibarrier",
                             [&](MPI_Request* rq) { return MPI_Ibarrier(comm_, rq); });
     case Collective::kAllGatherBytes:
-      *req.bytes_out = gather_bytes(*req.bytes_in, call);
+      *req.bytes_out = gather_bytes(req.bytes_in, call);
       return;
   }
 }
@@ -231,7 +281,7 @@ void MpiComm::start_and_wait(const Call& call, const char* name,
     const int rc = start(&rq);
     if (rc != MPI_SUCCESS) fail_call(call.what, name, rc);
   }
-  wait_request(&rq, call.what, call.deadline);
+  wait_request(&rq, call);
 }
 
 namespace {
@@ -250,12 +300,14 @@ void MpiComm::check_signatures(const Request& req, const Call& call) {
   const std::string sig = signature(req);
   const uint64_t h = fnv1a(sig);
   // The maxima of h and ~h: every rank's h is the same iff max h == ~max ~h (= min h).
-  uint64_t v[2] = {h, ~h};
+  std::array<uint64_t, 2>& v = call.held->hold(std::array<uint64_t, 2>{h, ~h});
   start_and_wait(call, "MPI_Iallreduce", [&](MPI_Request* rq) {
-    return MPI_Iallreduce(MPI_IN_PLACE, v, 2, MPI_UINT64_T, MPI_MAX, comm_, rq);
+    return MPI_Iallreduce(MPI_IN_PLACE, v.data(), 2, MPI_UINT64_T, MPI_MAX, comm_, rq);
   });
   if (v[0] == ~v[1]) return;
-  const std::vector<std::string> sigs = gather_bytes(sig, call);  // every rank is here
+  // Every rank is here.
+  const std::vector<std::string> sigs =
+      gather_bytes(std::make_shared<const std::string>(sig), call);
   std::string sides;
   for (size_t j = 0; j < sigs.size(); ++j)
     sides += ::zt::detail::cat(j > 0 ? ", " : "", "rank ", j, " called ", sigs[j]);

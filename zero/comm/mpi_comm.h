@@ -61,7 +61,9 @@ class MpiComm : public Communicator {
   /// Collective over MPI_COMM_WORLD: every process must construct its MpiComms in the
   /// same order.
   MpiComm();
-  /// Finishes queued work and frees the communicator.
+  /// Finishes queued work and frees the communicator. The memory of a request abandoned by
+  /// a timeout or an abort that is still pending then (its peers never came) is kept for
+  /// the life of the process, since MPI may still write into it.
   ~MpiComm() override;
 
   const char* backend() const override { return "mpi"; }
@@ -92,12 +94,35 @@ class MpiComm : public Communicator {
   std::shared_ptr<Work> submit(Request req) override;
 
  private:
-  // What the MPI calls of one collective share: its name in errors, its deadline and the
-  // chunk limit as it stood at issue.
+  // The memory the MPI requests of one collective read or write: its tensors and scratch
+  // tensors, and host buffers (counts, small messages, the check's words). A request that
+  // is abandoned (a timeout, an abort, an MPI error) keeps it until the request completes
+  // (a late peer arrives), so that MPI never writes into memory that was freed or handed
+  // out again.
+  struct Held {
+    std::vector<Tensor> tensors;
+    std::vector<std::shared_ptr<const void>> host;
+    // Keeps `value` with the rest; the reference stays valid as long as this does.
+    template <typename T>
+    T& hold(T value) {
+      auto p = std::make_shared<T>(std::move(value));
+      T& r = *p;
+      host.push_back(std::move(p));
+      return r;
+    }
+  };
+  // What the MPI calls of one collective share: its name in errors, its deadline, the
+  // chunk limit as it stood at issue, and the memory its requests use.
   struct Call {
     std::string what;
     Deadline deadline;
     int64_t limit;
+    std::shared_ptr<Held> held;
+  };
+  // A request left pending by a failed wait, with the memory it may still use.
+  struct Abandoned {
+    MPI_Request request;
+    std::shared_ptr<Held> held;
   };
 
   explicit MpiComm(MPI_Comm dup);
@@ -113,13 +138,19 @@ class MpiComm : public Communicator {
   void broadcast_chunks(const Request& req, const Call& call);
   void scatter_chunks(const Request& req, const Call& call);
   // Every rank's `mine`, in rank order.
-  std::vector<std::string> gather_bytes(const std::string& mine, const Call& call);
+  std::vector<std::string> gather_bytes(std::shared_ptr<const std::string> mine, const Call& call);
   // Starts one MPI request with `start` (under MpiLock; `name` is the MPI function, for
   // errors) and waits for it.
   void start_and_wait(const Call& call, const char* name,
                       const std::function<int(MPI_Request*)>& start);
-  // Polls req until done, the deadline, or an abort; on failure the request is leaked.
-  void wait_request(MPI_Request* req, const std::string& what, Deadline deadline);
+  // Polls req until done, the deadline, or an abort; on failure the request and
+  // call.held go to abandoned_ before the error is thrown.
+  void wait_request(MPI_Request* req, const Call& call);
+  // Keeps a request that is left pending, and call.held, in abandoned_.
+  void abandon(MPI_Request req, const Call& call);
+  // Drops the memory of the abandoned requests that completed since; the pending ones'
+  // is kept for the life of the process (at destruction).
+  void release_abandoned();
   /// `call` returned `rc` for collective `what`: fails this communicator (its request may
   /// still reference comm_) and throws, naming both.
   [[noreturn]] void fail_call(const std::string& what, const char* call, int rc);
@@ -127,6 +158,7 @@ class MpiComm : public Communicator {
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   bool leaked_ = false;                  // an unfinished request still references comm_
+  std::vector<Abandoned> abandoned_;     // used by the communication thread, then ~MpiComm
   std::atomic<bool> check_{true};        // set by the rank, read by the communication thread
   std::atomic<int64_t> limit_{INT_MAX};  // set by the rank, read at issue
   mutable std::mutex mu_;
