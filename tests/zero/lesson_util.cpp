@@ -93,6 +93,12 @@ zero::Config eager_release_config() {
   return c;
 }
 
+zero::Config prefetch_config() {
+  zero::Config c = eager_release_config();
+  c.stage3_prefetch_bucket_size = 1'000'000;
+  return c;
+}
+
 }  // namespace zt::lesson
 
 namespace zt::lesson {

@@ -91,6 +91,9 @@ int count_of(const std::vector<std::string>& events, const std::string& e);
 /// 1e9 elements: for the lessons' small models, everything stays gathered (lessons 4, 9,
 /// 18).
 zero::Config eager_release_config();
+/// eager_release_config() with a prefetch window of 1M elements: the lessons' models fit in
+/// it whole (lessons 7 and 26).
+zero::Config prefetch_config();
 
 }  // namespace zt::lesson
 

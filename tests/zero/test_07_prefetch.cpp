@@ -32,12 +32,6 @@ class Swappable : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return swap ? (*a)((*b)(x)) : (*b)((*a)(x)); }
 };
 
-zero::Config prefetch_config() {
-  zero::Config c = lesson::eager_release_config();
-  c.stage3_prefetch_bucket_size = 1'000'000;
-  return c;
-}
-
 void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
   engine.backward(mse_loss(engine(x), y));
   engine.step();
@@ -47,7 +41,7 @@ void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
 TEST(Lesson07Prefetch, TraceIsModuleOrder) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);
     ASSERT_EQ(engine.trace().state(), zero::Trace::State::kValid);
@@ -85,7 +79,7 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
     // A window of exactly conv2's padded elements: at conv3's fetch only conv2 fits.
-    zero::Config cfg = prefetch_config();
+    zero::Config cfg = lesson::prefetch_config();
     cfg.stage3_prefetch_bucket_size = 0;
     for (auto& [n, p] : m->conv2->named_parameters())
       cfg.stage3_prefetch_bucket_size += zero::zero_param(p)->part.padded_numel();
@@ -114,7 +108,7 @@ TEST(Lesson07Prefetch, NextGatherIssuedBeforeCurrentForwardEnds) {
 TEST(Lesson07Prefetch, OrderChangeInvalidatesTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     Tensor x = ones({2, 6}), y = zeros({2, 6});
     train_step(engine, x, y);
     EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
@@ -132,7 +126,7 @@ TEST(Lesson07Prefetch, RanksRunningDifferentModulesIsAnError) {
   try {
     comm::run_threads(2, [](comm::Communicator& comm) {
       std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
-      zero::Engine engine(m, comm, prefetch_config(), {});
+      zero::Engine engine(m, comm, lesson::prefetch_config(), {});
       m->swap = comm.rank() == 1;  // same shapes, so the collectives still match
       train_step(engine, ones({2, 6}), zeros({2, 6}));
     });
@@ -195,7 +189,7 @@ TEST(Lesson07Prefetch, AReorderAfterADivergentStepIsReported) {
   ::testing::internal::CaptureStderr();
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     Tensor x = ones({2, 6}), y = zeros({2, 6});
     m->swap = comm.rank() == 1;
     EXPECT_TRUE(test::throws_with([&] { train_step(engine, x, y); }, "first difference"));
@@ -245,7 +239,7 @@ TEST(Lesson07Prefetch, BackwardPrefetchesToo) {
 TEST(Lesson07Prefetch, AModuleReleasedAfterForwardIsPrefetchedForBackward) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);  // records the trace
     engine.set_event_log(true);
@@ -271,7 +265,7 @@ TEST(Lesson07Prefetch, AModuleReleasedAfterForwardIsPrefetchedForBackward) {
 TEST(Lesson07Prefetch, AnEvaluationBetweenStepsKeepsTheTrace) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);
     {
@@ -317,7 +311,7 @@ TEST(Lesson07Prefetch, AnEvalModeForwardWithGradientsOnIsInference) {
 TEST(Lesson07Prefetch, AStateDictLoadedOverAPrefetchInFlightIsTheOneUsed) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     auto [x, y] = lesson::batch(2, 0);
     train_step(engine, x, y);  // records the trace
     engine(x);                 // prefetches for a backward that never comes

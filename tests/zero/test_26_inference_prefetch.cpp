@@ -31,12 +31,6 @@ class Branchy : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return use_c ? (*c)((*a)(x)) : (*b)((*a)(x)); }
 };
 
-zero::Config prefetch_config() {
-  zero::Config c = lesson::eager_release_config();
-  c.stage3_prefetch_bucket_size = 1'000'000;
-  return c;
-}
-
 // The events of the log that start with `kind` ("gather:", ...), module paths only.
 std::vector<std::string> modules_of(const std::vector<std::string>& events,
                                     const std::string& kind) {
@@ -70,7 +64,7 @@ double max_diff(const Tensor& a, const Tensor& b) {
 TEST(Lesson26InferencePrefetch, APassRecordsAndTheNextOnesPrefetch) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     auto [x, y] = lesson::batch(2, comm.rank());
     autograd::NoGradGuard no_grad;
     const Tensor first = engine(x);  // records
@@ -97,7 +91,7 @@ TEST(Lesson26InferencePrefetch, APassRecordsAndTheNextOnesPrefetch) {
 TEST(Lesson26InferencePrefetch, TrainingStepsAndEvaluationsKeepTheirOwnTraces) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), lesson::adamw());
+    zero::Engine engine(m, comm, lesson::prefetch_config(), lesson::adamw());
     auto [x, y] = lesson::batch(2, comm.rank());
     auto train_step = [&] {
       engine.backward(mse_loss(engine(x), y));
@@ -128,7 +122,7 @@ TEST(Lesson26InferencePrefetch, TrainingStepsAndEvaluationsKeepTheirOwnTraces) {
 TEST(Lesson26InferencePrefetch, AnotherOrderReleasesWhatWasPrefetchedForTheOldOne) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Branchy> m = lesson::partitioned<Branchy>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     Tensor x = full({2, 6}, 0.5);
     autograd::NoGradGuard no_grad;
     engine(x);  // records a, b
@@ -159,7 +153,7 @@ TEST(Lesson26InferencePrefetch, AnotherOrderReleasesWhatWasPrefetchedForTheOldOn
 TEST(Lesson26InferencePrefetch, PassesOfSubmoduleCallsArePrefetchedToo) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Branchy> m = lesson::partitioned<Branchy>(comm);
-    zero::Engine engine(m, comm, prefetch_config(), {});
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
     Tensor x = full({2, 6}, 0.5);
     autograd::NoGradGuard no_grad;
     const Tensor first = m->encode(x);
@@ -180,7 +174,7 @@ TEST(Lesson26InferencePrefetch, PassesOfSubmoduleCallsArePrefetchedToo) {
 TEST(Lesson26InferencePrefetch, TheLiveBoundHolds) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::TanhStack> m = lesson::partitioned<lesson::TanhStack>(comm, 6, 8);
-    zero::Config cfg = prefetch_config();
+    zero::Config cfg = lesson::prefetch_config();
     int64_t layer = 0;
     for (auto& [n, p] : m->layers[0]->named_parameters())
       layer += zero::zero_param(p)->part.padded_numel();
