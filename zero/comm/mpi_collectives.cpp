@@ -39,10 +39,12 @@ MPI_Datatype word_type(size_t elem_size) {
   ZT_FAIL("MpiComm: unsupported element size ", elem_size);
 }
 
-// The number of calls that move n elements, `limit` at most each: one for n = 0 too (the
-// ranks still meet, as they would in one call).
-int64_t calls_for(int64_t n, int64_t limit) {
-  return n == 0 ? 1 : (n + limit - 1) / limit;
+// fn(offset, count) for the consecutive pieces of n elements, `limit` at most each: one
+// (0, 0) for n = 0 too (the ranks still meet, as they would in one call).
+template <typename Fn>
+void for_each_piece(int64_t n, int64_t limit, Fn fn) {
+  const int64_t pieces = n == 0 ? 1 : (n + limit - 1) / limit;
+  for (int64_t k = 0; k < pieces; ++k) fn(k * limit, std::min(limit, n - k * limit));
 }
 
 // `count` words at the front of each rank's slice of `stride` words in an [N][stride]
@@ -91,8 +93,7 @@ void MpiComm::all_gather_chunks(const Request& req, const Call& call) {
   const MPI_Datatype T = word_type(e);
   const bool in_place =
       req.in.data_ptr() == bytes_of(req.out) + static_cast<size_t>(rank()) * s * e;
-  for (int64_t k = 0, chunks = calls_for(s, call.limit); k < chunks; ++k) {
-    const int64_t off = k * call.limit, c = std::min(call.limit, s - off);
+  for_each_piece(s, call.limit, [&](int64_t off, int64_t c) {
     const SliceRange recv(T, e, c, s);
     // In place, this rank's range is already where it goes: out's slice r at off.
     const void* send = in_place ? MPI_IN_PLACE : bytes_of(req.in) + off * e;
@@ -100,7 +101,7 @@ void MpiComm::all_gather_chunks(const Request& req, const Call& call) {
       return MPI_Iallgather(send, static_cast<int>(c), T, bytes_of(req.out) + off * e, recv.count(),
                             recv.type(), comm_, rq);
     });
-  }
+  });
 }
 
 void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
@@ -113,8 +114,7 @@ void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
   const Tensor tmp = Tensor::empty({n * std::min(s, call.limit)}, req.in.dtype());
   call.held->tensors.push_back(tmp);
   std::vector<const void*> ins(n);
-  for (int64_t k = 0, chunks = calls_for(s, call.limit); k < chunks; ++k) {
-    const int64_t off = k * call.limit, c = std::min(call.limit, s - off);
+  for_each_piece(s, call.limit, [&](int64_t off, int64_t c) {
     const SliceRange send(T, e, c, s);
     start_and_wait(call, "MPI_Ialltoall", [&](MPI_Request* rq) {
       return MPI_Ialltoall(bytes_of(req.in) + off * e, send.count(), send.type(), tmp.data_ptr(),
@@ -122,7 +122,7 @@ void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
     });
     for (int j = 0; j < n; ++j) ins[j] = bytes_of(tmp) + static_cast<size_t>(j) * c * e;
     reduce_buffers(req.out.dtype(), req.op, bytes_of(req.out) + off * e, ins.data(), n, c);
-  }
+  });
 }
 
 void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
@@ -138,8 +138,7 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
   Tensor& tmp = call.held->hold(Tensor());  // [N][c_r]: the current piece's
   std::vector<const void*> ins(n);
   // Pieces of `limit` elements: counts and offsets within a piece fit an int.
-  for (int64_t k = 0, pieces = calls_for(t.numel(), call.limit); k < pieces; ++k) {
-    const int64_t base = k * call.limit, len = std::min(call.limit, t.numel() - base);
+  for_each_piece(t.numel(), call.limit, [&](int64_t base, int64_t len) {
     char* piece = bytes_of(t) + base * e;
     for (int j = 0; j < n; ++j) {
       int64_t lo, hi;
@@ -162,20 +161,19 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
     start_and_wait(call, "MPI_Iallgatherv", [&](MPI_Request* rq) {
       return MPI_Iallgatherv(MPI_IN_PLACE, 0, T, piece, counts.data(), displs.data(), T, comm_, rq);
     });
-  }
+  });
 }
 
 void MpiComm::broadcast_chunks(const Request& req, const Call& call) {
   const int64_t numel = req.out.numel();
   const size_t e = dtype_size(req.out.dtype());
   const MPI_Datatype T = word_type(e);
-  for (int64_t k = 0, pieces = calls_for(numel, call.limit); k < pieces; ++k) {
-    const int64_t base = k * call.limit, len = std::min(call.limit, numel - base);
+  for_each_piece(numel, call.limit, [&](int64_t base, int64_t len) {
     start_and_wait(call, "MPI_Ibcast", [&](MPI_Request* rq) {
       return MPI_Ibcast(bytes_of(req.out) + base * e, static_cast<int>(len), T, req.root, comm_,
                         rq);
     });
-  }
+  });
 }
 
 void MpiComm::scatter_chunks(const Request& req, const Call& call) {
@@ -186,8 +184,7 @@ void MpiComm::scatter_chunks(const Request& req, const Call& call) {
   // In place, the root's own slice is already where it goes.
   const bool in_place =
       root && req.out.data_ptr() == bytes_of(req.in) + static_cast<size_t>(rank()) * s * e;
-  for (int64_t k = 0, chunks = calls_for(s, call.limit); k < chunks; ++k) {
-    const int64_t off = k * call.limit, c = std::min(call.limit, s - off);
+  for_each_piece(s, call.limit, [&](int64_t off, int64_t c) {
     // The send side is read on the root only.
     const SliceRange send(T, e, c, root ? s : c);
     const void* from = root ? bytes_of(req.in) + off * e : nullptr;
@@ -196,7 +193,7 @@ void MpiComm::scatter_chunks(const Request& req, const Call& call) {
       return MPI_Iscatter(from, send.count(), send.type(), to, static_cast<int>(c), T, req.root,
                           comm_, rq);
     });
-  }
+  });
 }
 
 std::vector<std::string> MpiComm::gather_bytes(std::shared_ptr<const std::string> mine,
@@ -216,8 +213,7 @@ std::vector<std::string> MpiComm::gather_bytes(std::shared_ptr<const std::string
   std::vector<int>& counts = call.held->hold(std::vector<int>(n));
   std::vector<int>& displs = call.held->hold(std::vector<int>(n));
   std::string& round = call.held->hold(std::string());
-  for (int64_t k = 0, rounds = calls_for(longest, quota); k < rounds; ++k) {
-    const int64_t from = k * quota;
+  for_each_piece(longest, quota, [&](int64_t from, int64_t) {
     int total = 0;
     for (int j = 0; j < n; ++j) {
       counts[j] = static_cast<int>(std::clamp<int64_t>(lens[j] - from, 0, quota));
@@ -231,7 +227,7 @@ std::vector<std::string> MpiComm::gather_bytes(std::shared_ptr<const std::string
                              displs.data(), MPI_CHAR, comm_, rq);
     });
     for (int j = 0; j < n; ++j) out[j].append(round, displs[j], counts[j]);
-  }
+  });
   return out;
 }
 
