@@ -77,6 +77,14 @@ int count_of(const std::vector<std::string>& events, const std::string& e) {
   return static_cast<int>(std::count(events.begin(), events.end(), e));
 }
 
+std::vector<std::string> modules_of(const std::vector<std::string>& events,
+                                    const std::string& kind) {
+  std::vector<std::string> out;
+  for (const std::string& e : events)
+    if (e.rfind(kind, 0) == 0) out.push_back(e.substr(kind.size()));
+  return out;
+}
+
 std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
                                                             comm::Communicator& comm) {
   std::vector<std::pair<std::string, Tensor>> out;

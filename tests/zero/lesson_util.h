@@ -82,6 +82,9 @@ std::vector<std::pair<std::string, Tensor>> full_parameters(nn::Module& m,
 size_t index_of(const std::vector<std::string>& events, const std::string& e, size_t from = 0);
 /// How many times event `e` is in the log.
 int count_of(const std::vector<std::string>& events, const std::string& e);
+/// The module paths of the log's events of one kind ("fetch:", "gather:", ...), in order.
+std::vector<std::string> modules_of(const std::vector<std::string>& events,
+                                    const std::string& kind);
 
 /// Engine settings that make every release visible: nothing persistent
 /// (stage3_param_persistence_threshold 0), nothing kept for reuse

@@ -67,10 +67,7 @@ TEST(Lesson07Prefetch, TraceIsModuleOrder) {
     // The next step fetches along it, and nothing arrives out of order.
     engine.set_event_log(true);
     train_step(engine, x, y);
-    std::vector<std::string> fetched;
-    for (const auto& e : engine.events())
-      if (e.rfind("fetch:", 0) == 0) fetched.push_back(e.substr(6));
-    EXPECT_EQ(fetched, expect_fwd);
+    EXPECT_EQ(lesson::modules_of(engine.events(), "fetch:"), expect_fwd);
     EXPECT_EQ(engine.stats().trace_invalidations, 0);
   });
 }

@@ -31,15 +31,6 @@ class Branchy : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return use_c ? (*c)((*a)(x)) : (*b)((*a)(x)); }
 };
 
-// The events of the log that start with `kind` ("gather:", ...), module paths only.
-std::vector<std::string> modules_of(const std::vector<std::string>& events,
-                                    const std::string& kind) {
-  std::vector<std::string> out;
-  for (const std::string& e : events)
-    if (e.rfind(kind, 0) == 0) out.push_back(e.substr(kind.size()));
-  return out;
-}
-
 std::vector<std::string> gathered(nn::Module& m) {
   std::vector<std::string> out;
   for (auto& [n, p] : m.named_parameters())
@@ -73,11 +64,12 @@ TEST(Lesson26InferencePrefetch, APassRecordsAndTheNextOnesPrefetch) {
     engine.set_event_log(true);
     const Tensor second = engine(x);
     EXPECT_EQ(engine.inference_trace().state(), zero::Trace::State::kValid);
-    const std::vector<std::string> fetched = modules_of(engine.events(), "fetch:");
+    const std::vector<std::string> fetched = lesson::modules_of(engine.events(), "fetch:");
     // The first module is gathered on demand; every other one was prefetched before its call
     // (the window holds the whole model here).
-    EXPECT_EQ(modules_of(engine.events(), "gather:"), std::vector<std::string>{fetched.front()});
-    EXPECT_EQ(modules_of(engine.events(), "prefetch:"),
+    EXPECT_EQ(lesson::modules_of(engine.events(), "gather:"),
+              std::vector<std::string>{fetched.front()});
+    EXPECT_EQ(lesson::modules_of(engine.events(), "prefetch:"),
               std::vector<std::string>(fetched.begin() + 1, fetched.end()));
     EXPECT_EQ(max_diff(first, second), 0.0);
     EXPECT_EQ(gathered(*m), std::vector<std::string>{}) << "inference keeps nothing gathered";
@@ -107,7 +99,8 @@ TEST(Lesson26InferencePrefetch, TrainingStepsAndEvaluationsKeepTheirOwnTraces) {
     train_step();
     engine.set_event_log(true);
     const Tensor got = evaluate();
-    EXPECT_EQ(modules_of(engine.events(), "gather:").size(), 1u) << "the rest was prefetched";
+    EXPECT_EQ(lesson::modules_of(engine.events(), "gather:").size(), 1u)
+        << "the rest was prefetched";
     EXPECT_LT(max_diff(got, (*plain_copy(*m, comm))(x)), 1e-6);
     const int64_t before = engine.stats().prefetches_issued;
     train_step();
