@@ -3,6 +3,7 @@
 #include "data/image.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -49,6 +50,9 @@ std::pair<int64_t, int64_t> png_size(const std::string& path) {
 bool header_size(const std::string& path, int& h, int& w) {
   int n = 0;
   if (stbi_info(path.c_str(), &w, &h, &n)) {
+    // A BMP stored top-down has a negative height in its header, which stb's query passes
+    // on as it is (its decoder takes the magnitude).
+    if (h < 0) h = h == INT_MIN ? INT_MAX : -h;
     check_pixels(path, h, w);
     return true;
   }
@@ -64,16 +68,18 @@ bool header_size(const std::string& path, int& h, int& w) {
 // one fails), so a read past the end counts for the other formats only: a JPEG's decoder
 // may look for one more marker at the very end.
 struct Reader {
-  // stb refills its buffer kRefill bytes at a time, and the last refill of a whole file
-  // comes back short; any other read (a row read whole) comes back short only when the
-  // file ends before it.
-  static constexpr int kRefill = 128;
+  // stb refills its own buffer (the destination of its first read, which is a refill),
+  // and the last refill of a whole file comes back short; any other read (a row read
+  // whole into the image) comes back short only when the file ends before it. Refills are
+  // told by their destination: a row may be as long as a refill.
   std::FILE* f = nullptr;
+  const char* refill = nullptr;
   bool past_end = false;
   static int read(void* user, char* data, int size) {
     auto* r = static_cast<Reader*>(user);
+    if (r->refill == nullptr) r->refill = data;
     const size_t got = std::fread(data, 1, static_cast<size_t>(size), r->f);
-    if (size > 0 && (got == 0 || (got < static_cast<size_t>(size) && size != kRefill)))
+    if (size > 0 && (got == 0 || (got < static_cast<size_t>(size) && data != r->refill)))
       r->past_end = true;
     return static_cast<int>(got);
   }
@@ -89,10 +95,14 @@ struct Reader {
 
 // The most one allocation of stb's decoders needs for an h x w image (its header's
 // size): a PNG's inflated rows of up to 8 bytes a pixel (16-bit RGBA) and a filter byte,
-// or a JPEG's component planes padded to whole blocks, and 1 MiB to spare. Data that
-// inflates past it (a decompression bomb behind a small header) fails as out of memory.
+// or a JPEG's component planes padded to whole blocks, twice over, and 1 MiB to spare.
+// Twice: stb grows its buffers for the compressed stream and for the inflated rows by
+// doubling, and an interlaced PNG inflates to a little more than its first estimate (a
+// filter byte per row of each of the 7 passes), so a valid 16-bit image may ask for
+// nearly twice its size. Data that inflates past it (a decompression bomb behind a small
+// header) fails as out of memory.
 size_t decode_cap(int64_t h, int64_t w) {
-  return static_cast<size_t>((h + 16) * (8 * (w + 16) + 1)) + (size_t{1} << 20);
+  return 2 * static_cast<size_t>((h + 16) * (8 * (w + 16) + 1)) + (size_t{1} << 20);
 }
 
 // Decodes `path` (an h x w image by its header) as 8-bit RGB; *truncated tells a file
@@ -122,6 +132,10 @@ bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
   if (!header_size(path, h, w)) {
     why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    return false;
+  }
+  if (h <= 0 || w <= 0) {
+    why = detail::cat("its header gives an empty size ", h, "x", w);
     return false;
   }
   bool truncated = false;

@@ -262,6 +262,8 @@ NpyArray::NpyArray(const std::string& path, int64_t frames)
            shape_str(s),
            "; clips must be (N, T, 3, H, W) or images (N, 3, H, W), channels-first RGB");
   ZT_CHECK(s[0] >= 1, "'", path, "' holds no clips (N = 0)");
+  ZT_CHECK(s[s.size() - 1] >= 1 && s[s.size() - 2] >= 1 && (s.size() == 4 || s[1] >= 1), "'", path,
+           "' has shape ", shape_str(s), ": its frames are empty (T, H and W must be >= 1)");
   ZT_CHECK((header_.kind == 'f' && header_.item_size == 4) ||
                (header_.kind == 'u' && header_.item_size == 1),
            "'", path, "' has dtype '", header_.descr,

@@ -1,6 +1,9 @@
 // Resampling of 8-bit images as Pillow's Image.resize does it (BILINEAR and BICUBIC), bit
 // for bit, so for lossless files (PNG, BMP, TGA) the pixels prepared here equal those of a
-// PyTorch pipeline that resizes PIL images (torchvision's Resize). JPEG files are decoded
+// PyTorch pipeline that resizes PIL images (torchvision's Resize), but for two kinds whose
+// decoding differs: stb widens a 16-bit BMP's 5- and 6-bit channels by repeating bits (PIL
+// scales them; one level apart for about half the values) and keeps a 16-bit greyscale
+// PNG's high bytes (PIL clips the samples to 255). JPEG files are decoded
 // by stb_image, not by libjpeg as PIL decodes them: its chroma upsampling, YCbCr->RGB
 // conversion and IDCT round differently, so decoded JPEG pixels, and everything made from
 // them, can differ from PIL's by a level or two. The reference is Pillow 13; older Pillow

@@ -86,6 +86,12 @@ TEST(Npy, BrokenFilesNameThemselves) {
   expect_error([&] { NpyArray(d + "/range.npy", 1).get(0); }, {"range.npy", "in [-1, 1]"});
   save_npy(d + "/i64.npy", full({1, 1, 3, 2, 2}, 0.0, DType::i64));
   expect_error([&] { NpyArray x(d + "/i64.npy"); }, {"i64.npy", "float32 in [-1, 1] or uint8"});
+  // Empty frames (a zero height, width or clip length) are named with the file, not found
+  // by the model's first convolution.
+  for (const Shape& empty : {Shape{2, 3, 0, 8}, Shape{2, 3, 8, 0}, Shape{2, 0, 3, 8, 8}}) {
+    save_npy(d + "/empty.npy", full(empty, 0.0));
+    expect_error([&] { NpyArray x(d + "/empty.npy"); }, {"empty.npy", "its frames are empty"});
+  }
   std::ofstream(d + "/junk.npy") << "not numpy at all";
   expect_error([&] { load_npy(d + "/junk.npy"); }, {"junk.npy", "bad magic"});
   expect_error([&] { NpyArray(d, 1); }, {"is a folder, not a .npy file", "image_folder"});

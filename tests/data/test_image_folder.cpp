@@ -3,9 +3,12 @@
 // what to do about it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/error.h"
@@ -339,6 +342,160 @@ TEST(ImageFolder, ATruncatedBmpOrTgaIsRefusedAndCompleteFilesAreNot) {
           << why;
     }
   }
+}
+
+// Big-endian bytes of v, as PNG writes its numbers.
+void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
+}
+
+// A PNG chunk: length, type, data and the CRC-32 of type and data.
+void put_chunk(std::vector<uint8_t>& out, const char* type, const uint8_t* data, size_t n) {
+  std::vector<uint8_t> body(type, type + 4);
+  body.insert(body.end(), data, data + n);
+  uint32_t crc = 0xffffffffu;
+  for (uint8_t byte : body) {
+    crc ^= byte;
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  put_be32(out, static_cast<uint32_t>(n));
+  out.insert(out.end(), body.begin(), body.end());
+  put_be32(out, crc ^ 0xffffffffu);
+}
+
+// An Adam7-interlaced 16-bit RGBA PNG of h x w pixels, sample (y, x, ch) = value(y, x, ch),
+// its zlib stream in stored (uncompressed) blocks cut into 8 KiB IDAT chunks as libpng
+// writes them: the layout for which stb's decoder asks for nearly twice the image's size.
+std::vector<uint8_t> interlaced_rgba16_png(int h, int w,
+                                           const std::function<uint16_t(int, int, int)>& value) {
+  std::vector<uint8_t> raw;
+  const int passes[7][4] = {{0, 0, 8, 8}, {4, 0, 8, 8}, {0, 4, 4, 8}, {2, 0, 4, 4},
+                            {0, 2, 2, 4}, {1, 0, 2, 2}, {0, 1, 1, 2}};  // x0, y0, dx, dy
+  for (const auto& p : passes) {
+    if (p[0] >= w || p[1] >= h) continue;
+    for (int y = p[1]; y < h; y += p[3]) {
+      raw.push_back(0);  // filter: none
+      for (int x = p[0]; x < w; x += p[2])
+        for (int ch = 0; ch < 4; ++ch) {
+          const uint16_t v = value(y, x, ch);
+          raw.insert(raw.end(), {static_cast<uint8_t>(v >> 8), static_cast<uint8_t>(v)});
+        }
+    }
+  }
+  std::vector<uint8_t> z = {0x78, 0x01};
+  for (size_t at = 0; at < raw.size(); at += 65535) {
+    const auto n = static_cast<uint16_t>(std::min<size_t>(65535, raw.size() - at));
+    z.insert(z.end(), {static_cast<uint8_t>(at + n == raw.size()), static_cast<uint8_t>(n),
+                       static_cast<uint8_t>(n >> 8), static_cast<uint8_t>(~n),
+                       static_cast<uint8_t>(~n >> 8)});
+    z.insert(z.end(), raw.begin() + static_cast<std::ptrdiff_t>(at),
+             raw.begin() + static_cast<std::ptrdiff_t>(at + n));
+  }
+  uint32_t a = 1, b = 0;  // Adler-32
+  for (uint8_t byte : raw) {
+    a = (a + byte) % 65521;
+    b = (b + a) % 65521;
+  }
+  put_be32(z, (b << 16) | a);
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  std::vector<uint8_t> ihdr;
+  put_be32(ihdr, static_cast<uint32_t>(w));
+  put_be32(ihdr, static_cast<uint32_t>(h));
+  ihdr.insert(ihdr.end(), {16, 6, 0, 0, 1});  // 16 bits, RGBA, deflate, filter 0, Adam7
+  put_chunk(png, "IHDR", ihdr.data(), ihdr.size());
+  for (size_t at = 0; at < z.size(); at += 8192)
+    put_chunk(png, "IDAT", z.data() + at, std::min<size_t>(8192, z.size() - at));
+  put_chunk(png, "IEND", nullptr, 0);
+  return png;
+}
+
+// A 24-bit BMP stored top-down (a negative height in its header), as some writers save.
+void save_top_down_bmp(const std::string& path, const Image& img) {
+  const auto h = static_cast<int32_t>(img.height), w = static_cast<int32_t>(img.width);
+  const int32_t row = (3 * w + 3) / 4 * 4;
+  std::vector<uint8_t> f(54 + static_cast<size_t>(row) * h, 0);
+  auto le32 = [&](size_t at, int32_t v) {
+    for (int k = 0; k < 4; ++k) f[at + k] = static_cast<uint8_t>(static_cast<uint32_t>(v) >> 8 * k);
+  };
+  f[0] = 'B';
+  f[1] = 'M';
+  le32(2, static_cast<int32_t>(f.size()));
+  le32(10, 54);  // pixel data offset
+  le32(14, 40);  // BITMAPINFOHEADER
+  le32(18, w);
+  le32(22, -h);  // top-down
+  f[26] = 1;     // planes
+  f[28] = 24;    // bits per pixel
+  for (int32_t y = 0; y < h; ++y)
+    for (int32_t x = 0; x < w; ++x)
+      for (int ch = 0; ch < 3; ++ch)  // BGR
+        f[54 + static_cast<size_t>(y) * row + 3 * x + ch] =
+            img.rgb[(static_cast<size_t>(y) * w + x) * 3 + 2 - ch];
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(f.data()), static_cast<std::streamsize>(f.size()));
+}
+
+// A valid file that stb decodes only with care: a 16-bit interlaced PNG in small IDAT
+// chunks (its decoder's buffers grow by doubling to nearly twice the image, which the
+// allocation cap allows).
+TEST(ImageFolder, SixteenBitInterlacedPngsDecode) {
+  const std::string d = temp_dir();
+  auto value = [](int y, int x, int ch) {
+    return static_cast<uint16_t>((y * 7919 + x * 104729 + ch * 1299709) * 2654435761u >> 16);
+  };
+  const std::vector<uint8_t> png = interlaced_rgba16_png(512, 512, value);
+  std::ofstream(d + "/deep.png", std::ios::binary)
+      .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
+  Image got;
+  std::string why;
+  ASSERT_TRUE(try_load_image(d + "/deep.png", got, why)) << why;
+  ASSERT_EQ(got.height, 512);
+  ASSERT_EQ(got.width, 512);
+  for (int y : {0, 1, 255, 511})
+    for (int x : {0, 3, 300, 511})
+      for (int ch = 0; ch < 3; ++ch)  // stb keeps a 16-bit sample's high byte
+        EXPECT_EQ(got.rgb[(static_cast<size_t>(y) * 512 + x) * 3 + ch], value(y, x, ch) >> 8)
+            << y << "," << x << "," << ch;
+}
+
+// Top-down BMPs (a negative height in the header) decode, alone and in a folder, small and
+// large (the decoder's allocation cap is worked out from the height's magnitude).
+TEST(ImageFolder, TopDownBmpsDecode) {
+  const std::string d = temp_dir();
+  Image got;
+  std::string why;
+  for (int64_t side : {8, 320}) {
+    Image img{side, side + 1, {}};
+    for (int64_t i = 0; i < side * (side + 1) * 3; ++i)
+      img.rgb.push_back(static_cast<uint8_t>(i * 31 + 7));
+    const std::string folder = d + "/bmp" + std::to_string(side);
+    fs::create_directories(folder);
+    save_top_down_bmp(folder + "/top.bmp", img);
+    ASSERT_TRUE(try_load_image(folder + "/top.bmp", got, why)) << side << ": " << why;
+    EXPECT_EQ(got.rgb, img.rgb) << side;
+    EXPECT_EQ(image_size(folder + "/top.bmp"), std::make_pair(side, side + 1));
+    EXPECT_EQ(ImageFolder(folder, {.frames = 1, .height = 8, .width = 8}).size(), 1);
+  }
+}
+
+// A TGA row read whole may be exactly as long as one of stb's buffer refills (128 bytes: 32
+// RGBA pixels or 128 grey ones); a file cut inside its last such row is still refused.
+TEST(ImageFolder, ATgaCutInsideARowOfARefillsLengthIsRefused) {
+  const std::string d = temp_dir();
+  stbi_write_tga_with_rle = 0;
+  for (const auto& [w, comp] : {std::pair{32, 4}, std::pair{128, 1}}) {
+    std::vector<uint8_t> px(static_cast<size_t>(w * 16 * comp));
+    for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 7);
+    const std::string f = d + "/row" + std::to_string(w) + ".tga";
+    ASSERT_TRUE(stbi_write_tga(f.c_str(), w, 16, comp, px.data()));
+    Image got;
+    std::string why;
+    ASSERT_TRUE(try_load_image(f, got, why)) << f << ": " << why;
+    fs::resize_file(f, fs::file_size(f) - 10);
+    EXPECT_FALSE(try_load_image(f, got, why)) << f << " cut by 10 bytes decoded";
+    EXPECT_NE(why.find("the file ends before its pixels do"), std::string::npos) << why;
+  }
+  stbi_write_tga_with_rle = 1;
 }
 
 // A decompression bomb: a PNG whose header says 1x1 but whose data inflates to 12 MiB
