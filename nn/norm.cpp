@@ -35,6 +35,7 @@ void BatchNorm::reset_running_stats() {
 }
 
 void BatchNorm::reset_parameters() {
+  autograd::NoGradGuard ng;  // in-place writes to parameters that require grad
   reset_running_stats();
   if (options.affine()) {
     weight.fill_(1.0);

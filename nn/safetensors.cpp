@@ -17,6 +17,7 @@
 #include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <utility>
 
 #include "core/ops/factory.h"
@@ -208,8 +209,17 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   check_json_depth(std::string_view(hbeg, n), kMaxHeaderDepth, where + "header",
                    "a safetensors header nests 3");
   ojson header;
+  // JSON keeps the last of repeated keys; a header naming a tensor twice is refused instead
+  // (the first description would be dropped without a word).
+  std::set<std::string> names;
+  auto once = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
+    if (depth == 1 && event == ojson::parse_event_t::key)
+      ZT_CHECK(names.insert(parsed.get<std::string>()).second, where, "tensor '",
+               parsed.get<std::string>(), "': the header names it twice");
+    return true;
+  };
   try {
-    header = ojson::parse(hbeg, hbeg + n);
+    header = ojson::parse(hbeg, hbeg + n, once);
   } catch (const nlohmann::json::exception& e) {
     ZT_FAIL(where, "header is not valid JSON (", n, " bytes): ", e.what());
   }
@@ -226,7 +236,7 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
       continue;
     }
     const std::string at = where + "tensor '" + key + "': ";
-    ZT_CHECK(infos_.emplace(key, parse_entry(v, data_size, at)).second, at, "duplicate key");
+    infos_.emplace(key, parse_entry(v, data_size, at));
     keys_.push_back(key);
   }
   check_tiling(infos_, data_size, where);

@@ -1,6 +1,7 @@
 // Optimizer base: step bookkeeping, lazily created state, state dict save/load.
 #include "optim/optimizer.h"
 
+#include <cmath>
 #include <map>
 #include <set>
 #include <sstream>
@@ -18,6 +19,7 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
       lr_(lr) {
   set_lr(lr);
   std::set<std::string> names;
+  std::map<const void*, std::string> tensors;  // data address -> first name: tied weights
   for (const auto& [n, p] : params_) {
     index_.emplace(n, index_.size());
     ZT_CHECK(p.defined(), "optimizer: parameter '", n, "' is undefined");
@@ -25,6 +27,11 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
              dtype_name(p.dtype()), "; optimizers update floating tensors (fp32 master copies)");
     ZT_CHECK(names.insert(n).second, "optimizer: duplicate parameter name '", n, "'");
     ZT_CHECK(n != "step", "optimizer: 'step' is reserved and cannot name a parameter");
+    if (p.numel() == 0) continue;
+    const auto [first, fresh] = tensors.emplace(p.data_ptr(), n);
+    ZT_CHECK(fresh, "optimizer: parameters '", first->second, "' and '", n,
+             "' are the same tensor (tied weights?), which would be updated twice a step; give "
+             "it once");
   }
 }
 
@@ -150,6 +157,13 @@ void Optimizer::undo_step(const std::vector<ParamState*>& states,
 }
 
 namespace {
+
+// A step count as a state dict holds it: a whole number >= 0 (a negative one would divide
+// by zero in Adam's bias correction).
+bool is_step_count(double v) {
+  return v >= 0 && v == std::floor(v) && v < 9.2e18;
+}
+
 // k[j] = values[j]: fills on k's device (no host copy, so a replay reads them in order).
 void fill_constants(const Tensor& k, const std::vector<double>& values) {
   for (size_t j = 0; j < values.size(); ++j)
@@ -330,7 +344,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::vector<std::set<std::string>> given(params_.size());
   for (const auto& [k, t] : state) {
     if (k == "step") {
-      has_step = t.defined() && t.numel() == 1;
+      has_step = t.defined() && t.numel() == 1 && is_step_count(t.item());
       continue;
     }
     auto it = expected.find(k);
@@ -345,7 +359,12 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       mismatched.push_back(k + " (" + (t.defined() ? shape_str(t.sizes()) : "undefined") +
                            ", expected " + shape_str(want) + ")");
     } else if (s.empty()) {
-      steps[i] = static_cast<int64_t>(t.item());
+      if (is_step_count(t.item())) {
+        steps[i] = static_cast<int64_t>(t.item());
+      } else {
+        mismatched.push_back(k + " (" + std::to_string(t.item()) +
+                             ", expected a whole number >= 0)");
+      }
     } else {
       given[i].insert(s);
     }
@@ -365,11 +384,12 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
                            list_names(lacking) + ")");
   }
   std::ostringstream err;
-  if (!has_step) err << "\n  missing or malformed 'step' entry";
+  if (!has_step) err << "\n  missing or malformed 'step' entry (one whole number >= 0)";
   if (!unexpected.empty())
     err << "\n  unexpected keys (" << unexpected.size() << "): " << list_names(unexpected);
   if (!mismatched.empty())
-    err << "\n  shape mismatches (" << mismatched.size() << "): " << list_names(mismatched);
+    err << "\n  shape or value mismatches (" << mismatched.size()
+        << "): " << list_names(mismatched);
   if (!incomplete.empty())
     err << "\n  incomplete state (" << incomplete.size() << "): " << list_names(incomplete);
   ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),

@@ -47,6 +47,26 @@ TEST(BatchNorm, BuffersNamedAsPyTorch) {
   EXPECT_TRUE(plain.named_buffers().empty());
 }
 
+// reset_parameters() restores a trained layer's weight, bias and statistics (its in-place
+// writes to parameters that require grad run without recording).
+TEST(BatchNorm, ResetParametersRestoresTheInitialState) {
+  nn::BatchNorm2d bn(nn::BatchNormOptions(2));
+  bn.train();
+  bn(from_vector({1.0, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0}, {2, 2, 2, 1}));
+  {
+    autograd::NoGradGuard ng;
+    bn.weight.fill_(3.0);
+    bn.bias.fill_(-1.0);
+  }
+  bn.reset_parameters();
+  EXPECT_TRUE(values_are(bn.weight, {1.0, 1.0}));
+  EXPECT_TRUE(values_are(bn.bias, {0.0, 0.0}));
+  EXPECT_TRUE(values_are(bn.running_mean, {0.0, 0.0}));
+  EXPECT_TRUE(values_are(bn.running_var, {1.0, 1.0}));
+  EXPECT_EQ(bn.num_batches_tracked.item(), 0);
+  EXPECT_TRUE(bn.weight.requires_grad());
+}
+
 TEST(BatchNorm, ADictWithoutTheBatchCounterLoads) {
   // As PyTorch's: older and converted checkpoints have no num_batches_tracked; a strict
   // load takes them and the module keeps its own count. Any other missing key is missing.

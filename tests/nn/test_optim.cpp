@@ -425,6 +425,43 @@ TEST(Optimizer, IncompleteStateIsRefused) {
   EXPECT_EQ(sgd.step_count(), 1);
 }
 
+// A negative or fractional step (damaged state) is refused, not divided by: Adam's bias
+// correction 1 - beta^step is zero at step 0 of a step -1 state.
+TEST(Optimizer, StepCountsMustBeWholeNumbersAtLeastZero) {
+  Tensor a = param();
+  optim::Adam adam({{"a", a}}, optim::AdamOptions(0.1));
+  const Tensor moments = zeros({4});
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        adam.load_state_dict({{"step", scalar_tensor(1.0, DType::i64)},
+                              {"a.step", scalar_tensor(-1.0, DType::i64)},
+                              {"a.exp_avg", moments},
+                              {"a.exp_avg_sq", moments}});
+      },
+      "a.step (-1.000000, expected a whole number >= 0)"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        adam.load_state_dict({{"step", scalar_tensor(-3.0, DType::i64)}});
+      },
+      "missing or malformed 'step' entry (one whole number >= 0)"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        adam.load_state_dict({{"step", scalar_tensor(1.5, DType::f32)}});
+      },
+      "malformed 'step'"));
+}
+
+// One tensor under two names (tied weights listed twice) would be updated twice a step
+// with two states: refused with both names.
+TEST(Optimizer, ATensorGivenTwiceIsRefused) {
+  Tensor a = param();
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        optim::SGD sgd({{"a", a}, {"tied", a}}, optim::SGDOptions(0.1));
+      },
+      "parameters 'a' and 'tied' are the same tensor"));
+}
+
 TEST(Clip, GlobalNormSeparable) {
   Tensor a = from_vector({3, 4}, {2}), b = from_vector({12}, {1});
   a.set_requires_grad(true);

@@ -202,6 +202,12 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
        raw_file(R"({"a[[[[[[[[[[\"[[":{"dtype":"F32","shape":[[1]],"data_offsets":[0,4]}})", 4),
        "shape entries must be non-negative integers, got [1]"},
       {"not utf-8", raw_file("{\"a\xff\":3}", 0), "not valid JSON"},
+      // JSON would keep the second description; the first would be dropped.
+      {"a name given twice",
+       raw_file(
+           R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
+           4),
+       "tensor 'a': the header names it twice"},
   };
   std::string path = tmp_path("corrupt.safetensors");
   for (const Case& c : cases) {
