@@ -267,9 +267,9 @@ void read_gpt(Section s, GptConfig& g) {
     s.fail("n_embd", "gpt.n_embd (" + e + ") must be a multiple of gpt.n_head (" + h + ", " +
                          set_at(head) + ")" + why);
   }
-  if (g.tokenizer_checkpoint.empty())
-    s.fail("tokenizer_checkpoint",
-           "vqgpt needs gpt.tokenizer_checkpoint: the directory of a trained vqtok checkpoint");
+  // An empty tokenizer_checkpoint is no error here: `train --tokenizer`, `tokenizer --out`,
+  // `plan` (a random tokenizer) and a resume (the checkpoint's) need none, and the commands
+  // that do need it say so and how to train one.
 }
 
 // Keys the YAML sets that the rest of the final config (after a DeepSpeed config) leaves
@@ -364,6 +364,15 @@ void read_engine(Section& s, const Node& ds, AppConfig& c) {
     apply_dtype(dtype, bf16, fp16, c.zero.precision);
   }
   c.train.dtype = precision_dtype_name(c.zero.precision);
+  // fp16's loss-scaling keys are read whether or not fp16 is on (as DeepSpeed reads them);
+  // where it is off they do nothing, which the run says.
+  const Node fp16 = (ds && (ds.has("bf16") || ds.has("fp16")) ? ds : yaml).get("fp16");
+  if (fp16 && fp16.is_map() && !c.zero.precision.fp16)
+    for (const std::string& key : fp16.keys())
+      if (const Node n = fp16.get(key); key != "enabled")
+        c.warnings.push_back(n.where() + ": " + n.path() +
+                             " has no effect: fp16 is not enabled (the run trains in " +
+                             c.train.dtype + ")");
   read_buffers(s.sub("buffers"), c.zero.buffers);
   c.zero.gradient_clipping = c.train.gradient_clipping;
   c.zero.gradient_accumulation_steps = static_cast<int>(c.train.gradient_accumulation_steps);
@@ -498,6 +507,11 @@ AppConfig parse_app_config(const Node& root, App app) {
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");
+  if (app == App::vqgpt &&
+      std::find(c.replicated.begin(), c.replicated.end(), "tokenizer") == c.replicated.end())
+    s.fail("replicated",
+           "must name the frozen tokenizer (replicated: [tokenizer]); a partitioned tokenizer "
+           "would all-gather its parameters on every call");
   {
     Section m = s.sub("memory");
     std::string limit;

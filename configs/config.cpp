@@ -364,6 +364,27 @@ Node load_yaml_file(const std::string& path, const std::vector<Override>& overri
   return root;
 }
 
+namespace {
+
+// True when YAML would read part of `value` as a comment: a '#' at its start or after a
+// blank, outside quotes. On a command line nobody means one.
+bool starts_comment(const std::string& value) {
+  char quote = 0;
+  for (size_t i = 0; i < value.size(); ++i) {
+    const char c = value[i];
+    if (quote != 0) {
+      if (c == quote) quote = 0;
+    } else if (c == '\'' || c == '"') {
+      quote = c;
+    } else if (c == '#' && (i == 0 || value[i - 1] == ' ' || value[i - 1] == '\t')) {
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
 void apply_override(const Node& root, const Override& o) {
   const std::string& assignment = o.assignment;
   const std::string& source = o.source;
@@ -377,6 +398,10 @@ void apply_override(const Node& root, const Override& o) {
     throw Error(source + ": empty component in key path '" + key_path + "'");
   const std::string value = assignment.substr(eq + 1);
   if (trim(value).empty()) throw Error(source + ": missing value after '='");
+  if (starts_comment(value))
+    throw Error(source + ": the value '" + value +
+                "' holds a '#' after a blank, which starts a YAML comment and would drop the "
+                "rest; quote the value (--set 'key=\"...\"')");
 
   std::vector<std::string> parts;
   std::stringstream ks(key_path);

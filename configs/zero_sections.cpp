@@ -193,9 +193,11 @@ void apply_dtype(const Node& dtype_node, const Node& bf16, const Node& fp16,
                     (dtype == "bf16" ? "bf16" : "fp16"));
   if (implied != "f32") {
     const std::string section = precision.bf16 ? "bf16" : "fp16";
-    dtype_node.fail("train.dtype is " + dtype + " but " + section +
-                    ".enabled is true; they must agree: set train.dtype: " + implied +
-                    " or remove one of the two");
+    const Node& on = precision.bf16 ? bf16 : fp16;
+    const Node enabled = on && on.is_map() ? on.get("enabled") : Node();
+    dtype_node.fail("train.dtype is " + dtype + " but " + section + ".enabled is true" +
+                    (enabled ? " (" + enabled.where() + ")" : std::string()) +
+                    "; they must agree: set train.dtype: " + implied + " or remove one of the two");
   }
   precision.bf16 = dtype == "bf16";
   precision.fp16 = dtype == "f16";

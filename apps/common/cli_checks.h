@@ -65,6 +65,8 @@ inline const CLI::Validator kKeyValue(
       key.erase(key.find_last_not_of(" \t") + 1);
       const bool parts_named = !key.empty() && key.front() != '.' && key.back() != '.' &&
                                key.find("..") == std::string::npos;
+      if (parts_named && text.find_first_not_of(" \t", eq + 1) == std::string::npos)
+        return "missing value after '=' in '" + text + "' (e.g. --set train.lr=1e-3)";
       if (parts_named) return "";
       return "expected key.path=value with every part of the path named (e.g. --set "
              "train.lr=1e-3), got '" +

@@ -136,8 +136,8 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           EngineUse use, bool quiet) {
   warn_once(cfg.warnings, comm);
-  const bool training = use == EngineUse::training;
-  if (training) config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
+  if (use != EngineUse::reading_weights)
+    config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
   apply_replicated(*model, cfg.replicated, comm);
   nn::Module& m = *model;
   zero::Config zero_config = cfg.zero;
@@ -146,7 +146,7 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                                optimizer_config(cfg.train));
   const DType low = cfg.zero.precision.dtype();
   if (low != DType::f32) cast_at_part_edges(m, low);
-  if (training && !cfg.train.trace.empty())
+  if (use == EngineUse::training && !cfg.train.trace.empty())
     engine->set_timeline(cfg.train.trace, cfg.train.trace_steps);
   return engine;
 }

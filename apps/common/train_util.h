@@ -58,13 +58,15 @@ int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& tra
 /// training steps) is held to DeepSpeed's train_batch_size at this world size and records
 /// train.trace's timeline; one that reads weights (export, encode, eval, decode, sample,
 /// a frozen tokenizer) is held to neither.
-enum class EngineUse { training, reading_weights };
+/// training: a run; planning: `plan`'s measured steps, as training but writing nothing
+/// (no timeline); reading_weights: an engine built only to read or run weights.
+enum class EngineUse { training, planning, reading_weights };
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
-/// are unchanged). Prints cfg.warnings once on rank 0. For EngineUse::training, checks a
-/// DeepSpeed train_batch_size against the world size and records a timeline when
-/// train.trace is set. `quiet` (a run's quiet option): the engine prints none of its notes
+/// are unchanged). Prints cfg.warnings once on rank 0. For training and planning, checks a
+/// DeepSpeed train_batch_size against the world size; for training, records a timeline
+/// when train.trace is set. `quiet` (a run's quiet option): the engine prints none of its notes
 /// (zero::Config::quiet: fp16 overflows, the offload, the timeline).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,

@@ -12,7 +12,7 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
   const Device device = app::train_device(cfg.train, comm, "vqgpt plan");
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
-  auto engine = make_engine(model, cfg, comm, app::EngineUse::training, quiet);
+  auto engine = make_engine(model, cfg, comm, app::EngineUse::planning, quiet);
   auto dataset = data::make_dataset(cfg.data);
   auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
   model->train();

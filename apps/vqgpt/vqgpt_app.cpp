@@ -185,11 +185,6 @@ std::shared_ptr<VqGptModel> build_model(const config::AppConfig& cfg,
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<VqGptModel> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           app::EngineUse use, bool quiet) {
-  ZT_CHECK(
-      std::find(cfg.replicated.begin(), cfg.replicated.end(), "tokenizer") != cfg.replicated.end(),
-      cfg.source,
-      ": `replicated` must name the frozen tokenizer (replicated: [tokenizer]); a "
-      "partitioned tokenizer would all-gather its parameters on every call");
   return app::make_engine(std::move(model), cfg, comm, use, quiet);
 }
 

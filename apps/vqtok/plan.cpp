@@ -11,7 +11,7 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
   const Device device = app::train_device(cfg.train, comm, "vqtok plan");
   std::shared_ptr<vq::VqModel> model = build_model(cfg, device, comm);
-  auto engine = app::make_engine(model, cfg, comm, app::EngineUse::training, quiet);
+  auto engine = app::make_engine(model, cfg, comm, app::EngineUse::planning, quiet);
   auto dataset = data::make_dataset(cfg.data);
   auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
   const Tensor clips = loader->next().clips.to(device);  // every step sees this batch

@@ -1,8 +1,8 @@
 # ctest script (cmake -P): `APP --help` and `APP <subcommand> --help` for every subcommand
 # its help lists exit 0 at once with a usage text and run nothing; a misspelled
 # subcommand (two letters swapped) and an unknown option exit 2, the first suggesting the
-# real subcommand; a --set without '=' exits 2 too, and a misspelled option gets the real one
-# suggested.
+# real subcommand; a --set without '=' or without a value exits 2 too, and a misspelled
+# option gets the real one suggested.
 # Arguments: -DAPP=/path/to/executable
 set(limit 10)  # seconds; a benchmark or training run would take far longer
 
@@ -65,6 +65,12 @@ if(first_help MATCHES "--set")
   if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "expected key.path=value")
     message(FATAL_ERROR "${APP} ${first} --set train.steps: expected exit 2 naming the form "
                         "key.path=value, got exit ${rc}:\n${out}${err}")
+  endif()
+  execute_process(COMMAND ${APP} ${first} --set train.steps= RESULT_VARIABLE rc
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${limit})
+  if(NOT rc EQUAL 2 OR NOT "${out}${err}" MATCHES "missing value after '='")
+    message(FATAL_ERROR "${APP} ${first} --set train.steps=: expected exit 2 naming the missing "
+                        "value, got exit ${rc}:\n${out}${err}")
   endif()
 endif()
 # A misspelled option (its last letter dropped) gets the real one suggested.

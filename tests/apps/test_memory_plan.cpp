@@ -6,6 +6,7 @@
 // large to multiply; and the verdict against memory.limit, the host's included.
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
 #include <limits>
 
 #include "apps/app_test_util.h"
@@ -259,6 +260,25 @@ TEST(MemoryPlan, VqgptPlanForTheTinyConfig) {
         << "the tokenizer's fp32 parameters are whole on every rank";
     expect_close(r.activation_estimate, r.measured.activation_peak, "activation estimate");
   });
+}
+
+// A plan writes nothing: not the timeline train.trace asks a training run for (a path that
+// may name one of the run's inputs), and vqgpt's plan, whose tokenizer is random, needs no
+// gpt.tokenizer_checkpoint.
+TEST(MemoryPlan, APlanWritesNoTraceAndNeedsNoTokenizer) {
+  const std::string dir = apptest::fresh_dir("plan", "writes_nothing");
+  const config::AppConfig tok = apptest::tiny_vqtok_config(dir, {"train.trace=" + dir + "/t.json"});
+  const config::AppConfig gpt =
+      config::load_app_config(std::string(ZT_SOURCE_DIR) + "/configs/vqgpt_tiny.yaml",
+                              {"output_dir=" + dir, "train.batch=2", "gpt.tokenizer_checkpoint=''",
+                               "train.trace=" + dir + "/g.json"},
+                              config::App::vqgpt);
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::plan(tok, comm, 1, /*quiet=*/true);
+    vqgpt::plan(gpt, comm, 1, /*quiet=*/true);
+  });
+  EXPECT_FALSE(std::filesystem::exists(dir + "/t.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/g.json"));
 }
 
 // `vqgpt plan --device cuda` sets the device up as `vqgpt train` does (app::train_device):

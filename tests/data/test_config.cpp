@@ -84,6 +84,17 @@ TEST(Config, OverridesCreateAndReplace) {
     EXPECT_NE(error_of([&] { apply_override(r, unnamed); }).find("empty component in key path"),
               std::string::npos)
         << unnamed;
+  // YAML would drop everything from a '#' after a blank (a comment): on a command line that
+  // is a value cut short without a word, so it is refused; quoted, or without the blank, the
+  // '#' is part of the value.
+  for (const char* cut : {"output_dir=/tmp/run #2", "output_dir=#2", "model.ch_mult=[1, 2]\t# x"})
+    EXPECT_NE(error_of([&] { apply_override(r, cut); }).find("starts a YAML comment"),
+              std::string::npos)
+        << cut;
+  apply_override(r, "output_dir='/tmp/run #2'");
+  EXPECT_EQ(r["output_dir"].as_string(), "/tmp/run #2");
+  apply_override(r, "output_dir=/tmp/run#2");
+  EXPECT_EQ(r["output_dir"].as_string(), "/tmp/run#2");
 }
 
 TEST(Config, EditDistance) {
@@ -333,6 +344,25 @@ TEST(Config, KeysWithoutEffectWarnWithTheirLocation) {
                                "stage3_gather_16bit_weights_on_model_save: true has no effect"),
             std::string::npos)
       << c.warnings[1];
+}
+
+// fp16's loss-scaling keys are read (as DeepSpeed reads them) but do nothing where fp16
+// is off: each warns, naming its line and the dtype the run trains in.
+TEST(Config, Fp16KeysWithoutFp16Warn) {
+  AppConfig off = parse_app_config(
+      parse_yaml("fp16:\n  loss_scale: 128\n  initial_scale_power: 8\n", "h.yaml"));
+  ASSERT_EQ(off.warnings.size(), 2u);
+  EXPECT_EQ(off.warnings[0],
+            "h.yaml:2: fp16.loss_scale has no effect: fp16 is not enabled (the "
+            "run trains in f32)");
+  EXPECT_EQ(off.warnings[1].rfind("h.yaml:3: fp16.initial_scale_power has no effect", 0), 0u);
+  AppConfig bf16 = parse_app_config(
+      parse_yaml("bf16:\n  enabled: true\nfp16:\n  enabled: false\n  hysteresis: 4\n", "b.yaml"));
+  ASSERT_EQ(bf16.warnings.size(), 1u);
+  EXPECT_NE(bf16.warnings[0].find("(the run trains in bf16)"), std::string::npos);
+  for (const char* on : {"fp16:\n  enabled: true\n  loss_scale: 128\n",
+                         "train:\n  dtype: f16\nfp16:\n  loss_scale: 128\n"})
+    EXPECT_TRUE(parse_app_config(parse_yaml(on, "on.yaml")).warnings.empty()) << on;
 }
 
 // Keys the rest of the config leaves without effect (another optimizer's, schedule's or

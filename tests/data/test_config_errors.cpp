@@ -305,8 +305,14 @@ const std::vector<BadCase> kBadConfigs = {
     {"dtype_vs_bf16",
      "train:\n  dtype: f16\nbf16:\n  enabled: true\n",
      {},
-     {"bad.yaml:2: train.dtype: train.dtype is f16 but bf16.enabled is true; they must agree: "
-      "set train.dtype: bf16"}},
+     {"bad.yaml:2: train.dtype: train.dtype is f16 but bf16.enabled is true (",
+      "bad.yaml:4); they must agree: set train.dtype: bf16"}},
+    // Where the section was turned on by --set, the error says so.
+    {"dtype_vs_set_bf16",
+     "train:\n  dtype: f32\n",
+     {"bf16.enabled=true"},
+     {"bad.yaml:2: train.dtype: train.dtype is f32 but bf16.enabled is true (--set "
+      "bf16.enabled=true)"}},
     {"dtype_f32_vs_fp16",
      "train:\n  dtype: f32\nfp16:\n  enabled: true\n",
      {},
@@ -388,9 +394,20 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: gpt.n_head: gpt.n_head (3) must divide gpt.n_embd (128, default)"},
      App::vqgpt},
-    {"gpt_needs_tokenizer", "gpt:\n  n_layer: 2\n", {}, {"gpt.tokenizer_checkpoint"}, App::vqgpt},
+    // vqgpt's tokenizer is a replica; a config without gpt.tokenizer_checkpoint loads (the
+    // commands that need one say so).
+    {"gpt_replicates_the_tokenizer",
+     "gpt:\n  n_layer: 2\nreplicated: [encoder]\n",
+     {},
+     {"bad.yaml:3: replicated: must name the frozen tokenizer (replicated: [tokenizer])"},
+     App::vqgpt},
+    {"gpt_replicated_by_set",
+     "gpt:\n  n_layer: 2\nreplicated: [tokenizer]\n",
+     {"replicated=[]"},
+     {"--set replicated=[]: replicated: must name the frozen tokenizer"},
+     App::vqgpt},
     {"gpt_block",
-     "gpt:\n  block_size: 8\n  tokenizer_checkpoint: x\n",
+     "gpt:\n  block_size: 8\n  tokenizer_checkpoint: x\nreplicated: [tokenizer]\n",
      {},
      {"gpt.block_size: block_size (8) must hold BOS, a clip's codes and an end-of-row token per "
       "row (21)"},
