@@ -88,7 +88,7 @@ bool Tensor::is_contiguous() const {
 }
 
 const std::shared_ptr<Storage>& Tensor::storage() const {
-  if (!impl_->storage) fail_released(*impl_);
+  if (!meta().storage) fail_released(*impl_);
   return impl_->storage;
 }
 
@@ -121,7 +121,7 @@ double Tensor::item() const {
 
 void Tensor::set_data(const Tensor& src) const {
   ZT_CHECK(src.defined(), "set_data: the source is undefined");
-  impl_->storage = src.impl_->storage;
+  meta().storage = src.impl_->storage;
   impl_->sizes = src.impl_->sizes;
   impl_->strides = src.impl_->strides;
   impl_->offset = src.impl_->offset;
@@ -139,7 +139,7 @@ void Tensor::undefined_tensor() {
 
 Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offset) const {
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = impl_->storage;
+  impl->storage = meta().storage;
   impl->sizes = sizes;
   impl->strides = strides;
   impl->offset = offset;
@@ -480,11 +480,11 @@ const Tensor& Tensor::set_requires_grad(bool r) const {
 }
 
 bool Tensor::is_leaf() const {
-  return impl_->grad_fn == nullptr;
+  return meta().grad_fn == nullptr;
 }
 
 Tensor Tensor::grad() const {
-  return Tensor(impl_->grad);
+  return Tensor(meta().grad);
 }
 
 void Tensor::set_grad(const Tensor& g) const {

@@ -150,7 +150,7 @@ class Tensor {
   const Tensor& zero_() const { return fill_(0.0); }
 
   // ---- autograd
-  bool requires_grad() const { return impl_->requires_grad; }
+  bool requires_grad() const { return meta().requires_grad; }
   /// Marks a leaf as requiring grad (error on non-leaves).
   const Tensor& set_requires_grad(bool r = true) const;
   bool is_leaf() const;
@@ -158,7 +158,7 @@ class Tensor {
   /// Sets .grad() (undefined clears it); `g` must have this tensor's shape, dtype and
   /// device, and no two elements in one memory location (backward adds into it in place).
   void set_grad(const Tensor& g) const;
-  const std::shared_ptr<autograd::Node>& grad_fn() const { return impl_->grad_fn; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return meta().grad_fn; }
   /// Backward from this tensor: scalar, or with `grad` of the same shape.
   void backward(const Tensor& grad = Tensor(), bool retain_graph = false) const;
   /// Same storage, no autograd history.

@@ -69,6 +69,9 @@ std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
 }  // namespace
 
 void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs) {
+  ZT_CHECK(dst.defined(), op,
+           ": the tensor written to is undefined (a gradient not computed yet: .grad() before "
+           "backward, or of a parameter the loss does not use?)");
   ZT_CHECK(!dst.requires_grad() || !autograd::grad_mode_enabled(), op, ": an in-place write to ",
            dst.str(), dst.name().empty() ? "" : " '" + dst.name() + "'",
            ", which requires grad, while grad mode is on; autograd does not record in-place "

@@ -160,12 +160,13 @@ Tensor kl_div(const Tensor& logp, const Tensor& target, const KLDivLossOptions& 
   if (o.log_target) {
     per = mul(exp(t), sub(t, x));
   } else {
-    // t log t is 0 at t = 0; the log reads 1 there, so no -inf enters the graph.
+    // t (log t - x) is 0 at t = 0, whatever x (-inf where a mask left the class out), with
+    // no gradient to either: there the log reads 1 and x reads 0, so no -inf or 0 * inf
+    // enters the graph, forward or backward.
     const Tensor zero = zeros({}, t.dtype(), t.device());
     const Tensor is0 = eq(t, zero);
-    const Tensor t_log_t =
-        where(is0, zero, mul(t, log(where(is0, ones({}, t.dtype(), t.device()), t))));
-    per = sub(t_log_t, mul(t, x));
+    const Tensor log_t = log(where(is0, ones({}, t.dtype(), t.device()), t));
+    per = where(is0, zero, mul(t, sub(log_t, where(is0, zero, x))));
   }
   if (o.reduction != Reduction::kBatchMean) return reduce("kl_div", per, o.reduction);
   ZT_CHECK(per.dim() >= 1 && per.size(0) > 0,

@@ -79,6 +79,8 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   ReducePlan p = plan_reduce(a, dims, keepdim, "mean");
+  ZT_CHECK(is_floating(a.dtype()), "mean: expected a floating dtype, got ", dtype_name(a.dtype()),
+           " (convert with .to(DType::f32))");
   ZT_CHECK(p.count > 0, "mean over ", dims.empty() ? "all dims" : "dims " + shape_str(dims), " of ",
            dtype_name(a.dtype()), shape_str(a.sizes()), ": no elements to average");
   // 16-bit inputs are averaged in f32 and rounded once (PyTorch's accumulate type).
@@ -88,6 +90,8 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, bool keepdim) {
   ReducePlan p = plan_reduce(a, dims, keepdim, "var");
+  ZT_CHECK(is_floating(a.dtype()), "var: expected a floating dtype, got ", dtype_name(a.dtype()),
+           " (convert with .to(DType::f32))");
   ZT_CHECK(p.count > (unbiased ? 1 : 0), "var: need at least ", unbiased ? 2 : 1,
            " elements per reduction, got ", p.count);
   // In f32 for 16-bit inputs: a mean rounded to 8 bits before the subtraction would be

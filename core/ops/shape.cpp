@@ -39,7 +39,10 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
   for (int64_t i = 0; i < pairs; ++i) {
     const int64_t d = x.dim() - 1 - i, before = pads[2 * i], after = pads[2 * i + 1];
     const int64_t n = x.size(d);
-    os[d] = n + before + after;
+    ZT_CHECK(
+        !__builtin_add_overflow(n, before, &os[d]) && !__builtin_add_overflow(os[d], after, &os[d]),
+        "pad: pads (", before, ", ", after, ") on dim ", d, " of input ", shape_str(x.sizes()),
+        " give a size past 64 bits");
     ZT_CHECK(os[d] >= 0, "pad: pads (", before, ", ", after, ") on dim ", d, " of input ",
              shape_str(x.sizes()), " give a negative size ", os[d]);
     const int64_t src = std::max<int64_t>(0, -before);
@@ -115,7 +118,9 @@ Tensor repeat_interleave(const Tensor& x, int64_t repeats, int64_t dim) {
   Shape expanded = x.sizes();
   expanded.insert(expanded.begin() + dim + 1, repeats);
   Shape os = x.sizes();
-  os[dim] *= repeats;
+  ZT_CHECK(!__builtin_mul_overflow(os[dim], repeats, &os[dim]), "repeat_interleave: ", repeats,
+           " repeats of dim ", dim, " of input ", shape_str(x.sizes()),
+           " give a size past 64 bits");
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   if (out.numel() > 0) out.view(expanded).copy_(x.detach().unsqueeze(dim + 1).expand(expanded));
   if (autograd::needs_grad({x})) {
@@ -143,7 +148,10 @@ Tensor repeat(const Tensor& x, const Shape& repeats) {
     interleaved.insert(interleaved.end(), {1, padded[i]});
     expanded.insert(expanded.end(), {repeats[i], padded[i]});
     tile_dims.push_back(2 * i);
-    os.push_back(repeats[i] * padded[i]);
+    int64_t size = 0;
+    ZT_CHECK(!__builtin_mul_overflow(repeats[i], padded[i], &size), "repeat: repeat counts ",
+             shape_str(repeats), " of input ", shape_str(x.sizes()), " give a size past 64 bits");
+    os.push_back(size);
   }
   Tensor out = Tensor::empty(os, x.dtype(), x.device());
   if (out.numel() > 0) out.view(expanded).copy_(x.detach().reshape(interleaved).expand(expanded));
@@ -254,7 +262,12 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   check_split_size("split", size);
   dim = wrap_dim(dim, x.dim(), "split");
   const int64_t n = x.size(dim);
-  const Tensor base = x.detach();  // views with no history: one node records them all
+  // Views with no history (one node records them all), but flagged as a view of x made
+  // here would be: under a NoGradGuard, of an x that requires grad, a write to a piece in
+  // grad mode is refused as it is for x.narrow().
+  const Tensor base = x.detach();
+  base.impl()->no_grad_view =
+      x.impl()->no_grad_view || (x.requires_grad() && !autograd::grad_mode_enabled());
   std::vector<Tensor> out;
   std::vector<int64_t> starts;
   for (int64_t start = 0; start < n || (n == 0 && out.empty()); start += size) {

@@ -84,6 +84,29 @@ TEST(AutogradGuards, AViewMadeInNoGradModeOfATensorThatRequiresGradIsNotWrittenI
   EXPECT_TRUE(values_are(b, {0, 1, 0}));
 }
 
+// split and chunk make their pieces as views of x: made under a NoGradGuard, of an x that
+// requires grad, they are refused a write in grad mode as narrow()'s view is. (Else a
+// write to a piece of a non-leaf whose node saved nothing would change the loss behind
+// autograd's back and give a wrong gradient, with no error.)
+TEST(AutogradGuards, SplitAndChunkPiecesMadeInNoGradModeAreNoGradViews) {
+  Tensor a = leaf({1, 2, 3, 4});
+  Tensor x = mul(a, 2.0);  // a non-leaf; mul by a scalar saves nothing
+  std::vector<Tensor> split_parts, chunk_parts;
+  {
+    autograd::NoGradGuard no_grad;
+    split_parts = split(x, 2, 0);
+    chunk_parts = chunk(x, 2, 0);
+  }
+  EXPECT_TRUE(
+      throws_with([&] { split_parts[0].fill_(7.0); },
+                  "fill_: an in-place write to f64[2] cpu, a view made under a NoGradGuard"));
+  EXPECT_TRUE(throws_with([&] { chunk_parts[1].fill_(7.0); }, "a view made under a NoGradGuard"));
+  EXPECT_TRUE(values_are(x, {2, 4, 6, 8}));
+  // Made in grad mode, the pieces have history (a node records them).
+  std::vector<Tensor> recorded = split(x, 2, 0);
+  EXPECT_TRUE(recorded[0].requires_grad());
+}
+
 TEST(AutogradGuards, IntegerOutputsOfACustomFunctionDoNotRequireGrad) {
   // As PyTorch: an integer or bool output (an index, a count, a mask) is not
   // differentiable, so it is a plain tensor; its gradient slot stays undefined.

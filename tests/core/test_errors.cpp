@@ -118,6 +118,24 @@ TEST(Errors, AnUndefinedTensorWhereOneIsNeeded) {
   Tensor p = ones({2});
   p.set_requires_grad(true);
   EXPECT_ERROR_WITH(norm(p.grad(), 2.0, {}, false), phrase);  // before any backward
+  // A gradient scaled, read or logged before the first backward, and the accessors of an
+  // undefined tensor: errors too.
+  EXPECT_ERROR_WITH(mul_(p.grad(), 0.5), "mul_: the tensor written to is undefined");
+  EXPECT_ERROR_WITH(add_(p.grad(), ones({2})), "add_: the tensor written to is undefined");
+  EXPECT_ERROR_WITH(p.grad().to_vector(), phrase);
+  EXPECT_ERROR_WITH(p.grad().detach(), phrase);
+  EXPECT_ERROR_WITH(none.requires_grad(), phrase);
+  EXPECT_ERROR_WITH(none.is_leaf(), phrase);
+  EXPECT_ERROR_WITH(none.grad(), phrase);
+  EXPECT_ERROR_WITH(none.grad_fn(), phrase);
+  EXPECT_ERROR_WITH(none.register_hook([](const Tensor& g) { return g; }), phrase);
+}
+
+// mean and var of an integer tensor name themselves (not the sum they are built on).
+TEST(Errors, MeanAndVarOfIntegersNameTheirOp) {
+  const Tensor i = from_vector({1, 2}, {2}, DType::i64);
+  EXPECT_ERROR_WITH(mean(i), "mean: expected a floating dtype, got i64");
+  EXPECT_ERROR_WITH(var(i), "var: expected a floating dtype, got i64");
 }
 
 // Raw GEMM sizes are checked against the operands: a size or leading dimension larger

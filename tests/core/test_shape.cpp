@@ -103,6 +103,19 @@ TEST(Repeat, InterleaveValues) {
   EXPECT_EQ(repeat_interleave(x, 3, 1).sizes(), (Shape{2, 6}));
 }
 
+// An output size past 64 bits is an error naming the op, not a wrapped (empty) shape.
+TEST(Repeat, SizesPast64BitsAreErrors) {
+  const Tensor x = zeros({4});
+  EXPECT_TRUE(throws_with([&] { repeat_interleave(x, int64_t{1} << 62, 0); },
+                          "repeat_interleave: 4611686018427387904 repeats of dim 0"));
+  EXPECT_TRUE(throws_with([&] { repeat(x, {int64_t{1} << 62}); }, "repeat: repeat counts"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        pad(zeros({2}), {INT64_MAX, INT64_MAX});
+      },
+      "give a size past 64 bits"));
+}
+
 TEST(Repeat, TileValues) {
   // [1, 2] tiled (2, 2) gains a leading dim: [[1,2,1,2],[1,2,1,2]].
   EXPECT_TRUE(values_are(repeat(from_vector({1, 2}, {2}), {2, 2}), {1, 2, 1, 2, 1, 2, 1, 2}));

@@ -432,6 +432,21 @@ TEST(KLDiv, MatchesPyTorchInEveryReduction) {
   }
 }
 
+// A target of 0 contributes 0 with no gradient, whatever logp is there: -inf too, where a
+// mask left the class out (0 * -inf would make the loss NaN).
+TEST(KLDiv, AZeroTargetContributesNothingEvenAtMinusInfinity) {
+  const Tensor logp = log_softmax(from_vector({0.0, -INFINITY}, {1, 2}, DType::f64), 1);
+  const Tensor t = from_vector({1.0, 0.0}, {1, 2}, DType::f64).set_requires_grad(true);
+  const Tensor l = kl_div(logp, t, {.reduction = Reduction::kSum});
+  EXPECT_EQ(l.item(), 0.0);
+  const Tensor x = from_vector({-0.1, -2.3}, {2}, DType::f64).set_requires_grad(true);
+  const Tensor t2 = from_vector({1.0, 0.0}, {2}, DType::f64).set_requires_grad(true);
+  kl_div(x, t2, {.reduction = Reduction::kSum}).backward();
+  // d/dt [t (log t - x)] = log t + 1 - x = 1.1 at t = 1; 0 at t = 0. d/dx = -t.
+  EXPECT_TRUE(values_are(t2.grad(), {1.1, 0.0}, 1e-12));
+  EXPECT_TRUE(values_are(x.grad(), {-1.0, 0.0}, 1e-12));
+}
+
 TEST(KLDiv, GradientsByFiniteDifferences) {
   const Tensor x = test::rand_leaf({2, 3}, 31);
   const Tensor t =
@@ -449,13 +464,13 @@ TEST(KLDiv, GradientsByFiniteDifferences) {
         {x, tl})
         << reduction_name(r);
   }
-  // A zero target contributes 0, and its gradient is finite: -x alone (t log t gives 0
-  // there, where log t + 1 would be -inf); to the input, -t.
+  // A zero target contributes 0, and so does its gradient (log t + 1 - x would be -inf
+  // there; and +inf where x is -inf); to the input, -t.
   Tensor xz = from_vector({-1.0, -2.0}, {2}, DType::f64).set_requires_grad(true);
   Tensor tz = from_vector({0.0, 0.5}, {2}, DType::f64).set_requires_grad(true);
   kl_div(xz, tz, {.reduction = Reduction::kSum}).backward();
   EXPECT_TRUE(values_are(xz.grad(), {0.0, -0.5}, 0));
-  EXPECT_TRUE(values_are(tz.grad(), {1.0, std::log(0.5) + 1 + 2.0}, 1e-15));
+  EXPECT_TRUE(values_are(tz.grad(), {0.0, std::log(0.5) + 1 + 2.0}, 1e-15));
   EXPECT_TRUE(test::throws_with(
       [] {
         kl_div(zeros({}, DType::f64), zeros({}, DType::f64), {.reduction = Reduction::kBatchMean});
