@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "core/ops.h"
+#include "core/text_file.h"
 #include "zero/checkpoint.h"
 #include "zero/param.h"
 
@@ -112,6 +113,20 @@ std::string checkpoint_of(const std::string& dir_or_root) {
   } catch (const std::exception&) {
     return "";
   }
+}
+
+// The checkpoint a run in `output_dir` started from with train.resume: DIR, kept in this
+// file there, so that a launcher's restart of that command line (--resume with the same
+// DIR) after a stop before the first save knows the results it finds as its own.
+fs::path started_from_file(const std::string& output_dir) {
+  return fs::path(output_dir) / ".started_from";
+}
+
+std::string started_from(const std::string& output_dir) {
+  std::ifstream f(started_from_file(output_dir));
+  std::string from;
+  std::getline(f, from);
+  return from;
 }
 
 void flatten(const config::Node& n, std::vector<std::string>& out) {
@@ -287,14 +302,27 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                     "(and over) them. Pass --resume to continue this run from its newest, " +
                     "set another output_dir (--set output_dir=...), or pass --overwrite to " +
                     "replace them");
-      if (!earlier && !results.empty() && !request.overwrite)
+      // The results of this command line's earlier launch, which stopped before it saved:
+      // that launch started over (its records past DIR's step are dropped).
+      const bool own = request.resume && !earlier && !results.empty() && !from.empty() &&
+                       started_from(cfg.output_dir) == from;
+      if (own && request.say)
+        std::printf(
+            "--resume: '%s' holds the results of a start from '%s' that saved no checkpoint: "
+            "starting from it again\n",
+            cfg.output_dir.c_str(), tc.resume.c_str());
+      if (!earlier && !results.empty() && !request.overwrite && !own)
         throw Error(app + ": '" + cfg.output_dir + "' holds an earlier run's results (" + results +
                     ") and train.resume '" + tc.resume + "' is another run's checkpoint: " +
                     "the resumed run would write its own over them. Set another output_dir " +
                     "(--set output_dir=...), or pass --overwrite to replace them");
       const bool replace = (earlier || !results.empty()) && request.overwrite;
-      return (replace ? replace_earlier() : std::string()) + "\n" + tc.resume;
+      const std::string aside = replace ? replace_earlier() : std::string();
+      write_text_atomically(started_from_file(cfg.output_dir).string(), from + "\n");
+      return aside + "\n" + tc.resume;
     }
+    std::error_code ec;  // a run started otherwise is no restart of one started from a DIR
+    fs::remove(started_from_file(cfg.output_dir), ec);
     if (request.resume || tc.resume == "auto") {
       zero::ResumePoint rp;
       try {

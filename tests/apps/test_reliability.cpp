@@ -259,6 +259,19 @@ TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
     return got;
   };
   EXPECT_EQ(start_warm(), root + "/step_000002");
+  // That launch stopped before its first save (killed), leaving its metrics: the next launch
+  // of the same command line starts from that checkpoint again. Started from another
+  // checkpoint, the results are another run's, and are refused.
+  write_file(warm + "/metrics.jsonl", "{\"step\": 1}\n");
+  EXPECT_EQ(start_warm(), root + "/step_000002");
+  err = error_of([&] {
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      app::start_run(tiny_config(warm, {"train.resume=" + root + "/step_000004"}),
+                     warm + "/checkpoints", {"t", /*resume=*/true}, comm);
+    });
+  });
+  EXPECT_TRUE(has(err, "holds an earlier run's results (metrics.jsonl)")) << err;
+  fs::remove(warm + "/metrics.jsonl");
   apptest::train_vqtok(tiny_config(warm, {"train.resume=" + root + "/step_000002"}), false);
   EXPECT_EQ(start_warm(), warm + "/checkpoints/step_000004");
   fs::remove_all(dir);
