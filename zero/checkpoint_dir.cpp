@@ -436,6 +436,11 @@ ResumePoint find_resume_point(const std::string& root) {
   };
   if (rp.dir.empty()) {
     if (!has_latest && problems.empty()) return rp;  // nothing was ever saved here
+    // Only `latest` is left: the step folders were removed (to free space, or to discard
+    // the run). Nothing to repair, so say what is gone and the way out.
+    ZT_CHECK(!problems.empty(), "no checkpoint under '", root, "': '", kLatestFile, "' names '",
+             latest, "', but no step folder is left (removed?). Delete '",
+             (r / kLatestFile).string(), "' to start over there, or set another output_dir");
     ZT_FAIL("no complete checkpoint under '", root, "' (", kLatestFile, ": ",
             has_latest ? "'" + latest + "'" : std::string("missing"), ")", listed(),
             "\nNothing was changed; repair or move these folders to continue");

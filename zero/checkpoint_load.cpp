@@ -300,8 +300,8 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
     check_layout(meta, meta_path);
     std::string diff = first_difference(meta.at("tensors"), describe(e));
     ZT_CHECK(diff.empty(), "checkpoint '", dir.string(),
-             "' was saved from a different model or precision (another model config, or "
-             "another train.dtype / bf16 / fp16 section?): ",
+             "' was saved from a different model or precision (another model config, "
+             "another train.dtype / bf16 / fp16 section, or another `replicated:` list?): ",
              diff);
     if (optim) check_optimizer_kind(e, dir, meta, meta_path);
     ShardFiles files(dir, meta);

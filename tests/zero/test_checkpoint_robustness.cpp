@@ -324,6 +324,11 @@ TEST(CheckpointRobustness, ResumePointIsTheNewestCompleteCheckpoint) {
                "'" + tmp / "a_file" + "' is a file, not a folder of checkpoints");
   fs::create_directories(tmp / "traces");
   std::ofstream(tmp / "traces/latest") << "step_000007\n";
+  // Only `latest` left (the step folders removed): named, with the way out.
+  expect_error([&] { zero::find_resume_point(tmp / "traces"); },
+               "'latest' names 'step_000007', but no step folder is left (removed?). Delete '" +
+                   tmp / "traces/latest" + "' to start over there");
+  fs::create_directories(tmp / "traces/step_000007");
   expect_error([&] { zero::find_resume_point(tmp / "traces"); }, "no complete checkpoint");
 }
 
