@@ -201,6 +201,10 @@ NamedTensors consolidated_state(Engine& engine) {
   return out;
 }
 
+std::map<std::string, std::string> export_metadata(const Engine& engine) {
+  return {{"format", "zt.export"}, {"step", std::to_string(engine.global_step())}};
+}
+
 void export_consolidated(Engine& engine, const std::string& path) {
   comm::Communicator& comm = engine.comm();
   const NamedTensors out = consolidated_state(engine);
@@ -209,8 +213,7 @@ void export_consolidated(Engine& engine, const std::string& path) {
     err = capture([&] {
       fs::path parent = fs::path(path).parent_path();
       if (!parent.empty()) fs::create_directories(parent);
-      nn::save_safetensors(
-          path, out, {{"format", "zt.export"}, {"step", std::to_string(engine.global_step())}});
+      nn::save_safetensors(path, out, export_metadata(engine));
     });
   }
   agree(comm, "export_consolidated('" + path + "')", err);

@@ -502,31 +502,22 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
     refuse_foreign_config(json_path, hf_config["model_type"]);
   }
   auto [model, engine] = load_engine(cfg, dir, comm, app::kExportIsFp32);
-  // The engine writes the BAAI file; it is rewritten where its rows or names must change.
-  const bool cosine = cfg.model.l2_norm_codes;
-  const std::string baai_out = hf || cosine ? out + ".baai.tmp" : out;
-  app::export_engine(*engine, baai_out, comm);
-  if (hf || cosine)  // rank 0 rewrites it; its error, if any, reaches every rank
-    app::decided_by_rank0(comm, [&] {
-      struct RemoveAfter {  // the intermediate file, written or not
-        const std::string& path;
-        ~RemoveAfter() {
-          std::error_code ignore;
-          fs::remove(path, ignore);
-        }
-      } remove_after{baai_out};
-      nn::NamedTensors state = nn::load_safetensors(baai_out);
-      if (cosine) unit_codebook_rows(state);
-      if (hf) {
-        // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
-        nn::save_safetensors(out, vq::to_transformers(state),
-                             {{"format", "pt"}, {"exporter", "zt"}});
-        write_text_atomically(json_path.string(), hf_config.dump(2) + "\n");
-      } else {
-        nn::save_safetensors(out, state, nn::SafetensorsFile(baai_out).metadata());
-      }
-      return std::string();
-    });
+  // The whole fp32 state on rank 0 (every rank gathers), its rows or names changed there
+  // and written once: no intermediate file to leave behind or to need room for.
+  nn::NamedTensors state = zero::consolidated_state(*engine);
+  app::decided_by_rank0(comm, [&] {  // its error, if any, reaches every rank
+    const fs::path parent = fs::path(out).parent_path();
+    if (!parent.empty()) fs::create_directories(parent);
+    if (cfg.model.l2_norm_codes) unit_codebook_rows(state);
+    if (hf) {
+      // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
+      nn::save_safetensors(out, vq::to_transformers(state), {{"format", "pt"}, {"exporter", "zt"}});
+      write_text_atomically(json_path.string(), hf_config.dump(2) + "\n");
+    } else {
+      nn::save_safetensors(out, state, zero::export_metadata(*engine));
+    }
+    return std::string();
+  });
   if (comm.rank() == 0 && !quiet)
     std::printf("export: %s -> %s (%zu tensors, fp32, %s names%s)\n",
                 zero::find_checkpoint(dir).c_str(), out.c_str(), nn::state_dict(*model).size(),

@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "apps/vqtok/model/vq_hf_keys.h"
@@ -270,8 +271,17 @@ TEST(VqHfKeys, CosineCodesExportUnitRows) {
   euclidean.model.l2_norm_codes = false;
   const std::string &baai_out = e.baai, &hf_out = e.hf;
   const Tensor& x = e.x;
+  // Written once, from the state in memory: nothing beside the export (no intermediate
+  // file a kill could leave, or that would need room of its own).
+  auto entries = [](const fs::path& folder) {
+    std::set<std::string> names;
+    for (const auto& f : fs::directory_iterator(folder)) names.insert(f.path().filename().string());
+    return names;
+  };
+  EXPECT_EQ(entries(fs::path(baai_out).parent_path()), std::set<std::string>{"model.safetensors"});
+  EXPECT_EQ(entries(fs::path(hf_out).parent_path()),
+            (std::set<std::string>{"config.json", "model.safetensors"}));
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    EXPECT_FALSE(fs::exists(baai_out + ".baai.tmp"));
     for (const std::string& file : {baai_out, hf_out}) {
       int64_t rows = 0;
       for (const auto& [name, t] : nn::load_safetensors(file))
