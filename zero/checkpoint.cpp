@@ -157,6 +157,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
           {"loss_scaler", loss_scaler_json(engine.loss_scaler())},
           {"tensors", describe(engine)},
           {"files", files}};
+      seal_meta(meta);
       write_text_atomically((tmp / kMetaFile).string(), meta.dump(1) + "\n", id);
       commit(tmp, root, tag, id);
     });

@@ -126,6 +126,25 @@ static std::string quoted(const json* v) {
   return v ? nn::json_brief(*v) : "none";
 }
 
+namespace {
+
+constexpr const char* kMetaDigest = "meta_digest";
+
+// The digest of meta.json's contents but the digest itself, over their compact text
+// (nlohmann's objects are sorted by key and its numbers print back as they read, so the
+// text of what was read is the text of what was written).
+std::string meta_digest(json meta) {
+  meta.erase(kMetaDigest);
+  const std::string text = meta.dump();
+  return hex64(fnv1a(text.data(), text.size()));
+}
+
+}  // namespace
+
+void seal_meta(json& meta) {
+  meta[kMetaDigest] = meta_digest(meta);
+}
+
 json read_meta(const fs::path& dir) {
   fs::path p = dir / kMetaFile;
   std::ifstream f(p);
@@ -138,6 +157,12 @@ json read_meta(const fs::path& dir) {
   nn::check_json_depth(text.view(), kMaxMetaDepth, "'" + p.string() + "'", "a meta.json nests 3");
   json j = json::parse(text.view(), nullptr, /*allow_exceptions=*/false);
   ZT_CHECK(!j.is_discarded() && j.is_object(), "'", p.string(), "' is not valid JSON (corrupt?)");
+  if (j.contains(kMetaDigest))
+    ZT_CHECK(j[kMetaDigest].is_string() && j[kMetaDigest].get<std::string>() == meta_digest(j), "'",
+             p.string(),
+             "' does not match its meta_digest: it was changed after the save (damage, "
+             "or an edit by hand); the step, data position and optimizer counts it holds cannot "
+             "be trusted");
   for (const char* key : {"format", "version"})
     ZT_CHECK(j.contains(key) && (key[0] == 'f' ? j[key].is_string() : j[key].is_number_integer()),
              "'", p.string(), "' is not a zt ZeRO-3 checkpoint's meta.json (no valid '", key, "')");

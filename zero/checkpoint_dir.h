@@ -46,9 +46,13 @@ std::string capture(F&& f) {
   }
 }
 
-/// meta.json of checkpoint `dir`, checked for format, version, a `step` >= 0 and a `files`
-/// table of digests (errors name the file).
+/// meta.json of checkpoint `dir`, checked for its own digest (`meta_digest`: where it is
+/// missing, a file saved before meta.json carried one, there is nothing to check), format,
+/// version, a `step` >= 0 and a `files` table of digests (errors name the file).
 json read_meta(const fs::path& dir);
+/// Sets meta["meta_digest"] to the digest of the rest of `meta`, as a save writes it; a
+/// read checks it, so a changed counter (the step, the data position) is damage found.
+void seal_meta(json& meta);
 /// Checks that checkpoint `dir` is whole and returns its meta.json: it reads, its tensor
 /// table agrees with its world size (check_layout), and every file it lists exists and is a
 /// whole safetensors file; with `digests`, each also matches the digest recorded at save

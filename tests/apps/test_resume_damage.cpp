@@ -17,6 +17,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "zero/checkpoint.h"
+#include "zero/checkpoint_dir.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -72,6 +73,7 @@ TEST(ResumeDamage, AMetaJsonWithTheWrongWorldSizeIsPassedOver) {
   apptest::train_vqtok(tiny_config(dir, 4, 0), false);
   nlohmann::json m = nlohmann::json::parse(std::ifstream(meta));
   m["world_size"] = 3;
+  zero::ckpt::seal_meta(m);  // written so, not changed after: the layout check finds it
   std::ofstream(meta, std::ios::trunc) << m.dump(1);
   testing::internal::CaptureStderr();
   const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, 6, 0), true);
@@ -79,6 +81,29 @@ TEST(ResumeDamage, AMetaJsonWithTheWrongWorldSizeIsPassedOver) {
   EXPECT_EQ(r.start_step, 2);
   EXPECT_EQ(r.steps, 6);
   EXPECT_TRUE(has(err, "'" + meta + "' has world_size 3 but lists 2 rank files")) << err;
+  fs::remove_all(dir);
+}
+
+// meta.json carries a digest of itself: a counter changed after the save (the update count,
+// which places the learning-rate schedule; the data position) is damage, and the resume
+// takes the newest checkpoint whose meta.json matches, not a run moved in time.
+TEST(ResumeDamage, AMetaJsonChangedAfterTheSaveIsPassedOver) {
+  const std::string dir = apptest::fresh_dir("zt_damage", "meta_edit");
+  const std::string meta = dir + "/checkpoints/step_000004/meta.json";
+  apptest::train_vqtok(tiny_config(dir, 4, 0), false);
+  nlohmann::json m = nlohmann::json::parse(std::ifstream(meta));
+  ASSERT_TRUE(m.contains("meta_digest"));
+  m["optimizer_step"] = 7;
+  m["loader"]["position"] = 9;
+  std::ofstream(meta, std::ios::trunc) << m.dump(1);
+  testing::internal::CaptureStderr();
+  const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, 6, 0), true);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_TRUE(has(err, "'" + meta +
+                           "' does not match its meta_digest: it was changed after the "
+                           "save"))
+      << err;
   fs::remove_all(dir);
 }
 

@@ -71,7 +71,8 @@ std::set<std::string> entries(const std::string& dir);
 void expect_agreed(comm::Communicator& comm, const std::function<void()>& f,
                    const std::string& needle);
 
-/// Rewrites meta.json of checkpoint folder `dir` through `edit`.
+/// Rewrites meta.json of checkpoint folder `dir` through `edit`, resealed (its meta_digest
+/// recomputed, as a save writes it) so that the checks past the digest see the edit.
 void edit_meta(const std::string& dir, const std::function<void(nlohmann::json&)>& edit);
 
 }  // namespace zt::lesson
