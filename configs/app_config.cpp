@@ -535,6 +535,13 @@ AppConfig parse_app_config(const Node& root, App app) {
   std::vector<std::string> unused_warnings;
   read_zero_optimization(sections.emplace_back("zero_optimization", Section(Node())).second,
                          unused_zero, unused_warnings);
+  // A DeepSpeed JSON given as the config: its own top-level keys tell, better than the
+  // nearest zt key would.
+  for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size", "steps_per_print"})
+    if (root.is_map() && root.has(key))
+      root.get(key).fail(
+          "a DeepSpeed key: this file looks like a DeepSpeed config; pass it with --deepspeed "
+          "(or deepspeed_config: in the YAML) beside a zt config such as configs/vqtok_tiny.yaml");
   s.finish([&](const std::string& key) {
     std::vector<std::string> paths;
     for (const auto& [name, sec] : sections)

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <type_traits>
 
@@ -90,10 +91,12 @@ std::string text(const T& v) {
 }
 
 // Sets a train field from the DeepSpeed node `ds_node`; a different value the YAML gave
-// for train.`key` is replaced, and a warning says so with both locations.
+// for train.`key` is replaced, and a warning says so with both locations (the replaced
+// value's: the YAML's, or the DeepSpeed key that set it since).
 struct TakeOver {
   const Node& yaml_train;
   std::vector<std::string>& warnings;
+  std::map<std::string, Node> taken = {};  // train key -> the DeepSpeed node that last set it
 
   template <typename T>
   void operator()(const std::string& key, T& field, const T& value, const Node& ds_node) {
@@ -111,8 +114,11 @@ struct TakeOver {
               ? path + " " + ds_node.scalar() + " sets train." + key + " to " + text(value) +
                     ", replacing " + text(field)
               : path + " (" + text(value) + ") replaces train." + key + " (" + text(field) + ")";
-      warnings.push_back(ds_node.where() + ": " + by + " from " + y.where());
+      const auto earlier = taken.find(key);
+      warnings.push_back(ds_node.where() + ": " + by + " from " +
+                         (earlier != taken.end() ? earlier->second : y).where());
     }
+    taken[key] = ds_node;
     field = value;
   }
 };

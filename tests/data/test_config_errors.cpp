@@ -302,6 +302,11 @@ const std::vector<BadCase> kBadConfigs = {
      "bf16: {enabled: true}\nfp16: {enabled: true}\n",
      {},
      {"fp16.enabled: bf16 and fp16 cannot both be enabled"}},
+    {"deepspeed_json_as_config",
+     "{\"train_micro_batch_size_per_gpu\": 4, \"zero_optimization\": {\"stage\": 3}}\n",
+     {},
+     {"bad.yaml:1: train_micro_batch_size_per_gpu: a DeepSpeed key: this file looks like a "
+      "DeepSpeed config; pass it with --deepspeed"}},
     {"dtype_vs_bf16",
      "train:\n  dtype: f16\nbf16:\n  enabled: true\n",
      {},

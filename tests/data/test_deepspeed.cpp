@@ -119,6 +119,24 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                       "1e-05 from "),
             std::string::npos)
       << said;
+  // A value an earlier DeepSpeed key set (the optimizer's lr, then a WarmupLR's default
+  // peak) is named where the JSON set it, not at the YAML line it had replaced.
+  const AppConfig chained =
+      with_deepspeed("chained",
+                     R"({"optimizer": {"type": "AdamW", "params": {"lr": 3e-4}},
+          "scheduler": {"type": "WarmupLR", "params": {"warmup_num_steps": 10,
+                                                     "warmup_type": "linear"}}})",
+                     "train:\n  steps: 20\n  lr: 1.0e-3\n");
+  said.clear();
+  for (const std::string& w : chained.warnings) said += w + "\n";
+  EXPECT_NE(said.find("optimizer.params.lr (0.0003) replaces train.lr (0.001) from "),
+            std::string::npos)
+      << said;
+  const size_t at = said.find("scheduler.type WarmupLR sets train.lr to 0.001, replacing 0.0003");
+  ASSERT_NE(at, std::string::npos) << said;
+  EXPECT_TRUE(said.substr(at, said.find('\n', at) - at).ends_with("chained/ds_config.json:1"))
+      << said;
+  EXPECT_DOUBLE_EQ(chained.train.lr, 1e-3);
   // A value a command-line shortcut gave is named as the user typed it.
   const AppConfig typed = with_deepspeed("typed", kZero3, "", {{"train.steps=2", "--steps 2"}});
   ASSERT_EQ(typed.warnings.size(), 2u);
