@@ -312,6 +312,9 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   note("train", "min_lr", has_lr_floor(t.schedule),
        "with schedule " + sched + " (it is the floor of cosine and linear)");
   note("train", "trace_steps", !t.trace.empty(), "without train.trace");
+  for (const char* key : {"tf32", "cudnn_benchmark", "cudnn_deterministic", "gemm_benchmark"})
+    note("train", key, t.device == "cuda",
+         "on device " + t.device + " (it sets the GPU's libraries)");
   note("train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
        "beyond train.steps (" + std::to_string(t.steps) + "): the warmup is cut to the run, " +
            "and a resume with more steps warms up again over the longer warmup");

@@ -370,16 +370,17 @@ TEST(Config, Fp16KeysWithoutFp16Warn) {
 TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
   AppConfig c = parse_app_config(
       parse_yaml("train:\n  optimizer: adamw\n  momentum: 0.8\n  schedule: cosine\n"
-                 "  step_size: 3\n  gamma: 0.5\n  trace_steps: 4\ndata:\n  path: /x\n"
-                 "  on_bad_image: skip\n",
+                 "  step_size: 3\n  gamma: 0.5\n  trace_steps: 4\n  tf32: all\ndata:\n"
+                 "  path: /x\n  on_bad_image: skip\n",
                  "k.yaml"));
   const std::vector<std::string> want = {
       "k.yaml:3: train.momentum has no effect with optimizer adamw (it is sgd's)",
       "k.yaml:5: train.step_size has no effect with schedule cosine (it is schedule step's)",
       "k.yaml:6: train.gamma has no effect with schedule cosine",
       "k.yaml:7: train.trace_steps has no effect without train.trace",
-      "k.yaml:9: data.path has no effect with data.kind synthetic",
-      "k.yaml:10: data.on_bad_image has no effect with data.kind synthetic (it is "
+      "k.yaml:8: train.tf32 has no effect on device cpu (it sets the GPU's libraries)",
+      "k.yaml:10: data.path has no effect with data.kind synthetic",
+      "k.yaml:11: data.on_bad_image has no effect with data.kind synthetic (it is "
       "image_folder's)"};
   ASSERT_EQ(c.warnings.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
