@@ -333,11 +333,24 @@ void note_inapplicable(const Node& root, AppConfig& c) {
 // sections it holds, with a warning where the YAML had them too.
 void read_engine(Section& s, const Node& ds, AppConfig& c) {
   const Node yaml = s.node();
+  // The YAML section's keys that `d`, the DeepSpeed section replacing it, leaves out: they
+  // go back to their defaults (zt's own keys, such as sync_batchnorm, too), which the
+  // warning names.
+  auto left_out = [](const Node& y, const Node& d) {
+    std::string keys;
+    if (y.is_map())
+      for (const std::string& k : y.keys())
+        if (!d || !d.is_map() || !d.has(k)) keys += (keys.empty() ? "" : ", ") + k;
+    return keys.empty() ? std::string()
+                        : "; its keys the DeepSpeed config does not set go back to their "
+                          "defaults: " +
+                              keys;
+  };
   auto replaced = [&](const char* key) {
     if (Node y = s.take(key))
       c.warnings.push_back(y.where() + ": " + y.path() +
                            ": replaced by the DeepSpeed config's section (" + ds.get(key).where() +
-                           ")");
+                           ")" + left_out(y, ds.get(key)));
   };
   if (ds && ds.has("zero_optimization")) {
     replaced("zero_optimization");
@@ -355,7 +368,8 @@ void read_engine(Section& s, const Node& ds, AppConfig& c) {
       if (Node y = s.take(key))
         c.warnings.push_back(y.where() + ": " + y.path() +
                              ": replaced by the DeepSpeed config's precision (" +
-                             ds.get(ds.has(key) ? key : given).where() + ")");
+                             ds.get(ds.has(key) ? key : given).where() + ")" +
+                             left_out(y, ds.has(key) ? ds.get(key) : Node()));
     c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
     const std::string implied = precision_dtype_name(c.zero.precision);
     if (dtype && dtype.as_string() != implied)

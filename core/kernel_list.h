@@ -164,7 +164,8 @@ void layer_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
 // ---------------------------------------------------------------- softmax and cross-entropy
 // cpu/softmax.cpp, cuda/softmax.cu. Legend: (R, L, I) a tensor viewed as the rows
 // before the softmax dim, the dim, and the elements after it; P positions, C classes.
-// Tensors contiguous; softmax in f32 or f64 with the sum of exponentials in double.
+// Tensors contiguous; softmax in f32 or f64 with the sum of exponentials in double (but
+// for the GPU's cross-entropy partial sums, below).
 
 /// Attention's softmax (cpu/attention.cpp, cuda/attention.cu): x, y (R, L) contiguous
 /// f32 or f64 scores, y = softmax over L of scale * x. causal: R is a multiple of L and
@@ -193,15 +194,17 @@ void softmax_backward(const Tensor& dx, const Tensor& dy, const Tensor& y, int64
 /// Fused cross-entropy forward, reading the logits once per row in their own dtype (no
 /// log-probabilities are stored). logits (P, C) f32, f64, bf16 or f16; target (P) i64 or
 /// i32; lse (P) f64 receives each kept row's log-sum-exp (0 on ignored and bad rows).
-/// The max and exp(x - max) are computed in f32 (f64 for f64 logits), the row's sum of
-/// exponentials and the loss sum in double; each row and the loss sum are reduced in a
-/// fixed order, so results do not depend on the thread count. stats (3) f64 on this
-/// device receives {sum over kept rows of lse[p] - logits[p, t_p], the kept count, the
-/// first position whose target is neither ignore_index nor in [0, C), or -1}: nothing is
-/// read back, so the GPU does not synchronize (its kernel also reports a bad target as a
-/// device error, core/cuda/device_error.h). CPU: rows in parallel, f32 exponentials by
-/// the SIMD exp of cpu/lanes.h (about 1 ulp from std::exp); CUDA: one block per row with
-/// an online max and sum, one read of it.
+/// The max and exp(x - max) are computed in f32 (f64 for f64 logits), the loss sum in
+/// double, and the row's sum of exponentials in double on the CPU; on the GPU each thread
+/// adds the terms since its running max last grew in f32 (a few hundred at most for a
+/// 50k vocabulary) and those partial sums in double, about 1e-7 relative from the CPU; each row and
+/// the loss sum are reduced in a fixed order, so results do not depend on the thread count. stats
+/// (3) f64 on this device receives {sum over kept rows of lse[p] - logits[p, t_p], the kept count,
+/// the first position whose target is neither ignore_index nor in [0, C), or -1}: nothing is read
+/// back, so the GPU does not synchronize (its kernel also reports a bad target as a device error,
+/// core/cuda/device_error.h). CPU: rows in parallel, f32 exponentials by the SIMD exp of
+/// cpu/lanes.h (about 1 ulp from std::exp); CUDA: one block per row with an online max and sum, one
+/// read of it.
 void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor& logits,
                            const Tensor& target, int64_t ignore_index);
 /// dlogits (P, C), the logits' dtype = (exp(logits - lse) - onehot(t)) * grad / count on

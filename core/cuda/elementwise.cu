@@ -242,23 +242,25 @@ __global__ void sum_rows_warp_kernel(const In* in, Out* out, int64_t rows, int64
   if (lane == 0) out[row] = convert<Out>(static_cast<acc_t<Out>>(s));
 }
 
-// Block (r, c) sums chunk c of row r; writes out[r] directly when there is one chunk,
-// else partial[r * chunks + c].
+// Block (r, y) sums chunks y, y + gridDim.y, ... of row r (grid.y is at most 65535); writes
+// out[r] directly when there is one chunk, else partial[r * chunks + c].
 template <typename T>
 __global__ void sum_rows_chunk_kernel(const T* in, T* out, double* partial, int64_t inner,
                                       int64_t chunks) {
   __shared__ double scratch[32];
-  int64_t row = blockIdx.x, c = blockIdx.y;
-  int64_t lo = c * kChunk, hi = min(inner, lo + kChunk);
+  const int64_t row = blockIdx.x;
   const T* p = in + row * inner;
-  double s = 0;
-  for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) s += convert<double>(p[i]);
-  s = block_all_sum(s, scratch);
-  if (threadIdx.x == 0) {
-    if (chunks == 1) {
-      out[row] = convert<T>(static_cast<acc_t<T>>(s));
-    } else {
-      partial[row * chunks + c] = s;
+  for (int64_t c = blockIdx.y; c < chunks; c += gridDim.y) {  // uniform over the block
+    const int64_t lo = c * kChunk, hi = min(inner, lo + kChunk);
+    double s = 0;
+    for (int64_t i = lo + threadIdx.x; i < hi; i += kThreads) s += convert<double>(p[i]);
+    s = block_all_sum(s, scratch);
+    if (threadIdx.x == 0) {
+      if (chunks == 1) {
+        out[row] = convert<T>(static_cast<acc_t<T>>(s));
+      } else {
+        partial[row * chunks + c] = s;
+      }
     }
   }
 }
@@ -509,16 +511,14 @@ void sum_rows(const Tensor& out, const Tensor& in, int64_t rows, int64_t inner) 
     // Long rows: fixed-size chunks (independent of the GPU model), then a second pass
     // over the per-chunk partial sums in double.
     int64_t chunks = (inner + kChunk - 1) / kChunk;
-    ZT_CHECK(chunks <= 65535, "sum: rows of ", inner,
-             " elements are too long for one pass (at most ", 65535 * kChunk, " = 65535 x ", kChunk,
-             "); sum the tensor in pieces and add them");
     Tensor partial;
     double* pp = nullptr;
     if (chunks > 1) {
       partial = Tensor::empty({rows, chunks}, DType::f64, out.device());
       pp = static_cast<double*>(partial.data_ptr());
     }
-    dim3 grid(grid_x(rows, "sum_rows_chunk_kernel"), static_cast<unsigned>(chunks));
+    dim3 grid(grid_x(rows, "sum_rows_chunk_kernel"),
+              static_cast<unsigned>(std::min<int64_t>(chunks, 65535)));
     sum_rows_chunk_kernel<T><<<grid, kThreads, 0, stream>>>(x, o, pp, inner, chunks);
     CUDA_CHECK_LAUNCH();
     if (chunks > 1) {

@@ -80,6 +80,11 @@ cublasHandle_t cublas_handle() {
       [] {
         cublasHandle_t made = nullptr;
         CUBLAS_CHECK(cublasCreate(&made));
+        // 16-bit GEMMs accumulate in f32 (kernel_list.h): no split-K kernel may add its
+        // partial sums in the 16-bit output type.
+        CUBLAS_CHECK(cublasSetMathMode(
+            made, static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH |
+                                            CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION)));
         return made;
       },
       [](cublasHandle_t made) { cublasDestroy(made); });

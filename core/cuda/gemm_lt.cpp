@@ -158,11 +158,11 @@ std::unique_ptr<LtPlan> make_plan(cublasLtHandle_t h, const LtProblem& p) {
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<uint32_t>(alignment(p.a)));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<uint32_t>(alignment(p.out)));
   set_pref(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<uint32_t>(alignment(p.out)));
-  // Timed candidates compete on speed alone: under gemm_benchmark no candidate (the
-  // heuristic's first included) may keep split-K partial sums in a 16-bit output type,
-  // in the output (INPLACE) or in the workspace (OUTPUT_TYPE); split-K reduced in f32
-  // (COMPUTE_TYPE) and no split-K compete.
-  if (p.benchmark && p.types.type != CUDA_R_32F)
+  // 16-bit GEMMs accumulate in f32 (kernel_list.h): no algorithm, the heuristic's first
+  // or a timed candidate, may keep split-K partial sums in a 16-bit output type, in the
+  // output (INPLACE) or in the workspace (OUTPUT_TYPE); split-K reduced in f32
+  // (COMPUTE_TYPE) and no split-K are allowed.
+  if (p.types.type != CUDA_R_32F)
     set_pref(CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
              static_cast<uint32_t>(CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE));
 

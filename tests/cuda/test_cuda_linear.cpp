@@ -8,8 +8,11 @@
 // products: 5e-2 for values of order 1. Without a GPU every test skips and says why.
 #include "cuda/cuda_compare.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <thread>
+#include <utility>
 
 #ifdef ZT_WITH_CUDA
 #include "core/algo_policy.h"
@@ -265,6 +268,35 @@ TEST(CudaLinear, CublasGetsAWorkspaceOnEachStream) {
   }
   std::thread([&] { on_this_stream("a new thread's default stream"); }).join();
 #endif
+}
+
+// 16-bit GEMMs accumulate in f32, also where k is long enough for split-K kernels: a bf16
+// product of positive values with k = 65536 (cuBLAS's matmul and cuBLASLt's linear) is
+// within one bf16 step of the exact sum everywhere, and on average within the quarter
+// step one rounding of the output gives; partial sums added in bf16 round several times.
+TEST(CudaLinear, Bf16ProductsWithALongKAccumulateInF32) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t M = 64, N = 64, K = 65536;
+  manual_seed(21);
+  const Tensor a = (rand({M, K}) + 1.0).to(DType::bf16), w = (rand({N, K}) + 1.0).to(DType::bf16);
+  const std::vector<double> exact =
+      matmul(a.to(DType::f64), w.to(DType::f64).transpose(0, 1)).to_vector();
+  const Tensor ga = a.to(kGpu), gw = w.to(kGpu);
+  for (const auto& [name, got] :
+       {std::pair{"matmul", matmul(ga, gw.transpose(0, 1))}, std::pair{"linear", linear(ga, gw)}}) {
+    SCOPED_TRACE(name);
+    const std::vector<double> g = got.to(kCpu).to(DType::f64).to_vector();
+    double worst = 0, mean = 0;
+    for (size_t i = 0; i < g.size(); ++i) {
+      // One bf16 step at exact[i]: 2^(exponent - 7).
+      const double step = std::ldexp(1.0, std::ilogb(exact[i]) - 7);
+      const double steps = std::fabs(g[i] - exact[i]) / step;
+      worst = std::max(worst, steps);
+      mean += steps / static_cast<double>(g.size());
+    }
+    EXPECT_LE(worst, 1.0);
+    EXPECT_LE(mean, 0.35);
+  }
 }
 
 TEST(CudaLinear, LinearAndLinearGeluForwardBackwardMatchCpu) {

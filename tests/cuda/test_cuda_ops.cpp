@@ -387,6 +387,15 @@ TEST(CudaOps, SumMatchesCpuAndIsDeterministic) {
   }
 }
 
+// A row of more than 65535 chunks (the grid's y limit; 4.3e9 elements, 17 GB of f32 ones):
+// the chunk blocks loop over the chunks past it, and the sum is exact (double partials).
+TEST(CudaOps, ASumOverMoreChunksThanTheGridHoldsIsWhole) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t n = (int64_t{65535} + 2) * 65536;
+  const Tensor x = ones({n}, DType::f32, kGpu);
+  EXPECT_EQ(sum(x).item(), static_cast<double>(n));
+}
+
 TEST(CudaOps, MatmulMatchesCpu) {
   ZT_SKIP_WITHOUT_GPU();
   ASSERT_FALSE(zt::tf32().matmul);  // exact fp32 by default

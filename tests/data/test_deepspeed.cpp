@@ -307,7 +307,8 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
 TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
   // The shipped tiny config has zero_optimization and train.dtype: f32; a DeepSpeed
   // config with its own zero_optimization and bf16 takes over both, and says so.
-  const std::string yaml = "train:\n  dtype: f32\nzero_optimization:\n  reduce_bucket_size: 7\n";
+  const std::string yaml =
+      "train:\n  dtype: f32\nzero_optimization:\n  reduce_bucket_size: 7\n  sync_batchnorm: true\n";
   AppConfig c = with_deepspeed(
       "replace", R"({"bf16": {"enabled": true}, "zero_optimization": {"reduce_bucket_size": 9}})",
       yaml);
@@ -317,6 +318,13 @@ TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
   std::string all;
   for (const auto& w : c.warnings) all += w + "\n";
   EXPECT_NE(all.find("run.yaml:3: zero_optimization: replaced by the DeepSpeed config's section"),
+            std::string::npos)
+      << all;
+  // Section by section: a YAML key the JSON's section leaves out (zt's own sync_batchnorm)
+  // goes back to its default, and the warning names it.
+  EXPECT_FALSE(c.zero.sync_batchnorm);
+  EXPECT_NE(all.find("; its keys the DeepSpeed config does not set go back to their defaults: "
+                     "sync_batchnorm\n"),
             std::string::npos)
       << all;
   EXPECT_NE(all.find("run.yaml:2: train.dtype: f32 is replaced by the DeepSpeed config's bf16"),
