@@ -86,8 +86,9 @@ zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& lo
   if (say && !note.empty()) std::fprintf(stderr, "%s: note: %s\n", what, note.c_str());
   restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm);
   if (say) {
-    std::printf("resumed from %s at step %lld (saved on %d ranks; data epoch %lld, batch %lld)\n",
+    std::printf("resumed from %s at step %lld (saved on %d rank%s; data epoch %lld, batch %lld)\n",
                 extra.dir.c_str(), static_cast<long long>(extra.step), extra.saved_world_size,
+                extra.saved_world_size == 1 ? "" : "s",
                 static_cast<long long>(loader.state().epoch),
                 static_cast<long long>(loader.state().position));
     std::fflush(stdout);

@@ -36,7 +36,8 @@ const char* kHowToTrain =
     "runs/vqtok_tiny/checkpoints)\n"
     "or let vqgpt train a quick one into gpt.tokenizer_checkpoint:\n"
     "  vqgpt tokenizer --config <this config> --steps 200\n"
-    "or pass --tokenizer with an exported .safetensors file (vqtok export)";
+    "or pass --tokenizer with a vqtok checkpoint directory or an exported .safetensors file "
+    "(vqtok export)";
 
 const char* kCheckTheTokenizerPath =
     "check the path: --tokenizer takes a vqtok checkpoint directory (a run's "

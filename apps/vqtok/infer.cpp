@@ -250,9 +250,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   const int64_t batches = (n + batch - 1) / batch;
   const int world = comm.size(), rank = comm.rank();
   if (rank == 0 && !o.quiet)
-    std::printf("encode: %lld %s from %s, %lld per batch on %d ranks\n", static_cast<long long>(n),
+    std::printf("encode: %lld %s from %s, %lld per batch on %d rank%s\n", static_cast<long long>(n),
                 src.images ? "images" : "clips", src.what.c_str(), static_cast<long long>(batch),
-                world);
+                world, world == 1 ? "" : "s");
 
   autograd::NoGradGuard no_grad;
   EncodeResult res;

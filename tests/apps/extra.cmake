@@ -79,6 +79,14 @@ if(ZT_MPIRUN)
     NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg}
     RANK1 ${_vqtok} train ${_cfg} --set train.lr=fast)
+  # --ranks against mpirun's process count: every rank sees the same conflict, so it is one
+  # error, printed once by rank 0, with no MPI_Abort.
+  zt_mpirun_app_test(ranks_conflict "vqtok: error: launch: --ranks 3 conflicts with the 2 processes" ON
+    NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} train ${_cfg} --ranks 3
+    RANK1 ${_vqtok} train ${_cfg} --ranks 3)
+  set_tests_properties(apps.mpi.ranks_conflict PROPERTIES FAIL_REGULAR_EXPRESSION
+    "MPI_ABORT was invoked;conflicts with the 2[^\n]*\n.*conflicts with the 2")
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
   # the job at once (MPI_Abort); it used to wait in MPI_Finalize while rank 0 waited out its
   # timeout (120 s here, past the test's limit).

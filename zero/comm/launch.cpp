@@ -99,13 +99,18 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
     });
     return;
   }
-  const std::unique_ptr<Communicator> comm = at_startup([&] {
-    std::unique_ptr<Communicator> c = make_process_comm(opts);
-    ZT_CHECK(opts.ranks <= 1 || opts.ranks == c->size(), "launch: --ranks ", opts.ranks,
-             " conflicts with the ", c->size(),
-             " processes of mpirun (under mpirun each process is one rank; drop --ranks)");
-    apply(*c);
-    return c;
+  const std::unique_ptr<Communicator> comm = at_startup([&] { return make_process_comm(opts); });
+  // Every rank sees the same --ranks and world size, so all raise this together: an error
+  // they agree on (printed once, by rank 0; each process ends normally, no abort).
+  if (opts.ranks > 1 && opts.ranks != comm->size())
+    throw AgreedError(
+        detail::cat("launch: --ranks ", opts.ranks, " conflicts with the ", comm->size(),
+                    " processes of mpirun (under mpirun each process is one rank; "
+                    "drop --ranks)"),
+        comm->rank());
+  at_startup([&] {
+    apply(*comm);
+    return true;
   });
   try {
     fn(*comm);

@@ -97,9 +97,14 @@ void train(comm::Communicator& comm, bool& improved) {
 
 int main(int argc, char** argv) {
   int ranks = 2;
+  size_t parsed = 0;
   if (argc == 3 && std::string(argv[1]) == "--ranks") {
-    ranks = std::stoi(argv[2]);
-  } else if (argc != 1) {
+    try {
+      ranks = std::stoi(argv[2], &parsed);
+    } catch (const std::exception&) {  // not a number: the usage line below
+    }
+  }
+  if (argc != 1 && !(argc == 3 && parsed > 0 && argv[2][parsed] == '\0')) {
     std::printf("usage: embed_example [--ranks N]   (or: mpirun -np N embed_example)\n");
     return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }
