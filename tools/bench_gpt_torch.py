@@ -169,6 +169,8 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=-1.0,
                     help="dense peak for --dtype, for MFU (default: an H200's on cuda)")
     a = ap.parse_args()
+    if min(a.steps, a.batch) < 1:
+        ap.error("--steps and --batch must be at least 1")
     if a.width % a.heads:
         sys.exit(f"bench_gpt_torch: --width {a.width} is not a multiple of --heads {a.heads}")
     if a.device == "cuda" and not torch.cuda.is_available():
@@ -246,7 +248,7 @@ def main():
     tflops = flops / step_s / 1e12
     out = {"bench": "gpt-torch", "device": a.device, "dtype": a.dtype, "layers": a.layers,
            "tied": a.tie_embeddings, "qkv": a.qkv, "width": a.width, "heads": a.heads, "seq": a.seq, "vocab": a.vocab,
-           "batch": a.batch, "threads": torch.get_num_threads(), "params": n, "zt_params": zt_n,
+           "batch": a.batch, "batch_per_rank": a.batch, "threads": torch.get_num_threads(), "params": n, "zt_params": zt_n,
            "tokens_per_step": tokens, "forward_ms": ms(fwd), "backward_ms": ms(bwd),
            "optimizer_ms": ms(optim), "step_ms": ms(total),
            "tokens_per_s": round(tokens / step_s, 1), "tflops": round(tflops, 4),

@@ -60,6 +60,8 @@ def main():
     ap.add_argument("--reps", type=int, default=20)
     ap.add_argument("--filter", default="")
     a = ap.parse_args()
+    if a.reps < 1 or a.threads < 1:
+        ap.error("--reps and --threads must be at least 1")
     torch.set_num_threads(a.threads)
     for op, shape, leaves, fwd in cases():
         if a.filter not in f"{op} {shape}":

@@ -365,6 +365,8 @@ def main():
     ap.add_argument("--check-keys", metavar="FILE",
                     help="compare state-dict names and shapes with a `vqtok export` file")
     a = ap.parse_args()
+    if min(a.steps, a.batch, a.threads) < 1:
+        ap.error("--steps, --batch and --threads must be at least 1")
     if a.device == "cuda" and not torch.cuda.is_available():
         sys.exit("bench_vqtok_torch: --device cuda needs a PyTorch with CUDA and a GPU")
     torch.set_num_threads(a.threads)

@@ -4,7 +4,9 @@
 The model, batch, loss and optimizer match apps/bench/bench_zero.cpp: `depth` blocks of
 Linear(width, width) -> LayerNorm(width) -> GELU, batch 64, loss mean(y * y.detach()),
 AdamW with zt's defaults (lr 1e-3, betas 0.9/0.999, eps 1e-8, no weight decay), one
-thread. Prints one JSON line shaped like zt-bench's. Not used by the test suite.
+thread. Prints one JSON line with zt-bench's names for what both measure (its "single"
+mode's step_ms; zt's inference forward, infer_ms, has no twin here). Not used by the
+test suite.
 
     python3 tools/bench_zero_torch.py [--width 512] [--depth 8] [--batch 64] [--steps 30]
 """
@@ -24,6 +26,8 @@ def main():
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--threads", type=int, default=1)
     a = ap.parse_args()
+    if a.steps < 2 or min(a.width, a.depth, a.batch, a.threads) < 1:
+        ap.error("--steps must be at least 2 (the first is a warm-up); the sizes at least 1")
     torch.set_num_threads(a.threads)
     torch.manual_seed(1)
     blocks = []
