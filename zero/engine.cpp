@@ -109,7 +109,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
              "precision config), or freeze it");
     // Mixed precision: fp32 parameters are stored, gathered and computed in the low
     // precision type; their fp32 values become the master shard the optimizer updates.
-    DType storage = p.dtype() == DType::f32 ? low : p.dtype();
+    // An earlier engine's precision does not carry over: the parameter's own dtype decides.
+    const DType storage = engine_storage_dtype(p, low);
     if (!is_partitioned(p)) partition_param(p, comm_, 0, storage);
     ZeroParam* z = zero_param(p);
     z->set_storage_dtype(storage, p.requires_grad());
@@ -132,6 +133,8 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
       trainable_aliases.push_back(aliases(name, p));
       reduced.push_back(p);
     }
+    if (!p.requires_grad() && z->dtype == DType::f32)
+      z->master = Tensor();  // frozen in f32: the shard holds the values (kept in 16 bits)
     params_.push_back({name, p});
   }
   allocate_grad_shards(with_grads);

@@ -61,9 +61,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
         continue;
       }
       const int64_t numel = is_partitioned(p) ? zero_param(p)->part.numel : p.numel();
-      const DType dtype = is_partitioned(p)         ? zero_param(p)->dtype
-                          : p.dtype() == DType::f32 ? low
-                                                    : p.dtype();
+      const DType dtype = engine_storage_dtype(p, low);  // what the engine will store
       const int64_t esize = static_cast<int64_t>(dtype_size(dtype));
       const Partition part = make_partition(numel, world);
       if (first) plan.param_shard += part.shard_numel * esize;

@@ -106,7 +106,10 @@ void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
   }
   {
     MemTagScope tag(MemTag::kParamShard);
-    shard = shard.to(storage);
+    // Back to f32 from a low precision: the fp32 master holds the values (the shard only
+    // their rounding).
+    shard = storage == DType::f32 && master.defined() ? master.to(shard.device()).clone()
+                                                      : shard.to(storage);
   }
   dtype = storage;
   owner->dtype = storage;
@@ -266,6 +269,7 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src, Device 
   z->rank = comm.rank();
   z->shape = p.sizes();
   z->dtype = p.dtype();
+  z->declared = p.dtype();
   z->device = device;
   z->owner = p.impl();
   {
@@ -295,6 +299,11 @@ std::string ZeroParam::conversion_refused() const {
   return "it is partitioned by ZeRO-3, and its shards keep their dtype and device: build "
          "the model on its device and in f32 before zero::Init partitions it, and choose "
          "bf16 or fp16 through zero::Config::precision";
+}
+
+DType engine_storage_dtype(const Tensor& p, DType low) {
+  const DType own = is_partitioned(p) ? zero_param(p)->declared : p.dtype();
+  return own == DType::f32 ? low : own;
 }
 
 void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage) {

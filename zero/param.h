@@ -34,9 +34,11 @@ inline int64_t grad_shard_slot(int64_t shard_numel) {
 struct ZeroParam : TensorExtra {
   ParamKind kind = ParamKind::kPartitioned;
   Partition part;
-  int rank = 0;              // this rank (which slice `shard` is)
-  Shape shape;               // full shape
-  DType dtype = DType::f32;  // storage dtype: the parameter's, its shard's, its gathers'
+  int rank = 0;                 // this rank (which slice `shard` is)
+  Shape shape;                  // full shape
+  DType dtype = DType::f32;     // storage dtype: the parameter's, its shard's, its gathers'
+  DType declared = DType::f32;  // the parameter's own dtype when partitioned: what an engine's
+                                // precision config starts from (dtype is an engine's choice)
   Device device;
   Tensor shard;       // [shard_numel] this rank's slice, padded with zeros
   Tensor master;      // fp32 [shard_numel] kept apart when dtype is not f32 or the optimizer
@@ -136,6 +138,10 @@ void partition_param(const Tensor& p, comm::Communicator& comm, int src = 0);
 /// `device`.
 void partition_param(const Tensor& p, comm::Communicator& comm, int src, Device device);
 void partition_param(const Tensor& p, comm::Communicator& comm, int src, DType storage);
+/// The dtype an engine of mixed precision `low` (f32: none) stores parameter p in: `low`
+/// for a parameter declared f32 (its own dtype when partitioned, whatever an earlier
+/// engine stored it in), else its own dtype.
+DType engine_storage_dtype(const Tensor& p, DType low);
 /// Makes `p` a replica: broadcast from `src`, marked replicated (gathers first if it was
 /// partitioned).
 void replicate_param(const Tensor& p, comm::Communicator& comm, int src = 0);

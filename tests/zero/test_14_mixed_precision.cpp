@@ -15,6 +15,7 @@
 
 #include "optim/schedule.h"
 #include "zero/lesson_util.h"
+#include "zero/memory_plan.h"
 
 using namespace zt;
 
@@ -379,4 +380,42 @@ TEST(Lesson14MixedPrecision, AModuleMixingStorageDtypesIsGatheredOncePerDtype) {
   ASSERT_EQ(trained[1].size(), trained[2].size());
   for (size_t i = 0; i < trained[1].size(); ++i)
     EXPECT_NEAR(trained[2][i], trained[1][i], 1e-6) << i;
+}
+
+// A second engine over the same model takes its own precision, not the first one's: the
+// parameters' own dtype (f32 here) decides, and the fp32 masters give the f32 shards back
+// their values, not their bf16 rounding. Frozen under an f32 engine, a parameter keeps no
+// master; the planner predicts from the same dtype the engine stores.
+TEST(Lesson14MixedPrecision, ASecondEngineTakesItsOwnPrecision) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
+    auto [x, y] = data(0);
+    zero::Config bf16;
+    bf16.precision.bf16 = true;
+    std::vector<double> masters;
+    {
+      zero::Engine first(m, comm, bf16, {});
+      first.backward(mse_loss(first(x.to(DType::bf16)).to(DType::f32), y));
+      first.step();
+      masters = zero::zero_param(m->a->weight)->master.to_vector();
+      EXPECT_EQ(zero::plan_memory(*m, 2, zero::Config{}).param_shard,
+                zero::plan_memory(*m, 2, bf16).param_shard * 2)
+          << "the plan for f32 counts 4 bytes an element, bf16 2, whatever is stored now";
+    }
+    {
+      zero::Engine f32(m, comm, zero::Config{}, {});
+      EXPECT_EQ(m->a->weight.dtype(), DType::f32);
+      const zero::ZeroParam* z = zero::zero_param(m->a->weight);
+      EXPECT_EQ(z->shard.dtype(), DType::f32);
+      EXPECT_EQ(z->shard.to_vector(), masters) << "the masters' values, not their rounding";
+      EXPECT_FALSE(z->master.defined()) << "an f32 shard is its own master";
+      f32.backward(mse_loss(f32(x), y));
+      f32.step();
+    }
+    m->a->requires_grad_(false);
+    zero::Engine frozen(m, comm, zero::Config{}, {});
+    EXPECT_FALSE(zero::zero_param(m->a->weight)->master.defined());
+    frozen.backward(mse_loss(frozen(x), y));
+    frozen.step();
+  });
 }
