@@ -148,8 +148,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
   // A failed forward may be retried (lesson 25) where every rank failed alike; its next
   // collective finds out whether they did.
+  std::vector<Tensor> trained_replicas;
+  for (size_t i = 0; i < replicas_.size(); ++i)
+    if (replica_trains_[i]) trained_replicas.push_back(replicas_[i].second);
   hooks_ = std::make_unique<Hooks>(
-      *model_, *coordinator_, *reducer_, reduced, [this](const std::exception& e) {
+      *model_, *coordinator_, *reducer_, reduced, trained_replicas,
+      [this](const std::exception& e) {
         if (!dynamic_cast<const comm::AgreedError*>(&e) &&
             !dynamic_cast<const comm::AbortedError*>(&e))
           comm_.agree_before_next_collective("the agreement after a failed forward");

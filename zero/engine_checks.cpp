@@ -12,9 +12,10 @@ void Engine::check_no_stray_gradient() const {
   ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p,
            "' outside engine.backward(loss) (a plain loss.backward()?). Under the engine every "
            "backward goes through engine.backward(loss), which scales the loss and reduces "
-           "the gradients; that gradient is in the shards now, and Module::zero_grad() cannot "
-           "take it out, so the next step would apply it: engine.discard_gradients() drops it "
-           "(and the rest of the window)");
+           "the gradients; that gradient is kept for the step now (in the shards, which "
+           "Module::zero_grad() cannot reach, or a trainable replica's .grad()), so the next "
+           "step would apply it: engine.discard_gradients() drops it (and the rest of the "
+           "window)");
 }
 
 void Engine::check_model_unchanged() {

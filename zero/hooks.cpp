@@ -51,7 +51,7 @@ static void wrap_for_backward(const char* name, std::vector<Tensor>& ts,
 }
 
 Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
-             const std::vector<Tensor>& trainable,
+             const std::vector<Tensor>& trainable, const std::vector<Tensor>& trainable_replicas,
              std::function<void(const std::exception&)> on_forward_error)
     : coordinator_(coordinator), reducer_(reducer) {
   // First, so that it runs before the root group's own fetch.
@@ -90,6 +90,12 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
   for (const Tensor& p : trainable)
     grad_hooks_.emplace_back(
         p, p.register_post_accumulate_grad_hook([this](const Tensor& q) { on_grad_ready(q); }));
+  // A trainable replica's gradient stays in its .grad() until the step; one that got there
+  // outside Engine::backward (unscaled, not averaged over the accumulation) is only noted.
+  for (const Tensor& p : trainable_replicas)
+    grad_hooks_.emplace_back(p, p.register_post_accumulate_grad_hook([this](const Tensor& q) {
+      if (!in_engine_backward_ && stray_.empty()) stray_ = q.name();
+    }));
 }
 
 void Hooks::begin_compute(std::vector<int64_t>& begins, int id) {

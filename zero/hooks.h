@@ -21,7 +21,7 @@ class Hooks {
   /// trace (also one that fails outside every group, in the model's own code) and is
   /// handed to `on_forward_error`.
   Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
-        const std::vector<Tensor>& trainable,
+        const std::vector<Tensor>& trainable, const std::vector<Tensor>& trainable_replicas,
         std::function<void(const std::exception&)> on_forward_error);
   ~Hooks();
   Hooks(const Hooks&) = delete;

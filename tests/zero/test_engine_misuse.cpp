@@ -172,6 +172,24 @@ TEST(EngineMisuse, ABackwardOutsideTheEngineIsRefused) {
   });
 }
 
+// The same through a trainable replica alone (a term of the replicated module's output,
+// backpropagated by hand): its gradient would wait in the replica's .grad() for the step,
+// unscaled and not averaged over the accumulation. Refused the same way.
+TEST(EngineMisuse, ABackwardOutsideTheEngineThroughOnlyATrainableReplicaIsRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    manual_seed(1);
+    auto m = std::make_shared<Tokenized>(comm, /*train_tok=*/true);
+    zero::Engine e(m, comm, {}, adamw());
+    sum((*m->tok)(ones({3, 4}))).backward();
+    EXPECT_TRUE(test::throws_with([&] { e.backward(loss_of(e, 1)); },
+                                  "a gradient reached 'tok.bias' outside engine.backward(loss)"));
+    e.discard_gradients();
+    EXPECT_FALSE(m->tok->weight.grad().defined() && sum(abs(m->tok->weight.grad())).item() != 0.0);
+    e.backward(loss_of(e, 2));
+    EXPECT_TRUE(e.step());
+  });
+}
+
 // A read-only GatheredParameters scope held across a step sees the step's update as the
 // scope's values, not as an edit (it blamed the optimizer on the user); an edit after the
 // step is still one.
