@@ -142,6 +142,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     broadcast_tensor(b, comm_, 0);
     buffers_.emplace_back(name, b);
   }
+  buffer_versions_ = buffer_versions();
   check_buffer_policies();
   optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims, trainable_aliases);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
@@ -360,11 +361,19 @@ bool Engine::update() {
   // The ranks agree that their backwards reduced the same gradients, they fetched the
   // same modules and their replicas are the same (when one was written from outside),
   // before anything is updated.
+  const std::vector<uint64_t> versions = buffer_versions();
+  std::vector<uint8_t> written(versions.size());
+  for (size_t i = 0; i < versions.size(); ++i) written[i] = versions[i] != buffer_versions_[i];
   const WindowFlags any = agree_on_window(reducer_->layout(), coordinator_->fetches_hash(),
-                                          replica_versions() != replica_versions_, comm_);
+                                          replica_versions() != replica_versions_, written, comm_);
   // Where both differ, the modules each rank ran say more than the gradients.
   if (!any.fetches_agree) coordinator_->check_ranks_agree();
   if (!any.layouts_agree) fail_layouts_differ(reducer_->layout(), comm_);
+  if (!any.buffer_writes_agree) {
+    std::vector<std::string> names;
+    for (const auto& nb : buffers_) names.push_back(nb.first);
+    fail_buffer_writes_differ(names, written, comm_);
+  }
   reducer_->clear_layout();
   if (any.replicas_written) zero::verify_replicas(replicas_, comm_);
   replica_versions_ = replica_versions();
@@ -509,6 +518,17 @@ void Engine::refresh_from_master() {
 
 void Engine::sync_buffers() {
   zero::sync_buffers(buffers_, config_.buffers, comm_);
+  buffer_versions_ = buffer_versions();
+}
+
+std::vector<uint64_t> Engine::buffer_versions() const {
+  std::vector<uint64_t> v(buffers_.size(), 0);
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const auto& [name, b] = buffers_[i];
+    if (b.has_storage() && config_.buffers.sync_for(name) != BufferSync::none)
+      v[i] = b.storage()->version();
+  }
+  return v;
 }
 
 void Engine::verify_replicas() {

@@ -73,7 +73,7 @@ void fail_layouts_differ(const std::string& layout, comm::Communicator& comm) {
 }
 
 WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bool replicas_written,
-                            comm::Communicator& comm) {
+                            const std::vector<uint8_t>& written_buffers, comm::Communicator& comm) {
   WindowFlags any;
   any.replicas_written = replicas_written;
   if (comm.size() == 1) return any;
@@ -81,15 +81,42 @@ WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bo
     uint64_t layout;
     uint64_t fetches;
     uint64_t written;
+    uint64_t buffers;
   };
   const std::vector<Report> all = comm.all_gather_object(
-      Report{fnv1a(layout.data(), layout.size()), fetches_hash, replicas_written ? 1u : 0u});
+      Report{fnv1a(layout.data(), layout.size()), fetches_hash, replicas_written ? 1u : 0u,
+             fnv1a(written_buffers.data(), written_buffers.size())});
   for (const Report& r : all) {
     any.replicas_written = any.replicas_written || r.written != 0;
     any.layouts_agree = any.layouts_agree && r.layout == all[0].layout;
     any.fetches_agree = any.fetches_agree && r.fetches == all[0].fetches;
+    any.buffer_writes_agree = any.buffer_writes_agree && r.buffers == all[0].buffers;
   }
   return any;
+}
+
+void fail_buffer_writes_differ(const std::vector<std::string>& names,
+                               const std::vector<uint8_t>& written, comm::Communicator& comm) {
+  const std::vector<std::string> all =
+      comm.all_gather_bytes(std::string(written.begin(), written.end()));
+  for (size_t i = 0; i < names.size(); ++i) {
+    std::string wrote;
+    bool differ = false;
+    for (size_t r = 0; r < all.size(); ++r) {
+      const bool w = i < all[r].size() && all[r][i] != 0;
+      differ = differ || w != (i < all[0].size() && all[0][i] != 0);
+      if (w) wrote += (wrote.empty() ? "" : ", ") + std::to_string(r);
+    }
+    if (differ)
+      throw comm::AgreedError(
+          detail::cat("zero::Engine: buffer '", names[i], "' was written on rank(s) ", wrote,
+                      " only since the last step (a load or an update on some ranks: ",
+                      "zero::load_state_dict loads on rank 0 and broadcasts); the step's buffer "
+                      "sync would mix the ranks' values into one nobody wrote"),
+          comm.rank());
+  }
+  throw comm::AgreedError("zero::Engine: the ranks wrote different buffers since the last step",
+                          comm.rank());
 }
 
 }  // namespace zt::zero

@@ -15,7 +15,9 @@
 //   lists, for an error naming the first difference, before the update.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "zero/comm/communicator.h"
 
@@ -24,14 +26,22 @@ namespace zt::zero {
 /// What some rank reported (with one rank: this rank's own report).
 struct WindowFlags {
   bool replicas_written = false;
-  bool layouts_agree = true;  // every rank reduced the same layout
-  bool fetches_agree = true;  // every rank fetched the same modules in the same order
+  bool buffer_writes_agree = true;  // every rank wrote the same synced buffers since the sync
+  bool layouts_agree = true;        // every rank reduced the same layout
+  bool fetches_agree = true;        // every rank fetched the same modules in the same order
 };
 
 /// Compares a hash of this rank's reduce layout (GradReducer::layout()) with every other
 /// rank's, and returns each flag set on any rank.
+/// `written_buffers`: per synced buffer, 1 when this rank wrote it since the last sync.
 WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bool replicas_written,
-                            comm::Communicator& comm);
+                            const std::vector<uint8_t>& written_buffers, comm::Communicator& comm);
+/// When agree_on_window found the ranks wrote different buffers, every rank calls this: it
+/// throws comm::AgreedError naming the first buffer some ranks wrote and others did not
+/// (`names` in the order of `written`), and which ranks wrote it.
+[[noreturn]] void fail_buffer_writes_differ(const std::vector<std::string>& names,
+                                            const std::vector<uint8_t>& written,
+                                            comm::Communicator& comm);
 /// When agree_on_window found the layouts differ, every rank calls this: it throws
 /// comm::AgreedError naming the first parameter that got a gradient on some ranks only (or,
 /// when the sets agree, the ranks' orders).
