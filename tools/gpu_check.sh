@@ -2,10 +2,10 @@
 # The GPU check: every GPU test and GPU benchmark in one call, within 7 minutes on one
 # H100 or H200 (ZT_GPU_CHECK_SECONDS, default 420: each step's limit is cut to what is left
 # of it, and once nothing is left the remaining steps say SKIPPED; give the device tool's
-# call about 40 s more). Build here with CUDA on, pack what it runs, and run the pack on
+# call about 60 s more). Build here with CUDA on, pack what it runs, and run the pack on
 # the GPU machine from the repository root:
 #   bash tools/gpu_pack.sh build .gpu
-#   bash .gpu/run 'bash $ZT_REPO/tools/gpu_check.sh'     (device tool: carry [".gpu"], timeout 460)
+#   bash .gpu/run 'bash $ZT_REPO/tools/gpu_check.sh'     (device tool: carry [".gpu"], timeout 480)
 # Runs inside the unpacked build (bin/, configs/). Prints each step's command, its output
 # and seconds; exits 1 if any step failed, was skipped for want of time or was
 # interrupted. The steps run most important first, so that a check cut short still has
