@@ -327,74 +327,6 @@ void note_inapplicable(const Node& root, AppConfig& c) {
        std::string("with data.kind ") + data_kind_name(c.data.kind) + " (it is image_folder's)");
 }
 
-// The engine's sections into c.zero: zero_optimization, bf16 / fp16 reconciled with
-// train.dtype, buffers, and the train keys DeepSpeed keeps at the top level. A DeepSpeed
-// config `ds` (absent: none) replaces each of zero_optimization and the precision
-// sections it holds, with a warning where the YAML had them too.
-void read_engine(Section& s, const Node& ds, AppConfig& c) {
-  const Node yaml = s.node();
-  // The YAML section's keys that `d`, the DeepSpeed section replacing it, leaves out: they
-  // go back to their defaults (zt's own keys, such as sync_batchnorm, too), which the
-  // warning names.
-  auto left_out = [](const Node& y, const Node& d) {
-    std::string keys;
-    if (y.is_map())
-      for (const std::string& k : y.keys())
-        if (!d || !d.is_map() || !d.has(k)) keys += (keys.empty() ? "" : ", ") + k;
-    return keys.empty() ? std::string()
-                        : "; its keys the DeepSpeed config does not set go back to their "
-                          "defaults: " +
-                              keys;
-  };
-  auto replaced = [&](const char* key) {
-    if (Node y = s.take(key))
-      c.warnings.push_back(y.where() + ": " + y.path() +
-                           ": replaced by the DeepSpeed config's section (" + ds.get(key).where() +
-                           ")" + left_out(y, ds.get(key)));
-  };
-  if (ds && ds.has("zero_optimization")) {
-    replaced("zero_optimization");
-    read_zero_optimization(Section(ds.get("zero_optimization")), c.zero, c.warnings);
-  } else {
-    read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
-  }
-  const Node train = yaml.get("train");
-  const Node dtype = train ? train.get("dtype") : Node();
-  if (ds && (ds.has("bf16") || ds.has("fp16"))) {
-    // The DeepSpeed config's precision replaces the YAML's whole: both sections, also the
-    // one it leaves out.
-    const char* given = ds.has("bf16") ? "bf16" : "fp16";
-    for (const char* key : {"bf16", "fp16"})
-      if (Node y = s.take(key))
-        c.warnings.push_back(y.where() + ": " + y.path() +
-                             ": replaced by the DeepSpeed config's precision (" +
-                             ds.get(ds.has(key) ? key : given).where() + ")" +
-                             left_out(y, ds.has(key) ? ds.get(key) : Node()));
-    c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
-    const std::string implied = precision_dtype_name(c.zero.precision);
-    if (dtype && dtype.as_string() != implied)
-      c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
-                           " is replaced by the DeepSpeed config's " + implied);
-  } else {
-    const Node bf16 = yaml.get("bf16"), fp16 = yaml.get("fp16");
-    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
-    apply_dtype(dtype, bf16, fp16, c.zero.precision);
-  }
-  c.train.dtype = precision_dtype_name(c.zero.precision);
-  // fp16's loss-scaling keys are read whether or not fp16 is on (as DeepSpeed reads them);
-  // where it is off they do nothing, which the run says.
-  const Node fp16 = (ds && (ds.has("bf16") || ds.has("fp16")) ? ds : yaml).get("fp16");
-  if (fp16 && fp16.is_map() && !c.zero.precision.fp16)
-    for (const std::string& key : fp16.keys())
-      if (const Node n = fp16.get(key); key != "enabled")
-        c.warnings.push_back(n.where() + ": " + n.path() +
-                             " has no effect: fp16 is not enabled (the run trains in " +
-                             c.train.dtype + ")");
-  read_buffers(s.sub("buffers"), c.zero.buffers);
-  c.zero.gradient_clipping = c.train.gradient_clipping;
-  c.zero.gradient_accumulation_steps = static_cast<int>(c.train.gradient_accumulation_steps);
-}
-
 // Cross-section checks: clip sizes against the model's factors, GPT against tokens.
 void check_app(Section& root, AppConfig& c) {
   const ModelConfig& m = c.model;
@@ -517,7 +449,7 @@ AppConfig parse_app_config(const Node& root, App app) {
     c.deepspeed_json = read_deepspeed_file(c.deepspeed_config);
     ds = parse_deepspeed_text(c.deepspeed_json, c.deepspeed_config);
   }
-  read_engine(s, ds, c);
+  read_engine_sections(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);
   check_merged_train(root, c);
   note_inapplicable(root, c);

@@ -1,9 +1,12 @@
-// Reading zero_optimization, bf16, fp16 and buffers into zero::Config, and reconciling
-// train.dtype with the mixed-precision sections.
+// Reading zero_optimization, bf16, fp16 and buffers into zero::Config, reconciling
+// train.dtype with the mixed-precision sections, and a DeepSpeed config's sections in
+// place of the YAML's.
 #include "configs/zero_sections.h"
 
 #include <functional>
 #include <utility>
+
+#include "configs/app_config.h"
 
 namespace zt::config {
 
@@ -205,6 +208,71 @@ void apply_dtype(const Node& dtype_node, const Node& bf16, const Node& fp16,
 
 const char* precision_dtype_name(const zero::MixedPrecision& precision) {
   return precision.bf16 ? "bf16" : precision.fp16 ? "f16" : "f32";
+}
+
+void read_engine_sections(Section& s, const Node& ds, AppConfig& c) {
+  const Node yaml = s.node();
+  // The YAML section's keys that `d`, the DeepSpeed section replacing it, leaves out: they
+  // go back to their defaults (zt's own keys, such as sync_batchnorm, too), which the
+  // warning names.
+  auto left_out = [](const Node& y, const Node& d) {
+    std::string keys;
+    if (y.is_map())
+      for (const std::string& k : y.keys())
+        if (!d || !d.is_map() || !d.has(k)) keys += (keys.empty() ? "" : ", ") + k;
+    return keys.empty() ? std::string()
+                        : "; its keys the DeepSpeed config does not set go back to their "
+                          "defaults: " +
+                              keys;
+  };
+  auto replaced = [&](const char* key) {
+    if (Node y = s.take(key))
+      c.warnings.push_back(y.where() + ": " + y.path() +
+                           ": replaced by the DeepSpeed config's section (" + ds.get(key).where() +
+                           ")" + left_out(y, ds.get(key)));
+  };
+  if (ds && ds.has("zero_optimization")) {
+    replaced("zero_optimization");
+    read_zero_optimization(Section(ds.get("zero_optimization")), c.zero, c.warnings);
+  } else {
+    read_zero_optimization(s.sub("zero_optimization"), c.zero, c.warnings);
+  }
+  const Node train = yaml.get("train");
+  const Node dtype = train ? train.get("dtype") : Node();
+  const bool ds_precision = ds && (ds.has("bf16") || ds.has("fp16"));
+  if (ds_precision) {
+    // The DeepSpeed config's precision replaces the YAML's whole: both sections, also the
+    // one it leaves out.
+    const char* given = ds.has("bf16") ? "bf16" : "fp16";
+    for (const char* key : {"bf16", "fp16"})
+      if (Node y = s.take(key))
+        c.warnings.push_back(y.where() + ": " + y.path() +
+                             ": replaced by the DeepSpeed config's precision (" +
+                             ds.get(ds.has(key) ? key : given).where() + ")" +
+                             left_out(y, ds.has(key) ? ds.get(key) : Node()));
+    c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
+    const std::string implied = precision_dtype_name(c.zero.precision);
+    if (dtype && dtype.as_string() != implied)
+      c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
+                           " is replaced by the DeepSpeed config's " + implied);
+  } else {
+    const Node bf16 = yaml.get("bf16"), fp16 = yaml.get("fp16");
+    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
+    apply_dtype(dtype, bf16, fp16, c.zero.precision);
+  }
+  c.train.dtype = precision_dtype_name(c.zero.precision);
+  // fp16's loss-scaling keys are read whether or not fp16 is on (as DeepSpeed reads them);
+  // where it is off they do nothing, which the run says.
+  const Node fp16 = (ds_precision ? ds : yaml).get("fp16");
+  if (fp16 && fp16.is_map() && !c.zero.precision.fp16)
+    for (const std::string& key : fp16.keys())
+      if (const Node n = fp16.get(key); key != "enabled")
+        c.warnings.push_back(n.where() + ": " + n.path() +
+                             " has no effect: fp16 is not enabled (the run trains in " +
+                             c.train.dtype + ")");
+  read_buffers(s.sub("buffers"), c.zero.buffers);
+  c.zero.gradient_clipping = c.train.gradient_clipping;
+  c.zero.gradient_accumulation_steps = static_cast<int>(c.train.gradient_accumulation_steps);
 }
 
 }  // namespace zt::config

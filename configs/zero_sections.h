@@ -39,4 +39,12 @@ void apply_dtype(const Node& dtype_node, const Node& bf16, const Node& fp16,
 /// The spelling of the parameter dtype `precision` implies ("f32", "bf16", "f16").
 const char* precision_dtype_name(const zero::MixedPrecision& precision);
 
+struct AppConfig;
+/// The engine's sections of config `s` into c.zero: zero_optimization, bf16 / fp16
+/// reconciled with train.dtype, buffers, and the train keys DeepSpeed keeps at the top
+/// level. A DeepSpeed config `ds` (absent: none) replaces each of zero_optimization and the
+/// precision sections it holds, with a warning where the YAML had them too, naming the
+/// YAML's keys that go back to their defaults; fp16 keys where fp16 is off warn.
+void read_engine_sections(Section& s, const Node& ds, AppConfig& c);
+
 }  // namespace zt::config
