@@ -299,11 +299,18 @@ void Coordinator::regather_persistent() {
   // copies an earlier engine on this model left, which this one never counted).
   live_elems_ = 0;
   for (ModuleGroup& g : groups_) {
-    std::vector<ZeroParam*> keep;
+    // Held ones (a GatheredParameters scope open across the step) come back too, but are
+    // not counted: the scope that holds them releases them (or its gather did not count).
+    std::vector<ZeroParam*> persistent, held;
     for (ZeroParam* z : g.params)
-      if (z->persistent || z->holds > 0) keep.push_back(z);
-    live_elems_ += gather_group(keep, comm_);
-    for (ZeroParam* z : keep) z->wait();
+      if (z->persistent)
+        persistent.push_back(z);
+      else if (z->holds > 0)
+        held.push_back(z);
+    live_elems_ += gather_group(persistent, comm_);
+    gather_group(held, comm_);
+    for (ZeroParam* z : persistent) z->wait();
+    for (ZeroParam* z : held) z->wait();
   }
 }
 

@@ -357,6 +357,9 @@ bool Engine::step() {
 
 bool Engine::update() {
   autograd::NoGradGuard ng;
+  // Edits made so far in an open modifier scope reach every rank's shards and replicas
+  // first: the step updates them, and its re-gather keeps them.
+  GatheredParameters::commit_edits();
   reduce_gradients();
   // The ranks agree that their backwards reduced the same gradients, they fetched the
   // same modules and their replicas are the same (when one was written from outside),
@@ -525,7 +528,9 @@ std::vector<uint64_t> Engine::buffer_versions() const {
   std::vector<uint64_t> v(buffers_.size(), 0);
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const auto& [name, b] = buffers_[i];
-    if (b.has_storage() && config_.buffers.sync_for(name) != BufferSync::none)
+    // Averaged ones only: under broadcast rank 0's write is the one kept, as the policy says;
+    // under none each rank keeps its own.
+    if (b.has_storage() && config_.buffers.sync_for(name) == BufferSync::average)
       v[i] = b.storage()->version();
   }
   return v;

@@ -279,9 +279,10 @@ class Engine {
   // writes: a sum that moved by the next step means a write from outside (a load on one
   // rank), and that step verifies the replicas before its update.
   uint64_t replica_versions_ = 0;
-  // buffer_versions() after the last buffer sync: a buffer whose version moved since was
-  // written, and the ranks must agree on which were (a load or an edit on some ranks only
-  // would otherwise be mixed into every rank's value by the sync).
+  // buffer_versions() after the last buffer sync: an averaged buffer whose version moved
+  // since was written, and the ranks must agree on which were (a load or an edit on some
+  // ranks only would otherwise be mixed into every rank's value by the sync; a broadcast
+  // counts as a write on every rank).
   std::vector<uint64_t> buffer_versions_;
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device

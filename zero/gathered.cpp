@@ -10,8 +10,8 @@
 namespace zt::zero {
 
 namespace {
-// This thread's open read-only scopes (a rank is one thread).
-std::vector<GatheredParameters*>& open_read_only() {
+// This thread's open scopes (a rank is one thread).
+std::vector<GatheredParameters*>& open_scopes() {
   thread_local std::vector<GatheredParameters*> scopes;
   return scopes;
 }
@@ -71,10 +71,8 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     }
     throw;
   }
-  if (!modifier_) {
-    hash_contents();
-    open_read_only().push_back(this);
-  }
+  if (!modifier_) hash_contents();
+  open_scopes().push_back(this);
 }
 
 void GatheredParameters::hash_contents() {
@@ -84,7 +82,22 @@ void GatheredParameters::hash_contents() {
 }
 
 void GatheredParameters::note_step() {
-  for (GatheredParameters* g : open_read_only()) g->hash_contents();
+  for (GatheredParameters* g : open_scopes())
+    if (!g->modifier_) g->hash_contents();
+}
+
+void GatheredParameters::commit_edits() {
+  for (GatheredParameters* g : open_scopes())
+    if (g->modifier_) g->broadcast_edits();
+}
+
+void GatheredParameters::broadcast_edits() {
+  autograd::NoGradGuard ng;
+  for (const Tensor& p : params_) {
+    broadcast_tensor(p, comm_, *modifier_);
+    if (is_partitioned(p)) zero_param(p)->write_edit(p);
+  }
+  for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
 }
 
 // A module's tensors, named after their dotted paths (for error messages).
@@ -124,16 +137,12 @@ GatheredParameters::~GatheredParameters() noexcept(false) {
 void GatheredParameters::exit() {
   if (!open_) return;
   open_ = false;
-  std::erase(open_read_only(), this);
+  std::erase(open_scopes(), this);
   autograd::NoGradGuard ng;
   std::string changed;
   bool modified = false;
   if (modifier_) {
-    for (const Tensor& p : params_) {
-      broadcast_tensor(p, comm_, *modifier_);
-      if (is_partitioned(p)) zero_param(p)->write_edit(p);
-    }
-    for (const Tensor& b : buffers_) broadcast_tensor(b, comm_, *modifier_);
+    broadcast_edits();
   } else {
     size_t k = 0;
     for (const Tensor& t : params_) {

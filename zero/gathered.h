@@ -40,9 +40,15 @@ class GatheredParameters {
   /// open here take the new values as their own, so that a scope held across a step
   /// does not blame the step's update on the user. The engine calls it.
   static void note_step();
+  /// Before an optimizer step on this thread: the modifier scopes open here broadcast and
+  /// re-partition the edits made so far (as exit() does), so that the step updates the
+  /// edited values and its re-gather does not overwrite them. The engine calls it; every
+  /// rank of each scope's communicator must be stepping.
+  static void commit_edits();
 
  private:
   void hash_contents();
+  void broadcast_edits();
   static constexpr int64_t kBatchElems = int64_t{8} << 20;  // elements per all-gather
   std::vector<Tensor> params_, buffers_;
   std::vector<bool> gathered_here_;

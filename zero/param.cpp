@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 
 namespace zt::zero {
 
@@ -315,6 +316,10 @@ void broadcast_tensor(const Tensor& t, comm::Communicator& comm, int src) {
   if (!t.defined() || comm.size() == 1) return;
   if (t.is_contiguous()) {
     comm.broadcast(t, src);
+    // A write on every rank, the source's too (its tensor was just made every rank's): the
+    // engine's check that the ranks wrote the same buffers since the last step sees a
+    // rank-0 load or edit that was broadcast as written everywhere.
+    detail::count_writes({t});
     return;
   }
   Tensor c = t.contiguous();

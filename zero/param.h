@@ -145,7 +145,8 @@ DType engine_storage_dtype(const Tensor& p, DType low);
 /// Makes `p` a replica: broadcast from `src`, marked replicated (gathers first if it was
 /// partitioned).
 void replicate_param(const Tensor& p, comm::Communicator& comm, int src = 0);
-/// Broadcasts a buffer (or any full tensor) from `src` in place.
+/// Broadcasts a buffer (or any full tensor) from `src` in place: a write on every rank
+/// (its version moves there, as an in-place op's does).
 void broadcast_tensor(const Tensor& t, comm::Communicator& comm, int src = 0);
 
 }  // namespace zt::zero

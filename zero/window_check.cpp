@@ -112,7 +112,9 @@ void fail_buffer_writes_differ(const std::vector<std::string>& names,
           detail::cat("zero::Engine: buffer '", names[i], "' was written on rank(s) ", wrote,
                       " only since the last step (a load or an update on some ranks: ",
                       "zero::load_state_dict loads on rank 0 and broadcasts); the step's buffer "
-                      "sync would mix the ranks' values into one nobody wrote"),
+                      "sync would mix the ranks' values into one nobody wrote. Write it on every "
+                      "rank (zero::load_state_dict, or a GatheredParameters scope with "
+                      "modifier_rank 0, broadcasts rank 0's values) and call step() again"),
           comm.rank());
   }
   throw comm::AgreedError("zero::Engine: the ranks wrote different buffers since the last step",

@@ -305,5 +305,49 @@ TEST(Lesson12BufferSync, ABufferWrittenOnOneRankAfterTheEngineIsBuiltIsRefused) 
     engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
     EXPECT_TRUE(test::throws_with([&] { engine.step(); },
                                   "buffer 'bn.running_mean' was written on rank(s) 0 only"));
+    // Mended by writing it everywhere: a modifier scope's exit broadcasts rank 0's values.
+    { zero::GatheredParameters everywhere(*tok->bn, comm, /*modifier_rank=*/0); }
+    engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
+    EXPECT_TRUE(engine.step());
+    const std::vector<std::string> h = lesson::hashes_across_ranks(tok->bn->running_mean, comm);
+    EXPECT_EQ(h[0], h[1]);
   });
+}
+
+// The documented ways to put rank 0's statistics on every rank after the engine is built
+// are writes on every rank (a broadcast counts as one), so the next step goes on and every
+// rank holds rank 0's values: zero::load_state_dict, a modifier scope (edited before its
+// exit, or held open across the step), and under `buffers.sync: broadcast` a plain write on
+// rank 0, which that policy keeps.
+TEST(Lesson12BufferSync, StatisticsPutOnEveryRankAfterTheEngineIsBuiltStep) {
+  for (const std::string how : {"load_state_dict", "scope", "scope across the step", "broadcast"}) {
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      const auto tok = tokenizer(comm);
+      zero::Config cfg;
+      if (how == "broadcast") cfg.buffers.sync = zero::BufferSync::broadcast;
+      zero::Engine engine(tok, comm, cfg, {});
+      tok->bn->eval();  // its statistics change only by the writes below
+      lesson::TokenizerLike pretrained;
+      lesson::load_pretrained_stats(pretrained);
+      const std::vector<double> want = pretrained.bn->running_mean.to_vector();
+      Generator g(7);
+      std::optional<zero::GatheredParameters> scope;
+      if (how == "load_state_dict") {
+        zero::load_state_dict(
+            *tok, comm.rank() == 0 ? nn::state_dict(pretrained) : nn::NamedTensors{}, comm);
+      } else if (how == "broadcast") {
+        if (comm.rank() == 0) lesson::load_pretrained_stats(*tok);
+      } else {
+        scope.emplace(*tok->bn, comm, /*modifier_rank=*/0);
+        if (comm.rank() == 0) lesson::load_pretrained_stats(*tok);
+        if (how == "scope") scope.reset();
+      }
+      engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
+      EXPECT_TRUE(engine.step()) << how;
+      scope.reset();
+      EXPECT_EQ(tok->bn->running_mean.to_vector(), want) << how << ", rank " << comm.rank();
+      engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
+      EXPECT_TRUE(engine.step()) << how << ": the next step too";
+    });
+  }
 }

@@ -214,6 +214,39 @@ TEST(EngineMisuse, AReadOnlyScopeHeldAcrossAStepTakesTheUpdate) {
   });
 }
 
+// A modifier scope held across a step: rank 0's edit before the step is the value the step
+// updates (it was overwritten by the step's re-gather), and an edit after it reaches every
+// rank at the exit; partitioned and persistent parameters alike.
+TEST(EngineMisuse, AModifierScopeHeldAcrossAStepKeepsItsEdits) {
+  for (bool persistent : {false, true}) {
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto m = std::make_shared<Pair>();
+      zero::Engine e(m, comm, persistent ? zero::Config{} : lesson::eager_release_config(),
+                     adamw());
+      {
+        zero::GatheredParameters g(*m, comm, /*modifier_rank=*/0);
+        e.backward(loss_of(e, 1));
+        if (comm.rank() == 0) {
+          autograd::NoGradGuard no_grad;
+          m->b->bias.fill_(7.0);
+        }
+        EXPECT_TRUE(e.step());
+        if (comm.rank() == 0) {
+          autograd::NoGradGuard no_grad;
+          m->a->bias.fill_(3.0);
+        }
+      }
+      for (const auto& [name, t] : lesson::full_parameters(*m, comm)) {
+        if (name == "b.bias") {  // AdamW with lr 1e-2 moved it by about 0.01
+          EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 7.0), 0.05)) << persistent;
+        } else if (name == "a.bias") {
+          EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 3.0))) << persistent;
+        }
+      }
+    });
+  }
+}
+
 // Under gradient accumulation the engine counts micro-batches by step() calls (DeepSpeed's
 // contract). Several backward() calls before one step(), as a PyTorch loop accumulates,
 // would update at every gas-th step() only, with gas times the gradient: refused.
