@@ -30,6 +30,10 @@ class Dataset {
   virtual Sample get(int64_t index) const = 0;
   /// A short description for logs ("SyntheticVideo(1024 x (4, 3, 32, 32))").
   virtual std::string describe() const = 0;
+  /// Beyond describe(), what sample i is, as far as is cheap to tell without reading it:
+  /// two processes whose datasets give the same describe() and identity() read the same
+  /// samples (ranks compare them at the start). "" where describe() says it all.
+  virtual std::string identity() const { return ""; }
 };
 
 /// A view of some of another dataset's samples (indices into it, in order).
@@ -40,6 +44,7 @@ class Subset : public Dataset {
   /// The base sample at indices[index]; Sample::index stays the base index.
   Sample get(int64_t index) const override;
   std::string describe() const override;
+  std::string identity() const override { return base_->identity(); }
   const Dataset& base() const { return *base_; }
   const std::vector<int64_t>& indices() const { return indices_; }
 

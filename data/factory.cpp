@@ -119,11 +119,16 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
     ds = open_files(cfg, "data.eval_path", cfg.eval_path);
     if (train) check_no_shared_file(cfg, *train, *ds);
   }
-  int64_t n = std::min(std::max<int64_t>(cfg.eval_samples, 1), ds->size());
+  int64_t n = std::max<int64_t>(cfg.eval_samples, 1);
   if (scored > 0) n = std::min(n, scored);
+  return spread(ds, n);
+}
+
+std::shared_ptr<const Dataset> spread(std::shared_ptr<const Dataset> ds, int64_t n) {
+  n = std::min(n, ds->size());
   std::vector<int64_t> idx;
   for (int64_t i = 0; i < n; ++i) idx.push_back(i * ds->size() / n);
-  return std::make_shared<Subset>(ds, idx);
+  return std::make_shared<Subset>(std::move(ds), idx);
 }
 
 bool eval_held_out(const DataConfig& cfg) {

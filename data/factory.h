@@ -34,6 +34,10 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                                                  const std::shared_ptr<const Dataset>& train,
                                                  int64_t scored = 0);
 
+/// `n` items of `ds` evenly spaced over it (item i * size / n), all of it where n >= size:
+/// a part that samples the whole, where the first n items would be its first folders.
+std::shared_ptr<const Dataset> spread(std::shared_ptr<const Dataset> ds, int64_t n);
+
 /// Whether cfg's eval clips are held out from training (synthetic, or an eval_path).
 bool eval_held_out(const DataConfig& cfg);
 

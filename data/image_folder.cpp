@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "data/tensorboard.h"
 
 namespace fs = std::filesystem;
 
@@ -78,15 +79,18 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
   // images again. Hidden entries (".*", such as macOS's "._x.png" metadata files) are left
   // out.
   std::map<fs::path, fs::path> listed = {{fs::canonical(dir, ec), dir}};  // real -> as walked
+  fs::path entering;  // the folder the next increment opens, if any: named if it fails
   for (auto it = fs::recursive_directory_iterator(
            dir, fs::directory_options::follow_directory_symlink, ec);
        !ec && it != fs::end(it); it.increment(ec)) {
     std::error_code entry;  // the non-throwing queries: a broken link is named below
+    entering.clear();
     if (it->path().filename().string().rfind('.', 0) == 0) {
       if (it->is_directory(entry)) it.disable_recursion_pending();
       continue;
     }
     if (it->is_directory(entry)) {
+      entering = it->path();
       const fs::path real = fs::canonical(it->path(), entry);
       const auto [first, fresh] = listed.emplace(real, it->path());
       if (!fresh) refuse_second_visit(first->second, it->path(), real, dir);
@@ -102,7 +106,9 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
              "' is a link to a file that does not exist; remove it or restore its target");
     if (it->is_regular_file(entry)) files_.push_back(it->path().string());
   }
-  ZT_CHECK(!ec, "ImageFolder: cannot list '", dir, "': ", ec.message());
+  ZT_CHECK(!ec, "ImageFolder: cannot list '", entering.empty() ? dir : entering.string(), "'",
+           entering.empty() ? "" : " (under data.path '" + dir + "')", ": ", ec.message(),
+           entering.empty() ? "" : "; make it readable, or move it out of the data folder");
   std::sort(files_.begin(), files_.end());
   ZT_CHECK(!files_.empty(), "ImageFolder: no images (.png, .jpg, .jpeg, .bmp, .tga) under '", dir,
            "'",
@@ -188,6 +194,19 @@ int64_t ImageFolder::decodable(int64_t index, Image& img) const {
 std::string ImageFolder::describe() const {
   return "ImageFolder('" + dir_ + "', " + std::to_string(files_.size()) + " images" +
          (skipped_.empty() ? "" : "; skipped " + skipped_files()) + ")";
+}
+
+std::string ImageFolder::identity() const {
+  uint32_t crc = 0;
+  for (const std::string& f : files_) {
+    std::error_code ec;
+    const std::string entry = fs::path(f).lexically_relative(dir_).generic_string() + '\0' +
+                              std::to_string(fs::file_size(f, ec)) + '\0';
+    crc = crc32c(entry.data(), entry.size(), crc);
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08x", crc);
+  return std::string("files and sizes crc32c ") + hex;
 }
 
 std::string ImageFolder::skipped_files() const {

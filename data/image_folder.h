@@ -46,6 +46,10 @@ class ImageFolder : public Dataset {
   /// "ImageFolder('dir', 10 images)", with "; skipped 3 files: .webp 2, .txt 1" when the
   /// folder holds files of other extensions.
   std::string describe() const override;
+  /// A digest of the files' paths under the folder and their sizes: copies of one folder
+  /// agree wherever they are; folders of other files (the same count, or a relative
+  /// data.path from other working directories) do not.
+  std::string identity() const override;
 
   const std::vector<std::string>& files() const { return files_; }
   const std::vector<std::string>& classes() const { return classes_; }

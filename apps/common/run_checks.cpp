@@ -380,8 +380,10 @@ void check_same_config(const config::Node& root, comm::Communicator& comm, const
 }
 
 void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app) {
-  check_same(comm, detail::cat("data=", dataset.describe(), ", ", dataset.size(), " items"), "data",
-             app,
+  check_same(comm,
+             detail::cat("data=", dataset.describe(), ", ", dataset.size(),
+                         " items\nlisting=", dataset.identity()),
+             "data", app,
              "every rank must read the same data: start the ranks in one working directory, "
              "with data.path on a filesystem they all share");
 }

@@ -477,9 +477,16 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
 
 EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
   auto model = load_frozen_model(cfg, o.weights, comm);
-  auto dataset = data::make_dataset(cfg.data, o.eval_split);
-  auto loader = data::make_loader(dataset, cfg.data, batch_of(cfg, o.batch), comm.rank(),
-                                  comm.size(), /*eval=*/true);
+  const int64_t batch = batch_of(cfg, o.batch);
+  // With --batches, the clips scored are spread over the split, not its first folders.
+  const int64_t scored = o.batches > 0 ? o.batches * batch * comm.size() : 0;
+  auto dataset = data::make_dataset(cfg.data, o.eval_split, scored);
+  if (!o.eval_split && scored > 0) dataset = data::spread(dataset, scored);
+  if (comm.rank() == 0 && o.eval_split && !data::eval_held_out(cfg.data))
+    std::fprintf(stderr, "vqtok eval: note: eval split: %s\n",
+                 data::describe_eval(cfg.data, *dataset).c_str());
+  auto loader =
+      data::make_loader(dataset, cfg.data, batch, comm.rank(), comm.size(), /*eval=*/true);
   return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
                           cfg, comm);
 }

@@ -25,6 +25,7 @@
 #include "apps/common/output_paths.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/text_file.h"
+#include "data/factory.h"
 
 namespace {
 
@@ -172,6 +173,7 @@ int main(int argc, char** argv) {
                         if (comm.rank() != 0) return;
                         nlohmann::json j = r.json();
                         j["split"] = eval_split;
+                        j["held_out"] = vo.eval_split && data::eval_held_out(cfg.data);
                         std::printf("%s\n", j.dump().c_str());
                         if (!eval_out.empty()) write_text_atomically(eval_out, j.dump(2) + "\n");
                       });

@@ -200,6 +200,42 @@ TEST(VqtokApp, InferenceReadsAnyOptimizersCheckpointAndWeighsTheVqTermAsTraining
   fs::remove_all(dir);
 }
 
+// eval --batches K scores K batches of clips spread over the split, not its first ones
+// (there the first class folder): of a/0 a/1 b/0 b/1, one batch of two is a/0 and b/0,
+// scored exactly as a folder of those two.
+TEST(VqtokApp, EvalOfSomeBatchesScoresClipsSpreadOverTheSplit) {
+  const Trained& t = trained();
+  const std::string dir = fresh_dir("spread");
+  uint8_t seed = 0;
+  for (const std::string f : {"a/0", "a/1", "b/0", "b/1"}) {
+    std::vector<uint8_t> px(16 * 16 * 3);
+    for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 37 + seed * 101);
+    ++seed;
+    fs::create_directories(dir + "/all/" + f.substr(0, 1));
+    data::save_png(dir + "/all/" + f + ".png", data::Image{16, 16, px});
+  }
+  for (const std::string f : {"a/0", "b/0"}) {
+    fs::create_directories(dir + "/mix/" + f.substr(0, 1));
+    fs::copy_file(dir + "/all/" + f + ".png", dir + "/mix/" + f + ".png");
+  }
+  auto folder = [&](const std::string& path) {
+    return tiny_config(t.cfg.output_dir, {"data.kind=image_folder", "data.path=" + path});
+  };
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::EvalOptions some;
+    some.eval_split = false;
+    some.batches = 1;
+    some.batch = 2;
+    vqtok::EvalOptions all = some;
+    all.batches = 0;
+    const vqtok::EvalResult spread = vqtok::evaluate(folder(dir + "/all"), some, comm);
+    const vqtok::EvalResult mix = vqtok::evaluate(folder(dir + "/mix"), all, comm);
+    EXPECT_EQ(spread.clips, 2);
+    EXPECT_EQ(spread.mse, mix.mse);
+  });
+  fs::remove_all(dir);
+}
+
 // A folder of images of any aspect ratio encodes at the config's size (cropped to the
 // middle), and a list beside the codes says which file each row is.
 TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {

@@ -184,6 +184,24 @@ TEST(ImageFolder, EvalItemsOfTheTrainingDataReuseItsListing) {
   }
 }
 
+// What the ranks compare at the start beside the description: a copy of the folder agrees
+// wherever it is; a folder of the same count with another file, or a file of another size,
+// does not (ranks in different working directories with one relative data.path read such
+// folders as one).
+TEST(ImageFolder, TheIdentityTellsFoldersOfOtherFilesApart) {
+  const std::string d = temp_dir();
+  folder_pair(d + "/a/x", d + "/a/y");
+  fs::copy(d + "/a", d + "/copy", fs::copy_options::recursive);
+  folder_pair(d + "/renamed/x", d + "/renamed/z");
+  folder_pair(d + "/resized/x", d + "/resized/y");
+  save_png(d + "/resized/y/b.png", solid(16, 16, 4, 5, 6));
+  const std::string a = ImageFolder(d + "/a").identity();
+  EXPECT_EQ(ImageFolder(d + "/copy").identity(), a);
+  EXPECT_NE(ImageFolder(d + "/renamed").identity(), a);
+  EXPECT_NE(ImageFolder(d + "/resized").identity(), a);
+  EXPECT_EQ(Subset(std::make_shared<ImageFolder>(d + "/a"), {1}).identity(), a);
+}
+
 TEST(ImageFolder, DecodesResizesAndScales) {
   const std::string d = temp_dir();
   fs::create_directories(d + "/cats");
