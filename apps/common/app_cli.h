@@ -25,7 +25,7 @@ namespace zt::app {
 
 struct CommonArgs {
   std::string config;
-  int ranks = 1;
+  int ranks = 0;  // 0: --ranks not given (one thread rank; under mpirun, the world size)
   std::vector<std::string> sets;
   std::string device;     // --device: shortcut for --set train.device=D
   std::string deepspeed;  // --deepspeed: shortcut for --set deepspeed_config=PATH
@@ -94,7 +94,8 @@ inline int run_on_ranks(
   comm::agree_before_launch(bad_config);
   const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
   comm::LaunchOptions launch;
-  launch.ranks = c.ranks;
+  launch.ranks = std::max(c.ranks, 1);
+  launch.ranks_given = c.ranks > 0;
   launch.memory_limit = cfg.memory_limit;
   if (c.trains && cfg.train.device == "cuda") launch.device = Device::cuda(0);
   comm::launch(launch, [&](comm::Communicator& comm) {

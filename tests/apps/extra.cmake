@@ -87,6 +87,11 @@ if(ZT_MPIRUN)
     RANK1 ${_vqtok} train ${_cfg} --ranks 3)
   set_tests_properties(apps.mpi.ranks_conflict PROPERTIES FAIL_REGULAR_EXPRESSION
     "MPI_ABORT was invoked;conflicts with the 2[^\n]*\n.*conflicts with the 2")
+  # --ranks 1, given, is a conflict too (it ran two ranks without a word).
+  zt_mpirun_app_test(ranks_one_given "vqtok: error: launch: --ranks 1 conflicts with the 2 processes" ON
+    NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} train ${_cfg} --ranks 1
+    RANK1 ${_vqtok} train ${_cfg} --ranks 1)
   # A rank that fails while it starts (here its $ZT_COMM_TIMEOUT_MS does not parse) ends
   # the job at once (MPI_Abort); it used to wait in MPI_Finalize while rank 0 waited out its
   # timeout (120 s here, past the test's limit).

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -36,6 +37,11 @@ enum class ReduceOp : uint8_t { kSum, kAvg, kMax };
 
 /// "sum", "avg", "max".
 const char* reduce_op_name(ReduceOp op);
+
+/// Ends the error of a collective whose Work its rank dropped without wait().
+inline constexpr const char* kUnwaitedWorkHint =
+    "\n  (an asynchronous collective that failed after its rank dropped its Work without "
+    "wait(): wait() on every Work a collective returns)";
 
 /// A group of ranks. Tensors are contiguous, have storage, and live on device(); sizes
 /// are flat (only numel matters). Calls must be issued in the same order on every rank.
@@ -103,6 +109,11 @@ class Communicator {
   virtual void abort(const std::string& reason) = 0;
   /// The first abort reason, or "" while healthy.
   virtual std::string abort_reason() const = 0;
+  /// After the rank's own code returned: waits for the collectives still queued and
+  /// returns the first error of one whose Work was dropped without wait() (null if none),
+  /// which launch() raises. No collective may be issued after it. Null by default (a
+  /// backend whose errors reach their caller otherwise).
+  virtual std::exception_ptr finish_queued() { return nullptr; }
 
  protected:
   Communicator(int rank, int size);

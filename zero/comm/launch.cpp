@@ -17,9 +17,15 @@
 
 namespace zt::comm {
 
+// The variable that makes this process one of an MPI job's, or null.
+static const char* mpi_job_variable() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
+    if (std::getenv(v) != nullptr) return v;
+  return nullptr;
+}
+
 bool under_mpirun() {
-  return std::getenv("OMPI_COMM_WORLD_SIZE") != nullptr || std::getenv("PMI_SIZE") != nullptr ||
-         std::getenv("PMIX_RANK") != nullptr;
+  return mpi_job_variable() != nullptr;
 }
 
 static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts) {
@@ -102,11 +108,14 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   const std::unique_ptr<Communicator> comm = at_startup([&] { return make_process_comm(opts); });
   // Every rank sees the same --ranks and world size, so all raise this together: an error
   // they agree on (printed once, by rank 0; each process ends normally, no abort).
-  if (opts.ranks > 1 && opts.ranks != comm->size())
+  if ((opts.ranks > 1 || opts.ranks_given) && opts.ranks != comm->size())
     throw AgreedError(
         detail::cat("launch: --ranks ", opts.ranks, " conflicts with the ", comm->size(),
                     " processes of mpirun (under mpirun each process is one rank; "
-                    "drop --ranks)"),
+                    "drop --ranks). This process counts as one of an MPI job because ",
+                    mpi_job_variable(),
+                    " is set; where no mpirun started it (a shell inside a Slurm job, say), "
+                    "unset that variable for thread ranks"),
         comm->rank());
   at_startup([&] {
     apply(*comm);
@@ -114,6 +123,9 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   });
   try {
     fn(*comm);
+    // A collective that failed after its Work was dropped unwaited: its error, not exit 0.
+    if (const std::exception_ptr lost = comm->finish_queued())
+      ZT_FAIL("rank ", comm->rank(), ": ", message_of(lost), kUnwaitedWorkHint);
   } catch (const AgreedError&) {
     throw;         // every rank raises it: each ends normally (MPI_Finalize meets them all)
   } catch (...) {  // anything else, std::exception or not, ends the whole job

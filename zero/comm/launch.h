@@ -17,7 +17,10 @@ bool under_mpirun();
 
 /// How to start the ranks.
 struct LaunchOptions {
-  int ranks = 1;                         ///< thread ranks for a plain start (--ranks)
+  int ranks = 1;  ///< thread ranks for a plain start (--ranks)
+  /// --ranks was given: under mpirun it must then equal the world size, 1 included (a
+  /// value above 1 must whether given or not).
+  bool ranks_given = false;
   Device device = Device::cpu();         ///< cuda: NCCL under mpirun, GPU = local rank
   std::chrono::milliseconds timeout{0};  ///< collective deadline; 0 keeps the default
   /// Bytes each rank may hold on each device (its ledger's limit); 0 keeps the default

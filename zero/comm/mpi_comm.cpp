@@ -128,6 +128,10 @@ MpiComm::~MpiComm() {
   }
 }
 
+std::exception_ptr MpiComm::finish_queued() {
+  return exec_->finish();
+}
+
 void MpiComm::fail(const std::string& reason) {
   std::lock_guard<std::mutex> lock(mu_);
   if (abort_reason_.empty()) abort_reason_ = reason.empty() ? "abort()" : reason;

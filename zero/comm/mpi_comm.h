@@ -71,6 +71,7 @@ class MpiComm : public Communicator {
   /// since MPI cannot wake peers blocked in a collective.
   void abort(const std::string& reason) override;
   std::string abort_reason() const override;
+  std::exception_ptr finish_queued() override;
   /// The underlying MPI communicator.
   MPI_Comm handle() const { return comm_; }
   /// Whether each collective first checks that every rank issued the same one (kind,

@@ -4,6 +4,7 @@
 #include "zero/comm/reduce.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace zt::comm {
 
@@ -36,6 +37,11 @@ void reduce_typed(ReduceOp op, T* out, const void* const* ins, int n_ins, int64_
           A v = static_cast<A>(x[i]);
           acc[i] = v > acc[i] || v != v ? v : acc[i];  // a NaN on any rank wins (torch's)
         }
+      } else if constexpr (std::is_integral_v<A>) {
+        // Integers wrap on overflow, as NCCL's do (a signed overflow is undefined in C++).
+        using U = std::make_unsigned_t<A>;
+        for (int64_t i = 0; i < m; ++i)
+          acc[i] = static_cast<A>(static_cast<U>(acc[i]) + static_cast<U>(static_cast<A>(x[i])));
       } else {
         for (int64_t i = 0; i < m; ++i) acc[i] += static_cast<A>(x[i]);
       }

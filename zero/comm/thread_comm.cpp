@@ -219,9 +219,7 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   if (first) std::rethrow_exception(first);
   if (first_aborted) std::rethrow_exception(first_aborted);
   const std::string unseen = group->unseen();
-  ZT_CHECK(unseen.empty(), unseen,
-           "\n  (an asynchronous collective that failed after its rank dropped its Work "
-           "without wait(): wait() on every Work a collective returns)");
+  ZT_CHECK(unseen.empty(), unseen, kUnwaitedWorkHint);
 }
 
 }  // namespace zt::comm

@@ -65,7 +65,13 @@ void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Miss
       os << "zt.comm: " << what << " timed out after " << limit.timeout.count()
          << " ms (see Communicator::set_timeout); rank(s) that did not " << doing << ": ["
          << rank_list(late) << "]";
-      for (int r : late) os << "; rank " << r << " last arrived at #" << last_seq_[r];
+      for (int r : late) {
+        os << "; rank " << r;
+        if (last_seq_[r] < 0)
+          os << " has not arrived at any collective yet";
+        else
+          os << " last arrived at #" << last_seq_[r];
+      }
       abort_locked(os.str());
       ZT_FAIL(os.str());
     }

@@ -67,3 +67,30 @@ TEST(MpiComm, AnAbandonedCollectiveNeverWritesIntoNewMemory) {
   d->all_reduce(one, ReduceOp::kSum);
   EXPECT_EQ(one.to_vector(), std::vector<double>(4, d->size()));
 }
+
+// A collective whose Work rank 0 dropped without wait(), and which then failed (the other
+// ranks were late: it timed out), is not lost: finish_queued() returns its error, which
+// launch() raises after the rank's code returns, as run_threads does for thread ranks (it
+// was dropped: the job exited 0).
+TEST(MpiComm, AnAsyncCollectiveDroppedUnwaitedStillReportsItsError) {
+  auto c = std::make_unique<MpiComm>();
+  c->set_timeout(20s);
+  c->set_check_collectives(false);
+  c->barrier();
+  Tensor t = zeros({4});
+  if (c->rank() == 0) {
+    c->set_timeout(300ms);
+    c->broadcast(t, 1, /*async=*/true);  // the Work dropped at once
+    const std::exception_ptr lost = c->finish_queued();
+    ASSERT_TRUE(lost) << "the timed-out broadcast's error was dropped";
+    EXPECT_TRUE(
+        test::throws_with([&] { std::rethrow_exception(lost); },
+                          "broadcast #1 (f32 x 4, root 1) on rank 0 timed out after 300 ms"));
+    MPI_Barrier(MPI_COMM_WORLD);
+  } else {
+    std::this_thread::sleep_for(600ms);
+    c->broadcast(t, 1);  // late: rank 0's abandoned request takes it
+    EXPECT_EQ(c->finish_queued(), nullptr);
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
