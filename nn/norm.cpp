@@ -262,8 +262,10 @@ std::string RMSNorm::extra_repr() const {
 
 Tensor RMSNorm::forward(const Tensor& x) {
   check_trailing("RMSNorm", x, options.normalized_shape());
+  // The default eps is that of the dtype it normalizes in: f32 for 16-bit inputs.
+  const DType computes_in = is_16bit_float(x.dtype()) ? DType::f32 : x.dtype();
   return rms_norm(x, options.normalized_shape(), weight,
-                  options.eps().value_or(machine_epsilon(x.dtype())));
+                  options.eps().value_or(machine_epsilon(computes_in)));
 }
 
 }  // namespace zt::nn

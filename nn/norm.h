@@ -199,7 +199,9 @@ struct RMSNormOptions {
   /* implicit */ RMSNormOptions(Shape normalized_shape)
       : normalized_shape_(std::move(normalized_shape)) {}
   ZT_ARG(Shape, normalized_shape);
-  /// std::nullopt (the default): the input dtype's machine_epsilon, as PyTorch's.
+  /// std::nullopt (the default): the machine_epsilon of the dtype it normalizes in (the
+  /// input's; f32 for bf16/f16 inputs), as PyTorch's since January 2025 (earlier releases,
+  /// 2.5 among them, took the 16-bit dtype's: 2^-7 for bf16, which swamps small rows).
   ZT_ARG(std::optional<double>, eps) = std::nullopt;
   ZT_ARG(bool, elementwise_affine) = true;
 };

@@ -226,22 +226,29 @@ void nearest_backward(const Tensor& gx, const Tensor& gy, int64_t planes, const 
                       const Shape& out_dhw) {
   const NearestPlan p(in_dhw, out_dhw);
   dispatch_floating(gx.dtype(), "interpolate_nearest backward", [&]<typename T>() {
+    using A = acc_t<T>;
     const T* pgy = gy.data<T>();
     T* pgx = gx.data<T>();
     parallel_for(planes, grain_for(p.out_plane), [&](int64_t b0, int64_t b1) {
+      // Each input element's sum in A, rounded to T once (a 16-bit gradient summed in 16
+      // bits loses about a bit per doubling of the scale), in the order the GPU adds.
+      std::vector<A> wide(std::is_same_v<T, A> ? 0 : p.in_plane);
       for (int64_t b = b0; b < b1; ++b) {
         const T* src = pgy + b * p.out_plane;
-        T* plane = pgx + b * p.in_plane;
-        std::fill_n(plane, p.in_plane, T(0));
+        A* plane;
+        if constexpr (std::is_same_v<T, A>)
+          plane = pgx + b * p.in_plane;
+        else
+          plane = wide.data();
+        std::fill_n(plane, p.in_plane, A(0));
         for (int64_t od = 0; od < p.out[0]; ++od) {
           for (int64_t oh = 0; oh < p.out[1]; ++oh, src += p.out[2]) {
-            T* dst = plane + p.in_row(od, oh);
-            for (int64_t ow = 0; ow < p.out[2]; ++ow) {
-              T& d = dst[p.w[ow]];
-              d = T(acc_t<T>(d) + acc_t<T>(src[ow]));
-            }
+            A* dst = plane + p.in_row(od, oh);
+            for (int64_t ow = 0; ow < p.out[2]; ++ow) dst[p.w[ow]] += A(src[ow]);
           }
         }
+        if constexpr (!std::is_same_v<T, A>)
+          for (int64_t i = 0; i < p.in_plane; ++i) pgx[b * p.in_plane + i] = T(wide[i]);
       }
     });
   });

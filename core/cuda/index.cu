@@ -264,13 +264,13 @@ __global__ void nearest_backward_kernel(T* gx, const T* gy, int64_t total, Neare
     const int64_t h0 = nearest_first(p, 1, h), h1 = nearest_first(p, 1, h + 1);
     const int64_t w0 = nearest_first(p, 2, w), w1 = nearest_first(p, 2, w + 1);
     const T* src = gy + b * out_plane;
-    T cur = convert<T>(0.0f);
+    // Summed in acc_t, rounded once, in the CPU's order.
+    acc_t<T> sum = 0;
     for (int64_t od = d0; od < d1; ++od)
       for (int64_t oh = h0; oh < h1; ++oh)
         for (int64_t ow = w0; ow < w1; ++ow)
-          cur = convert<T>(convert<acc_t<T>>(cur) +
-                           convert<acc_t<T>>(src[(od * p.out[1] + oh) * p.out[2] + ow]));
-    gx[i] = cur;
+          sum += convert<acc_t<T>>(src[(od * p.out[1] + oh) * p.out[2] + ow]);
+    gx[i] = convert<T>(sum);
   }
 }
 

@@ -87,6 +87,17 @@ TEST(Interpolate, GradCheck) {
                  {s});
 }
 
+// A 16-bit input's gradient sums its output pixels' gradients in f32 and rounds once, as
+// PyTorch's: 1 + 3 x 2^-8 = 1.01171875 rounds (a tie, to even) to bf16 1.015625; rounded
+// after every add, each 2^-8 was lost (1.0), an error that grows with the upsampling factor.
+TEST(Interpolate, A16BitGradientIsSummedInF32AndRoundedOnce) {
+  Tensor x = ones({1, 1, 1, 1}, DType::bf16);
+  x.set_requires_grad(true);
+  Tensor g = from_vector({1, 1.0 / 256, 1.0 / 256, 1.0 / 256}, {1, 1, 2, 2}).to(DType::bf16);
+  sum(mul(interpolate_nearest(x, {2, 2}), g)).backward();
+  EXPECT_TRUE(values_are(x.grad(), {1.015625}, 0));
+}
+
 TEST(Interpolate, Errors) {
   EXPECT_TRUE(throws_with(
       [] {

@@ -125,15 +125,16 @@ TEST(Norms, GroupLayerRmsByHand) {
   nn::RMSNorm rms(nn::RMSNormOptions({4}));
   const double r = std::sqrt(7.5);
   EXPECT_TRUE(values_are(rms(iota({1, 4})), {1 / r, 2 / r, 3 / r, 4 / r}, 1e-5));
-  // The default eps is the input dtype's machine epsilon, as PyTorch's: [0.01, 0] in bf16
-  // (0.01 is 0.0100098) is 0.0100098 / sqrt(5.01e-5 + 2^-7) = 0.112886, 0.112793 in bf16
-  // (an eps of 1e-6 would give 1.398).
+  // The default eps is the machine epsilon of the dtype it normalizes in, f32 for bf16 (as
+  // PyTorch's since January 2025): [0.01, 0] in bf16 (0.01 is 0.0100098) is
+  // 0.0100098 / sqrt(5.01e-5 + 2^-23) = 1.41254, 1.4140625 in bf16 (bf16's own epsilon,
+  // 2^-7, would give 0.112793).
   EXPECT_EQ(rms.extra_repr(), "[4], eps=None, elementwise_affine=true");
   auto rms2 = std::make_shared<nn::RMSNorm>(nn::RMSNormOptions({2}));
   rms2->to(DType::bf16);
   const Tensor small = (*rms2)(from_vector({0.01, 0}, {1, 2}, DType::bf16));
   EXPECT_EQ(small.dtype(), DType::bf16);
-  EXPECT_TRUE(values_are(small.to(DType::f32), {0.11279296875, 0}, 1e-9));
+  EXPECT_TRUE(values_are(small.to(DType::f32), {1.4140625, 0}, 1e-9));
 }
 
 TEST(Embedding, LooksUpRows) {
