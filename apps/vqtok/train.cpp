@@ -198,6 +198,15 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                                       "code (model.codebook_size)");
           saved.defined())
         hits.copy_(saved.to(DType::f64).to(device));
+    // A run that ended at a restart step skipped that restart (codes it moved would have
+    // gone untrained) and saved its counts unreset. Extended (more train.steps), it runs
+    // the restart now, as the longer run did at the end of that step.
+    if (start < tc.steps && tc.codebook_restart_every > 0 &&
+        start % tc.codebook_restart_every == 0) {
+      Tensor counted = sum(hits).to(Device::cpu());
+      app::all_reduce_host(comm, counted, comm::ReduceOp::kSum);
+      if (counted.item() > 0) restart_dead_codes(*model, hits, start - 1, comm);
+    }
   }
 
   std::unique_ptr<app::MetricsWriter> metrics;

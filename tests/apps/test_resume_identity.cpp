@@ -121,6 +121,29 @@ TEST(ResumeIdentity, ResumingAtEveryStepIsBitIdentical) {
   EXPECT_EQ(count_kind(full.records, "train"), 4);
 }
 
+// A finished run extended by --resume with more train.steps goes on as the longer run did
+// (a constant learning rate, so that the schedule's length changes nothing): the dead-code
+// restart due at its last step, which it skipped (moved codes would have gone untrained),
+// runs first.
+TEST(ResumeIdentity, ExtendingAFinishedRunRunsTheRestartItsLastStepSkipped) {
+  const std::vector<std::string> sets = {"train.codebook_restart_every=2",
+                                         "train.schedule=constant", "train.warmup=0",
+                                         "train.checkpoint_every=1"};
+  auto with_steps = [&](const std::string& dir, const std::string& steps) {
+    std::vector<std::string> s = sets;
+    s.push_back("train.steps=" + steps);
+    return tiny_config(dir, s);
+  };
+  const std::string full = fresh_dir("extend_full"), extended = fresh_dir("extend_short");
+  apptest::train_vqtok(with_steps(full, "4"));
+  apptest::train_vqtok(with_steps(extended, "2"));
+  EXPECT_EQ(apptest::train_vqtok(with_steps(extended, "4"), /*resume=*/true).start_step, 2);
+  for (int64_t s : {3, 4})
+    EXPECT_EQ(saved_state(extended, s), saved_state(full, s)) << "checkpoint of step " << s;
+  fs::remove_all(full);
+  fs::remove_all(extended);
+}
+
 // Two micro-batches a step and an eval every 2 steps: a resume goes on at the right
 // micro-batch of the data and evaluates at the same steps on the same weights.
 TEST(ResumeIdentity, ResumingWithAccumulationAndEvalIsBitIdentical) {
