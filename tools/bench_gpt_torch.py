@@ -35,6 +35,7 @@ used; not used by the test suite.
 import argparse
 import contextlib
 import json
+import math
 import statistics
 import sys
 import time
@@ -169,6 +170,8 @@ def main():
     ap.add_argument("--peak-tflops", type=float, default=-1.0,
                     help="dense peak for --dtype, for MFU (default: an H200's on cuda)")
     a = ap.parse_args()
+    if a.peak_tflops != -1.0 and not (math.isfinite(a.peak_tflops) and a.peak_tflops > 0):
+        ap.error(f"--peak-tflops must be a finite number above 0, got {a.peak_tflops}")
     if min(a.steps, a.batch) < 1:
         ap.error("--steps and --batch must be at least 1")
     if a.width % a.heads:
@@ -181,7 +184,9 @@ def main():
     torch.backends.cudnn.allow_tf32 = a.tf32 == "all"
     peak = a.peak_tflops
     if peak < 0:
-        peak = (67.0 if a.dtype == "f32" else 989.0) if a.device == "cuda" else 0.0
+        # f32 under --tf32 all multiplies on TF32 tensor cores: their peak (as zt-bench's).
+        peak = ((494.7 if a.tf32 == "all" else 67.0) if a.dtype == "f32" else 989.0) \
+            if a.device == "cuda" else 0.0
     dev = torch.device(a.device)
     torch.manual_seed(1)
     model = Gpt(a.vocab, a.seq, a.layers, a.width, a.heads, a.tie_embeddings,

@@ -58,7 +58,11 @@ step() {
     late+=("$*")
     return
   fi
-  [ "$limit" -le "$left" ] || limit=$left
+  local cut=0 # the limit cut to what is left of the budget
+  [ "$limit" -le "$left" ] || {
+    limit=$left
+    cut=1
+  }
   echo "=== $* (limit ${limit}s)"
   current="$*"
   step_t0=$SECONDS
@@ -71,16 +75,26 @@ step() {
   step_pid=""
   current=""
   echo "=== rc=$rc after $((SECONDS - step_t0))s"
+  if [ "$cut" -eq 1 ] && { [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; }; then
+    summary+=("OUT OF TIME (cut to the budget's ${limit}s)  $*")
+    late+=("$*")
+    return
+  fi
   summary+=("rc=$rc $((SECONDS - step_t0))s/${limit}s  $*")
   [ "$rc" -eq 0 ] || failed+=("$*")
 }
 finish() {
   trap '' TERM INT
   # A copy: the summary's own lines go to the log as they are printed.
-  local snap
+  local snap mark="=== results (whole lines in $log)"
+  echo "$mark"
+  # tee writes in order: once the mark is in the log, every earlier line is.
+  for _ in $(seq 50); do
+    grep -qF -- "$mark" "$log" && break
+    sleep 0.1
+  done
   snap=$(mktemp)
   cp "$log" "$snap"
-  echo "=== results (whole lines in $log)"
   # Without the memory report and the attention sweep's other tile shapes, a result line
   # keeps its measurements (a gpt line's start some 500 characters in).
   grep -a '^{"bench"' "$snap" | grep -v -e '"kernel":' -e '"module":' -e '"at":' \
@@ -92,7 +106,7 @@ finish() {
   [ ${#no_twins[@]} -eq 0 ] || echo "gpu_check: ${#no_twins[@]} PyTorch twin(s) SKIPPED:" \
     "no PyTorch with CUDA on this machine ($(echo "$torch_why" | tail -n 1))"
   if [ ${#late[@]} -gt 0 ]; then
-    echo "gpu_check: ${#late[@]} step(s) SKIPPED: the check's ${budget}s were spent" \
+    echo "gpu_check: ${#late[@]} step(s) SKIPPED or cut short: the check's ${budget}s were spent" \
       "(ZT_GPU_CHECK_SECONDS)"
     rc=1
   fi

@@ -33,7 +33,11 @@ if [ -d "$mpi/openmpi3" ] && [ -d /usr/share/openmpi ]; then
   stage=$slim/openmpi
   mkdir -p "$stage/lib/x86_64-linux-gnu/openmpi/lib" "$stage/share"
   cp -r "$mpi/openmpi3" "$stage/lib/x86_64-linux-gnu/openmpi/lib/"
-  cp -P "$mpi"/libmca_common_*.so* "$stage/lib/x86_64-linux-gnu/openmpi/lib/" # the plugins' own
+  # The plugins' own libraries, under the names they load them by (here the .so files are
+  # links to ../../libmca_common_X.so.N, which a copy of the link would leave dangling).
+  for l in "$mpi"/libmca_common_*.so; do
+    cp -L "$l" "$stage/lib/x86_64-linux-gnu/openmpi/lib/$(basename "$(readlink "$l")")"
+  done
   cp -r /usr/share/openmpi "$stage/share/"
   tar -C "$slim" -cJf "$out/openmpi.tar.xz" openmpi
 else

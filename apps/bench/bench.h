@@ -49,7 +49,8 @@ std::string gpu_math_json();
 /// released ZeRO parameter throws).
 void sync(const Tensor& t);
 
-/// The median of v (the upper one of an even count); 0 when empty.
+/// The median of v (the mean of the middle two of an even count, as the PyTorch twins'
+/// statistics.median); 0 when empty.
 double median(std::vector<double> v);
 
 /// The work of one call of fn (core/work_counts.h: kernel-table dispatches; on CUDA

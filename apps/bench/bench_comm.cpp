@@ -77,7 +77,7 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
   if (min_bytes > max_bytes) {
     std::fprintf(stderr, "zt-bench comm: --min-bytes %lld is above --max-bytes %lld\n",
                  static_cast<long long>(min_bytes), static_cast<long long>(max_bytes));
-    return 2;
+    return 1;
   }
   zt::comm::LaunchOptions opts;
   opts.ranks = zt::comm::under_mpirun() ? 1 : ranks;

@@ -8,8 +8,9 @@
 // untied token table, which are lookups; L layers, E width, T context: the dense matmuls'
 // multiply-adds, forward
 // and backward, plus attention's scores and weighted sums; causal masking not discounted),
-// MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67 TFLOP/s on
-// a GPU; none on the CPU, where only the achieved TFLOP/s are printed). The loss reads
+// MFU = FLOPs per second / --peak-tflops (default: H200 dense bf16 989, f32 67, f32 under
+// --tf32 all 494.7 TFLOP/s on a GPU; none on the CPU, where only the achieved TFLOP/s are
+// printed). The loss reads
 // the logits in their own dtype (the fused cross-entropy keeps its sums in f32 and
 // double): no full-vocabulary f32 copy of bf16 logits. --kernels adds
 // one line per kernel-table kernel with its time per step (GPU time on a GPU).
@@ -25,6 +26,7 @@
 // fused attention kernels' tile shapes (zt-bench attention times each one), --flash-backward
 // their backward's way to dq (split, or atomic: one pass and f32 atomics, flash_shapes.h).
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <vector>
 
@@ -152,7 +154,17 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       return 1;
     }
   }
-  if (peak_tflops < 0) peak_tflops = device.is_cuda() ? (dtype == "bf16" ? 989.0 : 67.0) : 0.0;
+  if (app.count("--peak-tflops") && !(std::isfinite(peak_tflops) && peak_tflops > 0)) {
+    std::fprintf(stderr, "zt-bench gpt: --peak-tflops must be a finite number above 0, got %g\n",
+                 peak_tflops);
+    return 1;
+  }
+  // f32 under --tf32 all multiplies on TF32 tensor cores: their peak, not plain f32's.
+  if (peak_tflops < 0)
+    peak_tflops = !device.is_cuda()  ? 0.0
+                  : dtype == "bf16"  ? 989.0
+                  : tf32().matmul    ? 494.7
+                                     : 67.0;
 
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
     if (threads > 0) set_num_threads(threads);  // else its share of the process's count
@@ -246,6 +258,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
                                   ? flash::tile_shape(flash::Pass::forward, head_dim).str() + "," +
                                         flash::tile_shape(flash::Pass::dq, head_dim).str()
                                   : "none";
+    char mfu[32] = "null";
+    if (peak_tflops > 0) std::snprintf(mfu, sizeof mfu, "%.4g", tflops / peak_tflops);
     std::printf(
         "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
         "tiles\":\"%s\",\"flash_backward\":\"%s\","
@@ -267,7 +281,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
         n_matmul, tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
         tokens / step_s, tflops, peak_tflops,
-        peak_tflops > 0 ? std::to_string(tflops / peak_tflops).c_str() : "null", loss, work.c_str(),
+        mfu, loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);
     std::fflush(stdout);

@@ -110,7 +110,13 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
     std::fprintf(stderr, "zt-bench vqgpt: --device cuda %s\n", why.c_str());
     return 1;
   }
-  if (device.is_cuda()) ranks = {1};      // thread ranks exchange host memory
+  if (device.is_cuda() && app.count("--ranks") && ranks != std::vector<int>{1}) {
+    std::fprintf(stderr,
+                 "zt-bench vqgpt: --device cuda runs one rank (thread ranks exchange host "
+                 "memory): use --ranks 1, or mpirun for more GPUs\n");
+    return 1;
+  }
+  if (device.is_cuda()) ranks = {1};
   if (comm::under_mpirun()) ranks = {0};  // the world size
   for (int n : ranks)
     for (bool dp : {false, true}) {

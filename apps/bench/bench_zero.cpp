@@ -53,8 +53,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 // The median of `times` past the first (a warm-up).
 double median_after_first(std::vector<double> times) {
-  std::sort(times.begin() + 1, times.end());
-  return times[1 + (times.size() - 1) / 2];
+  return bench::median(std::vector<double>(times.begin() + 1, times.end()));
 }
 
 // The median time of `steps` calls of `forward` under NoGradGuard, the first a warm-up
@@ -97,9 +96,10 @@ Timing run_engine(comm::Communicator& comm, const Options& o, const std::string&
   cfg.stage3_max_reuse_distance = 0;
   cfg.reduce_bucket_size = 2 * o.width * o.width;
   zero::Engine engine(model, comm, cfg, {});
-  int64_t local = o.batch / comm.size();
-  ZT_CHECK(local >= 1, "--batch ", o.batch, " gives no sample to each of ", comm.size(),
-           " ranks; pass --batch ", comm.size(), " or more");
+  ZT_CHECK(o.batch % comm.size() == 0, "--batch ", o.batch, " does not split evenly over ",
+           comm.size(), " ranks (the modes would train on fewer samples than single); pass a "
+           "multiple of ", comm.size());
+  const int64_t local = o.batch / comm.size();
   Generator g(7 + comm.rank());
   Tensor x = randn({local, o.width}, g);
   std::vector<double> times;
@@ -152,6 +152,13 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
       ->check(CLI::Range(2, 1 << 20));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   bool mpi = comm::under_mpirun();
+  if (!mpi && o.batch % o.ranks != 0) {  // before anything prints (under mpirun: in each mode)
+    std::fprintf(stderr,
+                 "zt-bench zero: --batch %ld does not split evenly over --ranks %d (the modes "
+                 "would train on fewer samples than single); pass a multiple of %d\n",
+                 static_cast<long>(o.batch), o.ranks, o.ranks);
+    return 1;
+  }
   if (!mpi) {
     set_num_threads(1);
     const Timing t = run_single(o);

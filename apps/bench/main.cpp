@@ -96,8 +96,10 @@ void sync(const Tensor& t) {
 }
 
 double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
   std::sort(v.begin(), v.end());
-  return v.empty() ? 0.0 : v[v.size() / 2];
+  const size_t m = v.size() / 2;
+  return v.size() % 2 ? v[m] : (v[m - 1] + v[m]) / 2;  // as Python's statistics.median
 }
 
 std::string work_per_call_json(const std::function<void()>& fn) {

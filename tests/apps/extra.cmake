@@ -326,10 +326,19 @@ if(TARGET zt-bench)
   # Checked before any case runs (it printed a case's line, then failed in the model).
   zt_refusal_test(apps.bench.plan_gpt_embd_multiple_of_4 2 "--gpt-embd: must be a multiple of 4"
     $<TARGET_FILE:zt-bench> plan --gpt-embd 6)
-  zt_refusal_test(apps.bench.comm_min_above_max 2 "--min-bytes 1000 is above --max-bytes 10"
+endif()
+
+# Options that each parse but do not go together (exit 1, as the apps'): checked before
+# anything runs or prints.
+if(TARGET zt-bench)
+  zt_refusal_test(apps.bench.comm_min_above_max 1 "--min-bytes 1000 is above --max-bytes 10"
     $<TARGET_FILE:zt-bench> comm --min-bytes 1000 --max-bytes 10)
-  zt_refusal_test(apps.bench.ops_filter_matching_nothing 2 "no case matches --filter 'nomatch'"
+  zt_refusal_test(apps.bench.ops_filter_matching_nothing 1 "no case matches --filter 'nomatch'"
     $<TARGET_FILE:zt-bench> ops --filter nomatch)
+  zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
+    $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
+  zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
+    $<TARGET_FILE:zt-bench> zero --batch 5 --ranks 2)
 endif()
 
 # zt-bench vqtok-step --zero --offload runs end to end (on the CPU offload moves nothing,
