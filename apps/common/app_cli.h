@@ -147,6 +147,14 @@ struct AppCommands {
     }
     return 1;
   }
+  /// For a subcommand that runs on the CPU whatever train.device says (export, and vqtok's
+  /// inference): a config that trains on a GPU gets a line saying so, not silence.
+  void note_cpu(const config::AppConfig& cfg, const comm::Communicator& comm,
+                const char* what) const {
+    if (cfg.train.device != "cpu" && comm.rank() == 0)
+      std::fprintf(stderr, "%s %s: runs on the CPU (train.device: %s applies to %s train)\n", name,
+                   what, cfg.train.device.c_str(), name);
+  }
   /// run_on_ranks for this app.
   int run(const CommonArgs& c, const std::string& command,
           const std::vector<config::Override>& extra_sets,

@@ -91,8 +91,17 @@ void check_output_file(const std::string& option, const std::string& path,
            "': writing there would damage what was saved; pass a path outside it");
   check_outside_inputs(option, path, inputs);
   const std::string name = fs::path(path).filename().string();
-  ZT_CHECK(!(exists && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock")),
-           option, " '", path, "' is a training run's ", name,
+  // A run's own files: its record, its lock, and what it wrote beside its metrics.jsonl
+  // (reconstruction images, the TensorBoard folder).
+  const fs::path folder = fs::absolute(path).parent_path();
+  const bool in_run = fs::exists(folder / "metrics.jsonl", ec);
+  const bool in_tb =
+      folder.filename() == "tb" && fs::exists(folder.parent_path() / "metrics.jsonl", ec);
+  ZT_CHECK(!(exists && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock" ||
+                        (in_run && name.rfind("recon_step_", 0) == 0))) &&
+               !in_tb,
+           option, " '", path, "' is ",
+           in_tb ? "in a training run's TensorBoard folder" : "a training run's " + name,
            ": writing it would destroy that run's record; pass another file");
 }
 

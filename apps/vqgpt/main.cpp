@@ -64,7 +64,9 @@ int main(int argc, char** argv) {
   sample->add_option("-o,--out", so.out, "grid PNG to write")->required();
   sample->add_option("--num", so.num, "sequences to sample (1 to 1024: one grid image)")
       ->check(CLI::Range(1, 1024));
-  sample->add_option("--temperature", so.sampling.temperature, "softmax temperature (> 0)")
+  sample
+      ->add_option("--temperature", so.sampling.temperature,
+                   "softmax temperature (> 0; for greedy decoding, --top-k 1)")
       ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
       ->check(zt::app::kNonNegative);
@@ -115,6 +117,7 @@ int main(int argc, char** argv) {
     if (*exp)
       return kCli.run(export_c, "export", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+                        kCli.note_cpu(cfg, comm, "export");
                         vqgpt::export_model(cfg, checkpoint, export_out, comm);
                       });
     if (*tok)

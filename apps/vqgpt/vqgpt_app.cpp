@@ -370,8 +370,8 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
                          const std::vector<Tensor>& refs, const gpt::SampleOptions& so) {
   const bool images = cfg.data.frames == 1;
   char params[64];
-  std::snprintf(params, sizeof params, "T=%.2g TOP-K %lld", so.temperature,
-                static_cast<long long>(so.top_k));
+  std::snprintf(params, sizeof params, "T=%.2g TOP-K %s", so.temperature,
+                so.top_k > 0 ? std::to_string(so.top_k).c_str() : "ALL");
   const std::string what = images ? "SAMPLED FRAMES" : "SAMPLED CLIPS, ONE PER ROW, FRAMES L TO R";
   const data::Image samples = data::with_caption(
       data::make_grid({images ? square_grid(frames) : frames}), what + " (" + params + ")");
@@ -462,12 +462,12 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     if (!o.out.empty())
       data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
     if (!o.quiet) {
-      std::printf(
-          "sample: %lld sequences of %lld tokens (temperature %.2f, top-k %lld) -> %s%s%s\n",
-          static_cast<long long>(o.num), static_cast<long long>(layout.length()),
-          o.sampling.temperature, static_cast<long long>(o.sampling.top_k),
-          o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
-          o.tokens_out.c_str());
+      std::printf("sample: %lld sequences of %lld tokens (temperature %g, top-k %s) -> %s%s%s\n",
+                  static_cast<long long>(o.num), static_cast<long long>(layout.length()),
+                  o.sampling.temperature,
+                  o.sampling.top_k > 0 ? std::to_string(o.sampling.top_k).c_str() : "off",
+                  o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
+                  o.tokens_out.c_str());
       if (!o.out.empty()) std::printf("%s\n", sheet_legend(cfg, o.num).c_str());
       std::fflush(stdout);
     }

@@ -35,14 +35,6 @@ using Common = app::CommonArgs;
 
 const app::AppCommands kCli{"vqtok", config::App::vqtok, "configs/vqtok_tiny.yaml"};
 
-// encode, decode, eval and export run on the CPU: train.device is for training. A config
-// that trains on a GPU gets a line saying so, not silence.
-void note_cpu(const config::AppConfig& cfg, const comm::Communicator& comm, const char* what) {
-  if (cfg.train.device != "cpu" && comm.rank() == 0)
-    std::fprintf(stderr, "vqtok %s: runs on the CPU (train.device: %s applies to vqtok train)\n",
-                 what, cfg.train.device.c_str());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -149,14 +141,14 @@ int main(int argc, char** argv) {
       eo.eval_split = encode_split == "eval";
       return kCli.run(encode_c, "encode", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        note_cpu(cfg, comm, "encode");
+                        kCli.note_cpu(cfg, comm, "encode");
                         vqtok::encode(cfg, eo, comm);
                       });
     }
     if (*decode) {
       return kCli.run(decode_c, "decode", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        note_cpu(cfg, comm, "decode");
+                        kCli.note_cpu(cfg, comm, "decode");
                         vqtok::decode(cfg, dO, comm);
                       });
     }
@@ -164,7 +156,7 @@ int main(int argc, char** argv) {
       vo.eval_split = eval_split == "eval";
       return kCli.run(eval_c, "eval", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-                        note_cpu(cfg, comm, "eval");
+                        kCli.note_cpu(cfg, comm, "eval");
                         std::vector<std::string> inputs = app::config_inputs(cfg);
                         inputs.push_back(vo.weights);
                         app::check_on_rank0(
@@ -181,7 +173,7 @@ int main(int argc, char** argv) {
     if (*exp) {
       return kCli.run(
           export_c, "export", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
-            note_cpu(cfg, comm, "export");
+            kCli.note_cpu(cfg, comm, "export");
             vqtok::export_model(cfg, checkpoint, export_out, comm, false,
                                 export_format == "transformers" ? vq::KeyNaming::transformers
                                                                 : vq::KeyNaming::baai);

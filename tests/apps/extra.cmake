@@ -262,12 +262,16 @@ if(TARGET vqtok)
     --set " =3")
 endif()
 
-# vqtok's inference subcommands run on the CPU; a config that trains on a GPU is told so
-# (here before the missing weights end the run).
-if(TARGET vqtok)
+# vqtok's inference subcommands and vqgpt export run on the CPU; a config that trains on a
+# GPU is told so (here before the missing weights or checkpoint end the run).
+if(TARGET vqtok AND TARGET vqgpt)
   zt_check_test(apps.vqtok.inference_says_it_runs_on_the_cpu 1 60 "vqtok eval: runs on the CPU \\(train.device: cuda applies to vqtok train\\)"
     $<TARGET_FILE:vqtok> eval --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set
     train.device=cuda --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights)
+  zt_check_test(apps.vqgpt.export_says_it_runs_on_the_cpu 1 60 "vqgpt export: runs on the CPU \\(train.device: cuda applies to vqgpt train\\)"
+    $<TARGET_FILE:vqgpt> export --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set
+    train.device=cuda --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/no_such_checkpoint -o
+    ${CMAKE_CURRENT_BINARY_DIR}/no_such_export.safetensors)
 endif()
 
 # zt-bench vqtok-step --zero at batch 1: the one-rank ZeRO-3 step runs end to end and reads

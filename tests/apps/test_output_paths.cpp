@@ -63,6 +63,9 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   refused(run / "checkpoints" / "latest", {"lies in a checkpoints folder (it holds 'latest')"});
   refused(run / "checkpoints" / "ids.npy", {"lies in a checkpoints folder"});
   refused(run / "metrics.jsonl", {"is a training run's metrics.jsonl"});
+  touch(run / "recon_step_000002.png");
+  refused(run / "recon_step_000002.png", {"is a training run's recon_step_000002.png"});
+  refused(run / "tb" / "events.json", {"is in a training run's TensorBoard folder"});
   refused(run, {"is a folder; pass the file to write"});
   // Beside the run, a new file, and an existing one the command does not read, are fine.
   for (const fs::path& ok : {run / "ids.npy", run / "model.safetensors", run / "old.npy"}) {
