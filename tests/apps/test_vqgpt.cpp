@@ -96,6 +96,21 @@ const gpt::GptSpec kSmallGpt{
 // shorter sequence before a longer one (and after it) sees positions 0 .. T - 1, so its
 // logits are those of the layers applied by hand, and (the model being causal) the full
 // sequence's first ones.
+// A sequence past block_size and an empty one are each refused for what they are.
+TEST(VqGptModel, SequencesTooLongOrEmptyAreRefused) {
+  gpt::Gpt m(kSmallGpt);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        m(zeros({1, 9}, DType::i64));
+      },
+      "sequence length 9 exceeds block_size 8"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        m(zeros({1, 0}, DType::i64));
+      },
+      "Gpt: ids [1, 0] hold no token (T = 0)"));
+}
+
 TEST(VqGptModel, APrefixSeesTheFirstPositions) {
   manual_seed(9);
   gpt::Gpt m(kSmallGpt);

@@ -52,9 +52,15 @@ bool tokenize(comm::Communicator& comm) {
 
 int main(int argc, char** argv) {
   int ranks = 2;
+  size_t parsed = 0;  // characters of a whole number given to --ranks
   if (argc == 3 && std::string(argv[1]) == "--ranks") {
-    ranks = std::stoi(argv[2]);
-  } else if (argc != 1) {
+    try {
+      ranks = std::stoi(argv[2], &parsed);
+    } catch (const std::exception&) {  // not a number: the usage line below
+    }
+    if (argv[2][parsed] != '\0' || ranks < 1) parsed = 0;
+  }
+  if (argc != 1 && parsed == 0) {
     std::printf("usage: tokenizer_example [--ranks N]   (or: mpirun -np N tokenizer_example)\n");
     return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }

@@ -88,7 +88,8 @@ std::string Gpt::extra_repr() const {
 Tensor Gpt::embed(const Tensor& ids, int64_t first) {
   ZT_CHECK(ids.dim() == 2, "Gpt: ids ", shape_str(ids.sizes()), " must be (B, T)");
   const int64_t t = ids.size(1);
-  ZT_CHECK(t >= 1 && first + t <= spec_.block_size, "Gpt: sequence length ", first + t,
+  ZT_CHECK(t >= 1, "Gpt: ids ", shape_str(ids.sizes()), " hold no token (T = 0)");
+  ZT_CHECK(first + t <= spec_.block_size, "Gpt: sequence length ", first + t,
            " exceeds block_size ", spec_.block_size,
            "; raise gpt.block_size (it must hold a clip's tokens, see the log)");
   if (!positions_.defined() || positions_.device() != ids.device())
