@@ -25,6 +25,7 @@
 #include "configs/config.h"
 #include "core/algo_policy.h"
 #include "core/cuda/flash_shapes.h"
+#include "core/work_counts.h"
 #include "data/factory.h"
 #include "data/image.h"
 #include "data/npy.h"
@@ -585,6 +586,7 @@ TEST(VqtokApp, TrainDeviceRuleOnTheGpu) {
 TEST(VqtokApp, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
   ZT_GPU_OR_SKIP("train.cuda_graph needs a GPU");
   std::map<bool, vqtok::TrainResult> results;
+  std::map<bool, int64_t> dispatches;  // kernel-table calls on the rank's thread
   for (const bool graphed : {false, true}) {
     const auto cfg = tiny_config(fresh_dir(graphed ? "graphed" : "eager"),
                                  {"train.device=cuda", "train.steps=6", "train.log_every=1",
@@ -593,9 +595,15 @@ TEST(VqtokApp, CudaGraphTrainingFollowsEagerTrainingOnTheGpu) {
     comm::run_threads(1, [&](comm::Communicator& comm) {
       vqtok::TrainOptions o;
       o.quiet = true;
+      const WorkCounts before = work_counts();
       results[graphed] = vqtok::train(cfg, o, comm);
+      dispatches[graphed] = (work_counts() - before).dispatches;
     });
   }
   apptest::expect_losses_follow(results[false].log_losses, results[true].log_losses, 6);
   EXPECT_EQ(results[true].steps, 6);
+  // The graph was used: 2 warm-up steps and the capture dispatch kernels, the 3 replays
+  // none (about half the eager run's, which dispatches in all 6).
+  EXPECT_LT(dispatches[true], dispatches[false] * 3 / 4)
+      << dispatches[true] << " vs " << dispatches[false];
 }

@@ -2,6 +2,8 @@
 // cores: $OMP_NUM_THREADS first, then the process's own cores, shared among the node's
 // processes when a launcher started several without pinning them. And the elementwise
 // loops share even one long contiguous row among the threads.
+#include <sched.h>
+
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -29,10 +31,28 @@ TEST(Threads, DefaultCountSharesTheCoresAmongUnpinnedProcesses) {
   EXPECT_EQ(default_thread_count(0, 4, 16, 1), 4);  // taskset: the mask's cores
 }
 
+// The CPUs a launcher pinned the process to, not the machine's: a thread pinned to one
+// CPU counts one.
 TEST(Threads, HardwareThreadsCountTheAffinityMask) {
   const int n = hardware_threads();
   EXPECT_GE(n, 1);
   EXPECT_LE(n, static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  int pinned = 0;
+  std::thread t([&] {  // its own mask (sched_setaffinity(0) is the calling thread's)
+    cpu_set_t all, one;
+    ASSERT_EQ(sched_getaffinity(0, sizeof all, &all), 0);
+    CPU_ZERO(&one);
+    for (int c = 0; c < CPU_SETSIZE; ++c)
+      if (CPU_ISSET(c, &all)) {
+        CPU_SET(c, &one);
+        break;
+      }
+    ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    pinned = hardware_threads();
+  });
+  t.join();
+  EXPECT_EQ(pinned, 1);
+  EXPECT_EQ(hardware_threads(), n) << "the other thread's mask is its own";
 }
 
 TEST(Threads, EachThreadKeepsItsOwnCount) {
