@@ -105,6 +105,7 @@ inline int run_on_ranks(
       std::fflush(stdout);
     }
     check_same_config(cfg.root, comm, (std::string(app_name) + " " + command).c_str());
+    warn_config(cfg.warnings, comm);
     fn(cfg, comm);
   });
   return 0;

@@ -24,7 +24,8 @@ bool within(const std::filesystem::path& path, const std::filesystem::path& dir)
 /// entries are skipped); not inside saved checkpoints (a checkpoint folder, holding
 /// meta.json and rank files, or a checkpoints root, holding `latest`); not inside a folder
 /// of `inputs` (a folder of images); and not a run's own metrics.jsonl, curves.svg, .lock,
-/// recon_step_*.png or TensorBoard folder (tb/ beside metrics.jsonl). Each error names the option, the path and why (and the input it would damage).
+/// recon_step_*.png or TensorBoard folder (tb/ beside metrics.jsonl). Each error names the option,
+/// the path and why (and the input it would damage).
 void check_output_file(const std::string& option, const std::string& path,
                        const std::vector<std::string>& inputs);
 

@@ -12,6 +12,8 @@
 #include <fstream>
 #include <functional>
 #include <map>
+#include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 #include <vector>
@@ -214,6 +216,22 @@ void check_run_paths(const config::AppConfig& cfg, const std::string& root,
   if (!tc.resume.empty() && tc.resume != "auto") read.push_back(tc.resume);
   check_output_folder(app + ": output_dir", cfg.output_dir, read);
   check_output_writable(app + ": train.trace", tc.trace, read);
+  if (!tc.trace.empty()) {
+    // Nor a file the run writes itself, existing yet or not: its record, lock, images,
+    // TensorBoard folder or checkpoints.
+    const fs::path out = cfg.output_dir;
+    const std::string name = fs::path(tc.trace).filename().string();
+    const bool beside = fs::weakly_canonical(fs::absolute(tc.trace)).parent_path() ==
+                        fs::weakly_canonical(fs::absolute(out));
+    ZT_CHECK(!(beside && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock" ||
+                          name.rfind("recon_step_", 0) == 0)) &&
+                 !within(tc.trace, out / "tb") && !within(tc.trace, root),
+             app, ": train.trace '", tc.trace,
+             "' is a file this run writes itself (in output_dir '", cfg.output_dir,
+             "': its metrics, lock, images, TensorBoard folder or checkpoints); name another "
+             "file, e.g. ",
+             (out / "trace.json").string());
+  }
   ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
            "' is a file, not a folder, and this run saves its checkpoints there; move it away "
            "or set another output_dir (--set output_dir=...)");
@@ -372,6 +390,15 @@ std::string flatten_config(const config::Node& root) {
   std::string s;
   for (const std::string& l : lines) s += l + "\n";
   return s;
+}
+
+void warn_config(const std::vector<std::string>& warnings, comm::Communicator& comm) {
+  if (comm.rank() != 0) return;
+  static std::mutex mu;
+  static std::set<std::string> said;
+  std::lock_guard<std::mutex> lock(mu);
+  for (const std::string& w : warnings)
+    if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {

@@ -80,6 +80,9 @@ std::string flatten_config(const config::Node& root);
 /// Errors on every rank unless every rank holds the same configuration (compared as
 /// flatten_config text), naming the first key that differs and its value on both ranks.
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
+/// Prints the config's warnings (config::AppConfig::warnings) on rank 0, each once per
+/// process: every command does, at its start, whether or not it builds an engine.
+void warn_config(const std::vector<std::string>& warnings, comm::Communicator& comm);
 
 /// Errors on every rank unless every rank reads the same data, as far as describe() and
 /// the size tell (a relative data.path under another working directory, say).

@@ -6,9 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <mutex>
 #include <numbers>
-#include <set>
 
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
@@ -93,15 +91,6 @@ void cast_at_part_edges(nn::Module& model, DType low) {
 }
 
 // Each message once per process (several engines may be built from one config).
-void warn_once(const std::vector<std::string>& warnings, comm::Communicator& comm) {
-  if (comm.rank() != 0) return;
-  static std::mutex mu;
-  static std::set<std::string> said;
-  std::lock_guard<std::mutex> lock(mu);
-  for (const std::string& w : warnings)
-    if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
-}
-
 }  // namespace
 
 void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
@@ -135,7 +124,7 @@ int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& tra
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           EngineUse use, bool quiet) {
-  warn_once(cfg.warnings, comm);
+  warn_config(cfg.warnings, comm);
   if (use != EngineUse::reading_weights)
     config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
   apply_replicated(*model, cfg.replicated, comm);

@@ -268,6 +268,20 @@ if(TARGET vqtok AND TARGET vqgpt)
   zt_check_test(apps.vqtok.inference_says_it_runs_on_the_cpu 1 60 "vqtok eval: runs on the CPU \\(train.device: cuda applies to vqtok train\\)"
     $<TARGET_FILE:vqtok> eval --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml --set
     train.device=cuda --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights)
+  # The timeline may not take a file the run writes itself, existing yet or not (a fresh
+  # run's trace replaced its metrics.jsonl, and a lock file would free the run's folder).
+  foreach(own metrics.jsonl .lock tb/events checkpoints/t.json)
+    string(MAKE_C_IDENTIFIER "${own}" id)
+    zt_refusal_test(apps.vqtok.trace_over_the_runs_own_${id} 1 "is a file this run writes itself"
+      $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+      --set output_dir=${CMAKE_CURRENT_BINARY_DIR}/trace_own_run
+      --set train.trace=${CMAKE_CURRENT_BINARY_DIR}/trace_own_run/${own})
+  endforeach()
+  # Every command prints the config's warnings, not only those that build an engine (eval
+  # with exported weights builds none).
+  zt_check_test(apps.vqtok.eval_prints_the_configs_warnings 1 60 "warning: --set data=\\{eval_samples: 8\\} sets all of data: the keys"
+    $<TARGET_FILE:vqtok> eval --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --set "data={eval_samples: 8}" --weights ${CMAKE_CURRENT_BINARY_DIR}/no_such_weights.safetensors)
   zt_check_test(apps.vqgpt.export_says_it_runs_on_the_cpu 1 60 "vqgpt export: runs on the CPU \\(train.device: cuda applies to vqgpt train\\)"
     $<TARGET_FILE:vqgpt> export --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set
     train.device=cuda --checkpoint ${CMAKE_CURRENT_BINARY_DIR}/no_such_checkpoint -o
