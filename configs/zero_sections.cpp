@@ -175,6 +175,11 @@ void read_buffers(Section s, zero::BuffersConfig& b) {
       m.get("module", p.module).get_enum("sync", p.sync, kSyncNames);
       m.finish();
       if (!m.has("module")) m.fail("module", "each entry needs a module path");
+      for (const zero::BufferPolicy& earlier : b.modules)
+        if (earlier.module == p.module)
+          m.fail("module", "'" + p.module +
+                               "' has a policy in an earlier entry already (the later one "
+                               "would win without a word); keep one");
       b.modules.push_back(p);
     }
   }

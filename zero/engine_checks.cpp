@@ -1,5 +1,6 @@
 // Engine's refusals: what step(), capture and construction check before they change
 // anything (the engine itself is in engine.cpp).
+#include <map>
 #include <set>
 
 #include "zero/engine.h"
@@ -70,15 +71,31 @@ void Engine::check_capturable() const {
 }
 
 void Engine::check_buffer_policies() const {
+  // Buffers are named by their module's first path (named_buffers()): a policy names that.
   std::set<std::string> paths;
-  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/false))
+  std::map<const nn::Module*, std::string> first;
+  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/true)) {
     paths.insert(path);
+    first.emplace(m.get(), path);
+  }
   for (const auto& [name, b] : buffers_) paths.insert(name);
-  for (const BufferPolicy& p : config_.buffers.modules)
-    ZT_CHECK(p.module.empty() || paths.count(p.module), "zero::Config: buffers.modules names '",
-             p.module, "', which is no module or buffer of the model (paths are dotted, as in ",
-             buffers_.empty() ? std::string("named_modules()") : "'" + buffers_.front().first + "'",
-             "), so its policy would apply to nothing");
+  std::map<std::string, const nn::Module*> second;  // another path of a module named above
+  for (const auto& [path, m] : model_->named_modules("", /*remove_duplicate=*/false))
+    if (!paths.count(path)) second.emplace(path, m.get());
+  std::set<std::string> named;
+  for (const BufferPolicy& p : config_.buffers.modules) {
+    ZT_CHECK(named.insert(p.module).second, "zero::Config: buffers.modules names '", p.module,
+             "' twice; the later entry would win without a word. Keep one");
+    if (p.module.empty() || paths.count(p.module)) continue;
+    ZT_CHECK(!second.count(p.module), "zero::Config: buffers.modules names '", p.module,
+             "', a second path of module '", first[second[p.module]],
+             "' (registered twice), whose buffers go by the first: name '", first[second[p.module]],
+             "'");
+    ZT_FAIL("zero::Config: buffers.modules names '", p.module,
+            "', which is no module or buffer of the model (paths are dotted, as in ",
+            buffers_.empty() ? std::string("named_modules()") : "'" + buffers_.front().first + "'",
+            "), so its policy would apply to nothing");
+  }
 }
 
 }  // namespace zt::zero

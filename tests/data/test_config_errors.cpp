@@ -186,6 +186,10 @@ const std::vector<BadCase> kBadConfigs = {
      "buffers:\n  modules:\n    - {modul: encoder, sync: none}\n",
      {},
      {"buffers.modules.0.modul: unknown key; did you mean 'buffers.modules.0.module'?"}},
+    {"buffer_module_twice",
+     "buffers:\n  modules:\n    - {module: encoder, sync: none}\n    - {module: encoder}\n",
+     {},
+     {"bad.yaml:4: buffers.modules.1.module: 'encoder' has a policy in an earlier entry"}},
     {"merge_key",  // yaml-cpp reads '<<' as a plain key
      "train:\n  <<: {steps: 3}\n",
      {},

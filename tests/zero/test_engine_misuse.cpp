@@ -240,8 +240,7 @@ TEST(EngineMisuse, AModifierScopeHeldAcrossAStepKeepsItsEdits) {
         if (name == "b.bias") {
           // The step updated the edited value: AdamW's first step moves each element by
           // lr (1e-2) times about 1, plus lr x decay x 7 = 7e-4.
-          for (double v : t.to_vector())
-            EXPECT_NEAR(std::abs(v - 7.0), 0.01, 0.002) << persistent;
+          for (double v : t.to_vector()) EXPECT_NEAR(std::abs(v - 7.0), 0.01, 0.002) << persistent;
         } else if (name == "a.bias") {
           EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 3.0))) << persistent;
         }
@@ -366,7 +365,9 @@ TEST(EngineMisuse, TrainableF64ParametersAreRefused) {
   });
 }
 
-// A buffers.modules path that names nothing would leave the default policy in force.
+// A buffers.modules path that names nothing would leave the default policy in force; so
+// would one naming a module's second path (its buffers go by the first), and a second
+// entry for one path would win over the first without a word.
 TEST(EngineMisuse, ABufferPolicyForNoModuleIsRefused) {
   comm::run_threads(1, [](comm::Communicator& comm) {
     auto bn = [] {
@@ -381,6 +382,14 @@ TEST(EngineMisuse, ABufferPolicyForNoModuleIsRefused) {
     cfg.buffers.modules = {{"0", zero::BufferSync::none},
                            {"0.running_var", zero::BufferSync::none}};
     zero::Engine e(bn(), comm, cfg, adamw());  // a module and a buffer: both fine
+    cfg.buffers.modules = {{"0", zero::BufferSync::none}, {"0", zero::BufferSync::broadcast}};
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine twice(bn(), comm, cfg, adamw()); },
+                                  "buffers.modules names '0' twice"));
+    auto shared = bn();
+    shared->push_back((*shared)[0]);  // one BatchNorm under the paths 0 and 1
+    cfg.buffers.modules = {{"1", zero::BufferSync::none}};
+    EXPECT_TRUE(test::throws_with([&] { zero::Engine alias(shared, comm, cfg, adamw()); },
+                                  "names '1', a second path of module '0' (registered twice)"));
   });
 }
 
