@@ -324,7 +324,9 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   note("data", "num_samples", synthetic,
        "with data.kind image_folder or npy (it is synthetic's: the files set the count)");
   note("data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
-       std::string("with data.kind ") + data_kind_name(c.data.kind) + " (it is image_folder's)");
+       std::string("with data.kind ") + data_kind_name(c.data.kind) +
+           " for training and eval (it is image_folder's; vqtok encode --input with a folder "
+           "of images reads it)");
 }
 
 // Cross-section checks: clip sizes against the model's factors, GPT against tokens.

@@ -123,6 +123,7 @@ int main(int argc, char** argv) {
     if (*tok)
       return kCli.run(
           tok_c, "tokenizer", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+            kCli.note_cpu(cfg, comm, "tokenizer");
             vqgpt::train_quick_tokenizer(cfg, tok_steps, tok_out, comm, false, tok_overwrite);
           });
     if (*plan)

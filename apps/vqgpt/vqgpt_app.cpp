@@ -235,10 +235,10 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        (d.path.empty() ? "" : "\n  path: " + config::yaml_quoted(d.path)) +
        "\n  frames: " + std::to_string(d.frames) + "\n  height: " + std::to_string(d.height) +
        "\n  width: " + std::to_string(d.width) +
-       "\n  num_samples: " + std::to_string(d.num_samples) +
        "\n  eval_samples: " + std::to_string(d.eval_samples) +
        "\n  seed: " + std::to_string(d.seed) +
-       (d.kind == data::DataKind::synthetic ? "\n  num_shapes: " + std::to_string(d.num_shapes)
+       (d.kind == data::DataKind::synthetic ? "\n  num_samples: " + std::to_string(d.num_samples) +
+                                                  "\n  num_shapes: " + std::to_string(d.num_shapes)
                                             : "") +
        "\n  resize: " + config::filter_name(d.resize) + "\n  fit: " + config::fit_name(d.fit) +
        (d.kind == data::DataKind::image_folder
