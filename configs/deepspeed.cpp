@@ -134,8 +134,12 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
     type_node.fail("optimizer '" + type +
                    "' is not supported by zt: use Adam, AdamW or SGD (Lamb, OneBitAdam, "
                    "ZeroOneAdam, Adagrad and the CPU/offload optimizers are not implemented)");
-  double lr = t.lr, eps = t.eps, weight_decay = t.weight_decay, momentum = 0.0, dampening = 0;
-  std::vector<double> betas(t.betas.begin(), t.betas.end());
+  // Left out, the type's own settings take DeepSpeed's defaults, as DeepSpeed builds the
+  // optimizer with them (Adam's betas and eps; SGD's momentum, dampening, nesterov), and a
+  // warning says what they replace where the YAML gives others; lr and weight_decay keep
+  // the YAML's train values.
+  double lr = t.lr, eps = 1e-8, weight_decay = t.weight_decay, momentum = 0.0, dampening = 0;
+  std::vector<double> betas = {0.9, 0.999};
   bool adam_w_mode = true, torch_adam = false, nesterov = false;
   p.get("lr", lr, 0.0, 10.0).get("weight_decay", weight_decay, 0.0, 10.0);
   Optimizer which = Optimizer::sgd;

@@ -380,8 +380,8 @@ TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
       "k.yaml:7: train.trace_steps has no effect without train.trace",
       "k.yaml:8: train.tf32 has no effect on device cpu (it sets the GPU's libraries)",
       "k.yaml:10: data.path has no effect with data.kind synthetic",
-      "k.yaml:11: data.on_bad_image has no effect with data.kind synthetic (it is "
-      "image_folder's)"};
+      "k.yaml:11: data.on_bad_image has no effect with data.kind synthetic for training and "
+      "eval (it is image_folder's; vqtok encode --input with a folder of images reads it)"};
   ASSERT_EQ(c.warnings.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(c.warnings[i].rfind(want[i], 0), 0u) << c.warnings[i];

@@ -350,6 +350,19 @@ TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
   for (const auto& w : adamw.warnings) all += w + "\n";
   EXPECT_NE(all.find("train.nesterov has no effect with optimizer adamw"), std::string::npos)
       << all;
+  // Adam's betas and eps left out take DeepSpeed's defaults, as SGD's momentum does (the
+  // YAML's are replaced, with a warning); lr keeps the YAML's.
+  AppConfig adam = with_deepspeed(
+      "adam_defaults", R"({"optimizer": {"type": "AdamW", "params": {"weight_decay": 0}}})",
+      "train:\n  lr: 0.002\n  betas: [0.5, 0.9]\n  eps: 1e-6\n");
+  EXPECT_EQ(adam.train.betas, (std::array<double, 2>{0.9, 0.999}));
+  EXPECT_DOUBLE_EQ(adam.train.eps, 1e-8);
+  EXPECT_DOUBLE_EQ(adam.train.lr, 0.002);
+  all.clear();
+  for (const auto& w : adam.warnings) all += w + "\n";
+  EXPECT_NE(all.find("optimizer.type AdamW sets train.betas to [0.9, 0.999], replacing [0.5, 0.9]"),
+            std::string::npos)
+      << all;
   // Without precision sections in the JSON, the YAML's apply.
   AppConfig y = with_deepspeed("keep", R"({"train_micro_batch_size_per_gpu": 3})",
                                "fp16:\n  enabled: true\n");
