@@ -42,7 +42,8 @@ void Engine::write_timeline() {
                    static_cast<long>(timeline_->steps_recorded()), comm_.size(),
                    timeline_path_.c_str());
   }
-  timeline_.reset();
+  // Kept, closed: an app's TimelineSpan around the step that wrote it still points here.
+  timeline_->close();
 }
 
 }  // namespace zt::zero

@@ -49,6 +49,12 @@ class Timeline {
   int64_t steps_recorded() const { return step_; }
   /// Ends an optimizer step (later events of a step past max_steps are dropped).
   void end_step() { ++step_; }
+  /// Stops recording and frees the events (once written): a TimelineSpan still open on
+  /// it records nothing.
+  void close() {
+    max_steps_ = step_;
+    events_ = {};
+  }
 
   /// A span [begin_ns, now] on `track` named `name`; `args` is a JSON object body
   /// ("\"module\":\"l0\"") or empty.
