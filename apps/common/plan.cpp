@@ -48,10 +48,18 @@ void row(const std::string& what, int64_t predicted, int64_t measured) {
   std::printf("  %-36s %12s %12s\n", what.c_str(), cell(predicted).c_str(), cell(measured).c_str());
 }
 
-// "<what> 1 GiB per rank (...): fits, 10 MiB to spare" or "...: does not fit by 3 MiB".
+// "<what> 1 GiB per rank (...): fits, 10 MiB to spare", "...: does not fit by 3 MiB", or
+// between the two, within PlanResult::margin: too tight.
 void verdict(const char* what, int64_t limit, int64_t needed) {
-  const std::string v = needed <= limit ? "fits, " + format_byte_size(limit - needed) + " to spare"
-                                        : "does not fit by " + format_byte_size(needed - limit);
+  const int64_t margin = PlanResult::margin(needed);
+  const std::string v =
+      needed + margin <= limit ? "fits, " + format_byte_size(limit - needed) + " to spare"
+      : needed <= limit
+          ? "too tight: " + format_byte_size(limit - needed) + " to spare, under the " +
+                format_byte_size(margin) +
+                " a training run holds beside the measured step (logging, data in flight); "
+                "give it more"
+          : "does not fit by " + format_byte_size(needed - limit);
   std::printf("  %s %s per rank (memory.limit or ZT_MEMORY_LIMIT): %s\n", what,
               format_byte_size(limit).c_str(), v.c_str());
 }

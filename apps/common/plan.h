@@ -50,10 +50,14 @@ struct PlanResult {
     if (plan.host() == 0 && measured.optim_state_host == 0) return 0;
     return std::max(plan.host(), measured.host_total_peak);
   }
-  /// Whether needed() is within `limit` and host_needed() within `host_limit` (each true
-  /// without its limit).
+  /// What a training run holds beside the step the plan measures (its logging and metrics
+  /// state, batches in flight, an evaluation's): 1% of `needed`, at least 256 KiB.
+  static int64_t margin(int64_t needed) { return std::max<int64_t>(needed / 100, 256 << 10); }
+  /// Whether needed() and its margin are within `limit`, and host_needed() and its within
+  /// `host_limit` (each true without its limit).
   bool fits() const {
-    return (limit <= 0 || needed() <= limit) && (host_limit <= 0 || host_needed() <= host_limit);
+    return (limit <= 0 || needed() + margin(needed()) <= limit) &&
+           (host_limit <= 0 || host_needed() + margin(host_needed()) <= host_limit);
   }
   /// {"predicted": {...}, "measured": {...}} on one line.
   std::string json() const;

@@ -16,10 +16,12 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   auto dataset = data::make_dataset(cfg.data);
   auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
   model->train();
-  const Tensor sequences = model->tokenize(loader->next().clips);  // every step sees these
+  // Every step sees this batch, and tokenizes it as a training step does (the tokenizer's
+  // activations and the clips are in the measured peak).
+  const Tensor clips = loader->next().clips;
   return app::plan_training(
-      *engine, *model, cfg, measure_all, [&] { return model->loss(sequences); }, comm, "vqgpt plan",
-      steps, quiet);
+      *engine, *model, cfg, measure_all, [&] { return model->loss(model->tokenize(clips)); }, comm,
+      "vqgpt plan", steps, quiet);
 }
 
 }  // namespace zt::vqgpt

@@ -16,10 +16,15 @@ app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int
   auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size());
   const Tensor clips = loader->next().clips.to(device);  // every step sees this batch
   model->train();
+  std::vector<Tensor> out;  // held over backward and the step, as a training step holds it
   return app::plan_training(
       *engine, *model, cfg, measure_all,
-      [&] { return objective(engine->forward({clips}), clips, cfg.loss).total; }, comm,
-      "vqtok plan", steps, quiet);
+      [&] {
+        out.clear();
+        out = engine->forward({clips});
+        return objective(out, clips, cfg.loss).total;
+      },
+      comm, "vqtok plan", steps, quiet);
 }
 
 }  // namespace zt::vqtok

@@ -322,7 +322,13 @@ TEST(MemoryPlan, AnOffloadedOptimizerIsHeldToTheHostLimit) {
   r.measured.optim_state_host = 800;
   r.measured.grad_shard_host = 200;
   r.measured.host_total_peak = 1060;
-  r.limit = 1000;
+  // Each limit must hold what is needed and the margin a training run holds beside the
+  // measured step (1%, at least 256 KiB).
+  const int64_t margin = app::PlanResult::margin(150);
+  EXPECT_EQ(margin, 256 << 10);
+  r.limit = 150 + margin - 1;
+  EXPECT_FALSE(r.fits()) << "needed 150 B fits 150 B + the margin - 1 only too tightly";
+  r.limit = 150 + margin;
   EXPECT_EQ(r.needed(), 150);
   EXPECT_EQ(r.host_needed(), 1100) << "the planned staging copies count";
   EXPECT_TRUE(r.fits()) << "no host limit: the device's alone";
@@ -332,7 +338,7 @@ TEST(MemoryPlan, AnOffloadedOptimizerIsHeldToTheHostLimit) {
   r.host_limit = 1200;
   EXPECT_EQ(r.host_needed(), 1500) << "all the host held (its data too)";
   EXPECT_FALSE(r.fits());
-  r.host_limit = 2000;
+  r.host_limit = 1500 + app::PlanResult::margin(1500);
   EXPECT_TRUE(r.fits());
   r.limit = 100;
   EXPECT_FALSE(r.fits()) << "the device's limit still counts";
