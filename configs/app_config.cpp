@@ -292,7 +292,7 @@ void check_merged_train(const Node& root, const AppConfig& c) {
   }
 }
 
-void note_inapplicable(const Node& root, AppConfig& c) {
+void note_inapplicable(const Node& root, AppConfig& c, App app) {
   const TrainConfig& t = c.train;
   const std::string opt = optimizer_name(t.optimizer);
   const std::string sched = schedule_name(t.schedule);
@@ -323,6 +323,12 @@ void note_inapplicable(const Node& root, AppConfig& c) {
   note("data", "num_shapes", synthetic, "with data.kind image_folder or npy (it is synthetic's)");
   note("data", "num_samples", synthetic,
        "with data.kind image_folder or npy (it is synthetic's: the files set the count)");
+  // vqgpt's tokenizer is frozen, in eval mode, and holds its model's only BatchNorms.
+  const bool vqgpt = app == App::vqgpt;
+  note("model", "dropout", !(vqgpt && c.model.dropout > 0),
+       "in vqgpt train (its tokenizer is frozen, in eval mode; vqgpt tokenizer reads it)");
+  note("zero_optimization", "sync_batchnorm", !(vqgpt && c.zero.sync_batchnorm),
+       "in vqgpt (its only BatchNorms are the frozen tokenizer's)");
   note("data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
        std::string("with data.kind ") + data_kind_name(c.data.kind) +
            " for training and eval (it is image_folder's; vqtok encode --input with a folder "
@@ -454,7 +460,7 @@ AppConfig parse_app_config(const Node& root, App app) {
   read_engine_sections(s, ds, c);
   if (ds) apply_deepspeed(ds, root, c);
   check_merged_train(root, c);
-  note_inapplicable(root, c);
+  note_inapplicable(root, c, app);
   s.get("replicated", c.replicated);
   for (const auto& r : c.replicated)
     if (r.empty()) s.fail("replicated", "module paths must be non-empty (e.g. [tokenizer])");

@@ -211,6 +211,18 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_FALSE(gpt.gpt->tie_embeddings);
   EXPECT_TRUE(load_app_config(dir + "vqgpt_tiny.yaml", {"gpt.tie_embeddings=true"}, App::vqgpt)
                   .gpt->tie_embeddings);
+  EXPECT_TRUE(gpt.warnings.empty()) << gpt.warnings.front();
+  // The frozen tokenizer's dropout and BatchNorm sync would do nothing: said, where set on.
+  const AppConfig frozen =
+      load_app_config(dir + "vqgpt_tiny.yaml",
+                      {"model.dropout=0.1", "zero_optimization.sync_batchnorm=true"}, App::vqgpt);
+  ASSERT_EQ(frozen.warnings.size(), 2u);
+  EXPECT_NE(frozen.warnings[0].find("model.dropout has no effect in vqgpt train"),
+            std::string::npos)
+      << frozen.warnings[0];
+  EXPECT_NE(frozen.warnings[1].find("zero_optimization.sync_batchnorm has no effect in vqgpt"),
+            std::string::npos)
+      << frozen.warnings[1];
 
   AppConfig o = load_app_config(dir + "vqtok_tiny.yaml",
                                 {"train.lr=5e-4", "train.steps=20", "buffers.sync=none"});
