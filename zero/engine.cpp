@@ -78,8 +78,15 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
     if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());
-  offload_ = std::make_unique<OptimizerOffload>(
-      config_.offload_optimizer, named.empty() ? Device::cpu() : named.front().second.device());
+  // Offload moves the partitioned parameters' optimizer state: their device decides (a host
+  // replica named first, a frozen tokenizer say, does not make a GPU model's stay).
+  Device trains_on = named.empty() ? Device::cpu() : named.front().second.device();
+  for (auto& [name, p] : named)
+    if (is_partitioned(p)) {
+      trains_on = zero_param(p)->device;
+      break;
+    }
+  offload_ = std::make_unique<OptimizerOffload>(config_.offload_optimizer, trains_on);
   for (auto& [name, p] : named) {
     p.set_name(name);
     if (is_replicated(p)) {
