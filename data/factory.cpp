@@ -1,6 +1,8 @@
 // DataConfig -> Dataset / DataLoader.
 #include "data/factory.h"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -45,12 +47,14 @@ void check_no_shared_file(const DataConfig& cfg, const Dataset& train, const Dat
   const auto* t = dynamic_cast<const ImageFolder*>(&train);
   const auto* h = dynamic_cast<const ImageFolder*>(&held);
   if (t == nullptr || h == nullptr) return;
-  std::map<fs::path, std::string> held_files;  // real path -> as eval lists it
-  // A file whose real path cannot be found stands for itself.
+  // A file by its device and inode (links followed: a symbolic link or a hard link to one
+  // file is that file); one stat() cannot read stands for its path.
+  std::map<std::string, std::string> held_files;  // identity -> the path eval lists
   auto real = [](const std::string& f) {
-    std::error_code ec;
-    fs::path p = fs::weakly_canonical(f, ec);
-    return ec ? fs::path(f) : p;
+    struct stat st {};
+    if (::stat(f.c_str(), &st) == 0)
+      return std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+    return "path:" + f;
   };
   for (const std::string& f : h->files()) held_files.emplace(real(f), f);
   for (const std::string& f : t->files()) {
@@ -58,9 +62,9 @@ void check_no_shared_file(const DataConfig& cfg, const Dataset& train, const Dat
     ZT_CHECK(shared == held_files.end(), "data.eval_path '", cfg.eval_path,
              "' holds files that data.path '", cfg.path, "' lists too, such as '", shared->second,
              "', which training reads as '", f,
-             "' (through a link): items of it are trained on, so eval would not be held out. "
-             "Remove the link from data.path, or leave eval_path out to draw eval items from "
-             "the training data (the run then says so)");
+             "' (through a link, or a hard link of one file): items of it are trained on, so "
+             "eval would not be held out. Remove the link from data.path, or leave eval_path "
+             "out to draw eval items from the training data (the run then says so)");
   }
 }
 

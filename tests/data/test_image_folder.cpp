@@ -158,6 +158,10 @@ TEST(ImageFolder, AnEvalFolderLinkedFromTheTrainingFolderIsRefused) {
   fs::remove(d + "/train/val");  // a link to one file of it counts too
   fs::create_symlink(d + "/val/b.png", d + "/train/c.png");
   expect_error([&] { make_eval_dataset(cfg, make_dataset(cfg)); }, {"/train/c.png'"});
+  fs::remove(d + "/train/c.png");  // and a hard link (cp -al), one file under two names
+  fs::create_hard_link(d + "/val/b.png", d + "/train/h.png");
+  expect_error([&] { make_eval_dataset(cfg, make_dataset(cfg)); },
+               {"/train/h.png' (through a link, or a hard link of one file)"});
 }
 
 // Without data.eval_path, a run's eval items are drawn from the training set it holds
