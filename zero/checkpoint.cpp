@@ -203,7 +203,8 @@ NamedTensors consolidated_state(Engine& engine) {
 }
 
 std::map<std::string, std::string> export_metadata(const Engine& engine) {
-  return {{"format", "zt.export"}, {"step", std::to_string(engine.global_step())}};
+  // "pt": what transformers' from_pretrained requires of a safetensors file's format.
+  return {{"format", "pt"}, {"step", std::to_string(engine.global_step())}};
 }
 
 void export_consolidated(Engine& engine, const std::string& path) {

@@ -190,7 +190,8 @@ void export_consolidated(Engine& engine, const std::string& path);
 /// rank must call it (shards are all-gathered).
 NamedTensors consolidated_state(Engine& engine);
 
-/// The safetensors metadata export_consolidated writes: format "zt.export" and the step.
+/// The safetensors metadata export_consolidated writes: format "pt" (PyTorch tensors, which
+/// transformers' from_pretrained requires) and the step.
 std::map<std::string, std::string> export_metadata(const Engine& engine);
 
 }  // namespace zt::zero

@@ -146,6 +146,9 @@ TEST(VqtokApp, ExportHasEveryKeyInFp32AndLoadsIntoAPlainModel) {
   auto dict = nn::load_safetensors(out);
   auto expected = vq::VqModel::expected_keys(t.cfg.model);
   ASSERT_EQ(dict.size(), expected.size());
+  // transformers' from_pretrained reads a safetensors file only with format pt (tf, flax).
+  EXPECT_EQ(nn::SafetensorsFile(out).metadata().at("format"), "pt");
+  EXPECT_EQ(nn::SafetensorsFile(out).metadata().at("step"), std::to_string(t.cfg.train.steps));
   std::map<std::string, Tensor> by_name(dict.begin(), dict.end());
   for (const auto& [name, shape] : expected) {
     ASSERT_TRUE(by_name.count(name)) << "export lacks " << name;

@@ -188,6 +188,9 @@ TEST(Config, ShippedConfigsLoad) {
   EXPECT_TRUE(big.zero.precision.bf16);
   EXPECT_FALSE(big.zero.precision.fp16);
   EXPECT_EQ(big.train.dtype, "bf16");
+  // The Emu3 (MoVQGAN) recipe's VQ weighting: 0.25 x (codebook + 4 x commitment).
+  EXPECT_EQ(big.loss.vq, 0.25);
+  EXPECT_EQ(big.loss.commitment, 4.0);
   EXPECT_TRUE(big.warnings.empty()) << big.warnings[0];
   // A DeepSpeed key that changes nothing here is accepted with a warning naming where.
   const std::string gather16 = "zero_optimization.stage3_gather_16bit_weights_on_model_save";
