@@ -63,6 +63,11 @@ std::vector<std::string> config_inputs(const config::AppConfig& cfg) {
   return inputs;
 }
 
+bool is_run_file_name(const std::string& name) {
+  return name == "metrics.jsonl" || name == "curves.svg" || name == ".lock" ||
+         name.rfind("recon_step_", 0) == 0;
+}
+
 bool within(const fs::path& path, const fs::path& dir) {
   const fs::path rel = fs::weakly_canonical(fs::absolute(path))
                            .lexically_relative(fs::weakly_canonical(fs::absolute(dir)));
@@ -97,11 +102,10 @@ void check_output_file(const std::string& option, const std::string& path,
   const bool in_run = fs::exists(folder / "metrics.jsonl", ec);
   const bool in_tb =
       folder.filename() == "tb" && fs::exists(folder.parent_path() / "metrics.jsonl", ec);
-  ZT_CHECK(!(exists && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock" ||
-                        (in_run && name.rfind("recon_step_", 0) == 0))) &&
-               !in_tb,
-           option, " '", path, "' is ",
-           in_tb ? "in a training run's TensorBoard folder" : "a training run's " + name,
+  // An image named like a run's is one only beside a run's record.
+  const bool image = name.rfind("recon_step_", 0) == 0;
+  ZT_CHECK(!(exists && is_run_file_name(name) && (in_run || !image)) && !in_tb, option, " '", path,
+           "' is ", in_tb ? "in a training run's TensorBoard folder" : "a training run's " + name,
            ": writing it would destroy that run's record; pass another file");
 }
 

@@ -16,6 +16,10 @@ namespace zt::app {
 /// dataset's data.path and data.eval_path (files or folders; synthetic data reads none).
 std::vector<std::string> config_inputs(const config::AppConfig& cfg);
 
+/// Whether `name` is one a training run writes in its output_dir: metrics.jsonl,
+/// curves.svg, .lock or recon_step_* (its TensorBoard files go in tb/ beside them).
+bool is_run_file_name(const std::string& name);
+
 /// Whether `path` is `dir` or lies inside it (both made absolute and normal first).
 bool within(const std::filesystem::path& path, const std::filesystem::path& dir);
 

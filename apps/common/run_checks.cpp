@@ -223,9 +223,8 @@ void check_run_paths(const config::AppConfig& cfg, const std::string& root,
     const std::string name = fs::path(tc.trace).filename().string();
     const bool beside = fs::weakly_canonical(fs::absolute(tc.trace)).parent_path() ==
                         fs::weakly_canonical(fs::absolute(out));
-    ZT_CHECK(!(beside && (name == "metrics.jsonl" || name == "curves.svg" || name == ".lock" ||
-                          name.rfind("recon_step_", 0) == 0)) &&
-                 !within(tc.trace, out / "tb") && !within(tc.trace, root),
+    ZT_CHECK(!(beside && is_run_file_name(name)) && !within(tc.trace, out / "tb") &&
+                 !within(tc.trace, root),
              app, ": train.trace '", tc.trace,
              "' is a file this run writes itself (in output_dir '", cfg.output_dir,
              "': its metrics, lock, images, TensorBoard folder or checkpoints); name another "
