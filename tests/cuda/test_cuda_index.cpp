@@ -1,8 +1,9 @@
 // Index, reduction-by-index, resizing, dropout and copy-based shape ops on the GPU
 // against the CPU. These move or add values without arithmetic of their own, so the
 // comparisons are exact (tolerance 0): the GPU's scatter-adds (embedding, gather and
-// nearest-resize gradients) add each destination's sources in the CPU's order, rounding
-// to the dtype after every add as the CPU does, including with repeated indices and in
+// nearest-resize gradients) add each destination's sources in the CPU's order, embedding's
+// and gather's rounding to the dtype after every add as the CPU does, nearest-resize's
+// summing in f32 and rounding once as the CPU does, including with repeated indices and in
 // bf16. Exceptions, stated where they occur: gradients that go through sum() (repeat,
 // repeat_interleave) compare at 1e-6, because sum() accumulates in a different order.
 // Without a GPU every test skips and says why.
