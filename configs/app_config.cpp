@@ -393,6 +393,28 @@ void check_app(Section& root, AppConfig& c) {
   }
 }
 
+// Each section `app` reads with the keys it takes, as its reader declares them over an
+// empty section (the engine's sections may come from a DeepSpeed file instead).
+std::vector<std::pair<std::string, std::vector<std::string>>> section_keys(App app) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> keys;
+  auto read = [&](const char* name, const std::function<void(Section)>& reader) {
+    Section empty{Node()};
+    reader(empty);
+    keys.emplace_back(name, empty.known());
+  };
+  AppConfig c;
+  read("model", [&](Section e) { read_model(e, c.model); });
+  read("data", [&](Section e) { read_data(e, c.data); });
+  read("train", [&](Section e) { read_train(e, c.train); });
+  if (app != App::vqgpt) read("loss", [&](Section e) { read_loss(e, c.loss); });
+  if (app != App::vqtok) read("gpt", [&](Section e) { read_gpt(e, c.gpt.emplace()); });
+  read("zero_optimization", [&](Section e) { read_zero_optimization(e, c.zero, c.warnings); });
+  read("bf16", [&](Section e) { read_mixed_precision(e, Section(Node())); });
+  read("fp16", [&](Section e) { read_mixed_precision(Section(Node()), e); });
+  read("buffers", [&](Section e) { read_buffers(e, c.zero.buffers); });
+  return keys;
+}
+
 }  // namespace
 
 std::string nesterov_problem(double momentum, double dampening) {
@@ -425,18 +447,22 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.root = root;
   c.source = root ? root.file() : "<config>";
   Section s(root);
-  // The sections' readers declare their keys in these (copies share them): a key written
-  // at the top level that belongs in one of them is named with its section.
-  std::vector<std::pair<std::string, Section>> sections;
-  auto section = [&](const std::string& name) -> Section& {
-    return sections.emplace_back(name, s.sub(name)).second;
-  };
-  read_model(section("model"), c.model);
-  read_data(section("data"), c.data);
-  read_train(section("train"), c.train);
+  // A key written in the wrong section (or at the top level) is named with the sections it
+  // belongs in.
+  const std::vector<std::pair<std::string, std::vector<std::string>>> keys = section_keys(app);
+  s.suggest_elsewhere([&keys](const std::string& key) {
+    std::vector<std::string> paths;
+    for (const auto& [name, known] : keys)
+      if (std::find(known.begin(), known.end(), key) != known.end())
+        paths.push_back(name + "." + key);
+    return paths;
+  });
+  read_model(s.sub("model"), c.model);
+  read_data(s.sub("data"), c.data);
+  read_train(s.sub("train"), c.train);
   if (app == App::vqgpt && root.has("loss"))
     s.fail("loss", "the loss section is for vqtok configs; vqgpt trains with cross-entropy");
-  if (app != App::vqgpt) read_loss(section("loss"), c.loss);
+  if (app != App::vqgpt) read_loss(s.sub("loss"), c.loss);
   if (app == App::vqgpt && c.train.codebook_restart_every > 0)
     root.get("train")
         .get("codebook_restart_every")
@@ -445,7 +471,7 @@ AppConfig parse_app_config(const Node& root, App app) {
     s.fail("gpt", "the gpt section is for vqgpt configs; vqtok does not read it");
   if (app != App::vqtok && (root.has("gpt") || app == App::vqgpt)) {
     c.gpt.emplace();
-    read_gpt(section("gpt"), *c.gpt);
+    read_gpt(s.sub("gpt"), *c.gpt);
   }
   Node ds;
   s.get("deepspeed_config", c.deepspeed_config);
@@ -486,12 +512,6 @@ AppConfig parse_app_config(const Node& root, App app) {
   c.output_dir = "runs/" + (stem.empty() ? std::string("default") : stem);
   s.get("output_dir", c.output_dir);
   if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
-  // The engine's sections are read in read_engine (from the DeepSpeed file, maybe): their
-  // keys come from reading empty ones.
-  zero::Config unused_zero;
-  std::vector<std::string> unused_warnings;
-  read_zero_optimization(sections.emplace_back("zero_optimization", Section(Node())).second,
-                         unused_zero, unused_warnings);
   // A DeepSpeed JSON given as the config: its own top-level keys tell, better than the
   // nearest zt key would.
   for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size", "steps_per_print"})
@@ -499,13 +519,7 @@ AppConfig parse_app_config(const Node& root, App app) {
       root.get(key).fail(
           "a DeepSpeed key: this file looks like a DeepSpeed config; pass it with --deepspeed "
           "(or deepspeed_config: in the YAML) beside a zt config such as configs/vqtok_tiny.yaml");
-  s.finish([&](const std::string& key) {
-    std::vector<std::string> paths;
-    for (const auto& [name, sec] : sections)
-      if (std::find(sec.known().begin(), sec.known().end(), key) != sec.known().end())
-        paths.push_back(name + "." + key);
-    return paths;
-  });
+  s.finish();
   check_app(s, c);
   return c;
 }

@@ -171,11 +171,15 @@ class Section {
   /// The raw subtree at `key` (absent Node if missing), for a consumer that validates it.
   Node raw(const std::string& key);
 
+  /// Names the full paths of a key that belongs in other sections ("train.lr" for "lr").
+  using Elsewhere = std::function<std::vector<std::string>(const std::string& key)>;
   /// Fails on the first key present but never declared: "file:line: path: unknown key;
-  /// did you mean 'nearest'?". `elsewhere`, when given, names the full paths of a key that
-  /// belongs in other sections ("train.lr" for "lr"), said instead of the nearest key.
-  void finish(
-      const std::function<std::vector<std::string>(const std::string& key)>& elsewhere = {}) const;
+  /// did you mean 'nearest'?". `elsewhere` (or, absent, the one set by suggest_elsewhere on
+  /// this section or the section it is a sub() of) names the sections a key belongs in,
+  /// said instead of the nearest key.
+  void finish(const Elsewhere& elsewhere = {}) const;
+  /// Sets the finish() suggestion of this section and of the sub()s taken from it after.
+  void suggest_elsewhere(Elsewhere elsewhere);
   /// The keys declared so far (shared by copies, so a reader's declarations show here).
   const std::vector<std::string>& known() const { return *known_; }
   /// Throws at `key`'s location (or the section's when the key is absent).
@@ -190,6 +194,7 @@ class Section {
  private:
   Node node_;
   std::shared_ptr<std::vector<std::string>> known_ = std::make_shared<std::vector<std::string>>();
+  std::shared_ptr<const Elsewhere> elsewhere_;
 };
 
 // ---- template definitions

@@ -148,29 +148,37 @@ Section& Section::get_enum(const std::string& key, std::string& out,
   return *this;
 }
 
+void Section::suggest_elsewhere(Elsewhere elsewhere) {
+  elsewhere_ = std::make_shared<const Elsewhere>(std::move(elsewhere));
+}
+
 Section Section::sub(const std::string& key) {
   Node n = take(key);
-  if (n) return Section(n);
-  // An absent section reads as empty but keeps a location for its errors.
-  auto d = std::make_shared<NodeData>();
-  if (node_) {
-    d->file = node_.file();
-    d->line = node_.line();
-    d->path = join_path(node_.path(), key);
-  } else {
-    d->file = "<config>";
-    d->path = key;
+  if (!n) {
+    // An absent section reads as empty but keeps a location for its errors.
+    auto d = std::make_shared<NodeData>();
+    if (node_) {
+      d->file = node_.file();
+      d->line = node_.line();
+      d->path = join_path(node_.path(), key);
+    } else {
+      d->file = "<config>";
+      d->path = key;
+    }
+    n = Node(d);
   }
-  return Section(Node(d));
+  Section s(n);
+  s.elsewhere_ = elsewhere_;
+  return s;
 }
 
 Node Section::raw(const std::string& key) {
   return take(key);
 }
 
-void Section::finish(
-    const std::function<std::vector<std::string>(const std::string& key)>& elsewhere) const {
+void Section::finish(const Elsewhere& given) const {
   if (!node_ || !node_.is_map()) return;
+  const Elsewhere& elsewhere = given || !elsewhere_ ? given : *elsewhere_;
   for (const auto& key : node_.keys()) {
     if (std::find(known_->begin(), known_->end(), key) != known_->end()) continue;
     Node n = node_.get(key);

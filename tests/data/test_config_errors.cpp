@@ -46,6 +46,23 @@ const std::vector<BadCase> kBadConfigs = {
      "stage3_max_live_parameters: 5\n",
      {},
      {"did you mean 'zero_optimization.stage3_max_live_parameters'?"}},
+    // The same in a section that does not take it: the sections it belongs in, not the
+    // section's nearest key ('model.ch' for lr).
+    {"key_in_wrong_section",
+     "model:\n  lr: 1.0e-3\n",
+     {},
+     {"bad.yaml:2: model.lr: unknown key here; it belongs in another section: did you mean "
+      "'train.lr'?"}},
+    {"key_in_wrong_nested_section",
+     "zero_optimization:\n  offload_optimizer:\n    stage: 3\n",
+     {},
+     {"zero_optimization.offload_optimizer.stage: unknown key here",
+      "did you mean 'zero_optimization.stage'?"}},
+    {"engine_key_in_train",
+     "train:\n  enabled: true\n",
+     {},
+     {"did you mean 'bf16.enabled' or 'fp16.enabled'?"}},
+    {"gpt_key_in_model", "model:\n  n_layer: 2\n", {}, {"did you mean 'gpt.n_layer'?"}, App::vqgpt},
     {"wrong_type",
      "train:\n  steps: abc\n",
      {},
