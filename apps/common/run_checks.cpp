@@ -44,9 +44,19 @@ std::string decided_by_rank0(comm::Communicator& comm, const std::function<std::
 
 namespace {
 
-// What --overwrite sets aside: output_dir/.overwritten, until the new run has taken a step.
-fs::path set_aside_dir(const std::string& output_dir) {
-  return fs::path(output_dir) / ".overwritten";
+// What --overwrite sets aside, until the new run has taken a step: the results in
+// output_dir/.overwritten, the checkpoints in <root>/.overwritten (on the checkpoints' own
+// filesystem: a root that links to another disk stays a link, and what it holds there is
+// what goes). Dot-names are not checkpoints to the readers of a root.
+fs::path set_aside_dir(const fs::path& parent) {
+  return parent / ".overwritten";
+}
+
+// Moves every entry of `from` but `into` (created) into `into`.
+void move_entries(const fs::path& from, const fs::path& into) {
+  fs::create_directories(into);
+  for (const auto& e : fs::directory_iterator(from))
+    if (e.path() != into) fs::rename(e.path(), into / e.path().filename());
 }
 
 // The results of a training run in output_dir besides `root` (its checkpoints): metrics,
@@ -75,10 +85,12 @@ std::string result_names(const fs::path& output_dir) {
 // set_aside_dir, whence finish_start deletes them once the new run has taken a step, and
 // restore_set_aside puts them back if it never did.
 std::string set_aside(const std::string& output_dir, const fs::path& root) {
-  const fs::path dir = set_aside_dir(output_dir);
-  fs::remove_all(dir);  // an older one the start could not put back (see restore_set_aside)
+  const fs::path dir = set_aside_dir(output_dir), inner = set_aside_dir(root);
+  // Older ones the start could not put back (see restore_set_aside).
+  fs::remove_all(dir);
+  fs::remove_all(inner);
   fs::create_directories(dir);
-  if (fs::exists(root)) fs::rename(root, dir / root.filename());
+  if (fs::is_directory(root)) move_entries(root, inner);
   for (const fs::path& p : result_files(output_dir)) fs::rename(p, dir / p.filename());
   return dir.string();
 }
@@ -87,21 +99,28 @@ std::string set_aside(const std::string& output_dir, const fs::path& root) {
 // set_aside_dir: they go back where they were, replacing what the failed start wrote,
 // unless that start got as far as saving checkpoints (then they stay, with a note).
 void restore_set_aside(const std::string& output_dir, const fs::path& root, const char* app) {
-  const fs::path dir = set_aside_dir(output_dir);
-  if (!fs::is_directory(dir)) return;
+  const fs::path dir = set_aside_dir(output_dir), inner = set_aside_dir(root);
+  if (!fs::is_directory(dir) && !fs::is_directory(inner)) return;
   if (zero::holds_checkpoints(root.string())) {
-    std::fprintf(
-        stderr,
-        "%s: note: '%s' holds results an --overwrite run set aside; they are "
-        "deleted when the next --overwrite run starts (move them elsewhere to keep them)\n",
-        app, dir.string().c_str());
+    std::fprintf(stderr,
+                 "%s: note: '%s' and '%s' hold results an --overwrite run set aside; they are "
+                 "deleted when the next --overwrite run starts (move them elsewhere to keep "
+                 "them)\n",
+                 app, dir.string().c_str(), inner.string().c_str());
     return;
   }
-  fs::remove_all(root);
+  if (fs::is_directory(inner)) {
+    for (const auto& e : fs::directory_iterator(root))
+      if (e.path() != inner) fs::remove_all(e.path());
+    for (const auto& e : fs::directory_iterator(inner))
+      fs::rename(e.path(), root / e.path().filename());
+    fs::remove(inner);
+  }
   for (const fs::path& p : result_files(output_dir)) fs::remove_all(p);
-  for (const auto& e : fs::directory_iterator(dir))
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))  // (an earlier version's checkpoints too)
     fs::rename(e.path(), fs::path(output_dir) / e.path().filename());
-  fs::remove(dir);
+  fs::remove(dir, ec);
   std::fprintf(stderr,
                "%s: put back the results of the run in %s that an --overwrite run set "
                "aside and stopped before its first step\n",
@@ -267,9 +286,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     const std::string dir = set_aside(cfg.output_dir, root);
     if (request.say)
       std::printf(
-          "--overwrite: set the earlier run's checkpoints and metrics aside in %s; "
+          "--overwrite: set the earlier run's checkpoints and metrics aside in %s and %s; "
           "they are deleted once this run has taken its first step\n",
-          dir.c_str());
+          set_aside_dir(root).string().c_str(), dir.c_str());
     return dir;
   };
   std::shared_ptr<zero::RunLock> lock;
@@ -375,11 +394,13 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
   });
   const size_t a = decided.find('\n'), b = decided.find('\n', a + 1);
   check_lock_seen_by_all(cfg.output_dir, decided.substr(0, a), comm, app);
-  return RunStart{decided.substr(b + 1), decided.substr(a + 1, b - a - 1), lock};
+  return RunStart{decided.substr(b + 1), decided.substr(a + 1, b - a - 1), root, lock};
 }
 
 void finish_start(const RunStart& start, comm::Communicator& comm) {
-  if (comm.rank() == 0 && !start.set_aside.empty()) fs::remove_all(start.set_aside);
+  if (comm.rank() != 0 || start.set_aside.empty()) return;
+  fs::remove_all(start.set_aside);
+  fs::remove_all(set_aside_dir(start.root));
 }
 
 std::string flatten_config(const config::Node& root) {

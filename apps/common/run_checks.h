@@ -34,8 +34,10 @@ struct StartRequest {
 /// Where a training run starts, as start_run decided it.
 struct RunStart {
   std::string resume_from;  ///< the checkpoint to resume from; "" to start at step 0
-  /// Where --overwrite set the earlier run's results aside ("" when it did not).
+  /// Where --overwrite set the earlier run's results aside ("" when it did not); its
+  /// checkpoints went to <root>/.overwritten.
   std::string set_aside;
+  std::string root;  ///< the run's checkpoint root
   /// Rank 0: output_dir/.lock (zero::RunLock), held while this (or a copy) lives.
   std::shared_ptr<zero::RunLock> lock;
 };
@@ -53,7 +55,8 @@ struct RunStart {
 ///    when nothing was saved there; an error, changing nothing, when checkpoints are there
 ///    but none is complete. With --overwrite too: an error.
 ///  - otherwise a new run: an error naming --resume, another output_dir and --overwrite
-///    when `root` already holds checkpoints. With --overwrite, rank 0 moves `root` and the
+///    when `root` already holds checkpoints. With --overwrite, rank 0 moves what `root`
+///    holds into `root`/.overwritten (on its own disk, a linked root staying a link) and the
 ///    output_dir's metrics.jsonl, curves.svg and recon_step_*.png into
 ///    output_dir/.overwritten; finish_start deletes them once the new run has taken its
 ///    first step, and if it stops before that, the next start_run puts them back. An

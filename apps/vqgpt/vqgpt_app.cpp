@@ -266,7 +266,7 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
            "' already holds checkpoints (an earlier tokenizer?); to use it, point "
            "gpt.tokenizer_checkpoint at it; to train a new one, pass another --out folder, or "
            "--overwrite to replace it (the old one is set aside, and deleted once the new "
-           "tokenizer has trained a step)");
+           "tokenizer is saved)");
   vqtok::TrainOptions to;
   to.quiet = quiet;
   to.overwrite = overwrite;

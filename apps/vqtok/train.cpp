@@ -363,7 +363,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     const bool restarts =
         tc.codebook_restart_every > 0 && done % tc.codebook_restart_every == 0 && done < tc.steps;
     if (step == start || logs || evals || restarts || log.full()) settle(done);
-    if (step == start) app::finish_start(run_start, comm);  // the earlier run is gone now
+    // The earlier run's results go once this run has taken a step; a run that a signal
+    // ends without a checkpoint (a quick tokenizer) keeps them until it saved its own.
+    if (step == start && options.stop_on_signal) app::finish_start(run_start, comm);
     if (restarts) {
       const int64_t moved = restart_dead_codes(*model, hits, step, comm);
       if (say && moved > 0 && done % tc.log_every == 0)
@@ -445,6 +447,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     }
   }
   checkpoints.finish(start, resume_from.empty() ? ckpt_root : resume_from);
+  if (!options.stop_on_signal) app::finish_start(run_start, comm);
   result.stopped_by_signal = checkpoints.stopped_by();
   result.loss_reads = log.reads();
   progress.finish();

@@ -59,7 +59,8 @@ struct TrainOptions {
   bool quiet = false;      ///< print nothing (files are still written)
   bool tty = false;        ///< redraw a progress bar instead of printing log lines
   /// SIGINT/SIGTERM stop the run after a step, with a checkpoint (app::StopOnSignal);
-  /// false leaves the signals' default action (a run that is useless unfinished).
+  /// false leaves the signals' default action (a run that is useless unfinished), and
+  /// keeps what --overwrite set aside until the run saved its last checkpoint.
   bool stop_on_signal = true;
 };
 

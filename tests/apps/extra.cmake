@@ -1,6 +1,7 @@
-# tests/apps: the fault-injection test runs the vqtok binary (and mpirun when found).
-target_compile_definitions(${exe} PRIVATE ZT_VQTOK_BIN="$<TARGET_FILE:vqtok>")
-add_dependencies(${exe} vqtok)
+# tests/apps: the fault-injection tests run the vqtok and vqgpt binaries (and mpirun when found).
+target_compile_definitions(${exe} PRIVATE ZT_VQTOK_BIN="$<TARGET_FILE:vqtok>"
+                                          ZT_VQGPT_BIN="$<TARGET_FILE:vqgpt>")
+add_dependencies(${exe} vqtok vqgpt)
 find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 if(ZT_MPIRUN)
   target_compile_definitions(${exe} PRIVATE ZT_MPIRUN="${ZT_MPIRUN}")

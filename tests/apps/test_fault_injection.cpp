@@ -56,17 +56,9 @@ void write_config(const Folder& r) {
   std::ofstream(r.config()) << cfg.root.dump();
 }
 
-// Starts `vqtok train` on 2 ranks with stdout and stderr in `log`. The child leads a new
-// session, so kill_job() finds every process of an mpirun job.
-pid_t start(const Folder& r, const std::vector<std::string>& extra, const fs::path& log) {
-  std::vector<std::string> args;
-#ifdef ZT_MPIRUN
-  if (r.mpi) args = {ZT_MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2"};
-#endif
-  args.insert(args.end(), {ZT_VQTOK_BIN, "train", "--config", r.config().string()});
-  if (!r.mpi && std::find(extra.begin(), extra.end(), "--ranks") == extra.end())
-    args.insert(args.end(), {"--ranks", "2"});
-  args.insert(args.end(), extra.begin(), extra.end());
+// Starts `args` (a program's path first) with stdout and stderr in `log`. The child leads a
+// new session, so kill_job() finds every process of an mpirun job.
+pid_t spawn(std::vector<std::string> args, const fs::path& log) {
   const pid_t pid = fork();
   if (pid == 0) {
     ::setsid();
@@ -82,6 +74,19 @@ pid_t start(const Folder& r, const std::vector<std::string>& extra, const fs::pa
     _exit(127);
   }
   return pid;
+}
+
+// Starts `vqtok train` on 2 ranks with stdout and stderr in `log`.
+pid_t start(const Folder& r, const std::vector<std::string>& extra, const fs::path& log) {
+  std::vector<std::string> args;
+#ifdef ZT_MPIRUN
+  if (r.mpi) args = {ZT_MPIRUN, "--allow-run-as-root", "--oversubscribe", "-np", "2"};
+#endif
+  args.insert(args.end(), {ZT_VQTOK_BIN, "train", "--config", r.config().string()});
+  if (!r.mpi && std::find(extra.begin(), extra.end(), "--ranks") == extra.end())
+    args.insert(args.end(), {"--ranks", "2"});
+  args.insert(args.end(), extra.begin(), extra.end());
+  return spawn(std::move(args), log);
 }
 
 // The processes of session `sid` (from /proc).
@@ -344,6 +349,43 @@ TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
       << read_all(log);
   EXPECT_TRUE(fs::exists(r.ckpt() / "latest"));
   fs::remove_all(r.dir);
+}
+
+// vqgpt's quick tokenizer is of no use unfinished, so a signal ends it at once, with no
+// checkpoint. With --overwrite, the tokenizer it replaces is kept until the new one is
+// saved: stopped part way, the new run loses neither (the old one is set aside, and the
+// next start puts it back).
+TEST(FaultInjection, AStoppedQuickTokenizerKeepsTheOneItReplaces) {
+  const fs::path dir = fs::temp_directory_path() / ("zt_fault_tok_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  auto tokenizer = [&](const std::string& steps, bool overwrite, const fs::path& log) {
+    std::vector<std::string> args = {
+        ZT_VQGPT_BIN, "tokenizer", "--config", ZT_SOURCE_DIR "/configs/vqgpt_tiny.yaml",
+        "--steps",    steps,       "-o",       (dir / "tok").string()};
+    if (overwrite) args.push_back("--overwrite");
+    return spawn(args, log);
+  };
+  ASSERT_EQ(wait_for(tokenizer("2", false, dir.string() + ".first.log")), 0)
+      << read_all(dir.string() + ".first.log");
+  const fs::path log = dir.string() + ".second.log";
+  // Stopped at its first log line (step 10 of 100, nine tenths of the run still to go).
+  const pid_t pid = tokenizer("100", true, log);
+  for (int i = 0; i < 60000 && read_all(log).find("step 10/100") == std::string::npos; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_for(pid), 128 + SIGTERM) << read_all(log);
+  bool kept = false;  // the first tokenizer's checkpoint, in place or set aside
+  for (const auto& e : fs::recursive_directory_iterator(dir / "tok"))
+    kept |= e.path().filename() == "step_000002" && fs::exists(e.path() / "meta.json");
+  EXPECT_TRUE(kept) << read_all(log);
+  // The next start puts it back: a run without --overwrite is refused, naming it.
+  const fs::path third = dir.string() + ".third.log";
+  EXPECT_EQ(wait_for(tokenizer("2", false, third)), 1);
+  EXPECT_NE(read_all(third).find("already holds checkpoints"), std::string::npos)
+      << read_all(third);
+  EXPECT_TRUE(fs::exists(dir / "tok" / "checkpoints" / "step_000002" / "meta.json"));
+  fs::remove_all(dir);
+  for (const char* l : {".first.log", ".second.log", ".third.log"}) fs::remove(dir.string() + l);
 }
 
 TEST(FaultInjection, CommandLineMessages) {

@@ -142,7 +142,29 @@ TEST(Reliability, ANewRunIntoAnEarlierRunsFolderIsRefusedUnlessOverwrite) {
   EXPECT_TRUE(fs::exists(dir + "/checkpoints/step_000003/meta.json"));
   EXPECT_EQ(zero::find_checkpoint(dir + "/checkpoints"), dir + "/checkpoints/step_000003");
   EXPECT_FALSE(fs::exists(dir + "/.overwritten"));  // deleted once the run took its step
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/.overwritten"));
   fs::remove_all(dir);
+}
+
+// Checkpoints kept on another disk, output_dir/checkpoints a link to them: --overwrite sets
+// aside what the link points to there, on that disk, and deletes it; the link stays, and
+// the new run saves through it (moving the link itself left the old checkpoints on that
+// disk and put the new ones on output_dir's).
+TEST(Reliability, OverwriteKeepsALinkedCheckpointFolderALink) {
+  const std::string dir = fresh_dir("linked"), far = fresh_dir("linked_far");
+  fs::create_directories(dir);
+  fs::create_directories(far);
+  fs::create_directory_symlink(far, dir + "/checkpoints");
+  apptest::train_vqtok(tiny_config(dir), false);
+  ASSERT_TRUE(fs::exists(far + "/step_000004/meta.json"));
+  apptest::train_vqtok(tiny_config(dir, {"train.steps=3"}), false, 2, /*overwrite=*/true);
+  EXPECT_TRUE(fs::is_symlink(dir + "/checkpoints"));
+  EXPECT_TRUE(fs::exists(far + "/step_000003/meta.json"));
+  EXPECT_FALSE(fs::exists(far + "/step_000004"));
+  EXPECT_FALSE(fs::exists(far + "/.overwritten"));
+  EXPECT_EQ(zero::find_checkpoint(dir + "/checkpoints"), dir + "/checkpoints/step_000003");
+  fs::remove_all(dir);
+  fs::remove_all(far);
 }
 
 // A run that saved no checkpoint (train.checkpoint_every: 0) leaves results all the same:
@@ -187,12 +209,13 @@ TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) 
     apptest::train_vqtok(tiny_config(dir, {"loss.l2=1.0e39"}), false, 2, /*overwrite=*/true);
   });
   EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
-  EXPECT_TRUE(fs::exists(dir + "/.overwritten/checkpoints/step_000004/meta.json"));
+  EXPECT_TRUE(fs::exists(dir + "/checkpoints/.overwritten/step_000004/meta.json"));
   EXPECT_EQ(lines(dir + "/.overwritten/metrics.jsonl"), before);
   // The next start puts the earlier run back, and --resume continues it.
   const vqtok::TrainResult r = apptest::train_vqtok(tiny_config(dir, {"train.steps=5"}), true);
   EXPECT_EQ(r.start_step, 4);
   EXPECT_FALSE(fs::exists(dir + "/.overwritten"));
+  EXPECT_FALSE(fs::exists(dir + "/checkpoints/.overwritten"));
   const auto after = lines(dir + "/metrics.jsonl");
   ASSERT_EQ(after.size(), 5u);
   for (size_t i = 0; i < before.size(); ++i) EXPECT_EQ(after[i], before[i]);
