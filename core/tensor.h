@@ -43,6 +43,9 @@ struct TensorExtra {
   /// Why nn::Module::to may not convert the tensor in place (its dtype or device); empty
   /// where it may.
   virtual std::string conversion_refused() const { return {}; }
+  /// Why an optim::Optimizer may not update the tensor (another owner trains it); empty
+  /// where it may.
+  virtual std::string optimizer_refused() const { return {}; }
 };
 
 struct TensorImpl {

@@ -9,6 +9,17 @@
 #include <unordered_map>
 
 namespace zt::optim {
+namespace {
+
+// A tensor another owner trains (a ZeRO-3 partitioned parameter) is refused by name: an
+// optimizer over it would update nothing, without a word.
+void check_ours(const std::string& name, const Tensor& p) {
+  if (const auto& extra = p.impl()->extra)
+    if (const std::string why = extra->optimizer_refused(); !why.empty())
+      ZT_FAIL("optimizer: parameter '", name, "' cannot be updated here: ", why);
+}
+
+}  // namespace
 
 Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
                      std::vector<std::string> slots)
@@ -27,6 +38,7 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
              dtype_name(p.dtype()), "; optimizers update floating tensors (fp32 master copies)");
     ZT_CHECK(names.insert(n).second, "optimizer: duplicate parameter name '", n, "'");
     ZT_CHECK(n != "step", "optimizer: 'step' is reserved and cannot name a parameter");
+    check_ours(n, p);
     if (p.numel() == 0) continue;
     const auto [first, fresh] = tensors.emplace(p.data_ptr(), n);
     ZT_CHECK(fresh, "optimizer: parameters '", first->second, "' and '", n,
@@ -101,6 +113,7 @@ void Optimizer::step() {
   std::vector<ParamState*> states;
   for (size_t i = 0; i < params_.size(); ++i) {
     const auto& [name, p] = params_[i];
+    check_ours(name, p);  // (partitioned after this optimizer was made)
     Tensor g = p.grad();
     if (!g.defined()) continue;
     ZT_CHECK(g.sizes() == p.sizes() && g.device() == p.device(), "optimizer: gradient of '", name,

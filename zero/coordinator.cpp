@@ -122,7 +122,8 @@ void Coordinator::trace_training(int id) {
   reorder_logged_ = true;
   std::fprintf(stderr,
                "zt: rank %d: module '%s' fetched out of the recorded order; prefetching is off "
-               "until the trace is recorded again\n",
+               "until the trace is recorded again (a forward with gradients on that no "
+               "backward follows does this: evaluate under autograd::NoGradGuard)\n",
                comm_.rank(), groups_[id].path.c_str());
 }
 

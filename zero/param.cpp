@@ -302,6 +302,13 @@ std::string ZeroParam::conversion_refused() const {
          "bf16 or fp16 through zero::Config::precision";
 }
 
+std::string ZeroParam::optimizer_refused() const {
+  if (kind != ParamKind::kPartitioned) return {};
+  return "it is partitioned by ZeRO-3, so its gradient goes to a zero::Engine's fp32 shard and "
+         "never to the parameter: call engine.step(), whose optimizer (engine.optimizer()) "
+         "updates the shards";
+}
+
 DType engine_storage_dtype(const Tensor& p, DType low) {
   const DType own = is_partitioned(p) ? zero_param(p)->declared : p.dtype();
   return own == DType::f32 ? low : own;

@@ -57,6 +57,7 @@ struct ZeroParam : TensorExtra {
   /// A partitioned parameter's dtype and device are its shards', which Module::to cannot
   /// reach: refused, saying what to do instead.
   std::string conversion_refused() const override;
+  std::string optimizer_refused() const override;
 
   /// Starts an async all-gather if NOT_AVAILABLE (no-op otherwise).
   void gather(comm::Communicator& comm);

@@ -156,8 +156,9 @@ void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
     os << "replica check failed: '" << tensors[i].first << "' differs across ranks ("
        << groups.size() << " distinct values):";
     for (auto& [h, ranks] : groups) os << " ranks " << rank_set(ranks);
-    os << " — it is the first divergent tensor; use a buffers.sync policy (broadcast or "
-          "average) or load it on every rank";
+    os << " — it is the first divergent tensor; load it with zero::load_state_dict (rank 0's "
+          "values reach every rank) or alike on every rank, and for a buffer that training "
+          "changes on each rank, use a buffers.sync policy (broadcast or average)";
     throw comm::AgreedError(os.str(), comm.rank());  // every rank compared the same hashes
   }
 }

@@ -3,8 +3,9 @@
 // a second engine on one model, a step without a backward, freezing or
 // unfreezing a parameter after the engine was built, zero::Config values out of range, a
 // trainable f64 parameter or 16-bit replica, a buffer policy for a path the model lacks, a
-// parameter some ranks backpropagate through and others not, and a replica loaded on one
-// rank after the engine was built. Also: backward
+// parameter some ranks backpropagate through and others not, a replica loaded on one
+// rank after the engine was built, and an optimizer of the user's over partitioned
+// parameters. Also: backward
 // twice through one graph with retain_graph, as in PyTorch.
 #include <cmath>
 #include <functional>
@@ -12,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "optim/factory.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -128,6 +130,72 @@ TEST(EngineMisuse, ConvertingAPartitionedModelIsRefused) {
     EXPECT_TRUE(std::isfinite(loss_of(e, 2).item()));
     replica->to(DType::bf16);
     EXPECT_EQ(replica->weight.dtype(), DType::bf16);
+  });
+}
+
+// The engine owns the optimizer, over its fp32 shards: an optim::Optimizer of the user's over
+// the model's parameters (the PyTorch habit) would see no gradient, the engine's hooks taking
+// them all into the shards, and would update nothing without a word. Refused, naming a
+// partitioned parameter, when made, and at its step for parameters partitioned after it.
+TEST(EngineMisuse, AnOptimizerOverPartitionedParametersIsRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const char* refused =
+        "optimizer: parameter 'a.weight' cannot be updated here: it is "
+        "partitioned by ZeRO-3";
+    auto before = std::make_shared<Pair>();
+    auto own = optim::make_optimizer(optim::OptimizerConfig{}, before->named_parameters());
+    zero::Engine e(before, comm, {}, adamw());
+    e.backward(loss_of(e, 1));
+    EXPECT_TRUE(test::throws_with([&] { own->step(); }, refused));
+    EXPECT_TRUE(test::throws_with(
+        [&] { optim::make_optimizer(optim::OptimizerConfig{}, before->named_parameters()); },
+        "call engine.step()"));
+    EXPECT_TRUE(e.step()) << "the engine's own optimizer is the way";
+    zero::Replicated whole(comm);  // a replica is a plain tensor: any optimizer may take it
+    auto replica = std::make_shared<nn::Linear>(4, 4);
+    EXPECT_NO_THROW(optim::make_optimizer(optim::OptimizerConfig{}, replica->named_parameters()));
+  });
+}
+
+// A Linear and a BatchNorm1d after it.
+struct Normed : nn::UnaryModule {
+  Normed() : nn::UnaryModule("Normed") {
+    lin = register_module("lin", std::make_shared<nn::Linear>(4, 4));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(4));
+  }
+  Tensor forward(const Tensor& x) override { return (*bn)((*lin)(x)); }
+  std::shared_ptr<nn::Linear> lin;
+  std::shared_ptr<nn::BatchNorm1d> bn;
+};
+
+// A modifier scope gives every tensor it covers the modifier rank's value, buffers it did
+// not edit included. In the middle of a window, a scope over a whole module with BatchNorm
+// therefore replaces the other ranks' running statistics of the window with rank 0's; a
+// scope over just the edited tensors leaves them to the step's average.
+TEST(EngineMisuse, AModifierScopeInAWindowCoversWhatItNames) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = std::make_shared<Normed>();
+    zero::Engine e(m, comm, {}, adamw());
+    manual_seed(static_cast<uint64_t>(10 + comm.rank()));
+    e.backward(mean(e(randn({8, 4}))));  // each rank's own batch statistics
+    const std::vector<double> own = m->bn->running_mean.to_vector();
+    auto rank0 = [&](const Tensor& t) {
+      return comm.all_gather_object(zero::content_hash(t))[0] == zero::content_hash(t);
+    };
+    ASSERT_EQ(rank0(m->bn->running_mean), comm.rank() == 0) << "the ranks' batches differ";
+    {
+      zero::GatheredParameters g({m->lin->bias}, comm, /*modifier_rank=*/0);
+      if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;
+        m->lin->bias.fill_(0.5);
+      }
+    }
+    EXPECT_EQ(m->lin->bias.to_vector(), std::vector<double>(4, 0.5));
+    EXPECT_EQ(m->bn->running_mean.to_vector(), own) << "rank " << comm.rank();
+    { zero::GatheredParameters g(*m, comm, /*modifier_rank=*/0); }
+    EXPECT_TRUE(rank0(m->bn->running_mean)) << "rank " << comm.rank();
+    EXPECT_TRUE(e.step());
+    EXPECT_NO_THROW(zero::verify_replicas(m->named_buffers(), comm));
   });
 }
 
