@@ -130,6 +130,8 @@ class Module : public std::enable_shared_from_this<Module> {
   int add_forward_hook(PostForwardHook h);
   int add_forward_error_hook(ForwardErrorHook h);
   void remove_hook(int id);
+  /// Hooks registered on this module and not removed (pre-forward, forward and error).
+  size_t hook_count() const { return pre_hooks_.size() + post_hooks_.size() + error_hooks_.size(); }
 
   const std::string& type_name() const { return type_name_; }
   /// One line for the printed tree ("Conv2d(3, 32, kernel=3)").

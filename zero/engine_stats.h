@@ -19,8 +19,10 @@ struct EngineStats {
   int64_t trace_invalidations = 0;  ///< times the training trace was found out of order
   /// Times an inference pass left the inference trace (a different pass; not an error).
   int64_t inference_trace_invalidations = 0;
-  int64_t buckets_reduced = 0;  ///< gradient buckets reduce-scattered
-  int64_t overflow_skips = 0;   ///< fp16 steps skipped for an overflow
+  /// Gradient buckets reduce-scattered; at one rank, flushes of the queued gradients (each
+  /// written into the shards in place: no bucket, no collective).
+  int64_t buckets_reduced = 0;
+  int64_t overflow_skips = 0;  ///< fp16 steps skipped for an overflow
   /// verify_replicas() runs that passed: the one at construction, one after each applied
   /// step that buffers.verify_every selects (a skipped fp16 step runs none), the one ending
   /// a checkpoint load, and the caller's own.

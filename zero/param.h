@@ -6,8 +6,9 @@
 //
 // Everything about the parameter lives here: its shard (in the storage dtype), the fp32
 // master shard the optimizer updates when the storage is low precision, the fp32
-// gradient shard reduce-scatter adds into, and its gather status. A replicated parameter
-// (zero::Replicated) is a full copy on every rank and never changes status.
+// gradient shard reduce-scatter writes into (copied for the window's first gradient,
+// added after), and its gather status. A replicated parameter (zero::Replicated) is a
+// full copy on every rank and never changes status.
 #pragma once
 
 #include <memory>

@@ -4,10 +4,10 @@
 //   [ rank 0: p1 slice 0 | p2 slice 0 | ... ][ rank 1: p1 slice 1 | ... ] ...
 // — so ONE reduce-scatter (avg) hands every rank its slices of all parameters in the
 // bucket. It runs asynchronously while backward continues; finish() (at drain(), or at a
-// flush for buckets already done) adds each rank's slices into its fp32 gradient shards.
-// Full gradients are freed at flush; at most
-// kMaxInFlight buckets are in flight (finished ones are retired at each flush), so the
-// reducer's memory is a few buckets whatever the model size.
+// flush for buckets already done) writes each rank's slices into its fp32 gradient shards
+// (copied for the window's first gradient, added after). Full gradients are freed at
+// flush; at most kMaxInFlight buckets are in flight (finished ones are retired at each
+// flush), so the reducer's memory is a few buckets whatever the model size.
 #pragma once
 
 #include <deque>
@@ -46,7 +46,7 @@ class GradReducer {
   /// Drops what is queued and what is in flight (waited for, not added: a collective's
   /// buffers must outlive it); the shards keep what earlier buckets added.
   void discard();
-  /// Buckets reduced so far.
+  /// Buckets reduced so far; at one rank, flushes (each written into the shards in place).
   int64_t buckets() const { return buckets_; }
   /// What was reduced since clear_layout(), in order: each parameter's name as it joined a
   /// bucket, one per line, and "|" where a bucket was issued. Every rank must reduce the

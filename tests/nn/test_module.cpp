@@ -217,8 +217,10 @@ TEST(Module, HooksCanReplaceInputsAndOutputs) {
                                      std::vector<Tensor>& out) { out[0] = add(out[0], 1.0); });
   EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {3, 5}));
   EXPECT_EQ(pre_calls, 1);
+  EXPECT_EQ(lin.hook_count(), 2u);
   lin.remove_hook(pre);
   lin.remove_hook(post);
+  EXPECT_EQ(lin.hook_count(), 0u);
   EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {1, 2}));
 }
 

@@ -20,9 +20,11 @@ namespace zt::lesson {
 ///   Conv3d(3->4, k 1x3x3) -> per-frame Conv2d(4->6, 3x3, stride 2) -> GroupNorm(2, 6)
 ///   -> silu -> tokens (B, 18, 6) -> Linear(6->8) -> LayerNorm(8) -> attention(8, 2 heads)
 ///   -> mean over tokens -> Linear(8->5).
-/// Sizes are uneven on purpose (no parameter divides by 3 or 4). The attention has no
-/// biases: a key bias has a gradient that is exactly zero in theory (softmax ignores a
-/// per-query constant), and Adam would turn its rounding noise into full-size updates.
+/// Sizes are uneven on purpose: at 2, 3 and 4 ranks some parameters do not divide (head's
+/// bias has 5 elements, conv2's bias and the GroupNorm's 6, the attention projections 64),
+/// so shards are padded. The attention has no biases: a key bias has a gradient that is
+/// exactly zero in theory (softmax ignores a per-query constant), and Adam would turn its
+/// rounding noise into full-size updates.
 class Mixed : public nn::UnaryModule {
  public:
   Mixed();

@@ -32,10 +32,11 @@ TEST(Lesson00ByHand, TheLifeOfAParameter) {
 
   comm::run_threads(N, [&](comm::Communicator& comm) {
     const int rank = comm.rank();
-    // 1. Partition. Every rank builds the same layer; rank 0's value is scattered and
-    //    each rank keeps a flat shard of ceil(15 / 2) = 8 elements (rank 1's last one is
-    //    padding). The tensor keeps its shape and name but has no storage.
-    manual_seed(5);
+    // 1. Partition. Every rank builds the layer, each from its own seed; rank 0's value
+    //    (w0) is scattered and each rank keeps a flat shard of ceil(15 / 2) = 8 elements
+    //    of it (rank 1's last one is padding). The tensor keeps its shape and name but
+    //    has no storage.
+    manual_seed(5 + 100 * rank);  // ranks disagree on purpose; rank 0 matches ref
     auto lin = std::make_shared<nn::Linear>(nn::LinearOptions(5, 3).bias(false));
     Tensor w = lin->weight;
     w.set_name("weight");
@@ -69,9 +70,11 @@ TEST(Lesson00ByHand, TheLifeOfAParameter) {
 
     // 5. Reduce-scatter: each rank pads its full gradient (from its own data) to N x 8
     //    elements, and one reduce-scatter with kAvg hands rank r slice r of the AVERAGE
-    //    over ranks, which is added into its fp32 gradient shard. The full gradient is then
-    //    freed. The engine's zero::GradReducer does the same for many parameters at once,
-    //    laid side by side in a bucket (lessons 6 and 17).
+    //    over ranks, which becomes its fp32 gradient shard (here added to a fresh zero
+    //    shard; the engine copies a window's first gradient over the stale shard and adds
+    //    later ones: lesson 22). The full gradient is then freed. The engine's
+    //    zero::GradReducer does the same for many parameters at once, laid side by side
+    //    in a bucket (lessons 6 and 17).
     Tensor padded = zeros({z->part.padded_numel()});
     padded.narrow(0, 0, z->part.numel).copy_(w.grad().reshape({-1}));
     Tensor slice = zeros({z->part.shard_numel});

@@ -2,7 +2,7 @@
 // Invariant: a parameter registered inside Init is partitioned at once: every rank keeps
 // exactly its slice of RANK 0's initialized value (whatever its own RNG produced), and
 // the full tensor is freed before the next parameter is created, so building a model
-// never holds more than one full parameter (the gathered-param peak stays below the
+// never holds more than one full parameter (the gathered-param peak is at most the
 // largest parameter; rank 0 also holds, for the scatter, one padded copy of the parameter
 // being partitioned, counted as a comm buffer). An initialization of one's own after
 // construction runs module by module, never holding the whole model (apply_gathered).

@@ -2,7 +2,8 @@
 // Invariant: a scope decides only for what is registered while it is open, the innermost
 // scope wins, and nothing leaks out: Init > Replicated > Init gives partitioned, then
 // replicated, then partitioned modules; outside every scope parameters are plain. And
-// after the fact, zero::partition / zero::replicate convert a built module.
+// after the fact, zero::partition / zero::replicate convert a built module; either way
+// every rank ends up with rank 0's values, of the parameters and of the buffers.
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -54,6 +55,41 @@ TEST(Lesson03Scopes, ConvertAfterTheFact) {
       auto h = lesson::hashes_across_ranks(p, comm);
       for (auto& x : h) EXPECT_EQ(x, rank0[i]) << n << ": rank 0's value on every rank";
       ++i;
+    }
+  });
+}
+
+// zero::replicate on a plain module built differently on each rank (a loader that ran on
+// rank 0 only, say) broadcasts rank 0's parameters and buffers: nothing was partitioned
+// first, so no gather has already made the ranks agree.
+TEST(Lesson03Scopes, ReplicateBroadcastsRank0sParametersAndBuffers) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    manual_seed(comm.rank());  // the conv's weight and bias differ across ranks
+    auto m = std::make_shared<lesson::TokenizerLike>();
+    std::vector<std::pair<std::string, Tensor>> tensors = m->named_parameters();
+    const size_t num_params = tensors.size();  // the parameters, then the buffers
+    for (auto& nb : m->named_buffers()) tensors.push_back(nb);
+    {
+      // The norms' parameters and every buffer (BatchNorm's statistics and step count)
+      // start equal on every rank: made to differ by hand.
+      autograd::NoGradGuard ng;
+      for (auto& [n, t] : tensors)
+        if (n.rfind("conv.", 0) != 0) t.fill_(1 + comm.rank());
+    }
+    std::vector<std::string> rank0;  // each tensor's hash on rank 0 before replicate
+    for (auto& [n, t] : tensors) {
+      auto h = lesson::hashes_across_ranks(t, comm);
+      ASSERT_TRUE(h[0] != h[1] && h[0] != h[2]) << n << " must start different on every rank";
+      rank0.push_back(h[0]);
+    }
+    zero::replicate(*m, comm);
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& [n, t] = tensors[i];
+      if (i < num_params) {
+        EXPECT_TRUE(zero::is_replicated(t)) << n;
+      }
+      for (auto& x : lesson::hashes_across_ranks(t, comm))
+        EXPECT_EQ(x, rank0[i]) << n << ": rank 0's value on every rank";
     }
   });
 }

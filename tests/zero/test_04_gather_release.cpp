@@ -154,7 +154,8 @@ TEST(Lesson04GatherRelease, PersistentParametersStayGathered) {
 
 // At one rank the cycle costs nothing it need not: the gathered parameter IS its shard,
 // used in place (the same storage: no copy, no gathered memory), and its gradient is
-// added into the gradient shard with no bucket and no reduce-scatter.
+// written into the gradient shard in one flush, with no bucket and no reduce-scatter
+// (the engine still counts the flush in EngineStats::buckets_reduced: lesson 6).
 TEST(Lesson04GatherRelease, AtOneRankTheGatheredParameterIsItsShard) {
   comm::run_threads(1, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;

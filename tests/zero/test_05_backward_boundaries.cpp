@@ -9,7 +9,10 @@
 // module by module: "fetch:m" (forward needs m's parameters, which may be gathered
 // already), "gather:m" (an all-gather was issued for it on demand), "prefetch:m" (issued
 // ahead of need, lesson 7), "forward_end:m", "fetch_backward:m" (its backward needs them),
-// "release:m" (logged even when nothing was releasable, e.g. persistent parameters).
+// "release:m" (its call or its backward ended and it was not kept for reuse: logged even
+// when nothing was releasable, e.g. persistent parameters; a module kept for reuse,
+// lesson 18, logs none, and neither does the end-of-backward sweep; an inference pass
+// logs it too for the idle prefetches it frees when it leaves its trace, lesson 26).
 #include "zero/checkpoint.h"
 #include "zero/lesson_util.h"
 
@@ -41,6 +44,7 @@ TEST(Lesson05BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
     size_t conv3 = index_of(ev, "fetch_backward:conv3", fwd_end);
     ASSERT_NE(conv3, std::string::npos);
     EXPECT_GT(conv3, conv2);
+    EXPECT_EQ(lesson::modules_of(ev, "fetch_backward:").back(), "conv3");
     // Everything is released once backward is over, conv3 included. Its input (the batch)
     // needs no gradient, so no post-backward hook released it: the end-of-backward sweep
     // did (it logs no event).
@@ -53,19 +57,32 @@ TEST(Lesson05BackwardBoundaries, RegatheredForBackwardReleasedAfter) {
 }
 
 // The hooks belong to the engine, not to the model: an engine going away takes them with
-// it, so a second engine can take over the same model (an evaluation engine, a resumed
-// run) without the first one's hooks firing too.
+// it (the modules' forward hooks and the parameters' gradient hooks), so a second engine
+// can take over the same model (an evaluation engine, a resumed run) without the first
+// one's hooks firing too.
 TEST(Lesson05BackwardBoundaries, AModelOutlivesItsEngine) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);
+    auto module_hooks = [&m] {  // hooks on every module of the model
+      size_t n = 0;
+      for (auto& [path, mod] : m->named_modules()) n += mod->hook_count();
+      return n;
+    };
+    const size_t before = module_hooks();
     for (int round = 0; round < 2; ++round) {  // a second engine takes over the same model
-      zero::Engine engine(m, comm, lesson::eager_release_config(), {});
-      auto [x, y] = lesson::batch(2, comm.rank());
-      engine.backward(mse_loss(engine(x), y));
-      EXPECT_TRUE(engine.step());
+      {
+        zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+        EXPECT_GT(module_hooks(), before) << "the engine hooks every module";
+        auto [x, y] = lesson::batch(2, comm.rank());
+        engine.backward(mse_loss(engine(x), y));
+        EXPECT_TRUE(engine.step());
+      }
+      // (Checked before the next engine runs: a hook left behind would call into the
+      // engine that is gone.)
+      ASSERT_EQ(module_hooks(), before) << "no module hook left behind";
+      for (auto& [n, p] : m->named_parameters())
+        ASSERT_TRUE(p.impl()->post_accumulate_hooks.empty()) << n << ": no gradient hook left";
     }
-    for (auto& [n, p] : m->named_parameters())
-      EXPECT_TRUE(p.impl()->post_accumulate_hooks.empty()) << n << ": no hook left behind";
   });
 }
 

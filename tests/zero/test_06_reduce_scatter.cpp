@@ -2,16 +2,17 @@
 // Invariant: after backward, rank r's fp32 gradient shard of each parameter equals the
 // r-th slice of the AVERAGE over ranks of the full gradients each rank computed on its
 // own data — one reduce-scatter per bucket, with no rank ever holding the averaged full
-// gradient, and the full gradients freed once reduced. Small buckets (many
-// reduce-scatters) give the same result as one. Laying a bucket out is one kernel call
-// (multi_copy_, plus one fill per padded tail: the zeros past a parameter's end in each
-// rank's slot) and writing its result into the shards one more (multi_copy_ for a
-// window's first gradient of a shard, multi_add_ after: the multi_copy kernel with
-// accumulate on; the profile counts both as "multi_copy"), whatever the number of
-// parameters and ranks (one launch each on a GPU). At most two
+// gradient, and each full gradient freed as soon as it is laid out into its bucket
+// (AtMostTwoBucketsInFlight). Small buckets (many reduce-scatters) give the same result as
+// one. Laying a bucket out is one kernel call (multi_copy_, plus one fill per padded tail:
+// the zeros past a parameter's end in each rank's slot) and writing its result into the
+// shards one more (multi_copy_ for a window's first gradient of a shard, multi_add_ after:
+// the multi_copy kernel with accumulate on; the profile counts both as "multi_copy"),
+// whatever the number of parameters and ranks (one launch each on a GPU). At most two
 // buckets are in flight at once (GradReducer::kMaxInFlight): with overlap_comm, backward
 // goes on while they reduce, yet the buckets' memory stays bounded.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <thread>
 
@@ -51,13 +52,14 @@ static void check_shards(int N, int64_t bucket) {
       larger += n > bucket ? 1 : 0;
     }
     if (total <= bucket) {
-      EXPECT_EQ(engine.stats().buckets_reduced, 1) << "everything fits in one bucket";
+      EXPECT_EQ(engine.stats().buckets_reduced, 1)
+          << "everything fits in one bucket (at one rank: one flush, written in place)";
     } else {
       EXPECT_GT(engine.stats().buckets_reduced, larger)
           << "one bucket per gradient larger than " << bucket << ", more for the small ones";
     }
     for (size_t i = 0; i < ps.size(); ++i) {
-      EXPECT_FALSE(ps[i].param.grad().defined()) << ps[i].name << ": full gradient freed";
+      EXPECT_FALSE(ps[i].param.grad().defined()) << ps[i].name << ": handed to the reducer";
       Tensor avg = zeros_like(full_grads[0][i]);
       for (int r = 0; r < N; ++r) avg = add(avg, full_grads[r][i]);
       avg = mul(avg, 1.0 / N);
@@ -69,7 +71,8 @@ static void check_shards(int N, int64_t bucket) {
 }
 
 // Flat parameters of the given sizes, partitioned, each with a gradient shard to add into
-// and rank r's full gradient: every element r + 1.
+// and rank r's full gradient: every element r + 1 (tagged as an activation, as backward's
+// gradients are, so that a test can see them freed).
 static std::vector<Tensor> with_rank_gradients(comm::Communicator& comm,
                                                const std::vector<int64_t>& sizes) {
   std::vector<Tensor> params;
@@ -78,6 +81,7 @@ static std::vector<Tensor> with_rank_gradients(comm::Communicator& comm,
     zero::partition_param(p, comm, 0);
     zero::ZeroParam* z = zero::zero_param(p);
     z->grad_shard = zeros({z->part.shard_numel});
+    MemTagScope tag(MemTag::kActivation);
     p.set_grad(full({n}, 1.0 + comm.rank()));
     params.push_back(p);
   }
@@ -153,16 +157,33 @@ TEST(Lesson06ReduceScatter, EachPaddedTailCostsOneFill) {
 // The bound on buckets in flight is what keeps overlap from costing memory: a rank that
 // runs ahead (here rank 0: rank 1 starts late, so none of rank 0's reduce-scatters can
 // finish) waits for its oldest bucket before laying out a third, instead of holding every
-// bucket of the backward.
+// bucket of the backward. Nor does a bucket in flight keep the full gradients it was laid
+// out from: they are freed as soon as their slices are copied into it.
 TEST(Lesson06ReduceScatter, AtMostTwoBucketsInFlight) {
   const int N = 2;
   const int64_t n = 64;  // eight parameters of 64 elements, one per bucket
+  std::atomic<bool> measured{false};
   comm::run_threads(N, [&](comm::Communicator& comm) {
+    const int64_t before = memory_stats().cur(MemTag::kActivation);
     const std::vector<Tensor> params = with_rank_gradients(comm, std::vector<int64_t>(8, n));
     zero::GradReducer reducer(comm, /*bucket_elems=*/n, /*async=*/true);
     reset_peak_memory();
-    if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    for (const Tensor& p : params) reducer.add(p);
+    if (comm.rank() == 1) {
+      for (int ms = 0; !measured && ms < 10'000; ++ms)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    for (size_t i = 0; i < params.size(); ++i) {
+      reducer.add(params[i]);
+      if (comm.rank() == 0 && i == 2) {
+        // The first two gradients are in buckets in flight (rank 1 has not started), the
+        // third is queued and the other five not added yet: only those six are still held.
+        EXPECT_EQ(memory_stats().cur(MemTag::kActivation) - before,
+                  static_cast<int64_t>(params.size() - 2) * n * 4)
+            << "a bucket in flight holds its full gradients";
+        measured = true;
+      }
+    }
     reducer.flush();
     const int64_t peak = memory_stats().pk(MemTag::kCommBuffer);
     reducer.drain();

@@ -17,9 +17,11 @@
 // all-gather: 2 x (N - 1) / N of the model), ZeRO-3's 3 x is 1.5 times the traffic: the
 // price of holding 1/N of the parameters (the paper's Section 7).
 //
-// Gradient accumulation: every micro-step gathers and reduce-scatters as above and ADDS
-// its (1/gas-scaled) gradient into the fp32 gradient shards; only the optimizer step
-// zeroes them. An optimizer step over gas micro-batches therefore moves gas times as much.
+// Gradient accumulation: every micro-step gathers and reduce-scatters as above. The
+// window's first micro-step copies its (1/gas-scaled) gradient over the fp32 gradient
+// shards' stale values and each later one adds to them; nothing clears the shards (the
+// optimizer step only marks them stale: lesson 22). An optimizer step over gas
+// micro-batches therefore moves gas times as much.
 #include <optional>
 
 #include "zero/lesson_util.h"

@@ -7,9 +7,12 @@
 // What is in one (zero/checkpoint.h): a directory per save,
 //   <root>/<tag>/rank_00000.safetensors ...  each rank's shards ([shard_numel] each):
 //                                            "param/<name>", "master/<name>" (fp32, where
-//                                            kept apart) and "optim/<name>.<slot>"
-//   <root>/<tag>/replicated.safetensors      replicated parameters, every persistent buffer and the
-//                                            replicas' optimizer state (written by rank 0)
+//                                            kept apart), "optim/<name>.<slot>", with the
+//                                            scalar "optim/<name>.step"; under buffers.sync
+//                                            none, the rank's own "buffer/<name>" (lesson 12)
+//   <root>/<tag>/replicated.safetensors      replicated parameters, every persistent buffer
+//                                            (rank 0's), the replicas' optimizer state and
+//                                            the app's "state/<name>" (written by rank 0)
 //   <root>/<tag>/meta.json                   world size, step, config, each parameter's
 //                                            shape and partition layout, file digests
 //   <root>/latest                            the tag of the newest checkpoint

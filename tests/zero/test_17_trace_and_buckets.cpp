@@ -97,7 +97,7 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
         for (int64_t i = 0; i < valid; ++i)
           EXPECT_DOUBLE_EQ(got[i], 1.5 * base[k][off + i]) << "parameter " << k << " [" << i << "]";
         for (int64_t i = valid; i < z->part.shard_numel; ++i) EXPECT_EQ(got[i], 0) << "padding";
-        EXPECT_FALSE(params[k].grad().defined()) << "the bucket freed the full gradient";
+        EXPECT_FALSE(params[k].grad().defined()) << "the reducer took the full gradient";
       }
     });
   }
@@ -105,7 +105,8 @@ TEST(Lesson17Buckets, OneReduceScatterPerBucket) {
 
 // What the reducer does with a bucket of p and q, by hand: rank r's part holds slice r of
 // each parameter side by side (padding zero), so one reduce-scatter hands rank r its
-// slices of both averages at once.
+// slices of both averages at once (the reducer's own layout is checked by
+// OneReduceScatterPerBucket above).
 TEST(Lesson17Buckets, ABucketIsLaidOutRankMajor) {
   const int N = 2;
   comm::run_threads(N, [&](comm::Communicator& comm) {

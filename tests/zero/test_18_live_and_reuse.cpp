@@ -1,8 +1,10 @@
 // Lesson 18 — the two bounds on gathered parameters.
 // Invariant (stage3_max_live_parameters): prefetching never holds more gathered elements
-// than the bound: the gathered-parameter peak is at most the bound plus the one module
-// being fetched on demand (a fetch always gathers its module; only prefetches stop at the
-// bound), while an unbounded prefetch window gathers the whole model at once.
+// than the bound: the gathered-parameter peak is at most the bound plus what a fetch
+// needs on demand (the module, the ancestors it runs inside and, for a module of several
+// parameters, its full copies while they are cut out of its flat buffer: lesson 16), and
+// the persistent parameters; only prefetches stop at the bound. An unbounded prefetch
+// window gathers the whole model at once.
 // Invariant (stage3_max_reuse_distance): a module whose parameters come back in fewer
 // than that many elements (a layer applied twice in a row, which comes back after 0
 // elements; a distance of 0 turns reuse off) is not released in between:
@@ -21,14 +23,14 @@ using namespace zt;
 namespace {
 constexpr int64_t kWidth = 32;  // each weight: 1024 fp32 elements
 
-// `depth` bias-free square layers, each applied `repeat` times in a row.
+// `depth` square layers (bias-free unless `bias`), each applied `repeat` times in a row.
 class Stack : public nn::UnaryModule {
  public:
-  Stack(int depth, int repeat) : nn::UnaryModule("Stack"), repeat_(repeat) {
+  Stack(int depth, int repeat, bool bias = false) : nn::UnaryModule("Stack"), repeat_(repeat) {
     for (int i = 0; i < depth; ++i)
       layers.push_back(register_module(
           "l" + std::to_string(i),
-          std::make_shared<nn::Linear>(nn::LinearOptions(kWidth, kWidth).bias(false))));
+          std::make_shared<nn::Linear>(nn::LinearOptions(kWidth, kWidth).bias(bias))));
   }
   std::vector<std::shared_ptr<nn::Linear>> layers;
 
@@ -76,10 +78,34 @@ TEST(Lesson18LiveAndReuse, MaxLiveParametersBoundsTheGatheredPeak) {
     // Bounded, the peak is at most the bound plus the module fetched on demand: what the
     // memory planner (lesson 10) predicts before anything runs. This run reaches the bound
     // only: the first module of a step is fetched while nothing else is gathered, and
-    // every later one was prefetched, inside the bound, before it.
+    // every later one was prefetched, inside the bound, before it. (Each layer here is one
+    // weight and the root holds no parameters, so a fetch adds neither a copy-out nor
+    // ancestors; the next test adds biases.)
     EXPECT_EQ(planned[0], peaks[0]);
     EXPECT_EQ(planned[1], bound * 4 + weight_bytes);
     EXPECT_EQ(peaks[1], bound * 4);
+  });
+}
+
+// A layer with a bias is a group of two members, gathered with one all-gather into a flat
+// buffer and copied out of it (lesson 16): while a layer is cut out, its flat buffer and
+// its copies are both held, so the peak passes the bound by one layer. The planner
+// allows for the worst case, a fetch on demand at the bound (its flat buffer and its
+// copies on top of it): two layers more.
+TEST(Lesson18LiveAndReuse, ACopyOutComesOnTopOfTheBound) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const int64_t layer = kWidth * (kWidth + 1);  // weight and bias, in elements
+    std::shared_ptr<Stack> m = lesson::partitioned<Stack>(comm, 6, 1, /*bias=*/true);
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.stage3_prefetch_bucket_size = 1'000'000;
+    cfg.stage3_max_live_parameters = 2 * layer;
+    const int64_t planned = zero::plan_memory(*m, 2, cfg).gathered_peak;
+    zero::Engine engine(m, comm, cfg, {});
+    const int64_t peak = second_step_gathered_peak(comm, engine);
+    EXPECT_EQ(peak, (2 * layer + layer) * 4)
+        << "the bound, and the flat buffer of the layer being copied out";
+    EXPECT_EQ(planned, (2 * layer + 2 * layer) * 4);
+    EXPECT_LE(peak, planned);
   });
 }
 

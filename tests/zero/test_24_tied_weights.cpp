@@ -227,7 +227,8 @@ TEST(Lesson24TiedWeights, TrainsAsInOneProcessWithRecomputationAccumulationOrOff
 
 // With DeepSpeed's reuse distance, a module kept gathered for its backward keeps the
 // matrix for it even when the other module holding it releases it: the head's release
-// after its backward leaves the table to the embedding's backward, which comes next.
+// after its backward leaves the table to the embedding's backward, which comes after
+// mid's.
 TEST(Lesson24TiedWeights, AModuleKeptForReuseKeepsTheMatrix) {
   const Params expect = train_plain<TinyLm>();
   comm::run_threads(2, [&](comm::Communicator& comm) {
