@@ -84,7 +84,9 @@ zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& lo
   zero::CheckpointExtra extra = zero::load_checkpoint(engine, dir);
   const std::string note = resume_data(loader, extra);
   if (say && !note.empty()) std::fprintf(stderr, "%s: note: %s\n", what, note.c_str());
-  restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm);
+  const std::string rng =
+      restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm, extra.step);
+  if (say && !rng.empty()) std::fprintf(stderr, "%s: note: %s\n", what, rng.c_str());
   if (say) {
     std::printf("resumed from %s at step %lld (saved on %d rank%s; data epoch %lld, batch %lld)\n",
                 extra.dir.c_str(), static_cast<long long>(extra.step), extra.saved_world_size,

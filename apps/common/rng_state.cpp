@@ -24,13 +24,23 @@ Tensor gather_rng_state(comm::Communicator& comm) {
   return t;
 }
 
-bool restore_rng_state(const Tensor& state, const comm::Communicator& comm) {
-  if (!state.defined() || state.dtype() != DType::i64 || state.sizes() != Shape{comm.size(), 2})
-    return false;
+std::string restore_rng_state(const Tensor& state, const comm::Communicator& comm, int64_t step) {
+  if (!state.defined()) return "";
+  ZT_CHECK(
+      state.dtype() == DType::i64 && state.dim() == 2 && state.size(0) >= 1 && state.size(1) == 2,
+      "rng_state is ", state.str(), ", expected i64[ranks, 2] (each rank's seed and offset)");
   const Tensor s = state.contiguous();
-  const int64_t* d = s.data<int64_t>() + 2 * comm.rank();
-  default_generator().set_state(static_cast<uint64_t>(d[0]), static_cast<uint64_t>(d[1]));
-  return true;
+  if (state.size(0) == comm.size()) {
+    const int64_t* d = s.data<int64_t>() + 2 * comm.rank();
+    default_generator().set_state(static_cast<uint64_t>(d[0]), static_cast<uint64_t>(d[1]));
+    return "";
+  }
+  const auto saved = static_cast<uint64_t>(s.data<int64_t>()[0]);  // rank 0's seed
+  manual_seed(saved + 0x9E3779B97F4A7C15ull * (static_cast<uint64_t>(step) + 1u) +
+              static_cast<uint64_t>(comm.rank()) + 1u);
+  return "the dropout generators of " + std::to_string(state.size(0)) +
+         " ranks do not split over " + std::to_string(comm.size()) +
+         ": each rank draws a new stream, from the saved ones and step " + std::to_string(step);
 }
 
 }  // namespace zt::app

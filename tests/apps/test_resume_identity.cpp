@@ -18,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include "apps/common/resume_data.h"
+#include "apps/common/rng_state.h"
 #include "apps/reliability_test_util.h"
 #include "apps/vqgpt_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -293,4 +294,38 @@ TEST(ResumeIdentity, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead)
   const std::string unread = app::resume_data(*short_loader, wide);
   EXPECT_TRUE(has(unread, "with epoch 1, leaving the last 20 samples of epoch 0 unread")) << unread;
   fs::remove_all(dir);
+}
+
+// Each rank's dropout generator is saved; at the world size that saved them each rank gets
+// its own back. At another one they cannot be split: each rank starts a new stream from the
+// saved ones and the resumed step (a stream from train.seed alone would draw again the masks
+// of the run's first steps), and the run says so.
+TEST(ResumeIdentity, DropoutStreamsAtAnotherWorldSizeAreNewAndNoted) {
+  Tensor two_ranks;
+  std::vector<double> restored(2), seed_stream(2);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(100 + static_cast<uint64_t>(comm.rank()));
+    rand({8});  // a step's masks
+    const Tensor s = app::gather_rng_state(comm);
+    if (comm.rank() == 0) two_ranks = s;
+    const double next = rand({1}).item();
+    manual_seed(7);
+    EXPECT_EQ(app::restore_rng_state(s, comm, 10), "");
+    EXPECT_EQ(rand({1}).item(), next) << "rank " << comm.rank() << " continues its own stream";
+  });
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    for (int64_t step : {10, 11}) {
+      const std::string note = app::restore_rng_state(two_ranks, comm, step);
+      EXPECT_TRUE(has(note, "the dropout generators of 2 ranks do not split over 1")) << note;
+      restored[static_cast<size_t>(step - 10)] = rand({1}).item();
+    }
+    config::TrainConfig train;
+    for (size_t i = 0; i < 2; ++i) {
+      app::seed_dropout(train, comm);
+      seed_stream[i] = rand({1}).item();
+    }
+    EXPECT_EQ(app::restore_rng_state(Tensor(), comm, 10), "") << "nothing saved: unchanged";
+  });
+  EXPECT_NE(restored[0], restored[1]) << "the step enters the new stream";
+  EXPECT_NE(restored[0], seed_stream[0]) << "not the stream train.seed starts";
 }
