@@ -47,6 +47,7 @@ static json optimizer_json(const optim::Optimizer& opt) {
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra, int64_t keep_last) {
   comm::Communicator& comm = engine.comm();
+  comm::CollectiveLabel label("save_checkpoint");
   const int rank = comm.rank();
   const fs::path root(root_dir);
   const std::string what = "save_checkpoint('" + (root / tag).string() + "')";

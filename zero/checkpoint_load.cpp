@@ -354,6 +354,7 @@ void verify_checkpoint(const std::string& dir) {
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                                 bool optimizer_state) {
   comm::Communicator& comm = engine.comm();
+  comm::CollectiveLabel label("load_checkpoint");
   const std::string what = "load_checkpoint('" + dir_or_root + "')";
   TimelineSpan span(engine.timeline(), Track::kCheckpoint, "load " + dir_or_root);
   autograd::NoGradGuard ng;

@@ -337,6 +337,7 @@ EngineStats Engine::stats() const {
 }
 
 bool Engine::step() {
+  comm::CollectiveLabel label("Engine::step");
   if (graph_capturing()) check_capturable();
   check_no_stray_gradient();
   ZT_CHECK(backwards_ > 0,

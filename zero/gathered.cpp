@@ -24,6 +24,7 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
       buffers_(std::move(buffers)),
       comm_(comm),
       modifier_(modifier_rank) {
+  comm::CollectiveLabel label("GatheredParameters");
   ZT_CHECK(!modifier_ || (*modifier_ >= 0 && *modifier_ < comm.size()),
            "GatheredParameters: modifier_rank ", modifier_.value_or(-1), " out of range for ",
            comm.size(), " ranks");
@@ -139,6 +140,7 @@ void GatheredParameters::exit() {
   open_ = false;
   std::erase(open_scopes(), this);
   autograd::NoGradGuard ng;
+  comm::CollectiveLabel label("GatheredParameters");
   std::string changed;
   bool modified = false;
   if (modifier_) {

@@ -13,6 +13,7 @@ namespace zt::zero {
 void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Tensor>>& state,
                      comm::Communicator& comm, bool strict, int src) {
   autograd::NoGradGuard ng;
+  comm::CollectiveLabel label("zero::load_state_dict");
   // Every parameter and persistent buffer, in state_dict order, each tensor once.
   const std::vector<std::pair<std::string, Tensor>> targets = nn::unique_state_dict(m);
 

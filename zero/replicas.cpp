@@ -139,7 +139,7 @@ void verify_replicas(const NamedTensors& tensors, comm::Communicator& comm) {
     uint64_t h = content_hash(tensors[i].second);
     std::memcpy(mine.data() + i * sizeof(uint64_t), &h, sizeof(h));
   }
-  std::vector<std::string> all = comm.all_gather_bytes(mine);
+  std::vector<std::string> all = comm.all_gather_bytes(mine, "verify_replicas");
   for (size_t r = 0; r < all.size(); ++r)
     ZT_CHECK(all[r].size() == mine.size(), "verify_replicas: rank ", r, " has ",
              all[r].size() / sizeof(uint64_t), " replicated tensors, rank ", comm.rank(), " has ",

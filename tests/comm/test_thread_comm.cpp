@@ -227,6 +227,27 @@ TEST(ThreadComm, MismatchedKindReportsBothSides) {
   EXPECT_NE(err.find("different code paths"), std::string::npos) << err;
 }
 
+// A label (CollectiveLabel) names the call a collective came from in its signature:
+// collectives of one kind and size from different calls are a mismatch too, named.
+TEST(ThreadComm, LabelsNameTheCallsAndTellThemApart) {
+  std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(500ms);
+    {
+      CollectiveLabel outer("outer");
+      CollectiveLabel inner("inner");  // the innermost applies
+      Tensor t = ones({4});
+      c.all_reduce(t, ReduceOp::kSum);
+    }
+    EXPECT_EQ(CollectiveLabel::current(), nullptr) << "a label ends with its scope";
+    CollectiveLabel label(c.rank() == 0 ? "GatheredParameters" : "Engine::step");
+    Tensor t = ones({10});
+    c.all_reduce(t, ReduceOp::kSum);
+  });
+  EXPECT_NE(err.find("mismatched collectives at sequence #1"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (f32 x 10, sum) [GatheredParameters]"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (f32 x 10, sum) [Engine::step]"), std::string::npos) << err;
+}
+
 TEST(ThreadComm, MismatchedSizeReportsBothSides) {
   std::string err = run_error(3, [](Communicator& c) {
     c.set_timeout(500ms);

@@ -199,6 +199,24 @@ TEST(EngineMisuse, AModifierScopeInAWindowCoversWhatItNames) {
   });
 }
 
+// Collectives that only some ranks issue (a GatheredParameters scope opened on rank 0 alone,
+// while rank 1 runs a forward) fail at once on every rank, naming the call they came from.
+TEST(EngineMisuse, ACallOnSomeRanksOnlyIsNamedInTheMismatch) {
+  const std::string why = test::error_of([] {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      auto m = std::make_shared<Pair>();
+      zero::Engine e(m, comm, lesson::eager_release_config(), adamw());
+      if (comm.rank() == 0) {
+        zero::GatheredParameters g(*m, comm);
+      } else {
+        e(ones({3, 4}));
+      }
+    });
+  });
+  EXPECT_NE(why.find("mismatched collectives"), std::string::npos) << why;
+  EXPECT_NE(why.find("[GatheredParameters]"), std::string::npos) << why;
+}
+
 // An engine whose construction fails after it took the parameters (here its optimizer type
 // is unknown) leaves the model free: the next engine builds.
 TEST(EngineMisuse, AFailedConstructionLeavesTheModelFreeForTheNext) {

@@ -250,7 +250,20 @@ std::vector<std::string> Communicator::all_gather_bytes(const std::string& mine,
   return std::move(*out);
 }
 
+namespace {
+thread_local const char* t_label = nullptr;  // CollectiveLabel's
+}  // namespace
+
+CollectiveLabel::CollectiveLabel(const char* label) : previous_(std::exchange(t_label, label)) {}
+CollectiveLabel::~CollectiveLabel() {
+  t_label = previous_;
+}
+const char* CollectiveLabel::current() {
+  return t_label;
+}
+
 std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
+  if (!req.label) req.label = CollectiveLabel::current();
   if (agreement_) {
     Request a;
     a.kind = Collective::kAllGatherBytes;

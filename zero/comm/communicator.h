@@ -47,6 +47,24 @@ inline constexpr const char* kUnwaitedWorkHint =
 /// are flat (only numel matters). Calls must be issued in the same order on every rank.
 /// A communicator of one rank runs every collective in place, so it takes tensors on
 /// any one device (a one-rank thread communicator on a GPU, say).
+/// While it lives, the collectives this thread issues carry `label` in their signatures
+/// ("GatheredParameters", "save_checkpoint"): where ranks issue different collectives, the
+/// mismatch error names the call each rank's came from. The innermost one applies, and a
+/// collective's own label (all_gather_bytes(mine, label)) comes before it. `label` must
+/// outlive the collectives (a string literal).
+class CollectiveLabel {
+ public:
+  explicit CollectiveLabel(const char* label);
+  ~CollectiveLabel();
+  CollectiveLabel(const CollectiveLabel&) = delete;
+  CollectiveLabel& operator=(const CollectiveLabel&) = delete;
+  /// This thread's innermost label (nullptr when none).
+  static const char* current();
+
+ private:
+  const char* previous_;
+};
+
 class Communicator {
  public:
   virtual ~Communicator() = default;
