@@ -117,8 +117,10 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
     fs::remove(inner);
   }
   for (const fs::path& p : result_files(output_dir)) fs::remove_all(p);
+  // (Checkpoints set aside whole by an earlier version of zt go back whole.)
+  if (fs::exists(dir / root.filename())) fs::remove_all(root);
   std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec))  // (an earlier version's checkpoints too)
+  for (const auto& e : fs::directory_iterator(dir, ec))
     fs::rename(e.path(), fs::path(output_dir) / e.path().filename());
   fs::remove(dir, ec);
   std::fprintf(stderr,
