@@ -393,6 +393,17 @@ void check_app(Section& root, AppConfig& c) {
   }
 }
 
+constexpr const char* kDeepSpeedHint =
+    "this file looks like a DeepSpeed config; pass it with --deepspeed (or deepspeed_config: "
+    "in the YAML) beside a zt config such as configs/vqtok_tiny.yaml";
+
+// The first top-level key of `root` that only a DeepSpeed config has ("" when none).
+std::string deepspeed_key(const Node& root) {
+  for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size", "steps_per_print"})
+    if (root.is_map() && root.has(key)) return key;
+  return "";
+}
+
 // Each section `app` reads with the keys it takes, as its reader declares them over an
 // empty section (the engine's sections may come from a DeepSpeed file instead).
 std::vector<std::pair<std::string, std::vector<std::string>>> section_keys(App app) {
@@ -514,11 +525,8 @@ AppConfig parse_app_config(const Node& root, App app) {
   if (c.output_dir.empty()) s.fail("output_dir", "must be a non-empty directory path");
   // A DeepSpeed JSON given as the config: its own top-level keys tell, better than the
   // nearest zt key would.
-  for (const char* key : {"train_micro_batch_size_per_gpu", "train_batch_size", "steps_per_print"})
-    if (root.is_map() && root.has(key))
-      root.get(key).fail(
-          "a DeepSpeed key: this file looks like a DeepSpeed config; pass it with --deepspeed "
-          "(or deepspeed_config: in the YAML) beside a zt config such as configs/vqtok_tiny.yaml");
+  if (const std::string key = deepspeed_key(root); !key.empty())
+    root.get(key).fail(std::string("a DeepSpeed key: ") + kDeepSpeedHint);
   s.finish();
   check_app(s, c);
   return c;
@@ -526,7 +534,21 @@ AppConfig parse_app_config(const Node& root, App app) {
 
 AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides,
                           App app) {
-  AppConfig c = parse_app_config(load_yaml_file(path, overrides), app);
+  Node root;
+  try {
+    root = load_yaml_file(path, overrides);
+  } catch (const Error&) {
+    // A DeepSpeed JSON with comments (hjson, as DeepSpeed reads it) is no YAML: named for
+    // what it is rather than by the parse error.
+    Node ds;
+    try {
+      ds = parse_deepspeed_text(read_deepspeed_file(path), path);
+    } catch (const std::exception&) {
+    }
+    if (ds && !deepspeed_key(ds).empty()) throw Error(path + ": " + kDeepSpeedHint);
+    throw;
+  }
+  AppConfig c = parse_app_config(root, app);
   // Two overrides of one key with different values (--set train.steps=4 --steps 8): the
   // later wins, and a warning says so. (load_yaml_file has checked each assignment.)
   auto trimmed = [](std::string s) {

@@ -328,6 +328,12 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:1: train_micro_batch_size_per_gpu: a DeepSpeed key: this file looks like a "
       "DeepSpeed config; pass it with --deepspeed"}},
+    // With comments (hjson, as DeepSpeed reads it), which no YAML parser takes: named for
+    // what it is, not by the parse error.
+    {"deepspeed_json_with_comments_as_config",
+     "{\n  // the batch\n  \"train_batch_size\": 8,\n  \"zero_optimization\": {\"stage\": 3}\n}\n",
+     {},
+     {"bad.yaml: this file looks like a DeepSpeed config; pass it with --deepspeed"}},
     {"dtype_vs_bf16",
      "train:\n  dtype: f16\nbf16:\n  enabled: true\n",
      {},
