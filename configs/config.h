@@ -174,10 +174,9 @@ class Section {
   /// Names the full paths of a key that belongs in other sections ("train.lr" for "lr").
   using Elsewhere = std::function<std::vector<std::string>(const std::string& key)>;
   /// Fails on the first key present but never declared: "file:line: path: unknown key;
-  /// did you mean 'nearest'?". `elsewhere` (or, absent, the one set by suggest_elsewhere on
-  /// this section or the section it is a sub() of) names the sections a key belongs in,
-  /// said instead of the nearest key.
-  void finish(const Elsewhere& elsewhere = {}) const;
+  /// did you mean 'nearest'?". Where suggest_elsewhere was called on this section or on the
+  /// section it is a sub() of, the sections a key belongs in are said instead.
+  void finish() const;
   /// Sets the finish() suggestion of this section and of the sub()s taken from it after.
   void suggest_elsewhere(Elsewhere elsewhere);
   /// The keys declared so far (shared by copies, so a reader's declarations show here).

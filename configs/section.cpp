@@ -176,9 +176,8 @@ Node Section::raw(const std::string& key) {
   return take(key);
 }
 
-void Section::finish(const Elsewhere& given) const {
+void Section::finish() const {
   if (!node_ || !node_.is_map()) return;
-  const Elsewhere& elsewhere = given || !elsewhere_ ? given : *elsewhere_;
   for (const auto& key : node_.keys()) {
     if (std::find(known_->begin(), known_->end(), key) != known_->end()) continue;
     Node n = node_.get(key);
@@ -188,7 +187,7 @@ void Section::finish(const Elsewhere& given) const {
           "may still stand for a whole value: key: *anchor)");
     if (known_->empty()) n.fail("unknown key; '" + node_.path() + "' takes no keys");
     if (const std::vector<std::string> there =
-            elsewhere ? elsewhere(key) : std::vector<std::string>{};
+            elsewhere_ ? (*elsewhere_)(key) : std::vector<std::string>{};
         !there.empty()) {
       std::string paths;
       for (const std::string& p : there) paths += (paths.empty() ? "'" : " or '") + p + "'";
