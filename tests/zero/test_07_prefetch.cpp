@@ -302,9 +302,9 @@ TEST(Lesson07Prefetch, AnEvalModeForwardWithGradientsOnIsInference) {
 }
 
 // A forward with gradients on and no backward leaves the backward's prefetches in flight,
-// posted with the shards of then. zero::load_state_dict finishes them before it writes the
-// shards, and overwrites their gathered copies too: the next forward computes with the
-// loaded weights, never the gathered old ones.
+// posted with the shards of then. zero::load_state_dict (lesson 15) finishes them before it writes
+// the shards, and overwrites their gathered copies too: the next forward computes with the loaded
+// weights, never the gathered old ones.
 TEST(Lesson07Prefetch, AStateDictLoadedOverAPrefetchInFlightIsTheOneUsed) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<lesson::Mixed> m = lesson::partitioned<lesson::Mixed>(comm);

@@ -5,12 +5,11 @@
 // the ranks differ, as the user asked). verify_replicas() checks every buffer the policy
 // keeps identical, naming the first divergent one and the ranks (a buffer edited on one
 // rank behind the engine's back, say), and leaves `none` buffers out.
-// A checkpoint keeps every rank's `none` buffers (each in its own rank file): a load at the
-// same world size gives each rank its own back, so a resume goes on as the run would have.
-// At another world size there is no rank to match: every rank takes rank 0's, with a note.
-// `average` gives the mean of the ranks' running variances, not the variance of the
-// global batch (the spread between the ranks' means is lost); lesson 13's sync BatchNorm
-// is the exact version.
+// A checkpoint (lesson 15) keeps every rank's `none` buffers (each in its own rank file): a load at
+// the same world size gives each rank its own back, so a resume goes on as the run would have. At
+// another world size there is no rank to match: every rank takes rank 0's, with a note. `average`
+// gives the mean of the ranks' running variances, not the variance of the global batch (the spread
+// between the ranks' means is lost); lesson 13's sync BatchNorm is the exact version.
 #include "zero/checkpoint_util.h"
 #include "zero/lesson_util.h"
 

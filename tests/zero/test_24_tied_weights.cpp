@@ -225,7 +225,7 @@ TEST(Lesson24TiedWeights, TrainsAsInOneProcessWithRecomputationAccumulationOrOff
   });
 }
 
-// With DeepSpeed's reuse distance, a module kept gathered for its backward keeps the
+// With DeepSpeed's reuse distance (lesson 18), a module kept gathered for its backward keeps the
 // matrix for it even when the other module holding it releases it: the head's release
 // after its backward leaves the table to the embedding's backward, which comes after
 // mid's.
