@@ -20,23 +20,32 @@ using zt::test::all_close;
 
 #ifdef ZT_WITH_CUDA
 
+// The side stream's result comes at the end of a long chain of GEMMs, and the default
+// stream reads it at once, ordered by an event alone: a non-blocking stream does not
+// synchronize with the legacy default stream, so without the wait the read would see the
+// buffer before the side stream wrote it. The all-1/n matrix is its own square (1/n a
+// power of two), so every value is exact.
 TEST(CudaStreams, WorkOnASideStreamIsOrderedByEvents) {
   ZT_SKIP_WITHOUT_GPU();
-  Tensor x = normal_cpu({256, 256}, 24);
-  Tensor ref = sum(mul(x, x), {1});
-  Tensor gx = x.to(kGpu);
+  const int64_t n = 2048;
+  Tensor m = full({n, n}, 1.0 / n, DType::f32, kGpu);  // written on the default stream
+  cuda::Event made, done;
+  made.record(cuda::current_stream());
   cuda::Stream side;
-  cuda::Event done;
-  Tensor got;
+  Tensor rows;
   {
     cuda::StreamGuard guard(side);
     EXPECT_EQ(cuda::current_stream(), side.get());
-    got = sum(mul(gx, gx), {1});
+    cuda::stream_wait_event(side.get(), made);
+    Tensor y = m;
+    for (int i = 0; i < 40; ++i) y = matmul(y, m);
+    rows = sum(y, {1});  // every row of y sums to 1
     done.record(side.get());
   }
   EXPECT_EQ(cuda::current_stream(), nullptr);  // back on the legacy default stream
   cuda::stream_wait_event(cuda::current_stream(), done);
-  EXPECT_TRUE(all_close(got, ref, 1e-6, 1e-5));
+  Tensor twice = add(rows, rows);  // read on the default stream
+  EXPECT_TRUE(all_close(twice, full({n}, 2.0), 0, 0));
   done.synchronize();
   EXPECT_TRUE(done.query());
 }
