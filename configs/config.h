@@ -116,8 +116,9 @@ void apply_override(const Node& root, const Override& o);
 
 /// Levenshtein distance (for "did you mean" suggestions).
 size_t edit_distance(const std::string& a, const std::string& b);
-/// The name of `names` nearest to `given` by edit_distance (the first of equally near
-/// ones), however far; "" when `names` is empty.
+/// The name of `names` nearest to `given` by edit_distance, where a longer name counts as
+/// one edit from a start of it (the first of equally near ones), however far; "" when
+/// `names` is empty.
 std::string nearest_name(const std::string& given, const std::vector<std::string>& names);
 
 /// Strict reader of one mapping node into a struct. Every get*() declares a valid key;

@@ -31,8 +31,14 @@ size_t edit_distance(const std::string& a, const std::string& b) {
 std::string nearest_name(const std::string& given, const std::vector<std::string>& names) {
   std::string best;
   size_t best_d = SIZE_MAX;
-  for (const std::string& n : names)
-    if (const size_t d = edit_distance(given, n); d < best_d) best_d = d, best = n;
+  for (const std::string& n : names) {
+    // A name begun and not finished ("images" for "image_folder", "avg" for "average")
+    // is near the name it begins, though the rest of it makes the whole edit long.
+    size_t d = edit_distance(given, n);
+    if (given.size() >= 3 && n.size() > given.size())
+      d = std::min(d, 1 + edit_distance(given, n.substr(0, given.size())));
+    if (d < best_d) best_d = d, best = n;
+  }
   return best;
 }
 

@@ -88,6 +88,11 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: train.schedule: 'cosin' is not one of: constant, cosine, linear, step",
       "did you mean 'cosine'?"}},
+    // A name begun: the name it begins, not a short one a few edits away ('npy').
+    {"enum_begun",
+     "data:\n  kind: images\n",
+     {},
+     {"'images' is not one of: synthetic, image_folder, npy (did you mean 'image_folder'?)"}},
     {"tf32_mode",
      "train:\n  tf32: true\n",
      {},
