@@ -10,6 +10,14 @@ namespace zt::cpu {
 
 namespace {
 
+// Called by an AVX2 row kernel before its scalar (baseline SSE) tail: SSE code run while
+// the upper halves of the ymm registers are dirty pays a state transition, and the
+// compiler puts no vzeroupper before a tail call. Unset, the transitions cost more than
+// the rows' arithmetic (the tail ran, empty, after every row).
+__attribute__((target(ZT_TARGET_AVX2), always_inline)) inline void clear_upper() {
+  __builtin_ia32_vzeroupper();
+}
+
 template <typename T>
 void input_row_scalar(const T* const d[4], int64_t tw, T* v, int64_t ps, int64_t x) {
   for (; x < tw; ++x) {
@@ -172,7 +180,10 @@ __attribute__((target(ZT_TARGET_AVX2))) void input_row_avx2(const float* const d
     input_block<f32x4>(d, x, v, ps);
     x += 4;
   }
-  input_row_scalar(d, tw, v, ps, x);
+  if (x < tw) {
+    clear_upper();
+    input_row_scalar(d, tw, v, ps, x);
+  }
 }
 
 // input_row_avx2 on unpadded rows, W = 2 tw with tw a multiple of 8: d[k] is image row k
@@ -248,7 +259,10 @@ __attribute__((target(ZT_TARGET_AVX2))) void output_row_avx2(const float* m, int
     output_block<f32x4>(m, ps, bias, x, y0, y1);
     x += 4;
   }
-  output_row_scalar(m, ps, bias, tw, y0, y1, x);
+  if (x < tw) {
+    clear_upper();
+    output_row_scalar(m, ps, bias, tw, y0, y1, x);
+  }
 }
 
 // The four points of row i of A g A^T for a vector of tiles from (A g) row i: columns p, q.
@@ -293,7 +307,10 @@ __attribute__((target(ZT_TARGET_AVX2))) void grad_row_avx2(const float* g0, cons
     grad_block<f32x4>(g0, g1, x, v, ps);
     x += 4;
   }
-  grad_row_scalar(g0, g1, tw, v, ps, x);
+  if (x < tw) {
+    clear_upper();
+    grad_row_scalar(g0, g1, tw, v, ps, x);
+  }
 }
 
 // 4x4 images (two tile rows of two tiles, consecutive in the points: one f32x4 per point,
