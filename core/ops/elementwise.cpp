@@ -169,6 +169,14 @@ Tensor neg(const Tensor& a) {
   return mul(a, -1.0);
 }
 
+namespace {
+// For a backward formula whose intermediate overflows a 16-bit float where the gradient
+// itself is finite (x^-3/2 of a small x): its inputs in f32, the result rounded once.
+Tensor widened(const Tensor& t) {
+  return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
+}
+}  // namespace
+
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);
   if (autograd::needs_grad_of(a))
@@ -177,7 +185,8 @@ Tensor pow(const Tensor& a, double e) {
                        // x^0 is 1 everywhere: its gradient is 0, also at x = 0 (where 0 * x^-1 is
                        // NaN).
                        if (e == 0.0) return std::vector<Tensor>{zeros_like(a)};
-                       return std::vector<Tensor>{mul(g[0], mul(pow(a, e - 1.0), e))};
+                       return std::vector<Tensor>{
+                           mul(widened(g[0]), mul(pow(widened(a), e - 1.0), e)).to(g[0].dtype())};
                      },
                      {a});
   return out;
@@ -268,8 +277,10 @@ Tensor rsqrt(const Tensor& a) {
   if (autograd::needs_grad_of(a))
     autograd::record("rsqrt", {a}, {out},
                      [o](const std::vector<Tensor>& g) {
-                       // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3
-                       return std::vector<Tensor>{mul(mul(g[0], pow(o, 3.0)), -0.5)};
+                       // d/dx x^-1/2 = -1/2 x^-3/2 = -1/2 o^3 (in f16, o^3 overflows from
+                       // x < 6e-4)
+                       return std::vector<Tensor>{
+                           mul(mul(widened(g[0]), pow(widened(o), 3.0)), -0.5).to(g[0].dtype())};
                      },
                      {o});
   return out;

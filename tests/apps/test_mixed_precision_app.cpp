@@ -11,7 +11,8 @@
 //  5. train.weight_decay_1d and train.no_weight_decay reach the optimizer of the fp32
 //     masters, decided by each parameter's full shape and name;
 //  6. a quiet fp16 run prints nothing, not even the engine's notes on its overflows;
-//  7. an fp16 step that an overflow skips is no replica check in vqgpt's log or result.
+//  7. an fp16 step that an overflow skips is no replica check in vqgpt's log or result;
+//  8. cosine codes train in fp16 (their normalization runs in f32).
 #include <cmath>
 #include <filesystem>
 #include <map>
@@ -368,6 +369,29 @@ TEST(MixedPrecisionApp, AnFp16RunReportsTheStepsItRanNotTheUpdatesApplied) {
     EXPECT_EQ(r.steps, 3);
     EXPECT_EQ(fs::path(r.final_checkpoint).filename().string(), "step_000003");
   });
+  fs::remove_all(out);
+}
+
+// Cosine codes (model.l2_norm_codes) in fp16: a codebook of K rows starts with rows of
+// length at most 2 sqrt(E) / K, whose normalization's gradient overflowed f16 at any
+// loss scale (x^-3/2 of the squared length), so no update was ever applied. Normalized in
+// f32, every step at a fixed scale of 1 applies its update.
+TEST(MixedPrecisionApp, CosineCodesTrainInFp16) {
+  const std::string out = fresh_dir("cosine16");
+  const config::AppConfig cfg =
+      config_with({"model.codebook_size=256", "model.l2_norm_codes=true", "train.dtype=f16",
+                   "fp16.loss_scale=1", "train.steps=3", "train.log_every=1", "train.eval_every=0",
+                   "train.checkpoint_every=0", "output_dir=" + out});
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+  });
+  const std::vector<nlohmann::json> log = app::read_metrics(out + "/metrics.jsonl");
+  ASSERT_FALSE(log.empty());
+  EXPECT_EQ(log.back().value("step", 0), 3);
+  EXPECT_EQ(log.back().value("skipped_steps", -1), 0);
+  EXPECT_TRUE(std::isfinite(log.back().value("loss", NAN)));
   fs::remove_all(out);
 }
 

@@ -123,6 +123,21 @@ TEST(Elementwise, PowerZeroHasAZeroGradientEverywhere) {
   EXPECT_TRUE(values_are(x.grad(), {0, 0}));
 }
 
+// rsqrt's gradient -1/2 x^-3/2 at x = 1/4096 is -131072 g: for g = 1/1024 it is -128, finite
+// in f16, though x^-3/2 (262144) is not. The same holds for pow's x^(e-1). A zero upstream
+// gradient gives a zero, not 0 * inf.
+TEST(Elementwise, SixteenBitGradientsOfNegativePowersDoNotOverflowOnTheWay) {
+  for (DType dt : {DType::f16, DType::bf16}) {
+    const Tensor weights = from_vector({0, 1.0 / 1024, 1}, {3}).to(dt);
+    Tensor x = from_vector({1.0 / 4096, 1.0 / 4096, 1}, {3}).to(dt).set_requires_grad(true);
+    sum(mul(rsqrt(x), weights)).backward();
+    EXPECT_TRUE(values_are(x.grad(), {0, -128, -0.5})) << dtype_name(dt);
+    Tensor y = from_vector({1.0 / 4096, 1.0 / 4096, 1}, {3}).to(dt).set_requires_grad(true);
+    sum(mul(pow(y, -0.5), weights)).backward();
+    EXPECT_TRUE(values_are(y.grad(), {0, -128, -0.5})) << dtype_name(dt);
+  }
+}
+
 TEST(Elementwise, WhereAndComparisons) {
   Tensor a = from_vector({1, 2, 3}, {3}), b = from_vector({3, 2, 1}, {3});
   EXPECT_TRUE(values_are(eq(a, b), {0, 1, 0}));

@@ -11,8 +11,11 @@ namespace zt::vq {
 constexpr int64_t kDistanceElements = int64_t{1} << 23;
 
 Tensor l2_normalize_last(const Tensor& x) {
-  const int64_t last = x.dim() - 1;
-  return x * rsqrt(clamp(sum(x * x, {last}, true), 1e-12, 1e30));
+  // In f32 for 16-bit x, as nn's norm layers: the floor 1e-12 is 0 in f16, and a short
+  // row's squared length underflows it.
+  const Tensor wide = is_16bit_float(x.dtype()) ? x.to(DType::f32) : x;
+  const int64_t last = wide.dim() - 1;
+  return (wide * rsqrt(clamp(sum(wide * wide, {last}, true), 1e-12, 1e30))).to(x.dtype());
 }
 
 Codebook::Codebook(int64_t codebook_size, int64_t embed_dim, bool l2_norm)
