@@ -495,7 +495,16 @@ void Engine::skip_overflowed_step() {
   try {
     scaler_.on_overflow();
   } catch (const Error& e) {  // every rank saw the same (all-reduced) norm
-    throw comm::AgreedError(e.what(), comm_.rank());
+    // Clipping acts after this check, and the learning rate has not acted yet: the
+    // gradients are not finite at any scale.
+    throw comm::AgreedError(
+        stats_.steps > 0 ? std::string(e.what())
+                         : detail::cat(e.what(),
+                                       ". No update was applied since the engine was made: the "
+                                       "gradients are not finite at any scale, so an operation "
+                                       "overflows fp16 (or the loss is not finite); the same "
+                                       "run in bf16 or f32 shows which"),
+        comm_.rank());
   }
   ++stats_.overflow_skips;
   // Step calls so far, this one included (applied and skipped), as the apps count steps.

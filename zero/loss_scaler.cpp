@@ -44,8 +44,9 @@ void LossScaler::on_overflow() {
                  : detail::cat("2^-126 (the smallest scale whose reciprocal is a finite float; "
                                "min_loss_scale is ",
                                p_.min_loss_scale, ")"),
-             ": training stops here, as DeepSpeed's does. Lower the learning rate, clip the "
-             "gradients (gradient_clipping), or train in bf16, which needs no loss scale");
+             ": training stops here, as DeepSpeed's does. Lower the learning rate (gradients "
+             "that grow from step to step come from a diverging run), or train in bf16, which "
+             "needs no loss scale");
     scale_ = std::max(scale_ / 2, floor);
   } else {
     --hysteresis_;

@@ -221,6 +221,32 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
       << said;
 }
 
+// An overflow at the minimum scale stops the run. Before any update was applied it says
+// more: the gradients are not finite at any scale, so lowering the learning rate or
+// clipping (which acts after the check) cannot help.
+TEST(Lesson14MixedPrecision, NoUpdateBeforeTheMinimumScaleIsNamed) {
+  EXPECT_TRUE(test::throws_with(
+      [] {
+        comm::run_threads(2, [](comm::Communicator& comm) {
+          std::shared_ptr<Mlp> m = partitioned_mlp(comm);
+          zero::Config cfg;
+          cfg.quiet = true;
+          cfg.precision.fp16 = true;
+          cfg.precision.initial_scale_power = 40;  // 2^40: fp16 gradients overflow at once
+          cfg.precision.min_loss_scale = std::ldexp(1.0, 38);
+          cfg.precision.hysteresis = 1;
+          zero::Engine engine(m, comm, cfg, {});
+          for (int step = 0; step < 3; ++step) {  // 2^40 -> 2^39 -> 2^38, then the error
+            auto [x, y] = data(step);
+            engine.backward(mse_loss(engine(x.to(DType::f16)).to(DType::f32), y));
+            EXPECT_FALSE(engine.step());
+          }
+        });
+      },
+      "No update was applied since the engine was made: the gradients are not finite at any "
+      "scale"));
+}
+
 // A step verifies the replicas (buffers.verify_every) only when it applies its update. A
 // skipped step leaves global_step() where it was, a multiple of verify_every as often as
 // not (0 before the first update): the engine's count says whether a check ran.
