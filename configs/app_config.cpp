@@ -420,8 +420,8 @@ std::vector<std::pair<std::string, std::vector<std::string>>> section_keys(App a
   if (app != App::vqgpt) read("loss", [&](Section e) { read_loss(e, c.loss); });
   if (app != App::vqtok) read("gpt", [&](Section e) { read_gpt(e, c.gpt.emplace()); });
   read("zero_optimization", [&](Section e) { read_zero_optimization(e, c.zero, c.warnings); });
-  read("bf16", [&](Section e) { read_mixed_precision(e, Section(Node())); });
-  read("fp16", [&](Section e) { read_mixed_precision(Section(Node()), e); });
+  read("bf16", [&](Section e) { read_mixed_precision(e, Section(Node()), c.warnings); });
+  read("fp16", [&](Section e) { read_mixed_precision(Section(Node()), e, c.warnings); });
   read("buffers", [&](Section e) { read_buffers(e, c.zero.buffers); });
   return keys;
 }

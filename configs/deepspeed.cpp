@@ -24,6 +24,7 @@ namespace {
 // or `{enabled: false}`); otherwise an error saying what to use instead.
 const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"amp", "use the bf16 or fp16 section"},
+    {"torch_autocast", "zt has no autocast: use the bf16 or fp16 section"},
     {"flops_profiler", "zt has no FLOPs profiler"},
     {"tensorboard", "set train.tensorboard: true in the YAML instead"},
     {"wandb", "zt writes metrics.jsonl and curves.svg in output_dir"},

@@ -27,16 +27,22 @@ void warn_if(Section& s, const std::string& key, bool value, bool effective_valu
                      " has no effect in zt (" + why + ")");
 }
 
-// DeepSpeed's zero_optimization keys that zt does not implement: accepted when they ask
-// for nothing (the value that turns them off), an error naming the key otherwise.
+// A DeepSpeed key zt does not implement: accepted when it asks for nothing (the value
+// that turns it off), an error naming the key otherwise.
+void refuse_unless_off(Section& s, const std::string& key,
+                       const std::function<bool(const Node&)>& is_off, const std::string& what) {
+  Node n = s.take(key);
+  if (n && !is_off(n)) n.fail("not supported by zt (" + what + "); remove the key or turn it off");
+}
+
+bool is_false(const Node& n) {
+  return !n.as_bool();
+}
+
+// DeepSpeed's zero_optimization keys that zt does not implement.
 void reject_unsupported(Section& s) {
   auto off = [&](const std::string& key, const std::function<bool(const Node&)>& is_off,
-                 const std::string& what) {
-    Node n = s.take(key);
-    if (n && !is_off(n))
-      n.fail("not supported by zt (" + what + "); remove the key or turn it off");
-  };
-  auto is_false = [](const Node& n) { return !n.as_bool(); };
+                 const std::string& what) { refuse_unless_off(s, key, is_off, what); };
   auto no_offload = [](const Node& n) {
     Section o(n);
     std::string device = "none";
@@ -141,10 +147,22 @@ void read_zero_optimization(Section s, zero::Config& out, std::vector<std::strin
                          ")");
 }
 
-zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16) {
+zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16,
+                                          std::vector<std::string>& warnings) {
   zero::MixedPrecision m;
   bf16.get("enabled", m.bf16);
+  refuse_unless_off(bf16, "check_grad_overflow", is_false,
+                    "bf16 needs no loss scale, and zt applies every bf16 update");
+  if (Node n = bf16.take("immediate_grad_update"))
+    warnings.push_back(n.where() + ": " + n.path() +
+                       ": has no effect in zt (each backward's gradients go straight into "
+                       "the fp32 gradient shards)");
   bf16.finish();
+  refuse_unless_off(fp16, "auto_cast", is_false,
+                    "the engine casts no inputs: in the apps each model part holding "
+                    "partitioned parameters casts its own, embedding code casts its inputs");
+  refuse_unless_off(fp16, "fp16_master_weights_and_grads", is_false,
+                    "zt keeps fp32 master weights and fp32 gradient shards");
   fp16.get("enabled", m.fp16)
       .get("loss_scale", m.loss_scale, 0.0)
       .get("initial_scale_power", m.initial_scale_power, 0, 62)
@@ -255,14 +273,15 @@ void read_engine_sections(Section& s, const Node& ds, AppConfig& c) {
                              ": replaced by the DeepSpeed config's precision (" +
                              ds.get(ds.has(key) ? key : given).where() + ")" +
                              left_out(y, ds.has(key) ? ds.get(key) : Node()));
-    c.zero.precision = read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")));
+    c.zero.precision =
+        read_mixed_precision(Section(ds.get("bf16")), Section(ds.get("fp16")), c.warnings);
     const std::string implied = precision_dtype_name(c.zero.precision);
     if (dtype && dtype.as_string() != implied)
       c.warnings.push_back(dtype.where() + ": train.dtype: " + dtype.as_string() +
                            " is replaced by the DeepSpeed config's " + implied);
   } else {
     const Node bf16 = yaml.get("bf16"), fp16 = yaml.get("fp16");
-    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"));
+    c.zero.precision = read_mixed_precision(s.sub("bf16"), s.sub("fp16"), c.warnings);
     apply_dtype(dtype, bf16, fp16, c.zero.precision);
   }
   c.train.dtype = precision_dtype_name(c.zero.precision);

@@ -22,8 +22,10 @@ void read_zero_optimization(Section s, zero::Config& out, std::vector<std::strin
 
 /// Reads the `bf16` ({enabled}) and `fp16` ({enabled, loss_scale, initial_scale_power,
 /// loss_scale_window, hysteresis, consecutive_hysteresis, min_loss_scale}) sections; both
-/// enabled is an error.
-zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16);
+/// enabled is an error. DeepSpeed's other keys there are accepted at the values that ask
+/// for what zt does (with a warning where they change nothing), refused otherwise.
+zero::MixedPrecision read_mixed_precision(Section bf16, Section fp16,
+                                          std::vector<std::string>& warnings);
 
 /// Reads zt's `buffers` section: {sync, verify_every, modules: [{module, sync}]}.
 void read_buffers(Section s, zero::BuffersConfig& out);

@@ -404,6 +404,23 @@ const std::vector<BadCase> kBad = {
      "{\"zero_optimization\": {\"zero_hpz_partition_size\": 8}}",
      "",
      {"zero_optimization.zero_hpz_partition_size: not supported by zt"}},
+    // DeepSpeed's own precision keys, asking for what zt does not do: named, with why.
+    {"auto_cast",
+     "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
+     "",
+     {"fp16.auto_cast: not supported by zt (the engine casts no inputs"}},
+    {"fp16_master_weights",
+     "{\"fp16\": {\"enabled\": true, \"fp16_master_weights_and_grads\": true}}",
+     "",
+     {"fp16.fp16_master_weights_and_grads: not supported by zt (zt keeps fp32 master"}},
+    {"bf16_overflow_check",
+     "{\"bf16\": {\"enabled\": true, \"check_grad_overflow\": true}}",
+     "",
+     {"bf16.check_grad_overflow: not supported by zt (bf16 needs no loss scale"}},
+    {"torch_autocast",
+     "{\"torch_autocast\": {\"enabled\": true, \"dtype\": \"bfloat16\"}}",
+     "",
+     {"torch_autocast: not supported by zt (zt has no autocast"}},
     {"unknown_top",
      "{\"train_micro_batch_size_per_gpus\": 2}",
      "",
@@ -477,9 +494,9 @@ const std::vector<BadCase> kBad = {
      "",
      {"zero_optimization.offload_param.devise: unknown key; did you mean"}},
     {"fp16_key",
-     "{\"fp16\": {\"enabled\": true, \"auto_cast\": true}}",
+     "{\"fp16\": {\"enabled\": true, \"autocast\": true}}",
      "",
-     {"fp16.auto_cast: unknown key"}},
+     {"fp16.autocast: unknown key; did you mean 'fp16.auto_cast'?"}},
     {"predivide",
      "{\"gradient_predivide_factor\": 2.0}",
      "",
@@ -492,16 +509,27 @@ const std::vector<BadCase> kBad = {
 
 // Unsupported keys set to what zt does anyway (DeepSpeed's defaults) are accepted.
 TEST(DeepSpeed, UnsupportedKeysAtTheirNeutralValuesAreAccepted) {
-  for (const char* json : {R"({"gradient_predivide_factor": 1.0, "prescale_gradients": false})",
-                           R"({"communication_data_type": "fp32"})",
-                           R"({"bf16": {"enabled": true}, "communication_data_type": "bf16"})",
-                           R"({"fp16": {"enabled": true}, "communication_data_type": "fp16"})",
-                           R"({"tensorboard": {"enabled": false}})",
-                           R"({"zero_optimization": {"offload_param": {"device": "none",
+  for (const char* json :
+       {R"({"gradient_predivide_factor": 1.0, "prescale_gradients": false})",
+        R"({"communication_data_type": "fp32"})",
+        R"({"bf16": {"enabled": true}, "communication_data_type": "bf16"})",
+        R"({"fp16": {"enabled": true}, "communication_data_type": "fp16"})",
+        R"({"tensorboard": {"enabled": false}})", R"({"torch_autocast": {"enabled": false}})",
+        R"({"fp16": {"enabled": true, "auto_cast": false,
+                               "fp16_master_weights_and_grads": false}})",
+        R"({"bf16": {"enabled": true, "check_grad_overflow": false}})",
+        R"({"zero_optimization": {"offload_param": {"device": "none",
                                "nvme_path": null, "pin_memory": false}}})"}) {
     SCOPED_TRACE(json);
     EXPECT_EQ(error_of([&] { with_deepspeed("neutral", json); }), "");
   }
+  // bf16's immediate_grad_update is what zt does at either value: a warning says so.
+  const AppConfig c =
+      with_deepspeed("immediate", R"({"bf16": {"enabled": true, "immediate_grad_update": false}})");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_NE(c.warnings[0].find("bf16.immediate_grad_update: has no effect in zt"),
+            std::string::npos)
+      << c.warnings[0];
   // The training dtype may come from the YAML as well.
   EXPECT_EQ(error_of([] {
               with_deepspeed("neutral_yaml", R"({"communication_data_type": "bf16"})",
