@@ -185,7 +185,8 @@ Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64
   ZT_CHECK(o.temperature > 0.0, "sample: temperature must be > 0, got ", o.temperature);
   const int64_t len = layout.length(), k = layout.codebook_size();
   const int64_t top_k = o.top_k > 0 ? std::min(o.top_k, k) : k;
-  Generator gen(o.seed);
+  ZT_CHECK(o.first_row >= 0, "sample: first_row must be >= 0, got ", o.first_row);
+  const Generator gen(o.seed);
   Tensor seq = zeros({n, len}, DType::i64);
   int64_t* ids = seq.data<int64_t>();
   for (int64_t i = 0; i < n; ++i) ids[i * len] = layout.bos();
@@ -204,7 +205,6 @@ Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64
     const Tensor last = logits.to(Device::cpu()).to(DType::f64).contiguous();
     const double* l = last.data<double>();
     const int64_t v = logits.size(1);
-    const std::vector<double> u = rand({n}, gen, DType::f64).to_vector();
     for (int64_t i = 0; i < n; ++i) {
       const double* row = l + i * v;
       for (int64_t c = 0; c < k; ++c)
@@ -230,7 +230,8 @@ Tensor sample_sequences(const NextLogits& next, const TokenLayout& layout, int64
       }
       // Inverse CDF over the kept codes in id order; the last kept code takes what
       // rounding leaves above the sum.
-      const double target = u[static_cast<size_t>(i)] * total;
+      const double target =
+          gen.uniform64(static_cast<uint64_t>((o.first_row + i) * len + pos)) * total;
       double acc = 0.0;
       int64_t pick = -1;
       for (int64_t c = 0; c < k; ++c) {

@@ -75,6 +75,10 @@ struct SampleOptions {
   /// 0: all.
   int64_t top_k = 0;
   uint64_t seed = 0;
+  /// The index of the first sequence among all sampled: sequence i draws its numbers at
+  /// its own place (first_row + i) in the seed's stream, so it is the same whatever is
+  /// sampled beside it (how many, on how many ranks).
+  int64_t first_row = 0;
 };
 
 /// The logits (B, V) of the position after prefix ids (B, T); a sampler calls it with

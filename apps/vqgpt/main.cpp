@@ -72,7 +72,8 @@ int main(int argc, char** argv) {
       ->check(zt::app::kNonNegative);
   sample
       ->add_option("--seed", so.sampling.seed,
-                   "sampling seed (each rank draws from its own stream of it)")
+                   "sampling seed (sample i draws from its own place in the seed's stream: "
+                   "the same at any --num above i and any world size)")
       ->check(zt::app::kSeed);
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
 

@@ -370,7 +370,7 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
                          const std::vector<Tensor>& refs, const gpt::SampleOptions& so) {
   const bool images = cfg.data.frames == 1;
   char params[64];
-  std::snprintf(params, sizeof params, "T=%.2g TOP-K %s", so.temperature,
+  std::snprintf(params, sizeof params, "T=%G TOP-K %s", so.temperature,  // as the run printed it
                 so.top_k > 0 ? std::to_string(so.top_k).c_str() : "ALL");
   const std::string what = images ? "SAMPLED FRAMES" : "SAMPLED CLIPS, ONE PER ROW, FRAMES L TO R";
   const data::Image samples = data::with_caption(
@@ -441,14 +441,14 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   // rank r keeps rows [r * per, (r + 1) * per) of the result.
   const int64_t per = (o.num + world - 1) / world;
   gpt::SampleOptions so = o.sampling;
-  so.seed = o.sampling.seed * 1000003u + static_cast<uint64_t>(rank);
+  so.first_row = rank * per;
   autograd::NoGradGuard no_grad;
   const Device device = model->device();
   Tensor mine =
       gpt::sample_sequences(gpt::cached_next_logits(*model->gpt, device), layout, per, so);
   SampleResult r;
   r.sequences = zeros({o.num, layout.length()}, DType::i64);
-  const int64_t first = std::min<int64_t>(o.num, rank * per);
+  const int64_t first = std::min<int64_t>(o.num, so.first_row);
   const int64_t count = std::min<int64_t>(o.num - first, per);
   if (count > 0) r.sequences.narrow(0, first, count).copy_(mine.narrow(0, 0, count));
   if (world > 1) {  // host tensors: through the GPU under NCCL
