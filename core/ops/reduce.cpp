@@ -180,9 +180,10 @@ Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool ke
            " (the max norm is max(abs(x)))");
   plan_reduce(a, dims, keepdim, "norm");  // errors name norm, not the ops it is built of
   if (p == 1.0) return sum(abs(a), dims, keepdim);
-  // 16-bit powers overflow (f16's 65504) or underflow long before the norm does: summed in
-  // f32 and rounded once, as PyTorch's.
-  if (is_16bit_float(a.dtype())) return norm(a.to(DType::f32), p, dims, keepdim).to(a.dtype());
+  // Powers overflow or underflow long before the norm does (the square of f32's 1e20, of
+  // f16's 300, of bf16's 1e20 even in f32): summed in f64 and rounded once, as PyTorch's
+  // CPU norms accumulate.
+  if (a.dtype() != DType::f64) return norm(a.to(DType::f64), p, dims, keepdim).to(a.dtype());
   Tensor out;
   {
     autograd::NoGradGuard ng;

@@ -61,6 +61,22 @@ TEST(Reduce, NormValues) {
   EXPECT_TRUE(values_are(norm(x, 2.0, {1}), {3.741657, 8.774964}));
 }
 
+// The norm is in range where the squares of its elements are not: it sums in f64 and
+// rounds once, and so does its gradient (x / |x| = 1/2 for four equal elements).
+TEST(Reduce, NormsOfHugeAndTinyElementsAreInRange) {
+  for (const DType dt : {DType::f32, DType::bf16}) {
+    for (const double v : {1e20, 1e-25}) {
+      Tensor x = full({4}, v, dt).set_requires_grad(true);
+      const Tensor n = norm(x);
+      EXPECT_EQ(n.dtype(), dt);
+      const double stored = full({1}, v, dt).item();  // v as dt holds it
+      EXPECT_EQ(n.item(), 2 * stored) << dtype_name(dt) << " " << v;
+      n.backward();
+      EXPECT_TRUE(values_are(x.grad(), {0.5, 0.5, 0.5, 0.5})) << dtype_name(dt) << " " << v;
+    }
+  }
+}
+
 TEST(Reduce, ANaNIsTheMaxAndTheMin) {
   // As PyTorch's: the first NaN wins wherever it is, so max() shows a NaN.
   const Tensor x = from_vector({1, NAN, 3, NAN}, {4});

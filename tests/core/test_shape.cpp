@@ -34,6 +34,18 @@ TEST(Pad, AsymmetricConstant) {
 TEST(Pad, NegativePadsCrop) {
   // [1,2,3] with {-1, 1}: drop the first element, append one 7.
   EXPECT_TRUE(values_are(pad(from_vector({1, 2, 3}, {3}), {-1, 1}, 7.0), {2, 3, 7}));
+  // Crops that take all of x leave only padding: [1, 2] with {3, -3} is two 7s, and its
+  // gradient is zero (an empty x gives an empty one).
+  Tensor x = from_vector({1, 2}, {2}).set_requires_grad(true);
+  Tensor y = pad(x, {3, -3}, 7.0);
+  EXPECT_TRUE(values_are(y, {7, 7}));
+  sum(y).backward();
+  EXPECT_TRUE(values_are(x.grad(), {0, 0}));
+  Tensor e = zeros({0}).set_requires_grad(true);
+  Tensor f = pad(e, {2, -1}, 0.5);
+  EXPECT_TRUE(values_are(f, {0.5}));
+  sum(f).backward();
+  EXPECT_EQ(e.grad().numel(), 0);
 }
 
 TEST(Pad, GradCheck) {
