@@ -34,6 +34,7 @@
 #include "core/cpu/conv_depthwise.h"
 #include "core/cpu/conv_path.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/norm_sums.h"
 #include "core/cpu/winograd.h"
 #include "core/parallel.h"
 
@@ -50,21 +51,6 @@ constexpr int64_t kBlockCols = 256;
 int64_t samples_per_chunk(const ConvGeometry& g, int64_t cols) {
   const int64_t l = std::max<int64_t>(cols, 1);
   return std::clamp<int64_t>((kTargetCols + l - 1) / l, 1, std::max<int64_t>(g.n, 1));
-}
-
-// Sum of p[0..n) in kLanes independent partial sums (a vectorizable loop; each lane
-// adds about n / kLanes terms in T), combined in double.
-template <typename T>
-double lane_sum(const T* p, int64_t n) {
-  constexpr int64_t kLanes = 16;
-  T acc[kLanes] = {};
-  int64_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (int64_t j = 0; j < kLanes; ++j) acc[j] += p[i + j];
-  double s = 0;
-  for (; i < n; ++i) s += static_cast<double>(p[i]);
-  for (int64_t j = 0; j < kLanes; ++j) s += static_cast<double>(acc[j]);
-  return s;
 }
 
 // Sample groups for the threads (blas_work_groups; small convs, such as those of gradient
@@ -394,14 +380,14 @@ void backward_impl(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   a.grad_out = grad_out.data<T>();
   a.grad_x = data_or_null<T>(grad_x);
   const int64_t l = g.out_positions(), o = g.o;
-  if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in lanes, then in double
+  if (grad_bias.defined()) {  // db[o] = sum over (n, l): rows in double lanes (row_sum)
     // Channel blocks over the threads; within a block samples outer, so grad_out is read
     // in memory order, and each channel adds its rows in sample order (the same bits at
     // any thread count).
     std::vector<double> s(o, 0.0);
     parallel_for(o, grain_for(g.n * l), [&](int64_t c0, int64_t c1) {
       for (int64_t n = 0; n < g.n; ++n)
-        for (int64_t oc = c0; oc < c1; ++oc) s[oc] += lane_sum(a.grad_out + (n * o + oc) * l, l);
+        for (int64_t oc = c0; oc < c1; ++oc) s[oc] += row_sum(a.grad_out + (n * o + oc) * l, l);
     });
     T* db = grad_bias.data<T>();
     for (int64_t oc = 0; oc < o; ++oc) db[oc] = T(s[oc]);

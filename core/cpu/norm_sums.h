@@ -1,7 +1,7 @@
 // The row sums and row loops of the CPU normalization kernels, shared by cpu/norm.cpp
 // (GroupNorm, BatchNorm, and the f32 loops compiled per ISA) and cpu/layer_norm.cpp, and
-// the f32 softmax row of cpu/softmax.cpp and cpu/attention.cpp (softmax_row_f32).
-// Private to those files.
+// the f32 softmax row of cpu/softmax.cpp and cpu/attention.cpp (softmax_row_f32), and the
+// convolutions' bias gradient (row_sum, cpu/conv.cpp). Private to those files.
 #pragma once
 
 #include <algorithm>
