@@ -113,20 +113,31 @@ void check_output_writable(const std::string& option, const std::string& path,
                            const std::vector<std::string>& inputs) {
   if (path.empty()) return;
   check_output_file(option, path, inputs);
-  const fs::path folder = fs::absolute(path).parent_path();
+  // The probe goes into the nearest folder on the way that exists: those below it are
+  // made when the file is written (make_parent_folders), so a command that fails before
+  // then leaves no empty folders behind.
+  fs::path folder = fs::absolute(path).parent_path();
   std::error_code ec;
-  fs::create_directories(folder, ec);
+  while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
+  ZT_CHECK(fs::is_directory(folder, ec), option, " '", path, "' cannot be written: '",
+           folder.string(), "' is a file, not a folder; pass a path in a writable folder");
   const fs::path probe = folder / (".zt-probe-" + std::to_string(::getpid()));
-  std::FILE* f = ec ? nullptr : std::fopen(probe.c_str(), "w");
+  std::FILE* f = std::fopen(probe.c_str(), "w");
   const int err = errno;
   if (f) {
     std::fclose(f);
     fs::remove(probe, ec);
     return;
   }
-  ZT_FAIL(option, " '", path,
-          "' cannot be written: ", ec ? ec.message() : std::string(std::strerror(err)), " (in '",
+  ZT_FAIL(option, " '", path, "' cannot be written: ", std::strerror(err), " (in '",
           folder.string(), "'); pass a path in a writable folder");
+}
+
+void make_parent_folders(const std::string& path) {
+  const fs::path folder = fs::absolute(path).parent_path();
+  std::error_code ec;
+  fs::create_directories(folder, ec);
+  ZT_CHECK(!ec, "cannot make the folder '", folder.string(), "' for '", path, "': ", ec.message());
 }
 
 void check_output_folder(const std::string& option, const std::string& path,

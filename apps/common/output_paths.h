@@ -33,11 +33,14 @@ bool within(const std::filesystem::path& path, const std::filesystem::path& dir)
 void check_output_file(const std::string& option, const std::string& path,
                        const std::vector<std::string>& inputs);
 
-/// check_output_file, then that the file can be created where it is to go (its folder is
-/// created, and a probe file written and removed there): for a file written only at the
-/// end of work (a timeline, eval's JSON), which should not fail after it.
+/// check_output_file, then that the file can be created where it is to go (a probe file
+/// written and removed in the nearest of its folders that exists; none is made): for a
+/// file written only at the end of work (a timeline, eval's JSON, samples), which should
+/// not fail after it. The writer calls make_parent_folders first.
 void check_output_writable(const std::string& option, const std::string& path,
                            const std::vector<std::string>& inputs);
+/// Makes the folders `path` is to go in (an error naming them where they cannot be made).
+void make_parent_folders(const std::string& path);
 
 /// Checks that the folder `path`, given as `option`, may be filled: it is not a file and
 /// is not, nor lies inside, saved checkpoints or a folder of `inputs` (as above).

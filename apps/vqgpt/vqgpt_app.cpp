@@ -458,9 +458,14 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   r.codes = layout.codes(r.sequences);
   r.frames = decode_rows(*model->tokenizer, r.codes, cfg, first, count, comm);
   if (rank == 0) {  // after the last collective; the codes before the grid
-    if (!o.tokens_out.empty()) data::save_npy(o.tokens_out, r.codes);
-    if (!o.out.empty())
+    if (!o.tokens_out.empty()) {
+      app::make_parent_folders(o.tokens_out);
+      data::save_npy(o.tokens_out, r.codes);
+    }
+    if (!o.out.empty()) {
+      app::make_parent_folders(o.out);
       data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
+    }
     if (!o.quiet) {
       std::printf("sample: %lld sequences of %lld tokens (temperature %g, top-k %s) -> %s%s%s\n",
                   static_cast<long long>(o.num), static_cast<long long>(layout.length()),

@@ -167,7 +167,9 @@ int main(int argc, char** argv) {
                         j["split"] = eval_split;
                         j["held_out"] = vo.eval_split && data::eval_held_out(cfg.data);
                         std::printf("%s\n", j.dump().c_str());
-                        if (!eval_out.empty()) write_text_atomically(eval_out, j.dump(2) + "\n");
+                        if (eval_out.empty()) return;
+                        app::make_parent_folders(eval_out);
+                        write_text_atomically(eval_out, j.dump(2) + "\n");
                       });
     }
     if (*exp) {

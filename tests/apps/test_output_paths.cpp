@@ -77,12 +77,25 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   EXPECT_TRUE(
       has(error_of([&] { app::check_output_writable("eval -o", "/proc/zt_no_such/x.json", {}); }),
           "cannot be written"));
-  const fs::path later = run / "deeper" / "eval.json";
+  // Its folders are made when it is written, not by the check: a command that fails
+  // first leaves none behind.
+  const fs::path later = run / "deeper" / "still" / "eval.json";
+  const auto entries = [](const fs::path& dir) {
+    return std::distance(fs::directory_iterator(dir), fs::directory_iterator());
+  };
+  const auto before = entries(run);
   EXPECT_EQ(error_of([&] { app::check_output_writable("eval -o", later.string(), {}); }), "");
+  EXPECT_FALSE(fs::exists(run / "deeper"));
+  EXPECT_EQ(entries(run), before) << "the probe is removed";
+  app::make_parent_folders(later.string());
   EXPECT_TRUE(fs::is_directory(later.parent_path()));
-  EXPECT_FALSE(fs::exists(later)) << "the probe is not the file";
-  EXPECT_EQ(std::distance(fs::directory_iterator(later.parent_path()), fs::directory_iterator()), 0)
-      << "the probe is removed";
+  EXPECT_FALSE(fs::exists(later));
+  // A file on the way is named.
+  touch(run / "plain");
+  EXPECT_TRUE(has(error_of([&] {
+                    app::check_output_writable("eval -o", (run / "plain" / "x.json").string(), {});
+                  }),
+                  "' is a file, not a folder"));
 }
 
 TEST(OutputPaths, FoldersInsideSavedCheckpointsAreRefused) {
