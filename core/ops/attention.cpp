@@ -186,10 +186,12 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
 
   Tensor q3 = q.detach().reshape({B, Tq, D}), k3 = k.detach().reshape({B, Tk, D}),
          v3 = v.detach().reshape({B, Tk, Dv});
+  // Scaled inside the GEMM, before its result is rounded to q's dtype: the unscaled
+  // products of f16 heads overflow from |q||k| > 65504 (e.g. 40s over 64 dims).
   Tensor scores = Tensor::empty({B, Tq, Tk}, dt, dev);
-  bmm_into(scores, q3, k3.transpose(1, 2));
+  bmm_into(scores, q3, k3.transpose(1, 2), s);
   Tensor p = as_dtype(scores, st);
-  if (Tk > 0) ZT_DISPATCH(dev, attention_softmax_forward, p, p, B * Tq, Tk, s, causal);
+  if (Tk > 0) ZT_DISPATCH(dev, attention_softmax_forward, p, p, B * Tq, Tk, 1.0, causal);
   Tensor pd = as_dtype(p, dt);
   Tensor out3 = bmm_in_layout_of(q3, pd, v3);
   Shape os = q.sizes();
@@ -205,8 +207,10 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
                        Tensor dq, dk, dv;
                        if (gv) dv = bmm_in_layout_of(v3, pd.transpose(1, 2), g3).view(vs);
                        if (gq || gk) {
-                         Tensor dp = Tensor::empty({B, Tq, Tk}, dt, dev);
-                         bmm_into(dp, g3, v3.transpose(1, 2));
+                         // In f32 for f16: a loss-scaled g times v overflows its range.
+                         const DType dpt = dt == DType::f16 ? st : dt;
+                         Tensor dp = Tensor::empty({B, Tq, Tk}, dpt, dev);
+                         bmm_into(dp, as_dtype(g3, dpt), as_dtype(v3, dpt).transpose(1, 2));
                          dp = as_dtype(dp, st);
                          Tensor ds = Tensor::empty({B, Tq, Tk}, st, dev);
                          if (Tk > 0)

@@ -40,4 +40,11 @@ bool elements_apart(const Tensor& t);
 /// tensors they were handed: random fills, optimizer updates).
 void count_writes(const std::vector<Tensor>& ts);
 
+/// 16-bit floating tensors as f32, others as they are: the operands of a result or a
+/// gradient whose intermediates overflow or round away in 16 bits (a loss, x^-3/2 of a
+/// small x, a count of 65520), rounded to the 16-bit type once at the end.
+inline Tensor widened(const Tensor& t) {
+  return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
+}
+
 }  // namespace zt::detail

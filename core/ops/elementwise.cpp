@@ -12,6 +12,8 @@
 
 namespace zt {
 
+using detail::widened;
+
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   size_t n = std::max(a.size(), b.size());
   Shape out(n);
@@ -122,14 +124,19 @@ Tensor div(const Tensor& a, const Tensor& b) {
   if (autograd::needs_grad({a, b})) {
     const bool ga = a.requires_grad(), gb = b.requires_grad();
     const Tensor o = gb ? out.detach() : Tensor();
-    autograd::record("div", {a, b}, {out},
-                     [b, o, ga, sa = a.sizes()](const std::vector<Tensor>& g) {
-                       Tensor gav = ga ? sum_to(div(g[0], b), sa) : Tensor();
-                       Tensor gbv =
-                           o.defined() ? sum_to(neg(div(mul(g[0], o), b)), b.sizes()) : Tensor();
-                       return std::vector<Tensor>{gav, gbv};
-                     },
-                     {b, o});
+    autograd::record(
+        "div", {a, b}, {out},
+        [b, o, ga, sa = a.sizes()](const std::vector<Tensor>& g) {
+          Tensor gav = ga ? sum_to(div(g[0], b), sa) : Tensor();
+          // -g o / b, with g o in f32 for 16-bit operands (it overflows f16
+          // where the gradient is finite)
+          Tensor gbv = o.defined()
+                           ? sum_to(neg(div(mul(widened(g[0]), widened(o)), widened(b))), b.sizes())
+                                 .to(b.dtype())
+                           : Tensor();
+          return std::vector<Tensor>{gav, gbv};
+        },
+        {b, o});
   }
   return out;
 }
@@ -168,14 +175,6 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
 Tensor neg(const Tensor& a) {
   return mul(a, -1.0);
 }
-
-namespace {
-// For a backward formula whose intermediate overflows a 16-bit float where the gradient
-// itself is finite (x^-3/2 of a small x): its inputs in f32, the result rounded once.
-Tensor widened(const Tensor& t) {
-  return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
-}
-}  // namespace
 
 Tensor pow(const Tensor& a, double e) {
   Tensor out = unary_op("pow", UnaryOp::kPow, a, e);

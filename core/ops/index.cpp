@@ -48,10 +48,13 @@ Tensor index_select(const Tensor& x, int64_t dim, const Tensor& index) {
     Shape xs = x.sizes();
     autograd::record("index_select", {x}, {out},
                      [xs, ic, outer, n, inner](const std::vector<Tensor>& g) {
-                       Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
-                       ZT_DISPATCH(gx.device(), index_rows_add, gx, g[0].contiguous(), ic, outer, n,
-                                   inner);
-                       return std::vector<Tensor>{gx};
+                       // Summed in f32 for 16-bit rows, rounded once: a row picked 4096
+                       // times would stop growing at 256 in bf16 (a frequent token's
+                       // embedding).
+                       const Tensor gw = detail::widened(g[0]).contiguous();
+                       Tensor gx = zeros(xs, gw.dtype(), gw.device());
+                       ZT_DISPATCH(gx.device(), index_rows_add, gx, gw, ic, outer, n, inner);
+                       return std::vector<Tensor>{gx.to(g[0].dtype())};
                      },
                      {ic});
   }
@@ -80,9 +83,10 @@ Tensor gather(const Tensor& x, int64_t dim, const Tensor& index) {
   if (autograd::needs_grad({x})) {
     Shape xs = x.sizes();
     autograd::record("gather", {x}, {out}, [xs, offsets](const std::vector<Tensor>& g) {
-      Tensor gx = zeros(xs, g[0].dtype(), g[0].device());
-      ZT_DISPATCH(gx.device(), put_add, gx, g[0].contiguous(), offsets);
-      return std::vector<Tensor>{gx};
+      const Tensor gw = detail::widened(g[0]).contiguous();  // summed in f32, as above
+      Tensor gx = zeros(xs, gw.dtype(), gw.device());
+      ZT_DISPATCH(gx.device(), put_add, gx, gw, offsets);
+      return std::vector<Tensor>{gx.to(g[0].dtype())};
     });
   }
   return out;

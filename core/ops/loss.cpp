@@ -15,6 +15,8 @@
 
 namespace zt {
 
+using detail::widened;  // a loss's 16-bit operands (loss.h)
+
 namespace {
 
 Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
@@ -42,11 +44,6 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
                      {ys});
   }
   return y;
-}
-
-// A loss's operand: 16-bit values widened to f32 (loss.h).
-Tensor widened(const Tensor& t) {
-  return is_16bit_float(t.dtype()) ? t.to(DType::f32) : t;
 }
 
 }  // namespace

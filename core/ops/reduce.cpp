@@ -158,9 +158,11 @@ Tensor extreme_all(const Tensor& a, bool want_max) {
     const Tensor v = out.detach();
     autograd::record(want_max ? "max" : "min", {a}, {out},
                      [a, v](const std::vector<Tensor>& g) {
+                       // The count in f32 for 16-bit a: f16 ends at 65504.
                        const bool nan = std::isnan(v.item());
-                       const Tensor hit = (nan ? ne(a, a) : eq(a, v)).to(a.dtype());
-                       return std::vector<Tensor>{mul(hit, div(g[0], sum(hit)))};
+                       const Tensor g32 = detail::widened(g[0]);
+                       const Tensor hit = (nan ? ne(a, a) : eq(a, v)).to(g32.dtype());
+                       return std::vector<Tensor>{mul(hit, div(g32, sum(hit))).to(a.dtype())};
                      },
                      {a, v});
   }
