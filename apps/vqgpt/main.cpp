@@ -73,7 +73,7 @@ int main(int argc, char** argv) {
   sample
       ->add_option("--seed", so.sampling.seed,
                    "sampling seed (sample i draws from its own place in the seed's stream: "
-                   "the same at any --num above i and any world size)")
+                   "the same at any --num above i, on any number of ranks)")
       ->check(zt::app::kSeed);
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
 

@@ -126,6 +126,26 @@ void forward_planes(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin
   }
 }
 
+// Input channels up to which a pointwise convolution's output row is computed directly.
+constexpr int64_t kFewInputs = 8;
+
+// out (O, L) = w (O, K) x (K, L) + bias for K <= kFewInputs (SpatialNorm's 1x1
+// convolutions of the codes): so few products per output make a GEMM a second memory pass
+// over an output the bias fill already wrote; here each row is built while it is in cache.
+template <typename T>
+void pointwise_few_inputs(int64_t o, int64_t k, int64_t l, const T* w, const T* bias, const T* x,
+                          T* out) {
+  for (int64_t oc = 0; oc < o; ++oc) {
+    T* d = out + oc * l;
+    std::fill_n(d, l, bias ? bias[oc] : T(0));
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const T wv = w[oc * k + kk];
+      const T* xr = x + kk * l;
+      for (int64_t i = 0; i < l; ++i) d[i] += wv * xr[i];
+    }
+  }
+}
+
 // Forward for samples [n_begin, n_end), serially.
 template <typename T>
 void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin, int64_t n_end) {
@@ -148,6 +168,10 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
       colp = col.data();
     }
     T* dst = a.out + n0 * out_stride;
+    if (m == 1 && pointwise && k <= kFewInputs) {
+      pointwise_few_inputs(o, k, l, a.w, a.bias, colp, dst);
+      continue;
+    }
     if (m == 1) {  // the GEMM result is already (O, L): write it in place over the bias
       if (a.bias) {
         for (int64_t oc = 0; oc < o; ++oc) std::fill_n(dst + oc * l, l, a.bias[oc]);
