@@ -61,6 +61,18 @@ int64_t sample_groups(const ConvGeometry& g) {
   return blas_work_groups(flops, g.n);
 }
 
+// Slices of the samples whose weight gradients are summed apart and then added in a fixed
+// order. Their number follows the output columns (kSliceColumns or more each, at most
+// kWeightSlices), not the threads, which take slices in parallel: the weight gradient has
+// the same bits at any thread count, so a run resumed on other cores trains on as it
+// would have. Small maps make one slice (a slice's transforms and buffer would cost more
+// than its share of the products).
+constexpr int64_t kWeightSlices = 8, kSliceColumns = 8192;
+int64_t weight_slices(const ConvGeometry& g) {
+  const int64_t by_columns = g.n * g.out_positions() / kSliceColumns;
+  return std::clamp<int64_t>(std::min({kWeightSlices, g.n, by_columns}), 1, kWeightSlices);
+}
+
 // $ZT_CONV_PATH (conv_path.h), read once per process, forces a path wherever that path
 // applies; unset, the rule below decides. conv_forward and conv_backward read it before
 // any parallel_for, so a bad value is an error on the calling thread, not on a worker.
@@ -298,28 +310,37 @@ void forward_dense(const ConvGeometry& g, const ConvData<T>& a) {
   });
 }
 
-// Input gradient (if a.grad_x) and weight gradient (if dw) of an ungrouped convolution,
-// the batch split over the threads.
+// Input gradient (if a.grad_x) and weight gradient (if dw) of an ungrouped convolution:
+// the input gradient's sample groups (no sums across samples) and the weight gradient's
+// slices (weight_slices) are the tasks the threads share. One of each is one pass.
 template <typename T>
 void backward_dense(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
   if (!a.grad_x && !dw) return;
-  const int64_t groups = sample_groups(g), wnum = g.o * g.col_rows();
-  if (groups <= 1) {
+  const int64_t groups = a.grad_x ? sample_groups(g) : 0, slices = dw ? weight_slices(g) : 0;
+  if (groups <= 1 && slices <= 1) {
     backward_range(g, a, dw, 0, g.n);
     return;
   }
-  // Group 0 writes dw directly; the others write partial sums, added afterwards in a
+  ConvData<T> weight_only = a;
+  weight_only.grad_x = nullptr;
+  // Slice 0 writes dw directly; the others write partial sums, added afterwards in a
   // fixed order so the result does not depend on scheduling.
-  std::vector<T> partial(dw ? (groups - 1) * wnum : 0);
-  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t t = g0; t < g1; ++t) {
-      T* target = !dw ? nullptr : (t == 0 ? dw : partial.data() + (t - 1) * wnum);
-      backward_range(g, a, target, g.n * t / groups, g.n * (t + 1) / groups);
+  const int64_t wnum = g.o * g.col_rows();
+  std::vector<T> partial(slices > 1 ? (slices - 1) * wnum : 0);
+  parallel_for(groups + slices, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      if (t < groups) {
+        backward_range<T>(g, a, nullptr, g.n * t / groups, g.n * (t + 1) / groups);
+      } else {
+        const int64_t s = t - groups;
+        T* target = s == 0 ? dw : partial.data() + (s - 1) * wnum;
+        backward_range(g, weight_only, target, g.n * s / slices, g.n * (s + 1) / slices);
+      }
     }
   });
-  if (!dw) return;
+  if (slices <= 1) return;
   parallel_for(wnum, 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t t = 1; t < groups; ++t) {
+    for (int64_t t = 1; t < slices; ++t) {
       const T* src = partial.data() + (t - 1) * wnum;
       for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
     }
