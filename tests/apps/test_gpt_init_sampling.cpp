@@ -120,3 +120,17 @@ TEST(GptSampling, TopKKeepsEveryCodeTiedWithTheKthLogit) {
   EXPECT_GT(counts[1], 300);  // of 800 draws: 400 expected, sd 14
   EXPECT_GT(counts[4], 300);
 }
+
+// Sequence i draws from its own place in the seed's stream (first_row + i): sampled with
+// others or alone, by one rank or split over several, it is the same. Uniform logits
+// make every draw count.
+TEST(GptSampling, ASequenceIsTheSameWhateverIsSampledBesideIt) {
+  const gpt::NextLogits flat = constant_logits({0, 0, 0, 0, 0, 0, 0, 0, 0});
+  gpt::SampleOptions o;
+  o.seed = 11;
+  const Tensor all = gpt::sample_sequences(flat, kLayout, 6, o);
+  o.first_row = 4;  // the last two, as a second rank would sample them
+  const Tensor last = gpt::sample_sequences(flat, kLayout, 2, o);
+  EXPECT_CLOSE(last, all.narrow(0, 4, 2), 0, 0);
+  EXPECT_FALSE(test::all_close(all.narrow(0, 0, 2), last, 0, 0)) << "other rows differ";
+}

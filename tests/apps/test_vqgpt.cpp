@@ -404,7 +404,6 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
   cfg.train.log_every = 10;
   cfg.train.checkpoint_every = 40;
   double loss = 0.0, entropy = 0.0;
-  Tensor at_two_ranks;
   comm::run_threads(2, [&](comm::Communicator& comm) {
     vqgpt::TrainOptions o;
     o.quiet = true;
@@ -429,7 +428,6 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
     so.quiet = true;
     so.sampling.top_k = 8;
     const vqgpt::SampleResult sr = vqgpt::sample(cfg, so, comm);
-    if (comm.rank() == 0) at_two_ranks = sr.sequences;
     EXPECT_EQ(sr.sequences.sizes(), (Shape{3, 22}));
     EXPECT_EQ(sr.codes.sizes(), (Shape{3, 1, 4, 4}));
     EXPECT_EQ(sr.frames.sizes(), (Shape{3, 4, 3, 8, 8}));
@@ -472,14 +470,6 @@ TEST(VqGpt, LossFallsBelowUnigramEntropyAndSamplesFollowTheLayout) {
   EXPECT_FALSE(fs::exists(s / "grid.jpg"));
   EXPECT_TRUE(fs::exists(s / "away.png"));
   EXPECT_TRUE(fs::exists(s / "codes/away.npy"));
-  // And the same at another world size: one rank samples all three.
-  comm::run_threads(1, [&](comm::Communicator& comm) {
-    vqgpt::SampleOptions so;
-    so.num = 3;
-    so.quiet = true;
-    so.sampling.top_k = 8;
-    EXPECT_CLOSE(vqgpt::sample(cfg, so, comm).sequences, at_two_ranks, 0, 0);
-  });
   RecordProperty("final_loss", std::to_string(loss));
   RecordProperty("unigram_entropy", std::to_string(entropy));
 }
