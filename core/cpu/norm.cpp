@@ -6,7 +6,13 @@
 // (x - k) and (x - k)^2 in double, so the variance does not suffer from cancellation
 // when |mean| >> std. Backward sums are taken against (x - mean) for the same reason.
 // Work is split over independent rows, each reduced serially, so results do not depend
-// on the number of threads. The row sums and loops are in cpu/norm_sums.h.
+// on the number of threads. The row sums and loops are in cpu/norm_sums.h, GroupNorm's f32
+// rows with the epilogue in cpu/norm_epilogue.h.
+// The wide-vector helpers of those headers are always inlined into functions built for
+// their ISA, so GCC's warning that passing such vectors by value changes the ABI does not
+// apply (as in cpu/lanes.cpp).
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "core/kernels.h"
 
 #include <algorithm>
@@ -17,13 +23,14 @@
 
 #include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
+#include "core/cpu/norm_epilogue.h"
 #include "core/cpu/norm_sums.h"
 
 namespace zt::cpu {
 
 namespace {
 
-#define ZT_NORM_F32_LOOPS(isa, attr)                                                            \
+#define ZT_NORM_F32_LOOPS(isa, attr, V)                                                         \
   attr void moments_##isa(const float* p, int64_t n, double& s1, double& s2, double k) {        \
     shifted_moments_lanes(p, n, s1, s2, k);                                                     \
   }                                                                                             \
@@ -44,11 +51,21 @@ namespace {
   attr float max_scaled_##isa(const float* p, int64_t n, float scale) {                         \
     return max_scaled_lanes(p, n, scale);                                                       \
   }                                                                                             \
-  constexpr F32Loops kLoops_##isa{moments_##isa,    grad_sums_##isa, scale_shift_##isa,         \
-                                  input_grad_##isa, sum_##isa,       max_scaled_##isa};
-ZT_NORM_F32_LOOPS(avx512, __attribute__((target(ZT_TARGET_AVX512))))
-ZT_NORM_F32_LOOPS(avx2, __attribute__((target(ZT_TARGET_AVX2))))
-ZT_NORM_F32_LOOPS(sse2, )
+  attr void gn_epilogue_##isa(float* y, const float* x, int64_t n, float a, float sh,           \
+                              const float* scale, const float* shift, bool silu) {              \
+    gn_epilogue_lanes<V>(y, x, n, a, sh, scale, shift, silu);                                   \
+  }                                                                                             \
+  attr void gn_epilogue_grad_##isa(float* dn, float* dscale, float* dshift, const float* dy,    \
+                                   const float* x, int64_t n, float a, float sh,                \
+                                   const float* scale, const float* shift, bool silu) {         \
+    gn_epilogue_grad_lanes<V>(dn, dscale, dshift, dy, x, n, a, sh, scale, shift, silu);         \
+  }                                                                                             \
+  constexpr F32Loops kLoops_##isa{                                                              \
+      moments_##isa, grad_sums_##isa,  scale_shift_##isa, input_grad_##isa,                     \
+      sum_##isa,     max_scaled_##isa, gn_epilogue_##isa, gn_epilogue_grad_##isa};
+ZT_NORM_F32_LOOPS(avx512, __attribute__((target(ZT_TARGET_AVX512))), f32x16)
+ZT_NORM_F32_LOOPS(avx2, __attribute__((target(ZT_TARGET_AVX2))), f32x8)
+ZT_NORM_F32_LOOPS(sse2, , f32x4)
 #undef ZT_NORM_F32_LOOPS
 
 // The picked table, set on first use. Not a function-local static: its guard check on
@@ -73,35 +90,48 @@ const F32Loops& f32_loops() {
 
 namespace {
 
-// silu over a row, in place: the f32 row kernel of the silu op (its bits), else scalar.
+// One row of y = x a + sh, then the epilogue: y = y scale + shift when scale is not null,
+// then silu. f32 runs in one pass of the F32Loops (cpu/norm_epilogue.h); f64 here,
+// element by element.
 template <typename T>
-void silu_row(T* y, int64_t n) {
+void epilogue_row(T* y, const T* x, int64_t n, T a, T sh, const T* scale, const T* shift,
+                  bool silu) {
   if constexpr (std::is_same_v<T, float>) {
-    lane_row(LaneOp::kSilu, y, y, nullptr, n);
-  } else {
-    for (int64_t i = 0; i < n; ++i) y[i] = y[i] / (T(1) + std::exp(-y[i]));
-  }
-}
-
-// dz[i] = silu'(z[i]) g[i] over a row (dz may alias g), as the silu op's backward.
-template <typename T>
-void silu_grad_row(T* dz, const T* g, const T* z, int64_t n) {
-  if constexpr (std::is_same_v<T, float>) {
-    lane_row(LaneOp::kSiluGrad, dz, g, z, n);
+    f32_loops().gn_epilogue(y, x, n, a, sh, scale, shift, silu);
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      const T sg = T(1) / (T(1) + std::exp(-z[i]));
-      dz[i] = g[i] * sg * (T(1) + z[i] * (T(1) - sg));
+      T v = x[i] * a + sh;
+      if (scale) v = v * scale[i] + shift[i];
+      y[i] = silu ? v / (T(1) + std::exp(-v)) : v;
     }
   }
 }
 
-// The epilogue of one row in place: y = y * scale + shift (if modulated), then silu.
+// The backward of epilogue_row for upstream dy, with n = x a + sh recomputed as the
+// forward rounded it and z = n scale + shift (or n): dz = silu'(z) dy (or dy); when
+// modulated, dshift = dz and dscale = dz n (where not null), dn = dz scale; else dn = dz.
 template <typename T>
-void epilogue_row(T* y, const T* scale, const T* shift, int64_t n, bool silu) {
-  if (scale)
-    for (int64_t i = 0; i < n; ++i) y[i] = y[i] * scale[i] + shift[i];
-  if (silu) silu_row(y, n);
+void epilogue_grad_row(T* dn, T* dscale, T* dshift, const T* dy, const T* x, int64_t n, T a, T sh,
+                       const T* scale, const T* shift, bool silu) {
+  if constexpr (std::is_same_v<T, float>) {
+    f32_loops().gn_epilogue_grad(dn, dscale, dshift, dy, x, n, a, sh, scale, shift, silu);
+  } else {
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i] * a + sh;
+      T dz = dy[i];
+      if (silu) {
+        const T z = scale ? v * scale[i] + shift[i] : v;
+        const T sg = T(1) / (T(1) + std::exp(-z));
+        dz = dz * sg * (T(1) + z * (T(1) - sg));
+      }
+      if (scale) {
+        if (dshift) dshift[i] = dz;
+        if (dscale) dscale[i] = dz * v;
+        dz = dz * scale[i];
+      }
+      dn[i] = dz;
+    }
+  }
 }
 
 // The per-channel coefficients of n = x a + sh, from the statistics as stored (mean,
@@ -141,9 +171,8 @@ void group_norm_forward(const Tensor& y, const Tensor& mean, const Tensor& rstd,
           const int64_t c = g * Cg + cc, row = (n * C + c) * S;
           T a, sh;
           affine_coefs(pw, pb, c, pm[ng], pr[ng], a, sh);
-          scale_shift(py + row, blk + cc * S, S, a, sh);
-          if (epi.active())
-            epilogue_row(py + row, ps ? ps + row : nullptr, pt ? pt + row : nullptr, S, epi.silu);
+          epilogue_row(py + row, blk + cc * S, S, a, sh, ps ? ps + row : nullptr,
+                       pt ? pt + row : nullptr, epi.silu);
         }
       }
     });
@@ -180,7 +209,6 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
     parallel_for(N * G, grain_for(M), [&](int64_t b0, int64_t b1) {
       // With an epilogue, the block's gradient of n (gn) is what the norm's backward
       // below reads as its dy.
-      std::vector<T> nrow(epi.active() ? S : 0), zrow(epi.silu && ps ? S : 0);
       std::vector<T> gn(epi.active() ? M : 0);
       for (int64_t ng = b0; ng < b1; ++ng) {
         const int64_t n = ng / G, c0 = (ng % G) * Cg;
@@ -188,30 +216,12 @@ void group_norm_backward(const Tensor& dx, const Tensor& dweight, const Tensor& 
         // The block's dy, rows of S from channel c0 on.
         const T* bdy = epi.active() ? gn.data() : pdy + (n * C + c0) * S;
         for (int64_t c = c0; epi.active() && c < c0 + Cg; ++c) {
-          // n = x a + sh as the forward rounded it, z = n scale + shift, and back:
-          // dz = silu'(z) dy, dshift = dz, dscale = dz n, dn = dz scale.
           const int64_t row = (n * C + c) * S;
           T a, sh;
           affine_coefs(pw, pb, c, pm[ng], pr[ng], a, sh);
-          scale_shift(nrow.data(), px + row, S, a, sh);
-          T* g = gn.data() + (c - c0) * S;
-          if (epi.silu) {
-            const T* z = nrow.data();
-            if (ps) {
-              for (int64_t i = 0; i < S; ++i) zrow[i] = nrow[i] * ps[row + i] + pt[row + i];
-              z = zrow.data();
-            }
-            silu_grad_row(g, pdy + row, z, S);
-          } else {
-            std::copy(pdy + row, pdy + row + S, g);
-          }
-          if (!ps) continue;
-          for (int64_t i = 0; i < S; ++i) {
-            const T dz = g[i];
-            if (pdt) pdt[row + i] = dz;
-            if (pds) pds[row + i] = dz * nrow[i];
-            g[i] = dz * ps[row + i];
-          }
+          epilogue_grad_row(gn.data() + (c - c0) * S, pds ? pds + row : nullptr,
+                            pdt ? pdt + row : nullptr, pdy + row, px + row, S, a, sh,
+                            ps ? ps + row : nullptr, pt ? pt + row : nullptr, epi.silu);
         }
         if (!norm_grads) continue;
         for (int64_t cc = 0; cc < Cg; ++cc) {

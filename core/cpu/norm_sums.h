@@ -139,6 +139,12 @@ struct F32Loops {
   void (*input_grad)(float*, const float*, const float*, int64_t, float, float, float, float);
   double (*sum)(const float*, int64_t);
   float (*max_scaled)(const float*, int64_t, float);
+  // GroupNorm's rows with their epilogue (cpu/norm_epilogue.h): gn_epilogue_lanes and
+  // gn_epilogue_grad_lanes.
+  void (*gn_epilogue)(float*, const float*, int64_t, float, float, const float*, const float*,
+                      bool);
+  void (*gn_epilogue_grad)(float*, float*, float*, const float*, const float*, int64_t, float,
+                           float, const float*, const float*, bool);
 };
 
 /// The F32Loops compiled for this machine's ISA (cpu_isa()), picked on first use

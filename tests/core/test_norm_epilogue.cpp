@@ -73,6 +73,30 @@ TEST(GroupNormEpilogue, F32MatchesTheComposedOps) {
   expect_fused_matches_composed(DType::f32, 2e-5);
 }
 
+// The f32 kernel runs the epilogue in one pass per row (cpu/norm_epilogue.h) with the
+// bits of separate ops: n as group_norm alone rounds it, n * scale and + shift rounded
+// each (no FMA), the silu op's lanes, and in the backward the silu op's gradient.
+// Rows of 35 and 48 elements: whole vectors and a tail on every ISA.
+TEST(GroupNormEpilogue, F32BitsAreTheSeparateOps) {
+  for (const Shape& s : {Shape{3, 8, 5, 7}, Shape{2, 4, 6, 8}}) {
+    Generator g(31);
+    const Tensor x = add(randn(s, g), 2.0), w = randn({s[1]}, g), b = randn({s[1]}, g);
+    const Tensor gy = randn(s, g);
+    auto leaf = [&] { return randn(s, g).set_requires_grad(true); };
+    const Tensor scale = leaf(), shift = leaf();
+    const Tensor y = group_norm(x, 2, w, b, 1e-6, {scale, shift, true});
+    y.backward(gy);
+    const Tensor fused_dscale = scale.grad(), fused_dshift = shift.grad();
+    scale.set_grad(Tensor());
+    shift.set_grad(Tensor());
+    const Tensor ops = silu(add(mul(group_norm(x, 2, w, b, 1e-6), scale), shift));
+    ops.backward(gy);
+    EXPECT_CLOSE(y, ops, 0, 0) << "y";
+    EXPECT_CLOSE(fused_dscale, scale.grad(), 0, 0) << "dscale";
+    EXPECT_CLOSE(fused_dshift, shift.grad(), 0, 0) << "dshift";
+  }
+}
+
 TEST(GroupNormEpilogue, GradientsByFiniteDifferences) {
   Tensor x = test::rand_leaf({2, 4, 3}, 1), w = test::rand_leaf({4}, 2);
   Tensor b = test::rand_leaf({4}, 3), s = test::rand_leaf({2, 4, 3}, 4);
