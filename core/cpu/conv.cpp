@@ -11,13 +11,17 @@
 // one large GEMM instead of many skinny ones. The column matrix of a chunk is (K, m*L),
 // columns ordered (sample, Do, Ho, Wo); with one sample per chunk the GEMM writes the
 // output (and reads the output gradient) in place, otherwise the (O, m*L) result is
-// transposed to (m, O, L) in one pass that also adds the bias.
+// transposed to (m, O, L) in one pass that also adds the bias. Pointwise convolutions of
+// at most kFewInputs input channels skip the GEMM, every sample alike
+// (pointwise_few_inputs).
 // Grouped convolutions run each group as one of the above on copies of its channels,
 // except depthwise ones (one input channel per group), which run directly
 // (conv_depthwise.h).
 // Threads: with num_threads() > 1 the batch is split into one group of samples per
-// thread (parallel_for), each running the serial path with a single-threaded BLAS;
-// the weight gradient is reduced from per-group partial sums. Mixing OpenMP workers
+// thread (parallel_for), each running the serial path with a single-threaded BLAS. A
+// backward that computes the weight gradient splits the batch into slices fixed by the
+// work instead (weight_slices), reduced from per-slice partial sums in a fixed order, so
+// its bits do not depend on the thread count. Mixing OpenMP workers
 // with BLAS's own thread pool instead oversubscribes the cores (measured 10-30x
 // slower on 2 cores), so the two are never active at once.
 #include "core/kernels.h"
@@ -53,24 +57,29 @@ int64_t samples_per_chunk(const ConvGeometry& g, int64_t cols) {
   return std::clamp<int64_t>((kTargetCols + l - 1) / l, 1, std::max<int64_t>(g.n, 1));
 }
 
+double conv_flops(const ConvGeometry& g) {
+  return 2.0 * static_cast<double>(g.n) * static_cast<double>(g.o) *
+         static_cast<double>(g.col_rows()) * static_cast<double>(g.out_positions());
+}
+
 // Sample groups for the threads (blas_work_groups; small convs, such as those of gradient
 // checks, run serially).
 int64_t sample_groups(const ConvGeometry& g) {
-  const double flops = 2.0 * static_cast<double>(g.n) * static_cast<double>(g.o) *
-                       static_cast<double>(g.col_rows()) * static_cast<double>(g.out_positions());
-  return blas_work_groups(flops, g.n);
+  return blas_work_groups(conv_flops(g), g.n);
 }
 
-// Slices of the samples whose weight gradients are summed apart and then added in a fixed
-// order. Their number follows the output columns (kSliceColumns or more each, at most
-// kWeightSlices), not the threads, which take slices in parallel: the weight gradient has
-// the same bits at any thread count, so a run resumed on other cores trains on as it
-// would have. Small maps make one slice (a slice's transforms and buffer would cost more
-// than its share of the products).
-constexpr int64_t kWeightSlices = 8, kSliceColumns = 8192;
+// Slices of the batch for a backward with a weight gradient: each computes its samples'
+// gradients in one pass, its weight gradient into a buffer of its own, and the buffers
+// add up in a fixed order. Their number follows the work (as blas_work_groups's, and
+// kSliceColumns output columns or more each, at most kWeightSlices), not the threads,
+// which take slices in parallel: the weight gradient has the same bits at any thread
+// count, so a run resumed on other cores trains on as it would have. Small maps make
+// one slice (a slice's transforms and buffer would cost more than its share).
+constexpr int64_t kWeightSlices = 8, kSliceColumns = 1024;
 int64_t weight_slices(const ConvGeometry& g) {
+  const auto by_work = static_cast<int64_t>(conv_flops(g) / 4e6);  // blas_work_groups's
   const int64_t by_columns = g.n * g.out_positions() / kSliceColumns;
-  return std::clamp<int64_t>(std::min({kWeightSlices, g.n, by_columns}), 1, kWeightSlices);
+  return std::clamp<int64_t>(std::min({kWeightSlices, g.n, by_work, by_columns}), 1, kWeightSlices);
 }
 
 // $ZT_CONV_PATH (conv_path.h), read once per process, forces a path wherever that path
@@ -141,9 +150,9 @@ void forward_planes(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin
 // Input channels up to which a pointwise convolution's output row is computed directly.
 constexpr int64_t kFewInputs = 8;
 
-// out (O, L) = w (O, K) x (K, L) + bias for K <= kFewInputs (SpatialNorm's 1x1
-// convolutions of the codes): so few products per output make a GEMM a second memory pass
-// over an output the bias fill already wrote; here each row is built while it is in cache.
+// out (O, L) = bias + w (O, K) x (K, L) for K <= kFewInputs (SpatialNorm's 1x1
+// convolutions of the codes): with so few products per output a GEMM is a memory pass
+// and the bias another; here each row is built while it is in cache, written once.
 template <typename T>
 void pointwise_few_inputs(int64_t o, int64_t k, int64_t l, const T* w, const T* bias, const T* x,
                           T* out) {
@@ -168,8 +177,13 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
     return winograd_forward(g, a.x + n_begin * x_stride, a.w, a.bias, n_end - n_begin,
                             a.out + n_begin * out_stride);
   if (path == ConvPath::kPlanes) return forward_planes(g, a, n_begin, n_end);
-  const int64_t nb = std::min(samples_per_chunk(g, l), n_end - n_begin);
   const bool pointwise = g.is_pointwise();
+  if (pointwise && k <= kFewInputs) {
+    for (int64_t n = n_begin; n < n_end; ++n)
+      pointwise_few_inputs(o, k, l, a.w, a.bias, a.x + n * x_stride, a.out + n * out_stride);
+    return;
+  }
+  const int64_t nb = std::min(samples_per_chunk(g, l), n_end - n_begin);
   std::vector<T> col(pointwise && nb == 1 ? 0 : k * nb * l);
   std::vector<T> y(nb > 1 ? o * nb * l : 0);
   for (int64_t n0 = n_begin; n0 < n_end; n0 += nb) {
@@ -180,10 +194,6 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
       colp = col.data();
     }
     T* dst = a.out + n0 * out_stride;
-    if (m == 1 && pointwise && k <= kFewInputs) {
-      pointwise_few_inputs(o, k, l, a.w, a.bias, colp, dst);
-      continue;
-    }
     if (m == 1) {  // the GEMM result is already (O, L): write it in place over the bias
       if (a.bias) {
         for (int64_t oc = 0; oc < o; ++oc) std::fill_n(dst + oc * l, l, a.bias[oc]);
@@ -310,37 +320,28 @@ void forward_dense(const ConvGeometry& g, const ConvData<T>& a) {
   });
 }
 
-// Input gradient (if a.grad_x) and weight gradient (if dw) of an ungrouped convolution:
-// the input gradient's sample groups (no sums across samples) and the weight gradient's
-// slices (weight_slices) are the tasks the threads share. One of each is one pass.
+// Input gradient (if a.grad_x) and weight gradient (if dw) of an ungrouped convolution,
+// the batch split into the threads' groups, or into weight_slices when dw is wanted.
 template <typename T>
 void backward_dense(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
   if (!a.grad_x && !dw) return;
-  const int64_t groups = a.grad_x ? sample_groups(g) : 0, slices = dw ? weight_slices(g) : 0;
-  if (groups <= 1 && slices <= 1) {
+  const int64_t groups = dw ? weight_slices(g) : sample_groups(g), wnum = g.o * g.col_rows();
+  if (groups <= 1) {
     backward_range(g, a, dw, 0, g.n);
     return;
   }
-  ConvData<T> weight_only = a;
-  weight_only.grad_x = nullptr;
-  // Slice 0 writes dw directly; the others write partial sums, added afterwards in a
+  // Group 0 writes dw directly; the others write partial sums, added afterwards in a
   // fixed order so the result does not depend on scheduling.
-  const int64_t wnum = g.o * g.col_rows();
-  std::vector<T> partial(slices > 1 ? (slices - 1) * wnum : 0);
-  parallel_for(groups + slices, 1, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
-      if (t < groups) {
-        backward_range<T>(g, a, nullptr, g.n * t / groups, g.n * (t + 1) / groups);
-      } else {
-        const int64_t s = t - groups;
-        T* target = s == 0 ? dw : partial.data() + (s - 1) * wnum;
-        backward_range(g, weight_only, target, g.n * s / slices, g.n * (s + 1) / slices);
-      }
+  std::vector<T> partial(dw ? (groups - 1) * wnum : 0);
+  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t t = g0; t < g1; ++t) {
+      T* target = !dw ? nullptr : (t == 0 ? dw : partial.data() + (t - 1) * wnum);
+      backward_range(g, a, target, g.n * t / groups, g.n * (t + 1) / groups);
     }
   });
-  if (slices <= 1) return;
+  if (!dw) return;
   parallel_for(wnum, 16384, [&](int64_t i0, int64_t i1) {
-    for (int64_t t = 1; t < slices; ++t) {
+    for (int64_t t = 1; t < groups; ++t) {
       const T* src = partial.data() + (t - 1) * wnum;
       for (int64_t i = i0; i < i1; ++i) dw[i] += src[i];
     }

@@ -328,21 +328,32 @@ TEST(Conv2d, ErrorsNameShapes) {
 }
 
 TEST(Conv2d, ThreadedMatchesSerial) {
-  // Large enough that two threads split the batch into groups. The weight gradient is
-  // summed in slices of the batch fixed by the output's size, not the threads (64 maps of
-  // 16 x 16 make two): every result has the serial bits.
+  // Large enough that two or three threads split the batch into groups. A weight
+  // gradient is summed in slices of the batch fixed by the work, not the threads, and
+  // a sample's output does not depend on the chunk it is computed in: every result has
+  // the serial bits. Cases: Winograd 3x3 (4 maps of 16x16: one slice; 64: several), a
+  // pointwise one over chunks of several samples (10 maps of 8x8; two threads leave a
+  // chunk of one at each group's end), and one of 8 inputs (direct, not a GEMM).
+  struct Case {
+    Shape x, w;
+    int64_t pad;
+  };
+  const Case cases[] = {{{4, 16, 16, 16}, {32, 16, 3, 3}, 1},
+                        {{64, 16, 16, 16}, {32, 16, 3, 3}, 1},
+                        {{10, 128, 8, 8}, {192, 128, 1, 1}, 0},
+                        {{42, 8, 8, 8}, {256, 8, 1, 1}, 0}};
   Generator gen(22);
-  for (const int64_t n : {4, 64}) {
-    Tensor x = randn({n, 16, 16, 16}, gen), w = randn({32, 16, 3, 3}, gen), b = randn({32}, gen);
-    Tensor go = randn({n, 32, 16, 16}, gen);
+  for (const Case& c : cases) {
+    Tensor x = randn(c.x, gen), w = randn(c.w, gen), b = randn({c.w[0]}, gen);
+    Tensor go = randn({c.x[0], c.w[0], c.x[2], c.x[3]}, gen);
     Conv2dArgs a;
-    a.padding = {1, 1, 1, 1};
+    a.padding = {c.pad, c.pad, c.pad, c.pad};
     const std::vector<Tensor> serial = test::conv2d_on_threads(1, x, w, b, go, a);
     for (const int threads : {2, 3}) {
       const std::vector<Tensor> threaded = test::conv2d_on_threads(threads, x, w, b, go, a);
       for (size_t i = 0; i < serial.size(); ++i)
-        EXPECT_CLOSE(threaded[i], serial[i], 0, 0)
-            << "n " << n << ", threads " << threads << ", result " << i;
+        EXPECT_CLOSE(threaded[i], serial[i], 0, 0) << shape_str(c.x) << " * " << shape_str(c.w)
+                                                   << ", threads " << threads << ", result " << i;
     }
   }
 }
