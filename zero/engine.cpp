@@ -496,14 +496,16 @@ void Engine::skip_overflowed_step() {
     scaler_.on_overflow();
   } catch (const Error& e) {  // every rank saw the same (all-reduced) norm
     // Clipping acts after this check, and the learning rate has not acted yet: the
-    // gradients are not finite at any scale.
+    // gradients overflowed at every scale tried.
     throw comm::AgreedError(
-        stats_.steps > 0 ? std::string(e.what())
-                         : detail::cat(e.what(),
-                                       ". No update was applied since the engine was made: the "
-                                       "gradients are not finite at any scale, so an operation "
-                                       "overflows fp16 (or the loss is not finite); the same "
-                                       "run in bf16 or f32 shows which"),
+        stats_.steps > 0
+            ? std::string(e.what())
+            : detail::cat(e.what(),
+                          ". No update was applied since the engine was made: the gradients "
+                          "overflowed at every scale from the first down to the minimum, so "
+                          "an operation overflows fp16 (or the loss is not finite), which the "
+                          "same run in bf16 or f32 shows, unless the minimum is above the "
+                          "scale the gradients need (lower min_loss_scale)"),
         comm_.rank());
   }
   ++stats_.overflow_skips;

@@ -237,7 +237,6 @@ void check_run_paths(const config::AppConfig& cfg, const std::string& root,
   if (!tc.resume.empty() && tc.resume != "auto") read.push_back(tc.resume);
   check_output_folder(app + ": output_dir", cfg.output_dir, read);
   check_output_writable(app + ": train.trace", tc.trace, read);
-  if (!tc.trace.empty()) make_parent_folders(tc.trace);  // the engine writes it mid-run
   if (!tc.trace.empty()) {
     // Nor a file the run writes itself, existing yet or not: its record, lock, images,
     // TensorBoard folder or checkpoints.
@@ -252,6 +251,7 @@ void check_run_paths(const config::AppConfig& cfg, const std::string& root,
              "': its metrics, lock, images, TensorBoard folder or checkpoints); name another "
              "file, e.g. ",
              (out / "trace.json").string());
+    make_parent_folders(tc.trace);  // the engine writes it mid-run
   }
   ZT_CHECK(!fs::exists(root) || fs::is_directory(root), app, ": '", root,
            "' is a file, not a folder, and this run saves its checkpoints there; move it away "

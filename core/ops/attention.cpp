@@ -175,7 +175,7 @@ Tensor bmm_in_layout_of(const Tensor& like, const Tensor& a, const Tensor& b, do
   return out;
 }
 
-// The composed path: scores = q k^T (a batched GEMM in q's dtype), the scaled (causal)
+// The composed path: scores = scale q k^T (a batched GEMM in q's dtype), the (causal)
 // softmax in softmax_dtype, then p v; the backward is the same GEMMs and
 // softmax_backward. q (..., Tq, D), k (..., Tk, D), v (..., Tk, Dv), already checked.
 Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal, double s) {

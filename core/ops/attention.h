@@ -1,6 +1,6 @@
 // Scaled dot-product attention as one op, in one of two ways, forward and backward:
-// - the GEMM path: two batched GEMMs around a fused scale / causal-mask / softmax
-//   kernel, with no per-head or per-sample loops and no mask tensor;
+// - the GEMM path: two batched GEMMs (the first applying the scale) around a fused
+//   causal-mask / softmax kernel, with no per-head or per-sample loops and no mask tensor;
 // - the fused (flash) path for 16-bit inputs: one kernel per pass that never stores
 //   the Tq x Tk scores (core/cuda/flash_tiles.h), on a GPU's tensor cores.
 // Legend: ... leading (batch, head) dims, flattened to B; Tq queries, Tk keys, D the

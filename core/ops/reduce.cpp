@@ -180,6 +180,8 @@ Tensor min(const Tensor& a) {
 Tensor norm(const Tensor& a, double p, const std::vector<int64_t>& dims, bool keepdim) {
   ZT_CHECK(p > 0 && std::isfinite(p), "norm: p must be positive and finite, got ", p,
            " (the max norm is max(abs(x)))");
+  ZT_CHECK(is_floating(a.dtype()), "norm: expects a floating tensor, got ", a.str(),
+           "; convert it first, e.g. x.to(DType::f32)");
   plan_reduce(a, dims, keepdim, "norm");  // errors name norm, not the ops it is built of
   if (p == 1.0) return sum(abs(a), dims, keepdim);
   // Powers overflow or underflow long before the norm does (the square of f32's 1e20, of

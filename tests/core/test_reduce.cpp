@@ -126,6 +126,7 @@ TEST(Reduce, NormGradientIsZeroWhereTheNormOrTheElementIs) {
   norm(x, 3.0).backward();
   EXPECT_TRUE(values_are(x.grad(), {0, 1, 0}));
   EXPECT_TRUE(test::throws_with([&] { norm(x, INFINITY); }, "p must be positive and finite"));
+  EXPECT_TRUE(test::throws_with([] { norm(ones({2}, DType::i64)); }, "expects a floating tensor"));
 }
 
 TEST(Reduce, MaxGradientGoesToFirstExtremumAlongADimAndToEveryTieOverAll) {

@@ -222,8 +222,9 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
 }
 
 // An overflow at the minimum scale stops the run. Before any update was applied it says
-// more: the gradients are not finite at any scale, so lowering the learning rate or
-// clipping (which acts after the check) cannot help.
+// more: the gradients overflowed at every scale tried, so lowering the learning rate or
+// clipping (which acts after the check) cannot help; an operation overflows fp16, or the
+// minimum is too high.
 TEST(Lesson14MixedPrecision, NoUpdateBeforeTheMinimumScaleIsNamed) {
   EXPECT_TRUE(test::throws_with(
       [] {
@@ -243,8 +244,8 @@ TEST(Lesson14MixedPrecision, NoUpdateBeforeTheMinimumScaleIsNamed) {
           }
         });
       },
-      "No update was applied since the engine was made: the gradients are not finite at any "
-      "scale"));
+      "No update was applied since the engine was made: the gradients overflowed at every "
+      "scale from the first down to the minimum"));
 }
 
 // A step verifies the replicas (buffers.verify_every) only when it applies its update. A
