@@ -94,6 +94,13 @@ TEST(GroupNormEpilogue, F32BitsAreTheSeparateOps) {
     EXPECT_CLOSE(y, ops, 0, 0) << "y";
     EXPECT_CLOSE(fused_dscale, scale.grad(), 0, 0) << "dscale";
     EXPECT_CLOSE(fused_dshift, shift.grad(), 0, 0) << "dshift";
+    // The other two epilogues: silu alone, the modulation alone (forward bits).
+    EXPECT_CLOSE(group_norm(x, 2, w, b, 1e-6, {Tensor(), Tensor(), true}),
+                 silu(group_norm(x, 2, w, b, 1e-6)), 0, 0)
+        << "silu";
+    EXPECT_CLOSE(group_norm(x, 2, w, b, 1e-6, {scale, shift, false}),
+                 add(mul(group_norm(x, 2, w, b, 1e-6), scale), shift), 0, 0)
+        << "modulation";
   }
 }
 
