@@ -14,13 +14,6 @@ namespace zt::cpu {
 namespace {
 
 template <typename V>
-__attribute__((always_inline)) inline V load(const float* p, int64_t n) {
-  V v{};
-  std::memcpy(&v, p, static_cast<size_t>(n) * sizeof(float));
-  return v;
-}
-
-template <typename V>
 __attribute__((always_inline)) inline V apply(LaneOp op, V a, V b) {
   switch (op) {
     case LaneOp::kExp:
@@ -49,12 +42,12 @@ __attribute__((always_inline)) inline void row(float* out, const float* a, const
   constexpr int64_t w = sizeof(V) / sizeof(float);
   int64_t i = 0;
   for (; i + w <= n; i += w) {
-    const V r = apply<V>(Op, load<V>(a + i, w), b ? load<V>(b + i, w) : V{});
+    const V r = apply<V>(Op, load_part<V>(a + i, w), b ? load_part<V>(b + i, w) : V{});
     std::memcpy(out + i, &r, sizeof r);
   }
   if (i < n) {
-    const V r = apply<V>(Op, load<V>(a + i, n - i), b ? load<V>(b + i, n - i) : V{});
-    std::memcpy(out + i, &r, static_cast<size_t>(n - i) * sizeof(float));
+    const V r = apply<V>(Op, load_part<V>(a + i, n - i), b ? load_part<V>(b + i, n - i) : V{});
+    store_part(out + i, r, n - i);
   }
 }
 

@@ -38,6 +38,20 @@ struct LaneInt<f32x16> {
   using type = i32x16;
 };
 
+/// p[0..m) into a vector, zeros past m (m <= the lane count).
+template <typename V>
+__attribute__((always_inline)) inline V load_part(const float* p, int64_t m) {
+  V v{};
+  std::memcpy(&v, p, static_cast<size_t>(m) * sizeof(float));
+  return v;
+}
+
+/// The first m lanes of v into p[0..m).
+template <typename V>
+__attribute__((always_inline)) inline void store_part(float* p, V v, int64_t m) {
+  std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
+}
+
 /// e^x per lane. x = n ln2 + r (|r| <= ln2/2, ln2 in two parts), e^r by the Cephes
 /// degree-6 polynomial, 2^n through the exponent bits in two halves so results down in
 /// the subnormal range stay right. At most about 1 ulp from the correctly rounded value;

@@ -21,19 +21,6 @@
 
 namespace zt::cpu {
 
-// p[0..m) into a vector, zeros past m (m <= the lane count).
-template <typename V>
-__attribute__((always_inline)) inline V load_part(const float* p, int64_t m) {
-  V v{};
-  std::memcpy(&v, p, static_cast<size_t>(m) * sizeof(float));
-  return v;
-}
-
-template <typename V>
-__attribute__((always_inline)) inline void store_part(float* p, V v, int64_t m) {
-  std::memcpy(p, &v, static_cast<size_t>(m) * sizeof(float));
-}
-
 // a b, hidden by an empty asm from GCC's contraction of a multiply and a following add
 // into one FMA: (a b) + c then rounds twice, whatever the ISA.
 template <typename V>
