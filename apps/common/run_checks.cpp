@@ -112,8 +112,7 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
   if (fs::is_directory(inner)) {
     for (const auto& e : fs::directory_iterator(root))
       if (e.path() != inner) fs::remove_all(e.path());
-    for (const auto& e : fs::directory_iterator(inner))
-      fs::rename(e.path(), root / e.path().filename());
+    move_entries(inner, root);
     fs::remove(inner);
   }
   for (const fs::path& p : result_files(output_dir)) fs::remove_all(p);

@@ -15,14 +15,18 @@
 
 namespace zt::cpu {
 
+/// Groups that `total_flops` of work is worth, whatever the threads: about 4 MFLOP each
+/// (a parallel region costs more than it saves on tiny work); 0 for less.
+inline int64_t groups_worth(double total_flops) {
+  constexpr double kMinGroupFlops = 4e6;
+  return static_cast<int64_t>(total_flops / kMinGroupFlops);
+}
+
 /// Groups of independent GEMMs (`items` of them, `total_flops` in all) for the threads,
 /// each group single-threaded inside BLAS: one per thread, at most one per item, and only
-/// as many as keep about 4 MFLOP of work each (a parallel region costs more than it saves
-/// on tiny work).
+/// as many as groups_worth.
 inline int64_t blas_work_groups(double total_flops, int64_t items) {
-  constexpr double kMinGroupFlops = 4e6;
-  const auto by_work = static_cast<int64_t>(total_flops / kMinGroupFlops);
-  return std::max<int64_t>(1, std::min<int64_t>({num_threads(), items, by_work}));
+  return std::max<int64_t>(1, std::min<int64_t>({num_threads(), items, groups_worth(total_flops)}));
 }
 
 namespace detail {

@@ -70,16 +70,16 @@ int64_t sample_groups(const ConvGeometry& g) {
 
 // Slices of the batch for a backward with a weight gradient: each computes its samples'
 // gradients in one pass, its weight gradient into a buffer of its own, and the buffers
-// add up in a fixed order. Their number follows the work (as blas_work_groups's, and
+// add up in a fixed order. Their number follows the work (groups_worth, and
 // kSliceColumns output columns or more each, at most kWeightSlices), not the threads,
 // which take slices in parallel: the weight gradient has the same bits at any thread
 // count, so a run resumed on other cores trains on as it would have. Small maps make
 // one slice (a slice's transforms and buffer would cost more than its share).
 constexpr int64_t kWeightSlices = 8, kSliceColumns = 1024;
 int64_t weight_slices(const ConvGeometry& g) {
-  const auto by_work = static_cast<int64_t>(conv_flops(g) / 4e6);  // blas_work_groups's
   const int64_t by_columns = g.n * g.out_positions() / kSliceColumns;
-  return std::clamp<int64_t>(std::min({kWeightSlices, g.n, by_work, by_columns}), 1, kWeightSlices);
+  return std::clamp<int64_t>(
+      std::min({kWeightSlices, g.n, groups_worth(conv_flops(g)), by_columns}), 1, kWeightSlices);
 }
 
 // $ZT_CONV_PATH (conv_path.h), read once per process, forces a path wherever that path

@@ -7,6 +7,7 @@
 
 #include "core/autograd.h"
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 
 namespace zt {
 
@@ -23,8 +24,7 @@ std::pair<Tensor, Tensor> operands(const char* op, const Tensor& x, const Tensor
            dtype_name(y.dtype()));
   ZT_CHECK(x.device() == y.device(), op, ": input on ", x.device().str(), " and target on ",
            y.device().str(), " must be on one device");
-  const Tensor a = is_16bit_float(x.dtype()) ? x.to(DType::f32) : x;
-  const Tensor b = is_16bit_float(y.dtype()) ? y.to(DType::f32) : y;
+  const Tensor a = detail::widened(x), b = detail::widened(y);
   ZT_CHECK(a.dtype() == b.dtype(), op, ": input ", dtype_name(x.dtype()), " and target ",
            dtype_name(y.dtype()), " must have one dtype");
   return {a, b};

@@ -250,7 +250,7 @@ Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& we
     dims.push_back(x.dim() - 1 - i);
   // 16-bit inputs are normalized in f32 and rounded once, then scaled (as PyTorch's since
   // January 2025; 2.5 normalized them in their own dtype).
-  const Tensor xf = is_16bit_float(x.dtype()) ? x.to(DType::f32) : x;
+  const Tensor xf = detail::widened(x);
   const Tensor y = mul(xf, rsqrt(add(mean(mul(xf, xf), dims, true), eps))).to(x.dtype());
   return weight.defined() ? mul(y, weight) : y;
 }
