@@ -401,6 +401,25 @@ void copy_back(const Tensor& dst, const Tensor& src) {
   if (dst.defined() && src.defined()) copy(dst, src);
 }
 
+// cuDNN refuses some engines for an operand off a 16-byte boundary (a contiguous view at
+// an odd offset, x.narrow(0, 1, n)): with a status the candidates' loop does not take for
+// a refusal, and a refusal would drop the engine from the cache for the shape's aligned
+// calls too. Such operands go through aligned copies (the allocator's blocks are aligned).
+bool aligned(const Tensor& t) {
+  return !t.defined() || reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+bool all_aligned(std::initializer_list<Tensor> ts) {
+  return std::all_of(ts.begin(), ts.end(), aligned);
+}
+
+Tensor aligned_copy(const Tensor& t) {
+  if (aligned(t)) return t;
+  Tensor c = Tensor::empty(t.sizes(), t.dtype(), t.device());
+  copy(c, t);
+  return c;
+}
+
 // y (N, O, L) += bias (O), broadcast.
 void add_bias(const ConvGeometry& g, const Tensor& out, const Tensor& bias) {
   Tensor y = out.view({g.n, g.o, g.out_positions()});
@@ -430,6 +449,12 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
   check_conv("conv forward", g, {out, x, weight, bias});
   check_device("conv forward", out.device(), {x, weight, bias});
   if (out.numel() == 0) return;
+  if (!all_aligned({out, x, weight, bias})) {
+    const Tensor o = aligned_copy(out);
+    cuda::conv_forward(g, o, aligned_copy(x), aligned_copy(weight), aligned_copy(bias));
+    if (!o.same(out)) copy(out, o);
+    return;
+  }
   const DType dt = x.dtype();
   DeviceGuard guard(out.device().index);
   cudnnHandle_t h = cudnn_handle();
@@ -459,6 +484,15 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
                    const Tensor& grad_bias) {
   check_conv("conv backward", g, {grad_out, x, weight, grad_x, grad_weight, grad_bias});
   check_device("conv backward", grad_out.device(), {x, weight, grad_x, grad_weight, grad_bias});
+  if (!all_aligned({grad_out, x, weight, grad_x, grad_weight, grad_bias})) {
+    const Tensor gx = aligned_copy(grad_x), gw = aligned_copy(grad_weight),
+                 gb = aligned_copy(grad_bias);
+    cuda::conv_backward(g, aligned_copy(grad_out), aligned_copy(x), aligned_copy(weight), gx, gw,
+                        gb);
+    for (const auto& [dst, src] : {std::pair{grad_x, gx}, {grad_weight, gw}, {grad_bias, gb}})
+      if (!src.same(dst)) copy_back(dst, src);
+    return;
+  }
   const DType dt = x.dtype();
   const Device dev = grad_out.device();
   DeviceGuard guard(dev.index);

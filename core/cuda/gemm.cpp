@@ -41,17 +41,19 @@ bool bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const size_t bytes = cublas_workspace_bytes(dev);
   if (bytes == 0) return true;
-  if (graph_capturing()) return false;
   // Kept for the thread's life: a graph captured on a stream may hold its workspace, and a
   // thread binds few streams (a stream made again at a freed one's address reuses its
   // entry: the caching allocator hands a freed block out again only in its stream's order).
   thread_local std::map<std::pair<int, cudaStream_t>, Tensor> workspaces;
-  Tensor& ws = workspaces[{dev, stream}];
-  if (!ws.defined()) {
-    MemTagScope tag(MemTag::kOther);              // neither a model's state nor an activation
-    ws = device_bytes(bytes, Device::cuda(dev));  // on `stream`, the current one
+  auto ws = workspaces.find({dev, stream});
+  if (ws == workspaces.end()) {
+    // Not made inside a capture (the graph would own the allocation); the stream's
+    // workspace from the warm-up steps is bound again, as cublasSetStream dropped it.
+    if (graph_capturing()) return false;
+    MemTagScope tag(MemTag::kOther);  // neither a model's state nor an activation
+    ws = workspaces.emplace(std::pair{dev, stream}, device_bytes(bytes, Device::cuda(dev))).first;
   }
-  CUBLAS_CHECK(cublasSetWorkspace(h, ws.data_ptr(), bytes));
+  CUBLAS_CHECK(cublasSetWorkspace(h, ws->second.data_ptr(), bytes));
   return true;
 }
 

@@ -208,7 +208,7 @@ __global__ void ce_backward_kernel(T* __restrict__ d, const T* __restrict__ x, c
   using A = acc_t<T>;
   const int64_t p = blockIdx.x;
   const auto t = static_cast<int64_t>(target[p]);
-  const bool kept = t != ignore;
+  const bool kept = ce_kept(t, C, ignore);  // a target out of range: zeros, as ignored rows
   const double count = stats[1];
   const auto s = static_cast<A>(count > 0 ? grad[0] / count : 0.0);
   const auto m = static_cast<A>(lse[p]);
@@ -223,8 +223,8 @@ __global__ void ce_backward_kernel(T* __restrict__ d, const T* __restrict__ x, c
   row_map<A>(rows, d + p * C, C, [&](int64_t, const A(&v)[1]) {
     return kept ? grad_of(v[0], false) : convert<T>(A(0));
   });
-  if (ce_kept(t, C, ignore)) {  // block-uniform
-    __syncthreads();            // every thread's stores of the row come first
+  if (kept) {         // block-uniform
+    __syncthreads();  // every thread's stores of the row come first
     if (threadIdx.x == 0) d[p * C + t] = grad_of(convert<A>(x[p * C + t]), true);
   }
 }

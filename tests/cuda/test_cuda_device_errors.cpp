@@ -4,6 +4,7 @@
 // is reported at the host's next wait as a zt::Error naming the op, the value and the
 // range (the kernel stays in bounds meanwhile), and the record is cleared once raised.
 // Without a GPU every test skips and says why.
+#include <cmath>
 #include <string>
 
 #include "core/work_counts.h"
@@ -116,4 +117,20 @@ TEST(CudaDeviceErrors, ABadTargetIsRaisedAtTheNextWait) {
             std::string::npos)
       << msg;
   EXPECT_EQ(error_at_next_wait(), "");
+}
+
+// A bad target's row gets a zero gradient, as an ignored row does, not exp(x) over a
+// log-sum-exp the forward left at 0 (inf for logits past ~88): under a CUDA graph or a
+// deferred log read the optimizer step uses the gradient before the error surfaces.
+TEST(CudaDeviceErrors, ABadTargetsRowGetsAZeroGradient) {
+  ZT_SKIP_WITHOUT_GPU();
+  error_at_next_wait();
+  Tensor logits = full({2, 4}, 100.0, DType::f32, kGpu);
+  logits.set_requires_grad();
+  Tensor target = from_vector({1, 7}, {2}, DType::i64).to(kGpu);  // 7: out of range
+  cross_entropy(logits, target).backward();
+  EXPECT_NE(error_at_next_wait().find("cross_entropy: target 7 at position 1"), std::string::npos);
+  const Tensor g = logits.grad().to(Device::cpu());
+  EXPECT_EQ(sum(abs(g.select(0, 1))).item(), 0.0);
+  EXPECT_TRUE(std::isfinite(sum(abs(g)).item()));
 }

@@ -265,3 +265,30 @@ TEST(CudaGraph, MemoryACapturedKernelReadsIsNotReusedWhileTheGraphLives) {
   EXPECT_TRUE(same_bits(b, full({1 << 16}, 7.0)));
 }
 #endif
+
+#ifdef ZT_WITH_CUDA
+// A captured GEMM runs on its stream's cuBLAS workspace even when the handle served
+// another stream between the warm-up and the capture (binding a stream drops the handle's
+// workspace): the capture holds the same nodes, without an allocation of cuBLAS's own,
+// and the replay gives the warm-up's bits.
+TEST(CudaGraph, CapturedGemmsUseTheStreamsWorkspaceWhateverRanBefore) {
+  ZT_SKIP_WITHOUT_GPU();
+  // A long inner dimension, for which cuBLAS may choose a split-K kernel and a workspace.
+  const Tensor a = normal_cpu({64, 8192}, 1).to(kGpu), b = normal_cpu({8192, 64}, 2).to(kGpu);
+  auto nodes_of_capture = [&](bool gemm_between) {
+    cuda::Graph graph(0);
+    Tensor warm, out;
+    {
+      cuda::StreamGuard on(graph.stream());
+      warm = matmul(a, b);  // the warm-up on the graph's stream makes its workspace
+    }
+    if (gemm_between) (void)matmul(a, b);  // binds the handle to the current stream
+    graph.capture([&] { out = matmul(a, b); });
+    graph.replay();
+    EXPECT_TRUE(same_bits(out, warm.to(Device::cpu()))) << "a GEMM between: " << gemm_between;
+    return graph.nodes();
+  };
+  const size_t direct = nodes_of_capture(false);
+  EXPECT_EQ(nodes_of_capture(true), direct);
+}
+#endif
