@@ -120,11 +120,15 @@ void Coordinator::trace_training(int id) {
   stats_.trace_invalidations = train_.trace.invalidations();
   if (reorder_logged_) return;
   reorder_logged_ = true;
+  // Every rank sees the same calls: rank 0 says it for all.
+  if (comm_.rank() != 0 || config_.quiet) return;
   std::fprintf(stderr,
-               "zt: rank %d: module '%s' fetched out of the recorded order; prefetching is off "
-               "until the trace is recorded again (a forward with gradients on that no "
-               "backward follows does this: evaluate under autograd::NoGradGuard)\n",
-               comm_.rank(), groups_[id].path.c_str());
+               "zt: module '%s' fetched out of the recorded order; prefetching is off until "
+               "the trace is recorded again. The step ran other modules than the recorded one "
+               "(a branch some steps skip: prefetching then starts over at each change), or a "
+               "forward with gradients on had no backward (evaluate under "
+               "autograd::NoGradGuard)\n",
+               groups_[id].path.c_str());
 }
 
 // An inference pass has no step to end it, so a pass starts at a top-level fetch (no

@@ -17,8 +17,12 @@ Init::~Init() {
   nn::pop_registration_observer(this);
 }
 
-void Init::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+void Init::on_parameter(nn::Module&, const std::string& name, const Tensor& p) {
   if (is_partitioned(p)) return;  // registered again (tied weights): partitioned already
+  ZT_CHECK(!is_replicated(p), "zero::Init: parameter '", name,
+           "' is a zero::Replicated scope's replica (a weight tied to a module built in that "
+           "scope): it stays whole on every rank. Build the tying module inside the same "
+           "Replicated scope, or build the tied weight under zero::Init");
   partition_param(p, comm_, 0, device_.value_or(p.device()));
   p.impl()->unavailable_hint =
       "While a model is built under zero::Init, each parameter is partitioned as it is "
@@ -49,7 +53,11 @@ Replicated::~Replicated() {
   nn::pop_registration_observer(this);
 }
 
-void Replicated::on_parameter(nn::Module&, const std::string&, const Tensor& p) {
+void Replicated::on_parameter(nn::Module&, const std::string& name, const Tensor& p) {
+  ZT_CHECK(!is_partitioned(p), "zero::Replicated: parameter '", name,
+           "' is partitioned by zero::Init (a weight tied to a module built outside this "
+           "scope): replicating it would hold it whole on every rank. Build the tying module "
+           "outside the Replicated scope, or zero::replicate() the modules after the fact");
   move_registered(p, device_);
   replicate_param(p, comm_, 0);
 }

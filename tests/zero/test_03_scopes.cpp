@@ -1,7 +1,8 @@
 // Lesson 3 — explicit, nestable scopes.
 // Invariant: a scope decides only for what is registered while it is open, the innermost
 // scope wins, and nothing leaks out: Init > Replicated > Init gives partitioned, then
-// replicated, then partitioned modules; outside every scope parameters are plain. And
+// replicated, then partitioned modules; outside every scope parameters are plain; a weight
+// tied across two scopes is refused, not changed to the second one's kind. And
 // after the fact, zero::partition / zero::replicate convert a built module; either way
 // every rank ends up with rank 0's values, of the parameters and of the buffers.
 #include "zero/lesson_util.h"
@@ -31,6 +32,41 @@ TEST(Lesson03Scopes, InnermostScopeWins) {
     EXPECT_TRUE(zero::is_partitioned(e->weight)) << "closing a scope hands back to the outer one";
     EXPECT_EQ(zero::zero_param(d->weight), nullptr) << "no scope: a plain parameter";
     EXPECT_TRUE(d->weight.has_storage());
+  });
+}
+
+namespace {
+// A module that registers a weight made elsewhere, as an output head tied to a token table.
+class Borrows : public nn::UnaryModule {
+ public:
+  explicit Borrows(const Tensor& w) : nn::UnaryModule("Borrows") {
+    register_parameter("weight", w);
+  }
+
+ protected:
+  Tensor forward(const Tensor& x) override { return x; }
+};
+}  // namespace
+
+// A weight tied across scopes keeps the kind its first scope gave it: registering it under
+// the other scope is an error naming it, not a silent change of a partitioned table into
+// a replica held whole on every rank (or of a Replicated module's weight into a
+// partitioned one, gathered at every call of the module meant to run as a plain replica).
+TEST(Lesson03Scopes, AWeightTiedAcrossScopesIsRefused) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    zero::Init init(comm);
+    auto table = std::make_shared<nn::Linear>(4, 4);
+    std::shared_ptr<nn::Linear> frozen;
+    {
+      zero::Replicated replicas(comm);
+      frozen = std::make_shared<nn::Linear>(4, 4);
+      EXPECT_TRUE(test::throws_with([&] { Borrows head(table->weight); },
+                                    "zero::Replicated: parameter 'weight' is partitioned"));
+    }
+    EXPECT_TRUE(test::throws_with([&] { Borrows head(frozen->weight); },
+                                  "zero::Init: parameter 'weight' is a zero::Replicated"));
+    EXPECT_TRUE(zero::is_partitioned(table->weight));
+    EXPECT_TRUE(zero::is_replicated(frozen->weight));
   });
 }
 
