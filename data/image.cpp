@@ -3,9 +3,13 @@
 #include "data/image.h"
 
 #include <algorithm>
+#include <array>
+#include <cerrno>
 #include <climits>
 #include <cmath>
 #include <cstring>
+#include <memory>
+#include <vector>
 
 #include "core/error.h"
 #include "core/ops/factory.h"
@@ -28,6 +32,13 @@ void check_pixels(const std::string& path, int64_t h, int64_t w) {
            " pixels, more than zt decodes (", kMaxPixels, ", PIL's limit): downscale it first");
 }
 
+constexpr unsigned char kPngSignature[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+
+// A big-endian 32-bit number, as PNG writes them.
+uint32_t be32(const unsigned char* b) {
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
 // A PNG's size from its IHDR chunk (the first after the signature), for the images stb's
 // header query refuses (RGB past 2^30 bytes decoded): {0, 0} when `path` is no PNG.
 std::pair<int64_t, int64_t> png_size(const std::string& path) {
@@ -35,14 +46,57 @@ std::pair<int64_t, int64_t> png_size(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   const size_t got = f ? std::fread(b, 1, sizeof b, f) : 0;
   if (f) std::fclose(f);
-  static const unsigned char kSignature[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
-  if (got < sizeof b || std::memcmp(b, kSignature, 8) != 0 || std::memcmp(b + 12, "IHDR", 4) != 0)
+  if (got < sizeof b || std::memcmp(b, kPngSignature, 8) != 0 ||
+      std::memcmp(b + 12, "IHDR", 4) != 0)
     return {0, 0};
-  auto be32 = [&](int at) {
-    return (int64_t{b[at]} << 24) | (int64_t{b[at + 1]} << 16) | (int64_t{b[at + 2]} << 8) |
-           int64_t{b[at + 3]};
-  };
-  return {be32(20), be32(16)};
+  return {be32(b + 20), be32(b + 16)};
+}
+
+// crc = PNG's CRC-32 (reflected, polynomial 0xEDB88320) continued over n bytes, before
+// its final inversion.
+uint32_t crc32_update(uint32_t crc, const unsigned char* data, size_t n) {
+  static const std::array<uint32_t, 256> table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k) c = (c >> 1) ^ (0xedb88320u & (0u - (c & 1u)));
+      t[i] = c;
+    }
+    return t;
+  }();
+  for (size_t i = 0; i < n; ++i) crc = table[(crc ^ data[i]) & 0xffu] ^ (crc >> 8);
+  return crc;
+}
+
+// Why the PNG at `path` is damaged: its first chunk whose CRC-32 does not match its type
+// and data ("" when every whole chunk matches, and for another format). stb checks no CRC,
+// so a flipped bit in the compressed pixels decodes into other pixels without a word
+// (libpng and PIL refuse such a file). A file cut short is left to the decoder.
+std::string png_damage(const std::string& path) {
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+  unsigned char head[8] = {};
+  if (!f || std::fread(head, 1, 8, f.get()) != 8 || std::memcmp(head, kPngSignature, 8) != 0)
+    return "";
+  std::vector<unsigned char> buf(size_t{1} << 16);
+  for (int64_t at = 8; std::fread(head, 1, 8, f.get()) == 8;) {  // length, type
+    const uint32_t length = be32(head);
+    uint32_t crc = crc32_update(0xffffffffu, head + 4, 4);
+    for (uint32_t left = length; left > 0;) {
+      const size_t n = std::min<size_t>(left, buf.size());
+      if (std::fread(buf.data(), 1, n, f.get()) != n) return "";
+      crc = crc32_update(crc, buf.data(), n);
+      left -= static_cast<uint32_t>(n);
+    }
+    unsigned char stored[4] = {};
+    if (std::fread(stored, 1, 4, f.get()) != 4) return "";
+    const std::string type(head + 4, head + 8);
+    if ((crc ^ 0xffffffffu) != be32(stored))
+      return detail::cat("its ", type, " chunk at byte ", at,
+                         " fails its CRC-32 check: the file was changed after it was written");
+    if (type == "IEND") return "";
+    at += 12 + int64_t{length};
+  }
+  return "";
 }
 
 // stb's header query into h, w, with an image too large to decode refused by its size;
@@ -59,6 +113,16 @@ bool header_size(const std::string& path, int& h, int& w) {
   const auto [ph, pw] = png_size(path);
   if (ph > 0 && pw > 0) check_pixels(path, ph, pw);
   return false;
+}
+
+// Why stb read no header from `path`: the file's own state (gone since its folder was
+// listed, unreadable), or stb's reason.
+std::string header_failure(const std::string& path) {
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    std::fclose(f);
+    return std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+  }
+  return std::string("cannot open it: ") + std::strerror(errno);
 }
 
 // A file stb decodes through callbacks that note a read past its end. stb's BMP and TGA
@@ -131,11 +195,15 @@ unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncat
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
   if (!header_size(path, h, w)) {
-    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    why = header_failure(path);
     return false;
   }
   if (h <= 0 || w <= 0) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
+    return false;
+  }
+  if (const std::string damage = png_damage(path); !damage.empty()) {
+    why = "corrupt file (" + damage + ")";
     return false;
   }
   bool truncated = false;
@@ -170,7 +238,7 @@ Image load_image(const std::string& path) {
 
 std::pair<int64_t, int64_t> image_size(const std::string& path) {
   int w = 0, h = 0;
-  ZT_CHECK(header_size(path, h, w), "cannot read image '", path, "': ", stbi_failure_reason());
+  ZT_CHECK(header_size(path, h, w), "cannot read image '", path, "': ", header_failure(path));
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
   check_pixels(path, h, w);
   return {h, w};

@@ -157,6 +157,8 @@ NpyHeader read_npy_header(const std::string& path) {
       break;
     }
   }
+  sc.ws();  // numpy pads the dict with spaces and ends it with '\n'; nothing else follows
+  if (sc.i != text.size()) sc.bad("text after the closing '}'");
   if (!have_descr || !have_order || !have_shape)
     sc.bad("missing one of 'descr', 'fortran_order', 'shape'");
   ZT_CHECK(!fortran, "'", path,

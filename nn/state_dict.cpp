@@ -117,7 +117,7 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
   for (const auto& [n, t] : dict) given.emplace(n, &t);
 
   LoadResult r;
-  std::vector<std::string> mismatched, undefined;
+  std::vector<std::string> mismatched, undefined, kinds;
   std::unordered_map<std::string, bool> known;
   for (const auto& [n, t] : own) {
     known[n] = true;
@@ -129,6 +129,9 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
     } else if (it->second->sizes() != t.sizes()) {
       mismatched.push_back(n + " (checkpoint " + shape_str(it->second->sizes()) + ", model " +
                            shape_str(t.sizes()) + ")");
+    } else if (!same_dtype_kind(it->second->dtype(), t.dtype())) {
+      kinds.push_back(n + " (checkpoint " + dtype_name(it->second->dtype()) + ", model " +
+                      dtype_name(t.dtype()) + ")");
     }
   }
   for (const auto& [n, t] : dict)
@@ -139,6 +142,7 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
   if (!tied.empty()) err << "\n  " << list_names(tied);
   if (!undefined.empty()) err << "\n  undefined tensors: " << list_names(undefined);
   if (!mismatched.empty()) err << "\n  shape mismatches: " << list_names(mismatched);
+  if (!kinds.empty()) err << "\n  wrong kinds of dtype: " << list_names(kinds);
   if (strict && !r.missing_keys.empty())
     err << "\n  missing keys (" << r.missing_keys.size() << "): " << list_names(r.missing_keys);
   if (strict && !r.unexpected_keys.empty())
@@ -146,8 +150,8 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
         << "): " << list_names(r.unexpected_keys);
   // The hint only where strict=false helps: it lets keys be missing or unexpected, never
   // any of the other problems.
-  const bool only_keys =
-      duplicates.empty() && tied.empty() && undefined.empty() && mismatched.empty();
+  const bool only_keys = duplicates.empty() && tied.empty() && undefined.empty() &&
+                         mismatched.empty() && kinds.empty();
   ZT_CHECK(err.str().empty(), "load_state_dict into ", m.type_name(), " failed:", err.str(),
            strict && only_keys
                ? "\n  (pass strict=false to load a subset and get the missing/unexpected keys back)"

@@ -30,6 +30,12 @@ NamedTensors persistent_buffers(const Module& m);
 /// True when the dotted `name` of m's state is one its module lets a load go without
 /// (Module::state_entry_optional): then not a missing key.
 bool may_be_missing(const Module& m, const std::string& name);
+
+/// True when a and b are both floating, both integer, or both bool: the kinds within which
+/// a loaded value converts to a model's type (an integer tensor's bits are no float's).
+inline bool same_dtype_kind(DType a, DType b) {
+  return is_floating(a) == is_floating(b) && (a == DType::b8) == (b == DType::b8);
+}
 /// Every name state_dict(m) gives each tensor, the first name first.
 std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(const Module& m);
 /// `dict` with each tied tensor's entries under its first name: a dict that kept another

@@ -299,13 +299,23 @@ std::string find_checkpoint(const std::string& dir_or_root, std::string* note) {
   fs::path latest = p / kLatestFile;
   std::string tag;
   if (std::ifstream f(latest); f) f >> tag;
-  if (valid_tag(tag) && fs::exists(p / tag / kMetaFile)) {
+  const bool names_folder = valid_tag(tag) && fs::exists(p / tag / kMetaFile);
+  int64_t latest_step = -1;
+  std::string unread, misnamed;
+  if (names_folder) {
+    unread = capture([&] { latest_step = read_meta(p / tag).at("step").get<int64_t>(); });
+    // A step folder whose meta.json records another step (an edit by hand): as a resume
+    // does, it is passed over, not loaded as the step its name says.
+    if (const std::optional<int64_t> named = tag_step(tag);
+        unread.empty() && named && *named != latest_step)
+      misnamed = "'" + (p / tag / kMetaFile).string() + "' records step " +
+                 std::to_string(latest_step) + ", but its folder is named for step " +
+                 std::to_string(*named) + "; passed over. ";
+  }
+  if (names_folder && misnamed.empty()) {
     // `latest` is a hint, as for a resume: a save killed between its rename and the update
     // of `latest` leaves a newer step folder. When one is there, the resume rule decides
     // (find_resume_point: the newest complete one), unless `latest` names a newer step.
-    int64_t latest_step = -1;
-    const std::string unread =
-        capture([&] { latest_step = read_meta(p / tag).at("step").get<int64_t>(); });
     const auto folders = step_folders(p);
     if (!unread.empty() || folders.empty() || folders.front().first <= latest_step)
       return (p / tag).string();
@@ -320,10 +330,10 @@ std::string find_checkpoint(const std::string& dir_or_root, std::string* note) {
   // `latest` missing, garbage or naming a folder that is gone: the newest complete one.
   std::error_code ec;
   const ResumePoint rp = fs::is_directory(p, ec) ? find_resume_point(dir_or_root) : ResumePoint{};
-  ZT_CHECK(!rp.dir.empty(), "no checkpoint at '", dir_or_root,
-           "': expected a checkpoint directory (with ", kMetaFile,
-           ") or a checkpoint root (with a '", kLatestFile, "' file or step folders)");
-  if (note) *note = rp.note;
+  ZT_CHECK(!rp.dir.empty(), "no checkpoint at '", dir_or_root, "': ", misnamed,
+           "expected a checkpoint directory (with ", kMetaFile, ") or a checkpoint root (with a '",
+           kLatestFile, "' file or step folders)");
+  if (note) *note = misnamed + rp.note;
   return rp.dir;
 }
 

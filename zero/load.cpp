@@ -23,7 +23,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
     // A tied tensor's entries under its first name, checked to agree.
-    std::vector<std::string> missing, unexpected, undefined, shapes, tied;
+    std::vector<std::string> missing, unexpected, undefined, shapes, kinds, tied;
     for (const auto& [k, v] : nn::fold_tied_names(m, state, tied)) values[k] = v;
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {
@@ -36,6 +36,12 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       } else if (it->second.sizes() != t.sizes()) {
         shapes.push_back(name + " (checkpoint " + shape_str(it->second.sizes()) + ", model " +
                          shape_str(t.sizes()) + ")");
+      } else if (const DType want = zero_param(t) ? zero_param(t)->dtype : t.dtype();
+                 !nn::same_dtype_kind(it->second.dtype(), want)) {
+        // Floats convert to the model's float type; integers read as floats (or floats
+        // as integers, or either as a mask) are another tensor's bits.
+        kinds.push_back(name + " (checkpoint " + dtype_name(it->second.dtype()) + ", model " +
+                        dtype_name(want) + ")");
       }
     }
     for (const auto& [k, v] : values)
@@ -46,6 +52,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     };
     list("undefined tensors", undefined);
     list("wrong shapes", shapes);
+    list("wrong kinds of dtype", kinds);
     list("tied names that disagree", tied);
     if (strict) {
       list("missing keys", missing);
@@ -53,7 +60,7 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     }
     std::string present;
     for (const auto& [name, t] : targets) present += values.count(name) ? '1' : '0';
-    // Undefined entries alone are the dict's own damage, not another model's.
+    // Undefined entries and wrong kinds alone are the dict's own damage, not another model's.
     const bool other_model =
         !shapes.empty() || !tied.empty() || (strict && (!missing.empty() || !unexpected.empty()));
     if (other_model)

@@ -1,5 +1,5 @@
 // Helpers the data tests share: a fresh folder per test, an error's expected fragments,
-// and a one-colour image.
+// a one-colour image, and the pieces of a PNG written by hand.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -44,6 +44,30 @@ inline Image solid(int64_t h, int64_t w, uint8_t r, uint8_t g, uint8_t b) {
   Image img{h, w, {}};
   for (int64_t i = 0; i < h * w; ++i) img.rgb.insert(img.rgb.end(), {r, g, b});
   return img;
+}
+
+// Big-endian bytes of v, as PNG writes its numbers.
+inline void put_be32(std::vector<uint8_t>& out, uint32_t v) {
+  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
+}
+
+// PNG's CRC-32 of n bytes.
+inline uint32_t crc32_of(const uint8_t* bytes, size_t n) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= bytes[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
+  }
+  return crc ^ 0xffffffffu;
+}
+
+// A PNG chunk: length, type, data and the CRC-32 of type and data.
+inline void put_chunk(std::vector<uint8_t>& out, const char* type, const uint8_t* data, size_t n) {
+  std::vector<uint8_t> body(type, type + 4);
+  body.insert(body.end(), data, data + n);
+  put_be32(out, static_cast<uint32_t>(n));
+  out.insert(out.end(), body.begin(), body.end());
+  put_be32(out, crc32_of(body.data(), body.size()));
 }
 
 }  // namespace zt::data::datatest

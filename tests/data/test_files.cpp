@@ -212,6 +212,25 @@ TEST(Npy, BadDtypesAndShapesAreNamed) {
   write_npy_header(d + "/b2.npy", "'|b1'", "(3,)", 0);
   std::ofstream(d + "/b2.npy", std::ios::binary | std::ios::app) << std::string("\1\2\0", 3);
   expect_error([&] { load_npy(d + "/b2.npy"); }, {"b2.npy", "element 1", "byte 2, not 0 or 1"});
+  // Text after the dict's closing brace (numpy refuses such a header too).
+  write_npy_header(d + "/tail.npy", "'<f4'", "(1,)}, 'x': 1", 4);
+  expect_error([&] { load_npy(d + "/tail.npy"); }, {"tail.npy", "text after the closing '}'"});
+}
+
+// A PNG changed after it was written (a flipped bit in its compressed pixels) fails its
+// chunk's CRC-32: refused as corrupt, where stb alone would decode other pixels.
+TEST(Image, APngThatFailsItsChecksumIsRefused) {
+  const std::string d = temp_dir(), path = d + "/a.png";
+  save_png(path, solid(16, 16, 10, 200, 30));
+  EXPECT_EQ(load_image(path).height, 16);  // whole, it reads
+  std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+  const std::streamoff at = 33 + 8 + 4;  // the signature, IHDR; IDAT's length, type, 4 bytes
+  f.seekg(at);
+  const char byte = static_cast<char>(f.get());
+  f.seekp(at);
+  f.put(static_cast<char>(byte ^ 0x10));
+  f.close();
+  expect_error([&] { load_image(path); }, {path, "IDAT chunk at byte 33 fails its CRC-32 check"});
 }
 
 TEST(Image, Emu3TargetSize) {

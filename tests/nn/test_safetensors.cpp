@@ -138,6 +138,17 @@ TEST(StateDict, AllProblemsReportedInOneError) {
   auto r = nn::load_state_dict(*m, bad, /*strict=*/false);
   EXPECT_EQ(r.missing_keys, (std::vector<std::string>{"1.running_mean", "4.bias"}));
   EXPECT_EQ(r.unexpected_keys, std::vector<std::string>{"5.weight"});
+  // Integers where the model holds floats are another tensor's bits: refused, strict or
+  // not. Floats of another precision convert.
+  nn::NamedTensors ints = nn::state_dict(*m), doubles = nn::state_dict(*m);
+  for (auto& [n, t] : ints)
+    if (n == "4.bias") t = t.to(DType::i64);
+  for (auto& [n, t] : doubles)
+    if (is_floating(t.dtype())) t = t.to(DType::f64);
+  e = error_of([&] { nn::load_state_dict(*m, ints, /*strict=*/false); });
+  EXPECT_NE(e.find("wrong kinds of dtype: 4.bias (checkpoint i64, model f32)"), std::string::npos)
+      << e;
+  EXPECT_EQ(error_of([&] { nn::load_state_dict(*m, doubles); }), "");
 }
 
 TEST(Safetensors, CorruptFilesAreRejectedClearly) {

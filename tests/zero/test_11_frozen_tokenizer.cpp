@@ -103,6 +103,23 @@ TEST(Lesson11FrozenTokenizer, LoadingOnRankZeroOnlyBroadcasts) {
         [&] { zero::load_state_dict(*tok, comm.rank() == 0 ? empty : decltype(empty){}, comm); },
         "load_state_dict (rank 0's state dict): undefined tensors: " + empty[0].first));
   });
+  // A tensor of another kind of dtype (integers where the model holds floats: a file's
+  // label changed, its bytes read as another type's) is refused; a float of another
+  // precision converts.
+  auto ints = state, doubles = state;
+  ints[0].second = ints[0].second.to(DType::i32);
+  doubles[0].second = doubles[0].second.to(DType::f64);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok = lesson::partitioned<lesson::TokenizerLike>(comm);
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::load_state_dict(*tok, comm.rank() == 0 ? ints : decltype(ints){}, comm); },
+        "load_state_dict (rank 0's state dict): wrong kinds of dtype: " + ints[0].first +
+            " (checkpoint i32, model f32)"));
+    EXPECT_EQ(test::error_of([&] {
+                zero::load_state_dict(*tok, comm.rank() == 0 ? doubles : decltype(doubles){}, comm);
+              }),
+              "");
+  });
 }
 
 TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {

@@ -256,6 +256,15 @@ TEST(CheckpointRobustness, FindCheckpointPassesOverABrokenLatest) {
   EXPECT_NE(note.find("names 'step_000009'"), std::string::npos) << note;
   std::ofstream(fs::path(base) / "latest") << "\x01garbage";
   EXPECT_EQ(zero::find_checkpoint(base), base + "/step_000003");
+  // `latest` names a folder whose meta.json records another step (edited by hand, its
+  // digest sealed again): passed over as a resume passes it, not loaded as the step its
+  // name says.
+  std::ofstream(fs::path(base) / "latest", std::ios::trunc) << "step_000003\n";
+  edit_meta(base + "/step_000003", [](nlohmann::json& m) { m["step"] = 6; });
+  EXPECT_EQ(zero::find_checkpoint(base, &note), base + "/step_000002");
+  EXPECT_NE(note.find("step_000003/meta.json' records step 6, but its folder is named for step 3"),
+            std::string::npos)
+      << note;
   const std::string empty = tmp / "empty";
   fs::create_directories(empty);
   EXPECT_NE(test::error_of([&] { zero::find_checkpoint(empty); }).find("no checkpoint at"),
