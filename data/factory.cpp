@@ -24,10 +24,13 @@ namespace {
 // data.eval_path), which its errors name first: the file's own error may not say which
 // setting gave the path.
 std::shared_ptr<const Dataset> open_files(const DataConfig& cfg, const char* key,
-                                          const std::string& path) {
+                                          const std::string& path, Headers headers) {
   try {
-    if (cfg.kind == DataKind::image_folder)
-      return std::make_shared<ImageFolder>(path, image_options(cfg));
+    if (cfg.kind == DataKind::image_folder) {
+      ImageFolderOptions o = image_options(cfg);
+      o.check_headers = headers == Headers::checked_here;
+      return std::make_shared<ImageFolder>(path, o);
+    }
     auto npy = std::make_shared<NpyArray>(path, cfg.frames);
     const Shape& s = npy->header().shape;
     ZT_CHECK(s[s.size() - 2] == cfg.height && s[s.size() - 1] == cfg.width, "'", path, "' holds ",
@@ -81,7 +84,8 @@ ImageFolderOptions image_options(const DataConfig& cfg) {
   return o;
 }
 
-std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, int64_t scored) {
+std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, int64_t scored,
+                                            Headers headers) {
   if (cfg.kind == DataKind::synthetic) {
     SyntheticVideoOptions o;
     o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
@@ -93,19 +97,19 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
     o.seed = static_cast<uint64_t>(cfg.seed) ^ (eval ? 0x5eed0fe7a1ull : 0);
     return std::make_shared<SyntheticVideo>(o);
   }
-  if (!eval) return open_files(cfg, "data.path", cfg.path);
-  return make_eval_dataset(cfg, nullptr, scored);
+  if (!eval) return open_files(cfg, "data.path", cfg.path, headers);
+  return make_eval_dataset(cfg, nullptr, scored, headers);
 }
 
 std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                                                  const std::shared_ptr<const Dataset>& train,
-                                                 int64_t scored) {
+                                                 int64_t scored, Headers headers) {
   if (cfg.kind == DataKind::synthetic) return make_dataset(cfg, /*eval=*/true, scored);
   std::shared_ptr<const Dataset> ds;
   if (cfg.eval_path.empty()) {
     // Eval items of the training data: its listing, when the run has it, rather than a
     // second walk and header check of every file.
-    ds = train ? train : open_files(cfg, "data.path", cfg.path);
+    ds = train ? train : open_files(cfg, "data.path", cfg.path, headers);
   } else {
     // Held-out data that is also training data would be scored as held out.
     const fs::path train_dir = fs::weakly_canonical(cfg.path),
@@ -120,7 +124,7 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
              "': items of it are trained on, so eval would not be held out. Name data that "
              "training does not read, or leave eval_path out to draw eval items from the "
              "training data (the run then says so)");
-    ds = open_files(cfg, "data.eval_path", cfg.eval_path);
+    ds = open_files(cfg, "data.eval_path", cfg.eval_path, headers);
     if (train) check_no_shared_file(cfg, *train, *ds);
   }
   int64_t n = std::max<int64_t>(cfg.eval_samples, 1);

@@ -15,6 +15,11 @@ namespace zt::data {
 /// resize filter, fit and what a file that does not decode does.
 ImageFolderOptions image_options(const DataConfig& cfg);
 
+/// Who reads an image folder's headers (ImageFolderOptions::check_headers): the dataset as
+/// it lists its files, or the caller, which splits the reading between the ranks that list
+/// one folder (the apps' check_image_headers).
+enum class Headers { checked_here, left_to_caller };
+
 /// The training dataset (eval = false) or the eval one (eval = true): `eval_samples`
 /// clips, for synthetic data drawn with another seed, for image_folder/npy evenly spaced
 /// items of data.eval_path, or of data.path (the training data) when that is empty.
@@ -22,7 +27,8 @@ ImageFolderOptions image_options(const DataConfig& cfg);
 /// the files are spread over the data in that many, not in eval_samples of which an
 /// evaluation would read the first ones only.
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false,
-                                            int64_t scored = 0);
+                                            int64_t scored = 0,
+                                            Headers headers = Headers::checked_here);
 
 /// The eval dataset of a run that holds its training dataset `train` (make_dataset(cfg)):
 /// the items of make_dataset(cfg, true, scored), but without data.eval_path they are
@@ -32,7 +38,8 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = f
 /// alone.
 std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                                                  const std::shared_ptr<const Dataset>& train,
-                                                 int64_t scored = 0);
+                                                 int64_t scored = 0,
+                                                 Headers headers = Headers::checked_here);
 
 /// `n` items of `ds` evenly spaced over it (item i * size / n), all of it where n >= size:
 /// a part that samples the whole, where the first n items would be its first folders.

@@ -129,23 +129,45 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
     classes_.push_back(name);
   }
   for (const auto& c : class_of) labels_.push_back(class_ids[c]);
-  // Header check: files that are not images fail now, by name, not mid-training; all of
-  // them in one error (a scraped set's empty downloads and saved web pages come in
-  // numbers), the first ten by name.
-  std::vector<std::string> bad;
-  for (const auto& f : files_) {
+  if (options_.check_headers) report_unreadable(unreadable());
+}
+
+// Header check: files that are not images fail before training, by name, not mid-run;
+// all of them in one error (a scraped set's empty downloads and saved web pages come in
+// numbers), the first ten by name.
+std::map<int64_t, std::string> ImageFolder::unreadable(int64_t part, int64_t parts) const {
+  ZT_CHECK(parts >= 1 && part >= 0 && part < parts, "ImageFolder::unreadable: part ", part, " of ",
+           parts);
+  std::map<int64_t, std::string> bad;
+  for (int64_t i = part; i < size(); i += parts) {
     try {
-      image_size(f);
+      image_size(files_[static_cast<size_t>(i)]);
     } catch (const Error& e) {
-      bad.push_back(e.what());
+      bad.emplace(i, e.what());
     }
   }
+  return bad;
+}
+
+void ImageFolder::report_unreadable(const std::map<int64_t, std::string>& bad) const {
   if (bad.empty()) return;
   std::string names;
-  for (size_t i = 0; i < std::min<size_t>(bad.size(), 10); ++i) names += "\n  " + bad[i];
+  for (auto it = bad.begin(); it != bad.end() && std::distance(bad.begin(), it) < 10; ++it)
+    names += "\n  " + it->second;
   if (bad.size() > 10) names += detail::cat("\n  and ", bad.size() - 10, " more");
-  ZT_FAIL("ImageFolder: ", bad.size(), " of the ", files_.size(), " image files under '", dir_,
-          "' cannot be read:", names, "\nremove or replace them");
+  const std::string what = detail::cat(bad.size(), " of the ", files_.size(),
+                                       " image files under '", dir_, "' cannot be read:", names);
+  ZT_CHECK(options_.on_bad_image == OnBadImage::skip, "ImageFolder: ", what,
+           "\nremove or replace them, or set data.on_bad_image: skip to read the next image in "
+           "each one's place");
+  static std::mutex mutex;
+  static std::set<std::string> reported;  // per process: every rank says it once
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (reported.insert(dir_).second)
+    std::fprintf(stderr,
+                 "data: %s\nskipped (data.on_bad_image: skip): the next image that "
+                 "decodes is read in each one's place\n",
+                 what.c_str());
 }
 
 std::pair<int64_t, int64_t> ImageFolder::target_size(int64_t h, int64_t w) const {

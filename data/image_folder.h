@@ -30,6 +30,9 @@ struct ImageFolderOptions {
   /// A file that does not decode: an error, or skipped (the next index that decodes,
   /// wrapping, stands in for it; each such file is named once per process on stderr).
   OnBadImage on_bad_image = OnBadImage::error;
+  /// Whether the constructor reads every file's header. false leaves it to the caller
+  /// (unreadable(), report_unreadable()): ranks that list one folder split the reading.
+  bool check_headers = true;
 };
 
 class ImageFolder : public Dataset {
@@ -55,6 +58,13 @@ class ImageFolder : public Dataset {
   const std::vector<std::string>& classes() const { return classes_; }
   /// The (H, W) an image of size h x w becomes.
   std::pair<int64_t, int64_t> target_size(int64_t h, int64_t w) const;
+  /// The header check of files part, part + parts, part + 2 x parts, ... (0 <= part <
+  /// parts): for each that is not an image, its index -> a message naming it.
+  std::map<int64_t, std::string> unreadable(int64_t part = 0, int64_t parts = 1) const;
+  /// An error listing `bad` (unreadable() of every part, merged), the first ten by name;
+  /// with OnBadImage::skip the same list on stderr, once per process, as the files are
+  /// skipped when read. Nothing when `bad` is empty.
+  void report_unreadable(const std::map<int64_t, std::string>& bad) const;
 
  private:
   /// Decodes the file at `index` into img, or with OnBadImage::skip the first of the

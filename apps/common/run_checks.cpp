@@ -20,6 +20,7 @@
 
 #include "core/ops.h"
 #include "core/text_file.h"
+#include "data/image_folder.h"
 #include "zero/checkpoint.h"
 #include "zero/param.h"
 
@@ -435,6 +436,31 @@ void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, con
              "data", app,
              "every rank must read the same data: start the ranks in one working directory, "
              "with data.path on a filesystem they all share");
+}
+
+void check_image_headers(const data::Dataset& dataset, comm::Communicator& comm, const char* key) {
+  const auto* subset = dynamic_cast<const data::Subset*>(&dataset);
+  const auto* folder = dynamic_cast<const data::ImageFolder*>(subset ? &subset->base() : &dataset);
+  if (folder == nullptr) return;
+  std::string mine;  // "index length message" for each file of this rank's part that fails
+  for (const auto& [i, why] : folder->unreadable(comm.rank(), comm.size()))
+    mine += detail::cat(i, " ", why.size(), " ", why);
+  std::map<int64_t, std::string> bad;
+  for (const std::string& part : comm.all_gather_bytes(mine, "image headers")) {
+    std::istringstream in(part);
+    int64_t i = 0;
+    size_t n = 0;
+    while (in >> i >> n && in.get() == ' ') {
+      std::string why(n, '\0');
+      in.read(why.data(), static_cast<std::streamsize>(n));
+      bad.emplace(i, std::move(why));
+    }
+  }
+  try {
+    folder->report_unreadable(bad);
+  } catch (const Error& e) {
+    throw Error(std::string(key) + ": " + e.what());
+  }
 }
 
 void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app) {

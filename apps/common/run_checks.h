@@ -91,6 +91,13 @@ void warn_config(const std::vector<std::string>& warnings, comm::Communicator& c
 /// the size tell (a relative data.path under another working directory, say).
 void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app);
 
+/// The header check of an image folder (or a subset of one) listed with
+/// data::Headers::left_to_caller, after check_same_data: each rank reads every world-th
+/// file, and every rank then fails with the same error naming all that are not images
+/// (ranks on one folder of a million files do not each open all of them), after `key`, the
+/// setting that named the folder. Other datasets pass.
+void check_image_headers(const data::Dataset& dataset, comm::Communicator& comm, const char* key);
+
 /// Errors on every rank unless every rank's model has the same parameter and buffer names
 /// and (full, unpartitioned) shapes, naming the first that differs.
 void check_same_model(const nn::Module& model, comm::Communicator& comm, const char* app);

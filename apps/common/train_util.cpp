@@ -22,12 +22,16 @@ namespace zt::app {
 TrainData make_train_data(const config::AppConfig& cfg, comm::Communicator& comm, const char* app) {
   const int64_t world = comm.size();
   TrainData d;
-  d.dataset = data::make_dataset(cfg.data);
+  // Each rank lists the folders; the ranks split the reading of the files' headers.
+  const data::Headers split = data::Headers::left_to_caller;
+  d.dataset = data::make_dataset(cfg.data, /*eval=*/false, 0, split);
   check_same_data(*d.dataset, comm, app);
+  check_image_headers(*d.dataset, comm, "data.path");
   d.loader = data::make_loader(d.dataset, cfg.data, cfg.train.batch, comm.rank(), world);
   if (cfg.train.eval_every > 0) {
-    d.eval_set = data::make_eval_dataset(cfg.data, d.dataset, scored_eval_items(cfg, world));
+    d.eval_set = data::make_eval_dataset(cfg.data, d.dataset, scored_eval_items(cfg, world), split);
     check_same_data(*d.eval_set, comm, app);
+    if (!cfg.data.eval_path.empty()) check_image_headers(*d.eval_set, comm, "data.eval_path");
   }
   return d;
 }
@@ -125,8 +129,10 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           EngineUse use, bool quiet) {
   warn_config(cfg.warnings, comm);
-  if (use != EngineUse::reading_weights)
+  if (use != EngineUse::reading_weights) {
+    warn_config(cfg.training_warnings, comm);
     config::check_world_size(cfg, comm.size());  // DeepSpeed's train_batch_size
+  }
   apply_replicated(*model, cfg.replicated, comm);
   nn::Module& m = *model;
   zero::Config zero_config = cfg.zero;
@@ -182,14 +188,27 @@ Device train_device(const config::TrainConfig& train, const comm::Communicator& 
   return Device::cuda(0);
 }
 
-void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op) {
+namespace {
+// Runs `collective` on host tensor t, through a copy on the communicator's GPU when it has
+// one (NCCL exchanges device memory).
+template <typename Collective>
+void on_host(comm::Communicator& comm, Tensor& t, Collective collective) {
   if (!comm.device().is_cuda()) {
-    comm.all_reduce(t, op);
+    collective(t);
     return;
   }
   Tensor d = t.to(comm.device());
-  comm.all_reduce(d, op);
+  collective(d);
   t.copy_(d.to(Device::cpu()));
+}
+}  // namespace
+
+void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op) {
+  on_host(comm, t, [&](Tensor& x) { comm.all_reduce(x, op); });
+}
+
+void broadcast_host(comm::Communicator& comm, Tensor& t, int root) {
+  on_host(comm, t, [&](Tensor& x) { comm.broadcast(x, root); });
 }
 
 // ---- learning rate
@@ -255,14 +274,24 @@ double LrPlan::deepspeed_lr_at(int64_t step) const {
 
 // ---- runs
 
-std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size) {
+std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size,
+                       bool shuffle) {
   const int64_t per_step = batch * world * accumulation;
-  if (per_step <= dataset_size) return "";
-  return "one step reads " + std::to_string(per_step) + " clips (train.batch " +
-         std::to_string(batch) + " x " + std::to_string(world) + " ranks x " +
-         std::to_string(accumulation) +
-         " train.gradient_accumulation_steps), more than the training data's " +
-         std::to_string(dataset_size) + ": every step spans more than an epoch";
+  if (per_step > dataset_size)
+    return detail::cat("one step reads ", per_step, " clips (train.batch ", batch, " x ", world,
+                       " ranks x ", accumulation,
+                       " train.gradient_accumulation_steps), more than the training data's ",
+                       dataset_size, ": every step spans more than an epoch");
+  // Each rank reads whole batches of an equal part of the data (data::DistributedSampler,
+  // data::DataLoader): the rest of an epoch is left out, shuffled a new part every epoch.
+  const int64_t left = dataset_size - dataset_size / world / batch * batch * world;
+  if (shuffle || left == 0) return "";
+  return detail::cat(
+      "data.shuffle is false: every epoch reads the data in order and leaves out "
+      "the same last ",
+      left, " of its ", dataset_size, " clips (past whole batches of ", batch, " on each of ",
+      world, " ranks), which are never trained on; shuffle, or use data of a multiple of ",
+      batch * world, " clips");
 }
 
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {

@@ -64,10 +64,11 @@ enum class EngineUse { training, planning, reading_weights };
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
-/// are unchanged). Prints cfg.warnings once on rank 0. For training and planning, checks a
-/// DeepSpeed train_batch_size against the world size; for training, records a timeline
-/// when train.trace is set. `quiet` (a run's quiet option): the engine prints none of its notes
-/// (zero::Config::quiet: fp16 overflows, the offload, the timeline).
+/// are unchanged). Prints cfg.warnings once on rank 0, and cfg.training_warnings too for training
+/// and planning. For training and planning, checks a DeepSpeed train_batch_size against the world
+/// size; for training, records a timeline when train.trace is set. `quiet` (a run's quiet option):
+/// the engine prints none of its notes (zero::Config::quiet: fp16 overflows, the offload, the
+/// timeline).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           EngineUse use, bool quiet = false);
@@ -92,6 +93,8 @@ std::unique_ptr<StepGraph> make_step_graph(const config::TrainConfig& train, zer
 /// all_reduce of a host tensor t on any communicator: through the communicator's device
 /// when it is a GPU (NCCL reduces device memory), in place otherwise.
 void all_reduce_host(comm::Communicator& comm, Tensor& t, comm::ReduceOp op);
+/// broadcast of a host tensor t from `root`, the same way.
+void broadcast_host(comm::Communicator& comm, Tensor& t, int root);
 
 // ---- learning rate
 
@@ -118,8 +121,11 @@ class LrPlan {
 // ---- runs
 
 /// "" unless one optimizer step reads more clips than the training data holds (each step
-/// then spans more than an epoch, seldom what was meant): a note saying so and why.
-std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size);
+/// then spans more than an epoch, seldom what was meant), or, unshuffled, each epoch leaves
+/// out the same last clips (those past a whole number of batches on every rank): a note
+/// saying so and why.
+std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size,
+                       bool shuffle);
 
 /// Writes the consolidated fp32 state of `engine` (original key names, buffers included) to
 /// `out`, rank 0 creating its folder first. Every rank calls it.

@@ -178,7 +178,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       std::printf("eval: %s\n", data::describe_eval(cfg.data, *train_data.eval_set).c_str());
     std::fflush(stdout);
     const std::string note = app::epoch_note(tc.batch, world, tc.gradient_accumulation_steps,
-                                             train_data.dataset->size());
+                                             train_data.dataset->size(), cfg.data.shuffle);
     if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
   }
 

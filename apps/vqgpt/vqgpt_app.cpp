@@ -145,6 +145,7 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
   tok_cfg.replicated.clear();
   tok_cfg.gpt.reset();
   tok_cfg.warnings.clear();  // about the tokenizer's training, said when it trained
+  tok_cfg.training_warnings.clear();
   return vqtok::load_frozen_model(tok_cfg, path, comm, device);
 }
 
@@ -385,30 +386,50 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
   return data::stack_images({samples, reference});
 }
 
-// The decoded frames of all of `codes` (n, T', h, w) on every rank, in [-1, 1]: images
-// (n, 3, H, W) or clips (n, T' x temporal factor, 3, H, W). The tokenizer is a replica on
-// every rank: rank r decodes its rows [first, first + count), train.batch at a time (a
-// whole sample set at once would hold every clip's activations), into zeros a sum over
-// the ranks then fills.
+// The decoded frames of all of `codes` (n, T', h, w) on rank 0, which writes them, in
+// [-1, 1]: images (n, 3, H, W) or clips (n, T' x temporal factor, 3, H, W); the other ranks
+// return none (0 rows). The tokenizer is a replica on every rank: rank r decodes its rows
+// [r x per, (r + 1) x per), train.batch at a time (a whole sample set at once would hold
+// every clip's activations), and broadcasts them to rank 0 in turn, so a rank other than 0
+// holds its own rows and one rank's in transit, never the whole set (64 Emu3-sized clips
+// are about 0.8 GB).
 Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::AppConfig& cfg,
-                   int64_t first, int64_t count, comm::Communicator& comm) {
+                   int64_t per, comm::Communicator& comm) {
   const bool images = cfg.data.frames == 1;
   const int64_t n = codes.size(0), s = cfg.model.spatial_factor();
-  const int64_t h = codes.size(2) * s, w = codes.size(3) * s;
-  Tensor out = images ? zeros({n, 3, h, w})
-                      : zeros({n, codes.size(1) * cfg.model.temporal_downsample_factor, 3, h, w});
+  Shape shape = {n, 3, codes.size(2) * s, codes.size(3) * s};
+  if (!images)
+    shape.insert(shape.begin() + 1, codes.size(1) * cfg.model.temporal_downsample_factor);
+  auto rows = [&](Shape sized, int64_t count) {
+    sized[0] = count;
+    return zeros(sized);
+  };
+  auto first_of = [&](int r) { return std::min<int64_t>(n, r * per); };
+  auto count_of = [&](int r) { return std::min<int64_t>(n - first_of(r), per); };
+  const int rank = comm.rank();
+  Tensor all = rows(shape, rank == 0 ? n : 0);
+  Tensor mine = rank == 0 ? all.narrow(0, first_of(0), count_of(0)) : rows(shape, count_of(rank));
   const Device device = tokenizer.parameters().front().device();
-  for (int64_t i = 0; i < count; i += cfg.train.batch) {
-    const int64_t b = std::min(cfg.train.batch, count - i);
-    const Tensor c = codes.narrow(0, first + i, b).to(device);
-    out.narrow(0, first + i, b)
-        .copy_(images ? tokenizer.decode_codes(c.select(1, 0)) : tokenizer.decode_codes(c));
+  for (int64_t i = 0; i < mine.size(0); i += cfg.train.batch) {
+    const int64_t b = std::min(cfg.train.batch, mine.size(0) - i);
+    const Tensor c = codes.narrow(0, first_of(rank) + i, b).to(device);
+    mine.narrow(0, i, b).copy_(images ? tokenizer.decode_codes(c.select(1, 0))
+                                      : tokenizer.decode_codes(c));
   }
-  if (comm.size() > 1) {
-    Tensor flat = out.view({out.numel()});
-    app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
+  Tensor in_transit;  // another rank's rows, passing a rank that is neither 0 nor theirs
+  for (int r = 1; r < comm.size() && count_of(r) > 0; ++r) {
+    Tensor t;
+    if (rank == 0) {
+      t = all.narrow(0, first_of(r), count_of(r));
+    } else if (rank == r) {
+      t = mine;
+    } else {
+      if (!in_transit.defined()) in_transit = rows(shape, per);
+      t = in_transit.narrow(0, 0, count_of(r));
+    }
+    app::broadcast_host(comm, t, r);
   }
-  return out;
+  return all;
 }
 
 }  // namespace
@@ -456,7 +477,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
     app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);
   }
   r.codes = layout.codes(r.sequences);
-  r.frames = decode_rows(*model->tokenizer, r.codes, cfg, first, count, comm);
+  r.frames = decode_rows(*model->tokenizer, r.codes, cfg, per, comm);
   if (rank == 0) {  // after the last collective; the codes before the grid
     if (!o.tokens_out.empty()) {
       app::make_parent_folders(o.tokens_out);

@@ -151,7 +151,9 @@ struct SampleOptions {
 struct SampleResult {
   Tensor sequences;  ///< i64 (n, L), identical on every rank
   Tensor codes;      ///< i64 (n, T', h, w)
-  Tensor frames;     ///< decoded in [-1, 1]: images (n, 3, H, W) or clips (n, T, 3, H, W)
+  /// Decoded in [-1, 1] on rank 0, which writes them: images (n, 3, H, W) or clips
+  /// (n, T, 3, H, W). The other ranks hold 0 rows (each decoded its own and sent them).
+  Tensor frames;
 };
 
 /// Loads a vqgpt checkpoint, samples `num` token sequences and decodes them with the

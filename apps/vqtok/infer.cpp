@@ -480,7 +480,10 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Co
   const int64_t batch = batch_of(cfg, o.batch);
   // With --batches, the clips scored are spread over the split, not its first folders.
   const int64_t scored = o.batches > 0 ? o.batches * batch * comm.size() : 0;
-  auto dataset = data::make_dataset(cfg.data, o.eval_split, scored);
+  auto dataset = data::make_dataset(cfg.data, o.eval_split, scored, data::Headers::left_to_caller);
+  app::check_same_data(*dataset, comm, "vqtok eval");
+  app::check_image_headers(
+      *dataset, comm, o.eval_split && !cfg.data.eval_path.empty() ? "data.eval_path" : "data.path");
   if (!o.eval_split && scored > 0) dataset = data::spread(dataset, scored);
   if (comm.rank() == 0 && o.eval_split && !data::eval_held_out(cfg.data))
     std::fprintf(stderr, "vqtok eval: note: eval split: %s\n",

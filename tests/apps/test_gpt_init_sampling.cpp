@@ -6,6 +6,8 @@
 //     holds exactly the values a whole model on one rank gets.
 //  2. Sampling refuses non-finite logits (a diverged model) instead of drawing a fixed
 //     code, and top-k keeps every code tied with the k-th largest logit.
+//  3. The Emu3 token layout the samples follow: BOS, rows of codes each closed by EOL, EOS,
+//     built alike by the host loop and by tensor ops on the device.
 #include <cmath>
 #include <map>
 #include <set>
@@ -133,4 +135,31 @@ TEST(GptSampling, ASequenceIsTheSameWhateverIsSampledBesideIt) {
   const Tensor last = gpt::sample_sequences(flat, kLayout, 2, o);
   EXPECT_CLOSE(last, all.narrow(0, 4, 2), 0, 0);
   EXPECT_FALSE(test::all_close(all.narrow(0, 0, 2), last, 0, 0)) << "other rows differ";
+}
+
+TEST(VqGptLayout, Emu3RowsWithEndOfRowTokens) {
+  gpt::TokenLayout layout(10, 1, 2, 3);  // K = 10, one frame of 2 x 3 codes
+  EXPECT_EQ(layout.length(), 2 + 2 * 4);
+  Tensor codes = from_vector({1, 2, 3, 4, 5, 6}, {1, 1, 2, 3}, DType::i64);
+  Tensor seq = layout.sequence(codes);
+  EXPECT_TRUE(test::values_are(seq, {10, 1, 2, 3, 11, 4, 5, 6, 11, 12}));
+  EXPECT_TRUE(test::values_are(layout.codes(seq), codes.to_vector()));
+  Tensor bad = seq.clone();
+  bad.data<int64_t>()[4] = 7;  // a code where EOL belongs
+  EXPECT_THROW(layout.codes(bad), Error);
+}
+
+// On a GPU the sequences are built by tensor ops where the codes are (nothing read back);
+// on the CPU those ops give exactly the host loop's sequences, for clips and images.
+TEST(VqGptLayout, TensorOpsBuildTheHostLoopsSequences) {
+  Generator g(5);
+  for (const auto& [t, shape] :
+       std::vector<std::pair<int64_t, Shape>>{{2, {3, 2, 2, 3}}, {1, {4, 2, 3}}}) {
+    gpt::TokenLayout layout(10, t, 2, 3);
+    Tensor codes = randint(0, 10, shape, g);
+    Tensor by_ops = layout.sequence_on_device(codes);
+    EXPECT_EQ(by_ops.sizes(), (Shape{shape[0], layout.length()}));
+    EXPECT_TRUE(test::values_are(by_ops, layout.sequence(codes).to_vector()));
+    EXPECT_TRUE(test::values_are(layout.codes(by_ops), codes.to_vector()));
+  }
 }

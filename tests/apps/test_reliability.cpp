@@ -32,6 +32,8 @@
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "data/factory.h"
+#include "data/image.h"
+#include "data/image_folder.h"
 #include "nn/safetensors.h"
 #include "zero/checkpoint.h"
 
@@ -368,14 +370,51 @@ TEST(Reliability, AnFp16WindowOfSkippedStepsLogsNoValues) {
 }
 
 // A step that reads more clips than the data holds (a large accumulation on a small data
-// set) is noted: every step then spans more than an epoch.
+// set) is noted: every step then spans more than an epoch. So are the clips an unshuffled
+// epoch never reaches.
 TEST(Reliability, AStepBeyondAnEpochIsNoted) {
-  EXPECT_EQ(app::epoch_note(2, 2, 4, 16), "");
-  const std::string note = app::epoch_note(4, 2, 16, 64);
+  EXPECT_EQ(app::epoch_note(2, 2, 4, 16, true), "");
+  EXPECT_EQ(app::epoch_note(2, 2, 4, 16, false), "") << "4 whole batches a rank";
+  EXPECT_EQ(app::epoch_note(4, 2, 1, 37, true), "") << "shuffled, a new part left out each epoch";
+  const std::string left = app::epoch_note(4, 2, 1, 37, false);
+  EXPECT_TRUE(has(left,
+                  "leaves out the same last 5 of its 37 clips (past whole batches of 4 on "
+                  "each of 2 ranks)"))
+      << left;
+  const std::string note = app::epoch_note(4, 2, 16, 64, true);
   EXPECT_TRUE(has(note,
                   "one step reads 128 clips (train.batch 4 x 2 ranks x 16 "
                   "train.gradient_accumulation_steps), more than the training data's 64"))
       << note;
+}
+
+// Ranks that list one image folder split the reading of its headers, and every rank
+// stops with the error one reader alone gives: every bad file counted, the first ten named
+// in file order, whatever the world size.
+TEST(Reliability, RanksSplitTheImageHeaderCheckAndEachNamesEveryBadFile) {
+  const std::string dir = fresh_dir("headers");
+  const std::string images = dir + "/images";
+  fs::create_directories(images);
+  for (int i = 0; i < 13; ++i) {
+    const std::string name = images + "/" + std::to_string(100 + i);
+    if (i % 4 == 1 || i == 12)
+      std::ofstream(name + ".jpg") << "a saved web page";
+    else
+      data::save_png(name + ".png", data::Image{8, 8, std::vector<uint8_t>(8 * 8 * 3, 7)});
+  }
+  const std::string alone = error_of([&] { data::ImageFolder f(images); });
+  ASSERT_TRUE(has(alone, "4 of the 13 image files under")) << alone;
+  const config::AppConfig cfg = tiny_config(
+      dir, {"data.kind=image_folder", "data.path=" + images, "data.frames=4", "train.batch=1"});
+  for (int world : {1, 3, 5}) {
+    std::vector<std::string> errs(static_cast<size_t>(world));
+    comm::run_threads(world, [&](comm::Communicator& comm) {
+      errs[static_cast<size_t>(comm.rank())] =
+          error_of([&] { app::make_train_data(cfg, comm, "t"); });
+    });
+    for (const std::string& e : errs) EXPECT_EQ(e, "data.path: " + alone) << world << " ranks";
+  }
+  fs::remove_all(dir);
 }
 
 TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {

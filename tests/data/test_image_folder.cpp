@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <vector>
 
 #include "common/test_util.h"
@@ -23,7 +24,10 @@ namespace fs = std::filesystem;
 namespace zt::data {
 namespace {
 
+using datatest::crc32_of;
 using datatest::expect_error;
+using datatest::put_be32;
+using datatest::put_chunk;
 using datatest::solid;
 using datatest::temp_dir;
 
@@ -250,6 +254,31 @@ TEST(ImageFolder, BrokenImagesNameThemselves) {
         "cannot read image '" + many + "/page0.jpg'", "cannot read image '" + many + "/page7.jpg'",
         std::string("and 2 more\nremove or replace them")})
     EXPECT_NE(all.find(part), std::string::npos) << part << " missing from: " << all;
+  // Listed without the check, the headers are read in parts (one per rank), each part
+  // every third file from its own; merged, they make the same error.
+  ImageFolderOptions later;
+  later.check_headers = false;
+  const ImageFolder listed(many, later);
+  std::map<int64_t, std::string> merged;
+  for (int64_t part = 0; part < 3; ++part)
+    for (const auto& [i, why] : listed.unreadable(part, 3)) {
+      EXPECT_EQ(i % 3, part) << why;
+      merged.emplace(i, why);
+    }
+  EXPECT_EQ(merged.size(), 12u);
+  EXPECT_EQ(test::error_of([&] { listed.report_unreadable(merged); }), all);
+  // With on_bad_image: skip they are named on stderr instead, and a read passes them over.
+  ImageFolderOptions skip;
+  skip.on_bad_image = OnBadImage::skip;
+  ::testing::internal::CaptureStderr();
+  const ImageFolder skipping(many, skip);
+  const int64_t read = skipping.get(1).index;  // page0.jpg, then page1.jpg, ... then ok.png
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("12 of the 13 image files under '" + many + "' cannot be read:"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("skipped (data.on_bad_image: skip)"), std::string::npos) << said;
+  EXPECT_EQ(skipping.files()[static_cast<size_t>(read)], many + "/ok.png");
 
   const std::string e = d + "/trunc";
   fs::create_directories(e);
@@ -364,25 +393,6 @@ TEST(ImageFolder, ATruncatedBmpOrTgaIsRefusedAndCompleteFilesAreNot) {
           << why;
     }
   }
-}
-
-// Big-endian bytes of v, as PNG writes its numbers.
-void put_be32(std::vector<uint8_t>& out, uint32_t v) {
-  for (int s = 24; s >= 0; s -= 8) out.push_back(static_cast<uint8_t>(v >> s));
-}
-
-// A PNG chunk: length, type, data and the CRC-32 of type and data.
-void put_chunk(std::vector<uint8_t>& out, const char* type, const uint8_t* data, size_t n) {
-  std::vector<uint8_t> body(type, type + 4);
-  body.insert(body.end(), data, data + n);
-  uint32_t crc = 0xffffffffu;
-  for (uint8_t byte : body) {
-    crc ^= byte;
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
-  }
-  put_be32(out, static_cast<uint32_t>(n));
-  out.insert(out.end(), body.begin(), body.end());
-  put_be32(out, crc ^ 0xffffffffu);
 }
 
 // An Adam7-interlaced 16-bit RGBA PNG of h x w pixels, sample (y, x, ch) = value(y, x, ch),
@@ -527,8 +537,11 @@ TEST(ImageFolder, ATgaCutInsideARowOfARefillsLengthIsRefused) {
 TEST(ImageFolder, AnImageThatInflatesPastItsHeaderOrIsAnotherFormatIsRefused) {
   const std::string d = temp_dir();
   std::vector<uint8_t> png = encode_png(solid(2048, 2048, 0, 0, 0));
-  const uint8_t one_by_one[8] = {0, 0, 0, 1, 0, 0, 0, 1};  // IHDR width, height (stb checks
-  std::memcpy(png.data() + 16, one_by_one, 8);             // no CRC)
+  const uint8_t one_by_one[8] = {0, 0, 0, 1, 0, 0, 0, 1};  // IHDR width, height, and its CRC
+  std::memcpy(png.data() + 16, one_by_one, 8);
+  std::vector<uint8_t> crc;
+  put_be32(crc, crc32_of(png.data() + 12, 17));
+  std::memcpy(png.data() + 29, crc.data(), 4);
   const std::string bomb = d + "/bomb.png";
   std::ofstream(bomb, std::ios::binary)
       .write(reinterpret_cast<const char*>(png.data()), static_cast<std::streamsize>(png.size()));
