@@ -73,10 +73,6 @@ const char* bad_image_name(data::OnBadImage b) {
 
 namespace {
 
-bool is_pow2(int64_t v) {
-  return v > 0 && (v & (v - 1)) == 0;
-}
-
 void read_model(Section s, ModelConfig& m) {
   for_each_model_key([&](const char* key, auto member, auto lo, auto hi, bool) {
     auto& field = m.*member;
@@ -90,7 +86,7 @@ void read_model(Section s, ModelConfig& m) {
     s.fail("embed_dim", "embed_dim (" + std::to_string(m.embed_dim) + ") must equal z_channels (" +
                             std::to_string(m.z_channels) +
                             "): the quantizer works on the encoder's z directly");
-  if (!is_pow2(m.temporal_downsample_factor))
+  if (const int64_t t = m.temporal_downsample_factor; t <= 0 || (t & (t - 1)) != 0)
     s.fail("temporal_downsample_factor", "must be a power of two (1, 2, 4, ...), got " +
                                              std::to_string(m.temporal_downsample_factor));
   if (m.ch % 32 != 0)
@@ -119,7 +115,7 @@ void read_data(Section s, data::DataConfig& d) {
       .get("seed", d.seed, 0)
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
-      .get("prefetch", d.prefetch, 1, 1024)
+      .get("prefetch", d.prefetch, 0, 1024)
       .get_enum("resize", d.resize, kFilterNames)
       .get_enum("fit", d.fit, kFitNames)
       .get_enum("on_bad_image", d.on_bad_image, kBadImageNames)
@@ -296,40 +292,45 @@ void note_inapplicable(const Node& root, AppConfig& c, App app) {
   const TrainConfig& t = c.train;
   const std::string opt = optimizer_name(t.optimizer);
   const std::string sched = schedule_name(t.schedule);
-  auto note = [&](const char* section, const char* key, bool applies, const std::string& why) {
+  auto note = [&](std::vector<std::string>& to, const char* section, const char* key, bool applies,
+                  const std::string& why) {
     const Node s = root.get(section);
     const Node n = s && s.is_map() ? s.get(key) : Node();
-    if (n && !applies) c.warnings.push_back(n.where() + ": " + n.path() + " has no effect " + why);
+    if (n && !applies) to.push_back(n.where() + ": " + n.path() + " has no effect " + why);
   };
+  auto &general = c.warnings, &training = c.training_warnings;  // training: what it alone reads
   const bool sgd = t.optimizer == Optimizer::sgd;
   for (const char* key : {"momentum", "dampening", "nesterov"})
-    note("train", key, sgd, "with optimizer " + opt + " (it is sgd's)");
+    note(training, "train", key, sgd, "with optimizer " + opt + " (it is sgd's)");
   for (const char* key : {"betas", "eps"})
-    note("train", key, !sgd, "with optimizer sgd (it is adam's and adamw's)");
+    note(training, "train", key, !sgd, "with optimizer sgd (it is adam's and adamw's)");
   for (const char* key : {"step_size", "gamma"})
-    note("train", key, t.schedule == Schedule::step,
+    note(training, "train", key, t.schedule == Schedule::step,
          "with schedule " + sched + " (it is schedule step's)");
-  note("train", "min_lr", has_lr_floor(t.schedule),
+  note(training, "train", "min_lr", has_lr_floor(t.schedule),
        "with schedule " + sched + " (it is the floor of cosine and linear)");
-  note("train", "trace_steps", !t.trace.empty(), "without train.trace");
+  note(training, "train", "trace_steps", !t.trace.empty(), "without train.trace");
   for (const char* key : {"tf32", "cudnn_benchmark", "cudnn_deterministic", "gemm_benchmark"})
-    note("train", key, t.device == "cuda",
+    note(general, "train", key, t.device == "cuda",
          "on device " + t.device + " (it sets the GPU's libraries)");
-  note("train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
-       "beyond train.steps (" + std::to_string(t.steps) + "): the warmup is cut to the run, " +
-           "and a resume with more steps warms up again over the longer warmup");
+  note(training, "train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
+       "beyond train.steps (" + std::to_string(t.steps) +
+           "): the warmup is cut to the run, and a resume with more steps warms up "
+           "again over the longer warmup");
   const bool synthetic = c.data.kind == data::DataKind::synthetic;
-  note("data", "path", !synthetic, "with data.kind synthetic (it names image_folder or npy data)");
-  note("data", "num_shapes", synthetic, "with data.kind image_folder or npy (it is synthetic's)");
-  note("data", "num_samples", synthetic,
+  note(general, "data", "path", !synthetic,
+       "with data.kind synthetic (it names image_folder or npy data)");
+  note(general, "data", "num_shapes", synthetic,
+       "with data.kind image_folder or npy (it is synthetic's)");
+  note(general, "data", "num_samples", synthetic,
        "with data.kind image_folder or npy (it is synthetic's: the files set the count)");
   // vqgpt's tokenizer is frozen, in eval mode, and holds its model's only BatchNorms.
   const bool vqgpt = app == App::vqgpt;
-  note("model", "dropout", !(vqgpt && c.model.dropout > 0),
+  note(general, "model", "dropout", !(vqgpt && c.model.dropout > 0),
        "in vqgpt train (its tokenizer is frozen, in eval mode; vqgpt tokenizer reads it)");
-  note("zero_optimization", "sync_batchnorm", !(vqgpt && c.zero.sync_batchnorm),
+  note(general, "zero_optimization", "sync_batchnorm", !(vqgpt && c.zero.sync_batchnorm),
        "in vqgpt (its only BatchNorms are the frozen tokenizer's)");
-  note("data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
+  note(general, "data", "on_bad_image", c.data.kind == data::DataKind::image_folder,
        std::string("with data.kind ") + data_kind_name(c.data.kind) +
            " for training and eval (it is image_folder's; vqtok encode --input with a folder "
            "of images reads it)");

@@ -229,8 +229,12 @@ struct AppConfig {
   int64_t memory_limit = 0;
   Node root;  ///< the whole tree (after overrides), for logs
   /// Keys accepted for compatibility that change nothing in zt (and YAML values a
-  /// DeepSpeed config replaced), one message each; app::make_engine prints them once.
+  /// DeepSpeed config replaced), one message each; every command prints them once.
   std::vector<std::string> warnings;
+  /// The same about settings only training reads (the optimizer's, the schedule's, the
+  /// warmup's): app::make_engine prints them for training and planning, so a command that
+  /// only reads weights (sample, eval) is not told about its config's training.
+  std::vector<std::string> training_warnings;
   /// The DeepSpeed config applied (deepspeed_config: path, or --deepspeed), or "".
   std::string deepspeed_config;
   /// That file's text as it was read here: a checkpoint records it, so a save never reads

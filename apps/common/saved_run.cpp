@@ -234,7 +234,8 @@ config::AppConfig saved_config(const SavedRun& run, config::App app) {
   }
   cfg.deepspeed_config = recorded;
   cfg.train_batch_size_where = as_recorded(cfg.train_batch_size_where);
-  for (std::string& w : cfg.warnings) w = as_recorded(w);
+  for (auto* said : {&cfg.warnings, &cfg.training_warnings})
+    for (std::string& w : *said) w = as_recorded(w);
   return cfg;
 }
 

@@ -20,6 +20,7 @@
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 #include "optim/factory.h"
+#include "zero/scope.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -271,6 +272,34 @@ TEST(DeepSpeedApp, ReadingWeightsIsNotHeldToTheTrainingBatchSize) {
   EXPECT_EQ(err.find("zt_saved_deepspeed"), std::string::npos) << err;
 }
 
+// A setting only training reads (a warmup beyond the run) is said to the commands that
+// train or plan, not to one that only reads weights (vqgpt sample, vqtok eval).
+TEST(DeepSpeedApp, OnlyTrainingIsToldOfTrainingOnlySettings) {
+  const std::string dir = apptest::fresh_dir("zt_ds_app", "told");
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir, {"train.warmup=1000003"});
+  ASSERT_EQ(cfg.training_warnings.size(), 1u);
+  const std::string& warmup = cfg.training_warnings[0];
+  EXPECT_NE(warmup.find("train.warmup has no effect beyond train.steps"), std::string::npos)
+      << warmup;
+  for (const std::string& w : cfg.warnings) EXPECT_NE(w, warmup);
+  auto said_by = [&](app::EngineUse use) {
+    ::testing::internal::CaptureStderr();
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      std::shared_ptr<vq::VqModel> model;
+      {
+        zero::Init init(comm);
+        model = std::make_shared<vq::VqModel>(cfg.model);
+      }
+      app::make_engine(model, cfg, comm, use, /*quiet=*/true);
+    });
+    return ::testing::internal::GetCapturedStderr();
+  };
+  std::string err = said_by(app::EngineUse::reading_weights);
+  EXPECT_EQ(err.find(warmup), std::string::npos) << err;
+  err = said_by(app::EngineUse::training);
+  EXPECT_NE(err.find(warmup), std::string::npos) << err;
+}
+
 // An optimizer switched by one key (a DeepSpeed JSON's optimizer section, or --set) leaves
 // the other's settings harmless: SGD's nesterov beside adamw is a warning, and the
 // optimizer builds.
@@ -281,7 +310,7 @@ TEST(DeepSpeedApp, AnotherOptimizersSettingsLeftInTheConfigAreHarmless) {
                                   "train.nesterov=true", "train.optimizer=adamw"});
   ASSERT_EQ(cfg.train.optimizer, config::Optimizer::adamw);
   std::string warnings;
-  for (const std::string& w : cfg.warnings) warnings += w + "\n";
+  for (const std::string& w : cfg.training_warnings) warnings += w + "\n";
   EXPECT_NE(warnings.find("train.nesterov has no effect with optimizer adamw"), std::string::npos)
       << warnings;
   nn::Linear layer(2, 3);

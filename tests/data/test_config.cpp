@@ -134,6 +134,16 @@ TEST(Config, AdamNeedsAPositiveEps) {
             0.0);  // SGD does not read it
 }
 
+// data.prefetch 0 makes each batch when the step asks for it (no background thread), as
+// the loader allows; a negative count is refused.
+TEST(Config, PrefetchZeroReadsInTheStep) {
+  EXPECT_EQ(parse_app_config(parse_yaml("data: {prefetch: 0}\n"), App::vqtok).data.prefetch, 0);
+  EXPECT_NE(error_of([&] {
+              parse_app_config(parse_yaml("data: {prefetch: -1}\n", "p.yaml"), App::vqtok);
+            }).find("p.yaml:1: data.prefetch"),
+            std::string::npos);
+}
+
 // A bare `optimizer: sgd` is torch.optim.SGD(params, lr): no momentum, no dampening, no
 // Nesterov, as a DeepSpeed JSON's SGD without those params.
 TEST(Config, SgdDefaultsToPlainSgdAsTorch) {
@@ -381,7 +391,8 @@ TEST(Config, Fp16KeysWithoutFp16Warn) {
 }
 
 // Keys the rest of the config leaves without effect (another optimizer's, schedule's or
-// data kind's) warn, naming where they are set; the keys that apply do not.
+// data kind's) warn, naming where they are set; the keys that apply do not. Those only
+// training reads are kept apart, for the commands that train.
 TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
   AppConfig c = parse_app_config(
       parse_yaml("train:\n  optimizer: adamw\n  momentum: 0.8\n  schedule: cosine\n"
@@ -389,10 +400,6 @@ TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
                  "  path: /x\n  on_bad_image: skip\n",
                  "k.yaml"));
   const std::vector<std::string> want = {
-      "k.yaml:3: train.momentum has no effect with optimizer adamw (it is sgd's)",
-      "k.yaml:5: train.step_size has no effect with schedule cosine (it is schedule step's)",
-      "k.yaml:6: train.gamma has no effect with schedule cosine",
-      "k.yaml:7: train.trace_steps has no effect without train.trace",
       "k.yaml:8: train.tf32 has no effect on device cpu (it sets the GPU's libraries)",
       "k.yaml:10: data.path has no effect with data.kind synthetic",
       "k.yaml:11: data.on_bad_image has no effect with data.kind synthetic for training and "
@@ -400,6 +407,14 @@ TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
   ASSERT_EQ(c.warnings.size(), want.size());
   for (size_t i = 0; i < want.size(); ++i)
     EXPECT_EQ(c.warnings[i].rfind(want[i], 0), 0u) << c.warnings[i];
+  const std::vector<std::string> want_training = {
+      "k.yaml:3: train.momentum has no effect with optimizer adamw (it is sgd's)",
+      "k.yaml:5: train.step_size has no effect with schedule cosine (it is schedule step's)",
+      "k.yaml:6: train.gamma has no effect with schedule cosine",
+      "k.yaml:7: train.trace_steps has no effect without train.trace"};
+  ASSERT_EQ(c.training_warnings.size(), want_training.size());
+  for (size_t i = 0; i < want_training.size(); ++i)
+    EXPECT_EQ(c.training_warnings[i].rfind(want_training[i], 0), 0u) << c.training_warnings[i];
   AppConfig folder = parse_app_config(
       parse_yaml("data:\n  kind: image_folder\n  path: /x\n  on_bad_image: skip\n", "f.yaml"));
   EXPECT_TRUE(folder.warnings.empty());
@@ -415,20 +430,24 @@ TEST(Config, KeysOfAnotherOptimizerScheduleOrDataKindWarn) {
       parse_yaml("train:\n  optimizer: sgd\n  momentum: 0.8\n  betas: [0.9, 0.99]\n"
                  "  schedule: constant\n  min_lr: 0.0\n",
                  "s.yaml"));
-  ASSERT_EQ(sgd.warnings.size(), 2u);
-  EXPECT_EQ(sgd.warnings[0].rfind("s.yaml:4: train.betas has no effect with optimizer sgd", 0), 0u);
-  EXPECT_EQ(sgd.warnings[1].rfind("s.yaml:6: train.min_lr has no effect with schedule constant", 0),
+  EXPECT_TRUE(sgd.warnings.empty()) << sgd.warnings[0];
+  ASSERT_EQ(sgd.training_warnings.size(), 2u);
+  EXPECT_EQ(
+      sgd.training_warnings[0].rfind("s.yaml:4: train.betas has no effect with optimizer sgd", 0),
+      0u);
+  EXPECT_EQ(sgd.training_warnings[1].rfind(
+                "s.yaml:6: train.min_lr has no effect with schedule constant", 0),
             0u);
   AppConfig cut = parse_app_config(parse_yaml("train:\n  steps: 4\n  warmup: 20\n", "c.yaml"));
-  ASSERT_EQ(cut.warnings.size(), 1u);
+  ASSERT_EQ(cut.training_warnings.size(), 1u);
   EXPECT_EQ(
-      cut.warnings[0].rfind(
+      cut.training_warnings[0].rfind(
           "c.yaml:3: train.warmup has no effect beyond train.steps (4): the warmup is cut", 0),
       0u)
-      << cut.warnings[0];
-  EXPECT_TRUE(parse_app_config(parse_yaml("train:\n  schedule: step\n  step_size: 3\n"
-                                          "  trace: t.json\n  trace_steps: 4\n"))
-                  .warnings.empty());
+      << cut.training_warnings[0];
+  const AppConfig stepped = parse_app_config(
+      parse_yaml("train:\n  schedule: step\n  step_size: 3\n  trace: t.json\n  trace_steps: 4\n"));
+  EXPECT_TRUE(stepped.warnings.empty() && stepped.training_warnings.empty());
 }
 
 // Two overrides of one key: the later wins and a warning names both (a shortcut such as

@@ -347,7 +347,7 @@ TEST(DeepSpeed, ItsSectionsReplaceTheYamlsWithAWarning) {
                      "train:\n  optimizer: sgd\n  nesterov: true\n  momentum: 0\n");
   EXPECT_EQ(adamw.train.optimizer, Optimizer::adamw);
   all.clear();
-  for (const auto& w : adamw.warnings) all += w + "\n";
+  for (const auto& w : adamw.training_warnings) all += w + "\n";
   EXPECT_NE(all.find("train.nesterov has no effect with optimizer adamw"), std::string::npos)
       << all;
   // Adam's betas and eps left out take DeepSpeed's defaults, as SGD's momentum does (the
