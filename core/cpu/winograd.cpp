@@ -2,20 +2,18 @@
 // The images (sample, depth slice) are cut into rows of tiles, and chunks of tile rows
 // (32 to 256 tiles, chunk_tiles_for) go through transform -> 16 GEMMs -> inverse
 // transform, so a chunk's transformed tiles stay in cache between the three steps. The
-// transforms run over whole tile rows (winograd_rows.h; whole images for 4x4 ones) with
-// vector loops.
+// tile transforms run a chunk per call, in vector loops for this CPU's ISA
+// (winograd_chunk.h).
 // Numerics: the transform matrices hold 0, +-1 and 1/2, so rounding differs from the
 // direct convolution by a few ulps of the largest partial sum (the F(2, 3) transform is
 // the best conditioned of the Winograd family).
 #include "core/cpu/winograd.h"
 
 #include <algorithm>
-#include <type_traits>
-#include <utility>
 #include <vector>
 
 #include "core/cpu/blas.h"
-#include "core/cpu/winograd_rows.h"
+#include "core/cpu/winograd_chunk.h"
 
 namespace zt::cpu {
 
@@ -86,14 +84,6 @@ T* scratch(int slot, int64_t n) {
   return b.data();
 }
 
-// Elements between two points' (rows, cols) matrices: the input or result points of a
-// chunk (rows channels, cols tiles) or the transformed kernels (O, C). A power of two
-// (32 x 256, 64 x 64) would put the 16 streams a tile row or a kernel reads or writes
-// into the same L1 sets; one cache line of skew spreads them.
-int64_t point_stride(int64_t rows, int64_t cols) {
-  return rows * cols + 16;
-}
-
 // U (16, O, C): U[xi][o][c] = (G k G^T)[xi] for the 3x3 kernel k(i, j) = kernel(o, c, i, j),
 // U[xi] at xi * point_stride(O, C). Returns scratch slot 0.
 template <typename T, typename Kernel>
@@ -107,171 +97,6 @@ const T* transform_kernels(int64_t o, int64_t c, Kernel kernel) {
     kernel_points(k.data(), c, u + oc * c, point_stride(o, c));
   }
   return u;
-}
-
-// Where the images of a (m, channels, D, H, W) tensor live: image (sample s, slice z)
-// channel ch starts at (s * channels * D + z) * H * W + ch * D * H * W.
-struct ImageGrid {
-  int64_t d, h, w, th, tw;  // depth slices per sample, image size, tiles per column / row
-  int64_t plane(int64_t channels, int64_t tile_row, int64_t ch) const {
-    const int64_t image = tile_row / th, s = image / d, z = image % d;
-    return ((s * channels + ch) * d + z) * h * w;
-  }
-};
-
-// Tile rows [r0, r0 + rows) of a chunk in a tensor of `channels` channels: tile row r of
-// channel ch lies in the image at plane[r - r0] + ch * stride, from its row top[r - r0] =
-// 2 (r mod th). Worked out once per chunk: the transforms visit every (channel, tile row),
-// and on small maps the divisions cost about as much as the transform of the row.
-struct ChunkRows {
-  std::vector<int64_t> plane, top;
-  int64_t stride;
-  ChunkRows(const ImageGrid& im, int64_t channels, int64_t r0, int64_t rows)
-      : plane(rows), top(rows), stride(im.d * im.h * im.w) {
-    for (int64_t i = 0; i < rows; ++i) {
-      plane[i] = im.plane(channels, r0 + i, 0);
-      top[i] = 2 * ((r0 + i) % im.th);
-    }
-  }
-};
-
-// True when the f32 image kernels apply: AVX2 and 4x4 images.
-bool image4(const ImageGrid& im) {
-  return im.w == 4 && im.h == 4 && has_avx2();
-}
-
-// ---------------------------------------------------------------- chunks
-
-// dst[0, n) = src[0, n) for the short image rows of small maps (a 4x4 map copies rows of
-// 4 floats): a plain loop, not a call into memmove, which costs more than the copy.
-template <typename T>
-__attribute__((optimize("no-tree-loop-distribute-patterns"))) inline void copy_row(const T* src,
-                                                                                   int64_t n,
-                                                                                   T* dst) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = src[i];
-}
-
-// v (16, C, nt) <- B^T d B for the tiles of tile rows [r0, r0 + rows), nt = rows * tw.
-// `pad` holds 4 rows of 2 * tw + 2, zero outside columns [1, W]. Consecutive tile rows of
-// an image overlap by two image rows, so the four row buffers rotate and each image row
-// is copied once.
-template <typename T>
-void transform_inputs(const ImageGrid& im, int64_t c, const T* src, int64_t r0, int64_t rows, T* v,
-                      T* pad) {
-  const int64_t wp = 2 * im.tw + 2, nt = rows * im.tw;
-  const ChunkRows cr(im, c, r0, rows);
-  if constexpr (std::is_same_v<T, float>) {
-    if (has_avx2() && im.w == 2 * im.tw && im.tw % 8 == 0) {  // rows read in place
-      const std::vector<float> zeros(im.w, 0.0f);
-      for (int64_t ch = 0; ch < c; ++ch)
-        for (int64_t i = 0; i < rows; ++i) {
-          const float* plane = src + cr.plane[i] + ch * cr.stride;
-          const float* d[4];
-          for (int64_t k = 0; k < 4; ++k) {
-            const int64_t y = cr.top[i] - 1 + k;
-            d[k] = y >= 0 && y < im.h ? plane + y * im.w : zeros.data();
-          }
-          input_row_direct(d, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
-        }
-      return;
-    }
-  }
-  for (int64_t ch = 0; ch < c; ++ch) {
-    T* d[4] = {pad, pad + wp, pad + 2 * wp, pad + 3 * wp};
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* plane = src + cr.plane[i] + ch * cr.stride;
-      if constexpr (std::is_same_v<T, float>) {
-        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {  // both tile rows of an image
-          input_image4(plane, v + ch * nt + i * im.tw, point_stride(c, nt));
-          ++i;
-          continue;
-        }
-      }
-      int64_t k = 0;
-      if (i > 0 && cr.top[i] != 0) {  // its rows 0, 1 are the last tile row's 2, 3
-        std::swap(d[0], d[2]);
-        std::swap(d[1], d[3]);
-        k = 2;
-      }
-      for (; k < 4; ++k) {
-        const int64_t y = cr.top[i] - 1 + k;
-        if (y >= 0 && y < im.h) {
-          copy_row(plane + y * im.w, im.w, d[k] + 1);
-        } else {
-          std::fill_n(d[k] + 1, im.w, T(0));
-        }
-      }
-      const T* const rows4[4] = {d[0], d[1], d[2], d[3]};
-      input_row(rows4, im.tw, v + ch * nt + i * im.tw, point_stride(c, nt));
-    }
-  }
-}
-
-// dst tiles of tile rows [r0, r0 + rows) <- A^T m A (+ bias) from mm (16, O, nt).
-// Whole tiles (even W, both rows inside the image) are written in place; the others go
-// through `rows2`, 2 rows of 2 * tw, and only their image part is copied.
-template <typename T>
-void transform_outputs(const ImageGrid& im, int64_t o, const T* mm, const T* bias, int64_t r0,
-                       int64_t rows, T* dst, T* rows2) {
-  const int64_t nt = rows * im.tw;
-  const ChunkRows cr(im, o, r0, rows);
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t i = 0; i < rows; ++i) {
-      T* plane = dst + cr.plane[i] + oc * cr.stride;
-      if constexpr (std::is_same_v<T, float>) {
-        if (image4(im) && cr.top[i] == 0 && i + 1 < rows) {
-          output_image4(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0),
-                        plane);
-          ++i;
-          continue;
-        }
-      }
-      const int64_t y = cr.top[i];
-      const bool whole = 2 * im.tw == im.w && y + 1 < im.h;
-      T* y0 = whole ? plane + y * im.w : rows2;
-      T* y1 = whole ? y0 + im.w : rows2 + 2 * im.tw;
-      output_row(mm + oc * nt + i * im.tw, point_stride(o, nt), bias ? bias[oc] : T(0), im.tw, y0,
-                 y1);
-      if (whole) continue;
-      copy_row(y0, im.w, plane + y * im.w);
-      if (y + 1 < im.h) copy_row(y1, im.w, plane + (y + 1) * im.w);
-    }
-}
-
-// v (16, O, nt) <- A g A^T for the output-gradient tiles g of tile rows [r0, r0 + rows).
-// Whole tiles are read in place; the others are copied into `rows2`, 2 rows of 2 * tw,
-// zero past column W.
-template <typename T>
-void transform_grads(const ImageGrid& im, int64_t o, const T* grad, int64_t r0, int64_t rows, T* v,
-                     T* rows2) {
-  const int64_t nt = rows * im.tw;
-  T* g0 = rows2;
-  T* g1 = rows2 + 2 * im.tw;
-  const ChunkRows cr(im, o, r0, rows);
-  for (int64_t oc = 0; oc < o; ++oc)
-    for (int64_t i = 0; i < rows; ++i) {
-      const T* plane = grad + cr.plane[i] + oc * cr.stride;
-      const int64_t y = cr.top[i];
-      T* v_row = v + oc * nt + i * im.tw;
-      if constexpr (std::is_same_v<T, float>) {
-        if (image4(im) && y == 0 && i + 1 < rows) {
-          grad_image4(plane, v_row, point_stride(o, nt));
-          ++i;
-          continue;
-        }
-      }
-      if (2 * im.tw == im.w && y + 1 < im.h) {
-        grad_row(plane + y * im.w, plane + (y + 1) * im.w, im.tw, v_row, point_stride(o, nt));
-        continue;
-      }
-      copy_row(plane + y * im.w, im.w, g0);
-      if (y + 1 < im.h) {
-        copy_row(plane + (y + 1) * im.w, im.w, g1);
-      } else {
-        std::fill_n(g1, im.w, T(0));
-      }
-      grad_row(g0, g1, im.tw, v_row, point_stride(o, nt));
-    }
 }
 
 // Tiles per chunk: the chunk's transformed inputs and GEMM results (16 (C + O) values per
@@ -307,13 +132,14 @@ void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* 
   T* v = scratch<T>(1, kPoints * point_stride(c, ch.chunk_tiles));
   T* mm = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw);
+  const WinogradTransforms<T>& transforms = winograd_transforms<T>();
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
-    transform_inputs(ch.im, c, src, r0, rows, v, pad.data());
+    transforms.inputs(ch.im, c, src, r0, rows, v, pad.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
       blas_gemm(false, false, o, nt, c, u + xi * point_stride(o, c), c,
                 v + xi * point_stride(c, nt), nt, T(0), mm + xi * point_stride(o, nt), nt);
-    transform_outputs(ch.im, o, mm, bias, r0, rows, dst, rows2.data());
+    transforms.outputs(ch.im, o, mm, bias, r0, rows, dst, rows2.data());
   }
 }
 
@@ -356,10 +182,11 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw, T(0));
   T* du = scratch<T>(3, kPoints * point_stride(o, c));  // dU[xi] at xi * point_stride(o, c)
   std::fill_n(du, kPoints * point_stride(o, c), T(0));
+  const WinogradTransforms<T>& transforms = winograd_transforms<T>();
   for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
     const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
-    transform_inputs(ch.im, c, x, r0, rows, v, pad.data());
-    transform_grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
+    transforms.inputs(ch.im, c, x, r0, rows, v, pad.data());
+    transforms.grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
       blas_gemm(false, true, o, c, nt, gv + xi * point_stride(o, nt), nt,
                 v + xi * point_stride(c, nt), nt, T(1), du + xi * point_stride(o, c), c);
