@@ -39,13 +39,19 @@ uint32_t be32(const unsigned char* b) {
   return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
 }
 
+// An open image file, closed when it goes; every reader below starts at its beginning.
+using File = std::unique_ptr<std::FILE, int (*)(std::FILE*)>;
+
+File open_file(const std::string& path) {
+  return File(std::fopen(path.c_str(), "rb"), std::fclose);
+}
+
 // A PNG's size from its IHDR chunk (the first after the signature), for the images stb's
-// header query refuses (RGB past 2^30 bytes decoded): {0, 0} when `path` is no PNG.
-std::pair<int64_t, int64_t> png_size(const std::string& path) {
+// header query refuses (RGB past 2^30 bytes decoded): {0, 0} when `f` is no PNG.
+std::pair<int64_t, int64_t> png_size(std::FILE* f) {
   unsigned char b[24] = {};
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  const size_t got = f ? std::fread(b, 1, sizeof b, f) : 0;
-  if (f) std::fclose(f);
+  std::rewind(f);
+  const size_t got = std::fread(b, 1, sizeof b, f);
   if (got < sizeof b || std::memcmp(b, kPngSignature, 8) != 0 ||
       std::memcmp(b + 12, "IHDR", 4) != 0)
     return {0, 0};
@@ -68,27 +74,26 @@ uint32_t crc32_update(uint32_t crc, const unsigned char* data, size_t n) {
   return crc;
 }
 
-// Why the PNG at `path` is damaged: its first chunk whose CRC-32 does not match its type
-// and data ("" when every whole chunk matches, and for another format). stb checks no CRC,
-// so a flipped bit in the compressed pixels decodes into other pixels without a word
-// (libpng and PIL refuse such a file). A file cut short is left to the decoder.
-std::string png_damage(const std::string& path) {
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), std::fclose);
+// Why the PNG `f` is damaged: its first chunk whose CRC-32 does not match its type and
+// data ("" when every whole chunk matches, and for another format). stb checks no CRC, so
+// a flipped bit in the compressed pixels decodes into other pixels without a word (libpng
+// and PIL refuse such a file). A file cut short is left to the decoder.
+std::string png_damage(std::FILE* f) {
   unsigned char head[8] = {};
-  if (!f || std::fread(head, 1, 8, f.get()) != 8 || std::memcmp(head, kPngSignature, 8) != 0)
-    return "";
+  std::rewind(f);
+  if (std::fread(head, 1, 8, f) != 8 || std::memcmp(head, kPngSignature, 8) != 0) return "";
   std::vector<unsigned char> buf(size_t{1} << 16);
-  for (int64_t at = 8; std::fread(head, 1, 8, f.get()) == 8;) {  // length, type
+  for (int64_t at = 8; std::fread(head, 1, 8, f) == 8;) {  // length, type
     const uint32_t length = be32(head);
     uint32_t crc = crc32_update(0xffffffffu, head + 4, 4);
     for (uint32_t left = length; left > 0;) {
       const size_t n = std::min<size_t>(left, buf.size());
-      if (std::fread(buf.data(), 1, n, f.get()) != n) return "";
+      if (std::fread(buf.data(), 1, n, f) != n) return "";
       crc = crc32_update(crc, buf.data(), n);
       left -= static_cast<uint32_t>(n);
     }
     unsigned char stored[4] = {};
-    if (std::fread(stored, 1, 4, f.get()) != 4) return "";
+    if (std::fread(stored, 1, 4, f) != 4) return "";
     const std::string type(head + 4, head + 8);
     if ((crc ^ 0xffffffffu) != be32(stored))
       return detail::cat("its ", type, " chunk at byte ", at,
@@ -99,30 +104,35 @@ std::string png_damage(const std::string& path) {
   return "";
 }
 
-// stb's header query into h, w, with an image too large to decode refused by its size;
-// false (stbi_failure_reason says why) when stb cannot tell the size.
-bool header_size(const std::string& path, int& h, int& w) {
+// stb's header query of `f` (the file at `path`) into h, w, with an image too large to
+// decode refused by its size; false (stbi_failure_reason says why) when stb cannot tell
+// the size.
+bool header_size(const std::string& path, std::FILE* f, int& h, int& w) {
   int n = 0;
-  if (stbi_info(path.c_str(), &w, &h, &n)) {
+  std::rewind(f);
+  if (stbi_info_from_file(f, &w, &h, &n)) {
     // A BMP stored top-down has a negative height in its header, which stb's query passes
     // on as it is (its decoder takes the magnitude).
     if (h < 0) h = h == INT_MIN ? INT_MAX : -h;
     check_pixels(path, h, w);
     return true;
   }
-  const auto [ph, pw] = png_size(path);
+  const auto [ph, pw] = png_size(f);
   if (ph > 0 && pw > 0) check_pixels(path, ph, pw);
   return false;
 }
 
-// Why stb read no header from `path`: the file's own state (gone since its folder was
-// listed, unreadable), or stb's reason.
-std::string header_failure(const std::string& path) {
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    std::fclose(f);
-    return std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+// The file at `path` open, with its header's size in h, w; an empty File and `why` when it
+// does not open (gone since its folder was listed, unreadable) or stb reads no header.
+File open_image(const std::string& path, int& h, int& w, std::string& why) {
+  File f = open_file(path);
+  if (!f) {
+    why = std::string("cannot open it: ") + std::strerror(errno);
+  } else if (!header_size(path, f.get(), h, w)) {
+    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    f.reset();
   }
-  return std::string("cannot open it: ") + std::strerror(errno);
+  return f;
 }
 
 // A file stb decodes through callbacks that note a read past its end. stb's BMP and TGA
@@ -172,11 +182,11 @@ size_t decode_cap(int64_t h, int64_t w) {
 // Decodes `path` (an h x w image by its header) as 8-bit RGB; *truncated tells a file
 // that ended before the decoder was done (its pixels are then partly made up). Null when
 // stb fails (stbi_failure_reason).
-unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncated) {
+unsigned char* decode_rgb(std::FILE* f, int& h, int& w, bool& truncated) {
   const StbAllocCap cap(decode_cap(h, w));
   Reader r;
-  r.f = std::fopen(path.c_str(), "rb");
-  if (!r.f) return stbi_load(path.c_str(), &w, &h, nullptr, 3);  // stb says why
+  r.f = f;
+  std::rewind(r.f);
   unsigned char magic[2] = {};
   const bool png_or_jpeg =
       std::fread(magic, 1, 2, r.f) == 2 &&
@@ -185,7 +195,6 @@ unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncat
   const stbi_io_callbacks io{Reader::read, Reader::skip, Reader::eof};
   int n = 0;
   unsigned char* px = stbi_load_from_callbacks(&io, &r, &w, &h, &n, 3);
-  std::fclose(r.f);
   truncated = r.past_end && !png_or_jpeg;
   return px;
 }
@@ -194,20 +203,18 @@ unsigned char* decode_rgb(const std::string& path, int& h, int& w, bool& truncat
 
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
-  if (!header_size(path, h, w)) {
-    why = header_failure(path);
-    return false;
-  }
+  const File f = open_image(path, h, w, why);  // one open: the header, the CRCs, the pixels
+  if (!f) return false;
   if (h <= 0 || w <= 0) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
     return false;
   }
-  if (const std::string damage = png_damage(path); !damage.empty()) {
+  if (const std::string damage = png_damage(f.get()); !damage.empty()) {
     why = "corrupt file (" + damage + ")";
     return false;
   }
   bool truncated = false;
-  unsigned char* px = decode_rgb(path, h, w, truncated);
+  unsigned char* px = decode_rgb(f.get(), h, w, truncated);
   if (px != nullptr && truncated) {
     stbi_image_free(px);
     why = detail::cat("truncated file (its header reads as a ", h, "x", w,
@@ -238,7 +245,8 @@ Image load_image(const std::string& path) {
 
 std::pair<int64_t, int64_t> image_size(const std::string& path) {
   int w = 0, h = 0;
-  ZT_CHECK(header_size(path, h, w), "cannot read image '", path, "': ", header_failure(path));
+  std::string why;
+  ZT_CHECK(open_image(path, h, w, why), "cannot read image '", path, "': ", why);
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
   check_pixels(path, h, w);
   return {h, w};
