@@ -76,8 +76,9 @@ uint32_t crc32_update(uint32_t crc, const unsigned char* data, size_t n) {
 
 // Why the PNG `f` is damaged: its first chunk whose CRC-32 does not match its type and
 // data ("" when every whole chunk matches, and for another format). stb checks no CRC, so
-// a flipped bit in the compressed pixels decodes into other pixels without a word (libpng
-// and PIL refuse such a file). A file cut short is left to the decoder.
+// a flipped bit in the compressed pixels decodes into other pixels without a word (PIL
+// refuses such pixel data; zt refuses a bad CRC in any chunk). A file cut short is left
+// to the decoder.
 std::string png_damage(std::FILE* f) {
   unsigned char head[8] = {};
   std::rewind(f);

@@ -160,6 +160,8 @@ void ImageFolder::report_unreadable(const std::map<int64_t, std::string>& bad) c
   ZT_CHECK(options_.on_bad_image == OnBadImage::skip, "ImageFolder: ", what,
            "\nremove or replace them, or set data.on_bad_image: skip to read the next image in "
            "each one's place");
+  ZT_CHECK(bad.size() < files_.size(), "ImageFolder: ", what,
+           "\nnone is left to read in their place (data.on_bad_image: skip)");
   static std::mutex mutex;
   static std::set<std::string> reported;  // per process: every rank says it once
   const std::lock_guard<std::mutex> lock(mutex);

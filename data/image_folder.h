@@ -37,9 +37,10 @@ struct ImageFolderOptions {
 
 class ImageFolder : public Dataset {
  public:
-  /// Lists (and header-checks) the images under `dir`; error naming the directory if
-  /// it is missing or holds no image (and what it holds instead), or naming the first file
-  /// that is not one. Files of other extensions are counted (describe()), not read.
+  /// Lists the images under `dir` and, unless options.check_headers is false, reads their
+  /// headers (report_unreadable); error naming the directory if it is missing or holds no
+  /// image (and what it holds instead). Files of other extensions are counted
+  /// (describe()), not read.
   ImageFolder(const std::string& dir, ImageFolderOptions options = {});
   int64_t size() const override { return static_cast<int64_t>(files_.size()); }
   /// The image as a (frames, 3, H, W) clip; label = class id. A file that does not decode

@@ -78,8 +78,8 @@ struct Config {
   OffloadOptimizer offload_optimizer;
   /// zt, set in code (no config key reads it): rank 0 prints none of the engine's notes to
   /// stderr (an fp16 overflow's skipped update, where offload_optimizer keeps the state,
-  /// a timeline written); stats() still counts the skipped updates. The apps set it from
-  /// their quiet option. Errors are thrown as ever.
+  /// a timeline written, a module fetched out of the traced order); stats() still counts
+  /// the skipped updates. The apps set it from their quiet option. Errors are thrown as ever.
   bool quiet = false;
 };
 

@@ -198,6 +198,7 @@ __attribute__((always_inline)) inline void transform_grads(const ImageGrid& im, 
 ZT_WINOGRAD_TRANSFORMS(avx512, __attribute__((target(ZT_TARGET_AVX512))), float, f32x16)
 ZT_WINOGRAD_TRANSFORMS(avx2, __attribute__((target(ZT_TARGET_AVX2))), float, f32x8)
 ZT_WINOGRAD_TRANSFORMS(sse2, , float, f32x4)
+ZT_WINOGRAD_TRANSFORMS(scalar, , float, float)
 ZT_WINOGRAD_TRANSFORMS(f64, , double, double)
 #undef ZT_WINOGRAD_TRANSFORMS
 
@@ -213,6 +214,10 @@ const WinogradTransforms<float>& winograd_transforms_f32(Isa isa) {
       break;
   }
   return k_sse2;
+}
+
+const WinogradTransforms<float>& winograd_transforms_f32_scalar() {
+  return k_scalar;
 }
 
 template <>

@@ -52,6 +52,8 @@ struct WinogradTransforms {
 
 /// The f32 transforms compiled for isa (which this CPU must run; the tests compare them).
 const WinogradTransforms<float>& winograd_transforms_f32(Isa isa);
+/// The f32 transforms one tile at a time (no vector code): the tests' reference.
+const WinogradTransforms<float>& winograd_transforms_f32_scalar();
 
 /// The transforms this CPU runs: f32 for cpu_isa(), f64 the scalar ones.
 template <typename T>

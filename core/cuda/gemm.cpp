@@ -34,9 +34,9 @@ int as_int(int64_t v, const char* what) {
 
 // Binds the handle to `stream` and gives it this thread's workspace on (device, stream),
 // made on first use from the caching allocator (cublasSetStream puts the library's own
-// pool back, so every bind sets it again). Inside a graph capture the library's pool
-// stays (nothing is allocated while work is being recorded) and false says so: the next
-// use outside the capture binds again.
+// pool back, so every bind sets it again). Inside a graph capture a workspace made before
+// it is bound; none is made (nothing is allocated while work is being recorded), and then
+// the library's pool stays and false says so: the next use outside the capture binds again.
 bool bind_with_workspace(cublasHandle_t h, int dev, cudaStream_t stream) {
   CUBLAS_CHECK(cublasSetStream(h, stream));
   const size_t bytes = cublas_workspace_bytes(dev);

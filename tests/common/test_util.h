@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -68,6 +70,17 @@ template <typename Fn>
 
 /// An f64 leaf requiring grad with values from a seeded generator (normal).
 Tensor rand_leaf(const Shape& sizes, uint64_t seed);
+
+/// The reflected CRC-32 of n bytes with polynomial `poly`, bit by bit (a reference for
+/// the table-driven ones): 0xedb88320 is PNG's and zlib's, 0x82f63b78 is CRC-32C.
+inline uint32_t bitwise_crc32(const uint8_t* bytes, size_t n, uint32_t poly) {
+  uint32_t crc = 0xffffffffu;
+  for (size_t i = 0; i < n; ++i) {
+    crc ^= bytes[i];
+    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (poly & (0u - (crc & 1u)));
+  }
+  return crc ^ 0xffffffffu;
+}
 
 }  // namespace zt::test
 

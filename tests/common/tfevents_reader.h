@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
+
 namespace zt::test {
 
 /// One decoded Event: wall_time, step, file_version, a SessionLog's status (0 when none;
@@ -33,12 +35,7 @@ struct TfEvent {
 };
 
 inline uint32_t bitwise_crc32c(const uint8_t* p, size_t n) {
-  uint32_t crc = 0xffffffffu;
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= p[i];
-    for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0x82f63b78u & (0u - (crc & 1u)));
-  }
-  return crc ^ 0xffffffffu;
+  return bitwise_crc32(p, n, 0x82f63b78u);
 }
 
 inline uint32_t tfrecord_mask(uint32_t crc) {

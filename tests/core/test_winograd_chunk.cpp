@@ -1,12 +1,13 @@
 // The Winograd tile transforms run a chunk of tile rows per call, compiled once per ISA
 // (core/cpu/winograd_chunk.h): AVX-512 on vectors of 16 tiles, AVX2 on 8, the SSE2
 // baseline on 4, each finishing a row with narrower vectors and single tiles. The
-// convolution tests run only the copy this CPU picks; here every copy the CPU can run
-// must give the bits of the baseline one (the transforms only add, in the same order in
-// every lane), on every kind of row: read in place (W = 2 tw with tw = 16, 8, 4 and
-// 12 = 8 + 4 tiles), padded rows with vector and single-tile tails (W = 36: 16 + 2
-// tiles; odd sizes), whole 4x4 images and 1x1 images, in chunks that start and end
-// inside an image.
+// convolution tests run only the copy this CPU picks; here every copy the CPU can run,
+// the SSE2 one included, must give the bits of a scalar copy that takes one tile at a time
+// (the transforms only add, in the same order in every lane), on every kind of row: read
+// in place (W = 2 tw with tw = 16, 8, 4, 12 = 8 + 4 and 20 = 16 + 4 tiles), padded rows
+// with vector and single-tile tails (W = 36: 16 + 2 tiles; odd sizes), whole 4x4 images
+// and 1x1 images, in chunks that start and end inside an image.
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <random>
@@ -61,19 +62,20 @@ std::vector<std::vector<float>> run_chunk(const WinogradTransforms<float>& fn, c
   std::vector<float> v(kPoints * ps, 0.0f), y(numel, 7.0f), gv(kPoints * ps, 0.0f);
   fn.inputs(im, channels, x.data(), r0, rows, v.data(), pad.data());
   fn.outputs(im, channels, points.data(), bias.data(), r0, rows, y.data(), rows2.data());
+  std::fill(rows2.begin(), rows2.end(), 0.0f);  // each transform starts from fresh scratch
   fn.grads(im, channels, x.data(), r0, rows, gv.data(), rows2.data());
   return {v, y, gv};
 }
 
 }  // namespace
 
-TEST(WinogradChunk, EveryIsaGivesTheBaselineBits) {
+TEST(WinogradChunk, EveryIsaGivesTheScalarBits) {
   struct Case {
     int64_t d, h, w;
   };
-  const std::vector<Case> cases = {{1, 32, 32}, {2, 16, 16}, {1, 8, 8}, {1, 6, 24},
-                                   {1, 5, 36},  {1, 7, 9},   {2, 4, 4}, {1, 1, 1}};
-  const std::vector<Isa> isas = {Isa::kAvx2, Isa::kAvx512};
+  const std::vector<Case> cases = {{1, 32, 32}, {2, 16, 16}, {1, 8, 8}, {1, 6, 24}, {1, 5, 36},
+                                   {1, 7, 9},   {2, 4, 4},   {1, 1, 1}, {1, 4, 40}, {2, 3, 2}};
+  const std::vector<Isa> isas = {Isa::kSse2, Isa::kAvx2, Isa::kAvx512};
   int compared = 0;
   for (const Case& c : cases) {
     const ImageGrid im{c.d, c.h, c.w, (c.h + 1) / 2, (c.w + 1) / 2};
@@ -82,7 +84,7 @@ TEST(WinogradChunk, EveryIsaGivesTheBaselineBits) {
     for (const auto& [r0, rows] :
          std::vector<std::pair<int64_t, int64_t>>{{0, total_rows}, {1, total_rows - 2}}) {
       if (rows < 1) continue;
-      const auto want = run_chunk(cpu::winograd_transforms_f32(Isa::kSse2), im, m, r0, rows);
+      const auto want = run_chunk(cpu::winograd_transforms_f32_scalar(), im, m, r0, rows);
       for (Isa isa : isas) {
         if (cpu::cpu_isa() < isa) continue;
         const auto got = run_chunk(cpu::winograd_transforms_f32(isa), im, m, r0, rows);
@@ -97,5 +99,5 @@ TEST(WinogradChunk, EveryIsaGivesTheBaselineBits) {
       }
     }
   }
-  if (compared == 0) GTEST_SKIP() << "this CPU runs only the SSE2 baseline";
+  EXPECT_GT(compared, 0);
 }

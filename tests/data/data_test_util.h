@@ -53,12 +53,7 @@ inline void put_be32(std::vector<uint8_t>& out, uint32_t v) {
 
 // PNG's CRC-32 of n bytes.
 inline uint32_t crc32_of(const uint8_t* bytes, size_t n) {
-  uint32_t crc = 0xffffffffu;
-  for (size_t i = 0; i < n; ++i) {
-    crc ^= bytes[i];
-    for (int k = 0; k < 8; ++k) crc = (crc >> 1) ^ (0xedb88320u & (0u - (crc & 1u)));
-  }
-  return crc ^ 0xffffffffu;
+  return test::bitwise_crc32(bytes, n, 0xedb88320u);
 }
 
 // A PNG chunk: length, type, data and the CRC-32 of type and data.

@@ -279,6 +279,9 @@ TEST(ImageFolder, BrokenImagesNameThemselves) {
       << said;
   EXPECT_NE(said.find("skipped (data.on_bad_image: skip)"), std::string::npos) << said;
   EXPECT_EQ(skipping.files()[static_cast<size_t>(read)], many + "/ok.png");
+  fs::remove(many + "/ok.png");  // none left to read in their place: an error at start-up
+  expect_error([&] { ImageFolder f(many, skip); },
+               {"12 of the 12 image files", "none is left to read in their place"});
 
   const std::string e = d + "/trunc";
   fs::create_directories(e);
