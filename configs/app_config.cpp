@@ -1,7 +1,6 @@
-// Reads an AppConfig from a config tree, section by section, then checks the
-// constraints that span fields and sections (the model's spatial and temporal factors
-// against the clip size, GPT sizes against the tokenizer). Each error points at the
-// key that has to change.
+// Reads an AppConfig from a config tree, section by section, then checks the constraints
+// that span sections (the model's factors against the clip size, GPT sizes against the
+// tokenizer). Each error points at the key that has to change.
 #include "configs/app_config.h"
 
 #include <algorithm>
@@ -159,7 +158,7 @@ void read_param_groups(const Node& list, std::vector<optim::ParamGroup>& out) {
 void read_train(Section s, TrainConfig& t) {
   std::vector<double> betas(t.betas.begin(), t.betas.end());
   s.get("steps", t.steps, 1)
-      .get("batch", t.batch, 1)
+      .get("batch", t.batch, 1, kMaxBatch)
       .get_enum("optimizer", t.optimizer, kOptimizerNames)
       .get("lr", t.lr, 0.0, 10.0)
       .get_enum("schedule", t.schedule, kScheduleNames)
@@ -179,7 +178,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 1 << 20)
       .get("log_every", t.log_every, 1)
       .get("eval_every", t.eval_every, 0)
-      .get("eval_batches", t.eval_batches, 1)
+      .get("eval_batches", t.eval_batches, 1, kMaxBatch)
       .get("checkpoint_every", t.checkpoint_every, 0)
       .get("keep_checkpoints", t.keep_checkpoints, 0, std::numeric_limits<int>::max())
       .get("codebook_restart_every", t.codebook_restart_every, 0)
@@ -276,12 +275,15 @@ void read_gpt(Section s, GptConfig& g) {
 void check_merged_train(const Node& root, const AppConfig& c) {
   const TrainConfig& t = c.train;
   const Node train = root.get("train");
+  auto at = [&](const char* key) { return train && train.is_map() ? train.get(key) : Node(); };
   auto fail_at = [&](const char* key, const std::string& msg) {
-    const Node n = train && train.is_map() ? train.get(key) : Node();
-    if (n) n.fail(msg);
+    if (const Node n = at(key)) n.fail(msg);
     throw Error("train." + std::string(key) + ": " + msg);
   };
-  if (t.min_lr > t.lr && has_lr_floor(t.schedule)) fail_at("min_lr", "min_lr must not exceed lr");
+  if (t.min_lr > t.lr && has_lr_floor(t.schedule))
+    fail_at("min_lr",
+            zt::detail::cat("min_lr (", t.min_lr, ") must not exceed lr (", t.lr, ", ",
+                            at("lr") ? "set at " + at("lr").where() : "its default", ")"));
   if (t.optimizer == Optimizer::sgd && t.nesterov) {
     const std::string why = nesterov_problem(t.momentum, t.dampening);
     if (!why.empty()) fail_at("nesterov", why);

@@ -211,6 +211,11 @@ struct GptConfig {
 /// Which top-level sections an app accepts.
 enum class App { vqtok, vqgpt, any };
 
+/// The most clips of a batch per rank (train.batch, a DeepSpeed micro batch) and the most
+/// eval batches: as many as a permutation of the samples holds (data.num_samples), so that
+/// products with the accumulation steps and the ranks stay far inside 64 bits.
+constexpr int64_t kMaxBatch = int64_t{1} << 27;
+
 /// Everything an app reads from its YAML file.
 struct AppConfig {
   std::string source;  ///< the config file
@@ -235,6 +240,7 @@ struct AppConfig {
   /// warmup's): app::make_engine prints them for training and planning, so a command that
   /// only reads weights (sample, eval) is not told about its config's training.
   std::vector<std::string> training_warnings;
+
   /// The DeepSpeed config applied (deepspeed_config: path, or --deepspeed), or "".
   std::string deepspeed_config;
   /// That file's text as it was read here: a checkpoint records it, so a save never reads

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <unordered_map>
 
 #include "core/error.h"
 
@@ -43,15 +44,24 @@ const NodeData& data_of(const std::shared_ptr<NodeData>& d) {
 // The most values one document converts to. An alias copies the subtree it names, so a
 // few lines of nested aliases stand for billions of values (a YAML "billion laughs").
 constexpr int64_t kMaxValues = 100'000;
+// The deepest nesting converted: zt's configs nest 4 levels; an alias inside the list or
+// map it names (x: &x [*x]) would nest without end.
+constexpr int kMaxDepth = 64;
 
-// Converts a yaml-cpp subtree. `line_override` >= 0 forces the line (overrides). `values`
-// counts the values converted so far, against kMaxValues.
+// Converts a yaml-cpp subtree at nesting `depth`. `line_override` >= 0 forces the line
+// (overrides). `values` counts the values converted so far, against kMaxValues.
 std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
-                                  const std::string& path, int line_override, int64_t& values) {
+                                  const std::string& path, int line_override, int64_t& values,
+                                  int depth = 0) {
+  auto at = [&] { return location(file, y.Mark().line >= 0 ? y.Mark().line + 1 : 0); };
   if (++values > kMaxValues)
-    throw_at(location(file, y.Mark().line >= 0 ? y.Mark().line + 1 : 0), path,
+    throw_at(at(), path,
              "the config expands to more than " + std::to_string(kMaxValues) +
                  " values (nested YAML aliases?)");
+  if (depth > kMaxDepth)
+    throw_at(at(), path.substr(0, 60) + "...",
+             "the config nests more than " + std::to_string(kMaxDepth) +
+                 " levels (a YAML alias inside what it names?)");
   auto d = std::make_shared<NodeData>();
   d->file = file;
   d->path = path;
@@ -69,25 +79,28 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
     case YAML::NodeType::Sequence:
       d->kind = Node::Kind::sequence;
       for (size_t i = 0; i < y.size(); ++i)
-        d->seq.push_back(
-            convert(y[i], file, join_path(path, std::to_string(i)), line_override, values));
+        d->seq.push_back(convert(y[i], file, join_path(path, std::to_string(i)), line_override,
+                                 values, depth + 1));
       break;
-    case YAML::NodeType::Map:
+    case YAML::NodeType::Map: {
       d->kind = Node::Kind::map;
+      std::unordered_map<std::string, int> lines;  // key -> its line: a key given twice is named
       for (const auto& kv : y) {
         if (!kv.first.IsScalar())
           throw_at(location(file, d->line), path, "map keys must be plain strings");
         const std::string key = kv.first.Scalar();
-        for (const auto& [k, v] : d->map)
-          if (k == key)
-            throw_at(location(file, kv.first.Mark().line + 1), join_path(path, key),
-                     "duplicate key (first given at line " + std::to_string(v->line) + ")");
-        auto child = convert(kv.second, file, join_path(path, key), line_override, values);
+        if (const auto first = lines.find(key); first != lines.end())
+          throw_at(location(file, kv.first.Mark().line + 1), join_path(path, key),
+                   "duplicate key (first given at line " + std::to_string(first->second) + ")");
+        auto child =
+            convert(kv.second, file, join_path(path, key), line_override, values, depth + 1);
         // A block mapping or list starts on the line after its key: point at the key.
         if (line_override < 0 && kv.first.Mark().line >= 0) child->line = kv.first.Mark().line + 1;
+        lines.emplace(key, child->line);
         d->map.emplace_back(key, child);
       }
       break;
+    }
   }
   return d;
 }
@@ -337,9 +350,9 @@ Node parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node y = parse_text(text, source);
   int64_t values = 0;
   auto d = convert(y, source, "", -1, values);
-  if (d->kind == Node::Kind::null)
+  if (d->kind == Node::Kind::null || (d->kind == Node::Kind::map && d->map.empty()))
     throw Error(source +
-                ": the config is empty (no keys, only blank lines or comments); write the "
+                ": the config is empty (no keys: only blank lines, comments or {}); write the "
                 "sections to use, e.g. start from a copy of configs/vqtok_tiny.yaml");
   if (d->kind != Node::Kind::map)
     throw_at(location(source, d->line), "", "the top level must be a mapping (key: value lines)");

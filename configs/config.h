@@ -120,6 +120,9 @@ size_t edit_distance(const std::string& a, const std::string& b);
 /// one edit from a start of it (the first of equally near ones), however far; "" when
 /// `names` is empty.
 std::string nearest_name(const std::string& given, const std::vector<std::string>& names);
+/// nearest_name() when it is close (two edits, or a third of its letters for long names),
+/// else "": a "did you mean" that helps.
+std::string close_name(const std::string& given, const std::vector<std::string>& names);
 
 /// Strict reader of one mapping node into a struct. Every get*() declares a valid key;
 /// finish() fails on any key present but never declared.

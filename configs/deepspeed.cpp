@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 #include <type_traits>
@@ -376,7 +377,7 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   TakeOver take{yaml_train, c.warnings};
   int64_t micro = t.batch, accumulation = t.gradient_accumulation_steps, log_every = t.log_every;
   double clip = t.gradient_clipping;
-  s.get("train_micro_batch_size_per_gpu", micro, 1)
+  s.get("train_micro_batch_size_per_gpu", micro, 1, kMaxBatch)
       .get("gradient_accumulation_steps", accumulation, 1, 1 << 20)
       .get("train_batch_size", c.train_batch_size, 1)
       .get("gradient_clipping", clip, 0.0)
@@ -396,7 +397,8 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   if (Node n = at("gradient_clipping")) take("gradient_clipping", t.gradient_clipping, clip, n);
   if (Node n = at("steps_per_print")) take("log_every", t.log_every, log_every, n);
   if (Node n = s.take("optimizer")) read_optimizer(Section(n), t, take);
-  if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.warnings);
+  // The scheduler's defaults and warmup are training's alone (sample and eval keep quiet).
+  if (Node n = s.take("scheduler")) read_scheduler(Section(n), t, take, c.training_warnings);
   if (t.min_lr > t.lr && has_lr_floor(t.schedule)) {
     const Node floor = yaml_train && yaml_train.is_map() ? yaml_train.get("min_lr") : Node();
     throw Error(ds.file() + ": the schedule's floor train.min_lr (" + text(t.min_lr) +
@@ -414,13 +416,17 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
 
 void check_world_size(const AppConfig& c, int world_size) {
   if (c.train_batch_size <= 0) return;
-  const int64_t got = c.train.batch * c.train.gradient_accumulation_steps * world_size;
+  // In 128 bits: a world of MPI processes times the largest batches passes 2^63.
+  const __int128 got =
+      static_cast<__int128>(c.train.batch) * c.train.gradient_accumulation_steps * world_size;
   if (got == c.train_batch_size) return;
   std::ostringstream os;
   os << c.train_batch_size_where << ": train_batch_size: " << c.train_batch_size
      << " must equal train_micro_batch_size_per_gpu x gradient_accumulation_steps x world size"
      << " = " << c.train.batch << " x " << c.train.gradient_accumulation_steps << " x "
-     << world_size << " = " << got;
+     << world_size << " = "
+     << (got <= std::numeric_limits<int64_t>::max() ? std::to_string(static_cast<int64_t>(got))
+                                                    : std::string("more than 2^63"));
   const int64_t per_rank = c.train.batch * world_size;
   if (c.train_batch_size % per_rank == 0)
     os << "; on " << world_size

@@ -28,18 +28,30 @@ size_t edit_distance(const std::string& a, const std::string& b) {
   return prev[b.size()];
 }
 
+namespace {
+// How far `given` is from name n: its edit distance, or one edit from a start of n.
+size_t name_distance(const std::string& given, const std::string& n) {
+  // A name begun and not finished ("images" for "image_folder", "avg" for "average") is
+  // near the name it begins, though the rest of it makes the whole edit long.
+  const size_t d = edit_distance(given, n);
+  if (given.size() >= 3 && n.size() > given.size())
+    return std::min(d, 1 + edit_distance(given, n.substr(0, given.size())));
+  return d;
+}
+}  // namespace
+
 std::string nearest_name(const std::string& given, const std::vector<std::string>& names) {
   std::string best;
   size_t best_d = SIZE_MAX;
-  for (const std::string& n : names) {
-    // A name begun and not finished ("images" for "image_folder", "avg" for "average")
-    // is near the name it begins, though the rest of it makes the whole edit long.
-    size_t d = edit_distance(given, n);
-    if (given.size() >= 3 && n.size() > given.size())
-      d = std::min(d, 1 + edit_distance(given, n.substr(0, given.size())));
-    if (d < best_d) best_d = d, best = n;
-  }
+  for (const std::string& n : names)
+    if (const size_t d = name_distance(given, n); d < best_d) best_d = d, best = n;
   return best;
+}
+
+std::string close_name(const std::string& given, const std::vector<std::string>& names) {
+  const std::string best = nearest_name(given, names);
+  return !best.empty() && name_distance(given, best) <= std::max<size_t>(2, best.size() / 3) ? best
+                                                                                             : "";
 }
 
 // ---- Section
@@ -199,8 +211,12 @@ void Section::finish() const {
       for (const std::string& p : there) paths += (paths.empty() ? "'" : " or '") + p + "'";
       n.fail("unknown key here; it belongs in another section: did you mean " + paths + "?");
     }
-    n.fail("unknown key; did you mean '" + join_path(node_.path(), nearest_name(key, *known_)) +
-           "'?");
+    if (const std::string near = close_name(key, *known_); !near.empty())
+      n.fail("unknown key; did you mean '" + join_path(node_.path(), near) + "'?");
+    std::string keys;  // none is near: what the section takes
+    for (const std::string& k : *known_) keys += (keys.empty() ? "" : ", ") + k;
+    n.fail("unknown key; " + (node_.path().empty() ? "the top level" : "'" + node_.path() + "'") +
+           " takes " + keys);
   }
 }
 

@@ -197,14 +197,7 @@ inline void tidy_defaults(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) tidy_defaults(*sub);
 }
 
-/// The name of `names` nearest to `given` when it is close (two edits, or a third of its
-/// letters for long names), else "".
-inline std::string close_name(const std::string& given, const std::vector<std::string>& names) {
-  const std::string best = config::nearest_name(given, names);
-  return !best.empty() && config::edit_distance(given, best) <= std::max<size_t>(2, best.size() / 3)
-             ? best
-             : "";
-}
+using config::close_name;
 
 /// "<app>: unknown command '<given>'; did you mean '<nearest>'?" (the suggestion only
 /// when a command is close_name()).

@@ -5,7 +5,9 @@
 // the data position on resume (resume_data.h).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <string>
 #include <utility>
@@ -25,10 +27,17 @@
 
 namespace zt::app {
 
+/// batches x batch x world, the clips that many batches on every rank read, at most 2^63 - 1
+/// (a data set holds fewer items than any product that large).
+inline int64_t clips_of(int64_t batches, int64_t batch, int64_t world) {
+  const __int128 n = static_cast<__int128>(batches) * batch * world;
+  return static_cast<int64_t>(std::min<__int128>(n, std::numeric_limits<int64_t>::max()));
+}
+
 /// How many eval items a training run's evaluation reads: train.eval_batches x batch x
 /// `world` (0: all, when eval_batches is 0).
 inline int64_t scored_eval_items(const config::AppConfig& cfg, int64_t world) {
-  return cfg.train.eval_batches * cfg.train.batch * world;
+  return clips_of(cfg.train.eval_batches, cfg.train.batch, world);
 }
 
 /// A training run's data, each data set checked to be the same on every rank: the

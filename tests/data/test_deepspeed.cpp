@@ -99,13 +99,14 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                      R"({"scheduler": {"type": "WarmupDecayLR", "params": {"total_num_steps": 20,
                                                               "warmup_type": "linear"}}})",
                      "train:\n  steps: 20\n  min_lr: 1.0e-5\n");
-  ASSERT_EQ(decay.warnings.size(), 2u);
-  EXPECT_NE(decay.warnings[0].find("default warmup of 1000 updates"), std::string::npos)
-      << decay.warnings[0];
-  EXPECT_NE(decay.warnings[1].find(
+  ASSERT_EQ(decay.warnings.size(), 1u);
+  ASSERT_EQ(decay.training_warnings.size(), 1u);  // the scheduler's own: training's alone
+  EXPECT_NE(decay.training_warnings[0].find("default warmup of 1000 updates"), std::string::npos)
+      << decay.training_warnings[0];
+  EXPECT_NE(decay.warnings[0].find(
                 "scheduler.type WarmupDecayLR sets train.min_lr to 0, replacing 1e-05 from "),
             std::string::npos)
-      << decay.warnings[1];
+      << decay.warnings[0];
   // A value computed from the key's is named as computed: min_lr = cos_min_ratio x lr.
   const AppConfig cosine =
       with_deepspeed("derived",
@@ -150,6 +151,17 @@ TEST(DeepSpeed, Zero3ConfigMapsKeyByKey) {
                      "= 2 x 4 x 4 = 32; on 4 ranks set gradient_accumulation_steps: 2"),
             std::string::npos)
       << msg;
+  // The largest batches times a world of processes pass 2^63: said, not wrapped; a micro
+  // batch past 2^27 is refused.
+  AppConfig big = c;
+  big.train.batch = kMaxBatch;
+  big.train.gradient_accumulation_steps = 1 << 20;
+  EXPECT_NE(error_of([&] { check_world_size(big, 1 << 30); }).find("= more than 2^63; change"),
+            std::string::npos);
+  const std::string huge = error_of([&] {
+    with_deepspeed("huge", R"({"train_micro_batch_size_per_gpu": 4611686018427387904})", "");
+  });
+  EXPECT_NE(huge.find("train_micro_batch_size_per_gpu"), std::string::npos) << huge;
 }
 
 // DeepSpeed's documented section (its defaults) is accepted. It tunes recomputation the
@@ -258,15 +270,16 @@ TEST(DeepSpeed, OptimizersAndSchedulers) {
   EXPECT_EQ(d.train.steps, 30);
   EXPECT_DOUBLE_EQ(d.train.min_lr, 0.0);
   bool said_log = false;
-  for (const auto& m : d.warnings)
+  for (const auto& m : d.training_warnings)
     said_log |= m.find("DeepSpeed's default warmup is logarithmic") != std::string::npos;
   EXPECT_TRUE(said_log) << "warmup_type left at DeepSpeed's default (log) is noted";
   // Keys left out take DeepSpeed's defaults (WarmupLR and WarmupDecayLR: warmup_num_steps
   // 1000, warmup_max_lr 0.001, whatever the optimizer's lr; WarmupCosineLR: 1000), each
   // named in a warning when the YAML does not set the same thing.
   auto said = [](const AppConfig& c, const std::string& what) {
-    for (const auto& m : c.warnings)
-      if (m.find(what) != std::string::npos) return true;
+    for (const auto* list : {&c.warnings, &c.training_warnings})
+      for (const auto& m : *list)
+        if (m.find(what) != std::string::npos) return true;
     return false;
   };
   const char* kOptimizer = R"("optimizer": {"type": "AdamW", "params": {"lr": 3e-4}})";
