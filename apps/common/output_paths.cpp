@@ -54,6 +54,27 @@ void check_outside_inputs(const std::string& option, const std::string& path,
              "reads; pass a path outside it");
 }
 
+// Checks that `path`, given as `option`, can be written at `folder`: a probe file is
+// written and removed in the nearest of `folder` and its parents that exists (those below
+// it are made when the output is written, so a command that fails before then leaves no
+// empty folders behind).
+void check_can_write_in(const std::string& option, const std::string& path, fs::path folder) {
+  std::error_code ec;
+  while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
+  ZT_CHECK(fs::is_directory(folder, ec), option, " '", path, "' cannot be written: '",
+           folder.string(), "' is a file, not a folder; pass a path in a writable folder");
+  const fs::path probe = folder / (".zt-probe-" + std::to_string(::getpid()));
+  std::FILE* f = std::fopen(probe.c_str(), "w");
+  const int err = errno;
+  if (f) {
+    std::fclose(f);
+    fs::remove(probe, ec);
+    return;
+  }
+  ZT_FAIL(option, " '", path, "' cannot be written: ", std::strerror(err), " (in '",
+          folder.string(), "'); pass a path in a writable folder");
+}
+
 }  // namespace
 
 std::vector<std::string> config_inputs(const config::AppConfig& cfg) {
@@ -113,24 +134,7 @@ void check_output_writable(const std::string& option, const std::string& path,
                            const std::vector<std::string>& inputs) {
   if (path.empty()) return;
   check_output_file(option, path, inputs);
-  // The probe goes into the nearest folder on the way that exists: those below it are
-  // made when the file is written (make_parent_folders), so a command that fails before
-  // then leaves no empty folders behind.
-  fs::path folder = fs::absolute(path).parent_path();
-  std::error_code ec;
-  while (!fs::exists(folder, ec) && folder.has_relative_path()) folder = folder.parent_path();
-  ZT_CHECK(fs::is_directory(folder, ec), option, " '", path, "' cannot be written: '",
-           folder.string(), "' is a file, not a folder; pass a path in a writable folder");
-  const fs::path probe = folder / (".zt-probe-" + std::to_string(::getpid()));
-  std::FILE* f = std::fopen(probe.c_str(), "w");
-  const int err = errno;
-  if (f) {
-    std::fclose(f);
-    fs::remove(probe, ec);
-    return;
-  }
-  ZT_FAIL(option, " '", path, "' cannot be written: ", std::strerror(err), " (in '",
-          folder.string(), "'); pass a path in a writable folder");
+  check_can_write_in(option, path, fs::absolute(path).parent_path());
 }
 
 void make_parent_folders(const std::string& path) {
@@ -151,6 +155,7 @@ void check_output_folder(const std::string& option, const std::string& path,
            "': writing there would mix with what was saved, and pruning old checkpoints "
            "would delete it; pass a folder outside it");
   check_outside_inputs(option, path, inputs);
+  check_can_write_in(option, path, fs::absolute(path));
 }
 
 void check_on_rank0(comm::Communicator& comm, const std::function<void()>& check) {

@@ -42,8 +42,9 @@ void check_output_writable(const std::string& option, const std::string& path,
 /// Makes the folders `path` is to go in (an error naming them where they cannot be made).
 void make_parent_folders(const std::string& path);
 
-/// Checks that the folder `path`, given as `option`, may be filled: it is not a file and
-/// is not, nor lies inside, saved checkpoints or a folder of `inputs` (as above).
+/// Checks that the folder `path`, given as `option`, may be filled: it is not a file, is
+/// not, nor lies inside, saved checkpoints or a folder of `inputs` (as above), and it (or
+/// the nearest of its parents that exists) takes a probe file.
 void check_output_folder(const std::string& option, const std::string& path,
                          const std::vector<std::string>& inputs);
 

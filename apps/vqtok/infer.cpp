@@ -101,6 +101,20 @@ std::vector<std::string> item_files(const data::Dataset& ds, const Tensor& read_
   return out;
 }
 
+// `file` as a line of the .files.txt list: as it is, or, where it holds a line break or
+// starts with a double quote, in double quotes with \\, \", \n and \r escaped.
+std::string list_line(const std::string& file) {
+  if (file.find_first_of("\n\r") == std::string::npos && file.rfind('"', 0) != 0) return file;
+  std::string q = "\"";
+  for (const char c : file)
+    q += c == '\n'   ? "\\n"
+         : c == '\r' ? "\\r"
+         : c == '"'  ? "\\\""
+         : c == '\\' ? "\\\\"
+                     : std::string(1, c);
+  return q + "\"";
+}
+
 // Items [b * batch, min(n, (b + 1) * batch)) stacked: clips (B, T, 3, H, W) or images
 // (B, 3, H, W). `read_from` (optional, (N) i64) receives the dataset index each was read
 // from (Sample::index) at its row.
@@ -306,7 +320,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
       std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
     if (!files.empty()) {
       std::string text;
-      for (const std::string& file : files) text += file + "\n";
+      for (const std::string& file : files) text += list_line(file) + "\n";
       write_text_atomically(list, text);
       if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
     }
@@ -479,7 +493,7 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Co
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t batch = batch_of(cfg, o.batch);
   // With --batches, the clips scored are spread over the split, not its first folders.
-  const int64_t scored = o.batches > 0 ? o.batches * batch * comm.size() : 0;
+  const int64_t scored = o.batches > 0 ? app::clips_of(o.batches, batch, comm.size()) : 0;
   auto dataset = data::make_dataset(cfg.data, o.eval_split, scored, data::Headers::left_to_caller);
   app::check_same_data(*dataset, comm, "vqtok eval");
   app::check_image_headers(

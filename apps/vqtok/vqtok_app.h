@@ -132,9 +132,9 @@ struct EncodeResult {
 /// Encodes the input's first `limit` items (all by default) to token ids with a frozen
 /// replica on every rank: batches are dealt out over the ranks and assembled on every rank;
 /// rank 0 writes `out` (and, for images from a folder, out + ".files.txt" naming the file
-/// each row was read from). Clips of T frames give T' = ModelConfig::code_frames(T) code
-/// frames (1 for one-frame clips). Errors name an item size the model's factors do not
-/// divide.
+/// each row was read from, one per line; a name with a line break is written quoted). Clips of T
+/// frames give T' = ModelConfig::code_frames(T) code frames (1 for one-frame clips). Errors name an
+/// item size the model's factors do not divide.
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
                     comm::Communicator& comm);
 

@@ -109,6 +109,10 @@ TEST(OutputPaths, FoldersInsideSavedCheckpointsAreRefused) {
   EXPECT_TRUE(has(err(run / "metrics.jsonl"), "is a file; pass a folder"));
   EXPECT_EQ(err(run), "") << "a run's own folder holds checkpoints, and is not one";
   EXPECT_EQ(err(run / "frames"), "");
+  EXPECT_FALSE(fs::exists(run / "frames")) << "the check makes no folder";
+  // A folder that takes no file is refused before any work, with the reason.
+  EXPECT_TRUE(has(err("/proc/zt_no_such/frames"), "cannot be written"));
+  EXPECT_TRUE(has(err("/proc/zt_no_such/frames"), "(in '/proc')"));
 }
 
 TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {

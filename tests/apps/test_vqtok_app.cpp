@@ -250,17 +250,22 @@ TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
   data::save_png(dir + "/imgs/wide.png", grey(16, 40));
   data::save_png(dir + "/imgs/tall.png", grey(30, 16));
   data::save_png(dir + "/imgs/b_square.png", grey(16, 16));
+  data::save_png(dir + "/imgs/new\nline.png", grey(16, 16));  // listed quoted, on one line
   std::ofstream(dir + "/imgs/._wide.png") << "macOS metadata";
   vqtok::EncodeOptions o;
   o.input = dir + "/imgs";
   o.out = dir + "/codes.npy";
   o.quiet = true;
   comm::run_threads(1, [&](comm::Communicator& comm) {
-    EXPECT_EQ(vqtok::encode(t.cfg, o, comm).codes.sizes(), (Shape{3, 2, 2}));
+    EXPECT_EQ(vqtok::encode(t.cfg, o, comm).codes.sizes(), (Shape{4, 2, 2}));
   });
   std::ifstream list(o.out + ".files.txt");
   std::vector<std::string> rows;
-  for (std::string l; std::getline(list, l);) rows.push_back(fs::path(l).filename().string());
+  for (std::string l; std::getline(list, l);) rows.push_back(l);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(rows[1], "\"" + dir + "/imgs/new\\nline.png\"");
+  rows.erase(rows.begin() + 1);
+  for (std::string& r : rows) r = fs::path(r).filename().string();
   EXPECT_EQ(rows, (std::vector<std::string>{"b_square.png", "tall.png", "wide.png"}));
   // Codes of an array (no files) over the same name leave no list from before.
   data::save_npy(dir + "/imgs.npy", zeros({2, 3, 16, 16}));
