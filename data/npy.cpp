@@ -224,15 +224,13 @@ Tensor load_npy(const std::string& path) {
   return t;
 }
 
-void save_npy(const std::string& path, const Tensor& t) {
-  ZT_CHECK(t.defined(), "save_npy '", path, "': undefined tensor");
-  const char* descr = descr_of(t.dtype());
-  const Tensor c = t.to(Device::cpu()).contiguous();
+std::string npy_header(DType dtype, const Shape& sizes) {
+  const char* descr = descr_of(dtype);
   std::string shape = "(";
-  for (size_t i = 0; i < c.sizes().size(); ++i)
-    shape += std::to_string(c.sizes()[i]) + (c.sizes().size() == 1      ? ","
-                                             : i + 1 < c.sizes().size() ? ", "
-                                                                        : "");
+  for (size_t i = 0; i < sizes.size(); ++i)
+    shape += std::to_string(sizes[i]) + (sizes.size() == 1      ? ","
+                                         : i + 1 < sizes.size() ? ", "
+                                                                : "");
   shape += ")";
   std::string header =
       std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
@@ -241,18 +239,17 @@ void save_npy(const std::string& path, const Tensor& t) {
   header.append((64 - total % 64) % 64, ' ');
   header += '\n';
   const uint16_t hlen = static_cast<uint16_t>(header.size());
-  const char prefix[10] = {kMagic[0],
-                           kMagic[1],
-                           kMagic[2],
-                           kMagic[3],
-                           kMagic[4],
-                           kMagic[5],
-                           1,
-                           0,
-                           static_cast<char>(hlen & 0xff),
-                           static_cast<char>(hlen >> 8)};  // magic, version 1.0, header length
+  // magic, version 1.0, header length (little-endian)
+  return std::string(kMagic, 6) + '\x01' + '\x00' + static_cast<char>(hlen & 0xff) +
+         static_cast<char>(hlen >> 8) + header;
+}
+
+void save_npy(const std::string& path, const Tensor& t) {
+  ZT_CHECK(t.defined(), "save_npy '", path, "': undefined tensor");
+  const Tensor c = t.to(Device::cpu()).contiguous();
+  const std::string header = npy_header(c.dtype(), c.sizes());
   write_file_atomically(path, [&](std::FILE* f) {
-    return write_all(f, prefix, sizeof prefix) && write_all(f, header.data(), header.size()) &&
+    return write_all(f, header.data(), header.size()) &&
            write_all(f, c.data_ptr(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
   });
 }

@@ -29,6 +29,9 @@ NpyHeader read_npy_header(const std::string& path);
 /// Loads a whole array: f4 -> f32, f8 -> f64, i8 -> i64, i4 -> i32, b1 -> bool,
 /// u1 -> i32 (widened; zt has no uint8 dtype), f2 -> f16.
 Tensor load_npy(const std::string& path);
+/// The bytes before the data of a version 1.0 .npy file of a C-order array of `dtype`
+/// (f32, f64, f16, i64, i32, bool) and `sizes`: for a writer that streams the data after.
+std::string npy_header(DType dtype, const Shape& sizes);
 /// Writes a CPU or GPU tensor (f32, f64, f16, i64, i32, bool) as a version 1.0 .npy file,
 /// atomically (write_file_atomically: an older file stays whole until the new one is complete).
 void save_npy(const std::string& path, const Tensor& t);

@@ -1,9 +1,10 @@
 // vqtok encode / decode / eval / export, and loading the frozen tokenizer. For inference
 // the model is a full replica on every rank (zero::Replicated, requires_grad off, eval
-// mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world; the
-// results are assembled on every rank with one all-reduce (each rank fills its batches
-// of a zeroed tensor), so every rank ends with the same codes or frames.
+// mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world, a
+// round of `world` batches at a time; each round is assembled on every rank with one
+// all-reduce (each rank fills its batch of a zeroed tensor) and rank 0 writes it out.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -261,7 +262,6 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
   ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");
   const int64_t batch = batch_of(cfg, o.batch);
-  const int64_t batches = (n + batch - 1) / batch;
   const int world = comm.size(), rank = comm.rank();
   if (rank == 0 && !o.quiet)
     std::printf("encode: %lld %s from %s, %lld per batch on %d rank%s\n", static_cast<long long>(n),
@@ -297,33 +297,65 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
            fs::path(o.input).extension() == ".npy"
                ? " (an array is encoded at its own size: re-save it at such a size)"
                : " (set data.height/width/frames)");
-  res.codes = src.images ? zeros({n, item[2] / sf, item[3] / sf}, DType::i64)
-                         : zeros({n, code_frames, item[2] / sf, item[3] / sf}, DType::i64);
+  const Shape row = src.images ? Shape{item[2] / sf, item[3] / sf}
+                               : Shape{code_frames, item[2] / sf, item[3] / sf};
+  auto rows = [&](int64_t count) {
+    Shape s = row;
+    s.insert(s.begin(), count);
+    return s;
+  };
+  // A round at a time, each rank encoding one batch of it; the round is assembled on every
+  // rank and rank 0 appends it to the file. With an output file no rank holds more than a
+  // round's codes; without one, the codes of every item are kept and returned.
+  if (o.out.empty()) res.codes = zeros(rows(n), DType::i64);
   Tensor read_from = zeros({n}, DType::i64);
-  for (int64_t b = 0; b < batches; ++b) {
-    if (b % world != rank) continue;
-    Tensor codes = model->encode(load_batch(src, b, batch, n, &read_from)).codes;
-    res.codes.narrow(0, b * batch, codes.size(0)).copy_(codes);
-  }
-  assemble(res.codes, comm);
-  assemble(read_from, comm);
-  if (rank == 0 && !o.out.empty()) {
-    const fs::path parent = fs::path(o.out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-    // Images from a folder: which file each row holds, one path per line. An earlier
-    // encode's list goes first, so that no crash leaves it beside codes it does not describe.
-    const std::vector<std::string> files = item_files(*src.dataset, read_from);
-    const std::string list = o.out + ".files.txt";
-    fs::remove(list);
-    data::save_npy(o.out, res.codes);
-    if (!o.quiet)
-      std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(res.codes.sizes()).c_str());
-    if (!files.empty()) {
-      std::string text;
-      for (const std::string& file : files) text += list_line(file) + "\n";
-      write_text_atomically(list, text);
-      if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
+  const int64_t round = batch * world;
+  auto last_note = std::chrono::steady_clock::now();
+  auto encode_rounds = [&](std::FILE* f) {
+    bool written = f != nullptr;  // a failed write ends the writing, not the rounds
+    for (int64_t first = 0; first < n; first += round) {
+      const int64_t len = std::min(round, n - first), mine = rank * batch;
+      Tensor chunk = zeros(rows(len), DType::i64);
+      if (mine < len) {
+        Tensor codes =
+            model->encode(load_batch(src, first / batch + rank, batch, n, &read_from)).codes;
+        chunk.narrow(0, mine, codes.size(0)).copy_(codes);
+      }
+      assemble(chunk, comm);
+      assemble(read_from.narrow(0, first, len), comm);
+      if (res.codes.defined()) res.codes.narrow(0, first, len).copy_(chunk);
+      written = written && write_all(f, chunk.data_ptr(), static_cast<size_t>(chunk.numel()) * 8);
+      if (rank == 0 && !o.quiet && first + len < n &&
+          std::chrono::steady_clock::now() - last_note > std::chrono::seconds(10)) {
+        last_note = std::chrono::steady_clock::now();
+        std::printf("encode: %lld of %lld encoded\n", static_cast<long long>(first + len),
+                    static_cast<long long>(n));
+        std::fflush(stdout);
+      }
     }
+    return written;
+  };
+  if (rank != 0 || o.out.empty()) {
+    encode_rounds(nullptr);
+    return res;
+  }
+  const fs::path parent = fs::path(o.out).parent_path();
+  if (!parent.empty()) fs::create_directories(parent);
+  // Images from a folder: which file each row holds, one path per line. An earlier encode's
+  // list goes first, so that no crash leaves it beside codes it does not describe.
+  const std::string list = o.out + ".files.txt";
+  fs::remove(list);
+  write_file_atomically(o.out, [&](std::FILE* f) {
+    const std::string header = data::npy_header(DType::i64, rows(n));
+    return encode_rounds(write_all(f, header.data(), header.size()) ? f : nullptr);
+  });
+  if (!o.quiet) std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(rows(n)).c_str());
+  const std::vector<std::string> files = item_files(*src.dataset, read_from);
+  if (!files.empty()) {
+    std::string text;
+    for (const std::string& file : files) text += list_line(file) + "\n";
+    write_text_atomically(list, text);
+    if (!o.quiet) std::printf("wrote %s: the image file of each row\n", list.c_str());
   }
   return res;
 }

@@ -123,18 +123,22 @@ struct EncodeOptions {
 };
 
 struct EncodeResult {
-  Tensor codes;  ///< i64 (N, T', h, w) or (N, h, w), identical on every rank
+  /// i64 (N, T', h, w) or (N, h, w), identical on every rank; undefined when
+  /// EncodeOptions::out is given (the codes go there a round of batches at a time, so that
+  /// no rank holds them all: read the file).
+  Tensor codes;
   bool images = false;
   /// --verify: each rank's hash of its codes for the first batch (indexed by rank).
   std::vector<uint64_t> verify_hashes;
 };
 
 /// Encodes the input's first `limit` items (all by default) to token ids with a frozen
-/// replica on every rank: batches are dealt out over the ranks and assembled on every rank;
-/// rank 0 writes `out` (and, for images from a folder, out + ".files.txt" naming the file
-/// each row was read from, one per line; a name with a line break is written quoted). Clips of T
-/// frames give T' = ModelConfig::code_frames(T) code frames (1 for one-frame clips). Errors name an
-/// item size the model's factors do not divide.
+/// replica on every rank: batches are dealt out over the ranks, a round at a time, and
+/// assembled on every rank; rank 0 writes `out` (and, for images from a folder,
+/// out + ".files.txt" naming the file each row was read from, one per line; a name with a
+/// line break is written quoted). Clips of T frames give T' = ModelConfig::code_frames(T)
+/// code frames (1 for one-frame clips). Errors name an item size the model's factors do
+/// not divide.
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
                     comm::Communicator& comm);
 
