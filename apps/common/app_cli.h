@@ -32,6 +32,9 @@ struct CommonArgs {
   bool trains = false;    // a training subcommand: it runs on train.device
 };
 
+/// The most thread ranks --ranks starts in one process.
+constexpr int kMaxThreadRanks = 1024;
+
 /// Adds --config (required, e.g. `example`), --ranks and repeatable --set to `sub`.
 inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& example) {
   sub->add_option("-c,--config", c.config, "YAML config (e.g. " + example + ")")
@@ -45,12 +48,15 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
           [](std::string& v) -> std::string {
             try {
               size_t used = 0;
-              if (std::stoi(v, &used) >= 1 && used == v.size()) return "";
+              const int n = std::stoi(v, &used);
+              if (n >= 1 && n <= kMaxThreadRanks && used == v.size()) return "";
             } catch (const std::exception&) {
             }
-            return "must be a whole number of thread ranks, at least 1 (got '" + v + "')";
+            return "must be a whole number of thread ranks, at least 1 and at most " +
+                   std::to_string(kMaxThreadRanks) +
+                   " (they share one process; more ranks run under mpirun) (got '" + v + "')";
           },
-          "INT>=1"));
+          "INT in [1, " + std::to_string(kMaxThreadRanks) + "]"));
   sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
       ->allow_extra_args(false)
       ->check(kKeyValue);

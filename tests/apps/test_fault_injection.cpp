@@ -396,6 +396,8 @@ TEST(FaultInjection, CommandLineMessages) {
   const fs::path log = r.dir / "cli.log";
   EXPECT_NE(wait_for(start(r, {"--ranks", "0"}, log)), 0);
   EXPECT_NE(read_all(log).find("at least 1"), std::string::npos) << read_all(log);
+  EXPECT_NE(wait_for(start(r, {"--ranks", "100000"}, log)), 0);
+  EXPECT_NE(read_all(log).find("at most 1024"), std::string::npos) << read_all(log);
   // A new run into a folder holding checkpoints: refused, nothing deleted.
   EXPECT_EQ(wait_for(start(r, {}, log)), 1);
   const std::string text = read_all(log);
