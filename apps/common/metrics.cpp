@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "apps/common/output_paths.h"
 #include "core/error.h"
 #include "core/text_file.h"
 
@@ -15,11 +16,10 @@ namespace zt::app {
 namespace fs = std::filesystem;
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
-  const fs::path parent = fs::path(path).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
+  make_parent_folders(path);
   f_ = std::fopen(path.c_str(), append ? "a" : "w");
-  ZT_CHECK(f_ != nullptr, "cannot open metrics file '", path, "' for writing; check that ",
-           parent.string(), " is writable");
+  ZT_CHECK(f_ != nullptr, "cannot open metrics file '", path,
+           "' for writing: ", std::strerror(errno));
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numbers>
 
+#include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
 #include "core/algo_policy.h"
@@ -296,10 +297,7 @@ std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64
 
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
-  if (comm.rank() == 0) {
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
-  }
+  if (comm.rank() == 0) make_parent_folders(out);
   comm.barrier();
   zero::export_consolidated(engine, out);
 }

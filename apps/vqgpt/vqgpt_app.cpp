@@ -505,7 +505,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
   const std::vector<std::string> inputs = read_by_run(cfg, checkpoint);
-  app::check_on_rank0(comm, [&] { app::check_output_file("export -o", out, inputs); });
+  app::check_on_rank0(comm, [&] { app::check_output_writable("export -o", out, inputs); });
   // On the CPU, as vqtok export: the ranks of a CPU launch (--ranks, mpirun) hold no GPU.
   config::AppConfig on_cpu = cfg;
   on_cpu.train.device = "cpu";

@@ -256,7 +256,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   // Output and input errors before the weights are read and anything is encoded.
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.input});
-  app::check_on_rank0(comm, [&] { app::check_output_file("encode -o", o.out, inputs); });
+  app::check_on_rank0(comm, [&] { app::check_output_writable("encode -o", o.out, inputs); });
   Source src = open_source(cfg, o);
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
@@ -339,8 +339,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     encode_rounds(nullptr);
     return res;
   }
-  const fs::path parent = fs::path(o.out).parent_path();
-  if (!parent.empty()) fs::create_directories(parent);
+  app::make_parent_folders(o.out);
   // Images from a folder: which file each row holds, one path per line. An earlier encode's
   // list goes first, so that no crash leaves it beside codes it does not describe.
   const std::string list = o.out + ".files.txt";
@@ -547,7 +546,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.push_back(dir);
-  app::check_on_rank0(comm, [&] { app::check_output_file("export -o", out, inputs); });
+  app::check_on_rank0(comm, [&] { app::check_output_writable("export -o", out, inputs); });
   ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
   const bool hf = naming == vq::KeyNaming::transformers;
@@ -562,8 +561,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   // and written once: no intermediate file to leave behind or to need room for.
   nn::NamedTensors state = zero::consolidated_state(*engine);
   app::decided_by_rank0(comm, [&] {  // its error, if any, reaches every rank
-    const fs::path parent = fs::path(out).parent_path();
-    if (!parent.empty()) fs::create_directories(parent);
+    app::make_parent_folders(out);
     if (cfg.model.l2_norm_codes) unit_codebook_rows(state);
     if (hf) {
       // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.

@@ -132,6 +132,13 @@ TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
       [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
   EXPECT_TRUE(has(err, "encode -o '" + meta + "' lies in a checkpoint")) << err;
   EXPECT_EQ(fs::file_size(meta), before);
+  // A file that cannot be made is refused before the weights are read (none are here).
+  o.weights = dir + "/no_such_weights";
+  o.out = "/proc/zt_no_such/ids.npy";
+  const std::string unwritable = error_of(
+      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  EXPECT_TRUE(has(unwritable, "encode -o '/proc/zt_no_such/ids.npy' cannot be written"))
+      << unwritable;
 }
 
 // The config's dataset is an input of every command: an output that is data.path or
