@@ -213,7 +213,8 @@ enum class App { vqtok, vqgpt, any };
 
 /// The most clips of a batch per rank (train.batch, a DeepSpeed micro batch) and the most
 /// eval batches: as many as a permutation of the samples holds (data.num_samples), so that
-/// products with the accumulation steps and the ranks stay far inside 64 bits.
+/// a product with the accumulation steps stays inside 64 bits (one with the world size too
+/// is checked in 128 bits).
 constexpr int64_t kMaxBatch = int64_t{1} << 27;
 
 /// Everything an app reads from its YAML file.

@@ -286,7 +286,15 @@ void commit(const fs::path& tmp, const fs::path& root, const std::string& tag,
   // older checkpoints it replaces (a failure here fails the save, so nothing is pruned).
   sync_folder(root.string());
   if (!old.empty()) fs::remove_all(old, ec);
-  write_text_atomically((root / kLatestFile).string(), tag + "\n", id);
+  const std::string latest = (root / kLatestFile).string();
+  try {
+    write_text_atomically(latest, tag + "\n", id);
+  } catch (const std::exception& e) {
+    // The checkpoint is whole and in place: say so, lest it be taken for a failed save.
+    ZT_FAIL("'", dst.string(), "' is saved complete, but '", latest,
+            "' could not be updated to name it (", e.what(),
+            "); a resume or load of the folder above takes the newest complete step, this one");
+  }
 }
 
 }  // namespace ckpt

@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 
@@ -43,6 +44,20 @@ inline const CLI::Validator kNonNegative(
              ", got " + text;
     },
     "NONNEGATIVE");
+
+/// A --batch: 0 (the config's train.batch) or a whole number of items up to 2^27, the most
+/// train.batch takes (config::kMaxBatch).
+inline const CLI::Validator kBatchSize(
+    [](std::string& text) -> std::string {
+      const bool digits =
+          !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
+      errno = 0;
+      if (digits && std::strtoll(text.c_str(), nullptr, 10) <= (int64_t{1} << 27) && errno == 0)
+        return "";
+      return "must be a whole number of items from 0 (train.batch) to 134217728 (2^27), got " +
+             text;
+    },
+    "BATCH");
 
 /// A seed: a whole number from 0 to 2^64 - 1 (not wrapped or saturated from -1 or more).
 inline const CLI::Validator kSeed(

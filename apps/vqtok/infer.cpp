@@ -1,8 +1,10 @@
 // vqtok encode / decode / eval / export, and loading the frozen tokenizer. For inference
 // the model is a full replica on every rank (zero::Replicated, requires_grad off, eval
 // mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world, a
-// round of `world` batches at a time; each round is assembled on every rank with one
-// all-reduce (each rank fills its batch of a zeroed tensor) and rank 0 writes it out.
+// round of `world` batches at a time; each round is assembled on every rank by all-reduces
+// (each rank fills its batch of zeroed tensors) and rank 0 writes it out.
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -311,8 +313,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   Tensor read_from = zeros({n}, DType::i64);
   const int64_t round = batch * world;
   auto last_note = std::chrono::steady_clock::now();
+  // Rank 0 writes each round to `f` (when given); false at a write that failed (rank 0's
+  // error then stops the other ranks).
   auto encode_rounds = [&](std::FILE* f) {
-    bool written = f != nullptr;  // a failed write ends the writing, not the rounds
     for (int64_t first = 0; first < n; first += round) {
       const int64_t len = std::min(round, n - first), mine = rank * batch;
       Tensor chunk = zeros(rows(len), DType::i64);
@@ -324,7 +327,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
       assemble(chunk, comm);
       assemble(read_from.narrow(0, first, len), comm);
       if (res.codes.defined()) res.codes.narrow(0, first, len).copy_(chunk);
-      written = written && write_all(f, chunk.data_ptr(), static_cast<size_t>(chunk.numel()) * 8);
+      if (f && !write_all(f, chunk.data_ptr(), chunk.numel() * sizeof(int64_t))) return false;
       if (rank == 0 && !o.quiet && first + len < n &&
           std::chrono::steady_clock::now() - last_note > std::chrono::seconds(10)) {
         last_note = std::chrono::steady_clock::now();
@@ -333,7 +336,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
         std::fflush(stdout);
       }
     }
-    return written;
+    return true;
   };
   if (rank != 0 || o.out.empty()) {
     encode_rounds(nullptr);
@@ -341,13 +344,19 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   }
   app::make_parent_folders(o.out);
   // Images from a folder: which file each row holds, one path per line. An earlier encode's
-  // list goes first, so that no crash leaves it beside codes it does not describe.
+  // list goes just before its codes are replaced, so that no crash leaves it beside codes it
+  // does not describe (and a failed encode leaves both). The temporary file is this
+  // process's own: another encode into the same file writes its own.
   const std::string list = o.out + ".files.txt";
-  fs::remove(list);
-  write_file_atomically(o.out, [&](std::FILE* f) {
-    const std::string header = data::npy_header(DType::i64, rows(n));
-    return encode_rounds(write_all(f, header.data(), header.size()) ? f : nullptr);
-  });
+  write_file_atomically(
+      o.out,
+      [&](std::FILE* f) {
+        const std::string header = data::npy_header(DType::i64, rows(n));
+        if (!write_all(f, header.data(), header.size()) || !encode_rounds(f)) return false;
+        fs::remove(list);
+        return true;
+      },
+      std::to_string(::getpid()));
   if (!o.quiet) std::printf("wrote %s: int64 %s\n", o.out.c_str(), shape_str(rows(n)).c_str());
   const std::vector<std::string> files = item_files(*src.dataset, read_from);
   if (!files.empty()) {

@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
   encode->add_option("--limit", eo.limit, "encode at most this many items (0: all)")
       ->check(zt::app::kNonNegative);
   encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::kBatchSize);
   encode->add_flag(
       "--verify", eo.verify,
       "check that every rank produces identical tokens (each encodes the first batch)");
@@ -91,7 +91,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   decode->add_option("-o,--out", dO.out_dir, "folder for the PNG frames")->required();
   decode->add_option("--batch", dO.batch, "clips per forward (default: train.batch)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::kBatchSize);
 
   CLI::App* eval = app.add_subcommand("eval", "PSNR and codebook usage on a dataset (JSON)");
   kCli.add(eval, eval_c);
@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
   eval->add_option("--batches", vo.batches, "batches per rank (default: the whole split)")
       ->check(zt::app::kNonNegative);
   eval->add_option("--batch", vo.batch, "clips per rank per batch (default: train.batch)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::kBatchSize);
   eval->add_option("-o,--out", eval_out, "also write the JSON to this file");
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");

@@ -249,6 +249,11 @@ if(TARGET vqtok)
     "--limit: must be a number >= 0, got -1"
     $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --out ids.npy --limit -1)
+  # A batch past train.batch's 2^27 (batch x ranks would pass 64 bits).
+  zt_refusal_test(apps.vqtok.encode_batch_at_most_2_27 2
+    "--batch: must be a whole number of items from 0 \\(train.batch\\) to 134217728"
+    $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    --out ids.npy --batch 4611686018427387904)
   # A count past int64 would be taken saturated (2^63 - 1 steps), not refused.
   zt_refusal_test(apps.vqtok.train_steps_past_int64 2
     "--steps: must be a positive number below 2\\^63, got 99999999999999999999"

@@ -294,7 +294,7 @@ TEST(VqtokApp, TheFileListNamesTheImageReadInABadOnesPlace) {
   o.weights = weights;
   o.input = dir + "/imgs";
   o.out = dir + "/codes.npy";
-  o.batch = 2;
+  o.batch = 1;  // two rounds of two batches: the last row comes from the second
   o.quiet = true;
   comm::run_threads(2, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
   std::ifstream list(o.out + ".files.txt");
@@ -366,9 +366,13 @@ TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
   });
   EXPECT_EQ(per_rank[0].to_vector(), one.to_vector());
   EXPECT_EQ(per_rank[1].to_vector(), one.to_vector());
-  // Into a file, a round of 4 batches at a time: the last rank has no batch of the 3.
+  // Into a file, a round of 4 batches at a time: the last rank has no batch of the 3; and
+  // of 3 batches of one clip, two rounds.
   o.out = ids;
   comm::run_threads(4, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
+  EXPECT_EQ(data::load_npy(ids).to_vector(), one.to_vector());
+  o.batch = 1;
+  comm::run_threads(3, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
   Tensor saved = data::load_npy(ids);
   EXPECT_EQ(saved.dtype(), DType::i64);
   EXPECT_EQ(saved.to_vector(), one.to_vector());

@@ -101,6 +101,27 @@ TEST(CheckpointCleanup, ASaveOverADamagedCheckpointKeepsIt) {
   EXPECT_EQ(kept, 1);
 }
 
+// A save whose checkpoint is in place but whose `latest` cannot be written (a disk that
+// fills up just then) says that the checkpoint is complete, and a load of the root takes it.
+TEST(CheckpointCleanup, ASaveThatCannotUpdateLatestSaysTheCheckpointIsComplete) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 1);
+  fs::remove(fs::path(root) / "latest");
+  fs::create_directories(fs::path(root) / "latest" / "in_the_way");  // no rename replaces it
+  std::string error;
+  try {
+    save_steps(root, 1);
+  } catch (const std::exception& e) {
+    error = e.what();
+  }
+  EXPECT_NE(error.find("step_000001' is saved complete, but '" + root + "/latest' could not"),
+            std::string::npos)
+      << error;
+  EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000001"));
+  EXPECT_EQ(zero::find_checkpoint(root), root + "/step_000001");
+}
+
 // keep_last counts complete checkpoints only and deletes nothing else. A resume passed
 // over a damaged step 4 for step 2; the saves of steps 4, 6 and 8 that follow, keeping 2,
 // set the damaged folder aside and keep it, and keep the two newest good checkpoints (the
