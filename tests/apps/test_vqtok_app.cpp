@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -47,7 +48,8 @@ std::string fresh_dir(const std::string& name) {
   return apptest::fresh_dir("zt_vqtok", name);
 }
 
-// One 2-rank training run shared by the tests that need trained weights.
+// One 2-rank training run shared by the tests that need trained weights (its folder
+// removed when the test process exits).
 struct Trained {
   config::AppConfig cfg;
   vqtok::TrainResult result[2];
@@ -56,6 +58,7 @@ struct Trained {
 const Trained& trained() {
   static Trained* t = [] {
     auto* t = new Trained{tiny_config(fresh_dir("train")), {}};
+    std::atexit([] { fs::remove_all(trained().cfg.output_dir); });
     comm::run_threads(2, [&](comm::Communicator& comm) {
       vqtok::TrainOptions o;
       o.quiet = true;
