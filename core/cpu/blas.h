@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
 
 #include "core/error.h"
@@ -28,6 +29,12 @@ inline int64_t groups_worth(double total_flops) {
 inline int64_t blas_work_groups(double total_flops, int64_t items) {
   return std::max<int64_t>(1, std::min<int64_t>({num_threads(), items, groups_worth(total_flops)}));
 }
+
+/// Has OpenBLAS run the kernels of this CPU's widest vector instructions where its own
+/// choice fell back to SSE3 ones for a CPU model it does not know (blas_kernels.cpp),
+/// once per process; returns the name of the kernels in use ("SkylakeX", "Haswell", ...).
+/// blas_gemm calls it; comm::launch too, before any rank's thread starts.
+std::string use_cpu_blas_kernels();
 
 namespace detail {
 
@@ -77,6 +84,8 @@ void blas_gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, T alpha, const
   ZT_CHECK(std::max({m, n, k, lda, ldb, ldc}) <= INT32_MAX, "gemm: a product of (", m, " x ", k,
            ") and (", k, " x ", n, ") with leading dims ", lda, ", ", ldb, ", ", ldc,
            " does not fit BLAS's 32-bit sizes; split the product");
+  static const bool kernels_chosen = (use_cpu_blas_kernels(), true);
+  (void)kernels_chosen;
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
   const CBLAS_TRANSPOSE TA = ta ? CblasTrans : CblasNoTrans, TB = tb ? CblasTrans : CblasNoTrans;
   const int64_t parts = std::is_same_v<T, float> ? blas_split_parts(m, n, k) : 1;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/allocator.h"
+#include "core/cpu/blas.h"
 #include "zero/comm/mpi_comm.h"
 #include "zero/comm/thread_comm.h"
 #ifdef ZT_WITH_CUDA
@@ -86,6 +87,9 @@ void agree_before_launch(const std::exception_ptr& failure) {
 }
 
 void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {
+  // Before any rank's thread starts: the choice may set OPENBLAS_CORETYPE (setenv), which no
+  // other thread may read meanwhile.
+  cpu::use_cpu_blas_kernels();
   auto apply = [&](Communicator& c) {
     if (opts.timeout.count() > 0) c.set_timeout(opts.timeout);
     MemoryLedger& ledger = *current_ledger();  // the rank's own (thread ranks) or the process's
