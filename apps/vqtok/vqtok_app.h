@@ -136,9 +136,9 @@ struct EncodeResult {
 /// replica on every rank: batches are dealt out over the ranks, a round at a time, and
 /// assembled on every rank; rank 0 writes `out` (and, for images from a folder,
 /// out + ".files.txt" naming the file each row was read from, one per line; a name with a
-/// line break, or that starts with a double quote, is written quoted). Clips of T frames give T' =
-/// ModelConfig::code_frames(T) code frames (1 for one-frame clips). Errors name an item size the
-/// model's factors do not divide.
+/// line break, or that starts with a double quote, is written quoted). Clips of T frames
+/// give T' = ModelConfig::code_frames(T) code frames (1 for one-frame clips). Errors name
+/// an item size the model's factors do not divide.
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& options,
                     comm::Communicator& comm);
 
