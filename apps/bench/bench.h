@@ -41,7 +41,8 @@ class Cli : public CLI::App {
 };
 
 /// The GPU math policies in force as JSON fields (no braces): "tf32" as train.tf32 spells
-/// it, "cudnn_benchmark", "cudnn_deterministic" and "gemm_benchmark".
+/// it, "cudnn_benchmark", "cudnn_deterministic" and "gemm_benchmark"; and "blas", the
+/// OpenBLAS kernels the CPU runs (cpu::use_cpu_blas_kernels: "SkylakeX", "Zen", ...).
 std::string gpu_math_json();
 
 /// Blocks until device work queued before it is done (copies one element of t to the

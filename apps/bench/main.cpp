@@ -12,6 +12,7 @@
 #include "apps/common/app_cli.h"
 #include "core/algo_policy.h"
 #include "core/api_profile.h"
+#include "core/cpu/blas.h"
 #include "core/kernel_profile.h"
 #include "core/work_counts.h"
 
@@ -86,7 +87,8 @@ std::string gpu_math_json() {
   return std::string("\"tf32\":\"") + (t.matmul ? "all" : (t.conv ? "conv" : "none")) +
          "\",\"cudnn_benchmark\":" + (c.benchmark ? "true" : "false") +
          ",\"cudnn_deterministic\":" + (c.deterministic ? "true" : "false") +
-         ",\"gemm_benchmark\":" + (gemm_benchmark() ? "true" : "false");
+         ",\"gemm_benchmark\":" + (gemm_benchmark() ? "true" : "false") + ",\"blas\":\"" +
+         cpu::use_cpu_blas_kernels() + "\"";
 }
 
 void sync(const Tensor& t) {
