@@ -2,11 +2,13 @@
 #include "core/text_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 
 #include "core/error.h"
 
@@ -66,6 +68,36 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
   std::remove(tmp.c_str());
   ZT_FAIL("cannot write '", path, "': ", why,
           " (check that its folder exists, is writable and not full)");
+}
+
+bool process_exited(long pid) {
+  if (pid <= 0 || pid == ::getpid()) return false;
+  if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno != EPERM) return true;
+  // Exited but not reaped (Linux: state Z in /proc/<pid>/stat): the killed ranks of an
+  // mpirun job stay such zombies until whatever adopted them reaps them.
+  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(f, stat);
+  const size_t close = stat.rfind(')');  // "pid (command) S ..."
+  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
+}
+
+std::vector<std::string> remove_exited_temporaries(const std::string& path) {
+  const fs::path target(path);
+  const std::string prefix = "." + target.filename().string() + ".tmp-";
+  std::vector<std::string> removed;
+  std::error_code ec;
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos ||
+        name.size() - prefix.size() > 9 || !e.is_regular_file(ec))
+      continue;
+    if (!process_exited(std::stol(name.substr(prefix.size())))) continue;
+    if (fs::remove(e.path(), ec)) removed.push_back(e.path().string());
+  }
+  return removed;
 }
 
 void write_text_atomically(const std::string& path, const std::string& text,

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace zt {
 
@@ -26,6 +27,15 @@ void write_text_atomically(const std::string& path, const std::string& text,
 
 /// Writes `bytes` bytes from `data` to `f`; false when the write failed. For `fill`s.
 bool write_all(std::FILE* f, const void* data, size_t bytes);
+
+/// Whether process `pid` of this machine has exited (gone, or a zombie not yet reaped);
+/// false for this process and for one that runs (or that this one may not signal).
+bool process_exited(long pid);
+
+/// Removes the temporaries write_file_atomically left beside `path` under a process id
+/// (".<name>.tmp-<pid>") whose process has exited: a write killed before its rename.
+/// Returns the paths removed.
+std::vector<std::string> remove_exited_temporaries(const std::string& path);
 
 /// Syncs a folder's entries to disk (after files were renamed or removed in it). A folder that
 /// cannot be opened or synced is an error naming it and the cause; a file system that cannot

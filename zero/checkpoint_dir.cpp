@@ -75,17 +75,6 @@ static bool made_here(const std::string& id) {
   return ids_made_here().count(id) > 0;
 }
 
-// Whether `pid` has exited but is not yet reaped (Linux: state Z in /proc/<pid>/stat). The
-// killed ranks of an mpirun job are orphans that stay zombies until whatever adopted them
-// reaps them, and kill(pid, 0) still succeeds on them.
-static bool is_zombie(long pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/stat");
-  std::string stat;
-  std::getline(f, stat);
-  const size_t close = stat.rfind(')');  // "pid (command) S ..."
-  return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'Z';
-}
-
 // Whether the process that made temporary id `id` may still be running: true unless the
 // id names a pid on this machine that no longer exists, or has exited (a zombie), or is
 // this process's pid but not an id this process made. Ids of the older form "<pid>-<hex>"
@@ -101,8 +90,7 @@ static bool owner_may_be_alive(const std::string& id, bool run_lock_held) {
   const long pid = std::strtol(id.substr(i, j - i).c_str(), nullptr, 10);
   if (pid <= 0) return true;
   if (pid == ::getpid()) return false;  // an earlier process's: this one did not make it
-  const bool exists = ::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM;
-  return exists && !is_zombie(pid);
+  return !process_exited(pid);
 }
 
 bool valid_tag(const std::string& t) {

@@ -343,6 +343,7 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     return res;
   }
   app::make_parent_folders(o.out);
+  remove_exited_temporaries(o.out);  // those of an encode killed before its rename
   // Images from a folder: which file each row holds, one path per line. An earlier encode's
   // list goes just before its codes are replaced, so that no crash leaves it beside codes it
   // does not describe (and a failed encode leaves both). The temporary file is this

@@ -1,5 +1,6 @@
 // write_file_atomically: a reader sees the old contents or the new, and a failed write
 // leaves the old file whole and nothing behind.
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -7,6 +8,8 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "common/test_util.h"
 #include "core/text_file.h"
@@ -85,5 +88,32 @@ TEST(TextFile, AFolderThatCannotBeSyncedIsAnError) {
   write_text_atomically(file, "x");
   EXPECT_TRUE(test::throws_with([&] { sync_folder(file); },
                                 "cannot open folder '" + file + "' to sync it: Not a directory"));
+  fs::remove_all(dir);
+}
+
+// A write killed before its rename leaves ".<name>.tmp-<pid>": the next writer removes it
+// once that process has exited, and nothing of a running process's or of another name.
+TEST(TextFile, TemporariesOfExitedProcessesAreRemoved) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("zt_text_file_tmp_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const pid_t child = fork();
+  if (child == 0) _exit(0);
+  waitpid(child, nullptr, 0);  // exited and reaped: no such process now
+  const std::string dead = std::to_string(child), live = std::to_string(getppid());
+  for (const std::string& name :
+       std::vector<std::string>{".x.npy.tmp-" + dead, ".x.npy.tmp-" + live, ".x.npy.tmp-ab",
+                                ".y.npy.tmp-" + dead, ".x.npy.tmp"})
+    std::ofstream(dir / name) << "partial";
+  EXPECT_TRUE(process_exited(child));
+  EXPECT_FALSE(process_exited(getppid()));
+  EXPECT_FALSE(process_exited(getpid()));
+  const auto removed = remove_exited_temporaries((dir / "x.npy").string());
+  ASSERT_EQ(removed.size(), 1u);
+  EXPECT_EQ(removed[0], (dir / (".x.npy.tmp-" + dead)).string());
+  for (const std::string& kept : std::vector<std::string>{".x.npy.tmp-" + live, ".x.npy.tmp-ab",
+                                                          ".y.npy.tmp-" + dead, ".x.npy.tmp"})
+    EXPECT_TRUE(fs::exists(dir / kept)) << kept;
   fs::remove_all(dir);
 }
