@@ -73,11 +73,11 @@ enum class EngineUse { training, planning, reading_weights };
 /// An engine over `model` (built under zero::Init) with cfg's ZeRO and optimizer settings.
 /// With bf16 / f16 each top-level submodule holding partitioned parameters computes in
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
-/// are unchanged). Prints cfg.warnings once on rank 0, and cfg.training_warnings too for training
-/// and planning. For training and planning, checks a DeepSpeed train_batch_size against the world
-/// size; for training, records a timeline when train.trace is set. `quiet` (a run's quiet option):
-/// the engine prints none of its notes (zero::Config::quiet: fp16 overflows, the offload, the
-/// timeline).
+/// are unchanged). Prints cfg.warnings once on rank 0. For training and planning, also
+/// cfg.training_warnings, and checks a DeepSpeed train_batch_size against the world size;
+/// for training, records a timeline when train.trace is set. `quiet` (a run's quiet
+/// option): the engine prints none of its notes (zero::Config::quiet: fp16 overflows, the
+/// offload, the timeline).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                           const config::AppConfig& cfg, comm::Communicator& comm,
                                           EngineUse use, bool quiet = false);

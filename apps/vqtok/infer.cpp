@@ -143,6 +143,29 @@ void assemble(const Tensor& full, comm::Communicator& comm) {
   app::all_reduce_host(comm, flat, comm::ReduceOp::kSum);  // through the GPU under NCCL
 }
 
+// Items [0, n) a round of `batch` x world at a time. In each round rank r computes its
+// batch, items [first + r x batch, ...) (none past n): `mine(i, count)` returns items
+// [i, i + count) stacked. The round, assembled on every rank (each rank fills its batch
+// of zeros `rows(len)` of `dtype`), then goes to `take(first, round)` on every rank;
+// false from take ends the rounds (rank 0's error then stops the other ranks). No rank
+// holds more than a round.
+template <typename Rows, typename Mine, typename Take>
+bool in_rounds(int64_t n, int64_t batch, DType dtype, comm::Communicator& comm, const Rows& rows,
+               const Mine& mine, const Take& take) {
+  const int64_t round = batch * comm.size();
+  for (int64_t first = 0; first < n; first += round) {
+    const int64_t len = std::min(round, n - first), at = comm.rank() * batch;
+    Tensor chunk = zeros(rows(len), dtype);
+    if (at < len) {
+      const int64_t count = std::min(batch, len - at);
+      chunk.narrow(0, at, count).copy_(mine(first + at, count));
+    }
+    assemble(chunk, comm);
+    if (!take(first, chunk)) return false;
+  }
+  return true;
+}
+
 // Builds cfg's model partitioned on `device` with an engine, loads checkpoint `dir`'s
 // model (not its optimizer state: train.optimizer need not match the run's); returns both.
 // `dtype_advice`: what the command offers beside setting train.dtype (check_checkpoint_app).
@@ -306,25 +329,19 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     s.insert(s.begin(), count);
     return s;
   };
-  // A round at a time, each rank encoding one batch of it; the round is assembled on every
-  // rank and rank 0 appends it to the file. With an output file no rank holds more than a
-  // round's codes; without one, the codes of every item are kept and returned.
+  // A round at a time (in_rounds); rank 0 appends each to the file. With an output file no
+  // rank holds more than a round's codes; without one, the codes of every item are kept and
+  // returned.
   if (o.out.empty()) res.codes = zeros(rows(n), DType::i64);
   Tensor read_from = zeros({n}, DType::i64);
-  const int64_t round = batch * world;
   auto last_note = std::chrono::steady_clock::now();
-  // Rank 0 writes each round to `f` (when given); false at a write that failed (rank 0's
-  // error then stops the other ranks).
+  // Rank 0 writes each round to `f` (when given); false at a write that failed.
   auto encode_rounds = [&](std::FILE* f) {
-    for (int64_t first = 0; first < n; first += round) {
-      const int64_t len = std::min(round, n - first), mine = rank * batch;
-      Tensor chunk = zeros(rows(len), DType::i64);
-      if (mine < len) {
-        Tensor codes =
-            model->encode(load_batch(src, first / batch + rank, batch, n, &read_from)).codes;
-        chunk.narrow(0, mine, codes.size(0)).copy_(codes);
-      }
-      assemble(chunk, comm);
+    auto encoded = [&](int64_t i, int64_t) {
+      return model->encode(load_batch(src, i / batch, batch, n, &read_from)).codes;
+    };
+    return in_rounds(n, batch, DType::i64, comm, rows, encoded, [&](int64_t first, Tensor chunk) {
+      const int64_t len = chunk.size(0);
       assemble(read_from.narrow(0, first, len), comm);
       if (res.codes.defined()) res.codes.narrow(0, first, len).copy_(chunk);
       if (f && !write_all(f, chunk.data_ptr(), chunk.numel() * sizeof(int64_t))) return false;
@@ -335,8 +352,8 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     static_cast<long long>(n));
         std::fflush(stdout);
       }
-    }
-    return true;
+      return true;
+    });
   };
   if (rank != 0 || o.out.empty()) {
     encode_rounds(nullptr);
@@ -396,7 +413,6 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
     });
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = codes.size(0), batch = batch_of(cfg, o.batch);
-  const int world = comm.size(), rank = comm.rank();
   autograd::NoGradGuard no_grad;
   const int64_t s = cfg.model.spatial_factor(), f = cfg.model.temporal_downsample_factor;
   const bool images = codes.dim() == 3;
@@ -429,22 +445,17 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
       for (const auto& file : files_of(i)) planned.insert(file.first);
     folder->begin(planned);
   }
-  // A round at a time, each rank decoding one batch of it; the round is assembled on every
-  // rank and rank 0 writes its files before the next. With an output folder no rank holds
-  // more than a round's frames beside the grid's first 8 clips; without one, the frames of
-  // every clip are kept and returned.
+  // A round at a time (in_rounds); rank 0 writes its files before the next. With an output
+  // folder no rank holds more than a round's frames beside the grid's first 8 clips;
+  // without one, the frames of every clip are kept and returned.
   const int64_t grid = std::min<int64_t>(n, 8);
   Tensor frames = zeros(shape_of(o.out_dir.empty() ? n : grid));
-  const int64_t round = batch * world;
-  for (int64_t first = 0; first < n; first += round) {
-    const int64_t len = std::min(round, n - first), mine = rank * batch;
-    Tensor chunk = zeros(shape_of(len));
-    if (mine < len) {
-      const int64_t b = std::min(batch, len - mine);
-      Tensor out = model->decode_codes(codes.narrow(0, first + mine, b));
-      chunk.narrow(0, mine, b).copy_(images ? out : out.narrow(1, 0, clip_frames));
-    }
-    assemble(chunk, comm);
+  auto decoded = [&](int64_t i, int64_t count) {
+    Tensor out = model->decode_codes(codes.narrow(0, i, count));
+    return images ? out : out.narrow(1, 0, clip_frames);
+  };
+  in_rounds(n, batch, DType::f32, comm, shape_of, decoded, [&](int64_t first, Tensor chunk) {
+    const int64_t len = chunk.size(0);
     if (folder)
       for (int64_t i = first; i < first + len; ++i)
         for (const auto& [file, t] : files_of(i)) {
@@ -454,7 +465,8 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
         }
     const int64_t keep = std::min(len, frames.size(0) - first);
     if (keep > 0) frames.narrow(0, first, keep).copy_(chunk.narrow(0, 0, keep));
-  }
+    return true;
+  });
   if (folder) {  // rank 0
     data::save_png((fs::path(o.out_dir) / "grid.png").string(),
                    data::make_grid({frames.narrow(0, 0, grid)}));
