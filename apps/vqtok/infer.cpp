@@ -1,6 +1,6 @@
-// vqtok encode / decode / eval / export, and loading the frozen tokenizer. For inference
-// the model is a full replica on every rank (zero::Replicated, requires_grad off, eval
-// mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world, a
+// vqtok encode / decode / export, and loading the frozen tokenizer (eval: eval.cpp). For
+// inference the model is a full replica on every rank (zero::Replicated, requires_grad off,
+// eval mode): no gathers, no hooks. Work is split by batch: batch i runs on rank i % world, a
 // round of `world` batches at a time; each round is assembled on every rank by all-reduces
 // (each rank fills its batch of zeroed tensors) and rank 0 writes it out.
 #include <unistd.h>
@@ -480,85 +480,6 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
                   kDecodeManifest);
   }
   return frames;
-}
-
-nlohmann::json EvalResult::json() const {
-  return {{"psnr", psnr},
-          {"mse", mse},
-          {"l1", l1},
-          {"loss_vq", loss_vq},
-          {"codebook_usage", codebook.usage},
-          {"codes_used", codebook.used},
-          {"perplexity", codebook.perplexity},
-          {"clips", clips}};
-}
-
-EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
-                            const config::AppConfig& cfg, comm::Communicator& comm,
-                            std::vector<Tensor>* first) {
-  autograd::NoGradGuard no_grad;
-  int64_t n = loader.batches_per_epoch();
-  if (batches > 0) n = std::min(n, batches);
-  const auto counts = comm.all_gather_object<int64_t>(n);
-  n = *std::min_element(counts.begin(), counts.end());  // every rank runs as many
-  ZT_CHECK(n > 0,
-           "evaluation: a rank has no batch of data; lower the batch size or raise "
-           "data.eval_samples");
-  loader.restore({0, 0}, n);
-  app::CodebookUsage usage(cfg.model.codebook_size);
-  double sums[5] = {0, 0, 0, 0, 0};  // squared error, abs error, elements, vq loss, clips
-  for (int64_t i = 0; i < n; ++i) {
-    data::Batch b = loader.next();
-    // Only the epoch's own samples count, not the padding that evens out the ranks. A
-    // batch of padding alone still runs: every rank runs each forward (ZeRO-3 gathers).
-    const int64_t real = loader.unpadded(b);
-    const Tensor clips = real > 0 ? b.clips.narrow(0, 0, real) : b.clips;
-    std::vector<Tensor> out = forward(clips);
-    if (real == 0) continue;
-    const auto elems = static_cast<double>(clips.numel());
-    sums[0] += mse_loss(out[0], clips).item() * elems;
-    sums[1] += l1_loss(out[0], clips).item() * elems;
-    sums[2] += elems;
-    sums[3] += vq_term(out, cfg.loss.commitment).item() * static_cast<double>(real);
-    sums[4] += static_cast<double>(real);
-    usage.add(out[1]);
-    if (i == 0 && first) *first = {clips, out[0]};
-  }
-  Tensor t = from_vector(std::vector<double>(sums, sums + 5), {5}, DType::f64);
-  app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
-  auto v = t.to_vector();
-  EvalResult r;
-  r.mse = v[0] / v[2];
-  r.l1 = v[1] / v[2];
-  r.loss_vq = v[3] / v[4];
-  r.clips = static_cast<int64_t>(v[4]);
-  r.psnr = app::psnr_from_mse(r.mse);
-  r.codebook = usage.reduce(comm);
-  ZT_CHECK(std::isfinite(r.mse) && std::isfinite(r.l1) && std::isfinite(r.loss_vq),
-           "evaluation: non-finite result (mse ", r.mse, ", l1 ", r.l1, ", vq loss ", r.loss_vq,
-           ") over ", r.clips,
-           " clips: the model's outputs overflowed or the data holds "
-           "non-finite values");
-  return r;
-}
-
-EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
-  auto model = load_frozen_model(cfg, o.weights, comm);
-  const int64_t batch = batch_of(cfg, o.batch);
-  // With --batches, the clips scored are spread over the split, not its first folders.
-  const int64_t scored = o.batches > 0 ? app::clips_of(o.batches, batch, comm.size()) : 0;
-  auto dataset = data::make_dataset(cfg.data, o.eval_split, scored, data::Headers::left_to_caller);
-  app::check_same_data(*dataset, comm, "vqtok eval");
-  app::check_image_headers(
-      *dataset, comm, o.eval_split && !cfg.data.eval_path.empty() ? "data.eval_path" : "data.path");
-  if (!o.eval_split && scored > 0) dataset = data::spread(dataset, scored);
-  if (comm.rank() == 0 && o.eval_split && !data::eval_held_out(cfg.data))
-    std::fprintf(stderr, "vqtok eval: note: eval split: %s\n",
-                 data::describe_eval(cfg.data, *dataset).c_str());
-  auto loader =
-      data::make_loader(dataset, cfg.data, batch, comm.rank(), comm.size(), /*eval=*/true);
-  return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
-                          cfg, comm);
 }
 
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,

@@ -43,7 +43,7 @@ TEST(VqRecipe, CosineCodesAreUnitVectorsOfLargestCosine) {
   vq::Quantizer q(16, 4, 0.25, /*l2_norm=*/true);
   Tensor z = randn({2, 1, 4, 3, 3}) * 5.0;  // (B, T', E, h, w), far from unit length
   std::vector<Tensor> out = q.call({z});
-  ASSERT_EQ(out.size(), 5u);
+  ASSERT_EQ(out.size(), 6u);
   const Tensor zq = out[0].permute({0, 1, 3, 4, 2}).reshape({-1, 4}).contiguous();  // (M, E)
   const Tensor codes = out[1].reshape({-1}).contiguous();
   const Tensor zl = z.permute({0, 1, 3, 4, 2}).reshape({-1, 4}).contiguous();

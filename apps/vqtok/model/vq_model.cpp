@@ -54,6 +54,7 @@ EncodeResult VqModel::encode(const Tensor& video) {
   r.loss_vq = q[2];
   r.loss_commit = q[3];
   r.loss_codebook = q[4];
+  r.error = q[5];
   return r;
 }
 
@@ -96,7 +97,12 @@ std::vector<Tensor> VqModel::forward(const std::vector<Tensor>& inputs) {
   Tensor recon = decode_latents(e.zq);  // (B, T, C, H, W)
   if (inputs[0].dim() == 4) recon = recon.select(1, 0);
   if (inputs[0].dim() == 5 && inputs[0].size(1) == 1) recon = recon.narrow(1, 0, 1);
-  return {recon, e.codes, e.loss_vq, e.loss_commit, e.loss_codebook};
+  std::vector<Tensor> out = {recon, e.codes, e.loss_vq, e.loss_commit, e.loss_codebook};
+  if (!autograd::grad_mode_enabled()) {  // evaluation: item_errors, summed in f64
+    Tensor d = e.error.to(DType::f64).reshape({e.error.size(0), -1});
+    out.push_back(mul(sum(d * d, {1}), 1.0 / static_cast<double>(d.size(1))));
+  }
+  return out;
 }
 
 }  // namespace zt::vq

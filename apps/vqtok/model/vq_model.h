@@ -29,6 +29,7 @@ struct EncodeResult {
   Tensor loss_vq;        ///< () loss_codebook + 0.25 * loss_commit
   Tensor loss_commit;    ///< () mean((stopgrad(zq) - z)^2), gradient to the encoder
   Tensor loss_codebook;  ///< () mean((zq - stopgrad(z))^2), gradient to the codebook
+  Tensor error;          ///< (B, T', E, h, w) zq - z, detached (the quantization error)
 };
 
 /// What forward_train() returns.
@@ -43,7 +44,9 @@ struct ForwardResult {
 std::vector<std::string> recomputed_block_types();
 
 /// The tokenizer. Calling the module (call({x})) is forward_train: outputs {recon, codes,
-/// loss_vq, loss_commit, loss_codebook}. Every submodule is invoked through call().
+/// loss_vq, loss_commit, loss_codebook}, and under a NoGradGuard (evaluation) also
+/// item_errors: (B) f64, each item's mean((zq - z)^2), so that a score summed item by item
+/// does not depend on how the items were batched. Every submodule is invoked through call().
 class VqModel : public nn::Module {
  public:
   /// Builds the model initialized as the released one (see make_conv2d); validates cfg.
@@ -81,7 +84,7 @@ class VqModel : public nn::Module {
 
  protected:
   /// {video (B, T, C, H, W) or image (B, C, H, W)} -> {recon, codes, loss_vq, loss_commit,
-  /// loss_codebook}.
+  /// loss_codebook}, and item_errors without gradient recording.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
  private:

@@ -111,8 +111,9 @@ std::vector<Tensor> Quantizer::forward(const std::vector<Tensor>& inputs) {
   Tensor loss_commit = mse_loss(z, zq.detach());
   Tensor loss_codebook = mse_loss(zq, z.detach());
   Tensor loss_vq = add_scaled(loss_codebook, loss_commit, beta_);
-  Tensor zq_st = z + (zq - z).detach();
-  return {zq_st, codes, loss_vq, loss_commit, loss_codebook};
+  Tensor error = (zq - z).detach();
+  Tensor zq_st = z + error;
+  return {zq_st, codes, loss_vq, loss_commit, loss_codebook, error};
 }
 
 }  // namespace zt::vq

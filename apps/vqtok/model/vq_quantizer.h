@@ -50,6 +50,7 @@ Tensor l2_normalize_last(const Tensor& x);
 ///   loss_vq       ()  loss_codebook + beta * loss_commit
 ///   loss_commit   ()  mean((stopgrad(zq) - z)^2): pulls the encoder to its codes
 ///   loss_codebook ()  mean((zq - stopgrad(z))^2): pulls the codes to the encoder
+///   error         (B, T', E, h, w)  zq - z, detached: the quantization error
 /// With beta = 0.25 this is the VQ-VAE objective, loss_vq = mean((zq - sg(z))^2) +
 /// 0.25 * mean((sg(zq) - z)^2), vqtok's training term at its default loss.commitment.
 /// (MoVQGAN's recipe, from taming's legacy quantizer, swaps the two weights; the values

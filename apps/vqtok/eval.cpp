@@ -1,0 +1,141 @@
+// vqtok eval: reconstruction errors, the VQ term and codebook usage of a frozen replica over
+// a dataset split (evaluate), and the same scoring of a training run's model
+// (evaluate_batches). Each clip's sums are taken over its own elements in f64 and added up
+// in dataset-index order across every rank, so that the scores are the same bits on any
+// number of ranks wherever the model's outputs for a clip are (on the CPU: at one batch
+// size; the kernels' results can change in the last bits with the number of clips in a
+// batch).
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+
+#include "apps/common/run_checks.h"
+#include "apps/vqtok/vqtok_app.h"
+#include "core/ops.h"
+#include "data/factory.h"
+
+namespace zt::vqtok {
+
+nlohmann::json EvalResult::json() const {
+  return {{"psnr", psnr},
+          {"mse", mse},
+          {"l1", l1},
+          {"loss_vq", loss_vq},
+          {"codebook_usage", codebook.usage},
+          {"codes_used", codebook.used},
+          {"perplexity", codebook.perplexity},
+          {"clips", clips}};
+}
+
+namespace {
+// One scored clip: its dataset index and its own sums (f64, over its elements alone).
+struct ClipScore {
+  int64_t index;
+  double squared, absolute, elements, vq_error;
+};
+
+// Every rank's `mine` gathered and summed in dataset-index order, the same order at any batch
+// size and world size: {squared, absolute, elements, vq_error, clips}. (A clip scored twice,
+// as where on_bad_image: skip stands one image in for another, has the same sums twice.)
+std::array<double, 5> sum_in_index_order(const std::vector<ClipScore>& mine,
+                                         comm::Communicator& comm) {
+  std::string bytes(mine.size() * sizeof(ClipScore), '\0');
+  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
+  std::vector<ClipScore> all;
+  for (const std::string& b : comm.all_gather_bytes(bytes, "vqtok eval scores")) {
+    ZT_CHECK(b.size() % sizeof(ClipScore) == 0, "evaluation: a rank sent ", b.size(),
+             " bytes of clip scores, not a whole number of ", sizeof(ClipScore));
+    const size_t n = all.size();
+    all.resize(n + b.size() / sizeof(ClipScore));
+    if (!b.empty()) std::memcpy(all.data() + n, b.data(), b.size());
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const ClipScore& a, const ClipScore& b) { return a.index < b.index; });
+  std::array<double, 5> s{};
+  for (const ClipScore& c : all) {
+    s[0] += c.squared;
+    s[1] += c.absolute;
+    s[2] += c.elements;
+    s[3] += c.vq_error;
+    s[4] += 1;
+  }
+  return s;
+}
+}  // namespace
+
+EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
+                            const config::AppConfig& cfg, comm::Communicator& comm,
+                            std::vector<Tensor>* first) {
+  autograd::NoGradGuard no_grad;
+  int64_t n = loader.batches_per_epoch();
+  if (batches > 0) n = std::min(n, batches);
+  const auto counts = comm.all_gather_object<int64_t>(n);
+  n = *std::min_element(counts.begin(), counts.end());  // every rank runs as many
+  ZT_CHECK(n > 0,
+           "evaluation: a rank has no batch of data; lower the batch size or raise "
+           "data.eval_samples");
+  loader.restore({0, 0}, n);
+  app::CodebookUsage usage(cfg.model.codebook_size);
+  std::vector<ClipScore> scores;
+  for (int64_t i = 0; i < n; ++i) {
+    data::Batch b = loader.next();
+    // Only the epoch's own samples count, not the padding that evens out the ranks. A
+    // batch of padding alone still runs: every rank runs each forward (ZeRO-3 gathers).
+    const int64_t real = loader.unpadded(b);
+    const Tensor clips = real > 0 ? b.clips.narrow(0, 0, real) : b.clips;
+    std::vector<Tensor> out = forward(clips);
+    if (real == 0) continue;
+    ZT_CHECK(out.size() >= 6, "evaluation: the model returned ", out.size(),
+             " outputs without gradient recording; expected {recon, codes, loss_vq, "
+             "loss_commit, loss_codebook, item_errors}");
+    // Each clip's sums in f64 over its own elements: the same bits however it was batched.
+    const Tensor d = (out[0] - clips).to(DType::f64).reshape({real, -1});
+    const std::vector<double> squared = sum(d * d, {1}).to_vector();
+    const std::vector<double> absolute = sum(abs(d), {1}).to_vector();
+    const std::vector<double> vq_error = out[5].to_vector();
+    const std::vector<double> index = b.indices.narrow(0, 0, real).to(DType::f64).to_vector();
+    for (int64_t k = 0; k < real; ++k)
+      scores.push_back({static_cast<int64_t>(index[k]), squared[k], absolute[k],
+                        static_cast<double>(d.size(1)), vq_error[k]});
+    usage.add(out[1]);
+    if (i == 0 && first) *first = {clips, out[0]};
+  }
+  const std::array<double, 5> v = sum_in_index_order(scores, comm);
+  EvalResult r;
+  r.mse = v[0] / v[2];
+  r.l1 = v[1] / v[2];
+  // vq_term's value: the codebook and commitment terms are both mean((zq - z)^2).
+  r.loss_vq = (1.0 + cfg.loss.commitment) * v[3] / v[4];
+  r.clips = static_cast<int64_t>(v[4]);
+  r.psnr = app::psnr_from_mse(r.mse);
+  r.codebook = usage.reduce(comm);
+  ZT_CHECK(std::isfinite(r.mse) && std::isfinite(r.l1) && std::isfinite(r.loss_vq),
+           "evaluation: non-finite result (mse ", r.mse, ", l1 ", r.l1, ", vq loss ", r.loss_vq,
+           ") over ", r.clips,
+           " clips: the model's outputs overflowed or the data holds "
+           "non-finite values");
+  return r;
+}
+
+EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
+  auto model = load_frozen_model(cfg, o.weights, comm);
+  const int64_t batch = o.batch > 0 ? o.batch : cfg.train.batch;
+  // With --batches, the clips scored are spread over the split, not its first folders.
+  const int64_t scored = o.batches > 0 ? app::clips_of(o.batches, batch, comm.size()) : 0;
+  auto dataset = data::make_dataset(cfg.data, o.eval_split, scored, data::Headers::left_to_caller);
+  app::check_same_data(*dataset, comm, "vqtok eval");
+  app::check_image_headers(
+      *dataset, comm, o.eval_split && !cfg.data.eval_path.empty() ? "data.eval_path" : "data.path");
+  if (!o.eval_split && scored > 0) dataset = data::spread(dataset, scored);
+  if (comm.rank() == 0 && o.eval_split && !data::eval_held_out(cfg.data))
+    std::fprintf(stderr, "vqtok eval: note: eval split: %s\n",
+                 data::describe_eval(cfg.data, *dataset).c_str());
+  auto loader =
+      data::make_loader(dataset, cfg.data, batch, comm.rank(), comm.size(), /*eval=*/true);
+  return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
+                          cfg, comm);
+}
+
+}  // namespace zt::vqtok
