@@ -194,11 +194,13 @@ void forward_range(const ConvGeometry& g, const ConvData<T>& a, int64_t n_begin,
       colp = col.data();
     }
     T* dst = a.out + n0 * out_stride;
-    if (m == 1) {  // the GEMM result is already (O, L): write it in place over the bias
-      if (a.bias) {
-        for (int64_t oc = 0; oc < o; ++oc) std::fill_n(dst + oc * l, l, a.bias[oc]);
-      }
-      blas_gemm(false, false, o, l, k, a.w, k, colp, l, T(a.bias ? 1 : 0), dst, l);
+    if (m == 1) {  // the GEMM result is already (O, L): written in place, then the bias
+      // added after the whole sum, as below (a GEMM onto the bias, beta 1, would add it to
+      // the first block of K's partial sums: other bits than a chunk of several samples).
+      blas_gemm(false, false, o, l, k, a.w, k, colp, l, T(0), dst, l);
+      if (a.bias)
+        for (int64_t oc = 0; oc < o; ++oc)
+          for (int64_t i = 0; i < l; ++i) dst[oc * l + i] += a.bias[oc];
       continue;
     }
     blas_gemm(false, false, o, cols, k, a.w, k, colp, cols, T(0), y.data(), cols);

@@ -333,24 +333,30 @@ TEST(Conv2d, ThreadedMatchesSerial) {
   // a sample's output does not depend on the chunk it is computed in: every result has
   // the serial bits. Cases: Winograd 3x3 (4 maps of 16x16: one slice; 64: several), a
   // pointwise one over chunks of several samples (10 maps of 8x8; two threads leave a
-  // chunk of one at each group's end), and one of 8 inputs (direct, not a GEMM).
+  // chunk of one at each group's end), one of 8 inputs (direct, not a GEMM), and a
+  // strided one with bias whose column rows (576) span several of BLAS's blocks of the
+  // summed dimension: the serial run's last chunk holds one sample, three threads' first
+  // (a chunk of one adds the bias after the product's whole sum, as a chunk of several).
   struct Case {
     Shape x, w;
-    int64_t pad;
+    Conv2dArgs args;
   };
-  const Case cases[] = {{{4, 16, 16, 16}, {32, 16, 3, 3}, 1},
-                        {{64, 16, 16, 16}, {32, 16, 3, 3}, 1},
-                        {{10, 128, 8, 8}, {192, 128, 1, 1}, 0},
-                        {{42, 8, 8, 8}, {256, 8, 1, 1}, 0}};
+  Conv2dArgs same, none, down;
+  same.padding = {1, 1, 1, 1};
+  down.stride = {2, 2};
+  down.padding = {0, 1, 0, 1};
+  const Case cases[] = {{{4, 16, 16, 16}, {32, 16, 3, 3}, same},
+                        {{64, 16, 16, 16}, {32, 16, 3, 3}, same},
+                        {{10, 128, 8, 8}, {192, 128, 1, 1}, none},
+                        {{42, 8, 8, 8}, {256, 8, 1, 1}, none},
+                        {{5, 64, 16, 16}, {64, 64, 3, 3}, down}};
   Generator gen(22);
   for (const Case& c : cases) {
     Tensor x = randn(c.x, gen), w = randn(c.w, gen), b = randn({c.w[0]}, gen);
-    Tensor go = randn({c.x[0], c.w[0], c.x[2], c.x[3]}, gen);
-    Conv2dArgs a;
-    a.padding = {c.pad, c.pad, c.pad, c.pad};
-    const std::vector<Tensor> serial = test::conv2d_on_threads(1, x, w, b, go, a);
+    Tensor go = randn(conv2d(x, w, b, c.args).sizes(), gen);
+    const std::vector<Tensor> serial = test::conv2d_on_threads(1, x, w, b, go, c.args);
     for (const int threads : {2, 3}) {
-      const std::vector<Tensor> threaded = test::conv2d_on_threads(threads, x, w, b, go, a);
+      const std::vector<Tensor> threaded = test::conv2d_on_threads(threads, x, w, b, go, c.args);
       for (size_t i = 0; i < serial.size(); ++i)
         EXPECT_CLOSE(threaded[i], serial[i], 0, 0) << shape_str(c.x) << " * " << shape_str(c.w)
                                                    << ", threads " << threads << ", result " << i;
