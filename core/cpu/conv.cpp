@@ -18,10 +18,12 @@
 // except depthwise ones (one input channel per group), which run directly
 // (conv_depthwise.h).
 // Threads: with num_threads() > 1 the batch is split into one group of samples per
-// thread (parallel_for), each running the serial path with a single-threaded BLAS. A
-// backward that computes the weight gradient splits the batch into slices fixed by the
-// work instead (weight_slices), reduced from per-slice partial sums in a fixed order, so
-// its bits do not depend on the thread count. Mixing OpenMP workers
+// thread (parallel_for), each running the serial path with a single-threaded BLAS; a
+// group is whole chunks of the path (SampleGroups), so every GEMM has the size it has in
+// a serial pass and the output its bits. A backward that computes the weight gradient
+// splits the batch into slices fixed by the work instead (weight_slices), reduced from
+// per-slice partial sums in a fixed order, so its bits do not depend on the thread count
+// either. Mixing OpenMP workers
 // with BLAS's own thread pool instead oversubscribes the cores (measured 10-30x
 // slower on 2 cores), so the two are never active at once.
 #include "core/kernels.h"
@@ -309,16 +311,34 @@ void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t 
   }
 }
 
+// The batch split over the threads in whole units of the path's chunks (a Winograd
+// chunk's samples, a column chunk's; one sample over planes): each chunk holds the samples
+// it holds in one serial pass, its GEMMs the same sizes, so the results have the serial
+// bits at any thread count (a BLAS kernel's sums can depend on a product's size).
+struct SampleGroups {
+  int64_t unit, units, count;
+  SampleGroups(const ConvGeometry& g, int64_t groups, int64_t elem_size)
+      : unit(choose_path(g) == ConvPath::kWinograd ? winograd_samples_per_chunk(g, elem_size)
+             : choose_path(g) == ConvPath::kPlanes ? 1
+                                                   : samples_per_chunk(g, g.out_positions())),
+        units((g.n + unit - 1) / unit),
+        count(std::min(groups, units)) {}
+  // Group t's first sample (t = count: the batch's end).
+  int64_t start(const ConvGeometry& g, int64_t t) const {
+    return std::min(g.n, unit * (units * t / count));
+  }
+};
+
 // Forward of an ungrouped convolution, the batch split over the threads.
 template <typename T>
 void forward_dense(const ConvGeometry& g, const ConvData<T>& a) {
-  const int64_t groups = sample_groups(g);
-  if (groups <= 1) {
+  const SampleGroups sg(g, sample_groups(g), sizeof(T));
+  if (sg.count <= 1) {
     forward_range(g, a, 0, g.n);
     return;
   }
-  parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    for (int64_t t = g0; t < g1; ++t) forward_range(g, a, g.n * t / groups, g.n * (t + 1) / groups);
+  parallel_for(sg.count, 1, [&](int64_t g0, int64_t g1) {
+    for (int64_t t = g0; t < g1; ++t) forward_range(g, a, sg.start(g, t), sg.start(g, t + 1));
   });
 }
 
@@ -327,7 +347,8 @@ void forward_dense(const ConvGeometry& g, const ConvData<T>& a) {
 template <typename T>
 void backward_dense(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
   if (!a.grad_x && !dw) return;
-  const int64_t groups = dw ? weight_slices(g) : sample_groups(g), wnum = g.o * g.col_rows();
+  const SampleGroups sg(g, dw ? weight_slices(g) : sample_groups(g), sizeof(T));
+  const int64_t groups = sg.count, wnum = g.o * g.col_rows();
   if (groups <= 1) {
     backward_range(g, a, dw, 0, g.n);
     return;
@@ -338,7 +359,7 @@ void backward_dense(const ConvGeometry& g, const ConvData<T>& a, T* dw) {
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
     for (int64_t t = g0; t < g1; ++t) {
       T* target = !dw ? nullptr : (t == 0 ? dw : partial.data() + (t - 1) * wnum);
-      backward_range(g, a, target, g.n * t / groups, g.n * (t + 1) / groups);
+      backward_range(g, a, target, sg.start(g, t), sg.start(g, t + 1));
     }
   });
   if (!dw) return;

@@ -112,16 +112,36 @@ int64_t chunk_tiles_for(const ConvGeometry& g, int64_t elem_size) {
   return std::clamp<int64_t>((kCacheBytes - kernels) / per_tile, kMinChunkTiles, kMaxChunkTiles);
 }
 
-// Tile rows of m samples and how many of them a chunk takes.
+// Tile rows of m samples cut into chunks: k whole samples a chunk where chunk_tiles_for
+// holds a sample's rows or more (winograd_samples_per_chunk), else each sample's rows cut
+// from its first one. A chunk's tiles, and so the GEMMs' sizes and their sums' bits, then
+// do not depend on where the m samples begin in the batch, as long as it is at a multiple
+// of k (conv.cpp splits the batch over the threads so).
 struct Chunking {
   ImageGrid im;
-  int64_t total_rows, chunk_rows, chunk_tiles;
+  int64_t sample_rows, total_rows, chunk_rows, chunk_tiles;
   Chunking(const ConvGeometry& g, int64_t m, int64_t elem_size)
       : im{g.d, g.h, g.w, (g.h + 1) / 2, (g.w + 1) / 2},
-        total_rows(m * g.d * im.th),
-        chunk_rows(std::clamp<int64_t>(chunk_tiles_for(g, elem_size) / im.tw, 1,
-                                       std::max<int64_t>(total_rows, 1))),
-        chunk_tiles(chunk_rows * im.tw) {}
+        sample_rows(g.d * im.th),
+        total_rows(m * sample_rows),
+        chunk_rows(samples_per_chunk(g, elem_size) * sample_rows),
+        chunk_tiles(std::min(chunk_rows, std::max<int64_t>(total_rows, 1)) * im.tw) {
+    if (chunk_rows == sample_rows) {  // a sample or less: the rows chunk_tiles_for holds
+      chunk_rows = std::clamp<int64_t>(chunk_tiles_for(g, elem_size) / im.tw, 1, sample_rows);
+      chunk_tiles = chunk_rows * im.tw;
+    }
+  }
+  static int64_t samples_per_chunk(const ConvGeometry& g, int64_t elem_size) {
+    const int64_t tw = (g.w + 1) / 2, rows = g.d * ((g.h + 1) / 2);
+    return std::max<int64_t>(chunk_tiles_for(g, elem_size) / (tw * rows), 1);
+  }
+  // The rows of the chunk that starts at row r0: chunk_rows, less at the end of the
+  // samples, and of a sample where chunks cut samples.
+  int64_t rows_at(int64_t r0) const {
+    const int64_t end =
+        chunk_rows < sample_rows ? (r0 / sample_rows + 1) * sample_rows : total_rows;
+    return std::min(chunk_rows, end - r0);
+  }
 };
 
 // dst (m, O, D, H, W) = same3x3(src (m, C, D, H, W)) with transformed kernels u (16, O, C).
@@ -133,8 +153,9 @@ void convolve(const ConvGeometry& g, int64_t c, int64_t o, const T* u, const T* 
   T* mm = scratch<T>(2, kPoints * point_stride(o, ch.chunk_tiles));
   std::vector<T> pad(4 * (2 * ch.im.tw + 2), T(0)), rows2(4 * ch.im.tw);
   const WinogradTransforms<T>& transforms = winograd_transforms<T>();
-  for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
-    const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
+  for (int64_t r0 = 0, rows = 0; r0 < ch.total_rows; r0 += rows) {
+    rows = ch.rows_at(r0);
+    const int64_t nt = rows * ch.im.tw;
     transforms.inputs(ch.im, c, src, r0, rows, v, pad.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
       blas_gemm(false, false, o, nt, c, u + xi * point_stride(o, c), c,
@@ -183,8 +204,9 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
   T* du = scratch<T>(3, kPoints * point_stride(o, c));  // dU[xi] at xi * point_stride(o, c)
   std::fill_n(du, kPoints * point_stride(o, c), T(0));
   const WinogradTransforms<T>& transforms = winograd_transforms<T>();
-  for (int64_t r0 = 0; r0 < ch.total_rows; r0 += ch.chunk_rows) {
-    const int64_t rows = std::min(ch.chunk_rows, ch.total_rows - r0), nt = rows * ch.im.tw;
+  for (int64_t r0 = 0, rows = 0; r0 < ch.total_rows; r0 += rows) {
+    rows = ch.rows_at(r0);
+    const int64_t nt = rows * ch.im.tw;
     transforms.inputs(ch.im, c, x, r0, rows, v, pad.data());
     transforms.grads(ch.im, o, grad_out, r0, rows, gv, rows2.data());
     for (int64_t xi = 0; xi < kPoints; ++xi)
@@ -197,6 +219,10 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
     for (int64_t ci = 0; ci < c; ++ci)
       for (int64_t t = 0; t < 9; ++t) grad_w[(oc * c + ci) * 9 + t] = kt[t * c + ci];
   }
+}
+
+int64_t winograd_samples_per_chunk(const ConvGeometry& g, int64_t elem_size) {
+  return Chunking::samples_per_chunk(g, elem_size);
 }
 
 #define ZT_WINOGRAD_INSTANTIATE(T)                                                               \

@@ -20,6 +20,11 @@ namespace zt::cpu {
 /// padding) with enough channels on both sides for the transforms to pay.
 bool winograd_applies(const ConvGeometry& g);
 
+/// Whole samples a chunk of the Winograd passes takes (at least 1; chunks of one sample
+/// may cut it). Passes over m samples that begin at a multiple of it in the batch cut the
+/// same chunks as a pass over the whole batch, so their results have its bits.
+int64_t winograd_samples_per_chunk(const ConvGeometry& g, int64_t elem_size);
+
 /// out (m, O, D, H, W) = conv(x (m, C, D, H, W), w (O, C, 1, 3, 3)) + bias (O; may be
 /// null), for the m samples given. Overwrites out. Requires winograd_applies(g).
 template <typename T>

@@ -401,8 +401,8 @@ TEST(VqtokApp, EncodeOnTwoRanksGivesIdenticalTokens) {
   comm::run_threads(3, [&](comm::Communicator& comm) {
     vqtok::EvalResult e = vqtok::evaluate(t.cfg, {}, comm);
     EXPECT_EQ(e.clips, 8);
-    // That clip ran in a batch of one, where the CPU kernels' f32 sums differ in the last
-    // bits from a batch of two's.
+    // That clip ran in a batch of one, where the CPU kernels' f32 sums can differ in the
+    // last bits from a batch of two's (a BLAS kernel's sums can depend on a product's size).
     EXPECT_NEAR(e.mse, on_two.mse, 1e-6 * on_two.mse);
     EXPECT_NEAR(e.loss_vq, on_two.loss_vq, 1e-6 * on_two.loss_vq);
     EXPECT_EQ(e.codebook.used, on_two.codebook.used);

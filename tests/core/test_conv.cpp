@@ -333,10 +333,13 @@ TEST(Conv2d, ThreadedMatchesSerial) {
   // a sample's output does not depend on the chunk it is computed in: every result has
   // the serial bits. Cases: Winograd 3x3 (4 maps of 16x16: one slice; 64: several), a
   // pointwise one over chunks of several samples (10 maps of 8x8; two threads leave a
-  // chunk of one at each group's end), one of 8 inputs (direct, not a GEMM), and a
-  // strided one with bias whose column rows (576) span several of BLAS's blocks of the
-  // summed dimension: the serial run's last chunk holds one sample, three threads' first
-  // (a chunk of one adds the bias after the product's whole sum, as a chunk of several).
+  // chunk of one at each group's end), one of 8 inputs (direct, not a GEMM), a strided
+  // one with bias whose column rows (576) span several of BLAS's blocks of the summed
+  // dimension: the serial run's last chunk holds one sample, three threads' first (a chunk
+  // of one adds the bias after the product's whole sum, as a chunk of several), and
+  // Winograd on 4x4 maps of 128 channels, whose chunks take several samples and whose
+  // GEMMs are small enough for OpenBLAS's small-matrix kernels, whose sums depend on the
+  // product's size: the threads take whole chunks.
   struct Case {
     Shape x, w;
     Conv2dArgs args;
@@ -345,11 +348,10 @@ TEST(Conv2d, ThreadedMatchesSerial) {
   same.padding = {1, 1, 1, 1};
   down.stride = {2, 2};
   down.padding = {0, 1, 0, 1};
-  const Case cases[] = {{{4, 16, 16, 16}, {32, 16, 3, 3}, same},
-                        {{64, 16, 16, 16}, {32, 16, 3, 3}, same},
-                        {{10, 128, 8, 8}, {192, 128, 1, 1}, none},
-                        {{42, 8, 8, 8}, {256, 8, 1, 1}, none},
-                        {{5, 64, 16, 16}, {64, 64, 3, 3}, down}};
+  const Case cases[] = {
+      {{4, 16, 16, 16}, {32, 16, 3, 3}, same},   {{64, 16, 16, 16}, {32, 16, 3, 3}, same},
+      {{10, 128, 8, 8}, {192, 128, 1, 1}, none}, {{42, 8, 8, 8}, {256, 8, 1, 1}, none},
+      {{5, 64, 16, 16}, {64, 64, 3, 3}, down},   {{8, 128, 4, 4}, {128, 128, 3, 3}, same}};
   Generator gen(22);
   for (const Case& c : cases) {
     Tensor x = randn(c.x, gen), w = randn(c.w, gen), b = randn({c.w[0]}, gen);
