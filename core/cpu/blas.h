@@ -59,7 +59,10 @@ constexpr int64_t kBlasSplitAlign = 48;
 
 /// How many blocks of output rows blas_gemm splits an f32 (m, n, k) product into on this
 /// thread: one inside a parallel region, else as blas_work_groups allows (at least 4
-/// MFLOP and kBlasSplitAlign rows each).
+/// MFLOP and kBlasSplitAlign rows each). 4 MFLOP (m n k of 2 * 10^6) is also past the
+/// products OpenBLAS's small-matrix kernels take (m n k up to 10^6 on its AVX-512 cores in
+/// 0.3.21), whose sums differ from its blocked kernels': a block runs the kernels the
+/// whole product runs.
 inline int64_t blas_split_parts(int64_t m, int64_t n, int64_t k) {
   if (omp_in_parallel()) return 1;
   const double flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) *
