@@ -9,7 +9,6 @@
 // does in bf16). Measured against f32: 2e-3 .. 3e-3 in bf16, 2e-4 .. 4e-4 in f16, about
 // the rounding of the results alone; held to 6e-3 and 8e-4. A fragment mapped to the
 // wrong rows or columns gives errors of order 1.
-#include <optional>
 
 #include "common/attention_cases.h"
 #include "common/test_util.h"
@@ -301,18 +300,18 @@ TEST(FlashAttention, SameBitsOnOneAndTwoThreadsButTheAtomicDq) {
                                  normals({n0, 2, t, 64}, 14, DType::bf16),
                                  normals({n0, 2, t, 64}, 15, DType::bf16), causal);
   };
-  std::optional<test::FlashBackwardScope> split(flash::Backward::split);  // whatever the env says
-  test::AttentionGrads one = on_threads(1, 2, 50, true), two = on_threads(2, 2, 50, true);
-  EXPECT_TRUE(same_bits(one.out, two.out));
-  EXPECT_TRUE(same_bits(one.dq, two.dq));
-  EXPECT_TRUE(same_bits(one.dk, two.dk));
-  EXPECT_TRUE(same_bits(one.dv, two.dv));
+  {
+    test::FlashBackwardScope split(flash::Backward::split);  // whatever the env says
+    const test::AttentionGrads one = on_threads(1, 2, 50, true), two = on_threads(2, 2, 50, true);
+    EXPECT_TRUE(same_bits(one.out, two.out));
+    EXPECT_TRUE(same_bits(one.dq, two.dq));
+    EXPECT_TRUE(same_bits(one.dk, two.dk));
+    EXPECT_TRUE(same_bits(one.dv, two.dv));
+  }
   // The atomic backward's key tiles add their shares of dq from both threads at once (four
   // tiles over 200 keys): dk and dv keep their bits, dq stays within its rounding.
-  split.reset();
   test::FlashBackwardScope atomic(flash::Backward::atomic);
-  one = on_threads(1, 1, 200, false);
-  two = on_threads(2, 1, 200, false);
+  const test::AttentionGrads one = on_threads(1, 1, 200, false), two = on_threads(2, 1, 200, false);
   EXPECT_TRUE(same_bits(one.dk, two.dk));
   EXPECT_TRUE(same_bits(one.dv, two.dv));
   EXPECT_LT(test::relative_error(one.dq, two.dq), test::flash_tolerance(DType::bf16));
