@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 
+#include "apps/common/ordered_sums.h"
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
@@ -60,7 +61,9 @@ double global_entropy(const Tensor& local, comm::Communicator& comm) {
   return gpt::unigram_entropy(counts);
 }
 
-// Mean loss over `batches` batches of the held-out split, every rank the same count.
+// Mean loss over `batches` batches of the held-out split, every rank the same count: each
+// sequence's mean over its tokens, the sequences' added up in dataset order over every rank
+// (the same bits on any number of ranks at one batch size).
 double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
                 comm::Communicator& comm) {
   autograd::NoGradGuard no_grad;
@@ -70,21 +73,21 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
   n = *std::min_element(counts.begin(), counts.end());
   ZT_CHECK(n > 0, "vqgpt eval: a rank has no batch; lower train.batch or raise data.eval_samples");
   loader.restore({0, 0}, n);
-  double sums[2] = {0.0, 0.0};
+  std::vector<app::IndexedValues<1>> losses;  // per sequence, added up in dataset order
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
     // The epoch's own samples only (DataLoader::unpadded); a batch of padding alone still
     // runs, as every rank runs each forward.
     const int64_t real = loader.unpadded(b);
-    const Tensor loss = model.loss(model.tokenize(real > 0 ? b.clips.narrow(0, 0, real) : b.clips));
+    const Tensor each =
+        model.sequence_losses(model.tokenize(real > 0 ? b.clips.narrow(0, 0, real) : b.clips));
     if (real == 0) continue;
-    sums[0] += loss.item() * static_cast<double>(real);
-    sums[1] += static_cast<double>(real);
+    const std::vector<double> v = each.to_vector();
+    const std::vector<double> index = b.indices.narrow(0, 0, real).to(DType::f64).to_vector();
+    for (int64_t k = 0; k < real; ++k) losses.push_back({static_cast<int64_t>(index[k]), {v[k]}});
   }
-  Tensor t = from_vector({sums[0], sums[1]}, {2}, DType::f64);
-  app::all_reduce_host(comm, t, comm::ReduceOp::kSum);
-  const auto v = t.to_vector();
-  return v[0] / v[1];
+  const auto sums = app::sum_in_index_order(losses, comm, "vqgpt eval losses");
+  return sums[0] / sums[1];
 }
 
 }  // namespace

@@ -84,16 +84,29 @@ Tensor VqGptModel::tokenize(const Tensor& clips) {
   return gpt::tokenize(*tokenizer, clips.to(dev), layout_).to(dev);
 }
 
+std::pair<Tensor, Tensor> VqGptModel::logits_and_targets(const Tensor& sequences) {
+  const Tensor seq = sequences.to(device());
+  const int64_t n = seq.size(1) - 1;
+  Tensor inputs = seq.narrow(1, 0, n).contiguous();
+  return {(*gpt)(inputs), seq.narrow(1, 1, n).contiguous()};  // (B, L - 1, V), (B, L - 1)
+}
+
 Tensor VqGptModel::loss(const Tensor& sequences) {
   // The GPT's forward is the step's activations, as under Engine::forward (training calls
   // this directly: the tokens come first, without a graph).
   MemTagScope tag(MemTag::kActivation);
-  const Tensor seq = sequences.to(device());
-  const int64_t b = seq.size(0), n = seq.size(1) - 1;
-  Tensor inputs = seq.narrow(1, 0, n).contiguous();
-  Tensor targets = seq.narrow(1, 1, n).contiguous();
-  Tensor logits = (*gpt)(inputs);  // (B, L - 1, V)
-  return cross_entropy(logits.reshape({b * n, logits.size(2)}), targets.reshape({b * n}));
+  const auto [logits, targets] = logits_and_targets(sequences);
+  const int64_t rows = targets.numel();
+  return cross_entropy(logits.reshape({rows, logits.size(2)}), targets.reshape({rows}));
+}
+
+Tensor VqGptModel::sequence_losses(const Tensor& sequences) {
+  MemTagScope tag(MemTag::kActivation);
+  const auto [logits, targets] = logits_and_targets(sequences);
+  std::vector<Tensor> each;
+  for (int64_t i = 0; i < targets.size(0); ++i)
+    each.push_back(cross_entropy(logits.select(0, i), targets.select(0, i)).reshape({1}));
+  return cat(each, 0);
 }
 
 std::vector<Tensor> VqGptModel::forward(const std::vector<Tensor>& inputs) {

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "apps/common/plan.h"
@@ -39,6 +40,9 @@ class VqGptModel : public nn::Module {
   Tensor tokenize(const Tensor& clips);
   /// Mean next-token cross-entropy of sequences (B, L): inputs [0, L - 1), targets [1, L).
   Tensor loss(const Tensor& sequences);
+  /// The same per sequence, (B): each one's mean over its own tokens, so that a score
+  /// summed sequence by sequence does not depend on how they were batched (evaluation).
+  Tensor sequence_losses(const Tensor& sequences);
   /// Where the model runs (the tokenizer's device; the Gpt's shards live there too).
   Device device() const;
   const gpt::TokenLayout& layout() const { return layout_; }
@@ -51,6 +55,9 @@ class VqGptModel : public nn::Module {
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs) override;
 
  private:
+  /// The GPT's logits (B, L - 1, V) for the inputs of sequences (B, L), and the targets.
+  std::pair<Tensor, Tensor> logits_and_targets(const Tensor& sequences);
+
   gpt::TokenLayout layout_;
 };
 

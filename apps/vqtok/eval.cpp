@@ -9,8 +9,8 @@
 #include <array>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 
+#include "apps/common/ordered_sums.h"
 #include "apps/common/run_checks.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -29,42 +29,6 @@ nlohmann::json EvalResult::json() const {
           {"clips", clips}};
 }
 
-namespace {
-// One scored clip: its dataset index and its own sums (f64, over its elements alone).
-struct ClipScore {
-  int64_t index;
-  double squared, absolute, elements, vq_error;
-};
-
-// Every rank's `mine` gathered and summed in dataset-index order, the same order at any batch
-// size and world size: {squared, absolute, elements, vq_error, clips}. (A clip scored twice,
-// as where on_bad_image: skip stands one image in for another, has the same sums twice.)
-std::array<double, 5> sum_in_index_order(const std::vector<ClipScore>& mine,
-                                         comm::Communicator& comm) {
-  std::string bytes(mine.size() * sizeof(ClipScore), '\0');
-  if (!mine.empty()) std::memcpy(bytes.data(), mine.data(), bytes.size());
-  std::vector<ClipScore> all;
-  for (const std::string& b : comm.all_gather_bytes(bytes, "vqtok eval scores")) {
-    ZT_CHECK(b.size() % sizeof(ClipScore) == 0, "evaluation: a rank sent ", b.size(),
-             " bytes of clip scores, not a whole number of ", sizeof(ClipScore));
-    const size_t n = all.size();
-    all.resize(n + b.size() / sizeof(ClipScore));
-    if (!b.empty()) std::memcpy(all.data() + n, b.data(), b.size());
-  }
-  std::stable_sort(all.begin(), all.end(),
-                   [](const ClipScore& a, const ClipScore& b) { return a.index < b.index; });
-  std::array<double, 5> s{};
-  for (const ClipScore& c : all) {
-    s[0] += c.squared;
-    s[1] += c.absolute;
-    s[2] += c.elements;
-    s[3] += c.vq_error;
-    s[4] += 1;
-  }
-  return s;
-}
-}  // namespace
-
 EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, int64_t batches,
                             const config::AppConfig& cfg, comm::Communicator& comm,
                             std::vector<Tensor>* first) {
@@ -78,7 +42,8 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
            "data.eval_samples");
   loader.restore({0, 0}, n);
   app::CodebookUsage usage(cfg.model.codebook_size);
-  std::vector<ClipScore> scores;
+  // Per clip: squared and absolute errors, elements, the VQ term's mean squared error.
+  std::vector<app::IndexedValues<4>> scores;
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
     // Only the epoch's own samples count, not the padding that evens out the ranks. A
@@ -97,12 +62,12 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
     const std::vector<double> vq_error = out[5].to_vector();
     const std::vector<double> index = b.indices.narrow(0, 0, real).to(DType::f64).to_vector();
     for (int64_t k = 0; k < real; ++k)
-      scores.push_back({static_cast<int64_t>(index[k]), squared[k], absolute[k],
-                        static_cast<double>(d.size(1)), vq_error[k]});
+      scores.push_back({static_cast<int64_t>(index[k]),
+                        {squared[k], absolute[k], static_cast<double>(d.size(1)), vq_error[k]}});
     usage.add(out[1]);
     if (i == 0 && first) *first = {clips, out[0]};
   }
-  const std::array<double, 5> v = sum_in_index_order(scores, comm);
+  const std::array<double, 5> v = app::sum_in_index_order(scores, comm, "vqtok eval scores");
   EvalResult r;
   r.mse = v[0] / v[2];
   r.l1 = v[1] / v[2];

@@ -187,6 +187,25 @@ TEST(VqGptModel, GpuForwardCopiesNothingFromTheHost) {
   set_tf32(saved);
 }
 
+// sequence_losses (vqgpt's evaluation, summed sequence by sequence in dataset order): each
+// sequence's mean next-token loss, from one forward of the batch; their mean is loss()'s.
+TEST(VqGptModel, SequenceLossesAreEachSequencesMeanLoss) {
+  const config::AppConfig cfg = tiny_config("unused");
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(12);
+    auto model = vqgpt::build_model(cfg, std::make_shared<vq::VqModel>(cfg.model), comm,
+                                    /*replicated_gpt=*/true);
+    autograd::NoGradGuard ng;
+    const Tensor seqs = model->tokenize(rand({3, 4, 3, 8, 8}) * 2.0 - 1.0);
+    const Tensor each = model->sequence_losses(seqs);
+    ASSERT_EQ(each.sizes(), (Shape{3}));
+    EXPECT_NEAR(mean(each).item(), model->loss(seqs).item(), 1e-6);
+    for (int64_t i = 0; i < 3; ++i)
+      EXPECT_NEAR(each.select(0, i).item(), model->loss(seqs.narrow(0, i, 1)).item(), 1e-5) << i;
+    EXPECT_GT(max(each).item() - min(each).item(), 1e-6) << "three different sequences";
+  });
+}
+
 TEST(VqGpt, RankZeroOnlyTokenizerLoadGivesIdenticalTokens) {
   Scratch s("tokens");
   const config::AppConfig cfg = tiny_config(s / "run");
