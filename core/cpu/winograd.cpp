@@ -114,20 +114,26 @@ int64_t chunk_tiles_for(const ConvGeometry& g, int64_t elem_size) {
 
 // Tile rows of m samples cut into chunks: k whole samples a chunk where chunk_tiles_for
 // holds a sample's rows or more (winograd_samples_per_chunk), else each sample's rows cut
-// from its first one. A chunk's tiles, and so the GEMMs' sizes and their sums' bits, then
-// do not depend on where the m samples begin in the batch, as long as it is at a multiple
-// of k (conv.cpp splits the batch over the threads so).
+// into `pieces` even pieces. A chunk's tiles, and so the GEMMs' sizes and their sums'
+// bits, then do not depend on where the m samples begin in the batch, as long as it is at
+// a multiple of k (conv.cpp splits the batch over the threads so).
 struct Chunking {
   ImageGrid im;
-  int64_t sample_rows, total_rows, chunk_rows, chunk_tiles;
+  int64_t sample_rows, total_rows;
+  int64_t chunk_rows = 0;  // whole samples: k of them; cut samples: the largest piece
+  int64_t pieces = 0;      // pieces a sample is cut into (0: chunks of whole samples)
+  int64_t chunk_tiles = 0;
   Chunking(const ConvGeometry& g, int64_t m, int64_t elem_size)
       : im{g.d, g.h, g.w, (g.h + 1) / 2, (g.w + 1) / 2},
         sample_rows(g.d * im.th),
-        total_rows(m * sample_rows),
-        chunk_rows(samples_per_chunk(g, elem_size) * sample_rows),
-        chunk_tiles(std::min(chunk_rows, std::max<int64_t>(total_rows, 1)) * im.tw) {
-    if (chunk_rows == sample_rows) {  // a sample or less: the rows chunk_tiles_for holds
-      chunk_rows = std::clamp<int64_t>(chunk_tiles_for(g, elem_size) / im.tw, 1, sample_rows);
+        total_rows(m * sample_rows) {
+    const int64_t fits = std::max<int64_t>(chunk_tiles_for(g, elem_size) / im.tw, 1);
+    if (fits >= sample_rows) {
+      chunk_rows = fits / sample_rows * sample_rows;
+      chunk_tiles = std::min(chunk_rows, std::max<int64_t>(total_rows, 1)) * im.tw;
+    } else {
+      pieces = (sample_rows + fits - 1) / fits;
+      chunk_rows = (sample_rows + pieces - 1) / pieces;
       chunk_tiles = chunk_rows * im.tw;
     }
   }
@@ -135,12 +141,12 @@ struct Chunking {
     const int64_t tw = (g.w + 1) / 2, rows = g.d * ((g.h + 1) / 2);
     return std::max<int64_t>(chunk_tiles_for(g, elem_size) / (tw * rows), 1);
   }
-  // The rows of the chunk that starts at row r0: chunk_rows, less at the end of the
-  // samples, and of a sample where chunks cut samples.
+  // The rows of the chunk that starts at row r0 (the start of a chunk).
   int64_t rows_at(int64_t r0) const {
-    const int64_t end =
-        chunk_rows < sample_rows ? (r0 / sample_rows + 1) * sample_rows : total_rows;
-    return std::min(chunk_rows, end - r0);
+    if (pieces == 0) return std::min(chunk_rows, total_rows - r0);
+    // Piece p of a sample starts at row p * sample_rows / pieces (rounded down) of it.
+    const int64_t off = r0 % sample_rows, p = (off * pieces + sample_rows - 1) / sample_rows;
+    return (p + 1) * sample_rows / pieces - off;
   }
 };
 
