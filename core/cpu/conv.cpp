@@ -315,12 +315,21 @@ void backward_range(const ConvGeometry& g, const ConvData<T>& a, T* dw, int64_t 
 // chunk's samples, a column chunk's; one sample over planes): each chunk holds the samples
 // it holds in one serial pass, its GEMMs the same sizes, so the results have the serial
 // bits at any thread count (a BLAS kernel's sums can depend on a product's size).
+int64_t samples_per_unit(const ConvGeometry& g, int64_t elem_size) {
+  switch (choose_path(g)) {
+    case ConvPath::kWinograd:
+      return winograd_samples_per_chunk(g, elem_size);
+    case ConvPath::kPlanes:
+      return 1;
+    case ConvPath::kColumns:
+      break;
+  }
+  return samples_per_chunk(g, g.out_positions());
+}
 struct SampleGroups {
   int64_t unit, units, count;
   SampleGroups(const ConvGeometry& g, int64_t groups, int64_t elem_size)
-      : unit(choose_path(g) == ConvPath::kWinograd ? winograd_samples_per_chunk(g, elem_size)
-             : choose_path(g) == ConvPath::kPlanes ? 1
-                                                   : samples_per_chunk(g, g.out_positions())),
+      : unit(samples_per_unit(g, elem_size)),
         units((g.n + unit - 1) / unit),
         count(std::min(groups, units)) {}
   // Group t's first sample (t = count: the batch's end).

@@ -137,10 +137,6 @@ struct Chunking {
       chunk_tiles = chunk_rows * im.tw;
     }
   }
-  static int64_t samples_per_chunk(const ConvGeometry& g, int64_t elem_size) {
-    const int64_t tw = (g.w + 1) / 2, rows = g.d * ((g.h + 1) / 2);
-    return std::max<int64_t>(chunk_tiles_for(g, elem_size) / (tw * rows), 1);
-  }
   // The rows of the chunk that starts at row r0 (the start of a chunk).
   int64_t rows_at(int64_t r0) const {
     if (pieces == 0) return std::min(chunk_rows, total_rows - r0);
@@ -228,7 +224,8 @@ void winograd_backward_weight(const ConvGeometry& g, const T* x, const T* grad_o
 }
 
 int64_t winograd_samples_per_chunk(const ConvGeometry& g, int64_t elem_size) {
-  return Chunking::samples_per_chunk(g, elem_size);
+  const Chunking ch(g, 1, elem_size);
+  return ch.pieces == 0 ? ch.chunk_rows / ch.sample_rows : 1;
 }
 
 #define ZT_WINOGRAD_INSTANTIATE(T)                                                               \
