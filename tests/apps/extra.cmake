@@ -7,7 +7,8 @@ if(ZT_MPIRUN)
   target_compile_definitions(${exe} PRIVATE ZT_MPIRUN="${ZT_MPIRUN}")
 endif()
 # Its mpirun job (2 processes) carries the label mpi too (without mpirun it skips itself).
-zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps mpi PROCESSORS 2)
+zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps mpi PROCESSORS 2
+                   ENVIRONMENT OMP_WAIT_POLICY=passive ${ZT_MPI_TEST_ENV})
 
 # The GPU tests among the apps tests carry the label cuda too: `ctest -L cuda` runs every
 # GPU test. (Without a GPU they skip, and say so.)
@@ -25,7 +26,7 @@ function(zt_mpirun_app_test name pass agreed)
                    ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 1 ${arg_RANK0} :
                    -np 1 ${arg_RANK1})
   set_tests_properties(apps.mpi.${name} PROPERTIES LABELS "mpi;apps" TIMEOUT 60 PROCESSORS 2
-    ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+    ENVIRONMENT "${ZT_MPI_TEST_ENV}")
   if(agreed)
     set_tests_properties(apps.mpi.${name} PROPERTIES FAIL_REGULAR_EXPRESSION "MPI_ABORT was invoked")
   endif()
@@ -172,7 +173,7 @@ if(ZT_INSTALL)
                      ${_zt_embed}/example/embed_example)
     set_tests_properties(apps.embed.mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120 PROCESSORS 2
       FIXTURES_REQUIRED zt_example
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
+      ENVIRONMENT "${ZT_MPI_TEST_ENV};OMP_WAIT_POLICY=passive")
     # The tokenizer loaded on rank 0 only and broadcast over MPI (CPU tensors): every
     # process tokenizes to the same codes.
     add_test(NAME apps.embed.tokenizer_mpi
@@ -181,7 +182,7 @@ if(ZT_INSTALL)
                      -np 2 ${_zt_embed}/example/tokenizer_example)
     set_tests_properties(apps.embed.tokenizer_mpi PROPERTIES LABELS "apps;mpi" TIMEOUT 120
       PROCESSORS 2 FIXTURES_REQUIRED zt_example
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1;OMP_WAIT_POLICY=passive")
+      ENVIRONMENT "${ZT_MPI_TEST_ENV};OMP_WAIT_POLICY=passive")
   endif()
 
   add_test(NAME apps.embed.subdirectory

@@ -16,7 +16,7 @@ foreach(np 2 3)
              COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np ${np}
                      $<TARGET_FILE:zt_test_comm_mpi>)
     set_tests_properties(${name} PROPERTIES LABELS "mpi;comm" TIMEOUT 180 PROCESSORS ${np}
-      ENVIRONMENT "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;OMPI_MCA_rmaps_base_oversubscribe=1")
+      ENVIRONMENT "${ZT_MPI_TEST_ENV}")
   else()
     add_test(NAME ${name} COMMAND ${CMAKE_COMMAND} -E echo
              "SKIPPED: mpirun not found; install OpenMPI to run the MPI communicator tests")
