@@ -124,7 +124,8 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
   begin_compute(forward_begin_, id);
   // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
   // is over.
-  if (wraps_[id]) wrap_for_backward("zero_release", inputs, [this, id] { on_post_backward(id); });
+  if (wraps_[id])
+    wrap_for_backward("zero_release", inputs, backward_hook(&Hooks::on_post_backward, id));
 }
 
 // 3.
@@ -133,8 +134,20 @@ void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   coordinator_.log("forward_end:", id);
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
   if (wraps_[id])
-    wrap_for_backward("zero_gather_bwd", outputs, [this, id] { on_pre_backward(id); });
+    wrap_for_backward("zero_gather_bwd", outputs, backward_hook(&Hooks::on_pre_backward, id));
   coordinator_.release(id);
+}
+
+std::function<void()> Hooks::backward_hook(void (Hooks::*step)(int), int id) {
+  return [alive = std::weak_ptr<Hooks*>(alive_), step, id] {
+    const std::shared_ptr<Hooks*> hooks = alive.lock();
+    ZT_CHECK(hooks,
+             "this backward reaches a forward that ran through a zero::Engine that has "
+             "been destroyed (its gathers and gradient shards went with it): run the "
+             "forward again through the engine that trains the model, and keep that "
+             "engine alive until its step");
+    ((*hooks)->*step)(id);
+  };
 }
 
 // 3, when the forward threw: the group is no longer in use, and the step's trace cannot

@@ -4,6 +4,8 @@
 // id when the Hooks object goes, so a model may outlive its engine.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -45,6 +47,10 @@ class Hooks {
   void on_grad_ready(const Tensor& param);
   void on_post_backward(int id);
   void on_backward_end();
+  // The backward hook of group `id`'s wrapped tensors: `step` (on_pre_backward or
+  // on_post_backward) while these hooks live; an error once they are gone (a graph kept past
+  // its engine, whose coordinator and reducer went with it).
+  std::function<void()> backward_hook(void (Hooks::*step)(int), int id);
   // The timeline's compute spans (no-ops when the coordinator records none).
   void begin_compute(std::vector<int64_t>& begins, int id);
   void end_compute(std::vector<int64_t>& begins, Track track, int id);
@@ -61,6 +67,8 @@ class Hooks {
   bool in_engine_backward_ = false;
   std::string stray_;
   std::vector<int64_t> forward_begin_, backward_begin_;  // per group; -1: not computing
+  // Expires with these hooks; the backward hooks of recorded graphs hold it weakly.
+  std::shared_ptr<Hooks*> alive_ = std::make_shared<Hooks*>(this);
 };
 
 }  // namespace zt::zero
