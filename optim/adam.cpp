@@ -14,9 +14,10 @@ Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
       decoupled_(decoupled) {
   ZT_CHECK(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1,
            "Adam: betas must be in [0, 1), got (", o.beta1(), ", ", o.beta2(), ")");
-  ZT_CHECK(o.eps() > 0, "Adam: eps must be > 0, got ", o.eps(),
+  ZT_CHECK(std::isfinite(o.eps()) && o.eps() > 0, "Adam: eps must be finite and > 0, got ", o.eps(),
            " (it keeps m / (sqrt(v) + eps) finite where gradients are 0)");
-  ZT_CHECK(o.weight_decay() >= 0, "Adam: weight_decay must be >= 0, got ", o.weight_decay());
+  ZT_CHECK(std::isfinite(o.weight_decay()) && o.weight_decay() >= 0,
+           "Adam: weight_decay must be finite and >= 0, got ", o.weight_decay());
 }
 
 std::map<std::string, double> Adam::hyper_parameters() const {

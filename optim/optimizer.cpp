@@ -48,7 +48,8 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
 }
 
 void Optimizer::set_lr(double lr) {
-  ZT_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
+  ZT_CHECK(std::isfinite(lr) && lr >= 0, "optimizer: learning rate must be finite and >= 0, got ",
+           lr);
   lr_ = lr;
 }
 
@@ -78,9 +79,10 @@ void Optimizer::check_not_captured(const char* op, const char* held, const char*
 void Optimizer::set_settings(const std::vector<std::string>& names, const ParamSettings& s) {
   check_not_captured("optimizer", "its learning rates and weight decays",
                      "set them before the warm-up steps");
-  ZT_CHECK(s.lr_scale >= 0 && s.weight_decay >= 0,
-           "optimizer: lr_scale and weight_decay must be >= 0, got ", s.lr_scale, " and ",
-           s.weight_decay);
+  ZT_CHECK(std::isfinite(s.lr_scale) && s.lr_scale >= 0 && std::isfinite(s.weight_decay) &&
+               s.weight_decay >= 0,
+           "optimizer: lr_scale and weight_decay must be finite and >= 0, got ", s.lr_scale,
+           " and ", s.weight_decay);
   check_known(names, "to give settings");
   for (const std::string& n : names) state_[index_.at(n)].settings = s;
 }

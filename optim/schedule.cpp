@@ -9,16 +9,17 @@
 namespace zt::optim {
 
 LrSchedule LrSchedule::constant(double lr) {
-  ZT_CHECK(lr >= 0, "LrSchedule::constant: lr must be >= 0, got ", lr);
+  ZT_CHECK(std::isfinite(lr) && lr >= 0, "LrSchedule::constant: lr must be finite and >= 0, got ",
+           lr);
   LrSchedule s;
   s.base_ = lr;
   return s;
 }
 
 LrSchedule LrSchedule::warmup_cosine(double base, int64_t warmup, int64_t total, double min_lr) {
-  ZT_CHECK(base >= 0 && min_lr >= 0 && min_lr <= base,
-           "LrSchedule::warmup_cosine: need 0 <= min_lr <= base, got base ", base, ", min_lr ",
-           min_lr);
+  ZT_CHECK(std::isfinite(base) && min_lr >= 0 && min_lr <= base,
+           "LrSchedule::warmup_cosine: need 0 <= min_lr <= base, both finite, got base ", base,
+           ", min_lr ", min_lr);
   ZT_CHECK(warmup >= 0 && total >= warmup, "LrSchedule::warmup_cosine: need 0 <= warmup (", warmup,
            ") <= total (", total, ")");
   LrSchedule s;

@@ -3,12 +3,18 @@
 // first-step flag and settings), core's in-place ops for everything else. Both compute one formula.
 #include "optim/sgd.h"
 
+#include <cmath>
+
 namespace zt::optim {
 
 SGD::SGD(NamedTensors params, const SGDOptions& o)
     : Optimizer(std::move(params), o.lr(), o.weight_decay(), {"momentum_buffer"}), options_(o) {
-  ZT_CHECK(o.momentum() >= 0, "SGD: momentum must be >= 0, got ", o.momentum());
-  ZT_CHECK(o.weight_decay() >= 0, "SGD: weight_decay must be >= 0, got ", o.weight_decay());
+  // PyTorch's ranges (momentum and dampening past 1 are allowed), finite.
+  ZT_CHECK(std::isfinite(o.momentum()) && o.momentum() >= 0,
+           "SGD: momentum must be finite and >= 0, got ", o.momentum());
+  ZT_CHECK(std::isfinite(o.dampening()), "SGD: dampening must be finite, got ", o.dampening());
+  ZT_CHECK(std::isfinite(o.weight_decay()) && o.weight_decay() >= 0,
+           "SGD: weight_decay must be finite and >= 0, got ", o.weight_decay());
   ZT_CHECK(!o.nesterov() || (o.momentum() > 0 && o.dampening() == 0),
            "SGD: nesterov needs momentum > 0 and dampening 0, got momentum ", o.momentum(),
            " and dampening ", o.dampening());

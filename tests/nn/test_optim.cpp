@@ -2,7 +2,10 @@
 // evaluated in double; the fused CPU loop and the generic (device) path agree; state
 // dict round trips; clipping and LR schedules.
 #include <cmath>
+#include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "common/test_util.h"
@@ -147,6 +150,46 @@ TEST(SGD, NesterovOptionsAreChecked) {
         optim::SGD({{"p", p}}, optim::SGDOptions(0.1).momentum(0.9).dampening(0.5).nesterov(true));
       },
       "nesterov needs momentum > 0 and dampening 0, got momentum 0.9 and dampening 0.5"));
+}
+
+// Out-of-range and non-finite settings are refused when given, naming the setting: an
+// infinite learning rate or decay would turn every parameter into NaN at the first step.
+TEST(Optimizer, SettingsOutOfRangeOrNotFiniteAreRefused) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::nan("");
+  auto sgd = [](const optim::SGDOptions& o) {
+    Tensor p = from_vector({1.0}, {1});
+    optim::SGD opt({{"p", p}}, o);
+  };
+  auto adam = [](const optim::AdamOptions& o) {
+    Tensor p = from_vector({1.0}, {1});
+    optim::AdamW opt({{"p", p}}, o);
+  };
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[&] { sgd(optim::SGDOptions(inf)); }, "learning rate must be finite and >= 0, got inf"},
+      {[&] { sgd(optim::SGDOptions(-1)); }, "learning rate must be finite and >= 0, got -1"},
+      {[&] { adam(optim::AdamOptions(nan)); }, "learning rate must be finite and >= 0, got nan"},
+      {[&] { sgd(optim::SGDOptions(0.1).momentum(inf)); }, "momentum must be finite and >= 0"},
+      {[&] { sgd(optim::SGDOptions(0.1).dampening(nan)); }, "dampening must be finite, got nan"},
+      {[&] { sgd(optim::SGDOptions(0.1).weight_decay(inf)); },
+       "SGD: weight_decay must be finite and >= 0"},
+      {[&] { adam(optim::AdamOptions(0.1).weight_decay(inf)); },
+       "Adam: weight_decay must be finite and >= 0"},
+      {[&] { adam(optim::AdamOptions(0.1).eps(inf)); }, "eps must be finite and > 0, got inf"},
+      {[&] { optim::LrSchedule::constant(inf); }, "lr must be finite and >= 0, got inf"},
+      {[&] { optim::LrSchedule::warmup_cosine(inf, 0, 10, 0); }, "both finite, got base inf"},
+  };
+  for (const auto& [make, message] : cases)
+    EXPECT_TRUE(test::throws_with(make, message)) << message;
+  // set_lr as the constructor: an engine's schedule passes through it every step.
+  Tensor p = from_vector({1.0}, {1});
+  optim::SGD opt({{"p", p}}, optim::SGDOptions(0.1));
+  EXPECT_TRUE(test::throws_with([&] { opt.set_lr(inf); }, "got inf"));
+  EXPECT_TRUE(test::throws_with([&] { opt.set_settings({"p"}, {.lr_scale = inf}); },
+                                "lr_scale and weight_decay must be finite and >= 0"));
+  EXPECT_EQ(opt.lr(), 0.1);
+  // PyTorch's ranges otherwise: momentum and dampening past 1 are allowed.
+  EXPECT_NO_THROW(sgd(optim::SGDOptions(0.1).momentum(1.5).dampening(2)));
 }
 
 TEST(Optimizer, FactoryBuildsTheConfiguredOptimizer) {

@@ -153,7 +153,7 @@ TEST(OptimFused, ParamSettingsUpdateAsThoseOptionsWould) {
   optim::SGD sgd({{"w", normal({4}, 1)}}, optim::SGDOptions(0.1));
   EXPECT_TRUE(test::throws_with([&] { sgd.set_settings({"v"}, {}); }, "no parameter named v"));
   EXPECT_TRUE(test::throws_with([&] { sgd.set_settings({"w"}, {.lr_scale = -1}); },
-                                "lr_scale and weight_decay must be >= 0"));
+                                "lr_scale and weight_decay must be finite and >= 0"));
 }
 
 TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
