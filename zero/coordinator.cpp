@@ -16,6 +16,7 @@ Coordinator::Coordinator(nn::Module& model, comm::Communicator& comm, const Conf
   for (auto& [path, m] : model.named_modules()) {
     ModuleGroup g;
     g.path = path.empty() ? "<root>" : path;
+    g.label = comm::CollectiveLabel::intern("module '" + g.path + "'");
     g.module = m.get();
     for (auto& [n, p] : m->local_parameters()) {
       if (!is_partitioned(p)) continue;
@@ -107,6 +108,12 @@ void Coordinator::fetch(int id, bool backward_phase) {
     trace_inference(id);
   ++in_use_[id];
   ++calls_;
+  // An inference pass has no step at which the ranks compare the modules they ran, so its
+  // gathers (and prefetches) carry the module's name in their signatures: ranks that run
+  // different modules of one size fail at the gather, naming both, instead of computing
+  // with each other's shards. A training step's are compared at the step, which refuses a
+  // divergent step and leaves the communicator usable (a mismatch here would abort it).
+  comm::CollectiveLabel label(training ? comm::CollectiveLabel::current() : g.label);
   gather(id, false);
   prefetch_upcoming(training ? train_ : infer_);
   for (ZeroParam* z : g.params) z->wait();

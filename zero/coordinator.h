@@ -31,6 +31,9 @@ namespace zt::zero {
 /// is a member of each of its modules' groups.
 struct ModuleGroup {
   std::string path;  // dotted module path, "<root>" for the model itself
+  // "module '<path>'": the collective label of its gathers in inference, so ranks that
+  // gather different modules of one size fail at the gather naming both.
+  const char* label = nullptr;
   nn::Module* module = nullptr;
   std::vector<ZeroParam*> params;
   int64_t elems = 0;  // padded elements of its parameters

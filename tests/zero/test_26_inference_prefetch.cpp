@@ -185,3 +185,22 @@ TEST(Lesson26InferencePrefetch, TheLiveBoundHolds) {
               (2 + 1) * layer * static_cast<int64_t>(sizeof(float)));
   });
 }
+
+// An inference pass has no step at which the ranks compare the modules they ran, so each of
+// its gathers names its module in the collective's signature: where one rank runs c and the
+// others b (the same size: the collectives would pair up, and each would compute with the
+// other module's shards), every rank fails at that gather, naming both.
+TEST(Lesson26InferencePrefetch, RanksRunningDifferentModulesFailAtTheGather) {
+  const std::string err = test::error_of([] {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      std::shared_ptr<Branchy> m = lesson::partitioned<Branchy>(comm);
+      zero::Engine engine(m, comm, lesson::prefetch_config(), {});
+      m->use_c = comm.rank() == 1;
+      autograd::NoGradGuard no_grad;
+      engine(ones({2, 6}));
+    });
+  });
+  EXPECT_NE(err.find("mismatched collectives"), std::string::npos) << err;
+  EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'b']"), std::string::npos) << err;
+  EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'c']"), std::string::npos) << err;
+}

@@ -4,7 +4,9 @@
 
 #include <cerrno>
 #include <cstdlib>
+#include <mutex>
 #include <sstream>
+#include <unordered_set>
 #include <utility>
 
 #include "zero/comm/reduce.h"  // bytes_of
@@ -260,6 +262,14 @@ CollectiveLabel::~CollectiveLabel() {
 }
 const char* CollectiveLabel::current() {
   return t_label;
+}
+const char* CollectiveLabel::intern(const std::string& text) {
+  // Never freed: a collective queued on a communication thread may read its label after
+  // whatever made it is gone. Node-based, so a string never moves.
+  static std::mutex mu;
+  static std::unordered_set<std::string> texts;
+  std::lock_guard<std::mutex> lock(mu);
+  return texts.insert(text).first->c_str();
 }
 
 std::shared_ptr<Work> Communicator::issue(Request req, bool async) {

@@ -60,6 +60,9 @@ class CollectiveLabel {
   CollectiveLabel& operator=(const CollectiveLabel&) = delete;
   /// This thread's innermost label (nullptr when none).
   static const char* current();
+  /// A copy of `text` that lives until the process exits, for a label made at run time (a
+  /// module's path): one copy per distinct text.
+  static const char* intern(const std::string& text);
 
  private:
   const char* previous_;
