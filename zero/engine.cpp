@@ -149,8 +149,15 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
     broadcast_tensor(b, comm_, 0);
     buffers_.emplace_back(name, b);
   }
-  buffer_versions_ = buffer_versions();
   check_buffer_policies();
+  {
+    // Averaged ones only: under broadcast rank 0's write is the one kept, as the policy says;
+    // under none each rank keeps its own.
+    std::vector<Tensor> averaged;
+    for (const auto& [name, b] : buffers_)
+      averaged.push_back(config_.buffers.sync_for(name) == BufferSync::average ? b : Tensor());
+    buffer_writes_ = std::make_unique<BufferWrites>(*model_, std::move(averaged));
+  }
   optimizer_ = optim::make_optimizer(optimizer, trainable, trainable_dims, trainable_aliases);
   reducer_ = std::make_unique<GradReducer>(comm_, config_.reduce_bucket_size, config_.overlap_comm);
   coordinator_ = std::make_unique<Coordinator>(*model_, comm_, config_, stats_);
@@ -372,9 +379,7 @@ bool Engine::update() {
   // The ranks agree that their backwards reduced the same gradients, they fetched the
   // same modules and their replicas are the same (when one was written from outside),
   // before anything is updated.
-  const std::vector<uint64_t> versions = buffer_versions();
-  std::vector<uint8_t> written(versions.size());
-  for (size_t i = 0; i < versions.size(); ++i) written[i] = versions[i] != buffer_versions_[i];
+  const std::vector<uint8_t> written = buffer_writes_->outside_forwards();
   const WindowFlags any = agree_on_window(reducer_->layout(), coordinator_->fetches_hash(),
                                           replica_versions() != replica_versions_, written, comm_);
   // Where both differ, the modules each rank ran say more than the gradients.
@@ -540,19 +545,7 @@ void Engine::refresh_from_master() {
 
 void Engine::sync_buffers() {
   zero::sync_buffers(buffers_, config_.buffers, comm_);
-  buffer_versions_ = buffer_versions();
-}
-
-std::vector<uint64_t> Engine::buffer_versions() const {
-  std::vector<uint64_t> v(buffers_.size(), 0);
-  for (size_t i = 0; i < buffers_.size(); ++i) {
-    const auto& [name, b] = buffers_[i];
-    // Averaged ones only: under broadcast rank 0's write is the one kept, as the policy says;
-    // under none each rank keeps its own.
-    if (b.has_storage() && config_.buffers.sync_for(name) == BufferSync::average)
-      v[i] = b.storage()->version();
-  }
-  return v;
+  buffer_writes_->synced();
 }
 
 void Engine::verify_replicas() {

@@ -20,6 +20,7 @@
 #include "nn/norm.h"
 #include "optim/factory.h"
 #include "optim/optim.h"
+#include "zero/buffer_writes.h"
 #include "zero/comm/communicator.h"
 #include "zero/config.h"
 #include "zero/coordinator.h"
@@ -231,8 +232,6 @@ class Engine {
   /// nn::registration_count() moved since the last check).
   void check_model_unchanged();
   uint64_t replica_versions() const;
-  /// Per buffers_ entry: its storage version (0 for one not synced or without storage).
-  std::vector<uint64_t> buffer_versions() const;
 
   /// The model and the parameters this engine partitions, held exclusively while it
   /// lives (released last, also when the constructor throws). Thread ranks share one
@@ -279,11 +278,10 @@ class Engine {
   // writes: a sum that moved by the next step means a write from outside (a load on one
   // rank), and that step verifies the replicas before its update.
   uint64_t replica_versions_ = 0;
-  // buffer_versions() after the last buffer sync: an averaged buffer whose version moved
-  // since was written, and the ranks must agree on which were (a load or an edit on some
-  // ranks only would otherwise be mixed into every rank's value by the sync; a broadcast
-  // counts as a write on every rank).
-  std::vector<uint64_t> buffer_versions_;
+  // The averaged buffers written outside the model's forwards since the last sync: the
+  // ranks must agree on which were (a load or an edit on some ranks only would otherwise be
+  // mixed into every rank's value by the sync; a broadcast counts as a write on every rank).
+  std::unique_ptr<BufferWrites> buffer_writes_;
   bool capture_counted_ = false;    // a captured step's own count not yet replayed
   Tensor last_grad_norm_;           // one f64 element on the parameters' device
   std::vector<Tensor> grad_flats_;  // per device, the fp32 buffer of every gradient shard

@@ -110,7 +110,8 @@ void fail_buffer_writes_differ(const std::vector<std::string>& names,
     if (differ)
       throw comm::AgreedError(
           detail::cat("zero::Engine: buffer '", names[i], "' was written on rank(s) ", wrote,
-                      " only since the last step (a load or an update on some ranks: ",
+                      " only since the last step, outside the model's forwards (a load or an "
+                      "edit on some ranks: ",
                       "zero::load_state_dict loads on rank 0 and broadcasts); the step's buffer "
                       "sync would mix the ranks' values into one nobody wrote. Write it on every "
                       "rank (zero::load_state_dict, or a GatheredParameters scope with "

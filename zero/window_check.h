@@ -13,9 +13,10 @@
 //   equal sizes they paired one module's slices with another's and raised nothing (frozen
 //   modules leave no gradient for the layout check to see). Then every rank compares the
 //   lists, for an error naming the first difference, before the update;
-// - which buffers averaged at the step each rank wrote since the last one (a broadcast
-//   counts as a write everywhere): one written on some ranks only would be mixed into
-//   every rank's value by the average, and is an error naming it and the ranks.
+// - which buffers averaged at the step each rank wrote outside the model's forwards since
+//   the last one (zero/buffer_writes.h; a broadcast counts as a write everywhere): one
+//   written on some ranks only would be mixed into every rank's value by the average, and
+//   is an error naming it and the ranks.
 #pragma once
 
 #include <cstdint>
