@@ -364,11 +364,6 @@ void check_app(Section& root, AppConfig& c) {
     model.fail("out_channels", "out_channels (" + std::to_string(m.out_channels) +
                                    ") must equal in_channels (" + std::to_string(m.in_channels) +
                                    "): training compares the reconstruction with the input");
-  if (c.train.eval_every > 0 && d.eval_samples == 0)
-    data.fail("eval_samples", "eval_samples is 0 but train.eval_every is " +
-                                  std::to_string(c.train.eval_every) +
-                                  ": evaluation needs held-out samples; set eval_samples, or "
-                                  "train.eval_every: 0 to evaluate never");
   if (m.code_frames(d.frames) == 0)
     data.fail("frames", "frames (" + std::to_string(d.frames) +
                             ") must be 1 (an image) or a multiple of "
