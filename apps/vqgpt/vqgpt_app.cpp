@@ -276,11 +276,27 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
     std::fflush(stdout);
   }
   const std::string ckpt_root = (output_dir / "checkpoints").string();
-  ZT_CHECK(overwrite || !zero::holds_checkpoints(ckpt_root), "tokenizer: '", ckpt_root,
-           "' already holds checkpoints (an earlier tokenizer?); to use it, point "
-           "gpt.tokenizer_checkpoint at it; to train a new one, pass another --out folder, or "
-           "--overwrite to replace it (the old one is set aside, and deleted once the new "
-           "tokenizer is saved)");
+  if (!overwrite && zero::holds_checkpoints(ckpt_root)) {
+    // Whose they are: their meta.json says which app saved them ("" when it does not).
+    std::string saved_by;
+    try {
+      saved_by = app::read_saved_run(ckpt_root).app;
+    } catch (const Error&) {
+    }
+    ZT_CHECK(saved_by.empty() || saved_by == "vqtok", "tokenizer: '", ckpt_root, "' already holds ",
+             saved_by,
+             " checkpoints (their meta.json says so), not a tokenizer's; pass another --out "
+             "folder for the tokenizer (--overwrite would delete that ",
+             saved_by, " run's checkpoints and its metrics in '", output_dir.string(),
+             "' once the new tokenizer is saved)");
+    ZT_FAIL("tokenizer: '", ckpt_root, "' already holds ",
+            saved_by.empty() ? "checkpoints (an earlier tokenizer?)"
+                             : "checkpoints of a tokenizer (vqtok's, their meta.json says)",
+            "; to use it, point gpt.tokenizer_checkpoint at it; to train a new one, pass "
+            "another --out folder, or --overwrite to replace it (the old one is set aside, and "
+            "deleted once the new tokenizer is saved: its checkpoints and metrics in '",
+            output_dir.string(), "')");
+  }
   vqtok::TrainOptions to;
   to.quiet = quiet;
   to.overwrite = overwrite;
