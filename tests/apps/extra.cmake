@@ -209,6 +209,12 @@ if(TARGET zt-bench)
   # --flash-tiles and --flash-backward reach the GPT's attention.
   zt_check_test(apps.bench.attention 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
     $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 2 --seq 150 --reps 1)
+  # One causal token: its dq and dk are zeros (the softmax of one score is 1), and every
+  # printed number is JSON (an error against zeros was -nan): rel_err 0 where the bits are
+  # kept, no nan or inf anywhere.
+  zt_check_test(apps.bench.attention_one_token 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}"
+    $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 1 --seq 1 --dim 32 --reps 1)
+  set_tests_properties(apps.bench.attention_one_token PROPERTIES FAIL_REGULAR_EXPRESSION "nan;inf")
   zt_check_test(apps.bench.gpt_flash_tiles 0 60 "\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 32 --vocab 256 --batch 1
     --steps 1 --dtype bf16 --attention flash --flash-tiles 32x64,16x64 --flash-backward atomic)
