@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "apps/common/output_paths.h"
+#include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -466,6 +468,15 @@ Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::Ap
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                     comm::Communicator& comm) {
   ZT_CHECK(o.num >= 1, "sample: --num must be at least 1, got ", o.num);
+  char temperature[32];  // the shortest text that reads back as the same double
+  *std::to_chars(temperature, temperature + sizeof temperature - 1, o.sampling.temperature).ptr =
+      '\0';
+  app::check_same_options({{"--checkpoint", o.checkpoint},
+                           {"--num", std::to_string(o.num)},
+                           {"--temperature", temperature},
+                           {"--top-k", std::to_string(o.sampling.top_k)},
+                           {"--seed", std::to_string(o.sampling.seed)}},
+                          comm, "vqgpt sample");
   std::string ext = fs::path(o.out).extension().string();
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",

@@ -278,6 +278,12 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
+  app::check_same_options({{"--input", o.input},
+                           {"--split", o.input.empty() ? (o.eval_split ? "eval" : "train") : ""},
+                           {"--limit", std::to_string(o.limit)},
+                           {"--batch", std::to_string(batch_of(cfg, o.batch))},
+                           {"--verify", o.verify ? "true" : "false"}},
+                          comm, "vqtok encode");
   // Output and input errors before the weights are read and anything is encoded.
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.input});
@@ -388,6 +394,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
 
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
   ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
+  app::check_same_options(
+      {{"--codes", o.codes}, {"--batch", std::to_string(batch_of(cfg, o.batch))}}, comm,
+      "vqtok decode");
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.codes});
   app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });

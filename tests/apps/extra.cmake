@@ -59,6 +59,32 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
+  # Ranks given different options of how the work is split or what it reads stop naming
+  # the option and both values, before any weights are read (eval used to score 6 clips, 4
+  # of one rank's batch and 2 of the other's).
+  zt_mpirun_app_test(options_mismatch_eval
+    "vqtok eval: the ranks were started with different options: '--batch' is 4 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 4
+    RANK1 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 2)
+  zt_mpirun_app_test(options_mismatch_encode
+    "vqtok encode: the ranks were started with different options: '--limit' is 1 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}/ids.npy
+    RANK0 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 1
+    RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 2)
+  zt_mpirun_app_test(options_mismatch_decode
+    "vqtok decode: the ranks were started with different options: '--codes' is [^ ]*vqtok_tiny.yaml on rank 0 but [^ ]*vqgpt_tiny.yaml on rank 1"
+    ON NOT_WRITTEN ${_out}/frames
+    RANK0 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
+          --codes ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    RANK1 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
+          --codes ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml)
+  set(_gpt_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set output_dir=${_out})
+  zt_mpirun_app_test(options_mismatch_sample
+    "vqgpt sample: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}/grid.png
+    RANK0 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 1
+    RANK1 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 2)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
   set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)
