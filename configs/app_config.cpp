@@ -93,11 +93,12 @@ void read_model(Section s, ModelConfig& m) {
            "must be a multiple of 32 (GroupNorm uses 32 groups), got " + std::to_string(m.ch));
   if (m.ch_mult.empty() || m.ch_mult.size() > 8)
     s.fail("ch_mult", "needs 1 to 8 levels, e.g. [1, 2, 2, 4]");
-  for (int64_t a : m.attn_resolutions)
-    if (a >= static_cast<int64_t>(m.ch_mult.size()))
-      s.fail("attn_resolutions", "level " + std::to_string(a) + " does not exist: ch_mult has " +
-                                     std::to_string(m.ch_mult.size()) +
-                                     " levels (attn_resolutions are level indices, not pixels)");
+  for (size_t i = 0; i < m.attn_resolutions.size(); ++i)
+    if (const int64_t a = m.attn_resolutions[i]; a >= static_cast<int64_t>(m.ch_mult.size()))
+      s.fail_element("attn_resolutions", i,
+                     "level " + std::to_string(a) + " does not exist: ch_mult has " +
+                         std::to_string(m.ch_mult.size()) +
+                         " levels (attn_resolutions are level indices, not pixels)");
 }
 
 void read_data(Section s, data::DataConfig& d) {
@@ -211,8 +212,9 @@ void read_train(Section s, TrainConfig& t) {
   if (t.cuda_graph && t.gradient_accumulation_steps > 1)
     s.fail("cuda_graph", "a graph holds one whole step: set gradient_accumulation_steps to 1");
   if (betas.size() != 2) s.fail("betas", "expected two values, e.g. [0.9, 0.999]");
-  for (double b : betas)
-    if (!(b >= 0.0 && b < 1.0)) s.fail("betas", "each beta must be in [0, 1)");
+  for (size_t i = 0; i < betas.size(); ++i)
+    if (!(betas[i] >= 0.0 && betas[i] < 1.0))
+      s.fail_element("betas", i, "each beta must be in [0, 1)");
   t.betas = {betas[0], betas[1]};
   for (const std::string& pattern : t.no_weight_decay)
     if (pattern.empty())
@@ -364,11 +366,6 @@ void check_app(Section& root, AppConfig& c) {
     model.fail("out_channels", "out_channels (" + std::to_string(m.out_channels) +
                                    ") must equal in_channels (" + std::to_string(m.in_channels) +
                                    "): training compares the reconstruction with the input");
-  if (c.train.eval_every > 0 && d.eval_samples == 0)
-    data.fail("eval_samples", "eval_samples is 0 but train.eval_every is " +
-                                  std::to_string(c.train.eval_every) +
-                                  ": evaluation needs held-out samples; set eval_samples, or "
-                                  "train.eval_every: 0 to evaluate never");
   if (m.code_frames(d.frames) == 0)
     data.fail("frames", "frames (" + std::to_string(d.frames) +
                             ") must be 1 (an image) or a multiple of "

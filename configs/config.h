@@ -187,6 +187,11 @@ class Section {
   const std::vector<std::string>& known() const { return *known_; }
   /// Throws at `key`'s location (or the section's when the key is absent).
   [[noreturn]] void fail(const std::string& key, const std::string& msg) const;
+  /// Throws at element `index` of the list `key`: where that element was set (its file's
+  /// line, or the `--set key.index=value` that set it alone), at path "key.index"; as
+  /// fail() when `key` holds no such element.
+  [[noreturn]] void fail_element(const std::string& key, size_t index,
+                                 const std::string& msg) const;
   /// The node at `key` (declares it valid); absent gives an absent Node. A key written
   /// without a value (`lr:`) is an error naming it, never a silent default.
   Node take(const std::string& key);

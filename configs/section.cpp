@@ -94,6 +94,12 @@ void Section::fail(const std::string& key, const std::string& msg) const {
   throw_at("", key, msg);
 }
 
+void Section::fail_element(const std::string& key, size_t index, const std::string& msg) const {
+  const Node n = node_ && node_.is_map() ? node_.get(key) : Node();
+  if (n && n.is_sequence() && index < n.size()) n.at(index).fail(msg);
+  fail(key, msg);
+}
+
 Section& Section::get(const std::string& key, int64_t& out, int64_t lo, int64_t hi) {
   if (Node n = take(key)) {
     const int64_t v = n.as_int();

@@ -31,9 +31,49 @@ void sync_folder(const std::string& dir) {
            "survive a power loss)");
 }
 
+std::string write_target(const std::string& path) {
+  fs::path p(path);
+  std::error_code ec;
+  // 40 links, as Linux follows (ELOOP past them).
+  for (int links = 0; fs::is_symlink(fs::symlink_status(p, ec)); ++links) {
+    ZT_CHECK(links < 40, "cannot write '", path,
+             "': too many levels of symbolic links (a loop?); pass the file itself");
+    const fs::path to = fs::read_symlink(p, ec);
+    if (ec) break;
+    p = to.is_absolute() ? to : p.parent_path() / to;
+  }
+  return p.string();
+}
+
+std::string not_a_regular_file(const std::string& path) {
+  std::error_code ec;
+  switch (fs::status(path, ec).type()) {
+    case fs::file_type::not_found:
+    case fs::file_type::none:
+    case fs::file_type::regular:
+      return "";
+    case fs::file_type::directory:
+      return "a folder";
+    case fs::file_type::fifo:
+      return "a FIFO";
+    case fs::file_type::character:
+      return "a character device";
+    case fs::file_type::block:
+      return "a block device";
+    case fs::file_type::socket:
+      return "a socket";
+    default:
+      return "not a regular file";
+  }
+}
+
 void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
                            const std::string& id) {
-  const fs::path target(path);
+  // A link's file is written (the link stays); anything but a regular file is left as it is.
+  const fs::path target(write_target(path));
+  const std::string kind = not_a_regular_file(target);
+  ZT_CHECK(kind.empty(), "cannot write '", path, "': it is ", kind,
+           ", not a regular file, and a write would replace it with one; pass a file's path");
   const fs::path tmp = target.parent_path() /
                        ("." + target.filename().string() + ".tmp" + (id.empty() ? "" : "-") + id);
   std::string why;  // empty: written
@@ -56,7 +96,7 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
     }
     if (!ok) why = err != 0 ? std::strerror(err) : "a write failed";
   }
-  if (why.empty() && std::rename(tmp.c_str(), path.c_str()) != 0) why = std::strerror(errno);
+  if (why.empty() && std::rename(tmp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
   if (why.empty()) {
     try {
       sync_folder(target.parent_path().string());
@@ -83,7 +123,7 @@ bool process_exited(long pid) {
 }
 
 std::vector<std::string> remove_exited_temporaries(const std::string& path) {
-  const fs::path target(path);
+  const fs::path target(write_target(path));
   const std::string prefix = "." + target.filename().string() + ".tmp-";
   std::vector<std::string> removed;
   std::error_code ec;

@@ -71,6 +71,13 @@ void check_no_shared_file(const DataConfig& cfg, const Dataset& train, const Dat
   }
 }
 
+// An eval split of no items scores nothing: an error, where it is read, naming the key.
+void check_eval_split(const DataConfig& cfg) {
+  ZT_CHECK(cfg.eval_samples > 0,
+           "the eval split is empty: data.eval_samples is 0; set data.eval_samples to the "
+           "number of items to evaluate (--set data.eval_samples=64)");
+}
+
 }  // namespace
 
 ImageFolderOptions image_options(const DataConfig& cfg) {
@@ -88,7 +95,8 @@ std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval, in
                                             Headers headers) {
   if (cfg.kind == DataKind::synthetic) {
     SyntheticVideoOptions o;
-    o.size = eval ? std::max<int64_t>(cfg.eval_samples, 1) : cfg.num_samples;
+    if (eval) check_eval_split(cfg);
+    o.size = eval ? cfg.eval_samples : cfg.num_samples;
     o.frames = cfg.frames;
     o.height = cfg.height;
     o.width = cfg.width;
@@ -105,6 +113,7 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                                                  const std::shared_ptr<const Dataset>& train,
                                                  int64_t scored, Headers headers) {
   if (cfg.kind == DataKind::synthetic) return make_dataset(cfg, /*eval=*/true, scored);
+  check_eval_split(cfg);
   std::shared_ptr<const Dataset> ds;
   if (cfg.eval_path.empty()) {
     // Eval items of the training data: its listing, when the run has it, rather than a
@@ -127,7 +136,7 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
     ds = open_files(cfg, "data.eval_path", cfg.eval_path, headers);
     if (train) check_no_shared_file(cfg, *train, *ds);
   }
-  int64_t n = std::max<int64_t>(cfg.eval_samples, 1);
+  int64_t n = cfg.eval_samples;
   if (scored > 0) n = std::min(n, scored);
   return spread(ds, n);
 }

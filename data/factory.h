@@ -25,7 +25,8 @@ enum class Headers { checked_here, left_to_caller };
 /// items of data.eval_path, or of data.path (the training data) when that is empty.
 /// `scored` > 0: only that many will be evaluated (train.eval_batches x batch x ranks), so
 /// the files are spread over the data in that many, not in eval_samples of which an
-/// evaluation would read the first ones only.
+/// evaluation would read the first ones only. An eval split of eval_samples 0 is an error
+/// saying that it is empty (nothing would be scored).
 std::shared_ptr<const Dataset> make_dataset(const DataConfig& cfg, bool eval = false,
                                             int64_t scored = 0,
                                             Headers headers = Headers::checked_here);

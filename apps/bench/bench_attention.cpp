@@ -9,7 +9,11 @@
 //             4 B H Tq Tk D (q k^T and p v), backward 2.5x that (five products; zt's
 //             split backward computes seven), half of each under the causal mask
 //   rel_err   output (forward) or the largest of dq, dk, dv (backward) against the
-//             default shape's (split), relative in the 2-norm: 0 where the bits are kept
+//             default shape's (split), relative in the 2-norm: 0 where the bits are kept;
+//             against a reference of zeros alone (dq and dk of one causal token, whose
+//             softmax is 1 whatever q and k), the difference's own 2-norm
+// A number that is not finite prints as null, and so do the tflops of a pass timed at 0 ms
+// or less (a backward's time is a difference of two): every line is JSON.
 // The last line names the fastest forward and backward shapes. On the CPU the kernels run
 // on their warp emulation (core/cpu/flash_host.h): a check that every shape runs, not a
 // speed; use a small --batch/--heads/--seq there.
@@ -32,9 +36,19 @@ struct Run {
   Tensor out, dq, dk, dv;
 };
 
+// |a - b| / |b| in the 2-norm; |a - b| where b is all zeros (0 when a is too).
 double relative_error(const Tensor& a, const Tensor& b) {
   const Tensor a64 = a.to(Device::cpu()).to(DType::f64), b64 = b.to(Device::cpu()).to(DType::f64);
-  return std::sqrt(sum_squares(sub(a64, b64)).item() / sum_squares(b64).item());
+  const double diff = sum_squares(sub(a64, b64)).item(), ref = sum_squares(b64).item();
+  return std::sqrt(ref > 0 ? diff / ref : diff);
+}
+
+// `v` as a JSON number in printf's `format`, or null when it is not finite.
+std::string json_number(const char* format, double v) {
+  if (!std::isfinite(v)) return "null";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, format, v);
+  return buf;
 }
 
 }  // namespace
@@ -98,11 +112,13 @@ ZT_BENCH(attention, "fused attention kernels at every tile shape: ms and TFLOP/s
     std::printf(
         "{\"bench\":\"attention\",\"device\":\"%s\",\"dtype\":\"%s\",\"batch\":%lld,"
         "\"heads\":%lld,\"seq\":%lld,\"dim\":%lld,\"causal\":%s,\"pass\":\"%s\",\"tiles\":\"%s\","
-        "\"default\":%s,\"ms\":%.4f,\"tflops\":%.4g,\"rel_err\":%.3g}\n",
+        "\"default\":%s,\"ms\":%s,\"tflops\":%s,\"rel_err\":%s}\n",
         device.str().c_str(), dtype_name_.c_str(), static_cast<long long>(batch),
         static_cast<long long>(heads), static_cast<long long>(seq), static_cast<long long>(dim),
-        causal ? "true" : "false", pass, s.str().c_str(), is_default ? "true" : "false", sec * 1e3,
-        flops / sec / 1e12, err);
+        causal ? "true" : "false", pass, s.str().c_str(), is_default ? "true" : "false",
+        json_number("%.4f", sec * 1e3).c_str(),
+        json_number("%.4g", sec > 0 ? flops / sec / 1e12 : NAN).c_str(),
+        json_number("%.3g", err).c_str());
     std::fflush(stdout);
   };
   using flash::Pass;

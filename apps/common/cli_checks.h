@@ -70,6 +70,14 @@ inline const CLI::Validator kSeed(
     },
     "SEED");
 
+/// A file or folder to write (-o, --tokens): not empty, which would write nothing (exit 2,
+/// a mistake on the command line, as a missing value is).
+inline const CLI::Validator kOutputPath(
+    [](std::string& text) -> std::string {
+      return text.empty() ? "must name the file or folder to write, got an empty path" : "";
+    },
+    "PATH");
+
 /// A --set override's form, key.path=value: without '=' it is a mistake on the command line
 /// (exit 2), found before any config is read.
 inline const CLI::Validator kKeyValue(

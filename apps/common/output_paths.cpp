@@ -10,6 +10,7 @@
 
 #include "apps/common/run_checks.h"
 #include "core/error.h"
+#include "core/text_file.h"
 #include "data/dataset.h"
 #include "zero/checkpoint_dir.h"
 
@@ -101,32 +102,39 @@ void check_output_file(const std::string& option, const std::string& path,
   std::error_code ec;
   ZT_CHECK(!fs::is_directory(path, ec), option, " '", path,
            "' is a folder; pass the file to write (a path in that folder, or another)");
-  const bool exists = fs::exists(path, ec);
-  const fs::path real = fs::weakly_canonical(fs::absolute(path), ec);
+  // A link is followed: the file it leads to is the one written, and the one checked.
+  const std::string out = write_target(path);
+  const std::string through = out == path ? "" : " (a link to '" + out + "')";
+  const std::string kind = not_a_regular_file(out);
+  ZT_CHECK(kind.empty(), option, " '", path, "'", through, " is ", kind,
+           ", not a regular file: the output would replace it with one; pass a file's path");
+  const bool exists = fs::exists(out, ec);
+  const fs::path real = fs::weakly_canonical(fs::absolute(out), ec);
   for (const std::string& in : inputs) {
     if (in.empty()) continue;
     // The same path (also one not written yet), or another name of the same file.
     const bool same = real == fs::weakly_canonical(fs::absolute(in), ec) ||
-                      (exists && fs::equivalent(path, in, ec));
-    ZT_CHECK(!same, option, " '", path, "' is a file this command reads ('", in,
+                      (exists && fs::equivalent(out, in, ec));
+    ZT_CHECK(!same, option, " '", path, "'", through, " is a file this command reads ('", in,
              "'): writing it would destroy it; pass another file");
   }
   const auto [where, what] = inside_checkpoints(
-      fs::path(path).parent_path().empty() ? fs::path(".") : fs::path(path).parent_path());
-  ZT_CHECK(where.empty(), option, " '", path, "' lies in ", what, ", '", where,
+      fs::path(out).parent_path().empty() ? fs::path(".") : fs::path(out).parent_path());
+  ZT_CHECK(where.empty(), option, " '", path, "'", through, " lies in ", what, ", '", where,
            "': writing there would damage what was saved; pass a path outside it");
-  check_outside_inputs(option, path, inputs);
-  const std::string name = fs::path(path).filename().string();
+  check_outside_inputs(option, out, inputs);
+  const std::string name = fs::path(out).filename().string();
   // A run's own files: its record, its lock, and what it wrote beside its metrics.jsonl
   // (reconstruction images, the TensorBoard folder).
-  const fs::path folder = fs::absolute(path).parent_path();
+  const fs::path folder = fs::absolute(out).parent_path();
   const bool in_run = fs::exists(folder / "metrics.jsonl", ec);
   const bool in_tb =
       folder.filename() == "tb" && fs::exists(folder.parent_path() / "metrics.jsonl", ec);
   // An image named like a run's is one only beside a run's record.
   const bool image = name.rfind("recon_step_", 0) == 0;
   ZT_CHECK(!(exists && is_run_file_name(name) && (in_run || !image)) && !in_tb, option, " '", path,
-           "' is ", in_tb ? "in a training run's TensorBoard folder" : "a training run's " + name,
+           "'", through, " is ",
+           in_tb ? "in a training run's TensorBoard folder" : "a training run's " + name,
            ": writing it would destroy that run's record; pass another file");
 }
 
@@ -134,7 +142,7 @@ void check_output_writable(const std::string& option, const std::string& path,
                            const std::vector<std::string>& inputs) {
   if (path.empty()) return;
   check_output_file(option, path, inputs);
-  check_can_write_in(option, path, fs::absolute(path).parent_path());
+  check_can_write_in(option, path, fs::absolute(write_target(path)).parent_path());
 }
 
 void make_parent_folders(const std::string& path) {

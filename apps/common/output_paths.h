@@ -24,12 +24,15 @@ bool is_run_file_name(const std::string& name);
 bool within(const std::filesystem::path& path, const std::filesystem::path& dir);
 
 /// Checks that the file `path`, given as `option` (e.g. "encode -o"), may be written: it is
-/// not a folder; not one of `inputs` (what the command reads: files or folders; empty
-/// entries are skipped); not inside saved checkpoints (a checkpoint folder, holding
-/// meta.json and rank files, or a checkpoints root, holding `latest`); not inside a folder
-/// of `inputs` (a folder of images); and not a run's own metrics.jsonl, curves.svg, .lock,
-/// recon_step_*.png or TensorBoard folder (tb/ beside metrics.jsonl). Each error names the option,
-/// the path and why (and the input it would damage).
+/// not a folder, nor an existing device, FIFO or socket (a write would replace it with a
+/// file). A symbolic link is followed: the file it leads to (write_target, which the
+/// writers write) is what the rest judges. It is not one of `inputs` (what the command
+/// reads: files or folders; empty entries are skipped); not inside saved checkpoints (a
+/// checkpoint folder, holding meta.json and rank files, or a checkpoints root, holding
+/// `latest`); not inside a folder of `inputs` (a folder of images); and not a run's own
+/// metrics.jsonl, curves.svg, .lock, recon_step_*.png or TensorBoard folder (tb/ beside
+/// metrics.jsonl). Each error names the option, the path and why (and the input it would
+/// damage).
 void check_output_file(const std::string& option, const std::string& path,
                        const std::vector<std::string>& inputs);
 

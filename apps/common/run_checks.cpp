@@ -429,6 +429,15 @@ void check_same_config(const config::Node& root, comm::Communicator& comm, const
              "give every rank the same --config and --set options");
 }
 
+void check_same_options(const std::vector<OptionValue>& options, comm::Communicator& comm,
+                        const char* app) {
+  std::string mine;
+  for (const auto& [name, value] : options) mine += name + "=" + value + "\n";
+  check_same(comm, mine, "options", app,
+             "give every rank the same command-line options (mpirun's 'A : B' form gives each "
+             "part its own)");
+}
+
 void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app) {
   check_same(comm,
              detail::cat("data=", dataset.describe(), ", ", dataset.size(),

@@ -83,6 +83,15 @@ std::string flatten_config(const config::Node& root);
 /// Errors on every rank unless every rank holds the same configuration (compared as
 /// flatten_config text), naming the first key that differs and its value on both ranks.
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
+/// One command-line option's name and value as a rank was given it: {"--batch", "4"}.
+using OptionValue = std::pair<std::string, std::string>;
+/// Errors on every rank unless every rank was given the same `options` (each value as
+/// text; numbers compare as numbers): under mpirun each process reads its own command line,
+/// and ranks that differ in an option of how the work is split or what it reads would give
+/// a silently mixed result. The error names the first option that differs and its value on
+/// rank 0 and on that rank.
+void check_same_options(const std::vector<OptionValue>& options, comm::Communicator& comm,
+                        const char* app);
 /// Prints the config's warnings (config::AppConfig::warnings) on rank 0, each once per
 /// process: every command does, at its start, whether or not it builds an engine.
 void warn_config(const std::vector<std::string>& warnings, comm::Communicator& comm);

@@ -30,6 +30,11 @@ TrainData make_train_data(const config::AppConfig& cfg, comm::Communicator& comm
   check_image_headers(*d.dataset, comm, "data.path");
   d.loader = data::make_loader(d.dataset, cfg.data, cfg.train.batch, comm.rank(), world);
   if (cfg.train.eval_every > 0) {
+    ZT_CHECK(cfg.data.eval_samples > 0, app,
+             ": the eval split is empty: data.eval_samples is 0 but train.eval_every is ",
+             cfg.train.eval_every,
+             ", and evaluation needs items; set data.eval_samples, or train.eval_every: 0 to "
+             "evaluate never");
     d.eval_set = data::make_eval_dataset(cfg.data, d.dataset, scored_eval_items(cfg, world), split);
     check_same_data(*d.eval_set, comm, app);
     if (!cfg.data.eval_path.empty()) check_image_headers(*d.eval_set, comm, "data.eval_path");

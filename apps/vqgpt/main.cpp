@@ -61,7 +61,9 @@ int main(int argc, char** argv) {
   vqgpt::SampleOptions so;
   sample->add_option("--checkpoint", so.checkpoint,
                      "vqgpt checkpoint directory (default: output_dir/checkpoints)");
-  sample->add_option("-o,--out", so.out, "grid PNG to write")->required();
+  sample->add_option("-o,--out", so.out, "grid PNG to write")
+      ->required()
+      ->check(zt::app::kOutputPath);
   sample->add_option("--num", so.num, "sequences to sample (1 to 1024: one grid image)")
       ->check(CLI::Range(1, 1024));
   sample
@@ -75,14 +77,17 @@ int main(int argc, char** argv) {
                    "sampling seed (sample i draws from its own place in the seed's stream: "
                    "the same at any --num above i, on any number of ranks)")
       ->check(zt::app::kSeed);
-  sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)");
+  sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)")
+      ->check(zt::app::kOutputPath);
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
   kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
                   "checkpoint directory (default: output_dir/checkpoints)");
-  exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
+  exp->add_option("-o,--out", export_out, "the .safetensors file to write")
+      ->required()
+      ->check(zt::app::kOutputPath);
 
   CLI::App* tok = app.add_subcommand(
       "tokenizer", "train a quick vqtok tokenizer into gpt.tokenizer_checkpoint (no trained one?)");
@@ -93,7 +98,8 @@ int main(int argc, char** argv) {
   tok->add_flag("--overwrite", tok_overwrite, "replace checkpoints already in the --out folder");
   tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(zt::app::kPositive);
   tok->add_option("-o,--out", tok_out,
-                  "checkpoint root to write (default: gpt.tokenizer_checkpoint)");
+                  "checkpoint root to write (default: gpt.tokenizer_checkpoint)")
+      ->check(zt::app::kOutputPath);
 
   int plan_steps = 2;
   CLI::App* plan = kCli.add_plan(app, plan_c, plan_steps);

@@ -9,12 +9,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <optional>
 
 #include "apps/common/output_paths.h"
+#include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
@@ -276,11 +278,27 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
     std::fflush(stdout);
   }
   const std::string ckpt_root = (output_dir / "checkpoints").string();
-  ZT_CHECK(overwrite || !zero::holds_checkpoints(ckpt_root), "tokenizer: '", ckpt_root,
-           "' already holds checkpoints (an earlier tokenizer?); to use it, point "
-           "gpt.tokenizer_checkpoint at it; to train a new one, pass another --out folder, or "
-           "--overwrite to replace it (the old one is set aside, and deleted once the new "
-           "tokenizer is saved)");
+  if (!overwrite && zero::holds_checkpoints(ckpt_root)) {
+    // Whose they are: their meta.json says which app saved them ("" when it does not).
+    std::string saved_by;
+    try {
+      saved_by = app::read_saved_run(ckpt_root).app;
+    } catch (const Error&) {
+    }
+    ZT_CHECK(saved_by.empty() || saved_by == "vqtok", "tokenizer: '", ckpt_root, "' already holds ",
+             saved_by,
+             " checkpoints (their meta.json says so), not a tokenizer's; pass another --out "
+             "folder for the tokenizer (--overwrite would delete that ",
+             saved_by, " run's checkpoints and its metrics in '", output_dir.string(),
+             "' once the new tokenizer is saved)");
+    ZT_FAIL("tokenizer: '", ckpt_root, "' already holds ",
+            saved_by.empty() ? "checkpoints (an earlier tokenizer?)"
+                             : "checkpoints of a tokenizer (vqtok's, their meta.json says)",
+            "; to use it, point gpt.tokenizer_checkpoint at it; to train a new one, pass "
+            "another --out folder, or --overwrite to replace it (the old one is set aside, and "
+            "deleted once the new tokenizer is saved: its checkpoints and metrics in '",
+            output_dir.string(), "')");
+  }
   vqtok::TrainOptions to;
   to.quiet = quiet;
   to.overwrite = overwrite;
@@ -450,6 +468,15 @@ Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::Ap
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                     comm::Communicator& comm) {
   ZT_CHECK(o.num >= 1, "sample: --num must be at least 1, got ", o.num);
+  char temperature[32];  // the shortest text that reads back as the same double
+  *std::to_chars(temperature, temperature + sizeof temperature - 1, o.sampling.temperature).ptr =
+      '\0';
+  app::check_same_options({{"--checkpoint", o.checkpoint},
+                           {"--num", std::to_string(o.num)},
+                           {"--temperature", temperature},
+                           {"--top-k", std::to_string(o.sampling.top_k)},
+                           {"--seed", std::to_string(o.sampling.seed)}},
+                          comm, "vqgpt sample");
   std::string ext = fs::path(o.out).extension().string();
   for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",

@@ -85,8 +85,11 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
 }
 
 EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
-  auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t batch = o.batch > 0 ? o.batch : cfg.train.batch;
+  app::check_same_options({{"--split", o.eval_split ? "eval" : "train"},
+                           {"--batch", std::to_string(batch)},
+                           {"--batches", std::to_string(o.batches)}},
+                          comm, "vqtok eval");
   // With --batches, the clips scored are spread over the split, not its first folders.
   const int64_t scored = o.batches > 0 ? app::clips_of(o.batches, batch, comm.size()) : 0;
   auto dataset = data::make_dataset(cfg.data, o.eval_split, scored, data::Headers::left_to_caller);
@@ -99,6 +102,7 @@ EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Co
                  data::describe_eval(cfg.data, *dataset).c_str());
   auto loader =
       data::make_loader(dataset, cfg.data, batch, comm.rank(), comm.size(), /*eval=*/true);
+  auto model = load_frozen_model(cfg, o.weights, comm);  // once the data is known to be there
   return evaluate_batches([&](const Tensor& x) { return model->call({x}); }, *loader, o.batches,
                           cfg, comm);
 }

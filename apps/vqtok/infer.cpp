@@ -278,6 +278,12 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
+  app::check_same_options({{"--input", o.input},
+                           {"--split", o.input.empty() ? (o.eval_split ? "eval" : "train") : ""},
+                           {"--limit", std::to_string(o.limit)},
+                           {"--batch", std::to_string(batch_of(cfg, o.batch))},
+                           {"--verify", o.verify ? "true" : "false"}},
+                          comm, "vqtok encode");
   // Output and input errors before the weights are read and anything is encoded.
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.input});
@@ -388,6 +394,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
 
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
   ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
+  app::check_same_options(
+      {{"--codes", o.codes}, {"--batch", std::to_string(batch_of(cfg, o.batch))}}, comm,
+      "vqtok decode");
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.codes});
   app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });
@@ -490,11 +499,25 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.push_back(dir);
   app::check_on_rank0(comm, [&] { app::check_output_writable("export -o", out, inputs); });
+  const bool hf = naming == vq::KeyNaming::transformers;
+  const fs::path json_path = fs::path(out).parent_path() / "config.json";
+  if (hf) {  // config.json beside the weights is an output too, and not theirs
+    std::error_code ec;
+    const auto real = [&](const fs::path& p) {
+      return fs::weakly_canonical(fs::absolute(write_target(p.string())), ec);
+    };
+    ZT_CHECK(fs::path(out).filename() != "config.json" && real(out) != real(json_path),
+             "export -o '", out,
+             "': --format transformers writes config.json beside the weights, which would "
+             "replace them; pass another file name, e.g. '",
+             (json_path.parent_path() / "model.safetensors").string(), "'");
+    app::check_on_rank0(comm, [&] {
+      app::check_output_file("export -o (its config.json)", json_path.string(), inputs);
+    });
+  }
   ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
            "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
-  const bool hf = naming == vq::KeyNaming::transformers;
   nlohmann::json hf_config;
-  const fs::path json_path = fs::path(out).parent_path() / "config.json";
   if (hf) {
     hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first
     refuse_foreign_config(json_path, hf_config["model_type"]);

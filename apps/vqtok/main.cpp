@@ -71,7 +71,9 @@ int main(int argc, char** argv) {
   encode->add_option("--split", encode_split, "config dataset split (not with --input)")
       ->check(CLI::IsMember({"eval", "train"}))
       ->excludes(input);
-  encode->add_option("-o,--out", eo.out, "token ids .npy to write")->required();
+  encode->add_option("-o,--out", eo.out, "token ids .npy to write")
+      ->required()
+      ->check(zt::app::kOutputPath);
   encode->add_option("--limit", eo.limit, "encode at most this many items (0: all)")
       ->check(zt::app::kNonNegative);
   encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
@@ -89,7 +91,9 @@ int main(int argc, char** argv) {
   decode->add_option("--codes", dO.codes, "token ids .npy (from vqtok encode)")
       ->required()
       ->check(CLI::ExistingFile);
-  decode->add_option("-o,--out", dO.out_dir, "folder for the PNG frames")->required();
+  decode->add_option("-o,--out", dO.out_dir, "folder for the PNG frames")
+      ->required()
+      ->check(zt::app::kOutputPath);
   decode->add_option("--batch", dO.batch, "clips per forward (default: train.batch)")
       ->check(zt::app::kBatchSize);
 
@@ -105,14 +109,17 @@ int main(int argc, char** argv) {
       ->check(zt::app::kNonNegative);
   eval->add_option("--batch", vo.batch, "clips per rank per batch (default: train.batch)")
       ->check(zt::app::kBatchSize);
-  eval->add_option("-o,--out", eval_out, "also write the JSON to this file");
+  eval->add_option("-o,--out", eval_out, "also write the JSON to this file")
+      ->check(zt::app::kOutputPath);
 
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
   kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
                   "checkpoint directory (default: output_dir/checkpoints)");
-  exp->add_option("-o,--out", export_out, "the .safetensors file to write")->required();
+  exp->add_option("-o,--out", export_out, "the .safetensors file to write")
+      ->required()
+      ->check(zt::app::kOutputPath);
   std::string export_format = "baai";
   exp->add_option("--format", export_format,
                   "key names: baai (the original Emu3-VisionTokenizer's) or transformers "

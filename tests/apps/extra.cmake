@@ -59,6 +59,32 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
+  # Ranks given different options of how the work is split or what it reads stop naming
+  # the option and both values, before any weights are read (eval used to score 6 clips, 4
+  # of one rank's batch and 2 of the other's).
+  zt_mpirun_app_test(options_mismatch_eval
+    "vqtok eval: the ranks were started with different options: '--batch' is 4 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 4
+    RANK1 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 2)
+  zt_mpirun_app_test(options_mismatch_encode
+    "vqtok encode: the ranks were started with different options: '--limit' is 1 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}/ids.npy
+    RANK0 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 1
+    RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 2)
+  zt_mpirun_app_test(options_mismatch_decode
+    "vqtok decode: the ranks were started with different options: '--codes' is [^ ]*vqtok_tiny.yaml on rank 0 but [^ ]*vqgpt_tiny.yaml on rank 1"
+    ON NOT_WRITTEN ${_out}/frames
+    RANK0 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
+          --codes ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    RANK1 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
+          --codes ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml)
+  set(_gpt_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set output_dir=${_out})
+  zt_mpirun_app_test(options_mismatch_sample
+    "vqgpt sample: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
+    ON NOT_WRITTEN ${_out}/grid.png
+    RANK0 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 1
+    RANK1 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 2)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
   set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)
@@ -209,6 +235,12 @@ if(TARGET zt-bench)
   # --flash-tiles and --flash-backward reach the GPT's attention.
   zt_check_test(apps.bench.attention 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"forward\",\"tiles\":\"32x32\",\"default\":false[^\n]*\"rel_err\":0}.*\"tiles\":\"32x64\".*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"32x32\"[^\n]*\"rel_err\":0}.*\"tiles\":\"16x32x3\",\"default\":false[^\n]*\"rel_err\":0}.*\"pass\":\"backward_atomic\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":(0|[0-9.]+e-0[3-9])}.*\"fastest_forward\":\"[0-9x]+\",\"fastest_backward\""
     $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 2 --seq 150 --reps 1)
+  # One causal token: its dq and dk are zeros (the softmax of one score is 1), and every
+  # printed number is JSON (an error against zeros was -nan): rel_err 0 where the bits are
+  # kept, no nan or inf anywhere.
+  zt_check_test(apps.bench.attention_one_token 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}"
+    $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 1 --seq 1 --dim 32 --reps 1)
+  set_tests_properties(apps.bench.attention_one_token PROPERTIES FAIL_REGULAR_EXPRESSION "nan;inf")
   zt_check_test(apps.bench.gpt_flash_tiles 0 60 "\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 32 --vocab 256 --batch 1
     --steps 1 --dtype bf16 --attention flash --flash-tiles 32x64,16x64 --flash-backward atomic)

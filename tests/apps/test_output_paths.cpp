@@ -1,16 +1,20 @@
 // What the apps may write (apps/common/output_paths.h): an output path that is one of the
 // command's inputs (the config's dataset among them) or lies in an input folder, lies in
-// saved checkpoints or is a run's own record is refused before any work, naming the
-// option, the path and why; a folder likewise. Then one app end to end: `vqtok encode -o`
-// over the weights it reads changes nothing. A write that rank 0 alone does (an export's
-// rewrite) fails on every rank with rank 0's reason.
+// saved checkpoints, is a run's own record, or is a device or FIFO is refused before any
+// work, naming the option, the path and why; a folder likewise; a link is followed. Then
+// one app end to end: `vqtok encode -o` over the weights it reads changes nothing. A write
+// that rank 0 alone does (an export's rewrite) fails on every rank with rank 0's reason.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
 #include "apps/app_test_util.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "common/test_util.h"
+#include "core/text_file.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -139,6 +143,50 @@ TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
       [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
   EXPECT_TRUE(has(unwritable, "encode -o '/proc/zt_no_such/ids.npy' cannot be written"))
       << unwritable;
+}
+
+// A write replaces its file through a rename, which would put a regular file in place of a
+// device, a FIFO or a link. So an output that is a link is followed (the file it leads to is
+// written, beside it the temporary, and the link stays), and one that is a device, FIFO or
+// socket is refused before any work, by the checks and by the writer itself.
+TEST(OutputPaths, ALinkIsFollowedAndAFifoIsNeverReplaced) {
+  const fs::path dir = fs::path(test::process_temp_dir("zt_output_paths")) / "special";
+  fs::create_directories(dir / "real");
+  const std::string fifo = (dir / "pipe.json").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const std::string err = error_of([&] { app::check_output_writable("eval -o", fifo, {}); });
+  EXPECT_TRUE(has(err, "eval -o '" + fifo + "' is a FIFO, not a regular file")) << err;
+  EXPECT_TRUE(has(error_of([&] { write_text_atomically(fifo, "{}"); }),
+                  "cannot write '" + fifo + "': it is a FIFO"));
+  EXPECT_TRUE(fs::is_fifo(fifo)) << "the FIFO is left as it was";
+  // A link to a FIFO is refused naming both.
+  fs::create_symlink(fifo, dir / "to_pipe.json");
+  EXPECT_TRUE(has(
+      error_of([&] { app::check_output_file("encode -o", (dir / "to_pipe.json").string(), {}); }),
+      "(a link to '" + fifo + "') is a FIFO"));
+  // A relative link to a file in another folder: the file is written, the link stays.
+  const fs::path link = dir / "latest.json", target = dir / "real" / "eval.json";
+  touch(target, "old");
+  fs::create_symlink(fs::path("real") / "eval.json", link);
+  EXPECT_EQ(error_of([&] { app::check_output_writable("eval -o", link.string(), {}); }), "");
+  write_text_atomically(link.string(), "new");
+  EXPECT_TRUE(fs::is_symlink(fs::symlink_status(link))) << "the link is kept";
+  std::ifstream in(target);
+  EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "new");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()), 1)
+      << "no temporary is left beside the file";
+  // What the link leads to is what the checks judge: here a file the command reads.
+  EXPECT_TRUE(
+      has(error_of([&] { app::check_output_file("encode -o", link.string(), {target.string()}); }),
+          "is a file this command reads"));
+  // A command refuses it before any work (no weights exist here to be read).
+  const config::AppConfig cfg = apptest::tiny_vqtok_config((dir / "run").string());
+  vqtok::EncodeOptions o;
+  o.weights = (dir / "no_such_weights").string();
+  o.out = fifo;
+  const std::string refused = error_of(
+      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  EXPECT_TRUE(has(refused, "encode -o '" + fifo + "' is a FIFO")) << refused;
 }
 
 // The config's dataset is an input of every command: an output that is data.path or

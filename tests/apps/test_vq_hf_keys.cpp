@@ -239,6 +239,20 @@ TEST(VqHfKeys, TransformersExportLoadsBackThroughWeights) {
         },
         "config.json' exists and is not a config of model_type 'emu3_vqgan'"));
     EXPECT_EQ(std::distance(fs::directory_iterator(other), fs::directory_iterator()), 1);
+    // Weights named config.json (or a link to it) would be replaced by the config written
+    // beside them: refused before anything is written.
+    const fs::path named = dir / "named";
+    fs::create_directories(named);
+    fs::create_symlink("config.json", named / "link.safetensors");
+    for (const char* file : {"config.json", "link.safetensors"})
+      EXPECT_TRUE(test::throws_with(
+          [&] {
+            vqtok::export_model(cfg, "", (named / file).string(), comm, true,
+                                vq::KeyNaming::transformers);
+          },
+          "writes config.json beside the weights, which would replace them"))
+          << file;
+    EXPECT_FALSE(fs::exists(named / "config.json"));
     // Weights of another model: the error names the file.
     const std::string stray = (other / "stray.safetensors").string();
     nn::save_safetensors(stray, {{"decoder.conv_in.weight", zeros({2, 2})}});

@@ -343,7 +343,7 @@ TEST(Plot, ANearlyConstantSeriesAtLargeMagnitudeTerminates) {
 }
 
 TEST(Plot, AFailedWriteLeavesNoTemporary) {
-  // The plot's path is taken by a folder: the rename fails, the folder stays, and no
+  // The plot's path is taken by a folder: the write is refused, the folder stays, and no
   // temporary (empty or partial) is left behind.
   const std::string d = temp_dir();
   fs::create_directories(d + "/p.svg/inside");

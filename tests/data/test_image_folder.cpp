@@ -190,6 +190,10 @@ TEST(ImageFolder, EvalItemsOfTheTrainingDataReuseItsListing) {
     EXPECT_EQ(eval->indices(),
               (scored == 2 ? std::vector<int64_t>{0, 3} : std::vector<int64_t>{0, 2, 4}));
   }
+  // None asked for is an empty split: an error naming the key, not one item.
+  cfg.eval_samples = 0;
+  expect_error([&] { make_eval_dataset(cfg, train, 0); },
+               {"the eval split is empty: data.eval_samples is 0"});
 }
 
 // What the ranks compare at the start beside the description: a copy of the folder agrees

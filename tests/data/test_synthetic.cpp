@@ -1,6 +1,6 @@
 // SyntheticVideo: a clip depends only on (seed, index) — the same from two instances
 // and in any order — values lie in [-1, 1], the shapes move between frames, and the
-// config factory builds train and held-out sets that differ.
+// config factory builds train and held-out sets that differ (and refuses an empty one).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -89,6 +89,26 @@ TEST(Synthetic, FactoryBuildsTrainAndEvalSets) {
   Batch b = loader->next();
   EXPECT_EQ(b.clips.sizes(), (Shape{4, 4, 3, 32, 32}));
   EXPECT_EQ(loader->batches_per_epoch(), 2);
+}
+
+// data.eval_samples: 0 is an empty eval split: reading it is an error naming the key (it
+// used to hold one clip), and the training set is read as before.
+TEST(Synthetic, AnEmptyEvalSplitIsAnErrorNamingTheKey) {
+  data::DataConfig cfg;
+  cfg.num_samples = 4;
+  cfg.eval_samples = 0;
+  EXPECT_EQ(make_dataset(cfg)->size(), 4);
+  for (auto eval : {+[](const DataConfig& c) { return make_dataset(c, true); },
+                    +[](const DataConfig& c) { return make_eval_dataset(c, nullptr, 0); }}) {
+    try {
+      eval(cfg);
+      ADD_FAILURE() << "an empty eval split was read";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("the eval split is empty: data.eval_samples is 0"),
+                std::string::npos)
+          << e.what();
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+// The apps as a user starts them: command lines that must be refused, with the exit status
+// and the words a user reads. (ctest's own command lines cannot hold an empty argument, so
+// these start the binaries from here, through the shell.)
+//  - an output option given an empty path is a mistake on the command line (exit 2): it
+//    would write nothing (encode used to encode everything, sample to print "(no image)").
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace {
+
+struct Outcome {
+  int status = -1;  // the exit status; -1 when the command did not exit
+  std::string output;
+};
+
+// `args` run through the shell, each quoted, with stdout and stderr together.
+Outcome run(const std::vector<std::string>& args) {
+  std::string line;
+  for (const std::string& a : args) {
+    line += " '";
+    for (char c : a) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    line += "'";
+  }
+  Outcome o;
+  std::FILE* p = ::popen((line + " 2>&1").c_str(), "r");
+  if (p == nullptr) return o;
+  char buf[4096];
+  for (size_t n; (n = std::fread(buf, 1, sizeof buf, p)) > 0;) o.output.append(buf, n);
+  const int w = ::pclose(p);
+  if (WIFEXITED(w)) o.status = WEXITSTATUS(w);
+  return o;
+}
+
+const std::string kVqtokConfig = ZT_SOURCE_DIR "/configs/vqtok_tiny.yaml";
+const std::string kVqgptConfig = ZT_SOURCE_DIR "/configs/vqgpt_tiny.yaml";
+
+}  // namespace
+
+TEST(CommandLine, AnEmptyOutputPathIsRefused) {
+  const std::vector<std::vector<std::string>> commands = {
+      {ZT_VQTOK_BIN, "encode", "--config", kVqtokConfig, "-o", ""},
+      {ZT_VQTOK_BIN, "decode", "--config", kVqtokConfig, "--codes", kVqtokConfig, "-o", ""},
+      {ZT_VQTOK_BIN, "eval", "--config", kVqtokConfig, "-o", ""},
+      {ZT_VQTOK_BIN, "export", "--config", kVqtokConfig, "--out", ""},
+      {ZT_VQGPT_BIN, "sample", "--config", kVqgptConfig, "--out", ""},
+      {ZT_VQGPT_BIN, "sample", "--config", kVqgptConfig, "--out", "grid.png", "--tokens", ""},
+      {ZT_VQGPT_BIN, "export", "--config", kVqgptConfig, "-o", ""},
+      {ZT_VQGPT_BIN, "tokenizer", "--config", kVqgptConfig, "-o", ""},
+  };
+  for (const auto& args : commands) {
+    const Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
+    EXPECT_NE(o.output.find("must name the file or folder to write, got an empty path"),
+              std::string::npos)
+        << args[1] << ": " << o.output;
+  }
+}
