@@ -132,6 +132,10 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
 void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   end_compute(forward_begin_, Track::kForward, id);
   coordinator_.log("forward_end:", id);
+  // An output that is a partitioned parameter itself (a table handed out whole) would lose
+  // its storage at the release below: it leaves as a view, which keeps the gathered values.
+  for (Tensor& out : outputs)
+    if (out.defined() && is_partitioned(out)) out = out.view(out.sizes());
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
   if (wraps_[id])
     wrap_for_backward("zero_gather_bwd", outputs, backward_hook(&Hooks::on_pre_backward, id));

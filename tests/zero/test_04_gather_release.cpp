@@ -200,3 +200,36 @@ TEST(Lesson04GatherRelease, AnInferenceForwardKeepsNothingForReuse) {
     for (auto& [n, p] : m->named_parameters()) EXPECT_FALSE(p.has_storage()) << n;
   });
 }
+
+namespace {
+// A module whose forward returns its parameter itself (a learned table handed out whole).
+class Table : public nn::Module {
+ public:
+  Table() : nn::Module("Table") {
+    table = register_parameter("table", arange(0, 12).reshape({3, 4}));
+  }
+  Tensor table;
+
+ protected:
+  std::vector<Tensor> forward(const std::vector<Tensor>&) override { return {table}; }
+};
+}  // namespace
+
+// The release after forward takes a parameter's storage, so an output that is the
+// parameter itself leaves the module as a view of it, which keeps the gathered values: in
+// inference as in training (where the engine's backward hooks wrap outputs anyway).
+TEST(Lesson04GatherRelease, AParameterReturnedByItsModuleStaysReadable) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Table> m = lesson::partitioned<Table>(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    const std::vector<double> want = arange(0, 12).to_vector();
+    {
+      autograd::NoGradGuard no_grad;
+      const Tensor out = engine.forward({})[0];
+      EXPECT_FALSE(m->table.has_storage()) << "released after the forward";
+      EXPECT_EQ(out.to_vector(), want);
+    }
+    const Tensor out = engine.forward({})[0];
+    EXPECT_EQ(out.to_vector(), want);
+  });
+}
