@@ -167,6 +167,10 @@ void Hooks::on_pre_backward(int id) {
     end_of_backward_queued_ = true;
     autograd::queue_callback([this] { on_backward_end(); });
   }
+  // A plain loss.backward() on some ranks only meets the others' next collective: its
+  // gathers say where they come from in the mismatch.
+  comm::CollectiveLabel label(in_engine_backward_ ? comm::CollectiveLabel::current()
+                                                  : "a backward outside engine.backward(loss)");
   coordinator_.fetch(id, /*backward_phase=*/true);
   begin_compute(backward_begin_, id);
 }

@@ -258,6 +258,26 @@ TEST(EngineMisuse, ABackwardOutsideTheEngineIsRefused) {
   });
 }
 
+// On some ranks only, that backward's gathers meet the others' next collective (an
+// evaluation's gather here): the mismatch names where they came from.
+TEST(EngineMisuse, ABackwardOutsideTheEngineOnOneRankIsNamedInTheMismatch) {
+  const std::string err = test::error_of([] {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      zero::Engine e(std::make_shared<Pair>(), comm, lesson::eager_release_config(), adamw());
+      Tensor loss = loss_of(e, 1);
+      if (comm.rank() == 1) {
+        loss.backward();
+      } else {
+        autograd::NoGradGuard no_grad;
+        e(ones({3, 4}));
+      }
+    });
+  });
+  EXPECT_NE(err.find("called all_gather (f32 x 20) [a backward outside engine.backward(loss)]"),
+            std::string::npos)
+      << err;
+}
+
 // The same through a trainable replica alone (a term of the replicated module's output,
 // backpropagated by hand): its gradient would wait in the replica's .grad() for the step,
 // unscaled and not averaged over the accumulation. Refused the same way.
