@@ -287,7 +287,11 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   // Output and input errors before the weights are read and anything is encoded.
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.input});
-  app::check_on_rank0(comm, [&] { app::check_output_writable("encode -o", o.out, inputs); });
+  app::check_on_rank0(comm, [&] {
+    app::check_output_writable("encode -o", o.out, inputs);
+    // Its file list beside it, which every encode replaces (or removes: codes of an array).
+    app::check_output_file("encode -o (its file list)", o.out + ".files.txt", inputs);
+  });
   Source src = open_source(cfg, o);
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();

@@ -187,6 +187,15 @@ TEST(OutputPaths, ALinkIsFollowedAndAFifoIsNeverReplaced) {
   const std::string refused = error_of(
       [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
   EXPECT_TRUE(has(refused, "encode -o '" + fifo + "' is a FIFO")) << refused;
+  // So is a FIFO where its file list goes, beside the codes.
+  const std::string codes = (dir / "codes.npy").string();
+  ASSERT_EQ(::mkfifo((codes + ".files.txt").c_str(), 0600), 0);
+  o.out = codes;
+  const std::string list_refused = error_of(
+      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  EXPECT_TRUE(has(list_refused, "encode -o (its file list) '" + codes + ".files.txt' is a FIFO"))
+      << list_refused;
+  EXPECT_TRUE(fs::is_fifo(codes + ".files.txt"));
 }
 
 // The config's dataset is an input of every command: an output that is data.path or
