@@ -87,9 +87,18 @@ void Coordinator::close_all_gathers() {
     for (int id = 0; id < static_cast<int>(groups_.size()); ++id) close_gather(id);
 }
 
-void Coordinator::gather(int id, bool prefetch) {
+void Coordinator::gather(int id, bool prefetch, bool inference) {
   const int64_t t0 = timeline_ && timeline_->active() ? Timeline::now_ns() : -1;
-  int64_t n = gather_group(groups_[id].params, comm_);
+  int64_t n = 0;
+  {
+    // An inference pass has no step at which the ranks compare the modules they ran, so its
+    // gathers (prefetches too) carry their module's name in their signatures: ranks that
+    // run different modules of one size fail at the gather, naming both, instead of
+    // computing with each other's shards. A training step's are compared at the step, which
+    // refuses a divergent step and leaves the communicator usable (a mismatch here aborts it).
+    comm::CollectiveLabel label(inference ? groups_[id].label : comm::CollectiveLabel::current());
+    n = gather_group(groups_[id].params, comm_);
+  }
   if (n == 0) return;
   if (t0 >= 0) issued_[id] = {t0, prefetch, autograd::in_backward()};
   live_elems_ += n;
@@ -108,13 +117,7 @@ void Coordinator::fetch(int id, bool backward_phase) {
     trace_inference(id);
   ++in_use_[id];
   ++calls_;
-  // An inference pass has no step at which the ranks compare the modules they ran, so its
-  // gathers (and prefetches) carry the module's name in their signatures: ranks that run
-  // different modules of one size fail at the gather, naming both, instead of computing
-  // with each other's shards. A training step's are compared at the step, which refuses a
-  // divergent step and leaves the communicator usable (a mismatch here would abort it).
-  comm::CollectiveLabel label(training ? comm::CollectiveLabel::current() : g.label);
-  gather(id, false);
+  gather(id, false, !training);
   prefetch_upcoming(training ? train_ : infer_);
   for (ZeroParam* z : g.params) z->wait();
   close_gather(id);
@@ -215,7 +218,7 @@ void Coordinator::prefetch_upcoming(Walk& w) {
       if (z->status == ParamStatus::kNotAvailable) missing += z->part.padded_numel();
     if (missing == 0) continue;
     if (live_elems_ + missing > config_.stage3_max_live_parameters) break;
-    gather(next, true);
+    gather(next, true, &w == &infer_);
   }
   w.next = i;
 }

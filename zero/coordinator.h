@@ -113,7 +113,9 @@ class Coordinator {
   };
 
   bool in_training_step() const;
-  void gather(int id, bool prefetch);
+  // Gathers group `id` (a prefetch, or its own fetch); an inference gather is labelled with
+  // the group (ModuleGroup::label).
+  void gather(int id, bool prefetch, bool inference);
   // Group `id`'s fetch in its mode's trace: followed, recorded or found out of order.
   void trace_training(int id);
   void trace_inference(int id);
