@@ -60,7 +60,12 @@ DecodeFolder::DecodeFolder(std::string dir) : dir_(std::move(dir)) {
   std::vector<std::string> foreign;
   for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
     const std::string name = e.path().filename().string();
-    if (is_decode_output_name(name) && !earlier_.count(name)) foreign.push_back(name);
+    if (!is_decode_output_name(name)) continue;
+    // Even one a manifest lists: the writer would refuse it only when decode reaches it.
+    const std::string kind = not_a_regular_file(write_target(e.path().string()));
+    ZT_CHECK(kind.empty(), "decode: -o '", dir_, "' holds '", name, "', ", kind,
+             ", under a name decode writes; choose an empty folder for -o");
+    if (!earlier_.count(name)) foreign.push_back(name);
   }
   if (foreign.empty()) return;
   std::sort(foreign.begin(), foreign.end());

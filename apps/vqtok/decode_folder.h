@@ -23,7 +23,8 @@ class DecodeFolder {
  public:
   /// Reads `dir`'s manifest (none when `dir` does not exist yet). Error when `dir` is a
   /// file, or holds a file named as decode names its outputs that the manifest does not
-  /// list, naming one and saying to choose an empty folder.
+  /// list, or anything but a regular file (a FIFO, a device) under such a name, naming
+  /// one and saying to choose an empty folder.
   explicit DecodeFolder(std::string dir);
 
   /// Before the files `planned` (names inside the folder) are written: creates the folder

@@ -6,8 +6,11 @@
 //  2. a second decode into a folder replaces the first's files (fewer clips, or images
 //     where clips were) and touches nothing else; a decode cut short leaves a manifest
 //     that lists what it was writing, so the next one goes ahead;
-//  3. a manifest lists only names decode writes: it cannot make decode remove others;
+//  3. a manifest lists only names decode writes: it cannot make decode remove others, nor
+//     write into a FIFO or device under one of its names;
 //  4. encode -o naming a folder is refused before anything is encoded.
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -170,6 +173,14 @@ TEST(DecodeFolder, AManifestCannotMakeDecodeRemoveOtherFiles) {
   EXPECT_TRUE(fs::exists(dir + "/sub/image_000000.png"));
   std::ofstream(dir + "/" + vqtok::kDecodeManifest) << "not json";
   EXPECT_TRUE(has(error_of([&] { vqtok::DecodeFolder{dir}; }), "is malformed"));
+  fs::remove_all(dir);
+
+  // Nor let decode write into what is not a regular file under one of its names.
+  fs::create_directories(dir);
+  ASSERT_EQ(::mkfifo((dir + "/grid.png").c_str(), 0600), 0);
+  std::ofstream(dir + "/" + vqtok::kDecodeManifest) << R"({"files": ["grid.png"]})";
+  EXPECT_TRUE(has(error_of([&] { vqtok::DecodeFolder{dir}; }), "holds 'grid.png', a FIFO"));
+  EXPECT_TRUE(fs::is_fifo(dir + "/grid.png"));
   fs::remove_all(dir);
 
   EXPECT_TRUE(vqtok::is_decode_output_name("image_000000.png"));
