@@ -24,6 +24,23 @@ foreach(np 2 3)
   endif()
 endforeach()
 
+# A rank that returns while the others call a collective ends the job at once, naming it
+# (each rank's launch() ends with a checked barrier), where the others waited for the
+# communicator's timeout (10 minutes here, past the test's limit).
+add_executable(zt_test_comm_early_return ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_exit/early_return.cpp)
+target_compile_options(zt_test_comm_early_return PRIVATE ${ZT_WARNINGS})
+target_link_libraries(zt_test_comm_early_return PRIVATE zt_comm)
+add_dependencies(zt_test_comm zt_test_comm_early_return)
+if(ZT_MPIRUN)
+  add_test(NAME comm.mpi.early_return
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
+                   "-DEXPECT=rank 1 called barrier .the end of the rank's function: it returned."
+                   -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                   $<TARGET_FILE:zt_test_comm_early_return>)
+  set_tests_properties(comm.mpi.early_return PROPERTIES LABELS "mpi;comm" TIMEOUT 60 PROCESSORS 2
+    ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=600000")
+endif()
+
 # NcclComm (CUDA builds only): one process, and two; labels mpi, cuda and comm. Without a
 # GPU every test skips: an entry reports itself skipped only when all of them did and the
 # binary passed (zt_mpirun_gtest), so a failing test fails it.

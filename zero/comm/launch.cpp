@@ -127,6 +127,16 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   });
   try {
     fn(*comm);
+    // A rank that returns while the others still call collectives would leave them waiting
+    // until the timeout. Its last collective (before its queue closes below), checked
+    // against theirs, makes every rank fail at once naming it; where all returned, a
+    // barrier. (Only where the backend compares collectives: MpiComm with its check on.
+    // Unchecked, it could pair with another one.)
+    if (const auto* mpi = dynamic_cast<const MpiComm*>(comm.get());
+        mpi && mpi->size() > 1 && mpi->checks_collectives()) {
+      CollectiveLabel label("the end of the rank's function: it returned");
+      comm->barrier();
+    }
     // A collective that failed after its Work was dropped unwaited: its error, not exit 0.
     if (const std::exception_ptr lost = comm->finish_queued())
       ZT_FAIL("rank ", comm->rank(), ": ", message_of(lost), kUnwaitedWorkHint);

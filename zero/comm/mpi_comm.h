@@ -80,6 +80,7 @@ class MpiComm : public Communicator {
   /// default: MPI cannot tell a collective of another size, and would hang until the
   /// timeout or read past a buffer. Every rank must set the same value.
   void set_check_collectives(bool on) { check_.store(on, std::memory_order_relaxed); }
+  bool checks_collectives() const { return check_.load(std::memory_order_relaxed); }
   /// The most elements (of the tensor's dtype; bytes for all_gather_bytes) one MPI call
   /// moves per rank: INT_MAX, MPI's count limit, by default. A larger collective runs as
   /// several calls of at most this many, with the same result as one call: all_reduce and
