@@ -1,7 +1,8 @@
 // Scores summed item by item in dataset order, so that an evaluation gives the same bits
 // on any number of ranks: each rank's items, tagged with their dataset index, are
 // gathered and added up in index order (rather than each rank's partial sums reduced,
-// whose rounding follows how the items were spread).
+// whose rounding follows how the items were spread). Also the evaluation pass's start and
+// its items' indices, which both apps' evaluations share.
 #pragma once
 
 #include <algorithm>
@@ -12,9 +13,18 @@
 #include <vector>
 
 #include "core/error.h"
+#include "data/loader.h"
 #include "zero/comm/communicator.h"
 
 namespace zt::app {
+
+/// Starts an evaluation pass over `loader` from its first batch: as many batches as every
+/// rank has (at most `batches` when > 0; each rank runs each forward, as ZeRO-3's gathers
+/// need), which it returns. Error naming `what` where a rank has none.
+int64_t begin_eval_pass(data::DataLoader& loader, int64_t batches, comm::Communicator& comm,
+                        const char* what);
+/// The dataset indices of batch `b`'s first `real` items (its own, not the padding).
+std::vector<int64_t> item_indices(const data::Batch& b, int64_t real);
 
 /// One item's N values and its index in the dataset.
 template <size_t N>

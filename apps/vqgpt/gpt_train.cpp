@@ -67,12 +67,7 @@ double global_entropy(const Tensor& local, comm::Communicator& comm) {
 double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
                 comm::Communicator& comm) {
   autograd::NoGradGuard no_grad;
-  int64_t n = loader.batches_per_epoch();
-  if (batches > 0) n = std::min(n, batches);
-  const auto counts = comm.all_gather_object<int64_t>(n);
-  n = *std::min_element(counts.begin(), counts.end());
-  ZT_CHECK(n > 0, "vqgpt eval: a rank has no batch; lower train.batch or raise data.eval_samples");
-  loader.restore({0, 0}, n);
+  const int64_t n = app::begin_eval_pass(loader, batches, comm, "vqgpt eval");
   std::vector<app::IndexedValues<1>> losses;  // per sequence, added up in dataset order
   for (int64_t i = 0; i < n; ++i) {
     data::Batch b = loader.next();
@@ -83,8 +78,8 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
         model.sequence_losses(model.tokenize(real > 0 ? b.clips.narrow(0, 0, real) : b.clips));
     if (real == 0) continue;
     const std::vector<double> v = each.to_vector();
-    const std::vector<double> index = b.indices.narrow(0, 0, real).to(DType::f64).to_vector();
-    for (int64_t k = 0; k < real; ++k) losses.push_back({static_cast<int64_t>(index[k]), {v[k]}});
+    const std::vector<int64_t> index = app::item_indices(b, real);
+    for (int64_t k = 0; k < real; ++k) losses.push_back({index[k], {v[k]}});
   }
   const auto sums = app::sum_in_index_order(losses, comm, "vqgpt eval losses");
   return sums[0] / sums[1];

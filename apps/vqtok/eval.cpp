@@ -5,7 +5,6 @@
 // number of ranks wherever the model's outputs for a clip are (on the CPU: at one batch
 // size; the kernels' results can change in the last bits with the number of clips in a
 // batch).
-#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -33,14 +32,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
                             const config::AppConfig& cfg, comm::Communicator& comm,
                             std::vector<Tensor>* first) {
   autograd::NoGradGuard no_grad;
-  int64_t n = loader.batches_per_epoch();
-  if (batches > 0) n = std::min(n, batches);
-  const auto counts = comm.all_gather_object<int64_t>(n);
-  n = *std::min_element(counts.begin(), counts.end());  // every rank runs as many
-  ZT_CHECK(n > 0,
-           "evaluation: a rank has no batch of data; lower the batch size or raise "
-           "data.eval_samples");
-  loader.restore({0, 0}, n);
+  const int64_t n = app::begin_eval_pass(loader, batches, comm, "evaluation");
   app::CodebookUsage usage(cfg.model.codebook_size);
   // Per clip: squared and absolute errors, elements, the VQ term's mean squared error.
   std::vector<app::IndexedValues<4>> scores;
@@ -60,10 +52,10 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
     const std::vector<double> squared = sum(d * d, {1}).to_vector();
     const std::vector<double> absolute = sum(abs(d), {1}).to_vector();
     const std::vector<double> vq_error = out[5].to_vector();
-    const std::vector<double> index = b.indices.narrow(0, 0, real).to(DType::f64).to_vector();
+    const std::vector<int64_t> index = app::item_indices(b, real);
     for (int64_t k = 0; k < real; ++k)
-      scores.push_back({static_cast<int64_t>(index[k]),
-                        {squared[k], absolute[k], static_cast<double>(d.size(1)), vq_error[k]}});
+      scores.push_back(
+          {index[k], {squared[k], absolute[k], static_cast<double>(d.size(1)), vq_error[k]}});
     usage.add(out[1]);
     if (i == 0 && first) *first = {clips, out[0]};
   }

@@ -10,42 +10,22 @@ using namespace zt;
 
 namespace {
 
-// Two Linear(8, 8) layers in a row, partitioned (the threshold below keeps nothing
-// gathered), so each call's outputs carry the engine's backward hooks.
-struct Pair : nn::UnaryModule {
-  Pair() : nn::UnaryModule("Pair") {
-    a = register_module("a", std::make_shared<nn::Linear>(8, 8));
-    b = register_module("b", std::make_shared<nn::Linear>(8, 8));
-  }
-  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
-  std::shared_ptr<nn::Linear> a, b;
-};
-
-zero::Config partitioned() {
-  zero::Config c;
-  c.stage3_param_persistence_threshold = 0;
-  return c;
-}
-
-zero::OptimizerConfig adamw() {
-  zero::OptimizerConfig o;
-  o.lr = 1e-2;
-  return o;
-}
-
 const char* const kGone = "ran through a zero::Engine that has been destroyed";
+
+// A loss made through an engine on `m` that is gone when it returns. Nothing is kept
+// gathered, so the outputs carry the engine's backward hooks.
+Tensor loss_of_a_gone_engine(const std::shared_ptr<lesson::TanhStack>& m,
+                             comm::Communicator& comm) {
+  zero::Engine e(m, comm, lesson::eager_release_config(), lesson::adamw());
+  manual_seed(1);
+  return mean(e(randn({3, 8})));
+}
 
 }  // namespace
 
 TEST(EngineLifetime, ABackwardAfterItsEngineIsGoneIsAnError) {
   comm::run_threads(2, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>();
-    Tensor loss;
-    {
-      zero::Engine e(m, comm, partitioned(), adamw());
-      manual_seed(1);
-      loss = mean(e(randn({3, 8})));
-    }
+    const Tensor loss = loss_of_a_gone_engine(std::make_shared<lesson::TanhStack>(2, 8), comm);
     EXPECT_TRUE(test::throws_with([&] { loss.backward(); }, kGone));
   });
 }
@@ -55,14 +35,9 @@ TEST(EngineLifetime, ABackwardAfterItsEngineIsGoneIsAnError) {
 // a failed backward also aborts the communicator, as any failed backward does).
 TEST(EngineLifetime, AnOldEnginesGraphIsRefusedByTheNextEngine) {
   comm::run_threads(1, [](comm::Communicator& comm) {
-    auto m = std::make_shared<Pair>();
-    Tensor old_loss;
-    {
-      zero::Engine first(m, comm, partitioned(), adamw());
-      manual_seed(1);
-      old_loss = mean(first(randn({3, 8})));
-    }
-    zero::Engine second(m, comm, partitioned(), adamw());
+    auto m = std::make_shared<lesson::TanhStack>(2, 8);
+    const Tensor old_loss = loss_of_a_gone_engine(m, comm);
+    zero::Engine second(m, comm, lesson::eager_release_config(), lesson::adamw());
     EXPECT_TRUE(test::throws_with([&] { second.backward(old_loss); }, kGone));
     second.discard_gradients();
     manual_seed(2);
