@@ -77,7 +77,7 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
 }
 
 EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
-  const int64_t batch = o.batch > 0 ? o.batch : cfg.train.batch;
+  const int64_t batch = batch_of(cfg, o.batch);
   app::check_same_options({{"--split", o.eval_split ? "eval" : "train"},
                            {"--batch", std::to_string(batch)},
                            {"--batches", std::to_string(o.batches)}},

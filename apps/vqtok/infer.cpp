@@ -132,10 +132,6 @@ Tensor load_batch(const Source& s, int64_t b, int64_t batch, int64_t n,
   return stack(xs, 0);
 }
 
-int64_t batch_of(const config::AppConfig& cfg, int64_t b) {
-  return b > 0 ? b : cfg.train.batch;
-}
-
 // Sums `full` over ranks: each rank wrote only its own batches, the rest is zero.
 void assemble(const Tensor& full, comm::Communicator& comm) {
   if (comm.size() == 1) return;

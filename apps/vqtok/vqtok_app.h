@@ -157,6 +157,11 @@ struct DecodeOptions {
 /// are of one-frame clips and decode to one frame each.
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& options, comm::Communicator& comm);
 
+/// A command's items per batch: its --batch, or train.batch where that is 0.
+inline int64_t batch_of(const config::AppConfig& cfg, int64_t batch) {
+  return batch > 0 ? batch : cfg.train.batch;
+}
+
 struct EvalOptions {
   std::string weights;     ///< see load_frozen_model
   bool eval_split = true;  ///< held-out (true) or training split
