@@ -111,7 +111,7 @@ static int64_t env_memory_limit() {
 // The host's memory: RAM and swap, or a smaller cgroup limit (a container's memory.max).
 // CPU allocations past it could only end with the kernel killing the process (memory is
 // overcommitted: the allocation succeeds and the pages fail later), so they are refused.
-static int64_t host_memory() {
+int64_t host_memory_bytes() {
   static const int64_t bytes = [] {
     struct sysinfo si {};
     int64_t total = sysinfo(&si) == 0 ? static_cast<int64_t>(si.totalram + si.totalswap) *
@@ -130,6 +130,10 @@ static int64_t host_memory() {
 
 // Every CPU byte charged to any ledger of this process (thread ranks each have one).
 static std::atomic<int64_t> g_process_cpu_bytes{0};
+
+int64_t process_cpu_bytes() {
+  return g_process_cpu_bytes.load(std::memory_order_relaxed);
+}
 
 MemoryLedger::MemoryLedger(std::string label) : label_(std::move(label)) {
   const int64_t limit = env_memory_limit();
@@ -181,7 +185,7 @@ void MemoryLedger::add(Device d, MemTag t, int64_t bytes) {
   // Reserve first, then check: concurrent adds (a rank and its communication thread)
   // cannot both slip under a limit.
   if (d.is_cpu()) {
-    const int64_t host = host_memory();
+    const int64_t host = host_memory_bytes();
     if (g_process_cpu_bytes.fetch_add(bytes, std::memory_order_relaxed) + bytes > host &&
         host > 0) {
       g_process_cpu_bytes.fetch_sub(bytes, std::memory_order_relaxed);

@@ -103,6 +103,11 @@ const std::shared_ptr<MemoryLedger>& current_ledger();
 MemoryCounters memory_stats(Device d = Device::cpu());
 /// Resets the peaks of the current ledger.
 void reset_peak_memory();
+/// The host's memory as CPU allocations are held to it: RAM and swap, or a smaller cgroup
+/// limit (a container's); 0 where unknown. A process's CPU tensors past it are refused.
+int64_t host_memory_bytes();
+/// CPU bytes held by every ledger of this process (each thread rank has its own).
+int64_t process_cpu_bytes();
 
 /// Installs a ledger for this thread while in scope.
 class LedgerScope {

@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "apps/common/train_util.h"
 #include "core/allocator.h"
 
 namespace zt::app {
@@ -73,8 +74,7 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   const bool say = comm.rank() == 0 && !quiet;
   PlanResult r;
   const config::TrainConfig& tc = cfg.train;
-  const int moments = tc.optimizer != config::Optimizer::sgd ? 2 : tc.momentum != 0 ? 1 : 0;
-  r.plan = zero::plan_memory(model, comm.size(), engine.config(), moments);
+  r.plan = zero::plan_memory(model, comm.size(), engine.config(), optimizer_states(tc));
   // A step: gradient_accumulation_steps micro-batches, the engine updating at the last.
   auto step = [&] {
     for (int m = 0; m < engine.config().gradient_accumulation_steps; ++m) {

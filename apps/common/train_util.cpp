@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <numbers>
 
+#include "apps/common/host_memory.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "configs/deepspeed.h"
@@ -147,6 +148,12 @@ std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,
                                                optimizer_config(cfg.train));
   const DType low = cfg.zero.precision.dtype();
   if (low != DType::f32) cast_at_part_edges(m, low);
+  if (use != EngineUse::reading_weights) {
+    const zero::MemoryPlan plan =
+        zero::plan_memory(m, comm.size(), engine->config(), optimizer_states(cfg.train));
+    check_host_fits(host_bytes_to_come(plan, engine->device()),
+                    "the predicted model states, gathered parameters and replicas", comm);
+  }
   if (use == EngineUse::training && !cfg.train.trace.empty())
     engine->set_timeline(cfg.train.trace, cfg.train.trace_steps);
   return engine;

@@ -63,6 +63,11 @@ void apply_replicated(nn::Module& model, const std::vector<std::string>& paths,
 /// nn::Module::set_checkpointing); an error if none is. Returns how many.
 int64_t checkpoint_activations(nn::Module& model, const config::TrainConfig& train,
                                const std::vector<std::string>& block_types);
+/// fp32 values per trainable element the configured optimizer keeps (zero::plan_memory's
+/// optimizer_states): 2 for Adam and AdamW, 1 for SGD with momentum, 0 for plain SGD.
+inline int optimizer_states(const config::TrainConfig& t) {
+  return t.optimizer != config::Optimizer::sgd ? 2 : t.momentum != 0 ? 1 : 0;
+}
 /// What an engine is built for. Only a run that trains (train, and plan, which measures
 /// training steps) is held to DeepSpeed's train_batch_size at this world size and records
 /// train.trace's timeline; one that reads weights (export, encode, eval, decode, sample,
@@ -75,7 +80,9 @@ enum class EngineUse { training, planning, reading_weights };
 /// that dtype while tensors enter and leave it in f32 (so losses and replicated f32 parts
 /// are unchanged). Prints cfg.warnings once on rank 0. For training and planning, also
 /// cfg.training_warnings, and checks a DeepSpeed train_batch_size against the world size;
-/// for training, records a timeline when train.trace is set. `quiet` (a run's quiet
+/// for training, records a timeline when train.trace is set. For both, an error on every
+/// rank when the predicted host bytes still to come (app::host_bytes_to_come) do not fit
+/// the host (app::check_host_fits), before any step allocates them. `quiet` (a run's quiet
 /// option): the engine prints none of its notes (zero::Config::quiet: fp16 overflows, the
 /// offload, the timeline).
 std::unique_ptr<zero::Engine> make_engine(std::shared_ptr<nn::Module> model,

@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "apps/common/host_memory.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
@@ -174,6 +175,7 @@ std::shared_ptr<gpt::Gpt> build_gpt(const gpt::GptSpec& spec, comm::Communicator
   const auto init = [n_layer = spec.n_layer](const std::string& name, nn::Module& m) {
     gpt::init_gpt2(name, m, n_layer);
   };
+  app::check_host_can_build(spec.count_parameters(), replicated, device, comm, "the GPT");
   std::shared_ptr<gpt::Gpt> g;
   {
     // At registration, onto the device: no rank (and on a GPU, not the host) ever holds

@@ -13,6 +13,7 @@
 #include <optional>
 #include <sstream>
 
+#include "apps/common/host_memory.h"
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
@@ -142,6 +143,8 @@ Losses objective(const std::vector<Tensor>& out, const Tensor& clips, const conf
 std::shared_ptr<vq::VqModel> build_model(const config::AppConfig& cfg, Device device,
                                          comm::Communicator& comm) {
   manual_seed(static_cast<uint64_t>(cfg.train.seed));
+  app::check_host_can_build(vq::VqModel::count_parameters(cfg.model), false, device, comm,
+                            "the tokenizer");
   std::shared_ptr<vq::VqModel> model;
   {
     // Each parameter is partitioned onto the device as it registers: no rank, and on a

@@ -3,13 +3,15 @@
 // and a small transformer at N = 1, 2, 4 thread ranks (at N = 1 the gathered bytes are
 // none: one rank computes with its shards in place); `vqtok plan` for a config (with a
 // trainable replica, gradient accumulation, fp16's skipped steps); element bounds too
-// large to multiply; and the verdict against memory.limit, the host's included.
+// large to multiply; the verdict against memory.limit, the host's included; and the host's
+// memory, checked before the first step.
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <limits>
 
 #include "apps/app_test_util.h"
+#include "apps/common/host_memory.h"
 #include "apps/vqgpt/model/gpt.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqtok/model/vq_model.h"
@@ -244,6 +246,45 @@ TEST(MemoryPlan, TheVerdictReadsTheLimitTheRunWouldMeet) {
     EXPECT_EQ(r.limit, int64_t{1} << 20);
     EXPECT_FALSE(r.fits()) << "the tiny model needs more than 1 MiB";
     current_ledger()->set_limit(Device::cpu(), 0);
+  });
+}
+
+// Before a run allocates, each process's ranks are held to the host's memory: thread ranks
+// of one process add up, processes (other pids or hosts) are counted apart, and the error
+// names the process that cannot allocate what its ranks are about to. A model that cannot
+// even be built there is refused before it is, naming the model.
+TEST(MemoryPlan, AProcessThatCannotHoldWhatItWouldAllocateIsRefusedBeforeItDoes) {
+  using app::HostNeed;
+  const int64_t gib = int64_t{1} << 30;
+  const std::vector<HostNeed> apart = {{1, 6 * gib, gib, 8 * gib}, {2, 6 * gib, gib, 8 * gib}};
+  EXPECT_EQ(app::host_fit_error(apart, "x"), "") << "7 GiB of 8 per process";
+  const std::vector<HostNeed> together = {{1, 6 * gib, gib, 8 * gib}, {1, 6 * gib, gib, 8 * gib}};
+  const std::string e = app::host_fit_error(together, "the model states");
+  EXPECT_NE(e.find("the model states do not fit the host's memory: the process of rank 0 (2 "
+                   "ranks) holds 1.00 GiB and would allocate 12.00 GiB more, past the machine's "
+                   "8.00 GiB"),
+            std::string::npos)
+      << e;
+  const std::vector<HostNeed> second = {{1, gib, gib, 8 * gib}, {2, 8 * gib, gib, 8 * gib}};
+  EXPECT_NE(app::host_fit_error(second, "x").find("rank 1 (1 rank)"), std::string::npos);
+  EXPECT_EQ(app::host_fit_error({{1, 64 * gib, 0, 0}}, "x"), "") << "memory unknown";
+
+  ASSERT_GT(host_memory_bytes(), 0);
+  const int64_t too_many = host_memory_bytes() / 4 + 1;  // f32 elements past the host
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_NO_THROW(app::check_host_can_build(too_many, false, Device::cuda(0), comm, "m"))
+        << "a GPU's allocations fail at once";
+    EXPECT_NO_THROW(app::check_host_can_build(too_many / 4, false, Device::cpu(), comm, "m"));
+    EXPECT_TRUE(test::throws_with(
+        [&] { app::check_host_can_build(too_many, false, Device::cpu(), comm, "the GPT"); },
+        "the GPT's f32 parameters (" + std::to_string(too_many) +
+            " elements, partitioned) do not fit the host's memory: the process of rank 0 (2 "
+            "ranks)"));
+  });
+  // A real plan fits this machine and passes the check on every rank.
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(apptest::fresh_dir("plan", "host"));
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_NO_THROW(vqtok::plan(cfg, comm, 1, /*quiet=*/true));
   });
 }
 

@@ -1,0 +1,63 @@
+// Host memory checked before a run allocates: the per-process sums and the error.
+#include "apps/common/host_memory.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+
+#include "core/allocator.h"
+
+namespace zt::app {
+
+std::string host_fit_error(const std::vector<HostNeed>& ranks, const std::string& what) {
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const HostNeed& n = ranks[i];
+    int64_t to_come = 0;
+    int count = 0;
+    bool first = true;  // a process's first rank speaks for it
+    for (size_t j = 0; j < ranks.size(); ++j)
+      if (ranks[j].process == n.process) {
+        first = first && j >= i;
+        to_come += ranks[j].to_come;
+        ++count;
+      }
+    if (!first || n.memory <= 0 || n.held + to_come <= n.memory) continue;
+    return ::zt::detail::cat(
+        what, " do not fit the host's memory: the process of rank ", i, " (", count,
+        count == 1 ? " rank" : " ranks", ") holds ", format_byte_size(n.held),
+        " and would allocate ", format_byte_size(to_come), " more, past the machine's ",
+        format_byte_size(n.memory),
+        " (RAM and swap, or the container's limit). Train on more machines (ZeRO-3 divides "
+        "model states by the rank count), with fewer ranks per machine, or a smaller model");
+  }
+  return "";
+}
+
+void check_host_fits(int64_t to_come, const std::string& what, comm::Communicator& comm) {
+  char host[256] = {};
+  gethostname(host, sizeof(host) - 1);
+  const HostNeed mine{std::hash<std::string>{}(std::string(host) + ':' + std::to_string(getpid())),
+                      to_come, process_cpu_bytes(), host_memory_bytes()};
+  const std::string error = host_fit_error(comm.all_gather_object(mine), what);
+  ZT_CHECK(error.empty(), error);
+}
+
+void check_host_can_build(int64_t elements, bool replicated, Device device,
+                          comm::Communicator& comm, const std::string& model) {
+  if (!device.is_cpu()) return;
+  const int64_t n = comm.size();
+  const int64_t mine = replicated ? elements : (elements + n - 1) / n;
+  check_host_fits(mine * 4,
+                  ::zt::detail::cat(model, "'s f32 parameters (", elements, " elements, ",
+                                    replicated ? "whole on every rank" : "partitioned", ")"),
+                  comm);
+}
+
+int64_t host_bytes_to_come(const zero::MemoryPlan& p, Device device) {
+  const int64_t planned =
+      device.is_cpu() ? p.model_state() + p.gathered_peak + p.replicated : p.host();
+  return std::max<int64_t>(0, planned - memory_stats(Device::cpu()).total_current);
+}
+
+}  // namespace zt::app
