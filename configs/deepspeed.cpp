@@ -44,7 +44,8 @@ const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"prescale_gradients", "zt averages gradients in the reduce-scatter"},
     {"gradient_predivide_factor", "zt averages gradients in the reduce-scatter"},
     {"communication_data_type", "zt communicates in the parameters' dtype"},
-    {"data_types", "zt accumulates gradients in fp32"},
+    {"data_types",
+     "zt accumulates gradients in fp32: set grad_accum_dtype to fp32 or leave it out"},
     {"sparse_gradients", "zt's gradients are dense"},
     {"checkpoint", "zt's checkpoints are set by train.checkpoint_every and keep_checkpoints"},
 };
@@ -57,9 +58,16 @@ const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_brea
 // Whether `n`, the value of the unsupported key `key`, asks for what zt does anyway: `false`
 // or {enabled: false}; gradient_predivide_factor 1 (no pre-division); communication_data_type
 // the dtype the parameters train in (`precision`, already read from the bf16 / fp16 sections:
-// DeepSpeed's default, and what zt communicates).
+// DeepSpeed's default, and what zt communicates); data_types with grad_accum_dtype fp32 or
+// null (DeepSpeed's default; its one key), as zt accumulates gradients in fp32 shards.
 bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecision& precision) {
   if (key == "gradient_predivide_factor") return n.is_scalar() && n.as_double() == 1.0;
+  if (key == "data_types" && n.is_map()) {
+    for (const std::string& k : n.keys())
+      if (k != "grad_accum_dtype") return false;
+    const Node dtype = n.get("grad_accum_dtype");
+    return !dtype || dtype.is_null() || (dtype.is_scalar() && dtype.as_string() == "fp32");
+  }
   if (key == "communication_data_type") {
     const char* trained = precision.bf16 ? "bf16" : precision.fp16 ? "fp16" : "fp32";
     return n.is_scalar() && n.as_string() == trained;

@@ -101,9 +101,15 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
       if (it->is_regular_file(entry)) ++skipped_[extension_of(it->path())];
       continue;
     }
-    ZT_CHECK(!(it->is_symlink(entry) && !fs::exists(it->path(), entry)), "ImageFolder: '",
-             it->path().string(),
-             "' is a link to a file that does not exist; remove it or restore its target");
+    if (it->is_symlink(entry)) {
+      // A link whose target is gone, or that cannot be followed (a loop of links: ELOOP).
+      std::error_code target;
+      const bool there = fs::exists(it->path(), target);
+      ZT_CHECK(there, "ImageFolder: '", it->path().string(), "' is a link ",
+               target ? "that cannot be followed (" + target.message() + ": a loop of links?)"
+                      : std::string("to a file that does not exist"),
+               "; remove it or restore its target");
+    }
     if (it->is_regular_file(entry)) files_.push_back(it->path().string());
   }
   ZT_CHECK(!ec, "ImageFolder: cannot list '", entering.empty() ? dir : entering.string(), "'",

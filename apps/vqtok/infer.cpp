@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -61,6 +62,15 @@ class OneImage : public data::Dataset {
   Tensor clip_;
 };
 
+// Whether `path` names a .npy file, whatever the case of its extension (X.NPY), as image
+// files are told by theirs (data::is_image_file).
+bool is_npy_path(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return ext == ".npy";
+}
+
 Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   Source s;
   if (o.input.empty()) {
@@ -71,13 +81,12 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   }
   ZT_CHECK(fs::exists(o.input), "encode: input '", o.input,
            "' does not exist; pass a .npy of clips or images, an image file or a folder of images");
-  const std::string ext = fs::path(o.input).extension().string();
   data::ImageFolderOptions io = data::image_options(cfg.data);  // data.resize and data.fit too
   io.frames = 1;
   if (fs::is_directory(o.input)) {
     s.dataset = std::make_shared<data::ImageFolder>(o.input, io);
     s.images = true;
-  } else if (ext == ".npy") {
+  } else if (is_npy_path(o.input)) {
     auto arr = std::make_shared<data::NpyArray>(o.input, cfg.data.frames);
     s.images = arr->header().shape.size() == 4;
     s.dataset = arr;
@@ -319,15 +328,14 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   const Shape item = src.dataset->get(0).clip.sizes();
   const int64_t sf = cfg.model.spatial_factor(), tf = cfg.model.temporal_downsample_factor;
   const int64_t code_frames = cfg.model.code_frames(item[0]);
-  ZT_CHECK(item[2] % sf == 0 && item[3] % sf == 0 && (src.images || code_frames > 0),
-           "encode: items of ", src.what, " are ", shape_str(item),
-           " (T, 3, H, W); H and W must be "
-           "multiples of ",
-           sf, (src.images ? "" : " and T 1 or a multiple of "),
-           (src.images ? "" : std::to_string(tf)),
-           fs::path(o.input).extension() == ".npy"
-               ? " (an array is encoded at its own size: re-save it at such a size)"
-               : " (set data.height/width/frames)");
+  ZT_CHECK(
+      item[2] % sf == 0 && item[3] % sf == 0 && (src.images || code_frames > 0),
+      "encode: items of ", src.what, " are ", shape_str(item),
+      " (T, 3, H, W); H and W must be "
+      "multiples of ",
+      sf, (src.images ? "" : " and T 1 or a multiple of "), (src.images ? "" : std::to_string(tf)),
+      is_npy_path(o.input) ? " (an array is encoded at its own size: re-save it at such a size)"
+                           : " (set data.height/width/frames)");
   const Shape row = src.images ? Shape{item[2] / sf, item[3] / sf}
                                : Shape{code_frames, item[2] / sf, item[3] / sf};
   auto rows = [&](int64_t count) {

@@ -1,0 +1,42 @@
+// vqtok encode --input tells an array from an image by the file's extension, whatever its
+// case: X.NPY is read as the .npy array it is (as X.PNG is read as an image), not refused
+// as "neither .npy, an image file nor a folder".
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "apps/app_test_util.h"
+#include "apps/vqtok/vqtok_app.h"
+#include "core/ops.h"
+#include "data/npy.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+TEST(VqtokEncodeInput, AnUpperCaseNpyExtensionIsReadAsAnArray) {
+  const std::string dir = apptest::fresh_dir("zt_vqtok_input", "upper_npy");
+  fs::create_directories(dir);
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir);
+  manual_seed(5);
+  vq::VqModel tok(cfg.model);
+  const std::string weights = dir + "/tok.safetensors";
+  nn::save_safetensors(weights, nn::state_dict(tok));
+  data::save_npy(dir + "/lower.npy", zeros({2, 3, 16, 16}));
+  fs::copy_file(dir + "/lower.npy", dir + "/UPPER.NPY");
+  vqtok::EncodeOptions o;
+  o.weights = weights;
+  o.quiet = true;
+  o.input = dir + "/lower.npy";
+  o.out = dir + "/lower_codes.npy";
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  o.input = dir + "/UPPER.NPY";
+  o.out = dir + "/upper_codes.npy";
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  const Tensor lower = data::load_npy(dir + "/lower_codes.npy");
+  const Tensor upper = data::load_npy(dir + "/upper_codes.npy");
+  ASSERT_EQ(upper.sizes(), (Shape{2, 2, 2}));
+  EXPECT_EQ(upper.to_vector(), lower.to_vector());
+  fs::remove_all(dir);
+}

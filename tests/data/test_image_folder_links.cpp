@@ -1,0 +1,41 @@
+// ImageFolder's links to image files: a link that cannot be followed is named with why, so
+// that a loop of links (a.png -> b.png -> a.png) is not reported as a missing file.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "data/data_test_util.h"
+#include "data/image.h"
+#include "data/image_folder.h"
+
+namespace fs = std::filesystem;
+
+namespace zt::data {
+namespace {
+
+using datatest::expect_error;
+using datatest::solid;
+using datatest::temp_dir;
+
+TEST(ImageFolderLinks, ALoopOfLinksIsNamedAsALoopNotAsAMissingFile) {
+  const std::string d = temp_dir();
+  fs::create_directories(d + "/set");
+  save_png(d + "/set/a.png", solid(8, 8, 1, 2, 3));
+  fs::create_symlink("c.png", d + "/set/b.png");
+  fs::create_symlink("b.png", d + "/set/c.png");
+  // Either of the two is named first, in the directory's order.
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {".png' is a link that cannot be followed (", "a loop of links?)",
+                "remove it or restore its target"});
+  // A link to a file that is gone still says so.
+  fs::remove(d + "/set/c.png");
+  expect_error([&] { ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}); },
+               {"set/b.png' is a link to a file that does not exist"});
+  // A link to an image is read as that image.
+  fs::remove(d + "/set/b.png");
+  fs::create_symlink("a.png", d + "/set/b.png");
+  EXPECT_EQ(ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}).size(), 2);
+}
+
+}  // namespace
+}  // namespace zt::data
