@@ -340,8 +340,9 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
     };
     ZT_CHECK(state_kind(saved.train) == state_kind(cfg.train), command, ": the checkpoint '",
              run.dir, "' holds ", state_kind(saved.train), " and this config's optimizer keeps ",
-             state_kind(cfg.train),
-             " (train.optimizer, train.momentum). A resume continues the optimizer's state: set "
+             state_kind(cfg.train), " (",
+             saved.train.optimizer != cfg.train.optimizer ? "train.optimizer" : "train.momentum",
+             "). A resume continues the optimizer's state: set "
              "them back, or train with this optimizer as a new run (another output_dir, or "
              "--overwrite)");
     std::vector<KeyChange> changed = settings_changes(saved.root, cfg.root);

@@ -408,9 +408,9 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.codes});
   app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });
-  Tensor codes = data::load_npy(o.codes);
+  Tensor codes = data::load_npy(o.codes);  // uint8 ids load as i32
   ZT_CHECK(codes.dtype() == DType::i64 || codes.dtype() == DType::i32, "decode: '", o.codes,
-           "' holds ", dtype_name(codes.dtype()), "; token ids must be int64 or int32");
+           "' holds ", dtype_name(codes.dtype()), "; token ids must be int64, int32 or uint8");
   ZT_CHECK(codes.dim() == 3 || codes.dim() == 4, "decode: '", o.codes, "' has shape ",
            shape_str(codes.sizes()), "; expected (N, T', h, w) clips or (N, h, w) images");
   ZT_CHECK(codes.numel() > 0, "decode: '", o.codes, "' holds no token ids (shape ",
