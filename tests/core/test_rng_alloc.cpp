@@ -109,6 +109,22 @@ TEST(Alloc, PeakReset) {
   EXPECT_EQ(memory_stats().pk(MemTag::kOther), 100);
 }
 
+TEST(Alloc, ALimitBelowTheFirstAllocationSaysNothingIsHeld) {
+  auto ledger = std::make_shared<MemoryLedger>("rank 0");
+  ledger->set_limit(Device::cpu(), 64);
+  LedgerScope scope(ledger);
+  std::string msg;
+  try {
+    empty({100});
+  } catch (const OutOfMemoryError& e) {
+    msg = e.what();
+  }
+  EXPECT_NE(msg.find("with 0 B in use would pass its limit of 64 B. Largest consumers: none, "
+                     "nothing is held (peak 0 B)"),
+            std::string::npos)
+      << msg;
+}
+
 TEST(Alloc, PerThreadLedgers) {
   // Each thread charges the ledger it installed; a tensor is uncharged from the ledger
   // that paid for it, even when freed elsewhere.
