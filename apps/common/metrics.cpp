@@ -123,6 +123,12 @@ std::unique_ptr<MetricsWriter> open_run_metrics(const std::string& output_dir, i
   namespace fs = std::filesystem;
   fs::create_directories(output_dir);
   const std::string path = (fs::path(output_dir) / "metrics.jsonl").string();
+  // Appended to in place, not replaced: a FIFO there would stop the run at its first
+  // record (until something reads it), a device would take the records.
+  const std::string odd = not_a_regular_file(path);
+  ZT_CHECK(odd.empty(), what, ": '", path, "' is ", odd,
+           ", where the run writes its metrics (a regular file): remove it, or choose another "
+           "output_dir");
   if (start > 0) {
     const std::string note = filter_metrics(
         path, [&](const nlohmann::json& r) { return r.value("step", int64_t{0}) <= start; });

@@ -55,7 +55,9 @@ std::string filter_metrics(const std::string& path,
 /// Rank 0's metrics.jsonl in `output_dir` (created) for a run from step `start`: a new run
 /// (start 0) starts the file afresh; a resumed one first drops the records past `start`
 /// (a run that went further before it stopped; a note on stderr after "`what`: note:"
-/// says so) and appends. With `tensorboard`, event files under output_dir/tb too.
+/// says so) and appends. With `tensorboard`, event files under output_dir/tb too. A
+/// metrics.jsonl that is not a regular file (a FIFO, a device, a folder; its links
+/// followed) is an error naming it.
 std::unique_ptr<MetricsWriter> open_run_metrics(const std::string& output_dir, int64_t start,
                                                 bool tensorboard, const char* what);
 

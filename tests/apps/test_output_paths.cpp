@@ -4,13 +4,16 @@
 // work, naming the option, the path and why; a folder likewise; a link is followed. Then
 // one app end to end: `vqtok encode -o` over the weights it reads changes nothing. A write
 // that rank 0 alone does (an export's rewrite) fails on every rank with rank 0's reason.
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 
 #include "apps/app_test_util.h"
+#include "apps/common/metrics.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
 #include "common/test_util.h"
@@ -256,4 +259,28 @@ TEST(OutputPaths, RankZerosFailureReachesEveryRankWithItsReason) {
     }
     comm.barrier();  // not aborted
   });
+}
+
+// A run appends its metrics to output_dir/metrics.jsonl in place: a FIFO there is refused
+// (opening it would wait for a reader; one is opened here, so that the test cannot hang),
+// as is a link to one, and the FIFO stays.
+TEST(OutputPaths, AFifoWhereARunWritesItsMetricsIsRefused) {
+  const fs::path dir = fs::path(test::process_temp_dir("zt_output_paths")) / "metrics";
+  fs::create_directories(dir);
+  const std::string fifo = (dir / "metrics.jsonl").string();
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  for (int64_t start : {0, 3}) {
+    const std::string err =
+        error_of([&] { app::open_run_metrics(dir.string(), start, false, "t"); });
+    EXPECT_TRUE(has(err, "t: '" + fifo + "' is a FIFO, where the run writes its metrics")) << err;
+  }
+  fs::create_directories(dir / "linked");
+  fs::create_symlink(fifo, dir / "linked" / "metrics.jsonl");
+  EXPECT_TRUE(
+      has(error_of([&] { app::open_run_metrics((dir / "linked").string(), 0, false, "t"); }),
+          "is a FIFO"));
+  ::close(reader);
+  EXPECT_TRUE(fs::is_fifo(fifo));
 }
