@@ -171,7 +171,7 @@ void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit, 
       os << sep << mem_tag_name(static_cast<MemTag>(i)) << ' ' << format_byte_size(c.current[i]);
       sep = ", ";
     }
-  if (c.total_current == 0) os << " none, nothing is held";
+  if (c.total_current == 0) os << (host ? " none on this rank" : " none, nothing is held");
   os << " (peak " << format_byte_size(c.total_peak) << "). "
      << (host ? "Lower the batch or the model's sizes, or train on more machines"
               : "Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks")
