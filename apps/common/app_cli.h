@@ -56,7 +56,8 @@ inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& exa
                    std::to_string(kMaxThreadRanks) +
                    " (they share one process; more ranks run under mpirun) (got '" + v + "')";
           },
-          "INT in [1, " + std::to_string(kMaxThreadRanks) + "]"));
+          "INT in [1, " + std::to_string(kMaxThreadRanks) + "]"))
+      ->default_str("1");  // c.ranks' 0 only marks an absent --ranks: one rank, or -np
   sub->add_option("--set", c.sets, "override a config value: --set train.lr=1e-3 (repeatable)")
       ->allow_extra_args(false)
       ->check(kKeyValue);

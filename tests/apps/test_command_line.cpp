@@ -60,3 +60,16 @@ TEST(CommandLine, AnEmptyOutputPathIsRefused) {
         << args[1] << ": " << o.output;
   }
 }
+
+// --help shows each option's default: --ranks' is one thread rank (the 0 that marks an
+// absent --ranks is no rank count, and outside the range the option takes).
+TEST(CommandLine, HelpShowsOneRankAsTheRanksDefault) {
+  for (const auto& args : std::vector<std::vector<std::string>>{
+           {ZT_VQTOK_BIN, "train", "--help"}, {ZT_VQGPT_BIN, "sample", "--help"}}) {
+    const Outcome o = run(args);
+    EXPECT_EQ(o.status, 0) << args[1] << ": " << o.output;
+    EXPECT_NE(o.output.find("--ranks INT:INT in [1, 1024]=1"), std::string::npos)
+        << args[1] << ": " << o.output;
+    EXPECT_EQ(o.output.find("]=0"), std::string::npos) << args[1] << ": " << o.output;
+  }
+}
