@@ -78,6 +78,17 @@ inline const CLI::Validator kOutputPath(
     },
     "PATH");
 
+/// A file or folder to read in place of a default (--weights, --checkpoint, --tokenizer,
+/// --input): not empty, which would read the default instead, silently (an unset shell
+/// variable, say); exit 2, a mistake on the command line, as for an output path.
+inline const CLI::Validator kInputPath(
+    [](std::string& text) -> std::string {
+      return text.empty() ? "must name the file or folder to read, got an empty path (leave "
+                            "the option out to read the default)"
+                          : "";
+    },
+    "PATH");
+
 /// A --set override's form, key.path=value: without '=' it is a mistake on the command line
 /// (exit 2), found before any config is read.
 inline const CLI::Validator kKeyValue(

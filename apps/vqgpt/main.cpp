@@ -51,16 +51,20 @@ int main(int argc, char** argv) {
                   "metrics, replacing them once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
       ->check(zt::app::kPositive);
-  train->add_option("--tokenizer", to.tokenizer,
-                    "tokenizer weights: a vqtok checkpoint directory or an exported "
-                    ".safetensors file (default: gpt.tokenizer_checkpoint)");
+  train
+      ->add_option("--tokenizer", to.tokenizer,
+                   "tokenizer weights: a vqtok checkpoint directory or an exported "
+                   ".safetensors file (default: gpt.tokenizer_checkpoint)")
+      ->check(zt::app::kInputPath);
 
   CLI::App* sample = app.add_subcommand("sample", "sample token sequences and decode them");
   kCli.add(sample, sample_c);
   app::add_device_arg(sample, sample_c);
   vqgpt::SampleOptions so;
-  sample->add_option("--checkpoint", so.checkpoint,
-                     "vqgpt checkpoint directory (default: output_dir/checkpoints)");
+  sample
+      ->add_option("--checkpoint", so.checkpoint,
+                   "vqgpt checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   sample->add_option("-o,--out", so.out, "grid PNG to write")
       ->required()
       ->check(zt::app::kOutputPath);
@@ -84,7 +88,8 @@ int main(int argc, char** argv) {
   kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
-                  "checkpoint directory (default: output_dir/checkpoints)");
+                  "checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   exp->add_option("-o,--out", export_out, "the .safetensors file to write")
       ->required()
       ->check(zt::app::kOutputPath);

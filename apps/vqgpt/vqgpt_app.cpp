@@ -33,6 +33,16 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// Where no tokenizer is named at all: `vqgpt tokenizer` then needs --out, and the run the
+// folder it writes.
+const char* kHowToTrainUnnamed =
+    "train one first:\n"
+    "  vqtok train --config configs/vqtok_tiny.yaml --ranks 2   (writes "
+    "runs/vqtok_tiny/checkpoints)\n"
+    "or let vqgpt train a quick one:\n"
+    "  vqgpt tokenizer --config <this config> --out DIR --steps 200   (writes DIR/checkpoints)\n"
+    "then set gpt.tokenizer_checkpoint to that checkpoints folder, or pass it as --tokenizer";
+
 const char* kHowToTrain =
     "train one first:\n"
     "  vqtok train --config configs/vqtok_tiny.yaml --ranks 2   (writes "
@@ -132,7 +142,7 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
                                             comm::Communicator& comm, Device device) {
   std::string path = tokenizer_source(cfg, source);
   const std::string key = tokenizer_key(source);
-  ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (", key, "); ", kHowToTrain);
+  ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (", key, " is not set); ", kHowToTrainUnnamed);
   // A path typed for this run is most likely mistyped; the config's may name a tokenizer
   // that is still to be trained.
   const std::string advice = source.empty() ? kHowToTrain : kCheckTheTokenizerPath;
@@ -367,18 +377,21 @@ Tensor square_grid(const Tensor& images) {
   return all.view({rows, cols, images.size(1), images.size(2), images.size(3)});
 }
 
-// What the sample sheet shows, in words (its captions say the same).
-std::string sheet_legend(const config::AppConfig& cfg, int64_t num) {
-  if (cfg.data.frames == 1) {
+// What the sample sheet shows, in words (its captions say the same): the held-out row
+// only where the sheet has one (`with_refs`; none where the data could not be read).
+std::string sheet_legend(const config::AppConfig& cfg, int64_t num, bool with_refs) {
+  const bool images = cfg.data.frames == 1;
+  const std::string refs =
+      with_refs ? std::string("; below them, held-out data ") + (images ? "frames" : "clips") +
+                      " encoded and decoded by the same tokenizer, for comparison"
+                : "; no held-out data below them (the config's data could not be read)";
+  if (images) {
     const auto cols = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(num))));
     return "grid: " + std::to_string(num) + " sampled frames, " + std::to_string(cols) +
-           " per row (left to right, then top to bottom); below them, held-out data frames "
-           "encoded and decoded by the same tokenizer, for comparison";
+           " per row (left to right, then top to bottom)" + refs;
   }
   return "grid: one sampled clip per row (" + std::to_string(num) + " rows), its " +
-         std::to_string(cfg.data.frames) +
-         " frames left to right; below them, held-out data clips encoded and decoded by the "
-         "same tokenizer, for comparison";
+         std::to_string(cfg.data.frames) + " frames left to right" + refs;
 }
 
 // Up to 4 held-out clips of the config's data (2 for videos), as the sample sheet shows
@@ -520,6 +533,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   }
   r.codes = layout.codes(r.sequences);
   r.frames = decode_rows(*model->tokenizer, r.codes, cfg, per, comm);
+  if (rank == 0 && !o.out.empty()) r.legend = sheet_legend(cfg, o.num, !refs.empty());
   if (rank == 0) {  // after the last collective; the codes before the grid
     if (!o.tokens_out.empty()) {
       app::make_parent_folders(o.tokens_out);
@@ -536,7 +550,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                   o.sampling.top_k > 0 ? std::to_string(o.sampling.top_k).c_str() : "off",
                   o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",
                   o.tokens_out.c_str());
-      if (!o.out.empty()) std::printf("%s\n", sheet_legend(cfg, o.num).c_str());
+      if (!o.out.empty()) std::printf("%s\n", r.legend.c_str());
       std::fflush(stdout);
     }
   }

@@ -161,6 +161,9 @@ struct SampleResult {
   /// Decoded in [-1, 1] on rank 0, which writes them: images (n, 3, H, W) or clips
   /// (n, T, 3, H, W). The other ranks hold 0 rows (each decoded its own and sent them).
   Tensor frames;
+  /// What the grid shows, as printed (rank 0, with an --out; "" otherwise): it names the
+  /// held-out row only where the sheet has one.
+  std::string legend;
 };
 
 /// Loads a vqgpt checkpoint, samples `num` token sequences and decodes them with the

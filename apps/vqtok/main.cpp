@@ -61,13 +61,17 @@ int main(int argc, char** argv) {
   kCli.add(encode, encode_c);
   vqtok::EncodeOptions eo;
   std::string encode_split = "eval";
-  encode->add_option(
-      "--weights", eo.weights,
-      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
+  encode
+      ->add_option(
+          "--weights", eo.weights,
+          "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   CLI::Option* input =
-      encode->add_option("--input", eo.input,
-                         ".npy of clips (N,T,3,H,W) or images (N,3,H,W), an image, or a folder of "
-                         "images (default: the config's dataset)");
+      encode
+          ->add_option("--input", eo.input,
+                       ".npy of clips (N,T,3,H,W) or images (N,3,H,W), an image, or a folder of "
+                       "images (default: the config's dataset)")
+          ->check(zt::app::kInputPath);
   encode->add_option("--split", encode_split, "config dataset split (not with --input)")
       ->check(CLI::IsMember({"eval", "train"}))
       ->excludes(input);
@@ -85,9 +89,11 @@ int main(int argc, char** argv) {
   CLI::App* decode = app.add_subcommand("decode", "token ids (.npy) -> PNG frames");
   kCli.add(decode, decode_c);
   vqtok::DecodeOptions dO;
-  decode->add_option(
-      "--weights", dO.weights,
-      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
+  decode
+      ->add_option(
+          "--weights", dO.weights,
+          "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   decode->add_option("--codes", dO.codes, "token ids .npy (from vqtok encode)")
       ->required()
       ->check(CLI::ExistingFile);
@@ -102,8 +108,9 @@ int main(int argc, char** argv) {
   vqtok::EvalOptions vo;
   std::string eval_split = "eval", eval_out;
   eval->add_option(
-      "--weights", vo.weights,
-      "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)");
+          "--weights", vo.weights,
+          "exported .safetensors or checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   eval->add_option("--split", eval_split, "dataset split")->check(CLI::IsMember({"eval", "train"}));
   eval->add_option("--batches", vo.batches, "batches per rank (default: the whole split)")
       ->check(zt::app::kNonNegative);
@@ -116,7 +123,8 @@ int main(int argc, char** argv) {
   kCli.add(exp, export_c);
   std::string checkpoint, export_out;
   exp->add_option("--checkpoint", checkpoint,
-                  "checkpoint directory (default: output_dir/checkpoints)");
+                  "checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
   exp->add_option("-o,--out", export_out, "the .safetensors file to write")
       ->required()
       ->check(zt::app::kOutputPath);

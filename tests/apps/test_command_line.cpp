@@ -2,7 +2,8 @@
 // and the words a user reads. (ctest's own command lines cannot hold an empty argument, so
 // these start the binaries from here, through the shell.)
 //  - an output option given an empty path is a mistake on the command line (exit 2): it
-//    would write nothing (encode used to encode everything, sample to print "(no image)").
+//    would write nothing (encode used to encode everything, sample to print "(no image)");
+//  - so is an input option given one: it would read the default instead.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -56,6 +57,32 @@ TEST(CommandLine, AnEmptyOutputPathIsRefused) {
     const Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
     EXPECT_NE(o.output.find("must name the file or folder to write, got an empty path"),
+              std::string::npos)
+        << args[1] << ": " << o.output;
+  }
+}
+
+// An option naming what a command reads in place of its default, given an empty path (an
+// unset shell variable, say), is a mistake on the command line too: it used to read the
+// default silently (another tokenizer, another run's checkpoint).
+TEST(CommandLine, AnEmptyInputPathIsRefused) {
+  const std::string out = ::testing::TempDir() + "/zt_empty_input_never_written";
+  const std::vector<std::vector<std::string>> commands = {
+      {ZT_VQTOK_BIN, "encode", "--config", kVqtokConfig, "--weights", "", "-o", out + ".npy"},
+      {ZT_VQTOK_BIN, "encode", "--config", kVqtokConfig, "--input", "", "-o", out + ".npy"},
+      {ZT_VQTOK_BIN, "decode", "--config", kVqtokConfig, "--codes", kVqtokConfig, "--weights", "",
+       "-o", out},
+      {ZT_VQTOK_BIN, "eval", "--config", kVqtokConfig, "--weights", ""},
+      {ZT_VQTOK_BIN, "export", "--config", kVqtokConfig, "--checkpoint", "", "-o", out},
+      {ZT_VQGPT_BIN, "train", "--config", kVqgptConfig, "--tokenizer", "", "--set",
+       "output_dir=" + out},
+      {ZT_VQGPT_BIN, "sample", "--config", kVqgptConfig, "--checkpoint", "", "-o", out + ".png"},
+      {ZT_VQGPT_BIN, "export", "--config", kVqgptConfig, "--checkpoint", "", "-o", out},
+  };
+  for (const auto& args : commands) {
+    const Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
+    EXPECT_NE(o.output.find("must name the file or folder to read, got an empty path"),
               std::string::npos)
         << args[1] << ": " << o.output;
   }
