@@ -80,13 +80,13 @@ Tensor checkpoint_counts(const zero::CheckpointExtra& extra, const std::string& 
 
 zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& loader,
                                       const std::string& dir, const comm::Communicator& comm,
-                                      bool say, const char* what) {
+                                      bool say, const char* what, double dropout) {
   zero::CheckpointExtra extra = zero::load_checkpoint(engine, dir);
   const std::string note = resume_data(loader, extra);
   if (say && !note.empty()) std::fprintf(stderr, "%s: note: %s\n", what, note.c_str());
   const std::string rng =
       restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm, extra.step);
-  if (say && !rng.empty()) std::fprintf(stderr, "%s: note: %s\n", what, rng.c_str());
+  if (say && dropout > 0 && !rng.empty()) std::fprintf(stderr, "%s: note: %s\n", what, rng.c_str());
   if (say) {
     std::printf("resumed from %s at step %lld (saved on %d rank%s; data epoch %lld, batch %lld)\n",
                 extra.dir.c_str(), static_cast<long long>(extra.step), extra.saved_world_size,

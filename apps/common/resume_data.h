@@ -27,10 +27,11 @@ Tensor checkpoint_counts(const zero::CheckpointExtra& extra, const std::string& 
 /// Loads the checkpoint `dir` into `engine` and continues the run there: the loader's data
 /// position (resume_data; its note on stderr after "`what`: note:") and each rank's random
 /// stream, which dropout draws from (same world size; at another one the streams cannot
-/// line up anyway). With `say`, prints where it resumed. Returns what the checkpoint
+/// line up anyway; a note says so where the model has `dropout` to draw). With `say`,
+/// prints where it resumed. Returns what the checkpoint
 /// carries besides the engine's state: the step, the app's state. Every rank calls it.
 zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& loader,
                                       const std::string& dir, const comm::Communicator& comm,
-                                      bool say, const char* what);
+                                      bool say, const char* what, double dropout);
 
 }  // namespace zt::app

@@ -135,7 +135,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   int64_t start = 0;
   if (!resume_from.empty()) {
     const zero::CheckpointExtra extra =
-        app::resume_training(*engine, loader, resume_from, comm, say, "vqgpt train");
+        app::resume_training(*engine, loader, resume_from, comm, say, "vqgpt train", spec.dropout);
     start = extra.step;
     if (comm.rank() == 0)
       if (const Tensor saved = app::checkpoint_counts(extra, "token_histogram", spec.vocab_size,

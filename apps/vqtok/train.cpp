@@ -193,8 +193,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   Tensor hits = zeros({codebook}, DType::f64, device);
   if (!resume_from.empty()) {
     app::check_resume_config(cfg, resume_from, "vqtok", "vqtok train", comm, /*quiet=*/!say);
-    const zero::CheckpointExtra extra =
-        app::resume_training(*engine, loader, resume_from, comm, say, "vqtok train");
+    const zero::CheckpointExtra extra = app::resume_training(*engine, loader, resume_from, comm,
+                                                             say, "vqtok train", cfg.model.dropout);
     start = extra.step;
     if (comm.rank() == 0)
       if (const Tensor saved = app::checkpoint_counts(extra, "codebook_hits", codebook,

@@ -329,3 +329,29 @@ TEST(ResumeIdentity, DropoutStreamsAtAnotherWorldSizeAreNewAndNoted) {
   EXPECT_NE(restored[0], restored[1]) << "the step enters the new stream";
   EXPECT_NE(restored[0], seed_stream[0]) << "not the stream train.seed starts";
 }
+
+// The run says so only where the model draws from those streams: with dropout 0 a resume at
+// another world size notes nothing about them.
+TEST(ResumeIdentity, TheDropoutStreamsNoteIsForModelsWithDropout) {
+  for (const char* dropout : {"0.0", "0.1"}) {
+    const std::string dir = fresh_dir(std::string("dropout_note_") + dropout);
+    const auto cfg = [&](const char* steps) {
+      return tiny_config(
+          dir, {"train.steps=" + std::string(steps), "train.batch=2", "train.checkpoint_every=1",
+                "model.dropout=" + std::string(dropout)});
+    };
+    apptest::train_vqtok(cfg("1"), false, 2);
+    ::testing::internal::CaptureStderr();
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      vqtok::TrainOptions o;
+      o.resume = true;
+      o.quiet = false;
+      vqtok::train(cfg("2"), o, comm);
+    });
+    const std::string err = ::testing::internal::GetCapturedStderr();
+    EXPECT_EQ(has(err, "the dropout generators of 2 ranks do not split over 1"),
+              std::string(dropout) != "0.0")
+        << "model.dropout " << dropout << ": " << err;
+    fs::remove_all(dir);
+  }
+}
