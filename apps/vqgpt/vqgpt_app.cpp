@@ -284,11 +284,6 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
   y += "output_dir: " + config::yaml_quoted(output_dir.string()) + "\n";
   const config::AppConfig tok_cfg = config::parse_app_config(
       config::parse_yaml(y, "<vqgpt quick tokenizer>"), config::App::vqtok);
-  if (comm.rank() == 0 && !quiet) {
-    std::printf("tokenizer: training a quick vqtok tokenizer (%lld steps) into %s\n",
-                static_cast<long long>(steps), (output_dir / "checkpoints").string().c_str());
-    std::fflush(stdout);
-  }
   const std::string ckpt_root = (output_dir / "checkpoints").string();
   if (!overwrite && zero::holds_checkpoints(ckpt_root)) {
     // Whose they are: their meta.json says which app saved them ("" when it does not).
@@ -310,6 +305,11 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
             "another --out folder, or --overwrite to replace it (the old one is set aside, and "
             "deleted once the new tokenizer is saved: its checkpoints and metrics in '",
             output_dir.string(), "')");
+  }
+  if (comm.rank() == 0 && !quiet) {
+    std::printf("tokenizer: training a quick vqtok tokenizer (%lld steps) into %s\n",
+                static_cast<long long>(steps), ckpt_root.c_str());
+    std::fflush(stdout);
   }
   vqtok::TrainOptions to;
   to.quiet = quiet;

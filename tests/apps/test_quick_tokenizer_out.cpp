@@ -30,12 +30,12 @@ fs::path run_of(const std::string& app) {
 }
 
 // The error `vqgpt tokenizer --steps 1 -o run` raises (no --overwrite).
-std::string tokenizer_into(const fs::path& run) {
+std::string tokenizer_into(const fs::path& run, bool quiet = true) {
   const config::AppConfig cfg =
       config::load_app_config(ZT_SOURCE_DIR "/configs/vqgpt_tiny.yaml", {}, config::App::vqgpt);
   return test::error_of([&] {
     comm::run_threads(1, [&](comm::Communicator& comm) {
-      vqgpt::train_quick_tokenizer(cfg, 1, run.string(), comm, true, false);
+      vqgpt::train_quick_tokenizer(cfg, 1, run.string(), comm, quiet, false);
     });
   });
 }
@@ -59,6 +59,11 @@ TEST(QuickTokenizerOut, AFolderOfAnotherAppsCheckpointsIsNotOfferedAsATokenizer)
                    gpt_run.string() + "'"))
       << err;
   EXPECT_TRUE(fs::exists(gpt_run / "checkpoints" / "step_000002" / "meta.json"));
+  // Nothing announces a training that is then refused.
+  ::testing::internal::CaptureStdout();
+  EXPECT_FALSE(tokenizer_into(gpt_run, /*quiet=*/false).empty());
+  const std::string said = ::testing::internal::GetCapturedStdout();
+  EXPECT_FALSE(has(said, "training a quick vqtok tokenizer")) << said;
   // A tokenizer's own checkpoints may be used as one.
   const std::string tok = tokenizer_into(run_of("vqtok"));
   EXPECT_TRUE(has(tok, "already holds checkpoints of a tokenizer (vqtok's")) << tok;
