@@ -447,6 +447,13 @@ void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, con
              "with data.path on a filesystem they all share");
 }
 
+void check_same_input(const std::string& option, const std::string& fingerprint,
+                      comm::Communicator& comm, const char* app) {
+  check_same(comm, option + "=" + fingerprint, "inputs", app,
+             "every rank must read the same file: start the ranks in one working directory, "
+             "with the file on a filesystem they all share");
+}
+
 void check_image_headers(const data::Dataset& dataset, comm::Communicator& comm, const char* key) {
   const auto* subset = dynamic_cast<const data::Subset*>(&dataset);
   const auto* folder = dynamic_cast<const data::ImageFolder*>(subset ? &subset->base() : &dataset);

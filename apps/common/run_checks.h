@@ -99,6 +99,12 @@ void warn_config(const std::vector<std::string>& warnings, comm::Communicator& c
 /// Errors on every rank unless every rank reads the same data, as far as describe() and
 /// the size tell (a relative data.path under another working directory, say).
 void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app);
+/// Errors on every rank unless every rank read the same contents from the file `option`
+/// names (`fingerprint`: what it held, such as its dtype, shape and a hash of its values):
+/// under mpirun each process reads its own copy, and ranks in other working directories
+/// (a relative path) or on machines without a shared filesystem would each work on their own.
+void check_same_input(const std::string& option, const std::string& fingerprint,
+                      comm::Communicator& comm, const char* app);
 
 /// The header check of an image folder (or a subset of one) listed with
 /// data::Headers::left_to_caller, after check_same_data: each rank reads every world-th
