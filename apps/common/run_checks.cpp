@@ -424,6 +424,12 @@ void warn_config(const std::vector<std::string>& warnings, comm::Communicator& c
     if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
+void check_same_command(const std::string& command, comm::Communicator& comm) {
+  check_same(comm, "command=" + command, "commands", command.c_str(),
+             "give every rank the same app and subcommand (mpirun's 'A : B' form gives each "
+             "part its own command line)");
+}
+
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {
   check_same(comm, flatten_config(root), "configurations", app,
              "give every rank the same --config and --set options");

@@ -80,6 +80,11 @@ bool same_config_value(const std::string& a, const std::string& b);
 /// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
 std::string flatten_config(const config::Node& root);
 
+/// Errors on every rank unless every rank runs the same `command` ("vqtok eval"): ranks of
+/// one mpirun job started as different apps or subcommands (mpirun's 'A : B' form) would
+/// issue different collectives and wait for each other until the communicator's timeout.
+/// The first check after launch, before any other collective of the command.
+void check_same_command(const std::string& command, comm::Communicator& comm);
 /// Errors on every rank unless every rank holds the same configuration (compared as
 /// flatten_config text), naming the first key that differs and its value on both ranks.
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);

@@ -59,6 +59,14 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
+  # Ranks started as different subcommands stop naming both: eval and encode used to wait
+  # for each other in their first different collectives until the communicator's timeout
+  # (ten minutes), and train and eval stopped on a config key they resolve differently.
+  zt_mpirun_app_test(command_mismatch
+    "vqtok eval: the ranks were started with different commands: 'command' is vqtok eval on rank 0 but vqtok encode on rank 1"
+    ON NOT_WRITTEN ${_out}/ids.npy
+    RANK0 ${_vqtok} eval ${_cfg} --weights none
+    RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy)
   # Ranks given different options of how the work is split or what it reads stop naming
   # the option and both values, before any weights are read (eval used to score 6 clips, 4
   # of one rank's batch and 2 of the other's).

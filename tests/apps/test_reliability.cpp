@@ -460,6 +460,15 @@ TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
     EXPECT_TRUE(has(e, "vqtok encode: the ranks were started with different data: 'data' is "))
         << e;
   });
+  // Ranks started as different subcommands (mpirun's 'A : B' form) are named first.
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const std::string e = error_of(
+        [&] { app::check_same_command(comm.rank() == 0 ? "vqtok eval" : "vqtok encode", comm); });
+    EXPECT_TRUE(has(e,
+                    "the ranks were started with different commands: 'command' is vqtok eval "
+                    "on rank 0 but vqtok encode on rank 1"))
+        << e;
+  });
   // A file an option names, read on each rank (decode's --codes): its contents are compared.
   comm::run_threads(2, [&](comm::Communicator& comm) {
     const std::string e = error_of([&] {
