@@ -165,8 +165,10 @@ class RunLock {
 /// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
 /// the same buffers; the optimizer the same kind (Optimizer::kind(), where the checkpoint
 /// records it). Rank 0 resolves dir_or_root (find_checkpoint) and every rank reads the
-/// folder it names, so the ranks cannot load different checkpoints (a `latest` rewritten
-/// in between, a relative path from another working folder). Any problem (missing or corrupt file,
+/// folder it names, so the ranks cannot load different steps (a `latest` rewritten in
+/// between); ranks that find different checkpoints at that path (a relative path from
+/// another working folder, a copy on each machine: their meta.json differ) stop with an
+/// error naming the rank. Any problem (missing or corrupt file,
 /// different model, another optimizer) throws comm::AgreedError on every rank and leaves the engine
 /// unchanged. A dynamic fp16 loss scale goes on from the saved one; a fixed loss_scale in the
 /// config wins (a note says so when the saved scale was dynamic). Buffers under buffers.sync

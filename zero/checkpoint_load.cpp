@@ -103,6 +103,7 @@ struct Staged {
   std::optional<double> lr;                 // with the optimizer state, where saved
   // The engine's applied and fp16-skipped step counts (checkpoints saved with them).
   std::optional<std::pair<int64_t, int64_t>> engine_steps;
+  uint64_t meta_hash = 0;  // of the meta.json this rank read: which checkpoint it is
 };
 
 // meta.json's `key` of `parent` (at `path`) read as T; missing or of another type is an
@@ -296,6 +297,8 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();
   Staged st;
+  const std::string meta_text = meta.dump();
+  st.meta_hash = fnv1a(meta_text.data(), meta_text.size());
   try {
     check_layout(meta, meta_path);
     std::string diff = first_difference(meta.at("tensors"), describe(e));
@@ -368,6 +371,19 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   agree(comm, what, not_found);
   Staged st;
   agree(comm, what, capture([&] { st = stage(engine, dir, optimizer_state); }));
+  // Rank 0 named the folder, but each rank opened it from its own working directory and
+  // filesystem: a relative path, or a copy of the checkpoints on each machine, can show the
+  // ranks different checkpoints there, each rank's shards of its own. meta.json (the step,
+  // the config, every file's digest) tells them apart.
+  const std::vector<uint64_t> metas = comm.all_gather_object<uint64_t>(st.meta_hash);
+  for (size_t r = 1; r < metas.size(); ++r)
+    if (metas[r] != metas[0])
+      throw comm::AgreedError(
+          what + " failed: rank " + std::to_string(r) + " read another checkpoint at '" + dir +
+              "' than rank 0 (their meta.json differ: another save, step or run); every rank "
+              "must read the same one: start the ranks in one working directory, or give a "
+              "path on a filesystem they all share",
+          comm.rank());
 
   // 2. The optimizer checks keys and shapes before it changes anything; ranks that
   // succeeded roll back if another rank failed.

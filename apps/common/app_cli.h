@@ -78,8 +78,8 @@ inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
 
 /// Loads the config (with c.sets and extra_sets applied) for `kind` (one that does not load
 /// on some process of an mpirun job is reported once, by rank 0: agree_before_launch),
-/// prints what runs on rank 0, checks that every rank resolved the same config (under mpirun each
-/// process reads its own command line), and calls fn on every rank.
+/// prints what runs on rank 0, checks that every rank runs the same command and resolved the same
+/// config (under mpirun each process reads its own command line), and calls fn on every rank.
 inline int run_on_ranks(
     const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
     const std::vector<config::Override>& extra_sets,
@@ -111,7 +111,9 @@ inline int run_on_ranks(
                   resolved.c_str(), comm.size(), comm.backend());
       std::fflush(stdout);
     }
-    check_same_config(cfg.root, comm, (std::string(app_name) + " " + command).c_str());
+    const std::string full = std::string(app_name) + " " + command;
+    check_same_command(full, comm);
+    check_same_config(cfg.root, comm, full.c_str());
     warn_config(cfg.warnings, comm);
     fn(cfg, comm);
   });

@@ -424,6 +424,12 @@ void warn_config(const std::vector<std::string>& warnings, comm::Communicator& c
     if (said.insert(w).second) std::fprintf(stderr, "warning: %s\n", w.c_str());
 }
 
+void check_same_command(const std::string& command, comm::Communicator& comm) {
+  check_same(comm, "command=" + command, "commands", command.c_str(),
+             "give every rank the same app and subcommand (mpirun's 'A : B' form gives each "
+             "part its own command line)");
+}
+
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {
   check_same(comm, flatten_config(root), "configurations", app,
              "give every rank the same --config and --set options");
@@ -445,6 +451,13 @@ void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, con
              "data", app,
              "every rank must read the same data: start the ranks in one working directory, "
              "with data.path on a filesystem they all share");
+}
+
+void check_same_input(const std::string& option, const std::string& fingerprint,
+                      comm::Communicator& comm, const char* app) {
+  check_same(comm, option + "=" + fingerprint, "inputs", app,
+             "every rank must read the same file: start the ranks in one working directory, "
+             "with the file on a filesystem they all share");
 }
 
 void check_image_headers(const data::Dataset& dataset, comm::Communicator& comm, const char* key) {

@@ -80,6 +80,11 @@ bool same_config_value(const std::string& a, const std::string& b);
 /// The configuration as sorted "key.path=value" lines (sequences by index), for comparing.
 std::string flatten_config(const config::Node& root);
 
+/// Errors on every rank unless every rank runs the same `command` ("vqtok eval"): ranks of
+/// one mpirun job started as different apps or subcommands (mpirun's 'A : B' form) would
+/// issue different collectives and wait for each other until the communicator's timeout.
+/// The first check after launch, before any other collective of the command.
+void check_same_command(const std::string& command, comm::Communicator& comm);
 /// Errors on every rank unless every rank holds the same configuration (compared as
 /// flatten_config text), naming the first key that differs and its value on both ranks.
 void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
@@ -99,6 +104,12 @@ void warn_config(const std::vector<std::string>& warnings, comm::Communicator& c
 /// Errors on every rank unless every rank reads the same data, as far as describe() and
 /// the size tell (a relative data.path under another working directory, say).
 void check_same_data(const data::Dataset& dataset, comm::Communicator& comm, const char* app);
+/// Errors on every rank unless every rank read the same contents from the file `option`
+/// names (`fingerprint`: what it held, such as its dtype, shape and a hash of its values):
+/// under mpirun each process reads its own copy, and ranks in other working directories
+/// (a relative path) or on machines without a shared filesystem would each work on their own.
+void check_same_input(const std::string& option, const std::string& fingerprint,
+                      comm::Communicator& comm, const char* app);
 
 /// The header check of an image folder (or a subset of one) listed with
 /// data::Headers::left_to_caller, after check_same_data: each rank reads every world-th

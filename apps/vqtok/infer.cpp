@@ -298,6 +298,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
     app::check_output_file("encode -o (its file list)", o.out + ".files.txt", inputs);
   });
   Source src = open_source(cfg, o);
+  // The same option text can name other data on another rank (a relative --input or
+  // data.path under another working directory): each rank would encode its own rows.
+  app::check_same_data(*src.dataset, comm, "vqtok encode");
   auto model = load_frozen_model(cfg, o.weights, comm);
   const int64_t n = o.limit > 0 ? std::min(o.limit, src.dataset->size()) : src.dataset->size();
   ZT_CHECK(n > 0, "encode: ", src.what, " holds no items");
@@ -409,6 +412,13 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
   inputs.insert(inputs.end(), {o.weights, o.codes});
   app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });
   Tensor codes = data::load_npy(o.codes);  // uint8 ids load as i32
+  // Every rank decodes its share of the rows it read: one --codes path that holds other
+  // ids on another rank (another working directory) would mix both files' frames.
+  app::check_same_input("--codes",
+                        detail::cat("'", o.codes, "' holding ", dtype_name(codes.dtype()), " ",
+                                    shape_str(codes.sizes()), ", hash ", std::hex,
+                                    zero::tensor_hash(codes.contiguous())),
+                        comm, "vqtok decode");
   ZT_CHECK(codes.dtype() == DType::i64 || codes.dtype() == DType::i32, "decode: '", o.codes,
            "' holds ", dtype_name(codes.dtype()), "; token ids must be int64, int32 or uint8");
   ZT_CHECK(codes.dim() == 3 || codes.dim() == 4, "decode: '", o.codes, "' has shape ",

@@ -59,6 +59,14 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
+  # Ranks started as different subcommands stop naming both: eval and encode used to wait
+  # for each other in their first different collectives until the communicator's timeout
+  # (ten minutes), and train and eval stopped on a config key they resolve differently.
+  zt_mpirun_app_test(command_mismatch
+    "vqtok eval: the ranks were started with different commands: 'command' is vqtok eval on rank 0 but vqtok encode on rank 1"
+    ON NOT_WRITTEN ${_out}/ids.npy
+    RANK0 ${_vqtok} eval ${_cfg} --weights none
+    RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy)
   # Ranks given different options of how the work is split or what it reads stop naming
   # the option and both values, before any weights are read (eval used to score 6 clips, 4
   # of one rank's batch and 2 of the other's).
@@ -95,6 +103,25 @@ if(ZT_MPIRUN)
     NOT_WRITTEN "${_wdir}/a/out/checkpoints|${_wdir}/a/out/metrics.jsonl|${_wdir}/b/out"
     RANK0 -wdir ${_wdir}/a ${_vqtok} ${_rel}
     RANK1 -wdir ${_wdir}/b ${_vqtok} ${_rel})
+  # The same relative input names other files under two working directories: encode named
+  # no data and failed inside a collective (or encoded each rank's own rows into one file),
+  # decode mixed both files' frames (or failed on one rank alone); now every rank stops at
+  # start-up naming what each read.
+  set(_npy ${PROJECT_SOURCE_DIR}/tests/fuzz/corpus/npy_header)
+  file(COPY_FILE ${_npy}/images.npy ${_wdir}/a/in.npy)
+  file(COPY_FILE ${_npy}/clip.npy ${_wdir}/b/in.npy)
+  set(_enc encode ${_cfg} --set data.frames=4 --weights none --input in.npy -o ${_out}/wdir.npy)
+  zt_mpirun_app_test(working_directories_encode
+    "vqtok encode: the ranks were started with different data: 'data' is NpyArray.'in.npy', .2, 3, 2, 2."
+    ON NOT_WRITTEN ${_out}/wdir.npy
+    RANK0 -wdir ${_wdir}/a ${_vqtok} ${_enc}
+    RANK1 -wdir ${_wdir}/b ${_vqtok} ${_enc})
+  set(_dec decode ${_cfg} --weights none --codes in.npy -o ${_out}/wdir_frames)
+  zt_mpirun_app_test(working_directories_decode
+    "vqtok decode: the ranks were started with different inputs: '--codes' is 'in.npy' holding i32 .2, 3, 2, 2., hash [0-9a-f]+ on rank 0 but 'in.npy' holding f32"
+    ON NOT_WRITTEN ${_out}/wdir_frames
+    RANK0 -wdir ${_wdir}/a ${_vqtok} ${_dec}
+    RANK1 -wdir ${_wdir}/b ${_vqtok} ${_dec})
   # A config that does not load is one error, printed once by rank 0, and every process
   # ends normally; where only rank 1's fails, rank 0 names it.
   zt_mpirun_app_test(config_error "vqtok: error: --set train.lr=fast: train.lr: expected a number" ON

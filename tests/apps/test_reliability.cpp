@@ -13,7 +13,7 @@
 //     (metrics, curves: it saved no checkpoint) counts as an earlier run;
 //  3. non-finite weights are an error in eval, a diverging run stops naming the step;
 //  4. ranks given different configs stop at start-up naming the differing key (numbers
-//     compare as numbers);
+//     compare as numbers), and so do ranks that read different data or input files;
 //  5. a torn last metrics line is dropped on --resume, earlier lines kept; a metrics line
 //     the disk has no room for is an error, not a silent loss.
 // What a resume goes on with: test_resume_identity.cpp.
@@ -446,6 +446,39 @@ TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
     EXPECT_TRUE(has(e, "different data: 'data' is ")) << e;
     EXPECT_TRUE(has(e, ", 32 items on rank 0 but ")) << e;
     EXPECT_TRUE(has(e, ", 64 items on rank 1")) << e;
+  });
+  // So is encode's: it named no data and failed inside a collective (or, with as many
+  // items, wrote each rank's own rows as one file), before any weights are read.
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const config::AppConfig c =
+        tiny_config(dir, {"data.num_samples=" + std::to_string(32 << comm.rank())});
+    vqtok::EncodeOptions o;
+    o.weights = dir + "/no_weights.safetensors";
+    o.eval_split = false;
+    o.quiet = true;
+    const std::string e = error_of([&] { vqtok::encode(c, o, comm); });
+    EXPECT_TRUE(has(e, "vqtok encode: the ranks were started with different data: 'data' is "))
+        << e;
+  });
+  // Ranks started as different subcommands (mpirun's 'A : B' form) are named first.
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const std::string e = error_of(
+        [&] { app::check_same_command(comm.rank() == 0 ? "vqtok eval" : "vqtok encode", comm); });
+    EXPECT_TRUE(has(e,
+                    "the ranks were started with different commands: 'command' is vqtok eval "
+                    "on rank 0 but vqtok encode on rank 1"))
+        << e;
+  });
+  // A file an option names, read on each rank (decode's --codes): its contents are compared.
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const std::string e = error_of([&] {
+      app::check_same_input("--codes", comm.rank() == 0 ? "'c.npy' hash 1" : "'c.npy' hash 2", comm,
+                            "vqtok decode");
+    });
+    EXPECT_TRUE(has(e,
+                    "vqtok decode: the ranks were started with different inputs: '--codes' is "
+                    "'c.npy' hash 1 on rank 0 but 'c.npy' hash 2 on rank 1"))
+        << e;
   });
   // Numbers are compared as numbers: 0.003 and the config's 3.0e-3 are one learning rate.
   const config::AppConfig same = tiny_config(dir),
