@@ -28,8 +28,9 @@ static std::string resume_position(data::DataLoader& loader, const zero::Checkpo
   if (extra.loader_batch == batch && extra.saved_world_size == world) return "";
   std::string note = detail::cat(
       "the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch, " (",
-      extra.saved_world_size, " ranks x batch ", extra.loader_batch, "); this run reads ",
-      world * batch, " samples a batch (", world, " ranks x batch ", batch, ") and goes on ");
+      extra.saved_world_size, extra.saved_world_size == 1 ? " rank" : " ranks", " x batch ",
+      extra.loader_batch, "); this run reads ", world * batch, " samples a batch (", world,
+      world == 1 ? " rank" : " ranks", " x batch ", batch, ") and goes on ");
   if (now.epoch > saved.epoch) {
     // What the checkpoint's layout would still have read of that epoch: its ranks'
     // batches cover a longer epoch than this run's do. Its share of a rank, as the sampler

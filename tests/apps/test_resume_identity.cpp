@@ -262,6 +262,9 @@ TEST(ResumeIdentity, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead)
   EXPECT_EQ(loader->state(), (data::LoaderState{0, 3}));
   EXPECT_TRUE(has(note, "at sample 30 of epoch 0 (3 ranks x batch 2)")) << note;
   EXPECT_TRUE(has(note, "goes on at sample 24 of epoch 0, reading 6 samples again")) << note;
+  saved.saved_world_size = 1;  // 10 samples, one rank's
+  const std::string one = app::resume_data(*loader, saved);
+  EXPECT_TRUE(has(one, "at sample 10 of epoch 0 (1 rank x batch 2)")) << one;
   // Past the end of this run's epoch (of 18 samples 2 ranks x batch 4 read 16 an epoch,
   // 1 rank x batch 1 all 18): it goes on with the next epoch and says what it leaves.
   config::AppConfig small = tiny_config(dir, {"train.batch=4", "data.num_samples=18"});
