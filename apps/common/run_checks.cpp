@@ -2,6 +2,7 @@
 #include "apps/common/run_checks.h"
 
 #include "apps/common/output_paths.h"
+#include "apps/common/saved_run.h"
 
 #include <algorithm>
 #include <chrono>
@@ -329,8 +330,9 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
     // An earlier run's metrics, curves or images, also of a run that saved no checkpoint.
     const std::string results = result_names(cfg.output_dir);
     if (from_dir) {
-      ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume,
-               "'; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
+      ZT_CHECK(zero::has_checkpoint(tc.resume), "train.resume: no checkpoint at '", tc.resume, "'",
+               run_folder_hint(tc.resume),
+               "; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
                "'auto'");
       // Resuming from root's own newest checkpoint continues that run; from any other, the
       // new run's saves would land among (and replace) the earlier run's checkpoints.

@@ -165,6 +165,12 @@ std::string foreign_app(const SavedRun& run, const std::string& app) {
 
 }  // namespace
 
+std::string run_folder_hint(const std::string& dir) {
+  const fs::path run = fs::path(dir) / "checkpoints";
+  if (dir.empty() || zero::has_checkpoint(dir) || !zero::has_checkpoint(run.string())) return "";
+  return " ('" + run.string() + "' holds this run's checkpoints: pass that folder)";
+}
+
 SavedRun read_saved_run(const std::string& dir_or_root) {
   SavedRun run;
   run.dir = zero::find_checkpoint(dir_or_root, &run.note);

@@ -24,6 +24,11 @@ struct SavedRun {
   int64_t world_size = 0;  ///< the ranks it was saved on (0 when not recorded)
 };
 
+/// For a path that holds no checkpoint: where `dir` is a run's output_dir, whose
+/// checkpoints are in dir/checkpoints, " ('DIR/checkpoints' holds this run's checkpoints:
+/// pass that folder)" to end the error with; else "".
+std::string run_folder_hint(const std::string& dir);
+
 /// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root
 /// holding `latest`); an error naming the file when it is missing or malformed.
 SavedRun read_saved_run(const std::string& dir_or_root);

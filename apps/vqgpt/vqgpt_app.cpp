@@ -355,8 +355,9 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
     const config::AppConfig& cfg, const std::string& checkpoint, comm::Communicator& comm,
     const char* what, const char* dtype_advice) {
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
-  ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir,
-           "'; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
+  ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir, "'",
+           app::run_folder_hint(dir),
+           "; train first (vqgpt train --config ...) or pass --checkpoint with a checkpoint "
            "directory or a run's output_dir/checkpoints");
   app::check_checkpoint_app(dir, "vqgpt", comm, &cfg, dtype_advice);
   const Device device = app::train_device(cfg.train, comm, what);

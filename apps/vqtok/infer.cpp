@@ -250,8 +250,8 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
   nn::NamedTensors state;
   if (fs::is_directory(path)) {
     ZT_CHECK(zero::has_checkpoint(path), "'", path,
-             "' holds no checkpoint (no meta.json and no 'latest'); train first, or pass an "
-             "exported .safetensors file");
+             "' holds no checkpoint (no meta.json and no 'latest')", app::run_folder_hint(path),
+             "; train first, or pass an exported .safetensors file");
     // Load the sharded checkpoint into a partitioned model, then gather it whole once:
     // the fp32 masters, as an export writes them (not a 16-bit run's rounded storage).
     auto [sharded, engine] = load_engine(
@@ -533,8 +533,9 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
       app::check_output_file("export -o (its config.json)", json_path.string(), inputs);
     });
   }
-  ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir,
-           "'; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
+  ZT_CHECK(zero::has_checkpoint(dir), "export: no checkpoint at '", dir, "'",
+           app::run_folder_hint(dir),
+           "; pass --checkpoint with a checkpoint directory or a run's output_dir/checkpoints");
   nlohmann::json hf_config;
   if (hf) {
     hf_config = vq::transformers_config(cfg.model);  // unrepresentable: fail first

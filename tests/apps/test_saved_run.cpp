@@ -127,6 +127,15 @@ TEST(SavedRun, InferenceWithAnotherModelStopsNamingTheKeys) {
   EXPECT_TRUE(has(err, "model.codebook_size (64 in the checkpoint, 128 in this config)")) << err;
   EXPECT_EQ(check({"model.dropout=0.3"}), "");
   EXPECT_EQ(check({}), "");
+  // The run's folder in place of its checkpoints: the error points at them.
+  EXPECT_EQ(app::run_folder_hint(dir + "/checkpoints"), "");
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const std::string run =
+        error_of([&] { vqtok::load_frozen_model(vqtok_config(dir), dir, comm); });
+    EXPECT_TRUE(
+        has(run, "('" + dir + "/checkpoints' holds this run's checkpoints: pass that folder)"))
+        << run;
+  });
   // Another precision, named before the model is built and loaded. Each reader's advice is
   // one it can follow: vqtok's --weights readers take an export instead; export itself is
   // told that its file is fp32 all the same, not to read an export.
