@@ -17,15 +17,14 @@ namespace fs = std::filesystem;
 
 namespace zt::data {
 
-namespace {
-
-// ".webp" for "a/b.WebP"; "(no extension)" for "a/README".
-std::string extension_of(const fs::path& path) {
-  std::string ext = path.extension().string();
+std::string extension_of(const std::string& path) {
+  std::string ext = fs::path(path).extension().string();
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return std::tolower(c); });
   return ext.empty() ? "(no extension)" : ext;
 }
+
+namespace {
 
 // Whether `path`, as the walk from `root` names it, is reached through a link: the path
 // itself or a folder between it and `root` is a symbolic link.
@@ -98,7 +97,7 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
     }
     if (!is_image_file(it->path().string())) {
       // Counted, not named: a folder of .webp files should say why it trains on nothing.
-      if (it->is_regular_file(entry)) ++skipped_[extension_of(it->path())];
+      if (it->is_regular_file(entry)) ++skipped_[extension_of(it->path().string())];
       continue;
     }
     if (it->is_symlink(entry)) {

@@ -82,6 +82,8 @@ class ImageFolder : public Dataset {
   std::map<std::string, int64_t> skipped_;  ///< files of other extensions, by extension
 };
 
+/// A file's extension in lower case: ".webp" for "a/b.WebP"; "(no extension)" for "a/README".
+std::string extension_of(const std::string& path);
 /// True for the file extensions ImageFolder reads (.png .jpg .jpeg .bmp .tga, any case).
 bool is_image_file(const std::string& path);
 

@@ -165,10 +165,16 @@ std::string foreign_app(const SavedRun& run, const std::string& app) {
 
 }  // namespace
 
+std::string run_checkpoints(const std::string& dir) {
+  const std::string run = (fs::path(dir) / "checkpoints").string();
+  const bool is_run = !dir.empty() && fs::is_directory(dir) && !zero::has_checkpoint(dir) &&
+                      zero::has_checkpoint(run);
+  return is_run ? run : "";
+}
+
 std::string run_folder_hint(const std::string& dir) {
-  const fs::path run = fs::path(dir) / "checkpoints";
-  if (dir.empty() || zero::has_checkpoint(dir) || !zero::has_checkpoint(run.string())) return "";
-  return " ('" + run.string() + "' holds this run's checkpoints: pass that folder)";
+  const std::string run = run_checkpoints(dir);
+  return run.empty() ? "" : " ('" + run + "' holds this run's checkpoints: pass that folder)";
 }
 
 SavedRun read_saved_run(const std::string& dir_or_root) {

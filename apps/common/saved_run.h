@@ -24,9 +24,12 @@ struct SavedRun {
   int64_t world_size = 0;  ///< the ranks it was saved on (0 when not recorded)
 };
 
-/// For a path that holds no checkpoint: where `dir` is a run's output_dir, whose
-/// checkpoints are in dir/checkpoints, " ('DIR/checkpoints' holds this run's checkpoints:
-/// pass that folder)" to end the error with; else "".
+/// dir/checkpoints where `dir` is a run's output_dir (it holds no checkpoint, and its
+/// checkpoints folder does); else "".
+std::string run_checkpoints(const std::string& dir);
+/// For a path that holds no checkpoint: where `dir` is a run's output_dir
+/// (run_checkpoints), " ('DIR/checkpoints' holds this run's checkpoints: pass that
+/// folder)" to end the error with; else "".
 std::string run_folder_hint(const std::string& dir);
 
 /// Reads the meta.json of the checkpoint `dir_or_root` names (a step folder, or a root

@@ -151,9 +151,7 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
   ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (", key, "); ", advice);
   // A tokenizer's run folder (what `vqgpt tokenizer` makes of a path not ending in
   // "checkpoints"): its checkpoints are in <path>/checkpoints.
-  if (const fs::path run = fs::path(path) / "checkpoints";
-      fs::is_directory(path) && !zero::has_checkpoint(path) && zero::has_checkpoint(run.string()))
-    path = run.string();
+  if (const std::string run = app::run_checkpoints(path); !run.empty()) path = run;
   config::AppConfig tok_cfg = cfg;
   if (fs::is_directory(path)) {
     ZT_CHECK(zero::has_checkpoint(path), "vqgpt: '", path, "' (", key,

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -65,10 +64,7 @@ class OneImage : public data::Dataset {
 // Whether `path` names a .npy file, whatever the case of its extension (X.NPY), as image
 // files are told by theirs (data::is_image_file).
 bool is_npy_path(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return ext == ".npy";
+  return data::extension_of(path) == ".npy";
 }
 
 Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {

@@ -40,6 +40,16 @@ Outcome run(const std::vector<std::string>& args) {
 const std::string kVqtokConfig = ZT_SOURCE_DIR "/configs/vqtok_tiny.yaml";
 const std::string kVqgptConfig = ZT_SOURCE_DIR "/configs/vqgpt_tiny.yaml";
 
+// Each command exits 2 (a mistake on the command line) saying `phrase`.
+void expect_usage_errors(const std::vector<std::vector<std::string>>& commands,
+                         const std::string& phrase) {
+  for (const auto& args : commands) {
+    const Outcome o = run(args);
+    EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
+    EXPECT_NE(o.output.find(phrase), std::string::npos) << args[1] << ": " << o.output;
+  }
+}
+
 }  // namespace
 
 TEST(CommandLine, AnEmptyOutputPathIsRefused) {
@@ -53,13 +63,7 @@ TEST(CommandLine, AnEmptyOutputPathIsRefused) {
       {ZT_VQGPT_BIN, "export", "--config", kVqgptConfig, "-o", ""},
       {ZT_VQGPT_BIN, "tokenizer", "--config", kVqgptConfig, "-o", ""},
   };
-  for (const auto& args : commands) {
-    const Outcome o = run(args);
-    EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
-    EXPECT_NE(o.output.find("must name the file or folder to write, got an empty path"),
-              std::string::npos)
-        << args[1] << ": " << o.output;
-  }
+  expect_usage_errors(commands, "must name the file or folder to write, got an empty path");
 }
 
 // An option naming what a command reads in place of its default, given an empty path (an
@@ -79,13 +83,7 @@ TEST(CommandLine, AnEmptyInputPathIsRefused) {
       {ZT_VQGPT_BIN, "sample", "--config", kVqgptConfig, "--checkpoint", "", "-o", out + ".png"},
       {ZT_VQGPT_BIN, "export", "--config", kVqgptConfig, "--checkpoint", "", "-o", out},
   };
-  for (const auto& args : commands) {
-    const Outcome o = run(args);
-    EXPECT_EQ(o.status, 2) << args[1] << ": " << o.output;
-    EXPECT_NE(o.output.find("must name the file or folder to read, got an empty path"),
-              std::string::npos)
-        << args[1] << ": " << o.output;
-  }
+  expect_usage_errors(commands, "must name the file or folder to read, got an empty path");
 }
 
 // --help shows each option's default: --ranks' is one thread rank (the 0 that marks an
