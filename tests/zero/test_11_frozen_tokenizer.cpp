@@ -6,7 +6,8 @@
 //      rank produces bit-identical outputs — in other stacks each rank would tokenize
 //      with its own statistics;
 //  (b) built in a zero::Replicated scope inside Init, the tokenizer is a plain replica:
-//      identical outputs and ZERO collectives per forward;
+//      identical outputs, ZERO collectives per forward and no engine hooks on its
+//      modules;
 //  (c) GatheredParameters with modifier_rank 0: rank 0's edit of a parameter and a buffer
 //      reaches every rank; without a modifier rank an edit is an error. (DeepSpeed
 //      broadcasts parameters only, and silently discards an edit made without a
@@ -142,9 +143,12 @@ TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
       zero::Engine engine(tok, comm, zero::Config{}, {});  // replicas + buffers broadcast
       autograd::NoGradGuard ng;
       comm.reset_counters();
+      engine.set_event_log(true);
       Tensor out;
       for (int i = 0; i < 3; ++i) out = engine(video());
       EXPECT_EQ(comm.counters().total_calls(), 0) << "a replica's forward is communication-free";
+      EXPECT_EQ(engine.events(), std::vector<std::string>{})
+          << "and hook-free: the engine fetches none of a replica's modules";
       expect_same_everywhere(out, comm, "replicated output");
     });
   }
