@@ -2,9 +2,9 @@
 // The situation: a frozen vision tokenizer with BatchNorm3d is built while ZeRO-3 is
 // active and only rank 0's loader fills its pretrained running statistics.
 // Invariants:
-//  (a) zt broadcasts buffers from rank 0 (at engine creation and at load), so every
-//      rank produces bit-identical outputs — in other stacks each rank would tokenize
-//      with its own statistics;
+//  (a) zt broadcasts buffers, and replicas, from rank 0 (at engine creation and at
+//      load), so every rank produces bit-identical outputs — in other stacks each rank
+//      would tokenize with its own statistics;
 //  (b) built in a zero::Replicated scope inside Init, the tokenizer is a plain replica:
 //      identical outputs, ZERO collectives per forward and no engine hooks on its
 //      modules;
@@ -152,6 +152,29 @@ TEST(Lesson11FrozenTokenizer, ReplicatedScopeCostsNoCollectives) {
       expect_same_everywhere(out, comm, "replicated output");
     });
   }
+}
+
+// The engine broadcasts the replicas as it is built, as it does the buffers: weights that
+// only rank 0's loader wrote into a replicated tokenizer (after its scope broadcast the
+// initial ones) are every rank's once the engine exists.
+TEST(Lesson11FrozenTokenizer, AReplicaWrittenOnRankZeroBeforeTheEngineIsBroadcastByIt) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    std::shared_ptr<lesson::TokenizerLike> tok;
+    {
+      zero::Init init(comm);
+      zero::Replicated frozen(comm);
+      tok = std::make_shared<lesson::TokenizerLike>();
+    }
+    tok->requires_grad_(false);
+    if (comm.rank() == 0) {  // the classic bug: a load on rank 0 only
+      autograd::NoGradGuard ng;
+      tok->conv->weight.fill_(0.5);
+    }
+    zero::Engine engine(tok, comm, zero::Config{}, {});
+    EXPECT_TRUE(
+        test::values_are(tok->conv->weight, std::vector<double>(tok->conv->weight.numel(), 0.5)))
+        << "rank 0's weights, on rank " << comm.rank();
+  });
 }
 
 TEST(Lesson11FrozenTokenizer, GatheredParametersWithModifierRank) {
