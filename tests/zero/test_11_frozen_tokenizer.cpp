@@ -8,10 +8,10 @@
 //  (b) built in a zero::Replicated scope inside Init, the tokenizer is a plain replica:
 //      identical outputs, ZERO collectives per forward and no engine hooks on its
 //      modules;
-//  (c) GatheredParameters with modifier_rank 0: rank 0's edit of a parameter and a buffer
-//      reaches every rank; without a modifier rank an edit is an error. (DeepSpeed
-//      broadcasts parameters only, and silently discards an edit made without a
-//      modifier rank.)
+//  (c) GatheredParameters with a modifier rank (rank 0 or any other): that rank's edit of
+//      a parameter and a buffer reaches every rank; without a modifier rank an edit is an
+//      error. (DeepSpeed broadcasts parameters only, and silently discards an edit made
+//      without a modifier rank.)
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -177,23 +177,28 @@ TEST(Lesson11FrozenTokenizer, AReplicaWrittenOnRankZeroBeforeTheEngineIsBroadcas
   });
 }
 
+// The modifier may be any rank: rank 0, then the last rank, edits and the others take its
+// values.
 TEST(Lesson11FrozenTokenizer, GatheredParametersWithModifierRank) {
   comm::run_threads(3, [](comm::Communicator& comm) {
-    std::shared_ptr<lesson::TokenizerLike> tok = lesson::partitioned<lesson::TokenizerLike>(comm);
-    {
-      zero::GatheredParameters g(*tok, comm, /*modifier_rank=*/0);
-      if (comm.rank() == 0) {
-        autograd::NoGradGuard no_grad;  // an edit, not part of any graph (as in PyTorch)
-        tok->conv->bias.fill_(0.5);
-        tok->bn->running_mean.fill_(0.25);
+    for (int modifier : {0, comm.size() - 1}) {
+      std::shared_ptr<lesson::TokenizerLike> tok = lesson::partitioned<lesson::TokenizerLike>(comm);
+      {
+        zero::GatheredParameters g(*tok, comm, modifier);
+        if (comm.rank() == modifier) {
+          autograd::NoGradGuard no_grad;  // an edit, not part of any graph (as in PyTorch)
+          tok->conv->bias.fill_(0.5);
+          tok->bn->running_mean.fill_(0.25);
+        }
       }
+      EXPECT_FALSE(tok->conv->bias.has_storage()) << "re-partitioned on exit";
+      {
+        zero::GatheredParameters g({tok->conv->bias}, comm);
+        for (double v : tok->conv->bias.to_vector()) EXPECT_EQ(v, 0.5) << "modifier " << modifier;
+      }
+      for (double v : tok->bn->running_mean.to_vector())
+        EXPECT_EQ(v, 0.25) << "modifier " << modifier;
     }
-    EXPECT_FALSE(tok->conv->bias.has_storage()) << "re-partitioned on exit";
-    {
-      zero::GatheredParameters g({tok->conv->bias}, comm);
-      for (double v : tok->conv->bias.to_vector()) EXPECT_EQ(v, 0.5);
-    }
-    for (double v : tok->bn->running_mean.to_vector()) EXPECT_EQ(v, 0.25);
   });
 }
 
