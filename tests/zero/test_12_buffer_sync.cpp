@@ -114,6 +114,14 @@ TEST(Lesson12BufferSync, ABufferRegisteredInsideInitIsRankZeros) {
     auto inside = lesson::partitioned<Stamped>(comm, mine);
     EXPECT_TRUE(test::values_are(inside->stamp, std::vector<double>(4, 1.0)))
         << "rank 0's value, on rank " << comm.rank();
+    std::shared_ptr<Stamped> replica;
+    {
+      zero::Init init(comm);
+      zero::Replicated frozen(comm);
+      replica = std::make_shared<Stamped>(mine);
+    }
+    EXPECT_TRUE(test::values_are(replica->stamp, std::vector<double>(4, 1.0)))
+        << "a zero::Replicated module's buffer too: rank 0's value, on rank " << comm.rank();
   });
 }
 
