@@ -73,6 +73,28 @@ TEST(Lesson08Equivalence, TrainableReplica) {
   }
 }
 
+// The global norm (what clipping divides by) is the one plain training computes: the
+// shards' squares summed over the ranks, and a trainable replica's once, though every rank
+// holds all of its (averaged) gradient. The replica's share is small, so the clipped runs
+// above would hide a norm without it to 1e-5: the norm itself is compared.
+TEST(Lesson08Equivalence, TheGlobalNormCountsATrainableReplicaOnce) {
+  auto [x, y] = lesson::batch(12, 7);
+  manual_seed(11);
+  lesson::ReplicatedFront plain(nullptr);
+  mse_loss(plain(x), y).backward();
+  const double want = optim::clip_grad_norm(plain.parameters(), 1e9);
+  for (int N : {2, 3}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      manual_seed(11);
+      auto m = lesson::partitioned<lesson::ReplicatedFront>(comm, &comm);
+      zero::Engine engine(m, comm, lesson::eager_release_config(), lesson::adamw());
+      engine.backward(mse_loss(engine(lesson::rank_slice(x, comm)), lesson::rank_slice(y, comm)));
+      engine.step();
+      EXPECT_NEAR(engine.last_grad_norm(), want, 1e-6 * want) << N << " ranks";
+    });
+  }
+}
+
 // A zero_grad() between micro-steps (a PyTorch habit) drops nothing: the partitioned
 // parameters' gradients are in the shards, and the engine keeps each trainable replica's
 // window sum too, as DeepSpeed's engine owns its gradients.
