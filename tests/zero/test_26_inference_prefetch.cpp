@@ -204,3 +204,31 @@ TEST(Lesson26InferencePrefetch, RanksRunningDifferentModulesFailAtTheGather) {
   EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'b']"), std::string::npos) << err;
   EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'c']"), std::string::npos) << err;
 }
+
+// A prefetch names its module too. Both ranks record a, b, d, then rank 1 runs c instead of
+// b: with a window of one module, rank 0's fetch of b prefetches d while rank 1 gathers c.
+// Those two collectives pair up (the same size), and the error names both modules.
+TEST(Lesson26InferencePrefetch, APrefetchNamesItsModuleWhenTheRanksPartWays) {
+  class Forked : public Branchy {
+   public:
+    Forked() { d = register_module("d", std::make_shared<nn::Linear>(6, 6)); }
+    std::shared_ptr<nn::Linear> d;
+
+   protected:
+    Tensor forward(const Tensor& x) override { return (*d)(Branchy::forward(x)); }
+  };
+  const std::string err = test::error_of([] {
+    comm::run_threads(2, [](comm::Communicator& comm) {
+      std::shared_ptr<Forked> m = lesson::partitioned<Forked>(comm);
+      zero::Config cfg = lesson::prefetch_config();
+      cfg.stage3_prefetch_bucket_size = 42;  // one Linear(6, 6): the next module only
+      zero::Engine engine(m, comm, cfg, {});
+      autograd::NoGradGuard no_grad;
+      engine(ones({2, 6}));  // recorded: a, b, d
+      m->use_c = comm.rank() == 1;
+      engine(ones({2, 6}));
+    });
+  });
+  EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'd']"), std::string::npos) << err;
+  EXPECT_NE(err.find("called all_gather (f32 x 42) [module 'c']"), std::string::npos) << err;
+}
