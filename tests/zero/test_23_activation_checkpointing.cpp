@@ -154,6 +154,32 @@ TEST(Lesson23ActivationCheckpointing, TrainsBitForBitAsWithoutItWithLessActivati
       << " B";
 }
 
+// The first runs follow the training trace, as a plain forward does (they are part of the
+// training step, though they record no graph): from the second step on, the forward
+// gathers its first module on demand and finds every later one prefetched, the head that
+// is not checkpointed included.
+TEST(Lesson23ActivationCheckpointing, TheFirstRunsArePrefetchedAlongTheTrainingTrace) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(3);
+    std::shared_ptr<Net> net = lesson::partitioned<Net>(comm);
+    for (auto& b : net->blocks) b->set_checkpointing(true);
+    zero::Config c = lesson::eager_release_config();
+    c.stage3_prefetch_bucket_size = 2 * 5 * kWidth * kWidth;  // about one block ahead
+    zero::Engine engine(net, comm, c, {});
+    for (int s = 0; s < 2; ++s) {
+      Generator g(s);
+      engine.set_event_log(s == 1);
+      Tensor y = engine(lesson::rank_slice(randn({kBatch, kWidth}, g), comm));
+      if (s == 1) {
+        EXPECT_EQ(lesson::modules_of(engine.events(), "gather:"), std::vector<std::string>{"b0.ln"})
+            << "gathered on demand in the second step's forward";
+      }
+      engine.backward(mean(mul(y, y)));
+      engine.step();
+    }
+  });
+}
+
 TEST(Lesson23ActivationCheckpointing, WithTheDefaultReuseAndPersistenceToo) {
   // DeepSpeed's defaults keep these small modules gathered: the recomputation then
   // gathers nothing, and training is still the same.
