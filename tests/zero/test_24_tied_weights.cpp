@@ -243,28 +243,39 @@ TEST(Lesson24TiedWeights, AModuleKeptForReuseKeepsTheMatrix) {
 
 // A module that registers one tensor under two names (as PyTorch allows) gathers it once:
 // counted once against stage3_max_live_parameters, so the gathers per step stay the same
-// however long the run.
+// however long the run, and its all-gathers move what the model's without the second name
+// do.
 TEST(Lesson24TiedWeights, OneModuleRegisteringATensorTwiceGathersItOnce) {
   comm::run_threads(2, [&](comm::Communicator& comm) {
-    std::shared_ptr<TinyLm> m;
-    {
-      zero::Init init(comm);
-      m = std::make_shared<TinyLm>();
-      m->mid->register_parameter("weight_again", m->mid->weight);
-    }
     zero::Config cfg;
     cfg.stage3_param_persistence_threshold = 0;
     cfg.stage3_max_live_parameters = 250;  // everything fits (about 130 elements) once
-    zero::Engine engine(m, comm, cfg, adamw());
-    std::vector<int64_t> gathers;
-    for (int s = 0; s < 12; ++s) {
-      const int64_t before = engine.stats().gathers_issued;
-      engine.backward(lm_loss(engine(lesson::rank_slice(inputs_of(true, s), comm)),
-                              lesson::rank_slice(targets_of(s), comm)));
-      engine.step();
-      gathers.push_back(engine.stats().gathers_issued - before);
-    }
+    // The all-gathered bytes of each of `steps` steps of a TinyLm, with mid's weight
+    // registered twice or once; the gathers of each step in `gathers`.
+    auto train = [&](bool twice, int steps, std::vector<int64_t>& gathers) {
+      std::shared_ptr<TinyLm> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<TinyLm>();
+        if (twice) m->mid->register_parameter("weight_again", m->mid->weight);
+      }
+      zero::Engine engine(m, comm, cfg, adamw());
+      std::vector<int64_t> bytes;
+      for (int s = 0; s < steps; ++s) {
+        const int64_t before = engine.stats().gathers_issued;
+        comm.reset_counters();
+        engine.backward(lm_loss(engine(lesson::rank_slice(inputs_of(true, s), comm)),
+                                lesson::rank_slice(targets_of(s), comm)));
+        engine.step();
+        gathers.push_back(engine.stats().gathers_issued - before);
+        bytes.push_back(comm.counters()[comm::Collective::kAllGather].bytes);
+      }
+      return bytes;
+    };
+    std::vector<int64_t> gathers, unused;
+    const std::vector<int64_t> bytes = train(true, 12, gathers);
     for (int s = 2; s < 12; ++s) EXPECT_EQ(gathers[s], gathers[1]) << "step " << s;
+    EXPECT_EQ(bytes, train(false, 12, unused)) << "all-gathered bytes per step";
   });
 }
 
