@@ -87,6 +87,23 @@ TEST(Lesson18LiveAndReuse, MaxLiveParametersBoundsTheGatheredPeak) {
   });
 }
 
+// A second engine on a model starts its count from nothing gathered: the copies an earlier
+// engine left gathered (its persistent parameters) are released by the new one, not taken
+// off a count that never held them, which would raise its bound by as much.
+TEST(Lesson18LiveAndReuse, ASecondEnginesBoundHoldsWhereTheFirstLeftCopiesGathered) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Stack> m = lesson::partitioned<Stack>(comm, 6, 1);
+    { zero::Engine first(m, comm, zero::Config{}, {}); }  // its defaults: all six persist
+    ASSERT_TRUE(m->layers[0]->weight.has_storage()) << "left gathered by the first engine";
+    const int64_t bound = 2 * kWidth * kWidth;  // two weights, in elements
+    zero::Config cfg = lesson::eager_release_config();
+    cfg.stage3_prefetch_bucket_size = 1'000'000;  // the window covers the whole model
+    cfg.stage3_max_live_parameters = bound;
+    zero::Engine engine(m, comm, cfg, {});
+    EXPECT_EQ(second_step_gathered_peak(comm, engine), bound * 4);
+  });
+}
+
 // A layer with a bias is a group of two members, gathered with one all-gather into a flat
 // buffer and copied out of it (lesson 16): while a layer is cut out, its flat buffer and
 // its copies are both held, so the peak passes the bound by one layer. The planner
