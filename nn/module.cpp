@@ -116,7 +116,19 @@ template <typename Hooks, typename... Args>
 static void run_hooks(const Hooks& hooks, Args&... args) {
   if (hooks.empty()) return;
   const Hooks snapshot = hooks;
-  for (auto& [id, h] : snapshot) h(args...);
+  for (auto& h : snapshot) h.fn(args...);
+}
+
+// Adds a hook to `hooks` where it runs: an outer one after the outer ones and before the
+// others when `outer_first` (pre-forward hooks), else after the others (forward and error
+// hooks, which undo what the pre-forward ones did in the reverse order); any other one
+// after the others and before the outer ones that come last.
+template <typename Hooks, typename Fn>
+static void insert_hook(Hooks& hooks, int id, Fn fn, bool outer, bool outer_first) {
+  auto pos = hooks.end();
+  if (outer == outer_first)
+    pos = std::find_if(hooks.begin(), hooks.end(), [&](const auto& h) { return h.outer != outer; });
+  hooks.insert(pos, {id, std::move(fn), outer});
 }
 
 std::vector<Tensor> Module::call_hooked(std::vector<Tensor> inputs) {
@@ -339,25 +351,25 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
-int Module::add_forward_pre_hook(PreForwardHook h) {
-  pre_hooks_.emplace_back(next_hook_id_, std::move(h));
+int Module::add_forward_pre_hook(PreForwardHook h, bool outer) {
+  insert_hook(pre_hooks_, next_hook_id_, std::move(h), outer, /*outer_first=*/true);
   return next_hook_id_++;
 }
 
-int Module::add_forward_hook(PostForwardHook h) {
-  post_hooks_.emplace_back(next_hook_id_, std::move(h));
+int Module::add_forward_hook(PostForwardHook h, bool outer) {
+  insert_hook(post_hooks_, next_hook_id_, std::move(h), outer, /*outer_first=*/false);
   return next_hook_id_++;
 }
 
-int Module::add_forward_error_hook(ForwardErrorHook h) {
-  error_hooks_.emplace_back(next_hook_id_, std::move(h));
+int Module::add_forward_error_hook(ForwardErrorHook h, bool outer) {
+  insert_hook(error_hooks_, next_hook_id_, std::move(h), outer, /*outer_first=*/false);
   return next_hook_id_++;
 }
 
 void Module::remove_hook(int id) {
-  std::erase_if(pre_hooks_, [id](const auto& p) { return p.first == id; });
-  std::erase_if(post_hooks_, [id](const auto& p) { return p.first == id; });
-  std::erase_if(error_hooks_, [id](const auto& p) { return p.first == id; });
+  std::erase_if(pre_hooks_, [id](const auto& h) { return h.id == id; });
+  std::erase_if(post_hooks_, [id](const auto& h) { return h.id == id; });
+  std::erase_if(error_hooks_, [id](const auto& h) { return h.id == id; });
 }
 
 void Module::print_into(std::string& out, const std::string& name, int depth) const {

@@ -126,9 +126,14 @@ class Module : public std::enable_shared_from_this<Module> {
   bool checkpointing() const { return checkpointing_; }
 
   // ---- hooks (return an id for remove_hook)
-  int add_forward_pre_hook(PreForwardHook h);
-  int add_forward_hook(PostForwardHook h);
-  int add_forward_error_hook(ForwardErrorHook h);
+  // Hooks run in the order they were registered, except `outer` ones (the ZeRO engine's,
+  // which gather the module's parameters before its call and release them after it):
+  // whenever they were registered, outer pre-forward hooks run before every other
+  // pre-forward hook, and outer forward and error hooks after every other one, so that
+  // the others see the module's parameters gathered.
+  int add_forward_pre_hook(PreForwardHook h, bool outer = false);
+  int add_forward_hook(PostForwardHook h, bool outer = false);
+  int add_forward_error_hook(ForwardErrorHook h, bool outer = false);
   void remove_hook(int id);
   /// Hooks registered on this module and not removed (pre-forward, forward and error).
   size_t hook_count() const { return pre_hooks_.size() + post_hooks_.size() + error_hooks_.size(); }
@@ -164,9 +169,15 @@ class Module : public std::enable_shared_from_this<Module> {
   NamedTensors buffers_;
   std::vector<std::string> non_persistent_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
-  std::vector<std::pair<int, PreForwardHook>> pre_hooks_;
-  std::vector<std::pair<int, PostForwardHook>> post_hooks_;
-  std::vector<std::pair<int, ForwardErrorHook>> error_hooks_;
+  template <typename Fn>
+  struct Hook {
+    int id;
+    Fn fn;
+    bool outer;
+  };
+  std::vector<Hook<PreForwardHook>> pre_hooks_;
+  std::vector<Hook<PostForwardHook>> post_hooks_;
+  std::vector<Hook<ForwardErrorHook>> error_hooks_;
   int next_hook_id_ = 0;
 };
 

@@ -9,11 +9,14 @@ BufferWrites::BufferWrites(nn::Module& model, std::vector<Tensor> buffers)
     : model_(model), buffers_(std::move(buffers)), outside_(buffers_.size(), 0) {
   snapshot();
   hooks_.push_back(
-      model_.add_forward_pre_hook([this](nn::Module&, std::vector<Tensor>&) { note_writes(); }));
+      model_.add_forward_pre_hook([this](nn::Module&, std::vector<Tensor>&) { note_writes(); },
+                                  /*outer=*/true));
   hooks_.push_back(model_.add_forward_hook(
-      [this](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) { snapshot(); }));
+      [this](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) { snapshot(); },
+      /*outer=*/true));
   // A forward that failed part way wrote what it wrote as a forward.
-  hooks_.push_back(model_.add_forward_error_hook([this](nn::Module&) { snapshot(); }));
+  hooks_.push_back(
+      model_.add_forward_error_hook([this](nn::Module&) { snapshot(); }, /*outer=*/true));
 }
 
 BufferWrites::~BufferWrites() {

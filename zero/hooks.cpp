@@ -57,18 +57,20 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
   // First, so that it runs before the root group's own fetch.
   module_hooks_.emplace_back(
       &model, model.add_forward_pre_hook(
-                  [this](nn::Module&, std::vector<Tensor>&) { coordinator_.on_model_call(); }));
+                  [this](nn::Module&, std::vector<Tensor>&) { coordinator_.on_model_call(); },
+                  /*outer=*/true));
   module_hooks_.emplace_back(
-      &model,
-      model.add_forward_error_hook([this, on_error = std::move(on_forward_error)](nn::Module&) {
-        coordinator_.abandon_trace();
-        try {
-          throw;  // the forward's error, which the module rethrows after its hooks
-        } catch (const std::exception& e) {
-          on_error(e);
-        } catch (...) {
-        }
-      }));
+      &model, model.add_forward_error_hook(
+                  [this, on_error = std::move(on_forward_error)](nn::Module&) {
+                    coordinator_.abandon_trace();
+                    try {
+                      throw;  // the forward's error, which the module rethrows after its hooks
+                    } catch (const std::exception& e) {
+                      on_error(e);
+                    } catch (...) {
+                    }
+                  },
+                  /*outer=*/true));
   const auto& groups = coordinator_.groups();
   for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
     const auto& ps = groups[id].params;
@@ -76,16 +78,18 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
         !std::all_of(ps.begin(), ps.end(), [](const ZeroParam* z) { return z->persistent; }));
     nn::Module* m = groups[id].module;
     module_hooks_.emplace_back(
-        m, m->add_forward_pre_hook([this, id](nn::Module&, std::vector<Tensor>& inputs) {
-          on_pre_forward(id, inputs);
-        }));
+        m, m->add_forward_pre_hook(
+               [this, id](nn::Module&, std::vector<Tensor>& inputs) { on_pre_forward(id, inputs); },
+               /*outer=*/true));
     module_hooks_.emplace_back(
         m, m->add_forward_hook(
                [this, id](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>& outputs) {
                  on_post_forward(id, outputs);
-               }));
+               },
+               /*outer=*/true));
     module_hooks_.emplace_back(
-        m, m->add_forward_error_hook([this, id](nn::Module&) { on_forward_failed(id); }));
+        m, m->add_forward_error_hook([this, id](nn::Module&) { on_forward_failed(id); },
+                                     /*outer=*/true));
   }
   for (const Tensor& p : trainable)
     grad_hooks_.emplace_back(

@@ -224,6 +224,44 @@ TEST(Module, HooksCanReplaceInputsAndOutputs) {
   EXPECT_TRUE(values_are(lin(from_vector({1, 2}, {1, 2})), {1, 2}));
 }
 
+TEST(Module, OuterHooksRunAroundTheOthersWhenEverRegistered) {
+  // What the ZeRO engine's gather and release hooks rely on: a module's other hooks run
+  // between them, registered before the engine was built or after; a forward that fails
+  // runs the outer error hooks last too.
+  nn::Linear lin(2, 2);
+  std::vector<std::string> ran;
+  auto pre = [&](std::string name) {
+    return [&ran, name](nn::Module&, std::vector<Tensor>&) { ran.push_back(name); };
+  };
+  auto post = [&](std::string name) {
+    return [&ran, name](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) {
+      ran.push_back(name);
+    };
+  };
+  auto error = [&](std::string name) { return [&ran, name](nn::Module&) { ran.push_back(name); }; };
+  lin.add_forward_pre_hook(pre("pre1"));
+  lin.add_forward_hook(post("post1"));
+  lin.add_forward_error_hook(error("error1"));
+  lin.add_forward_pre_hook(pre("outer_pre1"), /*outer=*/true);
+  lin.add_forward_hook(post("outer_post1"), /*outer=*/true);
+  lin.add_forward_error_hook(error("outer_error1"), /*outer=*/true);
+  lin.add_forward_pre_hook(pre("outer_pre2"), /*outer=*/true);
+  lin.add_forward_hook(post("outer_post2"), /*outer=*/true);
+  lin.add_forward_error_hook(error("outer_error2"), /*outer=*/true);
+  lin.add_forward_pre_hook(pre("pre2"));
+  lin.add_forward_hook(post("post2"));
+  const int failing = lin.add_forward_error_hook(error("error2"));
+  lin(ones({1, 2}));
+  EXPECT_EQ(ran, (std::vector<std::string>{"outer_pre1", "outer_pre2", "pre1", "pre2", "post1",
+                                           "post2", "outer_post1", "outer_post2"}));
+  ran.clear();
+  EXPECT_THROW(lin(ones({1, 3})), Error);
+  EXPECT_EQ(ran, (std::vector<std::string>{"outer_pre1", "outer_pre2", "pre1", "pre2", "error1",
+                                           "error2", "outer_error1", "outer_error2"}));
+  lin.remove_hook(failing);
+  EXPECT_EQ(lin.hook_count(), 11u);
+}
+
 TEST(Module, AHookMayRemoveItselfOrAddHooksWhileTheModuleRuns) {
   // The pre-forward hooks registered when a call begins run for it, as in PyTorch: a
   // one-shot hook removes itself and the next hook still runs; a pre-forward hook added

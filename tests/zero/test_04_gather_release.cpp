@@ -4,7 +4,9 @@
 // inside forward), the post-forward hook releases it (NOT_AVAILABLE after). The engine
 // gathers a module's own parameters with one all-gather (lesson 16 shows the layout).
 // Touching a released parameter is an error that names it and says how to gather it —
-// never a silent zero-sized tensor. A tensor registered in two modules (tied weights) is
+// never a silent zero-sized tensor. A module's own hooks are inside its call: the engine
+// gathers before every pre-forward hook and releases after every forward hook, registered
+// before the engine was built or after. A tensor registered in two modules (tied weights) is
 // gathered for either one (lesson 24). At one rank there is nothing to gather: the
 // gathered parameter is its shard, used in place. An inference forward (under
 // NoGradGuard) keeps nothing for reuse: even with the default reuse distance it releases
@@ -43,7 +45,6 @@ TEST(Lesson04GatherRelease, AvailableOnlyAroundForward) {
     }
     zero::Engine engine(m, comm, lesson::eager_release_config(), {});
     zero::ParamStatus during = zero::ParamStatus::kNotAvailable;
-    // Pre-forward hooks run in registration order: this one runs after the engine's gather.
     m->lin->add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) {
       during = zero::zero_param(m->lin->weight)->status;
     });
@@ -56,6 +57,46 @@ TEST(Lesson04GatherRelease, AvailableOnlyAroundForward) {
     EXPECT_EQ(during, zero::ParamStatus::kAvailable);
     EXPECT_EQ(zero::zero_param(m->lin->weight)->status, zero::ParamStatus::kNotAvailable);
     EXPECT_FALSE(m->lin->weight.has_storage());
+  });
+}
+
+TEST(Lesson04GatherRelease, HooksRegisteredBeforeOrAfterTheEngineSeeTheParameters) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Probe> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Probe>();
+    }
+    Tensor whole;
+    {
+      zero::GatheredParameters g(*m->lin, comm);
+      whole = m->lin->weight.detach().clone();
+    }
+    // A pre-forward hook that reads the weight (a weight norm logged, a reparametrization),
+    // registered before the engine's gather hook, and a forward hook registered after its
+    // release hook.
+    std::vector<double> before, after;
+    m->lin->add_forward_pre_hook([&](nn::Module&, std::vector<Tensor>&) {
+      before.push_back(sum_squares(m->lin->weight.detach()).item());
+    });
+    zero::Engine engine(m, comm, lesson::eager_release_config(), {});
+    m->lin->add_forward_hook([&](nn::Module&, const std::vector<Tensor>&, std::vector<Tensor>&) {
+      after.push_back(sum_squares(m->lin->weight.detach()).item());
+    });
+    {
+      autograd::NoGradGuard ng;
+      engine(ones({2, 4}));
+    }
+    engine.backward(sum(engine(ones({2, 4}))));
+    engine.step();
+    const double expected = sum_squares(whole).item();
+    ASSERT_EQ(before.size(), 2u);
+    ASSERT_EQ(after.size(), 2u);
+    for (size_t i = 0; i < 2; ++i) {
+      EXPECT_DOUBLE_EQ(before[i], expected) << "call " << i;
+      EXPECT_DOUBLE_EQ(after[i], expected) << "call " << i;
+    }
+    EXPECT_FALSE(m->lin->weight.has_storage()) << "released after the forward hooks";
   });
 }
 
