@@ -28,6 +28,11 @@ void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtyp
   }
 }
 
+void check_floating(const char* op, const Tensor& t) {
+  ZT_CHECK(is_floating(t.dtype()), op, ": expected a floating dtype, got ", dtype_name(t.dtype()),
+           " (arithmetic is on floating tensors: convert with .to(DType::f32) first)");
+}
+
 namespace {
 
 // The (stride, size) of each dim with more than one element, the smallest stride first.

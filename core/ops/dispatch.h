@@ -24,6 +24,9 @@ namespace zt::detail {
 
 /// Error unless all defined tensors share a device and dtype.
 void check_same(const char* op, std::initializer_list<Tensor> ts, bool same_dtype = true);
+/// Error naming `op` unless `t` is floating: arithmetic has no integer kernels (and no type
+/// promotion), so an integer operand is named here rather than by the kernel it would reach.
+void check_floating(const char* op, const Tensor& t);
 /// Before an in-place write to `dst`: an error when grad mode is on and `dst` or `src`
 /// requires grad or `dst` is a view made under a NoGradGuard of a tensor that requires
 /// grad (autograd does not record in-place writes), when `dst` has elements that share

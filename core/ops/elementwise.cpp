@@ -43,6 +43,7 @@ namespace {
 
 Tensor unary_op(const char* name, UnaryOp op, const Tensor& a, double p0 = 0, double p1 = 0) {
   ZT_CHECK(a.defined(), name, ": undefined input");
+  detail::check_floating(name, a);
   Tensor out = Tensor::empty(a.sizes(), a.dtype(), a.device());
   ZT_DISPATCH(a.device(), unary, op, out, a, p0, p1);
   return out;
@@ -59,6 +60,8 @@ Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b
 }
 
 Tensor binary_float(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
+  detail::check_same(name, {a, b});
+  detail::check_floating(name, a);
   return binary_op(name, op, a, b, a.dtype());
 }
 
@@ -427,6 +430,7 @@ Tensor source_for(const char* op, const Tensor& dst, const Tensor& src) {
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
   detail::begin_write("add_", a, b);
+  detail::check_floating("add_", a);
   Tensor eb = source_for("add_", a, b);
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
@@ -482,12 +486,14 @@ void multi_add_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) 
 
 void mul_(const Tensor& a, double s) {
   detail::begin_write("mul_", a);
+  detail::check_floating("mul_", a);
   ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
 }
 
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
   detail::begin_write("mul_", a, b);
+  detail::check_floating("mul_", a);
   Tensor eb = source_for("mul_", a, b);
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }

@@ -138,6 +138,21 @@ TEST(Errors, MeanAndVarOfIntegersNameTheirOp) {
   EXPECT_ERROR_WITH(var(i), "var: expected a floating dtype, got i64");
 }
 
+// Arithmetic on integer tensors names the op called, not the kernel it would reach
+// ("binary op", "axpy"): an integer counter kept as a buffer, say.
+TEST(Errors, ArithmeticOnIntegersNamesItsOp) {
+  const Tensor i = from_vector({1, 2}, {2}, DType::i64);
+  const std::string rest = ": expected a floating dtype, got i64 (arithmetic is on floating";
+  EXPECT_ERROR_WITH(add(i, i), "add" + rest);
+  EXPECT_ERROR_WITH(add(i, 1.0), "add" + rest);
+  EXPECT_ERROR_WITH(mul(i, i), "mul" + rest);
+  EXPECT_ERROR_WITH(exp(i), "exp" + rest);
+  EXPECT_ERROR_WITH(add_(i, i), "add_" + rest);
+  EXPECT_ERROR_WITH(mul_(i, 2.0), "mul_" + rest);
+  EXPECT_ERROR_WITH(mul_(i, i), "mul_" + rest);
+  EXPECT_ERROR_WITH(add(i, ones({2})), "add: dtype mismatch, i64 and f32");
+}
+
 // Raw GEMM sizes are checked against the operands: a size or leading dimension larger
 // than a tensor would read (or write) past it.
 TEST(Errors, RawGemmSizesMustMatchTheOperands) {
