@@ -64,9 +64,15 @@ void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
   copies_[i] = std::move(copy);
 }
 
+// The end of an unknown name's error: a frozen parameter (one a ZeRO engine found frozen
+// when it was built) is as unknown to the optimizer as a misspelt one.
+constexpr const char* kHeldOnly =
+    " (an optimizer holds only the parameters it was made over, so none that was frozen "
+    "then)";
+
 size_t Optimizer::index_of(const std::string& name, const char* what) const {
   auto it = index_.find(name);
-  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "' ", what);
+  ZT_CHECK(it != index_.end(), "optimizer: no parameter named '", name, "' ", what, kHeldOnly);
   return it->second;
 }
 
@@ -91,7 +97,8 @@ void Optimizer::check_known(const std::vector<std::string>& names, const char* w
   std::vector<std::string> unknown;
   for (const std::string& n : names)
     if (!index_.count(n)) unknown.push_back(n);
-  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown), " ", what);
+  ZT_CHECK(unknown.empty(), "optimizer: no parameter named ", list_names(unknown), " ", what,
+           kHeldOnly);
 }
 
 void Optimizer::exclude_from_weight_decay(const std::vector<std::string>& names) {

@@ -2,7 +2,8 @@
 // here by hand: a parameter that got no gradient in a step is still updated, from a zero
 // gradient, as DeepSpeed's ZeRO-3 does (torch and optim::Optimizer skip it); a parameter
 // with no elements trains beside the others in every precision and on any number of
-// ranks, and adds nothing to the clipped norm.
+// ranks, and adds nothing to the clipped norm. A parameter frozen when the engine was built
+// is not the optimizer's: asking for its settings is an error that says so.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -118,6 +119,19 @@ TEST(EngineStepEdges, AParameterWithoutAGradientIsUpdatedFromZero) {
                              std::vector<double>(4, adamw_by_hand(0.5, {1, 1, 1}, lr, wd)), 1e-5));
     });
   }
+}
+
+TEST(EngineStepEdges, AFrozenParameterHasNoSettingsAndTheErrorSaysWhy) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto m = lesson::partitioned<TwoOffsets>(comm);
+    m->unused->requires_grad_(false);
+    zero::Engine e(m, comm, {}, {});
+    EXPECT_EQ(e.optimizer().settings("used.v").weight_decay, 0.0);
+    EXPECT_TRUE(test::throws_with([&] { e.optimizer().settings("unused.v"); },
+                                  "optimizer: no parameter named 'unused.v' (settings) (an "
+                                  "optimizer holds only the parameters it was made over, so "
+                                  "none that was frozen then)"));
+  });
 }
 
 // A (0, 3) parameter: a partition of nothing on every rank. It trains beside a 5-element
