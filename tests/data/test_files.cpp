@@ -53,21 +53,29 @@ TEST(Npy, ClipsFromFloatAndBytes) {
   EXPECT_EQ(s.clip.sizes(), (Shape{4, 3, 8, 8}));
   EXPECT_EQ(s.clip.to_vector()[0], 0.25);
 
-  // uint8 images (N, 3, H, W): scaled to [-1, 1] and repeated to 4 frames. Written by
-  // hand: a '|u1' header and 2 * 3 * 2 * 2 bytes of 255.
+  // uint8 images (N, 3, H, W): each byte p scaled to p / 127.5 - 1 (0 -> -1, 255 -> 1) and
+  // repeated to 4 frames. Written by hand: a '|u1' header and 2 * 3 * 2 * 2 bytes, byte k
+  // holding 11 k, except the last, 255.
   std::string header = "{'descr': '|u1', 'fortran_order': False, 'shape': (2, 3, 2, 2), }";
   header.append(64 - (10 + header.size() + 1) % 64, ' ');
   header += '\n';
+  std::string bytes;
+  for (int k = 0; k < 24; ++k) bytes += static_cast<char>(k == 23 ? 255 : 11 * k);
   std::ofstream f(d + "/u8.npy", std::ios::binary);
   f.write("\x93NUMPY\x01\x00", 8);
   const char len[2] = {static_cast<char>(header.size()), 0};
   f.write(len, 2);
-  f << header << std::string(24, '\xff');
+  f << header << bytes;
   f.close();
   NpyArray b(d + "/u8.npy");
+  EXPECT_FLOAT_EQ(b.get(0).clip.to_vector()[0], -1.0);  // byte 0
   Sample u = b.get(1);
   EXPECT_EQ(u.clip.sizes(), (Shape{4, 3, 2, 2}));
-  for (double x : u.clip.to_vector()) EXPECT_FLOAT_EQ(x, 1.0);
+  const std::vector<double> v = u.clip.to_vector();
+  for (size_t i = 0; i < v.size(); ++i) {
+    const int k = 12 + static_cast<int>(i % 12);  // clip 1's bytes, in every frame
+    EXPECT_NEAR(v[i], (k == 23 ? 255 : 11 * k) / 127.5 - 1.0, 1e-6) << "value " << i;
+  }
 }
 
 TEST(Npy, BrokenFilesNameThemselves) {
