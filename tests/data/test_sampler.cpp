@@ -63,6 +63,24 @@ TEST(Sampler, PaddedShardsCoverEverything) {
   }
 }
 
+// Without drop_last the epoch's order is the world-size-free permutation, then its first
+// samples again until every rank has as many: the padding is the epoch's head, which
+// DataLoader::unpadded counts on.
+TEST(Sampler, PaddingRepeatsTheEpochsFirstSamplesAfterTheOneOrder) {
+  const int64_t n = 10;
+  DistributedSampler one(n, 0, 1, 7, true, false);
+  one.set_epoch(2);
+  const std::vector<int64_t> order = one.global_order();
+  for (int64_t world : {3, 4, 6}) {
+    DistributedSampler s(n, 0, world, 7, true, false);
+    s.set_epoch(2);
+    const std::vector<int64_t> padded = s.global_order();
+    ASSERT_EQ(static_cast<int64_t>(padded.size()), s.total_size());
+    for (int64_t i = 0; i < s.total_size(); ++i)
+      EXPECT_EQ(padded[i], order[i % n]) << "position " << i << " at world " << world;
+  }
+}
+
 TEST(Sampler, SameSeedAndEpochSameOrderNewEpochReshuffles) {
   auto a = shards(64, 2, 5, 0, true, true);
   auto b = shards(64, 2, 5, 0, true, true);
