@@ -91,6 +91,22 @@ TEST(Synthetic, FactoryBuildsTrainAndEvalSets) {
   EXPECT_EQ(loader->batches_per_epoch(), 2);
 }
 
+// An evaluation reads its items in order, whatever data.shuffle says of training: its
+// loader does not shuffle, and keeps the last, incomplete batch.
+TEST(Synthetic, AnEvalLoaderReadsItsItemsInOrderEvenWithShuffle) {
+  data::DataConfig cfg;
+  cfg.num_samples = 20;
+  cfg.eval_samples = 5;
+  cfg.shuffle = true;
+  auto loader = make_loader(make_dataset(cfg, true), cfg, 2, 0, 1, /*eval=*/true);
+  EXPECT_FALSE(loader->sampler().shuffle());
+  EXPECT_EQ(loader->batches_per_epoch(), 3);
+  std::vector<int64_t> read;
+  for (int64_t b = 0; b < 3; ++b)
+    for (double i : loader->next().indices.to_vector()) read.push_back(static_cast<int64_t>(i));
+  EXPECT_EQ(read, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+}
+
 // data.eval_samples: 0 is an empty eval split: reading it is an error naming the key (it
 // used to hold one clip), and the training set is read as before.
 TEST(Synthetic, AnEmptyEvalSplitIsAnErrorNamingTheKey) {
