@@ -181,6 +181,22 @@ TEST(CheckpointCleanup, PruningCountsAndDeletesOnlyCompleteCheckpoints) {
   EXPECT_NO_THROW(zero::verify_checkpoint(root + "/step_000006"));
 }
 
+// A run resumed from an earlier checkpoint than its latest prunes only up to the step it
+// saves: the later checkpoints, the earlier run's, are neither counted nor deleted.
+TEST(CheckpointCleanup, ASaveAfterAResumeFromAnEarlierStepKeepsTheLaterCheckpoints) {
+  TempDir tmp;
+  const std::string root = tmp / "ckpt";
+  save_steps(root, 4);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5);
+    zero::load_checkpoint(*e, root + "/step_000002");
+    train_step(*e, 2);
+    zero::save_checkpoint(*e, root, zero::checkpoint_tag(e->global_step()), {}, 2);
+  });
+  EXPECT_EQ(entries(root),
+            (std::set<std::string>{"latest", "step_000002", "step_000003", "step_000004"}));
+}
+
 // keep_last is a count of checkpoints, not narrowed to an int: 2^32 + 1 keeps them all (as
 // an int it would be 1, and every save would delete the others).
 TEST(CheckpointCleanup, KeepLastPastAnIntKeepsEveryCheckpoint) {
