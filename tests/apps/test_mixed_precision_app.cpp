@@ -20,6 +20,7 @@
 
 #include "apps/app_test_util.h"
 #include "apps/common/metrics.h"
+#include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqgpt_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
@@ -369,6 +370,32 @@ TEST(MixedPrecisionApp, AnFp16RunReportsTheStepsItRanNotTheUpdatesApplied) {
     EXPECT_EQ(r.steps, 3);
     EXPECT_EQ(fs::path(r.final_checkpoint).filename().string(), "step_000003");
   });
+  fs::remove_all(out);
+}
+
+// The learning rate counts the updates applied, as DeepSpeed's scheduler does: a step an
+// fp16 overflow skipped (the first ones, at the starting scale of 2^16) leaves the warmup
+// where it was, so each step's rate is that of the updates before it, not of its number.
+TEST(MixedPrecisionApp, AnFp16RunsWarmupHoldsAtTheStepsItSkipped) {
+  const std::string out = fresh_dir("fp16warmup");
+  const config::AppConfig cfg =
+      config_with({"train.dtype=f16", "train.steps=4", "train.warmup=4", "train.log_every=1",
+                   "train.eval_every=0", "train.checkpoint_every=0", "output_dir=" + out});
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqtok::TrainOptions o;
+    o.quiet = true;
+    vqtok::train(cfg, o, comm);
+  });
+  const std::vector<nlohmann::json> log = app::read_metrics(out + "/metrics.jsonl");
+  ASSERT_EQ(log.size(), 4u);
+  ASSERT_GT(log[2].value("skipped_steps", 0), 0) << "no step before the last was skipped";
+  const app::LrPlan plan(cfg.train);
+  int64_t skipped_before = 0;
+  for (const nlohmann::json& r : log) {
+    const int64_t step = r.value("step", int64_t{0});
+    EXPECT_DOUBLE_EQ(r.value("lr", -1.0), plan.lr_at(step - 1 - skipped_before)) << "step " << step;
+    skipped_before = r.value("skipped_steps", int64_t{0});
+  }
   fs::remove_all(out);
 }
 
