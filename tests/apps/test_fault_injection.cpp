@@ -307,23 +307,31 @@ TEST(FaultInjection, AKilledMpiJobResumesWithoutLoss) {
 #endif
 }
 
-// SIGTERM (a scheduler's preemption notice; Ctrl-C sends SIGINT, handled alike) stops
-// training after the step under way: a checkpoint of that step, a line saying how to
-// continue, exit status 128 + 15 as the process's own exit (not a death by the signal).
-// --resume then starts from that step.
-TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
-  Folder r{fs::temp_directory_path() / ("zt_fault_term_" + std::to_string(::getpid()))};
+// A run of 100000 steps, no checkpoint before the end, started into a fresh r.dir; returns
+// once it has written its first metrics record (or after 30 s).
+pid_t start_long_run(const Folder& r, const fs::path& log) {
   fs::remove_all(r.dir);
   fs::create_directories(r.dir);
   const config::AppConfig cfg = apptest::tiny_vqtok_config(
       r.out().string(), {"train.steps=100000", "train.eval_every=0", "train.log_every=3",
                          "train.checkpoint_every=100000"});
   std::ofstream(r.config()) << cfg.root.dump();
-  const fs::path log = r.dir / "term.log";
   const pid_t pid = start(r, {}, log);
   const fs::path metrics = r.out() / "metrics.jsonl";
   for (int i = 0; i < 30000 && lines(metrics).empty(); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  return pid;
+}
+
+// SIGTERM (a scheduler's preemption notice; Ctrl-C sends SIGINT, handled alike) stops
+// training after the step under way: a checkpoint of that step, a line saying how to
+// continue, exit status 128 + 15 as the process's own exit (not a death by the signal).
+// --resume then starts from that step.
+TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
+  Folder r{fs::temp_directory_path() / ("zt_fault_term_" + std::to_string(::getpid()))};
+  const fs::path log = r.dir / "term.log";
+  const pid_t pid = start_long_run(r, log);
+  const fs::path metrics = r.out() / "metrics.jsonl";
   ASSERT_GE(lines(metrics).size(), 1u) << read_all(log);
   ::kill(pid, SIGTERM);
   int status = 0;
@@ -349,6 +357,45 @@ TEST(FaultInjection, SigtermStopsAfterTheStepWithACheckpoint) {
       << read_all(log);
   EXPECT_TRUE(fs::exists(r.ckpt() / "latest"));
   fs::remove_all(r.dir);
+}
+
+// Under mpirun a signal may reach one process alone (a scheduler signalling one node's):
+// the ranks agree on it after each step, so every rank stops after the same step, which
+// is saved. A rank that went on alone would wait for the others for good.
+TEST(FaultInjection, ASigtermToOneRankOfAnMpiJobStopsEveryRank) {
+#ifndef ZT_MPIRUN
+  GTEST_SKIP() << "mpirun not found";
+#else
+  Folder r{fs::temp_directory_path() / ("zt_fault_one_" + std::to_string(::getpid())), true};
+  const fs::path log = r.dir / "one.log";
+  const pid_t pid = start_long_run(r, log);
+  ASSERT_GE(lines(r.out() / "metrics.jsonl").size(), 1u) << read_all(log);
+  pid_t rank1 = 0;  // the job's process whose environment makes it rank 1
+  for (pid_t p : session(pid)) {
+    const std::string env = read_all(fs::path("/proc") / std::to_string(p) / "environ");
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=1") + '\0') != std::string::npos) rank1 = p;
+  }
+  ASSERT_NE(rank1, 0) << "no rank 1 among the job's processes";
+  ::kill(rank1, SIGTERM);
+  bool exited = false;  // within 60 s; else the job is killed
+  for (int i = 0; i < 60000 && !exited; ++i) {
+    siginfo_t info{};
+    exited = ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+             info.si_pid == pid;
+    if (!exited) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  if (!exited) kill_job(pid, true);
+  wait_for(pid);
+  wait_job_gone(pid);
+  const std::string text = read_all(log);
+  ASSERT_TRUE(exited) << "the job went on after rank 1's SIGTERM\n" << text;
+  const size_t at = text.find("stopped by SIGTERM after step ");
+  ASSERT_NE(at, std::string::npos) << text;
+  char name[32];
+  std::snprintf(name, sizeof name, "step_%06lld", std::stoll(text.substr(at + 30)));
+  EXPECT_NO_THROW(zero::verify_checkpoint((r.ckpt() / name).string())) << text;
+  fs::remove_all(r.dir);
+#endif
 }
 
 // vqgpt's quick tokenizer is of no use unfinished, so a signal ends it at once, with no
