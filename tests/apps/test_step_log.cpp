@@ -16,6 +16,7 @@
 #include "apps/app_test_util.h"
 #include "apps/common/step_log.h"
 #include "apps/common/window_stats.h"
+#include "apps/vqgpt_test_util.h"
 #include "common/test_util.h"
 #include "nn/linear.h"
 #include "zero/comm/launch.h"
@@ -206,6 +207,20 @@ TEST(StepLog, TheVqtokLoopReadsBackOnlyWhereItLogsOrSaves) {
   EXPECT_EQ(r.steps, 7);
   EXPECT_EQ(r.log_steps, (std::vector<double>{3, 6, 7}));
   EXPECT_EQ(r.loss_reads, 6);
+  std::filesystem::remove_all(dir);
+}
+
+// vqgpt's loop alike: 5 steps logged every 3 log steps 3 and 5, the last one ending a short
+// window; it reads back after steps 1, 3 and 5.
+TEST(StepLog, TheVqgptLoopLogsItsLastStepAndReadsBackOnlyWhereItLogs) {
+  const std::string dir = apptest::fresh_dir("zt_steplog", "vqgpt");
+  std::filesystem::create_directories(dir);
+  const config::AppConfig cfg = vqgpt_test::tiny_config(dir, "", {"train.log_every=3"});
+  const std::vector<vqgpt::TrainResult> r =
+      apptest::train_vqgpt_with_fresh_tokenizer(cfg, dir + "/tokenizer.safetensors", 1);
+  EXPECT_EQ(r[0].steps, 5);
+  EXPECT_EQ(r[0].log_steps, (std::vector<double>{3, 5}));
+  EXPECT_EQ(r[0].loss_reads, 3);
   std::filesystem::remove_all(dir);
 }
 
