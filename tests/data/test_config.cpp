@@ -144,6 +144,20 @@ TEST(Config, PrefetchZeroReadsInTheStep) {
             std::string::npos);
 }
 
+// Each zero_optimization size key reaches its own field of the engine's config.
+TEST(Config, ZeroOptimizationSizesReachTheirOwnFields) {
+  const AppConfig c = parse_app_config(
+      parse_yaml("zero_optimization: {stage3_prefetch_bucket_size: 11, "
+                 "stage3_param_persistence_threshold: 12, stage3_max_live_parameters: 13, "
+                 "stage3_max_reuse_distance: 14, reduce_bucket_size: 15}\n"),
+      App::vqtok);
+  EXPECT_EQ(c.zero.stage3_prefetch_bucket_size, 11);
+  EXPECT_EQ(c.zero.stage3_param_persistence_threshold, 12);
+  EXPECT_EQ(c.zero.stage3_max_live_parameters, 13);
+  EXPECT_EQ(c.zero.stage3_max_reuse_distance, 14);
+  EXPECT_EQ(c.zero.reduce_bucket_size, 15);
+}
+
 // A bare `optimizer: sgd` is torch.optim.SGD(params, lr): no momentum, no dampening, no
 // Nesterov, as a DeepSpeed JSON's SGD without those params.
 TEST(Config, SgdDefaultsToPlainSgdAsTorch) {
