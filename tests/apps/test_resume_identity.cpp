@@ -122,6 +122,12 @@ TEST(ResumeIdentity, ResumingAtEveryStepIsBitIdentical) {
   EXPECT_EQ(count_kind(full.records, "train"), 4);
 }
 
+// 8 clips on 2 ranks of batch 2 make an epoch of 2 steps: step 3's checkpoint stands in the
+// second epoch, whose order the resumed run must read on in.
+TEST(ResumeIdentity, ResumingInASecondEpochIsBitIdentical) {
+  expect_resumes_bit_identical(vqtok_run({"data.num_samples=8"}), 4, {3});
+}
+
 // A finished run extended by --resume with more train.steps goes on as the longer run did
 // (a constant learning rate, so that the schedule's length changes nothing): the dead-code
 // restart due at its last step, which it skipped (moved codes would have gone untrained),
@@ -331,6 +337,15 @@ TEST(ResumeIdentity, DropoutStreamsAtAnotherWorldSizeAreNewAndNoted) {
   });
   EXPECT_NE(restored[0], restored[1]) << "the step enters the new stream";
   EXPECT_NE(restored[0], seed_stream[0]) << "not the stream train.seed starts";
+  // Over 3 ranks each rank draws a new stream of its own, as each reads its own data.
+  std::vector<double> three(3);
+  comm::run_threads(3, [&](comm::Communicator& comm) {
+    app::restore_rng_state(two_ranks, comm, 10);
+    three[static_cast<size_t>(comm.rank())] = rand({1}).item();
+  });
+  EXPECT_NE(three[0], three[1]);
+  EXPECT_NE(three[1], three[2]);
+  EXPECT_NE(three[0], three[2]);
 }
 
 // The run says so only where the model draws from those streams: with dropout 0 a resume at
