@@ -249,7 +249,9 @@ TEST(SavedRun, AResumeWithOtherSettingsGoesOnWithANote) {
   EXPECT_EQ(note({"train.lr=0.003"}), "") << "3.0e-3 written another way";
   // Where and how the run is carried out is no change to it.
   EXPECT_EQ(note({"train.log_every=2", "train.checkpoint_every=1", "data.workers=2",
-                  "train.resume=" + ckpt}),
+                  "train.resume=" + ckpt, "train.eval_every=3", "train.eval_batches=2",
+                  "train.keep_checkpoints=5", "data.prefetch=3", "train.tensorboard=true",
+                  "train.activation_checkpointing=true"}),
             "");
   const std::string text = note(
       {"train.lr=1e-3", "train.steps=6", "loss.l1=0.5", "data.shuffle=false", "train.log_every=2"});
