@@ -1,11 +1,14 @@
 // RunCheckpoints: a run saves every train.checkpoint_every steps and at its last step; a
 // stop signal after any step but the last ends the run there with that step's checkpoint.
+// A run resumed with no step left to train reports the checkpoint it stands at.
 #include <gtest/gtest.h>
 
 #include <csignal>
+#include <filesystem>
 #include <string>
 #include <vector>
 
+#include "apps/app_test_util.h"
 #include "apps/common/run_checkpoints.h"
 #include "apps/common/stop_signal.h"
 #include "zero/comm/thread_comm.h"
@@ -56,6 +59,18 @@ TEST(RunCheckpoints, ASignalBeforeTheLastStepStopsAfterItsStepWithACheckpoint) {
   // At the last step the run ends as usual.
   EXPECT_EQ(saves_of_run(5, stopped), (std::vector<int64_t>{2, 4, 5}));
   EXPECT_EQ(stopped, 0);
+}
+
+TEST(RunCheckpoints, ARunResumedAtItsEndReportsTheCheckpointItStandsAt) {
+  const std::string dir = apptest::fresh_dir("zt_run_checkpoints", "end");
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(
+      dir, {"train.steps=2", "train.eval_every=0", "train.checkpoint_every=1"});
+  const vqtok::TrainResult first = apptest::train_vqtok(cfg, false, 1);
+  EXPECT_EQ(std::filesystem::path(first.final_checkpoint).filename(), "step_000002");
+  const vqtok::TrainResult again = apptest::train_vqtok(cfg, /*resume=*/true, 1);
+  EXPECT_EQ(again.start_step, 2);
+  EXPECT_EQ(again.final_checkpoint, first.final_checkpoint);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
