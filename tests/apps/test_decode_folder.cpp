@@ -8,7 +8,8 @@
 //     that lists what it was writing, so the next one goes ahead;
 //  3. a manifest lists only names decode writes: it cannot make decode remove others, nor
 //     write into a FIFO or device under one of its names;
-//  4. encode -o naming a folder is refused before anything is encoded.
+//  4. encode -o naming a folder is refused before anything is encoded;
+//  5. ids saved as int32 (as uint8 ids load) decode as the same ids saved as int64.
 #include <sys/stat.h>
 
 #include <filesystem>
@@ -71,13 +72,19 @@ struct Scratch {
     return path;
   }
 
-  void decode(const std::string& codes_path, const std::string& out) const {
+  // The frames (rank 0's) of decoding `codes_path` into `out` ("": none written).
+  Tensor decode(const std::string& codes_path, const std::string& out) const {
     vqtok::DecodeOptions o;
     o.weights = weights;
     o.codes = codes_path;
     o.out_dir = out;
     o.quiet = true;
-    comm::run_threads(2, [&](comm::Communicator& comm) { vqtok::decode(cfg, o, comm); });
+    Tensor frames;
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      const Tensor f = vqtok::decode(cfg, o, comm);
+      if (comm.rank() == 0) frames = f;
+    });
+    return frames;
   }
 };
 
@@ -234,4 +241,16 @@ TEST(DecodeFolder, ADecodeIntoAFolderKeepsOnlyTheGridsClips) {
   for (int64_t t = 0; t < whole[0].size(1); ++t)
     EXPECT_TRUE(fs::exists(s.dir + "/out/clip_000010_frame_0" + std::to_string(t) + ".png"));
   EXPECT_TRUE(fs::exists(s.dir + "/out/grid.png"));
+}
+
+TEST(DecodeFolder, Int32IdsDecodeAsTheSameInt64Ids) {
+  const Scratch s("int32");
+  const std::string wide = s.codes("ids.npy", {3, 2, 2});
+  const Tensor ids = data::load_npy(wide);
+  data::save_npy(s.dir + "/ids32.npy", ids.to(DType::i32));
+  ASSERT_EQ(data::load_npy(s.dir + "/ids32.npy").dtype(), DType::i32);
+  const Tensor expected = s.decode(wide, "");
+  const Tensor got = s.decode(s.dir + "/ids32.npy", "");
+  ASSERT_EQ(got.sizes(), expected.sizes());
+  EXPECT_EQ(got.to_vector(), expected.to_vector());
 }
