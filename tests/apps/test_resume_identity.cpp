@@ -271,6 +271,16 @@ TEST(ResumeIdentity, ResumingAtAnotherWorldSizeGoesOnAfterTheSamplesAlreadyRead)
   saved.saved_world_size = 1;  // 10 samples, one rank's
   const std::string one = app::resume_data(*loader, saved);
   EXPECT_TRUE(has(one, "at sample 10 of epoch 0 (1 rank x batch 2)")) << one;
+  // The batch of this run at another world size is another layout too; this run's own
+  // layout is none.
+  saved.loader_position = 3;
+  saved.loader_batch = 4;  // 12 samples; 2 ranks x batch 4 go on at 8
+  const std::string world = app::resume_data(*loader, saved);
+  EXPECT_TRUE(has(world, "at sample 12 of epoch 0 (1 rank x batch 4)")) << world;
+  EXPECT_TRUE(has(world, "goes on at sample 8 of epoch 0, reading 4 samples again")) << world;
+  saved.saved_world_size = 2;
+  EXPECT_EQ(app::resume_data(*loader, saved), "");
+  EXPECT_EQ(loader->state(), (data::LoaderState{0, 3}));
   // Past the end of this run's epoch (of 18 samples 2 ranks x batch 4 read 16 an epoch,
   // 1 rank x batch 1 all 18): it goes on with the next epoch and says what it leaves.
   config::AppConfig small = tiny_config(dir, {"train.batch=4", "data.num_samples=18"});
