@@ -2,11 +2,16 @@
 // order, so an evaluation's sums have the same bits however its items were spread over
 // ranks and batches. The values below are chosen so that the order of the additions shows:
 // f64 sums of them in another order (a rank's partial sum, then an all-reduce) round
-// differently.
+// differently. A vqgpt evaluation built on it scores each eval item once, whatever padding
+// evens out the ranks.
 #include <array>
+#include <filesystem>
+#include <string>
 #include <vector>
 
+#include "apps/app_test_util.h"
 #include "apps/common/ordered_sums.h"
+#include "apps/vqgpt_test_util.h"
 #include "common/test_util.h"
 #include "zero/comm/thread_comm.h"
 
@@ -68,4 +73,24 @@ TEST(OrderedSums, ARankWithoutItemsTakesPart) {
     EXPECT_EQ(s[0], 3.0);
     EXPECT_EQ(s[1], 2.0);
   });
+}
+
+// 3 eval items on 2 ranks of batch 2: rank 1 pads its batch with item 0, which must not
+// count. Trained at lr 0, both runs evaluate the same weights.
+TEST(OrderedSums, AVqgptEvaluationScoresEachItemOnceOnAnyNumberOfRanks) {
+  std::vector<double> losses;
+  for (const int ranks : {1, 2}) {
+    const std::string dir = apptest::fresh_dir("zt_ordered_sums", std::to_string(ranks));
+    std::filesystem::create_directories(dir);
+    const config::AppConfig cfg =
+        vqgpt_test::tiny_config(dir, "",
+                                {"train.steps=1", "train.lr=0", "train.batch=2",
+                                 "train.eval_every=1", "data.eval_samples=3"});
+    losses.push_back(
+        apptest::train_vqgpt_with_fresh_tokenizer(cfg, dir + "/tokenizer.safetensors", ranks)[0]
+            .eval_loss);
+    std::filesystem::remove_all(dir);
+  }
+  EXPECT_GT(losses[0], 0.0);
+  EXPECT_NEAR(losses[1], losses[0], 1e-6 * losses[0]);
 }
