@@ -6,8 +6,9 @@ find_program(ZT_MPIRUN NAMES mpirun mpiexec HINTS ${MPIEXEC_EXECUTABLE})
 if(ZT_MPIRUN)
   target_compile_definitions(${exe} PRIVATE ZT_MPIRUN="${ZT_MPIRUN}")
 endif()
-# Its mpirun job (2 processes) carries the label mpi too (without mpirun it skips itself).
-zt_test_properties(${exe} "^apps\\.FaultInjection\\.AKilledMpiJob" LABELS apps mpi PROCESSORS 2
+# Their mpirun jobs (2 processes) carry the label mpi too (without mpirun they skip).
+zt_test_properties(${exe} "^apps\\.FaultInjection\\.(AKilledMpiJob|ASigtermToOneRankOfAnMpiJob)"
+                   LABELS apps mpi PROCESSORS 2
                    ENVIRONMENT OMP_WAIT_POLICY=passive ${ZT_MPI_TEST_ENV})
 
 # The GPU tests among the apps tests carry the label cuda too: `ctest -L cuda` runs every
