@@ -378,6 +378,36 @@ TEST(Autograd, ALeafGradientIsAccumulatedAsSoonAsItIsReady) {
   EXPECT_EQ(order, (std::vector<std::string>{"w", "u"}));
 }
 
+TEST(Autograd, ReadyNodesRunALeafsAccumulationFirstThenTheNewestNode) {
+  // The order autograd.h promises, which a ZeRO engine's hooks rely on: of the nodes
+  // ready at once, a leaf's AccumulateGrad runs first, then the node created last. The
+  // hooks log when each node runs. Made in this order: a = 2x, b = a * w, c = 3x,
+  // sb = sum(b), sc = sum(c), y = sb + sc.
+  const Tensor x = leaf({1, 2}), w = leaf({3, 4});
+  std::vector<std::string> order;
+  auto log = [&](const Tensor& t, const char* name) {
+    t.register_hook([&order, name](const Tensor&) {
+      order.push_back(name);
+      return Tensor();
+    });
+  };
+  const Tensor a = mul(x, 2.0);
+  const Tensor b = mul(a, w);
+  const Tensor c = mul(x, 3.0);
+  const Tensor sb = sum(b);
+  const Tensor sc = sum(c);
+  const std::vector<std::pair<Tensor, const char*>> logged = {
+      {a, "a"}, {b, "b"}, {c, "c"}, {sb, "sb"}, {sc, "sc"}};
+  for (const auto& [t, name] : logged) log(t, name);
+  x.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("x"); });
+  w.register_post_accumulate_grad_hook([&](const Tensor&) { order.push_back("w"); });
+  add(sb, sc).backward();
+  // sc before sb and c before b (newest first); w's accumulation, ready with a's node
+  // once b's ran, before it; x's last, once both a's and c's nodes ran.
+  EXPECT_EQ(order, (std::vector<std::string>{"sc", "sb", "c", "b", "w", "a", "x"}));
+  EXPECT_TRUE(values_are(x.grad(), {2 * 3 + 3, 2 * 4 + 3}));
+}
+
 // set_data swaps what a handle holds, as PyTorch's `t.data = src`: another holder of the
 // same handle (a module's member, its registration) sees the new shape, dtype and values,
 // and the leaf keeps requiring grad, so a gradient flows into the new data.
