@@ -408,6 +408,20 @@ TEST(Autograd, ReadyNodesRunALeafsAccumulationFirstThenTheNewestNode) {
   EXPECT_TRUE(values_are(x.grad(), {2 * 3 + 3, 2 * 4 + 3}));
 }
 
+TEST(Autograd, ARetainedGradientAccumulatesOverBackwards) {
+  // As a leaf's .grad() and PyTorch's retain_grad(): a second backward through the kept
+  // graph adds its gradient to the retained one rather than replacing it.
+  const Tensor x = leaf({1, 2});
+  const Tensor h = mul(x, 2.0);
+  h.retain_grad();
+  const Tensor y = sum(mul(h, 3.0));
+  y.backward(Tensor(), /*retain_graph=*/true);
+  EXPECT_TRUE(values_are(h.grad(), {3, 3}));
+  y.backward();
+  EXPECT_TRUE(values_are(h.grad(), {6, 6}));
+  EXPECT_TRUE(values_are(x.grad(), {12, 12}));
+}
+
 // set_data swaps what a handle holds, as PyTorch's `t.data = src`: another holder of the
 // same handle (a module's member, its registration) sees the new shape, dtype and values,
 // and the leaf keeps requiring grad, so a gradient flows into the new data.
