@@ -451,11 +451,19 @@ TEST(Autograd, ABranchNoGradientReachesIsNotCalled) {
   EXPECT_TRUE(test::values_are(x.grad(), {2, 2, 2, 2, 2, 2}));
 }
 
-// A gradient hook may change a gradient's values, not its shape or dtype.
+// A gradient hook may change a gradient's values, not its shape or dtype: on a leaf, and
+// on a tensor whose node would otherwise pass a gradient broadcast to (2, 3) on to an input
+// of shape (3), summed back without a word.
 TEST(Autograd, AHookThatChangesAGradientsShapeOrDtypeIsAnError) {
   Tensor x = test::rand_leaf({3}, 1);
-  x.register_hook([](const Tensor&) { return ones({2, 3}); });
-  EXPECT_THROW(sum(mul(x, 2.0)).backward(), Error);
+  x.register_hook([](const Tensor&) { return ones({2, 3}, DType::f64); });
+  EXPECT_TRUE(
+      test::throws_with([&] { sum(mul(x, 2.0)).backward(); }, "not its shape, dtype or device"));
+  Tensor w = test::rand_leaf({3}, 4);
+  Tensor hw = mul(w, 2.0);
+  hw.register_hook([](const Tensor& g) { return g.expand({2, 3}).contiguous(); });
+  EXPECT_TRUE(
+      test::throws_with([&] { sum(mul(hw, 3.0)).backward(); }, "not its shape, dtype or device"));
   Tensor y = test::rand_leaf({3}, 2);
   Tensor h = mul(y, 2.0);
   h.register_hook([](const Tensor& g) { return g.to(DType::f32); });
