@@ -44,6 +44,24 @@ TEST(Rng, ElementDependsOnlyOnPosition) {
   EXPECT_EQ(static_cast<double>(Generator(9).uniform(3)), all[3]);
 }
 
+TEST(Rng, ANonContiguousTensorIsFilledInRowMajorOrder) {
+  // A strided view (a transpose, a column) is filled through a contiguous copy that is
+  // then written back: its element i (row-major over the view) is the draw's element i.
+  Tensor base = zeros({3, 4});
+  const Tensor t = base.transpose(0, 1);  // (4, 3), not contiguous
+  Generator a(11), b(11);
+  uniform_(t, -1.0, 1.0, a);
+  Tensor want = empty({4, 3});
+  uniform_(want, -1.0, 1.0, b);
+  EXPECT_EQ(t.to_vector(), want.to_vector());
+  EXPECT_EQ(a.offset(), 12u);
+  const Tensor column = base.narrow(1, 2, 1);  // (3, 1) with a row stride of 4
+  normal_(column, 5.0, 2.0, a);
+  Tensor want_column = empty({3, 1});
+  normal_(want_column, 5.0, 2.0, b);
+  EXPECT_EQ(column.to_vector(), want_column.to_vector());
+}
+
 TEST(Rng, Distributions) {
   Generator g(1);
   Tensor n = randn({20000}, g, DType::f64);
