@@ -210,22 +210,38 @@ TEST(Dtype, HalfConversions) {
   EXPECT_EQ(empty({3}, DType::bf16).storage()->bytes(), 6u);
 }
 
+namespace {
+
+// A float's bits, the 16-bit pattern it must round to, and why.
+struct RoundingCase {
+  uint32_t in;
+  uint16_t out;
+  const char* what;
+};
+
+// Each case through the constructor of Half (bf16 or f16) and through a tensor's
+// conversion to `dtype`, which go through a double first.
+template <typename Half>
+void expect_rounding(DType dtype, const std::vector<RoundingCase>& cases) {
+  for (const RoundingCase& c : cases) {
+    float f;
+    std::memcpy(&f, &c.in, 4);
+    EXPECT_EQ(Half(f).bits, c.out) << c.what;
+    Tensor t = from_vector({static_cast<double>(f)}, {1}).to(dtype);
+    if (c.in != 0x7f800001u) {  // (a signalling NaN turns quiet on its way through a double)
+      EXPECT_EQ(t.data<Half>()[0].bits, c.out) << c.what << " (tensor)";
+    }
+  }
+}
+
+}  // namespace
+
 // fp32 -> bf16 rounds to nearest, ties to even, on the bits: the constructor every CPU
 // write of a bf16 (a master's rounded copy included) goes through. bf16 keeps 7 fraction
 // bits, so at 1 its ulp is 2^-7 and 1 + 2^-8 is halfway.
 TEST(Dtype, Bf16RoundsTiesToEven) {
-  auto from_bits = [](uint32_t u) {
-    float f;
-    std::memcpy(&f, &u, 4);
-    return f;
-  };
-  struct Case {
-    uint32_t in;
-    uint16_t out;
-    const char* what;
-  };
-  for (const Case& c :
-       std::vector<Case>{{0x3f808000u, 0x3f80, "1 + 2^-8: halfway, to the even 1"},
+  expect_rounding<bf16>(DType::bf16,
+                        {{0x3f808000u, 0x3f80, "1 + 2^-8: halfway, to the even 1"},
                          {0x3f818000u, 0x3f82, "1 + 3 x 2^-8: halfway, to the even 1 + 2^-6"},
                          {0x3f808001u, 0x3f81, "just past halfway: up"},
                          {0x3f807fffu, 0x3f80, "just short of halfway: down"},
@@ -236,11 +252,20 @@ TEST(Dtype, Bf16RoundsTiesToEven) {
                          {0x7f7fffffu, 0x7f80, "FLT_MAX: inf"},
                          {0x7f7f7fffu, 0x7f7f, "just short: the largest bf16"},
                          {0x7f800000u, 0x7f80, "inf stays inf"},
-                         {0x7f800001u, 0x7fc0, "a signalling NaN: quiet"}}) {
-    EXPECT_EQ(bf16(from_bits(c.in)).bits, c.out) << c.what;
-    Tensor t = from_vector({static_cast<double>(from_bits(c.in))}, {1}).to(DType::bf16);
-    if (c.in != 0x7f800001u) {  // (a signalling NaN turns quiet on its way through a double)
-      EXPECT_EQ(t.data<bf16>()[0].bits, c.out) << c.what << " (tensor)";
-    }
-  }
+                         {0x7f800001u, 0x7fc0, "a signalling NaN: quiet"}});
+}
+
+// fp32 -> f16 rounds to nearest, ties to even, in the normal and the subnormal range
+// alike: f16 keeps 10 fraction bits, so at 1 its ulp is 2^-10 and 1 + 2^-11 is halfway;
+// its smallest subnormal is 2^-24.
+TEST(Dtype, F16RoundsTiesToEven) {
+  expect_rounding<f16>(DType::f16,
+                       {{0x3f801000u, 0x3c00, "1 + 2^-11: halfway, to the even 1"},
+                        {0x3f803000u, 0x3c02, "1 + 3 x 2^-11: halfway, to the even 1 + 2^-9"},
+                        {0x3f801001u, 0x3c01, "just past halfway: up"},
+                        {0x3f800fffu, 0x3c00, "just short of halfway: down"},
+                        {0xbf801000u, 0xbc00, "-(1 + 2^-11): ties to even in magnitude"},
+                        {0x33000000u, 0x0000, "2^-25, halfway to the smallest subnormal: 0"},
+                        {0x33c00000u, 0x0002, "3 x 2^-25: halfway, odd below: up"},
+                        {0x477ff000u, 0x7c00, "65520, halfway past the largest f16: inf"}});
 }
