@@ -151,6 +151,19 @@ TEST(StateDict, AllProblemsReportedInOneError) {
   EXPECT_EQ(error_of([&] { nn::load_state_dict(*m, doubles); }), "");
 }
 
+TEST(StateDict, AnEntryOfTheRightSizeButAnotherShapeIsRefused) {
+  // A transposed weight has as many elements as the model's: loading it would scramble
+  // the weights without a word, so the shape itself must match (as PyTorch's load).
+  auto m = small_cnn();
+  nn::NamedTensors dict = nn::state_dict(*m);
+  for (auto& [n, t] : dict)
+    if (n == "4.weight") t = t.transpose(0, 1).contiguous();  // [3, 64] -> [64, 3]
+  const Tensor before = m->at<nn::Linear>(4)->weight.clone();
+  const std::string e = error_of([&] { nn::load_state_dict(*m, dict); });
+  EXPECT_NE(e.find("4.weight (checkpoint [64, 3], model [3, 64])"), std::string::npos) << e;
+  EXPECT_EQ(m->at<nn::Linear>(4)->weight.to_vector(), before.to_vector());  // untouched
+}
+
 TEST(Safetensors, CorruptFilesAreRejectedClearly) {
   const std::string ok = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})";
   struct Case {
