@@ -156,6 +156,29 @@ TEST(OptimFused, ParamSettingsUpdateAsThoseOptionsWould) {
                                 "lr_scale and weight_decay must be finite and >= 0"));
 }
 
+// exclude_from_weight_decay (the factory's no_weight_decay, the engine's 1-D parameters)
+// takes the named parameters' decay to 0: each then steps as in an optimizer built with
+// weight_decay 0, while the others keep the optimizer's decay.
+TEST(OptimFused, ExcludedParametersStepWithoutWeightDecay) {
+  Tensor kept = normal({6, 4}, 1), excluded = normal({6, 4}, 1), plain = normal({6, 4}, 1);
+  Tensor decayed = normal({6, 4}, 1);
+  optim::AdamW a({{"w", kept}, {"b", excluded}}, optim::AdamWOptions(0.02).weight_decay(0.3));
+  a.exclude_from_weight_decay({"b"});
+  EXPECT_EQ(a.settings("b").weight_decay, 0.0);
+  EXPECT_EQ(a.settings("w").weight_decay, 0.3);
+  optim::AdamW without({{"b", plain}}, optim::AdamWOptions(0.02).weight_decay(0.0));
+  optim::AdamW with({{"w", decayed}}, optim::AdamWOptions(0.02).weight_decay(0.3));
+  for (int step = 0; step < 3; ++step) {
+    const Tensor g = normal({6, 4}, 10 + step);
+    for (const Tensor& p : {kept, excluded, plain, decayed}) p.set_grad(g.clone());
+    a.step();
+    without.step();
+    with.step();
+    ASSERT_TRUE(same_bits(excluded, plain)) << "step " << step;
+    ASSERT_TRUE(same_bits(kept, decayed)) << "step " << step;
+  }
+}
+
 TEST(OptimFused, BadLowPrecisionCopiesAreErrors) {
   Tensor w = normal({4}, 1);
   optim::SGD sgd({{"w", w}}, optim::SGDOptions(0.1));
