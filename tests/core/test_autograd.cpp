@@ -40,6 +40,9 @@ TEST(Autograd, NoGradGuard) {
       autograd::EnableGradGuard eg;
       EXPECT_TRUE(mul(x, 2.0).requires_grad());
     }
+    // Leaving the EnableGradGuard restores the mode it found: no grad.
+    EXPECT_FALSE(autograd::grad_mode_enabled());
+    EXPECT_FALSE(mul(x, 2.0).requires_grad());
   }
   EXPECT_TRUE(autograd::grad_mode_enabled());
   EXPECT_TRUE(mul(x, 2.0).requires_grad());
