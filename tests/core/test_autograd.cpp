@@ -52,6 +52,26 @@ TEST(Autograd, NoGradGuard) {
   EXPECT_EQ(d.data_ptr(), x.data_ptr());
 }
 
+TEST(Autograd, NoOpRecordsUnderANoGradGuard) {
+  // Under a NoGradGuard no op records, whichever way it asks: reductions, shape copies,
+  // softmax, a loss, and cat and stack (which ask for a list of inputs) of tensors that
+  // require grad give results that do not, so no graph and no saved tensor is kept.
+  const Tensor x = from_vector({1, 2, 3, 4, 5, 6}, {2, 3}, DType::f64).set_requires_grad(true);
+  const Tensor target = from_vector({0, 2}, {2}, DType::i64);
+  autograd::NoGradGuard ng;
+  const std::vector<std::pair<const char*, Tensor>> results = {
+      {"sum", sum(x)},
+      {"pad", pad(x, {1, 1})},
+      {"softmax", softmax(x, 1)},
+      {"cross_entropy", cross_entropy(x, target)},
+      {"cat", cat({x, x}, 0)},
+      {"stack", stack({x, x}, 0)}};
+  for (const auto& [op, y] : results) {
+    EXPECT_FALSE(y.requires_grad()) << op;
+    EXPECT_EQ(y.grad_fn(), nullptr) << op;
+  }
+}
+
 TEST(Autograd, RetainGrad) {
   // h = 2x, y = sum(h^2): dy/dh = 2h = 4x.
   Tensor x = leaf({1, 3});
