@@ -461,6 +461,23 @@ TEST(Autograd, SetDataChangesWhatEveryHolderOfTheHandleSees) {
   EXPECT_THROW(t.set_data(Tensor()), Error);
 }
 
+TEST(Autograd, ASavedTensorWhoseStorageWasSwappedIsNotWrittenInPlace) {
+  // A ZeRO-3 parameter is released and gathered again between the forward and the
+  // backward: its handle then holds another storage (set_data), whose version counts
+  // that storage's writes, not those of the one saved. That is no in-place write.
+  const Tensor w = leaf({1, 2});
+  {
+    autograd::NoGradGuard ng;
+    w.fill_(3.0);  // the saved storage's version is now 1
+  }
+  const Tensor x = leaf({5, 7});
+  const Tensor y = sum(mul(x, w));                   // saves w for x's gradient
+  w.set_data(from_vector({3, 3}, {2}, DType::f64));  // gathered again: a fresh storage
+  y.backward();
+  EXPECT_TRUE(values_are(x.grad(), {3, 3}));
+  EXPECT_TRUE(values_are(w.grad(), {5, 7}));
+}
+
 // A function with two outputs of which the loss uses one passes no gradient to what lies
 // behind the other (here a transpose and a multiply, whose backward would assume one):
 // they are not called.
