@@ -201,6 +201,8 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
       {"truncated data", raw_file(ok, 4), "run past the end"},
       {"size mismatch", raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8),
        "needs 12"},
+      {"span too long", raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,8]}})", 8),
+       "data_offsets span 8 bytes but F32[1] needs 4"},
       {"overlap",
        raw_file(
            R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
