@@ -81,13 +81,17 @@ TEST(Npy, ClipsFromFloatAndBytes) {
 TEST(Npy, BrokenFilesNameThemselves) {
   const std::string d = temp_dir();
   save_npy(d + "/ok.npy", full({2, 4, 3, 8, 8}, 0.0));
-  // Truncated: drop the last 10 bytes.
+  // Truncated: drop the last 10 bytes. Too long: one byte past the array (another
+  // array's tail, a write appended to the wrong file) is not dropped without a word.
   {
     std::ifstream in(d + "/ok.npy", std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(in)), {});
     std::ofstream(d + "/short.npy", std::ios::binary) << bytes.substr(0, bytes.size() - 10);
+    std::ofstream(d + "/long.npy", std::ios::binary) << bytes << 'x';
   }
   expect_error([&] { NpyArray x(d + "/short.npy"); }, {d + "/short.npy", "is truncated"});
+  expect_error([&] { load_npy(d + "/long.npy"); },
+               {d + "/long.npy", "1 unexpected trailing bytes after its [2, 4, 3, 8, 8] array"});
   save_npy(d + "/odd.npy", full({2, 4, 4, 8, 8}, 0.0));
   expect_error([&] { NpyArray x(d + "/odd.npy"); }, {d + "/odd.npy", "(N, T, 3, H, W)"});
   save_npy(d + "/range.npy", full({1, 1, 3, 2, 2}, 2.0));
