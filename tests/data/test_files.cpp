@@ -43,6 +43,24 @@ TEST(Npy, RoundTrip) {
   EXPECT_EQ(read_npy_header(d + "/i.npy").data_offset % 64, 0);
 }
 
+// Each dtype save_npy writes comes back in its own dtype (an f16 file read as another
+// width would be garbage), and the header's shape is the tuple numpy needs: numpy refuses
+// "(3)", which Python reads as a number, so one dim is written "(3,)" and none "()".
+TEST(Npy, EveryDtypeRoundTripsUnderNumpysHeader) {
+  const std::string d = temp_dir();
+  for (DType dt : {DType::f16, DType::f32, DType::f64, DType::i32, DType::i64, DType::b8}) {
+    const Tensor t = from_vector({1, 0, 1, 1, 0, 1}, {3, 2}, dt);
+    save_npy(d + "/t.npy", t);
+    const Tensor back = load_npy(d + "/t.npy");
+    EXPECT_EQ(back.dtype(), dt) << dtype_name(dt);
+    EXPECT_EQ(back.sizes(), t.sizes()) << dtype_name(dt);
+    EXPECT_EQ(back.to_vector(), t.to_vector()) << dtype_name(dt);
+  }
+  EXPECT_NE(npy_header(DType::f32, {3}).find("'shape': (3,), }"), std::string::npos);
+  EXPECT_NE(npy_header(DType::f32, {}).find("'shape': (), }"), std::string::npos);
+  EXPECT_NE(npy_header(DType::f32, {2, 3}).find("'shape': (2, 3), }"), std::string::npos);
+}
+
 TEST(Npy, ClipsFromFloatAndBytes) {
   const std::string d = temp_dir();
   Tensor clips = full({3, 4, 3, 8, 8}, 0.25);
