@@ -159,6 +159,7 @@ TEST(ThreadComm, TimeoutNamesCollectiveSequenceAndMissingRanks) {
   EXPECT_NE(err.find("broadcast #1 (f32 x 5, root 0)"), std::string::npos) << err;
   EXPECT_NE(err.find("timed out after 200 ms"), std::string::npos) << err;
   EXPECT_NE(err.find("rank(s) that did not arrive: [2]"), std::string::npos) << err;
+  EXPECT_NE(err.find("rank 2 last arrived at #0"), std::string::npos) << err;
 }
 
 TEST(ThreadComm, AnAsyncCollectiveDroppedUnwaitedStillReportsItsError) {
