@@ -282,6 +282,16 @@ TEST(ThreadComm, BadArgumentsFailAtTheCall) {
     if (c.rank() == 0) c.scatter(out, in, 0);  // the root checks its input
   });
   EXPECT_NE(err.find("scatter: dtypes differ (out f32, in bf16)"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    Tensor t = ones({4});
+    c.broadcast(t, c.size());  // one past the last rank
+  });
+  EXPECT_NE(err.find("broadcast: root 2 is not a rank of 2"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    Tensor in = ones({4}), out = zeros({2});
+    c.reduce_scatter(out, in, ReduceOp::kMax);
+  });
+  EXPECT_NE(err.find("reduce_scatter: supports sum and avg, not max"), std::string::npos) << err;
   err = run_error(1, [](Communicator& c) {
     Tensor t = ones({4, 4}).transpose(0, 1);
     c.all_reduce(t, ReduceOp::kSum);
