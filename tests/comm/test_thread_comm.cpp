@@ -353,6 +353,33 @@ TEST(ThreadComm, ARankThreadThatCannotStartIsAnError) {
   EXPECT_FALSE(ran);
 }
 
+// Each field of a signature tells collectives apart: the reduction of a reduce_scatter,
+// the root of a scatter, the dtype of tensors of one length. Ranks that differ in one
+// field meet a mismatch naming both sides, never a collective run with one rank's view.
+TEST(ThreadComm, EachSignatureFieldTellsCollectivesApart) {
+  std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    Tensor in = ones({4}), out = zeros({2});
+    c.reduce_scatter(out, in, c.rank() == 0 ? ReduceOp::kSum : ReduceOp::kAvg);
+  });
+  EXPECT_NE(err.find("reduce_scatter (f32 x 2, sum)"), std::string::npos) << err;
+  EXPECT_NE(err.find("reduce_scatter (f32 x 2, avg)"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    Tensor in = ones({4}), out = zeros({2});
+    c.scatter(out, in, c.rank());  // each rank names itself the root
+  });
+  EXPECT_NE(err.find("scatter (f32 x 2, root 0)"), std::string::npos) << err;
+  EXPECT_NE(err.find("scatter (f32 x 2, root 1)"), std::string::npos) << err;
+  err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    Tensor t = ones({3}, c.rank() == 0 ? DType::f32 : DType::f64);
+    c.all_reduce(t, ReduceOp::kSum);
+  });
+  EXPECT_NE(err.find("all_reduce (f32 x 3, sum)"), std::string::npos) << err;
+  EXPECT_NE(err.find("all_reduce (f64 x 3, sum)"), std::string::npos) << err;
+}
+
 TEST(Launch, PlainStartUsesThreadRanks) {
   ASSERT_FALSE(under_mpirun());
   std::atomic<int> seen{0};
