@@ -380,6 +380,50 @@ TEST(ThreadComm, EachSignatureFieldTellsCollectivesApart) {
   EXPECT_NE(err.find("all_reduce (f64 x 3, sum)"), std::string::npos) << err;
 }
 
+// Of two ranks that fail in turn, the first one's error is the one run_threads raises:
+// rank 1 fails only after rank 0's failure aborted the barrier it waits in.
+TEST(ThreadComm, TheFirstRankToFailIsTheErrorReported) {
+  const std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    if (c.rank() == 0) throw std::runtime_error("rank 0 fails first");
+    try {
+      c.barrier();
+    } catch (const AbortedError&) {
+      throw std::runtime_error("rank 1 fails second");
+    }
+  });
+  EXPECT_EQ(err, "rank 0 fails first");
+}
+
+// An abort keeps its first reason: a later abort (a rank failing because of the first)
+// does not replace the cause every rank reports.
+TEST(ThreadComm, TheFirstAbortReasonIsKept) {
+  std::string reason;
+  run_threads(1, [&](Communicator& c) {
+    c.abort("the first reason");
+    c.abort("a later reason");
+    reason = c.abort_reason();
+  });
+  EXPECT_EQ(reason, "the first reason");
+}
+
+// Of two dropped async collectives that both fail, the first one's error is reported: the
+// second fails only because the first aborted the group.
+TEST(ThreadComm, OfTwoDroppedCollectivesTheFirstFailureIsReported) {
+  const std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(20s);
+    if (c.rank() == 1) return;
+    Tensor a = ones({4}), b = ones({4});
+    c.all_reduce(a, ReduceOp::kSum, /*async=*/true);
+    c.all_reduce(b, ReduceOp::kSum, /*async=*/true);
+  });
+  EXPECT_NE(err.find("rank 0: zt.comm: all_reduce #0 (f32 x 4, sum) on rank 0: rank(s) 1 "
+                     "returned without calling it"),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(err.find("all_reduce #1"), std::string::npos) << err;
+}
+
 TEST(Launch, PlainStartUsesThreadRanks) {
   ASSERT_FALSE(under_mpirun());
   std::atomic<int> seen{0};
