@@ -395,6 +395,24 @@ TEST(ThreadComm, TheFirstRankToFailIsTheErrorReported) {
   EXPECT_EQ(err, "rank 0 fails first");
 }
 
+// Tensors that share a buffer without overlapping (out right after in, or before it) are
+// not in place and not an overlap: the collective takes them.
+TEST(ThreadComm, AdjacentPiecesOfOneBufferAreNotAnOverlap) {
+  EXPECT_EQ(run_error(2,
+                      [](Communicator& c) {
+                        Tensor buf = zeros({6});
+                        Tensor in = buf.narrow(0, 0, 2), out = buf.narrow(0, 2, 4);
+                        in.fill_(1.0 + c.rank());
+                        c.all_gather(out, in);
+                        checks::expect_values(out, {1, 1, 2, 2}, "all_gather after its input");
+                        Tensor rs_out = buf.narrow(0, 0, 2), rs_in = buf.narrow(0, 2, 4);
+                        c.reduce_scatter(rs_out, rs_in, ReduceOp::kSum);
+                        const double v = c.rank() == 0 ? 2.0 : 4.0;
+                        checks::expect_values(rs_out, {v, v}, "reduce_scatter before its input");
+                      }),
+            "");
+}
+
 // An abort keeps its first reason: a later abort (a rank failing because of the first)
 // does not replace the cause every rank reports.
 TEST(ThreadComm, TheFirstAbortReasonIsKept) {
