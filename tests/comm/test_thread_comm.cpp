@@ -442,6 +442,22 @@ TEST(ThreadComm, OfTwoDroppedCollectivesTheFirstFailureIsReported) {
   EXPECT_EQ(err.find("all_reduce #1"), std::string::npos) << err;
 }
 
+// wait() on an async collective that failed raises its error on the waiting rank.
+TEST(ThreadComm, WaitingOnAFailedAsyncCollectiveRaisesItsError) {
+  std::string waited;
+  run_error(2, [&](Communicator& c) {
+    c.set_timeout(20s);
+    if (c.rank() == 1) return;
+    Tensor t = ones({4});
+    std::shared_ptr<Work> w = c.all_reduce(t, ReduceOp::kSum, /*async=*/true);
+    waited = test::error_of([&] { w->wait(); });
+  });
+  EXPECT_NE(waited.find("all_reduce #0 (f32 x 4, sum) on rank 0: rank(s) 1 returned without "
+                        "calling it"),
+            std::string::npos)
+      << waited;
+}
+
 TEST(Launch, PlainStartUsesThreadRanks) {
   ASSERT_FALSE(under_mpirun());
   std::atomic<int> seen{0};
