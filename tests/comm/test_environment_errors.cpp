@@ -7,6 +7,8 @@
 //  - $ZT_COMM_TIMEOUT_MS: read by every communicator as it is made.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -46,4 +48,7 @@ TEST(CommTimeoutEnv, AValueThatIsNotAPositiveWholeNumberIsAnError) {
     EXPECT_EQ(c.timeout(), std::chrono::milliseconds(1234));
   });
   ::unsetenv("ZT_COMM_TIMEOUT_MS");
+  zt::comm::run_threads(1, [](zt::comm::Communicator& c) {
+    EXPECT_EQ(c.timeout(), std::chrono::minutes(10)) << "unset: the default";
+  });
 }
