@@ -52,3 +52,23 @@ TEST(CommTimeoutEnv, AValueThatIsNotAPositiveWholeNumberIsAnError) {
     EXPECT_EQ(c.timeout(), std::chrono::minutes(10)) << "unset: the default";
   });
 }
+
+// A valid $ZT_MEMORY_LIMIT caps every device of a new ledger: the CPU and each GPU.
+TEST(MemoryLimitEnv, AValueCapsEveryDeviceOfANewLedger) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("ZT_MEMORY_LIMIT", "3MiB", 1);
+        const zt::MemoryLedger ledger;
+        const int64_t want = int64_t{3} << 20;
+        for (zt::Device d :
+             {zt::Device::cpu(), zt::Device::cuda(0), zt::Device::cuda(zt::kMaxCudaDevices - 1)})
+          if (ledger.limit(d) != want) {
+            std::fprintf(stderr, "limit on %s: %lld\n", d.str().c_str(),
+                         static_cast<long long>(ledger.limit(d)));
+            std::exit(4);
+          }
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
