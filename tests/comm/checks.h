@@ -208,10 +208,15 @@ inline void counters_match_textbook(Communicator& c) {
   c.barrier();
   c.all_gather_bytes(std::string(r + 1, 'x'));
   CommCounters k = c.counters();
+  int64_t total_bytes = 0;
   auto expect = [&](Collective kind, int64_t calls, int64_t bytes) {
     ZT_CHECK(k[kind].calls == calls && k[kind].bytes == bytes, collective_name(kind),
              " counters on rank ", r, ": calls ", k[kind].calls, " bytes ", k[kind].bytes,
              ", expected calls ", calls, " bytes ", bytes);
+    const std::string entry =
+        detail::cat('"', collective_name(kind), "\":{\"calls\":", calls, ",\"bytes\":", bytes, '}');
+    ZT_CHECK(k.json().find(entry) != std::string::npos, "json() lacks ", entry, ": ", k.json());
+    total_bytes += bytes;
   };
   expect(Collective::kAllGather, 1, (n - 1) * 5 * 4);
   expect(Collective::kReduceScatter, 1, (n - 1) * 4 * 2);
@@ -221,6 +226,8 @@ inline void counters_match_textbook(Communicator& c) {
   expect(Collective::kBarrier, 1, 0);
   expect(Collective::kAllGatherBytes, 1, n * (n + 1) / 2 - (r + 1));
   ZT_CHECK(k.total_calls() == 8, "total calls ", k.total_calls());
+  ZT_CHECK(k.total_bytes() == total_bytes, "total bytes ", k.total_bytes(), ", expected ",
+           total_bytes);
   c.reset_counters();
   ZT_CHECK(c.counters().total_calls() == 0 && c.counters().total_bytes() == 0,
            "reset_counters left ", c.counters().json());
