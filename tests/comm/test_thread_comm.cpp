@@ -468,3 +468,19 @@ TEST(Launch, PlainStartUsesThreadRanks) {
   });
   EXPECT_EQ(seen.load(), 3);
 }
+
+// launch()'s options reach every thread rank: its collective deadline and the memory limit
+// of its own ledger.
+TEST(Launch, OptionsSetEachRanksTimeoutAndMemoryLimit) {
+  LaunchOptions o;
+  o.ranks = 2;
+  o.timeout = 1234ms;
+  o.memory_limit = int64_t{3} << 20;
+  std::atomic<int> seen{0};
+  launch(o, [&](Communicator& c) {
+    EXPECT_EQ(c.timeout(), 1234ms);
+    EXPECT_EQ(current_ledger()->limit(Device::cpu()), o.memory_limit);
+    seen += 1;
+  });
+  EXPECT_EQ(seen.load(), 2);
+}
