@@ -18,6 +18,7 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/gpu_skip.h"
 #include "common/test_util.h"
+#include "core/allocator.h"
 #include "zero/memory_plan.h"
 #include "zero/zero.h"
 
@@ -275,6 +276,14 @@ TEST(MemoryPlan, AProcessThatCannotHoldWhatItWouldAllocateIsRefusedBeforeItDoes)
     EXPECT_NO_THROW(app::check_host_can_build(too_many, false, Device::cuda(0), comm, "m"))
         << "a GPU's allocations fail at once";
     EXPECT_NO_THROW(app::check_host_can_build(too_many / 4, false, Device::cpu(), comm, "m"));
+    // Replicated, every rank builds all of them: about half as many fit partitioned, not
+    // whole.
+    const int64_t half = too_many / 2 + 1;
+    EXPECT_NO_THROW(app::check_host_can_build(half, false, Device::cpu(), comm, "m"));
+    EXPECT_TRUE(test::throws_with(
+        [&] { app::check_host_can_build(half, true, Device::cpu(), comm, "the encoder"); },
+        "the encoder's f32 parameters (" + std::to_string(half) +
+            " elements, whole on every rank) do not fit the host's memory"));
     EXPECT_TRUE(test::throws_with(
         [&] { app::check_host_can_build(too_many, false, Device::cpu(), comm, "the GPT"); },
         "the GPT's f32 parameters (" + std::to_string(too_many) +
@@ -286,6 +295,28 @@ TEST(MemoryPlan, AProcessThatCannotHoldWhatItWouldAllocateIsRefusedBeforeItDoes)
   comm::run_threads(2, [&](comm::Communicator& comm) {
     EXPECT_NO_THROW(vqtok::plan(cfg, comm, 1, /*quiet=*/true));
   });
+}
+
+// A rank's host bytes still to come: on the CPU its model states, gathered parameters and
+// replicas, on a GPU its offloaded optimizer's host bytes; less what the process's
+// allocator holds already, and never below 0.
+TEST(MemoryPlan, TheHostBytesToComeAreThePlansLessWhatIsHeld) {
+  const int64_t gib = int64_t{1} << 30;
+  zero::MemoryPlan p;
+  p.param_shard = 1 * gib;
+  p.grad_shard = 2 * gib;
+  p.optim_state = 4 * gib;
+  p.gathered_peak = 8 * gib;
+  p.replicated = 16 * gib;
+  p.optim_state_host = 32 * gib;
+  p.grad_shard_host = 64 * gib;
+  p.staging_host = 128 * gib;
+  const Tensor kept = zeros({1024}, DType::f32);  // something held
+  const int64_t held = memory_stats(Device::cpu()).total_current;
+  ASSERT_GT(held, 0);
+  EXPECT_EQ(app::host_bytes_to_come(p, Device::cpu()), 31 * gib - held);
+  EXPECT_EQ(app::host_bytes_to_come(p, Device::cuda(0)), 224 * gib - held);
+  EXPECT_EQ(app::host_bytes_to_come(zero::MemoryPlan{}, Device::cpu()), 0) << "less than held";
 }
 
 // `vqgpt plan` on the shipped tiny config (a random tokenizer stands in: no checkpoint is
