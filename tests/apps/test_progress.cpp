@@ -65,5 +65,21 @@ TEST(Progress, DurationsRoundOnce) {
   EXPECT_EQ(app::format_duration(12.4), "12s");
   EXPECT_EQ(app::format_duration(59.6), "1m00s");
   EXPECT_EQ(app::format_duration(3599.6), "1h00m");
+  EXPECT_EQ(app::format_duration(150), "2m30s");
+  EXPECT_EQ(app::format_duration(5400), "1h30m");
   EXPECT_EQ(app::format_duration(-1), "?");
+}
+
+// On a terminal the bar is 24 cells, filled for the share of steps done, then the percentage
+// and the stats; a line or the end clears or closes only a bar that was drawn.
+TEST(Progress, TheBarFillsForTheShareOfStepsDone) {
+  ::unsetenv("OMPI_COMM_WORLD_SIZE");
+  app::Progress p(8, /*tty=*/true);
+  EXPECT_EQ(printed([&] { p.update(2, "step 2/8"); }),
+            "\r\033[K[######..................]  25% step 2/8");
+  EXPECT_EQ(printed([&] { p.line("checkpoint"); }), "\r\033[Kcheckpoint\n");
+  EXPECT_EQ(printed([&] { p.line("eval"); }), "eval\n") << "no bar to clear";
+  EXPECT_EQ(printed([&] { p.finish(); }), "") << "no bar to close";
+  printed([&] { p.update(8, ""); });
+  EXPECT_EQ(printed([&] { p.finish(); }), "\n");
 }
