@@ -4,6 +4,7 @@
 // does not fit the world size stops the run before it starts, while the commands that read
 // the weights at another world size are not held to it; a checkpoint records the JSON, so
 // a resume compares the settings it gave.
+#include <array>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -177,6 +178,25 @@ train: {steps: 2, eval_every: 0, checkpoint_every: 2}
       << note;
   note = resume_note(edit("\"bf16\"", "\"fp16\""));
   EXPECT_NE(note.find("trained in bf16 and this config trains in f16"), std::string::npos) << note;
+  // Each training setting the JSON gives is compared as it resolved, and named on its own.
+  const std::vector<std::array<std::string, 3>> edits = {
+      {"[0.9, 0.99]", "[0.8, 0.99]", "train.betas[0] (0.9 in the checkpoint, 0.8 in this config)"},
+      {"[0.9, 0.99]", "[0.9, 0.95]",
+       "train.betas[1] (0.99 in the checkpoint, 0.95 in this config)"},
+      {"1e-8", "1e-6", "train.eps (1e-08 in the checkpoint, 1e-06 in this config)"},
+      {"\"weight_decay\": 0.0", "\"weight_decay\": 0.1",
+       "train.weight_decay (0 in the checkpoint, 0.1 in this config)"},
+      {"\"warmup_num_steps\": 1", "\"warmup_num_steps\": 3",
+       "train.warmup (1 in the checkpoint, 3 in this config)"},
+      {"\"gradient_clipping\": 1.0", "\"gradient_clipping\": 0.5",
+       "train.gradient_clipping (1 in the checkpoint, 0.5 in this config)"},
+      {"\"train_micro_batch_size_per_gpu\": 2", "\"train_micro_batch_size_per_gpu\": 4",
+       "train.batch (2 in the checkpoint, 4 in this config)"}};
+  for (const auto& [from, to, named] : edits) {
+    note = resume_note(edit(from, to));
+    EXPECT_NE(note.find(named), std::string::npos) << note;
+    EXPECT_EQ(note.find(", train."), std::string::npos) << "only " << named << ": " << note;
+  }
   // Without the JSON: the YAML's own values (and precision) differ from the checkpoint's.
   std::ofstream(s.path("plain.yaml")) << yaml << "output_dir: " << s.path("out") << "\n"
                                       << "bf16: {enabled: true}\n";
