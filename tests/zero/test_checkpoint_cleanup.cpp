@@ -74,8 +74,12 @@ TEST(CheckpointCleanup, StaleTemporariesAreRemovedWhenTheirProcessIsGone) {
   // machine's temporaries are an earlier run's too.
   // A hidden folder whose name carries no id zt writes is nobody's temporary: kept.
   make_dir(".notes.tmp-mine");
+  // Nor is a visible folder, whatever its name ends with: saves make only hidden ones.
+  const std::string visible = "backup.tmp-" + dead + "-0badf00d";
+  make_dir(visible);
   EXPECT_EQ(zero::remove_stale_temporaries(root, /*run_lock_held=*/true).size(), 2u);
-  EXPECT_EQ(entries(root), (std::set<std::string>{"latest", "step_000001", ".notes.tmp-mine"}));
+  EXPECT_EQ(entries(root),
+            (std::set<std::string>{"latest", "step_000001", ".notes.tmp-mine", visible}));
   // The next save removes a dead process's temporary by itself.
   make_dir(".step_000009.tmp-" + dead + "-0badf00d");
   save_steps(root, 1);
