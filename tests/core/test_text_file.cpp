@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
@@ -115,5 +116,28 @@ TEST(TextFile, TemporariesOfExitedProcessesAreRemoved) {
   for (const std::string& kept : std::vector<std::string>{".x.npy.tmp-" + live, ".x.npy.tmp-ab",
                                                           ".y.npy.tmp-" + dead, ".x.npy.tmp"})
     EXPECT_TRUE(fs::exists(dir / kept)) << kept;
+  fs::remove_all(dir);
+}
+
+// The temporary of a write is ".<name>.tmp-<id>" beside the file (".<name>.tmp" without an
+// id): concurrent writers of one path (ranks, each with its own id) fill their own, and a
+// process killed mid-write leaves one that remove_exited_temporaries knows by its pid.
+TEST(TextFile, AWritersTemporaryCarriesItsId) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("zt_text_file_id_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "latest").string();
+  std::vector<std::string> seen;  // the folder's entries while `fill` writes
+  auto fill = [&](std::FILE* f) {
+    seen.clear();
+    for (const auto& e : fs::directory_iterator(dir)) seen.push_back(e.path().filename());
+    std::sort(seen.begin(), seen.end());
+    return write_all(f, "x", 1);
+  };
+  write_file_atomically(path, fill, "1234");
+  EXPECT_EQ(seen, std::vector<std::string>{".latest.tmp-1234"});
+  write_file_atomically(path, fill);
+  EXPECT_EQ(seen, (std::vector<std::string>{".latest.tmp", "latest"}));
   fs::remove_all(dir);
 }
