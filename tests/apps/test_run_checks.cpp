@@ -1,0 +1,82 @@
+// The checks that ranks under mpirun were started alike (apps/common/run_checks.h): every
+// rank's "key=value" lines are compared with rank 0's, numbers as numbers (integers
+// exactly), and the error names the first key that differs, its value on rank 0 and on
+// the rank that differs, a key one of them lacks included; and the first non-finite
+// parameter or buffer of a model is named with its module.
+#include <limits>
+
+#include "apps/common/run_checks.h"
+#include "common/test_util.h"
+#include "core/ops.h"
+#include "nn/module.h"
+#include "zero/comm/thread_comm.h"
+
+using namespace zt;
+using test::error_of;
+
+namespace {
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+// Integers past 2^53 (seeds) are compared exactly, not as the doubles they round to;
+// other numbers as numbers, and text as text.
+TEST(RunChecks, ConfigValuesCompareAsNumbersAndIntegersExactly) {
+  EXPECT_TRUE(app::same_config_value("0.003", "3.0e-3"));
+  EXPECT_TRUE(app::same_config_value("2", "2"));
+  EXPECT_FALSE(app::same_config_value("9007199254740993", "9007199254740992"));
+  EXPECT_FALSE(app::same_config_value("", "0"));
+  EXPECT_FALSE(app::same_config_value("adamw", "adam"));
+}
+
+// Each rank is compared with rank 0, not rank 1 alone; an option only one rank was given
+// is named too, "(absent)" where it is missing.
+TEST(RunChecks, TheRankThatDiffersAndAnOptionOnlyOneRankHasAreNamed) {
+  comm::run_threads(3, [](comm::Communicator& comm) {
+    std::vector<app::OptionValue> options = {{"--batch", "4"}};
+    if (comm.rank() == 2) options.push_back({"--limit", "3"});
+    const std::string e = error_of([&] { app::check_same_options(options, comm, "vqtok encode"); });
+    EXPECT_TRUE(has(e,
+                    "vqtok encode: the ranks were started with different options: '--limit' is "
+                    "(absent) on rank 0 but 3 on rank 2"))
+        << e;
+  });
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const std::vector<app::OptionValue> options = {{"--batch", comm.rank() == 0 ? "4" : "4.0"}};
+    EXPECT_EQ(error_of([&] { app::check_same_options(options, comm, "t"); }), "")
+        << "one number written two ways";
+  });
+}
+
+namespace {
+
+// A module with a parameter and a buffer, in a child.
+struct Child : nn::UnaryModule {
+  Child() {
+    register_parameter("weight", zeros({2}, DType::f32));
+    register_buffer("running_var", zeros({3}, DType::f32));
+  }
+  Tensor forward(const Tensor& x) override { return x; }
+};
+struct Parent : nn::UnaryModule {
+  Parent() { register_module("norm", std::make_shared<Child>()); }
+  Tensor forward(const Tensor& x) override { return x; }
+};
+
+}  // namespace
+
+// A non-finite buffer (a running statistic) is found as a parameter is, named with its
+// module's path.
+TEST(RunChecks, TheFirstNonFiniteParameterOrBufferIsNamedWithItsModule) {
+  Parent m;
+  EXPECT_EQ(app::first_nonfinite(m), "");
+  Tensor var = m.named_buffers()[0].second;
+  var.data<float>()[1] = std::numeric_limits<float>::infinity();
+  EXPECT_EQ(app::first_nonfinite(m), "buffer 'norm.running_var' (module norm, f32 [3])");
+  Tensor w = m.named_parameters()[0].second;
+  w.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(app::first_nonfinite(m), "parameter 'norm.weight' (module norm, f32 [2])");
+}
