@@ -120,6 +120,17 @@ TEST(StepLog, TheReportTellsBadInputAndABadWeightedSumApart) {
   });
 }
 
+// A term without an `about` (vqtok's vq term, the sum of the commitment and codebook terms,
+// which are named on their own) is left out of the report's list.
+TEST(StepLog, TheReportListsOnlyTheTermsThatNameACause) {
+  with_engine(1, [](zero::Engine& engine) {
+    app::StepLog log({{"loss", ""}, {"mse", "mse (output vs. input)"}, {"vq", ""}}, "test");
+    log.add(1, 0, values(kNaN, kInf, kNaN));
+    const std::string err = error_of([&] { (void)log.settle(engine, 1); });
+    EXPECT_TRUE(has(err, "non-finite loss terms: mse (output vs. input). Training stops")) << err;
+  });
+}
+
 TEST(StepLog, ANonFiniteGradientNormBehindFiniteLossesIsAnError) {
   with_engine(1, [](zero::Engine& engine) {
     app::StepLog log(terms(), "test");
@@ -127,6 +138,8 @@ TEST(StepLog, ANonFiniteGradientNormBehindFiniteLossesIsAnError) {
     log.add_norm(1, scalar_tensor(2.0, DType::f64));
     log.add(2, 0, values(1.0, 0.5, 0.1));
     log.add_norm(2, scalar_tensor(kInf, DType::f64));
+    log.add(3, 0, values(1.0, 0.5, 0.1));
+    log.add_norm(3, scalar_tensor(kNaN, DType::f64));  // later: not the one named
     const std::string err = error_of([&] { (void)log.settle(engine, 3); });
     EXPECT_TRUE(has(err, "the gradient norm is inf at step 2 while every loss was finite")) << err;
     EXPECT_TRUE(has(err, "no checkpoint of step 2 or later")) << err;
