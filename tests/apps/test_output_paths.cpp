@@ -60,6 +60,9 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   };
   refused(weights, {"is a file this command reads"});
   refused(run / "." / "tok.safetensors", {"is a file this command reads"});  // another spelling
+  // Another name of the same file (a hard link).
+  fs::create_hard_link(weights, run / "tok_alias.safetensors");
+  refused(run / "tok_alias.safetensors", {"is a file this command reads"});
   // A path not written yet that another output of the command takes (sample's --tokens and
   // --out).
   const std::string grid = (run / "grid.png").string();
@@ -73,6 +76,11 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   touch(run / "recon_step_000002.png");
   refused(run / "recon_step_000002.png", {"is a training run's recon_step_000002.png"});
   refused(run / "tb" / "events.json", {"is in a training run's TensorBoard folder"});
+  // The run's lock and curves, beside its metrics.jsonl, are its own files too.
+  touch(run / ".lock");
+  touch(run / "curves.svg");
+  refused(run / ".lock", {"is a training run's .lock"});
+  refused(run / "curves.svg", {"is a training run's curves.svg"});
   refused(run, {"is a folder; pass the file to write"});
   // Beside the run, a new file, and an existing one the command does not read, are fine.
   for (const fs::path& ok : {run / "ids.npy", run / "model.safetensors", run / "old.npy"}) {
@@ -80,6 +88,20 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
     EXPECT_EQ(error_of([&] { app::check_output_file("encode -o", ok.string(), {weights}); }), "")
         << ok;
   }
+  // A folder holding a meta.json but no rank file (an exported model's, say) is no
+  // checkpoint: a file beside it is fine.
+  touch(run / "export" / "meta.json");
+  EXPECT_EQ(error_of([&] {
+              app::check_output_file("encode -o", (run / "export" / "ids.npy").string(), {});
+            }),
+            "");
+  // A file named like a run's that is not there yet, in a folder without a run, is new.
+  const fs::path fresh = run.parent_path() / "files_elsewhere" / "metrics.jsonl";
+  EXPECT_EQ(error_of([&] { app::check_output_file("eval -o", fresh.string(), {}); }), "");
+  // An image named like a run's, away from a run's record, is just an image.
+  const fs::path image = fresh.parent_path() / "recon_step_000002.png";
+  touch(image);
+  EXPECT_EQ(error_of([&] { app::check_output_file("decode -o", image.string(), {}); }), "");
   // Written only at the end of work: the folder must take a file now.
   EXPECT_TRUE(
       has(error_of([&] { app::check_output_writable("eval -o", "/proc/zt_no_such/x.json", {}); }),
@@ -178,6 +200,12 @@ TEST(OutputPaths, ALinkIsFollowedAndAFifoIsNeverReplaced) {
   EXPECT_EQ(std::string(std::istreambuf_iterator<char>(in), {}), "new");
   EXPECT_EQ(std::distance(fs::directory_iterator(dir / "real"), fs::directory_iterator()), 1)
       << "no temporary is left beside the file";
+  // A link into a folder that takes no file: the folder it leads to is probed, not the
+  // link's own.
+  const fs::path dangling = dir / "elsewhere.json";
+  fs::create_symlink("/proc/zt_no_such/eval.json", dangling);
+  EXPECT_TRUE(has(error_of([&] { app::check_output_writable("eval -o", dangling.string(), {}); }),
+                  "eval -o '" + dangling.string() + "' cannot be written"));
   // What the link leads to is what the checks judge: here a file the command reads.
   EXPECT_TRUE(
       has(error_of([&] { app::check_output_file("encode -o", link.string(), {target.string()}); }),
