@@ -13,6 +13,7 @@
 #include "apps/common/ordered_sums.h"
 #include "apps/vqgpt_test_util.h"
 #include "common/test_util.h"
+#include "data/factory.h"
 #include "zero/comm/thread_comm.h"
 
 using namespace zt;
@@ -93,4 +94,18 @@ TEST(OrderedSums, AVqgptEvaluationScoresEachItemOnceOnAnyNumberOfRanks) {
   }
   EXPECT_GT(losses[0], 0.0);
   EXPECT_NEAR(losses[1], losses[0], 1e-6 * losses[0]);
+}
+
+// An evaluation pass of `batches` reads that many when the split holds more, and the whole
+// split when it holds fewer or none is asked for.
+TEST(OrderedSums, AnEvaluationPassReadsTheBatchesItIsAskedFor) {
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(apptest::fresh_dir("ordered", "pass"));
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, 2, 0, 1);
+    const int64_t all = loader->batches_per_epoch();
+    ASSERT_GT(all, 2);
+    EXPECT_EQ(app::begin_eval_pass(*loader, 2, comm, "t"), 2);
+    EXPECT_EQ(app::begin_eval_pass(*loader, 0, comm, "t"), all);
+    EXPECT_EQ(app::begin_eval_pass(*loader, all + 5, comm, "t"), all);
+  });
 }
