@@ -1,0 +1,52 @@
+// The command-line validators (apps/common/cli_checks.h) at their edges, as the apps'
+// options meet them: each value passes or gets its one reason (exit 2 in the apps).
+#include <string>
+
+#include "apps/common/cli_checks.h"
+#include "gtest/gtest.h"
+
+using namespace zt;
+
+namespace {
+
+// What `v` says of `text`: "" when it passes.
+std::string check(const CLI::Validator& v, std::string text) {
+  return v(text);
+}
+
+bool has(const std::string& s, const std::string& part) {
+  return s.find(part) != std::string::npos;
+}
+
+}  // namespace
+
+// A --set key names every part of its dotted path, and a value follows the '='.
+TEST(CliChecks, ASetKeyNamesEveryPartOfItsPathAndHasAValue) {
+  EXPECT_EQ(check(app::kKeyValue, "train.lr=1e-3"), "");
+  EXPECT_EQ(check(app::kKeyValue, " train.lr =1e-3"), "") << "blanks around the key";
+  for (const char* bad : {"train..lr=3", ".lr=3", "train.=3", "=3", "train.lr"})
+    EXPECT_TRUE(has(check(app::kKeyValue, bad), "every part of the path named")) << bad;
+  EXPECT_TRUE(has(check(app::kKeyValue, "train.lr= "), "missing value after '='"));
+}
+
+// --batch takes 0 to 2^27 items; a seed 0 to 2^64 - 1, not a value past it saturated.
+TEST(CliChecks, ABatchAndASeedStopAtTheirLargestValue) {
+  EXPECT_EQ(check(app::kBatchSize, "0"), "");
+  EXPECT_EQ(check(app::kBatchSize, "134217728"), "");
+  EXPECT_TRUE(has(check(app::kBatchSize, "134217729"), "from 0 (train.batch) to 134217728"));
+  EXPECT_EQ(check(app::kSeed, "18446744073709551615"), "");
+  EXPECT_TRUE(has(check(app::kSeed, "18446744073709551616"), "from 0 to 18446744073709551615"));
+}
+
+// A positive number is finite and above 0; a non-negative one may be 0; a whole number
+// past int64 is refused saying so.
+TEST(CliChecks, CountsArePositiveOrNonNegativeAndBelow2To63) {
+  EXPECT_EQ(check(app::kPositive, "1e-3"), "");
+  EXPECT_EQ(check(app::kPositive, "9223372036854775807"), "");
+  for (const char* bad : {"0", "-1", "inf", "nan"})
+    EXPECT_EQ(check(app::kPositive, bad), std::string("must be a positive number, got ") + bad);
+  EXPECT_EQ(check(app::kPositive, "9223372036854775808"),
+            "must be a positive number below 2^63, got 9223372036854775808");
+  EXPECT_EQ(check(app::kNonNegative, "0"), "");
+  EXPECT_EQ(check(app::kNonNegative, "-1e-9"), "must be a number >= 0, got -1e-9");
+}
