@@ -1,10 +1,11 @@
 // The GEMM with a fused bias / GELU epilogue (gemm_epilogue) and the ops on it: linear
 // (bias epilogue) and linear_gelu (bias + tanh GELU, one autograd node) against the
 // composed ops (matmul, bias add, gelu) — forward and x, weight and bias gradients for
-// f32, f64 and bf16, with and without bias, odd sizes and 3-D inputs. f32 and f64 run the
-// same BLAS call, GELU formula and backward kernels as the composed ops, so they agree
-// to the last bit; bf16 applies GELU to the fp32 accumulator instead of the rounded
-// pre-activation, one bf16 rounding (2^-8) apart, compounded by the backward's products.
+// f32, f64 and bf16, with and without bias, odd sizes and 3-D inputs, and the backward
+// kernel with its columns split over several threads. f32 and f64 run the same BLAS call,
+// GELU formula and backward kernels as the composed ops, so they agree to the last bit;
+// bf16 applies GELU to the fp32 accumulator instead of the rounded pre-activation, one
+// bf16 rounding (2^-8) apart, compounded by the backward's products.
 #include "common/test_util.h"
 #include "core/kernels.h"
 #include "cuda/cuda_compare.h"
@@ -79,6 +80,23 @@ TEST(GemmEpilogue, BackwardKernelEqualsGeluGradThenColumnSums) {
       }
       EXPECT_TRUE(test::all_close(dbias, sum(want, {0}), 0, 0));
     }
+  }
+}
+
+TEST(GemmEpilogue, BackwardKernelOnSeveralThreadsEqualsGeluGradThenColumnSums) {
+  // 5 rows of 10000 columns: the columns are cut into blocks of 3276 for three threads,
+  // and each block must read the pre-activations of its own columns.
+  test::ThreadCount threads(3);
+  const int64_t M = 5, N = 10000;
+  for (DType dt : {DType::f32, DType::f64}) {
+    SCOPED_TRACE(dtype_name(dt));
+    Tensor dy = normal_cpu({M, N}, 26, dt), aux = normal_cpu({M, N}, 27, dt);
+    Tensor dpre = Tensor::empty({M, N}, dt), dbias = Tensor::empty({N}, dt);
+    cpu::gemm_epilogue_backward(M, N, dy, aux, true, dpre, dbias);
+    Tensor want = Tensor::empty({M, N}, dt);
+    cpu::binary(BinaryOp::kGeluTanhGrad, want, dy, aux);
+    EXPECT_TRUE(test::all_close(dpre, want, 0, 0));
+    EXPECT_TRUE(test::all_close(dbias, sum(want, {0}), 0, 0));
   }
 }
 
