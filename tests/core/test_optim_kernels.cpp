@@ -1,8 +1,9 @@
 // The optimizer kernels of the device kernel table (cpu::adam_update, cpu::sgd_update),
 // called directly: their bits against a scalar loop that follows the contract in
 // core/kernel_list.h operation by operation, the 16-bit copies written in the same pass
-// (bits of Tensor::to), one call over many tensors against one call per tensor, and the
-// errors for lists that break the contract.
+// (bits of Tensor::to), one call over many tensors against one call per tensor, the same
+// bits with the blocks of a long tensor spread over several threads, and the errors for
+// lists that break the contract.
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -186,4 +187,32 @@ TEST(OptimKernels, ListsThatBreakTheContractAreErrors) {
   EXPECT_TRUE(test::throws_with(
       [&] { cpu::sgd_update({h}, {h.clone()}, {}, {}, 0.1, 0, 0, 0, false, false); },
       "f32 or f64"));
+}
+
+TEST(OptimKernels, SeveralThreadsGiveTheContractsBitsInEveryBlock) {
+  // 40000 elements are five Adam blocks (8192) and three SGD blocks (16384), the last ones
+  // partial: with three threads each block must still update its own slice of every
+  // array (parameter, gradient, both moments or the momentum buffer, the 16-bit copy).
+  test::ThreadCount threads(3);
+  const int64_t n = 40000;
+  Entry ref = make_entry(n, 91, DType::f32), got = clone(ref);
+  Tensor low = Tensor::empty({n}, DType::bf16);
+  for (int step = 1; step <= 2; ++step) {
+    cpu::adam_update({got.p}, {got.g}, {got.s0}, {got.s1}, {low}, 0.9, 0.999, 0.1, 0.999, 1e-3, 1.2,
+                     1e-8);
+    adam_reference<float>(ref, 0.9, 0.999, 0.1, 0.999, 1e-3, 1.2, 1e-8);
+    EXPECT_TRUE(same_bits(got.p, ref.p)) << "Adam step " << step;
+    EXPECT_TRUE(same_bits(got.s0, ref.s0)) << "Adam step " << step;
+    EXPECT_TRUE(same_bits(got.s1, ref.s1)) << "Adam step " << step;
+    EXPECT_TRUE(same_bits(low, ref.p.to(DType::bf16))) << "Adam step " << step;
+  }
+  Entry sref = make_entry(n, 95, DType::f32), sgot = clone(sref);
+  Tensor half = Tensor::empty({n}, DType::f16);
+  for (int step = 0; step < 2; ++step) {
+    cpu::sgd_update({sgot.p}, {sgot.g}, {sgot.s0}, {half}, 0.05, 0.9, 0.1, 1e-2, true, step == 0);
+    sgd_reference<float>(sref, 0.05, 0.9, 0.1, 1e-2, true, step == 0);
+    EXPECT_TRUE(same_bits(sgot.p, sref.p)) << "SGD step " << step;
+    EXPECT_TRUE(same_bits(sgot.s0, sref.s0)) << "SGD step " << step;
+    EXPECT_TRUE(same_bits(half, sref.p.to(DType::f16))) << "SGD step " << step;
+  }
 }
