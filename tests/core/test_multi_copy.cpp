@@ -66,6 +66,23 @@ TEST(MultiCopy, EachPairEqualsItsOwnCopyOrAdd) {
     }
 }
 
+TEST(MultiCopy, EachPairEqualsItsOwnAddOnSeveralThreads) {
+  // The pairs laid end to end are cut into chunks of 32K elements, one per thread: a chunk
+  // that starts inside a pair adds only that pair's elements from the chunk's start on, so
+  // every element is added once.
+  test::ThreadCount threads(3);
+  Pairs p = make_pairs(DType::f32, DType::f32, 400);
+  std::vector<Tensor> added = clones(p.dst), copied = clones(p.dst);
+  multi_add_(added, p.src);
+  multi_copy_(copied, p.src);
+  for (size_t i = 0; i < p.src.size(); ++i) {
+    Tensor want = p.dst[i].clone();
+    add_(want, p.src[i]);
+    EXPECT_TRUE(all_close(added[i], want, 0, 0)) << "pair " << i;
+    EXPECT_TRUE(all_close(copied[i], p.src[i], 0, 0)) << "pair " << i;
+  }
+}
+
 TEST(MultiCopy, OneKernelCallPerDtypeGroup) {
   Pairs p = make_pairs(DType::f32, DType::bf16, 200);
   Pairs q = make_pairs(DType::f32, DType::f32, 300);
