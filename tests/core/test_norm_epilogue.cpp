@@ -76,9 +76,10 @@ TEST(GroupNormEpilogue, F32MatchesTheComposedOps) {
 // The f32 kernel runs the epilogue in one pass per row (cpu/norm_epilogue.h) with the
 // bits of separate ops: n as group_norm alone rounds it, n * scale and + shift rounded
 // each (no FMA), the silu op's lanes, and in the backward the silu op's gradient.
-// Rows of 35 and 48 elements: whole vectors and a tail on every ISA.
+// Rows of 35, 48 and 17 elements: whole vectors and a tail on every ISA, 17 leaving a
+// tail of one element (16 + 1, 2 * 8 + 1, 4 * 4 + 1).
 TEST(GroupNormEpilogue, F32BitsAreTheSeparateOps) {
-  for (const Shape& s : {Shape{3, 8, 5, 7}, Shape{2, 4, 6, 8}}) {
+  for (const Shape& s : {Shape{3, 8, 5, 7}, Shape{2, 4, 6, 8}, Shape{2, 4, 1, 17}}) {
     Generator g(31);
     const Tensor x = add(randn(s, g), 2.0), w = randn({s[1]}, g), b = randn({s[1]}, g);
     const Tensor gy = randn(s, g);
