@@ -142,6 +142,29 @@ TEST(KernelTable, ArgExtremeTakesTheFirstNaNElseTheFirstExtreme) {
   EXPECT_TRUE(values_are(out2, {17, 20}));
 }
 
+TEST(KernelTable, ArgExtremeFindsAnExtremeAtEveryPositionOfALongRow) {
+  // One row of 40 per position p holding the only max (9) and, elsewhere, the only min
+  // (-9): every position of the kernel's blocks of 16 (first, inner, last) and the tail
+  // must be found.
+  const int64_t n = 40;
+  std::vector<double> v(n * n), want_max(n), want_min(n);
+  for (int64_t p = 0; p < n; ++p) {
+    for (int64_t i = 0; i < n; ++i) v[p * n + i] = static_cast<double>(i % 5);
+    const int64_t q = (p + n / 2) % n;
+    v[p * n + p] = 9;
+    v[p * n + q] = -9;
+    want_max[p] = static_cast<double>(p);
+    want_min[p] = static_cast<double>(q);
+  }
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor x = from_vector(v, {n, n}, dt), out = Tensor::empty({n}, DType::i64);
+    cpu::arg_extreme(out, x, n, n, true);
+    EXPECT_TRUE(values_are(out, want_max)) << dtype_name(dt) << " max";
+    cpu::arg_extreme(out, x, n, n, false);
+    EXPECT_TRUE(values_are(out, want_min)) << dtype_name(dt) << " min";
+  }
+}
+
 // A contiguous f32 softmax row (softmax, log_softmax, attention's scaled and causal
 // softmax, cross-entropy's log-sum-exp) runs through SIMD lanes: an exp of at most about
 // 1 ulp and a max and double sum in independent lanes. At every row length around the
