@@ -165,6 +165,25 @@ TEST(LayerNormKernel, ResultsDoNotDependOnThreadCount) {
   }
 }
 
+TEST(LayerNormKernel, WideRowsSplitTheirParameterGradientsOverThreads) {
+  // 40 rows of 20000: the per-column sums of dweight and dbias (two blocks of rows) are
+  // cut into column ranges for three threads, and each range must add its own columns'
+  // partial sums: the gradients match the double reference.
+  const int64_t rows = 40, D = 20000;
+  Generator g(11);
+  Tensor x = randn({rows, D}, g, DType::f64).to(DType::f32);
+  Tensor w = randn({D}, g, DType::f64).to(DType::f32), b = randn({D}, g, DType::f64).to(DType::f32);
+  Tensor dy = randn({rows, D}, g, DType::f64).to(DType::f32);
+  test::ThreadCount threads(3);
+  Tensor xl = x.clone().set_requires_grad(true);
+  Tensor wl = w.clone().set_requires_grad(true), bl = b.clone().set_requires_grad(true);
+  layer_norm(xl, {D}, wl, bl, 1e-5).backward(dy);
+  auto vec = [](const Tensor& t) { return t.to(DType::f64).to_vector(); };
+  const Reference r = reference(vec(x), vec(w), vec(b), vec(dy), rows, D, 1e-5);
+  EXPECT_TRUE(close_scaled(wl.grad(), r.dw, 1e-5, "dweight"));
+  EXPECT_TRUE(close_scaled(bl.grad(), r.db, 1e-5, "dbias"));
+}
+
 TEST(LayerNormKernel, GradientsByCentralDifferences) {
   // Bias only, one row, and D = 5 (shorter than the summation lanes).
   Tensor x = test::rand_leaf({1, 5}, 51), b = test::rand_leaf({5}, 52);
