@@ -1,13 +1,18 @@
 // Row kernels of lanes.h, compiled three times: for AVX-512 (16 lanes), AVX2 + FMA
 // (8 lanes) and the SSE2 baseline (4 lanes); the first call picks the widest the CPU
-// has. The tail of a row is padded into one vector, so every element of a row goes
-// through the same lane arithmetic.
-// The wide-vector helpers (here and in lanes.h) are always inlined into functions built
-// for their ISA, so GCC's note that passing such vectors by value changes the ABI does
-// not apply.
+// has (cpu_isa(): $ZT_CPU_ISA may name a narrower one). The tail of a row is padded into one
+// vector, so every element of a row goes through the same lane arithmetic. The wide-vector helpers
+// (here and in lanes.h) are always inlined into functions built for their ISA, so GCC's note that
+// passing such vectors by value changes the ABI does not apply.
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 #include "core/cpu/lanes.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
 
 namespace zt::cpu {
 
@@ -107,11 +112,22 @@ RowFn pick_row() {
 Isa cpu_isa() {
   static const Isa isa = [] {
     __builtin_cpu_init();
+    Isa widest = Isa::kSse2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-      return Isa::kAvx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
-    return Isa::kSse2;
+      widest = Isa::kAvx512;
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      widest = Isa::kAvx2;
+    const char* env = std::getenv("ZT_CPU_ISA");
+    if (!env || !*env) return widest;
+    const std::string want = env;
+    const Isa cap =
+        want == "avx512" ? Isa::kAvx512
+        : want == "avx2" ? Isa::kAvx2
+        : want == "sse2"
+            ? Isa::kSse2
+            : throw Error("ZT_CPU_ISA must be avx512, avx2 or sse2, got '" + want + "'");
+    return std::min(cap, widest);
   }();
   return isa;
 }

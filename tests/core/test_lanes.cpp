@@ -3,11 +3,13 @@
 // row kernel) give the same bits, and both stay within a millionth of the f64 kernels,
 // from the tails (where e^x under- or overflows) to zero.
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/cpu/lanes.h"
 #include "core/kernels.h"
 
 using namespace zt;
@@ -121,4 +123,16 @@ TEST(Lanes, StayWithinAMillionthOfTheF64Kernels) {
     cpu::binary(c.op, want, g64, x64);
     EXPECT_TRUE(near_f64(got, want)) << c.name;
   }
+}
+
+// $ZT_CPU_ISA caps the ISA the kernels run (the core.isa_* entries run this suite so): the
+// ISA in use is the one named, or the CPU's widest where that is narrower.
+TEST(Lanes, TheIsaInUseIsAtMostTheOneZtCpuIsaNames) {
+  const char* env = std::getenv("ZT_CPU_ISA");
+  if (!env || !*env) GTEST_SKIP() << "ZT_CPU_ISA is not set (the core.isa_* entries set it)";
+  const std::string want = env;
+  const cpu::Isa cap = want == "avx512" ? cpu::Isa::kAvx512
+                       : want == "avx2" ? cpu::Isa::kAvx2
+                                        : cpu::Isa::kSse2;
+  EXPECT_LE(cpu::cpu_isa(), cap) << "ZT_CPU_ISA=" << want;
 }
