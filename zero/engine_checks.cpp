@@ -10,14 +10,15 @@ namespace zt::zero {
 
 void Engine::check_no_stray_gradient() const {
   const std::string& p = hooks_->stray_gradient();
-  ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p,
-           "' outside engine.backward(loss): a plain loss.backward(), or another engine's "
+  ZT_CHECK(p.empty(), "zero::Engine: a gradient reached '", p, "' (of this engine's ",
+           model_->type_name(),
+           ") outside engine.backward(loss): a plain loss.backward(), or another engine's "
            "backward through this model (a GAN's generator loss through its discriminator)? "
            "Under the engine every backward goes through engine.backward(loss), which scales "
-           "the loss and reduces the gradients; that gradient is kept for the step now (in the "
-           "shards, which "
-           "Module::zero_grad() cannot reach, or a trainable replica's .grad()), so the next "
-           "step would apply it: engine.discard_gradients() drops it (and the rest of the "
+           "the loss and reduces the gradients; that gradient is kept for the step now (in "
+           "the shards, which Module::zero_grad() cannot reach, or a trainable replica's "
+           ".grad()), so the next step would apply it: engine.discard_gradients() drops it (and "
+           "the rest of the "
            "window); call it after each backward that is not this engine's");
 }
 

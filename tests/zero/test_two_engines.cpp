@@ -63,6 +63,9 @@ TEST(TwoEngines, AGeneratorsBackwardThroughTheDiscriminatorIsNamedAtItsNextBackw
     g.step();
     EXPECT_TRUE(test::throws_with([&] { d.backward(d_loss(*md, real, g(z))); },
                                   "another engine's backward through this model"));
+    // The message names the parameter's model by type: which of the two engines refused.
+    EXPECT_TRUE(test::throws_with([&] { d.backward(d_loss(*md, real, g(z))); },
+                                  "a gradient reached 'bias' (of this engine's Linear)"));
   });
 }
 
