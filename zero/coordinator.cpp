@@ -133,12 +133,12 @@ void Coordinator::trace_training(int id) {
   // Every rank sees the same calls: rank 0 says it for all.
   if (comm_.rank() != 0 || config_.quiet) return;
   std::fprintf(stderr,
-               "zt: module '%s' fetched out of the recorded order; prefetching is off until "
-               "the trace is recorded again. The step ran other modules than the recorded one "
-               "(a branch some steps skip: prefetching then starts over at each change), or a "
-               "forward with gradients on had no backward (evaluate under "
-               "autograd::NoGradGuard)\n",
-               groups_[id].path.c_str());
+               "zt: module '%s' (of an engine's %s) fetched out of the recorded order; "
+               "prefetching is off until the trace is recorded again. The step ran other "
+               "modules than the recorded one (a branch some steps skip: prefetching then "
+               "starts over at each change), or a forward with gradients on had no backward "
+               "(evaluate under autograd::NoGradGuard)\n",
+               groups_[id].path.c_str(), model_.type_name().c_str());
 }
 
 // An inference pass has no step to end it, so a pass starts at a top-level fetch (no

@@ -200,7 +200,9 @@ TEST(Lesson07Prefetch, AReorderAfterADivergentStepIsReported) {
     EXPECT_EQ(engine.stats().trace_invalidations, 2);
   });
   const std::string err = ::testing::internal::GetCapturedStderr();
-  EXPECT_NE(err.find("module 'b' fetched out of the recorded order"), std::string::npos) << err;
+  EXPECT_NE(err.find("module 'b' (of an engine's Swappable) fetched out of the recorded order"),
+            std::string::npos)
+      << err;
 }
 
 // Backward follows the trace too: while a module's backward runs, the all-gathers of the
