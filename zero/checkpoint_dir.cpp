@@ -118,16 +118,18 @@ namespace {
 
 constexpr const char* kMetaDigest = "meta_digest";
 
-// The digest of meta.json's contents but the digest itself, over their compact text
-// (nlohmann's objects are sorted by key and its numbers print back as they read, so the
-// text of what was read is the text of what was written).
-std::string meta_digest(json meta) {
+}  // namespace
+
+uint64_t meta_hash(json meta) {
   meta.erase(kMetaDigest);
   const std::string text = meta.dump();
-  return hex64(fnv1a(text.data(), text.size()));
+  return fnv1a(text.data(), text.size());
 }
 
-}  // namespace
+// meta_hash as meta.json records it.
+static std::string meta_digest(const json& meta) {
+  return hex64(meta_hash(meta));
+}
 
 void seal_meta(json& meta) {
   meta[kMetaDigest] = meta_digest(meta);

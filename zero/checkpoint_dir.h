@@ -50,6 +50,10 @@ std::string capture(F&& f) {
 /// missing, a file saved before meta.json carried one, there is nothing to check), format,
 /// version, a `step` >= 0 and a `files` table of digests (errors name the file).
 json read_meta(const fs::path& dir);
+/// The hash of meta.json's contents but its own digest, over their compact text
+/// (nlohmann's objects are sorted by key and its numbers print back as they read, so the
+/// text of what was read is the text of what was written): which checkpoint it is.
+uint64_t meta_hash(json meta);
 /// Sets meta["meta_digest"] to the digest of the rest of `meta`, as a save writes it; a
 /// read checks it, so a changed counter (the step, the data position) is damage found.
 void seal_meta(json& meta);

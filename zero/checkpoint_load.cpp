@@ -297,8 +297,7 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
   json meta = read_meta(dir);
   std::string meta_path = (dir / kMetaFile).string();
   Staged st;
-  const std::string meta_text = meta.dump();
-  st.meta_hash = fnv1a(meta_text.data(), meta_text.size());
+  st.meta_hash = meta_hash(meta);
   try {
     check_layout(meta, meta_path);
     std::string diff = first_difference(meta.at("tensors"), describe(e));

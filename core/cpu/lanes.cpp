@@ -109,26 +109,28 @@ RowFn pick_row() {
 
 }  // namespace
 
+Isa widest_isa() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+    return Isa::kAvx512;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return Isa::kAvx2;
+  return Isa::kSse2;
+}
+
+Isa capped_isa(Isa widest, const char* cap) {
+  if (!cap || !*cap) return widest;
+  const std::string want = cap;
+  const Isa c = want == "avx512" ? Isa::kAvx512
+                : want == "avx2" ? Isa::kAvx2
+                : want == "sse2"
+                    ? Isa::kSse2
+                    : throw Error("ZT_CPU_ISA must be avx512, avx2 or sse2, got '" + want + "'");
+  return std::min(c, widest);
+}
+
 Isa cpu_isa() {
-  static const Isa isa = [] {
-    __builtin_cpu_init();
-    Isa widest = Isa::kSse2;
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
-      widest = Isa::kAvx512;
-    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-      widest = Isa::kAvx2;
-    const char* env = std::getenv("ZT_CPU_ISA");
-    if (!env || !*env) return widest;
-    const std::string want = env;
-    const Isa cap =
-        want == "avx512" ? Isa::kAvx512
-        : want == "avx2" ? Isa::kAvx2
-        : want == "sse2"
-            ? Isa::kSse2
-            : throw Error("ZT_CPU_ISA must be avx512, avx2 or sse2, got '" + want + "'");
-    return std::min(cap, widest);
-  }();
+  static const Isa isa = capped_isa(widest_isa(), std::getenv("ZT_CPU_ISA"));
   return isa;
 }
 

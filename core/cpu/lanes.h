@@ -179,9 +179,13 @@ inline double gelu_tanh_grad_of(double g, double x) {
 /// The vector ISAs the CPU kernels are built for besides the baseline, widest last.
 enum class Isa : uint8_t { kSse2, kAvx2, kAvx512 };
 
-/// The widest Isa this CPU runs (AVX2 counts only with FMA; AVX-512 needs F, DQ, VL, BW),
-/// capped by $ZT_CPU_ISA (avx512, avx2 or sse2) where set, so that a machine can run, and
-/// test, the narrower variants too. Read once, at the first call.
+/// The widest Isa this CPU runs (AVX2 counts only with FMA; AVX-512 needs F, DQ, VL, BW).
+Isa widest_isa();
+/// `widest` capped by `cap` ("avx512", "avx2" or "sse2"; null or "" caps nothing); another
+/// value is an error naming ZT_CPU_ISA.
+Isa capped_isa(Isa widest, const char* cap);
+/// The Isa the kernels run: widest_isa() capped by $ZT_CPU_ISA where set, so that a machine
+/// can run, and test, the narrower variants too. Read once, at the first call.
 Isa cpu_isa();
 
 /// Target attribute strings of the Isa variants (use as __attribute__((target(...)))).

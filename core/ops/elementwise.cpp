@@ -49,8 +49,12 @@ Tensor unary_op(const char* name, UnaryOp op, const Tensor& a, double p0 = 0, do
   return out;
 }
 
-Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype) {
+// With `floating`, integer operands are an error naming `name` (arithmetic has no integer
+// kernels; comparisons do).
+Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b, DType out_dtype,
+                 bool floating = false) {
   detail::check_same(name, {a, b});
+  if (floating) detail::check_floating(name, a);
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), name);
   Tensor out = Tensor::empty(s, out_dtype, a.device());
   Tensor ea = a.sizes() == s ? a : a.detach().expand(s);
@@ -60,9 +64,7 @@ Tensor binary_op(const char* name, BinaryOp op, const Tensor& a, const Tensor& b
 }
 
 Tensor binary_float(const char* name, BinaryOp op, const Tensor& a, const Tensor& b) {
-  detail::check_same(name, {a, b});
-  detail::check_floating(name, a);
-  return binary_op(name, op, a, b, a.dtype());
+  return binary_op(name, op, a, b, a.dtype(), /*floating=*/true);
 }
 
 // Unary op whose gradient is grad_op(g, saved) with saved = input or output.

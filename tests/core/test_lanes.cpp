@@ -125,14 +125,19 @@ TEST(Lanes, StayWithinAMillionthOfTheF64Kernels) {
   }
 }
 
-// $ZT_CPU_ISA caps the ISA the kernels run (the core.isa_* entries run this suite so): the
-// ISA in use is the one named, or the CPU's widest where that is narrower.
-TEST(Lanes, TheIsaInUseIsAtMostTheOneZtCpuIsaNames) {
-  const char* env = std::getenv("ZT_CPU_ISA");
-  if (!env || !*env) GTEST_SKIP() << "ZT_CPU_ISA is not set (the core.isa_* entries set it)";
-  const std::string want = env;
-  const cpu::Isa cap = want == "avx512" ? cpu::Isa::kAvx512
-                       : want == "avx2" ? cpu::Isa::kAvx2
-                                        : cpu::Isa::kSse2;
-  EXPECT_LE(cpu::cpu_isa(), cap) << "ZT_CPU_ISA=" << want;
+// $ZT_CPU_ISA caps the ISA the kernels run, never widens it past the CPU's, and a value
+// it does not know is an error naming it.
+TEST(Lanes, ZtCpuIsaCapsTheIsaAtTheOneItNames) {
+  using cpu::Isa;
+  EXPECT_EQ(cpu::capped_isa(Isa::kAvx512, nullptr), Isa::kAvx512);
+  EXPECT_EQ(cpu::capped_isa(Isa::kAvx512, ""), Isa::kAvx512);
+  EXPECT_EQ(cpu::capped_isa(Isa::kAvx512, "avx2"), Isa::kAvx2);
+  EXPECT_EQ(cpu::capped_isa(Isa::kAvx512, "sse2"), Isa::kSse2);
+  EXPECT_EQ(cpu::capped_isa(Isa::kAvx2, "avx512"), Isa::kAvx2) << "not past the CPU's widest";
+  EXPECT_EQ(cpu::capped_isa(Isa::kSse2, "avx2"), Isa::kSse2);
+  EXPECT_TRUE(test::throws_with([] { cpu::capped_isa(Isa::kAvx512, "avx3"); },
+                                "ZT_CPU_ISA must be avx512, avx2 or sse2, got 'avx3'"));
+  // The ISA in use is this process's cap of this CPU's widest (the core.isa_* entries set
+  // ZT_CPU_ISA; the others run the widest).
+  EXPECT_EQ(cpu::cpu_isa(), cpu::capped_isa(cpu::widest_isa(), std::getenv("ZT_CPU_ISA")));
 }
