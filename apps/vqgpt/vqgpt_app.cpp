@@ -33,20 +33,21 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// Where no tokenizer is named at all: `vqgpt tokenizer` then needs --out, and the run the
-// folder it writes.
-const char* kHowToTrainUnnamed =
+// How to get a tokenizer: train one with vqtok, or let vqgpt train a quick one.
+const std::string kTrainWithVqtok =
     "train one first:\n"
     "  vqtok train --config configs/vqtok_tiny.yaml --ranks 2   (writes "
-    "runs/vqtok_tiny/checkpoints)\n"
+    "runs/vqtok_tiny/checkpoints)\n";
+// Where no tokenizer is named at all: `vqgpt tokenizer` then needs --out, and the run the
+// folder it writes.
+const std::string kHowToTrainUnnamed =
+    kTrainWithVqtok +
     "or let vqgpt train a quick one:\n"
     "  vqgpt tokenizer --config <this config> --out DIR --steps 200   (writes DIR/checkpoints)\n"
     "then set gpt.tokenizer_checkpoint to that checkpoints folder, or pass it as --tokenizer";
-
-const char* kHowToTrain =
-    "train one first:\n"
-    "  vqtok train --config configs/vqtok_tiny.yaml --ranks 2   (writes "
-    "runs/vqtok_tiny/checkpoints)\n"
+// Where the config names a tokenizer still to be trained.
+const std::string kHowToTrain =
+    kTrainWithVqtok +
     "or let vqgpt train a quick one into gpt.tokenizer_checkpoint:\n"
     "  vqgpt tokenizer --config <this config> --steps 200\n"
     "or pass --tokenizer with a vqtok checkpoint directory or an exported .safetensors file "
@@ -145,7 +146,7 @@ std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const 
   ZT_CHECK(!path.empty(), "vqgpt: no tokenizer given (", key, " is not set); ", kHowToTrainUnnamed);
   // A path typed for this run is most likely mistyped; the config's may name a tokenizer
   // that is still to be trained.
-  const std::string advice = source.empty() ? kHowToTrain : kCheckTheTokenizerPath;
+  const std::string advice = source.empty() ? kHowToTrain : std::string(kCheckTheTokenizerPath);
   if (fs::is_regular_file(path) && fs::path(path).filename() == "latest")
     path = fs::path(path).parent_path().string();  // ".../checkpoints/latest" names the root
   ZT_CHECK(fs::exists(path), "vqgpt: no tokenizer at '", path, "' (", key, "); ", advice);
