@@ -363,7 +363,8 @@ void Coordinator::check_ranks_agree() {
     if (differ) break;
   }
   std::ostringstream os;
-  os << "ranks ran different modules during this step; first difference at fetch #" << i << ":";
+  os << "ranks ran different modules of this engine's " << model_.type_name()
+     << " during this step; first difference at fetch #" << i << ":";
   for (size_t r = 0; r < lists.size(); ++r)
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
   train_.trace.invalidate();

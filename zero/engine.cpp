@@ -384,11 +384,11 @@ bool Engine::update() {
                                           replica_versions() != replica_versions_, written, comm_);
   // Where both differ, the modules each rank ran say more than the gradients.
   if (!any.fetches_agree) coordinator_->check_ranks_agree();
-  if (!any.layouts_agree) fail_layouts_differ(reducer_->layout(), comm_);
+  if (!any.layouts_agree) fail_layouts_differ(reducer_->layout(), model_->type_name(), comm_);
   if (!any.buffer_writes_agree) {
     std::vector<std::string> names;
     for (const auto& nb : buffers_) names.push_back(nb.first);
-    fail_buffer_writes_differ(names, written, comm_);
+    fail_buffer_writes_differ(names, written, model_->type_name(), comm_);
   }
   reducer_->clear_layout();
   if (any.replicas_written) zero::verify_replicas(replicas_, comm_);

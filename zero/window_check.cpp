@@ -30,7 +30,8 @@ std::string one_line(const std::string& layout, size_t limit = 200) {
   return s.size() <= limit ? s : s.substr(0, limit) + " ...";
 }
 
-[[noreturn]] void fail_with(const std::vector<std::string>& layouts, int rank) {
+[[noreturn]] void fail_with(const std::vector<std::string>& layouts, const std::string& model,
+                            int rank) {
   std::vector<std::set<std::string>> sets;
   std::vector<std::string> order;  // every name, first seen first
   for (const std::string& l : layouts) {
@@ -40,7 +41,8 @@ std::string one_line(const std::string& layout, size_t limit = 200) {
         order.push_back(n);
   }
   std::ostringstream os;
-  os << "zero::Engine::step: the ranks reduced different gradients in this window: ";
+  os << "zero::Engine::step: the ranks reduced different gradients of this engine's " << model
+     << " in this window: ";
   bool named = false;
   for (const std::string& n : order) {
     std::vector<int> with, without;
@@ -68,8 +70,9 @@ std::string one_line(const std::string& layout, size_t limit = 200) {
 
 }  // namespace
 
-void fail_layouts_differ(const std::string& layout, comm::Communicator& comm) {
-  fail_with(comm.all_gather_bytes(layout), comm.rank());
+void fail_layouts_differ(const std::string& layout, const std::string& model,
+                         comm::Communicator& comm) {
+  fail_with(comm.all_gather_bytes(layout), model, comm.rank());
 }
 
 WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bool replicas_written,
@@ -96,7 +99,8 @@ WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bo
 }
 
 void fail_buffer_writes_differ(const std::vector<std::string>& names,
-                               const std::vector<uint8_t>& written, comm::Communicator& comm) {
+                               const std::vector<uint8_t>& written, const std::string& model,
+                               comm::Communicator& comm) {
   const std::vector<std::string> all =
       comm.all_gather_bytes(std::string(written.begin(), written.end()));
   for (size_t i = 0; i < names.size(); ++i) {
@@ -109,7 +113,8 @@ void fail_buffer_writes_differ(const std::vector<std::string>& names,
     }
     if (differ)
       throw comm::AgreedError(
-          detail::cat("zero::Engine: buffer '", names[i], "' was written on rank(s) ", wrote,
+          detail::cat("zero::Engine: buffer '", names[i], "' (of this engine's ", model,
+                      ") was written on rank(s) ", wrote,
                       " only since the last step, outside the model's forwards (a load or an "
                       "edit on some ranks: ",
                       "zero::load_state_dict loads on rank 0 and broadcasts); the step's buffer "
@@ -118,8 +123,10 @@ void fail_buffer_writes_differ(const std::vector<std::string>& names,
                       "modifier_rank 0, broadcasts rank 0's values) and call step() again"),
           comm.rank());
   }
-  throw comm::AgreedError("zero::Engine: the ranks wrote different buffers since the last step",
-                          comm.rank());
+  throw comm::AgreedError(
+      detail::cat("zero::Engine: the ranks wrote different buffers of this engine's ", model,
+                  " since the last step"),
+      comm.rank());
 }
 
 }  // namespace zt::zero

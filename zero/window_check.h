@@ -42,13 +42,15 @@ WindowFlags agree_on_window(const std::string& layout, uint64_t fetches_hash, bo
                             const std::vector<uint8_t>& written_buffers, comm::Communicator& comm);
 /// When agree_on_window found the ranks wrote different buffers, every rank calls this: it
 /// throws comm::AgreedError naming the first buffer some ranks wrote and others did not
-/// (`names` in the order of `written`), and which ranks wrote it.
+/// (`names` in the order of `written`), and which ranks wrote it. `model` (the engine's model
+/// type) says whose buffer it is where two engines train side by side.
 [[noreturn]] void fail_buffer_writes_differ(const std::vector<std::string>& names,
                                             const std::vector<uint8_t>& written,
-                                            comm::Communicator& comm);
+                                            const std::string& model, comm::Communicator& comm);
 /// When agree_on_window found the layouts differ, every rank calls this: it throws
 /// comm::AgreedError naming the first parameter that got a gradient on some ranks only (or,
-/// when the sets agree, the ranks' orders).
-[[noreturn]] void fail_layouts_differ(const std::string& layout, comm::Communicator& comm);
+/// when the sets agree, the ranks' orders), and the engine's model type (`model`).
+[[noreturn]] void fail_layouts_differ(const std::string& layout, const std::string& model,
+                                      comm::Communicator& comm);
 
 }  // namespace zt::zero

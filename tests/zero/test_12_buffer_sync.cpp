@@ -313,7 +313,8 @@ TEST(Lesson12BufferSync, ABufferWrittenOnOneRankAfterTheEngineIsBuiltIsRefused) 
       if (comm.rank() == 0) lesson::load_pretrained_stats(*tok);
       engine.backward(mean(engine(randn({2, 3, 4, 6, 6}, g))));
       EXPECT_TRUE(test::throws_with([&] { engine.step(); },
-                                    "buffer 'bn.running_mean' was written on rank(s) 0 only"))
+                                    "buffer 'bn.running_mean' (of this engine's "
+                                    "TokenizerLike) was written on rank(s) 0 only"))
           << (frozen ? "frozen" : "training");
       // Mended by writing it everywhere: a modifier scope's exit broadcasts rank 0's values.
       { zero::GatheredParameters everywhere(*tok->bn, comm, /*modifier_rank=*/0); }
