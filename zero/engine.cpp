@@ -78,6 +78,13 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
     if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());
+  // The engine's window starts empty: a gradient already there would join its first step.
+  for (auto& [name, p] : named)
+    ZT_CHECK(!p.requires_grad() || !p.grad().defined(), "zero::Engine: parameter '", name,
+             "' already holds a gradient (from a plain loss.backward(), or from a backward "
+             "through an earlier engine that did not train it or was destroyed before its "
+             "step), which the first step would add to its own: call model->zero_grad() "
+             "before building the engine, or discard_gradients() on the earlier engine");
   // Offload moves the partitioned parameters' optimizer state: their device decides (a host
   // replica named first, a frozen tokenizer say, does not make a GPU model's stay).
   Device trains_on = named.empty() ? Device::cpu() : named.front().second.device();
@@ -287,7 +294,14 @@ void Engine::keep_replica_grads() {
 // copied over it (GradReducer); reduce_gradients() clears those no gradient reached. The
 // gaps between slots stay zero from allocation (every later write to them is a scaling).
 void Engine::zero_window_gradients() {
-  for (NamedParam& np : params_) zero_param(np.param)->grad_written = false;
+  for (NamedParam& np : params_) {
+    ZeroParam* z = zero_param(np.param);
+    z->grad_written = false;
+    // Frozen when the engine was built and unfrozen since (a step refuses that): a
+    // backward leaves its whole gradient in .grad(), which the engine never takes. It goes
+    // with the window, or the engine built for the new phase would add it to its first step.
+    if (!z->grad_shard.defined()) np.param.set_grad(Tensor());
+  }
   for (auto& [name, p] : replicas_) p.set_grad(Tensor());
   replica_window_grads_.clear();
 }

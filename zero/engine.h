@@ -45,7 +45,8 @@ class Engine {
   /// now), each rank with its own model object (one shared by thread ranks is an error).
   /// Checks `config` (check_config), broadcasts rank 0's replicas and buffers, and ends by
   /// verifying that the replicas agree. Refuses a trainable f64 parameter and a trainable
-  /// 16-bit replica (both would train at a lower precision than they show). Every rank
+  /// 16-bit replica (both would train at a lower precision than they show), and a trainable
+  /// parameter that already holds a gradient (its first step would add it in). Every rank
   /// constructs its engine together.
   Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
          OptimizerConfig optimizer);
@@ -65,7 +66,8 @@ class Engine {
   /// because the other ranks' collectives can no longer be matched.
   void backward(const Tensor& loss, bool retain_graph = false);
   /// Drops every gradient since the last optimizer step (the whole accumulation window:
-  /// queued and in-flight buckets, the gradient shards, the replicas' gradients), and
+  /// queued and in-flight buckets, the gradient shards, the replicas' gradients, and the
+  /// .grad() of a parameter frozen when the engine was built and unfrozen since), and
   /// releases the gathered parameters and starts the step's prefetch trace over; the next
   /// backward starts a new window. For a caller that catches an error from its step,
   /// wherever it came from (the engine's own failures discard already; one in the loss,
