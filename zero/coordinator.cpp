@@ -369,7 +369,9 @@ void Coordinator::check_ranks_agree() {
     os << " rank " << r << " ran '" << (i < lists[r].size() ? lists[r][i] : "<nothing>") << "';";
   train_.trace.invalidate();
   stats_.trace_invalidations = train_.trace.invalidations();
-  os << " every rank must run the same modules in the same order under ZeRO-3";
+  os << " every rank must run the same modules in the same order under ZeRO-3 (this window's "
+        "gradients are discarded): run a branch that some ranks' batches do not use (an "
+        "expert a router did not pick) on every rank, its output multiplied by 0 there";
   throw comm::AgreedError(os.str(), comm_.rank());  // every rank compared the same lists
 }
 

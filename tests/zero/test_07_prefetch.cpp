@@ -175,6 +175,7 @@ TEST(Lesson07Prefetch, RanksDivergingAfterTheTraceIsRecordedIsAnError) {
         << err;
     EXPECT_NE(err.find("rank 0 ran 'a'"), std::string::npos) << err;
     EXPECT_NE(err.find("rank 1 ran 'b'"), std::string::npos) << err;
+    EXPECT_NE(err.find("on every rank, its output multiplied by 0"), std::string::npos) << err;
     const auto after = lesson::full_parameters(*m, comm);
     ASSERT_EQ(after.size(), before.size());
     for (size_t i = 0; i < after.size(); ++i)
