@@ -132,13 +132,20 @@ void Coordinator::trace_training(int id) {
   reorder_logged_ = true;
   // Every rank sees the same calls: rank 0 says it for all.
   if (comm_.rank() != 0 || config_.quiet) return;
+  // A forward in eval mode is an evaluation, traced as one: its backward fetches out of
+  // the training order.
+  const char* eval_mode = model_.is_training()
+                              ? ""
+                              : "; or the model is in eval mode in a training step (call "
+                                "model->train() after evaluating: Dropout and BatchNorm "
+                                "train differently)";
   std::fprintf(stderr,
                "zt: module '%s' (of an engine's %s) fetched out of the recorded order; "
                "prefetching is off until the trace is recorded again. The step ran other "
                "modules than the recorded one (a branch some steps skip: prefetching then "
                "starts over at each change), or a forward with gradients on had no backward "
-               "(evaluate under autograd::NoGradGuard)\n",
-               groups_[id].path.c_str(), model_.type_name().c_str());
+               "(evaluate under autograd::NoGradGuard)%s\n",
+               groups_[id].path.c_str(), model_.type_name().c_str(), eval_mode);
 }
 
 // An inference pass has no step to end it, so a pass starts at a top-level fetch (no

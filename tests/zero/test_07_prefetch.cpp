@@ -12,6 +12,8 @@
 // Lesson 17 takes the trace apart as a plain data structure (the window, the reuse
 // distance).
 #include <algorithm>
+#include <functional>
+#include <string>
 
 #include "zero/lesson_util.h"
 
@@ -35,6 +37,23 @@ class Swappable : public nn::UnaryModule {
 void train_step(zero::Engine& engine, const Tensor& x, const Tensor& y) {
   engine.backward(mse_loss(engine(x), y));
   engine.step();
+}
+
+void train_step(zero::Engine& engine) {
+  train_step(engine, ones({2, 6}), zeros({2, 6}));
+}
+
+// What rank 0's engine notes on stderr while `steps` trains a Swappable on two ranks, with
+// a prefetch window.
+std::string swappable_notes(
+    const std::function<void(zero::Engine&, Swappable&, comm::Communicator&)>& steps) {
+  ::testing::internal::CaptureStderr();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
+    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
+    steps(engine, *m, comm);
+  });
+  return ::testing::internal::GetCapturedStderr();
 }
 }  // namespace
 
@@ -186,24 +205,37 @@ TEST(Lesson07Prefetch, RanksDivergingAfterTheTraceIsRecordedIsAnError) {
 // A divergent step discards its recording (an invalidation); a later reorder is still
 // reported, once, and counted with it.
 TEST(Lesson07Prefetch, AReorderAfterADivergentStepIsReported) {
-  ::testing::internal::CaptureStderr();
-  comm::run_threads(2, [](comm::Communicator& comm) {
-    std::shared_ptr<Swappable> m = lesson::partitioned<Swappable>(comm);
-    zero::Engine engine(m, comm, lesson::prefetch_config(), {});
-    Tensor x = ones({2, 6}), y = zeros({2, 6});
-    m->swap = comm.rank() == 1;
-    EXPECT_TRUE(test::throws_with([&] { train_step(engine, x, y); }, "first difference"));
-    EXPECT_EQ(engine.stats().trace_invalidations, 1);
-    m->swap = false;
-    train_step(engine, x, y);  // records
-    train_step(engine, x, y);  // follows the trace
-    EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
-    m->swap = true;
-    train_step(engine, x, y);  // out of order
-    EXPECT_EQ(engine.stats().trace_invalidations, 2);
-  });
-  const std::string err = ::testing::internal::GetCapturedStderr();
+  const std::string err =
+      swappable_notes([](zero::Engine& engine, Swappable& m, comm::Communicator& comm) {
+        m.swap = comm.rank() == 1;
+        EXPECT_TRUE(test::throws_with([&] { train_step(engine); }, "first difference"));
+        EXPECT_EQ(engine.stats().trace_invalidations, 1);
+        m.swap = false;
+        train_step(engine);  // records
+        train_step(engine);  // follows the trace
+        EXPECT_EQ(engine.trace().state(), zero::Trace::State::kValid);
+        m.swap = true;
+        train_step(engine);  // out of order
+        EXPECT_EQ(engine.stats().trace_invalidations, 2);
+      });
   EXPECT_NE(err.find("module 'b' (of an engine's Swappable) fetched out of the recorded order"),
+            std::string::npos)
+      << err;
+}
+
+// A training step with the model left in eval mode after an evaluation: its forward is
+// traced as an evaluation, so its backward fetches out of the training order, and the note
+// names the likelier cause.
+TEST(Lesson07Prefetch, ATrainingStepInEvalModeIsNamedInTheNote) {
+  const std::string err =
+      swappable_notes([](zero::Engine& engine, Swappable& m, comm::Communicator&) {
+        train_step(engine);
+        train_step(engine);
+        m.eval();
+        train_step(engine);
+      });
+  EXPECT_NE(err.find("fetched out of the recorded order"), std::string::npos) << err;
+  EXPECT_NE(err.find("or the model is in eval mode in a training step (call model->train()"),
             std::string::npos)
       << err;
 }
