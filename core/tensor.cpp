@@ -80,11 +80,17 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-// A tensor whose storage was released (a partitioned ZeRO-3 parameter) was touched.
+// A tensor whose storage was released (a partitioned ZeRO-3 parameter) was touched. In a
+// backward, the forward that used it did so outside whatever gathered it then.
 [[noreturn]] static void fail_released(const TensorImpl& t) {
   ZT_FAIL("parameter '", t.name.empty() ? "<unnamed>" : t.name,
-          "' is not available (NOT_AVAILABLE: its data is partitioned across ranks). ",
-          t.unavailable_hint.empty() ? "Gather it first." : t.unavailable_hint);
+          "' is not available (NOT_AVAILABLE: its data is partitioned across ranks)",
+          autograd::in_backward()
+              ? " to the backward that needs it: a use outside its module's call (in the "
+                "loss, say), or inside a GatheredParameters scope that closed before the "
+                "backward, is not gathered again for the backward"
+              : "",
+          ". ", t.unavailable_hint.empty() ? "Gather it first." : t.unavailable_hint);
 }
 
 const std::shared_ptr<Storage>& Tensor::storage() const {

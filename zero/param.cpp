@@ -22,7 +22,8 @@ bool is_replicated(const Tensor& p) {
 
 static const char* kGatherHint =
     "Call the owning module through Module::call() (operator()) under a zero::Engine, which "
-    "gathers it, or open a zero::GatheredParameters scope around the access. A module whose "
+    "gathers it, or open a zero::GatheredParameters scope around the access (and around the "
+    "backward through it, for a use that is backpropagated). A module whose "
     "forward uses another module's parameter directly registers it too "
     "(register_parameter(name, other->weight)), and it is gathered for either (an access "
     "outside both works only while a kept-for-reuse copy happens to be there).";

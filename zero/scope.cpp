@@ -28,7 +28,8 @@ void Init::on_parameter(nn::Module&, const std::string& name, const Tensor& p) {
       "While a model is built under zero::Init, each parameter is partitioned as it is "
       "registered: give it its initial values before registering it. Once built, call the "
       "owning module through Module::call() (operator()) under a zero::Engine, which gathers "
-      "it, or open a zero::GatheredParameters scope around the access.";
+      "it, or open a zero::GatheredParameters scope around the access (and around the backward "
+      "through it, for a use that is backpropagated).";
 }
 // A buffer or replica registered inside a scope with a device moves there, keeping its
 // handle (the module's member sees the move).

@@ -176,6 +176,37 @@ TEST(Lesson04GatherRelease, TouchingAReleasedParameterNamesIt) {
   });
 }
 
+// A loss term that reads a weight outside its module's call (a penalty on it) inside a
+// GatheredParameters scope: the backward needs the weight again, and only a scope still
+// open then has it. Closed before the backward, the error says so rather than only asking
+// for the scope the code did open.
+TEST(Lesson04GatherRelease, ABackwardThroughAUseInAClosedScopeSaysWhy) {
+  comm::run_threads(1, [](comm::Communicator& comm) {
+    std::shared_ptr<Probe> m;
+    {
+      zero::Init init(comm);
+      m = std::make_shared<Probe>();
+    }
+    zero::Engine engine(m, comm, lesson::eager_release_config(), lesson::adamw());
+    auto loss = [&] {
+      Tensor out = sum(engine(ones({2, 4})));
+      zero::GatheredParameters g({m->lin->weight}, comm);
+      return add(out, sum(mul(m->lin->weight, m->lin->weight)));
+    };
+    const std::string err = test::error_of([&] { engine.backward(loss()); });
+    EXPECT_NE(err.find("'lin.weight' is not available (NOT_AVAILABLE: its data is partitioned "
+                       "across ranks) to the backward that needs it"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find("and around the backward through it"), std::string::npos) << err;
+    {
+      zero::GatheredParameters g({m->lin->weight}, comm);  // open across the backward
+      engine.backward(add(sum(engine(ones({2, 4}))), sum(mul(m->lin->weight, m->lin->weight))));
+    }
+    EXPECT_TRUE(engine.step());
+  });
+}
+
 TEST(Lesson04GatherRelease, PersistentParametersStayGathered) {
   comm::run_threads(2, [](comm::Communicator& comm) {
     std::shared_ptr<Probe> m;
