@@ -234,8 +234,8 @@ TEST(Lesson14MixedPrecision, Fp16OverflowSkipsTheStep) {
     EXPECT_EQ(engine.optimizer().step_count(), 3);
     const std::vector<double> steps = param_steps(engine);
     EXPECT_EQ(steps, std::vector<double>(4, 3.0)) << "a.weight, a.bias, b.weight, b.bias";
-    // Halved once per overflow; never doubled, as that takes loss_scale_window (1000, the
-    // default) good steps in a row.
+    // Halved once per overflow; never doubled, as that takes loss_scale_window + 1 (1001 at
+    // the default window) good steps in a row.
     EXPECT_GT(engine.stats().overflow_skips, 1);
     EXPECT_EQ(engine.loss_scale(),
               std::ldexp(1.0, 40 - static_cast<int>(engine.stats().overflow_skips)));
