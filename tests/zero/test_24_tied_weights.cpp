@@ -249,7 +249,7 @@ TEST(Lesson24TiedWeights, OneModuleRegisteringATensorTwiceGathersItOnce) {
   comm::run_threads(2, [&](comm::Communicator& comm) {
     zero::Config cfg;
     cfg.stage3_param_persistence_threshold = 0;
-    cfg.stage3_max_live_parameters = 250;  // everything fits (about 130 elements) once
+    cfg.stage3_max_live_parameters = 250;  // everything fits (120 elements) once
     // The all-gathered bytes of each of `steps` steps of a TinyLm, with mid's weight
     // registered twice or once; the gathers of each step in `gathers`.
     auto train = [&](bool twice, int steps, std::vector<int64_t>& gathers) {
