@@ -440,7 +440,8 @@ void check_same_config(const config::Node& root, comm::Communicator& comm, const
 void check_same_options(const std::vector<OptionValue>& options, comm::Communicator& comm,
                         const char* app) {
   std::string mine;
-  for (const auto& [name, value] : options) mine += name + "=" + value + "\n";
+  for (const auto& [name, value] : options)
+    mine += name + "=" + (value.empty() ? "(not given)" : value) + "\n";
   check_same(comm, mine, "options", app,
              "give every rank the same command-line options (mpirun's 'A : B' form gives each "
              "part its own)");

@@ -91,10 +91,10 @@ void check_same_config(const config::Node& root, comm::Communicator& comm, const
 /// One command-line option's name and value as a rank was given it: {"--batch", "4"}.
 using OptionValue = std::pair<std::string, std::string>;
 /// Errors on every rank unless every rank was given the same `options` (each value as
-/// text; numbers compare as numbers): under mpirun each process reads its own command line,
-/// and ranks that differ in an option of how the work is split or what it reads would give
-/// a silently mixed result. The error names the first option that differs and its value on
-/// rank 0 and on that rank.
+/// text, an empty one shown as "(not given)"; numbers compare as numbers): under mpirun each
+/// process reads its own command line, and ranks that differ in an option of how the work is split
+/// or what it reads would give a silently mixed result. The error names the first option that
+/// differs and its value on rank 0 and on that rank.
 void check_same_options(const std::vector<OptionValue>& options, comm::Communicator& comm,
                         const char* app);
 /// Prints the config's warnings (config::AppConfig::warnings) on rank 0, each once per

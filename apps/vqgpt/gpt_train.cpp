@@ -90,6 +90,9 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
   app::check_same_config(cfg.root, comm, "vqgpt train");
+  // Rank 0 reads the tokenizer and the others receive it: a path that differs on another
+  // rank would be passed over, or (a folder against a file) part ways in the collectives.
+  app::check_same_options({{"--tokenizer", options.tokenizer}}, comm, "vqgpt train");
   const Device device = app::train_device(cfg.train, comm, "vqgpt train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;

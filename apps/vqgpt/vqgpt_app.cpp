@@ -560,6 +560,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
 void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  app::check_same_options({{"--checkpoint", checkpoint}}, comm, "vqgpt export");
   const std::vector<std::string> inputs = read_by_run(cfg, checkpoint);
   app::check_on_rank0(comm, [&] { app::check_output_writable("export -o", out, inputs); });
   // On the CPU, as vqtok export: the ranks of a CPU launch (--ranks, mpirun) hold no GPU.

@@ -78,7 +78,8 @@ EvalResult evaluate_batches(const ForwardFn& forward, data::DataLoader& loader, 
 
 EvalResult evaluate(const config::AppConfig& cfg, const EvalOptions& o, comm::Communicator& comm) {
   const int64_t batch = batch_of(cfg, o.batch);
-  app::check_same_options({{"--split", o.eval_split ? "eval" : "train"},
+  app::check_same_options({{"--weights", o.weights},
+                           {"--split", o.eval_split ? "eval" : "train"},
                            {"--batch", std::to_string(batch)},
                            {"--batches", std::to_string(o.batches)}},
                           comm, "vqtok eval");

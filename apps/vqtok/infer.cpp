@@ -279,7 +279,8 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
 
 EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                     comm::Communicator& comm) {
-  app::check_same_options({{"--input", o.input},
+  app::check_same_options({{"--weights", o.weights},
+                           {"--input", o.input},
                            {"--split", o.input.empty() ? (o.eval_split ? "eval" : "train") : ""},
                            {"--limit", std::to_string(o.limit)},
                            {"--batch", std::to_string(batch_of(cfg, o.batch))},
@@ -401,9 +402,10 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
 
 Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Communicator& comm) {
   ZT_CHECK(!o.codes.empty(), "decode: pass --codes with a .npy of token ids (from vqtok encode)");
-  app::check_same_options(
-      {{"--codes", o.codes}, {"--batch", std::to_string(batch_of(cfg, o.batch))}}, comm,
-      "vqtok decode");
+  app::check_same_options({{"--weights", o.weights},
+                           {"--codes", o.codes},
+                           {"--batch", std::to_string(batch_of(cfg, o.batch))}},
+                          comm, "vqtok decode");
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.insert(inputs.end(), {o.weights, o.codes});
   app::check_on_rank0(comm, [&] { app::check_output_folder("decode -o", o.out_dir, inputs); });
@@ -509,6 +511,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet,
                   vq::KeyNaming naming) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
+  app::check_same_options({{"--checkpoint", checkpoint}}, comm, "vqtok export");
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.push_back(dir);

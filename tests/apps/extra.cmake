@@ -88,12 +88,30 @@ if(ZT_MPIRUN)
           --codes ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     RANK1 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
           --codes ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml)
+  # Weights named differently on the ranks stop naming the option: rank 0 reads them and
+  # the others receive them, so another rank's path was passed over, or (a checkpoint
+  # folder on one rank, a file on the other) the ranks parted ways in their collectives.
+  zt_mpirun_app_test(options_mismatch_weights
+    "vqtok eval: the ranks were started with different options: '--weights' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} eval ${_cfg} --weights ${PROJECT_SOURCE_DIR}/configs
+    RANK1 ${_vqtok} eval ${_cfg} --weights ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml)
+  zt_mpirun_app_test(options_mismatch_export
+    "vqtok export: the ranks were started with different options: '--checkpoint' is [^ ]*configs on rank 0 but \\(not given\\) on rank 1"
+    ON NOT_WRITTEN ${_out}/tok.safetensors
+    RANK0 ${_vqtok} export ${_cfg} --checkpoint ${PROJECT_SOURCE_DIR}/configs -o ${_out}/tok.safetensors
+    RANK1 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors)
   set(_gpt_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set output_dir=${_out})
   zt_mpirun_app_test(options_mismatch_sample
     "vqgpt sample: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
     ON NOT_WRITTEN ${_out}/grid.png
     RANK0 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 1
     RANK1 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 2)
+  zt_mpirun_app_test(options_mismatch_tokenizer
+    "vqgpt train: the ranks were started with different options: '--tokenizer' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs
+    RANK1 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
   set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)

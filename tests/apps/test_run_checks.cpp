@@ -49,6 +49,12 @@ TEST(RunChecks, TheRankThatDiffersAndAnOptionOnlyOneRankHasAreNamed) {
     EXPECT_EQ(error_of([&] { app::check_same_options(options, comm, "t"); }), "")
         << "one number written two ways";
   });
+  // An option one rank left at its default (an empty path) is said to be not given.
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    const std::vector<app::OptionValue> options = {{"--weights", comm.rank() == 0 ? "w" : ""}};
+    const std::string e = error_of([&] { app::check_same_options(options, comm, "vqtok eval"); });
+    EXPECT_TRUE(has(e, "'--weights' is w on rank 0 but (not given) on rank 1")) << e;
+  });
 }
 
 namespace {
