@@ -62,13 +62,17 @@ void move_entries(const fs::path& from, const fs::path& into) {
 }
 
 // The results of a training run in output_dir besides `root` (its checkpoints): metrics,
-// curves, reconstruction images and TensorBoard events.
+// curves, reconstruction images and TensorBoard events. An empty metrics.jsonl is no result:
+// a run that failed before its first record (bad data, a diverged first step) left it, and
+// its tb/ then holds no event either (each one mirrors a record).
 std::vector<fs::path> result_files(const fs::path& output_dir) {
   std::error_code ec;
+  const fs::path metrics = output_dir / "metrics.jsonl";
+  const bool recorded = !fs::is_regular_file(metrics, ec) || fs::file_size(metrics, ec) != 0;
   std::vector<fs::path> out;
   for (const auto& e : fs::directory_iterator(output_dir, ec)) {
     const std::string n = e.path().filename().string();
-    if (n == "metrics.jsonl" || n == "curves.svg" || n == "tb" ||
+    if (((n == "metrics.jsonl" || n == "tb") && recorded) || n == "curves.svg" ||
         (n.rfind("recon_step_", 0) == 0 && e.path().extension() == ".png"))
       out.push_back(e.path());
   }

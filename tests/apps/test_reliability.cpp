@@ -10,7 +10,8 @@
 //     or one that would set aside what the run reads, and a train.resume that would save
 //     among another run's checkpoints are refused, changing nothing; so is a run into a
 //     folder another live run is writing; a folder holding only an earlier run's results
-//     (metrics, curves: it saved no checkpoint) counts as an earlier run;
+//     (metrics, curves: it saved no checkpoint) counts as an earlier run, and an empty
+//     metrics.jsonl (a run that failed before its first record) does not;
 //  3. non-finite weights are an error in eval, a diverging run stops naming the step;
 //  4. ranks given different configs stop at start-up naming the differing key (numbers
 //     compare as numbers), and so do ranks that read different data or input files;
@@ -200,6 +201,23 @@ TEST(Reliability, ResultsWithoutCheckpointsAreAnEarlierRunToo) {
   EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 2u);
   fs::remove_all(dir);
   fs::remove_all(other);
+}
+
+// A run that failed before its first record (here a loss that overflows at step 1; bad
+// data does the same) leaves an empty metrics.jsonl and a tb/ with no event: no results,
+// so the next start there needs no --overwrite.
+TEST(Reliability, ARunThatRecordedNothingIsNoEarlierRun) {
+  const std::string dir = fresh_dir("recorded_nothing");
+  const std::string err = error_of([&] {
+    apptest::train_vqtok(tiny_config(dir, {"loss.l2=1.0e39", "train.tensorboard=true"}), false);
+  });
+  EXPECT_TRUE(has(err, "the loss is not finite at step 1")) << err;
+  ASSERT_TRUE(fs::exists(dir + "/metrics.jsonl"));
+  ASSERT_EQ(fs::file_size(dir + "/metrics.jsonl"), 0u);
+  ASSERT_TRUE(fs::exists(dir + "/tb"));
+  EXPECT_EQ(apptest::train_vqtok(tiny_config(dir, {"train.tensorboard=true"}), false).steps, 4);
+  EXPECT_EQ(lines(dir + "/metrics.jsonl").size(), 4u);
+  fs::remove_all(dir);
 }
 
 TEST(Reliability, AnOverwriteThatFailsBeforeItsFirstStepGivesTheEarlierRunBack) {
