@@ -151,6 +151,15 @@ std::vector<KeyChange> model_key_changes(const config::AppConfig& saved,
   return d;
 }
 
+// Whether paths `a` and `b` name one file or folder (written alike, or resolving alike).
+bool same_path(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code ec, ec2;
+  const fs::path x = fs::weakly_canonical(fs::absolute(a), ec),
+                 y = fs::weakly_canonical(fs::absolute(b), ec2);
+  return !ec && !ec2 && x == y;
+}
+
 // The error for a checkpoint of another app, or "" when it is `app`'s (or says nothing).
 std::string foreign_app(const SavedRun& run, const std::string& app) {
   if (run.app.empty() || run.app == app) return "";
@@ -319,7 +328,7 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
     const std::string other_app = foreign_app(run, app);
     ZT_CHECK(other_app.empty(), other_app);
     // Why `dir` (a root) resumes from another checkpoint than its `latest` names.
-    const std::string picked = run.note.empty() ? "" : command + ": note: " + run.note + "\n";
+    std::string picked = run.note.empty() ? "" : command + ": note: " + run.note + "\n";
     if (run.config_yaml.empty()) return picked;  // saved without it: nothing to compare
     config::AppConfig saved;
     try {
@@ -372,6 +381,15 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
       changed.clear();
       for (auto& [key, c] : by_key) changed.push_back(std::move(c));
     }
+    // vqgpt: the checkpoint holds the tokenizer it trained with; another one named now is
+    // not read, which a run that meant to switch tokenizers must be told.
+    if (saved.gpt && cfg.gpt &&
+        !same_path(saved.gpt->tokenizer_checkpoint, cfg.gpt->tokenizer_checkpoint))
+      picked += command + ": note: gpt.tokenizer_checkpoint is '" + cfg.gpt->tokenizer_checkpoint +
+                "' here and '" + saved.gpt->tokenizer_checkpoint +
+                "' in the checkpoint's config, and a resume does not read it: the checkpoint "
+                "holds the tokenizer it trained with; to train on another tokenizer, start a new "
+                "run (another output_dir, or --overwrite)\n";
     if (changed.empty()) return picked;
     return picked + command + ": note: resuming with settings that differ from the checkpoint's: " +
            describe(changed, "the checkpoint", "this config") +

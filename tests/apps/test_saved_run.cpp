@@ -225,6 +225,25 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
   const std::string fused = resume({"gpt.fused_qkv=true"});
   EXPECT_TRUE(has(fused, "gpt.fused_qkv (false in the checkpoint, true in this config)")) << fused;
   EXPECT_EQ(resume({"gpt.vocab_size=67", "gpt.tokenizer_checkpoint=elsewhere"}), "");
+  // ... and a note says so (the newest checkpoint is that resume's, to step 2): the run
+  // goes on with the tokenizer it trained with.
+  auto note = [&](const std::string& tokenizer) {
+    const config::AppConfig cfg =
+        vqgpt_config(dir + "/run", {"gpt.tokenizer_checkpoint=" + tokenizer, "train.steps=2"});
+    ::testing::internal::CaptureStderr();
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      app::check_resume_config(cfg, dir + "/run/checkpoints", "vqgpt", "vqgpt train", comm,
+                               /*quiet=*/false);
+    });
+    return ::testing::internal::GetCapturedStderr();
+  };
+  const std::string other = note("none");
+  EXPECT_TRUE(has(other,
+                  "vqgpt train: note: gpt.tokenizer_checkpoint is 'none' here and 'elsewhere' in "
+                  "the checkpoint's config, and a resume does not read it: the checkpoint holds "
+                  "the tokenizer it trained with"))
+      << other;
+  EXPECT_EQ(note("./elsewhere"), "") << "the same path, written another way";
   fs::remove_all(dir);
 }
 
