@@ -102,6 +102,11 @@ void check_output_file(const std::string& option, const std::string& path,
   std::error_code ec;
   ZT_CHECK(!fs::is_directory(path, ec), option, " '", path,
            "' is a folder; pass the file to write (a path in that folder, or another)");
+  // 'out/' (or 'out/.') names a folder whether or not it is there yet: the write, at the
+  // end of the work, would fail on it.
+  const std::string last = fs::path(path).filename().string();
+  ZT_CHECK(!last.empty() && last != "." && last != "..", option, " '", path,
+           "' names a folder; pass the file to write (a path in that folder, or another)");
   // A link is followed: the file it leads to is the one written, and the one checked.
   const std::string out = write_target(path);
   const std::string through = out == path ? "" : " (a link to '" + out + "')";

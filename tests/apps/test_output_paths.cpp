@@ -82,6 +82,9 @@ TEST(OutputPaths, FilesThatWouldDestroyWhatWasSavedOrReadAreRefused) {
   refused(run / ".lock", {"is a training run's .lock"});
   refused(run / "curves.svg", {"is a training run's curves.svg"});
   refused(run, {"is a folder; pass the file to write"});
+  // A path ending in '/' names a folder, there or not: the write at the end would fail.
+  refused(run.string() + "/exports/", {"names a folder; pass the file to write"});
+  refused(run.string() + "/exports/.", {"names a folder; pass the file to write"});
   // Beside the run, a new file, and an existing one the command does not read, are fine.
   for (const fs::path& ok : {run / "ids.npy", run / "model.safetensors", run / "old.npy"}) {
     if (ok.filename() == "old.npy") touch(ok);
