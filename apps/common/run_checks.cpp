@@ -288,6 +288,10 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                    const StartRequest& request, comm::Communicator& comm) {
   const config::TrainConfig& tc = cfg.train;
   const std::string app = request.app;
+  // Rank 0 decides how the run starts: another rank's flags would be passed over.
+  check_same_options({{"--resume", request.resume ? "true" : "false"},
+                      {"--overwrite", request.overwrite ? "true" : "false"}},
+                     comm, app.c_str());
   const bool explicit_dir = !tc.resume.empty() && tc.resume != "auto";
   // --overwrite: the earlier run's results go aside until this run has taken a step.
   auto replace_earlier = [&]() {

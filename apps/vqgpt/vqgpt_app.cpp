@@ -220,6 +220,12 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
                                   const std::string& out_root, comm::Communicator& comm, bool quiet,
                                   bool overwrite) {
   ZT_CHECK(steps >= 1, "tokenizer: --steps must be at least 1, got ", steps);
+  // Named as given: the recipe turns them into config keys (train.steps and
+  // checkpoint_every, output_dir) that the ranks would otherwise be told differ.
+  app::check_same_options({{"--steps", std::to_string(steps)},
+                           {"--out", out_root},
+                           {"--overwrite", overwrite ? "true" : "false"}},
+                          comm, "vqgpt tokenizer");
   std::string root =
       out_root.empty() ? cfg.gpt.value_or(config::GptConfig{}).tokenizer_checkpoint : out_root;
   ZT_CHECK(!root.empty(), "tokenizer: pass --out or set gpt.tokenizer_checkpoint");

@@ -112,6 +112,16 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs
     RANK1 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml)
+  zt_mpirun_app_test(options_mismatch_quick_tokenizer
+    "vqgpt tokenizer: the ranks were started with different options: '--steps' is 3 on rank 0 but 5 on rank 1"
+    ON NOT_WRITTEN ${_out}/quick
+    RANK0 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 3
+    RANK1 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 5)
+  zt_mpirun_app_test(options_mismatch_resume
+    "vqtok train: the ranks were started with different options: '--overwrite' is false on rank 0 but true on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} train ${_cfg} --set train.steps=1 --resume
+    RANK1 ${_vqtok} train ${_cfg} --set train.steps=1 --overwrite)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
   set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)
