@@ -27,7 +27,7 @@ bool RunCheckpoints::signalled(int64_t done, comm::Communicator& comm) {
 }
 
 bool RunCheckpoints::stop_after(int64_t done) {
-  if (on() && done % every_ == 0) save(done);
+  if (on() && (done % every_ == 0 || done == steps_)) save(done);
   if (stopped_after_ != done) return false;
   if (on() && last_step_ != done) save(done);
   return true;

@@ -21,7 +21,8 @@ class RunCheckpoints {
   /// (agreed_stop_signal), so the run stops after this step. True then, and that step logs
   /// the window it ends; a signal after the last step ends the run as usual.
   bool signalled(int64_t done, comm::Communicator& comm);
-  /// The end of step `done`, on every rank: the periodic save, then, when signalled() said
+  /// The end of step `done`, on every rank, before its evaluation (one that fails then
+  /// loses no step): the periodic save and the last step's, then, when signalled() said
   /// so, this step's (unless just saved, or checkpoints are off). True when the run stops
   /// here.
   bool stop_after(int64_t done);

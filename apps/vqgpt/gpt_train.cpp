@@ -340,6 +340,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                      ? std::string()
                                      : " | loss " + fmt("%.4f", result.log_losses.back())) +
                                 " | " + fmt("%.3f s/step", timer.run_mean()));
+    // Saved before it is evaluated: an evaluation that fails (a held-out image that does
+    // not decode) loses no step.
+    const bool stop = checkpoints.stop_after(done);
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) {
       auto eval_loader = data::make_loader(train_data.eval_set, cfg.data, tc.batch, comm.rank(),
                                            world, /*eval=*/true);
@@ -352,7 +355,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                       fmt("%.4f", result.eval_loss));
     }
     last_done = done;
-    if (checkpoints.stop_after(done)) {
+    if (stop) {
       settle(done);  // a stop without a save still reads (and checks) what is queued
       break;
     }

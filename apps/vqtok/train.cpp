@@ -443,8 +443,11 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                                            fmt("%.1f%%", 100.0 * result.codebook.usage)) +
                                 " | " + fmt("%.3f s/step", timer.run_mean()) + " | eta " +
                                 app::format_duration(timer.eta(tc.steps - done)));
+    // Saved before it is evaluated: an evaluation that fails (a held-out image that does
+    // not decode) loses no step.
+    const bool stop = checkpoints.stop_after(done);
     if (tc.eval_every > 0 && (done % tc.eval_every == 0 || done == tc.steps)) run_eval(done);
-    if (checkpoints.stop_after(done)) {
+    if (stop) {
       settle(done);  // a stop without a save still reads (and checks) what is queued
       break;
     }
