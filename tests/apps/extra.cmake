@@ -122,6 +122,11 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg} --set train.steps=1 --resume
     RANK1 ${_vqtok} train ${_cfg} --set train.steps=1 --overwrite)
+  zt_mpirun_app_test(options_mismatch_plan
+    "vqtok plan: the ranks were started with different options: '--steps' is 1 on rank 0 but 3 on rank 1"
+    ON NOT_WRITTEN ${_out}
+    RANK0 ${_vqtok} plan ${_cfg} --steps 1
+    RANK1 ${_vqtok} plan ${_cfg} --steps 3)
   # Ranks in different working directories: a relative output_dir names two folders, and
   # the run stops at start-up (it used to fail at its first checkpoint save).
   set(_wdir ${CMAKE_BINARY_DIR}/tests/apps_mpi_wdir)
