@@ -511,12 +511,14 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
                   const std::string& out, comm::Communicator& comm, bool quiet,
                   vq::KeyNaming naming) {
   ZT_CHECK(!out.empty(), "export: pass --out with the .safetensors file to write");
-  app::check_same_options({{"--checkpoint", checkpoint}}, comm, "vqtok export");
+  const bool hf = naming == vq::KeyNaming::transformers;
+  app::check_same_options(
+      {{"--checkpoint", checkpoint}, {"--format", hf ? "transformers" : "baai"}}, comm,
+      "vqtok export");
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   std::vector<std::string> inputs = app::config_inputs(cfg);
   inputs.push_back(dir);
   app::check_on_rank0(comm, [&] { app::check_output_writable("export -o", out, inputs); });
-  const bool hf = naming == vq::KeyNaming::transformers;
   const fs::path json_path = fs::path(out).parent_path() / "config.json";
   if (hf) {  // config.json beside the weights is an output too, and not theirs
     std::error_code ec;

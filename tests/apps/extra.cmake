@@ -101,6 +101,11 @@ if(ZT_MPIRUN)
     ON NOT_WRITTEN ${_out}/tok.safetensors
     RANK0 ${_vqtok} export ${_cfg} --checkpoint ${PROJECT_SOURCE_DIR}/configs -o ${_out}/tok.safetensors
     RANK1 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors)
+  zt_mpirun_app_test(options_mismatch_export_format
+    "vqtok export: the ranks were started with different options: '--format' is baai on rank 0 but transformers on rank 1"
+    ON NOT_WRITTEN ${_out}/tok.safetensors
+    RANK0 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors
+    RANK1 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors --format transformers)
   set(_gpt_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set output_dir=${_out})
   zt_mpirun_app_test(options_mismatch_sample
     "vqgpt sample: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
