@@ -461,6 +461,7 @@ bool Engine::update() {
 
   // Gathered copies are stale now: drop them, re-gather the persistent ones.
   coordinator_->regather_persistent();
+  note_stale_copies();
   close_step();
   if (config_.buffers.verify_every > 0 && stats_.steps % config_.buffers.verify_every == 0)
     verify_replicas();

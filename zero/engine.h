@@ -13,6 +13,7 @@
 
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -233,12 +234,17 @@ class Engine {
   /// Errors on a trainable parameter the model gained after construction (checked when
   /// nn::registration_count() moved since the last check).
   void check_model_unchanged();
+  /// After an applied step: notes (rank 0, once per parameter) each parameter of which a
+  /// gathered copy released since the last step is still held by a tensor made from it.
+  void note_stale_copies();
   uint64_t replica_versions() const;
 
   /// The model and the parameters this engine partitions, held exclusively while it
   /// lives (released last, also when the constructor throws). Thread ranks share one
   /// address space: a model built once and captured by every rank's function would
   /// otherwise be partitioned by N engines at once.
+  std::set<std::string> stale_noted_;  // parameters note_stale_copies() has named
+
   class Claim {
    public:
     ~Claim();

@@ -1,5 +1,6 @@
 // Engine's refusals: what step(), capture and construction check before they change
 // anything (the engine itself is in engine.cpp).
+#include <cstdio>
 #include <map>
 #include <set>
 
@@ -33,6 +34,22 @@ void Engine::check_model_unchanged() {
              "train it: the engine partitions, reduces and updates the parameters it was built "
              "with. Build the whole model first (a new engine for each phase that adds modules)");
   registrations_ = nn::registration_count();
+}
+
+void Engine::note_stale_copies() {
+  for (NamedParam& np : params_) {
+    const bool held = zero_param(np.param)->stale_copy_held();
+    if (!held || comm_.rank() != 0 || config_.quiet || !stale_noted_.insert(np.name).second)
+      continue;
+    std::fprintf(stderr,
+                 "zt: a tensor made from parameter '%s' (of this engine's %s) outlived the call "
+                 "that gathered it (a view, detach() or transpose kept in a member or a list) "
+                 "and still holds the values from before this step: under ZeRO-3 each call "
+                 "gathers a fresh copy, which the step's update reaches and a kept tensor does "
+                 "not. Derive it inside each call, or clone() it for a snapshot (a graph kept "
+                 "with retain_graph past the step holds such copies too)\n",
+                 np.name.c_str(), model_->type_name().c_str());
+  }
 }
 
 void Engine::check_trainable_unchanged() const {

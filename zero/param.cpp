@@ -59,9 +59,21 @@ void ZeroParam::wait() {
 void ZeroParam::release() {
   if (kind != ParamKind::kPartitioned || status == ParamStatus::kNotAvailable) return;
   if (status == ParamStatus::kInflight) wait();
+  // At one rank the gathered parameter is the shard itself, which the step updates in place.
+  if (owner->storage && owner->storage != shard.impl()->storage) {
+    std::erase_if(released_copies, [](const std::weak_ptr<Storage>& w) { return w.expired(); });
+    released_copies.push_back(owner->storage);
+  }
   gathered = Tensor();
   owner->storage = nullptr;
   status = ParamStatus::kNotAvailable;
+}
+
+bool ZeroParam::stale_copy_held() {
+  const bool held = std::any_of(released_copies.begin(), released_copies.end(),
+                                [](const std::weak_ptr<Storage>& w) { return !w.expired(); });
+  released_copies.clear();
+  return held;
 }
 
 namespace {

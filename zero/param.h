@@ -53,6 +53,10 @@ struct ZeroParam : TensorExtra {
   bool persistent = false;              // numel <= stage3_param_persistence_threshold
   int holds = 0;                        // GatheredParameters scopes keeping it gathered
   TensorImpl* owner = nullptr;          // the parameter's tensor (which owns this record)
+  /// Gathered copies released since the engine last looked (Engine's step): one still alive
+  /// then is held by a tensor made from the parameter (a view or detach() kept past the
+  /// call that gathered it), which keeps the values from before the step.
+  std::vector<std::weak_ptr<Storage>> released_copies;
 
   ~ZeroParam() override;
   /// A partitioned parameter's dtype and device are its shards', which Module::to cannot
@@ -66,7 +70,11 @@ struct ZeroParam : TensorExtra {
   /// already is; an error if it was never gathered).
   void wait();
   /// Frees the gathered storage (NOT_AVAILABLE); waits first if a gather is in flight.
+  /// A copy apart from the shard is remembered in released_copies.
   void release();
+  /// Whether a gathered copy released since the last call is still held elsewhere; forgets
+  /// them.
+  bool stale_copy_held();
   /// Gathered, not persistent and held by no scope: release() may take it.
   bool releasable() const {
     return status != ParamStatus::kNotAvailable && !persistent && holds == 0;

@@ -10,7 +10,8 @@
 // gathered for either one (lesson 24). At one rank there is nothing to gather: the
 // gathered parameter is its shard, used in place. An inference forward (under
 // NoGradGuard) keeps nothing for reuse: even with the default reuse distance it releases
-// every module after its forward (persistent parameters aside).
+// every module after its forward (persistent parameters aside). A tensor made from a
+// gathered parameter and kept past the call keeps that call's values; the step notes it.
 //
 // These lessons use `lesson::eager_release_config()` so every release is visible. The
 // engine's defaults (DeepSpeed's) keep parameters of at most 100k elements gathered for
@@ -304,4 +305,59 @@ TEST(Lesson04GatherRelease, AParameterReturnedByItsModuleStaysReadable) {
     const Tensor out = engine.forward({})[0];
     EXPECT_EQ(out.to_vector(), want);
   });
+}
+
+namespace {
+// A linear layer that keeps its weight's transpose from its last call, as a cache would.
+class Caching : public nn::UnaryModule {
+ public:
+  Caching() : nn::UnaryModule("Caching") {
+    weight = register_parameter("weight", full({3, 4}, 0.5));
+    bias = register_parameter("bias", zeros({3}));
+  }
+  Tensor weight, bias, kept;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    kept = weight.detach().transpose(0, 1);
+    return linear(x, weight, bias);
+  }
+};
+
+// Rank 0's stderr while a Caching model trains two steps on two ranks; `cache` off: the
+// same steps without the kept tensor.
+std::string caching_notes(bool cache) {
+  ::testing::internal::CaptureStderr();
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    std::shared_ptr<Caching> m = lesson::partitioned<Caching>(comm);
+    zero::Engine engine(m, comm, lesson::eager_release_config(), lesson::adamw());
+    for (int step = 0; step < 2; ++step) {
+      engine.backward(sum(engine(ones({2, 4}))));
+      if (!cache) m->kept = Tensor();
+      const std::vector<double> before = cache ? m->kept.to_vector() : std::vector<double>{};
+      engine.step();
+      if (cache) {
+        EXPECT_EQ(m->kept.to_vector(), before) << "the kept copy misses the update";
+      }
+    }
+  });
+  return ::testing::internal::GetCapturedStderr();
+}
+}  // namespace
+
+// Released, a gathered copy is gone unless a tensor made from it (a view, detach(), a
+// transpose) was kept past the call: that one holds the call's values, and the step's update
+// does not reach it (at one rank the gathered parameter is the shard, updated in place, and
+// a view follows it as in PyTorch). The step notes such a copy, once per parameter, naming it.
+TEST(Lesson04GatherRelease, ACopyKeptPastItsCallIsNotedAtTheStep) {
+  const std::string noted = caching_notes(/*cache=*/true);
+  EXPECT_NE(noted.find("a tensor made from parameter 'weight' (of this engine's Caching) "
+                       "outlived the call that gathered it"),
+            std::string::npos)
+      << noted;
+  EXPECT_EQ(noted.find("parameter 'bias'"), std::string::npos) << noted;
+  const size_t first = noted.find("outlived");
+  EXPECT_EQ(noted.find("outlived", first + 1), std::string::npos) << "once: " << noted;
+  const std::string quiet = caching_notes(/*cache=*/false);
+  EXPECT_EQ(quiet.find("outlived"), std::string::npos) << quiet;
 }
