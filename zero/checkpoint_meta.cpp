@@ -102,6 +102,9 @@ void check_layout(const json& meta, const std::string& meta_path) {
               !__builtin_mul_overflow(numel, shape[i].get<int64_t>(), &numel);
     ZT_CHECK(valid, "'", meta_path, "': '", name,
              "' needs a shape of sizes >= 0 and an integer shard_numel");
+    // Rounded up to whole shards, a count this near INT64_MAX would overflow.
+    ZT_CHECK(numel <= std::numeric_limits<int64_t>::max() - (world - 1), "'", meta_path, "': '",
+             name, "' has a shape of ", numel, " elements, more than a tensor holds");
     const int64_t saved = shard_numel.get<int64_t>();
     const int64_t want = make_partition(numel, world).shard_numel;
     ZT_CHECK(saved == want, "'", meta_path, "': '", name, "' has shard_numel ", saved,

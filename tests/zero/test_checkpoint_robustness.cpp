@@ -425,6 +425,10 @@ TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
         m["tensors"][0]["shape"] = {4, -3};
       },
       "': 'conv3.weight' needs a shape of sizes >= 0 and an integer shard_numel");
+  // A count that rounding up to whole shards would overflow.
+  resume_past(
+      "huge", [](auto& m) { m["tensors"][0]["shape"] = {std::numeric_limits<int64_t>::max()}; },
+      "': 'conv3.weight' has a shape of 9223372036854775807 elements, more than a tensor holds");
   resume_past(
       "world_size", [](auto& m) { m["world_size"] = "2"; },
       "': world_size must be an integer >= 1, got string");
