@@ -266,9 +266,18 @@ void stage_meta(const json& meta, const std::string& meta_path, bool optim, Stag
     if (it->contains("dynamic"))
       st.scaler_dynamic =
           field<bool>(*it, "dynamic", "loss_scaler.dynamic", "true or false", meta_path);
-    st.scaler = LossScaler::State{
-        scale, static_cast<int>(hysteresis), count_of(*it, "iteration", "loss_scaler.iteration"),
-        field<int64_t>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer", meta_path)};
+    const int64_t iteration = count_of(*it, "iteration", "loss_scaler.iteration");
+    // -1 (none yet) or an iteration so far: the scaler counts the iterations since it.
+    const json& last = it->at("last_overflow");
+    ZT_CHECK(last.is_number_integer() &&
+                 (last.is_number_unsigned()
+                      ? last.get<uint64_t>() <= static_cast<uint64_t>(iteration)
+                      : last.get<int64_t>() >= -1 && last.get<int64_t>() <= iteration),
+             "'", meta_path, "' is malformed: loss_scaler.last_overflow is ",
+             nn::json_brief(last, 80), ", not an integer from -1 to loss_scaler.iteration (",
+             iteration, ")");
+    st.scaler =
+        LossScaler::State{scale, static_cast<int>(hysteresis), iteration, last.get<int64_t>()};
   }
 }
 

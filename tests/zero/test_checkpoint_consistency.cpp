@@ -2,10 +2,11 @@
 // with. A checkpoint records its optimizer's type, and a load of its state into another
 // optimizer is refused; a step-shaped tag names the step the checkpoint records; an
 // engine whose last optimizer step failed part-way is not saved; a meta.json whose
-// learning rate or loss-scaler hysteresis is out of range is refused before the engine
-// changes; every rank loads the checkpoint rank 0 names.
+// learning rate, loss-scaler hysteresis or last overflow is out of range is refused before
+// the engine changes; every rank loads the checkpoint rank 0 names.
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "common/test_util.h"
 #include "zero/checkpoint_util.h"
@@ -151,9 +152,10 @@ TEST(CheckpointConsistency, NoSaveAfterAStepThatFailedPartWay) {
   });
 }
 
-// meta.json's learning rate and loss-scaler hysteresis are checked before anything is
-// written: a negative rate once failed in set_lr, after the weights were loaded, and a
-// hysteresis of 0 counted down past 1, so the scale never halved again.
+// meta.json's learning rate, loss-scaler hysteresis and last overflow are checked before
+// anything is written: a negative rate once failed in set_lr, after the weights were loaded,
+// a hysteresis of 0 counted down past 1, so the scale never halved again, and a last
+// overflow of INT64_MIN was taken, to overflow the scaler's count of steps since it.
 TEST(CheckpointConsistency, AnOutOfRangeLrOrHysteresisChangesNothing) {
   TempDir tmp;
   const std::string dir = save_one_step(tmp);
@@ -185,4 +187,18 @@ TEST(CheckpointConsistency, AnOutOfRangeLrOrHysteresisChangesNothing) {
       },
       "loss_scaler holds scale 1024 and hysteresis 0 (a finite scale > 0 and a hysteresis >= 1 "
       "are needed)");
+  // The scaler counts the iterations since the last overflow: one before -1 or past the
+  // iteration would overflow that count, or make it up.
+  for (const nlohmann::json& last : {nlohmann::json(std::numeric_limits<int64_t>::min()),
+                                     nlohmann::json(6), nlohmann::json(1e300)})
+    refused(
+        [&](nlohmann::json& m) {
+          m["loss_scaler"] = {{"dynamic", true},
+                              {"scale", 1024.0},
+                              {"hysteresis", 2},
+                              {"iteration", 5},
+                              {"last_overflow", last}};
+        },
+        "loss_scaler.last_overflow is " + last.dump() +
+            ", not an integer from -1 to loss_scaler.iteration (5)");
 }
