@@ -90,17 +90,21 @@ void check_layout(const json& meta, const std::string& meta_path) {
     ZT_CHECK(files.contains(rank_file(r)), "'", meta_path, "' has world_size ", world,
              " but lists no ", rank_file(r));
   for (const json& t : meta.at("tensors")) {
-    if (t.at("kind") != "partitioned") continue;
     const std::string name = t.at("name").get<std::string>();
-    // Checked, not converted: a number out of range would be undefined behaviour.
+    // Checked, not converted: a number out of range would be undefined behaviour (every
+    // entry's shape is converted when the layout is compared with the model's).
     const json& shape = t.at("shape");
-    const json& shard_numel = t.at("shard_numel");
     int64_t numel = 1;
-    bool valid = shape.is_array() && shard_numel.is_number_integer();
+    bool valid = shape.is_array();
     for (size_t i = 0; valid && i < shape.size(); ++i)
       valid = shape[i].is_number_integer() && shape[i].get<int64_t>() >= 0 &&
               !__builtin_mul_overflow(numel, shape[i].get<int64_t>(), &numel);
-    ZT_CHECK(valid, "'", meta_path, "': '", name,
+    if (t.at("kind") != "partitioned") {
+      ZT_CHECK(valid, "'", meta_path, "': '", name, "' needs a shape of sizes >= 0");
+      continue;
+    }
+    const json& shard_numel = t.at("shard_numel");
+    ZT_CHECK(valid && shard_numel.is_number_integer(), "'", meta_path, "': '", name,
              "' needs a shape of sizes >= 0 and an integer shard_numel");
     // Rounded up to whole shards, a count this near INT64_MAX would overflow.
     ZT_CHECK(numel <= std::numeric_limits<int64_t>::max() - (world - 1), "'", meta_path, "': '",

@@ -425,6 +425,15 @@ TEST(CheckpointRobustness, AMetaJsonAtOddsWithItsWorldSizeIsPassedOver) {
         m["tensors"][0]["shape"] = {4, -3};
       },
       "': 'conv3.weight' needs a shape of sizes >= 0 and an integer shard_numel");
+  // A size no int64 holds, in an entry that is not sharded: compared with the model's
+  // layout, it was converted to int64 unchecked.
+  resume_past(
+      "buffer_shape",
+      [](auto& m) {
+        m["tensors"].push_back(
+            {{"name", "extra"}, {"kind", "buffer"}, {"dtype", "f32"}, {"shape", {1e300}}});
+      },
+      "': 'extra' needs a shape of sizes >= 0");
   // A count that rounding up to whole shards would overflow.
   resume_past(
       "huge", [](auto& m) { m["tensors"][0]["shape"] = {std::numeric_limits<int64_t>::max()}; },
