@@ -105,6 +105,47 @@ std::string png_damage(std::FILE* f) {
   return "";
 }
 
+// Why the JPEG `f` is damaged where stb would not notice: a Huffman table (DHT) of more
+// codes than the 256 a table holds, which stb's table builder writes past its arrays for,
+// even in its header query ("" for a sound file, and for another format). Only the
+// marker segments are walked: the entropy-coded data after a scan header is skipped.
+std::string jpeg_damage(std::FILE* f) {
+  std::rewind(f);
+  if (std::fgetc(f) != 0xff || std::fgetc(f) != 0xd8) return "";
+  for (int c = std::fgetc(f); c != EOF;) {
+    if (c != 0xff) {  // entropy-coded data, or padding: look for the next marker
+      c = std::fgetc(f);
+      continue;
+    }
+    const int m = std::fgetc(f);
+    if (m == EOF || m == 0xd9) return "";
+    if (m == 0x00 || m == 0xff || m == 0x01 || (m >= 0xd0 && m <= 0xd8)) {
+      c = m == 0xff ? m : std::fgetc(f);  // stuffed byte, fill, or a marker with no length
+      continue;
+    }
+    const long at = std::ftell(f) - 2;
+    const int hi = std::fgetc(f), lo = std::fgetc(f);
+    if (lo == EOF) return "";
+    const long length = (hi << 8) | lo;
+    if (m != 0xc4) {
+      if (length < 2 || std::fseek(f, length - 2, SEEK_CUR) != 0) return "";
+    } else {
+      for (long left = length - 2; left > 0;) {  // as stb reads them
+        std::fgetc(f);                           // table class and number
+        int codes = 0;
+        for (int i = 0; i < 16; ++i) codes += std::max(std::fgetc(f), 0);
+        if (codes > 256)
+          return detail::cat("its DHT segment at byte ", at, " defines a Huffman table of ", codes,
+                             " codes, more than the 256 a table holds");
+        left -= 17 + codes;
+        if (std::fseek(f, codes, SEEK_CUR) != 0) return "";
+      }
+    }
+    c = std::fgetc(f);
+  }
+  return "";
+}
+
 // stb's header query of `f` (the file at `path`) into h, w, with an image too large to
 // decode refused by its size; false (stbi_failure_reason says why) when stb cannot tell
 // the size.
@@ -129,6 +170,9 @@ File open_image(const std::string& path, int& h, int& w, std::string& why) {
   File f = open_file(path);
   if (!f) {
     why = std::string("cannot open it: ") + std::strerror(errno);
+  } else if (const std::string damage = jpeg_damage(f.get()); !damage.empty()) {
+    why = "corrupt file (" + damage + ")";
+    f.reset();
   } else if (!header_size(path, f.get(), h, w)) {
     why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
     f.reset();
