@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/plural.h"
 #include "data/image_folder.h"
 #include "data/npy.h"
 #include "data/synthetic_video.h"
@@ -162,9 +163,10 @@ std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
                                         int64_t world, bool eval) {
   const bool drop_last = !eval;
   ZT_CHECK(!drop_last || dataset->size() >= world * batch, "the training data (",
-           dataset->describe(), ") holds ", dataset->size(), " samples, fewer than one batch of ",
-           batch, " (train.batch) for each of ", world,
-           " ranks: use more data (data.num_samples for synthetic data), a smaller train.batch, "
+           dataset->describe(), ") holds ", counted(dataset->size(), "sample"),
+           ", fewer than one batch of ", batch, " (train.batch) for each of ",
+           counted(world, "rank"),
+           ": use more data (data.num_samples for synthetic data), a smaller train.batch, "
            "or fewer ranks");
   DistributedSampler sampler(dataset->size(), rank, world, static_cast<uint64_t>(cfg.seed),
                              cfg.shuffle && !eval, drop_last);

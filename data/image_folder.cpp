@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/plural.h"
 #include "data/tensorboard.h"
 
 namespace fs = std::filesystem;
@@ -221,7 +222,7 @@ int64_t ImageFolder::decodable(int64_t index, Image& img) const {
 }
 
 std::string ImageFolder::describe() const {
-  return "ImageFolder('" + dir_ + "', " + std::to_string(files_.size()) + " images" +
+  return "ImageFolder('" + dir_ + "', " + counted(files_.size(), "image") +
          (skipped_.empty() ? "" : "; skipped " + skipped_files()) + ")";
 }
 
@@ -246,7 +247,7 @@ std::string ImageFolder::skipped_files() const {
     total += n;
   }
   std::sort(by_count.begin(), by_count.end());  // most first, then by name
-  std::string s = std::to_string(total) + (total == 1 ? " file:" : " files:");
+  std::string s = counted(total, "file") + ":";
   for (size_t i = 0; i < by_count.size(); ++i)
     s += (i ? ", " : " ") + by_count[i].second + " " + std::to_string(-by_count[i].first);
   return s;

@@ -5,6 +5,7 @@
 #include <numeric>
 
 #include "core/error.h"
+#include "core/plural.h"
 #include "core/rng.h"
 
 namespace zt::data {
@@ -44,9 +45,9 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, int64_t rank, int64
            " is outside [0, world=", world, ")");
   ZT_CHECK(dataset_size >= 1, "DistributedSampler: the dataset is empty");
   if (drop_last) {
-    ZT_CHECK(dataset_size >= world, "DistributedSampler: a dataset of ", dataset_size,
-             " samples cannot give each of ", world,
-             " ranks a sample with drop_last; use more samples or drop_last = false");
+    ZT_CHECK(dataset_size >= world, "DistributedSampler: a dataset of ",
+             counted(dataset_size, "sample"), " cannot give each of ", counted(world, "rank"),
+             " a sample with drop_last; use more samples or drop_last = false");
     num_samples_ = dataset_size / world;
   } else {
     num_samples_ = (dataset_size + world - 1) / world;

@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "core/allocator.h"
+#include "core/plural.h"
 
 namespace zt::app {
 
@@ -24,10 +25,9 @@ std::string host_fit_error(const std::vector<HostNeed>& ranks, const std::string
       }
     if (!first || n.memory <= 0 || n.held + to_come <= n.memory) continue;
     return ::zt::detail::cat(
-        what, " do not fit the host's memory: the process of rank ", i, " (", count,
-        count == 1 ? " rank" : " ranks", ") holds ", format_byte_size(n.held),
-        " and would allocate ", format_byte_size(to_come), " more, past the machine's ",
-        format_byte_size(n.memory),
+        what, " do not fit the host's memory: the process of rank ", i, " (",
+        counted(count, "rank"), ") holds ", format_byte_size(n.held), " and would allocate ",
+        format_byte_size(to_come), " more, past the machine's ", format_byte_size(n.memory),
         " (RAM and swap, or the container's limit). Train on more machines (ZeRO-3 divides "
         "model states by the rank count), with fewer ranks per machine, or a smaller model");
   }

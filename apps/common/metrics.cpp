@@ -9,6 +9,7 @@
 
 #include "apps/common/output_paths.h"
 #include "core/error.h"
+#include "core/plural.h"
 #include "core/text_file.h"
 
 namespace zt::app {
@@ -110,8 +111,8 @@ std::string filter_metrics(const std::string& path,
   write_text_atomically(path, kept);
   std::string note = torn;
   if (dropped > 0)
-    note += (note.empty() ? "" : "; ") + path + ": dropped " + std::to_string(dropped) + " record" +
-            (dropped == 1 ? "" : "s") + " past the resumed step";
+    note += (note.empty() ? "" : "; ") + path + ": dropped " + counted(dropped, "record") +
+            " past the resumed step";
   return note;
 }
 

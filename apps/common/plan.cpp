@@ -6,6 +6,7 @@
 
 #include "apps/common/train_util.h"
 #include "core/allocator.h"
+#include "core/plural.h"
 
 namespace zt::app {
 
@@ -98,8 +99,8 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   if (!say) return r;
   const zero::MemoryPlan& p = r.plan;
   const zero::MemoryReport& m = r.measured;
-  std::printf("%s: bytes per rank at %d ranks, %s parameters\n", app.c_str(), p.world,
-              dtype_name(engine.config().precision.dtype()));
+  std::printf("%s: bytes per rank at %s, %s parameters\n", app.c_str(),
+              counted(p.world, "rank").c_str(), dtype_name(engine.config().precision.dtype()));
   std::printf("  %-36s %12s %12s\n", "", "predicted", "measured");
   row("parameter shards", p.param_shard, m.param_shard);
   row("gradient shards", p.grad_shard, m.grad_shard);

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "apps/common/rng_state.h"
+#include "core/plural.h"
 #include "data/sampler.h"
 
 namespace zt::app {
@@ -26,11 +27,11 @@ static std::string resume_position(data::DataLoader& loader, const zero::Checkpo
   loader.restore(now);
   const int64_t batch = loader.options().batch_size, world = loader.sampler().world();
   if (extra.loader_batch == batch && extra.saved_world_size == world) return "";
-  std::string note = detail::cat(
-      "the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch, " (",
-      extra.saved_world_size, extra.saved_world_size == 1 ? " rank" : " ranks", " x batch ",
-      extra.loader_batch, "); this run reads ", world * batch, " samples a batch (", world,
-      world == 1 ? " rank" : " ranks", " x batch ", batch, ") and goes on ");
+  std::string note =
+      detail::cat("the checkpoint's data stream was at sample ", samples, " of epoch ", saved.epoch,
+                  " (", counted(extra.saved_world_size, "rank"), " x batch ", extra.loader_batch,
+                  "); this run reads ", world * batch, " samples a batch (", counted(world, "rank"),
+                  " x batch ", batch, ") and goes on ");
   if (now.epoch > saved.epoch) {
     // What the checkpoint's layout would still have read of that epoch: its ranks'
     // batches cover a longer epoch than this run's do. Its share of a rank, as the sampler
@@ -89,9 +90,9 @@ zero::CheckpointExtra resume_training(zero::Engine& engine, data::DataLoader& lo
       restore_rng_state(checkpoint_state(extra.state, "rng_state"), comm, extra.step);
   if (say && dropout > 0 && !rng.empty()) std::fprintf(stderr, "%s: note: %s\n", what, rng.c_str());
   if (say) {
-    std::printf("resumed from %s at step %lld (saved on %d rank%s; data epoch %lld, batch %lld)\n",
-                extra.dir.c_str(), static_cast<long long>(extra.step), extra.saved_world_size,
-                extra.saved_world_size == 1 ? "" : "s",
+    std::printf("resumed from %s at step %lld (saved on %s; data epoch %lld, batch %lld)\n",
+                extra.dir.c_str(), static_cast<long long>(extra.step),
+                counted(extra.saved_world_size, "rank").c_str(),
                 static_cast<long long>(loader.state().epoch),
                 static_cast<long long>(loader.state().position));
     std::fflush(stdout);

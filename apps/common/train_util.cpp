@@ -15,6 +15,7 @@
 #include "core/algo_policy.h"
 #include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
+#include "core/plural.h"
 #include "core/text_file.h"
 #include "data/factory.h"
 #include "zero/checkpoint.h"
@@ -291,8 +292,8 @@ std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64
                        bool shuffle) {
   const int64_t per_step = batch * world * accumulation;
   if (per_step > dataset_size)
-    return detail::cat("one step reads ", per_step, " clips (train.batch ", batch, " x ", world,
-                       " ranks x ", accumulation,
+    return detail::cat("one step reads ", counted(per_step, "clip"), " (train.batch ", batch, " x ",
+                       counted(world, "rank"), " x ", accumulation,
                        " train.gradient_accumulation_steps), more than the training data's ",
                        dataset_size, ": every step spans more than an epoch");
   // Each rank reads whole batches of an equal part of the data (data::DistributedSampler,
@@ -303,8 +304,9 @@ std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64
       "data.shuffle is false: every epoch reads the data in order and leaves out "
       "the same last ",
       left, " of its ", dataset_size, " clips (past whole batches of ", batch, " on each of ",
-      world, " ranks), which are never trained on; shuffle, or use data of a multiple of ",
-      batch * world, " clips");
+      counted(world, "rank"),
+      "), which are never trained on; shuffle, or use data of a multiple of ", batch * world,
+      " clips");
 }
 
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {

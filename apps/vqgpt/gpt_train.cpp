@@ -22,6 +22,7 @@
 #include "apps/common/stop_signal.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/ops.h"
+#include "core/plural.h"
 #include "core/span_timer.h"
 #include "core/step_graph.h"
 #include "data/factory.h"
@@ -156,18 +157,18 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     const std::string spare =
         unused > 0 ? " + " + std::to_string(unused) + " unused (gpt.vocab_size)" : "";
     std::printf(
-        "gpt: %lld parameters (ZeRO-3 over %lld ranks), vocab %lld = %lld codes + BOS/EOL/EOS%s, "
+        "gpt: %lld parameters (ZeRO-3 over %s), vocab %lld = %lld codes + BOS/EOL/EOS%s, "
         "block %lld, %lld layers x %lld heads x %lld\n",
-        static_cast<long long>(spec.count_parameters()), static_cast<long long>(world),
+        static_cast<long long>(spec.count_parameters()), counted(world, "rank").c_str(),
         static_cast<long long>(spec.vocab_size), static_cast<long long>(layout.codebook_size()),
         spare.c_str(), static_cast<long long>(spec.block_size),
         static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.n_embd));
     std::printf(
         "tokenizer: %lld parameters + %zu buffers, frozen replica on every rank (eval, no grad); "
-        "replicas verified identical on %lld ranks\n",
+        "replicas verified identical on %s\n",
         static_cast<long long>(model->tokenizer->num_parameters()),
-        model->tokenizer->named_buffers().size(), static_cast<long long>(world));
+        model->tokenizer->named_buffers().size(), counted(world, "rank").c_str());
     std::printf(
         "tokens per clip %lld (BOS + %lld x %lld rows x (%lld codes + EOL) + EOS); %lld clips "
         "per step; steps %lld; data %s; output %s\n",
@@ -333,7 +334,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       progress.line("step " + std::to_string(done) + ": tokenizer replicas verified (" +
                     std::to_string(engine->replicated().size()) + " parameters, " +
                     std::to_string(model->tokenizer->named_buffers().size()) +
-                    " buffers identical on " + std::to_string(world) + " ranks)");
+                    " buffers identical on " + counted(world, "rank") + ")");
     if (say && progress.tty())  // the loss is the last log line's (none before it)
       progress.update(done, "step " + std::to_string(done) + "/" + std::to_string(tc.steps) +
                                 (result.log_steps.empty()

@@ -21,6 +21,7 @@
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "core/plural.h"
 #include "data/caption.h"
 #include "data/factory.h"
 #include "data/image.h"
@@ -312,8 +313,8 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
             output_dir.string(), "')");
   }
   if (comm.rank() == 0 && !quiet) {
-    std::printf("tokenizer: training a quick vqtok tokenizer (%lld steps) into %s\n",
-                static_cast<long long>(steps), ckpt_root.c_str());
+    std::printf("tokenizer: training a quick vqtok tokenizer (%s) into %s\n",
+                counted(steps, "step").c_str(), ckpt_root.c_str());
     std::fflush(stdout);
   }
   vqtok::TrainOptions to;
@@ -550,8 +551,8 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
       data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
     }
     if (!o.quiet) {
-      std::printf("sample: %lld sequences of %lld tokens (temperature %g, top-k %s) -> %s%s%s\n",
-                  static_cast<long long>(o.num), static_cast<long long>(layout.length()),
+      std::printf("sample: %s of %lld tokens (temperature %g, top-k %s) -> %s%s%s\n",
+                  counted(o.num, "sequence").c_str(), static_cast<long long>(layout.length()),
                   o.sampling.temperature,
                   o.sampling.top_k > 0 ? std::to_string(o.sampling.top_k).c_str() : "off",
                   o.out.empty() ? "(no image)" : o.out.c_str(), o.tokens_out.empty() ? "" : ", ",

@@ -21,6 +21,7 @@
 #include "apps/vqtok/decode_folder.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "core/plural.h"
 #include "core/text_file.h"
 #include "data/factory.h"
 #include "data/image.h"
@@ -304,9 +305,9 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   const int64_t batch = batch_of(cfg, o.batch);
   const int world = comm.size(), rank = comm.rank();
   if (rank == 0 && !o.quiet)
-    std::printf("encode: %lld %s from %s, %lld per batch on %d rank%s\n", static_cast<long long>(n),
-                src.images ? "images" : "clips", src.what.c_str(), static_cast<long long>(batch),
-                world, world == 1 ? "" : "s");
+    std::printf("encode: %s from %s, %lld per batch on %s\n",
+                counted(n, src.images ? "image" : "clip").c_str(), src.what.c_str(),
+                static_cast<long long>(batch), counted(world, "rank").c_str());
 
   autograd::NoGradGuard no_grad;
   EncodeResult res;
@@ -497,8 +498,8 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
                    data::make_grid({frames.narrow(0, 0, grid)}));
     const int64_t removed = folder->finish();
     if (removed > 0 && !o.quiet)
-      std::printf("decode: removed %lld files of the earlier decode into %s\n",
-                  static_cast<long long>(removed), o.out_dir.c_str());
+      std::printf("decode: removed %s of the earlier decode into %s\n",
+                  counted(removed, "file").c_str(), o.out_dir.c_str());
     if (!o.quiet)
       std::printf("decode: wrote %lld %s to %s (and grid.png; %s lists them)\n",
                   static_cast<long long>(n), images ? "images" : "clips", o.out_dir.c_str(),

@@ -21,6 +21,7 @@
 #include "apps/common/stop_signal.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
+#include "core/plural.h"
 #include "core/step_graph.h"
 #include "core/text_file.h"
 #include "data/factory.h"
@@ -226,9 +227,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                 static_cast<long long>(cfg.tokens_per_clip()),
                 train_data.dataset->describe().c_str());
     std::printf(
-        "batch %lld per rank x %lld ranks x %lld accumulation = %lld clips per step; "
+        "batch %lld per rank x %s x %lld accumulation = %lld clips per step; "
         "steps %lld; output %s\n",
-        static_cast<long long>(tc.batch), static_cast<long long>(world),
+        static_cast<long long>(tc.batch), counted(world, "rank").c_str(),
         static_cast<long long>(tc.gradient_accumulation_steps),
         static_cast<long long>(tc.batch * world * tc.gradient_accumulation_steps),
         static_cast<long long>(tc.steps), cfg.output_dir.c_str());

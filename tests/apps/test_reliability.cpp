@@ -404,6 +404,12 @@ TEST(Reliability, AStepBeyondAnEpochIsNoted) {
                   "one step reads 128 clips (train.batch 4 x 2 ranks x 16 "
                   "train.gradient_accumulation_steps), more than the training data's 64"))
       << note;
+  // One rank, one clip: counted in the singular.
+  const std::string single = app::epoch_note(2, 1, 1, 1, true);
+  EXPECT_TRUE(has(single, "one step reads 2 clips (train.batch 2 x 1 rank x 1 ")) << single;
+  EXPECT_TRUE(
+      has(app::epoch_note(3, 1, 1, 7, false), "(past whole batches of 3 on each of 1 rank)"))
+      << app::epoch_note(3, 1, 1, 7, false);
 }
 
 // Ranks that list one image folder split the reading of its headers, and every rank

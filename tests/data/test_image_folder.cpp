@@ -574,7 +574,7 @@ TEST(ImageFolder, SaysWhichFilesItSkipped) {
     std::ofstream(d + name) << "not read";
   ImageFolder f(d, {.frames = 1, .height = 8, .width = 8});
   EXPECT_EQ(f.size(), 1);
-  EXPECT_EQ(f.describe(), "ImageFolder('" + d + "', 1 images; skipped 3 files: .webp 2, .txt 1)");
+  EXPECT_EQ(f.describe(), "ImageFolder('" + d + "', 1 image; skipped 3 files: .webp 2, .txt 1)");
   fs::remove(d + "/a.png");
   expect_error([&] { ImageFolder(d, {.frames = 1}); },
                {"no images (.png", "it holds 3 files: .webp 2, .txt 1, which zt does not read"});
@@ -582,7 +582,7 @@ TEST(ImageFolder, SaysWhichFilesItSkipped) {
   fs::remove(d + "/x.webp");
   fs::remove(d + "/y.WEBP");
   save_png(d + "/b.png", solid(8, 8, 1, 2, 3));
-  EXPECT_EQ(ImageFolder(d, {.frames = 1}).describe(), "ImageFolder('" + d + "', 1 images)");
+  EXPECT_EQ(ImageFolder(d, {.frames = 1}).describe(), "ImageFolder('" + d + "', 1 image)");
 }
 
 }  // namespace
