@@ -136,11 +136,16 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
   // rank 0 those of the run before a resume (saved summed over ranks).
   Tensor histogram = zeros({spec.vocab_size}, DType::f64, device);
 
+  // What the checkpoints record as gpt.tokenizer_checkpoint: the tokenizer this run trains
+  // with, named now, or on a resume the one the checkpoint recorded (it holds those weights;
+  // a path named now is not read).
+  std::string used_tokenizer = tokenizer_source(cfg, options.tokenizer);
   int64_t start = 0;
   if (!resume_from.empty()) {
     const zero::CheckpointExtra extra =
         app::resume_training(*engine, loader, resume_from, comm, say, "vqgpt train", spec.dropout);
     start = extra.step;
+    if (!extra.config_yaml.empty()) used_tokenizer = recorded_tokenizer(extra.config_yaml);
     if (comm.rank() == 0)
       if (const Tensor saved = app::checkpoint_counts(extra, "token_histogram", spec.vocab_size,
                                                       "token (gpt.vocab_size)");
@@ -184,6 +189,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     if (!note.empty()) std::fprintf(stderr, "vqgpt train: note: %s\n", note.c_str());
   }
 
+  const config::AppConfig recorded = with_tokenizer(cfg, used_tokenizer);
   app::LrPlan lr_plan(tc);
   app::ScalarWindow window;
   app::StepTimer timer;
@@ -194,8 +200,8 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
     settle_before_save(step);
     // Summed over ranks: resumable at any world size.
     const Tensor total = summed_histogram(histogram, comm).to(DType::i64);
-    const std::string dir = app::save_training_checkpoint(*engine, ckpt_root, step, cfg, loader,
-                                                          "vqgpt", {{"token_histogram", total}});
+    const std::string dir = app::save_training_checkpoint(
+        *engine, ckpt_root, step, recorded, loader, "vqgpt", {{"token_histogram", total}});
     if (say) progress.line("checkpoint " + dir);
     return dir;
   });

@@ -140,6 +140,21 @@ std::string tokenizer_key(const std::string& source) {
   return source.empty() ? "gpt.tokenizer_checkpoint" : "--tokenizer";
 }
 
+config::AppConfig with_tokenizer(const config::AppConfig& cfg, const std::string& path) {
+  config::AppConfig out = cfg;
+  if (out.gpt) out.gpt->tokenizer_checkpoint = path;
+  if (!cfg.root) return out;
+  out.root = config::parse_yaml(cfg.root.dump(), cfg.source);
+  config::apply_override(out.root, "gpt.tokenizer_checkpoint=" + config::yaml_quoted(path));
+  return out;
+}
+
+std::string recorded_tokenizer(const std::string& config_yaml) {
+  const config::Node gpt = config::parse_yaml(config_yaml, "the checkpoint's config_yaml")["gpt"];
+  const config::Node path = gpt.is_map() ? gpt["tokenizer_checkpoint"] : config::Node{};
+  return path.is_scalar() ? path.as_string() : "";
+}
+
 std::shared_ptr<vq::VqModel> load_tokenizer(const config::AppConfig& cfg, const std::string& source,
                                             comm::Communicator& comm, Device device) {
   std::string path = tokenizer_source(cfg, source);

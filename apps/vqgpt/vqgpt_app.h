@@ -68,6 +68,11 @@ std::string tokenizer_source(const config::AppConfig& cfg, const std::string& so
 /// Where those weights were named, as messages say: "--tokenizer" (TrainOptions::tokenizer)
 /// when `source` is given, else "gpt.tokenizer_checkpoint".
 std::string tokenizer_key(const std::string& source);
+/// `cfg` as a run's checkpoints record it: gpt.tokenizer_checkpoint set to `path`, the
+/// tokenizer the run trains with (its root is a copy; `cfg` is left as it was).
+config::AppConfig with_tokenizer(const config::AppConfig& cfg, const std::string& path);
+/// The gpt.tokenizer_checkpoint a checkpoint's config_yaml records ("" when not set).
+std::string recorded_tokenizer(const std::string& config_yaml);
 /// The frozen tokenizer replica with the weights of `source`: a vqtok checkpoint (a
 /// directory holding meta.json, a root holding `latest`, or that `latest` file) or an
 /// exported .safetensors file; "" uses gpt.tokenizer_checkpoint. Weights are read on rank

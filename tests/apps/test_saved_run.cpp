@@ -224,9 +224,18 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
   // One q/k/v projection's parameters are not three's: named before any tensor is read.
   const std::string fused = resume({"gpt.fused_qkv=true"});
   EXPECT_TRUE(has(fused, "gpt.fused_qkv (false in the checkpoint, true in this config)")) << fused;
+  // The first run read its tokenizer from --tokenizer: its checkpoint records that path.
+  const std::string tok = dir + "/tok.safetensors";
+  auto recorded = [&](const std::string& step) {
+    std::ifstream meta(dir + "/run/checkpoints/" + step + "/meta.json");
+    return vqgpt::recorded_tokenizer(nlohmann::json::parse(meta).value("config_yaml", ""));
+  };
+  EXPECT_EQ(recorded("step_000001"), tok);
   EXPECT_EQ(resume({"gpt.vocab_size=67", "gpt.tokenizer_checkpoint=elsewhere"}), "");
-  // ... and a note says so (the newest checkpoint is that resume's, to step 2): the run
-  // goes on with the tokenizer it trained with.
+  // The resume trained on the checkpoint's tokenizer, and its checkpoint says so.
+  EXPECT_EQ(recorded("step_000002"), tok);
+  // ... and a note says another one was named (the newest checkpoint is that resume's, to
+  // step 2): the run goes on with the tokenizer it trained with.
   auto note = [&](const std::string& tokenizer) {
     const config::AppConfig cfg =
         vqgpt_config(dir + "/run", {"gpt.tokenizer_checkpoint=" + tokenizer, "train.steps=2"});
@@ -238,12 +247,11 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
     return ::testing::internal::GetCapturedStderr();
   };
   const std::string other = note("none");
-  EXPECT_TRUE(has(other,
-                  "vqgpt train: note: gpt.tokenizer_checkpoint is 'none' here and 'elsewhere' in "
-                  "the checkpoint's config, and a resume does not read it: the checkpoint holds "
-                  "the tokenizer it trained with"))
+  EXPECT_TRUE(has(other, "vqgpt train: note: gpt.tokenizer_checkpoint is 'none' here and '" + tok +
+                             "' in the checkpoint's config, and a resume does not read it: the "
+                             "checkpoint holds the tokenizer it trained with"))
       << other;
-  EXPECT_EQ(note("./elsewhere"), "") << "the same path, written another way";
+  EXPECT_EQ(note(dir + "/./tok.safetensors"), "") << "the same path, written another way";
   fs::remove_all(dir);
 }
 
