@@ -68,6 +68,16 @@ bool is_npy_path(const std::string& path) {
   return data::extension_of(path) == ".npy";
 }
 
+// Whether the folder `dir` holds a .npy file (in it or below).
+bool holds_npy(const std::string& dir) {
+  std::error_code ec;
+  for (fs::recursive_directory_iterator it(dir, fs::directory_options::skip_permission_denied, ec),
+       end;
+       !ec && it != end; it.increment(ec))
+    if (is_npy_path(it->path().string())) return true;
+  return false;
+}
+
 Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   Source s;
   if (o.input.empty()) {
@@ -81,7 +91,16 @@ Source open_source(const config::AppConfig& cfg, const EncodeOptions& o) {
   data::ImageFolderOptions io = data::image_options(cfg.data);  // data.resize and data.fit too
   io.frames = 1;
   if (fs::is_directory(o.input)) {
-    s.dataset = std::make_shared<data::ImageFolder>(o.input, io);
+    try {
+      s.dataset = std::make_shared<data::ImageFolder>(o.input, io);
+    } catch (const Error&) {
+      // A folder of arrays: encode reads arrays one file at a time.
+      ZT_CHECK(!holds_npy(o.input), "encode: --input '", o.input,
+               "' is a folder, which encode reads as images, and it holds .npy arrays but no "
+               "image; pass each .npy file as --input itself (clips (N, T, 3, H, W) or images "
+               "(N, 3, H, W)), one encode per file");
+      throw;
+    }
     s.images = true;
   } else if (is_npy_path(o.input)) {
     auto arr = std::make_shared<data::NpyArray>(o.input, cfg.data.frames);
