@@ -381,15 +381,17 @@ void check_resume_config(const config::AppConfig& cfg, const std::string& dir,
       changed.clear();
       for (auto& [key, c] : by_key) changed.push_back(std::move(c));
     }
-    // vqgpt: the checkpoint holds the tokenizer it trained with; another one named now is
-    // not read, which a run that meant to switch tokenizers must be told.
+    // vqgpt: the checkpoint holds the tokenizer it trained with; another one named now (the
+    // caller's cfg names the one given by --tokenizer or the config) is not read, which a run
+    // that meant to switch tokenizers must be told.
     if (saved.gpt && cfg.gpt &&
         !same_path(saved.gpt->tokenizer_checkpoint, cfg.gpt->tokenizer_checkpoint))
-      picked += command + ": note: gpt.tokenizer_checkpoint is '" + cfg.gpt->tokenizer_checkpoint +
-                "' here and '" + saved.gpt->tokenizer_checkpoint +
-                "' in the checkpoint's config, and a resume does not read it: the checkpoint "
-                "holds the tokenizer it trained with; to train on another tokenizer, start a new "
-                "run (another output_dir, or --overwrite)\n";
+      picked += command + ": note: the tokenizer named here, '" + cfg.gpt->tokenizer_checkpoint +
+                "', is not the one the checkpoint's config records (gpt.tokenizer_checkpoint: '" +
+                saved.gpt->tokenizer_checkpoint +
+                "'), and a resume does not read it: the checkpoint holds the tokenizer it "
+                "trained with; to train on another tokenizer, start a new run (another "
+                "output_dir, or --overwrite)\n";
     if (changed.empty()) return picked;
     return picked + command + ": note: resuming with settings that differ from the checkpoint's: " +
            describe(changed, "the checkpoint", "this config") +

@@ -116,7 +116,9 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
       comm);
   const std::string& resume_from = run_start.resume_from;
   if (!resume_from.empty()) {
-    app::check_resume_config(cfg, resume_from, "vqgpt", "vqgpt train", comm, /*quiet=*/!say);
+    // Compared with the checkpoint's: the tokenizer named now, by --tokenizer or the config.
+    app::check_resume_config(with_tokenizer(cfg, tokenizer_source(cfg, options.tokenizer)),
+                             resume_from, "vqgpt", "vqgpt train", comm, /*quiet=*/!say);
     if (say && !options.tokenizer.empty())
       std::fprintf(stderr,
                    "vqgpt train: note: --tokenizer '%s' is not read on a resume: the checkpoint "

@@ -247,11 +247,27 @@ TEST(SavedRun, AVqgptResumeWithAnotherGptStopsNamingTheKeys) {
     return ::testing::internal::GetCapturedStderr();
   };
   const std::string other = note("none");
-  EXPECT_TRUE(has(other, "vqgpt train: note: gpt.tokenizer_checkpoint is 'none' here and '" + tok +
-                             "' in the checkpoint's config, and a resume does not read it: the "
-                             "checkpoint holds the tokenizer it trained with"))
+  EXPECT_TRUE(has(other,
+                  "vqgpt train: note: the tokenizer named here, 'none', is not the one the "
+                  "checkpoint's config records (gpt.tokenizer_checkpoint: '" +
+                      tok +
+                      "'), and a resume does not read it: the checkpoint holds the tokenizer "
+                      "it trained with"))
       << other;
   EXPECT_EQ(note(dir + "/./tok.safetensors"), "") << "the same path, written another way";
+  // A resume given the same tokenizer by --tokenizer (the config names another) is told
+  // only that --tokenizer is not read.
+  const config::AppConfig more = vqgpt_config(dir + "/run", {"train.steps=3"});
+  ::testing::internal::CaptureStderr();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions o;
+    o.resume = true;
+    o.tokenizer = tok;
+    vqgpt::train(more, o, comm);
+  });
+  const std::string same = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(has(same, "--tokenizer '" + tok + "' is not read on a resume")) << same;
+  EXPECT_FALSE(has(same, "is not the one the checkpoint's config records")) << same;
   fs::remove_all(dir);
 }
 
