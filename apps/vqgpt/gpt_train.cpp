@@ -62,9 +62,8 @@ double global_entropy(const Tensor& local, comm::Communicator& comm) {
   return gpt::unigram_entropy(counts);
 }
 
-// Mean loss over `batches` batches of the held-out split, every rank the same count: each
-// sequence's mean over its tokens, the sequences' added up in dataset order over every rank
-// (the same bits on any number of ranks at one batch size).
+}  // namespace
+
 double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
                 comm::Communicator& comm) {
   autograd::NoGradGuard no_grad;
@@ -85,8 +84,6 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
   const auto sums = app::sum_in_index_order(losses, comm, "vqgpt eval losses");
   return sums[0] / sums[1];
 }
-
-}  // namespace
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {

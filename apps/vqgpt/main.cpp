@@ -7,6 +7,7 @@
 //
 //   vqgpt train     --config C [--ranks N] [--set k=v ...] [--resume | --overwrite] ...
 //   vqgpt sample    --config C [--checkpoint D] --out grid.png [--num N] [--temperature T] ...
+//   vqgpt eval      --config C [--checkpoint D]   (held-out loss, one JSON line)
 //   vqgpt export    --config C [--checkpoint D] --out model.safetensors
 //   vqgpt tokenizer --config C [--steps S] [--out DIR] [--overwrite]   (a quick tokenizer)
 //   vqgpt plan      --config C [--ranks N] [--steps S] ...   (training memory per rank)
@@ -38,7 +39,7 @@ int main(int argc, char** argv) {
   CLI::App app{"vqgpt: a GPT over frozen vqtok tokens, trained with ZeRO-3", "vqgpt"};
   app.require_subcommand(1);
   app::show_defaults(app);
-  Common train_c, sample_c, export_c, tok_c, plan_c;
+  Common train_c, sample_c, eval_c, export_c, tok_c, plan_c;
 
   CLI::App* train = app.add_subcommand("train", "train the GPT with ZeRO-3 on tokenized clips");
   kCli.add(train, train_c);
@@ -84,6 +85,15 @@ int main(int argc, char** argv) {
   sample->add_option("--tokens", so.tokens_out, "also write the code ids (.npy, int64)")
       ->check(zt::app::kOutputPath);
 
+  CLI::App* eval = app.add_subcommand(
+      "eval", "held-out loss of a checkpoint, as training evaluates (JSON; train.eval_batches)");
+  kCli.add(eval, eval_c);
+  app::add_device_arg(eval, eval_c);
+  std::string eval_checkpoint;
+  eval->add_option("--checkpoint", eval_checkpoint,
+                   "vqgpt checkpoint directory (default: output_dir/checkpoints)")
+      ->check(zt::app::kInputPath);
+
   CLI::App* exp = app.add_subcommand("export", "checkpoint -> consolidated fp32 safetensors");
   kCli.add(exp, export_c);
   std::string checkpoint, export_out;
@@ -126,6 +136,12 @@ int main(int argc, char** argv) {
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {
                         vqgpt::sample(cfg, so, comm);
                       });
+    if (*eval)
+      return kCli.run(
+          eval_c, "eval", {}, [&](const config::AppConfig& cfg, comm::Communicator& comm) {
+            const vqgpt::EvalResult r = vqgpt::evaluate_checkpoint(cfg, eval_checkpoint, comm);
+            if (comm.rank() == 0) std::printf("%s\n", r.json().dump().c_str());
+          });
     if (*exp)
       return kCli.run(export_c, "export", {},
                       [&](const config::AppConfig& cfg, comm::Communicator& comm) {

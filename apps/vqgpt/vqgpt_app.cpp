@@ -374,7 +374,7 @@ std::vector<std::string> read_by_run(const config::AppConfig& cfg, const std::st
 // command `what`; `dtype_advice` as check_checkpoint_app's (neither command reads an export).
 std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
     const config::AppConfig& cfg, const std::string& checkpoint, comm::Communicator& comm,
-    const char* what, const char* dtype_advice) {
+    const char* what, const char* dtype_advice, int64_t* step = nullptr) {
   const std::string dir = checkpoint.empty() ? checkpoint_root(cfg) : checkpoint;
   ZT_CHECK(zero::has_checkpoint(dir), what, ": no vqgpt checkpoint at '", dir, "'",
            app::run_folder_hint(dir),
@@ -385,7 +385,8 @@ std::pair<std::shared_ptr<VqGptModel>, std::unique_ptr<zero::Engine>> load_run(
   auto model = build_model(cfg, random_tokenizer(cfg, comm, device), comm);
   auto engine = make_engine(model, cfg, comm, app::EngineUse::reading_weights);
   // The model alone (the tokenizer's weights and buffers come along); any optimizer's run.
-  zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
+  const int64_t saved_step = zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false).step;
+  if (step) *step = saved_step;
   return {model, std::move(engine)};
 }
 
@@ -501,6 +502,28 @@ Tensor decode_rows(vq::VqModel& tokenizer, const Tensor& codes, const config::Ap
 }
 
 }  // namespace
+
+nlohmann::json EvalResult::json() const {
+  return {{"kind", "eval"}, {"step", step}, {"loss", loss}};
+}
+
+EvalResult evaluate_checkpoint(const config::AppConfig& cfg, const std::string& checkpoint,
+                               comm::Communicator& comm) {
+  app::check_same_options({{"--checkpoint", checkpoint}}, comm, "vqgpt eval");
+  auto dataset =
+      data::make_dataset(cfg.data, /*eval=*/true, app::scored_eval_items(cfg, comm.size()));
+  app::check_same_data(*dataset, comm, "vqgpt eval");
+  if (comm.rank() == 0 && !data::eval_held_out(cfg.data))
+    std::fprintf(stderr, "vqgpt eval: note: eval split: %s\n",
+                 data::describe_eval(cfg.data, *dataset).c_str());
+  auto loader = data::make_loader(dataset, cfg.data, cfg.train.batch, comm.rank(), comm.size(),
+                                  /*eval=*/true);
+  EvalResult r;
+  auto [model, engine] = load_run(cfg, checkpoint, comm, "eval", "", &r.step);
+  model->eval();
+  r.loss = evaluate(*model, *loader, cfg.train.eval_batches, comm);
+  return r;
+}
 
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                     comm::Communicator& comm) {

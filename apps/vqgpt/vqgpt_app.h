@@ -20,6 +20,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/common/plan.h"
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/gpt_tokens.h"
@@ -143,6 +145,26 @@ struct TrainResult {
 /// Trains the Gpt on the frozen tokenizer's tokens of cfg's data for train.steps steps.
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm);
+
+/// The training loop's evaluation: the mean loss of the held-out sequences of `batches`
+/// batches per rank of `loader` (an eval loader), each sequence's mean over its tokens,
+/// added up in dataset order over every rank (the same bits on any number of ranks at one
+/// batch size).
+double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
+                comm::Communicator& comm);
+
+struct EvalResult {
+  int64_t step = 0;   ///< the checkpoint's step
+  double loss = 0.0;  ///< as the training loop's evaluation scores it
+  /// {"kind": "eval", "step", "loss"}: the training run's eval record in metrics.jsonl.
+  nlohmann::json json() const;
+};
+
+/// `vqgpt eval`: the held-out loss of a vqgpt checkpoint (`checkpoint`, "" for
+/// output_dir/checkpoints) on the eval split, over the items a training run's evaluation
+/// scores (train.eval_batches x train.batch x ranks; 0 batches: the whole split).
+EvalResult evaluate_checkpoint(const config::AppConfig& cfg, const std::string& checkpoint,
+                               comm::Communicator& comm);
 
 /// `vqgpt plan`: cfg's training memory per rank, predicted and measured on `steps` steps
 /// of the config's first batch (apps/common/plan.h). Writes nothing.
