@@ -164,8 +164,10 @@ Section& Section::get_enum(const std::string& key, std::string& out,
     if (std::find(allowed.begin(), allowed.end(), v) == allowed.end()) {
       std::string list;
       for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
-      n.fail("'" + v + "' is not one of: " + list + " (did you mean '" + nearest_name(v, allowed) +
-             "'?)");
+      // A suggestion only where one is near: 'foo' is no misspelled 'npy'.
+      const std::string near = close_name(v, allowed);
+      n.fail("'" + v + "' is not one of: " + list +
+             (near.empty() ? "" : " (did you mean '" + near + "'?)"));
     }
     out = v;
   }

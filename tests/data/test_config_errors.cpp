@@ -499,6 +499,16 @@ TEST_P(BadConfig, FailsWithMessage) {
   for (const auto& frag : c.expect) EXPECT_NE(msg.find(frag), std::string::npos) << msg;
 }
 
+// An enum value near none of the names gets no suggestion: 'foo' is no misspelled 'npy'.
+TEST(BadConfigEnum, AValueNearNoNameGetsNoSuggestion) {
+  const std::string path =
+      test::write_temp_file("zt_config_test", "enum_far", "bad.yaml", "data:\n  kind: foo\n");
+  const std::string msg = test::error_of([&] { load_app_config(path); });
+  EXPECT_NE(msg.find("'foo' is not one of: synthetic, image_folder, npy"), std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+}
+
 INSTANTIATE_TEST_SUITE_P(Table, BadConfig, ::testing::ValuesIn(kBadConfigs),
                          [](const auto& info) { return std::string(info.param.name); });
 
