@@ -260,8 +260,11 @@ std::shared_ptr<vq::VqModel> load_frozen_model(const config::AppConfig& cfg,
                                                const std::string& source, comm::Communicator& comm,
                                                Device device) {
   const std::string path = source.empty() ? checkpoint_root(cfg) : source;
-  ZT_CHECK(fs::exists(path), "no weights at '", path,
-           "'; pass --weights with an exported .safetensors file (vqtok export) or a "
+  ZT_CHECK(fs::exists(path), "no weights at '", path, "'",
+           source.empty() ? " (no --weights given: the run's output_dir/checkpoints); train "
+                            "first (vqtok train --config ...), or"
+                          : ";",
+           " pass --weights with an exported .safetensors file (vqtok export) or a "
            "checkpoint directory (a run's output_dir/checkpoints)");
   nn::NamedTensors state;
   if (fs::is_directory(path)) {
