@@ -523,8 +523,8 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
       std::printf("decode: removed %s of the earlier decode into %s\n",
                   counted(removed, "file").c_str(), o.out_dir.c_str());
     if (!o.quiet)
-      std::printf("decode: wrote %lld %s to %s (and grid.png; %s lists them)\n",
-                  static_cast<long long>(n), images ? "images" : "clips", o.out_dir.c_str(),
+      std::printf("decode: wrote %s to %s (and grid.png; %s lists them)\n",
+                  counted(n, images ? "image" : "clip").c_str(), o.out_dir.c_str(),
                   kDecodeManifest);
   }
   return frames;

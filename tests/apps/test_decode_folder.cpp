@@ -254,3 +254,16 @@ TEST(DecodeFolder, Int32IdsDecodeAsTheSameInt64Ids) {
   ASSERT_EQ(got.sizes(), expected.sizes());
   EXPECT_EQ(got.to_vector(), expected.to_vector());
 }
+
+// One image decoded is counted as one: "wrote 1 image".
+TEST(DecodeFolder, OneImageIsCountedInTheSingular) {
+  const Scratch s("one");
+  vqtok::DecodeOptions o;
+  o.weights = s.weights;
+  o.codes = s.codes("ids.npy", {1, 2, 2});
+  o.out_dir = s.dir + "/out";
+  ::testing::internal::CaptureStdout();
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::decode(s.cfg, o, comm); });
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_TRUE(has(out, "decode: wrote 1 image to " + o.out_dir)) << out;
+}
