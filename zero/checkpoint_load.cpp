@@ -268,7 +268,8 @@ void stage_meta(const json& meta, const std::string& meta_path, bool optim, Stag
           field<bool>(*it, "dynamic", "loss_scaler.dynamic", "true or false", meta_path);
     const int64_t iteration = count_of(*it, "iteration", "loss_scaler.iteration");
     // -1 (none yet) or an iteration so far: the scaler counts the iterations since it.
-    const json& last = it->at("last_overflow");
+    const json last =
+        field<json>(*it, "last_overflow", "loss_scaler.last_overflow", "an integer", meta_path);
     ZT_CHECK(last.is_number_integer() &&
                  (last.is_number_unsigned()
                       ? last.get<uint64_t>() <= static_cast<uint64_t>(iteration)

@@ -201,4 +201,10 @@ TEST(CheckpointConsistency, AnOutOfRangeLrOrHysteresisChangesNothing) {
         },
         "loss_scaler.last_overflow is " + last.dump() +
             ", not an integer from -1 to loss_scaler.iteration (5)");
+  refused(
+      [](nlohmann::json& m) {
+        m["loss_scaler"] = {
+            {"dynamic", true}, {"scale", 1024.0}, {"hysteresis", 2}, {"iteration", 5}};
+      },
+      "loss_scaler.last_overflow is missing");
 }
