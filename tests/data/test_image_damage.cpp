@@ -16,7 +16,8 @@ using datatest::temp_dir;
 
 // A JPEG whose one Huffman table claims 16 x 255 codes: stb's table builder wrote past its
 // 257-entry size table for it, in the header query already (UBSan: index out of bounds).
-// A sound JPEG's tables still pass the check.
+// (Sound JPEGs pass the check: ImageFolder.ATruncatedBmpOrTgaIsRefusedAndCompleteFilesAreNot
+// loads stb-written ones of four sizes.)
 TEST(ImageDamage, AJpegHuffmanTableOfMoreThan256CodesIsRefused) {
   const std::string d = temp_dir();
   std::string bytes = "\xff\xd8\xff\xc4";
