@@ -108,40 +108,44 @@ std::string png_damage(std::FILE* f) {
 // Why the JPEG `f` is damaged where stb would not notice: a Huffman table (DHT) of more
 // codes than the 256 a table holds, which stb's table builder writes past its arrays for,
 // even in its header query ("" for a sound file, and for another format). Only the
-// marker segments are walked: the entropy-coded data after a scan header is skipped.
+// marker segments are walked: the entropy-coded data between them is skipped by memchr
+// over the file read whole (a byte-at-a-time read costs more than the walk).
 std::string jpeg_damage(std::FILE* f) {
   std::rewind(f);
-  if (std::fgetc(f) != 0xff || std::fgetc(f) != 0xd8) return "";
-  for (int c = std::fgetc(f); c != EOF;) {
-    if (c != 0xff) {  // entropy-coded data, or padding: look for the next marker
-      c = std::fgetc(f);
+  if (std::fgetc(f) != 0xff || std::fgetc(f) != 0xd8 || std::fseek(f, 0, SEEK_END) != 0) return "";
+  const long size = std::ftell(f);
+  std::vector<unsigned char> b(static_cast<size_t>(std::max(size, 0L)));
+  std::rewind(f);
+  if (b.empty() || std::fread(b.data(), 1, b.size(), f) != b.size()) return "";
+  // The byte at i, 0 past the end (as stb reads a count there).
+  auto at = [&](size_t i) -> int { return i < b.size() ? b[i] : 0; };
+  for (size_t i = 2; i < b.size();) {
+    const void* ff = std::memchr(b.data() + i, 0xff, b.size() - i);
+    if (!ff) return "";
+    i = static_cast<size_t>(static_cast<const unsigned char*>(ff) - b.data()) + 1;
+    if (i >= b.size() || b[i] == 0xd9) return "";
+    const int m = b[i];
+    if (m == 0xff) continue;                                   // fill: the marker follows
+    if (m == 0x00 || m == 0x01 || (m >= 0xd0 && m <= 0xd8)) {  // stuffed byte, no length
+      ++i;
       continue;
     }
-    const int m = std::fgetc(f);
-    if (m == EOF || m == 0xd9) return "";
-    if (m == 0x00 || m == 0xff || m == 0x01 || (m >= 0xd0 && m <= 0xd8)) {
-      c = m == 0xff ? m : std::fgetc(f);  // stuffed byte, fill, or a marker with no length
-      continue;
-    }
-    const long at = std::ftell(f) - 2;
-    const int hi = std::fgetc(f), lo = std::fgetc(f);
-    if (lo == EOF) return "";
-    const long length = (hi << 8) | lo;
-    if (m != 0xc4) {
-      if (length < 2 || std::fseek(f, length - 2, SEEK_CUR) != 0) return "";
-    } else {
-      for (long left = length - 2; left > 0;) {  // as stb reads them
-        std::fgetc(f);                           // table class and number
-        int codes = 0;
-        for (int i = 0; i < 16; ++i) codes += std::max(std::fgetc(f), 0);
+    const size_t marker = i - 1, length = (static_cast<size_t>(at(i + 1)) << 8) | at(i + 2);
+    if (i + 2 >= b.size() || length < 2) return "";
+    size_t next = i + 1 + length;
+    if (m == 0xc4) {
+      next = i + 3;
+      for (long left = static_cast<long>(length) - 2; left > 0;) {  // as stb reads them
+        int codes = 0;  // after the table's class and number
+        for (size_t k = 0; k < 16; ++k) codes += at(next + 1 + k);
         if (codes > 256)
-          return detail::cat("its DHT segment at byte ", at, " defines a Huffman table of ", codes,
-                             " codes, more than the 256 a table holds");
+          return detail::cat("its DHT segment at byte ", marker, " defines a Huffman table of ",
+                             codes, " codes, more than the 256 a table holds");
         left -= 17 + codes;
-        if (std::fseek(f, codes, SEEK_CUR) != 0) return "";
+        next += 17 + static_cast<size_t>(codes);
       }
     }
-    c = std::fgetc(f);
+    i = next;
   }
   return "";
 }
