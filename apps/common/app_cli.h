@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,9 +28,10 @@ struct CommonArgs {
   std::string config;
   int ranks = 0;  // 0: --ranks not given (one thread rank; under mpirun, the world size)
   std::vector<std::string> sets;
-  std::string device;     // --device: shortcut for --set train.device=D
-  std::string deepspeed;  // --deepspeed: shortcut for --set deepspeed_config=PATH
-  bool trains = false;    // a training subcommand: it runs on train.device
+  std::string device;                 // --device: shortcut for --set train.device=D
+  std::string deepspeed;              // --deepspeed: shortcut for --set deepspeed_config=PATH
+  bool trains = false;                // a training subcommand: it runs on train.device
+  const CLI::App* command = nullptr;  // the subcommand: run_on_ranks compares its options
 };
 
 /// The most thread ranks --ranks starts in one process.
@@ -37,6 +39,7 @@ constexpr int kMaxThreadRanks = 1024;
 
 /// Adds --config (required, e.g. `example`), --ranks and repeatable --set to `sub`.
 inline void add_common_args(CLI::App* sub, CommonArgs& c, const std::string& example) {
+  c.command = sub;
   sub->add_option("-c,--config", c.config, "YAML config (e.g. " + example + ")")
       ->required()
       ->check(CLI::ExistingFile);
@@ -76,10 +79,33 @@ inline void add_device_arg(CLI::App* sub, CommonArgs& c) {
       ->check(CLI::ExistingFile);
 }
 
+/// Each option of `command` as this process was given it (its values, else its shown default,
+/// else "": not given), for check_same_options. Left out: --help; --ranks, which each process
+/// checks against the world size; and the options that only make the config (--config, --set,
+/// --device, --deepspeed), which check_same_config compares by what they resolve to (one
+/// config under two paths is the same config).
+inline std::vector<OptionValue> given_options(const CLI::App& command) {
+  std::vector<OptionValue> given;
+  for (const CLI::Option* o : command.get_options()) {
+    const std::vector<std::string>& names = o->get_lnames();
+    if (o == command.get_help_ptr() || names.empty()) continue;
+    static const std::set<std::string> compared_elsewhere = {"ranks", "config", "set", "device",
+                                                             "deepspeed"};
+    if (compared_elsewhere.contains(names[0])) continue;
+    std::string value;
+    for (const std::string& r : o->results()) value += (value.empty() ? "" : " ") + r;
+    if (o->count() == 0) value = o->get_default_str();
+    given.push_back({"--" + names[0], value});
+  }
+  return given;
+}
+
 /// Loads the config (with c.sets and extra_sets applied) for `kind` (one that does not load
 /// on some process of an mpirun job is reported once, by rank 0: agree_before_launch),
-/// prints what runs on rank 0, checks that every rank runs the same command and resolved the same
-/// config (under mpirun each process reads its own command line), and calls fn on every rank.
+/// prints what runs on rank 0, checks that every rank runs the same command with the same
+/// options (given_options) and resolved the same config (under mpirun each process reads its
+/// own command line: mpirun's 'A : B' form, or a wrapper script, can give ranks different
+/// ones), and calls fn on every rank.
 inline int run_on_ranks(
     const char* app_name, config::App kind, const CommonArgs& c, const std::string& command,
     const std::vector<config::Override>& extra_sets,
@@ -113,6 +139,7 @@ inline int run_on_ranks(
     }
     const std::string full = std::string(app_name) + " " + command;
     check_same_command(full, comm);
+    if (c.command) check_same_options(given_options(*c.command), comm, full.c_str());
     check_same_config(cfg.root, comm, full.c_str());
     warn_config(cfg.warnings, comm);
     fn(cfg, comm);

@@ -123,10 +123,17 @@ if(ZT_MPIRUN)
     RANK0 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 3
     RANK1 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 5)
   zt_mpirun_app_test(options_mismatch_resume
-    "vqtok train: the ranks were started with different options: '--overwrite' is false on rank 0 but true on rank 1"
+    "vqtok train: the ranks were started with different options: '--overwrite' is \\(not given\\) on rank 0 but true on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg} --set train.steps=1 --resume
     RANK1 ${_vqtok} train ${_cfg} --set train.steps=1 --overwrite)
+  # Every option of the command line is compared, not only those a command reads on every
+  # rank: rank 0 alone writes --out, so another rank's was passed over.
+  zt_mpirun_app_test(options_mismatch_out
+    "vqtok eval: the ranks were started with different options: '--out' is [^ ]*a.json on rank 0 but [^ ]*b.json on rank 1"
+    ON NOT_WRITTEN "${_out}/a.json|${_out}/b.json"
+    RANK0 ${_vqtok} eval ${_cfg} --weights none --batches 1 -o ${_out}/a.json
+    RANK1 ${_vqtok} eval ${_cfg} --weights none --batches 1 -o ${_out}/b.json)
   zt_mpirun_app_test(options_mismatch_plan
     "vqtok plan: the ranks were started with different options: '--steps' is 1 on rank 0 but 3 on rank 1"
     ON NOT_WRITTEN ${_out}

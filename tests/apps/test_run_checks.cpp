@@ -5,6 +5,7 @@
 // parameter or buffer of a model is named with its module.
 #include <limits>
 
+#include "apps/common/app_cli.h"
 #include "apps/common/run_checks.h"
 #include "common/test_util.h"
 #include "core/ops.h"
@@ -55,6 +56,31 @@ TEST(RunChecks, TheRankThatDiffersAndAnOptionOnlyOneRankHasAreNamed) {
     const std::string e = error_of([&] { app::check_same_options(options, comm, "vqtok eval"); });
     EXPECT_TRUE(has(e, "'--weights' is w on rank 0 but (not given) on rank 1")) << e;
   });
+}
+
+// Under mpirun each process parses its own command line: every option of the subcommand is
+// compared as it was given (its value, else its shown default), all but those each process
+// checks itself (--ranks against the world size) and those that only make the config, which
+// is compared by what it resolves to.
+TEST(RunChecks, EveryOptionOfACommandLineIsComparedButThoseThatOnlyMakeTheConfig) {
+  CLI::App app{"t", "t"};
+  app::show_defaults(app);
+  app::CommonArgs c;
+  CLI::App* sub = app.add_subcommand("eval", "");
+  app::add_common_args(sub, c, "cfg.yaml");
+  std::string split = "eval", out, weights;
+  bool verify = false;
+  sub->add_option("--split", split, "");
+  sub->add_option("-o,--out", out, "");
+  sub->add_option("--weights", weights, "");
+  sub->add_flag("--verify", verify, "");
+  app::tidy_defaults(app);
+  const std::string cfg = std::string(ZT_SOURCE_DIR) + "/configs/vqtok_tiny.yaml";
+  app.parse("eval --config " + cfg + " --ranks 2 --set train.lr=1 -o a.json --verify", false);
+  ASSERT_EQ(c.command, sub);
+  const std::vector<app::OptionValue> want = {
+      {"--split", "eval"}, {"--out", "a.json"}, {"--weights", ""}, {"--verify", "true"}};
+  EXPECT_EQ(app::given_options(*sub), want);
 }
 
 namespace {
