@@ -170,17 +170,28 @@ struct AppCommands {
   /// What main() returns for an error that escaped a command: "<app>: error: ..." on
   /// stderr (after whatever stdout holds), exit status 1. A message that names the app
   /// first already ("vqgpt: no tokenizer ...": the library's errors say whose they are)
-  /// is not prefixed with the name a second time.
+  /// is not prefixed with the name a second time, and one that names the app's command
+  /// ("vqtok eval: the ranks were started ...") is printed as "vqtok eval: error: ...".
   /// An error every rank of an mpirun job raised together (comm::AgreedError) is printed
   /// by rank 0 alone.
   int fail(const std::exception& e) const {
     std::fflush(stdout);
     const auto* agreed = dynamic_cast<const comm::AgreedError*>(&e);
     if (!agreed || agreed->rank() == 0 || !comm::under_mpirun()) {
-      const std::string own = std::string(name) + ": ";
-      const char* what = e.what();
-      if (std::string_view(what).starts_with(own)) what += own.size();
-      std::fprintf(stderr, "%s: error: %s\n", name, what);
+      std::string_view what = e.what();
+      std::string_view who = name;
+      const std::string own = std::string(name) + ": ", command = std::string(name) + " ";
+      const size_t colon = what.find(": ");
+      if (what.starts_with(own)) {
+        what.remove_prefix(own.size());
+      } else if (what.starts_with(command) && colon != std::string_view::npos &&
+                 what.substr(command.size(), colon - command.size()).find(' ') ==
+                     std::string_view::npos) {
+        who = what.substr(0, colon);
+        what.remove_prefix(colon + 2);
+      }
+      std::fprintf(stderr, "%.*s: error: %.*s\n", static_cast<int>(who.size()), who.data(),
+                   static_cast<int>(what.size()), what.data());
     }
     return 1;
   }

@@ -56,7 +56,7 @@ if(ZT_MPIRUN)
     RANK0 ${_vqtok} train ${_cfg} --set train.lr=1e-3
     RANK1 ${_vqtok} train ${_cfg} --set train.lr=2e-3)
   zt_mpirun_app_test(config_mismatch_eval
-    "vqtok eval: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
+    "vqtok eval: error: the ranks were started with different configurations: 'data.seed' is 1 on rank 0 but 2 on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --set data.seed=1
     RANK1 ${_vqtok} eval ${_cfg} --weights none --set data.seed=2)
@@ -64,7 +64,7 @@ if(ZT_MPIRUN)
   # for each other in their first different collectives until the communicator's timeout
   # (ten minutes), and train and eval stopped on a config key they resolve differently.
   zt_mpirun_app_test(command_mismatch
-    "vqtok eval: the ranks were started with different commands: 'command' is vqtok eval on rank 0 but vqtok encode on rank 1"
+    "vqtok eval: error: the ranks were started with different commands: 'command' is vqtok eval on rank 0 but vqtok encode on rank 1"
     ON NOT_WRITTEN ${_out}/ids.npy
     RANK0 ${_vqtok} eval ${_cfg} --weights none
     RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy)
@@ -72,17 +72,17 @@ if(ZT_MPIRUN)
   # the option and both values, before any weights are read (eval used to score 6 clips, 4
   # of one rank's batch and 2 of the other's).
   zt_mpirun_app_test(options_mismatch_eval
-    "vqtok eval: the ranks were started with different options: '--batch' is 4 on rank 0 but 2 on rank 1"
+    "vqtok eval: error: the ranks were started with different options: '--batch' is 4 on rank 0 but 2 on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 4
     RANK1 ${_vqtok} eval ${_cfg} --weights none --batches 1 --batch 2)
   zt_mpirun_app_test(options_mismatch_encode
-    "vqtok encode: the ranks were started with different options: '--limit' is 1 on rank 0 but 2 on rank 1"
+    "vqtok encode: error: the ranks were started with different options: '--limit' is 1 on rank 0 but 2 on rank 1"
     ON NOT_WRITTEN ${_out}/ids.npy
     RANK0 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 1
     RANK1 ${_vqtok} encode ${_cfg} --weights none -o ${_out}/ids.npy --limit 2)
   zt_mpirun_app_test(options_mismatch_decode
-    "vqtok decode: the ranks were started with different options: '--codes' is [^ ]*vqtok_tiny.yaml on rank 0 but [^ ]*vqgpt_tiny.yaml on rank 1"
+    "vqtok decode: error: the ranks were started with different options: '--codes' is [^ ]*vqtok_tiny.yaml on rank 0 but [^ ]*vqgpt_tiny.yaml on rank 1"
     ON NOT_WRITTEN ${_out}/frames
     RANK0 ${_vqtok} decode ${_cfg} --weights none -o ${_out}/frames
           --codes ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
@@ -92,50 +92,50 @@ if(ZT_MPIRUN)
   # the others receive them, so another rank's path was passed over, or (a checkpoint
   # folder on one rank, a file on the other) the ranks parted ways in their collectives.
   zt_mpirun_app_test(options_mismatch_weights
-    "vqtok eval: the ranks were started with different options: '--weights' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
+    "vqtok eval: error: the ranks were started with different options: '--weights' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} eval ${_cfg} --weights ${PROJECT_SOURCE_DIR}/configs
     RANK1 ${_vqtok} eval ${_cfg} --weights ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml)
   zt_mpirun_app_test(options_mismatch_export
-    "vqtok export: the ranks were started with different options: '--checkpoint' is [^ ]*configs on rank 0 but \\(not given\\) on rank 1"
+    "vqtok export: error: the ranks were started with different options: '--checkpoint' is [^ ]*configs on rank 0 but \\(not given\\) on rank 1"
     ON NOT_WRITTEN ${_out}/tok.safetensors
     RANK0 ${_vqtok} export ${_cfg} --checkpoint ${PROJECT_SOURCE_DIR}/configs -o ${_out}/tok.safetensors
     RANK1 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors)
   zt_mpirun_app_test(options_mismatch_export_format
-    "vqtok export: the ranks were started with different options: '--format' is baai on rank 0 but transformers on rank 1"
+    "vqtok export: error: the ranks were started with different options: '--format' is baai on rank 0 but transformers on rank 1"
     ON NOT_WRITTEN ${_out}/tok.safetensors
     RANK0 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors
     RANK1 ${_vqtok} export ${_cfg} -o ${_out}/tok.safetensors --format transformers)
   set(_gpt_cfg --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --set output_dir=${_out})
   zt_mpirun_app_test(options_mismatch_sample
-    "vqgpt sample: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
+    "vqgpt sample: error: the ranks were started with different options: '--seed' is 1 on rank 0 but 2 on rank 1"
     ON NOT_WRITTEN ${_out}/grid.png
     RANK0 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 1
     RANK1 $<TARGET_FILE:vqgpt> sample ${_gpt_cfg} -o ${_out}/grid.png --seed 2)
   zt_mpirun_app_test(options_mismatch_tokenizer
-    "vqgpt train: the ranks were started with different options: '--tokenizer' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
+    "vqgpt train: error: the ranks were started with different options: '--tokenizer' is [^ ]*configs on rank 0 but [^ ]*vqtok_tiny.yaml on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs
     RANK1 $<TARGET_FILE:vqgpt> train ${_gpt_cfg} --tokenizer ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml)
   zt_mpirun_app_test(options_mismatch_quick_tokenizer
-    "vqgpt tokenizer: the ranks were started with different options: '--steps' is 3 on rank 0 but 5 on rank 1"
+    "vqgpt tokenizer: error: the ranks were started with different options: '--steps' is 3 on rank 0 but 5 on rank 1"
     ON NOT_WRITTEN ${_out}/quick
     RANK0 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 3
     RANK1 $<TARGET_FILE:vqgpt> tokenizer ${_gpt_cfg} --out ${_out}/quick --steps 5)
   zt_mpirun_app_test(options_mismatch_resume
-    "vqtok train: the ranks were started with different options: '--overwrite' is \\(not given\\) on rank 0 but true on rank 1"
+    "vqtok train: error: the ranks were started with different options: '--overwrite' is \\(not given\\) on rank 0 but true on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg} --set train.steps=1 --resume
     RANK1 ${_vqtok} train ${_cfg} --set train.steps=1 --overwrite)
   # Every option of the command line is compared, not only those a command reads on every
   # rank: rank 0 alone writes --out, so another rank's was passed over.
   zt_mpirun_app_test(options_mismatch_out
-    "vqtok eval: the ranks were started with different options: '--out' is [^ ]*a.json on rank 0 but [^ ]*b.json on rank 1"
+    "vqtok eval: error: the ranks were started with different options: '--out' is [^ ]*a.json on rank 0 but [^ ]*b.json on rank 1"
     ON NOT_WRITTEN "${_out}/a.json|${_out}/b.json"
     RANK0 ${_vqtok} eval ${_cfg} --weights none --batches 1 -o ${_out}/a.json
     RANK1 ${_vqtok} eval ${_cfg} --weights none --batches 1 -o ${_out}/b.json)
   zt_mpirun_app_test(options_mismatch_plan
-    "vqtok plan: the ranks were started with different options: '--steps' is 1 on rank 0 but 3 on rank 1"
+    "vqtok plan: error: the ranks were started with different options: '--steps' is 1 on rank 0 but 3 on rank 1"
     ON NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} plan ${_cfg} --steps 1
     RANK1 ${_vqtok} plan ${_cfg} --steps 3)
@@ -158,13 +158,13 @@ if(ZT_MPIRUN)
   file(COPY_FILE ${_npy}/clip.npy ${_wdir}/b/in.npy)
   set(_enc encode ${_cfg} --set data.frames=4 --weights none --input in.npy -o ${_out}/wdir.npy)
   zt_mpirun_app_test(working_directories_encode
-    "vqtok encode: the ranks were started with different data: 'data' is NpyArray.'in.npy', .2, 3, 2, 2."
+    "vqtok encode: error: the ranks were started with different data: 'data' is NpyArray.'in.npy', .2, 3, 2, 2."
     ON NOT_WRITTEN ${_out}/wdir.npy
     RANK0 -wdir ${_wdir}/a ${_vqtok} ${_enc}
     RANK1 -wdir ${_wdir}/b ${_vqtok} ${_enc})
   set(_dec decode ${_cfg} --weights none --codes in.npy -o ${_out}/wdir_frames)
   zt_mpirun_app_test(working_directories_decode
-    "vqtok decode: the ranks were started with different inputs: '--codes' is 'in.npy' holding i32 .2, 3, 2, 2., hash [0-9a-f]+ on rank 0 but 'in.npy' holding f32"
+    "vqtok decode: error: the ranks were started with different inputs: '--codes' is 'in.npy' holding i32 .2, 3, 2, 2., hash [0-9a-f]+ on rank 0 but 'in.npy' holding f32"
     ON NOT_WRITTEN ${_out}/wdir_frames
     RANK0 -wdir ${_wdir}/a ${_vqtok} ${_dec}
     RANK1 -wdir ${_wdir}/b ${_vqtok} ${_dec})
