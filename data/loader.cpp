@@ -29,7 +29,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
   ZT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
            options_.batch_size);
   ZT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0");
-  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1");
+  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1, got ", options_.workers,
+           " (the threads that read one batch's samples at once); to read every sample on the "
+           "thread that calls next(), set workers = 1 and prefetch = 0");
   const int64_t n = sampler_.num_samples();
   batches_per_epoch_ = options_.drop_last ? n / options_.batch_size
                                           : (n + options_.batch_size - 1) / options_.batch_size;
@@ -43,6 +45,23 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
 DataLoader::~DataLoader() {
   stop();
 }
+
+namespace {
+// Rethrows `e`, the error of a dataset's get(), as a zt::Error that says where it happened
+// (`where`) before what it says, with `e` nested in it (std::rethrow_if_nested) for a
+// caller that handles the dataset's own exception type.
+[[noreturn]] void rethrow_sample_error(const std::exception_ptr& e, const std::string& where) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    std::throw_with_nested(Error(where + x.what()));
+  } catch (...) {
+    std::throw_with_nested(
+        Error(where + "get() threw an exception that is not a std::exception; throw zt::Error "
+                      "or another std::exception that says what went wrong"));
+  }
+}
+}  // namespace
 
 Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
   if (epoch != cached_epoch_) {
@@ -93,11 +112,14 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
     }
     for (auto& t : pool) t.join();
   }
-  // The first failing sample in batch order, whichever thread saw it first.
-  for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-
   auto what = [&](int64_t i) { return dataset_->describe() + " sample " + std::to_string(idx[i]); };
+  // The first failing sample in batch order, whichever thread saw it first.
+  for (int64_t i = 0; i < b; ++i)
+    if (errors[static_cast<size_t>(i)])
+      rethrow_sample_error(errors[static_cast<size_t>(i)],
+                           detail::cat("DataLoader: ", what(i), " (batch ", position, " of epoch ",
+                                       epoch, ") failed to load: "));
+
   check_clip(samples[0].clip, what(0));
   const Shape shape = samples[0].clip.sizes();
   Shape bshape = shape;
@@ -110,7 +132,9 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
     check_clip(s.clip, what(i));
     ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset_->describe(), " sample ", idx[i],
              " has shape ", shape_str(s.clip.sizes()), " but sample ", idx[0], " has ",
-             shape_str(shape), "; clips in a batch must share a shape (set data.height/width)");
+             shape_str(shape),
+             "; clips in a batch must share a shape: make get() return one shape, or read with "
+             "batch_size 1 (for image data: set data.height/width)");
     const Tensor c = s.clip.contiguous();
     std::memcpy(dst + i * per, c.data<float>(), static_cast<size_t>(per) * sizeof(float));
     out.labels.data<int64_t>()[i] = s.label;

@@ -60,7 +60,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// The next batch (moving on to the next epoch after the last one). A sample that
-  /// failed to load is rethrown here, in stream order.
+  /// failed to load is raised here, in stream order, as a zt::Error naming the dataset, the
+  /// sample and the batch, with the dataset's own exception nested in it
+  /// (std::rethrow_if_nested); the next call returns the batch after it.
   Batch next();
   /// Batches per epoch on this rank.
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
