@@ -63,7 +63,7 @@ namespace {
 }
 }  // namespace
 
-Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
+Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<bool>* cancel) {
   if (epoch != cached_epoch_) {
     DistributedSampler s = sampler_;
     s.set_epoch(epoch);
@@ -91,7 +91,7 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
   auto work = [&] {
     LedgerScope ledger(ledger_);
     if (nthreads > 1) set_num_threads(std::max(1, threads_ / static_cast<int>(nthreads)));
-    for (int64_t i = next++; i < b; i = next++) {
+    for (int64_t i = next++; i < b && !(cancel && *cancel); i = next++) {
       try {
         samples[static_cast<size_t>(i)] = dataset_->get(idx[i]);
       } catch (...) {
@@ -112,6 +112,9 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position) {
     }
     for (auto& t : pool) t.join();
   }
+  // Stopped (the loader is destroyed or restored elsewhere): the samples being read were
+  // finished, no other was started, and the caller drops the batch.
+  if (cancel && *cancel) return out;
   auto what = [&](int64_t i) { return dataset_->describe() + " sample " + std::to_string(idx[i]); };
   // The first failing sample in batch order, whichever thread saw it first.
   for (int64_t i = 0; i < b; ++i)
@@ -175,7 +178,7 @@ void DataLoader::produce() {
     }
     Item item;
     try {
-      item.batch = make_batch(at.epoch, at.position);
+      item.batch = make_batch(at.epoch, at.position, &stopping_);
     } catch (...) {
       item.error = std::current_exception();
     }

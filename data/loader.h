@@ -10,6 +10,7 @@
 // it then throws away.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -55,6 +56,7 @@ class DataLoader {
  public:
   DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
              LoaderOptions options);
+  /// Stops the loader's threads: the samples being read are finished, no other is started.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -94,7 +96,9 @@ class DataLoader {
     Batch batch;
     std::exception_ptr error;
   };
-  Batch make_batch(int64_t epoch, int64_t position);
+  // The batch at (epoch, position). With `cancel`, a read that finds it set starts no other
+  // sample, and the batch is returned unfinished (the producer drops it as it stops).
+  Batch make_batch(int64_t epoch, int64_t position, const std::atomic<bool>* cancel = nullptr);
   void start();
   void stop();
   void produce();
@@ -129,7 +133,7 @@ class DataLoader {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::deque<Item> queue_;
-  bool stopping_ = false;
+  std::atomic<bool> stopping_{false};  // set under mu_; read by the workers without it
   std::thread thread_;
 };
 

@@ -1,7 +1,9 @@
 // The data pipeline as a program that embeds zt uses it: its own Dataset subclass (items
 // of different shapes, a dataset of 0 or 1 items or fewer than the ranks' batches, an item
-// that throws) fed through DataLoader and make_loader with 1 to 3 workers. A sample's
-// error reaches next() naming the dataset, the sample and the batch, whatever it threw.
+// that throws, one that is slow) fed through DataLoader and make_loader with 1 to 3
+// workers. A sample's error reaches next() naming the dataset, the sample and the batch,
+// whatever it threw; a loader destroyed or restored while its threads read stops them
+// after the samples in progress.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -182,6 +184,37 @@ TEST(UserDataset, WorkersZeroSaysWhatReadsInTheCallingThread) {
   auto ds = std::make_shared<UserData>(4);
   EXPECT_TRUE(test::throws_with([&] { DataLoader l(ds, DistributedSampler(4), {.workers = 0}); },
                                 "prefetch = 0"));
+}
+
+// A loader destroyed, or restored elsewhere, while it reads a batch of slow samples waits
+// only for the samples in progress, not for the rest of the batch; no read follows.
+TEST(UserDataset, StoppingALoaderMidBatchWaitsOnlyForTheReadsInProgress) {
+  for (int64_t workers : {1, 3}) {
+    for (bool destroy : {true, false}) {
+      SCOPED_TRACE(testing::Message() << "workers " << workers << ", destroy " << destroy);
+      // Not shuffled: batch 0 is items 0..31, batch 1 items 32..63.
+      auto ds = std::make_shared<UserData>(64, -1, 0, std::chrono::milliseconds(50));
+      auto l = std::make_unique<DataLoader>(ds, DistributedSampler(64, 0, 1, 0, false),
+                                            LoaderOptions{.batch_size = 32, .workers = workers});
+      l->restore({0, 0});  // starts reading batch 0
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+      while (ds->reads() == 0 && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      if (destroy) {
+        l.reset();
+      } else {
+        l->restore({0, 1}, 1);  // batch 1 alone
+        EXPECT_EQ(ids(l->next()).front(), 32);
+      }
+      const int64_t batch0 = ds->reads_below(32);
+      // A few reads per worker at most (the stop is not instant on a busy machine); without
+      // the stop, all 32.
+      EXPECT_LT(batch0, 16) << "the rest of batch 0 was read after the stop";
+      std::this_thread::sleep_for(std::chrono::milliseconds(150));
+      EXPECT_EQ(ds->reads_below(32), batch0) << "a read of batch 0 after the stop";
+      EXPECT_EQ(ds->reads() - batch0, destroy ? 0 : 32);
+    }
+  }
 }
 
 }  // namespace
