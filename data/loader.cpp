@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "core/parallel.h"
+#include "core/plural.h"
 
 namespace zt::data {
 
@@ -224,7 +225,7 @@ Batch DataLoader::next() {
 
 LoaderState DataLoader::state() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return consumer_;
+  return stamped(consumer_);
 }
 
 LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
@@ -234,9 +235,9 @@ LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
   if (position >= batches_per_epoch_) {
     ZT_CHECK(epoch < std::numeric_limits<int64_t>::max(), "DataLoader::state_at_sample: sample ",
              samples, " is past the end of epoch ", epoch, ", the last an epoch count reaches");
-    return {epoch + 1, 0};
+    return stamped({epoch + 1, 0});
   }
-  return {epoch, position};
+  return stamped({epoch, position});
 }
 
 int64_t DataLoader::unpadded(const Batch& b) const {
@@ -250,6 +251,16 @@ int64_t DataLoader::unpadded(const Batch& b) const {
 }
 
 void DataLoader::restore(const LoaderState& state, int64_t batches) {
+  // A position counts batches of the layout it was taken under: first refuse another one.
+  const int64_t batch = options_.batch_size, world = sampler_.world();
+  ZT_CHECK((state.batch_size == 0 || state.batch_size == batch) &&
+               (state.world == 0 || state.world == world),
+           "DataLoader::restore: the state (batch ", state.position, " of epoch ", state.epoch,
+           ") was taken by a loader of ", counted(state.world, "rank"), " x batch ",
+           state.batch_size, ", not ", counted(world, "rank"), " x batch ", batch,
+           " as this one, so its position counts other batches; to go on after the samples it "
+           "read, restore state_at_sample(",
+           state.epoch, ", ", state.position, " x ", state.batch_size, " x ", state.world, ")");
   ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
            " is outside the ", batches_per_epoch_,
@@ -269,7 +280,7 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
   const bool keep = state == consumer_ && thread_.joinable() && !end;
   if (!keep) {
     stop();
-    consumer_ = state;
+    consumer_ = {state.epoch, state.position};
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -48,8 +48,19 @@ struct Batch {
 /// Where the stream stands: the next batch next() returns.
 struct LoaderState {
   int64_t epoch = 0;
-  int64_t position = 0;
-  bool operator==(const LoaderState&) const = default;
+  int64_t position = 0;  ///< batch number within the epoch
+  /// The layout `position` counts batches of: the per-rank batch size and the world of the
+  /// loader that gave the state (state(), state_at_sample()). 0: not known (a state made of
+  /// an epoch and a position alone), which restore() takes to be its own.
+  int64_t batch_size = 0;
+  int64_t world = 0;
+  /// The same place in the stream: the same epoch and position, and the same layout where
+  /// both states know it.
+  bool operator==(const LoaderState& o) const {
+    auto same = [](int64_t a, int64_t b) { return a == 0 || b == 0 || a == b; };
+    return epoch == o.epoch && position == o.position && same(batch_size, o.batch_size) &&
+           same(world, o.world);
+  }
 };
 
 class DataLoader {
@@ -71,15 +82,17 @@ class DataLoader {
   /// Position of the next batch next() will return.
   LoaderState state() const;
   /// Continues from `state`, discarding the prepared batches, unless it is already there.
-  /// With `batches` > 0 only that many more are prepared and returned (an evaluation that
-  /// reads a fixed number decodes none past them); next() after them throws. A later
-  /// restore sets the end anew.
+  /// A state of another layout (batch size or world) is refused: its position counts other
+  /// batches; state_at_sample converts it. With `batches` > 0 only that many more are
+  /// prepared and returned (an evaluation that reads a fixed number decodes none past them);
+  /// next() after them throws. A later restore sets the end anew.
   void restore(const LoaderState& state, int64_t batches = 0);
   /// The state `samples` samples (all ranks together) into `epoch`, rounded down to a
   /// whole batch of this loader on every rank (batch size x world). An epoch's global order does
   /// not depend on the world or the batch size (DistributedSampler deals it out round-robin), so a
   /// stream saved under another layout continues where it stopped. At or past the epoch's last
-  /// whole batch: the start of the next epoch.
+  /// whole batch: the start of the next epoch. A state `s` taken under another layout goes on
+  /// here as state_at_sample(s.epoch, s.position x s.batch_size x s.world).
   LoaderState state_at_sample(int64_t epoch, int64_t samples) const;
   /// How many leading items of `b` (a batch of this loader) are samples of the epoch rather
   /// than the padding a sampler without drop_last adds so every rank gets as many (repeats
@@ -109,6 +122,12 @@ class DataLoader {
   // overflows.
   bool has_next(const LoaderState& s) const {
     return s.position + 1 < batches_per_epoch_ || s.epoch < std::numeric_limits<int64_t>::max();
+  }
+  // s under this loader's layout (what state() and state_at_sample() return).
+  LoaderState stamped(LoaderState s) const {
+    s.batch_size = options_.batch_size;
+    s.world = sampler_.world();
+    return s;
   }
   void advance(LoaderState& s) const {
     if (++s.position == batches_per_epoch_) s = {s.epoch + 1, 0};
