@@ -41,6 +41,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
            "; use a smaller batch, more samples or fewer ranks");
   ledger_ = current_ledger();
   threads_ = num_threads();
+  ZT_CHECK(sampler_.epoch() >= 0, "DataLoader: the sampler's epoch is ", sampler_.epoch(),
+           "; the stream starts at an epoch >= 0 (set_epoch)");
+  consumer_ = {sampler_.epoch(), 0};
 }
 
 DataLoader::~DataLoader() {

@@ -3,11 +3,11 @@
 //
 // The batch sequence is a pure function of (dataset, sampler seed, batch size): epoch
 // e, batch p holds sampler indices [p * B, (p + 1) * B) of epoch e. Threads only decide
-// *when* a batch is ready, never *what* is in it. next() runs through epochs without
-// end; state()/restore() capture and reset the position so a checkpoint can resume the
-// exact data stream. The background thread starts at the first next() or restore(), so a
-// loader restored right after it is made (a resumed run, an evaluation) decodes nothing
-// it then throws away.
+// *when* a batch is ready, never *what* is in it. next() runs from the sampler's epoch
+// through the epochs without end; state()/restore() capture and reset the position so a
+// checkpoint can resume the exact data stream. The background thread starts at the first
+// next() or restore(), so a loader restored right after it is made (a resumed run, an
+// evaluation) decodes nothing it then throws away.
 #pragma once
 
 #include <atomic>
@@ -65,6 +65,8 @@ struct LoaderState {
 
 class DataLoader {
  public:
+  /// A loader whose stream starts at batch 0 of the sampler's epoch (set_epoch; 0 unless
+  /// set) and then runs on through the following epochs.
   DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
              LoaderOptions options);
   /// Stops the loader's threads: the samples being read are finished, no other is started.
@@ -101,6 +103,8 @@ class DataLoader {
   int64_t unpadded(const Batch& b) const;
 
   const Dataset& dataset() const { return *dataset_; }
+  /// The sampler as given: its epoch() stays the one the stream started at (the loader deals
+  /// each epoch from a copy); Batch::epoch and state() say which epoch the stream is in.
   const DistributedSampler& sampler() const { return sampler_; }
   const LoaderOptions& options() const { return options_; }
 

@@ -122,6 +122,23 @@ TEST(LoaderRanks, AnEvaluationReadsEveryItemOnceWhateverTheWorld) {
   }
 }
 
+// A sampler set to epoch 2 before the loader is made (as a PyTorch program calls
+// set_epoch) starts the stream at epoch 2's order.
+TEST(LoaderRanks, TheStreamStartsAtTheSamplersEpoch) {
+  auto ds = std::make_shared<Items>(12);
+  DistributedSampler s(12, 1, 2, 7);
+  s.set_epoch(2);
+  DataLoader l(ds, s, {.batch_size = 3});
+  EXPECT_EQ(l.state(), (LoaderState{2, 0}));
+  const Batch b = l.next();
+  EXPECT_EQ(b.epoch, 2);
+  const auto mine = s.indices();
+  EXPECT_EQ(ids(b), std::vector<int64_t>(mine.begin(), mine.begin() + 3));
+  s.set_epoch(-1);
+  EXPECT_TRUE(test::throws_with([&] { DataLoader bad(ds, s, {.batch_size = 3}); },
+                                "the sampler's epoch is -1"));
+}
+
 // State saved mid-epoch (2 of 3 batches read) and restored in a new loader with 3 workers
 // gives the same batches as the loader that went on, across the epoch's end.
 TEST(LoaderRanks, AStateSavedMidEpochResumesWithWorkers) {
