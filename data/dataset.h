@@ -20,7 +20,7 @@ struct Sample {
 };
 
 /// An indexable collection of clips. get() must be thread-safe: the loader calls it
-/// from background threads.
+/// from background threads, up to LoaderOptions::workers of them at once.
 class Dataset {
  public:
   virtual ~Dataset() = default;

@@ -40,7 +40,8 @@ struct LoaderOptions {
 struct Batch {
   Tensor clips;    ///< (B, T, 3, H, W) f32
   Tensor labels;   ///< (B) i64
-  Tensor indices;  ///< (B) i64 dataset indices
+  Tensor indices;  ///< (B) i64 indices into the loader's dataset, as the sampler dealt them
+                   ///< (a Subset's own, not its base's: Sample::index is not read)
   int64_t epoch = 0;
   int64_t position = 0;  ///< batch number within the epoch
 };
@@ -63,6 +64,7 @@ struct LoaderState {
   }
 };
 
+/// Its methods are called from one thread at a time; the loader's own threads read samples.
 class DataLoader {
  public:
   /// A loader whose stream starts at batch 0 of the sampler's epoch (set_epoch; 0 unless

@@ -147,6 +147,16 @@ TEST(UserDataset, ItemsOfDifferentShapes) {
     EXPECT_NE(what.find(part), std::string::npos) << what;
 }
 
+// A Subset's batches hold its own indices, not its base's (which Sample::index keeps).
+TEST(UserDataset, ASubsetsBatchesHoldItsOwnIndices) {
+  auto sub = std::make_shared<Subset>(std::make_shared<UserData>(10), std::vector<int64_t>{7, 2});
+  DataLoader l(sub, DistributedSampler(2, 0, 1, 0, false), {.batch_size = 2, .workers = 2});
+  const Batch b = l.next();
+  EXPECT_EQ(ids(b), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(b.clips.to_vector()[0], 7.0);
+  EXPECT_EQ(b.labels.to_vector(), (std::vector<double>{7, 2}));
+}
+
 // An empty dataset is refused where the loader is made, naming it.
 TEST(UserDataset, AnEmptyDatasetIsRefusedNamingIt) {
   auto ds = std::make_shared<UserData>(0);
