@@ -4,7 +4,7 @@
 // each once; the same seed gives the same stream, a new epoch another order; an evaluation
 // loader reads every item (the padding that evens out the ranks left out by unpadded()). A
 // state saved mid-epoch resumes the same batches; under another world the saved position
-// is converted with state_at_sample.
+// is converted with state_at_sample. A sample that fails on one rank ends the run, named.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <mutex>
 #include <numeric>
 #include <set>
+#include <stdexcept>
 #include <vector>
 
 #include "common/test_util.h"
@@ -119,6 +120,38 @@ TEST(LoaderRanks, AnEvaluationReadsEveryItemOnceWhateverTheWorld) {
         EXPECT_EQ(read, all) << world << " ranks, workers " << workers << ", epoch " << e;
       }
     }
+  }
+}
+
+// Item `bad` throws. Its rank's next() raises the error naming it; the rank waiting at the
+// barrier fails fast; run_threads returns that error, whatever the workers.
+class OneBad : public Items {
+ public:
+  OneBad() : Items(8) {}
+  Sample get(int64_t i) const override {
+    if (i == 5) throw std::runtime_error("item 5 is unreadable");
+    return Items::get(i);
+  }
+};
+
+TEST(LoaderRanks, ASampleErrorOnOneRankEndsTheRunNamingIt) {
+  for (int64_t workers : {1, 3}) {
+    auto ds = std::make_shared<OneBad>();
+    DataConfig cfg;
+    cfg.shuffle = false;  // rank 1 reads 1, 3, 5, 7: batch 1 holds item 5
+    cfg.workers = workers;
+    EXPECT_TRUE(test::throws_with(
+        [&] {
+          comm::run_threads(2, [&](comm::Communicator& c) {
+            auto l = make_loader(ds, cfg, 2, c.rank(), c.size());
+            for (int i = 0; i < 4; ++i) {
+              l->next();
+              c.barrier();
+            }
+          });
+        },
+        "Items(8) sample 5 (batch 1 of epoch 0) failed to load: item 5 is unreadable"))
+        << "workers " << workers;
   }
 }
 
