@@ -12,6 +12,7 @@
 #include <system_error>
 #include <thread>
 
+#include "core/cpu/blas.h"
 #include "core/parallel.h"
 #include "zero/comm/reduce.h"
 
@@ -162,6 +163,10 @@ void ThreadComm::execute(const Request& req) {
 
 void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   ZT_CHECK(n >= 1, "run_threads: need at least one rank, got ", n);
+  // Before the ranks' threads start, as comm::launch does: the choice may set
+  // OPENBLAS_CORETYPE (setenv), which no other thread may read meanwhile (a rank's first
+  // product would otherwise make it while another reads ZT_COMM_TIMEOUT_MS).
+  cpu::use_cpu_blas_kernels();
   auto group = std::make_shared<ThreadGroup>(n);
   std::mutex mu;
   std::exception_ptr first, first_aborted;  // the root cause wins over its echoes
