@@ -20,17 +20,18 @@ void say_nothing_to_train(const char* app, int64_t start, int64_t steps) {
 }
 
 std::string format_duration(double seconds) {
-  char buf[32];
   if (!std::isfinite(seconds) || seconds < 0) return "?";
-  const auto s = static_cast<int64_t>(seconds + 0.5);
-  if (s < 60)  // rounded first: 59.6 s is "1m00s", not "60s"
-    std::snprintf(buf, sizeof buf, "%llds", static_cast<long long>(s));
+  // In double throughout: the ETA of a run of --steps near 2^63 passes 2^63 seconds, which
+  // no int64 holds (the conversion is undefined; it printed "eta -9223372036854775808s").
+  const double s = std::floor(seconds + 0.5);  // rounded first: 59.6 s is "1m00s", not "60s"
+  char buf[320];  // the hours of any finite double (DBL_MAX / 3600 has 305 digits)
+  if (s < 60)
+    std::snprintf(buf, sizeof buf, "%.0fs", s);
   else if (s < 3600)
-    std::snprintf(buf, sizeof buf, "%lldm%02llds", static_cast<long long>(s / 60),
-                  static_cast<long long>(s % 60));
+    std::snprintf(buf, sizeof buf, "%.0fm%02.0fs", std::floor(s / 60), std::fmod(s, 60));
   else
-    std::snprintf(buf, sizeof buf, "%lldh%02lldm", static_cast<long long>(s / 3600),
-                  static_cast<long long>(s % 3600 / 60));
+    std::snprintf(buf, sizeof buf, "%.0fh%02.0fm", std::floor(s / 3600),
+                  std::floor(std::fmod(s, 3600) / 60));
   return buf;
 }
 

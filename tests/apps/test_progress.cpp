@@ -1,6 +1,7 @@
 // The training progress display as a log reader meets it: a bar that redraws ("\r",
 // ESC[K) only on a terminal and never under mpirun (a rank's stdout can be a
 // pseudo-terminal while mpirun writes to a file), plain lines everywhere.
+#include <cmath>
 #include <cstdlib>
 
 #include "apps/common/train_util.h"
@@ -68,6 +69,13 @@ TEST(Progress, DurationsRoundOnce) {
   EXPECT_EQ(app::format_duration(150), "2m30s");
   EXPECT_EQ(app::format_duration(5400), "1h30m");
   EXPECT_EQ(app::format_duration(-1), "?");
+}
+
+// The ETA of a run of --steps near 2^63 (which the option takes) at a second or more a step
+// passes 2^63 seconds: still hours and minutes, not a wrapped negative count of seconds.
+TEST(Progress, AnEtaPastWhatInt64HoldsIsStillHours) {
+  EXPECT_EQ(app::format_duration(std::ldexp(1.0, 63)), "2562047788015215h30m");  // 2^63 s
+  EXPECT_EQ(app::format_duration(std::ldexp(1.0, 64)), "5124095576030431h00m");
 }
 
 // On a terminal the bar is 24 cells, filled for the share of steps done, then the percentage
