@@ -162,9 +162,9 @@ std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
                                         const DataConfig& cfg, int64_t batch, int64_t rank,
                                         int64_t world, bool eval) {
   const bool drop_last = !eval;
-  ZT_CHECK(dataset->size() >= 1, eval ? "the eval data (" : "the training data (",
-           dataset->describe(), ") holds 0 samples: there is nothing to ",
-           eval ? "evaluate" : "train on", "; give it at least one");
+  // (Training data of 0 samples meets the check of one batch per rank below.)
+  ZT_CHECK(!eval || dataset->size() >= 1, "the eval data (", dataset->describe(),
+           ") holds 0 samples: there is nothing to evaluate; give it at least one");
   ZT_CHECK(!drop_last || dataset->size() >= world * batch, "the training data (",
            dataset->describe(), ") holds ", counted(dataset->size(), "sample"),
            ", fewer than one batch of ", batch, " (train.batch) for each of ",
