@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 
 #include "core/allocator.h"
@@ -12,22 +13,37 @@
 namespace zt::app {
 
 std::string host_fit_error(const std::vector<HostNeed>& ranks, const std::string& what) {
+  auto host_of = [](const HostNeed& n) {
+    return std::string(n.host, strnlen(n.host, sizeof(n.host)));
+  };
   for (size_t i = 0; i < ranks.size(); ++i) {
     const HostNeed& n = ranks[i];
-    int64_t to_come = 0;
+    const std::string host = host_of(n);
+    // The host's first rank speaks for it; each process's held bytes count once.
+    bool first = true;
+    int64_t to_come = 0, held = 0;
     int count = 0;
-    bool first = true;  // a process's first rank speaks for it
-    for (size_t j = 0; j < ranks.size(); ++j)
-      if (ranks[j].process == n.process) {
-        first = first && j >= i;
-        to_come += ranks[j].to_come;
-        ++count;
+    std::vector<uint64_t> processes;
+    for (size_t j = 0; j < ranks.size(); ++j) {
+      if (host_of(ranks[j]) != host) continue;
+      first = first && j >= i;
+      to_come += ranks[j].to_come;
+      ++count;
+      if (std::find(processes.begin(), processes.end(), ranks[j].process) == processes.end()) {
+        processes.push_back(ranks[j].process);
+        held += ranks[j].held;
       }
-    if (!first || n.memory <= 0 || n.held + to_come <= n.memory) continue;
+    }
+    if (!first || n.memory <= 0 || held + to_come <= n.memory) continue;
+    const std::string who =
+        processes.size() == 1
+            ? ::zt::detail::cat("the process of rank ", i, " (", counted(count, "rank"), ") holds ")
+            : ::zt::detail::cat("the ", processes.size(), " processes on host '", host, "' (",
+                                counted(count, "rank"), ", the first rank ", i, ") hold ");
     return ::zt::detail::cat(
-        what, " do not fit the host's memory: the process of rank ", i, " (",
-        counted(count, "rank"), ") holds ", format_byte_size(n.held), " and would allocate ",
-        format_byte_size(to_come), " more, past the machine's ", format_byte_size(n.memory),
+        what, " do not fit the host's memory: ", who, format_byte_size(held),
+        " and would allocate ", format_byte_size(to_come), " more, past the machine's ",
+        format_byte_size(n.memory),
         " (RAM and swap, or the container's limit). Train on more machines (ZeRO-3 divides "
         "model states by the rank count), with fewer ranks per machine, or a smaller model");
   }
@@ -35,10 +51,10 @@ std::string host_fit_error(const std::vector<HostNeed>& ranks, const std::string
 }
 
 void check_host_fits(int64_t to_come, const std::string& what, comm::Communicator& comm) {
-  char host[256] = {};
-  gethostname(host, sizeof(host) - 1);
-  const HostNeed mine{std::hash<std::string>{}(std::string(host) + ':' + std::to_string(getpid())),
-                      to_come, process_cpu_bytes(), host_memory_bytes()};
+  HostNeed mine{0, to_come, process_cpu_bytes(), host_memory_bytes(), {}};
+  gethostname(mine.host, sizeof(mine.host) - 1);
+  mine.host[sizeof(mine.host) - 1] = '\0';
+  mine.process = std::hash<std::string>{}(std::string(mine.host) + ':' + std::to_string(getpid()));
   const std::string error = host_fit_error(comm.all_gather_object(mine), what);
   ZT_CHECK(error.empty(), error);
 }

@@ -1,8 +1,9 @@
 // Whether a run's host memory can hold what it is about to allocate, asked before it does:
 // host allocations past the machine's memory end with the kernel killing the process
 // (memory is overcommitted) or, at best, with the allocator's out-of-memory error after
-// every byte the machine had was taken. Thread ranks of one process share the host; so do
-// processes on one machine, each held to it on its own as the allocator holds them.
+// every byte the machine had was taken. Thread ranks of one process share the host's memory,
+// and so do the processes on one host (by host name), whose ranks are added up here; the
+// allocator, once the run allocates, holds each process to the machine on its own.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 
 namespace zt::app {
 
-/// Errors on every rank when the ranks of some process would pass the host's memory
+/// Errors on every rank when the ranks on some host would pass its memory
 /// (host_memory_bytes()) by allocating `to_come` bytes each on the host beyond what the
 /// process holds. `what` names those bytes in the error ("the GPT's f32 parameters").
 /// Every rank calls it (one all-gather).
@@ -38,9 +39,11 @@ struct HostNeed {
   int64_t to_come;   ///< host bytes the rank is about to allocate
   int64_t held;      ///< host bytes its process holds (process_cpu_bytes())
   int64_t memory;    ///< the host's memory (host_memory_bytes()); 0: unknown
+  char host[65];     ///< the host's name (gethostname; Linux allows 64 bytes)
 };
-/// "" when every process can allocate its ranks' bytes to come within its host's memory,
-/// else check_host_fits's error for the first process that cannot.
+/// "" when the ranks on every host can allocate their bytes to come within its memory
+/// (each process's held bytes counted once), else check_host_fits's error for the first
+/// host that cannot.
 std::string host_fit_error(const std::vector<HostNeed>& ranks, const std::string& what);
 
 }  // namespace zt::app

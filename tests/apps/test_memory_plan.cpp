@@ -250,25 +250,43 @@ TEST(MemoryPlan, TheVerdictReadsTheLimitTheRunWouldMeet) {
   });
 }
 
-// Before a run allocates, each process's ranks are held to the host's memory: thread ranks
-// of one process add up, processes (other pids or hosts) are counted apart, and the error
-// names the process that cannot allocate what its ranks are about to. A model that cannot
-// even be built there is refused before it is, naming the model.
-TEST(MemoryPlan, AProcessThatCannotHoldWhatItWouldAllocateIsRefusedBeforeItDoes) {
+// Before a run allocates, the ranks on each host are held to its memory: thread ranks of
+// one process add up, and so do processes on one host (mpirun's -np 4 on one machine), each
+// process's held bytes once; other hosts are counted apart. The error names the process,
+// or the host and its processes, that cannot allocate what its ranks are about to. A model
+// that cannot even be built there is refused before it is, naming the model.
+TEST(MemoryPlan, AHostThatCannotHoldWhatItsRanksWouldAllocateIsRefusedBeforeTheyDo) {
   using app::HostNeed;
   const int64_t gib = int64_t{1} << 30;
-  const std::vector<HostNeed> apart = {{1, 6 * gib, gib, 8 * gib}, {2, 6 * gib, gib, 8 * gib}};
-  EXPECT_EQ(app::host_fit_error(apart, "x"), "") << "7 GiB of 8 per process";
-  const std::vector<HostNeed> together = {{1, 6 * gib, gib, 8 * gib}, {1, 6 * gib, gib, 8 * gib}};
+  const std::vector<HostNeed> apart = {{1, 6 * gib, gib, 8 * gib, "a"},
+                                       {2, 6 * gib, gib, 8 * gib, "b"}};
+  EXPECT_EQ(app::host_fit_error(apart, "x"), "") << "7 GiB of 8 per host";
+  const std::vector<HostNeed> together = {{1, 6 * gib, gib, 8 * gib, "a"},
+                                          {1, 6 * gib, gib, 8 * gib, "a"}};
   const std::string e = app::host_fit_error(together, "the model states");
   EXPECT_NE(e.find("the model states do not fit the host's memory: the process of rank 0 (2 "
                    "ranks) holds 1.00 GiB and would allocate 12.00 GiB more, past the machine's "
                    "8.00 GiB"),
             std::string::npos)
       << e;
-  const std::vector<HostNeed> second = {{1, gib, gib, 8 * gib}, {2, 8 * gib, gib, 8 * gib}};
+  // Two processes of one rank each on host "a": 2 x 1 GiB held, 2 x 3 GiB to come, past 7.
+  const std::vector<HostNeed> processes = {{1, 3 * gib, gib, 7 * gib, "a"},
+                                           {2, 3 * gib, gib, 7 * gib, "a"},
+                                           {3, 3 * gib, gib, 7 * gib, "b"}};
+  const std::string p = app::host_fit_error(processes, "x");
+  EXPECT_NE(p.find("x do not fit the host's memory: the 2 processes on host 'a' (2 ranks, the "
+                   "first rank 0) hold 2.00 GiB and would allocate 6.00 GiB more, past the "
+                   "machine's 7.00 GiB"),
+            std::string::npos)
+      << p;
+  // A process's held bytes count once, however many of its ranks report them.
+  const std::vector<HostNeed> held_once = {{1, 2 * gib, 3 * gib, 8 * gib, "a"},
+                                           {1, 2 * gib, 3 * gib, 8 * gib, "a"}};
+  EXPECT_EQ(app::host_fit_error(held_once, "x"), "") << "3 + 4 GiB of 8";
+  const std::vector<HostNeed> second = {{1, gib, gib, 8 * gib, "a"},
+                                        {2, 8 * gib, gib, 8 * gib, "b"}};
   EXPECT_NE(app::host_fit_error(second, "x").find("rank 1 (1 rank)"), std::string::npos);
-  EXPECT_EQ(app::host_fit_error({{1, 64 * gib, 0, 0}}, "x"), "") << "memory unknown";
+  EXPECT_EQ(app::host_fit_error({{1, 64 * gib, 0, 0, "a"}}, "x"), "") << "memory unknown";
 
   ASSERT_GT(host_memory_bytes(), 0);
   const int64_t too_many = host_memory_bytes() / 4 + 1;  // f32 elements past the host
