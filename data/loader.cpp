@@ -264,6 +264,21 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
            " as this one, so its position counts other batches; to go on after the samples it "
            "read, restore state_at_sample(",
            state.epoch, ", ", state.position, " x ", state.batch_size, " x ", state.world, ")");
+  // A position in the shuffle of a data set of another size: the same epoch deals other
+  // samples in another order, so going on would read some of them twice and others never.
+  // (The layout is this loader's by now, so the samples read are position x batch x world.)
+  const int64_t size = sampler_.dataset_size();
+  ZT_CHECK(state.dataset_size == 0 || state.dataset_size == size,
+           "DataLoader::restore: the state (batch ", state.position, " of epoch ", state.epoch,
+           ") was taken over a data set of ", counted(state.dataset_size, "sample"), ", not the ",
+           size, " of ", dataset_->describe(),
+           " this loader reads, so its position is in another shuffle; restore it into a loader "
+           "over the data it was taken over, or, to go on over this data anyway (the rest of "
+           "epoch ",
+           state.epoch,
+           " in this data set's shuffle: some samples read again, others not at all), restore "
+           "state_at_sample(",
+           state.epoch, ", ", state.position, " x ", batch, " x ", world, ")");
   ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
            " is outside the ", batches_per_epoch_,

@@ -55,12 +55,15 @@ struct LoaderState {
   /// an epoch and a position alone), which restore() takes to be its own.
   int64_t batch_size = 0;
   int64_t world = 0;
-  /// The same place in the stream: the same epoch and position, and the same layout where
-  /// both states know it.
+  /// The size of the data set whose shuffle `position` is a place in (the sampler's
+  /// dataset_size()); 0: not known, taken to be the restoring loader's own.
+  int64_t dataset_size = 0;
+  /// The same place in the stream: the same epoch and position, and the same layout and
+  /// data set size where both states know them.
   bool operator==(const LoaderState& o) const {
     auto same = [](int64_t a, int64_t b) { return a == 0 || b == 0 || a == b; };
     return epoch == o.epoch && position == o.position && same(batch_size, o.batch_size) &&
-           same(world, o.world);
+           same(world, o.world) && same(dataset_size, o.dataset_size);
   }
 };
 
@@ -87,9 +90,10 @@ class DataLoader {
   LoaderState state() const;
   /// Continues from `state`, discarding the prepared batches, unless it is already there.
   /// A state of another layout (batch size or world) is refused: its position counts other
-  /// batches; state_at_sample converts it. With `batches` > 0 only that many more are
-  /// prepared and returned (an evaluation that reads a fixed number decodes none past them);
-  /// next() after them throws. A later restore sets the end anew.
+  /// batches; state_at_sample converts it. So is a state taken over a data set of another
+  /// size: its epoch's shuffle is another order of other samples. With `batches` > 0 only that many
+  /// more are prepared and returned (an evaluation that reads a fixed number decodes none past
+  /// them); next() after them throws. A later restore sets the end anew.
   void restore(const LoaderState& state, int64_t batches = 0);
   /// The state `samples` samples (all ranks together) into `epoch`, rounded down to a
   /// whole batch of this loader on every rank (batch size x world). An epoch's global order does
@@ -129,10 +133,11 @@ class DataLoader {
   bool has_next(const LoaderState& s) const {
     return s.position + 1 < batches_per_epoch_ || s.epoch < std::numeric_limits<int64_t>::max();
   }
-  // s under this loader's layout (what state() and state_at_sample() return).
+  // s under this loader's layout and data set (what state() and state_at_sample() return).
   LoaderState stamped(LoaderState s) const {
     s.batch_size = options_.batch_size;
     s.world = sampler_.world();
+    s.dataset_size = sampler_.dataset_size();
     return s;
   }
   void advance(LoaderState& s) const {

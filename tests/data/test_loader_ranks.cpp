@@ -216,5 +216,29 @@ TEST(LoaderRanks, AStateOfAnotherWorldIsConvertedNotRestored) {
   EXPECT_EQ(ids(three.next()), (std::vector<int64_t>{order[24], order[27], order[30], order[33]}));
 }
 
+// A state saved over 48 items restored over 40: the epoch's shuffle is another order of
+// other items, so restore() refuses it, naming both sizes and the way to go on anyway. A
+// bare position (no size known) and state_at_sample's state (this loader's size) restore.
+TEST(LoaderRanks, AStateOfADataSetOfAnotherSizeIsRefused) {
+  DataLoader big(std::make_shared<Items>(48), DistributedSampler(48, 0, 2, 3), {.batch_size = 4});
+  for (int i = 0; i < 3; ++i) big.next();
+  const LoaderState saved = big.state();
+  EXPECT_EQ(saved.dataset_size, 48);
+  DataLoader small(std::make_shared<Items>(40), DistributedSampler(40, 0, 2, 3), {.batch_size = 4});
+  EXPECT_TRUE(test::throws_with([&] { small.restore(saved); },
+                                "taken over a data set of 48 samples, not the 40 of Items(40)"));
+  EXPECT_TRUE(test::throws_with([&] { small.restore(saved); }, "state_at_sample(0, 3 x 4 x 2)"));
+  EXPECT_EQ(small.state(), (LoaderState{0, 0}));        // unchanged by the refused restore
+  EXPECT_FALSE(small.state_at_sample(0, 24) == saved);  // the same position, another data set
+  small.restore({saved.epoch, saved.position});
+  EXPECT_EQ(small.state(), (LoaderState{0, 3, 4, 2, 40}));
+  small.restore(small.state_at_sample(saved.epoch, saved.position * 4 * 2));
+  const auto order = global_order(40, 0, 3);
+  EXPECT_EQ(ids(small.next()), (std::vector<int64_t>{order[24], order[26], order[28], order[30]}));
+  DataLoader same(std::make_shared<Items>(48), DistributedSampler(48, 0, 2, 3), {.batch_size = 4});
+  same.restore(saved);
+  EXPECT_EQ(same.state(), saved);
+}
+
 }  // namespace
 }  // namespace zt::data
