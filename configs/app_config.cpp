@@ -116,6 +116,7 @@ void read_data(Section s, data::DataConfig& d) {
       .get("shuffle", d.shuffle)
       .get("workers", d.workers, 1, 256)
       .get("prefetch", d.prefetch, 0, 1024)
+      .get("timeout", d.timeout, 0.0)
       .get_enum("resize", d.resize, kFilterNames)
       .get_enum("fit", d.fit, kFitNames)
       .get_enum("on_bad_image", d.on_bad_image, kBadImageNames)
@@ -125,6 +126,11 @@ void read_data(Section s, data::DataConfig& d) {
     s.fail("path", std::string("data.kind ") + (d.kind == DataKind::npy
                                                     ? "npy needs data.path: a .npy file"
                                                     : "image_folder needs data.path: a directory"));
+  if (d.timeout > 0 && d.prefetch == 0)
+    s.fail("timeout",
+           "needs data.prefetch >= 1: with prefetch 0 the training loop reads each batch "
+           "itself and cannot stop waiting for it; set data.prefetch to 1 or more, or "
+           "data.timeout to 0");
   if (d.kind == DataKind::synthetic && !d.eval_path.empty())
     s.fail("eval_path",
            "synthetic data holds out its eval clips already (another seed); eval_path is for "

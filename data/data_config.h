@@ -29,6 +29,9 @@ struct DataConfig {
   bool shuffle = true;
   int64_t workers = 1;   ///< threads preparing samples of a batch
   int64_t prefetch = 2;  ///< batches prepared ahead
+  /// Seconds a step waits for its batch before the run ends with an error naming the
+  /// samples whose reading has not returned; 0: no limit. Needs prefetch >= 1.
+  double timeout = 0;
   Filter resize = Filter::bicubic;
   /// image_folder: an image of another aspect ratio than height x width is scaled to
   /// cover it and cropped to its middle (crop), or scaled to it (stretch).

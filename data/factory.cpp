@@ -177,6 +177,7 @@ std::unique_ptr<DataLoader> make_loader(std::shared_ptr<const Dataset> dataset,
   o.batch_size = batch;
   o.prefetch = cfg.prefetch;
   o.workers = cfg.workers;
+  o.timeout = cfg.timeout;
   o.drop_last = drop_last;
   return std::make_unique<DataLoader>(std::move(dataset), sampler, o);
 }

@@ -5,9 +5,17 @@
 // per-rank memory accounting stays per rank, and run kernels on its share of threads (a
 // thread rank's, not the process's): the producer on all of it, the workers of a batch
 // on an equal part each.
+//
+// The producer shares only a Stream with the loader: the source of the batches (its own
+// copies of the dataset pointer, the sampler and the options), the queue and the lock. A
+// producer stopped while a get() does not return within the timeout is detached with its
+// Stream, which keeps alive all it touches until the get() returns and it ends.
 #include "data/loader.h"
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -19,36 +27,6 @@
 #include "core/plural.h"
 
 namespace zt::data {
-
-DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
-                       LoaderOptions options)
-    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options) {
-  ZT_CHECK(dataset_ != nullptr, "DataLoader: no dataset");
-  ZT_CHECK(sampler_.dataset_size() == dataset_->size(), "DataLoader: the sampler covers ",
-           sampler_.dataset_size(), " samples but ", dataset_->describe(), " has ",
-           dataset_->size());
-  ZT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
-           options_.batch_size);
-  ZT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0");
-  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1, got ", options_.workers,
-           " (the threads that read one batch's samples at once); to read every sample on the "
-           "thread that calls next(), set workers = 1 and prefetch = 0");
-  const int64_t n = sampler_.num_samples();
-  batches_per_epoch_ = options_.drop_last ? n / options_.batch_size
-                                          : (n + options_.batch_size - 1) / options_.batch_size;
-  ZT_CHECK(batches_per_epoch_ >= 1, "DataLoader: rank ", sampler_.rank(), " gets ", n,
-           " samples per epoch, fewer than one batch of ", options_.batch_size,
-           "; use a smaller batch, more samples or fewer ranks");
-  ledger_ = current_ledger();
-  threads_ = num_threads();
-  ZT_CHECK(sampler_.epoch() >= 0, "DataLoader: the sampler's epoch is ", sampler_.epoch(),
-           "; the stream starts at an epoch >= 0 (set_epoch)");
-  consumer_ = {sampler_.epoch(), 0};
-}
-
-DataLoader::~DataLoader() {
-  stop();
-}
 
 namespace {
 // Rethrows `e`, the error of a dataset's get(), as a zt::Error that says where it happened
@@ -65,20 +43,126 @@ namespace {
                       "or another std::exception that says what went wrong"));
   }
 }
+
+// Whether a batch follows s: every one but the last of epoch INT64_MAX, after which no
+// epoch number is left to count (only a damaged checkpoint's position gets there). Neither
+// the producer nor next() reads the batch at a state without one, so advance never
+// overflows.
+bool has_next(const LoaderState& s, int64_t batches_per_epoch) {
+  return s.position + 1 < batches_per_epoch || s.epoch < std::numeric_limits<int64_t>::max();
+}
+
+void advance(LoaderState& s, int64_t batches_per_epoch) {
+  if (++s.position == batches_per_epoch) s = {s.epoch + 1, 0};
+}
 }  // namespace
 
-Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<bool>* cancel) {
-  if (epoch != cached_epoch_) {
-    DistributedSampler s = sampler_;
-    s.set_epoch(epoch);
-    cached_indices_ = s.indices();
-    cached_epoch_ = epoch;
+struct DataLoader::Stream {
+  struct Item {
+    Batch batch;
+    std::exception_ptr error;
+  };
+  Stream(std::shared_ptr<const Dataset> d, DistributedSampler s, LoaderOptions o, int64_t batches,
+         std::shared_ptr<MemoryLedger> l, int t)
+      : dataset(std::move(d)),
+        sampler(std::move(s)),
+        options(o),
+        batches_per_epoch(batches),
+        ledger(std::move(l)),
+        threads(t) {}
+  // A new stream from the same source (for a loader whose thread was left in a get()).
+  std::shared_ptr<Stream> renewed() const {
+    return std::make_shared<Stream>(dataset, sampler, options, batches_per_epoch, ledger, threads);
   }
-  const int64_t first = position * options_.batch_size;
+
+  // The batch at (epoch, position). With `cancel`, a read that finds it set starts no
+  // other sample, and the batch is returned unfinished (the producer drops it as it stops).
+  Batch make_batch(int64_t epoch, int64_t position, const std::atomic<bool>* cancel = nullptr);
+  void produce();
+  // The error of next() for a batch not ready within the timeout (`mu` held).
+  Error timed_out(const LoaderState& at) const;
+
+  // The source, fixed at creation.
+  const std::shared_ptr<const Dataset> dataset;
+  const DistributedSampler sampler;
+  const LoaderOptions options;
+  const int64_t batches_per_epoch;
+  const std::shared_ptr<MemoryLedger> ledger;  // the loader's creating thread's
+  // The creating thread's kernel thread count (num_threads()): the producer's, split among
+  // the workers of a batch.
+  const int threads;
+
+  // Indices of one epoch, cached (the thread that makes batches only).
+  int64_t cached_epoch = -1;
+  std::vector<int64_t> cached_indices;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Item> queue;
+  LoaderState producer;               // next batch to make
+  std::optional<LoaderState> end;     // the loader's end_, for the producer
+  std::atomic<bool> stopping{false};  // set under mu; read by the workers without it
+  bool finished = false;              // the producer has returned (under mu)
+  // The batch being made and the samples of it whose get() has not returned (under mu).
+  std::optional<LoaderState> making;
+  std::vector<int64_t> unread;
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
+                       LoaderOptions options)
+    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options) {
+  ZT_CHECK(dataset_ != nullptr, "DataLoader: no dataset");
+  ZT_CHECK(sampler_.dataset_size() == dataset_->size(), "DataLoader: the sampler covers ",
+           sampler_.dataset_size(), " samples but ", dataset_->describe(), " has ",
+           dataset_->size());
+  ZT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
+           options_.batch_size);
+  ZT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0");
+  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1, got ", options_.workers,
+           " (the threads that read one batch's samples at once); to read every sample on the "
+           "thread that calls next(), set workers = 1 and prefetch = 0");
+  ZT_CHECK(std::isfinite(options_.timeout) && options_.timeout >= 0,
+           "DataLoader: timeout must be a number of seconds >= 0 (0: no limit), got ",
+           options_.timeout);
+  ZT_CHECK(options_.timeout == 0 || options_.prefetch >= 1, "DataLoader: a timeout of ",
+           options_.timeout,
+           " s needs prefetch >= 1: with prefetch 0 the thread that calls next() reads the "
+           "samples itself and cannot stop waiting; set prefetch to 1 or more, or no timeout");
+  const int64_t n = sampler_.num_samples();
+  batches_per_epoch_ = options_.drop_last ? n / options_.batch_size
+                                          : (n + options_.batch_size - 1) / options_.batch_size;
+  ZT_CHECK(batches_per_epoch_ >= 1, "DataLoader: rank ", sampler_.rank(), " gets ", n,
+           " samples per epoch, fewer than one batch of ", options_.batch_size,
+           "; use a smaller batch, more samples or fewer ranks");
+  ZT_CHECK(sampler_.epoch() >= 0, "DataLoader: the sampler's epoch is ", sampler_.epoch(),
+           "; the stream starts at an epoch >= 0 (set_epoch)");
+  consumer_ = {sampler_.epoch(), 0};
+  stream_ = std::make_shared<Stream>(dataset_, sampler_, options_, batches_per_epoch_,
+                                     current_ledger(), num_threads());
+}
+
+DataLoader::~DataLoader() {
+  stop();
+}
+
+Batch DataLoader::Stream::make_batch(int64_t epoch, int64_t position,
+                                     const std::atomic<bool>* cancel) {
+  if (epoch != cached_epoch) {
+    DistributedSampler s = sampler;
+    s.set_epoch(epoch);
+    cached_indices = s.indices();
+    cached_epoch = epoch;
+  }
+  const int64_t first = position * options.batch_size;
   const int64_t b =
-      std::min<int64_t>(options_.batch_size, static_cast<int64_t>(cached_indices_.size()) - first);
+      std::min<int64_t>(options.batch_size, static_cast<int64_t>(cached_indices.size()) - first);
   ZT_CHECK(b >= 1, "DataLoader: batch ", position, " is past the end of epoch ", epoch);
-  const int64_t* idx = cached_indices_.data() + first;
+  const int64_t* idx = cached_indices.data() + first;
+  if (cancel) {  // the producer's batch: what a timeout names
+    std::lock_guard<std::mutex> lock(mu);
+    making = {epoch, position};
+    unread.assign(idx, idx + b);
+  }
 
   Batch out;
   out.epoch = epoch;
@@ -91,15 +175,20 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<
   std::vector<Sample> samples(static_cast<size_t>(b));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(b));
   std::atomic<int64_t> next{0};
-  const int64_t nthreads = std::min<int64_t>(options_.workers, b);
+  const int64_t nthreads = std::min<int64_t>(options.workers, b);
   auto work = [&] {
-    LedgerScope ledger(ledger_);
-    if (nthreads > 1) set_num_threads(std::max(1, threads_ / static_cast<int>(nthreads)));
+    LedgerScope scope(ledger);
+    if (nthreads > 1) set_num_threads(std::max(1, threads / static_cast<int>(nthreads)));
     for (int64_t i = next++; i < b && !(cancel && *cancel); i = next++) {
       try {
-        samples[static_cast<size_t>(i)] = dataset_->get(idx[i]);
+        samples[static_cast<size_t>(i)] = dataset->get(idx[i]);
       } catch (...) {
         errors[static_cast<size_t>(i)] = std::current_exception();
+      }
+      if (cancel) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (auto it = std::find(unread.begin(), unread.end(), idx[i]); it != unread.end())
+          unread.erase(it);
       }
     }
   };
@@ -119,7 +208,7 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<
   // Stopped (the loader is destroyed or restored elsewhere): the samples being read were
   // finished, no other was started, and the caller drops the batch.
   if (cancel && *cancel) return out;
-  auto what = [&](int64_t i) { return dataset_->describe() + " sample " + std::to_string(idx[i]); };
+  auto what = [&](int64_t i) { return dataset->describe() + " sample " + std::to_string(idx[i]); };
   // The first failing sample in batch order, whichever thread saw it first.
   for (int64_t i = 0; i < b; ++i)
     if (errors[static_cast<size_t>(i)])
@@ -137,7 +226,7 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<
   for (int64_t i = 0; i < b; ++i) {
     const Sample& s = samples[static_cast<size_t>(i)];
     check_clip(s.clip, what(i));
-    ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset_->describe(), " sample ", idx[i],
+    ZT_CHECK(s.clip.sizes() == shape, "DataLoader: ", dataset->describe(), " sample ", idx[i],
              " has shape ", shape_str(s.clip.sizes()), " but sample ", idx[0], " has ",
              shape_str(shape),
              "; clips in a batch must share a shape: make get() return one shape, or read with "
@@ -150,84 +239,127 @@ Batch DataLoader::make_batch(int64_t epoch, int64_t position, const std::atomic<
   return out;
 }
 
-void DataLoader::start() {
-  stopping_ = false;
-  producer_ = consumer_;
-  if (options_.prefetch > 0) thread_ = std::thread([this] { produce(); });
-}
-
-void DataLoader::stop() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-  }
-  cv_.notify_all();
-  if (thread_.joinable()) thread_.join();
-  queue_.clear();
-}
-
-void DataLoader::produce() {
-  LedgerScope ledger(ledger_);
-  set_num_threads(threads_);
+void DataLoader::Stream::produce() {
+  LedgerScope scope(ledger);
+  set_num_threads(threads);
+  auto finish = [&] {  // under mu
+    finished = true;
+    cv.notify_all();
+  };
   for (;;) {
     LoaderState at;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] {
-        return stopping_ || (static_cast<int64_t>(queue_.size()) < options_.prefetch &&
-                             !at_end(producer_) && has_next(producer_));
+      std::unique_lock<std::mutex> lock(mu);
+      cv.wait(lock, [&] {
+        return stopping || (static_cast<int64_t>(queue.size()) < options.prefetch &&
+                            !(end && producer == *end) && has_next(producer, batches_per_epoch));
       });
-      if (stopping_) return;
-      at = producer_;
+      if (stopping) return finish();
+      at = producer;
     }
     Item item;
     try {
-      item.batch = make_batch(at.epoch, at.position, &stopping_);
+      item.batch = make_batch(at.epoch, at.position, &stopping);
     } catch (...) {
       item.error = std::current_exception();
     }
     {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_) return;
-      queue_.push_back(std::move(item));
-      advance(producer_);
+      std::lock_guard<std::mutex> lock(mu);
+      if (stopping) return finish();
+      queue.push_back(std::move(item));
+      advance(producer, batches_per_epoch);
     }
-    cv_.notify_all();
+    cv.notify_all();
   }
+}
+
+Error DataLoader::Stream::timed_out(const LoaderState& at) const {
+  std::string left;
+  const bool started = making && *making == at;
+  if (started) {
+    constexpr size_t kNamed = 8;  // the first few; a batch may hold thousands
+    for (size_t i = 0; i < std::min(unread.size(), kNamed); ++i)
+      left += (i ? ", " : "") + std::to_string(unread[i]);
+    if (unread.size() > kNamed) left += detail::cat(" and ", unread.size() - kNamed, " more");
+  }
+  return Error(detail::cat(
+      "DataLoader::next: batch ", at.position, " of epoch ", at.epoch, " of ", dataset->describe(),
+      " was not ready within the timeout of ", options.timeout, " s: ",
+      !started       ? std::string("its reading had not started")
+      : left.empty() ? std::string("its samples were read, the batch not yet made")
+                     : detail::cat("get() has not returned for sample(s) ", left),
+      "; a get() that never returns (a file on a hung mount, a dataset waiting on "
+      "something) hangs the loader: find what it waits on, or raise the timeout "
+      "(LoaderOptions::timeout; data.timeout in the apps' YAML) if reading is just slow"));
+}
+
+void DataLoader::start() {
+  Stream& s = *stream_;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.stopping = false;
+    s.finished = false;
+    s.producer = consumer_;
+    s.end = end_;
+  }
+  if (options_.prefetch > 0) thread_ = std::thread([hold = stream_] { hold->produce(); });
+}
+
+void DataLoader::stop() {
+  Stream& s = *stream_;
+  std::unique_lock<std::mutex> lock(s.mu);
+  s.stopping = true;
+  s.cv.notify_all();
+  if (thread_.joinable() && options_.timeout > 0 &&
+      !s.cv.wait_for(lock, std::chrono::duration<double>(options_.timeout),
+                     [&] { return s.finished; })) {
+    // A get() that does not return: the thread keeps its Stream (the dataset with it) and
+    // ends when the get() does; the loader reads from a new one.
+    lock.unlock();
+    thread_.detach();
+    stream_ = s.renewed();
+    return;
+  }
+  lock.unlock();
+  if (thread_.joinable()) thread_.join();
+  s.queue.clear();
 }
 
 Batch DataLoader::next() {
   ZT_CHECK(!at_end(consumer_), "DataLoader::next: the batches restore() allowed, up to batch ",
            consumer_.position, " of epoch ", consumer_.epoch, ", were all read");
-  ZT_CHECK(has_next(consumer_), "DataLoader::next: batch ", consumer_.position, " of epoch ",
-           consumer_.epoch,
+  ZT_CHECK(has_next(consumer_, batches_per_epoch_), "DataLoader::next: batch ", consumer_.position,
+           " of epoch ", consumer_.epoch,
            " is the last an epoch count reaches (restored from a damaged "
            "position?)");
   if (options_.prefetch > 0 && !thread_.joinable()) start();
-  Item item;
+  Stream& s = *stream_;
+  Stream::Item item;
   if (options_.prefetch == 0) {
     try {
-      item.batch = make_batch(consumer_.epoch, consumer_.position);
+      item.batch = s.make_batch(consumer_.epoch, consumer_.position);
     } catch (...) {
       item.error = std::current_exception();
     }
   } else {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return !queue_.empty(); });
-    item = std::move(queue_.front());
-    queue_.pop_front();
+    std::unique_lock<std::mutex> lock(s.mu);
+    auto ready = [&] { return !s.queue.empty(); };
+    if (options_.timeout > 0) {
+      if (!s.cv.wait_for(lock, std::chrono::duration<double>(options_.timeout), ready))
+        throw s.timed_out(consumer_);
+    } else {
+      s.cv.wait(lock, ready);
+    }
+    item = std::move(s.queue.front());
+    s.queue.pop_front();
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    advance(consumer_);
-  }
-  cv_.notify_all();
+  advance(consumer_, batches_per_epoch_);
+  s.cv.notify_all();  // a producer waiting for room in the queue goes on
   if (item.error) std::rethrow_exception(item.error);
   return std::move(item.batch);
 }
 
 LoaderState DataLoader::state() const {
-  std::lock_guard<std::mutex> lock(mu_);
   return stamped(consumer_);
 }
 
@@ -300,11 +432,12 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
     stop();
     consumer_ = {state.epoch, state.position};
   }
+  end_ = end;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    end_ = end;
+    std::lock_guard<std::mutex> lock(stream_->mu);
+    stream_->end = end;
   }
-  cv_.notify_all();  // a kept producer waiting at the old end goes on
+  stream_->cv.notify_all();  // a kept producer waiting at the old end goes on
   if (!keep && options_.prefetch > 0) start();
 }
 

@@ -34,6 +34,9 @@ struct LoaderOptions {
   int64_t prefetch = 2;    ///< batches prepared ahead; 0: made synchronously in next()
   int64_t workers = 1;     ///< threads that read the samples of one batch at once
   bool drop_last = true;   ///< drop an epoch's incomplete last batch
+  /// Seconds next() waits for a batch before it throws (a dataset whose get() never
+  /// returns); 0: no limit. Needs prefetch >= 1: with prefetch 0 the calling thread reads.
+  double timeout = 0;
 };
 
 /// One batch.
@@ -75,6 +78,9 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
              LoaderOptions options);
   /// Stops the loader's threads: the samples being read are finished, no other is started.
+  /// With a timeout it waits for them that long at most; a thread still in a dataset's get()
+  /// after that is left to end on its own, holding what it reads (the dataset included),
+  /// so nothing it uses is freed under it. restore() stops them the same way.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;
@@ -82,7 +88,9 @@ class DataLoader {
   /// The next batch (moving on to the next epoch after the last one). A sample that
   /// failed to load is raised here, in stream order, as a zt::Error naming the dataset, the
   /// sample and the batch, with the dataset's own exception nested in it
-  /// (std::rethrow_if_nested); the next call returns the batch after it.
+  /// (std::rethrow_if_nested); the next call returns the batch after it. With a timeout, a
+  /// batch not ready within it is a zt::Error naming the dataset, the batch, the samples
+  /// whose get() has not returned and the timeout; the next call waits for it again.
   Batch next();
   /// Batches per epoch on this rank.
   int64_t batches_per_epoch() const { return batches_per_epoch_; }
@@ -115,24 +123,10 @@ class DataLoader {
   const LoaderOptions& options() const { return options_; }
 
  private:
-  struct Item {
-    Batch batch;
-    std::exception_ptr error;
-  };
-  // The batch at (epoch, position). With `cancel`, a read that finds it set starts no other
-  // sample, and the batch is returned unfinished (the producer drops it as it stops).
-  Batch make_batch(int64_t epoch, int64_t position, const std::atomic<bool>* cancel = nullptr);
+  struct Stream;  // what the background thread shares with the loader (loader.cpp)
   void start();
   void stop();
-  void produce();
   bool at_end(const LoaderState& s) const { return end_ && s == *end_; }
-  // Whether a batch follows s: every one but the last of epoch INT64_MAX, after which no
-  // epoch number is left to count (only a damaged checkpoint's position gets there). Neither
-  // the producer nor next() reads the batch at a state without one, so advance never
-  // overflows.
-  bool has_next(const LoaderState& s) const {
-    return s.position + 1 < batches_per_epoch_ || s.epoch < std::numeric_limits<int64_t>::max();
-  }
   // s under this loader's layout and data set (what state() and state_at_sample() return).
   LoaderState stamped(LoaderState s) const {
     s.batch_size = options_.batch_size;
@@ -140,30 +134,17 @@ class DataLoader {
     s.dataset_size = sampler_.dataset_size();
     return s;
   }
-  void advance(LoaderState& s) const {
-    if (++s.position == batches_per_epoch_) s = {s.epoch + 1, 0};
-  }
 
   std::shared_ptr<const Dataset> dataset_;
   DistributedSampler sampler_;
   LoaderOptions options_;
   int64_t batches_per_epoch_ = 0;
-  std::shared_ptr<MemoryLedger> ledger_;  // the creating thread's memory ledger
-  // The creating thread's kernel thread count (num_threads()): the producer's, split among
-  // the workers of a batch.
-  int threads_ = 1;
-
-  // Indices of one epoch, cached (producer side only).
-  int64_t cached_epoch_ = -1;
-  std::vector<int64_t> cached_indices_;
 
   LoaderState consumer_;            // next batch to return
-  LoaderState producer_;            // next batch to make
   std::optional<LoaderState> end_;  // restore's end: no batch is made or returned from here
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  std::deque<Item> queue_;
-  std::atomic<bool> stopping_{false};  // set under mu_; read by the workers without it
+  // The batches' source and queue. The producer thread holds it too: one left in a get()
+  // that does not return is detached with it, and the loader goes on with a new one.
+  std::shared_ptr<Stream> stream_;
   std::thread thread_;
 };
 

@@ -420,7 +420,8 @@ const std::vector<std::string>& resume_ignored_keys() {
                                                 "train.checkpoint_every",
                                                 "train.keep_checkpoints",
                                                 "data.workers",
-                                                "data.prefetch"};
+                                                "data.prefetch",
+                                                "data.timeout"};
   return keys;
 }
 

@@ -144,6 +144,12 @@ TEST(Config, PrefetchZeroReadsInTheStep) {
             std::string::npos);
 }
 
+// data.timeout: seconds a step waits for its batch, 0 (no limit) by default.
+TEST(Config, DataTimeoutIsSeconds) {
+  EXPECT_EQ(parse_app_config(parse_yaml("data: {prefetch: 1}\n"), App::vqtok).data.timeout, 0.0);
+  EXPECT_EQ(parse_app_config(parse_yaml("data: {timeout: 2.5}\n"), App::vqtok).data.timeout, 2.5);
+}
+
 // Each zero_optimization size key reaches its own field of the engine's config.
 TEST(Config, ZeroOptimizationSizesReachTheirOwnFields) {
   const AppConfig c = parse_app_config(
