@@ -11,6 +11,8 @@
 #include <memory>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "core/text_file.h"
@@ -105,18 +107,32 @@ std::string png_damage(std::FILE* f) {
   return "";
 }
 
-// Why the JPEG `f` is damaged where stb would not notice: a Huffman table (DHT) of more
-// codes than the 256 a table holds, which stb's table builder writes past its arrays for,
-// even in its header query ("" for a sound file, and for another format). Only the
-// marker segments are walked: the entropy-coded data between them is skipped by memchr
-// over the file read whole (a byte-at-a-time read costs more than the walk).
-std::string jpeg_damage(std::FILE* f) {
-  std::rewind(f);
-  if (std::fgetc(f) != 0xff || std::fgetc(f) != 0xd8 || std::fseek(f, 0, SEEK_END) != 0) return "";
-  const long size = std::ftell(f);
-  std::vector<unsigned char> b(static_cast<size_t>(std::max(size, 0L)));
-  std::rewind(f);
-  if (b.empty() || std::fread(b.data(), 1, b.size(), f) != b.size()) return "";
+// The whole file `f` when it is a JPEG (it starts with FF D8), else nothing: its Huffman
+// tables are checked in these bytes (jpeg_damage) and stb decodes them from memory, so the
+// file is read once. Read from where fopen left it, without a seek that would read its
+// first bytes again; a file that shrank since its size was taken is read as it now is.
+std::vector<unsigned char> read_jpeg(std::FILE* f) {
+  struct stat st {};
+  unsigned char magic[2] = {};
+  if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 2 ||
+      std::fread(magic, 1, 2, f) != 2 || magic[0] != 0xff || magic[1] != 0xd8) {
+    std::rewind(f);
+    return {};
+  }
+  std::vector<unsigned char> b(static_cast<size_t>(st.st_size));
+  b[0] = magic[0];
+  b[1] = magic[1];
+  b.resize(2 + std::fread(b.data() + 2, 1, b.size() - 2, f));
+  return b;
+}
+
+// Why the JPEG `b` (a file's bytes) is damaged where stb would not notice: a Huffman table
+// (DHT) of more codes than the 256 a table holds, which stb's table builder writes past its
+// arrays for, even in its header query ("" for a sound file, and for another format). Only
+// the marker segments are walked: the entropy-coded data between them is skipped by memchr
+// (a byte-at-a-time read costs more than the walk).
+std::string jpeg_damage(const std::vector<unsigned char>& b) {
+  if (b.size() < 2 || b[0] != 0xff || b[1] != 0xd8) return "";
   // The byte at i, 0 past the end (as stb reads a count there).
   auto at = [&](size_t i) -> int { return i < b.size() ? b[i] : 0; };
   for (size_t i = 2; i < b.size();) {
@@ -150,38 +166,54 @@ std::string jpeg_damage(std::FILE* f) {
   return "";
 }
 
-// stb's header query of `f` (the file at `path`) into h, w, with an image too large to
+// An image file open; `bytes` holds the whole file where a check read it (a JPEG: read_jpeg),
+// and stb then reads those bytes instead of the file.
+struct OpenFile {
+  File f{nullptr, std::fclose};
+  std::vector<unsigned char> bytes;
+  // The bytes stb reads from memory (stb counts in int): none for a file over 2 GiB, which
+  // it reads through the file.
+  bool in_memory() const { return !bytes.empty() && bytes.size() <= INT_MAX; }
+};
+
+// stb's header query of `o` (the file at `path`) into h, w, with an image too large to
 // decode refused by its size; false (stbi_failure_reason says why) when stb cannot tell
 // the size.
-bool header_size(const std::string& path, std::FILE* f, int& h, int& w) {
+bool header_size(const std::string& path, const OpenFile& o, int& h, int& w) {
   int n = 0;
-  std::rewind(f);
-  if (stbi_info_from_file(f, &w, &h, &n)) {
+  std::rewind(o.f.get());
+  if (o.in_memory()
+          ? stbi_info_from_memory(o.bytes.data(), static_cast<int>(o.bytes.size()), &w, &h, &n)
+          : stbi_info_from_file(o.f.get(), &w, &h, &n)) {
     // A BMP stored top-down has a negative height in its header, which stb's query passes
     // on as it is (its decoder takes the magnitude).
     if (h < 0) h = h == INT_MIN ? INT_MAX : -h;
     check_pixels(path, h, w);
     return true;
   }
-  const auto [ph, pw] = png_size(f);
+  const auto [ph, pw] = png_size(o.f.get());
   if (ph > 0 && pw > 0) check_pixels(path, ph, pw);
   return false;
 }
 
 // The file at `path` open, with its header's size in h, w; an empty File and `why` when it
 // does not open (gone since its folder was listed, unreadable) or stb reads no header.
-File open_image(const std::string& path, int& h, int& w, std::string& why) {
-  File f = open_file(path);
-  if (!f) {
+OpenFile open_image(const std::string& path, int& h, int& w, std::string& why) {
+  OpenFile o;
+  o.f = open_file(path);
+  if (!o.f) {
     why = std::string("cannot open it: ") + std::strerror(errno);
-  } else if (const std::string damage = jpeg_damage(f.get()); !damage.empty()) {
-    why = "corrupt file (" + damage + ")";
-    f.reset();
-  } else if (!header_size(path, f.get(), h, w)) {
-    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
-    f.reset();
+    return o;
   }
-  return f;
+  o.bytes = read_jpeg(o.f.get());
+  if (const std::string damage = jpeg_damage(o.bytes); !damage.empty()) {
+    why = "corrupt file (" + damage + ")";
+    o.f.reset();
+  } else if (!header_size(path, o, h, w)) {
+    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    o.f.reset();
+  }
+  return o;
 }
 
 // A file stb decodes through callbacks that note a read past its end. stb's BMP and TGA
@@ -228,13 +260,17 @@ size_t decode_cap(int64_t h, int64_t w) {
   return 2 * static_cast<size_t>((h + 16) * (8 * (w + 16) + 1)) + (size_t{1} << 20);
 }
 
-// Decodes `path` (an h x w image by its header) as 8-bit RGB; *truncated tells a file
+// Decodes the file `o` (an h x w image by its header) as 8-bit RGB; *truncated tells a file
 // that ended before the decoder was done (its pixels are then partly made up). Null when
 // stb fails (stbi_failure_reason).
-unsigned char* decode_rgb(std::FILE* f, int& h, int& w, bool& truncated) {
+unsigned char* decode_rgb(const OpenFile& o, int& h, int& w, bool& truncated) {
   const StbAllocCap cap(decode_cap(h, w));
+  int n = 0;
+  truncated = false;
+  if (o.in_memory())  // a JPEG, whose decoder checks for the end of its data itself
+    return stbi_load_from_memory(o.bytes.data(), static_cast<int>(o.bytes.size()), &w, &h, &n, 3);
   Reader r;
-  r.f = f;
+  r.f = o.f.get();
   std::rewind(r.f);
   unsigned char magic[2] = {};
   const bool png_or_jpeg =
@@ -242,7 +278,6 @@ unsigned char* decode_rgb(std::FILE* f, int& h, int& w, bool& truncated) {
       ((magic[0] == 0x89 && magic[1] == 'P') || (magic[0] == 0xff && magic[1] == 0xd8));
   std::rewind(r.f);
   const stbi_io_callbacks io{Reader::read, Reader::skip, Reader::eof};
-  int n = 0;
   unsigned char* px = stbi_load_from_callbacks(&io, &r, &w, &h, &n, 3);
   truncated = r.past_end && !png_or_jpeg;
   return px;
@@ -252,18 +287,19 @@ unsigned char* decode_rgb(std::FILE* f, int& h, int& w, bool& truncated) {
 
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
-  const File f = open_image(path, h, w, why);  // one open: the header, the CRCs, the pixels
-  if (!f) return false;
+  // One open: the header, the CRCs, the pixels; a JPEG is read once, into memory.
+  const OpenFile o = open_image(path, h, w, why);
+  if (!o.f) return false;
   if (h <= 0 || w <= 0) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
     return false;
   }
-  if (const std::string damage = png_damage(f.get()); !damage.empty()) {
+  if (const std::string damage = o.bytes.empty() ? png_damage(o.f.get()) : ""; !damage.empty()) {
     why = "corrupt file (" + damage + ")";
     return false;
   }
   bool truncated = false;
-  unsigned char* px = decode_rgb(f.get(), h, w, truncated);
+  unsigned char* px = decode_rgb(o, h, w, truncated);
   if (px != nullptr && truncated) {
     stbi_image_free(px);
     why = detail::cat("truncated file (its header reads as a ", h, "x", w,
@@ -295,7 +331,7 @@ Image load_image(const std::string& path) {
 std::pair<int64_t, int64_t> image_size(const std::string& path) {
   int w = 0, h = 0;
   std::string why;
-  ZT_CHECK(open_image(path, h, w, why), "cannot read image '", path, "': ", why);
+  ZT_CHECK(open_image(path, h, w, why).f, "cannot read image '", path, "': ", why);
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
   return {h, w};  // header_size checked the pixel count
 }

@@ -1,0 +1,66 @@
+// How often an image's file is read: a JPEG once. Its Huffman-table check (jpeg_damage)
+// reads the file whole, and stb decodes those bytes instead of reading the file again.
+// Counted with Linux's /proc/self/io (rchar: the bytes this process's read calls returned).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "data/data_test_util.h"
+#include "data/image.h"
+#include "stb_image.h"
+#include "stb_image_write.h"
+
+namespace zt::data {
+namespace {
+
+namespace fs = std::filesystem;
+
+// The bytes read so far by this process (/proc/self/io's rchar); -1 where it is not known.
+int64_t bytes_read() {
+  std::ifstream io("/proc/self/io");
+  std::string key;
+  int64_t value = 0;
+  while (io >> key >> value)
+    if (key == "rchar:") return value;
+  return -1;
+}
+
+TEST(ImageRead, AJpegIsReadFromItsFileOnce) {
+  if (bytes_read() < 0) GTEST_SKIP() << "no /proc/self/io to count the bytes read";
+  // Noise at quality 95 compresses little: a file of hundreds of KiB, far past stdio's
+  // buffer, so a second reading would show.
+  const int w = 512, h = 384;
+  std::vector<uint8_t> rgb(static_cast<size_t>(w * h * 3));
+  uint32_t x = 12345;
+  for (uint8_t& v : rgb) {
+    x = x * 1664525u + 1013904223u;
+    v = static_cast<uint8_t>(x >> 24);
+  }
+  const std::string jpg = datatest::temp_dir() + "/noise.jpg";
+  ASSERT_TRUE(stbi_write_jpg(jpg.c_str(), w, h, 3, rgb.data(), 95));
+  const int64_t size = static_cast<int64_t>(fs::file_size(jpg));
+  ASSERT_GT(size, 200'000);
+
+  const int64_t before = bytes_read();
+  const Image img = load_image(jpg);
+  const int64_t read = bytes_read() - before;
+  EXPECT_GE(read, size);
+  EXPECT_LT(read, size + size / 4)
+      << "a " << size << "-byte JPEG took " << read << " bytes of reads to load";
+
+  // The pixels are stb's decoding of the file.
+  int sw = 0, sh = 0, n = 0;
+  unsigned char* ref = stbi_load(jpg.c_str(), &sw, &sh, &n, 3);
+  ASSERT_NE(ref, nullptr);
+  EXPECT_EQ(img.height, h);
+  EXPECT_EQ(img.width, w);
+  EXPECT_EQ(img.rgb, std::vector<uint8_t>(ref, ref + static_cast<size_t>(w) * h * 3));
+  stbi_image_free(ref);
+}
+
+}  // namespace
+}  // namespace zt::data
