@@ -25,25 +25,68 @@
 // saves); the FLOPs above leave the recomputation out, as MFU does. --flash-tiles sets the
 // fused attention kernels' tile shapes (zt-bench attention times each one), --flash-backward
 // their backward's way to dq (split, or atomic: one pass and f32 atomics, flash_shapes.h).
+// Each step is reported on stderr as it ends (its time and about how long the rest takes),
+// stdout holding the JSON alone: GPT-2 small's shape takes a minute or so a step on a few
+// CPU cores.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 #include "apps/bench/bench.h"
 #include "apps/common/cli_checks.h"
+#include "apps/common/progress.h"
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
 #include "core/cuda/flash_params.h"
 #include "core/cuda/flash_shapes.h"
 #include "core/ops.h"
 #include "core/parallel.h"
+#include "core/plural.h"
 #include "core/step_graph.h"
 #include "zero/zero.h"
 
 namespace {
 
 using namespace zt;
+
+// A smaller shape than GPT-2 small's, for a measurement on the CPU that takes seconds.
+constexpr const char* kCpuShape = "--layers 4 --width 256 --heads 4 --seq 256 --vocab 4096";
+
+// The run's steps on stderr as they end: "zt-bench gpt: step 2/5 (timed) 61.3s, about 3m04s
+// left" (the step's time, "412ms" under a second; the rest at the mean step so far). Said
+// for the first and the last step, and for others a second or more after the line before:
+// a run of small steps prints a few lines, not thousands. Silent when `on` is false (ranks
+// but the first).
+class StepNotes {
+ public:
+  StepNotes(bool on, int total)
+      : on_(on), total_(total), start_(Clock::now()), said_(start_), last_(start_) {}
+  /// `n` more steps of kind `kind` (warm-up, timed, ...) have ended.
+  void done(const char* kind, int n = 1) {
+    const auto now = Clock::now();
+    const double took = std::chrono::duration<double>(now - last_).count() / n;
+    last_ = now;
+    done_ += n;
+    if (!on_ || (done_ > n && done_ < total_ && now - said_ < std::chrono::seconds(1))) return;
+    said_ = now;
+    const double mean = std::chrono::duration<double>(now - start_).count() / done_;
+    std::string left;
+    if (done_ < total_)
+      left = ", about " + zt::app::format_duration(mean * (total_ - done_)) + " left";
+    char time[32];
+    std::snprintf(time, sizeof time, took < 1 ? "%.0fms" : "%.1fs", took < 1 ? 1e3 * took : took);
+    std::fprintf(stderr, "zt-bench gpt: step %d/%d (%s) %s%s\n", done_, total_, kind, time,
+                 left.c_str());
+  }
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  bool on_;
+  int total_, done_ = 0;
+  Clock::time_point start_, said_, last_;
+};
 
 }  // namespace
 
@@ -113,6 +156,12 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   app.add_option("--peak-tflops", peak_tflops,
                  "the device's dense peak for --dtype, for MFU (default: H200's on cuda)");
   app.add_gpu_math_options();  // --tf32 for f32 on a GPU; --gemm-benchmark
+  app.footer(std::string("Each step is reported on stderr as it ends; stdout holds the JSON "
+                         "alone. The default shape, GPT-2 small's, is a GPU's: on a few CPU "
+                         "cores each of its steps takes a minute or so (and the run takes a "
+                         "warm-up step, the --steps and one more); for a CPU measurement in "
+                         "seconds try ") +
+             kCpuShape);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
   spec.fused_qkv = qkv == "fused";
@@ -161,10 +210,28 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   }
   // f32 under --tf32 all multiplies on TF32 tensor cores: their peak, not plain f32's.
   if (peak_tflops < 0)
-    peak_tflops = !device.is_cuda()  ? 0.0
-                  : dtype == "bf16"  ? 989.0
-                  : tf32().matmul    ? 494.7
-                                     : 67.0;
+    peak_tflops = !device.is_cuda() ? 0.0 : dtype == "bf16" ? 989.0 : tf32().matmul ? 494.7 : 67.0;
+
+  // The steps the run takes: the warm-up (with --cuda-graph 2 and the capture), the timed
+  // ones, the one the work counts are taken from, and --kernels' profiled ones.
+  const int warmups = graphed ? 3 : 1, all_steps = warmups + steps + 1 + (kernels ? steps : 0);
+  const bool default_shape = app.count("--layers") + app.count("--width") + app.count("--heads") +
+                                 app.count("--seq") + app.count("--vocab") ==
+                             0;
+  const std::string on = ranks > 1 ? counted(ranks, "thread rank") : device.str();
+  std::fprintf(stderr,
+               "zt-bench gpt: %s, width %lld, %s, context %lld, vocabulary %lld (%.3gM "
+               "parameters), batch %d on %s, %s: %s\n",
+               counted(spec.n_layer, "layer").c_str(), static_cast<long long>(spec.n_embd),
+               counted(spec.n_head, "head").c_str(), static_cast<long long>(spec.block_size),
+               static_cast<long long>(spec.vocab_size),
+               static_cast<double>(spec.count_parameters()) / 1e6, batch, on.c_str(), dtype.c_str(),
+               counted(all_steps, "step").c_str());
+  if (!device.is_cuda() && default_shape)
+    std::fprintf(stderr,
+                 "zt-bench gpt: note: GPT-2 small's shape takes a minute or so a step on a "
+                 "few CPU cores; for a measurement in seconds try %s\n",
+                 kCpuShape);
 
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
     if (threads > 0) set_num_threads(threads);  // else its share of the process's count
@@ -185,6 +252,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     const Tensor targets = ids.narrow(1, 1, spec.block_size).contiguous();
 
     using Clock = std::chrono::steady_clock;
+    StepNotes notes(comm.rank() == 0, all_steps);
     auto at = [&](const Tensor& last) {
       bench::sync(last);
       return Clock::now();
@@ -209,6 +277,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         const auto t0 = Clock::now();
         loss = graph->run(step, [&] { engine.before_replay(); })[0].item();
         if (i >= 3) total.push_back(ms(t0, Clock::now()));
+        notes.done(i < 2 ? "warm-up" : i == 2 ? "capture" : "timed");
       }
     }
     for (int i = 0; i <= (graphed ? -1 : steps); ++i) {
@@ -223,6 +292,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       // The loss, not a parameter: the step has released every non-persistent one.
       const auto t3 = at(l);
       loss = l.item();
+      notes.done(i == 0 ? "warm-up" : "timed");
       if (i == 0) continue;  // warm-up: records the trace, allocates the caches
       fwd.push_back(ms(t0, t1));
       bwd.push_back(ms(t1, t2));
@@ -236,7 +306,9 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
       else
         step();
     });
+    notes.done("work counts");
     const std::string profile = kernels ? bench::kernel_profile_json("gpt", steps, step) : "";
+    if (kernels) notes.done("kernel profile", steps);
     if (comm.rank() != 0) return;
     const double n = static_cast<double>(spec.count_parameters());
     // The parameters that multiply: all but the token and position tables (lookups; a
@@ -280,8 +352,7 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
         static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
         n_matmul, tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
-        tokens / step_s, tflops, peak_tflops,
-        mfu, loss, work.c_str(),
+        tokens / step_s, tflops, peak_tflops, mfu, loss, work.c_str(),
         engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);
     std::fflush(stdout);

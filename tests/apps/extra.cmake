@@ -326,6 +326,14 @@ if(TARGET zt-bench)
   zt_check_test(apps.bench.gpt_tied 0 60 "\"bench\":\"gpt\".*\"gemm_benchmark\":true.*\"tied\":true.*\"params\":29536,.*\"tokens_per_s\":[0-9]"
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 32 --heads 2 --seq 16 --vocab 512 --batch 2
     --steps 1 --tie-embeddings --gemm-benchmark)
+  # The run says on stderr what it measures and each step as it ends (the first and the last
+  # at least, with the time left), as GPT-2 small's shape takes minutes on the CPU; its
+  # --help says so and names a smaller shape.
+  zt_check_test(apps.bench.gpt_progress 0 60 "zt-bench gpt: 1 layer, width 32, 2 heads, context 16, vocabulary 512 \\([0-9.]+M parameters\\), batch 2 on cpu, f32: 4 steps\nzt-bench gpt: step 1/4 \\(warm-up\\) [0-9.]+m?s, about [0-9hms]+ left\n.*zt-bench gpt: step 4/4 \\(work counts\\) [0-9.]+m?s\n.*\"bench\":\"gpt\""
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 32 --heads 2 --seq 16 --vocab 512 --batch 2
+    --steps 2)
+  zt_check_test(apps.bench.gpt_help_cpu_shape 0 30 "on a few CPU cores each of its steps takes a minute or so.*try --layers 4 --width 256 --heads 4 --seq 256 --vocab 4096"
+    $<TARGET_FILE:zt-bench> gpt --help)
 endif()
 
 # vqgpt sample --num is bounded (one grid image): a mistake on the command line (exit 2).
