@@ -124,6 +124,15 @@ std::string nearest_name(const std::string& given, const std::vector<std::string
 /// else "": a "did you mean" that helps.
 std::string close_name(const std::string& given, const std::vector<std::string>& names);
 
+/// The name `names` spells `value` by (the table Section::get_enum reads it with), "?"
+/// where none does.
+template <typename E>
+const char* enum_name(const std::vector<std::pair<std::string, E>>& names, E value) {
+  for (const auto& [name, v] : names)
+    if (v == value) return name.c_str();
+  return "?";
+}
+
 /// Strict reader of one mapping node into a struct. Every get*() declares a valid key;
 /// finish() fails on any key present but never declared.
 class Section {
