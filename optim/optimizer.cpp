@@ -1,6 +1,7 @@
 // Optimizer base: step bookkeeping, lazily created state, state dict save/load.
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -417,24 +418,39 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),
            "\n  (was the state saved for the same parameters and partitioning?)");
 
+  // Staged before anything changes: every slot the state needs, the parameter's own where
+  // it has one (the same shape, dtype and device), else a new one. Only these allocations
+  // can fail (out of memory); one that does leaves the optimizer as it was.
   autograd::NoGradGuard ng;
-  for (auto& st : state_) {  // state, not settings
-    st.slots.clear();
-    st.step = 0;
+  std::vector<std::map<std::string, Tensor>> slots(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (const std::string& s : given[i]) {
+      auto it = state_[i].slots.find(s);
+      if (it != state_[i].slots.end()) {
+        slots[i][s] = it->second;
+      } else {
+        MemTagScope tag(MemTag::kOptimState);
+        const Tensor& p = params_[i].second;
+        slots[i][s] = zeros(p.sizes(), p.dtype(), p.device());
+      }
+    }
+  try {
+    for (const auto& [k, t] : state) {
+      if (k == "step") continue;
+      const auto& [i, s] = expected.at(k);
+      if (!s.empty()) slots[i].at(s).copy_(t);
+    }
+  } catch (const std::exception& e) {  // a copy failed after others were written
+    broken_ = std::string("load_state_dict failed part-way: ") + e.what();
+    throw;
   }
+  for (size_t i = 0; i < params_.size(); ++i) {  // state, not settings
+    state_[i].slots = std::move(slots[i]);
+    state_[i].step = std::max<int64_t>(steps[i], 0);
+  }
+  for (const auto& [k, t] : state)
+    if (k == "step") step_count_ = static_cast<int64_t>(t.item());
   broken_.clear();  // the loaded state is whole
-  for (const auto& [k, t] : state) {
-    if (k == "step") {
-      step_count_ = static_cast<int64_t>(t.item());
-      continue;
-    }
-    const auto& [i, s] = expected.at(k);
-    if (s.empty()) {
-      state_[i].step = static_cast<int64_t>(t.item());
-    } else {
-      slot(state_[i], s, params_[i].second).copy_(t);
-    }
-  }
 }
 
 }  // namespace zt::optim

@@ -94,8 +94,10 @@ class Optimizer {
   /// Restores a state_dict() (values copied). Unknown keys, shape mismatches and
   /// incomplete per-parameter state (slots without "<param>.step"; where
   /// slots_required(), a step > 0 without every slot) are reported together, by name, in
-  /// one error. Refused once a step was captured in a CUDA graph (the state tensors are
-  /// made anew).
+  /// one error. A refused load, or one whose new state tensors cannot be allocated, leaves
+  /// the optimizer as it was; state tensors it already holds are written in place (a
+  /// state_dict() taken before, not cloned, shows the loaded values). Refused once a step
+  /// was captured in a CUDA graph (the graph holds the state's addresses).
   void load_state_dict(const NamedTensors& state);
 
  protected:

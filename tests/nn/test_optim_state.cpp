@@ -1,0 +1,85 @@
+// Optimizer state loads: a load that fails, out of memory for the new state included,
+// leaves the optimizer as it was, and one into an optimizer that has state continues as a
+// fresh optimizer loaded with the same state would.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/test_util.h"
+#include "core/allocator.h"
+#include "optim/optim.h"
+
+using namespace zt;
+
+namespace {
+
+// Two parameters of 1024 elements (4 KiB each in f32).
+optim::NamedTensors two_params() {
+  optim::NamedTensors ps;
+  for (const char* name : {"a", "b"}) {
+    Tensor p = full({1024}, 0.5, DType::f32);
+    p.set_requires_grad(true);
+    ps.emplace_back(name, p);
+  }
+  return ps;
+}
+
+// Three Adam steps over `ps` with gradients 0.1, 0.2, 0.3; the state, cloned.
+optim::NamedTensors trained_state(const optim::NamedTensors& ps) {
+  optim::Adam adam(ps, optim::AdamOptions(0.01));
+  for (int s = 1; s <= 3; ++s) {
+    for (const auto& [n, p] : ps) p.set_grad(full({1024}, 0.1 * s, DType::f32));
+    adam.step();
+  }
+  optim::NamedTensors out;
+  for (const auto& [k, t] : adam.state_dict()) out.emplace_back(k, t.clone());
+  return out;
+}
+
+}  // namespace
+
+// The moments of a fresh optimizer are allocated by the load: when memory runs out after
+// the first parameter's, nothing is loaded (before, parameter a's state and the step count
+// were, and a step then updated b as at step 3 from zero moments).
+TEST(OptimizerState, ALoadOutOfMemoryLeavesTheOptimizerAsItWas) {
+  const optim::NamedTensors saved = trained_state(two_params());
+  const optim::NamedTensors ps = two_params();
+  optim::Adam adam(ps, optim::AdamOptions(0.01));
+  {
+    auto ledger = std::make_shared<MemoryLedger>("rank 0");
+    LedgerScope scope(ledger);
+    ledger->set_limit(Device::cpu(), 3 * 4096);  // three of the four moments
+    EXPECT_TRUE(test::throws_with([&] { adam.load_state_dict(saved); }, "out of memory"));
+  }
+  EXPECT_EQ(adam.step_count(), 0);
+  EXPECT_EQ(adam.state_dict().size(), 1u) << "only the step count 0: no parameter has state";
+  EXPECT_TRUE(adam.consistent());
+  // With the memory it needs, the same load takes.
+  adam.load_state_dict(saved);
+  EXPECT_EQ(adam.step_count(), 3);
+  EXPECT_EQ(adam.state_dict().size(), 7u);
+}
+
+// A load into an optimizer with state writes its state tensors: the next steps are those
+// of a fresh optimizer loaded with the same state, and the optimizer's own state loads
+// into itself unchanged.
+TEST(OptimizerState, ALoadOverStateEqualsALoadIntoAFreshOptimizer) {
+  const optim::NamedTensors saved = trained_state(two_params());
+  const optim::NamedTensors ps = two_params(), qs = two_params();
+  optim::Adam used(ps, optim::AdamOptions(0.01)), fresh(qs, optim::AdamOptions(0.01));
+  for (const auto& [n, p] : ps) p.set_grad(full({1024}, -1.0, DType::f32));
+  used.step();
+  used.load_state_dict(saved);
+  used.load_state_dict(used.state_dict());
+  fresh.load_state_dict(saved);
+  for (size_t i = 0; i < ps.size(); ++i) ps[i].second.detach().copy_(qs[i].second.detach());
+  for (int s = 0; s < 2; ++s) {
+    for (const auto& ts : {ps, qs})
+      for (const auto& [n, p] : ts) p.set_grad(full({1024}, 0.05, DType::f32));
+    used.step();
+    fresh.step();
+  }
+  EXPECT_EQ(used.step_count(), 5);
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(ps[i].second.to_vector(), qs[i].second.to_vector()) << ps[i].first;
+}
