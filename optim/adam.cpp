@@ -9,15 +9,16 @@
 namespace zt::optim {
 
 Adam::Adam(NamedTensors params, const AdamOptions& o, bool decoupled)
-    : Optimizer(std::move(params), o.lr(), o.weight_decay(), {"exp_avg", "exp_avg_sq"}),
+    : Optimizer(std::move(params), checked_lr(decoupled ? "AdamW" : "Adam", o.lr()),
+                o.weight_decay(), {"exp_avg", "exp_avg_sq"}),
       options_(o),
       decoupled_(decoupled) {
-  ZT_CHECK(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1,
-           "Adam: betas must be in [0, 1), got (", o.beta1(), ", ", o.beta2(), ")");
-  ZT_CHECK(std::isfinite(o.eps()) && o.eps() > 0, "Adam: eps must be finite and > 0, got ", o.eps(),
-           " (it keeps m / (sqrt(v) + eps) finite where gradients are 0)");
-  ZT_CHECK(std::isfinite(o.weight_decay()) && o.weight_decay() >= 0,
-           "Adam: weight_decay must be finite and >= 0, got ", o.weight_decay());
+  ZT_CHECK(o.beta1() >= 0 && o.beta1() < 1 && o.beta2() >= 0 && o.beta2() < 1, kind(),
+           ": betas must be in [0, 1), got (", o.beta1(), ", ", o.beta2(), ")");
+  ZT_CHECK(std::isfinite(o.eps()) && o.eps() > 0, kind(), ": eps must be finite and > 0, got ",
+           o.eps(), " (it keeps m / (sqrt(v) + eps) finite where gradients are 0)");
+  ZT_CHECK(std::isfinite(o.weight_decay()) && o.weight_decay() >= 0, kind(),
+           ": weight_decay must be finite and >= 0, got ", o.weight_decay());
 }
 
 std::map<std::string, double> Adam::hyper_parameters() const {

@@ -48,10 +48,14 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
   }
 }
 
+double Optimizer::checked_lr(const std::string& who, double lr) {
+  ZT_CHECK(std::isfinite(lr) && lr >= 0, who.empty() ? "optimizer" : who,
+           ": learning rate must be finite and >= 0, got ", lr);
+  return lr;
+}
+
 void Optimizer::set_lr(double lr) {
-  ZT_CHECK(std::isfinite(lr) && lr >= 0, "optimizer: learning rate must be finite and >= 0, got ",
-           lr);
-  lr_ = lr;
+  lr_ = checked_lr(kind(), lr);
 }
 
 void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {

@@ -101,6 +101,10 @@ class Optimizer {
   void load_state_dict(const NamedTensors& state);
 
  protected:
+  /// `lr` when it is a learning rate (finite, >= 0), else an error naming `who` (the
+  /// optimizer's kind()) and the value. Subclasses check their options' lr with it before
+  /// the base is made.
+  static double checked_lr(const std::string& who, double lr);
   /// Per-parameter state: slot tensors (created on first use) and the number of updates,
   /// and the parameter's settings (loading state keeps them).
   struct ParamState {

@@ -8,7 +8,9 @@
 namespace zt::optim {
 
 SGD::SGD(NamedTensors params, const SGDOptions& o)
-    : Optimizer(std::move(params), o.lr(), o.weight_decay(), {"momentum_buffer"}), options_(o) {
+    : Optimizer(std::move(params), checked_lr("SGD", o.lr()), o.weight_decay(),
+                {"momentum_buffer"}),
+      options_(o) {
   // PyTorch's ranges (momentum and dampening past 1 are allowed), finite.
   ZT_CHECK(std::isfinite(o.momentum()) && o.momentum() >= 0,
            "SGD: momentum must be finite and >= 0, got ", o.momentum());

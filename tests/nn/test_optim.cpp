@@ -176,7 +176,7 @@ TEST(Optimizer, SettingsOutOfRangeOrNotFiniteAreRefused) {
       {[&] { sgd(optim::SGDOptions(0.1).weight_decay(inf)); },
        "SGD: weight_decay must be finite and >= 0"},
       {[&] { adam(optim::AdamOptions(0.1).weight_decay(inf)); },
-       "Adam: weight_decay must be finite and >= 0"},
+       "AdamW: weight_decay must be finite and >= 0"},
       {[&] { adam(optim::AdamOptions(0.1).eps(inf)); }, "eps must be finite and > 0, got inf"},
       {[&] { optim::LrSchedule::constant(inf); }, "lr must be finite and >= 0, got inf"},
       {[&] { optim::LrSchedule::warmup_cosine(inf, 0, 10, 0); }, "both finite, got base inf"},

@@ -1,0 +1,52 @@
+// Optimizer options out of range: each error names the optimizer (AdamW as
+// AdamW), the option and the value given.
+#include <cmath>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/test_util.h"
+#include "optim/optim.h"
+
+using namespace zt;
+
+namespace {
+
+optim::NamedTensors one_param() {
+  Tensor p = from_vector({1.0, 2.0}, {2});
+  p.set_requires_grad(true);
+  return {{"w", p}};
+}
+
+}  // namespace
+
+TEST(OptimizerOptions, ErrorsNameTheOptimizerAndTheValue) {
+  const double nan = std::nan("");
+  const std::vector<std::pair<std::function<void()>, std::string>> cases = {
+      {[] { optim::SGD(one_param(), optim::SGDOptions(-0.1)); },
+       "SGD: learning rate must be finite and >= 0, got -0.1"},
+      {[] { optim::Adam(one_param(), optim::AdamOptions(-1)); },
+       "Adam: learning rate must be finite and >= 0, got -1"},
+      {[] { optim::AdamW(one_param(), optim::AdamWOptions(-2)); },
+       "AdamW: learning rate must be finite and >= 0, got -2"},
+      {[] { optim::AdamW(one_param(), optim::AdamWOptions().betas(0.9, 1.0)); },
+       "AdamW: betas must be in [0, 1), got (0.9, 1)"},
+      {[&] { optim::AdamW(one_param(), optim::AdamWOptions().betas(nan, 0.999)); },
+       "AdamW: betas must be in [0, 1), got (nan, 0.999)"},
+      {[] { optim::Adam(one_param(), optim::AdamOptions().betas(-0.1, 0.999)); },
+       "Adam: betas must be in [0, 1), got (-0.1, 0.999)"},
+      {[] { optim::AdamW(one_param(), optim::AdamWOptions().eps(0)); },
+       "AdamW: eps must be finite and > 0, got 0"},
+      {[] { optim::SGD(one_param(), optim::SGDOptions(0.1).momentum(-0.5)); },
+       "SGD: momentum must be finite and >= 0, got -0.5"},
+      {[] { optim::SGD(one_param(), optim::SGDOptions(0.1).nesterov(true)); },
+       "SGD: nesterov needs momentum > 0 and dampening 0, got momentum 0"},
+  };
+  for (const auto& [make, message] : cases)
+    EXPECT_TRUE(test::throws_with(make, message)) << message;
+  // A learning rate set later (a schedule's) is named the same way, and not taken.
+  optim::AdamW adamw(one_param(), optim::AdamWOptions(0.1));
+  EXPECT_TRUE(test::throws_with([&] { adamw.set_lr(-3); },
+                                "AdamW: learning rate must be finite and >= 0, got -3"));
+  EXPECT_EQ(adamw.lr(), 0.1);
+}
