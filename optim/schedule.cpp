@@ -32,9 +32,10 @@ LrSchedule LrSchedule::warmup_cosine(double base, int64_t warmup, int64_t total,
 }
 
 LrSchedule LrSchedule::step(double base, int64_t step_size, double gamma) {
-  ZT_CHECK(base >= 0 && step_size > 0 && gamma > 0,
-           "LrSchedule::step: need base >= 0, step_size > 0, gamma > 0; got ", base, ", ",
-           step_size, ", ", gamma);
+  ZT_CHECK(std::isfinite(base) && base >= 0 && step_size > 0 && std::isfinite(gamma) && gamma > 0,
+           "LrSchedule::step: need a finite base >= 0, step_size > 0 and a finite gamma > 0; "
+           "got ",
+           base, ", ", step_size, ", ", gamma);
   LrSchedule s;
   s.kind_ = Kind::kStep;
   s.base_ = base;

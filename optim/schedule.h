@@ -16,7 +16,8 @@ class LrSchedule {
   ///                        (total - warmup))) / 2
   ///   s >= total:          min_lr
   static LrSchedule warmup_cosine(double base, int64_t warmup, int64_t total, double min_lr = 0.0);
-  /// base * gamma^(s / step_size) (integer division), as torch's StepLR.
+  /// base * gamma^(s / step_size) (integer division), as torch's StepLR; base and gamma
+  /// finite.
   static LrSchedule step(double base, int64_t step_size, double gamma = 0.1);
 
   /// The learning rate for update number `step` (0-based).

@@ -1,6 +1,7 @@
-// Optimizer options out of range: each error names the optimizer (AdamW as
-// AdamW), the option and the value given.
+// Optimizer and schedule options out of range: each error names the optimizer (AdamW as
+// AdamW) or the schedule, the option and the value given.
 #include <cmath>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,4 +50,17 @@ TEST(OptimizerOptions, ErrorsNameTheOptimizerAndTheValue) {
   EXPECT_TRUE(test::throws_with([&] { adamw.set_lr(-3); },
                                 "AdamW: learning rate must be finite and >= 0, got -3"));
   EXPECT_EQ(adamw.lr(), 0.1);
+}
+
+// StepLR's base and gamma must be finite as every other schedule's values: an infinite
+// base, or gamma, was taken, and its learning rate refused only when a step set it.
+TEST(OptimizerOptions, StepScheduleValuesMustBeFinite) {
+  const double inf = std::numeric_limits<double>::infinity();
+  EXPECT_TRUE(test::throws_with([&] { optim::LrSchedule::step(inf, 3); },
+                                "LrSchedule::step: need a finite base >= 0"));
+  EXPECT_TRUE(test::throws_with([&] { optim::LrSchedule::step(0.1, 3, inf); }, "got 0.1, 3, inf"));
+  EXPECT_TRUE(test::throws_with([&] { optim::LrSchedule::step(0.1, 0); }, "step_size > 0"));
+  const optim::LrSchedule s = optim::LrSchedule::step(0.1, 3, 0.5);
+  EXPECT_EQ(s.lr_at(2), 0.1);
+  EXPECT_EQ(s.lr_at(3), 0.05);
 }
