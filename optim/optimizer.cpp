@@ -369,7 +369,12 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   // Per parameter: its step (-1: no "<param>.step") and the slots given.
   std::vector<int64_t> steps(params_.size(), -1);
   std::vector<std::set<std::string>> given(params_.size());
+  std::set<std::string> seen, duplicated;  // a key given twice: which one to take?
   for (const auto& [k, t] : state) {
+    if (!seen.insert(k).second) {
+      duplicated.insert(k);
+      continue;
+    }
     if (k == "step") {
       has_step = t.defined() && t.numel() == 1 && is_step_count(t.item());
       continue;
@@ -410,16 +415,30 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       incomplete.push_back(params_[i].first + " (step " + std::to_string(steps[i]) + " without " +
                            list_names(lacking) + ")");
   }
+  // Unexpected slots of known parameters: the state of another optimizer type (SGD's
+  // momentum_buffer where Adam keeps exp_avg and exp_avg_sq).
+  std::set<std::string> foreign;
+  for (const std::string& k : unexpected)
+    if (const size_t dot = k.rfind('.'); dot != std::string::npos && index_.count(k.substr(0, dot)))
+      foreign.insert(k.substr(dot + 1));
+  const std::string who = kind().empty() ? "optimizer" : kind();
   std::ostringstream err;
   if (!has_step) err << "\n  missing or malformed 'step' entry (one whole number >= 0)";
+  if (!duplicated.empty())
+    err << "\n  keys given more than once (" << duplicated.size()
+        << "): " << list_names({duplicated.begin(), duplicated.end()});
   if (!unexpected.empty())
     err << "\n  unexpected keys (" << unexpected.size() << "): " << list_names(unexpected);
+  if (!foreign.empty())
+    err << "\n  the state of another optimizer? it holds "
+        << list_names({foreign.begin(), foreign.end()}) << " per parameter, where this " << who
+        << " keeps " << (slot_names_.empty() ? "none" : list_names(slot_names_));
   if (!mismatched.empty())
     err << "\n  shape or value mismatches (" << mismatched.size()
         << "): " << list_names(mismatched);
   if (!incomplete.empty())
     err << "\n  incomplete state (" << incomplete.size() << "): " << list_names(incomplete);
-  ZT_CHECK(err.str().empty(), "optimizer load_state_dict failed:", err.str(),
+  ZT_CHECK(err.str().empty(), who, " load_state_dict failed:", err.str(),
            "\n  (was the state saved for the same parameters and partitioning?)");
 
   // Staged before anything changes: every slot the state needs, the parameter's own where

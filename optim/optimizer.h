@@ -93,11 +93,14 @@ class Optimizer {
   NamedTensors state_dict() const;
   /// Restores a state_dict() (values copied). Unknown keys, shape mismatches and
   /// incomplete per-parameter state (slots without "<param>.step"; where
-  /// slots_required(), a step > 0 without every slot) are reported together, by name, in
-  /// one error. A refused load, or one whose new state tensors cannot be allocated, leaves
-  /// the optimizer as it was; state tensors it already holds are written in place (a
-  /// state_dict() taken before, not cloned, shows the loaded values). Refused once a step
-  /// was captured in a CUDA graph (the graph holds the state's addresses).
+  /// slots_required(), a step > 0 without every slot), keys given twice and slots of
+  /// another optimizer type are reported together, by name, in one error. The state holds
+  /// no type: Adam's and AdamW's are alike, and load into each other (as in PyTorch); a
+  /// zero::save_checkpoint records kind() and its load refuses another. A refused load, or one
+  /// whose new state tensors cannot be allocated, leaves the optimizer as it was; state tensors it
+  /// already holds are written in place (a state_dict() taken before, not cloned, shows the loaded
+  /// values). Refused once a step was captured in a CUDA graph (the graph holds the state's
+  /// addresses).
   void load_state_dict(const NamedTensors& state);
 
  protected:

@@ -83,3 +83,28 @@ TEST(OptimizerState, ALoadOverStateEqualsALoadIntoAFreshOptimizer) {
   for (size_t i = 0; i < ps.size(); ++i)
     EXPECT_EQ(ps[i].second.to_vector(), qs[i].second.to_vector()) << ps[i].first;
 }
+
+// Another optimizer type's state is named as such (it said only "unexpected keys ... was the
+// state saved for the same parameters?"), and a key given twice is refused (the last one
+// was taken); either way the optimizer is left as it was.
+TEST(OptimizerState, AnotherOptimizersStateAndKeysGivenTwiceAreNamed) {
+  const optim::NamedTensors ps = two_params();
+  optim::SGD sgd(ps, optim::SGDOptions(0.1).momentum(0.9));
+  for (const auto& [n, p] : ps) p.set_grad(full({1024}, 0.1, DType::f32));
+  sgd.step();
+  optim::Adam adam(two_params(), optim::AdamOptions(0.01));
+  EXPECT_TRUE(test::throws_with([&] { adam.load_state_dict(sgd.state_dict()); },
+                                "Adam load_state_dict failed:"));
+  EXPECT_TRUE(test::throws_with([&] { adam.load_state_dict(sgd.state_dict()); },
+                                "the state of another optimizer? it holds momentum_buffer per "
+                                "parameter, where this Adam keeps exp_avg, exp_avg_sq"));
+  EXPECT_EQ(adam.state_dict().size(), 1u);
+
+  optim::NamedTensors twice = sgd.state_dict();
+  twice.emplace_back("a.step", scalar_tensor(7, DType::i64));
+  EXPECT_TRUE(test::throws_with([&] { sgd.load_state_dict(twice); },
+                                "SGD load_state_dict failed:\n  keys given more than once (1): "
+                                "a.step"));
+  EXPECT_EQ(sgd.state_dict()[1].first, "a.step");
+  EXPECT_EQ(sgd.state_dict()[1].second.item(), 1.0);
+}
