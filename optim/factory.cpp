@@ -1,6 +1,8 @@
 // The optimizer factory.
 #include "optim/factory.h"
 
+#include <cmath>
+
 #include "optim/adam.h"
 #include "optim/sgd.h"
 
@@ -71,6 +73,11 @@ std::vector<ParamSettings> settings_of(const OptimizerConfig& cfg,
   for (size_t k = 0; k < cfg.param_groups.size(); ++k) {
     const ParamGroup& g = cfg.param_groups[k];
     ZT_CHECK(!g.params.empty(), "optimizer: param_groups[", k, "] lists no parameters");
+    ZT_CHECK(std::isfinite(g.lr_scale) && g.lr_scale >= 0, "optimizer: param_groups[", k,
+             "] has lr_scale ", g.lr_scale, "; a learning-rate scale must be finite and >= 0");
+    ZT_CHECK(!g.weight_decay || (std::isfinite(*g.weight_decay) && *g.weight_decay >= 0),
+             "optimizer: param_groups[", k, "] has weight_decay ", g.weight_decay.value_or(0),
+             "; a weight decay must be finite and >= 0");
     for (const auto& hits : match(g.params, names, "param_groups[" + std::to_string(k) + "]"))
       for (size_t i : hits) {
         ZT_CHECK(group_of[i] < 0 || group_of[i] == static_cast<int>(k), "optimizer: '",

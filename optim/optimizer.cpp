@@ -49,13 +49,17 @@ Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
 }
 
 double Optimizer::checked_lr(const std::string& who, double lr) {
-  ZT_CHECK(std::isfinite(lr) && lr >= 0, who.empty() ? "optimizer" : who,
-           ": learning rate must be finite and >= 0, got ", lr);
+  ZT_CHECK(std::isfinite(lr) && lr >= 0, who, ": learning rate must be finite and >= 0, got ", lr);
   return lr;
 }
 
+std::string Optimizer::who() const {
+  const std::string k = kind();
+  return k.empty() ? "optimizer" : k;
+}
+
 void Optimizer::set_lr(double lr) {
-  lr_ = checked_lr(kind(), lr);
+  lr_ = checked_lr(who(), lr);
 }
 
 void Optimizer::set_low_precision_copy(const std::string& name, Tensor copy) {
@@ -92,8 +96,9 @@ void Optimizer::set_settings(const std::vector<std::string>& names, const ParamS
                      "set them before the warm-up steps");
   ZT_CHECK(std::isfinite(s.lr_scale) && s.lr_scale >= 0 && std::isfinite(s.weight_decay) &&
                s.weight_decay >= 0,
-           "optimizer: lr_scale and weight_decay must be finite and >= 0, got ", s.lr_scale,
-           " and ", s.weight_decay);
+           who(), ": settings for ", list_names(names),
+           ": lr_scale and weight_decay must be finite and >= 0, got ", s.lr_scale, " and ",
+           s.weight_decay);
   check_known(names, "to give settings");
   for (const std::string& n : names) state_[index_.at(n)].settings = s;
 }
@@ -421,7 +426,6 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   for (const std::string& k : unexpected)
     if (const size_t dot = k.rfind('.'); dot != std::string::npos && index_.count(k.substr(0, dot)))
       foreign.insert(k.substr(dot + 1));
-  const std::string who = kind().empty() ? "optimizer" : kind();
   std::ostringstream err;
   if (!has_step) err << "\n  missing or malformed 'step' entry (one whole number >= 0)";
   if (!duplicated.empty())
@@ -431,14 +435,14 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     err << "\n  unexpected keys (" << unexpected.size() << "): " << list_names(unexpected);
   if (!foreign.empty())
     err << "\n  the state of another optimizer? it holds "
-        << list_names({foreign.begin(), foreign.end()}) << " per parameter, where this " << who
+        << list_names({foreign.begin(), foreign.end()}) << " per parameter, where this " << who()
         << " keeps " << (slot_names_.empty() ? "none" : list_names(slot_names_));
   if (!mismatched.empty())
     err << "\n  shape or value mismatches (" << mismatched.size()
         << "): " << list_names(mismatched);
   if (!incomplete.empty())
     err << "\n  incomplete state (" << incomplete.size() << "): " << list_names(incomplete);
-  ZT_CHECK(err.str().empty(), who, " load_state_dict failed:", err.str(),
+  ZT_CHECK(err.str().empty(), who(), " load_state_dict failed:", err.str(),
            "\n  (was the state saved for the same parameters and partitioning?)");
 
   // Staged before anything changes: every slot the state needs, the parameter's own where

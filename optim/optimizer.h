@@ -104,6 +104,8 @@ class Optimizer {
   void load_state_dict(const NamedTensors& state);
 
  protected:
+  /// kind(), or "optimizer" where it is empty: what errors call this optimizer.
+  std::string who() const;
   /// `lr` when it is a learning rate (finite, >= 0), else an error naming `who` (the
   /// optimizer's kind()) and the value. Subclasses check their options' lr with it before
   /// the base is made.

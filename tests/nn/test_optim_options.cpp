@@ -64,3 +64,25 @@ TEST(OptimizerOptions, StepScheduleValuesMustBeFinite) {
   EXPECT_EQ(s.lr_at(2), 0.1);
   EXPECT_EQ(s.lr_at(3), 0.05);
 }
+
+// A parameter group's settings out of range name the group in the factory (they named no
+// group, parameter or optimizer), and set_settings names the optimizer and the parameters.
+TEST(OptimizerOptions, GroupSettingsErrorsNameTheGroup) {
+  optim::OptimizerConfig c;
+  c.param_groups = {{.params = {"w"}, .lr_scale = 2.0}, {.params = {"v"}, .lr_scale = -1.0}};
+  optim::NamedTensors ps = one_param();
+  ps.emplace_back("v", from_vector({3.0}, {1}));
+  EXPECT_TRUE(test::throws_with(
+      [&] { optim::make_optimizer(c, ps); },
+      "optimizer: param_groups[1] has lr_scale -1; a learning-rate scale must be finite and >= 0"));
+  c.param_groups[1] = {.params = {"v"}, .weight_decay = std::nan("")};
+  EXPECT_TRUE(test::throws_with([&] { optim::make_optimizer(c, ps); },
+                                "optimizer: param_groups[1] has weight_decay nan"));
+  optim::AdamW adamw(ps, optim::AdamWOptions(0.1));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        adamw.set_settings({"w", "v"}, {.lr_scale = -1});
+      },
+      "AdamW: settings for w, v: lr_scale and weight_decay must be finite and >= 0, got -1"));
+  EXPECT_EQ(adamw.settings("v").lr_scale, 1.0);
+}
