@@ -402,6 +402,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
         mismatched.push_back(k + " (" + std::to_string(t.item()) +
                              ", expected a whole number >= 0)");
       }
+    } else if (!is_floating(t.dtype())) {  // a moment in integers: damaged, or another's
+      mismatched.push_back(k + " (" + dtype_name(t.dtype()) + ", expected a floating tensor)");
     } else {
       given[i].insert(s);
     }

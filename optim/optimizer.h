@@ -91,9 +91,10 @@ class Optimizer {
   /// "<param>.step" (i64 scalar) and "<param>.<slot>" (param-shaped). Tensors are the
   /// optimizer's own; clone them to snapshot.
   NamedTensors state_dict() const;
-  /// Restores a state_dict() (values copied). Unknown keys, shape mismatches and
-  /// incomplete per-parameter state (slots without "<param>.step"; where
-  /// slots_required(), a step > 0 without every slot), keys given twice and slots of
+  /// Restores a state_dict() (values copied, each slot converted to its parameter's
+  /// floating dtype, as PyTorch casts a loaded state). Unknown keys, shape mismatches, slots
+  /// that are not floating, incomplete per-parameter state (slots without "<param>.step";
+  /// where slots_required(), a step > 0 without every slot), keys given twice and slots of
   /// another optimizer type are reported together, by name, in one error. The state holds
   /// no type: Adam's and AdamW's are alike, and load into each other (as in PyTorch); a
   /// zero::save_checkpoint records kind() and its load refuses another. A refused load, or one

@@ -108,3 +108,28 @@ TEST(OptimizerState, AnotherOptimizersStateAndKeysGivenTwiceAreNamed) {
   EXPECT_EQ(sgd.state_dict()[1].first, "a.step");
   EXPECT_EQ(sgd.state_dict()[1].second.item(), 1.0);
 }
+
+// A state saved over f32 parameters loads into f64 ones, converted (as PyTorch casts a
+// loaded state), but moments in integers are refused by name: they were truncated to
+// whole numbers without a word.
+TEST(OptimizerState, SlotsConvertToTheParametersDtypeButMustBeFloating) {
+  const optim::NamedTensors saved = trained_state(two_params());
+  optim::NamedTensors ps;
+  for (const auto& [n, p] : two_params()) {
+    Tensor q = p.detach().to(DType::f64);
+    q.set_requires_grad(true);
+    ps.emplace_back(n, q);
+  }
+  optim::Adam adam(ps, optim::AdamOptions(0.01));
+  adam.load_state_dict(saved);
+  EXPECT_EQ(adam.state_dict()[2].first, "a.exp_avg");
+  EXPECT_EQ(adam.state_dict()[2].second.dtype(), DType::f64);
+  EXPECT_EQ(adam.state_dict()[2].second.to_vector(), saved[2].second.to_vector());
+
+  optim::NamedTensors ints = saved;
+  ints[2].second = ints[2].second.to(DType::i64);
+  optim::Adam fresh(two_params(), optim::AdamOptions(0.01));
+  EXPECT_TRUE(test::throws_with([&] { fresh.load_state_dict(ints); },
+                                "a.exp_avg (i64, expected a floating tensor)"));
+  EXPECT_EQ(fresh.step_count(), 0);
+}
