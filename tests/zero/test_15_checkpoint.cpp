@@ -92,31 +92,53 @@ TEST(Lesson15Checkpoint, SameWorldSizeResumeIsBitExact) {
   for (int r = 0; r < 2; ++r) expect_same(resumed[r], straight[r], 0.0, 0.0);
 }
 
+namespace {
+
+// Trains make_mixed for 4 steps at `saved_at` ranks, saving after 2, then resumes that
+// checkpoint at `resumed_at` ranks (from another seed) for the last 2: both end alike.
+void expect_resume_matches(int saved_at, int resumed_at, const zero::Config& cfg,
+                           const std::string& optimizer = "adamw") {
+  TempDir tmp;
+  Named straight, resumed;
+  comm::run_threads(saved_at, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 5, cfg, optimizer);
+    for (int s = 0; s < 2; ++s) train_step(*e, s);
+    zero::save_checkpoint(*e, tmp.path, "mid");
+    for (int s = 2; s < 4; ++s) train_step(*e, s);
+    Named st = full_state(*e);
+    if (comm.rank() == 0) straight = st;
+  });
+  comm::run_threads(resumed_at, [&](comm::Communicator& comm) {
+    auto e = make_engine(comm, lesson::make_mixed, 99, cfg, optimizer);
+    EXPECT_EQ(zero::load_checkpoint(*e, tmp / "mid").saved_world_size, saved_at);
+    EXPECT_EQ(e->optimizer().step_count(), 2);
+    for (int s = 2; s < 4; ++s) train_step(*e, s);
+    Named st = full_state(*e);
+    if (comm.rank() == 0) resumed = st;
+  });
+  SCOPED_TRACE(optimizer + ", saved at " + std::to_string(saved_at) + ", resumed at " +
+               std::to_string(resumed_at));
+  expect_same(resumed, straight, 1e-5, 1e-6);
+}
+
+}  // namespace
+
 TEST(Lesson15Checkpoint, ResumeAtAnotherWorldSizeReslicesShards) {
-  for (auto worlds : {std::pair{2, 3}, std::pair{3, 2}}) {
-    const int saved_at = worlds.first, resumed_at = worlds.second;  // lambdas capture these
-    TempDir tmp;
-    Named straight, resumed;
-    zero::Config cfg = lesson::eager_release_config();
-    comm::run_threads(saved_at, [&](comm::Communicator& comm) {
-      auto e = make_engine(comm, lesson::make_mixed, 5, cfg);
-      for (int s = 0; s < 2; ++s) train_step(*e, s);
-      zero::save_checkpoint(*e, tmp.path, "mid");
-      for (int s = 2; s < 4; ++s) train_step(*e, s);
-      Named st = full_state(*e);
-      if (comm.rank() == 0) straight = st;
-    });
-    comm::run_threads(resumed_at, [&](comm::Communicator& comm) {
-      auto e = make_engine(comm, lesson::make_mixed, 99, cfg);
-      EXPECT_EQ(zero::load_checkpoint(*e, tmp / "mid").saved_world_size, saved_at);
-      EXPECT_EQ(e->optimizer().step_count(), 2);
-      for (int s = 2; s < 4; ++s) train_step(*e, s);
-      Named st = full_state(*e);
-      if (comm.rank() == 0) resumed = st;
-    });
-    SCOPED_TRACE("saved at " + std::to_string(saved_at) + ", resumed at " +
-                 std::to_string(resumed_at));
-    expect_same(resumed, straight, 1e-5, 1e-6);
+  for (auto [saved_at, resumed_at] : {std::pair{2, 3}, std::pair{3, 2}})
+    expect_resume_matches(saved_at, resumed_at, lesson::eager_release_config());
+}
+
+// The same for SGD's momentum buffers and for AdamW's state kept on the host
+// (offload_optimizer), with clipping, between one and two ranks and at two: the state is
+// re-sliced as the parameters are, and the resumed run follows the straight one.
+TEST(Lesson15Checkpoint, MomentumAndOffloadedStateResumeAtOneOrTwoRanks) {
+  for (const bool offload : {false, true}) {
+    zero::Config cfg;
+    cfg.gradient_clipping = 0.05;
+    if (offload) cfg.offload_optimizer.device = zero::OffloadDevice::kCpu;
+    SCOPED_TRACE(offload ? "offload_optimizer" : "state beside the parameters");
+    for (auto [saved_at, resumed_at] : {std::pair{2, 1}, std::pair{1, 2}, std::pair{2, 2}})
+      expect_resume_matches(saved_at, resumed_at, cfg, offload ? "adamw" : "sgd");
   }
 }
 
