@@ -123,10 +123,9 @@ const ParamSettings& Optimizer::settings(const std::string& name) const {
 }
 
 void Optimizer::step() {
-  ZT_CHECK(broken_.empty(),
-           "optimizer: an earlier step failed after it had updated some parameters (", broken_,
-           "), so the parameters and the optimizer state no longer agree: load a "
-           "checkpoint (or build a new optimizer) to go on");
+  ZT_CHECK(broken_.empty(), who(), ": ", broken_,
+           ", so the parameters and the optimizer state no longer agree: load a checkpoint (or "
+           "build a new optimizer) to go on");
   autograd::NoGradGuard ng;
   std::vector<Tensor> ps, gs, copies;
   std::vector<ParamState*> states;
@@ -165,7 +164,8 @@ void Optimizer::step() {
     update_many(ps, gs, states, copies);
   } catch (const std::exception& e) {
     if (updated_some_ && !capturing) {
-      broken_ = e.what();
+      broken_ = std::string("an earlier step failed after it had updated some parameters (") +
+                e.what() + ")";
       throw;
     }
     undo_step(states, slots_before, capturing);
@@ -470,7 +470,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       if (!s.empty()) slots[i].at(s).copy_(t);
     }
   } catch (const std::exception& e) {  // a copy failed after others were written
-    broken_ = std::string("load_state_dict failed part-way: ") + e.what();
+    broken_ = std::string("a load_state_dict failed after it had written some of the state (") +
+              e.what() + ")";
     throw;
   }
   for (size_t i = 0; i < params_.size(); ++i) {  // state, not settings

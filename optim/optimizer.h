@@ -186,7 +186,8 @@ class Optimizer {
   NamedTensors params_;
   std::vector<ParamState> state_;
   bool updated_some_ = false;  // in this step, updating() was called
-  std::string broken_;  // why an earlier step left the state part-updated ("" when it did not)
+  // How an earlier step (or load) left the state part-updated ("" when none did).
+  std::string broken_;
   std::vector<Tensor> copies_;  // per parameter: its low-precision copy, or undefined
   std::unordered_map<std::string, size_t> index_;
   /// The index of parameter `name`; an unknown name is an error saying `what` needed it.
