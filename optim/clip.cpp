@@ -17,6 +17,13 @@ double cpu_sum_sq(const Tensor& g) {
   return sum_squares(g).data<double>()[0];
 }
 
+// max_norm > 0 (NaN refused too), or an error saying what to do instead.
+void check_max_norm(double max_norm) {
+  ZT_CHECK(max_norm > 0, "clip: max_norm must be > 0, got ", max_norm,
+           "; to leave the gradients as they are, do not clip (a zero::Config takes "
+           "gradient_clipping 0 as off)");
+}
+
 }  // namespace
 
 double grad_norm_sq(const std::vector<Tensor>& grads) {
@@ -66,13 +73,13 @@ void scale_grads(const std::vector<Tensor>& grads, const Tensor& scale) {
 }
 
 double clip_coefficient(double total_norm, double max_norm) {
-  ZT_CHECK(max_norm > 0, "clip: max_norm must be positive, got ", max_norm);
+  check_max_norm(max_norm);
   double c = max_norm / (total_norm + 1e-6);
   return c < 1.0 ? c : 1.0;
 }
 
 Tensor clip_coefficient(const Tensor& total_norm, double max_norm) {
-  ZT_CHECK(max_norm > 0, "clip: max_norm must be positive, got ", max_norm);
+  check_max_norm(max_norm);
   ZT_CHECK(total_norm.numel() == 1 && total_norm.dtype() == DType::f64,
            "clip_coefficient: expected a one-element f64 norm, got ",
            dtype_name(total_norm.dtype()), " ", shape_str(total_norm.sizes()));

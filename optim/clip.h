@@ -23,7 +23,9 @@ void scale_grads(const std::vector<Tensor>& grads, double scale);
 /// gradients' device; cast to each gradient's dtype there). A CPU scale of exactly 1 is
 /// skipped (it would not change a bit).
 void scale_grads(const std::vector<Tensor>& grads, const Tensor& scale);
-/// The clip coefficient PyTorch uses: min(1, max_norm / (total_norm + 1e-6)).
+/// The clip coefficient PyTorch uses: min(1, max_norm / (total_norm + 1e-6)). max_norm
+/// must be > 0 here and in every form below: torch takes 0 (every gradient zeroed) and
+/// negative values (gradients flipped), which a clipping setting never means.
 double clip_coefficient(double total_norm, double max_norm);
 /// The same coefficient computed on total_norm's device from a one-element f64 tensor
 /// (a NaN norm gives 1, as the double form does).

@@ -86,3 +86,18 @@ TEST(OptimizerOptions, GroupSettingsErrorsNameTheGroup) {
       "AdamW: settings for w, v: lr_scale and weight_decay must be finite and >= 0, got -1"));
   EXPECT_EQ(adamw.settings("v").lr_scale, 1.0);
 }
+
+// max_norm 0 or less is refused, saying what to do, where torch would zero (or flip) every
+// gradient; the gradients are left as they were.
+TEST(OptimizerOptions, ClippingToZeroOrLessIsRefused) {
+  optim::NamedTensors ps = one_param();
+  Tensor w = ps[0].second;
+  w.set_grad(from_vector({3.0, 4.0}, {2}));
+  const std::vector<std::pair<double, std::string>> cases = {
+      {0.0, "0"}, {-1.0, "-1"}, {std::nan(""), "nan"}};
+  for (const auto& [max_norm, shown] : cases)
+    EXPECT_TRUE(test::throws_with([&] { optim::clip_grad_norm({w}, max_norm); },
+                                  "clip: max_norm must be > 0, got " + shown +
+                                      "; to leave the gradients as they are, do not clip"));
+  EXPECT_EQ(w.grad().to_vector(), (std::vector<double>{3.0, 4.0}));
+}
