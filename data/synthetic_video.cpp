@@ -46,6 +46,17 @@ Rgb hsv(double h, double s, double v) {
   return rgb;
 }
 
+// A colour of random hue, saturation in s and value in v. The three are drawn one statement
+// each, value first, then saturation, then hue: the order every clip has been drawn in. As the
+// arguments of one call they would be drawn in whatever order the compiler evaluates
+// arguments (GCC and clang differ), and a seed would give other clips under another compiler.
+Rgb random_colour(Draw& rnd, std::array<double, 2> s, std::array<double, 2> v) {
+  const double value = rnd.uniform(v[0], v[1]);
+  const double saturation = rnd.uniform(s[0], s[1]);
+  const double hue = rnd.uniform(0, 1);
+  return hsv(hue, saturation, value);
+}
+
 // Folds x into [lo, hi] by reflection (a bouncing trajectory).
 double bounce(double x, double lo, double hi) {
   const double len = hi - lo;
@@ -116,8 +127,8 @@ Sample SyntheticVideo::get(int64_t index) const {
   Draw rnd{Generator(clip_key(options_.seed, index))};
 
   // Background: a linear gradient between two muted colours, in a random direction.
-  const Rgb bg0 = hsv(rnd.uniform(0, 1), rnd.uniform(0.2, 0.6), rnd.uniform(0.15, 0.5));
-  const Rgb bg1 = hsv(rnd.uniform(0, 1), rnd.uniform(0.2, 0.6), rnd.uniform(0.3, 0.7));
+  const Rgb bg0 = random_colour(rnd, {0.2, 0.6}, {0.15, 0.5});
+  const Rgb bg1 = random_colour(rnd, {0.2, 0.6}, {0.3, 0.7});
   const double theta = rnd.uniform(0, 2 * kPi);
   const double gx = std::cos(theta) / std::max<double>(W, 1),
                gy = std::sin(theta) / std::max<double>(H, 1);
@@ -126,7 +137,7 @@ Sample SyntheticVideo::get(int64_t index) const {
   for (int64_t i = 0; i < options_.num_shapes; ++i) {
     Shape2d s;
     s.kind = static_cast<ShapeKind>(rnd.integer(3));
-    s.color = hsv(rnd.uniform(0, 1), rnd.uniform(0.6, 1.0), rnd.uniform(0.7, 1.0));
+    s.color = random_colour(rnd, {0.6, 1.0}, {0.7, 1.0});
     s.r = rnd.uniform(0.12, 0.28) * side;
     s.x0 = rnd.uniform(s.r, W - s.r);
     s.y0 = rnd.uniform(s.r, H - s.r);
