@@ -76,10 +76,14 @@ void sync_buffers(const NamedTensors& buffers, const BuffersConfig& policy,
     const BufferSync s = policy.sync_for(name);
     if (s == BufferSync::none) continue;
     const bool average = s == BufferSync::average && is_floating(b.dtype());
+    // Named here for the lambda: clang before 16 does not let a lambda capture `b`, a
+    // structured binding.
+    const DType dtype = b.dtype();
+    const Device device = b.device();
     auto g = std::find_if(groups.begin(), groups.end(), [&](const SyncGroup& x) {
-      return x.average == average && x.dtype == b.dtype() && x.device == b.device();
+      return x.average == average && x.dtype == dtype && x.device == device;
     });
-    if (g == groups.end()) g = groups.insert(groups.end(), {average, b.dtype(), b.device(), {}});
+    if (g == groups.end()) g = groups.insert(groups.end(), {average, dtype, device, {}});
     g->members.push_back(b);
   }
   for (const SyncGroup& g : groups) sync_group(g, comm);

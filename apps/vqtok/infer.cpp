@@ -569,7 +569,8 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
   // The whole fp32 state on rank 0 (every rank gathers), its rows or names changed there
   // and written once: no intermediate file to leave behind or to need room for.
   nn::NamedTensors state = zero::consolidated_state(*engine);
-  app::decided_by_rank0(comm, [&] {  // its error, if any, reaches every rank
+  const zero::Engine& exported = *engine;  // named: clang before 16 captures no binding
+  app::decided_by_rank0(comm, [&] {        // its error, if any, reaches every rank
     app::make_parent_folders(out);
     if (cfg.model.l2_norm_codes) unit_codebook_rows(state);
     if (hf) {
@@ -577,7 +578,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
       nn::save_safetensors(out, vq::to_transformers(state), {{"format", "pt"}, {"exporter", "zt"}});
       write_text_atomically(json_path.string(), hf_config.dump(2) + "\n");
     } else {
-      nn::save_safetensors(out, state, zero::export_metadata(*engine));
+      nn::save_safetensors(out, state, zero::export_metadata(exported));
     }
     return std::string();
   });

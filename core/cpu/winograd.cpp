@@ -28,7 +28,12 @@ constexpr int64_t kMinChannels = 16;  // below this the GEMMs are too thin to pa
 // Point xi of channel ci goes to u[xi * stride + ci].
 template <typename T>
 void kernel_points(const T* __restrict k, int64_t c, T* __restrict u, int64_t stride) {
-#pragma GCC ivdep  // the 16 rows of u never overlap (stride >= c)
+// The 16 rows of u never overlap (stride >= c): GCC may vectorize with no overlap checks. The
+// pragma is GCC's; clang's nearest, vectorize(assume_safety), demands vectorization and fails
+// the -Werror build where its vectorizer does not run (-O1), so clang decides for itself.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
   for (int64_t ci = 0; ci < c; ++ci) {
     T gk[4][3];  // G k
     for (int j = 0; j < 3; ++j) {
@@ -53,7 +58,10 @@ void kernel_points(const T* __restrict k, int64_t c, T* __restrict u, int64_t st
 // vectorized over ci like kernel_points.
 template <typename T>
 void kernel_gradients(const T* __restrict p, int64_t stride, int64_t c, T* __restrict kt) {
-#pragma GCC ivdep  // the 9 rows of kt never overlap
+// The 9 rows of kt never overlap (GCC's pragma, as above).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC ivdep
+#endif
   for (int64_t ci = 0; ci < c; ++ci) {
     T h[4][3];  // dU G
     for (int64_t i = 0; i < 4; ++i) {

@@ -137,7 +137,10 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
                      // A fresh copy when needed: a contiguous gradient may still start mid-row
                      // (cat's backward hands out narrowed views).
                      const Tensor dout = flash::layout_ok(g[0]) ? g[0] : g[0].clone();
-                     const auto [dq, dk, dv] = gradient_buffers(q4, k4, v4);
+                     // References, not a structured binding: the dispatch below captures
+                     // them in a lambda, which clang before 16 refuses for a binding.
+                     const std::array<Tensor, 3> buffers = gradient_buffers(q4, k4, v4);
+                     const Tensor &dq = buffers[0], &dk = buffers[1], &dv = buffers[2];
                      const Tensor delta = Tensor::empty(lse.sizes(), DType::f32, dev);
                      ZT_DISPATCH(dev, flash_attention_backward, dq, dk, dv, delta, q4, k4, v4, o4,
                                  as_4d(dout), lse, s, causal);

@@ -318,9 +318,9 @@ TEST(ThreadComm, AbortWakesEveryRank) {
 // alive until their rank leaves normally, so the copy reads live memory and the caller
 // gets rank 0's error (before, large buffers went back to the system: SIGSEGV).
 TEST(ThreadComm, ARankFailingDuringALargeCollectiveFreesNothingAPeerReads) {
-  const int64_t n = (int64_t{64} << 20) / 4;  // 64 MiB: far above the eager size
+  constexpr int64_t n = (int64_t{64} << 20) / 4;  // 64 MiB: far above the eager size
   for (int attempt = 0; attempt < 3; ++attempt) {
-    std::string err = run_error(2, [n](Communicator& c) {
+    std::string err = run_error(2, [](Communicator& c) {  // a constant needs no capture
       Tensor t = full({n}, 1.0 + c.rank());
       c.barrier();
       if (c.rank() == 0) {

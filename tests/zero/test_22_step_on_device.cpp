@@ -10,6 +10,8 @@
 // gradients: the step marks each shard stale (ZeroParam::grad_written), and the next
 // window's first gradient of it is copied over the old values instead of added to zeros,
 // which saves a pass that writes the whole buffer and another that reads it.
+#include <tuple>
+
 #include "core/work_counts.h"
 #include "zero/checkpoint_util.h"
 
@@ -81,7 +83,9 @@ TEST(Lesson22StepOnDevice, GradientShardsAreViewsOfOneBufferOverwrittenEachWindo
     // The next window's shards hold its gradients alone, not added to the last window's
     // values, which the step left in place: the same bits as the window run again after
     // discard_gradients(), which marks the shards stale too.
-    auto [x1, y1] = lesson::batch(8, 1);
+    // Tied, not a structured binding: clang 14 lets no lambda capture a binding.
+    Tensor x1, y1;
+    std::tie(x1, y1) = lesson::batch(8, 1);
     auto next_window = [&] {
       engine->backward(
           mse_loss((*engine)(lesson::rank_slice(x1, comm)), lesson::rank_slice(y1, comm)));
