@@ -78,8 +78,9 @@ bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecisio
 }
 
 std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(),
-                 [](unsigned char ch) { return static_cast<char>(std::tolower(ch)); });
+  std::transform(s.begin(), s.end(), s.begin(), [](char ch) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  });
   return s;
 }
 

@@ -20,8 +20,9 @@ namespace zt::data {
 
 std::string extension_of(const std::string& path) {
   std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(),
-                 [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(), [](char c) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  });
   return ext.empty() ? "(no extension)" : ext;
 }
 

@@ -30,7 +30,8 @@ std::string fresh_dir(const std::string& name) {
 std::string to_hex(const std::string& bytes) {
   static const char* digits = "0123456789abcdef";
   std::string out;
-  for (unsigned char c : bytes) {
+  for (char byte : bytes) {
+    const auto c = static_cast<unsigned char>(byte);  // the byte's bits, 0 to 255
     out.push_back(digits[c >> 4]);
     out.push_back(digits[c & 15]);
   }
@@ -146,7 +147,7 @@ TEST(TensorBoard, RoundTripThroughIndependentReader) {
   EXPECT_EQ(v.height, 5);
   EXPECT_EQ(v.width, 7);
   EXPECT_EQ(v.colorspace, 3);
-  ASSERT_EQ(v.encoded, std::string(png.begin(), png.end()));
+  ASSERT_EQ(v.encoded, std::string(reinterpret_cast<const char*>(png.data()), png.size()));
   // The embedded bytes are a PNG of the same pixels.
   const std::string png_path = dir + "/back.png";
   {

@@ -292,8 +292,8 @@ namespace {
 // FNV-1a: the same hash in every process, whatever its standard library.
 uint64_t fnv1a(const std::string& s) {
   uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : s) {
-    h ^= c;
+  for (char c : s) {
+    h ^= static_cast<unsigned char>(c);  // the byte's bits: a char may be signed
     h *= 1099511628211ull;
   }
   return h;
