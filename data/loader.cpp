@@ -109,36 +109,57 @@ struct DataLoader::Stream {
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
-                       LoaderOptions options)
-    : dataset_(std::move(dataset)), sampler_(std::move(sampler)), options_(options) {
-  ZT_CHECK(dataset_ != nullptr, "DataLoader: no dataset");
-  ZT_CHECK(sampler_.dataset_size() == dataset_->size(), "DataLoader: the sampler covers ",
-           sampler_.dataset_size(), " samples but ", dataset_->describe(), " has ",
-           dataset_->size());
-  ZT_CHECK(options_.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
-           options_.batch_size);
-  ZT_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0");
-  ZT_CHECK(options_.workers >= 1, "DataLoader: workers must be >= 1, got ", options_.workers,
+                       LoaderOptions options) {
+  ZT_CHECK(dataset != nullptr, "DataLoader: no dataset");
+  ZT_CHECK(sampler.dataset_size() == dataset->size(), "DataLoader: the sampler covers ",
+           sampler.dataset_size(), " samples but ", dataset->describe(), " has ", dataset->size());
+  ZT_CHECK(options.batch_size >= 1, "DataLoader: batch_size must be >= 1, got ",
+           options.batch_size);
+  ZT_CHECK(options.prefetch >= 0, "DataLoader: prefetch must be >= 0");
+  ZT_CHECK(options.workers >= 1, "DataLoader: workers must be >= 1, got ", options.workers,
            " (the threads that read one batch's samples at once); to read every sample on the "
            "thread that calls next(), set workers = 1 and prefetch = 0");
-  ZT_CHECK(std::isfinite(options_.timeout) && options_.timeout >= 0,
+  ZT_CHECK(std::isfinite(options.timeout) && options.timeout >= 0,
            "DataLoader: timeout must be a number of seconds >= 0 (0: no limit), got ",
-           options_.timeout);
-  ZT_CHECK(options_.timeout == 0 || options_.prefetch >= 1, "DataLoader: a timeout of ",
-           options_.timeout,
+           options.timeout);
+  ZT_CHECK(options.timeout == 0 || options.prefetch >= 1, "DataLoader: a timeout of ",
+           options.timeout,
            " s needs prefetch >= 1: with prefetch 0 the thread that calls next() reads the "
            "samples itself and cannot stop waiting; set prefetch to 1 or more, or no timeout");
-  const int64_t n = sampler_.num_samples();
-  batches_per_epoch_ = options_.drop_last ? n / options_.batch_size
-                                          : (n + options_.batch_size - 1) / options_.batch_size;
-  ZT_CHECK(batches_per_epoch_ >= 1, "DataLoader: rank ", sampler_.rank(), " gets ", n,
-           " samples per epoch, fewer than one batch of ", options_.batch_size,
+  const int64_t n = sampler.num_samples();
+  const int64_t batches = options.drop_last ? n / options.batch_size
+                                            : (n + options.batch_size - 1) / options.batch_size;
+  ZT_CHECK(batches >= 1, "DataLoader: rank ", sampler.rank(), " gets ", n,
+           " samples per epoch, fewer than one batch of ", options.batch_size,
            "; use a smaller batch, more samples or fewer ranks");
-  ZT_CHECK(sampler_.epoch() >= 0, "DataLoader: the sampler's epoch is ", sampler_.epoch(),
+  ZT_CHECK(sampler.epoch() >= 0, "DataLoader: the sampler's epoch is ", sampler.epoch(),
            "; the stream starts at an epoch >= 0 (set_epoch)");
-  consumer_ = {sampler_.epoch(), 0};
-  stream_ = std::make_shared<Stream>(dataset_, sampler_, options_, batches_per_epoch_,
+  consumer_ = {sampler.epoch(), 0};
+  stream_ = std::make_shared<Stream>(std::move(dataset), std::move(sampler), options, batches,
                                      current_ledger(), num_threads());
+}
+
+int64_t DataLoader::batches_per_epoch() const {
+  return stream_->batches_per_epoch;
+}
+
+const Dataset& DataLoader::dataset() const {
+  return *stream_->dataset;
+}
+
+const DistributedSampler& DataLoader::sampler() const {
+  return stream_->sampler;
+}
+
+const LoaderOptions& DataLoader::options() const {
+  return stream_->options;
+}
+
+LoaderState DataLoader::stamped(LoaderState s) const {
+  s.batch_size = stream_->options.batch_size;
+  s.world = stream_->sampler.world();
+  s.dataset_size = stream_->sampler.dataset_size();
+  return s;
 }
 
 DataLoader::~DataLoader() {
@@ -302,7 +323,7 @@ void DataLoader::start() {
     s.producer = consumer_;
     s.end = end_;
   }
-  if (options_.prefetch > 0) thread_ = std::thread([hold = stream_] { hold->produce(); });
+  if (stream_->options.prefetch > 0) thread_ = std::thread([hold = stream_] { hold->produce(); });
 }
 
 void DataLoader::stop() {
@@ -310,8 +331,8 @@ void DataLoader::stop() {
   std::unique_lock<std::mutex> lock(s.mu);
   s.stopping = true;
   s.cv.notify_all();
-  if (thread_.joinable() && options_.timeout > 0 &&
-      !s.cv.wait_for(lock, std::chrono::duration<double>(options_.timeout),
+  if (thread_.joinable() && stream_->options.timeout > 0 &&
+      !s.cv.wait_for(lock, std::chrono::duration<double>(stream_->options.timeout),
                      [&] { return s.finished; })) {
     // A get() that does not return: the thread keeps its Stream (the dataset with it) and
     // ends when the get() does; the loader reads from a new one.
@@ -328,14 +349,14 @@ void DataLoader::stop() {
 Batch DataLoader::next() {
   ZT_CHECK(!at_end(consumer_), "DataLoader::next: the batches restore() allowed, up to batch ",
            consumer_.position, " of epoch ", consumer_.epoch, ", were all read");
-  ZT_CHECK(has_next(consumer_, batches_per_epoch_), "DataLoader::next: batch ", consumer_.position,
-           " of epoch ", consumer_.epoch,
+  ZT_CHECK(has_next(consumer_, stream_->batches_per_epoch), "DataLoader::next: batch ",
+           consumer_.position, " of epoch ", consumer_.epoch,
            " is the last an epoch count reaches (restored from a damaged "
            "position?)");
-  if (options_.prefetch > 0 && !thread_.joinable()) start();
+  if (stream_->options.prefetch > 0 && !thread_.joinable()) start();
   Stream& s = *stream_;
   Stream::Item item;
-  if (options_.prefetch == 0) {
+  if (stream_->options.prefetch == 0) {
     try {
       item.batch = s.make_batch(consumer_.epoch, consumer_.position);
     } catch (...) {
@@ -344,8 +365,8 @@ Batch DataLoader::next() {
   } else {
     std::unique_lock<std::mutex> lock(s.mu);
     auto ready = [&] { return !s.queue.empty(); };
-    if (options_.timeout > 0) {
-      if (!s.cv.wait_for(lock, std::chrono::duration<double>(options_.timeout), ready))
+    if (stream_->options.timeout > 0) {
+      if (!s.cv.wait_for(lock, std::chrono::duration<double>(stream_->options.timeout), ready))
         throw s.timed_out(consumer_);
     } else {
       s.cv.wait(lock, ready);
@@ -353,7 +374,7 @@ Batch DataLoader::next() {
     item = std::move(s.queue.front());
     s.queue.pop_front();
   }
-  advance(consumer_, batches_per_epoch_);
+  advance(consumer_, stream_->batches_per_epoch);
   s.cv.notify_all();  // a producer waiting for room in the queue goes on
   if (item.error) std::rethrow_exception(item.error);
   return std::move(item.batch);
@@ -366,8 +387,8 @@ LoaderState DataLoader::state() const {
 LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
   ZT_CHECK(epoch >= 0 && samples >= 0, "DataLoader::state_at_sample: epoch ", epoch, " and sample ",
            samples, " must be >= 0");
-  const int64_t position = samples / (options_.batch_size * sampler_.world());
-  if (position >= batches_per_epoch_) {
+  const int64_t position = samples / (stream_->options.batch_size * stream_->sampler.world());
+  if (position >= stream_->batches_per_epoch) {
     ZT_CHECK(epoch < std::numeric_limits<int64_t>::max(), "DataLoader::state_at_sample: sample ",
              samples, " is past the end of epoch ", epoch, ", the last an epoch count reaches");
     return stamped({epoch + 1, 0});
@@ -378,16 +399,17 @@ LoaderState DataLoader::state_at_sample(int64_t epoch, int64_t samples) const {
 int64_t DataLoader::unpadded(const Batch& b) const {
   // Rank r's i-th sample of an epoch sits at r + i x world in the padded global order;
   // positions past the dataset's size are padding, so they end a batch.
-  const int64_t world = sampler_.world(), first = b.position * options_.batch_size;
+  const int64_t world = stream_->sampler.world(), first = b.position * stream_->options.batch_size;
   int64_t k = 0;
-  while (k < b.clips.size(0) && sampler_.rank() + (first + k) * world < sampler_.dataset_size())
+  while (k < b.clips.size(0) &&
+         stream_->sampler.rank() + (first + k) * world < stream_->sampler.dataset_size())
     ++k;
   return k;
 }
 
 void DataLoader::restore(const LoaderState& state, int64_t batches) {
   // A position counts batches of the layout it was taken under: first refuse another one.
-  const int64_t batch = options_.batch_size, world = sampler_.world();
+  const int64_t batch = stream_->options.batch_size, world = stream_->sampler.world();
   ZT_CHECK((state.batch_size == 0 || state.batch_size == batch) &&
                (state.world == 0 || state.world == world),
            "DataLoader::restore: the state (batch ", state.position, " of epoch ", state.epoch,
@@ -399,11 +421,11 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
   // A position in the shuffle of a data set of another size: the same epoch deals other
   // samples in another order, so going on would read some of them twice and others never.
   // (The layout is this loader's by now, so the samples read are position x batch x world.)
-  const int64_t size = sampler_.dataset_size();
+  const int64_t size = stream_->sampler.dataset_size();
   ZT_CHECK(state.dataset_size == 0 || state.dataset_size == size,
            "DataLoader::restore: the state (batch ", state.position, " of epoch ", state.epoch,
            ") was taken over a data set of ", counted(state.dataset_size, "sample"), ", not the ",
-           size, " of ", dataset_->describe(),
+           size, " of ", stream_->dataset->describe(),
            " this loader reads, so its position is in another shuffle; restore it into a loader "
            "over the data it was taken over, or, to go on over this data anyway (the rest of "
            "epoch ",
@@ -411,19 +433,20 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
            " in this data set's shuffle: some samples read again, others not at all), restore "
            "state_at_sample(",
            state.epoch, ", ", state.position, " x ", batch, " x ", world, ")");
-  ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < batches_per_epoch_,
+  ZT_CHECK(state.epoch >= 0 && state.position >= 0 && state.position < stream_->batches_per_epoch,
            "DataLoader::restore: position ", state.position, " of epoch ", state.epoch,
-           " is outside the ", batches_per_epoch_,
+           " is outside the ", stream_->batches_per_epoch,
            " batches per epoch (was the checkpoint made with another batch size or world?)");
   ZT_CHECK(batches >= 0, "DataLoader::restore: batches must be >= 0, got ", batches);
   std::optional<LoaderState> end;
   if (batches > 0) {
     int64_t through = 0, end_epoch = 0;  // batches from the start of state.epoch
-    ZT_CHECK(!__builtin_add_overflow(state.position, batches, &through) &&
-                 !__builtin_add_overflow(state.epoch, through / batches_per_epoch_, &end_epoch),
-             "DataLoader::restore: ", batches, " batches from batch ", state.position, " of epoch ",
-             state.epoch, " go past the last epoch an epoch count reaches");
-    end = LoaderState{end_epoch, through % batches_per_epoch_};
+    ZT_CHECK(
+        !__builtin_add_overflow(state.position, batches, &through) &&
+            !__builtin_add_overflow(state.epoch, through / stream_->batches_per_epoch, &end_epoch),
+        "DataLoader::restore: ", batches, " batches from batch ", state.position, " of epoch ",
+        state.epoch, " go past the last epoch an epoch count reaches");
+    end = LoaderState{end_epoch, through % stream_->batches_per_epoch};
   }
   // Already there with the prepared batches that position reads (a resume at the start):
   // keep them, unless a new end falls among them.
@@ -438,7 +461,7 @@ void DataLoader::restore(const LoaderState& state, int64_t batches) {
     stream_->end = end;
   }
   stream_->cv.notify_all();  // a kept producer waiting at the old end goes on
-  if (!keep && options_.prefetch > 0) start();
+  if (!keep && stream_->options.prefetch > 0) start();
 }
 
 }  // namespace zt::data

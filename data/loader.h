@@ -93,7 +93,7 @@ class DataLoader {
   /// whose get() has not returned and the timeout; the next call waits for it again.
   Batch next();
   /// Batches per epoch on this rank.
-  int64_t batches_per_epoch() const { return batches_per_epoch_; }
+  int64_t batches_per_epoch() const;
   /// Position of the next batch next() will return.
   LoaderState state() const;
   /// Continues from `state`, discarding the prepared batches, unless it is already there.
@@ -116,11 +116,11 @@ class DataLoader {
   /// so its result does not depend on the world size.
   int64_t unpadded(const Batch& b) const;
 
-  const Dataset& dataset() const { return *dataset_; }
+  const Dataset& dataset() const;
   /// The sampler as given: its epoch() stays the one the stream started at (the loader deals
   /// each epoch from a copy); Batch::epoch and state() say which epoch the stream is in.
-  const DistributedSampler& sampler() const { return sampler_; }
-  const LoaderOptions& options() const { return options_; }
+  const DistributedSampler& sampler() const;
+  const LoaderOptions& options() const;
 
  private:
   struct Stream;  // what the background thread shares with the loader (loader.cpp)
@@ -128,22 +128,13 @@ class DataLoader {
   void stop();
   bool at_end(const LoaderState& s) const { return end_ && s == *end_; }
   // s under this loader's layout and data set (what state() and state_at_sample() return).
-  LoaderState stamped(LoaderState s) const {
-    s.batch_size = options_.batch_size;
-    s.world = sampler_.world();
-    s.dataset_size = sampler_.dataset_size();
-    return s;
-  }
-
-  std::shared_ptr<const Dataset> dataset_;
-  DistributedSampler sampler_;
-  LoaderOptions options_;
-  int64_t batches_per_epoch_ = 0;
+  LoaderState stamped(LoaderState s) const;
 
   LoaderState consumer_;            // next batch to return
   std::optional<LoaderState> end_;  // restore's end: no batch is made or returned from here
-  // The batches' source and queue. The producer thread holds it too: one left in a get()
-  // that does not return is detached with it, and the loader goes on with a new one.
+  // The batches' source (dataset, sampler, options) and queue. The producer thread holds it too:
+  // one left in a get() that does not return is detached with it, and the loader goes on with a new
+  // one.
   std::shared_ptr<Stream> stream_;
   std::thread thread_;
 };
