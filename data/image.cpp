@@ -107,11 +107,38 @@ std::string png_damage(std::FILE* f) {
   return "";
 }
 
-// The whole file `f` when it is a JPEG (it starts with FF D8), else nothing: its Huffman
-// tables are checked in these bytes (jpeg_damage) and stb decodes them from memory, so the
-// file is read once. Read from where fopen left it, without a seek that would read its
-// first bytes again; a file that shrank since its size was taken is read as it now is.
-std::vector<unsigned char> read_jpeg(std::FILE* f) {
+// The head of the JPEG `f`, read from just after its magic: its bytes up to its first scan
+// (the SOS marker) or its end (EOI), segment by segment, which hold every table and the
+// frame header that a header query reads, and none of the entropy-coded data after them.
+std::vector<unsigned char> read_jpeg_head(std::FILE* f) {
+  std::vector<unsigned char> b{0xff, 0xd8};
+  auto take = [&](size_t n) {  // appends the next n bytes; false where the file ends first
+    const size_t at = b.size();
+    b.resize(at + n);
+    b.resize(at + std::fread(b.data() + at, 1, n, f));
+    return b.size() == at + n;
+  };
+  for (;;) {
+    if (!take(1)) return b;
+    if (b.back() != 0xff) continue;  // not a marker: kept for stb to judge
+    do {
+      if (!take(1)) return b;
+    } while (b.back() == 0xff);  // fill bytes before the marker
+    const unsigned char m = b.back();
+    if (m == 0xda || m == 0xd9) return b;
+    if (m == 0x00 || m == 0x01 || (m >= 0xd0 && m <= 0xd8)) continue;  // no length follows
+    if (!take(2)) return b;
+    const size_t length = (static_cast<size_t>(b[b.size() - 2]) << 8) | b.back();
+    if (length < 2 || !take(length - 2)) return b;
+  }
+}
+
+// The whole file `f` when it is a JPEG (it starts with FF D8), or its head alone (up to its
+// first scan) when `whole` is false, else nothing: its Huffman tables are checked in these
+// bytes (jpeg_damage) and stb reads them from memory, so the file is read once. Read from
+// where fopen left it, without a seek that would read its first bytes again; a file that
+// shrank since its size was taken is read as it now is.
+std::vector<unsigned char> read_jpeg(std::FILE* f, bool whole) {
   struct stat st {};
   unsigned char magic[2] = {};
   if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size < 2 ||
@@ -119,6 +146,7 @@ std::vector<unsigned char> read_jpeg(std::FILE* f) {
     std::rewind(f);
     return {};
   }
+  if (!whole) return read_jpeg_head(f);
   std::vector<unsigned char> b(static_cast<size_t>(st.st_size));
   b[0] = magic[0];
   b[1] = magic[1];
@@ -166,8 +194,8 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
   return "";
 }
 
-// An image file open; `bytes` holds the whole file where a check read it (a JPEG: read_jpeg),
-// and stb then reads those bytes instead of the file.
+// An image file open; `bytes` holds what a check read of it (a JPEG: read_jpeg, the whole
+// file, or its head for a header query), and stb then reads those bytes instead of the file.
 struct OpenFile {
   File f{nullptr, std::fclose};
   std::vector<unsigned char> bytes;
@@ -197,15 +225,17 @@ bool header_size(const std::string& path, const OpenFile& o, int& h, int& w) {
 }
 
 // The file at `path` open, with its header's size in h, w; an empty File and `why` when it
-// does not open (gone since its folder was listed, unreadable) or stb reads no header.
-OpenFile open_image(const std::string& path, int& h, int& w, std::string& why) {
+// does not open (gone since its folder was listed, unreadable) or stb reads no header. A
+// JPEG is read whole, or only its head (enough for h and w, not to decode) when `whole` is
+// false.
+OpenFile open_image(const std::string& path, int& h, int& w, std::string& why, bool whole) {
   OpenFile o;
   o.f = open_file(path);
   if (!o.f) {
     why = std::string("cannot open it: ") + std::strerror(errno);
     return o;
   }
-  o.bytes = read_jpeg(o.f.get());
+  o.bytes = read_jpeg(o.f.get(), whole);
   if (const std::string damage = jpeg_damage(o.bytes); !damage.empty()) {
     why = "corrupt file (" + damage + ")";
     o.f.reset();
@@ -288,7 +318,7 @@ unsigned char* decode_rgb(const OpenFile& o, int& h, int& w, bool& truncated) {
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
   // One open: the header, the CRCs, the pixels; a JPEG is read once, into memory.
-  const OpenFile o = open_image(path, h, w, why);
+  const OpenFile o = open_image(path, h, w, why, /*whole=*/true);
   if (!o.f) return false;
   if (h <= 0 || w <= 0) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
@@ -331,7 +361,7 @@ Image load_image(const std::string& path) {
 std::pair<int64_t, int64_t> image_size(const std::string& path) {
   int w = 0, h = 0;
   std::string why;
-  ZT_CHECK(open_image(path, h, w, why).f, "cannot read image '", path, "': ", why);
+  ZT_CHECK(open_image(path, h, w, why, /*whole=*/false).f, "cannot read image '", path, "': ", why);
   ZT_CHECK(w > 0 && h > 0, "image '", path, "' has an empty size ", h, "x", w);
   return {h, w};  // header_size checked the pixel count
 }
