@@ -1,7 +1,7 @@
 // Device math shared by the CUDA kernels: float/double overloads of the libm functions
 // (d_exp, d_log, ...), the operations that round once each (mul_rn, add_rn, ...: no
-// contraction into an FMA), SiLU and its gradient, and the tanh-GELU gradient, each used
-// by more than one kernel.
+// contraction into an FMA), SiLU and its gradient, and the tanh-GELU and its gradient,
+// each used by more than one kernel.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -119,6 +119,22 @@ __device__ __forceinline__ A d_silu_grad(A g, A x) {
 }
 
 // ---------------------------------------------------------------- GELU
+
+/// gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3), PyTorch's
+/// approximate='tanh' GELU: UnaryOp::kGeluTanh's formula in double, the CPU's f64 one.
+template <typename A>
+__device__ __forceinline__ A gelu_tanh(A x) {
+  const A k = A(0.79788456080286535588);  // sqrt(2/pi)
+  return A(0.5) * x * (A(1) + d_tanh(k * (x + A(0.044715) * x * x * x)));
+}
+/// The same in float as the CPU's f32 kernels take it (gelu_tanh_lanes, core/cpu/lanes.h):
+/// x sigmoid(2u), 2u = x (1.5957691216057308 + 0.0713548162726 x^2). Not the tanh form:
+/// 1 + tanh(u) cancels as u goes to -inf (tanhf(u) rounds to -1 from u of about -9, x of
+/// about -5.2), so that form's result loses most of its bits below x of about -4 and all of
+/// them below -5.2 (0 at x = -6, where the value is -8.5e-11); x sigmoid(2u) keeps them.
+__device__ __forceinline__ float gelu_tanh(float x) {
+  return x * d_sigmoid(x * (1.5957691216057308f + 0.0713548162726f * x * x));
+}
 
 /// g * gelu_tanh'(x), the gradient of PyTorch's approximate='tanh' GELU at x for the
 /// upstream gradient g, in double: BinaryOp::kGeluTanhGrad's formula (the CPU's).

@@ -2,11 +2,11 @@
 // axpy, where, copy, multi_copy, fill and row sums. The CPU kernels of the same names
 // (core/cpu/elementwise.cpp) are the specification: same accumulation types (float for
 // 16-bit types, double for f64; double for sums), same conversions, the same formulas
-// in exact arithmetic. Not the same bits for every f32 op: the CPU's exp, sigmoid and
-// GELUs go through lanes.h (a Cephes exp, the A&S 7.1.26 erf, tanh-GELU as
-// x * sigmoid(2u)) where these use expf, erff and tanhf, so they agree to a few ulp. And
-// nvcc fuses a multiply and an add into one FMA where the CPU may round twice: axpy with
-// alpha other than 1 and the affine x * p0 + p1 can differ in the last place.
+// in exact arithmetic (in float, tanh-GELU as x * sigmoid(2u) on both: device_math.cuh).
+// Not the same bits for every f32 op: the CPU's exp, sigmoid and GELUs go through lanes.h
+// (a Cephes exp, the A&S 7.1.26 erf) where these use expf and erff, so they agree to a few
+// ulp. And nvcc fuses a multiply and an add into one FMA where the CPU may round twice:
+// axpy with alpha other than 1 and the affine x * p0 + p1 can differ in the last place.
 #include <cstring>
 
 #include "core/cuda/block_reduce.cuh"
@@ -44,10 +44,8 @@ __device__ A apply_unary(UnaryOp op, A x, A p0, A p1) {
       return d_tanh(x);
     case UnaryOp::kGelu:
       return A(0.5) * x * (A(1) + d_erf(x * A(0.70710678118654752440)));
-    case UnaryOp::kGeluTanh: {
-      const A k = A(0.79788456080286535588);  // sqrt(2/pi)
-      return A(0.5) * x * (A(1) + d_tanh(k * (x + A(0.044715) * x * x * x)));
-    }
+    case UnaryOp::kGeluTanh:
+      return gelu_tanh(x);
     case UnaryOp::kPow:
       return p0 == A(2) ? x * x : d_pow(x, p0);
     case UnaryOp::kClamp:
