@@ -1,7 +1,7 @@
 // CUDA elementwise kernels at the edges of their inputs' range, against their CPU twins
 // (core/cpu/elementwise.cpp is the specification): values where one formula for an op
-// keeps its bits and another, equal in exact arithmetic, loses them; a tensor past 2^31
-// elements. Without a GPU every test skips and says why.
+// keeps its bits and another, equal in exact arithmetic, loses them (tensors past 2^31
+// elements: test_cuda_large_tensors.cpp). Without a GPU every test skips and says why.
 #include <cmath>
 
 #include "common/test_util.h"
@@ -32,26 +32,6 @@ TEST(CudaElementwiseEdges, TanhGeluKeepsItsBitsInTheLeftTail) {
     Tensor out = Tensor::empty(in.sizes(), dt, kGpu);
     cuda::unary(UnaryOp::kGeluTanh, out, in.to(kGpu), 0.0, 0.0);
     EXPECT_TRUE(all_close(out, ref, dt == DType::f32 ? 3e-5 : 8e-3, 0.0));
-  }
-}
-
-// A strided copy of 2^31 + 6 elements, the transpose of a (2, 2^30 + 3) bf16 tensor (4.3 GB
-// each side): past 2^31 elements the elementwise loop splits indices with 64-bit divisions
-// (loops.cuh, OffsetCalc over Int64Divider), a path no smaller test reaches. Rows at the
-// start, around element 2^31 (row 2^30) and at the end equal their sources.
-TEST(CudaElementwiseEdges, AStridedCopyPastTwoToThe31ElementsIsWhole) {
-  ZT_SKIP_WITHOUT_GPU();
-  const int64_t rows = (int64_t{1} << 30) + 3;
-  Generator g(17);
-  const Tensor x = rand({2, rows}, g, DType::bf16, kGpu);
-  const Tensor y = x.transpose(0, 1).contiguous();
-  ASSERT_EQ(y.sizes(), (Shape{rows, 2}));
-  for (const int64_t r0 : {int64_t{0}, (int64_t{1} << 30) - 2, rows - 4}) {
-    SCOPED_TRACE("rows from " + std::to_string(r0));
-    const std::vector<double> got = y.narrow(0, r0, 4).to(Device::cpu()).to_vector();
-    const std::vector<double> want =
-        x.narrow(1, r0, 4).transpose(0, 1).to(Device::cpu()).to_vector();
-    EXPECT_EQ(got, want);
   }
 }
 

@@ -1,8 +1,8 @@
 // GPU kernels on tensors of 2^31 elements or more, which 32-bit sizes, strides or library
-// limits would break: each case builds its large operand on the GPU from a small seeded
-// block (expanded, then scaled per sample so that samples differ) and checks chosen samples
-// against the same op on those samples alone. Sized to run in seconds on an H100 or H200:
-// at most about 20 GiB of GPU memory a test.
+// limits would break: each case checks chosen parts of its large result (both ends, and
+// either side of where a 32-bit index or a chunk would end) against their sources or the
+// same op on those parts alone. Sized to run in seconds on an H100 or H200: at most about
+// 20 GiB of GPU memory a test.
 // Without a GPU every test skips and says why.
 #include <cmath>
 #include <string>
@@ -76,4 +76,24 @@ TEST(CudaLargeTensors, ConvolutionPastCudnnsTensorSizeRunsInChunks) {
   const double dw_top = max(abs(dw_ref)).item(), db_top = max(abs(db_ref)).item();
   EXPECT_TRUE(test::all_close(wl.grad().to(DType::f32), dw_ref, 2e-2, 1e-2 * dw_top));
   EXPECT_TRUE(test::all_close(bl.grad().to(DType::f32), db_ref, 2e-2, 1e-2 * db_top));
+}
+
+// A strided copy of 2^31 + 6 elements, the transpose of a (2, 2^30 + 3) bf16 tensor (4.3 GB
+// each side): past 2^31 elements the elementwise loop splits indices with 64-bit divisions
+// (loops.cuh, OffsetCalc over Int64Divider), a path no smaller test reaches. Rows at the
+// start, around element 2^31 (row 2^30) and at the end equal their sources.
+TEST(CudaLargeTensors, AStridedCopyPastTwoToThe31ElementsIsWhole) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t rows = (int64_t{1} << 30) + 3;
+  Generator g(17);
+  const Tensor x = rand({2, rows}, g, DType::bf16, kGpu);
+  const Tensor y = x.transpose(0, 1).contiguous();
+  ASSERT_EQ(y.sizes(), (Shape{rows, 2}));
+  for (const int64_t r0 : {int64_t{0}, (int64_t{1} << 30) - 2, rows - 4}) {
+    SCOPED_TRACE("rows from " + std::to_string(r0));
+    const std::vector<double> got = y.narrow(0, r0, 4).to(Device::cpu()).to_vector();
+    const std::vector<double> want =
+        x.narrow(1, r0, 4).transpose(0, 1).to(Device::cpu()).to_vector();
+    EXPECT_EQ(got, want);
+  }
 }
