@@ -26,6 +26,10 @@
 // either. Mixing OpenMP workers
 // with BLAS's own thread pool instead oversubscribes the cores (measured 10-30x
 // slower on 2 cores), so the two are never active at once.
+// The wide-vector helpers of lanes.h are always inlined into functions built for their ISA,
+// so GCC's note that passing such vectors by value changes the ABI does not apply.
+#pragma GCC diagnostic ignored "-Wpsabi"
+
 #include "core/kernels.h"
 
 #include <algorithm>
@@ -33,12 +37,14 @@
 #include <cstring>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu/blas.h"
 #include "core/cpu/conv_cols.h"
 #include "core/cpu/conv_depthwise.h"
 #include "core/cpu/conv_path.h"
+#include "core/cpu/lanes.h"
 #include "core/cpu/loops.h"
 #include "core/cpu/norm_sums.h"
 #include "core/cpu/winograd.h"
@@ -154,17 +160,58 @@ constexpr int64_t kFewInputs = 8;
 
 // out (O, L) = bias + w (O, K) x (K, L) for K <= kFewInputs (SpatialNorm's 1x1
 // convolutions of the codes): with so few products per output a GEMM is a memory pass
-// and the bias another; here each row is built while it is in cache, written once.
+// and the bias another. Here each output is summed in registers, bias first, then the
+// products in input order, and written once. V is one vector of f32 lanes; AVX without
+// FMA (pointwise_f32_avx), so no product is fused into its sum and every ISA gives the
+// bits of the scalar loop.
+template <typename V>
+__attribute__((always_inline)) inline void pointwise_lanes(int64_t o, int64_t k, int64_t l,
+                                                           const float* w, const float* bias,
+                                                           const float* x, float* out) {
+  constexpr int64_t kLanes = sizeof(V) / sizeof(float);
+  V wv[kFewInputs];
+  for (int64_t oc = 0; oc < o; ++oc) {
+    const float* wr = w + oc * k;
+    const float b = bias ? bias[oc] : 0.0f;
+    V bv;
+    for (int64_t j = 0; j < kLanes; ++j) bv[j] = b;
+    for (int64_t kk = 0; kk < k; ++kk)
+      for (int64_t j = 0; j < kLanes; ++j) wv[kk][j] = wr[kk];
+    float* d = out + oc * l;
+    int64_t i = 0;
+    for (; i + kLanes <= l; i += kLanes) {
+      V acc = bv;
+      for (int64_t kk = 0; kk < k; ++kk) acc = acc + wv[kk] * load_part<V>(x + kk * l + i, kLanes);
+      std::memcpy(d + i, &acc, sizeof acc);
+    }
+    for (; i < l; ++i) {
+      float acc = b;
+      for (int64_t kk = 0; kk < k; ++kk) acc = acc + wr[kk] * x[kk * l + i];
+      d[i] = acc;
+    }
+  }
+}
+__attribute__((target("avx"))) void pointwise_f32_avx(int64_t o, int64_t k, int64_t l,
+                                                      const float* w, const float* bias,
+                                                      const float* x, float* out) {
+  pointwise_lanes<f32x8>(o, k, l, w, bias, x, out);
+}
+
 template <typename T>
 void pointwise_few_inputs(int64_t o, int64_t k, int64_t l, const T* w, const T* bias, const T* x,
                           T* out) {
-  for (int64_t oc = 0; oc < o; ++oc) {
-    T* d = out + oc * l;
-    std::fill_n(d, l, bias ? bias[oc] : T(0));
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const T wv = w[oc * k + kk];
-      const T* xr = x + kk * l;
-      for (int64_t i = 0; i < l; ++i) d[i] += wv * xr[i];
+  if constexpr (std::is_same_v<T, float>) {
+    if (cpu_isa() != Isa::kSse2) return pointwise_f32_avx(o, k, l, w, bias, x, out);
+    return pointwise_lanes<f32x4>(o, k, l, w, bias, x, out);
+  } else {
+    for (int64_t oc = 0; oc < o; ++oc) {
+      T* d = out + oc * l;
+      const T b = bias ? bias[oc] : T(0);
+      for (int64_t i = 0; i < l; ++i) {
+        T acc = b;
+        for (int64_t kk = 0; kk < k; ++kk) acc = acc + w[oc * k + kk] * x[kk * l + i];
+        d[i] = acc;
+      }
     }
   }
 }

@@ -41,6 +41,37 @@ TEST(Conv2d, HandComputedPointwiseMixesChannels) {
       y, {11, 22, 33, 44, -7, -15, -23, -31, 110, 220, 330, 440, -79, -159, -239, -319}));
 }
 
+TEST(Conv2d, PointwiseFewInputsHasTheBitsOfTheScalarSum) {
+  // A 1x1 convolution of at most 8 input channels sums each output in registers: the bias,
+  // then the products in input order, as the scalar loop below (built without fused
+  // multiply-adds) does, in every lane and in a row's tail. 5x7 maps leave tails of 3 past
+  // the 8- and 4-lane blocks; with and without a bias; 1, 4 and 8 inputs.
+  Generator gen(21);
+  for (int64_t k : {1, 4, 8}) {
+    for (bool with_bias : {true, false}) {
+      const int64_t n = 2, o = 5, l = 35;
+      Tensor x = randn({n, k, 5, 7}, gen), w = randn({o, k, 1, 1}, gen);
+      Tensor b = with_bias ? randn({o}, gen) : Tensor();
+      const std::vector<double> y = conv2d(x, w, b).to_vector();
+      const std::vector<double> xv = x.to_vector(), wv = w.to_vector();
+      const std::vector<double> bv = with_bias ? b.to_vector() : std::vector<double>(o, 0.0);
+      int64_t mismatches = 0;
+      for (int64_t s = 0; s < n; ++s)
+        for (int64_t oc = 0; oc < o; ++oc)
+          for (int64_t i = 0; i < l; ++i) {
+            auto acc = static_cast<float>(bv[oc]);
+            for (int64_t c = 0; c < k; ++c) {
+              const float p =
+                  static_cast<float>(wv[oc * k + c]) * static_cast<float>(xv[(s * k + c) * l + i]);
+              acc = acc + p;
+            }
+            mismatches += static_cast<double>(acc) != y[(s * o + oc) * l + i];
+          }
+      EXPECT_EQ(mismatches, 0) << k << " inputs, bias " << with_bias;
+    }
+  }
+}
+
 TEST(Conv3d, HandComputedCausalTime) {
   // x (1,1,2,2,2) = 1..8, kernel along time [1, -1], one frame of front padding:
   // out0 = 1*0 - x[t0] = -(1,2,3,4); out1 = x[t0] - x[t1] = -4 everywhere.
