@@ -36,18 +36,26 @@ void GradReducer::add(const Tensor& p) {
   // A second gradient of a parameter still queued (a checkpointed module called twice
   // recomputes, and so accumulates, once per call) joins the first: one bucket must not
   // write one shard twice.
-  const auto queued =
-      std::find_if(queued_.begin(), queued_.end(), [z](const Entry& e) { return e.z == z; });
-  if (queued != queued_.end()) {
+  // (Looked up by its index, not by a walk of the queue: at one rank, or with a large
+  // bucket, every parameter of the model is queued, and each add would walk them all.)
+  if (const auto queued = queued_at_.find(z); queued != queued_at_.end()) {
     autograd::NoGradGuard ng;
-    queued->grad = zt::add(queued->grad, g.reshape({-1}));
+    Tensor& sum = queued_[queued->second].grad;
+    sum = zt::add(sum, g.reshape({-1}));
     return;
   }
   int64_t n = z->part.padded_numel();
   if (!queued_.empty() && queued_elems_ + n > bucket_elems_) flush();
+  queued_at_.emplace(z, queued_.size());
   queued_.push_back({z, g.reshape({-1})});
   queued_elems_ += n;
   if (comm_.size() > 1) layout_.append(p.name()).append(1, '\n');
+}
+
+void GradReducer::clear_queue() {
+  queued_.clear();
+  queued_at_.clear();
+  queued_elems_ = 0;
 }
 
 void GradReducer::flush() {
@@ -63,8 +71,7 @@ void GradReducer::flush() {
       grads.push_back(e.grad);
     }
     write_into_shards(zs, grads);
-    queued_.clear();
-    queued_elems_ = 0;
+    clear_queue();
     ++buckets_;
     return;
   }
@@ -98,8 +105,7 @@ void GradReducer::flush() {
   multi_copy_(slots, slices);
   p.entries = std::move(queued_);
   for (Entry& e : p.entries) e.grad = Tensor();  // free full gradients now
-  queued_.clear();
-  queued_elems_ = 0;
+  clear_queue();
   ++buckets_;
   p.number = buckets_;
   if (timeline_ && timeline_->active()) p.issued_ns = Timeline::now_ns();
@@ -138,9 +144,8 @@ void GradReducer::finish(Pending& p) {
 }
 
 void GradReducer::discard() {
-  queued_.clear();
+  clear_queue();
   layout_.clear();
-  queued_elems_ = 0;
   for (Pending& p : pending_) {
     try {
       if (p.work) p.work->wait();

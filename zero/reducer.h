@@ -13,6 +13,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "zero/comm/communicator.h"
@@ -71,11 +72,13 @@ class GradReducer {
     int64_t number = 0;
   };
   void finish(Pending& p);
+  void clear_queue();
 
   comm::Communicator& comm_;
   int64_t bucket_elems_;
   bool async_;
   std::vector<Entry> queued_;
+  std::unordered_map<const ZeroParam*, size_t> queued_at_;  // each queued one's index in queued_
   int64_t queued_elems_ = 0;
   std::deque<Pending> pending_;
   int64_t buckets_ = 0;
