@@ -147,16 +147,6 @@ static int64_t gather_run(const std::vector<ZeroParam*>& members, comm::Communic
     padded += z->part.padded_numel();
   }
   if (g->members.empty()) return 0;
-  if (comm.size() == 1) {
-    // One rank holds every element: the gathered parameter is its shard itself (no copy,
-    // no memory), and writes through it (a GatheredParameters modifier) land in place.
-    for (ZeroParam* z : g->members) {
-      z->gathered = z->shard;
-      attach_storage(z->owner, z->gathered);
-      z->status = ParamStatus::kAvailable;
-    }
-    return padded;
-  }
   ZeroParam* first = g->members[0];
   if (g->members.size() == 1) {
     g->send = first->shard;
@@ -184,6 +174,20 @@ static int64_t gather_run(const std::vector<ZeroParam*>& members, comm::Communic
 
 int64_t gather_group(const std::vector<ZeroParam*>& group, comm::Communicator& comm,
                      bool blocking) {
+  if (comm.size() == 1) {
+    // One rank holds every element: the gathered parameter is its shard itself (no copy,
+    // no memory, no collective to group them for), and writes through it (a
+    // GatheredParameters modifier) land in place.
+    int64_t padded = 0;
+    for (ZeroParam* z : group) {
+      if (z->kind != ParamKind::kPartitioned || z->status != ParamStatus::kNotAvailable) continue;
+      z->gathered = z->shard;
+      attach_storage(z->owner, z->gathered);
+      z->status = ParamStatus::kAvailable;
+      padded += z->part.padded_numel();
+    }
+    return padded;
+  }
   // One all-gather per (dtype, device) among the members not gathered yet, in order of
   // first appearance (the same on every rank): a module may mix them, as a frozen bf16
   // base weight beside f32 adapters does.
