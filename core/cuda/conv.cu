@@ -10,7 +10,7 @@
 // the output size, so here a front pad p always means p on both sides.
 //
 // A batch whose input or output passes 2^31 - 1 elements, more than a cuDNN descriptor
-// takes, runs as chunks of samples (conv_chunks.h), the weight gradient summed over them.
+// takes, runs as chunks of samples (conv_chunks.cu), each a call of these launchers.
 //
 // Descriptors are made once per geometry and thread and reused. Algorithms:
 // cudnnGet*Algorithm_v7 heuristics, cached per geometry; the ranked results that
@@ -377,10 +377,6 @@ struct Scale {
   }
 };
 
-bool is_half(DType dt) {
-  return dt == DType::bf16 || dt == DType::f16;
-}
-
 // Says once per pass, shape and dtype (on stderr) that a 16-bit convolution runs in f32 for
 // want of a cuDNN engine: correct, but slower, which a benchmark should show.
 void say_f32_fallback(const char* pass, const Tensor& x, const Tensor& weight) {
@@ -430,37 +426,6 @@ void add_bias(const ConvGeometry& g, const Tensor& out, const Tensor& bias) {
   axpy(y, y, bias.view({1, g.o, 1}).expand(y.sizes()), 1.0);
 }
 
-// grad_bias (O) = grad_out (N, O, L) summed over n and l: any size (64-bit indices).
-void bias_gradient(const ConvGeometry& g, const Tensor& grad_out, const Tensor& grad_bias) {
-  if (g.n * g.out_positions() == 0) {
-    fill(grad_bias, 0.0);
-    return;
-  }
-  dispatch_device_floating(grad_out.dtype(), "conv bias grad", [&]<typename T>() {
-    bias_grad_kernel<T><<<grid_x(g.o, "bias_grad_kernel"), kThreads, 0, current_stream()>>>(
-        static_cast<const T*>(grad_out.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), g.n, g.o,
-        g.out_positions());
-    CUDA_CHECK_LAUNCH();
-  });
-}
-
-// Samples per cuDNN call of the geometry (conv_chunks.h): g.n unless the batch's input or
-// output passes cuDNN's 2^31 - 1 elements.
-int64_t batch_chunk(const ConvGeometry& g) {
-  return conv_batch_chunk(g.n, g.c * g.in_positions(), g.o * g.out_positions());
-}
-
-// The geometry of `count` of g's samples, and a batch-major tensor's rows [n0, n0 + count)
-// (an undefined tensor stays undefined).
-ConvGeometry samples_of(const ConvGeometry& g, int64_t count) {
-  ConvGeometry s = g;
-  s.n = count;
-  return s;
-}
-Tensor rows_of(const Tensor& t, int64_t n0, int64_t count) {
-  return t.defined() ? t.narrow(0, n0, count) : t;
-}
-
 void check_conv(const char* what, const ConvGeometry& g, std::initializer_list<Tensor> ts) {
   DType dt = DType::f32;
   bool first = true;
@@ -475,54 +440,30 @@ void check_conv(const char* what, const ConvGeometry& g, std::initializer_list<T
   check_symmetric(g);
 }
 
-// conv_backward of a batch past cuDNN's tensor size (chunk = batch_chunk(g) < g.n): the bias
-// gradient over the whole batch, then a call per chunk of samples, each writing its rows of
-// the input gradient and its share of the weight gradient, which are added up (in f32 for
-// 16-bit dtypes, rounded once at the end).
-void conv_backward_in_chunks(const ConvGeometry& g, int64_t chunk, const Tensor& grad_out,
-                             const Tensor& x, const Tensor& weight, const Tensor& grad_x,
-                             const Tensor& grad_weight, const Tensor& grad_bias) {
-  DeviceGuard guard(grad_out.device().index);
-  if (grad_bias.defined()) bias_gradient(g, grad_out, grad_bias);
-  const bool gw = grad_weight.defined(), wide = gw && is_half(grad_weight.dtype());
-  // The weight gradient's running sum, and one chunk's share of it where that is not the sum.
-  const Tensor sum =
-      wide ? Tensor::empty(grad_weight.sizes(), DType::f32, grad_weight.device()) : grad_weight;
-  Tensor part;
-  for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-    const int64_t count = std::min(chunk, g.n - n0);
-    const bool into_sum = n0 == 0 && !wide;  // the first chunk writes the sum itself
-    if (gw && !into_sum && !part.defined())
-      part = Tensor::empty(grad_weight.sizes(), grad_weight.dtype(), grad_weight.device());
-    cuda::conv_backward(samples_of(g, count), rows_of(grad_out, n0, count), rows_of(x, n0, count),
-                        weight, rows_of(grad_x, n0, count), gw ? (into_sum ? sum : part) : Tensor(),
-                        Tensor());
-    if (!gw || into_sum) continue;
-    if (n0 == 0)
-      copy(sum, part);
-    else
-      multi_copy({sum}, {part}, /*accumulate=*/true);
-  }
-  if (wide) copy(grad_weight, sum);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------- launchers
+
+// grad_bias (O) = grad_out (N, O, L) summed over n and l: any size (64-bit indices).
+void conv_bias_gradient(const ConvGeometry& g, const Tensor& grad_out, const Tensor& grad_bias) {
+  if (g.n * g.out_positions() == 0) {
+    fill(grad_bias, 0.0);
+    return;
+  }
+  dispatch_device_floating(grad_out.dtype(), "conv bias grad", [&]<typename T>() {
+    bias_grad_kernel<T><<<grid_x(g.o, "bias_grad_kernel"), kThreads, 0, current_stream()>>>(
+        static_cast<const T*>(grad_out.data_ptr()), static_cast<T*>(grad_bias.data_ptr()), g.n, g.o,
+        g.out_positions());
+    CUDA_CHECK_LAUNCH();
+  });
+}
 
 void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, const Tensor& weight,
                   const Tensor& bias) {
   check_conv("conv forward", g, {out, x, weight, bias});
   check_device("conv forward", out.device(), {x, weight, bias});
   if (out.numel() == 0) return;
-  if (const int64_t chunk = batch_chunk(g); chunk < g.n) {  // past cuDNN's tensor size
-    for (int64_t n0 = 0; n0 < g.n; n0 += chunk) {
-      const int64_t count = std::min(chunk, g.n - n0);
-      cuda::conv_forward(samples_of(g, count), rows_of(out, n0, count), rows_of(x, n0, count),
-                         weight, bias);
-    }
-    return;
-  }
+  if (conv_forward_in_chunks(g, out, x, weight, bias)) return;  // past cuDNN's tensor size
   if (!all_aligned({out, x, weight, bias})) {
     const Tensor o = aligned_copy(out);
     cuda::conv_forward(g, o, aligned_copy(x), aligned_copy(weight), aligned_copy(bias));
@@ -541,7 +482,7 @@ void conv_forward(const ConvGeometry& g, const Tensor& out, const Tensor& x, con
                                               static_cast<cudnnConvolutionFwdAlgo_t>(c.algo), ws,
                                               c.workspace, s.zero(dt), d.y.get(), out.data_ptr()));
       });
-  if (!ran && is_half(dt)) {  // no 16-bit engine for this shape: compute in f32
+  if (!ran && is_16bit_float(dt)) {  // no 16-bit engine for this shape: compute in f32
     say_f32_fallback("forward", x, weight);
     Tensor o32 = Tensor::empty(out.sizes(), DType::f32, out.device());
     cuda::conv_forward(g, o32, as_f32(x), as_f32(weight), as_f32(bias));
@@ -558,10 +499,8 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
                    const Tensor& grad_bias) {
   check_conv("conv backward", g, {grad_out, x, weight, grad_x, grad_weight, grad_bias});
   check_device("conv backward", grad_out.device(), {x, weight, grad_x, grad_weight, grad_bias});
-  if (const int64_t chunk = batch_chunk(g); chunk < g.n) {  // past cuDNN's tensor size
-    conv_backward_in_chunks(g, chunk, grad_out, x, weight, grad_x, grad_weight, grad_bias);
-    return;
-  }
+  if (conv_backward_in_chunks(g, grad_out, x, weight, grad_x, grad_weight, grad_bias))
+    return;  // past cuDNN's tensor size
   if (!all_aligned({grad_out, x, weight, grad_x, grad_weight, grad_bias})) {
     const Tensor gx = aligned_copy(grad_x), gw = aligned_copy(grad_weight),
                  gb = aligned_copy(grad_bias);
@@ -574,7 +513,7 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
   const DType dt = x.dtype();
   const Device dev = grad_out.device();
   DeviceGuard guard(dev.index);
-  if (grad_bias.defined()) bias_gradient(g, grad_out, grad_bias);
+  if (grad_bias.defined()) conv_bias_gradient(g, grad_out, grad_bias);
   if (!grad_x.defined() && !grad_weight.defined()) return;
   if (grad_out.numel() == 0) {  // empty batch: nothing flows back
     if (grad_x.defined()) fill(grad_x, 0.0);
@@ -601,7 +540,7 @@ void conv_backward(const ConvGeometry& g, const Tensor& grad_out, const Tensor& 
           d.w.get(), grad_weight.data_ptr()));
     });
   }
-  if ((!ran_x || !ran_w) && is_half(dt)) {  // compute the missing ones in f32
+  if ((!ran_x || !ran_w) && is_16bit_float(dt)) {  // compute the missing ones in f32
     say_f32_fallback(ran_x ? "filter gradient" : (ran_w ? "input gradient" : "gradients"), x,
                      weight);
     Tensor gx = ran_x ? Tensor() : Tensor::empty(grad_x.sizes(), DType::f32, dev);
