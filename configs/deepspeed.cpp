@@ -3,8 +3,6 @@
 // rejected with its key path when zt does not implement what it asks for.
 #include "configs/deepspeed.h"
 
-#include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include <type_traits>
 
 #include "configs/zero_sections.h"
+#include "core/ascii.h"
 #include "core/error.h"
 
 namespace zt::config {
@@ -77,13 +76,6 @@ bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecisio
   return false;
 }
 
-std::string lower(std::string s) {
-  std::transform(s.begin(), s.end(), s.begin(), [](char ch) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  });
-  return s;
-}
-
 template <typename T>
 std::string text(const T& v) {
   std::ostringstream os;
@@ -140,7 +132,7 @@ void read_optimizer(Section o, TrainConfig& t, TakeOver& take) {
   if (!o.has("type")) o.fail("type", "the optimizer needs a type: Adam, AdamW or SGD");
   const Node type_node = o.node().get("type");
   Section p = o.sub("params");
-  const std::string kind = lower(type);
+  const std::string kind = ascii_lower(type);
   if (kind != "adam" && kind != "adamw" && kind != "sgd")
     type_node.fail("optimizer '" + type +
                    "' is not supported by zt: use Adam, AdamW or SGD (Lamb, OneBitAdam, "

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <set>
 
+#include "core/ascii.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
 #include "core/plural.h"
@@ -19,10 +20,7 @@ namespace fs = std::filesystem;
 namespace zt::data {
 
 std::string extension_of(const std::string& path) {
-  std::string ext = fs::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](char c) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  });
+  const std::string ext = ascii_lower(fs::path(path).extension().string());
   return ext.empty() ? "(no extension)" : ext;
 }
 

@@ -8,7 +8,6 @@
 #include "apps/vqgpt/vqgpt_app.h"
 
 #include <algorithm>
-#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
@@ -20,6 +19,7 @@
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/vqtok_app.h"
+#include "core/ascii.h"
 #include "core/ops.h"
 #include "core/plural.h"
 #include "data/caption.h"
@@ -416,8 +416,7 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
                            {"--top-k", std::to_string(o.sampling.top_k)},
                            {"--seed", std::to_string(o.sampling.seed)}},
                           comm, "vqgpt sample");
-  std::string ext = fs::path(o.out).extension().string();
-  for (char& ch : ext) ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  const std::string ext = ascii_lower(fs::path(o.out).extension().string());
   ZT_CHECK(o.out.empty() || ext == ".png", "sample: the grid is written as a PNG image, so --out ",
            "must end in .png, got '", o.out, "'");
   const std::vector<std::string> inputs = read_by_run(cfg, o.checkpoint);
