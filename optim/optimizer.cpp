@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <tuple>
@@ -370,7 +371,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     for (const auto& s : slot_names_) expected[params_[i].first + "." + s] = {i, s};
   }
   std::vector<std::string> unexpected, mismatched;
-  bool has_step = false;
+  std::optional<int64_t> step_count;  // the "step" entry, when it is a step count
   // Per parameter: its step (-1: no "<param>.step") and the slots given.
   std::vector<int64_t> steps(params_.size(), -1);
   std::vector<std::set<std::string>> given(params_.size());
@@ -381,7 +382,8 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
       continue;
     }
     if (k == "step") {
-      has_step = t.defined() && t.numel() == 1 && is_step_count(t.item());
+      const double v = t.defined() && t.numel() == 1 ? t.item() : -1.0;
+      if (is_step_count(v)) step_count = static_cast<int64_t>(v);
       continue;
     }
     auto it = expected.find(k);
@@ -429,7 +431,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     if (const size_t dot = k.rfind('.'); dot != std::string::npos && index_.count(k.substr(0, dot)))
       foreign.insert(k.substr(dot + 1));
   std::ostringstream err;
-  if (!has_step) err << "\n  missing or malformed 'step' entry (one whole number >= 0)";
+  if (!step_count) err << "\n  missing or malformed 'step' entry (one whole number >= 0)";
   if (!duplicated.empty())
     err << "\n  keys given more than once (" << duplicated.size()
         << "): " << list_names({duplicated.begin(), duplicated.end()});
@@ -478,8 +480,7 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
     state_[i].slots = std::move(slots[i]);
     state_[i].step = std::max<int64_t>(steps[i], 0);
   }
-  for (const auto& [k, t] : state)
-    if (k == "step") step_count_ = static_cast<int64_t>(t.item());
+  step_count_ = *step_count;
   broken_.clear();  // the loaded state is whole
 }
 
