@@ -209,13 +209,22 @@ SafetensorsFile::SafetensorsFile(const std::string& path) : path_(path) {
   check_json_depth(std::string_view(hbeg, n), kMaxHeaderDepth, where + "header",
                    "a safetensors header nests 3");
   ojson header;
-  // JSON keeps the last of repeated keys; a header naming a tensor twice is refused instead
-  // (the first description would be dropped without a word).
-  std::set<std::string> names;
+  // JSON keeps the last of repeated keys; a header naming a tensor twice, or giving one of
+  // an entry's fields twice, is refused instead (the first would be dropped without a word).
+  std::set<std::string> names, fields;  // the header's keys; those of the entry being read
+  std::string entry;                    // the key of the entry being read
   auto once = [&](int depth, ojson::parse_event_t event, ojson& parsed) {
-    if (depth == 1 && event == ojson::parse_event_t::key)
-      ZT_CHECK(names.insert(parsed.get<std::string>()).second, where, "tensor '",
-               parsed.get<std::string>(), "': the header names it twice");
+    if (depth == 1 && event == ojson::parse_event_t::object_start) fields.clear();
+    if (event != ojson::parse_event_t::key) return true;
+    const std::string key = parsed.get<std::string>();
+    if (depth == 1) {
+      ZT_CHECK(names.insert(key).second, where, "tensor '", key, "': the header names it twice");
+      entry = key;
+    } else if (depth == 2) {
+      ZT_CHECK(fields.insert(key).second, where,
+               entry == "__metadata__" ? "__metadata__" : "tensor '" + entry + "'",
+               ": the header gives its '", key, "' twice");
+    }
     return true;
   };
   try {

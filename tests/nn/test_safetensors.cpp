@@ -234,6 +234,12 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
            R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]},"a":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})",
            4),
        "tensor 'a': the header names it twice"},
+      // So would an entry's field given twice: which dtype, F32 or I32, is it?
+      {"a field given twice",
+       raw_file(R"({"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4],"dtype":"I32"}})", 4),
+       "tensor 'a': the header gives its 'dtype' twice"},
+      {"a metadata key given twice", raw_file(R"({"__metadata__":{"k":"1","k":"2"}})", 0),
+       "__metadata__: the header gives its 'k' twice"},
   };
   std::string path = tmp_path("corrupt.safetensors");
   for (const Case& c : cases) {
