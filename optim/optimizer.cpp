@@ -456,12 +456,14 @@ void Optimizer::load_state_dict(const NamedTensors& state) {
   std::vector<std::map<std::string, Tensor>> slots(params_.size());
   for (size_t i = 0; i < params_.size(); ++i)
     for (const std::string& s : given[i]) {
+      // (A parameter converted in place since, by a module's to(), no longer matches it.)
+      const Tensor& p = params_[i].second;
       auto it = state_[i].slots.find(s);
-      if (it != state_[i].slots.end()) {
+      if (it != state_[i].slots.end() && it->second.sizes() == p.sizes() &&
+          it->second.dtype() == p.dtype() && it->second.device() == p.device()) {
         slots[i][s] = it->second;
       } else {
         MemTagScope tag(MemTag::kOptimState);
-        const Tensor& p = params_[i].second;
         slots[i][s] = zeros(p.sizes(), p.dtype(), p.device());
       }
     }

@@ -99,9 +99,10 @@ class Optimizer {
   /// no type: Adam's and AdamW's are alike, and load into each other (as in PyTorch); a
   /// zero::save_checkpoint records kind() and its load refuses another. A refused load, or one
   /// whose new state tensors cannot be allocated, leaves the optimizer as it was; state tensors it
-  /// already holds are written in place (a state_dict() taken before, not cloned, shows the loaded
-  /// values). Refused once a step was captured in a CUDA graph (the graph holds the state's
-  /// addresses).
+  /// already holds that still match their parameter's shape, dtype and device (not after a
+  /// module's to() converted it) are written in place (a state_dict() taken before, not cloned,
+  /// shows the loaded values). Refused once a step was captured in a CUDA graph (the graph holds
+  /// the state's addresses).
   void load_state_dict(const NamedTensors& state);
 
  protected:

@@ -133,3 +133,37 @@ TEST(OptimizerState, SlotsConvertToTheParametersDtypeButMustBeFloating) {
                                 "a.exp_avg (i64, expected a floating tensor)"));
   EXPECT_EQ(fresh.step_count(), 0);
 }
+
+// A load after the parameters changed dtype (a module's to(), which converts them in place)
+// converts the state the optimizer already held as it converts a new one: it had kept its
+// f32 moments for the f64 parameters, and the next step failed on the mixed dtypes.
+TEST(OptimizerState, ALoadAfterTheParametersChangedDtypeConvertsTheHeldState) {
+  const optim::NamedTensors saved = trained_state(two_params());
+  const optim::NamedTensors ps = two_params();
+  optim::Adam adam(ps, optim::AdamOptions(0.01));
+  for (const auto& [n, p] : ps) p.set_grad(full({1024}, -1.0, DType::f32));
+  adam.step();
+  for (const auto& [n, p] : ps) {
+    p.set_grad(Tensor());
+    p.set_data(p.to(DType::f64));
+  }
+  adam.load_state_dict(saved);
+  EXPECT_EQ(adam.state_dict()[2].first, "a.exp_avg");
+  EXPECT_EQ(adam.state_dict()[2].second.dtype(), DType::f64);
+  EXPECT_EQ(adam.state_dict()[2].second.to_vector(), saved[2].second.to_vector());
+
+  optim::NamedTensors qs;
+  for (const auto& [n, p] : ps) {
+    Tensor q = p.detach().clone();
+    q.set_requires_grad(true);
+    qs.emplace_back(n, q);
+  }
+  optim::Adam fresh(qs, optim::AdamOptions(0.01));
+  fresh.load_state_dict(saved);
+  for (const auto& ts : {ps, qs})
+    for (const auto& [n, p] : ts) p.set_grad(full({1024}, 0.05, DType::f64));
+  adam.step();
+  fresh.step();
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(ps[i].second.to_vector(), qs[i].second.to_vector()) << ps[i].first;
+}
