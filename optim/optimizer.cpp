@@ -26,7 +26,7 @@ void check_ours(const std::string& name, const Tensor& p) {
 Optimizer::Optimizer(NamedTensors params, double lr, double weight_decay,
                      std::vector<std::string> slots)
     : params_(std::move(params)),
-      state_(params_.size(), ParamState{{}, 0, ParamSettings{1.0, weight_decay}}),
+      state_(params_.size(), ParamState{{}, 0, ParamSettings{1.0, weight_decay}, {}}),
       copies_(params_.size()),
       slot_names_(std::move(slots)),
       lr_(lr) {
@@ -158,8 +158,7 @@ void Optimizer::step() {
   // moments) is as if not taken: counters back, the slots it made gone, so the step can
   // be taken again. One that fails after some parameters were updated (a later group's
   // launch refused on a GPU) cannot be taken back: the next step() says so.
-  std::vector<size_t> slots_before(states.size());
-  for (size_t i = 0; i < states.size(); ++i) slots_before[i] = states[i]->slots.size();
+  for (ParamState* st : states) st->made.clear();
   updated_some_ = false;
   try {
     update_many(ps, gs, states, copies);
@@ -169,23 +168,24 @@ void Optimizer::step() {
                 e.what() + ")";
       throw;
     }
-    undo_step(states, slots_before, capturing);
+    undo_step(states, capturing);
     throw;
   }
 }
 
-void Optimizer::undo_step(const std::vector<ParamState*>& states,
-                          const std::vector<size_t>& slots_before, bool capturing) {
+void Optimizer::undo_step(const std::vector<ParamState*>& states, bool capturing) {
   if (capturing) {  // no step was captured
     replay_makers_.clear();
     replay_states_.clear();
     capture_counted_ = false;
   }
   --step_count_;
-  for (size_t i = 0; i < states.size(); ++i) {
-    --states[i]->step;
-    if (states[i]->slots.size() != slots_before[i] && states[i]->step == 0)
-      states[i]->slots.clear();  // made by this, the parameter's first step
+  // Every slot this step made, whatever the parameter's step count: SGD's momentum buffer
+  // may be made for a parameter that took steps without one.
+  for (ParamState* st : states) {
+    --st->step;
+    for (const std::string& s : st->made) st->slots.erase(s);
+    st->made.clear();
   }
 }
 
@@ -321,7 +321,9 @@ Tensor& Optimizer::slot(ParamState& state, const std::string& name, const Tensor
            "' state of a parameter; run a warm-up step in which every parameter gets a gradient "
            "before capturing");
   MemTagScope tag(MemTag::kOptimState);
-  return state.slots[name] = zeros(param.sizes(), param.dtype(), param.device());
+  Tensor made = zeros(param.sizes(), param.dtype(), param.device());
+  state.made.push_back(name);
+  return state.slots[name] = std::move(made);
 }
 
 bool Optimizer::fused_path(const Tensor& param, const std::vector<Tensor>& others) {

@@ -118,6 +118,8 @@ class Optimizer {
     std::map<std::string, Tensor> slots;
     int64_t step = 0;
     ParamSettings settings;
+    /// The slots slot() made during the step under way (a failed step takes them back).
+    std::vector<std::string> made;
   };
   /// True when a parameter that has taken a step holds every slot (Adam's moments); false
   /// when a slot may be missing (SGD's momentum buffer: the next step is then a first one).
@@ -199,10 +201,8 @@ class Optimizer {
   /// (the settings, the state's addresses); `instead` says what to do.
   void check_not_captured(const char* op, const char* held, const char* instead) const;
   /// Takes back a step that failed before it updated any parameter: the step counters,
-  /// the slots it created (a parameter's first step: `slots_before` has the counts before
-  /// it) and, when `capturing`, the captured step's records.
-  void undo_step(const std::vector<ParamState*>& states, const std::vector<size_t>& slots_before,
-                 bool capturing);
+  /// the slots it made (ParamState::made) and, when `capturing`, the captured step's records.
+  void undo_step(const std::vector<ParamState*>& states, bool capturing);
   std::vector<std::string> slot_names_;
   double lr_;
   int64_t step_count_ = 0;

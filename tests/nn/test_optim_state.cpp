@@ -167,3 +167,34 @@ TEST(OptimizerState, ALoadAfterTheParametersChangedDtypeConvertsTheHeldState) {
   for (size_t i = 0; i < ps.size(); ++i)
     EXPECT_EQ(ps[i].second.to_vector(), qs[i].second.to_vector()) << ps[i].first;
 }
+
+// A step that runs out of memory for the state it makes is taken back whole, whatever
+// the parameters' step counts: SGD's momentum buffer made for a parameter that had taken
+// steps without one (a state saved at momentum 0) was kept, zero, so the step taken again
+// started from it (buf = 0.9 * 0 + 0.5 g) rather than from the gradient (buf = g).
+TEST(OptimizerState, AStepOutOfMemoryForItsStateTakesBackEveryNewSlot) {
+  const optim::NamedTensors old = two_params();
+  optim::SGD plain(old, optim::SGDOptions(0.1));
+  for (const auto& [n, p] : old) p.set_grad(full({1024}, 0.1, DType::f32));
+  plain.step();
+  const optim::NamedTensors saved = plain.state_dict();
+
+  const auto options = optim::SGDOptions(0.1).momentum(0.9).dampening(0.5);
+  const optim::NamedTensors ps = two_params(), qs = two_params();
+  optim::SGD failed(ps, options), fresh(qs, options);
+  failed.load_state_dict(saved);
+  fresh.load_state_dict(saved);
+  for (const auto& ts : {ps, qs})
+    for (const auto& [n, p] : ts) p.set_grad(full({1024}, 0.2, DType::f32));
+  {
+    auto ledger = std::make_shared<MemoryLedger>("rank 0");
+    LedgerScope scope(ledger);
+    ledger->set_limit(Device::cpu(), 4096);  // a's momentum buffer, not b's
+    EXPECT_TRUE(test::throws_with([&] { failed.step(); }, "out of memory"));
+  }
+  EXPECT_EQ(failed.state_dict().size(), saved.size()) << "no momentum buffer was kept";
+  failed.step();
+  fresh.step();
+  for (size_t i = 0; i < ps.size(); ++i)
+    EXPECT_EQ(ps[i].second.to_vector(), qs[i].second.to_vector()) << ps[i].first;
+}
