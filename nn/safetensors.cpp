@@ -144,12 +144,17 @@ SafetensorsInfo parse_entry(const ojson& v, uint64_t data_size, const std::strin
   const std::string dt = v["dtype"].get<std::string>();
   ZT_CHECK(parse_dtype(dt, info.dtype), at, "unsupported dtype '", dt,
            "' (supported: F32, F16, BF16, F64, I64, I32, BOOL)");
-  uint64_t numel = 1;
+  // numel, and the product of the dims after the first taken as at least 1 (the largest
+  // stride, which an empty tensor has too): both within an int64.
+  uint64_t numel = 1, span = 1;
   for (const auto& d : v["shape"]) {
     uint64_t s = 0;
     ZT_CHECK(as_index(d, s), at, "shape entries must be non-negative integers, got ", brief(d));
-    ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel), at, "shape ", brief(v["shape"]),
-             " overflows");
+    const uint64_t stride_factor = info.shape.empty() ? 1 : std::max<uint64_t>(s, 1);
+    ZT_CHECK(!__builtin_mul_overflow(numel, s, &numel) &&
+                 !__builtin_mul_overflow(span, stride_factor, &span) &&
+                 span <= static_cast<uint64_t>(std::numeric_limits<int64_t>::max()),
+             at, "shape ", brief(v["shape"]), " overflows");
     info.shape.push_back(static_cast<int64_t>(s));
   }
   uint64_t nbytes = 0;

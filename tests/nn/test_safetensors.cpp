@@ -194,6 +194,13 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
            R"({"a":{"dtype":"F32","shape":[4611686018427387904,4611686018427387904],"data_offsets":[0,8]}})",
            8),
        "overflows"},
+      // No elements, but strides past an int64: refused when the file is read, not when
+      // the tensor is made.
+      {"empty shape with huge dims",
+       raw_file(
+           R"({"a":{"dtype":"F32","shape":[0,4611686018427387904,4611686018427387904],"data_offsets":[0,0]}})",
+           0),
+       "tensor 'a': shape [0,4611686018427387904,4611686018427387904] overflows"},
       {"offsets arity", raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", 8),
        "must be [begin, end]"},
       {"offsets reversed", raw_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", 8),
