@@ -396,7 +396,7 @@ const Tensor& Tensor::copy_(const Tensor& src) const {
       strides() == s.strides() && dtype() == s.dtype())
     return *this;
   if (device().type == s.device().type) {
-    ZT_DISPATCH(device(), copy, *this, s);
+    ZT_DISPATCH(device(), copy, *this, detail::unaliased_source(*this, s));
     return *this;
   }
 #ifdef ZT_WITH_CUDA

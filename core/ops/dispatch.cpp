@@ -103,7 +103,8 @@ void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor
     // contiguous block) in one storage must be the same elements in the same layout or
     // apart; elementwise kernels read and write in an order that a partial overlap (x and
     // x.t(), x[1:] and x[:-1]) would make the result depend on. Strided tensors with gaps
-    // pass unchecked (x[::2] and x[1::2] share a range but no element).
+    // pass (x[::2] and x[1::2] share a range but no element): unaliased_source copies
+    // such a source first.
     if (src.defined() && dst.has_storage() && src.has_storage() && dst.storage() == src.storage() &&
         dst.numel() > 0 && src.numel() > 0 && is_dense(dst) && is_dense(src)) {
       const auto [d0, d1] = byte_range(dst);
@@ -120,6 +121,19 @@ void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor
 
 void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
   begin_write(op, dst, {src});
+}
+
+Tensor unaliased_source(const Tensor& dst, const Tensor& src) {
+  if (!dst.has_storage() || !src.has_storage() || dst.storage() != src.storage() ||
+      dst.numel() == 0 || src.numel() == 0)
+    return src;
+  const auto [d0, d1] = byte_range(dst);
+  const auto [s0, s1] = byte_range(src);
+  if (d1 <= s0 || s1 <= d0) return src;
+  if (d0 == s0 && dst.dtype() == src.dtype() && layout_of(dst) == layout_of(src)) return src;
+  // Whether they share an element at all is not worked out: the copy is what a
+  // kernel that reads each source element before any write would have seen.
+  return src.detach().clone();
 }
 
 bool elements_apart(const Tensor& t) {

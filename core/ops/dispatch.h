@@ -36,6 +36,12 @@ void check_floating(const char* op, const Tensor& t);
 void begin_write(const char* op, const Tensor& dst, const Tensor& src = Tensor());
 /// The same for a write that reads several sources (a GEMM's operands), counted once.
 void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs);
+/// The source of an elementwise in-place write to `dst` (after begin_write, `src` already
+/// of dst's shape): `src` itself, or a copy of it when the two reach into one range of a
+/// storage without being the same elements in the same layout (x[::2] written from x[:3],
+/// or from a broadcast column of x), whose elements the kernel could write before it
+/// reads them.
+Tensor unaliased_source(const Tensor& dst, const Tensor& src);
 /// True when no two elements of `t` share a memory location (a sufficient test, which
 /// every layout made by views other than expand() and as_strided() passes).
 bool elements_apart(const Tensor& t);

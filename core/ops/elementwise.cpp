@@ -433,7 +433,7 @@ void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
   detail::begin_write("add_", a, b);
   detail::check_floating("add_", a);
-  Tensor eb = source_for("add_", a, b);
+  Tensor eb = detail::unaliased_source(a, source_for("add_", a, b));
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
 
@@ -496,7 +496,7 @@ void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
   detail::begin_write("mul_", a, b);
   detail::check_floating("mul_", a);
-  Tensor eb = source_for("mul_", a, b);
+  Tensor eb = detail::unaliased_source(a, source_for("mul_", a, b));
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }
 

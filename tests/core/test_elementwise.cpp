@@ -116,6 +116,26 @@ TEST(Elementwise, InPlaceWritesRefuseOverlappingMemory) {
   EXPECT_TRUE(values_are(x, {0, 0, 4, 4, 0, 0, 4, 4}));
 }
 
+TEST(Elementwise, InPlaceWritesReadASourceThatSharesMemoryWithGapsBeforeWriting) {
+  // A strided or broadcast source that reaches into the destination's elements without
+  // being them in the same layout (no dense pair, so not refused above) gives the values
+  // it had before the write, as if copied first: x[::2] = x[:3] must not read x[2] after
+  // writing it.
+  const Tensor x = arange(0, 6, 1, DType::f64);
+  x.slice(0, 0, 6, 2).copy_(x.narrow(0, 0, 3));
+  EXPECT_TRUE(values_are(x, {0, 1, 1, 3, 2, 5}));
+  const Tensor y = arange(0, 6, 1, DType::f64);
+  add_(y.slice(0, 0, 6, 2), y.narrow(0, 0, 3));
+  EXPECT_TRUE(values_are(y, {0, 1, 3, 3, 6, 5}));
+  const Tensor z = arange(1, 7, 1, DType::f64);
+  mul_(z.slice(0, 0, 6, 2), z.narrow(0, 0, 3));
+  EXPECT_TRUE(values_are(z, {1, 2, 6, 4, 15, 6}));
+  // A column broadcast along the rows of its own matrix: m = [[1, 3], [1, 3]].
+  const Tensor m = from_vector({1, 2, 3, 4}, {2, 2});
+  m.copy_(m.select(1, 0).unsqueeze(0).expand({2, 2}));
+  EXPECT_TRUE(values_are(m, {1, 3, 1, 3}));
+}
+
 TEST(Elementwise, PowerZeroHasAZeroGradientEverywhere) {
   // x^0 = 1: its gradient is 0 also at x = 0, where 0 * x^-1 would be NaN.
   Tensor x = from_vector({0, 2}, {2}, DType::f64).set_requires_grad(true);
