@@ -75,10 +75,16 @@ void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b)
 }
 }  // namespace
 
+// The bounds are checked as PyTorch's: a range that is reversed or infinite (inf - -inf
+// fills NaN), a NaN, or a negative spread describes no distribution to draw from.
 void uniform_(const Tensor& t, double lo, double hi, Generator& g) {
+  ZT_CHECK(std::isfinite(lo) && std::isfinite(hi) && lo <= hi, "uniform_: lo (", lo, ") and hi (",
+           hi, ") must be finite with lo <= hi");
   random_fill(t, g, false, lo, hi);
 }
 void normal_(const Tensor& t, double mean, double std, Generator& g) {
+  ZT_CHECK(std::isfinite(mean), "normal_: mean must be finite, got ", mean);
+  ZT_CHECK(std::isfinite(std) && std >= 0, "normal_: std must be finite and >= 0, got ", std);
   random_fill(t, g, true, mean, std);
 }
 

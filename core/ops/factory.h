@@ -41,10 +41,11 @@ Tensor randn(const Shape& sizes, Generator& g, DType dtype = DType::f32,
 Tensor rand(const Shape& sizes, DType dtype = DType::f32, Device device = Device::cpu());
 /// N(0, 1) from default_generator().
 Tensor randn(const Shape& sizes, DType dtype = DType::f32, Device device = Device::cpu());
-/// Fills a floating t in place with U[lo, hi), not recorded by autograd (allowed on
-/// parameters, as nn.init's).
+/// Fills a floating t in place with U[lo, hi) (lo <= hi, both finite), not recorded by
+/// autograd (allowed on parameters, as nn.init's).
 void uniform_(const Tensor& t, double lo, double hi, Generator& g = default_generator());
-/// Fills a floating t in place with N(mean, std), not recorded by autograd.
+/// Fills a floating t in place with N(mean, std) (mean finite, std finite and >= 0), not
+/// recorded by autograd.
 void normal_(const Tensor& t, double mean, double std, Generator& g = default_generator());
 /// Random integers in [lo, hi) (hi > lo), an i64 tensor on the CPU only.
 Tensor randint(int64_t lo, int64_t hi, const Shape& sizes, Generator& g = default_generator());

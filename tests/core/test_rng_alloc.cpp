@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <thread>
 #include <vector>
 
@@ -82,6 +83,26 @@ TEST(Rng, Distributions) {
   EXPECT_EQ(r.dtype(), DType::i64);
   EXPECT_EQ(min(r.to(DType::f32)).item(), 3.0);
   EXPECT_EQ(max(r.to(DType::f32)).item(), 6.0);
+}
+
+TEST(Rng, BoundsThatDescribeNoDistributionAreRefusedAndDrawNothing) {
+  // As PyTorch's uniform_ and normal_: [lo, hi) needs lo <= hi, both finite (inf - -inf
+  // would fill NaN), and a standard deviation is >= 0; NaN is none of these. The tensor
+  // and the generator's position stay as they were.
+  Generator g(1);
+  const Tensor t = zeros({4});
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::nan("");
+  EXPECT_TRUE(test::throws_with([&] { uniform_(t, 1.0, 0.0, g); }, "uniform_: lo (1)"));
+  EXPECT_TRUE(test::throws_with([&] { uniform_(t, -inf, inf, g); }, "uniform_"));
+  EXPECT_TRUE(test::throws_with([&] { uniform_(t, nan, 1.0, g); }, "uniform_"));
+  EXPECT_TRUE(test::throws_with([&] { normal_(t, 0.0, -1.0, g); }, "normal_: std"));
+  EXPECT_TRUE(test::throws_with([&] { normal_(t, 0.0, nan, g); }, "normal_: std"));
+  EXPECT_TRUE(test::throws_with([&] { normal_(t, inf, 1.0, g); }, "normal_: mean"));
+  EXPECT_TRUE(values_are(t, {0, 0, 0, 0}));
+  EXPECT_EQ(g.offset(), 0u);
+  uniform_(t, 2.0, 2.0, g);  // an empty range of one value, and a point mass, are fine
+  normal_(t, 2.0, 0.0, g);
+  EXPECT_TRUE(values_are(t, {2, 2, 2, 2}));
 }
 
 TEST(Alloc, BytesPerTag) {
