@@ -29,6 +29,13 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
 
 Tensor sum_to(const Tensor& t, const Shape& shape) {
   if (t.sizes() == shape) return t;
+  // The inverse of expand: shape must broadcast to t's (another of t's element count would
+  // otherwise come out as a reshape of t).
+  bool fits = static_cast<int64_t>(shape.size()) <= t.dim();
+  for (size_t i = 0; fits && i < shape.size(); ++i)
+    fits = shape[i] == 1 || shape[i] == t.sizes()[t.dim() - shape.size() + i];
+  ZT_CHECK(fits, "sum_to: shape ", shape_str(shape), " does not broadcast to the tensor's ",
+           shape_str(t.sizes()));
   std::vector<int64_t> dims;
   size_t lead = t.dim() - shape.size();
   for (size_t i = 0; i < static_cast<size_t>(t.dim()); ++i) {

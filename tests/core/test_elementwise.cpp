@@ -190,6 +190,23 @@ TEST(Elementwise, InPlaceAndSumTo) {
   EXPECT_TRUE(values_are(sum_to(a, {2, 1}), {9, 11}));
 }
 
+TEST(Elementwise, SumToRefusesAShapeThatDoesNotBroadcastToTheTensors) {
+  // sum_to inverts expand: the target must expand to t's shape. (4, 1) -> (2, 2) and
+  // (2, 3) -> (3, 2) have the elements' count but are no such shape (summing would have
+  // been a reshape), nor is one with more dims or another size.
+  const Tensor a = from_vector({1, 2, 3, 4}, {4, 1}), b = zeros({2, 3});
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        sum_to(a, {2, 2});
+      },
+      "sum_to: shape [2, 2] does not broadcast to the tensor's [4, 1]"));
+  EXPECT_TRUE(test::throws_with([&] { sum_to(b, {3, 2}); }, "sum_to: shape [3, 2]"));
+  EXPECT_TRUE(test::throws_with([&] { sum_to(b, {1, 2, 3}); }, "sum_to: shape [1, 2, 3]"));
+  EXPECT_TRUE(test::throws_with([&] { sum_to(b, {6}); }, "sum_to: shape [6]"));
+  EXPECT_TRUE(values_are(sum_to(b, {}), {0}));
+  EXPECT_TRUE(values_are(sum_to(a, {1, 1}), {10}));
+}
+
 TEST(Elementwise, UnaryGradients) {
   Tensor x = test::rand_leaf({2, 3}, 1);
   Tensor p = pos_leaf({2, 3}, 2);
