@@ -123,14 +123,20 @@ void begin_write(const char* op, const Tensor& dst, const Tensor& src) {
   begin_write(op, dst, {src});
 }
 
+bool shares_memory(const Tensor& a, const Tensor& b) {
+  if (!a.defined() || !b.defined() || !a.has_storage() || !b.has_storage() ||
+      a.storage() != b.storage() || a.numel() == 0 || b.numel() == 0)
+    return false;
+  const auto [a0, a1] = byte_range(a);
+  const auto [b0, b1] = byte_range(b);
+  return a0 < b1 && b0 < a1;
+}
+
 Tensor unaliased_source(const Tensor& dst, const Tensor& src) {
-  if (!dst.has_storage() || !src.has_storage() || dst.storage() != src.storage() ||
-      dst.numel() == 0 || src.numel() == 0)
+  if (!shares_memory(dst, src)) return src;
+  if (dst.offset() == src.offset() && dst.dtype() == src.dtype() &&
+      layout_of(dst) == layout_of(src))
     return src;
-  const auto [d0, d1] = byte_range(dst);
-  const auto [s0, s1] = byte_range(src);
-  if (d1 <= s0 || s1 <= d0) return src;
-  if (d0 == s0 && dst.dtype() == src.dtype() && layout_of(dst) == layout_of(src)) return src;
   // Whether they share an element at all is not worked out: the copy is what a
   // kernel that reads each source element before any write would have seen.
   return src.detach().clone();

@@ -36,6 +36,9 @@ void check_floating(const char* op, const Tensor& t);
 void begin_write(const char* op, const Tensor& dst, const Tensor& src = Tensor());
 /// The same for a write that reads several sources (a GEMM's operands), counted once.
 void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs);
+/// True when a and b reach into one range of a storage (a test of their first and last
+/// elements' places, not of every element: x[::2] and x[1::2] share memory by it).
+bool shares_memory(const Tensor& a, const Tensor& b);
 /// The source of an elementwise in-place write to `dst` (after begin_write, `src` already
 /// of dst's shape): `src` itself, or a copy of it when the two reach into one range of a
 /// storage without being the same elements in the same layout (x[::2] written from x[:3],

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 
 #include "core/autograd.h"
 #include "core/kernels.h"
@@ -53,6 +54,17 @@ void mm_into(const Tensor& out, const Tensor& a, const Tensor& b, double beta = 
        std::max<int64_t>(out.size(1), 1));
 }
 
+// A GEMM reads each operand element for many outputs, some of them after it wrote others
+// (in an order BLAS's blocking picks): an output in an operand's memory, even as the very
+// same elements, would be read back as written.
+void check_output_apart(const char* op, const Tensor& c, const Tensor& a, const Tensor& b) {
+  for (const auto& [t, name] : {std::pair{&a, "A"}, std::pair{&b, "B"}})
+    ZT_CHECK(!detail::shares_memory(c, *t), op, ": the output ", c.str(),
+             " shares memory with operand ", name, ", ", t->str(),
+             ", which the product reads after writing to it; write to another tensor (a "
+             "clone() of the operand, or a fresh output)");
+}
+
 Tensor mm_raw(const Tensor& a, const Tensor& b) {
   Tensor out = Tensor::empty({a.size(0), b.size(1)}, a.dtype(), a.device());
   if (a.size(1) == 0) {
@@ -97,6 +109,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   check("C", c, m, n, false, ldc);
   // The sources too: a gradient to a or b would be lost (autograd records no write).
   detail::begin_write("gemm", c, {a, b});
+  check_output_apart("gemm", c, a, b);
   ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -108,6 +121,7 @@ void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
            "bmm_into: expected out (B, M, N) contiguous, a (B, M, K), b (B, K, N); got ",
            shape_str(out.sizes()), ", ", shape_str(a.sizes()), ", ", shape_str(b.sizes()));
   detail::begin_write("bmm_into", out, {a, b});
+  check_output_apart("bmm_into", out, a, b);
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   if (B * M * N == 0) return;
   if (K == 0) {  // empty sums

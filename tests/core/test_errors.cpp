@@ -166,3 +166,29 @@ TEST(Errors, RawGemmSizesMustMatchTheOperands) {
   gemm(false, true, 2, 2, 2, 1.0, a, 2, b.transpose(0, 1), 2, 0.0, c, 2);
   EXPECT_EQ(c.to_vector(), (std::vector<double>{2, 2, 2, 2}));
 }
+
+// A GEMM reads each operand element for many outputs, after it has written some: an
+// output in an operand's memory, even as its very elements (x = x @ w), gives garbage
+// (BLAS's result depends on how it blocks the product), so it is refused.
+TEST(Errors, AGemmOutputThatSharesMemoryWithAnOperandIsRefused) {
+  Generator g(1);
+  const Tensor x = randn({1, 64, 64}, g), w = randn({1, 64, 64}, g);
+  const Tensor before = x.clone();
+  EXPECT_ERROR_WITH(bmm_into(x, x, w),
+                    "bmm_into: the output f32[1, 64, 64] cpu shares memory "
+                    "with operand A");
+  EXPECT_ERROR_WITH(bmm_into(x, w, x), "shares memory with operand B");
+  EXPECT_EQ(x.to_vector(), before.to_vector());
+  const Tensor y = ones({2, 2});
+  EXPECT_ERROR_WITH(gemm(false, false, 2, 2, 2, 1.0, y, 2, ones({2, 2}), 2, 0.0, y, 2),
+                    "gemm: the output f32[2, 2] cpu shares memory with operand A");
+  // Rows 0 and 2 of m as A, rows 1 and 2 as the output: one row in common.
+  const Tensor m = ones({4, 2});
+  EXPECT_ERROR_WITH(gemm(false, false, 2, 2, 2, 1.0, m.slice(0, 0, 4, 2), 4, ones({2, 2}), 2, 0.0,
+                         m.narrow(0, 1, 2), 2),
+                    "shares memory with operand A");
+  // Disjoint parts of one storage are fine.
+  gemm(false, false, 2, 2, 2, 1.0, m.narrow(0, 0, 2), 2, ones({2, 2}), 2, 0.0, m.narrow(0, 2, 2),
+       2);
+  EXPECT_EQ(m.to_vector(), (std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2}));
+}
