@@ -36,8 +36,9 @@ Shape contiguous_strides(const Shape& sizes) {
 
 int64_t wrap_dim(int64_t dim, int64_t ndim, const char* op) {
   ZT_CHECK(ndim > 0, op, ": dimension ", dim, " given for a 0-d tensor, which has none");
-  ZT_CHECK(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " out of range for a tensor with ",
-           ndim, " dims");
+  // The range, not the count: ops that take a scalar as one element check against 1.
+  ZT_CHECK(dim >= -ndim && dim < ndim, op, ": dimension ", dim, " out of range [", -ndim, ", ",
+           ndim - 1, "]");
   return dim < 0 ? dim + ndim : dim;
 }
 

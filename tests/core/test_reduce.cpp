@@ -100,7 +100,13 @@ TEST(Reduce, AScalarReducesOverItsOneElementAndHasNoDimensionToIndex) {
   EXPECT_EQ(s.squeeze(0).dim(), 0);
   EXPECT_TRUE(test::throws_with([&] { s.size(0); }, "size: dimension 0 given for a 0-d tensor"));
   EXPECT_TRUE(test::throws_with([&] { s.narrow(0, 0, 1); }, "narrow: dimension 0 given"));
-  EXPECT_TRUE(test::throws_with([&] { sum(s, {1}); }, "sum: dimension 1 out of range"));
+  // The range a scalar's dimension lies in, as PyTorch states it (not "a tensor with 1
+  // dims": it has none).
+  EXPECT_TRUE(test::throws_with([&] { sum(s, {1}); }, "sum: dimension 1 out of range [-1, 0]"));
+  EXPECT_TRUE(
+      test::throws_with([&] { argmax(s, -2); }, "argmax: dimension -2 out of range [-1, 0]"));
+  EXPECT_TRUE(
+      test::throws_with([&] { s.transpose(0, 1); }, "transpose: dimension 1 out of range [-1, 0]"));
   // A dimension named twice is a mistake, not a double reduction.
   EXPECT_TRUE(test::throws_with([] { sum(x23(), {1, -1}); }, "sum: dimension 1 appears more"));
 }
