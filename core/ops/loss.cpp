@@ -24,7 +24,10 @@ Tensor softmax_impl(const Tensor& x, int64_t dim, bool log) {
   ZT_CHECK(x.defined(), op, ": undefined input");
   ZT_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", dtype_name(x.dtype()));
   if (is_16bit_float(x.dtype())) return softmax_impl(x.to(DType::f32), dim, log).to(x.dtype());
-  if (x.dim() == 0) return softmax_impl(x.reshape({1}), 0, log).reshape({});
+  if (x.dim() == 0) {  // its one element, named by dim 0 or -1 (as PyTorch's)
+    wrap_dim(dim, 1, op);
+    return softmax_impl(x.reshape({1}), 0, log).reshape({});
+  }
   dim = wrap_dim(dim, x.dim(), op);
   int64_t R = 1, L = x.size(dim), I = 1;
   for (int64_t d = 0; d < dim; ++d) R *= x.size(d);

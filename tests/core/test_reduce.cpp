@@ -106,6 +106,8 @@ TEST(Reduce, AScalarReducesOverItsOneElementAndHasNoDimensionToIndex) {
   EXPECT_TRUE(
       test::throws_with([&] { argmax(s, -2); }, "argmax: dimension -2 out of range [-1, 0]"));
   EXPECT_TRUE(
+      test::throws_with([&] { softmax(s, 1); }, "softmax: dimension 1 out of range [-1, 0]"));
+  EXPECT_TRUE(
       test::throws_with([&] { s.transpose(0, 1); }, "transpose: dimension 1 out of range [-1, 0]"));
   // A dimension named twice is a mistake, not a double reduction.
   EXPECT_TRUE(test::throws_with([] { sum(x23(), {1, -1}); }, "sum: dimension 1 appears more"));
