@@ -328,7 +328,11 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
-  if (dim() == 0) return reshape({1});
+  if (dim() == 0) {  // its one element, named by dim 0 or -1 (as PyTorch's)
+    wrap_dim(start_dim, 1, "flatten");
+    wrap_dim(end_dim, 1, "flatten");
+    return reshape({1});
+  }
   start_dim = wrap_dim(start_dim, dim(), "flatten");
   end_dim = wrap_dim(end_dim, dim(), "flatten");
   ZT_CHECK(start_dim <= end_dim, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim,

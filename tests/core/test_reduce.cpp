@@ -98,6 +98,11 @@ TEST(Reduce, AScalarReducesOverItsOneElementAndHasNoDimensionToIndex) {
   EXPECT_EQ(argmin(s, 0).dim(), 0);
   EXPECT_EQ(s.transpose(0, -1).dim(), 0);
   EXPECT_EQ(s.squeeze(0).dim(), 0);
+  EXPECT_EQ(s.flatten(0, -1).sizes(), Shape({1}));
+  EXPECT_TRUE(
+      test::throws_with([&] { s.flatten(1); }, "flatten: dimension 1 out of range [-1, 0]"));
+  EXPECT_TRUE(
+      test::throws_with([&] { s.flatten(0, 3); }, "flatten: dimension 3 out of range [-1, 0]"));
   EXPECT_TRUE(test::throws_with([&] { s.size(0); }, "size: dimension 0 given for a 0-d tensor"));
   EXPECT_TRUE(test::throws_with([&] { s.narrow(0, 0, 1); }, "narrow: dimension 0 given"));
   // The range a scalar's dimension lies in, as PyTorch states it (not "a tensor with 1
