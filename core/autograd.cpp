@@ -276,7 +276,9 @@ std::vector<std::pair<Edge, Tensor>> seed_gradients(const std::vector<Tensor>& r
     const Tensor& r = roots[i];
     ZT_CHECK(r.defined() && r.requires_grad(),
              "backward: tensor does not require grad and has no grad_fn (did you compute it "
-             "under NoGradGuard, or from tensors that do not require grad?)");
+             "under NoGradGuard, or from tensors that do not require grad? A gradient, "
+             ".grad() or one a hook was given, is one: backward records no graph, so zt "
+             "computes no higher-order gradients)");
     Tensor g = grads[i];
     if (!g.defined()) {
       ZT_CHECK(r.numel() == 1,

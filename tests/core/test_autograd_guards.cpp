@@ -164,3 +164,13 @@ TEST(AutogradGuards, SetGradRefusesAGradientBackwardCouldNotAccumulateInto) {
   p.set_grad(Tensor());  // clearing is always allowed
   EXPECT_FALSE(p.grad().defined());
 }
+
+TEST(AutogradGuards, ADoubleBackwardIsRefusedNamingTheMissingGraph) {
+  // Gradients are computed with no graph (there is no create_graph): a gradient penalty
+  // built from .grad() has nothing to differentiate, and the error says so rather than
+  // only suspecting a NoGradGuard.
+  const Tensor x = from_vector({1, 2}, {2}, DType::f64).set_requires_grad(true);
+  sum(mul(x, x)).backward();
+  const Tensor penalty = sum(mul(x.grad(), x.grad()));
+  EXPECT_TRUE(throws_with([&] { penalty.backward(); }, "no higher-order gradients"));
+}
