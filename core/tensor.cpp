@@ -391,9 +391,10 @@ Tensor Tensor::to(Device dev) const {
 }
 
 const Tensor& Tensor::copy_(const Tensor& src) const {
-  detail::begin_write("copy_", *this, src);
-  // Detached: under a NoGradGuard src may require grad, and expanding it records nothing.
-  Tensor s = src.sizes() == sizes() ? src : src.detach().expand(sizes());
+  detail::check_write("copy_", *this, src);
+  // In grad mode src requires no grad (checked), so expanding it records nothing.
+  Tensor s = detail::broadcast_source("copy_", *this, src);
+  detail::count_writes({*this});  // once src is known to fit
   // Onto the very same elements (a one-rank shard written from its own full value): nothing
   // to do, and a memcpy onto itself is undefined.
   if (has_storage() && s.has_storage() && storage() == s.storage() && offset() == s.offset() &&

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "core/ops/elementwise.h"
 
 namespace zt::detail {
 
@@ -71,9 +72,7 @@ std::pair<int64_t, int64_t> byte_range(const Tensor& t) {
   return {t.offset() * es, (last + 1) * es};
 }
 
-}  // namespace
-
-void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs) {
+void check_write_of(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs) {
   ZT_CHECK(dst.defined(), op,
            ": the tensor written to is undefined (a gradient not computed yet: .grad() before "
            "backward, or of a parameter the loss does not use?)");
@@ -116,6 +115,16 @@ void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor
                "read); copy from a clone() of the source");
     }
   }
+}
+
+}  // namespace
+
+void check_write(const char* op, const Tensor& dst, const Tensor& src) {
+  check_write_of(op, dst, {src});
+}
+
+void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs) {
+  check_write_of(op, dst, srcs);
   count_writes({dst});
 }
 
@@ -130,6 +139,14 @@ bool shares_memory(const Tensor& a, const Tensor& b) {
   const auto [a0, a1] = byte_range(a);
   const auto [b0, b1] = byte_range(b);
   return a0 < b1 && b0 < a1;
+}
+
+Tensor broadcast_source(const char* op, const Tensor& dst, const Tensor& src) {
+  if (src.sizes() == dst.sizes()) return src;
+  ZT_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), op) == dst.sizes(), op, ": the source ",
+           shape_str(src.sizes()), " does not broadcast to the destination's shape ",
+           shape_str(dst.sizes()));
+  return src.expand(dst.sizes());
 }
 
 Tensor unaliased_source(const Tensor& dst, const Tensor& src) {

@@ -32,13 +32,21 @@ void check_floating(const char* op, const Tensor& t);
 /// grad (autograd does not record in-place writes), when `dst` has elements that share
 /// memory (an expand()ed view: stride 0 along a dim of size > 1), or (with `src`) when
 /// both are dense and overlap in part (the result would depend on the order of the
-/// writes; PyTorch refuses both). Then counts the write in dst's storage version.
+/// writes; PyTorch refuses both). Then counts the write in dst's storage version; an op
+/// makes every other check of its arguments before, so that a write refused leaves the
+/// version as it was (autograd would take a later backward for a write).
 void begin_write(const char* op, const Tensor& dst, const Tensor& src = Tensor());
 /// The same for a write that reads several sources (a GEMM's operands), counted once.
 void begin_write(const char* op, const Tensor& dst, std::initializer_list<Tensor> srcs);
+/// begin_write's checks alone, for an op that checks more before it counts the write
+/// (count_writes), or writes several tensors and checks them all first.
+void check_write(const char* op, const Tensor& dst, const Tensor& src);
 /// True when a and b reach into one range of a storage (a test of their first and last
 /// elements' places, not of every element: x[::2] and x[1::2] share memory by it).
 bool shares_memory(const Tensor& a, const Tensor& b);
+/// The source of an in-place elementwise op, `src` broadcast to dst's shape (an error
+/// naming `op` where it does not broadcast to it).
+Tensor broadcast_source(const char* op, const Tensor& dst, const Tensor& src);
 /// The source of an elementwise in-place write to `dst` (after begin_write, `src` already
 /// of dst's shape): `src` itself, or a copy of it when the two reach into one range of a
 /// storage without being the same elements in the same layout (x[::2] written from x[:3],

@@ -425,22 +425,12 @@ Tensor lt(const Tensor& a, double b) {
   return lt(a, full({}, b, a.dtype(), a.device()));
 }
 
-namespace {
-// The source of an in-place binary op, broadcast to the destination's shape.
-Tensor source_for(const char* op, const Tensor& dst, const Tensor& src) {
-  if (src.sizes() == dst.sizes()) return src;
-  ZT_CHECK(broadcast_shapes(dst.sizes(), src.sizes(), op) == dst.sizes(), op, ": the source ",
-           shape_str(src.sizes()), " does not broadcast to the destination's shape ",
-           shape_str(dst.sizes()));
-  return src.expand(dst.sizes());
-}
-}  // namespace
-
 void add_(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_", {a, b});
-  detail::begin_write("add_", a, b);
+  detail::check_write("add_", a, b);
   detail::check_floating("add_", a);
-  Tensor eb = detail::unaliased_source(a, source_for("add_", a, b));
+  Tensor eb = detail::unaliased_source(a, detail::broadcast_source("add_", a, b));
+  detail::count_writes({a});
   ZT_DISPATCH(a.device(), axpy, a, a, eb, alpha);
 }
 
@@ -455,7 +445,7 @@ void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor
   auto key = [&](size_t i) {
     ZT_CHECK(dst[i].defined() && src[i].defined(), accumulate ? "multi_add_" : "multi_copy_",
              ": pair ", i, " has an undefined tensor");
-    detail::begin_write(accumulate ? "multi_add_" : "multi_copy_", dst[i], src[i]);
+    detail::check_write(accumulate ? "multi_add_" : "multi_copy_", dst[i], src[i]);
     return std::make_tuple(dst[i].device(), dst[i].dtype(), src[i].dtype());
   };
   std::vector<std::vector<size_t>> groups;
@@ -469,6 +459,7 @@ void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor
     }
     groups[at].push_back(i);
   }
+  detail::count_writes(dst);
   if (groups.size() == 1) {
     ZT_DISPATCH(dst[0].device(), multi_copy, dst, src, accumulate);
     return;
@@ -494,16 +485,18 @@ void multi_add_(const std::vector<Tensor>& dst, const std::vector<Tensor>& src) 
 }
 
 void mul_(const Tensor& a, double s) {
-  detail::begin_write("mul_", a);
+  detail::check_write("mul_", a, Tensor());
   detail::check_floating("mul_", a);
+  detail::count_writes({a});
   ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
 }
 
 void mul_(const Tensor& a, const Tensor& b) {
   detail::check_same("mul_", {a, b});
-  detail::begin_write("mul_", a, b);
+  detail::check_write("mul_", a, b);
   detail::check_floating("mul_", a);
-  Tensor eb = detail::unaliased_source(a, source_for("mul_", a, b));
+  Tensor eb = detail::unaliased_source(a, detail::broadcast_source("mul_", a, b));
+  detail::count_writes({a});
   ZT_DISPATCH(a.device(), binary, BinaryOp::kMul, a, a, eb);
 }
 

@@ -174,3 +174,30 @@ TEST(AutogradGuards, ADoubleBackwardIsRefusedNamingTheMissingGraph) {
   const Tensor penalty = sum(mul(x.grad(), x.grad()));
   EXPECT_TRUE(throws_with([&] { penalty.backward(); }, "no higher-order gradients"));
 }
+
+TEST(AutogradGuards, AnInPlaceWriteRefusedByItsChecksLeavesSavedTensorsUsable) {
+  // A write refused for its arguments (an integer destination, a source that does not
+  // broadcast, a later pair of a multi-copy) changed nothing, so it must not count as a
+  // write: backward would then refuse a graph that saved the tensor.
+  const Tensor w = leaf({1, 2, 3});
+  const Tensor a = from_vector({4, 5, 6}, {3}, DType::f64);
+  const Tensor y = sum(mul(w, a));  // saves a
+  const Tensor ints = zeros({3}, DType::i64);
+  const Tensor z = sum(index_select(w, 0, ints));  // saves ints
+  EXPECT_TRUE(throws_with([&] { a.copy_(zeros({2}, DType::f64)); },
+                          "copy_: shapes [3] and [2] cannot be broadcast"));
+  EXPECT_TRUE(throws_with([&] { add_(a, zeros({2}, DType::f64)); }, "add_"));
+  EXPECT_TRUE(throws_with([&] { mul_(a, zeros({2}, DType::f64)); }, "mul_"));
+  EXPECT_TRUE(throws_with([&] { add_(ints, ones({3}, DType::i64)); }, "add_"));
+  EXPECT_TRUE(throws_with([&] { mul_(ints, 2.0); }, "mul_"));
+  const Tensor fine = zeros({3}, DType::f64);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        multi_copy_({a, fine}, {ones({3}, DType::f64), mul(w, 2.0)});
+      },
+      "multi_copy_"));
+  EXPECT_TRUE(values_are(a, {4, 5, 6}));
+  y.backward();
+  EXPECT_TRUE(values_are(w.grad(), {4, 5, 6}));
+  z.backward();
+}
