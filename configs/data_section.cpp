@@ -57,6 +57,10 @@ void read_data(Section s, data::DataConfig& d) {
     s.fail("path", std::string("data.kind ") + (d.kind == DataKind::npy
                                                     ? "npy needs data.path: a .npy file"
                                                     : "image_folder needs data.path: a directory"));
+  if (d.timeout > data::kMaxTimeout)
+    s.fail("timeout", "a timeout of " + s.node().get("timeout").scalar() +
+                          " s is longer than a wait can be timed (at most 1e9 s, about 31 "
+                          "years); set 0 to wait without limit");
   if (d.timeout > 0 && d.prefetch == 0)
     s.fail("timeout",
            "needs data.prefetch >= 1: with prefetch 0 the training loop reads each batch "

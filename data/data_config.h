@@ -12,6 +12,11 @@ namespace zt::data {
 
 enum class DataKind { synthetic, image_folder, npy };
 
+/// The longest timeout a loader takes, in seconds (about 31 years): past some 292 years a
+/// wait cannot be timed (its nanoseconds overflow the clock's count), and 0 waits without
+/// limit.
+constexpr double kMaxTimeout = 1e9;
+
 /// Where clips come from. Clips are (frames, 3, height, width) in [-1, 1].
 struct DataConfig {
   DataKind kind = DataKind::synthetic;
@@ -30,7 +35,8 @@ struct DataConfig {
   int64_t workers = 1;   ///< threads preparing samples of a batch
   int64_t prefetch = 2;  ///< batches prepared ahead
   /// Seconds a step waits for its batch before the run ends with an error naming the
-  /// samples whose reading has not returned; 0: no limit. Needs prefetch >= 1.
+  /// samples whose reading has not returned; 0: no limit. At most kMaxTimeout; needs
+  /// prefetch >= 1.
   double timeout = 0;
   Filter resize = Filter::bicubic;
   /// image_folder: an image of another aspect ratio than height x width is scaled to

@@ -25,6 +25,7 @@
 #include "core/ops/factory.h"
 #include "core/parallel.h"
 #include "core/plural.h"
+#include "data/data_config.h"
 
 namespace zt::data {
 
@@ -122,6 +123,10 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSample
   ZT_CHECK(std::isfinite(options.timeout) && options.timeout >= 0,
            "DataLoader: timeout must be a number of seconds >= 0 (0: no limit), got ",
            options.timeout);
+  // A longer wait overflows the clock's nanosecond count: the wait would end at once.
+  ZT_CHECK(options.timeout <= kMaxTimeout, "DataLoader: a timeout of ", options.timeout,
+           " s is longer than a wait can be timed (at most ", kMaxTimeout,
+           " s, about 31 years); set 0 to wait without limit");
   ZT_CHECK(options.timeout == 0 || options.prefetch >= 1, "DataLoader: a timeout of ",
            options.timeout,
            " s needs prefetch >= 1: with prefetch 0 the thread that calls next() reads the "

@@ -35,7 +35,8 @@ struct LoaderOptions {
   int64_t workers = 1;     ///< threads that read the samples of one batch at once
   bool drop_last = true;   ///< drop an epoch's incomplete last batch
   /// Seconds next() waits for a batch before it throws (a dataset whose get() never
-  /// returns); 0: no limit. Needs prefetch >= 1: with prefetch 0 the calling thread reads.
+  /// returns); 0: no limit. At most kMaxTimeout (data_config.h). Needs prefetch >= 1: with
+  /// prefetch 0 the calling thread reads.
   double timeout = 0;
 };
 

@@ -191,6 +191,12 @@ const std::vector<BadCase> kBadConfigs = {
      {"bad.yaml:2: data.timeout: -1 is out of range: must be >= 0 and finite"}},
     {"infinite_timeout", "data:\n  timeout: .inf\n", {}, {"data.timeout", ">= 0 and finite"}},
     {"nan_timeout", "data:\n  timeout: .nan\n", {}, {"data.timeout", "NaN: not a number"}},
+    // Past what a wait can time (its nanoseconds overflow): every batch would time out at once.
+    {"timeout_past_timing",
+     "data:\n  timeout: 1e10\n",
+     {},
+     {"bad.yaml:2: data.timeout: a timeout of 1e10 s is longer than a wait can be timed",
+      "set 0 to wait without limit"}},
     {"timeout_without_prefetch",
      "data:\n  prefetch: 0\n  timeout: 30\n",
      {},

@@ -191,6 +191,20 @@ TEST(LoaderTimeout, ATimeoutIsSecondsAtOrAbove0WithPrefetch) {
   EXPECT_EQ(ids(none.next()), (std::vector<int64_t>{0}));
 }
 
+// A timeout is a wait the clock can time: the longest taken (kMaxTimeout, about 31 years)
+// waits for a slow batch, and a longer one, whose nanoseconds would overflow the clock's
+// count and end the wait at once, is refused rather than failing every batch at once.
+TEST(LoaderTimeout, TheLongestTimeoutWaitsAndALongerOneIsRefused) {
+  auto gate = std::make_shared<Gate>();
+  auto ds = std::make_shared<Held>(4, std::set<int64_t>{0}, gate);
+  for (double too_long : {kMaxTimeout * 1.5, 1e10, 1e300})
+    EXPECT_TRUE(test::throws_with([&] { DataLoader l(ds, in_order(4), {.timeout = too_long}); },
+                                  "longer than a wait can be timed"));
+  DataLoader l(ds, in_order(4), {.timeout = kMaxTimeout});
+  Watchdog dog(gate, 0.3);  // item 0 comes after 0.3 s
+  EXPECT_EQ(ids(l.next()), (std::vector<int64_t>{0}));
+}
+
 // data.timeout reaches the loader make_loader builds.
 TEST(LoaderTimeout, MakeLoaderPassesTheConfigsTimeout) {
   auto gate = std::make_shared<Gate>();
