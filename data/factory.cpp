@@ -130,8 +130,12 @@ std::shared_ptr<const Dataset> make_eval_dataset(const DataConfig& cfg,
                           : t == train_dir.end()                      ? "lies inside"
                           : h == held_dir.end()                       ? "holds"
                                                                       : nullptr;
-    ZT_CHECK(!overlap, "data.eval_path '", cfg.eval_path, "' ", overlap, " data.path '", cfg.path,
-             "': items of it are trained on, so eval would not be held out. Name data that "
+    // One file under two names (a hard link, as `cp -al` makes) is no path's prefix.
+    std::error_code ec;
+    const bool linked = !overlap && fs::equivalent(cfg.path, cfg.eval_path, ec);
+    ZT_CHECK(!overlap && !linked, "data.eval_path '", cfg.eval_path, "' ", linked ? "is" : overlap,
+             " data.path '", cfg.path, "'", linked ? " under another name (a hard link)" : "",
+             ": items of it are trained on, so eval would not be held out. Name data that "
              "training does not read, or leave eval_path out to draw eval items from the "
              "training data (the run then says so)");
     ds = open_files(cfg, "data.eval_path", cfg.eval_path, headers);

@@ -198,6 +198,13 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
   cfg.eval_path = d + "/./train.npy";
   expect_error([&] { make_dataset(cfg, /*eval=*/true); },
                {"data.eval_path '" + d + "/./train.npy' is data.path", "would not be held out"});
+  // So is another name of the training file, a hard link (cp -al), which no path tells.
+  fs::create_hard_link(d + "/train.npy", d + "/copy.npy");
+  cfg.eval_path = d + "/copy.npy";
+  expect_error([&] { make_dataset(cfg, /*eval=*/true); },
+               {"data.eval_path '" + d + "/copy.npy' is data.path '" + d +
+                    "/train.npy' under another name (a hard link)",
+                "would not be held out"});
 }
 
 // A file the config names that does not open is named with the key that gave it, for
