@@ -112,7 +112,7 @@ void read_train(Section s, TrainConfig& t) {
       .get("gradient_accumulation_steps", t.gradient_accumulation_steps, 1, 1 << 20)
       .get("log_every", t.log_every, 1)
       .get("eval_every", t.eval_every, 0)
-      .get("eval_batches", t.eval_batches, 1, kMaxBatch)
+      .get("eval_batches", t.eval_batches, 0, kMaxBatch)
       .get("checkpoint_every", t.checkpoint_every, 0)
       .get("keep_checkpoints", t.keep_checkpoints, 0, std::numeric_limits<int>::max())
       .get("codebook_restart_every", t.codebook_restart_every, 0)

@@ -132,8 +132,8 @@ struct TrainConfig {
   double gradient_clipping = 0;  ///< max global grad norm; 0 disables
   int64_t gradient_accumulation_steps = 1;
   int64_t log_every = 10;
-  int64_t eval_every = 100;  ///< 0 disables
-  int64_t eval_batches = 4;
+  int64_t eval_every = 100;        ///< 0 disables
+  int64_t eval_batches = 4;        ///< batches per rank an evaluation scores; 0: the whole split
   int64_t checkpoint_every = 100;  ///< 0 disables
   int64_t keep_checkpoints = 2;    ///< 0 keeps all
   /// vqtok: every this many steps, codes no rank used since the last restart are moved

@@ -150,6 +150,21 @@ TEST(Config, DataTimeoutIsSeconds) {
   EXPECT_EQ(parse_app_config(parse_yaml("data: {timeout: 2.5}\n"), App::vqtok).data.timeout, 2.5);
 }
 
+// train.eval_batches: 0 scores the whole eval split, as vqgpt eval's README says (and as
+// scored_eval_items and begin_eval_pass read it); negative counts stay errors.
+TEST(Config, EvalBatchesZeroScoresTheWholeSplit) {
+  EXPECT_EQ(
+      parse_app_config(parse_yaml("train: {eval_batches: 0}\n"), App::vqtok).train.eval_batches, 0);
+  EXPECT_EQ(parse_app_config(parse_yaml("train: {eval_batches: 0}\nreplicated: [tokenizer]\n"),
+                             App::vqgpt)
+                .train.eval_batches,
+            0);
+  EXPECT_NE(error_of([&] {
+              parse_app_config(parse_yaml("train: {eval_batches: -1}\n", "e.yaml"), App::vqtok);
+            }).find("e.yaml:1: train.eval_batches: -1 is out of range"),
+            std::string::npos);
+}
+
 // Each zero_optimization size key reaches its own field of the engine's config.
 TEST(Config, ZeroOptimizationSizesReachTheirOwnFields) {
   const AppConfig c = parse_app_config(
