@@ -1,8 +1,9 @@
 // vqgpt's quick tokenizer reads the run's data as the run does: the vqtok config it trains
 // with (saved with its checkpoint) carries the image folder's settings, including
-// data.on_bad_image, so a folder holding an unreadable file trains the tokenizer as it
-// trains the GPT, and no key of synthetic data that would warn when the config is read;
-// data.path and the output folder read back from that config as they were given.
+// data.on_bad_image, and the loader's (shuffle, workers, prefetch, timeout), so a folder
+// holding an unreadable file trains the tokenizer as it trains the GPT, and no key of
+// synthetic data that would warn when the config is read; data.path and the output folder
+// read back from that config as they were given.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -34,7 +35,8 @@ QuickRun train_quick(const std::string& images, const std::string& out) {
 model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
 gpt: {n_layer: 2, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
 data: {kind: image_folder, frames: 1, height: 8, width: 8, eval_samples: 4, prefetch: 1,
-       fit: stretch, on_bad_image: skip, path: set below}
+       fit: stretch, on_bad_image: skip, shuffle: false, workers: 2, timeout: 30,
+       path: set below}
 train: {steps: 1, batch: 4, eval_every: 0, checkpoint_every: 0}
 replicated: [tokenizer]
 output_dir: unused
@@ -58,6 +60,11 @@ TEST(QuickTokenizer, KeepsTheImageFolderSettings) {
   EXPECT_EQ(saved.data.kind, data::DataKind::image_folder);
   EXPECT_EQ(saved.data.fit, data::Fit::stretch);
   EXPECT_EQ(saved.data.on_bad_image, data::OnBadImage::skip);
+  // And how the loader reads it: its order, threads, read-ahead and timeout.
+  EXPECT_FALSE(saved.data.shuffle);
+  EXPECT_EQ(saved.data.workers, 2);
+  EXPECT_EQ(saved.data.prefetch, 1);
+  EXPECT_EQ(saved.data.timeout, 30.0);
   // Synthetic's keys (num_shapes, num_samples) are left out: its config warns of nothing.
   for (const std::string& w : saved.warnings) ADD_FAILURE() << w;
   fs::remove_all(dir);
