@@ -211,7 +211,13 @@ std::string trim(const std::string& s) {
   return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
 }
 
-bool parse_double(const std::string& raw, double& out) {
+// Why a number is out of a double's range: its magnitude is past the largest (1.8e308) or,
+// not 0, below the smallest (2.2e-308).
+enum class Beyond { none, large, small };
+
+// `raw` as a double in `out`; false when it is none, with *beyond (where given) telling a
+// number written out whose magnitude no double holds.
+bool parse_double(const std::string& raw, double& out, Beyond* beyond = nullptr) {
   std::string s = trim(raw);
   if (!s.empty() && s[0] == '+') s = s.substr(1);
   if (s == ".inf" || s == ".Inf") s = "inf";
@@ -219,7 +225,22 @@ bool parse_double(const std::string& raw, double& out) {
   if (s == ".nan" || s == ".NaN" || s == ".NAN") s = "nan";
   if (s.empty()) return false;
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  if (beyond && ec == std::errc::result_out_of_range && p == s.data() + s.size()) {
+    // Small: a negative exponent, or (written out) zeros before the first digit.
+    const size_t e = s.find_first_of("eE"), dot = s.find('.');
+    const bool small = e != std::string::npos
+                           ? s[e + 1] == '-'
+                           : dot != std::string::npos && s.find_first_of("123456789") > dot;
+    *beyond = small ? Beyond::small : Beyond::large;
+  }
   return ec == std::errc() && p == s.data() + s.size();
+}
+
+// The error for a number `text` whose magnitude no double holds.
+std::string beyond_doubles(const std::string& text, Beyond beyond) {
+  return "'" + text + "' is out of range: its magnitude is " +
+         (beyond == Beyond::large ? "past the largest a double holds (1.8e308)"
+                                  : "below the smallest a double holds (2.2e-308); write 0 for 0");
 }
 
 }  // namespace
@@ -271,16 +292,20 @@ int64_t Node::as_int() const {
   auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
   if (ec == std::errc() && p == s.data() + s.size() && !s.empty()) return v;
   double dv = 0;
-  const bool whole = parse_double(s, dv) && std::isfinite(dv) && dv == std::floor(dv);
+  Beyond beyond = Beyond::none;
+  const bool whole = parse_double(s, dv, &beyond) && std::isfinite(dv) && dv == std::floor(dv);
   if (whole && std::fabs(dv) < 9.2e18) return static_cast<int64_t>(dv);
-  if (whole || ec == std::errc::result_out_of_range)
+  if (whole || ec == std::errc::result_out_of_range || beyond == Beyond::large)
     fail("the integer '" + scalar() + "' is out of range (at most 9.2e18 in magnitude)");
   fail("expected an integer, got '" + scalar() + "'");
 }
 
 double Node::as_double() const {
   double v = 0;
-  if (!parse_double(scalar(), v)) fail("expected a number, got '" + scalar() + "'");
+  Beyond beyond = Beyond::none;
+  if (!parse_double(scalar(), v, &beyond))
+    fail(beyond != Beyond::none ? beyond_doubles(scalar(), beyond)
+                                : "expected a number, got '" + scalar() + "'");
   if (std::isnan(v)) fail("expected a number, got '" + scalar() + "' (NaN: not a number)");
   return v;
 }

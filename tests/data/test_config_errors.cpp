@@ -210,6 +210,21 @@ const std::vector<BadCase> kBadConfigs = {
      "train:\n  lr: 0.1\n  min_lr: 0.2\n",
      {},
      {"bad.yaml:3: train.min_lr: min_lr (0.2) must not exceed lr (0.1, set at ", "bad.yaml:2)"}},
+    // A number no double holds is named as out of range, not as no number at all.
+    {"number_past_doubles",
+     "train:\n  gradient_clipping: 1e999\n",
+     {},
+     {"bad.yaml:2: train.gradient_clipping: '1e999' is out of range: its magnitude is past the "
+      "largest a double holds"}},
+    {"number_below_doubles",
+     "train:\n  lr: -1.5e-400\n",
+     {},
+     {"bad.yaml:2: train.lr: '-1.5e-400' is out of range: its magnitude is below the smallest",
+      "write 0 for 0"}},
+    {"integer_past_doubles",
+     "train:\n  steps: 2E+999\n",
+     {},
+     {"bad.yaml:2: train.steps: the integer '2E+999' is out of range"}},
     // Products of batches, accumulation steps and ranks stay inside 64 bits.
     {"batch_past_2_27", "train:\n  batch: 4611686018427387904\n", {}, {"bad.yaml:2: train.batch"}},
     {"eval_batches_past_2_27",
