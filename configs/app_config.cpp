@@ -271,6 +271,11 @@ void note_inapplicable(const Node& root, AppConfig& c, App app) {
        std::string("with data.kind ") + data_kind_name(c.data.kind) +
            " for training and eval (it is image_folder's; vqtok encode --input with a folder "
            "of images reads it)");
+  for (const char* key : {"resize", "fit"})
+    note(general, "data", key, c.data.kind == data::DataKind::image_folder,
+         std::string("with data.kind ") + data_kind_name(c.data.kind) +
+             " for training and eval (it shapes images: image_folder's, and vqtok encode "
+             "--input's with images)");
 }
 
 // Cross-section checks: clip sizes against the model's factors, GPT against tokens.

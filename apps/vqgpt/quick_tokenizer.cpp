@@ -72,12 +72,13 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
        (d.kind == data::DataKind::synthetic ? "\n  num_samples: " + std::to_string(d.num_samples) +
                                                   "\n  num_shapes: " + std::to_string(d.num_shapes)
                                             : "") +
-       "\n  resize: " + config::filter_name(d.resize) + "\n  fit: " + config::fit_name(d.fit) +
        "\n  shuffle: " + (d.shuffle ? "true" : "false") +
        "\n  workers: " + std::to_string(d.workers) + "\n  prefetch: " + std::to_string(d.prefetch) +
        "\n  timeout: " + fmt_g(d.timeout) +
        (d.kind == data::DataKind::image_folder
-            ? std::string("\n  on_bad_image: ") + config::bad_image_name(d.on_bad_image)
+            ? std::string("\n  resize: ") + config::filter_name(d.resize) +
+                  "\n  fit: " + config::fit_name(d.fit) +
+                  "\n  on_bad_image: " + config::bad_image_name(d.on_bad_image)
             : "") +
        "\n";
   y += "train:\n  steps: " + std::to_string(steps) +

@@ -3,6 +3,7 @@
 // with the message a user needs, is in test_config_errors.cpp.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -423,6 +424,29 @@ TEST(Config, Fp16KeysWithoutFp16Warn) {
   for (const char* on : {"fp16:\n  enabled: true\n  loss_scale: 128\n",
                          "train:\n  dtype: f16\nfp16:\n  loss_scale: 128\n"})
     EXPECT_TRUE(parse_app_config(parse_yaml(on, "on.yaml")).warnings.empty()) << on;
+}
+
+// data.resize and data.fit shape images only (an image folder's, or encode --input's): with
+// synthetic or npy data they warn as data.on_bad_image does.
+TEST(Config, ImageKeysWithoutImagesWarn) {
+  for (const char* kind : {"synthetic", "npy"}) {
+    const AppConfig c =
+        parse_app_config(parse_yaml(std::string("data:\n  kind: ") + kind +
+                                        "\n  path: /x.npy\n  resize: bilinear\n  fit: stretch\n",
+                                    "i.yaml"));
+    for (const char* key : {"i.yaml:4: data.resize", "i.yaml:5: data.fit"})
+      EXPECT_EQ(std::count_if(c.warnings.begin(), c.warnings.end(),
+                              [&](const std::string& w) {
+                                return w.rfind(std::string(key) + " has no effect with data.kind " +
+                                                   kind + " for training and eval",
+                                               0) == 0;
+                              }),
+                1)
+          << kind << ": " << key;
+  }
+  EXPECT_TRUE(parse_app_config(parse_yaml("data:\n  kind: image_folder\n  path: /x\n  resize: "
+                                          "bilinear\n  fit: stretch\n"))
+                  .warnings.empty());
 }
 
 // Keys the rest of the config leaves without effect (another optimizer's, schedule's or
