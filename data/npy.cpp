@@ -112,6 +112,17 @@ NpyHeader read_npy_header(const std::string& path) {
   std::error_code ec;
   ZT_CHECK(!std::filesystem::is_directory(path, ec), "'", path,
            "' is a folder, not a .npy file (a folder of images is data.kind: image_folder)");
+  // Opened with no writer, a FIFO blocks forever; and a clip is read by seeking to it.
+  const auto type = std::filesystem::status(path, ec).type();
+  const char* odd =
+      type == std::filesystem::file_type::fifo     ? "a FIFO"
+      : type == std::filesystem::file_type::socket ? "a socket"
+      : type == std::filesystem::file_type::block || type == std::filesystem::file_type::character
+          ? "a device"
+          : nullptr;
+  ZT_CHECK(!odd, "'", path, "' is ", odd,
+           ", not a regular file: zt reads a .npy file by seeking to each clip; save the array "
+           "to a file (numpy.save) and name that");
   std::ifstream f(path, std::ios::binary);
   ZT_CHECK(f, "cannot open '", path, "': ", std::strerror(errno));
   char pre[8] = {};

@@ -9,6 +9,10 @@
 #include <fstream>
 #include <set>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "common/test_util.h"
 #include "core/error.h"
 #include "core/ops/factory.h"
@@ -205,6 +209,20 @@ TEST(Npy, EvalReadsTheHeldOutFileWhenGiven) {
                {"data.eval_path '" + d + "/copy.npy' is data.path '" + d +
                     "/train.npy' under another name (a hard link)",
                 "would not be held out"});
+}
+
+// A .npy path that is a FIFO (a named pipe, or a shell's process substitution) is refused by
+// name: opened with no writer it would block the run forever, and no clip of it could be
+// sought. Here a writer holds it open with a whole array in it, so the read cannot block.
+TEST(Npy, AFifoIsRefusedRatherThanWaitedOn) {
+  const std::string p = temp_dir() + "/pipe.npy";
+  ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+  const int fd = open(p.c_str(), O_RDWR | O_NONBLOCK);
+  ASSERT_GE(fd, 0);
+  const std::string bytes = npy_header(DType::f32, {1, 3, 8, 8}) + std::string(3 * 8 * 8 * 4, '\0');
+  ASSERT_EQ(write(fd, bytes.data(), bytes.size()), static_cast<ssize_t>(bytes.size()));
+  expect_error([&] { read_npy_header(p); }, {"'" + p + "' is a FIFO, not a regular file"});
+  close(fd);
 }
 
 // A file the config names that does not open is named with the key that gave it, for
