@@ -230,6 +230,14 @@ bool header_size(const std::string& path, const OpenFile& o, int& h, int& w) {
 // false.
 OpenFile open_image(const std::string& path, int& h, int& w, std::string& why, bool whole) {
   OpenFile o;
+  // Opened, a FIFO with no writer would block forever; a folder or a device is no image.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    why = S_ISDIR(st.st_mode)    ? "it is a folder, not an image file"
+          : S_ISFIFO(st.st_mode) ? "it is a FIFO (a named pipe), not a regular file"
+                                 : "it is a device or socket, not a regular file";
+    return o;
+  }
   o.f = open_file(path);
   if (!o.f) {
     why = std::string("cannot open it: ") + std::strerror(errno);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/stat.h>
+
 #include "data/data_test_util.h"
 #include "data/image.h"
 #include "stb_image.h"
@@ -92,6 +94,17 @@ TEST(ImageRead, AJpegsSizeIsReadFromItsHeadAlone) {
   // The tables and frame header take a few hundred bytes; stdio reads a buffer's worth.
   EXPECT_LT(after - before, 64 * 1024)
       << "the size of a " << size << "-byte JPEG took " << after - before << " bytes of reads";
+}
+
+// An image path that is a FIFO (a named pipe nothing writes to) is refused by name: opened,
+// it would block the command forever. A folder is named as one too.
+TEST(ImageRead, AFifoOrAFolderIsNoImageFile) {
+  const std::string d = datatest::temp_dir(), pipe = d + "/pipe.png";
+  ASSERT_EQ(mkfifo(pipe.c_str(), 0600), 0);
+  datatest::expect_error([&] { load_image(pipe); }, {"'" + pipe + "'", "it is a FIFO"});
+  datatest::expect_error([&] { image_size(pipe); }, {"it is a FIFO"});
+  fs::create_directory(d + "/dir.png");
+  datatest::expect_error([&] { load_image(d + "/dir.png"); }, {"it is a folder"});
 }
 
 }  // namespace
