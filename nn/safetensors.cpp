@@ -103,7 +103,9 @@ struct Fd {
 // Maps the whole regular file at `path` (private, copy-on-write) into *addr, *size; a
 // file under 8 bytes (no room for the header length) is an error. Errors start `where`.
 void map_file(const std::string& path, const std::string& where, void** addr, uint64_t* size) {
-  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  // O_NONBLOCK: a FIFO with no writer opens at once (and is refused below as no regular
+  // file) rather than blocking the open forever; it changes nothing for a regular file.
+  const Fd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK)};
   ZT_CHECK(f.fd >= 0, where, "cannot open (", std::strerror(errno), ")");
   struct stat st {};
   ZT_CHECK(::fstat(f.fd, &st) == 0 && S_ISREG(st.st_mode), where, "not a regular file");

@@ -1,6 +1,7 @@
 // safetensors and state dicts: round trips of every dtype, a model saved and loaded into
 // a fresh one gives bit-identical outputs, and a table of corrupt, truncated and
 // mismatched files that must each fail with a clear error (never a crash).
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -279,6 +280,17 @@ TEST(Safetensors, CorruptFilesAreRejectedClearly) {
   EXPECT_NE(error_of([&] { nn::SafetensorsFile g(tmp_path("missing")); }).find("cannot open"),
             std::string::npos);
   std::remove(path.c_str());
+}
+
+// A FIFO (a named pipe nothing writes to) is refused as no regular file, not waited on: an
+// open of it for reading would block the command forever.
+TEST(Safetensors, AFifoIsRefusedRatherThanWaitedOn) {
+  const std::string pipe = tmp_path("pipe.safetensors");
+  ::unlink(pipe.c_str());
+  ASSERT_EQ(::mkfifo(pipe.c_str(), 0600), 0);
+  const std::string e = error_of([&] { nn::SafetensorsFile f(pipe); });
+  EXPECT_NE(e.find("safetensors file '" + pipe + "': not a regular file"), std::string::npos) << e;
+  ::unlink(pipe.c_str());
 }
 
 TEST(Safetensors, WrongShapeFileIntoModelIsRejected) {
