@@ -375,6 +375,7 @@ bool Engine::step() {
            " calls (engine.discard_gradients() drops the gradients gathered so far)");
   check_trainable_unchanged();
   check_model_unchanged();
+  if (micro_ + 1 >= config_.gradient_accumulation_steps) GatheredParameters::check_unedited();
   backwards_ = 0;  // past the refusals: a refused step can be called again
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;

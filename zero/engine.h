@@ -89,10 +89,12 @@ class Engine {
   /// written outside the engine (a load on one rank), and the replicas are then verified
   /// before the update, whatever buffers.verify_every says. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
-  /// each phase of a freezing schedule). A refused step changes nothing: mend the cause
-  /// and call it again. A step that fails once it has begun (out of memory for the
-  /// optimizer's state) discards the window, as a failed backward does; one that fails
-  /// after the update (re-gathering persistent parameters) has applied and counted it.
+  /// each phase of a freezing schedule), and so is an edit of a partitioned parameter in a
+  /// read-only GatheredParameters scope open across it (GatheredParameters::check_unedited). A
+  /// refused step changes nothing: mend the cause and call it again. A step that fails once it has
+  /// begun (out of memory for the optimizer's state) discards the window, as a failed backward
+  /// does; one that fails after the update (re-gathering persistent parameters) has applied and
+  /// counted it.
   bool step();
 
   /// Hashes every replicated parameter and every buffer not under buffers.sync none on

@@ -82,9 +82,37 @@ void GatheredParameters::hash_contents() {
   for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));
 }
 
+std::string GatheredParameters::first_edit(bool partitioned_only) const {
+  size_t k = 0;
+  for (const std::vector<Tensor>* ts : {&params_, &buffers_})
+    for (const Tensor& t : *ts) {
+      const uint64_t hash = hashes_[k++];
+      if (partitioned_only && (ts == &buffers_ || !is_partitioned(t))) continue;
+      if (content_hash(t) != hash)
+        return !t.name().empty() ? t.name()
+               : ts == &params_  ? "<an unnamed parameter>"
+                                 : "<an unnamed buffer>";
+    }
+  return "";
+}
+
+// The error of an edit found in a read-only scope.
+static void refuse_edit(const std::string& name, const char* when) {
+  ZT_CHECK(name.empty(), "GatheredParameters: '", name,
+           "' was modified inside a scope without modifier_rank; the change would be lost ", when,
+           ". Pass modifier_rank (e.g. 0) to broadcast and re-partition edits");
+}
+
 void GatheredParameters::note_step() {
   for (GatheredParameters* g : open_scopes())
     if (!g->modifier_) g->hash_contents();
+}
+
+void GatheredParameters::check_unedited() {
+  for (const GatheredParameters* g : open_scopes())
+    if (!g->modifier_)
+      refuse_edit(g->first_edit(/*partitioned_only=*/true),
+                  "at this step, which gathers the partitioned parameters again");
 }
 
 void GatheredParameters::commit_edits() {
@@ -142,33 +170,17 @@ void GatheredParameters::exit() {
   autograd::NoGradGuard ng;
   comm::CollectiveLabel label("GatheredParameters");
   std::string changed;
-  bool modified = false;
-  if (modifier_) {
+  if (modifier_)
     broadcast_edits();
-  } else {
-    size_t k = 0;
-    for (const Tensor& t : params_) {
-      if (content_hash(t) != hashes_[k++] && !modified) {
-        modified = true;
-        changed = t.name().empty() ? "<an unnamed parameter>" : t.name();
-      }
-    }
-    for (const Tensor& t : buffers_) {
-      if (content_hash(t) != hashes_[k++] && !modified) {
-        modified = true;
-        changed = t.name().empty() ? "<an unnamed buffer>" : t.name();
-      }
-    }
-  }
+  else
+    changed = first_edit();
   for (size_t i = 0; i < params_.size(); ++i) {
     ZeroParam* z = zero_param(params_[i]);
     if (!z || z->kind != ParamKind::kPartitioned) continue;
     --z->holds;
     if (gathered_here_[i] && z->releasable()) z->release();
   }
-  ZT_CHECK(!modified, "GatheredParameters: '", changed,
-           "' was modified inside a scope without modifier_rank; the change would be lost on "
-           "exit. Pass modifier_rank (e.g. 0) to broadcast and re-partition edits");
+  refuse_edit(changed, "on exit");
 }
 
 void apply_gathered(nn::Module& root, comm::Communicator& comm,

@@ -40,6 +40,12 @@ class GatheredParameters {
   /// open here take the new values as their own, so that a scope held across a step
   /// does not blame the step's update on the user. The engine calls it.
   static void note_step();
+  /// Before an optimizer step on this thread (the engine calls it before it changes
+  /// anything): throws if a read-only scope open here holds an edit of a partitioned
+  /// parameter, naming it. The step gathers their copies again and note_step() takes the
+  /// values as the scope's, so the edit would otherwise vanish without the error its exit
+  /// gives. (Buffers are not gathered again: a training forward writes running statistics.)
+  static void check_unedited();
   /// Before an optimizer step on this thread: the modifier scopes open here broadcast and
   /// re-partition the edits made so far (as exit() does), so that the step updates the
   /// edited values and its re-gather does not overwrite them. The engine calls it; every
@@ -48,6 +54,9 @@ class GatheredParameters {
 
  private:
   void hash_contents();
+  /// The name of the first tensor whose contents changed since hash_contents() ("" if none),
+  /// among the partitioned parameters only with `partitioned_only`.
+  std::string first_edit(bool partitioned_only = false) const;
   void broadcast_edits();
   static constexpr int64_t kBatchElems = int64_t{8} << 20;  // elements per all-gather
   std::vector<Tensor> params_, buffers_;

@@ -1,0 +1,90 @@
+// GatheredParameters scopes held across an engine's step. A read-only scope's values are
+// whole copies of the shards: an edit made in it reaches no shard, and its exit says so.
+// The step re-gathers every copy a scope holds from the updated shards (and an fp16 step
+// skipped for an overflow keeps them), so an edit made before a step would otherwise be
+// replaced by the update at one rank count and kept at another with no error either way:
+// the step refuses an edit of a partitioned parameter, naming it, before it changes anything
+// (buffers, which a training forward writes, it does not gather again).
+#include <string>
+
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+// Two Linear(4, 4) layers in a row.
+struct Pair : nn::UnaryModule {
+  Pair() : nn::UnaryModule("Pair") {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
+  std::shared_ptr<nn::Linear> a, b;
+};
+
+// Linear(4, 4) -> BatchNorm1d(4): a training forward writes the running statistics.
+struct Normed : nn::UnaryModule {
+  Normed() : nn::UnaryModule("Normed") {
+    lin = register_module("lin", std::make_shared<nn::Linear>(4, 4));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm1d>(4));
+  }
+  Tensor forward(const Tensor& x) override { return (*bn)((*lin)(x)); }
+  std::shared_ptr<nn::Linear> lin;
+  std::shared_ptr<nn::BatchNorm1d> bn;
+};
+
+Tensor loss_of(zero::Engine& e, int seed) {
+  manual_seed(static_cast<uint64_t>(seed));
+  return mean(mul(e(randn({3, 4})), e(randn({3, 4}))));
+}
+
+}  // namespace
+
+// An edit in a read-only scope before the step: the step is refused (nothing updated, the
+// window kept), and once the scope is closed (its exit names the edit) the step goes on.
+TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeBeforeAStepIsRefusedByTheStep) {
+  for (int N : {1, 2}) {
+    for (bool persistent : {true, false}) {
+      SCOPED_TRACE(std::to_string(N) + " ranks, persistent " + std::to_string(persistent));
+      comm::run_threads(N, [&](comm::Communicator& comm) {
+        auto m = lesson::partitioned<Pair>(comm);
+        zero::Engine e(m, comm, persistent ? zero::Config{} : lesson::eager_release_config(), {});
+        const auto before = lesson::full_parameters(*m, comm);
+        zero::GatheredParameters g(*m, comm);
+        e.backward(loss_of(e, 1));
+        {
+          autograd::NoGradGuard no_grad;
+          m->b->bias.fill_(5.0);
+        }
+        EXPECT_TRUE(test::throws_with([&] { e.step(); }, "'b.bias' was modified inside a scope"));
+        EXPECT_EQ(e.global_step(), 0);
+        EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'b.bias' was modified inside a scope"));
+        // Nothing was updated (the edited tensor aside: at one rank its gathered copy is its
+        // shard, so the edit the exit refused is there).
+        const auto after = lesson::full_parameters(*m, comm);
+        for (size_t i = 0; i < before.size(); ++i)
+          if (after[i].first != "b.bias") {
+            EXPECT_EQ(after[i].second.to_vector(), before[i].second.to_vector()) << after[i].first;
+          }
+        EXPECT_TRUE(e.step());  // the window was kept
+      });
+    }
+  }
+}
+
+// What a step re-gathers is the partitioned parameters' copies: the running statistics a
+// training forward writes inside a read-only scope (a buffer it covers) are no edit the
+// step refuses; the step's sync takes them as the scope's values, as it does the update.
+TEST(GatheredScopeEdges, AForwardsBufferWritesInAReadOnlyScopeDoNotStopTheStep) {
+  for (int N : {1, 2}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Normed>(comm);
+      zero::Engine e(m, comm, {}, {});
+      zero::GatheredParameters g(*m, comm);
+      e.backward(loss_of(e, 1));
+      EXPECT_TRUE(e.step());
+      EXPECT_NO_THROW(g.exit());
+    });
+  }
+}
