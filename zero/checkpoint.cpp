@@ -182,9 +182,12 @@ NamedTensors consolidated_state(Engine& engine) {
   for (const auto& mp : engine.partitioned()) {
     const ZeroParam* z = zero_param(mp.param);
     // Gathered where the shards live: an offloaded master is in host memory, and NCCL
-    // gathers device memory only.
-    Tensor src = z->master.defined() ? z->master.to(z->shard.device()) : z->shard.to(DType::f32);
-    Tensor gathered = Tensor::empty({z->part.padded_numel()}, DType::f32, src.device());
+    // gathers device memory only. A parameter that is not floating (an integer table) keeps
+    // its dtype: f32 would round it, and a load of the export would refuse it.
+    Tensor src = z->master.defined()     ? z->master.to(z->shard.device())
+                 : is_floating(z->dtype) ? z->shard.to(DType::f32)
+                                         : z->shard;
+    Tensor gathered = Tensor::empty({z->part.padded_numel()}, src.dtype(), src.device());
     if (comm.size() == 1)
       gathered.copy_(src);
     else

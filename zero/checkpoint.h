@@ -180,14 +180,15 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                                 bool optimizer_state = true);
 
 /// Writes the whole model to one safetensors file at `path` with its state_dict() key
-/// names: parameters in fp32 (from the fp32 masters), persistent buffers (floating ones in
-/// fp32), loadable into a plain model with nn::load_state_dict. Every rank must call it
-/// (shards are all-gathered); rank 0 writes, atomically. A failure throws comm::AgreedError
-/// on every rank.
+/// names: floating parameters in fp32 (from the fp32 masters; other parameters in their own
+/// dtype), persistent buffers (floating ones in fp32), loadable into a plain model with
+/// nn::load_state_dict. Every rank must call it (shards are all-gathered); rank 0 writes,
+/// atomically. A failure throws comm::AgreedError on every rank.
 void export_consolidated(Engine& engine, const std::string& path);
 
 /// What export_consolidated writes, in memory: on rank 0 the model's state_dict() names
-/// with the parameters' fp32 values (from the fp32 masters, not their 16-bit storage) and
+/// with the floating parameters' fp32 values (from the fp32 masters, not their 16-bit
+/// storage), the other parameters' own values, and
 /// the buffers (floating ones in fp32), on host memory; empty on the other ranks. Every
 /// rank must call it (shards are all-gathered).
 NamedTensors consolidated_state(Engine& engine);
