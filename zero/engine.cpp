@@ -59,6 +59,9 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   claim_.take(model_.get(), "the model (" + model_->type_name() + ")", comm.rank());
   check_config(config_);
   autograd::NoGradGuard ng;
+  // Edits made so far in an open modifier scope reach every rank's shards first: the engine
+  // re-gathers the copies a scope holds from the shards (regather_persistent, below).
+  GatheredParameters::commit_edits();
   std::vector<std::pair<std::string, Tensor>> trainable;    // what the optimizer updates
   std::vector<int64_t> trainable_dims;                      // their full shapes' dimensions
   std::vector<std::vector<std::string>> trainable_aliases;  // their tied tensors' other names

@@ -44,10 +44,11 @@ class Engine {
  public:
   /// Takes over `model`, built under zero::Init or plain (its parameters are partitioned
   /// now), each rank with its own model object (one shared by thread ranks is an error).
-  /// Checks `config` (check_config), broadcasts rank 0's replicas and buffers, and ends by
-  /// verifying that the replicas agree. Refuses a trainable f64 parameter and a trainable
-  /// 16-bit replica (both would train at a lower precision than they show), and a trainable
-  /// parameter that already holds a gradient (its first step would add it in). Every rank
+  /// Checks `config` (check_config), puts the edits of an open GatheredParameters modifier
+  /// scope on every rank (its copies are gathered again here), broadcasts rank 0's replicas
+  /// and buffers, and ends by verifying that the replicas agree. Refuses a trainable f64 parameter
+  /// and a trainable 16-bit replica (both would train at a lower precision than they show), and a
+  /// trainable parameter that already holds a gradient (its first step would add it in). Every rank
   /// constructs its engine together.
   Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Config config,
          OptimizerConfig optimizer);

@@ -46,10 +46,10 @@ class GatheredParameters {
   /// values as the scope's, so the edit would otherwise vanish without the error its exit
   /// gives. (Buffers are not gathered again: a training forward writes running statistics.)
   static void check_unedited();
-  /// Before an optimizer step on this thread: the modifier scopes open here broadcast and
-  /// re-partition the edits made so far (as exit() does), so that the step updates the
-  /// edited values and its re-gather does not overwrite them. The engine calls it; every
-  /// rank of each scope's communicator must be stepping.
+  /// Before an optimizer step (or an engine's construction) on this thread: the modifier
+  /// scopes open here broadcast and re-partition the edits made so far (as exit() does), so
+  /// that the step updates the edited values and its re-gather does not overwrite them. The
+  /// engine calls it; every rank of each scope's communicator must be stepping.
   static void commit_edits();
 
  private:

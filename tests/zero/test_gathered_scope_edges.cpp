@@ -1,10 +1,12 @@
-// GatheredParameters scopes held across an engine's step. A read-only scope's values are
-// whole copies of the shards: an edit made in it reaches no shard, and its exit says so.
-// The step re-gathers every copy a scope holds from the updated shards (and an fp16 step
-// skipped for an overflow keeps them), so an edit made before a step would otherwise be
-// replaced by the update at one rank count and kept at another with no error either way:
-// the step refuses an edit of a partitioned parameter, naming it, before it changes anything
-// (buffers, which a training forward writes, it does not gather again).
+// GatheredParameters scopes held across an engine's step or construction. A read-only
+// scope's values are whole copies of the shards: an edit made in it reaches no shard, and
+// its exit says so. The step re-gathers every copy a scope holds from the updated shards
+// (and an fp16 step skipped for an overflow keeps them), so an edit made before a step would
+// otherwise be replaced by the update at one rank count and kept at another with no error
+// either way: the step refuses an edit of a partitioned parameter, naming it, before it
+// changes anything (buffers, which a training forward writes, it does not gather again). A
+// modifier scope's edits reach the shards before the copies are gathered again: at a step,
+// and when an engine is built over the model.
 #include <string>
 
 #include "zero/lesson_util.h"
@@ -70,6 +72,30 @@ TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeBeforeAStepIsRefusedByTheStep) {
         EXPECT_TRUE(e.step());  // the window was kept
       });
     }
+  }
+}
+
+// A modifier scope open while an engine is built over its model: the engine re-gathers
+// every copy a scope holds from the shards, so rank 0's edits made so far reach the shards
+// first (as at a step), and the scope's exit keeps them.
+TEST(GatheredScopeEdges, AModifierScopeOpenWhileAnEngineIsBuiltKeepsItsEdits) {
+  for (bool persistent : {true, false}) {
+    SCOPED_TRACE("persistent " + std::to_string(persistent));
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Pair>(comm);
+      {
+        zero::GatheredParameters g(*m, comm, /*modifier_rank=*/0);
+        if (comm.rank() == 0) {
+          autograd::NoGradGuard no_grad;
+          m->b->bias.fill_(7.0);
+        }
+        zero::Engine e(m, comm, persistent ? zero::Config{} : lesson::eager_release_config(), {});
+      }
+      for (const auto& [name, t] : lesson::full_parameters(*m, comm))
+        if (name == "b.bias") {
+          EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 7.0)));
+        }
+    });
   }
 }
 
