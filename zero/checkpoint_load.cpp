@@ -13,6 +13,7 @@
 #include "nn/state_dict.h"
 #include "zero/checkpoint.h"
 #include "zero/checkpoint_meta.h"
+#include "zero/gathered.h"
 
 namespace zt::zero {
 
@@ -436,6 +437,11 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
   }
   if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
+  std::vector<Tensor> loaded;
+  for (const auto& mp : ps) loaded.push_back(mp.param);
+  for (const auto& [n, p] : reps) loaded.push_back(p);
+  for (const auto& [n, b] : buffers) loaded.push_back(b);
+  GatheredParameters::note_loaded(loaded);
   engine.verify_replicas();
   return st.extra;
 }

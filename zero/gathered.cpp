@@ -2,6 +2,7 @@
 #include "zero/gathered.h"
 
 #include <exception>
+#include <unordered_set>
 
 #include "core/ops.h"
 #include "zero/param.h"
@@ -106,6 +107,20 @@ static void refuse_edit(const std::string& name, const char* when) {
 void GatheredParameters::note_step() {
   for (GatheredParameters* g : open_scopes())
     if (!g->modifier_) g->hash_contents();
+}
+
+void GatheredParameters::note_loaded(const std::vector<Tensor>& tensors) {
+  std::unordered_set<const TensorImpl*> loaded;
+  for (const Tensor& t : tensors) loaded.insert(t.impl());
+  for (GatheredParameters* g : open_scopes()) {
+    if (g->modifier_) continue;
+    size_t k = 0;
+    for (const std::vector<Tensor>* ts : {&g->params_, &g->buffers_})
+      for (const Tensor& t : *ts) {
+        if (loaded.count(t.impl())) g->hashes_[k] = content_hash(t);
+        ++k;
+      }
+  }
 }
 
 void GatheredParameters::check_unedited() {

@@ -40,6 +40,10 @@ class GatheredParameters {
   /// open here take the new values as their own, so that a scope held across a step
   /// does not blame the step's update on the user. The engine calls it.
   static void note_step();
+  /// After a load wrote `tensors` wherever they live (shards and gathered copies alike:
+  /// zero::load_state_dict, load_checkpoint): the read-only scopes open on this thread take
+  /// their new values as their own, since a load is not an edit that their exit would lose.
+  static void note_loaded(const std::vector<Tensor>& tensors);
   /// Before an optimizer step on this thread (the engine calls it before it changes
   /// anything): throws if a read-only scope open here holds an edit of a partitioned
   /// parameter, naming it. The step gathers their copies again and note_step() takes the

@@ -5,6 +5,7 @@
 
 #include "core/ops.h"
 #include "nn/state_dict.h"
+#include "zero/gathered.h"
 #include "zero/param.h"
 #include "zero/replicas.h"
 
@@ -99,6 +100,11 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     if (comm.rank() == src) t.copy_(values[targets[i].first]);
     broadcast_tensor(t, comm, src);
   }
+
+  std::vector<Tensor> loaded;
+  for (size_t i = 0; i < targets.size(); ++i)
+    if (decided[i] == '1') loaded.push_back(targets[i].second);
+  GatheredParameters::note_loaded(loaded);
 
   NamedTensors replicas;
   for (auto& [name, t] : targets)

@@ -6,10 +6,12 @@
 // either way: the step refuses an edit of a partitioned parameter, naming it, before it
 // changes anything (buffers, which a training forward writes, it does not gather again). A
 // modifier scope's edits reach the shards before the copies are gathered again: at a step,
-// and when an engine is built over the model.
+// and when an engine is built over the model. A load writes shards and copies alike: no edit.
 #include <string>
 
-#include "zero/lesson_util.h"
+#include "nn/state_dict.h"
+#include "zero/checkpoint.h"
+#include "zero/checkpoint_util.h"
 
 using namespace zt;
 
@@ -113,4 +115,31 @@ TEST(GatheredScopeEdges, AForwardsBufferWritesInAReadOnlyScopeDoNotStopTheStep) 
       EXPECT_NO_THROW(g.exit());
     });
   }
+}
+
+// A load is no edit: zero::load_state_dict and load_checkpoint write the shards and the
+// copies a read-only scope holds alike, so its exit keeps quiet (it said the loaded values
+// "would be lost on exit", which they were not).
+TEST(GatheredScopeEdges, ALoadInsideAReadOnlyScopeIsNoEdit) {
+  lesson::TempDir tmp;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto m = lesson::partitioned<Normed>(comm);
+    zero::Engine e(m, comm, {}, {});
+    zero::save_checkpoint(e, tmp.path, "saved");
+    {
+      zero::GatheredParameters g(*m, comm);
+      nn::NamedTensors dict;
+      for (const auto& [name, t] : nn::state_dict(*m))
+        dict.emplace_back(name, name == "lin.bias" ? full({4}, 2.0) : t.detach().clone());
+      zero::load_state_dict(*m, dict, comm);
+      EXPECT_NO_THROW(g.exit());
+    }
+    for (const auto& [name, t] : lesson::full_parameters(*m, comm))
+      if (name == "lin.bias") {
+        EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 2.0)));
+      }
+    zero::GatheredParameters g(*m, comm);
+    zero::load_checkpoint(e, tmp / "saved");
+    EXPECT_NO_THROW(g.exit());
+  });
 }
