@@ -188,6 +188,18 @@ TEST(ThreadComm, AHugeTimeoutWaitsForEver) {
             "");
 }
 
+TEST(ThreadComm, ATimeoutThatIsNotPositiveIsRefusedAtTheCall) {
+  // As $ZT_COMM_TIMEOUT_MS: a timeout of 0 or less would fail every collective whose
+  // peers are not already there, blaming a rank "after -5 ms".
+  for (auto bad : {0ms, -5ms}) {
+    const std::string err = run_error(1, [&](Communicator& c) { c.set_timeout(bad); });
+    EXPECT_NE(
+        err.find("set_timeout: " + std::to_string(bad.count()) + " ms is not a positive timeout"),
+        std::string::npos)
+        << err;
+  }
+}
+
 TEST(ThreadComm, MaxIsNaNWhereAnyRankHasOne) {
   // As torch.maximum: a NaN on any rank, the last one too, is the maximum.
   EXPECT_EQ(run_error(3,

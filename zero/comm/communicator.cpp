@@ -42,6 +42,12 @@ Communicator::Communicator(int rank, int size)
   ZT_CHECK(size >= 1 && rank >= 0 && rank < size, "communicator: bad rank ", rank, " of ", size);
 }
 
+void Communicator::set_timeout(std::chrono::milliseconds t) {
+  ZT_CHECK(t.count() > 0, "Communicator::set_timeout: ", t.count(),
+           " ms is not a positive timeout (a huge value, milliseconds::max(), waits for ever)");
+  timeout_.store(t, std::memory_order_relaxed);
+}
+
 std::string Communicator::signature(const Request& req) {
   std::ostringstream os;
   os << collective_name(req.kind);

@@ -120,8 +120,10 @@ class Communicator {
   /// How long a collective may take (default: $ZT_COMM_TIMEOUT_MS or 600 s), counted
   /// from its wait (CPU backends) or its issue (NcclComm's watchdog). A timeout is an
   /// error naming the collective, its sequence number and, where known, missing ranks.
-  /// A huge value (milliseconds::max()) waits for ever in effect: deadlines saturate.
-  void set_timeout(std::chrono::milliseconds t) { timeout_.store(t, std::memory_order_relaxed); }
+  /// A huge value (milliseconds::max()) waits for ever in effect: deadlines saturate. It
+  /// must be positive (0 or less would fail every collective whose peers are not already
+  /// there).
+  void set_timeout(std::chrono::milliseconds t);
   std::chrono::milliseconds timeout() const { return timeout_.load(std::memory_order_relaxed); }
 
   /// Fails this communicator: pending and later collectives throw an error carrying
