@@ -55,6 +55,11 @@ std::shared_ptr<Work> Executor::submit(std::function<void()> task) {
   auto w = std::make_shared<CpuWork>();
   {
     std::lock_guard<std::mutex> lock(mu_);
+    // No thread would run it, and a wait() on its work would block for ever.
+    ZT_CHECK(!stop_,
+             "zt.comm: a collective was issued after its communicator's queue was closed "
+             "(finish_queued(), or the communicator is being destroyed): no collective may be "
+             "issued after it");
     queue_.emplace_back(std::move(task), w);
   }
   cv_.notify_one();

@@ -48,7 +48,8 @@ class Executor {
   Executor(const Executor&) = delete;
   Executor& operator=(const Executor&) = delete;
 
-  /// Queues task; its exception (if any) is delivered through the returned work.
+  /// Queues task; its exception (if any) is delivered through the returned work. Throws
+  /// after finish().
   std::shared_ptr<Work> submit(std::function<void()> task);
   /// True when no task is queued or running (the submitting thread may then run one
   /// itself without reordering).
