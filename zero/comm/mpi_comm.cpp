@@ -230,7 +230,7 @@ void MpiComm::wait_request(MPI_Request* req, const Call& call) {
     if (std::chrono::steady_clock::now() > call.deadline) {
       abandon(*req, call);
       std::string msg = ::zt::detail::cat(
-          "zt.comm: ", what, " timed out after ", timeout().count(),
+          "zt.comm: ", what, " timed out after ", call.timeout.count(),
           " ms (see Communicator::set_timeout); MPI cannot tell which ranks did not arrive: a "
           "rank may be stuck, stopped or dead (see its output above), or the ranks issue "
           "different collectives or a different order of them");
@@ -254,7 +254,8 @@ void MpiComm::set_chunk_limit(int64_t elements) {
 
 void MpiComm::execute(const Request& req, bool check, int64_t limit) {
   check_healthy(req);
-  const Call call{describe(req), deadline_after(timeout()), limit, std::make_shared<Held>()};
+  const std::chrono::milliseconds wait = timeout();
+  const Call call{describe(req), wait, deadline_after(wait), limit, std::make_shared<Held>()};
   call.held->tensors = {req.out, req.in};
   if (size() > 1 && check) check_signatures(req, call);
   switch (req.kind) {

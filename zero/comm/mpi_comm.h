@@ -113,10 +113,12 @@ class MpiComm : public Communicator {
       return r;
     }
   };
-  // What the MPI calls of one collective share: its name in errors, its deadline, the
-  // chunk limit as it stood at issue, and the memory its requests use.
+  // What the MPI calls of one collective share: its name in errors, its deadline and the
+  // timeout it came from, the chunk limit as it stood at issue, and the memory its
+  // requests use.
   struct Call {
     std::string what;
+    std::chrono::milliseconds timeout;
     Deadline deadline;
     int64_t limit;
     std::shared_ptr<Held> held;

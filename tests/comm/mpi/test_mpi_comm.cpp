@@ -89,6 +89,26 @@ TEST(MpiComm, TimeoutNamesCollectiveAndSequence) {
   }
 }
 
+TEST(MpiComm, ATimeoutNamesTheTimeoutItsDeadlineCameFrom) {
+  auto c = make_comm();
+  c->set_check_collectives(false);  // as above: the late ranks' barrier completes rank 0's
+  c->barrier();                     // #0
+  if (c->rank() == 0) {
+    c->set_timeout(300ms);
+    // Set while the barrier waits: it applies to later collectives, not this one's deadline.
+    std::thread later([&] {
+      std::this_thread::sleep_for(100ms);
+      c->set_timeout(20s);
+    });
+    const std::string msg = test::error_of([&] { c->barrier(); });  // #1
+    later.join();
+    EXPECT_NE(msg.find("barrier #1 on rank 0 timed out after 300 ms"), std::string::npos) << msg;
+  } else {
+    std::this_thread::sleep_for(800ms);
+    c->barrier();
+  }
+}
+
 TEST(MpiComm, MismatchedCollectivesFailAtOnceNamingEachSide) {
   // Without the check, rank 0's broadcast would wait for the others until the timeout
   // (20 s here) and their all-reduces of another size would read garbage or hang.
