@@ -188,6 +188,30 @@ TEST(ThreadComm, AHugeTimeoutWaitsForEver) {
             "");
 }
 
+TEST(ThreadComm, ARankThatWentPastACollectiveFailsTheRanksWaitingInIt) {
+  // Rank 0's all_reduce #0 fails on its own, before it posts (its chunk passes the memory
+  // limit), and rank 0 goes on as a retried forward would: its next collective is #1. Rank 1
+  // waits in #0 for a rank that will never post there; the group must fail now, naming
+  // what rank 0 called instead, not wait for the deadline.
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::string err = run_error(2, [](Communicator& c) {
+    c.set_timeout(5s);
+    Tensor t = ones({4096});
+    if (c.rank() == 0) {
+      current_ledger()->set_limit(Device::cpu(), memory_stats().total_current + 1000);
+      EXPECT_THROW(c.all_reduce(t, ReduceOp::kSum), OutOfMemoryError);
+      current_ledger()->set_limit(Device::cpu(), 0);
+      c.agree_before_next_collective("a retried forward");
+    }
+    c.all_reduce(t, ReduceOp::kSum);
+  });
+  EXPECT_LT(seconds_since(t0), 3.0) << err;
+  EXPECT_NE(err.find("all_reduce #0 (f32 x 4096, sum) on rank 1: rank(s) 0 went on without "
+                     "calling it; rank 0 called all_gather_bytes [a retried forward] as #1"),
+            std::string::npos)
+      << err;
+}
+
 TEST(ThreadComm, ATimeoutThatIsNotPositiveIsRefusedAtTheCall) {
   // As $ZT_COMM_TIMEOUT_MS: a timeout of 0 or less would fail every collective whose
   // peers are not already there, blaming a rank "after -5 ms".

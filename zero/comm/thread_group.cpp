@@ -38,13 +38,30 @@ static std::string rank_list(const std::vector<int>& ranks) {
 }
 
 template <typename Ready, typename Missing>
-void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing,
-                           WaitLimit limit, const std::string& what, const char* doing) {
+void ThreadGroup::wait_for(std::unique_lock<std::mutex>& lock, int64_t seq, Ready ready,
+                           Missing missing, WaitLimit limit, const std::string& what,
+                           const char* doing) {
   while (!ready()) {
     if (!abort_reason_.empty()) throw_aborted(what);
-    std::vector<int> gone;
-    for (int r : missing())
+    std::vector<int> gone, ahead;
+    for (int r : missing()) {
       if (exited_[r]) gone.push_back(r);
+      if (last_seq_[r] > seq) ahead.push_back(r);
+    }
+    if (!ahead.empty()) {
+      std::ostringstream os;
+      os << "zt.comm: " << what << ": rank(s) " << rank_list(ahead) << " went on without "
+         << (std::string(doing) == "arrive" ? "calling" : "finishing") << " it";
+      for (int r : ahead) {
+        auto later = slots_.find(last_seq_[r]);
+        os << "; rank " << r << " called "
+           << (later != slots_.end() ? later->second.posts[r].signature : "a collective") << " as #"
+           << last_seq_[r];
+      }
+      os << " (an error of its own during this collective, caught and gone past?)";
+      abort_locked(os.str());
+      ZT_FAIL(os.str());
+    }
     if (!gone.empty()) {
       std::string msg =
           detail::cat("zt.comm: ", what, ": rank(s) ", rank_list(gone), " returned without ",
@@ -97,9 +114,16 @@ std::vector<Post> ThreadGroup::arrive(int rank, int64_t seq, const Post& post, H
   s.arrived[rank] = true;
   s.n_arrived += 1;
   last_seq_[rank] = seq;
-  if (s.n_arrived == size_) notify_locked();
+  bool skipped = false;  // an earlier collective waits for this rank: its waiters must know
+  for (const auto& [earlier, e] : slots_) {
+    if (earlier >= seq) break;
+    skipped = skipped || !e.arrived[rank];
+    for (int ph = 0; ph <= kLeavePhase; ++ph)
+      skipped = skipped || (e.phase_count[ph] > 0 && !e.phase_seen[ph][rank]);
+  }
+  if (s.n_arrived == size_ || skipped) notify_locked();
   wait_for(
-      lock, [&] { return s.n_arrived == size_; },
+      lock, seq, [&] { return s.n_arrived == size_; },
       [&] {
         std::vector<int> m;
         for (int j = 0; j < size_; ++j)
@@ -116,7 +140,7 @@ void ThreadGroup::sync(int rank, int64_t seq, int phase, WaitLimit limit, const 
   s.phase_seen[phase][rank] = true;
   if (++s.phase_count[phase] == size_) notify_locked();
   wait_for(
-      lock, [&] { return s.phase_count[phase] == size_; },
+      lock, seq, [&] { return s.phase_count[phase] == size_; },
       [&] {
         std::vector<int> m;
         for (int j = 0; j < size_; ++j)

@@ -85,9 +85,11 @@ class ThreadGroup {
   };
   Slot& slot(int64_t seq);
   // Waits until ready() under lock_; names `missing()` ranks on timeout or exit.
+  // A missing rank that already posted a later collective skipped this one (it failed on
+  // its own during it): that fails the wait at once.
   template <typename Ready, typename Missing>
-  void wait_for(std::unique_lock<std::mutex>& lock, Ready ready, Missing missing, WaitLimit limit,
-                const std::string& what, const char* doing);
+  void wait_for(std::unique_lock<std::mutex>& lock, int64_t seq, Ready ready, Missing missing,
+                WaitLimit limit, const std::string& what, const char* doing);
   void abort_locked(const std::string& reason);
   // Wakes every waiter (spinning or blocked); called with mu_ held.
   void notify_locked();
