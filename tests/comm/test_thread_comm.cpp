@@ -212,6 +212,19 @@ TEST(ThreadComm, ARankThatWentPastACollectiveFailsTheRanksWaitingInIt) {
       << err;
 }
 
+TEST(ThreadComm, ACollectiveRefusedByAnAbortedCommunicatorIsNotCounted) {
+  EXPECT_EQ(run_error(2,
+                      [](Communicator& c) {
+                        c.abort("stop");
+                        Tensor t = ones({8});
+                        EXPECT_THROW(c.all_reduce(t, ReduceOp::kSum), AbortedError);
+                        EXPECT_THROW(c.barrier(), AbortedError);
+                        EXPECT_EQ(c.counters().total_calls(), 0) << c.counters().json();
+                        EXPECT_EQ(c.counters().total_bytes(), 0) << c.counters().json();
+                      }),
+            "");
+}
+
 TEST(ThreadComm, ATimeoutThatIsNotPositiveIsRefusedAtTheCall) {
   // As $ZT_COMM_TIMEOUT_MS: a timeout of 0 or less would fail every collective whose
   // peers are not already there, blaming a rank "after -5 ms".

@@ -149,10 +149,10 @@ std::shared_ptr<Work> Communicator::all_gather(const Tensor& out, const Tensor& 
            " elements, expected size() * in.numel() = ", size_, " * ", in.numel());
   int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
   check_overlap(in, out, "all_gather", bytes_of(out) + rank_ * in.numel() * e);
-  count(Collective::kAllGather,
-        received_bytes(Collective::kAllGather, in.numel(), e, size_, rank_, 0));
+  const int64_t counted = received_bytes(Collective::kAllGather, in.numel(), e, size_, rank_, 0);
   Request r;
   r.kind = Collective::kAllGather;
+  r.counted_bytes = counted;
   r.out = out;
   r.in = in;
   return issue(std::move(r), async);
@@ -171,10 +171,11 @@ std::shared_ptr<Work> Communicator::reduce_scatter(const Tensor& out, const Tens
            " (pad the input to a multiple of size())");
   int64_t e = static_cast<int64_t>(dtype_size(in.dtype()));
   check_overlap(out, in, "reduce_scatter", bytes_of(in) + rank_ * out.numel() * e);
-  count(Collective::kReduceScatter,
-        received_bytes(Collective::kReduceScatter, out.numel(), e, size_, rank_, 0));
+  const int64_t counted =
+      received_bytes(Collective::kReduceScatter, out.numel(), e, size_, rank_, 0);
   Request r;
   r.kind = Collective::kReduceScatter;
+  r.counted_bytes = counted;
   r.out = out;
   r.in = in;
   r.op = op;
@@ -185,10 +186,11 @@ std::shared_ptr<Work> Communicator::all_reduce(const Tensor& t, ReduceOp op, boo
   check_tensor(t, "all_reduce", tensor_device(t));
   ZT_CHECK(t.dtype() != DType::b8 || op == ReduceOp::kMax,
            "all_reduce: bool tensors support max only");
-  count(Collective::kAllReduce,
-        received_bytes(Collective::kAllReduce, t.numel(), dtype_size(t.dtype()), size_, rank_, 0));
+  const int64_t counted =
+      received_bytes(Collective::kAllReduce, t.numel(), dtype_size(t.dtype()), size_, rank_, 0);
   Request r;
   r.kind = Collective::kAllReduce;
+  r.counted_bytes = counted;
   r.out = t;
   r.op = op;
   return issue(std::move(r), async);
@@ -197,10 +199,11 @@ std::shared_ptr<Work> Communicator::all_reduce(const Tensor& t, ReduceOp op, boo
 std::shared_ptr<Work> Communicator::broadcast(const Tensor& t, int root, bool async) {
   check_tensor(t, "broadcast", tensor_device(t));
   ZT_CHECK(root >= 0 && root < size_, "broadcast: root ", root, " is not a rank of ", size_);
-  count(Collective::kBroadcast, received_bytes(Collective::kBroadcast, t.numel(),
-                                               dtype_size(t.dtype()), size_, rank_, root));
+  const int64_t counted =
+      received_bytes(Collective::kBroadcast, t.numel(), dtype_size(t.dtype()), size_, rank_, root);
   Request r;
   r.kind = Collective::kBroadcast;
+  r.counted_bytes = counted;
   r.out = t;
   r.root = root;
   return issue(std::move(r), async);
@@ -221,16 +224,16 @@ std::shared_ptr<Work> Communicator::scatter(const Tensor& out, const Tensor& in,
     check_overlap(out, in, "scatter", bytes_of(in) + rank_ * out.numel() * e);
     r.in = in;
   }
-  count(Collective::kScatter, received_bytes(Collective::kScatter, out.numel(),
-                                             dtype_size(out.dtype()), size_, rank_, root));
+  const int64_t counted = received_bytes(Collective::kScatter, out.numel(), dtype_size(out.dtype()),
+                                         size_, rank_, root);
   r.kind = Collective::kScatter;
+  r.counted_bytes = counted;
   r.out = out;
   r.root = root;
   return issue(std::move(r), async);
 }
 
 void Communicator::barrier() {
-  count(Collective::kBarrier, 0);
   Request r;
   r.kind = Collective::kBarrier;
   issue(std::move(r), false);
@@ -291,6 +294,8 @@ std::shared_ptr<Work> Communicator::issue(Request req, bool async) {
   req.seq = seq_++;
   req.blocking = !async;
   check_healthy(req);
+  // all_gather_bytes counts what it received once done (an agreement is not counted).
+  if (req.kind != Collective::kAllGatherBytes) count(req.kind, req.counted_bytes);
   if (size_ == 1) {
     // One rank: done here, on the caller's thread (and for GPU tensors on its compute
     // stream), so it needs no communication thread and no host wait, and issue order

@@ -153,6 +153,7 @@ class Communicator {
     std::shared_ptr<std::vector<std::string>> bytes_out;
     const char* label = nullptr;  // in the signature: what the collective is for
     bool blocking = false;        // the caller waits for it at once (a backend may run it inline)
+    int64_t counted_bytes = 0;    // the counters' volume, counted once it is issued
   };
   /// Starts a request; the backend completes work in issue order.
   virtual std::shared_ptr<Work> submit(Request req) = 0;
