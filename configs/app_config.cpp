@@ -250,6 +250,14 @@ void note_inapplicable(const Node& root, AppConfig& c, App app) {
   for (const char* key : {"tf32", "cudnn_benchmark", "cudnn_deterministic", "gemm_benchmark"})
     note(general, "train", key, t.device == "cuda",
          "on device " + t.device + " (it sets the GPU's libraries)");
+  // The fused attention kernels run on a GPU under attention auto, anywhere under flash
+  // (unset: ZT_ATTENTION may pick them).
+  note(training, "train", "flash_backward",
+       t.attention != "math" && (t.device == "cuda" || t.attention != "auto"),
+       "with train.attention " + t.attention +
+           (t.attention == "auto" ? " on device " + t.device : "") +
+           " (it sets the fused attention kernels' backward; they run on a GPU under attention "
+           "auto, anywhere under flash)");
   note(training, "train", "warmup", t.warmup <= t.steps || t.deepspeed_schedule,
        "beyond train.steps (" + std::to_string(t.steps) +
            "): the warmup is cut to the run, and a resume with more steps warms up "
