@@ -162,7 +162,9 @@ Tensor add(const Tensor& a, double b) {
 }
 
 Tensor mul(const Tensor& a, double b) {
-  Tensor out = unary_op("mul", UnaryOp::kAffine, a, b, 0.0);
+  // x * b + (-0.0) is x * b exactly, the sign of a zero product included (+0.0 would turn
+  // -0.0 into +0.0: neg(0.0) would not be -0.0).
+  Tensor out = unary_op("mul", UnaryOp::kAffine, a, b, -0.0);
   if (autograd::needs_grad_of(a))
     autograd::record("mul_scalar", {a}, {out}, [b](const std::vector<Tensor>& g) {
       return std::vector<Tensor>{mul(g[0], b)};
@@ -488,7 +490,7 @@ void mul_(const Tensor& a, double s) {
   detail::check_write("mul_", a, Tensor());
   detail::check_floating("mul_", a);
   detail::count_writes({a});
-  ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, 0.0);
+  ZT_DISPATCH(a.device(), unary, UnaryOp::kAffine, a, a, s, -0.0);  // -0.0: as in mul()
 }
 
 void mul_(const Tensor& a, const Tensor& b) {

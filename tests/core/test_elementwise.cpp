@@ -349,3 +349,21 @@ TEST(Elementwise, Log1pIsAccurateFromTinyToTheLargestFloats) {
   EXPECT_NEAR(g[1], 1.0 / 1.4, 1e-16);
   EXPECT_NEAR(g[2] / (1.0 / 1e306), 1.0, 1e-15);
 }
+
+TEST(Elementwise, ScalingKeepsTheSignOfZero) {
+  // As in PyTorch: -(+0) is -0, and -0 * 1 stays -0 (an added +0 would turn both into +0).
+  for (DType dt : {DType::f32, DType::f64}) {
+    Tensor z = from_vector({0.0, -0.0}, {2}).to(dt);
+    std::vector<double> n = neg(z).to(DType::f64).to_vector();
+    std::vector<double> m = mul(z, 1.0).to(DType::f64).to_vector();
+    EXPECT_TRUE(std::signbit(n[0]));
+    EXPECT_FALSE(std::signbit(n[1]));
+    EXPECT_FALSE(std::signbit(m[0]));
+    EXPECT_TRUE(std::signbit(m[1]));
+    Tensor w = z.clone();
+    mul_(w, -1.0);
+    std::vector<double> i = w.to(DType::f64).to_vector();
+    EXPECT_TRUE(std::signbit(i[0]));
+    EXPECT_FALSE(std::signbit(i[1]));
+  }
+}
