@@ -98,6 +98,9 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, bool unbiased, boo
   // most of a small spread around a large mean.
   if (is_16bit_float(a.dtype()))
     return var(a.to(DType::f32), dims, unbiased, keepdim).to(a.dtype());
+  // In f64 for f32 inputs, as PyTorch's CPU var accumulates: a deviation past 1.8e19
+  // squares past the f32 range though the variance, a mean of squares, may be within it.
+  if (a.dtype() == DType::f32) return var(a.to(DType::f64), dims, unbiased, keepdim).to(a.dtype());
   Tensor d = sub(a, mean(a, dims, true));
   Tensor s = sum(mul(d, d), dims, keepdim);
   return mul(s, 1.0 / static_cast<double>(unbiased ? p.count - 1 : p.count));

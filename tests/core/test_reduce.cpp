@@ -118,6 +118,20 @@ TEST(Reduce, AScalarReducesOverItsOneElementAndHasNoDimensionToIndex) {
   EXPECT_TRUE(test::throws_with([] { sum(x23(), {1, -1}); }, "sum: dimension 1 appears more"));
 }
 
+TEST(Reduce, F32VarianceSquaresDeviationsInF64) {
+  // One deviation of 3e19 among 100 values: its square, 9e38, is past the f32 range, but
+  // the variance, about 9e36, is not (PyTorch's CPU var accumulates f32 in double).
+  std::vector<double> v(100, 0.0);
+  v[0] = 3e19;
+  Tensor x = from_vector(v, {100});
+  const double want = 9e38 * (1 - 1.0 / 100) / 99;
+  const double got = var(x).to(DType::f64).to_vector()[0];
+  EXPECT_NEAR(got / want, 1.0, 1e-6);
+  EXPECT_EQ(var(x).dtype(), DType::f32);
+  EXPECT_NEAR(var(x.reshape({1, 100}), {1}, false).to(DType::f64).to_vector()[0] / (want * 0.99),
+              1.0, 1e-6);
+}
+
 TEST(Reduce, SixteenBitMeanAndVarianceAreComputedInF32) {
   // bf16 keeps 8 bits: 1000 and 1004 are exact, but a mean rounded to bf16 before the
   // subtraction would be most of their spread. Variance: unbiased 8, biased 4.
