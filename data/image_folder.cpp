@@ -109,7 +109,10 @@ ImageFolder::ImageFolder(const std::string& dir, ImageFolderOptions options)
                       : std::string("to a file that does not exist"),
                "; remove it or restore its target");
     }
-    if (it->is_regular_file(entry)) files_.push_back(it->path().string());
+    if (it->is_regular_file(entry))
+      files_.push_back(it->path().string());
+    else  // a named pipe, socket or device called x.png: not read, but said
+      ++skipped_[extension_of(it->path().string()) + " (not a regular file)"];
   }
   ZT_CHECK(!ec, "ImageFolder: cannot list '", entering.empty() ? dir : entering.string(), "'",
            entering.empty() ? "" : " (under data.path '" + dir + "')", ": ", ec.message(),

@@ -79,7 +79,8 @@ class ImageFolder : public Dataset {
   std::vector<std::string> files_;
   std::vector<int64_t> labels_;
   std::vector<std::string> classes_;
-  std::map<std::string, int64_t> skipped_;  ///< files of other extensions, by extension
+  /// Files of other extensions, and special files named like images, by extension.
+  std::map<std::string, int64_t> skipped_;
 };
 
 /// A file's extension in lower case: ".webp" for "a/b.WebP"; "(no extension)" for "a/README".

@@ -1,6 +1,9 @@
-// ImageFolder's links to image files: a link that cannot be followed is named with why, so
-// that a loop of links (a.png -> b.png -> a.png) is not reported as a missing file.
+// ImageFolder's links and special files named like images: a link that cannot be followed
+// is named with why (a loop of links a.png -> b.png -> a.png is no missing file), and a
+// named pipe called x.png is counted among the skipped files.
 #include <gtest/gtest.h>
+
+#include <sys/stat.h>
 
 #include <filesystem>
 
@@ -35,6 +38,21 @@ TEST(ImageFolderLinks, ALoopOfLinksIsNamedAsALoopNotAsAMissingFile) {
   fs::remove(d + "/set/b.png");
   fs::create_symlink("a.png", d + "/set/b.png");
   EXPECT_EQ(ImageFolder(d + "/set", {.frames = 1, .height = 8, .width = 8}).size(), 2);
+}
+
+// A named pipe (or other special file) named like an image is not read, and is counted
+// among the skipped files the start-up line lists rather than left out unsaid.
+TEST(ImageFolderLinks, ASpecialFileNamedLikeAnImageIsCountedAsSkipped) {
+  const std::string d = temp_dir();
+  save_png(d + "/a.png", solid(8, 8, 1, 2, 3));
+  ASSERT_EQ(::mkfifo((d + "/pipe.png").c_str(), 0600), 0);
+  ImageFolder f(d, {.frames = 1, .height = 8, .width = 8});
+  EXPECT_EQ(f.size(), 1);
+  EXPECT_EQ(f.describe(),
+            "ImageFolder('" + d + "', 1 image; skipped 1 file: .png (not a regular file) 1)");
+  fs::remove(d + "/a.png");
+  expect_error([&] { ImageFolder(d, {.frames = 1}); },
+               {"no images (.png", "it holds 1 file: .png (not a regular file) 1"});
 }
 
 }  // namespace
