@@ -120,8 +120,8 @@ size_t edit_distance(const std::string& a, const std::string& b);
 /// one edit from a start of it (the first of equally near ones), however far; "" when
 /// `names` is empty.
 std::string nearest_name(const std::string& given, const std::vector<std::string>& names);
-/// nearest_name() when it is close (two edits, or a third of its letters for long names),
-/// else "": a "did you mean" that helps.
+/// nearest_name() when it is close (two edits, or for long names a third of the letters of
+/// the shorter of `given` and it), else "": a "did you mean" that helps.
 std::string close_name(const std::string& given, const std::vector<std::string>& names);
 
 /// The name `names` spells `value` by (the table Section::get_enum reads it with), "?"

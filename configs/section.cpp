@@ -50,8 +50,12 @@ std::string nearest_name(const std::string& given, const std::vector<std::string
 
 std::string close_name(const std::string& given, const std::vector<std::string>& names) {
   const std::string best = nearest_name(given, names);
-  return !best.empty() && name_distance(given, best) <= std::max<size_t>(2, best.size() / 3) ? best
-                                                                                             : "";
+  // A third of the letters of the shorter of the two: the distance to a start of a long
+  // name is counted over `given`'s letters ('xyz' is 3 edits from 'sync_batchnorm', not
+  // near it though 3 is a third of 14).
+  const size_t letters = std::min(given.size(), best.size());
+  return !best.empty() && name_distance(given, best) <= std::max<size_t>(2, letters / 3) ? best
+                                                                                         : "";
 }
 
 // ---- Section

@@ -540,6 +540,19 @@ TEST(BadConfigEnum, AValueNearNoNameGetsNoSuggestion) {
   EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
 }
 
+// An unknown key near no key gets no suggestion: 'xyz' begins no key, however long the
+// key that begins with 'sy'.
+TEST(BadConfigKey, AKeyNearNoKeyGetsNoSuggestion) {
+  EXPECT_EQ(close_name("xyz", {"stage", "sync_batchnorm"}), "");
+  const std::string path = test::write_temp_file("zt_config_test", "key_far", "bad.yaml",
+                                                 "zero_optimization:\n  xyz: 1\n");
+  const std::string msg = test::error_of([&] { load_app_config(path); });
+  EXPECT_NE(msg.find("zero_optimization.xyz: unknown key; 'zero_optimization' takes"),
+            std::string::npos)
+      << msg;
+  EXPECT_EQ(msg.find("did you mean"), std::string::npos) << msg;
+}
+
 INSTANTIATE_TEST_SUITE_P(Table, BadConfig, ::testing::ValuesIn(kBadConfigs),
                          [](const auto& info) { return std::string(info.param.name); });
 
