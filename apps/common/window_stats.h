@@ -13,7 +13,8 @@
 
 namespace zt::app {
 
-/// PSNR in dB of data in [-1, 1] (peak-to-peak 2): 10 log10(4 / mse); 99 for mse 0.
+/// PSNR in dB of data in [-1, 1] (peak-to-peak 2): 10 log10(4 / mse), at most 99 (that
+/// of mse 0).
 double psnr_from_mse(double mse);
 
 /// Means of named scalars over a window of steps and over every rank. Every rank must add

@@ -39,6 +39,15 @@ TEST(WindowStats, AnEmptyCodebookWindowAndAPerfectReconstructionHaveTheirOwnValu
   EXPECT_NEAR(app::psnr_from_mse(4.0), 0.0, 1e-12);
 }
 
+// The cap holds for an error short of exact too: a reconstruction off by 1e-6 per element
+// (mse 1e-12, 126 dB uncapped) scored above an exact one, and a window's mean PSNR mixed
+// such values with the 99 of its exact steps.
+TEST(WindowStats, NoReconstructionScoresAboveAnExactOne) {
+  for (const double mse : {1e-12, 1e-20, 4e-10, 1e-300, 5e-324})
+    EXPECT_LE(app::psnr_from_mse(mse), app::psnr_from_mse(0.0)) << "mse " << mse;
+  EXPECT_NEAR(app::psnr_from_mse(4e-9), 90.0, 1e-9) << "below the cap, the formula's value";
+}
+
 // window_mean() is the mean of the steps since the last call, then starts over; run_mean()
 // keeps every step.
 TEST(WindowStats, TheStepTimersWindowStartsOverAfterEachRead) {
