@@ -107,9 +107,9 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double al
   check("A", a, m, k, trans_a, lda);
   check("B", b, k, n, trans_b, ldb);
   check("C", c, m, n, false, ldc);
+  check_output_apart("gemm", c, a, b);
   // The sources too: a gradient to a or b would be lost (autograd records no write).
   detail::begin_write("gemm", c, {a, b});
-  check_output_apart("gemm", c, a, b);
   ZT_DISPATCH(c.device(), gemm, trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -120,8 +120,8 @@ void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
                out.size(2) == b.size(2) && out.is_contiguous(),
            "bmm_into: expected out (B, M, N) contiguous, a (B, M, K), b (B, K, N); got ",
            shape_str(out.sizes()), ", ", shape_str(a.sizes()), ", ", shape_str(b.sizes()));
-  detail::begin_write("bmm_into", out, {a, b});
   check_output_apart("bmm_into", out, a, b);
+  detail::begin_write("bmm_into", out, {a, b});
   const int64_t B = a.size(0), M = a.size(1), K = a.size(2), N = b.size(2);
   if (B * M * N == 0) return;
   if (K == 0) {  // empty sums

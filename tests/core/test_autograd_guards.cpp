@@ -177,8 +177,8 @@ TEST(AutogradGuards, ADoubleBackwardIsRefusedNamingTheMissingGraph) {
 
 TEST(AutogradGuards, AnInPlaceWriteRefusedByItsChecksLeavesSavedTensorsUsable) {
   // A write refused for its arguments (an integer destination, a source that does not
-  // broadcast, a later pair of a multi-copy) changed nothing, so it must not count as a
-  // write: backward would then refuse a graph that saved the tensor.
+  // broadcast, a later pair of a multi-copy, a GEMM output inside an operand) changed nothing, so
+  // it must not count as a write: backward would then refuse a graph that saved the tensor.
   const Tensor w = leaf({1, 2, 3});
   const Tensor a = from_vector({4, 5, 6}, {3}, DType::f64);
   const Tensor y = sum(mul(w, a));  // saves a
@@ -196,6 +196,12 @@ TEST(AutogradGuards, AnInPlaceWriteRefusedByItsChecksLeavesSavedTensorsUsable) {
         multi_copy_({a, fine}, {ones({3}, DType::f64), mul(w, 2.0)});
       },
       "multi_copy_"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        gemm(false, false, 1, 1, 3, 1.0, a.view({1, 3}), 3, ones({3, 1}, DType::f64), 1, 0.0,
+             a.slice(0, 0, 1).view({1, 1}), 1);
+      },
+      "shares memory with operand A"));
   EXPECT_TRUE(values_are(a, {4, 5, 6}));
   y.backward();
   EXPECT_TRUE(values_are(w.grad(), {4, 5, 6}));
