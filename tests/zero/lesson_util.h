@@ -51,6 +51,17 @@ class TanhStack : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override;
 };
 
+/// a -> tanh -> b, two Linear(4, 4): the smallest model with two layers, for lessons about
+/// what the engine refuses.
+struct Pair : nn::UnaryModule {
+  Pair() : nn::UnaryModule("Pair") {
+    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
+  std::shared_ptr<nn::Linear> a, b;
+};
+
 /// A deterministic batch drawn from `seed`: x (B, 3, 2, 6, 6), y (B, 5).
 std::pair<Tensor, Tensor> batch(int64_t B, int seed);
 

@@ -17,18 +17,9 @@
 #include "zero/lesson_util.h"
 
 using namespace zt;
+using lesson::Pair;
 
 namespace {
-
-// Two Linear(4, 4) layers in a row.
-struct Pair : nn::UnaryModule {
-  Pair() : nn::UnaryModule("Pair") {
-    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
-    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
-  }
-  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
-  std::shared_ptr<nn::Linear> a, b;
-};
 
 // A trunk and two heads of one size; forward runs both and returns the one `use_b` picks.
 struct Heads : nn::UnaryModule {

@@ -14,18 +14,9 @@
 #include "zero/checkpoint_util.h"
 
 using namespace zt;
+using lesson::Pair;
 
 namespace {
-
-// Two Linear(4, 4) layers in a row.
-struct Pair : nn::UnaryModule {
-  Pair() : nn::UnaryModule("Pair") {
-    a = register_module("a", std::make_shared<nn::Linear>(4, 4));
-    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
-  }
-  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
-  std::shared_ptr<nn::Linear> a, b;
-};
 
 // Linear(4, 4) -> BatchNorm1d(4): a training forward writes the running statistics.
 struct Normed : nn::UnaryModule {
