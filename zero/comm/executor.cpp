@@ -19,7 +19,9 @@ void CpuWork::wait() {
   spin_until([&] { return done_.load(std::memory_order_acquire); });
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_.load(std::memory_order_relaxed); });
-  if (error_) std::rethrow_exception(error_);
+  if (!error_) return;
+  seen_.store(true, std::memory_order_release);
+  std::rethrow_exception(error_);
 }
 
 bool CpuWork::test() {
@@ -48,6 +50,9 @@ std::exception_ptr Executor::finish() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  for (const auto& [w, err] : failed_)
+    if (!lost_ && w.use_count() == 1 && !w->error_seen()) lost_ = err;  // no one can wait()
+  failed_.clear();
   return lost_;
 }
 
@@ -95,7 +100,7 @@ void Executor::loop(std::shared_ptr<MemoryLedger> ledger) {
     {
       std::lock_guard<std::mutex> lock(mu_);
       busy_ = false;
-      if (err && !lost_ && item.second.use_count() == 1) lost_ = err;  // no one can wait()
+      if (err) failed_.emplace_back(item.second, err);
     }
     item.second->finish(err);
   }

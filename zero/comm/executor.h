@@ -11,6 +11,8 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "core/allocator.h"
 #include "zero/comm/communicator.h"
@@ -26,11 +28,14 @@ class CpuWork : public Work {
   bool test() override;
   /// Marks the work done; `error` (may be null) is rethrown by wait().
   void finish(std::exception_ptr error);
+  /// True once wait() has raised the work's error to a caller.
+  bool error_seen() const { return seen_.load(std::memory_order_acquire); }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::atomic<bool> done_{false};  // set under mu_; read without it while spinning
+  std::atomic<bool> seen_{false};
   std::exception_ptr error_;
 };
 
@@ -62,8 +67,11 @@ class Executor {
   std::condition_variable cv_;
   std::deque<std::pair<std::function<void()>, std::shared_ptr<CpuWork>>> queue_;
   bool stop_ = false;
-  bool busy_ = false;        // a task is running
-  std::exception_ptr lost_;  // the first error of a work no one held (finish())
+  bool busy_ = false;  // a task is running
+  // The works that failed, in order: at finish(), the first that no one holds and no
+  // wait() raised is lost_ (whether the caller still held it when it failed is a race).
+  std::vector<std::pair<std::shared_ptr<CpuWork>, std::exception_ptr>> failed_;
+  std::exception_ptr lost_;
   std::thread thread_;
 };
 

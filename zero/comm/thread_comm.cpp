@@ -222,9 +222,11 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
            " (the machine's limit on threads or memory); run fewer ranks (--ranks), or more "
            "processes under mpirun");
   if (first) std::rethrow_exception(first);
-  if (first_aborted) std::rethrow_exception(first_aborted);
+  // A dropped collective's own error before an echo of some failure ("aborted because"):
+  // the echo's cause may be that very error.
   const std::string unseen = group->unseen();
   ZT_CHECK(unseen.empty(), unseen, kUnwaitedWorkHint);
+  if (first_aborted) std::rethrow_exception(first_aborted);
 }
 
 }  // namespace zt::comm
