@@ -10,6 +10,8 @@
 //               tensors read and written once per pass over the fwd_bwd time.
 // Options: --threads N (kernel and BLAS threads), --device cpu|cuda, --reps, --dtype,
 // --filter SUBSTRING (only cases whose "op shape" contains it, e.g. "conv2d 32x128").
+// A case that fails prints its error in its line ("error"); the others still run, and the
+// exit status is then 1.
 #include <cstdio>
 #include <functional>
 #include <string>
@@ -52,7 +54,8 @@ Tensor make_leaf(const Shape& s, const Setup& st, zt::Generator& g, bool grad = 
   return t;
 }
 
-void run_case(const Case& c, const Setup& st) {
+// Times one case and prints its line; false when it failed (its line holds the error).
+bool run_case(const Case& c, const Setup& st) {
   double fwd = 0, fwd_bwd = 0;
   std::string error;
   try {
@@ -95,6 +98,7 @@ void run_case(const Case& c, const Setup& st) {
     std::printf("}\n");
   }
   std::fflush(stdout);
+  return error.empty();
 }
 
 std::string dims(const Shape& s) {
@@ -231,6 +235,14 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
                  filter.c_str());
     return 1;
   }
-  for (const Case& c : cases) run_case(c, st);
+  // Every case runs; one that failed makes the run fail, so that a script that checks exit
+  // codes (tools/gpu_check.sh) does not count it as passed.
+  size_t failed = 0;
+  for (const Case& c : cases) failed += run_case(c, st) ? 0 : 1;
+  if (failed > 0) {
+    std::fprintf(stderr, "zt-bench ops: %zu of %zu cases failed (their lines say why)\n", failed,
+                 cases.size());
+    return 1;
+  }
   return 0;
 }

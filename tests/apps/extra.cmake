@@ -473,6 +473,12 @@ if(TARGET zt-bench)
     $<TARGET_FILE:zt-bench> comm --min-bytes 1000 --max-bytes 10)
   zt_refusal_test(apps.bench.ops_filter_matching_nothing 1 "no case matches --filter 'nomatch'"
     $<TARGET_FILE:zt-bench> ops --filter nomatch)
+  # A case that fails prints its error in its line, the other cases still run, and the run
+  # exits 1 (a GPU check counted it as passed): here a memory limit that holds every case's
+  # inputs (about 28 MiB) but not the largest convolution's outputs and gradients.
+  zt_check_test(apps.bench.ops_failed_case_exits_1 1 60 "\"op\":\"conv2d\",\"shape\":\"32x32x32x32[^\n]*\"error\":\"[^\n]*out of memory.*\"op\":\"softmax\".*zt-bench ops: [1-9][0-9]* of [0-9]+ cases failed"
+    $<TARGET_FILE:zt-bench> ops --threads 1 --reps 1)
+  set_tests_properties(apps.bench.ops_failed_case_exits_1 PROPERTIES ENVIRONMENT ZT_MEMORY_LIMIT=30MiB)
   zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
     $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
   zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
