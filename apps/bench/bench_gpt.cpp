@@ -28,9 +28,11 @@
 // Each step is reported on stderr as it ends (its time and about how long the rest takes),
 // stdout holding the JSON alone: GPT-2 small's shape takes a minute or so a step on a few
 // CPU cores.
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -189,15 +191,30 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   set_attention_kernel(parse_attention_kernel(attention));
   flash::set_backward(flash::parse_backward(flash_backward));
   if (!flash_tiles.empty()) {
+    // Checked against the head dim's built shapes here: a shape the kernels lack would
+    // otherwise fail only at their first call, or never where they do not run (f32, math).
+    const int64_t head_dim = spec.n_embd / spec.n_head;
+    if (!flash::head_dim_supported(head_dim)) {
+      std::fprintf(stderr,
+                   "zt-bench gpt: --flash-tiles: head dim %lld has no fused attention kernels "
+                   "(they take 32, 64, 96 and 128: --width / --heads)\n",
+                   static_cast<long long>(head_dim));
+      return 1;
+    }
     const size_t comma = flash_tiles.find(',');
     try {
-      flash::set_tile_shape(flash::Pass::forward,
-                            flash::parse_tile_shape(flash_tiles.substr(0, comma)));
-      if (comma != std::string::npos) {
-        const flash::TileShape b = flash::parse_tile_shape(flash_tiles.substr(comma + 1));
-        flash::set_tile_shape(flash::Pass::dq, b);
-        flash::set_tile_shape(flash::Pass::dkdv, b);
-      }
+      auto set = [&](const std::string& text, const char* which,
+                     std::initializer_list<flash::Pass> passes) {
+        const flash::TileShape s = flash::parse_tile_shape(text);
+        const std::vector<flash::TileShape> built = flash::tile_shapes(*passes.begin(), head_dim);
+        ZT_CHECK(std::find(built.begin(), built.end(), s) != built.end(), s.str(),
+                 " is not built for head dim ", head_dim, which,
+                 " (built: ", flash::tile_shapes_str(*passes.begin(), head_dim), ")");
+        for (flash::Pass p : passes) flash::set_tile_shape(p, s);
+      };
+      set(flash_tiles.substr(0, comma), "", {flash::Pass::forward});
+      if (comma != std::string::npos)
+        set(flash_tiles.substr(comma + 1), "'s backward", {flash::Pass::dq, flash::Pass::dkdv});
     } catch (const Error& e) {
       std::fprintf(stderr, "zt-bench gpt: --flash-tiles: %s\n", e.what());
       return 1;

@@ -479,6 +479,15 @@ if(TARGET zt-bench)
   zt_check_test(apps.bench.ops_failed_case_exits_1 1 60 "\"op\":\"conv2d\",\"shape\":\"32x32x32x32[^\n]*\"error\":\"[^\n]*out of memory.*\"op\":\"softmax\".*zt-bench ops: [1-9][0-9]* of [0-9]+ cases failed"
     $<TARGET_FILE:zt-bench> ops --threads 1 --reps 1)
   set_tests_properties(apps.bench.ops_failed_case_exits_1 PROPERTIES ENVIRONMENT ZT_MEMORY_LIMIT=30MiB)
+  # A tile shape the head dim's kernels are not built with, or a head dim without fused
+  # kernels, is refused before the model is built (in f32 or on the GEMM path it was printed
+  # as in use and ignored; in bf16 on a GPU it failed at the first step).
+  zt_refusal_test(apps.bench.gpt_flash_tiles_not_built 1 "--flash-tiles: 7x7 is not built for head dim 32 \\(built: 16x32, 16x64"
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 16 --vocab 64 --flash-tiles 7x7)
+  zt_refusal_test(apps.bench.gpt_flash_tiles_backward_not_built 1 "--flash-tiles: 32x64 is not built for head dim 32's backward \\(built: 16x32, 16x64, 32x32, 16x32x3\\)"
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 16 --vocab 64 --flash-tiles 16x32,32x64)
+  zt_refusal_test(apps.bench.gpt_flash_tiles_no_fused_kernels 1 "--flash-tiles: head dim 16 has no fused attention kernels"
+    $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 4 --seq 16 --vocab 64 --flash-tiles 16x32)
   zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
     $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
   zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
