@@ -7,8 +7,9 @@
 //   mode replicated_dp  the GPT built under zero::Replicated with requires_grad on: the
 //                       engine all-reduces replica gradients (plain data parallelism)
 // Under mpirun each process is a rank (MPI) and only the world size is measured.
-// --device cuda runs on the GPU: one thread rank, or one GPU per process under mpirun
-// (NCCL); each step then ends with a synchronization so that its time is complete.
+// train.device cuda (--device cuda, a shortcut for --set train.device=cuda) runs on the GPU: one
+// thread rank, or one GPU per process under mpirun (NCCL); each step then ends with a
+// synchronization so that its time is complete.
 
 #include <chrono>
 #include <cstdio>
@@ -91,8 +92,10 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   std::vector<int> ranks = {1, 2};
   int warmup = 2, steps = 10;
   std::vector<std::string> sets;
-  std::string device_name = "cpu";
-  app.add_option("--device", device_name, "cpu or cuda (on a GPU: 1 thread rank, or mpirun)")
+  std::string device_name;
+  app.add_option("--device", device_name,
+                 "cpu or cuda, shortcut for --set train.device=D (on a GPU: 1 thread rank, or "
+                 "mpirun)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)")
@@ -103,17 +106,20 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
       ->check(zt::app::kKeyValue);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
-  const config::AppConfig cfg =
-      config::load_app_config(config_path, {sets.begin(), sets.end()}, config::App::vqgpt);
-  const Device device = Device::parse(device_name);
-  if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
-    std::fprintf(stderr, "zt-bench vqgpt: --device cuda %s\n", why.c_str());
-    return 1;
-  }
+  // The device is train.device, as in the apps: --device last, so that it wins.
+  std::vector<config::Override> overrides(sets.begin(), sets.end());
+  if (!device_name.empty())
+    overrides.push_back({"train.device=" + device_name, "--device " + device_name});
+  const config::AppConfig cfg = config::load_app_config(config_path, overrides, config::App::vqgpt);
+  const Device device = Device::parse(cfg.train.device);
   if (device.is_cuda() && app.count("--ranks") && ranks != std::vector<int>{1}) {
     std::fprintf(stderr,
-                 "zt-bench vqgpt: --device cuda runs one rank (thread ranks exchange host "
+                 "zt-bench vqgpt: train.device cuda runs one rank (thread ranks exchange host "
                  "memory): use --ranks 1, or mpirun for more GPUs\n");
+    return 1;
+  }
+  if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {
+    std::fprintf(stderr, "zt-bench vqgpt: train.device cuda %s\n", why.c_str());
     return 1;
   }
   if (device.is_cuda()) ranks = {1};

@@ -488,6 +488,12 @@ if(TARGET zt-bench)
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 16 --vocab 64 --flash-tiles 16x32,32x64)
   zt_refusal_test(apps.bench.gpt_flash_tiles_no_fused_kernels 1 "--flash-tiles: head dim 16 has no fused attention kernels"
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 4 --seq 16 --vocab 64 --flash-tiles 16x32)
+  # vqgpt takes its device from train.device, --device being a shortcut for --set
+  # train.device=D as in the apps (a --set train.device=cuda ran on the CPU); one rank on
+  # a GPU, refused before the GPU is looked for, so on any machine.
+  zt_refusal_test(apps.bench.vqgpt_set_train_device 1 "zt-bench vqgpt: train.device cuda runs one rank"
+    $<TARGET_FILE:zt-bench> vqgpt --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
+    --set train.device=cuda --ranks 1 2)
   zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
     $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
   zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
