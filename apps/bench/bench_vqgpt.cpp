@@ -112,6 +112,12 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
     overrides.push_back({"train.device=" + device_name, "--device " + device_name});
   const config::AppConfig cfg = config::load_app_config(config_path, overrides, config::App::vqgpt);
   const Device device = Device::parse(cfg.train.device);
+  if (cfg.train.cuda_graph) {
+    std::fprintf(stderr,
+                 "zt-bench vqgpt: times eager steps: train.cuda_graph is not supported (vqgpt "
+                 "train takes it)\n");
+    return 1;
+  }
   if (device.is_cuda() && app.count("--ranks") && ranks != std::vector<int>{1}) {
     std::fprintf(stderr,
                  "zt-bench vqgpt: train.device cuda runs one rank (thread ranks exchange host "

@@ -494,6 +494,10 @@ if(TARGET zt-bench)
   zt_refusal_test(apps.bench.vqgpt_set_train_device 1 "zt-bench vqgpt: train.device cuda runs one rank"
     $<TARGET_FILE:zt-bench> vqgpt --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
     --set train.device=cuda --ranks 1 2)
+  # It times eager steps: train.cuda_graph is refused, not ignored.
+  zt_refusal_test(apps.bench.vqgpt_cuda_graph_refused 1 "zt-bench vqgpt: times eager steps: train.cuda_graph is not supported"
+    $<TARGET_FILE:zt-bench> vqgpt --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
+    --device cuda --set train.cuda_graph=true)
   zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
     $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
   zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
