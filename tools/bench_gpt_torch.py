@@ -172,8 +172,9 @@ def main():
     a = ap.parse_args()
     if a.peak_tflops != -1.0 and not (math.isfinite(a.peak_tflops) and a.peak_tflops > 0):
         ap.error(f"--peak-tflops must be a finite number above 0, got {a.peak_tflops}")
-    if min(a.steps, a.batch) < 1:
-        ap.error("--steps and --batch must be at least 1")
+    for name in ("layers", "width", "heads", "seq", "vocab", "batch", "steps"):
+        if getattr(a, name) < 1:  # as zt-bench gpt's (a traceback, or a run of nothing)
+            ap.error(f"--{name} must be at least 1, got {getattr(a, name)}")
     if a.width % a.heads:
         sys.exit(f"bench_gpt_torch: --width {a.width} is not a multiple of --heads {a.heads}")
     if a.device == "cuda" and not torch.cuda.is_available():
