@@ -14,6 +14,7 @@ like zt-bench's. Not used by the test suite.
 import argparse
 import json
 import statistics
+import sys
 import time
 
 import torch
@@ -63,9 +64,11 @@ def main():
     if a.reps < 1 or a.threads < 1:
         ap.error("--reps and --threads must be at least 1")
     torch.set_num_threads(a.threads)
-    for op, shape, leaves, fwd in cases():
+    matched = 0
+    for op, shape, leaves, fwd in cases():  # in turn: each case's lambda reads its leaves
         if a.filter not in f"{op} {shape}":
             continue
+        matched += 1
         with torch.no_grad():
             gy = torch.randn_like(fwd())
 
@@ -82,6 +85,9 @@ def main():
                           "fwd_ms": round(timed(forward_only, a.reps) * 1e3, 4),
                           "fwd_bwd_ms": round(timed(forward_backward, a.reps) * 1e3, 4)}),
               flush=True)
+    if not matched:  # as zt-bench ops, which says so (exit 1) rather than print nothing
+        sys.exit(f"bench_ops_torch: no case matches --filter '{a.filter}' (a part of "
+                 "\"op shape\", e.g. 'conv2d' or 'linear')")
 
 
 if __name__ == "__main__":
