@@ -113,8 +113,10 @@ finish() {
   if [ ${#failed[@]} -gt 0 ]; then
     echo "gpu_check: ${#failed[@]} step(s) FAILED (rc other than 0 above)"
     rc=1
-  elif [ $rc -eq 0 ]; then
+  elif [ $rc -eq 0 ] && [ ${#no_twins[@]} -eq 0 ]; then
     echo "gpu_check: every step ran and passed"
+  elif [ $rc -eq 0 ]; then # skipped twins leave the exit status 0, but not this line
+    echo "gpu_check: every zt step ran and passed; the PyTorch twins did not run"
   else
     echo "gpu_check: every step that ran passed, but not every step ran"
   fi
