@@ -68,6 +68,7 @@ std::string work_per_call_json(const std::function<void()>& fn);
 /// then one line {<fields>,"api":"all","sites":..,"calls_per_step":..,"host_ms_per_step":..,
 /// "wall_ms_per_step":..}: how much of a step's wall time the host spends inside the GPU
 /// libraries, and in which calls (kernel launches themselves are KernelProfile's host time).
+/// fn should end by waiting for its GPU work (sync), or the wall time is the host's alone.
 std::string api_profile_json(const std::string& fields, int steps, const std::function<void()>& fn,
                              size_t shown = 25);
 
@@ -77,8 +78,8 @@ std::string api_profile_json(const std::string& fields, int steps, const std::fu
 ///  "host_ms_per_step":0.3,"host_us_per_call":7.1}
 /// (share: of the time of all kernels; host: the host's time issuing them), then one line
 /// {"bench":"<bench>","kernels":"all","ms_per_step":..,"host_ms_per_step":..,
-///  "wall_ms_per_step":..}. Call it after the timed steps: profiling adds host time to
-/// every dispatch.
+///  "wall_ms_per_step":..} (until the GPU has run the last step's kernels). Call it after
+/// the timed steps: profiling adds host time to every dispatch.
 std::string kernel_profile_json(const char* bench, int steps, const std::function<void()>& fn);
 
 /// Seconds per call of fn: warm-up calls, then the median of `reps` timed runs.
