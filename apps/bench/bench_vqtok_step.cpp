@@ -169,7 +169,8 @@ int time_graphed(const Options& o, zt::optim::Optimizer* opt, zt::zero::Engine* 
 
 // Times `steps` steps (after one warm-up) and prints the results: plain AdamW on the
 // calling thread (comm null), or through a ZeRO-3 engine on comm's rank, or (--paired)
-// both, their steps alternating.
+// both, their steps alternating and which goes first alternating too (a bias from going
+// first or second, a cache warmed by the other, falls on both alike).
 int time_steps(zt::comm::Communicator* comm, const Options& o) {
   const zt::Device device = o.device;
   const int batch = o.batch, steps = o.steps;
@@ -200,7 +201,8 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
   }
   for (int i = 0; i <= steps; ++i) {
     timer.enable(i > 0);
-    for (auto& t : trainers) {
+    for (size_t k = 0; k < trainers.size(); ++k) {
+      auto& t = trainers[i % 2 == 0 ? k : trainers.size() - 1 - k];
       auto w0 = std::chrono::steady_clock::now();
       const double c0 = clock(video);
       Tensor l = t->forward(video);
@@ -225,7 +227,7 @@ int time_steps(zt::comm::Communicator* comm, const Options& o) {
     std::printf(
         "{\"bench\":\"vqtok-step\",\"device\":\"%s\",\"update\":\"%s\",\"offload\":%s,"
         "\"paired\":%s,%s,\"batch\":%d,\"frames\":4,\"size\":32,\"threads\":%d,"
-        "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.1f,"
+        "\"steps\":%d,\"forward_ms\":%.1f,\"backward_ms\":%.1f,\"step_ms\":%.2f,"
         "\"total_ms\":%.1f,\"total_wall_ms\":%.1f,\"loss\":%.6f,%s}\n",
         device.str().c_str(), t->name(), t->engine && o.offload ? "true" : "false",
         o.paired ? "true" : "false", zt::bench::gpu_math_json().c_str(), batch, o.threads, steps,
