@@ -350,7 +350,8 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
     char mfu[32] = "null";
     if (peak_tflops > 0) std::snprintf(mfu, sizeof mfu, "%.4g", tflops / peak_tflops);
     std::printf(
-        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\",\"flash_"
+        "{\"bench\":\"gpt\",\"device\":\"%s\",\"dtype\":\"%s\",\"attention\":\"%s\","
+        "\"attention_fused\":%s,\"flash_"
         "tiles\":\"%s\",\"flash_backward\":\"%s\","
         "\"qkv\":\"%s\",%s,\"cuda_graph\":%s,\"offload\":%s,\"activation_checkpointing\":%s,"
         "\"tied\":%"
@@ -362,15 +363,19 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
         "\"backward_ms\":%.2f,"
         "\"optimizer_ms\":%.2f,\"step_ms\":%.2f,\"tokens_per_s\":%.1f,\"tflops\":%.4f,"
         "\"peak_tflops\":%.1f,\"mfu\":%s,\"loss\":%.4f,%s,\"memory\":%s}\n",
-        device.str().c_str(), dtype.c_str(), attention.c_str(), tiles.c_str(),
-        flash::backward_name(flash::backward()), qkv.c_str(), bench::gpu_math_json().c_str(),
-        graphed ? "true" : "false", offload ? "true" : "false", recompute ? "true" : "false",
-        spec.tie_embeddings ? "true" : "false", comm.size(), static_cast<long long>(spec.n_layer),
-        static_cast<long long>(spec.n_embd), static_cast<long long>(spec.n_head),
-        static_cast<long long>(spec.block_size), static_cast<long long>(spec.vocab_size), batch, n,
-        n_matmul, tokens, bench::median(fwd), bench::median(bwd), bench::median(opt), 1e3 * step_s,
-        tokens / step_s, tflops, peak_tflops, mfu, loss, work.c_str(),
-        engine.memory_report().json().c_str());
+        device.str().c_str(), dtype.c_str(), attention.c_str(),
+        zt::fused_attention_applies(device, dtype == "bf16" ? zt::DType::bf16 : zt::DType::f32,
+                                    head_dim)
+            ? "true"
+            : "false",
+        tiles.c_str(), flash::backward_name(flash::backward()), qkv.c_str(),
+        bench::gpu_math_json().c_str(), graphed ? "true" : "false", offload ? "true" : "false",
+        recompute ? "true" : "false", spec.tie_embeddings ? "true" : "false", comm.size(),
+        static_cast<long long>(spec.n_layer), static_cast<long long>(spec.n_embd),
+        static_cast<long long>(spec.n_head), static_cast<long long>(spec.block_size),
+        static_cast<long long>(spec.vocab_size), batch, n, n_matmul, tokens, bench::median(fwd),
+        bench::median(bwd), bench::median(opt), 1e3 * step_s, tokens / step_s, tflops, peak_tflops,
+        mfu, loss, work.c_str(), engine.memory_report().json().c_str());
     std::fputs(profile.c_str(), stdout);
     std::fflush(stdout);
   });

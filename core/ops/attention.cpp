@@ -44,11 +44,7 @@ std::atomic<AttentionKernel>& kernel_choice() {
 }
 
 bool use_flash(const Tensor& q, const Tensor& k, const Tensor& v) {
-  const AttentionKernel mode = attention_kernel();
-  if (mode == AttentionKernel::math ||
-      (mode == AttentionKernel::automatic && !q.device().is_cuda()))
-    return false;
-  return is_16bit_float(q.dtype()) && q.dim() <= 4 && flash::head_dim_supported(q.size(-1)) &&
+  return fused_attention_applies(q.device(), q.dtype(), q.size(-1)) && q.dim() <= 4 &&
          v.size(-1) == q.size(-1) && q.size(-2) > 0 && k.size(-2) > 0 && flash::layout_ok(q) &&
          flash::layout_ok(k) && flash::layout_ok(v);
 }
@@ -230,6 +226,13 @@ Tensor math_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool ca
 }
 
 }  // namespace
+
+bool fused_attention_applies(Device device, DType dtype, int64_t head_dim) {
+  const AttentionKernel mode = attention_kernel();
+  if (mode == AttentionKernel::math || (mode == AttentionKernel::automatic && !device.is_cuda()))
+    return false;
+  return is_16bit_float(dtype) && flash::head_dim_supported(head_dim);
+}
 
 AttentionKernel attention_kernel() {
   return kernel_choice().load(std::memory_order_relaxed);

@@ -28,6 +28,10 @@ void set_attention_kernel(AttentionKernel kernel);
 /// "auto", "flash" or "math", and back (a clear error for anything else).
 const char* attention_kernel_name(AttentionKernel kernel);
 AttentionKernel parse_attention_kernel(const std::string& name);
+/// Whether the current choice runs the fused kernels for q, k and v of this device, dtype
+/// and head dim (in the layouts a (B, T, H * D) projection's head views have): what
+/// scaled_dot_product_attention decides before it looks at the tensors' shapes and strides.
+bool fused_attention_applies(Device device, DType dtype, int64_t head_dim);
 
 /// softmax(scale * q @ k^T [causal mask]) @ v for q (..., Tq, D), k (..., Tk, D) and
 /// v (..., Tk, Dv) with the same leading dims (any number, none included) -> (..., Tq,

@@ -299,7 +299,7 @@ endif()
 # The apps.bench entries are zt_check_test's: each needs its exit status (0, or 1 for a
 # refusal) as well as its line.
 if(TARGET zt-bench)
-  zt_check_test(apps.bench.gpt 0 60 "\"bench\":\"gpt\".*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9][^\n]*\"host_ms_per_step\":[0-9.]+,\"host_us_per_call\":[0-9].*\"kernels\":\"all\",\"ms_per_step\":[0-9.]+,\"host_ms_per_step\":[0-9.]+,\"wall_ms_per_step\":[0-9]"
+  zt_check_test(apps.bench.gpt 0 60 "\"bench\":\"gpt\".*\"attention\":\"auto\",\"attention_fused\":false,.*\"tokens_per_s\":[0-9].*\"kernel\":\"gemm[a-z_]*\",\"calls_per_step\":[1-9][^\n]*\"host_ms_per_step\":[0-9.]+,\"host_us_per_call\":[0-9].*\"kernels\":\"all\",\"ms_per_step\":[0-9.]+,\"host_ms_per_step\":[0-9.]+,\"wall_ms_per_step\":[0-9]"
     $<TARGET_FILE:zt-bench> gpt --layers 2 --width 64 --heads 4 --seq 32 --vocab 2048 --batch 2
     --steps 1 --dtype bf16 --ranks 2 --kernels)
   # zt-bench attention on the CPU (the kernels' warp emulation, a small shape): every
@@ -314,7 +314,7 @@ if(TARGET zt-bench)
   zt_check_test(apps.bench.attention_one_token 0 60 "\"pass\":\"forward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}.*\"pass\":\"backward\",\"tiles\":\"16x32\",\"default\":true[^\n]*\"rel_err\":0}"
     $<TARGET_FILE:zt-bench> attention --device cpu --batch 1 --heads 1 --seq 1 --dim 32 --reps 1)
   set_tests_properties(apps.bench.attention_one_token PROPERTIES FAIL_REGULAR_EXPRESSION "nan;inf")
-  zt_check_test(apps.bench.gpt_flash_tiles 0 60 "\"attention\":\"flash\",\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
+  zt_check_test(apps.bench.gpt_flash_tiles 0 60 "\"attention\":\"flash\",\"attention_fused\":true,\"flash_tiles\":\"32x64,16x64\",\"flash_backward\":\"atomic\""
     $<TARGET_FILE:zt-bench> gpt --layers 1 --width 64 --heads 2 --seq 32 --vocab 256 --batch 1
     --steps 1 --dtype bf16 --attention flash --flash-tiles 32x64,16x64 --flash-backward atomic)
   # --checkpoint-activations: the recomputing step runs end to end and says so.
