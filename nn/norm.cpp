@@ -125,11 +125,13 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
                      std::numeric_limits<double>::infinity());
   if (updates_running_stats()) {
     autograd::NoGradGuard ng;
-    const double n = global.count;
-    Tensor m = mean.detach().to(running_mean.dtype());
-    Tensor v = mul(var.detach(), n / (n - 1)).to(running_var.dtype());
-    running_mean.copy_(add(mul(running_mean, 1.0 - factor), mul(m, factor)));
-    running_var.copy_(add(mul(running_var, 1.0 - factor), mul(v, factor)));
+    // In f64 and rounded once into the buffers' dtype, as batch_norm's fused update: in a
+    // bf16 (or f32) buffer each multiply and the add would round on their own.
+    const double n = global.count, unbias = n / (n - 1);
+    running_mean.copy_(
+        add(mul(running_mean.to(DType::f64), 1.0 - factor), mul(mean.detach(), factor)));
+    running_var.copy_(
+        add(mul(running_var.to(DType::f64), 1.0 - factor), mul(var.detach(), factor * unbias)));
   }
   Shape bshape(input.dim(), 1);
   bshape[1] = c;

@@ -269,3 +269,25 @@ TEST(BatchNorm, ReducedStatisticsOfF32InputsKeepASmallVariance) {
   EXPECT_CLOSE(y, want.to(DType::f32), 1e-5, 1e-5);
   EXPECT_CLOSE(reduced->running_var, exact->running_var.to(DType::f32), 1e-5, 1e-9);
 }
+
+// The running statistics of a reduced (synchronized) BatchNorm are updated as the fused
+// BatchNorm updates them: (1 - momentum) * running + momentum * batch computed in f64 and
+// rounded once to the buffers' dtype. Rounded after each multiply and the add, bf16
+// statistics drift from the fused path's by an ulp or more per step (f32 ones by a few).
+TEST(BatchNorm, ReducedRunningStatisticsAreRoundedOnceAsTheFusedOnes) {
+  for (DType dt : {DType::bf16, DType::f16, DType::f32}) {
+    auto reduced = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(3));
+    reduced->stats_reducer = [](const nn::BatchNormStats& s) { return s; };
+    auto fused = std::make_shared<nn::BatchNorm2d>(nn::BatchNormOptions(3));
+    reduced->to(dt);
+    fused->to(dt);
+    Generator g(23);
+    for (int step = 0; step < 8; ++step) {
+      const Tensor x = (randn({6, 3, 4, 4}, g) * 1.7 + 0.3).to(dt);
+      (*reduced)(x);
+      (*fused)(x);
+    }
+    EXPECT_EQ(reduced->running_mean.to_vector(), fused->running_mean.to_vector()) << dtype_name(dt);
+    EXPECT_EQ(reduced->running_var.to_vector(), fused->running_var.to_vector()) << dtype_name(dt);
+  }
+}
