@@ -42,7 +42,8 @@ const std::vector<std::pair<std::string, std::string>> kUnsupported = {
     {"hybrid_engine", "zt has no inference engine"},
     {"prescale_gradients", "zt averages gradients in the reduce-scatter"},
     {"gradient_predivide_factor", "zt averages gradients in the reduce-scatter"},
-    {"communication_data_type", "zt communicates in the parameters' dtype"},
+    {"communication_data_type",
+     "zt reduces gradients in fp32 at every precision: set it to fp32 or leave it out"},
     {"data_types",
      "zt accumulates gradients in fp32: set grad_accum_dtype to fp32 or leave it out"},
     {"sparse_gradients", "zt's gradients are dense"},
@@ -54,11 +55,17 @@ const std::vector<std::string> kNoEffect = {"wall_clock_breakdown", "memory_brea
                                             "zero_allow_untested_optimizer", "dump_state",
                                             "zero_force_ds_cpu_optimizer"};
 
+// DeepSpeed's name of the dtype the parameters train in.
+const char* trained_dtype_name(const zero::MixedPrecision& precision) {
+  return precision.bf16 ? "bf16" : precision.fp16 ? "fp16" : "fp32";
+}
+
 // Whether `n`, the value of the unsupported key `key`, asks for what zt does anyway: `false`
 // or {enabled: false}; gradient_predivide_factor 1 (no pre-division); communication_data_type
-// the dtype the parameters train in (`precision`, already read from the bf16 / fp16 sections:
-// DeepSpeed's default, and what zt communicates); data_types with grad_accum_dtype fp32 or
-// null (DeepSpeed's default; its one key), as zt accumulates gradients in fp32 shards.
+// fp32 (the dtype of zt's gradient reduce-scatter at every precision) or the dtype the
+// parameters train in (`precision`, already read from the bf16 / fp16 sections: DeepSpeed's
+// default, which apply_deepspeed warns has no effect); data_types with grad_accum_dtype fp32
+// or null (DeepSpeed's default; its one key), as zt accumulates gradients in fp32 shards.
 bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecision& precision) {
   if (key == "gradient_predivide_factor") return n.is_scalar() && n.as_double() == 1.0;
   if (key == "data_types" && n.is_map()) {
@@ -67,10 +74,9 @@ bool turned_off(const std::string& key, const Node& n, const zero::MixedPrecisio
     const Node dtype = n.get("grad_accum_dtype");
     return !dtype || dtype.is_null() || (dtype.is_scalar() && dtype.as_string() == "fp32");
   }
-  if (key == "communication_data_type") {
-    const char* trained = precision.bf16 ? "bf16" : precision.fp16 ? "fp16" : "fp32";
-    return n.is_scalar() && n.as_string() == trained;
-  }
+  if (key == "communication_data_type")
+    return n.is_scalar() &&
+           (n.as_string() == "fp32" || n.as_string() == trained_dtype_name(precision));
   if (n.is_scalar()) return !n.as_bool();
   if (n.is_map()) return n.has("enabled") && !n.get("enabled").as_bool();
   return false;
@@ -369,6 +375,13 @@ void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   for (const auto& [key, instead] : kUnsupported)
     if (Node n = s.take(key); n && !turned_off(key, n, c.zero.precision))
       n.fail("not supported by zt (" + instead + "); remove it or turn it off");
+  // DeepSpeed averages 16-bit gradients in their own dtype by default; zt's are fp32.
+  if (const Node n = ds.get("communication_data_type");
+      n && n.as_string() != "fp32" && n.as_string() == trained_dtype_name(c.zero.precision))
+    c.warnings.push_back(n.where() + ": " + n.path() +
+                         ": has no effect in zt (zt reduces gradients in fp32 at every "
+                         "precision; parameters are gathered in " +
+                         n.as_string() + ")");
   for (const std::string& key : kNoEffect)
     if (Node n = s.take(key))
       c.warnings.push_back(n.where() + ": " + n.path() + ": has no effect in zt");

@@ -515,9 +515,9 @@ const std::vector<BadCase> kBad = {
      "",
      {"gradient_predivide_factor: not supported by zt"}},
     {"communication_dtype",
-     "{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp32\"}",
+     "{\"bf16\": {\"enabled\": true}, \"communication_data_type\": \"fp16\"}",
      "",
-     {"communication_data_type: not supported by zt (zt communicates in the parameters' dtype)"}},
+     {"communication_data_type: not supported by zt (zt reduces gradients in fp32"}},
 };
 
 // Unsupported keys set to what zt does anyway (DeepSpeed's defaults) are accepted.
