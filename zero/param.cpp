@@ -120,10 +120,15 @@ void ZeroParam::set_storage_dtype(DType storage, bool keep_master) {
   }
   {
     MemTagScope tag(MemTag::kParamShard);
-    // Back to f32 from a low precision: the fp32 master holds the values (the shard only
-    // their rounding).
-    shard = storage == DType::f32 && master.defined() ? master.to(shard.device()).clone()
-                                                      : shard.to(storage);
+    // Back to f32 from a low precision, or from one 16-bit type to the other: the fp32
+    // master holds the values (the shard only their rounding), so the new shard is made
+    // from it, rounded as shard_from_master() rounds.
+    if (!master.defined())
+      shard = shard.to(storage);
+    else if (storage == DType::f32)
+      shard = master.to(shard.device()).clone();
+    else
+      shard = master.to(storage).to(shard.device());
   }
   dtype = storage;
   owner->dtype = storage;

@@ -477,3 +477,29 @@ TEST(Lesson14MixedPrecision, ASecondEngineTakesItsOwnPrecision) {
     frozen.step();
   });
 }
+
+// From one 16-bit precision to another (bf16, then fp16): the new shards are rounded from
+// the fp32 masters, as every step rounds them, not from the old shards. fp16 holds 3 more
+// mantissa bits than bf16: shards converted from bf16 would keep bf16's rounding until the
+// first update.
+TEST(Lesson14MixedPrecision, ASecondSixteenBitEngineRoundsItsShardsFromTheMasters) {
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    std::shared_ptr<Mlp> m = partitioned_mlp(comm);
+    auto [x, y] = data(0);
+    zero::Config bf16;
+    bf16.precision.bf16 = true;
+    {
+      zero::Engine first(m, comm, bf16, {});
+      first.backward(mse_loss(first(x.to(DType::bf16)).to(DType::f32), y));
+      first.step();
+    }
+    zero::Config fp16;
+    fp16.precision.fp16 = true;
+    zero::Engine second(m, comm, fp16, {});
+    for (const auto& mp : second.partitioned()) {
+      const zero::ZeroParam* z = zero::zero_param(mp.param);
+      ASSERT_EQ(z->shard.dtype(), DType::f16) << mp.name;
+      EXPECT_EQ(z->shard.to_vector(), z->master.to(DType::f16).to_vector()) << mp.name;
+    }
+  });
+}
