@@ -294,6 +294,14 @@ void read_engine_sections(Section& s, const Node& ds, AppConfig& c) {
         c.warnings.push_back(n.where() + ": " + n.path() +
                              " has no effect: fp16 is not enabled (the run trains in " +
                              c.train.dtype + ")");
+  // A fixed scale never moves: the dynamic scaler's keys do nothing beside it.
+  if (fp16 && fp16.is_map() && c.zero.precision.fp16 && c.zero.precision.loss_scale > 0)
+    for (const char* key : {"initial_scale_power", "loss_scale_window", "hysteresis",
+                            "consecutive_hysteresis", "min_loss_scale"})
+      if (const Node n = fp16.get(key))
+        c.warnings.push_back(n.where() + ": " + n.path() +
+                             " has no effect: fp16.loss_scale fixes the scale at " +
+                             fp16.get("loss_scale").scalar() + " (0 makes it dynamic)");
   read_buffers(s.sub("buffers"), c.zero.buffers);
   c.zero.gradient_clipping = c.train.gradient_clipping;
   c.zero.gradient_accumulation_steps = static_cast<int>(c.train.gradient_accumulation_steps);
