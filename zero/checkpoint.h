@@ -164,17 +164,17 @@ class RunLock {
 /// world size, then refreshes gathered copies and verifies replicas. Every rank must call it. The
 /// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
 /// the same buffers; the optimizer the same kind (Optimizer::kind(), where the checkpoint
-/// records it). Rank 0 resolves dir_or_root (find_checkpoint) and every rank reads the
-/// folder it names, so the ranks cannot load different steps (a `latest` rewritten in
-/// between); ranks that find different checkpoints at that path (a relative path from
-/// another working folder, a copy on each machine: their meta.json differ) stop with an
-/// error naming the rank. Any problem (missing or corrupt file,
-/// different model, another optimizer) throws comm::AgreedError on every rank and leaves the engine
-/// unchanged. A dynamic fp16 loss scale goes on from the saved one; a fixed loss_scale in the
-/// config wins (a note says so when the saved scale was dynamic). Buffers under buffers.sync
-/// none are each rank's own at the saved world size, rank 0's at another (a note says so).
-/// Returns the extra data. With optimizer_state false the optimizer state is neither read nor
-/// checked, and the optimizer is left as it is (inference and export, whose engine's optimizer
+/// records it) and, with its state, the same parameters frozen (a parameter frozen on one
+/// side only is refused, named). Rank 0 resolves dir_or_root (find_checkpoint) and every rank reads
+/// the folder it names, so the ranks cannot load different steps (a `latest` rewritten in between);
+/// ranks that find different checkpoints at that path (a relative path from another working folder,
+/// a copy on each machine: their meta.json differ) stop with an error naming the rank. Any problem
+/// (missing or corrupt file, different model, another optimizer) throws comm::AgreedError on every
+/// rank and leaves the engine unchanged. A dynamic fp16 loss scale goes on from the saved one; a
+/// fixed loss_scale in the config wins (a note says so when the saved scale was dynamic). Buffers
+/// under buffers.sync none are each rank's own at the saved world size, rank 0's at another (a note
+/// says so). Returns the extra data. With optimizer_state false the optimizer state is neither read
+/// nor checked, and the optimizer is left as it is (inference and export, whose engine's optimizer
 /// need not be the one the checkpoint was trained with).
 CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                                 bool optimizer_state = true);

@@ -302,6 +302,37 @@ void check_optimizer_kind(Engine& e, const fs::path& dir, const json& meta,
            "), or load with optimizer_state = false to take the model only");
 }
 
+// The optimizer state is the trainable parameters': a parameter frozen at save has none to
+// restore (the optimizer would start it afresh beside the others' restored state, silently),
+// and one frozen now has no place for its saved state (the optimizer would refuse the keys,
+// not saying why). Checkpoints saved before `trainable` was recorded are left to the
+// optimizer's check.
+void check_trainable(const json& saved, const json& mine, const fs::path& dir) {
+  std::map<std::string, bool> was;
+  for (const json& d : saved)
+    if (const auto it = d.find("trainable"); it != d.end() && it->is_boolean())
+      was[d.at("name").get<std::string>()] = it->get<bool>();
+  constexpr int kNamed = 8;  // the first few; a frozen tokenizer has hundreds
+  std::string differ;
+  int n = 0;
+  for (const json& d : mine) {
+    const auto it = was.find(d.at("name").get<std::string>());
+    if (!d.contains("trainable") || it == was.end() || it->second == d.at("trainable").get<bool>())
+      continue;
+    if (n++ < kNamed)
+      differ += detail::cat(n > 1 ? ", '" : "'", it->first, "' (",
+                            it->second ? "trainable in the checkpoint, frozen in this model"
+                                       : "frozen in the checkpoint, trainable in this model",
+                            ")");
+  }
+  if (n > kNamed) differ += detail::cat(" and ", n - kNamed, " more");
+  ZT_CHECK(n == 0, "checkpoint '", dir.string(), "' was saved with other parameters frozen than ",
+           "this model freezes: ", differ,
+           "; the optimizer state is kept for trainable parameters only, so it does not fit. "
+           "Freeze (requires_grad false) the parameters the saving run froze, or load with "
+           "optimizer_state = false to take the weights alone (the optimizer starts afresh)");
+}
+
 // Validates everything a load of `dir` will write and reads it, before the engine is
 // touched. With optim false the optimizer state is neither read nor checked.
 Staged stage(Engine& e, const fs::path& dir, bool optim) {
@@ -311,12 +342,16 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
   st.meta_hash = meta_hash(meta);
   try {
     check_layout(meta, meta_path);
-    std::string diff = first_difference(meta.at("tensors"), describe(e));
+    const json mine = describe(e);
+    std::string diff = first_difference(meta.at("tensors"), mine);
     ZT_CHECK(diff.empty(), "checkpoint '", dir.string(),
              "' was saved from a different model or precision (another model config, "
              "another train.dtype / bf16 / fp16 section, or another `replicated:` list?): ",
              diff);
-    if (optim) check_optimizer_kind(e, dir, meta, meta_path);
+    if (optim) {
+      check_optimizer_kind(e, dir, meta, meta_path);
+      check_trainable(meta.at("tensors"), mine, dir);
+    }
     ShardFiles files(dir, meta);
     stage_partitioned(e, files, meta, optim, st);
     stage_replicated(e, dir, files, meta, optim, st);

@@ -208,3 +208,39 @@ TEST(CheckpointConsistency, AnOutOfRangeLrOrHysteresisChangesNothing) {
       },
       "loss_scaler.last_overflow is missing");
 }
+
+// The optimizer state belongs to the trainable parameters: a parameter frozen when the
+// checkpoint was saved has none, and a parameter frozen now has no place for its state.
+// A resume whose model freezes other parameters than the saved run's is refused before
+// anything changes, naming them and which side froze them; the weights alone still load.
+TEST(CheckpointConsistency, ParametersFrozenOnOneSideOnlyAreNamed) {
+  auto with_frozen_head = [](bool frozen) {
+    return [frozen](comm::Communicator&) -> std::shared_ptr<nn::Module> {
+      auto m = std::make_shared<lesson::Mixed>();
+      if (frozen) m->head->requires_grad_(false);
+      return m;
+    };
+  };
+  for (bool frozen_at_save : {true, false}) {
+    SCOPED_TRACE(frozen_at_save ? "frozen at save" : "frozen now");
+    TempDir tmp;
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto e = make_engine(comm, with_frozen_head(frozen_at_save), 5);
+      train_step(*e, 0);
+      zero::save_checkpoint(*e, tmp.path, zero::checkpoint_tag(e->global_step()));
+      auto now = make_engine(comm, with_frozen_head(!frozen_at_save), 6);
+      const Named before = full_state(*now);
+      const std::string side = frozen_at_save ? "frozen in the checkpoint, trainable in this model"
+                                              : "trainable in the checkpoint, frozen in this model";
+      for (const std::string& part :
+           std::vector<std::string>{"'head.weight' (" + side + ")", "'head.bias' (" + side + ")",
+                                    "optimizer_state = false"})
+        expect_agreed(
+            comm, [&] { zero::load_checkpoint(*now, tmp.path); }, part);
+      expect_same(full_state(*now), before, 0, 0);
+      EXPECT_EQ(now->optimizer().step_count(), 0) << "a refused load changes nothing";
+      zero::load_checkpoint(*now, tmp.path, /*optimizer_state=*/false);
+      expect_same(full_state(*now), full_state(*e), 0, 0);
+    });
+  }
+}
