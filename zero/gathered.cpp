@@ -78,9 +78,37 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
 }
 
 void GatheredParameters::hash_contents() {
-  hashes_.clear();
-  for (const Tensor& t : params_) hashes_.push_back(content_hash(t));
-  for (const Tensor& t : buffers_) hashes_.push_back(content_hash(t));
+  hashes_.resize(params_.size() + buffers_.size());
+  saved_.resize(hashes_.size());
+  size_t k = 0;
+  for (const std::vector<Tensor>* ts : {&params_, &buffers_})
+    for (const Tensor& t : *ts) remember(k++, t);
+}
+
+// An edit of a tensor whose values this scope did not gather itself would stay in the model
+// after the exit that calls it lost: a parameter gathered at one rank (its shard itself) or
+// already gathered when the scope opened (kept by an engine), a replicated parameter, a
+// buffer. Those are copied, and the exit puts an edit back. The copies of what this scope
+// gathers at more ranks are its own, released at exit: they need none.
+void GatheredParameters::remember(size_t k, const Tensor& t) {
+  hashes_[k] = content_hash(t);
+  if (k < params_.size() && gathered_here_[k] && comm_.size() > 1) return;
+  autograd::NoGradGuard ng;
+  MemTagScope tag(MemTag::kGatheredParam);
+  if (saved_[k].defined())
+    saved_[k].copy_(t);
+  else
+    saved_[k] = t.detach().clone();
+}
+
+void GatheredParameters::undo_edits() {
+  size_t k = 0;
+  for (const std::vector<Tensor>* ts : {&params_, &buffers_})
+    for (const Tensor& t : *ts) {
+      const Tensor& saved = saved_[k];
+      if (saved.defined() && content_hash(t) != hashes_[k]) t.copy_(saved);
+      ++k;
+    }
 }
 
 std::string GatheredParameters::first_edit(bool partitioned_only) const {
@@ -117,7 +145,7 @@ void GatheredParameters::note_loaded(const std::vector<Tensor>& tensors) {
     size_t k = 0;
     for (const std::vector<Tensor>* ts : {&g->params_, &g->buffers_})
       for (const Tensor& t : *ts) {
-        if (loaded.count(t.impl())) g->hashes_[k] = content_hash(t);
+        if (loaded.count(t.impl())) g->remember(k, t);
         ++k;
       }
   }
@@ -187,8 +215,8 @@ void GatheredParameters::exit() {
   std::string changed;
   if (modifier_)
     broadcast_edits();
-  else
-    changed = first_edit();
+  else if (changed = first_edit(); !changed.empty())
+    undo_edits();
   for (size_t i = 0; i < params_.size(); ++i) {
     ZeroParam* z = zero_param(params_[i]);
     if (!z || z->kind != ParamKind::kPartitioned) continue;

@@ -6,7 +6,9 @@
 // With a modifier rank, that rank's parameter AND buffer values are broadcast on exit
 // and re-partitioned into every rank's shard (in mixed precision the fp32 masters take
 // the edited elements; the others keep their fp32 values). Without one the scope is
-// read-only: a change is detected on exit and raised, never silently discarded.
+// read-only: a change is detected on exit and raised, never silently discarded, and the
+// model is left as it was before the scope at any rank count (what the scope did not
+// gather itself, or gathers as the shard itself at one rank, is copied at entry for that).
 #pragma once
 
 #include <functional>
@@ -58,6 +60,11 @@ class GatheredParameters {
 
  private:
   void hash_contents();
+  /// Records tensor `k` (`t`, of params_ then buffers_) as it is now: its hash, and a copy
+  /// where an edit of it would outlive the scope.
+  void remember(size_t k, const Tensor& t);
+  /// Puts back the recorded values of the tensors edited since.
+  void undo_edits();
   /// The name of the first tensor whose contents changed since hash_contents() ("" if none),
   /// among the partitioned parameters only with `partitioned_only`.
   std::string first_edit(bool partitioned_only = false) const;
@@ -68,6 +75,7 @@ class GatheredParameters {
   comm::Communicator& comm_;
   std::optional<int> modifier_;
   std::vector<uint64_t> hashes_;
+  std::vector<Tensor> saved_;  // per remember(); undefined where the scope's copy is released
   bool open_ = true;
 };
 

@@ -55,14 +55,47 @@ TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeBeforeAStepIsRefusedByTheStep) {
         EXPECT_TRUE(test::throws_with([&] { e.step(); }, "'b.bias' was modified inside a scope"));
         EXPECT_EQ(e.global_step(), 0);
         EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'b.bias' was modified inside a scope"));
-        // Nothing was updated (the edited tensor aside: at one rank its gathered copy is its
-        // shard, so the edit the exit refused is there).
+        // Nothing was updated, and the edit the exit refused is gone.
         const auto after = lesson::full_parameters(*m, comm);
         for (size_t i = 0; i < before.size(); ++i)
-          if (after[i].first != "b.bias") {
-            EXPECT_EQ(after[i].second.to_vector(), before[i].second.to_vector()) << after[i].first;
-          }
+          EXPECT_EQ(after[i].second.to_vector(), before[i].second.to_vector()) << after[i].first;
         EXPECT_TRUE(e.step());  // the window was kept
+      });
+    }
+  }
+}
+
+// An edit in a read-only scope, refused by its exit, leaves the model as it was before the
+// scope at every rank count: at one rank too, where a gathered parameter is its shard
+// itself, with or without an engine, whose persistent parameters stay gathered past the
+// scope; a buffer (never gathered) too.
+TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeLeavesTheModelAsItWas) {
+  for (int N : {1, 2}) {
+    for (const char* engine : {"none", "persistent", "eager"}) {
+      comm::run_threads(N, [&](comm::Communicator& comm) {
+        auto m = lesson::partitioned<Normed>(comm);
+        std::unique_ptr<zero::Engine> e;
+        if (std::string(engine) != "none")
+          e = std::make_unique<zero::Engine>(
+              m, comm,
+              std::string(engine) == "persistent" ? zero::Config{} : lesson::eager_release_config(),
+              zero::OptimizerConfig{});
+        const auto before = lesson::full_parameters(*m, comm);
+        {
+          zero::GatheredParameters g(*m, comm);
+          {
+            autograd::NoGradGuard no_grad;
+            m->lin->bias.fill_(5.0);
+            m->bn->running_mean.fill_(5.0);
+          }
+          EXPECT_TRUE(
+              test::throws_with([&] { g.exit(); }, "'lin.bias' was modified inside a scope"));
+        }
+        EXPECT_TRUE(test::values_are(m->bn->running_mean, std::vector<double>(4, 0.0)));
+        const auto after = lesson::full_parameters(*m, comm);
+        for (size_t i = 0; i < before.size(); ++i)
+          EXPECT_EQ(after[i].second.to_vector(), before[i].second.to_vector())
+              << after[i].first << " at " << N << " ranks, engine " << engine;
       });
     }
   }
@@ -113,24 +146,33 @@ TEST(GatheredScopeEdges, AForwardsBufferWritesInAReadOnlyScopeDoNotStopTheStep) 
 // "would be lost on exit", which they were not).
 TEST(GatheredScopeEdges, ALoadInsideAReadOnlyScopeIsNoEdit) {
   lesson::TempDir tmp;
-  comm::run_threads(2, [&](comm::Communicator& comm) {
-    auto m = lesson::partitioned<Normed>(comm);
-    zero::Engine e(m, comm, {}, {});
-    zero::save_checkpoint(e, tmp.path, "saved");
-    {
-      zero::GatheredParameters g(*m, comm);
-      nn::NamedTensors dict;
-      for (const auto& [name, t] : nn::state_dict(*m))
-        dict.emplace_back(name, name == "lin.bias" ? full({4}, 2.0) : t.detach().clone());
-      zero::load_state_dict(*m, dict, comm);
-      EXPECT_NO_THROW(g.exit());
-    }
-    for (const auto& [name, t] : lesson::full_parameters(*m, comm))
-      if (name == "lin.bias") {
-        EXPECT_TRUE(test::values_are(t, std::vector<double>(4, 2.0)));
+  for (int N : {1, 2}) {
+    const std::string tag = "saved_at_" + std::to_string(N);
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Normed>(comm);
+      zero::Engine e(m, comm, {}, {});
+      zero::save_checkpoint(e, tmp.path, tag);
+      auto lin_bias = [&] {
+        for (const auto& [name, t] : lesson::full_parameters(*m, comm))
+          if (name == "lin.bias") return t.to_vector();
+        return std::vector<double>{};
+      };
+      const std::vector<double> saved = lin_bias();
+      {
+        zero::GatheredParameters g(*m, comm);
+        nn::NamedTensors dict;
+        for (const auto& [name, t] : nn::state_dict(*m))
+          dict.emplace_back(name, name == "lin.bias" ? full({4}, 2.0) : t.detach().clone());
+        zero::load_state_dict(*m, dict, comm);
+        EXPECT_NO_THROW(g.exit());
       }
-    zero::GatheredParameters g(*m, comm);
-    zero::load_checkpoint(e, tmp / "saved");
-    EXPECT_NO_THROW(g.exit());
-  });
+      EXPECT_EQ(lin_bias(), std::vector<double>(4, 2.0)) << N << " ranks";
+      {
+        zero::GatheredParameters g(*m, comm);
+        zero::load_checkpoint(e, tmp / tag);
+        EXPECT_NO_THROW(g.exit());
+      }
+      EXPECT_EQ(lin_bias(), saved) << N << " ranks";
+    });
+  }
 }
