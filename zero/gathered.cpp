@@ -213,9 +213,13 @@ void GatheredParameters::exit() {
   autograd::NoGradGuard ng;
   comm::CollectiveLabel label("GatheredParameters");
   std::string changed;
-  if (modifier_)
+  if (modifier_) {
     broadcast_edits();
-  else if (changed = first_edit(); !changed.empty())
+    // On every rank's shard now: no edit that a read-only scope open around this one loses.
+    std::vector<Tensor> written = params_;
+    written.insert(written.end(), buffers_.begin(), buffers_.end());
+    note_loaded(written);
+  } else if (changed = first_edit(); !changed.empty())
     undo_edits();
   for (size_t i = 0; i < params_.size(); ++i) {
     ZeroParam* z = zero_param(params_[i]);

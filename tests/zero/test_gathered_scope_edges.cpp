@@ -101,6 +101,39 @@ TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeLeavesTheModelAsItWas) {
   }
 }
 
+// A modifier scope nested in a read-only one puts its edit on every rank's shard: the
+// outer scope's exit takes it as no edit of its own (it said the change "would be lost",
+// which it was not), and every rank keeps it, in mixed precision its fp32 master too.
+TEST(GatheredScopeEdges, AModifierScopesEditInsideAReadOnlyScopeIsKept) {
+  for (int N : {1, 2}) {
+    for (bool bf16 : {false, true}) {
+      comm::run_threads(N, [&](comm::Communicator& comm) {
+        auto m = lesson::partitioned<Pair>(comm);
+        zero::Config cfg;
+        cfg.precision.bf16 = bf16;
+        zero::Engine e(m, comm, cfg, {});
+        {
+          zero::GatheredParameters outer(*m, comm);
+          {
+            zero::GatheredParameters inner({m->b->bias}, comm, /*modifier_rank=*/0);
+            if (comm.rank() == 0) {
+              autograd::NoGradGuard no_grad;
+              m->b->bias.fill_(0.5);
+            }
+          }
+          EXPECT_NO_THROW(outer.exit()) << N << " ranks, bf16 " << bf16;
+        }
+        e.refresh_from_master();  // the shards again from the masters, where kept apart
+        for (const auto& [name, t] : lesson::full_parameters(*m, comm))
+          if (name == "b.bias") {
+            EXPECT_TRUE(test::values_are(t.to(DType::f32), std::vector<double>(4, 0.5)))
+                << N << " ranks, bf16 " << bf16;
+          }
+      });
+    }
+  }
+}
+
 // A modifier scope open while an engine is built over its model: the engine re-gathers
 // every copy a scope holds from the shards, so rank 0's edits made so far reach the shards
 // first (as at a step), and the scope's exit keeps them.
