@@ -46,6 +46,17 @@ MpiRuntime& runtime() {
   return rt;
 }
 
+// The message of the exception in flight.
+std::string message_of_current() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
 }  // namespace
 
 void mpi_init() {
@@ -257,6 +268,24 @@ void MpiComm::execute(const Request& req, bool check, int64_t limit) {
   const std::chrono::milliseconds wait = timeout();
   const Call call{describe(req), wait, deadline_after(wait), limit, std::make_shared<Held>()};
   call.held->tensors = {req.out, req.in};
+  try {
+    run(req, call, check);
+  } catch (...) {
+    // MPI's failures (and a timeout) failed the communicator already, and fail() keeps the
+    // first reason. One of this rank's own, once the others may be inside the collective:
+    // their calls are still pending, and would be paired with this rank's next ones.
+    if (call.started) {
+      leaked_ = true;  // the others' calls may still reference comm_
+      fail(::zt::detail::cat("the communicator is unusable since ", call.what,
+                             " failed on this rank after its MPI calls began (the other ranks "
+                             "may still be inside it): ",
+                             message_of_current()));
+    }
+    throw;
+  }
+}
+
+void MpiComm::run(const Request& req, const Call& call, bool check) {
   if (size() > 1 && check) check_signatures(req, call);
   switch (req.kind) {
     case Collective::kAllGather:
@@ -281,6 +310,7 @@ void MpiComm::execute(const Request& req, bool check, int64_t limit) {
 void MpiComm::start_and_wait(const Call& call, const char* name,
                              const std::function<int(MPI_Request*)>& start) {
   MPI_Request rq = MPI_REQUEST_NULL;
+  call.started = true;
   {
     MpiLock lock;
     const int rc = start(&rq);

@@ -56,6 +56,14 @@ class MpiLock {
 };
 
 /// One process of an mpirun job, on a private duplicate of MPI_COMM_WORLD.
+/// A collective that fails on this rank after its first MPI call (an MPI error, a timeout,
+/// or a failure of its own: a scratch tensor its memory limit refuses) leaves the
+/// communicator failed, without ending the job: the other ranks may be inside that
+/// collective, and MPI would pair this rank's next calls with theirs. Every later call then
+/// throws AbortedError ("... aborted because the communicator is unusable since
+/// <collective> failed on this rank ...: <why>"), as abort_reason() says. A collective that
+/// fails before any MPI call (its arguments; with the check off, its scratch tensor) leaves
+/// it usable: where every rank failed alike, they may retry.
 class MpiComm : public Communicator {
  public:
   /// Collective over MPI_COMM_WORLD: every process must construct its MpiComms in the
@@ -114,14 +122,15 @@ class MpiComm : public Communicator {
     }
   };
   // What the MPI calls of one collective share: its name in errors, its deadline and the
-  // timeout it came from, the chunk limit as it stood at issue, and the memory its
-  // requests use.
+  // timeout it came from, the chunk limit as it stood at issue, the memory its requests
+  // use, and whether one of them was started (the other ranks may then be inside it).
   struct Call {
     std::string what;
     std::chrono::milliseconds timeout;
     Deadline deadline;
     int64_t limit;
     std::shared_ptr<Held> held;
+    mutable bool started = false;  // set by start_and_wait
   };
   // A request left pending by a failed wait, with the memory it may still use.
   struct Abandoned {
@@ -130,8 +139,11 @@ class MpiComm : public Communicator {
   };
 
   explicit MpiComm(MPI_Comm dup);
-  // Runs req; `check`: compare the ranks' signatures first (the switch as at issue).
+  // Runs req; `check`: compare the ranks' signatures first (the switch as at issue). A
+  // failure after the collective's first MPI call fails the communicator (class comment).
   void execute(const Request& req, bool check, int64_t limit);
+  // The check, then the collective itself.
+  void run(const Request& req, const Call& call, bool check);
   // Fails every rank, naming what each called, when the ranks' signatures of req differ.
   void check_signatures(const Request& req, const Call& call);
   // The collectives, each as MPI calls of at most call.limit elements per rank
