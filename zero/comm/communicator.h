@@ -113,6 +113,9 @@ class Communicator {
   template <typename T>
   std::vector<T> all_gather_object(const T& mine);
 
+  /// How many collectives this rank has issued: the sequence number of its next one.
+  int64_t issued() const { return seq_; }
+
   /// A copy of this rank's counters.
   CommCounters counters() const;
   void reset_counters();

@@ -86,6 +86,37 @@ void agree_before_launch(const std::exception_ptr& failure) {
                     comm->rank());
 }
 
+void agree_at_return(Communicator& comm) {
+  if (comm.size() == 1) return;
+  // A rank that returns while the others still call collectives would leave them waiting
+  // until the timeout. With MpiComm, its last collective, checked against theirs, makes
+  // every rank fail at once naming it; where all returned, a barrier (only with its check
+  // on: unchecked, it could pair with another one).
+  const auto* mpi = dynamic_cast<const MpiComm*>(&comm);
+  if (mpi && !mpi->checks_collectives()) return;
+  CollectiveLabel label("the end of the rank's function: it returned");
+  if (mpi) {
+    comm.barrier();
+    return;
+  }
+  // NcclComm compares no collective, and its host does not wait for them: a rank whose
+  // peer returned has its own function return too, with a collective queued that can
+  // never finish. Its gathers of host objects are compared (they go through its MPI
+  // bootstrap), so the ranks compare how many collectives each issued.
+  const int64_t mine = comm.issued();
+  const std::vector<int64_t> all = comm.all_gather_object<int64_t>(mine);
+  if (std::all_of(all.begin(), all.end(), [&](int64_t k) { return k == all[0]; })) return;
+  std::string counts;
+  for (size_t j = 0; j < all.size(); ++j)
+    counts += detail::cat(j > 0 ? ", " : "", "rank ", j, " issued ", all[j],
+                          all[j] == 1 ? " collective" : " collectives");
+  ZT_FAIL(
+      "zt.comm: the ranks returned from their function after different numbers of collectives: ",
+      counts,
+      " (a rank returned while the others still called collectives, which can never "
+      "finish: did the ranks take different code paths, such as a data-dependent branch?)");
+}
+
 void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>& fn) {
   // Before any rank's thread starts: the choice may set OPENBLAS_CORETYPE (setenv), which no
   // other thread may read meanwhile.
@@ -127,16 +158,7 @@ void launch(const LaunchOptions& opts, const std::function<void(Communicator&)>&
   });
   try {
     fn(*comm);
-    // A rank that returns while the others still call collectives would leave them waiting
-    // until the timeout. Its last collective (before its queue closes below), checked
-    // against theirs, makes every rank fail at once naming it; where all returned, a
-    // barrier. (Only where the backend compares collectives: MpiComm with its check on.
-    // Unchecked, it could pair with another one.)
-    if (const auto* mpi = dynamic_cast<const MpiComm*>(comm.get());
-        mpi && mpi->size() > 1 && mpi->checks_collectives()) {
-      CollectiveLabel label("the end of the rank's function: it returned");
-      comm->barrier();
-    }
+    agree_at_return(*comm);  // before its queue closes below
     // A collective that failed after its Work was dropped unwaited: its error, not exit 0.
     if (const std::exception_ptr lost = comm->finish_queued())
       ZT_FAIL("rank ", comm->rank(), ": ", message_of(lost), kUnwaitedWorkHint);

@@ -36,6 +36,19 @@ struct LaunchOptions {
 /// start rethrows `failure` itself.
 void agree_before_launch(const std::exception_ptr& failure);
 
+/// After a rank's own code returned, on a communicator of one process per rank: a rank that
+/// returned while the others still call collectives makes every rank fail at once, naming
+/// it, where they would wait for the communicator's timeout. With MpiComm, a barrier that
+/// its check compares with the others' collectives (nothing where the check is off: an
+/// unchecked barrier could pair with another collective). With NcclComm, whose collectives
+/// are not compared and do not block the host (a rank whose peer returned early returns
+/// too, its collective queued), a compared gather of how many collectives each rank
+/// issued: on a difference every rank throws, naming each rank's count. A rank blocked on
+/// the host behind such a collective (a barrier, a copy to the host) never gets here: its
+/// watchdog ends the job at the deadline. launch() calls it on every rank; a program that
+/// makes its communicator itself calls it before destroying it.
+void agree_at_return(Communicator& comm);
+
 /// Runs fn(comm) on every rank. Plain start: run_threads(opts.ranks, fn) (first exception
 /// rethrown). Under mpirun: fn runs once in this process; opts.ranks must be 1 or the
 /// world size; an exception is rethrown with one rank and ends the job (after printing
