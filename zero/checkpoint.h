@@ -164,8 +164,9 @@ class RunLock {
 /// world size, then refreshes gathered copies and verifies replicas. Every rank must call it. The
 /// model must have the same parameter names, shapes, dtypes and kinds (partitioned/replicated) and
 /// the same buffers; the optimizer the same kind (Optimizer::kind(), where the checkpoint
-/// records it) and, with its state, the same parameters frozen (a parameter frozen on one
-/// side only is refused, named). Rank 0 resolves dir_or_root (find_checkpoint) and every rank reads
+/// records it). A parameter frozen at save and trainable now starts its optimizer state afresh;
+/// one trainable at save and frozen now leaves its saved state unread (a freezing schedule's
+/// resume; a note names them). Rank 0 resolves dir_or_root (find_checkpoint) and every rank reads
 /// the folder it names, so the ranks cannot load different steps (a `latest` rewritten in between);
 /// ranks that find different checkpoints at that path (a relative path from another working folder,
 /// a copy on each machine: their meta.json differ) stop with an error naming the rank. Any problem

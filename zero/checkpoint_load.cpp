@@ -7,6 +7,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <set>
 
 #include "nn/json_text.h"
 #include "nn/safetensors.h"
@@ -98,6 +99,9 @@ struct Staged {
   // Buffers under buffers.sync none saved per rank at another world size: rank 0's taken.
   std::vector<std::string> rank0_buffers;
   optim::NamedTensors optim;
+  // With the optimizer state: parameters frozen at save and trainable now (their state
+  // starts afresh), and the reverse (their saved state is not taken).
+  std::vector<std::string> unfrozen, frozen_now;
   CheckpointExtra extra;
   std::optional<LossScaler::State> scaler;  // fp16 checkpoints saved with it
   std::optional<bool> scaler_dynamic;       // whether that scale was dynamic, where saved
@@ -302,35 +306,37 @@ void check_optimizer_kind(Engine& e, const fs::path& dir, const json& meta,
            "), or load with optimizer_state = false to take the model only");
 }
 
-// The optimizer state is the trainable parameters': a parameter frozen at save has none to
-// restore (the optimizer would start it afresh beside the others' restored state, silently),
-// and one frozen now has no place for its saved state (the optimizer would refuse the keys,
-// not saying why). Checkpoints saved before `trainable` was recorded are left to the
+// The optimizer state is the trainable parameters'. A parameter frozen at save has none: the
+// optimizer starts it afresh. One frozen now takes none: its saved state is left unread (the
+// optimizer would refuse the keys). Either is a resume under a freezing schedule; apply()
+// names them in a note. Checkpoints saved before `trainable` was recorded are left to the
 // optimizer's check.
-void check_trainable(const json& saved, const json& mine, const fs::path& dir) {
+void stage_freeze_changes(const json& saved, const json& mine, Staged& st) {
   std::map<std::string, bool> was;
   for (const json& d : saved)
     if (const auto it = d.find("trainable"); it != d.end() && it->is_boolean())
       was[d.at("name").get<std::string>()] = it->get<bool>();
-  constexpr int kNamed = 8;  // the first few; a frozen tokenizer has hundreds
-  std::string differ;
-  int n = 0;
   for (const json& d : mine) {
     const auto it = was.find(d.at("name").get<std::string>());
     if (!d.contains("trainable") || it == was.end() || it->second == d.at("trainable").get<bool>())
       continue;
-    if (n++ < kNamed)
-      differ += detail::cat(n > 1 ? ", '" : "'", it->first, "' (",
-                            it->second ? "trainable in the checkpoint, frozen in this model"
-                                       : "frozen in the checkpoint, trainable in this model",
-                            ")");
+    (it->second ? st.frozen_now : st.unfrozen).push_back(it->first);
   }
-  if (n > kNamed) differ += detail::cat(" and ", n - kNamed, " more");
-  ZT_CHECK(n == 0, "checkpoint '", dir.string(), "' was saved with other parameters frozen than ",
-           "this model freezes: ", differ,
-           "; the optimizer state is kept for trainable parameters only, so it does not fit. "
-           "Freeze (requires_grad false) the parameters the saving run froze, or load with "
-           "optimizer_state = false to take the weights alone (the optimizer starts afresh)");
+  const std::set<std::string> frozen(st.frozen_now.begin(), st.frozen_now.end());
+  std::erase_if(st.optim, [&](const auto& kv) {
+    return kv.first.find('.') != std::string::npos && frozen.count(state_owner(kv.first)) > 0;
+  });
+}
+
+// "'a', 'b', 'c' and 4 more": the first few names of a list that may be long (a frozen
+// tokenizer's hundreds of parameters).
+std::string first_names(const std::vector<std::string>& names) {
+  constexpr size_t kNamed = 3;
+  std::string out;
+  for (size_t i = 0; i < std::min(names.size(), kNamed); ++i)
+    out += detail::cat(i > 0 ? ", '" : "'", names[i], "'");
+  if (names.size() > kNamed) out += detail::cat(" and ", names.size() - kNamed, " more");
+  return out;
 }
 
 // Validates everything a load of `dir` will write and reads it, before the engine is
@@ -348,14 +354,12 @@ Staged stage(Engine& e, const fs::path& dir, bool optim) {
              "' was saved from a different model or precision (another model config, "
              "another train.dtype / bf16 / fp16 section, or another `replicated:` list?): ",
              diff);
-    if (optim) {
-      check_optimizer_kind(e, dir, meta, meta_path);
-      check_trainable(meta.at("tensors"), mine, dir);
-    }
+    if (optim) check_optimizer_kind(e, dir, meta, meta_path);
     ShardFiles files(dir, meta);
     stage_partitioned(e, files, meta, optim, st);
     stage_replicated(e, dir, files, meta, optim, st);
     stage_meta(meta, meta_path, optim, st);
+    if (optim) stage_freeze_changes(meta.at("tensors"), mine, st);
     st.extra.dir = dir.string();
   } catch (const json::exception& ex) {
     ZT_FAIL("'", meta_path, "' is malformed: ", ex.what());
@@ -470,6 +474,16 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
                  "saved per rank on %d ranks; on %d ranks every rank starts from rank 0's\n",
                  st.extra.dir.c_str(), names.c_str(), st.extra.saved_world_size, comm.size());
   }
+  if (comm.rank() == 0 && !st.unfrozen.empty())
+    std::fprintf(stderr,
+                 "zt: load_checkpoint('%s'): note: %s, frozen when it was saved, now trainable: "
+                 "their optimizer state starts afresh\n",
+                 st.extra.dir.c_str(), first_names(st.unfrozen).c_str());
+  if (comm.rank() == 0 && !st.frozen_now.empty())
+    std::fprintf(stderr,
+                 "zt: load_checkpoint('%s'): note: %s, trainable when it was saved, now frozen: "
+                 "their saved optimizer state is not taken\n",
+                 st.extra.dir.c_str(), first_names(st.frozen_now).c_str());
   if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
   std::vector<Tensor> loaded;
