@@ -293,7 +293,15 @@ std::shared_ptr<Work> NcclComm::submit(Request req) {
   cuda::Event ready;
   ready.record(compute);
   cuda::stream_wait_event(stream_.get(), ready);
-  launch(req);
+  try {
+    launch(req);
+  } catch (const std::exception& e) {
+    // NCCL refused it on this rank (a lazy connection that could not be made, one send of a
+    // group): the peers' collective pairs with nothing, and this rank's next one would pair
+    // with it. The communicator is failed, so that every later call says why.
+    fail(detail::cat(describe(req), " failed on this rank as it was launched: ", e.what()));
+    throw;
+  }
   auto done = std::make_shared<cuda::Event>();
   done->record(stream_.get());
   std::string what = describe(req);
