@@ -10,8 +10,11 @@
 // the rounding of the results alone; held to 6e-3 and 8e-4. A fragment mapped to the
 // wrong rows or columns gives errors of order 1.
 
+#include <string>
+
 #include "common/attention_cases.h"
 #include "common/test_util.h"
+#include "core/cuda/flash_dispatch.h"
 
 using namespace zt;
 
@@ -38,6 +41,39 @@ void expect_matches_f32(const Tensor& q, const Tensor& k, const Tensor& v, bool 
 
 bool same_bits(const Tensor& a, const Tensor& b) {
   return a.sizes() == b.sizes() && test::all_close(a, b, 0.0, 0.0);
+}
+
+// The passes the backward runs under the way to dq set now, in order, as the CPU and CUDA
+// kernels run them (both through flash::backward_passes), with "zero" where the atomic
+// backward's f32 dq buffer is zeroed.
+std::string backward_passes_run() {
+  using flash::Pass;
+  flash::Params p{};
+  std::string ran;
+  auto name = [](Pass pass) {
+    switch (pass) {
+      case Pass::forward:
+        return "forward";
+      case Pass::dq:
+        return "dq";
+      case Pass::dkdv:
+        return "dkdv";
+      case Pass::prepare:
+        return "prepare";
+      case Pass::dkdvq:
+        return "dkdvq";
+      case Pass::dq_finish:
+        return "dq_finish";
+    }
+    return "?";
+  };
+  flash::backward_passes(
+      p, [&]<Pass kPass>() { ran += std::string(ran.empty() ? "" : " ") + name(kPass); },
+      [&] {
+        ran += std::string(ran.empty() ? "" : " ") + "zero";
+        return static_cast<float*>(nullptr);
+      });
+  return ran;
 }
 
 }  // namespace
@@ -108,9 +144,19 @@ TEST(FlashAttention, TheAtomicBackwardMatchesF32AndKeepsDkAndDvBits) {
   // split one's rounding of it. Both block sizes (4 warps up to D = 64, 2 above), one
   // tile and several, causal and not; then every dk / dv tile shape.
   using flash::Pass;
+  // The comparisons are of the two ways: under each setting the backward runs its own
+  // passes (the atomic one's dq bits may equal the split one's, so they cannot tell).
+  {
+    test::FlashBackwardScope split(flash::Backward::split);
+    EXPECT_EQ(backward_passes_run(), "dq dkdv");
+    test::FlashBackwardScope atomic(flash::Backward::atomic);
+    EXPECT_EQ(backward_passes_run(), "zero prepare dkdvq dq_finish");
+  }
   auto check = [](const Tensor& q, const Tensor& k, const Tensor& v, bool causal) {
-    const test::AttentionGrads split =
-        test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+    const test::AttentionGrads split = [&] {
+      test::FlashBackwardScope scope(flash::Backward::split);  // whatever the env says
+      return test::attention_grads(AttentionKernel::flash, q, k, v, causal);
+    }();
     test::FlashBackwardScope atomic(flash::Backward::atomic);
     expect_matches_f32(q, k, v, causal);
     const test::AttentionGrads got = test::attention_grads(AttentionKernel::flash, q, k, v, causal);
