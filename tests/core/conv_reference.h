@@ -1,11 +1,13 @@
 // A direct (nested-loop) 3-D convolution in f64: the specification the conv tests
-// compare conv2d / conv3d against (a 2-D case is a 3-D one of depth 1); and conv2d with
-// its gradients at a given thread count.
+// compare conv2d / conv3d against (a 2-D case is a 3-D one of depth 1); conv2d with its
+// gradients at a given thread count; and the Winograd kernels' results, which tell
+// whether conv2d took that path.
 #pragma once
 
 #include <array>
 #include <vector>
 
+#include "core/cpu/winograd.h"
 #include "core/ops.h"
 #include "core/parallel.h"
 
@@ -61,6 +63,34 @@ inline std::vector<Tensor> conv2d_on_threads(int threads, const Tensor& x, const
   y.backward(go);
   set_num_threads(prev);
   return {y, xl.grad(), wl.grad(), bl.grad()};
+}
+
+// The output (of shape `out`), and with an upstream gradient go also the input and weight
+// gradients, that the Winograd kernels (core/cpu/winograd.h) compute for conv(x, w, b) over
+// the whole batch, in x's dtype (f32 or f64). A pass over the whole batch cuts the chunks
+// conv2d / conv3d cut, so where those take the Winograd path their results have these
+// bits; the other paths round differently.
+inline std::vector<Tensor> winograd_kernels(ConvGeometry g, const Tensor& x, const Tensor& w,
+                                            const Tensor& b, const Shape& out,
+                                            const Tensor& go = {}) {
+  g.n = x.size(0);
+  const Tensor xc = x.contiguous(), wc = w.contiguous(), bc = b.defined() ? b.contiguous() : b;
+  std::vector<Tensor> r{Tensor::empty(out, x.dtype())};
+  auto run = [&]<typename T>() {
+    cpu::winograd_forward<T>(g, xc.data<T>(), wc.data<T>(), bc.defined() ? bc.data<T>() : nullptr,
+                             g.n, r[0].data<T>());
+    if (!go.defined()) return;
+    const Tensor gc = go.contiguous();
+    r.push_back(Tensor::empty(x.sizes(), x.dtype()));
+    r.push_back(Tensor::empty(w.sizes(), w.dtype()));
+    cpu::winograd_backward_data<T>(g, gc.data<T>(), wc.data<T>(), g.n, r[1].data<T>());
+    cpu::winograd_backward_weight<T>(g, xc.data<T>(), gc.data<T>(), g.n, r[2].data<T>());
+  };
+  if (x.dtype() == DType::f64)
+    run.operator()<double>();
+  else
+    run.operator()<float>();
+  return r;
 }
 
 }  // namespace zt::test

@@ -14,6 +14,7 @@ using namespace zt;
 using zt::test::reference_conv3d;
 using zt::test::throws_with;
 using zt::test::values_are;
+using zt::test::winograd_kernels;
 
 TEST(Conv2d, HandComputedWindowSums) {
   // x = [[1,2,3],[4,5,6],[7,8,9]], w = ones(2x2): each output sums a 2x2 window.
@@ -155,6 +156,10 @@ ConvGeometry same_3x3(int64_t c, int64_t o, int64_t d, int64_t h, int64_t w) {
   g.pad_h = g.pad_w = 1;
   return g;
 }
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.sizes() == b.sizes() && test::all_close(a, b, 0.0, 0.0);
+}
 }  // namespace
 
 // "Same" 3x3 convolutions with >= 16 channels on both sides take the Winograd F(2x2, 3x3)
@@ -178,6 +183,9 @@ TEST(Conv2d, WinogradMatchesReference) {
         reference_conv3d(x.unsqueeze(2), w.unsqueeze(2), b, {1, 1, 1}, {0, 1, 1}, {1, xs[2], xs[3]})
             .squeeze(2);
     EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4) << "x " << shape_str(xs) << " O " << o;
+    EXPECT_TRUE(
+        same_bits(y, winograd_kernels(same_3x3(xs[1], o, 1, xs[2], xs[3]), x, w, b, y.sizes())[0]))
+        << "x " << shape_str(xs) << " O " << o << ": conv2d did not take the Winograd path";
   }
 }
 
@@ -190,6 +198,9 @@ TEST(Conv3d, WinogradDepthSlicesMatchReference) {
   Tensor y = conv3d(x, w, Tensor(), a);
   Tensor ref = reference_conv3d(x, w, Tensor(), {1, 1, 1}, {0, 1, 1}, {3, 6, 5});
   EXPECT_CLOSE(y.to(DType::f64), ref, 1e-4, 1e-4);
+  EXPECT_TRUE(
+      same_bits(y, winograd_kernels(same_3x3(16, 16, 3, 6, 5), x, w, Tensor(), y.sizes())[0]))
+      << "conv3d did not take the Winograd path";
 }
 
 TEST(Conv2d, WinogradGradientsMatchDirectPath) {
@@ -224,6 +235,13 @@ TEST(Conv2d, WinogradGradientsMatchDirectPath) {
     for (size_t i = 0; i < wino.size(); ++i)
       EXPECT_CLOSE(wino[i].to(DType::f64), direct[i].to(DType::f64), tol, tol)
           << dtype_name(dt) << " output " << i;
+    // The comparison above is of two paths: the whole conv's output and gradients are the
+    // Winograd kernels' (the bias gradient is the same sum on every path).
+    const std::vector<Tensor> kernels =
+        winograd_kernels(same_3x3(16, 24, 1, height, width), x, w, b, wino[0].sizes(), go);
+    for (size_t i = 0; i < kernels.size(); ++i)
+      EXPECT_TRUE(same_bits(wino[i], kernels[i]))
+          << dtype_name(dt) << " output " << i << ": conv2d did not take the Winograd path";
   }
 }
 

@@ -153,6 +153,18 @@ TEST(Conv2dGroups, WinogradPerGroupMatchesSlicedUngroupedConvs) {
   });
   const char* names[] = {"output", "grad x", "grad weight", "grad bias"};
   for (int i = 0; i < 4; ++i) EXPECT_CLOSE(got[i], want[i], 1e-4, 1e-4) << names[i];
+  // Each group took the Winograd path: its slices of the output and of the input and
+  // weight gradients are the Winograd kernels' bits on that group's slices.
+  for (int64_t i = 0; i < 2; ++i) {
+    const std::vector<Tensor> kernels =
+        test::winograd_kernels(one, x0.narrow(1, 16 * i, 16), w0.narrow(0, 16 * i, 16),
+                               b0.narrow(0, 16 * i, 16), {2, 16, 6, 7}, gy.narrow(1, 16 * i, 16));
+    const Tensor slices[] = {got[0].narrow(1, 16 * i, 16), got[1].narrow(1, 16 * i, 16),
+                             got[2].narrow(0, 16 * i, 16)};
+    for (int k = 0; k < 3; ++k)
+      EXPECT_TRUE(test::all_close(slices[k], kernels[k], 0.0, 0.0))
+          << "group " << i << ", " << names[k] << ": not the Winograd path's bits";
+  }
 }
 
 TEST(Conv2dGroups, ErrorsNameTheGroupsAndTheDilation) {
