@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "common/test_util.h"
+#include "core/kernel_profile.h"
 #include "optim/optim.h"
 
 using namespace zt;
@@ -78,6 +79,16 @@ std::vector<double> adam_reference(double lr, double b1, double b2, double eps, 
   return p;
 }
 
+// The calls of the fused update kernels (adam_update, sgd_update) fn makes.
+int64_t fused_update_calls(const std::function<void()>& fn) {
+  KernelProfile profile;
+  fn();
+  int64_t calls = 0;
+  for (const KernelProfile::Entry& e : profile.totals())
+    if (e.kernel == "adam_update" || e.kernel == "sgd_update") calls += e.calls;
+  return calls;
+}
+
 }  // namespace
 
 TEST(SGD, TrajectoriesMatchTheFormula) {
@@ -133,14 +144,18 @@ TEST(Adam, GenericPathMatchesFusedLoop) {
       ob = std::make_unique<optim::SGD>(optim::NamedTensors{{"b", b}}, o);
     }
     ASSERT_FALSE(a.is_contiguous());
+    int64_t a_fused = 0, b_fused = 0;
     for (int s = 0; s < 4; ++s) {
       Tensor g = add(mul(b.detach(), 0.5), 0.1);
       a.set_grad(g);
       b.set_grad(g);
-      oa->step();
-      ob->step();
+      a_fused += fused_update_calls([&] { oa->step(); });
+      b_fused += fused_update_calls([&] { ob->step(); });
     }
     EXPECT_CLOSE(a.contiguous(), b, 1e-12, 1e-12);
+    // The comparison is of the two paths.
+    EXPECT_EQ(a_fused, 0) << "kind " << kind << ": the strided parameter took the fused loop";
+    EXPECT_EQ(b_fused, 4) << "kind " << kind << ": the contiguous one did not";
   }
 }
 
