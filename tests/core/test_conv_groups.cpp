@@ -5,6 +5,7 @@
 // at two thread counts, and argument errors.
 #include "common/test_util.h"
 #include "core/conv_reference.h"
+#include "core/cpu/conv_depthwise.h"
 #include "core/cpu/winograd.h"
 
 using namespace zt;
@@ -226,5 +227,27 @@ TEST(Conv2dGroups, DepthwiseGivesTheSameBitsOnTwoThreads) {
                               threaded = test::conv2d_on_threads(2, x, w, b, go, a);
     for (size_t i = 0; i < serial.size(); ++i)
       EXPECT_EQ(threaded[i].to_vector(), serial[i].to_vector()) << "stride " << stride << ": " << i;
+    // Those are the depthwise kernel's bits (the grouped path rounds otherwise).
+    ConvGeometry g;
+    g.n = 8;
+    g.c = 32;
+    g.o = 64;
+    g.h = g.w = 40;
+    g.oh = g.ow = out;
+    g.kh = g.kw = 5;
+    g.sh = g.sw = stride;
+    g.pad_h = g.pad_w = 2;
+    g.groups = 32;
+    ASSERT_TRUE(cpu::depthwise_applies(g));
+    Tensor y = Tensor::empty(go.sizes()), gx = Tensor::empty(x.sizes()),
+           gw = Tensor::empty(w.sizes());
+    cpu::depthwise_forward<float>(g, x.data<float>(), w.data<float>(), b.data<float>(),
+                                  y.data<float>());
+    cpu::depthwise_backward<float>(g, go.data<float>(), x.data<float>(), w.data<float>(),
+                                   gx.data<float>(), gw.data<float>());
+    const Tensor kernel[] = {y, gx, gw};
+    for (size_t i = 0; i < 3; ++i)
+      EXPECT_EQ(serial[i].to_vector(), kernel[i].to_vector())
+          << "stride " << stride << ": " << i << " is not the depthwise kernel's";
   }
 }
