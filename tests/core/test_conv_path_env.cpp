@@ -11,6 +11,7 @@
 #include <string>
 
 #include "common/test_util.h"
+#include "core/conv_reference.h"
 #include "core/cpu/conv_path.h"
 #include "core/kernels.h"
 
@@ -63,6 +64,21 @@ ConvGeometry threaded_geometry() {
   std::exit(caught);
 }
 
+// In this (child) process, with $ZT_CONV_PATH = value: exits with 0 when conv2d on the
+// geometry above (a "same" 3x3 that Winograd applies to, the automatic choice there) gives
+// the Winograd kernels' bits, and with 1 when it gives other ones (another path).
+[[noreturn]] void exit_0_if_winograd_ran(const char* value) {
+  ::setenv("ZT_CONV_PATH", value, 1);
+  const ConvGeometry g = threaded_geometry();
+  Generator gen(6);
+  const Tensor x = randn({g.n, g.c, g.h, g.w}, gen), w = randn({g.o, g.c, g.kh, g.kw}, gen);
+  Conv2dArgs a;
+  a.padding = {1, 1, 1, 1};
+  const Tensor y = conv2d(x, w, Tensor(), a);
+  const Tensor winograd = test::winograd_kernels(g, x, w, Tensor(), y.sizes())[0];
+  std::exit(test::all_close(y, winograd, 0.0, 0.0) ? 0 : 1);
+}
+
 }  // namespace
 
 TEST(ConvPathEnv, ParsesThePathNamesAndTreatsEmptyAsUnset) {
@@ -92,4 +108,8 @@ TEST(ConvPathEnv, ABadValueIsAnErrorOnTheCallingThreadOfAThreadedConv) {
 TEST(ConvPathEnv, AnEmptyValueLeavesTheChoiceAutomatic) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(conv_with_path_env(""), ::testing::ExitedWithCode(0), "");
+  // The automatic choice takes Winograd where it applies; a value that forces another path
+  // does not, which shows the check can tell.
+  EXPECT_EXIT(exit_0_if_winograd_ran(""), ::testing::ExitedWithCode(0), "");
+  EXPECT_EXIT(exit_0_if_winograd_ran("columns"), ::testing::ExitedWithCode(1), "");
 }
