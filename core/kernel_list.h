@@ -211,7 +211,7 @@ void cross_entropy_forward(const Tensor& stats, const Tensor& lse, const Tensor&
 /// kept rows (computed in f32, f64 for f64 logits, and rounded once), 0 on ignored rows;
 /// lse and stats (count = stats[1]) from cross_entropy_forward; grad: the loss gradient,
 /// one f64 element on this device. Both are read there (no host synchronization). A bad
-/// target's row (which the forward reported; its lse is 0) gets exp(logits) * grad / count.
+/// target's row (which the forward reported; its lse is 0) is 0, as an ignored one.
 void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const Tensor& lse,
                             const Tensor& target, const Tensor& grad, const Tensor& stats,
                             int64_t ignore_index);

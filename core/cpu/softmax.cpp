@@ -202,7 +202,8 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
         for (int64_t p = p0; p < p1; ++p) {
           const auto t = static_cast<int64_t>(pt[p]);
           T* d = pd + p * C;
-          if (t == ignore_index) {
+          // An ignored row is zero, and so is a bad target's (its lse is the forward's 0).
+          if (t == ignore_index || t < 0 || t >= C) {
             std::fill(d, d + C, static_cast<T>(0.0f));
             continue;
           }
@@ -213,10 +214,10 @@ void cross_entropy_backward(const Tensor& dlogits, const Tensor& logits, const T
             e = scratch.data();
           }
           row_exp(e, px + p * C, static_cast<A>(pl[p]), C);
-          const A prob_t = t >= 0 && t < C ? e[t] : A(0);  // before e (maybe d) is scaled
+          const A prob_t = e[t];  // before e (maybe d) is scaled
           for (int64_t c = 0; c < C; ++c) d[c] = static_cast<T>(e[c] * s);
           // The target's entry rounded once: (softmax - 1) * scale.
-          if (t >= 0 && t < C) d[t] = static_cast<T>((prob_t - 1) * s);
+          d[t] = static_cast<T>((prob_t - 1) * s);
         }
       });
     });

@@ -41,10 +41,10 @@ TEST(KernelTable, IndexRangeAndRowsOfAnyDtype) {
 }
 
 TEST(KernelTable, CrossEntropySkipsIgnoredAndReportsFirstBadTarget) {
-  // logits (5, 2); targets: kept 1, ignored, bad 5, bad -3, kept 0.
+  // logits (5, 2); targets: kept 1, ignored, bad 2 (= C), bad -3, kept 0.
   Tensor logits =
       from_vector({0.5, -1.0, 2.0, 0.25, 1.0, 1.0, -0.5, 3.0, 1.5, -2.0}, {5, 2}, DType::f32);
-  Tensor target = from_vector({1, -100, 5, -3, 0}, {5}, DType::i64);
+  Tensor target = from_vector({1, -100, 2, -3, 0}, {5}, DType::i64);
   auto lse_of = [](double a, double b) { return std::log(std::exp(a) + std::exp(b)); };
   const double lse0 = lse_of(0.5, -1.0), lse4 = lse_of(1.5, -2.0);
   Tensor lse = Tensor::empty({5}, DType::f64);
@@ -55,6 +55,17 @@ TEST(KernelTable, CrossEntropySkipsIgnoredAndReportsFirstBadTarget) {
   EXPECT_EQ(s[1], 2.0);
   EXPECT_EQ(s[2], 2.0);  // position 2 is the first out of [0, 2)
   EXPECT_TRUE(values_are(lse, {lse0, 0, 0, 0, lse4}, 1e-6));  // 0 on rows not kept
+  // The backward of those rows: (softmax - onehot(t)) * grad / count on the two kept rows;
+  // a bad target's row (which the forward reported) is zero, as an ignored one, and not
+  // exp(logits) over the 0 the forward left for its log-sum-exp (the GPU's kernel zeroes it
+  // too, CudaDeviceErrors.ABadTargetsRowGetsAZeroGradient); nothing is written past a row.
+  Tensor d5 = Tensor::empty({5, 2}, DType::f32);
+  cpu::cross_entropy_backward(d5, logits, lse, target, full({}, 3.0, DType::f64), stats, -100);
+  const double q0 = std::exp(1.5 - lse4), q1 = std::exp(-2.0 - lse4);
+  EXPECT_TRUE(values_are(d5,
+                         {1.5 * std::exp(0.5 - lse0), 1.5 * (std::exp(-1.0 - lse0) - 1), 0, 0, 0, 0,
+                          0, 0, 1.5 * (q0 - 1), 1.5 * q1},
+                         1e-6));
   Tensor good = from_vector({1, -100}, {2}, DType::i32);
   Tensor lse2 = Tensor::empty({2}, DType::f64);
   Tensor stats2 = Tensor::empty({3}, DType::f64);
