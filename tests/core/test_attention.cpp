@@ -58,20 +58,30 @@ TEST(GemmBatched, ManySmallProductsOverThreads) {
 }
 
 TEST(GemmBatched, BmmReadsViewsInPlaceOrCopies) {
-  // Every layout gives the product of the contiguous copies (per matrix via gemm).
-  auto check = [](const Tensor& a, const Tensor& b, const char* what) {
+  // Every layout gives the product of the contiguous copies (per matrix via gemm), and bmm
+  // allocates nothing but its output unless an operand has no unit stride: then a
+  // contiguous copy of it (`copied` bytes).
+  auto check = [](const Tensor& a, const Tensor& b, int64_t copied, const char* what) {
     Tensor want = Tensor::empty({a.size(0), a.size(1), b.size(2)}, a.dtype());
     for (int64_t i = 0; i < a.size(0); ++i)
       gemm(false, false, a.size(1), b.size(2), a.size(2), 1.0, a.select(0, i).contiguous(),
            a.size(2), b.select(0, i).contiguous(), b.size(2), 0.0, want.select(0, i), b.size(2));
-    EXPECT_TRUE(test::all_close(bmm(a, b), want, 1e-6, 1e-6)) << what;
+    const int64_t before = memory_stats().total_current;
+    reset_peak_memory();
+    const Tensor got = bmm(a, b);
+    const int64_t extra = memory_stats().total_peak - before -
+                          got.numel() * static_cast<int64_t>(dtype_size(got.dtype()));
+    EXPECT_TRUE(test::all_close(got, want, 1e-6, 1e-6)) << what;
+    EXPECT_EQ(extra, copied) << what << ": bytes allocated besides the output";
   };
   const DType dt = DType::f64;
   check(test::strided_operand(4, 3, 5, {true, 1, 2, false}, 4, dt),
-        test::strided_operand(4, 5, 2, {false, 2, 1, true}, 5, dt), "transposed, padded, expanded");
+        test::strided_operand(4, 5, 2, {false, 2, 1, true}, 5, dt), 0,
+        "transposed, padded, expanded");
   // Every other column: no unit stride, so bmm copies the operand first.
   Tensor wide = test::strided_operand(4, 3, 10, {}, 6, dt);
-  check(wide.slice(2, 0, 10, 2), test::strided_operand(4, 5, 2, {}, 7, dt), "column step 2");
+  check(wide.slice(2, 0, 10, 2), test::strided_operand(4, 5, 2, {}, 7, dt), 4 * 3 * 5 * 8,
+        "column step 2");
   // Empty inner dim: zeros.
   EXPECT_TRUE(test::values_are(bmm(zeros({2, 1, 0}), zeros({2, 0, 2})), {0, 0, 0, 0}));
 }
