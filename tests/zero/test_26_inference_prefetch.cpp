@@ -129,9 +129,14 @@ TEST(Lesson26InferencePrefetch, AnotherOrderReleasesWhatWasPrefetchedForTheOldOn
     const Tensor got = engine(x);
     EXPECT_EQ(engine.stats().inference_trace_invalidations, 1);
     const auto& ev = engine.events();
+    auto pos = [&](const std::string& e) {  // an event missing is a failure, not "last"
+      const size_t at = lesson::index_of(ev, e);
+      EXPECT_NE(at, std::string::npos) << "no event " << e;
+      return at;
+    };
     // b was prefetched at a's call, for the old order; c's call gives it back.
-    EXPECT_LT(lesson::index_of(ev, "prefetch:b"), lesson::index_of(ev, "fetch:c"));
-    EXPECT_LT(lesson::index_of(ev, "fetch:c"), lesson::index_of(ev, "release:b"));
+    EXPECT_LT(pos("prefetch:b"), pos("fetch:c"));
+    EXPECT_LT(pos("fetch:c"), pos("release:b"));
     EXPECT_EQ(gathered(*m), std::vector<std::string>{});
     std::shared_ptr<Branchy> plain = plain_copy(*m, comm);
     plain->use_c = true;
