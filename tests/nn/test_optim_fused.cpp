@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "common/test_util.h"
+#include "core/kernel_profile.h"
 #include "core/rng.h"
 #include "optim/optim.h"
 
@@ -97,6 +98,22 @@ TEST(OptimFused, LowPrecisionCopiesFollowEveryPath) {
       EXPECT_TRUE(same_bits(c_dense, dense.to(DType::bf16).reshape({24})));
       EXPECT_TRUE(same_bits(c_strided, strided.to(DType::f16)));
       EXPECT_TRUE(same_bits(c_wide, wide.to(DType::f64)));
+    }
+    // On the fused path a bf16 copy is written in the update kernel's pass: the step
+    // dispatches no copy of its own for it (the other copies above are made after).
+    {
+      optim::NamedTensors alone{{"d", normal({4, 6}, 1)}};
+      auto o = make(alone);
+      o->set_low_precision_copy("d", Tensor::empty({24}, DType::bf16));
+      alone[0].second.set_grad(normal({4, 6}, 9));
+      KernelProfile profile;
+      o->step();
+      int64_t fused = 0;
+      for (const KernelProfile::Entry& e : profile.totals()) {
+        EXPECT_NE(e.kernel, "copy") << "the bf16 copy was not written in the kernel's pass";
+        if (e.kernel == "adam_update" || e.kernel == "sgd_update") fused += e.calls;
+      }
+      EXPECT_EQ(fused, 1);
     }
     // Stopped: the copy keeps its last value.
     opt->set_low_precision_copy("dense", Tensor());
