@@ -515,6 +515,15 @@ TEST(LossModules, ForwardTheirLossWithTheirOptions) {
   const Tensor pw = from_vector({1, 2, 3, 4}, {4}, DType::f64);
   EXPECT_EQ(nn::BCEWithLogitsLoss({.pos_weight = pw})(a, y).item(),
             binary_cross_entropy_with_logits(a, y, {.pos_weight = pw}).item());
+  // CrossEntropyLoss on (N, C, H, W) logits (H != W) and (N, H, W) targets, as the op; a
+  // target whose spatial dims are not the logits' is the module's error.
+  const Tensor maps = seq({2, 3, 4, 5}, 0.3, 0.7);
+  const Tensor classes = from_vector(std::vector<double>(40, 2.0), {2, 4, 5}, DType::i64);
+  EXPECT_EQ(nn::CrossEntropyLoss({.label_smoothing = 0.1})(maps, classes).item(),
+            cross_entropy(maps, classes, {.label_smoothing = 0.1}).item());
+  EXPECT_TRUE(test::throws_with(
+      [&] { nn::CrossEntropyLoss()(maps, classes.transpose(1, 2)); },
+      "CrossEntropyLoss: logits [2, 3, 4, 5] (N, C, *) and target [2, 5, 4] (N, *) do not match"));
   // A module's shape error names the module.
   EXPECT_TRUE(test::throws_with([&] { nn::HuberLoss()(a, b.reshape({8})); },
                                 "HuberLoss: input [2, 4] and target [8] must have the same shape"));
