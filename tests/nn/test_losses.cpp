@@ -150,6 +150,10 @@ TEST(BinaryCrossEntropy, MatchesPyTorchInEveryReduction) {
                    {0.10536051565782631, 1.3862943611198906, 0.6019864021629681, 100.0, 200.0,
                     0.4748917231048875},
                    tol));
+    // A weight of the input's own shape (a per-element mask) weighs alike.
+    const Tensor w_full = w.expand({2, 3}).contiguous();
+    EXPECT_TRUE(
+        values_are(binary_cross_entropy(pt, yt, {.weight = w_full}), {50.42808883367426}, tol));
   }
 }
 
