@@ -83,6 +83,57 @@ TEST(Timeline, ManyOverlappingSpansStayOnTheirTrack) {
   EXPECT_EQ(row_names.size(), static_cast<size_t>(kInFlight)) << "one row per overlapping span";
 }
 
+// The counter track: each sample is a "C" event named "memory <device>" whose args hold
+// every ledger tag's current bytes, under mem_tag_name()'s keys. A sample is taken at each
+// event and kept only when some tag moved since the last one kept.
+TEST(Timeline, MemoryCountersShowEachTagsBytes) {
+  LedgerScope own(std::make_shared<MemoryLedger>("timeline test"));  // counts from 0
+  zero::Timeline t(3, 1, Device::cpu());
+  const int64_t begin = zero::Timeline::now_ns();
+  t.instant(zero::Track::kRelease, "nothing held");
+  t.instant(zero::Track::kRelease, "still nothing");  // no new sample
+  Tensor gathered, state;
+  {
+    MemTagScope tag(MemTag::kGatheredParam);
+    gathered = zeros({1000});  // 4000 bytes
+  }
+  {
+    MemTagScope tag(MemTag::kOptimState);
+    state = zeros({10}, DType::f64);  // 80 bytes
+  }
+  t.instant(zero::Track::kRelease, "both held");
+  gathered = Tensor();
+  t.span(zero::Track::kOptimizer, "gathered freed", begin);
+  const json events = json::parse("[" + t.events_json(begin) + "]");
+  std::vector<json> samples;
+  for (const json& e : events)
+    if (e["ph"] == "C") samples.push_back(e);
+  ASSERT_EQ(samples.size(), 3u) << events.dump();
+  const std::vector<std::string> keys = {"param_shard",    "grad_shard", "optim_state",
+                                         "gathered_param", "activation", "comm_buffer",
+                                         "other"};
+  auto bytes = [&](const json& sample) {
+    EXPECT_EQ(sample["name"], "memory cpu");
+    EXPECT_EQ(sample["pid"], 3);
+    std::map<std::string, int64_t> by_tag;
+    for (const auto& [tag, value] : sample["args"].items()) by_tag[tag] = value.get<int64_t>();
+    EXPECT_EQ(by_tag.size(), keys.size()) << sample.dump();
+    for (const std::string& k : keys) EXPECT_TRUE(by_tag.count(k)) << k << " in " << sample.dump();
+    return by_tag;
+  };
+  for (const auto& [tag, value] : bytes(samples[0])) EXPECT_EQ(value, 0) << tag;
+  std::map<std::string, int64_t> held = bytes(samples[1]);
+  EXPECT_EQ(held["gathered_param"], 4000);
+  EXPECT_EQ(held["optim_state"], 80);
+  int64_t total = 0;
+  for (const auto& [tag, value] : held) total += value;
+  EXPECT_EQ(total, 4080) << "no other tag moved";
+  std::map<std::string, int64_t> freed = bytes(samples[2]);
+  EXPECT_EQ(freed["gathered_param"], 0);
+  EXPECT_EQ(freed["optim_state"], 80);
+  EXPECT_GE(samples[1]["ts"].get<double>(), samples[0]["ts"].get<double>());
+}
+
 TEST(StepGraph, CudaGraphsNeedACudaDevice) {
   EXPECT_TRUE(
       test::throws_with([] { StepGraph graph(Device::cpu()); }, "CUDA graphs need a CUDA device"));
