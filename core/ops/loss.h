@@ -106,7 +106,8 @@ Tensor binary_cross_entropy_with_logits(const Tensor& x, const Tensor& y,
 /// torch.nn.functional.kl_div's options.
 struct KLDivLossOptions {
   /// kBatchMean divides the sum by the batch size (dim 0): the true KL divergence per
-  /// sample; kMean divides by every element.
+  /// sample; kMean divides by every element. Where PyTorch would divide by 0 and return
+  /// NaN (an empty batch), both are errors; so is batchmean on a 0-dim input.
   Reduction reduction = Reduction::kMean;
   /// The target holds log-probabilities rather than probabilities.
   bool log_target = false;
