@@ -64,10 +64,13 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
     // Undefined entries and wrong kinds alone are the dict's own damage, not another model's.
     const bool other_model =
         !shapes.empty() || !tied.empty() || (strict && (!missing.empty() || !unexpected.empty()));
+    // Keys alone missing or unexpected may be a part on purpose: strict = false loads it.
+    const bool only_keys = shapes.empty() && tied.empty() && undefined.empty() && kinds.empty();
     if (other_model)
-      err +=
-          ". The state dict is of another model: build the model as it was when it was "
-          "saved (for the apps, the config the weights were trained with)";
+      err += std::string(
+                 ". The state dict is of another model: build the model as it was when it was "
+                 "saved (for the apps, the config the weights were trained with)") +
+             (only_keys ? "; or pass strict = false to load the part it holds" : "");
     verdict = err.empty() ? present : "!" + err;
   }
   std::string decided = comm.all_gather_bytes(verdict)[src];
