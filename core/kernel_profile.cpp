@@ -60,6 +60,12 @@ void KernelProfile::clear() {
   impl_->totals.clear();
 }
 
+void KernelProfile::wait() {
+#ifdef ZT_WITH_CUDA
+  if (!impl_->pending.empty()) impl_->events[impl_->pending.back().start + 1].synchronize();
+#endif
+}
+
 std::vector<KernelProfile::Entry> KernelProfile::totals() {
 #ifdef ZT_WITH_CUDA
   for (const Impl::Pending& p : impl_->pending) {

@@ -42,6 +42,10 @@ class KernelProfile {
   /// The totals so far, most time first. Waits for the GPU work timed so far (counted
   /// as host waits in core/work_counts.h).
   std::vector<Entry> totals();
+  /// Waits for the last timed dispatch's GPU work to end (and its stream's work before it),
+  /// without reading the event pairs as totals() does: for a wall clock that should end
+  /// with the GPU's work, not with the host's queueing of it. Nothing to wait for on a CPU.
+  void wait();
   /// Forgets the totals so far.
   void clear();
 

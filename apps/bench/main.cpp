@@ -163,11 +163,13 @@ std::string kernel_profile_json(const char* bench, int steps, const std::functio
   KernelProfile profile;
   const auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < steps; ++i) fn();
-  // totals() waits for the GPU work timed: the wall time ends with it, not when the host
-  // has queued the last step (a GPU-bound step's wall time came out below its kernels').
-  const std::vector<KernelProfile::Entry> all = profile.totals();
+  // The wall time ends with the GPU's work, not when the host has queued the last step (a
+  // GPU-bound step's wall time came out below its kernels'), nor after totals() has read
+  // every event pair (host time that no step spends).
+  profile.wait();
   const double wall_ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const std::vector<KernelProfile::Entry> all = profile.totals();
   double sum = 0, host = 0;
   for (const auto& e : all) {
     sum += e.ms;
