@@ -328,17 +328,6 @@ void stage_freeze_changes(const json& saved, const json& mine, Staged& st) {
   });
 }
 
-// "'a', 'b', 'c' and 4 more": the first few names of a list that may be long (a frozen
-// tokenizer's hundreds of parameters).
-std::string first_names(const std::vector<std::string>& names) {
-  constexpr size_t kNamed = 3;
-  std::string out;
-  for (size_t i = 0; i < std::min(names.size(), kNamed); ++i)
-    out += detail::cat(i > 0 ? ", '" : "'", names[i], "'");
-  if (names.size() > kNamed) out += detail::cat(" and ", names.size() - kNamed, " more");
-  return out;
-}
-
 // Validates everything a load of `dir` will write and reads it, before the engine is
 // touched. With optim false the optimizer state is neither read nor checked.
 Staged stage(Engine& e, const fs::path& dir, bool optim) {
@@ -466,9 +455,7 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     engine.set_global_step(st.extra.step);
   restore_loss_scaler(engine, st, comm.rank() == 0);
   if (comm.rank() == 0 && !st.rank0_buffers.empty()) {
-    const size_t more = st.rank0_buffers.size() - 1;
-    const std::string names =
-        st.rank0_buffers.front() + (more > 0 ? " and " + std::to_string(more) + " more" : "");
+    const std::string names = list_names(st.rank0_buffers, 1);
     std::fprintf(stderr,
                  "zt: load_checkpoint('%s'): note: the buffers under buffers.sync none (%s) were "
                  "saved per rank on %d ranks; on %d ranks every rank starts from rank 0's\n",
@@ -478,12 +465,12 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     std::fprintf(stderr,
                  "zt: load_checkpoint('%s'): note: %s, frozen when it was saved, now trainable: "
                  "their optimizer state starts afresh\n",
-                 st.extra.dir.c_str(), first_names(st.unfrozen).c_str());
+                 st.extra.dir.c_str(), list_names(st.unfrozen, 3).c_str());
   if (comm.rank() == 0 && !st.frozen_now.empty())
     std::fprintf(stderr,
                  "zt: load_checkpoint('%s'): note: %s, trainable when it was saved, now frozen: "
                  "their saved optimizer state is not taken\n",
-                 st.extra.dir.c_str(), first_names(st.frozen_now).c_str());
+                 st.extra.dir.c_str(), list_names(st.frozen_now, 3).c_str());
   if (st.lr) engine.set_lr(*st.lr);
   engine.refresh_from_master();
   std::vector<Tensor> loaded;
