@@ -28,6 +28,13 @@ struct Block {
   size_t size;
   int device;
   cudaStream_t stream;
+  uint64_t capture = 0;  // the capture that handed it out (Capture::id), 0: none
+};
+
+// An open capture on a device: its stream and a number no other capture had.
+struct Capture {
+  cudaStream_t stream;
+  uint64_t id;
 };
 
 using PoolKey = std::pair<int, cudaStream_t>;
@@ -39,7 +46,8 @@ struct State {
   std::unordered_map<void*, Block> live;
   int64_t cached = 0;
   int64_t allocated = 0;
-  std::map<int, cudaStream_t> capturing;                         // device -> open capture
+  std::map<int, Capture> capturing;                              // device -> open capture
+  uint64_t captures = 0;                                         // captures begun
   std::map<PoolKey, std::vector<std::pair<void*, Block>>> held;  // by capture pool
   std::set<PoolKey> private_pools;                               // pools of live graphs
 };
@@ -47,6 +55,13 @@ struct State {
 State& state() {
   static State* s = new State();  // never destroyed: tensors may be freed during exit
   return *s;
+}
+
+// The capture a block handed out on (device, stream) now belongs to: the one open on that
+// device and stream, if any (0: none). Caller holds mu.
+uint64_t capture_of(const State& s, int device, cudaStream_t stream) {
+  auto cap = s.capturing.find(device);
+  return cap != s.capturing.end() && cap->second.stream == stream ? cap->second.id : 0;
 }
 
 // Frees the cached blocks of one device (all devices when device < 0). Caller holds mu.
@@ -115,7 +130,7 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
         it->second.pop_back();
         s.cached -= static_cast<int64_t>(size);
         s.allocated += static_cast<int64_t>(size);
-        s.live.emplace(p, Block{size, d.index, stream});
+        s.live.emplace(p, Block{size, d.index, stream, capture_of(s, d.index, stream)});
         return p;
       }
     }
@@ -153,7 +168,7 @@ void* CachingAllocator::allocate(size_t bytes, Device d) {
   CUDA_CHECK_STATUS(st, "cudaMalloc");
   std::lock_guard<std::mutex> lock(s.mu);
   s.allocated += static_cast<int64_t>(size);
-  s.live.emplace(p, Block{size, d.index, stream});
+  s.live.emplace(p, Block{size, d.index, stream, capture_of(s, d.index, stream)});
   return p;
 }
 
@@ -165,8 +180,12 @@ void CachingAllocator::deallocate(void* p, size_t, Device) {
   ZT_CHECK(it != s.live.end(), "CUDA allocator: freeing a pointer it did not allocate");
   Block b = it->second;
   s.live.erase(it);
-  if (auto cap = s.capturing.find(b.device); cap != s.capturing.end() && cap->second != b.stream) {
-    s.held[{b.device, cap->second}].emplace_back(p, b);  // still counted as allocated
+  // During a capture only a block the capture itself handed out may be handed out again:
+  // captured kernels may have read any other (one of another pool, or one of the
+  // capture's stream from before it began), and a replay will read it again.
+  if (auto cap = s.capturing.find(b.device);
+      cap != s.capturing.end() && b.capture != cap->second.id) {
+    s.held[{b.device, cap->second.stream}].emplace_back(p, b);  // still counted as allocated
     return;
   }
   s.pools[{b.device, b.stream}][b.size].push_back(p);
@@ -198,7 +217,7 @@ void CachingAllocator::begin_capture(int device, cudaStream_t stream) {
   std::lock_guard<std::mutex> lock(s.mu);
   ZT_CHECK(!s.capturing.count(device), "CUDA graph: a capture is already open on cuda:", device,
            "; capture one graph at a time per device");
-  s.capturing[device] = stream;
+  s.capturing[device] = Capture{stream, ++s.captures};
   s.private_pools.insert({device, stream});
 }
 

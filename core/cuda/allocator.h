@@ -46,9 +46,10 @@ class CachingAllocator final : public Allocator {
 
   // CUDA graph capture (core/cuda/graph.h). The capture stream's pool is the graph's
   // private pool: only work on that stream reuses its blocks, and empty_cache leaves it
-  // alone while the graph lives. While a capture on `device` is open, blocks of other
-  // pools freed on that device are held rather than reused: captured kernels may have
-  // read them, and a replay will read them again.
+  // alone while the graph lives. While a capture on `device` is open, every block freed on
+  // that device that the capture did not hand out (one of another pool, or one of its own
+  // stream's from before it began, a warm-up's) is held rather than reused: captured
+  // kernels may have read it, and a replay will read it again.
   /// Opens a capture on (device, stream).
   void begin_capture(int device, cudaStream_t stream);
   /// Closes the open capture on `device` (the held blocks stay held).

@@ -267,6 +267,35 @@ TEST(CudaGraph, MemoryACapturedKernelReadsIsNotReusedWhileTheGraphLives) {
 #endif
 
 #ifdef ZT_WITH_CUDA
+// The same for a block of the graph's own stream made before the capture (as a warm-up
+// step makes its tensors): dropped inside the capture, it is not handed to the capture's
+// next allocation, whose fill each replay would run after the product had read it, so
+// that the second replay would read 7s.
+TEST(CudaGraph, MemoryOfTheGraphsStreamFromBeforeTheCaptureIsNotReusedInIt) {
+  ZT_SKIP_WITHOUT_GPU();
+  Tensor values = normal_cpu({1 << 16}, 5);
+  Tensor out, filled;
+  cuda::Graph graph(0);
+  {
+    Tensor a;
+    {
+      cuda::StreamGuard on(graph.stream());
+      a = values.to(kGpu);
+    }
+    graph.capture([&] {
+      out = mul(a, 2.0);
+      a = Tensor();
+      filled = full({1 << 16}, 7.0, DType::f32, kGpu);  // a's size: its free block would fit
+    });
+  }
+  graph.replay();
+  graph.replay();
+  EXPECT_TRUE(same_bits(out, mul(values, 2.0)));
+  EXPECT_TRUE(same_bits(filled, full({1 << 16}, 7.0)));
+}
+#endif
+
+#ifdef ZT_WITH_CUDA
 // A captured GEMM runs on its stream's cuBLAS workspace even when the handle served
 // another stream between the warm-up and the capture (binding a stream drops the handle's
 // workspace): the capture holds the same nodes, without an allocation of cuBLAS's own,
