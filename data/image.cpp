@@ -29,9 +29,14 @@ namespace {
 // hold an image that takes gigabytes once decoded.
 constexpr int64_t kMaxPixels = 178'956'970;
 
+// h and w are a header's sides, up to 2^32 - 1 each (a PNG's IHDR): their product is
+// counted unsigned, where it fits, as h * w in int64 would not.
 void check_pixels(const std::string& path, int64_t h, int64_t w) {
-  ZT_CHECK(h * w <= kMaxPixels, "image '", path, "' is ", h, "x", w, " = ", h * w,
-           " pixels, more than zt decodes (", kMaxPixels, ", PIL's limit): downscale it first");
+  if (h <= 0 || w <= 0) return;  // an empty size is its reader's error
+  const uint64_t pixels = static_cast<uint64_t>(h) * static_cast<uint64_t>(w);
+  ZT_CHECK(pixels <= static_cast<uint64_t>(kMaxPixels), "image '", path, "' is ", h, "x", w, " = ",
+           pixels, " pixels, more than zt decodes (", kMaxPixels,
+           ", PIL's limit): downscale it first");
 }
 
 constexpr unsigned char kPngSignature[] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};

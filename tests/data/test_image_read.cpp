@@ -2,7 +2,8 @@
 // jpeg_damage, reads the file whole, and stb decodes those bytes instead of reading the file
 // again), and only its head, up to its first scan, for its size (ImageFolder's start-up
 // check of every file). Counted with Linux's /proc/self/io (rchar: the bytes this process's
-// read calls returned).
+// read calls returned). And what is not read as an image: a FIFO, a folder, a PNG header
+// of more pixels than an int64 counts.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -105,6 +106,26 @@ TEST(ImageRead, AFifoOrAFolderIsNoImageFile) {
   datatest::expect_error([&] { image_size(pipe); }, {"it is a FIFO"});
   fs::create_directory(d + "/dir.png");
   datatest::expect_error([&] { load_image(d + "/dir.png"); }, {"it is a folder"});
+}
+
+// A PNG whose header claims sides past 2^31 (which no valid PNG has) is refused as too many
+// pixels, as a smaller huge one is: 3221225472 x 3221225472 is past what an int64 counts.
+TEST(ImageRead, APngSizePastAnInt64OfPixelsIsRefusedAsTooLarge) {
+  const std::string d = datatest::temp_dir(), png = d + "/huge.png";
+  for (const uint32_t side : {0x80000000u, 0xc0000000u, 0xffffffffu}) {
+    std::vector<uint8_t> bytes = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'}, ihdr;
+    datatest::put_be32(ihdr, side);            // width
+    datatest::put_be32(ihdr, side);            // height
+    ihdr.insert(ihdr.end(), {8, 2, 0, 0, 0});  // 8-bit RGB
+    datatest::put_chunk(bytes, "IHDR", ihdr.data(), ihdr.size());
+    std::ofstream(png, std::ios::binary)
+        .write(reinterpret_cast<const char*>(bytes.data()),
+               static_cast<std::streamsize>(bytes.size()));
+    const std::string size = std::to_string(side) + "x" + std::to_string(side);
+    datatest::expect_error([&] { image_size(png); },
+                           {"'" + png + "'", size, "more than zt decodes"});
+    datatest::expect_error([&] { load_image(png); }, {size, "more than zt decodes"});
+  }
 }
 
 }  // namespace
