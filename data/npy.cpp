@@ -190,12 +190,17 @@ NpyHeader read_npy_header(const std::string& path) {
                   (h.kind == 'u' && h.item_size == 1) || (h.kind == 'b' && h.item_size == 1);
   ZT_CHECK(ok, "'", path, "' has unsupported dtype '", d,
            "' (supported: f2, f4, f8, i4, i8, u1, b1)");
-  int64_t bytes = h.item_size;  // the product, checked against overflow on the way
+  // The product, checked against overflow on the way over the nonzero dimensions, as numpy
+  // checks it: a 0 among them leaves no data but the array's strides still count the rest.
+  int64_t bytes = h.item_size;
+  bool empty = false;
   for (int64_t d : h.shape) {
+    empty = empty || d == 0;
     ZT_CHECK(d == 0 || bytes <= (int64_t{1} << 60) / d, "'", path, "' has shape ",
              shape_str(h.shape), ": more data than any file holds (corrupt header?)");
-    bytes *= d;
+    if (d != 0) bytes *= d;
   }
+  if (empty) bytes = 0;
   const int64_t expect = h.data_offset + bytes;
   const int64_t actual = file_size(path);
   ZT_CHECK(actual >= expect, "'", path, "' is truncated: shape ", shape_str(h.shape), " of ", d,

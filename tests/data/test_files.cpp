@@ -260,6 +260,10 @@ TEST(Npy, BadDtypesAndShapesAreNamed) {
   expect_error([&] { load_npy(d + "/huge.npy"); }, {"huge.npy", "more than 15 digits"});
   write_npy_header(d + "/product.npy", "'<f4'", "(999999999999999, 999999999999999, 3)", 0);
   expect_error([&] { load_npy(d + "/product.npy"); }, {"product.npy", "more data than"});
+  // A 0 among them holds no data, but the others' product still overflows (numpy refuses to
+  // make such an array: "array is too big").
+  write_npy_header(d + "/empty.npy", "'<f4'", "(0, 999999999999999, 999999999999999, 3)", 0);
+  expect_error([&] { load_npy(d + "/empty.npy"); }, {"empty.npy", "more data than"});
   // A bool array holds bytes 0 and 1 only: another byte is named, not read into a C++ bool.
   write_npy_header(d + "/bool.npy", "'|b1'", "(3,)", 0);
   std::ofstream(d + "/bool.npy", std::ios::binary | std::ios::app) << std::string("\1\0\1", 3);
