@@ -33,9 +33,10 @@ std::string esc(const std::string& s) {
   return o;
 }
 
-std::string num(double v) {
+// v with `digits` significant digits.
+std::string num(double v, int digits = 4) {
   std::ostringstream os;
-  os.precision(4);
+  os.precision(digits);
   os << v;
   return os.str();
 }
@@ -44,8 +45,10 @@ std::string num(double v) {
 // an ulp of it) would otherwise add ticks forever.
 constexpr size_t kMaxTicks = 50;
 
-// Nice tick positions covering [lo, hi].
-std::vector<double> ticks(double lo, double hi) {
+// Nice tick positions covering [lo, hi]; `digits` gets the significant digits that tell
+// them apart: four, or as many as the largest value has down to the step's digit (30.101,
+// 30.102, ... need five).
+std::vector<double> ticks(double lo, double hi, int& digits) {
   const double span = hi - lo;
   const double raw = span / 5.0;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
@@ -55,6 +58,12 @@ std::vector<double> ticks(double lo, double hi) {
       step = m * mag;
       break;
     }
+  digits = 4;
+  const double top = std::max(std::fabs(lo), std::fabs(hi));
+  if (top > step) {  // the digits of the largest value's first down to the step's
+    const double first = std::floor(std::log10(top)), last = std::floor(std::log10(step));
+    digits = std::clamp(static_cast<int>(first - last) + 1, 4, 17);
+  }
   std::vector<double> t;
   for (double v = std::ceil(lo / step) * step; v <= hi + 1e-9 * span && t.size() < kMaxTicks;
        v += step)
@@ -107,21 +116,23 @@ std::string svg_plot(const std::vector<PlotSeries>& series, const PlotOptions& o
       << esc(o.title) << "</text>\n";
   s << "<rect x=\"" << L << "\" y=\"" << T << "\" width=\"" << W << "\" height=\"" << H
     << "\" fill=\"none\" stroke=\"black\"/>\n";
-  for (double t : ticks(x0, x1))
+  int x_digits = 4, y_digits = 4;
+  for (double t : ticks(x0, x1, x_digits))
     s << "<line x1=\"" << px(t) << "\" y1=\"" << T + H << "\" x2=\"" << px(t) << "\" y2=\""
       << T + H + 5 << "\" stroke=\"black\"/><text x=\"" << px(t) << "\" y=\"" << T + H + 18
-      << "\" text-anchor=\"middle\">" << num(t) << "</text>\n";
+      << "\" text-anchor=\"middle\">" << num(t, x_digits) << "</text>\n";
   std::vector<double> yt;
   if (o.log_y) {
     for (double e = y0; e <= y1 + 1e-9; e += std::max(1.0, std::floor((y1 - y0) / 6)))
       yt.push_back(e);
   } else {
-    yt = ticks(y0, y1);
+    yt = ticks(y0, y1, y_digits);
   }
   for (double t : yt)
     s << "<line x1=\"" << L << "\" y1=\"" << py(t) << "\" x2=\"" << L + W << "\" y2=\"" << py(t)
       << "\" stroke=\"#ddd\"/><text x=\"" << L - 6 << "\" y=\"" << py(t) + 4
-      << "\" text-anchor=\"end\">" << (o.log_y ? num(std::pow(10.0, t)) : num(t)) << "</text>\n";
+      << "\" text-anchor=\"end\">" << (o.log_y ? num(std::pow(10.0, t)) : num(t, y_digits))
+      << "</text>\n";
   s << "<text x=\"" << L + W / 2 << "\" y=\"" << o.height - 12 << "\" text-anchor=\"middle\">"
     << esc(o.xlabel) << "</text>\n";
   s << "<text transform=\"translate(16," << T + H / 2 << ") rotate(-90)\" text-anchor=\"middle\">"

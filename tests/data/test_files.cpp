@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <regex>
 #include <set>
 
 #include <fcntl.h>
@@ -398,6 +399,24 @@ TEST(Plot, ANearlyConstantSeriesAtLargeMagnitudeTerminates) {
     EXPECT_LT(svg.size(), 20000u) << "y " << y << ": too many ticks";
     PlotSeries wide_x{"x", {y, std::nextafter(y, 2 * y)}, {1, 2}};
     EXPECT_LT(svg_plot({wide_x}).size(), 20000u) << "x " << y;
+  }
+}
+
+// Each axis' tick labels differ from one another: a range narrow beside its values (a PSNR
+// plateau, steps late in a run) is labelled with the digits its ticks differ in, where four
+// significant digits would print "30.1" at 30.101, 30.102, ... alike.
+TEST(Plot, TickLabelsOfANarrowRangeDiffer) {
+  const PlotSeries psnr{"eval", {100000, 100003}, {30.101, 30.104}};
+  const std::string svg = svg_plot({psnr}, {.xlabel = ""});
+  for (const std::string anchor : {"middle", "end"}) {  // the x axis' labels, the y axis'
+    const std::regex label("text-anchor=\"" + anchor + "\">([^<]+)</text>");
+    std::vector<std::string> labels;
+    for (auto it = std::sregex_iterator(svg.begin(), svg.end(), label);
+         it != std::sregex_iterator(); ++it)
+      labels.push_back((*it)[1]);
+    ASSERT_GE(labels.size(), 3u) << svg;
+    const std::set<std::string> distinct(labels.begin(), labels.end());
+    EXPECT_EQ(distinct.size(), labels.size()) << anchor << ": " << ::testing::PrintToString(labels);
   }
 }
 
