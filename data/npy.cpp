@@ -28,6 +28,9 @@ constexpr char kMagic[] = "\x93NUMPY";
 struct Scanner {
   const std::string& s;
   const std::string& path;
+  // Python 2's numpy wrote long dimensions with an L ("(3L, 2L)"), in versions 1.0 and 2.0,
+  // whose headers numpy still reads so.
+  bool longs = false;
   size_t i = 0;
   void ws() {
     while (i < s.size() && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t')) ++i;
@@ -69,7 +72,7 @@ struct Scanner {
       if (j == i) bad("expected a dimension");
       if (j - i > 15) bad("a dimension of more than 15 digits");
       shape.push_back(std::stoll(s.substr(i, j - i)));
-      i = j;
+      i = j < s.size() && s[j] == 'L' && longs ? j + 1 : j;
       if (!eat(',')) {
         expect(')');
         break;
@@ -145,7 +148,7 @@ NpyHeader read_npy_header(const std::string& path) {
 
   NpyHeader h;
   h.data_offset = 8 + nlen + hlen;
-  Scanner sc{text, path};
+  Scanner sc{text, path, /*longs=*/major <= 2};
   bool have_descr = false, have_order = false, have_shape = false, fortran = false;
   sc.expect('{');
   while (!sc.eat('}')) {

@@ -146,6 +146,16 @@ void write_npy_header(const std::string& path, const std::string& descr, const s
   f << header << std::string(bytes, '\0');
 }
 
+// Python 2's numpy wrote a shape's long dimensions with an L ("(3L, 2L)"); numpy reads such
+// files still (its header filter for versions 1.0 and 2.0), and so does zt.
+TEST(Npy, APython2ShapeOfLongsReads) {
+  const std::string d = temp_dir();
+  write_npy_header(d + "/py2.npy", "'<f4'", "(3L, 2L)", 3 * 2 * 4);
+  EXPECT_EQ(load_npy(d + "/py2.npy").sizes(), (Shape{3, 2}));
+  write_npy_header(d + "/bad.npy", "'<f4'", "(3Q, 2)", 3 * 2 * 4);
+  expect_error([&] { load_npy(d + "/bad.npy"); }, {"bad.npy", "expected ')'"});
+}
+
 TEST(Npy, ClipLengthMustMatchDataFrames) {
   // A user's T = 4 file with `data.frames: 8` would train and report wrong tokens per clip.
   const std::string d = temp_dir();
