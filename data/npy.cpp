@@ -56,6 +56,26 @@ struct Scanner {
     i = e + 1;
     return out;
   }
+  // The text of a list or tuple from its opening bracket to the one that closes it (quoted
+  // names skipped), or "" when none is next.
+  std::string bracketed() {
+    ws();
+    if (i >= s.size() || (s[i] != '[' && s[i] != '(')) return "";
+    const size_t from = i;
+    int depth = 0;
+    for (char q = 0; i < s.size(); ++i) {
+      if (q) {
+        q = s[i] == q ? 0 : q;
+      } else if (s[i] == '\'' || s[i] == '"') {
+        q = s[i];
+      } else if (s[i] == '[' || s[i] == '(') {
+        ++depth;
+      } else if ((s[i] == ']' || s[i] == ')') && --depth == 0) {
+        return s.substr(from, ++i - from);
+      }
+    }
+    bad("unterminated list");
+  }
   bool boolean() {
     ws();
     if (s.compare(i, 4, "True") == 0) return i += 4, true;
@@ -155,6 +175,11 @@ NpyHeader read_npy_header(const std::string& path) {
     const std::string key = sc.quoted();
     sc.expect(':');
     if (key == "descr") {
+      // A structured dtype is a list of fields ([('x', '<f4'), ...]), a sub-array one a tuple.
+      const std::string fields = sc.bracketed();
+      ZT_CHECK(fields.empty(), "'", path, "' has the structured dtype ", fields,
+               ": its items are records of fields, not plain numbers; save a plain numeric "
+               "array (numpy.lib.recfunctions.structured_to_unstructured(arr).astype('<f4'))");
       h.descr = sc.quoted();
       have_descr = true;
     } else if (key == "fortran_order") {

@@ -264,7 +264,8 @@ TEST(Npy, BadDtypesAndShapesAreNamed) {
   write_npy_header(d + "/be.npy", "'>f4'", "(1, 4, 3, 2, 2)", 4 * 3 * 2 * 2 * 4);
   expect_error([&] { load_npy(d + "/be.npy"); }, {"be.npy", "little-endian", "'<f4'"});
   write_npy_header(d + "/rec.npy", "[('a', '<f4')]", "(1,)", 4);
-  expect_error([&] { load_npy(d + "/rec.npy"); }, {"rec.npy"});
+  expect_error([&] { load_npy(d + "/rec.npy"); },
+               {"rec.npy", "structured dtype [('a', '<f4')]", "plain numeric"});
   // Found by the fuzzer: dimensions too large for int64 (or whose product is) are errors
   // naming the file, not std::out_of_range or an overflow.
   write_npy_header(d + "/huge.npy", "'<f4'", "(1, 4, 37777777777777777777, 2, 2)", 0);
