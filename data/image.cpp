@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
+#include "core/plural.h"
 #include "core/text_file.h"
 #include "data/resample.h"
 #include "data/stb_alloc.h"
@@ -108,6 +109,49 @@ std::string png_damage(std::FILE* f) {
                          " fails its CRC-32 check: the file was changed after it was written");
     if (type == "IEND") return "";
     at += 12 + int64_t{length};
+  }
+  return "";
+}
+
+// A little-endian number of `n` bytes, as BMP writes them.
+uint32_t le(const unsigned char* b, int n) {
+  uint32_t v = 0;
+  for (int i = n - 1; i >= 0; --i) v = (v << 8) | b[i];
+  return v;
+}
+
+// Why the BMP `f` is damaged where stb would not notice: a pixel whose palette index is
+// past the palette the file stores, whose colour stb's decoder reads from a palette array
+// nothing was written to (a colour that changes from one decode to the next). "" for a
+// sound file and another format, and for the kinds stb refuses itself. The palette's size
+// is stb's: the room between the header and the pixels (4 entries short for OS/2's).
+std::string bmp_damage(std::FILE* f) {
+  unsigned char h[34] = {};
+  std::rewind(f);
+  if (std::fread(h, 1, sizeof h, f) != sizeof h || h[0] != 'B' || h[1] != 'M') return "";
+  const auto offset = static_cast<int64_t>(le(h + 10, 4)), hsz = int64_t{le(h + 14, 4)};
+  const bool core = hsz == 12;  // OS/2's header: 16-bit sides, 3-byte palette entries
+  const int64_t w = core ? le(h + 18, 2) : static_cast<int32_t>(le(h + 18, 4));
+  const int64_t height = core ? le(h + 20, 2) : static_cast<int32_t>(le(h + 22, 4));
+  const int64_t rows = std::abs(height);  // stored bottom-up, or top-down where negative
+  const auto bpp = static_cast<int>(le(h + (core ? 24 : 28), 2));
+  const int64_t colours = core ? (offset - 14 - 24) / 3 : (offset - 14 - hsz) >> 2;
+  if ((bpp != 1 && bpp != 4 && bpp != 8) || (!core && le(h + 30, 4) != 0) || w <= 0 ||
+      colours <= 0 || colours >= (int64_t{1} << bpp) || std::fseek(f, offset, SEEK_SET) != 0)
+    return "";
+  const int64_t row_bytes = (w * bpp + 7) / 8;
+  std::vector<unsigned char> row(static_cast<size_t>((row_bytes + 3) / 4 * 4));
+  for (int64_t y = 0; y < rows; ++y) {
+    if (std::fread(row.data(), 1, row.size(), f) < static_cast<size_t>(row_bytes)) return "";
+    for (int64_t x = 0; x < w; ++x) {
+      const int64_t bit = x * bpp;  // from the row's first byte's high bit
+      const int index =
+          (row[static_cast<size_t>(bit / 8)] >> (8 - bpp - bit % 8)) & ((1 << bpp) - 1);
+      if (index >= colours)
+        return detail::cat("its pixel at row ", height < 0 ? y : rows - 1 - y, ", column ", x,
+                           " is colour ", index, ", past the palette of ",
+                           counted(colours, "colour"), " that its decoder reads");
+    }
   }
   return "";
 }
@@ -337,7 +381,9 @@ bool try_load_image(const std::string& path, Image& img, std::string& why) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
     return false;
   }
-  if (const std::string damage = o.bytes.empty() ? png_damage(o.f.get()) : ""; !damage.empty()) {
+  std::string damage = o.bytes.empty() ? png_damage(o.f.get()) : "";
+  if (damage.empty() && o.bytes.empty()) damage = bmp_damage(o.f.get());
+  if (!damage.empty()) {
     why = "corrupt file (" + damage + ")";
     return false;
   }
