@@ -15,8 +15,8 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
-#include "core/plural.h"
 #include "core/text_file.h"
+#include "data/image_palette.h"
 #include "data/resample.h"
 #include "data/stb_alloc.h"
 #include "stb_image.h"
@@ -113,49 +113,6 @@ std::string png_damage(std::FILE* f) {
   return "";
 }
 
-// A little-endian number of `n` bytes, as BMP writes them.
-uint32_t le(const unsigned char* b, int n) {
-  uint32_t v = 0;
-  for (int i = n - 1; i >= 0; --i) v = (v << 8) | b[i];
-  return v;
-}
-
-// Why the BMP `f` is damaged where stb would not notice: a pixel whose palette index is
-// past the palette the file stores, whose colour stb's decoder reads from a palette array
-// nothing was written to (a colour that changes from one decode to the next). "" for a
-// sound file and another format, and for the kinds stb refuses itself. The palette's size
-// is stb's: the room between the header and the pixels (4 entries short for OS/2's).
-std::string bmp_damage(std::FILE* f) {
-  unsigned char h[34] = {};
-  std::rewind(f);
-  if (std::fread(h, 1, sizeof h, f) != sizeof h || h[0] != 'B' || h[1] != 'M') return "";
-  const auto offset = static_cast<int64_t>(le(h + 10, 4)), hsz = int64_t{le(h + 14, 4)};
-  const bool core = hsz == 12;  // OS/2's header: 16-bit sides, 3-byte palette entries
-  const int64_t w = core ? le(h + 18, 2) : static_cast<int32_t>(le(h + 18, 4));
-  const int64_t height = core ? le(h + 20, 2) : static_cast<int32_t>(le(h + 22, 4));
-  const int64_t rows = std::abs(height);  // stored bottom-up, or top-down where negative
-  const auto bpp = static_cast<int>(le(h + (core ? 24 : 28), 2));
-  const int64_t colours = core ? (offset - 14 - 24) / 3 : (offset - 14 - hsz) >> 2;
-  if ((bpp != 1 && bpp != 4 && bpp != 8) || (!core && le(h + 30, 4) != 0) || w <= 0 ||
-      colours <= 0 || colours >= (int64_t{1} << bpp) || std::fseek(f, offset, SEEK_SET) != 0)
-    return "";
-  const int64_t row_bytes = (w * bpp + 7) / 8;
-  std::vector<unsigned char> row(static_cast<size_t>((row_bytes + 3) / 4 * 4));
-  for (int64_t y = 0; y < rows; ++y) {
-    if (std::fread(row.data(), 1, row.size(), f) < static_cast<size_t>(row_bytes)) return "";
-    for (int64_t x = 0; x < w; ++x) {
-      const int64_t bit = x * bpp;  // from the row's first byte's high bit
-      const int index =
-          (row[static_cast<size_t>(bit / 8)] >> (8 - bpp - bit % 8)) & ((1 << bpp) - 1);
-      if (index >= colours)
-        return detail::cat("its pixel at row ", height < 0 ? y : rows - 1 - y, ", column ", x,
-                           " is colour ", index, ", past the palette of ",
-                           counted(colours, "colour"), " that its decoder reads");
-    }
-  }
-  return "";
-}
-
 // The head of the JPEG `f`, read from just after its magic: its bytes up to its first scan
 // (the SOS marker) or its end (EOI), segment by segment, which hold every table and the
 // frame header that a header query reads, and none of the entropy-coded data after them.
@@ -244,7 +201,8 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
 }
 
 // An image file open; `bytes` holds what a check read of it (a JPEG: read_jpeg, the whole
-// file, or its head for a header query), and stb then reads those bytes instead of the file.
+// file, or its head for a header query; a palette PNG: the file with its palette padded,
+// pad_png_palette), and stb then reads those bytes instead of the file.
 struct OpenFile {
   File f{nullptr, std::fclose};
   std::vector<unsigned char> bytes;
@@ -354,7 +312,7 @@ unsigned char* decode_rgb(const OpenFile& o, int& h, int& w, bool& truncated) {
   const StbAllocCap cap(decode_cap(h, w));
   int n = 0;
   truncated = false;
-  if (o.in_memory())  // a JPEG, whose decoder checks for the end of its data itself
+  if (o.in_memory())  // a JPEG or a PNG, whose decoders check for the end of their data
     return stbi_load_from_memory(o.bytes.data(), static_cast<int>(o.bytes.size()), &w, &h, &n, 3);
   Reader r;
   r.f = o.f.get();
@@ -375,18 +333,22 @@ unsigned char* decode_rgb(const OpenFile& o, int& h, int& w, bool& truncated) {
 bool try_load_image(const std::string& path, Image& img, std::string& why) {
   int w = 0, h = 0;
   // One open: the header, the CRCs, the pixels; a JPEG is read once, into memory.
-  const OpenFile o = open_image(path, h, w, why, /*whole=*/true);
+  OpenFile o = open_image(path, h, w, why, /*whole=*/true);
   if (!o.f) return false;
   if (h <= 0 || w <= 0) {
     why = detail::cat("its header gives an empty size ", h, "x", w);
     return false;
   }
   std::string damage = o.bytes.empty() ? png_damage(o.f.get()) : "";
-  if (damage.empty() && o.bytes.empty()) damage = bmp_damage(o.f.get());
+  if (damage.empty() && o.bytes.empty()) damage = bmp_palette_damage(o.f.get());
   if (!damage.empty()) {
     why = "corrupt file (" + damage + ")";
     return false;
   }
+  // A palette PNG whose palette is short of its indices' range: decoded from its bytes with
+  // the palette padded, so an index past it shows as the padding's colour.
+  PaddedPng padded;
+  if (o.bytes.empty() && pad_png_palette(o.f.get(), padded)) o.bytes = std::move(padded.bytes);
   bool truncated = false;
   unsigned char* px = decode_rgb(o, h, w, truncated);
   if (px != nullptr && truncated) {
@@ -400,6 +362,12 @@ bool try_load_image(const std::string& path, Image& img, std::string& why) {
     // often a download or copy that stopped early.
     why = detail::cat("corrupt or truncated file (its header reads as a ", h, "x", w,
                       " image, but decoding failed: ", stbi_failure_reason(), ")");
+    return false;
+  }
+  if (padded.colours > 0) damage = png_palette_damage(padded, px, h, w);
+  if (!damage.empty()) {
+    stbi_image_free(px);
+    why = "corrupt file (" + damage + ")";
     return false;
   }
   img.height = h;
