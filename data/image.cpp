@@ -162,18 +162,30 @@ std::vector<unsigned char> read_jpeg(std::FILE* f, bool whole) {
 
 // Why the JPEG `b` (a file's bytes) is damaged where stb would not notice: a Huffman table
 // (DHT) of more codes than the 256 a table holds, which stb's table builder writes past its
-// arrays for, even in its header query ("" for a sound file, and for another format). Only
-// the marker segments are walked: the entropy-coded data between them is skipped by memchr
-// (a byte-at-a-time read costs more than the walk).
+// arrays for, even in its header query; or, in a whole file, a frame component that no
+// scan fills (in a progressive frame: no first DC scan, which clears its blocks), which stb
+// decodes from memory nothing was written to. "" for a sound file, and for another format.
+// Only the marker segments are walked: the entropy-coded data between them is skipped by
+// memchr (a byte-at-a-time read costs more than the walk).
 std::string jpeg_damage(const std::vector<unsigned char>& b) {
   if (b.size() < 2 || b[0] != 0xff || b[1] != 0xd8) return "";
   // The byte at i, 0 past the end (as stb reads a count there).
   auto at = [&](size_t i) -> int { return i < b.size() ? b[i] : 0; };
+  std::vector<int> components, filled;  // by id: the frame's (SOF), those scans fill (SOS)
+  bool progressive = false;
   for (size_t i = 2; i < b.size();) {
     const void* ff = std::memchr(b.data() + i, 0xff, b.size() - i);
     if (!ff) return "";
     i = static_cast<size_t>(static_cast<const unsigned char*>(ff) - b.data()) + 1;
-    if (i >= b.size() || b[i] == 0xd9) return "";
+    if (i >= b.size()) return "";
+    if (b[i] == 0xd9) {  // the end of the image: every component has been filled, or not
+      for (const int c : components)
+        if (std::find(filled.begin(), filled.end(), c) == filled.end())
+          return detail::cat("its component ", c, " is in none of its ",
+                             progressive ? "first DC scans" : "scans",
+                             ", so its pixels would be whatever memory held");
+      return "";
+    }
     const int m = b[i];
     if (m == 0xff) continue;                                   // fill: the marker follows
     if (m == 0x00 || m == 0x01 || (m >= 0xd0 && m <= 0xd8)) {  // stuffed byte, no length
@@ -183,6 +195,16 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
     const size_t marker = i - 1, length = (static_cast<size_t>(at(i + 1)) << 8) | at(i + 2);
     if (i + 2 >= b.size() || length < 2) return "";
     size_t next = i + 1 + length;
+    if (m == 0xc0 || m == 0xc1 || m == 0xc2) {  // the frames stb reads: Nf, then 3 bytes each
+      progressive = m == 0xc2;
+      for (int k = 0; k < at(i + 8); ++k)
+        components.push_back(at(i + 9 + 3 * static_cast<size_t>(k)));
+    }
+    if (m == 0xda) {  // Ns, 2 bytes each, then the first and last coefficient and Ah, Al
+      const size_t ns = static_cast<size_t>(at(i + 3));
+      if (!progressive || (at(i + 4 + 2 * ns) == 0 && at(i + 6 + 2 * ns) >> 4 == 0))
+        for (size_t k = 0; k < ns; ++k) filled.push_back(at(i + 4 + 2 * k));
+    }
     if (m == 0xc4) {
       next = i + 3;
       for (long left = static_cast<long>(length) - 2; left > 0;) {  // as stb reads them
