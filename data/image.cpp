@@ -253,6 +253,31 @@ bool header_size(const std::string& path, const OpenFile& o, int& h, int& w) {
   return false;
 }
 
+// Why stb reads no header in `o`. Its query tries every format and, where none reads the
+// file, says only that ("Image not of any known type"); a file whose magic names a format zt
+// reads (PNG, JPEG, BMP) gets the reason its own decoder gives instead (an RLE-compressed
+// BMP, a 12-bit JPEG), from a load that its header already stops.
+std::string header_failure(const OpenFile& o) {
+  const std::string unknown =
+      std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+  unsigned char m[8] = {};
+  std::rewind(o.f.get());
+  const size_t got = std::fread(m, 1, sizeof m, o.f.get());
+  const bool known = (got == 8 && std::memcmp(m, kPngSignature, 8) == 0) ||
+                     (got >= 2 && ((m[0] == 0xff && m[1] == 0xd8) || (m[0] == 'B' && m[1] == 'M')));
+  if (!known) return unknown;
+  const StbAllocCap cap(size_t{1} << 20);  // a header's tables: no pixels get that far
+  int w = 0, h = 0, n = 0;
+  std::rewind(o.f.get());
+  unsigned char* px =
+      o.in_memory()
+          ? stbi_load_from_memory(o.bytes.data(), static_cast<int>(o.bytes.size()), &w, &h, &n, 3)
+          : stbi_load_from_file(o.f.get(), &w, &h, &n, 3);
+  if (px == nullptr) return stbi_failure_reason();
+  stbi_image_free(px);
+  return unknown;
+}
+
 // The file at `path` open, with its header's size in h, w; an empty File and `why` when it
 // does not open (gone since its folder was listed, unreadable) or stb reads no header. A
 // JPEG is read whole, or only its head (enough for h and w, not to decode) when `whole` is
@@ -277,7 +302,7 @@ OpenFile open_image(const std::string& path, int& h, int& w, std::string& why, b
     why = "corrupt file (" + damage + ")";
     o.f.reset();
   } else if (!header_size(path, o, h, w)) {
-    why = std::string(stbi_failure_reason()) + " (zt reads PNG, JPEG, BMP and TGA files)";
+    why = header_failure(o);
     o.f.reset();
   }
   return o;

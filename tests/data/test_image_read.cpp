@@ -2,13 +2,14 @@
 // jpeg_damage, reads the file whole, and stb decodes those bytes instead of reading the file
 // again), and only its head, up to its first scan, for its size (ImageFolder's start-up
 // check of every file). Counted with Linux's /proc/self/io (rchar: the bytes this process's
-// read calls returned). And what is not read as an image: a FIFO, a folder, a PNG header
-// of more pixels than an int64 counts.
+// read calls returned). And what is not read as an image, and why: a FIFO, a folder, a PNG
+// header of more pixels than an int64 counts, a variant of a known format stb does not read.
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -126,6 +127,35 @@ TEST(ImageRead, APngSizePastAnInt64OfPixelsIsRefusedAsTooLarge) {
                            {"'" + png + "'", size, "more than zt decodes"});
     datatest::expect_error([&] { load_image(png); }, {size, "more than zt decodes"});
   }
+}
+
+// A file of a format zt reads, in a variant stb's decoder does not (an RLE-compressed BMP,
+// a 12-bit JPEG), is named by what its decoder says of it: stb's header query tries every
+// format and says only that none read it ("Image not of any known type, or corrupt").
+TEST(ImageRead, AnUnsupportedVariantOfAKnownFormatSaysWhich) {
+  const std::string d = datatest::temp_dir();
+  // A 2 x 1 BMP of 8 bits a pixel, RLE8-compressed (compression 1), a palette of 2 colours.
+  std::string bmp = "BM";
+  auto le = [&](uint32_t v, int n) {
+    for (int i = 0; i < n; ++i) bmp += static_cast<char>(v >> (8 * i));
+  };
+  le(14 + 40 + 8 + 4, 4), le(0, 4), le(14 + 40 + 8, 4);  // file size, reserved, pixels' offset
+  le(40, 4), le(2, 4), le(1, 4), le(1, 2), le(8, 2), le(1, 4);  // BITMAPINFOHEADER, RLE8
+  le(4, 4), le(0, 4), le(0, 4), le(2, 4), le(0, 4);
+  le(0, 4), le(0xffffff, 4);                  // the palette: black, white
+  bmp += std::string("\x02\x01\x00\x01", 4);  // two pixels of colour 1, end of bitmap
+  std::ofstream(d + "/rle.bmp", std::ios::binary) << bmp;
+  for (const auto& fn : std::vector<std::function<void()>>{[&] { image_size(d + "/rle.bmp"); },
+                                                           [&] { load_image(d + "/rle.bmp"); }})
+    datatest::expect_error(fn, {"rle.bmp", "BMP type not supported: RLE"});
+  // A JPEG frame (SOF1) of 12-bit samples, and a scan of its one component.
+  const std::string jpeg(
+      "\xff\xd8\xff\xc1\x00\x0b\x0c\x00\x08\x00\x08\x01\x01\x11\x00"
+      "\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00\x3f\xff\xd9",
+      27);
+  std::ofstream(d + "/twelve.jpg", std::ios::binary) << jpeg;
+  datatest::expect_error([&] { image_size(d + "/twelve.jpg"); }, {"twelve.jpg", "8-bit only"});
+  datatest::expect_error([&] { load_image(d + "/twelve.jpg"); }, {"twelve.jpg", "8-bit only"});
 }
 
 }  // namespace
