@@ -171,7 +171,8 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
   if (b.size() < 2 || b[0] != 0xff || b[1] != 0xd8) return "";
   // The byte at i, 0 past the end (as stb reads a count there).
   auto at = [&](size_t i) -> int { return i < b.size() ? b[i] : 0; };
-  std::vector<int> components, filled;  // by id: the frame's (SOF), those scans fill (SOS)
+  std::vector<int> components;  // the frame's (SOF) ids, in order
+  std::vector<bool> filled;     // by the frame's order: a scan holds it (the first of its id)
   bool progressive = false;
   for (size_t i = 2; i < b.size();) {
     const void* ff = std::memchr(b.data() + i, 0xff, b.size() - i);
@@ -179,9 +180,10 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
     i = static_cast<size_t>(static_cast<const unsigned char*>(ff) - b.data()) + 1;
     if (i >= b.size()) return "";
     if (b[i] == 0xd9) {  // the end of the image: every component has been filled, or not
-      for (const int c : components)
-        if (std::find(filled.begin(), filled.end(), c) == filled.end())
-          return detail::cat("its component ", c, " is in none of its ",
+      for (size_t k = 0; k < components.size(); ++k)
+        if (!filled[k])
+          return detail::cat("its component ", k + 1, " of ", components.size(), " (id ",
+                             components[k], ") is in none of its ",
                              progressive ? "first DC scans" : "scans",
                              ", so its pixels would be whatever memory held");
       return "";
@@ -199,11 +201,15 @@ std::string jpeg_damage(const std::vector<unsigned char>& b) {
       progressive = m == 0xc2;
       for (int k = 0; k < at(i + 8); ++k)
         components.push_back(at(i + 9 + 3 * static_cast<size_t>(k)));
+      filled.assign(components.size(), false);
     }
     if (m == 0xda) {  // Ns, 2 bytes each, then the first and last coefficient and Ah, Al
       const size_t ns = static_cast<size_t>(at(i + 3));
       if (!progressive || (at(i + 4 + 2 * ns) == 0 && at(i + 6 + 2 * ns) >> 4 == 0))
-        for (size_t k = 0; k < ns; ++k) filled.push_back(at(i + 4 + 2 * k));
+        for (size_t k = 0; k < ns; ++k) {  // stb fills the first component of the id
+          const auto c = std::find(components.begin(), components.end(), at(i + 4 + 2 * k));
+          if (c != components.end()) filled[static_cast<size_t>(c - components.begin())] = true;
+        }
     }
     if (m == 0xc4) {
       next = i + 3;

@@ -33,11 +33,12 @@ TEST(ImageDamage, AJpegHuffmanTableOfMoreThan256CodesIsRefused) {
   expect_error([&] { image_size(d + "/huff.jpg"); }, {d + "/huff.jpg", named});
 }
 
-// An 8 x 8 JPEG of `components` components (ids 1, 2, 3), one block each, whose one scan
+// An 8 x 8 JPEG of `components` components (ids 1, 2, 3, or 1 each), one block each, whose one scan
 // holds component 1 alone: every block's DC difference 0 and then its end (one code each,
 // in Huffman tables of a single 1-bit code), so component 1 decodes to level 128.
 // `marker`: its frame's SOF (0xc0 baseline, 0xc2 progressive).
-std::string one_scan_jpeg(const std::string& path, int components, uint8_t marker) {
+std::string one_scan_jpeg(const std::string& path, int components, uint8_t marker,
+                          bool same_ids = false) {
   std::vector<uint8_t> b = {0xff, 0xd8, 0xff, 0xdb, 0x00, 0x43, 0x00};
   b.insert(b.end(), 64, 1);                   // a quantization table of ones
   for (const uint8_t table : {0x00, 0x10}) {  // DC 0, AC 0: one 1-bit code for symbol 0
@@ -46,7 +47,8 @@ std::string one_scan_jpeg(const std::string& path, int components, uint8_t marke
   }
   b.insert(b.end(), {0xff, marker, 0x00, static_cast<uint8_t>(8 + 3 * components), 8, 0, 8, 0, 8,
                      static_cast<uint8_t>(components)});
-  for (int c = 1; c <= components; ++c) b.insert(b.end(), {static_cast<uint8_t>(c), 0x11, 0});
+  for (int c = 1; c <= components; ++c)
+    b.insert(b.end(), {static_cast<uint8_t>(same_ids ? 1 : c), 0x11, 0});
   // The scan: component 1, coefficients 0 to 63 (0 to 0 in a progressive frame, its first
   // DC scan); then the bits 0 (DC 0) and 0 (end of block), padded with ones.
   const uint8_t last = marker == 0xc2 ? 0 : 63;
@@ -65,11 +67,16 @@ TEST(ImageDamage, AJpegComponentThatNoScanFillsIsRefused) {
   EXPECT_EQ(grey.rgb, std::vector<uint8_t>(8 * 8 * 3, 128));
   const std::string three = one_scan_jpeg(d + "/three.jpg", 3, 0xc0);
   expect_error([&] { load_image(three); },
-               {three, "corrupt file", "its component 2 is in none of its scans"});
+               {three, "corrupt file", "its component 2 of 3 (id 2) is in none of its scans"});
   // Progressive: a component's first DC scan clears its blocks; one without it is refused.
   EXPECT_EQ(load_image(one_scan_jpeg(d + "/grey_p.jpg", 1, 0xc2)).rgb, grey.rgb);
   const std::string three_p = one_scan_jpeg(d + "/three_p.jpg", 3, 0xc2);
-  expect_error([&] { load_image(three_p); }, {"its component 2 is in none of its first DC scans"});
+  expect_error([&] { load_image(three_p); },
+               {"its component 2 of 3 (id 2) is in none of its first DC scans"});
+  // Components of one id: a scan fills the first of them (stb looks the id up), never the
+  // others.
+  const std::string same = one_scan_jpeg(d + "/same.jpg", 3, 0xc0, /*same_ids=*/true);
+  expect_error([&] { load_image(same); }, {"its component 2 of 3 (id 1) is in none of its scans"});
 }
 
 }  // namespace
