@@ -40,12 +40,13 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
     int64_t padded, exact;
   };
   std::map<std::string, std::vector<Member>> groups;  // by path: ancestors first
-  int64_t persistent = 0;
+  // Each module's persistent members, in the order the engine re-gathers them after a step.
+  std::vector<std::vector<Member>> persistent_groups;
   // A tied parameter is stored once (its shards, gradient and optimizer state); each of
   // its modules lists it, and gathers it only when no module holds it already.
   std::unordered_set<const TensorImpl*> stored;
   for (auto& [path, m] : model.named_modules()) {
-    std::vector<Member> members;
+    std::vector<Member> members, persistent;
     std::unordered_set<const TensorImpl*> member;  // one tensor under two names: one member
     for (auto& [n, p] : m->local_parameters()) {
       if (!member.insert(p.impl()).second) continue;
@@ -75,44 +76,69 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
           plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
         }
       }
-      if (numel <= config.stage3_param_persistence_threshold) {
-        if (first) persistent += numel * esize;
-        continue;
-      }
-      members.push_back({p.impl(), part.padded_numel() * esize, numel * esize});
+      const Member member{p.impl(), part.padded_numel() * esize, numel * esize};
+      (numel <= config.stage3_param_persistence_threshold ? persistent : members).push_back(member);
     }
     if (!members.empty()) groups[path] = std::move(members);
+    if (!persistent.empty()) persistent_groups.push_back(std::move(persistent));
   }
   for (auto& [path, b] : model.named_buffers())
     plan.replicated += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
 
-  // Gathering a group while `held` are gathered: the members it adds are kept (held_bytes:
-  // one alone is its padded gather; several are copied out of one flat buffer) and, while
-  // its flat buffer is unpacked, momentarily more (returned).
-  auto gather = [](const std::vector<Member>& members, std::unordered_set<const TensorImpl*>& held,
-                   int64_t& held_bytes) {
-    int64_t padded = 0, exact = 0, n = 0;
-    for (const Member& m : members)
-      if (held.insert(m.impl).second) padded += m.padded, exact += m.exact, ++n;
-    held_bytes += n == 1 ? padded : exact;
-    return n == 1 ? padded : padded + exact;
+  // Gathering a group while `held` are gathered, what its new members cost: one alone is its
+  // padded all-gather buffer, used in place; several are copied out of one flat buffer of
+  // their padded bytes, which is held beside the copies while they are cut out.
+  struct Gathered {
+    int64_t flat = 0, copies = 0;
+    bool alone = false;
+    int64_t kept() const { return alone ? flat : copies; }
+    int64_t peak() const { return alone ? flat : flat + copies; }
   };
+  auto gather = [](const std::vector<Member>& members,
+                   std::unordered_set<const TensorImpl*>& held) {
+    Gathered g;
+    int64_t n = 0;
+    for (const Member& m : members)
+      if (held.insert(m.impl).second) g.flat += m.padded, g.copies += m.exact, ++n;
+    g.alone = n == 1;
+    return g;
+  };
+  // Persistent parameters: re-gathered after every step, module by module, while nothing
+  // else is gathered; each module's flat buffer comes on top of those gathered before it.
+  int64_t persistent = 0, persistent_peak = 0;
+  {
+    std::unordered_set<const TensorImpl*> held;
+    for (const std::vector<Member>& members : persistent_groups) {
+      const Gathered g = gather(members, held);
+      persistent_peak = std::max(persistent_peak, persistent + g.peak());
+      persistent += g.kept();
+    }
+  }
   // The chain: a module computes inside every ancestor's call, whose parameters stay
   // gathered meanwhile (ancestors come first in path order).
-  int64_t chain = 0, whole = 0;
-  std::unordered_set<const TensorImpl*> all;
+  int64_t chain = 0;
   for (auto& [path, g] : groups) {
     std::unordered_set<const TensorImpl*> held;
-    int64_t held_bytes = 0;
+    int64_t ancestors = 0;
     for (auto& [other, o] : groups)
       if (other != path && (other.empty() || path.rfind(other + ".", 0) == 0))
-        gather(o, held, held_bytes);
-    const int64_t ancestors = held_bytes;
-    chain = std::max(chain, ancestors + gather(g, held, held_bytes));
-    gather(g, all, whole);
+        ancestors += gather(o, held).kept();
+    chain = std::max(chain, ancestors + gather(g, held).peak());
+  }
+  // The whole model at once: every module's all-gather in flight (a prefetch window over
+  // the model), one of them being cut out. Modules kept gathered hold less (their copies,
+  // with one module's flat buffer beside them), so this bounds them too.
+  int64_t flats = 0, largest_copies = 0;
+  {
+    std::unordered_set<const TensorImpl*> all;
+    for (auto& [path, members] : groups) {
+      const Gathered g = gather(members, all);
+      flats += g.flat;
+      largest_copies = std::max(largest_copies, g.alone ? 0 : g.copies);
+    }
   }
   const int64_t esize = static_cast<int64_t>(dtype_size(low));
-  whole = std::max(chain, whole);
+  const int64_t whole = std::max(chain, flats + largest_copies);
   // An element bound past the whole model bounds nothing more: capped there before it is
   // multiplied into bytes (a bound of 2^62 elements would overflow).
   const int64_t live = std::min(config.stage3_max_live_parameters, whole / esize + 1);
@@ -123,7 +149,9 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
       config.stage3_max_reuse_distance > 0 ? std::min(whole, live * esize + chain) : 0;
   // One rank gathers nothing: a parameter's shard is the whole parameter, used in place.
   plan.gathered_peak =
-      world == 1 ? 0 : persistent + std::max(std::min(chain + window, whole), kept);
+      world == 1
+          ? 0
+          : std::max(persistent_peak, persistent + std::max(std::min(chain + window, whole), kept));
   return plan;
 }
 

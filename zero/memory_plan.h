@@ -9,10 +9,13 @@
 //                  owns parameters, a multi-parameter module twice while its one flat
 //                  all-gather is unpacked), plus the prefetch window, never above
 //                  stage3_max_live_parameters beyond the module being fetched, plus the
-//                  persistent parameters (gathered all the time); with
+//                  persistent parameters (gathered all the time; one alone in its module's
+//                  gather keeps its padding; the step re-gathers them module by module,
+//                  each flat buffer beside those gathered before it); with
 //                  stage3_max_reuse_distance > 0 modules stay gathered from forward to
 //                  backward until stage3_max_live_parameters are, so the bound is that
-//                  plus the chain being fetched, or the whole model if smaller;
+//                  plus the chain being fetched; all of it never above the whole model
+//                  in flight at once (every module's flat buffer, one module cut out);
 //   replicated     replicated parameters and buffers, in full on every rank; a trainable
 //                  replica's optimizer state is in full too (in optim_state, on the device
 //                  even with offload_optimizer), and its full gradient is held from

@@ -1,0 +1,88 @@
+// The memory planner's gathered peak is a bound (zt's plan report calls it a hard one, and
+// the apps check a memory limit against it): whatever the persistence threshold and the
+// prefetch window, a run never measures more gathered bytes than plan_memory predicted.
+// The cases here are the ones where the engine holds more than the parameters' own bytes:
+// a persistent parameter gathered alone keeps its padded all-gather buffer, a group of
+// persistent parameters is cut out of a flat buffer held beside their copies while the
+// step re-gathers them, and a prefetch window that covers the whole model holds every
+// group's flat buffer at once.
+#include "zero/lesson_util.h"
+#include "zero/memory_plan.h"
+
+using namespace zt;
+
+namespace {
+
+// A Linear(6 -> 3) (a group of two) beside a root group of one trainable element.
+class LinearAndScale : public nn::UnaryModule {
+ public:
+  LinearAndScale() : nn::UnaryModule("LinearAndScale") {
+    lin = register_module("lin", std::make_shared<nn::Linear>(6, 3));
+    scale = register_parameter("scale", randn({1}));
+  }
+  std::shared_ptr<nn::Linear> lin;
+  Tensor scale;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return mul((*lin)(x), scale); }
+};
+
+// Plans, then measures two steps after the first, at each world size; the plan must hold.
+template <typename M>
+void expect_plan_bounds_peak(const std::string& what, const zero::Config& cfg,
+                             std::function<std::shared_ptr<M>()> build, int64_t in) {
+  for (int N : {2, 3, 4}) {
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      manual_seed(1);
+      std::shared_ptr<M> m;
+      {
+        zero::Init init(comm);
+        m = build();
+      }
+      const zero::MemoryPlan plan = zero::plan_memory(*m, N, cfg);
+      zero::Engine engine(m, comm, cfg, {});
+      const Tensor x = randn({2, in});
+      const zero::MemoryReport r = zero::measure_memory(
+          engine, [&] { return sum(engine(x)); }, 3);
+      EXPECT_GE(plan.gathered_peak, r.gathered_param_peak)
+          << what << " at N=" << N << ": planned " << plan.gathered_peak << " B, measured "
+          << r.gathered_param_peak << " B";
+    });
+  }
+}
+
+std::shared_ptr<lesson::TanhStack> layers() {
+  return std::make_shared<lesson::TanhStack>(4, 9);  // four groups of 81 + 9 elements
+}
+
+}  // namespace
+
+TEST(MemoryPlanBound, PersistentGroupsReGatheredAfterTheStep) {
+  // The defaults keep every parameter of this model gathered (persistent): the step
+  // re-gathers them a group at a time, each through a flat buffer beside its copies.
+  expect_plan_bounds_peak<lesson::TanhStack>("persistent layers", zero::Config{}, layers, 9);
+}
+
+TEST(MemoryPlanBound, APersistentParameterGatheredAloneKeepsItsPadding) {
+  // The bias (3 elements) is persistent and alone in its group's gather: its gathered
+  // value is its padded all-gather buffer (4 elements at N = 2 and 4).
+  zero::Config cfg = lesson::eager_release_config();
+  cfg.stage3_param_persistence_threshold = 8;
+  expect_plan_bounds_peak<LinearAndScale>(
+      "a persistent bias", cfg, [] { return std::make_shared<LinearAndScale>(); }, 6);
+}
+
+TEST(MemoryPlanBound, APrefetchWindowOverTheWholeModel) {
+  // Every layer is in flight at once: four flat buffers, then a layer's copies beside them.
+  expect_plan_bounds_peak<lesson::TanhStack>("whole-model prefetch", lesson::prefetch_config(),
+                                             layers, 9);
+}
+
+TEST(MemoryPlanBound, ModulesKeptForReuseUpToTheWholeModel) {
+  // Kept from forward to backward (the bound reaches past the model): every layer's copies,
+  // and the flat buffer of the last one fetched beside them.
+  zero::Config cfg;
+  cfg.stage3_param_persistence_threshold = 0;
+  cfg.stage3_prefetch_bucket_size = 0;
+  expect_plan_bounds_peak<lesson::TanhStack>("kept for reuse", cfg, layers, 9);
+}
