@@ -40,7 +40,15 @@ static void move_registered(const Tensor& t, std::optional<Device> device) {
 }
 
 void Init::on_buffer(nn::Module&, const std::string&, const Tensor& b) {
+  // A buffer stays whole on every rank, as a replica does, and is charged as one: not to the
+  // gathered parameters this scope charges the full tensors built inside to (the memory
+  // report would show it gathered for good, past the planner's gathered peak).
+  MemTagScope tag(MemTag::kOther);
   move_registered(b, device_);
+  if (b.has_storage() && b.storage()->tag() == MemTag::kGatheredParam) {
+    autograd::NoGradGuard ng;
+    b.set_data(b.detach().clone());
+  }
   broadcast_tensor(b, comm_, 0);
 }
 

@@ -109,7 +109,7 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
   row("gathered parameters (peak)", p.gathered_peak, m.gathered_param_peak);
   std::printf(
       "  (a hard bound: stage3_max_live_parameters = %lld elements, plus the module\n"
-      "   being fetched, the persistent parameters and the model's buffers)\n",
+      "   being fetched and the persistent parameters)\n",
       static_cast<long long>(engine.config().stage3_max_live_parameters));
   row("replicated parameters and buffers", p.replicated, -1);
   if (p.replica_grad > 0)  // allocated by the backward: an activation

@@ -86,3 +86,20 @@ TEST(MemoryPlanBound, ModulesKeptForReuseUpToTheWholeModel) {
   cfg.stage3_prefetch_bucket_size = 0;
   expect_plan_bounds_peak<lesson::TanhStack>("kept for reuse", cfg, layers, 9);
 }
+
+TEST(MemoryPlanBound, BuffersBuiltUnderInitAreNotGatheredParameters) {
+  // A BatchNorm's running statistics, built inside zero::Init's scope, are whole on every
+  // rank (the planner counts them as replicated): with nothing left gathered after a step,
+  // the report's gathered bytes are 0, and the peak is the parameters' alone.
+  comm::run_threads(2, [](comm::Communicator& comm) {
+    auto m = lesson::partitioned<lesson::TokenizerLike>(comm);
+    const zero::Config cfg = lesson::eager_release_config();
+    const zero::MemoryPlan plan = zero::plan_memory(*m, 2, cfg);
+    ASSERT_GT(plan.replicated, 0) << "the BatchNorm's buffers";
+    zero::Engine engine(m, comm, cfg, {});
+    const Tensor x = randn({2, 3, 4, 6, 6});
+    const zero::MemoryReport r = zero::measure_memory(engine, [&] { return mean(engine(x)); });
+    EXPECT_EQ(r.gathered_param, 0) << "nothing is gathered between steps (eager release)";
+    EXPECT_GE(plan.gathered_peak, r.gathered_param_peak);
+  });
+}
