@@ -127,14 +127,17 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   }
   // The whole model at once: every module's all-gather in flight (a prefetch window over
   // the model), one of them being cut out. Modules kept gathered hold less (their copies,
-  // with one module's flat buffer beside them), so this bounds them too.
+  // with one module's flat buffer beside them), so this bounds them too. A tied tensor is
+  // in one all-gather at a time, but which module's depends on the order (the backward
+  // reverses it): any module may cut all its members out.
   int64_t flats = 0, largest_copies = 0;
   {
     std::unordered_set<const TensorImpl*> all;
     for (auto& [path, members] : groups) {
-      const Gathered g = gather(members, all);
-      flats += g.flat;
-      largest_copies = std::max(largest_copies, g.alone ? 0 : g.copies);
+      flats += gather(members, all).flat;
+      std::unordered_set<const TensorImpl*> none;
+      const Gathered alone = gather(members, none);
+      if (!alone.alone) largest_copies = std::max(largest_copies, alone.copies);
     }
   }
   const int64_t esize = static_cast<int64_t>(dtype_size(low));

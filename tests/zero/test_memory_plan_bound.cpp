@@ -27,6 +27,24 @@ class LinearAndScale : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return mul((*lin)(x), scale); }
 };
 
+// Three Linear(8 -> 8) layers; the last (no bias of its own) also registers the first's
+// weight and the second's bias: in the backward, which runs it first, its one all-gather
+// brings all three.
+class Borrower : public nn::UnaryModule {
+ public:
+  Borrower() : nn::UnaryModule("Borrower") {
+    a = register_module("a", std::make_shared<nn::Linear>(8, 8));
+    b = register_module("b", std::make_shared<nn::Linear>(8, 8));
+    c = register_module("c", std::make_shared<nn::Linear>(nn::LinearOptions(8, 8).bias(false)));
+    c->register_parameter("lent", a->weight);
+    c->register_parameter("lent_bias", b->bias);
+  }
+  std::shared_ptr<nn::Linear> a, b, c;
+
+ protected:
+  Tensor forward(const Tensor& x) override { return (*c)(tanh((*b)(tanh((*a)(x))))); }
+};
+
 // Plans, then measures two steps after the first, at each world size; the plan must hold.
 template <typename M>
 void expect_plan_bounds_peak(const std::string& what, const zero::Config& cfg,
@@ -102,4 +120,12 @@ TEST(MemoryPlanBound, BuffersBuiltUnderInitAreNotGatheredParameters) {
     EXPECT_EQ(r.gathered_param, 0) << "nothing is gathered between steps (eager release)";
     EXPECT_GE(plan.gathered_peak, r.gathered_param_peak);
   });
+}
+
+TEST(MemoryPlanBound, AWholeModelWindowWithTiedWeights) {
+  // Forward gathers the lent tensors with their own modules, backward with the borrower:
+  // whichever module brings a tied tensor, the window holds it once.
+  expect_plan_bounds_peak<Borrower>(
+      "tied weights under a whole-model prefetch", lesson::prefetch_config(),
+      [] { return std::make_shared<Borrower>(); }, 8);
 }
