@@ -38,6 +38,8 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   struct Member {
     const TensorImpl* impl;
     int64_t padded, exact;
+    DType dtype;  // one all-gather per storage dtype and device among a module's members
+    Device device;
   };
   std::map<std::string, std::vector<Member>> groups;  // by path: ancestors first
   // Each module's persistent members, in the order the engine re-gathers them after a step.
@@ -76,7 +78,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
           plan.optim_state += part.shard_numel * 4 * (optimizer_states + (dtype != DType::f32));
         }
       }
-      const Member member{p.impl(), part.padded_numel() * esize, numel * esize};
+      const Member member{p.impl(), part.padded_numel() * esize, numel * esize, dtype, p.device()};
       (numel <= config.stage3_param_persistence_threshold ? persistent : members).push_back(member);
     }
     if (!members.empty()) groups[path] = std::move(members);
@@ -85,22 +87,34 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
   for (auto& [path, b] : model.named_buffers())
     plan.replicated += b.numel() * static_cast<int64_t>(dtype_size(b.dtype()));
 
-  // Gathering a group while `held` are gathered, what its new members cost: one alone is its
-  // padded all-gather buffer, used in place; several are copied out of one flat buffer of
-  // their padded bytes, which is held beside the copies while they are cut out.
+  // Gathering a group while `held` are gathered, what its new members cost, per all-gather
+  // (one per storage dtype and device among them): one member alone is its padded buffer,
+  // used in place; several are copied out of one flat buffer of their padded bytes, which is
+  // held beside the copies while they are cut out.
   struct Gathered {
-    int64_t flat = 0, copies = 0;
-    bool alone = false;
-    int64_t kept() const { return alone ? flat : copies; }
-    int64_t peak() const { return alone ? flat : flat + copies; }
+    int64_t flat = 0;    // the all-gather buffers
+    int64_t copies = 0;  // cut out of those with several members
+    int64_t kept = 0;    // held once gathered
   };
   auto gather = [](const std::vector<Member>& members,
                    std::unordered_set<const TensorImpl*>& held) {
-    Gathered g;
-    int64_t n = 0;
+    std::vector<Member> fresh;
     for (const Member& m : members)
-      if (held.insert(m.impl).second) g.flat += m.padded, g.copies += m.exact, ++n;
-    g.alone = n == 1;
+      if (held.insert(m.impl).second) fresh.push_back(m);
+    Gathered g;
+    for (size_t i = 0; i < fresh.size(); ++i) {
+      int64_t padded = 0, exact = 0, n = 0;
+      bool first = true;  // of its all-gather
+      for (size_t j = 0; j < fresh.size(); ++j) {
+        if (fresh[j].dtype != fresh[i].dtype || fresh[j].device != fresh[i].device) continue;
+        first = first && j >= i;
+        padded += fresh[j].padded, exact += fresh[j].exact, ++n;
+      }
+      if (!first) continue;
+      g.flat += padded;
+      if (n > 1) g.copies += exact;
+      g.kept += n > 1 ? exact : padded;
+    }
     return g;
   };
   // Persistent parameters: re-gathered after every step, module by module, while nothing
@@ -110,8 +124,8 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
     std::unordered_set<const TensorImpl*> held;
     for (const std::vector<Member>& members : persistent_groups) {
       const Gathered g = gather(members, held);
-      persistent_peak = std::max(persistent_peak, persistent + g.peak());
-      persistent += g.kept();
+      persistent_peak = std::max(persistent_peak, persistent + g.flat + g.copies);
+      persistent += g.kept;
     }
   }
   // The chain: a module computes inside every ancestor's call, whose parameters stay
@@ -122,8 +136,9 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
     int64_t ancestors = 0;
     for (auto& [other, o] : groups)
       if (other != path && (other.empty() || path.rfind(other + ".", 0) == 0))
-        ancestors += gather(o, held).kept();
-    chain = std::max(chain, ancestors + gather(g, held).peak());
+        ancestors += gather(o, held).kept;
+    const Gathered own = gather(g, held);
+    chain = std::max(chain, ancestors + own.flat + own.copies);
   }
   // The whole model at once: every module's all-gather in flight (a prefetch window over
   // the model), one of them being cut out. Modules kept gathered hold less (their copies,
@@ -136,8 +151,7 @@ MemoryPlan plan_memory(nn::Module& model, int world, const Config& config, int o
     for (auto& [path, members] : groups) {
       flats += gather(members, all).flat;
       std::unordered_set<const TensorImpl*> none;
-      const Gathered alone = gather(members, none);
-      if (!alone.alone) largest_copies = std::max(largest_copies, alone.copies);
+      largest_copies = std::max(largest_copies, gather(members, none).copies);
     }
   }
   const int64_t esize = static_cast<int64_t>(dtype_size(low));

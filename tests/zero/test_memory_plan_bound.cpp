@@ -45,6 +45,26 @@ class Borrower : public nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*c)(tanh((*b)(tanh((*a)(x))))); }
 };
 
+// LoRA-style: a frozen bf16 base (35 elements: padded at every world size here) beside two
+// f32 adapters, then a Linear: the module is gathered with one all-gather per dtype, so the
+// base alone in its own keeps its padding.
+class Adapted : public nn::UnaryModule {
+ public:
+  Adapted() : nn::UnaryModule("Adapted") {
+    base = register_parameter("base", randn({5, 7}).to(DType::bf16), /*requires_grad=*/false);
+    down = register_parameter("down", mul(randn({2, 7}), 0.1));
+    up = register_parameter("up", mul(randn({5, 2}), 0.1));
+    head = register_module("head", std::make_shared<nn::Linear>(5, 30));
+  }
+  Tensor base, down, up;
+  std::shared_ptr<nn::Linear> head;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    return (*head)(add(linear(x, base.to(DType::f32)), linear(linear(x, down), up)));
+  }
+};
+
 // Plans, then measures two steps after the first, at each world size; the plan must hold.
 template <typename M>
 void expect_plan_bounds_peak(const std::string& what, const zero::Config& cfg,
@@ -128,4 +148,12 @@ TEST(MemoryPlanBound, AWholeModelWindowWithTiedWeights) {
   expect_plan_bounds_peak<Borrower>(
       "tied weights under a whole-model prefetch", lesson::prefetch_config(),
       [] { return std::make_shared<Borrower>(); }, 8);
+}
+
+TEST(MemoryPlanBound, AModuleGatheredOncePerStorageDtype) {
+  // Re-gathered after the step (everything persistent): the base, alone in its bf16
+  // all-gather, is held padded while the head's flat buffer comes beside it.
+  expect_plan_bounds_peak<Adapted>(
+      "a bf16 base beside f32 adapters", zero::Config{}, [] { return std::make_shared<Adapted>(); },
+      7);
 }
