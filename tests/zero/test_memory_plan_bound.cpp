@@ -6,6 +6,8 @@
 // persistent parameters is cut out of a flat buffer held beside their copies while the
 // step re-gathers them, and a prefetch window that covers the whole model holds every
 // group's flat buffer at once.
+#include <random>
+
 #include "zero/lesson_util.h"
 #include "zero/memory_plan.h"
 
@@ -62,6 +64,43 @@ class Adapted : public nn::UnaryModule {
  protected:
   Tensor forward(const Tensor& x) override {
     return (*head)(add(linear(x, base.to(DType::f32)), linear(linear(x, down), up)));
+  }
+};
+
+// A random module tree (seeded): up to three children a level, three levels deep, each
+// module with up to three parameters of 0 to 59 elements, some frozen, some borrowed from
+// an earlier module (tied), some modules checkpointed. Each parameter is used in the
+// module's forward.
+class RandomTree : public nn::UnaryModule {
+ public:
+  RandomTree(std::mt19937& rng, int depth, std::vector<Tensor>& built)
+      : nn::UnaryModule("RandomTree") {
+    const int params = static_cast<int>(rng() % 4);
+    for (int i = 0; i < params; ++i) {
+      const std::string name = "p" + std::to_string(i);
+      if (!built.empty() && rng() % 6 == 0) {
+        used.push_back(register_parameter(name, built[rng() % built.size()]));
+        continue;
+      }
+      const int64_t n = rng() % 3 == 0 ? rng() % 5 : rng() % 60;
+      used.push_back(register_parameter(name, randn({n}), /*requires_grad=*/rng() % 5 != 0));
+      built.push_back(used.back());
+    }
+    const int children = depth > 0 ? static_cast<int>(rng() % 4) : 0;
+    for (int c = 0; c < children; ++c)
+      kids.push_back(register_module("c" + std::to_string(c),
+                                     std::make_shared<RandomTree>(rng, depth - 1, built)));
+    if (rng() % 4 == 0) set_checkpointing(true);
+  }
+  std::vector<Tensor> used;
+  std::vector<std::shared_ptr<RandomTree>> kids;
+
+ protected:
+  Tensor forward(const Tensor& x) override {
+    Tensor h = x;
+    for (const Tensor& p : used) h = add(h, mul(sum(p.to(DType::f32)), 0.01));
+    for (auto& k : kids) h = tanh((*k)(h));
+    return h;
   }
 };
 
@@ -156,4 +195,44 @@ TEST(MemoryPlanBound, AModuleGatheredOncePerStorageDtype) {
   expect_plan_bounds_peak<Adapted>(
       "a bf16 base beside f32 adapters", zero::Config{}, [] { return std::make_shared<Adapted>(); },
       7);
+}
+
+TEST(MemoryPlanBound, RandomModelsAndSettings) {
+  // Bucket sizes of 0 and 1 element, bounds below one parameter, persistence of everything
+  // or nothing, bf16, gradient accumulation, two to four ranks: the model states are what
+  // the planner says, and the gathered peak stays within its bound.
+  const int64_t sizes[] = {0, 1, 10, 50, 100, 200, 1'000'000};
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    std::mt19937 pick(seed);
+    zero::Config cfg;
+    cfg.stage3_prefetch_bucket_size = sizes[pick() % 7];
+    cfg.stage3_max_live_parameters = sizes[1 + pick() % 6];
+    cfg.stage3_max_reuse_distance = pick() % 2 ? 0 : sizes[pick() % 7];
+    cfg.stage3_param_persistence_threshold = sizes[pick() % 4];
+    cfg.reduce_bucket_size = sizes[1 + pick() % 6];
+    cfg.precision.bf16 = pick() % 3 == 0;
+    cfg.gradient_accumulation_steps = 1 + static_cast<int>(pick() % 2);
+    const int N = 2 + static_cast<int>(pick() % 3);
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      manual_seed(seed);
+      std::mt19937 rng(seed);
+      std::vector<Tensor> built;
+      std::shared_ptr<RandomTree> m;
+      {
+        zero::Init init(comm);
+        m = std::make_shared<RandomTree>(rng, 3, built);
+      }
+      bool trains = false;
+      for (const auto& [name, p] : m->named_parameters()) trains = trains || p.requires_grad();
+      if (!trains) return;  // nothing to step
+      const zero::MemoryPlan plan = zero::plan_memory(*m, N, cfg);
+      zero::Engine engine(m, comm, cfg, {});
+      const Tensor x = randn({2, 3});
+      const zero::MemoryReport r = zero::measure_memory(
+          engine, [&] { return sum(engine(x)); }, 3);
+      if (comm.rank() != 0) return;
+      EXPECT_EQ(plan.model_state(), r.model_state()) << "seed " << seed;
+      EXPECT_GE(plan.gathered_peak, r.gathered_param_peak) << "seed " << seed << ", N=" << N;
+    });
+  }
 }
