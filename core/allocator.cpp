@@ -174,9 +174,36 @@ void MemoryLedger::fail_limit(Device d, MemTag t, int64_t bytes, int64_t limit, 
   if (c.total_current == 0) os << (host ? " none on this rank" : " none, nothing is held");
   os << " (peak " << format_byte_size(c.total_peak) << "). "
      << (host ? "Lower the batch or the model's sizes, or train on more machines"
-              : "Raise memory.limit / ZT_MEMORY_LIMIT, train on more ranks")
-     << " (ZeRO-3 divides model states by the rank count), or lower "
-        "stage3_max_live_parameters, reduce_bucket_size or the batch";
+              : "Raise memory.limit / ZT_MEMORY_LIMIT, or train on more ranks")
+     << " (ZeRO-3 divides model states by the rank count)";
+  // What shrinks the largest consumer, the request counted in.
+  c.current[static_cast<int>(t)] += bytes;
+  const auto largest =
+      static_cast<MemTag>(std::max_element(c.current.begin(), c.current.end()) - c.current.begin());
+  os << "; the largest, " << mem_tag_name(largest) << ", ";
+  switch (largest) {
+    case MemTag::kOptimState:
+      os << "moves to host memory with zero_optimization.offload_optimizer (device: cpu)";
+      break;
+    case MemTag::kGatheredParam:
+      os << "shrinks with a lower stage3_max_live_parameters, stage3_prefetch_bucket_size or "
+            "stage3_param_persistence_threshold";
+      break;
+    case MemTag::kActivation:
+      os << "shrinks with a smaller batch or train.activation_checkpointing: true";
+      break;
+    case MemTag::kCommBuffer:
+      os << "shrinks with a lower reduce_bucket_size";
+      break;
+    case MemTag::kParamShard:
+    case MemTag::kGradShard:
+      os << "shrinks with more ranks";
+      break;
+    case MemTag::kOther:
+      os << "is what ZeRO-3 does not partition (replicated modules, buffers, scratch): it "
+            "shrinks with a smaller model or batch";
+      break;
+  }
   throw OutOfMemoryError(os.str());
 }
 

@@ -69,6 +69,39 @@ TEST(MemoryLedger, TheOutOfMemoryMessageNamesWhatIsHeldNowLargestFirst) {
       << msg;
 }
 
+// The advice ends with the setting that shrinks the largest consumer, the request included:
+// offloading for optimizer state, the gather window for gathered parameters, and so on.
+TEST(MemoryLedger, TheOutOfMemoryAdviceNamesTheSettingOfTheLargestConsumer) {
+  struct Case {
+    MemTag held, asked;
+    int64_t held_n, asked_n;
+    const char *advice, *not_advised;  // the other settings' advice is left out
+  };
+  for (const Case& c : {
+           Case{MemTag::kOptimState, MemTag::kActivation, 300, 200, "offload_optimizer",
+                "stage3_max_live_parameters"},
+           Case{MemTag::kParamShard, MemTag::kGatheredParam, 100, 350, "stage3_max_live_parameters",
+                "reduce_bucket_size"},
+           Case{MemTag::kOptimState, MemTag::kActivation, 100, 350, "activation_checkpointing",
+                "stage3_max_live_parameters"},
+           Case{MemTag::kCommBuffer, MemTag::kOther, 300, 200, "reduce_bucket_size",
+                "stage3_max_live_parameters"},
+       }) {
+    auto ledger = std::make_shared<MemoryLedger>("rank 0");
+    ledger->set_limit(Device::cpu(), 1600);
+    LedgerScope scope(ledger);
+    Tensor held;
+    {
+      MemTagScope tag(c.held);
+      held = empty({c.held_n});
+    }
+    MemTagScope tag(c.asked);
+    const std::string msg = test::error_of([&] { (void)empty({c.asked_n}); });
+    EXPECT_NE(msg.find(c.advice), std::string::npos) << msg;
+    EXPECT_EQ(msg.find(c.not_advised), std::string::npos) << msg;
+  }
+}
+
 // Without a LedgerScope a thread charges the process's own ledger, named so in errors.
 TEST(MemoryLedger, TheProcessLedgerIsNamedThisProcess) {
   const int64_t terabytes = int64_t{1} << 40;  // 4 TiB of f32: more than any test machine
