@@ -66,7 +66,8 @@ static bool same_values(const Tensor& a, const Tensor& b) {
 }
 
 NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
-                             std::vector<std::string>& problems) {
+                             std::vector<std::string>& problems,
+                             std::vector<std::string>* given_as_out) {
   std::unordered_map<std::string, std::string> first_of;  // every name -> its tensor's first
   for (auto& [impl, names] : names_by_tensor(m))
     for (const std::string& n : names) first_of.emplace(n, names.front());
@@ -101,6 +102,7 @@ NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
     else if (!same_values(other, t))
       problems.push_back(other_name + " and " + k + " hold different values for one tied tensor");
   }
+  if (given_as_out) *given_as_out = std::move(given_as);
   return out;
 }
 
@@ -112,9 +114,22 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
     for (const auto& [n, t] : dict_in)
       if (!names.insert(n).second) duplicates.push_back(n);
   }
-  const NamedTensors dict = fold_tied_names(m, dict_in, tied);
+  std::vector<std::string> given_as;
+  const NamedTensors dict = fold_tied_names(m, dict_in, tied, &given_as);
   std::unordered_map<std::string, const Tensor*> given;
-  for (const auto& [n, t] : dict) given.emplace(n, &t);
+  std::unordered_map<std::string, std::string> given_name;  // a first name -> the dict's name
+  for (size_t i = 0; i < dict.size(); ++i) {
+    given.emplace(dict[i].first, &dict[i].second);
+    given_name.emplace(dict[i].first, given_as[i]);
+  }
+  // A problem with entry `n` (a first name), named as the dict names it: a tied tensor
+  // given under another of its names is "1.weight (tied to 0.weight; <detail>)".
+  auto named = [&](const std::string& n, const std::string& detail) {
+    const std::string& g = given_name.at(n);
+    const std::string tie = g == n ? "" : "tied to " + n;
+    const std::string both = !tie.empty() && !detail.empty() ? "; " : "";
+    return g + (tie.empty() && detail.empty() ? "" : " (" + tie + both + detail + ")");
+  };
 
   LoadResult r;
   std::vector<std::string> mismatched, undefined, kinds;
@@ -125,13 +140,13 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
     if (it == given.end()) {
       if (!may_be_missing(m, n)) r.missing_keys.push_back(n);
     } else if (!it->second->defined()) {
-      undefined.push_back(n);
+      undefined.push_back(named(n, ""));
     } else if (it->second->sizes() != t.sizes()) {
-      mismatched.push_back(n + " (checkpoint " + shape_str(it->second->sizes()) + ", model " +
-                           shape_str(t.sizes()) + ")");
+      mismatched.push_back(named(
+          n, "checkpoint " + shape_str(it->second->sizes()) + ", model " + shape_str(t.sizes())));
     } else if (!same_dtype_kind(it->second->dtype(), t.dtype())) {
-      kinds.push_back(n + " (checkpoint " + dtype_name(it->second->dtype()) + ", model " +
-                      dtype_name(t.dtype()) + ")");
+      kinds.push_back(named(n, std::string("checkpoint ") + dtype_name(it->second->dtype()) +
+                                   ", model " + dtype_name(t.dtype())));
     }
   }
   for (const auto& [n, t] : dict)

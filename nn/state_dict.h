@@ -41,8 +41,10 @@ std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(
 /// `dict` with each tied tensor's entries under its first name: a dict that kept another
 /// of its names (a file that saved one) stands in for the first. Two entries for one
 /// tensor must agree in shape and values; each disagreement is added to `problems`.
+/// `given_as`, when not null, receives per entry of the result the name the dict gave it.
 NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
-                             std::vector<std::string>& problems);
+                             std::vector<std::string>& problems,
+                             std::vector<std::string>* given_as = nullptr);
 
 /// What a non-strict load skipped.
 struct LoadResult {

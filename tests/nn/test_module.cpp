@@ -119,6 +119,18 @@ TEST(Module, TiedWeightsAreListedOnce) {
   nn::load_state_dict(m, nn::state_dict(m));
   const auto nan = full({3, 3}, std::nan(""));
   nn::load_state_dict(m, nn::NamedTensors{{"0.weight", nan}, {"1.weight", nan.clone()}});
+  // A dict that holds the tensor under its second name only is refused under that name,
+  // the one its file shows, beside the model's first.
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        nn::load_state_dict(m, nn::NamedTensors{{"1.weight", ones({3, 2})}});
+      },
+      "shape mismatches: 1.weight (tied to 0.weight; checkpoint [3, 2], model [3, 3])"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        nn::load_state_dict(m, nn::NamedTensors{{"1.weight", ones({3, 3}, DType::i64)}});
+      },
+      "wrong kinds of dtype: 1.weight (tied to 0.weight; checkpoint i64, model f32)"));
 }
 
 // A module registered twice (one block applied at two places) is one module: listed once,
