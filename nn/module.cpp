@@ -330,11 +330,26 @@ void Module::to(Device device) {
       [&](const Tensor& t) { return t.to(device); });
 }
 
+// A module converts only to a floating dtype: an integer one would round every weight to
+// a whole number (and leave integer parameters that require grad).
+static void check_module_dtype(const Module& m, DType dtype) {
+  ZT_CHECK(is_floating(dtype), m.type_name(), ".to(", dtype_name(dtype),
+           "): a module converts only to a floating dtype (f32, f64, bf16, f16); its integer "
+           "buffers keep their dtype");
+}
+
 void Module::to(DType dtype) {
+  check_module_dtype(*this, dtype);
   convert_in_place(
       *this, type_name_ + ".to(" + dtype_name(dtype) + ")",
       [&](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != dtype; },
       [&](const Tensor& t) { return t.to(dtype); });
+}
+
+void Module::to(Device device, DType dtype) {
+  check_module_dtype(*this, dtype);
+  to(device);
+  to(dtype);
 }
 
 void Module::zero_grad() {

@@ -100,14 +100,11 @@ class Module : public std::enable_shared_from_this<Module> {
   bool is_training() const { return training_; }
   /// Moves/casts every parameter and buffer (floating buffers only change dtype) in place;
   /// a tensor whose TensorExtra refuses conversion (a ZeRO-3 partitioned parameter) is an
-  /// error, before anything changes.
+  /// error, before anything changes. `dtype` must be floating (as PyTorch's Module.to).
   void to(Device device);
   void to(DType dtype);
-  /// to(device), then to(dtype).
-  void to(Device device, DType dtype) {
-    to(device);
-    to(dtype);
-  }
+  /// to(device), then to(dtype); a dtype to() refuses is refused before the move.
+  void to(Device device, DType dtype);
   /// Sets every parameter's grad to undefined. (Under a zero::Engine gradients live in
   /// the engine's shards, not in .grad: the engine's step() consumes them.)
   void zero_grad();

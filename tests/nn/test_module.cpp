@@ -215,6 +215,17 @@ TEST(Module, TrainEvalToAndZeroGrad) {
   net->to(DType::f32);
   net->zero_grad();
   EXPECT_FALSE(w.grad().defined());
+
+  // An integer or bool dtype is refused, as PyTorch's Module.to refuses it: it would round
+  // every weight to a whole number, and nothing is converted.
+  const std::vector<double> before = w.to_vector();
+  for (DType bad : {DType::i32, DType::i64, DType::b8}) {
+    EXPECT_TRUE(test::throws_with([&] { net->to(bad); }, "only to a floating dtype"));
+    EXPECT_TRUE(
+        test::throws_with([&] { net->to(Device::cpu(), bad); }, "only to a floating dtype"));
+  }
+  EXPECT_EQ(w.dtype(), DType::f32);
+  EXPECT_EQ(w.to_vector(), before);
 }
 
 TEST(Module, HooksCanReplaceInputsAndOutputs) {
