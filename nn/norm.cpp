@@ -117,13 +117,16 @@ Tensor BatchNorm::forward_reduced(const Tensor& input, double factor) {
   ZT_CHECK(global.sum.defined() && global.sum_sq.defined() && global.sum.numel() == c &&
                global.sum_sq.numel() == c,
            type_name(), ": stats_reducer must return sum and sum_sq of ", c, " elements");
-  ZT_CHECK(global.count > 1 || !is_training(), type_name(),
+  // A batch empty on every rank (count 0) is taken, as PyTorch's: its output is empty and
+  // it leaves the running statistics (its mean and variance read 0, not 0 / 0).
+  ZT_CHECK(global.count != 1 || !is_training(), type_name(),
            ": expected more than 1 value per channel when training, got ", global.count,
            " (use a larger batch or eval())");
-  Tensor mean = mul(global.sum, 1.0 / global.count);
-  Tensor var = clamp(sub(mul(global.sum_sq, 1.0 / global.count), mul(mean, mean)), 0.0,
+  const double inv_count = global.count > 0 ? 1.0 / global.count : 0.0;
+  Tensor mean = mul(global.sum, inv_count);
+  Tensor var = clamp(sub(mul(global.sum_sq, inv_count), mul(mean, mean)), 0.0,
                      std::numeric_limits<double>::infinity());
-  if (updates_running_stats()) {
+  if (updates_running_stats() && global.count > 0) {
     autograd::NoGradGuard ng;
     // In f64 and rounded once into the buffers' dtype, as batch_norm's fused update: in a
     // bf16 (or f32) buffer each multiply and the add would round on their own.

@@ -151,6 +151,22 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         .to(x.dtype());
   }
   const int64_t M = N * S;
+  if (training && M == 0) {
+    // An empty batch, as PyTorch's: no statistics, so the running ones stay where they
+    // were; the counter still counts the step (PyTorch's module counts it before the op).
+    // The output is x * weight + bias over no elements: empty, with zero gradients for
+    // the weight and the bias.
+    if (counter.defined()) {
+      autograd::NoGradGuard ng;
+      counter.copy_(add(counter.to(DType::f64), 1.0));
+      detail::count_writes({counter});
+    }
+    Shape per_channel(x.dim(), 1);
+    per_channel[1] = C;
+    Tensor y = x.clone();
+    if (weight.defined()) y = mul(y, weight.reshape(per_channel));
+    return bias.defined() ? add(y, bias.reshape(per_channel)) : y;
+  }
   Tensor xc = x.detach().contiguous();
   Tensor mean, rstd;
   {

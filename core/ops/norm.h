@@ -27,7 +27,9 @@ Tensor group_norm(const Tensor& x, int64_t groups, const Tensor& weight, const T
 /// each is updated in its own, the update computed in double; bf16/f16 round twice,
 /// double to float to 16 bits, on the CPU and the GPU alike). num_batches_tracked (an
 /// i64 scalar on x's device; training with running statistics only) is incremented by
-/// one in the statistics' kernel, as nn::BatchNorm counts its updates.
+/// one in the statistics' kernel, as nn::BatchNorm counts its updates. Training takes
+/// more than one value per channel, or none (an empty batch, as PyTorch's: an empty
+/// output, the running statistics left, the counter counted).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                   const Tensor& weight, const Tensor& bias, bool training, double momentum,
                   double eps, const Tensor& num_batches_tracked = Tensor());

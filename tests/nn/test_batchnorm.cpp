@@ -143,6 +143,36 @@ TEST(BatchNorm, CumulativeMomentum) {
   EXPECT_TRUE(values_are(bn.running_var, {2.0}));  // unbiased var of (-1, 1) is 2 each time
 }
 
+// An empty batch trains as PyTorch's (which supports it since 1.5): the output is empty,
+// the weight and bias get zero gradients, the running statistics stay where they were and
+// the batch is counted. With momentum None the next batch's weight is 1 / 2. The
+// synchronized path takes it too, and a batch empty on every rank leaves the statistics.
+TEST(BatchNorm, AnEmptyBatchTrainsAsPyTorch) {
+  for (bool synchronized : {false, true}) {
+    for (bool cumulative : {false, true}) {
+      nn::BatchNormOptions o(3);
+      if (cumulative) o.momentum(std::nullopt);
+      nn::BatchNorm2d bn(o);
+      if (synchronized) bn.stats_reducer = [](const nn::BatchNormStats& s) { return s; };
+      Tensor x = zeros({0, 3, 2, 2}).set_requires_grad(true);
+      Tensor y = bn(x);
+      EXPECT_EQ(y.sizes(), (Shape{0, 3, 2, 2}));
+      sum(y).backward();
+      EXPECT_EQ(x.grad().sizes(), (Shape{0, 3, 2, 2}));
+      EXPECT_TRUE(values_are(bn.weight.grad(), {0, 0, 0}));
+      EXPECT_TRUE(values_are(bn.bias.grad(), {0, 0, 0}));
+      EXPECT_TRUE(values_are(bn.running_mean, {0, 0, 0}));
+      EXPECT_TRUE(values_are(bn.running_var, {1, 1, 1}));
+      EXPECT_EQ(bn.num_batches_tracked.item(), 1.0);
+      bn(full({2, 3, 1, 1}, 4.0));  // mean 4, unbiased variance 0
+      const double f = cumulative ? 0.5 : 0.1;
+      EXPECT_TRUE(values_are(bn.running_mean, {4 * f, 4 * f, 4 * f}, 1e-6));
+      EXPECT_TRUE(values_are(bn.running_var, {1 - f, 1 - f, 1 - f}, 1e-6));
+      EXPECT_EQ(bn.num_batches_tracked.item(), 2.0);
+    }
+  }
+}
+
 TEST(BatchNorm, TrainingCountsBatchesWithoutReadingBack) {
   nn::BatchNorm3d bn(nn::BatchNormOptions(3));
   Tensor x = randn({2, 3, 2, 4, 4});
