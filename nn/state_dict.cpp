@@ -106,6 +106,13 @@ NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
   return out;
 }
 
+std::string name_as_given(const std::string& first, const std::string& given,
+                          const std::string& detail) {
+  const std::string tie = given == first ? "" : "tied to " + first;
+  const std::string both = !tie.empty() && !detail.empty() ? "; " : "";
+  return given + (tie.empty() && detail.empty() ? "" : " (" + tie + both + detail + ")");
+}
+
 LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) {
   const NamedTensors own = unique_state_dict(m);
   std::vector<std::string> duplicates, tied;
@@ -122,13 +129,8 @@ LoadResult load_state_dict(Module& m, const NamedTensors& dict_in, bool strict) 
     given.emplace(dict[i].first, &dict[i].second);
     given_name.emplace(dict[i].first, given_as[i]);
   }
-  // A problem with entry `n` (a first name), named as the dict names it: a tied tensor
-  // given under another of its names is "1.weight (tied to 0.weight; <detail>)".
   auto named = [&](const std::string& n, const std::string& detail) {
-    const std::string& g = given_name.at(n);
-    const std::string tie = g == n ? "" : "tied to " + n;
-    const std::string both = !tie.empty() && !detail.empty() ? "; " : "";
-    return g + (tie.empty() && detail.empty() ? "" : " (" + tie + both + detail + ")");
+    return name_as_given(n, given_name.at(n), detail);
   };
 
   LoadResult r;

@@ -45,6 +45,11 @@ std::unordered_map<const TensorImpl*, std::vector<std::string>> names_by_tensor(
 NamedTensors fold_tied_names(const Module& m, const NamedTensors& dict,
                              std::vector<std::string>& problems,
                              std::vector<std::string>* given_as = nullptr);
+/// A folded entry's problem, named as the dict gave it: `first` (the model's first name)
+/// given as `given` with `detail` reads "1.weight (tied to 0.weight; <detail>)", and as
+/// "0.weight (<detail>)" when the dict gave the first name.
+std::string name_as_given(const std::string& first, const std::string& given,
+                          const std::string& detail);
 
 /// What a non-strict load skipped.
 struct LoadResult {

@@ -24,8 +24,16 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
   std::map<std::string, Tensor> values;
   if (comm.rank() == src) {
     // A tied tensor's entries under its first name, checked to agree.
-    std::vector<std::string> missing, unexpected, undefined, shapes, kinds, tied;
-    for (const auto& [k, v] : nn::fold_tied_names(m, state, tied)) values[k] = v;
+    std::vector<std::string> missing, unexpected, undefined, shapes, kinds, tied, given_as;
+    std::map<std::string, std::string> given;  // a first name -> the name the dict gave
+    const nn::NamedTensors folded = nn::fold_tied_names(m, state, tied, &given_as);
+    for (size_t i = 0; i < folded.size(); ++i) {
+      values[folded[i].first] = folded[i].second;
+      given[folded[i].first] = given_as[i];
+    }
+    auto named = [&](const std::string& n, const std::string& detail) {
+      return nn::name_as_given(n, given.at(n), detail);
+    };
     std::map<std::string, bool> known;
     for (const auto& [name, t] : targets) {
       known[name] = true;
@@ -33,16 +41,16 @@ void load_state_dict(nn::Module& m, const std::vector<std::pair<std::string, Ten
       if (it == values.end()) {
         if (!nn::may_be_missing(m, name)) missing.push_back(name);
       } else if (!it->second.defined()) {
-        undefined.push_back(name);
+        undefined.push_back(named(name, ""));
       } else if (it->second.sizes() != t.sizes()) {
-        shapes.push_back(name + " (checkpoint " + shape_str(it->second.sizes()) + ", model " +
-                         shape_str(t.sizes()) + ")");
+        shapes.push_back(named(name, "checkpoint " + shape_str(it->second.sizes()) + ", model " +
+                                         shape_str(t.sizes())));
       } else if (const DType want = zero_param(t) ? zero_param(t)->dtype : t.dtype();
                  !nn::same_dtype_kind(it->second.dtype(), want)) {
         // Floats convert to the model's float type; integers read as floats (or floats
         // as integers, or either as a mask) are another tensor's bits.
-        kinds.push_back(name + " (checkpoint " + dtype_name(it->second.dtype()) + ", model " +
-                        dtype_name(want) + ")");
+        kinds.push_back(named(name, std::string("checkpoint ") + dtype_name(it->second.dtype()) +
+                                        ", model " + dtype_name(want)));
       }
     }
     for (const auto& [k, v] : values)

@@ -307,6 +307,11 @@ TEST(Lesson24TiedWeights, ALoadWithBothNamesChecksThem) {
                                   "head.weight [13, 7] but wte.weight [13, 6] (one tied tensor)"));
     EXPECT_CLOSE(lesson::full_parameters(*m, comm).front().second, w, 0.0, 0.0)
         << "a refused load changes nothing";
+    // A dict holding the tensor under its second name only is answered by that name.
+    dict.erase(dict.begin());
+    EXPECT_TRUE(test::throws_with(
+        [&] { zero::load_state_dict(*m, dict, comm); },
+        "wrong shapes: head.weight (tied to wte.weight; checkpoint [13, 7], model [13, 6])"));
   });
 }
 
