@@ -7,7 +7,8 @@
 //   2. (forward)         the module computes with the full parameter.
 //   3. on_post_forward   release it, unless the trace reuses it soon. The outputs are
 //                        wrapped so that step 4 runs when their gradients arrive.
-//   4. on_pre_backward   gradients reach the module's outputs: gather it again.
+//   4. on_pre_backward   gradients reach the module's outputs: check that no step
+//                        changed it since the forward, gather it again.
 //   5. (backward)        the module's backward runs; autograd accumulates the full
 //                        gradient into .grad().
 //   6. on_grad_ready     the gradient is final: the reducer queues it and, per bucket,
@@ -19,7 +20,9 @@
 //                        rounded from it; persistent parameters are gathered again.
 //
 // A persistent parameter (at most stage3_param_persistence_threshold elements) stays
-// gathered: a module holding only those skips 4 and 7.
+// gathered: a module holding only those skips 7, and of 4 keeps only the check that the
+// parameters did not change since the forward (at more than one rank; at one, autograd's
+// own check of saved tensors sees the step's in-place write of the shard).
 #include "zero/hooks.h"
 
 #include <algorithm>
@@ -74,8 +77,13 @@ Hooks::Hooks(nn::Module& model, Coordinator& coordinator, GradReducer& reducer,
   const auto& groups = coordinator_.groups();
   for (int id = 0; id < static_cast<int>(groups.size()); ++id) {
     const auto& ps = groups[id].params;
+    // At one rank a gathered parameter is its shard, which a step writes in place: autograd's
+    // own check of saved tensors finds a graph older than the step there.
     wraps_.push_back(
-        !std::all_of(ps.begin(), ps.end(), [](const ZeroParam* z) { return z->persistent; }));
+        !std::all_of(ps.begin(), ps.end(), [](const ZeroParam* z) { return z->persistent; })
+            ? kGatherRelease
+        : ps.front()->part.world > 1 ? kCheckOnly
+                                     : kNone);
     nn::Module* m = groups[id].module;
     module_hooks_.emplace_back(
         m, m->add_forward_pre_hook(
@@ -128,7 +136,7 @@ void Hooks::on_pre_forward(int id, std::vector<Tensor>& inputs) {
   begin_compute(forward_begin_, id);
   // Step 7's trigger: when the gradients of this module's inputs are ready, its backward
   // is over.
-  if (wraps_[id])
+  if (wraps_[id] == kGatherRelease)
     wrap_for_backward("zero_release", inputs, backward_hook(&Hooks::on_post_backward, id));
 }
 
@@ -141,21 +149,34 @@ void Hooks::on_post_forward(int id, std::vector<Tensor>& outputs) {
   for (Tensor& out : outputs)
     if (out.defined() && is_partitioned(out)) out = out.view(out.sizes());
   // Step 4's trigger: gradients reaching this module's outputs mean its backward is next.
-  if (wraps_[id])
-    wrap_for_backward("zero_gather_bwd", outputs, backward_hook(&Hooks::on_pre_backward, id));
+  // It also checks that the parameters are still those this forward computed with.
+  if (wraps_[id] != kNone)
+    wrap_for_backward(wraps_[id] == kGatherRelease ? "zero_gather_bwd" : "zero_check_bwd", outputs,
+                      backward_hook(&Hooks::on_pre_backward, id, values_version(id)));
   coordinator_.release(id);
 }
 
-std::function<void()> Hooks::backward_hook(void (Hooks::*step)(int), int id) {
-  return [alive = std::weak_ptr<Hooks*>(alive_), step, id] {
+std::function<void()> Hooks::backward_hook(void (Hooks::*step)(int, uint64_t), int id,
+                                           uint64_t version) {
+  return [alive = std::weak_ptr<Hooks*>(alive_), step, id, version] {
     const std::shared_ptr<Hooks*> hooks = alive.lock();
     ZT_CHECK(hooks,
              "this backward reaches a forward that ran through a zero::Engine that has "
              "been destroyed (its gathers and gradient shards went with it): run the "
              "forward again through the engine that trains the model, and keep that "
              "engine alive until its step");
-    ((*hooks)->*step)(id);
+    ((*hooks)->*step)(id, version);
   };
+}
+
+// Every write of a parameter's values (the optimizer's update, a load, a modifier scope's
+// edit) writes its shard, whose storage version moves; a gathered copy is new at each
+// gather, so its own version says nothing.
+uint64_t Hooks::values_version(int id) const {
+  uint64_t sum = 0;
+  for (const ZeroParam* z : coordinator_.groups()[id].params)
+    if (z->shard.has_storage()) sum += z->shard.storage()->version();
+  return sum;
 }
 
 // 3, when the forward threw: the group is no longer in use, and the step's trace cannot
@@ -166,7 +187,18 @@ void Hooks::on_forward_failed(int id) {
 }
 
 // 4.
-void Hooks::on_pre_backward(int id) {
+void Hooks::on_pre_backward(int id, uint64_t forward_version) {
+  // The forward's saved activations belong to the weights it gathered; new weights would be
+  // paired with them without a word, where a plain model's saved weights, written in place
+  // by its step, make autograd refuse.
+  ZT_CHECK(values_version(id) == forward_version, "backward through a call of module '",
+           coordinator_.groups()[id].path,
+           "' made before an optimizer step, a load or an edit changed its parameters: the "
+           "activations that call saved belong to the old values, and its gradients would pair "
+           "them with the new ones. Run the forward again after the step (a graph kept with "
+           "retain_graph serves backwards before the step only; a plain model refuses this too, "
+           "as its step writes the weights it saved in place)");
+  if (wraps_[id] != kGatherRelease) return;  // its parameters persist: nothing to gather
   if (!end_of_backward_queued_) {
     end_of_backward_queued_ = true;
     autograd::queue_callback([this] { on_backward_end(); });
@@ -186,7 +218,7 @@ void Hooks::on_grad_ready(const Tensor& param) {
 }
 
 // 7.
-void Hooks::on_post_backward(int id) {
+void Hooks::on_post_backward(int id, uint64_t) {
   end_compute(backward_begin_, Track::kBackward, id);
   coordinator_.release(id);
 }

@@ -4,6 +4,7 @@
 // id when the Hooks object goes, so a model may outlive its engine.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
@@ -43,14 +44,19 @@ class Hooks {
   void on_pre_forward(int id, std::vector<Tensor>& inputs);
   void on_post_forward(int id, std::vector<Tensor>& outputs);
   void on_forward_failed(int id);
-  void on_pre_backward(int id);
+  // `forward_version`: values_version(id) when the call's forward ended.
+  void on_pre_backward(int id, uint64_t forward_version);
   void on_grad_ready(const Tensor& param);
-  void on_post_backward(int id);
+  void on_post_backward(int id, uint64_t);
   void on_backward_end();
   // The backward hook of group `id`'s wrapped tensors: `step` (on_pre_backward or
-  // on_post_backward) while these hooks live; an error once they are gone (a graph kept past
-  // its engine, whose coordinator and reducer went with it).
-  std::function<void()> backward_hook(void (Hooks::*step)(int), int id);
+  // on_post_backward) with `version` while these hooks live; an error once they are gone (a
+  // graph kept past its engine, whose coordinator and reducer went with it).
+  std::function<void()> backward_hook(void (Hooks::*step)(int, uint64_t), int id,
+                                      uint64_t version = 0);
+  // The sum of the storage versions of group `id`'s shards: it moves whenever their values
+  // are written.
+  uint64_t values_version(int id) const;
   // The timeline's compute spans (no-ops when the coordinator records none).
   void begin_compute(std::vector<int64_t>& begins, int id);
   void end_compute(std::vector<int64_t>& begins, Track track, int id);
@@ -59,10 +65,12 @@ class Hooks {
   GradReducer& reducer_;
   std::vector<std::pair<nn::Module*, int>> module_hooks_;  // (module, hook id)
   std::vector<std::pair<Tensor, int>> grad_hooks_;         // (parameter, hook id)
-  // Per group: whether its backward has anything to gather and release (steps 4 and 7);
-  // a group whose parameters are all persistent stays gathered, so its inputs and
-  // outputs are not wrapped (two autograd nodes a call fewer).
-  std::vector<char> wraps_;
+  // Per group: whether its backward has anything to gather and release (steps 4 and 7).
+  // A group whose parameters are all persistent stays gathered, so its inputs are not
+  // wrapped, nor (at one rank) its outputs: two autograd nodes a call fewer. At more ranks
+  // its outputs are, to check that a backward meets the weights its forward used (step 4).
+  enum Wrap : char { kNone, kCheckOnly, kGatherRelease };
+  std::vector<Wrap> wraps_;
   bool end_of_backward_queued_ = false;
   bool in_engine_backward_ = false;
   std::string stray_;
