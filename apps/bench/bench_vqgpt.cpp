@@ -5,7 +5,10 @@
 // step. Settings, each with train.batch clips per rank:
 //   mode zero3          the GPT partitioned with ZeRO-3 (prefetch on), N = 1 and 2 thread ranks
 //   mode replicated_dp  the GPT built under zero::Replicated with requires_grad on: the
-//                       engine all-reduces replica gradients (plain data parallelism)
+//                       engine all-reduces replica gradients (plain data parallelism); it
+//                       trains in f32 whatever train.dtype says (a replica keeps no fp32
+//                       master, so the engine refuses a 16-bit one)
+// Each line says its GPT's dtype ("dtype").
 // Under mpirun each process is a rank (MPI) and only the world size is measured.
 // train.device cuda (--device cuda, a shortcut for --set train.device=cuda) runs on the GPU: one
 // thread rank, or one GPU per process under mpirun (NCCL); each step then ends with a
@@ -44,6 +47,13 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
   auto loader = data::make_loader(data::make_dataset(cfg.data), cfg.data, cfg.train.batch,
                                   comm.rank(), comm.size());
   model->train();
+  // The GPT's storage and compute dtype: train.dtype's when partitioned, f32 for replicas.
+  const DType gpt_dtype = model->gpt->parameters().front().dtype();
+  if (comm.rank() == 0 && gpt_dtype != cfg.zero.precision.dtype())
+    std::fprintf(stderr,
+                 "zt-bench vqgpt: note: replicated_dp trains the GPT in %s, not train.dtype's %s "
+                 "(a replica is updated without an fp32 master, so it stays f32)\n",
+                 dtype_name(gpt_dtype), dtype_name(cfg.zero.precision.dtype()));
   double tok_s = 0.0, step_s = 0.0;
   for (int i = 0; i < warmup + steps; ++i) {
     if (i == warmup) {
@@ -69,13 +79,15 @@ void measure(const config::AppConfig& cfg, bool replicated_dp, int warmup, int s
   const double per_step = v[1] / steps, tok_per_step = v[0] / steps;
   const int64_t targets = (model->layout().length() - 1) * cfg.train.batch * comm.size();
   std::printf(
-      "{\"bench\":\"vqgpt\",\"device\":\"%s\",\"mode\":\"%s\",\"backend\":\"%s\",\"ranks\":%d,"
+      "{\"bench\":\"vqgpt\",\"device\":\"%s\",\"mode\":\"%s\",\"dtype\":\"%s\",\"backend\":\"%s\","
+      "\"ranks\":%d,"
       "\"batch_per_rank\":%lld,\"tokens_per_step\":%lld,\"gpt_params\":%lld,"
       "\"tokenizer_params\":%lld,\"step_s\":%.5f,\"tokenizer_s\":%.5f,\"tokenizer_share\":%.3f,"
       "\"gpt_s\":%.5f,\"tokens_per_s\":%.1f,\"comm_calls_per_step\":%.1f,"
       "\"comm_bytes_per_step\":%.0f}\n",
-      device.str().c_str(), replicated_dp ? "replicated_dp" : "zero3", comm.backend(), comm.size(),
-      static_cast<long long>(cfg.train.batch), static_cast<long long>(targets),
+      device.str().c_str(), replicated_dp ? "replicated_dp" : "zero3", dtype_name(gpt_dtype),
+      comm.backend(), comm.size(), static_cast<long long>(cfg.train.batch),
+      static_cast<long long>(targets),
       static_cast<long long>(model->gpt->spec().count_parameters()),
       static_cast<long long>(model->tokenizer->num_parameters()), per_step, tok_per_step,
       tok_per_step / per_step, per_step - tok_per_step, static_cast<double>(targets) / per_step,

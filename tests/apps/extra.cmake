@@ -498,6 +498,12 @@ if(TARGET zt-bench)
   zt_refusal_test(apps.bench.vqgpt_cuda_graph_refused 1 "zt-bench vqgpt: times eager steps: train.cuda_graph is not supported"
     $<TARGET_FILE:zt-bench> vqgpt --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
     --device cuda --set train.cuda_graph=true)
+  # Each line says the dtype its GPT computes in: train.dtype's for zero3, f32 for
+  # replicated_dp, whose replicas train without fp32 masters (a 16-bit one is refused), as a
+  # note says; the two lines read alike, as if both ran in bf16.
+  zt_check_test(apps.bench.vqgpt_dtype_per_mode 0 300 "\"mode\":\"zero3\"[^\n]*\"dtype\":\"bf16\".*replicated_dp trains the GPT in f32.*\"mode\":\"replicated_dp\"[^\n]*\"dtype\":\"f32\""
+    $<TARGET_FILE:zt-bench> vqgpt --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
+    --ranks 1 --warmup 0 --steps 1 --set train.dtype=bf16 --set train.batch=1)
   zt_refusal_test(apps.bench.gpt_peak_must_be_positive 1 "--peak-tflops must be a finite number above 0, got -5"
     $<TARGET_FILE:zt-bench> gpt --peak-tflops -5)
   zt_refusal_test(apps.bench.zero_batch_must_split_over_ranks 1 "--batch 5 does not split evenly over --ranks 2"
