@@ -17,10 +17,11 @@ std::vector<std::shared_ptr<nn::BatchNorm>> enable_sync_batchnorm(nn::Module& m,
       // One rank: its statistics are the global ones (no collective, nothing read back).
       if (c->size() == 1) return local;
       nn::BatchNormStats global;
-      // On the communicator's device: a GPU communicator (NCCL) takes GPU tensors only.
-      Tensor count = full({1}, local.count, DType::f64, c->device());
-      c->all_reduce(count, comm::ReduceOp::kSum);
-      global.count = count.item();
+      // The element counts are the hosts' own: gathered as host values (through NCCL's MPI
+      // bootstrap on GPUs) and added in rank order, the same sum on every rank. An
+      // all-reduce on the device would have to be read back, a host wait for every kernel
+      // queued so far at each BatchNorm of each forward.
+      for (const double n : c->all_gather_object<double>(local.count)) global.count += n;
       auto reduced = autograd::apply_function(
           "sync_batchnorm_stats", {local.sum, local.sum_sq},
           [c](const std::vector<Tensor>& in) {

@@ -3,6 +3,7 @@
 // ranks' batches (an all-reduce of per-channel sums whose backward all-reduces the
 // gradients), so N-rank training equals single-process training on the global batch:
 // the same outputs, the same gradients, the same running statistics.
+#include "core/work_counts.h"
 #include "zero/lesson_util.h"
 
 using namespace zt;
@@ -69,6 +70,31 @@ TEST(Lesson13SyncBatchNorm, OneRankUsesItsOwnStatisticsWithoutACollective) {
     ASSERT_EQ(ps.size(), ref_ps.size());
     for (size_t i = 0; i < ps.size(); ++i) EXPECT_CLOSE(ps[i].grad(), ref_ps[i].grad(), 1e-5, 1e-6);
     EXPECT_CLOSE(tok->bn->running_mean, ref->bn->running_mean, 1e-5, 1e-6);
+    EXPECT_CLOSE(tok->bn->running_var, ref->bn->running_var, 1e-5, 1e-6);
+  });
+}
+
+// Several ranks: the statistics reach every rank without a read back to the host (on a
+// GPU each read waits for every kernel queued so far, at every BatchNorm of every forward):
+// the per-channel sums are all-reduced on their device, and the element counts, which each
+// rank's host knows, are gathered from the hosts.
+TEST(Lesson13SyncBatchNorm, SeveralRanksReadNothingBackToTheHost) {
+  Generator g(80);
+  const Tensor x = randn({5, 3, 4, 6, 6}, g);  // 2 clips on rank 0, 3 on rank 1
+  manual_seed(6);
+  auto ref = std::make_shared<lesson::TokenizerLike>();
+  const Tensor ref_out = (*ref)(x);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    manual_seed(6);
+    auto tok = std::make_shared<lesson::TokenizerLike>();
+    EXPECT_EQ(zero::enable_sync_batchnorm(*tok, comm).size(), 1u);
+    const int64_t first = comm.rank() == 0 ? 0 : 2, count = comm.rank() == 0 ? 2 : 3;
+    const WorkCounts before = work_counts();
+    Tensor out = (*tok)(x.narrow(0, first, count));
+    mse_loss(out, zeros_like(out)).backward();
+    EXPECT_EQ((work_counts() - before).host_reads, 0);
+    EXPECT_CLOSE(out, ref_out.narrow(0, first, count), 1e-5, 1e-6)
+        << "the global batch's statistics";
     EXPECT_CLOSE(tok->bn->running_var, ref->bn->running_var, 1e-5, 1e-6);
   });
 }
