@@ -93,7 +93,9 @@ namespace cpu {
 namespace cuda {
 #include "core/kernel_list.h"
 
-// CUDA only: host <-> device copies of contiguous bytes (synchronous), for Tensor::copy_.
+// CUDA only: host <-> device copies of contiguous bytes, for Tensor::copy_. An upload is
+// queued on the stream from pageable host memory, which the caller may free on return (no
+// host wait); a download waits for it to land.
 void memcpy_h2d(void* dst, const void* src, size_t bytes);
 void memcpy_d2h(void* dst, const void* src, size_t bytes);
 }  // namespace cuda

@@ -266,8 +266,9 @@ void memcpy_h2d(void* dst, const void* src, size_t bytes) {
   DeviceGuard g(dev);
   cudaStream_t s = current_stream(dev);
   ++::zt::detail::thread_work_counts().h2d_copies;
+  // `src` is pageable (Tensor::copy_ stages every upload in a fresh host tensor): the call
+  // returns once the driver has taken its bytes, so the caller may free it without a wait.
   CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, s));
-  synchronize_stream(s);
 }
 
 void memcpy_d2h(void* dst, const void* src, size_t bytes) {

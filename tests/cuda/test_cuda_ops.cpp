@@ -510,4 +510,24 @@ TEST(CudaOps, WorkCountsLaunchesCopiesAndSyncs) {
   EXPECT_EQ(read.syncs, 1);
 }
 
+// An upload from host memory (a batch each step) queues without a host wait: the driver
+// has taken the staged host copy when the call returns, so it may be freed and reused at
+// once, and each upload still lands whole.
+TEST(CudaOps, UploadsQueueWithoutAHostWait) {
+  ZT_SKIP_WITHOUT_GPU();
+  const int64_t n = int64_t{1} << 20;
+  std::vector<Tensor> dev;
+  const WorkCounts before = work_counts();
+  for (int k = 0; k < 4; ++k) {
+    dev.push_back(Tensor::empty({n}, DType::f32, kGpu));
+    dev.back().copy_(full({n}, static_cast<double>(k)));  // the host source freed right after
+  }
+  const WorkCounts queued = work_counts() - before;
+  EXPECT_EQ(queued.h2d_copies, 4);
+  EXPECT_EQ(queued.syncs, 0);
+  for (int k = 0; k < 4; ++k)
+    EXPECT_TRUE(test::all_close(dev[k].to(Device::cpu()), full({n}, static_cast<double>(k)), 0, 0))
+        << k;
+}
+
 #endif  // ZT_WITH_CUDA
