@@ -259,11 +259,11 @@ Tensor joined_gradient(const std::vector<Tensor>& g, const std::vector<int64_t>&
 
 }  // namespace
 
-std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
-  ZT_CHECK(x.defined() && x.dim() >= 1, "split: input must be defined and at least 1-D");
-  check_split_size("split", size);
-  dim = wrap_dim(dim, x.dim(), "split");
-  const int64_t n = x.size(dim);
+namespace {
+
+// Views of x along dim (wrapped) of `lens` elements each, laid end to end from 0, with
+// one autograd node for them all: split and chunk.
+std::vector<Tensor> split_lengths(const Tensor& x, const std::vector<int64_t>& lens, int64_t dim) {
   // Views with no history (one node records them all), but flagged as a view of x made
   // here would be: under a NoGradGuard, of an x that requires grad, a write to a piece in
   // grad mode is refused as it is for x.narrow().
@@ -272,16 +272,16 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
       x.impl()->no_grad_view || (x.requires_grad() && !autograd::grad_mode_enabled());
   std::vector<Tensor> out;
   std::vector<int64_t> starts;
-  for (int64_t start = 0; start < n || (n == 0 && out.empty()); start += size) {
-    out.push_back(base.narrow(dim, start, std::min(size, n - start)));
+  int64_t start = 0;
+  for (int64_t len : lens) {
+    out.push_back(base.narrow(dim, start, len));
     starts.push_back(start);
+    start += len;
   }
   if (autograd::needs_grad({x})) {
     const Shape in_sizes = x.sizes();
     const DType dt = x.dtype();
     const Device dev = x.device();
-    std::vector<int64_t> lens;
-    for (const Tensor& t : out) lens.push_back(t.size(dim));
     // One gradient for x from every piece's: as it is when they are narrows of one
     // tensor laid out as x, else copied into place (zeros for a piece without one).
     autograd::record("split", {x}, out, [=](const std::vector<Tensor>& g) {
@@ -301,12 +301,28 @@ std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
   return out;
 }
 
+}  // namespace
+
+std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim) {
+  ZT_CHECK(x.defined() && x.dim() >= 1, "split: input must be defined and at least 1-D");
+  check_split_size("split", size);
+  dim = wrap_dim(dim, x.dim(), "split");
+  const int64_t n = x.size(dim);
+  std::vector<int64_t> lens;  // one empty piece of an empty dim, as torch.split
+  for (int64_t start = 0; start < n || (n == 0 && lens.empty()); start += size)
+    lens.push_back(std::min(size, n - start));
+  return split_lengths(x, lens, dim);
+}
+
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim) {
   ZT_CHECK(x.defined() && x.dim() >= 1, "chunk: input must be defined and at least 1-D");
   ZT_CHECK(chunks >= 1, "chunk: number of chunks must be >= 1, got ", chunks);
-  const int64_t n = x.size(wrap_dim(dim, x.dim(), "chunk"));
-  // As torch.chunk: pieces of ceil(n / chunks), so there may be fewer than `chunks`.
-  return split(x, std::max<int64_t>(1, (n + chunks - 1) / chunks), dim);
+  dim = wrap_dim(dim, x.dim(), "chunk");
+  const int64_t n = x.size(dim);
+  // As torch.chunk: an empty dim gives `chunks` empty pieces, others pieces of
+  // ceil(n / chunks), so there may be fewer than `chunks`.
+  if (n == 0) return split_lengths(x, std::vector<int64_t>(chunks, 0), dim);
+  return split(x, (n + chunks - 1) / chunks, dim);
 }
 
 }  // namespace zt

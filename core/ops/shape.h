@@ -24,7 +24,8 @@ Tensor cat(const std::vector<Tensor>& xs, int64_t dim);
 Tensor stack(const std::vector<Tensor>& xs, int64_t dim);
 /// Views of consecutive pieces of `size` (the last may be smaller).
 std::vector<Tensor> split(const Tensor& x, int64_t size, int64_t dim);
-/// `chunks` nearly equal views.
+/// Views of ceil(n / chunks) elements (the last may be smaller, so there may be fewer than
+/// `chunks`), or `chunks` empty views of an empty dim, as torch.chunk.
 std::vector<Tensor> chunk(const Tensor& x, int64_t chunks, int64_t dim);
 
 }  // namespace zt

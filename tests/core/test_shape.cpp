@@ -210,6 +210,18 @@ TEST(Split, ViewsAndSizes) {
   EXPECT_TRUE(throws_with([&] { split(x, 0, 0); }, "piece size must be >= 1"));
 }
 
+// As torch.chunk: an empty dim still comes in `chunks` (empty) pieces, so code that
+// unpacks a fixed number of chunks (q, k, v of a packed projection) finds them all.
+TEST(Split, ChunkOfAnEmptyDimGivesTheChunksAskedFor) {
+  const Tensor x = zeros({2, 0}).set_requires_grad(true);
+  const std::vector<Tensor> c = chunk(x, 3, 1);
+  ASSERT_EQ(c.size(), 3u);
+  for (const Tensor& piece : c) EXPECT_EQ(piece.sizes(), (Shape{2, 0}));
+  (sum(c[0]) + sum(c[2])).backward();
+  EXPECT_EQ(x.grad().sizes(), (Shape{2, 0}));
+  EXPECT_EQ(split(x, 2, 1).size(), 1u);  // split by size: one empty piece, as torch.split
+}
+
 TEST(Split, GradCheck) {
   Tensor x = test::rand_leaf({5, 3}, 11);
   EXPECT_GRAD_OK(Fn([](const std::vector<Tensor>& in) {
