@@ -61,6 +61,44 @@ Tensor arange(double start, double end, double step, DType dtype, Device device)
 }
 
 namespace {
+
+// v rounded to `dt` as a uniform draw is stored: through float for every dtype but f64.
+double round_to(DType dt, double v) {
+  if (dt == DType::f64) return v;
+  const auto f = static_cast<float>(v);
+  if (dt == DType::bf16) return static_cast<float>(bf16(f));
+  if (dt == DType::f16) return static_cast<float>(f16(f));
+  return f;
+}
+
+// The next value of `dt` below v, a value of dt (finite): one step down in the bits of a
+// sign-magnitude encoding.
+double next_below(DType dt, double v) {
+  if (dt == DType::f64) return std::nextafter(v, -INFINITY);
+  if (dt == DType::f32) return std::nextafter(static_cast<float>(v), -INFINITY);
+  auto step = [v](auto h) {
+    const bool negative = (h.bits & 0x8000u) != 0;
+    h.bits = !negative && h.bits != 0 ? h.bits - 1 : (h.bits == 0 ? 0x8001u : h.bits + 1);
+    return static_cast<double>(static_cast<float>(h));
+  };
+  const auto f = static_cast<float>(v);
+  return dt == DType::bf16 ? step(bf16(f)) : step(f16(f));
+}
+
+// A uniform draw lo + (hi - lo) u, u < 1, may still round up to hi or past it in t's dtype
+// (in bf16 every u within half an ulp of 1, when hi is 1; in any dtype the largest u, or
+// an hi that rounds up). When the largest draw would, draws above the dtype's largest value
+// below hi are set to it, keeping [lo, hi): one clamp, on t's device.
+void cap_below(const Tensor& t, double lo, double hi) {
+  if (!(lo < hi)) return;  // lo == hi: the point mass lo
+  const DType dt = t.dtype();
+  const double largest_u = dt == DType::f64 ? 1.0 - 0x1p-53 : 1.0 - 0x1p-24;
+  double cap = round_to(dt, hi);
+  if (cap >= hi) cap = next_below(dt, cap);
+  if (round_to(dt, lo + (hi - lo) * largest_u) <= cap) return;
+  ZT_DISPATCH(t.device(), unary, UnaryOp::kClamp, t, t, -INFINITY, cap);
+}
+
 void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b) {
   ZT_CHECK(is_floating(t.dtype()), "random fill needs a floating tensor, got ",
            dtype_name(t.dtype()));
@@ -71,6 +109,7 @@ void random_fill(const Tensor& t, Generator& g, bool normal, double a, double b)
   // being initialized is often the largest tensor alive), else through a copy.
   Tensor c = t.is_contiguous() ? t : Tensor::empty(t.sizes(), t.dtype(), t.device());
   ZT_DISPATCH(t.device(), random_fill, c, g.seed(), off, normal, a, b);
+  if (!normal) cap_below(c, a, b);
   if (!c.same(t)) t.copy_(c);
 }
 }  // namespace

@@ -85,6 +85,26 @@ TEST(Rng, Distributions) {
   EXPECT_EQ(max(r.to(DType::f32)).item(), 6.0);
 }
 
+// A draw lo + (hi - lo) u, u < 1, can still round up to hi in the tensor's dtype: in bf16
+// every u within half an ulp of 1 (1 in 512 draws) does, in f32 lo = 1, hi = 2 does for the
+// largest u. [lo, hi) is kept: such draws are the dtype's largest value below hi.
+TEST(Rng, DrawsThatRoundUpToTheUpperBoundStayBelowIt) {
+  Generator g(1);
+  for (DType dt : {DType::bf16, DType::f16}) {
+    const Tensor u = rand({100000}, g, dt);
+    EXPECT_LT(max(u).item(), 1.0) << dtype_name(dt);
+    EXPECT_NEAR(mean(u.to(DType::f64)).item(), 0.5, 0.01) << dtype_name(dt);
+  }
+  const Tensor t = empty({100000});
+  uniform_(t, 1.0, 2.0, g);
+  EXPECT_LT(max(t).item(), 2.0);
+  EXPECT_GE(min(t).item(), 1.0);
+  const Tensor h = empty({100000}, DType::bf16);
+  uniform_(h, -0.3, 0.3, g);  // bf16(0.3) is 0.30078125, above hi
+  EXPECT_LT(max(h).item(), 0.3);
+  EXPECT_GE(min(h).item(), -0.30078125);
+}
+
 TEST(Rng, BoundsThatDescribeNoDistributionAreRefusedAndDrawNothing) {
   // As PyTorch's uniform_ and normal_: [lo, hi) needs lo <= hi, both finite (inf - -inf
   // would fill NaN), and a standard deviation is >= 0; NaN is none of these. The tensor
