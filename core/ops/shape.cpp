@@ -47,9 +47,9 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& pads, double value) {
              shape_str(x.sizes()), " give a negative size ", os[d]);
     const int64_t src = std::max<int64_t>(0, -before);
     const int64_t len = std::max<int64_t>(0, n - src - std::max<int64_t>(0, -after));
-    // Nothing copied (len 0) where negative pads crop all of x: the start then stays in
-    // the output, as narrow asks.
-    regions[d] = {src, std::min(std::max<int64_t>(0, before), os[d]), len};
+    // Nothing copied (len 0) where negative pads crop all of x: the starts then stay in
+    // the input and the output, as narrow asks.
+    regions[d] = {std::min(src, n), std::min(std::max<int64_t>(0, before), os[d]), len};
     grows = grows || before > 0 || after > 0;
   }
   Tensor out = Tensor::empty(os, x.dtype(), x.device());

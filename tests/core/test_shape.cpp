@@ -41,6 +41,13 @@ TEST(Pad, NegativePadsCrop) {
   EXPECT_TRUE(values_are(y, {7, 7}));
   sum(y).backward();
   EXPECT_TRUE(values_are(x.grad(), {0, 0}));
+  // The same from the front: {-3, 3} crops past x's end, and appends two 7s.
+  Tensor z = from_vector({1, 2}, {2}).set_requires_grad(true);
+  Tensor w = pad(z, {-3, 3}, 7.0);
+  EXPECT_TRUE(values_are(w, {7, 7}));
+  sum(w).backward();
+  EXPECT_TRUE(values_are(z.grad(), {0, 0}));
+  EXPECT_TRUE(values_are(pad(from_vector({1, 2, 3}, {3}), {-4, 2}, 7.0), {7}));
   Tensor e = zeros({0}).set_requires_grad(true);
   Tensor f = pad(e, {2, -1}, 0.5);
   EXPECT_TRUE(values_are(f, {0.5}));
