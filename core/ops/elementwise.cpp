@@ -174,6 +174,7 @@ Tensor mul(const Tensor& a, double b) {
 
 Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
   detail::check_same("add_scaled", {a, b});
+  detail::check_floating("add_scaled", a);
   Shape s = broadcast_shapes(a.sizes(), b.sizes(), "add_scaled");
   Tensor out = Tensor::empty(s, a.dtype(), a.device());
   ZT_DISPATCH(a.device(), axpy, out, a.detach().expand(s), b.detach().expand(s), alpha);

@@ -139,6 +139,7 @@ void bmm_into(const Tensor& out, const Tensor& a, const Tensor& b, double alpha,
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   detail::check_same("bmm", {a, b});
+  detail::check_floating("bmm", a);
   ZT_CHECK(a.dim() == 3 && b.dim() == 3, "bmm: expected 3-D tensors, got ", shape_str(a.sizes()),
            " and ", shape_str(b.sizes()));
   ZT_CHECK(a.size(0) == b.size(0) && a.size(2) == b.size(1), "bmm: shapes ", shape_str(a.sizes()),
@@ -161,6 +162,7 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_same("matmul", {a, b});
+  detail::check_floating("matmul", a);
   ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must be at least 1-D, got ",
            shape_str(a.sizes()), " and ", shape_str(b.sizes()), "; scale by a scalar with mul()");
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
@@ -242,6 +244,7 @@ std::vector<Tensor> linear_backward(const Tensor& g, const Tensor& x, const Tens
 Tensor linear_op(const char* op, const Tensor& x, const Tensor& weight, const Tensor& bias,
                  bool gelu) {
   detail::check_same(op, {x, weight, bias});
+  detail::check_floating(op, x);
   ZT_CHECK(weight.dim() == 2, op, ": weight must be (out, in), got ", shape_str(weight.sizes()));
   const int64_t fin = weight.size(1), fout = weight.size(0);
   ZT_CHECK(x.dim() >= 1 && x.size(-1) == fin, op, ": input ", shape_str(x.sizes()),

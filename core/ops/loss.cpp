@@ -233,6 +233,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
 Tensor dropout(const Tensor& x, double p, bool training, Generator& g) {
   ZT_CHECK(p >= 0.0 && p <= 1.0, "dropout: probability must be in [0, 1], got ", p);
   if (!training || p == 0.0) return x;
+  detail::check_floating("dropout", x);  // named here, not by the mul it is built of
   if (p == 1.0) return mul(x, 0.0);
   // Keep element i when its uniform draw (stream position offset + i, f32 whatever
   // x's dtype) is below 1 - p; kept values are scaled by 1 / (1 - p).

@@ -261,6 +261,7 @@ Tensor layer_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& 
 
 Tensor rms_norm(const Tensor& x, const Shape& normalized_shape, const Tensor& weight, double eps) {
   norm_rows("rms_norm", x, normalized_shape, weight, Tensor());
+  detail::check_floating("rms_norm", x);  // named here, not by the ops it is built of
   std::vector<int64_t> dims;
   for (int64_t i = 0; i < static_cast<int64_t>(normalized_shape.size()); ++i)
     dims.push_back(x.dim() - 1 - i);

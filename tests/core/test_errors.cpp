@@ -151,6 +151,14 @@ TEST(Errors, ArithmeticOnIntegersNamesItsOp) {
   EXPECT_ERROR_WITH(mul_(i, 2.0), "mul_" + rest);
   EXPECT_ERROR_WITH(mul_(i, i), "mul_" + rest);
   EXPECT_ERROR_WITH(add(i, ones({2})), "add: dtype mismatch, i64 and f32");
+  EXPECT_ERROR_WITH(add_scaled(i, i, 2.0), "add_scaled" + rest);
+  EXPECT_ERROR_WITH(rms_norm(i, {2}, Tensor()), "rms_norm" + rest);
+  EXPECT_ERROR_WITH(dropout(i, 0.5, true), "dropout" + rest);
+  const Tensor m = from_vector({1, 2, 3, 4}, {2, 2}, DType::i64);
+  EXPECT_ERROR_WITH(matmul(m, m), "matmul" + rest);
+  EXPECT_ERROR_WITH(bmm(m.unsqueeze(0), m.unsqueeze(0)), "bmm" + rest);
+  EXPECT_ERROR_WITH(linear(m, m), "linear" + rest);
+  EXPECT_ERROR_WITH(linear_gelu(m, m), "linear_gelu" + rest);
 }
 
 // Raw GEMM sizes are checked against the operands: a size or leading dimension larger
