@@ -231,11 +231,16 @@ std::vector<Tensor> apply_function(
     outputs = forward(inputs);
   }
   // Outputs that alias inputs (identity functions) get a fresh handle so the graph
-  // attaches to the output, not to the input.
-  for (Tensor& o : outputs) {
+  // attaches to the output, not to the input; so does a tensor returned a second time,
+  // so that each output keeps a gradient slot of its own.
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    Tensor& o = outputs[k];
+    if (!o.defined()) continue;
     for (const Tensor& i : inputs)
-      if (o.defined() && o.same(i)) o = o.detach();
-    if (o.defined() && o.grad_fn()) o = o.detach();
+      if (o.same(i)) o = o.detach();
+    for (size_t j = 0; j < k; ++j)
+      if (o.same(outputs[j])) o = o.detach();
+    if (o.grad_fn()) o = o.detach();
   }
   size_t n_in = inputs.size();
   record(

@@ -138,6 +138,31 @@ TEST(AutogradGuards, IntegerOutputsOfACustomFunctionDoNotRequireGrad) {
   EXPECT_FALSE(count_grad_defined);
 }
 
+// A custom function that returns one tensor as two outputs: each output is a handle of its
+// own, so each gets its own gradient slot (the second does not take over the first's).
+TEST(AutogradGuards, OneTensorReturnedAsTwoOutputsGetsAGradientSlotForEach) {
+  Tensor x = leaf({1, 2});
+  std::vector<Tensor> seen;
+  std::vector<Tensor> out = autograd::apply_function(
+      "twice", {x},
+      [](const std::vector<Tensor>& in) {
+        const Tensor y = mul(in[0], 3.0);
+        return std::vector<Tensor>{y, y};
+      },
+      [&](const std::vector<Tensor>& g) {
+        seen = g;
+        return std::vector<Tensor>{mul(add(g[0], g[1]), 3.0)};
+      });
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_FALSE(out[0].same(out[1]));
+  (sum(out[0]) + sum(mul(out[1], 2.0))).backward();
+  ASSERT_EQ(seen.size(), 2u);
+  ASSERT_TRUE(seen[0].defined() && seen[1].defined());
+  EXPECT_TRUE(values_are(seen[0], {1, 1}));
+  EXPECT_TRUE(values_are(seen[1], {2, 2}));
+  EXPECT_TRUE(values_are(x.grad(), {9, 9}));
+}
+
 TEST(AutogradGuards, SetGradRefusesAGradientBackwardCouldNotAccumulateInto) {
   // Backward adds into .grad() in place: a gradient of another dtype, or with several
   // elements in one memory location, would fail there, far from the set_grad that caused
