@@ -439,6 +439,50 @@ void add_(const Tensor& a, const Tensor& b, double alpha) {
 
 namespace {
 
+// Refuses pairs laid over one another: a destination that another pair's destination or
+// source overlaps (the kernels copy the pairs' chunks in parallel, in no set order). Sorted
+// spans of storage, so a call over thousands of pairs costs little; a pair onto itself was
+// checked by check_write, and sources may overlap each other.
+void check_pairs_apart(const char* op, const std::vector<Tensor>& dst,
+                       const std::vector<Tensor>& src) {
+  struct Span {
+    uintptr_t storage;   // its address: a total order
+    int64_t begin, end;  // bytes
+    size_t pair;
+  };
+  auto spans_of = [](const std::vector<Tensor>& ts) {
+    std::vector<Span> spans;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      const Tensor& t = ts[i];
+      // Others are refused by the kernel's own checks.
+      if (t.numel() == 0 || !t.has_storage() || !t.is_contiguous()) continue;
+      const auto es = static_cast<int64_t>(dtype_size(t.dtype()));
+      spans.push_back({reinterpret_cast<uintptr_t>(t.storage().get()), t.offset() * es,
+                       (t.offset() + t.numel()) * es, i});
+    }
+    std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+      return std::tie(a.storage, a.begin) < std::tie(b.storage, b.begin);
+    });
+    return spans;
+  };
+  auto fail = [op](size_t i, size_t j, const char* what) {
+    ZT_FAIL(op, ": pair ", i, "'s destination overlaps pair ", j, "'s ", what,
+            "; the pairs are copied in no set order, so pass pairs apart (or copy in two calls)");
+  };
+  const std::vector<Span> d = spans_of(dst);
+  for (size_t k = 1; k < d.size(); ++k)
+    if (d[k].storage == d[k - 1].storage && d[k].begin < d[k - 1].end)
+      fail(std::min(d[k].pair, d[k - 1].pair), std::max(d[k].pair, d[k - 1].pair), "destination");
+  // The destinations are apart, so those a source meets are a run of d.
+  for (const Span& s : spans_of(src)) {
+    auto it = std::lower_bound(d.begin(), d.end(), s, [](const Span& a, const Span& b) {
+      return std::tie(a.storage, a.end) <= std::tie(b.storage, b.begin);
+    });
+    for (; it != d.end() && it->storage == s.storage && it->begin < s.end; ++it)
+      if (it->pair != s.pair) fail(it->pair, s.pair, "source");
+  }
+}
+
 // multi_copy over the pairs grouped by (device, dst dtype, src dtype), groups in order of
 // first appearance; one group (the usual case) is passed through as is.
 void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor>& src,
@@ -462,6 +506,7 @@ void multi_copy_grouped(const std::vector<Tensor>& dst, const std::vector<Tensor
     }
     groups[at].push_back(i);
   }
+  check_pairs_apart(accumulate ? "multi_add_" : "multi_copy_", dst, src);
   detail::count_writes(dst);
   if (groups.size() == 1) {
     ZT_DISPATCH(dst[0].device(), multi_copy, dst, src, accumulate);

@@ -162,6 +162,35 @@ TEST(MultiCopy, BadPairsAreRefusedByName) {
   EXPECT_TRUE(throws_with([&] { multi_add_({n}, {n}); }, "additions take floating dtypes"));
 }
 
+// Pairs are copied in parallel chunks, in no set order: a pair whose destination another
+// pair writes or reads (a shift within one buffer) would give a result that depends on
+// that order. Refused before anything is written, naming both pairs; disjoint spans of one
+// buffer, one source read by several pairs, and a pair onto itself are fine.
+TEST(MultiCopy, PairsThatOverlapOneAnotherAreRefused) {
+  const Tensor buf = arange(0, 8);
+  const Tensor lo = buf.narrow(0, 0, 4), hi = buf.narrow(0, 4, 4), mid = buf.narrow(0, 2, 4);
+  EXPECT_TRUE(throws_with(
+      [&] {
+        multi_copy_({hi, lo}, {lo, ones({4})});
+      },
+      "multi_copy_: pair 1's destination overlaps pair 0's source"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        multi_add_({lo, ones({2})}, {ones({4}), mid.narrow(0, 0, 2)});
+      },
+      "multi_add_: pair 0's destination overlaps pair 1's source"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        multi_add_({lo, mid}, {ones({4}), ones({4})});
+      },
+      "multi_add_: pair 0's destination overlaps pair 1's destination"));
+  EXPECT_TRUE(test::values_are(buf, {0, 1, 2, 3, 4, 5, 6, 7}));
+  const Tensor nine = full({4}, 9.0), other = zeros({4});
+  multi_copy_({lo, hi, other}, {lo, nine, nine});
+  EXPECT_TRUE(test::values_are(buf, {0, 1, 2, 3, 9, 9, 9, 9}));
+  EXPECT_TRUE(test::values_are(other, {9, 9, 9, 9}));
+}
+
 // A partitioned parameter that is not gathered has no storage: the pair is refused by name
 // before the kernel runs, with one kernel thread or several (where the copy would be split
 // across a parallel region).
