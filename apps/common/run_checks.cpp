@@ -23,6 +23,7 @@
 #include "core/text_file.h"
 #include "data/image_folder.h"
 #include "zero/checkpoint.h"
+#include "zero/checkpoint_dir.h"
 #include "zero/param.h"
 
 namespace zt::app {
@@ -134,10 +135,24 @@ void restore_set_aside(const std::string& output_dir, const fs::path& root, cons
                app, output_dir.c_str());
 }
 
-// The checkpoint directory `dir_or_root` names, or "" when it names none.
+// Where a resume from `dir_or_root` starts: a checkpoint directory itself; for a root of
+// step folders, as --resume reads one, the newest complete checkpoint
+// (zero::find_resume_point: a damaged one `latest` names is passed over); for a root whose
+// `latest` names another tag, that checkpoint. Throws when it names none.
+zero::ResumePoint resume_point_of(const std::string& dir_or_root) {
+  zero::ResumePoint rp;
+  rp.dir = zero::find_checkpoint(dir_or_root, &rp.note);
+  const bool root = !fs::exists(fs::path(dir_or_root) / "meta.json");
+  if (root && zero::ckpt::tag_step(fs::path(rp.dir).filename().string()))
+    rp = zero::find_resume_point(dir_or_root);
+  return rp;
+}
+
+// The checkpoint a resume from `dir_or_root` starts from (resume_point_of), or "" when it
+// names none.
 std::string checkpoint_of(const std::string& dir_or_root) {
   try {
-    return fs::weakly_canonical(zero::find_checkpoint(dir_or_root)).string();
+    return fs::weakly_canonical(resume_point_of(dir_or_root).dir).string();
   } catch (const std::exception&) {
     return "";
   }
@@ -342,10 +357,17 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                run_folder_hint(tc.resume),
                "; pass a checkpoint directory (holding meta.json), a root holding 'latest', or "
                "'auto'");
+      zero::ResumePoint rp;
+      try {
+        rp = resume_point_of(tc.resume);
+      } catch (const std::exception& e) {
+        throw Error(std::string("train.resume: ") + e.what());
+      }
+      const std::string from = fs::weakly_canonical(rp.dir).string();
+      const bool own_root = fs::weakly_canonical(tc.resume) == fs::weakly_canonical(root);
       // Resuming from root's own newest checkpoint continues that run; from any other, the
       // new run's saves would land among (and replace) the earlier run's checkpoints.
-      const std::string from = checkpoint_of(tc.resume);
-      if (earlier && !request.overwrite && from != checkpoint_of(root))
+      if (earlier && !request.overwrite && !own_root && from != checkpoint_of(root))
         throw Error(app + ": '" + root + "' already holds checkpoints, and train.resume '" +
                     tc.resume + "' is not the newest of them: the resumed run would save among " +
                     "(and over) them. Pass --resume to continue this run from its newest, " +
@@ -365,10 +387,18 @@ RunStart start_run(const config::AppConfig& cfg, const std::string& root,
                     ") and train.resume '" + tc.resume + "' is another run's checkpoint: " +
                     "the resumed run would write its own over them. Set another output_dir " +
                     "(--set output_dir=...), or pass --overwrite to replace them");
+      if (!rp.note.empty())
+        std::fprintf(stderr, "%s: note: train.resume: %s\n", app.c_str(), rp.note.c_str());
+      // In this run's own root, damaged newer checkpoints go aside as --resume sets them
+      // (another run's root is that run's to mend).
+      if (own_root)
+        for (const std::string& aside : zero::set_aside_passed_over(rp, lock->id()))
+          std::fprintf(stderr, "%s: note: set the incomplete checkpoint aside as '%s'\n",
+                       app.c_str(), aside.c_str());
       const bool replace = (earlier || !results.empty()) && request.overwrite;
       const std::string aside = replace ? replace_earlier() : std::string();
       write_text_atomically(started_from_file(cfg.output_dir).string(), from + "\n");
-      return aside + "\n" + tc.resume;
+      return aside + "\n" + rp.dir;
     }
     std::error_code ec;  // a run started otherwise is no restart of one started from a DIR
     fs::remove(started_from_file(cfg.output_dir), ec);

@@ -47,9 +47,11 @@ struct RunStart {
 ///  - first, rank 0 takes output_dir/.lock (zero::RunLock): a folder another live run is
 ///    writing is an error naming that run; last, every rank checks that it sees that lock
 ///    (ranks in other working directories, or on machines without rank 0's disk, do not);
-///  - train.resume names a directory: that checkpoint (error when it holds none). When
-///    `root` already holds checkpoints and that one is not its newest, the run would save
-///    among another run's checkpoints: an error, unless --overwrite (then as below).
+///  - train.resume names a directory: that checkpoint (error when it holds none); a root of
+///    step folders is read as --resume reads one (its newest complete checkpoint, with a
+///    note; damaged newer ones in this run's own root are set aside). When `root` already
+///    holds checkpoints and that one is not its newest, the run would save among another
+///    run's checkpoints: an error, unless --overwrite (then as below).
 ///  - --resume or train.resume 'auto': the newest complete checkpoint under `root`
 ///    (zero::find_resume_point; a note on stderr says when `latest` named another); step 0
 ///    when nothing was saved there; an error, changing nothing, when checkpoints are there

@@ -124,3 +124,44 @@ TEST(ResumeDamage, ACheckpointsPathThatIsAFileStopsTheStart) {
   EXPECT_TRUE(fs::is_regular_file(root));
   fs::remove_all(dir);
 }
+
+// train.resume naming a checkpoint root reads it as --resume reads one: a damaged newest
+// checkpoint is passed over for the newest complete one. Under the run's own root the
+// damaged one is set aside (as --resume does), nothing deleted.
+TEST(ResumeDamage, TrainResumeOfItsOwnRootPassesOverADamagedLatest) {
+  const std::string dir = apptest::fresh_dir("zt_damage", "own_root");
+  const std::string root = dir + "/checkpoints";
+  apptest::train_vqtok(tiny_config(dir, 4, 0), false);  // checkpoints at steps 2 and 4
+  fs::resize_file(root + "/step_000004/rank_00001.safetensors", 10);
+  config::AppConfig cfg = tiny_config(dir, 6, 0);
+  cfg.train.resume = root;
+  testing::internal::CaptureStderr();
+  const vqtok::TrainResult r = apptest::train_vqtok(cfg, false);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_EQ(r.steps, 6);
+  EXPECT_TRUE(has(err, "taking the newest complete checkpoint")) << err;
+  EXPECT_EQ(folders(root), (std::set<std::string>{"step_000002", "step_000004", "step_000006",
+                                                  "step_000004.incomplete-*"}));
+  fs::remove_all(dir);
+}
+
+// Another run's root: its newest complete checkpoint starts the run, and that run's folder
+// is left as it was (this run holds no lock on it).
+TEST(ResumeDamage, TrainResumeOfAnotherRunsRootPassesOverADamagedLatest) {
+  const std::string from = apptest::fresh_dir("zt_damage", "from_root");
+  const std::string dir = apptest::fresh_dir("zt_damage", "to_root");
+  apptest::train_vqtok(tiny_config(from, 4, 0), false);
+  fs::resize_file(from + "/checkpoints/step_000004/rank_00001.safetensors", 10);
+  config::AppConfig cfg = tiny_config(dir, 6, 0);
+  cfg.train.resume = from + "/checkpoints";
+  testing::internal::CaptureStderr();
+  const vqtok::TrainResult r = apptest::train_vqtok(cfg, false);
+  const std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_EQ(r.start_step, 2);
+  EXPECT_TRUE(has(err, "taking the newest complete checkpoint")) << err;
+  EXPECT_EQ(folders(from + "/checkpoints"), (std::set<std::string>{"step_000002", "step_000004"}));
+  EXPECT_EQ(folders(dir + "/checkpoints"), (std::set<std::string>{"step_000004", "step_000006"}));
+  fs::remove_all(from);
+  fs::remove_all(dir);
+}
