@@ -41,6 +41,17 @@ Error::Error(const std::string& msg, const std::string& location)
           with_error_context(debug_errors() && !location.empty() ? location + ": " + msg : msg)),
       location_(location) {}
 
+std::string message_of(const std::exception_ptr& e) {
+  if (!e) return "";
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an unknown error";
+  }
+}
+
 std::string list_names(const std::vector<std::string>& names, size_t shown) {
   std::string s;
   for (size_t i = 0; i < names.size() && i < shown; ++i) s += (i ? ", " : "") + names[i];

@@ -4,6 +4,7 @@
 // with ZT_DEBUG=1 in the environment every message starts with its source location.
 #pragma once
 
+#include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,11 @@ class Error : public std::runtime_error {
 /// True when the environment sets ZT_DEBUG (to anything but "" or "0"): error messages
 /// then carry their source location. Read at each error, so it can change at run time.
 bool debug_errors();
+
+/// The message of the exception `e` holds: what() of a std::exception, "an unknown error"
+/// for anything else; "" when `e` is null. With std::current_exception(), of the one in
+/// flight (inside a catch block).
+std::string message_of(const std::exception_ptr& e);
 
 /// "a, b, c and 12 more": the first `shown` names, comma-separated, then how many are left,
 /// for messages that would otherwise list thousands of keys.

@@ -41,18 +41,6 @@ static std::unique_ptr<Communicator> make_process_comm(const LaunchOptions& opts
 }
 
 namespace {
-// The message of an exception_ptr ("" when null).
-std::string message_of(const std::exception_ptr& e) {
-  if (!e) return "";
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& x) {
-    return x.what();
-  } catch (...) {
-    return "an unknown error";
-  }
-}
-
 // Runs start() under mpirun: every failure past MPI's start ends the job, since a rank that
 // returned from main would wait in MPI_Finalize for the others, which wait for it in their
 // first collective. Without a shared job (one process, or MPI never started) it rethrows

@@ -46,17 +46,6 @@ MpiRuntime& runtime() {
   return rt;
 }
 
-// The message of the exception in flight.
-std::string message_of_current() {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return e.what();
-  } catch (...) {
-    return "an unknown error";
-  }
-}
-
 }  // namespace
 
 void mpi_init() {
@@ -279,7 +268,7 @@ void MpiComm::execute(const Request& req, bool check, int64_t limit) {
       fail(::zt::detail::cat("the communicator is unusable since ", call.what,
                              " failed on this rank after its MPI calls began (the other ranks "
                              "may still be inside it): ",
-                             message_of_current()));
+                             message_of(std::current_exception())));
     }
     throw;
   }
