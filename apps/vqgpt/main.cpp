@@ -70,7 +70,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(zt::app::kOutputPath);
   sample->add_option("--num", so.num, "sequences to sample (1 to 1024: one grid image)")
-      ->check(CLI::Range(1, 1024));
+      ->check(zt::app::whole_number(1, 1024));
   sample
       ->add_option("--temperature", so.sampling.temperature,
                    "softmax temperature (> 0; for greedy decoding, --top-k 1)")

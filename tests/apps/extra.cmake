@@ -338,9 +338,15 @@ endif()
 
 # vqgpt sample --num is bounded (one grid image): a mistake on the command line (exit 2).
 if(TARGET vqgpt)
-  zt_refusal_test(apps.vqgpt.sample_num_is_bounded 2 "--num.*not in range"
+  zt_refusal_test(apps.vqgpt.sample_num_is_bounded 2
+    "--num: must be a whole number from 1 to 1024, got 5000"
     $<TARGET_FILE:vqgpt> sample --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out
     grid.png --num 5000)
+  # A fraction is refused as no count, not as a number out of range.
+  zt_refusal_test(apps.vqgpt.sample_num_is_a_whole_number 2
+    "--num: must be a whole number from 1 to 1024, got 1.5"
+    $<TARGET_FILE:vqgpt> sample --config ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml --out
+    grid.png --num 1.5)
   # A seed of -1 would wrap to 2^64 - 1 (and anything past it saturate to the same).
   zt_refusal_test(apps.vqgpt.sample_seed_is_a_whole_number 2
     "--seed: must be a whole number from 0 to 18446744073709551615"

@@ -50,3 +50,13 @@ TEST(CliChecks, CountsArePositiveOrNonNegativeAndBelow2To63) {
   EXPECT_EQ(check(app::kNonNegative, "0"), "");
   EXPECT_EQ(check(app::kNonNegative, "-1e-9"), "must be a number >= 0, got -1e-9");
 }
+
+// A bounded count (vqgpt sample --num) names its bounds for a value past them, and also for
+// a fraction or a word, which are no count at all.
+TEST(CliChecks, ABoundedCountIsAWholeNumberWithinItsBounds) {
+  const CLI::Validator num = app::whole_number(1, 1024);
+  EXPECT_EQ(check(num, "1"), "");
+  EXPECT_EQ(check(num, "1024"), "");
+  for (const char* bad : {"0", "1025", "1.5", "-1", "four", "", "99999999999999999999"})
+    EXPECT_EQ(check(num, bad), std::string("must be a whole number from 1 to 1024, got ") + bad);
+}
