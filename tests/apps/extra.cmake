@@ -258,6 +258,11 @@ if(ZT_INSTALL)
   add_test(NAME apps.embed.threads COMMAND ${_zt_embed}/example/embed_example --ranks 2)
   set_tests_properties(apps.embed.threads PROPERTIES LABELS apps TIMEOUT 60
                        FIXTURES_REQUIRED zt_example ENVIRONMENT "OMP_WAIT_POLICY=passive")
+  # A rank count below 1 is a usage mistake, answered with the usage line.
+  add_test(NAME apps.embed.ranks_zero COMMAND ${_zt_embed}/example/embed_example --ranks 0)
+  set_tests_properties(apps.embed.ranks_zero PROPERTIES LABELS apps TIMEOUT 60
+                       FIXTURES_REQUIRED zt_example
+                       PASS_REGULAR_EXPRESSION "usage: embed_example \\[--ranks N\\]")
 
   add_test(NAME apps.embed.tokenizer
            COMMAND ${CMAKE_COMMAND} "-DEXPECT=codes identical on every rank" -P ${ZT_RUN_AND_CHECK}

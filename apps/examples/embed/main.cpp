@@ -104,7 +104,7 @@ int main(int argc, char** argv) {
     } catch (const std::exception&) {  // not a number: the usage line below
     }
   }
-  if (argc != 1 && !(argc == 3 && parsed > 0 && argv[2][parsed] == '\0')) {
+  if (argc != 1 && !(argc == 3 && parsed > 0 && argv[2][parsed] == '\0' && ranks >= 1)) {
     std::printf("usage: embed_example [--ranks N]   (or: mpirun -np N embed_example)\n");
     return argc == 2 && std::string(argv[1]) == "--help" ? 0 : 2;
   }
