@@ -150,11 +150,12 @@ Tensor randint(int64_t lo, int64_t hi, const Shape& sizes, Generator& g) {
   int64_t n = t.numel();
   uint64_t off = g.advance(static_cast<uint64_t>(n));
   int64_t* p = t.data<int64_t>();
-  uint64_t range = static_cast<uint64_t>(hi - lo);
+  // Unsigned: [INT64_MIN, INT64_MAX) is wider than int64 holds, and so is lo + a draw.
+  const uint64_t range = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo);
   for (int64_t i = 0; i < n; ++i)
-    p[i] =
-        lo + static_cast<int64_t>(
-                 static_cast<uint64_t>(g.uniform64(off + i) * static_cast<double>(range)) % range);
+    p[i] = static_cast<int64_t>(
+        static_cast<uint64_t>(lo) +
+        static_cast<uint64_t>(g.uniform64(off + i) * static_cast<double>(range)) % range);
   return t;
 }
 

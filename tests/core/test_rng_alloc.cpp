@@ -1,5 +1,6 @@
 // The counter-based RNG (reproducible, position-addressed streams) and the allocators'
 // byte accounting per MemTag and per thread ledger; bf16/f16 conversions.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -83,6 +84,22 @@ TEST(Rng, Distributions) {
   EXPECT_EQ(r.dtype(), DType::i64);
   EXPECT_EQ(min(r.to(DType::f32)).item(), 3.0);
   EXPECT_EQ(max(r.to(DType::f32)).item(), 6.0);
+}
+
+// The range's width and each draw are counted unsigned: [INT64_MIN, INT64_MAX) is 2^64 - 1
+// values wide, past what int64 holds (a signed overflow, which the sanitizer build reports).
+TEST(Rng, RandintSpansTheWholeInt64Range) {
+  Generator g(5);
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  const Tensor r = randint(kMin, kMax, {1000}, g);
+  const int64_t* p = r.data<int64_t>();
+  EXPECT_LT(*std::min_element(p, p + 1000), kMin / 2);
+  EXPECT_GT(*std::max_element(p, p + 1000), kMax / 2);
+  const Tensor top = randint(kMax - 2, kMax, {100}, g);
+  const int64_t* q = top.data<int64_t>();
+  EXPECT_EQ(*std::min_element(q, q + 100), kMax - 2);
+  EXPECT_EQ(*std::max_element(q, q + 100), kMax - 1);
 }
 
 // A draw lo + (hi - lo) u, u < 1, can still round up to hi in the tensor's dtype: in bf16
