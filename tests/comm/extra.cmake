@@ -56,3 +56,8 @@ if(ZT_CUDA)
   # Two ranks: NCCL's collectives themselves (the tests skip, saying why, without two GPUs).
   zt_mpirun_gtest(comm.nccl.np2 2 zt_test_comm_nccl LABELS mpi cuda comm TIMEOUT 180)
 endif()
+
+# The launcher's job size against MPI's (test_launcher_env.cpp): each case initializes MPI
+# as a one-process world, so it carries the label mpi and the environment mpirun's tests get.
+zt_test_properties(zt_test_comm "^comm\\.LauncherEnv\\." LABELS comm mpi
+  ENVIRONMENT "OMP_WAIT_POLICY=passive;${ZT_MPI_TEST_ENV}")

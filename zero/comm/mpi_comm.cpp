@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 namespace zt::comm {
@@ -46,6 +47,37 @@ MpiRuntime& runtime() {
   return rt;
 }
 
+// The job size the launcher gave this process must be MPI's. A launcher of another MPI
+// (MPICH's mpiexec, say, for a zt built with Open MPI) starts processes that each
+// initialize zt's MPI as a world of their own: N copies of a one-rank run, each training
+// alone and writing the same files. Open MPI's mpirun names the size in
+// OMPI_COMM_WORLD_SIZE, MPICH's and Intel's mpiexec and Slurm's srun in PMI_SIZE; the first
+// set is read (an Open MPI job started from a Slurm step sees both, the step's PMI_SIZE 1).
+void check_launcher_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"}) {
+    const char* value = std::getenv(var);
+    if (value == nullptr) continue;
+    char* end = nullptr;
+    const long announced = std::strtol(value, &end, 10);
+    if (end == value || *end != '\0') return;  // not a size: nothing to compare
+    int world = 0;
+    MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world));
+    if (announced == world) return;
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    if (MPI_Get_library_version(version, &len) != MPI_SUCCESS) len = 0;
+    std::string library(version, static_cast<size_t>(len));
+    library = library.substr(0, library.find_first_of(",\n"));
+    ZT_FAIL("zt.comm: the launcher started this process as one of ", announced, " (", var, "=",
+            value, ") but MPI_COMM_WORLD has ", world, world == 1 ? " process" : " processes",
+            ": the launcher (mpirun, mpiexec or srun) belongs to another MPI than the one zt "
+            "was built with (",
+            library.empty() ? "see the build's MPI" : library,
+            "); start the job with that MPI's mpirun, or unset ", var,
+            " where no launcher started the process");
+  }
+}
+
 }  // namespace
 
 void mpi_init() {
@@ -67,6 +99,7 @@ void mpi_init() {
     }
     ZT_CHECK(rt.provided >= MPI_THREAD_SERIALIZED, "MPI provides thread level ", rt.provided,
              "; zt needs MPI_THREAD_SERIALIZED or better (collectives run on a comm thread)");
+    check_launcher_size();
   });
 }
 

@@ -36,7 +36,9 @@ std::string mpi_error_text(int rc);
 namespace zt::comm {
 
 /// Initializes MPI once per process (MPI_THREAD_MULTIPLE when available, at least
-/// SERIALIZED required) and finalizes it at exit. Safe to call repeatedly.
+/// SERIALIZED required) and finalizes it at exit. Safe to call repeatedly. Throws where the
+/// launcher announced another job size (OMPI_COMM_WORLD_SIZE, else PMI_SIZE) than
+/// MPI_COMM_WORLD's: a launcher of another MPI, whose processes are each a world of one.
 void mpi_init();
 /// When MPI is running with more than one process: prints "zt.comm: rank R aborts the MPI
 /// job: <reason>" and ends the whole job (MPI_Abort). Otherwise returns. Also for a rank
