@@ -66,12 +66,14 @@ void agree_before_launch(const std::exception_ptr& failure) {
   // A communicator of its own (the collective check and the deadline included); launch
   // makes the one the run uses.
   const auto comm = at_startup([] { return std::make_unique<MpiComm>(); });
-  const std::vector<std::string> all = comm->all_gather_bytes(message_of(failure));
+  // A failure goes as '!' and its message, so that one whose message is empty still counts.
+  const std::vector<std::string> all =
+      comm->all_gather_bytes(failure ? "!" + message_of(failure) : std::string());
   const auto first = std::find_if(all.begin(), all.end(), [](const auto& m) { return !m.empty(); });
   if (first == all.end()) return;  // nobody failed
   const int r = static_cast<int>(first - all.begin());
-  throw AgreedError(all[0] == *first ? *first : detail::cat("rank ", r, ": ", *first),
-                    comm->rank());
+  const std::string what = first->size() > 1 ? first->substr(1) : "an error without a message";
+  throw AgreedError(all[0] == *first ? what : detail::cat("rank ", r, ": ", what), comm->rank());
 }
 
 void agree_at_return(Communicator& comm) {
