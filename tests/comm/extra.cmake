@@ -41,6 +41,24 @@ if(ZT_MPIRUN)
     ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=600000")
 endif()
 
+# A rank that fails between two communicators (it waits in MPI_Finalize): the others' next
+# communicator is made under the deadline, whose end ends the job naming it, where
+# MPI_Comm_dup waited for ever (mpi_exit/late_communicator.cpp).
+add_executable(zt_test_comm_late_communicator
+               ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_exit/late_communicator.cpp)
+target_compile_options(zt_test_comm_late_communicator PRIVATE ${ZT_WARNINGS})
+target_link_libraries(zt_test_comm_late_communicator PRIVATE zt_comm)
+add_dependencies(zt_test_comm zt_test_comm_late_communicator)
+if(ZT_MPIRUN)
+  add_test(NAME comm.mpi.late_communicator
+           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
+                   "-DEXPECT=rank 0 aborts the MPI job: it failed at start-up: .*MPI_Comm_idup.* timed out after 3000 ms"
+                   -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                   $<TARGET_FILE:zt_test_comm_late_communicator>)
+  set_tests_properties(comm.mpi.late_communicator PROPERTIES LABELS "mpi;comm" TIMEOUT 60
+    PROCESSORS 2 ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=3000")
+endif()
+
 # NcclComm (CUDA builds only): one process, and two; labels mpi, cuda and comm. Without a
 # GPU every test skips: an entry reports itself skipped only when all of them did and the
 # binary passed (zt_mpirun_gtest), so a failing test fails it.

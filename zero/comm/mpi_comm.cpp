@@ -14,6 +14,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <thread>
 
 namespace zt::comm {
@@ -125,30 +126,58 @@ MpiLock::~MpiLock() {
   if (locked_) runtime().mu.unlock();
 }
 
-static MPI_Comm dup_world() {
-  mpi_init();
+// A duplicate of MPI_COMM_WORLD, made under the communicator's deadline: a rank that never
+// makes it (one that failed before, and waits in MPI_Finalize for the others) is an error
+// at the deadline, where MPI_Comm_dup would wait for ever. A duplication given up on stays
+// pending, so its handle is kept for the life of the process (MPI may still write it).
+static MPI_Comm dup_world(std::chrono::milliseconds timeout) {
+  const Deadline deadline = deadline_after(timeout);
+  auto c = std::make_unique<MPI_Comm>(MPI_COMM_NULL);
+  MPI_Request rq = MPI_REQUEST_NULL;
+  {
+    MpiLock lock;
+    MPI_CHECK(MPI_Comm_idup(MPI_COMM_WORLD, c.get(), &rq));
+  }
+  for (int polls = 0;; ++polls) {
+    int done = 0;
+    {
+      MpiLock lock;
+      MPI_CHECK(MPI_Test(&rq, &done, MPI_STATUS_IGNORE));
+    }
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      c.release();  // still pending
+      ZT_FAIL("zt.comm: making a communicator (MPI_Comm_idup of MPI_COMM_WORLD) timed out after ",
+              timeout.count(),
+              " ms ($ZT_COMM_TIMEOUT_MS): a rank did not make its own. Every process makes its "
+              "communicators in the same order; did a rank stop or fail before it (see its "
+              "output above)?");
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 64 ? 20 : 1000));
+  }
   MpiLock lock;
-  MPI_Comm c;
-  MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
-  MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));  // as the world's (mpi_init)
-  return c;
+  MPI_CHECK(MPI_Comm_set_errhandler(*c, MPI_ERRORS_RETURN));  // as the world's (mpi_init)
+  return *c;
 }
 
-static int comm_rank(MPI_Comm c) {
+// MPI_COMM_WORLD's rank and size, MPI started first (either may be asked first).
+static int world_rank() {
+  mpi_init();
   int r = 0;
-  MPI_CHECK(MPI_Comm_rank(c, &r));
+  MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
   return r;
 }
 
-static int comm_size(MPI_Comm c) {
+static int world_size() {
+  mpi_init();
   int n = 0;
-  MPI_CHECK(MPI_Comm_size(c, &n));
+  MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
   return n;
 }
 
-MpiComm::MpiComm() : MpiComm(dup_world()) {}
-
-MpiComm::MpiComm(MPI_Comm dup) : Communicator(comm_rank(dup), comm_size(dup)), comm_(dup) {
+// A duplicate's rank and size are the world's; it is made under this communicator's
+// timeout ($ZT_COMM_TIMEOUT_MS).
+MpiComm::MpiComm() : Communicator(world_rank(), world_size()), comm_(dup_world(timeout())) {
   exec_ = std::make_unique<Executor>();
 }
 

@@ -69,7 +69,8 @@ class MpiLock {
 class MpiComm : public Communicator {
  public:
   /// Collective over MPI_COMM_WORLD: every process must construct its MpiComms in the
-  /// same order.
+  /// same order. Throws when the others have not made theirs within the timeout
+  /// ($ZT_COMM_TIMEOUT_MS, as every new communicator's).
   MpiComm();
   /// Finishes queued work and frees the communicator. The memory of a request abandoned by
   /// a timeout or an abort that is still pending then (its peers never came) is kept for
@@ -140,7 +141,6 @@ class MpiComm : public Communicator {
     std::shared_ptr<Held> held;
   };
 
-  explicit MpiComm(MPI_Comm dup);
   // Runs req; `check`: compare the ranks' signatures first (the switch as at issue). A
   // failure after the collective's first MPI call fails the communicator (class comment).
   void execute(const Request& req, bool check, int64_t limit);
