@@ -6,6 +6,8 @@
 #include "zero/comm/thread_comm.h"
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -169,8 +171,13 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   cpu::use_cpu_blas_kernels();
   auto group = std::make_shared<ThreadGroup>(n);
   std::mutex mu;
+  std::condition_variable returned_cv;
+  std::vector<bool> returned(n, false);     // the rank's thread is done with everything
   std::exception_ptr first, first_aborted;  // the root cause wins over its echoes
-  auto fail = [&](int r, std::exception_ptr err) {
+  int first_rank = -1;                      // the first rank that failed, with its timeout
+  std::chrono::milliseconds first_timeout{0};
+  std::chrono::steady_clock::time_point failed_at;
+  auto fail = [&](int r, std::exception_ptr err, std::chrono::milliseconds timeout) {
     std::string msg = "unknown exception";
     bool echo = false;
     try {
@@ -186,7 +193,13 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
       std::lock_guard<std::mutex> lock(mu);
       std::exception_ptr& slot = echo ? first_aborted : first;
       if (!slot) slot = err;
+      if (first_rank < 0) {
+        first_rank = r;
+        first_timeout = timeout;
+        failed_at = std::chrono::steady_clock::now();
+      }
     }
+    returned_cv.notify_all();
     group->abort(detail::cat("rank ", r, " failed: ", msg));
   };
   const int threads_per_rank = std::max(1, num_threads() / n);  // the caller's share
@@ -200,12 +213,17 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
         ThreadComm comm(group, r);
         try {
           fn(comm);
-        } catch (...) {
-          fail(r, std::current_exception());  // abort before ~ThreadComm drains its queue
+        } catch (...) {  // abort before ~ThreadComm drains its queue
+          fail(r, std::current_exception(), comm.timeout());
         }
       } catch (...) {
-        fail(r, std::current_exception());
+        fail(r, std::current_exception(), std::chrono::minutes(10));
       }
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        returned[r] = true;
+      }
+      returned_cv.notify_all();
     });
   };
   std::string not_started;  // why a rank's thread could not be created
@@ -215,6 +233,29 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
     } catch (const std::system_error& e) {
       not_started = detail::cat("cannot start thread rank ", r, " of ", n, ": ", e.what());
       group->abort(not_started);  // the ranks already running stop at their next collective
+    }
+  }
+  {
+    // A rank stuck outside any collective (its own code, I/O, a lock) never meets the abort,
+    // and its thread must be joined: once the failing rank's timeout has passed, say so.
+    std::unique_lock<std::mutex> lock(mu);
+    const size_t started = ranks.size();
+    auto all_returned = [&] {
+      return static_cast<size_t>(std::count(returned.begin(), returned.end(), true)) == started;
+    };
+    returned_cv.wait(lock, [&] { return all_returned() || first_rank >= 0; });
+    const auto grace = std::min<std::chrono::milliseconds>(first_timeout, std::chrono::hours(24));
+    if (!returned_cv.wait_until(lock, failed_at + grace, all_returned)) {
+      std::string stuck;
+      for (size_t r = 0; r < started; ++r)
+        if (!returned[r]) stuck += detail::cat(stuck.empty() ? "" : ", ", r);
+      std::fprintf(stderr,
+                   "zt.comm: rank(s) %s have not returned %lld ms after rank %d failed (its "
+                   "timeout), stuck outside any collective (in their own code, I/O or a lock?); "
+                   "waiting for them. The failure: %s\n",
+                   stuck.c_str(), static_cast<long long>(first_timeout.count()), first_rank,
+                   group->abort_reason().c_str());
+      std::fflush(stderr);
     }
   }
   for (auto& t : ranks) t.join();

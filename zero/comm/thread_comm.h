@@ -40,9 +40,11 @@ class ThreadComm : public Communicator {
 /// max(1, num_threads() / n) (by default: of $OMP_NUM_THREADS, else the cores); its
 /// default generator is left as a fresh thread's. If any rank throws, the group is
 /// aborted (others fail with "aborted because rank k failed: ...") and the first
-/// exception is rethrown here. A rank whose thread cannot be created (the machine's limit
-/// on threads or memory) aborts the ranks already started; once they are joined the error
-/// names that rank.
+/// exception is rethrown here, once every rank returned: a rank stuck outside any
+/// collective (its own code, I/O, a lock) never meets the abort, and is named on stderr
+/// when it has not returned within the failing rank's timeout. A rank whose thread cannot
+/// be created (the machine's limit on threads or memory) aborts the ranks already started;
+/// once they are joined the error names that rank.
 void run_threads(int n, const std::function<void(Communicator&)>& fn);
 
 }  // namespace zt::comm
