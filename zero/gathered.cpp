@@ -29,6 +29,13 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   ZT_CHECK(!modifier_ || (*modifier_ >= 0 && *modifier_ < comm.size()),
            "GatheredParameters: modifier_rank ", modifier_.value_or(-1), " out of range for ",
            comm.size(), " ranks");
+  // Each tensor once, where it is first named: named twice, it would be gathered (sent and
+  // copied) and broadcast twice, and a second mention that found the first one's copy there
+  // would take it as gathered by someone else and keep it past the exit.
+  std::unordered_set<const TensorImpl*> seen;
+  for (std::vector<Tensor>* ts : {&params_, &buffers_})
+    std::erase_if(*ts,
+                  [&](const Tensor& t) { return t.defined() && !seen.insert(t.impl()).second; });
   // Parameters are gathered in batches of one all-gather each (consecutive parameters of
   // one dtype and device, up to kBatchElems elements): one collective for a small module,
   // while a scope over a whole model never holds more than a batch in flight.

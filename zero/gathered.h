@@ -23,7 +23,8 @@ namespace zt::zero {
 
 class GatheredParameters {
  public:
-  /// Gathers `params` (partitioned or replicated) and covers `buffers`.
+  /// Gathers `params` (partitioned or replicated) and covers `buffers`; a tensor named
+  /// more than once counts once.
   GatheredParameters(std::vector<Tensor> params, comm::Communicator& comm,
                      std::optional<int> modifier_rank = std::nullopt,
                      std::vector<Tensor> buffers = {});

@@ -1,0 +1,70 @@
+// What a GatheredParameters scope gathers, and when it lets go. A scope holds each tensor
+// once, however often it is named: one all-gather of it, one gathered copy, one broadcast of
+// a modifier's edit. The copy a scope gathered goes when the last scope holding it closes,
+// in whatever order the scopes close, and when an exit fails (a broken communicator): a
+// parameter is never left gathered, and held, for the rest of the run.
+#include "zero/lesson_util.h"
+
+using namespace zt;
+
+namespace {
+
+zero::ZeroParam& z_of(const Tensor& p) {
+  return *zero::zero_param(p);
+}
+
+// The weight's whole value, as the ranks hold it now (a scope of its own).
+std::vector<double> whole(const Tensor& p, comm::Communicator& comm) {
+  zero::GatheredParameters g({p}, comm);
+  return p.to_vector();
+}
+
+}  // namespace
+
+// A tensor named twice is gathered once (the traffic and the memory of one copy), a
+// modifier's edit of it is broadcast once, and it is released at the exit.
+TEST(GatheredScopeSets, ATensorNamedTwiceIsGatheredOnce) {
+  const int N = 2;
+  comm::run_threads(N, [&](comm::Communicator& comm) {
+    auto lin = lesson::partitioned<nn::Linear>(comm, 6, 4);  // weight: 24 elements, shards of 12
+    const Tensor& w = lin->weight;
+    comm.reset_counters();
+    reset_peak_memory();
+    {
+      zero::GatheredParameters g({w, lin->bias, w}, comm, /*modifier_rank=*/0);
+      const comm::CommCounters c = comm.counters();
+      EXPECT_EQ(c[comm::Collective::kAllGather].calls, 1);
+      EXPECT_EQ(c[comm::Collective::kAllGather].bytes, (N - 1) * (12 + 2) * 4)
+          << "the weight's shard was sent twice";
+      EXPECT_EQ(memory_stats().pk(MemTag::kGatheredParam), 2 * (24 + 4) * 4)
+          << "at most the all-gather's buffer and one copy of each parameter";
+      if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;
+        w.fill_(3.0);
+      }
+      comm.reset_counters();
+    }
+    EXPECT_EQ(comm.counters()[comm::Collective::kBroadcast].calls, 2) << "weight and bias, once";
+    EXPECT_EQ(z_of(w).status, zero::ParamStatus::kNotAvailable);
+    EXPECT_EQ(z_of(w).holds, 0);
+    EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), 0);
+    EXPECT_EQ(whole(w, comm), std::vector<double>(24, 3.0));
+  });
+}
+
+// Named twice with a tensor of another dtype between (a batch of its own): the second
+// mention found the first one's copy there already, and the copy was kept past the exit.
+TEST(GatheredScopeSets, ATensorNamedTwiceAcrossGatherBatchesIsReleased) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    Tensor a = arange(0, 6), b = arange(0, 6);
+    zero::partition_param(a, comm, 0);
+    zero::partition_param(b, comm, 0, DType::bf16);
+    {
+      zero::GatheredParameters g({a, b, a}, comm);
+      EXPECT_EQ(a.to_vector(), (std::vector<double>{0, 1, 2, 3, 4, 5}));
+    }
+    EXPECT_EQ(z_of(a).status, zero::ParamStatus::kNotAvailable);
+    EXPECT_EQ(z_of(b).status, zero::ParamStatus::kNotAvailable);
+    EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), 0);
+  });
+}
