@@ -300,11 +300,29 @@ static thread_local MemTag g_tag = MemTag::kOther;
 MemTag current_mem_tag() {
   return g_tag;
 }
+// The scopes open on this thread, in the order they opened.
+static std::vector<MemTagScope*>& open_tag_scopes() {
+  thread_local std::vector<MemTagScope*> scopes;
+  return scopes;
+}
 MemTagScope::MemTagScope(MemTag t) : prev_(g_tag) {
+  open_tag_scopes().push_back(this);
   g_tag = t;
 }
+// Scopes nest; one closed before a scope opened inside it (held by an object that ends
+// early) leaves the chain, and that scope restores at its own close what this one would
+// have: once every scope is closed, the tag is the one before the first opened.
 MemTagScope::~MemTagScope() {
-  g_tag = prev_;
+  std::vector<MemTagScope*>& open = open_tag_scopes();
+  if (!open.empty() && open.back() == this) {
+    g_tag = prev_;
+    open.pop_back();
+    return;
+  }
+  const auto it = std::find(open.begin(), open.end(), this);
+  if (it == open.end()) return;
+  (*(it + 1))->prev_ = prev_;
+  open.erase(it);
 }
 
 namespace {

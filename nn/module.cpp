@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <functional>
+#include <iterator>
 #include <sstream>
 
 #include "core/error_context.h"
@@ -23,10 +24,14 @@ static std::vector<RegistrationObserver*>& observers() {
 void push_registration_observer(RegistrationObserver* o) {
   observers().push_back(o);
 }
+// A scope closed before one opened inside it (held by an object that ends early) leaves
+// the stack alone: the scopes still open go on deciding, the innermost of them first.
 void pop_registration_observer(RegistrationObserver* o) {
   auto& v = observers();
-  ZT_CHECK(!v.empty() && v.back() == o, "registration scopes must be closed in reverse order");
-  v.pop_back();
+  const auto it = std::find(v.rbegin(), v.rend(), o);
+  ZT_CHECK(it != v.rend(),
+           "a registration scope is closed on a thread other than the one that opened it");
+  v.erase(std::next(it).base());
 }
 RegistrationObserver* current_registration_observer() {
   return observers().empty() ? nullptr : observers().back();

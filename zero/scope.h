@@ -1,6 +1,8 @@
 // Explicit partitioning scopes. A scope is an RAII object that decides what happens to
 // parameters and buffers registered on this thread while it is open; scopes nest and the
-// innermost one decides alone. Nothing leaks outside a scope: there is no global config.
+// innermost one decides alone. One closed before a scope opened inside it (held by an object
+// that ends early) hands over to the scopes still open. Nothing leaks outside a scope: there
+// is no global config.
 //
 //   zero::Init init(comm);                 // parameters partitioned at registration
 //   auto gpt = std::make_shared<Gpt>(...);

@@ -4,6 +4,7 @@
 // out-of-memory message names what is in use now (not the peak) and the consumers
 // largest first; and the byte sizes that limits are written and reported in.
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "common/test_util.h"
@@ -126,4 +127,16 @@ TEST(ByteSizes, FormattingChangesUnitAtEachPowerOf1024) {
   EXPECT_EQ(format_byte_size(1024), "1.0 KiB");
   EXPECT_EQ(format_byte_size(int64_t{1} << 20), "1.0 MiB");
   EXPECT_EQ(format_byte_size(int64_t{1} << 30), "1.00 GiB");
+}
+
+// Tag scopes closed out of order (one held by an object that ends early): the scope still
+// open keeps its tag, and after the last close the tag is the one before the first opened.
+TEST(MemoryLedger, TagScopesClosedOutOfOrderRestoreTheTagBeforeTheFirst) {
+  const MemTag before = current_mem_tag();
+  auto outer = std::make_unique<MemTagScope>(MemTag::kParamShard);
+  auto inner = std::make_unique<MemTagScope>(MemTag::kActivation);
+  outer.reset();
+  EXPECT_EQ(current_mem_tag(), MemTag::kActivation);
+  inner.reset();
+  EXPECT_EQ(current_mem_tag(), before) << "not the tag of the scope closed first";
 }
