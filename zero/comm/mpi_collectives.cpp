@@ -104,15 +104,31 @@ void MpiComm::all_gather_chunks(const Request& req, const Call& call) {
   });
 }
 
-void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
+Tensor MpiComm::scratch_for(const Request& req, int64_t limit) const {
+  const int n = size();
+  switch (req.kind) {
+    case Collective::kReduceScatter:
+      // [N][c]: every rank's range of this rank's slice.
+      return Tensor::empty({n * std::min(req.out.numel(), limit)}, req.in.dtype());
+    case Collective::kAllReduce: {
+      // [N][c_r]: every rank's part of this rank's chunk of a piece; the first piece, of
+      // min(numel, limit) elements, has the largest chunks.
+      int64_t lo, hi;
+      even_chunk(std::min(req.out.numel(), limit), n, rank(), &lo, &hi);
+      return Tensor::empty({n * (hi - lo)}, req.out.dtype());
+    }
+    default:
+      return Tensor();
+  }
+}
+
+void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call, const Tensor& tmp) {
   const int n = size();
   const int64_t s = req.out.numel();
   const size_t e = dtype_size(req.out.dtype());
   const MPI_Datatype T = word_type(e);
-  // [N][c]: every rank's range of this rank's slice. out may be in's slice r: a call writes
-  // only the range it has just sent.
-  const Tensor tmp = Tensor::empty({n * std::min(s, call.limit)}, req.in.dtype());
-  call.held->tensors.push_back(tmp);
+  // tmp: [N][c], every rank's range of this rank's slice. out may be in's slice r: a call
+  // writes only the range it has just sent.
   std::vector<const void*> ins(n);
   for_each_piece(s, call.limit, [&](int64_t off, int64_t c) {
     const SliceRange send(T, e, c, s);
@@ -125,7 +141,7 @@ void MpiComm::reduce_scatter_chunks(const Request& req, const Call& call) {
   });
 }
 
-void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
+void MpiComm::all_reduce_chunks(const Request& req, const Call& call, const Tensor& tmp) {
   const Tensor& t = req.out;
   const int n = size(), r = rank();
   const size_t e = dtype_size(t.dtype());
@@ -135,7 +151,7 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
   std::vector<int>& displs = call.held->hold(std::vector<int>(n));
   std::vector<int>& rcounts = call.held->hold(std::vector<int>(n));
   std::vector<int>& rdispls = call.held->hold(std::vector<int>(n));
-  Tensor& tmp = call.held->hold(Tensor());  // [N][c_r]: the current piece's
+  // tmp: [N][c_r], the current piece's (scratch_for).
   std::vector<const void*> ins(n);
   // Pieces of `limit` elements: counts and offsets within a piece fit an int.
   for_each_piece(t.numel(), call.limit, [&](int64_t base, int64_t len) {
@@ -151,7 +167,6 @@ void MpiComm::all_reduce_chunks(const Request& req, const Call& call) {
       rcounts[j] = c;
       rdispls[j] = j * c;
     }
-    tmp = Tensor::empty({static_cast<int64_t>(c) * n}, t.dtype());
     start_and_wait(call, "MPI_Ialltoallv", [&](MPI_Request* rq) {
       return MPI_Ialltoallv(piece, counts.data(), displs.data(), T, tmp.data_ptr(), rcounts.data(),
                             rdispls.data(), T, comm_, rq);

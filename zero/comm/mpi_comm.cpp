@@ -337,14 +337,20 @@ void MpiComm::execute(const Request& req, bool check, int64_t limit) {
 }
 
 void MpiComm::run(const Request& req, const Call& call, bool check) {
+  // The scratch first: a rank whose memory limit refuses it has made no MPI call of this
+  // collective, the check's neither, so it may go on (ThreadComm's ranks make theirs before
+  // they post, too): where every rank failed alike they retry together, and a rank that
+  // failed alone meets the others' check with its next collective.
+  const Tensor scratch = scratch_for(req, call.limit);
+  if (scratch.defined()) call.held->tensors.push_back(scratch);
   if (size() > 1 && check) check_signatures(req, call);
   switch (req.kind) {
     case Collective::kAllGather:
       return all_gather_chunks(req, call);
     case Collective::kReduceScatter:
-      return reduce_scatter_chunks(req, call);
+      return reduce_scatter_chunks(req, call, scratch);
     case Collective::kAllReduce:
-      return all_reduce_chunks(req, call);
+      return all_reduce_chunks(req, call, scratch);
     case Collective::kBroadcast:
       return broadcast_chunks(req, call);
     case Collective::kScatter:

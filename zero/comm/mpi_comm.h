@@ -59,13 +59,14 @@ class MpiLock {
 
 /// One process of an mpirun job, on a private duplicate of MPI_COMM_WORLD.
 /// A collective that fails on this rank after its first MPI call (an MPI error, a timeout,
-/// or a failure of its own: a scratch tensor its memory limit refuses) leaves the
-/// communicator failed, without ending the job: the other ranks may be inside that
-/// collective, and MPI would pair this rank's next calls with theirs. Every later call then
-/// throws AbortedError ("... aborted because the communicator is unusable since
-/// <collective> failed on this rank ...: <why>"), as abort_reason() says. A collective that
-/// fails before any MPI call (its arguments; with the check off, its scratch tensor) leaves
-/// it usable: where every rank failed alike, they may retry.
+/// or a failure of its own) leaves the communicator failed, without ending the job: the
+/// other ranks may be inside that collective, and MPI would pair this rank's next calls with
+/// theirs. Every later call then throws AbortedError ("... aborted because the communicator
+/// is unusable since <collective> failed on this rank ...: <why>"), as abort_reason() says.
+/// A collective that fails before any MPI call (its arguments, or its scratch tensor, which
+/// it makes before the check) leaves it usable: where every rank failed alike, they may
+/// retry; a rank that failed alone meets the others' collective with its next one, which
+/// the check reports as a mismatch on every rank.
 class MpiComm : public Communicator {
  public:
   /// Collective over MPI_COMM_WORLD: every process must construct its MpiComms in the
@@ -144,15 +145,18 @@ class MpiComm : public Communicator {
   // Runs req; `check`: compare the ranks' signatures first (the switch as at issue). A
   // failure after the collective's first MPI call fails the communicator (class comment).
   void execute(const Request& req, bool check, int64_t limit);
-  // The check, then the collective itself.
+  // The scratch tensor, the check, then the collective itself.
   void run(const Request& req, const Call& call, bool check);
+  // The scratch a reduce-scatter or an all-reduce of req receives the others' shards in
+  // (undefined for the other collectives): for its largest MPI call of `limit` elements.
+  Tensor scratch_for(const Request& req, int64_t limit) const;
   // Fails every rank, naming what each called, when the ranks' signatures of req differ.
   void check_signatures(const Request& req, const Call& call);
   // The collectives, each as MPI calls of at most call.limit elements per rank
   // (mpi_collectives.cpp).
   void all_gather_chunks(const Request& req, const Call& call);
-  void reduce_scatter_chunks(const Request& req, const Call& call);
-  void all_reduce_chunks(const Request& req, const Call& call);
+  void reduce_scatter_chunks(const Request& req, const Call& call, const Tensor& scratch);
+  void all_reduce_chunks(const Request& req, const Call& call, const Tensor& scratch);
   void broadcast_chunks(const Request& req, const Call& call);
   void scatter_chunks(const Request& req, const Call& call);
   // Every rank's `mine`, in rank order.
