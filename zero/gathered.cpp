@@ -68,6 +68,7 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     flush();
     for (const Tensor& p : params_)
       if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) z->wait();
+    if (!modifier_) hash_contents();  // its copies may pass a memory limit
   } catch (...) {
     // No scope was opened (no destructor will run): the holds counted so far go, and what
     // was gathered here is released (a gather still in flight stays for its next wait).
@@ -80,7 +81,6 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     }
     throw;
   }
-  if (!modifier_) hash_contents();
   open_scopes().push_back(this);
 }
 
@@ -219,21 +219,31 @@ void GatheredParameters::exit() {
   std::erase(open_scopes(), this);
   autograd::NoGradGuard ng;
   comm::CollectiveLabel label("GatheredParameters");
+  auto let_go = [&] {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      ZeroParam* z = zero_param(params_[i]);
+      if (!z || z->kind != ParamKind::kPartitioned) continue;
+      --z->holds;
+      if (gathered_here_[i] && z->releasable()) z->release();
+    }
+  };
   std::string changed;
-  if (modifier_) {
-    broadcast_edits();
-    // On every rank's shard now: no edit that a read-only scope open around this one loses.
-    std::vector<Tensor> written = params_;
-    written.insert(written.end(), buffers_.begin(), buffers_.end());
-    note_loaded(written);
-  } else if (changed = first_edit(); !changed.empty())
-    undo_edits();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    ZeroParam* z = zero_param(params_[i]);
-    if (!z || z->kind != ParamKind::kPartitioned) continue;
-    --z->holds;
-    if (gathered_here_[i] && z->releasable()) z->release();
+  try {
+    if (modifier_) {
+      broadcast_edits();
+      // On every rank's shard now: no edit that a read-only scope open around this one loses.
+      std::vector<Tensor> written = params_;
+      written.insert(written.end(), buffers_.begin(), buffers_.end());
+      note_loaded(written);
+    } else if (changed = first_edit(); !changed.empty())
+      undo_edits();
+  } catch (...) {
+    // The scope is closed all the same (a broadcast on a broken communicator): what it held
+    // goes, or its parameters would stay gathered, and held, for the rest of the run.
+    let_go();
+    throw;
   }
+  let_go();
   refuse_edit(changed, "on exit");
 }
 

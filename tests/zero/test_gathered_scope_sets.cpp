@@ -68,3 +68,44 @@ TEST(GatheredScopeSets, ATensorNamedTwiceAcrossGatherBatchesIsReleased) {
     EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), 0);
   });
 }
+
+// A modifier scope whose exit fails (the communicator broke inside it, so the broadcast of
+// the edits cannot run): the error comes out, and the scope still lets go of what it held
+// and gathered, by exit() and by the destructor of a scope an exception unwinds alike.
+TEST(GatheredScopeSets, AScopeWhoseExitFailsStillReleasesWhatItGathered) {
+  for (bool unwinding : {false, true}) {
+    SCOPED_TRACE(unwinding ? "unwinding" : "exit()");
+    comm::run_threads(2, [&](comm::Communicator& comm) {
+      auto lin = lesson::partitioned<nn::Linear>(comm, 6, 4);
+      try {
+        zero::GatheredParameters g(*lin, comm, /*modifier_rank=*/0);
+        comm.abort("the communicator broke inside the scope");
+        if (unwinding) throw std::runtime_error("an error inside the scope");
+        EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "broke inside the scope"));
+      } catch (const std::runtime_error& e) {
+        EXPECT_STREQ(e.what(), "an error inside the scope");
+      }
+      for (const Tensor& p : {lin->weight, lin->bias}) {
+        EXPECT_EQ(z_of(p).holds, 0) << p.name();
+        EXPECT_EQ(z_of(p).status, zero::ParamStatus::kNotAvailable) << p.name();
+      }
+      EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), 0);
+    });
+  }
+}
+
+// A read-only scope copies at entry what its exit may have to put back (at one rank, the
+// gathered parameter is its shard itself). A memory limit that refuses the copy fails the
+// scope's construction, and what it gathered and held goes with it.
+TEST(GatheredScopeSets, AScopeWhoseEntryCopyIsRefusedHoldsNothing) {
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    auto lin = lesson::partitioned<nn::Linear>(comm, 6, 4);
+    current_ledger()->set_limit(Device::cpu(), memory_stats().total_current + 8);
+    EXPECT_THROW(zero::GatheredParameters g(*lin, comm), OutOfMemoryError);
+    current_ledger()->set_limit(Device::cpu(), 0);
+    for (const Tensor& p : {lin->weight, lin->bias}) {
+      EXPECT_EQ(z_of(p).holds, 0) << p.name();
+      EXPECT_EQ(z_of(p).status, zero::ParamStatus::kNotAvailable) << p.name();
+    }
+  });
+}
