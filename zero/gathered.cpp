@@ -16,6 +16,15 @@ std::vector<GatheredParameters*>& open_scopes() {
   thread_local std::vector<GatheredParameters*> scopes;
   return scopes;
 }
+
+// One scope fewer holds z. The last one lets go of a copy that a scope gathered, whichever
+// scope that was (scopes over one parameter may close in any order); a copy that was there
+// before any scope (an engine's) stays. A gather still in flight stays for its next wait.
+void drop_hold(ZeroParam* z) {
+  if (--z->holds > 0 || !z->scope_gathered) return;
+  z->scope_gathered = false;
+  if (z->status == ParamStatus::kAvailable && z->releasable()) z->release();
+}
 }  // namespace
 
 GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communicator& comm,
@@ -57,6 +66,7 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
       if (z && z->kind == ParamKind::kPartitioned) {
         ++z->holds;
         if (!here) continue;
+        z->scope_gathered = true;
         if (!batch.empty() &&
             (batch_elems + z->part.padded_numel() > kBatchElems ||
              batch.front()->dtype != z->dtype || batch.front()->device != z->device))
@@ -72,13 +82,9 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   } catch (...) {
     // No scope was opened (no destructor will run): the holds counted so far go, and what
     // was gathered here is released (a gather still in flight stays for its next wait).
-    for (size_t i = 0; i < gathered_here_.size(); ++i) {
-      ZeroParam* z = zero_param(params_[i]);
-      if (!z || z->kind != ParamKind::kPartitioned) continue;
-      --z->holds;
-      if (gathered_here_[i] && z->status == ParamStatus::kAvailable && z->releasable())
-        z->release();
-    }
+    for (size_t i = 0; i < gathered_here_.size(); ++i)
+      if (ZeroParam* z = zero_param(params_[i]); z && z->kind == ParamKind::kPartitioned)
+        drop_hold(z);
     throw;
   }
   open_scopes().push_back(this);
@@ -220,12 +226,8 @@ void GatheredParameters::exit() {
   autograd::NoGradGuard ng;
   comm::CollectiveLabel label("GatheredParameters");
   auto let_go = [&] {
-    for (size_t i = 0; i < params_.size(); ++i) {
-      ZeroParam* z = zero_param(params_[i]);
-      if (!z || z->kind != ParamKind::kPartitioned) continue;
-      --z->holds;
-      if (gathered_here_[i] && z->releasable()) z->release();
-    }
+    for (const Tensor& p : params_)
+      if (ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned) drop_hold(z);
   };
   std::string changed;
   try {

@@ -52,6 +52,8 @@ struct ZeroParam : TensorExtra {
   std::shared_ptr<GroupGather> flight;  // the all-gather while INFLIGHT
   bool persistent = false;              // numel <= stage3_param_persistence_threshold
   int holds = 0;                        // GatheredParameters scopes keeping it gathered
+  bool scope_gathered = false;          // a scope gathered it: the last one holding it (in
+                                        // whatever order they close) releases it
   TensorImpl* owner = nullptr;          // the parameter's tensor (which owns this record)
   /// Gathered copies released since the engine last looked (Engine's step): one still alive
   /// then is held by a tensor made from the parameter (a view or detach() kept past the

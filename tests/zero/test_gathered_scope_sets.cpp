@@ -69,6 +69,25 @@ TEST(GatheredScopeSets, ATensorNamedTwiceAcrossGatherBatchesIsReleased) {
   });
 }
 
+// Two scopes over one weight, the one that gathered it closed first (std::optional,
+// unique_ptr, or an explicit exit()): the copy is released when the other one closes, not
+// kept, held by nobody, for the rest of the run.
+TEST(GatheredScopeSets, OverlappingScopesClosedOutOfOrderReleaseTheCopy) {
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto lin = lesson::partitioned<nn::Linear>(comm, 6, 4);
+    const Tensor& w = lin->weight;
+    auto first = std::make_unique<zero::GatheredParameters>(std::vector<Tensor>{w}, comm);
+    auto second =
+        std::make_unique<zero::GatheredParameters>(std::vector<Tensor>{w, lin->bias}, comm);
+    first.reset();
+    EXPECT_EQ(z_of(w).status, zero::ParamStatus::kAvailable) << "the second scope holds it";
+    second.reset();
+    EXPECT_EQ(z_of(w).status, zero::ParamStatus::kNotAvailable);
+    EXPECT_EQ(z_of(lin->bias).status, zero::ParamStatus::kNotAvailable);
+    EXPECT_EQ(memory_stats().cur(MemTag::kGatheredParam), 0);
+  });
+}
+
 // A modifier scope whose exit fails (the communicator broke inside it, so the broadcast of
 // the edits cannot run): the error comes out, and the scope still lets go of what it held
 // and gathered, by exit() and by the destructor of a scope an exception unwinds alike.
