@@ -60,6 +60,13 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
   try {
     for (const Tensor& p : params_) {
       ZeroParam* z = zero_param(p);
+      ZT_CHECK(!z || z->kind != ParamKind::kPartitioned ||
+                   (z->part.world == comm.size() && z->rank == comm.rank()),
+               "GatheredParameters: '", p.name(), "' is partitioned over ", z->part.world,
+               " ranks, as rank ", z->rank, "; this communicator has ", comm.size(),
+               " (this is its rank ", comm.rank(),
+               "): pass the communicator it was partitioned on (its zero::Init's, its "
+               "engine's)");
       bool here =
           z && z->kind == ParamKind::kPartitioned && z->status == ParamStatus::kNotAvailable;
       gathered_here_.push_back(here);

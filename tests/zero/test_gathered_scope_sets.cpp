@@ -128,3 +128,23 @@ TEST(GatheredScopeSets, AScopeWhoseEntryCopyIsRefusedHoldsNothing) {
     }
   });
 }
+
+// A parameter partitioned over 2 ranks, named to a scope over a communicator of 1 (a model
+// of another run, another engine's group): refused, naming it and both rank counts. The
+// gather would have taken the one-rank shard for the whole parameter, reading past it.
+TEST(GatheredScopeSets, AParameterPartitionedOverAnotherRankCountIsRefused) {
+  Tensor p;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    Tensor t = arange(0, 6);
+    t.set_name("w");
+    zero::partition_param(t, comm, 0);
+    if (comm.rank() == 0) p = t;
+  });
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    EXPECT_TRUE(test::throws_with([&] { zero::GatheredParameters g({p}, comm); },
+                                  "'w' is partitioned over 2 ranks, as rank 0; this "
+                                  "communicator has 1"));
+    EXPECT_EQ(z_of(p).holds, 0);
+    EXPECT_EQ(z_of(p).status, zero::ParamStatus::kNotAvailable);
+  });
+}
