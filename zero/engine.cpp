@@ -81,6 +81,7 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   auto named = model_->named_parameters();
   for (auto& [name, p] : named)
     if (!is_replicated(p)) claim_.take(p.impl(), "parameter '" + name + "'", comm_.rank());
+  check_rank_count(named);
   // The engine's window starts empty: a gradient already there would join its first step.
   for (auto& [name, p] : named)
     ZT_CHECK(!p.requires_grad() || !p.grad().defined(), "zero::Engine: parameter '", name,

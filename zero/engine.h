@@ -234,6 +234,9 @@ class Engine {
   void check_trainable_unchanged() const;
   /// Errors on a gradient that reached a parameter outside backward().
   void check_no_stray_gradient() const;
+  /// Errors on a parameter of `named` partitioned over another rank count (or as another
+  /// rank) than this engine's communicator: its shards would gather wrongly.
+  void check_rank_count(const NamedTensors& named) const;
   /// Errors on a trainable parameter the model gained after construction (checked when
   /// nn::registration_count() moved since the last check).
   void check_model_unchanged();

@@ -23,6 +23,16 @@ void Engine::check_no_stray_gradient() const {
            "window); call it after each backward that is not this engine's");
 }
 
+void Engine::check_rank_count(const NamedTensors& named) const {
+  for (const auto& [name, p] : named)
+    if (const ZeroParam* z = zero_param(p); z && z->kind == ParamKind::kPartitioned)
+      ZT_CHECK(z->part.world == comm_.size() && z->rank == comm_.rank(),
+               "zero::Engine: parameter '", name, "' is partitioned over ", z->part.world,
+               " ranks, as rank ", z->rank, "; this engine's communicator has ", comm_.size(),
+               " (this is its rank ", comm_.rank(),
+               "): build the engine on the communicator its zero::Init partitioned it on");
+}
+
 void Engine::check_model_unchanged() {
   if (nn::registration_count() == registrations_) return;
   std::set<const TensorImpl*> known;
