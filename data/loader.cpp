@@ -107,6 +107,8 @@ struct DataLoader::Stream {
   // The batch being made and the samples of it whose get() has not returned (under mu).
   std::optional<LoaderState> making;
   std::vector<int64_t> unread;
+  // The batch next() last found not ready within the timeout (under mu).
+  std::optional<LoaderState> overdue;
 };
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
@@ -327,6 +329,7 @@ void DataLoader::start() {
     s.finished = false;
     s.producer = consumer_;
     s.end = end_;
+    s.overdue.reset();
   }
   if (stream_->options.prefetch > 0) thread_ = std::thread([hold = stream_] { hold->produce(); });
 }
@@ -336,9 +339,14 @@ void DataLoader::stop() {
   std::unique_lock<std::mutex> lock(s.mu);
   s.stopping = true;
   s.cv.notify_all();
+  // The samples being read get the timeout to return, unless next() has already waited that
+  // long for them: a get() reported stuck is not waited for a second time (the error of
+  // next() would reach the user only after twice the timeout, the loader destroyed as it
+  // unwinds).
+  const bool reported = s.overdue && s.making == s.overdue && !s.unread.empty();
+  const double wait = reported ? 0.0 : stream_->options.timeout;
   if (thread_.joinable() && stream_->options.timeout > 0 &&
-      !s.cv.wait_for(lock, std::chrono::duration<double>(stream_->options.timeout),
-                     [&] { return s.finished; })) {
+      !s.cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return s.finished; })) {
     // A get() that does not return: the thread keeps its Stream (the dataset with it) and
     // ends when the get() does; the loader reads from a new one.
     lock.unlock();
@@ -371,8 +379,10 @@ Batch DataLoader::next() {
     std::unique_lock<std::mutex> lock(s.mu);
     auto ready = [&] { return !s.queue.empty(); };
     if (stream_->options.timeout > 0) {
-      if (!s.cv.wait_for(lock, std::chrono::duration<double>(stream_->options.timeout), ready))
+      if (!s.cv.wait_for(lock, std::chrono::duration<double>(stream_->options.timeout), ready)) {
+        s.overdue = consumer_;
         throw s.timed_out(consumer_);
+      }
     } else {
       s.cv.wait(lock, ready);
     }

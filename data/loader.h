@@ -79,7 +79,8 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
              LoaderOptions options);
   /// Stops the loader's threads: the samples being read are finished, no other is started.
-  /// With a timeout it waits for them that long at most; a thread still in a dataset's get()
+  /// With a timeout it waits for them that long at most (not at all for the samples of a batch
+  /// next() has already reported not ready in time); a thread still in a dataset's get()
   /// after that is left to end on its own, holding what it reads (the dataset included),
   /// so nothing it uses is freed under it. restore() stops them the same way.
   ~DataLoader();

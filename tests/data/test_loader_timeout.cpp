@@ -114,14 +114,15 @@ DistributedSampler in_order(int64_t n) {
   return DistributedSampler(n, 0, 1, 0, /*shuffle=*/false);
 }
 
-// A loader over 8 items in order, batches of 4 read by `workers` with a timeout of 0.2 s,
-// whose item `held` waits for `gate`; the loader alone holds the dataset, which `watch` sees.
+// A loader over 8 items in order, batches of 4 read by `workers` with a timeout of `timeout`
+// seconds, whose item `held` waits for `gate`; the loader alone holds the dataset, which `watch`
+// sees.
 struct HeldLoader {
-  HeldLoader(int64_t held, int64_t workers) {
+  HeldLoader(int64_t held, int64_t workers, double timeout = 0.2) {
     auto ds = std::make_shared<Held>(8, std::set<int64_t>{held}, gate);
     watch = ds;
     loader = std::make_unique<DataLoader>(
-        ds, in_order(8), LoaderOptions{.batch_size = 4, .workers = workers, .timeout = 0.2});
+        ds, in_order(8), LoaderOptions{.batch_size = 4, .workers = workers, .timeout = timeout});
   }
   std::shared_ptr<Gate> gate = std::make_shared<Gate>();
   std::weak_ptr<const Dataset> watch;
@@ -177,6 +178,29 @@ TEST(LoaderTimeout, ALoaderLeavesAThreadStuckInGetAndItsDatasetLivesOn) {
       l.reset();
       EXPECT_TRUE(freed(h.watch)) << "the thread left in get() did not end";
     }
+  }
+}
+
+// A run reads next() in the scope that owns its loader, so the loader is destroyed while the
+// timeout's error unwinds to where it is printed. The error is out about one timeout after the
+// call, not two: the loader does not wait a second time for the get() it has just reported.
+TEST(LoaderTimeout, AStuckBatchIsReportedAfterOneTimeoutNotTwo) {
+  for (int64_t workers : {1, 3}) {
+    SCOPED_TRACE(testing::Message() << "workers " << workers);
+    HeldLoader h(5, workers, 0.5);
+    Watchdog dog(h.gate, 10.0);
+    EXPECT_EQ(ids(h.loader->next()), (std::vector<int64_t>{0, 1, 2, 3}));
+    const auto t0 = Clock::now();
+    const std::string what = test::error_of([&] {
+      const std::unique_ptr<DataLoader> run = std::move(h.loader);
+      run->next();
+    });
+    const double took = seconds_since(t0);
+    EXPECT_NE(what.find("get() has not returned for sample(s) 5"), std::string::npos) << what;
+    EXPECT_LT(took, 0.9) << "the error of a timeout of 0.5 s came after " << took << " s";
+    EXPECT_FALSE(h.watch.expired()) << "the dataset was freed under the stuck get()";
+    h.gate->release();
+    EXPECT_TRUE(freed(h.watch)) << "the thread left in get() did not end";
   }
 }
 
