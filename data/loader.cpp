@@ -8,14 +8,16 @@
 //
 // The producer shares only a Stream with the loader: the source of the batches (its own
 // copies of the dataset pointer, the sampler and the options), the queue and the lock. A
-// producer stopped while a get() does not return within the timeout is detached with its
-// Stream, which keeps alive all it touches until the get() returns and it ends.
+// producer stopped while a get() does not return within the timeout (kStopWait without one)
+// is detached with its Stream, which keeps alive all it touches until the get() returns and
+// it ends.
 #include "data/loader.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -82,6 +84,8 @@ struct DataLoader::Stream {
   void produce();
   // The error of next() for a batch not ready within the timeout (`mu` held).
   Error timed_out(const LoaderState& at) const;
+  // The first few samples of the batch being made whose get() has not returned (`mu` held).
+  std::string unread_named() const;
 
   // The source, fixed at creation.
   const std::shared_ptr<const Dataset> dataset;
@@ -301,15 +305,18 @@ void DataLoader::Stream::produce() {
   }
 }
 
-Error DataLoader::Stream::timed_out(const LoaderState& at) const {
+std::string DataLoader::Stream::unread_named() const {
+  constexpr size_t kNamed = 8;  // the first few; a batch may hold thousands
   std::string left;
+  for (size_t i = 0; i < std::min(unread.size(), kNamed); ++i)
+    left += (i ? ", " : "") + std::to_string(unread[i]);
+  if (unread.size() > kNamed) left += detail::cat(" and ", unread.size() - kNamed, " more");
+  return left;
+}
+
+Error DataLoader::Stream::timed_out(const LoaderState& at) const {
   const bool started = making && *making == at;
-  if (started) {
-    constexpr size_t kNamed = 8;  // the first few; a batch may hold thousands
-    for (size_t i = 0; i < std::min(unread.size(), kNamed); ++i)
-      left += (i ? ", " : "") + std::to_string(unread[i]);
-    if (unread.size() > kNamed) left += detail::cat(" and ", unread.size() - kNamed, " more");
-  }
+  const std::string left = started ? unread_named() : "";
   return Error(detail::cat(
       "DataLoader::next: batch ", at.position, " of epoch ", at.epoch, " of ", dataset->describe(),
       " was not ready within the timeout of ", options.timeout, " s: ",
@@ -339,16 +346,30 @@ void DataLoader::stop() {
   std::unique_lock<std::mutex> lock(s.mu);
   s.stopping = true;
   s.cv.notify_all();
-  // The samples being read get the timeout to return, unless next() has already waited that
-  // long for them: a get() reported stuck is not waited for a second time (the error of
-  // next() would reach the user only after twice the timeout, the loader destroyed as it
-  // unwinds).
+  // The samples being read get the timeout to return (kStopWait without one: a get() that never
+  // returns must not hang the end of a run), unless next() has already waited that long for
+  // them: a get() reported stuck is not waited for a second time (the error of next() would
+  // reach the user only after twice the timeout, the loader destroyed as it unwinds).
   const bool reported = s.overdue && s.making == s.overdue && !s.unread.empty();
-  const double wait = reported ? 0.0 : stream_->options.timeout;
-  if (thread_.joinable() && stream_->options.timeout > 0 &&
+  const double wait = reported                       ? 0.0
+                      : stream_->options.timeout > 0 ? stream_->options.timeout
+                                                     : kStopWait;
+  if (thread_.joinable() &&
       !s.cv.wait_for(lock, std::chrono::duration<double>(wait), [&] { return s.finished; })) {
     // A get() that does not return: the thread keeps its Stream (the dataset with it) and
     // ends when the get() does; the loader reads from a new one.
+    if (!reported) {
+      try {  // stop() runs in the destructor: a describe() that throws says nothing
+        std::fprintf(stderr,
+                     "zt: DataLoader: %s: get() has not returned for sample(s) %s (batch %lld "
+                     "of epoch %lld) %g s after the loader stopped; its thread is left to end "
+                     "when get() returns\n",
+                     s.dataset->describe().c_str(), s.unread_named().c_str(),
+                     static_cast<long long>(s.making ? s.making->position : 0),
+                     static_cast<long long>(s.making ? s.making->epoch : 0), wait);
+      } catch (...) {
+      }
+    }
     lock.unlock();
     thread_.detach();
     stream_ = s.renewed();

@@ -28,6 +28,10 @@
 
 namespace zt::data {
 
+/// Seconds a stopping loader without a timeout waits for the samples being read before it
+/// leaves their thread (PyTorch's DataLoader gives its workers as long at shutdown).
+inline constexpr double kStopWait = 5.0;
+
 /// How batches are made.
 struct LoaderOptions {
   int64_t batch_size = 1;  ///< per rank
@@ -79,10 +83,11 @@ class DataLoader {
   DataLoader(std::shared_ptr<const Dataset> dataset, DistributedSampler sampler,
              LoaderOptions options);
   /// Stops the loader's threads: the samples being read are finished, no other is started.
-  /// With a timeout it waits for them that long at most (not at all for the samples of a batch
-  /// next() has already reported not ready in time); a thread still in a dataset's get()
-  /// after that is left to end on its own, holding what it reads (the dataset included),
-  /// so nothing it uses is freed under it. restore() stops them the same way.
+  /// It waits for them the timeout at most, kStopWait without one (not at all for the samples
+  /// of a batch next() has already reported not ready in time); a thread still in a dataset's
+  /// get() after that is left to end on its own, holding what it reads (the dataset included),
+  /// so nothing it uses is freed under it, and stderr names its samples (a process that exits
+  /// meanwhile ends it there). restore() stops them the same way.
   ~DataLoader();
   DataLoader(const DataLoader&) = delete;
   DataLoader& operator=(const DataLoader&) = delete;

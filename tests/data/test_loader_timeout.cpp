@@ -204,6 +204,28 @@ TEST(LoaderTimeout, AStuckBatchIsReportedAfterOneTimeoutNotTwo) {
   }
 }
 
+// Without a timeout next() waits for a batch without limit, but a loader that stops (the run
+// ends, or unwinds from another error, while a batch is being prefetched) does not: it gives the
+// samples being read kStopWait seconds, as PyTorch's DataLoader gives its workers at shutdown,
+// then leaves the thread holding the dataset, and says so on stderr, naming the samples.
+TEST(LoaderTimeout, WithoutATimeoutALoaderStillStopsAfterABoundedWait) {
+  HeldLoader h(5, 1, /*timeout=*/0);
+  Watchdog dog(h.gate, kStopWait + 10);
+  EXPECT_EQ(ids(h.loader->next()), (std::vector<int64_t>{0, 1, 2, 3}));  // batch 1 is prefetched
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));            // and its get(5) started
+  ::testing::internal::CaptureStderr();
+  const auto t0 = Clock::now();
+  h.loader.reset();
+  const double took = seconds_since(t0);
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_LT(took, kStopWait + 5) << "the loader waited for the stuck get()";
+  EXPECT_FALSE(h.watch.expired()) << "the dataset was freed under the stuck get()";
+  for (const char* part : {"Held(8)", "sample(s) 5", "batch 1 of epoch 0", "has not returned"})
+    EXPECT_NE(said.find(part), std::string::npos) << "missing '" << part << "' in: " << said;
+  h.gate->release();
+  EXPECT_TRUE(freed(h.watch)) << "the thread left in get() did not end";
+}
+
 TEST(LoaderTimeout, ATimeoutIsSecondsAtOrAbove0WithPrefetch) {
   auto ds = std::make_shared<Held>(4, std::set<int64_t>{}, std::make_shared<Gate>());
   for (double bad : {-1.0, std::nan(""), std::numeric_limits<double>::infinity()})
