@@ -433,10 +433,15 @@ AppConfig parse_app_config(const Node& root, App app) {
   Node ds;
   s.get("deepspeed_config", c.deepspeed_config);
   if (!c.deepspeed_config.empty()) {
-    if (!std::filesystem::is_regular_file(c.deepspeed_config))
+    // Any file that reads: a FIFO or a shell's <(...) too (read once).
+    if (!std::filesystem::exists(c.deepspeed_config))
       root.get("deepspeed_config")
           .fail("no DeepSpeed config at '" + c.deepspeed_config +
                 "' (a JSON file; relative paths start at the working directory)");
+    if (std::filesystem::is_directory(c.deepspeed_config))
+      root.get("deepspeed_config")
+          .fail("'" + c.deepspeed_config +
+                "' is a folder; name the DeepSpeed config (a JSON file)");
     c.deepspeed_json = read_deepspeed_file(c.deepspeed_config);
     ds = parse_deepspeed_text(c.deepspeed_json, c.deepspeed_config);
   }
@@ -480,15 +485,18 @@ AppConfig parse_app_config(const Node& root, App app) {
 
 AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides,
                           App app) {
+  // Read once: a FIFO or /dev/stdin gives its text to one read only.
+  const std::string text = read_config_text(
+      path, "config file", "(pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)");
   Node root;
   try {
-    root = load_yaml_file(path, overrides);
+    root = load_yaml_text(text, path, overrides);
   } catch (const Error&) {
     // A DeepSpeed JSON with comments (hjson, as DeepSpeed reads it) is no YAML: named for
     // what it is rather than by the parse error.
     Node ds;
     try {
-      ds = parse_deepspeed_text(read_deepspeed_file(path), path);
+      ds = parse_deepspeed_text(text, path);
     } catch (const std::exception&) {
     }
     if (ds && !deepspeed_key(ds).empty()) throw Error(path + ": " + kDeepSpeedHint);
@@ -505,7 +513,7 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
   std::map<std::string, std::pair<std::string, std::string>> seen;  // key -> value, source
   // A mapping set whole (--set 'train={steps: 2}') replaces the file's: its other keys
   // there go back to their defaults, and a warning names them.
-  Node file;  // the file as written, read again only for such an override
+  Node file;  // the file as written, parsed again only for such an override
   for (const Override& o : overrides) {
     const size_t eq = o.assignment.find('=');
     const std::string key = trimmed(o.assignment.substr(0, eq));
@@ -523,7 +531,7 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
       continue;
     }
     if (!after.is_map()) continue;
-    if (!file) file = load_yaml_file(path);
+    if (!file) file = load_yaml_text(text, path);
     Node before = file;
     std::stringstream parts(key);
     for (std::string part; before && std::getline(parts, part, '.');)

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <unordered_map>
@@ -390,16 +391,33 @@ Override::Override(const char* assignment) : Override(std::string(assignment)) {
 Override::Override(std::string assignment, std::string source)
     : assignment(std::move(assignment)), source(std::move(source)) {}
 
-Node load_yaml_file(const std::string& path, const std::vector<Override>& overrides) {
-  std::ifstream f(path);
-  if (!f)
-    throw Error("cannot open config file '" + path + "': " + std::strerror(errno) +
-                " (pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)");
+std::string read_config_text(const std::string& path, const std::string& what,
+                             const std::string& hint) {
+  const std::string pass = hint.empty() ? "" : " " + hint;
+  // A folder opens, and reads as if empty.
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    throw Error(what + " '" + path + "' is a folder; pass the file" + pass);
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw Error("cannot open " + what + " '" + path + "': " + std::strerror(errno) + pass);
   std::stringstream ss;
-  ss << f.rdbuf();
-  Node root = parse_yaml(ss.str(), path);
+  ss << f.rdbuf();  // sets failbit on ss when there is nothing to read: an empty file is text too
+  if (f.bad()) throw Error("cannot read " + what + " '" + path + "': " + std::strerror(errno));
+  return ss.str();
+}
+
+Node load_yaml_text(const std::string& text, const std::string& path,
+                    const std::vector<Override>& overrides) {
+  Node root = parse_yaml(text, path);
   for (const auto& o : overrides) apply_override(root, o);
   return root;
+}
+
+Node load_yaml_file(const std::string& path, const std::vector<Override>& overrides) {
+  return load_yaml_text(
+      read_config_text(path, "config file",
+                       "(pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)"),
+      path, overrides);
 }
 
 namespace {

@@ -107,9 +107,17 @@ struct Override {
   std::string source;
 };
 
-/// Parses a YAML file and applies "key.path=value" overrides (values are YAML, so
-/// "model.ch_mult=[1,2]" works). A missing or malformed file is an error naming it.
+/// The text of the file at `path`, read once from its start to its end, so a FIFO, a shell's
+/// process substitution or /dev/stdin works too; an error naming it as `what` ("config file")
+/// if it is a folder or does not open (`hint` then says what to pass) or read.
+std::string read_config_text(const std::string& path, const std::string& what,
+                             const std::string& hint = "");
+/// Parses a YAML file (read_config_text) and applies "key.path=value" overrides (values are
+/// YAML, so "model.ch_mult=[1,2]" works). A missing or malformed file is an error naming it.
 Node load_yaml_file(const std::string& path, const std::vector<Override>& overrides = {});
+/// load_yaml_file of a file's `text` (read_config_text), whose messages name `path`.
+Node load_yaml_text(const std::string& text, const std::string& path,
+                    const std::vector<Override>& overrides = {});
 /// Applies one "key.path=value" override to the tree, creating missing maps; the new
 /// node is located at the override's source so a later validation error names it.
 void apply_override(const Node& root, const Override& o);

@@ -312,11 +312,7 @@ static std::string without_comments(const std::string& text) {
 }
 
 std::string read_deepspeed_file(const std::string& path) {
-  std::ifstream f(path);
-  if (!f) throw Error("cannot open DeepSpeed config '" + path + "': " + std::strerror(errno));
-  std::stringstream text;
-  text << f.rdbuf();
-  return text.str();
+  return read_config_text(path, "DeepSpeed config");
 }
 
 Node parse_deepspeed_text(const std::string& text, const std::string& path) {
