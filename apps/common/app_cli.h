@@ -125,7 +125,10 @@ inline int run_on_ranks(
     bad_config = std::current_exception();
   }
   comm::agree_before_launch(bad_config);
-  const std::string resolved = std::filesystem::weakly_canonical(c.config).string();
+  // A config piped in (/dev/stdin, a shell's <(...)) leads to no path: named as given.
+  std::error_code ec;
+  std::string resolved = std::filesystem::weakly_canonical(c.config, ec).string();
+  if (ec) resolved = c.config;
   comm::LaunchOptions launch;
   launch.ranks = std::max(c.ranks, 1);
   launch.ranks_given = c.ranks > 0;

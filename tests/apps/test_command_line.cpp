@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/test_util.h"
 #include "gtest/gtest.h"
 
 namespace {
@@ -96,5 +97,23 @@ TEST(CommandLine, HelpShowsOneRankAsTheRanksDefault) {
     EXPECT_NE(o.output.find("--ranks INT:INT in [1, 1024]=1"), std::string::npos)
         << args[1] << ": " << o.output;
     EXPECT_EQ(o.output.find("]=0"), std::string::npos) << args[1] << ": " << o.output;
+  }
+}
+
+// A config piped in (--config /dev/stdin, or a shell's <(...)) has no path to resolve: the
+// command runs with it, naming it as given, rather than failing on the path.
+TEST(CommandLine, AConfigCanBePipedIn) {
+  const std::string out = zt::test::process_temp_dir("zt_piped_config") + "/x.safetensors";
+  for (const std::string config : {"/dev/stdin", "/dev/fd/3"}) {
+    // The config through a pipe, on stdin and on file descriptor 3.
+    const Outcome o = run({"sh", "-c",
+                           "cat \"$3\" | \"$0\" export --config \"$1\" --checkpoint "
+                           "/nonexistent/ckpt --out \"$2\" 3<&0",
+                           ZT_VQTOK_BIN, config, out, kVqtokConfig});
+    EXPECT_EQ(o.status, 1) << config << ": " << o.output;
+    EXPECT_NE(o.output.find("vqtok export: config " + config), std::string::npos)
+        << config << ": " << o.output;
+    EXPECT_NE(o.output.find("no checkpoint at '/nonexistent/ckpt'"), std::string::npos)
+        << config << ": " << o.output;
   }
 }
