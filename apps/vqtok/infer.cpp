@@ -400,14 +400,17 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
   remove_exited_temporaries(o.out);  // those of an encode killed before its rename
   // Images from a folder: which file each row holds, one path per line. An earlier encode's
   // list goes just before its codes are replaced, so that no crash leaves it beside codes it
-  // does not describe (and a failed encode leaves both). The temporary file is this
-  // process's own: another encode into the same file writes its own.
+  // does not describe, and only once the new codes are on disk (a write that fails, as the
+  // last flush does on a full disk, leaves both). The temporary file is this process's own:
+  // another encode into the same file writes its own.
   const std::string list = o.out + ".files.txt";
   write_file_atomically(
       o.out,
       [&](std::FILE* f) {
         const std::string header = data::npy_header(DType::i64, rows(n));
-        if (!write_all(f, header.data(), header.size()) || !encode_rounds(f)) return false;
+        if (!write_all(f, header.data(), header.size()) || !encode_rounds(f) ||
+            std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
+          return false;
         fs::remove(list);
         return true;
       },

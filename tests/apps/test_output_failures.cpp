@@ -1,0 +1,105 @@
+// An output write that fails midway leaves what was there before: every file a command
+// replaces is written through a temporary and renamed into place (write_file_atomically),
+// so a failed write leaves the old file and no temporary. The failure is injected with a
+// limit on the size of the files this process writes (RLIMIT_FSIZE): the write that passes
+// it fails with EFBIG, as on a full disk.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "apps/app_test_util.h"
+#include "apps/vqtok/vqtok_app.h"
+#include "common/test_util.h"
+#include "core/ops.h"
+#include "data/image.h"
+#include "data/npy.h"
+#include "nn/safetensors.h"
+#include "nn/state_dict.h"
+
+using namespace zt;
+namespace fs = std::filesystem;
+
+namespace {
+
+// While alive, a file this process writes cannot grow past `bytes` (the write past it
+// fails with EFBIG instead of raising SIGXFSZ).
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &old_);
+    old_handler_ = signal(SIGXFSZ, SIG_IGN);
+    rlimit l = old_;
+    l.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &l);
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    signal(SIGXFSZ, old_handler_);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+
+ private:
+  rlimit old_{};
+  sighandler_t old_handler_{};
+};
+
+std::string read_all(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream s;
+  s << f.rdbuf();
+  return s.str();
+}
+
+// The names in `dir` that start with '.' and hold ".tmp": temporaries left behind.
+std::vector<std::string> temporaries(const std::string& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string name = e.path().filename().string();
+    if (name[0] == '.' && name.find(".tmp") != std::string::npos) out.push_back(name);
+  }
+  return out;
+}
+
+}  // namespace
+
+// An encode of a folder writes the codes and, beside them, which file each row is. A later
+// encode into the same file that fails leaves both as they were: the codes and the list
+// that describes them (the list went before the codes were complete, so a full disk at
+// the codes' last flush left the earlier codes without their list).
+TEST(OutputFailures, AFailedEncodeKeepsTheEarlierCodesAndTheirFileList) {
+  const std::string dir = apptest::fresh_dir("zt_output_failures", "encode");
+  fs::create_directories(dir + "/imgs");
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir);
+  manual_seed(5);
+  vq::VqModel tok(cfg.model);
+  vqtok::EncodeOptions o;
+  o.weights = dir + "/tok.safetensors";
+  nn::save_safetensors(o.weights, nn::state_dict(tok));
+  for (const char* name : {"a.png", "b.png", "c.png"})
+    data::save_png(dir + "/imgs/" + name,
+                   data::Image{16, 16, std::vector<uint8_t>(16 * 16 * 3, 90)});
+  o.input = dir + "/imgs";
+  o.out = dir + "/codes.npy";
+  o.quiet = true;
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  const std::string codes = read_all(o.out), list = read_all(o.out + ".files.txt");
+  ASSERT_FALSE(list.empty());
+  // The codes (a 128-byte header and 3 x 2 x 2 ids) fit the write buffer: the write that
+  // fails is the last flush, after every round was written.
+  {
+    FileSizeLimit limit(100);
+    EXPECT_THROW(
+        comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); }),
+        Error);
+  }
+  EXPECT_EQ(read_all(o.out), codes);
+  EXPECT_TRUE(fs::exists(o.out + ".files.txt")) << "the earlier codes lost their file list";
+  EXPECT_EQ(read_all(o.out + ".files.txt"), list);
+  EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
