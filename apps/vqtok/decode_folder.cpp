@@ -1,11 +1,16 @@
 // vqtok decode's output folder and its manifest (see decode_folder.h).
 #include "apps/vqtok/decode_folder.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -16,6 +21,11 @@
 namespace zt::vqtok {
 
 namespace fs = std::filesystem;
+
+namespace {
+// The staging folder's name, before the process id.
+constexpr const char* kStagingPrefix = ".zt_decode.tmp-";
+}  // namespace
 
 bool is_decode_output_name(const std::string& name) {
   if (name == "grid.png") return true;
@@ -80,20 +90,67 @@ DecodeFolder::DecodeFolder(std::string dir) : dir_(std::move(dir)) {
       "folder for -o");
 }
 
+DecodeFolder::~DecodeFolder() {
+  std::error_code ec;
+  if (!staging_.empty()) fs::remove_all(staging_, ec);
+}
+
 void DecodeFolder::begin(const std::set<std::string>& planned) {
   planned_ = planned;
   fs::create_directories(dir_);
   std::set<std::string> both = earlier_;
   both.insert(planned.begin(), planned.end());
   write_manifest(both);
+  // The staging folders of decodes killed before they finished.
+  const std::string prefix = std::string(kStagingPrefix);
+  std::error_code ec;
+  for (const fs::directory_entry& e : fs::directory_iterator(dir_)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size() ||
+        name.size() > prefix.size() + 9 ||
+        name.find_first_not_of("0123456789", prefix.size()) != std::string::npos)
+      continue;
+    if (process_exited(std::stol(name.substr(prefix.size())))) fs::remove_all(e.path(), ec);
+  }
+  staging_ = (fs::path(dir_) / (prefix + std::to_string(::getpid()))).string();
+  fs::remove_all(staging_);
+  fs::create_directory(staging_);
+}
+
+std::string DecodeFolder::staged(const std::string& name) const {
+  ZT_CHECK(!staging_.empty() && planned_.count(name), "DecodeFolder: '", name,
+           "' is not a file this decode planned (or begin() was not called)");
+  return (fs::path(staging_) / name).string();
 }
 
 int64_t DecodeFolder::finish() {
+  ZT_CHECK(!staging_.empty(), "DecodeFolder: finish() without begin()");
+  std::set<std::string> folders;  // those files were moved into, to sync
+  for (const std::string& name : planned_) {
+    const fs::path from = fs::path(staging_) / name;
+    const fs::path to(write_target((fs::path(dir_) / name).string()));
+    if (std::rename(from.c_str(), to.c_str()) == 0) {
+      folders.insert(to.parent_path().string());
+      continue;
+    }
+    const int err = errno;
+    ZT_CHECK(err == EXDEV, "decode: cannot move '", from.string(), "' to '", to.string(),
+             "': ", std::strerror(err));
+    // A link to a file on another file system: copied there, through a temporary.
+    std::ifstream in(from, std::ios::binary);
+    ZT_CHECK(in, "decode: cannot read '", from.string(), "': ", std::strerror(errno));
+    const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    write_file_atomically((fs::path(dir_) / name).string(),
+                          [&](std::FILE* f) { return write_all(f, bytes.data(), bytes.size()); });
+  }
+  for (const std::string& folder : folders) sync_folder(folder);
   int64_t removed = 0;
   for (const std::string& name : earlier_)
     if (!planned_.count(name) && fs::remove(fs::path(dir_) / name)) ++removed;
   write_manifest(planned_);
   earlier_ = planned_;
+  fs::remove_all(staging_);
+  staging_.clear();
   return removed;
 }
 

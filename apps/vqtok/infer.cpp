@@ -511,7 +511,7 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
       for (int64_t i = first; i < first + len; ++i)
         for (const auto& [file, t] : files_of(i)) {
           const Tensor clip = chunk.select(0, i - first);
-          data::save_png((fs::path(o.out_dir) / file).string(),
+          data::save_png(folder->staged(file),
                          data::tensor_to_image(t < 0 ? clip : clip.select(0, t)));
         }
     const int64_t keep = std::min(len, frames.size(0) - first);
@@ -519,8 +519,7 @@ Tensor decode(const config::AppConfig& cfg, const DecodeOptions& o, comm::Commun
     return true;
   });
   if (folder) {  // rank 0
-    data::save_png((fs::path(o.out_dir) / "grid.png").string(),
-                   data::make_grid({frames.narrow(0, 0, grid)}));
+    data::save_png(folder->staged("grid.png"), data::make_grid({frames.narrow(0, 0, grid)}));
     const int64_t removed = folder->finish();
     if (removed > 0 && !o.quiet)
       std::printf("decode: removed %s of the earlier decode into %s\n",

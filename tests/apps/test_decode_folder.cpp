@@ -9,8 +9,14 @@
 //  3. a manifest lists only names decode writes: it cannot make decode remove others, nor
 //     write into a FIFO or device under one of its names;
 //  4. encode -o naming a folder is refused before anything is encoded;
-//  5. ids saved as int32 (as uint8 ids load) decode as the same ids saved as int64.
+//  5. a decode writes into a staging folder of its own and moves the files into place at
+//     the end, through links;
+//  6. ids saved as int32 (as uint8 ids load) decode as the same ids saved as int64.
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include <filesystem>
 #include <fstream>
@@ -162,8 +168,42 @@ TEST(DecodeFolder, ADecodeCutShortLeavesAManifestTheNextOneReads) {
   }                                 // no finish(): the process ended
   vqtok::DecodeFolder second(dir);  // no error: the manifest lists it
   second.begin({"grid.png"});
+  std::ofstream(second.staged("grid.png")) << "written";
   EXPECT_EQ(second.finish(), 1);  // image_000000.png, the only one there
   EXPECT_FALSE(fs::exists(dir + "/image_000000.png"));
+  fs::remove_all(dir);
+}
+
+// A decode writes its files into a staging folder of its own and moves them into place at
+// the end: a file there that is a link is written through (the link stays), and the staging
+// folder of a decode whose process has exited is removed by the next decode.
+TEST(DecodeFolder, StagedFilesGoThroughLinksAndAKilledDecodesStagingGoes) {
+  const std::string dir = fresh_dir("staging");
+  fs::create_directories(dir + "/frames");
+  fs::create_directories(dir + "/elsewhere");
+  std::ofstream(dir + "/elsewhere/grid.png") << "old";
+  fs::create_symlink("../elsewhere/grid.png", dir + "/frames/grid.png");
+  std::ofstream(dir + "/frames/" + vqtok::kDecodeManifest) << R"({"files": ["grid.png"]})";
+  const pid_t child = ::fork();  // a process that has exited: its staging folder is stale
+  if (child == 0) ::_exit(0);
+  ASSERT_EQ(::waitpid(child, nullptr, 0), child);
+  const std::string stale = dir + "/frames/.zt_decode.tmp-" + std::to_string(child);
+  fs::create_directories(stale);
+  std::ofstream(stale + "/image_000000.png") << "left by a killed decode";
+
+  vqtok::DecodeFolder folder(dir + "/frames");
+  folder.begin({"grid.png"});
+  EXPECT_FALSE(fs::exists(stale));
+  std::ofstream(folder.staged("grid.png")) << "new";
+  EXPECT_EQ(read(dir + "/elsewhere/grid.png"), "old") << "replaced before the decode finished";
+  EXPECT_EQ(folder.finish(), 0);
+  EXPECT_TRUE(fs::is_symlink(dir + "/frames/grid.png"));
+  EXPECT_EQ(read(dir + "/elsewhere/grid.png"), "new");
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir + "/frames"))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{vqtok::kDecodeManifest, "grid.png"}));
   fs::remove_all(dir);
 }
 
@@ -175,6 +215,7 @@ TEST(DecodeFolder, AManifestCannotMakeDecodeRemoveOtherFiles) {
       << R"({"files": ["notes.txt", "sub/image_000000.png", "../image_000000.png"]})";
   vqtok::DecodeFolder folder(dir);
   folder.begin({"grid.png"});
+  std::ofstream(folder.staged("grid.png")) << "written";
   EXPECT_EQ(folder.finish(), 0);
   EXPECT_TRUE(fs::exists(dir + "/notes.txt"));
   EXPECT_TRUE(fs::exists(dir + "/sub/image_000000.png"));

@@ -9,6 +9,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "apps/app_test_util.h"
@@ -101,5 +102,57 @@ TEST(OutputFailures, AFailedEncodeKeepsTheEarlierCodesAndTheirFileList) {
   EXPECT_TRUE(fs::exists(o.out + ".files.txt")) << "the earlier codes lost their file list";
   EXPECT_EQ(read_all(o.out + ".files.txt"), list);
   EXPECT_EQ(temporaries(dir), std::vector<std::string>{});
+  fs::remove_all(dir);
+}
+
+// A decode writes many files into its folder. One that fails before it is done (here at
+// grid.png, the last and largest) leaves the earlier decode's files as they were, not a
+// mix of the new frames and the old grid that would look like a whole decode.
+TEST(OutputFailures, AFailedDecodeLeavesTheEarlierDecodesFiles) {
+  const std::string dir = apptest::fresh_dir("zt_output_failures", "decode");
+  fs::create_directories(dir);
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir + "/run");
+  manual_seed(5);
+  vq::VqModel tok(cfg.model);
+  vqtok::DecodeOptions o;
+  o.weights = dir + "/tok.safetensors";
+  nn::save_safetensors(o.weights, nn::state_dict(tok));
+  o.quiet = true;
+  auto decode = [&](int64_t step, const std::string& out) {
+    Tensor ids = zeros({3, 2, 2}, DType::i64);
+    int64_t* d = ids.data<int64_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i) d[i] = (step * i + 1) % cfg.model.codebook_size;
+    o.codes = dir + "/ids.npy";
+    data::save_npy(o.codes, ids);
+    o.out_dir = out;
+    comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::decode(cfg, o, comm); });
+  };
+  auto contents = [&](const std::string& folder) {
+    std::map<std::string, std::string> files;
+    for (const auto& e : fs::directory_iterator(folder))
+      files[e.path().filename().string()] = read_all(e.path().string());
+    return files;
+  };
+  decode(7, dir + "/new");  // the sizes of the second decode's files
+  uintmax_t largest_frame = 0;
+  for (const auto& e : fs::directory_iterator(dir + "/new"))
+    if (e.path().filename().string().rfind("image_", 0) == 0)
+      largest_frame = std::max(largest_frame, fs::file_size(e.path()));
+  ASSERT_LT(largest_frame, fs::file_size(dir + "/new/grid.png"));
+
+  const std::string out = dir + "/frames";
+  decode(3, out);
+  const auto before = contents(out);
+  ASSERT_EQ(before.size(), 5u);  // 3 images, grid.png, the manifest
+  {
+    FileSizeLimit limit(largest_frame);  // every frame fits; grid.png does not
+    EXPECT_THROW(decode(7, out), Error);
+  }
+  const auto after = contents(out);
+  EXPECT_EQ(after.size(), before.size());
+  for (const auto& [name, bytes] : before) {
+    ASSERT_TRUE(after.count(name)) << name;
+    EXPECT_TRUE(after.at(name) == bytes) << name << " was changed by the decode that failed";
+  }
   fs::remove_all(dir);
 }
