@@ -1,5 +1,5 @@
-// Image decoding and writing on top of stb; resizing is Pillow's resampling
-// (data/resample.cpp).
+// Image decoding on top of stb (writing PNGs: data/png_write.cpp); resizing is Pillow's
+// resampling (data/resample.cpp).
 #include "data/image.h"
 
 #include <algorithm>
@@ -15,12 +15,10 @@
 
 #include "core/error.h"
 #include "core/ops/factory.h"
-#include "core/text_file.h"
 #include "data/image_palette.h"
 #include "data/resample.h"
 #include "data/stb_alloc.h"
 #include "stb_image.h"
-#include "stb_image_write.h"
 
 namespace zt::data {
 
@@ -530,29 +528,6 @@ Image tensor_to_image(const Tensor& chw) {
           static_cast<uint8_t>(std::clamp(std::lround(std::isnan(v) ? 0.0f : v), 0L, 255L));
     }
   return img;
-}
-
-std::vector<uint8_t> encode_png(const Image& img) {
-  ZT_CHECK(img.height >= 1 && img.width >= 1 &&
-               static_cast<int64_t>(img.rgb.size()) == img.height * img.width * 3,
-           "encode_png: the buffer holds ", img.rgb.size(), " bytes, not ", img.height, "x",
-           img.width, "x3");
-  std::vector<uint8_t> out;
-  auto append = [](void* ctx, void* data, int n) {
-    auto* v = static_cast<std::vector<uint8_t>*>(ctx);
-    const auto* p = static_cast<const uint8_t*>(data);
-    v->insert(v->end(), p, p + n);
-  };
-  const int ok = stbi_write_png_to_func(append, &out, static_cast<int>(img.width),
-                                        static_cast<int>(img.height), 3, img.rgb.data(),
-                                        static_cast<int>(img.width * 3));
-  ZT_CHECK(ok, "encode_png: stb could not encode a ", img.height, "x", img.width, " image");
-  return out;
-}
-
-void save_png(const std::string& path, const Image& img) {
-  const std::vector<uint8_t> png = encode_png(img);
-  write_file_atomically(path, [&](std::FILE* f) { return write_all(f, png.data(), png.size()); });
 }
 
 Image make_grid(const std::vector<Tensor>& clips, int64_t pad) {

@@ -53,6 +53,7 @@ Image tensor_to_image(const Tensor& chw);
 /// the new one is complete). Error naming the file if it cannot be written.
 void save_png(const std::string& path, const Image& img);
 /// The bytes of a PNG file holding `img` (what save_png writes), for embedding elsewhere.
+/// An image of more than 2^30 bytes of rows ((3 x width + 1) x height) is an error.
 std::vector<uint8_t> encode_png(const Image& img);
 
 /// A grid of frames for eyeballing: for each clip b, one row per tensor in `clips`
