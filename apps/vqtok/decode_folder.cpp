@@ -125,10 +125,23 @@ std::string DecodeFolder::staged(const std::string& name) const {
 
 int64_t DecodeFolder::finish() {
   ZT_CHECK(!staging_.empty(), "DecodeFolder: finish() without begin()");
-  std::set<std::string> folders;  // those files were moved into, to sync
+  // Every file written, and every place it goes there (a link's folder may not be), before
+  // any is moved: a move that fails midway would leave a mix of both decodes' files.
+  std::vector<std::pair<fs::path, fs::path>> moves;  // (from, to)
   for (const std::string& name : planned_) {
     const fs::path from = fs::path(staging_) / name;
     const fs::path to(write_target((fs::path(dir_) / name).string()));
+    std::error_code ec;
+    ZT_CHECK(fs::is_regular_file(from, ec), "decode: '", from.string(), "' was not written");
+    const fs::path folder = to.parent_path().empty() ? fs::path(".") : to.parent_path();
+    ZT_CHECK(fs::is_directory(folder, ec), "decode: cannot write '",
+             (fs::path(dir_) / name).string(), "': it links to '", to.string(),
+             "', whose folder does not exist");
+    moves.emplace_back(from, to);
+  }
+  std::set<std::string> folders;  // those files were moved into, to sync
+  for (const auto& [from, to] : moves) {
+    const std::string name = from.filename().string();
     if (std::rename(from.c_str(), to.c_str()) == 0) {
       folders.insert(to.parent_path().string());
       continue;

@@ -207,6 +207,24 @@ TEST(DecodeFolder, StagedFilesGoThroughLinksAndAKilledDecodesStagingGoes) {
   fs::remove_all(dir);
 }
 
+// finish() checks that every file can go where it goes before it moves any: a link into a
+// folder that does not exist fails the decode with the earlier files all in place.
+TEST(DecodeFolder, ALinkIntoAMissingFolderFailsBeforeAnyFileMoves) {
+  const std::string dir = fresh_dir("dangling");
+  fs::create_directories(dir);
+  std::ofstream(dir + "/grid.png") << "old";
+  fs::create_symlink("missing/image_000000.png", dir + "/image_000000.png");
+  std::ofstream(dir + "/" + vqtok::kDecodeManifest)
+      << R"({"files": ["grid.png", "image_000000.png"]})";
+  vqtok::DecodeFolder folder(dir);
+  folder.begin({"grid.png", "image_000000.png"});
+  for (const char* name : {"grid.png", "image_000000.png"})
+    std::ofstream(folder.staged(name)) << "new";
+  EXPECT_TRUE(has(error_of([&] { folder.finish(); }), "whose folder does not exist"));
+  EXPECT_EQ(read(dir + "/grid.png"), "old");
+  fs::remove_all(dir);
+}
+
 TEST(DecodeFolder, AManifestCannotMakeDecodeRemoveOtherFiles) {
   const std::string dir = fresh_dir("manifest");
   fs::create_directories(dir + "/sub");
