@@ -3,6 +3,8 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -67,6 +69,41 @@ std::string not_a_regular_file(const std::string& path) {
   }
 }
 
+namespace {
+
+// Opens `tmp` for writing, empty, and locked (flock) against other writers: a temporary
+// left by a writer that was killed is taken over (its lock went with it); one another
+// writer holds is left to it (null, `busy` set). The lock is checked to be on the file
+// `tmp` still names: a writer that opened it just as its owner renamed it into place must
+// not empty the renamed file. Null with errno set when it cannot be opened.
+std::FILE* open_temporary(const fs::path& tmp, bool* busy) {
+  *busy = false;
+  for (;;) {
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) return nullptr;
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      ::close(fd);
+      *busy = true;
+      return nullptr;
+    }  // any other failure: a file system without locks, written as before
+    struct stat held = {};
+    struct stat named = {};
+    if (::fstat(fd, &held) == 0 && ::stat(tmp.c_str(), &named) == 0 &&
+        held.st_dev == named.st_dev && held.st_ino == named.st_ino) {
+      std::FILE* f = ::ftruncate(fd, 0) == 0 ? ::fdopen(fd, "wb") : nullptr;
+      if (f == nullptr) {
+        const int err = errno;
+        ::close(fd);
+        errno = err;
+      }
+      return f;
+    }
+    ::close(fd);  // renamed or removed since it was opened: open the name again
+  }
+}
+
+}  // namespace
+
 void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
                            const std::string& id) {
   // A link's file is written (the link stays); anything but a regular file is left as it is.
@@ -74,29 +111,38 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
   const std::string kind = not_a_regular_file(target);
   ZT_CHECK(kind.empty(), "cannot write '", path, "': it is ", kind,
            ", not a regular file, and a write would replace it with one; pass a file's path");
-  const fs::path tmp = target.parent_path() /
-                       ("." + target.filename().string() + ".tmp" + (id.empty() ? "" : "-") + id);
+  const std::string base = "." + target.filename().string() + ".tmp";
+  fs::path tmp = target.parent_path() / (base + (id.empty() ? "" : "-") + id);
   std::string why;  // empty: written
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (f == nullptr) {
-    why = std::strerror(errno);
-  } else {
-    bool ok = false;
-    try {
-      ok = fill(f) && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
-    } catch (...) {
-      std::fclose(f);
-      std::remove(tmp.c_str());
-      throw;
-    }
-    int err = ok ? 0 : errno;
-    if (std::fclose(f) != 0 && ok) {
-      ok = false;
-      err = errno;
-    }
-    if (!ok) why = err != 0 ? std::strerror(err) : "a write failed";
+  bool busy = false;
+  std::FILE* f = open_temporary(tmp, &busy);
+  // Another writer of the path fills that temporary now: this one takes its process's own
+  // (then one of its own beside that, for a third writer in one process).
+  for (int k = 0; f == nullptr && busy && k < 64; ++k) {
+    tmp = target.parent_path() /
+          (base + "-" + std::to_string(::getpid()) + (k == 0 ? "" : "." + std::to_string(k)));
+    f = open_temporary(tmp, &busy);
   }
-  if (why.empty() && std::rename(tmp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
+  const int open_error = errno;
+  ZT_CHECK(f != nullptr || !busy, "cannot write '", path,
+           "': too many writers of it at once (each holds a temporary beside it)");
+  ZT_CHECK(f != nullptr, "cannot write '", path, "': ", std::strerror(open_error),
+           " (check that its folder exists, is writable and not full)");
+  // The temporary is renamed, or removed, while this writer holds its lock: no other
+  // writer of the path can take it over in between.
+  bool ok = false;
+  errno = 0;  // a `fill` that returns false without a cause: "a write failed"
+  try {
+    ok = fill(f) && std::fflush(f) == 0 && ::fsync(::fileno(f)) == 0;
+  } catch (...) {
+    std::remove(tmp.c_str());
+    std::fclose(f);
+    throw;
+  }
+  if (!ok) why = errno != 0 ? std::strerror(errno) : "a write failed";
+  if (ok && std::rename(tmp.c_str(), target.c_str()) != 0) why = std::strerror(errno);
+  if (!why.empty()) std::remove(tmp.c_str());
+  std::fclose(f);  // after fsync it has nothing left to write: its result changes nothing
   if (why.empty()) {
     try {
       sync_folder(target.parent_path().string());
@@ -105,7 +151,6 @@ void write_file_atomically(const std::string& path, const std::function<bool(std
     }
     return;
   }
-  std::remove(tmp.c_str());
   ZT_FAIL("cannot write '", path, "': ", why,
           " (check that its folder exists, is writable and not full)");
 }

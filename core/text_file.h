@@ -26,9 +26,12 @@ std::string not_a_regular_file(const std::string& path);
 /// even after a power loss. A failure (a full disk, a missing folder, `fill` returning false or
 /// throwing) leaves `path` as it was and no temporary behind, and raises an error naming
 /// `path` and the cause. `id` keeps the temporaries of concurrent writers of one path apart
-/// (a rank, a unique token). A symbolic link is followed (write_target: the temporary goes
-/// beside the file it leads to, which is replaced, and the link stays); a `path` that is
-/// not a regular file (a device, a FIFO, a socket, a folder) is an error before anything is
+/// (a rank, a unique token); the temporary is locked while it is filled, so a writer that
+/// finds it held by another (two commands writing one output at once) fills
+/// ".<name>.tmp-<pid>" instead, and the file ends as one writer's contents, never a mix,
+/// while one left by a killed writer is reused. A symbolic link is followed (write_target: the
+/// temporary goes beside the file it leads to, which is replaced, and the link stays); a `path`
+/// that is not a regular file (a device, a FIFO, a socket, a folder) is an error before anything is
 /// written, never replaced.
 void write_file_atomically(const std::string& path, const std::function<bool(std::FILE*)>& fill,
                            const std::string& id = "");

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/test_util.h"
@@ -139,5 +140,40 @@ TEST(TextFile, AWritersTemporaryCarriesItsId) {
   EXPECT_EQ(seen, std::vector<std::string>{".latest.tmp-1234"});
   write_file_atomically(path, fill);
   EXPECT_EQ(seen, (std::vector<std::string>{".latest.tmp", "latest"}));
+  fs::remove_all(dir);
+}
+
+// Two writers of one path at once, neither giving an id (two commands writing the same
+// output): each fills a temporary of its own, so the file ends as one writer's contents,
+// whole, never a mix of both.
+TEST(TextFile, ConcurrentWritersWithoutIdsLeaveOneWholeFile) {
+  const fs::path dir =
+      fs::path(::testing::TempDir()) / ("zt_text_file_race_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = (dir / "out.bin").string();
+  const size_t kBytes = 1 << 20;
+  for (int round = 0; round < 20; ++round) {
+    std::vector<std::thread> writers;
+    for (char c : {'a', 'b'})
+      writers.emplace_back([&, c] {
+        const std::string chunk(4096, c);
+        try {
+          write_file_atomically(path, [&](std::FILE* f) {
+            for (size_t done = 0; done < kBytes; done += chunk.size())
+              if (!write_all(f, chunk.data(), chunk.size()) || std::fflush(f) != 0) return false;
+            return true;
+          });
+        } catch (const Error&) {  // a writer may fail; the file must still be whole
+        }
+      });
+    for (auto& w : writers) w.join();
+    const std::string got = read_all(path);
+    ASSERT_EQ(got.size(), kBytes) << "round " << round;
+    ASSERT_TRUE(got == std::string(kBytes, 'a') || got == std::string(kBytes, 'b'))
+        << "round " << round << ": a mix of both writers";
+  }
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir), fs::directory_iterator()), 1)
+      << "only the file itself, no temporaries";
   fs::remove_all(dir);
 }
