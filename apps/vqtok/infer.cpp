@@ -19,6 +19,7 @@
 #include "apps/common/run_checks.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/decode_folder.h"
+#include "apps/vqtok/export_files.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "core/ops.h"
 #include "core/plural.h"
@@ -198,33 +199,6 @@ std::pair<std::shared_ptr<vq::VqModel>, std::unique_ptr<zero::Engine>> load_engi
   auto engine = app::make_engine(model, cfg, comm, app::EngineUse::reading_weights);
   zero::load_checkpoint(*engine, dir, /*optimizer_state=*/false);
   return {model, std::move(engine)};
-}
-
-// Cosine codes (model.l2_norm_codes) use each codebook row divided by its length; the
-// export writes the rows so divided. Emu3's and transformers' quantizers take the nearest
-// row by Euclidean distance, which for rows of one length picks the row of the largest
-// dot product, as zt's cosine choice does, and decode from the row itself: the same codes
-// and frames as in zt (whose normalizing of a unit row changes it by rounding at most).
-void unit_codebook_rows(nn::NamedTensors& state) {
-  for (auto& [name, t] : state)
-    if (name == "quantize.embedding.weight") {
-      autograd::NoGradGuard ng;
-      t = vq::l2_normalize_last(t).contiguous();
-      return;
-    }
-  ZT_FAIL("export: the model has no quantize.embedding.weight to normalize");
-}
-
-// The transformers export writes config.json beside the weights: one that is there already
-// and is not a config of this model type (a DeepSpeed config, say) is not replaced.
-void refuse_foreign_config(const fs::path& json_path, const std::string& model_type) {
-  if (!fs::exists(json_path)) return;
-  std::ifstream in(json_path);
-  const nlohmann::json old = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
-  ZT_CHECK(old.is_object() && old.value("model_type", nlohmann::json()) == model_type, "export: '",
-           json_path.string(), "' exists and is not a config of model_type '", model_type,
-           "'; the transformers format writes config.json beside --out, so export into "
-           "another folder (or move that file)");
 }
 
 }  // namespace
@@ -578,7 +552,7 @@ void export_model(const config::AppConfig& cfg, const std::string& checkpoint,
     if (hf) {
       // safetensors' "format: pt" is what from_pretrained requires of a PyTorch file.
       nn::save_safetensors(out, vq::to_transformers(state), {{"format", "pt"}, {"exporter", "zt"}});
-      write_text_atomically(json_path.string(), hf_config.dump(2) + "\n");
+      write_transformers_config(json_path, hf_config.dump(2) + "\n", out);
     } else {
       nn::save_safetensors(out, state, zero::export_metadata(exported));
     }

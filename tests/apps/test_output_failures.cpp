@@ -156,3 +156,31 @@ TEST(OutputFailures, AFailedDecodeLeavesTheEarlierDecodesFiles) {
   }
   fs::remove_all(dir);
 }
+
+// A transformers export writes the weights, then config.json beside them. When config.json
+// cannot be written (here its temporary's name is taken by a folder), an earlier export's
+// config.json of another model is not left beside the new weights, where it would pass for
+// theirs.
+TEST(OutputFailures, AFailedTransformersConfigLeavesNoOtherModelsConfigBesideTheWeights) {
+  const std::string dir = apptest::fresh_dir("zt_output_failures", "hf_export");
+  const config::AppConfig cfg = apptest::tiny_vqtok_config(dir + "/run", {"train.steps=1"});
+  apptest::train_vqtok(cfg, false, 1);
+  const std::string out = dir + "/hf/model.safetensors";
+  fs::create_directories(dir + "/hf/.config.json.tmp");
+  const std::string earlier = R"({"model_type": "emu3_vqgan", "codebook_size": 99})";
+  std::ofstream(dir + "/hf/config.json") << earlier;
+  std::string err;
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    try {
+      vqtok::export_model(cfg, "", out, comm, true, vq::KeyNaming::transformers);
+    } catch (const Error& e) {
+      err = e.what();
+    }
+  });
+  EXPECT_NE(err.find("config.json"), std::string::npos) << err;
+  EXPECT_TRUE(fs::exists(out));
+  EXPECT_FALSE(fs::exists(dir + "/hf/config.json") && read_all(dir + "/hf/config.json") == earlier)
+      << "the earlier model's config.json beside the new weights";
+  EXPECT_NE(err.find("export again"), std::string::npos) << err;
+  fs::remove_all(dir);
+}
