@@ -46,6 +46,25 @@ const char* kernel_axes(int64_t spatial) {
   return spatial == 1 ? "k" : (spatial == 2 ? "kh, kw" : "kd, kh, kw");
 }
 
+// Spatial axis i of a `spatial`-D convolution's input, for messages.
+const char* axis_name(int64_t spatial, int64_t i) {
+  static const char* const kNames[3] = {"D", "H", "W"};
+  return spatial == 1 ? "L" : kNames[3 - spatial + i];
+}
+
+// An input empty along a spatial axis has no convolution, though padding (or a transposed
+// convolution's kernel) would span a result of the bias alone: PyTorch refuses it ("Only
+// zero batch or zero channel inputs are supported"), and so does zt, before either
+// device's path pads anything. An empty batch runs (an empty result).
+void check_spatial_not_empty(const char* op, int64_t spatial, const Tensor& x) {
+  if (x.size(0) == 0) return;
+  for (int64_t i = 0; i < spatial; ++i)
+    ZT_CHECK(x.size(2 + i) > 0, op, ": input ", shape_str(x.sizes()), " is empty along ",
+             axis_name(spatial, i),
+             "; only an empty batch is supported (there is nothing to convolve, and padding "
+             "alone would make the result)");
+}
+
 void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const Tensor& weight,
                        const Tensor& bias, int64_t groups) {
   ZT_CHECK(x.defined() && weight.defined(), op, ": input and weight must be defined");
@@ -70,6 +89,7 @@ void check_conv_inputs(const char* op, int64_t spatial, const Tensor& x, const T
   ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == weight.size(0)), op, ": bias ",
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", weight.size(0),
            ") to match weight ", shape_str(weight.sizes()));
+  check_spatial_not_empty(op, spatial, x);
   check_conv_device(op, x);
 }
 
@@ -310,6 +330,7 @@ Tensor conv_transpose(const char* op, int dims, const Tensor& x, const Tensor& w
   ZT_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == g.c), op, ": bias ",
            shape_str(bias.defined() ? bias.sizes() : Shape{}), " must be (", g.c,
            ") to match weight ", shape_str(weight.sizes()), " and groups=", groups);
+  check_spatial_not_empty(op, dims, x);
   check_conv_device(op, x);
   Shape out_shape{g.n, g.c};
   for (int i = 0; i < dims; ++i) {

@@ -378,6 +378,45 @@ TEST(Conv2d, ErrorsNameShapes) {
       "input must be 5-D"));
 }
 
+// PyTorch runs a convolution of an empty batch (an empty result of the padded size) but
+// refuses any other empty input ("Only zero batch or zero channel inputs are supported"),
+// though padding would make a result of the bias alone from it; so does zt, before the
+// padding of either device's path.
+TEST(Conv2d, AnEmptySpatialAxisIsRefusedUnlessTheBatchIsEmpty) {
+  Conv2dArgs pad2;
+  pad2.padding = {2, 2, 2, 2};
+  const Tensor w = ones({2, 3, 3, 3}), b = ones({2});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(zeros({1, 3, 0, 5}), w, b, pad2);
+      },
+      "conv2d: input [1, 3, 0, 5] is empty along H; only an empty batch"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv2d(zeros({1, 3, 4, 0}), w, b, pad2);
+      },
+      "conv2d: input [1, 3, 4, 0] is empty along W"));
+  Conv2dArgs uneven;  // padding only after: the CUDA path pads the input first
+  uneven.padding = {0, 3, 0, 3};
+  EXPECT_TRUE(throws_with([&] { conv2d(zeros({1, 3, 0, 0}), w, b, uneven); }, "empty along H"));
+  Conv1dArgs pad1;
+  pad1.padding = {1, 1};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv1d(zeros({2, 3, 0}), ones({2, 3, 1}), b, pad1);
+      },
+      "conv1d: input [2, 3, 0] is empty along L"));
+  Conv3dArgs pad3;
+  pad3.padding = {1, 1, 1, 1, 1, 1};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv3d(zeros({1, 3, 0, 2, 2}), ones({2, 3, 1, 1, 1}), b, pad3);
+      },
+      "conv3d: input [1, 3, 0, 2, 2] is empty along D"));
+  const Tensor y = conv2d(zeros({0, 3, 0, 5}), w, b, pad2);
+  EXPECT_EQ(y.sizes(), (Shape{0, 2, 2, 7}));
+}
+
 TEST(Conv2d, ThreadedMatchesSerial) {
   // Large enough that two or three threads split the batch into groups. A weight
   // gradient is summed in slices of the batch fixed by the work, not the threads, and

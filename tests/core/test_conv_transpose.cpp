@@ -157,6 +157,40 @@ TEST(ConvTranspose3d, GradCheckWithoutBias) {
       {x, w});
 }
 
+// An empty input makes no transposed convolution, though its kernel alone would span a
+// result ((0 - 1) * stride + kernel rows): PyTorch refuses it, as zt, unless the batch is
+// empty (an empty result).
+TEST(ConvTranspose2d, AnEmptySpatialAxisIsRefusedUnlessTheBatchIsEmpty) {
+  const Tensor w = ones({4, 2, 3, 3});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv_transpose2d(zeros({1, 4, 0, 3}), w, Tensor());
+      },
+      "conv_transpose2d: input [1, 4, 0, 3] is empty along H; only an "
+      "empty batch"));
+  ConvTranspose2dArgs big;  // output_padding at the stride: the cropped route
+  big.stride = {2, 2};
+  big.output_padding = {2, 2};
+  big.dilation = {3, 3};
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv_transpose2d(zeros({1, 4, 3, 0}), w, ones({2}), big);
+      },
+      "is empty along W"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv_transpose1d(zeros({1, 4, 0}), ones({4, 2, 3}), Tensor());
+      },
+      "conv_transpose1d: input [1, 4, 0] is empty along L"));
+  EXPECT_TRUE(throws_with(
+      [&] {
+        conv_transpose3d(zeros({2, 4, 1, 0, 1}), ones({4, 2, 1, 1, 1}), Tensor());
+      },
+      "conv_transpose3d: input [2, 4, 1, 0, 1] is empty along H"));
+  const Tensor y = conv_transpose2d(zeros({0, 4, 0, 3}), w, ones({2}));
+  EXPECT_EQ(y.sizes(), (Shape{0, 2, 2, 5}));
+}
+
 TEST(ConvTranspose2d, ErrorsNameTheArgument) {
   Tensor x = zeros({1, 4, 3, 3});
   EXPECT_TRUE(throws_with(
