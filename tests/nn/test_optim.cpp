@@ -531,7 +531,10 @@ TEST(Clip, GlobalNormSeparable) {
   // Shards can be summed: the norm of the union is the sum of the parts.
   EXPECT_DOUBLE_EQ(optim::grad_norm_sq({a.grad()}) + optim::grad_norm_sq({b.grad()}), 169.0);
   EXPECT_DOUBLE_EQ(optim::clip_grad_norm({a, b}, 6.5), 13.0);
+  // torch.nn.utils.clip_grad_norm_'s coefficient, max_norm / (norm + 1e-6), in both forms.
   const double c = 6.5 / (13.0 + 1e-6);
+  EXPECT_DOUBLE_EQ(optim::clip_coefficient(13.0, 6.5), c);
+  EXPECT_DOUBLE_EQ(optim::clip_coefficient(from_vector({13.0}, {1}, DType::f64), 6.5).item(), c);
   EXPECT_TRUE(values_are(a.grad(), {3 * c, 4 * c}));
   EXPECT_TRUE(values_are(b.grad(), {12 * c}));
   // Below the limit nothing changes.
