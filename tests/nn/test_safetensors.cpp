@@ -307,17 +307,20 @@ TEST(Safetensors, WrongShapeFileIntoModelIsRejected) {
 TEST(Safetensors, TheDataSectionStartsEightByteAligned) {
   // The header is padded with spaces to a multiple of 8 bytes (as the format allows), so
   // the data starts 8-byte aligned in the file and in its mapping: with the tensors laid
-  // out by descending element size, each is aligned for its dtype and view() maps it in
-  // place rather than copying it. Names of odd lengths give an unpadded header of any size.
+  // out by descending element size (the bf16 one, named first, goes last), each is aligned
+  // for its dtype and view() maps it in place rather than copying it. Names of odd lengths
+  // give an unpadded header of any size.
   for (const char* name : {"a", "bb", "ccc", "dddd", "eeeee", "ffffff", "ggggggg"}) {
     const std::string path = tmp_path("aligned.safetensors");
-    nn::save_safetensors(path, {{name, ones({3}, DType::f64)}, {"x", ones({1}, DType::bf16)}});
+    nn::save_safetensors(path, {{"x", ones({1}, DType::bf16)}, {name, ones({3}, DType::f64)}});
     const std::string bytes = read_bytes(path);
     uint64_t n = 0;
     std::memcpy(&n, bytes.data(), 8);
     EXPECT_EQ(n % 8, 0u) << name;
     EXPECT_EQ(bytes.size(), 8 + n + 3 * 8 + 2) << name;
     nn::SafetensorsFile f(path);
+    EXPECT_EQ(f.info(name).data_begin, 0u) << name;  // aligned: view() needs no copy
+    EXPECT_EQ(f.info("x").data_begin, 3u * 8) << name;
     EXPECT_EQ(reinterpret_cast<uintptr_t>(f.view(name).data_ptr()) % 8, 0u) << name;
     std::remove(path.c_str());
   }
