@@ -239,10 +239,12 @@ double row_sum(const T* p, int64_t n) {
 // The softmax of a contiguous f32 row times `scale`, y = exp(x scale - m) / sum: m the
 // row's max (0 when it is -inf, so an all -inf row is NaN, not inf - inf), the sum of the
 // exponentials in double, the exponentials by lanes.h's exp. Returns log(sum) + m, the
-// row's log-sum-exp. y may be x.
-inline double softmax_row_f32(float* y, const float* x, int64_t n, float scale) {
+// row's log-sum-exp, and m in *max_out if given. y may be x.
+inline double softmax_row_f32(float* y, const float* x, int64_t n, float scale,
+                              float* max_out = nullptr) {
   float m = f32_loops().max_scaled(x, n, scale);
   if (std::isinf(m) && m < 0) m = 0;
+  if (max_out) *max_out = m;
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale - m;
   lane_row(LaneOp::kExp, y, y, nullptr, n);
   const double sum = row_sum(y, n);

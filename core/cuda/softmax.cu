@@ -40,9 +40,9 @@ __global__ void softmax_rows_kernel(T* y, const T* x, int64_t L, bool log) {
   for (int64_t l = threadIdx.x; l < L; l += blockDim.x)
     sum += static_cast<double>(d_exp(xr[l] - mx));
   sum = block_all_sum(sum, dscratch);
-  if (log) {
-    const T lse = static_cast<T>(::log(sum)) + mx;
-    for (int64_t l = threadIdx.x; l < L; l += blockDim.x) yr[l] = xr[l] - lse;
+  if (log) {  // (x - max) - log(sum), as the CPU (its top comment says why)
+    const T log_sum = static_cast<T>(::log(sum));
+    for (int64_t l = threadIdx.x; l < L; l += blockDim.x) yr[l] = (xr[l] - mx) - log_sum;
   } else {
     const T inv = static_cast<T>(1.0 / sum);
     for (int64_t l = threadIdx.x; l < L; l += blockDim.x) yr[l] = d_exp(xr[l] - mx) * inv;
@@ -61,9 +61,9 @@ __global__ void softmax_cols_kernel(T* y, const T* x, int64_t R, int64_t L, int6
   mx = safe_max(mx);
   double sum = 0;
   for (int64_t l = 0; l < L; ++l) sum += static_cast<double>(d_exp(xr[l * I] - mx));
-  if (log) {
-    const T lse = static_cast<T>(::log(sum)) + mx;
-    for (int64_t l = 0; l < L; ++l) yr[l * I] = xr[l * I] - lse;
+  if (log) {  // (x - max) - log(sum), as the CPU
+    const T log_sum = static_cast<T>(::log(sum));
+    for (int64_t l = 0; l < L; ++l) yr[l * I] = (xr[l * I] - mx) - log_sum;
   } else {
     const T inv = static_cast<T>(1.0 / sum);
     for (int64_t l = 0; l < L; ++l) yr[l * I] = d_exp(xr[l * I] - mx) * inv;

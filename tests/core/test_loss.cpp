@@ -32,6 +32,17 @@ TEST(Softmax, NumericallyStable) {
   EXPECT_TRUE(values_are(softmax(big, 0), {0.5, 0.5}));
   // log_softmax([-1000, 0]) = [-1000 - log(1 + e^-1000), -log(1 + e^-1000)] = [-1000, 0].
   EXPECT_TRUE(values_are(log_softmax(from_vector({-1000, 0}, {2}), 0), {-1000, 0}));
+  // Rows of large negative scores, where exp(x) alone underflows to 0 for every element,
+  // along a dim that is not the last (a strided row) and along the last in f64: the row's
+  // max is subtracted first. Columns [-1000, -1000] -> [0.5, 0.5]; [-1000, -999] ->
+  // [1 / (1 + e), e / (1 + e)] = [0.268941, 0.731059], whose logs are
+  // [-1.313262, -0.313262].
+  const Tensor far = from_vector({-1000, -1000, -1000, -999}, {2, 2});
+  EXPECT_TRUE(values_are(softmax(far, 0), {0.5, 0.268941, 0.5, 0.731059}));
+  EXPECT_TRUE(values_are(log_softmax(far, 0), {-0.693147, -1.313262, -0.693147, -0.313262}));
+  const Tensor far64 = far.transpose(0, 1).contiguous().to(DType::f64);
+  EXPECT_TRUE(values_are(softmax(far64, 1), {0.5, 0.5, 0.268941, 0.731059}));
+  EXPECT_TRUE(values_are(log_softmax(far64, -1), {-0.693147, -0.693147, -1.313262, -0.313262}));
 }
 
 TEST(Softmax, Gradients) {
