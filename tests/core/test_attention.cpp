@@ -47,14 +47,22 @@ TEST(GemmBatched, EqualsOneGemmPerMatrix) {
 }
 
 TEST(GemmBatched, ManySmallProductsOverThreads) {
-  // 256 products of 32^3: small enough that gemm_batched spreads them over the threads
-  // with single-threaded BLAS; the answer must not change.
-  const int prev = num_threads();
-  set_num_threads(2);
-  auto [got, want] = batched_and_looped(false, true, 256, 32, 32, 32, {false, 0, 1, false},
-                                        {true, 0, 1, false}, DType::f32);
-  set_num_threads(prev);
-  EXPECT_TRUE(test::all_close(got, want, 1e-5, 1e-5));
+  // Products of 32^3: small enough that gemm_batched spreads them over the threads with
+  // single-threaded BLAS; the answer must not change. 256 on two threads (two groups of
+  // 128), then counts the groups do not divide: 255 on two threads, 256 on three (four
+  // groups are worth the work, so as many as there are threads), whose last group
+  // ends on the last product.
+  struct Case {
+    int threads;
+    int64_t batch;
+  };
+  for (const Case c : {Case{2, 256}, Case{2, 255}, Case{3, 256}}) {
+    test::ThreadCount threads(c.threads);
+    auto [got, want] = batched_and_looped(false, true, c.batch, 32, 32, 32, {false, 0, 1, false},
+                                          {true, 0, 1, false}, DType::f32);
+    EXPECT_TRUE(test::all_close(got, want, 1e-5, 1e-5))
+        << c.batch << " products on " << c.threads << " threads";
+  }
 }
 
 TEST(GemmBatched, BmmReadsViewsInPlaceOrCopies) {

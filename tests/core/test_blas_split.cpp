@@ -67,6 +67,10 @@ TEST(BlasSplit, LargeProductsSplitOverTheThreadsOnly) {
   EXPECT_EQ(cpu::blas_split_parts(96, 4096, 4096), 2);
   EXPECT_EQ(cpu::blas_split_parts(16, 16, 16), 1);     // too little work to share
   EXPECT_EQ(cpu::blas_split_parts(8, 8, 1 << 20), 1);  // too few rows for two blocks
+  // Rows for one aligned block and part of another: a second block of 47 rows, or of one,
+  // would be under the alignment (and the one-row block in OpenBLAS's small-matrix range).
+  EXPECT_EQ(cpu::blas_split_parts(95, 4096, 4096), 1);
+  EXPECT_EQ(cpu::blas_split_parts(49, 300, 300), 1);
   std::vector<int64_t> inside(2, -1);
   parallel_for(2, 1, [&](int64_t i0, int64_t i1) {
     for (int64_t i = i0; i < i1; ++i) inside[i] = cpu::blas_split_parts(kTall.m, kTall.n, kTall.k);
