@@ -256,6 +256,35 @@ TEST(Conv2d, GradCheckStridedAsymmetric) {
                  {x, w, b});
 }
 
+TEST(Conv2d, TapsWhollyInThePaddingReadZeros) {
+  // Strided (the column path) over a one-pixel input whose padding is most of the kernel's
+  // reach: some taps see no input pixel at any output position. Front padding 3 with kernel
+  // 3 puts a tap's first input past the single output (its span would start after its
+  // end); back padding 2 with stride 2 puts taps 1 and 2 past the input's last pixel (tap
+  // 1's last in-range output would be -1 / 2, which truncates to 0, not -1). Forward
+  // against the direct reference, and all three gradients by central differences.
+  struct Case {
+    Shape x;
+    std::array<int64_t, 4> pad;
+  };
+  for (const Case& c : {Case{{2, 2, 1, 5}, {3, 0, 0, 2}}, Case{{2, 2, 1, 1}, {0, 2, 0, 2}},
+                        Case{{2, 2, 2, 1}, {2, 2, 3, 0}}}) {
+    SCOPED_TRACE(shape_str(c.x));
+    Tensor x = test::rand_leaf(c.x, 11), w = test::rand_leaf({3, 2, 3, 3}, 12),
+           b = test::rand_leaf({3}, 13);
+    Conv2dArgs a;
+    a.stride = {2, 2};
+    a.padding = c.pad;
+    const Tensor y = conv2d(x, w, b, a);
+    const Tensor ref = reference_conv3d(x.unsqueeze(2), w.unsqueeze(2), b, {1, 2, 2},
+                                        {0, c.pad[0], c.pad[2]}, {1, y.size(2), y.size(3)})
+                           .squeeze(2);
+    EXPECT_CLOSE(y, ref, 1e-12, 1e-12);
+    EXPECT_GRAD_OK([a](const std::vector<Tensor>& in) { return conv2d(in[0], in[1], in[2], a); },
+                   {x, w, b});
+  }
+}
+
 TEST(Conv2d, GradCheckNonContiguousInputs) {
   // x arrives as a transposed view (N, H, C, W) -> (N, C, H, W), weight as (C, O, kh, kw)
   // transposed to (O, C, kh, kw); no bias.
@@ -471,4 +500,35 @@ TEST(Conv2d, BiasGradientHasTheSerialBitsOnTwoThreads) {
   const Tensor serial = bias_grad(1), threaded = bias_grad(2);
   EXPECT_CLOSE(threaded, serial, 0, 0);
   EXPECT_CLOSE(serial, sum(go.to(DType::f64), {0, 2, 3}).to(DType::f32), 1e-5, 1e-5);
+}
+
+TEST(Conv2d, AWeightGradientSummedInSlicesIsTheSumOfEverySamplesOwn) {
+  // A backward with enough work splits the batch into slices whose weight gradients are
+  // added afterwards (ThreadedMatchesSerial checks that the threads do not change them, but
+  // the slices are the same on any thread count). Eight samples of 16 channels at 16 x 16
+  // output positions make two slices on every path: strided (columns), "same" 3x3
+  // (Winograd) and 5x5 (padded planes). The batch's weight gradient is the sum of each
+  // sample's own, in f64.
+  struct Case {
+    int64_t k, stride, pad, size;
+  };
+  for (const Case& c : {Case{3, 2, 1, 32}, Case{3, 1, 1, 16}, Case{5, 1, 2, 16}}) {
+    SCOPED_TRACE("k=" + std::to_string(c.k) + " stride=" + std::to_string(c.stride));
+    Generator gen(31);
+    const Tensor x = randn({8, 16, c.size, c.size}, gen, DType::f64),
+                 w = randn({16, 16, c.k, c.k}, gen, DType::f64);
+    Conv2dArgs a;
+    a.stride = {c.stride, c.stride};
+    a.padding = {c.pad, c.pad, c.pad, c.pad};
+    const Tensor go = randn({8, 16, 16, 16}, gen, DType::f64);
+    auto weight_grad = [&](const Tensor& xs, const Tensor& gos) {
+      Tensor wl = w.clone().set_requires_grad(true);
+      conv2d(xs, wl, Tensor(), a).backward(gos);
+      return wl.grad();
+    };
+    Tensor summed = zeros(w.sizes(), DType::f64);
+    for (int64_t i = 0; i < 8; ++i)
+      summed = add(summed, weight_grad(x.narrow(0, i, 1), go.narrow(0, i, 1)));
+    EXPECT_CLOSE(weight_grad(x, go), summed, 1e-10, 1e-10);
+  }
 }
