@@ -522,14 +522,9 @@ AppConfig load_app_config(const std::string& path, const std::vector<Override>& 
       c.warnings.push_back(o.source + " replaces " + it->second.second + " (" + key + ": " + value +
                            ")");
     seen[key] = {value, o.source};
-    // A mapping has a key: a value without ':' is none (parse_yaml reads only mappings).
-    if (value.find(':') == std::string::npos) continue;
-    Node after;
-    try {
-      after = parse_yaml(value, o.source);
-    } catch (const Error&) {  // a scalar or a list: it replaces no mapping's keys
-      continue;
-    }
+    // A scalar or a list replaces no mapping's keys; an empty mapping ({}) replaces them all.
+    // (load_yaml_file has parsed the value already.)
+    const Node after = parse_yaml_value(value, o.source);
     if (!after.is_map()) continue;
     if (!file) file = load_yaml_text(text, path);
     Node before = file;

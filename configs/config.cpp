@@ -385,6 +385,11 @@ Node parse_yaml(const std::string& text, const std::string& source) {
   return Node(d);
 }
 
+Node parse_yaml_value(const std::string& text, const std::string& source) {
+  int64_t values = 0;
+  return Node(convert(parse_text(text, source), source, "", -1, values));
+}
+
 Override::Override(std::string assignment)
     : assignment(std::move(assignment)), source("--set " + this->assignment) {}
 Override::Override(const char* assignment) : Override(std::string(assignment)) {}

@@ -96,6 +96,9 @@ std::string yaml_quoted(const std::string& text);
 /// Parses YAML text; `source` names it in errors. An empty or comment-only document is
 /// an error (it would otherwise train silently with every default).
 Node parse_yaml(const std::string& text, const std::string& source = "<string>");
+/// Parses one YAML value (an override's, or a document that need not be a zt config): any
+/// node, a null or an empty mapping included; `source` names it in errors.
+Node parse_yaml_value(const std::string& text, const std::string& source = "<string>");
 /// One "key.path=value" override and what the user typed for it, which errors and
 /// warnings name: "--set key.path=value", or the shortcut that gave it ("--steps 5").
 struct Override {
