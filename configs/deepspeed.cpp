@@ -316,7 +316,14 @@ std::string read_deepspeed_file(const std::string& path) {
 }
 
 Node parse_deepspeed_text(const std::string& text, const std::string& path) {
-  return parse_yaml(without_comments(text), path);
+  const Node root = parse_yaml_value(without_comments(text), path);
+  if (root.is_null() || (root.is_map() && root.size() == 0))
+    throw Error(path +
+                ": the DeepSpeed config is empty (no keys: only blank lines, comments or {}); "
+                "give the settings it should set, e.g. {\"train_micro_batch_size_per_gpu\": 4}, "
+                "or leave it out");
+  if (!root.is_map()) root.fail("the top level must be a JSON object ({\"key\": value, ...})");
+  return root;
 }
 
 namespace {
