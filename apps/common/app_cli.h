@@ -143,7 +143,7 @@ inline int run_on_ranks(
     const std::string full = std::string(app_name) + " " + command;
     check_same_command(full, comm);
     if (c.command) check_same_options(given_options(*c.command), comm, full.c_str());
-    check_same_config(cfg.root, comm, full.c_str());
+    check_same_config(cfg, comm, full.c_str());
     warn_config(cfg.warnings, comm);
     fn(cfg, comm);
   });

@@ -3,6 +3,7 @@
 
 #include "apps/common/output_paths.h"
 #include "apps/common/saved_run.h"
+#include "configs/deepspeed.h"
 
 #include <algorithm>
 #include <chrono>
@@ -470,9 +471,23 @@ void check_same_command(const std::string& command, comm::Communicator& comm) {
              "part its own command line)");
 }
 
-void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app) {
-  check_same(comm, flatten_config(root), "configurations", app,
-             "give every rank the same --config and --set options");
+void check_same_config(const config::AppConfig& cfg, comm::Communicator& comm, const char* app) {
+  std::vector<std::string> lines;
+  flatten(cfg.root, lines);
+  // A DeepSpeed config by its settings, not its path: each process reads its own copy of
+  // the file (another machine's may differ), and one file may be named two ways.
+  if (!cfg.deepspeed_json.empty()) {
+    std::erase_if(lines, [](const std::string& l) { return l.starts_with("deepspeed_config="); });
+    std::vector<std::string> ds;
+    flatten(config::parse_deepspeed_text(cfg.deepspeed_json, cfg.deepspeed_config), ds);
+    for (const std::string& l : ds) lines.push_back("deepspeed_config." + l);
+  }
+  std::sort(lines.begin(), lines.end());
+  std::string text;
+  for (const std::string& l : lines) text += l + "\n";
+  check_same(comm, text, "configurations", app,
+             "give every rank the same --config, --set and --deepspeed options, and the same "
+             "files under those paths");
 }
 
 void check_same_options(const std::vector<OptionValue>& options, comm::Communicator& comm,

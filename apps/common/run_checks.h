@@ -88,8 +88,10 @@ std::string flatten_config(const config::Node& root);
 /// The first check after launch, before any other collective of the command.
 void check_same_command(const std::string& command, comm::Communicator& comm);
 /// Errors on every rank unless every rank holds the same configuration (compared as
-/// flatten_config text), naming the first key that differs and its value on both ranks.
-void check_same_config(const config::Node& root, comm::Communicator& comm, const char* app);
+/// flatten_config text, a DeepSpeed config's keys by their settings as
+/// "deepspeed_config.<key>" in place of its path), naming the first key that differs and its
+/// value on both ranks.
+void check_same_config(const config::AppConfig& cfg, comm::Communicator& comm, const char* app);
 /// One command-line option's name and value as a rank was given it: {"--batch", "4"}.
 using OptionValue = std::pair<std::string, std::string>;
 /// Errors on every rank unless every rank was given the same `options` (each value as

@@ -87,7 +87,7 @@ double evaluate(VqGptModel& model, data::DataLoader& loader, int64_t batches,
 
 TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
-  app::check_same_config(cfg.root, comm, "vqgpt train");
+  app::check_same_config(cfg, comm, "vqgpt train");
   // Rank 0 reads the tokenizer and the others receive it: a path that differs on another
   // rank would be passed over, or (a folder against a file) part ways in the collectives.
   app::check_same_options({{"--tokenizer", options.tokenizer}}, comm, "vqgpt train");

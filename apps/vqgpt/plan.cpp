@@ -8,7 +8,7 @@ namespace zt::vqgpt {
 
 app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps,
                      bool quiet) {
-  app::check_same_config(cfg.root, comm, "vqgpt plan");
+  app::check_same_config(cfg, comm, "vqgpt plan");
   app::check_same_options({{"--steps", std::to_string(steps)}}, comm, "vqgpt plan");
   app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
   const Device device = app::train_device(cfg.train, comm, "vqgpt plan");

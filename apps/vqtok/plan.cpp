@@ -7,7 +7,7 @@ namespace zt::vqtok {
 
 app::PlanResult plan(const config::AppConfig& cfg, comm::Communicator& comm, int steps,
                      bool quiet) {
-  app::check_same_config(cfg.root, comm, "vqtok plan");
+  app::check_same_config(cfg, comm, "vqtok plan");
   app::check_same_options({{"--steps", std::to_string(steps)}}, comm, "vqtok plan");
   app::NoMemoryLimit measure_all;  // compared with memory.limit at the end
   const Device device = app::train_device(cfg.train, comm, "vqtok plan");

@@ -166,7 +166,7 @@ TrainResult train(const config::AppConfig& cfg, const TrainOptions& options,
                   comm::Communicator& comm) {
   // A rank given other options would fail later inside a collective, or train silently
   // with another setting: compare before anything else.
-  app::check_same_config(cfg.root, comm, "vqtok train");
+  app::check_same_config(cfg, comm, "vqtok train");
   const Device device = app::train_device(cfg.train, comm, "vqtok train");
   const config::TrainConfig& tc = cfg.train;
   const bool rank0 = comm.rank() == 0;

@@ -509,7 +509,7 @@ TEST(Reliability, RanksWithDifferentConfigsStopNamingTheKey) {
                           written_otherwise = tiny_config(dir, {"train.lr=0.003"});
   comm::run_threads(2, [&](comm::Communicator& comm) {
     const config::AppConfig& mine = comm.rank() == 0 ? same : written_otherwise;
-    EXPECT_EQ(error_of([&] { app::check_same_config(mine.root, comm, "test"); }), "");
+    EXPECT_EQ(error_of([&] { app::check_same_config(mine, comm, "test"); }), "");
   });
   fs::remove_all(dir);
 }

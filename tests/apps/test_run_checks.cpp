@@ -112,3 +112,37 @@ TEST(RunChecks, TheFirstNonFiniteParameterOrBufferIsNamedWithItsModule) {
   w.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
   EXPECT_EQ(app::first_nonfinite(m), "parameter 'norm.weight' (module norm, f32 [2])");
 }
+
+// A DeepSpeed config is compared by its settings: each process of an mpirun job reads its
+// own copy of the file (another machine's may differ), and one file may be named two ways.
+TEST(RunChecks, DeepSpeedConfigsAreComparedByTheirSettings) {
+  const std::string yaml =
+      test::write_temp_file("zt_run_checks", "ds", "run.yaml", "train:\n  steps: 2\n");
+  const std::string ds = test::write_temp_file("zt_run_checks", "ds", "ds.json",
+                                               R"({"train_micro_batch_size_per_gpu": 2})");
+  auto load = [&](const std::string& path) {
+    return config::load_app_config(yaml, {"deepspeed_config=" + config::yaml_quoted(path)});
+  };
+  const config::AppConfig two = load(ds);
+  const std::string dir = std::filesystem::path(ds).parent_path().string();
+  const config::AppConfig same_file =
+      load(dir + "/../" + std::filesystem::path(dir).filename().string() + "/ds.json");
+  test::write_temp_file("zt_run_checks", "ds", "ds.json",
+                        R"({"train_micro_batch_size_per_gpu": 4})");
+  const config::AppConfig four = load(ds);
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    const std::string e = error_of(
+        [&] { app::check_same_config(comm.rank() == 0 ? two : four, comm, "vqtok train"); });
+    EXPECT_TRUE(has(e,
+                    "vqtok train: the ranks were started with different configurations: "
+                    "'deepspeed_config.train_micro_batch_size_per_gpu' is 2 on rank 0 but 4 on "
+                    "rank 1"))
+        << e;
+  });
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    EXPECT_EQ(
+        error_of([&] { app::check_same_config(comm.rank() == 0 ? two : same_file, comm, "t"); }),
+        "")
+        << "one file named two ways";
+  });
+}
