@@ -150,19 +150,47 @@ size_t first_invalid_utf8(const std::string& text) {
   return std::string::npos;
 }
 
+// The offset of the first control character of UTF-8 `text` that YAML does not allow (all
+// but tab, line feed and carriage return; U+0080 to U+009F but U+0085), or npos. (DEL,
+// which yaml-cpp writes unescaped when it saves a config, is let through.)
+size_t first_control(const std::string& text) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return i;
+    if (s[i] == 0xC2 && i + 1 < text.size() && s[i + 1] <= 0x9F && s[i + 1] != 0x85) return i;
+  }
+  return std::string::npos;
+}
+
+// "source:line:column" of byte `at` of `text`.
+std::string place(const std::string& text, size_t at, const std::string& source) {
+  const size_t nl = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
+  const size_t column = nl == std::string::npos ? at : at - nl - 1;
+  return source + ":" + std::to_string(std::count(text.begin(), text.begin() + at, '\n') + 1) +
+         ":" + std::to_string(column + 1);
+}
+
 YAML::Node parse_text(const std::string& text, const std::string& source) {
+  auto hex = [&](size_t at) {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[at]));
+    return std::string(byte);
+  };
   // Checkpoints keep the config as JSON text, which must be UTF-8: found here, not at the
   // first save.
-  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos) {
-    const size_t nl = bad == 0 ? std::string::npos : text.rfind('\n', bad - 1);
-    const size_t column = nl == std::string::npos ? bad : bad - nl - 1;
-    char byte[8];
-    std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[bad]));
-    throw Error(source + ":" +
-                std::to_string(std::count(text.begin(), text.begin() + bad, '\n') + 1) + ":" +
-                std::to_string(column + 1) + ": byte " + byte +
+  if (const size_t bad = first_invalid_utf8(text); bad != std::string::npos)
+    throw Error(place(text, bad, source) + ": byte " + hex(bad) +
                 " is not UTF-8 text; zt reads configs as UTF-8 (and keeps them in every "
                 "checkpoint): save the file as UTF-8");
+  // Invisible, and left to the parser an error quoting a value that looks right ("expected a
+  // number, got '0.1'") or naming an escape nobody wrote.
+  if (const size_t bad = first_control(text); bad != std::string::npos) {
+    const bool c1 = static_cast<unsigned char>(text[bad]) == 0xC2;
+    throw Error(
+        place(text, bad, source) + ": " +
+        (c1 ? "bytes " + hex(bad) + " " + hex(bad + 1) + " are" : "byte " + hex(bad) + " is") +
+        " a control character, which YAML does not allow (an invisible character "
+        "from a copy and paste, or a damaged file?); delete it");
   }
   try {
     const std::vector<YAML::Node> docs = YAML::LoadAll(text);
