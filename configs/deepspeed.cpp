@@ -374,6 +374,9 @@ void read_activation_checkpointing(const Node& n, AppConfig& c) {
 
 void apply_deepspeed(const Node& ds, const Node& yaml, AppConfig& c) {
   Section s(ds);
+  // DeepSpeed still reads its older name of bf16; zt reads the one name its errors give.
+  if (const Node n = s.take("bfloat16"))
+    n.fail("DeepSpeed's older name of the bf16 section; zt reads it as \"bf16\": rename it");
   if (Node n = s.take("activation_checkpointing")) read_activation_checkpointing(n, c);
   for (const auto& [key, instead] : kUnsupported)
     if (Node n = s.take(key); n && !turned_off(key, n, c.zero.precision))

@@ -38,6 +38,18 @@ TEST(Config, AnEmptyDeepSpeedConfigIsNamedAsOne) {
   }
 }
 
+// DeepSpeed still reads "bfloat16", its older name of the bf16 section: refused naming the
+// name zt reads, not as an unknown key.
+TEST(Config, DeepSpeedsOlderNameOfBf16IsNamed) {
+  const std::string ds = test::write_temp_file("zt_config_whole", "bfloat16", "ds.json",
+                                               "{\"bfloat16\": {\"enabled\": true}}");
+  const std::string yaml = test::write_temp_file("zt_config_whole", "bfloat16", "run.yaml",
+                                                 "deepspeed_config: " + ds + "\n");
+  const std::string msg = error_of([&] { load_app_config(yaml); });
+  EXPECT_EQ(msg.rfind(ds + ":1: bfloat16: DeepSpeed's older name of the bf16 section", 0), 0u)
+      << msg;
+}
+
 // A control character (an invisible one, from a copy and paste or a damaged file) is
 // named with its place: YAML allows none but tab, line feed and carriage return, and
 // left to the parser it made errors that quote a value looking right ("expected a number,
