@@ -2,6 +2,7 @@
 // empty DeepSpeed config. Each says what happened in the user's own terms.
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <string>
 
 #include "common/test_util.h"
@@ -36,6 +37,17 @@ TEST(Config, AnEmptyDeepSpeedConfigIsNamedAsOne) {
     EXPECT_NE(msg.find("ds_config.json: the DeepSpeed config is empty"), std::string::npos) << msg;
     EXPECT_EQ(msg.find("vqtok_tiny.yaml"), std::string::npos) << msg;
   }
+}
+
+// A folder given as a config file is named as one (it read as an empty config).
+TEST(Config, AFolderGivenAsAConfigFileIsNamed) {
+  const std::string dir =
+      std::filesystem::path(test::write_temp_file("zt_config_whole", "folder", "x.yaml", "a: 1"))
+          .parent_path()
+          .string();
+  for (const std::string& msg :
+       {error_of([&] { load_app_config(dir); }), error_of([&] { read_deepspeed_file(dir); })})
+    EXPECT_NE(msg.find("'" + dir + "' is a folder"), std::string::npos) << msg;
 }
 
 // DeepSpeed still reads "bfloat16", its older name of the bf16 section: refused naming the
