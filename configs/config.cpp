@@ -170,7 +170,8 @@ std::string place(const std::string& text, size_t at, const std::string& source)
          ":" + std::to_string(column + 1);
 }
 
-YAML::Node parse_text(const std::string& text, const std::string& source) {
+// `json`: the text is JSON (a DeepSpeed config), which may indent with tabs.
+YAML::Node parse_text(const std::string& text, const std::string& source, bool json = false) {
   auto hex = [&](size_t at) {
     char byte[8];
     std::snprintf(byte, sizeof byte, "0x%02X", static_cast<unsigned char>(text[at]));
@@ -203,9 +204,10 @@ YAML::Node parse_text(const std::string& text, const std::string& source) {
     return docs.empty() ? YAML::Node() : docs[0];
   } catch (const YAML::ParserException& e) {
     const std::string at = source + ":" + std::to_string(e.mark.line + 1) + ":" +
-                           std::to_string(e.mark.column + 1) + ": YAML parse error: " + e.msg;
+                           std::to_string(e.mark.column + 1) + ": " + (json ? "JSON" : "YAML") +
+                           " parse error: " + e.msg;
     // YAML indents with spaces alone; a tab there makes a puzzling parse error.
-    if (const int tab = tab_indented_line(text, e.mark.line + 1))
+    if (const int tab = json ? 0 : tab_indented_line(text, e.mark.line + 1))
       throw Error(source + ":" + std::to_string(tab) +
                   ": a tab in the indentation; YAML indents with spaces only (" + at + ")");
     throw Error(at);
@@ -413,9 +415,9 @@ Node parse_yaml(const std::string& text, const std::string& source) {
   return Node(d);
 }
 
-Node parse_yaml_value(const std::string& text, const std::string& source) {
+Node parse_yaml_value(const std::string& text, const std::string& source, bool json) {
   int64_t values = 0;
-  return Node(convert(parse_text(text, source), source, "", -1, values));
+  return Node(convert(parse_text(text, source, json), source, "", -1, values));
 }
 
 Override::Override(std::string assignment)

@@ -97,8 +97,11 @@ std::string yaml_quoted(const std::string& text);
 /// an error (it would otherwise train silently with every default).
 Node parse_yaml(const std::string& text, const std::string& source = "<string>");
 /// Parses one YAML value (an override's, or a document that need not be a zt config): any
-/// node, a null or an empty mapping included; `source` names it in errors.
-Node parse_yaml_value(const std::string& text, const std::string& source = "<string>");
+/// node, a null or an empty mapping included; `source` names it in errors. `json`: the text
+/// is JSON (a DeepSpeed config), whose parse errors are named as JSON's and never blamed on
+/// tabs (JSON may indent with them).
+Node parse_yaml_value(const std::string& text, const std::string& source = "<string>",
+                      bool json = false);
 /// One "key.path=value" override and what the user typed for it, which errors and
 /// warnings name: "--set key.path=value", or the shortcut that gave it ("--steps 5").
 struct Override {

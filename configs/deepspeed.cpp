@@ -316,7 +316,7 @@ std::string read_deepspeed_file(const std::string& path) {
 }
 
 Node parse_deepspeed_text(const std::string& text, const std::string& path) {
-  const Node root = parse_yaml_value(without_comments(text), path);
+  const Node root = parse_yaml_value(without_comments(text), path, /*json=*/true);
   if (root.is_null() || (root.is_map() && root.size() == 0))
     throw Error(path +
                 ": the DeepSpeed config is empty (no keys: only blank lines, comments or {}); "

@@ -62,6 +62,21 @@ TEST(Config, DeepSpeedsOlderNameOfBf16IsNamed) {
       << msg;
 }
 
+// JSON may indent with tabs: a DeepSpeed config's syntax error (a missing comma) is named as
+// a JSON one at its place, not blamed on the tabs as a YAML file's would be.
+TEST(Config, ADeepSpeedConfigsSyntaxErrorIsNotBlamedOnItsTabs) {
+  const std::string text =
+      "{\n\t\"train_micro_batch_size_per_gpu\": 2\n\t\"steps_per_print\": 1\n}\n";
+  const std::string msg = error_of([&] { parse_deepspeed_text(text, "ds.json"); });
+  EXPECT_EQ(msg.rfind("ds.json:3:", 0), 0u) << msg;
+  EXPECT_NE(msg.find("JSON parse error"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("tab"), std::string::npos) << msg;
+  // Without the error, the tabs read as JSON's whitespace.
+  EXPECT_EQ(parse_deepspeed_text("{\n\t\"steps_per_print\": 1\n}\n", "ds.json")["steps_per_print"]
+                .as_int(),
+            1);
+}
+
 // A control character (an invisible one, from a copy and paste or a damaged file) is
 // named with its place: YAML allows none but tab, line feed and carriage return, and
 // left to the parser it made errors that quote a value looking right ("expected a number,
