@@ -1,5 +1,6 @@
-// Edge cases of the config front ends: an override that empties a section whole, and an
-// empty DeepSpeed config. Each says what happened in the user's own terms.
+// Edge cases of the config front ends: an override that empties a section whole, an empty
+// DeepSpeed config, a folder given as a file, DeepSpeed's older name of bf16, a syntax error
+// in a tab-indented JSON, control characters. Each says what happened in the user's terms.
 #include <gtest/gtest.h>
 
 #include <filesystem>
