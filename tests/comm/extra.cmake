@@ -24,40 +24,36 @@ foreach(np 2 3)
   endif()
 endforeach()
 
+# Jobs that must end, not hang, when one rank fails (tests/comm/mpi_exit/<name>.cpp, run
+# under mpirun -np 2): the test passes when the job exits 1 and its output matches `expect`.
+# `timeout_ms` is the communicator's deadline ($ZT_COMM_TIMEOUT_MS).
+function(zt_mpi_exit_test name expect timeout_ms)
+  add_executable(zt_test_comm_${name} ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_exit/${name}.cpp)
+  target_compile_options(zt_test_comm_${name} PRIVATE ${ZT_WARNINGS})
+  target_link_libraries(zt_test_comm_${name} PRIVATE zt_comm)
+  add_dependencies(zt_test_comm zt_test_comm_${name})
+  if(ZT_MPIRUN)
+    add_test(NAME comm.mpi.${name}
+             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1 "-DEXPECT=${expect}" -P ${ZT_RUN_AND_CHECK}
+                     -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                     $<TARGET_FILE:zt_test_comm_${name}>)
+    set_tests_properties(comm.mpi.${name} PROPERTIES LABELS "mpi;comm" TIMEOUT 60 PROCESSORS 2
+      ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=${timeout_ms}")
+  endif()
+endfunction()
+
 # A rank that returns while the others call a collective ends the job at once, naming it
 # (each rank's launch() ends with a checked barrier), where the others waited for the
 # communicator's timeout (10 minutes here, past the test's limit).
-add_executable(zt_test_comm_early_return ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_exit/early_return.cpp)
-target_compile_options(zt_test_comm_early_return PRIVATE ${ZT_WARNINGS})
-target_link_libraries(zt_test_comm_early_return PRIVATE zt_comm)
-add_dependencies(zt_test_comm zt_test_comm_early_return)
-if(ZT_MPIRUN)
-  add_test(NAME comm.mpi.early_return
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
-                   "-DEXPECT=rank 1 called barrier .the end of the rank's function: it returned."
-                   -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
-                   $<TARGET_FILE:zt_test_comm_early_return>)
-  set_tests_properties(comm.mpi.early_return PROPERTIES LABELS "mpi;comm" TIMEOUT 60 PROCESSORS 2
-    ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=600000")
-endif()
+zt_mpi_exit_test(early_return
+  "rank 1 called barrier .the end of the rank's function: it returned." 600000)
 
 # A rank that fails between two communicators (it waits in MPI_Finalize): the others' next
 # communicator is made under the deadline, whose end ends the job naming it, where
-# MPI_Comm_dup waited for ever (mpi_exit/late_communicator.cpp).
-add_executable(zt_test_comm_late_communicator
-               ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_exit/late_communicator.cpp)
-target_compile_options(zt_test_comm_late_communicator PRIVATE ${ZT_WARNINGS})
-target_link_libraries(zt_test_comm_late_communicator PRIVATE zt_comm)
-add_dependencies(zt_test_comm zt_test_comm_late_communicator)
-if(ZT_MPIRUN)
-  add_test(NAME comm.mpi.late_communicator
-           COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=1
-                   "-DEXPECT=rank 0 aborts the MPI job: it failed at start-up: .*MPI_Comm_idup.* timed out after 3000 ms"
-                   -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
-                   $<TARGET_FILE:zt_test_comm_late_communicator>)
-  set_tests_properties(comm.mpi.late_communicator PROPERTIES LABELS "mpi;comm" TIMEOUT 60
-    PROCESSORS 2 ENVIRONMENT "${ZT_MPI_TEST_ENV};ZT_COMM_TIMEOUT_MS=3000")
-endif()
+# MPI_Comm_dup waited for ever.
+zt_mpi_exit_test(late_communicator
+  "rank 0 aborts the MPI job: it failed at start-up: .*MPI_Comm_idup.* timed out after 3000 ms"
+  3000)
 
 # NcclComm (CUDA builds only): one process, and two; labels mpi, cuda and comm. Without a
 # GPU every test skips: an entry reports itself skipped only when all of them did and the
