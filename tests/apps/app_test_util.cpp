@@ -61,14 +61,20 @@ std::string fresh_dir(const std::string& prefix, const std::string& name) {
   return p.string();
 }
 
+void save_fresh_tokenizer(const config::AppConfig& cfg, const std::string& weights) {
+  manual_seed(5);
+  vq::VqModel tok(cfg.model);
+  nn::save_safetensors(weights, nn::state_dict(tok));
+}
+
+void encode_on_one_rank(const config::AppConfig& cfg, const vqtok::EncodeOptions& o) {
+  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+}
+
 std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::AppConfig& cfg,
                                                                  const std::string& weights,
                                                                  int ranks) {
-  {
-    manual_seed(5);
-    vq::VqModel tok(cfg.model);
-    nn::save_safetensors(weights, nn::state_dict(tok));
-  }
+  save_fresh_tokenizer(cfg, weights);
   std::vector<vqgpt::TrainResult> results(static_cast<size_t>(ranks));
   comm::run_threads(ranks, [&](comm::Communicator& comm) {
     vqgpt::TrainOptions o;

@@ -23,6 +23,11 @@ std::string fresh_dir(const std::string& prefix, const std::string& name);
 vqtok::TrainResult train_vqtok(const config::AppConfig& cfg, bool resume = false, int ranks = 2,
                                bool overwrite = false);
 
+/// Saves a freshly initialized tokenizer of cfg.model (seed 5) to `weights`.
+void save_fresh_tokenizer(const config::AppConfig& cfg, const std::string& weights);
+/// vqtok::encode on one thread rank (errors propagate as from the call itself).
+void encode_on_one_rank(const config::AppConfig& cfg, const vqtok::EncodeOptions& o);
+
 /// Saves a freshly initialized tokenizer of cfg.model (seed 5) to `weights`, trains vqgpt
 /// on it quietly on `ranks` thread ranks and returns each rank's result.
 std::vector<vqgpt::TrainResult> train_vqgpt_with_fresh_tokenizer(const config::AppConfig& cfg,

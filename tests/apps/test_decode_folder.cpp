@@ -27,8 +27,6 @@
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "data/npy.h"
-#include "nn/safetensors.h"
-#include "nn/state_dict.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -63,9 +61,7 @@ struct Scratch {
       : dir(fresh_dir(name)), cfg(apptest::tiny_vqtok_config(dir + "/run")) {
     fs::create_directories(dir);
     weights = dir + "/tok.safetensors";
-    manual_seed(5);
-    vq::VqModel tok(cfg.model);
-    nn::save_safetensors(weights, nn::state_dict(tok));
+    apptest::save_fresh_tokenizer(cfg, weights);
   }
   ~Scratch() { fs::remove_all(dir); }
 
@@ -266,9 +262,7 @@ TEST(DecodeFolder, EncodeRefusesAFolderAsItsOutputFileAtOnce) {
   o.out = dir + "/codes";
   o.quiet = true;
   const config::AppConfig cfg = apptest::tiny_vqtok_config(dir + "/run");
-  const std::string err = error_of([&] {
-    comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
-  });
+  const std::string err = error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_TRUE(has(err, "encode -o '" + o.out + "' is a folder; pass the file to write")) << err;
   fs::remove_all(dir);
 }

@@ -11,8 +11,6 @@
 #include "common/test_util.h"
 #include "core/ops.h"
 #include "data/npy.h"
-#include "nn/safetensors.h"
-#include "nn/state_dict.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -21,10 +19,8 @@ TEST(VqtokEncodeInput, AnUpperCaseNpyExtensionIsReadAsAnArray) {
   const std::string dir = apptest::fresh_dir("zt_vqtok_input", "upper_npy");
   fs::create_directories(dir);
   const config::AppConfig cfg = apptest::tiny_vqtok_config(dir);
-  manual_seed(5);
-  vq::VqModel tok(cfg.model);
   const std::string weights = dir + "/tok.safetensors";
-  nn::save_safetensors(weights, nn::state_dict(tok));
+  apptest::save_fresh_tokenizer(cfg, weights);
   data::save_npy(dir + "/lower.npy", zeros({2, 3, 16, 16}));
   fs::copy_file(dir + "/lower.npy", dir + "/UPPER.NPY");
   vqtok::EncodeOptions o;
@@ -32,10 +28,10 @@ TEST(VqtokEncodeInput, AnUpperCaseNpyExtensionIsReadAsAnArray) {
   o.quiet = true;
   o.input = dir + "/lower.npy";
   o.out = dir + "/lower_codes.npy";
-  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  apptest::encode_on_one_rank(cfg, o);
   o.input = dir + "/UPPER.NPY";
   o.out = dir + "/upper_codes.npy";
-  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  apptest::encode_on_one_rank(cfg, o);
   const Tensor lower = data::load_npy(dir + "/lower_codes.npy");
   const Tensor upper = data::load_npy(dir + "/upper_codes.npy");
   ASSERT_EQ(upper.sizes(), (Shape{2, 2, 2}));
@@ -49,18 +45,14 @@ TEST(VqtokEncodeInput, AFolderOfNpyFilesIsToldToPassEachFile) {
   const std::string dir = apptest::fresh_dir("zt_vqtok_input", "npy_folder");
   fs::create_directories(dir + "/arrays");
   const config::AppConfig cfg = apptest::tiny_vqtok_config(dir);
-  manual_seed(5);
-  vq::VqModel tok(cfg.model);
   vqtok::EncodeOptions o;
   o.weights = dir + "/tok.safetensors";
-  nn::save_safetensors(o.weights, nn::state_dict(tok));
+  apptest::save_fresh_tokenizer(cfg, o.weights);
   data::save_npy(dir + "/arrays/a.npy", zeros({2, 3, 16, 16}));
   o.quiet = true;
   o.input = dir + "/arrays";
   o.out = dir + "/codes.npy";
-  const std::string err = test::error_of([&] {
-    comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
-  });
+  const std::string err = test::error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_NE(err.find("is a folder, which encode reads as images, and it holds .npy arrays but no "
                      "image; pass each .npy file as --input itself"),
             std::string::npos)

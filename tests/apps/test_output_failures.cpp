@@ -18,8 +18,6 @@
 #include "core/ops.h"
 #include "data/image.h"
 #include "data/npy.h"
-#include "nn/safetensors.h"
-#include "nn/state_dict.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
@@ -76,27 +74,23 @@ TEST(OutputFailures, AFailedEncodeKeepsTheEarlierCodesAndTheirFileList) {
   const std::string dir = apptest::fresh_dir("zt_output_failures", "encode");
   fs::create_directories(dir + "/imgs");
   const config::AppConfig cfg = apptest::tiny_vqtok_config(dir);
-  manual_seed(5);
-  vq::VqModel tok(cfg.model);
   vqtok::EncodeOptions o;
   o.weights = dir + "/tok.safetensors";
-  nn::save_safetensors(o.weights, nn::state_dict(tok));
+  apptest::save_fresh_tokenizer(cfg, o.weights);
   for (const char* name : {"a.png", "b.png", "c.png"})
     data::save_png(dir + "/imgs/" + name,
                    data::Image{16, 16, std::vector<uint8_t>(16 * 16 * 3, 90)});
   o.input = dir + "/imgs";
   o.out = dir + "/codes.npy";
   o.quiet = true;
-  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); });
+  apptest::encode_on_one_rank(cfg, o);
   const std::string codes = read_all(o.out), list = read_all(o.out + ".files.txt");
   ASSERT_FALSE(list.empty());
   // The codes (a 128-byte header and 3 x 2 x 2 ids) fit the write buffer: the write that
   // fails is the last flush, after every round was written.
   {
     FileSizeLimit limit(100);
-    EXPECT_THROW(
-        comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(cfg, o, comm); }),
-        Error);
+    EXPECT_THROW(apptest::encode_on_one_rank(cfg, o), Error);
   }
   EXPECT_EQ(read_all(o.out), codes);
   EXPECT_TRUE(fs::exists(o.out + ".files.txt")) << "the earlier codes lost their file list";
@@ -112,11 +106,9 @@ TEST(OutputFailures, AFailedDecodeLeavesTheEarlierDecodesFiles) {
   const std::string dir = apptest::fresh_dir("zt_output_failures", "decode");
   fs::create_directories(dir);
   const config::AppConfig cfg = apptest::tiny_vqtok_config(dir + "/run");
-  manual_seed(5);
-  vq::VqModel tok(cfg.model);
   vqtok::DecodeOptions o;
   o.weights = dir + "/tok.safetensors";
-  nn::save_safetensors(o.weights, nn::state_dict(tok));
+  apptest::save_fresh_tokenizer(cfg, o.weights);
   o.quiet = true;
   auto decode = [&](int64_t step, const std::string& out) {
     Tensor ids = zeros({3, 2, 2}, DType::i64);

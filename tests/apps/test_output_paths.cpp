@@ -160,15 +160,13 @@ TEST(OutputPaths, EncodeOverItsOwnWeightsChangesNothing) {
   o.weights = weights;
   o.out = meta;
   o.limit = 1;
-  const std::string err = error_of(
-      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  const std::string err = error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_TRUE(has(err, "encode -o '" + meta + "' lies in a checkpoint")) << err;
   EXPECT_EQ(fs::file_size(meta), before);
   // A file that cannot be made is refused before the weights are read (none are here).
   o.weights = dir + "/no_such_weights";
   o.out = "/proc/zt_no_such/ids.npy";
-  const std::string unwritable = error_of(
-      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  const std::string unwritable = error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_TRUE(has(unwritable, "encode -o '/proc/zt_no_such/ids.npy' cannot be written"))
       << unwritable;
 }
@@ -218,15 +216,13 @@ TEST(OutputPaths, ALinkIsFollowedAndAFifoIsNeverReplaced) {
   vqtok::EncodeOptions o;
   o.weights = (dir / "no_such_weights").string();
   o.out = fifo;
-  const std::string refused = error_of(
-      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  const std::string refused = error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_TRUE(has(refused, "encode -o '" + fifo + "' is a FIFO")) << refused;
   // So is a FIFO where its file list goes, beside the codes.
   const std::string codes = (dir / "codes.npy").string();
   ASSERT_EQ(::mkfifo((codes + ".files.txt").c_str(), 0600), 0);
   o.out = codes;
-  const std::string list_refused = error_of(
-      [&] { comm::run_threads(1, [&](comm::Communicator& c) { vqtok::encode(cfg, o, c); }); });
+  const std::string list_refused = error_of([&] { apptest::encode_on_one_rank(cfg, o); });
   EXPECT_TRUE(has(list_refused, "encode -o (its file list) '" + codes + ".files.txt' is a FIFO"))
       << list_refused;
   EXPECT_TRUE(fs::is_fifo(codes + ".files.txt"));

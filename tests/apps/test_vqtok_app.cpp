@@ -274,7 +274,7 @@ TEST(VqtokApp, EncodingAFolderListsTheFileOfEachRow) {
   // Codes of an array (no files) over the same name leave no list from before.
   data::save_npy(dir + "/imgs.npy", zeros({2, 3, 16, 16}));
   o.input = dir + "/imgs.npy";
-  comm::run_threads(1, [&](comm::Communicator& comm) { vqtok::encode(t.cfg, o, comm); });
+  apptest::encode_on_one_rank(t.cfg, o);
   EXPECT_FALSE(fs::exists(o.out + ".files.txt"));
   fs::remove_all(dir);
 }
