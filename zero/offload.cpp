@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/ops.h"
+#include "core/ops/dispatch.h"
 #include "core/storage.h"
 #include "core/work_counts.h"
 
@@ -136,8 +137,11 @@ void OptimizerOffload::params_to_device() {
   cuda::Event uploaded;
   uploaded.record(streams_->copy.get());
   cuda::stream_wait_event(cuda::current_stream(device_.index), uploaded);
-  // The host buffers are next written after grads_to_host(), which waits for this
-  // stream (the uploads included) before returning.
+  // The uploads wrote the shards: a graph recorded before the step sees them as written, as
+  // it would an optimizer's in-place update on the device.
+  for (Placed& p : placed_) ::zt::detail::count_writes({p.z->shard});
+    // The host buffers are next written after grads_to_host(), which waits for this
+    // stream (the uploads included) before returning.
 #else
   for (Placed& p : placed_) p.z->shard.copy_(p.staging.defined() ? p.staging : p.z->master);
 #endif

@@ -201,3 +201,30 @@ TEST(CudaOffload, PlannerCountsTheHostStagingCopies) {
     EXPECT_EQ(plan.model_state(), r.model_state());
   });
 }
+
+// The step's uploads write the device shards: a graph recorded before the step is refused
+// after it, as without offload (the upload counts as a write of each shard, which the
+// engine's stale-graph check and, at one rank, autograd's saved-tensor check both read).
+TEST(CudaOffload, AGraphFromBeforeTheStepIsRefusedAfterIt) {
+  ZT_GPU_OR_SKIP("optimizer offload from a GPU needs one");
+  for (DType dt : {DType::f32, DType::bf16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    auto m = gpu_mlp();
+    comm::run_threads(1, [&](comm::Communicator& comm) {
+      zero::Config cfg = nothing_persists();
+      cfg.precision.bf16 = dt == DType::bf16;
+      cfg.offload_optimizer.device = zero::OffloadDevice::kCpu;
+      zero::Engine engine(m, comm, cfg, {});
+      Generator g(40);
+      Tensor x = randn({16, 16}, g).to(dt).to(Device::cuda(0));
+      Tensor y = randn({16, 4}, g).to(Device::cuda(0));
+      const Tensor loss = mse_loss(engine(x).to(DType::f32), y);
+      engine.backward(loss, /*retain_graph=*/true);
+      ASSERT_TRUE(engine.step());
+      const std::string why = test::error_of([&] { engine.backward(loss); });
+      EXPECT_TRUE(why.find("made before an optimizer step") != std::string::npos ||
+                  why.find("was written in place since the forward") != std::string::npos)
+          << why;
+    });
+  }
+}
