@@ -1,7 +1,7 @@
 // Adam/AdamW update: the fused adam_update (core/ops/optim.h) for contiguous f32/f64 tensors on
 // the CPU or a GPU (one pass, no temporaries; one call per group of parameters that
 // share a device, dtype, copy dtype, step and settings), core's ops elsewhere. The arithmetic runs
-// in the tensor's own type.
+// in the tensor's own type, in f32 for bf16/f16 ones.
 #include "optim/adam.h"
 
 #include <cmath>
@@ -80,14 +80,24 @@ void Adam::update(const Tensor& p, const Tensor& g, ParamState& st) {
     update_many({p}, {g}, {&st}, {Tensor()});
     return;
   }
-  Tensor gi = l2 != 0 ? add_scaled(g, p, l2) : g;
-  if (decay != 1.0) mul_(p, decay);
-  mul_(m, b1);
-  add_(m, gi, 1 - b1);
-  mul_(v, b2);
-  add_(v, mul(gi, gi), 1 - b2);
-  Tensor denom = add(mul(sqrt(v), inv_sqrt_bc2), eps);
-  add_(p, div(m, denom), -step_size);
+  // 16-bit parameters are updated in f32, each result rounded once, as PyTorch's kernels
+  // compute reduced-precision floats: in f16 the square of a gradient past 256 is inf, and
+  // a second moment of inf would stop the parameter for good.
+  const bool low = is_16bit_float(p.dtype());
+  auto wide = [low](const Tensor& t) { return low ? t.to(DType::f32) : t; };
+  Tensor pw = wide(p), mw = wide(m), vw = wide(v), gw = wide(g);
+  Tensor gi = l2 != 0 ? add_scaled(gw, pw, l2) : gw;
+  if (decay != 1.0) mul_(pw, decay);
+  mul_(mw, b1);
+  add_(mw, gi, 1 - b1);
+  mul_(vw, b2);
+  add_(vw, mul(gi, gi), 1 - b2);
+  Tensor denom = add(mul(sqrt(vw), inv_sqrt_bc2), eps);
+  add_(pw, div(mw, denom), -step_size);
+  if (!low) return;
+  p.copy_(pw);
+  m.copy_(mw);
+  v.copy_(vw);
 }
 
 }  // namespace zt::optim
