@@ -386,12 +386,19 @@ TEST(VqModel, ActionableErrors) {
       [&] {
         model.encode(zeros({1, 3, 3, 16, 16}));
       },
-      "T = 3 is not a multiple of temporal_downsample_factor 4"));
+      "T = 3 frames: a clip needs 1 frame (an image) or a multiple of "
+      "model.temporal_downsample_factor (4)"));
+  // The sizes name the config keys that set them.
   EXPECT_TRUE(test::throws_with(
       [&] {
         model.encode(zeros({1, 4, 3, 12, 16}));
       },
-      "H, W = 12, 16 must be multiples of the spatial factor"));
+      "H, W = 12, 16 must be multiples of the spatial factor 8 = 2^(len(model.ch_mult) - 1)"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.encode(zeros({1, 3, 12, 16}));
+      },
+      "H, W = 12, 16 must be multiples of the spatial factor 8 = 2^(len(model.ch_mult) - 1)"));
   EXPECT_TRUE(test::throws_with(
       [&] {
         model.encode(zeros({1, 4, 1, 16, 16}));

@@ -128,10 +128,14 @@ Tensor Encoder::forward(const Tensor& x) {
   ZT_CHECK(x.dim() == 5 && x.size(2) == cfg_.in_channels, "Encoder: expected video (B, T, ",
            cfg_.in_channels, ", H, W), got ", shape_str(x.sizes()));
   const int64_t b = x.size(0), t = x.size(1);
-  ZT_CHECK(t % f == 0, "Encoder: T = ", t, " is not a multiple of temporal_downsample_factor ", f,
-           " (pad or trim clips to a multiple of ", f, " frames)");
+  // VqModel::encode has repeated an image (T = 1) to f frames by now.
+  ZT_CHECK(t % f == 0, "Encoder: T = ", t,
+           " frames: a clip needs 1 frame (an image) or a multiple of "
+           "model.temporal_downsample_factor (",
+           f, ") frames; pad or trim clips (data.frames)");
   ZT_CHECK(x.size(3) % s == 0 && x.size(4) % s == 0, "Encoder: H, W = ", x.size(3), ", ", x.size(4),
-           " must be multiples of the spatial factor ", s, " (resize frames accordingly)");
+           " must be multiples of the spatial factor ", s,
+           " = 2^(len(model.ch_mult) - 1); resize frames (data.height, data.width)");
   Tensor h = (*conv_in)(x.reshape({b * t, x.size(2), x.size(3), x.size(4)}));  // (B*T, ch, H, W)
   for (const auto& level : *down) h = (*level)(h);
   h = (*mid)(h);
