@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 #include <string>
 #include <string_view>
@@ -167,7 +168,7 @@ struct AppCommands {
     add(plan, c);
     add_device_arg(plan, c);
     plan->add_option("--steps", steps, "measured steps after the traced one")
-        ->check(zt::app::kPositive);
+        ->check(zt::app::whole_number(1, std::numeric_limits<int>::max()));
     return plan;
   }
   /// What main() returns for an error that escaped a command: "<app>: error: ..." on

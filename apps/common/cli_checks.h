@@ -60,19 +60,26 @@ inline const CLI::Validator kBatchSize(
     "BATCH");
 
 /// A whole number from `lo` to `hi` (0 <= lo <= hi), written in digits alone: CLI11's Range
-/// would say that a fraction or a word is "not in range".
-inline CLI::Validator whole_number(int64_t lo, int64_t hi) {
+/// would say that a fraction or a word is "not in range". For an integer option, where a
+/// number check (kPositive) would pass a fraction on to CLI11's "Could not convert". With
+/// `hi` left out, from `lo` up to 2^63 - 1 (an int64 option), said as ">= lo".
+inline CLI::Validator whole_number(int64_t lo, int64_t hi = INT64_MAX) {
+  const std::string range = hi == INT64_MAX
+                                ? ">= " + std::to_string(lo)
+                                : "from " + std::to_string(lo) + " to " + std::to_string(hi);
   return CLI::Validator(
-      [lo, hi](std::string& text) -> std::string {
+      [lo, hi, range](std::string& text) -> std::string {
         const bool digits =
             !text.empty() && text.find_first_not_of("0123456789") == std::string::npos;
         errno = 0;
         const long long v = digits ? std::strtoll(text.c_str(), nullptr, 10) : 0;
-        if (digits && errno == 0 && v >= lo && v <= hi) return "";
-        return "must be a whole number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-               ", got " + text;
+        const bool overflow = errno == ERANGE;  // past 2^63 - 1
+        if (digits && !overflow && v >= lo && v <= hi) return "";
+        return "must be a whole number " + range +
+               (overflow && hi == INT64_MAX ? " below 2^63" : "") + ", got " + text;
       },
-      "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+      hi == INT64_MAX ? "INT >= " + std::to_string(lo)
+                      : "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
 /// A seed: a whole number from 0 to 2^64 - 1 (not wrapped or saturated from -1 or more).

@@ -51,7 +51,7 @@ int main(int argc, char** argv) {
                   "start a new run in an output_dir that holds an earlier run's checkpoints or "
                   "metrics, replacing them once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   train
       ->add_option("--tokenizer", to.tokenizer,
                    "tokenizer weights: a vqtok checkpoint directory or an exported "
@@ -76,7 +76,7 @@ int main(int argc, char** argv) {
                    "softmax temperature (> 0; for greedy decoding, --top-k 1)")
       ->check(zt::app::kPositive);
   sample->add_option("--top-k", so.sampling.top_k, "sample among the k most likely codes (0: all)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::whole_number(0));
   sample
       ->add_option("--seed", so.sampling.seed,
                    "sampling seed (sample i draws from its own place in the seed's stream: "
@@ -111,7 +111,8 @@ int main(int argc, char** argv) {
   std::string tok_out;
   bool tok_overwrite = false;
   tok->add_flag("--overwrite", tok_overwrite, "replace checkpoints already in the --out folder");
-  tok->add_option("--steps", tok_steps, "tokenizer training steps")->check(zt::app::kPositive);
+  tok->add_option("--steps", tok_steps, "tokenizer training steps")
+      ->check(zt::app::whole_number(1));
   tok->add_option("-o,--out", tok_out,
                   "checkpoint root to write (default: gpt.tokenizer_checkpoint)")
       ->check(zt::app::kOutputPath);

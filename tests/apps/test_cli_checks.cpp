@@ -60,3 +60,16 @@ TEST(CliChecks, ABoundedCountIsAWholeNumberWithinItsBounds) {
   for (const char* bad : {"0", "1025", "1.5", "-1", "four", "", "99999999999999999999"})
     EXPECT_EQ(check(num, bad), std::string("must be a whole number from 1 to 1024, got ") + bad);
 }
+
+// An integer option without an upper bound (--top-k, --steps) takes a whole number from its
+// least value up to 2^63 - 1, and says so for a fraction, a sign or a value past it.
+TEST(CliChecks, AnUnboundedCountIsAWholeNumberFromItsLeast) {
+  const CLI::Validator k = app::whole_number(0);
+  EXPECT_EQ(check(k, "0"), "");
+  EXPECT_EQ(check(k, "9223372036854775807"), "");
+  for (const char* bad : {"1.5", "-1", "1e3", "all", ""})
+    EXPECT_EQ(check(k, bad), std::string("must be a whole number >= 0, got ") + bad);
+  EXPECT_EQ(check(k, "9223372036854775808"),
+            "must be a whole number >= 0 below 2^63, got 9223372036854775808");
+  EXPECT_EQ(check(app::whole_number(1), "0"), "must be a whole number >= 1, got 0");
+}

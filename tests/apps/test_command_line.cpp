@@ -117,3 +117,24 @@ TEST(CommandLine, AConfigCanBePipedIn) {
         << config << ": " << o.output;
   }
 }
+
+// A count given as a fraction is refused by a check that names the option and says that it
+// takes a whole number, as a negative one is: not by CLI11's "Could not convert: --top-k =
+// 1.5", which says neither what is wrong nor what the option takes.
+TEST(CommandLine, AFractionalCountNamesItsOptionAndWhatItTakes) {
+  const std::string out = ::testing::TempDir() + "/zt_fraction_never_written";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{ZT_VQGPT_BIN, "sample", "--config", kVqgptConfig, "-o", out + ".png", "--top-k", "1.5"},
+       "--top-k: must be a whole number >= 0, got 1.5"},
+      {{ZT_VQGPT_BIN, "train", "--config", kVqgptConfig, "--steps", "1.5", "--set",
+        "output_dir=" + out},
+       "--steps: must be a whole number >= 1, got 1.5"},
+      {{ZT_VQGPT_BIN, "tokenizer", "--config", kVqgptConfig, "--steps", "2.5", "-o", out},
+       "--steps: must be a whole number >= 1, got 2.5"},
+      {{ZT_VQGPT_BIN, "plan", "--config", kVqgptConfig, "--steps", "1.5"},
+       "--steps: must be a whole number from 1 to 2147483647, got 1.5"},
+      {{ZT_VQGPT_BIN, "plan", "--config", kVqgptConfig, "--steps", "3000000000"},
+       "--steps: must be a whole number from 1 to 2147483647, got 3000000000"},
+  };
+  for (const auto& [args, phrase] : cases) expect_usage_errors({args}, phrase);
+}
