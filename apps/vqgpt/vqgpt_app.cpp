@@ -14,6 +14,8 @@
 #include <filesystem>
 #include <optional>
 
+#include <unistd.h>
+
 #include "apps/common/host_memory.h"
 #include "apps/common/output_paths.h"
 #include "apps/common/run_checks.h"
@@ -22,6 +24,7 @@
 #include "core/ascii.h"
 #include "core/ops.h"
 #include "core/plural.h"
+#include "core/text_file.h"
 #include "data/caption.h"
 #include "data/factory.h"
 #include "data/image.h"
@@ -457,14 +460,34 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& o,
   r.codes = layout.codes(r.sequences);
   r.frames = decode_rows(*model->tokenizer, r.codes, cfg, per, comm);
   if (rank == 0 && !o.out.empty()) r.legend = sheet_legend(cfg, o.num, !refs.empty());
-  if (rank == 0) {  // after the last collective; the codes before the grid
-    if (!o.tokens_out.empty()) {
-      app::make_parent_folders(o.tokens_out);
-      data::save_npy(o.tokens_out, r.codes);
-    }
-    if (!o.out.empty()) {
+  if (rank == 0) {  // after the last collective
+    // The sheet is made before anything is written. Then both files, or neither: the codes
+    // are written in full to their temporary, the grid replaced while they wait there, and
+    // the codes renamed into place after it (a grid that cannot be written leaves the
+    // earlier codes, not new ones beside the earlier grid that would pass for their images).
+    std::vector<uint8_t> png;
+    if (!o.out.empty())
+      png = data::encode_png(sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
+    const auto write_grid = [&] {
+      if (o.out.empty()) return;
       app::make_parent_folders(o.out);
-      data::save_png(o.out, sample_sheet(cfg, *model->tokenizer, r.frames, refs, o.sampling));
+      write_file_atomically(o.out,
+                            [&](std::FILE* f) { return write_all(f, png.data(), png.size()); });
+    };
+    if (o.tokens_out.empty()) {
+      write_grid();
+    } else {
+      app::make_parent_folders(o.tokens_out);
+      const std::string header = data::npy_header(DType::i64, r.codes.sizes());
+      write_file_atomically(o.tokens_out, [&](std::FILE* f) {
+        if (!write_all(f, header.data(), header.size()) ||
+            !write_all(f, r.codes.data_ptr(),
+                       static_cast<size_t>(r.codes.numel()) * sizeof(int64_t)) ||
+            std::fflush(f) != 0 || ::fsync(::fileno(f)) != 0)
+          return false;
+        write_grid();
+        return true;
+      });
     }
     if (!o.quiet) {
       std::printf("sample: %s of %lld tokens (temperature %g, top-k %s) -> %s%s%s\n",

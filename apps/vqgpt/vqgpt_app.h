@@ -194,7 +194,8 @@ struct SampleResult {
 };
 
 /// Loads a vqgpt checkpoint, samples `num` token sequences and decodes them with the
-/// checkpoint's tokenizer into a grid of images.
+/// checkpoint's tokenizer into a grid of images. Rank 0 writes `tokens_out` and `out`
+/// together: a grid that cannot be written leaves both files as they were.
 SampleResult sample(const config::AppConfig& cfg, const SampleOptions& options,
                     comm::Communicator& comm);
 

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "apps/app_test_util.h"
+#include "apps/vqgpt_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
 #include "common/test_util.h"
 #include "core/ops.h"
@@ -175,4 +176,46 @@ TEST(OutputFailures, AFailedTransformersConfigLeavesNoOtherModelsConfigBesideThe
       << "the earlier model's config.json beside the new weights";
   EXPECT_NE(err.find("export again"), std::string::npos) << err;
   fs::remove_all(dir);
+}
+
+// vqgpt sample writes the sampled codes (--tokens) and the grid of their images (--out). A
+// later sample into the same files whose grid cannot be written (here the file size limit
+// passes the codes but not the grid) leaves both as they were: not the new codes beside
+// the earlier grid, which would pass for their images.
+TEST(OutputFailures, AFailedSampleGridKeepsTheEarlierCodesBesideIt) {
+  vqgpt_test::Scratch s("failed_grid");
+  config::AppConfig cfg = vqgpt_test::tiny_config(s / "run");
+  const std::string weights = s / "tokenizer.safetensors";
+  nn::save_safetensors(weights, vqgpt_test::pretrained_tokenizer(cfg));
+  cfg.train.steps = 1;
+  cfg.train.checkpoint_every = 1;
+  vqgpt::SampleOptions so;
+  so.num = 3;
+  so.quiet = true;
+  auto sample = [&](uint64_t seed, const std::string& name) {
+    so.sampling.seed = seed;
+    so.out = s / (name + ".png");
+    so.tokens_out = s / (name + ".npy");
+    comm::run_threads(1, [&](comm::Communicator& comm) { vqgpt::sample(cfg, so, comm); });
+  };
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqgpt::TrainOptions to;
+    to.quiet = true;
+    to.tokenizer = weights;
+    vqgpt::train(cfg, to, comm);
+  });
+  sample(2, "sizes");  // the sizes of the failing sample's files
+  const uintmax_t codes_size = fs::file_size(s / "sizes.npy");
+  ASSERT_LT(codes_size, fs::file_size(s / "sizes.png"));
+  EXPECT_EQ(data::load_npy(s / "sizes.npy").sizes(), (Shape{3, 1, 4, 4}));
+  fs::create_directories(s / "out");
+  sample(1, "out/ids");
+  const std::string codes = read_all(s / "out/ids.npy"), grid = read_all(s / "out/ids.png");
+  {
+    FileSizeLimit limit(codes_size);  // the codes fit; the grid does not
+    EXPECT_THROW(sample(2, "out/ids"), Error);
+  }
+  EXPECT_TRUE(read_all(s / "out/ids.npy") == codes) << "new codes beside the earlier grid";
+  EXPECT_TRUE(read_all(s / "out/ids.png") == grid);
+  EXPECT_EQ(temporaries(s / "out"), std::vector<std::string>{});
 }
