@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                   "start a new run in an output_dir that holds an earlier run's checkpoints or "
                   "metrics, replacing them once the new run has taken a step");
   train->add_option("--steps", steps, "shortcut for --set train.steps=S (default: the config's)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
 
   CLI::App* encode = app.add_subcommand("encode", "clips or images -> token ids (.npy, int64)");
   kCli.add(encode, encode_c);
@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
       ->required()
       ->check(zt::app::kOutputPath);
   encode->add_option("--limit", eo.limit, "encode at most this many items (0: all)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::whole_number(0));
   encode->add_option("--batch", eo.batch, "items per forward (default: train.batch)")
       ->check(zt::app::kBatchSize);
   encode->add_flag(
@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
       ->check(zt::app::kInputPath);
   eval->add_option("--split", eval_split, "dataset split")->check(CLI::IsMember({"eval", "train"}));
   eval->add_option("--batches", vo.batches, "batches per rank (default: the whole split)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::whole_number(0));
   eval->add_option("--batch", vo.batch, "clips per rank per batch (default: train.batch)")
       ->check(zt::app::kBatchSize);
   eval->add_option("-o,--out", eval_out, "also write the JSON to this file")

@@ -135,6 +135,13 @@ TEST(CommandLine, AFractionalCountNamesItsOptionAndWhatItTakes) {
        "--steps: must be a whole number from 1 to 2147483647, got 1.5"},
       {{ZT_VQGPT_BIN, "plan", "--config", kVqgptConfig, "--steps", "3000000000"},
        "--steps: must be a whole number from 1 to 2147483647, got 3000000000"},
+      {{ZT_VQTOK_BIN, "train", "--config", kVqtokConfig, "--steps", "1.5", "--set",
+        "output_dir=" + out},
+       "--steps: must be a whole number >= 1, got 1.5"},
+      {{ZT_VQTOK_BIN, "encode", "--config", kVqtokConfig, "-o", out + ".npy", "--limit", "2.5"},
+       "--limit: must be a whole number >= 0, got 2.5"},
+      {{ZT_VQTOK_BIN, "eval", "--config", kVqtokConfig, "--batches", "0.5"},
+       "--batches: must be a whole number >= 0, got 0.5"},
   };
   for (const auto& [args, phrase] : cases) expect_usage_errors({args}, phrase);
 }
