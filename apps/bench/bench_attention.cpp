@@ -62,14 +62,14 @@ ZT_BENCH(attention, "fused attention kernels at every tile shape: ms and TFLOP/s
   app.add_option("--device", device_name, "cuda (or cpu: the kernels' warp emulation)")
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype_name_, "bf16 or f16")->check(CLI::IsMember({"bf16", "f16"}));
-  app.add_option("--batch", batch, "batch size")->check(zt::app::kPositive);
-  app.add_option("--heads", heads, "heads")->check(zt::app::kPositive);
-  app.add_option("--seq", seq, "tokens (queries and keys)")->check(zt::app::kPositive);
+  app.add_option("--batch", batch, "batch size")->check(zt::app::whole_number(1));
+  app.add_option("--heads", heads, "heads")->check(zt::app::whole_number(1));
+  app.add_option("--seq", seq, "tokens (queries and keys)")->check(zt::app::whole_number(1));
   app.add_option("--dim", dim, "head dim: 32, 64, 96 or 128")
       ->check(CLI::IsMember({32, 64, 96, 128}));
   app.add_option("--causal", causal, "causal mask (true or false)");
   app.add_option("--reps", reps, "timed repetitions per shape (median reported)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   const Device device = Device::parse(device_name);
   if (const std::string why = device.is_cuda() ? zt::app::cuda_missing() : ""; !why.empty()) {

@@ -64,12 +64,12 @@ ZT_BENCH(comm, "collective throughput vs message size (--ranks N; mpirun: MPI)")
   bool unchecked = false;
   int64_t min_bytes = 4096, max_bytes = 16 << 20;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
-      ->check(zt::app::kPositive);
-  app.add_option("--min-bytes", min_bytes, "smallest message")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--min-bytes", min_bytes, "smallest message")->check(zt::app::whole_number(1));
   app.add_option("--max-bytes", max_bytes, "largest message (sizes grow 4x)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--reps", reps, "timed repetitions per size (median reported)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_flag("--unchecked", unchecked,
                "mpirun: without the check that every rank issued the same collective "
                "(MpiComm::set_check_collectives), to show what it costs");

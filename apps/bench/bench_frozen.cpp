@@ -46,9 +46,9 @@ ZT_BENCH(frozen, "frozen module per-call time: plain vs Replicated vs GatheredPa
   zt::bench::Cli app("frozen");
   int ranks = 2, calls = 200;
   app.add_option("--ranks", ranks, "thread ranks for a plain start (ignored under mpirun)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--calls", calls, "forward calls per timed repetition (best of 5 reported)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;
   comm::launch(comm::under_mpirun() ? 1 : ranks, [&](comm::Communicator& comm) {
     autograd::NoGradGuard ng;

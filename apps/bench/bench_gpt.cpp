@@ -108,19 +108,19 @@ ZT_BENCH(gpt, "GPT training step on random tokens: tokens/s, step split, memory,
   std::string device_name = "cpu", dtype = "f32",
               attention = attention_kernel_name(attention_kernel()), flash_tiles,
               flash_backward = flash::backward_name(flash::backward());
-  app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::kPositive);
+  app.add_option("--layers", spec.n_layer, "transformer blocks")->check(zt::app::whole_number(1));
   app.add_option("--width", spec.n_embd, "embedding width (a multiple of --heads)")
-      ->check(zt::app::kPositive);
-  app.add_option("--heads", spec.n_head, "attention heads")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--heads", spec.n_head, "attention heads")->check(zt::app::whole_number(1));
   app.add_option("--seq", spec.block_size, "context length (tokens per sequence)")
-      ->check(zt::app::kPositive);
-  app.add_option("--vocab", spec.vocab_size, "vocabulary size")->check(zt::app::kPositive);
-  app.add_option("--batch", batch, "sequences per step per rank")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--vocab", spec.vocab_size, "vocabulary size")->check(zt::app::whole_number(1));
+  app.add_option("--batch", batch, "sequences per step per rank")->check(zt::app::whole_number(1));
   app.add_option("--steps", steps, "timed steps (after one warm-up step)")
-      ->check(zt::app::kPositive);
-  app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--ranks", ranks, "thread ranks (CPU only)")->check(zt::app::whole_number(1));
   app.add_option("--threads", threads, "kernel threads per rank (0: the process's count / ranks)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::whole_number(0));
   app.add_option("--device", device_name, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "parameter and compute dtype: f32, or bf16 with fp32 masters")
       ->check(CLI::IsMember({"f32", "bf16"}));

@@ -210,11 +210,11 @@ ZT_BENCH(ops, "forward/backward time of conv, linear and norm ops at the tokeniz
   int threads = zt::num_threads(), reps = 5;
   std::string device = "cpu", dtype = "f32", filter;
   app.add_option("--threads", threads, "kernel and BLAS threads (default: all cores)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--device", device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--dtype", dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}));
   app.add_option("--reps", reps, "timed repetitions per case (median reported)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--filter", filter, "only cases whose \"op shape\" contains this");
   app.add_gpu_math_options();
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

@@ -61,16 +61,16 @@ ZT_BENCH(plan, "predicted vs measured per-rank bytes (model states, gathered pea
   std::string dtype = "f32";
   int64_t prefetch = 0, persistence = 0, layers = 4, embd = 128;
   app.add_option("--ranks", worlds, "numbers of thread ranks to plan and run at")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--dtype", dtype, "parameter storage: f32 or bf16 (fp32 master)")
       ->check(CLI::IsMember({"f32", "bf16"}));
   app.add_option("--prefetch", prefetch, "stage3_prefetch_bucket_size (elements)")
-      ->check(zt::app::kNonNegative);
+      ->check(zt::app::whole_number(0));
   app.add_option("--persistence", persistence, "stage3_param_persistence_threshold")
-      ->check(zt::app::kNonNegative);
-  app.add_option("--gpt-layers", layers, "GPT blocks")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(0));
+  app.add_option("--gpt-layers", layers, "GPT blocks")->check(zt::app::whole_number(1));
   app.add_option("--gpt-embd", embd, "GPT width (a multiple of 4: its 4 heads)")
-      ->check(zt::app::kPositive)
+      ->check(zt::app::whole_number(1))
       ->check(CLI::Validator(
           [](std::string& text) -> std::string {
             int64_t v = 0;  // read as the option reads it (a text it cannot read fails there)

@@ -111,10 +111,10 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
       ->check(CLI::IsMember({"cpu", "cuda"}));
   app.add_option("--config", config_path, "vqgpt config")->check(CLI::ExistingFile);
   app.add_option("--ranks", ranks, "thread-rank counts to measure (ignored under mpirun)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--warmup", warmup, "untimed steps first (the first records the trace)")
-      ->check(zt::app::kNonNegative);
-  app.add_option("--steps", steps, "timed steps")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(0));
+  app.add_option("--steps", steps, "timed steps")->check(zt::app::whole_number(1));
   app.add_option("--set", sets, "override a config value, e.g. --set train.batch=4")
       ->check(zt::app::kKeyValue);
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

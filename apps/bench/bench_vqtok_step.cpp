@@ -274,10 +274,11 @@ int run_vqtok_step(const std::vector<std::string>& args) {
   Options o;
   std::string device_name = "cpu";
   app.add_option("--batch", o.batch, "clips per batch (4 frames of 32x32 each)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--steps", o.steps, "timed steps (after one warm-up step)")
-      ->check(zt::app::kPositive);
-  app.add_option("--threads", o.threads, "kernel and BLAS threads")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--threads", o.threads, "kernel and BLAS threads")
+      ->check(zt::app::whole_number(1));
   app.add_flag("--modules", o.modules, "also print exclusive forward time per module type");
   app.add_flag("--kernels", o.kernels,
                "then run --steps more steps under a kernel profile and print each kernel's "

@@ -97,8 +97,10 @@ Timing run_engine(comm::Communicator& comm, const Options& o, const std::string&
   cfg.reduce_bucket_size = 2 * o.width * o.width;
   zero::Engine engine(model, comm, cfg, {});
   ZT_CHECK(o.batch % comm.size() == 0, "--batch ", o.batch, " does not split evenly over ",
-           comm.size(), " ranks (the modes would train on fewer samples than single); pass a "
-           "multiple of ", comm.size());
+           comm.size(),
+           " ranks (the modes would train on fewer samples than single); pass a "
+           "multiple of ",
+           comm.size());
   const int64_t local = o.batch / comm.size();
   Generator g(7 + comm.rank());
   Tensor x = randn({local, o.width}, g);
@@ -143,11 +145,12 @@ ZT_BENCH(zero, "ZeRO-3 step time vs single process and replicated data parallel"
   zt::bench::Cli app("zero");
   Options o;
   app.add_option("--ranks", o.ranks, "thread ranks for a plain start (ignored under mpirun)")
-      ->check(zt::app::kPositive);
-  app.add_option("--width", o.width, "width of each Linear block")->check(zt::app::kPositive);
-  app.add_option("--depth", o.depth, "blocks (Linear, LayerNorm, gelu)")->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
+  app.add_option("--width", o.width, "width of each Linear block")->check(zt::app::whole_number(1));
+  app.add_option("--depth", o.depth, "blocks (Linear, LayerNorm, gelu)")
+      ->check(zt::app::whole_number(1));
   app.add_option("--batch", o.batch, "global batch (split over the ranks)")
-      ->check(zt::app::kPositive);
+      ->check(zt::app::whole_number(1));
   app.add_option("--steps", o.steps, "steps per mode (the first is a warm-up)")
       ->check(CLI::Range(2, 1 << 20));
   if (int rc = 0; !app.parse_args(args, &rc)) return rc;

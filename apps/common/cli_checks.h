@@ -12,38 +12,15 @@
 
 namespace zt::app {
 
-/// False for a whole number written out (digits, a sign) that no int64 holds: an integer
-/// option would take it saturated (2^63 - 1), not refuse it.
-inline bool fits_int64(const std::string& text) {
-  const size_t digits = text.find_first_not_of("+-") == 0 ? 0 : 1;
-  if (text.empty() || text.find_first_not_of("0123456789", digits) != std::string::npos)
-    return true;  // not a whole number written out: the number checks below decide
-  errno = 0;
-  std::strtoll(text.c_str(), nullptr, 10);
-  return errno != ERANGE;
-}
-
-/// A finite number > 0.
+/// A finite number > 0, for a real-valued option (--temperature); a count takes
+/// whole_number, which refuses a fraction.
 inline const CLI::Validator kPositive(
     [](std::string& text) -> std::string {
       double v = 0;
-      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0 && fits_int64(text))
-        return "";
-      return "must be a positive number" + std::string(fits_int64(text) ? "" : " below 2^63") +
-             ", got " + text;
+      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v > 0) return "";
+      return "must be a positive number, got " + text;
     },
     "POSITIVE");
-
-/// A finite number >= 0.
-inline const CLI::Validator kNonNegative(
-    [](std::string& text) -> std::string {
-      double v = 0;
-      if (CLI::detail::lexical_cast(text, v) && std::isfinite(v) && v >= 0 && fits_int64(text))
-        return "";
-      return "must be a number >= 0" + std::string(fits_int64(text) ? "" : " below 2^63") +
-             ", got " + text;
-    },
-    "NONNEGATIVE");
 
 /// A --batch: 0 (the config's train.batch) or a whole number of items up to 2^27, the most
 /// train.batch takes (config::kMaxBatch).
@@ -61,7 +38,7 @@ inline const CLI::Validator kBatchSize(
 
 /// A whole number from `lo` to `hi` (0 <= lo <= hi), written in digits alone: CLI11's Range
 /// would say that a fraction or a word is "not in range". For an integer option, where a
-/// number check (kPositive) would pass a fraction on to CLI11's "Could not convert". With
+/// real-number check (kPositive) would pass a fraction on to CLI11's "Could not convert". With
 /// `hi` left out, from `lo` up to 2^63 - 1 (an int64 option), said as ">= lo".
 inline CLI::Validator whole_number(int64_t lo, int64_t hi = INT64_MAX) {
   const std::string range = hi == INT64_MAX

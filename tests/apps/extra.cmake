@@ -371,7 +371,7 @@ if(TARGET vqtok)
     $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --out ids.npy --input clips.npy --split train)
   zt_refusal_test(apps.vqtok.encode_limit_is_not_negative 2
-    "--limit: must be a number >= 0, got -1"
+    "--limit: must be a whole number >= 0, got -1"
     $<TARGET_FILE:vqtok> encode --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --out ids.npy --limit -1)
   # A batch past train.batch's 2^27 (batch x ranks would pass 64 bits).
@@ -381,7 +381,7 @@ if(TARGET vqtok)
     --out ids.npy --batch 4611686018427387904)
   # A count past int64 would be taken saturated (2^63 - 1 steps), not refused.
   zt_refusal_test(apps.vqtok.train_steps_past_int64 2
-    "--steps: must be a positive number below 2\\^63, got 99999999999999999999"
+    "--steps: must be a whole number >= 1 below 2\\^63, got 99999999999999999999"
     $<TARGET_FILE:vqtok> train --config ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
     --steps 99999999999999999999)
   # A --set whose key path leaves a part unnamed, or whose key is blank.
@@ -460,7 +460,7 @@ endif()
 if(TARGET zt-bench)
   foreach(bench plan comm vqgpt)
     zt_refusal_test(apps.bench.${bench}_ranks_must_be_positive 2
-      "--ranks.*must be a positive number" $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
+      "--ranks.*must be a whole number >= 1" $<TARGET_FILE:zt-bench> ${bench} --ranks -1)
   endforeach()
   set(bad_counts "comm|--min-bytes|0" "comm|--reps|0" "ops|--reps|0" "vqtok-step|--steps|0"
                  "vqtok-step|--threads|-1")
@@ -469,7 +469,7 @@ if(TARGET zt-bench)
     list(GET args 0 bench)
     list(GET args 1 option)
     string(REPLACE "--" "" name "${bench}_${option}")
-    zt_refusal_test(apps.bench.${name}_must_be_positive 2 "${option}.*must be a positive number"
+    zt_refusal_test(apps.bench.${name}_must_be_positive 2 "${option}.*must be a whole number >= [01]"
       $<TARGET_FILE:zt-bench> ${args})
   endforeach()
   # Checked before any case runs (it printed a case's line, then failed in the model).

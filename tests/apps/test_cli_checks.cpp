@@ -38,17 +38,17 @@ TEST(CliChecks, ABatchAndASeedStopAtTheirLargestValue) {
   EXPECT_TRUE(has(check(app::kSeed, "18446744073709551616"), "from 0 to 18446744073709551615"));
 }
 
-// A positive number is finite and above 0; a non-negative one may be 0; a whole number
-// past int64 is refused saying so.
-TEST(CliChecks, CountsArePositiveOrNonNegativeAndBelow2To63) {
+// A positive number (a real-valued option) is finite and above 0; a count past int64 is
+// refused saying so.
+TEST(CliChecks, APositiveNumberIsFiniteAndACountBelow2To63) {
   EXPECT_EQ(check(app::kPositive, "1e-3"), "");
-  EXPECT_EQ(check(app::kPositive, "9223372036854775807"), "");
   for (const char* bad : {"0", "-1", "inf", "nan"})
     EXPECT_EQ(check(app::kPositive, bad), std::string("must be a positive number, got ") + bad);
-  EXPECT_EQ(check(app::kPositive, "9223372036854775808"),
-            "must be a positive number below 2^63, got 9223372036854775808");
-  EXPECT_EQ(check(app::kNonNegative, "0"), "");
-  EXPECT_EQ(check(app::kNonNegative, "-1e-9"), "must be a number >= 0, got -1e-9");
+  const CLI::Validator count = app::whole_number(0);
+  EXPECT_EQ(check(count, "9223372036854775807"), "");
+  EXPECT_EQ(check(count, "9223372036854775808"),
+            "must be a whole number >= 0 below 2^63, got 9223372036854775808");
+  EXPECT_EQ(check(count, "-1"), "must be a whole number >= 0, got -1");
 }
 
 // A bounded count (vqgpt sample --num) names its bounds for a value past them, and also for
