@@ -474,6 +474,30 @@ bool starts_comment(const std::string& value) {
   return false;
 }
 
+// What YAML reads the first character of an override's `value` as, where a command line means
+// text ("" for a character that starts a plain value).
+std::string leading_indicator(const std::string& value) {
+  const std::string v = trim(value);
+  switch (v.empty() ? '\0' : v[0]) {
+    case '%':
+      return "'%' starts a directive";
+    case '!':
+      return "'!' starts a tag";
+    case '&':
+      return "'&' starts an anchor";
+    case '*':
+      return "'*' starts an alias";
+    case '|':
+    case '>':
+      return std::string("'") + v[0] + "' starts a block of text on the lines below";
+    case '@':
+    case '`':
+      return std::string("'") + v[0] + "' is reserved";
+    default:
+      return "";
+  }
+}
+
 }  // namespace
 
 void apply_override(const Node& root, const Override& o) {
@@ -501,9 +525,24 @@ void apply_override(const Node& root, const Override& o) {
     parts.push_back(part);
   }
 
+  // A value YAML reads as syntax ("%x" as a directive and no value) is said to be that.
+  const std::string indicator = leading_indicator(value);
+  const std::string quote_it =
+      "to mean the text, quote it: --set '" + key_path + "=\"" + trim(value) + "\"'";
   auto fresh = [&](const std::string& path) {
+    YAML::Node y;
+    try {
+      y = parse_text(value, source);
+    } catch (const Error& e) {
+      if (indicator.empty()) throw;
+      throw Error(std::string(e.what()) + " (" + indicator + "; " + quote_it + ")");
+    }
     int64_t values = 0;
-    return convert(parse_text(value, source), source, path, 0, values);
+    auto d = convert(y, source, path, 0, values);
+    if (d->kind == Node::Kind::null && !indicator.empty())
+      throw Error(source + ": the value '" + trim(value) + "' reads as no value in YAML (" +
+                  indicator + "); " + quote_it);
+    return d;
   };
   std::shared_ptr<NodeData> cur = root.data();
   ZT_CHECK(cur != nullptr, "apply_override on an absent root");
