@@ -102,8 +102,20 @@ void read_zero_optimization(Section s, zero::Config& out, std::vector<std::strin
   bool reduce_scatter = true;
   double sub_group_size = 0, allgather_bucket_size = 0;
   bool allgather_partitions = true, round_robin_gradients = false, ignore_unused = true;
-  s.get("stage", out.stage, 3, 3)
-      .get("stage3_prefetch_bucket_size", out.stage3_prefetch_bucket_size, 0)
+  if (const Node n = s.take("stage")) {
+    const int64_t stage = n.as_int();
+    if (stage < 0 || stage > 3)
+      n.fail(std::to_string(stage) +
+             " is no ZeRO stage (DeepSpeed's are 0 to 3); zt implements stage 3: set stage: 3");
+    if (stage != 3)
+      n.fail("stage " + std::to_string(stage) +
+             " is not implemented: zt implements ZeRO stage 3 only, which partitions the "
+             "parameters, gradients and optimizer states across the ranks; stages 0 (nothing "
+             "partitioned), 1 (optimizer states partitioned) and 2 (gradients too) keep every "
+             "parameter whole on every rank, which needs a data-parallel engine zt does not "
+             "have: set stage: 3 (the same training, with less memory per rank) or remove the key");
+  }
+  s.get("stage3_prefetch_bucket_size", out.stage3_prefetch_bucket_size, 0)
       .get("stage3_param_persistence_threshold", out.stage3_param_persistence_threshold, 0)
       .get("stage3_max_live_parameters", out.stage3_max_live_parameters, 0)
       .get("stage3_max_reuse_distance", out.stage3_max_reuse_distance, 0)

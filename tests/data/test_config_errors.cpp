@@ -351,10 +351,17 @@ const std::vector<BadCase> kBadConfigs = {
      {},
      {"bad.yaml:2: zero_optimization.stage3_prefetch_bucket: unknown key; did you mean "
       "'zero_optimization.stage3_prefetch_bucket_size'?"}},
+    // Said as what zt lacks, not as a range of one value ("must be in [3, 3]").
     {"zero_stage",
      "zero_optimization:\n  stage: 2\n",
      {},
-     {"zero_optimization.stage: 2 is out of range"}},
+     {"bad.yaml:2: zero_optimization.stage: stage 2 is not implemented: zt implements ZeRO "
+      "stage 3 only",
+      "set stage: 3"}},
+    {"zero_stage_unknown",
+     "zero_optimization:\n  stage: 4\n",
+     {},
+     {"bad.yaml:2: zero_optimization.stage: 4 is no ZeRO stage (DeepSpeed's are 0 to 3)"}},
     {"zero_offload",
      "zero_optimization:\n  offload_param: {device: nvme}\n",
      {},
