@@ -63,11 +63,12 @@ TEST(Config, DeepSpeedsOlderNameOfBf16IsNamed) {
       << msg;
 }
 
-// JSON may indent with tabs: a DeepSpeed config's syntax error (a missing comma) is named as
+// JSON may indent with tabs: a DeepSpeed config's syntax error (a missing comma between two
+// members on one line; hjson takes a line break for one) is named as
 // a JSON one at its place, not blamed on the tabs as a YAML file's would be.
 TEST(Config, ADeepSpeedConfigsSyntaxErrorIsNotBlamedOnItsTabs) {
   const std::string text =
-      "{\n\t\"train_micro_batch_size_per_gpu\": 2\n\t\"steps_per_print\": 1\n}\n";
+      "{\n\t\"train_micro_batch_size_per_gpu\": 2,\n\t\"steps_per_print\": 1 \"x\": 2\n}\n";
   const std::string msg = error_of([&] { parse_deepspeed_text(text, "ds.json"); });
   EXPECT_EQ(msg.rfind("ds.json:3:", 0), 0u) << msg;
   EXPECT_NE(msg.find("JSON parse error"), std::string::npos) << msg;
