@@ -483,11 +483,19 @@ AppConfig parse_app_config(const Node& root, App app) {
   return c;
 }
 
+std::string read_app_config_text(const std::string& path) {
+  return read_config_text(path, "config file",
+                          "(pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)");
+}
+
 AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides,
                           App app) {
   // Read once: a FIFO or /dev/stdin gives its text to one read only.
-  const std::string text = read_config_text(
-      path, "config file", "(pass a path to a .yaml file, e.g. configs/vqtok_tiny.yaml)");
+  return load_app_config_text(read_app_config_text(path), path, overrides, app);
+}
+
+AppConfig load_app_config_text(const std::string& text, const std::string& path,
+                               const std::vector<Override>& overrides, App app) {
   Node root;
   try {
     root = load_yaml_text(text, path, overrides);

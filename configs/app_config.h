@@ -261,6 +261,12 @@ struct AppConfig {
 /// `app` restricts the accepted sections: vqtok rejects `gpt`, vqgpt requires it.
 AppConfig load_app_config(const std::string& path, const std::vector<Override>& overrides = {},
                           App app = App::any);
+/// The text of the config file at `path` (read_config_text, with load_app_config's hint).
+std::string read_app_config_text(const std::string& path);
+/// load_app_config of `text`, the config file read from `path` (read_app_config_text): for a
+/// text read once and shared, such as standard input under mpirun (comm::read_on_rank0).
+AppConfig load_app_config_text(const std::string& text, const std::string& path,
+                               const std::vector<Override>& overrides = {}, App app = App::any);
 /// The same from an already loaded tree (tests, or configs built in code).
 AppConfig parse_app_config(const Node& root, App app = App::any);
 

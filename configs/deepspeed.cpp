@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -371,11 +372,17 @@ std::string read_deepspeed_file(const std::string& path) {
 
 Node parse_deepspeed_text(const std::string& text, const std::string& path) {
   const Node root = parse_yaml_value(hjson_as_yaml(text, path), path, /*json=*/true);
+  std::error_code ec;  // read from standard input, a pipe or a FIFO: one reader gets the text
+  const bool stream =
+      std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);
   if (root.is_null() || (root.is_map() && root.size() == 0))
     throw Error(path +
-                ": the DeepSpeed config is empty (no keys: only blank lines, comments or {}); "
-                "give the settings it should set, e.g. {\"train_micro_batch_size_per_gpu\": 4}, "
-                "or leave it out");
+                ": the DeepSpeed config is empty (no keys: only blank lines, comments or {}); " +
+                (stream ? "it is no regular file, and standard input, a pipe or a FIFO gives its "
+                          "text to one reader (under mpirun, standard input reaches rank 0 "
+                          "alone): pass the DeepSpeed config as a file"
+                        : "give the settings it should set, e.g. "
+                          "{\"train_micro_batch_size_per_gpu\": 4}, or leave it out"));
   if (!root.is_map()) root.fail("the top level must be a JSON object ({\"key\": value, ...})");
   return root;
 }

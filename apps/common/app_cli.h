@@ -121,7 +121,16 @@ inline int run_on_ranks(
   config::AppConfig cfg;
   std::exception_ptr bad_config;
   try {
-    cfg = config::load_app_config(c.config, sets, kind);
+    // mpirun gives its standard input to rank 0 alone (the others read /dev/null), and a pipe
+    // or FIFO gives its text to one reader: a config that is no regular file is read by rank 0
+    // and sent to every process. Each reads a regular file itself (check_same_config compares
+    // what they read).
+    std::error_code ec;
+    const bool stream = !std::filesystem::is_regular_file(c.config, ec);
+    const std::string rank0s =
+        comm::read_on_rank0([&] { return stream ? config::read_app_config_text(c.config) : ""; });
+    cfg = config::load_app_config_text(stream ? rank0s : config::read_app_config_text(c.config),
+                                       c.config, sets, kind);
   } catch (...) {
     bad_config = std::current_exception();
   }

@@ -180,6 +180,25 @@ if(ZT_MPIRUN)
     NOT_WRITTEN ${_out}
     RANK0 ${_vqtok} train ${_cfg}
     RANK1 ${_vqtok} train ${_cfg} --set train.lr=fast)
+  # mpirun gives its standard input to rank 0 alone (the others read /dev/null): a config
+  # piped in is read by rank 0 and sent to the others, which failed with "the config is
+  # empty". A DeepSpeed config piped in, read by each process, is an error saying so.
+  function(zt_mpirun_stdin_test name code expect input)
+    add_test(NAME apps.mpi.${name}
+             COMMAND ${CMAKE_COMMAND} -DEXIT_CODE=${code} "-DEXPECT=${expect}" -DINPUT=${input}
+                     -P ${ZT_RUN_AND_CHECK} -- ${ZT_MPIRUN} --allow-run-as-root --oversubscribe
+                     -np 2 ${ARGN})
+    set_tests_properties(apps.mpi.${name} PROPERTIES LABELS "mpi;apps" TIMEOUT 60 PROCESSORS 2
+      ENVIRONMENT "${ZT_MPI_TEST_ENV}")
+  endfunction()
+  zt_mpirun_stdin_test(config_stdin 0 "world size 2 .mpi.*\"complete\":true"
+    ${PROJECT_SOURCE_DIR}/configs/vqtok_tiny.yaml
+    ${_vqtok} plan --config /dev/stdin --steps 1 --set output_dir=${_out})
+  set(_ds_json ${CMAKE_BINARY_DIR}/tests/apps_mpi_stdin_ds.json)
+  file(WRITE ${_ds_json} "{\"train_micro_batch_size_per_gpu\": 2}\n")
+  zt_mpirun_stdin_test(deepspeed_stdin 1
+    "rank 1: /dev/stdin: the DeepSpeed config is empty.*under mpirun, standard input reaches rank 0 alone"
+    ${_ds_json} ${_vqtok} plan ${_cfg} --steps 1 --deepspeed /dev/stdin)
   # --ranks against mpirun's process count: every rank sees the same conflict, so it is one
   # error, printed once by rank 0, with no MPI_Abort.
   zt_mpirun_app_test(ranks_conflict "vqtok: error: launch: --ranks 3 conflicts with the 2 processes" ON

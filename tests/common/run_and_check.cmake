@@ -12,6 +12,7 @@
 #              A failed test fails the entry (exit status), however many others skipped.
 #   NOT_WRITTEN  paths ('|' between them), removed before the command runs, that must not
 #              exist after it: for a run that must stop before it writes anything.
+#   INPUT      a file the command reads as its standard input.
 if(NOT DEFINED EXIT_CODE)
   set(EXIT_CODE 0)
 endif()
@@ -37,7 +38,11 @@ string(REPLACE "|" ";" not_written "${NOT_WRITTEN}")
 if(not_written)
   file(REMOVE_RECURSE ${not_written})
 endif()
-execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
+set(input)
+if(DEFINED INPUT)
+  set(input INPUT_FILE ${INPUT})
+endif()
+execute_process(COMMAND ${cmd} ${input} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE out)
 message("${out}")
 if(NOT "${rc}" STREQUAL "${EXIT_CODE}")
   message(FATAL_ERROR "exit status ${rc}, expected ${EXIT_CODE}: ${cmd}")

@@ -15,6 +15,7 @@
 #include "common/test_util.h"
 #include "configs/app_config.h"
 #include "configs/config.h"
+#include "configs/deepspeed.h"
 
 namespace zt::config {
 namespace {
@@ -95,6 +96,17 @@ TEST(ConfigSpecialFiles, ADeepSpeedConfigInAFifoIsRead) {
   EXPECT_FALSE(r.reopened);
   EXPECT_EQ(r.error, "");
   EXPECT_EQ(r.config.train.batch, 3);
+}
+
+// A DeepSpeed config piped in gives its text to one reader: under mpirun the ranks other
+// than rank 0 read /dev/null, and the error says why, not only that it is empty.
+TEST(ConfigSpecialFiles, AnEmptyDeepSpeedStreamSaysItReachesOneReader) {
+  EXPECT_TRUE(test::throws_with([] { parse_deepspeed_text("", "/dev/null"); },
+                                "/dev/null: the DeepSpeed config is empty (no keys: only blank "
+                                "lines, comments or {}); it is no regular file"));
+  const std::string ds = test::write_temp_file("zt_config_fifo", "empty", "ds.json", "{}");
+  EXPECT_TRUE(test::throws_with([&] { parse_deepspeed_text("{}", ds); },
+                                "or {}); give the settings it should set"));
 }
 
 TEST(ConfigSpecialFiles, AFolderIsNoConfig) {

@@ -76,6 +76,22 @@ void agree_before_launch(const std::exception_ptr& failure) {
   throw AgreedError(all[0] == *first ? what : detail::cat("rank ", r, ": ", what), comm->rank());
 }
 
+std::string read_on_rank0(const std::function<std::string()>& read) {
+  if (!under_mpirun()) return read();
+  const auto comm = at_startup([] { return std::make_unique<MpiComm>(); });
+  std::string mine;  // rank 0's: '+' and the text, or '!' and why it could not be read
+  if (comm->rank() == 0) {
+    try {
+      mine = "+" + read();
+    } catch (...) {
+      mine = "!" + message_of(std::current_exception());
+    }
+  }
+  const std::string first = comm->all_gather_bytes(mine)[0];
+  if (first[0] == '!') throw Error(first.substr(1));
+  return first.substr(1);
+}
+
 void agree_at_return(Communicator& comm) {
   if (comm.size() == 1) return;
   // A rank that returns while the others still call collectives would leave them waiting

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <exception>
 #include <functional>
+#include <string>
 
 #include "core/device.h"
 #include "zero/comm/communicator.h"
@@ -35,6 +36,12 @@ struct LaunchOptions {
 /// the same way; so the job prints one error and every process ends normally. A plain
 /// start rethrows `failure` itself.
 void agree_before_launch(const std::exception_ptr& failure);
+
+/// Under mpirun, read() runs on rank 0 alone and every process returns its text (or throws
+/// zt::Error with its message where it threw): for a file that only rank 0 can read, such as
+/// standard input, which mpirun gives rank 0 alone. Every process must call it. A plain start
+/// returns read().
+std::string read_on_rank0(const std::function<std::string()>& read);
 
 /// After a rank's own code returned, on a communicator of one process per rank: a rank that
 /// returned while the others still call collectives makes every rank fail at once, naming
