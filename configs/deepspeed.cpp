@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -384,6 +385,27 @@ Node parse_deepspeed_text(const std::string& text, const std::string& path) {
                         : "give the settings it should set, e.g. "
                           "{\"train_micro_batch_size_per_gpu\": 4}, or leave it out"));
   if (!root.is_map()) root.fail("the top level must be a JSON object ({\"key\": value, ...})");
+  // Hugging Face's Trainer fills in each "auto" from its own arguments before DeepSpeed reads
+  // the file; read as written, one key at a time would fail as a wrong type.
+  std::vector<Node> autos;
+  std::function<void(const Node&)> find_autos = [&](const Node& n) {
+    if (n.is_scalar() && n.scalar() == "auto") autos.push_back(n);
+    if (n.is_map())
+      for (const std::string& k : n.keys()) find_autos(n.get(k));
+    if (n.is_sequence())
+      for (size_t i = 0; i < n.size(); ++i) find_autos(n.at(i));
+  };
+  find_autos(root);
+  if (!autos.empty()) {
+    std::string keys;
+    for (const Node& n : autos)
+      keys += (keys.empty() ? "" : ", ") + n.path() + " (line " + std::to_string(n.line()) + ")";
+    autos[0].fail(
+        "\"auto\" is a placeholder that Hugging Face's Trainer fills in from its own arguments "
+        "before DeepSpeed reads the file; zt reads the file as written: give each a value, or "
+        "delete the key (the YAML's setting, or zt's default, then applies): " +
+        keys);
+  }
   return root;
 }
 

@@ -2,7 +2,8 @@
 // comma does: a config written so trains under DeepSpeed, and reads the same in zt. What hjson
 // reads and zt's reader (YAML's flow syntax) would read otherwise, a key written without quotes
 // and without a blank after its ':' ({lr:0.1}, one key 'lr:0.1' to YAML), is an error at
-// its line and column saying how to write it.
+// its line and column saying how to write it. Hugging Face's "auto" values, which its Trainer
+// fills in before DeepSpeed reads the file, are named all at once.
 #include <gtest/gtest.h>
 
 #include "common/test_util.h"
@@ -69,6 +70,26 @@ TEST(DeepSpeedHjson, TheTextIsParsedAsBefore) {
   EXPECT_EQ(n.get("a").scalar(), "x // y # z");
   EXPECT_EQ(n.get("b").scalar(), "p\"q");
   EXPECT_NE(error_of([] { parse_deepspeed_text("{\"a\": 1 \"b\": 2}", "d.json"); }), "");
+}
+
+// Hugging Face's Trainer fills a DeepSpeed config's "auto" values from its own arguments
+// before DeepSpeed reads it; zt reads the file as written, and names every such key at once
+// (read one by one, the first failed as "expected an integer, got 'auto'").
+TEST(DeepSpeedHjson, HuggingFacesAutoValuesAreNamedTogether) {
+  const std::string msg = error_of([&] {
+    with_deepspeed(
+        "auto",
+        "{\n  \"train_micro_batch_size_per_gpu\": \"auto\",\n  \"optimizer\": {\"type\": "
+        "\"AdamW\",\n    \"params\": {\"lr\": \"auto\", \"betas\": [0.9, \"auto\"]}}\n}\n");
+  });
+  EXPECT_NE(msg.find("ds.json:2: train_micro_batch_size_per_gpu: \"auto\" is a placeholder that "
+                     "Hugging Face's Trainer fills in"),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("train_micro_batch_size_per_gpu (line 2), optimizer.params.lr (line 4), "
+                     "optimizer.params.betas.1 (line 4)"),
+            std::string::npos)
+      << msg;
 }
 
 }  // namespace
