@@ -121,6 +121,10 @@ class AccumulateGrad : public Node {
     Tensor leaf(leaf_);
     run_hooks(leaf_->leaf_hooks,
               [&](const auto& h) { g = hook_result(g, (*h.fn)(g), "leaf ", leaf.name()); });
+    // Frozen since the forward (set_requires_grad(false)): it takes no gradient, as
+    // PyTorch's, so an optimizer leaves it alone; nothing was accumulated for the
+    // post-accumulate hooks.
+    if (!leaf_->requires_grad) return {};
     // Held only here and by `grads` (the engine drops it next), or, for a hook's result,
     // only here (the hook may have kept it): adopt it.
     const int handles = g.same(grads[0]) ? 2 : 1;

@@ -154,7 +154,8 @@ class Tensor {
 
   // ---- autograd
   bool requires_grad() const { return meta().requires_grad; }
-  /// Marks a leaf as requiring grad (error on non-leaves).
+  /// Marks a leaf as requiring grad (error on non-leaves). A backward takes a leaf's
+  /// gradient only while it requires grad: one frozen after a forward gets none from it.
   const Tensor& set_requires_grad(bool r = true) const;
   bool is_leaf() const;
   Tensor grad() const;
