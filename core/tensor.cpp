@@ -519,6 +519,10 @@ Tensor Tensor::detach() const {
 }
 
 void Tensor::retain_grad() const {
+  // It would get no gradient to keep, and .grad() would fail far from here (as PyTorch).
+  ZT_CHECK(requires_grad(), "retain_grad on ", str(), name().empty() ? "" : " '" + name() + "'",
+           ", which does not require grad: no gradient reaches it (computed under a "
+           "NoGradGuard, or from tensors that require no grad?)");
   if (is_leaf()) return;
   if (impl_->retains_grad) return;
   impl_->retains_grad = true;

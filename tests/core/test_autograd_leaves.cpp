@@ -1,9 +1,10 @@
 // What a leaf's requires_grad decides, as PyTorch's: whether a gradient is accumulated
-// into it.
+// into it, and whether it may retain one.
 #include "core/autograd_test_util.h"
 
 using namespace zt;
 using zt::test::leaf;
+using zt::test::throws_with;
 using zt::test::values_are;
 
 TEST(AutogradLeaves, ALeafFrozenAfterTheForwardAccumulatesNoGradient) {
@@ -32,4 +33,25 @@ TEST(AutogradLeaves, ALeafFrozenAfterTheForwardAccumulatesNoGradient) {
   EXPECT_TRUE(values_are(x.grad(), {4, 5, 6}));
   EXPECT_EQ(accumulated, 1);
   EXPECT_TRUE(values_are(w.grad(), {2, 4, 6}));
+}
+
+TEST(AutogradLeaves, RetainGradOnATensorThatDoesNotRequireGradIsAnError) {
+  // It would never get a gradient: .grad() stays undefined and fails later, far from the
+  // cause (PyTorch refuses it here).
+  Tensor plain = ones({3}, DType::f64);
+  EXPECT_TRUE(throws_with([&] { plain.retain_grad(); },
+                          "retain_grad on f64[3] cpu, which does not require grad"));
+  Tensor x = leaf({1, 2});
+  Tensor made;
+  {
+    autograd::NoGradGuard no_grad;
+    made = mul(x, 2.0);
+  }
+  EXPECT_TRUE(throws_with([&] { made.retain_grad(); }, "which does not require grad"));
+  x.retain_grad();  // a leaf that requires grad keeps its gradient anyway: nothing to do
+  Tensor y = mul(x, 3.0);
+  y.retain_grad();
+  sum(y).backward();
+  EXPECT_TRUE(values_are(x.grad(), {3, 3}));
+  EXPECT_TRUE(values_are(y.grad(), {1, 1}));
 }
