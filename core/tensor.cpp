@@ -233,7 +233,7 @@ Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   if (dim() == 0) {  // as PyTorch: dims 0 and -1 name the scalar itself
     wrap_dim(d0, 1, "transpose");
     wrap_dim(d1, 1, "transpose");
-    return *this;
+    return view({});  // a new view, as below, whose hooks see its own gradient
   }
   std::vector<int64_t> p(dim());
   for (int64_t i = 0; i < dim(); ++i) p[i] = i;
@@ -314,7 +314,9 @@ Tensor Tensor::expand(const Shape& sizes) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = wrap_dim(d, std::max<int64_t>(dim(), 1), "squeeze");
-  if (dim() == 0 || sizes()[d] != 1) return *this;
+  // Nothing to remove: still a new view (as PyTorch's), not this handle, so that a hook
+  // or retain_grad() on the result sees the gradient through it alone.
+  if (dim() == 0 || sizes()[d] != 1) return reshape(sizes());
   Shape sz = sizes();
   sz.erase(sz.begin() + d);
   return reshape(sz);

@@ -154,3 +154,34 @@ TEST(AutogradHooks, ACallbackMayQueueMoreCallbacks) {
             (std::vector<std::string>{"first", "second", "queued by first", "queued by that"}));
   EXPECT_FALSE(autograd::in_backward());
 }
+
+TEST(AutogradHooks, ASqueezeThatRemovesNoDimIsATensorOfItsOwn) {
+  // As PyTorch's: squeeze(0) of a (2, 3) tensor, or a 0-d tensor's transpose(0, 0), is a
+  // new view. A hook or retain_grad() on it sees the gradient through that view alone,
+  // not the whole gradient of the tensor it views.
+  Tensor x = leaf({1, 2, 3, 4, 5, 6});
+  Tensor m = x.view({2, 3});
+  Tensor same = m.squeeze(0);
+  EXPECT_FALSE(same.same(m));
+  EXPECT_EQ(same.sizes(), m.sizes());
+  same.register_hook([](const Tensor& g) { return mul(g, 0.0); });  // blocks that path only
+  add(sum(same), sum(mul(m, 2.0))).backward();
+  EXPECT_TRUE(values_are(x.grad(), {2, 2, 2, 2, 2, 2}));
+
+  Tensor h = mul(leaf({1, 2}), 1.0);
+  Tensor s = h.squeeze(0);
+  s.retain_grad();
+  h.retain_grad();
+  add(sum(s), sum(mul(h, 2.0))).backward();
+  EXPECT_TRUE(values_are(s.grad(), {1, 1}));
+  EXPECT_TRUE(values_are(h.grad(), {3, 3}));
+
+  Tensor l = leaf({2});
+  Tensor a = mul(l.view({}), 1.0);
+  Tensor t = a.transpose(0, 0);
+  EXPECT_FALSE(t.same(a));
+  t.register_hook([](const Tensor& g) { return mul(g, 0.0); });
+  add(t, mul(a, 3.0)).backward();
+  EXPECT_TRUE(values_are(l.grad(), {3}));
+  EXPECT_FALSE(a.squeeze(0).same(a));
+}
