@@ -27,11 +27,14 @@ Tensor Tensor::empty(const Shape& sizes, DType dtype, Device device) {
   return Tensor(std::move(impl));
 }
 
+// The dim is wrapped (an undefined tensor refused) before the shape is touched.
 int64_t Tensor::size(int64_t d) const {
-  return impl_->sizes[wrap_dim(d, dim(), "size")];
+  const int64_t i = wrap_dim(d, dim(), "size");
+  return impl_->sizes[i];
 }
 int64_t Tensor::stride(int64_t d) const {
-  return impl_->strides[wrap_dim(d, dim(), "stride")];
+  const int64_t i = wrap_dim(d, dim(), "stride");
+  return impl_->strides[i];
 }
 
 bool Tensor::is_contiguous() const {

@@ -128,6 +128,8 @@ TEST(Errors, AnUndefinedTensorWhereOneIsNeeded) {
   EXPECT_ERROR_WITH(none.is_leaf(), phrase);
   EXPECT_ERROR_WITH(none.grad(), phrase);
   EXPECT_ERROR_WITH(none.grad_fn(), phrase);
+  EXPECT_ERROR_WITH(none.size(0), phrase);
+  EXPECT_ERROR_WITH(none.stride(-1), phrase);
   EXPECT_ERROR_WITH(none.register_hook([](const Tensor& g) { return g; }), phrase);
 }
 
