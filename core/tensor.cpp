@@ -484,7 +484,7 @@ void Tensor::set_grad(const Tensor& g) const {
              ": an expand()ed or as_strided() view), so backward could not add into it; pass "
              "a clone()");
   }
-  impl_->grad = g.impl_ptr();
+  meta().grad = g.impl_ptr();  // meta(): an undefined tensor is an error here too
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
@@ -577,7 +577,7 @@ int Tensor::register_post_accumulate_grad_hook(PostAccumulateHook hook) const {
 }
 
 void Tensor::remove_post_accumulate_grad_hook(int id) const {
-  std::erase_if(impl_->post_accumulate_hooks, [id](const auto& h) { return h.id == id; });
+  std::erase_if(meta().post_accumulate_hooks, [id](const auto& h) { return h.id == id; });
 }
 
 }  // namespace zt

@@ -130,6 +130,8 @@ TEST(Errors, AnUndefinedTensorWhereOneIsNeeded) {
   EXPECT_ERROR_WITH(none.grad_fn(), phrase);
   EXPECT_ERROR_WITH(none.size(0), phrase);
   EXPECT_ERROR_WITH(none.stride(-1), phrase);
+  EXPECT_ERROR_WITH(none.set_grad(Tensor()), phrase);
+  EXPECT_ERROR_WITH(none.remove_post_accumulate_grad_hook(0), phrase);
   EXPECT_ERROR_WITH(none.register_hook([](const Tensor& g) { return g; }), phrase);
 }
 
