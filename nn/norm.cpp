@@ -6,6 +6,7 @@
 // implementations do to need only one reduction, and var is clamped at 0.
 #include "nn/norm.h"
 
+#include <algorithm>
 #include <limits>
 #include <sstream>
 
@@ -217,6 +218,13 @@ Tensor InstanceNorm::forward(const Tensor& x) {
   return group_norm(x, c, weight, bias, options.eps());
 }
 
+// Every size positive: a negative pair multiplies to a positive numel, and a layer
+// without affine parameters would be built that no input can pass.
+static void check_normalized_shape(const char* type, const Shape& ns) {
+  ZT_CHECK(!ns.empty() && std::all_of(ns.begin(), ns.end(), [](int64_t d) { return d > 0; }), type,
+           ": normalized_shape must be non-empty with positive sizes, got ", shape_str(ns));
+}
+
 static void check_trailing(const char* type, const Tensor& x, const Shape& ns) {
   bool ok = x.dim() >= static_cast<int64_t>(ns.size());
   for (size_t i = 0; ok && i < ns.size(); ++i)
@@ -226,9 +234,7 @@ static void check_trailing(const char* type, const Tensor& x, const Shape& ns) {
 }
 
 LayerNorm::LayerNorm(const LayerNormOptions& opts) : UnaryModule("LayerNorm"), options(opts) {
-  ZT_CHECK(!opts.normalized_shape().empty() && shape_numel(opts.normalized_shape()) > 0,
-           "LayerNorm: normalized_shape must be non-empty, got ",
-           shape_str(opts.normalized_shape()));
+  check_normalized_shape("LayerNorm", opts.normalized_shape());
   if (opts.elementwise_affine()) {
     weight = register_parameter("weight", ones(opts.normalized_shape()));
     if (opts.bias()) bias = register_parameter("bias", zeros(opts.normalized_shape()));
@@ -248,8 +254,7 @@ Tensor LayerNorm::forward(const Tensor& x) {
 }
 
 RMSNorm::RMSNorm(const RMSNormOptions& opts) : UnaryModule("RMSNorm"), options(opts) {
-  ZT_CHECK(!opts.normalized_shape().empty() && shape_numel(opts.normalized_shape()) > 0,
-           "RMSNorm: normalized_shape must be non-empty, got ", shape_str(opts.normalized_shape()));
+  check_normalized_shape("RMSNorm", opts.normalized_shape());
   if (opts.elementwise_affine())
     weight = register_parameter("weight", ones(opts.normalized_shape()));
 }
