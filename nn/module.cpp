@@ -226,6 +226,16 @@ void Module::replace_tensor(const std::string& name, const Tensor& t) {
             t.defined() ? t.str() : std::string("undefined"), ", the registered tensor ",
             x.defined() ? x.str() : std::string("undefined"),
             "; a tie or a load keeps shape, dtype and device");
+        // A computed tensor would pass its gradient on to what it was computed from and get
+        // none itself; one that does not require grad would freeze the parameter.
+        ZT_CHECK(v == &buffers_ || (t.is_leaf() && t.requires_grad() == x.requires_grad()),
+                 type_name_, ": replace_tensor('", name,
+                 "'): a parameter's replacement must be a leaf tensor that requires grad as the "
+                 "parameter does (",
+                 x.requires_grad() ? "true" : "false", "); this one ",
+                 t.is_leaf() ? "does not" : "is computed by an op",
+                 " (tie another parameter, or pass t.detach().set_requires_grad(",
+                 x.requires_grad() ? "true" : "false", "))");
         x = t;
         ++registrations;
         return;

@@ -70,9 +70,9 @@ class Module : public std::enable_shared_from_this<Module> {
     add_child(name, m);
     return m;
   }
-  /// Replaces the tensor registered under `name` (same kind, shape, dtype and device), e.g.
-  /// to tie two layers' weights. The layer's own member (Linear::weight) is not reached:
-  /// assign it too, since forward() computes from it.
+  /// Replaces the tensor registered under `name` (same kind, shape, dtype and device; for a
+  /// parameter, a leaf that requires grad as it does), e.g. to tie two layers' weights. The layer's
+  /// own member (Linear::weight) is not reached: assign it too, since forward() computes from it.
   void replace_tensor(const std::string& name, const Tensor& t);
 
   // ---- traversal (dotted names, registration order). A tensor registered under several

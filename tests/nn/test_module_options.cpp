@@ -23,3 +23,29 @@ TEST(ModuleOptions, NormalizedShapeSizesMustBePositive) {
   EXPECT_TRUE(test::throws_with([] { nn::LayerNorm(nn::LayerNormOptions(Shape{})); },
                                 "normalized_shape must be non-empty with positive sizes, got []"));
 }
+
+// A parameter replaced by a computed tensor (a non-leaf, as PyTorch refuses to assign)
+// would never get a gradient of its own: the backward went through it into the tensors it
+// was computed from, and an optimizer left it as it was; one that does not require grad
+// froze it. Both are refused; a leaf that requires grad as the parameter does (another
+// parameter, or a detached copy) still ties or loads.
+TEST(ModuleOptions, AParameterIsReplacedByALeafOnly) {
+  nn::Linear a(2, 2), b(2, 2);
+  EXPECT_TRUE(test::throws_with([&] { b.replace_tensor("weight", mul(a.weight, 2.0)); },
+                                "Linear: replace_tensor('weight'): a parameter's replacement must "
+                                "be a leaf tensor"));
+  EXPECT_FALSE(b.named_parameters()[0].second.same(a.weight));
+  b.replace_tensor("weight", a.weight);  // a tie
+  EXPECT_TRUE(b.named_parameters()[0].second.same(a.weight));
+  nn::Linear c(2, 2);
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        c.replace_tensor("weight", ones({2, 2}));
+      },
+      "requires grad as the parameter does (true); this one does not"));
+  const Tensor copy = mul(a.weight, 2.0).detach().set_requires_grad(true);
+  c.replace_tensor("weight", copy);
+  c.weight = copy;  // forward() computes from the member
+  sum(c(ones({1, 2}))).backward();
+  EXPECT_TRUE(c.named_parameters()[0].second.grad().defined());
+}
