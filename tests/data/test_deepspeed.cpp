@@ -446,7 +446,7 @@ const std::vector<BadCase> kBad = {
     {"auto_value",
      "{\"train_micro_batch_size_per_gpu\": \"auto\"}",
      "",
-     {"expected an integer, got 'auto'"}},
+     {"train_micro_batch_size_per_gpu: \"auto\" is a placeholder that Hugging Face's Trainer"}},
     {"optimizer_lamb",
      "{\"optimizer\": {\"type\": \"Lamb\", \"params\": {\"lr\": 1e-3}}}",
      "",
