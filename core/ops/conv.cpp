@@ -109,15 +109,20 @@ void check_conv_device(const char* op, const Tensor& x) {
 // CUDA only: padding (before, after) per spatial axis (D, H, W order) that cuDNN's
 // symmetric padding cannot express is applied to x with pad() (differentiable), leaving
 // `pads` symmetric. Keeps the front pad where the back pad does not change the output
-// size (the extra zeros are never read). Returns x itself when nothing is needed.
+// size (the extra zeros are never read). Returns x itself when nothing is needed, or when
+// some axis has no convolution (a kernel size, stride, dilation or padding out of range, a
+// padded input shorter than the kernel): conv_geometry then refuses the arguments as given,
+// with the axis's name, as on the CPU.
 Tensor pad_for_symmetric(const Tensor& x, const Tensor& w, int64_t spatial, const int64_t* strides,
                          const int64_t* dilations, int64_t* pads) {
+  for (int64_t a = 0; a < spatial; ++a)
+    if (w.size(2 + a) < 1 || strides[a] < 1 || dilations[a] < 1 || pads[2 * a] < 0 ||
+        pads[2 * a + 1] < 0 ||
+        x.size(2 + a) + pads[2 * a] + pads[2 * a + 1] < span(w.size(2 + a), dilations[a]))
+      return x;
   std::vector<int64_t> extra;  // pad()'s order: last dim first
   bool any = false;
   for (int64_t a = spatial - 1; a >= 0; --a) {
-    // Checked again with the axis's name by conv_geometry; here only what the sums need.
-    ZT_CHECK(strides[a] >= 1 && dilations[a] >= 1, "conv: strides and dilations must be >= 1, got ",
-             strides[a], " and ", dilations[a]);
     int64_t in = x.size(2 + a), k = span(w.size(2 + a), dilations[a]), s = strides[a];
     int64_t& p0 = pads[2 * a];
     int64_t& p1 = pads[2 * a + 1];
