@@ -10,6 +10,8 @@
 #include <tuple>
 #include <unordered_map>
 
+#include "core/ops/dispatch.h"
+
 namespace zt::optim {
 namespace {
 
@@ -150,6 +152,8 @@ void Optimizer::step() {
              "optimizer is not capturable: call set_capturable(true) before the warm-up steps");
     replay_makers_.clear();
     replay_states_ = states;
+    replay_writes_ = ps;
+    replay_writes_.insert(replay_writes_.end(), copies.begin(), copies.end());
     capture_counted_ = true;
   }
   ++step_count_;
@@ -177,6 +181,7 @@ void Optimizer::undo_step(const std::vector<ParamState*>& states, bool capturing
   if (capturing) {  // no step was captured
     replay_makers_.clear();
     replay_states_.clear();
+    replay_writes_.clear();
     capture_counted_ = false;
   }
   --step_count_;
@@ -210,6 +215,9 @@ void Optimizer::before_replay() {
   if (!capture_counted_) {
     ++step_count_;
     for (ParamState* st : replay_states_) ++st->step;
+    // The replay writes the parameters (and their low-precision copies) as an eager step
+    // does: a graph recorded before it sees them written.
+    ::zt::detail::count_writes(replay_writes_);
   }
   capture_counted_ = false;
   for (size_t i = 0; i < replay_makers_.size(); ++i) {

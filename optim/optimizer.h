@@ -83,7 +83,8 @@ class Optimizer {
   void set_capturable(bool on) { capturable_ = on; }
   bool capturable() const { return capturable_; }
   /// Before a replay of the step captured last: counts it (the capture itself counted
-  /// the first replay) and writes its constants with the current learning rate.
+  /// the first replay), as a write of each parameter (and low-precision copy) it updates
+  /// too, and writes its constants with the current learning rate.
   void before_replay();
   const NamedTensors& params() const { return params_; }
 
@@ -212,6 +213,7 @@ class Optimizer {
   // capture's own count of the step is still unreplayed.
   std::vector<std::function<std::vector<double>()>> replay_makers_;
   std::vector<ParamState*> replay_states_;
+  std::vector<Tensor> replay_writes_;  // the tensors it updates (parameters, their copies)
   bool capture_counted_ = false;
 };
 

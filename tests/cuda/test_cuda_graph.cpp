@@ -169,6 +169,28 @@ TEST(CudaGraph, ReplayedCheckpointedEngineStepsEqualEagerSteps) {
   expect_same_run(train_engine(false, true), train_engine(true, true));
 }
 
+// A replay is an optimizer step: it counts as a write of each parameter it updates, so a
+// backward through a forward recorded before the replay is refused, as after an eager step.
+// (The capture counted its writes once; the replays wrote the parameters without a count,
+// and such a backward paired the old activations with the new weights without a word.)
+TEST(CudaGraph, AForwardFromBeforeAReplayCannotBackwardAfterIt) {
+  ZT_SKIP_WITHOUT_GPU();
+  manual_seed(45);
+  Mlp model;
+  model.to(kGpu);
+  optim::AdamW opt(model.named_parameters(), optim::AdamWOptions(1e-3));
+  opt.set_capturable(true);
+  const Tensor x = normal_cpu({32, 16}, 3).to(kGpu), y = normal_cpu({32, 8}, 4).to(kGpu);
+  const StepGraph::Step step = plain_step(model, opt, x, y);
+  auto before = [&] { opt.before_replay(); };
+  StepGraph graph(kGpu);
+  for (int k = 0; k < 3; ++k) graph.run(step, before);  // two warm-up steps, the capture
+  ASSERT_TRUE(graph.captured());
+  const Tensor held = mse_loss(model(x), y);  // eager, outside the graph
+  graph.run(step, before);                    // a replay: new weights
+  EXPECT_TRUE(throws_with([&] { held.backward(); }, "was written in place since the forward"));
+}
+
 TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
   ZT_SKIP_WITHOUT_GPU();
   manual_seed(44);
