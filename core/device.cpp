@@ -2,6 +2,7 @@
 #include "core/device.h"
 
 #include <atomic>
+#include <charconv>
 
 #include "core/error.h"
 
@@ -11,12 +12,17 @@ Device Device::parse(const std::string& s) {
   if (s == "cpu") return cpu();
   if (s == "cuda") return cuda(0);
   if (s.rfind("cuda:", 0) == 0) {
-    try {
-      return cuda(std::stoi(s.substr(5)));
-    } catch (...) {
-    }
+    // The whole rest is the index, digits only: stoi would take "1x" as 1 and "-1" (which
+    // the CUDA layer reads as the current device).
+    const char* first = s.data() + 5;
+    const char* last = s.data() + s.size();
+    int i = -1;
+    const auto [end, ec] = std::from_chars(first, last, i);
+    if (first != last && *first != '-' && ec == std::errc() && end == last && i < kMaxCudaDevices)
+      return cuda(i);
   }
-  ZT_FAIL("unknown device '", s, "': expected cpu, cuda or cuda:N");
+  ZT_FAIL("unknown device '", s, "': expected cpu, cuda or cuda:N (N from 0 to ",
+          kMaxCudaDevices - 1, ")");
 }
 
 namespace {

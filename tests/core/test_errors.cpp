@@ -204,3 +204,15 @@ TEST(Errors, AGemmOutputThatSharesMemoryWithAnOperandIsRefused) {
        2);
   EXPECT_EQ(m.to_vector(), (std::vector<double>{1, 1, 1, 1, 2, 2, 2, 2}));
 }
+
+// A device name is cpu, cuda or cuda:N with N a whole number below kMaxCudaDevices; the
+// rest of the name was ignored ("cuda:1x" was cuda:1) and a negative N taken ("cuda:-1"
+// then meant whichever GPU was current), or one past the per-device tables accepted.
+TEST(Errors, DeviceNames) {
+  EXPECT_EQ(Device::parse("cuda:3"), Device::cuda(3));
+  EXPECT_EQ(Device::parse("cuda"), Device::cuda(0));
+  EXPECT_EQ(Device::parse("cpu"), Device::cpu());
+  for (const std::string bad : {"cuda:1x", "cuda:-1", "cuda: 1", "cuda:+1", "cuda:", "cuda:16",
+                                "cuda:99999999999999999999"})
+    EXPECT_ERROR_WITH(Device::parse(bad), "unknown device '" + bad + "'");
+}
