@@ -474,15 +474,6 @@ bool Engine::update() {
   return true;
 }
 
-void Engine::before_replay() {
-  if (!capture_counted_) {
-    ++stats_.micro_steps;
-    ++stats_.steps;
-  }
-  capture_counted_ = false;
-  optimizer_->before_replay();
-}
-
 // Trainable replicas: every rank has the full gradient of its own batch; average them.
 std::vector<Tensor> Engine::average_replica_grads() {
   std::vector<Tensor> grads;

@@ -121,8 +121,9 @@ class Engine {
   void set_capturable(bool on) { optimizer_->set_capturable(on); }
   /// Why a step of this engine cannot be captured ("" when it can).
   std::string capture_blocker() const;
-  /// Before each replay of the captured step: counts the step (the capture counted the
-  /// first) and writes the optimizer's constants for it.
+  /// Before each replay of the captured step: refuses it as step() would a model whose
+  /// trainable parameters changed since the engine was built, then counts the step (the
+  /// capture counted the first) and writes the optimizer's constants for it.
   void before_replay();
   /// The current fp16 loss scale (1 without fp16).
   double loss_scale() const { return scaler_.scale(); }

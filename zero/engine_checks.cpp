@@ -1,5 +1,5 @@
-// Engine's refusals: what step(), capture and construction check before they change
-// anything (the engine itself is in engine.cpp).
+// Engine's refusals: what step(), capture, a replay and construction check before they
+// change anything (the engine itself is in engine.cpp).
 #include <cstdio>
 #include <map>
 #include <set>
@@ -98,6 +98,19 @@ void Engine::check_capturable() const {
   ZT_CHECK(optimizer_->capturable(),
            "zero::Engine: a step is being captured in a CUDA graph "
            "but the engine is not capturable: call set_capturable(true) before the warm-up steps");
+}
+
+void Engine::before_replay() {
+  // A replay is a step: what step() refuses before it changes anything (checked in the
+  // captured step once, at the capture) is refused before each replay too.
+  check_trainable_unchanged();
+  check_model_unchanged();
+  if (!capture_counted_) {
+    ++stats_.micro_steps;
+    ++stats_.steps;
+  }
+  capture_counted_ = false;
+  optimizer_->before_replay();
 }
 
 void Engine::check_buffer_policies() const {

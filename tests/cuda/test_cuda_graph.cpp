@@ -191,6 +191,35 @@ TEST(CudaGraph, AForwardFromBeforeAReplayCannotBackwardAfterIt) {
   EXPECT_TRUE(throws_with([&] { held.backward(); }, "was written in place since the forward"));
 }
 
+// A replay is an engine step: a parameter frozen (or one registered) since the engine was
+// built is refused before the replay, as step() refuses it; the replays went on training a
+// frozen parameter without a word.
+TEST(CudaGraph, AReplayRefusesAParameterFrozenSinceTheEngineWasBuilt) {
+  ZT_SKIP_WITHOUT_GPU();
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    manual_seed(46);
+    auto model = std::make_shared<Mlp>();
+    model->to(kGpu);
+    zero::Engine engine(model, comm, {}, {.type = "adamw", .lr = 1e-3});
+    engine.set_capturable(true);
+    const Tensor x = normal_cpu({32, 16}, 5).to(kGpu), y = normal_cpu({32, 8}, 6).to(kGpu);
+    auto step = [&] {
+      Tensor loss = mse_loss(engine(x), y);
+      engine.backward(loss);
+      engine.step();
+      return std::vector<Tensor>{loss};
+    };
+    auto before = [&] { engine.before_replay(); };
+    StepGraph graph(kGpu);
+    for (int k = 0; k < 3; ++k) graph.run(step, before);  // two warm-up steps, the capture
+    ASSERT_TRUE(graph.captured());
+    model->fc1->weight.set_requires_grad(false);
+    EXPECT_TRUE(throws_with([&] { graph.run(step, before); },
+                            "'fc1.weight' was trainable when the engine was built"));
+    EXPECT_EQ(engine.global_step(), 3) << "the refused replay is not counted";
+  });
+}
+
 TEST(CudaGraph, AReplayIsOneLaunchAndNoHostWait) {
   ZT_SKIP_WITHOUT_GPU();
   manual_seed(44);
