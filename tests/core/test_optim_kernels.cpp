@@ -10,6 +10,8 @@
 
 #include "common/test_util.h"
 #include "core/kernels.h"
+#include "core/ops.h"
+#include "core/ops/optim.h"
 #include "core/rng.h"
 
 using namespace zt;
@@ -215,4 +217,28 @@ TEST(OptimKernels, SeveralThreadsGiveTheContractsBitsInEveryBlock) {
     EXPECT_TRUE(same_bits(sgot.s0, sref.s0)) << "SGD step " << step;
     EXPECT_TRUE(same_bits(half, sref.p.to(DType::f16))) << "SGD step " << step;
   }
+}
+
+// An update refused for its arguments writes nothing, and so counts no write: a graph that
+// saved the parameter still backpropagates (a write counted before the kernel's checks made
+// autograd refuse it as written in place). A done update counts its writes of the
+// parameter and of each moment.
+TEST(OptimKernels, ARefusedUpdateCountsNoWriteAndADoneOneCountsEveryTensorItWrites) {
+  Entry a = make_entry(5, 1, DType::f32), b = make_entry(6, 2, DType::f32);
+  Tensor w = a.p.clone().set_requires_grad();
+  Tensor loss = sum(mul(w, w));  // saves w
+  Tensor wd = w.detach();        // the same storage, as an optimizer holds it
+  EXPECT_TRUE(test::throws_with(
+      [&] { adam_update({wd}, {b.g}, {a.s0}, {a.s1}, {}, 0.9, 0.9, 0, 1, 1, 1, 1); },
+      "one dtype and numel"));
+  EXPECT_TRUE(test::throws_with(
+      [&] { sgd_update({wd}, {b.g}, {}, {}, 0.1, 0, 0, 0, false, false); }, "one dtype and numel"));
+  loss.backward();
+  EXPECT_TRUE(w.grad().defined());
+
+  // Each moment of a done update is written, as saved tensors see it.
+  Tensor m = a.s0.clone().set_requires_grad(), v = a.s1.clone().set_requires_grad();
+  Tensor uses = add(sum(mul(m, m)), sum(mul(v, v)));
+  adam_update({a.p}, {a.g}, {m.detach()}, {v.detach()}, {}, 0.9, 0.99, 0, 1, 1e-3, 1.1, 1e-6);
+  EXPECT_TRUE(test::throws_with([&] { uses.backward(); }, "written in place"));
 }
