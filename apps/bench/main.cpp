@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <exception>
 #include <map>
+#include <string>
 #include <utility>
 
 #include "apps/bench/bench.h"
@@ -232,7 +233,11 @@ int main(int argc, char** argv) {
   if (!procs) procs = std::getenv("PMI_SIZE");
   const bool mpi_ranks =
       first == "comm" || first == "zero" || first == "frozen" || first == "vqgpt";
-  if (!mpi_ranks && procs && std::atoi(procs) > 1) {
+  // --help measures nothing: it is answered under mpirun too.
+  const bool help = std::any_of(argv + 2, argv + argc, [](const char* a) {
+    return std::string(a) == "--help" || std::string(a) == "-h";
+  });
+  if (!mpi_ranks && !help && procs && std::atoi(procs) > 1) {
     std::fprintf(stderr,
                  "zt-bench %s: measures one process; run it without mpirun (under mpirun, "
                  "comm, zero, frozen and vqgpt run one rank per process)\n",

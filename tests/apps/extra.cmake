@@ -358,6 +358,12 @@ if(TARGET zt-bench)
     --steps 2)
   zt_check_test(apps.bench.gpt_help_cpu_shape 0 30 "on a few CPU cores each of its steps takes a minute or so.*try --layers 4 --width 256 --heads 4 --seq 256 --vocab 4096"
     $<TARGET_FILE:zt-bench> gpt --help)
+  # Under mpirun (the job size it announces) a one-process benchmark is refused with exit 2,
+  # but its --help is answered: it measures nothing.
+  zt_check_test(apps.bench.one_process_under_mpirun 2 30 "zt-bench gpt: measures one process"
+    ${CMAKE_COMMAND} -E env OMPI_COMM_WORLD_SIZE=2 $<TARGET_FILE:zt-bench> gpt)
+  zt_check_test(apps.bench.help_under_mpirun 0 30 "Usage: zt-bench gpt.*--layers"
+    ${CMAKE_COMMAND} -E env OMPI_COMM_WORLD_SIZE=2 $<TARGET_FILE:zt-bench> gpt --help)
 endif()
 
 # vqgpt sample --num is bounded (one grid image): a mistake on the command line (exit 2).
