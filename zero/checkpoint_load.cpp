@@ -9,6 +9,7 @@
 #include <optional>
 #include <set>
 
+#include "core/plural.h"
 #include "nn/json_text.h"
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
@@ -458,8 +459,10 @@ CheckpointExtra load_checkpoint(Engine& engine, const std::string& dir_or_root,
     const std::string names = list_names(st.rank0_buffers, 1);
     std::fprintf(stderr,
                  "zt: load_checkpoint('%s'): note: the buffers under buffers.sync none (%s) were "
-                 "saved per rank on %d ranks; on %d ranks every rank starts from rank 0's\n",
-                 st.extra.dir.c_str(), names.c_str(), st.extra.saved_world_size, comm.size());
+                 "saved per rank on %s; on %s every rank starts from rank 0's\n",
+                 st.extra.dir.c_str(), names.c_str(),
+                 counted(st.extra.saved_world_size, "rank").c_str(),
+                 counted(comm.size(), "rank").c_str());
   }
   if (comm.rank() == 0 && !st.unfrozen.empty())
     std::fprintf(stderr,

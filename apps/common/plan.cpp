@@ -116,7 +116,7 @@ PlanResult plan_training(zero::Engine& engine, nn::Module& model, const config::
     row("replicas' gradients (in activations)", p.replica_grad, -1);
   row("activations (peak; one traced step)", r.activation_estimate, m.activation_peak);
   row("communication buffers (peak)", -1, m.comm_buffer_peak);
-  row("other: data, temporaries (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
+  row("other: replicas, data, temps (peak)", -1, m.peaks[static_cast<int>(MemTag::kOther)]);
   row("total (peak)", r.predicted_total(), m.total_peak);
   if (r.host_needed() > 0) {
     std::printf("  on the host (offload_optimizer):\n");

@@ -292,11 +292,11 @@ std::string sheet_legend(const config::AppConfig& cfg, int64_t num, bool with_re
                 : "; no held-out data below them (the config's data could not be read)";
   if (images) {
     const auto cols = static_cast<int64_t>(std::ceil(std::sqrt(static_cast<double>(num))));
-    return "grid: " + std::to_string(num) + " sampled frames, " + std::to_string(cols) +
+    return "grid: " + counted(num, "sampled frame") + ", " + std::to_string(cols) +
            " per row (left to right, then top to bottom)" + refs;
   }
   return "grid: one sampled clip per row (" + std::to_string(num) + " rows), its " +
-         std::to_string(cfg.data.frames) + " frames left to right" + refs;
+         counted(cfg.data.frames, "frame") + " left to right" + refs;
 }
 
 // Up to 4 held-out clips of the config's data (2 for videos), as the sample sheet shows

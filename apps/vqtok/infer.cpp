@@ -318,7 +318,8 @@ EncodeResult encode(const config::AppConfig& cfg, const EncodeOptions& o,
                " produced different token ids than rank 0 for the "
                "first batch; the replicas differ (weights or buffers not broadcast)");
     if (rank == 0 && !o.quiet)
-      std::printf("verify: %d ranks produced identical tokens for batch 0\n", world);
+      std::printf("verify: %s produced identical tokens for batch 0\n",
+                  counted(world, "rank").c_str());
   }
   // The ids' shape from the first item: clips (T, 3, H, W) -> (T', H/s, W/s), T' as
   // training encodes them (ModelConfig::code_frames: 1 for a one-frame clip).
