@@ -188,6 +188,9 @@ Tensor add_scaled(const Tensor& a, const Tensor& b, double alpha) {
 }
 
 Tensor neg(const Tensor& a) {
+  // Checked here so that errors name neg (or -x), not the mul it is built on.
+  ZT_CHECK(a.defined(), "neg: undefined input");
+  detail::check_floating("neg", a);
   return mul(a, -1.0);
 }
 

@@ -150,6 +150,9 @@ TEST(Errors, ArithmeticOnIntegersNamesItsOp) {
   EXPECT_ERROR_WITH(add(i, i), "add" + rest);
   EXPECT_ERROR_WITH(add(i, 1.0), "add" + rest);
   EXPECT_ERROR_WITH(mul(i, i), "mul" + rest);
+  EXPECT_ERROR_WITH(neg(i), "neg" + rest);  // -x is mul(x, -1) underneath
+  EXPECT_ERROR_WITH(-i, "neg" + rest);
+  EXPECT_ERROR_WITH(neg(Tensor()), "neg: undefined input");
   EXPECT_ERROR_WITH(exp(i), "exp" + rest);
   EXPECT_ERROR_WITH(add_(i, i), "add_" + rest);
   EXPECT_ERROR_WITH(mul_(i, 2.0), "mul_" + rest);
