@@ -165,12 +165,14 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   detail::check_floating("matmul", a);
   ZT_CHECK(a.dim() >= 1 && b.dim() >= 1, "matmul: operands must be at least 1-D, got ",
            shape_str(a.sizes()), " and ", shape_str(b.sizes()), "; scale by a scalar with mul()");
+  // Checked before 1-D operands become matrices, so that the error names them as given.
+  const int64_t K = a.size(-1);
+  ZT_CHECK(b.size(b.dim() == 1 ? 0 : -2) == K, "matmul: inner dimensions differ, ",
+           shape_str(a.sizes()), " @ ", shape_str(b.sizes()));
   if (a.dim() == 1 && b.dim() == 1) return matmul(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
   if (a.dim() == 1) return matmul(a.unsqueeze(0), b).squeeze(-2);
   if (b.dim() == 1) return matmul(a, b.unsqueeze(1)).squeeze(-1);
-  int64_t M = a.size(-2), K = a.size(-1), N = b.size(-1);
-  ZT_CHECK(b.size(-2) == K, "matmul: inner dimensions differ, ", shape_str(a.sizes()), " @ ",
-           shape_str(b.sizes()));
+  const int64_t M = a.size(-2), N = b.size(-1);
   if (a.dim() == 2 && b.dim() == 2) {
     Tensor out = mm_raw(a.detach(), b.detach());
     if (autograd::needs_grad({a, b})) {

@@ -57,6 +57,11 @@ TEST(Errors, BadViews) {
 
 TEST(Errors, OpArguments) {
   EXPECT_ERROR_WITH(matmul(zeros({2, 3}), zeros({2, 3})), "inner dimensions differ");
+  // 1-D operands are named as given, not as the matrices they are turned into.
+  EXPECT_ERROR_WITH(matmul(zeros({3}), zeros({4})), "inner dimensions differ, [3] @ [4]");
+  EXPECT_ERROR_WITH(matmul(zeros({3}), zeros({2, 4, 5})),
+                    "inner dimensions differ, [3] @ [2, 4, 5]");
+  EXPECT_ERROR_WITH(matmul(zeros({2, 3}), zeros({4})), "inner dimensions differ, [2, 3] @ [4]");
   EXPECT_ERROR_WITH(linear(zeros({2, 3}), zeros({4, 5})), "in_features = 5");
   EXPECT_ERROR_WITH(bmm(zeros({2, 3}), zeros({2, 3})), "expected 3-D");
   EXPECT_ERROR_WITH(zeros({2, 3}).item(), "one-element tensor");
