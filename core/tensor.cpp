@@ -270,11 +270,11 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = wrap_dim(d, dim(), "narrow");
-  int64_t n = sizes()[d];
-  if (start < 0) start += n;
-  ZT_CHECK(start >= 0 && start <= n && length >= 0 && length <= n - start, "narrow: ", length,
+  const int64_t n = sizes()[d];
+  const int64_t from = start < 0 ? start + n : start;  // the error names start as given
+  ZT_CHECK(from >= 0 && from <= n && length >= 0 && length <= n - from, "narrow: ", length,
            " elements from ", start, " are out of bounds for dimension ", d, " of size ", n);
-  return slice(d, start, start + length, 1);
+  return slice(d, from, from + length, 1);
 }
 
 Tensor Tensor::select(int64_t d, int64_t index) const {

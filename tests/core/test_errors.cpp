@@ -37,6 +37,8 @@ TEST(Errors, DtypeMismatch) {
 TEST(Errors, OutOfRangeViews) {
   Tensor x = zeros({2, 3});
   EXPECT_ERROR_WITH(x.narrow(1, 2, 2), "out of bounds");
+  // A negative start is named as given (-4 wrapped once is -1, a start that looks valid).
+  EXPECT_ERROR_WITH(x.narrow(1, -4, 1), "narrow: 1 elements from -4 are out of bounds");
   EXPECT_ERROR_WITH(x.select(0, 2), "out of range");
   EXPECT_ERROR_WITH(x.select(0, -3), "out of range");
   EXPECT_ERROR_WITH(x.slice(2, 0, 1), "dimension 2 out of range");
