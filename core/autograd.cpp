@@ -172,17 +172,32 @@ EnableGradGuard::~EnableGradGuard() {
   g_grad_enabled = prev_;
 }
 
-bool needs_grad(const std::vector<Tensor>& inputs) {
+void check_view_history(const Tensor& t, const char* op, const char* role) {
+  if (!g_grad_enabled || !t.defined() || t.requires_grad() || t.impl()->view_base.expired()) return;
+  const std::shared_ptr<TensorImpl> base = t.impl()->view_base.lock();
+  if (!base || !base->requires_grad) return;
+  const Tensor b(base);
+  ZT_FAIL(op ? op : "", op ? ": " : "", role, ", ", t.str(),
+          t.name().empty() ? "" : " '" + t.name() + "'", ", is a view of ", b.str(),
+          " made before that tensor required grad, while grad mode is on: the view has "
+          "no autograd history, so no gradient would reach the tensor through it. Make the view "
+          "after set_requires_grad(), or use a detach()ed view if no gradient should flow");
+}
+
+// Every input is looked at, not just up to the first that requires grad: a view without
+// history among them is an error (check_view_history).
+template <typename Tensors>
+static bool any_needs_grad(const Tensors& inputs) {
   if (!g_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  bool any = false;
+  for (const Tensor& t : inputs) any = needs_grad_of(t) || any;
+  return any;
+}
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  return any_needs_grad(inputs);
 }
 bool needs_grad(std::initializer_list<Tensor> inputs) {
-  if (!g_grad_enabled) return false;
-  for (const Tensor& t : inputs)
-    if (t.defined() && t.requires_grad()) return true;
-  return false;
+  return any_needs_grad(inputs);
 }
 
 Edge gradient_edge(const Tensor& t) {

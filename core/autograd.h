@@ -126,10 +126,18 @@ class EnableGradGuard {
 
 /// True if recording is on and any of `inputs` requires grad.
 bool needs_grad(std::initializer_list<Tensor> inputs);
-/// needs_grad of one input, for the hottest call sites (views, scalar ops): they test it
-/// before they build what record() takes (shape copies, closures, argument lists).
+/// Error, in grad mode, if `t` (requiring no grad) is a view made before the tensor it views
+/// required grad: it has no history, so used as an op's input, or written in place, it
+/// would carry no gradient to that tensor. needs_grad and the in-place writes call it; the
+/// error names `op` (may be null) and the tensor's `role` in it ("the source").
+void check_view_history(const Tensor& t, const char* op, const char* role);
+/// needs_grad of one input, for the hottest call sites (scalar ops): they test it before
+/// they build what record() takes (shape copies, closures, argument lists).
 inline bool needs_grad_of(const Tensor& a) {
-  return a.defined() && a.requires_grad() && grad_mode_enabled();
+  if (!a.defined() || !grad_mode_enabled()) return false;
+  if (a.requires_grad()) return true;
+  if (!a.impl()->view_base.expired()) check_view_history(a, nullptr, "an input");
+  return false;
 }
 bool needs_grad(const std::vector<Tensor>& inputs);
 

@@ -125,6 +125,11 @@ Tensor Tensor::make_view(const Shape& sizes, const Shape& strides, int64_t offse
   // it (or a view of it) in grad mode would go unseen. detach() and as_strided() clear it.
   impl->no_grad_view =
       impl_->no_grad_view || (impl_->requires_grad && !autograd::grad_mode_enabled());
+  // Of a tensor that requires no grad it has no history either: should that tensor require
+  // grad later, autograd refuses the view in grad mode where it is used (an op, a write),
+  // not where a view of it is made. detach() and as_strided() clear it.
+  if (!impl_->requires_grad)
+    impl->view_base = impl_->view_base.expired() ? impl_ : impl_->view_base.lock();
   return Tensor(std::move(impl));
 }
 
@@ -194,7 +199,7 @@ Tensor Tensor::view(const Shape& sizes) const {
     st = *vs;
   }
   Tensor out = make_view(target, st, offset());
-  if (!autograd::needs_grad_of(*this)) return out;
+  if (!requires_grad() || !autograd::grad_mode_enabled()) return out;
   Shape in_sizes = this->sizes();
   autograd::record("view", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].reshape(in_sizes)};
@@ -225,7 +230,7 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
     inv[d] = static_cast<int64_t>(i);
   }
   Tensor out = make_view(sz, st, offset());
-  if (!autograd::needs_grad_of(*this)) return out;
+  if (!requires_grad() || !autograd::grad_mode_enabled()) return out;
   autograd::record("permute", {*this}, {out}, [inv](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{g[0].permute(inv)};
   });
@@ -256,7 +261,7 @@ Tensor Tensor::slice(int64_t d, int64_t start, int64_t end, int64_t step) const 
   sz[d] = end > start ? (end - start - 1) / step + 1 : 0;
   st[d] *= step;
   Tensor out = make_view(sz, st, offset() + start * strides()[d]);
-  if (!autograd::needs_grad_of(*this)) return out;
+  if (!requires_grad() || !autograd::grad_mode_enabled()) return out;
   Shape in_sizes = sizes();
   DType dt = dtype();
   Device dev = device();
@@ -307,7 +312,7 @@ Tensor Tensor::expand(const Shape& sizes) const {
     st[i] = (cur == want) ? strides()[i - lead] : 0;
   }
   Tensor out = make_view(sz, st, offset());
-  if (!autograd::needs_grad_of(*this)) return out;
+  if (!requires_grad() || !autograd::grad_mode_enabled()) return out;
   Shape in_sizes = this->sizes();
   autograd::record("expand", {*this}, {out}, [in_sizes](const std::vector<Tensor>& g) {
     return std::vector<Tensor>{sum_to(g[0], in_sizes)};
@@ -514,12 +519,14 @@ Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offs
            " from element ", offset, " reach past the storage's ", capacity, " elements");
   Tensor out = make_view(sizes, strides, offset);
   out.impl_->no_grad_view = false;
+  out.impl_->view_base.reset();
   return out;
 }
 
 Tensor Tensor::detach() const {
   Tensor out = make_view(sizes(), strides(), offset());
   out.impl_->no_grad_view = false;
+  out.impl_->view_base.reset();
   return out;
 }
 

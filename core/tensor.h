@@ -71,6 +71,11 @@ struct TensorImpl {
   /// A view made under a NoGradGuard of a tensor that requires grad (or a view of such a
   /// view): an in-place write to it with grad mode on is an error, as in PyTorch.
   bool no_grad_view = false;
+  /// For a view made of a tensor that required no grad then (of the first such tensor of a
+  /// chain of views, as PyTorch's base): that tensor. The view has no history, so should
+  /// the tensor require grad later, autograd refuses the view in grad mode, where it would
+  /// carry no gradient to it.
+  std::weak_ptr<TensorImpl> view_base;
   std::shared_ptr<TensorExtra> extra;
 };
 
@@ -156,6 +161,7 @@ class Tensor {
   bool requires_grad() const { return meta().requires_grad; }
   /// Marks a leaf as requiring grad (error on non-leaves). A backward takes a leaf's
   /// gradient only while it requires grad: one frozen after a forward gets none from it.
+  /// Views made before it required grad have no history: grad mode refuses them.
   const Tensor& set_requires_grad(bool r = true) const;
   bool is_leaf() const;
   Tensor grad() const;

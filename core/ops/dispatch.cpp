@@ -87,6 +87,7 @@ void check_write_of(const char* op, const Tensor& dst, std::initializer_list<Ten
            "on (a view created in no-grad mode modified in place with grad mode enabled); "
            "autograd would not see the tensor change. Write under a NoGradGuard too, or to a "
            "view made in grad mode, or to a detach()ed view if the change is meant");
+  autograd::check_view_history(dst, op, "the tensor written to");
   for (int64_t d = 0; d < dst.dim(); ++d)
     ZT_CHECK(dst.sizes()[d] <= 1 || dst.strides()[d] != 0, op, ": the tensor written to, ",
              dst.str(), ", has several elements in one memory location (dim ", d,
@@ -98,6 +99,7 @@ void check_write_of(const char* op, const Tensor& dst, std::initializer_list<Ten
              " requires grad, while grad mode is on; autograd does not record in-place writes, "
              "so its gradient would be lost. Build the result out of place (cat, stack, where, "
              "add, ...), or write src.detach() if no gradient should flow to it");
+    autograd::check_view_history(src, op, "the source");
     // Overlap, as PyTorch judges it: two dense tensors (each a permutation of one
     // contiguous block) in one storage must be the same elements in the same layout or
     // apart; elementwise kernels read and write in an order that a partial overlap (x and

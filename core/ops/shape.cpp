@@ -267,9 +267,13 @@ std::vector<Tensor> split_lengths(const Tensor& x, const std::vector<int64_t>& l
   // Views with no history (one node records them all), but flagged as a view of x made
   // here would be: under a NoGradGuard, of an x that requires grad, a write to a piece in
   // grad mode is refused as it is for x.narrow().
-  const Tensor base = x.detach();
-  base.impl()->no_grad_view =
-      x.impl()->no_grad_view || (x.requires_grad() && !autograd::grad_mode_enabled());
+  // Of an x that requires no grad they are views of x itself, which a later
+  // set_requires_grad on x makes views without history (refused in grad mode).
+  Tensor base = x;
+  if (x.requires_grad()) {
+    base = x.detach();
+    base.impl()->no_grad_view = x.impl()->no_grad_view || !autograd::grad_mode_enabled();
+  }
   std::vector<Tensor> out;
   std::vector<int64_t> starts;
   int64_t start = 0;
