@@ -498,6 +498,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
 
 Tensor Tensor::as_strided(const Shape& sizes, const Shape& strides, int64_t offset) const {
   ZT_CHECK(has_storage(), "as_strided: the tensor has no storage");
+  // It records no history (PyTorch's does): the view would carry no gradient to the tensor.
+  ZT_CHECK(!requires_grad() || !autograd::grad_mode_enabled(), "as_strided: ", str(),
+           " requires grad, while grad mode is on; as_strided records no autograd history, so "
+           "no gradient would reach it through the view. Use view, narrow, select, permute or "
+           "expand, or as_strided of a detach()ed tensor if no gradient should flow");
   ZT_CHECK(sizes.size() == strides.size(), "as_strided: ", sizes.size(), " sizes but ",
            strides.size(), " strides");
   int64_t last = offset;  // the furthest element the view reaches

@@ -44,3 +44,20 @@ TEST(AutogradViews, AViewMadeBeforeItsTensorRequiredGradIsRefusedInGradMode) {
   a.set_requires_grad(false);
   EXPECT_TRUE(values_are(mul(b, 2.0), {2, 4, 6, 8, 10, 12}));
 }
+
+TEST(AutogradViews, AsStridedOfATensorThatRequiresGradIsRefusedInGradMode) {
+  // zt's as_strided records no history (it is for buffers and gradients); PyTorch's is
+  // differentiable. Of a tensor that requires grad, in grad mode, the view would carry no
+  // gradient to it, with no error: refused.
+  Tensor x = leaf({1, 2, 3, 4, 5, 6});
+  EXPECT_TRUE(throws_with(
+      [&] {
+        (void)x.as_strided({2, 2}, {1, 2}, 1);
+      },
+      "as_strided: f64[6] cpu requires grad, while grad mode is on"));
+  EXPECT_TRUE(throws_with([&] { (void)mul(x, 2.0).as_strided({2}, {1}, 0); }, "as_strided"));
+  // Of a detach()ed tensor, or under a NoGradGuard, it says no gradient should flow.
+  EXPECT_TRUE(values_are(x.detach().as_strided({2, 2}, {1, 2}, 1), {2, 4, 3, 5}));
+  autograd::NoGradGuard no_grad;
+  EXPECT_TRUE(values_are(x.as_strided({3}, {2}, 0), {1, 3, 5}));
+}
