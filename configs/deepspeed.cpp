@@ -17,6 +17,7 @@
 #include <sstream>
 #include <type_traits>
 
+#include "configs/hjson.h"
 #include "configs/zero_sections.h"
 #include "core/ascii.h"
 #include "core/error.h"
@@ -286,93 +287,12 @@ void read_scheduler(Section sc, TrainConfig& t, TakeOver& take,
 
 }  // namespace
 
-// hjson's syntax in the terms of the YAML reader that parses the DeepSpeed config: comments
-// blanked out (newlines kept, so errors keep their lines and columns) where they are not inside a
-// string, and a comma put after a member or element that a line break alone separates from the
-// next (hjson reads the break as one; YAML's flow syntax needs the comma). YAML takes trailing
-// commas as they are and refuses a key given twice. A key without quotes or a blank after its
-// ':' ({lr:0.1}), which hjson reads as a key and its value and YAML as one key, is an error at
-// its line and column.
-static std::string hjson_as_yaml(const std::string& text, const std::string& path) {
-  std::string out = text;
-  std::vector<char> open;      // the enclosing '{' and '['
-  char last = 0;               // the last character outside comments and blanks
-  size_t last_at = 0;          // and where it is
-  bool line_break = false;     // since `last`
-  bool at_key = false;         // the next character starts an object's key
-  std::vector<size_t> commas;  // where a comma goes in
-  auto blank = [&](size_t at) {
-    return at >= out.size() || std::isspace(static_cast<unsigned char>(out[at]));
-  };
-  for (size_t i = 0; i < out.size(); ++i) {
-    const char c = out[i];
-    if (c == '\n') line_break = true;
-    if (blank(i)) continue;
-    const char next = i + 1 < out.size() ? out[i + 1] : '\0';
-    if (c == '#' || (c == '/' && next == '/')) {
-      for (; i + 1 < out.size() && out[i + 1] != '\n'; ++i) out[i] = ' ';
-      out[i] = ' ';
-      continue;
-    }
-    if (c == '/' && next == '*') {
-      const size_t end = out.find("*/", i + 2);
-      const size_t stop = end == std::string::npos ? out.size() : end + 2;
-      for (; i < stop; ++i)
-        if (out[i] == '\n')
-          line_break = true;
-        else
-          out[i] = ' ';
-      --i;
-      continue;
-    }
-    if (line_break && !open.empty() && last != 0 && std::strchr("{[,:", last) == nullptr &&
-        std::strchr(",}]:", c) == nullptr) {
-      commas.push_back(last_at + 1);
-      at_key = open.back() == '{';
-    }
-    line_break = false;
-    if (c == '"') {
-      size_t j = i + 1;
-      for (; j < out.size() && out[j] != '"'; ++j)
-        if (out[j] == '\\') ++j;
-      at_key = false;
-      last = '"';
-      i = last_at = std::min(j, out.size() - 1);
-      continue;
-    }
-    if (at_key && c != '}') {
-      size_t colon = i;
-      while (!blank(colon) && std::strchr(":,{}[]", out[colon]) == nullptr) ++colon;
-      if (colon < out.size() && out[colon] == ':' && !blank(colon + 1)) {
-        size_t end = colon;
-        while (!blank(end) && std::strchr(",{}[]", out[end]) == nullptr) ++end;
-        const size_t line_at = text.rfind('\n', i) + 1;  // 0 on the first line
-        const std::string key = text.substr(i, colon - i);
-        throw Error(path + ":" +
-                    std::to_string(std::count(text.begin(), text.begin() + i, '\n') + 1) + ":" +
-                    std::to_string(i - line_at + 1) + ": the key '" + key +
-                    "' is followed by ':' without a blank: hjson (DeepSpeed's reader) reads a key "
-                    "and its value there, zt's reader one key '" +
-                    text.substr(i, end - i) + "'; write \"" + key + "\": or " + key +
-                    ": (a blank after the ':')");
-      }
-    }
-    at_key = c == '{' || (c == ',' && !open.empty() && open.back() == '{');
-    if (c == '{' || c == '[') open.push_back(c);
-    if ((c == '}' || c == ']') && !open.empty()) open.pop_back();
-    last = c;
-    last_at = i;
-  }
-  for (auto it = commas.rbegin(); it != commas.rend(); ++it) out.insert(*it, 1, ',');
-  return out;
-}
-
 std::string read_deepspeed_file(const std::string& path) {
   return read_config_text(path, "DeepSpeed config");
 }
 
 Node parse_deepspeed_text(const std::string& text, const std::string& path) {
-  const Node root = parse_yaml_value(hjson_as_yaml(text, path), path, /*json=*/true);
+  const Node root = parse_yaml_value(detail::hjson_as_yaml(text, path), path, /*json=*/true);
   std::error_code ec;  // read from standard input, a pipe or a FIFO: one reader gets the text
   const bool stream =
       std::filesystem::exists(path, ec) && !std::filesystem::is_regular_file(path, ec);

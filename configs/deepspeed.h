@@ -17,9 +17,10 @@ namespace zt::config {
 /// The file's text as it is (a checkpoint records it); an error naming it if unreadable.
 std::string read_deepspeed_file(const std::string& path);
 /// Parses a DeepSpeed config's `text` (read_deepspeed_file) as DeepSpeed does (with hjson):
-/// JSON, plus `#`, `//` and `/* */` comments, trailing commas and a line break in place of the
-/// comma between two members; a key given twice is an error, and so is a key without quotes and
-/// without a blank after its ':' (hjson's {lr:0.1}), at its line and column. Messages name `path`.
+/// JSON, plus `#`, `//` and `/* */` comments, trailing commas, a line break in place of the
+/// comma between two members, and single-quoted and '''multi-line''' strings; a key given twice is
+/// an error, and so is a key without quotes and without a blank after its ':' (hjson's {lr:0.1}),
+/// at its line and column. Messages name `path`.
 Node parse_deepspeed_text(const std::string& text, const std::string& path);
 
 /// Applies the train keys of the DeepSpeed config `ds` (parse_deepspeed_text) to `c`, parsed from
