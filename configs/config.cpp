@@ -4,6 +4,7 @@
 // file, line and key path per node), and everything else reads that.
 #include "configs/config.h"
 #include "configs/node_data.h"
+#include "configs/yaml_text.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -21,8 +22,12 @@
 
 namespace zt::config {
 
+using detail::first_control;
+using detail::first_invalid_utf8;
 using detail::join_path;
 using detail::NodeData;
+using detail::place;
+using detail::tab_indented_line;
 using detail::throw_at;
 
 void detail::throw_at(const std::string& where, const std::string& path, const std::string& msg) {
@@ -50,10 +55,11 @@ constexpr int64_t kMaxValues = 100'000;
 constexpr int kMaxDepth = 64;
 
 // Converts a yaml-cpp subtree at nesting `depth`. `line_override` >= 0 forces the line
-// (overrides). `values` counts the values converted so far, against kMaxValues.
+// (overrides). `values` counts the values converted so far, against kMaxValues. `text`, the
+// YAML parsed, tells a value that is tags or anchors alone, which reads as no value.
 std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
                                   const std::string& path, int line_override, int64_t& values,
-                                  int depth = 0) {
+                                  int depth = 0, const std::string* text = nullptr) {
   auto at = [&] { return location(file, y.Mark().line >= 0 ? y.Mark().line + 1 : 0); };
   if (++values > kMaxValues)
     throw_at(at(), path,
@@ -72,16 +78,20 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
     case YAML::NodeType::Undefined:
     case YAML::NodeType::Null:
       d->kind = Node::Kind::null;
+      if (text && m.pos >= 0) d->alone = detail::tags_and_anchors_alone(*text, m.pos);
       break;
     case YAML::NodeType::Scalar:
       d->kind = Node::Kind::scalar;
       d->text = y.Scalar();
+      if (d->text.empty() && text && m.pos >= 0)  // "lr: !!float" is an empty scalar
+        if (d->alone = detail::tags_and_anchors_alone(*text, m.pos); !d->alone.empty())
+          d->kind = Node::Kind::null;
       break;
     case YAML::NodeType::Sequence:
       d->kind = Node::Kind::sequence;
       for (size_t i = 0; i < y.size(); ++i)
         d->seq.push_back(convert(y[i], file, join_path(path, std::to_string(i)), line_override,
-                                 values, depth + 1));
+                                 values, depth + 1, text));
       break;
     case YAML::NodeType::Map: {
       d->kind = Node::Kind::map;
@@ -94,7 +104,9 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
           throw_at(location(file, kv.first.Mark().line + 1), join_path(path, key),
                    "duplicate key (first given at line " + std::to_string(first->second) + ")");
         auto child =
-            convert(kv.second, file, join_path(path, key), line_override, values, depth + 1);
+            convert(kv.second, file, join_path(path, key), line_override, values, depth + 1, text);
+        // An alias's place is its anchor's, before the key: what is written there is not its.
+        if (kv.second.Mark().pos < kv.first.Mark().pos) child->alone.clear();
         // A block mapping or list starts on the line after its key: point at the key.
         if (line_override < 0 && kv.first.Mark().line >= 0) child->line = kv.first.Mark().line + 1;
         lines.emplace(key, child->line);
@@ -104,70 +116,6 @@ std::shared_ptr<NodeData> convert(const YAML::Node& y, const std::string& file,
     }
   }
   return d;
-}
-
-// Line `error` (1-based) or the one before it, whichever has a tab in its indentation
-// (the line before first), or 0.
-int tab_indented_line(const std::string& text, int error) {
-  int line = 1;
-  for (size_t at = 0; at < text.size() && line <= error; ++line) {
-    size_t end = text.find('\n', at);
-    if (end == std::string::npos) end = text.size();
-    if (line >= error - 1)
-      for (size_t i = at; i < end && (text[i] == ' ' || text[i] == '\t'); ++i)
-        if (text[i] == '\t') return line;
-    at = end + 1;
-  }
-  return 0;
-}
-
-// The offset of the first byte of `text` that does not start (or continue) a valid UTF-8
-// sequence, or npos. (Overlong forms and surrogates count as invalid, as in JSON.)
-size_t first_invalid_utf8(const std::string& text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  for (size_t i = 0; i < text.size();) {
-    const unsigned c = s[i];
-    size_t n = 0;
-    unsigned min = 0, code = 0;
-    if (c < 0x80)
-      n = 1;
-    else if ((c & 0xE0) == 0xC0)
-      n = 2, min = 0x80, code = c & 0x1F;
-    else if ((c & 0xF0) == 0xE0)
-      n = 3, min = 0x800, code = c & 0x0F;
-    else if ((c & 0xF8) == 0xF0)
-      n = 4, min = 0x10000, code = c & 0x07;
-    else
-      return i;
-    if (i + n > text.size()) return i;
-    for (size_t k = 1; k < n; ++k) {
-      if ((s[i + k] & 0xC0) != 0x80) return i;
-      code = (code << 6) | (s[i + k] & 0x3F);
-    }
-    if (n > 1 && (code < min || code > 0x10FFFF || (code >= 0xD800 && code <= 0xDFFF))) return i;
-    i += n;
-  }
-  return std::string::npos;
-}
-
-// The offset of the first control character of UTF-8 `text` that YAML does not allow (all
-// but tab, line feed and carriage return; U+0080 to U+009F but U+0085), or npos. (DEL,
-// which yaml-cpp writes unescaped when it saves a config, is let through.)
-size_t first_control(const std::string& text) {
-  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
-  for (size_t i = 0; i < text.size(); ++i) {
-    if (s[i] < 0x20 && s[i] != '\t' && s[i] != '\n' && s[i] != '\r') return i;
-    if (s[i] == 0xC2 && i + 1 < text.size() && s[i + 1] <= 0x9F && s[i + 1] != 0x85) return i;
-  }
-  return std::string::npos;
-}
-
-// "source:line:column" of byte `at` of `text`.
-std::string place(const std::string& text, size_t at, const std::string& source) {
-  const size_t nl = at == 0 ? std::string::npos : text.rfind('\n', at - 1);
-  const size_t column = nl == std::string::npos ? at : at - nl - 1;
-  return source + ":" + std::to_string(std::count(text.begin(), text.begin() + at, '\n') + 1) +
-         ":" + std::to_string(column + 1);
 }
 
 // `json`: the text is JSON (a DeepSpeed config), which may indent with tabs.
@@ -301,9 +249,11 @@ void Node::fail(const std::string& msg) const {
 
 const std::string& Node::scalar() const {
   if (kind() != Kind::scalar)
-    fail(std::string("expected a single value, got a ") + (kind() == Kind::map        ? "mapping"
-                                                           : kind() == Kind::sequence ? "list"
-                                                                                      : "null"));
+    fail(std::string("expected a single value, got ") + (kind() == Kind::map        ? "a mapping"
+                                                         : kind() == Kind::sequence ? "a list"
+                                                         : d_->alone.empty()
+                                                             ? "a null"
+                                                             : "only " + d_->alone));
   return d_->text;
 }
 
@@ -405,7 +355,7 @@ std::string yaml_quoted(const std::string& text) {
 Node parse_yaml(const std::string& text, const std::string& source) {
   YAML::Node y = parse_text(text, source);
   int64_t values = 0;
-  auto d = convert(y, source, "", -1, values);
+  auto d = convert(y, source, "", -1, values, 0, &text);
   if (d->kind == Node::Kind::null || (d->kind == Node::Kind::map && d->map.empty()))
     throw Error(source +
                 ": the config is empty (no keys: only blank lines, comments or {}); write the "
@@ -417,7 +367,7 @@ Node parse_yaml(const std::string& text, const std::string& source) {
 
 Node parse_yaml_value(const std::string& text, const std::string& source, bool json) {
   int64_t values = 0;
-  return Node(convert(parse_text(text, source, json), source, "", -1, values));
+  return Node(convert(parse_text(text, source, json), source, "", -1, values, 0, &text));
 }
 
 Override::Override(std::string assignment)

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "configs/yaml_text.h"
 #include "core/error.h"
 
 namespace zt::config::detail {
@@ -20,13 +21,6 @@ struct Edit {
   size_t at = 0, length = 0;
   std::string with;
 };
-
-// "path:line:column" of byte `at` of `text`.
-std::string place(const std::string& text, size_t at, const std::string& path) {
-  const size_t line_at = at == 0 ? 0 : text.rfind('\n', at - 1) + 1;  // npos + 1 is 0
-  return path + ":" + std::to_string(std::count(text.begin(), text.begin() + at, '\n') + 1) + ":" +
-         std::to_string(at - line_at + 1);
-}
 
 // The single-quoted hjson string at `at` (not a ''' one) as a YAML double-quoted string: hjson
 // takes JSON's escapes there, and \' for the quote. Sets `end` to its closing quote.

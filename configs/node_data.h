@@ -13,7 +13,9 @@ namespace zt::config::detail {
 
 struct NodeData {
   Node::Kind kind = Node::Kind::null;
-  std::string text;  // scalar text
+  std::string text;   // scalar text
+  std::string alone;  // null: the tags or anchors written in place of a value, said
+                      // ("the tag '!!float'"), or ""
   std::vector<std::pair<std::string, std::shared_ptr<NodeData>>> map;
   std::vector<std::shared_ptr<NodeData>> seq;
   std::string file;

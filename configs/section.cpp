@@ -70,15 +70,17 @@ Node Section::take(const std::string& key) {
   if (!node_ || node_.is_null()) return Node();
   Node n = node_.get(key);
   if (!n) return Node();
-  if (n.is_null())
-    n.fail("the key has no value; give one (" + key +
-           ": ...) or delete the line to keep the default");
+  if (n.is_null()) {
+    const std::string& alone = n.data()->alone;  // "lr: !!float": only a tag
+    n.fail("the key has no value" + (alone.empty() ? "" : ", only " + alone) + "; give one (" +
+           key + ": ...) or delete the line to keep the default");
+  }
   return n;
 }
 
 Node Section::take_or_null(const std::string& key) {
   if (node_ && node_.is_map())
-    if (Node n = node_.get(key); n && n.is_null()) {
+    if (Node n = node_.get(key); n && n.is_null() && n.data()->alone.empty()) {
       known_->push_back(key);
       return Node();
     }
