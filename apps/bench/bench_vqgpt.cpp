@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "apps/bench/bench.h"
+#include "apps/common/app_cli.h"
 #include "apps/common/cli_checks.h"
 #include "apps/common/train_util.h"
 #include "apps/vqgpt/vqgpt_app.h"
@@ -122,7 +123,10 @@ ZT_BENCH(vqgpt, "vqgpt tokens/s, tokenizer share, ZeRO-3 vs replicated DP (N=1,2
   std::vector<config::Override> overrides(sets.begin(), sets.end());
   if (!device_name.empty())
     overrides.push_back({"train.device=" + device_name, "--device " + device_name});
-  const config::AppConfig cfg = config::load_app_config(config_path, overrides, config::App::vqgpt);
+  // As the apps: under mpirun a config on standard input reaches rank 0 alone, which sends it
+  // on, and one that does not load is one error, printed by rank 0.
+  const config::AppConfig cfg =
+      zt::app::load_config_on_ranks(config_path, overrides, config::App::vqgpt);
   const Device device = Device::parse(cfg.train.device);
   if (cfg.train.cuda_graph) {
     std::fprintf(stderr,

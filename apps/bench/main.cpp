@@ -248,7 +248,10 @@ int main(int argc, char** argv) {
   try {
     return reg[first].fn(args);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "zt-bench %s: %s\n", argv[1], e.what());
+    // An error every rank of an mpirun job raised together is printed by rank 0 alone.
+    const auto* agreed = dynamic_cast<const zt::comm::AgreedError*>(&e);
+    if (!agreed || agreed->rank() == 0 || !zt::comm::under_mpirun())
+      std::fprintf(stderr, "zt-bench %s: %s\n", argv[1], e.what());
     return 1;
   }
 }

@@ -101,6 +101,32 @@ inline std::vector<OptionValue> given_options(const CLI::App& command) {
   return given;
 }
 
+/// Loads the config at `path` with `sets` for `kind` in every process: under mpirun one that
+/// does not load on some process is an error on every process (comm::AgreedError), reported
+/// once, by rank 0 (agree_before_launch); a config that is no regular file (standard input, a
+/// pipe, a FIFO) is read by rank 0 and sent to every process.
+inline config::AppConfig load_config_on_ranks(const std::string& path,
+                                              const std::vector<config::Override>& sets,
+                                              config::App kind) {
+  config::AppConfig cfg;
+  std::exception_ptr bad_config;
+  try {
+    // mpirun gives its standard input to rank 0 alone (the others read /dev/null), and a pipe
+    // or FIFO gives its text to one reader. Each reads a regular file itself (run_on_ranks's
+    // check_same_config compares what they read).
+    std::error_code ec;
+    const bool stream = !std::filesystem::is_regular_file(path, ec);
+    const std::string rank0s =
+        comm::read_on_rank0([&] { return stream ? config::read_app_config_text(path) : ""; });
+    cfg = config::load_app_config_text(stream ? rank0s : config::read_app_config_text(path), path,
+                                       sets, kind);
+  } catch (...) {
+    bad_config = std::current_exception();
+  }
+  comm::agree_before_launch(bad_config);
+  return cfg;
+}
+
 /// Loads the config (with c.sets and extra_sets applied) for `kind` (one that does not load
 /// on some process of an mpirun job is reported once, by rank 0: agree_before_launch),
 /// prints what runs on rank 0, checks that every rank runs the same command with the same
@@ -117,24 +143,7 @@ inline int run_on_ranks(
     sets.push_back(
         {"deepspeed_config=" + config::yaml_quoted(c.deepspeed), "--deepspeed " + c.deepspeed});
   sets.insert(sets.end(), extra_sets.begin(), extra_sets.end());
-  // Under mpirun every process reads the config: a bad one is reported once, by rank 0.
-  config::AppConfig cfg;
-  std::exception_ptr bad_config;
-  try {
-    // mpirun gives its standard input to rank 0 alone (the others read /dev/null), and a pipe
-    // or FIFO gives its text to one reader: a config that is no regular file is read by rank 0
-    // and sent to every process. Each reads a regular file itself (check_same_config compares
-    // what they read).
-    std::error_code ec;
-    const bool stream = !std::filesystem::is_regular_file(c.config, ec);
-    const std::string rank0s =
-        comm::read_on_rank0([&] { return stream ? config::read_app_config_text(c.config) : ""; });
-    cfg = config::load_app_config_text(stream ? rank0s : config::read_app_config_text(c.config),
-                                       c.config, sets, kind);
-  } catch (...) {
-    bad_config = std::current_exception();
-  }
-  comm::agree_before_launch(bad_config);
+  const config::AppConfig cfg = load_config_on_ranks(c.config, sets, kind);
   // A config piped in (/dev/stdin, a shell's <(...)) leads to no path: named as given.
   std::error_code ec;
   std::string resolved = std::filesystem::weakly_canonical(c.config, ec).string();

@@ -199,6 +199,12 @@ if(ZT_MPIRUN)
   zt_mpirun_stdin_test(deepspeed_stdin 1
     "rank 1: /dev/stdin: the DeepSpeed config is empty.*under mpirun, standard input reaches rank 0 alone"
     ${_ds_json} ${_vqtok} plan ${_cfg} --steps 1 --deepspeed /dev/stdin)
+  # zt-bench vqgpt reads its config as the apps do (rank 1 failed with "the config is empty").
+  if(TARGET zt-bench)
+    zt_mpirun_stdin_test(bench_config_stdin 0 "\"bench\":\"vqgpt\".*\"ranks\":2"
+      ${PROJECT_SOURCE_DIR}/configs/vqgpt_tiny.yaml
+      $<TARGET_FILE:zt-bench> vqgpt --config /dev/stdin --warmup 0 --steps 1)
+  endif()
   # --ranks against mpirun's process count: every rank sees the same conflict, so it is one
   # error, printed once by rank 0, with no MPI_Abort.
   zt_mpirun_app_test(ranks_conflict "vqtok: error: launch: --ranks 3 conflicts with the 2 processes" ON
