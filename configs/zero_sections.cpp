@@ -88,6 +88,12 @@ void read_offload_optimizer(Section o, zero::OffloadOptimizer& out,
     o.fail("device", "unknown offload device '" + device + "'; use cpu or none");
   if (ratio != 1.0 && device == "cpu")
     o.fail("ratio", "partial offload is not supported by zt; remove ratio or set it to 1.0");
+  // DeepSpeed's default device is none: pin_memory alone turns no offload on.
+  for (const auto& [key, set] : {std::pair{"pin_memory", out.pin_memory}, {"ratio", ratio != 1.0}})
+    if (Node n = o.node() ? o.node().get(key) : Node(); n && set && device == "none")
+      warnings.push_back(n.where() + ": " + n.path() +
+                         ": has no effect with offload_optimizer.device none (nothing is "
+                         "offloaded); set device: cpu to offload the optimizer state");
   out.device = device == "cpu" ? zero::OffloadDevice::kCpu : zero::OffloadDevice::kNone;
 }
 
