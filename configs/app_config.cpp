@@ -247,6 +247,8 @@ void note_inapplicable(const Node& root, AppConfig& c, App app) {
   note(training, "train", "min_lr", has_lr_floor(t.schedule),
        "with schedule " + sched + " (it is the floor of cosine and linear)");
   note(training, "train", "trace_steps", !t.trace.empty(), "without train.trace");
+  note(training, "train", "keep_checkpoints", t.checkpoint_every > 0,
+       "with train.checkpoint_every 0 (no checkpoint is written)");
   for (const char* key : {"tf32", "cudnn_benchmark", "cudnn_deterministic", "gemm_benchmark"})
     note(general, "train", key, t.device == "cuda",
          "on device " + t.device + " (it sets the GPU's libraries)");
