@@ -19,8 +19,9 @@ std::string read_deepspeed_file(const std::string& path);
 /// Parses a DeepSpeed config's `text` (read_deepspeed_file) as DeepSpeed does (with hjson):
 /// JSON, plus `#`, `//` and `/* */` comments, trailing commas, a line break in place of the
 /// comma between two members, and single-quoted and '''multi-line''' strings; a key given twice is
-/// an error, and so is a key without quotes and without a blank after its ':' (hjson's {lr:0.1}),
-/// at its line and column. Messages name `path`.
+/// an error, and so are, at their line and column, a key without quotes and without a blank after
+/// its ':' (hjson's {lr:0.1}) and a value without quotes that the line goes on after (hjson reads
+/// it to the end of the line, a comment or comma included). Messages name `path`.
 Node parse_deepspeed_text(const std::string& text, const std::string& path);
 
 /// Applies the train keys of the DeepSpeed config `ds` (parse_deepspeed_text) to `c`, parsed from

@@ -101,6 +101,48 @@ std::string multi_line(const std::string& text, size_t at, const std::string& pa
   return out + "\"";
 }
 
+// Whether hjson reads `s` (blanks trimmed) as a number: JSON's numbers.
+bool hjson_number(const std::string& s) {
+  size_t i = !s.empty() && s[0] == '-' ? 1 : 0;
+  auto digits = [&] {
+    const size_t from = i;
+    while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i;
+    return i > from;
+  };
+  if (i < s.size() && s[i] == '0')
+    ++i;
+  else if (!digits())
+    return false;
+  if (i < s.size() && s[i] == '.' && (++i, !digits())) return false;
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    if (++i < s.size() && (s[i] == '+' || s[i] == '-')) ++i;
+    if (!digits()) return false;
+  }
+  return i == s.size();
+}
+
+// hjson reads a value without quotes at `at` to the end of its line, unless what stands before
+// a ',', '}', ']' or comment there is a number, true, false or null; zt's reader stops at the
+// first of those. Where the two would read different values, an error saying to quote it.
+void check_unquoted(const std::string& text, size_t at, const std::string& path) {
+  const size_t eol = std::min(text.find_first_of("\r\n", at), text.size());
+  size_t p = at;
+  while (p < eol && std::strchr(",}]#", text[p]) == nullptr &&
+         !(text[p] == '/' && p + 1 < eol && (text[p + 1] == '/' || text[p + 1] == '*')))
+    ++p;
+  if (p == eol) return;
+  auto trimmed = [&](size_t end) {
+    const size_t b = text.find_first_not_of(" \t", at), e = text.find_last_not_of(" \t", end - 1);
+    return b < end && e != std::string::npos && e >= b ? text.substr(b, e - b + 1) : "";
+  };
+  const std::string value = trimmed(p);
+  if (value == "true" || value == "false" || value == "null" || hjson_number(value)) return;
+  throw Error(place(text, at, path) + ": the value '" + value +
+              "' has no quotes and its line goes on: hjson (DeepSpeed's reader) reads such a "
+              "value to the end of its line, comments and commas included ('" +
+              trimmed(eol) + "'), zt's reader up to the first; quote it (\"" + value + "\")");
+}
+
 }  // namespace
 
 // Comments are blanked out (newlines kept, so errors keep their lines and columns) where they
@@ -164,6 +206,8 @@ std::string hjson_as_yaml(const std::string& text, const std::string& path) {
       i = last_at = std::min(j, out.size() - 1);
       continue;
     }
+    const bool value = last == ':' || (!at_key && !open.empty() && open.back() == '[');
+    if (starts && value && std::strchr("{[]},:", c) == nullptr) check_unquoted(text, i, path);
     if (at_key && c != '}') {
       size_t colon = i;
       while (!blank(colon) && std::strchr(":,{}[]", out[colon]) == nullptr) ++colon;

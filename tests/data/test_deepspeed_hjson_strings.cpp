@@ -53,5 +53,31 @@ TEST(DeepSpeedHjsonStrings, AnOpenStringIsNamedAtItsLineAndColumn) {
   EXPECT_NE(msg.find("not closed"), std::string::npos) << msg;
 }
 
+// hjson reads a value without quotes to the end of its line unless it is a number, true, false
+// or null: 'linear # c' is the value there (DeepSpeed then warms up logarithmically, as it
+// does for a warmup_type it does not know), where zt's reader would stop at the comment.
+TEST(DeepSpeedHjsonStrings, AValueWithoutQuotesThatTheLineContinuesIsNamed) {
+  for (const char* rest : {" # linear, not log", ", \"x\": 1", " // c", " /* c */"}) {
+    SCOPED_TRACE(rest);
+    const std::string msg = error_of([&] {
+      parse_deepspeed_text(std::string("{\n  \"warmup_type\": linear") + rest + "\n}", "d.json");
+    });
+    EXPECT_NE(msg.find("d.json:2:18: the value 'linear' has no quotes"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("quote it"), std::string::npos) << msg;
+  }
+  const std::string in_list =
+      error_of([] { parse_deepspeed_text("{\"betas\": [low, 0.9]}", "d.json"); });
+  EXPECT_NE(in_list.find("d.json:1:12: the value 'low' has no quotes"), std::string::npos)
+      << in_list;
+  // Numbers, true, false and null end where hjson ends them; a value alone on its line reads
+  // the same either way.
+  const Node n = parse_deepspeed_text(
+      "{\n  a: 0.5 # c\n  b: true, c: null, d: [1, -2e3]\n  e: linear\n  f: 'x' # c\n}", "d.json");
+  EXPECT_EQ(n.get("a").scalar(), "0.5");
+  EXPECT_EQ(n.get("b").scalar(), "true");
+  EXPECT_EQ(n.get("e").scalar(), "linear");
+  EXPECT_EQ(n.get("f").scalar(), "x");
+}
+
 }  // namespace
 }  // namespace zt::config
