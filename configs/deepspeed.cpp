@@ -21,6 +21,7 @@
 #include "configs/zero_sections.h"
 #include "core/ascii.h"
 #include "core/error.h"
+#include "core/plural.h"
 
 namespace zt::config {
 
@@ -452,8 +453,8 @@ void check_world_size(const AppConfig& c, int world_size) {
                                                     : std::string("more than 2^63"));
   const int64_t per_rank = c.train.batch * world_size;
   if (c.train_batch_size % per_rank == 0)
-    os << "; on " << world_size
-       << " ranks set gradient_accumulation_steps: " << c.train_batch_size / per_rank;
+    os << "; on " << counted(world_size, "rank")
+       << " set gradient_accumulation_steps: " << c.train_batch_size / per_rank;
   else
     os << "; change train_batch_size or the number of ranks";
   throw Error(os.str());
