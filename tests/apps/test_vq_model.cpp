@@ -410,3 +410,27 @@ TEST(VqModel, ActionableErrors) {
       },
       "expected codes (B, T', h, w) or image codes (B, h, w), got"));
 }
+
+// An empty batch (no clips, or clips of no frames or no pixels) is refused by encode by
+// name, not deep inside the quantizer's nearest-code search ("cat: needs at least one
+// tensor") or a convolution's view of the repeated frames.
+TEST(VqModel, AnEmptyBatchIsRefusedByName) {
+  manual_seed(6);
+  vq::VqModel model(tiny());
+  model.eval();
+  autograd::NoGradGuard ng;
+  const std::vector<std::pair<Shape, std::string>> empties = {{{0, 4, 3, 16, 16}, "B = 0"},
+                                                              {{0, 3, 16, 16}, "B = 0"},
+                                                              {{2, 0, 3, 16, 16}, "T = 0"},
+                                                              {{1, 4, 3, 0, 16}, "H = 0"},
+                                                              {{1, 3, 16, 0}, "W = 0"}};
+  for (const auto& [shape, which] : empties)
+    EXPECT_TRUE(test::throws_with(
+        [&] { model.encode(zeros(shape)); },
+        "VqModel::encode: the batch " + shape_str(shape) + " is empty (" + which + ")"));
+  EXPECT_TRUE(test::throws_with(
+      [&] {
+        model.call({zeros({0, 4, 3, 16, 16})});
+      },
+      "VqModel::encode: the batch [0, 4, 3, 16, 16] is empty (B = 0)"));
+}

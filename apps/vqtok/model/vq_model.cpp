@@ -35,6 +35,12 @@ EncodeResult VqModel::encode(const Tensor& video) {
            "VqModel::encode: expected a video (B, T, C, H, W) or an image (B, C, H, W), got ",
            shape_str(video.sizes()));
   const bool image = video.dim() == 4;
+  // An empty batch would reach the quantizer's nearest-code search with no latents.
+  const char* axes = image ? "BCHW" : "BTCHW";
+  for (int64_t d = 0; d < video.dim(); ++d)
+    ZT_CHECK(video.size(d) > 0, "VqModel::encode: the batch ", shape_str(video.sizes()),
+             " is empty (", axes[d], " = 0): there is nothing to encode; give at least one ",
+             image ? "image of at least 1x1 pixels" : "clip of at least one frame of 1x1 pixels");
   Tensor x = video;
   if (image) {
     ZT_CHECK(video.size(1) == cfg_.in_channels, "VqModel::encode: image ", shape_str(video.sizes()),
