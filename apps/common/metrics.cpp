@@ -11,10 +11,15 @@
 #include "core/error.h"
 #include "core/plural.h"
 #include "core/text_file.h"
+#include "nn/json_text.h"
 
 namespace zt::app {
 
 namespace fs = std::filesystem;
+
+// The deepest nesting a metrics line may have: a record zt writes nests 3 levels (a record,
+// its memory report, the report's peaks).
+constexpr int kMaxRecordDepth = 8;
 
 MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
   make_parent_folders(path);
@@ -74,6 +79,10 @@ std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* t
   for (std::string line; std::getline(in, line);) lines.push_back(line);
   for (size_t n = 0; n < lines.size(); ++n) {
     if (lines[n].empty()) continue;
+    // Writing the kept records back (filter_metrics) recurses once per level of nesting:
+    // a line deeper than any record zt writes is refused before it is parsed.
+    nn::check_json_depth(lines[n], kMaxRecordDepth, path + ":" + std::to_string(n + 1) + ":",
+                         "a metrics record nests 3");
     try {
       out.push_back(nlohmann::json::parse(lines[n]));
     } catch (const nlohmann::json::exception& e) {
