@@ -120,6 +120,19 @@ constexpr const char* kMetaDigest = "meta_digest";
 
 }  // namespace
 
+// The tag the `latest` file at `path` names (its first word): "" when it is missing or
+// empty, and when it is no regular file (*odd says what it is: a FIFO's open would wait
+// for a writer forever).
+static std::string latest_tag(const fs::path& path, std::string* odd = nullptr) {
+  const std::string kind = not_a_regular_file(path.string());
+  if (odd) *odd = kind;
+  if (!kind.empty()) return "";
+  std::ifstream f(path);
+  std::string tag;
+  f >> tag;
+  return tag;
+}
+
 uint64_t meta_hash(json meta) {
   meta.erase(kMetaDigest);
   const std::string text = meta.dump();
@@ -137,6 +150,9 @@ void seal_meta(json& meta) {
 
 json read_meta(const fs::path& dir) {
   fs::path p = dir / kMetaFile;
+  const std::string odd = not_a_regular_file(p.string());  // a FIFO's open would wait forever
+  ZT_CHECK(odd.empty(), "'", p.string(), "' is ", odd, ", not the file of a checkpoint's ",
+           kMetaFile, " (a damaged checkpoint directory?)");
   std::ifstream f(p);
   ZT_CHECK(f.good(), "checkpoint '", dir.string(), "': cannot open ", kMetaFile,
            " (not a checkpoint directory, or an incomplete one)");
@@ -295,8 +311,7 @@ std::string find_checkpoint(const std::string& dir_or_root, std::string* note) {
   fs::path p(dir_or_root);
   if (fs::exists(p / kMetaFile)) return p.string();
   fs::path latest = p / kLatestFile;
-  std::string tag;
-  if (std::ifstream f(latest); f) f >> tag;
+  const std::string tag = latest_tag(latest);
   const bool names_folder = valid_tag(tag) && fs::exists(p / tag / kMetaFile);
   int64_t latest_step = -1;
   std::string unread, misnamed;
@@ -444,11 +459,8 @@ ResumePoint find_resume_point(const std::string& root) {
            "' is a file, not a folder of checkpoints; move it away or save elsewhere");
   // What `latest` says (a hint: the newest complete checkpoint wins).
   const bool has_latest = fs::exists(r / kLatestFile);
-  std::string latest;
-  if (has_latest) {
-    std::ifstream f(r / kLatestFile);
-    f >> latest;
-  }
+  std::string odd;
+  const std::string latest = latest_tag(r / kLatestFile, &odd);
   // The step folders, newest first, until a complete one: those passed over are newer.
   std::vector<std::string> problems, passed;
   for (const auto& [step, name] : step_folders(r)) {
@@ -482,7 +494,7 @@ ResumePoint find_resume_point(const std::string& root) {
   if (!has_latest)
     rp.note = "'" + (r / kLatestFile).string() + "' is missing";
   else if (latest.empty())
-    rp.note = "'" + (r / kLatestFile).string() + "' is empty";
+    rp.note = "'" + (r / kLatestFile).string() + "' is " + (odd.empty() ? "empty" : odd);
   else if (latest != tag)
     rp.note = "'" + (r / kLatestFile).string() + "' names '" + latest + "'" +
               (valid_tag(latest) ? "" : " (not a checkpoint name)");
