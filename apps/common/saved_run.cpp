@@ -190,6 +190,9 @@ SavedRun read_saved_run(const std::string& dir_or_root) {
   SavedRun run;
   run.dir = zero::find_checkpoint(dir_or_root, &run.note);
   const fs::path meta = fs::path(run.dir) / "meta.json";
+  const std::string odd = not_a_regular_file(meta.string());  // a FIFO's open would wait forever
+  ZT_CHECK(odd.empty(), "'", meta.string(), "' is ", odd,
+           ", not the file of a checkpoint's meta.json (a damaged checkpoint directory?)");
   std::ifstream f(meta);
   ZT_CHECK(f.good(), "cannot read '", meta.string(), "'");
   std::stringstream contents;
