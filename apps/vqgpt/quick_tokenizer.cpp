@@ -48,6 +48,9 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
     for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
     return s + "]";
   };
+  // The recipe's batch of 4 per rank, or the run's where that is smaller: the run's fits its
+  // data on these ranks (make_loader refuses one that does not, naming train.batch).
+  const int64_t batch = std::min<int64_t>(4, cfg.train.batch);
   const config::ModelConfig& m = cfg.model;
   const data::DataConfig& d = cfg.data;
   // The vqtok config as YAML, so its checkpoint records a config vqtok itself can read.
@@ -81,8 +84,8 @@ std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
                   "\n  on_bad_image: " + config::bad_image_name(d.on_bad_image)
             : "") +
        "\n";
-  y += "train:\n  steps: " + std::to_string(steps) +
-       "\n  batch: 4\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +
+  y += "train:\n  steps: " + std::to_string(steps) + "\n  batch: " + std::to_string(batch) +
+       "\n  lr: 2.0e-3\n  warmup: " + std::to_string(std::min<int64_t>(20, steps / 5)) +
        "\n  min_lr: 1.0e-4\n  betas: [0.9, 0.99]\n  gradient_clipping: 1.0\n  log_every: " +
        std::to_string(std::max<int64_t>(1, steps / 10)) +
        "\n  eval_every: 0\n  checkpoint_every: " + std::to_string(steps) +

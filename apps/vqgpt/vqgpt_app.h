@@ -200,10 +200,11 @@ SampleResult sample(const config::AppConfig& cfg, const SampleOptions& options,
                     comm::Communicator& comm);
 
 /// Trains a quick tokenizer (vqtok train with cfg's model and data, `steps` steps, batch
-/// 4 per rank) into gpt.tokenizer_checkpoint (or `out_root` when given), so vqgpt can run
-/// without a separately trained one. A folder that already holds checkpoints is an error
-/// unless `overwrite` (which sets them aside, and deletes them once the new run has taken
-/// a step, as vqtok train --overwrite does). Returns the checkpoint directory.
+/// 4 per rank, or cfg's train.batch where that is smaller) into gpt.tokenizer_checkpoint (or
+/// `out_root` when given), so vqgpt can run without a separately trained one. A folder that already
+/// holds checkpoints is an error unless `overwrite` (which sets them aside, and deletes them once
+/// the new run has taken a step, as vqtok train --overwrite does). Returns the checkpoint
+/// directory.
 std::string train_quick_tokenizer(const config::AppConfig& cfg, int64_t steps,
                                   const std::string& out_root, comm::Communicator& comm,
                                   bool quiet = false, bool overwrite = false);

@@ -3,7 +3,8 @@
 // data.on_bad_image, and the loader's (shuffle, workers, prefetch, timeout), so a folder
 // holding an unreadable file trains the tokenizer as it trains the GPT, and no key of
 // synthetic data that would warn when the config is read; data.path and the output folder
-// read back from that config as they were given.
+// read back from that config as they were given. Its batch of 4 per rank is the run's
+// train.batch where that is smaller: data that the run can read is data it can train on.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -25,12 +26,17 @@ namespace {
 struct QuickRun {
   config::AppConfig cfg, saved;
 };
-QuickRun train_quick(const std::string& images, const std::string& out) {
+// `n` plain 8x8 images in the folder `images`.
+void write_images(const std::string& images, int n) {
   fs::create_directories(images);
-  for (int i = 0; i < 8; ++i) {
+  for (int i = 0; i < n; ++i) {
     data::Image img{8, 8, std::vector<uint8_t>(8 * 8 * 3, static_cast<uint8_t>(30 * i))};
     data::save_png(images + "/" + std::to_string(i) + ".png", img);
   }
+}
+
+QuickRun train_quick(const std::string& images, const std::string& out) {
+  write_images(images, 8);
   const std::string y = R"(
 model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
 gpt: {n_layer: 2, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
@@ -78,6 +84,34 @@ TEST(QuickTokenizer, KeepsPathsAsTheyAre) {
   const config::AppConfig saved = train_quick(images, out).saved;
   EXPECT_EQ(saved.data.path, images);
   EXPECT_EQ(saved.output_dir, out);
+  fs::remove_all(dir);
+}
+
+// Three images and a run of train.batch 1: the recipe's batch of 4 does not fit the data,
+// so it reads at the run's batch; its error would name train.batch as 4, a value the user
+// never set and whose lowering changed nothing.
+TEST(QuickTokenizer, ReadsAtTheRunsBatchWhereThatIsSmaller) {
+  const std::string dir = apptest::fresh_dir("zt_quick_tok", "batch");
+  write_images(dir + "/images", 3);
+  const std::string y = R"(
+model: {codebook_size: 64, ch: 32, ch_mult: [1, 2], num_res_blocks: 1, attn_resolutions: []}
+gpt: {n_layer: 2, n_head: 2, n_embd: 32, tokenizer_checkpoint: none}
+data: {kind: image_folder, frames: 1, height: 8, width: 8, eval_samples: 2, path: set below}
+train: {steps: 1, batch: 1, eval_every: 0, checkpoint_every: 0}
+replicated: [tokenizer]
+output_dir: unused
+)";
+  config::AppConfig cfg =
+      config::parse_app_config(config::parse_yaml(y, "<test>"), config::App::vqgpt);
+  cfg.data.path = dir + "/images";
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const std::string ck = vqgpt::train_quick_tokenizer(cfg, 1, dir + "/tok", comm, true);
+    std::ifstream meta(ck + "/meta.json");
+    const config::AppConfig saved = config::parse_app_config(
+        config::parse_yaml(nlohmann::json::parse(meta).value("config_yaml", "")),
+        config::App::vqtok);
+    EXPECT_EQ(saved.train.batch, 1);
+  });
   fs::remove_all(dir);
 }
 
