@@ -282,12 +282,19 @@ Tensor square_grid(const Tensor& images) {
   return all.view({rows, cols, images.size(1), images.size(2), images.size(3)});
 }
 
-// What the sample sheet shows, in words (its captions say the same): the held-out row
-// only where the sheet has one (`with_refs`; none where the data could not be read).
+// What the sheet's row of data under the samples is: the eval items of the config's data,
+// which without data.eval_path an image folder or npy file draws from its training data.
+static std::string sheet_data(const config::AppConfig& cfg) {
+  return data::eval_held_out(cfg.data) ? "held-out data" : "training data";
+}
+
+// What the sample sheet shows, in words (its captions say the same): the row of data only
+// where the sheet has one (`with_refs`; none where the data could not be read).
 std::string sheet_legend(const config::AppConfig& cfg, int64_t num, bool with_refs) {
   const bool images = cfg.data.frames == 1;
   const std::string refs =
-      with_refs ? std::string("; below them, held-out data ") + (images ? "frames" : "clips") +
+      with_refs ? "; below them, " + sheet_data(cfg) + (images ? " frames" : " clips") +
+                      (data::eval_held_out(cfg.data) ? "" : " (data.eval_path is not set)") +
                       " encoded and decoded by the same tokenizer, for comparison"
                 : "; no held-out data below them (the config's data could not be read)";
   if (images) {
@@ -299,7 +306,7 @@ std::string sheet_legend(const config::AppConfig& cfg, int64_t num, bool with_re
          counted(cfg.data.frames, "frame") + " left to right" + refs;
 }
 
-// Up to 4 held-out clips of the config's data (2 for videos), as the sample sheet shows
+// Up to 4 eval clips of the config's data (2 for videos), as the sample sheet shows
 // them under the samples; none, with a note on stderr, when the data cannot be read (a
 // checkpoint sampled away from its data): the samples matter more than the comparison.
 std::vector<Tensor> reference_clips(const config::AppConfig& cfg, bool quiet) {
@@ -316,7 +323,7 @@ std::vector<Tensor> reference_clips(const config::AppConfig& cfg, bool quiet) {
   return clips;
 }
 
-// The sample sheet: the decoded samples under a caption, then `refs` (held-out clips)
+// The sample sheet: the decoded samples under a caption, then `refs` (eval clips)
 // through the tokenizer, what a perfect GPT's samples would look like.
 data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, const Tensor& frames,
                          const std::vector<Tensor>& refs, const gpt::SampleOptions& so) {
@@ -332,8 +339,9 @@ data::Image sample_sheet(const config::AppConfig& cfg, vq::VqModel& tokenizer, c
   Tensor data = stack(refs, 0).to(device);  // (refs, T, 3, H, W)
   Tensor recon = tokenizer.decode_codes(tokenizer.encode(data).codes).to(Device::cpu());
   if (images) recon = recon.select(1, 0);
-  const data::Image reference = data::with_caption(
-      data::make_grid({images ? recon.unsqueeze(0) : recon}), "HELD-OUT DATA VIA TOKENIZER");
+  const data::Image reference =
+      data::with_caption(data::make_grid({images ? recon.unsqueeze(0) : recon}),
+                         sheet_data(cfg) + " via tokenizer");  // the font prints upper case
   return data::stack_images({samples, reference});
 }
 

@@ -4,31 +4,43 @@
 //     (it used to describe the missing row);
 //  2. with no tokenizer named anywhere, the advice is a command that works: `vqgpt
 //     tokenizer` then needs --out (the advice used to omit it, and the command it gave
-//     failed with "pass --out or set gpt.tokenizer_checkpoint").
+//     failed with "pass --out or set gpt.tokenizer_checkpoint");
+//  3. the sheet's row of data under the samples is called held-out only where it is: an
+//     image folder without data.eval_path gives clips of the training data, and the legend
+//     says so (it called them held-out).
 #include <filesystem>
 #include <string>
 
 #include "apps/vqgpt/vqgpt_app.h"
 #include "apps/vqgpt_test_util.h"
 #include "common/test_util.h"
+#include "data/image.h"
 #include "nn/safetensors.h"
 
 using namespace zt;
 using namespace zt::vqgpt_test;
 
-TEST(VqGptGuidance, TheSampleLegendNamesTheHeldOutRowOnlyWhereTheSheetHasOne) {
-  Scratch s("legend");
+namespace {
+// The tiny config trained one step in `s` with a saved tokenizer, for `vqgpt sample` to
+// read its checkpoint.
+config::AppConfig trained_run(const Scratch& s, comm::Communicator& comm) {
   const std::string weights = s / "tokenizer.safetensors";
   config::AppConfig cfg = tiny_config(s / "run");
   nn::save_safetensors(weights, pretrained_tokenizer(cfg));
   cfg.train.steps = 1;
   cfg.train.checkpoint_every = 1;
-  comm::run_threads(1, [&](comm::Communicator& comm) {
-    vqgpt::TrainOptions to;
-    to.quiet = true;
-    to.tokenizer = weights;
-    vqgpt::train(cfg, to, comm);
+  vqgpt::TrainOptions to;
+  to.quiet = true;
+  to.tokenizer = weights;
+  vqgpt::train(cfg, to, comm);
+  return cfg;
+}
+}  // namespace
 
+TEST(VqGptGuidance, TheSampleLegendNamesTheHeldOutRowOnlyWhereTheSheetHasOne) {
+  Scratch s("legend");
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    const config::AppConfig cfg = trained_run(s, comm);
     vqgpt::SampleOptions so;
     so.num = 2;
     so.quiet = true;
@@ -70,4 +82,36 @@ TEST(VqGptGuidance, WithNoTokenizerNamedTheAdviceGivesTheQuickTokenizerAnOut) {
             std::string::npos)
       << e;
   EXPECT_EQ(e.find("a quick one into gpt.tokenizer_checkpoint"), std::string::npos) << e;
+}
+
+TEST(VqGptGuidance, TheSampleLegendCallsTrainingDataTrainingData) {
+  Scratch s("trained_on");
+  for (const char* folder : {"train", "held"}) {
+    std::filesystem::create_directories(s / folder);
+    for (int i = 0; i < 2; ++i)
+      data::save_png(s / folder + "/" + std::to_string(i) + ".png",
+                     {8, 8, std::vector<uint8_t>(8 * 8 * 3, static_cast<uint8_t>(90 * i))});
+  }
+  comm::run_threads(1, [&](comm::Communicator& comm) {
+    vqgpt::SampleOptions so;
+    so.num = 2;
+    so.quiet = true;
+    config::AppConfig folder =
+        trained_run(s, comm);  // eval items drawn from data.path, the training data
+    folder.data.kind = data::DataKind::image_folder;
+    folder.data.path = s / "train";
+    so.out = s / "trained_on.png";
+    const std::string trained_on = vqgpt::sample(folder, so, comm).legend;
+    EXPECT_EQ(trained_on.find("held-out"), std::string::npos) << trained_on;
+    EXPECT_NE(trained_on.find("below them, training data clips (data.eval_path is not set) "
+                              "encoded and decoded"),
+              std::string::npos)
+        << trained_on;
+
+    folder.data.eval_path = s / "held";
+    so.out = s / "held_out.png";
+    const std::string held = vqgpt::sample(folder, so, comm).legend;
+    EXPECT_NE(held.find("below them, held-out data clips encoded and decoded"), std::string::npos)
+        << held;
+  });
 }
