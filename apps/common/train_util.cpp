@@ -291,22 +291,23 @@ double LrPlan::deepspeed_lr_at(int64_t step) const {
 std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size,
                        bool shuffle) {
   const int64_t per_step = batch * world * accumulation;
+  std::string note;
   if (per_step > dataset_size)
-    return detail::cat("one step reads ", counted(per_step, "clip"), " (train.batch ", batch, " x ",
+    note = detail::cat("one step reads ", counted(per_step, "clip"), " (train.batch ", batch, " x ",
                        counted(world, "rank"), " x ", accumulation,
                        " train.gradient_accumulation_steps), more than the training data's ",
                        dataset_size, ": every step spans more than an epoch");
   // Each rank reads whole batches of an equal part of the data (data::DistributedSampler,
   // data::DataLoader): the rest of an epoch is left out, shuffled a new part every epoch.
   const int64_t left = dataset_size - dataset_size / world / batch * batch * world;
-  if (shuffle || left == 0) return "";
-  return detail::cat(
-      "data.shuffle is false: every epoch reads the data in order and leaves out "
-      "the same last ",
-      left, " of its ", dataset_size, " clips (past whole batches of ", batch, " on each of ",
-      counted(world, "rank"),
-      "), which are never trained on; shuffle, or use data of a multiple of ", batch * world,
-      " clips");
+  if (shuffle || left == 0) return note;
+  return detail::cat(note, note.empty() ? "" : "; ",
+                     "data.shuffle is false: every epoch reads the data in order and leaves out "
+                     "the same last ",
+                     left, " of its ", dataset_size, " clips (past whole batches of ", batch,
+                     " on each of ", counted(world, "rank"),
+                     "), which are never trained on; shuffle, or use data of a multiple of ",
+                     batch * world, " clips");
 }
 
 void export_engine(zero::Engine& engine, const std::string& out, comm::Communicator& comm) {

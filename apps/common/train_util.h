@@ -139,7 +139,7 @@ class LrPlan {
 /// "" unless one optimizer step reads more clips than the training data holds (each step
 /// then spans more than an epoch, seldom what was meant), or, unshuffled, each epoch leaves
 /// out the same last clips (those past a whole number of batches on every rank): a note
-/// saying so and why.
+/// saying so and why (both, where both hold).
 std::string epoch_note(int64_t batch, int64_t world, int64_t accumulation, int64_t dataset_size,
                        bool shuffle);
 

@@ -389,7 +389,7 @@ TEST(Reliability, AnFp16WindowOfSkippedStepsLogsNoValues) {
 
 // A step that reads more clips than the data holds (a large accumulation on a small data
 // set) is noted: every step then spans more than an epoch. So are the clips an unshuffled
-// epoch never reaches.
+// epoch never reaches, also beside the first note.
 TEST(Reliability, AStepBeyondAnEpochIsNoted) {
   EXPECT_EQ(app::epoch_note(2, 2, 4, 16, true), "");
   EXPECT_EQ(app::epoch_note(2, 2, 4, 16, false), "") << "4 whole batches a rank";
@@ -410,6 +410,10 @@ TEST(Reliability, AStepBeyondAnEpochIsNoted) {
   EXPECT_TRUE(
       has(app::epoch_note(3, 1, 1, 7, false), "(past whole batches of 3 on each of 1 rank)"))
       << app::epoch_note(3, 1, 1, 7, false);
+  // Both at once: a step of 3 batches of 4 spans an epoch of 10, whose last 2 are never read.
+  const std::string both = app::epoch_note(4, 1, 3, 10, false);
+  EXPECT_TRUE(has(both, "one step reads 12 clips")) << both;
+  EXPECT_TRUE(has(both, "leaves out the same last 2 of its 10 clips")) << both;
 }
 
 // Ranks that list one image folder split the reading of its headers, and every rank
