@@ -254,6 +254,7 @@ Engine::~Engine() {
 }
 
 std::vector<Tensor> Engine::forward(const std::vector<Tensor>& inputs) {
+  GatheredParameters::raise_failed_exit();
   MemTagScope tag(MemTag::kActivation);
   return model_->call(inputs);
 }
@@ -379,6 +380,7 @@ bool Engine::step() {
            " calls (engine.discard_gradients() drops the gradients gathered so far)");
   check_trainable_unchanged();
   check_model_unchanged();
+  GatheredParameters::raise_failed_exit();
   if (micro_ + 1 >= config_.gradient_accumulation_steps) GatheredParameters::check_unedited();
   backwards_ = 0;  // past the refusals: a refused step can be called again
   ++stats_.micro_steps;

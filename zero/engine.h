@@ -58,6 +58,8 @@ class Engine {
 
   /// Calls the model under the activation memory tag (what memory_report() counts as
   /// activations); otherwise as calling the model directly, whose hooks do the gathering.
+  /// First throws the failure of a GatheredParameters exit that a destructor kept
+  /// (GatheredParameters::raise_failed_exit), as step() does.
   std::vector<Tensor> forward(const std::vector<Tensor>& inputs);
   Tensor operator()(const Tensor& x) { return forward({x})[0]; }
   /// loss.backward() scaled by 1 / gradient_accumulation_steps (and the fp16 loss scale).
@@ -91,7 +93,8 @@ class Engine {
   /// before the update, whatever buffers.verify_every says. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
   /// each phase of a freezing schedule), and so is an edit of a partitioned parameter in a
-  /// read-only GatheredParameters scope open across it (GatheredParameters::check_unedited). A
+  /// read-only GatheredParameters scope open across it (GatheredParameters::check_unedited), and
+  /// so is a scope's exit that failed in its destructor (GatheredParameters::raise_failed_exit). A
   /// refused step changes nothing: mend the cause and call it again. A step that fails once it has
   /// begun (out of memory for the optimizer's state) discards the window, as a failed backward
   /// does; one that fails after the update (re-gathering persistent parameters) has applied and

@@ -1,8 +1,10 @@
 // GatheredParameters.
 #include "zero/gathered.h"
 
+#include <cstdio>
 #include <exception>
 #include <unordered_set>
+#include <utility>
 
 #include "core/ops.h"
 #include "zero/param.h"
@@ -15,6 +17,29 @@ namespace {
 std::vector<GatheredParameters*>& open_scopes() {
   thread_local std::vector<GatheredParameters*> scopes;
   return scopes;
+}
+
+// The failure of an exit that a scope's destructor could not throw, kept for this thread's
+// next scope, forward or step. A thread that ends before any of them prints it: an edit
+// refused, or a broadcast lost, is never dropped without a word.
+struct FailedExit {
+  std::exception_ptr error;
+  ~FailedExit() {
+    if (!error) return;
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr,
+                   "zt: a GatheredParameters scope closed by its destructor failed, and its "
+                   "thread ended before anything raised it: %s\n",
+                   e.what());
+    } catch (...) {
+    }
+  }
+};
+FailedExit& failed_exit() {
+  thread_local FailedExit failed;
+  return failed;
 }
 
 // One scope fewer holds z. The last one lets go of a copy that a scope gathered, whichever
@@ -33,7 +58,9 @@ GatheredParameters::GatheredParameters(std::vector<Tensor> params, comm::Communi
     : params_(std::move(params)),
       buffers_(std::move(buffers)),
       comm_(comm),
-      modifier_(modifier_rank) {
+      modifier_(modifier_rank),
+      unwinding_at_open_(std::uncaught_exceptions()) {
+  raise_failed_exit();
   comm::CollectiveLabel label("GatheredParameters");
   ZT_CHECK(!modifier_ || (*modifier_ >= 0 && *modifier_ < comm.size()),
            "GatheredParameters: modifier_rank ", modifier_.value_or(-1), " out of range for ",
@@ -214,16 +241,18 @@ GatheredParameters::GatheredParameters(nn::Module& m, comm::Communicator& comm,
                                        std::optional<int> modifier_rank)
     : GatheredParameters(params_of(m), comm, modifier_rank, buffers_of(m)) {}
 
-GatheredParameters::~GatheredParameters() noexcept(false) {
-  if (!open_) return;
-  if (std::uncaught_exceptions() > 0) {
-    try {
-      exit();
-    } catch (...) {
-    }
-    return;
+GatheredParameters::~GatheredParameters() {
+  try {
+    exit();
+  } catch (...) {
+    // An exception thrown inside the scope is unwinding it: that one is the error to report.
+    if (std::uncaught_exceptions() > unwinding_at_open_) return;
+    if (!failed_exit().error) failed_exit().error = std::current_exception();
   }
-  exit();
+}
+
+void GatheredParameters::raise_failed_exit() {
+  if (std::exception_ptr e = std::exchange(failed_exit().error, nullptr)) std::rethrow_exception(e);
 }
 
 void GatheredParameters::exit() {
@@ -264,6 +293,7 @@ void apply_gathered(nn::Module& root, comm::Communicator& comm,
     for (const auto& [local, b] : m->local_buffers()) buffers.push_back(b);
     GatheredParameters whole(std::move(params), comm, /*modifier_rank=*/0, std::move(buffers));
     init(name, *m);
+    whole.exit();  // a failure comes out of here (the destructor leaves it to a later call)
   }
 }
 

@@ -31,14 +31,22 @@ class GatheredParameters {
   /// Every parameter and buffer of `m`.
   GatheredParameters(nn::Module& m, comm::Communicator& comm,
                      std::optional<int> modifier_rank = std::nullopt);
-  /// Closes the scope (see exit()); throws only if no other exception is in flight.
-  ~GatheredParameters() noexcept(false);
+  /// Closes the scope (see exit()) and never throws (a scope may live in a std::optional or
+  /// a std::unique_ptr, whose destructors must not). An exit that fails here is kept, unless
+  /// an exception thrown inside the scope is unwinding it (that one is the error to report):
+  /// the next scope opened, engine forward or engine step on this thread throws it with the
+  /// exit's own message (raise_failed_exit()), and a thread that ends first prints it.
+  ~GatheredParameters();
   GatheredParameters(const GatheredParameters&) = delete;
   GatheredParameters& operator=(const GatheredParameters&) = delete;
 
   /// Broadcasts and re-partitions (modifier rank) or checks for changes (none), then
-  /// releases what this scope gathered. Idempotent.
+  /// releases what this scope gathered, also when it throws. Idempotent. Call it to have a
+  /// failure thrown at the scope's end.
   void exit();
+  /// Throws, once, the error of an exit that a scope's destructor met on this thread (the
+  /// first one, if several). The engine calls it before a forward and a step.
+  static void raise_failed_exit();
   /// After an optimizer step (and its buffer sync) on this thread: the read-only scopes
   /// open here take the new values as their own, so that a scope held across a step
   /// does not blame the step's update on the user. The engine calls it.
@@ -77,6 +85,7 @@ class GatheredParameters {
   std::optional<int> modifier_;
   std::vector<uint64_t> hashes_;
   std::vector<Tensor> saved_;  // per remember(); undefined where the scope's copy is released
+  int unwinding_at_open_;      // std::uncaught_exceptions() when the scope opened
   bool open_ = true;
 };
 
