@@ -45,7 +45,8 @@ class Engine {
   /// Takes over `model`, built under zero::Init or plain (its parameters are partitioned
   /// now), each rank with its own model object (one shared by thread ranks is an error).
   /// Checks `config` (check_config), puts the edits of an open GatheredParameters modifier
-  /// scope on every rank (its copies are gathered again here), broadcasts rank 0's replicas
+  /// scope on every rank (its copies are gathered again here; an edit of a partitioned
+  /// parameter in an open read-only scope is refused, naming it), broadcasts rank 0's replicas
   /// and buffers, and ends by verifying that the replicas agree. Refuses a trainable f64 parameter
   /// and a trainable 16-bit replica (both would train at a lower precision than they show), and a
   /// trainable parameter that already holds a gradient (its first step would add it in). Every rank

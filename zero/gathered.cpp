@@ -198,11 +198,9 @@ void GatheredParameters::note_loaded(const std::vector<Tensor>& tensors) {
   }
 }
 
-void GatheredParameters::check_unedited() {
+void GatheredParameters::check_unedited(const char* when) {
   for (const GatheredParameters* g : open_scopes())
-    if (!g->modifier_)
-      refuse_edit(g->first_edit(/*partitioned_only=*/true),
-                  "at this step, which gathers the partitioned parameters again");
+    if (!g->modifier_) refuse_edit(g->first_edit(/*partitioned_only=*/true), when);
 }
 
 void GatheredParameters::commit_edits() {

@@ -55,12 +55,13 @@ class GatheredParameters {
   /// zero::load_state_dict, load_checkpoint): the read-only scopes open on this thread take
   /// their new values as their own, since a load is not an edit that their exit would lose.
   static void note_loaded(const std::vector<Tensor>& tensors);
-  /// Before an optimizer step on this thread (the engine calls it before it changes
-  /// anything): throws if a read-only scope open here holds an edit of a partitioned
-  /// parameter, naming it. The step gathers their copies again and note_step() takes the
-  /// values as the scope's, so the edit would otherwise vanish without the error its exit
-  /// gives. (Buffers are not gathered again: a training forward writes running statistics.)
-  static void check_unedited();
+  /// Before an optimizer step or an engine's construction on this thread (the engine calls
+  /// it before it changes anything; `when` says which, for the error): throws if a read-only
+  /// scope open here holds an edit of a partitioned parameter, naming it. Both gather their
+  /// copies again from the shards (and a step's note_step() takes the values as the scope's),
+  /// so the edit would otherwise vanish without the error its exit gives. (Buffers are not
+  /// gathered again: a training forward writes running statistics.)
+  static void check_unedited(const char* when);
   /// Before an optimizer step (or an engine's construction) on this thread: the modifier
   /// scopes open here broadcast and re-partition the edits made so far (as exit() does), so
   /// that the step updates the edited values and its re-gather does not overwrite them. The

@@ -158,6 +158,29 @@ TEST(GatheredScopeEdges, AModifierScopeOpenWhileAnEngineIsBuiltKeepsItsEdits) {
   }
 }
 
+// A read-only scope's edit of a partitioned parameter, open while an engine is built over its
+// model: the engine gathers the scope's copies again from the shards, which would replace the
+// edit at more than one rank with no error from the exit. The construction is refused, naming
+// it, as a step is; the scope's exit still refuses the edit.
+TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeOpenWhileAnEngineIsBuiltIsRefused) {
+  for (int N : {1, 2}) {
+    SCOPED_TRACE(std::to_string(N) + " ranks");
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Pair>(comm);
+      zero::GatheredParameters g(*m, comm);
+      {
+        autograd::NoGradGuard no_grad;
+        m->a->weight.fill_(5.0);
+      }
+      EXPECT_TRUE(test::throws_with([&] { zero::Engine e(m, comm, {}, {}); },
+                                    "'a.weight' was modified inside a scope without "
+                                    "modifier_rank; the change would be lost when this engine"));
+      EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'a.weight' was modified inside a scope"));
+      EXPECT_NO_THROW(zero::Engine e(m, comm, {}, {}));
+    });
+  }
+}
+
 // What a step re-gathers is the partitioned parameters' copies: the running statistics a
 // training forward writes inside a read-only scope (a buffer it covers) are no edit the
 // step refuses; the step's sync takes them as the scope's values, as it does the update.
