@@ -15,6 +15,7 @@
 #include "nn/safetensors.h"
 #include "nn/state_dict.h"
 #include "zero/checkpoint_meta.h"
+#include "zero/gathered.h"
 
 namespace zt::zero {
 
@@ -73,6 +74,9 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
             : "the last optimizer step failed part-way, so the parameters and the optimizer "
               "state disagree and are not saved; load a checkpoint to go on");
   autograd::NoGradGuard ng;
+  // The shards read below take the edits made so far in an open modifier scope, as a step's
+  // do: the model goes on with them once the scope closes, and so must a resume.
+  GatheredParameters::commit_edits();
 
   // 1. Rank 0 makes the temporary directory; every rank learns its name.
   std::string id, made;
@@ -176,6 +180,7 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
 NamedTensors consolidated_state(Engine& engine) {
   comm::Communicator& comm = engine.comm();
   autograd::NoGradGuard ng;
+  GatheredParameters::commit_edits();  // as save_checkpoint does
   // Full fp32 values from the master shards, one parameter at a time; only rank 0 keeps
   // them. By tensor, not name: a tied parameter is written under each of its names.
   std::map<const TensorImpl*, Tensor> full;

@@ -76,7 +76,8 @@ std::string checkpoint_tag(int64_t step);
 /// highest steps stay. Only folders named checkpoint_tag(step) are counted or deleted, and
 /// only complete ones (every file there and whole), never one of a later step. Any failure
 /// on any rank throws comm::AgreedError on every rank and removes the temporary directory.
-/// Returns the checkpoint directory.
+/// The edits of an open GatheredParameters modifier scope are put on every rank first, as a
+/// step does (GatheredParameters::commit_edits). Returns the checkpoint directory.
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra = {}, int64_t keep_last = 0);
 
@@ -191,7 +192,8 @@ void export_consolidated(Engine& engine, const std::string& path);
 /// with the floating parameters' fp32 values (from the fp32 masters, not their 16-bit
 /// storage), the other parameters' own values, and
 /// the buffers (floating ones in fp32), on host memory; empty on the other ranks. Every
-/// rank must call it (shards are all-gathered).
+/// rank must call it (shards are all-gathered). An open modifier scope's edits are put on
+/// every rank first, as save_checkpoint does.
 NamedTensors consolidated_state(Engine& engine);
 
 /// The safetensors metadata export_consolidated writes: format "pt" (PyTorch tensors, which

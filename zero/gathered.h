@@ -62,10 +62,11 @@ class GatheredParameters {
   /// so the edit would otherwise vanish without the error its exit gives. (Buffers are not
   /// gathered again: a training forward writes running statistics.)
   static void check_unedited(const char* when);
-  /// Before an optimizer step (or an engine's construction) on this thread: the modifier
-  /// scopes open here broadcast and re-partition the edits made so far (as exit() does), so
-  /// that the step updates the edited values and its re-gather does not overwrite them. The
-  /// engine calls it; every rank of each scope's communicator must be stepping.
+  /// Before an optimizer step (or an engine's construction, a checkpoint's save or a
+  /// consolidated export) on this thread: the modifier scopes open here broadcast and
+  /// re-partition the edits made so far (as exit() does), so that the step updates the edited
+  /// values and its re-gather does not overwrite them, and a checkpoint holds them. The engine
+  /// and the checkpoints call it; every rank of each scope's communicator must be in the call.
   static void commit_edits();
 
  private:

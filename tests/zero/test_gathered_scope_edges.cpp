@@ -181,6 +181,38 @@ TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeOpenWhileAnEngineIsBuiltIsRefused
   }
 }
 
+// A checkpoint saved, or a model exported, while a modifier scope is open holds the edits
+// made so far, as a step taken then updates them: the shards it reads take them first. The
+// model goes on with the edit, so a resume from a checkpoint without it would not.
+TEST(GatheredScopeEdges, ACheckpointSavedInAModifierScopeHoldsItsEdits) {
+  lesson::TempDir tmp;
+  comm::run_threads(2, [&](comm::Communicator& comm) {
+    auto m = lesson::partitioned<Pair>(comm);
+    zero::Engine e(m, comm, {}, {});
+    NamedTensors exported;
+    {
+      zero::GatheredParameters g(*m, comm, /*modifier_rank=*/0);
+      if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;
+        m->a->bias.fill_(3.0);
+      }
+      zero::save_checkpoint(e, tmp.path, "edited");
+      exported = zero::consolidated_state(e);
+    }
+    for (const auto& [name, t] : exported)
+      if (name == "a.bias") {
+        EXPECT_EQ(t.to_vector(), std::vector<double>(4, 3.0)) << "exported";
+      }
+    auto fresh = lesson::partitioned<Pair>(comm);
+    zero::Engine resumed(fresh, comm, {}, {});
+    zero::load_checkpoint(resumed, tmp / "edited");
+    for (const auto& [name, t] : lesson::full_parameters(*fresh, comm))
+      if (name == "a.bias") {
+        EXPECT_EQ(t.to_vector(), std::vector<double>(4, 3.0)) << "saved";
+      }
+  });
+}
+
 // What a step re-gathers is the partitioned parameters' copies: the running statistics a
 // training forward writes inside a read-only scope (a buffer it covers) are no edit the
 // step refuses; the step's sync takes them as the scope's values, as it does the update.
