@@ -60,10 +60,12 @@ Engine::Engine(std::shared_ptr<nn::Module> model, comm::Communicator& comm, Conf
   check_config(config_);
   autograd::NoGradGuard ng;
   // Edits made so far in an open modifier scope reach every rank's shards first: the engine
-  // re-gathers the copies a scope holds from the shards (regather_persistent, below), which
-  // would replace a read-only scope's edit without its exit's error: that one is refused.
+  // re-gathers the copies a scope holds from the shards (regather_persistent, below) and
+  // broadcasts the replicas, which would replace a read-only scope's edit without its exit's
+  // error: that one is refused.
   GatheredParameters::check_unedited(
-      "when this engine is built, which gathers the partitioned parameters again");
+      "when this engine is built, which gathers the partitioned parameters again and "
+      "broadcasts rank 0's replicas");
   GatheredParameters::commit_edits();
   std::vector<std::pair<std::string, Tensor>> trainable;    // what the optimizer updates
   std::vector<int64_t> trainable_dims;                      // their full shapes' dimensions
@@ -386,7 +388,8 @@ bool Engine::step() {
   GatheredParameters::raise_failed_exit();
   if (micro_ + 1 >= config_.gradient_accumulation_steps)
     GatheredParameters::check_unedited(
-        "at this step, which gathers the partitioned parameters again");
+        "at this step, which gathers the partitioned parameters again and updates the "
+        "replicas");
   backwards_ = 0;  // past the refusals: a refused step can be called again
   ++stats_.micro_steps;
   if (++micro_ < config_.gradient_accumulation_steps) return false;

@@ -45,8 +45,8 @@ class Engine {
   /// Takes over `model`, built under zero::Init or plain (its parameters are partitioned
   /// now), each rank with its own model object (one shared by thread ranks is an error).
   /// Checks `config` (check_config), puts the edits of an open GatheredParameters modifier
-  /// scope on every rank (its copies are gathered again here; an edit of a partitioned
-  /// parameter in an open read-only scope is refused, naming it), broadcasts rank 0's replicas
+  /// scope on every rank (its copies are gathered again here; an edit of a parameter in
+  /// an open read-only scope is refused, naming it), broadcasts rank 0's replicas
   /// and buffers, and ends by verifying that the replicas agree. Refuses a trainable f64 parameter
   /// and a trainable 16-bit replica (both would train at a lower precision than they show), and a
   /// trainable parameter that already holds a gradient (its first step would add it in). Every rank
@@ -93,13 +93,13 @@ class Engine {
   /// written outside the engine (a load on one rank), and the replicas are then verified
   /// before the update, whatever buffers.verify_every says. Which parameters train is fixed at
   /// construction: a requires_grad changed since is an error here (build a new engine for
-  /// each phase of a freezing schedule), and so is an edit of a partitioned parameter in a
-  /// read-only GatheredParameters scope open across it (GatheredParameters::check_unedited), and
-  /// so is a scope's exit that failed in its destructor (GatheredParameters::raise_failed_exit). A
-  /// refused step changes nothing: mend the cause and call it again. A step that fails once it has
-  /// begun (out of memory for the optimizer's state) discards the window, as a failed backward
-  /// does; one that fails after the update (re-gathering persistent parameters) has applied and
-  /// counted it.
+  /// each phase of a freezing schedule), and so is an edit of a parameter (partitioned or
+  /// replicated) in a read-only GatheredParameters scope open across it
+  /// (GatheredParameters::check_unedited), and so is a scope's exit that failed in its destructor
+  /// (GatheredParameters::raise_failed_exit). A refused step changes nothing: mend the cause and
+  /// call it again. A step that fails once it has begun (out of memory for the optimizer's state)
+  /// discards the window, as a failed backward does; one that fails after the update (re-gathering
+  /// persistent parameters) has applied and counted it.
   bool step();
 
   /// Hashes every replicated parameter and every buffer not under buffers.sync none on

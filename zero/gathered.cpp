@@ -158,12 +158,12 @@ void GatheredParameters::undo_edits() {
     }
 }
 
-std::string GatheredParameters::first_edit(bool partitioned_only) const {
+std::string GatheredParameters::first_edit(bool params_only) const {
   size_t k = 0;
   for (const std::vector<Tensor>* ts : {&params_, &buffers_})
     for (const Tensor& t : *ts) {
       const uint64_t hash = hashes_[k++];
-      if (partitioned_only && (ts == &buffers_ || !is_partitioned(t))) continue;
+      if (params_only && ts == &buffers_) continue;
       if (content_hash(t) != hash)
         return !t.name().empty() ? t.name()
                : ts == &params_  ? "<an unnamed parameter>"
@@ -200,7 +200,7 @@ void GatheredParameters::note_loaded(const std::vector<Tensor>& tensors) {
 
 void GatheredParameters::check_unedited(const char* when) {
   for (const GatheredParameters* g : open_scopes())
-    if (!g->modifier_) refuse_edit(g->first_edit(/*partitioned_only=*/true), when);
+    if (!g->modifier_) refuse_edit(g->first_edit(/*params_only=*/true), when);
 }
 
 void GatheredParameters::commit_edits() {

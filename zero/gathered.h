@@ -57,10 +57,11 @@ class GatheredParameters {
   static void note_loaded(const std::vector<Tensor>& tensors);
   /// Before an optimizer step or an engine's construction on this thread (the engine calls
   /// it before it changes anything; `when` says which, for the error): throws if a read-only
-  /// scope open here holds an edit of a partitioned parameter, naming it. Both gather their
-  /// copies again from the shards (and a step's note_step() takes the values as the scope's),
-  /// so the edit would otherwise vanish without the error its exit gives. (Buffers are not
-  /// gathered again: a training forward writes running statistics.)
+  /// scope open here holds an edit of a parameter, naming it. Both gather the partitioned
+  /// parameters' copies again from the shards, a construction broadcasts rank 0's replicas,
+  /// and a step updates the replicas and note_step() takes every value as the scope's, so the
+  /// edit would otherwise vanish, or stay, without the error its exit gives. (Buffers are not
+  /// checked: a training forward writes running statistics.)
   static void check_unedited(const char* when);
   /// Before an optimizer step (or an engine's construction, a checkpoint's save or a
   /// consolidated export) on this thread: the modifier scopes open here broadcast and
@@ -77,8 +78,8 @@ class GatheredParameters {
   /// Puts back the recorded values of the tensors edited since.
   void undo_edits();
   /// The name of the first tensor whose contents changed since hash_contents() ("" if none),
-  /// among the partitioned parameters only with `partitioned_only`.
-  std::string first_edit(bool partitioned_only = false) const;
+  /// among the parameters only with `params_only`.
+  std::string first_edit(bool params_only = false) const;
   void broadcast_edits();
   static constexpr int64_t kBatchElems = int64_t{8} << 20;  // elements per all-gather
   std::vector<Tensor> params_, buffers_;

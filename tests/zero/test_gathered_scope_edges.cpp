@@ -3,10 +3,12 @@
 // its exit says so. The step re-gathers every copy a scope holds from the updated shards
 // (and an fp16 step skipped for an overflow keeps them), so an edit made before a step would
 // otherwise be replaced by the update at one rank count and kept at another with no error
-// either way: the step refuses an edit of a partitioned parameter, naming it, before it
-// changes anything (buffers, which a training forward writes, it does not gather again). A
-// modifier scope's edits reach the shards before the copies are gathered again: at a step,
-// and when an engine is built over the model. A load writes shards and copies alike: no edit.
+// either way: the step (and an engine's construction) refuses an edit of a parameter,
+// naming it, before it changes anything; a replica's too, which the step would update and
+// keep (buffers, which a training forward writes, it does not check). A modifier scope's
+// edits reach the shards before the copies are gathered again: at a step, when an engine is
+// built over the model, and before a checkpoint reads them. A load writes shards and copies
+// alike: no edit.
 #include <string>
 
 #include "nn/state_dict.h"
@@ -27,6 +29,19 @@ struct Normed : nn::UnaryModule {
   Tensor forward(const Tensor& x) override { return (*bn)((*lin)(x)); }
   std::shared_ptr<nn::Linear> lin;
   std::shared_ptr<nn::BatchNorm1d> bn;
+};
+
+// Pair with `a` a trainable zero::Replicated replica: the step updates it in place.
+struct HalfReplicated : nn::UnaryModule {
+  explicit HalfReplicated(comm::Communicator& comm) : nn::UnaryModule("HalfReplicated") {
+    {
+      zero::Replicated whole(comm);
+      a = register_module("a", std::make_shared<nn::Linear>(4, 4));
+    }
+    b = register_module("b", std::make_shared<nn::Linear>(4, 4));
+  }
+  Tensor forward(const Tensor& x) override { return (*b)(tanh((*a)(x))); }
+  std::shared_ptr<nn::Linear> a, b;
 };
 
 Tensor loss_of(zero::Engine& e, int seed) {
@@ -62,6 +77,32 @@ TEST(GatheredScopeEdges, AnEditInAReadOnlyScopeBeforeAStepIsRefusedByTheStep) {
         EXPECT_TRUE(e.step());  // the window was kept
       });
     }
+  }
+}
+
+// A replica's edit in a read-only scope before a step: the step updates the replica from the
+// edited value and takes the result as the scope's, so the exit would find nothing to refuse
+// and the edit would stay. The step refuses it, as it does a partitioned parameter's.
+TEST(GatheredScopeEdges, AReplicasEditInAReadOnlyScopeBeforeAStepIsRefusedByTheStep) {
+  for (int N : {1, 2}) {
+    SCOPED_TRACE(std::to_string(N) + " ranks");
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      zero::Init init(comm);
+      auto m = std::make_shared<HalfReplicated>(comm);
+      ASSERT_TRUE(zero::is_replicated(m->a->bias));
+      zero::Engine e(m, comm, {}, {});
+      const std::vector<double> before = m->a->bias.to_vector();
+      zero::GatheredParameters g(*m, comm);
+      e.backward(loss_of(e, 1));
+      {
+        autograd::NoGradGuard no_grad;
+        m->a->bias.fill_(7.0);
+      }
+      EXPECT_TRUE(test::throws_with([&] { e.step(); }, "'a.bias' was modified inside a scope"));
+      EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'a.bias' was modified inside a scope"));
+      EXPECT_EQ(m->a->bias.to_vector(), before);
+      EXPECT_TRUE(e.step());
+    });
   }
 }
 
