@@ -73,6 +73,11 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
             ? ""
             : "the last optimizer step failed part-way, so the parameters and the optimizer "
               "state disagree and are not saved; load a checkpoint to go on");
+  // A read-only scope's edit would be saved at one rank (the gathered parameter is the shard)
+  // and not at more, and the scope's exit takes it from the model either way.
+  agree(comm, what, capture([] {
+          GatheredParameters::check_unedited("on the scope's exit, after this checkpoint");
+        }));
   autograd::NoGradGuard ng;
   // The shards read below take the edits made so far in an open modifier scope, as a step's
   // do: the model goes on with them once the scope closes, and so must a resume.

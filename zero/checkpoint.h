@@ -77,7 +77,8 @@ std::string checkpoint_tag(int64_t step);
 /// only complete ones (every file there and whole), never one of a later step. Any failure
 /// on any rank throws comm::AgreedError on every rank and removes the temporary directory.
 /// The edits of an open GatheredParameters modifier scope are put on every rank first, as a
-/// step does (GatheredParameters::commit_edits). Returns the checkpoint directory.
+/// step does (GatheredParameters::commit_edits), and an open read-only scope's edit of a
+/// parameter is refused, as a step refuses it. Returns the checkpoint directory.
 std::string save_checkpoint(Engine& engine, const std::string& root_dir, const std::string& tag,
                             const CheckpointExtra& extra = {}, int64_t keep_last = 0);
 

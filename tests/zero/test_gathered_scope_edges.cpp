@@ -254,6 +254,32 @@ TEST(GatheredScopeEdges, ACheckpointSavedInAModifierScopeHoldsItsEdits) {
   });
 }
 
+// A checkpoint saved while a read-only scope holds an edit of a parameter would hold the
+// edit at one rank (the gathered parameter is the shard) and not at two, while the model, once
+// the scope's exit puts the values back, holds it at neither: the save is refused on every
+// rank, naming it.
+TEST(GatheredScopeEdges, ACheckpointSavedWithAnEditInAReadOnlyScopeIsRefused) {
+  lesson::TempDir tmp;
+  for (int N : {1, 2}) {
+    SCOPED_TRACE(std::to_string(N) + " ranks");
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Pair>(comm);
+      zero::Engine e(m, comm, {}, {});
+      zero::GatheredParameters g(*m, comm);
+      if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;
+        m->a->weight.fill_(5.0);
+      }
+      EXPECT_TRUE(test::throws_with([&] { zero::save_checkpoint(e, tmp.path, "edited"); },
+                                    "'a.weight' was modified inside a scope"));
+      EXPECT_FALSE(zero::has_checkpoint(tmp.path));
+      if (comm.rank() == 0) {
+        EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'a.weight' was modified"));
+      }
+    });
+  }
+}
+
 // What a step re-gathers is the partitioned parameters' copies: the running statistics a
 // training forward writes inside a read-only scope (a buffer it covers) are no edit the
 // step refuses; the step's sync takes them as the scope's values, as it does the update.
