@@ -184,8 +184,13 @@ std::string save_checkpoint(Engine& engine, const std::string& root_dir, const s
 
 NamedTensors consolidated_state(Engine& engine) {
   comm::Communicator& comm = engine.comm();
+  // As save_checkpoint does: a read-only scope's edit is refused (at one rank the shard holds
+  // it), and a modifier scope's edits are put on every rank's shards first.
+  agree(comm, "consolidated_state", capture([] {
+          GatheredParameters::check_unedited("on the scope's exit, after this export");
+        }));
   autograd::NoGradGuard ng;
-  GatheredParameters::commit_edits();  // as save_checkpoint does
+  GatheredParameters::commit_edits();
   // Full fp32 values from the master shards, one parameter at a time; only rank 0 keeps
   // them. By tensor, not name: a tied parameter is written under each of its names.
   std::map<const TensorImpl*, Tensor> full;

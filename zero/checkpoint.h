@@ -194,7 +194,8 @@ void export_consolidated(Engine& engine, const std::string& path);
 /// storage), the other parameters' own values, and
 /// the buffers (floating ones in fp32), on host memory; empty on the other ranks. Every
 /// rank must call it (shards are all-gathered). An open modifier scope's edits are put on
-/// every rank first, as save_checkpoint does.
+/// every rank first, and an open read-only scope's edit of a parameter is refused, as
+/// save_checkpoint does.
 NamedTensors consolidated_state(Engine& engine);
 
 /// The safetensors metadata export_consolidated writes: format "pt" (PyTorch tensors, which

@@ -280,6 +280,24 @@ TEST(GatheredScopeEdges, ACheckpointSavedWithAnEditInAReadOnlyScopeIsRefused) {
   }
 }
 
+// The same for a consolidated export: at one rank it took the edit its scope then undid.
+TEST(GatheredScopeEdges, AnExportWithAnEditInAReadOnlyScopeIsRefused) {
+  for (int N : {1, 2}) {
+    SCOPED_TRACE(std::to_string(N) + " ranks");
+    comm::run_threads(N, [&](comm::Communicator& comm) {
+      auto m = lesson::partitioned<Pair>(comm);
+      zero::Engine e(m, comm, {}, {});
+      zero::GatheredParameters g(*m, comm);
+      if (comm.rank() == 0) {
+        autograd::NoGradGuard no_grad;
+        m->a->weight.fill_(5.0);
+      }
+      EXPECT_TRUE(test::throws_with([&] { zero::consolidated_state(e); },
+                                    "'a.weight' was modified inside a scope"));
+    });
+  }
+}
+
 // What a step re-gathers is the partitioned parameters' copies: the running statistics a
 // training forward writes inside a read-only scope (a buffer it covers) are no edit the
 // step refuses; the step's sync takes them as the scope's values, as it does the update.
