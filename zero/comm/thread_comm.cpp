@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <mutex>
@@ -163,6 +164,9 @@ void ThreadComm::execute(const Request& req) {
     group_->leave(r, req.seq, limit, what);
 }
 
+// How long run_threads waits at least for the ranks after one failed (its timeout if longer).
+constexpr std::chrono::milliseconds kStuckGrace{10'000};
+
 void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   ZT_CHECK(n >= 1, "run_threads: need at least one rank, got ", n);
   // Before the ranks' threads start, as comm::launch does: the choice may set
@@ -237,25 +241,32 @@ void run_threads(int n, const std::function<void(Communicator&)>& fn) {
   }
   {
     // A rank stuck outside any collective (its own code, I/O, a lock) never meets the abort,
-    // and its thread must be joined: once the failing rank's timeout has passed, say so.
+    // and this function cannot return while its thread runs (the thread uses fn and this
+    // frame): once the failing rank's timeout has passed, end the process, as MPI_Abort ends
+    // an MPI job's ranks stuck in their own code, rather than hang without end. At least
+    // kStuckGrace: a rank finishing a step under a small (test) timeout is not stuck.
     std::unique_lock<std::mutex> lock(mu);
     const size_t started = ranks.size();
     auto all_returned = [&] {
       return static_cast<size_t>(std::count(returned.begin(), returned.end(), true)) == started;
     };
     returned_cv.wait(lock, [&] { return all_returned() || first_rank >= 0; });
-    const auto grace = std::min<std::chrono::milliseconds>(first_timeout, std::chrono::hours(24));
+    const auto grace =
+        std::clamp<std::chrono::milliseconds>(first_timeout, kStuckGrace, std::chrono::hours(24));
     if (!returned_cv.wait_until(lock, failed_at + grace, all_returned)) {
       std::string stuck;
       for (size_t r = 0; r < started; ++r)
         if (!returned[r]) stuck += detail::cat(stuck.empty() ? "" : ", ", r);
       std::fprintf(stderr,
                    "zt.comm: rank(s) %s have not returned %lld ms after rank %d failed (its "
-                   "timeout), stuck outside any collective (in their own code, I/O or a lock?); "
-                   "waiting for them. The failure: %s\n",
-                   stuck.c_str(), static_cast<long long>(first_timeout.count()), first_rank,
+                   "timeout, at least 10 s), stuck outside any collective (in their own code, I/O "
+                   "or a lock?); ending the process. The failure: %s\n",
+                   stuck.c_str(), static_cast<long long>(grace.count()), first_rank,
                    group->abort_reason().c_str());
       std::fflush(stderr);
+      // No exit(): static destructors would run under the stuck threads. stdout is not
+      // flushed either: a thread stuck writing to it holds its lock.
+      std::_Exit(EXIT_FAILURE);
     }
   }
   for (auto& t : ranks) t.join();

@@ -41,8 +41,10 @@ class ThreadComm : public Communicator {
 /// default generator is left as a fresh thread's. If any rank throws, the group is
 /// aborted (others fail with "aborted because rank k failed: ...") and the first
 /// exception is rethrown here, once every rank returned: a rank stuck outside any
-/// collective (its own code, I/O, a lock) never meets the abort, and is named on stderr
-/// when it has not returned within the failing rank's timeout. A rank whose thread cannot
+/// collective (its own code, I/O, a lock) never meets the abort, so when one has not
+/// returned within the failing rank's timeout (at least 10 s) of the failure, it is named
+/// with the failure on stderr and
+/// the process ends (exit code 1), as MPI_Abort ends an MPI job. A rank whose thread cannot
 /// be created (the machine's limit on threads or memory) aborts the ranks already started;
 /// once they are joined the error names that rank.
 void run_threads(int n, const std::function<void(Communicator&)>& fn);
