@@ -24,6 +24,22 @@ foreach(np 2 3)
   endif()
 endforeach()
 
+# MpiComm where MPI provides only MPI_THREAD_SERIALIZED (tests/comm/mpi_serialized): the file
+# takes MPI's place for MPI_Init_thread and some calls, so it is an executable of its own.
+add_executable(zt_test_comm_mpi_serialized
+               ${CMAKE_CURRENT_SOURCE_DIR}/comm/mpi_serialized/test_mpi_serialized.cpp)
+target_include_directories(zt_test_comm_mpi_serialized PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
+target_compile_options(zt_test_comm_mpi_serialized PRIVATE ${ZT_WARNINGS})
+target_link_libraries(zt_test_comm_mpi_serialized PRIVATE zt_comm GTest::gtest GTest::gtest_main)
+add_dependencies(zt_test_comm zt_test_comm_mpi_serialized)
+if(ZT_MPIRUN)
+  add_test(NAME comm.mpi.serialized
+           COMMAND ${ZT_MPIRUN} --allow-run-as-root --oversubscribe -np 2
+                   $<TARGET_FILE:zt_test_comm_mpi_serialized>)
+  set_tests_properties(comm.mpi.serialized PROPERTIES LABELS "mpi;comm" TIMEOUT 120 PROCESSORS 2
+    ENVIRONMENT "${ZT_MPI_TEST_ENV}")
+endif()
+
 # Jobs that must end, not hang, when one rank fails (tests/comm/mpi_exit/<name>.cpp, run
 # under mpirun -np 2): the test passes when the job exits 1 and its output matches `expect`.
 # `timeout_ms` is the communicator's deadline ($ZT_COMM_TIMEOUT_MS).

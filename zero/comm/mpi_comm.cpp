@@ -23,6 +23,7 @@ namespace internal {
 std::string mpi_error_text(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
   int len = 0;
+  MpiLock lock;
   if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS) len = 0;
   return std::string(buf, static_cast<size_t>(len));
 }
@@ -37,7 +38,9 @@ namespace {
 struct MpiRuntime {
   bool owned = false;
   int provided = MPI_THREAD_SINGLE;
-  std::mutex mu;  // serializes calls when provided < MPI_THREAD_MULTIPLE
+  // Serializes calls when provided < MPI_THREAD_MULTIPLE; recursive, as an MPI_CHECK under
+  // the lock asks MPI for the error's text under it again.
+  std::recursive_mutex mu;
   ~MpiRuntime() {
     int fin = 0;
     if (owned && MPI_Finalized(&fin) == MPI_SUCCESS && !fin) MPI_Finalize();
@@ -108,6 +111,7 @@ void abort_job_if_shared(const std::string& reason) {
   int init = 0, fin = 0, n = 1, rank = 0;
   if (MPI_Initialized(&init) != MPI_SUCCESS || !init) return;
   if (MPI_Finalized(&fin) != MPI_SUCCESS || fin) return;
+  MpiLock lock;  // the communication thread may be polling a collective
   if (MPI_Comm_size(MPI_COMM_WORLD, &n) != MPI_SUCCESS || n <= 1) return;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   std::fprintf(stderr, "zt.comm: rank %d aborts the MPI job: %s\n", rank, reason.c_str());
@@ -164,6 +168,7 @@ static MPI_Comm dup_world(std::chrono::milliseconds timeout) {
 static int world_rank() {
   mpi_init();
   int r = 0;
+  MpiLock lock;  // another communicator's thread may be polling a collective
   MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &r));
   return r;
 }
@@ -171,6 +176,7 @@ static int world_rank() {
 static int world_size() {
   mpi_init();
   int n = 0;
+  MpiLock lock;
   MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &n));
   return n;
 }
@@ -223,7 +229,10 @@ void MpiComm::fail_call(const std::string& what, const char* call, int rc) {
   // Only a message longer than its receive buffer says the ranks disagreed; other codes
   // are MPI's own failures (a transport, a dead peer).
   int cls = rc;
-  MPI_Error_class(rc, &cls);
+  {
+    MpiLock lock;
+    MPI_Error_class(rc, &cls);
+  }
   const bool mismatch = cls == MPI_ERR_TRUNCATE || cls == MPI_ERR_COUNT;
   const std::string msg = ::zt::detail::cat(
       "zt.comm: ", what, ": ", call, " failed: ", internal::mpi_error_text(rc),

@@ -45,7 +45,8 @@ void mpi_init();
 /// that fails before its communicator exists: returning from main would leave it in
 /// MPI_Finalize, waiting for ranks that wait for it in their first collective.
 void abort_job_if_shared(const std::string& reason);
-/// Serializes MPI calls while in scope when MPI lacks MPI_THREAD_MULTIPLE; no-op otherwise.
+/// Serializes MPI calls while in scope when MPI lacks MPI_THREAD_MULTIPLE (every call of zt,
+/// on any thread; a thread may nest them); no-op otherwise.
 class MpiLock {
  public:
   MpiLock();
