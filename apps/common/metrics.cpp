@@ -69,6 +69,8 @@ void MetricsWriter::image(const std::string& tag, int64_t step, const data::Imag
 
 std::vector<nlohmann::json> read_metrics(const std::string& path, std::string* torn) {
   std::vector<nlohmann::json> out;
+  const std::string odd = not_a_regular_file(path);  // a FIFO's open would wait forever
+  ZT_CHECK(odd.empty(), "the metrics file '", path, "' is ", odd, ", not a file of records");
   std::ifstream in(path);
   if (!in) {  // none yet is no records; one that cannot be read is not
     ZT_CHECK(!fs::exists(path), "cannot read the metrics file '", path,

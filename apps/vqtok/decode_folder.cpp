@@ -54,6 +54,10 @@ DecodeFolder::DecodeFolder(std::string dir) : dir_(std::move(dir)) {
   if (!fs::exists(dir_)) return;
   const fs::path manifest = fs::path(dir_) / kDecodeManifest;
   if (fs::exists(manifest)) {
+    const std::string odd = not_a_regular_file(manifest.string());  // a FIFO's open would wait
+    ZT_CHECK(odd.empty(), "decode: '", manifest.string(),
+             "' (the list of files an earlier decode wrote there) is ", odd,
+             "; choose an empty folder for -o");
     std::ifstream f(manifest);
     try {
       const nlohmann::json j = nlohmann::json::parse(f);
