@@ -2,45 +2,26 @@
 // by name, not opened (an open with nothing writing to it would wait forever). read_saved_run
 // (apps/common/saved_run.h) reads a checkpoint's meta.json before a resume or an inference,
 // read_metrics a run's metrics.jsonl on a resume, DecodeFolder an earlier decode's manifest.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
-#include <functional>
-#include <future>
 
 #include "apps/common/metrics.h"
 #include "apps/common/saved_run.h"
 #include "apps/vqtok/decode_folder.h"
+#include "common/fifo_reader.h"
 #include "common/test_util.h"
 
 using namespace zt;
 namespace fs = std::filesystem;
-
-namespace {
-
-// The error `read` raises on the FIFO `fifo`; a read that waits on it fails the test (a
-// writer then lets it go: opens and closes the FIFO).
-std::string error_on_fifo(const fs::path& fifo, const std::function<void()>& read) {
-  auto done = std::async(std::launch::async, [&] { return test::error_of(read); });
-  for (auto wait = std::chrono::seconds(10); done.wait_for(wait) == std::future_status::timeout;
-       wait = std::chrono::seconds(1)) {
-    ADD_FAILURE() << "waited on the FIFO '" << fifo.string() << "'";
-    ::close(::open(fifo.c_str(), O_WRONLY));
-  }
-  return done.get();
-}
-
-}  // namespace
 
 TEST(SavedRun, AMetaJsonThatIsAFifoIsRefusedNotWaitedOn) {
   const fs::path dir = fs::path(test::process_temp_dir("zt_saved_run_fifo")) / "step_000002";
   fs::create_directories(dir);
   const fs::path meta = dir / "meta.json";
   ASSERT_EQ(::mkfifo(meta.c_str(), 0600), 0);
-  const std::string err = error_on_fifo(meta, [&] { app::read_saved_run(dir.string()); });
+  const std::string err =
+      test::error_of_fifo_reader(meta.string(), [&] { app::read_saved_run(dir.string()); });
   EXPECT_NE(err.find("'" + meta.string() + "' is a FIFO"), std::string::npos) << err;
   fs::remove_all(dir);
 }
@@ -49,12 +30,14 @@ TEST(SavedRun, AMetricsFileOrDecodeManifestThatIsAFifoIsRefusedNotWaitedOn) {
   const fs::path dir = test::process_temp_dir("zt_run_files_fifo");
   const fs::path metrics = dir / "metrics.jsonl";
   ASSERT_EQ(::mkfifo(metrics.c_str(), 0600), 0);
-  const std::string err = error_on_fifo(metrics, [&] { app::read_metrics(metrics.string()); });
+  const std::string err =
+      test::error_of_fifo_reader(metrics.string(), [&] { app::read_metrics(metrics.string()); });
   EXPECT_NE(err.find("the metrics file '" + metrics.string() + "' is a FIFO"), std::string::npos)
       << err;
   const fs::path manifest = dir / vqtok::kDecodeManifest;
   ASSERT_EQ(::mkfifo(manifest.c_str(), 0600), 0);
-  const std::string bad = error_on_fifo(manifest, [&] { vqtok::DecodeFolder{dir.string()}; });
+  const std::string bad =
+      test::error_of_fifo_reader(manifest.string(), [&] { vqtok::DecodeFolder{dir.string()}; });
   EXPECT_NE(bad.find("decode: '" + manifest.string() +
                      "' (the list of files an earlier decode wrote there) is a FIFO"),
             std::string::npos)

@@ -1,14 +1,19 @@
-// Tensor comparisons and the finite-difference gradient checker.
+// Tensor comparisons, the finite-difference gradient checker and the other test helpers.
 #include "common/test_util.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <mutex>
 #include <sstream>
+
+#include "common/fifo_reader.h"
 
 namespace zt::test {
 
@@ -109,6 +114,16 @@ std::string error_of(const std::function<void()>& fn) {
     return e.what();
   }
   return "";
+}
+
+std::string error_of_fifo_reader(const std::string& fifo, const std::function<void()>& fn) {
+  auto done = std::async(std::launch::async, [&] { return error_of(fn); });
+  for (auto wait = std::chrono::seconds(10); done.wait_for(wait) == std::future_status::timeout;
+       wait = std::chrono::seconds(1)) {
+    ADD_FAILURE() << "waited on the FIFO '" << fifo << "'";
+    ::close(::open(fifo.c_str(), O_WRONLY));
+  }
+  return done.get();
 }
 
 std::string process_temp_dir(const std::string& name) {

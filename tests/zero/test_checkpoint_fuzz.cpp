@@ -5,19 +5,15 @@
 // before it, and refused by load_checkpoint without a change to the engine. Run under the
 // sanitizers this also shows the safetensors and meta.json readers never read outside
 // the file.
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
-#include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <functional>
-#include <future>
 #include <iterator>
 #include <string>
 #include <vector>
 
+#include "common/fifo_reader.h"
 #include "common/test_util.h"
 #include "zero/checkpoint_util.h"
 
@@ -137,27 +133,19 @@ TEST(CheckpointFuzz, AFifoInPlaceOfLatestOrMetaJsonIsNotWaitedOn) {
       zero::save_checkpoint(*e, root.string(), zero::checkpoint_tag(step));
     }
   });
-  // Runs f and returns its error ("" for none). Should it still wait on `fifo` after a
-  // while, a writer lets it go (opens and closes the FIFO), as often as it waits again, and
-  // the test fails.
-  auto within = [](const fs::path& fifo, const std::function<void()>& f) {
-    auto done = std::async(std::launch::async, [&] { return test::error_of(f); });
-    for (auto wait = std::chrono::seconds(10); done.wait_for(wait) == std::future_status::timeout;
-         wait = std::chrono::seconds(1)) {
-      ADD_FAILURE() << "waited on the FIFO '" << fifo.string() << "'";
-      ::close(::open(fifo.c_str(), O_WRONLY));
-    }
-    return done.get();
-  };
   const fs::path latest = root / "latest", meta = root / "step_000002/meta.json";
   fs::remove(latest);
   ASSERT_EQ(::mkfifo(latest.c_str(), 0600), 0);
   zero::ResumePoint rp;
-  EXPECT_EQ(within(latest, [&] { rp = zero::find_resume_point(root.string()); }), "");
+  EXPECT_EQ(test::error_of_fifo_reader(latest.string(),
+                                       [&] { rp = zero::find_resume_point(root.string()); }),
+            "");
   EXPECT_EQ(rp.step, 2);
   EXPECT_NE(rp.note.find("'" + latest.string() + "' is a FIFO"), std::string::npos) << rp.note;
   std::string found;
-  EXPECT_EQ(within(latest, [&] { found = zero::find_checkpoint(root.string()); }), "");
+  EXPECT_EQ(test::error_of_fifo_reader(latest.string(),
+                                       [&] { found = zero::find_checkpoint(root.string()); }),
+            "");
   EXPECT_EQ(found, (root / "step_000002").string());
 
   fs::remove(latest);
@@ -166,9 +154,13 @@ TEST(CheckpointFuzz, AFifoInPlaceOfLatestOrMetaJsonIsNotWaitedOn) {
   fs::rename(meta, saved);
   ASSERT_EQ(::mkfifo(meta.c_str(), 0600), 0);
   const std::string named = "'" + meta.string() + "' is a FIFO, not the file";
-  EXPECT_NE(within(meta, [&] { zero::verify_checkpoint(meta.parent_path().string()); }).find(named),
+  EXPECT_NE(test::error_of_fifo_reader(
+                meta.string(), [&] { zero::verify_checkpoint(meta.parent_path().string()); })
+                .find(named),
             std::string::npos);
-  EXPECT_EQ(within(meta, [&] { rp = zero::find_resume_point(root.string()); }), "");
+  EXPECT_EQ(test::error_of_fifo_reader(meta.string(),
+                                       [&] { rp = zero::find_resume_point(root.string()); }),
+            "");
   EXPECT_EQ(rp.step, 1);
   EXPECT_NE(rp.note.find(named), std::string::npos) << rp.note;
 }
