@@ -257,44 +257,34 @@ TEST(GatheredScopeEdges, ACheckpointSavedInAModifierScopeHoldsItsEdits) {
 // A checkpoint saved while a read-only scope holds an edit of a parameter would hold the
 // edit at one rank (the gathered parameter is the shard) and not at two, while the model, once
 // the scope's exit puts the values back, holds it at neither: the save is refused on every
-// rank, naming it.
-TEST(GatheredScopeEdges, ACheckpointSavedWithAnEditInAReadOnlyScopeIsRefused) {
+// rank, naming it. The same for a consolidated export.
+TEST(GatheredScopeEdges, ASaveOrExportWithAnEditInAReadOnlyScopeIsRefused) {
   lesson::TempDir tmp;
-  for (int N : {1, 2}) {
-    SCOPED_TRACE(std::to_string(N) + " ranks");
-    comm::run_threads(N, [&](comm::Communicator& comm) {
-      auto m = lesson::partitioned<Pair>(comm);
-      zero::Engine e(m, comm, {}, {});
-      zero::GatheredParameters g(*m, comm);
-      if (comm.rank() == 0) {
-        autograd::NoGradGuard no_grad;
-        m->a->weight.fill_(5.0);
-      }
-      EXPECT_TRUE(test::throws_with([&] { zero::save_checkpoint(e, tmp.path, "edited"); },
-                                    "'a.weight' was modified inside a scope"));
-      EXPECT_FALSE(zero::has_checkpoint(tmp.path));
-      if (comm.rank() == 0) {
-        EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'a.weight' was modified"));
-      }
-    });
-  }
-}
-
-// The same for a consolidated export: at one rank it took the edit its scope then undid.
-TEST(GatheredScopeEdges, AnExportWithAnEditInAReadOnlyScopeIsRefused) {
-  for (int N : {1, 2}) {
-    SCOPED_TRACE(std::to_string(N) + " ranks");
-    comm::run_threads(N, [&](comm::Communicator& comm) {
-      auto m = lesson::partitioned<Pair>(comm);
-      zero::Engine e(m, comm, {}, {});
-      zero::GatheredParameters g(*m, comm);
-      if (comm.rank() == 0) {
-        autograd::NoGradGuard no_grad;
-        m->a->weight.fill_(5.0);
-      }
-      EXPECT_TRUE(test::throws_with([&] { zero::consolidated_state(e); },
-                                    "'a.weight' was modified inside a scope"));
-    });
+  for (const bool save : {true, false}) {
+    for (int N : {1, 2}) {
+      SCOPED_TRACE(std::string(save ? "save, " : "export, ") + std::to_string(N) + " ranks");
+      comm::run_threads(N, [&](comm::Communicator& comm) {
+        auto m = lesson::partitioned<Pair>(comm);
+        zero::Engine e(m, comm, {}, {});
+        zero::GatheredParameters g(*m, comm);
+        if (comm.rank() == 0) {
+          autograd::NoGradGuard no_grad;
+          m->a->weight.fill_(5.0);
+        }
+        EXPECT_TRUE(test::throws_with(
+            [&] {
+              if (save)
+                zero::save_checkpoint(e, tmp.path, "edited");
+              else
+                zero::consolidated_state(e);
+            },
+            "'a.weight' was modified inside a scope"));
+        EXPECT_FALSE(zero::has_checkpoint(tmp.path));
+        if (comm.rank() == 0) {
+          EXPECT_TRUE(test::throws_with([&] { g.exit(); }, "'a.weight' was modified"));
+        }
+      });
+    }
   }
 }
 
