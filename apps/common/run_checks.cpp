@@ -167,7 +167,11 @@ fs::path started_from_file(const std::string& output_dir) {
 }
 
 std::string started_from(const std::string& output_dir) {
-  std::ifstream f(started_from_file(output_dir));
+  const fs::path path = started_from_file(output_dir);
+  const std::string odd = not_a_regular_file(path.string());  // a FIFO's open would wait
+  ZT_CHECK(odd.empty(), "'", path.string(), "' (the checkpoint a run there started from) is ", odd,
+           ", not a file zt wrote; remove it");
+  std::ifstream f(path);
   std::string from;
   std::getline(f, from);
   return from;

@@ -18,6 +18,7 @@
 //  5. a torn last metrics line is dropped on --resume, earlier lines kept; a metrics line
 //     the disk has no room for is an error, not a silent loss.
 // What a resume goes on with: test_resume_identity.cpp.
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -30,6 +31,7 @@
 #include "apps/common/train_util.h"
 #include "apps/reliability_test_util.h"
 #include "apps/vqtok/vqtok_app.h"
+#include "common/fifo_reader.h"
 #include "common/test_util.h"
 #include "configs/config.h"
 #include "data/factory.h"
@@ -307,6 +309,14 @@ TEST(Reliability, StartsThatWouldLoseAnEarlierRunAreRefused) {
   // checkpoint, the results are another run's, and are refused.
   write_file(warm + "/metrics.jsonl", "{\"step\": 1}\n");
   EXPECT_EQ(start_warm(), root + "/step_000002");
+  // Where that note is a FIFO, it is refused by name, not opened (which would wait forever).
+  const std::string note = warm + "/.started_from";
+  ASSERT_TRUE(fs::remove(note));
+  ASSERT_EQ(::mkfifo(note.c_str(), 0600), 0);
+  err = test::error_of_fifo_reader(note, start_warm);
+  EXPECT_TRUE(has(err, "'" + note + "' (the checkpoint a run there started from) is a FIFO"))
+      << err;
+  fs::remove(note);
   err = error_of([&] {
     comm::run_threads(1, [&](comm::Communicator& comm) {
       app::start_run(tiny_config(warm, {"train.resume=" + root + "/step_000004"}),
